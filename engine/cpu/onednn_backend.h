@@ -1,0 +1,98 @@
+#pragma once
+// Private to engine/cpu: the oneDNN backend class. Each op family is implemented in its own file
+// (cpu_conv.cpp, cpu_pool.cpp, ...). Primitives are built once per shape and kept in a cache keyed
+// by a string that encodes the op and its full geometry.
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "engine/ops/ops.h"
+
+namespace towers::engine::cpu {
+
+class OneDnnOps final : public Ops
+{
+public:
+    OneDnnOps();
+
+    std::string name() const override { return "onednn"; }
+    Device device() const override { return Device::host(); }
+
+    void conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
+                       Tensor& y, Activation act) override;
+    void conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const Tensor& w,
+                            Tensor& dx) override;
+    void conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, const Tensor& dy, Tensor& dw,
+                               Tensor* db) override;
+
+    void maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y,
+                        Tensor& workspace) override;
+    void maxPoolBackward(const Pool2dDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
+                         const Tensor& workspace, Tensor& dx) override;
+
+    void lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace) override;
+    void lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
+                     const Tensor& workspace, Tensor& dx) override;
+
+    void linearForward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                       Activation act) override;
+    void linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx) override;
+    void linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db) override;
+
+    void reluForward(const Tensor& x, Tensor& y) override;
+    void reluBackward(const Tensor& y, const Tensor& dy, Tensor& dx) override;
+    void add(const Tensor& a, const Tensor& b, Tensor& y) override;
+    void dropoutForward(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
+                        Tensor& mask) override;
+    void dropoutBackward(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx) override;
+
+    void batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
+                                  const Tensor& beta, Tensor& y, Tensor& runningMean,
+                                  Tensor& runningVar, Tensor& saveMean, Tensor& saveVar) override;
+    void batchNormForwardInference(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& beta, const Tensor& runningMean,
+                                   const Tensor& runningVar, Tensor& y) override;
+    void batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
+                           const Tensor& gamma, const Tensor& saveMean, const Tensor& saveVar,
+                           Tensor& dx, Tensor& dgamma, Tensor& dbeta) override;
+
+    void nhwcToNchw(const Tensor& x, Tensor& y) override;
+    void nchwToNhwc(const Tensor& x, Tensor& y) override;
+
+    double softmaxCrossEntropyForward(const Tensor& logits, const Tensor& labels,
+                                      Tensor& probs) override;
+    void softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& labels, double scale,
+                                     Tensor& dlogits) override;
+
+    double sumSquares(const Tensor& x) override;
+    void axpy(double alpha, const Tensor& x, Tensor& y) override;
+
+    dnnl::engine& dnnlEngine() { return m_engine; }
+    dnnl::stream& dnnlStream() { return m_stream; }
+
+    // Returns the cache entry for `key`, building it with `make` the first time. T is any
+    // per-shape state a family needs (primitive descriptors, primitives, scratch memories).
+    template <class T> T& cached(const std::string& key, const std::function<std::shared_ptr<T>()>& make)
+    {
+        auto it = m_cache.find(key);
+        if (it == m_cache.end()) it = m_cache.emplace(key, make()).first;
+        return *static_cast<T*>(it->second.get());
+    }
+
+private:
+    dnnl::engine m_engine;
+    dnnl::stream m_stream;
+    std::unordered_map<std::string, std::shared_ptr<void>> m_cache;
+};
+
+// Throws Unsupported unless t is a non-empty Float32 tensor.
+void requireF32(const Tensor& t, const char* what);
+// Wraps a host tensor's bytes as a oneDNN memory with the given descriptor (no copy).
+dnnl::memory wrap(OneDnnOps& ops, const dnnl::memory::desc& md, const Tensor& t);
+// Runs `f`, turning a dnnl::error into a BackendError that names `what`.
+void guarded(const char* what, const std::function<void()>& f);
+
+} // namespace towers::engine::cpu

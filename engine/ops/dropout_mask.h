@@ -1,0 +1,27 @@
+#pragma once
+// Dropout masks from a counter-based hash, so every backend and any number of threads draw the
+// same mask for the same (seed, element) pair.
+#include <cstdint>
+
+namespace towers::engine {
+
+constexpr std::uint64_t splitmix64(std::uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+// Keep threshold on 32 bits: element kept when its hash is >= rate * 2^32.
+constexpr std::uint32_t dropoutThreshold(double rate)
+{
+    return rate <= 0 ? 0u : static_cast<std::uint32_t>(rate * 4294967296.0);
+}
+
+constexpr bool dropoutKeeps(std::uint64_t seed, std::uint64_t index, std::uint32_t threshold)
+{
+    return static_cast<std::uint32_t>(splitmix64(seed ^ splitmix64(index)) >> 32) >= threshold;
+}
+
+} // namespace towers::engine

@@ -1,0 +1,153 @@
+#include "engine/tensor/tensor.h"
+
+#include <cstring>
+
+namespace towers::engine {
+
+Tensor::Tensor(Shape shape, DType dtype) : m_shape(std::move(shape)), m_dtype(dtype)
+{
+    m_buffer = Buffer::allocateHost(static_cast<std::size_t>(m_shape.numel()) * dtypeSize(dtype));
+}
+
+Tensor Tensor::zeros(Shape shape, DType dtype)
+{
+    Tensor t(std::move(shape), dtype);
+    if (t.bytes()) std::memset(t.raw(), 0, t.bytes());
+    return t;
+}
+
+Tensor Tensor::filled(Shape shape, DType dtype, double value)
+{
+    Tensor t(std::move(shape), dtype);
+    t.fill(value);
+    return t;
+}
+
+const Device& Tensor::device() const
+{
+    static const Device host = Device::host();
+    return m_buffer ? m_buffer->device() : host;
+}
+
+Tensor Tensor::reshaped(Shape shape) const
+{
+    if (shape.numel() != numel())
+        throw ShapeError("cannot reshape " + m_shape.str() + " to " + shape.str() +
+                         ": element counts differ");
+    Tensor t = *this;
+    t.m_shape = std::move(shape);
+    return t;
+}
+
+Tensor Tensor::slice(std::int64_t begin, std::int64_t end) const
+{
+    if (rank() == 0 || begin < 0 || end < begin || end > m_shape[0])
+        throw ShapeError("slice [" + std::to_string(begin) + ", " + std::to_string(end) +
+                         ") out of range for " + m_shape.str());
+    Tensor t = *this;
+    const std::size_t row = m_shape[0] ? bytes() / static_cast<std::size_t>(m_shape[0]) : 0;
+    t.m_offset += static_cast<std::size_t>(begin) * row;
+    t.m_shape[0] = end - begin;
+    return t;
+}
+
+Tensor Tensor::clone() const
+{
+    Tensor t(m_shape, m_dtype);
+    if (bytes()) std::memcpy(t.raw(), raw(), bytes());
+    return t;
+}
+
+Tensor Tensor::to(DType dtype) const
+{
+    Tensor t(m_shape, dtype);
+    for (std::int64_t i = 0; i < numel(); ++i) t.setAt(i, at(i));
+    return t;
+}
+
+void Tensor::fill(double value)
+{
+    for (std::int64_t i = 0; i < numel(); ++i) setAt(i, value);
+}
+
+void Tensor::copyFrom(const Tensor& other)
+{
+    if (other.m_shape != m_shape || other.m_dtype != m_dtype)
+        throw ShapeError("copy from " + other.describe() + " into " + describe());
+    if (bytes()) std::memmove(raw(), other.raw(), bytes());
+}
+
+void Tensor::ensure(Tensor& t, const Shape& shape, DType dtype)
+{
+    if (!t.empty() && t.m_dtype == dtype && t.m_offset == 0 &&
+        t.m_buffer->size() >= static_cast<std::size_t>(shape.numel()) * dtypeSize(dtype)) {
+        t.m_shape = shape;
+        return;
+    }
+    t = Tensor(shape, dtype);
+}
+
+double Tensor::at(std::int64_t i) const
+{
+    switch (m_dtype) {
+    case DType::Float32: return static_cast<const float*>(raw())[i];
+    case DType::Float64: return static_cast<const double*>(raw())[i];
+    case DType::Int32: return static_cast<const std::int32_t*>(raw())[i];
+    case DType::UInt8: return static_cast<const std::uint8_t*>(raw())[i];
+    case DType::BFloat16: {
+        std::uint32_t bits = std::uint32_t(static_cast<const std::uint16_t*>(raw())[i]) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        return f;
+    }
+    }
+    return 0;
+}
+
+void Tensor::setAt(std::int64_t i, double v)
+{
+    switch (m_dtype) {
+    case DType::Float32: static_cast<float*>(raw())[i] = static_cast<float>(v); break;
+    case DType::Float64: static_cast<double*>(raw())[i] = v; break;
+    case DType::Int32: static_cast<std::int32_t*>(raw())[i] = static_cast<std::int32_t>(v); break;
+    case DType::UInt8: static_cast<std::uint8_t*>(raw())[i] = static_cast<std::uint8_t>(v); break;
+    case DType::BFloat16: {
+        float f = static_cast<float>(v);
+        std::uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        bits += 0x7FFF + ((bits >> 16) & 1); // round to nearest even
+        static_cast<std::uint16_t*>(raw())[i] = static_cast<std::uint16_t>(bits >> 16);
+        break;
+    }
+    }
+}
+
+std::string Tensor::describe() const
+{
+    return std::string(dtypeName(m_dtype)) + " " + m_shape.str();
+}
+
+void Tensor::checkType(DType t) const
+{
+    if (empty()) throw InvalidArgument("access to an empty tensor");
+    if (t != m_dtype)
+        throw InvalidArgument("tensor is " + std::string(dtypeName(m_dtype)) + ", accessed as " +
+                              std::string(dtypeName(t)));
+}
+
+void requireShape(const Tensor& t, const Shape& expected, const char* what)
+{
+    if (t.empty()) throw ShapeError(std::string(what) + ": tensor is empty, expected " + expected.str());
+    if (t.shape() != expected)
+        throw ShapeError(std::string(what) + ": expected shape " + expected.str() + ", got " +
+                         t.shape().str());
+}
+
+void requireDType(const Tensor& t, DType expected, const char* what)
+{
+    if (t.dtype() != expected)
+        throw InvalidArgument(std::string(what) + ": expected " + std::string(dtypeName(expected)) +
+                              ", got " + std::string(dtypeName(t.dtype())));
+}
+
+} // namespace towers::engine

@@ -1,0 +1,50 @@
+#pragma once
+// Test support shared by the engine tests: random tensors, the finite-difference gradient checker
+// (central differences in double precision) and the error measures used to compare backends.
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "engine/tensor/rng.h"
+#include "engine/tensor/tensor.h"
+
+namespace towers::test {
+
+using engine::DType;
+using engine::Rng;
+using engine::Shape;
+using engine::Tensor;
+
+// Uniform random values in [lo, hi).
+Tensor randomTensor(const Shape& shape, DType dtype, Rng& rng, double lo = -1.0, double hi = 1.0);
+// Values whose pairwise gaps are at least `gap` inside every tensor (a shuffled ramp plus small
+// noise), so that max-pooling and ReLU stay away from their kinks under finite differences.
+Tensor distinctTensor(const Shape& shape, DType dtype, Rng& rng, double gap = 1e-3);
+// Random labels in [0, classes).
+Tensor randomLabels(std::int64_t n, int classes, Rng& rng);
+
+// Sum of a[i] * b[i], in double.
+double dot(const Tensor& a, const Tensor& b);
+
+struct GradCheckResult
+{
+    double maxRelError = 0; // |analytic - numeric| / max(|analytic|, |numeric|, floor)
+    double maxAbsError = 0;
+    std::int64_t worstIndex = -1;
+    double worstAnalytic = 0, worstNumeric = 0;
+    std::string str() const;
+};
+
+// Checks `analytic` (the gradient of the scalar f with respect to x) by central differences on x,
+// which must be Float64. Elements are sampled (at most maxElements, chosen by seed) so big tensors
+// stay fast. f is called twice per sampled element with x perturbed in place and restored.
+GradCheckResult checkGradient(const std::function<double()>& f, Tensor& x, const Tensor& analytic,
+                              double step = 1e-6, std::int64_t maxElements = 256,
+                              std::uint64_t seed = 1, double floor = 1e-6);
+
+// ||a - b||_2 / ||b||_2 (0 when both are zero): the backends' comparison measure (as ggml's
+// test-backend-ops). a and b may have different float dtypes.
+double normalisedError(const Tensor& a, const Tensor& b);
+double maxAbsDiff(const Tensor& a, const Tensor& b);
+
+} // namespace towers::test
