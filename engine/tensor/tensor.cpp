@@ -93,6 +93,7 @@ double Tensor::at(std::int64_t i) const
     case DType::Float32: return static_cast<const float*>(raw())[i];
     case DType::Float64: return static_cast<const double*>(raw())[i];
     case DType::Int32: return static_cast<const std::int32_t*>(raw())[i];
+    case DType::Int64: return static_cast<double>(static_cast<const std::int64_t*>(raw())[i]);
     case DType::UInt8: return static_cast<const std::uint8_t*>(raw())[i];
     case DType::BFloat16: {
         std::uint32_t bits = std::uint32_t(static_cast<const std::uint16_t*>(raw())[i]) << 16;
@@ -110,6 +111,7 @@ void Tensor::setAt(std::int64_t i, double v)
     case DType::Float32: static_cast<float*>(raw())[i] = static_cast<float>(v); break;
     case DType::Float64: static_cast<double*>(raw())[i] = v; break;
     case DType::Int32: static_cast<std::int32_t*>(raw())[i] = static_cast<std::int32_t>(v); break;
+    case DType::Int64: static_cast<std::int64_t*>(raw())[i] = static_cast<std::int64_t>(v); break;
     case DType::UInt8: static_cast<std::uint8_t*>(raw())[i] = static_cast<std::uint8_t>(v); break;
     case DType::BFloat16: {
         float f = static_cast<float>(v);
