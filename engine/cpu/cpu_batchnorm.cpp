@@ -1,9 +1,197 @@
-// SCAFFOLD: replaced by the real implementation
-#include "engine/cpu/onednn_backend.h"
+// Batch normalisation on oneDNN's batch_normalization primitives in nhwc / nc memory (channels
+// last, as our tensors), with separate scale and shift (use_scale | use_shift, oneDNN >= 2.3; the
+// packed use_scaleshift would need a copy of gamma and beta every call). oneDNN saves the batch
+// mean and biased variance itself; the running statistics are a small loop here.
+#include <bit>
+
+#include "engine/cpu/cpu_common.h"
+#include "engine/reference/dense_checks.h"
 
 namespace towers::engine::cpu {
-void OneDnnOps::batchNormForwardTraining(const BatchNormDesc&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&, Tensor&, Tensor&) { throw Unsupported("cpu: batchNormForwardTraining not written yet"); }
-void OneDnnOps::batchNormForwardInference(const BatchNormDesc&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) { throw Unsupported("cpu: batchNormForwardInference not written yet"); }
-void OneDnnOps::batchNormBackward(const BatchNormDesc&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&) { throw Unsupported("cpu: batchNormBackward not written yet"); }
+
+namespace {
+
+using dnnl::normalization_flags;
+using dnnl::prop_kind;
+
+dnnl::memory::desc dataDesc(const BatchNormDesc& d)
+{
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    const Shape& s = d.shape;
+    // [N,C] is described as N,C,1,1 in nhwc (the same bytes): oneDNN 2.6 runs its JIT kernel for
+    // nhwc but a plain C++ loop for nc (1.5 ms instead of 0.1 ms at 128 x 2048).
+    if (s.rank() == 2) return dnnl::memory::desc({s[0], s[1], 1, 1}, dt::f32, tag::nhwc);
+    return dnnl::memory::desc({s[0], s[3], s[1], s[2]}, dt::f32, tag::nhwc); // dims are N,C,H,W
+}
+
+dnnl::memory::desc channelDesc(const BatchNormDesc& d)
+{
+    return dnnl::memory::desc({d.channels()}, dnnl::memory::data_type::f32,
+                              dnnl::memory::format_tag::a);
+}
+
+std::string bnKey(const char* op, const BatchNormDesc& d)
+{
+    // The exact epsilon bits: it is part of the primitive.
+    return std::string("batchnorm ") + op + " " + dimsKey(d.shape) + " eps " +
+           std::to_string(std::bit_cast<std::uint32_t>(static_cast<float>(d.epsilon)));
+}
+
+dnnl::batch_normalization_forward::primitive_desc forwardPd(const BatchNormDesc& d, prop_kind kind,
+                                                            normalization_flags flags,
+                                                            const dnnl::engine& eng)
+{
+    return {dnnl::batch_normalization_forward::desc(kind, dataDesc(d),
+                                                    static_cast<float>(d.epsilon), flags),
+            eng};
+}
+
+void requireBatchNormF32(const BatchNormDesc& d, const Tensor& t, const char* what)
+{
+    requireF32(t, what);
+    checks::batchNormChannel(d, t, what);
+}
+
+} // namespace
+
+void OneDnnOps::batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x,
+                                         const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                         Tensor& runningMean, Tensor& runningVar, Tensor& saveMean,
+                                         Tensor& saveVar)
+{
+    requireF32(x, "batch norm x");
+    checks::batchNormInput(d, x, "batch norm x");
+    requireBatchNormF32(d, gamma, "batch norm gamma");
+    requireBatchNormF32(d, beta, "batch norm beta");
+    requireBatchNormF32(d, runningMean, "batch norm running mean");
+    requireBatchNormF32(d, runningVar, "batch norm running variance");
+    checks::batchNormTrainingRows(d);
+    const std::int64_t c = d.channels();
+    Tensor::ensure(y, d.shape, DType::Float32);
+    Tensor::ensure(saveMean, {c}, DType::Float32);
+    Tensor::ensure(saveVar, {c}, DType::Float32);
+    guarded("running a batch norm forward (training)", [&] {
+        auto& p = cached<BoundPrimitive>(bnKey("train", d), [&] {
+            const auto pd = forwardPd(
+                d, prop_kind::forward_training,
+                normalization_flags::use_scale | normalization_flags::use_shift, m_engine);
+            auto bp = std::make_shared<BoundPrimitive>();
+            bp->prim = dnnl::batch_normalization_forward(pd);
+            bp->addArg(DNNL_ARG_SRC, pd.src_desc(), m_engine);
+            bp->addArg(DNNL_ARG_DST, pd.dst_desc(), m_engine);
+            bp->addArg(DNNL_ARG_SCALE, channelDesc(d), m_engine);
+            bp->addArg(DNNL_ARG_SHIFT, channelDesc(d), m_engine);
+            bp->addArg(DNNL_ARG_MEAN, pd.mean_desc(), m_engine);
+            bp->addArg(DNNL_ARG_VARIANCE, pd.variance_desc(), m_engine);
+            return bp;
+        });
+        p.bind(DNNL_ARG_SRC, x);
+        p.bind(DNNL_ARG_DST, y);
+        p.bind(DNNL_ARG_SCALE, gamma);
+        p.bind(DNNL_ARG_SHIFT, beta);
+        p.bind(DNNL_ARG_MEAN, saveMean);
+        p.bind(DNNL_ARG_VARIANCE, saveVar);
+        p.execute(m_stream);
+    });
+    const float m = static_cast<float>(d.momentum);
+    const float unbias = static_cast<float>(checks::unbiasFactor(d));
+    const float* pm = saveMean.data<float>();
+    const float* pv = saveVar.data<float>();
+    float* prm = runningMean.data<float>();
+    float* prv = runningVar.data<float>();
+    for (std::int64_t k = 0; k < c; ++k) {
+        prm[k] = (1 - m) * prm[k] + m * pm[k];
+        prv[k] = (1 - m) * prv[k] + m * pv[k] * unbias;
+    }
+}
+
+void OneDnnOps::batchNormForwardInference(const BatchNormDesc& d, const Tensor& x,
+                                          const Tensor& gamma, const Tensor& beta,
+                                          const Tensor& runningMean, const Tensor& runningVar,
+                                          Tensor& y)
+{
+    requireF32(x, "batch norm x");
+    checks::batchNormInput(d, x, "batch norm x");
+    requireBatchNormF32(d, gamma, "batch norm gamma");
+    requireBatchNormF32(d, beta, "batch norm beta");
+    requireBatchNormF32(d, runningMean, "batch norm running mean");
+    requireBatchNormF32(d, runningVar, "batch norm running variance");
+    Tensor::ensure(y, d.shape, DType::Float32);
+    guarded("running a batch norm forward (inference)", [&] {
+        auto& p = cached<BoundPrimitive>(bnKey("infer", d), [&] {
+            const auto pd =
+                forwardPd(d, prop_kind::forward_inference,
+                          normalization_flags::use_global_stats | normalization_flags::use_scale |
+                              normalization_flags::use_shift,
+                          m_engine);
+            auto bp = std::make_shared<BoundPrimitive>();
+            bp->prim = dnnl::batch_normalization_forward(pd);
+            bp->addArg(DNNL_ARG_SRC, pd.src_desc(), m_engine);
+            bp->addArg(DNNL_ARG_DST, pd.dst_desc(), m_engine);
+            bp->addArg(DNNL_ARG_SCALE, channelDesc(d), m_engine);
+            bp->addArg(DNNL_ARG_SHIFT, channelDesc(d), m_engine);
+            bp->addArg(DNNL_ARG_MEAN, pd.mean_desc(), m_engine);
+            bp->addArg(DNNL_ARG_VARIANCE, pd.variance_desc(), m_engine);
+            return bp;
+        });
+        p.bind(DNNL_ARG_SRC, x);
+        p.bind(DNNL_ARG_DST, y);
+        p.bind(DNNL_ARG_SCALE, gamma);
+        p.bind(DNNL_ARG_SHIFT, beta);
+        p.bind(DNNL_ARG_MEAN, runningMean);
+        p.bind(DNNL_ARG_VARIANCE, runningVar);
+        p.execute(m_stream);
+    });
+}
+
+void OneDnnOps::batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
+                                  const Tensor& gamma, const Tensor& saveMean,
+                                  const Tensor& saveVar, Tensor& dx, Tensor& dgamma, Tensor& dbeta)
+{
+    requireF32(x, "batch norm x");
+    requireF32(dy, "batch norm dy");
+    checks::batchNormInput(d, x, "batch norm x");
+    checks::batchNormInput(d, dy, "batch norm dy");
+    requireBatchNormF32(d, gamma, "batch norm gamma");
+    requireBatchNormF32(d, saveMean, "batch norm saved mean");
+    requireBatchNormF32(d, saveVar, "batch norm saved variance");
+    const Tensor dyIn = dy; // keeps dy's bytes should dx be the same tensor object
+    Tensor::ensure(dx, d.shape, DType::Float32);
+    Tensor::ensure(dgamma, {d.channels()}, DType::Float32);
+    Tensor::ensure(dbeta, {d.channels()}, DType::Float32);
+    guarded("running a batch norm backward", [&] {
+        auto& p = cached<BoundPrimitive>(bnKey("bwd", d), [&] {
+            const auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
+            const auto hint = forwardPd(d, prop_kind::forward_training, flags, m_engine);
+            const dnnl::batch_normalization_backward::primitive_desc pd(
+                dnnl::batch_normalization_backward::desc(prop_kind::backward, dataDesc(d),
+                                                         dataDesc(d), static_cast<float>(d.epsilon),
+                                                         flags),
+                m_engine, hint);
+            auto bp = std::make_shared<BoundPrimitive>();
+            bp->prim = dnnl::batch_normalization_backward(pd);
+            bp->addArg(DNNL_ARG_SRC, pd.src_desc(), m_engine);
+            bp->addArg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), m_engine);
+            bp->addArg(DNNL_ARG_SCALE, channelDesc(d), m_engine);
+            bp->addOwnedArg(DNNL_ARG_SHIFT, channelDesc(d), m_engine); // required, never read
+            bp->addArg(DNNL_ARG_MEAN, pd.mean_desc(), m_engine);
+            bp->addArg(DNNL_ARG_VARIANCE, pd.variance_desc(), m_engine);
+            bp->addArg(DNNL_ARG_DIFF_SRC, pd.diff_src_desc(), m_engine);
+            bp->addArg(DNNL_ARG_DIFF_SCALE, channelDesc(d), m_engine);
+            bp->addArg(DNNL_ARG_DIFF_SHIFT, channelDesc(d), m_engine);
+            return bp;
+        });
+        p.bind(DNNL_ARG_SRC, x);
+        p.bind(DNNL_ARG_DIFF_DST, dyIn);
+        p.bind(DNNL_ARG_SCALE, gamma);
+        p.bind(DNNL_ARG_MEAN, saveMean);
+        p.bind(DNNL_ARG_VARIANCE, saveVar);
+        p.bind(DNNL_ARG_DIFF_SRC, dx);
+        p.bind(DNNL_ARG_DIFF_SCALE, dgamma);
+        p.bind(DNNL_ARG_DIFF_SHIFT, dbeta);
+        p.execute(m_stream);
+    });
+}
 
 } // namespace towers::engine::cpu

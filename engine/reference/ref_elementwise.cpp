@@ -1,17 +1,227 @@
-// SCAFFOLD: replaced by the real implementation
-#include "engine/reference/reference_ops.h"
+// Element-wise ops, dropout, layout transposes, the softmax cross-entropy loss and the whole-tensor
+// reductions: plain loops, sums in double. Inputs are held as local views before the outputs are
+// sized, so an output that is the same tensor object as an input keeps reading the input's bytes.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/ops/dropout_mask.h"
+#include "engine/reference/dense_checks.h"
+#include "engine/reference/ref_common.h"
 
 namespace towers::engine::reference {
-void ReferenceOps::reluForward(const Tensor&, Tensor&) { throw Unsupported("reference: reluForward not written yet"); }
-void ReferenceOps::reluBackward(const Tensor&, const Tensor&, Tensor&) { throw Unsupported("reference: reluBackward not written yet"); }
-void ReferenceOps::add(const Tensor&, const Tensor&, Tensor&) { throw Unsupported("reference: add not written yet"); }
-void ReferenceOps::dropoutForward(const Tensor&, double, std::uint64_t, Tensor&, Tensor&) { throw Unsupported("reference: dropoutForward not written yet"); }
-void ReferenceOps::dropoutBackward(const Tensor&, const Tensor&, double, Tensor&) { throw Unsupported("reference: dropoutBackward not written yet"); }
-void ReferenceOps::nhwcToNchw(const Tensor&, Tensor&) { throw Unsupported("reference: nhwcToNchw not written yet"); }
-void ReferenceOps::nchwToNhwc(const Tensor&, Tensor&) { throw Unsupported("reference: nchwToNhwc not written yet"); }
-double ReferenceOps::softmaxCrossEntropyForward(const Tensor&, const Tensor&, Tensor&) { throw Unsupported("reference: softmaxCrossEntropyForward not written yet"); }
-void ReferenceOps::softmaxCrossEntropyBackward(const Tensor&, const Tensor&, double, Tensor&) { throw Unsupported("reference: softmaxCrossEntropyBackward not written yet"); }
-double ReferenceOps::sumSquares(const Tensor&) { throw Unsupported("reference: sumSquares not written yet"); }
-void ReferenceOps::axpy(double, const Tensor&, Tensor&) { throw Unsupported("reference: axpy not written yet"); }
+
+namespace {
+
+// [N,A,B,C] -> [N,C,A,B]: y[n][c][a][b] = x[n][a][b][c] (NHWC -> NCHW).
+template <class T> void moveLastToSecond(const Tensor& x, Tensor& y)
+{
+    const std::int64_t n = x.dim(0), a = x.dim(1), b = x.dim(2), c = x.dim(3);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t ia = 0; ia < a; ++ia)
+            for (std::int64_t ib = 0; ib < b; ++ib)
+                for (std::int64_t ic = 0; ic < c; ++ic)
+                    py[((i * c + ic) * a + ia) * b + ib] = px[((i * a + ia) * b + ib) * c + ic];
+}
+
+// [N,A,B,C] -> [N,B,C,A]: y[n][b][c][a] = x[n][a][b][c] (NCHW -> NHWC).
+template <class T> void moveSecondToLast(const Tensor& x, Tensor& y)
+{
+    const std::int64_t n = x.dim(0), a = x.dim(1), b = x.dim(2), c = x.dim(3);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t ia = 0; ia < a; ++ia)
+            for (std::int64_t ib = 0; ib < b; ++ib)
+                for (std::int64_t ic = 0; ic < c; ++ic)
+                    py[((i * b + ib) * c + ic) * a + ia] = px[((i * a + ia) * b + ib) * c + ic];
+}
+
+void requireNotAliased(const Tensor& x, const Tensor& y, const char* what)
+{
+    if (!y.empty() && y.raw() == x.raw())
+        throw InvalidArgument(std::string(what) + ": the output must not share the input's memory");
+}
+
+} // namespace
+
+void ReferenceOps::reluForward(const Tensor& x, Tensor& y)
+{
+    requireFloat(x, "relu x");
+    const Tensor in = x;
+    Tensor::ensure(y, in.shape(), in.dtype());
+    byDType(in.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* px = in.data<T>();
+        T* py = y.data<T>();
+        for (std::int64_t i = 0; i < in.numel(); ++i) py[i] = px[i] > 0 ? px[i] : T(0);
+    });
+}
+
+void ReferenceOps::reluBackward(const Tensor& y, const Tensor& dy, Tensor& dx)
+{
+    requireFloat(y, "relu y");
+    requireSameFloat(dy, y.dtype(), "relu dy");
+    checks::requireSameShape(dy, y, "relu dy", "y");
+    const Tensor yIn = y, dyIn = dy;
+    Tensor::ensure(dx, yIn.shape(), yIn.dtype());
+    byDType(yIn.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* py = yIn.data<T>();
+        const T* pdy = dyIn.data<T>();
+        T* pdx = dx.data<T>();
+        for (std::int64_t i = 0; i < yIn.numel(); ++i) pdx[i] = py[i] > 0 ? pdy[i] : T(0);
+    });
+}
+
+void ReferenceOps::add(const Tensor& a, const Tensor& b, Tensor& y)
+{
+    requireFloat(a, "add a");
+    requireSameFloat(b, a.dtype(), "add b");
+    checks::requireSameShape(b, a, "add b", "a");
+    const Tensor aIn = a, bIn = b;
+    Tensor::ensure(y, aIn.shape(), aIn.dtype());
+    byDType(aIn.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* pa = aIn.data<T>();
+        const T* pb = bIn.data<T>();
+        T* py = y.data<T>();
+        for (std::int64_t i = 0; i < aIn.numel(); ++i)
+            py[i] = static_cast<T>(double(pa[i]) + double(pb[i]));
+    });
+}
+
+void ReferenceOps::dropoutForward(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
+                                  Tensor& mask)
+{
+    requireFloat(x, "dropout x");
+    checks::dropoutRate(rate);
+    const Tensor in = x;
+    Tensor::ensure(y, in.shape(), in.dtype());
+    Tensor::ensure(mask, in.shape(), DType::UInt8);
+    const std::uint32_t threshold = dropoutThreshold(rate);
+    const double scale = 1.0 / (1.0 - rate);
+    byDType(in.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* px = in.data<T>();
+        T* py = y.data<T>();
+        std::uint8_t* pm = mask.data<std::uint8_t>();
+        for (std::int64_t i = 0; i < in.numel(); ++i) {
+            const bool keep = dropoutKeeps(seed, static_cast<std::uint64_t>(i), threshold);
+            pm[i] = keep ? 1 : 0;
+            py[i] = keep ? static_cast<T>(px[i] * scale) : T(0);
+        }
+    });
+}
+
+void ReferenceOps::dropoutBackward(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx)
+{
+    requireFloat(dy, "dropout dy");
+    checks::dropoutRate(rate);
+    checks::dropoutMask(mask, dy);
+    const Tensor dyIn = dy, maskIn = mask;
+    Tensor::ensure(dx, dyIn.shape(), dyIn.dtype());
+    const double scale = 1.0 / (1.0 - rate);
+    byDType(dyIn.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* pdy = dyIn.data<T>();
+        const std::uint8_t* pm = maskIn.data<std::uint8_t>();
+        T* pdx = dx.data<T>();
+        for (std::int64_t i = 0; i < dyIn.numel(); ++i)
+            pdx[i] = pm[i] ? static_cast<T>(pdy[i] * scale) : T(0);
+    });
+}
+
+void ReferenceOps::nhwcToNchw(const Tensor& x, Tensor& y)
+{
+    requireFloat(x, "nhwcToNchw x");
+    checks::nhwc(x, "nhwcToNchw x");
+    requireNotAliased(x, y, "nhwcToNchw");
+    Tensor::ensure(y, {x.dim(0), x.dim(3), x.dim(1), x.dim(2)}, x.dtype());
+    byDType(x.dtype(), [&](auto tag) { moveLastToSecond<decltype(tag)>(x, y); });
+}
+
+void ReferenceOps::nchwToNhwc(const Tensor& x, Tensor& y)
+{
+    requireFloat(x, "nchwToNhwc x");
+    checks::nhwc(x, "nchwToNhwc x");
+    requireNotAliased(x, y, "nchwToNhwc");
+    Tensor::ensure(y, {x.dim(0), x.dim(2), x.dim(3), x.dim(1)}, x.dtype());
+    byDType(x.dtype(), [&](auto tag) { moveSecondToLast<decltype(tag)>(x, y); });
+}
+
+double ReferenceOps::softmaxCrossEntropyForward(const Tensor& logits, const Tensor& labels,
+                                                Tensor& probs)
+{
+    requireFloat(logits, "softmax cross-entropy logits");
+    const std::int64_t k = checks::softmaxLabels(logits, labels, "softmax cross-entropy logits");
+    const std::int64_t n = logits.dim(0);
+    const Tensor in = logits;
+    Tensor::ensure(probs, in.shape(), in.dtype());
+    double loss = 0;
+    byDType(in.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* pl = in.data<T>();
+        const std::int32_t* lab = labels.data<std::int32_t>();
+        T* pp = probs.data<T>();
+        for (std::int64_t i = 0; i < n; ++i) {
+            const T* row = pl + i * k;
+            const double mx = *std::max_element(row, row + k);
+            double sum = 0;
+            for (std::int64_t j = 0; j < k; ++j) sum += std::exp(row[j] - mx);
+            const double logSum = mx + std::log(sum);
+            loss += logSum - row[lab[i]];
+            for (std::int64_t j = 0; j < k; ++j)
+                pp[i * k + j] = static_cast<T>(std::exp(row[j] - logSum));
+        }
+    });
+    return n ? loss / static_cast<double>(n) : 0.0;
+}
+
+void ReferenceOps::softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& labels,
+                                               double scale, Tensor& dlogits)
+{
+    requireFloat(probs, "softmax cross-entropy probs");
+    const std::int64_t k = checks::softmaxLabels(probs, labels, "softmax cross-entropy probs");
+    const Tensor in = probs;
+    Tensor::ensure(dlogits, in.shape(), in.dtype());
+    byDType(in.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* pp = in.data<T>();
+        const std::int32_t* lab = labels.data<std::int32_t>();
+        T* pd = dlogits.data<T>();
+        for (std::int64_t i = 0; i < in.dim(0); ++i)
+            for (std::int64_t j = 0; j < k; ++j)
+                pd[i * k + j] =
+                    static_cast<T>((double(pp[i * k + j]) - (j == lab[i] ? 1.0 : 0.0)) * scale);
+    });
+}
+
+double ReferenceOps::sumSquares(const Tensor& x)
+{
+    requireFloat(x, "sumSquares x");
+    double s = 0;
+    byDType(x.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* p = x.data<T>();
+        for (std::int64_t i = 0; i < x.numel(); ++i) s += double(p[i]) * double(p[i]);
+    });
+    return s;
+}
+
+void ReferenceOps::axpy(double alpha, const Tensor& x, Tensor& y)
+{
+    requireFloat(x, "axpy x");
+    requireSameFloat(y, x.dtype(), "axpy y");
+    checks::requireSameShape(y, x, "axpy y", "x");
+    byDType(x.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* px = x.data<T>();
+        T* py = y.data<T>();
+        for (std::int64_t i = 0; i < x.numel(); ++i)
+            py[i] = static_cast<T>(double(py[i]) + alpha * double(px[i]));
+    });
+}
 
 } // namespace towers::engine::reference

@@ -1,8 +1,97 @@
-// SCAFFOLD: replaced by the real implementation
+// Reference max pooling over NHWC. The workspace holds, for every output element, the flat index
+// into x of the element that won (Int32, shaped like y), so backward just routes dy there.
+#include <cstdint>
+#include <limits>
+#include <vector>
+
 #include "engine/reference/reference_ops.h"
 
 namespace towers::engine::reference {
-void ReferenceOps::maxPoolForward(const Pool2dDesc&, const Tensor&, Tensor&, Tensor&) { throw Unsupported("reference: maxPoolForward not written yet"); }
-void ReferenceOps::maxPoolBackward(const Pool2dDesc&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) { throw Unsupported("reference: maxPoolBackward not written yet"); }
+
+namespace {
+
+template <class T> void forward(const Window2d& g, const Tensor& x, Tensor& y, Tensor& argmax)
+{
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    std::int32_t* ap = argmax.data<std::int32_t>();
+    for (std::int64_t n = 0; n < g.n; ++n)
+        for (std::int64_t oy = 0; oy < g.oh; ++oy)
+            for (std::int64_t ox = 0; ox < g.ow; ++ox)
+                for (std::int64_t c = 0; c < g.c; ++c) {
+                    // Padded positions are skipped, i.e. they count as -infinity; the geometry
+                    // guarantees every window holds at least one real element.
+                    std::int64_t best = -1;
+                    for (int i = 0; i < g.kh; ++i) {
+                        const std::int64_t iy = oy * g.sh - g.padTop + i;
+                        if (iy < 0 || iy >= g.h) continue;
+                        for (int j = 0; j < g.kw; ++j) {
+                            const std::int64_t ix = ox * g.sw - g.padLeft + j;
+                            if (ix < 0 || ix >= g.w) continue;
+                            const std::int64_t k = ((n * g.h + iy) * g.w + ix) * g.c + c;
+                            // Strictly greater: the first maximum in scan order wins a tie.
+                            if (best < 0 || xp[k] > xp[best]) best = k;
+                        }
+                    }
+                    const std::int64_t out = ((n * g.oh + oy) * g.ow + ox) * g.c + c;
+                    if (best < 0)
+                        throw ShapeError("max pool window without a real element: " + g.str());
+                    yp[out] = xp[best];
+                    ap[out] = static_cast<std::int32_t>(best);
+                }
+}
+
+template <class T> void backward(const Tensor& dy, const Tensor& argmax, Tensor& dx)
+{
+    const T* dyp = dy.data<T>();
+    const std::int32_t* ap = argmax.data<std::int32_t>();
+    const std::int64_t nx = dx.numel();
+    // Overlapping windows can pick the same element, hence a sum (in double, as everywhere here).
+    std::vector<double> acc(static_cast<std::size_t>(nx), 0.0);
+    for (std::int64_t k = 0; k < dy.numel(); ++k) {
+        const std::int64_t src = ap[k];
+        if (src < 0 || src >= nx)
+            throw InvalidArgument("max pool workspace holds an index outside x; it does not come "
+                                  "from maxPoolForward with this descriptor");
+        acc[static_cast<std::size_t>(src)] += static_cast<double>(dyp[k]);
+    }
+    T* dxp = dx.data<T>();
+    for (std::int64_t k = 0; k < nx; ++k) dxp[k] = static_cast<T>(acc[static_cast<std::size_t>(k)]);
+}
+
+} // namespace
+
+void ReferenceOps::maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y,
+                                  Tensor& workspace)
+{
+    requireFloat(x, "max pool x");
+    requireShape(x, d.inputShape(), "max pool x");
+    if (x.numel() > std::numeric_limits<std::int32_t>::max())
+        throw Unsupported("reference max pool: input too large for int32 indices");
+    Tensor::ensure(y, d.outputShape(), x.dtype());
+    Tensor::ensure(workspace, d.outputShape(), DType::Int32);
+    if (x.dtype() == DType::Float64)
+        forward<double>(d.win, x, y, workspace);
+    else
+        forward<float>(d.win, x, y, workspace);
+}
+
+void ReferenceOps::maxPoolBackward(const Pool2dDesc& d, const Tensor& x, const Tensor& y,
+                                   const Tensor& dy, const Tensor& workspace, Tensor& dx)
+{
+    requireFloat(x, "max pool x");
+    requireDType(y, x.dtype(), "max pool y");
+    requireDType(dy, x.dtype(), "max pool dy");
+    requireShape(x, d.inputShape(), "max pool x");
+    requireShape(y, d.outputShape(), "max pool y");
+    requireShape(dy, d.outputShape(), "max pool dy");
+    requireDType(workspace, DType::Int32, "max pool workspace");
+    requireShape(workspace, d.outputShape(), "max pool workspace");
+    Tensor::ensure(dx, d.inputShape(), x.dtype());
+    if (x.dtype() == DType::Float64)
+        backward<double>(dy, workspace, dx);
+    else
+        backward<float>(dy, workspace, dx);
+}
 
 } // namespace towers::engine::reference

@@ -1,0 +1,83 @@
+// towers-cli bench: the train-step benchmark.
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include "app/cli/command.h"
+#include "engine/bench/train_step_bench.h"
+
+namespace towers::app {
+
+int runBench(const QStringList& args, CommandIo& io)
+{
+    QCommandLineParser p;
+    p.setApplicationDescription(
+        QStringLiteral("Times full training steps (forward + loss, backward, SGD update) of a model\n"
+                       "on synthetic data after a warm-up, and prints images per second with the\n"
+                       "step split into forward, backward and update. Compare with PyTorch on the\n"
+                       "same machine with bench/compare.py."));
+    p.addOptions({
+        {QStringLiteral("model"), QStringLiteral("Model to time (see 'towers-cli models')."),
+         QStringLiteral("name"), QStringLiteral("cifar10-tutorial")},
+        {QStringLiteral("batch-size"), QStringLiteral("Images per step."), QStringLiteral("n"), QStringLiteral("128")},
+        {QStringLiteral("threads"), QStringLiteral("CPU threads (0 = every core)."), QStringLiteral("n"), QStringLiteral("0")},
+        {QStringLiteral("steps"), QStringLiteral("Timed steps."), QStringLiteral("n"), QStringLiteral("20")},
+        {QStringLiteral("warmup"), QStringLiteral("Untimed steps before timing."), QStringLiteral("n"), QStringLiteral("3")},
+        {QStringLiteral("backend"), QStringLiteral("onednn or reference."), QStringLiteral("name"), QStringLiteral("onednn")},
+        {QStringLiteral("json"), QStringLiteral("Print the result as JSON.")},
+    });
+    int code = 0;
+    if (!parseOrExplain(p, args, io, code)) return code;
+    if (!p.positionalArguments().isEmpty()) {
+        io.err << "towers-cli bench: unexpected argument '" << p.positionalArguments().first() << "'\n";
+        return ExitUsage;
+    }
+    engine::TrainStepBenchOptions o;
+    o.model = p.value(QStringLiteral("model")).toStdString();
+    o.backend = p.value(QStringLiteral("backend")).toStdString();
+    if (!intOption(p, QStringLiteral("batch-size"), 1, 65536, o.batchSize, io) ||
+        !intOption(p, QStringLiteral("threads"), 0, 1024, o.threads, io) ||
+        !intOption(p, QStringLiteral("steps"), 1, 1000000, o.steps, io) ||
+        !intOption(p, QStringLiteral("warmup"), 0, 1000000, o.warmup, io))
+        return ExitUsage;
+
+    const bool json = p.isSet(QStringLiteral("json"));
+    const auto r = engine::benchmarkTrainStep(o, [&](int step, int total) {
+        if (!json) {
+            io.err << "\rstep " << step << "/" << total;
+            io.err.flush();
+        }
+    });
+    if (json) {
+        QJsonObject j{
+            {QStringLiteral("model"), QString::fromStdString(o.model)},
+            {QStringLiteral("batch_size"), o.batchSize},
+            {QStringLiteral("threads"), r.threads},
+            {QStringLiteral("steps"), o.steps},
+            {QStringLiteral("warmup"), o.warmup},
+            {QStringLiteral("backend"), QString::fromStdString(r.backend)},
+            {QStringLiteral("images_per_sec"), r.imagesPerSec},
+            {QStringLiteral("step_ms"), r.stepMs},
+            {QStringLiteral("forward_ms"), r.forwardMs},
+            {QStringLiteral("backward_ms"), r.backwardMs},
+            {QStringLiteral("update_ms"), r.updateMs},
+            {QStringLiteral("gflop_per_image"), r.gflopsPerImage},
+            {QStringLiteral("achieved_gflops"), r.achievedGflops},
+            {QStringLiteral("last_loss"), r.lastLoss},
+        };
+        io.out << QJsonDocument(j).toJson(QJsonDocument::Indented);
+        return ExitOk;
+    }
+    io.err << "\r";
+    io.out << "model      " << QString::fromStdString(o.model) << ", batch " << o.batchSize << ", "
+           << r.threads << " thread(s), " << QString::fromStdString(r.backend) << "\n"
+           << "steps      " << o.steps << " timed after " << o.warmup << " warm-up\n"
+           << "images/s   " << QString::number(r.imagesPerSec, 'f', 1) << "\n"
+           << "step       " << QString::number(r.stepMs, 'f', 2) << " ms (forward "
+           << QString::number(r.forwardMs, 'f', 2) << ", backward " << QString::number(r.backwardMs, 'f', 2)
+           << ", update " << QString::number(r.updateMs, 'f', 2) << ")\n"
+           << "compute    " << QString::number(r.gflopsPerImage, 'f', 3) << " GFLOP per image, "
+           << QString::number(r.achievedGflops, 'f', 1) << " GFLOP/s achieved\n";
+    return ExitOk;
+}
+
+} // namespace towers::app

@@ -1,0 +1,71 @@
+#include "app/cli/cli.h"
+
+#include <QCoreApplication>
+#include <cstdio>
+#include <exception>
+#include <new>
+
+#include "app/cli/command.h"
+#include "engine/errors.h"
+
+namespace towers::app {
+
+namespace {
+
+const Command kCommands[] = {
+    {"bench", "Time full training steps of a model on synthetic data (images/s)", runBench},
+    {"models", "List the models, or show one model's layers", runModels},
+};
+
+void printUsage(QTextStream& s)
+{
+    s << "Usage: towers-cli <command> [options]\n\n"
+         "Towers trains convolutional networks by synchronous data parallelism with replicated\n"
+         "towers. Commands:\n";
+    for (const auto& c : kCommands) s << "  " << QString::fromLatin1(c.name).leftJustified(10) << c.summary << "\n";
+    s << "\nRun 'towers-cli <command> --help' for a command's options.\n"
+         "Global options: --help, --version.\n";
+}
+
+} // namespace
+
+int runCli(const QStringList& arguments)
+{
+    QTextStream out(stdout), err(stderr);
+    CommandIo io{out, err};
+    const QString first = arguments.value(1);
+    if (first.isEmpty() || first == QLatin1String("--help") || first == QLatin1String("-h") ||
+        first == QLatin1String("help")) {
+        printUsage(first.isEmpty() ? err : out);
+        return first.isEmpty() ? ExitUsage : ExitOk;
+    }
+    if (first == QLatin1String("--version") || first == QLatin1String("-v")) {
+        out << "towers-cli " << QCoreApplication::applicationVersion() << "\n";
+        return ExitOk;
+    }
+    for (const auto& c : kCommands) {
+        if (first != QLatin1String(c.name)) continue;
+        QStringList args = arguments.mid(1);
+        args[0] = QStringLiteral("towers-cli ") + first;
+        try {
+            return c.run(args, io);
+        } catch (const engine::InvalidArgument& e) {
+            err << "towers-cli " << first << ": error: " << e.what() << "\n";
+            return ExitUsage;
+        } catch (const engine::Error& e) {
+            err << "towers-cli " << first << ": error: " << e.what() << "\n";
+            return ExitFailure;
+        } catch (const std::bad_alloc&) {
+            err << "towers-cli " << first << ": error: out of memory\n";
+            return ExitFailure;
+        } catch (const std::exception& e) {
+            err << "towers-cli " << first << ": internal error: " << e.what() << "\n";
+            return ExitFailure;
+        }
+    }
+    err << "towers-cli: unknown command '" << first << "'\n\n";
+    printUsage(err);
+    return ExitUsage;
+}
+
+} // namespace towers::app

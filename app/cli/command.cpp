@@ -1,0 +1,40 @@
+#include "app/cli/command.h"
+
+namespace towers::app {
+
+bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, CommandIo& io, int& exitCode)
+{
+    const QCommandLineOption help({QStringLiteral("h"), QStringLiteral("help")},
+                                  QStringLiteral("Show this help."));
+    parser.addOption(help);
+    if (!parser.parse(args)) {
+        io.err << "towers-cli: " << parser.errorText() << "\n"
+               << "Run '" << args.value(0) << " --help' for usage.\n";
+        exitCode = ExitUsage;
+        return false;
+    }
+    if (parser.isSet(help)) {
+        io.out << parser.helpText();
+        exitCode = ExitOk;
+        return false;
+    }
+    return true;
+}
+
+bool intOption(const QCommandLineParser& parser, const QString& name, int min, int max, int& value,
+               CommandIo& io)
+{
+    if (!parser.isSet(name)) return true;
+    bool ok = false;
+    const QString text = parser.value(name);
+    const int v = text.toInt(&ok);
+    if (!ok || v < min || v > max) {
+        io.err << "towers-cli: --" << name << " must be an integer from " << min << " to " << max
+               << ", got '" << text << "'\n";
+        return false;
+    }
+    value = v;
+    return true;
+}
+
+} // namespace towers::app

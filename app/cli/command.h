@@ -1,0 +1,36 @@
+#pragma once
+// A subcommand of towers-cli: its name, a one-line summary, and the function that runs it.
+#include <QCommandLineParser>
+#include <QStringList>
+#include <QTextStream>
+
+namespace towers::app {
+
+// Exit codes: 0 success, 1 the work failed (bad data, diverged, I/O), 2 bad usage.
+enum ExitCode { ExitOk = 0, ExitFailure = 1, ExitUsage = 2 };
+
+struct CommandIo
+{
+    QTextStream& out;
+    QTextStream& err;
+};
+
+struct Command
+{
+    const char* name;
+    const char* summary;
+    // args: the subcommand's arguments, args[0] being "towers-cli <name>".
+    int (*run)(const QStringList& args, CommandIo& io);
+};
+
+// Parses args with `parser` (adding --help); on a usage error prints it with a hint and returns
+// false with `exitCode` set.
+bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, CommandIo& io, int& exitCode);
+// Reads an integer option, accepting [min, max]; prints an error naming the option otherwise.
+bool intOption(const QCommandLineParser& parser, const QString& name, int min, int max, int& value,
+               CommandIo& io);
+
+int runBench(const QStringList& args, CommandIo& io);
+int runModels(const QStringList& args, CommandIo& io);
+
+} // namespace towers::app

@@ -1,0 +1,110 @@
+// towers-cli models: the registered models and their layers.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include "app/cli/command.h"
+#include "engine/models/registry.h"
+
+namespace towers::app {
+
+namespace {
+
+QString shapeText(const engine::Shape& s)
+{
+    QStringList parts;
+    for (auto d : s.dims()) parts << QString::number(d);
+    return parts.join(QLatin1Char('x'));
+}
+
+QJsonArray shapeJson(const engine::Shape& s)
+{
+    QJsonArray a;
+    for (auto d : s.dims()) a.append(qint64(d));
+    return a;
+}
+
+} // namespace
+
+int runModels(const QStringList& args, CommandIo& io)
+{
+    QCommandLineParser p;
+    p.setApplicationDescription(QStringLiteral(
+        "Without a name, lists the models. With a name, shows that model's layers, output shapes\n"
+        "and parameter counts (names as in the equivalent PyTorch module's state_dict)."));
+    p.addPositionalArgument(QStringLiteral("name"), QStringLiteral("A model to describe."), QStringLiteral("[name]"));
+    p.addOption({QStringLiteral("json"), QStringLiteral("Print JSON.")});
+    int code = 0;
+    if (!parseOrExplain(p, args, io, code)) return code;
+    const bool json = p.isSet(QStringLiteral("json"));
+    const QStringList pos = p.positionalArguments();
+    if (pos.size() > 1) {
+        io.err << "towers-cli models: expected at most one model name\n";
+        return ExitUsage;
+    }
+
+    if (pos.isEmpty()) {
+        QJsonArray list;
+        for (const auto& info : engine::modelRegistry()) {
+            const auto model = info.build();
+            if (json) {
+                list.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(info.name)},
+                                        {QStringLiteral("description"), QString::fromStdString(info.description)},
+                                        {QStringLiteral("input_shape"), shapeJson(info.inputShape)},
+                                        {QStringLiteral("classes"), info.numClasses},
+                                        {QStringLiteral("parameters"), qint64(model->parameterCount())},
+                                        {QStringLiteral("dataset"), QString::fromStdString(info.defaultDataset)}});
+            } else {
+                io.out << QString::fromStdString(info.name).leftJustified(18) << " input "
+                       << shapeText(info.inputShape).leftJustified(8) << " "
+                       << QString::number(model->parameterCount()).rightJustified(10) << " params  "
+                       << QString::fromStdString(info.description) << "\n";
+            }
+        }
+        if (json) io.out << QJsonDocument(list).toJson(QJsonDocument::Indented);
+        return ExitOk;
+    }
+
+    const auto model = engine::createModel(pos.first().toStdString());
+    const auto rows = model->layerTable();
+    if (json) {
+        QJsonArray layers;
+        for (const auto& r : rows)
+            layers.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(r.name)},
+                                      {QStringLiteral("kind"), QString::fromStdString(r.kind)},
+                                      {QStringLiteral("description"), QString::fromStdString(r.description)},
+                                      {QStringLiteral("output_shape"), shapeJson(r.outputShape)},
+                                      {QStringLiteral("parameters"), qint64(r.parameters)},
+                                      {QStringLiteral("forward_flops"), r.forwardFlops}});
+        QJsonArray params;
+        for (auto* prm : model->parameters())
+            params.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(prm->name)},
+                                      {QStringLiteral("shape"), shapeJson(prm->value.shape())},
+                                      {QStringLiteral("trainable"), prm->trainable}});
+        io.out << QJsonDocument(QJsonObject{{QStringLiteral("name"), QString::fromStdString(model->name())},
+                                            {QStringLiteral("input_shape"), shapeJson(model->inputShape())},
+                                            {QStringLiteral("parameters"), qint64(model->parameterCount())},
+                                            {QStringLiteral("layers"), layers},
+                                            {QStringLiteral("state_dict"), params}})
+                      .toJson(QJsonDocument::Indented);
+        return ExitOk;
+    }
+    io.out << QString::fromStdString(model->name()) << ": input " << shapeText(model->inputShape())
+           << " (HxWxC), " << model->numClasses() << " classes, " << model->parameterCount()
+           << " trainable parameters, " << QString::number(model->trainingFlopsPerExample() * 1e-6, 'f', 1)
+           << " MFLOP per training example\n\n";
+    io.out << QStringLiteral("layer").leftJustified(16) << QStringLiteral("output").leftJustified(12)
+           << QStringLiteral("params").rightJustified(10)
+           << "  description\n";
+    for (const auto& r : rows)
+        io.out << QString::fromStdString(r.name).leftJustified(16) << shapeText(r.outputShape).leftJustified(12)
+               << QString::number(r.parameters).rightJustified(10) << "  " << QString::fromStdString(r.description)
+               << "\n";
+    io.out << "\nstate_dict:\n";
+    for (auto* prm : model->parameters())
+        io.out << "  " << QString::fromStdString(prm->name).leftJustified(32) << shapeText(prm->value.shape())
+               << (prm->trainable ? "" : "  (buffer)") << "\n";
+    return ExitOk;
+}
+
+} // namespace towers::app

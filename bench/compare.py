@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""Towers vs PyTorch: the same training-step benchmark, side by side.
+
+    /usr/bin/python3 bench/compare.py --models cifar10-tutorial,mnist-convnet \\
+        --batch-size 128 --threads 2 --steps 20
+
+For each model runs `towers-cli bench ... --json`, then bench/torch_bench.py with the same
+settings (one after the other, never concurrently), and prints a table; --json prints the rows.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+KEYS = ("images_per_sec", "step_ms", "forward_ms", "backward_ms", "update_ms")
+
+
+def run_json(cmd, timeout):
+    """Runs `cmd` and returns (the JSON object on its stdout, None) or (None, error text)."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        return None, f"{cmd[0]}: not found"
+    except PermissionError:
+        return None, f"{cmd[0]}: not executable"
+    except subprocess.TimeoutExpired:
+        return None, f"{cmd[0]}: timed out after {timeout} s"
+    if p.returncode != 0:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+        return None, f"{os.path.basename(cmd[0])} exited with {p.returncode}: {' | '.join(tail)}"
+    obj = last_json_object(p.stdout)
+    if obj is None:
+        return None, f"{os.path.basename(cmd[0])}: no JSON object on stdout"
+    missing = [k for k in KEYS if k not in obj]
+    if missing:
+        return None, f"{os.path.basename(cmd[0])}: JSON lacks {', '.join(missing)}"
+    return obj, None
+
+
+def last_json_object(text):
+    """The JSON object (one line or pretty-printed) that ends `text`, after any log lines."""
+    decoder = json.JSONDecoder()
+    starts = [i for i, ch in enumerate(text) if ch == "{" and (i == 0 or text[i - 1] == "\n")]
+    for i in reversed(starts):
+        try:
+            obj, end = decoder.raw_decode(text, i)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and not text[end:].strip():
+            return obj
+    return None
+
+
+def compare(args, model):
+    common = ["--model", model, "--batch-size", str(args.batch_size), "--threads",
+              str(args.threads), "--steps", str(args.steps)]
+    towers, terr = run_json([args.towers_cli, "bench"] + common + ["--json"], args.timeout)
+    torch_cmd = [args.python, os.path.join(HERE, "torch_bench.py")] + common + [
+        "--warmup", str(args.warmup), "--json"]
+    torch, perr = run_json(torch_cmd, args.timeout)
+    row = {"model": model, "batch_size": args.batch_size, "threads": args.threads,
+           "steps": args.steps, "towers": towers, "pytorch": torch}
+    if terr or perr:
+        row["error"] = "; ".join(e for e in (terr, perr) if e)
+    if towers and torch:
+        row["ratio"] = towers["images_per_sec"] / torch["images_per_sec"]
+    return row
+
+
+def split(r):
+    return (f"{r['forward_ms']:.1f}/{r['backward_ms']:.1f}/{r['update_ms']:.1f}" if r else "-")
+
+
+def print_table(rows):
+    head = ["model", "batch", "threads", "Towers img/s", "PyTorch img/s", "ratio",
+            "Towers fwd/bwd/upd ms", "PyTorch fwd/bwd/upd ms"]
+    body = []
+    for r in rows:
+        t, p = r["towers"], r["pytorch"]
+        body.append([r["model"], str(r["batch_size"]), str(r["threads"]),
+                     f"{t['images_per_sec']:.1f}" if t else "-",
+                     f"{p['images_per_sec']:.1f}" if p else "-",
+                     f"{r['ratio']:.2f}x" if "ratio" in r else "-", split(t), split(p)])
+    widths = [max(len(x) for x in col) for col in zip(head, *body)]
+    fmt = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
+    print(fmt.format(*head))
+    print("  ".join("-" * w for w in widths))
+    for line in body:
+        print(fmt.format(*line))
+    for r in rows:
+        if "error" in r:
+            print(f"{r['model']}: {r['error']}", file=sys.stderr)
+    backends = {x["backend"] for r in rows for x in (r["towers"], r["pytorch"]) if x and
+                "backend" in x}
+    if backends:
+        print("backends: " + ", ".join(sorted(backends)))
+    print("ratio = Towers / PyTorch images/s (above 1: Towers is faster)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default="cifar10-tutorial",
+                    help="comma-separated model names (default cifar10-tutorial)")
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3, help="PyTorch warm-up steps")
+    ap.add_argument("--towers-cli", default=os.path.join(REPO, "build", "cpu", "app", "towers-cli"))
+    ap.add_argument("--python", default="/usr/bin/python3" if os.path.exists("/usr/bin/python3")
+                    else sys.executable, help="interpreter with torch for torch_bench.py")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    args = ap.parse_args()
+    if not os.path.isfile(args.towers_cli):
+        print(f"compare: towers-cli not found at {args.towers_cli} (build it, or pass "
+              f"--towers-cli)", file=sys.stderr)
+        return 2
+    models = [m for m in args.models.split(",") if m]
+    rows = [compare(args, m) for m in models]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print_table(rows)
+    return 1 if any("error" in r for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""Times a PyTorch training step (forward, backward, SGD update) of a Towers model on the CPU.
+
+    /usr/bin/python3 bench/torch_bench.py --model cifar10-tutorial --batch-size 128 --threads 2
+
+float32, synthetic data (random inputs and labels), train() mode (dropout and BatchNorm active),
+SGD with lr 0.01 and no momentum; the loss includes the model's weight decay. The three phases
+are timed separately after --warmup steps; images/s = batch size / mean step time.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+MODEL_NAMES = ["cifar10-tutorial", "mnist-convnet", "fashion-fast", "cifar10-resnet"]
+
+
+def _import_torch(threads):
+    """Imports torch with every thread pool (OpenMP, OpenBLAS) sized before it is loaded."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    global torch, tt
+    import torch
+    import towers_torch as tt
+
+
+def bench(model_name, batch_size, threads, steps, warmup, seed=0):
+    """Returns the result dict (same keys as `towers-cli bench --json`)."""
+    _import_torch(threads)
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set, or inter-op work already started
+        pass
+    torch.manual_seed(seed)
+    model = tt.build(model_name).train()
+    c, h, w = tt.INPUT_SHAPES[model_name]
+    x = torch.randn(batch_size, c, h, w)
+    y = torch.randint(0, 10, (batch_size,))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.0)
+    fwd, bwd, upd = [], [], []
+    for step in range(warmup + steps):
+        t0 = time.perf_counter()
+        loss = tt.total_loss(model_name, model, model(x), y)
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        t3 = time.perf_counter()
+        if step >= warmup:
+            fwd.append(t1 - t0)
+            bwd.append(t2 - t1)
+            upd.append(t3 - t2)
+        if not torch.isfinite(loss):
+            raise RuntimeError(f"loss became {loss.item()} at step {step}")
+    ms = lambda v: 1000.0 * statistics.fmean(v)  # noqa: E731
+    step_ms = ms([a + b + c for a, b, c in zip(fwd, bwd, upd)])
+    return {
+        "model": model_name,
+        "batch_size": batch_size,
+        "threads": threads,
+        "steps": steps,
+        "images_per_sec": batch_size / (step_ms / 1000.0),
+        "step_ms": step_ms,
+        "forward_ms": ms(fwd),
+        "backward_ms": ms(bwd),
+        "update_ms": ms(upd),
+        "backend": f"pytorch {torch.__version__}",
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True, choices=MODEL_NAMES)
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args = ap.parse_args()
+    if min(args.batch_size, args.threads, args.steps) < 1 or args.warmup < 0:
+        ap.error("batch size, threads and steps must be positive, warmup non-negative")
+    r = bench(args.model, args.batch_size, args.threads, args.steps, args.warmup)
+    if args.json:
+        print(json.dumps(r))
+    else:
+        print(f"{r['model']}  batch {r['batch_size']}  threads {r['threads']}  {r['backend']}\n"
+              f"  {r['images_per_sec']:.1f} images/s, step {r['step_ms']:.2f} ms = forward "
+              f"{r['forward_ms']:.2f} + backward {r['backward_ms']:.2f} + update "
+              f"{r['update_ms']:.2f} ms (mean of {r['steps']} steps)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

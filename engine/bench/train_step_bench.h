@@ -1,0 +1,37 @@
+#pragma once
+// Times a full training step (forward + loss, backward, SGD update) of a registered model on
+// synthetic data: the engine side of `towers-cli bench`.
+#include <functional>
+#include <string>
+
+namespace towers::engine {
+
+struct TrainStepBenchOptions
+{
+    std::string model = "cifar10-tutorial";
+    int batchSize = 128;
+    int threads = 0; // 0 = every core
+    int steps = 20;  // timed steps
+    int warmup = 3;  // untimed steps first (primitive creation, caches)
+    std::string backend = "onednn"; // "onednn" or "reference"
+    double learningRate = 0.01;
+    std::uint64_t seed = 1;
+};
+
+struct TrainStepBenchResult
+{
+    TrainStepBenchOptions options;
+    std::string backend;           // e.g. "onednn 2.6.3"
+    int threads = 0;               // the OpenMP threads actually used
+    double imagesPerSec = 0;       // batch / mean step time
+    double stepMs = 0, forwardMs = 0, backwardMs = 0, updateMs = 0; // means per step
+    double gflopsPerImage = 0;     // training FLOPs per image (analytic), in GFLOP
+    double achievedGflops = 0;     // gflopsPerImage * imagesPerSec
+    double lastLoss = 0;
+};
+
+// Throws InvalidArgument / UnknownName for bad options (batch < 1, steps < 1, unknown model...).
+TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& options,
+                                        const std::function<void(int step, int total)>& progress = {});
+
+} // namespace towers::engine

@@ -1,0 +1,47 @@
+#pragma once
+// Hugging Face safetensors files: the checkpoint format. A file is a little-endian u64 header
+// length N, N bytes of JSON describing every tensor (dtype, shape, byte range) plus optional
+// string metadata, then the raw little-endian tensor bytes. Tensor names and layouts follow the
+// state_dict of the equivalent PyTorch module (see docs/pytorch-mapping.md), so a checkpoint loads
+// in Python with python/towers_torch.py or the `safetensors` package.
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor/tensor.h"
+
+namespace towers::engine {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+struct SafeTensors
+{
+    // In file order (ascending data offsets), which is the order they were written in.
+    NamedTensors tensors;
+    std::map<std::string, std::string> metadata;
+
+    // The tensor called `name`, or nullptr.
+    const Tensor* find(std::string_view name) const;
+};
+
+// Writes `tensors` (host tensors of any dtype; names unique, non-empty and not "__metadata__")
+// and `metadata` to `path` atomically: the bytes go to a temporary file in the same directory,
+// which is flushed, fsync'ed and renamed over `path`, then the directory is fsync'ed. Either the
+// old file or the complete new one is there afterwards, never a partial one. Throws
+// InvalidArgument for bad names or tensors, and IoError naming the path and the operating
+// system's reason (no such directory, permission denied, disk full...) for anything that fails on
+// disk; the temporary file is removed then.
+void writeSafeTensors(const std::filesystem::path& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+// Reads and validates a whole file. Every tensor is copied into its own host buffer. Throws
+// IoError naming the file and what is wrong with it (with the byte offset where that helps):
+// a short or truncated file, an absurd header length, invalid JSON, missing or malformed keys, an
+// unsupported dtype, a shape that does not match its byte range, byte ranges out of bounds,
+// overlapping or leaving gaps, duplicate names. Never reads out of bounds on any input.
+SafeTensors readSafeTensors(const std::filesystem::path& path);
+
+} // namespace towers::engine

@@ -1,0 +1,119 @@
+#include "engine/models/model.h"
+
+namespace towers::engine {
+
+Model::Model(std::string name, Shape inputShape, int numClasses, std::unique_ptr<Sequential> net)
+    : m_name(std::move(name)), m_inputShape(std::move(inputShape)), m_numClasses(numClasses),
+      m_net(std::move(net))
+{
+    if (m_inputShape.rank() != 3 || m_inputShape.numel() == 0)
+        throw ShapeError("model '" + m_name + "': input shape must be [H, W, C], got " + m_inputShape.str());
+    if (numClasses < 2) throw InvalidArgument("model '" + m_name + "' needs at least two classes");
+    m_net->collectParameters(m_params);
+    const Shape out = m_net->outputShape({1, m_inputShape[0], m_inputShape[1], m_inputShape[2]});
+    if (out != Shape{1, numClasses})
+        throw ShapeError("model '" + m_name + "' produces " + out.str() + " per example, expected [1, " +
+                         std::to_string(numClasses) + "]");
+}
+
+Parameter& Model::parameter(const std::string& name) const
+{
+    for (auto* p : m_params)
+        if (p->name == name) return *p;
+    throw UnknownName("model '" + m_name + "' has no parameter '" + name + "'");
+}
+
+std::int64_t Model::parameterCount() const
+{
+    std::int64_t n = 0;
+    for (auto* p : m_params)
+        if (p->trainable) n += p->value.numel();
+    return n;
+}
+
+std::vector<LayerRow> Model::layerTable() const
+{
+    std::vector<LayerRow> rows;
+    Shape s{1, m_inputShape[0], m_inputShape[1], m_inputShape[2]};
+    for (const auto& layer : m_net->layers()) {
+        const double flops = layer->forwardFlops(s);
+        s = layer->outputShape(s);
+        std::vector<Parameter*> ps;
+        layer->collectParameters(ps);
+        std::int64_t n = 0;
+        for (auto* p : ps)
+            if (p->trainable) n += p->value.numel();
+        rows.push_back({layer->name(), layer->kind(), layer->describe(), s, n, flops});
+    }
+    return rows;
+}
+
+double Model::trainingFlopsPerExample() const
+{
+    double total = 0;
+    bool first = true;
+    for (const auto& row : layerTable()) {
+        if (row.forwardFlops == 0) continue;
+        total += (first ? 2.0 : 3.0) * row.forwardFlops;
+        first = false;
+    }
+    return total;
+}
+
+void Model::initialize(std::uint64_t seed)
+{
+    Rng rng(seed);
+    m_net->initialize(rng);
+}
+
+void Model::convertTo(DType dtype)
+{
+    if (dtype != DType::Float32 && dtype != DType::Float64)
+        throw Unsupported("models run in float32 or float64, not " + std::string(dtypeName(dtype)));
+    for (auto* p : m_params) {
+        if (p->value.dtype() == DType::Float32 || p->value.dtype() == DType::Float64) {
+            p->value = p->value.to(dtype);
+            p->grad = Tensor();
+        }
+    }
+    m_dtype = dtype;
+}
+
+const Tensor& Model::forward(ExecContext& ctx, const Tensor& images)
+{
+    const Shape& s = images.shape();
+    if (s.rank() != 4 || s[0] <= 0 || s[1] != m_inputShape[0] || s[2] != m_inputShape[1] ||
+        s[3] != m_inputShape[2])
+        throw ShapeError("model '" + m_name + "' expects images [N, " + std::to_string(m_inputShape[0]) +
+                         ", " + std::to_string(m_inputShape[1]) + ", " + std::to_string(m_inputShape[2]) +
+                         "] (NHWC), got " + s.str());
+    requireDType(images, m_dtype, "model input");
+    m_images = images;
+    m_net->forward(ctx, images, m_logits);
+    return m_logits;
+}
+
+LossValue Model::loss(ExecContext& ctx, const Tensor& labels)
+{
+    if (m_logits.empty()) throw InvalidArgument("model '" + m_name + "': loss() before forward()");
+    requireShape(labels, Shape{m_logits.dim(0)}, "labels");
+    requireDType(labels, DType::Int32, "labels");
+    m_labels = labels;
+    LossValue v;
+    v.crossEntropy = ctx.ops.softmaxCrossEntropyForward(m_logits, labels, m_probs);
+    for (auto* p : m_params)
+        if (p->trainable && p->weightDecay > 0) v.weightDecay += p->weightDecay * 0.5 * ctx.ops.sumSquares(p->value);
+    return v;
+}
+
+void Model::backward(ExecContext& ctx)
+{
+    if (m_probs.empty() || m_labels.empty())
+        throw InvalidArgument("model '" + m_name + "': backward() before loss()");
+    ctx.ops.softmaxCrossEntropyBackward(m_probs, m_labels, 1.0 / static_cast<double>(m_logits.dim(0)), m_dlogits);
+    m_net->backward(ctx, m_images, m_logits, m_dlogits, nullptr);
+    for (auto* p : m_params)
+        if (p->trainable && p->weightDecay > 0) ctx.ops.axpy(p->weightDecay, p->value, p->grad);
+}
+
+} // namespace towers::engine

@@ -1,0 +1,76 @@
+#pragma once
+// A classification network: a layer sequence, its input shape and class count, plus the loss of
+// the seeds (mean softmax cross-entropy + weight-decay terms).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/nn/sequential.h"
+
+namespace towers::engine {
+
+struct LossValue
+{
+    double crossEntropy = 0; // mean over the batch
+    double weightDecay = 0;  // sum of weightDecay * 0.5 * ||w||^2 (TensorFlow's l2_loss)
+    double total() const { return crossEntropy + weightDecay; }
+};
+
+// One row of a model's layer table, for `towers-cli models` and the GUI.
+struct LayerRow
+{
+    std::string name, kind, description;
+    Shape outputShape;         // for a batch of 1
+    std::int64_t parameters = 0; // trainable elements
+    double forwardFlops = 0;     // per example
+};
+
+class Model
+{
+public:
+    // inputShape: one example, [H, W, C].
+    Model(std::string name, Shape inputShape, int numClasses, std::unique_ptr<Sequential> net);
+
+    const std::string& name() const { return m_name; }
+    const Shape& inputShape() const { return m_inputShape; }
+    int numClasses() const { return m_numClasses; }
+    Sequential& net() { return *m_net; }
+    DType dtype() const { return m_dtype; }
+
+    // Every parameter and buffer, in state_dict order. Pointers stay valid for the model's life.
+    const std::vector<Parameter*>& parameters() const { return m_params; }
+    Parameter& parameter(const std::string& name) const; // UnknownName if absent
+    // Number of trainable elements.
+    std::int64_t parameterCount() const;
+    std::vector<LayerRow> layerTable() const;
+    // Floating-point operations of one training step per example: forward, backward data (except
+    // for the first layer, whose input needs no gradient) and backward weights.
+    double trainingFlopsPerExample() const;
+
+    // Draws every parameter from its initialiser with a generator seeded by `seed`.
+    void initialize(std::uint64_t seed);
+    // Converts parameters and buffers to another float dtype (Float64 for the gradient checker).
+    void convertTo(DType dtype);
+
+    // Runs the network on images [N, H, W, C]; returns the logits [N, classes]. `images` must stay
+    // unchanged until backward().
+    const Tensor& forward(ExecContext& ctx, const Tensor& images);
+    // The loss of the latest forward against Int32 labels [N].
+    LossValue loss(ExecContext& ctx, const Tensor& labels);
+    // Overwrites the gradient of every trainable parameter with d(loss total)/d(parameter).
+    void backward(ExecContext& ctx);
+
+    const Tensor& logits() const { return m_logits; }
+    const Tensor& probabilities() const { return m_probs; }
+
+private:
+    std::string m_name;
+    Shape m_inputShape;
+    int m_numClasses;
+    std::unique_ptr<Sequential> m_net;
+    std::vector<Parameter*> m_params;
+    DType m_dtype = DType::Float32;
+    Tensor m_images, m_labels, m_logits, m_probs, m_dlogits;
+};
+
+} // namespace towers::engine

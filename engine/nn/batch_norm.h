@@ -1,0 +1,30 @@
+#pragma once
+#include "engine/nn/layer.h"
+
+namespace towers::engine {
+
+// Batch normalisation over channels, PyTorch's BatchNorm2d/1d: parameters "weight" (gamma) and
+// "bias" (beta), buffers "running_mean", "running_var" and "num_batches_tracked".
+class BatchNorm final : public Layer
+{
+public:
+    BatchNorm(std::string name, std::int64_t channels, double epsilon = 1e-5, double momentum = 0.1);
+
+    std::string kind() const override { return "batchnorm"; }
+    std::string describe() const override;
+    Shape outputShape(const Shape& input) const override;
+    void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override;
+    void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                  Tensor* dx) override;
+    void collectParameters(std::vector<Parameter*>& out) override;
+    void initialize(Rng& rng) override;
+
+private:
+    BatchNormDesc desc(const Shape& input) const;
+    std::int64_t m_channels;
+    double m_epsilon, m_momentum;
+    Parameter m_gamma, m_beta, m_runningMean, m_runningVar, m_batches;
+    Tensor m_saveMean, m_saveVar, m_dx;
+};
+
+} // namespace towers::engine

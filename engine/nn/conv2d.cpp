@@ -1,0 +1,90 @@
+#include "engine/nn/conv2d.h"
+
+namespace towers::engine {
+
+namespace {
+const char* paddingName(Padding p)
+{
+    switch (p) {
+    case Padding::Same: return "SAME";
+    case Padding::Valid: return "VALID";
+    case Padding::Explicit: return "explicit";
+    }
+    return "?";
+}
+} // namespace
+
+Conv2d::Conv2d(std::string name, Conv2dOptions options) : Layer(std::move(name)), m_opt(options)
+{
+    if (m_opt.inChannels <= 0 || m_opt.outChannels <= 0 || m_opt.kernel <= 0 || m_opt.stride <= 0)
+        throw InvalidArgument("conv2d '" + this->name() + "': channels, kernel and stride must be positive");
+    m_weight.name = this->name() + ".weight";
+    m_weight.value = Tensor::zeros({m_opt.outChannels, m_opt.inChannels, m_opt.kernel, m_opt.kernel}, DType::Float32);
+    m_weight.weightDecay = m_opt.weightDecay;
+    if (m_opt.bias) {
+        m_bias.name = this->name() + ".bias";
+        m_bias.value = Tensor::zeros({m_opt.outChannels}, DType::Float32);
+    }
+}
+
+std::string Conv2d::describe() const
+{
+    std::string s = std::to_string(m_opt.kernel) + "x" + std::to_string(m_opt.kernel) + " conv, " +
+                    std::to_string(m_opt.outChannels) + " filters, stride " +
+                    std::to_string(m_opt.stride) + ", " + paddingName(m_opt.padding);
+    if (!m_opt.bias) s += ", no bias";
+    if (m_opt.activation == Activation::Relu) s += ", ReLU";
+    return s;
+}
+
+Conv2dDesc Conv2d::desc(const Shape& input) const
+{
+    if (input.rank() != 4 || input[3] != m_opt.inChannels)
+        throw ShapeError("conv2d '" + name() + "' expects input [N, H, W, " +
+                         std::to_string(m_opt.inChannels) + "], got " + input.str());
+    return makeConv2dDesc(input, m_opt.outChannels, m_opt.kernel, m_opt.kernel, m_opt.stride,
+                          m_opt.stride, m_opt.padding, m_opt.pads);
+}
+
+Shape Conv2d::outputShape(const Shape& input) const { return desc(input).outputShape(); }
+
+double Conv2d::forwardFlops(const Shape& input) const
+{
+    const Conv2dDesc d = desc(input);
+    return 2.0 * double(d.outputShape().numel()) * double(m_opt.inChannels) * m_opt.kernel * m_opt.kernel;
+}
+
+void Conv2d::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
+{
+    ctx.ops.conv2dForward(desc(x.shape()), x, m_weight.value, m_bias.value, y, m_opt.activation);
+}
+
+void Conv2d::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx)
+{
+    const Conv2dDesc d = desc(x.shape());
+    const Tensor* g = &dy;
+    if (m_opt.activation == Activation::Relu) {
+        ctx.ops.reluBackward(y, dy, m_dyMasked);
+        g = &m_dyMasked;
+    }
+    Tensor::ensure(m_weight.grad, m_weight.value.shape(), m_weight.value.dtype());
+    if (m_opt.bias) Tensor::ensure(m_bias.grad, m_bias.value.shape(), m_bias.value.dtype());
+    ctx.ops.conv2dBackwardWeights(d, x, *g, m_weight.grad, m_opt.bias ? &m_bias.grad : nullptr);
+    if (dx) ctx.ops.conv2dBackwardData(d, *g, m_weight.value, *dx);
+}
+
+void Conv2d::collectParameters(std::vector<Parameter*>& out)
+{
+    out.push_back(&m_weight);
+    if (m_opt.bias) out.push_back(&m_bias);
+}
+
+void Conv2d::initialize(Rng& rng)
+{
+    const std::int64_t area = std::int64_t{m_opt.kernel} * m_opt.kernel;
+    const std::int64_t fanIn = m_opt.inChannels * area, fanOut = m_opt.outChannels * area;
+    m_opt.weightInit.apply(m_weight.value, fanIn, fanOut, rng);
+    if (m_opt.bias) m_opt.biasInit.apply(m_bias.value, fanIn, fanOut, rng);
+}
+
+} // namespace towers::engine

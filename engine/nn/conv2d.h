@@ -1,0 +1,43 @@
+#pragma once
+#include "engine/nn/layer.h"
+
+namespace towers::engine {
+
+struct Conv2dOptions
+{
+    std::int64_t inChannels = 0, outChannels = 0;
+    int kernel = 3, stride = 1;
+    Padding padding = Padding::Same;
+    ExplicitPads pads{};
+    bool bias = true;
+    Activation activation = Activation::None;
+    Init weightInit = Init::torchDefault();
+    Init biasInit = Init::torchDefault();
+    double weightDecay = 0;
+};
+
+// 2-D convolution over NHWC input with OIHW weights ("<name>.weight", "<name>.bias"), with an
+// optional fused ReLU.
+class Conv2d final : public Layer
+{
+public:
+    Conv2d(std::string name, Conv2dOptions options);
+
+    std::string kind() const override { return "conv2d"; }
+    std::string describe() const override;
+    Shape outputShape(const Shape& input) const override;
+    double forwardFlops(const Shape& input) const override;
+    void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override;
+    void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                  Tensor* dx) override;
+    void collectParameters(std::vector<Parameter*>& out) override;
+    void initialize(Rng& rng) override;
+
+private:
+    Conv2dDesc desc(const Shape& input) const;
+    Conv2dOptions m_opt;
+    Parameter m_weight, m_bias;
+    Tensor m_dyMasked; // dy through the fused ReLU
+};
+
+} // namespace towers::engine

@@ -1,0 +1,41 @@
+#include "engine/nn/dropout.h"
+
+#include <cstdio>
+
+namespace towers::engine {
+
+Dropout::Dropout(std::string name, double rate, std::uint64_t seed)
+    : Layer(std::move(name)), m_rate(rate), m_seed(seed)
+{
+    if (!(rate >= 0 && rate < 1))
+        throw InvalidArgument("dropout '" + this->name() + "': rate must be in [0, 1)");
+}
+
+std::string Dropout::describe() const
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "dropout, rate %g", m_rate);
+    return buf;
+}
+
+void Dropout::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
+{
+    m_lastWasTraining = ctx.training;
+    if (ctx.training) {
+        ctx.ops.dropoutForward(x, m_rate, splitmix64(m_seed ^ splitmix64(ctx.step)), y, m_mask);
+    } else {
+        Tensor::ensure(y, x.shape(), x.dtype());
+        y.copyFrom(x);
+    }
+}
+
+void Dropout::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx)
+{
+    (void)x;
+    (void)y;
+    if (!dx) return;
+    if (!m_lastWasTraining) throw InvalidArgument("dropout '" + name() + "': backward after an evaluation forward");
+    ctx.ops.dropoutBackward(dy, m_mask, m_rate, *dx);
+}
+
+} // namespace towers::engine

@@ -1,0 +1,68 @@
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "engine/nn/layer.h"
+
+namespace towers::engine {
+
+// Layers run one after the other. Keeps every intermediate activation and gradient between
+// steps, so steady-state training allocates nothing.
+class Sequential final : public Layer
+{
+public:
+    explicit Sequential(std::string name = {}) : Layer(std::move(name)) {}
+
+    template <class L> L& add(std::unique_ptr<L> layer)
+    {
+        L& ref = *layer;
+        m_layers.push_back(std::move(layer));
+        m_acts.emplace_back();
+        m_grads.emplace_back();
+        return ref;
+    }
+
+    std::string kind() const override { return "sequential"; }
+    std::string describe() const override;
+    Shape outputShape(const Shape& input) const override;
+    double forwardFlops(const Shape& input) const override;
+    void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override;
+    void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                  Tensor* dx) override;
+    void collectParameters(std::vector<Parameter*>& out) override;
+    void initialize(Rng& rng) override;
+    void visit(const std::function<void(Layer&)>& f) override;
+
+    const std::vector<std::unique_ptr<Layer>>& layers() const { return m_layers; }
+
+private:
+    std::vector<std::unique_ptr<Layer>> m_layers;
+    std::vector<Tensor> m_acts;  // output of layer i (the last one is the caller's y)
+    std::vector<Tensor> m_grads; // dL/d(output of layer i)
+};
+
+// y = x + body(x): a residual block whose body keeps the shape.
+class Residual final : public Layer
+{
+public:
+    Residual(std::string name, std::unique_ptr<Sequential> body);
+
+    std::string kind() const override { return "residual"; }
+    std::string describe() const override;
+    Shape outputShape(const Shape& input) const override;
+    double forwardFlops(const Shape& input) const override;
+    void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override;
+    void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                  Tensor* dx) override;
+    void collectParameters(std::vector<Parameter*>& out) override;
+    void initialize(Rng& rng) override;
+    void visit(const std::function<void(Layer&)>& f) override;
+
+    Sequential& body() { return *m_body; }
+
+private:
+    std::unique_ptr<Sequential> m_body;
+    Tensor m_bodyOut, m_bodyDx;
+};
+
+} // namespace towers::engine

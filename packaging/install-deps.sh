@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what Towers needs on Debian 12 (bookworm) from Debian's own packages.
+#   packaging/install-deps.sh          build and run (compiler, CMake, oneDNN, Qt 6, ...)
+#   packaging/install-deps.sh --test   also what the test suite and benchmarks use (PyTorch)
+# Runs apt-get through sudo when not root. Installs only what is missing.
+set -euo pipefail
+
+packages=(
+    g++ cmake ninja-build pkgconf
+    libdnnl-dev nlohmann-json3-dev zlib1g-dev libarchive-dev
+    qt6-base-dev libqcustomplot-dev
+)
+if [[ "${1:-}" == "--test" ]]; then
+    # PyTorch is the test oracle (tests/torch_crosscheck.py) and the benchmark reference;
+    # OpenBLAS with pthreads is what Debian's torch uses for its BLAS calls.
+    packages+=(python3 python3-torch python3-numpy libopenblas0-pthread)
+elif [[ -n "${1:-}" ]]; then
+    echo "usage: $0 [--test]" >&2
+    exit 2
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+    echo "install-deps: everything is installed"
+    exit 0
+fi
+
+sudo=()
+[[ $(id -u) -eq 0 ]] || sudo=(sudo)
+echo "install-deps: installing ${missing[*]}"
+"${sudo[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

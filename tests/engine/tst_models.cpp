@@ -1,0 +1,250 @@
+// The registered models: structure, whole-model gradients by finite differences on the float64
+// reference backend, the oneDNN backend against the reference, and that SGD steps learn.
+#include <QtTest>
+
+#include <set>
+
+#include "engine/cpu/onednn_ops.h"
+#include "engine/models/registry.h"
+#include "engine/nn/dropout.h"
+#include "engine/optim/sgd.h"
+#include "gradcheck.h"
+
+using namespace towers::engine;
+using namespace towers::test;
+
+namespace {
+
+Tensor imagesFor(const Model& m, std::int64_t n, DType dtype, std::uint64_t seed)
+{
+    Rng rng(seed);
+    const Shape& s = m.inputShape();
+    return randomTensor({n, s[0], s[1], s[2]}, dtype, rng, -1.0, 1.0);
+}
+
+} // namespace
+
+class TestModels : public QObject
+{
+    Q_OBJECT
+private slots:
+    void registry_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<qint64>("params");
+        QTest::addColumn<QString>("firstParam");
+        QTest::addColumn<QString>("lastParam");
+        // cifar10-tutorial's count is the TensorFlow tutorial's: 4,864 + 102,464 + 885,120 + 73,920 + 1,930.
+        QTest::newRow("cifar10-tutorial") << "cifar10-tutorial" << qint64(1068298) << "conv1.weight" << "softmax_linear.bias";
+        QTest::newRow("mnist-convnet") << "mnist-convnet" << qint64(20217226) << "conv1.weight" << "fc3.bias";
+        QTest::newRow("fashion-fast") << "fashion-fast" << qint64(421738) << "conv1.weight" << "fc2.bias";
+        QTest::newRow("cifar10-resnet") << "cifar10-resnet" << qint64(1646112) << "prep.conv.weight" << "fc.weight";
+    }
+    void registry()
+    {
+        QFETCH(QString, name);
+        QFETCH(qint64, params);
+        QFETCH(QString, firstParam);
+        QFETCH(QString, lastParam);
+        const auto& info = findModel(name.toStdString());
+        auto m = createModel(info.name, 3);
+        QCOMPARE(m->name(), info.name);
+        QCOMPARE(m->inputShape(), info.inputShape);
+        QCOMPARE(m->parameterCount(), params);
+        QCOMPARE(QString::fromStdString(m->parameters().front()->name), firstParam);
+        QCOMPARE(QString::fromStdString(m->parameters().back()->name), lastParam);
+        QVERIFY(m->trainingFlopsPerExample() > 0);
+        // Names are unique.
+        std::set<std::string> names;
+        for (auto* p : m->parameters()) QVERIFY2(names.insert(p->name).second, p->name.c_str());
+        // Same seed, same weights; another seed, other weights.
+        auto again = createModel(info.name, 3), other = createModel(info.name, 4);
+        QCOMPARE(maxAbsDiff(again->parameters()[0]->value, m->parameters()[0]->value), 0.0);
+        QVERIFY(maxAbsDiff(other->parameters()[0]->value, m->parameters()[0]->value) > 0);
+    }
+    void tutorialInitialisation()
+    {
+        // The seeds' initialisers: truncated normal (std 5e-2 conv, 0.04 fc, 1/192 last layer),
+        // biases 0.0 / 0.1 / 0.1 / 0.1 / 0.0.
+        auto m = createModel("cifar10-tutorial", 1);
+        auto stdOf = [](const Tensor& t) {
+            double s = 0;
+            for (std::int64_t i = 0; i < t.numel(); ++i) s += t.at(i) * t.at(i);
+            return std::sqrt(s / double(t.numel()));
+        };
+        auto maxOf = [](const Tensor& t) {
+            double v = 0;
+            for (std::int64_t i = 0; i < t.numel(); ++i) v = std::max(v, std::fabs(t.at(i)));
+            return v;
+        };
+        // A normal truncated at 2 sigma has a standard deviation of 0.88 sigma.
+        QVERIFY(std::fabs(stdOf(m->parameter("conv2.weight").value) / 5e-2 - 0.88) < 0.02);
+        QVERIFY(std::fabs(stdOf(m->parameter("local3.weight").value) / 0.04 - 0.88) < 0.02);
+        QVERIFY(maxOf(m->parameter("local3.weight").value) <= 2 * 0.04 + 1e-7);
+        QVERIFY(maxOf(m->parameter("softmax_linear.weight").value) <= 2.0 / 192 + 1e-7);
+        QCOMPARE(maxOf(m->parameter("conv1.bias").value), 0.0);
+        QCOMPARE(m->parameter("conv2.bias").value.at(5), 0.1f);
+        QCOMPARE(m->parameter("local4.bias").value.at(0), 0.1f);
+        QCOMPARE(m->parameter("local3.weight").weightDecay, 0.004);
+        QCOMPARE(m->parameter("local4.weight").weightDecay, 0.004);
+        QCOMPARE(m->parameter("conv1.weight").weightDecay, 0.0);
+        QCOMPARE(m->parameter("softmax_linear.weight").weightDecay, 0.0);
+    }
+    void badArguments()
+    {
+        QVERIFY_THROWS_EXCEPTION(UnknownName, findModel("resnet-1000"));
+        auto ops = makeReferenceOps();
+        ExecContext ctx{*ops};
+        auto m = createModel("fashion-fast");
+        Rng rng(1);
+        QVERIFY_THROWS_EXCEPTION(ShapeError, m->forward(ctx, randomTensor({2, 28, 28, 3}, DType::Float32, rng)));
+        QVERIFY_THROWS_EXCEPTION(ShapeError, m->forward(ctx, randomTensor({2, 32, 32, 1}, DType::Float32, rng)));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, m->loss(ctx, randomLabels(2, 10, rng)));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, m->backward(ctx));
+        m->forward(ctx, imagesFor(*m, 2, DType::Float32, 1));
+        QVERIFY_THROWS_EXCEPTION(ShapeError, m->loss(ctx, randomLabels(3, 10, rng)));
+        Tensor bad = randomLabels(2, 10, rng);
+        bad.data<std::int32_t>()[1] = 10;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, m->loss(ctx, bad));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, Sgd(-1.0));
+    }
+
+    // d(loss)/d(parameter) for every parameter of every model, by central differences in double
+    // precision on the reference backend: a random directional derivative over each whole tensor,
+    // plus single elements sampled per tensor where the model is cheap enough.
+    void wholeModelGradients_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<int>("batch");
+        QTest::addColumn<int>("samples");
+        QTest::newRow("cifar10-tutorial") << "cifar10-tutorial" << 3 << 4;
+        QTest::newRow("mnist-convnet") << "mnist-convnet" << 1 << 0;
+        QTest::newRow("fashion-fast") << "fashion-fast" << 3 << 4;
+        QTest::newRow("cifar10-resnet") << "cifar10-resnet" << 1 << 0;
+    }
+    void wholeModelGradients()
+    {
+        QFETCH(QString, name);
+        QFETCH(int, batch);
+        QFETCH(int, samples);
+        auto ops = makeReferenceOps();
+        ExecContext ctx{*ops, true, 7};
+        auto m = createModel(name.toStdString(), 11);
+        m->convertTo(DType::Float64);
+        // The tutorial's fc layers carry weight decay; make it large enough to matter.
+        for (auto* p : m->parameters())
+            if (p->weightDecay > 0) p->weightDecay = 0.01;
+        const Tensor images = imagesFor(*m, batch, DType::Float64, 5);
+        Rng rng(9);
+        const Tensor labels = randomLabels(batch, m->numClasses(), rng);
+        m->forward(ctx, images);
+        m->loss(ctx, labels);
+        m->backward(ctx);
+        auto lossOnly = [&] {
+            m->forward(ctx, images);
+            return m->loss(ctx, labels).total();
+        };
+        for (auto* p : m->parameters()) {
+            if (!p->trainable) continue;
+            const Tensor analytic = p->grad.clone();
+            const auto d = checkDirectionalGradient(lossOnly, p->value, analytic, 1e-5, 4);
+            QVERIFY2(d.maxRelError < 1e-3, (p->name + " (direction): " + d.str()).c_str());
+            if (samples == 0) continue;
+            const auto r = checkGradient(lossOnly, p->value, analytic, 1e-6, samples, 3, 1e-7);
+            QVERIFY2(r.maxRelError < 1e-4, (p->name + ": " + r.str()).c_str());
+            QVERIFY2(r.checked == std::min<std::int64_t>(samples, p->value.numel()),
+                     (p->name + ": too many kinks: " + r.str()).c_str());
+        }
+    }
+
+    // The oneDNN backend runs the same model to the reference's numbers.
+    void onednnMatchesReference_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<int>("batch");
+        for (const auto& info : modelRegistry()) QTest::newRow(info.name.c_str()) << QString::fromStdString(info.name) << 2;
+    }
+    void onednnMatchesReference()
+    {
+        QFETCH(QString, name);
+        QFETCH(int, batch);
+        cpu::setCpuThreads(2);
+        auto ref = makeReferenceOps();
+        auto dnn = cpu::makeOneDnnOps();
+        auto a = createModel(name.toStdString(), 21);
+        auto b = createModel(name.toStdString(), 21);
+        const Tensor images = imagesFor(*a, batch + 1, DType::Float32, 6);
+        Rng rng(10);
+        const Tensor labels = randomLabels(batch + 1, a->numClasses(), rng);
+        ExecContext cr{*ref, true, 3}, cd{*dnn, true, 3};
+        a->forward(cr, images);
+        b->forward(cd, images);
+        QVERIFY2(normalisedError(b->logits(), a->logits()) < 1e-5, "logits differ");
+        const double la = a->loss(cr, labels).total(), lb = b->loss(cd, labels).total();
+        QVERIFY2(std::fabs(la - lb) <= 1e-5 * std::fabs(la), qPrintable(QStringLiteral("loss %1 vs %2").arg(la).arg(lb)));
+        a->backward(cr);
+        b->backward(cd);
+        for (auto* p : a->parameters()) {
+            Parameter& q = b->parameter(p->name);
+            const Tensor& x = p->trainable ? p->grad : p->value;
+            const Tensor& y = p->trainable ? q.grad : q.value;
+            const double e = normalisedError(y, x);
+            QVERIFY2(e < 1e-4, (p->name + ": normalised error " + std::to_string(e)).c_str());
+        }
+    }
+
+    // SGD steps on one fixed batch lower the cross-entropy by a quarter (every model can start to
+    // fit a small batch of noise).
+    void sgdLearns_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<double>("lr");
+        QTest::newRow("cifar10-tutorial") << "cifar10-tutorial" << 0.1;
+        QTest::newRow("mnist-convnet") << "mnist-convnet" << 0.05;
+        QTest::newRow("fashion-fast") << "fashion-fast" << 0.05;
+        QTest::newRow("cifar10-resnet") << "cifar10-resnet" << 0.05;
+    }
+    void sgdLearns()
+    {
+        QFETCH(QString, name);
+        QFETCH(double, lr);
+        cpu::setCpuThreads(2);
+        auto ops = cpu::makeOneDnnOps();
+        auto m = createModel(name.toStdString(), 2);
+        const Tensor images = imagesFor(*m, 16, DType::Float32, 8);
+        Rng rng(12);
+        const Tensor labels = randomLabels(16, m->numClasses(), rng);
+        Sgd sgd(lr);
+        ExecContext ctx{*ops, true, 0};
+        double first = 0, last = 0;
+        for (int step = 0; step < 30; ++step) {
+            ctx.step = std::uint64_t(step);
+            m->forward(ctx, images);
+            last = m->loss(ctx, labels).crossEntropy;
+            if (step == 0) first = last;
+            QVERIFY(std::isfinite(last));
+            m->backward(ctx);
+            sgd.step(*ops, m->parameters());
+        }
+        QVERIFY2(last < 0.75 * first, qPrintable(QStringLiteral("loss %1 -> %2").arg(first).arg(last)));
+    }
+
+    // Evaluation mode: dropout is the identity and batch norm uses running statistics, so two
+    // evaluation passes agree and differ from a training pass.
+    void evaluationMode()
+    {
+        auto ops = makeReferenceOps();
+        auto m = createModel("fashion-fast", 4);
+        const Tensor images = imagesFor(*m, 4, DType::Float32, 2);
+        ExecContext train{*ops, true, 0}, eval{*ops, false, 0};
+        const Tensor t = m->forward(train, images).clone();
+        const Tensor e1 = m->forward(eval, images).clone();
+        const Tensor e2 = m->forward(eval, images).clone();
+        QCOMPARE(maxAbsDiff(e1, e2), 0.0);
+        QVERIFY(maxAbsDiff(t, e1) > 1e-6);
+        QCOMPARE(m->parameter("bn1.num_batches_tracked").value.at(0), 1.0);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestModels)
+#include "tst_models.moc"
