@@ -113,7 +113,10 @@ inline std::int64_t softmaxLabels(const Tensor& logits, const Tensor& labels,
                                   const char* logitsWhat)
 {
     requireRank(logits, 2, logitsWhat);
-    requireShape(labels, {logits.dim(0)}, "softmax cross-entropy labels");
+    if (labels.empty() || labels.rank() != 1 || labels.dim(0) != logits.dim(0)) // no Shape built
+        throw ShapeError("softmax cross-entropy labels: expected shape [" +
+                         std::to_string(logits.dim(0)) + "], got " +
+                         (labels.empty() ? std::string("an empty tensor") : labels.shape().str()));
     requireDType(labels, DType::Int32, "softmax cross-entropy labels");
     const std::int64_t k = logits.dim(1);
     const std::int32_t* l = labels.data<std::int32_t>();
