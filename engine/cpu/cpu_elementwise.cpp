@@ -117,7 +117,7 @@ void reorder4d(OneDnnOps& ops, const char* what, const Shape& nchwDims,
                Tensor& y)
 {
     guarded(what, [&] {
-        const std::string key = std::string("reorder ") + what + " " + dimsKey(nchwDims);
+        const std::string key = std::string(what) + " " + dimsKey(nchwDims);
         auto& p = ops.cached<BoundPrimitive>(key, [&] {
             const dnnl::memory::dims dims(nchwDims.dims().begin(), nchwDims.dims().end());
             const dnnl::memory::desc src(dims, dnnl::memory::data_type::f32, from);
@@ -144,7 +144,7 @@ void OneDnnOps::nhwcToNchw(const Tensor& x, Tensor& y)
     requireNotAliased(x, y, "nhwcToNchw");
     const Shape nchw{x.dim(0), x.dim(3), x.dim(1), x.dim(2)};
     Tensor::ensure(y, nchw, DType::Float32);
-    reorder4d(*this, "nhwc to nchw", nchw, dnnl::memory::format_tag::nhwc,
+    reorder4d(*this, "reordering NHWC to NCHW", nchw, dnnl::memory::format_tag::nhwc,
               dnnl::memory::format_tag::nchw, x, y);
 }
 
@@ -154,7 +154,7 @@ void OneDnnOps::nchwToNhwc(const Tensor& x, Tensor& y)
     checks::nhwc(x, "nchwToNhwc x");
     requireNotAliased(x, y, "nchwToNhwc");
     Tensor::ensure(y, {x.dim(0), x.dim(2), x.dim(3), x.dim(1)}, DType::Float32);
-    reorder4d(*this, "nchw to nhwc", x.shape(), dnnl::memory::format_tag::nchw,
+    reorder4d(*this, "reordering NCHW to NHWC", x.shape(), dnnl::memory::format_tag::nchw,
               dnnl::memory::format_tag::nhwc, x, y);
 }
 
