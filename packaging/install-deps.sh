@@ -5,9 +5,11 @@
 # Runs apt-get through sudo when not root. Installs only what is missing.
 set -euo pipefail
 
+# ocl-icd-opencl-dev: Debian's oneDNN is built with the OpenCL GPU runtime, so its CMake config
+# (find_package(dnnl)) requires the OpenCL headers and library even for CPU-only use.
 packages=(
     g++ cmake ninja-build pkgconf
-    libdnnl-dev nlohmann-json3-dev zlib1g-dev libarchive-dev
+    libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev zlib1g-dev libarchive-dev
     qt6-base-dev libqcustomplot-dev
 )
 if [[ "${1:-}" == "--test" ]]; then
