@@ -11,6 +11,7 @@ packages=(
     g++ cmake ninja-build pkgconf
     libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev zlib1g-dev libarchive-dev
     qt6-base-dev libqcustomplot-dev
+    dataset-fashion-mnist
 )
 if [[ "${1:-}" == "--test" ]]; then
     # PyTorch is the test oracle (tests/torch_crosscheck.py) and the benchmark reference;

@@ -1,0 +1,49 @@
+#pragma once
+// The input pipeline: worker threads preprocess examples of an in-memory ImageSet into global
+// batches and fill a bounded prefetch queue (the seeds' queue holds 2 x towers batches).
+#include <cstdint>
+#include <memory>
+
+#include "engine/data/batch_source.h"
+#include "engine/data/preprocessing.h"
+
+namespace towers::engine {
+
+struct LoaderOptions
+{
+    int towers = 1;
+    int batchPerTower = 128;
+    std::uint64_t seed = 1;
+    bool shuffle = true;   // a fresh permutation every epoch (derived from seed and epoch)
+    bool augment = true;   // apply the recipe's training distortions
+    int workers = 1;       // preprocessing threads (0 = preprocess on the caller's thread)
+    int prefetch = 0;      // batches queued ahead; 0 = 2 * towers
+};
+
+// Batches of `set` (which must outlive the loader). The distortions of example slot k of step s
+// are drawn from a generator seeded by (seed, s, k), so batches do not depend on `workers`.
+class BatchLoader final : public BatchSource
+{
+public:
+    // Throws InvalidArgument when the options make no sense (batch < 1, towers < 1, a global
+    // batch larger than the set, a recipe that does not fit the images).
+    BatchLoader(const ImageSet& set, Preprocessing recipe, LoaderOptions options);
+    ~BatchLoader() override;
+
+    std::int64_t stepsPerEpoch() const override;
+    void seek(std::int64_t step) override;
+    const Batch& next() override;
+    double lastWaitMs() const override;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m;
+};
+
+// The evaluation form (no distortion) of examples [begin, end) of `set`, in order, into `images`
+// (Float32 [end - begin, H, W, C], resized with Tensor::ensure) and `labels` (Int32). Evaluation
+// walks the test set with this, counting every example exactly once.
+void evaluationBatch(const ImageSet& set, const Preprocessing& recipe, std::int64_t begin,
+                     std::int64_t end, Tensor& images, Tensor& labels);
+
+} // namespace towers::engine

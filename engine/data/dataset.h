@@ -1,0 +1,88 @@
+#pragma once
+// Datasets on disk: the readers for the real file formats (CIFAR-10/100 binary records, IDX for
+// MNIST and Fashion-MNIST, plain or gzip), validation, and discovery along a search path.
+// Every reader validates sizes, magic numbers, dimensions, counts and label ranges before it
+// trusts a byte; a bad file throws IoError naming the file, the record or byte offset and what was
+// expected. No reader ever reads out of bounds, whatever the input.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/errors.h"
+#include "engine/tensor/shape.h"
+
+namespace towers::engine {
+
+// Labelled 8-bit images held in memory, HWC per image (channels last), images back to back.
+struct ImageSet
+{
+    std::int64_t count = 0, height = 0, width = 0, channels = 0;
+    std::vector<std::uint8_t> pixels; // count * height * width * channels
+    std::vector<std::int32_t> labels; // count, each in [0, classes)
+
+    std::int64_t imageBytes() const { return height * width * channels; }
+    const std::uint8_t* image(std::int64_t i) const { return pixels.data() + i * imageBytes(); }
+    Shape imageShape() const { return {height, width, channels}; } // [H, W, C]
+};
+
+// A whole dataset: its canonical name, where it was read from, class names, both splits.
+struct Dataset
+{
+    std::string name;                   // "cifar10", "cifar100", "mnist", "fashion-mnist"
+    std::filesystem::path location;     // the folder the files were read from
+    std::vector<std::string> classNames; // index = label
+    ImageSet train, test;
+};
+
+// What discovery found, without loading the pixels (headers are validated, sizes checked).
+struct DatasetInfo
+{
+    std::string name;
+    std::filesystem::path location;
+    std::int64_t trainCount = 0, testCount = 0;
+    Shape imageShape; // [H, W, C]
+    std::vector<std::string> classNames;
+};
+
+// The dataset names Towers knows: "cifar10", "cifar100", "mnist", "fashion-mnist".
+const std::vector<std::string>& knownDatasets();
+// Throws UnknownName listing the known datasets.
+void requireKnownDataset(const std::string& name);
+
+// The default search path, in order: $TOWERS_DATA (if set; may hold several folders separated
+// by ':'), the user's data directory ($XDG_DATA_HOME or ~/.local/share, then "towers/datasets"),
+// and /usr/share/datasets (where Debian's dataset-fashion-mnist puts fashion-mnist/).
+std::vector<std::filesystem::path> defaultSearchPath();
+
+// Looks for `name` under each folder of `searchPath`: a folder holds one sub-folder per dataset
+// ("cifar10" or the archive's own "cifar-10-batches-bin", "cifar100" or "cifar-100-binary",
+// "mnist", "fashion-mnist"). Returns the first folder whose files are present and whose headers
+// validate; nullopt when none is found. Folders that exist but hold bad files are skipped here
+// (loadDataset on them reports why).
+std::optional<DatasetInfo> findDataset(const std::string& name,
+                                       const std::vector<std::filesystem::path>& searchPath);
+// Every known dataset found along `searchPath` (the first location of each).
+std::vector<DatasetInfo> discoverDatasets(const std::vector<std::filesystem::path>& searchPath);
+// Reads the headers of the dataset `name` in `folder` (the folder that holds the files).
+DatasetInfo inspectDataset(const std::string& name, const std::filesystem::path& folder);
+
+// Reads and validates a whole dataset from `folder` (the folder that holds the files).
+Dataset loadDataset(const std::string& name, const std::filesystem::path& folder);
+// findDataset, then loadDataset; throws IoError saying where it looked when nothing is found.
+Dataset loadDataset(const std::string& name, const std::vector<std::filesystem::path>& searchPath);
+
+// --- the format readers (also used by the fuzzers) ---
+// CIFAR-10 binary records: 1 label byte then 3,072 bytes (1,024 R, 1,024 G, 1,024 B, each 32x32
+// row-major). `labelBytes` is 2 for CIFAR-100 (coarse, fine): `fine` picks which label is kept.
+// The bytes are converted to HWC. `what` names the source in error messages.
+ImageSet parseCifarRecords(const std::uint8_t* data, std::size_t size, int labelBytes, bool fine,
+                           int numClasses, const std::string& what);
+// IDX images (magic 0x00000803) and labels (0x00000801), big-endian headers; gzip-compressed
+// input (magic 1f 8b) is inflated first (zlib), with the inflated size bounded.
+ImageSet parseIdxImages(const std::vector<std::uint8_t>& bytes, const std::string& what);
+std::vector<std::int32_t> parseIdxLabels(const std::vector<std::uint8_t>& bytes, int numClasses,
+                                         const std::string& what);
+
+} // namespace towers::engine
