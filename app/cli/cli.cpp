@@ -15,6 +15,7 @@ namespace {
 const Command kCommands[] = {
     {"bench", "Time full training steps of a model on synthetic data (images/s)", runBench},
     {"models", "List the models, or show one model's layers", runModels},
+    {"devices", "List the CPU and GPUs that can run towers", runDevices},
 };
 
 void printUsage(QTextStream& s)

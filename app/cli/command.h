@@ -32,5 +32,6 @@ bool intOption(const QCommandLineParser& parser, const QString& name, int min, i
 
 int runBench(const QStringList& args, CommandIo& io);
 int runModels(const QStringList& args, CommandIo& io);
+int runDevices(const QStringList& args, CommandIo& io);
 
 } // namespace towers::app

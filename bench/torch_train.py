@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+"""Trains a Towers model in PyTorch with the same recipe as `towers-cli train`: the reference for
+the accuracy-over-time comparison (bench/compare_train.py).
+
+    /usr/bin/python3 bench/torch_train.py --dataset-dir /usr/share/datasets/fashion-mnist \
+        --model fashion-fast --epochs 8 --batch-size 128 --optimizer nesterov --lr 0.1 \
+        --lr-schedule one-cycle --threads 2
+
+float32 on the CPU. The model is the PyTorch twin from python/towers_torch.py; the data are the
+IDX files (plain or .gz) of MNIST / Fashion-MNIST, normalised by the training set's mean and
+standard deviation, with the same optional augmentation as Towers' 28x28 recipe (random
+translation by up to --translate pixels with zero padding, optional left-right flip). Prints one
+line per evaluation (epoch, images seen, wall seconds, train images/s, test accuracy) and, with
+--json, one JSON object per line instead. Wall time counts training and evaluation, not loading.
+"""
+
+import argparse
+import gzip
+import json
+import math
+import os
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+
+def _import_torch(threads):
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    global torch, F, tt
+    import torch
+    import torch.nn.functional as F
+    import towers_torch as tt
+
+
+def read_idx(path):
+    """Returns (array of uint8, dims) of an IDX file, plain or gzip."""
+    import numpy as np
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    magic, = struct.unpack(">I", data[:4])
+    ndim = magic & 0xFF
+    if magic >> 8 != 0x08 or ndim not in (1, 3):
+        raise SystemExit(f"{path}: not an IDX uint8 file (magic 0x{magic:08x})")
+    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+    body = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
+    if body.size != math.prod(dims):
+        raise SystemExit(f"{path}: header says {dims}, file holds {body.size} bytes of data")
+    return body.reshape(dims)
+
+
+def find(folder, stem):
+    for name in (stem + ".gz", stem):
+        p = os.path.join(folder, name)
+        if os.path.exists(p):
+            return p
+    raise SystemExit(f"{folder}: no {stem}[.gz]")
+
+
+def load(folder):
+    import numpy as np
+
+    xs = read_idx(find(folder, "train-images-idx3-ubyte")).astype(np.float32) / 255.0
+    ys = read_idx(find(folder, "train-labels-idx1-ubyte")).astype(np.int64)
+    xt = read_idx(find(folder, "t10k-images-idx3-ubyte")).astype(np.float32) / 255.0
+    yt = read_idx(find(folder, "t10k-labels-idx1-ubyte")).astype(np.int64)
+    mean, std = float(xs.mean()), float(xs.std())
+    norm = lambda a: torch.from_numpy((a - mean) / std).unsqueeze(1)  # noqa: E731  N,1,H,W
+    return norm(xs), torch.from_numpy(ys), norm(xt), torch.from_numpy(yt), (mean - 0) / std
+
+
+def augment(x, translate, flip, background, gen):
+    """Random shift by up to `translate` pixels (zero padding in the 0..1 scale, i.e. `background`
+    after normalisation) and a random left-right flip, per image."""
+    n, _, h, w = x.shape
+    if translate:
+        p = translate
+        padded = F.pad(x, (p, p, p, p), value=background)
+        dy = torch.randint(0, 2 * p + 1, (n,), generator=gen)
+        dx = torch.randint(0, 2 * p + 1, (n,), generator=gen)
+        rows = (dy.view(n, 1) + torch.arange(h).view(1, h))  # n,h
+        cols = (dx.view(n, 1) + torch.arange(w).view(1, w))  # n,w
+        idx_n = torch.arange(n).view(n, 1, 1)
+        x = padded[idx_n, 0, rows.view(n, h, 1), cols.view(n, 1, w)].unsqueeze(1)
+    if flip:
+        m = torch.rand(n, generator=gen) < 0.5
+        x = torch.where(m.view(n, 1, 1, 1), x.flip(3), x)
+    return x
+
+
+def lr_at(step, total, peak, schedule, warmup_frac):
+    if schedule == "constant":
+        return peak
+    warm = max(1, int(total * warmup_frac))
+    if step < warm:
+        return peak * (step + 1) / warm
+    t = (step - warm) / max(1, total - warm)
+    if schedule == "cosine":
+        return peak * 0.5 * (1 + math.cos(math.pi * t))
+    return peak * (1 - t)  # one-cycle, linear anneal
+
+
+def evaluate(model, xt, yt, batch=1000):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for i in range(0, xt.shape[0], batch):
+            correct += (model(xt[i:i + batch]).argmax(1) == yt[i:i + batch]).sum().item()
+    model.train()
+    return correct / xt.shape[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dataset-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--model", default="fashion-fast", choices=["fashion-fast", "mnist-convnet"])
+    ap.add_argument("--epochs", type=float, default=8)
+    ap.add_argument("--batch-size", type=int, default=128, help="global batch")
+    ap.add_argument("--optimizer", default="nesterov", choices=["sgd", "momentum", "nesterov", "adam"])
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=5e-4)
+    ap.add_argument("--lr-schedule", default="one-cycle", choices=["constant", "cosine", "one-cycle"])
+    ap.add_argument("--warmup", type=float, default=0.15, help="warm-up fraction of the run")
+    ap.add_argument("--translate", type=int, default=2)
+    ap.add_argument("--flip", action="store_true")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--eval-every", type=float, default=1.0, help="epochs between evaluations")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if a.epochs <= 0 or a.batch_size < 1 or a.lr <= 0 or a.threads < 1:
+        ap.error("epochs, batch size, lr and threads must be positive")
+    _import_torch(a.threads)
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    gen = torch.Generator().manual_seed(a.seed)
+
+    xs, ys, xt, yt, zero_level = load(a.dataset_dir)
+    background = -zero_level  # where 0.0 lands after normalisation
+    model = tt.build(a.model).train()
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (decay if p.dim() > 1 else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": a.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if a.optimizer == "adam":
+        opt = torch.optim.Adam(groups, lr=a.lr)
+    else:
+        mom = 0.0 if a.optimizer == "sgd" else a.momentum
+        opt = torch.optim.SGD(groups, lr=a.lr, momentum=mom, nesterov=a.optimizer == "nesterov")
+
+    n = xs.shape[0]
+    steps_per_epoch = n // a.batch_size
+    total = int(round(a.epochs * steps_per_epoch))
+    eval_steps = max(1, int(round(a.eval_every * steps_per_epoch)))
+    t0 = time.perf_counter()
+    train_time = 0.0
+    seen = 0
+    best = 0.0
+    perm = None
+    for step in range(total):
+        epoch, i = divmod(step, steps_per_epoch)
+        if i == 0:
+            perm = torch.randperm(n, generator=gen)
+        ts = time.perf_counter()
+        idx = perm[i * a.batch_size:(i + 1) * a.batch_size]
+        x = augment(xs[idx], a.translate, a.flip, background, gen)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, total, a.lr, a.lr_schedule, a.warmup)
+        loss = F.cross_entropy(model(x), ys[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if not torch.isfinite(loss):
+            raise SystemExit(f"model diverged with loss = {loss.item()} at step {step}")
+        train_time += time.perf_counter() - ts
+        seen += x.shape[0]
+        if (step + 1) % eval_steps == 0 or step + 1 == total:
+            acc = evaluate(model, xt, yt)
+            best = max(best, acc)
+            row = {"framework": f"pytorch {torch.__version__}", "step": step + 1,
+                   "epoch": (step + 1) / steps_per_epoch, "images": seen,
+                   "wall_s": time.perf_counter() - t0, "images_per_sec": seen / train_time,
+                   "loss": loss.item(), "test_accuracy": acc}
+            if a.json:
+                print(json.dumps(row), flush=True)
+            else:
+                print(f"epoch {row['epoch']:5.2f}  step {step + 1:6d}  {row['wall_s']:7.1f} s  "
+                      f"{row['images_per_sec']:7.0f} img/s  loss {row['loss']:.3f}  "
+                      f"test accuracy {100 * acc:.2f}%", flush=True)
+    if not a.json:
+        print(f"best test accuracy {100 * best:.2f}% in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

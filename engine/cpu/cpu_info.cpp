@@ -1,0 +1,71 @@
+#include "engine/cpu/cpu_info.h"
+
+#include <fstream>
+#include <thread>
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace towers::engine::cpu {
+
+namespace {
+
+std::string isaName(dnnl::cpu_isa isa)
+{
+    switch (isa) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::all: return "all";
+    }
+    return "unknown";
+}
+
+std::string cpuModelName()
+{
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("model name", 0) != 0) continue;
+        const auto colon = line.find(':');
+        if (colon == std::string::npos) break;
+        auto value = line.substr(colon + 1);
+        const auto first = value.find_first_not_of(" \t");
+        return first == std::string::npos ? std::string() : value.substr(first);
+    }
+    return {};
+}
+
+} // namespace
+
+CpuInfo cpuInfo()
+{
+    CpuInfo info;
+    info.model = cpuModelName();
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    info.logicalCores = sched_getaffinity(0, sizeof set, &set) == 0
+                            ? CPU_COUNT(&set)
+                            : static_cast<int>(std::thread::hardware_concurrency());
+    try {
+        info.isa = isaName(dnnl::get_effective_cpu_isa());
+    } catch (const dnnl::error&) {
+        info.isa = "unknown";
+    }
+    const auto* v = dnnl::version();
+    info.onednnVersion = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+    const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && pageSize > 0) info.memoryBytes = static_cast<std::int64_t>(pages) * pageSize;
+    return info;
+}
+
+} // namespace towers::engine::cpu
