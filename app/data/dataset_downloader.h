@@ -50,6 +50,7 @@ public:
     Q_ENUM(Outcome)
 
     DatasetDownloader(DatasetSpec spec, Options options, QObject* parent = nullptr);
+    // Destroying a running downloader stops it as cancel() does, without finished().
     ~DatasetDownloader() override;
 
     const DatasetSpec& spec() const { return m_spec; }

@@ -13,6 +13,7 @@ namespace towers::app {
 namespace {
 
 constexpr qint64 kChunk = 256 * 1024;
+constexpr qint64 kReadBuffer = 4 * 1024 * 1024;
 constexpr qint64 kProgressIntervalMs = 50;
 
 QString megabytes(qint64 bytes)
@@ -148,6 +149,9 @@ void FileFetcher::sendRequest()
     m_received = 0;
     m_total = m_job.sizeHint;
     m_reply = m_network->get(request);
+    // Back-pressure: without a bound Qt buffers as fast as the network delivers, which is
+    // hundreds of MB from a fast mirror.
+    m_reply->setReadBufferSize(kReadBuffer);
     connect(m_reply, &QNetworkReply::readyRead, this, &FileFetcher::onReadyRead);
     connect(m_reply, &QNetworkReply::finished, this, &FileFetcher::onReplyFinished);
     emit progress(m_offset, m_total);
