@@ -88,11 +88,11 @@ private:
     QPointer<QNetworkReply> m_reply;
     QFile m_part;
     QCryptographicHash m_hash{QCryptographicHash::Md5};
-    qint64 m_offset = 0;    // bytes of .part present before this request
-    qint64 m_received = 0;  // bytes written by this request
-    qint64 m_total = -1;    // whole-file size: the server's, else the hint, else -1
+    qint64 m_offset = 0;       // bytes of .part present before this request
+    qint64 m_received = 0;     // bytes written by this request
+    qint64 m_total = -1;       // whole-file size: the server's, else the hint, else -1
     bool m_totalKnown = false; // m_total comes from the server
-    QTimer m_progressTimer; // coalesces progress to a few signals a second
+    QTimer m_progressTimer;    // coalesces progress to a few signals a second
     bool m_accepted = false;
     bool m_restarted = false; // started over once already (guards against loops)
     Result m_result = Result::Running;
