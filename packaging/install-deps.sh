@@ -5,12 +5,13 @@
 # Runs apt-get through sudo when not root. Installs only what is missing.
 set -euo pipefail
 
+# ca-certificates: towers-cli download verifies the HTTPS servers it fetches datasets from.
 # ocl-icd-opencl-dev: Debian's oneDNN is built with the OpenCL GPU runtime, so its CMake config
 # (find_package(dnnl)) requires the OpenCL headers and library even for CPU-only use.
 packages=(
     g++ cmake ninja-build pkgconf
     libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev zlib1g-dev libarchive-dev
-    qt6-base-dev libqcustomplot-dev
+    qt6-base-dev libqcustomplot-dev ca-certificates
     dataset-fashion-mnist
 )
 if [[ "${1:-}" == "--test" ]]; then

@@ -14,6 +14,7 @@ namespace {
 
 const Command kCommands[] = {
     {"bench", "Time full training steps of a model on synthetic data (images/s)", runBench},
+    {"download", "Download, verify and unpack a dataset (cifar10, cifar100, mnist, ...)", runDownload},
     {"models", "List the models, or show one model's layers", runModels},
     {"devices", "List the CPU and GPUs that can run towers", runDevices},
 };

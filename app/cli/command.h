@@ -6,8 +6,9 @@
 
 namespace towers::app {
 
-// Exit codes: 0 success, 1 the work failed (bad data, diverged, I/O), 2 bad usage.
-enum ExitCode { ExitOk = 0, ExitFailure = 1, ExitUsage = 2 };
+// Exit codes: 0 success, 1 the work failed (bad data, diverged, I/O), 2 bad usage, 130 cancelled
+// by Ctrl-C (128 + SIGINT, what shells report for an interrupted program).
+enum ExitCode { ExitOk = 0, ExitFailure = 1, ExitUsage = 2, ExitInterrupted = 130 };
 
 struct CommandIo
 {
@@ -31,6 +32,7 @@ bool intOption(const QCommandLineParser& parser, const QString& name, int min, i
                CommandIo& io);
 
 int runBench(const QStringList& args, CommandIo& io);
+int runDownload(const QStringList& args, CommandIo& io);
 int runModels(const QStringList& args, CommandIo& io);
 int runDevices(const QStringList& args, CommandIo& io);
 

@@ -1,0 +1,71 @@
+#include "app/cli/interrupt_notifier.h"
+
+#include <QSocketNotifier>
+#include <cerrno>
+#include <csignal>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "engine/errors.h"
+
+namespace towers::app {
+
+namespace {
+
+// The self-pipe of Qt's "Calling Qt Functions From Unix Signal Handlers": the handler writes one
+// byte, the event loop reads it.
+int g_fds[2] = {-1, -1};
+volatile sig_atomic_t g_pending = 0;
+struct sigaction g_oldInt, g_oldTerm;
+
+extern "C" void onSignal(int sig)
+{
+    if (g_pending) { // the second one: give up on a clean stop
+        ::signal(sig, SIG_DFL);
+        ::raise(sig);
+        return;
+    }
+    g_pending = 1;
+    const int savedErrno = errno;
+    const char byte = char(sig);
+    [[maybe_unused]] const ssize_t n = ::write(g_fds[0], &byte, 1);
+    errno = savedErrno;
+}
+
+} // namespace
+
+InterruptNotifier::InterruptNotifier(QObject* parent) : QObject(parent)
+{
+    if (g_fds[0] >= 0) throw engine::Error("only one InterruptNotifier may exist at a time");
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, g_fds) != 0)
+        throw engine::Error("cannot create the socket pair for signal handling");
+    g_pending = 0;
+    m_notifier = new QSocketNotifier(g_fds[1], QSocketNotifier::Read, this);
+    connect(m_notifier, &QSocketNotifier::activated, this, &InterruptNotifier::onReadable);
+    struct sigaction sa = {};
+    sa.sa_handler = onSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGINT, &sa, &g_oldInt);
+    ::sigaction(SIGTERM, &sa, &g_oldTerm);
+}
+
+InterruptNotifier::~InterruptNotifier()
+{
+    ::sigaction(SIGINT, &g_oldInt, nullptr);
+    ::sigaction(SIGTERM, &g_oldTerm, nullptr);
+    delete m_notifier;
+    ::close(g_fds[0]);
+    ::close(g_fds[1]);
+    g_fds[0] = g_fds[1] = -1;
+}
+
+void InterruptNotifier::onReadable()
+{
+    char byte = 0;
+    if (::read(g_fds[1], &byte, 1) != 1) return;
+    if (m_received == 0) m_received = byte;
+    emit interrupted(byte);
+}
+
+} // namespace towers::app

@@ -1,0 +1,15 @@
+#pragma once
+// Where datasets live by default. The engine's discovery (engine/data/dataset.h,
+// defaultSearchPath) searches the same folders, so a dataset downloaded without --data-dir is
+// found without one.
+#include <QString>
+
+namespace towers::app {
+
+// The folder downloads go to when none is given: the first non-empty folder of $TOWERS_DATA
+// (':'-separated) when set, else QStandardPaths' GenericDataLocation ($XDG_DATA_HOME, or
+// ~/.local/share) followed by "towers/datasets". Returns an absolute, cleaned path, or an empty
+// string when no home folder is known. The folder is not created.
+QString defaultDataDir();
+
+} // namespace towers::app

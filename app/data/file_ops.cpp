@@ -1,0 +1,85 @@
+#include "app/data/file_ops.h"
+
+#include <QFile>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <system_error>
+#include <unistd.h>
+
+#include "engine/errors.h"
+
+namespace towers::app {
+
+namespace {
+
+std::filesystem::path fsPath(const QString& path)
+{
+    return std::filesystem::path(QFile::encodeName(path).toStdString());
+}
+
+[[noreturn]] void fail(const QString& what, const std::error_code& ec)
+{
+    throw engine::IoError(
+        (what + QStringLiteral(": ") + QString::fromLocal8Bit(ec.message().c_str())).toStdString());
+}
+
+} // namespace
+
+void makeFolder(const QString& path)
+{
+    std::error_code ec;
+    std::filesystem::create_directories(fsPath(path), ec);
+    if (ec) fail(QStringLiteral("cannot create the folder %1").arg(path), ec);
+}
+
+void removeAll(const QString& path)
+{
+    std::error_code ec;
+    std::filesystem::remove_all(fsPath(path), ec);
+    if (ec) fail(QStringLiteral("cannot remove %1").arg(path), ec);
+}
+
+void renamePath(const QString& from, const QString& to)
+{
+    std::error_code ec;
+    std::filesystem::rename(fsPath(from), fsPath(to), ec);
+    if (ec) fail(QStringLiteral("cannot rename %1 to %2").arg(from, to), ec);
+}
+
+void writeAll(QFile& file, const char* data, qint64 size)
+{
+    qint64 done = 0;
+    while (done < size) {
+        const qint64 n = file.write(data + done, size - done);
+        if (n <= 0)
+            throw engine::IoError(QStringLiteral("cannot write %1: %2")
+                                      .arg(file.fileName(), file.errorString())
+                                      .toStdString());
+        done += n;
+    }
+}
+
+void syncFile(QFile& file)
+{
+    if (!file.flush())
+        throw engine::IoError(QStringLiteral("cannot write %1: %2")
+                                  .arg(file.fileName(), file.errorString())
+                                  .toStdString());
+    if (::fsync(file.handle()) != 0)
+        fail(QStringLiteral("cannot write %1").arg(file.fileName()),
+             std::error_code(errno, std::generic_category()));
+}
+
+void syncFolder(const QString& path)
+{
+    // Only makes a finished rename durable; a failure here loses nothing that is not on disk
+    // already, so it is not reported.
+    const int fd = ::open(QFile::encodeName(path).constData(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    ::fsync(fd);
+    ::close(fd);
+}
+
+} // namespace towers::app

@@ -1,0 +1,25 @@
+#pragma once
+// File-system steps of a download (create, rename, remove, sync) that throw engine::IoError
+// naming the path and the operating system's reason, so a full disk or an unwritable folder
+// reads as such.
+#include <QString>
+
+class QFile;
+
+namespace towers::app {
+
+// Creates `path` and its missing parents.
+void makeFolder(const QString& path);
+// Removes `path` (a file, or a folder with everything in it) when it exists.
+void removeAll(const QString& path);
+// rename(2): atomic on one file system; replaces an existing file (not a non-empty folder).
+void renamePath(const QString& from, const QString& to);
+// Writes all `size` bytes to `file`, retrying short writes so that a full disk reports its reason
+// (ENOSPC) instead of a bare short count.
+void writeAll(QFile& file, const char* data, qint64 size);
+// Flushes `file` (open for writing) and asks the OS to put its bytes on disk.
+void syncFile(QFile& file);
+// Asks the OS to put a folder's entries (renames, new files) on disk; best effort.
+void syncFolder(const QString& path);
+
+} // namespace towers::app
