@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 namespace towers::engine {
@@ -22,8 +23,9 @@ constexpr int kMaxChannels = 64;
 
 std::string num(double v)
 {
-    json j = v;
-    return j.dump();
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.15g", v);
+    return buf;
 }
 
 // The checks that do not depend on the source images; fields are named as in the JSON form.
