@@ -124,9 +124,19 @@ struct BatchLoader::Impl
         float* images = b.images.data<float>();
         std::int32_t* labels = b.labels.data<std::int32_t>();
         const Shape source = set.imageShape();
+        const auto exampleAt = [&](std::int64_t k) {
+            return perm ? (*perm)[static_cast<std::size_t>(first + k)] : first + k;
+        };
+        const std::size_t imageBytes = static_cast<std::size_t>(set.imageBytes());
         for (std::int64_t k = 0; k < global; ++k) {
             if ((k & 7) == 0 && generation.load(std::memory_order_relaxed) != gen) return false;
-            const std::int64_t index = perm ? (*perm)[static_cast<std::size_t>(first + k)] : first + k;
+            const std::int64_t index = exampleAt(k);
+            // Shuffled examples are scattered over the set: fetch the next one's bytes while this
+            // one is worked on.
+            if (k + 1 < global) {
+                const char* nextImage = reinterpret_cast<const char*>(set.image(exampleAt(k + 1)));
+                for (std::size_t off = 0; off < imageBytes; off += 64) __builtin_prefetch(nextImage + off);
+            }
             Rng rng(exampleSeed(options.seed, step, k));
             const Distortion d = options.augment ? drawDistortion(recipe, source, rng)
                                                  : centralDistortion(recipe, source);
