@@ -32,9 +32,8 @@ void printLoader(int workers, const LoaderBenchResult& r)
 {
     std::printf("  %d worker%s %-38s %10.0f images/s  (%lld batches in %.2f s, next() waited "
                 "%.3f ms per batch)\n",
-                workers, workers == 1 ? " " : "s",
-                workers == 0 ? "(on the caller's thread)" : "", r.imagesPerSec,
-                static_cast<long long>(r.batches), r.seconds, r.meanWaitMs);
+                workers, workers == 1 ? " " : "s", workers == 0 ? "(on the caller's thread)" : "",
+                r.imagesPerSec, static_cast<long long>(r.batches), r.seconds, r.meanWaitMs);
 }
 
 } // namespace
@@ -50,9 +49,12 @@ int main(int argc, char** argv)
             usage();
             return 2;
         }
-        if (a == "--seconds") seconds = std::atof(argv[++i]);
-        else if (a == "--batch") batch = std::atoi(argv[++i]);
-        else if (a == "--dataset") dataset = argv[++i];
+        if (a == "--seconds")
+            seconds = std::atof(argv[++i]);
+        else if (a == "--batch")
+            batch = std::atoi(argv[++i]);
+        else if (a == "--dataset")
+            dataset = argv[++i];
         else {
             usage();
             return 2;
@@ -87,11 +89,13 @@ int main(int argc, char** argv)
                             benchmarkPreprocessing(cifar, cifarPadCrop(cifar, 4), true, seconds));
         }
         if (gray.count)
-            printPreprocess("translateAndNormalize(2), 28x28 training",
-                            benchmarkPreprocessing(gray, translateAndNormalize(gray, 2), true, seconds));
+            printPreprocess(
+                "translateAndNormalize(2), 28x28 training",
+                benchmarkPreprocessing(gray, translateAndNormalize(gray, 2), true, seconds));
 
         const ImageSet& set = cifar.count ? cifar : gray;
-        const Preprocessing recipe = cifar.count ? cifarDistortions(24) : translateAndNormalize(gray, 2);
+        const Preprocessing recipe =
+            cifar.count ? cifarDistortions(24) : translateAndNormalize(gray, 2);
         std::printf("BatchLoader, batch %d, one tower, %s training distortions:\n", batch,
                     cifar.count ? "CIFAR-10" : "28x28");
         for (int workers : {0, 1, 2}) {

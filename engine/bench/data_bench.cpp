@@ -34,7 +34,8 @@ ImageSet syntheticImageSet(std::int64_t count, int height, int width, int channe
         for (std::size_t b = i; b < std::min(i + 8, set.pixels.size()); ++b, r >>= 8)
             set.pixels[b] = static_cast<std::uint8_t>(r);
     }
-    for (auto& l : set.labels) l = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(classes)));
+    for (auto& l : set.labels)
+        l = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(classes)));
     return set;
 }
 
@@ -42,7 +43,8 @@ PreprocessBenchResult benchmarkPreprocessing(const ImageSet& set, const Preproce
                                              bool augment, double seconds)
 {
     recipe.validateFor(set.imageShape());
-    std::vector<float> out(static_cast<std::size_t>(recipe.height) * recipe.width * recipe.channels);
+    std::vector<float> out(static_cast<std::size_t>(recipe.height) * recipe.width *
+                           recipe.channels);
     Rng rng(1);
     PreprocessBenchResult r;
     const Clock::time_point t0 = Clock::now();

@@ -22,7 +22,10 @@ namespace {
 constexpr std::uint64_t kPermutationStream = 0x7065726d75746174ull;
 constexpr std::uint64_t kExampleStream = 0x6578616d706c6573ull;
 
-std::uint64_t mix(std::uint64_t a, std::uint64_t b) { return splitmix64(a ^ splitmix64(b)); }
+std::uint64_t mix(std::uint64_t a, std::uint64_t b)
+{
+    return splitmix64(a ^ splitmix64(b));
+}
 
 std::uint64_t permutationSeed(std::uint64_t seed, std::int64_t epoch)
 {
@@ -56,7 +59,13 @@ double millisecondsSince(std::chrono::steady_clock::time_point t0)
 
 struct BatchLoader::Impl
 {
-    enum class SlotState { Free, Filling, Ready, Failed };
+    enum class SlotState
+    {
+        Free,
+        Filling,
+        Ready,
+        Failed
+    };
     struct Slot
     {
         Batch batch;
@@ -78,7 +87,8 @@ struct BatchLoader::Impl
 
     // Permutations of recent epochs, shared by the workers (an epoch boundary may be in flight).
     std::mutex permutationMutex;
-    std::vector<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::int64_t>>>> permutations;
+    std::vector<std::pair<std::int64_t, std::shared_ptr<const std::vector<std::int64_t>>>>
+        permutations;
 
     // Bumped by seek and the destructor: work of an older generation is abandoned.
     std::atomic<std::uint64_t> generation{0};
@@ -89,7 +99,7 @@ struct BatchLoader::Impl
     // Threaded mode: everything below is guarded by `mutex`.
     std::mutex mutex;
     std::condition_variable workAvailable, batchReady;
-    std::vector<Slot> slots; // the prefetch queue plus the slot the consumer holds
+    std::vector<Slot> slots;    // the prefetch queue plus the slot the consumer holds
     std::int64_t nextStep = 0;  // what next() returns next
     std::int64_t claimStep = 0; // what the next idle worker builds
     bool holding = false;       // the consumer holds the batch of nextStep - 1
@@ -135,7 +145,8 @@ struct BatchLoader::Impl
             // one is worked on.
             if (k + 1 < global) {
                 const char* nextImage = reinterpret_cast<const char*>(set.image(exampleAt(k + 1)));
-                for (std::size_t off = 0; off < imageBytes; off += 64) __builtin_prefetch(nextImage + off);
+                for (std::size_t off = 0; off < imageBytes; off += 64)
+                    __builtin_prefetch(nextImage + off);
             }
             Rng rng(exampleSeed(options.seed, step, k));
             const Distortion d = options.augment ? drawDistortion(recipe, source, rng)
@@ -203,7 +214,8 @@ BatchLoader::BatchLoader(const ImageSet& set, Preprocessing recipe, LoaderOption
     if (options.towers < 1 || options.towers > 4096)
         bad("towers is " + std::to_string(options.towers) + ", expected 1..4096");
     if (options.batchPerTower < 1)
-        bad("batch per tower is " + std::to_string(options.batchPerTower) + ", expected at least 1");
+        bad("batch per tower is " + std::to_string(options.batchPerTower) +
+            ", expected at least 1");
     if (options.workers < 0 || options.workers > 256)
         bad("workers is " + std::to_string(options.workers) + ", expected 0..256");
     if (options.prefetch < 0 || options.prefetch > 4096)
@@ -261,11 +273,15 @@ BatchLoader::~BatchLoader()
     for (std::thread& t : m->threads) t.join();
 }
 
-std::int64_t BatchLoader::stepsPerEpoch() const { return m->steps; }
+std::int64_t BatchLoader::stepsPerEpoch() const
+{
+    return m->steps;
+}
 
 void BatchLoader::seek(std::int64_t step)
 {
-    if (step < 0) throw InvalidArgument("batch loader: cannot seek to step " + std::to_string(step));
+    if (step < 0)
+        throw InvalidArgument("batch loader: cannot seek to step " + std::to_string(step));
     if (m->threads.empty()) {
         m->nextStep = step;
         return;
@@ -320,7 +336,10 @@ const Batch& BatchLoader::next()
     return slot.batch;
 }
 
-double BatchLoader::lastWaitMs() const { return m->lastWait; }
+double BatchLoader::lastWaitMs() const
+{
+    return m->lastWait;
+}
 
 void evaluationBatch(const ImageSet& set, const Preprocessing& recipe, std::int64_t begin,
                      std::int64_t end, Tensor& images, Tensor& labels)
@@ -338,7 +357,8 @@ void evaluationBatch(const ImageSet& set, const Preprocessing& recipe, std::int6
     Tensor::ensure(labels, Shape{n}, DType::Int32);
     const Shape source = set.imageShape();
     const Distortion central = centralDistortion(recipe, source);
-    const std::size_t floats = static_cast<std::size_t>(recipe.height) * recipe.width * recipe.channels;
+    const std::size_t floats =
+        static_cast<std::size_t>(recipe.height) * recipe.width * recipe.channels;
     float* out = n ? images.data<float>() : nullptr;
     std::int32_t* lab = n ? labels.data<std::int32_t>() : nullptr;
     for (std::int64_t i = 0; i < n; ++i) {

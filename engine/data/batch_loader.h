@@ -28,6 +28,7 @@ struct LoaderOptions
 
 // Batches of `set` (which must outlive the loader). The distortions of example slot k of step s
 // are drawn from a generator seeded by (seed, s, k), so batches do not depend on `workers`.
+// next() and seek() are called from one thread (the trainer's); the workers are internal.
 class BatchLoader final : public BatchSource
 {
 public:

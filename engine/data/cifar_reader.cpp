@@ -10,7 +10,10 @@ namespace towers::engine {
 
 namespace {
 
-std::string formatName(int labelBytes) { return labelBytes == 1 ? "CIFAR-10" : "CIFAR-100"; }
+std::string formatName(int labelBytes)
+{
+    return labelBytes == 1 ? "CIFAR-10" : "CIFAR-100";
+}
 
 std::string recordWhere(const std::string& what, std::size_t record, std::size_t recordBytes)
 {
@@ -119,18 +122,23 @@ std::vector<std::string> parseClassNames(const std::string& text, int expected,
         std::size_t end = text.find('\n', pos);
         if (end == std::string::npos) end = text.size();
         std::string line = text.substr(pos, end - pos);
-        const auto isSpace = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; };
+        const auto isSpace = [](char c) {
+            return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+        };
         while (!line.empty() && isSpace(line.back())) line.pop_back();
         std::size_t lead = 0;
         while (lead < line.size() && isSpace(line[lead])) ++lead;
         line.erase(0, lead);
         if (!line.empty()) {
             if (static_cast<int>(names.size()) == expected)
-                throw IoError(what + ": more than the " + std::to_string(expected) +
-                              " class names expected (one per line); line " +
-                              std::to_string(std::count(text.begin(), text.begin() +
-                                                        static_cast<std::ptrdiff_t>(pos), '\n') + 1) +
-                              " is \"" + line.substr(0, 40) + "\"");
+                throw IoError(
+                    what + ": more than the " + std::to_string(expected) +
+                    " class names expected (one per line); line " +
+                    std::to_string(std::count(text.begin(),
+                                              text.begin() + static_cast<std::ptrdiff_t>(pos),
+                                              '\n') +
+                                   1) +
+                    " is \"" + line.substr(0, 40) + "\"");
             names.push_back(std::move(line));
         }
         pos = end + 1;

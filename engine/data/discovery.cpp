@@ -13,8 +13,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kFashionNames = {"T-shirt/top", "Trouser", "Pullover", "Dress",
-                                                "Coat",        "Sandal",  "Shirt",    "Sneaker",
+const std::vector<std::string> kFashionNames = {"T-shirt/top", "Trouser",   "Pullover", "Dress",
+                                                "Coat",        "Sandal",    "Shirt",    "Sneaker",
                                                 "Bag",         "Ankle boot"};
 
 std::vector<std::string> digitNames()
@@ -64,7 +64,8 @@ void requireSameShape(const Shape& train, const Shape& test, const fs::path& tes
 std::vector<fs::path> cifar10TrainFiles(const fs::path& folder)
 {
     std::vector<fs::path> files;
-    for (int i = 1; i <= 5; ++i) files.push_back(folder / ("data_batch_" + std::to_string(i) + ".bin"));
+    for (int i = 1; i <= 5; ++i)
+        files.push_back(folder / ("data_batch_" + std::to_string(i) + ".bin"));
     return files;
 }
 
@@ -145,7 +146,8 @@ void requireKnownDataset(const std::string& name)
 std::vector<std::string> datasetFolderNames(const std::string& name)
 {
     requireKnownDataset(name);
-    if (name == "cifar10") return {"cifar10", "cifar-10-batches-bin", "cifar10/cifar-10-batches-bin"};
+    if (name == "cifar10")
+        return {"cifar10", "cifar-10-batches-bin", "cifar10/cifar-10-batches-bin"};
     if (name == "cifar100") return {"cifar100", "cifar-100-binary", "cifar100/cifar-100-binary"};
     return {name};
 }
@@ -183,7 +185,8 @@ DatasetInfo inspectDataset(const std::string& name, const fs::path& folder)
     info.location = folder;
     if (name == "cifar10") {
         info.classNames = readClassNames(folder / "batches.meta.txt", 10);
-        for (const fs::path& f : cifar10TrainFiles(folder)) info.trainCount += inspectCifarFile(f, 1);
+        for (const fs::path& f : cifar10TrainFiles(folder))
+            info.trainCount += inspectCifarFile(f, 1);
         info.testCount = inspectCifarFile(folder / "test_batch.bin", 1);
         info.imageShape = {kCifarSide, kCifarSide, 3};
     } else if (name == "cifar100") {

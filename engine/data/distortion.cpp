@@ -219,9 +219,15 @@ void applyPreprocessing(const Preprocessing& p, const std::uint8_t* image, const
     if (!std::isfinite(d.brightness) || !std::isfinite(d.contrast))
         throw InvalidArgument("preprocessing: brightness and contrast must be finite");
     switch (p.channels) {
-    case 1: apply<1>(p, image, source[1], d, out); break;
-    case 3: apply<3>(p, image, source[1], d, out); break;
-    default: apply<0>(p, image, source[1], d, out); break;
+    case 1:
+        apply<1>(p, image, source[1], d, out);
+        break;
+    case 3:
+        apply<3>(p, image, source[1], d, out);
+        break;
+    default:
+        apply<0>(p, image, source[1], d, out);
+        break;
     }
 }
 

@@ -36,8 +36,7 @@ std::uint64_t regularFileSize(const std::filesystem::path& path)
 {
     std::error_code ec;
     const auto status = std::filesystem::status(path, ec);
-    if (ec || !std::filesystem::exists(status))
-        throw IoError(path.string() + ": file not found");
+    if (ec || !std::filesystem::exists(status)) throw IoError(path.string() + ": file not found");
     if (!std::filesystem::is_regular_file(status))
         throw IoError(path.string() + ": not a regular file");
     const std::uintmax_t size = std::filesystem::file_size(path, ec);

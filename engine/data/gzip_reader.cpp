@@ -81,9 +81,12 @@ void GzipReader::requireEnd(const std::string& expected)
     // what the header did not announce; stop counting early once it is clearly too much.
     while (!m_ended && more < (std::uint64_t(1) << 24)) more += read(extra, sizeof extra);
     if (more > 0)
-        throw IoError(m_what + ": " + (m_ended ? std::to_string(more) : "more than " + std::to_string(more)) +
-                      " unexpected bytes after the content (expected " + expected + ", the file inflates to " +
-                      (m_ended ? std::to_string(before + more) : "more than " + std::to_string(before + more)) +
+        throw IoError(m_what + ": " +
+                      (m_ended ? std::to_string(more) : "more than " + std::to_string(more)) +
+                      " unexpected bytes after the content (expected " + expected +
+                      ", the file inflates to " +
+                      (m_ended ? std::to_string(before + more)
+                               : "more than " + std::to_string(before + more)) +
                       " bytes)");
     const z_stream& z = m_state->z;
     const std::size_t trailing = m_size - static_cast<std::size_t>(z.total_in);

@@ -43,10 +43,10 @@ struct Layout
     std::string kindName() const { return images ? "IDX images" : "IDX labels"; }
     std::string announce() const
     {
-        return images ? std::to_string(count) + " images of " + std::to_string(rows) + "x" +
-                            std::to_string(cols) + " (" + std::to_string(totalBytes()) + " bytes)"
-                      : std::to_string(count) + " labels (" + std::to_string(totalBytes()) +
-                            " bytes)";
+        return images
+                   ? std::to_string(count) + " images of " + std::to_string(rows) + "x" +
+                         std::to_string(cols) + " (" + std::to_string(totalBytes()) + " bytes)"
+                   : std::to_string(count) + " labels (" + std::to_string(totalBytes()) + " bytes)";
     }
 };
 
@@ -56,8 +56,7 @@ Layout checkHeader(const std::uint8_t* head, std::size_t have, bool images, cons
     Layout l;
     l.images = images;
     const std::uint32_t expectedMagic = images ? 0x00000803u : 0x00000801u;
-    const std::string expected =
-        hex32(expectedMagic) + " (" + l.kindName() + " of unsigned bytes)";
+    const std::string expected = hex32(expectedMagic) + " (" + l.kindName() + " of unsigned bytes)";
     if (have == 0) throw IoError(what + ": the file is empty (expected " + l.kindName() + ")");
     if (have < 4)
         throw IoError(what + ": " + std::to_string(have) +
@@ -72,7 +71,8 @@ Layout checkHeader(const std::uint8_t* head, std::size_t have, bool images, cons
             why = "the elements are of IDX type 0x" + hex32(head[2]).substr(8) +
                   ", not unsigned bytes (0x08)";
         else if (magic == (images ? 0x00000801u : 0x00000803u))
-            why = images ? "this is a labels file, not images" : "this is an images file, not labels";
+            why =
+                images ? "this is a labels file, not images" : "this is an images file, not labels";
         else
             why = "the file has " + std::to_string(head[3]) + " dimensions, expected " +
                   (images ? "3" : "1");
@@ -80,8 +80,9 @@ Layout checkHeader(const std::uint8_t* head, std::size_t have, bool images, cons
                       " at byte offset 0: expected " + expected + "; " + why);
     }
     if (have < l.headerBytes())
-        throw IoError(what + ": truncated: " + std::to_string(have) + " bytes is too short for the " +
-                      std::to_string(l.headerBytes()) + "-byte " + l.kindName() + " header");
+        throw IoError(what + ": truncated: " + std::to_string(have) +
+                      " bytes is too short for the " + std::to_string(l.headerBytes()) + "-byte " +
+                      l.kindName() + " header");
     l.count = be32(head + 4);
     if (l.count == 0)
         throw IoError(what + ": the header (byte offset 4) says the file holds no " +
@@ -219,8 +220,14 @@ std::vector<std::int32_t> parseIdxLabels(const std::vector<std::uint8_t>& bytes,
     return labels;
 }
 
-IdxHeader inspectIdxImages(const std::filesystem::path& path) { return inspect(path, true); }
-IdxHeader inspectIdxLabels(const std::filesystem::path& path) { return inspect(path, false); }
+IdxHeader inspectIdxImages(const std::filesystem::path& path)
+{
+    return inspect(path, true);
+}
+IdxHeader inspectIdxLabels(const std::filesystem::path& path)
+{
+    return inspect(path, false);
+}
 
 ImageSet readIdxImages(const std::filesystem::path& path)
 {

@@ -33,7 +33,8 @@ void checkRecipe(const Preprocessing& p)
 {
     const auto side = [](const char* field, int v) {
         if (v < 1 || v > kMaxSide)
-            fieldError(field, "is " + std::to_string(v) + ", expected 1.." + std::to_string(kMaxSide));
+            fieldError(field,
+                       "is " + std::to_string(v) + ", expected 1.." + std::to_string(kMaxSide));
     };
     side("height", p.height);
     side("width", p.width);
@@ -48,18 +49,22 @@ void checkRecipe(const Preprocessing& p)
         fieldError("brightness_delta", "is " + num(p.brightnessDelta) + ", expected 0..255");
     if (!std::isfinite(p.contrastLower) || p.contrastLower < 0 || p.contrastLower > 100)
         fieldError("contrast_lower", "is " + num(p.contrastLower) + ", expected 0..100");
-    if (!std::isfinite(p.contrastUpper) || p.contrastUpper < p.contrastLower || p.contrastUpper > 100)
+    if (!std::isfinite(p.contrastUpper) || p.contrastUpper < p.contrastLower ||
+        p.contrastUpper > 100)
         fieldError("contrast_upper", "is " + num(p.contrastUpper) + ", expected contrast_lower (" +
                                          num(p.contrastLower) + ")..100");
     if (p.normalization == Preprocessing::Normalization::MeanStd) {
-        const auto perChannel = [&](const char* field, const std::vector<double>& v, bool positive) {
+        const auto perChannel = [&](const char* field, const std::vector<double>& v,
+                                    bool positive) {
             if (static_cast<int>(v.size()) != p.channels)
-                fieldError(field, "has " + std::to_string(v.size()) + " values, expected one per channel (" +
+                fieldError(field, "has " + std::to_string(v.size()) +
+                                      " values, expected one per channel (" +
                                       std::to_string(p.channels) + ") for mean_std normalisation");
             for (std::size_t c = 0; c < v.size(); ++c)
                 if (!std::isfinite(v[c]) || (positive && v[c] <= 0))
                     fieldError(field, "value " + std::to_string(c) + " is " + num(v[c]) +
-                                          (positive ? ", expected a positive number" : ", expected a finite number"));
+                                          (positive ? ", expected a positive number"
+                                                    : ", expected a finite number"));
         };
         perChannel("mean", p.mean, false);
         perChannel("std", p.stddev, true);
@@ -69,9 +74,12 @@ void checkRecipe(const Preprocessing& p)
 const char* normalizationName(Preprocessing::Normalization n)
 {
     switch (n) {
-    case Preprocessing::Normalization::PerImage: return "per_image";
-    case Preprocessing::Normalization::MeanStd: return "mean_std";
-    case Preprocessing::Normalization::Scale: return "scale";
+    case Preprocessing::Normalization::PerImage:
+        return "per_image";
+    case Preprocessing::Normalization::MeanStd:
+        return "mean_std";
+    case Preprocessing::Normalization::Scale:
+        return "scale";
     }
     return "?";
 }
@@ -113,7 +121,8 @@ std::vector<double> numbersField(const json& j, const char* field)
     std::vector<double> out;
     for (std::size_t i = 0; i < v.size(); ++i) {
         if (!v[i].is_number())
-            fieldError(field, "element " + std::to_string(i) + " must be a number, got " + typeName(v[i]));
+            fieldError(field,
+                       "element " + std::to_string(i) + " must be a number, got " + typeName(v[i]));
         out.push_back(v[i].get<double>());
     }
     return out;
@@ -148,9 +157,17 @@ Preprocessing Preprocessing::fromJson(const std::string& text)
     }
     if (!j.is_object())
         throw InvalidArgument("preprocessing: expected a JSON object, got " + typeName(j));
-    static const char* const known[] = {"height", "width", "channels", "translate",
-                                        "flip", "brightness_delta", "contrast_lower",
-                                        "contrast_upper", "normalization", "mean", "std"};
+    static const char* const known[] = {"height",
+                                        "width",
+                                        "channels",
+                                        "translate",
+                                        "flip",
+                                        "brightness_delta",
+                                        "contrast_lower",
+                                        "contrast_upper",
+                                        "normalization",
+                                        "mean",
+                                        "std"};
     for (const auto& item : j.items()) {
         bool ok = false;
         for (const char* k : known) ok = ok || item.key() == k;
@@ -162,7 +179,8 @@ Preprocessing Preprocessing::fromJson(const std::string& text)
     p.channels = intField(j, "channels", true, 0);
     p.translate = intField(j, "translate", false, 0);
     if (j.contains("flip")) {
-        if (!j["flip"].is_boolean()) fieldError("flip", "must be true or false, got " + typeName(j["flip"]));
+        if (!j["flip"].is_boolean())
+            fieldError("flip", "must be true or false, got " + typeName(j["flip"]));
         p.flip = j["flip"].get<bool>();
     }
     p.brightnessDelta = numberField(j, "brightness_delta", 0);
@@ -172,10 +190,14 @@ Preprocessing Preprocessing::fromJson(const std::string& text)
     const json& n = j["normalization"];
     if (!n.is_string()) fieldError("normalization", "must be a string, got " + typeName(n));
     const std::string name = n.get<std::string>();
-    if (name == "per_image") p.normalization = Normalization::PerImage;
-    else if (name == "mean_std") p.normalization = Normalization::MeanStd;
-    else if (name == "scale") p.normalization = Normalization::Scale;
-    else fieldError("normalization", "is \"" + name + "\", expected per_image, mean_std or scale");
+    if (name == "per_image")
+        p.normalization = Normalization::PerImage;
+    else if (name == "mean_std")
+        p.normalization = Normalization::MeanStd;
+    else if (name == "scale")
+        p.normalization = Normalization::Scale;
+    else
+        fieldError("normalization", "is \"" + name + "\", expected per_image, mean_std or scale");
     p.mean = numbersField(j, "mean");
     p.stddev = numbersField(j, "std");
     checkRecipe(p);
@@ -186,7 +208,8 @@ void Preprocessing::validateFor(const Shape& source) const
 {
     checkRecipe(*this);
     if (source.rank() != 3)
-        throw InvalidArgument("preprocessing: source images must be [H, W, C], got " + source.str());
+        throw InvalidArgument("preprocessing: source images must be [H, W, C], got " +
+                              source.str());
     if (source[2] != channels)
         throw InvalidArgument("preprocessing: the recipe is for " + std::to_string(channels) +
                               "-channel images but the images have " + std::to_string(source[2]) +
@@ -217,7 +240,8 @@ Preprocessing cifarDistortions(int size)
 void channelStatistics(const ImageSet& set, std::vector<double>& mean, std::vector<double>& stddev)
 {
     const int c = static_cast<int>(set.channels);
-    if (set.count < 1 || c < 1 || set.pixels.size() != static_cast<std::size_t>(set.count * set.imageBytes()))
+    if (set.count < 1 || c < 1 ||
+        set.pixels.size() != static_cast<std::size_t>(set.count * set.imageBytes()))
         throw InvalidArgument("channelStatistics: the image set is empty or inconsistent (" +
                               std::to_string(set.count) + " images of " + set.imageShape().str() +
                               ", " + std::to_string(set.pixels.size()) + " bytes)");

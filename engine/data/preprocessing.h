@@ -72,7 +72,7 @@ void channelStatistics(const ImageSet& set, std::vector<double>& mean, std::vect
 struct Distortion
 {
     int cropY = 0, cropX = 0;   // top-left corner of the crop in the source image
-    int shiftY = 0, shiftX = 0; // translation: output(i, j) = crop(i - shiftY, j - shiftX), 0 outside
+    int shiftY = 0, shiftX = 0; // output(i, j) = crop(i - shiftY, j - shiftX), 0 outside the crop
     bool flip = false;          // mirror left-right (after the translation)
     double brightness = 0;      // added to every value, 0..255 scale
     double contrast = 1;        // (x - channel mean) * contrast + channel mean

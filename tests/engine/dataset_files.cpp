@@ -27,7 +27,9 @@ int labelValue(std::uint64_t seed, std::int64_t index, int classes)
 
 void putBe32(Bytes& bytes, std::size_t offset, std::uint32_t v)
 {
-    for (int i = 0; i < 4; ++i) bytes.at(offset + static_cast<std::size_t>(i)) = static_cast<std::uint8_t>(v >> (24 - 8 * i));
+    for (int i = 0; i < 4; ++i)
+        bytes.at(offset + static_cast<std::size_t>(i)) =
+            static_cast<std::uint8_t>(v >> (24 - 8 * i));
 }
 
 Bytes idxImages(std::int64_t count, int rows, int cols, std::uint64_t seed)
@@ -76,7 +78,10 @@ Bytes gzip(const Bytes& data)
     return out;
 }
 
-int cifar100Fine(std::uint64_t seed, std::int64_t index) { return labelValue(seed, index, 100); }
+int cifar100Fine(std::uint64_t seed, std::int64_t index)
+{
+    return labelValue(seed, index, 100);
+}
 
 Bytes cifarRecords(std::int64_t first, std::int64_t count, int labelBytes, std::uint64_t seed)
 {
@@ -99,7 +104,8 @@ Bytes cifarRecords(std::int64_t first, std::int64_t count, int labelBytes, std::
 void writeFile(const fs::path& path, const Bytes& bytes)
 {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    f.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
     if (!f) throw std::runtime_error("cannot write " + path.string());
 }
 
@@ -155,7 +161,8 @@ void writeIdxDataset(const fs::path& folder, std::int64_t train, std::int64_t te
                 testImages[static_cast<std::size_t>(16 + (i * rows + y) * cols + x)] =
                     pixelValue(seed, kTestIndexBase + i, y, x, 0);
     std::vector<int> testLabels;
-    for (std::int64_t i = 0; i < test; ++i) testLabels.push_back(labelValue(seed, kTestIndexBase + i, 10));
+    for (std::int64_t i = 0; i < test; ++i)
+        testLabels.push_back(labelValue(seed, kTestIndexBase + i, 10));
     put("train-images-idx3-ubyte", idxImages(train, rows, cols, seed));
     put("train-labels-idx1-ubyte", idxLabels(labelsFor(train, 10, seed)));
     put("t10k-images-idx3-ubyte", testImages);

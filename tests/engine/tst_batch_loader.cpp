@@ -28,7 +28,8 @@ ImageSet indexedSet(int n, int classes)
     for (int i = 0; i < n; ++i) {
         set.pixels.push_back(static_cast<std::uint8_t>(i % 256));
         set.pixels.push_back(static_cast<std::uint8_t>(i / 256));
-        for (int j = 2; j < 64; ++j) set.pixels.push_back(static_cast<std::uint8_t>((i * 7 + j) % 256));
+        for (int j = 2; j < 64; ++j)
+            set.pixels.push_back(static_cast<std::uint8_t>((i * 7 + j) % 256));
         set.labels.push_back(i % classes);
     }
     return set;
@@ -141,7 +142,8 @@ private slots:
             QVERIFY(snap(loader.next()) == want[13]);
             QVERIFY(snap(loader.next()) == want[14]);
             loader.seek(2); // and back
-            for (int s = 2; s < 9; ++s) QVERIFY(snap(loader.next()) == want[static_cast<std::size_t>(s)]);
+            for (int s = 2; s < 9; ++s)
+                QVERIFY(snap(loader.next()) == want[static_cast<std::size_t>(s)]);
             loader.seek(24);
             QVERIFY(snap(loader.next()) == want[24]);
             QVERIFY_THROWS_EXCEPTION(InvalidArgument, loader.seek(-1));
@@ -279,10 +281,14 @@ private slots:
             {
                 BatchLoader loader(set, cifarDistortions(24), o);
                 if (scenario >= 1) loader.next();
-                if (scenario == 2) std::this_thread::sleep_for(300ms); // workers blocked on a full queue
+                if (scenario == 2)
+                    std::this_thread::sleep_for(300ms); // workers blocked on a full queue
             }
-            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-            QVERIFY2(ms < 2000 + (scenario == 2 ? 300 : 0), qPrintable(QString("scenario %1: %2 ms").arg(scenario).arg(ms)));
+            const double ms =
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count();
+            QVERIFY2(ms < 2000 + (scenario == 2 ? 300 : 0),
+                     qPrintable(QString("scenario %1: %2 ms").arg(scenario).arg(ms)));
         }
     }
 
@@ -298,15 +304,18 @@ private slots:
         Rng rng(1);
         for (int i = 0; i < 12; ++i) {
             preprocessImage(recipe, set, 5 + i, false, rng, one.data());
-            QVERIFY(std::memcmp(one.data(), images.data<float>() + i * 1728, one.size() * sizeof(float)) == 0);
+            QVERIFY(std::memcmp(one.data(), images.data<float>() + i * 1728,
+                                one.size() * sizeof(float)) == 0);
             QCOMPARE(labels.data<std::int32_t>()[i], set.labels[static_cast<std::size_t>(5 + i)]);
         }
         const void* buffer = images.raw();
         evaluationBatch(set, recipe, 20, 30, images, labels); // smaller: the buffer is reused
         QCOMPARE(images.raw(), buffer);
         QCOMPARE(images.dim(0), 10);
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, evaluationBatch(set, recipe, 25, 31, images, labels));
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, evaluationBatch(set, recipe, 5, 4, images, labels));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 evaluationBatch(set, recipe, 25, 31, images, labels));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 evaluationBatch(set, recipe, 5, 4, images, labels));
     }
 
     void invalidOptions_data()
@@ -318,7 +327,8 @@ private slots:
         QTest::newRow("no towers") << 0 << 4 << 1 << "towers is 0";
         QTest::newRow("empty batch") << 1 << 0 << 1 << "batch per tower is 0";
         QTest::newRow("negative workers") << 1 << 4 << -1 << "workers is -1";
-        QTest::newRow("batch larger than the set") << 3 << 4 << 1 << "a global batch of 12 (3 towers x 4) is larger than the 10 examples";
+        QTest::newRow("batch larger than the set")
+            << 3 << 4 << 1 << "a global batch of 12 (3 towers x 4) is larger than the 10 examples";
     }
     void invalidOptions()
     {
@@ -338,7 +348,8 @@ private slots:
     void invalidSetOrRecipe()
     {
         ImageSet set = indexedSet(10, 10);
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, BatchLoader(set, cifarDistortions(24), options(1, 2, 1)));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 BatchLoader(set, cifarDistortions(24), options(1, 2, 1)));
         set.labels.pop_back();
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, BatchLoader(set, scaleOnly(), options(1, 2, 1)));
         set = indexedSet(10, 10);

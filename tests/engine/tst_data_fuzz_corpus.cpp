@@ -36,7 +36,8 @@ bool parse(const QString& kind, const Bytes& b, const QString& what, bool& ok)
     return false;
 }
 
-const std::uint32_t kInteresting32[] = {0, 1, 2, 28, 255, 256, 4096, 4097, 60000, 0x7fffffff,
+const std::uint32_t kInteresting32[] = {0,           1,           2,          28,        255,
+                                        256,         4096,        4097,       60000,     0x7fffffff,
                                         0x80000000u, 0xffffffffu, 0x00000801, 0x00000803};
 const std::uint8_t kInteresting8[] = {0, 1, 9, 10, 19, 20, 99, 100, 0x7f, 0x80, 0xff, 0x1f, 0x8b};
 
@@ -57,7 +58,8 @@ Bytes mutate(const Bytes& in, Rng& rng)
             b.resize(rng.below(n + 1));
             break;
         case 3: // append random bytes
-            for (std::uint64_t i = rng.below(64); i > 0; --i) b.push_back(static_cast<std::uint8_t>(rng.next()));
+            for (std::uint64_t i = rng.below(64); i > 0; --i)
+                b.push_back(static_cast<std::uint8_t>(rng.next()));
             break;
         case 4: { // an interesting big-endian word at a header field or anywhere
             const std::size_t at = rng.below(2) ? 4 * rng.below(4) : rng.below(n + 1);
@@ -66,15 +68,20 @@ Bytes mutate(const Bytes& in, Rng& rng)
         }
         case 5: // erase a chunk
             if (n) {
-                const std::size_t from = rng.below(n), len = 1 + rng.below(std::min<std::size_t>(n - from, 512));
-                b.erase(b.begin() + static_cast<std::ptrdiff_t>(from), b.begin() + static_cast<std::ptrdiff_t>(from + len));
+                const std::size_t from = rng.below(n),
+                                  len = 1 + rng.below(std::min<std::size_t>(n - from, 512));
+                b.erase(b.begin() + static_cast<std::ptrdiff_t>(from),
+                        b.begin() + static_cast<std::ptrdiff_t>(from + len));
             }
             break;
         default: // duplicate a chunk
             if (n) {
-                const std::size_t from = rng.below(n), len = 1 + rng.below(std::min<std::size_t>(n - from, 512));
-                const Bytes chunk(b.begin() + static_cast<std::ptrdiff_t>(from), b.begin() + static_cast<std::ptrdiff_t>(from + len));
-                b.insert(b.begin() + static_cast<std::ptrdiff_t>(rng.below(n + 1)), chunk.begin(), chunk.end());
+                const std::size_t from = rng.below(n),
+                                  len = 1 + rng.below(std::min<std::size_t>(n - from, 512));
+                const Bytes chunk(b.begin() + static_cast<std::ptrdiff_t>(from),
+                                  b.begin() + static_cast<std::ptrdiff_t>(from + len));
+                b.insert(b.begin() + static_cast<std::ptrdiff_t>(rng.below(n + 1)), chunk.begin(),
+                         chunk.end());
             }
             break;
         }
@@ -129,23 +136,39 @@ private slots:
         const bool gz = seed == 1 || seed == 3;
         Bytes valid;
         switch (seed) {
-        case 0: case 1: valid = idxImages(4, 6, 5, 3); break;
-        case 2: case 3: valid = idxLabels(labelsFor(40, 10, 3)); break;
-        case 4: valid = cifarRecords(0, 3, 1, 3); break;
-        default: valid = cifarRecords(0, 3, 2, 3); break;
+        case 0:
+        case 1:
+            valid = idxImages(4, 6, 5, 3);
+            break;
+        case 2:
+        case 3:
+            valid = idxLabels(labelsFor(40, 10, 3));
+            break;
+        case 4:
+            valid = cifarRecords(0, 3, 1, 3);
+            break;
+        default:
+            valid = cifarRecords(0, 3, 2, 3);
+            break;
         }
         Rng rng(1000 + static_cast<std::uint64_t>(seed));
         int accepted = 0;
         const int rounds = kind == "idx" ? 700 : 300;
         for (int i = 0; i < rounds; ++i) {
             // gzip inputs: mutate the compressed stream, or the content before compressing it.
-            Bytes b = !gz ? mutate(valid, rng) : (i % 2 ? mutate(gzip(valid), rng) : gzip(mutate(valid, rng)));
+            Bytes b = !gz ? mutate(valid, rng)
+                          : (i % 2 ? mutate(gzip(valid), rng) : gzip(mutate(valid, rng)));
             bool ok = true;
             accepted += parse(kind, b, QString("mutation %1").arg(i), ok);
-            QVERIFY2(ok, qPrintable(QString("mutation %1 of %2 made a parser throw something other than IoError")
-                                        .arg(i).arg(QTest::currentDataTag())));
+            QVERIFY2(
+                ok,
+                qPrintable(
+                    QString("mutation %1 of %2 made a parser throw something other than IoError")
+                        .arg(i)
+                        .arg(QTest::currentDataTag())));
         }
-        QVERIFY2(accepted > 0 && accepted < rounds, qPrintable(QString("%1 of %2 accepted").arg(accepted).arg(rounds)));
+        QVERIFY2(accepted > 0 && accepted < rounds,
+                 qPrintable(QString("%1 of %2 accepted").arg(accepted).arg(rounds)));
     }
 };
 

@@ -24,13 +24,17 @@ public:
     {
         if (const char* old = std::getenv(name)) m_old = old;
         m_had = std::getenv(name) != nullptr;
-        if (value) ::setenv(name, value, 1);
-        else ::unsetenv(name);
+        if (value)
+            ::setenv(name, value, 1);
+        else
+            ::unsetenv(name);
     }
     ~ScopedEnv()
     {
-        if (m_had) ::setenv(m_name, m_old.c_str(), 1);
-        else ::unsetenv(m_name);
+        if (m_had)
+            ::setenv(m_name, m_old.c_str(), 1);
+        else
+            ::unsetenv(m_name);
     }
 
 private:
@@ -57,10 +61,19 @@ private slots:
         QTest::addColumn<QString>("towersData");
         QTest::addColumn<QString>("xdg");
         QTest::addColumn<QStringList>("expected");
-        QTest::newRow("both") << "/a::/b/c" << "/x" << QStringList{"/a", "/b/c", "/x/towers/datasets", "/usr/share/datasets"};
-        QTest::newRow("no TOWERS_DATA") << QString() << "/x" << QStringList{"/x/towers/datasets", "/usr/share/datasets"};
-        QTest::newRow("relative XDG ignored") << "/a" << "rel" << QStringList{"/a", "/home/u/.local/share/towers/datasets", "/usr/share/datasets"};
-        QTest::newRow("no XDG") << "/a:" << QString() << QStringList{"/a", "/home/u/.local/share/towers/datasets", "/usr/share/datasets"};
+        QTest::newRow("both") << "/a::/b/c"
+                              << "/x"
+                              << QStringList{"/a", "/b/c", "/x/towers/datasets",
+                                             "/usr/share/datasets"};
+        QTest::newRow("no TOWERS_DATA")
+            << QString() << "/x" << QStringList{"/x/towers/datasets", "/usr/share/datasets"};
+        QTest::newRow("relative XDG ignored")
+            << "/a"
+            << "rel"
+            << QStringList{"/a", "/home/u/.local/share/towers/datasets", "/usr/share/datasets"};
+        QTest::newRow("no XDG") << "/a:" << QString()
+                                << QStringList{"/a", "/home/u/.local/share/towers/datasets",
+                                               "/usr/share/datasets"};
     }
     void defaultSearchPath()
     {
@@ -72,7 +85,8 @@ private slots:
         ScopedEnv e2("XDG_DATA_HOME", xdg.isNull() ? nullptr : x.constData());
         ScopedEnv e3("HOME", "/home/u");
         QStringList got;
-        for (const fs::path& p : towers::engine::defaultSearchPath()) got << QString::fromStdString(p.string());
+        for (const fs::path& p : towers::engine::defaultSearchPath())
+            got << QString::fromStdString(p.string());
         QCOMPARE(got, expected);
         QCOMPARE(QString::fromStdString(userDatasetDirectory().string()),
                  expected[expected.size() - 2]);
@@ -143,11 +157,13 @@ private slots:
         } catch (const IoError& e) {
             const QString m = e.what();
             QVERIFY2(m.contains("dataset \"cifar10\" not found; looked in:"), qPrintable(m));
-            QVERIFY2(m.contains(QString::fromStdString((root / "a" / "cifar10" / "batches.meta.txt").string()) +
+            QVERIFY2(m.contains(QString::fromStdString(
+                                    (root / "a" / "cifar10" / "batches.meta.txt").string()) +
                                 ": 1 class names, expected 10"),
                      qPrintable(m));
-            QVERIFY2(m.contains(QString::fromStdString((root / "b").string()) +
-                                ": no cifar10, cifar-10-batches-bin, cifar10/cifar-10-batches-bin folder"),
+            QVERIFY2(m.contains(
+                         QString::fromStdString((root / "b").string()) +
+                         ": no cifar10, cifar-10-batches-bin, cifar10/cifar-10-batches-bin folder"),
                      qPrintable(m));
         }
         QVERIFY(!findDataset("mnist", {root / "a", root / "b", root / "missing"}));
@@ -162,8 +178,10 @@ private slots:
     {
         const fs::path folder = "/usr/share/datasets/fashion-mnist";
         if (!fs::exists(folder / "train-images-idx3-ubyte.gz"))
-            QSKIP("Debian's dataset-fashion-mnist is not installed (/usr/share/datasets/fashion-mnist)");
-        const std::optional<DatasetInfo> info = findDataset("fashion-mnist", {"/usr/share/datasets"});
+            QSKIP("Debian's dataset-fashion-mnist is not installed "
+                  "(/usr/share/datasets/fashion-mnist)");
+        const std::optional<DatasetInfo> info =
+            findDataset("fashion-mnist", {"/usr/share/datasets"});
         QVERIFY(info);
         QCOMPARE(info->trainCount, 60000);
         QCOMPARE(info->testCount, 10000);

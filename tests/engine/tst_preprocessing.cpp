@@ -18,10 +18,16 @@ struct Img
     int h = 0, w = 0, c = 0;
     std::vector<double> v;
     double& at(int y, int x, int k) { return v[static_cast<std::size_t>((y * w + x) * c + k)]; }
-    double at(int y, int x, int k) const { return v[static_cast<std::size_t>((y * w + x) * c + k)]; }
+    double at(int y, int x, int k) const
+    {
+        return v[static_cast<std::size_t>((y * w + x) * c + k)];
+    }
 };
 
-Img blank(int h, int w, int c) { return {h, w, c, std::vector<double>(static_cast<std::size_t>(h * w * c), 0.0)}; }
+Img blank(int h, int w, int c)
+{
+    return {h, w, c, std::vector<double>(static_cast<std::size_t>(h * w * c), 0.0)};
+}
 
 Img fromSet(const ImageSet& set, std::int64_t i)
 {
@@ -73,7 +79,8 @@ Img adjustContrast(Img img, double factor)
             for (int x = 0; x < img.w; ++x) mean += img.at(y, x, k);
         mean /= img.h * img.w;
         for (int y = 0; y < img.h; ++y)
-            for (int x = 0; x < img.w; ++x) img.at(y, x, k) = (img.at(y, x, k) - mean) * factor + mean;
+            for (int x = 0; x < img.w; ++x)
+                img.at(y, x, k) = (img.at(y, x, k) - mean) * factor + mean;
     }
     return img;
 }
@@ -95,18 +102,21 @@ Img perImageStandardization(Img img)
 Img reference(const Preprocessing& p, const ImageSet& set, std::int64_t i, const Distortion& d)
 {
     Img img = crop(fromSet(set, i), d.cropY, d.cropX, p.height, p.width);
-    if (d.shiftY || d.shiftX) img = padAndCrop(img, std::max(std::abs(d.shiftY), std::abs(d.shiftX)), d.shiftY, d.shiftX);
+    if (d.shiftY || d.shiftX)
+        img = padAndCrop(img, std::max(std::abs(d.shiftY), std::abs(d.shiftX)), d.shiftY, d.shiftX);
     if (d.flip) img = flipLeftRight(img);
     img = adjustBrightness(img, d.brightness);
     if (d.contrast != 1) img = adjustContrast(img, d.contrast);
     switch (p.normalization) {
-    case Preprocessing::Normalization::PerImage: return perImageStandardization(img);
+    case Preprocessing::Normalization::PerImage:
+        return perImageStandardization(img);
     case Preprocessing::Normalization::MeanStd:
         for (int y = 0; y < img.h; ++y)
             for (int x = 0; x < img.w; ++x)
                 for (int k = 0; k < img.c; ++k)
-                    img.at(y, x, k) = (img.at(y, x, k) / 255.0 - p.mean[static_cast<std::size_t>(k)]) /
-                                      p.stddev[static_cast<std::size_t>(k)];
+                    img.at(y, x, k) =
+                        (img.at(y, x, k) / 255.0 - p.mean[static_cast<std::size_t>(k)]) /
+                        p.stddev[static_cast<std::size_t>(k)];
         return img;
     case Preprocessing::Normalization::Scale:
         for (double& x : img.v) x /= 255.0;
@@ -129,7 +139,8 @@ ImageSet randomSet(std::int64_t count, int h, int w, int c, std::uint64_t seed)
     return set;
 }
 
-std::vector<float> run(const Preprocessing& p, const ImageSet& set, std::int64_t i, const Distortion& d)
+std::vector<float> run(const Preprocessing& p, const ImageSet& set, std::int64_t i,
+                       const Distortion& d)
 {
     std::vector<float> out(static_cast<std::size_t>(p.height * p.width * p.channels), -999.f);
     applyPreprocessing(p, set.image(i), set.imageShape(), d, out.data());
@@ -139,7 +150,8 @@ std::vector<float> run(const Preprocessing& p, const ImageSet& set, std::int64_t
 double maxDiff(const std::vector<float>& got, const Img& want)
 {
     double m = 0;
-    for (std::size_t j = 0; j < got.size(); ++j) m = std::max(m, std::abs(double(got[j]) - want.v[j]));
+    for (std::size_t j = 0; j < got.size(); ++j)
+        m = std::max(m, std::abs(double(got[j]) - want.v[j]));
     return m;
 }
 
@@ -193,13 +205,34 @@ private slots:
         ImageSet set;
         Preprocessing p;
         switch (recipe) {
-        case 0: set = randomSet(16, 32, 32, 3, 1); p = cifarDistortions(24); break;
-        case 1: set = randomSet(16, 32, 32, 3, 2); p = cifarDistortions(32); break;
-        case 2: set = randomSet(16, 32, 32, 3, 3); p = cifarPadCrop(set, 4); break;
-        case 3: set = randomSet(16, 28, 28, 1, 4); p = translateAndNormalize(set, 3); break;
-        case 4: set = randomSet(16, 20, 17, 2, 5); p = everything(15, 13, 2, Preprocessing::Normalization::Scale); break;
-        case 5: set = randomSet(16, 12, 11, 5, 6); p = everything(9, 11, 5, Preprocessing::Normalization::PerImage); break;
-        default: set = randomSet(16, 28, 28, 1, 7); p = everything(26, 27, 1, Preprocessing::Normalization::MeanStd); break;
+        case 0:
+            set = randomSet(16, 32, 32, 3, 1);
+            p = cifarDistortions(24);
+            break;
+        case 1:
+            set = randomSet(16, 32, 32, 3, 2);
+            p = cifarDistortions(32);
+            break;
+        case 2:
+            set = randomSet(16, 32, 32, 3, 3);
+            p = cifarPadCrop(set, 4);
+            break;
+        case 3:
+            set = randomSet(16, 28, 28, 1, 4);
+            p = translateAndNormalize(set, 3);
+            break;
+        case 4:
+            set = randomSet(16, 20, 17, 2, 5);
+            p = everything(15, 13, 2, Preprocessing::Normalization::Scale);
+            break;
+        case 5:
+            set = randomSet(16, 12, 11, 5, 6);
+            p = everything(9, 11, 5, Preprocessing::Normalization::PerImage);
+            break;
+        default:
+            set = randomSet(16, 28, 28, 1, 7);
+            p = everything(26, 27, 1, Preprocessing::Normalization::MeanStd);
+            break;
         }
         p.validateFor(set.imageShape());
         Rng rng(99);
@@ -235,8 +268,12 @@ private slots:
         Distortion outside;
         outside.cropY = 3; // 10 - 8 + 1: past the last valid offset
         std::vector<float> out(8 * 7 * 3);
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, applyPreprocessing(p, set.image(0), set.imageShape(), outside, out.data()));
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, applyPreprocessing(p, set.image(0), Shape({10, 9, 1}), Distortion{}, out.data()));
+        QVERIFY_THROWS_EXCEPTION(
+            InvalidArgument,
+            applyPreprocessing(p, set.image(0), set.imageShape(), outside, out.data()));
+        QVERIFY_THROWS_EXCEPTION(
+            InvalidArgument,
+            applyPreprocessing(p, set.image(0), Shape({10, 9, 1}), Distortion{}, out.data()));
     }
 
     void flipIsAMirror()
@@ -326,8 +363,9 @@ private slots:
         for (int y = 0; y < size; ++y)
             for (int x = 0; x < size; ++x)
                 for (int k = 0; k < 3; ++k)
-                    QCOMPARE(out[static_cast<std::size_t>((y * size + x) * 3 + k)],
-                             float(set.image(0)[((y + offset) * source + x + offset) * 3 + k] / 255.0));
+                    QCOMPARE(
+                        out[static_cast<std::size_t>((y * size + x) * 3 + k)],
+                        float(set.image(0)[((y + offset) * source + x + offset) * 3 + k] / 255.0));
     }
 
     void drawsCoverTheirRanges()
@@ -353,8 +391,10 @@ private slots:
             cMax = std::max(cMax, d.contrast);
         }
         for (int v = 0; v < 9; ++v) { // uniform: about 444 each
-            QVERIFY(cropY[static_cast<std::size_t>(v)] > 330 && cropY[static_cast<std::size_t>(v)] < 560);
-            QVERIFY(cropX[static_cast<std::size_t>(v)] > 330 && cropX[static_cast<std::size_t>(v)] < 560);
+            QVERIFY(cropY[static_cast<std::size_t>(v)] > 330 &&
+                    cropY[static_cast<std::size_t>(v)] < 560);
+            QVERIFY(cropX[static_cast<std::size_t>(v)] > 330 &&
+                    cropX[static_cast<std::size_t>(v)] < 560);
         }
         QVERIFY(std::abs(flips - n / 2) < 200);
         QVERIFY(bMin >= -63 && bMax < 63 && bMin < -60 && bMax > 60);
@@ -371,7 +411,8 @@ private slots:
             const Distortion e = drawDistortion(t, gray.imageShape(), b);
             QCOMPARE(d.shiftX, e.shiftX);
             QCOMPARE(d.shiftY, e.shiftY);
-            QVERIFY(d.shiftY >= -2 && d.shiftY <= 2 && !d.flip && d.brightness == 0 && d.contrast == 1);
+            QVERIFY(d.shiftY >= -2 && d.shiftY <= 2 && !d.flip && d.brightness == 0 &&
+                    d.contrast == 1);
             ++shifts[static_cast<std::size_t>(d.shiftX + 2)];
         }
         for (int s : shifts) QVERIFY(s > 60);
@@ -381,7 +422,8 @@ private slots:
     {
         const Preprocessing c = cifarDistortions(24);
         QCOMPARE(c.height, 24);
-        QVERIFY(c.flip && c.brightnessDelta == 63 && c.contrastLower == 0.2 && c.contrastUpper == 1.8);
+        QVERIFY(c.flip && c.brightnessDelta == 63 && c.contrastLower == 0.2 &&
+                c.contrastUpper == 1.8);
         QVERIFY(c.normalization == Preprocessing::Normalization::PerImage && c.augments());
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, cifarDistortions(33));
 
@@ -397,7 +439,8 @@ private slots:
             }
             const double n = static_cast<double>(set.pixels.size() / 3), m = s / n;
             QVERIFY(std::abs(pc.mean[static_cast<std::size_t>(k)] - m) < 1e-12);
-            QVERIFY(std::abs(pc.stddev[static_cast<std::size_t>(k)] - std::sqrt(sq / n - m * m)) < 1e-9);
+            QVERIFY(std::abs(pc.stddev[static_cast<std::size_t>(k)] - std::sqrt(sq / n - m * m)) <
+                    1e-9);
         }
         const Preprocessing eval = translateAndNormalize(set, 0);
         QVERIFY(!eval.augments());
@@ -406,8 +449,10 @@ private slots:
     void jsonRoundTrip()
     {
         const ImageSet set = randomSet(10, 28, 28, 1, 71);
-        for (const Preprocessing& p : {cifarDistortions(24), cifarPadCrop(randomSet(10, 32, 32, 3, 1), 4),
-                                       translateAndNormalize(set, 2), everything(5, 6, 2, Preprocessing::Normalization::Scale)}) {
+        for (const Preprocessing& p :
+             {cifarDistortions(24), cifarPadCrop(randomSet(10, 32, 32, 3, 1), 4),
+              translateAndNormalize(set, 2),
+              everything(5, 6, 2, Preprocessing::Normalization::Scale)}) {
             const std::string json = p.toJson();
             const Preprocessing q = Preprocessing::fromJson(json);
             QCOMPARE(q.toJson(), json);
@@ -423,7 +468,8 @@ private slots:
             QCOMPARE(q.mean, p.mean); // exact: doubles are written to round-trip
             QCOMPARE(q.stddev, p.stddev);
         }
-        QVERIFY(QString::fromStdString(cifarDistortions(24).toJson()).contains("\"normalization\":\"per_image\""));
+        QVERIFY(QString::fromStdString(cifarDistortions(24).toJson())
+                    .contains("\"normalization\":\"per_image\""));
     }
 
     void jsonErrors_data()
@@ -431,22 +477,47 @@ private slots:
         QTest::addColumn<QString>("json");
         QTest::addColumn<QString>("expected");
         const QString base = R"("height":24,"width":24,"channels":3,"normalization":"per_image")";
-        QTest::newRow("not json") << "{\"height\":" << "not valid JSON";
-        QTest::newRow("not an object") << "[1,2]" << "expected a JSON object, got a array";
-        QTest::newRow("missing height") << R"({"width":24,"channels":3,"normalization":"scale"})" << "field \"height\" is missing";
-        QTest::newRow("missing normalization") << R"({"height":24,"width":24,"channels":3})" << "field \"normalization\" is missing";
-        QTest::newRow("height is text") << R"({"height":"24","width":24,"channels":3,"normalization":"scale"})" << "field \"height\" must be an integer, got a string";
-        QTest::newRow("height fractional") << R"({"height":2.5,"width":24,"channels":3,"normalization":"scale"})" << "field \"height\" must be an integer, got a number";
-        QTest::newRow("width zero") << R"({"height":24,"width":0,"channels":3,"normalization":"scale"})" << "field \"width\" is 0, expected 1..4096";
-        QTest::newRow("translate negative") << "{" + base + R"(,"translate":-1})" << "field \"translate\" is -1, expected 0..23";
-        QTest::newRow("brightness too large") << "{" + base + R"(,"brightness_delta":300})" << "field \"brightness_delta\" is 300";
-        QTest::newRow("contrast upside down") << "{" + base + R"(,"contrast_lower":1.5,"contrast_upper":0.5})" << "field \"contrast_upper\" is 0.5";
-        QTest::newRow("flip as text") << "{" + base + R"(,"flip":"yes"})" << "field \"flip\" must be true or false";
-        QTest::newRow("unknown normalization") << R"({"height":24,"width":24,"channels":3,"normalization":"zca"})" << "field \"normalization\" is \"zca\", expected per_image, mean_std or scale";
-        QTest::newRow("mean of wrong length") << R"({"height":2,"width":2,"channels":3,"normalization":"mean_std","mean":[0.5],"std":[1,1,1]})" << "field \"mean\" has 1 values, expected one per channel (3)";
-        QTest::newRow("std zero") << R"({"height":2,"width":2,"channels":1,"normalization":"mean_std","mean":[0.5],"std":[0]})" << "field \"std\" value 0 is 0, expected a positive number";
-        QTest::newRow("std not numbers") << R"({"height":2,"width":2,"channels":1,"normalization":"mean_std","mean":[0.5],"std":["x"]})" << "field \"std\" element 0 must be a number";
-        QTest::newRow("unknown field (typo)") << "{" + base + R"(,"brightnes_delta":63})" << "field \"brightnes_delta\" is not a preprocessing field";
+        QTest::newRow("not json") << "{\"height\":"
+                                  << "not valid JSON";
+        QTest::newRow("not an object") << "[1,2]"
+                                       << "expected a JSON object, got a array";
+        QTest::newRow("missing height") << R"({"width":24,"channels":3,"normalization":"scale"})"
+                                        << "field \"height\" is missing";
+        QTest::newRow("missing normalization") << R"({"height":24,"width":24,"channels":3})"
+                                               << "field \"normalization\" is missing";
+        QTest::newRow("height is text")
+            << R"({"height":"24","width":24,"channels":3,"normalization":"scale"})"
+            << "field \"height\" must be an integer, got a string";
+        QTest::newRow("height fractional")
+            << R"({"height":2.5,"width":24,"channels":3,"normalization":"scale"})"
+            << "field \"height\" must be an integer, got a number";
+        QTest::newRow("width zero")
+            << R"({"height":24,"width":0,"channels":3,"normalization":"scale"})"
+            << "field \"width\" is 0, expected 1..4096";
+        QTest::newRow("translate negative") << "{" + base + R"(,"translate":-1})"
+                                            << "field \"translate\" is -1, expected 0..23";
+        QTest::newRow("brightness too large") << "{" + base + R"(,"brightness_delta":300})"
+                                              << "field \"brightness_delta\" is 300";
+        QTest::newRow("contrast upside down")
+            << "{" + base + R"(,"contrast_lower":1.5,"contrast_upper":0.5})"
+            << "field \"contrast_upper\" is 0.5";
+        QTest::newRow("flip as text") << "{" + base + R"(,"flip":"yes"})"
+                                      << "field \"flip\" must be true or false";
+        QTest::newRow("unknown normalization")
+            << R"({"height":24,"width":24,"channels":3,"normalization":"zca"})"
+            << "field \"normalization\" is \"zca\", expected per_image, mean_std or scale";
+        QTest::newRow("mean of wrong length")
+            << R"({"height":2,"width":2,"channels":3,"normalization":"mean_std","mean":[0.5],"std":[1,1,1]})"
+            << "field \"mean\" has 1 values, expected one per channel (3)";
+        QTest::newRow("std zero")
+            << R"({"height":2,"width":2,"channels":1,"normalization":"mean_std","mean":[0.5],"std":[0]})"
+            << "field \"std\" value 0 is 0, expected a positive number";
+        QTest::newRow("std not numbers")
+            << R"({"height":2,"width":2,"channels":1,"normalization":"mean_std","mean":[0.5],"std":["x"]})"
+            << "field \"std\" element 0 must be a number";
+        QTest::newRow("unknown field (typo)")
+            << "{" + base + R"(,"brightnes_delta":63})"
+            << "field \"brightnes_delta\" is not a preprocessing field";
     }
     void jsonErrors()
     {
@@ -469,7 +540,8 @@ private slots:
             p.validateFor({28, 28, 1});
             QFAIL("no exception");
         } catch (const InvalidArgument& e) {
-            QVERIFY2(QString(e.what()).contains("3-channel images but the images have 1 channels"), e.what());
+            QVERIFY2(QString(e.what()).contains("3-channel images but the images have 1 channels"),
+                     e.what());
         }
         try {
             p.validateFor({20, 32, 3});
@@ -480,8 +552,10 @@ private slots:
         ImageSet set = randomSet(1, 32, 32, 3, 1);
         std::vector<float> out(24 * 24 * 3);
         Rng rng(1);
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, preprocessImage(p, set, 1, true, rng, out.data()));
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, preprocessImage(p, randomSet(1, 28, 28, 1, 1), 0, true, rng, out.data()));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 preprocessImage(p, set, 1, true, rng, out.data()));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, preprocessImage(p, randomSet(1, 28, 28, 1, 1), 0,
+                                                                  true, rng, out.data()));
     }
 };
 

@@ -19,7 +19,8 @@ inline void requireConsistent(const engine::ImageSet& set, bool labelled, int cl
         if (set.labels.size() != static_cast<std::size_t>(set.count))
             throw std::logic_error("parser returned a label count that differs from the images");
         for (std::int32_t l : set.labels)
-            if (l < 0 || l >= classes) throw std::logic_error("parser returned a label out of range");
+            if (l < 0 || l >= classes)
+                throw std::logic_error("parser returned a label out of range");
     }
 }
 
@@ -36,7 +37,8 @@ inline int parseIdx(const std::uint8_t* data, std::size_t size)
     }
     try {
         for (std::int32_t l : engine::parseIdxLabels(bytes, 10, "fuzz input"))
-            if (l < 0 || l >= 10) throw std::logic_error("parseIdxLabels returned a label out of range");
+            if (l < 0 || l >= 10)
+                throw std::logic_error("parseIdxLabels returned a label out of range");
         ++accepted;
     } catch (const engine::IoError&) {
     }
