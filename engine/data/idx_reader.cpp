@@ -127,6 +127,9 @@ std::vector<std::uint8_t> payload(const std::vector<std::uint8_t>& bytes, bool i
     std::uint8_t head[16];
     const std::size_t headWanted = images ? 16 : 8;
     const std::size_t headGot = gz.read(head, headWanted);
+    if (headGot == 0)
+        throw IoError(what + ": the gzip stream inflates to nothing (expected " +
+                      (images ? "IDX images" : "IDX labels") + ")");
     layout = checkHeader(head, headGot, images, what);
     // Grow the buffer as the data really inflates, never trusting the header for an allocation.
     const std::uint64_t need = layout.totalBytes() - layout.headerBytes();
@@ -167,6 +170,9 @@ IdxHeader inspect(const std::filesystem::path& path, bool images)
         GzipReader gz(head.data(), head.size(), what);
         std::uint8_t buf[16];
         const std::size_t got = gz.read(buf, images ? 16 : 8);
+        if (got == 0)
+            throw IoError(what + ": the gzip stream inflates to nothing (expected " +
+                          (images ? "IDX images" : "IDX labels") + ")");
         l = checkHeader(buf, got, images, what);
         const std::vector<std::uint8_t> tail = readFileRange(path, size - 4, 4);
         if (tail.size() != 4) throw IoError(what + ": cannot read the gzip trailer");

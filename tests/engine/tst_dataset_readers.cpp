@@ -203,6 +203,12 @@ const std::vector<Corruption>& corruptions()
              writeFile(f / "train-images-idx3-ubyte.gz", {0x1f, 0x8b});
          },
          {": truncated gzip stream"}},
+        {"idx gzip of nothing",
+         "mnist",
+         true,
+         "t10k-images-idx3-ubyte.gz",
+         [](const fs::path& f) { writeFile(f / "t10k-images-idx3-ubyte.gz", gzip({})); },
+         {": the gzip stream inflates to nothing (expected IDX images)"}},
         {"idx missing file",
          "mnist",
          false,
