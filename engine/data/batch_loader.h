@@ -2,6 +2,7 @@
 // The input pipeline: worker threads preprocess examples of an in-memory ImageSet into global
 // batches and fill a bounded prefetch queue (the seeds' queue holds 2 x towers batches).
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "engine/data/batch_source.h"
@@ -18,10 +19,16 @@ struct LoaderOptions
     bool augment = true;   // apply the recipe's training distortions
     int workers = 1;       // preprocessing threads (0 = preprocess on the caller's thread)
     int prefetch = 0;      // batches queued ahead; 0 = 2 * towers
+
+    // Optional check of each finished batch, run by the thread that built it (e.g. a label-range
+    // or finiteness check). What it throws reaches the caller from next() for that step, like any
+    // other error in a worker.
+    std::function<void(const Batch&)> check;
 };
 
 // Batches of `set` (which must outlive the loader). The distortions of example slot k of step s
 // are drawn from a generator seeded by (seed, s, k), so batches do not depend on `workers`.
+// next() and seek() are called from one thread (the trainer's); the workers are internal.
 class BatchLoader final : public BatchSource
 {
 public:
@@ -31,7 +38,11 @@ public:
     ~BatchLoader() override;
 
     std::int64_t stepsPerEpoch() const override;
+    // Discards the queued batches (and stops the ones being built) before repositioning.
+    // Throws InvalidArgument for a negative step.
     void seek(std::int64_t step) override;
+    // When a worker failed on this step, throws its error, and throws it again on every later
+    // call until seek() (the stream never skips a step).
     const Batch& next() override;
     double lastWaitMs() const override;
 

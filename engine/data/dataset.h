@@ -68,8 +68,19 @@ std::vector<DatasetInfo> discoverDatasets(const std::vector<std::filesystem::pat
 // Reads the headers of the dataset `name` in `folder` (the folder that holds the files).
 DatasetInfo inspectDataset(const std::string& name, const std::filesystem::path& folder);
 
+// The user's own dataset folder, where downloads go: $XDG_DATA_HOME/towers/datasets, or
+// ~/.local/share/towers/datasets when XDG_DATA_HOME is unset or not absolute (the XDG rule).
+// Empty when neither XDG_DATA_HOME nor HOME is usable.
+std::filesystem::path userDatasetDirectory();
+// The sub-folder names, in the order they are tried, under which a search-path folder may hold
+// `name` (e.g. "cifar10", "cifar-10-batches-bin", "cifar10/cifar-10-batches-bin").
+std::vector<std::string> datasetFolderNames(const std::string& name);
+
 // Reads and validates a whole dataset from `folder` (the folder that holds the files).
 Dataset loadDataset(const std::string& name, const std::filesystem::path& folder);
+// CIFAR-100 with its 20 coarse classes (fineLabels = false, names from coarse_label_names.txt) or
+// its 100 fine classes (true, what loadDataset gives).
+Dataset loadCifar100(const std::filesystem::path& folder, bool fineLabels);
 // findDataset, then loadDataset; throws IoError saying where it looked when nothing is found.
 Dataset loadDataset(const std::string& name, const std::vector<std::filesystem::path>& searchPath);
 

@@ -57,6 +57,34 @@ Preprocessing cifarDistortions(int size);
 // by the training set's mean and standard deviation (computed from `train`).
 Preprocessing translateAndNormalize(const ImageSet& train, int translate);
 
+// The recipe for 32x32 models (the fast CIFAR-10 trainers' choice): no crop, translation by up to
+// `translate` pixels (pad with zeros, crop back at a random offset), random left-right flip, and
+// per-channel normalisation by the training set's mean and standard deviation (from `train`).
+Preprocessing cifarPadCrop(const ImageSet& train, int translate = 4);
+
+// Per-channel mean and population standard deviation of a set's pixels on the 0..1 scale.
+void channelStatistics(const ImageSet& set, std::vector<double>& mean, std::vector<double>& stddev);
+
+// The random choices for one example. drawDistortion draws them from `rng` in a fixed order (crop
+// offsets, translation, flip, brightness, contrast; each only when the recipe uses it), so a seed
+// always gives the same image; centralDistortion is the evaluation form (central crop, nothing
+// else).
+struct Distortion
+{
+    int cropY = 0, cropX = 0;   // top-left corner of the crop in the source image
+    int shiftY = 0, shiftX = 0; // output(i, j) = crop(i - shiftY, j - shiftX), 0 outside the crop
+    bool flip = false;          // mirror left-right (after the translation)
+    double brightness = 0;      // added to every value, 0..255 scale
+    double contrast = 1;        // (x - channel mean) * contrast + channel mean
+};
+Distortion drawDistortion(const Preprocessing& p, const Shape& source, Rng& rng);
+Distortion centralDistortion(const Preprocessing& p, const Shape& source);
+// Applies `d` and the normalisation to one HWC image of shape `source` ([H, W, C]), writing
+// height * width * channels floats to `out`. Throws InvalidArgument if the recipe does not fit
+// the source or `d` lies outside it.
+void applyPreprocessing(const Preprocessing& p, const std::uint8_t* image, const Shape& source,
+                        const Distortion& d, float* out);
+
 // Preprocesses one image (set.image(i)) into `out` (height * width * channels floats, HWC).
 // augment=false gives the evaluation form (central crop, no distortion). `rng` drives the
 // distortions and is only drawn from when augmenting.

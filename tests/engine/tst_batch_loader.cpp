@@ -1,0 +1,362 @@
+// The input pipeline: batches are a pure function of (seed, step) whatever the number of workers,
+// seek equals running, every epoch is a fresh permutation, the global batch splits into one
+// distinct slice per tower, the prefetch queue is bounded, worker errors reach next(), and the
+// destructor stops busy workers promptly.
+#include <QtTest>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "engine/data/batch_loader.h"
+
+using namespace towers::engine;
+using namespace std::chrono_literals;
+
+namespace {
+
+// 8x8 gray images whose first two pixels spell their index; label = index % classes.
+ImageSet indexedSet(int n, int classes)
+{
+    ImageSet set;
+    set.count = n;
+    set.height = set.width = 8;
+    set.channels = 1;
+    for (int i = 0; i < n; ++i) {
+        set.pixels.push_back(static_cast<std::uint8_t>(i % 256));
+        set.pixels.push_back(static_cast<std::uint8_t>(i / 256));
+        for (int j = 2; j < 64; ++j)
+            set.pixels.push_back(static_cast<std::uint8_t>((i * 7 + j) % 256));
+        set.labels.push_back(i % classes);
+    }
+    return set;
+}
+
+Preprocessing scaleOnly()
+{
+    Preprocessing p;
+    p.height = p.width = 8;
+    p.channels = 1;
+    p.normalization = Preprocessing::Normalization::Scale;
+    return p;
+}
+
+int decode(const float* image)
+{
+    return static_cast<int>(std::lround(image[0] * 255) + 256 * std::lround(image[1] * 255));
+}
+
+ImageSet randomCifar(int n, std::uint64_t seed)
+{
+    ImageSet set;
+    set.count = n;
+    set.height = set.width = 32;
+    set.channels = 3;
+    Rng rng(seed);
+    set.pixels.resize(static_cast<std::size_t>(n) * 3072);
+    for (auto& p : set.pixels) p = static_cast<std::uint8_t>(rng.below(256));
+    for (int i = 0; i < n; ++i) set.labels.push_back(static_cast<std::int32_t>(rng.below(10)));
+    return set;
+}
+
+struct Snapshot
+{
+    std::vector<float> images;
+    std::vector<std::int32_t> labels;
+    std::int64_t step, epoch;
+    bool operator==(const Snapshot& o) const
+    {
+        return step == o.step && epoch == o.epoch && labels == o.labels &&
+               images.size() == o.images.size() &&
+               std::memcmp(images.data(), o.images.data(), images.size() * sizeof(float)) == 0;
+    }
+};
+
+Snapshot snap(const Batch& b)
+{
+    const auto im = b.images.span<float>();
+    const auto lb = b.labels.span<std::int32_t>();
+    return {{im.begin(), im.end()}, {lb.begin(), lb.end()}, b.step, b.epoch};
+}
+
+std::vector<Snapshot> run(BatchSource& source, int steps)
+{
+    std::vector<Snapshot> out;
+    for (int s = 0; s < steps; ++s) out.push_back(snap(source.next()));
+    return out;
+}
+
+LoaderOptions options(int towers, int perTower, int workers, std::uint64_t seed = 7)
+{
+    LoaderOptions o;
+    o.towers = towers;
+    o.batchPerTower = perTower;
+    o.workers = workers;
+    o.seed = seed;
+    return o;
+}
+
+} // namespace
+
+class TestBatchLoader : public QObject
+{
+    Q_OBJECT
+
+private slots:
+    void sameBatchesWhateverTheWorkers()
+    {
+        const ImageSet set = randomCifar(60, 1);
+        const Preprocessing recipe = cifarDistortions(24);
+        BatchLoader reference(set, recipe, options(2, 4, 0));
+        QCOMPARE(reference.stepsPerEpoch(), 7); // 60 / 8, the partial batch dropped
+        const std::vector<Snapshot> want = run(reference, 20);
+        QCOMPARE(want[19].epoch, 2);
+        for (int workers : {1, 3}) {
+            for (int prefetch : {0, 1}) {
+                LoaderOptions o = options(2, 4, workers);
+                o.prefetch = prefetch;
+                BatchLoader loader(set, recipe, o);
+                QVERIFY2(run(loader, 20) == want,
+                         qPrintable(QString("workers %1, prefetch %2").arg(workers).arg(prefetch)));
+            }
+        }
+        // Another seed: other batches.
+        BatchLoader other(set, recipe, options(2, 4, 1, 8));
+        QVERIFY(!(run(other, 1)[0] == want[0]));
+    }
+
+    void seekEqualsRunning()
+    {
+        const ImageSet set = randomCifar(40, 2);
+        const Preprocessing recipe = cifarDistortions(24);
+        BatchLoader reference(set, recipe, options(1, 8, 0));
+        const std::vector<Snapshot> want = run(reference, 25);
+        for (int workers : {0, 2}) {
+            BatchLoader loader(set, recipe, options(1, 8, workers));
+            run(loader, 3); // let the queue fill, then jump ahead: queued batches are discarded
+            std::this_thread::sleep_for(20ms);
+            loader.seek(13);
+            QVERIFY(snap(loader.next()) == want[13]);
+            QVERIFY(snap(loader.next()) == want[14]);
+            loader.seek(2); // and back
+            for (int s = 2; s < 9; ++s)
+                QVERIFY(snap(loader.next()) == want[static_cast<std::size_t>(s)]);
+            loader.seek(24);
+            QVERIFY(snap(loader.next()) == want[24]);
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument, loader.seek(-1));
+        }
+    }
+
+    void everyEpochIsAFreshShuffle()
+    {
+        const ImageSet set = indexedSet(53, 7);
+        BatchLoader loader(set, scaleOnly(), options(2, 5, 2));
+        QCOMPARE(loader.stepsPerEpoch(), 5); // 53 / 10
+        std::vector<std::vector<int>> epochs(3);
+        for (int s = 0; s < 15; ++s) {
+            const Batch& b = loader.next();
+            QCOMPARE(b.step, s);
+            QCOMPARE(b.epoch, s / 5);
+            for (int k = 0; k < 10; ++k) {
+                const int index = decode(b.images.data<float>() + k * 64);
+                QVERIFY(index >= 0 && index < 53);
+                QCOMPARE(b.labels.data<std::int32_t>()[k], index % 7); // labels travel with images
+                epochs[static_cast<std::size_t>(s / 5)].push_back(index);
+            }
+        }
+        for (const std::vector<int>& e : epochs) {
+            QCOMPARE(std::set<int>(e.begin(), e.end()).size(), std::size_t(50)); // no repeats
+        }
+        QVERIFY(epochs[0] != epochs[1] && epochs[1] != epochs[2]);
+        // Not shuffled: the examples in order, every epoch the same.
+        LoaderOptions o = options(2, 5, 1);
+        o.shuffle = false;
+        BatchLoader ordered(set, scaleOnly(), o);
+        for (int s = 0; s < 10; ++s) {
+            const Batch& b = ordered.next();
+            for (int k = 0; k < 10; ++k)
+                QCOMPARE(decode(b.images.data<float>() + k * 64), (s % 5) * 10 + k);
+        }
+    }
+
+    void towerSlices()
+    {
+        const ImageSet set = indexedSet(40, 10);
+        BatchLoader loader(set, scaleOnly(), options(3, 4, 1));
+        const Batch& b = loader.next();
+        QCOMPARE(b.towers, 3);
+        QCOMPARE(b.perTower(), 4);
+        QCOMPARE(b.images.shape(), Shape({12, 8, 8, 1}));
+        QCOMPARE(b.labels.shape(), Shape({12}));
+        std::set<int> seen;
+        for (int t = 0; t < 3; ++t) {
+            const Tensor images = b.towerImages(t);
+            const Tensor labels = b.towerLabels(t);
+            QCOMPARE(images.shape(), Shape({4, 8, 8, 1}));
+            QCOMPARE(images.data<float>(), b.images.data<float>() + t * 4 * 64); // a view, no copy
+            for (int k = 0; k < 4; ++k) {
+                const int index = decode(images.data<float>() + k * 64);
+                QCOMPARE(labels.data<std::int32_t>()[k], index % 10);
+                seen.insert(index);
+            }
+        }
+        QCOMPARE(seen.size(), std::size_t(12)); // distinct slices
+    }
+
+    void queueIsBounded()
+    {
+        const ImageSet set = indexedSet(200, 10);
+        std::atomic<int> built{0};
+        LoaderOptions o = options(2, 3, 3);
+        o.check = [&](const Batch&) { ++built; };
+        BatchLoader loader(set, scaleOnly(), o);
+        loader.next();
+        std::this_thread::sleep_for(300ms);
+        QCOMPARE(built.load(), 1 + 2 * 2); // the held batch + the default prefetch of 2 x towers
+        loader.next();
+        std::this_thread::sleep_for(300ms);
+        QCOMPARE(built.load(), 1 + 2 * 2 + 1);
+    }
+
+    void lastWait()
+    {
+        const ImageSet set = indexedSet(100, 10);
+        LoaderOptions o = options(1, 4, 1);
+        o.prefetch = 2;
+        o.check = [](const Batch&) { std::this_thread::sleep_for(30ms); };
+        BatchLoader loader(set, scaleOnly(), o);
+        loader.next();
+        QVERIFY2(loader.lastWaitMs() >= 20, qPrintable(QString::number(loader.lastWaitMs())));
+        std::this_thread::sleep_for(500ms); // the queue fills
+        loader.next();
+        QCOMPARE(loader.lastWaitMs(), 0.0);
+    }
+
+    void errorsReachNext_data()
+    {
+        QTest::addColumn<int>("workers");
+        QTest::newRow("caller's thread") << 0;
+        QTest::newRow("1 worker") << 1;
+        QTest::newRow("3 workers") << 3;
+    }
+    void errorsReachNext()
+    {
+        QFETCH(int, workers);
+        const ImageSet set = indexedSet(100, 10);
+        LoaderOptions o = options(1, 4, workers);
+        o.check = [](const Batch& b) {
+            if (b.step == 5) throw IoError("example file vanished at step 5");
+            if (b.step == 9) throw std::runtime_error("something else");
+        };
+        BatchLoader loader(set, scaleOnly(), o);
+        for (int s = 0; s < 5; ++s) QCOMPARE(loader.next().step, s);
+        for (int again = 0; again < 2; ++again) { // the stream never skips the failed step
+            try {
+                loader.next();
+                QFAIL("no exception");
+            } catch (const IoError& e) {
+                QCOMPARE(QString(e.what()), QString("example file vanished at step 5"));
+            }
+        }
+        loader.seek(6);
+        QCOMPARE(loader.next().step, 6);
+        QCOMPARE(loader.next().step, 7);
+        QCOMPARE(loader.next().step, 8);
+        QVERIFY_THROWS_EXCEPTION(std::runtime_error, loader.next());
+        loader.seek(4);
+        QCOMPARE(loader.next().step, 4);
+        QVERIFY_THROWS_EXCEPTION(IoError, loader.next());
+    }
+
+    void destructorStopsPromptly()
+    {
+        const ImageSet set = randomCifar(600, 3);
+        for (int scenario = 0; scenario < 3; ++scenario) {
+            LoaderOptions o = options(2, 128, 3);
+            o.check = [](const Batch&) { std::this_thread::sleep_for(5ms); };
+            const auto t0 = std::chrono::steady_clock::now();
+            {
+                BatchLoader loader(set, cifarDistortions(24), o);
+                if (scenario >= 1) loader.next();
+                if (scenario == 2)
+                    std::this_thread::sleep_for(300ms); // workers blocked on a full queue
+            }
+            const double ms =
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count();
+            QVERIFY2(ms < 2000 + (scenario == 2 ? 300 : 0),
+                     qPrintable(QString("scenario %1: %2 ms").arg(scenario).arg(ms)));
+        }
+    }
+
+    void evaluationBatches()
+    {
+        const ImageSet set = randomCifar(30, 4);
+        const Preprocessing recipe = cifarDistortions(24);
+        Tensor images, labels;
+        evaluationBatch(set, recipe, 5, 17, images, labels);
+        QCOMPARE(images.shape(), Shape({12, 24, 24, 3}));
+        QCOMPARE(labels.shape(), Shape({12}));
+        std::vector<float> one(24 * 24 * 3);
+        Rng rng(1);
+        for (int i = 0; i < 12; ++i) {
+            preprocessImage(recipe, set, 5 + i, false, rng, one.data());
+            QVERIFY(std::memcmp(one.data(), images.data<float>() + i * 1728,
+                                one.size() * sizeof(float)) == 0);
+            QCOMPARE(labels.data<std::int32_t>()[i], set.labels[static_cast<std::size_t>(5 + i)]);
+        }
+        const void* buffer = images.raw();
+        evaluationBatch(set, recipe, 20, 30, images, labels); // smaller: the buffer is reused
+        QCOMPARE(images.raw(), buffer);
+        QCOMPARE(images.dim(0), 10);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 evaluationBatch(set, recipe, 25, 31, images, labels));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 evaluationBatch(set, recipe, 5, 4, images, labels));
+    }
+
+    void invalidOptions_data()
+    {
+        QTest::addColumn<int>("towers");
+        QTest::addColumn<int>("perTower");
+        QTest::addColumn<int>("workers");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("no towers") << 0 << 4 << 1 << "towers is 0";
+        QTest::newRow("empty batch") << 1 << 0 << 1 << "batch per tower is 0";
+        QTest::newRow("negative workers") << 1 << 4 << -1 << "workers is -1";
+        QTest::newRow("batch larger than the set")
+            << 3 << 4 << 1 << "a global batch of 12 (3 towers x 4) is larger than the 10 examples";
+    }
+    void invalidOptions()
+    {
+        QFETCH(int, towers);
+        QFETCH(int, perTower);
+        QFETCH(int, workers);
+        QFETCH(QString, expected);
+        const ImageSet set = indexedSet(10, 10);
+        try {
+            BatchLoader loader(set, scaleOnly(), options(towers, perTower, workers));
+            QFAIL("no exception");
+        } catch (const InvalidArgument& e) {
+            QVERIFY2(QString(e.what()).contains(expected), e.what());
+        }
+    }
+
+    void invalidSetOrRecipe()
+    {
+        ImageSet set = indexedSet(10, 10);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 BatchLoader(set, cifarDistortions(24), options(1, 2, 1)));
+        set.labels.pop_back();
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, BatchLoader(set, scaleOnly(), options(1, 2, 1)));
+        set = indexedSet(10, 10);
+        set.labels[3] = -1;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, BatchLoader(set, scaleOnly(), options(1, 2, 1)));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestBatchLoader)
+#include "tst_batch_loader.moc"
