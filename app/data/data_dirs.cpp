@@ -1,19 +1,21 @@
 #include "app/data/data_dirs.h"
 
 #include <QDir>
-#include <QStandardPaths>
+
+#include "engine/data/dataset.h"
 
 namespace towers::app {
 
 QString defaultDataDir()
 {
+    // One rule for both sides: the first folder of the engine's search path that a user owns
+    // (the search path ends with the read-only /usr/share/datasets).
     const QString towersData = qEnvironmentVariable("TOWERS_DATA");
     const QStringList folders = towersData.split(QLatin1Char(':'), Qt::SkipEmptyParts);
     if (!folders.isEmpty())
         return QDir::cleanPath(QDir::current().absoluteFilePath(folders.first()));
-    const QString base = QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation);
-    if (base.isEmpty()) return {};
-    return QDir::cleanPath(base + QStringLiteral("/towers/datasets"));
+    const auto user = engine::userDatasetDirectory();
+    return user.empty() ? QString() : QDir::cleanPath(QString::fromStdString(user.string()));
 }
 
 } // namespace towers::app

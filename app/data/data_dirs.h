@@ -7,7 +7,7 @@
 namespace towers::app {
 
 // The folder downloads go to when none is given: the first non-empty folder of $TOWERS_DATA
-// (':'-separated) when set, else QStandardPaths' GenericDataLocation ($XDG_DATA_HOME, or
+// (":"-separated) when set, else the engine's userDatasetDirectory() ($XDG_DATA_HOME, or
 // ~/.local/share) followed by "towers/datasets". Returns an absolute, cleaned path, or an empty
 // string when no home folder is known. The folder is not created.
 QString defaultDataDir();
