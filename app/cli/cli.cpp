@@ -16,6 +16,7 @@ const Command kCommands[] = {
     {"bench", "Time full training steps of a model on synthetic data (images/s)", runBench},
     {"download", "Download, verify and unpack a dataset (cifar10, cifar100, mnist, ...)", runDownload},
     {"models", "List the models, or show one model's layers", runModels},
+    {"datasets", "List the datasets found on this machine", runDatasets},
     {"devices", "List the CPU and GPUs that can run towers", runDevices},
 };
 

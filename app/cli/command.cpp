@@ -37,4 +37,18 @@ bool intOption(const QCommandLineParser& parser, const QString& name, int min, i
     return true;
 }
 
+QString shapeText(const engine::Shape& s)
+{
+    QStringList parts;
+    for (auto d : s.dims()) parts << QString::number(d);
+    return parts.join(QLatin1Char('x'));
+}
+
+QJsonArray shapeJson(const engine::Shape& s)
+{
+    QJsonArray a;
+    for (auto d : s.dims()) a.append(qint64(d));
+    return a;
+}
+
 } // namespace towers::app

@@ -2,7 +2,13 @@
 // A subcommand of towers-cli: its name, a one-line summary, and the function that runs it.
 #include <QCommandLineParser>
 #include <QStringList>
+#include <QJsonArray>
 #include <QTextStream>
+
+#include <filesystem>
+#include <vector>
+
+#include "engine/tensor/shape.h"
 
 namespace towers::app {
 
@@ -31,9 +37,21 @@ bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, Command
 bool intOption(const QCommandLineParser& parser, const QString& name, int min, int max, int& value,
                CommandIo& io);
 
+// "28x28x1" and [28, 28, 1]
+QString shapeText(const engine::Shape& s);
+QJsonArray shapeJson(const engine::Shape& s);
+
+// The dataset search path with `dataDir` (if not empty) in front.
+std::vector<std::filesystem::path> searchPathWith(const QString& dataDir);
+// The same from the parser's --data-dir option; prints an error and returns false when the
+// option names no folder.
+bool searchPathOption(const QCommandLineParser& parser, CommandIo& io,
+                      std::vector<std::filesystem::path>& path);
+
 int runBench(const QStringList& args, CommandIo& io);
 int runDownload(const QStringList& args, CommandIo& io);
 int runModels(const QStringList& args, CommandIo& io);
 int runDevices(const QStringList& args, CommandIo& io);
+int runDatasets(const QStringList& args, CommandIo& io);
 
 } // namespace towers::app

@@ -8,24 +8,6 @@
 
 namespace towers::app {
 
-namespace {
-
-QString shapeText(const engine::Shape& s)
-{
-    QStringList parts;
-    for (auto d : s.dims()) parts << QString::number(d);
-    return parts.join(QLatin1Char('x'));
-}
-
-QJsonArray shapeJson(const engine::Shape& s)
-{
-    QJsonArray a;
-    for (auto d : s.dims()) a.append(qint64(d));
-    return a;
-}
-
-} // namespace
-
 int runModels(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;

@@ -1,0 +1,98 @@
+// towers-cli datasets: what discovery finds along the search path.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include "app/cli/command.h"
+#include "engine/data/dataset.h"
+
+namespace towers::app {
+
+// The search path with --data-dir (if any) in front: what train, eval and datasets all use.
+std::vector<std::filesystem::path> searchPathWith(const QString& dataDir)
+{
+    auto path = engine::defaultSearchPath();
+    if (!dataDir.isEmpty()) path.insert(path.begin(), std::filesystem::path(dataDir.toStdString()));
+    return path;
+}
+
+bool searchPathOption(const QCommandLineParser& parser, CommandIo& io, std::vector<std::filesystem::path>& path)
+{
+    const QString dir = parser.value(QStringLiteral("data-dir"));
+    std::error_code ec;
+    if (!dir.isEmpty() && !std::filesystem::is_directory(dir.toStdString(), ec)) {
+        io.err << "towers-cli: --data-dir: '" << dir << "' is not a folder\n";
+        return false;
+    }
+    path = searchPathWith(dir);
+    return true;
+}
+
+int runDatasets(const QStringList& args, CommandIo& io)
+{
+    QCommandLineParser p;
+    p.setApplicationDescription(QStringLiteral(
+        "Lists the datasets found along the search path: --data-dir first, then $TOWERS_DATA,\n"
+        "the user's data folder ($XDG_DATA_HOME/towers/datasets) and /usr/share/datasets (Debian's\n"
+        "dataset-fashion-mnist). Each folder holds one sub-folder per dataset: cifar10, cifar100,\n"
+        "mnist, fashion-mnist. Get the missing ones with 'towers-cli download NAME'."));
+    p.addOptions({
+        {QStringLiteral("data-dir"), QStringLiteral("Search this folder first."), QStringLiteral("dir")},
+        {QStringLiteral("json"), QStringLiteral("Print JSON.")},
+    });
+    int code = 0;
+    if (!parseOrExplain(p, args, io, code)) return code;
+    if (!p.positionalArguments().isEmpty()) {
+        io.err << "towers-cli datasets: unexpected argument '" << p.positionalArguments().first() << "'\n";
+        return ExitUsage;
+    }
+    std::vector<std::filesystem::path> path;
+    if (!searchPathOption(p, io, path)) return ExitUsage;
+    const auto found = engine::discoverDatasets(path);
+    QStringList missing;
+    for (const auto& name : engine::knownDatasets()) {
+        bool have = false;
+        for (const auto& d : found) have = have || d.name == name;
+        if (!have) missing << QString::fromStdString(name);
+    }
+    if (p.isSet(QStringLiteral("json"))) {
+        QJsonArray list, searched, absent;
+        for (const auto& d : found) {
+            QJsonArray classes;
+            for (const auto& c : d.classNames) classes.append(QString::fromStdString(c));
+            list.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(d.name)},
+                                    {QStringLiteral("location"), QString::fromStdString(d.location.string())},
+                                    {QStringLiteral("train"), qint64(d.trainCount)},
+                                    {QStringLiteral("test"), qint64(d.testCount)},
+                                    {QStringLiteral("image_shape"), shapeJson(d.imageShape)},
+                                    {QStringLiteral("classes"), classes}});
+        }
+        for (const auto& f : path) searched.append(QString::fromStdString(f.string()));
+        for (const auto& m : missing) absent.append(m);
+        io.out << QJsonDocument(QJsonObject{{QStringLiteral("datasets"), list},
+                                            {QStringLiteral("missing"), absent},
+                                            {QStringLiteral("search_path"), searched}})
+                      .toJson(QJsonDocument::Indented);
+        return ExitOk;
+    }
+    if (found.empty()) io.out << "No dataset found.\n";
+    for (const auto& d : found) {
+        QStringList classes;
+        for (const auto& c : d.classNames) classes << QString::fromStdString(c);
+        io.out << QString::fromStdString(d.name).leftJustified(14) << " " << QString::fromStdString(d.location.string())
+               << "\n" << QString(15, QLatin1Char(' ')) << d.trainCount << " train + " << d.testCount
+               << " test images of " << shapeText(d.imageShape) << " (HxWxC), " << d.classNames.size()
+               << " classes: " << (classes.size() > 12 ? classes.mid(0, 12).join(QStringLiteral(", ")) + QStringLiteral(", ...")
+                                                       : classes.join(QStringLiteral(", ")))
+               << "\n";
+    }
+    if (!missing.isEmpty())
+        io.out << "Not found: " << missing.join(QStringLiteral(", ")) << " (get one with 'towers-cli download NAME')\n";
+    io.out << "Searched: ";
+    QStringList searched;
+    for (const auto& f : path) searched << QString::fromStdString(f.string());
+    io.out << searched.join(QStringLiteral(", ")) << "\n";
+    return ExitOk;
+}
+
+} // namespace towers::app
