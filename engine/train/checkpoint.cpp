@@ -18,7 +18,13 @@ namespace fs = std::filesystem;
 constexpr const char* kFormat = "towers-checkpoint";
 constexpr const char* kChecksumKey = "crc32";
 
-std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string quoted(const fs::path& p)
+{
+    std::string s = p.string();
+    s.insert(s.begin(), '\'');
+    s.push_back('\'');
+    return s;
+}
 
 // CRC-32 (zlib) of everything the file says except the checksum itself: the metadata in key
 // order, then each tensor's name, dtype, shape and bytes in file order.

@@ -20,7 +20,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string quoted(const fs::path& p)
+{
+    std::string s = p.string();
+    s.insert(s.begin(), '\'');
+    s.push_back('\'');
+    return s;
+}
 
 [[noreturn]] void ioFail(const std::string& what, int err)
 {
@@ -45,7 +51,10 @@ void writeAll(int fd, const std::string& text, const fs::path& path)
 // Writes `text` to `path` through a temporary file in the same folder, fsync'ed and renamed.
 void writeAtomically(const fs::path& path, const std::string& text)
 {
-    const fs::path temp = path.parent_path() / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()));
+    std::string name = path.filename().string();
+    name.insert(name.begin(), '.');
+    name += ".tmp-" + std::to_string(::getpid());
+    const fs::path temp = path.parent_path() / name;
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) ioFail("cannot create " + quoted(temp), errno);
     try {

@@ -237,6 +237,32 @@ void Trainer::runEvaluation()
     if (m_observer) m_observer->onEvaluation(r);
 }
 
+StepMetrics Trainer::metricsOf(std::int64_t done, const TowerStepResult& r, double lr, double stepMs,
+                               double waitMs) const
+{
+    const int towers = m_towers->size();
+    StepMetrics m;
+    m.step = done;
+    m.epoch = double(done) / double(m_stepsPerEpoch);
+    m.loss = r.loss;
+    m.crossEntropy = r.crossEntropy;
+    m.lr = lr;
+    m.stepMs = stepMs;
+    m.examplesPerSec = double(towers) * m_config.batchPerTower * 1000.0 / stepMs;
+    m.secPerBatch = stepMs / 1000.0 / towers;
+    m.dataWaitMs = waitMs;
+    // The slowest tower is the critical path; its averaging time is the least waiting-inflated.
+    std::size_t slowest = 0;
+    for (std::size_t t = 0; t < r.towers.size(); ++t) {
+        m.towerComputeMs.push_back(r.towers[t].computeMs);
+        if (r.towers[t].computeMs > r.towers[slowest].computeMs) slowest = t;
+    }
+    m.computeMs = r.towers[slowest].computeMs;
+    m.allReduceMs = r.towers[slowest].reduceMs;
+    m.updateMs = r.towers[slowest].updateMs;
+    return m;
+}
+
 void Trainer::report(const StepMetrics& m)
 {
     Json j{{"step", m.step},
@@ -320,27 +346,7 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             const std::int64_t done = s + 1;
 
             if (m_config.verifyEvery > 0 && done % m_config.verifyEvery == 0) m_towers->verifyReplicas();
-            if (done % m_config.logEvery == 0 || done == m_total) {
-                StepMetrics m;
-                m.step = done;
-                m.epoch = double(done) / double(m_stepsPerEpoch);
-                m.loss = r.loss;
-                m.crossEntropy = r.crossEntropy;
-                m.lr = lr;
-                m.stepMs = stepMs;
-                m.examplesPerSec = double(global) * 1000.0 / stepMs;
-                m.secPerBatch = stepMs / 1000.0 / towers;
-                m.dataWaitMs = waitMs;
-                std::size_t slowest = 0;
-                for (std::size_t t = 0; t < r.towers.size(); ++t) {
-                    m.towerComputeMs.push_back(r.towers[t].computeMs);
-                    if (r.towers[t].computeMs > r.towers[slowest].computeMs) slowest = t;
-                }
-                m.computeMs = r.towers[slowest].computeMs;
-                m.allReduceMs = r.towers[slowest].reduceMs;
-                m.updateMs = r.towers[slowest].updateMs;
-                report(m);
-            }
+            if (done % m_config.logEvery == 0 || done == m_total) report(metricsOf(done, r, lr, stepMs, waitMs));
             if (m_evalBatches && m_config.evalEvery > 0 && done % m_config.evalEvery == 0) runEvaluation();
             if ((m_config.checkpointEvery > 0 && done % m_config.checkpointEvery == 0) || done == m_total)
                 writeCheckpoint();

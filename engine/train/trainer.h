@@ -91,6 +91,7 @@ private:
     bool stopRequested(const std::stop_token& stop) const;
     // Returns false when a stop arrived while paused.
     bool waitWhilePaused(const std::stop_token& stop);
+    StepMetrics metricsOf(std::int64_t done, const TowerStepResult& r, double lr, double stepMs, double waitMs) const;
     void report(const StepMetrics& m);
     void runEvaluation();
     void log(const std::string& line);

@@ -70,7 +70,11 @@ int main(int argc, char** argv)
                 update += r.towers[slowest].updateMs / steps;
             }
             std::string towersText;
-            for (double v : perTower) towersText += (towersText.empty() ? "" : " ") + std::to_string(v).substr(0, 6);
+            for (double v : perTower) {
+                char buf[32];
+                std::snprintf(buf, sizeof buf, "%s%.1f", towersText.empty() ? "" : " ", v);
+                towersText += buf;
+            }
             std::printf("%-8s %10.0f %10.1f %10.1f %10.2f %10.2f  %s\n", c.c_str(), global * 1000.0 / stepMs, stepMs,
                         compute, average, update, towersText.c_str());
         }
