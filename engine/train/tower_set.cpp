@@ -55,7 +55,8 @@ bool finiteShare(const std::vector<Tensor>& tensors, int part, int parts)
         if (b >= e) continue;
         if (t.dtype() == DType::Float32) {
             const float* p = t.data<float>();
-            // A sum is NaN or infinite as soon as one term is (or overflows: also divergence).
+            // x * 0 is 0 for every finite x and NaN for a NaN or an infinity, so the sum is
+            // finite exactly when every element is (and cannot overflow).
             float sum = 0;
 #pragma omp simd reduction(+ : sum)
             for (std::int64_t i = b; i < e; ++i) sum += p[i] * 0.0f;

@@ -102,6 +102,10 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
     o.emaDecay = m_config.emaDecay;
     o.seed = m_config.seed;
     m_towers = std::make_unique<TowerSet>(o);
+    const int classes = m_towers->model().numClasses();
+    if (!m_data.classNames.empty() && int(m_data.classNames.size()) != classes)
+        throw InvalidArgument(std::to_string(m_data.classNames.size()) + " class names for model '" + m_config.model +
+                              "', which has " + std::to_string(classes) + " classes");
 }
 
 Trainer::~Trainer() = default;

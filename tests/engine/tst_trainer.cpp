@@ -416,6 +416,8 @@ private slots:
             QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("ckpt-00000001.safetensors")), e.what());
             QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("cifar10-tutorial")), e.what());
         }
+        // Class names that do not fit the model.
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, Trainer(c, src, dir.path().toStdString(), {{"cat", "dog"}, "{}"}));
         // A bad configuration never reaches the disk.
         TrainConfig bad = baseConfig();
         bad.batchPerTower = 0;
