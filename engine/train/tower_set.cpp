@@ -58,13 +58,13 @@ bool finiteShare(const std::vector<Tensor>& tensors, int part, int parts)
             // x * 0 is 0 for every finite x and NaN for a NaN or an infinity, so the sum is
             // finite exactly when every element is (and cannot overflow).
             float sum = 0;
-#pragma omp simd reduction(+ : sum)
+#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (e - b > (1 << 16))
             for (std::int64_t i = b; i < e; ++i) sum += p[i] * 0.0f;
             finite = finite && std::isfinite(sum);
         } else {
             const double* p = t.data<double>();
             double sum = 0;
-#pragma omp simd reduction(+ : sum)
+#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (e - b > (1 << 16))
             for (std::int64_t i = b; i < e; ++i) sum += p[i] * 0.0;
             finite = finite && std::isfinite(sum);
         }
