@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
-MODEL_NAMES = ["cifar10-tutorial", "mnist-convnet", "fashion-fast", "cifar10-resnet"]
+MODEL_NAMES = ["cifar10-tutorial", "mnist-convnet", "fashion-fast", "fashion-wide", "cifar10-resnet"]
 
 
 def _import_torch(threads):

@@ -156,6 +156,33 @@ class FashionFast(nn.Module):
         return self.fc2(x)
 
 
+class FashionWide(nn.Module):
+    """The longer Fashion-MNIST recipe's network: 2 x (2 x conv 3x3 + BN + ReLU, max-pool 2)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(32)
+        self.conv2 = nn.Conv2d(32, 32, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(32)
+        self.conv3 = nn.Conv2d(32, 64, 3, padding=1, bias=False)
+        self.bn3 = nn.BatchNorm2d(64)
+        self.conv4 = nn.Conv2d(64, 64, 3, padding=1, bias=False)
+        self.bn4 = nn.BatchNorm2d(64)
+        self.fc1 = nn.Linear(64 * 7 * 7, 256)
+        self.drop1 = nn.Dropout(0.4)
+        self.fc2 = nn.Linear(256, 10)
+
+    def forward(self, x):
+        x = F.relu(self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))))
+        x = F.max_pool2d(x, 2)  # 28 -> 14
+        x = F.relu(self.bn4(self.conv4(F.relu(self.bn3(self.conv3(x))))))
+        x = F.max_pool2d(x, 2)  # 14 -> 7
+        x = torch.flatten(x, 1)
+        x = self.drop1(F.relu(self.fc1(x)))
+        return self.fc2(x)
+
+
 class Cifar10Resnet(nn.Module):
     """Half-width ResNet-9 (airbench style), 3x32x32 input."""
 
@@ -177,6 +204,7 @@ MODELS = {
     "cifar10-tutorial": Cifar10Tutorial,
     "mnist-convnet": MnistConvnet,
     "fashion-fast": FashionFast,
+    "fashion-wide": FashionWide,
     "cifar10-resnet": Cifar10Resnet,
 }
 
@@ -185,6 +213,7 @@ INPUT_SHAPES = {
     "cifar10-tutorial": (3, 24, 24),
     "mnist-convnet": (1, 28, 28),
     "fashion-fast": (1, 28, 28),
+    "fashion-wide": (1, 28, 28),
     "cifar10-resnet": (3, 32, 32),
 }
 

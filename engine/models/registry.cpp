@@ -16,6 +16,9 @@ const std::vector<ModelInfo>& modelRegistry()
         {"fashion-fast",
          "small fast network for 28x28 grayscale (default for Fashion-MNIST): 2 conv + batch norm, fc 128",
          {28, 28, 1}, 10, "fashion-mnist", buildFashionFast},
+        {"fashion-wide",
+         "wider network for 28x28 grayscale (the longer Fashion-MNIST recipe): 4 conv + batch norm, fc 256",
+         {28, 28, 1}, 10, "fashion-mnist", buildFashionWide},
         {"cifar10-resnet",
          "small residual network with batch norm for 32x32 colour (half-width ResNet-9, the fast CIFAR-10 "
          "choice)",

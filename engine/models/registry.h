@@ -29,6 +29,7 @@ std::unique_ptr<Model> createModel(const std::string& name, std::uint64_t seed =
 std::unique_ptr<Model> buildCifar10Tutorial();
 std::unique_ptr<Model> buildMnistConvnet();
 std::unique_ptr<Model> buildFashionFast();
+std::unique_ptr<Model> buildFashionWide();
 std::unique_ptr<Model> buildCifar10Resnet();
 
 } // namespace towers::engine

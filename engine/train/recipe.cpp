@@ -52,9 +52,22 @@ TrainConfig defaultConfigFor(const std::string& model)
         c.schedule.cosineAnneal = false;
         c.weightDecay = 5e-4;
         c.batchPerTower = 64;
-        c.epochs = 10;
+        c.epochs = 8;
         c.checkpointEvery = 500;
         c.evalEvery = 500;
+        c.logEvery = 50;
+    } else if (model == "fashion-wide") {
+        c.optimizer.kind = "nesterov";
+        c.optimizer.momentum = 0.9;
+        c.schedule.kind = LrSchedule::Kind::OneCycle;
+        c.schedule.lr = 0.1;
+        c.schedule.warmupFraction = 0.15;
+        c.schedule.cosineAnneal = false;
+        c.weightDecay = 5e-4;
+        c.batchPerTower = 64;
+        c.epochs = 20;
+        c.checkpointEvery = 500;
+        c.evalEvery = 1000;
         c.logEvery = 50;
     } else if (model == "mnist-convnet") {
         c.optimizer.kind = "adam";
@@ -86,7 +99,8 @@ Preprocessing preprocessingFor(const std::string& model, const Dataset& dataset)
     if (source[2] == 3) {
         p = in[0] < source[0] ? cifarDistortions(static_cast<int>(in[0])) : cifarPadCrop(dataset.train, 4);
     } else {
-        p = translateAndNormalize(dataset.train, 1);
+        // The longer recipe's wider network can use stronger augmentation.
+        p = translateAndNormalize(dataset.train, model == "fashion-wide" ? 2 : 1);
         p.flip = dataset.name == "fashion-mnist"; // clothes mirror; digits do not
     }
     p.validateFor(source);

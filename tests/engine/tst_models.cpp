@@ -38,6 +38,8 @@ private slots:
         QTest::newRow("cifar10-tutorial") << "cifar10-tutorial" << qint64(1068298) << "conv1.weight" << "softmax_linear.bias";
         QTest::newRow("mnist-convnet") << "mnist-convnet" << qint64(20217226) << "conv1.weight" << "fc3.bias";
         QTest::newRow("fashion-fast") << "fashion-fast" << qint64(421738) << "conv1.weight" << "fc2.bias";
+        // 288 + 64 + 9,216 + 64 + 18,432 + 128 + 36,864 + 128 + 803,072 + 2,570
+        QTest::newRow("fashion-wide") << "fashion-wide" << qint64(870826) << "conv1.weight" << "fc2.bias";
         QTest::newRow("cifar10-resnet") << "cifar10-resnet" << qint64(1646112) << "prep.conv.weight" << "fc.weight";
     }
     void registry()
@@ -120,6 +122,7 @@ private slots:
         QTest::newRow("cifar10-tutorial") << "cifar10-tutorial" << 3 << 4;
         QTest::newRow("mnist-convnet") << "mnist-convnet" << 1 << 0;
         QTest::newRow("fashion-fast") << "fashion-fast" << 3 << 4;
+        QTest::newRow("fashion-wide") << "fashion-wide" << 2 << 2;
         QTest::newRow("cifar10-resnet") << "cifar10-resnet" << 1 << 0;
     }
     void wholeModelGradients()
@@ -202,6 +205,7 @@ private slots:
         QTest::newRow("cifar10-tutorial") << "cifar10-tutorial" << 0.1;
         QTest::newRow("mnist-convnet") << "mnist-convnet" << 0.05;
         QTest::newRow("fashion-fast") << "fashion-fast" << 0.05;
+        QTest::newRow("fashion-wide") << "fashion-wide" << 0.05;
         QTest::newRow("cifar10-resnet") << "cifar10-resnet" << 0.05;
     }
     void sgdLearns()

@@ -1,0 +1,51 @@
+// A wider network for 28x28 grayscale images, for the longer Fashion-MNIST recipe (about 94%):
+// two VGG-style stages of two 3x3 convolutions with batch norm (32 then 64 filters), each followed
+// by 2x2 max pooling, then fc 256 with dropout 0.4 and the classifier. PyTorch's default
+// initialisation. About 4.7 times fashion-fast's arithmetic per example.
+#include "engine/models/registry.h"
+#include "engine/nn/batch_norm.h"
+#include "engine/nn/conv2d.h"
+#include "engine/nn/dropout.h"
+#include "engine/nn/flatten.h"
+#include "engine/nn/linear.h"
+#include "engine/nn/max_pool2d.h"
+#include "engine/nn/relu.h"
+
+namespace towers::engine {
+
+std::unique_ptr<Model> buildFashionWide()
+{
+    auto net = std::make_unique<Sequential>();
+    auto conv = [&](int i, std::int64_t in, std::int64_t out) {
+        const std::string n = std::to_string(i);
+        Conv2dOptions o;
+        o.inChannels = in;
+        o.outChannels = out;
+        o.kernel = 3;
+        o.padding = Padding::Same;
+        o.bias = false;
+        net->add(std::make_unique<Conv2d>("conv" + n, o));
+        net->add(std::make_unique<BatchNorm>("bn" + n, out));
+        net->add(std::make_unique<Relu>("relu" + n));
+    };
+    conv(1, 1, 32);
+    conv(2, 32, 32);
+    net->add(std::make_unique<MaxPool2d>("pool1", 2, 2, Padding::Valid)); // 14x14x32
+    conv(3, 32, 64);
+    conv(4, 64, 64);
+    net->add(std::make_unique<MaxPool2d>("pool2", 2, 2, Padding::Valid)); // 7x7x64
+    net->add(std::make_unique<Flatten>("flatten"));
+    LinearOptions fc1;
+    fc1.inFeatures = 7 * 7 * 64;
+    fc1.outFeatures = 256;
+    fc1.activation = Activation::Relu;
+    net->add(std::make_unique<Linear>("fc1", fc1));
+    net->add(std::make_unique<Dropout>("drop1", 0.4));
+    LinearOptions fc2;
+    fc2.inFeatures = 256;
+    fc2.outFeatures = 10;
+    net->add(std::make_unique<Linear>("fc2", fc2));
+    return std::make_unique<Model>("fashion-wide", Shape{28, 28, 1}, 10, std::move(net));
+}
+
+} // namespace towers::engine
