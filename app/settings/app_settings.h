@@ -1,0 +1,51 @@
+#pragma once
+// What the desktop application remembers between sessions (QSettings): the data and runs
+// folders, the chosen dataset, the last run configuration, window geometry and page. Every value
+// has a sensible default, so a first start needs no setup.
+#include <QByteArray>
+#include <QSettings>
+#include <QString>
+
+#include <memory>
+
+namespace towers::app {
+
+class AppSettings
+{
+public:
+    // The user's settings (organisation "Towers", application "towers", native format).
+    AppSettings();
+    // Settings in an INI file (tests, --settings).
+    explicit AppSettings(const QString& iniFile);
+    ~AppSettings();
+
+    // Searched first for datasets and where downloads go; default: defaultDataDir().
+    QString dataDir() const;
+    void setDataDir(const QString& dir);
+    // The folder of run directories; default: defaultRunsDir().
+    QString runsDir() const;
+    void setRunsDir(const QString& dir);
+    // The dataset the Data page shows; default "cifar10".
+    QString datasetName() const;
+    void setDatasetName(const QString& name);
+    // The last run configuration as TrainConfig JSON; empty when none was saved.
+    QString lastConfigJson() const;
+    void setLastConfigJson(const QString& json);
+
+    QByteArray windowGeometry() const;
+    void setWindowGeometry(const QByteArray& geometry);
+    int lastPage() const;
+    void setLastPage(int page);
+
+    // Writes pending changes to storage now (QSettings also does so on its own).
+    void sync();
+    QString fileName() const { return m_settings->fileName(); }
+
+    // $XDG_DATA_HOME/towers/runs (~/.local/share/towers/runs): next to the downloaded datasets.
+    static QString defaultRunsDir();
+
+private:
+    std::unique_ptr<QSettings> m_settings;
+};
+
+} // namespace towers::app
