@@ -55,4 +55,20 @@ public:
     using Error::Error;
 };
 
+// Training diverged: the loss became NaN or infinite ("model diverged with loss = NaN at step 12").
+// No checkpoint of the diverged state is written; the last good one is kept.
+class DivergedError : public Error
+{
+public:
+    using Error::Error;
+};
+
+// A collective operation (gradient averaging, broadcast) was abandoned because another
+// participant failed; the participant's own error is the one to report.
+class CollectiveAborted : public Error
+{
+public:
+    using Error::Error;
+};
+
 } // namespace towers::engine

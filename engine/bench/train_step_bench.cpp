@@ -51,7 +51,9 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     for (int i = 0; i < o.batchSize; ++i)
         labels.data<std::int32_t>()[i] = std::int32_t(rng.below(std::uint64_t(model->numClasses())));
 
-    Sgd sgd(o.learningRate);
+    if (!(o.learningRate > 0) || !std::isfinite(o.learningRate))
+        throw InvalidArgument("learning rate must be a positive number");
+    Sgd sgd;
     ExecContext ctx{*ops, true, 0};
     TrainStepBenchResult r;
     r.options = o;
@@ -69,7 +71,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
         model->backward(ctx);
         const double b = msSince(t1);
         auto t2 = Clock::now();
-        sgd.step(*ops, model->parameters());
+        sgd.step(*ops, model->parameters(), o.learningRate);
         const double u = msSince(t2);
         if (!std::isfinite(r.lastLoss))
             throw Error("benchmark diverged: loss is " + std::to_string(r.lastLoss) + " at step " +

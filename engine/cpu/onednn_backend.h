@@ -70,6 +70,9 @@ public:
     double sumSquares(const Tensor& x) override;
     void axpy(double alpha, const Tensor& x, Tensor& y) override;
 
+    void momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w) override;
+    void adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w) override;
+
     dnnl::engine& dnnlEngine() { return m_engine; }
     dnnl::stream& dnnlStream() { return m_stream; }
 

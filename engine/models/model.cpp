@@ -1,5 +1,9 @@
 #include "engine/models/model.h"
 
+#include <cmath>
+
+#include "engine/nn/dropout.h"
+
 namespace towers::engine {
 
 Model::Model(std::string name, Shape inputShape, int numClasses, std::unique_ptr<Sequential> net)
@@ -77,6 +81,27 @@ void Model::convertTo(DType dtype)
         }
     }
     m_dtype = dtype;
+}
+
+void Model::overrideWeightDecay(double coefficient)
+{
+    if (std::isnan(coefficient) || std::isinf(coefficient))
+        throw InvalidArgument("weight decay must be a finite number, got " + std::to_string(coefficient));
+    if (coefficient < 0) return;
+    m_net->visit([&](Layer& layer) {
+        if (layer.kind() != "conv2d" && layer.kind() != "linear") return;
+        std::vector<Parameter*> ps;
+        layer.collectParameters(ps);
+        for (auto* p : ps)
+            if (p->trainable && p->name == layer.name() + ".weight") p->weightDecay = coefficient;
+    });
+}
+
+void Model::setDropoutEnabled(bool enabled)
+{
+    m_net->visit([&](Layer& layer) {
+        if (auto* d = dynamic_cast<Dropout*>(&layer)) d->setEnabled(enabled);
+    });
 }
 
 const Tensor& Model::forward(ExecContext& ctx, const Tensor& images)

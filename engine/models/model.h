@@ -52,6 +52,12 @@ public:
     // Converts parameters and buffers to another float dtype (Float64 for the gradient checker).
     void convertTo(DType dtype);
 
+    // Replaces the weight-decay coefficient of every convolution and linear weight (not biases,
+    // not batch norm) when coefficient >= 0; a negative value keeps the model's own coefficients.
+    void overrideWeightDecay(double coefficient);
+    // Enables or disables every dropout layer (disabled: the identity, also in training).
+    void setDropoutEnabled(bool enabled);
+
     // Runs the network on images [N, H, W, C]; returns the logits [N, classes]. `images` must stay
     // unchanged until backward().
     const Tensor& forward(ExecContext& ctx, const Tensor& images);

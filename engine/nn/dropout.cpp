@@ -20,9 +20,12 @@ std::string Dropout::describe() const
 
 void Dropout::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 {
-    m_lastWasTraining = ctx.training;
-    if (ctx.training) {
-        ctx.ops.dropoutForward(x, m_rate, splitmix64(m_seed ^ splitmix64(ctx.step)), y, m_mask);
+    m_lastWasTraining = ctx.training && m_enabled;
+    if (m_lastWasTraining) {
+        std::uint64_t seed = splitmix64(m_seed ^ splitmix64(ctx.step));
+        // Replica 0 keeps the single-tower masks; every other tower gets its own stream.
+        if (ctx.replica != 0) seed = splitmix64(seed ^ splitmix64(0xD1CEull + ctx.replica));
+        ctx.ops.dropoutForward(x, m_rate, seed, y, m_mask);
     } else {
         Tensor::ensure(y, x.shape(), x.dtype());
         y.copyFrom(x);
@@ -34,6 +37,11 @@ void Dropout::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const
     (void)x;
     (void)y;
     if (!dx) return;
+    if (!m_enabled) {
+        Tensor::ensure(*dx, dy.shape(), dy.dtype());
+        if (dx->raw() != dy.raw()) dx->copyFrom(dy);
+        return;
+    }
     if (!m_lastWasTraining) throw InvalidArgument("dropout '" + name() + "': backward after an evaluation forward");
     ctx.ops.dropoutBackward(dy, m_mask, m_rate, *dx);
 }

@@ -4,8 +4,8 @@
 namespace towers::engine {
 
 // Inverted dropout: in training, drops each element with probability `rate` and scales the rest by
-// 1 / (1 - rate); identity in evaluation. The mask is a pure function of (seed, step, element), so
-// runs are reproducible whatever the backend or thread count.
+// 1 / (1 - rate); identity in evaluation. The mask is a pure function of (seed, step, replica,
+// element), so runs are reproducible whatever the backend or thread count, and towers differ.
 class Dropout final : public Layer
 {
 public:
@@ -20,12 +20,17 @@ public:
     void initialize(Rng& rng) override { m_seed = rng.next(); }
 
     double rate() const { return m_rate; }
+    // A disabled dropout is the identity in training too: for exact comparisons between runs
+    // that split a batch differently (one tower of 64 against two of 32).
+    void setEnabled(bool enabled) { m_enabled = enabled; }
+    bool enabled() const { return m_enabled; }
     // The mask of the latest training forward (UInt8, 1 = kept).
     const Tensor& mask() const { return m_mask; }
 
 private:
     double m_rate;
     std::uint64_t m_seed;
+    bool m_enabled = true;
     bool m_lastWasTraining = false;
     Tensor m_mask;
 };

@@ -82,4 +82,24 @@ struct BatchNormDesc
 
 BatchNormDesc makeBatchNormDesc(const Shape& input, double epsilon, double momentum);
 
+// One step of SGD with momentum on one parameter tensor, PyTorch's torch.optim.SGD formulation:
+//   buf = first ? g : momentum * buf + (1 - dampening) * g
+//   w  -= lr * (nesterov ? g + momentum * buf : buf)
+struct MomentumStep
+{
+    double lr = 0.01, momentum = 0.9, dampening = 0;
+    bool nesterov = false;
+    bool first = false; // the parameter's first step: the buffer is set to the gradient
+};
+
+// One step of Adam on one parameter tensor, PyTorch's torch.optim.Adam formulation (bias
+// correction on; `step` counts this step, so it is 1 on the first call):
+//   m = beta1 * m + (1 - beta1) * g;   v = beta2 * v + (1 - beta2) * g^2
+//   w -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + epsilon)
+struct AdamStep
+{
+    double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+    std::int64_t step = 1;
+};
+
 } // namespace towers::engine

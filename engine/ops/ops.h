@@ -97,6 +97,11 @@ public:
     virtual double sumSquares(const Tensor& x) = 0;
     // y += alpha * x
     virtual void axpy(double alpha, const Tensor& x, Tensor& y) = 0;
+
+    // --- optimizer updates of one parameter w from its gradient g (see MomentumStep, AdamStep);
+    // the state tensors (buf; m, v) have w's shape and dtype and are updated in place ---
+    virtual void momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w) = 0;
+    virtual void adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w) = 0;
 };
 
 // The execution context a layer runs in: the backend's ops, whether this is a training pass, and
@@ -106,6 +111,9 @@ struct ExecContext
     Ops& ops;
     bool training = true;
     std::uint64_t step = 0;
+    // The tower (replica) this pass runs on, mixed into dropout seeds so that towers draw
+    // different masks; replica 0 draws the masks of a single-tower run.
+    std::uint64_t replica = 0;
 };
 
 // The plain reference backend: naive loops accumulating in double, float32 and float64. The test

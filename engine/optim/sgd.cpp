@@ -1,24 +1,42 @@
 #include "engine/optim/sgd.h"
 
-#include <cmath>
-
 namespace towers::engine {
 
-Sgd::Sgd(double learningRate) : m_lr(0) { setLearningRate(learningRate); }
-
-void Sgd::setLearningRate(double lr)
+Sgd::Sgd(SgdOptions options) : m_opt(options)
 {
-    if (!(lr > 0) || !std::isfinite(lr)) throw InvalidArgument("learning rate must be a positive number");
-    m_lr = lr;
+    if (!(m_opt.momentum >= 0 && m_opt.momentum < 1))
+        throw InvalidArgument("SGD momentum must be in [0, 1), got " + std::to_string(m_opt.momentum));
+    if (!(m_opt.dampening >= 0 && m_opt.dampening <= 1))
+        throw InvalidArgument("SGD dampening must be in [0, 1], got " + std::to_string(m_opt.dampening));
+    if (m_opt.nesterov && (m_opt.momentum <= 0 || m_opt.dampening != 0))
+        throw InvalidArgument("Nesterov momentum needs a momentum > 0 and zero dampening");
 }
 
-void Sgd::step(Ops& ops, const std::vector<Parameter*>& params) const
+std::string Sgd::name() const
 {
-    for (auto* p : params) {
-        if (!p->trainable) continue;
-        if (p->grad.empty()) throw InvalidArgument("parameter '" + p->name + "' has no gradient: run backward first");
-        ops.axpy(-m_lr, p->grad, p->value);
+    if (m_opt.momentum == 0) return "sgd";
+    return m_opt.nesterov ? "nesterov" : "momentum";
+}
+
+std::vector<std::string> Sgd::slotNames() const
+{
+    if (m_opt.momentum == 0) return {};
+    return {"momentum_buffer"};
+}
+
+void Sgd::update(Ops& ops, Parameter& p, double lr, bool first)
+{
+    if (m_opt.momentum == 0) {
+        ops.axpy(-lr, p.grad, p.value);
+        return;
     }
+    MomentumStep s;
+    s.lr = lr;
+    s.momentum = m_opt.momentum;
+    s.dampening = m_opt.dampening;
+    s.nesterov = m_opt.nesterov;
+    s.first = first;
+    ops.momentumUpdate(s, p.grad, slot(p, 0), p.value);
 }
 
 } // namespace towers::engine

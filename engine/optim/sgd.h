@@ -1,22 +1,34 @@
 #pragma once
-#include <vector>
-
-#include "engine/nn/layer.h"
+#include "engine/optim/optimizer.h"
 
 namespace towers::engine {
 
-// Plain stochastic gradient descent, the tutorial's optimizer: w -= lr * grad for every trainable
-// parameter (buffers are left alone).
-class Sgd
+struct SgdOptions
+{
+    double momentum = 0;  // 0: plain SGD
+    double dampening = 0;
+    bool nesterov = false;
+};
+
+// Stochastic gradient descent as PyTorch's torch.optim.SGD (without its weight_decay: weight
+// decay is part of the model's loss and gradient). With momentum 0 it is the tutorial's plain
+// w -= lr * grad; otherwise see MomentumStep (ops/descriptors.h) for the exact formulas.
+class Sgd final : public Optimizer
 {
 public:
-    explicit Sgd(double learningRate);
-    void setLearningRate(double lr);
-    double learningRate() const { return m_lr; }
-    void step(Ops& ops, const std::vector<Parameter*>& params) const;
+    // Throws InvalidArgument for momentum outside [0, 1), dampening outside [0, 1], or nesterov
+    // without momentum or with dampening (PyTorch's rules).
+    explicit Sgd(SgdOptions options = {});
+
+    std::string name() const override;
+    std::vector<std::string> slotNames() const override;
+    const SgdOptions& options() const { return m_opt; }
+
+protected:
+    void update(Ops& ops, Parameter& p, double lr, bool first) override;
 
 private:
-    double m_lr;
+    SgdOptions m_opt;
 };
 
 } // namespace towers::engine

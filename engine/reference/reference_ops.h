@@ -60,6 +60,9 @@ public:
 
     double sumSquares(const Tensor& x) override;
     void axpy(double alpha, const Tensor& x, Tensor& y) override;
+
+    void momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w) override;
+    void adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w) override;
 };
 
 // Throws Unsupported unless t is Float32 or Float64; all float arguments of one call must share a

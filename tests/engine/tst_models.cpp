@@ -106,7 +106,7 @@ private slots:
         Tensor bad = randomLabels(2, 10, rng);
         bad.data<std::int32_t>()[1] = 10;
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, m->loss(ctx, bad));
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, Sgd(-1.0));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, Sgd().step(*ops, m->parameters(), -1.0));
     }
 
     // d(loss)/d(parameter) for every parameter of every model, by central differences in double
@@ -214,7 +214,7 @@ private slots:
         const Tensor images = imagesFor(*m, 16, DType::Float32, 8);
         Rng rng(12);
         const Tensor labels = randomLabels(16, m->numClasses(), rng);
-        Sgd sgd(lr);
+        Sgd sgd;
         ExecContext ctx{*ops, true, 0};
         double first = 0, last = 0;
         for (int step = 0; step < 30; ++step) {
@@ -224,7 +224,7 @@ private slots:
             if (step == 0) first = last;
             QVERIFY(std::isfinite(last));
             m->backward(ctx);
-            sgd.step(*ops, m->parameters());
+            sgd.step(*ops, m->parameters(), lr);
         }
         QVERIFY2(last < 0.75 * first, qPrintable(QStringLiteral("loss %1 -> %2").arg(first).arg(last)));
     }

@@ -1,0 +1,71 @@
+// Optimizer updates on the CPU: one pass over each tensor in float, the operation order of
+// PyTorch's torch.optim single-tensor implementations (so results agree to a rounding), spread
+// over the calling thread's OpenMP team. Element-wise, hence independent of the thread count.
+#include <cmath>
+
+#include "engine/cpu/cpu_common.h"
+#include "engine/reference/dense_checks.h"
+
+namespace towers::engine::cpu {
+
+namespace {
+
+void requireLike(const Tensor& t, const Tensor& w, const char* what)
+{
+    requireF32(t, what);
+    checks::requireSameShape(t, w, what, "the parameter");
+}
+
+} // namespace
+
+void OneDnnOps::momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w)
+{
+    requireF32(w, "momentumUpdate w");
+    requireLike(g, w, "momentumUpdate gradient");
+    requireLike(buf, w, "momentumUpdate momentum buffer");
+    const float lr = float(s.lr), mom = float(s.momentum), keep = float(1.0 - s.dampening);
+    const bool first = s.first, nesterov = s.nesterov;
+    const float* pg = g.data<float>();
+    float* pb = buf.data<float>();
+    float* pw = w.data<float>();
+    parallelChunks(w.numel(), [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
+#pragma omp simd
+        for (std::int64_t i = begin; i < end; ++i) {
+            const float b = first ? pg[i] : pb[i] * mom + keep * pg[i];
+            pb[i] = b;
+            pw[i] -= lr * (nesterov ? pg[i] + mom * b : b);
+        }
+    });
+}
+
+void OneDnnOps::adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
+{
+    requireF32(w, "adamUpdate w");
+    requireLike(g, w, "adamUpdate gradient");
+    requireLike(m, w, "adamUpdate first moment");
+    requireLike(v, w, "adamUpdate second moment");
+    if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
+    // The scalars are computed in double, as Python does, then used in float.
+    const double bc1 = 1.0 - std::pow(s.beta1, double(s.step));
+    const float stepSize = float(s.lr / bc1);
+    const float bc2Sqrt = float(std::sqrt(1.0 - std::pow(s.beta2, double(s.step))));
+    const float b1 = float(s.beta1), b2 = float(s.beta2), eps = float(s.epsilon);
+    const float c1 = float(1.0 - s.beta1), c2 = float(1.0 - s.beta2);
+    const float* pg = g.data<float>();
+    float* pm = m.data<float>();
+    float* pv = v.data<float>();
+    float* pw = w.data<float>();
+    parallelChunks(w.numel(), [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
+#pragma omp simd
+        for (std::int64_t i = begin; i < end; ++i) {
+            const float gi = pg[i];
+            const float mi = pm[i] * b1 + c1 * gi;
+            const float vi = pv[i] * b2 + c2 * (gi * gi);
+            pm[i] = mi;
+            pv[i] = vi;
+            pw[i] -= stepSize * (mi / (std::sqrt(vi) / bc2Sqrt + eps));
+        }
+    });
+}
+
+} // namespace towers::engine::cpu

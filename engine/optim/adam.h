@@ -1,0 +1,30 @@
+#pragma once
+#include "engine/optim/optimizer.h"
+
+namespace towers::engine {
+
+struct AdamOptions
+{
+    double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8; // PyTorch's defaults
+};
+
+// Adam as PyTorch's torch.optim.Adam with bias correction (amsgrad off, no weight_decay: weight
+// decay is part of the model's loss and gradient). See AdamStep (ops/descriptors.h).
+class Adam final : public Optimizer
+{
+public:
+    // Throws InvalidArgument for betas outside [0, 1) or epsilon <= 0.
+    explicit Adam(AdamOptions options = {});
+
+    std::string name() const override { return "adam"; }
+    std::vector<std::string> slotNames() const override { return {"exp_avg", "exp_avg_sq"}; }
+    const AdamOptions& options() const { return m_opt; }
+
+protected:
+    void update(Ops& ops, Parameter& p, double lr, bool first) override;
+
+private:
+    AdamOptions m_opt;
+};
+
+} // namespace towers::engine

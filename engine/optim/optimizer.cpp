@@ -1,0 +1,125 @@
+#include "engine/optim/optimizer.h"
+
+#include <cmath>
+#include <set>
+
+#include "engine/optim/adam.h"
+#include "engine/optim/sgd.h"
+
+namespace towers::engine {
+
+void Optimizer::step(Ops& ops, const std::vector<Parameter*>& params, double lr)
+{
+    if (!(lr >= 0) || !std::isfinite(lr))
+        throw InvalidArgument("learning rate must be a finite number >= 0, got " + std::to_string(lr));
+    for (auto* p : params) {
+        if (!p->trainable) continue;
+        if (p->grad.empty())
+            throw InvalidArgument("parameter '" + p->name + "' has no gradient: run backward first");
+    }
+    for (auto* p : params)
+        if (p->trainable) update(ops, *p, lr, m_steps == 0);
+    ++m_steps;
+}
+
+Tensor& Optimizer::slot(const Parameter& p, std::size_t i)
+{
+    auto& slots = m_slots[p.name];
+    if (slots.size() <= i) slots.resize(slotNames().size());
+    Tensor& t = slots.at(i);
+    if (t.empty() || t.shape() != p.value.shape() || t.dtype() != p.value.dtype())
+        t = Tensor::zeros(p.value.shape(), p.value.dtype());
+    return t;
+}
+
+NamedTensors Optimizer::state(const std::vector<Parameter*>& params)
+{
+    NamedTensors out;
+    Tensor steps = Tensor::zeros(Shape{}, DType::Int64);
+    steps.data<std::int64_t>()[0] = m_steps;
+    out.emplace_back(kStepName, steps);
+    const auto names = slotNames();
+    for (auto* p : params) {
+        if (!p->trainable) continue;
+        for (std::size_t i = 0; i < names.size(); ++i)
+            out.emplace_back("optim." + p->name + "." + names[i], slot(*p, i));
+    }
+    return out;
+}
+
+void Optimizer::loadState(const NamedTensors& tensors, const std::vector<Parameter*>& params)
+{
+    std::map<std::string, const Tensor*> given;
+    for (const auto& [name, t] : tensors)
+        if (name.rfind("optim.", 0) == 0) given[name] = &t;
+
+    // Check everything before changing anything.
+    const auto it = given.find(kStepName);
+    if (it == given.end()) throw InvalidArgument("optimizer state: tensor 'optim.step' is missing");
+    const Tensor& stepT = *it->second;
+    if (stepT.dtype() != DType::Int64 || stepT.numel() != 1)
+        throw InvalidArgument("optimizer state: 'optim.step' must be one int64, got " + stepT.describe());
+    const std::int64_t steps = stepT.data<std::int64_t>()[0];
+    if (steps < 0) throw InvalidArgument("optimizer state: 'optim.step' is negative");
+    std::set<std::string> used{kStepName};
+    const auto names = slotNames();
+    for (auto* p : params) {
+        if (!p->trainable) continue;
+        for (const auto& s : names) {
+            const std::string key = "optim." + p->name + "." + s;
+            const auto f = given.find(key);
+            if (f == given.end())
+                throw InvalidArgument("optimizer state: tensor '" + key + "' is missing (the " + name() +
+                                      " optimizer keeps '" + s + "' for every parameter)");
+            if (f->second->shape() != p->value.shape() || f->second->dtype() != p->value.dtype())
+                throw InvalidArgument("optimizer state: tensor '" + key + "' is " + f->second->describe() +
+                                      ", the parameter is " + p->value.describe());
+            used.insert(key);
+        }
+    }
+    for (const auto& [key, t] : given)
+        if (!used.count(key))
+            throw InvalidArgument("optimizer state: unexpected tensor '" + key + "' (not kept by the " +
+                                  name() + " optimizer for this model; was it written by another "
+                                  "optimizer or model?)");
+
+    for (auto* p : params) {
+        if (!p->trainable) continue;
+        for (std::size_t i = 0; i < names.size(); ++i)
+            slot(*p, i).copyFrom(*given.at("optim." + p->name + "." + names[i]));
+    }
+    m_steps = steps;
+}
+
+const std::vector<std::string>& optimizerKinds()
+{
+    static const std::vector<std::string> kinds = {"sgd", "momentum", "nesterov", "adam"};
+    return kinds;
+}
+
+std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions& o)
+{
+    if (o.kind == "sgd") return std::make_unique<Sgd>();
+    if (o.kind == "momentum" || o.kind == "nesterov") {
+        SgdOptions s;
+        s.momentum = o.momentum;
+        s.dampening = o.dampening;
+        s.nesterov = o.kind == "nesterov";
+        if (!(o.momentum > 0 && o.momentum < 1))
+            throw InvalidArgument("optimizer " + o.kind + ": momentum must be in (0, 1), got " +
+                                  std::to_string(o.momentum));
+        return std::make_unique<Sgd>(s);
+    }
+    if (o.kind == "adam") {
+        AdamOptions a;
+        a.beta1 = o.beta1;
+        a.beta2 = o.beta2;
+        a.epsilon = o.epsilon;
+        return std::make_unique<Adam>(a);
+    }
+    std::string known;
+    for (const auto& k : optimizerKinds()) known += (known.empty() ? "" : ", ") + k;
+    throw UnknownName("unknown optimizer '" + o.kind + "' (known: " + known + ")");
+}
+
+} // namespace towers::engine

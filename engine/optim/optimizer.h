@@ -1,0 +1,75 @@
+#pragma once
+// The optimizer interface: updates the trainable parameters of one replica from their gradients,
+// and exposes its state as named tensors for checkpoints. Every tower owns an optimizer; fed the
+// same averaged gradients they make bitwise the same updates, so the replicas stay identical.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/io/safetensors.h"
+#include "engine/nn/layer.h"
+
+namespace towers::engine {
+
+// What makeOptimizer builds. `kind` is one of "sgd" (the tutorial's plain gradient descent),
+// "momentum", "nesterov" (PyTorch's SGD with momentum / nesterov=True) or "adam" (PyTorch's Adam;
+// the MNIST seed's optimizer). Fields that do not apply to the kind are ignored.
+struct OptimizerOptions
+{
+    std::string kind = "sgd";
+    double momentum = 0.9;  // momentum, nesterov
+    double dampening = 0;   // momentum (nesterov requires 0)
+    double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8; // adam (PyTorch's defaults)
+};
+
+class Optimizer
+{
+public:
+    virtual ~Optimizer() = default;
+    Optimizer(const Optimizer&) = delete;
+    Optimizer& operator=(const Optimizer&) = delete;
+
+    // "sgd", "momentum", "nesterov", "adam".
+    virtual std::string name() const = 0;
+    // The state kept per trainable parameter ("momentum_buffer"; "exp_avg", "exp_avg_sq"); empty
+    // for plain SGD.
+    virtual std::vector<std::string> slotNames() const = 0;
+
+    // One update of every trainable parameter in `params` from its gradient with learning rate
+    // `lr` (finite, >= 0), then counts the step. Buffers (non-trainable) are left alone. Throws
+    // InvalidArgument for a bad lr or a trainable parameter without a gradient.
+    void step(Ops& ops, const std::vector<Parameter*>& params, double lr);
+    // Steps taken (restored by loadState).
+    std::int64_t stepCount() const { return m_steps; }
+
+    // The state as named tensors: "optim.step" (Int64 scalar) and, for every trainable parameter
+    // and slot, "optim.<parameter>.<slot>" (e.g. "optim.conv1.weight.momentum_buffer"), zeros
+    // before the first step. Slot tensors are views of the live state (clone to keep them).
+    NamedTensors state(const std::vector<Parameter*>& params);
+    // Restores what state() gave. `tensors` must hold exactly the names state() produces (other
+    // "optim." names are refused, other prefixes ignored), each with its parameter's shape and
+    // dtype; throws InvalidArgument naming the tensor otherwise, and changes nothing then.
+    void loadState(const NamedTensors& tensors, const std::vector<Parameter*>& params);
+
+    static constexpr const char* kStepName = "optim.step";
+
+protected:
+    Optimizer() = default;
+    // Updates one trainable parameter; `first` is true on the optimizer's first step.
+    virtual void update(Ops& ops, Parameter& p, double lr, bool first) = 0;
+    // Slot i of parameter p (zeros of p's shape and dtype the first time).
+    Tensor& slot(const Parameter& p, std::size_t i);
+
+private:
+    std::int64_t m_steps = 0;
+    std::unordered_map<std::string, std::vector<Tensor>> m_slots; // parameter name -> slots
+};
+
+// Validates the options (InvalidArgument naming the field) and builds the optimizer.
+std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions& options);
+// The kinds makeOptimizer knows: sgd, momentum, nesterov, adam.
+const std::vector<std::string>& optimizerKinds();
+
+} // namespace towers::engine

@@ -1,0 +1,65 @@
+// Optimizer updates: plain loops in double, rounded once to the tensor's dtype per stored value.
+#include <cmath>
+
+#include "engine/reference/dense_checks.h"
+#include "engine/reference/ref_common.h"
+
+namespace towers::engine::reference {
+
+namespace {
+
+// The state and gradient must match w in shape and dtype.
+void requireLike(const Tensor& t, const Tensor& w, const char* what)
+{
+    requireSameFloat(t, w.dtype(), what);
+    checks::requireSameShape(t, w, what, "the parameter");
+}
+
+} // namespace
+
+void ReferenceOps::momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w)
+{
+    requireFloat(w, "momentumUpdate w");
+    requireLike(g, w, "momentumUpdate gradient");
+    requireLike(buf, w, "momentumUpdate momentum buffer");
+    byDType(w.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* pg = g.data<T>();
+        T* pb = buf.data<T>();
+        T* pw = w.data<T>();
+        for (std::int64_t i = 0; i < w.numel(); ++i) {
+            const double gi = pg[i];
+            const double b = s.first ? gi : s.momentum * double(pb[i]) + (1.0 - s.dampening) * gi;
+            pb[i] = static_cast<T>(b);
+            const double d = s.nesterov ? gi + s.momentum * double(pb[i]) : double(pb[i]);
+            pw[i] = static_cast<T>(double(pw[i]) - s.lr * d);
+        }
+    });
+}
+
+void ReferenceOps::adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
+{
+    requireFloat(w, "adamUpdate w");
+    requireLike(g, w, "adamUpdate gradient");
+    requireLike(m, w, "adamUpdate first moment");
+    requireLike(v, w, "adamUpdate second moment");
+    if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
+    const double bc1 = 1.0 - std::pow(s.beta1, double(s.step));
+    const double bc2Sqrt = std::sqrt(1.0 - std::pow(s.beta2, double(s.step)));
+    byDType(w.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* pg = g.data<T>();
+        T* pm = m.data<T>();
+        T* pv = v.data<T>();
+        T* pw = w.data<T>();
+        for (std::int64_t i = 0; i < w.numel(); ++i) {
+            const double gi = pg[i];
+            pm[i] = static_cast<T>(s.beta1 * double(pm[i]) + (1.0 - s.beta1) * gi);
+            pv[i] = static_cast<T>(s.beta2 * double(pv[i]) + (1.0 - s.beta2) * gi * gi);
+            const double denom = std::sqrt(double(pv[i])) / bc2Sqrt + s.epsilon;
+            pw[i] = static_cast<T>(double(pw[i]) - s.lr / bc1 * double(pm[i]) / denom);
+        }
+    });
+}
+
+} // namespace towers::engine::reference

@@ -1,0 +1,69 @@
+#pragma once
+// Training checkpoints: safetensors files (engine/io/safetensors.h) holding the model's weights
+// and buffers under their state_dict names (so they load in PyTorch as they are), the moving
+// averages under "ema.<name>", the optimizer state under "optim.", and string metadata that makes
+// a checkpoint self-describing for evaluation and inference: the model, the dataset and its class
+// names, the input shape, the preprocessing recipe, the step and the whole run configuration.
+// A CRC-32 of everything else guards against damaged or partly copied files.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "engine/io/safetensors.h"
+#include "engine/models/model.h"
+
+namespace towers::engine {
+
+constexpr int kCheckpointFormatVersion = 1;
+
+struct CheckpointInfo
+{
+    int formatVersion = kCheckpointFormatVersion;
+    std::string model;                   // registry name, e.g. "cifar10-tutorial"
+    std::string dataset;                 // e.g. "cifar10" (may be empty)
+    std::vector<std::string> classNames; // index = label (may be empty)
+    Shape inputShape;                    // [H, W, C]
+    std::string preprocessing;           // the recipe as JSON (Preprocessing::toJson), may be empty
+    std::int64_t step = 0;               // global steps done
+    double epoch = 0;                    // step / steps per epoch
+    std::string optimizer;               // "sgd", "momentum", "nesterov", "adam"
+    std::string config;                  // the run configuration as JSON (TrainConfig::toJson)
+};
+
+struct Checkpoint
+{
+    CheckpointInfo info;
+    NamedTensors weights;   // parameters and buffers, the model's names and order
+    NamedTensors ema;       // "ema.<parameter>" (empty without EMA)
+    NamedTensors optimizer; // "optim.step", "optim.<parameter>.<slot>"
+
+    // The weight called `name` or nullptr; ema.<name> instead when useEma and there is one.
+    const Tensor* weight(const std::string& name, bool useEma = false) const;
+};
+
+// The tensors and metadata of a checkpoint of `model`'s current state.
+Checkpoint makeCheckpoint(const Model& model, CheckpointInfo info, NamedTensors ema = {},
+                          NamedTensors optimizer = {});
+
+// Writes atomically (temporary file, fsync, rename): a reader sees the old file or the new one,
+// never a partial one, even if the process is killed. IoError naming the file on failure.
+void writeCheckpoint(const std::filesystem::path& path, const Checkpoint& checkpoint);
+
+// Reads a checkpoint and checks its integrity: a valid safetensors file, Towers metadata of a
+// known format version, and a checksum that matches. Throws IoError naming the file and what is
+// wrong (truncated, corrupt header, checksum mismatch, missing metadata...).
+Checkpoint readCheckpoint(const std::filesystem::path& path);
+
+// Checks that `checkpoint` (read from `path`, named in messages) fits `model`: the same model,
+// every parameter and buffer present with the model's shape and dtype and no other weight, the
+// averages (if any) covering exactly the trainable parameters, and every "optim.<parameter>.<slot>"
+// tensor shaped as its parameter. Throws InvalidArgument naming the file and the tensor.
+void validateCheckpoint(const Checkpoint& checkpoint, const Model& model, const std::filesystem::path& path);
+
+// readCheckpoint + validateCheckpoint, then copies the weights and buffers into `model` (the
+// moving averages in place of the trainable weights when useEma and the checkpoint has them).
+// Returns the checkpoint (for its metadata and optimizer state).
+Checkpoint loadCheckpoint(const std::filesystem::path& path, Model& model, bool useEma = false);
+
+} // namespace towers::engine

@@ -1,0 +1,39 @@
+#pragma once
+// The collective operations between towers: the interface that the in-process host implementation
+// (HostCommunicator, the seeds' "average on the CPU"), NCCL (one rank per GPU) and MPI (several
+// machines) share. Every call is collective: each rank makes it from its own thread, with tensors
+// of the same shapes and dtypes in the same order, and it returns once the operation is complete
+// for that rank.
+#include <span>
+#include <string>
+
+#include "engine/tensor/tensor.h"
+
+namespace towers::engine {
+
+class Communicator
+{
+public:
+    virtual ~Communicator() = default;
+
+    // The number of ranks (towers).
+    virtual int size() const = 0;
+
+    // Replaces each of rank's float tensors by the element-wise mean over all ranks. Every rank
+    // receives bitwise the same values. Throws InvalidArgument (on every rank) when the ranks'
+    // tensors do not match, CollectiveAborted when the communicator was aborted.
+    virtual void allReduceMean(int rank, std::span<Tensor> tensors) = 0;
+
+    // Copies root's tensors (any dtype) into every other rank's tensors.
+    virtual void broadcast(int rank, int root, std::span<Tensor> tensors) = 0;
+
+    // Waits until every rank has arrived.
+    virtual void barrier(int rank) = 0;
+
+    // Called by a rank that failed: every pending and later collective throws CollectiveAborted
+    // with `reason` on the other ranks, so that they do not wait forever. Thread-safe.
+    virtual void abort(const std::string& reason) = 0;
+    virtual bool aborted() const = 0;
+};
+
+} // namespace towers::engine

@@ -1,0 +1,96 @@
+#include "engine/train/evaluation.h"
+
+#include <chrono>
+
+namespace towers::engine {
+
+EvalResult::EvalResult(int classes)
+    : numClasses(classes), classCounts(std::size_t(classes), 0), perClassAccuracy(std::size_t(classes), 0.0),
+      confusion(std::size_t(classes) * std::size_t(classes), 0)
+{
+}
+
+std::int64_t EvalResult::confusionAt(int truth, int predicted) const
+{
+    if (truth < 0 || truth >= numClasses || predicted < 0 || predicted >= numClasses)
+        throw InvalidArgument("confusion matrix index out of range");
+    return confusion[std::size_t(truth) * std::size_t(numClasses) + std::size_t(predicted)];
+}
+
+void EvalResult::add(const Tensor& logits, const Tensor& labels, double crossEntropySum)
+{
+    const std::int64_t n = labels.numel();
+    requireShape(logits, Shape{n, numClasses}, "evaluation logits");
+    requireDType(labels, DType::Int32, "evaluation labels");
+    const std::int32_t* l = labels.data<std::int32_t>();
+    for (std::int64_t i = 0; i < n; ++i) {
+        const int truth = l[i];
+        if (truth < 0 || truth >= numClasses)
+            throw InvalidArgument("evaluation label " + std::to_string(truth) + " of example " + std::to_string(i) +
+                                  " of the batch is out of range [0, " + std::to_string(numClasses) + ")");
+        int best = 0;
+        double bestValue = logits.at(i * numClasses);
+        for (int c = 1; c < numClasses; ++c) {
+            const double v = logits.at(i * numClasses + c);
+            if (v > bestValue) {
+                bestValue = v;
+                best = c;
+            }
+        }
+        ++classCounts[std::size_t(truth)];
+        ++confusion[std::size_t(truth) * std::size_t(numClasses) + std::size_t(best)];
+        if (best == truth) ++correct;
+    }
+    examples += n;
+    meanCrossEntropy += crossEntropySum; // a sum until finish()
+}
+
+void EvalResult::merge(const EvalResult& o)
+{
+    if (o.numClasses != numClasses) throw InvalidArgument("merging evaluation results of different class counts");
+    examples += o.examples;
+    correct += o.correct;
+    meanCrossEntropy += o.meanCrossEntropy;
+    for (std::size_t i = 0; i < classCounts.size(); ++i) classCounts[i] += o.classCounts[i];
+    for (std::size_t i = 0; i < confusion.size(); ++i) confusion[i] += o.confusion[i];
+}
+
+void EvalResult::finish()
+{
+    precisionAt1 = examples ? double(correct) / double(examples) : 0.0;
+    meanCrossEntropy = examples ? meanCrossEntropy / double(examples) : 0.0;
+    for (int c = 0; c < numClasses; ++c) {
+        const std::int64_t n = classCounts[std::size_t(c)];
+        perClassAccuracy[std::size_t(c)] = n ? double(confusionAt(c, c)) / double(n) : 0.0;
+    }
+}
+
+EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize, const EvalBatchFn& batches,
+                    int part, int parts)
+{
+    if (count < 1) throw InvalidArgument("evaluation needs at least one example");
+    if (batchSize < 1) throw InvalidArgument("evaluation batch size must be at least 1");
+    if (parts < 1 || part < 0 || part >= parts) throw InvalidArgument("evaluation part out of range");
+    if (!batches) throw InvalidArgument("evaluation needs a batch callback");
+    const auto t0 = std::chrono::steady_clock::now();
+    const Shape& in = model.inputShape();
+    EvalResult r(model.numClasses());
+    ExecContext ctx{ops, false, 0, std::uint64_t(part)};
+    Tensor images, labels, probs;
+    const std::int64_t numBatches = (count + batchSize - 1) / batchSize;
+    for (std::int64_t b = part; b < numBatches; b += parts) {
+        const std::int64_t begin = b * batchSize, end = std::min(count, begin + batchSize);
+        batches(begin, end, images, labels);
+        const std::string where = "evaluation batch [" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+        requireShape(images, Shape{end - begin, in[0], in[1], in[2]}, (where + " images").c_str());
+        requireShape(labels, Shape{end - begin}, (where + " labels").c_str());
+        const Tensor& logits = model.forward(ctx, images.dtype() == model.dtype() ? images : images.to(model.dtype()));
+        r.add(logits, labels, 0);
+        r.meanCrossEntropy += ops.softmaxCrossEntropyForward(logits, labels, probs) * double(end - begin);
+    }
+    if (parts == 1) r.finish();
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+} // namespace towers::engine

@@ -1,0 +1,51 @@
+#pragma once
+// Evaluation over a whole labelled set: precision @ 1 (the tutorial's cifar10_eval), per-class
+// accuracy and the confusion matrix. Every example is counted exactly once, the last partial
+// batch included.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/models/model.h"
+
+namespace towers::engine {
+
+// Fills `images` (Float32 [end - begin, H, W, C]) and `labels` (Int32 [end - begin]) with examples
+// [begin, end) of the evaluation set, resizing them with Tensor::ensure (the data pipeline's
+// evaluationBatch). May be called from several threads at once, each with its own tensors.
+using EvalBatchFn =
+    std::function<void(std::int64_t begin, std::int64_t end, Tensor& images, Tensor& labels)>;
+
+struct EvalResult
+{
+    int numClasses = 0;
+    std::int64_t examples = 0, correct = 0;
+    double precisionAt1 = 0;      // correct / examples
+    double meanCrossEntropy = 0;  // over the examples
+    std::vector<std::int64_t> classCounts;    // examples per true class
+    std::vector<double> perClassAccuracy;     // correct / count per class (0 without examples)
+    std::vector<std::int64_t> confusion;      // numClasses x numClasses, row = true, column = predicted
+    std::int64_t step = 0;   // the global step the weights are from (set by the trainer)
+    bool ema = false;        // evaluated with the moving averages of the weights
+    double seconds = 0;
+
+    explicit EvalResult(int classes = 0);
+    std::int64_t confusionAt(int truth, int predicted) const;
+    // Counts a batch: logits [N, classes] (float), labels Int32 [N] in [0, classes), and the
+    // batch's summed cross-entropy. The prediction is the arg max (the first on ties).
+    void add(const Tensor& logits, const Tensor& labels, double crossEntropySum);
+    // Adds another partial result of the same class count.
+    void merge(const EvalResult& other);
+    // Computes the ratios from the counts.
+    void finish();
+};
+
+// Evaluates `model` in inference mode on examples [0, count) in batches of `batchSize` drawn from
+// `batches`. With parts > 1, only the batches b with b % parts == part are evaluated (the share of
+// one tower; merge the parts and finish()). Throws InvalidArgument for count < 1, batchSize < 1,
+// or a callback that produces the wrong shapes or labels out of range.
+EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
+                    const EvalBatchFn& batches, int part = 0, int parts = 1);
+
+} // namespace towers::engine

@@ -1,0 +1,157 @@
+#include "engine/train/host_communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace towers::engine {
+
+namespace {
+
+template <class T>
+void meanRange(const std::vector<std::span<Tensor>>& slots, std::size_t index, std::int64_t b, std::int64_t e)
+{
+    const std::size_t n = slots.size();
+    std::vector<T*> ptr(n);
+    for (std::size_t r = 0; r < n; ++r) ptr[r] = slots[r][index].template data<T>();
+    const double count = double(n);
+#pragma omp parallel for schedule(static) if (e - b > (1 << 15))
+    for (std::int64_t i = b; i < e; ++i) {
+        double sum = 0;
+        for (std::size_t r = 0; r < n; ++r) sum += double(ptr[r][i]); // rank order, always
+        const T mean = static_cast<T>(sum / count);
+        for (std::size_t r = 0; r < n; ++r) ptr[r][i] = mean;
+    }
+}
+
+} // namespace
+
+HostCommunicator::HostCommunicator(int size) : m_size(size)
+{
+    if (size < 1) throw InvalidArgument("a communicator needs at least one rank, got " + std::to_string(size));
+    m_slots.resize(std::size_t(size));
+}
+
+void HostCommunicator::checkRank(int rank, const char* what) const
+{
+    if (rank < 0 || rank >= m_size)
+        throw InvalidArgument(std::string(what) + ": rank " + std::to_string(rank) + " out of range [0, " +
+                              std::to_string(m_size) + ")");
+}
+
+void HostCommunicator::arrive()
+{
+    std::unique_lock lock(m_mutex);
+    if (m_aborted) throw CollectiveAborted(m_reason);
+    const std::uint64_t generation = m_generation;
+    if (++m_arrived == m_size) {
+        m_arrived = 0;
+        ++m_generation;
+        m_cv.notify_all();
+        return;
+    }
+    m_cv.wait(lock, [&] { return m_generation != generation || m_aborted; });
+    if (m_generation == generation) throw CollectiveAborted(m_reason);
+}
+
+void HostCommunicator::barrier(int rank)
+{
+    checkRank(rank, "barrier");
+    arrive();
+}
+
+void HostCommunicator::abort(const std::string& reason)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_aborted) return;
+        m_aborted = true;
+        m_reason = reason.empty() ? "another tower failed" : reason;
+    }
+    m_cv.notify_all();
+}
+
+bool HostCommunicator::aborted() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_aborted;
+}
+
+void HostCommunicator::checkSameLayout(const char* what, bool floatsOnly) const
+{
+    // Every rank checks every rank (cheap: a few dozen tensors), so that all of them refuse a bad
+    // call together and none reads past a mismatched tensor.
+    const auto& ref = m_slots[0];
+    for (int rank = 0; rank < m_size; ++rank) {
+        const auto& mine = m_slots[std::size_t(rank)];
+        auto fail = [&](const std::string& why) {
+            throw InvalidArgument(std::string(what) + ": rank " + std::to_string(rank) + " " + why);
+        };
+        if (mine.size() != ref.size())
+            fail("passed " + std::to_string(mine.size()) + " tensors, rank 0 passed " + std::to_string(ref.size()));
+        for (std::size_t i = 0; i < mine.size(); ++i) {
+            if (mine[i].empty() || ref[i].empty()) fail("tensor " + std::to_string(i) + " is empty");
+            if (mine[i].shape() != ref[i].shape() || mine[i].dtype() != ref[i].dtype())
+                fail("tensor " + std::to_string(i) + " is " + mine[i].describe() + ", rank 0's is " +
+                     ref[i].describe());
+            if (floatsOnly && mine[i].dtype() != DType::Float32 && mine[i].dtype() != DType::Float64)
+                fail("tensor " + std::to_string(i) + " is " + mine[i].describe() +
+                     ": only float32 and float64 tensors are averaged");
+            if (!mine[i].device().isHost()) fail("tensor " + std::to_string(i) + " is not in host memory");
+        }
+    }
+}
+
+void HostCommunicator::allReduceMean(int rank, std::span<Tensor> tensors)
+{
+    checkRank(rank, "allReduceMean");
+    m_slots[std::size_t(rank)] = tensors;
+    arrive(); // every rank's tensors are registered and final
+    try {
+        checkSameLayout("allReduceMean", true);
+    } catch (const InvalidArgument& e) {
+        abort(e.what());
+        throw;
+    }
+    if (m_size > 1) {
+        // This rank's slice of the concatenated elements.
+        std::int64_t total = 0;
+        for (const auto& t : tensors) total += t.numel();
+        const std::int64_t begin = total * rank / m_size, end = total * (rank + 1) / m_size;
+        std::int64_t offset = 0;
+        for (std::size_t i = 0; i < tensors.size(); ++i) {
+            const std::int64_t n = tensors[i].numel();
+            const std::int64_t b = std::clamp(begin - offset, std::int64_t(0), n);
+            const std::int64_t e = std::clamp(end - offset, std::int64_t(0), n);
+            if (b < e) {
+                if (tensors[i].dtype() == DType::Float32)
+                    meanRange<float>(m_slots, i, b, e);
+                else
+                    meanRange<double>(m_slots, i, b, e);
+            }
+            offset += n;
+        }
+    }
+    arrive(); // every slice is written everywhere
+}
+
+void HostCommunicator::broadcast(int rank, int root, std::span<Tensor> tensors)
+{
+    checkRank(rank, "broadcast");
+    checkRank(root, "broadcast root");
+    m_slots[std::size_t(rank)] = tensors;
+    arrive();
+    try {
+        checkSameLayout("broadcast", false);
+    } catch (const InvalidArgument& e) {
+        abort(e.what());
+        throw;
+    }
+    if (rank != root) {
+        const auto& from = m_slots[std::size_t(root)];
+        for (std::size_t i = 0; i < tensors.size(); ++i)
+            if (tensors[i].bytes()) std::memcpy(tensors[i].raw(), from[i].raw(), tensors[i].bytes());
+    }
+    arrive();
+}
+
+} // namespace towers::engine

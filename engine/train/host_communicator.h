@@ -1,0 +1,46 @@
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "engine/train/communicator.h"
+
+namespace towers::engine {
+
+// Collectives between towers that are threads of one process, through host memory. Deterministic:
+// each element's mean is summed in rank order (in double) and divided by the rank count, whichever
+// rank computes it, so every replica receives bitwise the same average whatever the timing. The
+// work is shared: rank r reduces the r-th slice of the elements and writes the result into every
+// rank's tensors (a reduce-scatter and all-gather in one pass), between two barriers.
+class HostCommunicator final : public Communicator
+{
+public:
+    // size >= 1 ranks; InvalidArgument otherwise.
+    explicit HostCommunicator(int size);
+
+    int size() const override { return m_size; }
+    void allReduceMean(int rank, std::span<Tensor> tensors) override;
+    void broadcast(int rank, int root, std::span<Tensor> tensors) override;
+    void barrier(int rank) override;
+    void abort(const std::string& reason) override;
+    bool aborted() const override;
+
+private:
+    void checkRank(int rank, const char* what) const;
+    // Waits for every rank; throws CollectiveAborted if aborted before all arrived.
+    void arrive();
+    // Every rank's tensors must match rank 0's (throws InvalidArgument on a mismatch).
+    void checkSameLayout(const char* what, bool floatsOnly) const;
+
+    const int m_size;
+    mutable std::mutex m_mutex;
+    std::condition_variable m_cv;
+    int m_arrived = 0;
+    std::uint64_t m_generation = 0;
+    bool m_aborted = false;
+    std::string m_reason;
+    std::vector<std::span<Tensor>> m_slots; // each rank's tensors during a collective
+};
+
+} // namespace towers::engine

@@ -1,0 +1,331 @@
+#include "engine/train/tower_set.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "engine/cpu/onednn_ops.h"
+#include "engine/models/registry.h"
+#include "engine/train/host_communicator.h"
+#include "engine/train/tower_thread.h"
+
+namespace towers::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msBetween(Clock::time_point a, Clock::time_point b)
+{
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+bool isFloat(DType t) { return t == DType::Float32 || t == DType::Float64; }
+
+// "" when a and b hold the same bytes, else where they first differ.
+std::string firstDifference(const Tensor& a, const Tensor& b)
+{
+    if (a.shape() != b.shape() || a.dtype() != b.dtype()) return "is " + a.describe() + " instead of " + b.describe();
+    if (a.bytes() == 0 || std::memcmp(a.raw(), b.raw(), a.bytes()) == 0) return {};
+    const std::size_t size = dtypeSize(a.dtype());
+    const auto* pa = static_cast<const unsigned char*>(a.raw());
+    const auto* pb = static_cast<const unsigned char*>(b.raw());
+    std::int64_t i = 0;
+    while (std::memcmp(pa + std::size_t(i) * size, pb + std::size_t(i) * size, size) == 0) ++i;
+    std::string what = "differs at element " + std::to_string(i);
+    if (isFloat(a.dtype()) || a.dtype() == DType::BFloat16)
+        what += " (" + std::to_string(a.at(i)) + " instead of " + std::to_string(b.at(i)) + ")";
+    return what;
+}
+
+// Whether the part-th of `parts` equal ranges of the tensors' concatenated elements is finite.
+bool finiteShare(const std::vector<Tensor>& tensors, int part, int parts)
+{
+    std::int64_t total = 0;
+    for (const auto& t : tensors) total += t.numel();
+    const std::int64_t begin = total * part / parts, end = total * (part + 1) / parts;
+    std::int64_t offset = 0;
+    bool finite = true;
+    for (const auto& t : tensors) {
+        const std::int64_t n = t.numel();
+        const std::int64_t b = std::clamp(begin - offset, std::int64_t(0), n);
+        const std::int64_t e = std::clamp(end - offset, std::int64_t(0), n);
+        offset += n;
+        if (b >= e) continue;
+        if (t.dtype() == DType::Float32) {
+            const float* p = t.data<float>();
+            // x * 0 is 0 for every finite x and NaN for a NaN or an infinity, so the sum is
+            // finite exactly when every element is (and cannot overflow).
+            float sum = 0;
+#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (e - b > (1 << 16))
+            for (std::int64_t i = b; i < e; ++i) sum += p[i] * 0.0f;
+            finite = finite && std::isfinite(sum);
+        } else {
+            const double* p = t.data<double>();
+            double sum = 0;
+#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (e - b > (1 << 16))
+            for (std::int64_t i = b; i < e; ++i) sum += p[i] * 0.0;
+            finite = finite && std::isfinite(sum);
+        }
+    }
+    return finite;
+}
+
+} // namespace
+
+struct TowerSet::Tower
+{
+    std::unique_ptr<Ops> ops;
+    std::unique_ptr<Model> model;
+    std::unique_ptr<Optimizer> optimizer;
+    std::vector<Tensor> reduce; // this step's gradients and float buffers (views)
+    std::vector<Tensor> savedBuffers; // the buffers before this step's forward (batch-norm statistics)
+    LossValue loss;
+    TowerTimes times;
+    EvalResult eval;
+    TowerThread thread; // declared last: joined before the model and ops it uses are destroyed
+};
+
+TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
+{
+    if (m_opt.towers < 1) throw InvalidArgument("towers: must be at least 1, got " + std::to_string(m_opt.towers));
+    if (m_opt.threadsPerTower < 1)
+        throw InvalidArgument("threadsPerTower: must be at least 1, got " + std::to_string(m_opt.threadsPerTower));
+    if (m_opt.backend != "onednn" && m_opt.backend != "reference")
+        throw UnknownName("unknown backend '" + m_opt.backend + "' (known: onednn, reference)");
+    if (!(m_opt.emaDecay >= 0 && m_opt.emaDecay < 1))
+        throw InvalidArgument("emaDecay: must be in [0, 1) (0 = off), got " + std::to_string(m_opt.emaDecay));
+    std::function<std::unique_ptr<Model>()> build = m_opt.build;
+    if (!build) build = findModel(m_opt.model).build;
+    if (m_opt.dtype != DType::Float32 && !(m_opt.dtype == DType::Float64 && m_opt.backend == "reference"))
+        throw Unsupported("towers run in float32, or in float64 on the reference backend; not " +
+                          std::string(dtypeName(m_opt.dtype)) + " on " + m_opt.backend);
+    makeOptimizer(m_opt.optimizer); // validates the options before any thread starts
+
+    m_comm = std::make_unique<HostCommunicator>(m_opt.towers);
+    for (int t = 0; t < m_opt.towers; ++t) m_towers.push_back(std::make_unique<Tower>());
+    runOnAll([&](int t) {
+        Tower& tw = *m_towers[std::size_t(t)];
+        if (m_opt.backend == "onednn") {
+            cpu::setCpuThreads(m_opt.threadsPerTower); // this thread's OpenMP team, for life
+            tw.ops = cpu::makeOneDnnOps();
+        } else {
+            tw.ops = makeReferenceOps();
+        }
+        tw.model = build();
+        // Every replica draws from the same seed (dropout layers take their streams from it);
+        // the broadcast below is what makes the weights tower 0's, whatever the initialiser.
+        tw.model->initialize(m_opt.seed);
+        tw.model->overrideWeightDecay(m_opt.weightDecay);
+        tw.model->setDropoutEnabled(m_opt.dropout);
+        if (m_opt.dtype != DType::Float32) tw.model->convertTo(m_opt.dtype);
+        tw.optimizer = makeOptimizer(m_opt.optimizer);
+        std::vector<Tensor> values;
+        for (auto* p : tw.model->parameters()) values.push_back(p->value);
+        m_comm->broadcast(t, 0, values);
+    });
+    if (m_opt.emaDecay > 0) {
+        m_ema = std::make_unique<Ema>(m_opt.emaDecay);
+        m_ema->reset(model().parameters());
+    }
+}
+
+TowerSet::~TowerSet() = default;
+
+int TowerSet::size() const { return int(m_towers.size()); }
+
+Model& TowerSet::model() { return *m_towers.front()->model; }
+Model& TowerSet::model(int tower)
+{
+    if (tower < 0 || tower >= size()) throw InvalidArgument("no tower " + std::to_string(tower));
+    return *m_towers[std::size_t(tower)]->model;
+}
+Optimizer& TowerSet::optimizer() { return *m_towers.front()->optimizer; }
+const Ema* TowerSet::ema() const { return m_ema.get(); }
+
+void TowerSet::runOnAll(const std::function<void(int)>& job)
+{
+    if (m_comm->aborted())
+        throw Error("the towers stopped after an earlier error; build a new trainer to continue");
+    for (int t = 0; t < size(); ++t) {
+        m_towers[std::size_t(t)]->thread.post([this, &job, t] {
+            try {
+                job(t);
+            } catch (const CollectiveAborted&) {
+                throw;
+            } catch (const std::exception& e) {
+                m_comm->abort(std::string("tower ") + std::to_string(t) + " failed: " + e.what());
+                throw;
+            } catch (...) {
+                m_comm->abort("tower " + std::to_string(t) + " failed");
+                throw;
+            }
+        });
+    }
+    // The tower's own error matters, not the "aborted" the others got because of it.
+    std::exception_ptr first, aborted;
+    for (auto& tw : m_towers) {
+        try {
+            tw->thread.wait();
+        } catch (const CollectiveAborted&) {
+            if (!aborted) aborted = std::current_exception();
+        } catch (...) {
+            if (!first) first = std::current_exception();
+        }
+    }
+    if (first) std::rethrow_exception(first);
+    if (aborted) std::rethrow_exception(aborted);
+}
+
+TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, double lr)
+{
+    const Shape& in = model().inputShape();
+    if (batch.towers != size())
+        throw InvalidArgument("the batch is split for " + std::to_string(batch.towers) + " towers, the trainer has " +
+                              std::to_string(size()));
+    if (batch.labels.rank() != 1 || batch.labels.dim(0) < size() || batch.labels.dim(0) % size() != 0)
+        throw ShapeError("batch labels " + batch.labels.shape().str() + " do not split into " +
+                         std::to_string(size()) + " equal tower slices");
+    requireShape(batch.images, Shape{batch.labels.dim(0), in[0], in[1], in[2]}, "batch images");
+
+    m_nonFinite = false;
+    runOnAll([&](int t) {
+        Tower& tw = *m_towers[std::size_t(t)];
+        ExecContext ctx{*tw.ops, true, std::uint64_t(globalStep), std::uint64_t(t)};
+        const auto t0 = Clock::now();
+        // Forward updates the buffers (batch-norm statistics); keep them to undo a diverged step.
+        const auto& params = tw.model->parameters();
+        tw.savedBuffers.resize(params.size());
+        for (std::size_t i = 0; i < params.size(); ++i) {
+            if (params[i]->trainable) continue;
+            Tensor::ensure(tw.savedBuffers[i], params[i]->value.shape(), params[i]->value.dtype());
+            tw.savedBuffers[i].copyFrom(params[i]->value);
+        }
+        const Tensor images = batch.towerImages(t);
+        tw.model->forward(ctx, tw.model->dtype() == images.dtype() ? images : images.to(tw.model->dtype()));
+        tw.loss = tw.model->loss(ctx, batch.towerLabels(t));
+        tw.model->backward(ctx);
+        const auto t1 = Clock::now();
+        // The synchronisation point: average the gradients, and the batch-norm running
+        // statistics (each tower saw its own slice) so that the replicas stay identical.
+        tw.reduce.clear();
+        for (auto* p : tw.model->parameters()) {
+            if (p->trainable) tw.reduce.push_back(p->grad);
+            else if (isFloat(p->value.dtype())) tw.reduce.push_back(p->value);
+        }
+        m_comm->allReduceMean(t, tw.reduce);
+        // Divergence is caught before the update: each tower checks its share of the averages
+        // (and its own loss), then all agree through a barrier and skip the update together.
+        if (!std::isfinite(tw.loss.total()) || !finiteShare(tw.reduce, t, size())) m_nonFinite = true;
+        m_comm->barrier(t);
+        const auto t2 = Clock::now();
+        if (m_nonFinite) {
+            for (std::size_t i = 0; i < params.size(); ++i)
+                if (!params[i]->trainable) params[i]->value.copyFrom(tw.savedBuffers[i]);
+            tw.times = {msBetween(t0, t1), msBetween(t1, t2), 0};
+            return;
+        }
+        tw.optimizer->step(*tw.ops, tw.model->parameters(), lr);
+        if (m_ema) m_ema->update(tw.model->parameters(), globalStep + 1, t, size());
+        const auto t3 = Clock::now();
+        tw.times = {msBetween(t0, t1), msBetween(t1, t2), msBetween(t2, t3)};
+    });
+
+    TowerStepResult r;
+    for (const auto& tw : m_towers) {
+        r.loss += tw->loss.total();
+        r.crossEntropy += tw->loss.crossEntropy;
+        r.towers.push_back(tw->times);
+    }
+    r.loss /= size();
+    r.crossEntropy /= size();
+    r.finite = !m_nonFinite;
+    return r;
+}
+
+EvalResult TowerSet::evaluate(std::int64_t count, int batchSize, const EvalBatchFn& batches, bool useEma)
+{
+    if (useEma && !m_ema) throw InvalidArgument("evaluation with the moving averages, but the run keeps none (emaDecay = 0)");
+    if (count < 1) throw InvalidArgument("evaluation needs at least one example");
+    runOnAll([&](int t) {
+        Tower& tw = *m_towers[std::size_t(t)];
+        std::unique_ptr<EmaSwap> swap;
+        if (useEma) swap = std::make_unique<EmaSwap>(*m_ema, tw.model->parameters());
+        tw.eval = engine::evaluate(*tw.model, *tw.ops, count, batchSize, batches, t, size());
+    });
+    EvalResult r(model().numClasses());
+    double seconds = 0;
+    for (const auto& tw : m_towers) {
+        r.merge(tw->eval);
+        seconds = std::max(seconds, tw->eval.seconds);
+    }
+    r.finish();
+    r.seconds = seconds;
+    r.ema = useEma;
+    return r;
+}
+
+std::string TowerSet::compareReplicas()
+{
+    auto& ref = *m_towers.front();
+    const auto refState = ref.optimizer->state(ref.model->parameters());
+    for (int t = 1; t < size(); ++t) {
+        auto& tw = *m_towers[std::size_t(t)];
+        const auto& a = tw.model->parameters();
+        const auto& b = ref.model->parameters();
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            const std::string d = firstDifference(a[i]->value, b[i]->value);
+            if (!d.empty()) return "tower " + std::to_string(t) + "'s '" + a[i]->name + "' " + d + " (tower 0's value)";
+        }
+        const auto state = tw.optimizer->state(tw.model->parameters());
+        if (state.size() != refState.size()) return "tower " + std::to_string(t) + "'s optimizer state has another size";
+        for (std::size_t i = 0; i < state.size(); ++i) {
+            const std::string d = firstDifference(state[i].second, refState[i].second);
+            if (!d.empty()) return "tower " + std::to_string(t) + "'s '" + state[i].first + "' " + d + " (tower 0's value)";
+        }
+    }
+    return {};
+}
+
+void TowerSet::verifyReplicas()
+{
+    const std::string d = compareReplicas();
+    if (!d.empty()) throw Error("the tower replicas are no longer identical: " + d);
+}
+
+void TowerSet::loadState(const NamedTensors& weights, const NamedTensors& optimizerState, const NamedTensors& emaState)
+{
+    std::map<std::string, const Tensor*> given;
+    for (const auto& [name, t] : weights) given[name] = &t;
+    const auto& params = model().parameters();
+    for (auto* p : params) {
+        const auto it = given.find(p->name);
+        if (it == given.end()) throw InvalidArgument("state: tensor '" + p->name + "' is missing");
+        if (it->second->shape() != p->value.shape() || it->second->dtype() != p->value.dtype())
+            throw InvalidArgument("state: tensor '" + p->name + "' is " + it->second->describe() + ", the model's is " +
+                                  p->value.describe());
+    }
+    if (given.size() != params.size())
+        for (const auto& [name, t] : given) model().parameter(name); // UnknownName for the extra one
+
+    // Check the optimizer and EMA state on tower 0 before changing anything.
+    m_towers.front()->optimizer->loadState(optimizerState, params);
+    std::unique_ptr<Ema> ema;
+    if (m_ema) {
+        ema = std::make_unique<Ema>(m_ema->decay());
+        bool any = false;
+        for (const auto& [name, t] : emaState) any = any || name.rfind("ema.", 0) == 0;
+        if (any) ema->loadState(emaState, params);
+    }
+    for (auto& tw : m_towers) {
+        for (auto* p : tw->model->parameters()) p->value.copyFrom(*given.at(p->name));
+        tw->optimizer->loadState(optimizerState, tw->model->parameters());
+    }
+    if (ema) {
+        if (ema->empty()) ema->reset(params); // no averages saved: start them from these weights
+        m_ema = std::move(ema);
+    }
+}
+
+} // namespace towers::engine

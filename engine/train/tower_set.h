@@ -1,0 +1,113 @@
+#pragma once
+// N towers: full model replicas, each with its own backend ops (a oneDNN stream and primitive
+// cache) on its own persistent thread with its own OpenMP team, kept bitwise identical by
+// averaging gradients (and batch-norm running statistics) through a Communicator and applying the
+// same optimizer update everywhere. The engine of the Trainer; usable alone for tests and tools.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/data/batch_source.h"
+#include "engine/models/model.h"
+#include "engine/optim/ema.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/communicator.h"
+#include "engine/train/evaluation.h"
+
+namespace towers::engine {
+
+struct TowerSetOptions
+{
+    std::string model = "cifar10-tutorial"; // a registered model
+    // When set, builds each replica instead of the registry (a network that is not registered:
+    // tests, experiments). `model` is then only a name.
+    std::function<std::unique_ptr<Model>()> build;
+    // Float32, or Float64 with the reference backend (exact comparisons); batches are float32
+    // and converted per tower.
+    DType dtype = DType::Float32;
+    std::string backend = "onednn"; // "onednn" or "reference"
+    int towers = 1;
+    int threadsPerTower = 1;        // OpenMP threads of each tower (>= 1)
+    OptimizerOptions optimizer;
+    double weightDecay = -1;        // >= 0 overrides the conv/linear weights' coefficient
+    bool dropout = true;            // false: dropout layers are the identity (exact comparisons)
+    double emaDecay = 0;            // 0: no moving average
+    std::uint64_t seed = 1;         // weight initialisation (and dropout streams)
+};
+
+// Times of one tower in one step, in milliseconds.
+struct TowerTimes
+{
+    double computeMs = 0; // forward + loss + backward
+    double reduceMs = 0;  // gradient averaging, waiting for the other towers included
+    double updateMs = 0;  // optimizer update (and the tower's share of the EMA)
+};
+
+struct TowerStepResult
+{
+    double loss = 0, crossEntropy = 0; // means over the towers
+    // False when a loss or an averaged gradient (or batch-norm statistic) was NaN or infinite:
+    // the update was then skipped and the buffers restored on every tower, so the replicas keep
+    // the state of the previous step.
+    bool finite = true;
+    std::vector<TowerTimes> towers;
+};
+
+class TowerSet
+{
+public:
+    // Builds every tower on its thread, initialises the replicas from `seed` and broadcasts tower
+    // 0's weights to all. Throws InvalidArgument / UnknownName for bad options.
+    explicit TowerSet(const TowerSetOptions& options);
+    ~TowerSet();
+    TowerSet(const TowerSet&) = delete;
+    TowerSet& operator=(const TowerSet&) = delete;
+
+    int size() const;
+    const TowerSetOptions& options() const { return m_opt; }
+
+    // One synchronous step on a global batch of size() slices: forward and backward on every
+    // tower's slice, gradients and batch-norm statistics averaged, the optimizer update with
+    // learning rate `lr`, and the EMA (numUpdates = globalStep + 1). `globalStep` seeds dropout.
+    // A non-finite loss or gradient skips the update everywhere (see TowerStepResult::finite).
+    // Rethrows the first tower's error (the others are released, never left waiting).
+    TowerStepResult step(const Batch& batch, std::int64_t globalStep, double lr);
+
+    // Evaluates on all towers at once (each takes every size()-th batch) and merges the results;
+    // with the moving averages of the weights when useEma (InvalidArgument without EMA).
+    EvalResult evaluate(std::int64_t count, int batchSize, const EvalBatchFn& batches, bool useEma);
+
+    // Compares every tower's parameters, buffers and optimizer state with tower 0's, byte for
+    // byte; returns a description of the first difference, empty when the replicas are identical.
+    std::string compareReplicas();
+    // Throws Error with that description when they differ.
+    void verifyReplicas();
+
+    // Tower 0's replica and optimizer (all towers hold the same); use between steps only.
+    Model& model();
+    // Tower t's replica (between steps only: for checks and tests).
+    Model& model(int tower);
+    Optimizer& optimizer();
+    const Ema* ema() const;
+
+    // Sets every tower's state (weights and buffers under the model's names, optimizer "optim.*"
+    // and EMA "ema.*" tensors); InvalidArgument naming the tensor when something does not fit,
+    // leaving the state unchanged where it can (weights are checked before any is copied).
+    void loadState(const NamedTensors& weights, const NamedTensors& optimizerState, const NamedTensors& emaState);
+
+private:
+    struct Tower;
+    // Runs job(t) on every tower's thread and waits; rethrows the most meaningful error.
+    void runOnAll(const std::function<void(int tower)>& job);
+
+    TowerSetOptions m_opt;
+    std::unique_ptr<Communicator> m_comm;
+    std::unique_ptr<Ema> m_ema;
+    std::vector<std::unique_ptr<Tower>> m_towers;
+    std::atomic<bool> m_nonFinite{false}; // set by any tower during a step
+};
+
+} // namespace towers::engine

@@ -1,0 +1,241 @@
+#include "engine/train/train_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/errors.h"
+#include "engine/models/registry.h"
+
+namespace towers::engine {
+
+namespace {
+
+using Json = nlohmann::json;
+
+[[noreturn]] void fail(const std::string& field, const std::string& what)
+{
+    throw InvalidArgument("training configuration: " + field + ": " + what);
+}
+
+// Reads obj[key] into `out` when present; a wrong type names the field.
+template <class T> void read(const Json& obj, const char* key, T& out, const std::string& prefix = {})
+{
+    const auto it = obj.find(key);
+    if (it == obj.end()) return;
+    try {
+        if constexpr (std::is_same_v<T, bool>) {
+            if (!it->is_boolean()) throw std::runtime_error("expected true or false");
+        } else if constexpr (std::is_integral_v<T>) {
+            if (!it->is_number_integer()) throw std::runtime_error("expected an integer");
+            if constexpr (std::is_unsigned_v<T>)
+                if (it->is_number_integer() && !it->is_number_unsigned()) throw std::runtime_error("expected an integer >= 0");
+        } else if constexpr (std::is_floating_point_v<T>) {
+            if (!it->is_number()) throw std::runtime_error("expected a number");
+        } else if constexpr (std::is_same_v<T, std::string>) {
+            if (!it->is_string()) throw std::runtime_error("expected a string");
+        }
+        out = it->get<T>();
+    } catch (const std::exception& e) {
+        fail(prefix + key, std::string(e.what()) + ", got " + it->dump());
+    }
+}
+
+void rejectUnknown(const Json& obj, const std::set<std::string>& known, const std::string& prefix)
+{
+    for (const auto& [key, value] : obj.items())
+        if (!known.count(key)) fail(prefix + key, "unknown field");
+}
+
+} // namespace
+
+void TrainConfig::validate() const
+{
+    try {
+        findModel(model);
+    } catch (const UnknownName& e) {
+        fail("model", e.what());
+    }
+    if (backend != "onednn" && backend != "reference") fail("backend", "must be onednn or reference, got '" + backend + "'");
+    if (towers < 1 || towers > 1024) fail("towers", "must be in [1, 1024], got " + std::to_string(towers));
+    if (threadsPerTower < 0) fail("threadsPerTower", "must be >= 0 (0 = share the cores), got " + std::to_string(threadsPerTower));
+    if (batchPerTower < 1) fail("batchPerTower", "must be at least 1, got " + std::to_string(batchPerTower));
+    if (steps < 0) fail("steps", "must be >= 0, got " + std::to_string(steps));
+    if (!std::isfinite(epochs) || epochs < 0) fail("epochs", "must be a number >= 0");
+    if (steps == 0 && epochs <= 0) fail("steps", "give the length of the run: steps > 0 or epochs > 0");
+    try {
+        makeOptimizer(optimizer);
+    } catch (const InvalidArgument& e) {
+        fail("optimizer", e.what());
+    }
+    try {
+        schedule.validate();
+    } catch (const InvalidArgument& e) {
+        throw InvalidArgument(std::string("training configuration: ") + e.what());
+    }
+    if (!std::isfinite(weightDecay)) fail("weightDecay", "must be a finite number (negative = the model's own)");
+    if (!(emaDecay >= 0 && emaDecay < 1)) fail("emaDecay", "must be in [0, 1) (0 = off), got " + std::to_string(emaDecay));
+    if (checkpointEvery < 0) fail("checkpointEvery", "must be >= 0 (0 = at the end only)");
+    if (keepCheckpoints < 1) fail("keepCheckpoints", "must be at least 1, got " + std::to_string(keepCheckpoints));
+    if (evalEvery < 0) fail("evalEvery", "must be >= 0 (0 = at the end only)");
+    if (evalBatchSize < 0) fail("evalBatchSize", "must be >= 0 (0 = batchPerTower)");
+    if (logEvery < 1) fail("logEvery", "must be at least 1, got " + std::to_string(logEvery));
+    if (verifyEvery < 0) fail("verifyEvery", "must be >= 0 (0 = never)");
+}
+
+std::int64_t TrainConfig::totalSteps(std::int64_t stepsPerEpoch) const
+{
+    if (steps > 0) return steps;
+    if (stepsPerEpoch < 1) throw InvalidArgument("the data source has no complete batch per epoch");
+    return std::max<std::int64_t>(1, std::int64_t(std::ceil(epochs * double(stepsPerEpoch) - 1e-9)));
+}
+
+int TrainConfig::resolvedThreadsPerTower() const
+{
+    if (threadsPerTower > 0) return threadsPerTower;
+    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+    return std::max(1, cores / std::max(1, towers));
+}
+
+std::string TrainConfig::toJson() const
+{
+    Json o;
+    o["model"] = model;
+    o["backend"] = backend;
+    o["towers"] = towers;
+    o["threadsPerTower"] = threadsPerTower;
+    o["batchPerTower"] = batchPerTower;
+    o["steps"] = steps;
+    o["epochs"] = epochs;
+    o["optimizer"] = {{"kind", optimizer.kind},   {"momentum", optimizer.momentum}, {"dampening", optimizer.dampening},
+                      {"beta1", optimizer.beta1}, {"beta2", optimizer.beta2},       {"epsilon", optimizer.epsilon}};
+    o["lr"] = schedule.lr;
+    o["schedule"] = {{"kind", LrSchedule::kindName(schedule.kind)},
+                     {"decayRate", schedule.decayRate},
+                     {"decayEpochs", schedule.decayEpochs},
+                     {"staircase", schedule.staircase},
+                     {"gamma", schedule.gamma},
+                     {"milestones", schedule.milestones},
+                     {"warmupEpochs", schedule.warmupEpochs},
+                     {"minLr", schedule.minLr},
+                     {"warmupFraction", schedule.warmupFraction},
+                     {"anneal", schedule.cosineAnneal ? "cos" : "linear"},
+                     {"divFactor", schedule.divFactor},
+                     {"finalDivFactor", schedule.finalDivFactor}};
+    o["weightDecay"] = weightDecay;
+    o["emaDecay"] = emaDecay;
+    o["dropout"] = dropout;
+    o["seed"] = seed;
+    o["checkpointEvery"] = checkpointEvery;
+    o["keepCheckpoints"] = keepCheckpoints;
+    o["evalEvery"] = evalEvery;
+    o["evalBatchSize"] = evalBatchSize;
+    o["logEvery"] = logEvery;
+    o["verifyEvery"] = verifyEvery;
+    o["dataset"] = dataset;
+    o["dataDir"] = dataDir;
+    o["augmentation"] = augmentation;
+    return o.dump(2);
+}
+
+TrainConfig TrainConfig::fromJson(const std::string& text)
+{
+    Json o;
+    try {
+        o = Json::parse(text);
+    } catch (const Json::exception& e) {
+        throw InvalidArgument(std::string("training configuration: not valid JSON: ") + e.what());
+    }
+    if (!o.is_object()) throw InvalidArgument("training configuration: expected a JSON object");
+    rejectUnknown(o,
+                  {"model", "backend", "towers", "threadsPerTower", "batchPerTower", "steps", "epochs", "optimizer", "lr",
+                   "schedule", "weightDecay", "emaDecay", "dropout", "seed", "checkpointEvery", "keepCheckpoints",
+                   "evalEvery", "evalBatchSize", "logEvery", "verifyEvery", "dataset", "dataDir", "augmentation"},
+                  "");
+    TrainConfig c;
+    read(o, "model", c.model);
+    read(o, "backend", c.backend);
+    read(o, "towers", c.towers);
+    read(o, "threadsPerTower", c.threadsPerTower);
+    read(o, "batchPerTower", c.batchPerTower);
+    read(o, "steps", c.steps);
+    read(o, "epochs", c.epochs);
+    if (const auto it = o.find("optimizer"); it != o.end()) {
+        if (it->is_string()) {
+            c.optimizer.kind = it->get<std::string>();
+        } else if (it->is_object()) {
+            rejectUnknown(*it, {"kind", "momentum", "dampening", "beta1", "beta2", "epsilon"}, "optimizer.");
+            read(*it, "kind", c.optimizer.kind, "optimizer.");
+            read(*it, "momentum", c.optimizer.momentum, "optimizer.");
+            read(*it, "dampening", c.optimizer.dampening, "optimizer.");
+            read(*it, "beta1", c.optimizer.beta1, "optimizer.");
+            read(*it, "beta2", c.optimizer.beta2, "optimizer.");
+            read(*it, "epsilon", c.optimizer.epsilon, "optimizer.");
+        } else {
+            fail("optimizer", "expected a name or an object, got " + it->dump());
+        }
+    }
+    read(o, "lr", c.schedule.lr);
+    if (const auto it = o.find("schedule"); it != o.end()) {
+        auto kind = [&](const std::string& name) {
+            try {
+                c.schedule.kind = LrSchedule::kindFromName(name);
+            } catch (const UnknownName& e) {
+                fail("schedule.kind", e.what());
+            }
+        };
+        if (it->is_string()) {
+            kind(it->get<std::string>());
+        } else if (it->is_object()) {
+            rejectUnknown(*it,
+                          {"kind", "decayRate", "decayEpochs", "staircase", "gamma", "milestones", "warmupEpochs", "minLr",
+                           "warmupFraction", "anneal", "divFactor", "finalDivFactor"},
+                          "schedule.");
+            std::string k = LrSchedule::kindName(c.schedule.kind), anneal = c.schedule.cosineAnneal ? "cos" : "linear";
+            read(*it, "kind", k, "schedule.");
+            kind(k);
+            read(*it, "decayRate", c.schedule.decayRate, "schedule.");
+            read(*it, "decayEpochs", c.schedule.decayEpochs, "schedule.");
+            read(*it, "staircase", c.schedule.staircase, "schedule.");
+            read(*it, "gamma", c.schedule.gamma, "schedule.");
+            if (const auto m = it->find("milestones"); m != it->end()) {
+                if (!m->is_array()) fail("schedule.milestones", "expected a list of epochs");
+                c.schedule.milestones.clear();
+                for (const auto& e : *m) {
+                    if (!e.is_number_integer()) fail("schedule.milestones", "expected integer epochs, got " + e.dump());
+                    c.schedule.milestones.push_back(e.get<std::int64_t>());
+                }
+            }
+            read(*it, "warmupEpochs", c.schedule.warmupEpochs, "schedule.");
+            read(*it, "minLr", c.schedule.minLr, "schedule.");
+            read(*it, "warmupFraction", c.schedule.warmupFraction, "schedule.");
+            read(*it, "anneal", anneal, "schedule.");
+            if (anneal != "cos" && anneal != "linear") fail("schedule.anneal", "must be cos or linear, got '" + anneal + "'");
+            c.schedule.cosineAnneal = anneal == "cos";
+            read(*it, "divFactor", c.schedule.divFactor, "schedule.");
+            read(*it, "finalDivFactor", c.schedule.finalDivFactor, "schedule.");
+        } else {
+            fail("schedule", "expected a name or an object, got " + it->dump());
+        }
+    }
+    read(o, "weightDecay", c.weightDecay);
+    read(o, "emaDecay", c.emaDecay);
+    read(o, "dropout", c.dropout);
+    read(o, "seed", c.seed);
+    read(o, "checkpointEvery", c.checkpointEvery);
+    read(o, "keepCheckpoints", c.keepCheckpoints);
+    read(o, "evalEvery", c.evalEvery);
+    read(o, "evalBatchSize", c.evalBatchSize);
+    read(o, "logEvery", c.logEvery);
+    read(o, "verifyEvery", c.verifyEvery);
+    read(o, "dataset", c.dataset);
+    read(o, "dataDir", c.dataDir);
+    read(o, "augmentation", c.augmentation);
+    c.validate();
+    return c;
+}
+
+} // namespace towers::engine

@@ -1,0 +1,60 @@
+#pragma once
+// The configuration of a training run: a plain struct the CLI and the GUI fill, with a JSON form
+// (config.json of the run directory, and the "config" metadata of every checkpoint).
+#include <cstdint>
+#include <string>
+
+#include "engine/optim/lr_schedule.h"
+#include "engine/optim/optimizer.h"
+
+namespace towers::engine {
+
+struct TrainConfig
+{
+    std::string model = "cifar10-tutorial";
+    std::string backend = "onednn";     // "onednn" or "reference"
+    int towers = 1;
+    int threadsPerTower = 1;            // OpenMP threads per tower; 0 = the cores shared out
+    int batchPerTower = 128;            // the global batch is towers * batchPerTower
+    std::int64_t steps = 0;             // total global steps; 0 = from `epochs`
+    double epochs = 0;                  // used when steps = 0: ceil(epochs * steps per epoch)
+
+    OptimizerOptions optimizer;         // JSON: "optimizer": {"kind": "momentum", "momentum": 0.9}
+    LrSchedule schedule;                // JSON: "lr" (schedule.lr) and "schedule": {"kind": ...}
+    double weightDecay = -1;            // >= 0 replaces the conv/linear weights' coefficient
+    double emaDecay = 0;                // 0 = off; the tutorial's 0.9999
+    bool dropout = true;                // false: dropout layers are the identity
+    std::uint64_t seed = 1;             // weights, dropout (the data order has its own seed)
+
+    std::int64_t checkpointEvery = 1000; // steps; 0 = only at the end and on stop
+    int keepCheckpoints = 5;
+    std::int64_t evalEvery = 0;         // steps; 0 = only at the end (when an evaluator is set)
+    int evalBatchSize = 0;              // 0 = batchPerTower
+    std::int64_t logEvery = 10;         // steps between metrics (and log lines)
+    // Steps between bitwise checks that the replicas are identical (an Error if not); 0 = never.
+    // Debug builds check every 100 steps by default.
+#ifdef NDEBUG
+    std::int64_t verifyEvery = 0;
+#else
+    std::int64_t verifyEvery = 100;
+#endif
+
+    // What the CLI or GUI reports about the data; carried into the checkpoints' metadata.
+    std::string dataset;                // e.g. "cifar10"
+    std::string dataDir;
+    std::string augmentation;           // e.g. "on", "off" or a description
+
+    // Throws InvalidArgument naming the field ("batchPerTower: must be at least 1, got 0").
+    void validate() const;
+    // The number of steps of the run for a source of `stepsPerEpoch` steps per epoch.
+    std::int64_t totalSteps(std::int64_t stepsPerEpoch) const;
+    // The threads each tower gets once 0 ("share the cores") is resolved.
+    int resolvedThreadsPerTower() const;
+
+    std::string toJson() const; // pretty-printed, every field
+    // Reads a JSON object; absent fields keep their defaults, unknown fields and wrong types
+    // throw InvalidArgument naming the field. The result is validated.
+    static TrainConfig fromJson(const std::string& json);
+};
+
+} // namespace towers::engine

@@ -1,0 +1,369 @@
+#include "engine/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/train/checkpoint.h"
+
+namespace towers::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// "2024-05-01 12:00:00.123" (local time), the tutorial's datetime.now() prefix.
+std::string timestamp()
+{
+    const auto now = std::chrono::system_clock::now();
+    const std::time_t t = std::chrono::system_clock::to_time_t(now);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+    std::tm tm{};
+    ::localtime_r(&t, &tm);
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%03d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec, int(ms));
+    return buf;
+}
+
+std::string lossText(double loss)
+{
+    if (std::isnan(loss)) return "NaN";
+    return loss > 0 ? "inf" : "-inf";
+}
+
+// Weights that are not finite must never reach a checkpoint (they would be the "last good" one).
+void requireFiniteWeights(const Model& model, std::int64_t step)
+{
+    for (const auto* p : model.parameters()) {
+        const Tensor& t = p->value;
+        bool ok = true;
+        if (t.dtype() == DType::Float32) {
+            for (float v : t.span<float>()) ok = ok && std::isfinite(v);
+        } else if (t.dtype() == DType::Float64) {
+            for (double v : t.span<double>()) ok = ok && std::isfinite(v);
+        }
+        if (!ok)
+            throw DivergedError("model diverged: weight '" + p->name + "' is not finite at step " + std::to_string(step));
+    }
+}
+
+Json evalJson(const EvalResult& r)
+{
+    Json confusion = Json::array();
+    for (int t = 0; t < r.numClasses; ++t) {
+        Json row = Json::array();
+        for (int p = 0; p < r.numClasses; ++p) row.push_back(r.confusionAt(t, p));
+        confusion.push_back(row);
+    }
+    return {{"step", r.step},
+            {"examples", r.examples},
+            {"correct", r.correct},
+            {"precisionAt1", r.precisionAt1},
+            {"meanCrossEntropy", r.meanCrossEntropy},
+            {"ema", r.ema},
+            {"seconds", r.seconds},
+            {"classCounts", r.classCounts},
+            {"perClassAccuracy", r.perClassAccuracy},
+            {"confusion", confusion}};
+}
+
+// Validates before the run directory is created.
+TrainConfig validated(TrainConfig c)
+{
+    c.validate();
+    return c;
+}
+
+} // namespace
+
+Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path runDirectory, DataDescription data,
+                 TrainerObserver* observer)
+    : m_config(validated(std::move(config))), m_source(source), m_dir(std::move(runDirectory)),
+      m_data(std::move(data)), m_observer(observer)
+{
+    m_stepsPerEpoch = m_source.stepsPerEpoch();
+    if (m_stepsPerEpoch < 1) throw InvalidArgument("the data source has no complete global batch per epoch");
+    m_total = m_config.totalSteps(m_stepsPerEpoch);
+    TowerSetOptions o;
+    o.model = m_config.model;
+    o.backend = m_config.backend;
+    o.towers = m_config.towers;
+    o.threadsPerTower = m_config.resolvedThreadsPerTower();
+    o.optimizer = m_config.optimizer;
+    o.weightDecay = m_config.weightDecay;
+    o.dropout = m_config.dropout;
+    o.emaDecay = m_config.emaDecay;
+    o.seed = m_config.seed;
+    m_towers = std::make_unique<TowerSet>(o);
+    const int classes = m_towers->model().numClasses();
+    if (!m_data.classNames.empty() && int(m_data.classNames.size()) != classes)
+        throw InvalidArgument(std::to_string(m_data.classNames.size()) + " class names for model '" + m_config.model +
+                              "', which has " + std::to_string(classes) + " classes");
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::setEvaluator(std::int64_t count, EvalBatchFn batches)
+{
+    if (count < 1) throw InvalidArgument("the evaluation set is empty");
+    if (!batches) throw InvalidArgument("the evaluator needs a batch callback");
+    m_evalCount = count;
+    m_evalBatches = std::move(batches);
+}
+
+void Trainer::log(const std::string& line)
+{
+    if (m_observer) m_observer->onLog(line);
+}
+
+std::int64_t Trainer::restore(const std::filesystem::path& file)
+{
+    if (m_ran) throw InvalidArgument("restore() must come before run()");
+    const Checkpoint c = readCheckpoint(file);
+    validateCheckpoint(c, m_towers->model(), file);
+    if (c.info.step > m_total)
+        throw InvalidArgument("checkpoint '" + file.string() + "' is at step " + std::to_string(c.info.step) +
+                              ", beyond this run's " + std::to_string(m_total) + " steps");
+    try {
+        m_towers->loadState(c.weights, c.optimizer, c.ema);
+    } catch (const InvalidArgument& e) {
+        throw InvalidArgument("checkpoint '" + file.string() + "': " + e.what());
+    }
+    m_step = c.info.step;
+    m_lastCheckpointStep = c.info.step;
+    log("restored " + file.string() + " at step " + std::to_string(c.info.step));
+    return c.info.step;
+}
+
+std::optional<std::int64_t> Trainer::resumeFromNewest()
+{
+    std::vector<std::string> skipped;
+    const auto found = m_dir.newestGoodCheckpoint(&m_towers->model(), &skipped);
+    for (const auto& s : skipped) log("skipping a checkpoint that does not load: " + s);
+    if (!found) return std::nullopt;
+    return restore(found->path);
+}
+
+void Trainer::pause()
+{
+    m_pauseRequested = true;
+}
+
+void Trainer::resume()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_pauseRequested = false;
+    }
+    m_cv.notify_all();
+}
+
+void Trainer::requestStop()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_stopRequested = true;
+    }
+    m_cv.notify_all();
+}
+
+bool Trainer::stopRequested(const std::stop_token& stop) const
+{
+    return m_stopRequested.load() || stop.stop_requested();
+}
+
+bool Trainer::waitWhilePaused(const std::stop_token& stop)
+{
+    if (!m_pauseRequested.load()) return true;
+    const std::int64_t s = m_step.load();
+    if (m_observer) m_observer->onPaused(s);
+    log("paused at step " + std::to_string(s));
+    {
+        std::unique_lock lock(m_mutex);
+        m_cv.wait(lock, [&] { return !m_pauseRequested.load() || stopRequested(stop); });
+    }
+    if (stopRequested(stop)) return false;
+    if (m_observer) m_observer->onResumed(s);
+    log("resumed at step " + std::to_string(s));
+    return true;
+}
+
+std::filesystem::path Trainer::writeCheckpoint()
+{
+    const std::int64_t s = m_step.load();
+    requireFiniteWeights(m_towers->model(), s);
+    CheckpointInfo info;
+    info.dataset = m_config.dataset;
+    info.classNames = m_data.classNames;
+    info.preprocessing = m_data.preprocessing;
+    info.step = s;
+    info.epoch = double(s) / double(m_stepsPerEpoch);
+    info.optimizer = m_towers->optimizer().name();
+    info.config = m_config.toJson();
+    const Ema* ema = m_towers->ema();
+    const Checkpoint c = makeCheckpoint(m_towers->model(), std::move(info), ema ? ema->state() : NamedTensors{},
+                                        m_towers->optimizer().state(m_towers->model().parameters()));
+    const auto path = m_dir.checkpointPath(s);
+    engine::writeCheckpoint(path, c);
+    m_lastCheckpointStep = s;
+    m_dir.pruneCheckpoints(m_config.keepCheckpoints);
+    if (m_observer) m_observer->onCheckpoint(path, s);
+    log("wrote checkpoint " + path.string());
+    return path;
+}
+
+EvalResult Trainer::evaluate(std::int64_t count, const EvalBatchFn& batches, std::optional<bool> useEma)
+{
+    const bool ema = useEma.value_or(m_towers->ema() != nullptr);
+    const int batch = m_config.evalBatchSize > 0 ? m_config.evalBatchSize : m_config.batchPerTower;
+    EvalResult r = m_towers->evaluate(count, batch, batches, ema);
+    r.step = m_step.load();
+    return r;
+}
+
+void Trainer::runEvaluation()
+{
+    const EvalResult r = evaluate(m_evalCount, m_evalBatches);
+    m_lastEvalStep = r.step;
+    m_dir.appendEval(evalJson(r).dump());
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s: step %lld, precision @ 1 = %.3f (%lld examples%s, %.1f s)", timestamp().c_str(),
+                  static_cast<long long>(r.step), r.precisionAt1, static_cast<long long>(r.examples),
+                  r.ema ? ", moving averages" : "", r.seconds);
+    log(buf);
+    if (m_observer) m_observer->onEvaluation(r);
+}
+
+StepMetrics Trainer::metricsOf(std::int64_t done, const TowerStepResult& r, double lr, double stepMs,
+                               double waitMs) const
+{
+    const int towers = m_towers->size();
+    StepMetrics m;
+    m.step = done;
+    m.epoch = double(done) / double(m_stepsPerEpoch);
+    m.loss = r.loss;
+    m.crossEntropy = r.crossEntropy;
+    m.lr = lr;
+    m.stepMs = stepMs;
+    m.examplesPerSec = double(towers) * m_config.batchPerTower * 1000.0 / stepMs;
+    m.secPerBatch = stepMs / 1000.0 / towers;
+    m.dataWaitMs = waitMs;
+    // The slowest tower is the critical path; its averaging time is the least waiting-inflated.
+    std::size_t slowest = 0;
+    for (std::size_t t = 0; t < r.towers.size(); ++t) {
+        m.towerComputeMs.push_back(r.towers[t].computeMs);
+        if (r.towers[t].computeMs > r.towers[slowest].computeMs) slowest = t;
+    }
+    m.computeMs = r.towers[slowest].computeMs;
+    m.allReduceMs = r.towers[slowest].reduceMs;
+    m.updateMs = r.towers[slowest].updateMs;
+    return m;
+}
+
+void Trainer::report(const StepMetrics& m)
+{
+    Json j{{"step", m.step},
+           {"epoch", m.epoch},
+           {"loss", m.loss},
+           {"crossEntropy", m.crossEntropy},
+           {"lr", m.lr},
+           {"examplesPerSec", m.examplesPerSec},
+           {"secPerBatch", m.secPerBatch},
+           {"stepMs", m.stepMs},
+           {"dataWaitMs", m.dataWaitMs},
+           {"computeMs", m.computeMs},
+           {"allReduceMs", m.allReduceMs},
+           {"updateMs", m.updateMs},
+           {"towerComputeMs", m.towerComputeMs}};
+    m_dir.appendMetrics(j.dump());
+    // The tutorial's line: "%s: step %d, loss = %.2f (%.1f examples/sec; %.3f sec/batch)".
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s: step %lld, loss = %.2f (%.1f examples/sec; %.3f sec/batch)",
+                  timestamp().c_str(), static_cast<long long>(m.step), m.loss, m.examplesPerSec, m.secPerBatch);
+    log(buf);
+    if (m_observer) m_observer->onStep(m);
+}
+
+Trainer::Outcome Trainer::run(std::stop_token stop)
+{
+    if (m_ran) throw InvalidArgument("Trainer::run() can be called once; build a new trainer to train again");
+    m_ran = true;
+    try {
+        std::stop_callback wake(stop, [this] {
+            { std::lock_guard lock(m_mutex); } // a waiter between its check and its sleep still wakes
+            m_cv.notify_all();
+        });
+        m_dir.removeStaleTemporaries();
+        m_dir.writeConfig(m_config.toJson());
+        // What lies beyond the starting step belongs to an abandoned future (a run resumed from an
+        // older checkpoint): a later resume must not pick it up, nor the logs show it twice.
+        m_dir.truncateLogs(m_step.load());
+        for (const auto& f : m_dir.removeCheckpointsAfter(m_step.load()))
+            log("removed " + f.string() + ", beyond the step this run starts from");
+        const int towers = m_towers->size();
+        const std::int64_t global = std::int64_t(towers) * m_config.batchPerTower;
+        log("training " + m_config.model + " on " + std::to_string(towers) + " tower(s) x " +
+            std::to_string(m_config.batchPerTower) + " examples (global batch " + std::to_string(global) + "), " +
+            std::to_string(m_towers->options().threadsPerTower) + " thread(s) per tower, steps " +
+            std::to_string(m_step.load()) + " to " + std::to_string(m_total));
+        m_source.seek(m_step.load());
+
+        while (m_step.load() < m_total) {
+            if (stopRequested(stop) || !waitWhilePaused(stop)) {
+                const std::int64_t s = m_step.load();
+                if (m_lastCheckpointStep != s) writeCheckpoint();
+                log("stopped at step " + std::to_string(s));
+                if (m_observer) m_observer->onStopped(s);
+                return Outcome::Stopped;
+            }
+            const std::int64_t s = m_step.load();
+            const auto t0 = Clock::now();
+            const Batch& batch = m_source.next();
+            const double waitMs = m_source.lastWaitMs();
+            if (batch.step != s)
+                throw Error("the data source delivered the batch of step " + std::to_string(batch.step) + " for step " +
+                            std::to_string(s));
+            if (batch.perTower() != m_config.batchPerTower)
+                throw InvalidArgument("the data source delivers " + std::to_string(batch.perTower()) +
+                                      " examples per tower, the configuration says " +
+                                      std::to_string(m_config.batchPerTower));
+            const double lr = m_config.schedule.at(s, m_stepsPerEpoch, m_total);
+            const TowerStepResult r = m_towers->step(batch, s, lr);
+            const double stepMs = msSince(t0);
+            if (!std::isfinite(r.loss))
+                throw DivergedError("model diverged with loss = " + lossText(r.loss) + " at step " +
+                                    std::to_string(s + 1));
+            if (!r.finite) {
+                char loss[32];
+                std::snprintf(loss, sizeof loss, "%.4g", r.loss);
+                throw DivergedError("model diverged at step " + std::to_string(s + 1) +
+                                    ": its gradients are NaN or infinite (loss = " + loss + ")");
+            }
+            m_step = s + 1;
+            const std::int64_t done = s + 1;
+
+            if (m_config.verifyEvery > 0 && done % m_config.verifyEvery == 0) m_towers->verifyReplicas();
+            if (done % m_config.logEvery == 0 || done == m_total) report(metricsOf(done, r, lr, stepMs, waitMs));
+            if (m_evalBatches && m_config.evalEvery > 0 && done % m_config.evalEvery == 0) runEvaluation();
+            if ((m_config.checkpointEvery > 0 && done % m_config.checkpointEvery == 0) || done == m_total)
+                writeCheckpoint();
+        }
+        if (m_evalBatches && m_lastEvalStep != m_step.load()) runEvaluation();
+        if (m_lastCheckpointStep != m_step.load()) writeCheckpoint();
+        log("finished at step " + std::to_string(m_step.load()));
+        if (m_observer) m_observer->onFinished(m_step.load());
+        return Outcome::Finished;
+    } catch (const std::exception& e) {
+        if (m_observer) m_observer->onFailed(e.what());
+        throw;
+    }
+}
+
+} // namespace towers::engine

@@ -1,0 +1,118 @@
+#pragma once
+// Tower-replicated synchronous training: the loop of the tutorial's cifar10_multi_gpu_train on
+// a TowerSet, with the learning-rate schedule, moving averages, metrics, periodic evaluation,
+// checkpoints in a run directory, resume, pause and stop. Drives from a GUI worker thread or the
+// CLI: run() blocks; pause(), resume() and requestStop() are thread-safe and act within a step.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "engine/data/batch_source.h"
+#include "engine/train/evaluation.h"
+#include "engine/train/run_directory.h"
+#include "engine/train/tower_set.h"
+#include "engine/train/train_config.h"
+#include "engine/train/trainer_observer.h"
+
+namespace towers::engine {
+
+// What checkpoints say about the data, for evaluation and inference later.
+struct DataDescription
+{
+    std::vector<std::string> classNames; // index = label
+    std::string preprocessing;           // the recipe as JSON (Preprocessing::toJson)
+};
+
+class Trainer
+{
+public:
+    enum class Outcome { Finished, Stopped };
+
+    // Validates the configuration (InvalidArgument naming the field), creates the run directory
+    // and builds the towers (threads, replicas initialised from config.seed). `source` must yield
+    // batches split for config.towers towers of config.batchPerTower examples; it and `observer`
+    // (may be null) must outlive the trainer.
+    Trainer(TrainConfig config, BatchSource& source, std::filesystem::path runDirectory,
+            DataDescription data = {}, TrainerObserver* observer = nullptr);
+    ~Trainer();
+    Trainer(const Trainer&) = delete;
+    Trainer& operator=(const Trainer&) = delete;
+
+    // Evaluates on `count` examples every config.evalEvery steps and at the end of the run
+    // (results to the observer and eval.jsonl), with the moving averages when EMA is on.
+    void setEvaluator(std::int64_t count, EvalBatchFn batches);
+
+    // Before run(): restores weights, buffers, moving averages, optimizer state and the step from
+    // a checkpoint (the data order and learning rate follow from the step). Throws IoError /
+    // InvalidArgument naming the file and the tensor when it does not fit. Returns the step.
+    std::int64_t restore(const std::filesystem::path& checkpoint);
+    // restore() from the run directory's newest good checkpoint; nullopt (nothing changed) when
+    // there is none.
+    std::optional<std::int64_t> resumeFromNewest();
+
+    // Trains until the configured number of steps or a stop (from `stop` or requestStop()), which
+    // writes a checkpoint first. Blocks. Starting, it writes config.json, and drops the logged
+    // steps and checkpoints beyond the starting step (left by a run resumed from an older one). Throws what failed (after observer->onFailed), e.g.
+    // DivergedError "model diverged with loss = NaN at step 12" (or "...: its gradients are NaN
+    // or infinite") before the update of that step, without writing a checkpoint of the diverged
+    // state. Can be called once.
+    Outcome run(std::stop_token stop = {});
+
+    // Thread-safe; take effect between steps.
+    void pause();
+    void resume();
+    void requestStop();
+    bool isPaused() const { return m_pauseRequested.load(); }
+
+    // Global steps done (thread-safe) and the run's length.
+    std::int64_t step() const { return m_step.load(); }
+    std::int64_t totalSteps() const { return m_total; }
+
+    // Evaluates now on `count` examples (not while run() is stepping; from an observer callback is
+    // fine). useEma defaults to "when EMA is on".
+    EvalResult evaluate(std::int64_t count, const EvalBatchFn& batches, std::optional<bool> useEma = std::nullopt);
+    // Writes the checkpoint of the current step into the run directory now; returns its path.
+    std::filesystem::path writeCheckpoint();
+    // Throws Error if the replicas are not bitwise identical (weights, buffers, optimizer state).
+    void verifyReplicas() { m_towers->verifyReplicas(); }
+
+    const TrainConfig& config() const { return m_config; }
+    TowerSet& towers() { return *m_towers; }
+    RunDirectory& runDirectory() { return m_dir; }
+
+private:
+    bool stopRequested(const std::stop_token& stop) const;
+    // Returns false when a stop arrived while paused.
+    bool waitWhilePaused(const std::stop_token& stop);
+    StepMetrics metricsOf(std::int64_t done, const TowerStepResult& r, double lr, double stepMs, double waitMs) const;
+    void report(const StepMetrics& m);
+    void runEvaluation();
+    void log(const std::string& line);
+
+    TrainConfig m_config;
+    BatchSource& m_source;
+    RunDirectory m_dir;
+    DataDescription m_data;
+    TrainerObserver* m_observer;
+    std::unique_ptr<TowerSet> m_towers;
+    std::int64_t m_stepsPerEpoch = 1, m_total = 1;
+    std::atomic<std::int64_t> m_step{0};
+    std::int64_t m_lastCheckpointStep = -1;
+    std::int64_t m_lastEvalStep = -1;
+    bool m_ran = false;
+    std::int64_t m_evalCount = 0;
+    EvalBatchFn m_evalBatches;
+
+    std::atomic<bool> m_pauseRequested{false}, m_stopRequested{false};
+    std::mutex m_mutex;
+    std::condition_variable m_cv;
+};
+
+} // namespace towers::engine

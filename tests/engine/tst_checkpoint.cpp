@@ -1,0 +1,374 @@
+// Checkpoints and the run directory: a round trip of every tensor and metadata field; refusal,
+// with a message naming the file and the tensor, of truncated and corrupted files, of another
+// model's checkpoint, of a wrong dtype or shape, of missing and extra tensors; the fallback to the
+// newest good file; and a training process killed with SIGKILL at random moments while it writes
+// checkpoints, after which every checkpoint loads and the run resumes where it stopped.
+#include <QProcess>
+#include <QRandomGenerator>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/cpu/onednn_ops.h"
+#include "engine/models/registry.h"
+#include "engine/optim/ema.h"
+#include "engine/optim/sgd.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/run_directory.h"
+#include "gradcheck.h"
+
+using namespace towers::engine;
+using namespace towers::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A checkpoint of a fashion-fast model after one momentum step, with moving averages.
+Checkpoint sampleCheckpoint(Model& m, std::int64_t step = 7)
+{
+    auto ops = makeReferenceOps();
+    Rng rng(3);
+    for (auto* p : m.parameters())
+        if (p->trainable) p->grad = randomTensor(p->value.shape(), p->value.dtype(), rng);
+    Sgd sgd({0.9, 0, false});
+    Ema ema(0.99);
+    ema.reset(m.parameters());
+    sgd.step(*ops, m.parameters(), 0.1);
+    ema.update(m.parameters(), 1);
+    CheckpointInfo info;
+    info.dataset = "fashion-mnist";
+    info.classNames = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+    info.preprocessing = R"({"height":28,"width":28,"channels":1,"normalization":"mean_std"})";
+    info.step = step;
+    info.epoch = 0.25;
+    info.optimizer = sgd.name();
+    info.config = R"({"model": "fashion-fast"})";
+    NamedTensors state;
+    for (const auto& [n, t] : sgd.state(m.parameters())) state.emplace_back(n, t.clone());
+    NamedTensors averages;
+    for (const auto& [n, t] : ema.state()) averages.emplace_back(n, t.clone());
+    return makeCheckpoint(m, info, averages, state);
+}
+
+std::vector<char> readBytes(const fs::path& p)
+{
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void writeBytes(const fs::path& p, const std::vector<char>& bytes, std::size_t n)
+{
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), std::streamsize(n));
+}
+
+std::uint64_t headerLength(const std::vector<char>& bytes)
+{
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[std::size_t(i)]);
+    return n;
+}
+
+// Expects `f` to throw E whose message contains every one of `words`.
+template <class E, class F> void expectError(F&& f, const QStringList& words)
+{
+    try {
+        f();
+        QFAIL(qPrintable(QStringLiteral("no error; expected one saying: ") + words.join(QStringLiteral(", "))));
+    } catch (const E& e) {
+        const QString what = QString::fromUtf8(e.what());
+        for (const auto& w : words) QVERIFY2(what.contains(w), qPrintable(what + QStringLiteral(" (wanted: ") + w + QLatin1Char(')')));
+    }
+}
+
+} // namespace
+
+class TestCheckpoint : public QObject
+{
+    Q_OBJECT
+private slots:
+    void roundTrip()
+    {
+        QTemporaryDir dir;
+        const fs::path file = dir.filePath(QStringLiteral("c.safetensors")).toStdString();
+        auto m = createModel("fashion-fast", 2);
+        const Checkpoint c = sampleCheckpoint(*m);
+        writeCheckpoint(file, c);
+        const Checkpoint r = readCheckpoint(file);
+        QCOMPARE(r.info.model, std::string("fashion-fast"));
+        QCOMPARE(r.info.dataset, std::string("fashion-mnist"));
+        QCOMPARE(r.info.classNames, c.info.classNames);
+        QCOMPARE(r.info.inputShape, Shape({28, 28, 1}));
+        QCOMPARE(r.info.preprocessing, c.info.preprocessing);
+        QCOMPARE(r.info.step, std::int64_t(7));
+        QCOMPARE(r.info.epoch, 0.25);
+        QCOMPARE(r.info.optimizer, std::string("momentum"));
+        QCOMPARE(r.info.config, c.info.config);
+        QCOMPARE(r.info.formatVersion, kCheckpointFormatVersion);
+        QCOMPARE(r.weights.size(), m->parameters().size());
+        QCOMPARE(r.ema.size(), c.ema.size());
+        QCOMPARE(r.optimizer.size(), c.optimizer.size());
+        for (const auto* p : m->parameters()) QCOMPARE(maxAbsDiff(*r.weight(p->name), p->value), 0.0);
+        for (std::size_t i = 0; i < c.optimizer.size(); ++i) {
+            QCOMPARE(r.optimizer[i].first, c.optimizer[i].first);
+            QCOMPARE(maxAbsDiff(r.optimizer[i].second.to(DType::Float64), c.optimizer[i].second.to(DType::Float64)), 0.0);
+        }
+        // Weights are stored under the model's (PyTorch state_dict) names, in its order.
+        QCOMPARE(r.weights.front().first, std::string("conv1.weight"));
+        QCOMPARE(r.ema.front().first, std::string("ema.conv1.weight"));
+
+        // Loading into a fresh model: the weights, or the averages in place of trainable weights.
+        auto fresh = createModel("fashion-fast", 99);
+        loadCheckpoint(file, *fresh);
+        QCOMPARE(maxAbsDiff(fresh->parameter("fc1.weight").value, m->parameter("fc1.weight").value), 0.0);
+        loadCheckpoint(file, *fresh, true);
+        QCOMPARE(maxAbsDiff(fresh->parameter("fc1.weight").value, *r.weight("fc1.weight", true)), 0.0);
+        QVERIFY(maxAbsDiff(fresh->parameter("fc1.weight").value, m->parameter("fc1.weight").value) > 0);
+        QCOMPARE(maxAbsDiff(fresh->parameter("bn1.running_var").value, m->parameter("bn1.running_var").value), 0.0);
+    }
+
+    void truncated()
+    {
+        QTemporaryDir dir;
+        const fs::path good = dir.filePath(QStringLiteral("good.safetensors")).toStdString();
+        const fs::path bad = dir.filePath(QStringLiteral("bad.safetensors")).toStdString();
+        auto m = createModel("fashion-fast", 2);
+        writeCheckpoint(good, sampleCheckpoint(*m));
+        const auto bytes = readBytes(good);
+        const std::size_t header = 8 + headerLength(bytes);
+        for (std::size_t cut : {std::size_t(0), std::size_t(5), std::size_t(8), std::size_t(100), header - 1, header,
+                                header + 1000, bytes.size() / 2, bytes.size() - 1}) {
+            writeBytes(bad, bytes, cut);
+            expectError<IoError>([&] { readCheckpoint(bad); }, {QStringLiteral("bad.safetensors")});
+        }
+    }
+
+    // Any byte of the JSON header flipped: a parse error, a structure error or, when the JSON
+    // still parses, a checksum mismatch. A flipped data byte too.
+    void corrupted()
+    {
+        QTemporaryDir dir;
+        const fs::path good = dir.filePath(QStringLiteral("good.safetensors")).toStdString();
+        const fs::path bad = dir.filePath(QStringLiteral("flipped.safetensors")).toStdString();
+        auto m = createModel("fashion-fast", 2);
+        writeCheckpoint(good, sampleCheckpoint(*m));
+        const auto bytes = readBytes(good);
+        const std::size_t header = 8 + headerLength(bytes);
+        int checksumCaught = 0;
+        for (std::size_t at = 8; at < 2 * header - 8; at += 37) {
+            // Every bit of a byte (not valid UTF-8 any more), or its lowest bit (still text).
+            auto copy = bytes;
+            const std::size_t where = at < header ? at : at - header + 8;
+            copy[where] = at < header ? char(~copy[where]) : char(copy[where] ^ 0x01);
+            writeBytes(bad, copy, copy.size());
+            try {
+                readCheckpoint(bad);
+                QFAIL(qPrintable(QStringLiteral("a flipped header byte at %1 was accepted").arg(where)));
+            } catch (const IoError& e) {
+                QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("flipped.safetensors")), e.what());
+                checksumCaught += QString::fromUtf8(e.what()).contains(QLatin1String("checksum"));
+            }
+        }
+        QVERIFY(checksumCaught > 0); // some flips leave valid JSON: only the checksum sees them
+        auto copy = bytes;
+        copy[header + 4321] = char(copy[header + 4321] ^ 0x10);
+        writeBytes(bad, copy, copy.size());
+        expectError<IoError>([&] { readCheckpoint(bad); }, {QStringLiteral("flipped.safetensors"), QStringLiteral("damaged")});
+    }
+
+    void otherModelRefused()
+    {
+        QTemporaryDir dir;
+        const fs::path file = dir.filePath(QStringLiteral("tutorial.safetensors")).toStdString();
+        auto tutorial = createModel("cifar10-tutorial", 1);
+        CheckpointInfo info;
+        info.step = 1;
+        writeCheckpoint(file, makeCheckpoint(*tutorial, info));
+        auto fashion = createModel("fashion-fast", 1);
+        expectError<InvalidArgument>([&] { loadCheckpoint(file, *fashion); },
+                                     {QStringLiteral("tutorial.safetensors"), QStringLiteral("is of model 'cifar10-tutorial', not 'fashion-fast'")});
+    }
+
+    // Files that are intact but do not fit the model: each refused naming the file and tensor.
+    void mismatchRefused_data()
+    {
+        QTest::addColumn<QString>("edit");
+        QTest::addColumn<QString>("words");
+        QTest::newRow("wrong dtype") << "dtype" << "tensor 'fc1.weight' is float64, the model's is float32";
+        QTest::newRow("wrong shape") << "shape" << "tensor 'fc1.weight' has shape [10, 10], the model's is [128, 3136]";
+        QTest::newRow("missing") << "missing" << "tensor 'fc2.bias' of the model is missing";
+        QTest::newRow("extra") << "extra" << "tensor 'fc3.weight' is not part of model 'fashion-fast'";
+        QTest::newRow("ema incomplete") << "ema" << "tensor 'ema.fc2.bias' is missing";
+        QTest::newRow("ema of a buffer") << "emaBuffer" << "'ema.bn1.running_mean' averages no trainable parameter";
+        QTest::newRow("optimizer shape") << "optim" << "'optim.fc1.weight.momentum_buffer' is float32 [3]";
+    }
+    void mismatchRefused()
+    {
+        QFETCH(QString, edit);
+        QFETCH(QString, words);
+        QTemporaryDir dir;
+        const fs::path file = dir.filePath(QStringLiteral("edited.safetensors")).toStdString();
+        auto m = createModel("fashion-fast", 2);
+        Checkpoint c = sampleCheckpoint(*m);
+        auto find = [](NamedTensors& ts, const std::string& name) -> Tensor& {
+            for (auto& [n, t] : ts)
+                if (n == name) return t;
+            throw Error("no " + name);
+        };
+        if (edit == "dtype") find(c.weights, "fc1.weight") = find(c.weights, "fc1.weight").to(DType::Float64);
+        if (edit == "shape") find(c.weights, "fc1.weight") = Tensor::zeros({10, 10}, DType::Float32);
+        if (edit == "missing") c.weights.pop_back();
+        if (edit == "extra") c.weights.emplace_back("fc3.weight", Tensor::zeros({2}, DType::Float32));
+        if (edit == "ema") c.ema.pop_back();
+        if (edit == "emaBuffer") c.ema.emplace_back("ema.bn1.running_mean", Tensor::zeros({32}, DType::Float32));
+        if (edit == "optim") find(c.optimizer, "optim.fc1.weight.momentum_buffer") = Tensor::zeros({3}, DType::Float32);
+        writeCheckpoint(file, c); // a well-formed file with a valid checksum
+        const Checkpoint r = readCheckpoint(file);
+        expectError<InvalidArgument>([&] { validateCheckpoint(r, *m, file); },
+                                     {QStringLiteral("edited.safetensors"), words});
+        expectError<InvalidArgument>([&] { loadCheckpoint(file, *m); }, {words});
+    }
+
+    void notATowersCheckpoint()
+    {
+        QTemporaryDir dir;
+        const fs::path file = dir.filePath(QStringLiteral("plain.safetensors")).toStdString();
+        writeSafeTensors(file, {{"x", Tensor::zeros({2}, DType::Float32)}}, {{"format", "pt"}});
+        expectError<IoError>([&] { readCheckpoint(file); }, {QStringLiteral("plain.safetensors"), QStringLiteral("crc32")});
+    }
+
+    void newestGoodCheckpointFallsBack()
+    {
+        QTemporaryDir dir;
+        RunDirectory run(dir.path().toStdString());
+        auto m = createModel("fashion-fast", 2);
+        for (std::int64_t s : {10, 20, 30}) writeCheckpoint(run.checkpointPath(s), sampleCheckpoint(*m, s));
+        // ckpt 30 truncated: the newest good one is 20.
+        const auto bytes = readBytes(run.checkpointPath(30));
+        writeBytes(run.checkpointPath(30), bytes, bytes.size() / 3);
+        std::vector<std::string> skipped;
+        auto found = run.newestGoodCheckpoint(m.get(), &skipped);
+        QVERIFY(found);
+        QCOMPARE(found->step, std::int64_t(20));
+        QCOMPARE(skipped.size(), std::size_t(1));
+        QVERIFY2(skipped[0].find("ckpt-00000030.safetensors") != std::string::npos, skipped[0].c_str());
+        // ckpt 20 of another model: with the model given it is skipped too.
+        auto tutorial = createModel("cifar10-tutorial", 1);
+        CheckpointInfo info;
+        info.step = 20;
+        writeCheckpoint(run.checkpointPath(20), makeCheckpoint(*tutorial, info));
+        found = run.newestGoodCheckpoint(m.get());
+        QVERIFY(found);
+        QCOMPARE(found->step, std::int64_t(10));
+        QCOMPARE(run.newestGoodCheckpoint()->step, std::int64_t(20)); // intact, just not this model's
+        fs::remove(run.checkpointPath(10));
+        fs::remove(run.checkpointPath(20));
+        QVERIFY(!run.newestGoodCheckpoint(m.get()));
+    }
+
+    void runDirectory()
+    {
+        QTemporaryDir dir;
+        const fs::path root = fs::path(dir.path().toStdString()) / "runs" / "a";
+        RunDirectory run(root);
+        QVERIFY(fs::is_directory(root / "checkpoints"));
+        QCOMPARE(run.checkpointPath(1234).filename().string(), std::string("ckpt-00001234.safetensors"));
+        QCOMPARE(run.checkpointPath(123456789).filename().string(), std::string("ckpt-123456789.safetensors"));
+        QVERIFY(!run.readConfig());
+        run.writeConfig(R"({"model": "x"})");
+        QCOMPARE(*run.readConfig(), std::string("{\"model\": \"x\"}\n"));
+
+        auto m = createModel("fashion-fast", 2);
+        const Checkpoint c = sampleCheckpoint(*m);
+        for (std::int64_t s : {5, 100, 20, 3}) writeCheckpoint(run.checkpointPath(s), c);
+        std::ofstream(run.checkpointDir() / "notes.txt") << "not a checkpoint";
+        std::ofstream(run.checkpointDir() / ".ckpt-00000200.safetensors.tmp-123-0") << "partial";
+        auto all = run.checkpoints();
+        QCOMPARE(all.size(), std::size_t(4));
+        QCOMPARE(all.front().step, std::int64_t(3));
+        QCOMPARE(all.back().step, std::int64_t(100)); // by number, not by name
+        run.pruneCheckpoints(2);
+        all = run.checkpoints();
+        QCOMPARE(all.size(), std::size_t(2));
+        QCOMPARE(all.front().step, std::int64_t(20));
+        run.removeStaleTemporaries();
+        QVERIFY(!fs::exists(run.checkpointDir() / ".ckpt-00000200.safetensors.tmp-123-0"));
+        QVERIFY(fs::exists(run.checkpointDir() / "notes.txt"));
+
+        // Logs: lines after a resumed step and a partial last line are dropped.
+        for (int s = 1; s <= 5; ++s) run.appendMetrics("{\"step\":" + std::to_string(s) + ",\"loss\":1.5}");
+        run.appendEval(R"({"step":2,"precisionAt1":0.5})");
+        run.appendEval(R"({"step":4,"precisionAt1":0.6})");
+        std::ofstream(run.metricsPath(), std::ios::app) << "{\"step\":6,\"lo";
+        run.truncateLogs(3);
+        std::ifstream metrics(run.metricsPath());
+        std::string line;
+        int lines = 0;
+        while (std::getline(metrics, line)) {
+            ++lines;
+            QCOMPARE(line, "{\"step\":" + std::to_string(lines) + ",\"loss\":1.5}");
+        }
+        QCOMPARE(lines, 3);
+        std::ifstream eval(run.evalPath());
+        std::getline(eval, line);
+        QCOMPARE(line, std::string(R"({"step":2,"precisionAt1":0.5})"));
+        QVERIFY(!std::getline(eval, line));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, run.appendMetrics("{\n}"));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, run.pruneCheckpoints(0));
+        expectError<IoError>([&] { RunDirectory("/proc/towers-cannot-create"); }, {QStringLiteral("/proc/towers-cannot-create")});
+    }
+
+    // A training process (train_kill_helper: a checkpoint after every step) is killed with
+    // SIGKILL at random moments, restarted, killed again: after each kill every checkpoint loads,
+    // and each restart resumes at the newest one (nothing lost beyond the step in progress).
+    void killedWhileWriting()
+    {
+        QTemporaryDir dir;
+        const QString runDir = dir.filePath(QStringLiteral("run"));
+        RunDirectory run(runDir.toStdString());
+        auto model = createModel("fashion-fast", 1);
+        QRandomGenerator random(20261122);
+        std::int64_t newest = 0;
+        int killsDuringWrite = 0;
+        for (int round = 0; round < 16; ++round) {
+            QProcess helper;
+            helper.start(QStringLiteral(TOWERS_KILL_HELPER), {runDir});
+            QVERIFY2(helper.waitForStarted(10000), "the helper did not start");
+            QVERIFY2(helper.waitForReadyRead(60000), qPrintable(QString::fromUtf8(helper.readAllStandardError())));
+            const QString started = QString::fromUtf8(helper.readLine()).trimmed();
+            // It resumed from the newest checkpoint left by the previous kill.
+            QCOMPARE(started, QStringLiteral("started %1").arg(newest));
+            QThread::msleep(random.bounded(20, 400));
+            helper.kill(); // SIGKILL
+            QVERIFY(helper.waitForFinished(10000));
+            QCOMPARE(helper.exitStatus(), QProcess::CrashExit);
+
+            const auto files = run.checkpoints();
+            QVERIFY2(!files.empty() || newest == 0, "checkpoints vanished");
+            for (const auto& f : files) {
+                try {
+                    validateCheckpoint(readCheckpoint(f.path), *model, f.path);
+                } catch (const Error& e) {
+                    QFAIL(qPrintable(QStringLiteral("round %1: %2").arg(round).arg(QString::fromUtf8(e.what()))));
+                }
+            }
+            if (!files.empty()) {
+                QVERIFY(files.back().step >= newest);
+                newest = files.back().step;
+            }
+            for (const auto& e : fs::directory_iterator(run.checkpointDir()))
+                killsDuringWrite += e.path().filename().string().find(".tmp-") != std::string::npos;
+        }
+        qInfo("newest step after 16 kills: %lld; kills that left a partial temporary file: %d",
+              static_cast<long long>(newest), killsDuringWrite);
+        QVERIFY2(newest > 0, "the helper never wrote a checkpoint");
+        run.removeStaleTemporaries();
+        for (const auto& e : fs::directory_iterator(run.checkpointDir()))
+            QVERIFY(e.path().filename().string().find(".tmp-") == std::string::npos);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestCheckpoint)
+#include "tst_checkpoint.moc"

@@ -1,0 +1,301 @@
+// The optimizers: SGD (plain, momentum, Nesterov) and Adam against PyTorch's torch.optim on fixed
+// tensors (tests/optim_crosscheck.py), in float32 on the oneDNN backend (1e-6 relative) and in
+// float64 on the reference backend; their state for checkpoints; the weight-decay override.
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "engine/cpu/onednn_ops.h"
+#include "engine/io/safetensors.h"
+#include "engine/models/registry.h"
+#include "engine/optim/adam.h"
+#include "engine/optim/sgd.h"
+#include "gradcheck.h"
+#include "python_oracle.h"
+
+using namespace towers::engine;
+using namespace towers::test;
+
+namespace {
+
+// Three parameters (one large enough to be split over the OpenMP team) and one buffer.
+struct Params
+{
+    std::vector<Parameter> storage;
+    std::vector<Parameter*> list;
+
+    Params(DType dtype, std::uint64_t seed)
+    {
+        Rng rng(seed);
+        const std::vector<std::pair<std::string, Shape>> shapes = {
+            {"conv.weight", {8, 3, 5, 5}}, {"conv.bias", {8}}, {"fc.weight", {64, 1100}}};
+        for (const auto& [name, shape] : shapes) storage.push_back({name, randomTensor(shape, dtype, rng), {}, true, 0});
+        storage.push_back({"bn.running_mean", randomTensor({8}, dtype, rng), {}, false, 0});
+        for (auto& p : storage) list.push_back(&p);
+    }
+    void setGradients(Rng& rng)
+    {
+        for (auto& p : storage)
+            if (p.trainable) p.grad = randomTensor(p.value.shape(), p.value.dtype(), rng, -2, 2);
+    }
+};
+
+std::unique_ptr<Ops> opsFor(DType dtype)
+{
+    if (dtype == DType::Float64) return makeReferenceOps();
+    cpu::setCpuThreads(2);
+    return cpu::makeOneDnnOps();
+}
+
+// Runs 5 steps of an optimizer on fixed tensors and writes what optim_crosscheck.py checks. With
+// `spoil`, one element of one result is off by 1e-3.
+void writeExchange(const QString& file, const std::string& kind, double momentum, double dampening, double beta1,
+                   double beta2, double epsilon, DType dtype, bool spoil)
+{
+    auto ops = opsFor(dtype);
+    OptimizerOptions o;
+    o.kind = kind;
+    o.momentum = momentum;
+    o.dampening = dampening;
+    o.beta1 = beta1;
+    o.beta2 = beta2;
+    o.epsilon = epsilon;
+    auto opt = makeOptimizer(o);
+    if (opt->name() != kind) throw Error("optimizer '" + opt->name() + "' built for '" + kind + "'");
+
+    Params ps(dtype, 3);
+    NamedTensors ex;
+    const int trainable = 3, steps = 5;
+    for (int i = 0; i < trainable; ++i) ex.emplace_back("param." + std::to_string(i), ps.storage[std::size_t(i)].value.clone());
+    const Tensor bufferBefore = ps.storage[3].value.clone();
+    const double scale = kind == "adam" ? 0.01 : 1.0;
+    const std::vector<double> lrs = {0.1 * scale, 0.05 * scale, 0.02 * scale, 0.08 * scale, 0.01 * scale};
+    Tensor lr({steps}, DType::Float64);
+    Rng rng(11);
+    for (int s = 0; s < steps; ++s) {
+        lr.data<double>()[s] = lrs[std::size_t(s)];
+        ps.setGradients(rng);
+        for (int i = 0; i < trainable; ++i)
+            ex.emplace_back("grad." + std::to_string(s) + "." + std::to_string(i), ps.storage[std::size_t(i)].grad.clone());
+        opt->step(*ops, ps.list, lrs[std::size_t(s)]);
+        for (int i = 0; i < trainable; ++i) {
+            Tensor after = ps.storage[std::size_t(i)].value.clone();
+            if (spoil && s == 2 && i == 2) after.setAt(7, after.at(7) + 1e-3);
+            ex.emplace_back("after." + std::to_string(s) + "." + std::to_string(i), after);
+        }
+    }
+    if (opt->stepCount() != steps) throw Error("step count not kept");
+    if (maxAbsDiff(ps.storage[3].value, bufferBefore) != 0.0) throw Error("a buffer was changed by the optimizer");
+    ex.emplace_back("lr", lr);
+    for (const auto& [name, t] : opt->state(ps.list)) {
+        if (name == Optimizer::kStepName) continue;
+        for (int i = 0; i < trainable; ++i) { // optim.<param>.<slot> -> state.<index>.<slot>
+            const std::string prefix = "optim." + ps.storage[std::size_t(i)].name + ".";
+            if (name.rfind(prefix, 0) == 0) ex.emplace_back("state." + std::to_string(i) + "." + name.substr(prefix.size()), t.clone());
+        }
+    }
+    auto num = [](double v) { return QString::number(v, 'g', 17).toStdString(); };
+    writeSafeTensors(file.toStdString(), ex,
+                     {{"kind", "optimizer"}, {"optimizer", kind}, {"momentum", num(momentum)}, {"dampening", num(dampening)},
+                      {"beta1", num(beta1)}, {"beta2", num(beta2)}, {"epsilon", num(epsilon)},
+                      {"steps", std::to_string(steps)}, {"params", std::to_string(trainable)},
+                      {"tol", dtype == DType::Float64 ? "1e-12" : "1e-6"}});
+}
+
+} // namespace
+
+class TestOptimizers : public QObject
+{
+    Q_OBJECT
+private slots:
+    // A few steps with varying learning rates on fixed tensors for every optimizer, in float32 on
+    // oneDNN and float64 on the reference backend: every intermediate parameter and the final
+    // state against torch.optim, all checked in one run of the oracle. A deliberately wrong file
+    // rides along to show that the oracle does fail.
+    void matchesTorch()
+    {
+        const QString script = oracleScript(QStringLiteral("optim_crosscheck.py"));
+        QVERIFY2(!script.isEmpty(), "tests/optim_crosscheck.py not found (TOWERS_SOURCE_DIR)");
+        if (!torchAvailable())
+            QSKIP("Debian's python3-torch is not importable by /usr/bin/python3 (packaging/install-deps.sh --test)");
+        struct Case
+        {
+            const char* name;
+            const char* kind;
+            double momentum, dampening, beta1, beta2, epsilon;
+        };
+        const Case cases[] = {
+            {"sgd", "sgd", 0, 0, 0.9, 0.999, 1e-8},
+            {"momentum", "momentum", 0.9, 0, 0.9, 0.999, 1e-8},
+            {"momentum-dampened", "momentum", 0.8, 0.3, 0.9, 0.999, 1e-8},
+            {"nesterov", "nesterov", 0.9, 0, 0.9, 0.999, 1e-8},
+            {"adam", "adam", 0, 0, 0.9, 0.999, 1e-8},
+            {"adam-betas", "adam", 0, 0, 0.8, 0.95, 1e-3},
+        };
+        QTemporaryDir dir;
+        QStringList files;
+        for (bool f64 : {false, true}) {
+            for (const Case& c : cases) {
+                const QString name = QString::fromLatin1(c.name) + (f64 ? QStringLiteral("-f64-reference") : QStringLiteral("-f32-onednn"));
+                writeExchange(dir.filePath(name + QStringLiteral(".safetensors")), c.kind, c.momentum, c.dampening,
+                              c.beta1, c.beta2, c.epsilon, f64 ? DType::Float64 : DType::Float32, false);
+                files << name;
+            }
+        }
+        writeExchange(dir.filePath(QStringLiteral("wrong.safetensors")), "momentum", 0.9, 0, 0.9, 0.999, 1e-8,
+                      DType::Float32, true);
+        QStringList args;
+        for (const auto& f : files) args << dir.filePath(f + QStringLiteral(".safetensors"));
+        args << dir.filePath(QStringLiteral("wrong.safetensors"));
+        const OracleRun r = runOracle(script, args);
+        if (r.exitCode == 77) QSKIP(qPrintable(QStringLiteral("PyTorch unavailable: ") + r.output));
+        QVERIFY2(r.exitCode == 1, qPrintable(r.output)); // the wrong file, and only it, mismatches
+        for (const auto& f : files) {
+            const QString section = oracleSection(r.output, f + QStringLiteral(".safetensors"));
+            QVERIFY2(sectionPassed(section), qPrintable(f + QStringLiteral(": ") + section));
+            qInfo().noquote() << f << section.split(QLatin1Char('\n')).last();
+        }
+        const QString wrong = oracleSection(r.output, QStringLiteral("wrong.safetensors"));
+        QVERIFY2(!wrong.isEmpty() && !sectionPassed(wrong) && wrong.contains(QLatin1String("FAIL")), qPrintable(wrong));
+    }
+
+    // "optim.step" and "optim.<parameter>.<slot>" for trainable parameters only.
+    void stateNames()
+    {
+        Params ps(DType::Float32, 1);
+        Sgd plain;
+        QCOMPARE(plain.state(ps.list).size(), std::size_t(1));
+        QCOMPARE(plain.state(ps.list).front().first, std::string("optim.step"));
+        Sgd momentum({0.9, 0, false});
+        const auto ms = momentum.state(ps.list);
+        QCOMPARE(ms.size(), std::size_t(4));
+        QCOMPARE(ms[1].first, std::string("optim.conv.weight.momentum_buffer"));
+        QCOMPARE(ms[1].second.shape(), ps.storage[0].value.shape());
+        Adam adam;
+        const auto as = adam.state(ps.list);
+        QCOMPARE(as.size(), std::size_t(7));
+        QCOMPARE(as[1].first, std::string("optim.conv.weight.exp_avg"));
+        QCOMPARE(as[2].first, std::string("optim.conv.weight.exp_avg_sq"));
+        QCOMPARE(as[6].first, std::string("optim.fc.weight.exp_avg_sq"));
+    }
+
+    // A restored optimizer continues exactly as the original (bitwise).
+    void stateRoundTrip_data()
+    {
+        QTest::addColumn<QString>("kind");
+        QTest::newRow("momentum") << "momentum";
+        QTest::newRow("nesterov") << "nesterov";
+        QTest::newRow("adam") << "adam";
+    }
+    void stateRoundTrip()
+    {
+        QFETCH(QString, kind);
+        auto ops = opsFor(DType::Float32);
+        OptimizerOptions o;
+        o.kind = kind.toStdString();
+        auto a = makeOptimizer(o);
+        Params pa(DType::Float32, 4);
+        Rng rng(9);
+        for (int s = 0; s < 3; ++s) {
+            pa.setGradients(rng);
+            a->step(*ops, pa.list, 0.01);
+        }
+        NamedTensors saved;
+        for (const auto& [n, t] : a->state(pa.list)) saved.emplace_back(n, t.clone());
+        Params pb(DType::Float32, 4);
+        for (std::size_t i = 0; i < pa.storage.size(); ++i) pb.storage[i].value.copyFrom(pa.storage[i].value);
+        auto b = makeOptimizer(o);
+        b->loadState(saved, pb.list);
+        QCOMPARE(b->stepCount(), std::int64_t(3));
+        Rng r1(5), r2(5);
+        pa.setGradients(r1);
+        pb.setGradients(r2);
+        a->step(*ops, pa.list, 0.02);
+        b->step(*ops, pb.list, 0.02);
+        for (std::size_t i = 0; i < pa.storage.size(); ++i) QCOMPARE(maxAbsDiff(pa.storage[i].value, pb.storage[i].value), 0.0);
+    }
+
+    void stateRefused()
+    {
+        Params ps(DType::Float32, 1);
+        Sgd momentum({0.9, 0, false});
+        NamedTensors good;
+        for (const auto& [n, t] : momentum.state(ps.list)) good.emplace_back(n, t.clone());
+
+        auto expectError = [&](NamedTensors state, const char* words) {
+            try {
+                Sgd fresh({0.9, 0, false});
+                fresh.loadState(state, ps.list);
+                QFAIL("accepted a bad state");
+            } catch (const InvalidArgument& e) {
+                QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String(words)), e.what());
+            }
+        };
+        NamedTensors missing(good.begin(), good.end() - 1);
+        expectError(missing, "'optim.fc.weight.momentum_buffer' is missing");
+        NamedTensors noStep(good.begin() + 1, good.end());
+        expectError(noStep, "'optim.step' is missing");
+        NamedTensors wrongShape = good;
+        wrongShape[1].second = Tensor::zeros({3}, DType::Float32);
+        expectError(wrongShape, "'optim.conv.weight.momentum_buffer' is float32 [3]");
+        NamedTensors wrongType = good;
+        wrongType[1].second = wrongType[1].second.to(DType::Float64);
+        expectError(wrongType, "float64");
+        Adam adam;
+        NamedTensors adamState;
+        for (const auto& [n, t] : adam.state(ps.list)) adamState.emplace_back(n, t.clone());
+        expectError(adamState, "is missing");
+        NamedTensors extra = good;
+        extra.emplace_back("optim.conv.weight.exp_avg", Tensor::zeros({8, 3, 5, 5}, DType::Float32));
+        expectError(extra, "unexpected tensor 'optim.conv.weight.exp_avg'");
+    }
+
+    void optionsValidated()
+    {
+        OptimizerOptions o;
+        o.kind = "adagrad";
+        QVERIFY_THROWS_EXCEPTION(UnknownName, makeOptimizer(o));
+        o.kind = "momentum";
+        o.momentum = 1.0;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, makeOptimizer(o));
+        o.kind = "nesterov";
+        o.momentum = 0.9;
+        o.dampening = 0.1;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, makeOptimizer(o));
+        o.kind = "adam";
+        o.beta2 = 1.0;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, makeOptimizer(o));
+        Params ps(DType::Float32, 1);
+        auto ops = opsFor(DType::Float32);
+        Sgd sgd;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, sgd.step(*ops, ps.list, 0.1)); // no gradients yet
+        Rng rng(1);
+        ps.setGradients(rng);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, sgd.step(*ops, ps.list, std::nan("")));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, sgd.step(*ops, ps.list, -0.1));
+        sgd.step(*ops, ps.list, 0.0); // a schedule may reach 0
+    }
+
+    // The override replaces the coefficient of conv and linear weights only.
+    void weightDecayOverride()
+    {
+        auto m = createModel("cifar10-tutorial", 1);
+        QCOMPARE(m->parameter("local3.weight").weightDecay, 0.004);
+        QCOMPARE(m->parameter("conv1.weight").weightDecay, 0.0);
+        m->overrideWeightDecay(-1);
+        QCOMPARE(m->parameter("local3.weight").weightDecay, 0.004);
+        m->overrideWeightDecay(5e-4);
+        for (auto* p : m->parameters()) {
+            const bool weight = p->name.size() > 7 && p->name.compare(p->name.size() - 7, 7, ".weight") == 0;
+            QCOMPARE(p->weightDecay, weight ? 5e-4 : 0.0);
+        }
+        auto f = createModel("fashion-fast", 1);
+        f->overrideWeightDecay(1e-3);
+        QCOMPARE(f->parameter("conv1.weight").weightDecay, 1e-3);
+        QCOMPARE(f->parameter("bn1.weight").weightDecay, 0.0); // batch norm keeps none
+        QCOMPARE(f->parameter("fc2.bias").weightDecay, 0.0);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, f->overrideWeightDecay(std::nan("")));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestOptimizers)
+#include "tst_optimizers.moc"

@@ -1,0 +1,363 @@
+// Towers: N replicas on their own threads stay bitwise identical and together compute what one
+// replica computes on the whole batch; a failing tower releases the others; evaluation over all
+// towers counts every example once.
+#include <QtTest>
+
+#include <chrono>
+
+#include "engine/cpu/onednn_ops.h"
+#include "engine/models/registry.h"
+#include "engine/nn/conv2d.h"
+#include "engine/nn/dropout.h"
+#include "engine/nn/flatten.h"
+#include "engine/nn/linear.h"
+#include "engine/nn/lrn.h"
+#include "engine/nn/max_pool2d.h"
+#include "engine/train/tower_set.h"
+#include "gradcheck.h"
+#include "synthetic_batches.h"
+
+using namespace towers::engine;
+using namespace towers::test;
+
+namespace {
+
+TowerSetOptions options(const std::string& model, int towers, const std::string& optimizer)
+{
+    TowerSetOptions o;
+    o.model = model;
+    o.towers = towers;
+    o.threadsPerTower = 1;
+    o.optimizer.kind = optimizer;
+    o.seed = 5;
+    return o;
+}
+
+// max |a - b| / max |b| (the crosscheck's measure).
+double relDiff(const Tensor& a, const Tensor& b)
+{
+    double num = 0, den = 0;
+    for (std::int64_t i = 0; i < b.numel(); ++i) {
+        num = std::max(num, std::fabs(a.at(i) - b.at(i)));
+        den = std::max(den, std::fabs(b.at(i)));
+    }
+    return num / std::max(den, 1e-30);
+}
+
+// A small network of the tutorial's layer types (no batch norm, no dropout), for exact float64
+// comparisons that the naive reference backend runs quickly.
+std::unique_ptr<Model> buildSmallTutorial()
+{
+    auto net = std::make_unique<Sequential>();
+    Conv2dOptions c1;
+    c1.inChannels = 3;
+    c1.outChannels = 8;
+    c1.kernel = 5;
+    c1.activation = Activation::Relu;
+    c1.weightInit = Init::truncatedNormal(0.05);
+    c1.biasInit = Init::constant(0.0);
+    net->add(std::make_unique<Conv2d>("conv1", c1));
+    net->add(std::make_unique<MaxPool2d>("pool1", 3, 2, Padding::Same));
+    net->add(std::make_unique<Lrn>("norm1", 4, 1.0, 0.001 / 9.0, 0.75));
+    Conv2dOptions c2 = c1;
+    c2.inChannels = 8;
+    c2.biasInit = Init::constant(0.1);
+    net->add(std::make_unique<Conv2d>("conv2", c2));
+    net->add(std::make_unique<Lrn>("norm2", 4, 1.0, 0.001 / 9.0, 0.75));
+    net->add(std::make_unique<MaxPool2d>("pool2", 3, 2, Padding::Same));
+    net->add(std::make_unique<Flatten>("flatten"));
+    LinearOptions f1;
+    f1.inFeatures = 6 * 6 * 8;
+    f1.outFeatures = 32;
+    f1.activation = Activation::Relu;
+    f1.weightInit = Init::truncatedNormal(0.04);
+    f1.biasInit = Init::constant(0.1);
+    f1.weightDecay = 0.004;
+    net->add(std::make_unique<Linear>("local3", f1));
+    LinearOptions f2;
+    f2.inFeatures = 32;
+    f2.outFeatures = 10;
+    f2.weightInit = Init::truncatedNormal(1.0 / 32);
+    f2.biasInit = Init::constant(0.0);
+    net->add(std::make_unique<Linear>("softmax_linear", f2));
+    return std::make_unique<Model>("tutorial-small", Shape{24, 24, 3}, 10, std::move(net));
+}
+
+struct Comparison
+{
+    double worst = 0;      // the largest per-tensor max |a - b| / max |b|
+    std::string where;
+    double normalised = 0; // |a - b| / |b| over the whole model
+    double travelled = 0;  // |a - b| / |b - w0| over the whole model
+    double lossDiff = 0;   // the largest relative loss difference over the steps
+};
+
+// Weights of a replica (trainable parameters, in order).
+std::vector<Tensor> weightsOf(Model& m)
+{
+    std::vector<Tensor> out;
+    for (auto* p : m.parameters())
+        if (p->trainable) out.push_back(p->value.clone());
+    return out;
+}
+
+// b against a (the reference), and a's distance from w0.
+Comparison compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const std::vector<Tensor>& w0,
+                   const std::vector<std::string>& names)
+{
+    Comparison c;
+    double diff2 = 0, norm2 = 0, travel2 = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const double d = relDiff(b[i], a[i]);
+        if (d > c.worst) {
+            c.worst = d;
+            c.where = names[i];
+        }
+        for (std::int64_t k = 0; k < a[i].numel(); ++k) {
+            const double x = a[i].at(k), y = b[i].at(k);
+            diff2 += (x - y) * (x - y);
+            norm2 += x * x;
+            travel2 += (x - w0[i].at(k)) * (x - w0[i].at(k));
+        }
+    }
+    c.normalised = std::sqrt(diff2 / norm2);
+    c.travelled = std::sqrt(diff2 / travel2);
+    return c;
+}
+
+// 10 steps of 1 x 64 and of 2 x 32 and 4 x 16 on the same global batches; every split compared
+// with the single tower. `previous` gets the 2 x 32 replica's weights one step before the end.
+struct Replication
+{
+    Comparison two, four;
+    double firstLoss = 0, lastLoss = 0;
+    Comparison previousStep; // the single tower's final weights against 2 x 32's one step earlier
+};
+
+Replication replicate(TowerSetOptions single, TowerSetOptions multi)
+{
+    const Shape in{24, 24, 3};
+    const int steps = 10;
+    const double lr = 0.05;
+    TowerSet one(single);
+    multi.towers = 2;
+    TowerSet two(multi);
+    multi.towers = 4;
+    TowerSet four(multi);
+    SyntheticBatches s1(in, 10, 1, 64, 640, 3), s2(in, 10, 2, 32, 640, 3), s4(in, 10, 4, 16, 640, 3);
+    const auto w0 = weightsOf(one.model());
+    std::vector<std::string> names;
+    for (auto* p : one.model().parameters())
+        if (p->trainable) names.push_back(p->name);
+    Replication r;
+    std::vector<Tensor> twoBefore;
+    for (int s = 0; s < steps; ++s) {
+        if (s == steps - 1) twoBefore = weightsOf(two.model());
+        const auto a = one.step(s1.next(), s, lr);
+        const auto b = two.step(s2.next(), s, lr);
+        const auto c = four.step(s4.next(), s, lr);
+        r.two.lossDiff = std::max(r.two.lossDiff, std::fabs(a.loss - b.loss) / std::fabs(a.loss));
+        r.four.lossDiff = std::max(r.four.lossDiff, std::fabs(a.loss - c.loss) / std::fabs(a.loss));
+        if (s == 0) r.firstLoss = a.loss;
+        r.lastLoss = a.loss;
+    }
+    const auto wa = weightsOf(one.model());
+    const double l2 = r.two.lossDiff, l4 = r.four.lossDiff;
+    r.two = compare(wa, weightsOf(two.model()), w0, names);
+    r.four = compare(wa, weightsOf(four.model()), w0, names);
+    r.two.lossDiff = l2;
+    r.four.lossDiff = l4;
+    r.previousStep = compare(wa, twoBefore, w0, names);
+    return r;
+}
+
+} // namespace
+
+class TestTowerSet : public QObject
+{
+    Q_OBJECT
+private slots:
+    // The algorithm, exactly: 1 tower x 64 against 2 x 32 and 4 x 16 on the same global
+    // batches, 10 steps of SGD with momentum, in float64 on the reference backend (no rounding
+    // noise to cross a ReLU or max-pool kink), on a small network of the tutorial's layer types
+    // (conv + ReLU, max-pool SAME, LRN, fc with weight decay): every tensor within 1e-9.
+    void replicationEqualsSingleTowerExactly()
+    {
+        auto o = options("tutorial-small", 1, "momentum");
+        o.build = buildSmallTutorial;
+        o.backend = "reference";
+        o.dtype = DType::Float64;
+        const Replication r = replicate(o, o);
+        for (const auto& [name, c] : {std::pair{"2 x 32", r.two}, std::pair{"4 x 16", r.four}}) {
+            qInfo("%s: worst relative difference %.3g (%s)", name, c.worst, c.where.c_str());
+            QVERIFY2(c.worst <= 1e-9, qPrintable(QStringLiteral("%1: %2 differs by %3").arg(name, QString::fromStdString(c.where)).arg(c.worst)));
+        }
+        QVERIFY2(r.lastLoss < r.firstLoss, "the runs did not learn, so their agreement proves little");
+    }
+
+    // The production path: cifar10-tutorial in float32 on oneDNN, the same geometry and steps.
+    // Rounding differs between a batch of 64 and two of 32, and a difference of 1e-7 now and
+    // then lands on a ReLU or max-pool kink and sends one position's gradient another way (one
+    // element of conv1.bias, which starts at zero, drifts by up to ~1e-3 of that tensor's tiny
+    // scale). So the float32 check is on the whole model: the losses agree to 1e-5 at every
+    // step, and the weights to 1e-4 of their norm and 1e-2 of the distance they travelled. One
+    // step's worth of difference is far outside that.
+    void replicationEqualsSingleTowerFloat32()
+    {
+        auto one = options("cifar10-tutorial", 1, "momentum");
+        one.threadsPerTower = 2; // the lone tower may use both cores
+        const Replication r = replicate(one, options("cifar10-tutorial", 1, "momentum"));
+        for (const auto& [name, c] : {std::pair{"2 x 32", r.two}, std::pair{"4 x 16", r.four}}) {
+            qInfo("%s: model-wide |a - b| / |b| = %.3g, |a - b| / |b - w0| = %.3g; worst tensor %.3g (%s); losses within %.3g",
+                  name, c.normalised, c.travelled, c.worst, c.where.c_str(), c.lossDiff);
+            QVERIFY2(c.lossDiff <= 1e-5, qPrintable(QString::number(c.lossDiff)));
+            QVERIFY2(c.normalised <= 1e-4, qPrintable(QString::number(c.normalised)));
+            QVERIFY2(c.travelled <= 1e-2, qPrintable(QString::number(c.travelled)));
+        }
+        QVERIFY2(r.lastLoss < r.firstLoss, "the runs did not learn, so their agreement proves little");
+        // Negative control: the same comparison against 2 x 32 one step short is caught.
+        qInfo("one step short: |a - b| / |b - w0| = %.3g", r.previousStep.travelled);
+        QVERIFY2(r.previousStep.travelled > 5e-2, qPrintable(QString::number(r.previousStep.travelled)));
+    }
+
+    // With batch norm (running statistics averaged) and dropout (different masks per tower), the
+    // replicas are bitwise identical after every step, for 2 and 3 towers.
+    void replicasBitwiseIdentical_data()
+    {
+        QTest::addColumn<int>("towers");
+        QTest::addColumn<QString>("optimizer");
+        QTest::newRow("2 towers momentum") << 2 << "momentum";
+        QTest::newRow("3 towers adam") << 3 << "adam";
+    }
+    void replicasBitwiseIdentical()
+    {
+        QFETCH(int, towers);
+        QFETCH(QString, optimizer);
+        auto o = options("fashion-fast", towers, optimizer.toStdString());
+        o.emaDecay = 0.99;
+        o.threadsPerTower = 2; // element-wise kernels split over a team: still identical
+        TowerSet set(o);
+        QCOMPARE(set.compareReplicas(), std::string());
+        SyntheticBatches source({28, 28, 1}, 10, towers, 6, 600, 8);
+        for (int s = 0; s < 5; ++s) {
+            set.step(source.next(), s, optimizer == "adam" ? 1e-3 : 0.05);
+            const std::string d = set.compareReplicas();
+            QVERIFY2(d.empty(), qPrintable(QStringLiteral("after step %1: %2").arg(s).arg(QString::fromStdString(d))));
+        }
+        // The statistics really are averaged: each tower saw other examples, yet they agree.
+        QVERIFY(set.model(1).parameter("bn1.running_mean").value.at(0) != 0.0);
+        QCOMPARE(set.model(towers - 1).parameter("bn1.num_batches_tracked").value.at(0), 5.0);
+        // Dropout masks differ between towers (each tower mixes its index into the seed).
+        const Dropout* d0 = nullptr;
+        const Dropout* d1 = nullptr;
+        set.model(0).net().visit([&](Layer& l) { if (auto* d = dynamic_cast<Dropout*>(&l)) d0 = d; });
+        set.model(1).net().visit([&](Layer& l) { if (auto* d = dynamic_cast<Dropout*>(&l)) d1 = d; });
+        QVERIFY(d0 && d1);
+        QVERIFY(maxAbsDiff(d0->mask().to(DType::Float32).reshaped({d0->mask().numel()}),
+                           d1->mask().to(DType::Float32).reshaped({d1->mask().numel()})) > 0);
+        // The check does see a difference of one bit.
+        Tensor& w = set.model(towers - 1).parameter("fc2.bias").value;
+        w.data<float>()[3] = std::nextafter(w.data<float>()[3], 1.0f);
+        const std::string d = set.compareReplicas();
+        QVERIFY2(d.find("'fc2.bias' differs at element 3") != std::string::npos, d.c_str());
+        QVERIFY_THROWS_EXCEPTION(Error, set.verifyReplicas());
+    }
+
+    // A tower that throws (a label out of range in its slice) fails the step with its own error;
+    // the other towers, waiting in the gradient averaging, are released rather than left hanging.
+    void failingTowerReleasesOthers()
+    {
+        TowerSet set(options("fashion-fast", 3, "sgd"));
+        SyntheticBatches source({28, 28, 1}, 10, 3, 4, 120, 2);
+        Batch bad = source.next();
+        bad.labels = bad.labels.clone();
+        bad.labels.data<std::int32_t>()[9] = 12; // tower 2's slice
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+            set.step(bad, 0, 0.1);
+            QFAIL("a label out of range was accepted");
+        } catch (const CollectiveAborted& e) {
+            QFAIL(qPrintable(QStringLiteral("the tower's own error was lost: ") + QString::fromUtf8(e.what())));
+        } catch (const InvalidArgument& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("12")), e.what());
+        }
+        QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+        try {
+            set.step(source.next(), 1, 0.1);
+            QFAIL("stepped after a failure");
+        } catch (const Error& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("earlier error")), e.what());
+        }
+    }
+
+    void batchMustFit()
+    {
+        TowerSet set(options("fashion-fast", 2, "sgd"));
+        SyntheticBatches three({28, 28, 1}, 10, 3, 4, 120, 2);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.step(three.next(), 0, 0.1));
+        SyntheticBatches wrongImage({24, 24, 3}, 10, 2, 4, 120, 2);
+        QVERIFY_THROWS_EXCEPTION(ShapeError, set.step(wrongImage.next(), 0, 0.1));
+        auto o = options("fashion-fast", 0, "sgd");
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, TowerSet{o});
+        o = options("no-such-model", 1, "sgd");
+        QVERIFY_THROWS_EXCEPTION(UnknownName, TowerSet{o});
+    }
+
+    // Evaluation shared by 2 towers over 37 examples in batches of 8 (the last one partial)
+    // against an independent count: one example at a time on a separate replica.
+    void evaluationCountsEveryExample()
+    {
+        auto o = options("fashion-fast", 2, "momentum");
+        o.emaDecay = 0.9;
+        TowerSet set(o);
+        SyntheticBatches source({28, 28, 1}, 10, 2, 8, 480, 4);
+        for (int s = 0; s < 8; ++s) set.step(source.next(), s, 0.05);
+        const std::int64_t count = 37;
+        for (bool ema : {false, true}) {
+            const EvalResult r = set.evaluate(count, 8, source.evaluationBatches(), ema);
+            QCOMPARE(r.examples, count);
+            QCOMPARE(r.ema, ema);
+            // The oracle: tower 0's weights (or averages) copied into a separate model.
+            auto ops = makeReferenceOps();
+            auto m = findModel("fashion-fast").build();
+            for (auto* p : m->parameters()) {
+                const Parameter& src = set.model().parameter(p->name);
+                p->value.copyFrom(ema && p->trainable ? set.ema()->average(p->name) : src.value);
+            }
+            ExecContext ctx{*ops, false};
+            std::int64_t correct = 0;
+            std::vector<std::int64_t> confusion(100, 0);
+            Tensor img({1, 28, 28, 1}, DType::Float32);
+            for (std::int64_t i = 0; i < count; ++i) {
+                std::int32_t label = 0;
+                source.example(source.examples() + i, img.data<float>(), label);
+                const Tensor& logits = m->forward(ctx, img);
+                int best = 0;
+                for (int c = 1; c < 10; ++c)
+                    if (logits.at(c) > logits.at(best)) best = c;
+                correct += best == label;
+                ++confusion[std::size_t(label * 10 + best)];
+            }
+            QCOMPARE(r.correct, correct);
+            QCOMPARE(r.precisionAt1, double(correct) / double(count));
+            std::int64_t total = 0;
+            for (int t = 0; t < 10; ++t) {
+                std::int64_t row = 0;
+                for (int p = 0; p < 10; ++p) {
+                    QCOMPARE(r.confusionAt(t, p), confusion[std::size_t(t * 10 + p)]);
+                    row += confusion[std::size_t(t * 10 + p)];
+                }
+                QCOMPARE(r.classCounts[std::size_t(t)], row);
+                if (row) QCOMPARE(r.perClassAccuracy[std::size_t(t)], double(confusion[std::size_t(t * 11)]) / double(row));
+                total += row;
+            }
+            QCOMPARE(total, count);
+        }
+        // The averages were swapped back out: training continues from the live weights.
+        QCOMPARE(set.compareReplicas(), std::string());
+        QVERIFY(maxAbsDiff(set.model().parameter("fc2.weight").value, set.ema()->average("fc2.weight")) > 0);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestTowerSet)
+#include "tst_tower_set.moc"

@@ -1,0 +1,127 @@
+// The run configuration: its JSON form round-trips every field, and bad values are refused with
+// a message naming the field.
+#include <QtTest>
+
+#include "engine/train/train_config.h"
+
+using namespace towers::engine;
+
+namespace {
+
+void expectRefused(const std::string& json, const char* words)
+{
+    try {
+        TrainConfig::fromJson(json);
+        QFAIL(qPrintable(QStringLiteral("accepted: ") + QString::fromStdString(json)));
+    } catch (const InvalidArgument& e) {
+        QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String(words)), e.what());
+    }
+}
+
+} // namespace
+
+class TestTrainConfig : public QObject
+{
+    Q_OBJECT
+private slots:
+    void defaultsNeedALength()
+    {
+        TrainConfig c;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, c.validate()); // neither steps nor epochs
+        c.steps = 10;
+        c.validate();
+        QCOMPARE(c.totalSteps(390), std::int64_t(10));
+        c.steps = 0;
+        c.epochs = 2.5;
+        QCOMPARE(c.totalSteps(390), std::int64_t(975));
+        c.epochs = 0.001;
+        QCOMPARE(c.totalSteps(390), std::int64_t(1));
+        c.threadsPerTower = 0;
+        c.towers = 2;
+        QVERIFY(c.resolvedThreadsPerTower() >= 1);
+    }
+
+    void jsonRoundTrip()
+    {
+        TrainConfig c;
+        c.model = "fashion-fast";
+        c.backend = "reference";
+        c.towers = 3;
+        c.threadsPerTower = 2;
+        c.batchPerTower = 17;
+        c.steps = 1234;
+        c.epochs = 1.5;
+        c.optimizer.kind = "nesterov";
+        c.optimizer.momentum = 0.85;
+        c.optimizer.beta1 = 0.7;
+        c.optimizer.beta2 = 0.9;
+        c.optimizer.epsilon = 1e-6;
+        c.schedule.kind = LrSchedule::Kind::Step;
+        c.schedule.lr = 0.3;
+        c.schedule.gamma = 0.2;
+        c.schedule.milestones = {3, 9};
+        c.schedule.cosineAnneal = false;
+        c.weightDecay = 5e-4;
+        c.emaDecay = 0.9999;
+        c.dropout = false;
+        c.seed = 18446744073709551615ull;
+        c.checkpointEvery = 50;
+        c.keepCheckpoints = 2;
+        c.evalEvery = 100;
+        c.evalBatchSize = 500;
+        c.logEvery = 7;
+        c.verifyEvery = 9;
+        c.dataset = "fashion-mnist";
+        c.dataDir = "/data/fashion";
+        c.augmentation = "off";
+        const TrainConfig r = TrainConfig::fromJson(c.toJson());
+        QCOMPARE(r.toJson(), c.toJson());
+        QCOMPARE(r.seed, c.seed);
+        QCOMPARE(r.schedule.milestones, c.schedule.milestones);
+        QCOMPARE(r.optimizer.kind, std::string("nesterov"));
+        QVERIFY(!r.dropout);
+        // Short forms and defaults.
+        const TrainConfig s = TrainConfig::fromJson(R"({"steps": 5, "optimizer": "adam", "schedule": "cosine", "lr": 0.001})");
+        QCOMPARE(s.optimizer.kind, std::string("adam"));
+        QVERIFY(s.schedule.kind == LrSchedule::Kind::Cosine);
+        QCOMPARE(s.schedule.lr, 0.001);
+        QCOMPARE(s.model, std::string("cifar10-tutorial"));
+    }
+
+    void refusedNamingTheField_data()
+    {
+        QTest::addColumn<QString>("json");
+        QTest::addColumn<QString>("words");
+        QTest::newRow("not json") << "{steps: 1" << "not valid JSON";
+        QTest::newRow("not an object") << "[1]" << "expected a JSON object";
+        QTest::newRow("unknown field") << R"({"steps": 1, "lerningRate": 0.1})" << "lerningRate: unknown field";
+        QTest::newRow("unknown nested") << R"({"steps": 1, "schedule": {"kind": "step", "gama": 2}})" << "schedule.gama: unknown field";
+        QTest::newRow("wrong type") << R"({"steps": 1, "towers": "two"})" << "towers: expected an integer";
+        QTest::newRow("negative seed") << R"({"steps": 1, "seed": -1})" << "seed: expected an integer >= 0";
+        QTest::newRow("towers") << R"({"steps": 1, "towers": 0})" << "towers: must be in [1, 1024]";
+        QTest::newRow("batch") << R"({"steps": 1, "batchPerTower": 0})" << "batchPerTower: must be at least 1";
+        QTest::newRow("length") << R"({"steps": 0, "epochs": 0})" << "steps: give the length of the run";
+        QTest::newRow("model") << R"({"steps": 1, "model": "resnet-1000"})" << "model: unknown model 'resnet-1000'";
+        QTest::newRow("backend") << R"({"steps": 1, "backend": "cuda"})" << "backend: must be onednn or reference";
+        QTest::newRow("optimizer") << R"({"steps": 1, "optimizer": "rmsprop"})" << "unknown optimizer 'rmsprop'";
+        QTest::newRow("nesterov") << R"({"steps": 1, "optimizer": {"kind": "nesterov", "dampening": 0.1}})" << "optimizer: ";
+        QTest::newRow("schedule kind") << R"({"steps": 1, "schedule": "triangle"})" << "schedule.kind: unknown learning-rate schedule";
+        QTest::newRow("decay rate") << R"({"steps": 1, "schedule": {"kind": "exponential", "decayRate": 2}})" << "schedule.decayRate";
+        QTest::newRow("anneal") << R"({"steps": 1, "schedule": {"kind": "onecycle", "anneal": "cubic"}})" << "schedule.anneal";
+        QTest::newRow("milestones") << R"({"steps": 1, "schedule": {"kind": "step", "milestones": [1.5]}})" << "schedule.milestones";
+        QTest::newRow("lr") << R"({"steps": 1, "lr": 0})" << "schedule.lr";
+        QTest::newRow("ema") << R"({"steps": 1, "emaDecay": 1.0})" << "emaDecay: must be in [0, 1)";
+        QTest::newRow("keep") << R"({"steps": 1, "keepCheckpoints": 0})" << "keepCheckpoints: must be at least 1";
+        QTest::newRow("log") << R"({"steps": 1, "logEvery": 0})" << "logEvery: must be at least 1";
+        QTest::newRow("dropout") << R"({"steps": 1, "dropout": 1})" << "dropout: expected true or false";
+    }
+    void refusedNamingTheField()
+    {
+        QFETCH(QString, json);
+        QFETCH(QString, words);
+        expectRefused(json.toStdString(), words.toUtf8().constData());
+    }
+};
+
+QTEST_APPLESS_MAIN(TestTrainConfig)
+#include "tst_train_config.moc"

@@ -1,0 +1,432 @@
+// The trainer: a resumed run ends bitwise where an uninterrupted one does (weights, moving
+// averages, optimizer state); a diverging run stops with DivergedError at the right step and
+// keeps its last good checkpoint; stop and pause from another thread act within a step;
+// evaluation, metrics and log lines land in the run directory.
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/models/registry.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/trainer.h"
+#include "gradcheck.h"
+#include "synthetic_batches.h"
+
+using namespace towers::engine;
+using namespace towers::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+TrainConfig baseConfig()
+{
+    TrainConfig c;
+    c.model = "fashion-fast";
+    c.towers = 2;
+    c.threadsPerTower = 1;
+    c.batchPerTower = 4;
+    c.steps = 6;
+    c.optimizer.kind = "momentum";
+    c.schedule.lr = 0.01;
+    c.emaDecay = 0.99;
+    c.checkpointEvery = 3;
+    c.logEvery = 1;
+    c.verifyEvery = 1; // replicas compared bitwise after every step
+    c.seed = 3;
+    return c;
+}
+
+SyntheticBatches sourceFor(const TrainConfig& c, std::uint64_t seed = 11)
+{
+    return SyntheticBatches({28, 28, 1}, 10, c.towers, c.batchPerTower, 400, seed);
+}
+
+// Records what the trainer reports; waitFor() blocks until a condition on the record holds.
+class Recorder : public TrainerObserver
+{
+public:
+    void onStep(const StepMetrics& m) override { update([&] { steps.push_back(m); }); }
+    void onEvaluation(const EvalResult& r) override { update([&] { evals.push_back(r); }); }
+    void onLog(const std::string& line) override { update([&] { logs.push_back(line); }); }
+    void onCheckpoint(const fs::path& file, std::int64_t step) override
+    {
+        update([&] { checkpoints.emplace_back(file, step); });
+    }
+    void onPaused(std::int64_t) override { update([&] { ++paused; }); }
+    void onResumed(std::int64_t) override { update([&] { ++resumed; }); }
+    void onFinished(std::int64_t step) override { update([&] { finished = step; }); }
+    void onStopped(std::int64_t step) override { update([&] { stopped = step; }); }
+    void onFailed(const std::string& message) override { update([&] { failed = message; }); }
+
+    bool waitFor(const std::function<bool()>& ready, int seconds = 60)
+    {
+        std::unique_lock lock(m_mutex);
+        return m_cv.wait_for(lock, std::chrono::seconds(seconds), ready);
+    }
+    std::int64_t lastStep()
+    {
+        std::lock_guard lock(m_mutex);
+        return steps.empty() ? 0 : steps.back().step;
+    }
+
+    std::vector<StepMetrics> steps;
+    std::vector<EvalResult> evals;
+    std::vector<std::string> logs;
+    std::vector<std::pair<fs::path, std::int64_t>> checkpoints;
+    int paused = 0, resumed = 0;
+    std::int64_t finished = -1, stopped = -1;
+    std::string failed;
+
+private:
+    template <class F> void update(F&& f)
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            f();
+        }
+        m_cv.notify_all();
+    }
+    std::mutex m_mutex;
+    std::condition_variable m_cv;
+};
+
+bool sameBytes(const Tensor& a, const Tensor& b)
+{
+    return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
+}
+
+std::vector<nlohmann::json> jsonLines(const fs::path& file)
+{
+    std::vector<nlohmann::json> out;
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+    return out;
+}
+
+} // namespace
+
+class TestTrainer : public QObject
+{
+    Q_OBJECT
+private slots:
+    // Train 6 steps with a checkpoint at 3; a fresh trainer resumes from step 3 and runs to 6.
+    // Every tensor of the final state is bitwise the same (augmentation-free data, dropout on).
+    void resumeEqualsUninterrupted_data()
+    {
+        QTest::addColumn<QString>("optimizer");
+        QTest::newRow("momentum") << "momentum";
+        QTest::newRow("adam") << "adam";
+    }
+    void resumeEqualsUninterrupted()
+    {
+        QFETCH(QString, optimizer);
+        TrainConfig c = baseConfig();
+        c.optimizer.kind = optimizer.toStdString();
+        c.schedule.kind = LrSchedule::Kind::Cosine; // the LR position must come back too
+        c.schedule.warmupEpochs = 0.02;
+        QTemporaryDir dirA, dirB;
+        const fs::path rootA = dirA.path().toStdString(), rootB = dirB.path().toStdString();
+        auto srcA = sourceFor(c);
+        Trainer a(c, srcA, rootA);
+        QCOMPARE(a.run(), Trainer::Outcome::Finished);
+        QCOMPARE(a.step(), std::int64_t(6));
+        RunDirectory runA(rootA);
+        QCOMPARE(runA.checkpoints().size(), std::size_t(2)); // steps 3 and 6
+
+        RunDirectory runB(rootB);
+        fs::copy_file(runA.checkpointPath(3), runB.checkpointPath(3));
+        // A newer checkpoint that does not load (a damaged copy): skipped by the resume, and
+        // removed as part of the abandoned future when the run starts.
+        std::ofstream(runB.checkpointPath(5)) << "damaged";
+        auto srcB = sourceFor(c);
+        Recorder rec;
+        Trainer b(c, srcB, rootB, {}, &rec);
+        QCOMPARE(b.resumeFromNewest(), std::optional<std::int64_t>(3));
+        QVERIFY(!rec.logs.empty() && rec.logs.front().find("skipping a checkpoint that does not load") == 0);
+        QCOMPARE(b.run(), Trainer::Outcome::Finished);
+        QCOMPARE(runB.checkpoints().size(), std::size_t(2)); // 3 and 6; the damaged 5 is gone
+        QCOMPARE(srcB.calls(), std::int64_t(3)); // steps 3, 4, 5 only: the source was positioned
+        QCOMPARE(rec.steps.front().step, std::int64_t(4));
+        QCOMPARE(rec.steps.front().lr, c.schedule.at(3, srcB.stepsPerEpoch(), 6));
+
+        const Checkpoint ca = readCheckpoint(runA.checkpointPath(6));
+        const Checkpoint cb = readCheckpoint(runB.checkpointPath(6));
+        QCOMPARE(cb.info.step, std::int64_t(6));
+        auto compareAll = [](const NamedTensors& x, const NamedTensors& y, const char* what) {
+            QVERIFY2(x.size() == y.size() && !x.empty(), what);
+            for (std::size_t i = 0; i < x.size(); ++i) {
+                QCOMPARE(x[i].first, y[i].first);
+                QVERIFY2(sameBytes(x[i].second, y[i].second), qPrintable(QString::fromStdString(x[i].first) + QStringLiteral(" differs")));
+            }
+        };
+        compareAll(ca.weights, cb.weights, "weights");
+        compareAll(ca.ema, cb.ema, "moving averages");
+        compareAll(ca.optimizer, cb.optimizer, "optimizer state");
+        // And the live replicas, which the checkpoints were written from.
+        const auto& pa = a.towers().model(1).parameters();
+        const auto& pb = b.towers().model(1).parameters();
+        for (std::size_t i = 0; i < pa.size(); ++i) QVERIFY(sameBytes(pa[i]->value, pb[i]->value));
+        // The weights did change over the last three steps.
+        const Checkpoint c3 = readCheckpoint(runA.checkpointPath(3));
+        QVERIFY(!sameBytes(*c3.weight("fc1.weight"), *ca.weight("fc1.weight")));
+    }
+
+    // A NaN in the batch of step 5: DivergedError naming the step, no checkpoint of the
+    // diverged state, the last good one (step 4) intact.
+    void divergedStopsWithError()
+    {
+        TrainConfig c = baseConfig();
+        c.steps = 10;
+        c.checkpointEvery = 2;
+        QTemporaryDir dir;
+        auto src = sourceFor(c);
+        src.injectNanAt(4); // the batch of global step 4, i.e. the 5th step
+        Recorder rec;
+        Trainer t(c, src, dir.path().toStdString(), {}, &rec);
+        QString message;
+        try {
+            t.run();
+            QFAIL("a NaN did not stop training");
+        } catch (const DivergedError& e) {
+            message = QString::fromUtf8(e.what());
+        }
+        // ReLU maps a NaN activation to 0 in our backends, so the loss may stay finite while the
+        // batch-norm statistics and gradients do not: either way the step is named.
+        QVERIFY2(message.startsWith(QLatin1String("model diverged")) && message.contains(QLatin1String("at step 5")),
+                 qPrintable(message));
+        QCOMPARE(QString::fromStdString(rec.failed), message);
+        QCOMPARE(t.step(), std::int64_t(4));
+        // The update of step 5 was skipped: the live replicas still hold finite weights.
+        for (const auto* p : t.towers().model(1).parameters())
+            for (std::int64_t i = 0; i < p->value.numel(); ++i) QVERIFY(std::isfinite(p->value.at(i)));
+        QCOMPARE(rec.finished, std::int64_t(-1));
+        RunDirectory run(dir.path().toStdString());
+        const auto files = run.checkpoints();
+        QCOMPARE(files.size(), std::size_t(2));
+        QCOMPARE(files.back().step, std::int64_t(4));
+        auto model = findModel("fashion-fast").build();
+        const auto good = run.newestGoodCheckpoint(model.get());
+        QVERIFY(good);
+        QCOMPARE(good->step, std::int64_t(4));
+        loadCheckpoint(good->path, *model);
+        for (const auto* p : model->parameters())
+            for (std::int64_t i = 0; i < p->value.numel(); ++i) QVERIFY(std::isfinite(p->value.at(i)));
+    }
+
+    // An absurd learning rate: training stops with DivergedError, and every checkpoint on disk
+    // holds finite weights.
+    void absurdLearningRate()
+    {
+        TrainConfig c = baseConfig();
+        c.optimizer.kind = "sgd";
+        c.schedule.lr = 1e30;
+        c.steps = 20;
+        c.checkpointEvery = 1;
+        c.keepCheckpoints = 20;
+        QTemporaryDir dir;
+        auto src = sourceFor(c);
+        Trainer t(c, src, dir.path().toStdString());
+        try {
+            t.run();
+            QFAIL("an absurd learning rate did not stop training");
+        } catch (const DivergedError& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).startsWith(QLatin1String("model diverged")), e.what());
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("at step %1").arg(t.step() + 1)), e.what());
+        }
+        QVERIFY(t.step() < 20);
+        RunDirectory run(dir.path().toStdString());
+        auto model = findModel("fashion-fast").build();
+        for (const auto& f : run.checkpoints()) {
+            loadCheckpoint(f.path, *model);
+            for (const auto* p : model->parameters())
+                for (std::int64_t i = 0; i < p->value.numel(); ++i) QVERIFY(std::isfinite(p->value.at(i)));
+        }
+    }
+
+    // requestStop() from another thread: run() returns Stopped within one step, with a
+    // checkpoint of the step it stopped at. The same through a std::stop_token.
+    void stopFromAnotherThread_data()
+    {
+        QTest::addColumn<bool>("token");
+        QTest::newRow("requestStop") << false;
+        QTest::newRow("stop_token") << true;
+    }
+    void stopFromAnotherThread()
+    {
+        QFETCH(bool, token);
+        TrainConfig c = baseConfig();
+        c.steps = 1000000;
+        c.checkpointEvery = 0;
+        c.verifyEvery = 0;
+        QTemporaryDir dir;
+        auto src = sourceFor(c);
+        Recorder rec;
+        Trainer t(c, src, dir.path().toStdString(), {}, &rec);
+        Trainer::Outcome outcome = Trainer::Outcome::Finished;
+        std::jthread worker([&](std::stop_token st) { outcome = t.run(token ? st : std::stop_token{}); });
+        QVERIFY(rec.waitFor([&] { return rec.steps.size() >= 3; }));
+        if (token)
+            worker.request_stop();
+        else
+            t.requestStop();
+        const std::int64_t atRequest = t.step(); // at most the step in progress completes after this
+        worker.join();
+        QCOMPARE(outcome, Trainer::Outcome::Stopped);
+        QVERIFY2(t.step() <= atRequest + 1, qPrintable(QStringLiteral("%1 steps after the request").arg(t.step() - atRequest)));
+        QCOMPARE(rec.stopped, t.step());
+        RunDirectory run(dir.path().toStdString());
+        QCOMPARE(run.checkpoints().size(), std::size_t(1));
+        QCOMPARE(run.checkpoints().back().step, t.step());
+        QCOMPARE(readCheckpoint(run.checkpointPath(t.step())).info.step, t.step());
+    }
+
+    void pauseAndResume()
+    {
+        TrainConfig c = baseConfig();
+        c.steps = 1000000;
+        c.checkpointEvery = 0;
+        c.verifyEvery = 0;
+        QTemporaryDir dir;
+        auto src = sourceFor(c);
+        Recorder rec;
+        Trainer t(c, src, dir.path().toStdString(), {}, &rec);
+        std::jthread worker([&] { t.run(); });
+        QVERIFY(rec.waitFor([&] { return rec.steps.size() >= 2; }));
+        t.pause();
+        QVERIFY(t.isPaused());
+        QVERIFY(rec.waitFor([&] { return rec.paused == 1; }));
+        const std::int64_t s = t.step();
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        QCOMPARE(t.step(), s); // nothing moves while paused
+        t.resume();
+        QVERIFY(rec.waitFor([&] { return rec.resumed == 1 && !rec.steps.empty() && rec.steps.back().step >= s + 2; }));
+        // A stop while paused ends the run at once.
+        t.pause();
+        QVERIFY(rec.waitFor([&] { return rec.paused == 2; }));
+        t.requestStop();
+        worker.join();
+        QCOMPARE(rec.stopped, t.step());
+        QCOMPARE(rec.resumed, 1);
+    }
+
+    // A learnable task: the loss falls and the moving-average weights classify well; periodic
+    // evaluations, metrics and log lines land in the run directory.
+    void evaluationMetricsAndLogs()
+    {
+        TrainConfig c = baseConfig();
+        c.batchPerTower = 8;
+        c.steps = 30;
+        c.schedule.lr = 0.01;
+        c.emaDecay = 0.9;
+        c.evalEvery = 15;
+        c.logEvery = 5;
+        c.checkpointEvery = 0;
+        c.verifyEvery = 10;
+        c.dataset = "synthetic";
+        QTemporaryDir dir;
+        auto src = sourceFor(c);
+        Recorder rec;
+        Trainer t(c, src, dir.path().toStdString(), {{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}, "{}"}, &rec);
+        t.setEvaluator(45, src.evaluationBatches());
+        QCOMPARE(t.run(), Trainer::Outcome::Finished);
+        QCOMPARE(rec.finished, std::int64_t(30));
+
+        QCOMPARE(rec.steps.size(), std::size_t(6));
+        for (std::size_t i = 0; i < rec.steps.size(); ++i) {
+            const StepMetrics& m = rec.steps[i];
+            QCOMPARE(m.step, std::int64_t(5 * (i + 1)));
+            QCOMPARE(m.towerComputeMs.size(), std::size_t(2));
+            QVERIFY(m.examplesPerSec > 0 && m.stepMs > 0 && m.computeMs > 0 && m.secPerBatch > 0);
+            QVERIFY(std::fabs(m.secPerBatch - m.stepMs / 1000.0 / 2) < 1e-12);
+            QVERIFY(std::fabs(m.examplesPerSec - 16 * 1000.0 / m.stepMs) < 1e-6 * m.examplesPerSec);
+            QVERIFY(m.loss >= m.crossEntropy);
+            QCOMPARE(m.epoch, double(m.step) / double(src.stepsPerEpoch()));
+        }
+        QVERIFY2(rec.steps.back().crossEntropy < 0.5 * rec.steps.front().crossEntropy,
+                 qPrintable(QStringLiteral("%1 -> %2").arg(rec.steps.front().crossEntropy).arg(rec.steps.back().crossEntropy)));
+
+        QCOMPARE(rec.evals.size(), std::size_t(2));
+        QCOMPARE(rec.evals[0].step, std::int64_t(15));
+        QCOMPARE(rec.evals[1].step, std::int64_t(30));
+        QCOMPARE(rec.evals[1].examples, std::int64_t(45));
+        QVERIFY(rec.evals[1].ema);
+        QVERIFY2(rec.evals[1].precisionAt1 > 0.6, qPrintable(QString::number(rec.evals[1].precisionAt1)));
+
+        RunDirectory run(dir.path().toStdString());
+        const auto metrics = jsonLines(run.metricsPath());
+        QCOMPARE(metrics.size(), std::size_t(6));
+        QCOMPARE(metrics[2]["step"].get<std::int64_t>(), std::int64_t(15));
+        for (const char* key : {"epoch", "loss", "crossEntropy", "lr", "examplesPerSec", "secPerBatch", "dataWaitMs",
+                                "computeMs", "allReduceMs", "updateMs", "towerComputeMs"})
+            QVERIFY2(metrics[2].contains(key), key);
+        const auto evals = jsonLines(run.evalPath());
+        QCOMPARE(evals.size(), std::size_t(2));
+        QCOMPARE(evals[1]["confusion"].size(), std::size_t(10));
+        QCOMPARE(evals[1]["precisionAt1"].get<double>(), rec.evals[1].precisionAt1);
+        QCOMPARE(TrainConfig::fromJson(*run.readConfig()).toJson(), c.toJson());
+        // The final checkpoint carries the data description and the configuration.
+        const Checkpoint last = readCheckpoint(run.checkpointPath(30));
+        QCOMPARE(last.info.dataset, std::string("synthetic"));
+        QCOMPARE(last.info.classNames.size(), std::size_t(10));
+        QCOMPARE(last.info.config, c.toJson());
+        QVERIFY(!last.ema.empty());
+
+        // The tutorial's log line.
+        const QRegularExpression line(QStringLiteral(R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}: step 10, loss = \d+\.\d\d \(\d+\.\d examples/sec; \d+\.\d{3} sec/batch\)$)"));
+        bool found = false;
+        for (const auto& l : rec.logs) found = found || line.match(QString::fromStdString(l)).hasMatch();
+        QVERIFY2(found, rec.logs.size() > 2 ? rec.logs[2].c_str() : "no log");
+    }
+
+    void refusals()
+    {
+        TrainConfig c = baseConfig();
+        QTemporaryDir dir;
+        // A source split for another number of towers.
+        SyntheticBatches three({28, 28, 1}, 10, 3, 4, 400, 1);
+        Recorder rec;
+        Trainer t(c, three, dir.path().toStdString(), {}, &rec);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, t.run());
+        QVERIFY(rec.failed.find("split for 3 towers") != std::string::npos);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, t.run()); // once only
+
+        // Another model's checkpoint.
+        TrainConfig tc = baseConfig();
+        tc.model = "cifar10-tutorial";
+        tc.towers = 1;
+        tc.steps = 1;
+        QTemporaryDir other;
+        SyntheticBatches cifar({24, 24, 3}, 10, 1, 4, 40, 1);
+        Trainer tutorial(tc, cifar, other.path().toStdString());
+        tutorial.run();
+        auto src = sourceFor(c);
+        Trainer fresh(c, src, dir.path().toStdString());
+        try {
+            fresh.restore(RunDirectory(other.path().toStdString()).checkpointPath(1));
+            QFAIL("restored another model's checkpoint");
+        } catch (const InvalidArgument& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("ckpt-00000001.safetensors")), e.what());
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("cifar10-tutorial")), e.what());
+        }
+        // Class names that do not fit the model.
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, Trainer(c, src, dir.path().toStdString(), {{"cat", "dog"}, "{}"}));
+        // A bad configuration never reaches the disk.
+        TrainConfig bad = baseConfig();
+        bad.batchPerTower = 0;
+        QTemporaryDir badDir;
+        const fs::path target = fs::path(badDir.path().toStdString()) / "never";
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, Trainer(bad, src, target));
+        QVERIFY(!fs::exists(target));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestTrainer)
+#include "tst_trainer.moc"
