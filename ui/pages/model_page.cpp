@@ -7,15 +7,18 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLocale>
+#include <QScrollArea>
 #include <QTableView>
 #include <QVBoxLayout>
 
 #include "engine/models/registry.h"
 #include "ui/models/layer_table_model.h"
+#include "ui/widgets/hyperparameter_form.h"
 
 namespace towers::ui {
 
-ModelPage::ModelPage(QWidget* parent) : QWidget(parent), m_layers(new LayerTableModel(this))
+ModelPage::ModelPage(QWidget* parent)
+    : QWidget(parent), m_layers(new LayerTableModel(this)), m_form(new HyperparameterForm)
 {
     auto* top = new QHBoxLayout(this);
     auto* modelBox = new QGroupBox(tr("Model"), this);
@@ -25,12 +28,12 @@ ModelPage::ModelPage(QWidget* parent) : QWidget(parent), m_layers(new LayerTable
     for (const auto& info : engine::modelRegistry())
         m_modelCombo->addItem(QString::fromStdString(info.name), QString::fromStdString(info.name));
     form->addRow(tr("&Model:"), m_modelCombo);
-    m_description = new QLabel(modelBox);
-    m_description->setWordWrap(true);
-    form->addRow(QString(), m_description);
     m_total = new QLabel(modelBox);
     form->addRow(tr("Parameters:"), m_total);
     modelLayout->addLayout(form);
+    m_description = new QLabel(modelBox);
+    m_description->setWordWrap(true);
+    modelLayout->addWidget(m_description);
     m_table = new QTableView(modelBox);
     m_table->setModel(m_layers);
     m_table->verticalHeader()->hide();
@@ -40,6 +43,14 @@ ModelPage::ModelPage(QWidget* parent) : QWidget(parent), m_layers(new LayerTable
     m_table->horizontalHeader()->setStretchLastSection(true);
     modelLayout->addWidget(m_table, 1);
     top->addWidget(modelBox, 3);
+
+    auto* scroll = new QScrollArea(this);
+    scroll->setWidget(m_form);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    scroll->setMinimumWidth(430);
+    top->addWidget(scroll, 2);
 
     connect(m_modelCombo, &QComboBox::currentIndexChanged, this, [this] {
         showModel();

@@ -9,6 +9,7 @@ class QTableView;
 
 namespace towers::ui {
 
+class HyperparameterForm;
 class LayerTableModel;
 
 class ModelPage : public QWidget
@@ -23,6 +24,7 @@ public:
     LayerTableModel* layerModel() const { return m_layers; }
     // Trainable parameters of the chosen model (the layer table's total).
     qint64 totalParameters() const;
+    HyperparameterForm* form() const { return m_form; }
 
 signals:
     void modelChanged(const QString& name);
@@ -35,6 +37,7 @@ private:
     QLabel* m_total;
     QTableView* m_table;
     LayerTableModel* m_layers;
+    HyperparameterForm* m_form;
 };
 
 } // namespace towers::ui
