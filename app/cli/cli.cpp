@@ -16,6 +16,9 @@ const Command kCommands[] = {
     {"bench", "Time full training steps of a model on synthetic data (images/s)", runBench},
     {"download", "Download, verify and unpack a dataset (cifar10, cifar100, mnist, ...)", runDownload},
     {"models", "List the models, or show one model's layers", runModels},
+    {"train", "Train a model with replicated towers on a dataset", runTrain},
+    {"eval", "Evaluate a checkpoint on its dataset's test set", runEval},
+    {"classify", "Classify image files with a checkpoint", runClassify},
     {"datasets", "List the datasets found on this machine", runDatasets},
     {"devices", "List the CPU and GPUs that can run towers", runDevices},
 };

@@ -18,4 +18,13 @@ QString defaultDataDir()
     return user.empty() ? QString() : QDir::cleanPath(QString::fromStdString(user.string()));
 }
 
+QString defaultRunsDir()
+{
+    const QString runs = qEnvironmentVariable("TOWERS_RUNS");
+    if (!runs.isEmpty()) return QDir::cleanPath(QDir::current().absoluteFilePath(runs));
+    const auto datasets = engine::userDatasetDirectory(); // <data home>/towers/datasets
+    return datasets.empty() ? QString()
+                            : QDir::cleanPath(QString::fromStdString((datasets.parent_path() / "runs").string()));
+}
+
 } // namespace towers::app

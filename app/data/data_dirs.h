@@ -12,4 +12,9 @@ namespace towers::app {
 // string when no home folder is known. The folder is not created.
 QString defaultDataDir();
 
+// The folder runs go to when no --run-dir is given, and where the GUI lists earlier runs:
+// $TOWERS_RUNS when set, else "towers/runs" in the user's data folder ($XDG_DATA_HOME or
+// ~/.local/share), beside the datasets. Absolute and cleaned; empty when no home folder is known.
+QString defaultRunsDir();
+
 } // namespace towers::app

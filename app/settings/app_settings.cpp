@@ -3,7 +3,6 @@
 #include <QDir>
 
 #include "app/data/data_dirs.h"
-#include "engine/data/dataset.h"
 
 namespace towers::app {
 
@@ -70,10 +69,8 @@ void AppSettings::sync() { m_settings->sync(); }
 
 QString AppSettings::defaultRunsDir()
 {
-    const auto datasets = engine::userDatasetDirectory(); // .../towers/datasets
-    if (datasets.empty()) return QDir::current().absoluteFilePath(QStringLiteral("towers-runs"));
-    return QDir::cleanPath(QString::fromStdString(datasets.parent_path().string()) +
-                           QStringLiteral("/runs"));
+    const QString dir = app::defaultRunsDir(); // where towers-cli train puts runs
+    return dir.isEmpty() ? QDir::current().absoluteFilePath(QStringLiteral("towers-runs")) : dir;
 }
 
 } // namespace towers::app

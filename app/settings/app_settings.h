@@ -41,7 +41,8 @@ public:
     void sync();
     QString fileName() const { return m_settings->fileName(); }
 
-    // $XDG_DATA_HOME/towers/runs (~/.local/share/towers/runs): next to the downloaded datasets.
+    // app::defaultRunsDir(), where towers-cli train puts its runs ($TOWERS_RUNS, else
+    // ~/.local/share/towers/runs), or ./towers-runs when no home folder is known.
     static QString defaultRunsDir();
 
 private:

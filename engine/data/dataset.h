@@ -50,6 +50,8 @@ struct DatasetInfo
 const std::vector<std::string>& knownDatasets();
 // Throws UnknownName listing the known datasets.
 void requireKnownDataset(const std::string& name);
+// The image shape [H, W, C] of a known dataset: 32x32x3 for CIFAR, 28x28x1 for the IDX sets.
+Shape datasetImageShape(const std::string& name);
 
 // The default search path, in order: $TOWERS_DATA (if set; may hold several folders separated
 // by ':'), the user's data directory ($XDG_DATA_HOME or ~/.local/share, then "towers/datasets"),

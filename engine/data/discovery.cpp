@@ -152,6 +152,13 @@ std::vector<std::string> datasetFolderNames(const std::string& name)
     return {name};
 }
 
+Shape datasetImageShape(const std::string& name)
+{
+    requireKnownDataset(name);
+    if (name == "cifar10" || name == "cifar100") return {kCifarSide, kCifarSide, 3};
+    return {28, 28, 1};
+}
+
 fs::path userDatasetDirectory()
 {
     const std::string xdg = envString("XDG_DATA_HOME");

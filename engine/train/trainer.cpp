@@ -185,10 +185,12 @@ bool Trainer::waitWhilePaused(const std::stop_token& stop)
     const std::int64_t s = m_step.load();
     if (m_observer) m_observer->onPaused(s);
     log("paused at step " + std::to_string(s));
+    const auto pausedAt = Clock::now();
     {
         std::unique_lock lock(m_mutex);
         m_cv.wait(lock, [&] { return !m_pauseRequested.load() || stopRequested(stop); });
     }
+    m_pausedSeconds += msSince(pausedAt) / 1000.0;
     if (stopRequested(stop)) return false;
     if (m_observer) m_observer->onResumed(s);
     log("resumed at step " + std::to_string(s));
@@ -264,12 +266,18 @@ StepMetrics Trainer::metricsOf(std::int64_t done, const TowerStepResult& r, doub
     m.computeMs = r.towers[slowest].computeMs;
     m.allReduceMs = r.towers[slowest].reduceMs;
     m.updateMs = r.towers[slowest].updateMs;
+    m.totalSteps = m_total;
+    m.elapsedSeconds = std::max(0.0, msSince(m_runStart) / 1000.0 - m_pausedSeconds);
+    const std::int64_t doneHere = done - m_runStartStep;
+    if (doneHere > 0) m.etaSeconds = m.elapsedSeconds / double(doneHere) * double(m_total - done);
     return m;
 }
 
 void Trainer::report(const StepMetrics& m)
 {
     Json j{{"step", m.step},
+           {"totalSteps", m.totalSteps},
+           {"elapsedSeconds", m.elapsedSeconds},
            {"epoch", m.epoch},
            {"loss", m.loss},
            {"crossEntropy", m.crossEntropy},
@@ -284,9 +292,13 @@ void Trainer::report(const StepMetrics& m)
            {"towerComputeMs", m.towerComputeMs}};
     m_dir.appendMetrics(j.dump());
     // The tutorial's line: "%s: step %d, loss = %.2f (%.1f examples/sec; %.3f sec/batch)".
-    char buf[200];
-    std::snprintf(buf, sizeof buf, "%s: step %lld, loss = %.2f (%.1f examples/sec; %.3f sec/batch)",
-                  timestamp().c_str(), static_cast<long long>(m.step), m.loss, m.examplesPerSec, m.secPerBatch);
+    // Then where the run stands: "[12%, epoch 1.20, ETA 2m05s]".
+    char buf[256];
+    const long long eta = std::llround(m.etaSeconds);
+    std::snprintf(buf, sizeof buf,
+                  "%s: step %lld, loss = %.2f (%.1f examples/sec; %.3f sec/batch) [%d%%, epoch %.2f, ETA %lldm%02llds]",
+                  timestamp().c_str(), static_cast<long long>(m.step), m.loss, m.examplesPerSec, m.secPerBatch,
+                  int(100 * m.step / std::max<std::int64_t>(1, m.totalSteps)), m.epoch, eta / 60, eta % 60);
     log(buf);
     if (m_observer) m_observer->onStep(m);
 }
@@ -314,6 +326,9 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             std::to_string(m_towers->options().threadsPerTower) + " thread(s) per tower, steps " +
             std::to_string(m_step.load()) + " to " + std::to_string(m_total));
         m_source.seek(m_step.load());
+        m_runStart = Clock::now();
+        m_runStartStep = m_step.load();
+        m_pausedSeconds = 0;
 
         while (m_step.load() < m_total) {
             if (stopRequested(stop) || !waitWhilePaused(stop)) {

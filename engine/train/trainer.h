@@ -4,6 +4,7 @@
 // checkpoints in a run directory, resume, pause and stop. Drives from a GUI worker thread or the
 // CLI: run() blocks; pause(), resume() and requestStop() are thread-safe and act within a step.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
@@ -106,6 +107,10 @@ private:
     std::atomic<std::int64_t> m_step{0};
     std::int64_t m_lastCheckpointStep = -1;
     std::int64_t m_lastEvalStep = -1;
+    // Pace of this run() for the ETA: when it started, at which step, and time spent paused.
+    std::chrono::steady_clock::time_point m_runStart{};
+    std::int64_t m_runStartStep = 0;
+    double m_pausedSeconds = 0;
     bool m_ran = false;
     std::int64_t m_evalCount = 0;
     EvalBatchFn m_evalBatches;

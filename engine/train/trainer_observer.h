@@ -26,6 +26,9 @@ struct StepMetrics
     double allReduceMs = 0;     // gradient averaging as seen by the slowest tower
     double updateMs = 0;        // optimizer update (and EMA) of the slowest tower
     std::vector<double> towerComputeMs; // forward + backward of each tower
+    std::int64_t totalSteps = 0; // the run's length
+    double elapsedSeconds = 0;   // wall time of this run() so far, pauses excluded
+    double etaSeconds = 0;       // estimated time to the last step at this run's pace so far
 };
 
 class TrainerObserver

@@ -1,0 +1,73 @@
+// towers-cli classify: the top classes of image files under a checkpoint.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include "app/cli/command.h"
+#include "app/inference/image_files.h"
+#include "engine/train/classifier.h"
+
+namespace towers::app {
+
+int runClassify(const QStringList& args, CommandIo& io)
+{
+    QCommandLineParser p;
+    p.setApplicationDescription(QStringLiteral(
+        "Classifies image files (PNG, JPEG, BMP, PPM/PGM, GIF...) with a checkpoint, which knows its\n"
+        "model, classes and preprocessing: each image is converted to the dataset's colour format,\n"
+        "scaled (shorter side) and centre-cropped to its size, preprocessed as in evaluation, and the\n"
+        "most probable classes are printed with their probabilities."));
+    p.addPositionalArgument(QStringLiteral("images"), QStringLiteral("Image files."), QStringLiteral("IMAGE..."));
+    p.addOptions({
+        {QStringLiteral("checkpoint"), QStringLiteral("The checkpoint (.safetensors)."), QStringLiteral("file")},
+        {QStringLiteral("top-k"), QStringLiteral("How many classes to show (default 5)."), QStringLiteral("k"), QStringLiteral("5")},
+        {QStringLiteral("no-ema"), QStringLiteral("Use the raw weights, not their moving averages.")},
+        {QStringLiteral("json"), QStringLiteral("Print JSON.")},
+    });
+    int code = 0;
+    if (!parseOrExplain(p, args, io, code)) return code;
+    if (!p.isSet(QStringLiteral("checkpoint"))) {
+        io.err << "towers-cli classify: --checkpoint FILE is required\n";
+        return ExitUsage;
+    }
+    const QStringList files = p.positionalArguments();
+    if (files.isEmpty()) {
+        io.err << "towers-cli classify: give at least one image file\n";
+        return ExitUsage;
+    }
+    int topK = 5;
+    if (!intOption(p, QStringLiteral("top-k"), 1, 100000, topK, io)) return ExitUsage;
+
+    engine::Classifier classifier(p.value(QStringLiteral("checkpoint")).toStdString(), !p.isSet(QStringLiteral("no-ema")));
+    engine::ImageSet images;
+    for (const QString& f : files) appendImage(readImageFile(f), classifier.sourceShape(), images);
+    const auto probs = classifier.probabilities(images);
+    const auto& names = classifier.classNames();
+    const bool json = p.isSet(QStringLiteral("json"));
+    QJsonArray results;
+    for (int i = 0; i < files.size(); ++i) {
+        const auto top = engine::Classifier::topK(probs[std::size_t(i)], topK);
+        if (json) {
+            QJsonArray classes;
+            for (const auto& s : top)
+                classes.append(QJsonObject{{QStringLiteral("label"), s.label},
+                                           {QStringLiteral("class"), QString::fromStdString(names[std::size_t(s.label)])},
+                                           {QStringLiteral("probability"), s.probability}});
+            results.append(QJsonObject{{QStringLiteral("image"), files[i]}, {QStringLiteral("top"), classes}});
+            continue;
+        }
+        io.out << files[i] << "\n";
+        for (const auto& s : top)
+            io.out << "  " << QString::number(100 * s.probability, 'f', 2).rightJustified(6) << "%  "
+                   << QString::fromStdString(names[std::size_t(s.label)]) << "\n";
+    }
+    if (json)
+        io.out << QJsonDocument(QJsonObject{{QStringLiteral("checkpoint"), p.value(QStringLiteral("checkpoint"))},
+                                            {QStringLiteral("model"), QString::fromStdString(classifier.info().model)},
+                                            {QStringLiteral("ema"), classifier.usesEma()},
+                                            {QStringLiteral("results"), results}})
+                      .toJson(QJsonDocument::Indented);
+    return ExitOk;
+}
+
+} // namespace towers::app

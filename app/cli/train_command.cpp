@@ -1,0 +1,406 @@
+// towers-cli train: a tower-replicated training run on a dataset, into a run directory.
+#include <QDateTime>
+#include <QDir>
+#include <QEventLoop>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <mutex>
+#include <thread>
+
+#include "app/cli/command.h"
+#include "app/cli/interrupt_notifier.h"
+#include "app/data/data_dirs.h"
+#include "engine/data/dataset.h"
+#include "engine/models/registry.h"
+#include "engine/train/recipe.h"
+#include "engine/train/training_session.h"
+
+namespace towers::app {
+
+namespace {
+
+using engine::TrainConfig;
+
+// Options that define the run: refused together with --resume (the run keeps its configuration).
+const char* const kRunDefining[] = {"dataset", "model",     "towers",       "threads-per-tower", "batch-size",
+                                    "optimizer", "lr",      "lr-schedule",  "momentum",          "weight-decay",
+                                    "ema-decay", "augment", "seed",         "device"};
+
+QJsonArray doubles(const std::vector<double>& v)
+{
+    QJsonArray a;
+    for (double x : v) a.append(x);
+    return a;
+}
+
+// Prints what the trainer reports: the tutorial's log lines, or one JSON object per event.
+class CliObserver final : public engine::TrainerObserver
+{
+public:
+    CliObserver(CommandIo& io, bool json) : m_io(io), m_json(json) {}
+
+    void onStep(const engine::StepMetrics& m) override
+    {
+        if (!m_json) return; // the log line says it
+        print({{QStringLiteral("event"), QStringLiteral("step")},
+              {QStringLiteral("step"), qint64(m.step)},
+              {QStringLiteral("total_steps"), qint64(m.totalSteps)},
+              {QStringLiteral("epoch"), m.epoch},
+              {QStringLiteral("loss"), m.loss},
+              {QStringLiteral("cross_entropy"), m.crossEntropy},
+              {QStringLiteral("lr"), m.lr},
+              {QStringLiteral("examples_per_sec"), m.examplesPerSec},
+              {QStringLiteral("sec_per_batch"), m.secPerBatch},
+              {QStringLiteral("data_wait_ms"), m.dataWaitMs},
+              {QStringLiteral("compute_ms"), m.computeMs},
+              {QStringLiteral("allreduce_ms"), m.allReduceMs},
+              {QStringLiteral("update_ms"), m.updateMs},
+              {QStringLiteral("tower_compute_ms"), doubles(m.towerComputeMs)},
+              {QStringLiteral("elapsed_s"), m.elapsedSeconds},
+              {QStringLiteral("eta_s"), m.etaSeconds}});
+    }
+    void onEvaluation(const engine::EvalResult& r) override
+    {
+        std::lock_guard lock(m_mutex);
+        m_lastEval = r;
+        m_haveEval = true;
+        if (!m_json) return;
+        printLocked({{QStringLiteral("event"), QStringLiteral("eval")},
+                    {QStringLiteral("step"), qint64(r.step)},
+                    {QStringLiteral("precision_at_1"), r.precisionAt1},
+                    {QStringLiteral("examples"), qint64(r.examples)},
+                    {QStringLiteral("ema"), r.ema},
+                    {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
+                    {QStringLiteral("per_class_accuracy"), doubles(r.perClassAccuracy)},
+                    {QStringLiteral("seconds"), r.seconds}});
+    }
+    void onLog(const std::string& line) override
+    {
+        if (m_json) {
+            print({{QStringLiteral("event"), QStringLiteral("log")}, {QStringLiteral("message"), QString::fromStdString(line)}});
+            return;
+        }
+        std::lock_guard lock(m_mutex);
+        m_io.out << QString::fromStdString(line) << "\n";
+        m_io.out.flush();
+    }
+    void onCheckpoint(const std::filesystem::path& file, std::int64_t step) override
+    {
+        std::lock_guard lock(m_mutex);
+        m_lastCheckpoint = QString::fromStdString(file.string());
+        if (m_json)
+            printLocked({{QStringLiteral("event"), QStringLiteral("checkpoint")},
+                        {QStringLiteral("step"), qint64(step)},
+                        {QStringLiteral("file"), m_lastCheckpoint}});
+    }
+
+    bool haveEval() const { return m_haveEval; }
+    const engine::EvalResult& lastEval() const { return m_lastEval; }
+    const QString& lastCheckpoint() const { return m_lastCheckpoint; }
+
+    void print(const QJsonObject& o)
+    {
+        std::lock_guard lock(m_mutex);
+        printLocked(o);
+    }
+
+private:
+    void printLocked(const QJsonObject& o)
+    {
+        m_io.out << QJsonDocument(o).toJson(QJsonDocument::Compact) << "\n";
+        m_io.out.flush();
+    }
+
+    CommandIo& m_io;
+    bool m_json;
+    std::mutex m_mutex;
+    bool m_haveEval = false;
+    engine::EvalResult m_lastEval;
+    QString m_lastCheckpoint;
+};
+
+bool doubleOption(const QCommandLineParser& p, const QString& name, double min, double max, double& value,
+                  CommandIo& io)
+{
+    if (!p.isSet(name)) return true;
+    bool ok = false;
+    const double v = p.value(name).toDouble(&ok);
+    if (!ok || !(v >= min && v <= max)) {
+        io.err << "towers-cli train: --" << name << " must be a number from " << min << " to " << max << ", got '"
+               << p.value(name) << "'\n";
+        return false;
+    }
+    value = v;
+    return true;
+}
+
+bool int64Option(const QCommandLineParser& p, const QString& name, qint64 min, qint64 max, std::int64_t& value,
+                 CommandIo& io)
+{
+    if (!p.isSet(name)) return true;
+    bool ok = false;
+    const qint64 v = p.value(name).toLongLong(&ok);
+    if (!ok || v < min || v > max) {
+        io.err << "towers-cli train: --" << name << " must be an integer from " << min << " to " << max << ", got '"
+               << p.value(name) << "'\n";
+        return false;
+    }
+    value = v;
+    return true;
+}
+
+// The newest run folder (by its config.json) under the runs folder, or "".
+QString newestRun(const QString& runsDir)
+{
+    QString best;
+    QDateTime bestTime;
+    for (const QFileInfo& d : QDir(runsDir).entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        const QFileInfo config(d.filePath() + QStringLiteral("/config.json"));
+        if (config.exists() && (best.isEmpty() || config.lastModified() > bestTime)) {
+            best = d.filePath();
+            bestTime = config.lastModified();
+        }
+    }
+    return best;
+}
+
+// The first dataset found of those the recipes know, in order of preference.
+QString firstDatasetFound(const std::vector<std::filesystem::path>& searchPath)
+{
+    for (const char* name : {"fashion-mnist", "cifar10", "mnist"})
+        if (engine::findDataset(name, searchPath)) return QString::fromLatin1(name);
+    return {};
+}
+
+} // namespace
+
+int runTrain(const QStringList& args, CommandIo& io)
+{
+    QCommandLineParser p;
+    p.setApplicationDescription(QStringLiteral(
+        "Trains a model by synchronous data parallelism with replicated towers: every tower holds a\n"
+        "full replica, runs forward and backward on its own slice of the global batch (towers x\n"
+        "--batch-size), the gradients are averaged and every replica applies the same update.\n"
+        "Defaults come from the model's recipe ('towers-cli models NAME'); with no options at all it\n"
+        "trains the default model of the first dataset found (fashion-mnist, cifar10, mnist).\n"
+        "Writes a run folder: config.json, metrics.jsonl, eval.jsonl, checkpoints/. Ctrl-C stops\n"
+        "after the current step and writes a checkpoint; --resume continues from the newest one."));
+    const QString n = QStringLiteral("n"), x = QStringLiteral("x"), name = QStringLiteral("name");
+    p.addOptions({
+        {QStringLiteral("dataset"), QStringLiteral("cifar10, mnist, fashion-mnist (see 'towers-cli datasets')."), name},
+        {QStringLiteral("data-dir"), QStringLiteral("Look for the dataset in this folder first."), QStringLiteral("dir")},
+        {QStringLiteral("model"), QStringLiteral("Model (see 'towers-cli models'); default: the dataset's."), name},
+        {QStringLiteral("device"), QStringLiteral("cpu or cuda (default cpu)."), name, QStringLiteral("cpu")},
+        {QStringLiteral("towers"), QStringLiteral("Number of towers (replicas) (default 1)."), n},
+        {QStringLiteral("threads-per-tower"), QStringLiteral("CPU threads per tower; 0 shares the cores out (default 0)."), n},
+        {QStringLiteral("batch-size"), QStringLiteral("Examples per tower and step; the global batch is towers x this."), n},
+        {QStringLiteral("steps"), QStringLiteral("Global steps to train (instead of --epochs)."), n},
+        {QStringLiteral("epochs"), QStringLiteral("Epochs to train (instead of --steps)."), x},
+        {QStringLiteral("optimizer"), QStringLiteral("sgd, momentum, nesterov or adam."), name},
+        {QStringLiteral("lr"), QStringLiteral("Learning rate (the peak for one-cycle)."), x},
+        {QStringLiteral("lr-schedule"), QStringLiteral("constant, exponential (the tutorial's staircase decay), step, cosine, onecycle."), name},
+        {QStringLiteral("momentum"), QStringLiteral("Momentum of momentum/nesterov (default 0.9)."), x},
+        {QStringLiteral("weight-decay"), QStringLiteral("L2 coefficient on conv/linear weights, replacing the model's."), x},
+        {QStringLiteral("ema-decay"), QStringLiteral("Moving average of the weights for evaluation (0 = off; the tutorial: 0.9999)."), x},
+        {QStringLiteral("augment"), QStringLiteral("default (the model's recipe; for cifar10-tutorial the tutorial's distortions) or none."), name},
+        {QStringLiteral("seed"), QStringLiteral("Seed of the weights, dropout and data order (default 1)."), n},
+        {QStringLiteral("run-dir"), QStringLiteral("The run folder (default: a new folder under the runs folder)."), QStringLiteral("dir")},
+        {QStringLiteral("checkpoint-every"), QStringLiteral("Steps between checkpoints (0 = only at the end and on stop)."), n},
+        {QStringLiteral("keep-checkpoints"), QStringLiteral("How many checkpoints to keep (default 5)."), n},
+        {QStringLiteral("resume"), QStringLiteral("Continue the run in --run-dir (default: the newest run) from its newest good checkpoint.")},
+        {QStringLiteral("eval-every"), QStringLiteral("Steps between test-set evaluations (0 = only at the end)."), n},
+        {QStringLiteral("log-every"), QStringLiteral("Steps between log lines."), n},
+        {QStringLiteral("loader-workers"), QStringLiteral("Input-pipeline threads (default 1)."), n},
+        {QStringLiteral("json"), QStringLiteral("Print one JSON object per event (step, eval, log, checkpoint, end).")},
+    });
+    int code = 0;
+    if (!parseOrExplain(p, args, io, code)) return code;
+    if (!p.positionalArguments().isEmpty()) {
+        io.err << "towers-cli train: unexpected argument '" << p.positionalArguments().first() << "'\n";
+        return ExitUsage;
+    }
+    const QString device = p.value(QStringLiteral("device"));
+    if (device != QLatin1String("cpu") && device != QLatin1String("cuda")) {
+        io.err << "towers-cli train: --device must be cpu or cuda, got '" << device << "'\n";
+        return ExitUsage;
+    }
+    if (device == QLatin1String("cuda")) {
+        io.err << "towers-cli train: --device cuda: this build of Towers has no CUDA backend; train on the CPU "
+                  "(--device cpu) or build with the CUDA toolkit (see 'towers-cli devices')\n";
+        return ExitFailure;
+    }
+    if (p.isSet(QStringLiteral("steps")) && p.isSet(QStringLiteral("epochs"))) {
+        io.err << "towers-cli train: give --steps or --epochs, not both\n";
+        return ExitUsage;
+    }
+    std::vector<std::filesystem::path> searchPath;
+    if (!searchPathOption(p, io, searchPath)) return ExitUsage;
+    const bool resume = p.isSet(QStringLiteral("resume"));
+
+    TrainConfig c;
+    QString runDir = p.value(QStringLiteral("run-dir"));
+    if (resume) {
+        for (const char* o : kRunDefining)
+            if (p.isSet(QString::fromLatin1(o))) {
+                io.err << "towers-cli train: --" << o << " cannot change when resuming: the run keeps its "
+                       << "configuration (start a new run to change it)\n";
+                return ExitUsage;
+            }
+        if (runDir.isEmpty()) runDir = newestRun(defaultRunsDir());
+        if (runDir.isEmpty()) {
+            io.err << "towers-cli train: --resume: no run to resume in " << defaultRunsDir() << " (name one with --run-dir)\n";
+            return ExitUsage;
+        }
+        const engine::RunDirectory dir(runDir.toStdString());
+        const auto json = dir.readConfig();
+        if (!json) {
+            io.err << "towers-cli train: --resume: " << runDir << " has no config.json: it is not a Towers run folder\n";
+            return ExitUsage;
+        }
+        try {
+            c = TrainConfig::fromJson(*json);
+        } catch (const engine::InvalidArgument& e) {
+            io.err << "towers-cli train: " << runDir << "/config.json: " << e.what() << "\n";
+            return ExitFailure;
+        }
+    } else {
+        QString dataset = p.value(QStringLiteral("dataset"));
+        if (dataset.isEmpty()) {
+            dataset = firstDatasetFound(searchPath);
+            if (dataset.isEmpty()) {
+                io.err << "towers-cli train: no dataset found (looked in";
+                for (const auto& f : searchPath) io.err << " " << QString::fromStdString(f.string());
+                io.err << "); get one with 'towers-cli download fashion-mnist' or install Debian's "
+                          "dataset-fashion-mnist\n";
+                return ExitFailure;
+            }
+        }
+        engine::requireKnownDataset(dataset.toStdString()); // UnknownName -> exit 2 with the list
+        const std::string model = p.isSet(QStringLiteral("model")) ? p.value(QStringLiteral("model")).toStdString()
+                                                                    : engine::defaultModelFor(dataset.toStdString());
+        c = engine::defaultConfigFor(model);
+        c.dataset = dataset.toStdString();
+        int towers = 1, threads = 0, batch = c.batchPerTower;
+        std::int64_t seed = std::int64_t(c.seed);
+        if (!intOption(p, QStringLiteral("towers"), 1, 256, towers, io) ||
+            !intOption(p, QStringLiteral("threads-per-tower"), 0, 1024, threads, io) ||
+            !intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io) ||
+            !int64Option(p, QStringLiteral("seed"), 0, std::numeric_limits<qint64>::max(), seed, io) ||
+            !doubleOption(p, QStringLiteral("lr"), 1e-12, 1e6, c.schedule.lr, io) ||
+            !doubleOption(p, QStringLiteral("momentum"), 0, 0.999999, c.optimizer.momentum, io) ||
+            !doubleOption(p, QStringLiteral("weight-decay"), 0, 1, c.weightDecay, io) ||
+            !doubleOption(p, QStringLiteral("ema-decay"), 0, 0.999999999, c.emaDecay, io))
+            return ExitUsage;
+        c.towers = towers;
+        c.threadsPerTower = threads;
+        c.batchPerTower = batch;
+        c.seed = std::uint64_t(seed);
+        if (p.isSet(QStringLiteral("optimizer"))) c.optimizer.kind = p.value(QStringLiteral("optimizer")).toStdString();
+        if (p.isSet(QStringLiteral("lr-schedule"))) {
+            QString s = p.value(QStringLiteral("lr-schedule"));
+            if (s == QLatin1String("one-cycle")) s = QStringLiteral("onecycle");
+            c.schedule.kind = engine::LrSchedule::kindFromName(s.toStdString());
+        }
+        QString augment = p.value(QStringLiteral("augment"));
+        if (augment.isEmpty() || augment == QLatin1String("tutorial")) augment = QStringLiteral("default");
+        if (augment != QLatin1String("default") && augment != QLatin1String("none")) {
+            io.err << "towers-cli train: --augment must be default, tutorial or none, got '" << augment << "'\n";
+            return ExitUsage;
+        }
+        c.augmentation = augment.toStdString();
+        if (runDir.isEmpty())
+            runDir = defaultRunsDir() + QLatin1Char('/') + dataset + QLatin1Char('-') + QString::fromStdString(model) +
+                     QLatin1Char('-') + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss"));
+    }
+    // What may change on resume too: the length (to extend a run), logging and checkpointing.
+    if (p.isSet(QStringLiteral("steps"))) {
+        c.epochs = 0;
+        if (!int64Option(p, QStringLiteral("steps"), 1, std::numeric_limits<qint64>::max(), c.steps, io)) return ExitUsage;
+    }
+    if (p.isSet(QStringLiteral("epochs"))) {
+        c.steps = 0;
+        if (!doubleOption(p, QStringLiteral("epochs"), 1e-6, 1e6, c.epochs, io)) return ExitUsage;
+    }
+    int keep = c.keepCheckpoints, workers = 1;
+    if (!int64Option(p, QStringLiteral("checkpoint-every"), 0, std::numeric_limits<qint64>::max(), c.checkpointEvery, io) ||
+        !int64Option(p, QStringLiteral("eval-every"), 0, std::numeric_limits<qint64>::max(), c.evalEvery, io) ||
+        !int64Option(p, QStringLiteral("log-every"), 1, std::numeric_limits<qint64>::max(), c.logEvery, io) ||
+        !intOption(p, QStringLiteral("keep-checkpoints"), 1, 1000000, keep, io) ||
+        !intOption(p, QStringLiteral("loader-workers"), 0, 64, workers, io))
+        return ExitUsage;
+    c.keepCheckpoints = keep;
+    if (p.isSet(QStringLiteral("data-dir"))) c.dataDir = QDir(p.value(QStringLiteral("data-dir"))).absolutePath().toStdString();
+    if (!c.dataDir.empty()) searchPath.insert(searchPath.begin(), c.dataDir);
+    c.validate(); // InvalidArgument naming the field -> exit 2
+
+    const bool json = p.isSet(QStringLiteral("json"));
+    CliObserver observer(io, json);
+    engine::SessionOptions so;
+    so.config = c;
+    so.searchPath = searchPath;
+    so.runDirectory = runDir.toStdString();
+    so.resume = resume;
+    so.loaderWorkers = workers;
+    engine::TrainingSession session(so, &observer);
+    if (!json)
+        io.out << "run folder " << runDir << "\n"
+               << "dataset    " << QString::fromStdString(session.dataset().name) << " from "
+               << QString::fromStdString(session.dataset().location.string()) << " (" << session.dataset().train.count
+               << " train, " << session.dataset().test.count << " test)\n";
+
+    // The trainer runs on its own thread so that Ctrl-C (delivered to this thread's event loop)
+    // can ask it to stop; it then finishes the step, writes a checkpoint and returns.
+    InterruptNotifier interrupts;
+    QEventLoop loop;
+    QObject::connect(&interrupts, &InterruptNotifier::interrupted, &loop, [&] {
+        observer.onLog("interrupted: stopping after this step and writing a checkpoint (Ctrl-C again to kill)");
+        session.trainer().requestStop();
+    });
+    engine::Trainer::Outcome outcome = engine::Trainer::Outcome::Finished;
+    std::exception_ptr failure;
+    std::thread worker([&] {
+        try {
+            outcome = session.run();
+        } catch (...) {
+            failure = std::current_exception();
+        }
+        QMetaObject::invokeMethod(&loop, &QEventLoop::quit, Qt::QueuedConnection);
+    });
+    loop.exec();
+    worker.join();
+    if (failure) {
+        try {
+            std::rethrow_exception(failure);
+        } catch (const engine::Error& e) {
+            // Diverged, bad data, disk full...: the message says what; the last good checkpoint stays.
+            if (json)
+                observer.print({{QStringLiteral("event"), QStringLiteral("failed")},
+                               {QStringLiteral("message"), QString::fromUtf8(e.what())}});
+            io.err << "towers-cli train: error: " << e.what() << "\n";
+            if (!observer.lastCheckpoint().isEmpty())
+                io.err << "the last good checkpoint is " << observer.lastCheckpoint() << "\n";
+            return ExitFailure;
+        }
+    }
+    const auto& t = session.trainer();
+    const bool stopped = outcome == engine::Trainer::Outcome::Stopped;
+    if (json) {
+        QJsonObject end{{QStringLiteral("event"), stopped ? QStringLiteral("stopped") : QStringLiteral("finished")},
+                        {QStringLiteral("step"), qint64(t.step())},
+                        {QStringLiteral("run_dir"), runDir},
+                        {QStringLiteral("checkpoint"), observer.lastCheckpoint()}};
+        if (observer.haveEval()) end.insert(QStringLiteral("precision_at_1"), observer.lastEval().precisionAt1);
+        observer.print(end);
+    } else {
+        io.out << (stopped ? "stopped" : "finished") << " at step " << t.step() << " of " << t.totalSteps();
+        if (observer.haveEval())
+            io.out << ", test precision @ 1 = " << QString::number(100 * observer.lastEval().precisionAt1, 'f', 2) << "%"
+                   << (observer.lastEval().ema ? " (moving averages)" : "");
+        io.out << "\ncheckpoint " << observer.lastCheckpoint() << "\n";
+        if (stopped) io.out << "continue with: towers-cli train --resume --run-dir " << runDir << "\n";
+    }
+    return stopped && interrupts.received() ? ExitInterrupted : ExitOk;
+}
+
+} // namespace towers::app
