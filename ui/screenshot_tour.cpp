@@ -8,7 +8,13 @@
 
 #include "ui/main_window.h"
 #include "ui/models/sample_image_model.h"
+#include "ui/pages/classify_page.h"
 #include "ui/pages/data_page.h"
+#include "ui/pages/devices_page.h"
+#include "ui/pages/model_page.h"
+#include "ui/pages/runs_page.h"
+#include "ui/pages/train_page.h"
+#include "ui/widgets/hyperparameter_form.h"
 
 namespace towers::ui {
 
@@ -27,6 +33,7 @@ ScreenshotTour::ScreenshotTour(MainWindow* window, QString directory, QObject* p
 void ScreenshotTour::addStandardSteps()
 {
     MainWindow* w = m_window;
+    w->setCloseQuestionAnswer(true);
     addStep({QStringLiteral("data"), [w] { w->showPage(MainWindow::Data); },
              [w] { return !w->dataPage()->isBusy() && w->dataPage()->loadedDataset() != nullptr; }, 60000, {}});
     addStep({QStringLiteral("data-distortions"),
@@ -37,8 +44,60 @@ void ScreenshotTour::addStandardSteps()
              [w] {
                  if (auto* box = w->dataPage()->findChild<QCheckBox*>()) box->setChecked(false);
              }});
-    addStep({QStringLiteral("model"), [w] { w->showPage(MainWindow::Model); }, [] { return true; }, 1000, {}});
-    addStep({QStringLiteral("devices"), [w] { w->showPage(MainWindow::Devices); }, [] { return true; }, 1000, {}});
+    addStep({QStringLiteral("model"), [w] { w->showPage(MainWindow::Model); }, {}, 1000, {}});
+    // A short run on two CPU towers: enough steps and evaluations for every plot to show a curve.
+    addStep({QStringLiteral("train"),
+             [w] {
+                 w->devicesPage()->setTowers(2);
+                 w->devicesPage()->setThreadsPerTower(1);
+                 auto c = w->modelPage()->form()->config();
+                 c.steps = 600;
+                 c.epochs = 0;
+                 c.evalEvery = 100;
+                 c.logEvery = 10;
+                 c.checkpointEvery = 200;
+                 w->modelPage()->form()->setConfig(c);
+                 w->showPage(MainWindow::Train);
+                 w->trainPage()->start();
+             },
+             [w] { return w->trainPage()->history().evalSteps().size() >= 3; }, 240000, {}});
+    addStep({QStringLiteral("devices"), [w] { w->showPage(MainWindow::Devices); }, {}, 1000,
+             [w] { w->trainPage()->stop(); }});
+    addStep({QStringLiteral("runs"), [w] { w->showPage(MainWindow::Runs); },
+             [w] { return !w->trainPage()->isActive() && !w->runsPage()->isBusy() && !w->runsPage()->selectedCheckpoint().isEmpty(); },
+             60000, {}});
+    addStep({QStringLiteral("classify"),
+             [w] {
+                 w->classifyWith(w->runsPage()->selectedCheckpoint());
+             },
+             [w] {
+                 auto* page = w->classifyPage();
+                 if (!page->hasClassifier() || page->isBusy()) return false;
+                 if (page->topClasses().empty()) {
+                     page->classifyTestImage(7);
+                     return false;
+                 }
+                 return true;
+             },
+             60000, {}});
+    addStep({QStringLiteral("classify-test-set"), [w] { w->classifyPage()->classifyTestSet(); },
+             [w] {
+                 auto* page = w->classifyPage();
+                 if (page->isBusy() || !page->predictions()) return false;
+                 // Show the most frequent confusion.
+                 const auto& p = *page->predictions();
+                 int bestT = 0, bestP = 1;
+                 for (int t = 0; t < p.numClasses; ++t)
+                     for (int q = 0; q < p.numClasses; ++q)
+                         if (t != q && p.confusion[std::size_t(t * p.numClasses + q)] >
+                                           p.confusion[std::size_t(bestT * p.numClasses + bestP)]) {
+                             bestT = t;
+                             bestP = q;
+                         }
+                 page->showCell(bestT, bestP);
+                 return true;
+             },
+             120000, {}});
 }
 
 void ScreenshotTour::start()

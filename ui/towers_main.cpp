@@ -5,6 +5,7 @@
 
 #include "app/settings/app_settings.h"
 #include "ui/main_window.h"
+#include "ui/plots/plot_theme.h"
 #include "ui/screenshot_tour.h"
 
 int main(int argc, char** argv)
@@ -27,7 +28,14 @@ int main(int argc, char** argv)
         QStringLiteral("Walk through every page, save a screenshot of each into this folder, and quit."),
         QStringLiteral("dir"));
     parser.addOption(tourOption);
+    const QCommandLineOption darkOption(QStringLiteral("dark"),
+                                        QStringLiteral("Use a dark palette (Fusion style) whatever the desktop theme."));
+    parser.addOption(darkOption);
     parser.process(app);
+    if (parser.isSet(darkOption)) {
+        QApplication::setStyle(QStringLiteral("Fusion"));
+        QApplication::setPalette(towers::ui::darkPalette());
+    }
 
     auto settings = parser.isSet(settingsOption) ? std::make_unique<towers::app::AppSettings>(parser.value(settingsOption))
                                                  : std::make_unique<towers::app::AppSettings>();

@@ -86,6 +86,9 @@ private slots:
         QCOMPARE(DevicesPage::slowTowers({10}), std::vector<bool>{false});
         QCOMPARE(DevicesPage::slowTowers({10, 10, 10, 13}), (std::vector<bool>{false, false, false, true}));
         QCOMPARE(DevicesPage::slowTowers({10, 12, 11, 12.4}), (std::vector<bool>{false, false, false, false}));
+        // Two towers: against the other one.
+        QCOMPARE(DevicesPage::slowTowers({72.5, 112.9}), (std::vector<bool>{false, true}));
+        QCOMPARE(DevicesPage::slowTowers({100, 110}), (std::vector<bool>{false, false}));
         DevicesPage page;
         page.showTowerTimes(10, {20, 21, 40});
         page.showTowerTimes(20, {20, 22, 41});
@@ -96,6 +99,11 @@ private slots:
         QCOMPARE(chart->value(2), 41.0);
         QCOMPARE(page.towerHistoryPlot()->seriesCount(), 3);
         QCOMPARE(page.towerHistoryPlot()->pointCount(2), 2);
+        // One slow step among steady ones does not flag a tower: the flag follows recent means.
+        for (int s = 3; s <= 12; ++s) page.showTowerTimes(10 * s, {20, 20, 20});
+        page.showTowerTimes(130, {20, 60, 20});
+        QCOMPARE(chart->value(1), 60.0);
+        QVERIFY(!chart->isHighlighted(1));
         page.clearTowerTimes();
         QCOMPARE(chart->barCount(), 0);
         QCOMPARE(page.towerHistoryPlot()->seriesCount(), 0);

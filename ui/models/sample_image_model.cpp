@@ -105,6 +105,12 @@ void SampleImageModel::setTileSize(int pixels)
     resetPage();
 }
 
+void SampleImageModel::setShowLabels(bool on)
+{
+    m_labels = on;
+    resetPage();
+}
+
 void SampleImageModel::rebuildMatches()
 {
     m_matches.clear();
@@ -166,7 +172,7 @@ QVariant SampleImageModel::data(const QModelIndex& index, int role) const
                              ? QString::fromStdString(m_dataset->classNames[std::size_t(label)])
                              : QString::number(label);
     switch (role) {
-    case Qt::DisplayRole: return name;
+    case Qt::DisplayRole: return m_labels ? name : QString();
     case Qt::ToolTipRole:
         return tr("%1 image %2: %3").arg(m_split == Split::Train ? tr("Training") : tr("Test")).arg(i).arg(name);
     case Qt::DecorationRole: {

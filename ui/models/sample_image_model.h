@@ -63,6 +63,8 @@ public:
     // stay crisp).
     void setTileSize(int pixels);
     int tileSize() const { return m_tile; }
+    // Whether tiles are captioned with their class name (DisplayRole).
+    void setShowLabels(bool on);
 
     // The image a tile shows (original or distorted) for dataset index `index` of the split.
     QImage imageAt(std::int64_t index) const;
@@ -90,6 +92,7 @@ private:
     bool m_distorted = false;
     std::uint64_t m_seed = 1;
     int m_tile = 72;
+    bool m_labels = true;
     mutable std::vector<QPixmap> m_cache; // per row of the current page
 };
 

@@ -120,6 +120,8 @@ void ClassifyPage::buildUi()
     m_classTable->setModel(m_classModel);
     m_classTable->verticalHeader()->hide();
     m_classTable->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_classTable->horizontalHeader()->setSectionResizeMode(ClassAccuracyModel::Class, QHeaderView::Stretch);
+    m_classTable->setColumnHidden(ClassAccuracyModel::Correct, true); // images x accuracy says it
     m_heatMap = new HeatMap(results);
     m_heatMap->setToolTip(tr("Click a cell to see its images"));
     auto* cellBox = new QWidget(results);
@@ -133,6 +135,7 @@ void ClassifyPage::buildUi()
     m_cellView->setResizeMode(QListView::Adjust);
     m_cellView->setUniformItemSizes(true);
     m_cellImages->setTileSize(56);
+    m_cellImages->setShowLabels(false); // every image of a cell has the same true class
     m_cellImages->setPageSize(200);
     m_cellView->setIconSize(QSize(56, 56));
     m_cellView->setGridSize(QSize(64, 64));
@@ -143,12 +146,12 @@ void ClassifyPage::buildUi()
     results->addWidget(m_heatMap);
     results->addWidget(cellBox);
     results->setStretchFactor(0, 2);
-    results->setStretchFactor(1, 4);
+    results->setStretchFactor(1, 5);
     results->setStretchFactor(2, 3);
     allLayout->addWidget(results, 1);
     split->addWidget(all);
     split->setStretchFactor(0, 2);
-    split->setStretchFactor(1, 3);
+    split->setStretchFactor(1, 5);
     top->addWidget(split, 1);
 
     connect(m_image, &ImageDropArea::fileDropped, this, &ClassifyPage::classifyFile);

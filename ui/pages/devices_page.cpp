@@ -186,23 +186,39 @@ std::vector<bool> DevicesPage::slowTowers(const std::vector<double>& ms)
 {
     std::vector<bool> slow(ms.size(), false);
     if (ms.size() < 2) return slow;
-    std::vector<double> sorted = ms;
-    std::sort(sorted.begin(), sorted.end());
-    const std::size_t n = sorted.size();
-    const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-    for (std::size_t i = 0; i < ms.size(); ++i) slow[i] = ms[i] > 1.25 * median;
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+        std::vector<double> others;
+        for (std::size_t j = 0; j < ms.size(); ++j)
+            if (j != i) others.push_back(ms[j]);
+        std::sort(others.begin(), others.end());
+        const std::size_t n = others.size();
+        const double median = n % 2 ? others[n / 2] : 0.5 * (others[n / 2 - 1] + others[n / 2]);
+        slow[i] = ms[i] > 1.25 * median;
+    }
     return slow;
 }
 
 void DevicesPage::showTowerTimes(std::int64_t step, const std::vector<double>& towerComputeMs)
 {
+    m_recentTowerMs.push_back(towerComputeMs);
+    if (int(m_recentTowerMs.size()) > kBalanceWindow) m_recentTowerMs.erase(m_recentTowerMs.begin());
+    std::vector<double> mean(towerComputeMs.size(), 0.0);
+    for (std::size_t t = 0; t < mean.size(); ++t) {
+        int n = 0;
+        for (const auto& r : m_recentTowerMs)
+            if (t < r.size()) {
+                mean[t] += r[t];
+                ++n;
+            }
+        mean[t] /= std::max(1, n);
+    }
+    const auto slow = slowTowers(mean);
     QStringList labels;
     QVector<double> values;
     for (std::size_t i = 0; i < towerComputeMs.size(); ++i) {
         labels << tr("tower %1").arg(i);
         values << towerComputeMs[i];
     }
-    const auto slow = slowTowers(towerComputeMs);
     m_towerChart->setBars(labels, values, QVector<bool>(slow.begin(), slow.end()));
     while (m_towerHistory->seriesCount() < int(towerComputeMs.size()))
         m_towerHistory->addSeries(tr("tower %1").arg(m_towerHistory->seriesCount()));
@@ -213,21 +229,24 @@ void DevicesPage::showTowerTimes(std::int64_t step, const std::vector<double>& t
         m_balance->setText(tr("One tower: nothing to balance."));
         return;
     }
-    const auto [fast, slowest] = std::minmax_element(towerComputeMs.begin(), towerComputeMs.end());
+    const auto [fast, slowest] = std::minmax_element(mean.begin(), mean.end());
     QStringList slowNames;
     for (std::size_t i = 0; i < slow.size(); ++i)
         if (slow[i]) slowNames << tr("tower %1").arg(i);
+    const QString means = tr("over the last %n report(s), the slowest tower averages %1 ms and the fastest %2 ms",
+                             nullptr, int(m_recentTowerMs.size()))
+                              .arg(*slowest, 0, 'f', 1)
+                              .arg(*fast, 0, 'f', 1);
     m_balance->setText(slowNames.isEmpty()
-                           ? tr("Balanced: the slowest tower takes %1 ms, the fastest %2 ms.")
-                                 .arg(*slowest, 0, 'f', 1)
-                                 .arg(*fast, 0, 'f', 1)
-                           : tr("Unbalanced: %1 more than 25 % slower than the median; every step waits "
+                           ? tr("Balanced: %1.").arg(means)
+                           : tr("<b>Unbalanced:</b> %1 more than 25 % slower than the others (%2); every step waits "
                                 "for the slowest tower.")
-                                 .arg(slowNames.join(QStringLiteral(", "))));
+                                 .arg(slowNames.join(QStringLiteral(", ")), means));
 }
 
 void DevicesPage::clearTowerTimes()
 {
+    m_recentTowerMs.clear();
     m_towerChart->clear();
     m_towerHistory->clearSeries();
     m_balance->setText(tr("Start a run to see how evenly the towers share the work."));

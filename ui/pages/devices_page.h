@@ -53,8 +53,11 @@ public:
     void clearTowerTimes();
     BarChart* towerChart() const { return m_towerChart; }
     PlotWidget* towerHistoryPlot() const { return m_towerHistory; }
-    // Towers slower than 1.25 x the median of the step (none with fewer than two towers).
+    // Towers whose time exceeds 1.25 x the median of the other towers' times (none with fewer
+    // than two towers). The page applies it to each tower's mean over the last kBalanceWindow
+    // reports, so one noisy step does not flag a tower.
     static std::vector<bool> slowTowers(const std::vector<double>& ms);
+    static constexpr int kBalanceWindow = 10;
 
 signals:
     void towerSetupChanged(int towers, int threadsPerTower);
@@ -78,6 +81,7 @@ private:
     BarChart* m_towerChart;
     PlotWidget* m_towerHistory;
     QLabel* m_balance;
+    std::vector<std::vector<double>> m_recentTowerMs;
 };
 
 } // namespace towers::ui

@@ -47,8 +47,9 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_table->setSelectionMode(QAbstractItemView::SingleSelection);
     m_table->verticalHeader()->hide();
-    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_table->horizontalHeader()->setStretchLastSection(true);
+    m_table->setTextElideMode(Qt::ElideMiddle);
+    m_table->setWordWrap(false);
 
     auto* details = new QWidget(split);
     auto* dl = new QVBoxLayout(details);
@@ -99,8 +100,8 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     dl->addWidget(m_config, 2);
     split->addWidget(m_table);
     split->addWidget(details);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
+    split->setStretchFactor(0, 1);
+    split->setStretchFactor(1, 1);
     top->addWidget(split, 1);
 
     connect(browse, &QPushButton::clicked, this, [this] {
@@ -184,6 +185,7 @@ void RunsPage::onScanned(const app::JobResult<std::vector<app::RunSummary>>& r)
     const QString keep = m_pendingSelection;
     m_runs->setRuns(r.ok() ? *r.value : std::vector<app::RunSummary>{});
     m_table->resizeColumnsToContents();
+    m_table->setColumnWidth(RunListModel::Run, std::min(m_table->columnWidth(RunListModel::Run), 240));
     if (!keep.isEmpty() && m_runs->rowOf(keep) >= 0)
         selectRun(keep);
     else if (m_runs->rowCount() > 0)

@@ -151,6 +151,7 @@ bool TrainPage::startSession(engine::SessionOptions options)
     if (m_controller->isActive()) return false;
     m_options = options;
     m_runDirectory = QString::fromStdString(options.runDirectory.string());
+    m_outcomeText.clear();
     clearPlots();
     m_history.reset(0, 0, options.config.batchPerTower);
     appendLog(options.resume ? tr("Resuming the run in %1").arg(m_runDirectory)
@@ -192,10 +193,12 @@ void TrainPage::onStateChanged(app::TrainingController::State state)
     m_stop->setEnabled(state == S::Running || state == S::Loading || state == S::Paused);
     m_folder->setEnabled(!m_runDirectory.isEmpty());
     switch (state) {
-    case S::Idle:
-        if (m_history.steps().isEmpty() || !m_startError.isEmpty())
-            m_status->setText(m_startError.isEmpty() ? tr("Ready.") : tr("Cannot start: %1").arg(m_startError));
+    case S::Idle: {
+        const QString start = m_startError.isEmpty() ? QString() : tr("Cannot start: %1").arg(m_startError);
+        m_status->setText(m_outcomeText.isEmpty() ? (start.isEmpty() ? tr("Ready.") : start)
+                                                  : (start.isEmpty() ? m_outcomeText : m_outcomeText + QStringLiteral(" ") + start));
         break;
+    }
     case S::Loading: m_status->setText(tr("Loading the dataset and building the towers…")); break;
     case S::Running: updateProgress(); break;
     case S::Paused: m_status->setText(tr("Paused at step %1.").arg(QLocale().toString(m_history.lastStep()))); break;
@@ -249,12 +252,7 @@ void TrainPage::onEvents(const app::TrainingEvents& events)
     }
     for (const auto& r : events.evaluations) {
         m_history.addEvaluation(r);
-        m_accuracy->addPoint(0, double(r.step), r.precisionAt1);
-        appendLog(tr("evaluation at step %1: precision @ 1 = %2 on %3 test images%4")
-                      .arg(r.step)
-                      .arg(r.precisionAt1, 0, 'f', 4)
-                      .arg(r.examples)
-                      .arg(r.ema ? tr(" (moving averages)") : QString()));
+        m_accuracy->addPoint(0, double(r.step), r.precisionAt1); // the trainer logs it too
     }
     for (const auto& line : events.logLines) appendLog(line);
     for (const auto& [file, step] : events.checkpoints) emit checkpointWritten(file, step);
@@ -266,11 +264,11 @@ void TrainPage::onFinished(app::TrainingWorker::Outcome outcome, const QString& 
     using O = app::TrainingWorker::Outcome;
     appendLog(outcome == O::Failed ? tr("Training failed: %1").arg(message) : tr("Training %1.").arg(message));
     if (outcome == O::Failed) emit errorOccurred(tr("Training failed: %1").arg(message));
-    m_status->setText(outcome == O::Failed ? tr("Failed: %1").arg(message)
-                      : outcome == O::Finished
-                          ? tr("Finished: %1 steps.").arg(QLocale().toString(m_history.lastStep()))
-                          : tr("Stopped at step %1; the checkpoint is saved (resume it from Runs & checkpoints).")
-                                .arg(QLocale().toString(m_history.lastStep())));
+    m_outcomeText = outcome == O::Failed ? tr("Failed: %1").arg(message)
+                    : outcome == O::Finished
+                        ? tr("Finished: %1 steps.").arg(QLocale().toString(m_history.lastStep()))
+                        : tr("Stopped at step %1; the checkpoint is saved (resume it from Runs & checkpoints).")
+                              .arg(QLocale().toString(m_history.lastStep()));
     if (outcome == O::Finished) m_progress->setValue(1000);
     emit runFinished(outcome, message, m_runDirectory);
     emit activeChanged(false);

@@ -82,6 +82,7 @@ private:
     engine::SessionOptions m_options;
     QString m_runDirectory;
     QString m_startError;
+    QString m_outcomeText; // how the last run ended, shown while idle
     double m_lastExamplesPerSec = 0;
 
     QPushButton* m_start;

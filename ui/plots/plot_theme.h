@@ -10,6 +10,9 @@ class QCPAxis;
 
 namespace towers::ui {
 
+// A dark palette for the Fusion style (`towers --dark`, and the dark screenshots): what a dark
+// desktop theme gives on platforms that have one.
+QPalette darkPalette();
 // True when the palette's base (the plot background) is dark.
 bool isDarkPalette(const QPalette& palette);
 // Colour number `slot` of the data cycle (blue, orange, green, red, purple, ...), for `palette`.

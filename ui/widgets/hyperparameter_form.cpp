@@ -68,7 +68,7 @@ void HyperparameterForm::buildUi()
     m_optimizer->setToolTip(tr("sgd: the tutorial's plain gradient descent; momentum and nesterov: PyTorch's SGD; "
                                "adam: PyTorch's Adam"));
     optForm->addRow(tr("&Optimizer:"), m_optimizer);
-    m_momentum = make("momentum", F::Syntax::Decimal, F::between(0, false, 1, true), tr("Momentum, in [0, 1)"));
+    m_momentum = make("momentum", F::Syntax::Decimal, F::between(0, true, 1, true), tr("Momentum, in (0, 1)"));
     m_momentumRow = m_momentum;
     optForm->addRow(tr("Momentum:"), m_momentum);
     m_beta1 = make("beta1", F::Syntax::Decimal, F::between(0, false, 1, true), tr("Adam's beta1"));
@@ -279,9 +279,10 @@ engine::TrainConfig HyperparameterForm::config() const
     engine::TrainConfig c = m_base;
     c.towers = m_towers;
     c.optimizer.kind = m_optimizer->currentData().toString().toStdString();
-    c.optimizer.momentum = m_momentum->value();
-    c.optimizer.beta1 = m_beta1->value();
-    c.optimizer.beta2 = m_beta2->value();
+    // Constants of another optimizer keep their last good value.
+    if (m_momentum->isValid()) c.optimizer.momentum = m_momentum->value();
+    if (m_beta1->isValid()) c.optimizer.beta1 = m_beta1->value();
+    if (m_beta2->isValid()) c.optimizer.beta2 = m_beta2->value();
     auto& s = c.schedule;
     s.kind = engine::LrSchedule::Kind(m_schedule->currentData().toInt());
     s.lr = m_lr->value();

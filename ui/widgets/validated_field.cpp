@@ -48,6 +48,7 @@ ValidatedField::ValidatedField(Syntax syntax, Check check, QWidget* parent)
         revalidate();
         emit edited();
     });
+    revalidate(); // empty: refused until a value is given
 }
 
 QString ValidatedField::text() const { return m_edit->text().trimmed(); }
