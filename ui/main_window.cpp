@@ -1,6 +1,7 @@
 #include "ui/main_window.h"
 
 #include <QAction>
+#include <QApplication>
 #include <QCloseEvent>
 #include <QDateTime>
 #include <QDir>
@@ -24,14 +25,45 @@
 #include "ui/pages/model_page.h"
 #include "ui/pages/runs_page.h"
 #include "ui/pages/train_page.h"
+#include "ui/plots/plot_theme.h"
 #include "ui/widgets/error_banner.h"
 #include "ui/widgets/hyperparameter_form.h"
 
 namespace towers::ui {
 
+namespace {
+// Some of the style's standard icons are black glyphs (the media icons): on a dark palette they
+// are drawn in the palette's text colour instead, so they stay visible.
+QIcon paletteIcon(QStyle::StandardPixmap which)
+{
+    const QIcon icon = QApplication::style()->standardIcon(which);
+    const QPalette palette = QApplication::palette();
+    if (!isDarkPalette(palette)) return icon;
+    QImage image = icon.pixmap(32, 32).toImage().convertToFormat(QImage::Format_ARGB32);
+    qint64 lightness = 0, opaque = 0;
+    for (int y = 0; y < image.height(); ++y)
+        for (int x = 0; x < image.width(); ++x) {
+            const QColor c = image.pixelColor(x, y);
+            if (c.alpha() < 128) continue;
+            lightness += c.lightness();
+            ++opaque;
+        }
+    if (opaque == 0 || lightness / opaque > 80) return icon; // coloured or light: fine as it is
+    const QColor text = palette.color(QPalette::WindowText);
+    for (int y = 0; y < image.height(); ++y)
+        for (int x = 0; x < image.width(); ++x) {
+            QColor c = text;
+            c.setAlpha(image.pixelColor(x, y).alpha());
+            image.setPixelColor(x, y, c);
+        }
+    return QIcon(QPixmap::fromImage(image));
+}
+} // namespace
+
 MainWindow::MainWindow(app::AppSettings& settings, QWidget* parent)
-    : QMainWindow(parent), m_settings(settings), m_banner(new ErrorBanner(this)), m_sidebar(new QListWidget(this)),
-      m_stack(new QStackedWidget(this)), m_log(new QPlainTextEdit(this))
+    : QMainWindow(parent), m_settings(settings), m_banner(new ErrorBanner(this)),
+      m_sidebar(new QListWidget(this)), m_stack(new QStackedWidget(this)),
+      m_log(new QPlainTextEdit(this))
 {
     setWindowTitle(tr("Towers"));
     auto* central = new QWidget(this);
@@ -62,14 +94,16 @@ MainWindow::MainWindow(app::AppSettings& settings, QWidget* parent)
     connectPages();
 
     connect(m_sidebar, &QListWidget::currentRowChanged, m_stack, &QStackedWidget::setCurrentIndex);
-    connect(m_sidebar, &QListWidget::currentRowChanged, this, [this](int p) { m_settings.setLastPage(p); });
+    connect(m_sidebar, &QListWidget::currentRowChanged, this,
+            [this](int p) { m_settings.setLastPage(p); });
     for (int p = 0; p < PageCount; ++p) {
         auto* action = new QAction(this);
         action->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + p)));
         connect(action, &QAction::triggered, this, [this, p] { showPage(p); });
         addAction(action);
     }
-    m_sidebar->setFixedWidth(std::max(m_sidebar->sizeHintForColumn(0) + 2 * m_sidebar->frameWidth() + 12, 140));
+    m_sidebar->setFixedWidth(
+        std::max(m_sidebar->sizeHintForColumn(0) + 2 * m_sidebar->frameWidth() + 12, 140));
 
     if (!restoreGeometry(m_settings.windowGeometry())) resize(1280, 800);
     showPage(std::clamp(m_settings.lastPage(), 0, PageCount - 1));
@@ -81,13 +115,20 @@ MainWindow::~MainWindow() = default;
 QString MainWindow::pageTitle(int page)
 {
     switch (page) {
-    case Data: return tr("Data");
-    case Model: return tr("Model && hyperparameters");
-    case Devices: return tr("Devices");
-    case Train: return tr("Train");
-    case Runs: return tr("Runs && checkpoints");
-    case Classify: return tr("Classify");
-    default: return {};
+    case Data:
+        return tr("Data");
+    case Model:
+        return tr("Model && hyperparameters");
+    case Devices:
+        return tr("Devices");
+    case Train:
+        return tr("Train");
+    case Runs:
+        return tr("Runs && checkpoints");
+    case Classify:
+        return tr("Classify");
+    default:
+        return {};
     }
 }
 
@@ -99,14 +140,14 @@ void MainWindow::buildPages()
     m_train = new TrainPage(m_stack);
     m_runs = new RunsPage(m_settings, m_stack);
     m_classify = new ClassifyPage(m_stack);
-    const QStyle::StandardPixmap icons[] = {QStyle::SP_DirOpenIcon,    QStyle::SP_FileDialogDetailedView,
-                                            QStyle::SP_ComputerIcon,   QStyle::SP_MediaPlay,
-                                            QStyle::SP_FileDialogListView, QStyle::SP_DialogApplyButton};
+    const QStyle::StandardPixmap icons[] = {
+        QStyle::SP_DirOpenIcon, QStyle::SP_FileDialogDetailedView, QStyle::SP_ComputerIcon,
+        QStyle::SP_MediaPlay,   QStyle::SP_FileDialogListView,     QStyle::SP_DialogApplyButton};
     QWidget* pages[] = {m_data, m_model, m_devices, m_train, m_runs, m_classify};
     for (int p = 0; p < PageCount; ++p) {
         m_stack->addWidget(pages[p]);
-        auto* item = new QListWidgetItem(style()->standardIcon(icons[p]),
-                                         pageTitle(p).replace(QStringLiteral("&&"), QStringLiteral("&")));
+        auto* item = new QListWidgetItem(
+            paletteIcon(icons[p]), pageTitle(p).replace(QStringLiteral("&&"), QStringLiteral("&")));
         item->setToolTip(tr("%1 (Ctrl+%2)").arg(item->text()).arg(p + 1));
         m_sidebar->addItem(item);
     }
@@ -121,7 +162,8 @@ void MainWindow::restoreConfig()
         try {
             last = engine::TrainConfig::fromJson(json.toStdString());
         } catch (const std::exception& e) {
-            appendLog(tr("The saved configuration was not used: %1").arg(QString::fromUtf8(e.what())));
+            appendLog(
+                tr("The saved configuration was not used: %1").arg(QString::fromUtf8(e.what())));
         }
     }
     if (!last) {
@@ -144,7 +186,8 @@ void MainWindow::connectPages()
 {
     auto* form = m_model->form();
     m_data->setRecipeProvider([this](const engine::Dataset& d) {
-        return std::optional<engine::Preprocessing>(engine::preprocessingFor(m_model->modelName().toStdString(), d));
+        return std::optional<engine::Preprocessing>(
+            engine::preprocessingFor(m_model->modelName().toStdString(), d));
     });
     connect(m_data, &DataPage::errorOccurred, this, &MainWindow::showError);
     connect(m_data, &DataPage::logMessage, this, &MainWindow::appendLog);
@@ -175,14 +218,15 @@ void MainWindow::connectPages()
         appendLog(tr("Checkpoint of step %1: %2").arg(step).arg(file));
         m_runs->refresh();
     });
-    connect(m_train, &TrainPage::runFinished, this, [this](auto, const QString& message, const QString& dir) {
-        m_devices->setTowerSetupEnabled(true);
-        m_runs->setResumeAllowed(true);
-        appendLog(tr("Run in %1: %2").arg(dir, message));
-        m_runs->selectRun(dir);
-        m_runs->refresh();
-        if (m_closeAfterStop) close();
-    });
+    connect(m_train, &TrainPage::runFinished, this,
+            [this](auto, const QString& message, const QString& dir) {
+                m_devices->setTowerSetupEnabled(true);
+                m_runs->setResumeAllowed(true);
+                appendLog(tr("Run in %1: %2").arg(dir, message));
+                m_runs->selectRun(dir);
+                m_runs->refresh();
+                if (m_closeAfterStop) close();
+            });
 
     connect(m_runs, &RunsPage::resumeRequested, this, &MainWindow::resumeRun);
     connect(m_runs, &RunsPage::classifyRequested, this, &MainWindow::classifyWith);
@@ -252,8 +296,10 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
         if (error) *error = why;
         return std::nullopt;
     };
-    if (!m_model->form()->isValid()) return fail(tr("%1 (Model & hyperparameters)").arg(m_model->form()->error()));
-    if (!m_data->found()) return fail(tr("%1 is not available (Data page)").arg(m_data->datasetName()));
+    if (!m_model->form()->isValid())
+        return fail(tr("%1 (Model & hyperparameters)").arg(m_model->form()->error()));
+    if (!m_data->found())
+        return fail(tr("%1 is not available (Data page)").arg(m_data->datasetName()));
     engine::TrainConfig c = m_model->form()->config();
     c.model = m_model->modelName().toStdString();
     c.dataset = m_data->datasetName().toStdString();
@@ -271,19 +317,23 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
     engine::SessionOptions o;
     o.config = c;
     o.searchPath = app::searchPathWith(m_data->dataDir());
-    o.runDirectory = (m_runs->runsDir() + QLatin1Char('/') + m_data->datasetName() + QLatin1Char('-') + m_model->modelName() +
-                      QLatin1Char('-') + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")))
+    o.runDirectory = (m_runs->runsDir() + QLatin1Char('/') + m_data->datasetName() +
+                      QLatin1Char('-') + m_model->modelName() + QLatin1Char('-') +
+                      QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")))
                          .toStdString();
     o.resume = false;
     return o;
 }
 
-std::optional<engine::SessionOptions> MainWindow::resumeOptions(const QString& folder, QString* error) const
+std::optional<engine::SessionOptions> MainWindow::resumeOptions(const QString& folder,
+                                                                QString* error) const
 {
     try {
         const engine::RunDirectory dir(folder.toStdString());
         const auto json = dir.readConfig();
-        if (!json) throw engine::IoError(folder.toStdString() + " has no config.json: it is not a Towers run folder");
+        if (!json)
+            throw engine::IoError(folder.toStdString() +
+                                  " has no config.json: it is not a Towers run folder");
         engine::SessionOptions o;
         o.config = engine::TrainConfig::fromJson(*json);
         o.searchPath = app::searchPathWith(m_data->dataDir());
@@ -325,9 +375,15 @@ void MainWindow::showPage(int page)
     m_stack->setCurrentIndex(page);
 }
 
-int MainWindow::currentPage() const { return m_stack->currentIndex(); }
+int MainWindow::currentPage() const
+{
+    return m_stack->currentIndex();
+}
 
-QWidget* MainWindow::page(int page) const { return m_stack->widget(page); }
+QWidget* MainWindow::page(int page) const
+{
+    return m_stack->widget(page);
+}
 
 void MainWindow::showError(const QString& message)
 {
@@ -337,7 +393,8 @@ void MainWindow::showError(const QString& message)
 
 void MainWindow::appendLog(const QString& line)
 {
-    m_log->appendPlainText(QStringLiteral("%1  %2").arg(QTime::currentTime().toString(QStringLiteral("HH:mm:ss")), line));
+    m_log->appendPlainText(QStringLiteral("%1  %2").arg(
+        QTime::currentTime().toString(QStringLiteral("HH:mm:ss")), line));
 }
 
 void MainWindow::closeEvent(QCloseEvent* event)
@@ -351,10 +408,11 @@ void MainWindow::closeEvent(QCloseEvent* event)
         if (m_closeAnswer) {
             stop = *m_closeAnswer;
         } else {
-            stop = QMessageBox::question(this, tr("A run is training"),
-                                         tr("Stop the run and close? The run stops after its current step and "
-                                            "writes a checkpoint, so you can resume it later."),
-                                         QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
+            stop = QMessageBox::question(
+                       this, tr("A run is training"),
+                       tr("Stop the run and close? The run stops after its current step and "
+                          "writes a checkpoint, so you can resume it later."),
+                       QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
         }
         event->ignore();
         if (stop) {

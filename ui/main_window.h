@@ -34,7 +34,16 @@ class MainWindow : public QMainWindow
 {
     Q_OBJECT
 public:
-    enum Page { Data, Model, Devices, Train, Runs, Classify, PageCount };
+    enum Page
+    {
+        Data,
+        Model,
+        Devices,
+        Train,
+        Runs,
+        Classify,
+        PageCount
+    };
 
     explicit MainWindow(app::AppSettings& settings, QWidget* parent = nullptr);
     ~MainWindow() override;
@@ -56,7 +65,8 @@ public:
     // The configuration of a new run from the pages, or why there is none (`error`).
     std::optional<engine::SessionOptions> newRunOptions(QString* error) const;
     // The options that continue the run in `folder` from its newest good checkpoint.
-    std::optional<engine::SessionOptions> resumeOptions(const QString& folder, QString* error) const;
+    std::optional<engine::SessionOptions> resumeOptions(const QString& folder,
+                                                        QString* error) const;
     // Closing during a run asks first; tests and the screenshot tour answer for the user.
     void setCloseQuestionAnswer(std::optional<bool> stopAndClose) { m_closeAnswer = stopAndClose; }
 

@@ -34,8 +34,11 @@ void ScreenshotTour::addStandardSteps()
 {
     MainWindow* w = m_window;
     w->setCloseQuestionAnswer(true);
-    addStep({QStringLiteral("data"), [w] { w->showPage(MainWindow::Data); },
-             [w] { return !w->dataPage()->isBusy() && w->dataPage()->loadedDataset() != nullptr; }, 60000, {}});
+    addStep({QStringLiteral("data"),
+             [w] { w->showPage(MainWindow::Data); },
+             [w] { return !w->dataPage()->isBusy() && w->dataPage()->loadedDataset() != nullptr; },
+             60000,
+             {}});
     addStep({QStringLiteral("data-distortions"),
              [w] {
                  if (auto* box = w->dataPage()->findChild<QCheckBox*>()) box->setChecked(true);
@@ -60,16 +63,24 @@ void ScreenshotTour::addStandardSteps()
                  w->showPage(MainWindow::Train);
                  w->trainPage()->start();
              },
-             [w] { return w->trainPage()->history().evalSteps().size() >= 3; }, 240000, {}});
-    addStep({QStringLiteral("devices"), [w] { w->showPage(MainWindow::Devices); }, {}, 1000,
+             [w] { return w->trainPage()->history().evalSteps().size() >= 3; },
+             240000,
+             {}});
+    addStep({QStringLiteral("devices"),
+             [w] { w->showPage(MainWindow::Devices); },
+             {},
+             1000,
              [w] { w->trainPage()->stop(); }});
-    addStep({QStringLiteral("runs"), [w] { w->showPage(MainWindow::Runs); },
-             [w] { return !w->trainPage()->isActive() && !w->runsPage()->isBusy() && !w->runsPage()->selectedCheckpoint().isEmpty(); },
-             60000, {}});
-    addStep({QStringLiteral("classify"),
+    addStep({QStringLiteral("runs"),
+             [w] { w->showPage(MainWindow::Runs); },
              [w] {
-                 w->classifyWith(w->runsPage()->selectedCheckpoint());
+                 return !w->trainPage()->isActive() && !w->runsPage()->isBusy() &&
+                        !w->runsPage()->selectedCheckpoint().isEmpty();
              },
+             60000,
+             {}});
+    addStep({QStringLiteral("classify"),
+             [w] { w->classifyWith(w->runsPage()->selectedCheckpoint()); },
              [w] {
                  auto* page = w->classifyPage();
                  if (!page->hasClassifier() || page->isBusy()) return false;
@@ -79,8 +90,10 @@ void ScreenshotTour::addStandardSteps()
                  }
                  return true;
              },
-             60000, {}});
-    addStep({QStringLiteral("classify-test-set"), [w] { w->classifyPage()->classifyTestSet(); },
+             60000,
+             {}});
+    addStep({QStringLiteral("classify-test-set"),
+             [w] { w->classifyPage()->classifyTestSet(); },
              [w] {
                  auto* page = w->classifyPage();
                  if (page->isBusy() || !page->predictions()) return false;
@@ -97,7 +110,8 @@ void ScreenshotTour::addStandardSteps()
                  page->showCell(bestT, bestP);
                  return true;
              },
-             120000, {}});
+             120000,
+             {}});
 }
 
 void ScreenshotTour::start()
@@ -132,7 +146,8 @@ void ScreenshotTour::poll()
     if (!ready && m_waitedMs < s.timeoutMs) return;
     m_poll->stop();
     if (!ready) {
-        std::fprintf(stderr, "screenshot tour: %s: not ready after %d ms, taking the picture anyway\n",
+        std::fprintf(stderr,
+                     "screenshot tour: %s: not ready after %d ms, taking the picture anyway\n",
                      qPrintable(s.name), s.timeoutMs);
         ++m_failures;
     }
@@ -142,7 +157,8 @@ void ScreenshotTour::poll()
 void ScreenshotTour::shoot()
 {
     const Step& s = m_steps[m_index];
-    const QString file = QDir(m_dir).filePath(QStringLiteral("%1-%2.png").arg(m_index + 1, 2, 10, QLatin1Char('0')).arg(s.name));
+    const QString file = QDir(m_dir).filePath(
+        QStringLiteral("%1-%2.png").arg(m_index + 1, 2, 10, QLatin1Char('0')).arg(s.name));
     if (!m_window->grab().save(file)) {
         std::fprintf(stderr, "screenshot tour: cannot write %s\n", qPrintable(file));
         ++m_failures;

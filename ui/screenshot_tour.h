@@ -21,11 +21,11 @@ class ScreenshotTour : public QObject
 public:
     struct Step
     {
-        QString name;                      // file name part
-        std::function<void()> prepare;     // switch page, press buttons
-        std::function<bool()> ready;       // polled until true (or timeout)
+        QString name;                  // file name part
+        std::function<void()> prepare; // switch page, press buttons
+        std::function<bool()> ready;   // polled until true (or timeout)
         int timeoutMs = 20000;
-        std::function<void()> after;       // after the screenshot
+        std::function<void()> after; // after the screenshot
     };
 
     ScreenshotTour(MainWindow* window, QString directory, QObject* parent = nullptr);

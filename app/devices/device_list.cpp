@@ -10,14 +10,18 @@ std::vector<DeviceDescription> listDevices()
     DeviceDescription d;
     d.kind = DeviceDescription::Kind::Cpu;
     d.id = QStringLiteral("cpu");
-    d.name = cpu.model.empty() ? QStringLiteral("CPU (model unknown)") : QString::fromStdString(cpu.model);
+    d.name = cpu.model.empty() ? QStringLiteral("CPU (model unknown)")
+                               : QString::fromStdString(cpu.model);
     d.memoryBytes = cpu.memoryBytes;
     d.isa = QString::fromStdString(cpu.isa);
     d.logicalCores = cpu.logicalCores;
     return {d};
 }
 
-bool gpuBackendAvailable() { return false; }
+bool gpuBackendAvailable()
+{
+    return false;
+}
 
 QString gpuBackendNote()
 {

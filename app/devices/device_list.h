@@ -9,7 +9,11 @@ namespace towers::app {
 
 struct DeviceDescription
 {
-    enum class Kind { Cpu, Gpu };
+    enum class Kind
+    {
+        Cpu,
+        Gpu
+    };
     Kind kind = Kind::Cpu;
     QString id;                // stable key: "cpu", "gpu0", "gpu1", ...
     QString name;              // "AMD EPYC 9654 96-Core Processor", "NVIDIA H100 80GB HBM3"

@@ -64,17 +64,21 @@ std::vector<DeviceSample> CpuTelemetry::sample(double now)
         if (f[0] == "MemAvailable:") memAvailable = f[1].toDouble() * 1024.0;
     }
     s.memoryTotalBytes = memTotal;
-    if (!std::isnan(memTotal) && !std::isnan(memAvailable)) s.memoryUsedBytes = memTotal - memAvailable;
+    if (!std::isnan(memTotal) && !std::isnan(memAvailable))
+        s.memoryUsedBytes = memTotal - memAvailable;
 
     // Thermal zones (millidegrees Celsius).
     const QDir thermal(m_root + QStringLiteral("sys/class/thermal"));
     double cpuTemp = DeviceSample::kNone, anyTemp = DeviceSample::kNone;
-    for (const QString& zone : thermal.entryList({QStringLiteral("thermal_zone*")}, QDir::Dirs | QDir::System)) {
+    for (const QString& zone :
+         thermal.entryList({QStringLiteral("thermal_zone*")}, QDir::Dirs | QDir::System)) {
         bool ok = false;
-        const double milli = readSmallFile(thermal.filePath(zone + QStringLiteral("/temp"))).trimmed().toDouble(&ok);
+        const double milli =
+            readSmallFile(thermal.filePath(zone + QStringLiteral("/temp"))).trimmed().toDouble(&ok);
         if (!ok) continue;
         const double c = milli / 1000.0;
-        const QString type = QString::fromUtf8(readSmallFile(thermal.filePath(zone + QStringLiteral("/type"))).trimmed());
+        const QString type = QString::fromUtf8(
+            readSmallFile(thermal.filePath(zone + QStringLiteral("/type"))).trimmed());
         if (isCpuZone(type)) cpuTemp = std::isnan(cpuTemp) ? c : std::max(cpuTemp, c);
         anyTemp = std::isnan(anyTemp) ? c : std::max(anyTemp, c);
     }
@@ -83,7 +87,9 @@ std::vector<DeviceSample> CpuTelemetry::sample(double now)
     // RAPL package energy (microjoules, a wrapping counter).
     bool ok = false;
     const double energy =
-        readSmallFile(m_root + QStringLiteral("sys/class/powercap/intel-rapl:0/energy_uj")).trimmed().toDouble(&ok);
+        readSmallFile(m_root + QStringLiteral("sys/class/powercap/intel-rapl:0/energy_uj"))
+            .trimmed()
+            .toDouble(&ok);
     if (ok) {
         if (m_haveEnergy && now > m_energyTime && energy >= m_energyUj)
             s.powerW = (energy - m_energyUj) * 1e-6 / (now - m_energyTime);

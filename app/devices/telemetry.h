@@ -15,13 +15,13 @@ namespace towers::app {
 struct DeviceSample
 {
     static constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
-    QString deviceId;             // DeviceDescription::id
-    double time = 0;              // seconds, the caller's clock
-    double utilisation = kNone;   // percent busy, 0..100
+    QString deviceId;           // DeviceDescription::id
+    double time = 0;            // seconds, the caller's clock
+    double utilisation = kNone; // percent busy, 0..100
     double memoryUsedBytes = kNone;
     double memoryTotalBytes = kNone;
-    double temperatureC = kNone;  // NaN: no sensor
-    double powerW = kNone;        // NaN: no meter
+    double temperatureC = kNone; // NaN: no sensor
+    double powerW = kNone;       // NaN: no meter
 };
 
 class TelemetrySource

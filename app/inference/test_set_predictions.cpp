@@ -27,8 +27,8 @@ TestSetPredictions classifyTestSet(engine::Classifier& classifier, const engine:
 {
     const engine::Shape source = classifier.sourceShape();
     if (set.imageShape() != source)
-        throw engine::InvalidArgument("the checkpoint takes images of " + source.str() + ", the set has " +
-                                      set.imageShape().str());
+        throw engine::InvalidArgument("the checkpoint takes images of " + source.str() +
+                                      ", the set has " + set.imageShape().str());
     const int classes = classifier.numClasses();
     TestSetPredictions r;
     r.numClasses = classes;
@@ -53,8 +53,9 @@ TestSetPredictions classifyTestSet(engine::Classifier& classifier, const engine:
             const auto& p = probs[std::size_t(i)];
             const int truth = part.labels[std::size_t(i)];
             if (truth < 0 || truth >= classes)
-                throw engine::InvalidArgument("example " + std::to_string(begin + i) + " has label " + std::to_string(truth) +
-                                              ", outside the checkpoint's " + std::to_string(classes) + " classes");
+                throw engine::InvalidArgument(
+                    "example " + std::to_string(begin + i) + " has label " + std::to_string(truth) +
+                    ", outside the checkpoint's " + std::to_string(classes) + " classes");
             // The arg max, the first on ties (as engine::EvalResult counts).
             const int predicted = int(std::max_element(p.begin(), p.end()) - p.begin());
             r.truth.push_back(truth);

@@ -14,7 +14,7 @@ namespace towers::app {
 struct TestSetPredictions
 {
     int numClasses = 0;
-    std::vector<int> truth, predicted; // per example of the set
+    std::vector<int> truth, predicted;   // per example of the set
     std::vector<std::int64_t> confusion; // numClasses x numClasses, row = truth, column = predicted
     std::vector<std::int64_t> classCounts, classCorrect;
     std::int64_t correct = 0;
@@ -32,6 +32,7 @@ struct TestSetPredictions
 // engine::InvalidArgument when the set's images or labels do not fit the checkpoint.
 TestSetPredictions classifyTestSet(engine::Classifier& classifier, const engine::ImageSet& set,
                                    const std::atomic<bool>* cancel = nullptr,
-                                   std::atomic<std::int64_t>* done = nullptr, std::int64_t chunk = 500);
+                                   std::atomic<std::int64_t>* done = nullptr,
+                                   std::int64_t chunk = 500);
 
 } // namespace towers::app

@@ -17,16 +17,14 @@
 namespace towers::app {
 
 // What a job produced: a value, or the message of the exception it threw.
-template <class T>
-struct JobResult
+template <class T> struct JobResult
 {
     std::optional<T> value;
     QString error;
     bool ok() const { return value.has_value(); }
 };
 
-template <class T>
-class LatestJob
+template <class T> class LatestJob
 {
 public:
     // `owner` receives the results on its thread and must outlive this object (make the LatestJob

@@ -33,7 +33,8 @@ std::optional<QJsonObject> lastJsonLine(const QString& path)
 void newer(QDateTime& current, const QString& path)
 {
     const QFileInfo info(path);
-    if (info.exists() && (!current.isValid() || info.lastModified() > current)) current = info.lastModified();
+    if (info.exists() && (!current.isValid() || info.lastModified() > current))
+        current = info.lastModified();
 }
 
 } // namespace
@@ -46,7 +47,8 @@ RunSummary readRun(const QString& folder)
     r.name = dir.dirName();
     QFile config(dir.filePath(QStringLiteral("config.json")));
     if (!config.open(QIODevice::ReadOnly)) {
-        r.problem = QStringLiteral("%1: cannot read: %2").arg(config.fileName(), config.errorString());
+        r.problem =
+            QStringLiteral("%1: cannot read: %2").arg(config.fileName(), config.errorString());
         return r;
     }
     r.configJson = QString::fromUtf8(config.readAll());
@@ -72,7 +74,8 @@ RunSummary readRun(const QString& folder)
         // RunDirectory creates missing folders; only list when the checkpoints folder is there.
         if (dir.exists(QStringLiteral("checkpoints"))) {
             r.checkpoints = engine::RunDirectory(r.folder.toStdString()).checkpoints();
-            for (const auto& c : r.checkpoints) newer(r.modified, QString::fromStdString(c.path.string()));
+            for (const auto& c : r.checkpoints)
+                newer(r.modified, QString::fromStdString(c.path.string()));
         }
     } catch (const std::exception& e) {
         if (r.problem.isEmpty()) r.problem = QString::fromUtf8(e.what());

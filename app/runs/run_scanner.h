@@ -19,18 +19,18 @@ namespace towers::app {
 
 struct RunSummary
 {
-    QString folder;          // absolute path
-    QString name;            // the folder's name
-    QString configJson;      // config.json as written
+    QString folder;                            // absolute path
+    QString name;                              // the folder's name
+    QString configJson;                        // config.json as written
     std::optional<engine::TrainConfig> config; // nullopt when config.json does not parse
-    QString problem;         // why config.json or the logs could not be read; empty when fine
-    std::int64_t lastStep = 0;  // the latest logged step (metrics.jsonl), 0 when none
+    QString problem;           // why config.json or the logs could not be read; empty when fine
+    std::int64_t lastStep = 0; // the latest logged step (metrics.jsonl), 0 when none
     double lastLoss = 0;
     double lastEpoch = 0;
     std::optional<double> accuracy; // the latest evaluation's precision @ 1 (eval.jsonl)
     std::int64_t accuracyStep = 0;
     std::vector<engine::CheckpointFile> checkpoints; // oldest first
-    QDateTime modified;      // newest of config.json, metrics.jsonl and the checkpoints
+    QDateTime modified; // newest of config.json, metrics.jsonl and the checkpoints
 };
 
 // One run folder. Never throws.

@@ -33,7 +33,10 @@ QString AppSettings::dataDir() const
     return dir.isEmpty() ? defaultDataDir() : dir;
 }
 
-void AppSettings::setDataDir(const QString& dir) { m_settings->setValue(kDataDir, dir); }
+void AppSettings::setDataDir(const QString& dir)
+{
+    m_settings->setValue(kDataDir, dir);
+}
 
 QString AppSettings::runsDir() const
 {
@@ -41,31 +44,55 @@ QString AppSettings::runsDir() const
     return dir.isEmpty() ? defaultRunsDir() : dir;
 }
 
-void AppSettings::setRunsDir(const QString& dir) { m_settings->setValue(kRunsDir, dir); }
+void AppSettings::setRunsDir(const QString& dir)
+{
+    m_settings->setValue(kRunsDir, dir);
+}
 
 QString AppSettings::datasetName() const
 {
     return m_settings->value(kDataset, QStringLiteral("cifar10")).toString();
 }
 
-void AppSettings::setDatasetName(const QString& name) { m_settings->setValue(kDataset, name); }
+void AppSettings::setDatasetName(const QString& name)
+{
+    m_settings->setValue(kDataset, name);
+}
 
-QString AppSettings::lastConfigJson() const { return m_settings->value(kLastConfig).toString(); }
+QString AppSettings::lastConfigJson() const
+{
+    return m_settings->value(kLastConfig).toString();
+}
 
-void AppSettings::setLastConfigJson(const QString& json) { m_settings->setValue(kLastConfig, json); }
+void AppSettings::setLastConfigJson(const QString& json)
+{
+    m_settings->setValue(kLastConfig, json);
+}
 
-QByteArray AppSettings::windowGeometry() const { return m_settings->value(kGeometry).toByteArray(); }
+QByteArray AppSettings::windowGeometry() const
+{
+    return m_settings->value(kGeometry).toByteArray();
+}
 
 void AppSettings::setWindowGeometry(const QByteArray& geometry)
 {
     m_settings->setValue(kGeometry, geometry);
 }
 
-int AppSettings::lastPage() const { return m_settings->value(kPage, 0).toInt(); }
+int AppSettings::lastPage() const
+{
+    return m_settings->value(kPage, 0).toInt();
+}
 
-void AppSettings::setLastPage(int page) { m_settings->setValue(kPage, page); }
+void AppSettings::setLastPage(int page)
+{
+    m_settings->setValue(kPage, page);
+}
 
-void AppSettings::sync() { m_settings->sync(); }
+void AppSettings::sync()
+{
+    m_settings->sync();
+}
 
 QString AppSettings::defaultRunsDir()
 {

@@ -6,7 +6,8 @@
 
 namespace towers::app {
 
-TrainingController::TrainingController(QObject* parent) : QObject(parent), m_drainTimer(new QTimer(this))
+TrainingController::TrainingController(QObject* parent)
+    : QObject(parent), m_drainTimer(new QTimer(this))
 {
     m_drainTimer->setSingleShot(true);
     connect(m_drainTimer, &QTimer::timeout, this, &TrainingController::drain);
@@ -33,18 +34,21 @@ bool TrainingController::start(engine::SessionOptions options)
     m_worker = worker;
     connect(m_thread, &QThread::finished, worker, &QObject::deleteLater);
     connect(worker, &TrainingWorker::metricsAvailable, this, &TrainingController::scheduleDrain);
-    connect(worker, &TrainingWorker::started, this, [this](const QString& dir, qint64 startStep, qint64 totalSteps) {
-        m_runDirectory = dir;
-        m_startStep = startStep;
-        m_totalSteps = totalSteps;
-        if (m_state == State::Loading) setState(State::Running);
-        emit started(dir, startStep, totalSteps);
-    });
+    connect(worker, &TrainingWorker::started, this,
+            [this](const QString& dir, qint64 startStep, qint64 totalSteps) {
+                m_runDirectory = dir;
+                m_startStep = startStep;
+                m_totalSteps = totalSteps;
+                if (m_state == State::Loading) setState(State::Running);
+                emit started(dir, startStep, totalSteps);
+            });
     connect(worker, &TrainingWorker::finished, this, &TrainingController::onWorkerFinished);
     m_thread->start();
     setState(State::Loading);
-    QMetaObject::invokeMethod(worker, [worker, options = std::move(options)]() mutable { worker->run(std::move(options)); },
-                              Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        worker,
+        [worker, options = std::move(options)]() mutable { worker->run(std::move(options)); },
+        Qt::QueuedConnection);
     return true;
 }
 

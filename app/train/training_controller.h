@@ -20,7 +20,14 @@ class TrainingController : public QObject
     Q_OBJECT
 public:
     static constexpr int kDrainIntervalMs = 40;
-    enum class State { Idle, Loading, Running, Paused, Stopping };
+    enum class State
+    {
+        Idle,
+        Loading,
+        Running,
+        Paused,
+        Stopping
+    };
     Q_ENUM(State)
 
     explicit TrainingController(QObject* parent = nullptr);

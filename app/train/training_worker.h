@@ -21,7 +21,12 @@ class TrainingWorker : public QObject, private engine::TrainerObserver
 {
     Q_OBJECT
 public:
-    enum class Outcome { Finished, Stopped, Failed };
+    enum class Outcome
+    {
+        Finished,
+        Stopped,
+        Failed
+    };
     Q_ENUM(Outcome)
 
     // `buffer` must outlive the worker.

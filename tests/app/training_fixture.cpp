@@ -9,8 +9,9 @@ void writeTinyMnist(const std::filesystem::path& root, std::int64_t train, std::
     writeIdxDataset(root / "mnist", train, test, 28, 28, /*gz=*/false, /*seed=*/11);
 }
 
-engine::SessionOptions tinyRun(const std::filesystem::path& dataRoot, const std::filesystem::path& runDir,
-                               std::int64_t steps, int towers, std::int64_t evalEvery)
+engine::SessionOptions tinyRun(const std::filesystem::path& dataRoot,
+                               const std::filesystem::path& runDir, std::int64_t steps, int towers,
+                               std::int64_t evalEvery)
 {
     engine::SessionOptions o;
     engine::TrainConfig& c = o.config;

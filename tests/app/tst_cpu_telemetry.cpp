@@ -31,7 +31,8 @@ private slots:
         const QString r = root.path() + QLatin1Char('/');
         //            user nice system idle iowait irq softirq steal guest guest_nice
         write(r + "proc/stat", "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 100 0 50 800 50 0 0 0 0 0\n");
-        write(r + "proc/meminfo", "MemTotal:       8000000 kB\nMemFree:  1000 kB\nMemAvailable:   6000000 kB\n");
+        write(r + "proc/meminfo",
+              "MemTotal:       8000000 kB\nMemFree:  1000 kB\nMemAvailable:   6000000 kB\n");
         write(r + "sys/class/thermal/thermal_zone0/type", "acpitz\n");
         write(r + "sys/class/thermal/thermal_zone0/temp", "30000\n");
         write(r + "sys/class/thermal/thermal_zone1/type", "x86_pkg_temp\n");

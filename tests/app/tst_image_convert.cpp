@@ -37,7 +37,8 @@ private slots:
         const QImage img = imageFromHwc(px.data(), h, w, 1);
         QCOMPARE(img.format(), QImage::Format_Grayscale8);
         for (int y = 0; y < h; ++y)
-            for (int x = 0; x < w; ++x) QCOMPARE(qGray(img.pixel(x, y)), int(px[std::size_t(y * w + x)]));
+            for (int x = 0; x < w; ++x)
+                QCOMPARE(qGray(img.pixel(x, y)), int(px[std::size_t(y * w + x)]));
     }
 
     void badShapesThrow()
@@ -59,7 +60,6 @@ private slots:
         const float flat[4] = {3, 3, 3, 3};
         QCOMPARE(qGray(imageFromFloats(flat, 2, 2, 1).pixel(1, 1)), 128);
     }
-
 };
 
 QTEST_MAIN(TestImageConvert)

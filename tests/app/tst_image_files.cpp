@@ -48,8 +48,10 @@ private slots:
             for (auto v : out) [&] { QCOMPARE(v, out[0]); }();
             return int(out[0]);
         };
-        const int red = grey(qRgb(255, 0, 0)), green = grey(qRgb(0, 255, 0)), blue = grey(qRgb(0, 0, 255));
-        QVERIFY2(green > red && red > blue, qPrintable(QStringLiteral("%1 %2 %3").arg(red).arg(green).arg(blue)));
+        const int red = grey(qRgb(255, 0, 0)), green = grey(qRgb(0, 255, 0)),
+                  blue = grey(qRgb(0, 0, 255));
+        QVERIFY2(green > red && red > blue,
+                 qPrintable(QStringLiteral("%1 %2 %3").arg(red).arg(green).arg(blue)));
         QCOMPARE(grey(qRgb(255, 255, 255)), 255);
         QCOMPARE(grey(qRgb(0, 0, 0)), 0);
         QCOMPARE(grey(qRgb(77, 77, 77)), 77); // grey stays grey
@@ -89,7 +91,8 @@ private slots:
         } catch (const towers::engine::IoError& e) {
             QVERIFY2(QString::fromUtf8(e.what()).contains(notImage), e.what());
         }
-        QVERIFY_THROWS_EXCEPTION(towers::engine::IoError, readImageFile(dir.filePath(QStringLiteral("missing.jpg"))));
+        QVERIFY_THROWS_EXCEPTION(towers::engine::IoError,
+                                 readImageFile(dir.filePath(QStringLiteral("missing.jpg"))));
     }
 
     void setsGrowAndKeepTheirShape()

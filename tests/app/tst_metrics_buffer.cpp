@@ -29,13 +29,14 @@ private slots:
     {
         MetricsBuffer b;
         QVERIFY(b.isEmpty());
-        QVERIFY(b.pushStep(step(1)));  // empty -> non-empty
+        QVERIFY(b.pushStep(step(1))); // empty -> non-empty
         QVERIFY(!b.pushStep(step(2)));
         QVERIFY(!b.pushLog(QStringLiteral("step 2, loss = 0.33")));
         towers::engine::EvalResult r(10);
         r.step = 2;
         QVERIFY(!b.pushEvaluation(r));
-        QVERIFY(!b.pushCheckpoint(QStringLiteral("/runs/a/checkpoints/ckpt-00000002.safetensors"), 2));
+        QVERIFY(
+            !b.pushCheckpoint(QStringLiteral("/runs/a/checkpoints/ckpt-00000002.safetensors"), 2));
         TrainingEvents e = b.drain();
         QVERIFY(b.isEmpty());
         QCOMPARE(e.steps.size(), std::size_t(2));

@@ -15,7 +15,8 @@ namespace eng = towers::engine;
 namespace {
 // A run folder as a training run leaves it: config.json, logged steps and evaluations, and
 // checkpoint files (RunDirectory lists them by name).
-void makeRun(const QString& folder, std::int64_t steps, int evalEvery, const std::string& model = "fashion-fast")
+void makeRun(const QString& folder, std::int64_t steps, int evalEvery,
+             const std::string& model = "fashion-fast")
 {
     const eng::RunDirectory dir(folder.toStdString());
     eng::TrainConfig c;
@@ -25,10 +26,12 @@ void makeRun(const QString& folder, std::int64_t steps, int evalEvery, const std
     c.towers = 2;
     dir.writeConfig(c.toJson());
     for (std::int64_t s = 10; s <= steps; s += 10)
-        dir.appendMetrics("{\"step\":" + std::to_string(s) + ",\"epoch\":" + std::to_string(double(s) / 100) +
+        dir.appendMetrics("{\"step\":" + std::to_string(s) +
+                          ",\"epoch\":" + std::to_string(double(s) / 100) +
                           ",\"loss\":" + std::to_string(2.0 / double(s)) + "}");
     for (std::int64_t s = evalEvery; s <= steps; s += evalEvery)
-        dir.appendEval("{\"step\":" + std::to_string(s) + ",\"precisionAt1\":" + std::to_string(0.5 + double(s) / 1000) + "}");
+        dir.appendEval("{\"step\":" + std::to_string(s) +
+                       ",\"precisionAt1\":" + std::to_string(0.5 + double(s) / 1000) + "}");
     for (std::int64_t s : {steps / 2, steps}) {
         QFile f(QString::fromStdString(dir.checkpointPath(s).string()));
         QVERIFY(f.open(QIODevice::WriteOnly));
@@ -103,7 +106,8 @@ private slots:
             QVERIFY(file.open(QIODevice::ReadWrite));
             QVERIFY(file.setFileTime(past, QFileDevice::FileModificationTime));
         }
-        for (const QString& f : QDir(root.filePath(QStringLiteral("old/checkpoints"))).entryList(QDir::Files)) {
+        for (const QString& f :
+             QDir(root.filePath(QStringLiteral("old/checkpoints"))).entryList(QDir::Files)) {
             QFile file(root.filePath(QStringLiteral("old/checkpoints/") + f));
             QVERIFY(file.open(QIODevice::ReadWrite));
             QVERIFY(file.setFileTime(past, QFileDevice::FileModificationTime));

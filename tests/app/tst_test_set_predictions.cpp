@@ -43,7 +43,8 @@ private slots:
     {
         engine::Classifier classifier(m_checkpoint);
         std::atomic<std::int64_t> done{0};
-        const auto p = app::classifyTestSet(classifier, m_data.test, nullptr, &done, 64); // chunks of 64: a partial last
+        const auto p = app::classifyTestSet(classifier, m_data.test, nullptr, &done,
+                                            64); // chunks of 64: a partial last
         QCOMPARE(done.load(), m_data.test.count);
         QCOMPARE(p.examples(), m_data.test.count);
         const engine::EvalResult oracle = classifier.evaluate(m_data.test, 100);
@@ -75,7 +76,8 @@ private slots:
         engine::Classifier classifier(m_checkpoint);
         std::atomic<bool> cancel{true};
         std::atomic<std::int64_t> done{0};
-        QVERIFY_THROWS_EXCEPTION(engine::Error, app::classifyTestSet(classifier, m_data.test, &cancel, &done, 50));
+        QVERIFY_THROWS_EXCEPTION(engine::Error,
+                                 app::classifyTestSet(classifier, m_data.test, &cancel, &done, 50));
         QCOMPARE(done.load(), 0);
     }
 

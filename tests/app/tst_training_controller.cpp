@@ -18,7 +18,10 @@ using towers::app::TrainingWorker;
 namespace tt = towers::test;
 
 namespace {
-std::filesystem::path fs(const QString& p) { return std::filesystem::path(p.toStdString()); }
+std::filesystem::path fs(const QString& p)
+{
+    return std::filesystem::path(p.toStdString());
+}
 
 struct Collected
 {
@@ -61,12 +64,15 @@ private slots:
         QSignalSpy finished(&c, &TrainingController::finished);
         QElapsedTimer clock;
         clock.start();
-        QVERIFY(c.start(tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 30, 2, 15)));
+        QVERIFY(c.start(
+            tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 30, 2, 15)));
         QVERIFY(c.isActive());
-        QVERIFY(!c.start(tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r2"))), 5))); // one at a time
+        QVERIFY(!c.start(tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r2"))),
+                                     5))); // one at a time
         QVERIFY(finished.wait(60000));
         const qint64 elapsed = clock.elapsed();
-        QCOMPARE(finished.at(0).at(0).value<TrainingWorker::Outcome>(), TrainingWorker::Outcome::Finished);
+        QCOMPARE(finished.at(0).at(0).value<TrainingWorker::Outcome>(),
+                 TrainingWorker::Outcome::Finished);
         QCOMPARE(c.state(), TrainingController::State::Idle);
         QCOMPARE(started.count(), 1);
         QCOMPARE(started.at(0).at(2).toLongLong(), 30);
@@ -102,9 +108,11 @@ private slots:
         c.stop();
         QCOMPARE(c.state(), TrainingController::State::Stopping);
         QVERIFY(finished.wait(30000));
-        // A step of this run takes milliseconds; the stop (with its checkpoint) a fraction of a second.
+        // A step of this run takes milliseconds; the stop (with its checkpoint) a fraction of a
+        // second.
         QVERIFY2(clock.elapsed() < 5000, qPrintable(QString::number(clock.elapsed())));
-        QCOMPARE(finished.at(0).at(0).value<TrainingWorker::Outcome>(), TrainingWorker::Outcome::Stopped);
+        QCOMPARE(finished.at(0).at(0).value<TrainingWorker::Outcome>(),
+                 TrainingWorker::Outcome::Stopped);
         const std::int64_t last = got.steps.back();
         QVERIFY(last < 100000);
         QCOMPARE(got.checkpointSteps.back(), last); // the checkpoint of the step reached
@@ -117,7 +125,8 @@ private slots:
         options.resume = true;
         QVERIFY(c.start(options));
         QVERIFY(finished.wait(30000));
-        QCOMPARE(finished.last().at(0).value<TrainingWorker::Outcome>(), TrainingWorker::Outcome::Finished);
+        QCOMPARE(finished.last().at(0).value<TrainingWorker::Outcome>(),
+                 TrainingWorker::Outcome::Finished);
         QCOMPARE(started.at(0).at(1).toLongLong(), last);
         QCOMPARE(more.steps.front(), last + 1);
         QCOMPARE(more.steps.back(), last + 5);
@@ -130,7 +139,8 @@ private slots:
         Collected got;
         collect(c, got);
         QSignalSpy finished(&c, &TrainingController::finished);
-        QVERIFY(c.start(tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 100000)));
+        QVERIFY(c.start(
+            tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 100000)));
         QTRY_VERIFY_WITH_TIMEOUT(got.steps.size() >= 2, 30000);
         c.pause();
         QCOMPARE(c.state(), TrainingController::State::Paused);
@@ -145,7 +155,8 @@ private slots:
         c.pause();
         c.stop();
         QVERIFY(finished.wait(30000));
-        QCOMPARE(finished.at(0).at(0).value<TrainingWorker::Outcome>(), TrainingWorker::Outcome::Stopped);
+        QCOMPARE(finished.at(0).at(0).value<TrainingWorker::Outcome>(),
+                 TrainingWorker::Outcome::Stopped);
     }
 
     void failureComesBackAsMessage()
@@ -155,7 +166,8 @@ private slots:
         QSignalSpy finished(&c, &TrainingController::finished);
         QVERIFY(c.start(tt::tinyRun(fs(empty.path()), fs(runs.filePath(QStringLiteral("r"))), 10)));
         QVERIFY(finished.wait(30000));
-        QCOMPARE(finished.at(0).at(0).value<TrainingWorker::Outcome>(), TrainingWorker::Outcome::Failed);
+        QCOMPARE(finished.at(0).at(0).value<TrainingWorker::Outcome>(),
+                 TrainingWorker::Outcome::Failed);
         const QString message = finished.at(0).at(1).toString();
         QVERIFY2(message.contains(QStringLiteral("mnist")), qPrintable(message));
         QCOMPARE(c.state(), TrainingController::State::Idle);
@@ -167,11 +179,13 @@ private slots:
         QTemporaryDir runs;
         TrainingController c;
         QSignalSpy finished(&c, &TrainingController::finished);
-        QVERIFY(c.start(tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 100000)));
+        QVERIFY(c.start(
+            tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 100000)));
         c.stop();
         QVERIFY(c.waitForFinished(30000));
         QCOMPARE(finished.count(), 1);
-        QCOMPARE(finished.at(0).at(0).value<TrainingWorker::Outcome>(), TrainingWorker::Outcome::Stopped);
+        QCOMPARE(finished.at(0).at(0).value<TrainingWorker::Outcome>(),
+                 TrainingWorker::Outcome::Stopped);
     }
 
     void destructorStopsTheRun()

@@ -14,8 +14,9 @@ private slots:
     void barsAndHighlights()
     {
         BarChart chart(QStringLiteral("towers"), Qt::Vertical);
-        chart.setBars({QStringLiteral("tower 0"), QStringLiteral("tower 1"), QStringLiteral("tower 2")},
-                      {10, 11, 20}, {false, false, true});
+        chart.setBars(
+            {QStringLiteral("tower 0"), QStringLiteral("tower 1"), QStringLiteral("tower 2")},
+            {10, 11, 20}, {false, false, true});
         QCOMPARE(chart.barCount(), 3);
         QCOMPARE(chart.label(2), QStringLiteral("tower 2"));
         QCOMPARE(chart.value(1), 11.0);

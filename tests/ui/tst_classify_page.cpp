@@ -49,7 +49,9 @@ private slots:
     void classifiesImages()
     {
         ClassifyPage page;
-        page.setDatasetProvider([this](const std::string&) { return ClassifyPage::DatasetSource{m_data, {}}; });
+        page.setDatasetProvider([this](const std::string&) {
+            return ClassifyPage::DatasetSource{m_data, {}};
+        });
         QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
         QSignalSpy answered(&page, &ClassifyPage::imageClassified);
         QSignalSpy errors(&page, &ClassifyPage::errorOccurred);
@@ -75,7 +77,9 @@ private slots:
         const auto probs = oracle.probabilities(one).at(0);
         const auto best = engine::Classifier::topK(probs, 5);
         for (int i = 0; i < 5; ++i) {
-            QCOMPARE(top[std::size_t(i)].first, QString::fromStdString(m_data->classNames[std::size_t(best[std::size_t(i)].label)]));
+            QCOMPARE(top[std::size_t(i)].first,
+                     QString::fromStdString(
+                         m_data->classNames[std::size_t(best[std::size_t(i)].label)]));
             QCOMPARE(top[std::size_t(i)].second, best[std::size_t(i)].probability);
         }
         QCOMPARE(page.topChart()->barCount(), 5);
@@ -106,7 +110,9 @@ private slots:
         page.resize(1100, 800);
         page.show();
         QVERIFY(QTest::qWaitForWindowExposed(&page));
-        page.setDatasetProvider([this](const std::string&) { return ClassifyPage::DatasetSource{m_data, {}}; });
+        page.setDatasetProvider([this](const std::string&) {
+            return ClassifyPage::DatasetSource{m_data, {}};
+        });
         QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
         page.openCheckpoint(m_checkpoint);
         QVERIFY(loaded.wait(20000));
@@ -126,17 +132,21 @@ private slots:
         int bestT = 0, bestP = 0;
         for (int t = 0; t < 10; ++t)
             for (int q = 0; q < 10; ++q)
-                if (p.confusion[std::size_t(t * 10 + q)] > p.confusion[std::size_t(bestT * 10 + bestP)]) {
+                if (p.confusion[std::size_t(t * 10 + q)] >
+                    p.confusion[std::size_t(bestT * 10 + bestP)]) {
                     bestT = t;
                     bestP = q;
                 }
         auto* map = page.heatMap();
         map->customPlot()->replot();
-        QTest::mouseClick(map->customPlot(), Qt::LeftButton, {}, map->customPlot()->mapFrom(map, map->cellCenter(bestT, bestP)));
+        QTest::mouseClick(map->customPlot(), Qt::LeftButton, {},
+                          map->customPlot()->mapFrom(map, map->cellCenter(bestT, bestP)));
         auto* cells = page.cellImages();
         QCOMPARE(cells->matchCount(), p.confusion[std::size_t(bestT * 10 + bestP)]);
         for (int r = 0; r < cells->rowCount(); ++r) {
-            const auto i = cells->data(cells->index(r), towers::ui::SampleImageModel::DatasetIndexRole).toLongLong();
+            const auto i =
+                cells->data(cells->index(r), towers::ui::SampleImageModel::DatasetIndexRole)
+                    .toLongLong();
             QCOMPARE(m_data->test.labels[std::size_t(i)], bestT);
             QCOMPARE(p.predicted[std::size_t(i)], bestP);
         }

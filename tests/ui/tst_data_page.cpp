@@ -78,7 +78,8 @@ private slots:
         QComboBox* classes = classCombo(page);
         QVERIFY(classes);
         QCOMPARE(classes->count(), 11);
-        QCOMPARE(comboTexts(classes).at(1), QString::fromStdString(page.loadedDataset()->classNames[0]));
+        QCOMPARE(comboTexts(classes).at(1),
+                 QString::fromStdString(page.loadedDataset()->classNames[0]));
         const int label = page.loadedDataset()->test.labels[0];
         classes->setCurrentIndex(label + 1);
         QCOMPARE(model->classFilter(), label);
@@ -88,7 +89,8 @@ private slots:
         // The "found" text names the location and counts.
         bool named = false;
         for (auto* l : page.findChildren<QLabel*>())
-            named = named || (l->text().contains(QStringLiteral("100")) && l->text().contains(QStringLiteral("cifar10")));
+            named = named || (l->text().contains(QStringLiteral("100")) &&
+                              l->text().contains(QStringLiteral("cifar10")));
         QVERIFY(named);
     }
 
@@ -105,7 +107,8 @@ private slots:
         QVERIFY(!page.found());
         bool explained = false;
         for (auto* l : page.findChildren<QLabel*>())
-            explained = explained || (l->text().contains(QStringLiteral("not found")) && l->text().contains(dir.path()));
+            explained = explained || (l->text().contains(QStringLiteral("not found")) &&
+                                      l->text().contains(dir.path()));
         QVERIFY(explained);
     }
 
@@ -145,11 +148,14 @@ private slots:
         auto* toggle = page.findChild<QCheckBox*>();
         QVERIFY(toggle);
         QVERIFY(!toggle->isEnabled()); // no recipe yet
-        page.setRecipeProvider([](const towers::engine::Dataset&) { return towers::engine::cifarDistortions(24); });
+        page.setRecipeProvider(
+            [](const towers::engine::Dataset&) { return towers::engine::cifarDistortions(24); });
         QVERIFY(toggle->isEnabled());
         toggle->setChecked(true);
         QVERIFY(page.sampleModel()->isDistorted());
-        const QImage tile = page.sampleModel()->data(page.sampleModel()->index(0), SampleImageModel::ImageRole).value<QImage>();
+        const QImage tile = page.sampleModel()
+                                ->data(page.sampleModel()->index(0), SampleImageModel::ImageRole)
+                                .value<QImage>();
         QCOMPARE(tile.size(), QSize(24, 24));
         // A recipe for another shape: refused, the toggle goes off and says why.
         page.setRecipeProvider([](const towers::engine::Dataset&) {
@@ -178,9 +184,11 @@ private slots:
             {"t10k-labels-idx1-ubyte.gz", tt::gzip(tt::idxLabels(tt::labelsFor(12, 10, 10)))},
         };
         for (const auto& [name, bytes] : files) {
-            const QByteArray content(reinterpret_cast<const char*>(bytes.data()), qsizetype(bytes.size()));
+            const QByteArray content(reinterpret_cast<const char*>(bytes.data()),
+                                     qsizetype(bytes.size()));
             server.setFile(name, content);
-            spec.files.append({QString::fromLatin1(name), QUrl(QStringLiteral("http://unused.invalid/") + QLatin1String(name)),
+            spec.files.append({QString::fromLatin1(name),
+                               QUrl(QStringLiteral("http://unused.invalid/") + QLatin1String(name)),
                                tt::md5Hex(content), content.size()});
             spec.requiredFiles << QString::fromLatin1(name);
         }
@@ -223,7 +231,8 @@ private slots:
         QCOMPARE(finished.at(0).at(0).toBool(), false);
         QCOMPARE(errors.count(), 1);
         const QString message = errors.at(0).at(0).toString();
-        QVERIFY2(message.contains(QStringLiteral("train-labels-idx1-ubyte.gz")), qPrintable(message));
+        QVERIFY2(message.contains(QStringLiteral("train-labels-idx1-ubyte.gz")),
+                 qPrintable(message));
         QVERIFY2(message.contains(QStringLiteral("MD5"), Qt::CaseInsensitive), qPrintable(message));
     }
 
@@ -236,8 +245,9 @@ private slots:
         server.setFile("train-images-idx3-ubyte.gz", content);
         towers::app::DatasetSpec spec;
         spec.name = QStringLiteral("mnist");
-        spec.files.append({QStringLiteral("train-images-idx3-ubyte.gz"), QUrl(QStringLiteral("http://unused.invalid/x")),
-                           tt::md5Hex(content), content.size()});
+        spec.files.append({QStringLiteral("train-images-idx3-ubyte.gz"),
+                           QUrl(QStringLiteral("http://unused.invalid/x")), tt::md5Hex(content),
+                           content.size()});
         spec.requiredFiles << QStringLiteral("train-images-idx3-ubyte.gz");
         QTemporaryDir dir;
         towers::app::AppSettings settings(tt::settingsFile(dir.path()));

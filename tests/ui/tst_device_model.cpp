@@ -38,10 +38,12 @@ private slots:
     void realDevices()
     {
         DeviceModel model;
-        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
         model.setDevices(towers::app::listDevices());
         QVERIFY(model.rowCount() >= 1);
-        QCOMPARE(model.data(model.index(0, DeviceModel::Use), DeviceModel::DeviceIdRole).toString(), QStringLiteral("cpu"));
+        QCOMPARE(model.data(model.index(0, DeviceModel::Use), DeviceModel::DeviceIdRole).toString(),
+                 QStringLiteral("cpu"));
         QCOMPARE(model.gpuCount(), 0); // this build has no GPU backend
         QCOMPARE(model.includedIds(), QStringList{QStringLiteral("cpu")});
     }
@@ -49,26 +51,31 @@ private slots:
     void cpuIsLockedWithoutGpu()
     {
         DeviceModel model;
-        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
         model.setDevices(cpuAndGpus(0));
         const QModelIndex use = model.index(0, DeviceModel::Use);
         QCOMPARE(model.data(use, Qt::CheckStateRole).value<Qt::CheckState>(), Qt::Checked);
         QVERIFY(!(model.flags(use) & Qt::ItemIsUserCheckable));
         QVERIFY(!model.setData(use, Qt::Unchecked, Qt::CheckStateRole));
         QVERIFY(model.isIncluded(0));
-        QCOMPARE(model.data(model.index(0, DeviceModel::Memory)).toString(), QStringLiteral("64.0 GiB"));
+        QCOMPARE(model.data(model.index(0, DeviceModel::Memory)).toString(),
+                 QStringLiteral("64.0 GiB"));
         QCOMPARE(model.data(model.index(0, DeviceModel::Cores)).toString(), QStringLiteral("16"));
     }
 
     void gpusAreRowsOfData()
     {
         DeviceModel model;
-        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
         model.setDevices(cpuAndGpus(2));
         QCOMPARE(model.rowCount(), 3);
         QCOMPARE(model.gpuCount(), 2);
-        QCOMPARE(model.includedIds(), (QStringList{QStringLiteral("cpu"), QStringLiteral("gpu0"), QStringLiteral("gpu1")}));
-        QCOMPARE(model.data(model.index(2, DeviceModel::Capability)).toString(), QStringLiteral("compute 9.0"));
+        QCOMPARE(model.includedIds(), (QStringList{QStringLiteral("cpu"), QStringLiteral("gpu0"),
+                                                   QStringLiteral("gpu1")}));
+        QCOMPARE(model.data(model.index(2, DeviceModel::Capability)).toString(),
+                 QStringLiteral("compute 9.0"));
         QSignalSpy changed(&model, &DeviceModel::inclusionChanged);
         QSignalSpy data(&model, &QAbstractItemModel::dataChanged);
         const QModelIndex cpu = model.index(0, DeviceModel::Use);
@@ -79,7 +86,8 @@ private slots:
         QCOMPARE(changed.count(), 2);
         QCOMPARE(data.count(), 2);
         // Only the check box column is editable.
-        QVERIFY(!model.setData(model.index(1, DeviceModel::Device), QStringLiteral("x"), Qt::EditRole));
+        QVERIFY(
+            !model.setData(model.index(1, DeviceModel::Device), QStringLiteral("x"), Qt::EditRole));
     }
 
     void byteLabels()

@@ -48,7 +48,8 @@ private slots:
         page.sampleNow();
         page.sampleNow();
         page.sampleNow();
-        QCOMPARE(page.history()->deviceIds(), (QStringList{QStringLiteral("cpu"), QStringLiteral("gpu0")}));
+        QCOMPARE(page.history()->deviceIds(),
+                 (QStringList{QStringLiteral("cpu"), QStringLiteral("gpu0")}));
         for (int m = 0; m < TelemetryHistory::MetricCount; ++m)
             QCOMPARE(page.telemetryPlot(m)->seriesCount(), 2);
         auto* util = page.telemetryPlot(TelemetryHistory::Utilisation);
@@ -84,8 +85,10 @@ private slots:
     void slowTowersStandOut()
     {
         QCOMPARE(DevicesPage::slowTowers({10}), std::vector<bool>{false});
-        QCOMPARE(DevicesPage::slowTowers({10, 10, 10, 13}), (std::vector<bool>{false, false, false, true}));
-        QCOMPARE(DevicesPage::slowTowers({10, 12, 11, 12.4}), (std::vector<bool>{false, false, false, false}));
+        QCOMPARE(DevicesPage::slowTowers({10, 10, 10, 13}),
+                 (std::vector<bool>{false, false, false, true}));
+        QCOMPARE(DevicesPage::slowTowers({10, 12, 11, 12.4}),
+                 (std::vector<bool>{false, false, false, false}));
         // Two towers: against the other one.
         QCOMPARE(DevicesPage::slowTowers({72.5, 112.9}), (std::vector<bool>{false, true}));
         QCOMPARE(DevicesPage::slowTowers({100, 110}), (std::vector<bool>{false, false}));

@@ -87,10 +87,13 @@ private slots:
 
         // The run is listed; its checkpoint goes to Classify.
         w.showPage(MainWindow::Runs);
-        QTRY_VERIFY_WITH_TIMEOUT(w.runsPage()->runModel()->rowOf(runDir) >= 0 && w.runsPage()->selectedRun() == runDir, 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(w.runsPage()->runModel()->rowOf(runDir) >= 0 &&
+                                     w.runsPage()->selectedRun() == runDir,
+                                 10000);
         QTRY_VERIFY(!w.runsPage()->selectedCheckpoint().isEmpty());
         QSignalSpy classifierLoaded(w.classifyPage(), &towers::ui::ClassifyPage::checkpointLoaded);
-        QTest::mouseClick(button(w.runsPage(), QStringLiteral("Classify with this checkpoint")), Qt::LeftButton);
+        QTest::mouseClick(button(w.runsPage(), QStringLiteral("Classify with this checkpoint")),
+                          Qt::LeftButton);
         QCOMPARE(w.currentPage(), int(MainWindow::Classify));
         QVERIFY(classifierLoaded.wait(20000));
         QCOMPARE(classifierLoaded.at(0).at(0).toBool(), true);

@@ -16,7 +16,8 @@ private slots:
     {
         HeatMap map;
         // 3 classes; row 0: 8 right, 2 as class 2.
-        map.setMatrix({QStringLiteral("a"), QStringLiteral("b"), QStringLiteral("c")}, {8, 0, 2, 1, 9, 0, 0, 0, 5});
+        map.setMatrix({QStringLiteral("a"), QStringLiteral("b"), QStringLiteral("c")},
+                      {8, 0, 2, 1, 9, 0, 0, 0, 5});
         QCOMPARE(map.size(), 3);
         QCOMPARE(map.count(0, 2), 2);
         auto* colorMap = qobject_cast<QCPColorMap*>(map.customPlot()->plottable(0));
@@ -48,7 +49,8 @@ private slots:
             for (int c = 0; c < 4; ++c) {
                 const QPoint at = map.cellCenter(r, c);
                 QCOMPARE(map.cellAt(at), QPoint(r, c));
-                QTest::mouseClick(map.customPlot(), Qt::LeftButton, {}, map.customPlot()->mapFrom(&map, at));
+                QTest::mouseClick(map.customPlot(), Qt::LeftButton, {},
+                                  map.customPlot()->mapFrom(&map, at));
                 QCOMPARE(spy.count(), 1);
                 QCOMPARE(spy.takeFirst(), (QList<QVariant>{r, c}));
             }

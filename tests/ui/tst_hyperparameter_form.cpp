@@ -36,7 +36,8 @@ private slots:
     void defaultsRoundTrip_data()
     {
         QTest::addColumn<QString>("model");
-        for (const auto& info : eng::modelRegistry()) QTest::newRow(info.name.c_str()) << QString::fromStdString(info.name);
+        for (const auto& info : eng::modelRegistry())
+            QTest::newRow(info.name.c_str()) << QString::fromStdString(info.name);
     }
 
     void defaultsRoundTrip()
@@ -47,12 +48,14 @@ private slots:
         form.setConfig(c);
         QVERIFY2(form.isValid(), qPrintable(form.error()));
         // Everything the form shows comes back the same: the JSON forms are equal.
-        QCOMPARE(QString::fromStdString(form.config().toJson()), QString::fromStdString(c.toJson()));
+        QCOMPARE(QString::fromStdString(form.config().toJson()),
+                 QString::fromStdString(c.toJson()));
     }
 
     void fieldRefusesWithReason()
     {
-        ValidatedField f(ValidatedField::Syntax::Decimal, ValidatedField::between(0, true, 1, false));
+        ValidatedField f(ValidatedField::Syntax::Decimal,
+                         ValidatedField::between(0, true, 1, false));
         f.show();
         QTest::keyClicks(f.lineEdit(), QStringLiteral("ab"));
         QCOMPARE(f.text(), QString()); // not even typed
@@ -73,7 +76,8 @@ private slots:
         f.setExternalError({});
         QVERIFY(f.isValid());
 
-        ValidatedField list(ValidatedField::Syntax::IntegerList, ValidatedField::increasingPositive());
+        ValidatedField list(ValidatedField::Syntax::IntegerList,
+                            ValidatedField::increasingPositive());
         list.setText(QStringLiteral("30, 60,90"));
         QVERIFY(list.isValid());
         QCOMPARE(list.integers(), (QList<qint64>{30, 60, 90}));
@@ -88,7 +92,8 @@ private slots:
         form.show();
         type(form.field(QStringLiteral("lr")), QStringLiteral("0"));
         QVERIFY(!form.isValid());
-        QVERIFY2(form.error().startsWith(QStringLiteral("learning rate: ")), qPrintable(form.error()));
+        QVERIFY2(form.error().startsWith(QStringLiteral("learning rate: ")),
+                 qPrintable(form.error()));
         type(form.field(QStringLiteral("lr")), QStringLiteral("0.05"));
         QVERIFY2(form.isValid(), qPrintable(form.error()));
         QCOMPARE(form.config().schedule.lr, 0.05);
@@ -119,7 +124,8 @@ private slots:
     void batchEpochsAndSchedulePlot()
     {
         HyperparameterForm form;
-        eng::TrainConfig c = eng::defaultConfigFor("fashion-fast"); // one-cycle, batch 64, 10 epochs
+        eng::TrainConfig c =
+            eng::defaultConfigFor("fashion-fast"); // one-cycle, batch 64, 10 epochs
         form.setConfig(c);
         form.setTowers(2);
         QCOMPARE(form.stepsPerEpoch(), 0); // the set size is unknown yet
@@ -128,7 +134,8 @@ private slots:
         QCOMPARE(form.stepsPerEpoch(), 60000 / 128);
         QCOMPARE(form.totalSteps(), std::int64_t(10 * (60000 / 128)));
         bool globalShown = false;
-        for (auto* l : form.findChildren<QLabel*>()) globalShown = globalShown || l->text().contains(QStringLiteral("<b>128</b>"));
+        for (auto* l : form.findChildren<QLabel*>())
+            globalShown = globalShown || l->text().contains(QStringLiteral("<b>128</b>"));
         QVERIFY(globalShown);
 
         auto* graph = form.schedulePlot()->customPlot()->graph(0);
@@ -136,11 +143,13 @@ private slots:
         const eng::TrainConfig now = form.config();
         for (int i = 0; i < graph->dataCount(); i += 37) {
             const auto point = graph->data()->at(i);
-            QCOMPARE(point->value, now.schedule.at(std::int64_t(point->key), form.stepsPerEpoch(), form.totalSteps()));
+            QCOMPARE(point->value, now.schedule.at(std::int64_t(point->key), form.stepsPerEpoch(),
+                                                   form.totalSteps()));
         }
         // The peak of one-cycle is the learning rate.
         double peak = 0;
-        for (int i = 0; i < graph->dataCount(); ++i) peak = std::max(peak, graph->data()->at(i)->value);
+        for (int i = 0; i < graph->dataCount(); ++i)
+            peak = std::max(peak, graph->data()->at(i)->value);
         QVERIFY(std::abs(peak - 0.1) < 1e-3);
 
         // Steps instead of epochs.

@@ -23,7 +23,8 @@ private slots:
     {
         QFETCH(QString, name);
         LayerTableModel model;
-        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
         const auto net = towers::engine::findModel(name.toStdString()).build();
         const auto rows = net->layerTable();
         model.setRows(rows);
@@ -38,20 +39,25 @@ private slots:
         QCOMPARE(model.totalParameters(), fromParams);
         qint64 column = 0;
         for (int r = 0; r < model.rowCount(); ++r)
-            column += model.data(model.index(r, LayerTableModel::Parameters), Qt::EditRole).toLongLong();
+            column +=
+                model.data(model.index(r, LayerTableModel::Parameters), Qt::EditRole).toLongLong();
         QCOMPARE(column, fromParams);
         // Names and the last layer's output: the class count.
-        QCOMPARE(model.data(model.index(0, LayerTableModel::Layer)).toString(), QString::fromStdString(rows[0].name));
-        QCOMPARE(model.data(model.index(model.rowCount() - 1, LayerTableModel::OutputShape)).toString(),
-                 QString::number(net->numClasses()));
+        QCOMPARE(model.data(model.index(0, LayerTableModel::Layer)).toString(),
+                 QString::fromStdString(rows[0].name));
+        QCOMPARE(
+            model.data(model.index(model.rowCount() - 1, LayerTableModel::OutputShape)).toString(),
+            QString::number(net->numClasses()));
         model.setRows({});
         QCOMPARE(model.rowCount(), 0);
     }
 
     void shapeLabels()
     {
-        QCOMPARE(towers::ui::shapeLabel(towers::engine::Shape{1, 24, 24, 64}), QStringLiteral("24 × 24 × 64"));
-        QCOMPARE(towers::ui::shapeLabel(towers::engine::Shape{32, 32, 3}, false), QStringLiteral("32 × 32 × 3"));
+        QCOMPARE(towers::ui::shapeLabel(towers::engine::Shape{1, 24, 24, 64}),
+                 QStringLiteral("24 × 24 × 64"));
+        QCOMPARE(towers::ui::shapeLabel(towers::engine::Shape{32, 32, 3}, false),
+                 QStringLiteral("32 × 32 × 3"));
         QCOMPARE(towers::ui::shapeLabel(towers::engine::Shape{1, 10}), QStringLiteral("10"));
     }
 };

@@ -58,8 +58,10 @@ private slots:
         QVERIFY(QTest::qWaitForWindowExposed(&w));
         w.showError(QStringLiteral("model diverged with loss = NaN at step 12"));
         QVERIFY(w.banner()->isVisible());
-        QCOMPARE(w.banner()->message(), QStringLiteral("model diverged with loss = NaN at step 12"));
-        QVERIFY(w.log()->toPlainText().contains(QStringLiteral("model diverged with loss = NaN at step 12")));
+        QCOMPARE(w.banner()->message(),
+                 QStringLiteral("model diverged with loss = NaN at step 12"));
+        QVERIFY(w.log()->toPlainText().contains(
+            QStringLiteral("model diverged with loss = NaN at step 12")));
     }
 
     void remembersPageAndGeometry()

@@ -29,7 +29,8 @@ private slots:
             QCOMPARE(page.totalParameters(), qint64(model->parameterCount()));
             QCOMPARE(page.layerModel()->rowCount(), int(model->layerTable().size()));
         }
-        QCOMPARE(changed.count(), int(towers::engine::modelRegistry().size()) - 1); // the first was current
+        QCOMPARE(changed.count(),
+                 int(towers::engine::modelRegistry().size()) - 1); // the first was current
     }
 };
 

@@ -17,7 +17,8 @@ private slots:
     void runList()
     {
         ui::RunListModel model;
-        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
         std::vector<app::RunSummary> runs(2);
         runs[0].folder = QStringLiteral("/r/a");
         runs[0].name = QStringLiteral("a");
@@ -33,12 +34,18 @@ private slots:
         runs[1].problem = QStringLiteral("config.json: bad");
         model.setRuns(runs);
         QCOMPARE(model.rowCount(), 2);
-        QCOMPARE(model.data(model.index(0, ui::RunListModel::Model)).toString(), QStringLiteral("fashion-fast"));
-        QCOMPARE(model.data(model.index(0, ui::RunListModel::Steps)).toString(), QStringLiteral("250 / 500"));
-        QCOMPARE(model.data(model.index(0, ui::RunListModel::Accuracy)).toString(), QStringLiteral("91.23 %"));
-        QCOMPARE(model.data(model.index(0, ui::RunListModel::Checkpoints), Qt::EditRole).toInt(), 1);
-        QCOMPARE(model.data(model.index(1, ui::RunListModel::Accuracy)).toString(), QStringLiteral("–"));
-        QCOMPARE(model.data(model.index(1, ui::RunListModel::Run), Qt::ToolTipRole).toString(), QStringLiteral("config.json: bad"));
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Model)).toString(),
+                 QStringLiteral("fashion-fast"));
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Steps)).toString(),
+                 QStringLiteral("250 / 500"));
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Accuracy)).toString(),
+                 QStringLiteral("91.23 %"));
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Checkpoints), Qt::EditRole).toInt(),
+                 1);
+        QCOMPARE(model.data(model.index(1, ui::RunListModel::Accuracy)).toString(),
+                 QStringLiteral("–"));
+        QCOMPARE(model.data(model.index(1, ui::RunListModel::Run), Qt::ToolTipRole).toString(),
+                 QStringLiteral("config.json: bad"));
         QCOMPARE(model.rowOf(QStringLiteral("/r/b/")), 1);
         QCOMPARE(model.rowOf(QStringLiteral("/r/c")), -1);
         QCOMPARE(model.run(5), nullptr);
@@ -51,20 +58,27 @@ private slots:
         QTemporaryDir dir;
         std::vector<engine::CheckpointFile> files;
         for (int s : {100, 200, 300}) {
-            const QString p = dir.filePath(QStringLiteral("ckpt-%1.safetensors").arg(s, 8, 10, QLatin1Char('0')));
+            const QString p =
+                dir.filePath(QStringLiteral("ckpt-%1.safetensors").arg(s, 8, 10, QLatin1Char('0')));
             QFile f(p);
             QVERIFY(f.open(QIODevice::WriteOnly));
             f.write(QByteArray(s, 'x'));
             files.push_back({s, p.toStdString()});
         }
         ui::CheckpointListModel model;
-        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
         model.setCheckpoints(files);
         QCOMPARE(model.rowCount(), 3);
-        QCOMPARE(model.data(model.index(0, ui::CheckpointListModel::Step), Qt::EditRole).toLongLong(), 300); // newest first
-        QCOMPARE(model.data(model.index(2, ui::CheckpointListModel::Size), Qt::EditRole).toLongLong(), 100);
+        QCOMPARE(
+            model.data(model.index(0, ui::CheckpointListModel::Step), Qt::EditRole).toLongLong(),
+            300); // newest first
+        QCOMPARE(
+            model.data(model.index(2, ui::CheckpointListModel::Size), Qt::EditRole).toLongLong(),
+            100);
         QCOMPARE(model.path(1), QString::fromStdString(files[1].path.string()));
-        QCOMPARE(model.data(model.index(0, ui::CheckpointListModel::File)).toString(), QStringLiteral("ckpt-00000300.safetensors"));
+        QCOMPARE(model.data(model.index(0, ui::CheckpointListModel::File)).toString(),
+                 QStringLiteral("ckpt-00000300.safetensors"));
         QVERIFY(model.path(3).isEmpty());
     }
 
@@ -75,13 +89,20 @@ private slots:
         p.classCounts = {10, 5, 0};
         p.classCorrect = {9, 1, 0};
         ui::ClassAccuracyModel model;
-        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
-        model.setResults({QStringLiteral("cat"), QStringLiteral("dog")}, p); // a name missing: its number
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setResults({QStringLiteral("cat"), QStringLiteral("dog")},
+                         p); // a name missing: its number
         QCOMPARE(model.rowCount(), 3);
-        QCOMPARE(model.data(model.index(2, ui::ClassAccuracyModel::Class)).toString(), QStringLiteral("2"));
-        QCOMPARE(model.data(model.index(0, ui::ClassAccuracyModel::Accuracy)).toString(), QStringLiteral("90.0 %"));
-        QCOMPARE(model.data(model.index(1, ui::ClassAccuracyModel::Accuracy), Qt::EditRole).toDouble(), 0.2);
-        QCOMPARE(model.data(model.index(2, ui::ClassAccuracyModel::Accuracy)).toString(), QStringLiteral("–"));
+        QCOMPARE(model.data(model.index(2, ui::ClassAccuracyModel::Class)).toString(),
+                 QStringLiteral("2"));
+        QCOMPARE(model.data(model.index(0, ui::ClassAccuracyModel::Accuracy)).toString(),
+                 QStringLiteral("90.0 %"));
+        QCOMPARE(
+            model.data(model.index(1, ui::ClassAccuracyModel::Accuracy), Qt::EditRole).toDouble(),
+            0.2);
+        QCOMPARE(model.data(model.index(2, ui::ClassAccuracyModel::Accuracy)).toString(),
+                 QStringLiteral("–"));
         model.clear();
         QCOMPARE(model.rowCount(), 0);
     }

@@ -29,7 +29,8 @@ void makeRun(const QString& folder, std::int64_t steps)
     c.steps = steps;
     dir.writeConfig(c.toJson());
     for (std::int64_t s = 1; s <= steps; ++s)
-        dir.appendMetrics("{\"step\":" + std::to_string(s) + ",\"loss\":" + std::to_string(1.0 / double(s)) + "}");
+        dir.appendMetrics("{\"step\":" + std::to_string(s) +
+                          ",\"loss\":" + std::to_string(1.0 / double(s)) + "}");
     dir.appendEval("{\"step\":" + std::to_string(steps) + ",\"precisionAt1\":0.5}");
     for (std::int64_t s : {steps / 2, steps}) {
         QFile f(QString::fromStdString(dir.checkpointPath(s).string()));
@@ -66,7 +67,8 @@ private slots:
         QCOMPARE(page.selectedRun(), root.filePath(QStringLiteral("runs/two")));
         QCOMPARE(page.checkpointModel()->rowCount(), 2);
         QVERIFY(page.selectedCheckpoint().endsWith(QStringLiteral("ckpt-00000040.safetensors")));
-        QVERIFY(page.findChild<QPlainTextEdit*>()->toPlainText().contains(QStringLiteral("\"steps\": 40")));
+        QVERIFY(page.findChild<QPlainTextEdit*>()->toPlainText().contains(
+            QStringLiteral("\"steps\": 40")));
         QTRY_COMPARE(page.lossPlot()->pointCount(0), 40);
         QCOMPARE(page.accuracyPlot()->pointCount(0), 1);
 
@@ -75,9 +77,11 @@ private slots:
         QTest::mouseClick(button(page, QStringLiteral("Resume this run")), Qt::LeftButton);
         QCOMPARE(resume.count(), 1);
         QCOMPARE(resume.at(0).at(0).toString(), root.filePath(QStringLiteral("runs/two")));
-        QTest::mouseClick(button(page, QStringLiteral("Classify with this checkpoint")), Qt::LeftButton);
+        QTest::mouseClick(button(page, QStringLiteral("Classify with this checkpoint")),
+                          Qt::LeftButton);
         QCOMPARE(classify.count(), 1);
-        QVERIFY(classify.at(0).at(0).toString().endsWith(QStringLiteral("ckpt-00000040.safetensors")));
+        QVERIFY(
+            classify.at(0).at(0).toString().endsWith(QStringLiteral("ckpt-00000040.safetensors")));
 
         page.setResumeAllowed(false);
         QVERIFY(!button(page, QStringLiteral("Resume this run"))->isEnabled());

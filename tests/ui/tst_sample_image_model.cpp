@@ -79,14 +79,16 @@ private slots:
     void initTestCase()
     {
         tt::writeCifar10(tt::fsPath(m_dir.path()), kPerBatch, kTest, kSeed);
-        m_data = std::make_shared<eng::Dataset>(eng::loadDataset("cifar10", tt::fsPath(m_dir.path())));
+        m_data =
+            std::make_shared<eng::Dataset>(eng::loadDataset("cifar10", tt::fsPath(m_dir.path())));
         QCOMPARE(m_data->test.count, kTest);
     }
 
     void pixelsAreTheFiles()
     {
         SampleImageModel model;
-        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
         QCOMPARE(model.rowCount(), 0);
         model.setDataset(m_data);
         model.setPageSize(12);
@@ -98,7 +100,8 @@ private slots:
             QCOMPARE(index, qint64(r));
             const int label = tt::labelValue(kSeed, tt::kTestIndexBase + index, 10);
             QCOMPARE(model.data(i, SampleImageModel::LabelRole).toInt(), label);
-            QCOMPARE(model.data(i).toString(), QString::fromStdString(m_data->classNames[std::size_t(label)]));
+            QCOMPARE(model.data(i).toString(),
+                     QString::fromStdString(m_data->classNames[std::size_t(label)]));
             const QImage img = model.data(i, SampleImageModel::ImageRole).value<QImage>();
             QCOMPARE(img.size(), QSize(32, 32));
             QCOMPARE(pixelsOf(img), window(index, 0, 0, 32, false));
@@ -110,7 +113,8 @@ private slots:
     void filterAndPaging()
     {
         SampleImageModel model;
-        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
         model.setDataset(m_data);
         model.setSplit(SampleImageModel::Split::Train);
         model.setPageSize(7);
@@ -129,7 +133,8 @@ private slots:
             QCOMPARE(model.page(), p);
             for (int r = 0; r < model.rowCount(); ++r) {
                 QCOMPARE(model.data(model.index(r), SampleImageModel::LabelRole).toInt(), label);
-                seen.push_back(model.data(model.index(r), SampleImageModel::DatasetIndexRole).toLongLong());
+                seen.push_back(
+                    model.data(model.index(r), SampleImageModel::DatasetIndexRole).toLongLong());
             }
         }
         QCOMPARE(seen, expected);
@@ -143,7 +148,8 @@ private slots:
     void indexList()
     {
         SampleImageModel model;
-        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
         model.setDataset(m_data);
         model.setIndexList(std::vector<std::int64_t>{9, 3, 49, 70 /* out of range: dropped */});
         QCOMPARE(model.rowCount(), 3);
@@ -156,7 +162,8 @@ private slots:
     void flipShowsOriginalOrMirror()
     {
         SampleImageModel model;
-        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
         model.setDataset(m_data);
         model.setPageSize(50);
         eng::Preprocessing flip;
@@ -169,14 +176,16 @@ private slots:
         QVERIFY(model.isDistorted());
         int mirrored = 0, plain = 0;
         for (int r = 0; r < model.rowCount(); ++r) {
-            const QImage img = model.data(model.index(r), SampleImageModel::ImageRole).value<QImage>();
+            const QImage img =
+                model.data(model.index(r), SampleImageModel::ImageRole).value<QImage>();
             const auto px = pixelsOf(img);
             if (closeTo(px, rescaled(window(r, 0, 0, 32, false))))
                 ++plain;
             else if (closeTo(px, rescaled(window(r, 0, 0, 32, true))))
                 ++mirrored;
             else
-                QFAIL(qPrintable(QStringLiteral("image %1 is neither the original nor its mirror").arg(r)));
+                QFAIL(qPrintable(
+                    QStringLiteral("image %1 is neither the original nor its mirror").arg(r)));
         }
         // Flip with probability 1/2 over 50 images: both happen (the chance of not is 2^-49).
         QVERIFY(mirrored > 0);
@@ -191,13 +200,15 @@ private slots:
         eng::Preprocessing crop;
         crop.height = crop.width = 24;
         crop.channels = 3;
-        crop.normalization = eng::Preprocessing::Normalization::Scale; // random crop only when augmenting
+        crop.normalization =
+            eng::Preprocessing::Normalization::Scale; // random crop only when augmenting
         QVERIFY(model.setRecipe(crop).isEmpty());
         model.setDistorted(true);
         auto offsets = [&] {
             std::vector<std::pair<int, int>> found;
             for (int r = 0; r < model.rowCount(); ++r) {
-                const auto px = pixelsOf(model.data(model.index(r), SampleImageModel::ImageRole).value<QImage>());
+                const auto px = pixelsOf(
+                    model.data(model.index(r), SampleImageModel::ImageRole).value<QImage>());
                 std::pair<int, int> at{-1, -1};
                 for (int y = 0; y <= 8 && at.first < 0; ++y)
                     for (int x = 0; x <= 8 && at.first < 0; ++x)
@@ -215,7 +226,8 @@ private slots:
         QCOMPARE(second.size(), std::size_t(10));
         QVERIFY(second != first); // 10 crops out of 81 offsets each: a new seed moves some
         model.setDistorted(false);
-        QCOMPARE(model.data(model.index(0), SampleImageModel::ImageRole).value<QImage>().size(), QSize(32, 32));
+        QCOMPARE(model.data(model.index(0), SampleImageModel::ImageRole).value<QImage>().size(),
+                 QSize(32, 32));
     }
 
     void recipeThatDoesNotFitIsRefused()

@@ -17,7 +17,10 @@ using towers::ui::TrainPage;
 namespace tt = towers::test;
 
 namespace {
-std::filesystem::path fs(const QString& p) { return std::filesystem::path(p.toStdString()); }
+std::filesystem::path fs(const QString& p)
+{
+    return std::filesystem::path(p.toStdString());
+}
 QPushButton* button(TrainPage& page, const QString& text)
 {
     for (auto* b : page.findChildren<QPushButton*>())
@@ -37,10 +40,11 @@ private slots:
     void startIsRefusedWithReason()
     {
         TrainPage page;
-        page.setOptionsProvider([](QString* error) -> std::optional<towers::engine::SessionOptions> {
-            *error = QStringLiteral("learning rate: must be greater than 0");
-            return std::nullopt;
-        });
+        page.setOptionsProvider(
+            [](QString* error) -> std::optional<towers::engine::SessionOptions> {
+                *error = QStringLiteral("learning rate: must be greater than 0");
+                return std::nullopt;
+            });
         auto* start = button(page, QStringLiteral("Start"));
         QVERIFY(start);
         QVERIFY(!start->isEnabled());
@@ -55,7 +59,8 @@ private slots:
         page.resize(1000, 700);
         page.show();
         QVERIFY(QTest::qWaitForWindowExposed(&page));
-        const auto options = tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 40, 2, 20);
+        const auto options =
+            tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 40, 2, 20);
         page.setOptionsProvider([options](QString*) { return std::optional(options); });
         auto* start = button(page, QStringLiteral("Start"));
         QVERIFY(start->isEnabled());
@@ -70,7 +75,8 @@ private slots:
         QVERIFY(button(page, QStringLiteral("Stop"))->isEnabled());
         QVERIFY(finished.wait(60000));
         const qint64 elapsed = clock.elapsed();
-        QCOMPARE(finished.at(0).at(0).value<towers::app::TrainingWorker::Outcome>(), towers::app::TrainingWorker::Outcome::Finished);
+        QCOMPARE(finished.at(0).at(0).value<towers::app::TrainingWorker::Outcome>(),
+                 towers::app::TrainingWorker::Outcome::Finished);
         QTest::qWait(2 * 40); // the last coalesced redraw
         // Every logged step is a point; both evaluations are on the accuracy plot.
         QCOMPARE(page.lossPlot()->pointCount(0), 40);
@@ -97,7 +103,8 @@ private slots:
     {
         QTemporaryDir runs;
         TrainPage page;
-        const auto options = tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 100000, 1);
+        const auto options =
+            tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 100000, 1);
         page.setOptionsProvider([options](QString*) { return std::optional(options); });
         QSignalSpy finished(&page, &TrainPage::runFinished);
         page.start();
@@ -111,7 +118,8 @@ private slots:
         QCOMPARE(page.controller()->state(), towers::app::TrainingController::State::Running);
         QTest::mouseClick(button(page, QStringLiteral("Stop")), Qt::LeftButton);
         QVERIFY(finished.wait(30000));
-        QCOMPARE(finished.at(0).at(0).value<towers::app::TrainingWorker::Outcome>(), towers::app::TrainingWorker::Outcome::Stopped);
+        QCOMPARE(finished.at(0).at(0).value<towers::app::TrainingWorker::Outcome>(),
+                 towers::app::TrainingWorker::Outcome::Stopped);
         QVERIFY(page.statusText().contains(QStringLiteral("Stopped at step")));
     }
 
@@ -119,7 +127,8 @@ private slots:
     {
         QTemporaryDir runs, empty;
         TrainPage page;
-        const auto options = tt::tinyRun(fs(empty.path()), fs(runs.filePath(QStringLiteral("r"))), 10);
+        const auto options =
+            tt::tinyRun(fs(empty.path()), fs(runs.filePath(QStringLiteral("r"))), 10);
         page.setOptionsProvider([options](QString*) { return std::optional(options); });
         QSignalSpy errors(&page, &TrainPage::errorOccurred);
         QSignalSpy finished(&page, &TrainPage::runFinished);

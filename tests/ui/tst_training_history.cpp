@@ -10,7 +10,8 @@
 using towers::ui::TrainingHistory;
 
 namespace {
-towers::engine::StepMetrics metrics(std::int64_t step, double loss, std::vector<double> towerMs = {})
+towers::engine::StepMetrics metrics(std::int64_t step, double loss,
+                                    std::vector<double> towerMs = {})
 {
     towers::engine::StepMetrics m;
     m.step = step;

@@ -20,6 +20,9 @@ QPalette darkPalette()
     return p;
 }
 
-QString settingsFile(const QString& dir) { return QDir(dir).filePath(QStringLiteral("settings.ini")); }
+QString settingsFile(const QString& dir)
+{
+    return QDir(dir).filePath(QStringLiteral("settings.ini"));
+}
 
 } // namespace towers::test

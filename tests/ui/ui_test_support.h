@@ -12,6 +12,9 @@ QPalette darkPalette();
 // A temporary settings file path inside `dir`.
 QString settingsFile(const QString& dir);
 // std::filesystem::path of a QString path.
-inline std::filesystem::path fsPath(const QString& p) { return std::filesystem::path(p.toStdString()); }
+inline std::filesystem::path fsPath(const QString& p)
+{
+    return std::filesystem::path(p.toStdString());
+}
 
 } // namespace towers::test

@@ -27,13 +27,20 @@ QString CheckpointListModel::path(int row) const
     return row >= 0 && row < rowCount() ? m_rows[std::size_t(row)].path : QString();
 }
 
-int CheckpointListModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_rows.size()); }
+int CheckpointListModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : int(m_rows.size());
+}
 
-int CheckpointListModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int CheckpointListModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
 
 QVariant CheckpointListModel::data(const QModelIndex& index, int role) const
 {
-    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return {};
     const Row& r = m_rows[std::size_t(index.row())];
     if (role == PathRole || role == Qt::ToolTipRole) return r.path;
     if (role == Qt::TextAlignmentRole && (index.column() == Step || index.column() == Size))
@@ -42,11 +49,16 @@ QVariant CheckpointListModel::data(const QModelIndex& index, int role) const
     if (role == Qt::EditRole && index.column() == Size) return r.size;
     if (role != Qt::DisplayRole && role != Qt::EditRole) return {};
     switch (index.column()) {
-    case Step: return QLocale().toString(r.step);
-    case File: return QFileInfo(r.path).fileName();
-    case Size: return bytesLabel(double(r.size));
-    case Modified: return QLocale().toString(r.modified, QLocale::ShortFormat);
-    default: return {};
+    case Step:
+        return QLocale().toString(r.step);
+    case File:
+        return QFileInfo(r.path).fileName();
+    case Size:
+        return bytesLabel(double(r.size));
+    case Modified:
+        return QLocale().toString(r.modified, QLocale::ShortFormat);
+    default:
+        return {};
     }
 }
 
@@ -54,11 +66,16 @@ QVariant CheckpointListModel::headerData(int section, Qt::Orientation orientatio
 {
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
     switch (section) {
-    case Step: return tr("Step");
-    case File: return tr("File");
-    case Size: return tr("Size");
-    case Modified: return tr("Written");
-    default: return {};
+    case Step:
+        return tr("Step");
+    case File:
+        return tr("File");
+    case Size:
+        return tr("Size");
+    case Modified:
+        return tr("Written");
+    default:
+        return {};
     }
 }
 

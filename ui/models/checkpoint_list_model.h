@@ -13,8 +13,18 @@ class CheckpointListModel : public QAbstractTableModel
 {
     Q_OBJECT
 public:
-    enum Column { Step, File, Size, Modified, ColumnCount };
-    enum Role { PathRole = Qt::UserRole + 1 };
+    enum Column
+    {
+        Step,
+        File,
+        Size,
+        Modified,
+        ColumnCount
+    };
+    enum Role
+    {
+        PathRole = Qt::UserRole + 1
+    };
 
     explicit CheckpointListModel(QObject* parent = nullptr);
     // `checkpoints` oldest first (as RunDirectory lists them); shown newest first.
@@ -24,7 +34,8 @@ public:
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation,
+                        int role = Qt::DisplayRole) const override;
 
 private:
     struct Row

@@ -25,32 +25,50 @@ void ClassAccuracyModel::clear()
     endResetModel();
 }
 
-int ClassAccuracyModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_counts.size()); }
+int ClassAccuracyModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : int(m_counts.size());
+}
 
-int ClassAccuracyModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int ClassAccuracyModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
 
 QVariant ClassAccuracyModel::data(const QModelIndex& index, int role) const
 {
-    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return {};
     const auto r = std::size_t(index.row());
     const double accuracy = m_counts[r] > 0 ? double(m_correct[r]) / double(m_counts[r]) : 0;
-    if (role == Qt::TextAlignmentRole && index.column() != Class) return int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role == Qt::TextAlignmentRole && index.column() != Class)
+        return int(Qt::AlignRight | Qt::AlignVCenter);
     if (role == Qt::EditRole) {
         switch (index.column()) {
-        case Images: return qint64(m_counts[r]);
-        case Correct: return qint64(m_correct[r]);
-        case Accuracy: return accuracy;
-        default: return m_names.value(index.row());
+        case Images:
+            return qint64(m_counts[r]);
+        case Correct:
+            return qint64(m_correct[r]);
+        case Accuracy:
+            return accuracy;
+        default:
+            return m_names.value(index.row());
         }
     }
     if (role != Qt::DisplayRole) return {};
     const QLocale locale;
     switch (index.column()) {
-    case Class: return m_names.value(index.row());
-    case Images: return locale.toString(qint64(m_counts[r]));
-    case Correct: return locale.toString(qint64(m_correct[r]));
-    case Accuracy: return m_counts[r] > 0 ? QStringLiteral("%1 %").arg(locale.toString(accuracy * 100, 'f', 1)) : QStringLiteral("–");
-    default: return {};
+    case Class:
+        return m_names.value(index.row());
+    case Images:
+        return locale.toString(qint64(m_counts[r]));
+    case Correct:
+        return locale.toString(qint64(m_correct[r]));
+    case Accuracy:
+        return m_counts[r] > 0 ? QStringLiteral("%1 %").arg(locale.toString(accuracy * 100, 'f', 1))
+                               : QStringLiteral("–");
+    default:
+        return {};
     }
 }
 
@@ -58,11 +76,16 @@ QVariant ClassAccuracyModel::headerData(int section, Qt::Orientation orientation
 {
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
     switch (section) {
-    case Class: return tr("Class");
-    case Images: return tr("Images");
-    case Correct: return tr("Correct");
-    case Accuracy: return tr("Accuracy");
-    default: return {};
+    case Class:
+        return tr("Class");
+    case Images:
+        return tr("Images");
+    case Correct:
+        return tr("Correct");
+    case Accuracy:
+        return tr("Accuracy");
+    default:
+        return {};
     }
 }
 

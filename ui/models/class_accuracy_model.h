@@ -11,7 +11,14 @@ class ClassAccuracyModel : public QAbstractTableModel
 {
     Q_OBJECT
 public:
-    enum Column { Class, Images, Correct, Accuracy, ColumnCount };
+    enum Column
+    {
+        Class,
+        Images,
+        Correct,
+        Accuracy,
+        ColumnCount
+    };
     explicit ClassAccuracyModel(QObject* parent = nullptr);
 
     void setResults(const QStringList& classNames, const app::TestSetPredictions& predictions);
@@ -20,7 +27,8 @@ public:
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation,
+                        int role = Qt::DisplayRole) const override;
 
 private:
     QStringList m_names;

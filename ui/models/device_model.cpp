@@ -13,7 +13,8 @@ QString bytesLabel(double bytes)
         bytes /= 1024;
         ++u;
     }
-    return QStringLiteral("%1 %2").arg(QLocale().toString(bytes, 'f', u == 0 ? 0 : 1), QLatin1String(units[u]));
+    return QStringLiteral("%1 %2").arg(QLocale().toString(bytes, 'f', u == 0 ? 0 : 1),
+                                       QLatin1String(units[u]));
 }
 
 DeviceModel::DeviceModel(QObject* parent) : QAbstractTableModel(parent) {}
@@ -42,7 +43,8 @@ bool DeviceModel::isLocked(int row) const
 
 void DeviceModel::setIncluded(int row, bool included)
 {
-    if (row < 0 || row >= rowCount() || isLocked(row) || m_included[std::size_t(row)] == included) return;
+    if (row < 0 || row >= rowCount() || isLocked(row) || m_included[std::size_t(row)] == included)
+        return;
     m_included[std::size_t(row)] = included;
     const QModelIndex i = index(row, Use);
     emit dataChanged(i, i, {Qt::CheckStateRole});
@@ -80,14 +82,19 @@ QVariant DeviceModel::data(const QModelIndex& index, int role) const
         return tr("With no GPU, the towers run on the CPU.");
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
-        case Use: return cpu ? tr("CPU") : tr("GPU %1").arg(d.id.mid(3));
-        case Device: return d.name;
-        case Memory: return bytesLabel(double(d.memoryBytes));
+        case Use:
+            return cpu ? tr("CPU") : tr("GPU %1").arg(d.id.mid(3));
+        case Device:
+            return d.name;
+        case Memory:
+            return bytesLabel(double(d.memoryBytes));
         case Capability:
             return cpu ? (d.isa.isEmpty() ? QStringLiteral("–") : tr("oneDNN %1").arg(d.isa))
                        : tr("compute %1").arg(d.computeCapability);
-        case Cores: return cpu ? QLocale().toString(d.logicalCores) : QStringLiteral("–");
-        default: return {};
+        case Cores:
+            return cpu ? QLocale().toString(d.logicalCores) : QStringLiteral("–");
+        default:
+            return {};
         }
     }
     if (role == Qt::TextAlignmentRole && (index.column() == Memory || index.column() == Cores))
@@ -117,12 +124,18 @@ QVariant DeviceModel::headerData(int section, Qt::Orientation orientation, int r
 {
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
     switch (section) {
-    case Use: return tr("Use as tower");
-    case Device: return tr("Device");
-    case Memory: return tr("Memory");
-    case Capability: return tr("Kernels / compute capability");
-    case Cores: return tr("Cores");
-    default: return {};
+    case Use:
+        return tr("Use as tower");
+    case Device:
+        return tr("Device");
+    case Memory:
+        return tr("Memory");
+    case Capability:
+        return tr("Kernels / compute capability");
+    case Cores:
+        return tr("Cores");
+    default:
+        return {};
     }
 }
 

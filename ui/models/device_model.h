@@ -14,8 +14,19 @@ class DeviceModel : public QAbstractTableModel
 {
     Q_OBJECT
 public:
-    enum Column { Use, Device, Memory, Capability, Cores, ColumnCount };
-    enum Role { DeviceIdRole = Qt::UserRole + 1 };
+    enum Column
+    {
+        Use,
+        Device,
+        Memory,
+        Capability,
+        Cores,
+        ColumnCount
+    };
+    enum Role
+    {
+        DeviceIdRole = Qt::UserRole + 1
+    };
 
     explicit DeviceModel(QObject* parent = nullptr);
 
@@ -34,7 +45,8 @@ public:
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
     bool setData(const QModelIndex& index, const QVariant& value, int role = Qt::EditRole) override;
     Qt::ItemFlags flags(const QModelIndex& index) const override;
-    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation,
+                        int role = Qt::DisplayRole) const override;
 
 signals:
     void inclusionChanged();

@@ -46,20 +46,30 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const
     const QLocale locale;
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
-        case Layer: return QString::fromStdString(r.name);
-        case Kind: return QString::fromStdString(r.kind);
-        case OutputShape: return shapeLabel(r.outputShape);
-        case Parameters: return r.parameters ? locale.toString(qint64(r.parameters)) : QStringLiteral("–");
-        case MFlops: return locale.toString(r.forwardFlops * 1e-6, 'f', 2);
-        case Description: return QString::fromStdString(r.description);
-        default: return {};
+        case Layer:
+            return QString::fromStdString(r.name);
+        case Kind:
+            return QString::fromStdString(r.kind);
+        case OutputShape:
+            return shapeLabel(r.outputShape);
+        case Parameters:
+            return r.parameters ? locale.toString(qint64(r.parameters)) : QStringLiteral("–");
+        case MFlops:
+            return locale.toString(r.forwardFlops * 1e-6, 'f', 2);
+        case Description:
+            return QString::fromStdString(r.description);
+        default:
+            return {};
         }
     }
     if (role == Qt::EditRole) { // raw values, for sorting and tests
         switch (index.column()) {
-        case Parameters: return qint64(r.parameters);
-        case MFlops: return r.forwardFlops * 1e-6;
-        default: return data(index, Qt::DisplayRole);
+        case Parameters:
+            return qint64(r.parameters);
+        case MFlops:
+            return r.forwardFlops * 1e-6;
+        default:
+            return data(index, Qt::DisplayRole);
         }
     }
     if (role == Qt::TextAlignmentRole && (index.column() == Parameters || index.column() == MFlops))
@@ -73,13 +83,20 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
     if (orientation != Qt::Horizontal) return {};
     if (role == Qt::DisplayRole) {
         switch (section) {
-        case Layer: return tr("Layer");
-        case Kind: return tr("Kind");
-        case OutputShape: return tr("Output (H × W × C)");
-        case Parameters: return tr("Parameters");
-        case MFlops: return tr("MFLOP/example");
-        case Description: return tr("Description");
-        default: return {};
+        case Layer:
+            return tr("Layer");
+        case Kind:
+            return tr("Kind");
+        case OutputShape:
+            return tr("Output (H × W × C)");
+        case Parameters:
+            return tr("Parameters");
+        case MFlops:
+            return tr("MFLOP/example");
+        case Description:
+            return tr("Description");
+        default:
+            return {};
         }
     }
     if (role == Qt::ToolTipRole && section == Parameters)

@@ -14,7 +14,16 @@ class LayerTableModel : public QAbstractTableModel
 {
     Q_OBJECT
 public:
-    enum Column { Layer, Kind, OutputShape, Parameters, MFlops, Description, ColumnCount };
+    enum Column
+    {
+        Layer,
+        Kind,
+        OutputShape,
+        Parameters,
+        MFlops,
+        Description,
+        ColumnCount
+    };
 
     explicit LayerTableModel(QObject* parent = nullptr);
 
@@ -26,7 +35,8 @@ public:
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation,
+                        int role = Qt::DisplayRole) const override;
 
 private:
     std::vector<engine::LayerRow> m_rows;

@@ -13,8 +13,21 @@ class RunListModel : public QAbstractTableModel
 {
     Q_OBJECT
 public:
-    enum Column { Run, Model, Dataset, Steps, Accuracy, Checkpoints, Modified, ColumnCount };
-    enum Role { FolderRole = Qt::UserRole + 1 };
+    enum Column
+    {
+        Run,
+        Model,
+        Dataset,
+        Steps,
+        Accuracy,
+        Checkpoints,
+        Modified,
+        ColumnCount
+    };
+    enum Role
+    {
+        FolderRole = Qt::UserRole + 1
+    };
 
     explicit RunListModel(QObject* parent = nullptr);
     void setRuns(std::vector<app::RunSummary> runs);
@@ -26,7 +39,8 @@ public:
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation,
+                        int role = Qt::DisplayRole) const override;
 
 private:
     std::vector<app::RunSummary> m_runs;

@@ -117,7 +117,8 @@ void SampleImageModel::rebuildMatches()
     const auto* s = set();
     if (!s) return;
     auto passes = [&](std::int64_t i) {
-        return i >= 0 && i < s->count && (m_classFilter < 0 || s->labels[std::size_t(i)] == m_classFilter);
+        return i >= 0 && i < s->count &&
+               (m_classFilter < 0 || s->labels[std::size_t(i)] == m_classFilter);
     };
     if (m_indexList) {
         for (auto i : *m_indexList)
@@ -172,19 +173,28 @@ QVariant SampleImageModel::data(const QModelIndex& index, int role) const
                              ? QString::fromStdString(m_dataset->classNames[std::size_t(label)])
                              : QString::number(label);
     switch (role) {
-    case Qt::DisplayRole: return m_labels ? name : QString();
+    case Qt::DisplayRole:
+        return m_labels ? name : QString();
     case Qt::ToolTipRole:
-        return tr("%1 image %2: %3").arg(m_split == Split::Train ? tr("Training") : tr("Test")).arg(i).arg(name);
+        return tr("%1 image %2: %3")
+            .arg(m_split == Split::Train ? tr("Training") : tr("Test"))
+            .arg(i)
+            .arg(name);
     case Qt::DecorationRole: {
         QPixmap& cached = m_cache[std::size_t(index.row())];
         if (cached.isNull())
-            cached = QPixmap::fromImage(imageAt(i).scaled(m_tile, m_tile, Qt::KeepAspectRatio, Qt::FastTransformation));
+            cached = QPixmap::fromImage(
+                imageAt(i).scaled(m_tile, m_tile, Qt::KeepAspectRatio, Qt::FastTransformation));
         return cached;
     }
-    case ImageRole: return imageAt(i);
-    case LabelRole: return label;
-    case DatasetIndexRole: return qint64(i);
-    default: return {};
+    case ImageRole:
+        return imageAt(i);
+    case LabelRole:
+        return label;
+    case DatasetIndexRole:
+        return qint64(i);
+    default:
+        return {};
     }
 }
 

@@ -20,12 +20,17 @@ class SampleImageModel : public QAbstractListModel
 {
     Q_OBJECT
 public:
-    enum Role {
+    enum Role
+    {
         LabelRole = Qt::UserRole + 1, // int: the image's class
         DatasetIndexRole,             // qint64: its index in the split
         ImageRole,                    // QImage: what the tile shows, at its own resolution
     };
-    enum class Split { Train, Test };
+    enum class Split
+    {
+        Train,
+        Test
+    };
 
     explicit SampleImageModel(QObject* parent = nullptr);
 

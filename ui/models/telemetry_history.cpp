@@ -62,22 +62,32 @@ bool TelemetryHistory::hasData(Metric metric) const
 QString TelemetryHistory::title(Metric metric)
 {
     switch (metric) {
-    case Utilisation: return tr("Utilisation");
-    case MemoryGiB: return tr("Memory in use");
-    case TemperatureC: return tr("Temperature");
-    case PowerW: return tr("Power");
-    default: return {};
+    case Utilisation:
+        return tr("Utilisation");
+    case MemoryGiB:
+        return tr("Memory in use");
+    case TemperatureC:
+        return tr("Temperature");
+    case PowerW:
+        return tr("Power");
+    default:
+        return {};
     }
 }
 
 QString TelemetryHistory::unit(Metric metric)
 {
     switch (metric) {
-    case Utilisation: return QStringLiteral("%");
-    case MemoryGiB: return QStringLiteral("GiB");
-    case TemperatureC: return QStringLiteral("°C");
-    case PowerW: return QStringLiteral("W");
-    default: return {};
+    case Utilisation:
+        return QStringLiteral("%");
+    case MemoryGiB:
+        return QStringLiteral("GiB");
+    case TemperatureC:
+        return QStringLiteral("°C");
+    case PowerW:
+        return QStringLiteral("W");
+    default:
+        return {};
     }
 }
 

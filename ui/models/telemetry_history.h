@@ -17,7 +17,14 @@ class TelemetryHistory : public QObject
 {
     Q_OBJECT
 public:
-    enum Metric { Utilisation, MemoryGiB, TemperatureC, PowerW, MetricCount };
+    enum Metric
+    {
+        Utilisation,
+        MemoryGiB,
+        TemperatureC,
+        PowerW,
+        MetricCount
+    };
 
     // Keeps the last `capacity` samples of each device.
     explicit TelemetryHistory(int capacity = 600, QObject* parent = nullptr);

@@ -30,13 +30,15 @@
 namespace towers::ui {
 
 ClassifyPage::ClassifyPage(QWidget* parent)
-    : QWidget(parent), m_progressTimer(new QTimer(this)), m_classModel(new ClassAccuracyModel(this)),
-      m_cellImages(new SampleImageModel(this))
+    : QWidget(parent), m_progressTimer(new QTimer(this)),
+      m_classModel(new ClassAccuracyModel(this)), m_cellImages(new SampleImageModel(this))
 {
     buildUi();
     m_progressTimer->setInterval(100);
     connect(m_progressTimer, &QTimer::timeout, this, [this] {
-        if (m_done && m_dataset) m_progress->setValue(int(1000 * double(m_done->load()) / double(std::max<std::int64_t>(1, m_dataset->test.count))));
+        if (m_done && m_dataset)
+            m_progress->setValue(int(1000 * double(m_done->load()) /
+                                     double(std::max<std::int64_t>(1, m_dataset->test.count))));
     });
     updateControls();
 }
@@ -52,7 +54,9 @@ void ClassifyPage::buildUi()
     auto* ckRow = new QHBoxLayout;
     auto* openCk = new QPushButton(tr("Open &checkpoint…"), this);
     connect(openCk, &QPushButton::clicked, this, &ClassifyPage::chooseCheckpoint);
-    m_info = new QLabel(tr("Open a checkpoint (a run's checkpoints/ckpt-*.safetensors) to classify with it."), this);
+    m_info = new QLabel(
+        tr("Open a checkpoint (a run's checkpoints/ckpt-*.safetensors) to classify with it."),
+        this);
     m_info->setWordWrap(true);
     m_info->setTextInteractionFlags(Qt::TextSelectableByMouse);
     ckRow->addWidget(openCk, 0, Qt::AlignTop);
@@ -84,7 +88,8 @@ void ClassifyPage::buildUi()
     m_testImage = new QPushButton(tr("Cla&ssify"), single);
     m_randomImage = new QPushButton(tr("&Random test image"), single);
     m_invert = new QCheckBox(tr("In&vert"), single);
-    m_invert->setToolTip(tr("For grey-scale models: dark strokes on white become light on black, as in MNIST"));
+    m_invert->setToolTip(
+        tr("For grey-scale models: dark strokes on white become light on black, as in MNIST"));
     imageButtons->addWidget(m_openImage);
     imageButtons->addWidget(m_testIndex);
     imageButtons->addWidget(m_testImage);
@@ -120,14 +125,17 @@ void ClassifyPage::buildUi()
     m_classTable->setModel(m_classModel);
     m_classTable->verticalHeader()->hide();
     m_classTable->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    m_classTable->horizontalHeader()->setSectionResizeMode(ClassAccuracyModel::Class, QHeaderView::Stretch);
+    m_classTable->horizontalHeader()->setSectionResizeMode(ClassAccuracyModel::Class,
+                                                           QHeaderView::Stretch);
     m_classTable->setColumnHidden(ClassAccuracyModel::Correct, true); // images x accuracy says it
     m_heatMap = new HeatMap(results);
     m_heatMap->setToolTip(tr("Click a cell to see its images"));
     auto* cellBox = new QWidget(results);
     auto* cellLayout = new QVBoxLayout(cellBox);
     cellLayout->setContentsMargins(0, 0, 0, 0);
-    m_cellLabel = new QLabel(tr("Click a cell of the matrix to see its images; double-click an image to classify it."), cellBox);
+    m_cellLabel = new QLabel(
+        tr("Click a cell of the matrix to see its images; double-click an image to classify it."),
+        cellBox);
     m_cellLabel->setWordWrap(true);
     m_cellView = new QListView(cellBox);
     m_cellView->setViewMode(QListView::IconMode);
@@ -157,7 +165,8 @@ void ClassifyPage::buildUi()
     connect(m_image, &ImageDropArea::fileDropped, this, &ClassifyPage::classifyFile);
     connect(m_image, &ImageDropArea::clicked, this, &ClassifyPage::chooseImage);
     connect(m_openImage, &QPushButton::clicked, this, &ClassifyPage::chooseImage);
-    connect(m_testImage, &QPushButton::clicked, this, [this] { classifyTestImage(m_testIndex->value()); });
+    connect(m_testImage, &QPushButton::clicked, this,
+            [this] { classifyTestImage(m_testIndex->value()); });
     connect(m_randomImage, &QPushButton::clicked, this, &ClassifyPage::classifyRandomTestImage);
     connect(m_classifyAll, &QPushButton::clicked, this, &ClassifyPage::classifyTestSet);
     connect(m_cancelAll, &QPushButton::clicked, this, &ClassifyPage::cancelTestSet);
@@ -169,15 +178,20 @@ void ClassifyPage::buildUi()
 
 bool ClassifyPage::isBusy() const
 {
-    return m_load.isRunning() || m_datasetJob.isRunning() || m_imageJob.isRunning() || m_testJob.isRunning();
+    return m_load.isRunning() || m_datasetJob.isRunning() || m_imageJob.isRunning() ||
+           m_testJob.isRunning();
 }
 
-QString ClassifyPage::summaryText() const { return m_summary->text(); }
+QString ClassifyPage::summaryText() const
+{
+    return m_summary->text();
+}
 
 void ClassifyPage::chooseCheckpoint()
 {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open a checkpoint"), m_checkpointPath,
-                                                      tr("Towers checkpoints (*.safetensors);;All files (*)"));
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Open a checkpoint"), m_checkpointPath,
+                                     tr("Towers checkpoints (*.safetensors);;All files (*)"));
     if (!path.isEmpty()) openCheckpoint(path);
 }
 
@@ -189,14 +203,16 @@ void ClassifyPage::openCheckpoint(const QString& path)
     m_load.start(
         [path] {
             auto shared = std::make_shared<Shared>();
-            shared->classifier = std::make_unique<engine::Classifier>(path.toStdString(), /*useEma=*/true);
+            shared->classifier =
+                std::make_unique<engine::Classifier>(path.toStdString(), /*useEma=*/true);
             return shared;
         },
         [this, path](const auto& r) { onCheckpoint(r, path); });
     updateControls();
 }
 
-void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r, const QString& path)
+void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r,
+                                const QString& path)
 {
     if (!r.ok()) {
         m_info->setText(tr("<b>Cannot use this checkpoint:</b> %1").arg(r.error.toHtmlEscaped()));
@@ -211,7 +227,8 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
     const auto& info = c.info();
     m_classNames.clear();
     for (const auto& n : c.classNames()) m_classNames << QString::fromStdString(n);
-    while (m_classNames.size() < c.numClasses()) m_classNames << QString::number(m_classNames.size());
+    while (m_classNames.size() < c.numClasses())
+        m_classNames << QString::number(m_classNames.size());
     m_source = c.sourceShape();
     if (m_dataset && m_dataset->name != info.dataset) m_dataset.reset();
     m_predictions.reset();
@@ -221,14 +238,17 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
     m_topChart->clear();
     m_top.clear();
     m_summary->clear();
-    m_info->setText(tr("<b>%1</b> — %2 trained on %3 for %4 steps%5; %6 classes; images of %7 × %8 × %9")
-                        .arg(QFileInfo(path).fileName().toHtmlEscaped(), QString::fromStdString(info.model),
-                             info.dataset.empty() ? tr("an unnamed dataset") : QString::fromStdString(info.dataset),
-                             QLocale().toString(qint64(info.step)),
-                             c.usesEma() ? tr(" (moving-average weights)") : QString(), QString::number(c.numClasses()))
-                        .arg(m_source[0])
-                        .arg(m_source[1])
-                        .arg(m_source[2]));
+    m_info->setText(
+        tr("<b>%1</b> — %2 trained on %3 for %4 steps%5; %6 classes; images of %7 × %8 × %9")
+            .arg(QFileInfo(path).fileName().toHtmlEscaped(), QString::fromStdString(info.model),
+                 info.dataset.empty() ? tr("an unnamed dataset")
+                                      : QString::fromStdString(info.dataset),
+                 QLocale().toString(qint64(info.step)),
+                 c.usesEma() ? tr(" (moving-average weights)") : QString(),
+                 QString::number(c.numClasses()))
+            .arg(m_source[0])
+            .arg(m_source[1])
+            .arg(m_source[2]));
     m_invert->setEnabled(m_source[2] == 1);
     emit logMessage(tr("Classifier loaded from %1").arg(path));
     emit checkpointLoaded(true);
@@ -239,9 +259,11 @@ void ClassifyPage::chooseImage()
 {
     if (!hasClassifier()) return;
     QStringList patterns;
-    for (const QByteArray& f : QImageReader::supportedImageFormats()) patterns << QStringLiteral("*.") + QString::fromLatin1(f);
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open an image"), QString(),
-                                                      tr("Images (%1);;All files (*)").arg(patterns.join(QLatin1Char(' '))));
+    for (const QByteArray& f : QImageReader::supportedImageFormats())
+        patterns << QStringLiteral("*.") + QString::fromLatin1(f);
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Open an image"), QString(),
+        tr("Images (%1);;All files (*)").arg(patterns.join(QLatin1Char(' '))));
     if (!path.isEmpty()) classifyFile(path);
 }
 
@@ -295,7 +317,8 @@ void ClassifyPage::withTestSet(std::function<void()> then)
         return;
     }
     if (name.empty()) {
-        emit errorOccurred(tr("This checkpoint does not name its dataset, so it has no test set here"));
+        emit errorOccurred(
+            tr("This checkpoint does not name its dataset, so it has no test set here"));
         return;
     }
     DatasetSource source;
@@ -308,19 +331,22 @@ void ClassifyPage::withTestSet(std::function<void()> then)
     }
     m_summary->setText(tr("Loading %1…").arg(QString::fromStdString(name)));
     const auto path = source.searchPath.empty() ? engine::defaultSearchPath() : source.searchPath;
-    m_datasetJob.start([name, path] { return std::shared_ptr<const engine::Dataset>(
-                                          std::make_shared<engine::Dataset>(engine::loadDataset(name, path))); },
-                       [this, then](const app::JobResult<std::shared_ptr<const engine::Dataset>>& r) {
-                           m_summary->clear();
-                           if (!r.ok()) {
-                               emit errorOccurred(tr("The test set is not available: %1").arg(r.error));
-                               updateControls();
-                               return;
-                           }
-                           m_dataset = *r.value;
-                           m_testIndex->setRange(0, int(std::max<std::int64_t>(0, m_dataset->test.count - 1)));
-                           then();
-                       });
+    m_datasetJob.start(
+        [name, path] {
+            return std::shared_ptr<const engine::Dataset>(
+                std::make_shared<engine::Dataset>(engine::loadDataset(name, path)));
+        },
+        [this, then](const app::JobResult<std::shared_ptr<const engine::Dataset>>& r) {
+            m_summary->clear();
+            if (!r.ok()) {
+                emit errorOccurred(tr("The test set is not available: %1").arg(r.error));
+                updateControls();
+                return;
+            }
+            m_dataset = *r.value;
+            m_testIndex->setRange(0, int(std::max<std::int64_t>(0, m_dataset->test.count - 1)));
+            then();
+        });
     updateControls();
 }
 
@@ -334,7 +360,8 @@ void ClassifyPage::classifyTestImage(qint64 index)
         const auto dataset = m_dataset;
         m_image->setImage(app::toQImage(test, index));
         const int label = test.labels[std::size_t(index)];
-        const QString caption = tr("test image %1, truly %2").arg(index).arg(m_classNames.value(label));
+        const QString caption =
+            tr("test image %1, truly %2").arg(index).arg(m_classNames.value(label));
         m_imageJob.start(
             [shared, dataset, index] {
                 std::lock_guard lock(shared->mutex);
@@ -363,7 +390,8 @@ void ClassifyPage::classifyRandomTestImage()
 {
     withTestSet([this] {
         if (m_dataset->test.count > 0)
-            classifyTestImage(qint64(QRandomGenerator::global()->bounded(quint64(m_dataset->test.count))));
+            classifyTestImage(
+                qint64(QRandomGenerator::global()->bounded(quint64(m_dataset->test.count))));
     });
 }
 
@@ -380,11 +408,13 @@ void ClassifyPage::showAnswer(const ImageAnswer& answer, const QString& caption)
     }
     m_topChart->setBars(labels, values);
     const int thumb = 3 * int(std::max<std::int64_t>(m_source[0], 16));
-    m_inputView->setPixmap(QPixmap::fromImage(answer.input.scaled(thumb, thumb, Qt::KeepAspectRatio, Qt::FastTransformation)));
-    m_caption->setText(m_top.empty() ? caption
-                                     : tr("%1<br><b>%2</b> (%3 %)")
-                                           .arg(caption.toHtmlEscaped(), m_top.front().first.toHtmlEscaped(),
-                                                QLocale().toString(m_top.front().second * 100, 'f', 1)));
+    m_inputView->setPixmap(QPixmap::fromImage(
+        answer.input.scaled(thumb, thumb, Qt::KeepAspectRatio, Qt::FastTransformation)));
+    m_caption->setText(m_top.empty()
+                           ? caption
+                           : tr("%1<br><b>%2</b> (%3 %)")
+                                 .arg(caption.toHtmlEscaped(), m_top.front().first.toHtmlEscaped(),
+                                      QLocale().toString(m_top.front().second * 100, 'f', 1)));
     emit imageClassified();
 }
 
@@ -400,19 +430,23 @@ void ClassifyPage::classifyTestSet()
         const auto done = m_done;
         m_progress->setValue(0);
         m_progressTimer->start();
-        m_summary->setText(tr("Classifying %1 test images…").arg(QLocale().toString(qint64(dataset->test.count))));
+        m_summary->setText(
+            tr("Classifying %1 test images…").arg(QLocale().toString(qint64(dataset->test.count))));
         m_testJob.start(
             [shared, dataset, cancel, done] {
                 std::lock_guard lock(shared->mutex);
-                return app::classifyTestSet(*shared->classifier, dataset->test, cancel.get(), done.get());
+                return app::classifyTestSet(*shared->classifier, dataset->test, cancel.get(),
+                                            done.get());
             },
             [this](const app::JobResult<app::TestSetPredictions>& r) {
                 m_progressTimer->stop();
                 if (!r.ok()) {
                     const bool cancelled = m_cancel && m_cancel->load();
-                    m_summary->setText(cancelled ? tr("Cancelled.") : tr("Failed: %1").arg(r.error));
+                    m_summary->setText(cancelled ? tr("Cancelled.")
+                                                 : tr("Failed: %1").arg(r.error));
                     m_progress->setValue(0);
-                    if (!cancelled) emit errorOccurred(tr("Classifying the test set failed: %1").arg(r.error));
+                    if (!cancelled)
+                        emit errorOccurred(tr("Classifying the test set failed: %1").arg(r.error));
                     emit testSetClassified(false);
                     updateControls();
                     return;
@@ -421,14 +455,18 @@ void ClassifyPage::classifyTestSet()
                 const auto& p = *m_predictions;
                 m_progress->setValue(1000);
                 m_summary->setText(tr("<b>Accuracy %1 %</b>: %2 of %3 test images right.")
-                                       .arg(QLocale().toString(p.accuracy() * 100, 'f', 2), QLocale().toString(qint64(p.correct)),
+                                       .arg(QLocale().toString(p.accuracy() * 100, 'f', 2),
+                                            QLocale().toString(qint64(p.correct)),
                                             QLocale().toString(qint64(p.examples()))));
                 m_classModel->setResults(m_classNames, p);
-                m_heatMap->setMatrix(m_classNames, QVector<std::int64_t>(p.confusion.begin(), p.confusion.end()));
+                m_heatMap->setMatrix(m_classNames,
+                                     QVector<std::int64_t>(p.confusion.begin(), p.confusion.end()));
                 m_cellImages->setDataset(m_dataset);
                 m_cellImages->setSplit(SampleImageModel::Split::Test);
                 m_cellImages->setIndexList(std::vector<std::int64_t>{});
-                emit logMessage(tr("Test set: accuracy %1 % with %2").arg(p.accuracy() * 100, 0, 'f', 2).arg(m_checkpointPath));
+                emit logMessage(tr("Test set: accuracy %1 % with %2")
+                                    .arg(p.accuracy() * 100, 0, 'f', 2)
+                                    .arg(m_checkpointPath));
                 emit testSetClassified(true);
                 updateControls();
             });
@@ -448,14 +486,17 @@ void ClassifyPage::showCell(int truth, int predicted)
     m_cellImages->setDataset(m_dataset);
     m_cellImages->setSplit(SampleImageModel::Split::Test);
     m_cellImages->setIndexList(indices);
-    m_cellLabel->setText(tr("True <b>%1</b>, predicted <b>%2</b>: %n image(s)", nullptr, int(indices.size()))
-                             .arg(m_classNames.value(truth).toHtmlEscaped(), m_classNames.value(predicted).toHtmlEscaped()));
+    m_cellLabel->setText(
+        tr("True <b>%1</b>, predicted <b>%2</b>: %n image(s)", nullptr, int(indices.size()))
+            .arg(m_classNames.value(truth).toHtmlEscaped(),
+                 m_classNames.value(predicted).toHtmlEscaped()));
 }
 
 void ClassifyPage::updateControls()
 {
     const bool ready = hasClassifier() && !m_load.isRunning();
-    for (QWidget* w : std::initializer_list<QWidget*>{m_openImage, m_testIndex, m_testImage, m_randomImage, m_classifyAll})
+    for (QWidget* w : std::initializer_list<QWidget*>{m_openImage, m_testIndex, m_testImage,
+                                                      m_randomImage, m_classifyAll})
         w->setEnabled(ready);
     m_image->setEnabled(ready);
     m_cancelAll->setEnabled(m_testJob.isRunning());

@@ -31,8 +31,8 @@ namespace {
 
 // Finds `name` along the search path; when nothing usable is found, the reason a folder that
 // looks like the dataset was refused (a bad file), so the user learns what to fix.
-std::pair<std::optional<engine::DatasetInfo>, QString> scanFor(const std::string& name,
-                                                               const std::vector<std::filesystem::path>& path)
+std::pair<std::optional<engine::DatasetInfo>, QString>
+scanFor(const std::string& name, const std::vector<std::filesystem::path>& path)
 {
     if (auto info = engine::findDataset(name, path)) return {info, {}};
     for (const auto& root : path)
@@ -53,7 +53,8 @@ std::pair<std::optional<engine::DatasetInfo>, QString> scanFor(const std::string
 
 DataPage::DataPage(app::AppSettings& settings, QWidget* parent)
     : QWidget(parent), m_settings(settings), m_catalog(app::builtInDatasets()),
-      m_baseUrl(QUrl(qEnvironmentVariable("TOWERS_DOWNLOAD_BASE_URL"))), m_samples(new SampleImageModel(this))
+      m_baseUrl(QUrl(qEnvironmentVariable("TOWERS_DOWNLOAD_BASE_URL"))),
+      m_samples(new SampleImageModel(this))
 {
     buildUi();
     const QString name = m_settings.datasetName();
@@ -96,14 +97,16 @@ void DataPage::buildUi()
         const QString name = QString::fromStdString(n);
         QString description = name;
         for (const auto& spec : app::builtInDatasets())
-            if (spec.name == name) description = QStringLiteral("%1 — %2").arg(name, spec.description);
+            if (spec.name == name)
+                description = QStringLiteral("%1 — %2").arg(name, spec.description);
         m_datasetCombo->addItem(description, name);
     }
     form->addRow(tr("&Dataset:"), m_datasetCombo);
     auto* dirRow = new QHBoxLayout;
     m_dataDirEdit = new QLineEdit(sourceBox);
-    m_dataDirEdit->setToolTip(tr("Searched first, then $TOWERS_DATA, ~/.local/share/towers/datasets and "
-                                 "/usr/share/datasets. Downloads go here."));
+    m_dataDirEdit->setToolTip(
+        tr("Searched first, then $TOWERS_DATA, ~/.local/share/towers/datasets and "
+           "/usr/share/datasets. Downloads go here."));
     auto* browse = new QPushButton(tr("&Browse…"), sourceBox);
     connect(browse, &QPushButton::clicked, this, &DataPage::browseDataDir);
     auto* rescanButton = new QPushButton(tr("&Rescan"), sourceBox);
@@ -121,8 +124,9 @@ void DataPage::buildUi()
 
     auto* downloadRow = new QHBoxLayout;
     m_downloadButton = new QPushButton(tr("Do&wnload"), sourceBox);
-    m_downloadButton->setToolTip(tr("Fetches the published files into the data folder, verifies each "
-                                    "against its published MD5 checksum and unpacks them."));
+    m_downloadButton->setToolTip(
+        tr("Fetches the published files into the data folder, verifies each "
+           "against its published MD5 checksum and unpacks them."));
     m_cancelButton = new QPushButton(tr("Cancel"), sourceBox);
     m_cancelButton->setEnabled(false);
     m_progress = new QProgressBar(sourceBox);
@@ -182,7 +186,8 @@ void DataPage::buildUi()
     m_grid->setUniformItemSizes(true);
     m_grid->setSpacing(4);
     m_grid->setIconSize(QSize(m_samples->tileSize(), m_samples->tileSize()));
-    m_grid->setGridSize(QSize(m_samples->tileSize() + 36, m_samples->tileSize() + 2 * fontMetrics().height() + 8));
+    m_grid->setGridSize(
+        QSize(m_samples->tileSize() + 36, m_samples->tileSize() + 2 * fontMetrics().height() + 8));
     m_grid->setTextElideMode(Qt::ElideRight);
     m_grid->setWordWrap(true);
     m_grid->setModel(m_samples);
@@ -194,8 +199,10 @@ void DataPage::buildUi()
     });
     connect(m_classCombo, &QComboBox::currentIndexChanged, this,
             [this] { m_samples->setClassFilter(m_classCombo->currentData().toInt()); });
-    connect(m_prevButton, &QPushButton::clicked, this, [this] { m_samples->setPage(m_samples->page() - 1); });
-    connect(m_nextButton, &QPushButton::clicked, this, [this] { m_samples->setPage(m_samples->page() + 1); });
+    connect(m_prevButton, &QPushButton::clicked, this,
+            [this] { m_samples->setPage(m_samples->page() - 1); });
+    connect(m_nextButton, &QPushButton::clicked, this,
+            [this] { m_samples->setPage(m_samples->page() + 1); });
     connect(m_distortCheck, &QCheckBox::toggled, this, [this](bool on) {
         m_samples->setDistorted(on);
         updateDistortionControls();
@@ -207,9 +214,15 @@ void DataPage::buildUi()
     updateDistortionControls();
 }
 
-QString DataPage::datasetName() const { return m_datasetCombo->currentData().toString(); }
+QString DataPage::datasetName() const
+{
+    return m_datasetCombo->currentData().toString();
+}
 
-QString DataPage::dataDir() const { return QDir::cleanPath(m_dataDirEdit->text().trimmed()); }
+QString DataPage::dataDir() const
+{
+    return QDir::cleanPath(m_dataDirEdit->text().trimmed());
+}
 
 void DataPage::setDatasetName(const QString& name)
 {
@@ -245,9 +258,15 @@ void DataPage::refreshRecipe()
     updateDistortionControls();
 }
 
-void DataPage::setDownloadCatalog(QList<app::DatasetSpec> catalog) { m_catalog = std::move(catalog); }
+void DataPage::setDownloadCatalog(QList<app::DatasetSpec> catalog)
+{
+    m_catalog = std::move(catalog);
+}
 
-void DataPage::setDownloadBaseUrl(const QUrl& url) { m_baseUrl = url; }
+void DataPage::setDownloadBaseUrl(const QUrl& url)
+{
+    m_baseUrl = url;
+}
 
 void DataPage::browseDataDir()
 {
@@ -265,10 +284,12 @@ void DataPage::rescan()
     m_foundLabel->setText(tr("Looking…"));
     const std::string name = datasetName().toStdString();
     const auto path = app::searchPathWith(dataDir());
-    m_scan.start([name, path] { return scanFor(name, path); }, [this](const auto& r) { onScanned(r); });
+    m_scan.start([name, path] { return scanFor(name, path); },
+                 [this](const auto& r) { onScanned(r); });
 }
 
-void DataPage::onScanned(const app::JobResult<std::pair<std::optional<engine::DatasetInfo>, QString>>& r)
+void DataPage::onScanned(
+    const app::JobResult<std::pair<std::optional<engine::DatasetInfo>, QString>>& r)
 {
     if (!r.ok()) {
         m_scanProblem = r.error;
@@ -284,11 +305,14 @@ void DataPage::onScanned(const app::JobResult<std::pair<std::optional<engine::Da
     if (!m_found) return;
     const std::string name = m_found->name;
     const auto location = m_found->location;
-    m_foundLabel->setText(m_foundLabel->text() + QStringLiteral("<br><i>") + tr("Loading the images…") +
-                          QStringLiteral("</i>"));
-    m_load.start([name, location] { return std::shared_ptr<const engine::Dataset>(
-                                        std::make_shared<engine::Dataset>(engine::loadDataset(name, location))); },
-                 [this](const auto& result) { onLoaded(result); });
+    m_foundLabel->setText(m_foundLabel->text() + QStringLiteral("<br><i>") +
+                          tr("Loading the images…") + QStringLiteral("</i>"));
+    m_load.start(
+        [name, location] {
+            return std::shared_ptr<const engine::Dataset>(
+                std::make_shared<engine::Dataset>(engine::loadDataset(name, location)));
+        },
+        [this](const auto& result) { onLoaded(result); });
 }
 
 void DataPage::onLoaded(const app::JobResult<std::shared_ptr<const engine::Dataset>>& r)
@@ -296,7 +320,8 @@ void DataPage::onLoaded(const app::JobResult<std::shared_ptr<const engine::Datas
     updateFoundLabel();
     if (!r.ok()) {
         emit errorOccurred(tr("Loading %1 failed: %2").arg(datasetName(), r.error));
-        m_foundLabel->setText(m_foundLabel->text() + QStringLiteral("<br>") + r.error.toHtmlEscaped());
+        m_foundLabel->setText(m_foundLabel->text() + QStringLiteral("<br>") +
+                              r.error.toHtmlEscaped());
         return;
     }
     m_dataset = *r.value;
@@ -310,8 +335,9 @@ void DataPage::onLoaded(const app::JobResult<std::shared_ptr<const engine::Datas
     m_samples->setDataset(m_dataset);
     m_samples->setSplit(SampleImageModel::Split(m_splitCombo->currentData().toInt()));
     refreshRecipe();
-    emit logMessage(tr("Loaded %1 from %2").arg(QString::fromStdString(m_dataset->name),
-                                                 QString::fromStdString(m_dataset->location.string())));
+    emit logMessage(tr("Loaded %1 from %2")
+                        .arg(QString::fromStdString(m_dataset->name),
+                             QString::fromStdString(m_dataset->location.string())));
     emit datasetLoaded();
 }
 
@@ -323,11 +349,14 @@ void DataPage::updateFoundLabel()
             const QString folder = QDir::cleanPath(QString::fromStdString(f.string()));
             if (!searched.contains(folder)) searched << folder;
         }
-        QString text = tr("<b>%1 was not found.</b> Download it, or choose the folder that holds it. "
-                          "Searched: %2")
-                           .arg(datasetName().toHtmlEscaped(), searched.join(QStringLiteral(", ")).toHtmlEscaped());
+        QString text =
+            tr("<b>%1 was not found.</b> Download it, or choose the folder that holds it. "
+               "Searched: %2")
+                .arg(datasetName().toHtmlEscaped(),
+                     searched.join(QStringLiteral(", ")).toHtmlEscaped());
         if (!m_scanProblem.isEmpty())
-            text += QStringLiteral("<br>") + tr("A folder was refused: %1").arg(m_scanProblem.toHtmlEscaped());
+            text += QStringLiteral("<br>") +
+                    tr("A folder was refused: %1").arg(m_scanProblem.toHtmlEscaped());
         m_foundLabel->setText(text);
         return;
     }
@@ -335,14 +364,15 @@ void DataPage::updateFoundLabel()
     const QLocale locale;
     QStringList classes;
     for (const auto& c : f.classNames) classes << QString::fromStdString(c);
-    const QString classText = classes.size() > 12
-                                  ? classes.mid(0, 12).join(QStringLiteral(", ")) + QStringLiteral(", …")
-                                  : classes.join(QStringLiteral(", "));
+    const QString classText =
+        classes.size() > 12 ? classes.mid(0, 12).join(QStringLiteral(", ")) + QStringLiteral(", …")
+                            : classes.join(QStringLiteral(", "));
     m_foundLabel->setText(tr("<b>%1</b> in %2<br>%3 training + %4 test images of %5 (H × W × C), "
                              "%6 classes: %7")
                               .arg(QString::fromStdString(f.name).toHtmlEscaped(),
                                    QString::fromStdString(f.location.string()).toHtmlEscaped(),
-                                   locale.toString(qint64(f.trainCount)), locale.toString(qint64(f.testCount)),
+                                   locale.toString(qint64(f.trainCount)),
+                                   locale.toString(qint64(f.testCount)),
                                    shapeLabel(f.imageShape, false), QString::number(classes.size()),
                                    classText.toHtmlEscaped()));
 }
@@ -350,11 +380,12 @@ void DataPage::updateFoundLabel()
 void DataPage::updatePaging()
 {
     const int pages = m_samples->pageCount();
-    m_pageLabel->setText(pages == 0 ? tr("no images")
-                                    : tr("page %1 of %2 (%3 images)")
-                                          .arg(m_samples->page() + 1)
-                                          .arg(pages)
-                                          .arg(QLocale().toString(qint64(m_samples->matchCount()))));
+    m_pageLabel->setText(pages == 0
+                             ? tr("no images")
+                             : tr("page %1 of %2 (%3 images)")
+                                   .arg(m_samples->page() + 1)
+                                   .arg(pages)
+                                   .arg(QLocale().toString(qint64(m_samples->matchCount()))));
     m_prevButton->setEnabled(m_samples->page() > 0);
     m_nextButton->setEnabled(m_samples->page() + 1 < pages);
 }
@@ -368,7 +399,8 @@ void DataPage::updateDistortionControls()
         m_distortCheck->setChecked(false);
     }
     m_distortCheck->setToolTip(
-        can ? tr("Each image as the training distortions of the chosen model make it (crop, shift, flip, "
+        can ? tr("Each image as the training distortions of the chosen model make it (crop, shift, "
+                 "flip, "
                  "brightness, contrast, normalisation), rescaled to 0..255 for display")
             : (m_recipeError.isEmpty() ? tr("Load a dataset first") : m_recipeError));
     m_redrawButton->setEnabled(m_samples->isDistorted());
@@ -396,7 +428,9 @@ void DataPage::startDownload()
     connect(downloader, &app::DatasetDownloader::progress, this, [this](qint64 done, qint64 total) {
         if (total > 0) {
             m_progress->setValue(int(1000.0 * double(done) / double(total)));
-            m_progress->setFormat(tr("%1 of %2 MB").arg(double(done) / 1e6, 0, 'f', 1).arg(double(total) / 1e6, 0, 'f', 1));
+            m_progress->setFormat(tr("%1 of %2 MB")
+                                      .arg(double(done) / 1e6, 0, 'f', 1)
+                                      .arg(double(total) / 1e6, 0, 'f', 1));
         } else {
             m_progress->setRange(0, 0); // size unknown: busy indicator
         }
@@ -423,7 +457,8 @@ void DataPage::cancelDownload()
 void DataPage::onDownloadFinished(bool ok, const QString& message)
 {
     // Read before the thread ends (the downloader is deleted when it does).
-    const bool cancelled = m_downloader && m_downloader->outcome() == app::DatasetDownloader::Outcome::Cancelled;
+    const bool cancelled =
+        m_downloader && m_downloader->outcome() == app::DatasetDownloader::Outcome::Cancelled;
     m_downloadThread->quit();
     m_downloadThread->wait();
     m_downloadThread->deleteLater();
@@ -435,7 +470,8 @@ void DataPage::onDownloadFinished(bool ok, const QString& message)
     m_progress->setValue(ok ? 1000 : 0);
     m_progress->setFormat(QString());
     m_downloadStatus->setText(ok ? tr("Done: %1 (every checksum verified)").arg(message) : message);
-    emit logMessage(ok ? tr("Download finished: %1").arg(message) : tr("Download stopped: %1").arg(message));
+    emit logMessage(ok ? tr("Download finished: %1").arg(message)
+                       : tr("Download stopped: %1").arg(message));
     if (!ok && !cancelled) emit errorOccurred(message);
     emit downloadFinished(ok, message);
     if (ok) rescan();

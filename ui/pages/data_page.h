@@ -40,7 +40,8 @@ class DataPage : public QWidget
 {
     Q_OBJECT
 public:
-    using RecipeProvider = std::function<std::optional<engine::Preprocessing>(const engine::Dataset&)>;
+    using RecipeProvider =
+        std::function<std::optional<engine::Preprocessing>(const engine::Dataset&)>;
 
     explicit DataPage(app::AppSettings& settings, QWidget* parent = nullptr);
     ~DataPage() override;

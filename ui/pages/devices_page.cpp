@@ -38,8 +38,6 @@ DevicesPage::DevicesPage(QWidget* parent)
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_table->horizontalHeader()->setSectionResizeMode(DeviceModel::Device, QHeaderView::Stretch);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
-    m_table->setMaximumHeight(m_table->horizontalHeader()->sizeHint().height() +
-                              m_table->verticalHeader()->defaultSectionSize() * 3 + 4);
     devicesLayout->addWidget(m_table);
     m_gpuNote = new QLabel(app::gpuBackendNote(), devicesBox);
     m_gpuNote->setWordWrap(true);
@@ -54,8 +52,9 @@ DevicesPage::DevicesPage(QWidget* parent)
     const int cores = std::max(1, app::listDevices().front().logicalCores);
     m_towers = new QSpinBox(devicesBox);
     m_towers->setRange(1, std::max(64, cores));
-    m_towers->setToolTip(tr("Replicas of the model, each on its own slice of every batch; their gradients "
-                            "are averaged every step"));
+    m_towers->setToolTip(
+        tr("Replicas of the model, each on its own slice of every batch; their gradients "
+           "are averaged every step"));
     m_threads = new QSpinBox(devicesBox);
     m_threads->setRange(0, std::max(64, cores));
     m_threads->setSpecialValueText(tr("share the cores"));
@@ -88,7 +87,8 @@ DevicesPage::DevicesPage(QWidget* parent)
     m_towerHistory = new PlotWidget(tr("Per tower over the run"), towerBox);
     m_towerHistory->setAxisLabels(tr("step"), tr("ms"));
     m_towerHistory->setEmptyMessage(tr("Shown while training runs"));
-    m_balance = new QLabel(tr("Start a run to see how evenly the towers share the work."), towerBox);
+    m_balance =
+        new QLabel(tr("Start a run to see how evenly the towers share the work."), towerBox);
     m_balance->setWordWrap(true);
     towerLayout->addWidget(m_towerChart, 1);
     towerLayout->addWidget(m_towerHistory, 1);
@@ -106,6 +106,11 @@ DevicesPage::DevicesPage(QWidget* parent)
     connect(m_timer, &QTimer::timeout, this, &DevicesPage::sampleNow);
 
     m_devices->setDevices(app::listDevices());
+    // As tall as its rows: one per device.
+    m_table->setFixedHeight(m_table->horizontalHeader()->sizeHint().height() +
+                            m_table->verticalHeader()->defaultSectionSize() *
+                                std::max(1, m_devices->rowCount()) +
+                            2 * m_table->frameWidth() + 2);
     updateSummary();
     m_timer->start(1000);
     sampleNow();
@@ -113,13 +118,25 @@ DevicesPage::DevicesPage(QWidget* parent)
 
 DevicesPage::~DevicesPage() = default;
 
-int DevicesPage::towers() const { return m_towers->value(); }
+int DevicesPage::towers() const
+{
+    return m_towers->value();
+}
 
-int DevicesPage::threadsPerTower() const { return m_threads->value(); }
+int DevicesPage::threadsPerTower() const
+{
+    return m_threads->value();
+}
 
-void DevicesPage::setTowers(int towers) { m_towers->setValue(towers); }
+void DevicesPage::setTowers(int towers)
+{
+    m_towers->setValue(towers);
+}
 
-void DevicesPage::setThreadsPerTower(int threads) { m_threads->setValue(threads); }
+void DevicesPage::setThreadsPerTower(int threads)
+{
+    m_threads->setValue(threads);
+}
 
 void DevicesPage::setTowerSetupEnabled(bool enabled)
 {
@@ -136,7 +153,10 @@ void DevicesPage::setTelemetrySource(std::unique_ptr<app::TelemetrySource> sourc
     m_clockStart = -1;
 }
 
-void DevicesPage::setSamplingInterval(int intervalMs) { m_timer->start(intervalMs); }
+void DevicesPage::setSamplingInterval(int intervalMs)
+{
+    m_timer->start(intervalMs);
+}
 
 void DevicesPage::sampleNow()
 {
@@ -174,10 +194,12 @@ void DevicesPage::updateSummary()
     const int t = towers();
     const int threads = threadsPerTower() > 0 ? threadsPerTower() : std::max(1, cores / t);
     const int used = t * threads;
-    QString text = tr("%n tower(s)", nullptr, t) + QStringLiteral(" × ") + tr("%n thread(s)", nullptr, threads) +
-                   QStringLiteral(" = ") + tr("%1 of %2 logical cores").arg(used).arg(cores);
+    QString text = tr("%n tower(s)", nullptr, t) + QStringLiteral(" × ") +
+                   tr("%n thread(s)", nullptr, threads) + QStringLiteral(" = ") +
+                   tr("%1 of %2 logical cores").arg(used).arg(cores);
     if (used > cores)
-        text += QStringLiteral(" — ") + tr("more threads than cores: the towers will slow each other down");
+        text += QStringLiteral(" — ") +
+                tr("more threads than cores: the towers will slow each other down");
     m_summary->setText(text);
     emit towerSetupChanged(t, threadsPerTower());
 }
@@ -201,7 +223,8 @@ std::vector<bool> DevicesPage::slowTowers(const std::vector<double>& ms)
 void DevicesPage::showTowerTimes(std::int64_t step, const std::vector<double>& towerComputeMs)
 {
     m_recentTowerMs.push_back(towerComputeMs);
-    if (int(m_recentTowerMs.size()) > kBalanceWindow) m_recentTowerMs.erase(m_recentTowerMs.begin());
+    if (int(m_recentTowerMs.size()) > kBalanceWindow)
+        m_recentTowerMs.erase(m_recentTowerMs.begin());
     std::vector<double> mean(towerComputeMs.size(), 0.0);
     for (std::size_t t = 0; t < mean.size(); ++t) {
         int n = 0;
@@ -233,15 +256,16 @@ void DevicesPage::showTowerTimes(std::int64_t step, const std::vector<double>& t
     QStringList slowNames;
     for (std::size_t i = 0; i < slow.size(); ++i)
         if (slow[i]) slowNames << tr("tower %1").arg(i);
-    const QString means = tr("over the last %n report(s), the slowest tower averages %1 ms and the fastest %2 ms",
-                             nullptr, int(m_recentTowerMs.size()))
-                              .arg(*slowest, 0, 'f', 1)
-                              .arg(*fast, 0, 'f', 1);
-    m_balance->setText(slowNames.isEmpty()
-                           ? tr("Balanced: %1.").arg(means)
-                           : tr("<b>Unbalanced:</b> %1 more than 25 % slower than the others (%2); every step waits "
-                                "for the slowest tower.")
-                                 .arg(slowNames.join(QStringLiteral(", ")), means));
+    const QString means =
+        tr("over the last %n report(s), the slowest tower averages %1 ms and the fastest %2 ms",
+           nullptr, int(m_recentTowerMs.size()))
+            .arg(*slowest, 0, 'f', 1)
+            .arg(*fast, 0, 'f', 1);
+    m_balance->setText(slowNames.isEmpty() ? tr("Balanced: %1.").arg(means)
+                                           : tr("<b>Unbalanced:</b> %1 more than 25 % slower than "
+                                                "the others (%2); every step waits "
+                                                "for the slowest tower.")
+                                                 .arg(slowNames.join(QStringLiteral(", ")), means));
 }
 
 void DevicesPage::clearTowerTimes()

@@ -61,7 +61,10 @@ ModelPage::ModelPage(QWidget* parent)
 
 ModelPage::~ModelPage() = default;
 
-QString ModelPage::modelName() const { return m_modelCombo->currentData().toString(); }
+QString ModelPage::modelName() const
+{
+    return m_modelCombo->currentData().toString();
+}
 
 void ModelPage::setModelName(const QString& name)
 {
@@ -69,7 +72,10 @@ void ModelPage::setModelName(const QString& name)
     if (i >= 0) m_modelCombo->setCurrentIndex(i);
 }
 
-qint64 ModelPage::totalParameters() const { return m_layers->totalParameters(); }
+qint64 ModelPage::totalParameters() const
+{
+    return m_layers->totalParameters();
+}
 
 void ModelPage::showModel()
 {
@@ -77,15 +83,16 @@ void ModelPage::showModel()
     // Building allocates the parameters (no initialisation): quick even for the 20M-parameter net.
     const auto model = info.build();
     m_layers->setRows(model->layerTable());
-    m_description->setText(tr("%1<br>Input %2 × %3 × %4, %5 classes; meant for <b>%6</b>; %7 MFLOP per "
-                              "training example.")
-                               .arg(QString::fromStdString(info.description).toHtmlEscaped())
-                               .arg(info.inputShape[0])
-                               .arg(info.inputShape[1])
-                               .arg(info.inputShape[2])
-                               .arg(info.numClasses)
-                               .arg(QString::fromStdString(info.defaultDataset))
-                               .arg(QLocale().toString(model->trainingFlopsPerExample() * 1e-6, 'f', 1)));
+    m_description->setText(
+        tr("%1<br>Input %2 × %3 × %4, %5 classes; meant for <b>%6</b>; %7 MFLOP per "
+           "training example.")
+            .arg(QString::fromStdString(info.description).toHtmlEscaped())
+            .arg(info.inputShape[0])
+            .arg(info.inputShape[1])
+            .arg(info.inputShape[2])
+            .arg(info.numClasses)
+            .arg(QString::fromStdString(info.defaultDataset))
+            .arg(QLocale().toString(model->trainingFlopsPerExample() * 1e-6, 'f', 1)));
     m_total->setText(tr("<b>%1</b> trainable").arg(QLocale().toString(model->parameterCount())));
 }
 

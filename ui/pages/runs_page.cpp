@@ -26,7 +26,8 @@
 namespace towers::ui {
 
 RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
-    : QWidget(parent), m_settings(settings), m_runs(new RunListModel(this)), m_checkpoints(new CheckpointListModel(this))
+    : QWidget(parent), m_settings(settings), m_runs(new RunListModel(this)),
+      m_checkpoints(new CheckpointListModel(this))
 {
     auto* top = new QVBoxLayout(this);
     auto* dirRow = new QHBoxLayout;
@@ -34,7 +35,8 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     auto* dirLabel = new QLabel(tr("R&uns folder:"), this);
     dirLabel->setBuddy(m_dirEdit);
     auto* browse = new QPushButton(tr("&Browse…"), this);
-    auto* refreshButton = new QPushButton(style()->standardIcon(QStyle::SP_BrowserReload), tr("&Refresh"), this);
+    auto* refreshButton =
+        new QPushButton(style()->standardIcon(QStyle::SP_BrowserReload), tr("&Refresh"), this);
     dirRow->addWidget(dirLabel);
     dirRow->addWidget(m_dirEdit, 1);
     dirRow->addWidget(browse);
@@ -85,9 +87,11 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     dl->addWidget(new QLabel(tr("Checkpoints (newest first):"), details));
     dl->addWidget(m_checkpointTable, 1);
     auto* buttons = new QHBoxLayout;
-    m_resume = new QPushButton(style()->standardIcon(QStyle::SP_MediaPlay), tr("Re&sume this run"), details);
+    m_resume = new QPushButton(style()->standardIcon(QStyle::SP_MediaPlay), tr("Re&sume this run"),
+                               details);
     m_classify = new QPushButton(tr("&Classify with this checkpoint"), details);
-    m_openFolder = new QPushButton(style()->standardIcon(QStyle::SP_DirOpenIcon), tr("Open &folder"), details);
+    m_openFolder =
+        new QPushButton(style()->standardIcon(QStyle::SP_DirOpenIcon), tr("Open &folder"), details);
     buttons->addWidget(m_resume);
     buttons->addWidget(m_classify);
     buttons->addWidget(m_openFolder);
@@ -115,8 +119,10 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
         emit runsDirChanged(runsDir());
         refresh();
     });
-    connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, &RunsPage::showSelected);
-    connect(m_checkpointTable->selectionModel(), &QItemSelectionModel::currentRowChanged, this, &RunsPage::updateButtons);
+    connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            &RunsPage::showSelected);
+    connect(m_checkpointTable->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            &RunsPage::updateButtons);
     connect(m_resume, &QPushButton::clicked, this, [this] {
         if (!selectedRun().isEmpty()) emit resumeRequested(selectedRun());
     });
@@ -135,7 +141,10 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
 
 RunsPage::~RunsPage() = default;
 
-QString RunsPage::runsDir() const { return QDir::cleanPath(m_dirEdit->text().trimmed()); }
+QString RunsPage::runsDir() const
+{
+    return QDir::cleanPath(m_dirEdit->text().trimmed());
+}
 
 void RunsPage::setRunsDir(const QString& dir)
 {
@@ -185,7 +194,8 @@ void RunsPage::onScanned(const app::JobResult<std::vector<app::RunSummary>>& r)
     const QString keep = m_pendingSelection;
     m_runs->setRuns(r.ok() ? *r.value : std::vector<app::RunSummary>{});
     m_table->resizeColumnsToContents();
-    m_table->setColumnWidth(RunListModel::Run, std::min(m_table->columnWidth(RunListModel::Run), 240));
+    m_table->setColumnWidth(RunListModel::Run,
+                            std::min(m_table->columnWidth(RunListModel::Run), 240));
     if (!keep.isEmpty() && m_runs->rowOf(keep) >= 0)
         selectRun(keep);
     else if (m_runs->rowCount() > 0)
@@ -202,7 +212,8 @@ void RunsPage::showSelected()
     m_accuracyPlot->clearData();
     if (!r) {
         m_title->setText(m_runs->rowCount() ? tr("Select a run.")
-                                            : tr("No runs in %1 yet: start one on the Train page.").arg(runsDir().toHtmlEscaped()));
+                                            : tr("No runs in %1 yet: start one on the Train page.")
+                                                  .arg(runsDir().toHtmlEscaped()));
         m_config->clear();
         m_checkpoints->setCheckpoints({});
         updateButtons();
@@ -211,21 +222,25 @@ void RunsPage::showSelected()
     QString title = QStringLiteral("<b>%1</b>").arg(r->name.toHtmlEscaped());
     if (r->config)
         title += tr(" — %1 on %2, %n tower(s), step %3", nullptr, r->config->towers)
-                     .arg(QString::fromStdString(r->config->model), QString::fromStdString(r->config->dataset),
+                     .arg(QString::fromStdString(r->config->model),
+                          QString::fromStdString(r->config->dataset),
                           QLocale().toString(qint64(r->lastStep)));
     if (r->accuracy)
-        title += tr(", test accuracy %1 % at step %2").arg(QLocale().toString(*r->accuracy * 100, 'f', 2)).arg(r->accuracyStep);
+        title += tr(", test accuracy %1 % at step %2")
+                     .arg(QLocale().toString(*r->accuracy * 100, 'f', 2))
+                     .arg(r->accuracyStep);
     if (!r->problem.isEmpty()) title += QStringLiteral("<br>⚠ ") + r->problem.toHtmlEscaped();
     m_title->setText(title);
     m_config->setPlainText(r->configJson);
     m_checkpoints->setCheckpoints(r->checkpoints);
     if (m_checkpoints->rowCount() > 0) m_checkpointTable->selectRow(0);
     const QString folder = r->folder;
-    m_curves.start([folder] { return app::readRunCurves(folder); }, [this](const app::JobResult<app::RunCurves>& c) {
-        if (!c.ok()) return;
-        m_lossPlot->setData(0, c.value->steps, c.value->loss);
-        m_accuracyPlot->setData(0, c.value->evalSteps, c.value->accuracy);
-    });
+    m_curves.start([folder] { return app::readRunCurves(folder); },
+                   [this](const app::JobResult<app::RunCurves>& c) {
+                       if (!c.ok()) return;
+                       m_lossPlot->setData(0, c.value->steps, c.value->loss);
+                       m_accuracyPlot->setData(0, c.value->evalSteps, c.value->accuracy);
+                   });
     updateButtons();
 }
 
@@ -233,8 +248,10 @@ void RunsPage::updateButtons()
 {
     const auto* r = m_runs->run(m_table->currentIndex().row());
     m_resume->setEnabled(r && r->config && m_resumeAllowed);
-    m_resume->setToolTip(!m_resumeAllowed ? tr("A run is training: stop it first")
-                                          : tr("Continues from the newest good checkpoint with the run's own configuration"));
+    m_resume->setToolTip(
+        !m_resumeAllowed
+            ? tr("A run is training: stop it first")
+            : tr("Continues from the newest good checkpoint with the run's own configuration"));
     m_classify->setEnabled(!selectedCheckpoint().isEmpty());
     m_openFolder->setEnabled(r != nullptr);
 }

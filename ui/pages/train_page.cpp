@@ -20,18 +20,27 @@
 namespace towers::ui {
 
 namespace {
-enum LossSeries { RawLoss, SmoothedLoss };
-enum SpeedSeries { TotalSpeed }; // then one per tower
+enum LossSeries
+{
+    RawLoss,
+    SmoothedLoss
+};
+enum SpeedSeries
+{
+    TotalSpeed
+}; // then one per tower
 } // namespace
 
-TrainPage::TrainPage(QWidget* parent) : QWidget(parent), m_controller(new app::TrainingController(this))
+TrainPage::TrainPage(QWidget* parent)
+    : QWidget(parent), m_controller(new app::TrainingController(this))
 {
     auto* top = new QVBoxLayout(this);
     auto* buttons = new QHBoxLayout;
     m_start = new QPushButton(style()->standardIcon(QStyle::SP_MediaPlay), tr("&Start"), this);
     m_pause = new QPushButton(style()->standardIcon(QStyle::SP_MediaPause), tr("&Pause"), this);
     m_stop = new QPushButton(style()->standardIcon(QStyle::SP_MediaStop), tr("S&top"), this);
-    m_folder = new QPushButton(style()->standardIcon(QStyle::SP_DirOpenIcon), tr("Open run &folder"), this);
+    m_folder = new QPushButton(style()->standardIcon(QStyle::SP_DirOpenIcon),
+                               tr("Open run &folder"), this);
     m_stop->setToolTip(tr("Stops after the current step and writes a checkpoint"));
     m_runLabel = new QLabel(this);
     m_runLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -84,7 +93,8 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent), m_controller(new app::T
     PlotWidget::SeriesStyle lr;
     lr.colorSlot = 4;
     m_lr->addSeries(tr("learning rate"), lr);
-    for (auto* p : {m_loss, m_accuracy, m_speed, m_lr}) p->setEmptyMessage(tr("Start a run to see it here"));
+    for (auto* p : {m_loss, m_accuracy, m_speed, m_lr})
+        p->setEmptyMessage(tr("Start a run to see it here"));
     grid->addWidget(m_loss, 0, 0);
     grid->addWidget(m_accuracy, 0, 1);
     grid->addWidget(m_speed, 1, 0);
@@ -94,7 +104,8 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent), m_controller(new app::T
     m_log->setMaximumBlockCount(20000);
     m_log->setLineWrapMode(QPlainTextEdit::NoWrap);
     m_log->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
-    m_log->setPlaceholderText(tr("The trainer's log: one line every few steps, checkpoints, evaluations."));
+    m_log->setPlaceholderText(
+        tr("The trainer's log: one line every few steps, checkpoints, evaluations."));
     split->addWidget(plots);
     split->addWidget(m_log);
     split->setStretchFactor(0, 4);
@@ -127,12 +138,16 @@ void TrainPage::refreshStartability()
         m_startError = tr("nothing to train yet");
     } else {
         QString error;
-        if (!m_provider(&error)) m_startError = error.isEmpty() ? tr("the configuration is incomplete") : error;
+        if (!m_provider(&error))
+            m_startError = error.isEmpty() ? tr("the configuration is incomplete") : error;
     }
     onStateChanged(m_controller->state());
 }
 
-QString TrainPage::statusText() const { return m_status->text(); }
+QString TrainPage::statusText() const
+{
+    return m_status->text();
+}
 
 void TrainPage::start()
 {
@@ -154,10 +169,11 @@ bool TrainPage::startSession(engine::SessionOptions options)
     m_outcomeText.clear();
     clearPlots();
     m_history.reset(0, 0, options.config.batchPerTower);
-    appendLog(options.resume ? tr("Resuming the run in %1").arg(m_runDirectory)
-                             : tr("New run in %1: %2 on %3, %n tower(s)", nullptr, options.config.towers)
-                                   .arg(m_runDirectory, QString::fromStdString(options.config.model),
-                                        QString::fromStdString(options.config.dataset)));
+    appendLog(options.resume
+                  ? tr("Resuming the run in %1").arg(m_runDirectory)
+                  : tr("New run in %1: %2 on %3, %n tower(s)", nullptr, options.config.towers)
+                        .arg(m_runDirectory, QString::fromStdString(options.config.model),
+                             QString::fromStdString(options.config.dataset)));
     m_runLabel->setText(m_runDirectory);
     if (!m_controller->start(std::move(options))) return false;
     emit runStarted(m_runDirectory);
@@ -173,7 +189,10 @@ void TrainPage::togglePause()
         m_controller->pause();
 }
 
-void TrainPage::stop() { m_controller->stop(); }
+void TrainPage::stop()
+{
+    m_controller->stop();
+}
 
 void TrainPage::openRunFolder()
 {
@@ -185,24 +204,37 @@ void TrainPage::onStateChanged(app::TrainingController::State state)
     using S = app::TrainingController::State;
     const bool idle = state == S::Idle;
     m_start->setEnabled(idle && m_startError.isEmpty());
-    m_start->setToolTip(m_startError.isEmpty() ? tr("Starts a new run with the chosen data, model and hyperparameters")
-                                               : tr("Cannot start: %1").arg(m_startError));
+    m_start->setToolTip(m_startError.isEmpty()
+                            ? tr("Starts a new run with the chosen data, model and hyperparameters")
+                            : tr("Cannot start: %1").arg(m_startError));
     m_pause->setEnabled(state == S::Running || state == S::Loading || state == S::Paused);
     m_pause->setText(state == S::Paused ? tr("&Resume") : tr("&Pause"));
-    m_pause->setIcon(style()->standardIcon(state == S::Paused ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
+    m_pause->setIcon(
+        style()->standardIcon(state == S::Paused ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
     m_stop->setEnabled(state == S::Running || state == S::Loading || state == S::Paused);
     m_folder->setEnabled(!m_runDirectory.isEmpty());
     switch (state) {
     case S::Idle: {
-        const QString start = m_startError.isEmpty() ? QString() : tr("Cannot start: %1").arg(m_startError);
-        m_status->setText(m_outcomeText.isEmpty() ? (start.isEmpty() ? tr("Ready.") : start)
-                                                  : (start.isEmpty() ? m_outcomeText : m_outcomeText + QStringLiteral(" ") + start));
+        const QString start =
+            m_startError.isEmpty() ? QString() : tr("Cannot start: %1").arg(m_startError);
+        m_status->setText(
+            m_outcomeText.isEmpty()
+                ? (start.isEmpty() ? tr("Ready.") : start)
+                : (start.isEmpty() ? m_outcomeText : m_outcomeText + QStringLiteral(" ") + start));
         break;
     }
-    case S::Loading: m_status->setText(tr("Loading the dataset and building the towers…")); break;
-    case S::Running: updateProgress(); break;
-    case S::Paused: m_status->setText(tr("Paused at step %1.").arg(QLocale().toString(m_history.lastStep()))); break;
-    case S::Stopping: m_status->setText(tr("Stopping: finishing the step and writing the checkpoint…")); break;
+    case S::Loading:
+        m_status->setText(tr("Loading the dataset and building the towers…"));
+        break;
+    case S::Running:
+        updateProgress();
+        break;
+    case S::Paused:
+        m_status->setText(tr("Paused at step %1.").arg(QLocale().toString(m_history.lastStep())));
+        break;
+    case S::Stopping:
+        m_status->setText(tr("Stopping: finishing the step and writing the checkpoint…"));
+        break;
     }
 }
 
@@ -245,7 +277,8 @@ void TrainPage::onEvents(const app::TrainingEvents& events)
                 s.width = 1;
                 m_speed->addSeries(tr("tower %1 (compute)").arg(m_speed->seriesCount() - 1), s);
             }
-            for (qsizetype t = 0; t < towerSpeed.size(); ++t) m_speed->addPoints(int(t) + 1, steps, towerSpeed[t]);
+            for (qsizetype t = 0; t < towerSpeed.size(); ++t)
+                m_speed->addPoints(int(t) + 1, steps, towerSpeed[t]);
         }
         const auto& latest = events.steps.back();
         emit towerTimes(latest.step, latest.towerComputeMs);
@@ -262,13 +295,15 @@ void TrainPage::onEvents(const app::TrainingEvents& events)
 void TrainPage::onFinished(app::TrainingWorker::Outcome outcome, const QString& message)
 {
     using O = app::TrainingWorker::Outcome;
-    appendLog(outcome == O::Failed ? tr("Training failed: %1").arg(message) : tr("Training %1.").arg(message));
+    appendLog(outcome == O::Failed ? tr("Training failed: %1").arg(message)
+                                   : tr("Training %1.").arg(message));
     if (outcome == O::Failed) emit errorOccurred(tr("Training failed: %1").arg(message));
-    m_outcomeText = outcome == O::Failed ? tr("Failed: %1").arg(message)
-                    : outcome == O::Finished
-                        ? tr("Finished: %1 steps.").arg(QLocale().toString(m_history.lastStep()))
-                        : tr("Stopped at step %1; the checkpoint is saved (resume it from Runs & checkpoints).")
-                              .arg(QLocale().toString(m_history.lastStep()));
+    m_outcomeText =
+        outcome == O::Failed ? tr("Failed: %1").arg(message)
+        : outcome == O::Finished
+            ? tr("Finished: %1 steps.").arg(QLocale().toString(m_history.lastStep()))
+            : tr("Stopped at step %1; the checkpoint is saved (resume it from Runs & checkpoints).")
+                  .arg(QLocale().toString(m_history.lastStep()));
     if (outcome == O::Finished) m_progress->setValue(1000);
     emit runFinished(outcome, message, m_runDirectory);
     emit activeChanged(false);
@@ -284,8 +319,10 @@ void TrainPage::updateProgress()
     QString text = tr("Step %1 of %2 · epoch %3")
                        .arg(locale.toString(m_history.lastStep()), locale.toString(total),
                             locale.toString(m_history.lastEpoch(), 'f', 2));
-    if (m_lastExamplesPerSec > 0) text += tr(" · %1 examples/s").arg(locale.toString(m_lastExamplesPerSec, 'f', 0));
-    if (const auto eta = m_history.etaSeconds()) text += tr(" · about %1 left").arg(durationText(*eta));
+    if (m_lastExamplesPerSec > 0)
+        text += tr(" · %1 examples/s").arg(locale.toString(m_lastExamplesPerSec, 'f', 0));
+    if (const auto eta = m_history.etaSeconds())
+        text += tr(" · about %1 left").arg(durationText(*eta));
     m_status->setText(text);
 }
 

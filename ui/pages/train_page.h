@@ -59,7 +59,8 @@ public slots:
 
 signals:
     void runStarted(const QString& runDirectory);
-    void runFinished(towers::app::TrainingWorker::Outcome outcome, const QString& message, const QString& runDirectory);
+    void runFinished(towers::app::TrainingWorker::Outcome outcome, const QString& message,
+                     const QString& runDirectory);
     void activeChanged(bool active);
     // The latest step's forward + backward time per tower (the Devices page shows the balance).
     void towerTimes(qint64 step, const std::vector<double>& towerComputeMs);

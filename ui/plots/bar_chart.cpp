@@ -104,7 +104,8 @@ void BarChart::rebuild()
     QCPAxis* valueAxis = m_normal->valueAxis();
     keyAxis->setTicker(ticker);
     keyAxis->setRange(0.4, std::max<double>(1, m_values.size()) + 0.6);
-    valueAxis->setRange(m_fixed ? m_lower : 0, m_fixed ? m_upper : (maxValue > 0 ? maxValue * 1.15 : 1));
+    valueAxis->setRange(m_fixed ? m_lower : 0,
+                        m_fixed ? m_upper : (maxValue > 0 ? maxValue * 1.15 : 1));
 
     m_plot->clearItems();
     if (!m_textPattern.isEmpty()) {

@@ -22,7 +22,8 @@ public:
     void setValueLabel(const QString& label);
     // A fixed value axis (0..1 for probabilities); without it the axis follows the values from 0.
     void setValueRange(double lower, double upper);
-    // Text drawn at the end of each bar, e.g. "%1 %" (arg: the value times `textScale`); empty: none.
+    // Text drawn at the end of each bar, e.g. "%1 %" (arg: the value times `textScale`); empty:
+    // none.
     void setValueText(const QString& pattern, double textScale = 1, int decimals = 1);
     // Replaces the bars; `highlighted` (same length, or empty) draws those bars in the
     // highlight colour.

@@ -21,7 +21,6 @@ HeatMap::HeatMap(QWidget* parent) : QWidget(parent), m_plot(new QCustomPlot(this
     m_scale->axis()->setLabel(tr("share of the true class"));
     m_map->setColorScale(m_scale);
     m_map->setInterpolate(false);
-    m_map->setTightBoundary(true);
     auto* group = new QCPMarginGroup(m_plot);
     m_plot->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, group);
     m_scale->setMarginGroup(QCP::msBottom | QCP::msTop, group);

@@ -32,7 +32,10 @@ QPalette darkPalette()
     return p;
 }
 
-bool isDarkPalette(const QPalette& palette) { return palette.color(QPalette::Base).lightness() < 128; }
+bool isDarkPalette(const QPalette& palette)
+{
+    return palette.color(QPalette::Base).lightness() < 128;
+}
 
 QColor seriesColor(int slot, const QPalette& palette)
 {

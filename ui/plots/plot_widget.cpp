@@ -13,7 +13,8 @@
 namespace towers::ui {
 
 PlotWidget::PlotWidget(const QString& title, QWidget* parent)
-    : QWidget(parent), m_plot(new QCustomPlot(this)), m_empty(new QLabel(this)), m_timer(new QTimer(this))
+    : QWidget(parent), m_plot(new QCustomPlot(this)), m_empty(new QLabel(this)),
+      m_timer(new QTimer(this))
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
@@ -58,7 +59,10 @@ void PlotWidget::setTitle(const QString& title)
     requestReplot();
 }
 
-QString PlotWidget::title() const { return m_title ? m_title->text() : QString(); }
+QString PlotWidget::title() const
+{
+    return m_title ? m_title->text() : QString();
+}
 
 void PlotWidget::setAxisLabels(const QString& x, const QString& y)
 {
@@ -110,9 +114,15 @@ int PlotWidget::addSeries(const QString& name, SeriesStyle style)
     return index;
 }
 
-int PlotWidget::seriesCount() const { return int(m_graphs.size()); }
+int PlotWidget::seriesCount() const
+{
+    return int(m_graphs.size());
+}
 
-QString PlotWidget::seriesName(int series) const { return m_graphs.at(series)->name(); }
+QString PlotWidget::seriesName(int series) const
+{
+    return m_graphs.at(series)->name();
+}
 
 void PlotWidget::setSeriesName(int series, const QString& name)
 {
@@ -148,7 +158,10 @@ void PlotWidget::setData(int series, const QVector<double>& x, const QVector<dou
     requestReplot();
 }
 
-int PlotWidget::pointCount(int series) const { return m_graphs.at(series)->dataCount(); }
+int PlotWidget::pointCount(int series) const
+{
+    return m_graphs.at(series)->dataCount();
+}
 
 double PlotWidget::lastValue(int series) const
 {
@@ -252,7 +265,8 @@ void PlotWidget::changeEvent(QEvent* event)
             QPen pen = m_graphs[i]->pen();
             pen.setColor(c);
             m_graphs[i]->setPen(pen);
-            if (s.markers) m_graphs[i]->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, c, c, 5));
+            if (s.markers)
+                m_graphs[i]->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, c, c, 5));
         }
         requestReplot();
     }

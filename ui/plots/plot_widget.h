@@ -37,12 +37,12 @@ public:
 
     struct SeriesStyle
     {
-        int colorSlot = -1;            // -1: the series' index
+        int colorSlot = -1; // -1: the series' index
         Qt::PenStyle pen = Qt::SolidLine;
         double width = 1.5;
-        bool markers = false;          // a dot at every point (sparse series: evaluations)
+        bool markers = false; // a dot at every point (sparse series: evaluations)
         bool inLegend = true;
-        int alpha = 255;               // raw curves under their smoothed twin are translucent
+        int alpha = 255; // raw curves under their smoothed twin are translucent
     };
     // Adds a series and returns its index; the legend shows once there are two or more.
     int addSeries(const QString& name, SeriesStyle style);

@@ -8,7 +8,8 @@
 
 namespace towers::ui {
 
-ErrorBanner::ErrorBanner(QWidget* parent) : QFrame(parent), m_text(new QLabel(this)), m_close(new QToolButton(this))
+ErrorBanner::ErrorBanner(QWidget* parent)
+    : QFrame(parent), m_text(new QLabel(this)), m_close(new QToolButton(this))
 {
     setFrameShape(QFrame::StyledPanel);
     auto* layout = new QHBoxLayout(this);
@@ -35,14 +36,18 @@ void ErrorBanner::showMessage(const QString& message)
     show();
 }
 
-QString ErrorBanner::message() const { return m_text->text(); }
+QString ErrorBanner::message() const
+{
+    return m_text->text();
+}
 
 QColor ErrorBanner::tint() const
 {
     // A warning in either theme, and the palette's text keeps its contrast on it.
     const QColor base = palette().color(QPalette::Window);
     const QColor red(220, 50, 47);
-    return QColor(int(base.red() * 0.75 + red.red() * 0.25), int(base.green() * 0.75 + red.green() * 0.25),
+    return QColor(int(base.red() * 0.75 + red.red() * 0.25),
+                  int(base.green() * 0.75 + red.green() * 0.25),
                   int(base.blue() * 0.75 + red.blue() * 0.25));
 }
 

@@ -27,7 +27,6 @@ protected:
     void paintEvent(QPaintEvent* event) override;
 
 private:
-
     QLabel* m_text;
     QToolButton* m_close;
     int m_count = 0;

@@ -25,7 +25,10 @@ namespace towers::ui {
 
 namespace {
 
-QString num(double v) { return QString::number(v, 'g', 10); }
+QString num(double v)
+{
+    return QString::number(v, 'g', 10);
+}
 
 // A form page of its own for one schedule kind's constants.
 QWidget* formPage(QWidget* parent, std::initializer_list<std::pair<QString, QWidget*>> rows)
@@ -45,7 +48,10 @@ HyperparameterForm::HyperparameterForm(QWidget* parent) : QWidget(parent)
     setConfig(engine::TrainConfig{});
 }
 
-ValidatedField* HyperparameterForm::field(const QString& name) const { return findChild<ValidatedField*>(name); }
+ValidatedField* HyperparameterForm::field(const QString& name) const
+{
+    return findChild<ValidatedField*>(name);
+}
 
 void HyperparameterForm::buildUi()
 {
@@ -64,11 +70,14 @@ void HyperparameterForm::buildUi()
     auto* optBox = new QGroupBox(tr("Optimizer"), this);
     auto* optForm = new QFormLayout(optBox);
     m_optimizer = new QComboBox(optBox);
-    for (const auto& k : engine::optimizerKinds()) m_optimizer->addItem(QString::fromStdString(k), QString::fromStdString(k));
-    m_optimizer->setToolTip(tr("sgd: the tutorial's plain gradient descent; momentum and nesterov: PyTorch's SGD; "
-                               "adam: PyTorch's Adam"));
+    for (const auto& k : engine::optimizerKinds())
+        m_optimizer->addItem(QString::fromStdString(k), QString::fromStdString(k));
+    m_optimizer->setToolTip(
+        tr("sgd: the tutorial's plain gradient descent; momentum and nesterov: PyTorch's SGD; "
+           "adam: PyTorch's Adam"));
     optForm->addRow(tr("&Optimizer:"), m_optimizer);
-    m_momentum = make("momentum", F::Syntax::Decimal, F::between(0, true, 1, true), tr("Momentum, in (0, 1)"));
+    m_momentum = make("momentum", F::Syntax::Decimal, F::between(0, true, 1, true),
+                      tr("Momentum, in (0, 1)"));
     m_momentumRow = m_momentum;
     optForm->addRow(tr("Momentum:"), m_momentum);
     m_beta1 = make("beta1", F::Syntax::Decimal, F::between(0, false, 1, true), tr("Adam's beta1"));
@@ -86,7 +95,8 @@ void HyperparameterForm::buildUi()
     // Learning rate and schedule
     auto* lrBox = new QGroupBox(tr("Learning rate"), this);
     auto* lrForm = new QFormLayout(lrBox);
-    m_lr = make("lr", F::Syntax::Decimal, F::between(0, true, 100, false), tr("The base learning rate (the peak for one-cycle)"));
+    m_lr = make("lr", F::Syntax::Decimal, F::between(0, true, 100, false),
+                tr("The base learning rate (the peak for one-cycle)"));
     lrForm->addRow(tr("&Learning rate:"), m_lr);
     m_schedule = new QComboBox(lrBox);
     const std::pair<engine::LrSchedule::Kind, QString> kinds[] = {
@@ -99,29 +109,40 @@ void HyperparameterForm::buildUi()
     for (const auto& [kind, label] : kinds) m_schedule->addItem(label, int(kind));
     lrForm->addRow(tr("&Schedule:"), m_schedule);
     m_scheduleParams = new QStackedWidget(lrBox);
-    m_decayRate = make("decayRate", F::Syntax::Decimal, F::between(0, true, 1, false), tr("Factor per decay period"));
-    m_decayEpochs = make("decayEpochs", F::Syntax::Decimal, F::positive(), tr("Epochs per decay period"));
+    m_decayRate = make("decayRate", F::Syntax::Decimal, F::between(0, true, 1, false),
+                       tr("Factor per decay period"));
+    m_decayEpochs =
+        make("decayEpochs", F::Syntax::Decimal, F::positive(), tr("Epochs per decay period"));
     m_staircase = new QCheckBox(tr("staircase (whole periods)"), lrBox);
-    m_gamma = make("gamma", F::Syntax::Decimal, F::between(0, true, 1, false), tr("Factor at each milestone"));
+    m_gamma = make("gamma", F::Syntax::Decimal, F::between(0, true, 1, false),
+                   tr("Factor at each milestone"));
     m_milestones = make("milestones", F::Syntax::IntegerList, F::increasingPositive(),
                         tr("Epochs at which the rate is multiplied by gamma, e.g. 30, 60, 90"));
-    m_warmupEpochs = make("warmupEpochs", F::Syntax::Decimal, F::atLeast(0), tr("Linear warm-up, in epochs"));
-    m_minLr = make("minLr", F::Syntax::Decimal, F::atLeast(0), tr("The rate at the end of the run"));
+    m_warmupEpochs =
+        make("warmupEpochs", F::Syntax::Decimal, F::atLeast(0), tr("Linear warm-up, in epochs"));
+    m_minLr =
+        make("minLr", F::Syntax::Decimal, F::atLeast(0), tr("The rate at the end of the run"));
     m_warmupFraction = make("warmupFraction", F::Syntax::Decimal, F::between(0, true, 1, true),
                             tr("Share of the run spent rising to the peak"));
-    m_divFactor = make("divFactor", F::Syntax::Decimal, F::atLeast(1), tr("The start rate is lr / this"));
+    m_divFactor =
+        make("divFactor", F::Syntax::Decimal, F::atLeast(1), tr("The start rate is lr / this"));
     m_cosineAnneal = new QCheckBox(tr("cosine way down (else linear)"), lrBox);
     connect(m_staircase, &QCheckBox::toggled, this, &HyperparameterForm::update);
     connect(m_cosineAnneal, &QCheckBox::toggled, this, &HyperparameterForm::update);
     m_scheduleParams->addWidget(new QWidget(m_scheduleParams)); // constant: nothing to set
-    m_scheduleParams->addWidget(formPage(m_scheduleParams, {{tr("Decay rate:"), m_decayRate},
-                                                            {tr("Decay every (epochs):"), m_decayEpochs},
-                                                            {QString(), m_staircase}}));
-    m_scheduleParams->addWidget(formPage(m_scheduleParams, {{tr("Gamma:"), m_gamma}, {tr("Milestones (epochs):"), m_milestones}}));
-    m_scheduleParams->addWidget(formPage(m_scheduleParams, {{tr("Warm-up (epochs):"), m_warmupEpochs}, {tr("Final rate:"), m_minLr}}));
-    m_scheduleParams->addWidget(formPage(m_scheduleParams, {{tr("Warm-up share:"), m_warmupFraction},
-                                                            {tr("Start divisor:"), m_divFactor},
-                                                            {QString(), m_cosineAnneal}}));
+    m_scheduleParams->addWidget(
+        formPage(m_scheduleParams, {{tr("Decay rate:"), m_decayRate},
+                                    {tr("Decay every (epochs):"), m_decayEpochs},
+                                    {QString(), m_staircase}}));
+    m_scheduleParams->addWidget(formPage(
+        m_scheduleParams, {{tr("Gamma:"), m_gamma}, {tr("Milestones (epochs):"), m_milestones}}));
+    m_scheduleParams->addWidget(
+        formPage(m_scheduleParams,
+                 {{tr("Warm-up (epochs):"), m_warmupEpochs}, {tr("Final rate:"), m_minLr}}));
+    m_scheduleParams->addWidget(
+        formPage(m_scheduleParams, {{tr("Warm-up share:"), m_warmupFraction},
+                                    {tr("Start divisor:"), m_divFactor},
+                                    {QString(), m_cosineAnneal}}));
     lrForm->addRow(m_scheduleParams);
     m_plot = new PlotWidget(tr("Learning rate over the run"), lrBox);
     m_plot->setAxisLabels(tr("step"), tr("learning rate"));
@@ -147,7 +168,8 @@ void HyperparameterForm::buildUi()
     group->addButton(m_byEpochs);
     connect(m_bySteps, &QRadioButton::toggled, this, &HyperparameterForm::update);
     m_steps = make("steps", F::Syntax::Integer, F::atLeast(1), tr("Global steps of the run"));
-    m_epochs = make("epochs", F::Syntax::Decimal, F::positive(), tr("Passes over the training set"));
+    m_epochs =
+        make("epochs", F::Syntax::Decimal, F::positive(), tr("Passes over the training set"));
     auto* lengthRow = new QWidget(runBox);
     auto* lengthLayout = new QHBoxLayout(lengthRow);
     lengthLayout->setContentsMargins(0, 0, 0, 0);
@@ -162,8 +184,10 @@ void HyperparameterForm::buildUi()
     auto* regBox = new QGroupBox(tr("Regularisation"), this);
     auto* regForm = new QFormLayout(regBox);
     m_weightDecayOn = new QCheckBox(tr("override"), regBox);
-    m_weightDecayOn->setToolTip(tr("Off: each model's own weight decay (the tutorial's 0.004 on its fc layers)"));
-    m_weightDecay = make("weightDecay", F::Syntax::Decimal, F::atLeast(0), tr("Coefficient of 0.5·‖w‖² for the weights"));
+    m_weightDecayOn->setToolTip(
+        tr("Off: each model's own weight decay (the tutorial's 0.004 on its fc layers)"));
+    m_weightDecay = make("weightDecay", F::Syntax::Decimal, F::atLeast(0),
+                         tr("Coefficient of 0.5·‖w‖² for the weights"));
     auto* wdRow = new QWidget(regBox);
     auto* wdLayout = new QHBoxLayout(wdRow);
     wdLayout->setContentsMargins(0, 0, 0, 0);
@@ -172,7 +196,8 @@ void HyperparameterForm::buildUi()
     regForm->addRow(tr("&Weight decay:"), wdRow);
     m_emaOn = new QCheckBox(tr("on"), regBox);
     m_emaOn->setToolTip(tr("Evaluate with moving averages of the weights (the tutorial's 0.9999)"));
-    m_emaDecay = make("emaDecay", F::Syntax::Decimal, F::between(0, true, 1, true), tr("Decay of the moving average"));
+    m_emaDecay = make("emaDecay", F::Syntax::Decimal, F::between(0, true, 1, true),
+                      tr("Decay of the moving average"));
     auto* emaRow = new QWidget(regBox);
     auto* emaLayout = new QHBoxLayout(emaRow);
     emaLayout->setContentsMargins(0, 0, 0, 0);
@@ -181,7 +206,8 @@ void HyperparameterForm::buildUi()
     regForm->addRow(tr("E&MA:"), emaRow);
     connect(m_weightDecayOn, &QCheckBox::toggled, this, &HyperparameterForm::update);
     connect(m_emaOn, &QCheckBox::toggled, this, &HyperparameterForm::update);
-    m_seed = make("seed", F::Syntax::Integer, {}, tr("Seeds the weights, the data order and the distortions"));
+    m_seed = make("seed", F::Syntax::Integer, {},
+                  tr("Seeds the weights, the data order and the distortions"));
     regForm->addRow(tr("See&d:"), m_seed);
     top->addWidget(regBox);
 
@@ -200,9 +226,11 @@ void HyperparameterForm::buildUi()
     ckLayout->addWidget(m_checkpointEvery, 1);
     ckLayout->addWidget(m_keep);
     ckForm->addRow(tr("&Checkpoint every:"), ckRow);
-    m_evalEvery = make("evalEvery", F::Syntax::Integer, F::atLeast(0), tr("Steps between test-set evaluations; 0 = at the end only"));
+    m_evalEvery = make("evalEvery", F::Syntax::Integer, F::atLeast(0),
+                       tr("Steps between test-set evaluations; 0 = at the end only"));
     ckForm->addRow(tr("E&valuate every:"), m_evalEvery);
-    m_logEvery = make("logEvery", F::Syntax::Integer, F::atLeast(1), tr("Steps between metrics and log lines"));
+    m_logEvery = make("logEvery", F::Syntax::Integer, F::atLeast(1),
+                      tr("Steps between metrics and log lines"));
     ckForm->addRow(tr("Lo&g every:"), m_logEvery);
     top->addWidget(ckBox);
 
@@ -217,7 +245,8 @@ void HyperparameterForm::buildUi()
         update();
     });
     // The stack takes the height of the page shown, not of its tallest page.
-    connect(m_scheduleParams, &QStackedWidget::currentChanged, this, &HyperparameterForm::fitScheduleParams);
+    connect(m_scheduleParams, &QStackedWidget::currentChanged, this,
+            &HyperparameterForm::fitScheduleParams);
     fitScheduleParams();
 }
 
@@ -235,7 +264,8 @@ void HyperparameterForm::setConfig(const engine::TrainConfig& c)
 {
     m_loading = true;
     m_base = c;
-    m_optimizer->setCurrentIndex(std::max(0, m_optimizer->findData(QString::fromStdString(c.optimizer.kind))));
+    m_optimizer->setCurrentIndex(
+        std::max(0, m_optimizer->findData(QString::fromStdString(c.optimizer.kind))));
     m_momentum->setText(num(c.optimizer.momentum));
     m_beta1->setText(num(c.optimizer.beta1));
     m_beta2->setText(num(c.optimizer.beta2));
@@ -346,11 +376,14 @@ void HyperparameterForm::update()
     m_epochs->setEnabled(m_byEpochs->isChecked());
     m_weightDecay->setEnabled(m_weightDecayOn->isChecked());
     m_emaDecay->setEnabled(m_emaOn->isChecked());
-    m_minLr->setExternalError(m_minLr->value() > m_lr->value() ? tr("must not exceed the learning rate") : QString());
+    m_minLr->setExternalError(
+        m_minLr->value() > m_lr->value() ? tr("must not exceed the learning rate") : QString());
 
     const std::int64_t global = std::int64_t(m_towers) * m_batch->value();
     m_globalBatch->setText(tr("%n tower(s)", nullptr, m_towers) +
-                           tr(" × %1 = <b>%2</b> examples per step").arg(m_batch->value()).arg(QLocale().toString(global)));
+                           tr(" × %1 = <b>%2</b> examples per step")
+                               .arg(m_batch->value())
+                               .arg(QLocale().toString(global)));
 
     // The first refusal, in form order, among the fields that matter now.
     m_error.clear();
@@ -392,12 +425,15 @@ void HyperparameterForm::update()
     }
     if (m_error.isEmpty()) {
         const std::int64_t total = totalSteps();
-        m_summary->setText(total > 0 ? tr("%1 steps, %2 examples in all%3.")
-                                           .arg(QLocale().toString(total))
-                                           .arg(QLocale().toString(double(total) * double(global), 'g', 4))
-                                           .arg(stepsPerEpoch() > 0 ? tr(", %1 steps per epoch").arg(QLocale().toString(stepsPerEpoch()))
-                                                                    : QString())
-                                     : tr("Load the dataset to see how many steps the epochs make."));
+        m_summary->setText(
+            total > 0
+                ? tr("%1 steps, %2 examples in all%3.")
+                      .arg(QLocale().toString(total))
+                      .arg(QLocale().toString(double(total) * double(global), 'g', 4))
+                      .arg(stepsPerEpoch() > 0
+                               ? tr(", %1 steps per epoch").arg(QLocale().toString(stepsPerEpoch()))
+                               : QString())
+                : tr("Load the dataset to see how many steps the epochs make."));
         updatePlot(c);
     } else {
         m_summary->setText(QStringLiteral("⚠ ") + m_error.toHtmlEscaped());

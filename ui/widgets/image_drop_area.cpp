@@ -33,8 +33,8 @@ void ImageDropArea::paintEvent(QPaintEvent*)
     QPainter p(this);
     const QRect frame = rect().adjusted(1, 1, -2, -2);
     p.fillRect(frame, palette().brush(QPalette::Base));
-    QPen pen(m_dragging ? palette().color(QPalette::Highlight) : palette().color(QPalette::Mid), m_dragging ? 3 : 1,
-             m_image.isNull() ? Qt::DashLine : Qt::SolidLine);
+    QPen pen(m_dragging ? palette().color(QPalette::Highlight) : palette().color(QPalette::Mid),
+             m_dragging ? 3 : 1, m_image.isNull() ? Qt::DashLine : Qt::SolidLine);
     p.setPen(pen);
     p.drawRect(frame);
     if (m_image.isNull()) {

@@ -15,21 +15,27 @@ namespace {
 QRegularExpression syntaxPattern(ValidatedField::Syntax syntax)
 {
     switch (syntax) {
-    case ValidatedField::Syntax::Integer: return QRegularExpression(QStringLiteral("[0-9]{0,19}"));
+    case ValidatedField::Syntax::Integer:
+        return QRegularExpression(QStringLiteral("[0-9]{0,19}"));
     case ValidatedField::Syntax::Decimal:
         // 0.1, .5, 1e-4, 2.5E+3 (C locale: what the JSON config and the CLI use)
         return QRegularExpression(QStringLiteral("[0-9]*\\.?[0-9]*([eE][-+]?[0-9]{0,3})?"));
-    case ValidatedField::Syntax::IntegerList: return QRegularExpression(QStringLiteral("[0-9 ,]*"));
+    case ValidatedField::Syntax::IntegerList:
+        return QRegularExpression(QStringLiteral("[0-9 ,]*"));
     }
     return {};
 }
 
-QString number(double v) { return QString::number(v, 'g', 6); }
+QString number(double v)
+{
+    return QString::number(v, 'g', 6);
+}
 
 } // namespace
 
 ValidatedField::ValidatedField(Syntax syntax, Check check, QWidget* parent)
-    : QWidget(parent), m_syntax(syntax), m_check(std::move(check)), m_edit(new QLineEdit(this)), m_message(new QLabel(this))
+    : QWidget(parent), m_syntax(syntax), m_check(std::move(check)), m_edit(new QLineEdit(this)),
+      m_message(new QLabel(this))
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
@@ -51,7 +57,10 @@ ValidatedField::ValidatedField(Syntax syntax, Check check, QWidget* parent)
     revalidate(); // empty: refused until a value is given
 }
 
-QString ValidatedField::text() const { return m_edit->text().trimmed(); }
+QString ValidatedField::text() const
+{
+    return m_edit->text().trimmed();
+}
 
 void ValidatedField::setText(const QString& text)
 {
@@ -59,14 +68,21 @@ void ValidatedField::setText(const QString& text)
     revalidate();
 }
 
-double ValidatedField::value() const { return text().toDouble(); }
+double ValidatedField::value() const
+{
+    return text().toDouble();
+}
 
-qint64 ValidatedField::integer() const { return text().toLongLong(); }
+qint64 ValidatedField::integer() const
+{
+    return text().toLongLong();
+}
 
 QList<qint64> ValidatedField::integers() const
 {
     QList<qint64> out;
-    for (const QString& part : text().split(QLatin1Char(','), Qt::SkipEmptyParts)) out << part.trimmed().toLongLong();
+    for (const QString& part : text().split(QLatin1Char(','), Qt::SkipEmptyParts))
+        out << part.trimmed().toLongLong();
     return out;
 }
 
@@ -104,12 +120,16 @@ void ValidatedField::revalidate()
 
 ValidatedField::Check ValidatedField::positive()
 {
-    return [](const QString& t) { return t.toDouble() > 0 ? QString() : tr("must be greater than 0"); };
+    return [](const QString& t) {
+        return t.toDouble() > 0 ? QString() : tr("must be greater than 0");
+    };
 }
 
 ValidatedField::Check ValidatedField::atLeast(double min)
 {
-    return [min](const QString& t) { return t.toDouble() >= min ? QString() : tr("must be at least %1").arg(number(min)); };
+    return [min](const QString& t) {
+        return t.toDouble() >= min ? QString() : tr("must be at least %1").arg(number(min));
+    };
 }
 
 ValidatedField::Check ValidatedField::between(double lo, bool loOpen, double hi, bool hiOpen)
@@ -119,8 +139,8 @@ ValidatedField::Check ValidatedField::between(double lo, bool loOpen, double hi,
         const bool ok = (loOpen ? v > lo : v >= lo) && (hiOpen ? v < hi : v <= hi);
         return ok ? QString()
                   : tr("must be in %1%2, %3%4")
-                        .arg(loOpen ? QStringLiteral("(") : QStringLiteral("["), number(lo), number(hi),
-                             hiOpen ? QStringLiteral(")") : QStringLiteral("]"));
+                        .arg(loOpen ? QStringLiteral("(") : QStringLiteral("["), number(lo),
+                             number(hi), hiOpen ? QStringLiteral(")") : QStringLiteral("]"));
     };
 }
 

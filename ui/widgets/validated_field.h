@@ -16,7 +16,12 @@ class ValidatedField : public QWidget
 {
     Q_OBJECT
 public:
-    enum class Syntax { Integer, Decimal, IntegerList };
+    enum class Syntax
+    {
+        Integer,
+        Decimal,
+        IntegerList
+    };
     // check(text) returns the reason the value is refused, or an empty string when it is fine.
     using Check = std::function<QString(const QString&)>;
 
@@ -24,8 +29,8 @@ public:
 
     QString text() const;
     void setText(const QString& text);
-    double value() const;       // Decimal and Integer
-    qint64 integer() const;     // Integer
+    double value() const;           // Decimal and Integer
+    qint64 integer() const;         // Integer
     QList<qint64> integers() const; // IntegerList: "30, 60, 90"
 
     // The reason the current value is refused; empty when acceptable.
