@@ -45,7 +45,8 @@ int runEval(const QStringList& args, CommandIo& io)
     if (info.dataset.empty())
         throw engine::IoError(p.value(QStringLiteral("checkpoint")).toStdString() +
                               ": the checkpoint does not say which dataset it was trained on");
-    const engine::Dataset data = engine::loadDataset(info.dataset, path);
+    const engine::Dataset data =
+        engine::loadDatasetPreferring(info.dataset, p.value(QStringLiteral("data-dir")).toStdString(), path);
     const engine::EvalResult r = classifier.evaluate(data.test, batch);
     const int k = r.numClasses;
     if (p.isSet(QStringLiteral("json"))) {

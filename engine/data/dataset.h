@@ -85,6 +85,11 @@ Dataset loadDataset(const std::string& name, const std::filesystem::path& folder
 Dataset loadCifar100(const std::filesystem::path& folder, bool fineLabels);
 // findDataset, then loadDataset; throws IoError saying where it looked when nothing is found.
 Dataset loadDataset(const std::string& name, const std::vector<std::filesystem::path>& searchPath);
+// What a user who names a data folder expects: when `preferred` (may be empty) holds a folder for
+// `name`, that folder is loaded and its errors reported (a damaged file there is never silently
+// passed over for another copy); otherwise loadDataset(name, searchPath).
+Dataset loadDatasetPreferring(const std::string& name, const std::filesystem::path& preferred,
+                              const std::vector<std::filesystem::path>& searchPath);
 
 // --- the format readers (also used by the fuzzers) ---
 // CIFAR-10 binary records: 1 label byte then 3,072 bytes (1,024 R, 1,024 G, 1,024 B, each 32x32

@@ -287,4 +287,13 @@ Dataset loadDataset(const std::string& name, const std::vector<fs::path>& search
     return loadDataset(name, info->location);
 }
 
+Dataset loadDatasetPreferring(const std::string& name, const fs::path& preferred, const std::vector<fs::path>& searchPath)
+{
+    std::error_code ec;
+    if (!preferred.empty())
+        for (const std::string& folder : datasetFolderNames(name))
+            if (fs::is_directory(preferred / folder, ec)) return loadDataset(name, preferred / folder);
+    return loadDataset(name, searchPath);
+}
+
 } // namespace towers::engine

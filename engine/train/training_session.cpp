@@ -15,7 +15,7 @@ TrainingSession::TrainingSession(SessionOptions options, TrainerObserver* observ
         throw InvalidArgument("augmentation must be 'default' or 'none', got '" + c.augmentation + "'");
     if (m_options.loaderWorkers < 0) throw InvalidArgument("loader workers must be >= 0");
 
-    m_dataset = loadDataset(c.dataset, m_options.searchPath);
+    m_dataset = loadDatasetPreferring(c.dataset, c.dataDir, m_options.searchPath);
     m_recipe = preprocessingFor(c.model, m_dataset);
 
     LoaderOptions lo;

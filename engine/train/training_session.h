@@ -18,7 +18,8 @@ struct SessionOptions
     // The run's configuration. config.dataset names the dataset; config.augmentation is
     // "default" (the model's recipe, see recipe.h) or "none" (exact, augmentation-free runs).
     TrainConfig config;
-    // Where to look for the dataset (defaultSearchPath(), with the user's --data-dir in front).
+    // Where to look for the dataset (defaultSearchPath()); a folder for it in config.dataDir, when
+    // that is set, is loaded in preference (see loadDatasetPreferring).
     std::vector<std::filesystem::path> searchPath;
     std::filesystem::path runDirectory;
     // Continue from the run directory's newest good checkpoint (from the start when there is

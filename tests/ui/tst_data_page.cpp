@@ -134,6 +134,30 @@ private slots:
         QVERIFY2(message.contains(QStringLiteral("11")), qPrintable(message));
     }
 
+    void badCopyInTheDataFolderIsNotPassedOver()
+    {
+        // A damaged copy in the data folder and a good one elsewhere on the search path: training
+        // would use the data folder's, so the page reports it rather than showing the other.
+        QTemporaryDir dir, elsewhere;
+        tt::writeCifar10(tt::fsPath(elsewhere.filePath(QStringLiteral("cifar10"))), 10, 10, 3);
+        const auto bad = tt::fsPath(dir.filePath(QStringLiteral("cifar10")));
+        tt::writeCifar10(bad, 10, 10, 3);
+        std::filesystem::resize_file(bad / "test_batch.bin", 100); // not whole records
+        qputenv("TOWERS_DATA", elsewhere.path().toUtf8());
+        towers::app::AppSettings settings(tt::settingsFile(dir.path()));
+        settings.setDatasetName(QStringLiteral("cifar10"));
+        settings.setDataDir(dir.path());
+        DataPage page(settings);
+        QSignalSpy errors(&page, &DataPage::errorOccurred);
+        QSignalSpy scanned(&page, &DataPage::scanFinished);
+        QVERIFY(scanned.wait(10000));
+        qunsetenv("TOWERS_DATA");
+        QCOMPARE(scanned.at(0).at(0).toBool(), false);
+        QCOMPARE(errors.count(), 1);
+        QVERIFY2(errors.at(0).at(0).toString().contains(QStringLiteral("test_batch.bin")),
+                 qPrintable(errors.at(0).at(0).toString()));
+    }
+
     void distortionToggle()
     {
         QTemporaryDir dir;

@@ -29,23 +29,35 @@ namespace towers::ui {
 
 namespace {
 
-// Finds `name` along the search path; when nothing usable is found, the reason a folder that
-// looks like the dataset was refused (a bad file), so the user learns what to fix.
+// Finds `name` as training will (engine::loadDatasetPreferring): a folder for it in the data
+// folder is the one used, and a bad file there is reported, never passed over for another copy;
+// otherwise the first good folder along the search path. When nothing usable is found, the reason
+// a folder that looks like the dataset was refused, so the user learns what to fix.
 std::pair<std::optional<engine::DatasetInfo>, QString>
-scanFor(const std::string& name, const std::vector<std::filesystem::path>& path)
+scanFor(const std::string& name, const std::filesystem::path& dataDir,
+        const std::vector<std::filesystem::path>& path)
 {
-    if (auto info = engine::findDataset(name, path)) return {info, {}};
-    for (const auto& root : path)
+    auto inspect = [&name](const std::filesystem::path& root)
+        -> std::optional<std::pair<std::optional<engine::DatasetInfo>, QString>> {
         for (const auto& sub : engine::datasetFolderNames(name)) {
             std::error_code ec;
             const auto folder = root / sub;
             if (!std::filesystem::is_directory(folder, ec)) continue;
             try {
-                engine::inspectDataset(name, folder);
+                return std::make_pair(std::optional(engine::inspectDataset(name, folder)),
+                                      QString());
             } catch (const std::exception& e) {
-                return {std::nullopt, QString::fromUtf8(e.what())};
+                return std::make_pair(std::optional<engine::DatasetInfo>(),
+                                      QString::fromUtf8(e.what()));
             }
         }
+        return std::nullopt;
+    };
+    if (!dataDir.empty())
+        if (auto preferred = inspect(dataDir)) return *preferred;
+    if (auto info = engine::findDataset(name, path)) return {info, {}};
+    for (const auto& root : path)
+        if (auto refused = inspect(root); refused && !refused->second.isEmpty()) return *refused;
     return {std::nullopt, {}};
 }
 
