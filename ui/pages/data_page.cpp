@@ -296,7 +296,8 @@ void DataPage::rescan()
     m_foundLabel->setText(tr("Looking…"));
     const std::string name = datasetName().toStdString();
     const auto path = app::searchPathWith(dataDir());
-    m_scan.start([name, path] { return scanFor(name, path); },
+    const std::filesystem::path preferred = dataDir().toStdString();
+    m_scan.start([name, preferred, path] { return scanFor(name, preferred, path); },
                  [this](const auto& r) { onScanned(r); });
 }
 
