@@ -51,7 +51,7 @@ void AppSettings::setRunsDir(const QString& dir)
 
 QString AppSettings::datasetName() const
 {
-    return m_settings->value(kDataset, QStringLiteral("cifar10")).toString();
+    return m_settings->value(kDataset).toString();
 }
 
 void AppSettings::setDatasetName(const QString& name)

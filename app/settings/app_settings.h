@@ -25,7 +25,8 @@ public:
     // The folder of run directories; default: defaultRunsDir().
     QString runsDir() const;
     void setRunsDir(const QString& dir);
-    // The dataset the Data page shows; default "cifar10".
+    // The dataset the Data page shows; empty until one is chosen (the Data page then takes the
+    // first dataset discovery finds).
     QString datasetName() const;
     void setDatasetName(const QString& name);
     // The last run configuration as TrainConfig JSON; empty when none was saved.

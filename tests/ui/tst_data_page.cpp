@@ -94,6 +94,21 @@ private slots:
         QVERIFY(named);
     }
 
+    void firstStartShowsADatasetThatIsThere()
+    {
+        QTemporaryDir dir;
+        tt::writeIdxDataset(tt::fsPath(dir.filePath(QStringLiteral("mnist"))), 30, 10, 28, 28, true,
+                            2);
+        towers::app::AppSettings settings(tt::settingsFile(dir.path())); // no dataset chosen yet
+        settings.setDataDir(dir.path());
+        DataPage page(settings);
+        QSignalSpy loaded(&page, &DataPage::datasetLoaded);
+        QVERIFY(loaded.wait(10000));
+        QCOMPARE(page.datasetName(), QStringLiteral("mnist")); // the first known dataset found
+        QCOMPARE(settings.datasetName(), QStringLiteral("mnist"));
+        QCOMPARE(page.found()->trainCount, 30);
+    }
+
     void missingDatasetSaysWhereItLooked()
     {
         QTemporaryDir dir;

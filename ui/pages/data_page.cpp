@@ -73,6 +73,19 @@ DataPage::DataPage(app::AppSettings& settings, QWidget* parent)
     const int i = m_datasetCombo->findData(name);
     m_datasetCombo->setCurrentIndex(i >= 0 ? i : 0);
     m_dataDirEdit->setText(m_settings.dataDir());
+    if (name.isEmpty()) {
+        // First start: show a dataset that is there (Debian's Fashion-MNIST, say), if any.
+        const auto path = app::searchPathWith(dataDir());
+        m_discover.start(
+            [path] {
+                const auto found = engine::discoverDatasets(path);
+                return found.empty() ? std::string() : found.front().name;
+            },
+            [this](const app::JobResult<std::string>& r) {
+                if (r.ok() && !r.value->empty() && m_settings.datasetName().isEmpty())
+                    setDatasetName(QString::fromStdString(*r.value));
+            });
+    }
     connect(m_datasetCombo, &QComboBox::currentIndexChanged, this, [this] {
         m_settings.setDatasetName(datasetName());
         emit datasetChanged(datasetName());

@@ -103,6 +103,7 @@ private:
     std::shared_ptr<const engine::Dataset> m_dataset;
     app::LatestJob<std::pair<std::optional<engine::DatasetInfo>, QString>> m_scan{this};
     app::LatestJob<std::shared_ptr<const engine::Dataset>> m_load{this};
+    app::LatestJob<std::string> m_discover{this};
     QList<app::DatasetSpec> m_catalog;
     QUrl m_baseUrl;
 
