@@ -123,6 +123,26 @@ private slots:
         QVERIFY(page.statusText().contains(QStringLiteral("Stopped at step")));
     }
 
+    void divergedLossIsReported()
+    {
+        QTemporaryDir runs;
+        TrainPage page;
+        auto options =
+            tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 500, 1);
+        options.config.schedule.lr = 1e9; // blows up within a few steps
+        page.setOptionsProvider([options](QString*) { return std::optional(options); });
+        QSignalSpy errors(&page, &TrainPage::errorOccurred);
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        page.start();
+        QVERIFY(finished.wait(60000));
+        QCOMPARE(finished.at(0).at(0).value<towers::app::TrainingWorker::Outcome>(),
+                 towers::app::TrainingWorker::Outcome::Failed);
+        QCOMPARE(errors.count(), 1);
+        const QString message = errors.at(0).at(0).toString();
+        QVERIFY2(message.contains(QStringLiteral("diverged")), qPrintable(message));
+        QVERIFY(page.logView()->toPlainText().contains(QStringLiteral("diverged")));
+    }
+
     void failureIsReported()
     {
         QTemporaryDir runs, empty;

@@ -106,6 +106,7 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     split->addWidget(details);
     split->setStretchFactor(0, 1);
     split->setStretchFactor(1, 1);
+    split->setSizes({560, 600}); // room for the run table's columns
     top->addWidget(split, 1);
 
     connect(browse, &QPushButton::clicked, this, [this] {
@@ -195,7 +196,7 @@ void RunsPage::onScanned(const app::JobResult<std::vector<app::RunSummary>>& r)
     m_runs->setRuns(r.ok() ? *r.value : std::vector<app::RunSummary>{});
     m_table->resizeColumnsToContents();
     m_table->setColumnWidth(RunListModel::Run,
-                            std::min(m_table->columnWidth(RunListModel::Run), 240));
+                            std::min(m_table->columnWidth(RunListModel::Run), 200));
     if (!keep.isEmpty() && m_runs->rowOf(keep) >= 0)
         selectRun(keep);
     else if (m_runs->rowCount() > 0)
