@@ -144,9 +144,16 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(got.steps.size() >= 2, 30000);
         c.pause();
         QCOMPARE(c.state(), TrainingController::State::Paused);
-        QTest::qWait(300); // the step under way finishes, its metrics arrive
-        const std::size_t held = got.steps.size();
-        QTest::qWait(400);
+        // The step under way finishes and its metrics arrive; after that, nothing more.
+        std::size_t held = 0;
+        int quietChecks = 0;
+        for (int tries = 0; tries < 30 && quietChecks < 2; ++tries) {
+            held = got.steps.size();
+            QTest::qWait(250);
+            quietChecks = got.steps.size() == held ? quietChecks + 1 : 0;
+        }
+        QCOMPARE(quietChecks, 2);
+        QTest::qWait(300);
         QCOMPARE(got.steps.size(), held);
         c.resume();
         QCOMPARE(c.state(), TrainingController::State::Running);
