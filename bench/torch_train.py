@@ -3,13 +3,14 @@
 the accuracy-over-time comparison (bench/compare_train.py).
 
     /usr/bin/python3 bench/torch_train.py --dataset-dir /usr/share/datasets/fashion-mnist \
-        --model fashion-fast --epochs 8 --batch-size 128 --optimizer nesterov --lr 0.1 \
+        --model fashion-fast --epochs 10 --batch-size 128 --optimizer nesterov --lr 0.1 \
         --lr-schedule one-cycle --threads 2
 
 float32 on the CPU. The model is the PyTorch twin from python/towers_torch.py; the data are the
 IDX files (plain or .gz) of MNIST / Fashion-MNIST, normalised by the training set's mean and
-standard deviation, with the same optional augmentation as Towers' 28x28 recipe (random
-translation by up to --translate pixels with zero padding, optional left-right flip). Prints one
+standard deviation, with the same augmentation as Towers' 28x28 recipe (random translation by up
+to --translate pixels with zero padding, random left-right flips). The defaults are Towers'
+fashion-fast recipe (engine/train/recipe.cpp) at a global batch of 128. Prints one
 line per evaluation (epoch, images seen, wall seconds, train images/s, test accuracy) and, with
 --json, one JSON object per line instead. Wall time counts training and evaluation, not loading.
 """
@@ -92,16 +93,19 @@ def augment(x, translate, flip, background, gen):
     return x
 
 
-def lr_at(step, total, peak, schedule, warmup_frac):
+def make_scheduler(opt, total, peak, schedule, warmup_frac):
+    """Towers' schedules: one-cycle is PyTorch's OneCycleLR (linear, div 25, final div 1e4), as in
+    engine/optim/lr_schedule.h; cosine is a linear warm-up then CosineAnnealingLR."""
     if schedule == "constant":
-        return peak
-    warm = max(1, int(total * warmup_frac))
-    if step < warm:
-        return peak * (step + 1) / warm
-    t = (step - warm) / max(1, total - warm)
-    if schedule == "cosine":
-        return peak * 0.5 * (1 + math.cos(math.pi * t))
-    return peak * (1 - t)  # one-cycle, linear anneal
+        return None
+    if schedule == "one-cycle":
+        return torch.optim.lr_scheduler.OneCycleLR(
+            opt, max_lr=peak, total_steps=total, pct_start=warmup_frac, anneal_strategy="linear",
+            div_factor=25.0, final_div_factor=1e4, cycle_momentum=False)
+    warm = max(1, int(round(total * warmup_frac)))
+    return torch.optim.lr_scheduler.SequentialLR(opt, [
+        torch.optim.lr_scheduler.LinearLR(opt, start_factor=1.0 / warm, total_iters=warm),
+        torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, total - warm))], milestones=[warm])
 
 
 def evaluate(model, xt, yt, batch=1000):
@@ -118,16 +122,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset-dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--model", default="fashion-fast", choices=["fashion-fast", "mnist-convnet"])
-    ap.add_argument("--epochs", type=float, default=8)
-    ap.add_argument("--batch-size", type=int, default=128, help="global batch")
+    ap.add_argument("--epochs", type=float, default=10)
+    ap.add_argument("--batch-size", type=int, default=128, help="global batch (Towers: towers x batch)")
     ap.add_argument("--optimizer", default="nesterov", choices=["sgd", "momentum", "nesterov", "adam"])
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=5e-4)
     ap.add_argument("--lr-schedule", default="one-cycle", choices=["constant", "cosine", "one-cycle"])
     ap.add_argument("--warmup", type=float, default=0.15, help="warm-up fraction of the run")
-    ap.add_argument("--translate", type=int, default=2)
-    ap.add_argument("--flip", action="store_true")
+    ap.add_argument("--translate", type=int, default=1)
+    ap.add_argument("--no-flip", dest="flip", action="store_false",
+                    help="no random left-right flips (Towers flips Fashion-MNIST, not MNIST)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--eval-every", type=float, default=1.0, help="epochs between evaluations")
     ap.add_argument("--seed", type=int, default=1)
@@ -157,6 +162,7 @@ def main():
     steps_per_epoch = n // a.batch_size
     total = int(round(a.epochs * steps_per_epoch))
     eval_steps = max(1, int(round(a.eval_every * steps_per_epoch)))
+    sched = make_scheduler(opt, total, a.lr, a.lr_schedule, a.warmup)
     t0 = time.perf_counter()
     train_time = 0.0
     seen = 0
@@ -169,12 +175,12 @@ def main():
         ts = time.perf_counter()
         idx = perm[i * a.batch_size:(i + 1) * a.batch_size]
         x = augment(xs[idx], a.translate, a.flip, background, gen)
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, total, a.lr, a.lr_schedule, a.warmup)
         loss = F.cross_entropy(model(x), ys[idx])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if sched is not None:
+            sched.step()
         if not torch.isfinite(loss):
             raise SystemExit(f"model diverged with loss = {loss.item()} at step {step}")
         train_time += time.perf_counter() - ts

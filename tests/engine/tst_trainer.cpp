@@ -349,7 +349,11 @@ private slots:
             QVERIFY(std::fabs(m.examplesPerSec - 16 * 1000.0 / m.stepMs) < 1e-6 * m.examplesPerSec);
             QVERIFY(m.loss >= m.crossEntropy);
             QCOMPARE(m.epoch, double(m.step) / double(src.stepsPerEpoch()));
+            QCOMPARE(m.totalSteps, std::int64_t(30));
+            QVERIFY(m.elapsedSeconds > 0 && m.etaSeconds >= 0);
+            if (i + 1 < rec.steps.size()) QVERIFY(m.etaSeconds > 0);
         }
+        QCOMPARE(rec.steps.back().etaSeconds, 0.0);
         QVERIFY2(rec.steps.back().crossEntropy < 0.5 * rec.steps.front().crossEntropy,
                  qPrintable(QStringLiteral("%1 -> %2").arg(rec.steps.front().crossEntropy).arg(rec.steps.back().crossEntropy)));
 
@@ -379,8 +383,8 @@ private slots:
         QCOMPARE(last.info.config, c.toJson());
         QVERIFY(!last.ema.empty());
 
-        // The tutorial's log line.
-        const QRegularExpression line(QStringLiteral(R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}: step 10, loss = \d+\.\d\d \(\d+\.\d examples/sec; \d+\.\d{3} sec/batch\)$)"));
+        // The tutorial's log line, then where the run stands (step 10 of 30).
+        const QRegularExpression line(QStringLiteral(R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}: step 10, loss = \d+\.\d\d \(\d+\.\d examples/sec; \d+\.\d{3} sec/batch\) \[33%, epoch \d+\.\d\d, ETA \d+m\d\ds\]$)"));
         bool found = false;
         for (const auto& l : rec.logs) found = found || line.match(QString::fromStdString(l)).hasMatch();
         QVERIFY2(found, rec.logs.size() > 2 ? rec.logs[2].c_str() : "no log");
