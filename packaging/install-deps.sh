@@ -16,8 +16,10 @@ packages=(
 )
 if [[ "${1:-}" == "--test" ]]; then
     # PyTorch is the test oracle (tests/torch_crosscheck.py) and the benchmark reference;
-    # OpenBLAS with pthreads is what Debian's torch uses for its BLAS calls.
-    packages+=(python3 python3-torch python3-numpy libopenblas0-pthread)
+    # OpenBLAS with pthreads is what Debian's torch uses for its BLAS calls. Xvfb and xauth run the
+    # desktop application without a display for tools/screenshots.sh (the UI tests themselves use
+    # Qt's offscreen platform and need neither).
+    packages+=(python3 python3-torch python3-numpy libopenblas0-pthread xvfb xauth)
 elif [[ -n "${1:-}" ]]; then
     echo "usage: $0 [--test]" >&2
     exit 2

@@ -1,0 +1,126 @@
+#include "app/runs/run_scanner.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <exception>
+
+namespace towers::app {
+
+namespace {
+
+// The last complete JSON object line of a .jsonl file (reads only its tail: logs grow long).
+std::optional<QJsonObject> lastJsonLine(const QString& path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) return std::nullopt;
+    const qint64 tail = 64 * 1024;
+    if (f.size() > tail) f.seek(f.size() - tail);
+    const QList<QByteArray> lines = f.readAll().split('\n');
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+        const QByteArray line = it->trimmed();
+        if (line.isEmpty()) continue;
+        QJsonParseError error{};
+        const QJsonDocument doc = QJsonDocument::fromJson(line, &error);
+        if (error.error == QJsonParseError::NoError && doc.isObject()) return doc.object();
+    }
+    return std::nullopt;
+}
+
+void newer(QDateTime& current, const QString& path)
+{
+    const QFileInfo info(path);
+    if (info.exists() && (!current.isValid() || info.lastModified() > current))
+        current = info.lastModified();
+}
+
+} // namespace
+
+RunSummary readRun(const QString& folder)
+{
+    RunSummary r;
+    const QDir dir(folder);
+    r.folder = dir.absolutePath();
+    r.name = dir.dirName();
+    QFile config(dir.filePath(QStringLiteral("config.json")));
+    if (!config.open(QIODevice::ReadOnly)) {
+        r.problem =
+            QStringLiteral("%1: cannot read: %2").arg(config.fileName(), config.errorString());
+        return r;
+    }
+    r.configJson = QString::fromUtf8(config.readAll());
+    try {
+        r.config = engine::TrainConfig::fromJson(r.configJson.toStdString());
+    } catch (const std::exception& e) {
+        r.problem = QStringLiteral("%1: %2").arg(config.fileName(), QString::fromUtf8(e.what()));
+    }
+    newer(r.modified, config.fileName());
+
+    const QString metrics = dir.filePath(QStringLiteral("metrics.jsonl"));
+    if (const auto last = lastJsonLine(metrics)) {
+        r.lastStep = last->value(QStringLiteral("step")).toInteger();
+        r.lastLoss = last->value(QStringLiteral("loss")).toDouble();
+        r.lastEpoch = last->value(QStringLiteral("epoch")).toDouble();
+    }
+    newer(r.modified, metrics);
+    if (const auto eval = lastJsonLine(dir.filePath(QStringLiteral("eval.jsonl")))) {
+        r.accuracy = eval->value(QStringLiteral("precisionAt1")).toDouble();
+        r.accuracyStep = eval->value(QStringLiteral("step")).toInteger();
+    }
+    try {
+        // RunDirectory creates missing folders; only list when the checkpoints folder is there.
+        if (dir.exists(QStringLiteral("checkpoints"))) {
+            r.checkpoints = engine::RunDirectory(r.folder.toStdString()).checkpoints();
+            for (const auto& c : r.checkpoints)
+                newer(r.modified, QString::fromStdString(c.path.string()));
+        }
+    } catch (const std::exception& e) {
+        if (r.problem.isEmpty()) r.problem = QString::fromUtf8(e.what());
+    }
+    if (!r.checkpoints.empty()) r.lastStep = std::max(r.lastStep, r.checkpoints.back().step);
+    return r;
+}
+
+std::vector<RunSummary> scanRuns(const QString& runsDir)
+{
+    std::vector<RunSummary> runs;
+    const QDir dir(runsDir);
+    for (const QFileInfo& sub : dir.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        if (!QFileInfo::exists(sub.absoluteFilePath() + QStringLiteral("/config.json"))) continue;
+        runs.push_back(readRun(sub.absoluteFilePath()));
+    }
+    std::stable_sort(runs.begin(), runs.end(), [](const RunSummary& a, const RunSummary& b) {
+        return a.modified != b.modified ? a.modified > b.modified : a.name < b.name;
+    });
+    return runs;
+}
+
+RunCurves readRunCurves(const QString& folder)
+{
+    RunCurves c;
+    auto forEachLine = [](const QString& path, auto&& fn) {
+        QFile f(path);
+        if (!f.open(QIODevice::ReadOnly)) return;
+        while (!f.atEnd()) {
+            const QByteArray line = f.readLine().trimmed();
+            if (line.isEmpty()) continue;
+            const QJsonDocument doc = QJsonDocument::fromJson(line);
+            if (doc.isObject()) fn(doc.object());
+        }
+    };
+    const QDir dir(folder);
+    forEachLine(dir.filePath(QStringLiteral("metrics.jsonl")), [&](const QJsonObject& o) {
+        c.steps << double(o.value(QStringLiteral("step")).toInteger());
+        c.loss << o.value(QStringLiteral("loss")).toDouble();
+    });
+    forEachLine(dir.filePath(QStringLiteral("eval.jsonl")), [&](const QJsonObject& o) {
+        c.evalSteps << double(o.value(QStringLiteral("step")).toInteger());
+        c.accuracy << o.value(QStringLiteral("precisionAt1")).toDouble();
+    });
+    return c;
+}
+
+} // namespace towers::app

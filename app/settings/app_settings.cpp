@@ -1,0 +1,103 @@
+#include "app/settings/app_settings.h"
+
+#include <QDir>
+
+#include "app/data/data_dirs.h"
+
+namespace towers::app {
+
+namespace {
+const QString kDataDir = QStringLiteral("paths/dataDir");
+const QString kRunsDir = QStringLiteral("paths/runsDir");
+const QString kDataset = QStringLiteral("data/dataset");
+const QString kLastConfig = QStringLiteral("train/lastConfig");
+const QString kGeometry = QStringLiteral("window/geometry");
+const QString kPage = QStringLiteral("window/page");
+} // namespace
+
+AppSettings::AppSettings()
+    : m_settings(std::make_unique<QSettings>(QStringLiteral("Towers"), QStringLiteral("towers")))
+{
+}
+
+AppSettings::AppSettings(const QString& iniFile)
+    : m_settings(std::make_unique<QSettings>(iniFile, QSettings::IniFormat))
+{
+}
+
+AppSettings::~AppSettings() = default;
+
+QString AppSettings::dataDir() const
+{
+    const QString dir = m_settings->value(kDataDir).toString();
+    return dir.isEmpty() ? defaultDataDir() : dir;
+}
+
+void AppSettings::setDataDir(const QString& dir)
+{
+    m_settings->setValue(kDataDir, dir);
+}
+
+QString AppSettings::runsDir() const
+{
+    const QString dir = m_settings->value(kRunsDir).toString();
+    return dir.isEmpty() ? defaultRunsDir() : dir;
+}
+
+void AppSettings::setRunsDir(const QString& dir)
+{
+    m_settings->setValue(kRunsDir, dir);
+}
+
+QString AppSettings::datasetName() const
+{
+    return m_settings->value(kDataset).toString();
+}
+
+void AppSettings::setDatasetName(const QString& name)
+{
+    m_settings->setValue(kDataset, name);
+}
+
+QString AppSettings::lastConfigJson() const
+{
+    return m_settings->value(kLastConfig).toString();
+}
+
+void AppSettings::setLastConfigJson(const QString& json)
+{
+    m_settings->setValue(kLastConfig, json);
+}
+
+QByteArray AppSettings::windowGeometry() const
+{
+    return m_settings->value(kGeometry).toByteArray();
+}
+
+void AppSettings::setWindowGeometry(const QByteArray& geometry)
+{
+    m_settings->setValue(kGeometry, geometry);
+}
+
+int AppSettings::lastPage() const
+{
+    return m_settings->value(kPage, 0).toInt();
+}
+
+void AppSettings::setLastPage(int page)
+{
+    m_settings->setValue(kPage, page);
+}
+
+void AppSettings::sync()
+{
+    m_settings->sync();
+}
+
+QString AppSettings::defaultRunsDir()
+{
+    const QString dir = app::defaultRunsDir(); // where towers-cli train puts runs
+    return dir.isEmpty() ? QDir::current().absoluteFilePath(QStringLiteral("towers-runs")) : dir;
+}
+
+} // namespace towers::app

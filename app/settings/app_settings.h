@@ -1,0 +1,53 @@
+#pragma once
+// What the desktop application remembers between sessions (QSettings): the data and runs
+// folders, the chosen dataset, the last run configuration, window geometry and page. Every value
+// has a sensible default, so a first start needs no setup.
+#include <QByteArray>
+#include <QSettings>
+#include <QString>
+
+#include <memory>
+
+namespace towers::app {
+
+class AppSettings
+{
+public:
+    // The user's settings (organisation "Towers", application "towers", native format).
+    AppSettings();
+    // Settings in an INI file (tests, --settings).
+    explicit AppSettings(const QString& iniFile);
+    ~AppSettings();
+
+    // Searched first for datasets and where downloads go; default: defaultDataDir().
+    QString dataDir() const;
+    void setDataDir(const QString& dir);
+    // The folder of run directories; default: defaultRunsDir().
+    QString runsDir() const;
+    void setRunsDir(const QString& dir);
+    // The dataset the Data page shows; empty until one is chosen (the Data page then takes the
+    // first dataset discovery finds).
+    QString datasetName() const;
+    void setDatasetName(const QString& name);
+    // The last run configuration as TrainConfig JSON; empty when none was saved.
+    QString lastConfigJson() const;
+    void setLastConfigJson(const QString& json);
+
+    QByteArray windowGeometry() const;
+    void setWindowGeometry(const QByteArray& geometry);
+    int lastPage() const;
+    void setLastPage(int page);
+
+    // Writes pending changes to storage now (QSettings also does so on its own).
+    void sync();
+    QString fileName() const { return m_settings->fileName(); }
+
+    // app::defaultRunsDir(), where towers-cli train puts its runs ($TOWERS_RUNS, else
+    // ~/.local/share/towers/runs), or ./towers-runs when no home folder is known.
+    static QString defaultRunsDir();
+
+private:
+    std::unique_ptr<QSettings> m_settings;
+};
+
+} // namespace towers::app

@@ -1,0 +1,79 @@
+#pragma once
+// The UI thread's handle on training: starts a TrainingWorker on its own QThread, forwards pause,
+// resume and stop as direct thread-safe calls, and drains the worker's MetricsBuffer on a short
+// single-shot timer, so however fast the trainer reports, eventsReady() fires at most every
+// kDrainIntervalMs (25 times a second) with everything that arrived since.
+#include <QElapsedTimer>
+#include <QObject>
+#include <QPointer>
+
+#include "app/train/metrics_buffer.h"
+#include "app/train/training_worker.h"
+
+class QThread;
+class QTimer;
+
+namespace towers::app {
+
+class TrainingController : public QObject
+{
+    Q_OBJECT
+public:
+    static constexpr int kDrainIntervalMs = 40;
+    enum class State
+    {
+        Idle,
+        Loading,
+        Running,
+        Paused,
+        Stopping
+    };
+    Q_ENUM(State)
+
+    explicit TrainingController(QObject* parent = nullptr);
+    // A running session is stopped (its checkpoint written) and waited for.
+    ~TrainingController() override;
+
+    // Starts a session; false (nothing happens) while one is active.
+    bool start(engine::SessionOptions options);
+    void pause();
+    void resume();
+    void stop();
+
+    State state() const { return m_state; }
+    bool isActive() const { return m_state != State::Idle; }
+    QString runDirectory() const { return m_runDirectory; }
+    qint64 startStep() const { return m_startStep; }
+    qint64 totalSteps() const { return m_totalSteps; }
+    // Drains so far (tests check the coalescing).
+    int drainCount() const { return m_drains; }
+
+    // Blocks (processing events) until the session has finished, up to `timeoutMs`; true when it
+    // did. For closing the window and for tests.
+    bool waitForFinished(int timeoutMs);
+
+signals:
+    void stateChanged(towers::app::TrainingController::State state);
+    void started(const QString& runDirectory, qint64 startStep, qint64 totalSteps);
+    void eventsReady(const towers::app::TrainingEvents& events);
+    // After the last eventsReady of the session.
+    void finished(towers::app::TrainingWorker::Outcome outcome, const QString& message);
+
+private:
+    void setState(State state);
+    void scheduleDrain();
+    void drain();
+    void onWorkerFinished(TrainingWorker::Outcome outcome, const QString& message);
+
+    MetricsBuffer m_buffer;
+    QThread* m_thread = nullptr;
+    QPointer<TrainingWorker> m_worker;
+    QTimer* m_drainTimer;
+    QElapsedTimer m_sinceDrain;
+    State m_state = State::Idle;
+    QString m_runDirectory;
+    qint64 m_startStep = 0, m_totalSteps = 0;
+    int m_drains = 0;
+};
+
+} // namespace towers::app

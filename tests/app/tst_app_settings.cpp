@@ -1,0 +1,62 @@
+// AppSettings: defaults without a file, values kept across instances (what a restart sees).
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "app/data/data_dirs.h"
+#include "app/settings/app_settings.h"
+
+using towers::app::AppSettings;
+
+class TestAppSettings : public QObject
+{
+    Q_OBJECT
+private slots:
+    void defaults()
+    {
+        QTemporaryDir dir;
+        qputenv("XDG_DATA_HOME", dir.filePath(QStringLiteral("xdg")).toUtf8());
+        qunsetenv("TOWERS_DATA");
+        AppSettings s(dir.filePath(QStringLiteral("s.ini")));
+        QCOMPARE(s.dataDir(), towers::app::defaultDataDir());
+        QCOMPARE(s.dataDir(), dir.filePath(QStringLiteral("xdg/towers/datasets")));
+        QCOMPARE(s.runsDir(), dir.filePath(QStringLiteral("xdg/towers/runs")));
+        QVERIFY(s.datasetName().isEmpty()); // the Data page picks the first dataset found
+        QVERIFY(s.lastConfigJson().isEmpty());
+        QCOMPARE(s.lastPage(), 0);
+        QVERIFY(s.windowGeometry().isEmpty());
+    }
+
+    void persistsAcrossInstances()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("s.ini"));
+        {
+            AppSettings s(file);
+            s.setDataDir(QStringLiteral("/data/sets"));
+            s.setRunsDir(QStringLiteral("/data/runs"));
+            s.setDatasetName(QStringLiteral("fashion-mnist"));
+            s.setLastConfigJson(QStringLiteral("{\"model\": \"fashion-fast\"}"));
+            s.setLastPage(3);
+            s.setWindowGeometry(QByteArray("\x01\x02\x03", 3));
+            s.sync();
+        }
+        AppSettings again(file);
+        QCOMPARE(again.dataDir(), QStringLiteral("/data/sets"));
+        QCOMPARE(again.runsDir(), QStringLiteral("/data/runs"));
+        QCOMPARE(again.datasetName(), QStringLiteral("fashion-mnist"));
+        QCOMPARE(again.lastConfigJson(), QStringLiteral("{\"model\": \"fashion-fast\"}"));
+        QCOMPARE(again.lastPage(), 3);
+        QCOMPARE(again.windowGeometry(), QByteArray("\x01\x02\x03", 3));
+    }
+
+    void emptyValueFallsBackToDefault()
+    {
+        QTemporaryDir dir;
+        AppSettings s(dir.filePath(QStringLiteral("s.ini")));
+        s.setRunsDir(QString());
+        QCOMPARE(s.runsDir(), AppSettings::defaultRunsDir());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestAppSettings)
+#include "tst_app_settings.moc"

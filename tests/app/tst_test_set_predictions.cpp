@@ -1,0 +1,98 @@
+// Whole-set predictions against the engine's own evaluation of the same checkpoint (a separate
+// path: evaluationBatch + evaluate): the same correct count and confusion matrix; cells list the
+// right examples; progress and cancel.
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <atomic>
+
+#include "app/inference/test_set_predictions.h"
+#include "dataset_files.h"
+#include "engine/models/registry.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/recipe.h"
+
+using namespace towers;
+
+class TestTestSetPredictions : public QObject
+{
+    Q_OBJECT
+    QTemporaryDir m_dir;
+    std::filesystem::path m_checkpoint;
+    engine::Dataset m_data;
+
+private slots:
+    void initTestCase()
+    {
+        const std::filesystem::path root = m_dir.path().toStdString();
+        test::writeIdxDataset(root / "mnist", 200, 300, 28, 28, false, 3);
+        m_data = engine::loadDataset("mnist", root / "mnist");
+        // A randomly initialised fashion-fast: its predictions are arbitrary but deterministic.
+        auto model = engine::createModel("fashion-fast", 7);
+        engine::CheckpointInfo info;
+        info.model = "fashion-fast";
+        info.dataset = "mnist";
+        info.classNames = m_data.classNames;
+        info.inputShape = model->inputShape();
+        info.preprocessing = engine::preprocessingFor("fashion-fast", m_data).toJson();
+        m_checkpoint = root / "ckpt.safetensors";
+        engine::writeCheckpoint(m_checkpoint, engine::makeCheckpoint(*model, info));
+    }
+
+    void agreesWithEngineEvaluation()
+    {
+        engine::Classifier classifier(m_checkpoint);
+        std::atomic<std::int64_t> done{0};
+        const auto p = app::classifyTestSet(classifier, m_data.test, nullptr, &done,
+                                            64); // chunks of 64: a partial last
+        QCOMPARE(done.load(), m_data.test.count);
+        QCOMPARE(p.examples(), m_data.test.count);
+        const engine::EvalResult oracle = classifier.evaluate(m_data.test, 100);
+        QCOMPARE(p.correct, oracle.correct);
+        QCOMPARE(p.numClasses, oracle.numClasses);
+        for (int t = 0; t < p.numClasses; ++t) {
+            QCOMPARE(p.classCounts[std::size_t(t)], oracle.classCounts[std::size_t(t)]);
+            for (int q = 0; q < p.numClasses; ++q)
+                QCOMPARE(p.confusion[std::size_t(t * p.numClasses + q)], oracle.confusionAt(t, q));
+        }
+        QCOMPARE(p.accuracy(), oracle.precisionAt1);
+        // Cells list exactly the examples with that truth and prediction.
+        std::int64_t listed = 0;
+        for (int t = 0; t < p.numClasses; ++t)
+            for (int q = 0; q < p.numClasses; ++q) {
+                const auto cell = p.cell(t, q);
+                QCOMPARE(std::int64_t(cell.size()), p.confusion[std::size_t(t * p.numClasses + q)]);
+                for (auto i : cell) {
+                    QCOMPARE(m_data.test.labels[std::size_t(i)], t);
+                    QCOMPARE(p.predicted[std::size_t(i)], q);
+                }
+                listed += std::int64_t(cell.size());
+            }
+        QCOMPARE(listed, m_data.test.count);
+    }
+
+    void cancelStopsEarly()
+    {
+        engine::Classifier classifier(m_checkpoint);
+        std::atomic<bool> cancel{true};
+        std::atomic<std::int64_t> done{0};
+        QVERIFY_THROWS_EXCEPTION(engine::Error,
+                                 app::classifyTestSet(classifier, m_data.test, &cancel, &done, 50));
+        QCOMPARE(done.load(), 0);
+    }
+
+    void wrongShapeIsRefused()
+    {
+        engine::Classifier classifier(m_checkpoint);
+        engine::ImageSet colour;
+        colour.count = 1;
+        colour.height = colour.width = 32;
+        colour.channels = 3;
+        colour.pixels.assign(32 * 32 * 3, 0);
+        colour.labels = {0};
+        QVERIFY_THROWS_EXCEPTION(engine::InvalidArgument, app::classifyTestSet(classifier, colour));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestTestSetPredictions)
+#include "tst_test_set_predictions.moc"

@@ -1,0 +1,169 @@
+// HyperparameterForm and ValidatedField: every model's default configuration survives the form
+// unchanged; typing is refused where the syntax is wrong; out-of-range values are refused at the
+// field with the reason, and the form says which field; rules between fields come from the
+// engine's own validation; the global batch, steps per epoch and the schedule plot follow the
+// towers, the batch and the training set size (the plot checked against LrSchedule::at).
+#include <QLabel>
+#include <QLineEdit>
+#include <QRadioButton>
+#include <QSpinBox>
+#include <QTest>
+
+#include "engine/models/registry.h"
+#include "engine/train/recipe.h"
+#include "ui/plots/plot_widget.h"
+#include "ui/widgets/hyperparameter_form.h"
+#include "ui/widgets/validated_field.h"
+#include <qcustomplot.h>
+
+using towers::ui::HyperparameterForm;
+using towers::ui::ValidatedField;
+namespace eng = towers::engine;
+
+namespace {
+void type(ValidatedField* f, const QString& text)
+{
+    f->lineEdit()->selectAll();
+    QTest::keyClick(f->lineEdit(), Qt::Key_Backspace);
+    QTest::keyClicks(f->lineEdit(), text);
+}
+} // namespace
+
+class TestHyperparameterForm : public QObject
+{
+    Q_OBJECT
+private slots:
+    void defaultsRoundTrip_data()
+    {
+        QTest::addColumn<QString>("model");
+        for (const auto& info : eng::modelRegistry())
+            QTest::newRow(info.name.c_str()) << QString::fromStdString(info.name);
+    }
+
+    void defaultsRoundTrip()
+    {
+        QFETCH(QString, model);
+        HyperparameterForm form;
+        const eng::TrainConfig c = eng::defaultConfigFor(model.toStdString());
+        form.setConfig(c);
+        QVERIFY2(form.isValid(), qPrintable(form.error()));
+        // Everything the form shows comes back the same: the JSON forms are equal.
+        QCOMPARE(QString::fromStdString(form.config().toJson()),
+                 QString::fromStdString(c.toJson()));
+    }
+
+    void fieldRefusesWithReason()
+    {
+        ValidatedField f(ValidatedField::Syntax::Decimal,
+                         ValidatedField::between(0, true, 1, false));
+        f.show();
+        QTest::keyClicks(f.lineEdit(), QStringLiteral("ab"));
+        QCOMPARE(f.text(), QString()); // not even typed
+        QVERIFY(!f.isValid());
+        QCOMPARE(f.error(), QStringLiteral("a value is needed"));
+        QTest::keyClicks(f.lineEdit(), QStringLiteral("1.5"));
+        QCOMPARE(f.text(), QStringLiteral("1.5"));
+        QCOMPARE(f.error(), QStringLiteral("must be in (0, 1]"));
+        auto* message = f.findChild<QLabel*>();
+        QVERIFY(message->isVisible());
+        QVERIFY(message->text().contains(QStringLiteral("must be in (0, 1]")));
+        type(&f, QStringLiteral("1e-3"));
+        QVERIFY(f.isValid());
+        QCOMPARE(f.value(), 1e-3);
+        QVERIFY(!message->isVisible());
+        f.setExternalError(QStringLiteral("must not exceed the learning rate"));
+        QVERIFY(!f.isValid());
+        f.setExternalError({});
+        QVERIFY(f.isValid());
+
+        ValidatedField list(ValidatedField::Syntax::IntegerList,
+                            ValidatedField::increasingPositive());
+        list.setText(QStringLiteral("30, 60,90"));
+        QVERIFY(list.isValid());
+        QCOMPARE(list.integers(), (QList<qint64>{30, 60, 90}));
+        list.setText(QStringLiteral("30, 20"));
+        QCOMPARE(list.error(), QStringLiteral("epochs must increase"));
+    }
+
+    void formSaysWhichField()
+    {
+        HyperparameterForm form;
+        form.setConfig(eng::defaultConfigFor("fashion-fast"));
+        form.show();
+        type(form.field(QStringLiteral("lr")), QStringLiteral("0"));
+        QVERIFY(!form.isValid());
+        QVERIFY2(form.error().startsWith(QStringLiteral("learning rate: ")),
+                 qPrintable(form.error()));
+        type(form.field(QStringLiteral("lr")), QStringLiteral("0.05"));
+        QVERIFY2(form.isValid(), qPrintable(form.error()));
+        QCOMPARE(form.config().schedule.lr, 0.05);
+
+        // Only the fields that apply count: momentum is ignored by Adam (and keeps its last good
+        // value in the configuration).
+        eng::TrainConfig adam = eng::defaultConfigFor("mnist-convnet");
+        form.setConfig(adam);
+        QVERIFY(!form.field(QStringLiteral("momentum"))->isEnabled());
+        form.field(QStringLiteral("momentum"))->setText(QStringLiteral("7"));
+        type(form.field(QStringLiteral("lr")), QStringLiteral("0.002"));
+        QVERIFY(!form.field(QStringLiteral("momentum"))->isValid());
+        QVERIFY2(form.isValid(), qPrintable(form.error()));
+        QCOMPARE(form.config().optimizer.momentum, adam.optimizer.momentum);
+        QCOMPARE(form.config().schedule.lr, 0.002);
+
+        // A rule between fields: the cosine schedule's final rate above the rate.
+        eng::TrainConfig cos = eng::defaultConfigFor("fashion-fast");
+        cos.schedule.kind = eng::LrSchedule::Kind::Cosine;
+        cos.schedule.minLr = 0.01;
+        form.setConfig(cos);
+        QVERIFY(form.isValid());
+        type(form.field(QStringLiteral("minLr")), QStringLiteral("0.5"));
+        QVERIFY(!form.isValid());
+        QVERIFY(form.error().contains(QStringLiteral("final rate")));
+    }
+
+    void batchEpochsAndSchedulePlot()
+    {
+        HyperparameterForm form;
+        eng::TrainConfig c =
+            eng::defaultConfigFor("fashion-fast"); // one-cycle, batch 64, 10 epochs
+        form.setConfig(c);
+        form.setTowers(2);
+        QCOMPARE(form.stepsPerEpoch(), 0); // the set size is unknown yet
+        QCOMPARE(form.totalSteps(), 0);
+        form.setTrainingSetSize(60000);
+        QCOMPARE(form.stepsPerEpoch(), 60000 / 128);
+        QCOMPARE(form.totalSteps(), std::int64_t(10 * (60000 / 128)));
+        bool globalShown = false;
+        for (auto* l : form.findChildren<QLabel*>())
+            globalShown = globalShown || l->text().contains(QStringLiteral("<b>128</b>"));
+        QVERIFY(globalShown);
+
+        auto* graph = form.schedulePlot()->customPlot()->graph(0);
+        QVERIFY(graph->dataCount() > 100);
+        const eng::TrainConfig now = form.config();
+        for (int i = 0; i < graph->dataCount(); i += 37) {
+            const auto point = graph->data()->at(i);
+            QCOMPARE(point->value, now.schedule.at(std::int64_t(point->key), form.stepsPerEpoch(),
+                                                   form.totalSteps()));
+        }
+        // The peak of one-cycle is the learning rate.
+        double peak = 0;
+        for (int i = 0; i < graph->dataCount(); ++i)
+            peak = std::max(peak, graph->data()->at(i)->value);
+        QVERIFY(std::abs(peak - 0.1) < 1e-3);
+
+        // Steps instead of epochs.
+        form.findChildren<QRadioButton*>().at(0)->setChecked(true); // "steps"
+        type(form.field(QStringLiteral("steps")), QStringLiteral("1234"));
+        QCOMPARE(form.totalSteps(), 1234);
+        QCOMPARE(form.config().steps, 1234);
+        QCOMPARE(form.config().epochs, 0.0);
+        auto* batch = form.findChild<QSpinBox*>();
+        batch->setValue(100);
+        QCOMPARE(form.config().batchPerTower, 100);
+        QCOMPARE(form.stepsPerEpoch(), 60000 / 200);
+    }
+};
+
+QTEST_MAIN(TestHyperparameterForm)
+#include "tst_hyperparameter_form.moc"

@@ -1,0 +1,145 @@
+// PlotWidget: series and points, axes that follow the data, replots coalesced to at most one per
+// kMinReplotIntervalMs however fast points arrive, no replot while hidden, palette-following
+// colours.
+#include <QElapsedTimer>
+#include <QTest>
+#include <qcustomplot.h>
+
+#include <cmath>
+
+#include "ui/plots/plot_theme.h"
+#include "ui/plots/plot_widget.h"
+#include "ui_test_support.h"
+
+using towers::ui::PlotWidget;
+
+class TestPlotWidget : public QObject
+{
+    Q_OBJECT
+private slots:
+    void seriesAndPoints()
+    {
+        PlotWidget w(QStringLiteral("loss"));
+        QCOMPARE(w.title(), QStringLiteral("loss"));
+        const int raw = w.addSeries(QStringLiteral("raw"));
+        const int smooth = w.addSeries(QStringLiteral("smoothed"));
+        QCOMPARE(raw, 0);
+        QCOMPARE(smooth, 1);
+        QCOMPARE(w.seriesCount(), 2);
+        QCOMPARE(w.seriesName(1), QStringLiteral("smoothed"));
+        QVERIFY(std::isnan(w.lastValue(raw)));
+        w.addPoint(raw, 1, 2.5);
+        w.addPoints(raw, {2, 3}, {2.0, 1.5});
+        QCOMPARE(w.pointCount(raw), 3);
+        QCOMPARE(w.lastValue(raw), 1.5);
+        QCOMPARE(w.pointCount(smooth), 0);
+        w.setData(smooth, {1, 2}, {9, 8});
+        QCOMPARE(w.pointCount(smooth), 2);
+        w.clearData();
+        QCOMPARE(w.pointCount(raw), 0);
+        QCOMPARE(w.seriesCount(), 2);
+        w.clearSeries();
+        QCOMPARE(w.seriesCount(), 0);
+    }
+
+    void axesFollowTheData()
+    {
+        PlotWidget w;
+        w.resize(400, 300);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        const int s = w.addSeries(QStringLiteral("a"));
+        w.addPoints(s, {10, 20, 30}, {5, 10, 7});
+        w.replotNow();
+        const QCPRange x = w.customPlot()->xAxis->range();
+        const QCPRange y = w.customPlot()->yAxis->range();
+        QVERIFY(x.lower <= 10 && x.upper >= 30);
+        QVERIFY(y.lower <= 5 && y.upper >= 10);
+        QVERIFY(y.upper < 12); // a margin, not an arbitrary range
+        w.setYRange(0, 1);
+        w.replotNow();
+        QCOMPARE(w.customPlot()->yAxis->range().lower, 0.0);
+        QCOMPARE(w.customPlot()->yAxis->range().upper, 1.0);
+    }
+
+    void replotsAreCoalesced()
+    {
+        PlotWidget w;
+        w.resize(400, 300);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        const int s = w.addSeries(QStringLiteral("loss"));
+        QTRY_VERIFY(w.replotCount() >= 1); // the first request redraws promptly
+        const int before = w.replotCount();
+        QElapsedTimer clock;
+        clock.start();
+        int points = 0;
+        // Points as fast as they come for 600 ms, the event loop running in between.
+        while (clock.elapsed() < 600) {
+            for (int i = 0; i < 20; ++i, ++points) w.addPoint(s, points, std::sin(points * 0.01));
+            QCoreApplication::processEvents();
+        }
+        const qint64 elapsed = clock.elapsed();
+        QTest::qWait(2 * PlotWidget::kMinReplotIntervalMs);
+        const int replots = w.replotCount() - before;
+        QVERIFY2(points > 1000, qPrintable(QString::number(points)));
+        QVERIFY(replots >= 1);
+        // At most one redraw per interval (plus the trailing one).
+        QVERIFY2(replots <= elapsed / PlotWidget::kMinReplotIntervalMs + 2,
+                 qPrintable(QStringLiteral("%1 replots in %2 ms").arg(replots).arg(elapsed)));
+        QCOMPARE(w.pointCount(s), points);
+    }
+
+    void noReplotWhileHidden()
+    {
+        PlotWidget w;
+        const int s = w.addSeries(QStringLiteral("a"));
+        for (int i = 0; i < 100; ++i) w.addPoint(s, i, i);
+        QTest::qWait(3 * PlotWidget::kMinReplotIntervalMs);
+        QCOMPARE(w.replotCount(), 0);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QTRY_COMPARE(w.replotCount(), 1);
+    }
+
+    void followsThePalette()
+    {
+        PlotWidget w;
+        const int s = w.addSeries(QStringLiteral("a"));
+        const QColor lightSeries = w.customPlot()->graph(s)->pen().color();
+        QCOMPARE(w.customPlot()->xAxis->tickLabelColor(), w.palette().color(QPalette::WindowText));
+
+        const QPalette dark = towers::test::darkPalette();
+        w.setPalette(dark);
+        QCOMPARE(w.customPlot()->xAxis->tickLabelColor(), dark.color(QPalette::WindowText));
+        QCOMPARE(w.customPlot()->yAxis->basePen().color(), dark.color(QPalette::WindowText));
+        QCOMPARE(w.customPlot()->legend->textColor(), dark.color(QPalette::Text));
+        // The background is the palette's base: render and look at a corner pixel.
+        w.resize(300, 200);
+        const QImage shot = w.customPlot()->toPixmap(300, 200).toImage();
+        QCOMPARE(QColor(shot.pixel(2, 2)), dark.color(QPalette::Base));
+        // Series colours are lightened on a dark background so they keep their contrast.
+        const QColor darkSeries = w.customPlot()->graph(s)->pen().color();
+        QVERIFY(darkSeries.lightness() > lightSeries.lightness());
+        QVERIFY(towers::ui::isDarkPalette(dark));
+        QVERIFY(!towers::ui::isDarkPalette(QPalette(Qt::white)));
+    }
+
+    void emptyMessage()
+    {
+        PlotWidget w;
+        w.resize(300, 200);
+        w.setEmptyMessage(QStringLiteral("no sensor readable"));
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto* label = w.findChild<QLabel*>();
+        QVERIFY(label);
+        QVERIFY(label->isVisible());
+        const int s = w.addSeries(QStringLiteral("a"));
+        w.addPoint(s, 0, 1);
+        QVERIFY(!label->isVisible());
+    }
+};
+
+QTEST_MAIN(TestPlotWidget)
+#include "tst_plot_widget.moc"

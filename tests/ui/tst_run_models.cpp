@@ -1,0 +1,112 @@
+// The item models of the Runs and Classify pages (run list, checkpoints, per-class accuracy):
+// consistent as item models, and showing what their data says.
+#include <QAbstractItemModelTester>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "ui/models/checkpoint_list_model.h"
+#include "ui/models/class_accuracy_model.h"
+#include "ui/models/run_list_model.h"
+
+using namespace towers;
+
+class TestRunModels : public QObject
+{
+    Q_OBJECT
+private slots:
+    void runList()
+    {
+        ui::RunListModel model;
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+        std::vector<app::RunSummary> runs(2);
+        runs[0].folder = QStringLiteral("/r/a");
+        runs[0].name = QStringLiteral("a");
+        runs[0].config = engine::TrainConfig{};
+        runs[0].config->model = "fashion-fast";
+        runs[0].config->dataset = "mnist";
+        runs[0].config->steps = 500;
+        runs[0].lastStep = 250;
+        runs[0].accuracy = 0.9123;
+        runs[0].checkpoints = {{100, "/r/a/checkpoints/ckpt-00000100.safetensors"}};
+        runs[1].folder = QStringLiteral("/r/b");
+        runs[1].name = QStringLiteral("b");
+        runs[1].problem = QStringLiteral("config.json: bad");
+        model.setRuns(runs);
+        QCOMPARE(model.rowCount(), 2);
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Model)).toString(),
+                 QStringLiteral("fashion-fast"));
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Steps)).toString(),
+                 QStringLiteral("250 / 500"));
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Accuracy)).toString(),
+                 QStringLiteral("91.23 %"));
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Checkpoints), Qt::EditRole).toInt(),
+                 1);
+        QCOMPARE(model.data(model.index(1, ui::RunListModel::Accuracy)).toString(),
+                 QStringLiteral("–"));
+        QCOMPARE(model.data(model.index(1, ui::RunListModel::Run), Qt::ToolTipRole).toString(),
+                 QStringLiteral("config.json: bad"));
+        QCOMPARE(model.rowOf(QStringLiteral("/r/b/")), 1);
+        QCOMPARE(model.rowOf(QStringLiteral("/r/c")), -1);
+        QCOMPARE(model.run(5), nullptr);
+        model.setRuns({});
+        QCOMPARE(model.rowCount(), 0);
+    }
+
+    void checkpoints()
+    {
+        QTemporaryDir dir;
+        std::vector<engine::CheckpointFile> files;
+        for (int s : {100, 200, 300}) {
+            const QString p =
+                dir.filePath(QStringLiteral("ckpt-%1.safetensors").arg(s, 8, 10, QLatin1Char('0')));
+            QFile f(p);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(QByteArray(s, 'x'));
+            files.push_back({s, p.toStdString()});
+        }
+        ui::CheckpointListModel model;
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setCheckpoints(files);
+        QCOMPARE(model.rowCount(), 3);
+        QCOMPARE(
+            model.data(model.index(0, ui::CheckpointListModel::Step), Qt::EditRole).toLongLong(),
+            300); // newest first
+        QCOMPARE(
+            model.data(model.index(2, ui::CheckpointListModel::Size), Qt::EditRole).toLongLong(),
+            100);
+        QCOMPARE(model.path(1), QString::fromStdString(files[1].path.string()));
+        QCOMPARE(model.data(model.index(0, ui::CheckpointListModel::File)).toString(),
+                 QStringLiteral("ckpt-00000300.safetensors"));
+        QVERIFY(model.path(3).isEmpty());
+    }
+
+    void classAccuracy()
+    {
+        app::TestSetPredictions p;
+        p.numClasses = 3;
+        p.classCounts = {10, 5, 0};
+        p.classCorrect = {9, 1, 0};
+        ui::ClassAccuracyModel model;
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setResults({QStringLiteral("cat"), QStringLiteral("dog")},
+                         p); // a name missing: its number
+        QCOMPARE(model.rowCount(), 3);
+        QCOMPARE(model.data(model.index(2, ui::ClassAccuracyModel::Class)).toString(),
+                 QStringLiteral("2"));
+        QCOMPARE(model.data(model.index(0, ui::ClassAccuracyModel::Accuracy)).toString(),
+                 QStringLiteral("90.0 %"));
+        QCOMPARE(
+            model.data(model.index(1, ui::ClassAccuracyModel::Accuracy), Qt::EditRole).toDouble(),
+            0.2);
+        QCOMPARE(model.data(model.index(2, ui::ClassAccuracyModel::Accuracy)).toString(),
+                 QStringLiteral("–"));
+        model.clear();
+        QCOMPARE(model.rowCount(), 0);
+    }
+};
+
+QTEST_MAIN(TestRunModels)
+#include "tst_run_models.moc"

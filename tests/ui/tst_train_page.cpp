@@ -1,0 +1,164 @@
+// TrainPage on real tiny runs: Start is refused with the reason while the configuration is not
+// usable; a run fills the loss, accuracy, speed and learning-rate plots with exactly the reported
+// points while redrawing at most 25 times a second; the buttons follow the state; the log holds
+// the trainer's lines; a failure reaches errorOccurred.
+#include <QElapsedTimer>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "training_fixture.h"
+#include "ui/pages/train_page.h"
+#include "ui/plots/plot_widget.h"
+
+using towers::ui::TrainPage;
+namespace tt = towers::test;
+
+namespace {
+std::filesystem::path fs(const QString& p)
+{
+    return std::filesystem::path(p.toStdString());
+}
+QPushButton* button(TrainPage& page, const QString& text)
+{
+    for (auto* b : page.findChildren<QPushButton*>())
+        if (b->text().remove(QLatin1Char('&')) == text) return b;
+    return nullptr;
+}
+} // namespace
+
+class TestTrainPage : public QObject
+{
+    Q_OBJECT
+    QTemporaryDir m_data;
+
+private slots:
+    void initTestCase() { tt::writeTinyMnist(fs(m_data.path())); }
+
+    void startIsRefusedWithReason()
+    {
+        TrainPage page;
+        page.setOptionsProvider(
+            [](QString* error) -> std::optional<towers::engine::SessionOptions> {
+                *error = QStringLiteral("learning rate: must be greater than 0");
+                return std::nullopt;
+            });
+        auto* start = button(page, QStringLiteral("Start"));
+        QVERIFY(start);
+        QVERIFY(!start->isEnabled());
+        QVERIFY(start->toolTip().contains(QStringLiteral("learning rate: must be greater than 0")));
+        QVERIFY(page.statusText().contains(QStringLiteral("learning rate")));
+    }
+
+    void runFillsThePlots()
+    {
+        QTemporaryDir runs;
+        TrainPage page;
+        page.resize(1000, 700);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        const auto options =
+            tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 40, 2, 20);
+        page.setOptionsProvider([options](QString*) { return std::optional(options); });
+        auto* start = button(page, QStringLiteral("Start"));
+        QVERIFY(start->isEnabled());
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        QSignalSpy towerTimes(&page, &TrainPage::towerTimes);
+        const int replotsBefore = page.lossPlot()->replotCount();
+        QElapsedTimer clock;
+        clock.start();
+        QTest::mouseClick(start, Qt::LeftButton);
+        QVERIFY(page.isActive());
+        QVERIFY(!start->isEnabled());
+        QVERIFY(button(page, QStringLiteral("Stop"))->isEnabled());
+        QVERIFY(finished.wait(60000));
+        const qint64 elapsed = clock.elapsed();
+        QCOMPARE(finished.at(0).at(0).value<towers::app::TrainingWorker::Outcome>(),
+                 towers::app::TrainingWorker::Outcome::Finished);
+        QTest::qWait(2 * 40); // the last coalesced redraw
+        // Every logged step is a point; both evaluations are on the accuracy plot.
+        QCOMPARE(page.lossPlot()->pointCount(0), 40);
+        QCOMPARE(page.lossPlot()->pointCount(1), 40);
+        QCOMPARE(page.lrPlot()->pointCount(0), 40);
+        QCOMPARE(page.accuracyPlot()->pointCount(0), 2);
+        QCOMPARE(page.speedPlot()->seriesCount(), 3); // total + two towers
+        QCOMPARE(page.speedPlot()->pointCount(2), 40);
+        QCOMPARE(page.history().lastStep(), 40);
+        QCOMPARE(page.lossPlot()->lastValue(0), page.history().loss().back());
+        QVERIFY(towerTimes.count() >= 1);
+        QCOMPARE(towerTimes.last().at(1).value<std::vector<double>>().size(), std::size_t(2));
+        const int replots = page.lossPlot()->replotCount() - replotsBefore;
+        QVERIFY2(replots <= elapsed / towers::ui::PlotWidget::kMinReplotIntervalMs + 2,
+                 qPrintable(QStringLiteral("%1 redraws in %2 ms").arg(replots).arg(elapsed)));
+        QVERIFY(page.logView()->toPlainText().contains(QStringLiteral("step 40, loss = ")));
+        QVERIFY(page.statusText().contains(QStringLiteral("Finished")));
+        QVERIFY(start->isEnabled());
+        QVERIFY(!button(page, QStringLiteral("Stop"))->isEnabled());
+        QCOMPARE(page.runDirectory(), runs.filePath(QStringLiteral("r")));
+    }
+
+    void pauseResumeStopButtons()
+    {
+        QTemporaryDir runs;
+        TrainPage page;
+        const auto options =
+            tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 100000, 1);
+        page.setOptionsProvider([options](QString*) { return std::optional(options); });
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        page.start();
+        QTRY_VERIFY_WITH_TIMEOUT(page.history().lastStep() >= 2, 30000);
+        auto* pause = button(page, QStringLiteral("Pause"));
+        QVERIFY(pause);
+        QTest::mouseClick(pause, Qt::LeftButton);
+        QCOMPARE(page.controller()->state(), towers::app::TrainingController::State::Paused);
+        QCOMPARE(pause->text().remove(QLatin1Char('&')), QStringLiteral("Resume"));
+        QTest::mouseClick(pause, Qt::LeftButton);
+        QCOMPARE(page.controller()->state(), towers::app::TrainingController::State::Running);
+        QTest::mouseClick(button(page, QStringLiteral("Stop")), Qt::LeftButton);
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(finished.at(0).at(0).value<towers::app::TrainingWorker::Outcome>(),
+                 towers::app::TrainingWorker::Outcome::Stopped);
+        QVERIFY(page.statusText().contains(QStringLiteral("Stopped at step")));
+    }
+
+    void divergedLossIsReported()
+    {
+        QTemporaryDir runs;
+        TrainPage page;
+        auto options =
+            tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 500, 1);
+        options.config.schedule.lr = 1e9; // blows up within a few steps
+        page.setOptionsProvider([options](QString*) { return std::optional(options); });
+        QSignalSpy errors(&page, &TrainPage::errorOccurred);
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        page.start();
+        QVERIFY(finished.wait(60000));
+        QCOMPARE(finished.at(0).at(0).value<towers::app::TrainingWorker::Outcome>(),
+                 towers::app::TrainingWorker::Outcome::Failed);
+        QCOMPARE(errors.count(), 1);
+        const QString message = errors.at(0).at(0).toString();
+        QVERIFY2(message.contains(QStringLiteral("diverged")), qPrintable(message));
+        QVERIFY(page.logView()->toPlainText().contains(QStringLiteral("diverged")));
+    }
+
+    void failureIsReported()
+    {
+        QTemporaryDir runs, empty;
+        TrainPage page;
+        const auto options =
+            tt::tinyRun(fs(empty.path()), fs(runs.filePath(QStringLiteral("r"))), 10);
+        page.setOptionsProvider([options](QString*) { return std::optional(options); });
+        QSignalSpy errors(&page, &TrainPage::errorOccurred);
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        page.start();
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(errors.count(), 1);
+        QVERIFY(errors.at(0).at(0).toString().contains(QStringLiteral("mnist")));
+        QVERIFY(page.statusText().startsWith(QStringLiteral("Failed")));
+    }
+};
+
+QTEST_MAIN(TestTrainPage)
+#include "tst_train_page.moc"

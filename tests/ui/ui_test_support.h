@@ -1,0 +1,20 @@
+#pragma once
+// Helpers shared by the UI tests.
+#include <QPalette>
+#include <QString>
+
+#include <filesystem>
+
+namespace towers::test {
+
+// A dark palette (what a dark desktop theme gives), to check that widgets follow the palette.
+QPalette darkPalette();
+// A temporary settings file path inside `dir`.
+QString settingsFile(const QString& dir);
+// std::filesystem::path of a QString path.
+inline std::filesystem::path fsPath(const QString& p)
+{
+    return std::filesystem::path(p.toStdString());
+}
+
+} // namespace towers::test

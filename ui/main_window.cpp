@@ -1,0 +1,431 @@
+#include "ui/main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDateTime>
+#include <QDir>
+#include <QDockWidget>
+#include <QHBoxLayout>
+#include <QListWidget>
+#include <QMessageBox>
+#include <QPlainTextEdit>
+#include <QStackedWidget>
+#include <QStyle>
+#include <QVBoxLayout>
+
+#include "app/cli/command.h"
+#include "app/settings/app_settings.h"
+#include "engine/train/recipe.h"
+#include "engine/train/run_directory.h"
+#include "ui/models/device_model.h"
+#include "ui/pages/classify_page.h"
+#include "ui/pages/data_page.h"
+#include "ui/pages/devices_page.h"
+#include "ui/pages/model_page.h"
+#include "ui/pages/runs_page.h"
+#include "ui/pages/train_page.h"
+#include "ui/plots/plot_theme.h"
+#include "ui/widgets/error_banner.h"
+#include "ui/widgets/hyperparameter_form.h"
+
+namespace towers::ui {
+
+namespace {
+// Some of the style's standard icons are black glyphs (the media icons): on a dark palette they
+// are drawn in the palette's text colour instead, so they stay visible.
+QIcon paletteIcon(QStyle::StandardPixmap which)
+{
+    const QIcon icon = QApplication::style()->standardIcon(which);
+    const QPalette palette = QApplication::palette();
+    if (!isDarkPalette(palette)) return icon;
+    QImage image = icon.pixmap(32, 32).toImage().convertToFormat(QImage::Format_ARGB32);
+    qint64 lightness = 0, opaque = 0;
+    for (int y = 0; y < image.height(); ++y)
+        for (int x = 0; x < image.width(); ++x) {
+            const QColor c = image.pixelColor(x, y);
+            if (c.alpha() < 128) continue;
+            lightness += c.lightness();
+            ++opaque;
+        }
+    if (opaque == 0 || lightness / opaque > 80) return icon; // coloured or light: fine as it is
+    const QColor text = palette.color(QPalette::WindowText);
+    for (int y = 0; y < image.height(); ++y)
+        for (int x = 0; x < image.width(); ++x) {
+            QColor c = text;
+            c.setAlpha(image.pixelColor(x, y).alpha());
+            image.setPixelColor(x, y, c);
+        }
+    return QIcon(QPixmap::fromImage(image));
+}
+} // namespace
+
+MainWindow::MainWindow(app::AppSettings& settings, QWidget* parent)
+    : QMainWindow(parent), m_settings(settings), m_banner(new ErrorBanner(this)),
+      m_sidebar(new QListWidget(this)), m_stack(new QStackedWidget(this)),
+      m_log(new QPlainTextEdit(this))
+{
+    setWindowTitle(tr("Towers"));
+    auto* central = new QWidget(this);
+    auto* outer = new QVBoxLayout(central);
+    outer->setContentsMargins(6, 6, 6, 6);
+    outer->addWidget(m_banner);
+    auto* row = new QHBoxLayout;
+    m_sidebar->setFocusPolicy(Qt::StrongFocus);
+    m_sidebar->setIconSize(QSize(20, 20));
+    m_sidebar->setSpacing(2);
+    row->addWidget(m_sidebar);
+    row->addWidget(m_stack, 1);
+    outer->addLayout(row, 1);
+    setCentralWidget(central);
+
+    m_log->setReadOnly(true);
+    m_log->setMaximumBlockCount(5000);
+    m_log->setLineWrapMode(QPlainTextEdit::NoWrap);
+    auto* dock = new QDockWidget(tr("Log"), this);
+    dock->setObjectName(QStringLiteral("logDock"));
+    dock->setWidget(m_log);
+    dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable);
+    addDockWidget(Qt::BottomDockWidgetArea, dock);
+    resizeDocks({dock}, {90}, Qt::Vertical);
+
+    buildPages();
+    restoreConfig();
+    connectPages();
+
+    connect(m_sidebar, &QListWidget::currentRowChanged, m_stack, &QStackedWidget::setCurrentIndex);
+    connect(m_sidebar, &QListWidget::currentRowChanged, this,
+            [this](int p) { m_settings.setLastPage(p); });
+    for (int p = 0; p < PageCount; ++p) {
+        auto* action = new QAction(this);
+        action->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + p)));
+        connect(action, &QAction::triggered, this, [this, p] { showPage(p); });
+        addAction(action);
+    }
+    m_sidebar->setFixedWidth(
+        std::max(m_sidebar->sizeHintForColumn(0) + 2 * m_sidebar->frameWidth() + 12, 140));
+
+    if (!restoreGeometry(m_settings.windowGeometry())) resize(1280, 800);
+    showPage(std::clamp(m_settings.lastPage(), 0, PageCount - 1));
+    appendLog(tr("Towers %1 started").arg(QStringLiteral(TOWERS_VERSION)));
+}
+
+MainWindow::~MainWindow() = default;
+
+QString MainWindow::pageTitle(int page)
+{
+    switch (page) {
+    case Data:
+        return tr("Data");
+    case Model:
+        return tr("Model && hyperparameters");
+    case Devices:
+        return tr("Devices");
+    case Train:
+        return tr("Train");
+    case Runs:
+        return tr("Runs && checkpoints");
+    case Classify:
+        return tr("Classify");
+    default:
+        return {};
+    }
+}
+
+void MainWindow::buildPages()
+{
+    m_data = new DataPage(m_settings, m_stack);
+    m_model = new ModelPage(m_stack);
+    m_devices = new DevicesPage(m_stack);
+    m_train = new TrainPage(m_stack);
+    m_runs = new RunsPage(m_settings, m_stack);
+    m_classify = new ClassifyPage(m_stack);
+    const QStyle::StandardPixmap icons[] = {
+        QStyle::SP_DirOpenIcon, QStyle::SP_FileDialogDetailedView, QStyle::SP_ComputerIcon,
+        QStyle::SP_MediaPlay,   QStyle::SP_FileDialogListView,     QStyle::SP_DialogApplyButton};
+    QWidget* pages[] = {m_data, m_model, m_devices, m_train, m_runs, m_classify};
+    for (int p = 0; p < PageCount; ++p) {
+        m_stack->addWidget(pages[p]);
+        auto* item = new QListWidgetItem(
+            paletteIcon(icons[p]), pageTitle(p).replace(QStringLiteral("&&"), QStringLiteral("&")));
+        item->setToolTip(tr("%1 (Ctrl+%2)").arg(item->text()).arg(p + 1));
+        m_sidebar->addItem(item);
+    }
+}
+
+void MainWindow::restoreConfig()
+{
+    // The last configuration, or the chosen model's defaults.
+    m_restoring = true;
+    std::optional<engine::TrainConfig> last;
+    if (const QString json = m_settings.lastConfigJson(); !json.isEmpty()) {
+        try {
+            last = engine::TrainConfig::fromJson(json.toStdString());
+        } catch (const std::exception& e) {
+            appendLog(
+                tr("The saved configuration was not used: %1").arg(QString::fromUtf8(e.what())));
+        }
+    }
+    if (!last) {
+        std::string model = m_model->modelName().toStdString();
+        try {
+            model = engine::defaultModelFor(m_data->datasetName().toStdString());
+        } catch (const std::exception&) {
+        }
+        last = engine::defaultConfigFor(model);
+    }
+    m_model->setModelName(QString::fromStdString(last->model));
+    m_devices->setTowers(last->towers);
+    m_devices->setThreadsPerTower(last->threadsPerTower);
+    m_model->form()->setConfig(*last);
+    m_model->form()->setTowers(last->towers);
+    m_restoring = false;
+}
+
+void MainWindow::connectPages()
+{
+    auto* form = m_model->form();
+    m_data->setRecipeProvider([this](const engine::Dataset& d) {
+        return std::optional<engine::Preprocessing>(
+            engine::preprocessingFor(m_model->modelName().toStdString(), d));
+    });
+    connect(m_data, &DataPage::errorOccurred, this, &MainWindow::showError);
+    connect(m_data, &DataPage::logMessage, this, &MainWindow::appendLog);
+    connect(m_data, &DataPage::datasetLoaded, this, &MainWindow::onDatasetLoaded);
+    connect(m_data, &DataPage::datasetChanged, this, &MainWindow::configChanged);
+    connect(m_data, &DataPage::dataDirChanged, this, &MainWindow::configChanged);
+    connect(m_data, &DataPage::scanFinished, this, [this, form](bool found) {
+        form->setTrainingSetSize(found ? m_data->found()->trainCount : 0);
+        configChanged();
+    });
+    connect(m_model, &ModelPage::modelChanged, this, &MainWindow::onModelChosen);
+    connect(form, &HyperparameterForm::changed, this, &MainWindow::configChanged);
+    connect(m_devices, &DevicesPage::towerSetupChanged, this, [this, form](int towers, int) {
+        form->setTowers(towers);
+        configChanged();
+    });
+
+    m_train->setOptionsProvider([this](QString* error) { return newRunOptions(error); });
+    connect(m_train, &TrainPage::errorOccurred, this, &MainWindow::showError);
+    connect(m_train, &TrainPage::towerTimes, m_devices, &DevicesPage::showTowerTimes);
+    connect(m_train, &TrainPage::runStarted, this, [this](const QString& dir) {
+        m_devices->clearTowerTimes();
+        m_devices->setTowerSetupEnabled(false);
+        m_runs->setResumeAllowed(false);
+        appendLog(tr("Training in %1").arg(dir));
+    });
+    connect(m_train, &TrainPage::checkpointWritten, this, [this](const QString& file, qint64 step) {
+        appendLog(tr("Checkpoint of step %1: %2").arg(step).arg(file));
+        m_runs->refresh();
+    });
+    connect(m_train, &TrainPage::runFinished, this,
+            [this](auto, const QString& message, const QString& dir) {
+                m_devices->setTowerSetupEnabled(true);
+                m_runs->setResumeAllowed(true);
+                appendLog(tr("Run in %1: %2").arg(dir, message));
+                m_runs->selectRun(dir);
+                m_runs->refresh();
+                if (m_closeAfterStop) close();
+            });
+
+    connect(m_runs, &RunsPage::resumeRequested, this, &MainWindow::resumeRun);
+    connect(m_runs, &RunsPage::classifyRequested, this, &MainWindow::classifyWith);
+
+    m_classify->setDatasetProvider([this](const std::string& name) {
+        ClassifyPage::DatasetSource source;
+        const auto loaded = m_data->loadedDataset();
+        if (loaded && loaded->name == name) source.loaded = loaded;
+        source.searchPath = app::searchPathWith(m_data->dataDir());
+        return source;
+    });
+    connect(m_classify, &ClassifyPage::errorOccurred, this, &MainWindow::showError);
+    connect(m_classify, &ClassifyPage::logMessage, this, &MainWindow::appendLog);
+    configChanged();
+}
+
+void MainWindow::onModelChosen(const QString& model)
+{
+    if (m_restoring) return;
+    // A model comes with its own optimizer, schedule, batch and length; the towers stay.
+    engine::TrainConfig c = engine::defaultConfigFor(model.toStdString());
+    c.towers = m_devices->towers();
+    c.threadsPerTower = m_devices->threadsPerTower();
+    m_model->form()->setConfig(c);
+    m_data->refreshRecipe();
+    appendLog(tr("Model %1 with its default hyperparameters").arg(model));
+    configChanged();
+}
+
+void MainWindow::onDatasetLoaded()
+{
+    const auto dataset = m_data->loadedDataset();
+    if (!dataset) return;
+    m_model->form()->setTrainingSetSize(dataset->train.count);
+    // A model that cannot take these images gives way to the dataset's default model.
+    try {
+        engine::preprocessingFor(m_model->modelName().toStdString(), *dataset);
+    } catch (const std::exception& e) {
+        try {
+            const QString fallback = QString::fromStdString(engine::defaultModelFor(dataset->name));
+            appendLog(tr("%1; switching to %2").arg(QString::fromUtf8(e.what()), fallback));
+            m_model->setModelName(fallback);
+        } catch (const std::exception& none) {
+            appendLog(QString::fromUtf8(none.what()));
+        }
+    }
+    configChanged();
+}
+
+void MainWindow::configChanged()
+{
+    if (m_restoring || !m_train) return;
+    if (m_model->form()->isValid()) {
+        engine::TrainConfig c = m_model->form()->config();
+        c.model = m_model->modelName().toStdString();
+        c.dataset = m_data->datasetName().toStdString();
+        c.towers = m_devices->towers();
+        c.threadsPerTower = m_devices->threadsPerTower();
+        m_settings.setLastConfigJson(QString::fromStdString(c.toJson()));
+    }
+    m_train->refreshStartability();
+}
+
+std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) const
+{
+    auto fail = [error](const QString& why) {
+        if (error) *error = why;
+        return std::nullopt;
+    };
+    if (!m_model->form()->isValid())
+        return fail(tr("%1 (Model & hyperparameters)").arg(m_model->form()->error()));
+    if (!m_data->found())
+        return fail(tr("%1 is not available (Data page)").arg(m_data->datasetName()));
+    engine::TrainConfig c = m_model->form()->config();
+    c.model = m_model->modelName().toStdString();
+    c.dataset = m_data->datasetName().toStdString();
+    c.towers = m_devices->towers();
+    c.threadsPerTower = m_devices->threadsPerTower();
+    c.dataDir = QDir(m_data->dataDir()).absolutePath().toStdString();
+    if (c.augmentation.empty()) c.augmentation = "default";
+    try {
+        c.validate();
+        if (const auto dataset = m_data->loadedDataset(); dataset && dataset->name == c.dataset)
+            engine::preprocessingFor(c.model, *dataset); // the model must take these images
+    } catch (const std::exception& e) {
+        return fail(QString::fromUtf8(e.what()));
+    }
+    engine::SessionOptions o;
+    o.config = c;
+    o.searchPath = app::searchPathWith(m_data->dataDir());
+    o.runDirectory = (m_runs->runsDir() + QLatin1Char('/') + m_data->datasetName() +
+                      QLatin1Char('-') + m_model->modelName() + QLatin1Char('-') +
+                      QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")))
+                         .toStdString();
+    o.resume = false;
+    return o;
+}
+
+std::optional<engine::SessionOptions> MainWindow::resumeOptions(const QString& folder,
+                                                                QString* error) const
+{
+    try {
+        const engine::RunDirectory dir(folder.toStdString());
+        const auto json = dir.readConfig();
+        if (!json)
+            throw engine::IoError(folder.toStdString() +
+                                  " has no config.json: it is not a Towers run folder");
+        engine::SessionOptions o;
+        o.config = engine::TrainConfig::fromJson(*json);
+        o.searchPath = app::searchPathWith(m_data->dataDir());
+        if (!o.config.dataDir.empty()) o.searchPath.insert(o.searchPath.begin(), o.config.dataDir);
+        o.runDirectory = folder.toStdString();
+        o.resume = true;
+        return o;
+    } catch (const std::exception& e) {
+        if (error) *error = QString::fromUtf8(e.what());
+        return std::nullopt;
+    }
+}
+
+void MainWindow::resumeRun(const QString& folder)
+{
+    QString error;
+    const auto options = resumeOptions(folder, &error);
+    if (!options) {
+        showError(tr("Cannot resume %1: %2").arg(folder, error));
+        return;
+    }
+    if (!m_train->startSession(*options)) {
+        showError(tr("A run is training: stop it before resuming another"));
+        return;
+    }
+    showPage(Train);
+}
+
+void MainWindow::classifyWith(const QString& checkpoint)
+{
+    m_classify->openCheckpoint(checkpoint);
+    showPage(Classify);
+}
+
+void MainWindow::showPage(int page)
+{
+    if (page < 0 || page >= PageCount) return;
+    m_sidebar->setCurrentRow(page);
+    m_stack->setCurrentIndex(page);
+}
+
+int MainWindow::currentPage() const
+{
+    return m_stack->currentIndex();
+}
+
+QWidget* MainWindow::page(int page) const
+{
+    return m_stack->widget(page);
+}
+
+void MainWindow::showError(const QString& message)
+{
+    m_banner->showMessage(message);
+    appendLog(tr("error: %1").arg(message));
+}
+
+void MainWindow::appendLog(const QString& line)
+{
+    m_log->appendPlainText(QStringLiteral("%1  %2").arg(
+        QTime::currentTime().toString(QStringLiteral("HH:mm:ss")), line));
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    if (m_train->isActive()) {
+        if (m_closeAfterStop) { // already stopping: wait for it
+            event->ignore();
+            return;
+        }
+        bool stop = false;
+        if (m_closeAnswer) {
+            stop = *m_closeAnswer;
+        } else {
+            stop = QMessageBox::question(
+                       this, tr("A run is training"),
+                       tr("Stop the run and close? The run stops after its current step and "
+                          "writes a checkpoint, so you can resume it later."),
+                       QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
+        }
+        event->ignore();
+        if (stop) {
+            m_closeAfterStop = true;
+            appendLog(tr("Stopping the run before closing…"));
+            showPage(Train);
+            m_train->stop(); // runFinished closes the window
+        }
+        return;
+    }
+    m_settings.setWindowGeometry(saveGeometry());
+    m_settings.sync();
+    event->accept();
+}
+
+} // namespace towers::ui

@@ -1,0 +1,107 @@
+#pragma once
+// The main window: a sidebar of pages (Data, Model & hyperparameters, Devices, Train, Runs &
+// checkpoints, Classify; Ctrl+1..Ctrl+6 or the arrow keys in the sidebar), an error banner over
+// them, and the application log in a dock. It wires the pages together: the chosen dataset, model,
+// towers and hyperparameters make the run's configuration (remembered between sessions), a run's
+// tower times feed the Devices page, finished runs appear under Runs, a checkpoint opens in
+// Classify. Closing the window during a run asks, then stops the run cleanly (its checkpoint is
+// written) before closing.
+#include <QMainWindow>
+
+#include <optional>
+
+#include "engine/train/training_session.h"
+
+class QListWidget;
+class QPlainTextEdit;
+class QStackedWidget;
+
+namespace towers::app {
+class AppSettings;
+}
+
+namespace towers::ui {
+
+class ClassifyPage;
+class DataPage;
+class DevicesPage;
+class ErrorBanner;
+class ModelPage;
+class RunsPage;
+class TrainPage;
+
+class MainWindow : public QMainWindow
+{
+    Q_OBJECT
+public:
+    enum Page
+    {
+        Data,
+        Model,
+        Devices,
+        Train,
+        Runs,
+        Classify,
+        PageCount
+    };
+
+    explicit MainWindow(app::AppSettings& settings, QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    void showPage(int page);
+    int currentPage() const;
+    QWidget* page(int page) const;
+    static QString pageTitle(int page);
+
+    DataPage* dataPage() const { return m_data; }
+    ModelPage* modelPage() const { return m_model; }
+    DevicesPage* devicesPage() const { return m_devices; }
+    TrainPage* trainPage() const { return m_train; }
+    RunsPage* runsPage() const { return m_runs; }
+    ClassifyPage* classifyPage() const { return m_classify; }
+    ErrorBanner* banner() const { return m_banner; }
+    QPlainTextEdit* log() const { return m_log; }
+
+    // The configuration of a new run from the pages, or why there is none (`error`).
+    std::optional<engine::SessionOptions> newRunOptions(QString* error) const;
+    // The options that continue the run in `folder` from its newest good checkpoint.
+    std::optional<engine::SessionOptions> resumeOptions(const QString& folder,
+                                                        QString* error) const;
+    // Closing during a run asks first; tests and the screenshot tour answer for the user.
+    void setCloseQuestionAnswer(std::optional<bool> stopAndClose) { m_closeAnswer = stopAndClose; }
+
+public slots:
+    // Shows `message` in the banner and appends it to the log.
+    void showError(const QString& message);
+    void appendLog(const QString& line);
+    void resumeRun(const QString& folder);
+    void classifyWith(const QString& checkpoint);
+
+protected:
+    void closeEvent(QCloseEvent* event) override;
+
+private:
+    void buildPages();
+    void connectPages();
+    void restoreConfig();
+    void onModelChosen(const QString& model);
+    void onDatasetLoaded();
+    void configChanged();
+
+    app::AppSettings& m_settings;
+    ErrorBanner* m_banner;
+    QListWidget* m_sidebar;
+    QStackedWidget* m_stack;
+    QPlainTextEdit* m_log;
+    DataPage* m_data = nullptr;
+    ModelPage* m_model = nullptr;
+    DevicesPage* m_devices = nullptr;
+    TrainPage* m_train = nullptr;
+    RunsPage* m_runs = nullptr;
+    ClassifyPage* m_classify = nullptr;
+    bool m_restoring = false;
+    bool m_closeAfterStop = false;
+    std::optional<bool> m_closeAnswer;
+};
+
+} // namespace towers::ui

@@ -1,0 +1,92 @@
+#include "ui/models/class_accuracy_model.h"
+
+#include <QLocale>
+
+namespace towers::ui {
+
+ClassAccuracyModel::ClassAccuracyModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void ClassAccuracyModel::setResults(const QStringList& classNames, const app::TestSetPredictions& p)
+{
+    beginResetModel();
+    m_names = classNames;
+    m_counts = p.classCounts;
+    m_correct = p.classCorrect;
+    while (m_names.size() < qsizetype(m_counts.size())) m_names << QString::number(m_names.size());
+    endResetModel();
+}
+
+void ClassAccuracyModel::clear()
+{
+    beginResetModel();
+    m_names.clear();
+    m_counts.clear();
+    m_correct.clear();
+    endResetModel();
+}
+
+int ClassAccuracyModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : int(m_counts.size());
+}
+
+int ClassAccuracyModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant ClassAccuracyModel::data(const QModelIndex& index, int role) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return {};
+    const auto r = std::size_t(index.row());
+    const double accuracy = m_counts[r] > 0 ? double(m_correct[r]) / double(m_counts[r]) : 0;
+    if (role == Qt::TextAlignmentRole && index.column() != Class)
+        return int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role == Qt::EditRole) {
+        switch (index.column()) {
+        case Images:
+            return qint64(m_counts[r]);
+        case Correct:
+            return qint64(m_correct[r]);
+        case Accuracy:
+            return accuracy;
+        default:
+            return m_names.value(index.row());
+        }
+    }
+    if (role != Qt::DisplayRole) return {};
+    const QLocale locale;
+    switch (index.column()) {
+    case Class:
+        return m_names.value(index.row());
+    case Images:
+        return locale.toString(qint64(m_counts[r]));
+    case Correct:
+        return locale.toString(qint64(m_correct[r]));
+    case Accuracy:
+        return m_counts[r] > 0 ? QStringLiteral("%1 %").arg(locale.toString(accuracy * 100, 'f', 1))
+                               : QStringLiteral("–");
+    default:
+        return {};
+    }
+}
+
+QVariant ClassAccuracyModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    switch (section) {
+    case Class:
+        return tr("Class");
+    case Images:
+        return tr("Images");
+    case Correct:
+        return tr("Correct");
+    case Accuracy:
+        return tr("Accuracy");
+    default:
+        return {};
+    }
+}
+
+} // namespace towers::ui

@@ -1,0 +1,38 @@
+#pragma once
+// Per-class results of classifying a test set: class, images, correct, accuracy.
+#include <QAbstractTableModel>
+#include <QStringList>
+
+#include "app/inference/test_set_predictions.h"
+
+namespace towers::ui {
+
+class ClassAccuracyModel : public QAbstractTableModel
+{
+    Q_OBJECT
+public:
+    enum Column
+    {
+        Class,
+        Images,
+        Correct,
+        Accuracy,
+        ColumnCount
+    };
+    explicit ClassAccuracyModel(QObject* parent = nullptr);
+
+    void setResults(const QStringList& classNames, const app::TestSetPredictions& predictions);
+    void clear();
+
+    int rowCount(const QModelIndex& parent = {}) const override;
+    int columnCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation,
+                        int role = Qt::DisplayRole) const override;
+
+private:
+    QStringList m_names;
+    std::vector<std::int64_t> m_counts, m_correct;
+};
+
+} // namespace towers::ui

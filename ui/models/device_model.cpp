@@ -1,0 +1,142 @@
+#include "ui/models/device_model.h"
+
+#include <QLocale>
+
+namespace towers::ui {
+
+QString bytesLabel(double bytes)
+{
+    if (!(bytes > 0)) return QStringLiteral("–");
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        ++u;
+    }
+    return QStringLiteral("%1 %2").arg(QLocale().toString(bytes, 'f', u == 0 ? 0 : 1),
+                                       QLatin1String(units[u]));
+}
+
+DeviceModel::DeviceModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void DeviceModel::setDevices(std::vector<app::DeviceDescription> devices)
+{
+    beginResetModel();
+    m_devices = std::move(devices);
+    m_included.assign(m_devices.size(), true);
+    endResetModel();
+    emit inclusionChanged();
+}
+
+int DeviceModel::gpuCount() const
+{
+    int n = 0;
+    for (const auto& d : m_devices) n += d.kind == app::DeviceDescription::Kind::Gpu;
+    return n;
+}
+
+bool DeviceModel::isLocked(int row) const
+{
+    // Without a GPU the CPU is the only place towers can run.
+    return m_devices[std::size_t(row)].kind == app::DeviceDescription::Kind::Cpu && gpuCount() == 0;
+}
+
+void DeviceModel::setIncluded(int row, bool included)
+{
+    if (row < 0 || row >= rowCount() || isLocked(row) || m_included[std::size_t(row)] == included)
+        return;
+    m_included[std::size_t(row)] = included;
+    const QModelIndex i = index(row, Use);
+    emit dataChanged(i, i, {Qt::CheckStateRole});
+    emit inclusionChanged();
+}
+
+QStringList DeviceModel::includedIds() const
+{
+    QStringList ids;
+    for (std::size_t i = 0; i < m_devices.size(); ++i)
+        if (m_included[i]) ids << m_devices[i].id;
+    return ids;
+}
+
+int DeviceModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : int(m_devices.size());
+}
+
+int DeviceModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant DeviceModel::data(const QModelIndex& index, int role) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return {};
+    const auto& d = m_devices[std::size_t(index.row())];
+    const bool cpu = d.kind == app::DeviceDescription::Kind::Cpu;
+    if (role == DeviceIdRole) return d.id;
+    if (role == Qt::CheckStateRole && index.column() == Use)
+        return m_included[std::size_t(index.row())] ? Qt::Checked : Qt::Unchecked;
+    if (role == Qt::ToolTipRole && index.column() == Use && isLocked(index.row()))
+        return tr("With no GPU, the towers run on the CPU.");
+    if (role == Qt::DisplayRole) {
+        switch (index.column()) {
+        case Use:
+            return cpu ? tr("CPU") : tr("GPU %1").arg(d.id.mid(3));
+        case Device:
+            return d.name;
+        case Memory:
+            return bytesLabel(double(d.memoryBytes));
+        case Capability:
+            return cpu ? (d.isa.isEmpty() ? QStringLiteral("–") : tr("oneDNN %1").arg(d.isa))
+                       : tr("compute %1").arg(d.computeCapability);
+        case Cores:
+            return cpu ? QLocale().toString(d.logicalCores) : QStringLiteral("–");
+        default:
+            return {};
+        }
+    }
+    if (role == Qt::TextAlignmentRole && (index.column() == Memory || index.column() == Cores))
+        return int(Qt::AlignRight | Qt::AlignVCenter);
+    return {};
+}
+
+bool DeviceModel::setData(const QModelIndex& index, const QVariant& value, int role)
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid) ||
+        role != Qt::CheckStateRole || index.column() != Use || isLocked(index.row()))
+        return false;
+    setIncluded(index.row(), value.value<Qt::CheckState>() == Qt::Checked);
+    return true;
+}
+
+Qt::ItemFlags DeviceModel::flags(const QModelIndex& index) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return Qt::NoItemFlags;
+    Qt::ItemFlags f = Qt::ItemIsSelectable | Qt::ItemIsEnabled | Qt::ItemNeverHasChildren;
+    if (index.column() == Use && !isLocked(index.row())) f |= Qt::ItemIsUserCheckable;
+    return f;
+}
+
+QVariant DeviceModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    switch (section) {
+    case Use:
+        return tr("Use as tower");
+    case Device:
+        return tr("Device");
+    case Memory:
+        return tr("Memory");
+    case Capability:
+        return tr("Kernels / compute capability");
+    case Cores:
+        return tr("Cores");
+    default:
+        return {};
+    }
+}
+
+} // namespace towers::ui

@@ -1,0 +1,109 @@
+#include "ui/models/layer_table_model.h"
+
+#include <QLocale>
+
+namespace towers::ui {
+
+QString shapeLabel(const engine::Shape& shape, bool dropBatch)
+{
+    QStringList parts;
+    for (int i = (dropBatch && shape.rank() > 1) ? 1 : 0; i < shape.rank(); ++i)
+        parts << QString::number(shape[i]);
+    return parts.join(QStringLiteral(" × "));
+}
+
+LayerTableModel::LayerTableModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void LayerTableModel::setRows(std::vector<engine::LayerRow> rows)
+{
+    beginResetModel();
+    m_rows = std::move(rows);
+    endResetModel();
+}
+
+qint64 LayerTableModel::totalParameters() const
+{
+    qint64 total = 0;
+    for (const auto& r : m_rows) total += r.parameters;
+    return total;
+}
+
+int LayerTableModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : int(m_rows.size());
+}
+
+int LayerTableModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant LayerTableModel::data(const QModelIndex& index, int role) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return {};
+    const auto& r = m_rows[std::size_t(index.row())];
+    const QLocale locale;
+    if (role == Qt::DisplayRole) {
+        switch (index.column()) {
+        case Layer:
+            return QString::fromStdString(r.name);
+        case Kind:
+            return QString::fromStdString(r.kind);
+        case OutputShape:
+            return shapeLabel(r.outputShape);
+        case Parameters:
+            return r.parameters ? locale.toString(qint64(r.parameters)) : QStringLiteral("–");
+        case MFlops:
+            return locale.toString(r.forwardFlops * 1e-6, 'f', 2);
+        case Description:
+            return QString::fromStdString(r.description);
+        default:
+            return {};
+        }
+    }
+    if (role == Qt::EditRole) { // raw values, for sorting and tests
+        switch (index.column()) {
+        case Parameters:
+            return qint64(r.parameters);
+        case MFlops:
+            return r.forwardFlops * 1e-6;
+        default:
+            return data(index, Qt::DisplayRole);
+        }
+    }
+    if (role == Qt::TextAlignmentRole && (index.column() == Parameters || index.column() == MFlops))
+        return int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role == Qt::ToolTipRole) return QString::fromStdString(r.description);
+    return {};
+}
+
+QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal) return {};
+    if (role == Qt::DisplayRole) {
+        switch (section) {
+        case Layer:
+            return tr("Layer");
+        case Kind:
+            return tr("Kind");
+        case OutputShape:
+            return tr("Output (H × W × C)");
+        case Parameters:
+            return tr("Parameters");
+        case MFlops:
+            return tr("MFLOP/example");
+        case Description:
+            return tr("Description");
+        default:
+            return {};
+        }
+    }
+    if (role == Qt::ToolTipRole && section == Parameters)
+        return tr("Trainable elements; %1 in total").arg(QLocale().toString(totalParameters()));
+    if (role == Qt::ToolTipRole && section == MFlops)
+        return tr("Forward floating-point operations per example, in millions");
+    return {};
+}
+
+} // namespace towers::ui

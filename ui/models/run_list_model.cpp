@@ -1,0 +1,113 @@
+#include "ui/models/run_list_model.h"
+
+#include <QDir>
+#include <QLocale>
+
+namespace towers::ui {
+
+RunListModel::RunListModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void RunListModel::setRuns(std::vector<app::RunSummary> runs)
+{
+    beginResetModel();
+    m_runs = std::move(runs);
+    endResetModel();
+}
+
+const app::RunSummary* RunListModel::run(int row) const
+{
+    return row >= 0 && row < rowCount() ? &m_runs[std::size_t(row)] : nullptr;
+}
+
+int RunListModel::rowOf(const QString& folder) const
+{
+    const QString clean = QDir::cleanPath(folder);
+    for (std::size_t i = 0; i < m_runs.size(); ++i)
+        if (QDir::cleanPath(m_runs[i].folder) == clean) return int(i);
+    return -1;
+}
+
+int RunListModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : int(m_runs.size());
+}
+
+int RunListModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant RunListModel::data(const QModelIndex& index, int role) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return {};
+    const auto& r = m_runs[std::size_t(index.row())];
+    const QLocale locale;
+    if (role == FolderRole) return r.folder;
+    if (role == Qt::ToolTipRole) return r.problem.isEmpty() ? r.folder : r.problem;
+    if (role == Qt::TextAlignmentRole && index.column() >= Steps && index.column() <= Checkpoints)
+        return int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role == Qt::EditRole) { // raw values for sorting and tests
+        switch (index.column()) {
+        case Steps:
+            return qint64(r.lastStep);
+        case Accuracy:
+            return r.accuracy ? QVariant(*r.accuracy) : QVariant();
+        case Checkpoints:
+            return int(r.checkpoints.size());
+        case Modified:
+            return r.modified;
+        default:
+            return data(index, Qt::DisplayRole);
+        }
+    }
+    if (role != Qt::DisplayRole) return {};
+    switch (index.column()) {
+    case Run:
+        return r.name;
+    case Model:
+        return r.config ? QString::fromStdString(r.config->model) : tr("(unreadable)");
+    case Dataset:
+        return r.config ? QString::fromStdString(r.config->dataset) : QString();
+    case Steps: {
+        QString text = locale.toString(qint64(r.lastStep));
+        if (r.config && r.config->steps > 0)
+            text += QStringLiteral(" / ") + locale.toString(qint64(r.config->steps));
+        return text;
+    }
+    case Accuracy:
+        return r.accuracy ? QStringLiteral("%1 %").arg(locale.toString(*r.accuracy * 100, 'f', 2))
+                          : QStringLiteral("–");
+    case Checkpoints:
+        return locale.toString(int(r.checkpoints.size()));
+    case Modified:
+        return locale.toString(r.modified, QLocale::ShortFormat);
+    default:
+        return {};
+    }
+}
+
+QVariant RunListModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+    switch (section) {
+    case Run:
+        return tr("Run");
+    case Model:
+        return tr("Model");
+    case Dataset:
+        return tr("Dataset");
+    case Steps:
+        return tr("Steps");
+    case Accuracy:
+        return tr("Test accuracy");
+    case Checkpoints:
+        return tr("Checkpoints");
+    case Modified:
+        return tr("Last change");
+    default:
+        return {};
+    }
+}
+
+} // namespace towers::ui

@@ -1,0 +1,49 @@
+#pragma once
+// The runs of the runs folder (app::scanRuns): run, model, dataset, steps reached, latest test
+// accuracy, checkpoints and when it last changed.
+#include <QAbstractTableModel>
+
+#include <vector>
+
+#include "app/runs/run_scanner.h"
+
+namespace towers::ui {
+
+class RunListModel : public QAbstractTableModel
+{
+    Q_OBJECT
+public:
+    enum Column
+    {
+        Run,
+        Model,
+        Dataset,
+        Steps,
+        Accuracy,
+        Checkpoints,
+        Modified,
+        ColumnCount
+    };
+    enum Role
+    {
+        FolderRole = Qt::UserRole + 1
+    };
+
+    explicit RunListModel(QObject* parent = nullptr);
+    void setRuns(std::vector<app::RunSummary> runs);
+    const std::vector<app::RunSummary>& runs() const { return m_runs; }
+    const app::RunSummary* run(int row) const;
+    // The row of the run in `folder`, or -1.
+    int rowOf(const QString& folder) const;
+
+    int rowCount(const QModelIndex& parent = {}) const override;
+    int columnCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation,
+                        int role = Qt::DisplayRole) const override;
+
+private:
+    std::vector<app::RunSummary> m_runs;
+};
+
+} // namespace towers::ui

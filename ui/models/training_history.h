@@ -1,0 +1,62 @@
+#pragma once
+// The series the Train page plots, accumulated from the trainer's reports: loss (raw and
+// smoothed), learning rate, examples per second (total and per tower), test accuracy, and the
+// progress and remaining time of the run. Plain data, so it is tested without widgets.
+#include <QVector>
+
+#include <cstdint>
+#include <optional>
+
+#include "engine/train/evaluation.h"
+#include "engine/train/trainer_observer.h"
+
+namespace towers::ui {
+
+class TrainingHistory
+{
+public:
+    // TensorBoard's smoothing weight: each smoothed point is 0.9 of the previous one and 0.1 of
+    // the new loss, debiased at the start (so the first point is the first loss).
+    static constexpr double kSmoothing = 0.9;
+
+    // A new run (or resumed run) from `startStep` to `totalSteps` (0: unknown until the first
+    // report), `batchPerTower` examples per tower and step.
+    void reset(std::int64_t startStep, std::int64_t totalSteps, int batchPerTower);
+    void add(const engine::StepMetrics& m);
+    void addEvaluation(const engine::EvalResult& r);
+
+    const QVector<double>& steps() const { return m_steps; }
+    const QVector<double>& loss() const { return m_loss; }
+    const QVector<double>& smoothedLoss() const { return m_smoothed; }
+    const QVector<double>& learningRate() const { return m_lr; }
+    const QVector<double>& examplesPerSec() const { return m_examples; }
+    // Per tower: batchPerTower / that tower's forward + backward time.
+    const QVector<QVector<double>>& towerExamplesPerSec() const { return m_towerExamples; }
+    const QVector<double>& evalSteps() const { return m_evalSteps; }
+    const QVector<double>& evalAccuracy() const { return m_evalAccuracy; }
+
+    std::int64_t lastStep() const { return m_lastStep; }
+    std::int64_t totalSteps() const { return m_total; }
+    double lastEpoch() const { return m_lastEpoch; }
+    // Share of the run done, 0..1.
+    double progress() const;
+    // Seconds left at the run's pace (the trainer's estimate, as towers-cli prints it); nullopt
+    // before the first report.
+    std::optional<double> etaSeconds() const { return m_eta; }
+
+private:
+    std::int64_t m_start = 0, m_total = 0, m_lastStep = 0;
+    int m_batchPerTower = 1;
+    double m_lastEpoch = 0;
+    double m_smoothState = 0;
+    int m_smoothCount = 0;
+    std::optional<double> m_eta;
+    QVector<double> m_steps, m_loss, m_smoothed, m_lr, m_examples;
+    QVector<QVector<double>> m_towerExamples;
+    QVector<double> m_evalSteps, m_evalAccuracy;
+};
+
+// "3 h 02 min", "4 min 05 s", "12 s".
+QString durationText(double seconds);
+
+} // namespace towers::ui

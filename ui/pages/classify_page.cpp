@@ -1,0 +1,506 @@
+#include "ui/pages/classify_page.h"
+
+#include <QCheckBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QImageReader>
+#include <QLabel>
+#include <QListView>
+#include <QLocale>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRandomGenerator>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableView>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include "app/inference/image_files.h"
+#include "ui/models/class_accuracy_model.h"
+#include "ui/models/sample_image_model.h"
+#include "ui/plots/bar_chart.h"
+#include "ui/plots/heat_map.h"
+#include "ui/widgets/image_drop_area.h"
+
+namespace towers::ui {
+
+ClassifyPage::ClassifyPage(QWidget* parent)
+    : QWidget(parent), m_progressTimer(new QTimer(this)),
+      m_classModel(new ClassAccuracyModel(this)), m_cellImages(new SampleImageModel(this))
+{
+    buildUi();
+    m_progressTimer->setInterval(100);
+    connect(m_progressTimer, &QTimer::timeout, this, [this] {
+        if (m_done && m_dataset)
+            m_progress->setValue(int(1000 * double(m_done->load()) /
+                                     double(std::max<std::int64_t>(1, m_dataset->test.count))));
+    });
+    updateControls();
+}
+
+ClassifyPage::~ClassifyPage()
+{
+    if (m_cancel) m_cancel->store(true); // a test-set job still running stops after its chunk
+}
+
+void ClassifyPage::buildUi()
+{
+    auto* top = new QVBoxLayout(this);
+    auto* ckRow = new QHBoxLayout;
+    auto* openCk = new QPushButton(tr("Open &checkpoint…"), this);
+    connect(openCk, &QPushButton::clicked, this, &ClassifyPage::chooseCheckpoint);
+    m_info = new QLabel(
+        tr("Open a checkpoint (a run's checkpoints/ckpt-*.safetensors) to classify with it."),
+        this);
+    m_info->setWordWrap(true);
+    m_info->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    ckRow->addWidget(openCk, 0, Qt::AlignTop);
+    ckRow->addWidget(m_info, 1);
+    top->addLayout(ckRow);
+
+    auto* split = new QSplitter(Qt::Vertical, this);
+    // One image and its top 5.
+    auto* single = new QWidget(split);
+    auto* singleLayout = new QHBoxLayout(single);
+    singleLayout->setContentsMargins(0, 0, 0, 0);
+    auto* imageColumn = new QVBoxLayout;
+    m_image = new ImageDropArea(single);
+    m_image->setHint(tr("Drop an image file here, or click to open one"));
+    imageColumn->addWidget(m_image, 1);
+    auto* captionRow = new QHBoxLayout;
+    m_inputView = new QLabel(single);
+    m_inputView->setToolTip(tr("What the model sees: the image brought to the dataset's size"));
+    m_caption = new QLabel(single);
+    m_caption->setWordWrap(true);
+    captionRow->addWidget(m_inputView);
+    captionRow->addWidget(m_caption, 1);
+    imageColumn->addLayout(captionRow);
+    auto* imageButtons = new QHBoxLayout;
+    m_openImage = new QPushButton(tr("Open &image…"), single);
+    m_testIndex = new QSpinBox(single);
+    m_testIndex->setPrefix(tr("test image "));
+    m_testIndex->setRange(0, 0);
+    m_testImage = new QPushButton(tr("Cla&ssify"), single);
+    m_randomImage = new QPushButton(tr("&Random test image"), single);
+    m_invert = new QCheckBox(tr("In&vert"), single);
+    m_invert->setToolTip(
+        tr("For grey-scale models: dark strokes on white become light on black, as in MNIST"));
+    imageButtons->addWidget(m_openImage);
+    imageButtons->addWidget(m_testIndex);
+    imageButtons->addWidget(m_testImage);
+    imageButtons->addWidget(m_randomImage);
+    imageButtons->addWidget(m_invert);
+    imageButtons->addStretch(1);
+    imageColumn->addLayout(imageButtons);
+    singleLayout->addLayout(imageColumn, 1);
+    m_topChart = new BarChart(tr("Five most probable classes"), Qt::Horizontal, single);
+    m_topChart->setValueRange(0, 1.2);
+    m_topChart->setValueText(QStringLiteral("%1 %"), 100, 1);
+    m_topChart->setValueLabel(tr("probability"));
+    singleLayout->addWidget(m_topChart, 1);
+    split->addWidget(single);
+
+    // The whole test set.
+    auto* all = new QGroupBox(tr("Test set"), split);
+    auto* allLayout = new QVBoxLayout(all);
+    auto* allRow = new QHBoxLayout;
+    m_classifyAll = new QPushButton(tr("Classify the &whole test set"), all);
+    m_cancelAll = new QPushButton(tr("Cancel"), all);
+    m_progress = new QProgressBar(all);
+    m_progress->setRange(0, 1000);
+    m_summary = new QLabel(all);
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    allRow->addWidget(m_classifyAll);
+    allRow->addWidget(m_cancelAll);
+    allRow->addWidget(m_progress, 1);
+    allLayout->addLayout(allRow);
+    allLayout->addWidget(m_summary);
+    auto* results = new QSplitter(Qt::Horizontal, all);
+    m_classTable = new QTableView(results);
+    m_classTable->setModel(m_classModel);
+    m_classTable->verticalHeader()->hide();
+    m_classTable->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_classTable->horizontalHeader()->setSectionResizeMode(ClassAccuracyModel::Class,
+                                                           QHeaderView::Stretch);
+    m_classTable->setColumnHidden(ClassAccuracyModel::Correct, true); // images x accuracy says it
+    m_heatMap = new HeatMap(results);
+    m_heatMap->setToolTip(tr("Click a cell to see its images"));
+    auto* cellBox = new QWidget(results);
+    auto* cellLayout = new QVBoxLayout(cellBox);
+    cellLayout->setContentsMargins(0, 0, 0, 0);
+    m_cellLabel = new QLabel(
+        tr("Click a cell of the matrix to see its images; double-click an image to classify it."),
+        cellBox);
+    m_cellLabel->setWordWrap(true);
+    m_cellView = new QListView(cellBox);
+    m_cellView->setViewMode(QListView::IconMode);
+    m_cellView->setMovement(QListView::Static);
+    m_cellView->setResizeMode(QListView::Adjust);
+    m_cellView->setUniformItemSizes(true);
+    m_cellImages->setTileSize(56);
+    m_cellImages->setShowLabels(false); // every image of a cell has the same true class
+    m_cellImages->setPageSize(200);
+    m_cellView->setIconSize(QSize(56, 56));
+    m_cellView->setGridSize(QSize(64, 64));
+    m_cellView->setModel(m_cellImages);
+    cellLayout->addWidget(m_cellLabel);
+    cellLayout->addWidget(m_cellView, 1);
+    results->addWidget(m_classTable);
+    results->addWidget(m_heatMap);
+    results->addWidget(cellBox);
+    results->setStretchFactor(0, 2);
+    results->setStretchFactor(1, 5);
+    results->setStretchFactor(2, 3);
+    allLayout->addWidget(results, 1);
+    split->addWidget(all);
+    split->setStretchFactor(0, 2);
+    split->setStretchFactor(1, 5);
+    top->addWidget(split, 1);
+
+    connect(m_image, &ImageDropArea::fileDropped, this, &ClassifyPage::classifyFile);
+    connect(m_image, &ImageDropArea::clicked, this, &ClassifyPage::chooseImage);
+    connect(m_openImage, &QPushButton::clicked, this, &ClassifyPage::chooseImage);
+    connect(m_testImage, &QPushButton::clicked, this,
+            [this] { classifyTestImage(m_testIndex->value()); });
+    connect(m_randomImage, &QPushButton::clicked, this, &ClassifyPage::classifyRandomTestImage);
+    connect(m_classifyAll, &QPushButton::clicked, this, &ClassifyPage::classifyTestSet);
+    connect(m_cancelAll, &QPushButton::clicked, this, &ClassifyPage::cancelTestSet);
+    connect(m_heatMap, &HeatMap::cellClicked, this, &ClassifyPage::showCell);
+    connect(m_cellView, &QListView::doubleClicked, this, [this](const QModelIndex& i) {
+        classifyTestImage(m_cellImages->data(i, SampleImageModel::DatasetIndexRole).toLongLong());
+    });
+}
+
+bool ClassifyPage::isBusy() const
+{
+    return m_load.isRunning() || m_datasetJob.isRunning() || m_imageJob.isRunning() ||
+           m_testJob.isRunning();
+}
+
+QString ClassifyPage::summaryText() const
+{
+    return m_summary->text();
+}
+
+void ClassifyPage::chooseCheckpoint()
+{
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Open a checkpoint"), m_checkpointPath,
+                                     tr("Towers checkpoints (*.safetensors);;All files (*)"));
+    if (!path.isEmpty()) openCheckpoint(path);
+}
+
+void ClassifyPage::openCheckpoint(const QString& path)
+{
+    cancelTestSet();
+    m_imageJob.cancel();
+    m_info->setText(tr("Loading %1…").arg(path.toHtmlEscaped()));
+    m_load.start(
+        [path] {
+            auto shared = std::make_shared<Shared>();
+            shared->classifier =
+                std::make_unique<engine::Classifier>(path.toStdString(), /*useEma=*/true);
+            return shared;
+        },
+        [this, path](const auto& r) { onCheckpoint(r, path); });
+    updateControls();
+}
+
+void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r,
+                                const QString& path)
+{
+    if (!r.ok()) {
+        m_info->setText(tr("<b>Cannot use this checkpoint:</b> %1").arg(r.error.toHtmlEscaped()));
+        emit errorOccurred(tr("Cannot load the checkpoint: %1").arg(r.error));
+        emit checkpointLoaded(false);
+        updateControls();
+        return;
+    }
+    m_classifier = *r.value;
+    m_checkpointPath = path;
+    const engine::Classifier& c = *m_classifier->classifier;
+    const auto& info = c.info();
+    m_classNames.clear();
+    for (const auto& n : c.classNames()) m_classNames << QString::fromStdString(n);
+    while (m_classNames.size() < c.numClasses())
+        m_classNames << QString::number(m_classNames.size());
+    m_source = c.sourceShape();
+    if (m_dataset && m_dataset->name != info.dataset) m_dataset.reset();
+    m_predictions.reset();
+    m_classModel->clear();
+    m_heatMap->clear();
+    m_cellImages->setDataset(nullptr);
+    m_topChart->clear();
+    m_top.clear();
+    m_summary->clear();
+    m_info->setText(
+        tr("<b>%1</b> — %2 trained on %3 for %4 steps%5; %6 classes; images of %7 × %8 × %9")
+            .arg(QFileInfo(path).fileName().toHtmlEscaped(), QString::fromStdString(info.model),
+                 info.dataset.empty() ? tr("an unnamed dataset")
+                                      : QString::fromStdString(info.dataset),
+                 QLocale().toString(qint64(info.step)),
+                 c.usesEma() ? tr(" (moving-average weights)") : QString(),
+                 QString::number(c.numClasses()))
+            .arg(m_source[0])
+            .arg(m_source[1])
+            .arg(m_source[2]));
+    m_invert->setEnabled(m_source[2] == 1);
+    emit logMessage(tr("Classifier loaded from %1").arg(path));
+    emit checkpointLoaded(true);
+    updateControls();
+}
+
+void ClassifyPage::chooseImage()
+{
+    if (!hasClassifier()) return;
+    QStringList patterns;
+    for (const QByteArray& f : QImageReader::supportedImageFormats())
+        patterns << QStringLiteral("*.") + QString::fromLatin1(f);
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Open an image"), QString(),
+        tr("Images (%1);;All files (*)").arg(patterns.join(QLatin1Char(' '))));
+    if (!path.isEmpty()) classifyFile(path);
+}
+
+void ClassifyPage::classifyFile(const QString& path)
+{
+    if (!hasClassifier()) {
+        emit errorOccurred(tr("Open a checkpoint before classifying images"));
+        return;
+    }
+    try {
+        classifyImage(app::readImageFile(path), QFileInfo(path).fileName());
+    } catch (const std::exception& e) {
+        emit errorOccurred(QString::fromUtf8(e.what()));
+    }
+}
+
+void ClassifyPage::classifyImage(const QImage& image, const QString& caption)
+{
+    if (!hasClassifier()) return;
+    QImage input = image;
+    if (m_invert->isEnabled() && m_invert->isChecked()) input.invertPixels();
+    m_image->setImage(image);
+    const auto shared = m_classifier;
+    const engine::Shape source = m_source;
+    m_imageJob.start(
+        [shared, input, source] {
+            std::lock_guard lock(shared->mutex);
+            engine::ImageSet set;
+            set.height = source[0];
+            set.width = source[1];
+            set.channels = source[2];
+            app::appendImage(input, source, set);
+            const auto probs = shared->classifier->probabilities(set);
+            return ImageAnswer{app::toQImage(set, 0), engine::Classifier::topK(probs.at(0), 5)};
+        },
+        [this, caption](const app::JobResult<ImageAnswer>& r) {
+            if (!r.ok()) {
+                emit errorOccurred(tr("Classifying %1 failed: %2").arg(caption, r.error));
+                return;
+            }
+            showAnswer(*r.value, caption);
+        });
+}
+
+void ClassifyPage::withTestSet(std::function<void()> then)
+{
+    if (!hasClassifier()) return;
+    const std::string name = m_classifier->classifier->info().dataset;
+    if (m_dataset && m_dataset->name == name) {
+        then();
+        return;
+    }
+    if (name.empty()) {
+        emit errorOccurred(
+            tr("This checkpoint does not name its dataset, so it has no test set here"));
+        return;
+    }
+    DatasetSource source;
+    if (m_datasetProvider) source = m_datasetProvider(name);
+    if (source.loaded && source.loaded->name == name) {
+        m_dataset = source.loaded;
+        m_testIndex->setRange(0, int(std::max<std::int64_t>(0, m_dataset->test.count - 1)));
+        then();
+        return;
+    }
+    m_summary->setText(tr("Loading %1…").arg(QString::fromStdString(name)));
+    const auto path = source.searchPath.empty() ? engine::defaultSearchPath() : source.searchPath;
+    m_datasetJob.start(
+        [name, path] {
+            return std::shared_ptr<const engine::Dataset>(
+                std::make_shared<engine::Dataset>(engine::loadDataset(name, path)));
+        },
+        [this, then](const app::JobResult<std::shared_ptr<const engine::Dataset>>& r) {
+            m_summary->clear();
+            if (!r.ok()) {
+                emit errorOccurred(tr("The test set is not available: %1").arg(r.error));
+                updateControls();
+                return;
+            }
+            m_dataset = *r.value;
+            m_testIndex->setRange(0, int(std::max<std::int64_t>(0, m_dataset->test.count - 1)));
+            then();
+        });
+    updateControls();
+}
+
+void ClassifyPage::classifyTestImage(qint64 index)
+{
+    withTestSet([this, index] {
+        const auto& test = m_dataset->test;
+        if (index < 0 || index >= test.count) return;
+        m_testIndex->setValue(int(index));
+        const auto shared = m_classifier;
+        const auto dataset = m_dataset;
+        m_image->setImage(app::toQImage(test, index));
+        const int label = test.labels[std::size_t(index)];
+        const QString caption =
+            tr("test image %1, truly %2").arg(index).arg(m_classNames.value(label));
+        m_imageJob.start(
+            [shared, dataset, index] {
+                std::lock_guard lock(shared->mutex);
+                const auto& t = dataset->test;
+                engine::ImageSet one;
+                one.count = 1;
+                one.height = t.height;
+                one.width = t.width;
+                one.channels = t.channels;
+                one.pixels.assign(t.image(index), t.image(index) + t.imageBytes());
+                one.labels = {t.labels[std::size_t(index)]};
+                const auto probs = shared->classifier->probabilities(one);
+                return ImageAnswer{app::toQImage(one, 0), engine::Classifier::topK(probs.at(0), 5)};
+            },
+            [this, caption](const app::JobResult<ImageAnswer>& r) {
+                if (!r.ok()) {
+                    emit errorOccurred(tr("Classifying failed: %1").arg(r.error));
+                    return;
+                }
+                showAnswer(*r.value, caption);
+            });
+    });
+}
+
+void ClassifyPage::classifyRandomTestImage()
+{
+    withTestSet([this] {
+        if (m_dataset->test.count > 0)
+            classifyTestImage(
+                qint64(QRandomGenerator::global()->bounded(quint64(m_dataset->test.count))));
+    });
+}
+
+void ClassifyPage::showAnswer(const ImageAnswer& answer, const QString& caption)
+{
+    m_top.clear();
+    QStringList labels;
+    QVector<double> values;
+    for (const auto& s : answer.top) {
+        const QString name = m_classNames.value(s.label, QString::number(s.label));
+        m_top.emplace_back(name, s.probability);
+        labels << name;
+        values << s.probability;
+    }
+    m_topChart->setBars(labels, values);
+    const int thumb = 3 * int(std::max<std::int64_t>(m_source[0], 16));
+    m_inputView->setPixmap(QPixmap::fromImage(
+        answer.input.scaled(thumb, thumb, Qt::KeepAspectRatio, Qt::FastTransformation)));
+    m_caption->setText(m_top.empty()
+                           ? caption
+                           : tr("%1<br><b>%2</b> (%3 %)")
+                                 .arg(caption.toHtmlEscaped(), m_top.front().first.toHtmlEscaped(),
+                                      QLocale().toString(m_top.front().second * 100, 'f', 1)));
+    emit imageClassified();
+}
+
+void ClassifyPage::classifyTestSet()
+{
+    withTestSet([this] {
+        if (m_cancel) m_cancel->store(true);
+        m_cancel = std::make_shared<std::atomic<bool>>(false);
+        m_done = std::make_shared<std::atomic<std::int64_t>>(0);
+        const auto shared = m_classifier;
+        const auto dataset = m_dataset;
+        const auto cancel = m_cancel;
+        const auto done = m_done;
+        m_progress->setValue(0);
+        m_progressTimer->start();
+        m_summary->setText(
+            tr("Classifying %1 test images…").arg(QLocale().toString(qint64(dataset->test.count))));
+        m_testJob.start(
+            [shared, dataset, cancel, done] {
+                std::lock_guard lock(shared->mutex);
+                return app::classifyTestSet(*shared->classifier, dataset->test, cancel.get(),
+                                            done.get());
+            },
+            [this](const app::JobResult<app::TestSetPredictions>& r) {
+                m_progressTimer->stop();
+                if (!r.ok()) {
+                    const bool cancelled = m_cancel && m_cancel->load();
+                    m_summary->setText(cancelled ? tr("Cancelled.")
+                                                 : tr("Failed: %1").arg(r.error));
+                    m_progress->setValue(0);
+                    if (!cancelled)
+                        emit errorOccurred(tr("Classifying the test set failed: %1").arg(r.error));
+                    emit testSetClassified(false);
+                    updateControls();
+                    return;
+                }
+                m_predictions = *r.value;
+                const auto& p = *m_predictions;
+                m_progress->setValue(1000);
+                m_summary->setText(tr("<b>Accuracy %1 %</b>: %2 of %3 test images right.")
+                                       .arg(QLocale().toString(p.accuracy() * 100, 'f', 2),
+                                            QLocale().toString(qint64(p.correct)),
+                                            QLocale().toString(qint64(p.examples()))));
+                m_classModel->setResults(m_classNames, p);
+                m_heatMap->setMatrix(m_classNames,
+                                     QVector<std::int64_t>(p.confusion.begin(), p.confusion.end()));
+                m_cellImages->setDataset(m_dataset);
+                m_cellImages->setSplit(SampleImageModel::Split::Test);
+                m_cellImages->setIndexList(std::vector<std::int64_t>{});
+                emit logMessage(tr("Test set: accuracy %1 % with %2")
+                                    .arg(p.accuracy() * 100, 0, 'f', 2)
+                                    .arg(m_checkpointPath));
+                emit testSetClassified(true);
+                updateControls();
+            });
+        updateControls();
+    });
+}
+
+void ClassifyPage::cancelTestSet()
+{
+    if (m_cancel) m_cancel->store(true);
+}
+
+void ClassifyPage::showCell(int truth, int predicted)
+{
+    if (!m_predictions || !m_dataset) return;
+    const auto indices = m_predictions->cell(truth, predicted);
+    m_cellImages->setDataset(m_dataset);
+    m_cellImages->setSplit(SampleImageModel::Split::Test);
+    m_cellImages->setIndexList(indices);
+    m_cellLabel->setText(
+        tr("True <b>%1</b>, predicted <b>%2</b>: %n image(s)", nullptr, int(indices.size()))
+            .arg(m_classNames.value(truth).toHtmlEscaped(),
+                 m_classNames.value(predicted).toHtmlEscaped()));
+}
+
+void ClassifyPage::updateControls()
+{
+    const bool ready = hasClassifier() && !m_load.isRunning();
+    for (QWidget* w : std::initializer_list<QWidget*>{m_openImage, m_testIndex, m_testImage,
+                                                      m_randomImage, m_classifyAll})
+        w->setEnabled(ready);
+    m_image->setEnabled(ready);
+    m_cancelAll->setEnabled(m_testJob.isRunning());
+    m_invert->setEnabled(ready && m_source.rank() == 3 && m_source[2] == 1);
+}
+
+} // namespace towers::ui

@@ -1,0 +1,153 @@
+#pragma once
+// The Classify page: open a checkpoint (it names its model, classes and preprocessing), then
+// classify an image file (opened, or dropped on the image) or a test image of the checkpoint's
+// dataset, with the five most probable classes as a bar chart beside it; or classify the whole
+// test set: accuracy, per-class accuracy and a confusion-matrix heat map whose cells, clicked,
+// show their images. Loading and classifying run off the UI thread; results of superseded jobs
+// are dropped.
+#include <QImage>
+#include <QWidget>
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "app/inference/test_set_predictions.h"
+#include "app/jobs/latest_job.h"
+#include "engine/data/dataset.h"
+#include "engine/train/classifier.h"
+
+class QCheckBox;
+class QLabel;
+class QListView;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+class QTableView;
+class QTimer;
+
+namespace towers::ui {
+
+class BarChart;
+class ClassAccuracyModel;
+class HeatMap;
+class ImageDropArea;
+class SampleImageModel;
+
+class ClassifyPage : public QWidget
+{
+    Q_OBJECT
+public:
+    // Where the test images of a dataset come from: the one already in memory (the Data page's)
+    // when it is that dataset, else loaded from the search path.
+    struct DatasetSource
+    {
+        std::shared_ptr<const engine::Dataset> loaded;
+        std::vector<std::filesystem::path> searchPath;
+    };
+    using DatasetProvider = std::function<DatasetSource(const std::string& name)>;
+
+    explicit ClassifyPage(QWidget* parent = nullptr);
+    ~ClassifyPage() override;
+
+    void setDatasetProvider(DatasetProvider provider) { m_datasetProvider = std::move(provider); }
+
+    bool hasClassifier() const { return m_classifier != nullptr; }
+    QString checkpointPath() const { return m_checkpointPath; }
+    QStringList classNames() const { return m_classNames; }
+    bool isBusy() const;
+    // The latest single-image answer: (class name, probability), most probable first.
+    const std::vector<std::pair<QString, double>>& topClasses() const { return m_top; }
+    // The latest test-set run; nullopt before one finished.
+    const std::optional<app::TestSetPredictions>& predictions() const { return m_predictions; }
+    std::shared_ptr<const engine::Dataset> testDataset() const { return m_dataset; }
+
+    BarChart* topChart() const { return m_topChart; }
+    HeatMap* heatMap() const { return m_heatMap; }
+    SampleImageModel* cellImages() const { return m_cellImages; }
+    QString summaryText() const;
+
+public slots:
+    void openCheckpoint(const QString& path);
+    void chooseCheckpoint();
+    void classifyFile(const QString& path);
+    void chooseImage();
+    void classifyImage(const QImage& image, const QString& caption);
+    // Test image `index` of the checkpoint's dataset (loaded on first use).
+    void classifyTestImage(qint64 index);
+    void classifyRandomTestImage();
+    void classifyTestSet();
+    void cancelTestSet();
+    // Shows the test images of true class `truth` predicted as `predicted`.
+    void showCell(int truth, int predicted);
+
+signals:
+    void checkpointLoaded(bool ok);
+    void imageClassified();
+    void testSetClassified(bool ok);
+    void errorOccurred(const QString& message);
+    void logMessage(const QString& line);
+
+private:
+    // The classifier is used by one job at a time.
+    struct Shared
+    {
+        std::mutex mutex;
+        std::unique_ptr<engine::Classifier> classifier;
+    };
+    struct ImageAnswer
+    {
+        QImage input; // what the model sees, before normalisation
+        std::vector<engine::ClassScore> top;
+    };
+    void buildUi();
+    void onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r, const QString& path);
+    void withTestSet(std::function<void()> then);
+    void showAnswer(const ImageAnswer& answer, const QString& caption);
+    void updateControls();
+
+    DatasetProvider m_datasetProvider;
+    std::shared_ptr<Shared> m_classifier;
+    QString m_checkpointPath;
+    QStringList m_classNames;
+    engine::Shape m_source;
+    std::shared_ptr<const engine::Dataset> m_dataset;
+    std::vector<std::pair<QString, double>> m_top;
+    std::optional<app::TestSetPredictions> m_predictions;
+    std::shared_ptr<std::atomic<bool>> m_cancel;
+    std::shared_ptr<std::atomic<std::int64_t>> m_done;
+    std::function<void()> m_afterDataset;
+
+    app::LatestJob<std::shared_ptr<Shared>> m_load{this};
+    app::LatestJob<std::shared_ptr<const engine::Dataset>> m_datasetJob{this};
+    app::LatestJob<ImageAnswer> m_imageJob{this};
+    app::LatestJob<app::TestSetPredictions> m_testJob{this};
+
+    QLabel* m_info;
+    ImageDropArea* m_image;
+    QLabel* m_inputView;
+    QLabel* m_caption;
+    QPushButton* m_openImage;
+    QSpinBox* m_testIndex;
+    QPushButton* m_testImage;
+    QPushButton* m_randomImage;
+    QCheckBox* m_invert;
+    BarChart* m_topChart;
+    QPushButton* m_classifyAll;
+    QPushButton* m_cancelAll;
+    QProgressBar* m_progress;
+    QTimer* m_progressTimer;
+    QLabel* m_summary;
+    QTableView* m_classTable;
+    ClassAccuracyModel* m_classModel;
+    HeatMap* m_heatMap;
+    QLabel* m_cellLabel;
+    QListView* m_cellView;
+    SampleImageModel* m_cellImages;
+};
+
+} // namespace towers::ui

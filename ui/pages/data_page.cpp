@@ -1,0 +1,506 @@
+#include "ui/pages/data_page.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListView>
+#include <QLocale>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRandomGenerator>
+#include <QThread>
+#include <QVBoxLayout>
+
+#include <filesystem>
+
+#include "app/cli/command.h"
+#include "app/data/dataset_downloader.h"
+#include "app/settings/app_settings.h"
+#include "ui/models/layer_table_model.h"
+#include "ui/models/sample_image_model.h"
+
+namespace towers::ui {
+
+namespace {
+
+// Finds `name` as training will (engine::loadDatasetPreferring): a folder for it in the data
+// folder is the one used, and a bad file there is reported, never passed over for another copy;
+// otherwise the first good folder along the search path. When nothing usable is found, the reason
+// a folder that looks like the dataset was refused, so the user learns what to fix.
+std::pair<std::optional<engine::DatasetInfo>, QString>
+scanFor(const std::string& name, const std::filesystem::path& dataDir,
+        const std::vector<std::filesystem::path>& path)
+{
+    auto inspect = [&name](const std::filesystem::path& root)
+        -> std::optional<std::pair<std::optional<engine::DatasetInfo>, QString>> {
+        for (const auto& sub : engine::datasetFolderNames(name)) {
+            std::error_code ec;
+            const auto folder = root / sub;
+            if (!std::filesystem::is_directory(folder, ec)) continue;
+            try {
+                return std::make_pair(std::optional(engine::inspectDataset(name, folder)),
+                                      QString());
+            } catch (const std::exception& e) {
+                return std::make_pair(std::optional<engine::DatasetInfo>(),
+                                      QString::fromUtf8(e.what()));
+            }
+        }
+        return std::nullopt;
+    };
+    if (!dataDir.empty())
+        if (auto preferred = inspect(dataDir)) return *preferred;
+    if (auto info = engine::findDataset(name, path)) return {info, {}};
+    for (const auto& root : path)
+        if (auto refused = inspect(root); refused && !refused->second.isEmpty()) return *refused;
+    return {std::nullopt, {}};
+}
+
+} // namespace
+
+DataPage::DataPage(app::AppSettings& settings, QWidget* parent)
+    : QWidget(parent), m_settings(settings), m_catalog(app::builtInDatasets()),
+      m_baseUrl(QUrl(qEnvironmentVariable("TOWERS_DOWNLOAD_BASE_URL"))),
+      m_samples(new SampleImageModel(this))
+{
+    buildUi();
+    const QString name = m_settings.datasetName();
+    const int i = m_datasetCombo->findData(name);
+    m_datasetCombo->setCurrentIndex(i >= 0 ? i : 0);
+    m_dataDirEdit->setText(m_settings.dataDir());
+    if (name.isEmpty()) {
+        // First start: show a dataset that is there (Debian's Fashion-MNIST, say), if any.
+        const auto path = app::searchPathWith(dataDir());
+        m_discover.start(
+            [path] {
+                const auto found = engine::discoverDatasets(path);
+                return found.empty() ? std::string() : found.front().name;
+            },
+            [this](const app::JobResult<std::string>& r) {
+                if (r.ok() && !r.value->empty() && m_settings.datasetName().isEmpty())
+                    setDatasetName(QString::fromStdString(*r.value));
+            });
+    }
+    connect(m_datasetCombo, &QComboBox::currentIndexChanged, this, [this] {
+        m_settings.setDatasetName(datasetName());
+        emit datasetChanged(datasetName());
+        rescan();
+    });
+    connect(m_dataDirEdit, &QLineEdit::editingFinished, this, [this] {
+        if (QDir::cleanPath(m_dataDirEdit->text()) == QDir::cleanPath(m_settings.dataDir())) return;
+        m_settings.setDataDir(dataDir());
+        emit dataDirChanged(dataDir());
+        rescan();
+    });
+    rescan();
+}
+
+DataPage::~DataPage()
+{
+    m_scan.cancel();
+    m_load.cancel();
+    if (m_downloader) {
+        m_downloader->cancel();
+        m_downloadThread->quit();
+        m_downloadThread->wait();
+    }
+}
+
+void DataPage::buildUi()
+{
+    auto* top = new QVBoxLayout(this);
+
+    auto* sourceBox = new QGroupBox(tr("Dataset"), this);
+    auto* form = new QFormLayout(sourceBox);
+    m_datasetCombo = new QComboBox(sourceBox);
+    for (const auto& n : engine::knownDatasets()) {
+        const QString name = QString::fromStdString(n);
+        QString description = name;
+        for (const auto& spec : app::builtInDatasets())
+            if (spec.name == name)
+                description = QStringLiteral("%1 — %2").arg(name, spec.description);
+        m_datasetCombo->addItem(description, name);
+    }
+    form->addRow(tr("&Dataset:"), m_datasetCombo);
+    auto* dirRow = new QHBoxLayout;
+    m_dataDirEdit = new QLineEdit(sourceBox);
+    m_dataDirEdit->setToolTip(
+        tr("Searched first, then $TOWERS_DATA, ~/.local/share/towers/datasets and "
+           "/usr/share/datasets. Downloads go here."));
+    auto* browse = new QPushButton(tr("&Browse…"), sourceBox);
+    connect(browse, &QPushButton::clicked, this, &DataPage::browseDataDir);
+    auto* rescanButton = new QPushButton(tr("&Rescan"), sourceBox);
+    connect(rescanButton, &QPushButton::clicked, this, &DataPage::rescan);
+    dirRow->addWidget(m_dataDirEdit, 1);
+    dirRow->addWidget(browse);
+    dirRow->addWidget(rescanButton);
+    auto* dirLabel = new QLabel(tr("Data &folder:"), sourceBox);
+    dirLabel->setBuddy(m_dataDirEdit);
+    form->addRow(dirLabel, dirRow);
+    m_foundLabel = new QLabel(sourceBox);
+    m_foundLabel->setWordWrap(true);
+    m_foundLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    form->addRow(tr("Found:"), m_foundLabel);
+
+    auto* downloadRow = new QHBoxLayout;
+    m_downloadButton = new QPushButton(tr("Do&wnload"), sourceBox);
+    m_downloadButton->setToolTip(
+        tr("Fetches the published files into the data folder, verifies each "
+           "against its published MD5 checksum and unpacks them."));
+    m_cancelButton = new QPushButton(tr("Cancel"), sourceBox);
+    m_cancelButton->setEnabled(false);
+    m_progress = new QProgressBar(sourceBox);
+    m_progress->setRange(0, 1000);
+    m_progress->setValue(0);
+    m_progress->setTextVisible(true);
+    m_progress->setFormat(QString());
+    connect(m_downloadButton, &QPushButton::clicked, this, &DataPage::startDownload);
+    connect(m_cancelButton, &QPushButton::clicked, this, &DataPage::cancelDownload);
+    downloadRow->addWidget(m_downloadButton);
+    downloadRow->addWidget(m_cancelButton);
+    downloadRow->addWidget(m_progress, 1);
+    form->addRow(tr("Download:"), downloadRow);
+    m_downloadStatus = new QLabel(sourceBox);
+    m_downloadStatus->setWordWrap(true);
+    m_downloadStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    form->addRow(QString(), m_downloadStatus);
+    top->addWidget(sourceBox);
+
+    auto* samplesBox = new QGroupBox(tr("Samples"), this);
+    auto* samplesLayout = new QVBoxLayout(samplesBox);
+    auto* controls = new QHBoxLayout;
+    m_splitCombo = new QComboBox(samplesBox);
+    m_splitCombo->addItem(tr("Test set"), int(SampleImageModel::Split::Test));
+    m_splitCombo->addItem(tr("Training set"), int(SampleImageModel::Split::Train));
+    m_classCombo = new QComboBox(samplesBox);
+    m_classCombo->setMinimumContentsLength(14);
+    m_classCombo->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    m_prevButton = new QPushButton(tr("◀ &Previous"), samplesBox);
+    m_nextButton = new QPushButton(tr("&Next ▶"), samplesBox);
+    m_pageLabel = new QLabel(samplesBox);
+    m_distortCheck = new QCheckBox(tr("Show training &distortions"), samplesBox);
+    m_redrawButton = new QPushButton(tr("Draw &again"), samplesBox);
+    m_redrawButton->setToolTip(tr("New random distortions of the same images"));
+    auto* splitLabel = new QLabel(tr("&Split:"), samplesBox);
+    splitLabel->setBuddy(m_splitCombo);
+    auto* classLabel = new QLabel(tr("C&lass:"), samplesBox);
+    classLabel->setBuddy(m_classCombo);
+    controls->addWidget(splitLabel);
+    controls->addWidget(m_splitCombo);
+    controls->addWidget(classLabel);
+    controls->addWidget(m_classCombo);
+    controls->addSpacing(12);
+    controls->addWidget(m_prevButton);
+    controls->addWidget(m_pageLabel);
+    controls->addWidget(m_nextButton);
+    controls->addStretch(1);
+    controls->addWidget(m_distortCheck);
+    controls->addWidget(m_redrawButton);
+    samplesLayout->addLayout(controls);
+
+    m_grid = new QListView(samplesBox);
+    m_grid->setViewMode(QListView::IconMode);
+    m_grid->setMovement(QListView::Static);
+    m_grid->setResizeMode(QListView::Adjust);
+    m_grid->setWrapping(true);
+    m_grid->setUniformItemSizes(true);
+    m_grid->setSpacing(4);
+    m_grid->setIconSize(QSize(m_samples->tileSize(), m_samples->tileSize()));
+    m_grid->setGridSize(
+        QSize(m_samples->tileSize() + 36, m_samples->tileSize() + 2 * fontMetrics().height() + 8));
+    m_grid->setTextElideMode(Qt::ElideRight);
+    m_grid->setWordWrap(true);
+    m_grid->setModel(m_samples);
+    samplesLayout->addWidget(m_grid, 1);
+    top->addWidget(samplesBox, 1);
+
+    connect(m_splitCombo, &QComboBox::currentIndexChanged, this, [this] {
+        m_samples->setSplit(SampleImageModel::Split(m_splitCombo->currentData().toInt()));
+    });
+    connect(m_classCombo, &QComboBox::currentIndexChanged, this,
+            [this] { m_samples->setClassFilter(m_classCombo->currentData().toInt()); });
+    connect(m_prevButton, &QPushButton::clicked, this,
+            [this] { m_samples->setPage(m_samples->page() - 1); });
+    connect(m_nextButton, &QPushButton::clicked, this,
+            [this] { m_samples->setPage(m_samples->page() + 1); });
+    connect(m_distortCheck, &QCheckBox::toggled, this, [this](bool on) {
+        m_samples->setDistorted(on);
+        updateDistortionControls();
+    });
+    connect(m_redrawButton, &QPushButton::clicked, this,
+            [this] { m_samples->setDistortionSeed(QRandomGenerator::global()->generate64()); });
+    connect(m_samples, &SampleImageModel::pagingChanged, this, &DataPage::updatePaging);
+    updatePaging();
+    updateDistortionControls();
+}
+
+QString DataPage::datasetName() const
+{
+    return m_datasetCombo->currentData().toString();
+}
+
+QString DataPage::dataDir() const
+{
+    return QDir::cleanPath(m_dataDirEdit->text().trimmed());
+}
+
+void DataPage::setDatasetName(const QString& name)
+{
+    const int i = m_datasetCombo->findData(name);
+    if (i >= 0) m_datasetCombo->setCurrentIndex(i);
+}
+
+void DataPage::setDataDir(const QString& dir)
+{
+    m_dataDirEdit->setText(dir);
+    emit m_dataDirEdit->editingFinished();
+}
+
+void DataPage::setRecipeProvider(RecipeProvider provider)
+{
+    m_recipeProvider = std::move(provider);
+    refreshRecipe();
+}
+
+void DataPage::refreshRecipe()
+{
+    std::optional<engine::Preprocessing> recipe;
+    m_recipeError.clear();
+    if (m_dataset && m_recipeProvider) {
+        try {
+            recipe = m_recipeProvider(*m_dataset);
+        } catch (const std::exception& e) {
+            m_recipeError = QString::fromUtf8(e.what());
+        }
+    }
+    const QString fit = m_samples->setRecipe(recipe);
+    if (!fit.isEmpty()) m_recipeError = fit;
+    updateDistortionControls();
+}
+
+void DataPage::setDownloadCatalog(QList<app::DatasetSpec> catalog)
+{
+    m_catalog = std::move(catalog);
+}
+
+void DataPage::setDownloadBaseUrl(const QUrl& url)
+{
+    m_baseUrl = url;
+}
+
+void DataPage::browseDataDir()
+{
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Data folder"), dataDir());
+    if (!dir.isEmpty()) setDataDir(dir);
+}
+
+void DataPage::rescan()
+{
+    m_load.cancel();
+    m_found.reset();
+    m_scanProblem.clear();
+    m_dataset.reset();
+    m_samples->setDataset(nullptr);
+    m_foundLabel->setText(tr("Looking…"));
+    const std::string name = datasetName().toStdString();
+    const auto path = app::searchPathWith(dataDir());
+    const std::filesystem::path preferred = dataDir().toStdString();
+    m_scan.start([name, preferred, path] { return scanFor(name, preferred, path); },
+                 [this](const auto& r) { onScanned(r); });
+}
+
+void DataPage::onScanned(
+    const app::JobResult<std::pair<std::optional<engine::DatasetInfo>, QString>>& r)
+{
+    if (!r.ok()) {
+        m_scanProblem = r.error;
+    } else {
+        m_found = r.value->first;
+        m_scanProblem = r.value->second;
+    }
+    if (!m_scanProblem.isEmpty()) {
+        emit errorOccurred(tr("%1 cannot be used: %2").arg(datasetName(), m_scanProblem));
+    }
+    updateFoundLabel();
+    emit scanFinished(m_found.has_value());
+    if (!m_found) return;
+    const std::string name = m_found->name;
+    const auto location = m_found->location;
+    m_foundLabel->setText(m_foundLabel->text() + QStringLiteral("<br><i>") +
+                          tr("Loading the images…") + QStringLiteral("</i>"));
+    m_load.start(
+        [name, location] {
+            return std::shared_ptr<const engine::Dataset>(
+                std::make_shared<engine::Dataset>(engine::loadDataset(name, location)));
+        },
+        [this](const auto& result) { onLoaded(result); });
+}
+
+void DataPage::onLoaded(const app::JobResult<std::shared_ptr<const engine::Dataset>>& r)
+{
+    updateFoundLabel();
+    if (!r.ok()) {
+        emit errorOccurred(tr("Loading %1 failed: %2").arg(datasetName(), r.error));
+        m_foundLabel->setText(m_foundLabel->text() + QStringLiteral("<br>") +
+                              r.error.toHtmlEscaped());
+        return;
+    }
+    m_dataset = *r.value;
+    {
+        const QSignalBlocker block(m_classCombo);
+        m_classCombo->clear();
+        m_classCombo->addItem(tr("All classes"), -1);
+        for (std::size_t i = 0; i < m_dataset->classNames.size(); ++i)
+            m_classCombo->addItem(QString::fromStdString(m_dataset->classNames[i]), int(i));
+    }
+    m_samples->setDataset(m_dataset);
+    m_samples->setSplit(SampleImageModel::Split(m_splitCombo->currentData().toInt()));
+    refreshRecipe();
+    emit logMessage(tr("Loaded %1 from %2")
+                        .arg(QString::fromStdString(m_dataset->name),
+                             QString::fromStdString(m_dataset->location.string())));
+    emit datasetLoaded();
+}
+
+void DataPage::updateFoundLabel()
+{
+    if (!m_found) {
+        QStringList searched;
+        for (const auto& f : app::searchPathWith(dataDir())) {
+            const QString folder = QDir::cleanPath(QString::fromStdString(f.string()));
+            if (!searched.contains(folder)) searched << folder;
+        }
+        QString text =
+            tr("<b>%1 was not found.</b> Download it, or choose the folder that holds it. "
+               "Searched: %2")
+                .arg(datasetName().toHtmlEscaped(),
+                     searched.join(QStringLiteral(", ")).toHtmlEscaped());
+        if (!m_scanProblem.isEmpty())
+            text += QStringLiteral("<br>") +
+                    tr("A folder was refused: %1").arg(m_scanProblem.toHtmlEscaped());
+        m_foundLabel->setText(text);
+        return;
+    }
+    const auto& f = *m_found;
+    const QLocale locale;
+    QStringList classes;
+    for (const auto& c : f.classNames) classes << QString::fromStdString(c);
+    const QString classText =
+        classes.size() > 12 ? classes.mid(0, 12).join(QStringLiteral(", ")) + QStringLiteral(", …")
+                            : classes.join(QStringLiteral(", "));
+    m_foundLabel->setText(tr("<b>%1</b> in %2<br>%3 training + %4 test images of %5 (H × W × C), "
+                             "%6 classes: %7")
+                              .arg(QString::fromStdString(f.name).toHtmlEscaped(),
+                                   QString::fromStdString(f.location.string()).toHtmlEscaped(),
+                                   locale.toString(qint64(f.trainCount)),
+                                   locale.toString(qint64(f.testCount)),
+                                   shapeLabel(f.imageShape, false), QString::number(classes.size()),
+                                   classText.toHtmlEscaped()));
+}
+
+void DataPage::updatePaging()
+{
+    const int pages = m_samples->pageCount();
+    m_pageLabel->setText(pages == 0
+                             ? tr("no images")
+                             : tr("page %1 of %2 (%3 images)")
+                                   .arg(m_samples->page() + 1)
+                                   .arg(pages)
+                                   .arg(QLocale().toString(qint64(m_samples->matchCount()))));
+    m_prevButton->setEnabled(m_samples->page() > 0);
+    m_nextButton->setEnabled(m_samples->page() + 1 < pages);
+}
+
+void DataPage::updateDistortionControls()
+{
+    const bool can = m_samples->hasRecipe();
+    m_distortCheck->setEnabled(can);
+    if (!can && m_distortCheck->isChecked()) {
+        const QSignalBlocker block(m_distortCheck);
+        m_distortCheck->setChecked(false);
+    }
+    m_distortCheck->setToolTip(
+        can ? tr("Each image as the training distortions of the chosen model make it (crop, shift, "
+                 "flip, "
+                 "brightness, contrast, normalisation), rescaled to 0..255 for display")
+            : (m_recipeError.isEmpty() ? tr("Load a dataset first") : m_recipeError));
+    m_redrawButton->setEnabled(m_samples->isDistorted());
+}
+
+void DataPage::startDownload()
+{
+    if (m_downloader) return;
+    std::optional<app::DatasetSpec> spec;
+    for (const auto& s : m_catalog)
+        if (s.name == datasetName()) spec = s;
+    if (!spec) {
+        emit errorOccurred(tr("No download is known for %1").arg(datasetName()));
+        return;
+    }
+    app::DatasetDownloader::Options options;
+    options.dataDir = dataDir();
+    options.baseUrl = m_baseUrl;
+    m_downloadThread = new QThread(this);
+    m_downloadThread->setObjectName(QStringLiteral("download"));
+    auto* downloader = new app::DatasetDownloader(*spec, options);
+    downloader->moveToThread(m_downloadThread);
+    m_downloader = downloader;
+    connect(m_downloadThread, &QThread::finished, downloader, &QObject::deleteLater);
+    connect(downloader, &app::DatasetDownloader::progress, this, [this](qint64 done, qint64 total) {
+        if (total > 0) {
+            m_progress->setValue(int(1000.0 * double(done) / double(total)));
+            m_progress->setFormat(tr("%1 of %2 MB")
+                                      .arg(double(done) / 1e6, 0, 'f', 1)
+                                      .arg(double(total) / 1e6, 0, 'f', 1));
+        } else {
+            m_progress->setRange(0, 0); // size unknown: busy indicator
+        }
+    });
+    connect(downloader, &app::DatasetDownloader::statusMessage, this, [this](const QString& text) {
+        m_downloadStatus->setText(text);
+        emit logMessage(text);
+    });
+    connect(downloader, &app::DatasetDownloader::finished, this, &DataPage::onDownloadFinished);
+    m_downloadThread->start();
+    m_downloadButton->setEnabled(false);
+    m_cancelButton->setEnabled(true);
+    m_progress->setRange(0, 1000);
+    m_progress->setValue(0);
+    m_downloadStatus->setText(tr("Starting…"));
+    QMetaObject::invokeMethod(downloader, &app::DatasetDownloader::start, Qt::QueuedConnection);
+}
+
+void DataPage::cancelDownload()
+{
+    if (m_downloader) m_downloader->cancel(); // thread-safe
+}
+
+void DataPage::onDownloadFinished(bool ok, const QString& message)
+{
+    // Read before the thread ends (the downloader is deleted when it does).
+    const bool cancelled =
+        m_downloader && m_downloader->outcome() == app::DatasetDownloader::Outcome::Cancelled;
+    m_downloadThread->quit();
+    m_downloadThread->wait();
+    m_downloadThread->deleteLater();
+    m_downloadThread = nullptr;
+    m_downloader = nullptr;
+    m_downloadButton->setEnabled(true);
+    m_cancelButton->setEnabled(false);
+    m_progress->setRange(0, 1000);
+    m_progress->setValue(ok ? 1000 : 0);
+    m_progress->setFormat(QString());
+    m_downloadStatus->setText(ok ? tr("Done: %1 (every checksum verified)").arg(message) : message);
+    emit logMessage(ok ? tr("Download finished: %1").arg(message)
+                       : tr("Download stopped: %1").arg(message));
+    if (!ok && !cancelled) emit errorOccurred(message);
+    emit downloadFinished(ok, message);
+    if (ok) rescan();
+}
+
+} // namespace towers::ui

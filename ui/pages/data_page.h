@@ -1,0 +1,131 @@
+#pragma once
+// The Data page: which dataset and data folder; what discovery found (counts, shape, classes) or
+// why nothing usable was found; a download with progress, cancel and checksum verification
+// (app::DatasetDownloader on its own thread); a paged grid of sample images with their class
+// names, a class filter, and a toggle that shows the images after the training distortions.
+// Scanning and loading run off the UI thread; results of superseded jobs are dropped.
+#include <QList>
+#include <QPointer>
+#include <QUrl>
+#include <QWidget>
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "app/data/dataset_catalog.h"
+#include "app/data/dataset_downloader.h"
+#include "app/jobs/latest_job.h"
+#include "engine/data/dataset.h"
+#include "engine/data/preprocessing.h"
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QListView;
+class QProgressBar;
+class QPushButton;
+class QThread;
+
+namespace towers::app {
+class AppSettings;
+}
+
+namespace towers::ui {
+
+class SampleImageModel;
+
+class DataPage : public QWidget
+{
+    Q_OBJECT
+public:
+    using RecipeProvider =
+        std::function<std::optional<engine::Preprocessing>(const engine::Dataset&)>;
+
+    explicit DataPage(app::AppSettings& settings, QWidget* parent = nullptr);
+    ~DataPage() override;
+
+    QString datasetName() const;
+    QString dataDir() const;
+    void setDatasetName(const QString& name);
+    void setDataDir(const QString& dir);
+
+    // What the distortion toggle applies: the recipe the chosen model trains with (nullopt: none).
+    void setRecipeProvider(RecipeProvider provider);
+    // Asks the provider again (the model changed).
+    void refreshRecipe();
+
+    // The latest scan's answer and the images loaded for the grid.
+    const std::optional<engine::DatasetInfo>& found() const { return m_found; }
+    std::shared_ptr<const engine::Dataset> loadedDataset() const { return m_dataset; }
+    SampleImageModel* sampleModel() const { return m_samples; }
+    bool isBusy() const { return m_scan.isRunning() || m_load.isRunning(); }
+    bool isDownloading() const { return m_downloader != nullptr; }
+
+    // Tests and mirrors: the datasets the download button knows, and a base URL for every file
+    // (default: builtInDatasets() and $TOWERS_DOWNLOAD_BASE_URL, as towers-cli download).
+    void setDownloadCatalog(QList<app::DatasetSpec> catalog);
+    void setDownloadBaseUrl(const QUrl& url);
+
+public slots:
+    void rescan();
+    void startDownload();
+    void cancelDownload();
+
+signals:
+    void datasetChanged(const QString& name);
+    void dataDirChanged(const QString& dir);
+    // After every scan; `found` tells whether the dataset is usable.
+    void scanFinished(bool found);
+    // The images are in memory (the grid shows them).
+    void datasetLoaded();
+    void downloadFinished(bool ok, const QString& message);
+    // A problem the window shows in its banner and log (bad files, failed downloads).
+    void errorOccurred(const QString& message);
+    void logMessage(const QString& line);
+
+private:
+    void buildUi();
+    void onScanned(const app::JobResult<std::pair<std::optional<engine::DatasetInfo>, QString>>& r);
+    void onLoaded(const app::JobResult<std::shared_ptr<const engine::Dataset>>& r);
+    void onDownloadFinished(bool ok, const QString& message);
+    void updateFoundLabel();
+    void updatePaging();
+    void updateDistortionControls();
+    void browseDataDir();
+
+    app::AppSettings& m_settings;
+    RecipeProvider m_recipeProvider;
+    QString m_recipeError;
+    std::optional<engine::DatasetInfo> m_found;
+    QString m_scanProblem;
+    std::shared_ptr<const engine::Dataset> m_dataset;
+    app::LatestJob<std::pair<std::optional<engine::DatasetInfo>, QString>> m_scan{this};
+    app::LatestJob<std::shared_ptr<const engine::Dataset>> m_load{this};
+    app::LatestJob<std::string> m_discover{this};
+    QList<app::DatasetSpec> m_catalog;
+    QUrl m_baseUrl;
+
+    QThread* m_downloadThread = nullptr;
+    QPointer<app::DatasetDownloader> m_downloader;
+
+    QComboBox* m_datasetCombo;
+    QLineEdit* m_dataDirEdit;
+    QLabel* m_foundLabel;
+    QPushButton* m_downloadButton;
+    QPushButton* m_cancelButton;
+    QProgressBar* m_progress;
+    QLabel* m_downloadStatus;
+    QComboBox* m_splitCombo;
+    QComboBox* m_classCombo;
+    QPushButton* m_prevButton;
+    QPushButton* m_nextButton;
+    QLabel* m_pageLabel;
+    QCheckBox* m_distortCheck;
+    QPushButton* m_redrawButton;
+    QListView* m_grid;
+    SampleImageModel* m_samples;
+};
+
+} // namespace towers::ui

@@ -1,0 +1,260 @@
+#include "ui/pages/runs_page.h"
+
+#include <QDesktopServices>
+#include <QDir>
+#include <QFileDialog>
+#include <QFontDatabase>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QItemSelectionModel>
+#include <QLabel>
+#include <QLineEdit>
+#include <QLocale>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSplitter>
+#include <QStyle>
+#include <QTableView>
+#include <QUrl>
+#include <QVBoxLayout>
+
+#include "app/settings/app_settings.h"
+#include "ui/models/checkpoint_list_model.h"
+#include "ui/models/run_list_model.h"
+#include "ui/plots/plot_widget.h"
+
+namespace towers::ui {
+
+RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
+    : QWidget(parent), m_settings(settings), m_runs(new RunListModel(this)),
+      m_checkpoints(new CheckpointListModel(this))
+{
+    auto* top = new QVBoxLayout(this);
+    auto* dirRow = new QHBoxLayout;
+    m_dirEdit = new QLineEdit(m_settings.runsDir(), this);
+    auto* dirLabel = new QLabel(tr("R&uns folder:"), this);
+    dirLabel->setBuddy(m_dirEdit);
+    auto* browse = new QPushButton(tr("&Browse…"), this);
+    auto* refreshButton =
+        new QPushButton(style()->standardIcon(QStyle::SP_BrowserReload), tr("&Refresh"), this);
+    dirRow->addWidget(dirLabel);
+    dirRow->addWidget(m_dirEdit, 1);
+    dirRow->addWidget(browse);
+    dirRow->addWidget(refreshButton);
+    top->addLayout(dirRow);
+
+    auto* split = new QSplitter(Qt::Horizontal, this);
+    m_table = new QTableView(split);
+    m_table->setModel(m_runs);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_table->verticalHeader()->hide();
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    m_table->setTextElideMode(Qt::ElideMiddle);
+    m_table->setWordWrap(false);
+
+    auto* details = new QWidget(split);
+    auto* dl = new QVBoxLayout(details);
+    dl->setContentsMargins(0, 0, 0, 0);
+    m_title = new QLabel(tr("Select a run."), details);
+    m_title->setWordWrap(true);
+    m_title->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    dl->addWidget(m_title);
+    auto* plots = new QHBoxLayout;
+    m_lossPlot = new PlotWidget(tr("Loss"), details);
+    m_lossPlot->addSeries(tr("loss"));
+    m_lossPlot->setAxisLabels(tr("step"), QString());
+    m_accuracyPlot = new PlotWidget(tr("Test accuracy"), details);
+    PlotWidget::SeriesStyle dots;
+    dots.markers = true;
+    dots.colorSlot = 2;
+    m_accuracyPlot->addSeries(tr("precision @ 1"), dots);
+    m_accuracyPlot->setYRange(0, 1);
+    m_accuracyPlot->setAxisLabels(tr("step"), QString());
+    for (auto* p : {m_lossPlot, m_accuracyPlot}) {
+        p->setMinimumHeight(170);
+        p->setEmptyMessage(tr("nothing logged"));
+        plots->addWidget(p);
+    }
+    dl->addLayout(plots, 2);
+    m_checkpointTable = new QTableView(details);
+    m_checkpointTable->setModel(m_checkpoints);
+    m_checkpointTable->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_checkpointTable->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_checkpointTable->verticalHeader()->hide();
+    m_checkpointTable->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_checkpointTable->horizontalHeader()->setStretchLastSection(true);
+    dl->addWidget(new QLabel(tr("Checkpoints (newest first):"), details));
+    dl->addWidget(m_checkpointTable, 1);
+    auto* buttons = new QHBoxLayout;
+    m_resume = new QPushButton(style()->standardIcon(QStyle::SP_MediaPlay), tr("Re&sume this run"),
+                               details);
+    m_classify = new QPushButton(tr("&Classify with this checkpoint"), details);
+    m_openFolder =
+        new QPushButton(style()->standardIcon(QStyle::SP_DirOpenIcon), tr("Open &folder"), details);
+    buttons->addWidget(m_resume);
+    buttons->addWidget(m_classify);
+    buttons->addWidget(m_openFolder);
+    buttons->addStretch(1);
+    dl->addLayout(buttons);
+    m_config = new QPlainTextEdit(details);
+    m_config->setReadOnly(true);
+    m_config->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+    m_config->setPlaceholderText(tr("The run's config.json"));
+    dl->addWidget(m_config, 2);
+    split->addWidget(m_table);
+    split->addWidget(details);
+    split->setStretchFactor(0, 1);
+    split->setStretchFactor(1, 1);
+    split->setSizes({560, 600}); // room for the run table's columns
+    top->addWidget(split, 1);
+
+    connect(browse, &QPushButton::clicked, this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(this, tr("Runs folder"), runsDir());
+        if (!dir.isEmpty()) setRunsDir(dir);
+    });
+    connect(refreshButton, &QPushButton::clicked, this, &RunsPage::refresh);
+    connect(m_dirEdit, &QLineEdit::editingFinished, this, [this] {
+        if (QDir::cleanPath(m_dirEdit->text()) == QDir::cleanPath(m_settings.runsDir())) return;
+        m_settings.setRunsDir(runsDir());
+        emit runsDirChanged(runsDir());
+        refresh();
+    });
+    connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            &RunsPage::showSelected);
+    connect(m_checkpointTable->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            &RunsPage::updateButtons);
+    connect(m_resume, &QPushButton::clicked, this, [this] {
+        if (!selectedRun().isEmpty()) emit resumeRequested(selectedRun());
+    });
+    connect(m_classify, &QPushButton::clicked, this, [this] {
+        if (!selectedCheckpoint().isEmpty()) emit classifyRequested(selectedCheckpoint());
+    });
+    connect(m_checkpointTable, &QTableView::doubleClicked, this, [this] {
+        if (!selectedCheckpoint().isEmpty()) emit classifyRequested(selectedCheckpoint());
+    });
+    connect(m_openFolder, &QPushButton::clicked, this, [this] {
+        if (!selectedRun().isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(selectedRun()));
+    });
+    updateButtons();
+    refresh();
+}
+
+RunsPage::~RunsPage() = default;
+
+QString RunsPage::runsDir() const
+{
+    return QDir::cleanPath(m_dirEdit->text().trimmed());
+}
+
+void RunsPage::setRunsDir(const QString& dir)
+{
+    m_dirEdit->setText(dir);
+    emit m_dirEdit->editingFinished();
+}
+
+void RunsPage::selectRun(const QString& folder)
+{
+    const int row = m_runs->rowOf(folder);
+    if (row < 0) {
+        m_pendingSelection = folder;
+        return;
+    }
+    m_pendingSelection.clear();
+    m_table->selectRow(row);
+    m_table->setCurrentIndex(m_runs->index(row, 0));
+}
+
+QString RunsPage::selectedRun() const
+{
+    const auto* r = m_runs->run(m_table->currentIndex().row());
+    return r ? r->folder : QString();
+}
+
+QString RunsPage::selectedCheckpoint() const
+{
+    const int row = m_checkpointTable->currentIndex().row();
+    return row >= 0 ? m_checkpoints->path(row) : m_checkpoints->path(0);
+}
+
+void RunsPage::setResumeAllowed(bool allowed)
+{
+    m_resumeAllowed = allowed;
+    updateButtons();
+}
+
+void RunsPage::refresh()
+{
+    const QString dir = runsDir();
+    if (m_pendingSelection.isEmpty()) m_pendingSelection = selectedRun();
+    m_scan.start([dir] { return app::scanRuns(dir); }, [this](const auto& r) { onScanned(r); });
+}
+
+void RunsPage::onScanned(const app::JobResult<std::vector<app::RunSummary>>& r)
+{
+    const QString keep = m_pendingSelection;
+    m_runs->setRuns(r.ok() ? *r.value : std::vector<app::RunSummary>{});
+    m_table->resizeColumnsToContents();
+    m_table->setColumnWidth(RunListModel::Run,
+                            std::min(m_table->columnWidth(RunListModel::Run), 200));
+    if (!keep.isEmpty() && m_runs->rowOf(keep) >= 0)
+        selectRun(keep);
+    else if (m_runs->rowCount() > 0)
+        selectRun(m_runs->run(0)->folder);
+    else
+        showSelected();
+    emit refreshed();
+}
+
+void RunsPage::showSelected()
+{
+    const auto* r = m_runs->run(m_table->currentIndex().row());
+    m_lossPlot->clearData();
+    m_accuracyPlot->clearData();
+    if (!r) {
+        m_title->setText(m_runs->rowCount() ? tr("Select a run.")
+                                            : tr("No runs in %1 yet: start one on the Train page.")
+                                                  .arg(runsDir().toHtmlEscaped()));
+        m_config->clear();
+        m_checkpoints->setCheckpoints({});
+        updateButtons();
+        return;
+    }
+    QString title = QStringLiteral("<b>%1</b>").arg(r->name.toHtmlEscaped());
+    if (r->config)
+        title += tr(" — %1 on %2, %n tower(s), step %3", nullptr, r->config->towers)
+                     .arg(QString::fromStdString(r->config->model),
+                          QString::fromStdString(r->config->dataset),
+                          QLocale().toString(qint64(r->lastStep)));
+    if (r->accuracy)
+        title += tr(", test accuracy %1 % at step %2")
+                     .arg(QLocale().toString(*r->accuracy * 100, 'f', 2))
+                     .arg(r->accuracyStep);
+    if (!r->problem.isEmpty()) title += QStringLiteral("<br>⚠ ") + r->problem.toHtmlEscaped();
+    m_title->setText(title);
+    m_config->setPlainText(r->configJson);
+    m_checkpoints->setCheckpoints(r->checkpoints);
+    if (m_checkpoints->rowCount() > 0) m_checkpointTable->selectRow(0);
+    const QString folder = r->folder;
+    m_curves.start([folder] { return app::readRunCurves(folder); },
+                   [this](const app::JobResult<app::RunCurves>& c) {
+                       if (!c.ok()) return;
+                       m_lossPlot->setData(0, c.value->steps, c.value->loss);
+                       m_accuracyPlot->setData(0, c.value->evalSteps, c.value->accuracy);
+                   });
+    updateButtons();
+}
+
+void RunsPage::updateButtons()
+{
+    const auto* r = m_runs->run(m_table->currentIndex().row());
+    m_resume->setEnabled(r && r->config && m_resumeAllowed);
+    m_resume->setToolTip(
+        !m_resumeAllowed
+            ? tr("A run is training: stop it first")
+            : tr("Continues from the newest good checkpoint with the run's own configuration"));
+    m_classify->setEnabled(!selectedCheckpoint().isEmpty());
+    m_openFolder->setEnabled(r != nullptr);
+}
+
+} // namespace towers::ui

@@ -1,0 +1,84 @@
+#pragma once
+// The Runs & checkpoints page: the runs of the runs folder (each a run directory: config.json,
+// metrics.jsonl, eval.jsonl, checkpoints/), the selected run's configuration, its loss and
+// accuracy curves and its checkpoints; resume the run, or load a checkpoint into Classify.
+// The folder is read off the UI thread.
+#include <QWidget>
+
+#include "app/jobs/latest_job.h"
+#include "app/runs/run_scanner.h"
+
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QPushButton;
+class QTableView;
+
+namespace towers::app {
+class AppSettings;
+}
+
+namespace towers::ui {
+
+class CheckpointListModel;
+class PlotWidget;
+class RunListModel;
+
+class RunsPage : public QWidget
+{
+    Q_OBJECT
+public:
+    explicit RunsPage(app::AppSettings& settings, QWidget* parent = nullptr);
+    ~RunsPage() override;
+
+    QString runsDir() const;
+    void setRunsDir(const QString& dir);
+    RunListModel* runModel() const { return m_runs; }
+    CheckpointListModel* checkpointModel() const { return m_checkpoints; }
+    // Selects the run in `folder` once it is listed (after the next refresh if need be).
+    void selectRun(const QString& folder);
+    QString selectedRun() const;
+    // The checkpoint chosen in the table, else the newest of the selected run.
+    QString selectedCheckpoint() const;
+    bool isBusy() const { return m_scan.isRunning(); }
+    // Resuming is not possible while another run trains.
+    void setResumeAllowed(bool allowed);
+    PlotWidget* lossPlot() const { return m_lossPlot; }
+    PlotWidget* accuracyPlot() const { return m_accuracyPlot; }
+
+public slots:
+    void refresh();
+
+signals:
+    void resumeRequested(const QString& folder);
+    void classifyRequested(const QString& checkpoint);
+    void runsDirChanged(const QString& dir);
+    // After each refresh has been applied.
+    void refreshed();
+
+private:
+    void onScanned(const app::JobResult<std::vector<app::RunSummary>>& r);
+    void showSelected();
+    void updateButtons();
+
+    app::AppSettings& m_settings;
+    app::LatestJob<std::vector<app::RunSummary>> m_scan{this};
+    app::LatestJob<app::RunCurves> m_curves{this};
+    QString m_pendingSelection;
+    bool m_resumeAllowed = true;
+
+    QLineEdit* m_dirEdit;
+    QTableView* m_table;
+    RunListModel* m_runs;
+    QLabel* m_title;
+    QPlainTextEdit* m_config;
+    PlotWidget* m_lossPlot;
+    PlotWidget* m_accuracyPlot;
+    QTableView* m_checkpointTable;
+    CheckpointListModel* m_checkpoints;
+    QPushButton* m_resume;
+    QPushButton* m_classify;
+    QPushButton* m_openFolder;
+};
+
+} // namespace towers::ui

@@ -1,0 +1,353 @@
+#include "ui/pages/train_page.h"
+
+#include <QDesktopServices>
+#include <QDir>
+#include <QFontDatabase>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLocale>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSplitter>
+#include <QStyle>
+#include <QUrl>
+#include <QVBoxLayout>
+
+#include "ui/plots/plot_widget.h"
+
+namespace towers::ui {
+
+namespace {
+enum LossSeries
+{
+    RawLoss,
+    SmoothedLoss
+};
+enum SpeedSeries
+{
+    TotalSpeed
+}; // then one per tower
+} // namespace
+
+TrainPage::TrainPage(QWidget* parent)
+    : QWidget(parent), m_controller(new app::TrainingController(this))
+{
+    auto* top = new QVBoxLayout(this);
+    auto* buttons = new QHBoxLayout;
+    m_start = new QPushButton(style()->standardIcon(QStyle::SP_MediaPlay), tr("&Start"), this);
+    m_pause = new QPushButton(style()->standardIcon(QStyle::SP_MediaPause), tr("&Pause"), this);
+    m_stop = new QPushButton(style()->standardIcon(QStyle::SP_MediaStop), tr("S&top"), this);
+    m_folder = new QPushButton(style()->standardIcon(QStyle::SP_DirOpenIcon),
+                               tr("Open run &folder"), this);
+    m_stop->setToolTip(tr("Stops after the current step and writes a checkpoint"));
+    m_runLabel = new QLabel(this);
+    m_runLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    buttons->addWidget(m_start);
+    buttons->addWidget(m_pause);
+    buttons->addWidget(m_stop);
+    buttons->addSpacing(12);
+    buttons->addWidget(m_folder);
+    buttons->addWidget(m_runLabel, 1);
+    top->addLayout(buttons);
+
+    m_progress = new QProgressBar(this);
+    m_progress->setRange(0, 1000);
+    m_progress->setValue(0);
+    m_progress->setTextVisible(false);
+    top->addWidget(m_progress);
+    m_status = new QLabel(this);
+    m_status->setWordWrap(true);
+    top->addWidget(m_status);
+
+    auto* split = new QSplitter(Qt::Vertical, this);
+    auto* plots = new QWidget(split);
+    auto* grid = new QGridLayout(plots);
+    grid->setContentsMargins(0, 0, 0, 0);
+    m_loss = new PlotWidget(tr("Loss"), plots);
+    m_loss->setAxisLabels(tr("step"), tr("cross-entropy + weight decay"));
+    PlotWidget::SeriesStyle raw;
+    raw.alpha = 80;
+    raw.width = 1;
+    m_loss->addSeries(tr("raw"), raw);
+    PlotWidget::SeriesStyle smooth;
+    smooth.colorSlot = 0;
+    smooth.width = 2;
+    m_loss->addSeries(tr("smoothed"), smooth);
+    m_accuracy = new PlotWidget(tr("Test accuracy"), plots);
+    m_accuracy->setAxisLabels(tr("step"), tr("precision @ 1"));
+    m_accuracy->setYRange(0, 1);
+    PlotWidget::SeriesStyle dots;
+    dots.markers = true;
+    dots.colorSlot = 2;
+    m_accuracy->addSeries(tr("test set"), dots);
+    m_speed = new PlotWidget(tr("Examples per second"), plots);
+    m_speed->setAxisLabels(tr("step"), tr("examples/s"));
+    PlotWidget::SeriesStyle total;
+    total.width = 2;
+    total.colorSlot = 1;
+    m_speed->addSeries(tr("total"), total);
+    m_lr = new PlotWidget(tr("Learning rate"), plots);
+    m_lr->setAxisLabels(tr("step"), tr("learning rate"));
+    PlotWidget::SeriesStyle lr;
+    lr.colorSlot = 4;
+    m_lr->addSeries(tr("learning rate"), lr);
+    for (auto* p : {m_loss, m_accuracy, m_speed, m_lr})
+        p->setEmptyMessage(tr("Start a run to see it here"));
+    grid->addWidget(m_loss, 0, 0);
+    grid->addWidget(m_accuracy, 0, 1);
+    grid->addWidget(m_speed, 1, 0);
+    grid->addWidget(m_lr, 1, 1);
+    m_log = new QPlainTextEdit(split);
+    m_log->setReadOnly(true);
+    m_log->setMaximumBlockCount(20000);
+    m_log->setLineWrapMode(QPlainTextEdit::NoWrap);
+    m_log->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+    m_log->setPlaceholderText(
+        tr("The trainer's log: one line every few steps, checkpoints, evaluations."));
+    split->addWidget(plots);
+    split->addWidget(m_log);
+    split->setStretchFactor(0, 4);
+    split->setStretchFactor(1, 1);
+    top->addWidget(split, 1);
+
+    connect(m_start, &QPushButton::clicked, this, &TrainPage::start);
+    connect(m_pause, &QPushButton::clicked, this, &TrainPage::togglePause);
+    connect(m_stop, &QPushButton::clicked, this, &TrainPage::stop);
+    connect(m_folder, &QPushButton::clicked, this, &TrainPage::openRunFolder);
+    connect(m_controller, &app::TrainingController::stateChanged, this, &TrainPage::onStateChanged);
+    connect(m_controller, &app::TrainingController::started, this, &TrainPage::onStarted);
+    connect(m_controller, &app::TrainingController::eventsReady, this, &TrainPage::onEvents);
+    connect(m_controller, &app::TrainingController::finished, this, &TrainPage::onFinished);
+    onStateChanged(app::TrainingController::State::Idle);
+}
+
+TrainPage::~TrainPage() = default;
+
+void TrainPage::setOptionsProvider(OptionsProvider provider)
+{
+    m_provider = std::move(provider);
+    refreshStartability();
+}
+
+void TrainPage::refreshStartability()
+{
+    m_startError.clear();
+    if (!m_provider) {
+        m_startError = tr("nothing to train yet");
+    } else {
+        QString error;
+        if (!m_provider(&error))
+            m_startError = error.isEmpty() ? tr("the configuration is incomplete") : error;
+    }
+    onStateChanged(m_controller->state());
+}
+
+QString TrainPage::statusText() const
+{
+    return m_status->text();
+}
+
+void TrainPage::start()
+{
+    if (!m_provider) return;
+    QString error;
+    const auto options = m_provider(&error);
+    if (!options) {
+        emit errorOccurred(tr("Cannot start: %1").arg(error));
+        return;
+    }
+    startSession(*options);
+}
+
+bool TrainPage::startSession(engine::SessionOptions options)
+{
+    if (m_controller->isActive()) return false;
+    m_options = options;
+    m_runDirectory = QString::fromStdString(options.runDirectory.string());
+    m_outcomeText.clear();
+    clearPlots();
+    m_history.reset(0, 0, options.config.batchPerTower);
+    appendLog(options.resume
+                  ? tr("Resuming the run in %1").arg(m_runDirectory)
+                  : tr("New run in %1: %2 on %3, %n tower(s)", nullptr, options.config.towers)
+                        .arg(m_runDirectory, QString::fromStdString(options.config.model),
+                             QString::fromStdString(options.config.dataset)));
+    m_runLabel->setText(m_runDirectory);
+    if (!m_controller->start(std::move(options))) return false;
+    emit runStarted(m_runDirectory);
+    emit activeChanged(true);
+    return true;
+}
+
+void TrainPage::togglePause()
+{
+    if (m_controller->state() == app::TrainingController::State::Paused)
+        m_controller->resume();
+    else
+        m_controller->pause();
+}
+
+void TrainPage::stop()
+{
+    m_controller->stop();
+}
+
+void TrainPage::openRunFolder()
+{
+    if (!m_runDirectory.isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(m_runDirectory));
+}
+
+void TrainPage::onStateChanged(app::TrainingController::State state)
+{
+    using S = app::TrainingController::State;
+    const bool idle = state == S::Idle;
+    m_start->setEnabled(idle && m_startError.isEmpty());
+    m_start->setToolTip(m_startError.isEmpty()
+                            ? tr("Starts a new run with the chosen data, model and hyperparameters")
+                            : tr("Cannot start: %1").arg(m_startError));
+    m_pause->setEnabled(state == S::Running || state == S::Loading || state == S::Paused);
+    m_pause->setText(state == S::Paused ? tr("&Resume") : tr("&Pause"));
+    m_pause->setIcon(
+        style()->standardIcon(state == S::Paused ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
+    m_stop->setEnabled(state == S::Running || state == S::Loading || state == S::Paused);
+    m_folder->setEnabled(!m_runDirectory.isEmpty());
+    switch (state) {
+    case S::Idle: {
+        const QString start =
+            m_startError.isEmpty() ? QString() : tr("Cannot start: %1").arg(m_startError);
+        m_status->setText(
+            m_outcomeText.isEmpty()
+                ? (start.isEmpty() ? tr("Ready.") : start)
+                : (start.isEmpty() ? m_outcomeText : m_outcomeText + QStringLiteral(" ") + start));
+        break;
+    }
+    case S::Loading:
+        m_status->setText(tr("Loading the dataset and building the towers…"));
+        break;
+    case S::Running:
+        updateProgress();
+        break;
+    case S::Paused:
+        m_status->setText(tr("Paused at step %1.").arg(QLocale().toString(m_history.lastStep())));
+        break;
+    case S::Stopping:
+        m_status->setText(tr("Stopping: finishing the step and writing the checkpoint…"));
+        break;
+    }
+}
+
+void TrainPage::onStarted(const QString& runDirectory, qint64 startStep, qint64 totalSteps)
+{
+    m_runDirectory = runDirectory;
+    m_runLabel->setText(runDirectory);
+    m_history.reset(startStep, totalSteps, m_options.config.batchPerTower);
+    m_folder->setEnabled(true);
+    updateProgress();
+}
+
+void TrainPage::onEvents(const app::TrainingEvents& events)
+{
+    QVector<double> steps, raw, smooth, lr, speed;
+    QVector<QVector<double>> towerSpeed;
+    for (const auto& m : events.steps) {
+        m_history.add(m);
+        const qsizetype last = m_history.steps().size() - 1;
+        steps << m_history.steps()[last];
+        raw << m_history.loss()[last];
+        smooth << m_history.smoothedLoss()[last];
+        lr << m_history.learningRate()[last];
+        speed << m_history.examplesPerSec()[last];
+        const auto& towers = m_history.towerExamplesPerSec();
+        towerSpeed.resize(towers.size());
+        for (qsizetype t = 0; t < towers.size(); ++t) towerSpeed[t] << towers[t].last();
+        m_lastExamplesPerSec = m.examplesPerSec;
+    }
+    if (!steps.isEmpty()) {
+        m_loss->addPoints(RawLoss, steps, raw);
+        m_loss->addPoints(SmoothedLoss, steps, smooth);
+        m_lr->addPoints(0, steps, lr);
+        m_speed->addPoints(TotalSpeed, steps, speed);
+        // One curve per tower; a single tower's curve would only repeat the total.
+        if (towerSpeed.size() > 1) {
+            while (m_speed->seriesCount() < towerSpeed.size() + 1) {
+                PlotWidget::SeriesStyle s;
+                s.colorSlot = m_speed->seriesCount() + 4;
+                s.width = 1;
+                m_speed->addSeries(tr("tower %1 (compute)").arg(m_speed->seriesCount() - 1), s);
+            }
+            for (qsizetype t = 0; t < towerSpeed.size(); ++t)
+                m_speed->addPoints(int(t) + 1, steps, towerSpeed[t]);
+        }
+        const auto& latest = events.steps.back();
+        emit towerTimes(latest.step, latest.towerComputeMs);
+    }
+    for (const auto& r : events.evaluations) {
+        m_history.addEvaluation(r);
+        m_accuracy->addPoint(0, double(r.step), r.precisionAt1); // the trainer logs it too
+    }
+    for (const auto& line : events.logLines) appendLog(line);
+    for (const auto& [file, step] : events.checkpoints) emit checkpointWritten(file, step);
+    if (m_controller->state() == app::TrainingController::State::Running) updateProgress();
+}
+
+void TrainPage::onFinished(app::TrainingWorker::Outcome outcome, const QString& message)
+{
+    using O = app::TrainingWorker::Outcome;
+    appendLog(outcome == O::Failed ? tr("Training failed: %1").arg(message)
+                                   : tr("Training %1.").arg(message));
+    if (outcome == O::Failed) emit errorOccurred(tr("Training failed: %1").arg(message));
+    m_outcomeText =
+        outcome == O::Failed ? tr("Failed: %1").arg(message)
+        : outcome == O::Finished
+            ? tr("Finished: %1 steps.").arg(QLocale().toString(m_history.lastStep()))
+            : tr("Stopped at step %1; the checkpoint is saved (resume it from Runs & checkpoints).")
+                  .arg(QLocale().toString(m_history.lastStep()));
+    if (outcome == O::Finished) m_progress->setValue(1000);
+    emit runFinished(outcome, message, m_runDirectory);
+    emit activeChanged(false);
+    refreshStartability();
+}
+
+void TrainPage::updateProgress()
+{
+    const auto total = m_history.totalSteps();
+    if (total <= 0) return;
+    m_progress->setValue(int(std::lround(m_history.progress() * 1000)));
+    const QLocale locale;
+    QString text = tr("Step %1 of %2 · epoch %3")
+                       .arg(locale.toString(m_history.lastStep()), locale.toString(total),
+                            locale.toString(m_history.lastEpoch(), 'f', 2));
+    if (m_lastExamplesPerSec > 0)
+        text += tr(" · %1 examples/s").arg(locale.toString(m_lastExamplesPerSec, 'f', 0));
+    if (const auto eta = m_history.etaSeconds())
+        text += tr(" · about %1 left").arg(durationText(*eta));
+    m_status->setText(text);
+}
+
+void TrainPage::appendLog(const QString& line)
+{
+    m_log->appendPlainText(line);
+    emit logMessage(line);
+}
+
+void TrainPage::clearPlots()
+{
+    m_loss->clearData();
+    m_accuracy->clearData();
+    m_lr->clearData();
+    while (m_speed->seriesCount() > 1) {
+        // Per-tower curves belong to one run.
+        m_speed->clearSeries();
+        PlotWidget::SeriesStyle total;
+        total.width = 2;
+        total.colorSlot = 1;
+        m_speed->addSeries(tr("total"), total);
+    }
+    m_speed->clearData();
+    m_lastExamplesPerSec = 0;
+    m_progress->setValue(0);
+}
+
+} // namespace towers::ui

@@ -1,0 +1,103 @@
+#pragma once
+// The Train page: start, pause, resume and stop a run; live plots of the loss (raw and
+// smoothed), test accuracy, examples per second (total and per tower) and learning rate; progress
+// with the remaining time; the trainer's log in the tutorial's format; the run's folder one click
+// away. Training runs on a worker thread (app::TrainingController); the plots take what arrived
+// at most 25 times a second, so the window stays responsive however fast the steps are.
+#include <QWidget>
+
+#include <functional>
+#include <optional>
+
+#include "app/train/training_controller.h"
+#include "engine/train/training_session.h"
+#include "ui/models/training_history.h"
+
+class QLabel;
+class QPlainTextEdit;
+class QProgressBar;
+class QPushButton;
+
+namespace towers::ui {
+
+class PlotWidget;
+
+class TrainPage : public QWidget
+{
+    Q_OBJECT
+public:
+    // Builds the options of a new run from the other pages, or says why it cannot (`error`).
+    using OptionsProvider = std::function<std::optional<engine::SessionOptions>(QString* error)>;
+
+    explicit TrainPage(QWidget* parent = nullptr);
+    ~TrainPage() override;
+
+    void setOptionsProvider(OptionsProvider provider);
+    // Asks the provider again: Start is enabled, or shows why not.
+    void refreshStartability();
+
+    app::TrainingController* controller() const { return m_controller; }
+    const TrainingHistory& history() const { return m_history; }
+    bool isActive() const { return m_controller->isActive(); }
+    QString runDirectory() const { return m_runDirectory; }
+
+    PlotWidget* lossPlot() const { return m_loss; }
+    PlotWidget* accuracyPlot() const { return m_accuracy; }
+    PlotWidget* speedPlot() const { return m_speed; }
+    PlotWidget* lrPlot() const { return m_lr; }
+    QPlainTextEdit* logView() const { return m_log; }
+    QString statusText() const;
+
+public slots:
+    // A new run with the provider's options.
+    void start();
+    // Any session: a new run, or options.resume to continue the run in options.runDirectory.
+    bool startSession(engine::SessionOptions options);
+    void togglePause();
+    void stop();
+    void openRunFolder();
+
+signals:
+    void runStarted(const QString& runDirectory);
+    void runFinished(towers::app::TrainingWorker::Outcome outcome, const QString& message,
+                     const QString& runDirectory);
+    void activeChanged(bool active);
+    // The latest step's forward + backward time per tower (the Devices page shows the balance).
+    void towerTimes(qint64 step, const std::vector<double>& towerComputeMs);
+    void checkpointWritten(const QString& file, qint64 step);
+    void errorOccurred(const QString& message);
+    void logMessage(const QString& line);
+
+private:
+    void onStateChanged(app::TrainingController::State state);
+    void onStarted(const QString& runDirectory, qint64 startStep, qint64 totalSteps);
+    void onEvents(const app::TrainingEvents& events);
+    void onFinished(app::TrainingWorker::Outcome outcome, const QString& message);
+    void updateProgress();
+    void appendLog(const QString& line);
+    void clearPlots();
+
+    app::TrainingController* m_controller;
+    OptionsProvider m_provider;
+    TrainingHistory m_history;
+    engine::SessionOptions m_options;
+    QString m_runDirectory;
+    QString m_startError;
+    QString m_outcomeText; // how the last run ended, shown while idle
+    double m_lastExamplesPerSec = 0;
+
+    QPushButton* m_start;
+    QPushButton* m_pause;
+    QPushButton* m_stop;
+    QPushButton* m_folder;
+    QLabel* m_runLabel;
+    QProgressBar* m_progress;
+    QLabel* m_status;
+    PlotWidget* m_loss;
+    PlotWidget* m_accuracy;
+    PlotWidget* m_speed;
+    PlotWidget* m_lr;
+    QPlainTextEdit* m_log;
+};
+
+} // namespace towers::ui

@@ -1,0 +1,25 @@
+#pragma once
+// Colours for plots that follow the window's palette, light or dark: the plot's background, axes,
+// grid and text come from the palette; data series take hues from a fixed cycle, lightened on a
+// dark background so they keep their contrast.
+#include <QColor>
+#include <QPalette>
+
+class QCustomPlot;
+class QCPAxis;
+
+namespace towers::ui {
+
+// A dark palette for the Fusion style (`towers --dark`, and the dark screenshots): what a dark
+// desktop theme gives on platforms that have one.
+QPalette darkPalette();
+// True when the palette's base (the plot background) is dark.
+bool isDarkPalette(const QPalette& palette);
+// Colour number `slot` of the data cycle (blue, orange, green, red, purple, ...), for `palette`.
+QColor seriesColor(int slot, const QPalette& palette);
+// Applies `palette` to the plot's background, axes, tick labels, grid and legend.
+void applyPlotPalette(QCustomPlot* plot, const QPalette& palette);
+// The same for one axis.
+void applyAxisPalette(QCPAxis* axis, const QPalette& palette);
+
+} // namespace towers::ui

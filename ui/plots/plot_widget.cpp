@@ -1,0 +1,293 @@
+#include "ui/plots/plot_widget.h"
+
+#include <QEvent>
+#include <QLabel>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <qcustomplot.h>
+
+#include <cmath>
+
+#include "ui/plots/plot_theme.h"
+
+namespace towers::ui {
+
+PlotWidget::PlotWidget(const QString& title, QWidget* parent)
+    : QWidget(parent), m_plot(new QCustomPlot(this)), m_empty(new QLabel(this)),
+      m_timer(new QTimer(this))
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(m_plot);
+    m_plot->setMinimumSize(160, 120);
+    m_plot->setNoAntialiasingOnDrag(true);
+    m_plot->legend->setVisible(false);
+    m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+    QFont small = font();
+    small.setPointSizeF(small.pointSizeF() * 0.85);
+    m_plot->legend->setFont(small);
+    m_plot->xAxis->setTickLabelFont(small);
+    m_plot->yAxis->setTickLabelFont(small);
+    m_plot->xAxis->setLabelFont(small);
+    m_plot->yAxis->setLabelFont(small);
+    if (!title.isEmpty()) setTitle(title);
+
+    m_empty->setAlignment(Qt::AlignCenter);
+    m_empty->setWordWrap(true);
+    m_empty->setAttribute(Qt::WA_TransparentForMouseEvents);
+    m_empty->setForegroundRole(QPalette::PlaceholderText);
+    m_empty->hide();
+
+    m_timer->setSingleShot(true);
+    connect(m_timer, &QTimer::timeout, this, &PlotWidget::doReplot);
+    applyPlotPalette(m_plot, palette());
+}
+
+PlotWidget::~PlotWidget() = default;
+
+void PlotWidget::setTitle(const QString& title)
+{
+    if (!m_title) {
+        m_plot->plotLayout()->insertRow(0);
+        QFont f = font();
+        f.setBold(true);
+        m_title = new QCPTextElement(m_plot, title, f);
+        m_plot->plotLayout()->addElement(0, 0, m_title);
+        m_title->setTextColor(palette().color(QPalette::WindowText));
+    }
+    m_title->setText(title);
+    requestReplot();
+}
+
+QString PlotWidget::title() const
+{
+    return m_title ? m_title->text() : QString();
+}
+
+void PlotWidget::setAxisLabels(const QString& x, const QString& y)
+{
+    m_plot->xAxis->setLabel(x);
+    m_plot->yAxis->setLabel(y);
+    requestReplot();
+}
+
+void PlotWidget::setYRange(double lower, double upper)
+{
+    m_fixedY = true;
+    m_yLower = lower;
+    m_yUpper = upper;
+    m_plot->yAxis->setRange(lower, upper);
+    requestReplot();
+}
+
+void PlotWidget::setLogY(bool on)
+{
+    m_plot->yAxis->setScaleType(on ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+    if (on)
+        m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+    else
+        m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
+    requestReplot();
+}
+
+void PlotWidget::setEmptyMessage(const QString& text)
+{
+    m_empty->setText(text);
+    updateEmptyMessage();
+}
+
+int PlotWidget::addSeries(const QString& name, SeriesStyle style)
+{
+    QCPGraph* g = m_plot->addGraph();
+    g->setName(name);
+    g->setAdaptiveSampling(true);
+    m_graphs.push_back(g);
+    m_styles.push_back(style);
+    const int index = int(m_graphs.size()) - 1;
+    QColor c = seriesColor(style.colorSlot >= 0 ? style.colorSlot : index, palette());
+    c.setAlpha(style.alpha);
+    g->setPen(QPen(c, style.width, style.pen));
+    if (style.markers) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, c, c, 5));
+    if (!style.inLegend) g->removeFromLegend();
+    m_plot->legend->setVisible(m_plot->legend->itemCount() >= 2);
+    requestReplot();
+    return index;
+}
+
+int PlotWidget::seriesCount() const
+{
+    return int(m_graphs.size());
+}
+
+QString PlotWidget::seriesName(int series) const
+{
+    return m_graphs.at(series)->name();
+}
+
+void PlotWidget::setSeriesName(int series, const QString& name)
+{
+    m_graphs.at(series)->setName(name);
+    requestReplot();
+}
+
+void PlotWidget::setSeriesVisible(int series, bool visible)
+{
+    m_graphs.at(series)->setVisible(visible);
+    requestReplot();
+}
+
+void PlotWidget::addPoint(int series, double x, double y)
+{
+    m_graphs.at(series)->addData(x, y);
+    updateEmptyMessage();
+    requestReplot();
+}
+
+void PlotWidget::addPoints(int series, const QVector<double>& x, const QVector<double>& y)
+{
+    if (x.isEmpty()) return;
+    m_graphs.at(series)->addData(x, y, true);
+    updateEmptyMessage();
+    requestReplot();
+}
+
+void PlotWidget::setData(int series, const QVector<double>& x, const QVector<double>& y)
+{
+    m_graphs.at(series)->setData(x, y, true);
+    updateEmptyMessage();
+    requestReplot();
+}
+
+int PlotWidget::pointCount(int series) const
+{
+    return m_graphs.at(series)->dataCount();
+}
+
+double PlotWidget::lastValue(int series) const
+{
+    const auto points = m_graphs.at(series)->data();
+    return points->isEmpty() ? std::nan("") : (points->constEnd() - 1)->value;
+}
+
+void PlotWidget::clearData()
+{
+    for (auto* g : m_graphs) g->data()->clear();
+    updateEmptyMessage();
+    requestReplot();
+}
+
+void PlotWidget::clearSeries()
+{
+    m_plot->clearGraphs();
+    m_graphs.clear();
+    m_styles.clear();
+    m_plot->legend->setVisible(false);
+    updateEmptyMessage();
+    requestReplot();
+}
+
+void PlotWidget::requestReplot()
+{
+    m_dirty = true;
+    if (m_timer->isActive()) return;
+    const qint64 since = m_sinceReplot.isValid() ? m_sinceReplot.elapsed() : kMinReplotIntervalMs;
+    m_timer->start(int(std::max<qint64>(0, kMinReplotIntervalMs - since)));
+}
+
+void PlotWidget::replotNow()
+{
+    m_dirty = true;
+    doReplot();
+}
+
+void PlotWidget::rescale()
+{
+    bool any = false;
+    QCPRange x, y;
+    for (auto* g : m_graphs) {
+        if (!g->visible() || g->data()->isEmpty()) continue;
+        bool okX = false, okY = false;
+        const QCPRange gx = g->getKeyRange(okX);
+        const QCPRange gy = g->getValueRange(okY, QCP::sdBoth);
+        if (!okX || !okY) continue;
+        if (!any) {
+            x = gx;
+            y = gy;
+            any = true;
+        } else {
+            x.expand(gx);
+            y.expand(gy);
+        }
+    }
+    if (!any) return;
+    if (x.size() <= 0) x = QCPRange(x.lower - 0.5, x.upper + 0.5);
+    m_plot->xAxis->setRange(x);
+    if (m_fixedY) return;
+    if (m_plot->yAxis->scaleType() == QCPAxis::stLogarithmic) {
+        if (y.lower <= 0) y.lower = y.upper > 0 ? y.upper * 1e-3 : 1e-6;
+        m_plot->yAxis->setRange(y.lower / 1.2, y.upper * 1.2);
+        return;
+    }
+    const double pad = y.size() > 0 ? y.size() * 0.06 : std::max(std::abs(y.upper) * 0.05, 1e-3);
+    m_plot->yAxis->setRange(y.lower - pad, y.upper + pad);
+}
+
+void PlotWidget::doReplot()
+{
+    if (!m_dirty) return;
+    if (!isVisible()) return; // showEvent redraws
+    m_dirty = false;
+    rescale();
+    m_plot->replot(QCustomPlot::rpImmediateRefresh);
+    m_sinceReplot.restart();
+    ++m_replots;
+}
+
+void PlotWidget::updateEmptyMessage()
+{
+    bool empty = true;
+    for (auto* g : m_graphs) empty = empty && g->data()->isEmpty();
+    m_empty->setVisible(empty && !m_empty->text().isEmpty());
+    if (m_empty->isVisible()) {
+        m_empty->setGeometry(rect().adjusted(12, 24, -12, -12));
+        m_empty->raise();
+    }
+}
+
+void PlotWidget::changeEvent(QEvent* event)
+{
+    if (event->type() == QEvent::PaletteChange || event->type() == QEvent::StyleChange) {
+        applyPlotPalette(m_plot, palette());
+        for (int i = 0; i < m_graphs.size(); ++i) {
+            const auto& s = m_styles[i];
+            QColor c = seriesColor(s.colorSlot >= 0 ? s.colorSlot : i, palette());
+            c.setAlpha(s.alpha);
+            QPen pen = m_graphs[i]->pen();
+            pen.setColor(c);
+            m_graphs[i]->setPen(pen);
+            if (s.markers)
+                m_graphs[i]->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, c, c, 5));
+        }
+        requestReplot();
+    }
+    QWidget::changeEvent(event);
+}
+
+void PlotWidget::showEvent(QShowEvent* event)
+{
+    QWidget::showEvent(event);
+    updateEmptyMessage();
+    if (m_dirty) requestReplot();
+}
+
+} // namespace towers::ui
+
+namespace towers::ui {
+
+void PlotWidget::resizeEvent(QResizeEvent* event)
+{
+    QWidget::resizeEvent(event);
+    if (m_empty->isVisible()) m_empty->setGeometry(rect().adjusted(12, 24, -12, -12));
+}
+
+} // namespace towers::ui

@@ -1,0 +1,100 @@
+#pragma once
+// A small reusable wrapper around QCustomPlot for the line plots of every page: named series,
+// points appended as they arrive, axes that follow the data, colours that follow the palette, and
+// replots coalesced so that however fast points arrive, the plot redraws at most 25 times a
+// second (and not at all while hidden).
+#include <QElapsedTimer>
+#include <QString>
+#include <QVector>
+#include <QWidget>
+
+class QCustomPlot;
+class QCPGraph;
+class QCPTextElement;
+class QLabel;
+class QTimer;
+
+namespace towers::ui {
+
+class PlotWidget : public QWidget
+{
+    Q_OBJECT
+public:
+    // Fewest milliseconds between two replots.
+    static constexpr int kMinReplotIntervalMs = 40;
+
+    explicit PlotWidget(const QString& title = {}, QWidget* parent = nullptr);
+    ~PlotWidget() override;
+
+    void setTitle(const QString& title);
+    QString title() const;
+    void setAxisLabels(const QString& x, const QString& y);
+    // A fixed y range (accuracy 0..1); without it the y axis follows the data.
+    void setYRange(double lower, double upper);
+    void setLogY(bool on);
+    // Shown over the plot while no series has a point ("Waiting for the first step").
+    void setEmptyMessage(const QString& text);
+
+    struct SeriesStyle
+    {
+        int colorSlot = -1; // -1: the series' index
+        Qt::PenStyle pen = Qt::SolidLine;
+        double width = 1.5;
+        bool markers = false; // a dot at every point (sparse series: evaluations)
+        bool inLegend = true;
+        int alpha = 255; // raw curves under their smoothed twin are translucent
+    };
+    // Adds a series and returns its index; the legend shows once there are two or more.
+    int addSeries(const QString& name, SeriesStyle style);
+    int addSeries(const QString& name) { return addSeries(name, SeriesStyle{}); }
+    int seriesCount() const;
+    QString seriesName(int series) const;
+    void setSeriesName(int series, const QString& name);
+    void setSeriesVisible(int series, bool visible);
+
+    // Points must come in increasing x (the plots are over steps or time).
+    void addPoint(int series, double x, double y);
+    void addPoints(int series, const QVector<double>& x, const QVector<double>& y);
+    void setData(int series, const QVector<double>& x, const QVector<double>& y);
+    int pointCount(int series) const;
+    // The last point's y of a series (NaN when it has none).
+    double lastValue(int series) const;
+    // Removes every point (the series stay) / every series.
+    void clearData();
+    void clearSeries();
+
+    // Asks for a redraw: the first request after a quiet spell redraws at once (on the next event
+    // loop turn), later ones are merged so that redraws are at least kMinReplotIntervalMs apart.
+    void requestReplot();
+    // Redraws now (screenshots, tests).
+    void replotNow();
+    // How many redraws happened (tests check the coalescing).
+    int replotCount() const { return m_replots; }
+
+    // For the rare plot that needs QCustomPlot itself (extra layers, items).
+    QCustomPlot* customPlot() const { return m_plot; }
+
+protected:
+    void changeEvent(QEvent* event) override;
+    void showEvent(QShowEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
+
+private:
+    void doReplot();
+    void updateEmptyMessage();
+    void rescale();
+
+    QCustomPlot* m_plot;
+    QCPTextElement* m_title = nullptr;
+    QLabel* m_empty;
+    QTimer* m_timer;
+    QElapsedTimer m_sinceReplot;
+    QVector<QCPGraph*> m_graphs;
+    QVector<SeriesStyle> m_styles;
+    bool m_dirty = false;
+    bool m_fixedY = false;
+    double m_yLower = 0, m_yUpper = 1;
+    int m_replots = 0;
+};
+
+} // namespace towers::ui

@@ -1,0 +1,171 @@
+#include "ui/screenshot_tour.h"
+
+#include <QCheckBox>
+#include <QDir>
+#include <QPixmap>
+#include <QTimer>
+#include <cstdio>
+
+#include "ui/main_window.h"
+#include "ui/models/sample_image_model.h"
+#include "ui/pages/classify_page.h"
+#include "ui/pages/data_page.h"
+#include "ui/pages/devices_page.h"
+#include "ui/pages/model_page.h"
+#include "ui/pages/runs_page.h"
+#include "ui/pages/train_page.h"
+#include "ui/widgets/hyperparameter_form.h"
+
+namespace towers::ui {
+
+namespace {
+constexpr int kPollMs = 100;
+constexpr int kSettleMs = 600; // plots and views finish their queued redraws
+} // namespace
+
+ScreenshotTour::ScreenshotTour(MainWindow* window, QString directory, QObject* parent)
+    : QObject(parent), m_window(window), m_dir(std::move(directory)), m_poll(new QTimer(this))
+{
+    m_poll->setInterval(kPollMs);
+    connect(m_poll, &QTimer::timeout, this, &ScreenshotTour::poll);
+}
+
+void ScreenshotTour::addStandardSteps()
+{
+    MainWindow* w = m_window;
+    w->setCloseQuestionAnswer(true);
+    addStep({QStringLiteral("data"),
+             [w] { w->showPage(MainWindow::Data); },
+             [w] { return !w->dataPage()->isBusy() && w->dataPage()->loadedDataset() != nullptr; },
+             60000,
+             {}});
+    addStep({QStringLiteral("data-distortions"),
+             [w] {
+                 if (auto* box = w->dataPage()->findChild<QCheckBox*>()) box->setChecked(true);
+             },
+             [w] { return w->dataPage()->sampleModel()->isDistorted(); }, 5000,
+             [w] {
+                 if (auto* box = w->dataPage()->findChild<QCheckBox*>()) box->setChecked(false);
+             }});
+    addStep({QStringLiteral("model"), [w] { w->showPage(MainWindow::Model); }, {}, 1000, {}});
+    // A short run on two CPU towers: enough steps and evaluations for every plot to show a curve.
+    addStep({QStringLiteral("train"),
+             [w] {
+                 w->devicesPage()->setTowers(2);
+                 w->devicesPage()->setThreadsPerTower(1);
+                 auto c = w->modelPage()->form()->config();
+                 c.steps = 600;
+                 c.epochs = 0;
+                 c.evalEvery = 100;
+                 c.logEvery = 10;
+                 c.checkpointEvery = 200;
+                 w->modelPage()->form()->setConfig(c);
+                 w->showPage(MainWindow::Train);
+                 w->trainPage()->start();
+             },
+             [w] { return w->trainPage()->history().evalSteps().size() >= 3; },
+             240000,
+             {}});
+    addStep({QStringLiteral("devices"),
+             [w] { w->showPage(MainWindow::Devices); },
+             {},
+             1000,
+             [w] { w->trainPage()->stop(); }});
+    addStep({QStringLiteral("runs"),
+             [w] { w->showPage(MainWindow::Runs); },
+             [w] {
+                 return !w->trainPage()->isActive() && !w->runsPage()->isBusy() &&
+                        !w->runsPage()->selectedCheckpoint().isEmpty();
+             },
+             60000,
+             {}});
+    addStep({QStringLiteral("classify"),
+             [w] { w->classifyWith(w->runsPage()->selectedCheckpoint()); },
+             [w] {
+                 auto* page = w->classifyPage();
+                 if (!page->hasClassifier() || page->isBusy()) return false;
+                 if (page->topClasses().empty()) {
+                     page->classifyTestImage(7);
+                     return false;
+                 }
+                 return true;
+             },
+             60000,
+             {}});
+    addStep({QStringLiteral("classify-test-set"),
+             [w] { w->classifyPage()->classifyTestSet(); },
+             [w] {
+                 auto* page = w->classifyPage();
+                 if (page->isBusy() || !page->predictions()) return false;
+                 // Show the most frequent confusion.
+                 const auto& p = *page->predictions();
+                 int bestT = 0, bestP = 1;
+                 for (int t = 0; t < p.numClasses; ++t)
+                     for (int q = 0; q < p.numClasses; ++q)
+                         if (t != q && p.confusion[std::size_t(t * p.numClasses + q)] >
+                                           p.confusion[std::size_t(bestT * p.numClasses + bestP)]) {
+                             bestT = t;
+                             bestP = q;
+                         }
+                 page->showCell(bestT, bestP);
+                 return true;
+             },
+             120000,
+             {}});
+}
+
+void ScreenshotTour::start()
+{
+    if (!QDir().mkpath(m_dir)) {
+        std::fprintf(stderr, "screenshot tour: cannot create %s\n", qPrintable(m_dir));
+        emit finished(1);
+        return;
+    }
+    m_index = 0;
+    runStep();
+}
+
+void ScreenshotTour::runStep()
+{
+    if (m_index >= m_steps.size()) {
+        emit finished(m_failures);
+        return;
+    }
+    const Step& s = m_steps[m_index];
+    std::fprintf(stderr, "screenshot tour: %s\n", qPrintable(s.name));
+    if (s.prepare) s.prepare();
+    m_waitedMs = 0;
+    m_poll->start();
+}
+
+void ScreenshotTour::poll()
+{
+    const Step& s = m_steps[m_index];
+    m_waitedMs += kPollMs;
+    const bool ready = !s.ready || s.ready();
+    if (!ready && m_waitedMs < s.timeoutMs) return;
+    m_poll->stop();
+    if (!ready) {
+        std::fprintf(stderr,
+                     "screenshot tour: %s: not ready after %d ms, taking the picture anyway\n",
+                     qPrintable(s.name), s.timeoutMs);
+        ++m_failures;
+    }
+    QTimer::singleShot(kSettleMs, this, &ScreenshotTour::shoot);
+}
+
+void ScreenshotTour::shoot()
+{
+    const Step& s = m_steps[m_index];
+    const QString file = QDir(m_dir).filePath(
+        QStringLiteral("%1-%2.png").arg(m_index + 1, 2, 10, QLatin1Char('0')).arg(s.name));
+    if (!m_window->grab().save(file)) {
+        std::fprintf(stderr, "screenshot tour: cannot write %s\n", qPrintable(file));
+        ++m_failures;
+    }
+    if (s.after) s.after();
+    ++m_index;
+    QTimer::singleShot(0, this, &ScreenshotTour::runStep);
+}
+
+} // namespace towers::ui

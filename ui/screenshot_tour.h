@@ -1,0 +1,55 @@
+#pragma once
+// `towers --screenshot-tour DIR`: drives the real window through its pages, waits at each for
+// its work to settle (dataset loaded, training points on the plots, a test set classified) and
+// saves a screenshot of the whole window per step as DIR/NN-<name>.png. tools/screenshots.sh
+// runs it under Xvfb to produce docs/screenshots/.
+#include <QObject>
+#include <QString>
+
+#include <functional>
+#include <vector>
+
+class QTimer;
+
+namespace towers::ui {
+
+class MainWindow;
+
+class ScreenshotTour : public QObject
+{
+    Q_OBJECT
+public:
+    struct Step
+    {
+        QString name;                  // file name part
+        std::function<void()> prepare; // switch page, press buttons
+        std::function<bool()> ready;   // polled until true (or timeout)
+        int timeoutMs = 20000;
+        std::function<void()> after; // after the screenshot
+    };
+
+    ScreenshotTour(MainWindow* window, QString directory, QObject* parent = nullptr);
+    void addStep(Step step) { m_steps.push_back(std::move(step)); }
+    // The standard tour through every page.
+    void addStandardSteps();
+    void start();
+
+signals:
+    // `failures`: steps whose condition timed out or whose file could not be written.
+    void finished(int failures);
+
+private:
+    void runStep();
+    void poll();
+    void shoot();
+
+    MainWindow* m_window;
+    QString m_dir;
+    std::vector<Step> m_steps;
+    std::size_t m_index = 0;
+    int m_failures = 0;
+    int m_waitedMs = 0;
+    QTimer* m_poll;
+};
+
+} // namespace towers::ui

@@ -1,0 +1,470 @@
+#include "ui/widgets/hyperparameter_form.h"
+
+#include <QButtonGroup>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QLocale>
+#include <QRadioButton>
+#include <QSpinBox>
+#include <QStackedWidget>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+#include "engine/errors.h"
+#include "engine/optim/optimizer.h"
+#include "ui/plots/plot_widget.h"
+#include "ui/widgets/validated_field.h"
+
+namespace towers::ui {
+
+namespace {
+
+QString num(double v)
+{
+    return QString::number(v, 'g', 10);
+}
+
+// A form page of its own for one schedule kind's constants.
+QWidget* formPage(QWidget* parent, std::initializer_list<std::pair<QString, QWidget*>> rows)
+{
+    auto* page = new QWidget(parent);
+    auto* form = new QFormLayout(page);
+    form->setContentsMargins(0, 0, 0, 0);
+    for (const auto& [label, w] : rows) form->addRow(label, w);
+    return page;
+}
+
+} // namespace
+
+HyperparameterForm::HyperparameterForm(QWidget* parent) : QWidget(parent)
+{
+    buildUi();
+    setConfig(engine::TrainConfig{});
+}
+
+ValidatedField* HyperparameterForm::field(const QString& name) const
+{
+    return findChild<ValidatedField*>(name);
+}
+
+void HyperparameterForm::buildUi()
+{
+    using F = ValidatedField;
+    auto make = [this](const char* name, F::Syntax syntax, F::Check check, const QString& tip) {
+        auto* f = new F(syntax, std::move(check), this);
+        f->setObjectName(QString::fromLatin1(name));
+        f->lineEdit()->setToolTip(tip);
+        connect(f, &F::edited, this, &HyperparameterForm::update);
+        return f;
+    };
+    auto* top = new QVBoxLayout(this);
+    top->setContentsMargins(0, 0, 0, 0);
+
+    // Optimizer
+    auto* optBox = new QGroupBox(tr("Optimizer"), this);
+    auto* optForm = new QFormLayout(optBox);
+    m_optimizer = new QComboBox(optBox);
+    for (const auto& k : engine::optimizerKinds())
+        m_optimizer->addItem(QString::fromStdString(k), QString::fromStdString(k));
+    m_optimizer->setToolTip(
+        tr("sgd: the tutorial's plain gradient descent; momentum and nesterov: PyTorch's SGD; "
+           "adam: PyTorch's Adam"));
+    optForm->addRow(tr("&Optimizer:"), m_optimizer);
+    m_momentum = make("momentum", F::Syntax::Decimal, F::between(0, true, 1, true),
+                      tr("Momentum, in (0, 1)"));
+    m_momentumRow = m_momentum;
+    optForm->addRow(tr("Momentum:"), m_momentum);
+    m_beta1 = make("beta1", F::Syntax::Decimal, F::between(0, false, 1, true), tr("Adam's beta1"));
+    m_beta2 = make("beta2", F::Syntax::Decimal, F::between(0, false, 1, true), tr("Adam's beta2"));
+    m_adamRow = new QWidget(optBox);
+    auto* adamLayout = new QHBoxLayout(m_adamRow);
+    adamLayout->setContentsMargins(0, 0, 0, 0);
+    adamLayout->addWidget(new QLabel(QStringLiteral("β₁"), m_adamRow));
+    adamLayout->addWidget(m_beta1);
+    adamLayout->addWidget(new QLabel(QStringLiteral("β₂"), m_adamRow));
+    adamLayout->addWidget(m_beta2);
+    optForm->addRow(tr("Betas:"), m_adamRow);
+    top->addWidget(optBox);
+
+    // Learning rate and schedule
+    auto* lrBox = new QGroupBox(tr("Learning rate"), this);
+    auto* lrForm = new QFormLayout(lrBox);
+    m_lr = make("lr", F::Syntax::Decimal, F::between(0, true, 100, false),
+                tr("The base learning rate (the peak for one-cycle)"));
+    lrForm->addRow(tr("&Learning rate:"), m_lr);
+    m_schedule = new QComboBox(lrBox);
+    const std::pair<engine::LrSchedule::Kind, QString> kinds[] = {
+        {engine::LrSchedule::Kind::Constant, tr("constant")},
+        {engine::LrSchedule::Kind::Exponential, tr("exponential decay (the tutorial's)")},
+        {engine::LrSchedule::Kind::Step, tr("step decay at milestones")},
+        {engine::LrSchedule::Kind::Cosine, tr("cosine with warm-up")},
+        {engine::LrSchedule::Kind::OneCycle, tr("one-cycle")},
+    };
+    for (const auto& [kind, label] : kinds) m_schedule->addItem(label, int(kind));
+    lrForm->addRow(tr("&Schedule:"), m_schedule);
+    m_scheduleParams = new QStackedWidget(lrBox);
+    m_decayRate = make("decayRate", F::Syntax::Decimal, F::between(0, true, 1, false),
+                       tr("Factor per decay period"));
+    m_decayEpochs =
+        make("decayEpochs", F::Syntax::Decimal, F::positive(), tr("Epochs per decay period"));
+    m_staircase = new QCheckBox(tr("staircase (whole periods)"), lrBox);
+    m_gamma = make("gamma", F::Syntax::Decimal, F::between(0, true, 1, false),
+                   tr("Factor at each milestone"));
+    m_milestones = make("milestones", F::Syntax::IntegerList, F::increasingPositive(),
+                        tr("Epochs at which the rate is multiplied by gamma, e.g. 30, 60, 90"));
+    m_warmupEpochs =
+        make("warmupEpochs", F::Syntax::Decimal, F::atLeast(0), tr("Linear warm-up, in epochs"));
+    m_minLr =
+        make("minLr", F::Syntax::Decimal, F::atLeast(0), tr("The rate at the end of the run"));
+    m_warmupFraction = make("warmupFraction", F::Syntax::Decimal, F::between(0, true, 1, true),
+                            tr("Share of the run spent rising to the peak"));
+    m_divFactor =
+        make("divFactor", F::Syntax::Decimal, F::atLeast(1), tr("The start rate is lr / this"));
+    m_cosineAnneal = new QCheckBox(tr("cosine way down (else linear)"), lrBox);
+    connect(m_staircase, &QCheckBox::toggled, this, &HyperparameterForm::update);
+    connect(m_cosineAnneal, &QCheckBox::toggled, this, &HyperparameterForm::update);
+    m_scheduleParams->addWidget(new QWidget(m_scheduleParams)); // constant: nothing to set
+    m_scheduleParams->addWidget(
+        formPage(m_scheduleParams, {{tr("Decay rate:"), m_decayRate},
+                                    {tr("Decay every (epochs):"), m_decayEpochs},
+                                    {QString(), m_staircase}}));
+    m_scheduleParams->addWidget(formPage(
+        m_scheduleParams, {{tr("Gamma:"), m_gamma}, {tr("Milestones (epochs):"), m_milestones}}));
+    m_scheduleParams->addWidget(
+        formPage(m_scheduleParams,
+                 {{tr("Warm-up (epochs):"), m_warmupEpochs}, {tr("Final rate:"), m_minLr}}));
+    m_scheduleParams->addWidget(
+        formPage(m_scheduleParams, {{tr("Warm-up share:"), m_warmupFraction},
+                                    {tr("Start divisor:"), m_divFactor},
+                                    {QString(), m_cosineAnneal}}));
+    lrForm->addRow(m_scheduleParams);
+    m_plot = new PlotWidget(tr("Learning rate over the run"), lrBox);
+    m_plot->setAxisLabels(tr("step"), tr("learning rate"));
+    m_plot->setMinimumHeight(150);
+    m_plot->addSeries(tr("learning rate"));
+    lrForm->addRow(m_plot);
+    top->addWidget(lrBox);
+
+    // Batch and length
+    auto* runBox = new QGroupBox(tr("Batch and length"), this);
+    auto* runForm = new QFormLayout(runBox);
+    m_batch = new QSpinBox(runBox);
+    m_batch->setRange(1, 65536);
+    m_batch->setToolTip(tr("Examples each tower computes per step"));
+    connect(m_batch, &QSpinBox::valueChanged, this, &HyperparameterForm::update);
+    runForm->addRow(tr("&Batch per tower:"), m_batch);
+    m_globalBatch = new QLabel(runBox);
+    runForm->addRow(tr("Global batch:"), m_globalBatch);
+    m_bySteps = new QRadioButton(tr("s&teps"), runBox);
+    m_byEpochs = new QRadioButton(tr("&epochs"), runBox);
+    auto* group = new QButtonGroup(runBox);
+    group->addButton(m_bySteps);
+    group->addButton(m_byEpochs);
+    connect(m_bySteps, &QRadioButton::toggled, this, &HyperparameterForm::update);
+    m_steps = make("steps", F::Syntax::Integer, F::atLeast(1), tr("Global steps of the run"));
+    m_epochs =
+        make("epochs", F::Syntax::Decimal, F::positive(), tr("Passes over the training set"));
+    auto* lengthRow = new QWidget(runBox);
+    auto* lengthLayout = new QHBoxLayout(lengthRow);
+    lengthLayout->setContentsMargins(0, 0, 0, 0);
+    lengthLayout->addWidget(m_bySteps);
+    lengthLayout->addWidget(m_steps, 1);
+    lengthLayout->addWidget(m_byEpochs);
+    lengthLayout->addWidget(m_epochs, 1);
+    runForm->addRow(tr("Length:"), lengthRow);
+    top->addWidget(runBox);
+
+    // Regularisation and seed
+    auto* regBox = new QGroupBox(tr("Regularisation"), this);
+    auto* regForm = new QFormLayout(regBox);
+    m_weightDecayOn = new QCheckBox(tr("override"), regBox);
+    m_weightDecayOn->setToolTip(
+        tr("Off: each model's own weight decay (the tutorial's 0.004 on its fc layers)"));
+    m_weightDecay = make("weightDecay", F::Syntax::Decimal, F::atLeast(0),
+                         tr("Coefficient of 0.5·‖w‖² for the weights"));
+    auto* wdRow = new QWidget(regBox);
+    auto* wdLayout = new QHBoxLayout(wdRow);
+    wdLayout->setContentsMargins(0, 0, 0, 0);
+    wdLayout->addWidget(m_weightDecayOn);
+    wdLayout->addWidget(m_weightDecay, 1);
+    regForm->addRow(tr("&Weight decay:"), wdRow);
+    m_emaOn = new QCheckBox(tr("on"), regBox);
+    m_emaOn->setToolTip(tr("Evaluate with moving averages of the weights (the tutorial's 0.9999)"));
+    m_emaDecay = make("emaDecay", F::Syntax::Decimal, F::between(0, true, 1, true),
+                      tr("Decay of the moving average"));
+    auto* emaRow = new QWidget(regBox);
+    auto* emaLayout = new QHBoxLayout(emaRow);
+    emaLayout->setContentsMargins(0, 0, 0, 0);
+    emaLayout->addWidget(m_emaOn);
+    emaLayout->addWidget(m_emaDecay, 1);
+    regForm->addRow(tr("E&MA:"), emaRow);
+    connect(m_weightDecayOn, &QCheckBox::toggled, this, &HyperparameterForm::update);
+    connect(m_emaOn, &QCheckBox::toggled, this, &HyperparameterForm::update);
+    m_seed = make("seed", F::Syntax::Integer, {},
+                  tr("Seeds the weights, the data order and the distortions"));
+    regForm->addRow(tr("See&d:"), m_seed);
+    top->addWidget(regBox);
+
+    // Checkpoints and logging
+    auto* ckBox = new QGroupBox(tr("Checkpoints, evaluation, log"), this);
+    auto* ckForm = new QFormLayout(ckBox);
+    m_checkpointEvery = make("checkpointEvery", F::Syntax::Integer, F::atLeast(0),
+                             tr("Steps between checkpoints; 0 = at the end and on stop only"));
+    m_keep = new QSpinBox(ckBox);
+    m_keep->setRange(1, 1000);
+    m_keep->setPrefix(tr("keep "));
+    connect(m_keep, &QSpinBox::valueChanged, this, &HyperparameterForm::update);
+    auto* ckRow = new QWidget(ckBox);
+    auto* ckLayout = new QHBoxLayout(ckRow);
+    ckLayout->setContentsMargins(0, 0, 0, 0);
+    ckLayout->addWidget(m_checkpointEvery, 1);
+    ckLayout->addWidget(m_keep);
+    ckForm->addRow(tr("&Checkpoint every:"), ckRow);
+    m_evalEvery = make("evalEvery", F::Syntax::Integer, F::atLeast(0),
+                       tr("Steps between test-set evaluations; 0 = at the end only"));
+    ckForm->addRow(tr("E&valuate every:"), m_evalEvery);
+    m_logEvery = make("logEvery", F::Syntax::Integer, F::atLeast(1),
+                      tr("Steps between metrics and log lines"));
+    ckForm->addRow(tr("Lo&g every:"), m_logEvery);
+    top->addWidget(ckBox);
+
+    m_summary = new QLabel(this);
+    m_summary->setWordWrap(true);
+    top->addWidget(m_summary);
+    top->addStretch(1);
+
+    connect(m_optimizer, &QComboBox::currentIndexChanged, this, &HyperparameterForm::update);
+    connect(m_schedule, &QComboBox::currentIndexChanged, this, [this] {
+        m_scheduleParams->setCurrentIndex(m_schedule->currentIndex());
+        update();
+    });
+    // The stack takes the height of the page shown, not of its tallest page.
+    connect(m_scheduleParams, &QStackedWidget::currentChanged, this,
+            &HyperparameterForm::fitScheduleParams);
+    fitScheduleParams();
+}
+
+void HyperparameterForm::fitScheduleParams()
+{
+    const int current = m_scheduleParams->currentIndex();
+    for (int i = 0; i < m_scheduleParams->count(); ++i) {
+        const auto policy = i == current ? QSizePolicy::Preferred : QSizePolicy::Ignored;
+        m_scheduleParams->widget(i)->setSizePolicy(policy, policy);
+    }
+    m_scheduleParams->adjustSize();
+}
+
+void HyperparameterForm::setConfig(const engine::TrainConfig& c)
+{
+    m_loading = true;
+    m_base = c;
+    m_optimizer->setCurrentIndex(
+        std::max(0, m_optimizer->findData(QString::fromStdString(c.optimizer.kind))));
+    m_momentum->setText(num(c.optimizer.momentum));
+    m_beta1->setText(num(c.optimizer.beta1));
+    m_beta2->setText(num(c.optimizer.beta2));
+    const auto& s = c.schedule;
+    m_lr->setText(num(s.lr));
+    m_schedule->setCurrentIndex(std::max(0, m_schedule->findData(int(s.kind))));
+    m_scheduleParams->setCurrentIndex(m_schedule->currentIndex());
+    m_decayRate->setText(num(s.decayRate));
+    m_decayEpochs->setText(num(s.decayEpochs));
+    m_staircase->setChecked(s.staircase);
+    m_gamma->setText(num(s.gamma));
+    QStringList ms;
+    for (auto m : s.milestones) ms << QString::number(m);
+    m_milestones->setText(ms.join(QStringLiteral(", ")));
+    m_warmupEpochs->setText(num(s.warmupEpochs));
+    m_minLr->setText(num(s.minLr));
+    m_warmupFraction->setText(num(s.warmupFraction));
+    m_divFactor->setText(num(s.divFactor));
+    m_cosineAnneal->setChecked(s.cosineAnneal);
+    m_batch->setValue(c.batchPerTower);
+    m_towers = c.towers;
+    m_bySteps->setChecked(c.steps > 0);
+    m_byEpochs->setChecked(c.steps <= 0);
+    m_steps->setText(QString::number(c.steps > 0 ? c.steps : 1000));
+    m_epochs->setText(num(c.epochs > 0 ? c.epochs : 10));
+    m_weightDecayOn->setChecked(c.weightDecay >= 0);
+    m_weightDecay->setText(num(c.weightDecay >= 0 ? c.weightDecay : 0.0005));
+    m_emaOn->setChecked(c.emaDecay > 0);
+    m_emaDecay->setText(num(c.emaDecay > 0 ? c.emaDecay : 0.9999));
+    m_seed->setText(QString::number(c.seed));
+    m_checkpointEvery->setText(QString::number(c.checkpointEvery));
+    m_keep->setValue(c.keepCheckpoints);
+    m_evalEvery->setText(QString::number(c.evalEvery));
+    m_logEvery->setText(QString::number(c.logEvery));
+    m_loading = false;
+    update();
+}
+
+engine::TrainConfig HyperparameterForm::config() const
+{
+    engine::TrainConfig c = m_base;
+    c.towers = m_towers;
+    c.optimizer.kind = m_optimizer->currentData().toString().toStdString();
+    // Constants of another optimizer keep their last good value.
+    if (m_momentum->isValid()) c.optimizer.momentum = m_momentum->value();
+    if (m_beta1->isValid()) c.optimizer.beta1 = m_beta1->value();
+    if (m_beta2->isValid()) c.optimizer.beta2 = m_beta2->value();
+    auto& s = c.schedule;
+    s.kind = engine::LrSchedule::Kind(m_schedule->currentData().toInt());
+    s.lr = m_lr->value();
+    s.decayRate = m_decayRate->value();
+    s.decayEpochs = m_decayEpochs->value();
+    s.staircase = m_staircase->isChecked();
+    s.gamma = m_gamma->value();
+    s.milestones.clear();
+    for (auto m : m_milestones->integers()) s.milestones.push_back(m);
+    s.warmupEpochs = m_warmupEpochs->value();
+    s.minLr = m_minLr->value();
+    s.warmupFraction = m_warmupFraction->value();
+    s.divFactor = m_divFactor->value();
+    s.cosineAnneal = m_cosineAnneal->isChecked();
+    c.batchPerTower = m_batch->value();
+    c.steps = m_bySteps->isChecked() ? m_steps->integer() : 0;
+    c.epochs = m_bySteps->isChecked() ? 0 : m_epochs->value();
+    c.weightDecay = m_weightDecayOn->isChecked() ? m_weightDecay->value() : -1;
+    c.emaDecay = m_emaOn->isChecked() ? m_emaDecay->value() : 0;
+    c.seed = std::uint64_t(m_seed->text().toULongLong());
+    c.checkpointEvery = m_checkpointEvery->integer();
+    c.keepCheckpoints = m_keep->value();
+    c.evalEvery = m_evalEvery->integer();
+    c.logEvery = m_logEvery->integer();
+    return c;
+}
+
+void HyperparameterForm::setTowers(int towers)
+{
+    m_towers = std::max(1, towers);
+    update();
+}
+
+void HyperparameterForm::setTrainingSetSize(std::int64_t examples)
+{
+    m_trainCount = std::max<std::int64_t>(0, examples);
+    update();
+}
+
+std::int64_t HyperparameterForm::stepsPerEpoch() const
+{
+    const std::int64_t global = std::int64_t(m_towers) * m_batch->value();
+    return m_trainCount > 0 ? m_trainCount / global : 0; // the last partial batch is dropped
+}
+
+std::int64_t HyperparameterForm::totalSteps() const
+{
+    if (m_bySteps->isChecked()) return m_steps->isValid() ? m_steps->integer() : 0;
+    const std::int64_t perEpoch = stepsPerEpoch();
+    if (perEpoch < 1 || !m_epochs->isValid()) return 0;
+    return config().totalSteps(perEpoch);
+}
+
+void HyperparameterForm::update()
+{
+    if (m_loading) return;
+    const QString kind = m_optimizer->currentData().toString();
+    m_momentum->setEnabled(kind == QLatin1String("momentum") || kind == QLatin1String("nesterov"));
+    m_adamRow->setEnabled(kind == QLatin1String("adam"));
+    m_steps->setEnabled(m_bySteps->isChecked());
+    m_epochs->setEnabled(m_byEpochs->isChecked());
+    m_weightDecay->setEnabled(m_weightDecayOn->isChecked());
+    m_emaDecay->setEnabled(m_emaOn->isChecked());
+    m_minLr->setExternalError(
+        m_minLr->value() > m_lr->value() ? tr("must not exceed the learning rate") : QString());
+
+    const std::int64_t global = std::int64_t(m_towers) * m_batch->value();
+    m_globalBatch->setText(tr("%n tower(s)", nullptr, m_towers) +
+                           tr(" × %1 = <b>%2</b> examples per step")
+                               .arg(m_batch->value())
+                               .arg(QLocale().toString(global)));
+
+    // The first refusal, in form order, among the fields that matter now.
+    m_error.clear();
+    const std::pair<QString, ValidatedField*> fields[] = {
+        {tr("momentum"), m_momentum->isEnabled() ? m_momentum : nullptr},
+        {tr("beta1"), m_adamRow->isEnabled() ? m_beta1 : nullptr},
+        {tr("beta2"), m_adamRow->isEnabled() ? m_beta2 : nullptr},
+        {tr("learning rate"), m_lr},
+        {tr("decay rate"), m_scheduleParams->currentIndex() == 1 ? m_decayRate : nullptr},
+        {tr("decay epochs"), m_scheduleParams->currentIndex() == 1 ? m_decayEpochs : nullptr},
+        {tr("gamma"), m_scheduleParams->currentIndex() == 2 ? m_gamma : nullptr},
+        {tr("milestones"), m_scheduleParams->currentIndex() == 2 ? m_milestones : nullptr},
+        {tr("warm-up"), m_scheduleParams->currentIndex() == 3 ? m_warmupEpochs : nullptr},
+        {tr("final rate"), m_scheduleParams->currentIndex() == 3 ? m_minLr : nullptr},
+        {tr("warm-up share"), m_scheduleParams->currentIndex() == 4 ? m_warmupFraction : nullptr},
+        {tr("start divisor"), m_scheduleParams->currentIndex() == 4 ? m_divFactor : nullptr},
+        {tr("steps"), m_bySteps->isChecked() ? m_steps : nullptr},
+        {tr("epochs"), m_byEpochs->isChecked() ? m_epochs : nullptr},
+        {tr("weight decay"), m_weightDecayOn->isChecked() ? m_weightDecay : nullptr},
+        {tr("EMA decay"), m_emaOn->isChecked() ? m_emaDecay : nullptr},
+        {tr("seed"), m_seed},
+        {tr("checkpoint interval"), m_checkpointEvery},
+        {tr("evaluation interval"), m_evalEvery},
+        {tr("log interval"), m_logEvery},
+    };
+    for (const auto& [name, f] : fields)
+        if (f && !f->isValid()) {
+            m_error = tr("%1: %2").arg(name, f->error());
+            break;
+        }
+    engine::TrainConfig c;
+    if (m_error.isEmpty()) {
+        c = config();
+        try {
+            c.validate();
+        } catch (const std::exception& e) {
+            m_error = QString::fromUtf8(e.what());
+        }
+    }
+    if (m_error.isEmpty()) {
+        const std::int64_t total = totalSteps();
+        m_summary->setText(
+            total > 0
+                ? tr("%1 steps, %2 examples in all%3.")
+                      .arg(QLocale().toString(total))
+                      .arg(QLocale().toString(double(total) * double(global), 'g', 4))
+                      .arg(stepsPerEpoch() > 0
+                               ? tr(", %1 steps per epoch").arg(QLocale().toString(stepsPerEpoch()))
+                               : QString())
+                : tr("Load the dataset to see how many steps the epochs make."));
+        updatePlot(c);
+    } else {
+        m_summary->setText(QStringLiteral("⚠ ") + m_error.toHtmlEscaped());
+        m_plot->clearData();
+    }
+    emit changed();
+}
+
+void HyperparameterForm::updatePlot(const engine::TrainConfig& c)
+{
+    const std::int64_t total = totalSteps();
+    // Without the set size, plot over the steps with a nominal epoch of 1,000 steps.
+    const std::int64_t perEpoch = stepsPerEpoch() > 0 ? stepsPerEpoch() : 1000;
+    if (total < 1) {
+        m_plot->clearData();
+        m_plot->setEmptyMessage(tr("Load the dataset to see the schedule over the epochs"));
+        return;
+    }
+    QVector<double> x, y;
+    const std::int64_t points = std::min<std::int64_t>(total, 800);
+    try {
+        for (std::int64_t i = 0; i < points; ++i) {
+            const std::int64_t step = points == total ? i : i * (total - 1) / (points - 1);
+            x << double(step);
+            y << c.schedule.at(step, perEpoch, total);
+        }
+    } catch (const engine::Error&) {
+        x.clear();
+        y.clear();
+    }
+    m_plot->setData(0, x, y);
+}
+
+} // namespace towers::ui

@@ -1,0 +1,103 @@
+#pragma once
+// The run's hyperparameters, edited as a TrainConfig: optimizer and its constants, learning rate
+// and schedule (with a plot of the rate over the whole run), batch per tower and the resulting
+// global batch, length in steps or epochs, weight decay, EMA, seed, checkpoint, evaluation and
+// log intervals. Values are refused at the field with the reason; rules between fields come from
+// TrainConfig::validate() and are shown under the form.
+#include <QWidget>
+
+#include <cstdint>
+
+#include "engine/train/train_config.h"
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QRadioButton;
+class QSpinBox;
+class QStackedWidget;
+
+namespace towers::ui {
+
+class PlotWidget;
+class ValidatedField;
+
+class HyperparameterForm : public QWidget
+{
+    Q_OBJECT
+public:
+    explicit HyperparameterForm(QWidget* parent = nullptr);
+
+    // Fills every field from `config` (fields the form does not edit are kept as they are).
+    void setConfig(const engine::TrainConfig& config);
+    // The configuration the fields describe, on top of the last setConfig(). Only meaningful when
+    // isValid().
+    engine::TrainConfig config() const;
+    // False while any field refuses its value or validate() refuses the whole.
+    bool isValid() const { return m_error.isEmpty(); }
+    // The first reason, "learning rate: must be greater than 0"; empty when valid.
+    QString error() const { return m_error; }
+
+    // What the global batch and the schedule plot depend on, set by the other pages.
+    void setTowers(int towers);
+    void setTrainingSetSize(std::int64_t examples); // 0: unknown
+    std::int64_t stepsPerEpoch() const;             // 0 when the set size is unknown
+    std::int64_t totalSteps() const;                // 0 when it cannot be told yet
+
+    PlotWidget* schedulePlot() const { return m_plot; }
+    ValidatedField* field(const QString& name) const; // "lr", "momentum", ... (tests)
+
+signals:
+    void changed();
+
+private:
+    void buildUi();
+    void update();
+    void updatePlot(const engine::TrainConfig& c);
+    void fitScheduleParams();
+
+    engine::TrainConfig m_base;
+    int m_towers = 1;
+    std::int64_t m_trainCount = 0;
+    QString m_error;
+    bool m_loading = false;
+
+    QComboBox* m_optimizer;
+    ValidatedField* m_momentum;
+    ValidatedField* m_beta1;
+    ValidatedField* m_beta2;
+    QWidget* m_momentumRow;
+    QWidget* m_adamRow;
+    ValidatedField* m_lr;
+    QComboBox* m_schedule;
+    QStackedWidget* m_scheduleParams;
+    ValidatedField* m_decayRate;
+    ValidatedField* m_decayEpochs;
+    QCheckBox* m_staircase;
+    ValidatedField* m_gamma;
+    ValidatedField* m_milestones;
+    ValidatedField* m_warmupEpochs;
+    ValidatedField* m_minLr;
+    ValidatedField* m_warmupFraction;
+    ValidatedField* m_divFactor;
+    QCheckBox* m_cosineAnneal;
+    QSpinBox* m_batch;
+    QLabel* m_globalBatch;
+    QRadioButton* m_bySteps;
+    QRadioButton* m_byEpochs;
+    ValidatedField* m_steps;
+    ValidatedField* m_epochs;
+    QCheckBox* m_weightDecayOn;
+    ValidatedField* m_weightDecay;
+    QCheckBox* m_emaOn;
+    ValidatedField* m_emaDecay;
+    ValidatedField* m_seed;
+    ValidatedField* m_checkpointEvery;
+    QSpinBox* m_keep;
+    ValidatedField* m_evalEvery;
+    ValidatedField* m_logEvery;
+    QLabel* m_summary;
+    PlotWidget* m_plot;
+};
+
+} // namespace towers::ui
