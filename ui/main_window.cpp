@@ -14,7 +14,7 @@
 #include <QStyle>
 #include <QVBoxLayout>
 
-#include "app/cli/command.h"
+#include "app/data/data_dirs.h"
 #include "app/settings/app_settings.h"
 #include "engine/train/recipe.h"
 #include "engine/train/run_directory.h"

@@ -41,8 +41,6 @@ bool intOption(const QCommandLineParser& parser, const QString& name, int min, i
 QString shapeText(const engine::Shape& s);
 QJsonArray shapeJson(const engine::Shape& s);
 
-// The dataset search path with `dataDir` (if not empty) in front.
-std::vector<std::filesystem::path> searchPathWith(const QString& dataDir);
 // The same from the parser's --data-dir option; prints an error and returns false when the
 // option names no folder.
 bool searchPathOption(const QCommandLineParser& parser, CommandIo& io,

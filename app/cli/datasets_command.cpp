@@ -4,17 +4,10 @@
 #include <QJsonObject>
 
 #include "app/cli/command.h"
+#include "app/data/data_dirs.h"
 #include "engine/data/dataset.h"
 
 namespace towers::app {
-
-// The search path with --data-dir (if any) in front: what train, eval and datasets all use.
-std::vector<std::filesystem::path> searchPathWith(const QString& dataDir)
-{
-    auto path = engine::defaultSearchPath();
-    if (!dataDir.isEmpty()) path.insert(path.begin(), std::filesystem::path(dataDir.toStdString()));
-    return path;
-}
 
 bool searchPathOption(const QCommandLineParser& parser, CommandIo& io, std::vector<std::filesystem::path>& path)
 {

@@ -4,6 +4,7 @@
 #include <QJsonObject>
 
 #include "app/cli/command.h"
+#include "app/devices/device_list.h"
 #include "engine/cpu/cpu_info.h"
 
 namespace towers::app {
@@ -22,10 +23,7 @@ int runDevices(const QStringList& args, CommandIo& io)
         return ExitUsage;
     }
     const auto cpu = engine::cpu::cpuInfo();
-    const QString gpuNote = TOWERS_HAS_CUDA
-                                ? QStringLiteral("the CUDA backend is built but not yet able to list GPUs")
-                                : QStringLiteral("this build of Towers has no CUDA backend (the CUDA "
-                                                 "toolkit was not found or was switched off at build time)");
+    const QString gpuNote = gpuBackendNote();
     if (p.isSet(QStringLiteral("json"))) {
         const QJsonObject j{
             {QStringLiteral("cpu"),
@@ -46,7 +44,7 @@ int runDevices(const QStringList& args, CommandIo& io)
         io.out << ", " << QString::number(double(cpu.memoryBytes) / double(1LL << 30), 'f', 1) << " GiB memory";
     io.out << "\n      oneDNN " << QString::fromStdString(cpu.onednnVersion) << ", kernels for "
            << QString::fromStdString(cpu.isa) << "\n"
-           << "GPUs  none: " << gpuNote << "\n";
+           << "GPUs  none. " << gpuNote << "\n";
     return ExitOk;
 }
 

@@ -27,4 +27,11 @@ QString defaultRunsDir()
                             : QDir::cleanPath(QString::fromStdString((datasets.parent_path() / "runs").string()));
 }
 
+std::vector<std::filesystem::path> searchPathWith(const QString& dataDir)
+{
+    auto path = engine::defaultSearchPath();
+    if (!dataDir.isEmpty()) path.insert(path.begin(), std::filesystem::path(dataDir.toStdString()));
+    return path;
+}
+
 } // namespace towers::app

@@ -4,6 +4,9 @@
 // found without one.
 #include <QString>
 
+#include <filesystem>
+#include <vector>
+
 namespace towers::app {
 
 // The folder downloads go to when none is given: the first non-empty folder of $TOWERS_DATA
@@ -16,5 +19,9 @@ QString defaultDataDir();
 // $TOWERS_RUNS when set, else "towers/runs" in the user's data folder ($XDG_DATA_HOME or
 // ~/.local/share), beside the datasets. Absolute and cleaned; empty when no home folder is known.
 QString defaultRunsDir();
+
+// The dataset search path (engine::defaultSearchPath()) with `dataDir`, when not empty, in front:
+// what the CLI's --data-dir and the GUI's data folder mean.
+std::vector<std::filesystem::path> searchPathWith(const QString& dataDir);
 
 } // namespace towers::app

@@ -19,7 +19,7 @@
 
 #include <filesystem>
 
-#include "app/cli/command.h"
+#include "app/data/data_dirs.h"
 #include "app/data/dataset_downloader.h"
 #include "app/settings/app_settings.h"
 #include "ui/models/layer_table_model.h"
