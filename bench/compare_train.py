@@ -80,7 +80,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--towers-cli", default=os.path.join(HERE, "..", "build", "cpu", "app", "towers-cli"))
     ap.add_argument("--towers", type=int, default=2)
-    ap.add_argument("--epochs", type=float, default=10)
+    ap.add_argument("--epochs", type=float, default=8)
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for each side in all")
     ap.add_argument("--data-dir", default="", help="folder holding fashion-mnist/ (default: Towers' search path, "
                                                    "/usr/share/datasets for PyTorch)")

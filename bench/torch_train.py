@@ -3,7 +3,7 @@
 the accuracy-over-time comparison (bench/compare_train.py).
 
     /usr/bin/python3 bench/torch_train.py --dataset-dir /usr/share/datasets/fashion-mnist \
-        --model fashion-fast --epochs 10 --batch-size 128 --optimizer nesterov --lr 0.1 \
+        --model fashion-fast --epochs 8 --batch-size 128 --optimizer nesterov --lr 0.1 \
         --lr-schedule one-cycle --threads 2
 
 float32 on the CPU. The model is the PyTorch twin from python/towers_torch.py; the data are the
@@ -122,7 +122,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset-dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--model", default="fashion-fast", choices=["fashion-fast", "mnist-convnet"])
-    ap.add_argument("--epochs", type=float, default=10)
+    ap.add_argument("--epochs", type=float, default=8)
     ap.add_argument("--batch-size", type=int, default=128, help="global batch (Towers: towers x batch)")
     ap.add_argument("--optimizer", default="nesterov", choices=["sgd", "momentum", "nesterov", "adam"])
     ap.add_argument("--lr", type=float, default=0.1)
