@@ -1,30 +1,20 @@
 // A half-width ResNet-9 (the DAWNBench / airbench family) for 32x32 colour images:
 // prep -> layer1 (+ residual) -> layer2 -> layer3 (+ residual) -> global max pool -> fc.
 // Convolutions are 3x3 without bias, each followed by batch norm and ReLU.
+#include "engine/models/blocks.h"
 #include "engine/models/registry.h"
-#include "engine/nn/batch_norm.h"
-#include "engine/nn/conv2d.h"
 #include "engine/nn/flatten.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/max_pool2d.h"
-#include "engine/nn/relu.h"
 
 namespace towers::engine {
 
 namespace {
 
-// conv -> bn -> relu, named "<prefix>.conv", "<prefix>.bn".
+// conv -> bn -> relu, named "<prefix>.conv", "<prefix>.bn", "<prefix>.relu".
 void addConvBn(Sequential& seq, const std::string& prefix, std::int64_t in, std::int64_t out)
 {
-    Conv2dOptions o;
-    o.inChannels = in;
-    o.outChannels = out;
-    o.kernel = 3;
-    o.padding = Padding::Same;
-    o.bias = false;
-    seq.add(std::make_unique<Conv2d>(prefix + ".conv", o));
-    seq.add(std::make_unique<BatchNorm>(prefix + ".bn", out));
-    seq.add(std::make_unique<Relu>(prefix + ".relu"));
+    addConv3x3BnRelu(seq, prefix + ".conv", prefix + ".bn", prefix + ".relu", in, out);
 }
 
 void addLayer(Sequential& net, const std::string& name, std::int64_t in, std::int64_t out, bool residual)

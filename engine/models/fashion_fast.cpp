@@ -1,14 +1,12 @@
 // A small, fast network for 28x28 grayscale images (the default for Fashion-MNIST): two 3x3
 // convolutions with batch norm and max pooling, then fc 128 and the classifier. PyTorch's default
 // initialisation.
+#include "engine/models/blocks.h"
 #include "engine/models/registry.h"
-#include "engine/nn/batch_norm.h"
-#include "engine/nn/conv2d.h"
 #include "engine/nn/dropout.h"
 #include "engine/nn/flatten.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/max_pool2d.h"
-#include "engine/nn/relu.h"
 
 namespace towers::engine {
 
@@ -17,15 +15,7 @@ std::unique_ptr<Model> buildFashionFast()
     auto net = std::make_unique<Sequential>();
     auto convBlock = [&](int i, std::int64_t in, std::int64_t out) {
         const std::string n = std::to_string(i);
-        Conv2dOptions o;
-        o.inChannels = in;
-        o.outChannels = out;
-        o.kernel = 3;
-        o.padding = Padding::Same;
-        o.bias = false;
-        net->add(std::make_unique<Conv2d>("conv" + n, o));
-        net->add(std::make_unique<BatchNorm>("bn" + n, out));
-        net->add(std::make_unique<Relu>("relu" + n));
+        addConv3x3BnRelu(*net, "conv" + n, "bn" + n, "relu" + n, in, out);
         net->add(std::make_unique<MaxPool2d>("pool" + n, 2, 2, Padding::Valid));
     };
     convBlock(1, 1, 32);  // 14x14x32

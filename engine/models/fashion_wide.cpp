@@ -2,14 +2,12 @@
 // two VGG-style stages of two 3x3 convolutions with batch norm (32 then 64 filters), each followed
 // by 2x2 max pooling, then fc 256 with dropout 0.4 and the classifier. PyTorch's default
 // initialisation. About 4.7 times fashion-fast's arithmetic per example.
+#include "engine/models/blocks.h"
 #include "engine/models/registry.h"
-#include "engine/nn/batch_norm.h"
-#include "engine/nn/conv2d.h"
 #include "engine/nn/dropout.h"
 #include "engine/nn/flatten.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/max_pool2d.h"
-#include "engine/nn/relu.h"
 
 namespace towers::engine {
 
@@ -18,15 +16,7 @@ std::unique_ptr<Model> buildFashionWide()
     auto net = std::make_unique<Sequential>();
     auto conv = [&](int i, std::int64_t in, std::int64_t out) {
         const std::string n = std::to_string(i);
-        Conv2dOptions o;
-        o.inChannels = in;
-        o.outChannels = out;
-        o.kernel = 3;
-        o.padding = Padding::Same;
-        o.bias = false;
-        net->add(std::make_unique<Conv2d>("conv" + n, o));
-        net->add(std::make_unique<BatchNorm>("bn" + n, out));
-        net->add(std::make_unique<Relu>("relu" + n));
+        addConv3x3BnRelu(*net, "conv" + n, "bn" + n, "relu" + n, in, out);
     };
     conv(1, 1, 32);
     conv(2, 32, 32);
