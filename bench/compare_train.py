@@ -22,10 +22,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_towers(cli, towers, epochs, data_dir, threads, extra):
+def run_towers(cli, model, towers, epochs, data_dir, threads, extra):
     run_dir = tempfile.mkdtemp(prefix="towers-compare-")
     steps_per_epoch = 60000 // (towers * 64)
-    cmd = [cli, "train", "--dataset", "fashion-mnist", "--towers", str(towers), "--epochs", str(epochs),
+    cmd = [cli, "train", "--dataset", "fashion-mnist", "--model", model, "--towers", str(towers), "--epochs", str(epochs),
            "--eval-every", str(steps_per_epoch), "--log-every", "100", "--run-dir", run_dir, "--json"] + extra
     if data_dir:
         cmd += ["--data-dir", data_dir]
@@ -51,8 +51,10 @@ def run_towers(cli, towers, epochs, data_dir, threads, extra):
     return rows
 
 
-def run_torch(towers, epochs, data_dir, threads):
-    cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_train.py"), "--epochs", str(epochs),
+def run_torch(model, towers, epochs, data_dir, threads):
+    # Towers' recipes translate by 1 pixel, by 2 for fashion-wide (engine/train/recipe.cpp).
+    cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_train.py"), "--model", model,
+           "--translate", "2" if model == "fashion-wide" else "1", "--epochs", str(epochs),
            "--batch-size", str(towers * 64), "--threads", str(threads), "--json"]
     if data_dir:
         cmd += ["--dataset-dir", os.path.join(data_dir, "fashion-mnist")]
@@ -79,8 +81,9 @@ def first_reaching(rows, target):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--towers-cli", default=os.path.join(HERE, "..", "build", "cpu", "app", "towers-cli"))
+    ap.add_argument("--model", default="fashion-fast", choices=["fashion-fast", "fashion-wide"])
     ap.add_argument("--towers", type=int, default=2)
-    ap.add_argument("--epochs", type=float, default=8)
+    ap.add_argument("--epochs", type=float, default=0, help="default: the recipe's (8, 20 for fashion-wide)")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for each side in all")
     ap.add_argument("--data-dir", default="", help="folder holding fashion-mnist/ (default: Towers' search path, "
                                                    "/usr/share/datasets for PyTorch)")
@@ -88,10 +91,11 @@ def main():
     ap.add_argument("--skip-torch", action="store_true")
     ap.add_argument("extra", nargs="*", help="after --: more towers-cli train options")
     a = ap.parse_args()
-    ours = run_towers(a.towers_cli, a.towers, a.epochs, a.data_dir, a.threads, a.extra)
-    theirs = [] if a.skip_torch else run_torch(a.towers, a.epochs, a.data_dir, a.threads)
+    epochs = a.epochs or (20 if a.model == "fashion-wide" else 8)
+    ours = run_towers(a.towers_cli, a.model, a.towers, epochs, a.data_dir, a.threads, a.extra)
+    theirs = [] if a.skip_torch else run_torch(a.model, a.towers, epochs, a.data_dir, a.threads)
 
-    print(f"\nFashion-MNIST, fashion-fast recipe, global batch {a.towers * 64}, {a.threads} thread(s) per side")
+    print(f"\nFashion-MNIST, {a.model} recipe, global batch {a.towers * 64}, {a.threads} thread(s) per side")
     print(f"{'epoch':>6} | {'Towers s':>9} {'acc':>7} {'img/s':>7} | {'PyTorch s':>9} {'acc':>7} {'img/s':>7}")
     for i in range(max(len(ours), len(theirs))):
         o = ours[i] if i < len(ours) else None

@@ -121,7 +121,7 @@ def evaluate(model, xt, yt, batch=1000):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset-dir", default="/usr/share/datasets/fashion-mnist")
-    ap.add_argument("--model", default="fashion-fast", choices=["fashion-fast", "mnist-convnet"])
+    ap.add_argument("--model", default="fashion-fast", choices=["fashion-fast", "fashion-wide", "mnist-convnet"])
     ap.add_argument("--epochs", type=float, default=8)
     ap.add_argument("--batch-size", type=int, default=128, help="global batch (Towers: towers x batch)")
     ap.add_argument("--optimizer", default="nesterov", choices=["sgd", "momentum", "nesterov", "adam"])
