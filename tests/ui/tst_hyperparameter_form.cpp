@@ -8,6 +8,7 @@
 #include <QRadioButton>
 #include <QSpinBox>
 #include <QTest>
+#include <cmath>
 
 #include "engine/models/registry.h"
 #include "engine/train/recipe.h"
@@ -125,14 +126,14 @@ private slots:
     {
         HyperparameterForm form;
         eng::TrainConfig c =
-            eng::defaultConfigFor("fashion-fast"); // one-cycle, batch 64, 10 epochs
+            eng::defaultConfigFor("fashion-fast"); // one-cycle, batch 64, c.epochs (8) epochs
         form.setConfig(c);
         form.setTowers(2);
         QCOMPARE(form.stepsPerEpoch(), 0); // the set size is unknown yet
         QCOMPARE(form.totalSteps(), 0);
         form.setTrainingSetSize(60000);
         QCOMPARE(form.stepsPerEpoch(), 60000 / 128);
-        QCOMPARE(form.totalSteps(), std::int64_t(10 * (60000 / 128)));
+        QCOMPARE(form.totalSteps(), std::int64_t(std::llround(c.epochs * (60000 / 128))));
         bool globalShown = false;
         for (auto* l : form.findChildren<QLabel*>())
             globalShown = globalShown || l->text().contains(QStringLiteral("<b>128</b>"));
