@@ -265,6 +265,13 @@ void ConvPlan::buildBackward()
     using dnnl::convolution_backward_weights;
     if (!m_fwd) buildForward(); // the saved-state layout
     const Geometry g = geometry(m_desc);
+    if (m_algorithm == ConvAlgorithm::Winograd5x5) {
+        // Towers' Winograd reads g as NHWC in both directions.
+        m_gradDesc = md(g.dst, Tag::nhwc);
+        m_gradBlock = 0;
+        m_bwdW = std::make_shared<BackwardWeights>();
+        return;
+    }
     const auto algo = onednnAlgorithm(m_algorithm);
     const Tag t = backwardTag(m_algorithm);
     const auto attr = BoundPrimitive::scratchpadAttr();
@@ -404,7 +411,11 @@ void ConvPlan::backward(dnnl::stream& s, const Tensor& dy, const Gradients& a)
     const char* state = savedState(a.saved);
     maskGradient(s, dy, m_act == Activation::Relu ? a.y : nullptr);
 
-    if (a.dw) {
+    if (a.dw && m_algorithm == ConvAlgorithm::Winograd5x5) {
+        m_winograd->backwardWeights(a.x->data<float>(), static_cast<const float*>(m_gradPtr),
+                                    a.dw->data<float>(),
+                                    m_bias && a.db ? a.db->data<float>() : nullptr);
+    } else if (a.dw) {
         BackwardWeights& w = *m_bwdW;
         if (w.srcIsNhwc) {
             w.conv.bind(DNNL_ARG_SRC, *a.x);

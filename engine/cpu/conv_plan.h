@@ -3,8 +3,7 @@
 //
 // The algorithm is chosen once per geometry:
 //  * Winograd5x5: 5x5 stride 1 with channels in multiples of 16 on AVX-512 (the tutorial's conv2):
-//    forward and backward data by Towers' F(2x2, 5x5) (winograd_5x5.h), backward weights by
-//    oneDNN; everything stays NHWC.
+//    all three directions by Towers' Winograd (winograd_5x5.h); everything stays NHWC.
 //  * Winograd3x3: 3x3 stride 1 where oneDNN's convolution_auto picks its Winograd F(4x4, 3x3)
 //    (mnist-convnet's conv2 and conv3: 2-3x fewer multiplications than direct). It needs oneDNN's
 //    blocked nChw16c activations: inputs are reordered in, outputs out; a training forward keeps

@@ -147,47 +147,69 @@ TOWERS_AVX512 void transformInputs(const Winograd5x5::Pass& p, const float* imag
     }
 }
 
-// M[R rows][NQ vectors] = V[R rows][k] * U[k][NQ vectors], all row-major.
-template <int R, int NQ>
-TOWERS_AVX512_INLINE void multiplyBlock(const float* V, std::int64_t ldv, const float* U,
-                                        std::int64_t ldu, float* M, std::int64_t ldm,
-                                        std::int64_t k)
+// C[R rows][NQ vectors] = (or +=, Accumulate) A[R rows][depth] * B[depth][NQ vectors], with
+// A(r, t) at A[r * rowStride + t * depthStride] and B, C row-major. The products are summed from
+// zero and added to C once: a running sum over many calls (the weight gradient's sum over all
+// tiles) then rounds once per call, not once per product.
+template <int R, int NQ, bool Accumulate>
+TOWERS_AVX512_INLINE void gemmBlock(const float* A, std::int64_t rowStride,
+                                    std::int64_t depthStride, const float* B, std::int64_t ldb,
+                                    float* C, std::int64_t ldc, std::int64_t depth)
 {
     __m512 acc[R][NQ];
     for (int r = 0; r < R; ++r)
         for (int q = 0; q < NQ; ++q) acc[r][q] = _mm512_setzero_ps();
-    for (std::int64_t c = 0; c < k; ++c) {
-        __m512 u[NQ];
-        for (int q = 0; q < NQ; ++q) u[q] = _mm512_load_ps(U + c * ldu + q * kLanes);
+    for (std::int64_t t = 0; t < depth; ++t) {
+        __m512 b[NQ];
+        for (int q = 0; q < NQ; ++q) b[q] = _mm512_load_ps(B + t * ldb + q * kLanes);
+        const float* a = A + t * depthStride;
         for (int r = 0; r < R; ++r) {
-            const __m512 v = _mm512_set1_ps(V[r * ldv + c]);
-            for (int q = 0; q < NQ; ++q) acc[r][q] = _mm512_fmadd_ps(v, u[q], acc[r][q]);
+            const __m512 v = _mm512_set1_ps(a[r * rowStride]);
+            for (int q = 0; q < NQ; ++q) acc[r][q] = _mm512_fmadd_ps(v, b[q], acc[r][q]);
         }
     }
     for (int r = 0; r < R; ++r)
-        for (int q = 0; q < NQ; ++q) _mm512_store_ps(M + r * ldm + q * kLanes, acc[r][q]);
+        for (int q = 0; q < NQ; ++q) {
+            float* c = C + r * ldc + q * kLanes;
+            _mm512_store_ps(c, Accumulate ? _mm512_add_ps(_mm512_load_ps(c), acc[r][q]) : acc[r][q]);
+        }
 }
 
-template <int R>
-TOWERS_AVX512_INLINE void multiplyRows(const float* V, std::int64_t ldv, const float* U,
-                                       std::int64_t ldu, float* M, std::int64_t ldm, std::int64_t k,
-                                       std::int64_t cols)
+template <int R, bool Accumulate>
+TOWERS_AVX512_INLINE void gemmRows(const float* A, std::int64_t rowStride,
+                                   std::int64_t depthStride, const float* B, std::int64_t ldb,
+                                   std::int64_t cols, float* C, std::int64_t ldc, std::int64_t depth)
 {
     std::int64_t q = 0;
     for (; q + 4 * kLanes <= cols; q += 4 * kLanes)
-        multiplyBlock<R, 4>(V, ldv, U + q, ldu, M + q, ldm, k);
+        gemmBlock<R, 4, Accumulate>(A, rowStride, depthStride, B + q, ldb, C + q, ldc, depth);
     switch ((cols - q) / kLanes) {
-    case 3:
-        multiplyBlock<R, 3>(V, ldv, U + q, ldu, M + q, ldm, k);
-        break;
-    case 2:
-        multiplyBlock<R, 2>(V, ldv, U + q, ldu, M + q, ldm, k);
-        break;
-    case 1:
-        multiplyBlock<R, 1>(V, ldv, U + q, ldu, M + q, ldm, k);
-        break;
-    default:
-        break;
+    case 3: gemmBlock<R, 3, Accumulate>(A, rowStride, depthStride, B + q, ldb, C + q, ldc, depth); break;
+    case 2: gemmBlock<R, 2, Accumulate>(A, rowStride, depthStride, B + q, ldb, C + q, ldc, depth); break;
+    case 1: gemmBlock<R, 1, Accumulate>(A, rowStride, depthStride, B + q, ldb, C + q, ldc, depth); break;
+    default: break;
+    }
+}
+
+// C[rows x cols] (+)= A[rows x depth] * B[depth x cols]: blocks of kRows rows, then the rest.
+template <bool Accumulate>
+TOWERS_AVX512 void gemm(const float* A, std::int64_t rowStride, std::int64_t depthStride,
+                        std::int64_t rows, const float* B, std::int64_t ldb, std::int64_t cols,
+                        float* C, std::int64_t ldc, std::int64_t depth)
+{
+    std::int64_t r = 0;
+    for (; r + kRows <= rows; r += kRows)
+        gemmRows<kRows, Accumulate>(A + r * rowStride, rowStride, depthStride, B, ldb, cols,
+                                    C + r * ldc, ldc, depth);
+    const float* a = A + r * rowStride;
+    float* c = C + r * ldc;
+    switch (rows - r) {
+    case 5: gemmRows<5, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth); break;
+    case 4: gemmRows<4, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth); break;
+    case 3: gemmRows<3, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth); break;
+    case 2: gemmRows<2, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth); break;
+    case 1: gemmRows<1, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth); break;
+    default: break;
     }
 }
 
@@ -196,33 +218,9 @@ TOWERS_AVX512 void multiply(const Winograd5x5::Pass& p, const float* V, const fl
                             std::int64_t count, float* M)
 {
     const std::int64_t C = p.inC, K = p.outC;
-    for (int pos = 0; pos < kPositions; ++pos) {
-        const float* v = V + pos * count * C;
-        const float* u = U + pos * C * K;
-        float* m = M + pos * count * K;
-        std::int64_t t = 0;
-        for (; t + kRows <= count; t += kRows)
-            multiplyRows<kRows>(v + t * C, C, u, K, m + t * K, K, C, K);
-        switch (count - t) {
-        case 5:
-            multiplyRows<5>(v + t * C, C, u, K, m + t * K, K, C, K);
-            break;
-        case 4:
-            multiplyRows<4>(v + t * C, C, u, K, m + t * K, K, C, K);
-            break;
-        case 3:
-            multiplyRows<3>(v + t * C, C, u, K, m + t * K, K, C, K);
-            break;
-        case 2:
-            multiplyRows<2>(v + t * C, C, u, K, m + t * K, K, C, K);
-            break;
-        case 1:
-            multiplyRows<1>(v + t * C, C, u, K, m + t * K, K, C, K);
-            break;
-        default:
-            break;
-        }
-    }
+    for (int pos = 0; pos < kPositions; ++pos)
+        gemm<false>(V + pos * count * C, C, 1, count, U + pos * C * K, K, K, M + pos * count * K,
+                    K, C);
 }
 
 // The output tiles t0 .. t0 + count of one image: Y = A^T M A, plus bias, then ReLU.
@@ -253,6 +251,103 @@ TOWERS_AVX512 void transformOutputs(const Winograd5x5::Pass& p, const float* M, 
                     if (relu) v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ), v);
                     _mm512_storeu_ps(image + ((oy + i) * p.outW + ox + j) * K + kb, v);
                 }
+            }
+        }
+    }
+}
+
+// The weight gradient is the correlation of each 6x6 input tile with its 2x2 output-gradient tile,
+// a 5x5 result: Winograd F(5x5, 2x2) on the same points, so the input transform is the forward's
+// and the products are summed over all tiles in the transformed domain:
+//   dW = A'^T [sum over tiles of (G' g G'^T) . (B^T d B)] A',
+//   G' = [1/4 0; -1/6 -1/6; -1/6 1/6; 1/24 1/12; 1/24 -1/12; 0 1],
+//   A'^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 0; 0 1 1 16 16 1].
+
+// o = G' (u0, u1)^T.
+TOWERS_AVX512_INLINE void gradientTransform(__m512 u0, __m512 u1, __m512 o[6])
+{
+    const __m512 sixth = _mm512_set1_ps(1.0f / 6), twelfth = _mm512_set1_ps(1.0f / 12);
+    const __m512 u0s = _mm512_mul_ps(u0, _mm512_set1_ps(1.0f / 24));
+    o[0] = _mm512_mul_ps(u0, _mm512_set1_ps(0.25f));
+    o[1] = _mm512_mul_ps(_mm512_add_ps(u0, u1), _mm512_set1_ps(-1.0f / 6));
+    o[2] = _mm512_mul_ps(_mm512_sub_ps(u1, u0), sixth);
+    o[3] = _mm512_fmadd_ps(u1, twelfth, u0s);
+    o[4] = _mm512_fnmadd_ps(u1, twelfth, u0s);
+    o[5] = u1;
+}
+
+// o = A'^T m.
+TOWERS_AVX512_INLINE void weightTransform(const __m512 m[6], __m512 o[5])
+{
+    const __m512 s12 = _mm512_add_ps(m[1], m[2]), d12 = _mm512_sub_ps(m[1], m[2]);
+    const __m512 s34 = _mm512_add_ps(m[3], m[4]), d34 = _mm512_sub_ps(m[3], m[4]);
+    o[0] = _mm512_add_ps(_mm512_add_ps(m[0], s12), s34);
+    o[1] = _mm512_fmadd_ps(_mm512_set1_ps(2.0f), d34, d12);
+    o[2] = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), s34, s12);
+    o[3] = _mm512_fmadd_ps(_mm512_set1_ps(8.0f), d34, d12);
+    o[4] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(16.0f), s34, s12), m[5]);
+}
+
+// Gt[pos][t][k] = (G' g G'^T)[pos] for the 2x2 output-gradient tiles t0 .. t0 + count of one
+// image (zero beyond the image); db[k] (when not null) gains the sum of each tile.
+TOWERS_AVX512 void transformGradients(const Winograd5x5::Pass& p, const float* image,
+                                      std::int64_t t0, std::int64_t count, float* Gt, float* db)
+{
+    const std::int64_t tilesW = p.tilesW(), K = p.outC;
+    for (std::int64_t t = 0; t < count; ++t) {
+        const std::int64_t oy = 2 * ((t0 + t) / tilesW), ox = 2 * ((t0 + t) % tilesW);
+        const bool row1 = oy + 1 < p.outH, col1 = ox + 1 < p.outW;
+        const float* g0 = image + (oy * p.outW + ox) * K;
+        const float* g1 = g0 + p.outW * K;
+        for (std::int64_t kb = 0; kb < K; kb += kLanes) {
+            const __m512 zero = _mm512_setzero_ps();
+            const __m512 g00 = _mm512_loadu_ps(g0 + kb);
+            const __m512 g01 = col1 ? _mm512_loadu_ps(g0 + K + kb) : zero;
+            const __m512 g10 = row1 ? _mm512_loadu_ps(g1 + kb) : zero;
+            const __m512 g11 = row1 && col1 ? _mm512_loadu_ps(g1 + K + kb) : zero;
+            if (db) {
+                const __m512 sum = _mm512_add_ps(_mm512_add_ps(g00, g01), _mm512_add_ps(g10, g11));
+                _mm512_store_ps(db + kb, _mm512_add_ps(_mm512_load_ps(db + kb), sum));
+            }
+            __m512 c0[6], c1[6]; // G' times each column of the tile
+            gradientTransform(g00, g10, c0);
+            gradientTransform(g01, g11, c1);
+            for (int a = 0; a < kTile; ++a) {
+                __m512 o[6];
+                gradientTransform(c0[a], c1[a], o);
+                for (int b = 0; b < kTile; ++b)
+                    _mm512_store_ps(Gt + ((a * kTile + b) * count + t) * K + kb, o[b]);
+            }
+        }
+    }
+}
+
+// dw[k][c][5][5] (OIHW) = A'^T S A' for output channel k, with S the sum of the threads' partial
+// sums S_i[pos][k][c] (`threads` of them, `stride` floats apart).
+TOWERS_AVX512 void transformWeightGradient(const float* S, std::int64_t stride, int threads,
+                                           std::int64_t K, std::int64_t C, std::int64_t k, float* dw)
+{
+    alignas(64) float lanes[kLanes];
+    for (std::int64_t cb = 0; cb < C; cb += kLanes) {
+        __m512 cols[kTile][5];
+        for (int b = 0; b < kTile; ++b) {
+            __m512 m[kTile];
+            for (int a = 0; a < kTile; ++a) {
+                const float* s = S + ((a * kTile + b) * K + k) * C + cb;
+                m[a] = _mm512_load_ps(s);
+                for (int i = 1; i < threads; ++i)
+                    m[a] = _mm512_add_ps(m[a], _mm512_load_ps(s + i * stride));
+            }
+            weightTransform(m, cols[b]);
+        }
+        for (int i = 0; i < 5; ++i) {
+            const __m512 row[kTile] = {cols[0][i], cols[1][i], cols[2][i],
+                                       cols[3][i], cols[4][i], cols[5][i]};
+            __m512 o[5];
+            weightTransform(row, o);
+            for (int j = 0; j < 5; ++j) {
+                _mm512_store_ps(lanes, o[j]);
+                for (int l = 0; l < kLanes; ++l) dw[((k * C + cb + l) * 5 + i) * 5 + j] = lanes[l];
             }
         }
     }
@@ -291,6 +386,59 @@ void Winograd5x5::backwardData(const float* dy, const float* w, float* dx)
         w, m_backward.inC, m_backward.outC, true,
         m_u.floats(static_cast<std::size_t>(kPositions * m_backward.inC * m_backward.outC)));
     run(m_backward, dy, nullptr, false, dx);
+}
+
+void Winograd5x5::backwardWeights(const float* x, const float* g, float* dw, float* db)
+{
+#if TOWERS_HAVE_WINOGRAD
+    const Pass& p = m_forward; // x is its input, g the gradient of its output
+    const std::int64_t C = p.inC, K = p.outC;
+    const std::int64_t tiles = p.tilesH() * p.tilesW();
+    const std::int64_t most =
+        std::max<std::int64_t>(kRows, kChunkFloats / (kPositions * (C + K)));
+    const std::int64_t chunks = (tiles + most - 1) / most;
+    const std::int64_t per = (tiles + chunks - 1) / chunks;
+    // Per thread: transformed inputs and gradients of a chunk, the partial sums S, db's partial.
+    const std::int64_t sFloats = kPositions * K * C;
+    const std::int64_t perThread = kPositions * per * (C + K) + sFloats + K;
+    float* scratch = m_scratch.floats(static_cast<std::size_t>(perThread * omp_get_max_threads()));
+    const std::int64_t items = p.n * chunks;
+    const std::int64_t inImage = p.inH * p.inW * C, outImage = p.outH * p.outW * K;
+#pragma omp parallel
+    {
+        float* V = scratch + omp_get_thread_num() * perThread;
+        float* Gt = V + kPositions * per * C;
+        float* S = Gt + kPositions * per * K;
+        float* dbPart = S + sFloats;
+        std::fill(S, S + sFloats + K, 0.0f);
+#pragma omp for schedule(static)
+        for (std::int64_t item = 0; item < items; ++item) {
+            const std::int64_t n = item / chunks, t0 = (item % chunks) * per;
+            const std::int64_t count = std::min(per, tiles - t0);
+            transformInputs(p, x + n * inImage, t0, count, V);
+            transformGradients(p, g + n * outImage, t0, count, Gt, db ? dbPart : nullptr);
+            // S[pos][k][c] += sum over tiles of Gt[pos][t][k] V[pos][t][c]
+            for (int pos = 0; pos < kPositions; ++pos)
+                gemm<true>(Gt + pos * count * K, 1, K, K, V + pos * count * C, C, C,
+                           S + pos * K * C, C, count);
+        }
+        const int threads = omp_get_num_threads();
+        const float* S0 = scratch + kPositions * per * (C + K);
+#pragma omp for schedule(static)
+        for (std::int64_t k = 0; k < K; ++k)
+            transformWeightGradient(S0, perThread, threads, K, C, k, dw);
+        if (db) {
+#pragma omp for schedule(static)
+            for (std::int64_t k = 0; k < K; ++k) {
+                float sum = 0;
+                for (int i = 0; i < threads; ++i) sum += S0[sFloats + i * perThread + k];
+                db[k] = sum;
+            }
+        }
+    }
+#else
+    (void)x, (void)g, (void)dw, (void)db;
+#endif
 }
 
 void Winograd5x5::run(const Pass& p, const float* in, const float* bias, bool relu, float* out)

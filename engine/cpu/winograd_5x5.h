@@ -9,7 +9,7 @@
 // (Y = A^T M A). The interpolation points 0, +-1, +-2 and infinity keep the transforms' constants
 // small, so float32 rounding stays near that of the direct sum (normalised error ~2e-6 against
 // oneDNN's direct convolution on the tutorial's conv2). Backward data is the same computation on
-// dy with the kernel flipped and its channel roles swapped; backward weights stay with oneDNN.
+// dy with the kernel flipped and its channel roles swapped; backward weights is F(5x5, 2x2).
 //
 // AVX-512 only (supports() says so); activations NHWC, weights OIHW, as the Ops interface.
 #include <cstdint>
@@ -31,6 +31,9 @@ public:
     void forward(const float* x, const float* w, const float* b, bool relu, float* y);
     // dx from dy and w.
     void backwardData(const float* dy, const float* w, float* dx);
+    // dw (OIHW) and, when db is not null, db from x and dy, by F(5x5, 2x2) on the same tiles:
+    // the 36 products become [K x tiles] x [tiles x C], summed over every tile of the batch.
+    void backwardWeights(const float* x, const float* dy, float* dw, float* db);
 
     // One pass: `in` [n, inH, inW, inC] to `out` [n, outH, outW, outC] through a 5x5 kernel whose
     // taps start padTop rows above and padLeft columns left of each output pixel.
