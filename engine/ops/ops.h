@@ -43,9 +43,10 @@ public:
                                        const Tensor& b, Tensor& y, Activation act, Tensor& saved);
     // The whole backward of a convolution and its fused activation. With g = dy where y > 0 for
     // ReLU (dy itself for None): dw and, when not null, db from x and g; dx, when not null, from
-    // g and w. x, w, y and act are those of the forward, unchanged since; `saved` is what
-    // conv2dForwardTraining left, or an empty tensor (after a plain conv2dForward, say). The
-    // default composes reluBackward, conv2dBackwardWeights and conv2dBackwardData.
+    // g and w. x, w, y and act are those of the forward, unchanged since, and db is given when
+    // the forward had a bias; `saved` is what that conv2dForwardTraining left (InvalidArgument if
+    // it is not), or an empty tensor (after a plain conv2dForward, say). The default composes
+    // reluBackward, conv2dBackwardWeights and conv2dBackwardData.
     virtual void conv2dBackward(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
                                 const Tensor& y, const Tensor& dy, Activation act,
                                 const Tensor& saved, Tensor* dx, Tensor& dw, Tensor* db);
