@@ -266,10 +266,7 @@ void ConvPlan::buildBackward()
     if (!m_fwd) buildForward(); // the saved-state layout
     const Geometry g = geometry(m_desc);
     if (m_algorithm == ConvAlgorithm::Winograd5x5) {
-        // Towers' Winograd reads g as NHWC in both directions.
-        m_gradDesc = md(g.dst, Tag::nhwc);
-        m_gradBlock = 0;
-        m_bwdW = std::make_shared<BackwardWeights>();
+        m_bwdW = std::make_shared<BackwardWeights>(); // all of backward is Towers' own
         return;
     }
     const auto algo = onednnAlgorithm(m_algorithm);
@@ -409,13 +406,21 @@ void ConvPlan::backward(dnnl::stream& s, const Tensor& dy, const Gradients& a)
 {
     if (!m_bwdW) buildBackward();
     const char* state = savedState(a.saved);
+    if (m_algorithm == ConvAlgorithm::Winograd5x5) {
+        // Towers' Winograd applies the ReLU mask as it reads dy.
+        const float* mask = m_act == Activation::Relu ? a.y->data<float>() : nullptr;
+        if (a.dw)
+            m_winograd->backwardWeights(a.x->data<float>(), dy.data<float>(), mask,
+                                        a.dw->data<float>(),
+                                        m_bias && a.db ? a.db->data<float>() : nullptr);
+        if (a.dx)
+            m_winograd->backwardData(dy.data<float>(), mask, a.w->data<float>(),
+                                     a.dx->data<float>());
+        return;
+    }
     maskGradient(s, dy, m_act == Activation::Relu ? a.y : nullptr);
 
-    if (a.dw && m_algorithm == ConvAlgorithm::Winograd5x5) {
-        m_winograd->backwardWeights(a.x->data<float>(), static_cast<const float*>(m_gradPtr),
-                                    a.dw->data<float>(),
-                                    m_bias && a.db ? a.db->data<float>() : nullptr);
-    } else if (a.dw) {
+    if (a.dw) {
         BackwardWeights& w = *m_bwdW;
         if (w.srcIsNhwc) {
             w.conv.bind(DNNL_ARG_SRC, *a.x);
@@ -442,11 +447,6 @@ void ConvPlan::backward(dnnl::stream& s, const Tensor& dy, const Gradients& a)
     }
 
     if (!a.dx) return;
-    if (m_algorithm == ConvAlgorithm::Winograd5x5) {
-        m_winograd->backwardData(static_cast<const float*>(m_gradPtr), a.w->data<float>(),
-                                 a.dx->data<float>());
-        return;
-    }
     if (!m_bwdD) buildBackwardData();
     BackwardData& d = *m_bwdD;
     if (d.gradMatches) {

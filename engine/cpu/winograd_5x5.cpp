@@ -112,9 +112,23 @@ TOWERS_AVX512_INLINE void outputTransform(const __m512 m[6], __m512 o[2])
     o[1] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(2.0f), d34, d12), m[5]);
 }
 
-// V[pos][t][c] = (B^T d B)[pos] for the input tiles t0 .. t0 + count of one image.
-TOWERS_AVX512 void transformInputs(const Winograd5x5::Pass& p, const float* image, std::int64_t t0,
-                                   std::int64_t count, float* V)
+// Where mask[i] > 0, v; elsewhere 0 (a fused ReLU's backward).
+TOWERS_AVX512_INLINE __m512 masked(__m512 v, const float* mask)
+{
+    return _mm512_maskz_mov_ps(
+        _mm512_cmp_ps_mask(_mm512_loadu_ps(mask), _mm512_setzero_ps(), _CMP_GT_OQ), v);
+}
+
+TOWERS_AVX512_INLINE __m512 loadMasked(const float* p, const float* mask, std::int64_t at)
+{
+    const __m512 v = _mm512_loadu_ps(p + at);
+    return mask ? masked(v, mask + at) : v;
+}
+
+// V[pos][t][c] = (B^T d B)[pos] for the input tiles t0 .. t0 + count of one image; with a mask
+// (same layout as the image), d is the image where mask > 0 and 0 elsewhere.
+TOWERS_AVX512 void transformInputs(const Winograd5x5::Pass& p, const float* image,
+                                   const float* mask, std::int64_t t0, std::int64_t count, float* V)
 {
     const std::int64_t tilesW = p.tilesW(), C = p.inC;
     for (std::int64_t t = 0; t < count; ++t) {
@@ -129,10 +143,13 @@ TOWERS_AVX512 void transformInputs(const Winograd5x5::Pass& p, const float* imag
             __m512 cols[kTile][kTile]; // cols[j] = B^T (column j of the tile)
             for (int j = 0; j < kTile; ++j) {
                 __m512 d[kTile];
-                for (int i = 0; i < kTile; ++i)
-                    d[i] = rowIn[i] && colIn[j]
-                               ? _mm512_loadu_ps(image + ((iy0 + i) * p.inW + ix0 + j) * C + cb)
-                               : _mm512_setzero_ps();
+                for (int i = 0; i < kTile; ++i) {
+                    if (!rowIn[i] || !colIn[j]) {
+                        d[i] = _mm512_setzero_ps();
+                        continue;
+                    }
+                    d[i] = loadMasked(image, mask, ((iy0 + i) * p.inW + ix0 + j) * C + cb);
+                }
                 inputTransform(d, cols[j]);
             }
             for (int i = 0; i < kTile; ++i) {
@@ -171,23 +188,31 @@ TOWERS_AVX512_INLINE void gemmBlock(const float* A, std::int64_t rowStride,
     for (int r = 0; r < R; ++r)
         for (int q = 0; q < NQ; ++q) {
             float* c = C + r * ldc + q * kLanes;
-            _mm512_store_ps(c, Accumulate ? _mm512_add_ps(_mm512_load_ps(c), acc[r][q]) : acc[r][q]);
+            _mm512_store_ps(c,
+                            Accumulate ? _mm512_add_ps(_mm512_load_ps(c), acc[r][q]) : acc[r][q]);
         }
 }
 
 template <int R, bool Accumulate>
-TOWERS_AVX512_INLINE void gemmRows(const float* A, std::int64_t rowStride,
-                                   std::int64_t depthStride, const float* B, std::int64_t ldb,
-                                   std::int64_t cols, float* C, std::int64_t ldc, std::int64_t depth)
+TOWERS_AVX512_INLINE void gemmRows(const float* A, std::int64_t rowStride, std::int64_t depthStride,
+                                   const float* B, std::int64_t ldb, std::int64_t cols, float* C,
+                                   std::int64_t ldc, std::int64_t depth)
 {
     std::int64_t q = 0;
     for (; q + 4 * kLanes <= cols; q += 4 * kLanes)
         gemmBlock<R, 4, Accumulate>(A, rowStride, depthStride, B + q, ldb, C + q, ldc, depth);
     switch ((cols - q) / kLanes) {
-    case 3: gemmBlock<R, 3, Accumulate>(A, rowStride, depthStride, B + q, ldb, C + q, ldc, depth); break;
-    case 2: gemmBlock<R, 2, Accumulate>(A, rowStride, depthStride, B + q, ldb, C + q, ldc, depth); break;
-    case 1: gemmBlock<R, 1, Accumulate>(A, rowStride, depthStride, B + q, ldb, C + q, ldc, depth); break;
-    default: break;
+    case 3:
+        gemmBlock<R, 3, Accumulate>(A, rowStride, depthStride, B + q, ldb, C + q, ldc, depth);
+        break;
+    case 2:
+        gemmBlock<R, 2, Accumulate>(A, rowStride, depthStride, B + q, ldb, C + q, ldc, depth);
+        break;
+    case 1:
+        gemmBlock<R, 1, Accumulate>(A, rowStride, depthStride, B + q, ldb, C + q, ldc, depth);
+        break;
+    default:
+        break;
     }
 }
 
@@ -204,12 +229,23 @@ TOWERS_AVX512 void gemm(const float* A, std::int64_t rowStride, std::int64_t dep
     const float* a = A + r * rowStride;
     float* c = C + r * ldc;
     switch (rows - r) {
-    case 5: gemmRows<5, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth); break;
-    case 4: gemmRows<4, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth); break;
-    case 3: gemmRows<3, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth); break;
-    case 2: gemmRows<2, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth); break;
-    case 1: gemmRows<1, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth); break;
-    default: break;
+    case 5:
+        gemmRows<5, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth);
+        break;
+    case 4:
+        gemmRows<4, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth);
+        break;
+    case 3:
+        gemmRows<3, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth);
+        break;
+    case 2:
+        gemmRows<2, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth);
+        break;
+    case 1:
+        gemmRows<1, Accumulate>(a, rowStride, depthStride, B, ldb, cols, c, ldc, depth);
+        break;
+    default:
+        break;
     }
 }
 
@@ -219,8 +255,8 @@ TOWERS_AVX512 void multiply(const Winograd5x5::Pass& p, const float* V, const fl
 {
     const std::int64_t C = p.inC, K = p.outC;
     for (int pos = 0; pos < kPositions; ++pos)
-        gemm<false>(V + pos * count * C, C, 1, count, U + pos * C * K, K, K, M + pos * count * K,
-                    K, C);
+        gemm<false>(V + pos * count * C, C, 1, count, U + pos * C * K, K, K, M + pos * count * K, K,
+                    C);
 }
 
 // The output tiles t0 .. t0 + count of one image: Y = A^T M A, plus bias, then ReLU.
@@ -289,22 +325,23 @@ TOWERS_AVX512_INLINE void weightTransform(const __m512 m[6], __m512 o[5])
 }
 
 // Gt[pos][t][k] = (G' g G'^T)[pos] for the 2x2 output-gradient tiles t0 .. t0 + count of one
-// image (zero beyond the image); db[k] (when not null) gains the sum of each tile.
+// image (zero beyond the image, masked like transformInputs); db[k] (when not null) gains the sum
+// of each tile.
 TOWERS_AVX512 void transformGradients(const Winograd5x5::Pass& p, const float* image,
-                                      std::int64_t t0, std::int64_t count, float* Gt, float* db)
+                                      const float* mask, std::int64_t t0, std::int64_t count,
+                                      float* Gt, float* db)
 {
     const std::int64_t tilesW = p.tilesW(), K = p.outC;
     for (std::int64_t t = 0; t < count; ++t) {
         const std::int64_t oy = 2 * ((t0 + t) / tilesW), ox = 2 * ((t0 + t) % tilesW);
         const bool row1 = oy + 1 < p.outH, col1 = ox + 1 < p.outW;
-        const float* g0 = image + (oy * p.outW + ox) * K;
-        const float* g1 = g0 + p.outW * K;
+        const std::int64_t at0 = (oy * p.outW + ox) * K, at1 = at0 + p.outW * K;
         for (std::int64_t kb = 0; kb < K; kb += kLanes) {
             const __m512 zero = _mm512_setzero_ps();
-            const __m512 g00 = _mm512_loadu_ps(g0 + kb);
-            const __m512 g01 = col1 ? _mm512_loadu_ps(g0 + K + kb) : zero;
-            const __m512 g10 = row1 ? _mm512_loadu_ps(g1 + kb) : zero;
-            const __m512 g11 = row1 && col1 ? _mm512_loadu_ps(g1 + K + kb) : zero;
+            const __m512 g00 = loadMasked(image, mask, at0 + kb);
+            const __m512 g01 = col1 ? loadMasked(image, mask, at0 + K + kb) : zero;
+            const __m512 g10 = row1 ? loadMasked(image, mask, at1 + kb) : zero;
+            const __m512 g11 = row1 && col1 ? loadMasked(image, mask, at1 + K + kb) : zero;
             if (db) {
                 const __m512 sum = _mm512_add_ps(_mm512_add_ps(g00, g01), _mm512_add_ps(g10, g11));
                 _mm512_store_ps(db + kb, _mm512_add_ps(_mm512_load_ps(db + kb), sum));
@@ -325,7 +362,8 @@ TOWERS_AVX512 void transformGradients(const Winograd5x5::Pass& p, const float* i
 // dw[k][c][5][5] (OIHW) = A'^T S A' for output channel k, with S the sum of the threads' partial
 // sums S_i[pos][k][c] (`threads` of them, `stride` floats apart).
 TOWERS_AVX512 void transformWeightGradient(const float* S, std::int64_t stride, int threads,
-                                           std::int64_t K, std::int64_t C, std::int64_t k, float* dw)
+                                           std::int64_t K, std::int64_t C, std::int64_t k,
+                                           float* dw)
 {
     alignas(64) float lanes[kLanes];
     for (std::int64_t cb = 0; cb < C; cb += kLanes) {
@@ -377,25 +415,25 @@ void Winograd5x5::forward(const float* x, const float* w, const float* b, bool r
     transformKernel(
         w, m_forward.outC, m_forward.inC, false,
         m_u.floats(static_cast<std::size_t>(kPositions * m_forward.inC * m_forward.outC)));
-    run(m_forward, x, b, relu, y);
+    run(m_forward, x, nullptr, b, relu, y);
 }
 
-void Winograd5x5::backwardData(const float* dy, const float* w, float* dx)
+void Winograd5x5::backwardData(const float* dy, const float* mask, const float* w, float* dx)
 {
     transformKernel(
         w, m_backward.inC, m_backward.outC, true,
         m_u.floats(static_cast<std::size_t>(kPositions * m_backward.inC * m_backward.outC)));
-    run(m_backward, dy, nullptr, false, dx);
+    run(m_backward, dy, mask, nullptr, false, dx);
 }
 
-void Winograd5x5::backwardWeights(const float* x, const float* g, float* dw, float* db)
+void Winograd5x5::backwardWeights(const float* x, const float* dy, const float* mask, float* dw,
+                                  float* db)
 {
 #if TOWERS_HAVE_WINOGRAD
     const Pass& p = m_forward; // x is its input, g the gradient of its output
     const std::int64_t C = p.inC, K = p.outC;
     const std::int64_t tiles = p.tilesH() * p.tilesW();
-    const std::int64_t most =
-        std::max<std::int64_t>(kRows, kChunkFloats / (kPositions * (C + K)));
+    const std::int64_t most = std::max<std::int64_t>(kRows, kChunkFloats / (kPositions * (C + K)));
     const std::int64_t chunks = (tiles + most - 1) / most;
     const std::int64_t per = (tiles + chunks - 1) / chunks;
     // Per thread: transformed inputs and gradients of a chunk, the partial sums S, db's partial.
@@ -415,8 +453,9 @@ void Winograd5x5::backwardWeights(const float* x, const float* g, float* dw, flo
         for (std::int64_t item = 0; item < items; ++item) {
             const std::int64_t n = item / chunks, t0 = (item % chunks) * per;
             const std::int64_t count = std::min(per, tiles - t0);
-            transformInputs(p, x + n * inImage, t0, count, V);
-            transformGradients(p, g + n * outImage, t0, count, Gt, db ? dbPart : nullptr);
+            transformInputs(p, x + n * inImage, nullptr, t0, count, V);
+            transformGradients(p, dy + n * outImage, mask ? mask + n * outImage : nullptr, t0,
+                               count, Gt, db ? dbPart : nullptr);
             // S[pos][k][c] += sum over tiles of Gt[pos][t][k] V[pos][t][c]
             for (int pos = 0; pos < kPositions; ++pos)
                 gemm<true>(Gt + pos * count * K, 1, K, K, V + pos * count * C, C, C,
@@ -437,11 +476,12 @@ void Winograd5x5::backwardWeights(const float* x, const float* g, float* dw, flo
         }
     }
 #else
-    (void)x, (void)g, (void)dw, (void)db;
+    (void)x, (void)dy, (void)mask, (void)dw, (void)db;
 #endif
 }
 
-void Winograd5x5::run(const Pass& p, const float* in, const float* bias, bool relu, float* out)
+void Winograd5x5::run(const Pass& p, const float* in, const float* mask, const float* bias,
+                      bool relu, float* out)
 {
 #if TOWERS_HAVE_WINOGRAD
     const std::int64_t tiles = p.tilesH() * p.tilesW();
@@ -462,12 +502,12 @@ void Winograd5x5::run(const Pass& p, const float* in, const float* bias, bool re
         const std::int64_t count = std::min(per, tiles - t0);
         float* V = scratch + omp_get_thread_num() * scratchPerThread;
         float* M = V + kPositions * per * p.inC;
-        transformInputs(p, in + n * inImage, t0, count, V);
+        transformInputs(p, in + n * inImage, mask ? mask + n * inImage : nullptr, t0, count, V);
         multiply(p, V, U, count, M);
         transformOutputs(p, M, t0, count, bias, relu, out + n * outImage);
     }
 #else
-    (void)p, (void)in, (void)bias, (void)relu, (void)out;
+    (void)p, (void)in, (void)mask, (void)bias, (void)relu, (void)out;
 #endif
 }
 

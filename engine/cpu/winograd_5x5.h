@@ -29,11 +29,13 @@ public:
 
     // y = conv(x, w) (+ b when not null), then ReLU when asked.
     void forward(const float* x, const float* w, const float* b, bool relu, float* y);
-    // dx from dy and w.
-    void backwardData(const float* dy, const float* w, float* dx);
-    // dw (OIHW) and, when db is not null, db from x and dy, by F(5x5, 2x2) on the same tiles:
-    // the 36 products become [K x tiles] x [tiles x C], summed over every tile of the batch.
-    void backwardWeights(const float* x, const float* dy, float* dw, float* db);
+    // The backward passes start from g = dy where mask > 0 (a fused ReLU's mask is the forward's
+    // y; null: g = dy), applied as dy is read.
+    // dx from g and w.
+    void backwardData(const float* dy, const float* mask, const float* w, float* dx);
+    // dw (OIHW) and, when db is not null, db from x and g, by F(5x5, 2x2) on the same tiles: the
+    // 36 products become [K x tiles] x [tiles x C], summed over every tile of the batch.
+    void backwardWeights(const float* x, const float* dy, const float* mask, float* dw, float* db);
 
     // One pass: `in` [n, inH, inW, inC] to `out` [n, outH, outW, outC] through a 5x5 kernel whose
     // taps start padTop rows above and padLeft columns left of each output pixel.
@@ -46,7 +48,8 @@ public:
     };
 
 private:
-    void run(const Pass& p, const float* in, const float* bias, bool relu, float* out);
+    void run(const Pass& p, const float* in, const float* mask, const float* bias, bool relu,
+             float* out);
 
     Pass m_forward, m_backward;
     AlignedBuffer m_u;       // the transformed kernel of the running pass, [36][inC][outC]
