@@ -4,15 +4,16 @@
 // The algorithm is chosen once per geometry:
 //  * Winograd5x5: 5x5 stride 1 with channels in multiples of 16 on AVX-512 (the tutorial's conv2):
 //    all three directions by Towers' Winograd (winograd_5x5.h); everything stays NHWC.
-//  * Winograd3x3: 3x3 stride 1 where oneDNN's convolution_auto picks its Winograd F(4x4, 3x3)
-//    (mnist-convnet's conv2 and conv3: 2-3x fewer multiplications than direct). It needs oneDNN's
-//    blocked nChw16c activations: inputs are reordered in, outputs out; a training forward keeps
-//    the blocked input and the reordered weights in the caller's `saved` bytes for backward.
+//  * Winograd3x3: 3x3 stride 1 where oneDNN's convolution_auto picks its Winograd F(4x4, 3x3) for
+//    the forward (mnist-convnet's conv2 and conv3: 2-3x fewer multiplications than direct), then
+//    Winograd in all three directions. It needs oneDNN's blocked nChw16c activations: inputs are
+//    reordered in, outputs out; a training forward keeps the blocked input and the reordered
+//    weights in the caller's `saved` bytes for backward.
 //  * Direct: oneDNN's direct convolution, forward on NHWC (as fast as blocked there, and no
 //    reorders), backward in the layouts oneDNN prefers (blocked: 2-3x faster backward weights for
 //    first layers with 1 or 3 input channels).
 // Backward starts from g = dy masked by the fused ReLU, written in one pass straight into the
-// layout the backward primitives read (masked_gradient.h).
+// layout the backward primitives read (masked_gradient.h), or masked as Towers' Winograd reads it.
 #include <string>
 
 #include "engine/cpu/cpu_common.h"
