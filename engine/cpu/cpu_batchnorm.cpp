@@ -174,7 +174,7 @@ void OneDnnOps::batchNormBackward(const BatchNormDesc& d, const Tensor& x, const
             bp->addArg(DNNL_ARG_SRC, pd.src_desc(), m_engine);
             bp->addArg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), m_engine);
             bp->addArg(DNNL_ARG_SCALE, channelDesc(d), m_engine);
-            bp->addOwnedArg(DNNL_ARG_SHIFT, channelDesc(d), m_engine); // required, never read
+            bp->addZeroedArg(DNNL_ARG_SHIFT, channelDesc(d), m_engine); // required, never read
             bp->addArg(DNNL_ARG_MEAN, pd.mean_desc(), m_engine);
             bp->addArg(DNNL_ARG_VARIANCE, pd.variance_desc(), m_engine);
             bp->addArg(DNNL_ARG_DIFF_SRC, pd.diff_src_desc(), m_engine);

@@ -1,8 +1,11 @@
 #pragma once
-// Private to engine/cpu: helpers shared by the dense, batch-norm and element-wise families.
+// Private to engine/cpu: helpers shared by the op families.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <string>
 #include <unordered_map>
 
@@ -67,6 +70,24 @@ template <class K> void parallelChunks(std::int64_t n, const K& kernel)
     }
 }
 
+// Runs kernel(begin, end) over items [0, n) that cost about `itemCost` elements each, in chunks
+// of about kChunk elements spread statically over the OpenMP team.
+template <class K> void parallelItems(std::int64_t n, std::int64_t itemCost, const K& kernel)
+{
+    const bool wide = cpuIsWide();
+    const std::int64_t per =
+        std::max<std::int64_t>(1, kChunk / std::max<std::int64_t>(1, itemCost));
+    const std::int64_t chunks = (n + per - 1) / per;
+#pragma omp parallel for schedule(static) if (n * itemCost > kParallelGrain)
+    for (std::int64_t c = 0; c < chunks; ++c) {
+        const std::int64_t b = c * per, e = std::min(n, b + per);
+        if (wide)
+            runWide(kernel, b, e);
+        else
+            runBaseline(kernel, b, e);
+    }
+}
+
 // As parallelChunks for a kernel that returns a double partial sum; returns the total.
 template <class K> double parallelSum(std::int64_t n, const K& kernel)
 {
@@ -88,27 +109,87 @@ struct BoundPrimitive
     dnnl::primitive prim;
     std::unordered_map<int, dnnl::memory> args;
 
-    void addArg(int arg, const dnnl::memory::desc& md, const dnnl::engine& eng)
+    // Attributes with a user-mode scratchpad: each cache entry owns its scratch memory, allocated
+    // once (addScratchpad), instead of oneDNN allocating per execution or sharing one buffer
+    // between threads that run different towers.
+    static dnnl::primitive_attr scratchpadAttr()
     {
-        args.emplace(arg, dnnl::memory(md, eng, DNNL_MEMORY_NONE));
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        return attr;
     }
-    // An argument backed by oneDNN's own zeroed buffer, for inputs a primitive wants but never
-    // reads (2.6's batch-norm backward insists on the shift).
-    void addOwnedArg(int arg, const dnnl::memory::desc& md, const dnnl::engine& eng)
+
+    // An argument without storage; each call points it at a tensor with bind().
+    const dnnl::memory& addArg(int arg, const dnnl::memory::desc& md, const dnnl::engine& eng)
     {
-        dnnl::memory m(md, eng);
+        return args.insert_or_assign(arg, dnnl::memory(md, eng, DNNL_MEMORY_NONE)).first->second;
+    }
+    // An argument backed by oneDNN's own buffer (allocated once), for data that stays inside the
+    // backend: reordered weights, blocked copies of activations.
+    const dnnl::memory& addOwnedArg(int arg, const dnnl::memory::desc& md, const dnnl::engine& eng)
+    {
+        return args.insert_or_assign(arg, dnnl::memory(md, eng)).first->second;
+    }
+    // As addOwnedArg, zeroed, for inputs a primitive wants but never reads (2.6's batch-norm
+    // backward insists on the shift).
+    void addZeroedArg(int arg, const dnnl::memory::desc& md, const dnnl::engine& eng)
+    {
+        const dnnl::memory& m = addOwnedArg(arg, md, eng);
         std::memset(m.get_data_handle(), 0, md.get_size());
-        args.emplace(arg, m);
     }
-    void bind(int arg, const Tensor& t)
+    // An argument that is another primitive's memory object (shared storage and handle).
+    void shareArg(int arg, const dnnl::memory& m) { args.insert_or_assign(arg, m); }
+    // The scratchpad the primitive descriptor asks for, if any.
+    void addScratchpad(const dnnl::memory::desc& md, const dnnl::engine& eng)
     {
-        args.at(arg).set_data_handle(const_cast<void*>(t.raw()));
+        if (md.get_size() > 0) addOwnedArg(DNNL_ARG_SCRATCHPAD, md, eng);
     }
+    void bind(int arg, const Tensor& t) { bind(arg, t.raw()); }
+    void bind(int arg, const void* p) { args.at(arg).set_data_handle(const_cast<void*>(p)); }
+    const dnnl::memory& arg(int a) const { return args.at(a); }
     void execute(dnnl::stream& s)
     {
         prim.execute(s, args);
         s.wait();
     }
+};
+
+// A reorder between two layouts as a BoundPrimitive with DNNL_ARG_FROM / DNNL_ARG_TO views.
+inline BoundPrimitive makeReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to,
+                                  const dnnl::engine& eng)
+{
+    BoundPrimitive r;
+    r.prim = dnnl::reorder(dnnl::reorder::primitive_desc(eng, from, eng, to));
+    r.addArg(DNNL_ARG_FROM, from, eng);
+    r.addArg(DNNL_ARG_TO, to, eng);
+    return r;
+}
+
+// Backend-owned bytes on 64-byte boundaries (whole cache lines, aligned vector loads), allocated
+// on first use and grown on demand: scratch that only some calls need costs nothing until then.
+class AlignedBuffer
+{
+public:
+    void* get(std::size_t bytes)
+    {
+        if (bytes > m_bytes) {
+            const std::size_t rounded = (bytes + 63) / 64 * 64;
+            void* p = std::aligned_alloc(64, rounded);
+            if (!p) throw std::bad_alloc();
+            m_data.reset(p);
+            m_bytes = rounded;
+        }
+        return m_data.get();
+    }
+    float* floats(std::size_t count) { return static_cast<float*>(get(count * sizeof(float))); }
+
+private:
+    struct Free
+    {
+        void operator()(void* p) const { std::free(p); }
+    };
+    std::unique_ptr<void, Free> m_data;
+    std::size_t m_bytes = 0;
 };
 
 // "4x3x2" for cache keys.

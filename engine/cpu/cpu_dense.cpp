@@ -107,4 +107,20 @@ void OneDnnOps::linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor&
     }
 }
 
+void OneDnnOps::linearBackward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
+                               Activation act, Tensor* dx, Tensor& dw, Tensor* db)
+{
+    const Tensor* g = &dy;
+    if (act == Activation::Relu) {
+        // The masked gradient in a scratch tensor of this backend, reused every step.
+        requireF32(dy, "linear dy");
+        Tensor& masked = cached<Tensor>("linear masked dy " + dimsKey(dy.shape()),
+                                        [] { return std::make_shared<Tensor>(); });
+        reluBackward(y, dy, masked);
+        g = &masked;
+    }
+    linearBackwardWeights(x, *g, dw, db);
+    if (dx) linearBackwardData(*g, w, *dx);
+}
+
 } // namespace towers::engine::cpu

@@ -122,12 +122,7 @@ void reorder4d(OneDnnOps& ops, const char* what, const Shape& nchwDims,
             const dnnl::memory::dims dims(nchwDims.dims().begin(), nchwDims.dims().end());
             const dnnl::memory::desc src(dims, dnnl::memory::data_type::f32, from);
             const dnnl::memory::desc dst(dims, dnnl::memory::data_type::f32, to);
-            auto bp = std::make_shared<BoundPrimitive>();
-            bp->prim = dnnl::reorder(
-                dnnl::reorder::primitive_desc(ops.dnnlEngine(), src, ops.dnnlEngine(), dst));
-            bp->addArg(DNNL_ARG_FROM, src, ops.dnnlEngine());
-            bp->addArg(DNNL_ARG_TO, dst, ops.dnnlEngine());
-            return bp;
+            return std::make_shared<BoundPrimitive>(makeReorder(src, dst, ops.dnnlEngine()));
         });
         p.bind(DNNL_ARG_FROM, x);
         p.bind(DNNL_ARG_TO, y);

@@ -5,9 +5,8 @@
 // TensorFlow's parameters map onto oneDNN's, which divides alpha by the window size:
 //   local_size = 2 r + 1,  k = bias,  alpha_onednn = alpha_tf * (2 r + 1),  beta = beta.
 #include <cstdio>
-#include <unordered_map>
 
-#include "engine/cpu/onednn_backend.h"
+#include "engine/cpu/cpu_common.h"
 
 namespace towers::engine::cpu {
 
@@ -16,7 +15,6 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr auto f32 = memory::data_type::f32;
-using Args = std::unordered_map<int, memory>;
 
 struct LrnParams
 {
@@ -34,36 +32,13 @@ LrnParams lrnParams(const LrnDesc& d)
             static_cast<float>(d.bias)};
 }
 
-dnnl::lrn_forward::primitive_desc forwardPd(OneDnnOps& ops, const LrnParams& p,
+dnnl::lrn_forward::primitive_desc forwardPd(const dnnl::engine& eng, const LrnParams& p,
                                             const dnnl::primitive_attr& attr)
 {
     const dnnl::lrn_forward::desc desc(dnnl::prop_kind::forward_training,
                                        dnnl::algorithm::lrn_across_channels, p.data, p.localSize,
                                        p.alpha, p.beta, p.k);
-    return dnnl::lrn_forward::primitive_desc(desc, attr, ops.dnnlEngine());
-}
-
-// Each cache entry owns its scratch memory (user-mode scratchpad), allocated once.
-dnnl::primitive_attr scratchpadAttr()
-{
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    return attr;
-}
-
-void addScratchpad(OneDnnOps& ops, const memory::desc& md, Args& args)
-{
-    if (md.get_size() > 0) args[DNNL_ARG_SCRATCHPAD] = memory(md, ops.dnnlEngine());
-}
-
-memory view(OneDnnOps& ops, const memory::desc& md)
-{
-    return memory(md, ops.dnnlEngine(), DNNL_MEMORY_NONE);
-}
-
-void bind(const memory& m, const Tensor& t)
-{
-    m.set_data_handle(const_cast<void*>(t.raw()));
+    return dnnl::lrn_forward::primitive_desc(desc, attr, eng);
 }
 
 // Exact (hexadecimal) doubles in the key: two layers whose alphas differ in the 7th digit must not
@@ -81,20 +56,21 @@ std::string lrnKey(const char* op, const LrnDesc& d)
            exact(d.bias) + " a" + exact(d.alpha) + " b" + exact(d.beta);
 }
 
-struct LrnForward
+// An LRN primitive and the size of its workspace (0: none).
+struct LrnEntry
 {
-    dnnl::lrn_forward prim;
-    memory src, dst, workspace;
+    BoundPrimitive p;
     std::int64_t workspaceBytes = 0;
-    Args args;
-};
 
-struct LrnBackward
-{
-    dnnl::lrn_backward prim;
-    memory src, diffDst, diffSrc, workspace;
-    std::int64_t workspaceBytes = 0;
-    Args args;
+    void addWorkspace(const memory::desc& md, const dnnl::engine& eng)
+    {
+        workspaceBytes = static_cast<std::int64_t>(md.get_size());
+        if (workspaceBytes > 0) p.addArg(DNNL_ARG_WORKSPACE, md, eng);
+    }
+    void bindWorkspace(const Tensor& w)
+    {
+        if (workspaceBytes > 0) p.bind(DNNL_ARG_WORKSPACE, w);
+    }
 };
 
 } // namespace
@@ -105,31 +81,25 @@ void OneDnnOps::lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor&
     requireShape(x, d.shape, "lrn x");
     Tensor::ensure(y, d.shape, DType::Float32);
 
-    LrnForward* e = nullptr;
+    LrnEntry* e = nullptr;
     guarded("building an LRN", [&] {
-        e = &cached<LrnForward>(lrnKey("lrn fwd", d), [&] {
-            const auto pd = forwardPd(*this, lrnParams(d), scratchpadAttr());
-            auto s = std::make_shared<LrnForward>();
-            s->prim = dnnl::lrn_forward(pd);
-            s->src = view(*this, pd.src_desc());
-            s->dst = view(*this, pd.dst_desc());
-            s->args = {{DNNL_ARG_SRC, s->src}, {DNNL_ARG_DST, s->dst}};
-            s->workspaceBytes = static_cast<std::int64_t>(pd.workspace_desc().get_size());
-            if (s->workspaceBytes > 0) {
-                s->workspace = view(*this, pd.workspace_desc());
-                s->args[DNNL_ARG_WORKSPACE] = s->workspace;
-            }
-            addScratchpad(*this, pd.scratchpad_desc(), s->args);
+        e = &cached<LrnEntry>(lrnKey("lrn fwd", d), [&] {
+            const auto pd = forwardPd(m_engine, lrnParams(d), BoundPrimitive::scratchpadAttr());
+            auto s = std::make_shared<LrnEntry>();
+            s->p.prim = dnnl::lrn_forward(pd);
+            s->p.addArg(DNNL_ARG_SRC, pd.src_desc(), m_engine);
+            s->p.addArg(DNNL_ARG_DST, pd.dst_desc(), m_engine);
+            s->addWorkspace(pd.workspace_desc(), m_engine);
+            s->p.addScratchpad(pd.scratchpad_desc(), m_engine);
             return s;
         });
     });
     Tensor::ensure(workspace, Shape{e->workspaceBytes}, DType::UInt8);
     guarded("running an LRN", [&] {
-        bind(e->src, x);
-        bind(e->dst, y);
-        if (e->workspaceBytes > 0) bind(e->workspace, workspace);
-        e->prim.execute(m_stream, e->args);
-        m_stream.wait();
+        e->p.bind(DNNL_ARG_SRC, x);
+        e->p.bind(DNNL_ARG_DST, y);
+        e->bindWorkspace(workspace);
+        e->p.execute(m_stream);
     });
 }
 
@@ -146,41 +116,33 @@ void OneDnnOps::lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, 
     requireDType(workspace, DType::UInt8, "lrn workspace");
     Tensor::ensure(dx, d.shape, DType::Float32);
 
-    LrnBackward* e = nullptr;
+    LrnEntry* e = nullptr;
     guarded("building an LRN backward", [&] {
-        e = &cached<LrnBackward>(lrnKey("lrn bwd", d), [&] {
+        e = &cached<LrnEntry>(lrnKey("lrn bwd", d), [&] {
             const LrnParams p = lrnParams(d);
-            const auto attr = scratchpadAttr();
-            const auto hint = forwardPd(*this, p, attr);
+            const auto attr = BoundPrimitive::scratchpadAttr();
+            const auto hint = forwardPd(m_engine, p, attr);
             const dnnl::lrn_backward::desc desc(dnnl::algorithm::lrn_across_channels, p.data,
                                                 p.data, p.localSize, p.alpha, p.beta, p.k);
-            const dnnl::lrn_backward::primitive_desc pd(desc, attr, dnnlEngine(), hint);
-            auto s = std::make_shared<LrnBackward>();
-            s->prim = dnnl::lrn_backward(pd);
-            s->src = view(*this, pd.src_desc());
-            s->diffDst = view(*this, pd.diff_dst_desc());
-            s->diffSrc = view(*this, pd.diff_src_desc());
-            s->args = {{DNNL_ARG_SRC, s->src},
-                       {DNNL_ARG_DIFF_DST, s->diffDst},
-                       {DNNL_ARG_DIFF_SRC, s->diffSrc}};
-            s->workspaceBytes = static_cast<std::int64_t>(pd.workspace_desc().get_size());
-            if (s->workspaceBytes > 0) {
-                s->workspace = view(*this, pd.workspace_desc());
-                s->args[DNNL_ARG_WORKSPACE] = s->workspace;
-            }
-            addScratchpad(*this, pd.scratchpad_desc(), s->args);
+            const dnnl::lrn_backward::primitive_desc pd(desc, attr, m_engine, hint);
+            auto s = std::make_shared<LrnEntry>();
+            s->p.prim = dnnl::lrn_backward(pd);
+            s->p.addArg(DNNL_ARG_SRC, pd.src_desc(), m_engine);
+            s->p.addArg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), m_engine);
+            s->p.addArg(DNNL_ARG_DIFF_SRC, pd.diff_src_desc(), m_engine);
+            s->addWorkspace(pd.workspace_desc(), m_engine);
+            s->p.addScratchpad(pd.scratchpad_desc(), m_engine);
             return s;
         });
     });
     requireShape(workspace, Shape{e->workspaceBytes},
                  "lrn workspace (from the oneDNN lrnForward of this descriptor)");
     guarded("running an LRN backward", [&] {
-        bind(e->src, x);
-        bind(e->diffDst, dy);
-        bind(e->diffSrc, dx);
-        if (e->workspaceBytes > 0) bind(e->workspace, workspace);
-        e->prim.execute(m_stream, e->args);
-        m_stream.wait();
+        e->p.bind(DNNL_ARG_SRC, x);
+        e->p.bind(DNNL_ARG_DIFF_DST, dy);
+        e->p.bind(DNNL_ARG_DIFF_SRC, dx);
+        e->bindWorkspace(workspace);
+        e->p.execute(m_stream);
     });
 }
 

@@ -27,6 +27,11 @@ public:
                             Tensor& dx) override;
     void conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, const Tensor& dy, Tensor& dw,
                                Tensor* db) override;
+    void conv2dForwardTraining(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
+                               const Tensor& b, Tensor& y, Activation act, Tensor& saved) override;
+    void conv2dBackward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& y,
+                        const Tensor& dy, Activation act, const Tensor& saved, Tensor* dx,
+                        Tensor& dw, Tensor* db) override;
 
     void maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y,
                         Tensor& workspace) override;
@@ -41,6 +46,8 @@ public:
                        Activation act) override;
     void linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx) override;
     void linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db) override;
+    void linearBackward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
+                        Activation act, Tensor* dx, Tensor& dw, Tensor* db) override;
 
     void reluForward(const Tensor& x, Tensor& y) override;
     void reluBackward(const Tensor& y, const Tensor& dy, Tensor& dx) override;

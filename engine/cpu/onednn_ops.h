@@ -1,6 +1,7 @@
 #pragma once
 // The CPU backend on oneDNN. This header is free of oneDNN types.
 #include <memory>
+#include <string>
 
 #include "engine/ops/ops.h"
 
@@ -13,5 +14,10 @@ std::unique_ptr<Ops> makeOneDnnOps();
 // Sets the number of OpenMP threads used by ops called from this thread (0 = all cores).
 void setCpuThreads(int threads);
 int cpuThreads();
+
+// How `ops` (a backend from makeOneDnnOps) runs convolutions of this geometry: "direct" (oneDNN),
+// "winograd 3x3" (oneDNN's Winograd, where its heuristic picks it) or "winograd 5x5" (Towers'
+// F(2x2, 5x5), AVX-512). For tests and benchmark reports; InvalidArgument for another backend.
+std::string convolutionAlgorithm(Ops& ops, const Conv2dDesc& d);
 
 } // namespace towers::engine::cpu

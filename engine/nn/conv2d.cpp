@@ -56,21 +56,21 @@ double Conv2d::forwardFlops(const Shape& input) const
 
 void Conv2d::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 {
-    ctx.ops.conv2dForward(desc(x.shape()), x, m_weight.value, m_bias.value, y, m_opt.activation);
+    const Conv2dDesc d = desc(x.shape());
+    m_savedValid = ctx.training;
+    if (ctx.training)
+        ctx.ops.conv2dForwardTraining(d, x, m_weight.value, m_bias.value, y, m_opt.activation,
+                                      m_saved);
+    else
+        ctx.ops.conv2dForward(d, x, m_weight.value, m_bias.value, y, m_opt.activation);
 }
 
 void Conv2d::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx)
 {
-    const Conv2dDesc d = desc(x.shape());
-    const Tensor* g = &dy;
-    if (m_opt.activation == Activation::Relu) {
-        ctx.ops.reluBackward(y, dy, m_dyMasked);
-        g = &m_dyMasked;
-    }
-    Tensor::ensure(m_weight.grad, m_weight.value.shape(), m_weight.value.dtype());
-    if (m_opt.bias) Tensor::ensure(m_bias.grad, m_bias.value.shape(), m_bias.value.dtype());
-    ctx.ops.conv2dBackwardWeights(d, x, *g, m_weight.grad, m_opt.bias ? &m_bias.grad : nullptr);
-    if (dx) ctx.ops.conv2dBackwardData(d, *g, m_weight.value, *dx);
+    // The backend's state from forward only holds after a training forward.
+    ctx.ops.conv2dBackward(desc(x.shape()), x, m_weight.value, y, dy, m_opt.activation,
+                           m_savedValid ? m_saved : Tensor(), dx, m_weight.grad,
+                           biasGradient(m_bias));
 }
 
 void Conv2d::collectParameters(std::vector<Parameter*>& out)

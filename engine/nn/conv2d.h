@@ -37,7 +37,8 @@ private:
     Conv2dDesc desc(const Shape& input) const;
     Conv2dOptions m_opt;
     Parameter m_weight, m_bias;
-    Tensor m_dyMasked; // dy through the fused ReLU
+    Tensor m_saved;            // the backend's state from a training forward for backward
+    bool m_savedValid = false; // m_saved belongs to the latest forward
 };
 
 } // namespace towers::engine

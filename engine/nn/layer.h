@@ -21,6 +21,13 @@ struct Parameter
     double weightDecay = 0;  // L2 coefficient: the loss gains weightDecay * 0.5 * ||value||^2
 };
 
+// Where the gradient of an optional parameter (a bias) goes: null when the layer has none, which
+// tells a backward op to skip it.
+inline Tensor* biasGradient(Parameter& bias)
+{
+    return bias.value.empty() ? nullptr : &bias.grad;
+}
+
 // How a parameter is initialised.
 struct Init
 {

@@ -52,15 +52,8 @@ void Linear::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 
 void Linear::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx)
 {
-    const Tensor* g = &dy;
-    if (m_opt.activation == Activation::Relu) {
-        ctx.ops.reluBackward(y, dy, m_dyMasked);
-        g = &m_dyMasked;
-    }
-    Tensor::ensure(m_weight.grad, m_weight.value.shape(), m_weight.value.dtype());
-    if (m_opt.bias) Tensor::ensure(m_bias.grad, m_bias.value.shape(), m_bias.value.dtype());
-    ctx.ops.linearBackwardWeights(x, *g, m_weight.grad, m_opt.bias ? &m_bias.grad : nullptr);
-    if (dx) ctx.ops.linearBackwardData(*g, m_weight.value, *dx);
+    ctx.ops.linearBackward(x, m_weight.value, y, dy, m_opt.activation, dx, m_weight.grad,
+                           biasGradient(m_bias));
 }
 
 void Linear::collectParameters(std::vector<Parameter*>& out)

@@ -32,7 +32,6 @@ public:
 private:
     LinearOptions m_opt;
     Parameter m_weight, m_bias;
-    Tensor m_dyMasked;
 };
 
 } // namespace towers::engine

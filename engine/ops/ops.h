@@ -34,6 +34,23 @@ public:
     virtual void conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, const Tensor& dy,
                                        Tensor& dw, Tensor* db) = 0;
 
+    // --- convolution as a training layer runs it: one forward, one fused backward ---
+    // conv2dForward that may also leave backend-private state in `saved` (opaque UInt8 bytes the
+    // caller keeps until conv2dBackward, like a pooling workspace): a backend may keep the input
+    // or the weights there in the layouts its backward wants, so that they are not rearranged
+    // twice. The default calls conv2dForward and leaves `saved` empty.
+    virtual void conv2dForwardTraining(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
+                                       const Tensor& b, Tensor& y, Activation act, Tensor& saved);
+    // The whole backward of a convolution and its fused activation. With g = dy where y > 0 for
+    // ReLU (dy itself for None): dw and, when not null, db from x and g; dx, when not null, from
+    // g and w. x, w, y and act are those of the forward, unchanged since, and db is given when
+    // the forward had a bias; `saved` is what that conv2dForwardTraining left (InvalidArgument if
+    // it is not), or an empty tensor (after a plain conv2dForward, say). The default composes
+    // reluBackward, conv2dBackwardWeights and conv2dBackwardData.
+    virtual void conv2dBackward(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
+                                const Tensor& y, const Tensor& dy, Activation act,
+                                const Tensor& saved, Tensor* dx, Tensor& dw, Tensor* db);
+
     // --- max pooling; `workspace` is backend-private state from forward for backward ---
     virtual void maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y,
                                 Tensor& workspace) = 0;
@@ -51,6 +68,12 @@ public:
     virtual void linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx) = 0;
     virtual void linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& dw,
                                        Tensor* db) = 0;
+
+    // The whole backward of linearForward(x, w, b, y, act), as conv2dBackward: g = dy through the
+    // activation, dw and db (when not null) from x and g, dx (when not null) from g and w. The
+    // default composes reluBackward, linearBackwardWeights and linearBackwardData.
+    virtual void linearBackward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
+                                Activation act, Tensor* dx, Tensor& dw, Tensor* db);
 
     // --- element-wise ---
     virtual void reluForward(const Tensor& x, Tensor& y) = 0;

@@ -1,0 +1,96 @@
+#pragma once
+// Private to engine/cpu: how the oneDNN backend runs one convolution geometry, in all directions.
+//
+// The algorithm is chosen once per geometry:
+//  * Winograd5x5: 5x5 stride 1 with channels in multiples of 16 on AVX-512 (the tutorial's conv2):
+//    all three directions by Towers' Winograd (winograd_5x5.h); everything stays NHWC.
+//  * Winograd3x3: 3x3 stride 1 where oneDNN's convolution_auto picks its Winograd F(4x4, 3x3) for
+//    the forward (mnist-convnet's conv2 and conv3: 2-3x fewer multiplications than direct), then
+//    Winograd in all three directions. It needs oneDNN's blocked nChw16c activations: inputs are
+//    reordered in, outputs out; a training forward keeps the blocked input and the reordered
+//    weights in the caller's `saved` bytes for backward.
+//  * Direct: oneDNN's direct convolution, forward on NHWC (as fast as blocked there, and no
+//    reorders), backward in the layouts oneDNN prefers (blocked: 2-3x faster backward weights for
+//    first layers with 1 or 3 input channels).
+// Backward starts from g = dy masked by the fused ReLU, written in one pass straight into the
+// layout the backward primitives read (masked_gradient.h), or masked as Towers' Winograd reads it.
+#include <string>
+
+#include "engine/cpu/cpu_common.h"
+#include "engine/cpu/winograd_5x5.h"
+
+namespace towers::engine::cpu {
+
+enum class ConvAlgorithm
+{
+    Direct,
+    Winograd3x3,
+    Winograd5x5
+};
+
+// "direct", "winograd 3x3" or "winograd 5x5".
+const char* convAlgorithmName(ConvAlgorithm a);
+// The algorithm a plan for this geometry runs (builds a primitive descriptor: not for hot paths).
+ConvAlgorithm chooseConvAlgorithm(const dnnl::engine& eng, const Conv2dDesc& d);
+
+class ConvPlan
+{
+public:
+    ConvPlan(const dnnl::engine& eng, const Conv2dDesc& d, bool bias, Activation act);
+    ConvPlan(const ConvPlan&) = delete;
+    ConvPlan& operator=(const ConvPlan&) = delete;
+
+    ConvAlgorithm algorithm() const { return m_algorithm; }
+
+    // y = act(conv(x, w) + b); b is ignored unless the plan has a bias. A training forward passes
+    // `saved`, which is resized and filled with the state backward reuses.
+    void forward(dnnl::stream& s, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                 Tensor* saved);
+
+    // The arguments of backward: null for what the caller does not have or does not want.
+    struct Gradients
+    {
+        const Tensor* x = nullptr;     // needed for dw
+        const Tensor* w = nullptr;     // needed for dx
+        const Tensor* y = nullptr;     // needed when the plan's activation is ReLU
+        const Tensor* saved = nullptr; // from a training forward of this plan, or null / empty
+        Tensor* dx = nullptr;
+        Tensor* dw = nullptr;
+        Tensor* db = nullptr; // only when the plan has a bias (and dw is wanted)
+    };
+    void backward(dnnl::stream& s, const Tensor& dy, const Gradients& g);
+
+private:
+    struct Forward;
+    struct BackwardWeights;
+    struct BackwardData;
+
+    void buildForward();
+    void buildBackward(); // backward weights, which fixes the layout of g
+    void buildBackwardData();
+    void maskGradient(dnnl::stream& s, const Tensor& dy, const Tensor* y);
+    // The blocked input and weights a training forward saved, or null.
+    const char* savedState(const Tensor* saved) const;
+
+    dnnl::engine m_engine;
+    Conv2dDesc m_desc;
+    bool m_bias;
+    Activation m_act;
+    ConvAlgorithm m_algorithm;
+    std::string m_key; // identifies the plan in the header of its saved state
+
+    std::shared_ptr<Forward> m_fwd;
+    std::shared_ptr<BackwardWeights> m_bwdW;
+    std::shared_ptr<BackwardData> m_bwdD;
+    std::unique_ptr<Winograd5x5> m_winograd;
+
+    // The masked gradient in the backward primitives' layout.
+    dnnl::memory::desc m_gradDesc;
+    int m_gradBlock = 0;     // channelBlockOf(m_gradDesc): 0 nhwc, 8 / 16 blocked, -1 other
+    AlignedBuffer m_grad;    // g, unless it can be dy itself
+    AlignedBuffer m_gradTmp; // g in NHWC before a oneDNN reorder, for the "other" layouts
+    BoundPrimitive m_gradReorder;
+    const void* m_gradPtr = nullptr; // where g is for the running backward
+};
+
+} // namespace towers::engine::cpu
