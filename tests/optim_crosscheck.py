@@ -34,27 +34,8 @@ except ImportError as e:
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import towers_torch as tt  # noqa: E402
-
-EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
-
-
-class BadInput(Exception):
-    """The exchange file is unusable (exit status 2)."""
-
-
-def rel_error(ours, ref):
-    ours, ref = ours.double(), ref.double()
-    if ref.numel() == 0:
-        return 0.0
-    scale = max(ref.abs().max().item(), 1e-12)
-    return (ours - ref).abs().max().item() / scale
-
-
-def need(tensors, key):
-    if key not in tensors:
-        raise BadInput(f"missing tensor '{key}'")
-    return tensors[key]
-
+from crosscheck_common import (  # noqa: E402
+    EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, BadInput, need, rel_error)
 
 def meta_float(meta, key):
     try:

@@ -30,13 +30,8 @@ except ImportError as e:
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import towers_torch as tt  # noqa: E402
-
-EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
-
-
-class BadInput(Exception):
-    """The exchange file is unusable (exit status 2)."""
-
+from crosscheck_common import (  # noqa: E402
+    EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, BadInput, need, rel_error)
 
 class MaskedDropout(nn.Module):
     """Dropout with a given keep-mask: x * mask / (1 - p)."""
@@ -65,14 +60,6 @@ def install_masks(module, masks):
             setattr(parent, name.rpartition(".")[2], MaskedDropout(name, masks[name], m.p))
 
 
-def rel_error(ours, ref):
-    ours, ref = ours.double(), ref.double()
-    if ref.numel() == 0:
-        return 0.0
-    scale = max(ref.abs().max().item(), 1e-12)
-    return (ours - ref).abs().max().item() / scale
-
-
 def run_step(name, module, x_nhwc, labels):
     """Forward (train mode), total loss, backward. Returns (logits, loss)."""
     module.train()
@@ -81,12 +68,6 @@ def run_step(name, module, x_nhwc, labels):
     loss = tt.total_loss(name, module, logits, labels.long())
     loss.backward()
     return logits, loss
-
-
-def _need(tensors, key, why=""):
-    if key not in tensors:
-        raise BadInput(f"missing tensor '{key}'{why}")
-    return tensors[key]
 
 
 def check(path, tol, out=sys.stdout):
@@ -102,7 +83,7 @@ def check(path, tol, out=sys.stdout):
     state = module.state_dict()
     loaded = {}
     for key, ref in state.items():
-        t = _need(tensors, key, " (a parameter or buffer of the model)")
+        t = need(tensors, key, " (a parameter or buffer of the model)")
         if tuple(t.shape) != tuple(ref.shape):
             raise BadInput(f"'{key}' has shape {list(t.shape)}, the model expects "
                            f"{list(ref.shape)}")
@@ -111,11 +92,11 @@ def check(path, tol, out=sys.stdout):
     install_masks(module, {k[len("dropout."):]: v for k, v in tensors.items()
                            if k.startswith("dropout.")})
 
-    x = _need(tensors, "input")
+    x = need(tensors, "input")
     c, h, w = tt.INPUT_SHAPES[name]
     if x.dim() != 4 or tuple(x.shape[1:]) != (h, w, c):
         raise BadInput(f"'input' has shape {list(x.shape)}, expected NHWC [N, {h}, {w}, {c}]")
-    labels = _need(tensors, "labels")
+    labels = need(tensors, "labels")
     if tuple(labels.shape) != (x.shape[0],):
         raise BadInput(f"'labels' has shape {list(labels.shape)}, expected [{x.shape[0]}]")
     if labels.numel() and (labels.min() < 0 or labels.max() >= 10):
@@ -138,7 +119,7 @@ def check(path, tol, out=sys.stdout):
 
     failures, worst = 0, ("", 0.0)
     for key, ref in pairs:
-        ours = _need(tensors, key)
+        ours = need(tensors, key)
         if tuple(ours.shape) != tuple(ref.shape):
             print(f"{key:<48} shape {list(ours.shape)} != {list(ref.shape)}  FAIL", file=out)
             failures += 1

@@ -1,5 +1,7 @@
 #pragma once
 // Helpers shared by the UI tests.
+#include "ui/plots/plot_theme.h"
+
 #include <QPalette>
 #include <QString>
 
@@ -7,8 +9,9 @@
 
 namespace towers::test {
 
-// A dark palette (what a dark desktop theme gives), to check that widgets follow the palette.
-QPalette darkPalette();
+// A dark palette (what a dark desktop theme gives), to check that widgets follow the palette:
+// the application's own, which towers uses when the desktop asks for a dark scheme.
+using towers::ui::darkPalette;
 // A temporary settings file path inside `dir`.
 QString settingsFile(const QString& dir);
 // std::filesystem::path of a QString path.
