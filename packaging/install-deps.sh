@@ -6,12 +6,14 @@
 set -euo pipefail
 
 # ca-certificates: towers-cli download verifies the HTTPS servers it fetches datasets from.
+# qt6-qpa-plugins, libqt6svg6: Qt's platform plugins (xcb, wayland) and the SVG icon engine are
+# loaded at run time, so no library dependency brings them.
 # ocl-icd-opencl-dev: Debian's oneDNN is built with the OpenCL GPU runtime, so its CMake config
 # (find_package(dnnl)) requires the OpenCL headers and library even for CPU-only use.
 packages=(
     g++ cmake ninja-build pkgconf
     libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev zlib1g-dev libarchive-dev
-    qt6-base-dev libqcustomplot-dev ca-certificates
+    qt6-base-dev qt6-qpa-plugins libqt6svg6 libqcustomplot-dev ca-certificates
     dataset-fashion-mnist
 )
 if [[ "${1:-}" == "--test" ]]; then
@@ -19,7 +21,10 @@ if [[ "${1:-}" == "--test" ]]; then
     # OpenBLAS with pthreads is what Debian's torch uses for its BLAS calls. Xvfb and xauth run the
     # desktop application without a display for tools/screenshots.sh (the UI tests themselves use
     # Qt's offscreen platform and need neither).
-    packages+=(python3 python3-torch python3-numpy libopenblas0-pthread xvfb xauth)
+    # The packaging tests build the .deb (dpkg-dev for its Depends), check it with lintian,
+    # install it into a clean root (debootstrap) and validate the desktop integration.
+    packages+=(python3 python3-torch python3-numpy libopenblas0-pthread xvfb xauth
+        dpkg-dev lintian debootstrap desktop-file-utils appstream bash-completion groff-base)
 elif [[ -n "${1:-}" ]]; then
     echo "usage: $0 [--test]" >&2
     exit 2

@@ -2,11 +2,14 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
+#include <QIcon>
+#include <QRegularExpression>
 #include <QTimer>
 #include <cstdio>
 #include <memory>
 
 #include "app/settings/app_settings.h"
+#include "app/version/build_info.h"
 #include "ui/main_window.h"
 #include "ui/pages/data_page.h"
 #include "ui/pages/devices_page.h"
@@ -14,53 +17,96 @@
 #include "ui/plots/plot_theme.h"
 #include "ui/screenshot_tour.h"
 
+namespace {
+
+struct Options
+{
+    QCommandLineOption help{{QStringLiteral("h"), QStringLiteral("help")},
+                            QStringLiteral("Show this help and quit.")};
+    QCommandLineOption version{{QStringLiteral("v"), QStringLiteral("version")},
+                               QStringLiteral("Show the version, the git revision and the backends, and quit.")};
+    QCommandLineOption settings{QStringLiteral("settings"), QStringLiteral("Keep the settings in this INI file."),
+                                QStringLiteral("file")};
+    QCommandLineOption tour{
+        QStringLiteral("screenshot-tour"),
+        QStringLiteral("Walk through every page, save a screenshot of each into this folder, and quit."),
+        QStringLiteral("dir")};
+    QCommandLineOption dark{QStringLiteral("dark"),
+                            QStringLiteral("Use a dark palette (Fusion style) whatever the desktop theme.")};
+    QCommandLineOption startup{QStringLiteral("measure-startup"),
+                               QStringLiteral("Print the milliseconds from start to the first idle event loop "
+                                              "with the window shown, and quit.")};
+    QCommandLineOption dataset{QStringLiteral("dataset"),
+                               QStringLiteral("Show this dataset (cifar10, mnist, fashion-mnist, ...)."),
+                               QStringLiteral("name")};
+    QCommandLineOption towers{QStringLiteral("towers"), QStringLiteral("Train with this many CPU towers."),
+                              QStringLiteral("n")};
+    QCommandLineOption train{QStringLiteral("train"),
+                             QStringLiteral("Start training with the model's recipe as soon as the dataset is loaded.")};
+
+    void addTo(QCommandLineParser& parser) const
+    {
+        parser.setApplicationDescription(QStringLiteral(
+            "Towers trains convolutional networks by synchronous data parallelism with replicated towers.\n"
+            "towers-cli is its command-line twin; see towers-cli(1)."));
+        for (const auto* o : {&help, &version, &settings, &tour, &dark, &startup, &dataset, &towers, &train})
+            parser.addOption(*o);
+    }
+};
+
+// --help and --version answer before QApplication exists, so they work without a display (a
+// package's smoke test, a terminal over ssh). Anything else, Qt's own options included, is left to
+// the full parse after QApplication has taken its arguments. Returns an exit code, or -1 to go on.
+int answerWithoutDisplay(int argc, char** argv)
+{
+    QStringList args;
+    for (int i = 0; i < argc; ++i) args << QString::fromLocal8Bit(argv[i]);
+    Options o;
+    QCommandLineParser parser;
+    o.addTo(parser);
+    parser.parse(args);
+    if (parser.isSet(o.version)) {
+        std::fputs(qPrintable(towers::app::versionText(QStringLiteral("towers"))), stdout);
+        return 0;
+    }
+    if (parser.isSet(o.help)) {
+        QString text = parser.helpText();
+        // helpText() names the program from QCoreApplication, which does not exist yet.
+        text.replace(QRegularExpression(QStringLiteral("^Usage: \\S*")), QStringLiteral("Usage: towers"));
+        std::fputs(qPrintable(text), stdout);
+        std::fputs("\nQt's own options (-platform, -style, ...) are accepted as well.\n", stdout);
+        return 0;
+    }
+    return -1;
+}
+
+} // namespace
+
 int main(int argc, char** argv)
 {
     QElapsedTimer sinceMain;
     sinceMain.start();
+    if (const int code = answerWithoutDisplay(argc, argv); code >= 0) return code;
     QApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("Towers"));
     QApplication::setApplicationName(QStringLiteral("towers"));
     QApplication::setApplicationDisplayName(QStringLiteral("Towers"));
     QApplication::setApplicationVersion(QStringLiteral(TOWERS_VERSION));
+    QGuiApplication::setDesktopFileName(QStringLiteral(TOWERS_APP_ID));
+    QApplication::setWindowIcon(
+        QIcon::fromTheme(QStringLiteral(TOWERS_APP_ID), QIcon(QStringLiteral(":/icons/towers.svg"))));
 
+    Options o;
     QCommandLineParser parser;
-    parser.setApplicationDescription(
-        QStringLiteral("Trains convolutional networks with replicated towers."));
-    parser.addHelpOption();
-    parser.addVersionOption();
-    const QCommandLineOption settingsOption(QStringLiteral("settings"),
-                                            QStringLiteral("Keep the settings in this INI file."),
-                                            QStringLiteral("file"));
-    parser.addOption(settingsOption);
-    const QCommandLineOption tourOption(
-        QStringLiteral("screenshot-tour"),
-        QStringLiteral(
-            "Walk through every page, save a screenshot of each into this folder, and quit."),
-        QStringLiteral("dir"));
-    parser.addOption(tourOption);
-    const QCommandLineOption darkOption(
-        QStringLiteral("dark"),
-        QStringLiteral("Use a dark palette (Fusion style) whatever the desktop theme."));
-    parser.addOption(darkOption);
-    const QCommandLineOption startupOption(
-        QStringLiteral("measure-startup"),
-        QStringLiteral("Print the milliseconds from start to the first idle event loop with the "
-                       "window shown, and quit."));
-    parser.addOption(startupOption);
-    const QCommandLineOption datasetOption(
-        QStringLiteral("dataset"), QStringLiteral("Show this dataset (cifar10, mnist, fashion-mnist, ...)."),
-        QStringLiteral("name"));
-    parser.addOption(datasetOption);
-    const QCommandLineOption towersOption(QStringLiteral("towers"),
-                                          QStringLiteral("Train with this many CPU towers."),
-                                          QStringLiteral("n"));
-    parser.addOption(towersOption);
-    const QCommandLineOption trainOption(
-        QStringLiteral("train"),
-        QStringLiteral("Start training with the model's recipe as soon as the dataset is loaded."));
-    parser.addOption(trainOption);
+    o.addTo(parser);
     parser.process(app);
+    const auto& settingsOption = o.settings;
+    const auto& tourOption = o.tour;
+    const auto& darkOption = o.dark;
+    const auto& startupOption = o.startup;
+    const auto& datasetOption = o.dataset;
+    const auto& towersOption = o.towers;
+    const auto& trainOption = o.train;
     int towers = 0;
     if (parser.isSet(towersOption)) {
         bool ok = false;

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "app/cli/command.h"
+#include "app/version/build_info.h"
 #include "engine/errors.h"
 
 namespace towers::app {
@@ -46,7 +47,7 @@ int runCli(const QStringList& arguments)
         return first.isEmpty() ? ExitUsage : ExitOk;
     }
     if (first == QLatin1String("--version") || first == QLatin1String("-v")) {
-        out << "towers-cli " << QCoreApplication::applicationVersion() << "\n";
+        out << versionText(QStringLiteral("towers-cli"));
         return ExitOk;
     }
     for (const auto& c : kCommands) {

@@ -14,7 +14,12 @@ bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, Command
         return false;
     }
     if (parser.isSet(help)) {
-        io.out << parser.helpText();
+        // helpText() names the executable's path; the command is what the user typed.
+        QString text = parser.helpText();
+        const qsizetype end = text.indexOf(QLatin1String(" [options]"));
+        if (text.startsWith(QLatin1String("Usage: ")) && end > 0)
+            text.replace(7, end - 7, args.value(0));
+        io.out << text;
         exitCode = ExitOk;
         return false;
     }

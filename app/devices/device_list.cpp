@@ -26,8 +26,8 @@ bool gpuBackendAvailable()
 QString gpuBackendNote()
 {
     return TOWERS_HAS_CUDA
-               ? QStringLiteral("The CUDA backend is built but cannot list or drive GPUs yet: "
-                                "towers run on the CPU.")
+               ? QStringLiteral("The CUDA toolkit was found at build time, but this version of Towers "
+                                "has no GPU backend yet: towers run on the CPU.")
                : QStringLiteral("This build of Towers has no GPU backend (the CUDA toolkit was not "
                                 "found or was switched off at build time): towers run on the CPU.");
 }

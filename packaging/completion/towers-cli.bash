@@ -1,0 +1,59 @@
+# bash completion for towers-cli (installed as /usr/share/bash-completion/completions/towers-cli).
+# Completes the commands, each command's options, and the values the options take: dataset and
+# model names, choices, folders and files.
+
+_towers_cli()
+{
+    local cur prev words cword
+    _init_completion || return
+
+    local commands="train eval classify datasets download models devices bench"
+    if ((cword == 1)); then
+        COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
+        return
+    fi
+
+    local command=${words[1]} options
+    case $command in
+        train)
+            options="--dataset --data-dir --model --device --towers --threads-per-tower
+                --batch-size --steps --epochs --optimizer --lr --lr-schedule --momentum
+                --weight-decay --ema-decay --augment --seed --run-dir --checkpoint-every
+                --keep-checkpoints --resume --eval-every --log-every --loader-workers --json --help" ;;
+        eval) options="--checkpoint --data-dir --no-ema --batch-size --json --help" ;;
+        classify) options="--checkpoint --top-k --no-ema --json --help" ;;
+        datasets) options="--data-dir --json --help" ;;
+        download) options="--data-dir --base-url --force --help" ;;
+        models) options="--json --help" ;;
+        devices) options="--json --help" ;;
+        bench) options="--model --batch-size --threads --steps --warmup --backend --json --help" ;;
+        *) return ;;
+    esac
+
+    local models="cifar10-tutorial mnist-convnet fashion-fast fashion-wide cifar10-resnet"
+    case $prev in
+        --dataset) COMPREPLY=($(compgen -W "cifar10 mnist fashion-mnist" -- "$cur")); return ;;
+        --model) COMPREPLY=($(compgen -W "$models" -- "$cur")); return ;;
+        --device) COMPREPLY=($(compgen -W "cpu cuda" -- "$cur")); return ;;
+        --optimizer) COMPREPLY=($(compgen -W "sgd momentum nesterov adam" -- "$cur")); return ;;
+        --lr-schedule) COMPREPLY=($(compgen -W "constant exponential step cosine onecycle" -- "$cur")); return ;;
+        --augment) COMPREPLY=($(compgen -W "default none" -- "$cur")); return ;;
+        --backend) COMPREPLY=($(compgen -W "onednn reference" -- "$cur")); return ;;
+        --data-dir | --run-dir) _filedir -d; return ;;
+        --checkpoint) _filedir safetensors; return ;;
+        --towers | --threads-per-tower | --batch-size | --steps | --epochs | --lr | --momentum | \
+            --weight-decay | --ema-decay | --seed | --checkpoint-every | --keep-checkpoints | \
+            --eval-every | --log-every | --loader-workers | --top-k | --threads | --warmup | --base-url)
+            return ;;
+    esac
+
+    if [[ $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$options" -- "$cur"))
+        return
+    fi
+    case $command in
+        classify) _filedir '@(png|PNG|jpg|JPG|jpeg|JPEG|bmp|BMP|ppm|PPM|pgm|PGM|gif|GIF)' ;;
+        download) COMPREPLY=($(compgen -W "cifar10 cifar100 mnist fashion-mnist" -- "$cur")) ;;
+        models) COMPREPLY=($(compgen -W "$models" -- "$cur")) ;;
+    esac
+} && complete -F _towers_cli towers-cli
