@@ -99,7 +99,10 @@ int main(int argc, char** argv)
     Options o;
     QCommandLineParser parser;
     o.addTo(parser);
-    parser.process(app);
+    if (!parser.parse(QCoreApplication::arguments())) {
+        std::fprintf(stderr, "towers: %s\nRun 'towers --help' for the options.\n", qPrintable(parser.errorText()));
+        return 2;
+    }
     const auto& settingsOption = o.settings;
     const auto& tourOption = o.tour;
     const auto& darkOption = o.dark;

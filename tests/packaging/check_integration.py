@@ -174,6 +174,14 @@ def main():
         check(out.startswith(f"{name} {version}") and "Backends: cpu" in out,
               f"{name} --version (without a display): {out.splitlines()[0] if out else '(nothing)'}")
 
+    # A wrong flag is a usage error (exit status 2) that names the flag, as documented.
+    for program in (cli, gui):
+        if not program:
+            continue
+        r = run([program, "--no-such-flag"], env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+        check(r.returncode == 2 and "no-such-flag" in r.stderr,
+              f"{os.path.basename(program)} --no-such-flag exits 2 naming the flag (got {r.returncode})")
+
     print(f"{len(failures)} check(s) failed" if failures else "all checks passed")
     return 1 if failures else 0
 
