@@ -397,6 +397,20 @@ void MainWindow::appendLog(const QString& line)
         QTime::currentTime().toString(QStringLiteral("HH:mm:ss")), line));
 }
 
+void MainWindow::closeWithoutAsking(const QString& why)
+{
+    appendLog(why);
+    if (!m_train->isActive()) {
+        close();
+        return;
+    }
+    if (m_closeAfterStop) return; // already stopping
+    m_closeAfterStop = true;
+    appendLog(tr("Stopping the run before closing…"));
+    showPage(Train);
+    m_train->stop(); // runFinished closes the window
+}
+
 void MainWindow::closeEvent(QCloseEvent* event)
 {
     if (m_train->isActive()) {

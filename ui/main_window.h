@@ -76,6 +76,9 @@ public slots:
     void appendLog(const QString& line);
     void resumeRun(const QString& folder);
     void classifyWith(const QString& checkpoint);
+    // Closes without asking, as SIGTERM or Ctrl-C in the terminal ask for: a training run stops
+    // after its current step and writes its checkpoint first. `why` goes to the log.
+    void closeWithoutAsking(const QString& why);
 
 protected:
     void closeEvent(QCloseEvent* event) override;

@@ -5,9 +5,11 @@
 #include <QIcon>
 #include <QRegularExpression>
 #include <QTimer>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 
+#include "app/process/interrupt_notifier.h"
 #include "app/settings/app_settings.h"
 #include "app/version/build_info.h"
 #include "ui/main_window.h"
@@ -130,6 +132,13 @@ int main(int argc, char** argv)
                         : std::make_unique<towers::app::AppSettings>();
     towers::ui::MainWindow window(*settings);
     window.show();
+    // SIGTERM (a logout, `kill`) or Ctrl-C in the terminal: stop a run after its current step
+    // with a checkpoint, then quit with 128 + the signal's number, as towers-cli does.
+    towers::app::InterruptNotifier interrupts;
+    QObject::connect(&interrupts, &towers::app::InterruptNotifier::interrupted, &window, [&window](int sig) {
+        window.closeWithoutAsking(QCoreApplication::translate("main", "Received %1: closing")
+                                      .arg(sig == SIGTERM ? QStringLiteral("SIGTERM") : QStringLiteral("SIGINT")));
+    });
     if (parser.isSet(datasetOption)) window.dataPage()->setDatasetName(parser.value(datasetOption));
     if (towers > 0) window.devicesPage()->setTowers(towers);
     if (parser.isSet(trainOption)) {
@@ -161,5 +170,6 @@ int main(int argc, char** argv)
                          [](int failures) { QCoreApplication::exit(failures == 0 ? 0 : 1); });
         QTimer::singleShot(0, tour, &towers::ui::ScreenshotTour::start);
     }
-    return app.exec();
+    const int code = app.exec();
+    return interrupts.received() ? 128 + interrupts.received() : code;
 }

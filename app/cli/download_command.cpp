@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "app/cli/command.h"
-#include "app/cli/interrupt_notifier.h"
+#include "app/process/interrupt_notifier.h"
 #include "app/data/data_dirs.h"
 #include "app/data/dataset_downloader.h"
 

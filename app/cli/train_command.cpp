@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "app/cli/command.h"
-#include "app/cli/interrupt_notifier.h"
+#include "app/process/interrupt_notifier.h"
 #include "app/data/data_dirs.h"
 #include "engine/data/dataset.h"
 #include "engine/models/registry.h"

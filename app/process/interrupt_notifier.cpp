@@ -1,4 +1,4 @@
-#include "app/cli/interrupt_notifier.h"
+#include "app/process/interrupt_notifier.h"
 
 #include <QSocketNotifier>
 #include <cerrno>
