@@ -22,6 +22,7 @@ const Command kCommands[] = {
     {"classify", "Classify image files with a checkpoint", runClassify},
     {"datasets", "List the datasets found on this machine", runDatasets},
     {"devices", "List the CPU and GPUs that can run towers", runDevices},
+    {"selftest", "Check every op against the reference, then a few training steps", runSelftest},
 };
 
 void printUsage(QTextStream& s)

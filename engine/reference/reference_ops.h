@@ -6,7 +6,7 @@
 
 namespace towers::engine::reference {
 
-class ReferenceOps final : public Ops
+class ReferenceOps : public Ops
 {
 public:
     std::string name() const override { return "reference"; }

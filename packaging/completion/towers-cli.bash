@@ -7,7 +7,7 @@ _towers_cli()
     local cur prev words cword
     _init_completion || return
 
-    local commands="train eval classify datasets download models devices bench"
+    local commands="train eval classify datasets download models devices selftest bench"
     if ((cword == 1)); then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
         return
@@ -26,6 +26,7 @@ _towers_cli()
         download) options="--data-dir --base-url --force --help" ;;
         models) options="--json --help" ;;
         devices) options="--json --help" ;;
+        selftest) options="--device --no-training --json --help" ;;
         bench) options="--model --batch-size --threads --steps --warmup --backend --json --help" ;;
         *) return ;;
     esac

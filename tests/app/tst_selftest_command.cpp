@@ -1,0 +1,70 @@
+// towers-cli selftest: passes on the CPU with a line per check and exit 0, JSON with --json, and
+// refuses what it cannot do: --device cuda in a build without a GPU backend (exit 1, saying why),
+// an unknown device (exit 2).
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QtTest>
+
+class TestSelftestCommand : public QObject
+{
+    Q_OBJECT
+
+    struct Result
+    {
+        int exitCode = -1;
+        QString out, err;
+    };
+
+    Result run(const QStringList& args)
+    {
+        QProcess p;
+        p.start(QStringLiteral(TOWERS_CLI), QStringList{QStringLiteral("selftest")} + args);
+        if (!p.waitForFinished(120000)) p.kill();
+        Result r;
+        r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+        r.out = QString::fromUtf8(p.readAllStandardOutput());
+        r.err = QString::fromUtf8(p.readAllStandardError());
+        return r;
+    }
+
+private slots:
+    void passesOnTheCpu()
+    {
+        const Result r = run({});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.out + r.err));
+        QVERIFY(r.out.contains(QStringLiteral("PASS  conv2d forward")));
+        QVERIFY(r.out.contains(QStringLiteral("PASS  replication:")));
+        QVERIFY(!r.out.contains(QStringLiteral("FAIL")));
+        QVERIFY(r.out.contains(QRegularExpression(QStringLiteral("selftest: (\\d+) of \\1 checks passed on cpu"))));
+    }
+
+    void json()
+    {
+        const Result r = run({QStringLiteral("--no-training"), QStringLiteral("--json")});
+        QCOMPARE(r.exitCode, 0);
+        const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+        QCOMPARE(j.value(QStringLiteral("passed")).toBool(), true);
+        const QJsonArray checks = j.value(QStringLiteral("checks")).toArray();
+        QVERIFY(checks.size() >= 25);
+        for (const auto& c : checks) {
+            QVERIFY(c.toObject().value(QStringLiteral("passed")).toBool());
+            QVERIFY(!c.toObject().value(QStringLiteral("name")).toString().startsWith(QStringLiteral("training")));
+        }
+    }
+
+    void refusesWhatItCannotDo()
+    {
+        const Result cuda = run({QStringLiteral("--device"), QStringLiteral("cuda")});
+        QCOMPARE(cuda.exitCode, 1);
+        QVERIFY2(cuda.err.contains(QStringLiteral("GPU backend")), qPrintable(cuda.err));
+        const Result bad = run({QStringLiteral("--device"), QStringLiteral("tpu")});
+        QCOMPARE(bad.exitCode, 2);
+        QVERIFY2(bad.err.contains(QStringLiteral("tpu")), qPrintable(bad.err));
+        QCOMPARE(run({QStringLiteral("--bogus")}).exitCode, 2);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSelftestCommand)
+#include "tst_selftest_command.moc"
