@@ -1,50 +1,154 @@
-// towers-cli devices: the CPU and the GPUs Towers can train on.
+// towers-cli devices: the CPU and the GPUs Towers can train on or sees, with NVML's figures.
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QElapsedTimer>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QThread>
+
+#include <cmath>
 
 #include "app/cli/command.h"
 #include "app/devices/device_list.h"
+#include "app/process/interrupt_notifier.h"
 #include "engine/cpu/cpu_info.h"
+#include "engine/monitor/nvml.h"
 
 namespace towers::app {
+
+namespace {
+
+QJsonValue number(double v)
+{
+    return std::isnan(v) ? QJsonValue() : QJsonValue(v);
+}
+
+QString figure(double v, const QString& format)
+{
+    return std::isnan(v) ? QStringLiteral("n/a") : format.arg(v, 0, 'f', 0);
+}
+
+QString gib(double bytes)
+{
+    return std::isnan(bytes) ? QStringLiteral("n/a") : QString::number(bytes / double(1LL << 30), 'f', 1);
+}
+
+QJsonObject gpuJson(const engine::monitor::GpuInfo& g, const engine::monitor::GpuReading& r)
+{
+    return QJsonObject{{QStringLiteral("index"), g.index},
+                       {QStringLiteral("name"), QString::fromStdString(g.name)},
+                       {QStringLiteral("compute_capability"), QString::fromStdString(g.computeCapability())},
+                       {QStringLiteral("trainable"), gpuBackendAvailable()},
+                       {QStringLiteral("utilisation_percent"), number(r.utilisation)},
+                       {QStringLiteral("memory_used_bytes"), number(r.memoryUsed)},
+                       {QStringLiteral("memory_total_bytes"), number(r.memoryTotal)},
+                       {QStringLiteral("temperature_c"), number(r.temperatureC)},
+                       {QStringLiteral("power_w"), number(r.powerW)},
+                       {QStringLiteral("power_limit_w"), number(r.powerLimitW)},
+                       {QStringLiteral("sm_clock_mhz"), number(r.smClockMHz)},
+                       {QStringLiteral("pcie_tx_bytes_per_s"), number(r.pcieTxBytesPerS)},
+                       {QStringLiteral("pcie_rx_bytes_per_s"), number(r.pcieRxBytesPerS)},
+                       {QStringLiteral("process_memory_bytes"), number(r.processMemory)}};
+}
+
+void printGpus(QTextStream& out, const engine::monitor::Nvml& nvml)
+{
+    if (nvml.gpus().empty()) {
+        out << "GPUs  none. " << gpuBackendNote() << "\n";
+        return;
+    }
+    for (const auto& g : nvml.gpus()) {
+        const auto r = nvml.read(g.index);
+        out << "GPU " << g.index << " " << QString::fromStdString(g.name) << ", compute capability "
+            << (g.ccMajor < 0 ? QStringLiteral("n/a") : QString::fromStdString(g.computeCapability())) << "\n"
+            << "      " << figure(r.utilisation, QStringLiteral("%1%")) << " busy, memory " << gib(r.memoryUsed)
+            << " / " << gib(r.memoryTotal) << " GiB (this process " << gib(r.processMemory) << "), "
+            << figure(r.temperatureC, QStringLiteral("%1 C")) << ", " << figure(r.powerW, QStringLiteral("%1 W"))
+            << " of " << figure(r.powerLimitW, QStringLiteral("%1 W")) << ", SM "
+            << figure(r.smClockMHz, QStringLiteral("%1 MHz")) << ", PCIe tx "
+            << figure(r.pcieTxBytesPerS / 1e6, QStringLiteral("%1 MB/s")) << " rx "
+            << figure(r.pcieRxBytesPerS / 1e6, QStringLiteral("%1 MB/s")) << "\n";
+    }
+    out << "      " << gpuBackendNote() << "\n";
+}
+
+} // namespace
 
 int runDevices(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;
-    p.setApplicationDescription(
-        QStringLiteral("Lists the devices Towers can run towers on: the CPU (cores, the instruction\n"
-                       "set oneDNN's kernels use, memory) and the NVIDIA GPUs."));
-    p.addOption({QStringLiteral("json"), QStringLiteral("Print the result as JSON.")});
+    p.setApplicationDescription(QStringLiteral(
+        "Lists the devices Towers can run towers on: the CPU (cores, the instruction set oneDNN's\n"
+        "kernels use, memory) and the NVIDIA GPUs NVML sees (name, compute capability, utilisation,\n"
+        "memory, temperature, power and its limit, SM clock, PCIe throughput, this process's memory).\n"
+        "NVML is loaded at run time ($TOWERS_NVML_LIBRARY, else libnvidia-ml.so.1); without it the\n"
+        "GPU figures are simply not available."));
+    p.addOptions({
+        {QStringLiteral("json"), QStringLiteral("Print the result as JSON (one object per refresh with --watch).")},
+        {QStringLiteral("watch"), QStringLiteral("Refresh once a second until Ctrl-C.")},
+        {QStringLiteral("count"), QStringLiteral("With --watch, stop after n refreshes."), QStringLiteral("n")},
+    });
     int code = 0;
     if (!parseOrExplain(p, args, io, code)) return code;
     if (!p.positionalArguments().isEmpty()) {
         io.err << "towers-cli devices: unexpected argument '" << p.positionalArguments().first() << "'\n";
         return ExitUsage;
     }
-    const auto cpu = engine::cpu::cpuInfo();
-    const QString gpuNote = gpuBackendNote();
-    if (p.isSet(QStringLiteral("json"))) {
-        const QJsonObject j{
-            {QStringLiteral("cpu"),
-             QJsonObject{{QStringLiteral("model"), QString::fromStdString(cpu.model)},
-                         {QStringLiteral("logical_cores"), cpu.logicalCores},
-                         {QStringLiteral("isa"), QString::fromStdString(cpu.isa)},
-                         {QStringLiteral("onednn"), QString::fromStdString(cpu.onednnVersion)},
-                         {QStringLiteral("memory_bytes"), double(cpu.memoryBytes)}}},
-            {QStringLiteral("gpus"), QJsonArray{}},
-            {QStringLiteral("gpu_note"), gpuNote},
-        };
-        io.out << QJsonDocument(j).toJson(QJsonDocument::Indented);
-        return ExitOk;
+    int count = p.isSet(QStringLiteral("watch")) ? 0 : 1;
+    if (p.isSet(QStringLiteral("count"))) {
+        if (!p.isSet(QStringLiteral("watch"))) {
+            io.err << "towers-cli devices: --count needs --watch\n";
+            return ExitUsage;
+        }
+        if (!intOption(p, QStringLiteral("count"), 1, 1000000000, count, io)) return ExitUsage;
     }
-    io.out << "CPU   " << (cpu.model.empty() ? QStringLiteral("(model unknown)") : QString::fromStdString(cpu.model))
-           << ", " << cpu.logicalCores << " logical core(s)";
-    if (cpu.memoryBytes > 0)
-        io.out << ", " << QString::number(double(cpu.memoryBytes) / double(1LL << 30), 'f', 1) << " GiB memory";
-    io.out << "\n      oneDNN " << QString::fromStdString(cpu.onednnVersion) << ", kernels for "
-           << QString::fromStdString(cpu.isa) << "\n"
-           << "GPUs  none. " << gpuNote << "\n";
+    const bool json = p.isSet(QStringLiteral("json"));
+    const auto cpu = engine::cpu::cpuInfo();
+    const auto& gpus = nvml();
+    InterruptNotifier interrupts; // Ctrl-C ends --watch normally
+    for (int refresh = 0; count == 0 || refresh < count; ++refresh) {
+        if (refresh > 0) {
+            QElapsedTimer waited;
+            waited.start();
+            while (waited.elapsed() < 1000 && !interrupts.received()) {
+                QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+                QThread::msleep(20);
+            }
+            if (interrupts.received()) break;
+        }
+        if (json) {
+            QJsonArray gpuList;
+            for (const auto& g : gpus.gpus()) gpuList.append(gpuJson(g, gpus.read(g.index)));
+            const QJsonObject j{
+                {QStringLiteral("cpu"),
+                 QJsonObject{{QStringLiteral("model"), QString::fromStdString(cpu.model)},
+                             {QStringLiteral("logical_cores"), cpu.logicalCores},
+                             {QStringLiteral("isa"), QString::fromStdString(cpu.isa)},
+                             {QStringLiteral("onednn"), QString::fromStdString(cpu.onednnVersion)},
+                             {QStringLiteral("memory_bytes"), double(cpu.memoryBytes)}}},
+                {QStringLiteral("gpus"), gpuList},
+                {QStringLiteral("nvml"), gpus.available() ? QString::fromStdString(gpus.driverVersion().empty()
+                                                                                       ? std::string("available")
+                                                                                       : "driver " + gpus.driverVersion())
+                                                          : QString::fromStdString(gpus.unavailableReason())},
+                {QStringLiteral("gpu_note"), gpuBackendNote()},
+            };
+            io.out << QJsonDocument(j).toJson(count == 1 ? QJsonDocument::Indented : QJsonDocument::Compact);
+            if (count != 1) io.out << "\n";
+        } else {
+            if (count != 1) io.out << "--- " << QDateTime::currentDateTime().toString(Qt::ISODate) << "\n";
+            io.out << "CPU   "
+                   << (cpu.model.empty() ? QStringLiteral("(model unknown)") : QString::fromStdString(cpu.model))
+                   << ", " << cpu.logicalCores << " logical core(s)";
+            if (cpu.memoryBytes > 0)
+                io.out << ", " << QString::number(double(cpu.memoryBytes) / double(1LL << 30), 'f', 1) << " GiB memory";
+            io.out << "\n      oneDNN " << QString::fromStdString(cpu.onednnVersion) << ", kernels for "
+                   << QString::fromStdString(cpu.isa) << "\n";
+            printGpus(io.out, gpus);
+        }
+        io.out.flush();
+    }
     return ExitOk;
 }
 

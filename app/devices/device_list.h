@@ -5,6 +5,10 @@
 
 #include <vector>
 
+namespace towers::engine::monitor {
+class Nvml;
+}
+
 namespace towers::app {
 
 struct DeviceDescription
@@ -21,13 +25,20 @@ struct DeviceDescription
     QString computeCapability; // GPUs: "9.0"; empty for the CPU
     QString isa;               // CPU: the instruction set oneDNN's kernels use
     int logicalCores = 0;      // CPU: cores this process may use
+    // Whether towers can run on it in this build (a GPU NVML sees is listed, and monitored, even
+    // when there is no GPU backend to train on it).
+    bool trainable = true;
 };
 
-// The CPU first, then the GPUs this build can train on (none without a GPU backend).
+// The CPU first, then the NVIDIA GPUs NVML sees (ids "gpu0", "gpu1", ... by NVML index), marked
+// trainable when this build has a GPU backend.
 std::vector<DeviceDescription> listDevices();
 // True when this build has a GPU backend that can enumerate and drive GPUs.
 bool gpuBackendAvailable();
-// Why there are no GPU rows, in words for the Devices page and `towers-cli devices`.
+// What can and cannot be done with GPUs here, in words for the Devices page, `towers-cli devices`
+// and `--version`: the backend's state, and what NVML found or why it is not available.
 QString gpuBackendNote();
+// The process's NVML (loaded on first use; see engine/monitor/nvml.h). Never throws.
+const engine::monitor::Nvml& nvml();
 
 } // namespace towers::app

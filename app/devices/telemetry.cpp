@@ -1,5 +1,8 @@
 #include "app/devices/telemetry.h"
 
+#include "app/devices/device_list.h"
+#include "engine/monitor/nvml.h"
+
 #include <QDir>
 #include <QFile>
 
@@ -98,6 +101,49 @@ std::vector<DeviceSample> CpuTelemetry::sample(double now)
         m_energyTime = now;
     }
     return {s};
+}
+
+GpuTelemetry::GpuTelemetry(const engine::monitor::Nvml& nvml) : m_nvml(nvml) {}
+
+std::vector<DeviceSample> GpuTelemetry::sample(double now)
+{
+    std::vector<DeviceSample> out;
+    for (const auto& g : m_nvml.gpus()) {
+        const auto r = m_nvml.read(g.index);
+        DeviceSample s;
+        s.deviceId = QStringLiteral("gpu%1").arg(g.index);
+        s.time = now;
+        s.utilisation = r.utilisation;
+        s.memoryUsedBytes = r.memoryUsed;
+        s.memoryTotalBytes = r.memoryTotal;
+        s.temperatureC = r.temperatureC;
+        s.powerW = r.powerW;
+        out.push_back(s);
+    }
+    return out;
+}
+
+CombinedTelemetry::CombinedTelemetry(std::vector<std::unique_ptr<TelemetrySource>> sources)
+    : m_sources(std::move(sources))
+{
+}
+
+std::vector<DeviceSample> CombinedTelemetry::sample(double now)
+{
+    std::vector<DeviceSample> out;
+    for (auto& source : m_sources) {
+        auto part = source->sample(now);
+        out.insert(out.end(), part.begin(), part.end());
+    }
+    return out;
+}
+
+std::unique_ptr<TelemetrySource> makeDeviceTelemetry()
+{
+    std::vector<std::unique_ptr<TelemetrySource>> sources;
+    sources.push_back(std::make_unique<CpuTelemetry>());
+    sources.push_back(std::make_unique<GpuTelemetry>(nvml()));
+    return std::make_unique<CombinedTelemetry>(std::move(sources));
 }
 
 } // namespace towers::app

@@ -8,7 +8,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
+
+namespace towers::engine::monitor {
+class Nvml;
+}
 
 namespace towers::app {
 
@@ -53,5 +58,31 @@ private:
     bool m_haveEnergy = false;
     double m_energyUj = 0, m_energyTime = 0;
 };
+
+// Every GPU NVML sees as device "gpu<index>": utilisation, memory used and total, temperature and
+// power draw (see engine/monitor/nvml.h). No samples when NVML is not available.
+class GpuTelemetry final : public TelemetrySource
+{
+public:
+    explicit GpuTelemetry(const engine::monitor::Nvml& nvml);
+    std::vector<DeviceSample> sample(double now) override;
+
+private:
+    const engine::monitor::Nvml& m_nvml;
+};
+
+// The samples of several sources, in order (the CPU's, then the GPUs').
+class CombinedTelemetry final : public TelemetrySource
+{
+public:
+    explicit CombinedTelemetry(std::vector<std::unique_ptr<TelemetrySource>> sources);
+    std::vector<DeviceSample> sample(double now) override;
+
+private:
+    std::vector<std::unique_ptr<TelemetrySource>> m_sources;
+};
+
+// What the Devices page watches: the CPU and the process's NVML GPUs.
+std::unique_ptr<TelemetrySource> makeDeviceTelemetry();
 
 } // namespace towers::app

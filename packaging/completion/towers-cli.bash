@@ -25,7 +25,7 @@ _towers_cli()
         datasets) options="--data-dir --json --help" ;;
         download) options="--data-dir --base-url --force --help" ;;
         models) options="--json --help" ;;
-        devices) options="--json --help" ;;
+        devices) options="--json --watch --count --help" ;;
         selftest) options="--device --no-training --json --help" ;;
         bench) options="--model --batch-size --threads --steps --warmup --backend --json --help" ;;
         *) return ;;
@@ -44,7 +44,7 @@ _towers_cli()
         --checkpoint) _filedir safetensors; return ;;
         --towers | --threads-per-tower | --batch-size | --steps | --epochs | --lr | --momentum | \
             --weight-decay | --ema-decay | --seed | --checkpoint-every | --keep-checkpoints | \
-            --eval-every | --log-every | --loader-workers | --top-k | --threads | --warmup | --base-url)
+            --eval-every | --log-every | --loader-workers | --top-k | --threads | --warmup | --base-url | --count)
             return ;;
     esac
 

@@ -1,9 +1,11 @@
 // DeviceModel: consistent as an item model; the real device list (the CPU, locked in when there
-// is no GPU); with GPU rows (what a GPU backend will add) every device can be toggled.
+// is no GPU to train on); GPUs without a backend are listed but stay out; with trainable GPU rows
+// (what a GPU backend adds) every device can be toggled.
 #include <QAbstractItemModelTester>
 #include <QSignalSpy>
 #include <QTest>
 
+#include "engine/monitor/nvml.h"
 #include "ui/models/device_model.h"
 
 using towers::app::DeviceDescription;
@@ -44,8 +46,31 @@ private slots:
         QVERIFY(model.rowCount() >= 1);
         QCOMPARE(model.data(model.index(0, DeviceModel::Use), DeviceModel::DeviceIdRole).toString(),
                  QStringLiteral("cpu"));
-        QCOMPARE(model.gpuCount(), 0); // this build has no GPU backend
+        // Every GPU NVML sees is a row; without a GPU backend none is a tower.
+        QCOMPARE(model.gpuCount(), int(towers::app::nvml().gpus().size()));
         QCOMPARE(model.includedIds(), QStringList{QStringLiteral("cpu")});
+    }
+
+    // GPUs this build cannot train on (no GPU backend): listed, unchecked, not checkable, with
+    // the reason as tooltip; the CPU stays locked in.
+    void monitoredOnlyGpus()
+    {
+        DeviceModel model;
+        QAbstractItemModelTester tester(&model,
+                                        QAbstractItemModelTester::FailureReportingMode::QtTest);
+        auto devices = cpuAndGpus(2);
+        for (auto& d : devices)
+            if (d.kind == DeviceDescription::Kind::Gpu) d.trainable = false;
+        model.setDevices(devices);
+        QCOMPARE(model.gpuCount(), 2);
+        QCOMPARE(model.includedIds(), QStringList{QStringLiteral("cpu")});
+        const QModelIndex cpuUse = model.index(0, DeviceModel::Use), gpuUse = model.index(1, DeviceModel::Use);
+        QVERIFY(!(model.flags(cpuUse) & Qt::ItemIsUserCheckable));
+        QVERIFY(!(model.flags(gpuUse) & Qt::ItemIsUserCheckable));
+        QCOMPARE(model.data(gpuUse, Qt::CheckStateRole).value<Qt::CheckState>(), Qt::Unchecked);
+        QVERIFY(!model.setData(gpuUse, Qt::Checked, Qt::CheckStateRole));
+        QVERIFY(model.data(gpuUse, Qt::ToolTipRole).toString().contains(QStringLiteral("no GPU backend")));
+        QCOMPARE(model.data(model.index(1, DeviceModel::Device)).toString(), QStringLiteral("NVIDIA H100"));
     }
 
     void cpuIsLockedWithoutGpu()

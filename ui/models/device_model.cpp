@@ -23,7 +23,8 @@ void DeviceModel::setDevices(std::vector<app::DeviceDescription> devices)
 {
     beginResetModel();
     m_devices = std::move(devices);
-    m_included.assign(m_devices.size(), true);
+    m_included.clear();
+    for (const auto& d : m_devices) m_included.push_back(d.trainable);
     endResetModel();
     emit inclusionChanged();
 }
@@ -37,8 +38,14 @@ int DeviceModel::gpuCount() const
 
 bool DeviceModel::isLocked(int row) const
 {
-    // Without a GPU the CPU is the only place towers can run.
-    return m_devices[std::size_t(row)].kind == app::DeviceDescription::Kind::Cpu && gpuCount() == 0;
+    // Without a GPU to train on, the CPU is the only place towers can run; a GPU this build cannot
+    // train on stays out.
+    const auto& d = m_devices[std::size_t(row)];
+    if (!d.trainable) return true;
+    if (d.kind != app::DeviceDescription::Kind::Cpu) return false;
+    for (const auto& other : m_devices)
+        if (other.kind == app::DeviceDescription::Kind::Gpu && other.trainable) return false;
+    return true;
 }
 
 void DeviceModel::setIncluded(int row, bool included)
@@ -79,7 +86,8 @@ QVariant DeviceModel::data(const QModelIndex& index, int role) const
     if (role == Qt::CheckStateRole && index.column() == Use)
         return m_included[std::size_t(index.row())] ? Qt::Checked : Qt::Unchecked;
     if (role == Qt::ToolTipRole && index.column() == Use && isLocked(index.row()))
-        return tr("With no GPU, the towers run on the CPU.");
+        return d.trainable ? tr("With no GPU to train on, the towers run on the CPU.")
+                           : tr("Monitored only: this build of Towers has no GPU backend to train on it.");
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
         case Use:

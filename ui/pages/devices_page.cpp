@@ -26,7 +26,7 @@ namespace towers::ui {
 
 DevicesPage::DevicesPage(QWidget* parent)
     : QWidget(parent), m_devices(new DeviceModel(this)), m_history(new TelemetryHistory(600, this)),
-      m_source(std::make_unique<app::CpuTelemetry>()), m_timer(new QTimer(this))
+      m_source(app::makeDeviceTelemetry()), m_timer(new QTimer(this))
 {
     auto* top = new QVBoxLayout(this);
 
