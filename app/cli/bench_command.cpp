@@ -26,11 +26,7 @@ int runBench(const QStringList& args, CommandIo& io)
         {QStringLiteral("json"), QStringLiteral("Print the result as JSON.")},
     });
     int code = 0;
-    if (!parseOrExplain(p, args, io, code)) return code;
-    if (!p.positionalArguments().isEmpty()) {
-        io.err << "towers-cli bench: unexpected argument '" << p.positionalArguments().first() << "'\n";
-        return ExitUsage;
-    }
+    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
     engine::TrainStepBenchOptions o;
     o.model = p.value(QStringLiteral("model")).toStdString();
     o.backend = p.value(QStringLiteral("backend")).toStdString();

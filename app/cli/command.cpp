@@ -2,7 +2,8 @@
 
 namespace towers::app {
 
-bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, CommandIo& io, int& exitCode)
+bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, CommandIo& io, int& exitCode,
+                    Arguments arguments)
 {
     const QCommandLineOption help({QStringLiteral("h"), QStringLiteral("help")},
                                   QStringLiteral("Show this help."));
@@ -21,6 +22,11 @@ bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, Command
             text.replace(7, end - 7, args.value(0));
         io.out << text;
         exitCode = ExitOk;
+        return false;
+    }
+    if (arguments == Arguments::None && !parser.positionalArguments().isEmpty()) {
+        io.err << args.value(0) << ": unexpected argument '" << parser.positionalArguments().first() << "'\n";
+        exitCode = ExitUsage;
         return false;
     }
     return true;

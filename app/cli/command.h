@@ -30,9 +30,13 @@ struct Command
     int (*run)(const QStringList& args, CommandIo& io);
 };
 
-// Parses args with `parser` (adding --help); on a usage error prints it with a hint and returns
-// false with `exitCode` set.
-bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, CommandIo& io, int& exitCode);
+// Whether a command takes positional arguments (image files, a dataset name) or only options.
+enum class Arguments { Allowed, None };
+// Parses args with `parser` (adding --help); on a usage error (an unknown option, a positional
+// argument where there are None) prints it with a hint and returns false with `exitCode` set;
+// after --help, returns false with exitCode 0.
+bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, CommandIo& io, int& exitCode,
+                    Arguments arguments = Arguments::Allowed);
 // Reads an integer option, accepting [min, max]; prints an error naming the option otherwise.
 bool intOption(const QCommandLineParser& parser, const QString& name, int min, int max, int& value,
                CommandIo& io);

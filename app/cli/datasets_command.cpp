@@ -34,11 +34,7 @@ int runDatasets(const QStringList& args, CommandIo& io)
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
     int code = 0;
-    if (!parseOrExplain(p, args, io, code)) return code;
-    if (!p.positionalArguments().isEmpty()) {
-        io.err << "towers-cli datasets: unexpected argument '" << p.positionalArguments().first() << "'\n";
-        return ExitUsage;
-    }
+    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
     std::vector<std::filesystem::path> path;
     if (!searchPathOption(p, io, path)) return ExitUsage;
     const auto found = engine::discoverDatasets(path);

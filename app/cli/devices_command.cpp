@@ -90,11 +90,7 @@ int runDevices(const QStringList& args, CommandIo& io)
         {QStringLiteral("count"), QStringLiteral("With --watch, stop after n refreshes."), QStringLiteral("n")},
     });
     int code = 0;
-    if (!parseOrExplain(p, args, io, code)) return code;
-    if (!p.positionalArguments().isEmpty()) {
-        io.err << "towers-cli devices: unexpected argument '" << p.positionalArguments().first() << "'\n";
-        return ExitUsage;
-    }
+    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
     int count = p.isSet(QStringLiteral("watch")) ? 0 : 1;
     if (p.isSet(QStringLiteral("count"))) {
         if (!p.isSet(QStringLiteral("watch"))) {

@@ -26,11 +26,7 @@ int runEval(const QStringList& args, CommandIo& io)
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
     int code = 0;
-    if (!parseOrExplain(p, args, io, code)) return code;
-    if (!p.positionalArguments().isEmpty()) {
-        io.err << "towers-cli eval: unexpected argument '" << p.positionalArguments().first() << "'\n";
-        return ExitUsage;
-    }
+    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
     if (!p.isSet(QStringLiteral("checkpoint"))) {
         io.err << "towers-cli eval: --checkpoint FILE is required\n";
         return ExitUsage;

@@ -29,11 +29,7 @@ int runSelftest(const QStringList& args, CommandIo& io)
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
     int code = 0;
-    if (!parseOrExplain(p, args, io, code)) return code;
-    if (!p.positionalArguments().isEmpty()) {
-        io.err << "towers-cli selftest: unexpected argument '" << p.positionalArguments().first() << "'\n";
-        return ExitUsage;
-    }
+    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
     const QString device = p.value(QStringLiteral("device"));
     if (device == QLatin1String("cuda")) {
         if (!gpuBackendAvailable()) {

@@ -215,11 +215,7 @@ int runTrain(const QStringList& args, CommandIo& io)
         {QStringLiteral("json"), QStringLiteral("Print one JSON object per event (step, eval, log, checkpoint, end).")},
     });
     int code = 0;
-    if (!parseOrExplain(p, args, io, code)) return code;
-    if (!p.positionalArguments().isEmpty()) {
-        io.err << "towers-cli train: unexpected argument '" << p.positionalArguments().first() << "'\n";
-        return ExitUsage;
-    }
+    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
     const QString device = p.value(QStringLiteral("device"));
     if (device != QLatin1String("cpu") && device != QLatin1String("cuda")) {
         io.err << "towers-cli train: --device must be cpu or cuda, got '" << device << "'\n";

@@ -299,20 +299,27 @@ double updateError(const std::vector<Tensor>& start, TowerSet& a, TowerSet& b)
     return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
 }
 
+// Two towers of `model` on the backend under test, dropout off (the masks would differ between
+// a split and a whole batch), one thread each.
+TowerSetOptions towerOptions(const SelfTestOptions& o, const std::string& model, const std::string& optimizer)
+{
+    TowerSetOptions t;
+    t.model = model;
+    t.backend = o.backend;
+    t.towers = 2;
+    t.optimizer.kind = optimizer;
+    t.seed = o.seed;
+    t.dropout = false;
+    return t;
+}
+
 SelfTestResult trainingCheck(const SelfTestOptions& o)
 {
     // Two towers of fashion-fast (convolutions, batch norm, max-pool, linear layers) overfit one
     // fixed batch with Nesterov momentum: the loss must fall, and the replicas stay identical.
     SelfTestResult r;
     r.name = "training: 2 towers x 16 of fashion-fast, 12 Nesterov steps on one batch: loss falls, replicas identical";
-    TowerSetOptions t;
-    t.model = "fashion-fast";
-    t.backend = o.backend;
-    t.towers = 2;
-    t.optimizer.kind = "nesterov";
-    t.seed = o.seed;
-    t.dropout = false;
-    TowerSet set(t);
+    TowerSet set(towerOptions(o, "fashion-fast", "nesterov"));
     const Batch batch = syntheticBatch(set.model().inputShape(), set.model().numClasses(), 2, 16, o.seed + 50);
     double first = 0, last = 0;
     for (int s = 0; s < 12; ++s) {
@@ -344,13 +351,7 @@ SelfTestResult replicationCheck(const SelfTestOptions& o)
     // expected to match). Only rounding may differ: the order of the gradient sums.
     SelfTestResult r;
     r.name = "replication: 2 towers x 8 update the weights as 1 tower x 16 (cifar10-tutorial, 3 momentum steps)";
-    TowerSetOptions t;
-    t.model = "cifar10-tutorial";
-    t.backend = o.backend;
-    t.towers = 2;
-    t.optimizer.kind = "momentum";
-    t.seed = o.seed;
-    t.dropout = false;
+    const TowerSetOptions t = towerOptions(o, "cifar10-tutorial", "momentum");
     TowerSetOptions single = t;
     single.towers = 1;
     TowerSet two(t), one(single);

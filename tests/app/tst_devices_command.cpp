@@ -4,41 +4,21 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QProcess>
 #include <QtTest>
 
-#include <csignal>
+#include "cli_process.h"
 
 class TestDevicesCommand : public QObject
 {
     Q_OBJECT
 
-    struct Result
-    {
-        int exitCode = -1;
-        QString out, err;
-    };
+    using Result = towers::test::CliResult;
 
-    Result run(const QStringList& args, const QString& library, const QStringList& env = {},
-               int interruptAfterMs = -1)
+    Result run(const QStringList& args, const QString& library, QStringList env = {}, int interruptAfterMs = -1)
     {
-        QProcess p;
-        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
-        e.insert(QStringLiteral("TOWERS_NVML_LIBRARY"), library);
-        for (const QString& kv : env) e.insert(kv.section(QLatin1Char('='), 0, 0), kv.section(QLatin1Char('='), 1));
-        p.setProcessEnvironment(e);
-        p.start(QStringLiteral(TOWERS_CLI), QStringList{QStringLiteral("devices")} + args);
-        if (interruptAfterMs >= 0) {
-            p.waitForStarted();
-            QTest::qWait(interruptAfterMs);
-            ::kill(static_cast<pid_t>(p.processId()), SIGINT);
-        }
-        if (!p.waitForFinished(30000)) p.kill();
-        Result r;
-        r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-        r.out = QString::fromUtf8(p.readAllStandardOutput());
-        r.err = QString::fromUtf8(p.readAllStandardError());
-        return r;
+        env << QStringLiteral("TOWERS_NVML_LIBRARY=") + library;
+        return towers::test::runCliProcess(QStringLiteral(TOWERS_CLI), QStringList{QStringLiteral("devices")} + args,
+                                           env, interruptAfterMs, 30000);
     }
 
 private slots:

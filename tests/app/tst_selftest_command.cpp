@@ -4,29 +4,19 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QProcess>
 #include <QtTest>
+
+#include "cli_process.h"
 
 class TestSelftestCommand : public QObject
 {
     Q_OBJECT
 
-    struct Result
-    {
-        int exitCode = -1;
-        QString out, err;
-    };
+    using Result = towers::test::CliResult;
 
     Result run(const QStringList& args)
     {
-        QProcess p;
-        p.start(QStringLiteral(TOWERS_CLI), QStringList{QStringLiteral("selftest")} + args);
-        if (!p.waitForFinished(120000)) p.kill();
-        Result r;
-        r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-        r.out = QString::fromUtf8(p.readAllStandardOutput());
-        r.err = QString::fromUtf8(p.readAllStandardError());
-        return r;
+        return towers::test::runCliProcess(QStringLiteral(TOWERS_CLI), QStringList{QStringLiteral("selftest")} + args);
     }
 
 private slots:

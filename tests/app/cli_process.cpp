@@ -1,0 +1,31 @@
+#include "cli_process.h"
+
+#include <QProcess>
+#include <QTest>
+
+#include <csignal>
+#include <sys/types.h>
+
+namespace towers::test {
+
+CliResult runCliProcess(const QString& program, const QStringList& args, const QStringList& env,
+                        int interruptAfterMs, int timeoutMs)
+{
+    QProcess p;
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    for (const QString& kv : env) e.insert(kv.section(QLatin1Char('='), 0, 0), kv.section(QLatin1Char('='), 1));
+    p.setProcessEnvironment(e);
+    p.start(program, args);
+    if (interruptAfterMs >= 0 && p.waitForStarted()) {
+        QTest::qWait(interruptAfterMs);
+        ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+    }
+    if (!p.waitForFinished(timeoutMs)) p.kill();
+    CliResult r;
+    r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+    r.out = QString::fromUtf8(p.readAllStandardOutput());
+    r.err = QString::fromUtf8(p.readAllStandardError());
+    return r;
+}
+
+} // namespace towers::test
