@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "app/cli/command.h"
+#include "app/devices/device_list.h"
 #include "app/process/interrupt_notifier.h"
 #include "app/data/data_dirs.h"
 #include "engine/data/dataset.h"
@@ -221,9 +222,9 @@ int runTrain(const QStringList& args, CommandIo& io)
         io.err << "towers-cli train: --device must be cpu or cuda, got '" << device << "'\n";
         return ExitUsage;
     }
-    if (device == QLatin1String("cuda")) {
-        io.err << "towers-cli train: --device cuda: this build of Towers has no CUDA backend; train on the CPU "
-                  "(--device cpu) or build with the CUDA toolkit (see 'towers-cli devices')\n";
+    if (device == QLatin1String("cuda") && !gpuBackendAvailable()) {
+        io.err << "towers-cli train: error: --device cuda: " << gpuBackendNote()
+               << " Train on the CPU with --device cpu.\n";
         return ExitFailure;
     }
     if (p.isSet(QStringLiteral("steps")) && p.isSet(QStringLiteral("epochs"))) {
