@@ -317,6 +317,9 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
     engine::SessionOptions o;
     o.config = c;
     o.searchPath = app::searchPathWith(m_data->dataDir());
+    // The Data page found it as training would (loadDatasetPreferring): train on those images
+    // rather than reading the files a second time.
+    if (auto loaded = m_data->loadedDataset(); loaded && loaded->name == c.dataset) o.dataset = loaded;
     o.runDirectory = (m_runs->runsDir() + QLatin1Char('/') + m_data->datasetName() +
                       QLatin1Char('-') + m_model->modelName() + QLatin1Char('-') +
                       QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")))

@@ -15,8 +15,15 @@ TrainingSession::TrainingSession(SessionOptions options, TrainerObserver* observ
         throw InvalidArgument("augmentation must be 'default' or 'none', got '" + c.augmentation + "'");
     if (m_options.loaderWorkers < 0) throw InvalidArgument("loader workers must be >= 0");
 
-    m_dataset = loadDatasetPreferring(c.dataset, c.dataDir, m_options.searchPath);
-    m_recipe = preprocessingFor(c.model, m_dataset);
+    if (m_options.dataset) {
+        if (m_options.dataset->name != c.dataset)
+            throw InvalidArgument("the dataset given in memory is " + m_options.dataset->name + ", the configuration names " +
+                                  c.dataset);
+        m_dataset = m_options.dataset;
+    } else {
+        m_dataset = std::make_shared<const Dataset>(loadDatasetPreferring(c.dataset, c.dataDir, m_options.searchPath));
+    }
+    m_recipe = preprocessingFor(c.model, *m_dataset);
 
     LoaderOptions lo;
     lo.towers = c.towers;
@@ -24,11 +31,11 @@ TrainingSession::TrainingSession(SessionOptions options, TrainerObserver* observ
     lo.seed = c.seed;
     lo.augment = c.augmentation != "none";
     lo.workers = m_options.loaderWorkers;
-    m_loader = std::make_unique<BatchLoader>(m_dataset.train, m_recipe, lo);
+    m_loader = std::make_unique<BatchLoader>(m_dataset->train, m_recipe, lo);
 
-    DataDescription data{m_dataset.classNames, m_recipe.toJson()};
+    DataDescription data{m_dataset->classNames, m_recipe.toJson()};
     m_trainer = std::make_unique<Trainer>(c, *m_loader, m_options.runDirectory, data, observer);
-    const ImageSet& test = m_dataset.test;
+    const ImageSet& test = m_dataset->test;
     const Preprocessing recipe = m_recipe;
     m_trainer->setEvaluator(test.count, [&test, recipe](std::int64_t begin, std::int64_t end, Tensor& images,
                                                         Tensor& labels) {

@@ -26,6 +26,10 @@ struct SessionOptions
     // none, which is logged).
     bool resume = false;
     int loaderWorkers = 1;
+    // When set, the session trains on this dataset instead of loading one: it must be
+    // config.dataset (InvalidArgument otherwise). The desktop application passes what its Data
+    // page already holds, so the images are in memory once.
+    std::shared_ptr<const Dataset> dataset;
 };
 
 class TrainingSession
@@ -42,7 +46,7 @@ public:
     Trainer::Outcome run(std::stop_token stop = {});
 
     Trainer& trainer() { return *m_trainer; }
-    const Dataset& dataset() const { return m_dataset; }
+    const Dataset& dataset() const { return *m_dataset; }
     const Preprocessing& preprocessing() const { return m_recipe; }
     const SessionOptions& options() const { return m_options; }
     // The step training starts from (non-zero after a resume).
@@ -50,7 +54,7 @@ public:
 
 private:
     SessionOptions m_options;
-    Dataset m_dataset;
+    std::shared_ptr<const Dataset> m_dataset;
     Preprocessing m_recipe;
     std::unique_ptr<BatchLoader> m_loader;
     std::unique_ptr<Trainer> m_trainer;

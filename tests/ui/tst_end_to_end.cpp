@@ -67,6 +67,9 @@ private slots:
         QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
         QVERIFY(loaded.wait(20000));
         QCOMPARE(w.dataPage()->found()->trainCount, 256);
+        // The run trains on the images the Data page holds: one copy in memory.
+        const auto runOptions = w.newRunOptions(nullptr);
+        QVERIFY(runOptions && runOptions->dataset && runOptions->dataset == w.dataPage()->loadedDataset());
 
         w.showPage(MainWindow::Train);
         auto* start = button(w.trainPage(), QStringLiteral("Start"));

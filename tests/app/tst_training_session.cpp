@@ -1,0 +1,66 @@
+// TrainingSession with a dataset already in memory (what the desktop application's Data page
+// holds): it trains on that very object without reading any file, and refuses one whose name is
+// not the configuration's.
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "engine/errors.h"
+#include "engine/tensor/rng.h"
+#include "engine/train/training_session.h"
+#include "training_fixture.h"
+
+using namespace towers::engine;
+
+namespace {
+
+std::shared_ptr<const Dataset> inMemoryMnist(std::int64_t train, std::int64_t test)
+{
+    auto d = std::make_shared<Dataset>();
+    d->name = "mnist";
+    d->location = "/nonexistent/in-memory";
+    for (int c = 0; c < 10; ++c) d->classNames.push_back(std::to_string(c));
+    Rng rng(5);
+    for (auto [set, n] : {std::pair{&d->train, train}, std::pair{&d->test, test}}) {
+        set->count = n;
+        set->height = set->width = 28;
+        set->channels = 1;
+        set->pixels.resize(std::size_t(n * 28 * 28));
+        for (auto& p : set->pixels) p = std::uint8_t(rng.below(256));
+        for (std::int64_t i = 0; i < n; ++i) set->labels.push_back(std::int32_t(rng.below(10)));
+    }
+    return d;
+}
+
+} // namespace
+
+class TestTrainingSession : public QObject
+{
+    Q_OBJECT
+    QTemporaryDir m_root;
+
+private slots:
+    void trainsOnTheDatasetInMemory()
+    {
+        // No data folder at all: only the dataset in memory can be used.
+        auto o = towers::test::tinyRun(m_root.filePath(QStringLiteral("no-data")).toStdString(),
+                                       m_root.filePath(QStringLiteral("run")).toStdString(), 4);
+        const auto dataset = inMemoryMnist(128, 32);
+        o.dataset = dataset;
+        TrainingSession session(o);
+        QCOMPARE(&session.dataset(), dataset.get()); // the same images, not a copy
+        QCOMPARE(session.run(), Trainer::Outcome::Finished);
+        QVERIFY(QFile::exists(m_root.filePath(QStringLiteral("run/checkpoints/ckpt-00000004.safetensors"))));
+    }
+
+    void refusesAnotherDataset()
+    {
+        auto o = towers::test::tinyRun({}, m_root.filePath(QStringLiteral("run2")).toStdString(), 4);
+        auto other = std::make_shared<Dataset>(*inMemoryMnist(16, 16));
+        other->name = "fashion-mnist";
+        o.dataset = other;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, TrainingSession{o});
+    }
+};
+
+QTEST_GUILESS_MAIN(TestTrainingSession)
+#include "tst_training_session.moc"
