@@ -105,30 +105,28 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "towers: %s\nRun 'towers --help' for the options.\n", qPrintable(parser.errorText()));
         return 2;
     }
-    const auto& settingsOption = o.settings;
-    const auto& tourOption = o.tour;
-    const auto& darkOption = o.dark;
-    const auto& startupOption = o.startup;
-    const auto& datasetOption = o.dataset;
-    const auto& towersOption = o.towers;
-    const auto& trainOption = o.train;
+    if (!parser.positionalArguments().isEmpty()) {
+        std::fprintf(stderr, "towers: unexpected argument '%s'\nRun 'towers --help' for the options.\n",
+                     qPrintable(parser.positionalArguments().first()));
+        return 2;
+    }
     int towers = 0;
-    if (parser.isSet(towersOption)) {
+    if (parser.isSet(o.towers)) {
         bool ok = false;
-        towers = parser.value(towersOption).toInt(&ok);
+        towers = parser.value(o.towers).toInt(&ok);
         if (!ok || towers < 1 || towers > 256) {
             std::fprintf(stderr, "towers: --towers must be an integer from 1 to 256, got '%s'\n",
-                         qPrintable(parser.value(towersOption)));
+                         qPrintable(parser.value(o.towers)));
             return 2;
         }
     }
-    if (parser.isSet(darkOption)) {
+    if (parser.isSet(o.dark)) {
         QApplication::setStyle(QStringLiteral("Fusion"));
         QApplication::setPalette(towers::ui::darkPalette());
     }
 
-    auto settings = parser.isSet(settingsOption)
-                        ? std::make_unique<towers::app::AppSettings>(parser.value(settingsOption))
+    auto settings = parser.isSet(o.settings)
+                        ? std::make_unique<towers::app::AppSettings>(parser.value(o.settings))
                         : std::make_unique<towers::app::AppSettings>();
     towers::ui::MainWindow window(*settings);
     window.show();
@@ -139,9 +137,9 @@ int main(int argc, char** argv)
         window.closeWithoutAsking(QCoreApplication::translate("main", "Received %1: closing")
                                       .arg(sig == SIGTERM ? QStringLiteral("SIGTERM") : QStringLiteral("SIGINT")));
     });
-    if (parser.isSet(datasetOption)) window.dataPage()->setDatasetName(parser.value(datasetOption));
+    if (parser.isSet(o.dataset)) window.dataPage()->setDatasetName(parser.value(o.dataset));
     if (towers > 0) window.devicesPage()->setTowers(towers);
-    if (parser.isSet(trainOption)) {
+    if (parser.isSet(o.train)) {
         // Start once the dataset (and the model's recipe) is there; a failure shows in the banner.
         auto* trainPage = window.trainPage();
         auto started = std::make_shared<bool>(false);
@@ -156,15 +154,15 @@ int main(int argc, char** argv)
         else
             QObject::connect(window.dataPage(), &towers::ui::DataPage::datasetLoaded, &window, startOnce);
     }
-    if (parser.isSet(startupOption)) {
+    if (parser.isSet(o.startup)) {
         QTimer::singleShot(0, &app, [&sinceMain] {
             std::fprintf(stdout, "startup: %lld ms to a shown, idle window\n",
                          static_cast<long long>(sinceMain.elapsed()));
             QCoreApplication::quit();
         });
     }
-    if (parser.isSet(tourOption)) {
-        auto* tour = new towers::ui::ScreenshotTour(&window, parser.value(tourOption), &app);
+    if (parser.isSet(o.tour)) {
+        auto* tour = new towers::ui::ScreenshotTour(&window, parser.value(o.tour), &app);
         tour->addStandardSteps();
         QObject::connect(tour, &towers::ui::ScreenshotTour::finished, &app,
                          [](int failures) { QCoreApplication::exit(failures == 0 ? 0 : 1); });
