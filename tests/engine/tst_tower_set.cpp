@@ -88,6 +88,7 @@ struct Comparison
     double worst = 0;      // the largest per-tensor max |a - b| / max |b|
     std::string where;
     double normalised = 0; // |a - b| / |b| over the whole model
+    double maxRelative = 0; // max |a - b| / max |b| over the whole model
     double travelled = 0;  // |a - b| / |b - w0| over the whole model
     double lossDiff = 0;   // the largest relative loss difference over the steps
 };
@@ -106,7 +107,7 @@ Comparison compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b, c
                    const std::vector<std::string>& names)
 {
     Comparison c;
-    double diff2 = 0, norm2 = 0, travel2 = 0;
+    double diff2 = 0, norm2 = 0, travel2 = 0, maxDiff = 0, maxAbs = 0;
     for (std::size_t i = 0; i < a.size(); ++i) {
         const double d = relDiff(b[i], a[i]);
         if (d > c.worst) {
@@ -116,11 +117,14 @@ Comparison compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b, c
         for (std::int64_t k = 0; k < a[i].numel(); ++k) {
             const double x = a[i].at(k), y = b[i].at(k);
             diff2 += (x - y) * (x - y);
+            maxDiff = std::max(maxDiff, std::fabs(x - y));
+            maxAbs = std::max(maxAbs, std::fabs(x));
             norm2 += x * x;
             travel2 += (x - w0[i].at(k)) * (x - w0[i].at(k));
         }
     }
     c.normalised = std::sqrt(diff2 / norm2);
+    c.maxRelative = maxDiff / maxAbs;
     c.travelled = std::sqrt(diff2 / travel2);
     return c;
 }
@@ -200,16 +204,23 @@ private slots:
     // then lands on a ReLU or max-pool kink and sends one position's gradient another way (one
     // element of conv1.bias, which starts at zero, drifts by up to ~1e-3 of that tensor's tiny
     // scale). So the float32 check is on the whole model: the losses agree to 1e-5 at every
-    // step, and the weights to 1e-4 of their norm and 1e-2 of the distance they travelled. One
-    // step's worth of difference is far outside that.
+    // step, and the weights to 1e-4 of their norm and 1e-2 of the distance they travelled (and
+    // for 2 x 32 the largest difference to 1e-5 of the largest weight). One step's worth of
+    // difference is far outside that.
     void replicationEqualsSingleTowerFloat32()
     {
         auto one = options("cifar10-tutorial", 1, "momentum");
         one.threadsPerTower = 2; // the lone tower may use both cores
         const Replication r = replicate(one, options("cifar10-tutorial", 1, "momentum"));
         for (const auto& [name, c] : {std::pair{"2 x 32", r.two}, std::pair{"4 x 16", r.four}}) {
-            qInfo("%s: model-wide |a - b| / |b| = %.3g, |a - b| / |b - w0| = %.3g; worst tensor %.3g (%s); losses within %.3g",
-                  name, c.normalised, c.travelled, c.worst, c.where.c_str(), c.lossDiff);
+            qInfo("%s: model-wide max |a - b| / max |b| = %.3g, |a - b| / |b| = %.3g, |a - b| / |b - w0| = %.3g; "
+                  "worst tensor %.3g (%s); losses within %.3g",
+                  name, c.maxRelative, c.normalised, c.travelled, c.worst, c.where.c_str(), c.lossDiff);
+            // The largest difference relative to the largest weight within 1e-5 holds for 2 x 32
+            // (~6e-7 here); with 4 x 16 a kink crossing moves one conv1.bias element by ~1e-4 of
+            // the largest weight, so the model-wide measures below are what is checked there.
+            if (std::string(name) == "2 x 32")
+                QVERIFY2(c.maxRelative <= 1e-5, qPrintable(QString::number(c.maxRelative)));
             QVERIFY2(c.lossDiff <= 1e-5, qPrintable(QString::number(c.lossDiff)));
             QVERIFY2(c.normalised <= 1e-4, qPrintable(QString::number(c.normalised)));
             QVERIFY2(c.travelled <= 1e-2, qPrintable(QString::number(c.travelled)));
