@@ -155,7 +155,8 @@ Nvml::Nvml(const std::string& library) : m_api(std::make_unique<Api>())
 Nvml::~Nvml()
 {
     if (m_api->initialised && m_api->shutdown) m_api->shutdown();
-    if (m_api->handle) dlclose(m_api->handle);
+    // The library stays loaded: a driver library may keep threads of its own, and unloading code
+    // they run at process exit is a crash NVIDIA's own tools avoid the same way.
 }
 
 bool Nvml::available() const
