@@ -400,6 +400,11 @@ void MainWindow::appendLog(const QString& line)
         QTime::currentTime().toString(QStringLiteral("HH:mm:ss")), line));
 }
 
+QIcon MainWindow::applicationIcon()
+{
+    return QIcon::fromTheme(QStringLiteral(TOWERS_APP_ID), QIcon(QStringLiteral(":/icons/towers.svg")));
+}
+
 void MainWindow::closeWithoutAsking(const QString& why)
 {
     appendLog(why);

@@ -6,6 +6,7 @@
 // tower times feed the Devices page, finished runs appear under Runs, a checkpoint opens in
 // Classify. Closing the window during a run asks, then stops the run cleanly (its checkpoint is
 // written) before closing.
+#include <QIcon>
 #include <QMainWindow>
 
 #include <optional>
@@ -52,6 +53,9 @@ public:
     int currentPage() const;
     QWidget* page(int page) const;
     static QString pageTitle(int page);
+    // The application's icon: the desktop theme's (installed by the package under the app id),
+    // else the SVG built into the program.
+    static QIcon applicationIcon();
 
     DataPage* dataPage() const { return m_data; }
     ModelPage* modelPage() const { return m_model; }

@@ -95,8 +95,7 @@ int main(int argc, char** argv)
     QApplication::setApplicationDisplayName(QStringLiteral("Towers"));
     QApplication::setApplicationVersion(QStringLiteral(TOWERS_VERSION));
     QGuiApplication::setDesktopFileName(QStringLiteral(TOWERS_APP_ID));
-    QApplication::setWindowIcon(
-        QIcon::fromTheme(QStringLiteral(TOWERS_APP_ID), QIcon(QStringLiteral(":/icons/towers.svg"))));
+    QApplication::setWindowIcon(towers::ui::MainWindow::applicationIcon());
 
     Options o;
     QCommandLineParser parser;

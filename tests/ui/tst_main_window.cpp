@@ -24,6 +24,20 @@ private slots:
         qunsetenv("TOWERS_DATA");
     }
 
+    // The icon renders from the SVG built into the program (Qt's SVG icon engine, libqt6svg6, is
+    // there), at any size.
+    void applicationIcon()
+    {
+        const QIcon icon = MainWindow::applicationIcon();
+        QVERIFY(!icon.isNull());
+        for (int size : {16, 64, 256}) {
+            const QImage image = icon.pixmap(size, size).toImage();
+            QVERIFY2(!image.isNull(), "the icon does not render: is Qt's SVG icon engine (libqt6svg6) installed?");
+            QCOMPARE(image.width(), size);
+            QVERIFY(qAlpha(image.pixel(size / 2, size - size / 8)) > 0); // the tile, not a transparent pixmap
+        }
+    }
+
     void pagesAndShortcuts()
     {
         QTemporaryDir dir;
