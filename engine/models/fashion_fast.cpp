@@ -3,9 +3,6 @@
 // initialisation.
 #include "engine/models/blocks.h"
 #include "engine/models/registry.h"
-#include "engine/nn/dropout.h"
-#include "engine/nn/flatten.h"
-#include "engine/nn/linear.h"
 #include "engine/nn/max_pool2d.h"
 
 namespace towers::engine {
@@ -20,17 +17,7 @@ std::unique_ptr<Model> buildFashionFast()
     };
     convBlock(1, 1, 32);  // 14x14x32
     convBlock(2, 32, 64); // 7x7x64
-    net->add(std::make_unique<Flatten>("flatten"));
-    LinearOptions fc1;
-    fc1.inFeatures = 7 * 7 * 64;
-    fc1.outFeatures = 128;
-    fc1.activation = Activation::Relu;
-    net->add(std::make_unique<Linear>("fc1", fc1));
-    net->add(std::make_unique<Dropout>("drop1", 0.25));
-    LinearOptions fc2;
-    fc2.inFeatures = 128;
-    fc2.outFeatures = 10;
-    net->add(std::make_unique<Linear>("fc2", fc2));
+    addDropoutClassifier(*net, 7 * 7 * 64, 128, 0.25, 10);
     return std::make_unique<Model>("fashion-fast", Shape{28, 28, 1}, 10, std::move(net));
 }
 

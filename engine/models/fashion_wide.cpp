@@ -4,9 +4,6 @@
 // initialisation. About 4.7 times fashion-fast's arithmetic per example.
 #include "engine/models/blocks.h"
 #include "engine/models/registry.h"
-#include "engine/nn/dropout.h"
-#include "engine/nn/flatten.h"
-#include "engine/nn/linear.h"
 #include "engine/nn/max_pool2d.h"
 
 namespace towers::engine {
@@ -24,17 +21,7 @@ std::unique_ptr<Model> buildFashionWide()
     conv(3, 32, 64);
     conv(4, 64, 64);
     net->add(std::make_unique<MaxPool2d>("pool2", 2, 2, Padding::Valid)); // 7x7x64
-    net->add(std::make_unique<Flatten>("flatten"));
-    LinearOptions fc1;
-    fc1.inFeatures = 7 * 7 * 64;
-    fc1.outFeatures = 256;
-    fc1.activation = Activation::Relu;
-    net->add(std::make_unique<Linear>("fc1", fc1));
-    net->add(std::make_unique<Dropout>("drop1", 0.4));
-    LinearOptions fc2;
-    fc2.inFeatures = 256;
-    fc2.outFeatures = 10;
-    net->add(std::make_unique<Linear>("fc2", fc2));
+    addDropoutClassifier(*net, 7 * 7 * 64, 256, 0.4, 10);
     return std::make_unique<Model>("fashion-wide", Shape{28, 28, 1}, 10, std::move(net));
 }
 
