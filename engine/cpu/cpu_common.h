@@ -55,21 +55,6 @@ template <class K> auto runBaseline(K k, std::int64_t b, std::int64_t e)
 // Elements per task: big enough to amortise the call, small enough to stay in L1/L2.
 constexpr std::int64_t kChunk = 1 << 14;
 
-// Runs kernel(begin, end) over [0, n) in chunks spread statically over the OpenMP team.
-template <class K> void parallelChunks(std::int64_t n, const K& kernel)
-{
-    const bool wide = cpuIsWide();
-    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-    for (std::int64_t c = 0; c < chunks; ++c) {
-        const std::int64_t b = c * kChunk, e = std::min(n, b + kChunk);
-        if (wide)
-            runWide(kernel, b, e);
-        else
-            runBaseline(kernel, b, e);
-    }
-}
-
 // Runs kernel(begin, end) over items [0, n) that cost about `itemCost` elements each, in chunks
 // of about kChunk elements spread statically over the OpenMP team.
 template <class K> void parallelItems(std::int64_t n, std::int64_t itemCost, const K& kernel)
@@ -86,6 +71,13 @@ template <class K> void parallelItems(std::int64_t n, std::int64_t itemCost, con
         else
             runBaseline(kernel, b, e);
     }
+}
+
+// Runs kernel(begin, end) over [0, n) in chunks of kChunk elements spread statically over the
+// OpenMP team: parallelItems with items of one element.
+template <class K> void parallelChunks(std::int64_t n, const K& kernel)
+{
+    parallelItems(n, 1, kernel);
 }
 
 // As parallelChunks for a kernel that returns a double partial sum; returns the total.
