@@ -34,8 +34,9 @@ QString gib(double bytes)
     return std::isnan(bytes) ? QStringLiteral("n/a") : QString::number(bytes / double(1LL << 30), 'f', 1);
 }
 
-QJsonObject gpuJson(const engine::monitor::GpuInfo& g, const engine::monitor::GpuReading& r)
+QJsonObject gpuJson(const engine::monitor::Nvml& nvml, const engine::monitor::GpuInfo& g)
 {
+    const auto r = nvml.read(g.index);
     return QJsonObject{{QStringLiteral("index"), g.index},
                        {QStringLiteral("name"), QString::fromStdString(g.name)},
                        {QStringLiteral("compute_capability"), QString::fromStdString(g.computeCapability())},
@@ -49,7 +50,7 @@ QJsonObject gpuJson(const engine::monitor::GpuInfo& g, const engine::monitor::Gp
                        {QStringLiteral("sm_clock_mhz"), number(r.smClockMHz)},
                        {QStringLiteral("pcie_tx_bytes_per_s"), number(r.pcieTxBytesPerS)},
                        {QStringLiteral("pcie_rx_bytes_per_s"), number(r.pcieRxBytesPerS)},
-                       {QStringLiteral("process_memory_bytes"), number(r.processMemory)}};
+                       {QStringLiteral("process_memory_bytes"), number(nvml.processMemory(g.index))}};
 }
 
 void printGpus(QTextStream& out, const engine::monitor::Nvml& nvml)
@@ -63,7 +64,7 @@ void printGpus(QTextStream& out, const engine::monitor::Nvml& nvml)
         out << "GPU " << g.index << " " << QString::fromStdString(g.name) << ", compute capability "
             << (g.ccMajor < 0 ? QStringLiteral("n/a") : QString::fromStdString(g.computeCapability())) << "\n"
             << "      " << figure(r.utilisation, QStringLiteral("%1%")) << " busy, memory " << gib(r.memoryUsed)
-            << " / " << gib(r.memoryTotal) << " GiB (this process " << gib(r.processMemory) << "), "
+            << " / " << gib(r.memoryTotal) << " GiB (this process " << gib(nvml.processMemory(g.index)) << "), "
             << figure(r.temperatureC, QStringLiteral("%1 C")) << ", " << figure(r.powerW, QStringLiteral("%1 W"))
             << " of " << figure(r.powerLimitW, QStringLiteral("%1 W")) << ", SM "
             << figure(r.smClockMHz, QStringLiteral("%1 MHz")) << ", PCIe tx "
@@ -115,7 +116,7 @@ int runDevices(const QStringList& args, CommandIo& io)
         }
         if (json) {
             QJsonArray gpuList;
-            for (const auto& g : gpus.gpus()) gpuList.append(gpuJson(g, gpus.read(g.index)));
+            for (const auto& g : gpus.gpus()) gpuList.append(gpuJson(gpus, g));
             const QJsonObject j{
                 {QStringLiteral("cpu"),
                  QJsonObject{{QStringLiteral("model"), QString::fromStdString(cpu.model)},

@@ -171,7 +171,7 @@ std::string Nvml::driverVersion() const
     return std::string(text, strnlen(text, sizeof text));
 }
 
-GpuReading Nvml::read(int index, int pid) const
+GpuReading Nvml::read(int index) const
 {
     GpuReading r;
     const Api& a = *m_api;
@@ -191,37 +191,42 @@ GpuReading Nvml::read(int index, int pid) const
     if (a.getClock && a.getClock(d, kClockSm, &v) == kSuccess) r.smClockMHz = v;
     if (a.getPcie && a.getPcie(d, kPcieTxBytes, &v) == kSuccess) r.pcieTxBytesPerS = v * 1024.0; // KB/s
     if (a.getPcie && a.getPcie(d, kPcieRxBytes, &v) == kSuccess) r.pcieRxBytesPerS = v * 1024.0;
-    if (a.getProcesses) {
-        const unsigned self = unsigned(pid > 0 ? pid : getpid());
-        const std::size_t entry = a.processesVersion == 1 ? sizeof(ProcessInfoV1) : sizeof(ProcessInfoV2);
-        std::vector<unsigned char> buffer;
-        unsigned count = 32;
-        Return ret = kInsufficientSize;
-        for (int attempt = 0; attempt < 4 && ret == kInsufficientSize; ++attempt) {
-            count = std::max(count, 1u) + 8; // room for processes that start meanwhile
-            buffer.assign(count * entry, 0);
-            ret = a.getProcesses(d, &count, buffer.data());
-        }
-        if (ret == kSuccess) {
-            double mine = 0;
-            for (unsigned i = 0; i < count && (i + 1) * entry <= buffer.size(); ++i) {
-                unsigned p = 0;
-                unsigned long long used = 0;
-                if (a.processesVersion == 1) {
-                    const auto* e = reinterpret_cast<const ProcessInfoV1*>(buffer.data() + i * entry);
-                    p = e->pid;
-                    used = e->usedGpuMemory;
-                } else {
-                    const auto* e = reinterpret_cast<const ProcessInfoV2*>(buffer.data() + i * entry);
-                    p = e->pid;
-                    used = e->usedGpuMemory;
-                }
-                if (p == self && used != kValueNotAvailable) mine += double(used);
-            }
-            r.processMemory = mine;
-        }
-    }
     return r;
+}
+
+double Nvml::processMemory(int index, int pid) const
+{
+    const Api& a = *m_api;
+    if (!available() || !a.getProcesses || index < 0 || std::size_t(index) >= a.devices.size())
+        return GpuReading::kNone;
+    const Device d = a.devices[std::size_t(index)];
+    const unsigned self = unsigned(pid > 0 ? pid : getpid());
+    const std::size_t entry = a.processesVersion == 1 ? sizeof(ProcessInfoV1) : sizeof(ProcessInfoV2);
+    std::vector<unsigned char> buffer;
+    unsigned count = 32;
+    Return ret = kInsufficientSize;
+    for (int attempt = 0; attempt < 4 && ret == kInsufficientSize; ++attempt) {
+        count = std::max(count, 1u) + 8; // room for processes that start meanwhile
+        buffer.assign(count * entry, 0);
+        ret = a.getProcesses(d, &count, buffer.data());
+    }
+    if (ret != kSuccess) return GpuReading::kNone;
+    double mine = 0;
+    for (unsigned i = 0; i < count && (i + 1) * entry <= buffer.size(); ++i) {
+        unsigned p = 0;
+        unsigned long long used = 0;
+        if (a.processesVersion == 1) {
+            const auto* e = reinterpret_cast<const ProcessInfoV1*>(buffer.data() + i * entry);
+            p = e->pid;
+            used = e->usedGpuMemory;
+        } else {
+            const auto* e = reinterpret_cast<const ProcessInfoV2*>(buffer.data() + i * entry);
+            p = e->pid;
+            used = e->usedGpuMemory;
+        }
+        if (p == self && used != kValueNotAvailable) mine += double(used);
+    }
+    return mine;
 }
 
 } // namespace towers::engine::monitor

@@ -40,7 +40,6 @@ struct GpuReading
     double smClockMHz = kNone;
     double pcieTxBytesPerS = kNone;   // NVML samples these over ~20 ms
     double pcieRxBytesPerS = kNone;
-    double processMemory = kNone;     // bytes used by the given process (0 when it uses none)
 };
 
 class Nvml
@@ -62,9 +61,13 @@ public:
     // The GPUs NVML sees, in its order; empty when not available. A GPU whose handle cannot be
     // had is left out.
     const std::vector<GpuInfo>& gpus() const { return m_gpus; }
-    // A reading of GPU `index` (an index of gpus()); `pid` is the process whose memory goes in
-    // processMemory (0: this process). All NaN for an unknown index or when not available.
-    GpuReading read(int index, int pid = 0) const;
+    // A reading of GPU `index` (an index of gpus()). All NaN for an unknown index or when not
+    // available.
+    GpuReading read(int index) const;
+    // Bytes of GPU `index`'s memory that process `pid` (0: this process) uses: 0 when it uses none,
+    // NaN when that cannot be read. Separate from read() because listing the GPU's processes is
+    // the costliest query, and the periodic telemetry does not need it.
+    double processMemory(int index, int pid = 0) const;
 
 private:
     struct Api;

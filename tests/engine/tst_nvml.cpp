@@ -61,10 +61,11 @@ private slots:
         QCOMPARE(r.smClockMHz, 1980.0);
         QCOMPARE(r.pcieTxBytesPerS, 1000.0 * 1024);
         QCOMPARE(r.pcieRxBytesPerS, 2000.0 * 1024);
-        QCOMPARE(r.processMemory, double(512ull << 20)); // this process's entry, not pid 1's
-        QCOMPARE(nvml.read(0, 1).processMemory, double(1ull << 30)); // another process by pid
+        QCOMPARE(nvml.processMemory(1), double(512ull << 20)); // this process's entry, not pid 1's
+        QCOMPARE(nvml.processMemory(0, 1), double(1ull << 30)); // another process by pid
         QVERIFY(std::isnan(nvml.read(2).utilisation)); // no such GPU
         QVERIFY(std::isnan(nvml.read(-1).powerW));
+        QVERIFY(std::isnan(nvml.processMemory(2)));
     }
 
     void oldNamesOnly()
@@ -74,7 +75,7 @@ private slots:
         QCOMPARE(nvml.gpus().size(), std::size_t(2));
         const auto r = nvml.read(0);
         QCOMPARE(r.powerLimitW, 300.0);                  // nvmlDeviceGetPowerManagementLimit
-        QCOMPARE(r.processMemory, double(256ull << 20)); // v1 process entries
+        QCOMPARE(nvml.processMemory(0), double(256ull << 20)); // v1 process entries
         QCOMPARE(nvml.driverVersion(), std::string());   // no nvmlSystemGetDriverVersion
     }
 
@@ -102,7 +103,7 @@ private slots:
         const auto r = nvml.read(0);
         const std::pair<const char*, double> figures[] = {
             {"temperature", r.temperatureC}, {"power", r.powerW},         {"utilization", r.utilisation},
-            {"processes", r.processMemory},  {"clock", r.smClockMHz},     {"pcie", r.pcieTxBytesPerS},
+            {"processes", nvml.processMemory(0)},  {"clock", r.smClockMHz},     {"pcie", r.pcieTxBytesPerS},
             {"memory", r.memoryUsed}};
         for (const auto& [name, value] : figures)
             QVERIFY2(std::isnan(value) == (query == name), name);
