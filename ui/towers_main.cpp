@@ -3,12 +3,12 @@
 #include <QCommandLineParser>
 #include <QElapsedTimer>
 #include <QIcon>
-#include <QRegularExpression>
 #include <QTimer>
 #include <csignal>
 #include <cstdio>
 #include <memory>
 
+#include "app/cli/command.h"
 #include "app/process/interrupt_notifier.h"
 #include "app/settings/app_settings.h"
 #include "app/version/build_info.h"
@@ -72,10 +72,7 @@ int answerWithoutDisplay(int argc, char** argv)
         return 0;
     }
     if (parser.isSet(o.help)) {
-        QString text = parser.helpText();
-        // helpText() names the program from QCoreApplication, which does not exist yet.
-        text.replace(QRegularExpression(QStringLiteral("^Usage: \\S*")), QStringLiteral("Usage: towers"));
-        std::fputs(qPrintable(text), stdout);
+        std::fputs(qPrintable(towers::app::helpTextFor(parser, QStringLiteral("towers"))), stdout);
         std::fputs("\nQt's own options (-platform, -style, ...) are accepted as well.\n", stdout);
         return 0;
     }

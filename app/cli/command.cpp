@@ -15,12 +15,7 @@ bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, Command
         return false;
     }
     if (parser.isSet(help)) {
-        // helpText() names the executable's path; the command is what the user typed.
-        QString text = parser.helpText();
-        const qsizetype end = text.indexOf(QLatin1String(" [options]"));
-        if (text.startsWith(QLatin1String("Usage: ")) && end > 0)
-            text.replace(7, end - 7, args.value(0));
-        io.out << text;
+        io.out << helpTextFor(parser, args.value(0));
         exitCode = ExitOk;
         return false;
     }
@@ -30,6 +25,15 @@ bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, Command
         return false;
     }
     return true;
+}
+
+QString helpTextFor(const QCommandLineParser& parser, const QString& program)
+{
+    QString text = parser.helpText();
+    const QLatin1String usage("Usage: ");
+    const qsizetype end = text.indexOf(QLatin1String(" [options]"));
+    if (text.startsWith(usage) && end >= usage.size()) text.replace(usage.size(), end - usage.size(), program);
+    return text;
 }
 
 bool intOption(const QCommandLineParser& parser, const QString& name, int min, int max, int& value,

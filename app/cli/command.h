@@ -37,6 +37,9 @@ enum class Arguments { Allowed, None };
 // after --help, returns false with exitCode 0.
 bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, CommandIo& io, int& exitCode,
                     Arguments arguments = Arguments::Allowed);
+// parser.helpText() with `program` ("towers-cli train", "towers") as the usage line's name, in
+// place of the executable's path (or nothing, before a QCoreApplication exists).
+QString helpTextFor(const QCommandLineParser& parser, const QString& program);
 // Reads an integer option, accepting [min, max]; prints an error naming the option otherwise.
 bool intOption(const QCommandLineParser& parser, const QString& name, int min, int max, int& value,
                CommandIo& io);
