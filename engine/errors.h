@@ -4,52 +4,65 @@
 #include <stdexcept>
 #include <string>
 
+// Exceptions cross the boundary of the GPU backend plugin, which is built with hidden visibility:
+// their type information stays visible so that a catch in the program matches a throw in the
+// plugin.
+#define TOWERS_VISIBLE __attribute__((visibility("default")))
+
 namespace towers::engine {
 
 // Base of every engine error.
-class Error : public std::runtime_error
+class TOWERS_VISIBLE Error : public std::runtime_error
 {
 public:
     using std::runtime_error::runtime_error;
 };
 
 // A caller passed something invalid: mismatched shapes, a zero size, an unknown name.
-class InvalidArgument : public Error
+class TOWERS_VISIBLE InvalidArgument : public Error
 {
 public:
     using Error::Error;
 };
 
 // A shape does not fit what an op or layer expects.
-class ShapeError : public InvalidArgument
+class TOWERS_VISIBLE ShapeError : public InvalidArgument
 {
 public:
     using InvalidArgument::InvalidArgument;
 };
 
 // A requested name (model, backend, parameter) does not exist.
-class UnknownName : public InvalidArgument
+class TOWERS_VISIBLE UnknownName : public InvalidArgument
 {
 public:
     using InvalidArgument::InvalidArgument;
 };
 
 // The op or dtype is not supported by the chosen backend.
-class Unsupported : public Error
+class TOWERS_VISIBLE Unsupported : public Error
 {
 public:
     using Error::Error;
 };
 
 // A backend library (oneDNN, cuDNN, ...) reported a failure.
-class BackendError : public Error
+class TOWERS_VISIBLE BackendError : public Error
 {
 public:
     using Error::Error;
 };
 
+// A device ran out of memory. The message says on which device, how much was asked and how much
+// was free; the trainer adds which tower.
+class TOWERS_VISIBLE DeviceOutOfMemory : public BackendError
+{
+public:
+    using BackendError::BackendError;
+};
+
 // A file could not be read or written, or its content is not what was expected.
-class IoError : public Error
+class TOWERS_VISIBLE IoError : public Error
 {
 public:
     using Error::Error;
@@ -57,7 +70,7 @@ public:
 
 // Training diverged: the loss became NaN or infinite ("model diverged with loss = NaN at step 12").
 // No checkpoint of the diverged state is written; the last good one is kept.
-class DivergedError : public Error
+class TOWERS_VISIBLE DivergedError : public Error
 {
 public:
     using Error::Error;
@@ -65,7 +78,7 @@ public:
 
 // A collective operation (gradient averaging, broadcast) was abandoned because another
 // participant failed; the participant's own error is the one to report.
-class CollectiveAborted : public Error
+class TOWERS_VISIBLE CollectiveAborted : public Error
 {
 public:
     using Error::Error;

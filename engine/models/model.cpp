@@ -83,6 +83,17 @@ void Model::convertTo(DType dtype)
     m_dtype = dtype;
 }
 
+void Model::moveTo(const Device& device)
+{
+    for (auto* p : m_params) {
+        if (p->value.dtype() != DType::Float32 && p->value.dtype() != DType::Float64) continue;
+        if (p->value.device() != device) p->value = p->value.copyTo(device);
+        p->grad = Tensor();
+    }
+    m_logits = m_probs = m_dlogits = Tensor();
+    m_device = device;
+}
+
 void Model::overrideWeightDecay(double coefficient)
 {
     if (std::isnan(coefficient) || std::isinf(coefficient))
@@ -113,6 +124,9 @@ const Tensor& Model::forward(ExecContext& ctx, const Tensor& images)
                          ", " + std::to_string(m_inputShape[1]) + ", " + std::to_string(m_inputShape[2]) +
                          "] (NHWC), got " + s.str());
     requireDType(images, m_dtype, "model input");
+    if (images.device() != m_device)
+        throw InvalidArgument("model '" + m_name + "' is on " + m_device.str() + ", its input images on " +
+                              images.device().str());
     m_images = images;
     m_net->forward(ctx, images, m_logits);
     return m_logits;
@@ -123,6 +137,9 @@ LossValue Model::loss(ExecContext& ctx, const Tensor& labels)
     if (m_logits.empty()) throw InvalidArgument("model '" + m_name + "': loss() before forward()");
     requireShape(labels, Shape{m_logits.dim(0)}, "labels");
     requireDType(labels, DType::Int32, "labels");
+    if (labels.device() != m_device)
+        throw InvalidArgument("model '" + m_name + "' is on " + m_device.str() + ", its labels on " +
+                              labels.device().str());
     m_labels = labels;
     LossValue v;
     v.crossEntropy = ctx.ops.softmaxCrossEntropyForward(m_logits, labels, m_probs);

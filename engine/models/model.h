@@ -51,6 +51,11 @@ public:
     void initialize(std::uint64_t seed);
     // Converts parameters and buffers to another float dtype (Float64 for the gradient checker).
     void convertTo(DType dtype);
+    // Moves the float parameters and buffers to `device` (a GPU tower's replica); integer
+    // bookkeeping (num_batches_tracked) stays on the host, where the layers count. Gradients are
+    // dropped and come back on the device with the next backward.
+    void moveTo(const Device& device);
+    const Device& device() const { return m_device; }
 
     // Replaces the weight-decay coefficient of every convolution and linear weight (not biases,
     // not batch norm) when coefficient >= 0; a negative value keeps the model's own coefficients.
@@ -76,6 +81,7 @@ private:
     std::unique_ptr<Sequential> m_net;
     std::vector<Parameter*> m_params;
     DType m_dtype = DType::Float32;
+    Device m_device;
     Tensor m_images, m_labels, m_logits, m_probs, m_dlogits;
 };
 

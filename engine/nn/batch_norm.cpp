@@ -49,8 +49,8 @@ void BatchNorm::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 void BatchNorm::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx)
 {
     (void)y;
-    Tensor::ensure(m_gamma.grad, m_gamma.value.shape(), m_gamma.value.dtype());
-    Tensor::ensure(m_beta.grad, m_beta.value.shape(), m_beta.value.dtype());
+    Tensor::ensure(m_gamma.grad, m_gamma.value.shape(), m_gamma.value.dtype(), m_gamma.value.device());
+    Tensor::ensure(m_beta.grad, m_beta.value.shape(), m_beta.value.dtype(), m_beta.value.device());
     // The op always computes dx; without a caller's dx it goes to scratch.
     ctx.ops.batchNormBackward(desc(x.shape()), x, dy, m_gamma.value, m_saveMean, m_saveVar,
                               dx ? *dx : m_dx, m_gamma.grad, m_beta.grad);

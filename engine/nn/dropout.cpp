@@ -27,7 +27,7 @@ void Dropout::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
         if (ctx.replica != 0) seed = splitmix64(seed ^ splitmix64(0xD1CEull + ctx.replica));
         ctx.ops.dropoutForward(x, m_rate, seed, y, m_mask);
     } else {
-        Tensor::ensure(y, x.shape(), x.dtype());
+        Tensor::ensure(y, x.shape(), x.dtype(), x.device());
         y.copyFrom(x);
     }
 }
@@ -38,7 +38,7 @@ void Dropout::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const
     (void)y;
     if (!dx) return;
     if (!m_enabled) {
-        Tensor::ensure(*dx, dy.shape(), dy.dtype());
+        Tensor::ensure(*dx, dy.shape(), dy.dtype(), dy.device());
         if (dx->raw() != dy.raw()) dx->copyFrom(dy);
         return;
     }

@@ -28,7 +28,7 @@ double Sequential::forwardFlops(const Shape& input) const
 void Sequential::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 {
     if (m_layers.empty()) {
-        Tensor::ensure(y, x.shape(), x.dtype());
+        Tensor::ensure(y, x.shape(), x.dtype(), x.device());
         y.copyFrom(x);
         return;
     }
@@ -45,7 +45,7 @@ void Sequential::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, co
 {
     if (m_layers.empty()) {
         if (dx) {
-            Tensor::ensure(*dx, dy.shape(), dy.dtype());
+            Tensor::ensure(*dx, dy.shape(), dy.dtype(), dy.device());
             dx->copyFrom(dy);
         }
         return;

@@ -35,7 +35,7 @@ void Ema::reset(const std::vector<Parameter*>& params)
     for (auto* p : params) {
         if (!p->trainable) continue;
         m_order.push_back(p->name);
-        m_shadow[p->name] = p->value.clone();
+        m_shadow[p->name] = p->value.copyTo(Device::host()); // averages live on the host
     }
 }
 
@@ -67,10 +67,12 @@ void Ema::update(const std::vector<Parameter*>& params, std::int64_t numUpdates,
         const std::int64_t b = std::clamp(begin - offset, std::int64_t(0), n);
         const std::int64_t e = std::clamp(end - offset, std::int64_t(0), n);
         if (b < e) {
+            // The averages live on the host; a GPU tower's weights are read through a copy.
+            const Tensor v = p->value.device().isHost() ? p->value : p->value.copyTo(Device::host());
             if (s.dtype() == DType::Float32)
-                blend(s.data<float>() + b, p->value.data<float>() + b, e - b, float(keep));
+                blend(s.data<float>() + b, v.data<float>() + b, e - b, float(keep));
             else if (s.dtype() == DType::Float64)
-                blend(s.data<double>() + b, p->value.data<double>() + b, e - b, keep);
+                blend(s.data<double>() + b, v.data<double>() + b, e - b, keep);
             else
                 throw Unsupported("EMA of '" + p->name + "': only float32 and float64 weights are averaged");
         }

@@ -27,8 +27,11 @@ Tensor& Optimizer::slot(const Parameter& p, std::size_t i)
     auto& slots = m_slots[p.name];
     if (slots.size() <= i) slots.resize(slotNames().size());
     Tensor& t = slots.at(i);
-    if (t.empty() || t.shape() != p.value.shape() || t.dtype() != p.value.dtype())
-        t = Tensor::zeros(p.value.shape(), p.value.dtype());
+    if (t.empty() || t.shape() != p.value.shape() || t.dtype() != p.value.dtype() ||
+        t.device() != p.value.device()) {
+        t = Tensor(p.value.shape(), p.value.dtype(), p.value.device()); // beside its parameter
+        t.setZero();
+    }
     return t;
 }
 

@@ -6,14 +6,21 @@
 
 namespace towers::engine {
 
+class DeviceMemory;
+
 // A block of bytes on one device. Host buffers are 64-byte aligned (a cache line, and what
-// oneDNN's AVX-512 kernels like). Copies between devices are explicit calls, never hidden.
+// oneDNN's AVX-512 kernels like); device buffers come from the device's registered DeviceMemory
+// (tensor/device_memory.h) and go back to it. Copies between devices are explicit calls, never
+// hidden.
 class Buffer
 {
 public:
-    // Allocates `bytes` uninitialised bytes on the host. Throws IoError-free std::bad_alloc on
-    // exhaustion (the caller reports which tensor it was).
+    // Allocates `bytes` uninitialised bytes on the host. Throws std::bad_alloc on exhaustion (the
+    // caller reports which tensor it was).
     static std::shared_ptr<Buffer> allocateHost(std::size_t bytes);
+    // Allocates on any device: the host, or a device whose backend is loaded (else Unsupported).
+    // Device exhaustion throws DeviceOutOfMemory.
+    static std::shared_ptr<Buffer> allocate(const Device& device, std::size_t bytes);
 
     ~Buffer();
     Buffer(const Buffer&) = delete;
@@ -25,10 +32,15 @@ public:
     const Device& device() const { return m_device; }
 
 private:
-    Buffer(void* data, std::size_t size, Device device) : m_data(data), m_size(size), m_device(device) {}
+    Buffer(void* data, std::size_t size, Device device, DeviceMemory* memory)
+        : m_data(data), m_size(size), m_device(device), m_memory(memory)
+    {
+    }
     void* m_data;
     std::size_t m_size;
     Device m_device;
+    // Where a device buffer goes back to; kept here so that freeing never consults a registry.
+    DeviceMemory* m_memory;
 };
 
 } // namespace towers::engine

@@ -2,11 +2,19 @@
 
 #include <cstring>
 
+#include "engine/tensor/device_memory.h"
+
 namespace towers::engine {
 
 Tensor::Tensor(Shape shape, DType dtype) : m_shape(std::move(shape)), m_dtype(dtype)
 {
     m_buffer = Buffer::allocateHost(static_cast<std::size_t>(m_shape.numel()) * dtypeSize(dtype));
+}
+
+Tensor::Tensor(Shape shape, DType dtype, const Device& device)
+    : m_shape(std::move(shape)), m_dtype(dtype)
+{
+    m_buffer = Buffer::allocate(device, static_cast<std::size_t>(m_shape.numel()) * dtypeSize(dtype));
 }
 
 Tensor Tensor::zeros(Shape shape, DType dtype)
@@ -53,13 +61,29 @@ Tensor Tensor::slice(std::int64_t begin, std::int64_t end) const
 
 Tensor Tensor::clone() const
 {
-    Tensor t(m_shape, m_dtype);
-    if (bytes()) std::memcpy(t.raw(), raw(), bytes());
+    return copyTo(device());
+}
+
+Tensor Tensor::copyTo(const Device& target) const
+{
+    if (empty()) return {};
+    Tensor t(m_shape, m_dtype, target);
+    copyBytes(t.raw(), target, raw(), device(), bytes());
     return t;
+}
+
+void Tensor::setZero()
+{
+    if (empty() || bytes() == 0) return;
+    if (device().isHost())
+        std::memset(raw(), 0, bytes());
+    else
+        requireDeviceMemory(device()).setZero(device().index, raw(), bytes());
 }
 
 Tensor Tensor::to(DType dtype) const
 {
+    requireHost("conversion to another dtype");
     Tensor t(m_shape, dtype);
     for (std::int64_t i = 0; i < numel(); ++i) t.setAt(i, at(i));
     return t;
@@ -67,6 +91,7 @@ Tensor Tensor::to(DType dtype) const
 
 void Tensor::fill(double value)
 {
+    requireHost("fill");
     for (std::int64_t i = 0; i < numel(); ++i) setAt(i, value);
 }
 
@@ -74,21 +99,22 @@ void Tensor::copyFrom(const Tensor& other)
 {
     if (other.m_shape != m_shape || other.m_dtype != m_dtype)
         throw ShapeError("copy from " + other.describe() + " into " + describe());
-    if (bytes()) std::memmove(raw(), other.raw(), bytes());
+    if (bytes()) copyBytes(raw(), device(), other.raw(), other.device(), bytes());
 }
 
-void Tensor::ensure(Tensor& t, const Shape& shape, DType dtype)
+void Tensor::ensure(Tensor& t, const Shape& shape, DType dtype, const Device& device)
 {
-    if (!t.empty() && t.m_dtype == dtype && t.m_offset == 0 &&
+    if (!t.empty() && t.m_dtype == dtype && t.m_offset == 0 && t.device() == device &&
         t.m_buffer->size() >= static_cast<std::size_t>(shape.numel()) * dtypeSize(dtype)) {
         t.m_shape = shape;
         return;
     }
-    t = Tensor(shape, dtype);
+    t = Tensor(shape, dtype, device);
 }
 
 double Tensor::at(std::int64_t i) const
 {
+    requireHost("element access");
     switch (m_dtype) {
     case DType::Float32: return static_cast<const float*>(raw())[i];
     case DType::Float64: return static_cast<const double*>(raw())[i];
@@ -107,6 +133,7 @@ double Tensor::at(std::int64_t i) const
 
 void Tensor::setAt(std::int64_t i, double v)
 {
+    requireHost("element access");
     switch (m_dtype) {
     case DType::Float32: static_cast<float*>(raw())[i] = static_cast<float>(v); break;
     case DType::Float64: static_cast<double*>(raw())[i] = v; break;
@@ -126,15 +153,25 @@ void Tensor::setAt(std::int64_t i, double v)
 
 std::string Tensor::describe() const
 {
-    return std::string(dtypeName(m_dtype)) + " " + m_shape.str();
+    std::string text = std::string(dtypeName(m_dtype)) + " " + m_shape.str();
+    if (!device().isHost()) text += " on " + device().str();
+    return text;
 }
 
 void Tensor::checkType(DType t) const
 {
     if (empty()) throw InvalidArgument("access to an empty tensor");
+    requireHost("element access");
     if (t != m_dtype)
         throw InvalidArgument("tensor is " + std::string(dtypeName(m_dtype)) + ", accessed as " +
                               std::string(dtypeName(t)));
+}
+
+void Tensor::requireHost(const char* what) const
+{
+    if (m_buffer && !m_buffer->device().isHost())
+        throw InvalidArgument(std::string(what) + " needs the tensor on the host, but " + describe() +
+                              " is not: copy it with copyTo(Device::host()) first");
 }
 
 void requireShape(const Tensor& t, const Shape& expected, const char* what)

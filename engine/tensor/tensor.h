@@ -13,13 +13,16 @@ namespace towers::engine {
 
 // A dense, contiguous, row-major view of elements in a Buffer. Copying a Tensor copies the view,
 // not the bytes (the buffer is shared); use clone() for a deep copy. An empty (default) tensor has
-// no buffer.
+// no buffer. A tensor lives on one device: element access from the host (data, at, fill, ...)
+// throws InvalidArgument for a tensor on a GPU; copyTo moves bytes between devices.
 class Tensor
 {
 public:
     Tensor() = default;
     // Allocates an uninitialised tensor on the host.
     Tensor(Shape shape, DType dtype);
+    // Allocates an uninitialised tensor on `device` (Unsupported when its backend is not loaded).
+    Tensor(Shape shape, DType dtype, const Device& device);
     static Tensor zeros(Shape shape, DType dtype);
     static Tensor filled(Shape shape, DType dtype, double value);
 
@@ -56,15 +59,22 @@ public:
     Tensor reshaped(Shape shape) const;
     // A view of rows [begin, end) of the first dimension.
     Tensor slice(std::int64_t begin, std::int64_t end) const;
+    // A deep copy on the same device.
     Tensor clone() const;
+    // A deep copy on `device` (the bytes are copied even when it is this tensor's device).
+    Tensor copyTo(const Device& device) const;
+    // Sets every byte to zero, on whatever device the tensor lives.
+    void setZero();
     // Converts element-wise between Float32 and Float64 (a new tensor).
     Tensor to(DType dtype) const;
     void fill(double value);
-    // Copies bytes from a tensor of the same shape and dtype.
+    // Copies bytes from a tensor of the same shape and dtype, on any device.
     void copyFrom(const Tensor& other);
 
-    // Makes `t` a tensor of this shape and dtype, reusing its buffer when it already fits.
-    static void ensure(Tensor& t, const Shape& shape, DType dtype);
+    // Makes `t` a tensor of this shape and dtype on `device`, reusing its buffer when it is
+    // already there and big enough.
+    static void ensure(Tensor& t, const Shape& shape, DType dtype,
+                       const Device& device = Device::host());
 
     // Element i as double, whatever the floating dtype (for tests and reporting, not hot paths).
     double at(std::int64_t i) const;
@@ -74,6 +84,7 @@ public:
 
 private:
     void checkType(DType t) const;
+    void requireHost(const char* what) const;
     Shape m_shape;
     DType m_dtype = DType::Float32;
     std::shared_ptr<Buffer> m_buffer;

@@ -153,7 +153,11 @@ Checkpoint makeCheckpoint(const Model& model, CheckpointInfo info, NamedTensors 
     info.model = model.name();
     info.inputShape = model.inputShape();
     c.info = std::move(info);
-    for (auto* p : model.parameters()) c.weights.emplace_back(p->name, p->value);
+    // A checkpoint lives on the host: GPU towers' tensors are copied here.
+    auto onHost = [](const Tensor& t) { return t.device().isHost() ? t : t.copyTo(Device::host()); };
+    for (auto* p : model.parameters()) c.weights.emplace_back(p->name, onHost(p->value));
+    for (auto& [n, t] : ema) t = onHost(t);
+    for (auto& [n, t] : optimizer) t = onHost(t);
     c.ema = std::move(ema);
     c.optimizer = std::move(optimizer);
     return c;

@@ -76,7 +76,8 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize, c
     const Shape& in = model.inputShape();
     EvalResult r(model.numClasses());
     ExecContext ctx{ops, false, 0, std::uint64_t(part)};
-    Tensor images, labels, probs;
+    Tensor images, labels, probs, deviceImages, deviceLabels;
+    const Device& device = model.device();
     const std::int64_t numBatches = (count + batchSize - 1) / batchSize;
     for (std::int64_t b = part; b < numBatches; b += parts) {
         const std::int64_t begin = b * batchSize, end = std::min(count, begin + batchSize);
@@ -84,9 +85,20 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize, c
         const std::string where = "evaluation batch [" + std::to_string(begin) + ", " + std::to_string(end) + ")";
         requireShape(images, Shape{end - begin, in[0], in[1], in[2]}, (where + " images").c_str());
         requireShape(labels, Shape{end - begin}, (where + " labels").c_str());
-        const Tensor& logits = model.forward(ctx, images.dtype() == model.dtype() ? images : images.to(model.dtype()));
-        r.add(logits, labels, 0);
-        r.meanCrossEntropy += ops.softmaxCrossEntropyForward(logits, labels, probs) * double(end - begin);
+        const Tensor input = images.dtype() == model.dtype() ? images : images.to(model.dtype());
+        const Tensor* in = &input;
+        const Tensor* lab = &labels;
+        if (!device.isHost()) { // a GPU tower: the batch goes there, the logits come back
+            Tensor::ensure(deviceImages, input.shape(), input.dtype(), device);
+            deviceImages.copyFrom(input);
+            Tensor::ensure(deviceLabels, labels.shape(), labels.dtype(), device);
+            deviceLabels.copyFrom(labels);
+            in = &deviceImages;
+            lab = &deviceLabels;
+        }
+        const Tensor& logits = model.forward(ctx, *in);
+        r.add(device.isHost() ? logits : logits.copyTo(Device::host()), labels, 0);
+        r.meanCrossEntropy += ops.softmaxCrossEntropyForward(logits, *lab, probs) * double(end - begin);
     }
     if (parts == 1) r.finish();
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

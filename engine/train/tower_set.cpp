@@ -7,6 +7,7 @@
 #include <map>
 
 #include "engine/cpu/onednn_ops.h"
+#include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
 #include "engine/train/host_communicator.h"
 #include "engine/train/tower_thread.h"
@@ -24,8 +25,11 @@ double msBetween(Clock::time_point a, Clock::time_point b)
 bool isFloat(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
 // "" when a and b hold the same bytes, else where they first differ.
-std::string firstDifference(const Tensor& a, const Tensor& b)
+std::string firstDifference(const Tensor& deviceA, const Tensor& deviceB)
 {
+    // GPU towers are compared through host copies (a check, not a hot path).
+    const Tensor a = deviceA.device().isHost() ? deviceA : deviceA.copyTo(Device::host());
+    const Tensor b = deviceB.device().isHost() ? deviceB : deviceB.copyTo(Device::host());
     if (a.shape() != b.shape() || a.dtype() != b.dtype()) return "is " + a.describe() + " instead of " + b.describe();
     if (a.bytes() == 0 || std::memcmp(a.raw(), b.raw(), a.bytes()) == 0) return {};
     const std::size_t size = dtypeSize(a.dtype());
@@ -79,7 +83,10 @@ struct TowerSet::Tower
     std::unique_ptr<Ops> ops;
     std::unique_ptr<Model> model;
     std::unique_ptr<Optimizer> optimizer;
+    Device device;                 // where the replica lives
     std::vector<Tensor> reduce; // this step's gradients and float buffers (views)
+    std::vector<Tensor> staging; // host copies of `reduce` for a GPU tower's collectives
+    Tensor images, labels;       // a GPU tower's slice of the batch
     std::vector<Tensor> savedBuffers; // the buffers before this step's forward (batch-norm statistics)
     LossValue loss;
     TowerTimes times;
@@ -92,8 +99,26 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
     if (m_opt.towers < 1) throw InvalidArgument("towers: must be at least 1, got " + std::to_string(m_opt.towers));
     if (m_opt.threadsPerTower < 1)
         throw InvalidArgument("threadsPerTower: must be at least 1, got " + std::to_string(m_opt.threadsPerTower));
-    if (m_opt.backend != "onednn" && m_opt.backend != "reference")
-        throw UnknownName("unknown backend '" + m_opt.backend + "' (known: onednn, reference)");
+    if (m_opt.backend != "onednn" && m_opt.backend != "reference" && m_opt.backend != "cuda")
+        throw UnknownName("unknown backend '" + m_opt.backend + "' (known: onednn, reference, cuda)");
+    GpuBackend* gpu = nullptr;
+    std::vector<int> gpuOf;
+    if (m_opt.backend == "cuda" && !m_opt.makeOps) {
+        std::string why;
+        gpu = cudaBackend(&why);
+        if (!gpu) throw Unsupported("GPU towers: " + why);
+        if (gpu->deviceCount() == 0) throw Unsupported("GPU towers: " + gpu->unavailableReason());
+        if (!m_opt.gpus.empty() && int(m_opt.gpus.size()) != m_opt.towers)
+            throw InvalidArgument("gpus: " + std::to_string(m_opt.gpus.size()) + " GPUs given for " +
+                                  std::to_string(m_opt.towers) + " towers");
+        for (int t = 0; t < m_opt.towers; ++t) {
+            const int g = m_opt.gpus.empty() ? t % gpu->deviceCount() : m_opt.gpus[std::size_t(t)];
+            if (g < 0 || g >= gpu->deviceCount())
+                throw InvalidArgument("gpus: there is no GPU " + std::to_string(g) + " (this machine has " +
+                                      std::to_string(gpu->deviceCount()) + ")");
+            gpuOf.push_back(g);
+        }
+    }
     if (!(m_opt.emaDecay >= 0 && m_opt.emaDecay < 1))
         throw InvalidArgument("emaDecay: must be in [0, 1) (0 = off), got " + std::to_string(m_opt.emaDecay));
     std::function<std::unique_ptr<Model>()> build = m_opt.build;
@@ -107,12 +132,17 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
     for (int t = 0; t < m_opt.towers; ++t) m_towers.push_back(std::make_unique<Tower>());
     runOnAll([&](int t) {
         Tower& tw = *m_towers[std::size_t(t)];
-        if (m_opt.backend == "onednn") {
+        if (m_opt.makeOps) {
+            tw.ops = m_opt.makeOps(t);
+        } else if (gpu) {
+            tw.ops = gpu->makeOps(gpuOf[std::size_t(t)], GpuOpsOptions{m_opt.allowTf32});
+        } else if (m_opt.backend == "onednn") {
             cpu::setCpuThreads(m_opt.threadsPerTower); // this thread's OpenMP team, for life
             tw.ops = cpu::makeOneDnnOps();
         } else {
             tw.ops = makeReferenceOps();
         }
+        tw.device = tw.ops->device();
         tw.model = build();
         // Every replica draws from the same seed (dropout layers take their streams from it);
         // the broadcast below is what makes the weights tower 0's, whatever the initialiser.
@@ -120,10 +150,12 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
         tw.model->overrideWeightDecay(m_opt.weightDecay);
         tw.model->setDropoutEnabled(m_opt.dropout);
         if (m_opt.dtype != DType::Float32) tw.model->convertTo(m_opt.dtype);
+        // Initialised on the host (the same draws as a CPU run), then moved to the tower's device.
+        if (!tw.device.isHost()) tw.model->moveTo(tw.device);
         tw.optimizer = makeOptimizer(m_opt.optimizer);
         std::vector<Tensor> values;
         for (auto* p : tw.model->parameters()) values.push_back(p->value);
-        m_comm->broadcast(t, 0, values);
+        collective(t, values, [&](std::span<Tensor> v) { m_comm->broadcast(t, 0, v); });
     });
     if (m_opt.emaDecay > 0) {
         m_ema = std::make_unique<Ema>(m_opt.emaDecay);
@@ -141,7 +173,29 @@ Model& TowerSet::model(int tower)
     if (tower < 0 || tower >= size()) throw InvalidArgument("no tower " + std::to_string(tower));
     return *m_towers[std::size_t(tower)]->model;
 }
+Device TowerSet::device(int tower) const
+{
+    if (tower < 0 || tower >= size()) throw InvalidArgument("no tower " + std::to_string(tower));
+    return m_towers[std::size_t(tower)]->device;
+}
+
 Optimizer& TowerSet::optimizer() { return *m_towers.front()->optimizer; }
+
+void TowerSet::collective(int tower, std::vector<Tensor>& tensors, const std::function<void(std::span<Tensor>)>& run)
+{
+    Tower& tw = *m_towers[std::size_t(tower)];
+    if (tw.device.isHost()) {
+        run(tensors);
+        return;
+    }
+    tw.staging.resize(tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        Tensor::ensure(tw.staging[i], tensors[i].shape(), tensors[i].dtype());
+        tw.staging[i].copyFrom(tensors[i]);
+    }
+    run(tw.staging);
+    for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].copyFrom(tw.staging[i]);
+}
 const Ema* TowerSet::ema() const { return m_ema.get(); }
 
 void TowerSet::runOnAll(const std::function<void(int)>& job)
@@ -199,12 +253,23 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         tw.savedBuffers.resize(params.size());
         for (std::size_t i = 0; i < params.size(); ++i) {
             if (params[i]->trainable) continue;
-            Tensor::ensure(tw.savedBuffers[i], params[i]->value.shape(), params[i]->value.dtype());
+            Tensor::ensure(tw.savedBuffers[i], params[i]->value.shape(), params[i]->value.dtype(),
+                           params[i]->value.device());
             tw.savedBuffers[i].copyFrom(params[i]->value);
         }
-        const Tensor images = batch.towerImages(t);
-        tw.model->forward(ctx, tw.model->dtype() == images.dtype() ? images : images.to(tw.model->dtype()));
-        tw.loss = tw.model->loss(ctx, batch.towerLabels(t));
+        Tensor images = batch.towerImages(t);
+        Tensor labels = batch.towerLabels(t);
+        if (tw.model->dtype() != images.dtype()) images = images.to(tw.model->dtype());
+        if (!tw.device.isHost()) { // the slice goes to the tower's GPU
+            Tensor::ensure(tw.images, images.shape(), images.dtype(), tw.device);
+            tw.images.copyFrom(images);
+            Tensor::ensure(tw.labels, labels.shape(), labels.dtype(), tw.device);
+            tw.labels.copyFrom(labels);
+            images = tw.images;
+            labels = tw.labels;
+        }
+        tw.model->forward(ctx, images);
+        tw.loss = tw.model->loss(ctx, labels);
         tw.model->backward(ctx);
         const auto t1 = Clock::now();
         // The synchronisation point: average the gradients, and the batch-norm running
@@ -214,10 +279,15 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
             if (p->trainable) tw.reduce.push_back(p->grad);
             else if (isFloat(p->value.dtype())) tw.reduce.push_back(p->value);
         }
-        m_comm->allReduceMean(t, tw.reduce);
-        // Divergence is caught before the update: each tower checks its share of the averages
-        // (and its own loss), then all agree through a barrier and skip the update together.
-        if (!std::isfinite(tw.loss.total()) || !finiteShare(tw.reduce, t, size())) m_nonFinite = true;
+        bool finite = true;
+        collective(t, tw.reduce, [&](std::span<Tensor> values) {
+            m_comm->allReduceMean(t, values);
+            // Divergence is caught before the update: each tower checks its share of the
+            // averages (and its own loss), then all agree through a barrier and skip the update
+            // together.
+            finite = finiteShare(std::vector<Tensor>(values.begin(), values.end()), t, size());
+        });
+        if (!std::isfinite(tw.loss.total()) || !finite) m_nonFinite = true;
         m_comm->barrier(t);
         const auto t2 = Clock::now();
         if (m_nonFinite) {

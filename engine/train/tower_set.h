@@ -28,8 +28,15 @@ struct TowerSetOptions
     // Float32, or Float64 with the reference backend (exact comparisons); batches are float32
     // and converted per tower.
     DType dtype = DType::Float32;
-    std::string backend = "onednn"; // "onednn" or "reference"
+    std::string backend = "onednn"; // "onednn", "reference" or "cuda"
     int towers = 1;
+    // With "cuda": the GPU of each tower (towers may share one: {0, 0} is two towers on GPU 0);
+    // empty puts tower t on GPU t modulo the GPU count.
+    std::vector<int> gpus;
+    bool allowTf32 = false;         // "cuda": TF32 tensor cores for float32 convolutions and GEMMs
+    // When set, makes tower t's ops instead of `backend` (tests: a backend with a fault, a
+    // stand-in device). The replica lives where the ops' device() says.
+    std::function<std::unique_ptr<Ops>(int tower)> makeOps;
     int threadsPerTower = 1;        // OpenMP threads of each tower (>= 1)
     OptimizerOptions optimizer;
     double weightDecay = -1;        // >= 0 overrides the conv/linear weights' coefficient
@@ -90,6 +97,8 @@ public:
     Model& model();
     // Tower t's replica (between steps only: for checks and tests).
     Model& model(int tower);
+    // Where tower t runs (the host, or a GPU).
+    Device device(int tower) const;
     Optimizer& optimizer();
     const Ema* ema() const;
 
@@ -102,6 +111,10 @@ private:
     struct Tower;
     // Runs job(t) on every tower's thread and waits; rethrows the most meaningful error.
     void runOnAll(const std::function<void(int tower)>& job);
+    // Runs a collective on tower t's tensors: directly on the host, through host copies for a GPU
+    // tower (the seeds' design: averages are computed on the host).
+    void collective(int tower, std::vector<Tensor>& tensors,
+                    const std::function<void(std::span<Tensor>)>& run);
 
     TowerSetOptions m_opt;
     std::unique_ptr<Communicator> m_comm;

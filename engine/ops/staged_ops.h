@@ -1,0 +1,19 @@
+#pragma once
+// An Ops whose tensors live on one device while another backend computes: inputs are copied to
+// the computing backend's device, the op runs there, outputs (and in-place arguments) are copied
+// back. Slow by design. With host tensors and a GPU backend inside, every host-side check (the
+// self-test's op comparisons, the op suites) runs unchanged on the GPU; with a stand-in device
+// outside and a CPU backend inside, the GPU towers' whole path (replicas, copies, collectives,
+// checkpoints) runs in tests on machines without a GPU. Backend-private state (workspaces,
+// `saved`) makes the round trip as bytes.
+#include <memory>
+
+#include "engine/ops/ops.h"
+
+namespace towers::engine {
+
+// Computes with `inner` (on inner->device()) for tensors on `outer`; name() is
+// "<inner's name> (staged)".
+std::unique_ptr<Ops> makeStagedOps(std::unique_ptr<Ops> inner, const Device& outer = Device::host());
+
+} // namespace towers::engine

@@ -1,0 +1,40 @@
+#pragma once
+// What a device backend provides so that tensors can live on its devices: allocation, zeroing and
+// copies. The engine itself knows no CUDA: the GPU backend plugin registers its DeviceMemory for
+// DeviceKind::Cuda when it is loaded (see engine/gpu/gpu_backend.h).
+#include <cstddef>
+
+#include "engine/tensor/device.h"
+
+namespace towers::engine {
+
+class DeviceMemory
+{
+public:
+    virtual ~DeviceMemory() = default;
+
+    // `bytes` uninitialised bytes on device `index`. Throws DeviceOutOfMemory naming the device,
+    // the size asked and what was free, or BackendError for other failures.
+    virtual void* allocate(int index, std::size_t bytes) = 0;
+    virtual void release(int index, void* p) noexcept = 0;
+    // Sets `bytes` bytes at p on device `index` to zero.
+    virtual void setZero(int index, void* p, std::size_t bytes) = 0;
+    // Copies between any two places of which at least one is on this backend's devices. Returns
+    // when the bytes are in place, after every op already issued on either device (a copy is an
+    // explicit synchronisation point, never a hidden one).
+    virtual void copy(void* dst, const Device& dstDevice, const void* src, const Device& srcDevice,
+                      std::size_t bytes) = 0;
+};
+
+// Registers (or, with nullptr, unregisters) the memory of a device kind. Not for DeviceKind::Host.
+void registerDeviceMemory(DeviceKind kind, DeviceMemory* memory);
+// The registered memory of a kind, or nullptr (always nullptr for the host).
+DeviceMemory* deviceMemory(DeviceKind kind);
+// The memory of `device`, or Unsupported ("no backend for cuda:1 is loaded") when none is.
+DeviceMemory& requireDeviceMemory(const Device& device);
+
+// Copies `bytes` bytes between any two devices (memmove on the host).
+void copyBytes(void* dst, const Device& dstDevice, const void* src, const Device& srcDevice,
+               std::size_t bytes);
+
+} // namespace towers::engine

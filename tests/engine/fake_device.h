@@ -1,0 +1,48 @@
+#pragma once
+// A stand-in GPU for machines without one: "cuda:N" tensors whose bytes are host memory behind
+// the DeviceMemory interface, so that element access from the host is refused exactly as for a
+// real GPU, and every copy goes through copyBytes. With makeStagedOps(cpu ops, fake device), the
+// GPU towers' whole path runs: replicas moved to the device, batches copied there, collectives
+// through host copies, checkpoints copied back.
+#include <atomic>
+#include <cstddef>
+#include <memory>
+
+#include "engine/ops/ops.h"
+#include "engine/tensor/device_memory.h"
+
+namespace towers::test {
+
+class FakeDeviceMemory final : public engine::DeviceMemory
+{
+public:
+    void* allocate(int index, std::size_t bytes) override;
+    void release(int index, void* p) noexcept override;
+    void setZero(int index, void* p, std::size_t bytes) override;
+    void copy(void* dst, const engine::Device& dstDevice, const void* src, const engine::Device& srcDevice,
+              std::size_t bytes) override;
+
+    std::int64_t liveAllocations() const { return m_live.load(); }
+    std::int64_t copies() const { return m_copies.load(); }
+
+private:
+    std::atomic<std::int64_t> m_live{0}, m_copies{0};
+};
+
+// Registers a FakeDeviceMemory for DeviceKind::Cuda for the scope's lifetime (and unregisters
+// it). Only in a process that never loads the real CUDA backend.
+class FakeDeviceScope
+{
+public:
+    FakeDeviceScope();
+    ~FakeDeviceScope();
+    FakeDeviceMemory& memory() { return m_memory; }
+
+private:
+    FakeDeviceMemory m_memory;
+};
+
+// Reference or oneDNN ops (by name) computing for tensors on the fake device `cuda:index`.
+std::unique_ptr<engine::Ops> makeFakeDeviceOps(const std::string& backend, int index = 0);
+
+} // namespace towers::test

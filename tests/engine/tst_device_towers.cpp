@@ -1,0 +1,187 @@
+// Tensors on a device and towers whose replicas live there, on a stand-in GPU (fake_device.h):
+// host access is refused, copies are explicit, and towers on the device compute bitwise what
+// towers on the host compute, through every step of the path a GPU tower takes (replica moved to
+// the device, batch slices copied there, averages through host copies, evaluation, EMA,
+// checkpoints copied back). The CUDA kernels themselves are tested by tst_gpu_backend on a GPU.
+#include <QtTest>
+
+#include <cstring>
+
+#include "engine/ops/staged_ops.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/tower_set.h"
+#include "fake_device.h"
+#include "gradcheck.h"
+#include "synthetic_batches.h"
+
+using namespace towers::engine;
+using namespace towers::test;
+
+namespace {
+
+const Device kGpu0{DeviceKind::Cuda, 0};
+
+bool sameBytes(const Tensor& a, const Tensor& b)
+{
+    const Tensor ha = a.device().isHost() ? a : a.copyTo(Device::host());
+    const Tensor hb = b.device().isHost() ? b : b.copyTo(Device::host());
+    return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() && std::memcmp(ha.raw(), hb.raw(), ha.bytes()) == 0;
+}
+
+TowerSetOptions options(int towers, bool onDevice, double ema = 0)
+{
+    TowerSetOptions o;
+    o.model = "fashion-fast"; // convolutions, batch norm, max-pool, dropout, linear layers
+    o.backend = "reference";
+    o.towers = towers;
+    o.optimizer.kind = "nesterov";
+    o.seed = 3;
+    o.emaDecay = ema;
+    if (onDevice) o.makeOps = [](int t) { return makeFakeDeviceOps("reference", t % 2); };
+    return o;
+}
+
+} // namespace
+
+class TestDeviceTowers : public QObject
+{
+    Q_OBJECT
+private slots:
+    void tensorsNeedTheirBackend()
+    {
+        QVERIFY_THROWS_EXCEPTION(Unsupported, Tensor({4}, DType::Float32, kGpu0));
+    }
+
+    void tensorsOnADevice()
+    {
+        FakeDeviceScope scope;
+        {
+            Tensor host = Tensor::zeros({2, 3}, DType::Float32);
+            for (int i = 0; i < 6; ++i) host.setAt(i, i + 0.5);
+            Tensor dev = host.copyTo(kGpu0);
+            QCOMPARE(dev.device(), kGpu0);
+            QVERIFY(QString::fromStdString(dev.describe()).endsWith(QStringLiteral("on cuda:0")));
+            // Host access to device bytes is refused with words, never a crash.
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument, dev.at(0));
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument, dev.data<float>());
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument, dev.fill(1.0));
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument, dev.to(DType::Float64));
+            try {
+                dev.at(0);
+            } catch (const InvalidArgument& e) {
+                QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("copyTo")), e.what());
+            }
+            Tensor clone = dev.clone();
+            QCOMPARE(clone.device(), kGpu0);
+            QVERIFY(sameBytes(clone, host));
+            Tensor back = Tensor::zeros({2, 3}, DType::Float32);
+            back.copyFrom(dev.slice(0, 2));
+            QCOMPARE(back.at(5), 5.5);
+            dev.setZero();
+            QCOMPARE(dev.copyTo(Device::host()).at(4), 0.0);
+            // ensure() reuses a buffer only on the same device.
+            Tensor t = Tensor::zeros({6}, DType::Float32);
+            const void* before = t.raw();
+            Tensor::ensure(t, {6}, DType::Float32, kGpu0);
+            QCOMPARE(t.device(), kGpu0);
+            QVERIFY(t.raw() != before);
+            const void* onDevice = t.raw();
+            Tensor::ensure(t, {3}, DType::Float32, kGpu0);
+            QCOMPARE(t.raw(), onDevice);
+        }
+        QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
+
+    void stagedOpsComputeWhatTheInnerBackendComputes()
+    {
+        FakeDeviceScope scope;
+        Rng rng(4);
+        const auto d = makeConv2dDesc({2, 9, 8, 5}, 3, 5, 5, 2, 2, Padding::Same);
+        const Tensor x = randomTensor(d.inputShape(), DType::Float32, rng);
+        const Tensor w = randomTensor(d.weightShape(), DType::Float32, rng);
+        const Tensor b = randomTensor({3}, DType::Float32, rng);
+        auto host = makeReferenceOps();
+        auto staged = makeFakeDeviceOps("reference");
+        QCOMPARE(staged->device(), kGpu0);
+        Tensor want, got;
+        host->conv2dForward(d, x, w, b, want, Activation::Relu);
+        staged->conv2dForward(d, x.copyTo(kGpu0), w.copyTo(kGpu0), b.copyTo(kGpu0), got, Activation::Relu);
+        QCOMPARE(got.device(), kGpu0);
+        QVERIFY(sameBytes(got, want));
+        // A host tensor given to ops on the device is refused, naming it.
+        Tensor y;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, staged->conv2dForward(d, x, w, b, y, Activation::None));
+    }
+
+    void towersOnTheDeviceEqualTowersOnTheHost()
+    {
+        FakeDeviceScope scope;
+        {
+            TowerSet host(options(2, false, 0.99)), dev(options(2, true, 0.99));
+            QCOMPARE(dev.device(0), kGpu0);
+            QCOMPARE(dev.device(1), (Device{DeviceKind::Cuda, 1}));
+            QCOMPARE(host.device(1), Device::host());
+            for (auto* p : dev.model(1).parameters())
+                if (p->value.dtype() == DType::Float32) QCOMPARE(p->value.device(), (Device{DeviceKind::Cuda, 1}));
+            SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), 2, 4, 64, 9);
+            for (int s = 0; s < 3; ++s) {
+                const Batch& batch = data.next();
+                const auto a = host.step(batch, s, 0.05);
+                const auto b = dev.step(batch, s, 0.05);
+                QCOMPARE(b.loss, a.loss);
+                QVERIFY(b.finite);
+            }
+            QCOMPARE(QString::fromStdString(dev.compareReplicas()), QString());
+            const auto& hp = host.model().parameters();
+            const auto& dp = dev.model().parameters();
+            for (std::size_t i = 0; i < hp.size(); ++i)
+                QVERIFY2(sameBytes(dp[i]->value, hp[i]->value), hp[i]->name.c_str());
+            // Optimizer state lives beside the weights, and equals the host's.
+            const auto hs = host.optimizer().state(host.model().parameters());
+            const auto ds = dev.optimizer().state(dev.model().parameters());
+            QCOMPARE(ds.size(), hs.size());
+            for (std::size_t i = 0; i < hs.size(); ++i) QVERIFY2(sameBytes(ds[i].second, hs[i].second), hs[i].first.c_str());
+
+            // Evaluation copies each batch to the tower's device and the logits back.
+            const auto ea = host.evaluate(40, 16, data.evaluationBatches(), false);
+            const auto eb = dev.evaluate(40, 16, data.evaluationBatches(), false);
+            QCOMPARE(eb.correct, ea.correct);
+            QCOMPARE(eb.meanCrossEntropy, ea.meanCrossEntropy);
+            const auto emaA = host.evaluate(40, 16, data.evaluationBatches(), true);
+            const auto emaB = dev.evaluate(40, 16, data.evaluationBatches(), true);
+            QCOMPARE(emaB.meanCrossEntropy, emaA.meanCrossEntropy);
+
+            // A checkpoint of a device replica holds host tensors, the same bytes.
+            const Checkpoint c = makeCheckpoint(dev.model(), {}, dev.ema()->state(),
+                                                dev.optimizer().state(dev.model().parameters()));
+            for (const auto& [name, t] : c.weights) QVERIFY2(t.device().isHost(), name.c_str());
+            for (const auto& [name, t] : c.optimizer) QVERIFY2(t.device().isHost(), name.c_str());
+            const QTemporaryDir dir;
+            const auto path = std::filesystem::path(dir.path().toStdString()) / "device.safetensors";
+            writeCheckpoint(path, c);
+            QVERIFY(std::filesystem::file_size(path) > 0);
+
+            // Loading a state copies it onto every device replica.
+            NamedTensors weights;
+            for (const auto* p : host.model().parameters()) weights.emplace_back(p->name, p->value);
+            dev.loadState(weights, host.optimizer().state(host.model().parameters()), {});
+            QCOMPARE(QString::fromStdString(dev.compareReplicas()), QString());
+        }
+        QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
+
+    void aModelRefusesInputFromAnotherDevice()
+    {
+        FakeDeviceScope scope;
+        TowerSet dev(options(1, true));
+        Model& m = dev.model();
+        auto ops = makeFakeDeviceOps("reference");
+        ExecContext ctx{*ops, false};
+        const Shape in = m.inputShape();
+        const Tensor images = Tensor::zeros({2, in[0], in[1], in[2]}, DType::Float32);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, m.forward(ctx, images));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestDeviceTowers)
+#include "tst_device_towers.moc"
