@@ -1,0 +1,164 @@
+// Batch normalisation over the channels (last dimension) of rows x c, training and inference.
+// Per-channel sums run in two deterministic stages: fixed row chunks into a scratch table, then
+// one pass over the chunks, in double.
+#include "engine/cuda/kernels.h"
+#include "engine/cuda/launch.cuh"
+
+namespace towers::engine::cuda {
+
+namespace {
+
+constexpr int kChunkRows = 256;
+
+struct SumX
+{
+    const float* x;
+    __device__ double operator()(std::int64_t i, std::int64_t) const { return x[i]; }
+};
+struct SumCentredSquares
+{
+    const float* x;
+    const float* mean;
+    __device__ double operator()(std::int64_t i, std::int64_t c) const
+    {
+        const double d = double(x[i]) - mean[c];
+        return d * d;
+    }
+};
+struct SumDy
+{
+    const float* dy;
+    __device__ double operator()(std::int64_t i, std::int64_t) const { return dy[i]; }
+};
+struct SumDyXhat
+{
+    const float* x;
+    const float* dy;
+    const float* mean;
+    const float* var;
+    float epsilon;
+    __device__ double operator()(std::int64_t i, std::int64_t c) const
+    {
+        return double(dy[i]) * (double(x[i]) - mean[c]) * rsqrt(double(var[c]) + epsilon);
+    }
+};
+
+// partial[chunk, c] = sum over the chunk's rows of f(r * cols + c, c); block (32, 8), grid
+// (ceil(cols / 32), chunks).
+template <class F>
+__global__ void columnPartialsKernel(F f, double* partial, std::int64_t rows, std::int64_t cols)
+{
+    __shared__ double part[8][32];
+    const std::int64_t col = blockIdx.x * 32 + threadIdx.x;
+    const std::int64_t begin = std::int64_t(blockIdx.y) * kChunkRows;
+    const std::int64_t end = min(begin + kChunkRows, rows);
+    double sum = 0;
+    if (col < cols)
+        for (std::int64_t r = begin + threadIdx.y; r < end; r += 8) sum += f(r * cols + col, col);
+    part[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < cols) {
+        double total = 0;
+        for (int k = 0; k < 8; ++k) total += part[k][threadIdx.x];
+        partial[std::int64_t(blockIdx.y) * cols + col] = total;
+    }
+}
+
+// out[c] = scale * sum over chunks of partial[chunk, c].
+__global__ void columnTotalsKernel(const double* partial, float* out, std::int64_t chunks, std::int64_t cols,
+                                   double scale)
+{
+    TOWERS_GRID_STRIDE(c, cols)
+    {
+        double total = 0;
+        for (std::int64_t k = 0; k < chunks; ++k) total += partial[k * cols + c];
+        out[c] = static_cast<float>(total * scale);
+    }
+}
+
+template <class F> void columnSums(cudaStream_t s, F f, float* out, std::int64_t rows, std::int64_t cols, double scale)
+{
+    const std::int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+    double* partial = nullptr;
+    TOWERS_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&partial), sizeof(double) * chunks * cols, s));
+    const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
+    columnPartialsKernel<<<grid, dim3(32, 8), 0, s>>>(f, partial, rows, cols);
+    TOWERS_CUDA_LAUNCHED();
+    columnTotalsKernel<<<gridFor(cols), kThreads, 0, s>>>(partial, out, chunks, cols, scale);
+    TOWERS_CUDA_LAUNCHED();
+    TOWERS_CUDA(cudaFreeAsync(partial, s));
+}
+
+__global__ void applyKernel(const float* x, const float* mean, const float* var, const float* gamma,
+                            const float* beta, float* y, std::int64_t rows, std::int64_t c, float epsilon)
+{
+    TOWERS_GRID_STRIDE(i, rows * c)
+    {
+        const std::int64_t ch = i % c;
+        y[i] = (x[i] - mean[ch]) * rsqrtf(var[ch] + epsilon) * gamma[ch] + beta[ch];
+    }
+}
+
+__global__ void runningKernel(float* runningMean, float* runningVar, const float* mean, const float* var,
+                              std::int64_t c, double unbias, float momentum)
+{
+    TOWERS_GRID_STRIDE(ch, c)
+    {
+        runningMean[ch] = (1.f - momentum) * runningMean[ch] + momentum * mean[ch];
+        runningVar[ch] = (1.f - momentum) * runningVar[ch] + momentum * float(var[ch] * unbias);
+    }
+}
+
+__global__ void backwardKernel(const float* x, const float* dy, const float* mean, const float* var,
+                               const float* gamma, const float* dgamma, const float* dbeta, float* dx,
+                               std::int64_t rows, std::int64_t c, float epsilon)
+{
+    TOWERS_GRID_STRIDE(i, rows * c)
+    {
+        const std::int64_t ch = i % c;
+        const double invStd = rsqrt(double(var[ch]) + epsilon);
+        const double xhat = (double(x[i]) - mean[ch]) * invStd;
+        const double n = double(rows);
+        dx[i] = static_cast<float>(gamma[ch] * invStd / n * (n * dy[i] - dbeta[ch] - xhat * dgamma[ch]));
+    }
+}
+
+} // namespace
+
+void batchNormStatistics(cudaStream_t s, const float* x, float* mean, float* var, std::int64_t rows, std::int64_t c)
+{
+    if (rows == 0 || c == 0) return;
+    columnSums(s, SumX{x}, mean, rows, c, 1.0 / double(rows));
+    columnSums(s, SumCentredSquares{x, mean}, var, rows, c, 1.0 / double(rows));
+}
+
+void batchNormApply(cudaStream_t s, const float* x, const float* mean, const float* var, const float* gamma,
+                    const float* beta, float* y, std::int64_t rows, std::int64_t c, float epsilon)
+{
+    if (rows * c == 0) return;
+    applyKernel<<<gridFor(rows * c), kThreads, 0, s>>>(x, mean, var, gamma, beta, y, rows, c, epsilon);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void batchNormRunningUpdate(cudaStream_t s, float* runningMean, float* runningVar, const float* mean,
+                            const float* var, std::int64_t c, std::int64_t rows, float momentum)
+{
+    if (c == 0) return;
+    const double unbias = rows > 1 ? double(rows) / double(rows - 1) : 1.0;
+    runningKernel<<<gridFor(c), kThreads, 0, s>>>(runningMean, runningVar, mean, var, c, unbias, momentum);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void batchNormBackward(cudaStream_t s, const float* x, const float* dy, const float* mean, const float* var,
+                       const float* gamma, float* dx, float* dgamma, float* dbeta, std::int64_t rows, std::int64_t c,
+                       float epsilon)
+{
+    if (rows == 0 || c == 0) return;
+    columnSums(s, SumDy{dy}, dbeta, rows, c, 1.0);
+    columnSums(s, SumDyXhat{x, dy, mean, var, epsilon}, dgamma, rows, c, 1.0);
+    backwardKernel<<<gridFor(rows * c), kThreads, 0, s>>>(x, dy, mean, var, gamma, dgamma, dbeta, dx, rows, c,
+                                                         epsilon);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+} // namespace towers::engine::cuda

@@ -1,0 +1,42 @@
+#pragma once
+// A convolution shape as cuDNN runs it: NHWC tensors, OHWI filter, symmetric pads (the rest of
+// TensorFlow's asymmetric SAME padding is applied to the input first), and the algorithms cuDNN
+// measured fastest for it, found once and kept.
+#include <cudnn.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/ops/descriptors.h"
+
+namespace towers::engine::cuda {
+
+struct ConvPlan
+{
+    Conv2dDesc desc;
+    // The input as cuDNN sees it: padded by extraTop/Left/Bottom/Right beyond the symmetric pads.
+    std::int64_t paddedH = 0, paddedW = 0;
+    int extraTop = 0, extraLeft = 0, extraBottom = 0, extraRight = 0;
+    int padH = 0, padW = 0; // symmetric, given to cuDNN
+    bool needsPadding() const { return extraTop || extraLeft || extraBottom || extraRight; }
+
+    cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+    cudnnFilterDescriptor_t w = nullptr;
+    cudnnConvolutionDescriptor_t conv = nullptr;
+
+    bool haveForward = false, haveBackwardData = false, haveBackwardFilter = false;
+    cudnnConvolutionFwdAlgo_t forward{};
+    cudnnConvolutionBwdDataAlgo_t backwardData{};
+    cudnnConvolutionBwdFilterAlgo_t backwardFilter{};
+    std::size_t forwardWorkspace = 0, backwardDataWorkspace = 0, backwardFilterWorkspace = 0;
+
+    ConvPlan(const Conv2dDesc& d, bool allowTf32);
+    ~ConvPlan();
+    ConvPlan(const ConvPlan&) = delete;
+    ConvPlan& operator=(const ConvPlan&) = delete;
+
+private:
+    void release() noexcept;
+};
+
+} // namespace towers::engine::cuda

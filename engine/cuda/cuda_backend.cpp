@@ -1,0 +1,212 @@
+// The plugin's entry point and the GpuBackend it returns: the GPUs, their memory (stream-ordered
+// allocations from CUDA's per-device pool, which keeps freed blocks for reuse) and copies, and
+// the execution contexts (CudaOps).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_ops.h"
+#include "engine/gpu/gpu_backend.h"
+
+namespace towers::engine::cuda {
+
+namespace {
+
+std::string mib(std::size_t bytes)
+{
+    char text[64];
+    std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+    return text;
+}
+
+std::string versionText(int v, int majorDiv, int minorDiv)
+{
+    return std::to_string(v / majorDiv) + "." + std::to_string(v % majorDiv / minorDiv);
+}
+
+class CudaMemory final : public DeviceMemory
+{
+public:
+    void* allocate(int index, std::size_t bytes) override
+    {
+        DeviceGuard guard(index);
+        void* p = nullptr;
+        // On the legacy default stream, which orders with the ops' (blocking) streams.
+        const cudaError_t status = cudaMallocAsync(&p, bytes, nullptr);
+        if (status == cudaErrorMemoryAllocation) {
+            cudaGetLastError();
+            std::size_t freeBytes = 0, total = 0;
+            cudaMemGetInfo(&freeBytes, &total);
+            throw DeviceOutOfMemory("out of memory on cuda:" + std::to_string(index) + ": asked for " + mib(bytes) +
+                                    ", " + mib(freeBytes) + " of " + mib(total) + " free");
+        }
+        TOWERS_CUDA(status);
+        return p;
+    }
+    void release(int index, void* p) noexcept override
+    {
+        int previous = -1;
+        cudaGetDevice(&previous);
+        if (previous != index) cudaSetDevice(index);
+        cudaFreeAsync(p, nullptr);
+        if (previous >= 0 && previous != index) cudaSetDevice(previous);
+    }
+    void setZero(int index, void* p, std::size_t bytes) override
+    {
+        DeviceGuard guard(index);
+        TOWERS_CUDA(cudaMemsetAsync(p, 0, bytes, nullptr));
+    }
+    void copy(void* dst, const Device& dstDevice, const void* src, const Device& srcDevice,
+              std::size_t bytes) override
+    {
+        DeviceGuard guard(dstDevice.isHost() ? srcDevice.index : dstDevice.index);
+        if (!dstDevice.isHost() && !srcDevice.isHost() && dstDevice.index != srcDevice.index) {
+            TOWERS_CUDA(cudaMemcpyPeer(dst, dstDevice.index, src, srcDevice.index, bytes));
+            return;
+        }
+        // cudaMemcpy on the legacy stream waits for the ops issued before it and returns when the
+        // bytes are in place (for a device-to-device copy, cudaMemcpy may return earlier, but any
+        // later op or copy is ordered after it).
+        TOWERS_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+    }
+};
+
+class CudaBackend final : public GpuBackend
+{
+public:
+    CudaBackend()
+    {
+        int count = 0;
+        const cudaError_t status = cudaGetDeviceCount(&count);
+        if (status != cudaSuccess) {
+            cudaGetLastError();
+            m_reason = std::string("CUDA reports no usable GPU: ") + cudaGetErrorString(status);
+            count = 0;
+        } else if (count == 0) {
+            m_reason = "CUDA reports no GPU";
+        }
+        m_count = count;
+        for (int i = 0; i < m_count; ++i) {
+            // Freed blocks stay in the pool for the next step instead of going back to the driver.
+            cudaMemPool_t pool;
+            if (cudaDeviceGetDefaultMemPool(&pool, i) == cudaSuccess) {
+                std::uint64_t keep = UINT64_MAX;
+                cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+            }
+        }
+    }
+
+    std::string versions() const override
+    {
+        int runtime = 0, driver = 0;
+        cudaRuntimeGetVersion(&runtime);
+        cudaDriverGetVersion(&driver);
+        const std::size_t cudnn = cudnnGetVersion();
+        int cublasMajor = 0, cublasMinor = 0, cublasPatch = 0;
+        cublasGetProperty(MAJOR_VERSION, &cublasMajor);
+        cublasGetProperty(MINOR_VERSION, &cublasMinor);
+        cublasGetProperty(PATCH_LEVEL, &cublasPatch);
+        int nccl = 0;
+        ncclGetVersion(&nccl);
+        std::string text = "CUDA runtime " + versionText(runtime, 1000, 10);
+        text += driver ? ", driver " + versionText(driver, 1000, 10) : std::string(", no driver");
+        text += ", cuDNN " + std::to_string(cudnn / 10000) + "." + std::to_string(cudnn % 10000 / 100) + "." +
+                std::to_string(cudnn % 100);
+        text += ", cuBLAS " + std::to_string(cublasMajor) + "." + std::to_string(cublasMinor) + "." +
+                std::to_string(cublasPatch);
+        text += ", NCCL " + std::to_string(nccl / 10000) + "." + std::to_string(nccl % 10000 / 100) + "." +
+                std::to_string(nccl % 100);
+        return text;
+    }
+
+    int deviceCount() const override { return m_count; }
+    std::string unavailableReason() const override { return m_reason; }
+
+    GpuDeviceInfo deviceInfo(int index) const override
+    {
+        requireIndex(index);
+        cudaDeviceProp prop{};
+        TOWERS_CUDA(cudaGetDeviceProperties(&prop, index));
+        GpuDeviceInfo info;
+        info.index = index;
+        info.name = prop.name;
+        info.computeMajor = prop.major;
+        info.computeMinor = prop.minor;
+        info.totalMemory = prop.totalGlobalMem;
+        info.multiprocessors = prop.multiProcessorCount;
+        char bus[32] = {};
+        if (cudaDeviceGetPCIBusId(bus, sizeof bus, index) == cudaSuccess) info.pciBusId = bus;
+        DeviceGuard guard(index);
+        std::size_t freeBytes = 0, total = 0;
+        if (cudaMemGetInfo(&freeBytes, &total) == cudaSuccess) info.freeMemory = freeBytes;
+        return info;
+    }
+
+    DeviceMemory& memory() override { return m_memory; }
+
+    std::unique_ptr<Ops> makeOps(int device, const GpuOpsOptions& options) override
+    {
+        requireIndex(device);
+        return std::make_unique<CudaOps>(device, options);
+    }
+
+    void synchronize(int device) override
+    {
+        requireIndex(device);
+        DeviceGuard guard(device);
+        TOWERS_CUDA(cudaDeviceSynchronize());
+    }
+
+private:
+    void requireIndex(int index) const
+    {
+        if (index < 0 || index >= m_count)
+            throw InvalidArgument("there is no GPU " + std::to_string(index) + " (this machine has " +
+                                  std::to_string(m_count) + ")");
+    }
+
+    int m_count = 0;
+    std::string m_reason;
+    CudaMemory m_memory;
+};
+
+} // namespace
+
+} // namespace towers::engine::cuda
+
+extern "C" __attribute__((visibility("default"))) towers::engine::GpuBackend*
+towers_cuda_backend(int abi, const char* buildId, char* error, std::size_t errorSize)
+{
+    using namespace towers::engine;
+    auto fail = [&](const std::string& why) -> GpuBackend* {
+        if (error && errorSize) std::snprintf(error, errorSize, "%s", why.c_str());
+        return nullptr;
+    };
+    if (abi != kGpuBackendAbi)
+        return fail("it was built for plugin ABI " + std::to_string(kGpuBackendAbi) + ", the program for " +
+                    std::to_string(abi));
+    if (!buildId || std::strcmp(buildId, gpuBackendBuildId()) != 0)
+        return fail(std::string("it was built as '") + gpuBackendBuildId() + "', the program as '" +
+                    (buildId ? buildId : "?") + "'; install matching versions");
+    static std::once_flag once;
+    static cuda::CudaBackend* backend = nullptr;
+    static std::string startError;
+    std::call_once(once, [] {
+        try {
+            backend = new cuda::CudaBackend(); // lives as long as the process: never unloaded
+            // The plugin's own copy of the tensor code allocates through its own registry.
+            registerDeviceMemory(DeviceKind::Cuda, &backend->memory());
+        } catch (const std::exception& e) {
+            startError = e.what();
+        }
+    });
+    if (!backend) return fail(startError);
+    return backend;
+}

@@ -1,0 +1,52 @@
+#pragma once
+// Turning CUDA, cuDNN and cuBLAS status codes into the engine's exceptions, with the call and the
+// place named. Internal to the CUDA backend plugin.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <string>
+
+#include "engine/errors.h"
+
+namespace towers::engine::cuda {
+
+[[noreturn]] void throwCuda(cudaError_t status, const char* call, const char* file, int line);
+[[noreturn]] void throwCudnn(cudnnStatus_t status, const char* call, const char* file, int line);
+[[noreturn]] void throwCublas(cublasStatus_t status, const char* call, const char* file, int line);
+
+// Makes `index` the calling thread's current device for the guard's lifetime.
+class DeviceGuard
+{
+public:
+    explicit DeviceGuard(int index);
+    ~DeviceGuard();
+    DeviceGuard(const DeviceGuard&) = delete;
+    DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+private:
+    int m_previous = -1;
+};
+
+} // namespace towers::engine::cuda
+
+#define TOWERS_CUDA(call)                                                                              \
+    do {                                                                                               \
+        const cudaError_t towers_status_ = (call);                                                     \
+        if (towers_status_ != cudaSuccess)                                                             \
+            ::towers::engine::cuda::throwCuda(towers_status_, #call, __FILE__, __LINE__);             \
+    } while (0)
+#define TOWERS_CUDNN(call)                                                                             \
+    do {                                                                                               \
+        const cudnnStatus_t towers_status_ = (call);                                                   \
+        if (towers_status_ != CUDNN_STATUS_SUCCESS)                                                    \
+            ::towers::engine::cuda::throwCudnn(towers_status_, #call, __FILE__, __LINE__);            \
+    } while (0)
+#define TOWERS_CUBLAS(call)                                                                            \
+    do {                                                                                               \
+        const cublasStatus_t towers_status_ = (call);                                                  \
+        if (towers_status_ != CUBLAS_STATUS_SUCCESS)                                                   \
+            ::towers::engine::cuda::throwCublas(towers_status_, #call, __FILE__, __LINE__);           \
+    } while (0)
+// After a kernel launch: a bad configuration shows up here, a fault later (at a synchronisation).
+#define TOWERS_CUDA_LAUNCHED() TOWERS_CUDA(cudaGetLastError())

@@ -1,0 +1,122 @@
+// Element-wise kernels: ReLU, addition, bias with activation, bias gradient, dropout.
+#include "engine/cuda/kernels.h"
+#include "engine/cuda/launch.cuh"
+#include "engine/ops/dropout_mask.h"
+
+namespace towers::engine::cuda {
+
+namespace {
+
+__global__ void reluForwardKernel(const float* x, float* y, std::int64_t n)
+{
+    TOWERS_GRID_STRIDE(i, n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+__global__ void reluBackwardKernel(const float* y, const float* dy, float* dx, std::int64_t n)
+{
+    TOWERS_GRID_STRIDE(i, n) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+}
+
+__global__ void addKernel(const float* a, const float* b, float* y, std::int64_t n)
+{
+    TOWERS_GRID_STRIDE(i, n) y[i] = a[i] + b[i];
+}
+
+__global__ void biasActivationKernel(float* y, const float* b, std::int64_t rows, std::int64_t cols, bool relu)
+{
+    TOWERS_GRID_STRIDE(i, rows * cols)
+    {
+        float v = y[i] + (b ? b[i % cols] : 0.f);
+        y[i] = relu && v < 0.f ? 0.f : v;
+    }
+}
+
+// One block per 32 columns: threads (32 x 8) walk the rows, partial sums meet in shared memory.
+__global__ void biasGradientKernel(const float* g, float* db, std::int64_t rows, std::int64_t cols)
+{
+    __shared__ double partial[8][32];
+    const std::int64_t col = blockIdx.x * 32 + threadIdx.x;
+    double sum = 0;
+    if (col < cols)
+        for (std::int64_t r = threadIdx.y; r < rows; r += 8) sum += g[r * cols + col];
+    partial[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < cols) {
+        double total = 0;
+        for (int k = 0; k < 8; ++k) total += partial[k][threadIdx.x];
+        db[col] = static_cast<float>(total);
+    }
+}
+
+__global__ void dropoutForwardKernel(const float* x, float* y, std::uint8_t* mask, std::int64_t n,
+                                     std::uint64_t seed, std::uint32_t threshold, float scale)
+{
+    TOWERS_GRID_STRIDE(i, n)
+    {
+        const bool keep = dropoutKeeps(seed, static_cast<std::uint64_t>(i), threshold);
+        mask[i] = keep ? 1 : 0;
+        y[i] = keep ? x[i] * scale : 0.f;
+    }
+}
+
+__global__ void dropoutBackwardKernel(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n,
+                                      float scale)
+{
+    TOWERS_GRID_STRIDE(i, n) dx[i] = mask[i] ? dy[i] * scale : 0.f;
+}
+
+} // namespace
+
+void reluForward(cudaStream_t s, const float* x, float* y, std::int64_t n)
+{
+    if (n == 0) return;
+    reluForwardKernel<<<gridFor(n), kThreads, 0, s>>>(x, y, n);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void reluBackward(cudaStream_t s, const float* y, const float* dy, float* dx, std::int64_t n)
+{
+    if (n == 0) return;
+    reluBackwardKernel<<<gridFor(n), kThreads, 0, s>>>(y, dy, dx, n);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void addTensors(cudaStream_t s, const float* a, const float* b, float* y, std::int64_t n)
+{
+    if (n == 0) return;
+    addKernel<<<gridFor(n), kThreads, 0, s>>>(a, b, y, n);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void biasActivation(cudaStream_t s, float* y, const float* b, std::int64_t rows, std::int64_t cols, bool relu)
+{
+    if (rows * cols == 0 || (!b && !relu)) return;
+    biasActivationKernel<<<gridFor(rows * cols), kThreads, 0, s>>>(y, b, rows, cols, relu);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void biasGradient(cudaStream_t s, const float* g, float* db, std::int64_t rows, std::int64_t cols)
+{
+    if (cols == 0) return;
+    const dim3 block(32, 8);
+    biasGradientKernel<<<static_cast<unsigned>((cols + 31) / 32), block, 0, s>>>(g, db, rows, cols);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void dropoutForward(cudaStream_t s, const float* x, float* y, std::uint8_t* mask, std::int64_t n,
+                    std::uint64_t seed, std::uint32_t threshold, float scale)
+{
+    if (n == 0) return;
+    dropoutForwardKernel<<<gridFor(n), kThreads, 0, s>>>(x, y, mask, n, seed, threshold, scale);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void dropoutBackward(cudaStream_t s, const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n,
+                     float scale)
+{
+    if (n == 0) return;
+    dropoutBackwardKernel<<<gridFor(n), kThreads, 0, s>>>(dy, mask, dx, n, scale);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+} // namespace towers::engine::cuda

@@ -1,0 +1,68 @@
+// Parameter updates: axpy (weight decay, accumulation), SGD with momentum and Adam, in PyTorch's
+// formulations (see MomentumStep and AdamStep in ops/descriptors.h).
+#include "engine/cuda/kernels.h"
+#include "engine/cuda/launch.cuh"
+
+namespace towers::engine::cuda {
+
+namespace {
+
+__global__ void axpyKernel(float alpha, const float* x, float* y, std::int64_t n)
+{
+    TOWERS_GRID_STRIDE(i, n) y[i] += alpha * x[i];
+}
+
+__global__ void momentumKernel(const float* g, float* buf, float* w, std::int64_t n, float lr, float momentum,
+                               float dampening, bool nesterov, bool first)
+{
+    TOWERS_GRID_STRIDE(i, n)
+    {
+        const float gi = g[i];
+        const float b = first ? gi : momentum * buf[i] + (1.f - dampening) * gi;
+        buf[i] = b;
+        w[i] -= lr * (nesterov ? gi + momentum * b : b);
+    }
+}
+
+__global__ void adamKernel(const float* g, float* m, float* v, float* w, std::int64_t n, float lr, float beta1,
+                           float beta2, float epsilon, double correction1, double correction2Sqrt)
+{
+    TOWERS_GRID_STRIDE(i, n)
+    {
+        const double gi = g[i];
+        const float mi = static_cast<float>(beta1 * double(m[i]) + (1.0 - beta1) * gi);
+        const float vi = static_cast<float>(beta2 * double(v[i]) + (1.0 - beta2) * gi * gi);
+        m[i] = mi;
+        v[i] = vi;
+        const double denom = sqrt(double(vi)) / correction2Sqrt + epsilon;
+        w[i] = static_cast<float>(double(w[i]) - lr / correction1 * double(mi) / denom);
+    }
+}
+
+} // namespace
+
+void axpy(cudaStream_t s, float alpha, const float* x, float* y, std::int64_t n)
+{
+    if (n == 0) return;
+    axpyKernel<<<gridFor(n), kThreads, 0, s>>>(alpha, x, y, n);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void momentumUpdate(cudaStream_t s, const float* g, float* buf, float* w, std::int64_t n, float lr, float momentum,
+                    float dampening, bool nesterov, bool first)
+{
+    if (n == 0) return;
+    momentumKernel<<<gridFor(n), kThreads, 0, s>>>(g, buf, w, n, lr, momentum, dampening, nesterov, first);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n, float lr, float beta1,
+                float beta2, float epsilon, double correction1, double correction2)
+{
+    if (n == 0) return;
+    adamKernel<<<gridFor(n), kThreads, 0, s>>>(g, m, v, w, n, lr, beta1, beta2, epsilon, correction1,
+                                               sqrt(correction2));
+    TOWERS_CUDA_LAUNCHED();
+}
+
+} // namespace towers::engine::cuda

@@ -1,0 +1,117 @@
+#include "engine/gpu/gpu_backend.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+namespace towers::engine {
+
+namespace {
+
+#ifndef TOWERS_CUDA_PLUGIN_BUILD_PATH
+#define TOWERS_CUDA_PLUGIN_BUILD_PATH ""
+#endif
+#ifndef TOWERS_CUDA_PLUGIN_RELATIVE_PATH
+#define TOWERS_CUDA_PLUGIN_RELATIVE_PATH ""
+#endif
+
+// The folder of the running executable ("/usr/bin"), or empty.
+std::string executableFolder()
+{
+    std::vector<char> buffer(4096);
+    const ssize_t n = readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
+    if (n <= 0) return {};
+    std::string path(buffer.data(), static_cast<std::size_t>(n));
+    const auto slash = path.rfind('/');
+    return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+std::vector<std::string> candidates()
+{
+    std::vector<std::string> paths;
+    if (const char* env = std::getenv("TOWERS_CUDA_PLUGIN"); env && *env) {
+        paths.emplace_back(env); // an explicit choice is the only place looked at
+        return paths;
+    }
+    if (*TOWERS_CUDA_PLUGIN_BUILD_PATH) paths.emplace_back(TOWERS_CUDA_PLUGIN_BUILD_PATH);
+    if (const auto folder = executableFolder(); !folder.empty() && *TOWERS_CUDA_PLUGIN_RELATIVE_PATH)
+        paths.push_back(folder + "/" + TOWERS_CUDA_PLUGIN_RELATIVE_PATH);
+    return paths;
+}
+
+struct Loaded
+{
+    GpuBackend* backend = nullptr;
+    std::string whyNot;
+};
+
+Loaded load()
+{
+    Loaded result;
+    if (!TOWERS_HAS_CUDA && !std::getenv("TOWERS_CUDA_PLUGIN")) {
+        result.whyNot = "this build of Towers has no CUDA backend (it was configured without the CUDA "
+                        "toolkit)";
+        return result;
+    }
+    const auto paths = candidates();
+    std::string tried;
+    for (const auto& path : paths) {
+        // A missing file is "not here"; a file that fails to load (a missing libcudnn, say) is the
+        // answer, since that is what the user must fix.
+        if (!std::getenv("TOWERS_CUDA_PLUGIN") && path.find('/') != std::string::npos) {
+            if (FILE* f = std::fopen(path.c_str(), "rb")) {
+                std::fclose(f);
+            } else {
+                tried += (tried.empty() ? "" : ", ") + path;
+                continue;
+            }
+        }
+        void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!handle) {
+            const char* e = dlerror();
+            result.whyNot = "the CUDA backend " + path + " could not be loaded: " + (e ? e : "unknown error");
+            return result;
+        }
+        using Entry = GpuBackend* (*)(int, const char*, char*, std::size_t);
+        auto entry = reinterpret_cast<Entry>(dlsym(handle, "towers_cuda_backend"));
+        if (!entry) {
+            result.whyNot = path + " is not a Towers CUDA backend (no towers_cuda_backend symbol)";
+            return result;
+        }
+        char error[1024] = {};
+        result.backend = entry(kGpuBackendAbi, gpuBackendBuildId(), error, sizeof error);
+        if (!result.backend) {
+            result.whyNot = "the CUDA backend " + path + " failed to start: " + error;
+            return result;
+        }
+        registerDeviceMemory(DeviceKind::Cuda, &result.backend->memory());
+        return result;
+    }
+    result.whyNot = "the CUDA backend plugin (libtowers-cuda.so) is not installed; looked in " +
+                    (tried.empty() ? std::string("no place") : tried);
+    return result;
+}
+
+} // namespace
+
+GpuBackend* cudaBackend(std::string* whyNot)
+{
+    static std::once_flag once;
+    static Loaded loaded;
+    std::call_once(once, [] { loaded = load(); });
+    if (!loaded.backend && whyNot) *whyNot = loaded.whyNot;
+    return loaded.backend;
+}
+
+std::string cudaPluginSearchPath()
+{
+    std::string text;
+    for (const auto& p : candidates()) text += (text.empty() ? "" : ":") + p;
+    return text;
+}
+
+} // namespace towers::engine

@@ -1,0 +1,76 @@
+#pragma once
+// The GPU backend as the engine sees it. Its implementation (CUDA runtime, cuDNN, cuBLAS, NCCL) is
+// a plugin, libtowers-cuda.so, loaded at run time with dlopen: programs built with it still start,
+// and the CPU package still installs, on machines without any NVIDIA library. No CUDA header
+// appears here.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/ops/ops.h"
+#include "engine/tensor/device_memory.h"
+
+namespace towers::engine {
+
+struct GpuDeviceInfo
+{
+    int index = 0;
+    std::string name;                  // "NVIDIA H100 80GB HBM3"
+    int computeMajor = 0, computeMinor = 0;
+    std::uint64_t totalMemory = 0;     // bytes
+    std::uint64_t freeMemory = 0;      // bytes, when asked
+    int multiprocessors = 0;
+    std::string pciBusId;              // "0000:41:00.0", matches NVML's
+};
+
+struct GpuOpsOptions
+{
+    // Let cuDNN and cuBLAS use TF32 tensor cores for float32 (10-bit mantissa in the products).
+    bool allowTf32 = false;
+};
+
+class GpuBackend
+{
+public:
+    virtual ~GpuBackend() = default;
+
+    // "CUDA runtime 13.0, driver 13.0, cuDNN 9.19.0, cuBLAS 13.1.0, NCCL 2.28.3"
+    virtual std::string versions() const = 0;
+    // The usable GPUs (0 when there are none: see unavailableReason()).
+    virtual int deviceCount() const = 0;
+    // Why deviceCount() is 0, in words ("no NVIDIA driver is loaded", ...); empty otherwise.
+    virtual std::string unavailableReason() const = 0;
+    // InvalidArgument for an index out of range.
+    virtual GpuDeviceInfo deviceInfo(int index) const = 0;
+    // The allocator and copies of the GPUs' memory (also registered for DeviceKind::Cuda).
+    virtual DeviceMemory& memory() = 0;
+    // An execution context on one GPU: its own stream, cuDNN and cuBLAS handles and workspace.
+    // Ops take and return tensors on that GPU (InvalidArgument for a tensor elsewhere).
+    virtual std::unique_ptr<Ops> makeOps(int device, const GpuOpsOptions& options) = 0;
+    // Waits until every op issued on the device has finished; a device fault surfaces here as
+    // BackendError.
+    virtual void synchronize(int device) = 0;
+};
+
+// The ABI the plugin is built for: the plugin exports
+//   extern "C" GpuBackend* towers_cuda_backend(int abi, const char* buildId, char* error, size_t n)
+// and refuses (returning nullptr with the reason in `error`) unless both match what the program
+// was built with, since it shares the engine's classes (Tensor, Ops) by layout.
+constexpr int kGpuBackendAbi = 1;
+#ifndef TOWERS_BUILD_VERSION
+#define TOWERS_BUILD_VERSION "unknown"
+#endif
+// The plugin shares classes by layout, so it must come from the same version built by the same
+// compiler; both sides compile this.
+inline const char* gpuBackendBuildId() { return "towers " TOWERS_BUILD_VERSION " " __VERSION__; }
+
+// Loads the CUDA backend once, thread-safely, and returns it, or nullptr with the reason in
+// `whyNot` (this build has no CUDA backend; the plugin or a library it needs is missing; it
+// failed to start). It is found at $TOWERS_CUDA_PLUGIN when set, else next to the program's build
+// tree, else in the installed plugin folder. The plugin is never unloaded.
+GpuBackend* cudaBackend(std::string* whyNot = nullptr);
+
+// Where cudaBackend() looks for the plugin, in order (for messages and --version).
+std::string cudaPluginSearchPath();
+
+} // namespace towers::engine
