@@ -4,8 +4,13 @@
     /usr/bin/python3 bench/compare.py --models cifar10-tutorial,mnist-convnet \\
         --batch-size 128 --threads 2 --steps 20
 
+    python3 bench/compare.py --device cuda --models cifar10-tutorial,cifar10-resnet \
+        --torch-variants default,channels-last,channels-last+bf16
+
 For each model runs `towers-cli bench ... --json`, then bench/torch_bench.py with the same
 settings (one after the other, never concurrently), and prints a table; --json prints the rows.
+On a GPU (--device cuda) both run on GPU 0, float32 without TF32 unless --tf32, and PyTorch runs
+once per --torch-variants entry (channels-last, bf16 autocast); the ratio is against the first.
 """
 
 import argparse
@@ -55,14 +60,25 @@ def last_json_object(text):
     return None
 
 
-def compare(args, model):
+def compare(args, model, variant=""):
     common = ["--model", model, "--batch-size", str(args.batch_size), "--threads",
               str(args.threads), "--steps", str(args.steps)]
-    towers, terr = run_json([args.towers_cli, "bench"] + common + ["--json"], args.timeout)
+    gpu = args.device == "cuda"
+    towers_extra = (["--backend", "cuda"] if gpu else []) + (["--tf32"] if args.tf32 else [])
+    towers, terr = run_json([args.towers_cli, "bench"] + common + towers_extra + ["--json"],
+                            args.timeout)
+    torch_extra = ["--device", args.device] + (["--tf32"] if args.tf32 else [])
+    for part in filter(None, variant.split("+")):
+        if part not in ("default", "channels-last", "bf16"):
+            return {"model": model, "error": f"unknown PyTorch variant '{part}'", "towers": None,
+                    "pytorch": None, "batch_size": args.batch_size, "threads": args.threads}
+        if part != "default":
+            torch_extra.append("--" + part)
     torch_cmd = [args.python, os.path.join(HERE, "torch_bench.py")] + common + [
-        "--warmup", str(args.warmup), "--json"]
+        "--warmup", str(args.warmup), "--json"] + torch_extra
     torch, perr = run_json(torch_cmd, args.timeout)
-    row = {"model": model, "batch_size": args.batch_size, "threads": args.threads,
+    row = {"model": model + (f" [torch {variant}]" if variant and variant != "default" else ""),
+           "batch_size": args.batch_size, "threads": args.threads,
            "steps": args.steps, "towers": towers, "pytorch": torch}
     if terr or perr:
         row["error"] = "; ".join(e for e in (terr, perr) if e)
@@ -113,6 +129,11 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3" if os.path.exists("/usr/bin/python3")
                     else sys.executable, help="interpreter with torch for torch_bench.py")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--tf32", action="store_true", help="cuda: TF32 on both sides")
+    ap.add_argument("--torch-variants", default="default",
+                    help="cuda: comma-separated PyTorch runs per model: default, channels-last, "
+                         "bf16, or combinations joined by + (channels-last+bf16)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = ap.parse_args()
     if not os.path.isfile(args.towers_cli):
@@ -120,7 +141,8 @@ def main():
               f"--towers-cli)", file=sys.stderr)
         return 2
     models = [m for m in args.models.split(",") if m]
-    rows = [compare(args, m) for m in models]
+    variants = [v for v in args.torch_variants.split(",") if v] or ["default"]
+    rows = [compare(args, m, v) for m in models for v in variants]
     if args.json:
         print(json.dumps(rows, indent=2))
     else:

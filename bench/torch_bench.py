@@ -1,11 +1,15 @@
 #!/usr/bin/python3
-"""Times a PyTorch training step (forward, backward, SGD update) of a Towers model on the CPU.
+"""Times a PyTorch training step (forward, backward, SGD update) of a Towers model.
 
     /usr/bin/python3 bench/torch_bench.py --model cifar10-tutorial --batch-size 128 --threads 2
+    python3 bench/torch_bench.py --model cifar10-tutorial --device cuda [--channels-last] [--bf16]
 
 float32, synthetic data (random inputs and labels), train() mode (dropout and BatchNorm active),
 SGD with lr 0.01 and no momentum; the loss includes the model's weight decay. The three phases
-are timed separately after --warmup steps; images/s = batch size / mean step time.
+are timed separately after --warmup steps (on a GPU each up to torch.cuda.synchronize()); images/s
+= batch size / mean step time. On a GPU, TF32 is off unless --tf32 (PyTorch lets cuDNN use it by
+default; Towers does not), --channels-last stores activations NHWC as Towers does, and --bf16
+runs forward under bf16 autocast (mixed precision).
 """
 
 import argparse
@@ -29,29 +33,47 @@ def _import_torch(threads):
     import towers_torch as tt
 
 
-def bench(model_name, batch_size, threads, steps, warmup, seed=0):
+def bench(model_name, batch_size, threads, steps, warmup, seed=0, device="cpu", channels_last=False,
+          bf16=False, tf32=False):
     """Returns the result dict (same keys as `towers-cli bench --json`)."""
     _import_torch(threads)
+    gpu = device == "cuda"
+    if gpu:
+        if not torch.cuda.is_available():
+            raise RuntimeError("--device cuda: PyTorch sees no GPU")
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.benchmark = True  # measured algorithms, as Towers chooses them
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
     torch.set_num_threads(threads)
     try:
         torch.set_num_interop_threads(1)
     except RuntimeError:  # already set, or inter-op work already started
         pass
     torch.manual_seed(seed)
-    model = tt.build(model_name).train()
+    model = tt.build(model_name).train().to(device)
     c, h, w = tt.INPUT_SHAPES[model_name]
-    x = torch.randn(batch_size, c, h, w)
-    y = torch.randint(0, 10, (batch_size,))
+    x = torch.randn(batch_size, c, h, w, device=device)
+    y = torch.randint(0, 10, (batch_size,), device=device)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.0)
     fwd, bwd, upd = [], [], []
     for step in range(warmup + steps):
+        sync()
         t0 = time.perf_counter()
-        loss = tt.total_loss(model_name, model, model(x), y)
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16):
+            logits = model(x)
+        loss = tt.total_loss(model_name, model, logits.float(), y)
+        sync()
         t1 = time.perf_counter()
         loss.backward()
+        sync()
         t2 = time.perf_counter()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        sync()
         t3 = time.perf_counter()
         if step >= warmup:
             fwd.append(t1 - t0)
@@ -71,7 +93,9 @@ def bench(model_name, batch_size, threads, steps, warmup, seed=0):
         "forward_ms": ms(fwd),
         "backward_ms": ms(bwd),
         "update_ms": ms(upd),
-        "backend": f"pytorch {torch.__version__}",
+        "backend": f"pytorch {torch.__version__}" + (
+            f" ({torch.cuda.get_device_name(0)}" + (", channels-last" if channels_last else "") +
+            (", bf16 autocast" if bf16 else "") + (", TF32" if tf32 else "") + ")" if gpu else ""),
     }
 
 
@@ -82,11 +106,16 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--channels-last", action="store_true", help="NHWC activations (cuda)")
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast in forward (cuda)")
+    ap.add_argument("--tf32", action="store_true", help="let cuDNN and cuBLAS use TF32 (cuda)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     if min(args.batch_size, args.threads, args.steps) < 1 or args.warmup < 0:
         ap.error("batch size, threads and steps must be positive, warmup non-negative")
-    r = bench(args.model, args.batch_size, args.threads, args.steps, args.warmup)
+    r = bench(args.model, args.batch_size, args.threads, args.steps, args.warmup, device=args.device,
+              channels_last=args.channels_last, bf16=args.bf16, tf32=args.tf32)
     if args.json:
         print(json.dumps(r))
     else:

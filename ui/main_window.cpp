@@ -305,6 +305,10 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
     c.dataset = m_data->datasetName().toStdString();
     c.towers = m_devices->towers();
     c.threadsPerTower = m_devices->threadsPerTower();
+    if (const auto gpus = m_devices->selectedGpus(); !gpus.empty()) { // one tower per checked GPU
+        c.backend = "cuda";
+        c.gpus = gpus;
+    }
     c.dataDir = QDir(m_data->dataDir()).absolutePath().toStdString();
     if (c.augmentation.empty()) c.augmentation = "default";
     try {

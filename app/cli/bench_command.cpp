@@ -22,7 +22,9 @@ int runBench(const QStringList& args, CommandIo& io)
         {QStringLiteral("threads"), QStringLiteral("CPU threads (0 = every core)."), QStringLiteral("n"), QStringLiteral("0")},
         {QStringLiteral("steps"), QStringLiteral("Timed steps."), QStringLiteral("n"), QStringLiteral("20")},
         {QStringLiteral("warmup"), QStringLiteral("Untimed steps before timing."), QStringLiteral("n"), QStringLiteral("3")},
-        {QStringLiteral("backend"), QStringLiteral("onednn or reference."), QStringLiteral("name"), QStringLiteral("onednn")},
+        {QStringLiteral("backend"), QStringLiteral("onednn, reference or cuda (GPU 0)."), QStringLiteral("name"),
+         QStringLiteral("onednn")},
+        {QStringLiteral("tf32"), QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores.")},
         {QStringLiteral("json"), QStringLiteral("Print the result as JSON.")},
     });
     int code = 0;
@@ -30,6 +32,7 @@ int runBench(const QStringList& args, CommandIo& io)
     engine::TrainStepBenchOptions o;
     o.model = p.value(QStringLiteral("model")).toStdString();
     o.backend = p.value(QStringLiteral("backend")).toStdString();
+    o.allowTf32 = p.isSet(QStringLiteral("tf32"));
     if (!intOption(p, QStringLiteral("batch-size"), 1, 65536, o.batchSize, io) ||
         !intOption(p, QStringLiteral("threads"), 0, 1024, o.threads, io) ||
         !intOption(p, QStringLiteral("steps"), 1, 1000000, o.steps, io) ||

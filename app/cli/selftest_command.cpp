@@ -8,6 +8,7 @@
 #include "app/cli/command.h"
 #include "app/devices/device_list.h"
 #include "engine/cpu/cpu_info.h"
+#include "engine/gpu/gpu_backend.h"
 #include "engine/selftest/selftest.h"
 
 namespace towers::app {
@@ -25,6 +26,7 @@ int runSelftest(const QStringList& args, CommandIo& io)
     p.addOptions({
         {QStringLiteral("device"), QStringLiteral("cpu or cuda (default cpu)."), QStringLiteral("name"),
          QStringLiteral("cpu")},
+        {QStringLiteral("tf32"), QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores (tolerance 1e-2).")},
         {QStringLiteral("no-training"), QStringLiteral("Only the op checks, not the training steps.")},
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
@@ -42,12 +44,27 @@ int runSelftest(const QStringList& args, CommandIo& io)
     }
 
     engine::SelfTestOptions o;
-    o.backend = "onednn";
+    const bool cuda = device == QLatin1String("cuda");
+    o.backend = cuda ? "cuda" : "onednn";
+    o.allowTf32 = p.isSet(QStringLiteral("tf32"));
+    if (o.allowTf32 && !cuda) {
+        io.err << "towers-cli selftest: --tf32 is for --device cuda\n";
+        return ExitUsage;
+    }
     o.training = !p.isSet(QStringLiteral("no-training"));
     const bool json = p.isSet(QStringLiteral("json"));
-    const QString backendName =
+    QString backendName =
         QStringLiteral("oneDNN %1, %2").arg(QString::fromStdString(engine::cpu::cpuInfo().onednnVersion),
                                            QString::fromStdString(engine::cpu::cpuInfo().isa));
+    if (cuda) {
+        auto* gpu = engine::cudaBackend();
+        const auto info = gpu->deviceInfo(0);
+        backendName = QStringLiteral("GPU 0 %1, compute capability %2.%3; %4%5")
+                          .arg(QString::fromStdString(info.name))
+                          .arg(info.computeMajor)
+                          .arg(info.computeMinor)
+                          .arg(QString::fromStdString(gpu->versions()), o.allowTf32 ? QStringLiteral(", TF32") : QString());
+    }
     if (!json) io.out << "selftest on " << device << " (" << backendName << ") against the reference backend\n";
     QElapsedTimer timer;
     timer.start();

@@ -26,7 +26,7 @@ using engine::TrainConfig;
 // Options that define the run: refused together with --resume (the run keeps its configuration).
 const char* const kRunDefining[] = {"dataset", "model",     "towers",       "threads-per-tower", "batch-size",
                                     "optimizer", "lr",      "lr-schedule",  "momentum",          "weight-decay",
-                                    "ema-decay", "augment", "seed",         "device"};
+                                    "ema-decay", "augment", "seed"};
 
 QJsonArray doubles(const std::vector<double>& v)
 {
@@ -192,7 +192,11 @@ int runTrain(const QStringList& args, CommandIo& io)
         {QStringLiteral("dataset"), QStringLiteral("cifar10, mnist, fashion-mnist (see 'towers-cli datasets')."), name},
         {QStringLiteral("data-dir"), QStringLiteral("Look for the dataset in this folder first."), QStringLiteral("dir")},
         {QStringLiteral("model"), QStringLiteral("Model (see 'towers-cli models'); default: the dataset's."), name},
-        {QStringLiteral("device"), QStringLiteral("cpu or cuda (default cpu)."), name, QStringLiteral("cpu")},
+        {QStringLiteral("device"), QStringLiteral("cpu or cuda (default cpu; a resumed run keeps its own)."), name},
+        {QStringLiteral("gpus"), QStringLiteral("cuda: the GPUs of the towers, e.g. 0,1,3 (one tower each, unless --towers\n"
+                                                "says more: then round-robin); default: tower t on GPU t mod the GPU count."),
+         QStringLiteral("list")},
+        {QStringLiteral("tf32"), QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores for float32.")},
         {QStringLiteral("towers"), QStringLiteral("Number of towers (replicas) (default 1)."), n},
         {QStringLiteral("threads-per-tower"), QStringLiteral("CPU threads per tower; 0 shares the cores out (default 0)."), n},
         {QStringLiteral("batch-size"), QStringLiteral("Examples per tower and step; the global batch is towers x this."), n},
@@ -218,14 +222,26 @@ int runTrain(const QStringList& args, CommandIo& io)
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
     const QString device = p.value(QStringLiteral("device"));
-    if (device != QLatin1String("cpu") && device != QLatin1String("cuda")) {
+    if (p.isSet(QStringLiteral("device")) && device != QLatin1String("cpu") && device != QLatin1String("cuda")) {
         io.err << "towers-cli train: --device must be cpu or cuda, got '" << device << "'\n";
         return ExitUsage;
     }
-    if (device == QLatin1String("cuda") && !gpuBackendAvailable()) {
-        io.err << "towers-cli train: error: --device cuda: " << gpuBackendNote()
-               << " Train on the CPU with --device cpu.\n";
-        return ExitFailure;
+    std::vector<int> gpuList;
+    if (p.isSet(QStringLiteral("gpus"))) {
+        for (const QString& item : p.value(QStringLiteral("gpus")).split(QLatin1Char(','))) {
+            bool ok = false;
+            const int g = item.trimmed().toInt(&ok);
+            if (!ok || g < 0) {
+                io.err << "towers-cli train: --gpus takes GPU numbers separated by commas (e.g. 0,1,3), got '"
+                       << p.value(QStringLiteral("gpus")) << "'\n";
+                return ExitUsage;
+            }
+            gpuList.push_back(g);
+        }
+        if (p.isSet(QStringLiteral("device")) && device != QLatin1String("cuda")) {
+            io.err << "towers-cli train: --gpus is for --device cuda\n";
+            return ExitUsage;
+        }
     }
     if (p.isSet(QStringLiteral("steps")) && p.isSet(QStringLiteral("epochs"))) {
         io.err << "towers-cli train: give --steps or --epochs, not both\n";
@@ -327,6 +343,27 @@ int runTrain(const QStringList& args, CommandIo& io)
         !intOption(p, QStringLiteral("loader-workers"), 0, 64, workers, io))
         return ExitUsage;
     c.keepCheckpoints = keep;
+    // The device may change on resume (a checkpoint holds host tensors): a GPU run continues on
+    // the CPU when its GPU is gone, and the other way round.
+    if (p.isSet(QStringLiteral("device")) || !gpuList.empty()) {
+        const bool cuda = device == QLatin1String("cuda") || !gpuList.empty();
+        c.backend = cuda ? "cuda" : "onednn";
+        c.gpus.clear();
+        if (!gpuList.empty()) {
+            if (!resume && !p.isSet(QStringLiteral("towers"))) c.towers = int(gpuList.size());
+            for (int t = 0; t < c.towers; ++t) c.gpus.push_back(gpuList[std::size_t(t) % gpuList.size()]);
+        }
+    }
+    if (p.isSet(QStringLiteral("tf32"))) c.allowTf32 = true;
+    if (c.backend != "cuda" && c.allowTf32) {
+        io.err << "towers-cli train: --tf32 is for --device cuda\n";
+        return ExitUsage;
+    }
+    if (c.backend == "cuda" && !gpuBackendAvailable()) {
+        io.err << "towers-cli train: error: --device cuda: " << gpuBackendNote()
+               << (resume ? " Continue this run on the CPU with --device cpu.\n" : " Train on the CPU with --device cpu.\n");
+        return ExitFailure;
+    }
     if (p.isSet(QStringLiteral("data-dir"))) c.dataDir = QDir(p.value(QStringLiteral("data-dir"))).absolutePath().toStdString();
     if (!c.dataDir.empty()) searchPath.insert(searchPath.begin(), c.dataDir);
     c.validate(); // InvalidArgument naming the field -> exit 2

@@ -1,6 +1,7 @@
 #include "app/devices/device_list.h"
 
 #include "engine/cpu/cpu_info.h"
+#include "engine/gpu/gpu_backend.h"
 #include "engine/monitor/nvml.h"
 
 namespace towers::app {
@@ -23,7 +24,9 @@ std::vector<DeviceDescription> listDevices()
     d.isa = QString::fromStdString(cpu.isa);
     d.logicalCores = cpu.logicalCores;
     std::vector<DeviceDescription> devices{d};
-    for (const auto& g : nvml().gpus()) {
+    // NVML and CUDA number the GPUs alike: the backend loader puts CUDA in PCI bus order.
+    const auto& gpus = nvml().gpus();
+    for (const auto& g : gpus) {
         DeviceDescription gpu;
         gpu.kind = DeviceDescription::Kind::Gpu;
         gpu.id = QStringLiteral("gpu%1").arg(g.index);
@@ -33,21 +36,47 @@ std::vector<DeviceDescription> listDevices()
         gpu.trainable = gpuBackendAvailable();
         devices.push_back(gpu);
     }
+    // GPUs CUDA can drive but NVML cannot see (NVML missing or failing): listed, not monitored.
+    if (gpus.empty() && gpuBackendAvailable()) {
+        auto* backend = engine::cudaBackend();
+        for (int i = 0; i < backend->deviceCount(); ++i) {
+            try {
+                const auto info = backend->deviceInfo(i);
+                DeviceDescription gpu;
+                gpu.kind = DeviceDescription::Kind::Gpu;
+                gpu.id = QStringLiteral("gpu%1").arg(i);
+                gpu.name = QString::fromStdString(info.name);
+                gpu.memoryBytes = qint64(info.totalMemory);
+                gpu.computeCapability = QStringLiteral("%1.%2").arg(info.computeMajor).arg(info.computeMinor);
+                devices.push_back(gpu);
+            } catch (const std::exception&) {
+                // A GPU whose query fails is left out, never a crash.
+            }
+        }
+    }
     return devices;
 }
 
 bool gpuBackendAvailable()
 {
-    return false;
+    const auto* backend = engine::cudaBackend();
+    return backend && backend->deviceCount() > 0;
 }
 
 QString gpuBackendNote()
 {
-    const QString backend =
-        TOWERS_HAS_CUDA ? QStringLiteral("The CUDA toolkit was found at build time, but this version of Towers "
-                                         "has no GPU backend yet: towers run on the CPU.")
-                        : QStringLiteral("This build of Towers has no GPU backend (the CUDA toolkit was not "
-                                         "found or was switched off at build time): towers run on the CPU.");
+    std::string why;
+    const auto* gpu = engine::cudaBackend(&why);
+    QString backend;
+    if (!gpu)
+        backend = QStringLiteral("No GPU backend: %1. Towers run on the CPU.").arg(QString::fromStdString(why));
+    else if (gpu->deviceCount() == 0)
+        backend = QStringLiteral("The CUDA backend is loaded (%1), but %2. Towers run on the CPU.")
+                      .arg(QString::fromStdString(gpu->versions()), QString::fromStdString(gpu->unavailableReason()));
+    else
+        backend = QStringLiteral("The CUDA backend (%1) can train on %2 GPU(s).")
+                      .arg(QString::fromStdString(gpu->versions()))
+                      .arg(gpu->deviceCount());
     const auto& n = nvml();
     if (!n.available())
         return QStringLiteral("No NVIDIA GPU found (%1). %2")

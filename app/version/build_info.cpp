@@ -4,6 +4,7 @@
 
 #include "app/devices/device_list.h"
 #include "engine/cpu/cpu_info.h"
+#include "engine/gpu/gpu_backend.h"
 #include "towers_git_revision.h"
 
 namespace towers::app {
@@ -27,10 +28,13 @@ QString versionLine(const QString& program)
 
 QStringList compiledBackends()
 {
-    // The engine has exactly these two today (engine/cpu and engine/reference); a GPU backend
-    // adds itself here when it is built.
-    return {QStringLiteral("cpu (oneDNN %1)").arg(QString::fromStdString(engine::cpu::cpuInfo().onednnVersion)),
-            QStringLiteral("reference")};
+    // The CPU and reference backends are built in; the CUDA backend is a plugin, listed with its
+    // libraries when it loads.
+    QStringList list{QStringLiteral("cpu (oneDNN %1)").arg(QString::fromStdString(engine::cpu::cpuInfo().onednnVersion)),
+                     QStringLiteral("reference")};
+    if (const auto* gpu = engine::cudaBackend())
+        list << QStringLiteral("cuda (%1)").arg(QString::fromStdString(gpu->versions()));
+    return list;
 }
 
 QString versionText(const QString& program)

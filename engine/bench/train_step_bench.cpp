@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "engine/cpu/onednn_ops.h"
+#include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
 #include "engine/optim/sgd.h"
 
@@ -28,6 +29,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     if (o.threads < 0) throw InvalidArgument("threads must be >= 0 (0 = every core)");
 
     std::unique_ptr<Ops> ops;
+    GpuBackend* gpu = nullptr;
     std::string backendName;
     if (o.backend == "onednn") {
         cpu::setCpuThreads(o.threads);
@@ -38,9 +40,20 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     } else if (o.backend == "reference") {
         ops = makeReferenceOps();
         backendName = "reference";
+    } else if (o.backend == "cuda") {
+        std::string why;
+        gpu = cudaBackend(&why);
+        if (!gpu) throw Unsupported("bench on cuda: " + why);
+        if (gpu->deviceCount() == 0) throw Unsupported("bench on cuda: " + gpu->unavailableReason());
+        ops = gpu->makeOps(0, GpuOpsOptions{o.allowTf32});
+        backendName = "cuda (" + gpu->deviceInfo(0).name + "; " + gpu->versions() + (o.allowTf32 ? "; TF32" : "") + ")";
     } else {
-        throw UnknownName("unknown backend '" + o.backend + "' (known: onednn, reference)");
+        throw UnknownName("unknown backend '" + o.backend + "' (known: onednn, reference, cuda)");
     }
+    // GPU work is asynchronous: each phase is timed up to the GPU's finishing it.
+    auto finish = [&] {
+        if (gpu) gpu->synchronize(0);
+    };
 
     auto model = createModel(o.model, o.seed);
     const Shape& in = model->inputShape();
@@ -50,6 +63,11 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     Tensor labels(Shape{o.batchSize}, DType::Int32);
     for (int i = 0; i < o.batchSize; ++i)
         labels.data<std::int32_t>()[i] = std::int32_t(rng.below(std::uint64_t(model->numClasses())));
+    if (!ops->device().isHost()) { // the replica and the batch on the GPU, as a GPU tower has them
+        model->moveTo(ops->device());
+        images = images.copyTo(ops->device());
+        labels = labels.copyTo(ops->device());
+    }
 
     if (!(o.learningRate > 0) || !std::isfinite(o.learningRate))
         throw InvalidArgument("learning rate must be a positive number");
@@ -58,7 +76,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     TrainStepBenchResult r;
     r.options = o;
     r.backend = backendName;
-    r.threads = cpu::cpuThreads();
+    r.threads = gpu ? 0 : cpu::cpuThreads();
     double fwd = 0, bwd = 0, upd = 0;
     const int total = o.warmup + o.steps;
     for (int step = 0; step < total; ++step) {
@@ -69,9 +87,11 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
         const double f = msSince(t0);
         auto t1 = Clock::now();
         model->backward(ctx);
+        finish();
         const double b = msSince(t1);
         auto t2 = Clock::now();
         sgd.step(*ops, model->parameters(), o.learningRate);
+        finish();
         const double u = msSince(t2);
         if (!std::isfinite(r.lastLoss))
             throw Error("benchmark diverged: loss is " + std::to_string(r.lastLoss) + " at step " +

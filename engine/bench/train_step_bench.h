@@ -13,7 +13,8 @@ struct TrainStepBenchOptions
     int threads = 0; // 0 = every core
     int steps = 20;  // timed steps
     int warmup = 3;  // untimed steps first (primitive creation, caches)
-    std::string backend = "onednn"; // "onednn" or "reference"
+    std::string backend = "onednn"; // "onednn", "reference" or "cuda" (GPU 0)
+    bool allowTf32 = false;         // "cuda": TF32 tensor cores for float32
     double learningRate = 0.01;
     std::uint64_t seed = 1;
 };

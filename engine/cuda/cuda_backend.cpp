@@ -85,7 +85,13 @@ public:
     {
         int count = 0;
         const cudaError_t status = cudaGetDeviceCount(&count);
-        if (status != cudaSuccess) {
+        int driver = 0;
+        cudaDriverGetVersion(&driver);
+        if (driver == 0) {
+            cudaGetLastError();
+            m_reason = "no NVIDIA driver is installed (libcuda.so.1 was not found)";
+            count = 0;
+        } else if (status != cudaSuccess) {
             cudaGetLastError();
             m_reason = std::string("CUDA reports no usable GPU: ") + cudaGetErrorString(status);
             count = 0;

@@ -57,6 +57,9 @@ Loaded load()
                         "toolkit)";
         return result;
     }
+    // Number the GPUs in PCI bus order, as NVML does, so that "GPU 1" is the same card in
+    // `towers-cli devices`, on the Devices page and in --gpus (unless the user chose an order).
+    setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
     const auto paths = candidates();
     std::string tried;
     for (const auto& path : paths) {

@@ -7,6 +7,8 @@
 
 #include "engine/cpu/onednn_ops.h"
 #include "engine/errors.h"
+#include "engine/gpu/gpu_backend.h"
+#include "engine/ops/staged_ops.h"
 #include "engine/tensor/rng.h"
 #include "engine/train/tower_set.h"
 
@@ -256,11 +258,26 @@ std::vector<OpCheck> opChecks(std::uint64_t seed)
     return checks;
 }
 
-std::unique_ptr<Ops> makeBackend(const std::string& name)
+std::unique_ptr<Ops> makeBackend(const SelfTestOptions& o)
 {
-    if (name == "onednn") return cpu::makeOneDnnOps();
-    if (name == "reference") return makeReferenceOps();
-    throw UnknownName("self-test: unknown backend '" + name + "' (this build has: onednn)");
+    if (o.backend == "onednn") return cpu::makeOneDnnOps();
+    if (o.backend == "reference") return makeReferenceOps();
+    if (o.backend == "cuda") {
+        std::string why;
+        GpuBackend* gpu = cudaBackend(&why);
+        if (!gpu) throw Unsupported("self-test on cuda: " + why);
+        if (gpu->deviceCount() == 0) throw Unsupported("self-test on cuda: " + gpu->unavailableReason());
+        // The op checks hand host tensors over; staging copies them to GPU 0 and back.
+        return makeStagedOps(gpu->makeOps(0, GpuOpsOptions{o.allowTf32}));
+    }
+    throw UnknownName("self-test: unknown backend '" + o.backend + "' (known: onednn, cuda)");
+}
+
+double toleranceFor(const SelfTestOptions& o)
+{
+    if (o.tolerance > 0) return o.tolerance;
+    if (o.backend == "cuda") return o.allowTf32 ? 1e-2 : 1e-4;
+    return 1e-5;
 }
 
 // ---- training ----
@@ -276,10 +293,12 @@ Batch syntheticBatch(const Shape& image, int classes, int towers, std::int64_t p
     return b;
 }
 
+Tensor onHost(const Tensor& t) { return t.device().isHost() ? t : t.copyTo(Device::host()); }
+
 std::vector<Tensor> weights(TowerSet& set)
 {
     std::vector<Tensor> w;
-    for (const auto* p : set.model().parameters()) w.push_back(toFloat64(p->value));
+    for (const auto* p : set.model().parameters()) w.push_back(toFloat64(onHost(p->value)));
     return w;
 }
 
@@ -290,12 +309,14 @@ double updateError(const std::vector<Tensor>& start, TowerSet& a, TowerSet& b)
     double num = 0, den = 0;
     const auto& pa = a.model().parameters();
     const auto& pb = b.model().parameters();
-    for (std::size_t i = 0; i < pa.size(); ++i)
-        for (std::int64_t j = 0; j < pa[i]->value.numel(); ++j) {
-            const double ua = pa[i]->value.at(j) - start[i].at(j), ub = pb[i]->value.at(j) - start[i].at(j);
+    for (std::size_t i = 0; i < pa.size(); ++i) {
+        const Tensor va = onHost(pa[i]->value), vb = onHost(pb[i]->value);
+        for (std::int64_t j = 0; j < va.numel(); ++j) {
+            const double ua = va.at(j) - start[i].at(j), ub = vb.at(j) - start[i].at(j);
             num += (ua - ub) * (ua - ub);
             den += ub * ub;
         }
+    }
     return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
 }
 
@@ -306,6 +327,7 @@ TowerSetOptions towerOptions(const SelfTestOptions& o, const std::string& model,
     TowerSetOptions t;
     t.model = model;
     t.backend = o.backend;
+    t.allowTf32 = o.allowTf32;
     t.towers = 2;
     t.optimizer.kind = optimizer;
     t.seed = o.seed;
@@ -373,13 +395,15 @@ SelfTestResult replicationCheck(const SelfTestOptions& o)
 
 std::vector<std::string> selfTestBackends()
 {
-    return {"onednn"};
+    std::vector<std::string> names{"onednn"};
+    if (const auto* gpu = cudaBackend(); gpu && gpu->deviceCount() > 0) names.push_back("cuda");
+    return names;
 }
 
 std::vector<SelfTestResult> runSelfTest(const SelfTestOptions& options,
                                         const std::function<void(const SelfTestResult&)>& onResult)
 {
-    auto backend = options.makeOps ? options.makeOps() : makeBackend(options.backend);
+    auto backend = options.makeOps ? options.makeOps() : makeBackend(options);
     auto reference = makeReferenceOps();
     std::vector<SelfTestResult> results;
     auto record = [&](SelfTestResult r) {
@@ -389,7 +413,7 @@ std::vector<SelfTestResult> runSelfTest(const SelfTestOptions& options,
     for (const auto& check : opChecks(options.seed)) {
         SelfTestResult r;
         r.name = check.name;
-        r.tolerance = options.tolerance;
+        r.tolerance = toleranceFor(options);
         try {
             const auto got = check.run(*backend, DType::Float32);
             const auto want = check.run(*reference, DType::Float64);

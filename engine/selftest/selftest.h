@@ -24,17 +24,21 @@ struct SelfTestResult
 
 struct SelfTestOptions
 {
-    std::string backend = "onednn"; // what to test: "onednn" (the reference is the oracle)
+    std::string backend = "onednn"; // what to test: "onednn" or "cuda" (the reference is the oracle)
     std::uint64_t seed = 1;
     bool training = true;           // also the training steps (a few seconds)
-    // Normalised L2 error allowed for float32 against the float64 reference.
-    double tolerance = 1e-5;
+    // Normalised L2 error allowed for float32 against the float64 reference; 0 takes the
+    // backend's: 1e-5 for oneDNN, 1e-4 for CUDA (cuDNN's fastest algorithms, FFT and Winograd
+    // among them, round more), 1e-2 for CUDA with TF32.
+    double tolerance = 0;
+    bool allowTf32 = false; // "cuda": let the ops use TF32 tensor cores
     // When set, the op checks run on what this makes instead of `backend` (tests give a backend
     // with a known fault); the training checks still use `backend`.
     std::function<std::unique_ptr<Ops>()> makeOps;
 };
 
-// The backends that can be self-tested in this build ("onednn"; a GPU backend adds itself).
+// The backends that can be self-tested here: "onednn", and "cuda" when the CUDA backend is loaded
+// and sees a GPU.
 std::vector<std::string> selfTestBackends();
 
 // Runs every check in order, calling onResult after each (for progress), and returns them all.

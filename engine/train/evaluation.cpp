@@ -86,17 +86,17 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize, c
         requireShape(images, Shape{end - begin, in[0], in[1], in[2]}, (where + " images").c_str());
         requireShape(labels, Shape{end - begin}, (where + " labels").c_str());
         const Tensor input = images.dtype() == model.dtype() ? images : images.to(model.dtype());
-        const Tensor* in = &input;
+        const Tensor* x = &input;
         const Tensor* lab = &labels;
         if (!device.isHost()) { // a GPU tower: the batch goes there, the logits come back
             Tensor::ensure(deviceImages, input.shape(), input.dtype(), device);
             deviceImages.copyFrom(input);
             Tensor::ensure(deviceLabels, labels.shape(), labels.dtype(), device);
             deviceLabels.copyFrom(labels);
-            in = &deviceImages;
+            x = &deviceImages;
             lab = &deviceLabels;
         }
-        const Tensor& logits = model.forward(ctx, *in);
+        const Tensor& logits = model.forward(ctx, *x);
         r.add(device.isHost() ? logits : logits.copyTo(Device::host()), labels, 0);
         r.meanCrossEntropy += ops.softmaxCrossEntropyForward(logits, *lab, probs) * double(end - begin);
     }

@@ -59,7 +59,13 @@ void TrainConfig::validate() const
     } catch (const UnknownName& e) {
         fail("model", e.what());
     }
-    if (backend != "onednn" && backend != "reference") fail("backend", "must be onednn or reference, got '" + backend + "'");
+    if (backend != "onednn" && backend != "reference" && backend != "cuda")
+        fail("backend", "must be onednn, reference or cuda, got '" + backend + "'");
+    if (!gpus.empty() && backend != "cuda") fail("gpus", "only for the cuda backend, not " + backend);
+    if (!gpus.empty() && int(gpus.size()) != towers)
+        fail("gpus", "names " + std::to_string(gpus.size()) + " GPUs for " + std::to_string(towers) + " towers");
+    for (int g : gpus)
+        if (g < 0) fail("gpus", "GPU numbers are >= 0, got " + std::to_string(g));
     if (towers < 1 || towers > 1024) fail("towers", "must be in [1, 1024], got " + std::to_string(towers));
     if (threadsPerTower < 0) fail("threadsPerTower", "must be >= 0 (0 = share the cores), got " + std::to_string(threadsPerTower));
     if (batchPerTower < 1) fail("batchPerTower", "must be at least 1, got " + std::to_string(batchPerTower));
@@ -106,6 +112,8 @@ std::string TrainConfig::toJson() const
     o["model"] = model;
     o["backend"] = backend;
     o["towers"] = towers;
+    o["gpus"] = gpus;
+    o["allowTf32"] = allowTf32;
     o["threadsPerTower"] = threadsPerTower;
     o["batchPerTower"] = batchPerTower;
     o["steps"] = steps;
@@ -151,7 +159,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     }
     if (!o.is_object()) throw InvalidArgument("training configuration: expected a JSON object");
     rejectUnknown(o,
-                  {"model", "backend", "towers", "threadsPerTower", "batchPerTower", "steps", "epochs", "optimizer", "lr",
+                  {"model", "backend", "towers", "gpus", "allowTf32", "threadsPerTower", "batchPerTower", "steps", "epochs", "optimizer", "lr",
                    "schedule", "weightDecay", "emaDecay", "dropout", "seed", "checkpointEvery", "keepCheckpoints",
                    "evalEvery", "evalBatchSize", "logEvery", "verifyEvery", "dataset", "dataDir", "augmentation"},
                   "");
@@ -159,6 +167,14 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     read(o, "model", c.model);
     read(o, "backend", c.backend);
     read(o, "towers", c.towers);
+    if (const auto it = o.find("gpus"); it != o.end()) {
+        if (!it->is_array()) fail("gpus", "expected an array of GPU numbers, got " + it->dump());
+        for (const auto& g : *it) {
+            if (!g.is_number_integer()) fail("gpus", "expected GPU numbers, got " + g.dump());
+            c.gpus.push_back(g.get<int>());
+        }
+    }
+    read(o, "allowTf32", c.allowTf32);
     read(o, "threadsPerTower", c.threadsPerTower);
     read(o, "batchPerTower", c.batchPerTower);
     read(o, "steps", c.steps);

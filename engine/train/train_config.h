@@ -3,6 +3,7 @@
 // (config.json of the run directory, and the "config" metadata of every checkpoint).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/optimizer.h"
@@ -12,8 +13,10 @@ namespace towers::engine {
 struct TrainConfig
 {
     std::string model = "cifar10-tutorial";
-    std::string backend = "onednn";     // "onednn" or "reference"
+    std::string backend = "onednn";     // "onednn", "reference" or "cuda"
     int towers = 1;
+    std::vector<int> gpus;              // "cuda": each tower's GPU; empty = tower t on GPU t mod count
+    bool allowTf32 = false;             // "cuda": TF32 tensor cores for float32
     int threadsPerTower = 1;            // OpenMP threads per tower; 0 = the cores shared out
     int batchPerTower = 128;            // the global batch is towers * batchPerTower
     std::int64_t steps = 0;             // total global steps; 0 = from `epochs`

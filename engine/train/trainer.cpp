@@ -95,6 +95,8 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
     o.model = m_config.model;
     o.backend = m_config.backend;
     o.towers = m_config.towers;
+    o.gpus = m_config.gpus;
+    o.allowTf32 = m_config.allowTf32;
     o.threadsPerTower = m_config.resolvedThreadsPerTower();
     o.optimizer = m_config.optimizer;
     o.weightDecay = m_config.weightDecay;

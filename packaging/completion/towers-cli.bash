@@ -16,7 +16,7 @@ _towers_cli()
     local command=${words[1]} options
     case $command in
         train)
-            options="--dataset --data-dir --model --device --towers --threads-per-tower
+            options="--dataset --data-dir --model --device --gpus --tf32 --towers --threads-per-tower
                 --batch-size --steps --epochs --optimizer --lr --lr-schedule --momentum
                 --weight-decay --ema-decay --augment --seed --run-dir --checkpoint-every
                 --keep-checkpoints --resume --eval-every --log-every --loader-workers --json --help" ;;
@@ -26,8 +26,8 @@ _towers_cli()
         download) options="--data-dir --base-url --force --help" ;;
         models) options="--json --help" ;;
         devices) options="--json --watch --count --help" ;;
-        selftest) options="--device --no-training --json --help" ;;
-        bench) options="--model --batch-size --threads --steps --warmup --backend --json --help" ;;
+        selftest) options="--device --tf32 --no-training --json --help" ;;
+        bench) options="--model --batch-size --threads --steps --warmup --backend --tf32 --json --help" ;;
         *) return ;;
     esac
 
@@ -39,12 +39,13 @@ _towers_cli()
         --optimizer) COMPREPLY=($(compgen -W "sgd momentum nesterov adam" -- "$cur")); return ;;
         --lr-schedule) COMPREPLY=($(compgen -W "constant exponential step cosine onecycle" -- "$cur")); return ;;
         --augment) COMPREPLY=($(compgen -W "default none" -- "$cur")); return ;;
-        --backend) COMPREPLY=($(compgen -W "onednn reference" -- "$cur")); return ;;
+        --backend) COMPREPLY=($(compgen -W "onednn reference cuda" -- "$cur")); return ;;
         --data-dir | --run-dir) _filedir -d; return ;;
         --checkpoint) _filedir safetensors; return ;;
         --towers | --threads-per-tower | --batch-size | --steps | --epochs | --lr | --momentum | \
             --weight-decay | --ema-decay | --seed | --checkpoint-every | --keep-checkpoints | \
-            --eval-every | --log-every | --loader-workers | --top-k | --threads | --warmup | --base-url | --count)
+            --eval-every | --log-every | --loader-workers | --top-k | --threads | --warmup | --base-url | --count | \
+            --gpus)
             return ;;
     esac
 

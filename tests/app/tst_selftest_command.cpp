@@ -1,6 +1,6 @@
 // towers-cli selftest: passes on the CPU with a line per check and exit 0, JSON with --json, and
-// refuses what it cannot do: --device cuda in a build without a GPU backend (exit 1, saying why),
-// an unknown device (exit 2).
+// refuses what it cannot do: --device cuda without a GPU backend (exit 1, saying why: a build
+// without CUDA, or a plugin that cannot be loaded), an unknown device (exit 2).
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -14,9 +14,10 @@ class TestSelftestCommand : public QObject
 
     using Result = towers::test::CliResult;
 
-    Result run(const QStringList& args)
+    Result run(const QStringList& args, const QStringList& env = {})
     {
-        return towers::test::runCliProcess(QStringLiteral(TOWERS_CLI), QStringList{QStringLiteral("selftest")} + args);
+        return towers::test::runCliProcess(QStringLiteral(TOWERS_CLI), QStringList{QStringLiteral("selftest")} + args,
+                                           env);
     }
 
 private slots:
@@ -46,9 +47,15 @@ private slots:
 
     void refusesWhatItCannotDo()
     {
-        const Result cuda = run({QStringLiteral("--device"), QStringLiteral("cuda")});
+        // Whatever this machine has, a plugin that is not there means no GPU backend, and says where.
+        const QString missing = QStringLiteral("/nonexistent/libtowers-cuda.so");
+        const Result cuda = run({QStringLiteral("--device"), QStringLiteral("cuda")},
+                                {QStringLiteral("TOWERS_CUDA_PLUGIN=") + missing});
         QCOMPARE(cuda.exitCode, 1);
-        QVERIFY2(cuda.err.contains(QStringLiteral("GPU backend")), qPrintable(cuda.err));
+        QVERIFY2(cuda.err.contains(QStringLiteral("No GPU backend")), qPrintable(cuda.err));
+        QVERIFY2(cuda.err.contains(missing + QStringLiteral(" could not be loaded")), qPrintable(cuda.err));
+        const Result tf32 = run({QStringLiteral("--tf32")});
+        QCOMPARE(tf32.exitCode, 2);
         const Result bad = run({QStringLiteral("--device"), QStringLiteral("tpu")});
         QCOMPARE(bad.exitCode, 2);
         QVERIFY2(bad.err.contains(QStringLiteral("tpu")), qPrintable(bad.err));

@@ -57,6 +57,8 @@ class TestTrainCommand : public QObject
         env.insert(QStringLiteral("TOWERS_DATA"), path(QStringLiteral("data")));
         env.insert(QStringLiteral("TOWERS_RUNS"), path(QStringLiteral("runs")));
         env.insert(QStringLiteral("OMP_NUM_THREADS"), QStringLiteral("1"));
+        // These runs are the CPU's, on any machine: no GPU backend (tst_gpu_backend has the GPU's).
+        env.insert(QStringLiteral("TOWERS_CUDA_PLUGIN"), QStringLiteral("/nonexistent/libtowers-cuda.so"));
         return env;
     }
 
@@ -121,7 +123,11 @@ private slots:
         QTest::newRow("bad schedule") << QStringList{"train", "--lr-schedule", "zigzag"} << 2 << "zigzag";
         QTest::newRow("model does not fit") << QStringList{"train", "--model", "cifar10-tutorial", "--steps", "1"} << 2
                                             << "24x24x3";
-        QTest::newRow("no cuda") << QStringList{"train", "--device", "cuda"} << 1 << "CUDA";
+        QTest::newRow("no cuda") << QStringList{"train", "--device", "cuda"} << 1 << "CUDA backend";
+        QTest::newRow("no cuda for --gpus") << QStringList{"train", "--gpus", "0,1"} << 1 << "--device cpu";
+        QTest::newRow("bad gpus") << QStringList{"train", "--gpus", "0,x"} << 2 << "--gpus";
+        QTest::newRow("gpus on the cpu") << QStringList{"train", "--device", "cpu", "--gpus", "0"} << 2 << "--gpus";
+        QTest::newRow("tf32 on the cpu") << QStringList{"train", "--tf32"} << 2 << "--tf32";
         QTest::newRow("resume changes lr") << QStringList{"train", "--resume", "--lr", "0.5"} << 2 << "--lr";
         QTest::newRow("eval without checkpoint") << QStringList{"eval"} << 2 << "--checkpoint";
         QTest::newRow("classify without images") << QStringList{"classify", "--checkpoint", "x"} << 2 << "image";

@@ -80,6 +80,17 @@ private slots:
         QCOMPARE(r.schedule.milestones, c.schedule.milestones);
         QCOMPARE(r.optimizer.kind, std::string("nesterov"));
         QVERIFY(!r.dropout);
+        // A GPU run's towers and TF32 choice.
+        TrainConfig g;
+        g.steps = 3;
+        g.backend = "cuda";
+        g.towers = 3;
+        g.gpus = {0, 1, 0};
+        g.allowTf32 = true;
+        const TrainConfig gr = TrainConfig::fromJson(g.toJson());
+        QCOMPARE(gr.gpus, g.gpus);
+        QVERIFY(gr.allowTf32);
+        QCOMPARE(gr.toJson(), g.toJson());
         // Short forms and defaults.
         const TrainConfig s = TrainConfig::fromJson(R"({"steps": 5, "optimizer": "adam", "schedule": "cosine", "lr": 0.001})");
         QCOMPARE(s.optimizer.kind, std::string("adam"));
@@ -102,7 +113,11 @@ private slots:
         QTest::newRow("batch") << R"({"steps": 1, "batchPerTower": 0})" << "batchPerTower: must be at least 1";
         QTest::newRow("length") << R"({"steps": 0, "epochs": 0})" << "steps: give the length of the run";
         QTest::newRow("model") << R"({"steps": 1, "model": "resnet-1000"})" << "model: unknown model 'resnet-1000'";
-        QTest::newRow("backend") << R"({"steps": 1, "backend": "cuda"})" << "backend: must be onednn or reference";
+        QTest::newRow("backend") << R"({"steps": 1, "backend": "tpu"})" << "backend: must be onednn, reference or cuda";
+        QTest::newRow("gpus on the cpu") << R"({"steps": 1, "gpus": [0]})" << "gpus: only for the cuda backend";
+        QTest::newRow("gpus per tower") << R"({"steps": 1, "backend": "cuda", "towers": 2, "gpus": [0]})"
+                                        << "gpus: names 1 GPUs for 2 towers";
+        QTest::newRow("gpus not numbers") << R"({"steps": 1, "backend": "cuda", "gpus": ["a"]})" << "gpus: expected GPU numbers";
         QTest::newRow("optimizer") << R"({"steps": 1, "optimizer": "rmsprop"})" << "unknown optimizer 'rmsprop'";
         QTest::newRow("nesterov") << R"({"steps": 1, "optimizer": {"kind": "nesterov", "dampening": 0.1}})" << "optimizer: ";
         QTest::newRow("schedule kind") << R"({"steps": 1, "schedule": "triangle"})" << "schedule.kind: unknown learning-rate schedule";

@@ -103,6 +103,7 @@ DevicesPage::DevicesPage(QWidget* parent)
     connect(m_history, &TelemetryHistory::sampled, this, &DevicesPage::onSampled);
     connect(m_towers, &QSpinBox::valueChanged, this, &DevicesPage::updateSummary);
     connect(m_threads, &QSpinBox::valueChanged, this, &DevicesPage::updateSummary);
+    connect(m_devices, &DeviceModel::inclusionChanged, this, &DevicesPage::updateSummary);
     connect(m_timer, &QTimer::timeout, this, &DevicesPage::sampleNow);
 
     m_devices->setDevices(app::listDevices());
@@ -120,7 +121,16 @@ DevicesPage::~DevicesPage() = default;
 
 int DevicesPage::towers() const
 {
-    return m_towers->value();
+    const auto gpus = selectedGpus();
+    return gpus.empty() ? m_towers->value() : int(gpus.size());
+}
+
+std::vector<int> DevicesPage::selectedGpus() const
+{
+    std::vector<int> gpus;
+    for (const QString& id : m_devices->includedIds())
+        if (id.startsWith(QLatin1String("gpu"))) gpus.push_back(id.mid(3).toInt());
+    return gpus;
 }
 
 int DevicesPage::threadsPerTower() const
@@ -190,6 +200,18 @@ void DevicesPage::onSampled()
 
 void DevicesPage::updateSummary()
 {
+    if (const auto gpus = selectedGpus(); !gpus.empty()) {
+        QStringList names;
+        for (int g : gpus) names << tr("GPU %1").arg(g);
+        m_summary->setText(tr("%n tower(s), one per checked GPU: %1", nullptr, int(gpus.size()))
+                               .arg(names.join(QStringLiteral(", "))));
+        m_towers->setEnabled(false);
+        m_threads->setEnabled(false);
+        emit towerSetupChanged(int(gpus.size()), threadsPerTower());
+        return;
+    }
+    m_towers->setEnabled(m_table->isEnabled()); // CPU towers again (unless a run is going)
+    m_threads->setEnabled(m_table->isEnabled());
     const int cores = std::max(1, app::listDevices().front().logicalCores);
     const int t = towers();
     const int threads = threadsPerTower() > 0 ? threadsPerTower() : std::max(1, cores / t);

@@ -35,8 +35,11 @@ public:
     DeviceModel* deviceModel() const { return m_devices; }
     TelemetryHistory* history() const { return m_history; }
 
+    // The towers of a new run: one per checked GPU when GPUs are checked, else the CPU towers.
     int towers() const;
     int threadsPerTower() const; // 0 = the cores shared out
+    // The checked GPUs (CUDA numbers, one tower each), empty when the towers run on the CPU.
+    std::vector<int> selectedGpus() const;
     void setTowers(int towers);
     void setThreadsPerTower(int threads);
     // False while a run is going: its towers are fixed.
