@@ -197,6 +197,9 @@ int runTrain(const QStringList& args, CommandIo& io)
                                                 "says more: then round-robin); default: tower t on GPU t mod the GPU count."),
          QStringLiteral("list")},
         {QStringLiteral("tf32"), QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores for float32.")},
+        {QStringLiteral("allreduce"), QStringLiteral("cuda: auto (NCCL across GPUs, a kernel on a shared GPU) or host\n"
+                                                     "(average through host copies, the seeds' design) (default auto)."),
+         name},
         {QStringLiteral("towers"), QStringLiteral("Number of towers (replicas) (default 1)."), n},
         {QStringLiteral("threads-per-tower"), QStringLiteral("CPU threads per tower; 0 shares the cores out (default 0)."), n},
         {QStringLiteral("batch-size"), QStringLiteral("Examples per tower and step; the global batch is towers x this."), n},
@@ -355,6 +358,14 @@ int runTrain(const QStringList& args, CommandIo& io)
         }
     }
     if (p.isSet(QStringLiteral("tf32"))) c.allowTf32 = true;
+    if (p.isSet(QStringLiteral("allreduce"))) {
+        c.allreduce = p.value(QStringLiteral("allreduce")).toStdString();
+        if (c.allreduce != "auto" && c.allreduce != "host") {
+            io.err << "towers-cli train: --allreduce must be auto or host, got '" << p.value(QStringLiteral("allreduce"))
+                   << "'\n";
+            return ExitUsage;
+        }
+    }
     if (c.backend != "cuda" && c.allowTf32) {
         io.err << "towers-cli train: --tf32 is for --device cuda\n";
         return ExitUsage;

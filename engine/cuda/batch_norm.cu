@@ -1,6 +1,6 @@
-// Batch normalisation over the channels (last dimension) of rows x c, training and inference.
-// Per-channel sums run in two deterministic stages: fixed row chunks into a scratch table, then
-// one pass over the chunks, in double.
+// Per-column sums of rows x c (channels last): batch normalisation, training and inference, and
+// the bias gradient of convolutions and linear layers. The sums run in two deterministic stages:
+// fixed row chunks into a scratch table, then one pass over the chunks, in double.
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
 
@@ -124,6 +124,16 @@ __global__ void backwardKernel(const float* x, const float* dy, const float* mea
 }
 
 } // namespace
+
+void biasGradient(cudaStream_t s, const float* g, float* db, std::int64_t rows, std::int64_t cols)
+{
+    if (cols == 0) return;
+    if (rows == 0) {
+        TOWERS_CUDA(cudaMemsetAsync(db, 0, sizeof(float) * cols, s));
+        return;
+    }
+    columnSums(s, SumDy{g}, db, rows, cols, 1.0);
+}
 
 void batchNormStatistics(cudaStream_t s, const float* x, float* mean, float* var, std::int64_t rows, std::int64_t c)
 {

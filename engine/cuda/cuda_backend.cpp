@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/cuda/communicators.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_ops.h"
 #include "engine/gpu/gpu_backend.h"
@@ -168,6 +169,16 @@ public:
         requireIndex(device);
         DeviceGuard guard(device);
         TOWERS_CUDA(cudaDeviceSynchronize());
+    }
+
+    std::unique_ptr<Communicator> makeCommunicator(const std::vector<int>& deviceOfRank, std::string* whyNot) override
+    {
+        if (deviceOfRank.empty()) throw InvalidArgument("a communicator needs at least one rank");
+        for (int d : deviceOfRank) requireIndex(d);
+        bool oneDevice = true;
+        for (int d : deviceOfRank) oneDevice = oneDevice && d == deviceOfRank.front();
+        if (oneDevice) return makeSameDeviceCommunicator(deviceOfRank.front(), int(deviceOfRank.size()), whyNot);
+        return makeNcclCommunicator(deviceOfRank, whyNot);
     }
 
 private:

@@ -15,7 +15,7 @@ const float* f(const Tensor& t) { return static_cast<const float*>(t.raw()); }
 float* f(Tensor& t) { return static_cast<float*>(t.raw()); }
 
 // The most a measured algorithm may ask for; cuDNN's fastest choices rarely need more.
-constexpr std::size_t kWorkspaceLimit = std::size_t(512) << 20;
+constexpr std::size_t kWorkspaceLimit = std::size_t(256) << 20;
 
 template <class Perf> const Perf* fastest(const Perf* results, int count)
 {

@@ -31,23 +31,6 @@ __global__ void biasActivationKernel(float* y, const float* b, std::int64_t rows
     }
 }
 
-// One block per 32 columns: threads (32 x 8) walk the rows, partial sums meet in shared memory.
-__global__ void biasGradientKernel(const float* g, float* db, std::int64_t rows, std::int64_t cols)
-{
-    __shared__ double partial[8][32];
-    const std::int64_t col = blockIdx.x * 32 + threadIdx.x;
-    double sum = 0;
-    if (col < cols)
-        for (std::int64_t r = threadIdx.y; r < rows; r += 8) sum += g[r * cols + col];
-    partial[threadIdx.y][threadIdx.x] = sum;
-    __syncthreads();
-    if (threadIdx.y == 0 && col < cols) {
-        double total = 0;
-        for (int k = 0; k < 8; ++k) total += partial[k][threadIdx.x];
-        db[col] = static_cast<float>(total);
-    }
-}
-
 __global__ void dropoutForwardKernel(const float* x, float* y, std::uint8_t* mask, std::int64_t n,
                                      std::uint64_t seed, std::uint32_t threshold, float scale)
 {
@@ -92,14 +75,6 @@ void biasActivation(cudaStream_t s, float* y, const float* b, std::int64_t rows,
 {
     if (rows * cols == 0 || (!b && !relu)) return;
     biasActivationKernel<<<gridFor(rows * cols), kThreads, 0, s>>>(y, b, rows, cols, relu);
-    TOWERS_CUDA_LAUNCHED();
-}
-
-void biasGradient(cudaStream_t s, const float* g, float* db, std::int64_t rows, std::int64_t cols)
-{
-    if (cols == 0) return;
-    const dim3 block(32, 8);
-    biasGradientKernel<<<static_cast<unsigned>((cols + 31) / 32), block, 0, s>>>(g, db, rows, cols);
     TOWERS_CUDA_LAUNCHED();
 }
 

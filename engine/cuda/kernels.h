@@ -14,8 +14,6 @@ void reluBackward(cudaStream_t s, const float* y, const float* dy, float* dx, st
 void addTensors(cudaStream_t s, const float* a, const float* b, float* y, std::int64_t n);
 // y[r, c] += b[c] (b may be null), then ReLU when `relu`.
 void biasActivation(cudaStream_t s, float* y, const float* b, std::int64_t rows, std::int64_t cols, bool relu);
-// db[c] = sum over r of g[r, c], accumulated in double, deterministic.
-void biasGradient(cudaStream_t s, const float* g, float* db, std::int64_t rows, std::int64_t cols);
 void dropoutForward(cudaStream_t s, const float* x, float* y, std::uint8_t* mask, std::int64_t n,
                     std::uint64_t seed, std::uint32_t threshold, float scale);
 void dropoutBackward(cudaStream_t s, const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n,
@@ -56,6 +54,8 @@ void lrnBackward(cudaStream_t s, const float* x, const float* y, const float* dy
                  std::int64_t rows, std::int64_t c, int radius, float alpha, float beta);
 
 // ---- batch_norm.cu (rows x c, channels last) ----
+// db[c] = sum over r of g[r, c], accumulated in double, deterministic.
+void biasGradient(cudaStream_t s, const float* g, float* db, std::int64_t rows, std::int64_t cols);
 // Batch mean and biased variance per channel (two passes, double accumulation).
 void batchNormStatistics(cudaStream_t s, const float* x, float* mean, float* var, std::int64_t rows, std::int64_t c);
 void batchNormApply(cudaStream_t s, const float* x, const float* mean, const float* var, const float* gamma,
@@ -76,6 +76,15 @@ void softmaxCrossEntropyBackward(cudaStream_t s, const float* probs, const std::
                                  std::int64_t n, std::int64_t k, float scale);
 // out[0] = sum of x[i]^2 in double, deterministic (fixed blocks, then one block).
 void sumSquares(cudaStream_t s, const float* x, double* out, std::int64_t n);
+
+// ---- collectives.cu ----
+constexpr int kMaxRanksPerDevice = 16;
+struct RankPointers
+{
+    float* p[kMaxRanksPerDevice];
+};
+// For i < n: every ranks.p[r][i] (r < count) becomes their mean, summed in rank order in double.
+void meanAcrossRanks(cudaStream_t s, const RankPointers& ranks, int count, std::int64_t n);
 
 // ---- optim.cu ----
 void axpy(cudaStream_t s, float alpha, const float* x, float* y, std::int64_t n);

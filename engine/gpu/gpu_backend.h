@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/ops/ops.h"
 #include "engine/tensor/device_memory.h"
+#include "engine/train/communicator.h"
 
 namespace towers::engine {
 
@@ -50,6 +52,15 @@ public:
     // Waits until every op issued on the device has finished; a device fault surfaces here as
     // BackendError.
     virtual void synchronize(int device) = 0;
+
+    // Collectives between towers whose tensors stay on their GPUs: rank r on GPU deviceOfRank[r].
+    // NCCL (one communicator, one rank per GPU) when the GPUs are distinct; a reduction kernel
+    // on the GPU when every rank shares one GPU. nullptr with the reason in `whyNot` otherwise
+    // (a mix, more ranks than the kernel takes, NCCL failing to start): the caller then averages
+    // through the host. The same determinism as the host's: every rank receives bitwise the same
+    // mean. Works on float32 tensors of the ranks' GPUs (InvalidArgument otherwise).
+    virtual std::unique_ptr<Communicator> makeCommunicator(const std::vector<int>& deviceOfRank,
+                                                           std::string* whyNot) = 0;
 };
 
 // The ABI the plugin is built for: the plugin exports

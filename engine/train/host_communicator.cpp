@@ -25,9 +25,8 @@ void meanRange(const std::vector<std::span<Tensor>>& slots, std::size_t index, s
 
 } // namespace
 
-HostCommunicator::HostCommunicator(int size) : m_size(size)
+HostCommunicator::HostCommunicator(int size) : m_size(size), m_rendezvous(size)
 {
-    if (size < 1) throw InvalidArgument("a communicator needs at least one rank, got " + std::to_string(size));
     m_slots.resize(std::size_t(size));
 }
 
@@ -38,42 +37,20 @@ void HostCommunicator::checkRank(int rank, const char* what) const
                               std::to_string(m_size) + ")");
 }
 
-void HostCommunicator::arrive()
-{
-    std::unique_lock lock(m_mutex);
-    if (m_aborted) throw CollectiveAborted(m_reason);
-    const std::uint64_t generation = m_generation;
-    if (++m_arrived == m_size) {
-        m_arrived = 0;
-        ++m_generation;
-        m_cv.notify_all();
-        return;
-    }
-    m_cv.wait(lock, [&] { return m_generation != generation || m_aborted; });
-    if (m_generation == generation) throw CollectiveAborted(m_reason);
-}
-
 void HostCommunicator::barrier(int rank)
 {
     checkRank(rank, "barrier");
-    arrive();
+    m_rendezvous.arrive();
 }
 
 void HostCommunicator::abort(const std::string& reason)
 {
-    {
-        std::lock_guard lock(m_mutex);
-        if (m_aborted) return;
-        m_aborted = true;
-        m_reason = reason.empty() ? "another tower failed" : reason;
-    }
-    m_cv.notify_all();
+    m_rendezvous.abort(reason);
 }
 
 bool HostCommunicator::aborted() const
 {
-    std::lock_guard lock(m_mutex);
-    return m_aborted;
+    return m_rendezvous.aborted();
 }
 
 void HostCommunicator::checkSameLayout(const char* what, bool floatsOnly) const
@@ -105,7 +82,7 @@ void HostCommunicator::allReduceMean(int rank, std::span<Tensor> tensors)
 {
     checkRank(rank, "allReduceMean");
     m_slots[std::size_t(rank)] = tensors;
-    arrive(); // every rank's tensors are registered and final
+    m_rendezvous.arrive(); // every rank's tensors are registered and final
     try {
         checkSameLayout("allReduceMean", true);
     } catch (const InvalidArgument& e) {
@@ -131,7 +108,7 @@ void HostCommunicator::allReduceMean(int rank, std::span<Tensor> tensors)
             offset += n;
         }
     }
-    arrive(); // every slice is written everywhere
+    m_rendezvous.arrive(); // every slice is written everywhere
 }
 
 void HostCommunicator::broadcast(int rank, int root, std::span<Tensor> tensors)
@@ -139,7 +116,7 @@ void HostCommunicator::broadcast(int rank, int root, std::span<Tensor> tensors)
     checkRank(rank, "broadcast");
     checkRank(root, "broadcast root");
     m_slots[std::size_t(rank)] = tensors;
-    arrive();
+    m_rendezvous.arrive();
     try {
         checkSameLayout("broadcast", false);
     } catch (const InvalidArgument& e) {
@@ -151,7 +128,7 @@ void HostCommunicator::broadcast(int rank, int root, std::span<Tensor> tensors)
         for (std::size_t i = 0; i < tensors.size(); ++i)
             if (tensors[i].bytes()) std::memcpy(tensors[i].raw(), from[i].raw(), tensors[i].bytes());
     }
-    arrive();
+    m_rendezvous.arrive();
 }
 
 } // namespace towers::engine

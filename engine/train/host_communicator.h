@@ -1,10 +1,8 @@
 #pragma once
-#include <condition_variable>
-#include <cstdint>
-#include <mutex>
 #include <vector>
 
 #include "engine/train/communicator.h"
+#include "engine/train/rendezvous.h"
 
 namespace towers::engine {
 
@@ -28,18 +26,11 @@ public:
 
 private:
     void checkRank(int rank, const char* what) const;
-    // Waits for every rank; throws CollectiveAborted if aborted before all arrived.
-    void arrive();
     // Every rank's tensors must match rank 0's (throws InvalidArgument on a mismatch).
     void checkSameLayout(const char* what, bool floatsOnly) const;
 
     const int m_size;
-    mutable std::mutex m_mutex;
-    std::condition_variable m_cv;
-    int m_arrived = 0;
-    std::uint64_t m_generation = 0;
-    bool m_aborted = false;
-    std::string m_reason;
+    Rendezvous m_rendezvous;
     std::vector<std::span<Tensor>> m_slots; // each rank's tensors during a collective
 };
 

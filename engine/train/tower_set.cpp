@@ -127,8 +127,27 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
         throw Unsupported("towers run in float32, or in float64 on the reference backend; not " +
                           std::string(dtypeName(m_opt.dtype)) + " on " + m_opt.backend);
     makeOptimizer(m_opt.optimizer); // validates the options before any thread starts
+    if (m_opt.allreduce != "auto" && m_opt.allreduce != "host")
+        throw InvalidArgument("allreduce: must be auto or host, got '" + m_opt.allreduce + "'");
 
-    m_comm = std::make_unique<HostCommunicator>(m_opt.towers);
+    if (m_opt.makeCommunicator) {
+        m_comm = m_opt.makeCommunicator(m_opt.towers);
+        m_deviceCollectives = true;
+        m_allReduceText = "where the towers' tensors live (a given communicator)";
+    } else if (gpu && m_opt.allreduce == "auto" && m_opt.towers > 1) {
+        std::string why;
+        m_comm = gpu->makeCommunicator(gpuOf, &why);
+        if (m_comm) {
+            m_deviceCollectives = true;
+            std::string gpus;
+            for (int g : gpuOf) gpus += (gpus.empty() ? "" : ", ") + std::to_string(g);
+            const bool oneGpu = std::all_of(gpuOf.begin(), gpuOf.end(), [&](int g) { return g == gpuOf.front(); });
+            m_allReduceText = oneGpu ? "on GPU " + std::to_string(gpuOf.front()) : "with NCCL across GPUs " + gpus;
+        } else {
+            m_allReduceText = "on the host (" + why + ")";
+        }
+    }
+    if (!m_comm) m_comm = std::make_unique<HostCommunicator>(m_opt.towers);
     for (int t = 0; t < m_opt.towers; ++t) m_towers.push_back(std::make_unique<Tower>());
     runOnAll([&](int t) {
         Tower& tw = *m_towers[std::size_t(t)];
@@ -154,9 +173,20 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
         if (!tw.device.isHost()) tw.model->moveTo(tw.device);
         tw.optimizer = makeOptimizer(m_opt.optimizer);
         std::vector<Tensor> values;
-        for (auto* p : tw.model->parameters()) values.push_back(p->value);
-        collective(t, values, [&](std::span<Tensor> v) { m_comm->broadcast(t, 0, v); });
+        for (auto* p : tw.model->parameters())
+            if (!m_deviceCollectives || p->value.device() == tw.device) values.push_back(p->value);
+        if (m_deviceCollectives)
+            m_comm->broadcast(t, 0, values); // what stayed on the host is copied below
+        else
+            collective(t, values, [&](std::span<Tensor> v) { m_comm->broadcast(t, 0, v); });
     });
+    if (m_deviceCollectives) // a GPU replica's host bookkeeping (num_batches_tracked), from tower 0
+        for (int t = 1; t < size(); ++t) {
+            const auto& from = m_towers.front()->model->parameters();
+            const auto& to = m_towers[std::size_t(t)]->model->parameters();
+            for (std::size_t i = 0; i < to.size(); ++i)
+                if (to[i]->value.device() != m_towers[std::size_t(t)]->device) to[i]->value.copyFrom(from[i]->value);
+        }
     if (m_opt.emaDecay > 0) {
         m_ema = std::make_unique<Ema>(m_opt.emaDecay);
         m_ema->reset(model().parameters());
@@ -279,14 +309,20 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
             if (p->trainable) tw.reduce.push_back(p->grad);
             else if (isFloat(p->value.dtype())) tw.reduce.push_back(p->value);
         }
+        // Divergence is caught before the update: each tower checks its share of the averages
+        // (and its own loss), then all agree through a barrier and skip the update together.
         bool finite = true;
-        collective(t, tw.reduce, [&](std::span<Tensor> values) {
-            m_comm->allReduceMean(t, values);
-            // Divergence is caught before the update: each tower checks its share of the
-            // averages (and its own loss), then all agree through a barrier and skip the update
-            // together.
-            finite = finiteShare(std::vector<Tensor>(values.begin(), values.end()), t, size());
-        });
+        if (m_deviceCollectives) {
+            m_comm->allReduceMean(t, tw.reduce);
+            // On the device: a sum of squares (in double) is finite exactly when every element is.
+            for (std::size_t i = std::size_t(t); i < tw.reduce.size(); i += std::size_t(size()))
+                finite = finite && std::isfinite(tw.ops->sumSquares(tw.reduce[i]));
+        } else {
+            collective(t, tw.reduce, [&](std::span<Tensor> values) {
+                m_comm->allReduceMean(t, values);
+                finite = finiteShare(std::vector<Tensor>(values.begin(), values.end()), t, size());
+            });
+        }
         if (!std::isfinite(tw.loss.total()) || !finite) m_nonFinite = true;
         m_comm->barrier(t);
         const auto t2 = Clock::now();

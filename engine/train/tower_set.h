@@ -34,6 +34,13 @@ struct TowerSetOptions
     // empty puts tower t on GPU t modulo the GPU count.
     std::vector<int> gpus;
     bool allowTf32 = false;         // "cuda": TF32 tensor cores for float32 convolutions and GEMMs
+    // GPU towers' gradient averaging: "auto" keeps the tensors on the GPUs (NCCL across GPUs, a
+    // kernel when the towers share one GPU) where the backend can, else the host; "host" always
+    // averages through host copies (the seeds' design).
+    std::string allreduce = "auto";
+    // When set, the communicator of the towers, given their tensors where they live (tests: a
+    // stand-in for NCCL on a stand-in device).
+    std::function<std::unique_ptr<Communicator>(int towers)> makeCommunicator;
     // When set, makes tower t's ops instead of `backend` (tests: a backend with a fault, a
     // stand-in device). The replica lives where the ops' device() says.
     std::function<std::unique_ptr<Ops>(int tower)> makeOps;
@@ -99,6 +106,9 @@ public:
     Model& model(int tower);
     // Where tower t runs (the host, or a GPU).
     Device device(int tower) const;
+    // How the gradients are averaged, in words ("on the host", "with NCCL across GPUs 0, 1",
+    // "on GPU 0", "on the host (NCCL could not start: ...)"), for the run's log.
+    const std::string& allReduceDescription() const { return m_allReduceText; }
     Optimizer& optimizer();
     const Ema* ema() const;
 
@@ -118,6 +128,8 @@ private:
 
     TowerSetOptions m_opt;
     std::unique_ptr<Communicator> m_comm;
+    bool m_deviceCollectives = false; // m_comm takes the towers' tensors where they live
+    std::string m_allReduceText = "on the host";
     std::unique_ptr<Ema> m_ema;
     std::vector<std::unique_ptr<Tower>> m_towers;
     std::atomic<bool> m_nonFinite{false}; // set by any tower during a step

@@ -62,6 +62,7 @@ void TrainConfig::validate() const
     if (backend != "onednn" && backend != "reference" && backend != "cuda")
         fail("backend", "must be onednn, reference or cuda, got '" + backend + "'");
     if (!gpus.empty() && backend != "cuda") fail("gpus", "only for the cuda backend, not " + backend);
+    if (allreduce != "auto" && allreduce != "host") fail("allreduce", "must be auto or host, got '" + allreduce + "'");
     if (!gpus.empty() && int(gpus.size()) != towers)
         fail("gpus", "names " + std::to_string(gpus.size()) + " GPUs for " + std::to_string(towers) + " towers");
     for (int g : gpus)
@@ -114,6 +115,7 @@ std::string TrainConfig::toJson() const
     o["towers"] = towers;
     o["gpus"] = gpus;
     o["allowTf32"] = allowTf32;
+    o["allreduce"] = allreduce;
     o["threadsPerTower"] = threadsPerTower;
     o["batchPerTower"] = batchPerTower;
     o["steps"] = steps;
@@ -159,7 +161,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     }
     if (!o.is_object()) throw InvalidArgument("training configuration: expected a JSON object");
     rejectUnknown(o,
-                  {"model", "backend", "towers", "gpus", "allowTf32", "threadsPerTower", "batchPerTower", "steps", "epochs", "optimizer", "lr",
+                  {"model", "backend", "towers", "gpus", "allowTf32", "allreduce", "threadsPerTower", "batchPerTower", "steps", "epochs", "optimizer", "lr",
                    "schedule", "weightDecay", "emaDecay", "dropout", "seed", "checkpointEvery", "keepCheckpoints",
                    "evalEvery", "evalBatchSize", "logEvery", "verifyEvery", "dataset", "dataDir", "augmentation"},
                   "");
@@ -175,6 +177,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
         }
     }
     read(o, "allowTf32", c.allowTf32);
+    read(o, "allreduce", c.allreduce);
     read(o, "threadsPerTower", c.threadsPerTower);
     read(o, "batchPerTower", c.batchPerTower);
     read(o, "steps", c.steps);

@@ -17,6 +17,7 @@ struct TrainConfig
     int towers = 1;
     std::vector<int> gpus;              // "cuda": each tower's GPU; empty = tower t on GPU t mod count
     bool allowTf32 = false;             // "cuda": TF32 tensor cores for float32
+    std::string allreduce = "auto";     // "cuda": "auto" (NCCL / on the GPU where possible) or "host"
     int threadsPerTower = 1;            // OpenMP threads per tower; 0 = the cores shared out
     int batchPerTower = 128;            // the global batch is towers * batchPerTower
     std::int64_t steps = 0;             // total global steps; 0 = from `epochs`

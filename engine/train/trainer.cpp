@@ -97,6 +97,7 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
     o.towers = m_config.towers;
     o.gpus = m_config.gpus;
     o.allowTf32 = m_config.allowTf32;
+    o.allreduce = m_config.allreduce;
     o.threadsPerTower = m_config.resolvedThreadsPerTower();
     o.optimizer = m_config.optimizer;
     o.weightDecay = m_config.weightDecay;
@@ -325,8 +326,10 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         const std::int64_t global = std::int64_t(towers) * m_config.batchPerTower;
         log("training " + m_config.model + " on " + std::to_string(towers) + " tower(s) x " +
             std::to_string(m_config.batchPerTower) + " examples (global batch " + std::to_string(global) + "), " +
-            std::to_string(m_towers->options().threadsPerTower) + " thread(s) per tower, steps " +
-            std::to_string(m_step.load()) + " to " + std::to_string(m_total));
+            (m_config.backend == "cuda" ? std::string("on GPUs")
+                                        : std::to_string(m_towers->options().threadsPerTower) + " thread(s) per tower") +
+            ", gradients averaged " + m_towers->allReduceDescription() + ", steps " + std::to_string(m_step.load()) +
+            " to " + std::to_string(m_total));
         m_source.seek(m_step.load());
         m_runStart = Clock::now();
         m_runStartStep = m_step.load();

@@ -16,7 +16,7 @@ _towers_cli()
     local command=${words[1]} options
     case $command in
         train)
-            options="--dataset --data-dir --model --device --gpus --tf32 --towers --threads-per-tower
+            options="--dataset --data-dir --model --device --gpus --tf32 --allreduce --towers --threads-per-tower
                 --batch-size --steps --epochs --optimizer --lr --lr-schedule --momentum
                 --weight-decay --ema-decay --augment --seed --run-dir --checkpoint-every
                 --keep-checkpoints --resume --eval-every --log-every --loader-workers --json --help" ;;
@@ -39,6 +39,7 @@ _towers_cli()
         --optimizer) COMPREPLY=($(compgen -W "sgd momentum nesterov adam" -- "$cur")); return ;;
         --lr-schedule) COMPREPLY=($(compgen -W "constant exponential step cosine onecycle" -- "$cur")); return ;;
         --augment) COMPREPLY=($(compgen -W "default none" -- "$cur")); return ;;
+        --allreduce) COMPREPLY=($(compgen -W "auto host" -- "$cur")); return ;;
         --backend) COMPREPLY=($(compgen -W "onednn reference cuda" -- "$cur")); return ;;
         --data-dir | --run-dir) _filedir -d; return ;;
         --checkpoint) _filedir safetensors; return ;;

@@ -10,6 +10,7 @@
 
 #include "engine/ops/ops.h"
 #include "engine/tensor/device_memory.h"
+#include "engine/train/communicator.h"
 
 namespace towers::test {
 
@@ -44,5 +45,10 @@ private:
 
 // Reference or oneDNN ops (by name) computing for tensors on the fake device `cuda:index`.
 std::unique_ptr<engine::Ops> makeFakeDeviceOps(const std::string& backend, int index = 0);
+
+// A communicator that takes the ranks' tensors where they live (as NCCL does on GPUs) and
+// averages them through host copies with the host communicator: the stand-in for the GPU
+// backend's communicators, so that the towers' device-collective path runs in tests.
+std::unique_ptr<engine::Communicator> makeStagingCommunicator(int ranks);
 
 } // namespace towers::test

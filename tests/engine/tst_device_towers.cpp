@@ -28,7 +28,7 @@ bool sameBytes(const Tensor& a, const Tensor& b)
     return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() && std::memcmp(ha.raw(), hb.raw(), ha.bytes()) == 0;
 }
 
-TowerSetOptions options(int towers, bool onDevice, double ema = 0)
+TowerSetOptions options(int towers, bool onDevice, double ema = 0, bool deviceCollectives = false)
 {
     TowerSetOptions o;
     o.model = "fashion-fast"; // convolutions, batch norm, max-pool, dropout, linear layers
@@ -38,6 +38,7 @@ TowerSetOptions options(int towers, bool onDevice, double ema = 0)
     o.seed = 3;
     o.emaDecay = ema;
     if (onDevice) o.makeOps = [](int t) { return makeFakeDeviceOps("reference", t % 2); };
+    if (deviceCollectives) o.makeCommunicator = [](int n) { return makeStagingCommunicator(n); };
     return o;
 }
 
@@ -166,6 +167,34 @@ private slots:
             for (const auto* p : host.model().parameters()) weights.emplace_back(p->name, p->value);
             dev.loadState(weights, host.optimizer().state(host.model().parameters()), {});
             QCOMPARE(QString::fromStdString(dev.compareReplicas()), QString());
+        }
+        QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
+
+    // The path of NCCL and the same-GPU kernel: the communicator takes the tensors where they
+    // live, and divergence is found on the device (a sum of squares per tensor).
+    void deviceCollectivesEqualHostAveraging()
+    {
+        FakeDeviceScope scope;
+        {
+            TowerSet host(options(2, false)), dev(options(2, true, 0, true));
+            QVERIFY(QString::fromStdString(dev.allReduceDescription()).contains(QStringLiteral("given communicator")));
+            QCOMPARE(QString::fromStdString(host.allReduceDescription()), QStringLiteral("on the host"));
+            SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), 2, 4, 64, 11);
+            data.injectNanAt(2);
+            for (int s = 0; s < 4; ++s) {
+                const Batch& batch = data.next();
+                const auto a = host.step(batch, s, 0.05);
+                const auto b = dev.step(batch, s, 0.05);
+                QCOMPARE(b.finite, a.finite);
+                QCOMPARE(b.finite, s != 2); // the NaN step is skipped everywhere
+                if (a.finite) QCOMPARE(b.loss, a.loss);
+            }
+            QCOMPARE(QString::fromStdString(dev.compareReplicas()), QString());
+            const auto& hp = host.model().parameters();
+            const auto& dp = dev.model().parameters();
+            for (std::size_t i = 0; i < hp.size(); ++i)
+                QVERIFY2(sameBytes(dp[i]->value, hp[i]->value), hp[i]->name.c_str());
         }
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }

@@ -1,0 +1,19 @@
+#pragma once
+// The GPU backend's communicators (see GpuBackend::makeCommunicator): NCCL across GPUs, and a
+// reduction kernel for towers sharing one GPU. Internal to the plugin.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/train/communicator.h"
+
+namespace towers::engine::cuda {
+
+std::unique_ptr<Communicator> makeNcclCommunicator(const std::vector<int>& devices, std::string* whyNot);
+std::unique_ptr<Communicator> makeSameDeviceCommunicator(int device, int ranks, std::string* whyNot);
+
+// The most ranks the same-device kernel takes: its pointer table is a kernel argument
+// (kMaxRanksPerDevice of kernels.h).
+constexpr int kMaxSameDeviceRanks = 16;
+
+} // namespace towers::engine::cuda

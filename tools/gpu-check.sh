@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The GPU checks of issue 5 in one go, for a machine with an NVIDIA GPU that has no Qt or oneDNN
+# (the lent device machine): build here, carry the programs with the libraries they load, run
+# there.
+#
+#   tools/gpu-check.sh pack [BUILD_DIR]   # here: BUILD_DIR (default build/ci) -> .carry/gpu.tar.xz
+#   tools/gpu-check.sh run                # there, from the repository root, with .carry carried:
+#                                         # unpacks, then runs and logs (to $OUT, else .carry/out):
+#     nvidia-smi; towers-cli --version / devices; towers-cli selftest --device cuda (and --tf32);
+#     tst_gpu_backend (every op, GPU towers, device errors); the same under compute-sanitizer;
+#     a real training run on Fashion-MNIST on the GPU; bench/compare.py --device cuda against
+#     PyTorch (default, channels-last, channels-last+bf16) for cifar10-tutorial and cifar10-resnet.
+#
+# The tarball holds towers-cli, tst_gpu_backend, libtowers-cuda.so, the Debian libraries they
+# need that a bare machine lacks (Qt, oneDNN, ...; not glibc, not NVIDIA's, which come from the
+# machine's CUDA toolkit or its Python packages), and Debian's Fashion-MNIST when installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-}
+
+pack() {
+    local build=${1:-build/ci}
+    local plugin=$build/engine/cuda/libtowers-cuda.so
+    for f in "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$plugin"; do
+        [[ -f $f ]] || { echo "gpu-check: $f is missing: build a CUDA build first (cmake --preset ci && cmake --build --preset ci)" >&2; exit 1; }
+    done
+    local stage=.carry/gpu
+    rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib" "$stage/data"
+    cp "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$stage/bin/"
+    cp "$plugin" "$stage/lib/"
+    # What the programs load from Debian, except the C runtime and NVIDIA's libraries.
+    ldd "$stage/bin/towers-cli" "$stage/bin/tst_gpu_backend" "$plugin" |
+        awk '/=> \// {print $3}' | sort -u |
+        grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libgcc_s|libstdc\+\+)\.so|/libcu|/libnccl|/libnvidia|/libcudnn' |
+        while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+    strip --strip-unneeded "$stage"/bin/* "$stage"/lib/*.so* 2>/dev/null || true
+    [[ -d /usr/share/datasets/fashion-mnist ]] && cp -r /usr/share/datasets/fashion-mnist "$stage/data/"
+    mkdir -p "$stage/bench" "$stage/python" && cp bench/*.py "$stage/bench/" && cp python/towers_torch.py "$stage/python/"
+    tar -C .carry -cJf .carry/gpu.tar.xz gpu
+    rm -rf "$stage"
+    echo "gpu-check: .carry/gpu.tar.xz ($(du -h .carry/gpu.tar.xz | cut -f1)); carry .carry and run 'tools/gpu-check.sh run'"
+}
+
+run() {
+    local out=${OUT:-.carry/out}
+    mkdir -p "$out" /tmp/towers-gpu
+    tar -C /tmp/towers-gpu -xJf .carry/gpu.tar.xz
+    local g=/tmp/towers-gpu/gpu
+    # NVIDIA's libraries: the toolkit's, and those of the Python packages (nvidia-cudnn-cu13, ...).
+    local nvlibs
+    nvlibs=$(python3 - <<'EOF' 2>/dev/null || true
+import glob, os, site
+dirs = set()
+for root in site.getsitepackages():
+    for lib in glob.glob(os.path.join(root, "nvidia", "**", "lib*.so*"), recursive=True):
+        dirs.add(os.path.dirname(lib))
+print(":".join(sorted(dirs)))
+EOF
+)
+    export LD_LIBRARY_PATH="$g/lib:${nvlibs}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export TOWERS_CUDA_PLUGIN=$g/lib/libtowers-cuda.so TOWERS_DATA=$g/data TOWERS_RUNS=/tmp/towers-gpu/runs
+    export QT_QPA_PLATFORM=offscreen
+    local cli=$g/bin/towers-cli status=0
+    step() { # step NAME COMMAND...: runs it, logs to $out/NAME.log, notes the exit code
+        local name=$1; shift
+        echo "=== $name: $*"
+        set +e; "$@" > "$out/$name.log" 2>&1; local rc=$?; set -e
+        tail -n 25 "$out/$name.log"
+        echo "=== $name: exit $rc"
+        [[ $rc == 0 ]] || status=1
+    }
+    step nvidia-smi nvidia-smi
+    step version "$cli" --version
+    step devices "$cli" devices
+    step selftest "$cli" selftest --device cuda
+    step selftest-tf32 "$cli" selftest --device cuda --tf32 --no-training
+    step tst_gpu_backend "$g/bin/tst_gpu_backend"
+    if command -v compute-sanitizer > /dev/null; then
+        step sanitizer compute-sanitizer --tool memcheck --error-exitcode 3 "$g/bin/tst_gpu_backend" everyOpMatchesTheReference deviceErrorsAreTypedAndSayWhat
+    fi
+    step train "$cli" train --dataset fashion-mnist --device cuda --towers 2 --epochs 1 --run-dir /tmp/towers-gpu/runs/fashion
+    step compare python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" --python python3 \
+        --models cifar10-tutorial,cifar10-resnet --batch-size 128 --steps 50 --warmup 10 \
+        --torch-variants default,channels-last,channels-last+bf16
+    return $status
+}
+
+case $mode in
+    pack) shift; pack "$@" ;;
+    run) run ;;
+    *) echo "usage: tools/gpu-check.sh pack [BUILD_DIR] | run" >&2; exit 2 ;;
+esac
