@@ -36,7 +36,7 @@ pack() {
     strip --strip-unneeded "$stage"/bin/* "$stage"/lib/*.so* 2>/dev/null || true
     [[ -d /usr/share/datasets/fashion-mnist ]] && cp -r /usr/share/datasets/fashion-mnist "$stage/data/"
     mkdir -p "$stage/bench" "$stage/python" && cp bench/*.py "$stage/bench/" && cp python/towers_torch.py "$stage/python/"
-    tar -C .carry -cJf .carry/gpu.tar.xz gpu
+    XZ_OPT=-9 tar -C .carry -cJf .carry/gpu.tar.xz gpu
     rm -rf "$stage"
     echo "gpu-check: .carry/gpu.tar.xz ($(du -h .carry/gpu.tar.xz | cut -f1)); carry .carry and run 'tools/gpu-check.sh run'"
 }

@@ -65,8 +65,8 @@ __global__ void columnPartialsKernel(F f, double* partial, std::int64_t rows, st
 }
 
 // out[c] = scale * sum over chunks of partial[chunk, c].
-__global__ void columnTotalsKernel(const double* partial, float* out, std::int64_t chunks, std::int64_t cols,
-                                   double scale)
+__global__ void columnTotalsKernel(const double* partial, float* out, std::int64_t chunks,
+                                   std::int64_t cols, double scale)
 {
     TOWERS_GRID_STRIDE(c, cols)
     {
@@ -76,11 +76,13 @@ __global__ void columnTotalsKernel(const double* partial, float* out, std::int64
     }
 }
 
-template <class F> void columnSums(cudaStream_t s, F f, float* out, std::int64_t rows, std::int64_t cols, double scale)
+template <class F>
+void columnSums(cudaStream_t s, F f, float* out, std::int64_t rows, std::int64_t cols, double scale)
 {
     const std::int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
     double* partial = nullptr;
-    TOWERS_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&partial), sizeof(double) * chunks * cols, s));
+    TOWERS_CUDA(
+        cudaMallocAsync(reinterpret_cast<void**>(&partial), sizeof(double) * chunks * cols, s));
     const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
     columnPartialsKernel<<<grid, dim3(32, 8), 0, s>>>(f, partial, rows, cols);
     TOWERS_CUDA_LAUNCHED();
@@ -90,7 +92,8 @@ template <class F> void columnSums(cudaStream_t s, F f, float* out, std::int64_t
 }
 
 __global__ void applyKernel(const float* x, const float* mean, const float* var, const float* gamma,
-                            const float* beta, float* y, std::int64_t rows, std::int64_t c, float epsilon)
+                            const float* beta, float* y, std::int64_t rows, std::int64_t c,
+                            float epsilon)
 {
     TOWERS_GRID_STRIDE(i, rows * c)
     {
@@ -99,8 +102,8 @@ __global__ void applyKernel(const float* x, const float* mean, const float* var,
     }
 }
 
-__global__ void runningKernel(float* runningMean, float* runningVar, const float* mean, const float* var,
-                              std::int64_t c, double unbias, float momentum)
+__global__ void runningKernel(float* runningMean, float* runningVar, const float* mean,
+                              const float* var, std::int64_t c, double unbias, float momentum)
 {
     TOWERS_GRID_STRIDE(ch, c)
     {
@@ -110,8 +113,8 @@ __global__ void runningKernel(float* runningMean, float* runningVar, const float
 }
 
 __global__ void backwardKernel(const float* x, const float* dy, const float* mean, const float* var,
-                               const float* gamma, const float* dgamma, const float* dbeta, float* dx,
-                               std::int64_t rows, std::int64_t c, float epsilon)
+                               const float* gamma, const float* dgamma, const float* dbeta,
+                               float* dx, std::int64_t rows, std::int64_t c, float epsilon)
 {
     TOWERS_GRID_STRIDE(i, rows * c)
     {
@@ -119,7 +122,8 @@ __global__ void backwardKernel(const float* x, const float* dy, const float* mea
         const double invStd = rsqrt(double(var[ch]) + epsilon);
         const double xhat = (double(x[i]) - mean[ch]) * invStd;
         const double n = double(rows);
-        dx[i] = static_cast<float>(gamma[ch] * invStd / n * (n * dy[i] - dbeta[ch] - xhat * dgamma[ch]));
+        dx[i] = static_cast<float>(gamma[ch] * invStd / n *
+                                   (n * dy[i] - dbeta[ch] - xhat * dgamma[ch]));
     }
 }
 
@@ -135,39 +139,44 @@ void biasGradient(cudaStream_t s, const float* g, float* db, std::int64_t rows, 
     columnSums(s, SumDy{g}, db, rows, cols, 1.0);
 }
 
-void batchNormStatistics(cudaStream_t s, const float* x, float* mean, float* var, std::int64_t rows, std::int64_t c)
+void batchNormStatistics(cudaStream_t s, const float* x, float* mean, float* var, std::int64_t rows,
+                         std::int64_t c)
 {
     if (rows == 0 || c == 0) return;
     columnSums(s, SumX{x}, mean, rows, c, 1.0 / double(rows));
     columnSums(s, SumCentredSquares{x, mean}, var, rows, c, 1.0 / double(rows));
 }
 
-void batchNormApply(cudaStream_t s, const float* x, const float* mean, const float* var, const float* gamma,
-                    const float* beta, float* y, std::int64_t rows, std::int64_t c, float epsilon)
+void batchNormApply(cudaStream_t s, const float* x, const float* mean, const float* var,
+                    const float* gamma, const float* beta, float* y, std::int64_t rows,
+                    std::int64_t c, float epsilon)
 {
     if (rows * c == 0) return;
-    applyKernel<<<gridFor(rows * c), kThreads, 0, s>>>(x, mean, var, gamma, beta, y, rows, c, epsilon);
+    applyKernel<<<gridFor(rows * c), kThreads, 0, s>>>(x, mean, var, gamma, beta, y, rows, c,
+                                                       epsilon);
     TOWERS_CUDA_LAUNCHED();
 }
 
-void batchNormRunningUpdate(cudaStream_t s, float* runningMean, float* runningVar, const float* mean,
-                            const float* var, std::int64_t c, std::int64_t rows, float momentum)
+void batchNormRunningUpdate(cudaStream_t s, float* runningMean, float* runningVar,
+                            const float* mean, const float* var, std::int64_t c, std::int64_t rows,
+                            float momentum)
 {
     if (c == 0) return;
     const double unbias = rows > 1 ? double(rows) / double(rows - 1) : 1.0;
-    runningKernel<<<gridFor(c), kThreads, 0, s>>>(runningMean, runningVar, mean, var, c, unbias, momentum);
+    runningKernel<<<gridFor(c), kThreads, 0, s>>>(runningMean, runningVar, mean, var, c, unbias,
+                                                  momentum);
     TOWERS_CUDA_LAUNCHED();
 }
 
-void batchNormBackward(cudaStream_t s, const float* x, const float* dy, const float* mean, const float* var,
-                       const float* gamma, float* dx, float* dgamma, float* dbeta, std::int64_t rows, std::int64_t c,
-                       float epsilon)
+void batchNormBackward(cudaStream_t s, const float* x, const float* dy, const float* mean,
+                       const float* var, const float* gamma, float* dx, float* dgamma, float* dbeta,
+                       std::int64_t rows, std::int64_t c, float epsilon)
 {
     if (rows == 0 || c == 0) return;
     columnSums(s, SumDy{dy}, dbeta, rows, c, 1.0);
     columnSums(s, SumDyXhat{x, dy, mean, var, epsilon}, dgamma, rows, c, 1.0);
-    backwardKernel<<<gridFor(rows * c), kThreads, 0, s>>>(x, dy, mean, var, gamma, dgamma, dbeta, dx, rows, c,
-                                                         epsilon);
+    backwardKernel<<<gridFor(rows * c), kThreads, 0, s>>>(x, dy, mean, var, gamma, dgamma, dbeta,
+                                                          dx, rows, c, epsilon);
     TOWERS_CUDA_LAUNCHED();
 }
 

@@ -9,8 +9,10 @@
 
 namespace towers::engine::cuda {
 
-std::unique_ptr<Communicator> makeNcclCommunicator(const std::vector<int>& devices, std::string* whyNot);
-std::unique_ptr<Communicator> makeSameDeviceCommunicator(int device, int ranks, std::string* whyNot);
+std::unique_ptr<Communicator> makeNcclCommunicator(const std::vector<int>& devices,
+                                                   std::string* whyNot);
+std::unique_ptr<Communicator> makeSameDeviceCommunicator(int device, int ranks,
+                                                         std::string* whyNot);
 
 // The most ranks the same-device kernel takes: its pointer table is a kernel argument
 // (kMaxRanksPerDevice of kernels.h).

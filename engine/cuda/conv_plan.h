@@ -20,6 +20,11 @@ struct ConvPlan
     int padH = 0, padW = 0; // symmetric, given to cuDNN
     bool needsPadding() const { return extraTop || extraLeft || extraBottom || extraRight; }
 
+    // NHWC tensors and an OHWI filter first; NCHW tensors and the OIHW filter as stored when cuDNN
+    // has no algorithm for the NHWC form of this shape (the data is then transposed around it).
+    bool nchw = false;
+    void useNchw();
+
     cudnnTensorDescriptor_t x = nullptr, y = nullptr;
     cudnnFilterDescriptor_t w = nullptr;
     cudnnConvolutionDescriptor_t conv = nullptr;

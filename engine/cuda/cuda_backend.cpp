@@ -45,8 +45,9 @@ public:
             cudaGetLastError();
             std::size_t freeBytes = 0, total = 0;
             cudaMemGetInfo(&freeBytes, &total);
-            throw DeviceOutOfMemory("out of memory on cuda:" + std::to_string(index) + ": asked for " + mib(bytes) +
-                                    ", " + mib(freeBytes) + " of " + mib(total) + " free");
+            throw DeviceOutOfMemory("out of memory on cuda:" + std::to_string(index) +
+                                    ": asked for " + mib(bytes) + ", " + mib(freeBytes) + " of " +
+                                    mib(total) + " free");
         }
         TOWERS_CUDA(status);
         return p;
@@ -124,12 +125,12 @@ public:
         ncclGetVersion(&nccl);
         std::string text = "CUDA runtime " + versionText(runtime, 1000, 10);
         text += driver ? ", driver " + versionText(driver, 1000, 10) : std::string(", no driver");
-        text += ", cuDNN " + std::to_string(cudnn / 10000) + "." + std::to_string(cudnn % 10000 / 100) + "." +
-                std::to_string(cudnn % 100);
-        text += ", cuBLAS " + std::to_string(cublasMajor) + "." + std::to_string(cublasMinor) + "." +
-                std::to_string(cublasPatch);
-        text += ", NCCL " + std::to_string(nccl / 10000) + "." + std::to_string(nccl % 10000 / 100) + "." +
-                std::to_string(nccl % 100);
+        text += ", cuDNN " + std::to_string(cudnn / 10000) + "." +
+                std::to_string(cudnn % 10000 / 100) + "." + std::to_string(cudnn % 100);
+        text += ", cuBLAS " + std::to_string(cublasMajor) + "." + std::to_string(cublasMinor) +
+                "." + std::to_string(cublasPatch);
+        text += ", NCCL " + std::to_string(nccl / 10000) + "." +
+                std::to_string(nccl % 10000 / 100) + "." + std::to_string(nccl % 100);
         return text;
     }
 
@@ -171,13 +172,16 @@ public:
         TOWERS_CUDA(cudaDeviceSynchronize());
     }
 
-    std::unique_ptr<Communicator> makeCommunicator(const std::vector<int>& deviceOfRank, std::string* whyNot) override
+    std::unique_ptr<Communicator> makeCommunicator(const std::vector<int>& deviceOfRank,
+                                                   std::string* whyNot) override
     {
         if (deviceOfRank.empty()) throw InvalidArgument("a communicator needs at least one rank");
         for (int d : deviceOfRank) requireIndex(d);
         bool oneDevice = true;
         for (int d : deviceOfRank) oneDevice = oneDevice && d == deviceOfRank.front();
-        if (oneDevice) return makeSameDeviceCommunicator(deviceOfRank.front(), int(deviceOfRank.size()), whyNot);
+        if (oneDevice)
+            return makeSameDeviceCommunicator(deviceOfRank.front(), int(deviceOfRank.size()),
+                                              whyNot);
         return makeNcclCommunicator(deviceOfRank, whyNot);
     }
 
@@ -185,8 +189,8 @@ private:
     void requireIndex(int index) const
     {
         if (index < 0 || index >= m_count)
-            throw InvalidArgument("there is no GPU " + std::to_string(index) + " (this machine has " +
-                                  std::to_string(m_count) + ")");
+            throw InvalidArgument("there is no GPU " + std::to_string(index) +
+                                  " (this machine has " + std::to_string(m_count) + ")");
     }
 
     int m_count = 0;
@@ -207,8 +211,8 @@ towers_cuda_backend(int abi, const char* buildId, char* error, std::size_t error
         return nullptr;
     };
     if (abi != kGpuBackendAbi)
-        return fail("it was built for plugin ABI " + std::to_string(kGpuBackendAbi) + ", the program for " +
-                    std::to_string(abi));
+        return fail("it was built for plugin ABI " + std::to_string(kGpuBackendAbi) +
+                    ", the program for " + std::to_string(abi));
     if (!buildId || std::strcmp(buildId, gpuBackendBuildId()) != 0)
         return fail(std::string("it was built as '") + gpuBackendBuildId() + "', the program as '" +
                     (buildId ? buildId : "?") + "'; install matching versions");

@@ -15,8 +15,8 @@ std::string where(const char* call, const char* file, int line)
 void throwCuda(cudaError_t status, const char* call, const char* file, int line)
 {
     cudaGetLastError(); // clear a non-sticky error so that the next call does not report it again
-    const std::string text = std::string("CUDA error: ") + cudaGetErrorString(status) + " in " +
-                             where(call, file, line);
+    const std::string text =
+        std::string("CUDA error: ") + cudaGetErrorString(status) + " in " + where(call, file, line);
     if (status == cudaErrorMemoryAllocation) throw DeviceOutOfMemory(text);
     throw BackendError(text);
 }
@@ -29,8 +29,8 @@ void throwCudnn(cudnnStatus_t status, const char* call, const char* file, int li
 
 void throwCublas(cublasStatus_t status, const char* call, const char* file, int line)
 {
-    const std::string text = std::string("cuBLAS error: ") + cublasGetStatusString(status) + " in " +
-                             where(call, file, line);
+    const std::string text = std::string("cuBLAS error: ") + cublasGetStatusString(status) +
+                             " in " + where(call, file, line);
     if (status == CUBLAS_STATUS_ALLOC_FAILED) throw DeviceOutOfMemory(text);
     throw BackendError(text);
 }
@@ -44,7 +44,8 @@ DeviceGuard::DeviceGuard(int index)
 DeviceGuard::~DeviceGuard()
 {
     int now = -1;
-    if (cudaGetDevice(&now) == cudaSuccess && now != m_previous && m_previous >= 0) cudaSetDevice(m_previous);
+    if (cudaGetDevice(&now) == cudaSuccess && now != m_previous && m_previous >= 0)
+        cudaSetDevice(m_previous);
 }
 
 } // namespace towers::engine::cuda

@@ -30,23 +30,23 @@ private:
 
 } // namespace towers::engine::cuda
 
-#define TOWERS_CUDA(call)                                                                              \
-    do {                                                                                               \
-        const cudaError_t towers_status_ = (call);                                                     \
-        if (towers_status_ != cudaSuccess)                                                             \
-            ::towers::engine::cuda::throwCuda(towers_status_, #call, __FILE__, __LINE__);             \
+#define TOWERS_CUDA(call)                                                                          \
+    do {                                                                                           \
+        const cudaError_t towers_status_ = (call);                                                 \
+        if (towers_status_ != cudaSuccess)                                                         \
+            ::towers::engine::cuda::throwCuda(towers_status_, #call, __FILE__, __LINE__);          \
     } while (0)
-#define TOWERS_CUDNN(call)                                                                             \
-    do {                                                                                               \
-        const cudnnStatus_t towers_status_ = (call);                                                   \
-        if (towers_status_ != CUDNN_STATUS_SUCCESS)                                                    \
-            ::towers::engine::cuda::throwCudnn(towers_status_, #call, __FILE__, __LINE__);            \
+#define TOWERS_CUDNN(call)                                                                         \
+    do {                                                                                           \
+        const cudnnStatus_t towers_status_ = (call);                                               \
+        if (towers_status_ != CUDNN_STATUS_SUCCESS)                                                \
+            ::towers::engine::cuda::throwCudnn(towers_status_, #call, __FILE__, __LINE__);         \
     } while (0)
-#define TOWERS_CUBLAS(call)                                                                            \
-    do {                                                                                               \
-        const cublasStatus_t towers_status_ = (call);                                                  \
-        if (towers_status_ != CUBLAS_STATUS_SUCCESS)                                                   \
-            ::towers::engine::cuda::throwCublas(towers_status_, #call, __FILE__, __LINE__);           \
+#define TOWERS_CUBLAS(call)                                                                        \
+    do {                                                                                           \
+        const cublasStatus_t towers_status_ = (call);                                              \
+        if (towers_status_ != CUBLAS_STATUS_SUCCESS)                                               \
+            ::towers::engine::cuda::throwCublas(towers_status_, #call, __FILE__, __LINE__);        \
     } while (0)
 // After a kernel launch: a bad configuration shows up here, a fault later (at a synchronisation).
 #define TOWERS_CUDA_LAUNCHED() TOWERS_CUDA(cudaGetLastError())

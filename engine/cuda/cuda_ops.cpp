@@ -14,8 +14,14 @@
 namespace towers::engine::cuda {
 
 namespace {
-const float* f(const Tensor& t) { return static_cast<const float*>(t.raw()); }
-float* f(Tensor& t) { return static_cast<float*>(t.raw()); }
+const float* f(const Tensor& t)
+{
+    return static_cast<const float*>(t.raw());
+}
+float* f(Tensor& t)
+{
+    return static_cast<float*>(t.raw());
+}
 } // namespace
 
 CudaOps::CudaOps(int index, const GpuOpsOptions& options) : m_device(index), m_options(options)
@@ -56,8 +62,8 @@ void CudaOps::requireHere(const Tensor& t, const char* what) const
 {
     if (t.empty()) throw ShapeError(std::string(what) + ": tensor is empty");
     if (t.device() != device())
-        throw InvalidArgument(std::string(what) + ": " + t.describe() + " is not on " + device().str() +
-                              ", where this backend runs");
+        throw InvalidArgument(std::string(what) + ": " + t.describe() + " is not on " +
+                              device().str() + ", where this backend runs");
     if (t.dtype() != DType::Float32 && t.dtype() != DType::Int32 && t.dtype() != DType::UInt8)
         throw Unsupported(std::string(what) + ": the CUDA backend runs float32, not " +
                           std::string(dtypeName(t.dtype())));
@@ -71,7 +77,8 @@ void CudaOps::ensure(Tensor& t, const Shape& shape, DType dtype) const
 void* CudaOps::workspace(std::size_t bytes)
 {
     if (m_workspace.empty() || m_workspace.bytes() < bytes)
-        m_workspace = Tensor({static_cast<std::int64_t>(std::max<std::size_t>(bytes, 1))}, DType::UInt8, device());
+        m_workspace = Tensor({static_cast<std::int64_t>(std::max<std::size_t>(bytes, 1))},
+                             DType::UInt8, device());
     return m_workspace.raw();
 }
 
@@ -89,14 +96,16 @@ void CudaOps::maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y, Te
     DeviceGuard guard(m_device);
     requireHere(x, "max pool x");
     requireShape(x, d.inputShape(), "max pool x");
-    if (x.numel() > INT32_MAX) throw Unsupported("CUDA max pool: input too large for int32 indices");
+    if (x.numel() > INT32_MAX)
+        throw Unsupported("CUDA max pool: input too large for int32 indices");
     ensure(y, d.outputShape());
     ensure(workspace, d.outputShape(), DType::Int32);
-    cuda::maxPoolForward(m_stream, geometry(d.win), f(x), f(y), static_cast<std::int32_t*>(workspace.raw()));
+    cuda::maxPoolForward(m_stream, geometry(d.win), f(x), f(y),
+                         static_cast<std::int32_t*>(workspace.raw()));
 }
 
-void CudaOps::maxPoolBackward(const Pool2dDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
-                              const Tensor& workspace, Tensor& dx)
+void CudaOps::maxPoolBackward(const Pool2dDesc& d, const Tensor& x, const Tensor& y,
+                              const Tensor& dy, const Tensor& workspace, Tensor& dx)
 {
     DeviceGuard guard(m_device);
     requireHere(x, "max pool x");
@@ -107,8 +116,8 @@ void CudaOps::maxPoolBackward(const Pool2dDesc& d, const Tensor& x, const Tensor
     requireShape(workspace, d.outputShape(), "max pool workspace");
     requireDType(workspace, DType::Int32, "max pool workspace");
     ensure(dx, d.inputShape());
-    cuda::maxPoolBackward(m_stream, geometry(d.win), f(dy), static_cast<const std::int32_t*>(workspace.raw()),
-                          f(dx));
+    cuda::maxPoolBackward(m_stream, geometry(d.win), f(dy),
+                          static_cast<const std::int32_t*>(workspace.raw()), f(dx));
 }
 
 void CudaOps::lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
@@ -119,8 +128,8 @@ void CudaOps::lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& w
     ensure(y, d.shape);
     ensure(workspace, d.shape);
     const std::int64_t c = d.shape[d.shape.rank() - 1];
-    cuda::lrnForward(m_stream, f(x), f(y), f(workspace), x.numel() / c, c, d.depthRadius, float(d.bias),
-                     float(d.alpha), float(d.beta));
+    cuda::lrnForward(m_stream, f(x), f(y), f(workspace), x.numel() / c, c, d.depthRadius,
+                     float(d.bias), float(d.alpha), float(d.beta));
 }
 
 void CudaOps::lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -136,13 +145,14 @@ void CudaOps::lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, co
     requireShape(workspace, d.shape, "lrn workspace");
     ensure(dx, d.shape);
     const std::int64_t c = d.shape[d.shape.rank() - 1];
-    cuda::lrnBackward(m_stream, f(x), f(y), f(dy), f(workspace), f(dx), x.numel() / c, c, d.depthRadius,
-                      float(d.alpha), float(d.beta));
+    cuda::lrnBackward(m_stream, f(x), f(y), f(dy), f(workspace), f(dx), x.numel() / c, c,
+                      d.depthRadius, float(d.alpha), float(d.beta));
 }
 
 // ---- fully connected, row-major through column-major cuBLAS (see each call) ----
 
-void CudaOps::linearForward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, Activation act)
+void CudaOps::linearForward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                            Activation act)
 {
     DeviceGuard guard(m_device);
     requireHere(x, "linear x");
@@ -152,8 +162,8 @@ void CudaOps::linearForward(const Tensor& x, const Tensor& w, const Tensor& b, T
     ensure(y, {d.n, d.out});
     // y^T (out x n) = w (seen column-major: in x out, transposed) * x^T (in x n).
     const float one = 1, zero = 0;
-    TOWERS_CUBLAS(cublasSgemm(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(d.out), int(d.n), int(d.in), &one, f(w),
-                              int(d.in), f(x), int(d.in), &zero, f(y), int(d.out)));
+    TOWERS_CUBLAS(cublasSgemm(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(d.out), int(d.n), int(d.in),
+                              &one, f(w), int(d.in), f(x), int(d.in), &zero, f(y), int(d.out)));
     biasActivation(m_stream, f(y), b.empty() ? nullptr : f(b), d.n, d.out, act == Activation::Relu);
 }
 
@@ -166,8 +176,8 @@ void CudaOps::linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx)
     ensure(dx, {d.n, d.in});
     // dx^T (in x n) = w^T (in x out, column-major as stored) * dy^T (out x n).
     const float one = 1, zero = 0;
-    TOWERS_CUBLAS(cublasSgemm(m_cublas, CUBLAS_OP_N, CUBLAS_OP_N, int(d.in), int(d.n), int(d.out), &one, f(w),
-                              int(d.in), f(dy), int(d.out), &zero, f(dx), int(d.in)));
+    TOWERS_CUBLAS(cublasSgemm(m_cublas, CUBLAS_OP_N, CUBLAS_OP_N, int(d.in), int(d.n), int(d.out),
+                              &one, f(w), int(d.in), f(dy), int(d.out), &zero, f(dx), int(d.in)));
 }
 
 void CudaOps::linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db)
@@ -179,8 +189,8 @@ void CudaOps::linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& d
     ensure(dw, {d.out, d.in});
     // dw^T (in x out) = x^T (in x n) * dy (n x out: dy^T as stored, transposed).
     const float one = 1, zero = 0;
-    TOWERS_CUBLAS(cublasSgemm(m_cublas, CUBLAS_OP_N, CUBLAS_OP_T, int(d.in), int(d.out), int(d.n), &one, f(x),
-                              int(d.in), f(dy), int(d.out), &zero, f(dw), int(d.in)));
+    TOWERS_CUBLAS(cublasSgemm(m_cublas, CUBLAS_OP_N, CUBLAS_OP_T, int(d.in), int(d.out), int(d.n),
+                              &one, f(x), int(d.in), f(dy), int(d.out), &zero, f(dw), int(d.in)));
     if (db) {
         ensure(*db, {d.out});
         biasGradient(m_stream, f(dy), f(*db), d.n, d.out);
@@ -217,15 +227,16 @@ void CudaOps::add(const Tensor& a, const Tensor& b, Tensor& y)
     addTensors(m_stream, f(a), f(b), f(y), a.numel());
 }
 
-void CudaOps::dropoutForward(const Tensor& x, double rate, std::uint64_t seed, Tensor& y, Tensor& mask)
+void CudaOps::dropoutForward(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
+                             Tensor& mask)
 {
     DeviceGuard guard(m_device);
     requireHere(x, "dropout x");
     checks::dropoutRate(rate);
     ensure(y, x.shape());
     ensure(mask, x.shape(), DType::UInt8);
-    cuda::dropoutForward(m_stream, f(x), f(y), static_cast<std::uint8_t*>(mask.raw()), x.numel(), seed,
-                         dropoutThreshold(rate), static_cast<float>(1.0 / (1.0 - rate)));
+    cuda::dropoutForward(m_stream, f(x), f(y), static_cast<std::uint8_t*>(mask.raw()), x.numel(),
+                         seed, dropoutThreshold(rate), static_cast<float>(1.0 / (1.0 - rate)));
 }
 
 void CudaOps::dropoutBackward(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx)
@@ -236,19 +247,22 @@ void CudaOps::dropoutBackward(const Tensor& dy, const Tensor& mask, double rate,
     checks::dropoutRate(rate);
     checks::dropoutMask(mask, dy);
     ensure(dx, dy.shape());
-    cuda::dropoutBackward(m_stream, f(dy), static_cast<const std::uint8_t*>(mask.raw()), f(dx), dy.numel(),
-                          static_cast<float>(1.0 / (1.0 - rate)));
+    cuda::dropoutBackward(m_stream, f(dy), static_cast<const std::uint8_t*>(mask.raw()), f(dx),
+                          dy.numel(), static_cast<float>(1.0 / (1.0 - rate)));
 }
 
 // ---- batch normalisation ----
 
 void CudaOps::batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
-                                       const Tensor& beta, Tensor& y, Tensor& runningMean, Tensor& runningVar,
-                                       Tensor& saveMean, Tensor& saveVar)
+                                       const Tensor& beta, Tensor& y, Tensor& runningMean,
+                                       Tensor& runningVar, Tensor& saveMean, Tensor& saveVar)
 {
     DeviceGuard guard(m_device);
-    for (auto [t, what] : {std::pair{&x, "batch norm x"}, {&gamma, "batch norm gamma"}, {&beta, "batch norm beta"},
-                           {&runningMean, "batch norm running mean"}, {&runningVar, "batch norm running variance"}})
+    for (auto [t, what] : {std::pair{&x, "batch norm x"},
+                           {&gamma, "batch norm gamma"},
+                           {&beta, "batch norm beta"},
+                           {&runningMean, "batch norm running mean"},
+                           {&runningVar, "batch norm running variance"}})
         requireHere(*t, what);
     checks::batchNormInput(d, x, "batch norm x");
     checks::batchNormChannel(d, gamma, "batch norm gamma");
@@ -261,35 +275,43 @@ void CudaOps::batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x, 
     ensure(saveMean, {c});
     ensure(saveVar, {c});
     batchNormStatistics(m_stream, f(x), f(saveMean), f(saveVar), rows, c);
-    batchNormApply(m_stream, f(x), f(saveMean), f(saveVar), f(gamma), f(beta), f(y), rows, c, float(d.epsilon));
-    batchNormRunningUpdate(m_stream, f(runningMean), f(runningVar), f(saveMean), f(saveVar), c, rows,
-                           float(d.momentum));
+    batchNormApply(m_stream, f(x), f(saveMean), f(saveVar), f(gamma), f(beta), f(y), rows, c,
+                   float(d.epsilon));
+    batchNormRunningUpdate(m_stream, f(runningMean), f(runningVar), f(saveMean), f(saveVar), c,
+                           rows, float(d.momentum));
 }
 
-void CudaOps::batchNormForwardInference(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
-                                        const Tensor& beta, const Tensor& runningMean, const Tensor& runningVar,
+void CudaOps::batchNormForwardInference(const BatchNormDesc& d, const Tensor& x,
+                                        const Tensor& gamma, const Tensor& beta,
+                                        const Tensor& runningMean, const Tensor& runningVar,
                                         Tensor& y)
 {
     DeviceGuard guard(m_device);
-    for (auto [t, what] : {std::pair{&x, "batch norm x"}, {&gamma, "batch norm gamma"}, {&beta, "batch norm beta"},
-                           {&runningMean, "batch norm running mean"}, {&runningVar, "batch norm running variance"}})
+    for (auto [t, what] : {std::pair{&x, "batch norm x"},
+                           {&gamma, "batch norm gamma"},
+                           {&beta, "batch norm beta"},
+                           {&runningMean, "batch norm running mean"},
+                           {&runningVar, "batch norm running variance"}})
         requireHere(*t, what);
     checks::batchNormInput(d, x, "batch norm x");
     checks::batchNormChannel(d, gamma, "batch norm gamma");
     checks::batchNormChannel(d, runningMean, "batch norm running mean");
     checks::batchNormChannel(d, runningVar, "batch norm running variance");
     ensure(y, d.shape);
-    batchNormApply(m_stream, f(x), f(runningMean), f(runningVar), f(gamma), f(beta), f(y), d.rows(), d.channels(),
-                   float(d.epsilon));
+    batchNormApply(m_stream, f(x), f(runningMean), f(runningVar), f(gamma), f(beta), f(y), d.rows(),
+                   d.channels(), float(d.epsilon));
 }
 
-void CudaOps::batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                                const Tensor& saveMean, const Tensor& saveVar, Tensor& dx, Tensor& dgamma,
-                                Tensor& dbeta)
+void CudaOps::batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
+                                const Tensor& gamma, const Tensor& saveMean, const Tensor& saveVar,
+                                Tensor& dx, Tensor& dgamma, Tensor& dbeta)
 {
     DeviceGuard guard(m_device);
-    for (auto [t, what] : {std::pair{&x, "batch norm x"}, {&dy, "batch norm dy"}, {&gamma, "batch norm gamma"},
-                           {&saveMean, "batch norm saved mean"}, {&saveVar, "batch norm saved variance"}})
+    for (auto [t, what] : {std::pair{&x, "batch norm x"},
+                           {&dy, "batch norm dy"},
+                           {&gamma, "batch norm gamma"},
+                           {&saveMean, "batch norm saved mean"},
+                           {&saveVar, "batch norm saved variance"}})
         requireHere(*t, what);
     checks::batchNormInput(d, x, "batch norm x");
     checks::batchNormInput(d, dy, "batch norm dy");
@@ -300,8 +322,8 @@ void CudaOps::batchNormBackward(const BatchNormDesc& d, const Tensor& x, const T
     ensure(dx, d.shape);
     ensure(dgamma, {c});
     ensure(dbeta, {c});
-    cuda::batchNormBackward(m_stream, f(x), f(dy), f(saveMean), f(saveVar), f(gamma), f(dx), f(dgamma), f(dbeta),
-                            d.rows(), c, float(d.epsilon));
+    cuda::batchNormBackward(m_stream, f(x), f(dy), f(saveMean), f(saveVar), f(gamma), f(dx),
+                            f(dgamma), f(dbeta), d.rows(), c, float(d.epsilon));
 }
 
 // ---- layout ----
@@ -326,7 +348,8 @@ void CudaOps::nchwToNhwc(const Tensor& x, Tensor& y)
 
 // ---- loss ----
 
-double CudaOps::softmaxCrossEntropyForward(const Tensor& logits, const Tensor& labels, Tensor& probs)
+double CudaOps::softmaxCrossEntropyForward(const Tensor& logits, const Tensor& labels,
+                                           Tensor& probs)
 {
     DeviceGuard guard(m_device);
     requireHere(logits, "softmax cross-entropy logits");
@@ -339,20 +362,22 @@ double CudaOps::softmaxCrossEntropyForward(const Tensor& logits, const Tensor& l
     Tensor rowLoss({std::max<std::int64_t>(n, 1)}, DType::Float64, device());
     Tensor badRow({1}, DType::Int32, device());
     const auto none = static_cast<std::int32_t>(n);
-    TOWERS_CUDA(cudaMemcpyAsync(badRow.raw(), &none, sizeof none, cudaMemcpyHostToDevice, m_stream));
-    cuda::softmaxCrossEntropyForward(m_stream, f(logits), static_cast<const std::int32_t*>(labels.raw()), f(probs),
-                                     static_cast<double*>(rowLoss.raw()), static_cast<std::int32_t*>(badRow.raw()),
-                                     n, k);
+    TOWERS_CUDA(
+        cudaMemcpyAsync(badRow.raw(), &none, sizeof none, cudaMemcpyHostToDevice, m_stream));
+    cuda::softmaxCrossEntropyForward(
+        m_stream, f(logits), static_cast<const std::int32_t*>(labels.raw()), f(probs),
+        static_cast<double*>(rowLoss.raw()), static_cast<std::int32_t*>(badRow.raw()), n, k);
     // The loss goes back to the host anyway; summing there keeps it deterministic and simple.
     std::vector<double> losses(static_cast<std::size_t>(n));
     std::int32_t bad = none;
-    TOWERS_CUDA(cudaMemcpyAsync(losses.data(), rowLoss.raw(), sizeof(double) * n, cudaMemcpyDeviceToHost, m_stream));
+    TOWERS_CUDA(cudaMemcpyAsync(losses.data(), rowLoss.raw(), sizeof(double) * n,
+                                cudaMemcpyDeviceToHost, m_stream));
     TOWERS_CUDA(cudaMemcpyAsync(&bad, badRow.raw(), sizeof bad, cudaMemcpyDeviceToHost, m_stream));
     TOWERS_CUDA(cudaStreamSynchronize(m_stream));
     if (bad < n) {
         std::int32_t label = 0;
-        TOWERS_CUDA(cudaMemcpy(&label, static_cast<const std::int32_t*>(labels.raw()) + bad, sizeof label,
-                               cudaMemcpyDeviceToHost));
+        TOWERS_CUDA(cudaMemcpy(&label, static_cast<const std::int32_t*>(labels.raw()) + bad,
+                               sizeof label, cudaMemcpyDeviceToHost));
         throw InvalidArgument("softmax cross-entropy: label " + std::to_string(label) + " of row " +
                               std::to_string(bad) + " is outside [0, " + std::to_string(k) + ")");
     }
@@ -361,7 +386,8 @@ double CudaOps::softmaxCrossEntropyForward(const Tensor& logits, const Tensor& l
     return n ? sum / double(n) : 0.0;
 }
 
-void CudaOps::softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& labels, double scale, Tensor& dlogits)
+void CudaOps::softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& labels, double scale,
+                                          Tensor& dlogits)
 {
     DeviceGuard guard(m_device);
     requireHere(probs, "softmax cross-entropy probs");
@@ -370,8 +396,9 @@ void CudaOps::softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& lab
     requireShape(labels, {probs.dim(0)}, "softmax cross-entropy labels");
     requireDType(labels, DType::Int32, "softmax cross-entropy labels");
     ensure(dlogits, probs.shape());
-    cuda::softmaxCrossEntropyBackward(m_stream, f(probs), static_cast<const std::int32_t*>(labels.raw()),
-                                      f(dlogits), probs.dim(0), probs.dim(1), static_cast<float>(scale));
+    cuda::softmaxCrossEntropyBackward(m_stream, f(probs),
+                                      static_cast<const std::int32_t*>(labels.raw()), f(dlogits),
+                                      probs.dim(0), probs.dim(1), static_cast<float>(scale));
 }
 
 // ---- reductions and updates ----
@@ -382,7 +409,8 @@ double CudaOps::sumSquares(const Tensor& x)
     requireHere(x, "sumSquares x");
     cuda::sumSquares(m_stream, f(x), static_cast<double*>(m_scalar.raw()), x.numel());
     double result = 0;
-    TOWERS_CUDA(cudaMemcpyAsync(&result, m_scalar.raw(), sizeof result, cudaMemcpyDeviceToHost, m_stream));
+    TOWERS_CUDA(
+        cudaMemcpyAsync(&result, m_scalar.raw(), sizeof result, cudaMemcpyDeviceToHost, m_stream));
     TOWERS_CUDA(cudaStreamSynchronize(m_stream));
     return result;
 }
@@ -419,8 +447,8 @@ void CudaOps::adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& 
     checks::requireSameShape(m, w, "adamUpdate first moment", "w");
     checks::requireSameShape(v, w, "adamUpdate second moment", "w");
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
-    cuda::adamUpdate(m_stream, f(g), f(m), f(v), f(w), w.numel(), float(s.lr), float(s.beta1), float(s.beta2),
-                     float(s.epsilon), 1.0 - std::pow(s.beta1, double(s.step)),
+    cuda::adamUpdate(m_stream, f(g), f(m), f(v), f(w), w.numel(), float(s.lr), float(s.beta1),
+                     float(s.beta2), float(s.epsilon), 1.0 - std::pow(s.beta1, double(s.step)),
                      1.0 - std::pow(s.beta2, double(s.step)));
 }
 

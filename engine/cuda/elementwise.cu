@@ -22,7 +22,8 @@ __global__ void addKernel(const float* a, const float* b, float* y, std::int64_t
     TOWERS_GRID_STRIDE(i, n) y[i] = a[i] + b[i];
 }
 
-__global__ void biasActivationKernel(float* y, const float* b, std::int64_t rows, std::int64_t cols, bool relu)
+__global__ void biasActivationKernel(float* y, const float* b, std::int64_t rows, std::int64_t cols,
+                                     bool relu)
 {
     TOWERS_GRID_STRIDE(i, rows * cols)
     {
@@ -42,8 +43,8 @@ __global__ void dropoutForwardKernel(const float* x, float* y, std::uint8_t* mas
     }
 }
 
-__global__ void dropoutBackwardKernel(const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n,
-                                      float scale)
+__global__ void dropoutBackwardKernel(const float* dy, const std::uint8_t* mask, float* dx,
+                                      std::int64_t n, float scale)
 {
     TOWERS_GRID_STRIDE(i, n) dx[i] = mask[i] ? dy[i] * scale : 0.f;
 }
@@ -71,7 +72,8 @@ void addTensors(cudaStream_t s, const float* a, const float* b, float* y, std::i
     TOWERS_CUDA_LAUNCHED();
 }
 
-void biasActivation(cudaStream_t s, float* y, const float* b, std::int64_t rows, std::int64_t cols, bool relu)
+void biasActivation(cudaStream_t s, float* y, const float* b, std::int64_t rows, std::int64_t cols,
+                    bool relu)
 {
     if (rows * cols == 0 || (!b && !relu)) return;
     biasActivationKernel<<<gridFor(rows * cols), kThreads, 0, s>>>(y, b, rows, cols, relu);
@@ -86,8 +88,8 @@ void dropoutForward(cudaStream_t s, const float* x, float* y, std::uint8_t* mask
     TOWERS_CUDA_LAUNCHED();
 }
 
-void dropoutBackward(cudaStream_t s, const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n,
-                     float scale)
+void dropoutBackward(cudaStream_t s, const float* dy, const std::uint8_t* mask, float* dx,
+                     std::int64_t n, float scale)
 {
     if (n == 0) return;
     dropoutBackwardKernel<<<gridFor(n), kThreads, 0, s>>>(dy, mask, dx, n, scale);

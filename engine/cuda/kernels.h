@@ -13,28 +13,29 @@ void reluForward(cudaStream_t s, const float* x, float* y, std::int64_t n);
 void reluBackward(cudaStream_t s, const float* y, const float* dy, float* dx, std::int64_t n);
 void addTensors(cudaStream_t s, const float* a, const float* b, float* y, std::int64_t n);
 // y[r, c] += b[c] (b may be null), then ReLU when `relu`.
-void biasActivation(cudaStream_t s, float* y, const float* b, std::int64_t rows, std::int64_t cols, bool relu);
+void biasActivation(cudaStream_t s, float* y, const float* b, std::int64_t rows, std::int64_t cols,
+                    bool relu);
 void dropoutForward(cudaStream_t s, const float* x, float* y, std::uint8_t* mask, std::int64_t n,
                     std::uint64_t seed, std::uint32_t threshold, float scale);
-void dropoutBackward(cudaStream_t s, const float* dy, const std::uint8_t* mask, float* dx, std::int64_t n,
-                     float scale);
+void dropoutBackward(cudaStream_t s, const float* dy, const std::uint8_t* mask, float* dx,
+                     std::int64_t n, float scale);
 
 // ---- layout.cu ----
-void nhwcToNchw(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h, std::int64_t w,
-                std::int64_t c);
-void nchwToNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h, std::int64_t w,
-                std::int64_t c);
+void nhwcToNchw(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h,
+                std::int64_t w, std::int64_t c);
+void nchwToNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h,
+                std::int64_t w, std::int64_t c);
 // OIHW <-> OHWI (cuDNN's NHWC filter layout).
-void oihwToOhwi(cudaStream_t s, const float* x, float* y, std::int64_t o, std::int64_t i, std::int64_t kh,
-                std::int64_t kw);
-void ohwiToOihw(cudaStream_t s, const float* x, float* y, std::int64_t o, std::int64_t i, std::int64_t kh,
-                std::int64_t kw);
+void oihwToOhwi(cudaStream_t s, const float* x, float* y, std::int64_t o, std::int64_t i,
+                std::int64_t kh, std::int64_t kw);
+void ohwiToOihw(cudaStream_t s, const float* x, float* y, std::int64_t o, std::int64_t i,
+                std::int64_t kh, std::int64_t kw);
 // NHWC x [n,h,w,c] into y [n,h2,w2,c] at (top, left), zeros elsewhere.
-void padNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h, std::int64_t w,
-             std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left);
+void padNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h,
+             std::int64_t w, std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left);
 // The inverse: y [n,h,w,c] = x [n,h2,w2,c] from (top, left).
-void cropNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h, std::int64_t w,
-              std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left);
+void cropNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h,
+              std::int64_t w, std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left);
 
 // ---- window.cu ----
 struct WindowGeometry
@@ -43,37 +44,43 @@ struct WindowGeometry
     int kh, kw, sh, sw, padTop, padLeft;
 };
 // argmax: for each output, the input position (ih * w + iw) that won.
-void maxPoolForward(cudaStream_t s, const WindowGeometry& g, const float* x, float* y, std::int32_t* argmax);
-void maxPoolBackward(cudaStream_t s, const WindowGeometry& g, const float* dy, const std::int32_t* argmax,
-                     float* dx);
+void maxPoolForward(cudaStream_t s, const WindowGeometry& g, const float* x, float* y,
+                    std::int32_t* argmax);
+void maxPoolBackward(cudaStream_t s, const WindowGeometry& g, const float* dy,
+                     const std::int32_t* argmax, float* dx);
 // TensorFlow's LRN over the channels of rows of c values; scale (workspace) keeps
 // bias + alpha * sum of squares for backward.
-void lrnForward(cudaStream_t s, const float* x, float* y, float* scale, std::int64_t rows, std::int64_t c,
-                int radius, float bias, float alpha, float beta);
-void lrnBackward(cudaStream_t s, const float* x, const float* y, const float* dy, const float* scale, float* dx,
-                 std::int64_t rows, std::int64_t c, int radius, float alpha, float beta);
+void lrnForward(cudaStream_t s, const float* x, float* y, float* scale, std::int64_t rows,
+                std::int64_t c, int radius, float bias, float alpha, float beta);
+void lrnBackward(cudaStream_t s, const float* x, const float* y, const float* dy,
+                 const float* scale, float* dx, std::int64_t rows, std::int64_t c, int radius,
+                 float alpha, float beta);
 
 // ---- batch_norm.cu (rows x c, channels last) ----
 // db[c] = sum over r of g[r, c], accumulated in double, deterministic.
 void biasGradient(cudaStream_t s, const float* g, float* db, std::int64_t rows, std::int64_t cols);
 // Batch mean and biased variance per channel (two passes, double accumulation).
-void batchNormStatistics(cudaStream_t s, const float* x, float* mean, float* var, std::int64_t rows, std::int64_t c);
-void batchNormApply(cudaStream_t s, const float* x, const float* mean, const float* var, const float* gamma,
-                    const float* beta, float* y, std::int64_t rows, std::int64_t c, float epsilon);
+void batchNormStatistics(cudaStream_t s, const float* x, float* mean, float* var, std::int64_t rows,
+                         std::int64_t c);
+void batchNormApply(cudaStream_t s, const float* x, const float* mean, const float* var,
+                    const float* gamma, const float* beta, float* y, std::int64_t rows,
+                    std::int64_t c, float epsilon);
 // running = (1 - m) running + m batch, with the unbiased variance.
-void batchNormRunningUpdate(cudaStream_t s, float* runningMean, float* runningVar, const float* mean,
-                            const float* var, std::int64_t c, std::int64_t rows, float momentum);
-void batchNormBackward(cudaStream_t s, const float* x, const float* dy, const float* mean, const float* var,
-                       const float* gamma, float* dx, float* dgamma, float* dbeta, std::int64_t rows,
-                       std::int64_t c, float epsilon);
+void batchNormRunningUpdate(cudaStream_t s, float* runningMean, float* runningVar,
+                            const float* mean, const float* var, std::int64_t c, std::int64_t rows,
+                            float momentum);
+void batchNormBackward(cudaStream_t s, const float* x, const float* dy, const float* mean,
+                       const float* var, const float* gamma, float* dx, float* dgamma, float* dbeta,
+                       std::int64_t rows, std::int64_t c, float epsilon);
 
 // ---- loss.cu ----
 // probs = softmax(logits); rowLoss[r] = -log p[r, label]; firstBadRow = the lowest row whose label
 // is outside [0, k) (left as is when none is; the caller sets it to n first).
-void softmaxCrossEntropyForward(cudaStream_t s, const float* logits, const std::int32_t* labels, float* probs,
-                                double* rowLoss, std::int32_t* firstBadRow, std::int64_t n, std::int64_t k);
-void softmaxCrossEntropyBackward(cudaStream_t s, const float* probs, const std::int32_t* labels, float* dlogits,
-                                 std::int64_t n, std::int64_t k, float scale);
+void softmaxCrossEntropyForward(cudaStream_t s, const float* logits, const std::int32_t* labels,
+                                float* probs, double* rowLoss, std::int32_t* firstBadRow,
+                                std::int64_t n, std::int64_t k);
+void softmaxCrossEntropyBackward(cudaStream_t s, const float* probs, const std::int32_t* labels,
+                                 float* dlogits, std::int64_t n, std::int64_t k, float scale);
 // out[0] = sum of x[i]^2 in double, deterministic (fixed blocks, then one block).
 void sumSquares(cudaStream_t s, const float* x, double* out, std::int64_t n);
 
@@ -88,9 +95,10 @@ void meanAcrossRanks(cudaStream_t s, const RankPointers& ranks, int count, std::
 
 // ---- optim.cu ----
 void axpy(cudaStream_t s, float alpha, const float* x, float* y, std::int64_t n);
-void momentumUpdate(cudaStream_t s, const float* g, float* buf, float* w, std::int64_t n, float lr, float momentum,
-                    float dampening, bool nesterov, bool first);
-void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n, float lr, float beta1,
-                float beta2, float epsilon, double correction1, double correction2);
+void momentumUpdate(cudaStream_t s, const float* g, float* buf, float* w, std::int64_t n, float lr,
+                    float momentum, float dampening, bool nesterov, bool first);
+void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n,
+                float lr, float beta1, float beta2, float epsilon, double correction1,
+                double correction2);
 
 } // namespace towers::engine::cuda

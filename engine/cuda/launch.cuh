@@ -18,8 +18,8 @@ inline unsigned gridFor(std::int64_t n, int threads = kThreads)
     return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, 65535 * 8));
 }
 
-#define TOWERS_GRID_STRIDE(i, n)                                                                       \
-    for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (n);               \
+#define TOWERS_GRID_STRIDE(i, n)                                                                   \
+    for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (n);            \
          i += std::int64_t(blockDim.x) * gridDim.x)
 
 } // namespace towers::engine::cuda

@@ -8,7 +8,8 @@ namespace towers::engine::cuda {
 namespace {
 
 // y[a, c, b] = x[a, b, c] for x of [outer, b, c]: both layout pairs are this transpose.
-__global__ void transposeInnerKernel(const float* x, float* y, std::int64_t outer, std::int64_t b, std::int64_t c)
+__global__ void transposeInnerKernel(const float* x, float* y, std::int64_t outer, std::int64_t b,
+                                     std::int64_t c)
 {
     TOWERS_GRID_STRIDE(i, outer * b * c)
     {
@@ -17,28 +18,32 @@ __global__ void transposeInnerKernel(const float* x, float* y, std::int64_t oute
     }
 }
 
-__global__ void padKernel(const float* x, float* y, std::int64_t n, std::int64_t h, std::int64_t w, std::int64_t c,
-                          std::int64_t h2, std::int64_t w2, int top, int left)
+__global__ void padKernel(const float* x, float* y, std::int64_t n, std::int64_t h, std::int64_t w,
+                          std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left)
 {
     TOWERS_GRID_STRIDE(i, n * h2 * w2 * c)
     {
-        const std::int64_t ci = i % c, x2 = (i / c) % w2, y2 = (i / (c * w2)) % h2, ni = i / (c * w2 * h2);
+        const std::int64_t ci = i % c, x2 = (i / c) % w2, y2 = (i / (c * w2)) % h2,
+                           ni = i / (c * w2 * h2);
         const std::int64_t ix = x2 - left, iy = y2 - top;
-        y[i] = (ix >= 0 && ix < w && iy >= 0 && iy < h) ? x[((ni * h + iy) * w + ix) * c + ci] : 0.f;
+        y[i] =
+            (ix >= 0 && ix < w && iy >= 0 && iy < h) ? x[((ni * h + iy) * w + ix) * c + ci] : 0.f;
     }
 }
 
-__global__ void cropKernel(const float* x, float* y, std::int64_t n, std::int64_t h, std::int64_t w, std::int64_t c,
-                           std::int64_t h2, std::int64_t w2, int top, int left)
+__global__ void cropKernel(const float* x, float* y, std::int64_t n, std::int64_t h, std::int64_t w,
+                           std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left)
 {
     TOWERS_GRID_STRIDE(i, n * h * w * c)
     {
-        const std::int64_t ci = i % c, ix = (i / c) % w, iy = (i / (c * w)) % h, ni = i / (c * w * h);
+        const std::int64_t ci = i % c, ix = (i / c) % w, iy = (i / (c * w)) % h,
+                           ni = i / (c * w * h);
         y[i] = x[((ni * h2 + iy + top) * w2 + ix + left) * c + ci];
     }
 }
 
-void transposeInner(cudaStream_t s, const float* x, float* y, std::int64_t outer, std::int64_t b, std::int64_t c)
+void transposeInner(cudaStream_t s, const float* x, float* y, std::int64_t outer, std::int64_t b,
+                    std::int64_t c)
 {
     const std::int64_t total = outer * b * c;
     if (total == 0) return;
@@ -48,32 +53,32 @@ void transposeInner(cudaStream_t s, const float* x, float* y, std::int64_t outer
 
 } // namespace
 
-void nhwcToNchw(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h, std::int64_t w,
-                std::int64_t c)
+void nhwcToNchw(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h,
+                std::int64_t w, std::int64_t c)
 {
     transposeInner(s, x, y, n, h * w, c);
 }
 
-void nchwToNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h, std::int64_t w,
-                std::int64_t c)
+void nchwToNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h,
+                std::int64_t w, std::int64_t c)
 {
     transposeInner(s, x, y, n, c, h * w);
 }
 
-void oihwToOhwi(cudaStream_t s, const float* x, float* y, std::int64_t o, std::int64_t i, std::int64_t kh,
-                std::int64_t kw)
+void oihwToOhwi(cudaStream_t s, const float* x, float* y, std::int64_t o, std::int64_t i,
+                std::int64_t kh, std::int64_t kw)
 {
     transposeInner(s, x, y, o, i, kh * kw);
 }
 
-void ohwiToOihw(cudaStream_t s, const float* x, float* y, std::int64_t o, std::int64_t i, std::int64_t kh,
-                std::int64_t kw)
+void ohwiToOihw(cudaStream_t s, const float* x, float* y, std::int64_t o, std::int64_t i,
+                std::int64_t kh, std::int64_t kw)
 {
     transposeInner(s, x, y, o, kh * kw, i);
 }
 
-void padNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h, std::int64_t w,
-             std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left)
+void padNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h,
+             std::int64_t w, std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left)
 {
     const std::int64_t total = n * h2 * w2 * c;
     if (total == 0) return;
@@ -81,8 +86,8 @@ void padNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int6
     TOWERS_CUDA_LAUNCHED();
 }
 
-void cropNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h, std::int64_t w,
-              std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left)
+void cropNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h,
+              std::int64_t w, std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left)
 {
     const std::int64_t total = n * h * w * c;
     if (total == 0) return;

@@ -9,8 +9,9 @@ namespace towers::engine::cuda {
 
 namespace {
 
-__global__ void softmaxXentForwardKernel(const float* logits, const std::int32_t* labels, float* probs,
-                                         double* rowLoss, std::int32_t* firstBadRow, std::int64_t n, std::int64_t k)
+__global__ void softmaxXentForwardKernel(const float* logits, const std::int32_t* labels,
+                                         float* probs, double* rowLoss, std::int32_t* firstBadRow,
+                                         std::int64_t n, std::int64_t k)
 {
     TOWERS_GRID_STRIDE(r, n)
     {
@@ -20,7 +21,8 @@ __global__ void softmaxXentForwardKernel(const float* logits, const std::int32_t
         double sum = 0;
         for (std::int64_t j = 0; j < k; ++j) sum += exp(double(z[j]) - m);
         const double logSum = log(sum);
-        for (std::int64_t j = 0; j < k; ++j) probs[r * k + j] = static_cast<float>(exp(double(z[j]) - m) / sum);
+        for (std::int64_t j = 0; j < k; ++j)
+            probs[r * k + j] = static_cast<float>(exp(double(z[j]) - m) / sum);
         const std::int32_t label = labels[r];
         if (label < 0 || label >= k) {
             atomicMin(firstBadRow, static_cast<std::int32_t>(r));
@@ -31,8 +33,9 @@ __global__ void softmaxXentForwardKernel(const float* logits, const std::int32_t
     }
 }
 
-__global__ void softmaxXentBackwardKernel(const float* probs, const std::int32_t* labels, float* dlogits,
-                                          std::int64_t n, std::int64_t k, float scale)
+__global__ void softmaxXentBackwardKernel(const float* probs, const std::int32_t* labels,
+                                          float* dlogits, std::int64_t n, std::int64_t k,
+                                          float scale)
 {
     TOWERS_GRID_STRIDE(i, n * k)
     {
@@ -73,19 +76,22 @@ __global__ void sumFinalKernel(const double* partial, double* out, int count)
 
 } // namespace
 
-void softmaxCrossEntropyForward(cudaStream_t s, const float* logits, const std::int32_t* labels, float* probs,
-                                double* rowLoss, std::int32_t* firstBadRow, std::int64_t n, std::int64_t k)
+void softmaxCrossEntropyForward(cudaStream_t s, const float* logits, const std::int32_t* labels,
+                                float* probs, double* rowLoss, std::int32_t* firstBadRow,
+                                std::int64_t n, std::int64_t k)
 {
     if (n == 0) return;
-    softmaxXentForwardKernel<<<gridFor(n, 128), 128, 0, s>>>(logits, labels, probs, rowLoss, firstBadRow, n, k);
+    softmaxXentForwardKernel<<<gridFor(n, 128), 128, 0, s>>>(logits, labels, probs, rowLoss,
+                                                             firstBadRow, n, k);
     TOWERS_CUDA_LAUNCHED();
 }
 
-void softmaxCrossEntropyBackward(cudaStream_t s, const float* probs, const std::int32_t* labels, float* dlogits,
-                                 std::int64_t n, std::int64_t k, float scale)
+void softmaxCrossEntropyBackward(cudaStream_t s, const float* probs, const std::int32_t* labels,
+                                 float* dlogits, std::int64_t n, std::int64_t k, float scale)
 {
     if (n * k == 0) return;
-    softmaxXentBackwardKernel<<<gridFor(n * k), kThreads, 0, s>>>(probs, labels, dlogits, n, k, scale);
+    softmaxXentBackwardKernel<<<gridFor(n * k), kThreads, 0, s>>>(probs, labels, dlogits, n, k,
+                                                                  scale);
     TOWERS_CUDA_LAUNCHED();
 }
 
@@ -93,7 +99,8 @@ void sumSquares(cudaStream_t s, const float* x, double* out, std::int64_t n)
 {
     // A fixed grid, so the order of the additions (and the result) never changes between runs.
     double* partial = nullptr;
-    TOWERS_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&partial), sizeof(double) * kSumBlocks, s));
+    TOWERS_CUDA(
+        cudaMallocAsync(reinterpret_cast<void**>(&partial), sizeof(double) * kSumBlocks, s));
     sumSquaresPartialKernel<<<kSumBlocks, kThreads, 0, s>>>(x, partial, n);
     TOWERS_CUDA_LAUNCHED();
     sumFinalKernel<<<1, kThreads, 0, s>>>(partial, out, kSumBlocks);

@@ -22,7 +22,8 @@ class NcclCommunicator final : public Communicator
 {
 public:
     NcclCommunicator(std::vector<ncclComm_t> comms, std::vector<int> devices)
-        : m_comms(std::move(comms)), m_devices(std::move(devices)), m_rendezvous(int(m_devices.size()))
+        : m_comms(std::move(comms)), m_devices(std::move(devices)),
+          m_rendezvous(int(m_devices.size()))
     {
     }
     ~NcclCommunicator() override
@@ -37,18 +38,20 @@ public:
     {
         run(rank, "allReduceMean", tensors, [&](const Tensor& t, ncclComm_t comm) {
             if (t.dtype() != DType::Float32)
-                throw InvalidArgument("NCCL allReduceMean: only float32 tensors, got " + t.describe());
-            return ncclAllReduce(t.raw(), const_cast<void*>(t.raw()), std::size_t(t.numel()), ncclFloat32,
-                                 ncclAvg, comm, cudaStreamLegacy);
+                throw InvalidArgument("NCCL allReduceMean: only float32 tensors, got " +
+                                      t.describe());
+            return ncclAllReduce(t.raw(), const_cast<void*>(t.raw()), std::size_t(t.numel()),
+                                 ncclFloat32, ncclAvg, comm, cudaStreamLegacy);
         });
     }
 
     void broadcast(int rank, int root, std::span<Tensor> tensors) override
     {
-        if (root < 0 || root >= size()) throw InvalidArgument("NCCL broadcast: no root rank " + std::to_string(root));
+        if (root < 0 || root >= size())
+            throw InvalidArgument("NCCL broadcast: no root rank " + std::to_string(root));
         run(rank, "broadcast", tensors, [&](const Tensor& t, ncclComm_t comm) {
-            return ncclBroadcast(t.raw(), const_cast<void*>(t.raw()), t.bytes(), ncclUint8, root, comm,
-                                 cudaStreamLegacy);
+            return ncclBroadcast(t.raw(), const_cast<void*>(t.raw()), t.bytes(), ncclUint8, root,
+                                 comm, cudaStreamLegacy);
         });
     }
 
@@ -68,18 +71,21 @@ public:
 private:
     void requireRank(int rank) const
     {
-        if (rank < 0 || rank >= size()) throw InvalidArgument("NCCL: no rank " + std::to_string(rank));
+        if (rank < 0 || rank >= size())
+            throw InvalidArgument("NCCL: no rank " + std::to_string(rank));
     }
 
     template <class Op> void run(int rank, const char* what, std::span<Tensor> tensors, Op op)
     {
         requireRank(rank);
-        if (m_rendezvous.aborted()) throw CollectiveAborted("NCCL " + std::string(what) + ": another tower failed");
+        if (m_rendezvous.aborted())
+            throw CollectiveAborted("NCCL " + std::string(what) + ": another tower failed");
         const Device here{DeviceKind::Cuda, m_devices[std::size_t(rank)]};
         for (const auto& t : tensors)
             if (t.device() != here)
-                throw InvalidArgument(std::string("NCCL ") + what + ": rank " + std::to_string(rank) + " on " +
-                                      here.str() + " was given " + t.describe());
+                throw InvalidArgument(std::string("NCCL ") + what + ": rank " +
+                                      std::to_string(rank) + " on " + here.str() + " was given " +
+                                      t.describe());
         DeviceGuard guard(here.index);
         ncclComm_t comm = m_comms[std::size_t(rank)];
         ncclResult_t r = ncclGroupStart();
@@ -93,13 +99,15 @@ private:
         ncclResult_t async = ncclSuccess;
         ncclCommGetAsyncError(comm, &async);
         if (r != ncclSuccess || async != ncclSuccess || sync != cudaSuccess) {
-            const std::string why = std::string("NCCL ") + what + " failed on " + here.str() + ": " +
-                                    (r != ncclSuccess ? ncclText(r)
-                                     : async != ncclSuccess ? ncclText(async)
-                                                            : std::string(cudaGetErrorString(sync)));
+            const std::string why =
+                std::string("NCCL ") + what + " failed on " + here.str() + ": " +
+                (r != ncclSuccess       ? ncclText(r)
+                 : async != ncclSuccess ? ncclText(async)
+                                        : std::string(cudaGetErrorString(sync)));
             cudaGetLastError();
             m_rendezvous.abort(why);
-            for (auto c : m_comms) ncclCommAbort(c); // releases the other ranks' pending collectives
+            for (auto c : m_comms)
+                ncclCommAbort(c); // releases the other ranks' pending collectives
             m_comms.assign(m_comms.size(), nullptr);
             throw BackendError(why);
         }
@@ -112,7 +120,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<Communicator> makeNcclCommunicator(const std::vector<int>& devices, std::string* whyNot)
+std::unique_ptr<Communicator> makeNcclCommunicator(const std::vector<int>& devices,
+                                                   std::string* whyNot)
 {
     if (std::set<int>(devices.begin(), devices.end()).size() != devices.size()) {
         if (whyNot) *whyNot = "NCCL takes one rank per GPU, and some towers share a GPU";

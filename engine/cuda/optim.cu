@@ -12,8 +12,8 @@ __global__ void axpyKernel(float alpha, const float* x, float* y, std::int64_t n
     TOWERS_GRID_STRIDE(i, n) y[i] += alpha * x[i];
 }
 
-__global__ void momentumKernel(const float* g, float* buf, float* w, std::int64_t n, float lr, float momentum,
-                               float dampening, bool nesterov, bool first)
+__global__ void momentumKernel(const float* g, float* buf, float* w, std::int64_t n, float lr,
+                               float momentum, float dampening, bool nesterov, bool first)
 {
     TOWERS_GRID_STRIDE(i, n)
     {
@@ -24,8 +24,9 @@ __global__ void momentumKernel(const float* g, float* buf, float* w, std::int64_
     }
 }
 
-__global__ void adamKernel(const float* g, float* m, float* v, float* w, std::int64_t n, float lr, float beta1,
-                           float beta2, float epsilon, double correction1, double correction2Sqrt)
+__global__ void adamKernel(const float* g, float* m, float* v, float* w, std::int64_t n, float lr,
+                           float beta1, float beta2, float epsilon, double correction1,
+                           double correction2Sqrt)
 {
     TOWERS_GRID_STRIDE(i, n)
     {
@@ -48,20 +49,22 @@ void axpy(cudaStream_t s, float alpha, const float* x, float* y, std::int64_t n)
     TOWERS_CUDA_LAUNCHED();
 }
 
-void momentumUpdate(cudaStream_t s, const float* g, float* buf, float* w, std::int64_t n, float lr, float momentum,
-                    float dampening, bool nesterov, bool first)
+void momentumUpdate(cudaStream_t s, const float* g, float* buf, float* w, std::int64_t n, float lr,
+                    float momentum, float dampening, bool nesterov, bool first)
 {
     if (n == 0) return;
-    momentumKernel<<<gridFor(n), kThreads, 0, s>>>(g, buf, w, n, lr, momentum, dampening, nesterov, first);
+    momentumKernel<<<gridFor(n), kThreads, 0, s>>>(g, buf, w, n, lr, momentum, dampening, nesterov,
+                                                   first);
     TOWERS_CUDA_LAUNCHED();
 }
 
-void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n, float lr, float beta1,
-                float beta2, float epsilon, double correction1, double correction2)
+void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n,
+                float lr, float beta1, float beta2, float epsilon, double correction1,
+                double correction2)
 {
     if (n == 0) return;
-    adamKernel<<<gridFor(n), kThreads, 0, s>>>(g, m, v, w, n, lr, beta1, beta2, epsilon, correction1,
-                                               sqrt(correction2));
+    adamKernel<<<gridFor(n), kThreads, 0, s>>>(g, m, v, w, n, lr, beta1, beta2, epsilon,
+                                               correction1, sqrt(correction2));
     TOWERS_CUDA_LAUNCHED();
 }
 

@@ -8,7 +8,8 @@
 #include "engine/cuda/kernels.h"
 #include "engine/train/rendezvous.h"
 
-static_assert(towers::engine::cuda::kMaxSameDeviceRanks == towers::engine::cuda::kMaxRanksPerDevice);
+static_assert(towers::engine::cuda::kMaxSameDeviceRanks ==
+              towers::engine::cuda::kMaxRanksPerDevice);
 
 namespace towers::engine::cuda {
 
@@ -17,7 +18,10 @@ namespace {
 class SameDeviceCommunicator final : public Communicator
 {
 public:
-    SameDeviceCommunicator(int device, int ranks) : m_device(device), m_rendezvous(ranks), m_slots(std::size_t(ranks)) {}
+    SameDeviceCommunicator(int device, int ranks)
+        : m_device(device), m_rendezvous(ranks), m_slots(std::size_t(ranks))
+    {
+    }
 
     int size() const override { return m_rendezvous.size(); }
 
@@ -32,7 +36,8 @@ public:
                 for (std::size_t i = 0; i < tensors.size(); ++i) {
                     RankPointers ptrs{};
                     for (int r = 0; r < size(); ++r)
-                        ptrs.p[r] = static_cast<float*>(const_cast<void*>(m_slots[std::size_t(r)][i].raw()));
+                        ptrs.p[r] = static_cast<float*>(
+                            const_cast<void*>(m_slots[std::size_t(r)][i].raw()));
                     const std::int64_t n = tensors[i].numel();
                     if (n == 0) continue;
                     meanAcrossRanks(cudaStreamLegacy, ptrs, size(), n);
@@ -48,14 +53,16 @@ public:
 
     void broadcast(int rank, int root, std::span<Tensor> tensors) override
     {
-        if (root < 0 || root >= size()) throw InvalidArgument("broadcast: no root rank " + std::to_string(root));
+        if (root < 0 || root >= size())
+            throw InvalidArgument("broadcast: no root rank " + std::to_string(root));
         collect(rank, tensors, false);
         if (rank != root) {
             DeviceGuard guard(m_device);
             const auto& from = m_slots[std::size_t(root)];
             for (std::size_t i = 0; i < tensors.size(); ++i)
                 if (tensors[i].bytes())
-                    TOWERS_CUDA(cudaMemcpy(tensors[i].raw(), from[i].raw(), tensors[i].bytes(), cudaMemcpyDeviceToDevice));
+                    TOWERS_CUDA(cudaMemcpy(tensors[i].raw(), from[i].raw(), tensors[i].bytes(),
+                                           cudaMemcpyDeviceToDevice));
         }
         m_rendezvous.arrive();
     }
@@ -71,7 +78,8 @@ public:
 private:
     void requireRank(int rank) const
     {
-        if (rank < 0 || rank >= size()) throw InvalidArgument("communicator: no rank " + std::to_string(rank));
+        if (rank < 0 || rank >= size())
+            throw InvalidArgument("communicator: no rank " + std::to_string(rank));
     }
 
     // Registers the rank's tensors, waits for all, and checks that they match rank 0's.
@@ -85,15 +93,19 @@ private:
         for (int r = 0; r < size(); ++r) {
             const auto& mine = m_slots[std::size_t(r)];
             std::string why;
-            if (mine.size() != ref.size()) why = "passed " + std::to_string(mine.size()) + " tensors, rank 0 " +
-                                                 std::to_string(ref.size());
+            if (mine.size() != ref.size())
+                why = "passed " + std::to_string(mine.size()) + " tensors, rank 0 " +
+                      std::to_string(ref.size());
             for (std::size_t i = 0; why.empty() && i < mine.size(); ++i) {
                 if (mine[i].shape() != ref[i].shape() || mine[i].dtype() != ref[i].dtype())
-                    why = "tensor " + std::to_string(i) + " is " + mine[i].describe() + ", rank 0's " + ref[i].describe();
+                    why = "tensor " + std::to_string(i) + " is " + mine[i].describe() +
+                          ", rank 0's " + ref[i].describe();
                 else if (mine[i].device() != here)
-                    why = "tensor " + std::to_string(i) + " is " + mine[i].describe() + ", not on " + here.str();
+                    why = "tensor " + std::to_string(i) + " is " + mine[i].describe() +
+                          ", not on " + here.str();
                 else if (floatsOnly && mine[i].dtype() != DType::Float32)
-                    why = "tensor " + std::to_string(i) + " is " + mine[i].describe() + ": only float32 is averaged";
+                    why = "tensor " + std::to_string(i) + " is " + mine[i].describe() +
+                          ": only float32 is averaged";
             }
             if (!why.empty()) {
                 const std::string text = "GPU collective: rank " + std::to_string(r) + " " + why;
@@ -113,7 +125,8 @@ private:
 std::unique_ptr<Communicator> makeSameDeviceCommunicator(int device, int ranks, std::string* whyNot)
 {
     if (ranks > kMaxSameDeviceRanks) {
-        if (whyNot) *whyNot = "more than " + std::to_string(kMaxSameDeviceRanks) + " towers on one GPU";
+        if (whyNot)
+            *whyNot = "more than " + std::to_string(kMaxSameDeviceRanks) + " towers on one GPU";
         return nullptr;
     }
     return std::make_unique<SameDeviceCommunicator>(device, ranks);

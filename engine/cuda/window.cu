@@ -9,7 +9,8 @@ namespace towers::engine::cuda {
 namespace {
 
 // argmax holds the flat index into x of the winner, as the reference backend's workspace does.
-__global__ void maxPoolForwardKernel(WindowGeometry g, const float* x, float* y, std::int32_t* argmax)
+__global__ void maxPoolForwardKernel(WindowGeometry g, const float* x, float* y,
+                                     std::int32_t* argmax)
 {
     TOWERS_GRID_STRIDE(i, g.n * g.oh * g.ow * g.c)
     {
@@ -37,7 +38,8 @@ __global__ void maxPoolForwardKernel(WindowGeometry g, const float* x, float* y,
 }
 
 // Gathers, for each input element, dy of every window that picked it: deterministic, no atomics.
-__global__ void maxPoolBackwardKernel(WindowGeometry g, const float* dy, const std::int32_t* argmax, float* dx)
+__global__ void maxPoolBackwardKernel(WindowGeometry g, const float* dy, const std::int32_t* argmax,
+                                      float* dx)
 {
     TOWERS_GRID_STRIDE(i, g.n * g.h * g.w * g.c)
     {
@@ -59,13 +61,14 @@ __global__ void maxPoolBackwardKernel(WindowGeometry g, const float* dy, const s
     }
 }
 
-__global__ void lrnForwardKernel(const float* x, float* y, float* scale, std::int64_t rows, std::int64_t c,
-                                 int radius, float bias, float alpha, float beta)
+__global__ void lrnForwardKernel(const float* x, float* y, float* scale, std::int64_t rows,
+                                 std::int64_t c, int radius, float bias, float alpha, float beta)
 {
     TOWERS_GRID_STRIDE(i, rows * c)
     {
         const std::int64_t ch = i % c, row = i - ch;
-        const std::int64_t lo = ch > radius ? ch - radius : 0, hi = ch + radius < c ? ch + radius : c - 1;
+        const std::int64_t lo = ch > radius ? ch - radius : 0,
+                           hi = ch + radius < c ? ch + radius : c - 1;
         float sum = 0.f;
         for (std::int64_t k = lo; k <= hi; ++k) sum += x[row + k] * x[row + k];
         const float s = bias + alpha * sum;
@@ -76,12 +79,14 @@ __global__ void lrnForwardKernel(const float* x, float* y, float* scale, std::in
 
 // dx_j = dy_j s_j^-beta - 2 alpha beta x_j sum over c with |c - j| <= r of dy_c x_c s_c^(-beta-1).
 __global__ void lrnBackwardKernel(const float* x, const float* dy, const float* scale, float* dx,
-                                  std::int64_t rows, std::int64_t c, int radius, float alpha, float beta)
+                                  std::int64_t rows, std::int64_t c, int radius, float alpha,
+                                  float beta)
 {
     TOWERS_GRID_STRIDE(i, rows * c)
     {
         const std::int64_t ch = i % c, row = i - ch;
-        const std::int64_t lo = ch > radius ? ch - radius : 0, hi = ch + radius < c ? ch + radius : c - 1;
+        const std::int64_t lo = ch > radius ? ch - radius : 0,
+                           hi = ch + radius < c ? ch + radius : c - 1;
         float sum = 0.f;
         for (std::int64_t k = lo; k <= hi; ++k) {
             const float s = scale[row + k];
@@ -93,7 +98,8 @@ __global__ void lrnBackwardKernel(const float* x, const float* dy, const float* 
 
 } // namespace
 
-void maxPoolForward(cudaStream_t s, const WindowGeometry& g, const float* x, float* y, std::int32_t* argmax)
+void maxPoolForward(cudaStream_t s, const WindowGeometry& g, const float* x, float* y,
+                    std::int32_t* argmax)
 {
     const std::int64_t total = g.n * g.oh * g.ow * g.c;
     if (total == 0) return;
@@ -101,7 +107,8 @@ void maxPoolForward(cudaStream_t s, const WindowGeometry& g, const float* x, flo
     TOWERS_CUDA_LAUNCHED();
 }
 
-void maxPoolBackward(cudaStream_t s, const WindowGeometry& g, const float* dy, const std::int32_t* argmax, float* dx)
+void maxPoolBackward(cudaStream_t s, const WindowGeometry& g, const float* dy,
+                     const std::int32_t* argmax, float* dx)
 {
     const std::int64_t total = g.n * g.h * g.w * g.c;
     if (total == 0) return;
@@ -109,20 +116,23 @@ void maxPoolBackward(cudaStream_t s, const WindowGeometry& g, const float* dy, c
     TOWERS_CUDA_LAUNCHED();
 }
 
-void lrnForward(cudaStream_t s, const float* x, float* y, float* scale, std::int64_t rows, std::int64_t c, int radius,
-                float bias, float alpha, float beta)
+void lrnForward(cudaStream_t s, const float* x, float* y, float* scale, std::int64_t rows,
+                std::int64_t c, int radius, float bias, float alpha, float beta)
 {
     if (rows * c == 0) return;
-    lrnForwardKernel<<<gridFor(rows * c), kThreads, 0, s>>>(x, y, scale, rows, c, radius, bias, alpha, beta);
+    lrnForwardKernel<<<gridFor(rows * c), kThreads, 0, s>>>(x, y, scale, rows, c, radius, bias,
+                                                            alpha, beta);
     TOWERS_CUDA_LAUNCHED();
 }
 
-void lrnBackward(cudaStream_t s, const float* x, const float* y, const float* dy, const float* scale, float* dx,
-                 std::int64_t rows, std::int64_t c, int radius, float alpha, float beta)
+void lrnBackward(cudaStream_t s, const float* x, const float* y, const float* dy,
+                 const float* scale, float* dx, std::int64_t rows, std::int64_t c, int radius,
+                 float alpha, float beta)
 {
     (void)y;
     if (rows * c == 0) return;
-    lrnBackwardKernel<<<gridFor(rows * c), kThreads, 0, s>>>(x, dy, scale, dx, rows, c, radius, alpha, beta);
+    lrnBackwardKernel<<<gridFor(rows * c), kThreads, 0, s>>>(x, dy, scale, dx, rows, c, radius,
+                                                             alpha, beta);
     TOWERS_CUDA_LAUNCHED();
 }
 

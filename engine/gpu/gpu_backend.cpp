@@ -38,7 +38,8 @@ std::vector<std::string> candidates()
         return paths;
     }
     if (*TOWERS_CUDA_PLUGIN_BUILD_PATH) paths.emplace_back(TOWERS_CUDA_PLUGIN_BUILD_PATH);
-    if (const auto folder = executableFolder(); !folder.empty() && *TOWERS_CUDA_PLUGIN_RELATIVE_PATH)
+    if (const auto folder = executableFolder();
+        !folder.empty() && *TOWERS_CUDA_PLUGIN_RELATIVE_PATH)
         paths.push_back(folder + "/" + TOWERS_CUDA_PLUGIN_RELATIVE_PATH);
     return paths;
 }
@@ -53,8 +54,9 @@ Loaded load()
 {
     Loaded result;
     if (!TOWERS_HAS_CUDA && !std::getenv("TOWERS_CUDA_PLUGIN")) {
-        result.whyNot = "this build of Towers has no CUDA backend (it was configured without the CUDA "
-                        "toolkit)";
+        result.whyNot =
+            "this build of Towers has no CUDA backend (it was configured without the CUDA "
+            "toolkit)";
         return result;
     }
     // Number the GPUs in PCI bus order, as NVML does, so that "GPU 1" is the same card in
@@ -76,7 +78,8 @@ Loaded load()
         void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
         if (!handle) {
             const char* e = dlerror();
-            result.whyNot = "the CUDA backend " + path + " could not be loaded: " + (e ? e : "unknown error");
+            result.whyNot =
+                "the CUDA backend " + path + " could not be loaded: " + (e ? e : "unknown error");
             return result;
         }
         using Entry = GpuBackend* (*)(int, const char*, char*, std::size_t);

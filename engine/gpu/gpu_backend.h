@@ -17,12 +17,12 @@ namespace towers::engine {
 struct GpuDeviceInfo
 {
     int index = 0;
-    std::string name;                  // "NVIDIA H100 80GB HBM3"
+    std::string name; // "NVIDIA H100 80GB HBM3"
     int computeMajor = 0, computeMinor = 0;
-    std::uint64_t totalMemory = 0;     // bytes
-    std::uint64_t freeMemory = 0;      // bytes, when asked
+    std::uint64_t totalMemory = 0; // bytes
+    std::uint64_t freeMemory = 0;  // bytes, when asked
     int multiprocessors = 0;
-    std::string pciBusId;              // "0000:41:00.0", matches NVML's
+    std::string pciBusId; // "0000:41:00.0", matches NVML's
 };
 
 struct GpuOpsOptions
@@ -73,7 +73,10 @@ constexpr int kGpuBackendAbi = 1;
 #endif
 // The plugin shares classes by layout, so it must come from the same version built by the same
 // compiler; both sides compile this.
-inline const char* gpuBackendBuildId() { return "towers " TOWERS_BUILD_VERSION " " __VERSION__; }
+inline const char* gpuBackendBuildId()
+{
+    return "towers " TOWERS_BUILD_VERSION " " __VERSION__;
+}
 
 // Loads the CUDA backend once, thread-safely, and returns it, or nullptr with the reason in
 // `whyNot` (this build has no CUDA backend; the plugin or a library it needs is missing; it

@@ -17,40 +17,43 @@ public:
     std::string name() const override { return m_ops->name() + " (staged)"; }
     Device device() const override { return m_outer; }
 
-    void conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                       Activation act) override
+    void conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
+                       Tensor& y, Activation act) override
     {
         Tensor r;
         m_ops->conv2dForward(d, in(x), in(w), in(b), r, act);
         out(r, y);
     }
-    void conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const Tensor& w, Tensor& dx) override
+    void conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const Tensor& w,
+                            Tensor& dx) override
     {
         Tensor r;
         m_ops->conv2dBackwardData(d, in(dy), in(w), r);
         out(r, dx);
     }
-    void conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db) override
+    void conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, const Tensor& dy, Tensor& dw,
+                               Tensor* db) override
     {
         Tensor rw, rb;
         m_ops->conv2dBackwardWeights(d, in(x), in(dy), rw, db ? &rb : nullptr);
         out(rw, dw);
         if (db) out(rb, *db);
     }
-    void conv2dForwardTraining(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                               Activation act, Tensor& saved) override
+    void conv2dForwardTraining(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
+                               const Tensor& b, Tensor& y, Activation act, Tensor& saved) override
     {
         Tensor ry, rs;
         m_ops->conv2dForwardTraining(d, in(x), in(w), in(b), ry, act, rs);
         out(ry, y);
         out(rs, saved);
     }
-    void conv2dBackward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
-                        Activation act, const Tensor& saved, Tensor* dx, Tensor& dw, Tensor* db) override
+    void conv2dBackward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& y,
+                        const Tensor& dy, Activation act, const Tensor& saved, Tensor* dx,
+                        Tensor& dw, Tensor* db) override
     {
         Tensor rx, rw, rb;
-        m_ops->conv2dBackward(d, in(x), in(w), in(y), in(dy), act, in(saved), dx ? &rx : nullptr, rw,
-                              db ? &rb : nullptr);
+        m_ops->conv2dBackward(d, in(x), in(w), in(y), in(dy), act, in(saved), dx ? &rx : nullptr,
+                              rw, db ? &rb : nullptr);
         if (dx) out(rx, *dx);
         out(rw, dw);
         if (db) out(rb, *db);
@@ -77,15 +80,16 @@ public:
         out(ry, y);
         out(rw, workspace);
     }
-    void lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace,
-                     Tensor& dx) override
+    void lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
+                     const Tensor& workspace, Tensor& dx) override
     {
         Tensor r;
         m_ops->lrnBackward(d, in(x), in(y), in(dy), in(workspace), r);
         out(r, dx);
     }
 
-    void linearForward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, Activation act) override
+    void linearForward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                       Activation act) override
     {
         Tensor r;
         m_ops->linearForward(in(x), in(w), in(b), r, act);
@@ -104,11 +108,12 @@ public:
         out(rw, dw);
         if (db) out(rb, *db);
     }
-    void linearBackward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, Activation act,
-                        Tensor* dx, Tensor& dw, Tensor* db) override
+    void linearBackward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
+                        Activation act, Tensor* dx, Tensor& dw, Tensor* db) override
     {
         Tensor rx, rw, rb;
-        m_ops->linearBackward(in(x), in(w), in(y), in(dy), act, dx ? &rx : nullptr, rw, db ? &rb : nullptr);
+        m_ops->linearBackward(in(x), in(w), in(y), in(dy), act, dx ? &rx : nullptr, rw,
+                              db ? &rb : nullptr);
         if (dx) out(rx, *dx);
         out(rw, dw);
         if (db) out(rb, *db);
@@ -132,7 +137,8 @@ public:
         m_ops->add(in(a), in(b), r);
         out(r, y);
     }
-    void dropoutForward(const Tensor& x, double rate, std::uint64_t seed, Tensor& y, Tensor& mask) override
+    void dropoutForward(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
+                        Tensor& mask) override
     {
         Tensor ry, rm;
         m_ops->dropoutForward(in(x), rate, seed, ry, rm);
@@ -146,9 +152,9 @@ public:
         out(r, dx);
     }
 
-    void batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                  Tensor& y, Tensor& runningMean, Tensor& runningVar, Tensor& saveMean,
-                                  Tensor& saveVar) override
+    void batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
+                                  const Tensor& beta, Tensor& y, Tensor& runningMean,
+                                  Tensor& runningVar, Tensor& saveMean, Tensor& saveVar) override
     {
         Tensor ry, rm = in(runningMean), rv = in(runningVar), sm, sv;
         m_ops->batchNormForwardTraining(d, in(x), in(gamma), in(beta), ry, rm, rv, sm, sv);
@@ -158,19 +164,22 @@ public:
         out(sm, saveMean);
         out(sv, saveVar);
     }
-    void batchNormForwardInference(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                   const Tensor& runningMean, const Tensor& runningVar, Tensor& y) override
+    void batchNormForwardInference(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& beta, const Tensor& runningMean,
+                                   const Tensor& runningVar, Tensor& y) override
     {
         Tensor r;
-        m_ops->batchNormForwardInference(d, in(x), in(gamma), in(beta), in(runningMean), in(runningVar), r);
+        m_ops->batchNormForwardInference(d, in(x), in(gamma), in(beta), in(runningMean),
+                                         in(runningVar), r);
         out(r, y);
     }
-    void batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                           const Tensor& saveMean, const Tensor& saveVar, Tensor& dx, Tensor& dgamma,
-                           Tensor& dbeta) override
+    void batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
+                           const Tensor& gamma, const Tensor& saveMean, const Tensor& saveVar,
+                           Tensor& dx, Tensor& dgamma, Tensor& dbeta) override
     {
         Tensor rx, rg, rb;
-        m_ops->batchNormBackward(d, in(x), in(dy), in(gamma), in(saveMean), in(saveVar), rx, rg, rb);
+        m_ops->batchNormBackward(d, in(x), in(dy), in(gamma), in(saveMean), in(saveVar), rx, rg,
+                                 rb);
         out(rx, dx);
         out(rg, dgamma);
         out(rb, dbeta);
@@ -189,7 +198,8 @@ public:
         out(r, y);
     }
 
-    double softmaxCrossEntropyForward(const Tensor& logits, const Tensor& labels, Tensor& probs) override
+    double softmaxCrossEntropyForward(const Tensor& logits, const Tensor& labels,
+                                      Tensor& probs) override
     {
         Tensor r;
         const double loss = m_ops->softmaxCrossEntropyForward(in(logits), in(labels), r);

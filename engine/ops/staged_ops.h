@@ -14,6 +14,7 @@ namespace towers::engine {
 
 // Computes with `inner` (on inner->device()) for tensors on `outer`; name() is
 // "<inner's name> (staged)".
-std::unique_ptr<Ops> makeStagedOps(std::unique_ptr<Ops> inner, const Device& outer = Device::host());
+std::unique_ptr<Ops> makeStagedOps(std::unique_ptr<Ops> inner,
+                                   const Device& outer = Device::host());
 
 } // namespace towers::engine

@@ -6,7 +6,9 @@ namespace towers::engine {
 
 Rendezvous::Rendezvous(int size) : m_size(size)
 {
-    if (size < 1) throw InvalidArgument("a communicator needs at least one rank, got " + std::to_string(size));
+    if (size < 1)
+        throw InvalidArgument("a communicator needs at least one rank, got " +
+                              std::to_string(size));
 }
 
 void Rendezvous::arrive()

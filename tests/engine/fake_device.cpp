@@ -31,7 +31,8 @@ void FakeDeviceMemory::setZero(int, void* p, std::size_t bytes)
     std::memset(p, 0, bytes);
 }
 
-void FakeDeviceMemory::copy(void* dst, const Device&, const void* src, const Device&, std::size_t bytes)
+void FakeDeviceMemory::copy(void* dst, const Device&, const void* src, const Device&,
+                            std::size_t bytes)
 {
     ++m_copies;
     std::memmove(dst, src, bytes);
@@ -73,7 +74,8 @@ private:
         host.clear();
         for (const auto& t : tensors) {
             if (t.device().isHost())
-                throw InvalidArgument("staging communicator: expected device tensors, got " + t.describe());
+                throw InvalidArgument("staging communicator: expected device tensors, got " +
+                                      t.describe());
             host.push_back(t.copyTo(Device::host()));
         }
         run(host);

@@ -20,8 +20,8 @@ public:
     void* allocate(int index, std::size_t bytes) override;
     void release(int index, void* p) noexcept override;
     void setZero(int index, void* p, std::size_t bytes) override;
-    void copy(void* dst, const engine::Device& dstDevice, const void* src, const engine::Device& srcDevice,
-              std::size_t bytes) override;
+    void copy(void* dst, const engine::Device& dstDevice, const void* src,
+              const engine::Device& srcDevice, std::size_t bytes) override;
 
     std::int64_t liveAllocations() const { return m_live.load(); }
     std::int64_t copies() const { return m_copies.load(); }

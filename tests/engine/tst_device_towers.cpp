@@ -25,7 +25,8 @@ bool sameBytes(const Tensor& a, const Tensor& b)
 {
     const Tensor ha = a.device().isHost() ? a : a.copyTo(Device::host());
     const Tensor hb = b.device().isHost() ? b : b.copyTo(Device::host());
-    return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() && std::memcmp(ha.raw(), hb.raw(), ha.bytes()) == 0;
+    return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() &&
+           std::memcmp(ha.raw(), hb.raw(), ha.bytes()) == 0;
 }
 
 TowerSetOptions options(int towers, bool onDevice, double ema = 0, bool deviceCollectives = false)
@@ -106,12 +107,14 @@ private slots:
         QCOMPARE(staged->device(), kGpu0);
         Tensor want, got;
         host->conv2dForward(d, x, w, b, want, Activation::Relu);
-        staged->conv2dForward(d, x.copyTo(kGpu0), w.copyTo(kGpu0), b.copyTo(kGpu0), got, Activation::Relu);
+        staged->conv2dForward(d, x.copyTo(kGpu0), w.copyTo(kGpu0), b.copyTo(kGpu0), got,
+                              Activation::Relu);
         QCOMPARE(got.device(), kGpu0);
         QVERIFY(sameBytes(got, want));
         // A host tensor given to ops on the device is refused, naming it.
         Tensor y;
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, staged->conv2dForward(d, x, w, b, y, Activation::None));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 staged->conv2dForward(d, x, w, b, y, Activation::None));
     }
 
     void towersOnTheDeviceEqualTowersOnTheHost()
@@ -123,8 +126,10 @@ private slots:
             QCOMPARE(dev.device(1), (Device{DeviceKind::Cuda, 1}));
             QCOMPARE(host.device(1), Device::host());
             for (auto* p : dev.model(1).parameters())
-                if (p->value.dtype() == DType::Float32) QCOMPARE(p->value.device(), (Device{DeviceKind::Cuda, 1}));
-            SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), 2, 4, 64, 9);
+                if (p->value.dtype() == DType::Float32)
+                    QCOMPARE(p->value.device(), (Device{DeviceKind::Cuda, 1}));
+            SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), 2, 4, 64,
+                                  9);
             for (int s = 0; s < 3; ++s) {
                 const Batch& batch = data.next();
                 const auto a = host.step(batch, s, 0.05);
@@ -141,7 +146,8 @@ private slots:
             const auto hs = host.optimizer().state(host.model().parameters());
             const auto ds = dev.optimizer().state(dev.model().parameters());
             QCOMPARE(ds.size(), hs.size());
-            for (std::size_t i = 0; i < hs.size(); ++i) QVERIFY2(sameBytes(ds[i].second, hs[i].second), hs[i].first.c_str());
+            for (std::size_t i = 0; i < hs.size(); ++i)
+                QVERIFY2(sameBytes(ds[i].second, hs[i].second), hs[i].first.c_str());
 
             // Evaluation copies each batch to the tower's device and the logits back.
             const auto ea = host.evaluate(40, 16, data.evaluationBatches(), false);
@@ -158,7 +164,8 @@ private slots:
             for (const auto& [name, t] : c.weights) QVERIFY2(t.device().isHost(), name.c_str());
             for (const auto& [name, t] : c.optimizer) QVERIFY2(t.device().isHost(), name.c_str());
             const QTemporaryDir dir;
-            const auto path = std::filesystem::path(dir.path().toStdString()) / "device.safetensors";
+            const auto path =
+                std::filesystem::path(dir.path().toStdString()) / "device.safetensors";
             writeCheckpoint(path, c);
             QVERIFY(std::filesystem::file_size(path) > 0);
 
@@ -178,9 +185,12 @@ private slots:
         FakeDeviceScope scope;
         {
             TowerSet host(options(2, false)), dev(options(2, true, 0, true));
-            QVERIFY(QString::fromStdString(dev.allReduceDescription()).contains(QStringLiteral("given communicator")));
-            QCOMPARE(QString::fromStdString(host.allReduceDescription()), QStringLiteral("on the host"));
-            SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), 2, 4, 64, 11);
+            QVERIFY(QString::fromStdString(dev.allReduceDescription())
+                        .contains(QStringLiteral("given communicator")));
+            QCOMPARE(QString::fromStdString(host.allReduceDescription()),
+                     QStringLiteral("on the host"));
+            SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), 2, 4, 64,
+                                  11);
             data.injectNanAt(2);
             for (int s = 0; s < 4; ++s) {
                 const Batch& batch = data.next();

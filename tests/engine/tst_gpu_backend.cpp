@@ -35,9 +35,9 @@ GpuBackend* gpuOrWhy(QString& why)
     return gpu;
 }
 
-#define REQUIRE_GPU(gpu)                                                                               \
-    QString why_;                                                                                      \
-    GpuBackend* gpu = gpuOrWhy(why_);                                                                  \
+#define REQUIRE_GPU(gpu)                                                                           \
+    QString why_;                                                                                  \
+    GpuBackend* gpu = gpuOrWhy(why_);                                                              \
     if (!gpu) QSKIP(qPrintable(QStringLiteral("needs an NVIDIA GPU and the CUDA backend: ") + why_))
 
 void runSelfTest(bool tf32)
@@ -48,8 +48,8 @@ void runSelfTest(bool tf32)
     o.training = !tf32;
     int failed = 0;
     const auto results = towers::engine::runSelfTest(o, [&](const SelfTestResult& r) {
-        qInfo().noquote() << (r.passed ? "PASS" : "FAIL") << QString::fromStdString(r.name) << r.error << "<="
-                          << r.tolerance << QString::fromStdString(r.detail);
+        qInfo().noquote() << (r.passed ? "PASS" : "FAIL") << QString::fromStdString(r.name)
+                          << r.error << "<=" << r.tolerance << QString::fromStdString(r.detail);
         failed += r.passed ? 0 : 1;
     });
     QVERIFY(results.size() > 20);
@@ -71,7 +71,8 @@ private slots:
             QVERIFY2(why.find("no CUDA backend") != std::string::npos, why.c_str());
             return;
         }
-        // A CUDA build finds its plugin in the build tree; whether a GPU is there is another matter.
+        // A CUDA build finds its plugin in the build tree; whether a GPU is there is another
+        // matter.
         QVERIFY2(gpu, why.c_str());
         const std::string versions = gpu->versions();
         qInfo() << "CUDA backend:" << versions.c_str();
@@ -110,7 +111,8 @@ private slots:
         REQUIRE_GPU(gpu);
         for (int i = 0; i < gpu->deviceCount(); ++i) {
             const auto info = gpu->deviceInfo(i);
-            qInfo() << "GPU" << i << info.name.c_str() << info.computeMajor << info.computeMinor << info.pciBusId.c_str();
+            qInfo() << "GPU" << i << info.name.c_str() << info.computeMajor << info.computeMinor
+                    << info.pciBusId.c_str();
             QVERIFY(info.totalMemory > 0);
         }
         runSelfTest(false);
@@ -132,7 +134,8 @@ private slots:
         o.towers = std::max(2, gpu->deviceCount());
         o.optimizer.kind = "nesterov";
         TowerSet set(o);
-        towers::test::SyntheticBatches data(set.model().inputShape(), set.model().numClasses(), o.towers, 16, 256, 3);
+        towers::test::SyntheticBatches data(set.model().inputShape(), set.model().numClasses(),
+                                            o.towers, 16, 256, 3);
         double first = 0, last = 0;
         for (int s = 0; s < 8; ++s) {
             const auto r = set.step(data.next(), s, 0.05);
@@ -163,9 +166,11 @@ private slots:
         auto ops = gpu->makeOps(0, {});
         Tensor y;
         // A host tensor given to GPU ops is refused, naming it.
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops->reluForward(Tensor::zeros({3}, DType::Float32), y));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 ops->reluForward(Tensor::zeros({3}, DType::Float32), y));
         // float64 is the reference's; the GPU says so.
-        QVERIFY_THROWS_EXCEPTION(Unsupported, ops->reluForward(Tensor::zeros({3}, DType::Float64).copyTo(dev), y));
+        QVERIFY_THROWS_EXCEPTION(
+            Unsupported, ops->reluForward(Tensor::zeros({3}, DType::Float64).copyTo(dev), y));
         // A label outside the classes names its row.
         Tensor logits = Tensor::zeros({4, 10}, DType::Float32).copyTo(dev);
         Tensor labels({4}, DType::Int32);
