@@ -51,9 +51,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
         throw UnknownName("unknown backend '" + o.backend + "' (known: onednn, reference, cuda)");
     }
     // GPU work is asynchronous: each phase is timed up to the GPU's finishing it.
-    auto finish = [&] {
-        if (gpu) gpu->synchronize(0);
-    };
+    auto finish = [&] { ops->synchronize(); };
 
     auto model = createModel(o.model, o.seed);
     const Shape& in = model->inputShape();

@@ -58,6 +58,12 @@ CudaOps::~CudaOps()
     cudaStreamDestroy(m_stream);
 }
 
+void CudaOps::synchronize()
+{
+    DeviceGuard guard(m_device);
+    TOWERS_CUDA(cudaStreamSynchronize(m_stream));
+}
+
 void CudaOps::requireHere(const Tensor& t, const char* what) const
 {
     if (t.empty()) throw ShapeError(std::string(what) + ": tensor is empty");

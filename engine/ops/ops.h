@@ -24,6 +24,10 @@ public:
     // "reference", "onednn", ...
     virtual std::string name() const = 0;
     virtual Device device() const = 0;
+    // Waits until every op issued through this context has finished: a no-op for the CPU
+    // backends, which finish each op before returning; a GPU's asynchronous work (and its faults,
+    // as BackendError) surfaces here. For timing, and before a host reads what ops wrote.
+    virtual void synchronize() {}
 
     // --- convolution: x [N,H,W,C], w [O,C,KH,KW], b [O] or empty, y [N,OH,OW,O] ---
     virtual void conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w,

@@ -301,6 +301,7 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         tw.model->forward(ctx, images);
         tw.loss = tw.model->loss(ctx, labels);
         tw.model->backward(ctx);
+        tw.ops->synchronize(); // a GPU tower's compute time is its GPU's, not the launches'
         const auto t1 = Clock::now();
         // The synchronisation point: average the gradients, and the batch-norm running
         // statistics (each tower saw its own slice) so that the replicas stay identical.
@@ -334,6 +335,7 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         }
         tw.optimizer->step(*tw.ops, tw.model->parameters(), lr);
         if (m_ema) m_ema->update(tw.model->parameters(), globalStep + 1, t, size());
+        tw.ops->synchronize();
         const auto t3 = Clock::now();
         tw.times = {msBetween(t0, t1), msBetween(t1, t2), msBetween(t2, t3)};
     });
