@@ -1,6 +1,7 @@
 // Per-column sums of rows x c (channels last): batch normalisation, training and inference, and
 // the bias gradient of convolutions and linear layers. The sums run in two deterministic stages:
 // fixed row chunks into a scratch table, then one pass over the chunks, in double.
+#include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
 
@@ -19,10 +20,10 @@ struct SumCentredSquares
 {
     const float* x;
     const float* mean;
-    __device__ double operator()(std::int64_t i, std::int64_t c) const
+    std::int64_t channels;
+    __device__ double operator()(std::int64_t i, std::int64_t) const
     {
-        const double d = double(x[i]) - mean[c];
-        return d * d;
+        return centredSquareAt(i, x, mean, channels);
     }
 };
 struct SumDy
@@ -37,9 +38,10 @@ struct SumDyXhat
     const float* mean;
     const float* var;
     float epsilon;
-    __device__ double operator()(std::int64_t i, std::int64_t c) const
+    std::int64_t channels;
+    __device__ double operator()(std::int64_t i, std::int64_t) const
     {
-        return double(dy[i]) * (double(x[i]) - mean[c]) * rsqrt(double(var[c]) + epsilon);
+        return dyXhatAt(i, x, dy, mean, var, channels, epsilon);
     }
 };
 
@@ -95,21 +97,14 @@ __global__ void applyKernel(const float* x, const float* mean, const float* var,
                             const float* beta, float* y, std::int64_t rows, std::int64_t c,
                             float epsilon)
 {
-    TOWERS_GRID_STRIDE(i, rows * c)
-    {
-        const std::int64_t ch = i % c;
-        y[i] = (x[i] - mean[ch]) * rsqrtf(var[ch] + epsilon) * gamma[ch] + beta[ch];
-    }
+    TOWERS_GRID_STRIDE(i, rows * c) batchNormApplyAt(i, x, mean, var, gamma, beta, y, c, epsilon);
 }
 
 __global__ void runningKernel(float* runningMean, float* runningVar, const float* mean,
                               const float* var, std::int64_t c, double unbias, float momentum)
 {
     TOWERS_GRID_STRIDE(ch, c)
-    {
-        runningMean[ch] = (1.f - momentum) * runningMean[ch] + momentum * mean[ch];
-        runningVar[ch] = (1.f - momentum) * runningVar[ch] + momentum * float(var[ch] * unbias);
-    }
+    batchNormRunningAt(ch, runningMean, runningVar, mean, var, unbias, momentum);
 }
 
 __global__ void backwardKernel(const float* x, const float* dy, const float* mean, const float* var,
@@ -117,14 +112,7 @@ __global__ void backwardKernel(const float* x, const float* dy, const float* mea
                                float* dx, std::int64_t rows, std::int64_t c, float epsilon)
 {
     TOWERS_GRID_STRIDE(i, rows * c)
-    {
-        const std::int64_t ch = i % c;
-        const double invStd = rsqrt(double(var[ch]) + epsilon);
-        const double xhat = (double(x[i]) - mean[ch]) * invStd;
-        const double n = double(rows);
-        dx[i] = static_cast<float>(gamma[ch] * invStd / n *
-                                   (n * dy[i] - dbeta[ch] - xhat * dgamma[ch]));
-    }
+    batchNormBackwardAt(i, x, dy, mean, var, gamma, dgamma, dbeta, dx, rows, c, epsilon);
 }
 
 } // namespace
@@ -144,7 +132,7 @@ void batchNormStatistics(cudaStream_t s, const float* x, float* mean, float* var
 {
     if (rows == 0 || c == 0) return;
     columnSums(s, SumX{x}, mean, rows, c, 1.0 / double(rows));
-    columnSums(s, SumCentredSquares{x, mean}, var, rows, c, 1.0 / double(rows));
+    columnSums(s, SumCentredSquares{x, mean, c}, var, rows, c, 1.0 / double(rows));
 }
 
 void batchNormApply(cudaStream_t s, const float* x, const float* mean, const float* var,
@@ -174,7 +162,7 @@ void batchNormBackward(cudaStream_t s, const float* x, const float* dy, const fl
 {
     if (rows == 0 || c == 0) return;
     columnSums(s, SumDy{dy}, dbeta, rows, c, 1.0);
-    columnSums(s, SumDyXhat{x, dy, mean, var, epsilon}, dgamma, rows, c, 1.0);
+    columnSums(s, SumDyXhat{x, dy, mean, var, epsilon, c}, dgamma, rows, c, 1.0);
     backwardKernel<<<gridFor(rows * c), kThreads, 0, s>>>(x, dy, mean, var, gamma, dgamma, dbeta,
                                                           dx, rows, c, epsilon);
     TOWERS_CUDA_LAUNCHED();

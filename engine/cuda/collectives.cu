@@ -1,5 +1,6 @@
 // The reduction kernel of towers that share one GPU (same_device_communicator.cpp): every rank's
 // copy read in rank order, summed in double, the mean written into all of them.
+#include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
 
@@ -9,13 +10,7 @@ namespace {
 
 __global__ void meanAcrossRanksKernel(RankPointers ranks, int count, std::int64_t n)
 {
-    TOWERS_GRID_STRIDE(i, n)
-    {
-        double sum = 0;
-        for (int r = 0; r < count; ++r) sum += ranks.p[r][i];
-        const float mean = static_cast<float>(sum / count);
-        for (int r = 0; r < count; ++r) ranks.p[r][i] = mean;
-    }
+    TOWERS_GRID_STRIDE(i, n) meanAcrossRanksAt(i, ranks.p, count);
 }
 
 } // namespace

@@ -1,7 +1,7 @@
 // Element-wise kernels: ReLU, addition, bias with activation, bias gradient, dropout.
+#include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
-#include "engine/ops/dropout_mask.h"
 
 namespace towers::engine::cuda {
 
@@ -9,12 +9,12 @@ namespace {
 
 __global__ void reluForwardKernel(const float* x, float* y, std::int64_t n)
 {
-    TOWERS_GRID_STRIDE(i, n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+    TOWERS_GRID_STRIDE(i, n) reluForwardAt(i, x, y);
 }
 
 __global__ void reluBackwardKernel(const float* y, const float* dy, float* dx, std::int64_t n)
 {
-    TOWERS_GRID_STRIDE(i, n) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+    TOWERS_GRID_STRIDE(i, n) reluBackwardAt(i, y, dy, dx);
 }
 
 __global__ void addKernel(const float* a, const float* b, float* y, std::int64_t n)
@@ -25,28 +25,19 @@ __global__ void addKernel(const float* a, const float* b, float* y, std::int64_t
 __global__ void biasActivationKernel(float* y, const float* b, std::int64_t rows, std::int64_t cols,
                                      bool relu)
 {
-    TOWERS_GRID_STRIDE(i, rows * cols)
-    {
-        float v = y[i] + (b ? b[i % cols] : 0.f);
-        y[i] = relu && v < 0.f ? 0.f : v;
-    }
+    TOWERS_GRID_STRIDE(i, rows * cols) biasActivationAt(i, y, b, cols, relu);
 }
 
 __global__ void dropoutForwardKernel(const float* x, float* y, std::uint8_t* mask, std::int64_t n,
                                      std::uint64_t seed, std::uint32_t threshold, float scale)
 {
-    TOWERS_GRID_STRIDE(i, n)
-    {
-        const bool keep = dropoutKeeps(seed, static_cast<std::uint64_t>(i), threshold);
-        mask[i] = keep ? 1 : 0;
-        y[i] = keep ? x[i] * scale : 0.f;
-    }
+    TOWERS_GRID_STRIDE(i, n) dropoutForwardAt(i, x, y, mask, seed, threshold, scale);
 }
 
 __global__ void dropoutBackwardKernel(const float* dy, const std::uint8_t* mask, float* dx,
                                       std::int64_t n, float scale)
 {
-    TOWERS_GRID_STRIDE(i, n) dx[i] = mask[i] ? dy[i] * scale : 0.f;
+    TOWERS_GRID_STRIDE(i, n) dropoutBackwardAt(i, dy, mask, dx, scale);
 }
 
 } // namespace

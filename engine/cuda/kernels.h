@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "engine/cuda/kernel_math.h"
+
 namespace towers::engine::cuda {
 
 // ---- elementwise.cu ----
@@ -38,11 +40,6 @@ void cropNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int
               std::int64_t w, std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left);
 
 // ---- window.cu ----
-struct WindowGeometry
-{
-    std::int64_t n, h, w, c, oh, ow;
-    int kh, kw, sh, sw, padTop, padLeft;
-};
 // argmax: for each output, the input position (ih * w + iw) that won.
 void maxPoolForward(cudaStream_t s, const WindowGeometry& g, const float* x, float* y,
                     std::int32_t* argmax);

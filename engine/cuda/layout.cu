@@ -1,5 +1,6 @@
 // Layout kernels: NHWC <-> NCHW, OIHW <-> OHWI filters, and the zero padding / cropping that
 // gives cuDNN (symmetric pads only) TensorFlow's asymmetric SAME padding.
+#include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
 
@@ -7,39 +8,23 @@ namespace towers::engine::cuda {
 
 namespace {
 
-// y[a, c, b] = x[a, b, c] for x of [outer, b, c]: both layout pairs are this transpose.
+// Both layout pairs are one transpose of the inner two dimensions (see transposeInnerAt).
 __global__ void transposeInnerKernel(const float* x, float* y, std::int64_t outer, std::int64_t b,
                                      std::int64_t c)
 {
-    TOWERS_GRID_STRIDE(i, outer * b * c)
-    {
-        const std::int64_t ci = i % c, bi = (i / c) % b, a = i / (b * c);
-        y[(a * c + ci) * b + bi] = x[i];
-    }
+    TOWERS_GRID_STRIDE(i, outer * b * c) transposeInnerAt(i, x, y, b, c);
 }
 
 __global__ void padKernel(const float* x, float* y, std::int64_t n, std::int64_t h, std::int64_t w,
                           std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left)
 {
-    TOWERS_GRID_STRIDE(i, n * h2 * w2 * c)
-    {
-        const std::int64_t ci = i % c, x2 = (i / c) % w2, y2 = (i / (c * w2)) % h2,
-                           ni = i / (c * w2 * h2);
-        const std::int64_t ix = x2 - left, iy = y2 - top;
-        y[i] =
-            (ix >= 0 && ix < w && iy >= 0 && iy < h) ? x[((ni * h + iy) * w + ix) * c + ci] : 0.f;
-    }
+    TOWERS_GRID_STRIDE(i, n * h2 * w2 * c) padAt(i, x, y, h, w, c, h2, w2, top, left);
 }
 
 __global__ void cropKernel(const float* x, float* y, std::int64_t n, std::int64_t h, std::int64_t w,
                            std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left)
 {
-    TOWERS_GRID_STRIDE(i, n * h * w * c)
-    {
-        const std::int64_t ci = i % c, ix = (i / c) % w, iy = (i / (c * w)) % h,
-                           ni = i / (c * w * h);
-        y[i] = x[((ni * h2 + iy + top) * w2 + ix + left) * c + ci];
-    }
+    TOWERS_GRID_STRIDE(i, n * h * w * c) cropAt(i, x, y, h, w, c, h2, w2, top, left);
 }
 
 void transposeInner(cudaStream_t s, const float* x, float* y, std::int64_t outer, std::int64_t b,

@@ -1,7 +1,6 @@
 // Softmax cross-entropy over rows of k logits (k is small: the classes), and the sum of squares
 // used by weight decay and gradient norms.
-#include <cfloat>
-
+#include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
 
@@ -15,21 +14,9 @@ __global__ void softmaxXentForwardKernel(const float* logits, const std::int32_t
 {
     TOWERS_GRID_STRIDE(r, n)
     {
-        const float* z = logits + r * k;
-        float m = -FLT_MAX;
-        for (std::int64_t j = 0; j < k; ++j) m = fmaxf(m, z[j]);
-        double sum = 0;
-        for (std::int64_t j = 0; j < k; ++j) sum += exp(double(z[j]) - m);
-        const double logSum = log(sum);
-        for (std::int64_t j = 0; j < k; ++j)
-            probs[r * k + j] = static_cast<float>(exp(double(z[j]) - m) / sum);
-        const std::int32_t label = labels[r];
-        if (label < 0 || label >= k) {
-            atomicMin(firstBadRow, static_cast<std::int32_t>(r));
-            rowLoss[r] = 0;
-        } else {
-            rowLoss[r] = logSum - (double(z[label]) - m);
-        }
+        bool bad = false;
+        rowLoss[r] = softmaxCrossEntropyRow(r, logits, labels, probs, k, &bad);
+        if (bad) atomicMin(firstBadRow, static_cast<std::int32_t>(r));
     }
 }
 
@@ -37,11 +24,7 @@ __global__ void softmaxXentBackwardKernel(const float* probs, const std::int32_t
                                           float* dlogits, std::int64_t n, std::int64_t k,
                                           float scale)
 {
-    TOWERS_GRID_STRIDE(i, n * k)
-    {
-        const std::int64_t r = i / k, j = i % k;
-        dlogits[i] = (probs[i] - (labels[r] == j ? 1.f : 0.f)) * scale;
-    }
+    TOWERS_GRID_STRIDE(i, n * k) softmaxCrossEntropyBackwardAt(i, probs, labels, dlogits, k, scale);
 }
 
 constexpr int kSumBlocks = 512;

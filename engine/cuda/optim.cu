@@ -1,5 +1,6 @@
 // Parameter updates: axpy (weight decay, accumulation), SGD with momentum and Adam, in PyTorch's
 // formulations (see MomentumStep and AdamStep in ops/descriptors.h).
+#include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
 
@@ -15,13 +16,7 @@ __global__ void axpyKernel(float alpha, const float* x, float* y, std::int64_t n
 __global__ void momentumKernel(const float* g, float* buf, float* w, std::int64_t n, float lr,
                                float momentum, float dampening, bool nesterov, bool first)
 {
-    TOWERS_GRID_STRIDE(i, n)
-    {
-        const float gi = g[i];
-        const float b = first ? gi : momentum * buf[i] + (1.f - dampening) * gi;
-        buf[i] = b;
-        w[i] -= lr * (nesterov ? gi + momentum * b : b);
-    }
+    TOWERS_GRID_STRIDE(i, n) momentumAt(i, g, buf, w, lr, momentum, dampening, nesterov, first);
 }
 
 __global__ void adamKernel(const float* g, float* m, float* v, float* w, std::int64_t n, float lr,
@@ -29,15 +24,7 @@ __global__ void adamKernel(const float* g, float* m, float* v, float* w, std::in
                            double correction2Sqrt)
 {
     TOWERS_GRID_STRIDE(i, n)
-    {
-        const double gi = g[i];
-        const float mi = static_cast<float>(beta1 * double(m[i]) + (1.0 - beta1) * gi);
-        const float vi = static_cast<float>(beta2 * double(v[i]) + (1.0 - beta2) * gi * gi);
-        m[i] = mi;
-        v[i] = vi;
-        const double denom = sqrt(double(vi)) / correction2Sqrt + epsilon;
-        w[i] = static_cast<float>(double(w[i]) - lr / correction1 * double(mi) / denom);
-    }
+    adamAt(i, g, m, v, w, lr, beta1, beta2, epsilon, correction1, correction2Sqrt);
 }
 
 } // namespace

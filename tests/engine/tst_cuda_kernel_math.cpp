@@ -1,0 +1,374 @@
+// The CUDA backend's own kernels, element by element, on the CPU: engine/cuda/kernel_math.h holds
+// what each kernel computes for one index, and the kernels run exactly those functions in their
+// grid-stride loops. Here every index is run in turn and the results are compared with the
+// reference backend: index arithmetic, TensorFlow's asymmetric padding, tie-breaking, the
+// formulas. What only a GPU can show (launches, cuDNN, cuBLAS, NCCL) is tst_gpu_backend's.
+#include <QtTest>
+
+#include <cstring>
+#include <vector>
+
+#include "engine/cuda/kernel_math.h"
+#include "engine/ops/dropout_mask.h"
+#include "engine/ops/ops.h"
+#include "gradcheck.h"
+
+using namespace towers::engine;
+using towers::engine::cuda::WindowGeometry;
+using towers::test::distinctTensor;
+using towers::test::normalisedError;
+using towers::test::randomTensor;
+
+namespace {
+
+float* f(Tensor& t)
+{
+    return t.data<float>();
+}
+const float* f(const Tensor& t)
+{
+    return t.data<float>();
+}
+
+WindowGeometry geometry(const Window2d& w)
+{
+    return {w.n, w.h, w.w, w.c, w.oh, w.ow, w.kh, w.kw, w.sh, w.sw, w.padTop, w.padLeft};
+}
+
+bool sameBytes(const Tensor& a, const Tensor& b)
+{
+    return a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
+}
+
+struct PoolCase
+{
+    Shape x;
+    int k, s;
+    Padding padding;
+    ExplicitPads pads;
+};
+
+} // namespace
+
+class TestCudaKernelMath : public QObject
+{
+    Q_OBJECT
+    std::unique_ptr<Ops> m_ref = makeReferenceOps();
+
+private slots:
+    void maxPool_data()
+    {
+        QTest::addColumn<int>("which");
+        QTest::newRow("3x3/2 same, pads 1/1 0/1") << 0;
+        QTest::newRow("3x3/2 same 8x8, pads 0/1") << 1;
+        QTest::newRow("2x2/2 valid 7x7, unused last row") << 2;
+        QTest::newRow("3x3/1 same, overlapping") << 3;
+        QTest::newRow("3x3/2 explicit t2 l0 b0 r1") << 4;
+    }
+    void maxPool()
+    {
+        QFETCH(int, which);
+        const PoolCase cases[] = {
+            {{2, 7, 8, 3}, 3, 2, Padding::Same, {}},
+            {{1, 8, 8, 4}, 3, 2, Padding::Same, {}},
+            {{1, 7, 7, 2}, 2, 2, Padding::Valid, {}},
+            {{2, 5, 6, 3}, 3, 1, Padding::Same, {}},
+            {{1, 6, 5, 2}, 3, 2, Padding::Explicit, {2, 0, 0, 1}},
+        };
+        const PoolCase& pc = cases[which];
+        const auto d = makePool2dDesc(pc.x, pc.k, pc.k, pc.s, pc.s, pc.padding, pc.pads);
+        Rng rng(7 + std::uint64_t(which));
+        // Distinct values, and a few exact ties (the first maximum in scan order must win).
+        Tensor x = distinctTensor(d.inputShape(), DType::Float32, rng);
+        for (std::int64_t i = 0; i + 1 < x.numel(); i += 9) x.setAt(i + 1, x.at(i));
+        const Tensor dy = randomTensor(d.outputShape(), DType::Float32, rng);
+        Tensor want, wantWs, wantDx;
+        m_ref->maxPoolForward(d, x, want, wantWs);
+        m_ref->maxPoolBackward(d, x, want, dy, wantWs, wantDx);
+
+        const WindowGeometry g = geometry(d.win);
+        Tensor y(d.outputShape(), DType::Float32), argmax(d.outputShape(), DType::Int32);
+        for (std::int64_t i = 0; i < y.numel(); ++i)
+            cuda::maxPoolForwardAt(i, g, f(x), f(y), argmax.data<std::int32_t>());
+        QVERIFY(sameBytes(y, want));
+        QVERIFY(sameBytes(argmax, wantWs));
+        Tensor dx(d.inputShape(), DType::Float32);
+        for (std::int64_t i = 0; i < dx.numel(); ++i)
+            cuda::maxPoolBackwardAt(i, g, f(dy), argmax.data<std::int32_t>(), f(dx));
+        QVERIFY2(normalisedError(dx, wantDx) < 1e-6,
+                 qPrintable(QString::number(normalisedError(dx, wantDx))));
+    }
+
+    void lrn_data()
+    {
+        QTest::addColumn<int>("radius");
+        QTest::addColumn<int>("channels");
+        QTest::newRow("the tutorial's r4, C64") << 4 << 64;
+        QTest::newRow("r2 C5") << 2 << 5;
+        QTest::newRow("r5 wider than C3") << 5 << 3;
+    }
+    void lrn()
+    {
+        QFETCH(int, radius);
+        QFETCH(int, channels);
+        const auto d = makeLrnDesc({2, 3, 4, channels}, radius, 1.0, 0.001 / 9.0 * 50, 0.75);
+        Rng rng(3);
+        const Tensor x = randomTensor(d.shape, DType::Float32, rng, -3, 3);
+        const Tensor dy = randomTensor(d.shape, DType::Float32, rng);
+        Tensor want, ws, wantDx;
+        m_ref->lrnForward(d, x, want, ws);
+        m_ref->lrnBackward(d, x, want, dy, ws, wantDx);
+        Tensor y(d.shape, DType::Float32), scale(d.shape, DType::Float32),
+            dx(d.shape, DType::Float32);
+        for (std::int64_t i = 0; i < x.numel(); ++i)
+            cuda::lrnForwardAt(i, f(x), f(y), f(scale), channels, radius, 1.0f, float(d.alpha),
+                               0.75f);
+        for (std::int64_t i = 0; i < x.numel(); ++i)
+            cuda::lrnBackwardAt(i, f(x), f(dy), f(scale), f(dx), channels, radius, float(d.alpha),
+                                0.75f);
+        QVERIFY(normalisedError(y, want) < 1e-6);
+        QVERIFY(normalisedError(scale, ws) < 1e-6);
+        QVERIFY2(normalisedError(dx, wantDx) < 1e-5,
+                 qPrintable(QString::number(normalisedError(dx, wantDx))));
+    }
+
+    // TensorFlow's SAME padding of a 5x5/2 convolution on 8x9: 1 above, 2 below, 1 left, 2 right.
+    void padAndCrop()
+    {
+        const auto d = makeConv2dDesc({2, 8, 9, 3}, 4, 5, 5, 2, 2, Padding::Same);
+        const Window2d& w = d.win;
+        QCOMPARE(w.padBottom - w.padTop, 1);
+        const std::int64_t h2 = w.h + w.padTop + w.padBottom, w2 = w.w + w.padLeft + w.padRight;
+        Rng rng(5);
+        const Tensor x = randomTensor(d.inputShape(), DType::Float32, rng);
+        Tensor padded({w.n, h2, w2, w.c}, DType::Float32);
+        for (std::int64_t i = 0; i < padded.numel(); ++i)
+            cuda::padAt(i, f(x), f(padded), w.h, w.w, w.c, h2, w2, w.padTop, w.padLeft);
+        // Inside: x; on the border: zeros.
+        for (std::int64_t n = 0; n < w.n; ++n)
+            for (std::int64_t r = 0; r < h2; ++r)
+                for (std::int64_t q = 0; q < w2; ++q)
+                    for (std::int64_t c = 0; c < w.c; ++c) {
+                        const std::int64_t ir = r - w.padTop, iq = q - w.padLeft;
+                        const double want = ir >= 0 && ir < w.h && iq >= 0 && iq < w.w
+                                                ? x.at(((n * w.h + ir) * w.w + iq) * w.c + c)
+                                                : 0.0;
+                        QCOMPARE(padded.at(((n * h2 + r) * w2 + q) * w.c + c), want);
+                    }
+        Tensor back(d.inputShape(), DType::Float32);
+        for (std::int64_t i = 0; i < back.numel(); ++i)
+            cuda::cropAt(i, f(padded), f(back), w.h, w.w, w.c, h2, w2, w.padTop, w.padLeft);
+        QVERIFY(sameBytes(back, x));
+    }
+
+    void layouts()
+    {
+        Rng rng(9);
+        const Tensor x = randomTensor({2, 3, 5, 4}, DType::Float32, rng); // NHWC
+        Tensor want, y({2, 4, 3, 5}, DType::Float32);
+        m_ref->nhwcToNchw(x, want);
+        for (std::int64_t i = 0; i < x.numel(); ++i)
+            cuda::transposeInnerAt(i, f(x), f(y), 3 * 5, 4);
+        QVERIFY(sameBytes(y, want));
+        Tensor back({2, 3, 5, 4}, DType::Float32);
+        for (std::int64_t i = 0; i < y.numel(); ++i)
+            cuda::transposeInnerAt(i, f(y), f(back), 4, 3 * 5);
+        QVERIFY(sameBytes(back, x));
+        // OIHW -> OHWI and back, as the filters of cuDNN's NHWC convolutions.
+        const Tensor w = randomTensor({6, 3, 5, 5}, DType::Float32, rng);
+        Tensor ohwi({6, 5, 5, 3}, DType::Float32), oihw({6, 3, 5, 5}, DType::Float32);
+        for (std::int64_t i = 0; i < w.numel(); ++i)
+            cuda::transposeInnerAt(i, f(w), f(ohwi), 3, 25);
+        QCOMPARE(ohwi.at(((1 * 5 + 2) * 5 + 4) * 3 + 2), w.at(((1 * 3 + 2) * 5 + 2) * 5 + 4));
+        for (std::int64_t i = 0; i < w.numel(); ++i)
+            cuda::transposeInnerAt(i, f(ohwi), f(oihw), 25, 3);
+        QVERIFY(sameBytes(oihw, w));
+    }
+
+    void batchNorm()
+    {
+        const auto d = makeBatchNormDesc({4, 3, 5, 6}, 1e-5, 0.1);
+        const std::int64_t rows = d.rows(), c = d.channels();
+        Rng rng(11);
+        const Tensor x = randomTensor(d.shape, DType::Float32, rng, -2, 3);
+        const Tensor dy = randomTensor(d.shape, DType::Float32, rng);
+        const Tensor gamma = randomTensor({c}, DType::Float32, rng, 0.5, 1.5);
+        const Tensor beta = randomTensor({c}, DType::Float32, rng);
+        Tensor rm = randomTensor({c}, DType::Float32, rng),
+               rv = randomTensor({c}, DType::Float32, rng, 0.5, 2);
+        Tensor wantY, wantRm = rm.clone(), wantRv = rv.clone(), wantMean, wantVar, wantDx, wantDg,
+                      wantDb;
+        m_ref->batchNormForwardTraining(d, x, gamma, beta, wantY, wantRm, wantRv, wantMean,
+                                        wantVar);
+        m_ref->batchNormBackward(d, x, dy, gamma, wantMean, wantVar, wantDx, wantDg, wantDb);
+
+        // The statistics as batch_norm.cu sums them (its functors, here in one pass per column).
+        Tensor mean = Tensor::zeros({c}, DType::Float32), var = Tensor::zeros({c}, DType::Float32);
+        for (std::int64_t ch = 0; ch < c; ++ch) {
+            double s = 0;
+            for (std::int64_t r = 0; r < rows; ++r) s += x.at(r * c + ch);
+            f(mean)[ch] = float(s / double(rows));
+        }
+        for (std::int64_t ch = 0; ch < c; ++ch) {
+            double s = 0;
+            for (std::int64_t r = 0; r < rows; ++r)
+                s += cuda::centredSquareAt(r * c + ch, f(x), f(mean), c);
+            f(var)[ch] = float(s / double(rows));
+        }
+        QVERIFY(normalisedError(mean, wantMean) < 1e-6);
+        QVERIFY(normalisedError(var, wantVar) < 1e-6);
+        Tensor y(d.shape, DType::Float32);
+        for (std::int64_t i = 0; i < y.numel(); ++i)
+            cuda::batchNormApplyAt(i, f(x), f(mean), f(var), f(gamma), f(beta), f(y), c, 1e-5f);
+        QVERIFY(normalisedError(y, wantY) < 1e-6);
+        for (std::int64_t ch = 0; ch < c; ++ch)
+            cuda::batchNormRunningAt(ch, f(rm), f(rv), f(mean), f(var),
+                                     double(rows) / double(rows - 1), 0.1f);
+        QVERIFY(normalisedError(rm, wantRm) < 1e-6);
+        QVERIFY(normalisedError(rv, wantRv) < 1e-6);
+
+        Tensor dg = Tensor::zeros({c}, DType::Float32), db = Tensor::zeros({c}, DType::Float32);
+        for (std::int64_t ch = 0; ch < c; ++ch) {
+            double sg = 0, sb = 0;
+            for (std::int64_t r = 0; r < rows; ++r) {
+                sb += dy.at(r * c + ch);
+                sg += cuda::dyXhatAt(r * c + ch, f(x), f(dy), f(mean), f(var), c, 1e-5f);
+            }
+            f(dg)[ch] = float(sg);
+            f(db)[ch] = float(sb);
+        }
+        QVERIFY(normalisedError(dg, wantDg) < 1e-5);
+        QVERIFY(normalisedError(db, wantDb) < 1e-6);
+        Tensor dx(d.shape, DType::Float32);
+        for (std::int64_t i = 0; i < dx.numel(); ++i)
+            cuda::batchNormBackwardAt(i, f(x), f(dy), f(mean), f(var), f(gamma), f(dg), f(db),
+                                      f(dx), rows, c, 1e-5f);
+        QVERIFY2(normalisedError(dx, wantDx) < 1e-5,
+                 qPrintable(QString::number(normalisedError(dx, wantDx))));
+    }
+
+    void softmaxCrossEntropy()
+    {
+        const std::int64_t n = 9, k = 10;
+        Rng rng(13);
+        const Tensor logits = randomTensor({n, k}, DType::Float32, rng, -8, 8);
+        Tensor labels({n}, DType::Int32);
+        for (std::int64_t i = 0; i < n; ++i)
+            labels.data<std::int32_t>()[i] = std::int32_t(rng.below(k));
+        Tensor wantProbs, wantD;
+        const double wantLoss = m_ref->softmaxCrossEntropyForward(logits, labels, wantProbs);
+        m_ref->softmaxCrossEntropyBackward(wantProbs, labels, 1.0 / double(n), wantD);
+        Tensor probs({n, k}, DType::Float32), d({n, k}, DType::Float32);
+        double loss = 0;
+        for (std::int64_t r = 0; r < n; ++r) {
+            bool bad = true;
+            loss += cuda::softmaxCrossEntropyRow(r, f(logits), labels.data<std::int32_t>(),
+                                                 f(probs), k, &bad);
+            QVERIFY(!bad);
+        }
+        QVERIFY(std::fabs(loss / double(n) - wantLoss) < 1e-6 * std::fabs(wantLoss));
+        QVERIFY(normalisedError(probs, wantProbs) < 1e-6);
+        for (std::int64_t i = 0; i < n * k; ++i)
+            cuda::softmaxCrossEntropyBackwardAt(i, f(probs), labels.data<std::int32_t>(), f(d), k,
+                                                1.0f / float(n));
+        QVERIFY(normalisedError(d, wantD) < 1e-6);
+        // A label outside the classes is reported, not read.
+        labels.data<std::int32_t>()[4] = std::int32_t(k);
+        bool bad = false;
+        QCOMPARE(cuda::softmaxCrossEntropyRow(4, f(logits), labels.data<std::int32_t>(), f(probs),
+                                              k, &bad),
+                 0.0);
+        QVERIFY(bad);
+    }
+
+    void dropoutDrawsTheSameMask()
+    {
+        Rng rng(17);
+        const Tensor x = randomTensor({16, 300}, DType::Float32, rng);
+        Tensor want, wantMask, wantDx;
+        m_ref->dropoutForward(x, 0.3, 1234, want, wantMask);
+        m_ref->dropoutBackward(x, wantMask, 0.3, wantDx);
+        Tensor y(x.shape(), DType::Float32), mask(x.shape(), DType::UInt8),
+            dx(x.shape(), DType::Float32);
+        const float scale = float(1.0 / (1.0 - 0.3));
+        for (std::int64_t i = 0; i < x.numel(); ++i)
+            cuda::dropoutForwardAt(i, f(x), f(y), mask.data<std::uint8_t>(), 1234,
+                                   dropoutThreshold(0.3), scale);
+        for (std::int64_t i = 0; i < x.numel(); ++i)
+            cuda::dropoutBackwardAt(i, f(x), mask.data<std::uint8_t>(), f(dx), scale);
+        QVERIFY(sameBytes(mask, wantMask));
+        QVERIFY(normalisedError(y, want) < 1e-7);
+        QVERIFY(normalisedError(dx, wantDx) < 1e-7);
+    }
+
+    void reluAndBias()
+    {
+        Rng rng(19);
+        const Tensor x = randomTensor({6, 7}, DType::Float32, rng);
+        const Tensor b = randomTensor({7}, DType::Float32, rng);
+        const Tensor dy = randomTensor({6, 7}, DType::Float32, rng);
+        Tensor y = x.clone();
+        for (std::int64_t i = 0; i < y.numel(); ++i) cuda::biasActivationAt(i, f(y), f(b), 7, true);
+        for (std::int64_t i = 0; i < y.numel(); ++i)
+            QCOMPARE(y.at(i), std::max(0.0, double(float(x.at(i) + b.at(i % 7)))));
+        Tensor want, r(x.shape(), DType::Float32), dx(x.shape(), DType::Float32), wantDx;
+        m_ref->reluForward(x, want);
+        m_ref->reluBackward(want, dy, wantDx);
+        for (std::int64_t i = 0; i < x.numel(); ++i) cuda::reluForwardAt(i, f(x), f(r));
+        for (std::int64_t i = 0; i < x.numel(); ++i) cuda::reluBackwardAt(i, f(r), f(dy), f(dx));
+        QVERIFY(sameBytes(r, want));
+        QVERIFY(sameBytes(dx, wantDx));
+    }
+
+    void optimizerUpdates()
+    {
+        Rng rng(23);
+        const Tensor g = randomTensor({50}, DType::Float32, rng);
+        for (const bool nesterov : {false, true})
+            for (const bool first : {true, false}) {
+                Tensor w = randomTensor({50}, DType::Float32, rng),
+                       buf = randomTensor({50}, DType::Float32, rng);
+                Tensor wantW = w.clone(), wantBuf = buf.clone();
+                MomentumStep s;
+                s.lr = 0.05;
+                s.momentum = 0.9;
+                s.dampening = 0.1;
+                s.nesterov = nesterov;
+                s.first = first;
+                m_ref->momentumUpdate(s, g, wantBuf, wantW);
+                for (std::int64_t i = 0; i < 50; ++i)
+                    cuda::momentumAt(i, f(g), f(buf), f(w), 0.05f, 0.9f, 0.1f, nesterov, first);
+                QVERIFY(normalisedError(w, wantW) < 1e-6);
+                QVERIFY(normalisedError(buf, wantBuf) < 1e-6);
+            }
+        Tensor w = randomTensor({50}, DType::Float32, rng),
+               m = randomTensor({50}, DType::Float32, rng);
+        Tensor v = randomTensor({50}, DType::Float32, rng, 0, 1);
+        Tensor wantW = w.clone(), wantM = m.clone(), wantV = v.clone();
+        AdamStep a;
+        a.step = 3;
+        m_ref->adamUpdate(a, g, wantM, wantV, wantW);
+        for (std::int64_t i = 0; i < 50; ++i)
+            cuda::adamAt(i, f(g), f(m), f(v), f(w), float(a.lr), float(a.beta1), float(a.beta2),
+                         float(a.epsilon), 1.0 - std::pow(a.beta1, 3.0),
+                         std::sqrt(1.0 - std::pow(a.beta2, 3.0)));
+        QVERIFY(normalisedError(w, wantW) < 1e-6);
+        QVERIFY(normalisedError(m, wantM) < 1e-6);
+        QVERIFY(normalisedError(v, wantV) < 1e-6);
+    }
+
+    void meanAcrossRanksIsRankOrdered()
+    {
+        std::vector<float> a{1.f, 2.f, 1e8f}, b{3.f, -2.f, 1.f}, c{5.f, 0.5f, -1e8f};
+        float* ranks[] = {a.data(), b.data(), c.data()};
+        for (std::int64_t i = 0; i < 3; ++i) cuda::meanAcrossRanksAt(i, ranks, 3);
+        for (const auto* r : {&a, &b, &c}) {
+            QCOMPARE((*r)[0], 3.f);
+            QCOMPARE((*r)[1], float(0.5 / 3.0)); // (2 - 2 + 0.5) / 3
+            QCOMPARE((*r)[2], float(1.0 / 3.0)); // summed in double: 1e8 and -1e8 cancel exactly
+        }
+    }
+};
+
+QTEST_APPLESS_MAIN(TestCudaKernelMath)
+#include "tst_cuda_kernel_math.moc"
