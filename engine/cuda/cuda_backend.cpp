@@ -60,6 +60,17 @@ public:
         cudaFreeAsync(p, nullptr);
         if (previous >= 0 && previous != index) cudaSetDevice(previous);
     }
+    void* allocatePinned(std::size_t bytes) override
+    {
+        void* p = nullptr;
+        // Portable: page-locked for every GPU's context, since a batch feeds several towers.
+        if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+            cudaGetLastError();
+            return nullptr; // plain memory does, more slowly
+        }
+        return p;
+    }
+    void releasePinned(void* p) noexcept override { cudaFreeHost(p); }
     void setZero(int index, void* p, std::size_t bytes) override
     {
         DeviceGuard guard(index);

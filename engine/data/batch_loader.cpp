@@ -38,13 +38,14 @@ std::uint64_t exampleSeed(std::uint64_t seed, std::int64_t step, std::int64_t sl
                static_cast<std::uint64_t>(slot));
 }
 
-// The one place batch memory is allocated. GPU towers will want page-locked host memory here
-// (cudaHostAlloc behind a pinned Buffer) so host-to-device copies can run asynchronously.
-Batch allocateBatch(int towers, std::int64_t global, const Preprocessing& p)
+// The one place batch memory is allocated: page-locked for GPU towers, whose copies from it run
+// at the bus's full speed.
+Batch allocateBatch(int towers, std::int64_t global, const Preprocessing& p, bool pinned)
 {
     Batch b;
-    b.images = Tensor(Shape{global, p.height, p.width, p.channels}, DType::Float32);
-    b.labels = Tensor(Shape{global}, DType::Int32);
+    const Shape images{global, p.height, p.width, p.channels}, labels{global};
+    b.images = pinned ? Tensor::pinned(images, DType::Float32) : Tensor(images, DType::Float32);
+    b.labels = pinned ? Tensor::pinned(labels, DType::Int32) : Tensor(labels, DType::Int32);
     b.towers = towers;
     b.step = -1;
     return b;
@@ -243,12 +244,12 @@ BatchLoader::BatchLoader(const ImageSet& set, Preprocessing recipe, LoaderOption
                      static_cast<std::size_t>(m->recipe.channels);
     const LoaderOptions& o = m->options;
     if (o.workers == 0) {
-        m->current = allocateBatch(o.towers, global, m->recipe);
+        m->current = allocateBatch(o.towers, global, m->recipe, o.pinned);
         return;
     }
     const int prefetch = o.prefetch > 0 ? o.prefetch : 2 * o.towers;
     m->slots.resize(static_cast<std::size_t>(prefetch) + 1); // + the one the consumer holds
-    for (Impl::Slot& slot : m->slots) slot.batch = allocateBatch(o.towers, global, m->recipe);
+    for (Impl::Slot& slot : m->slots) slot.batch = allocateBatch(o.towers, global, m->recipe, o.pinned);
     try {
         for (int w = 0; w < o.workers; ++w) m->threads.emplace_back([this] { m->workerLoop(); });
     } catch (...) {

@@ -29,9 +29,24 @@ std::shared_ptr<Buffer> Buffer::allocate(const Device& device, std::size_t bytes
     }
 }
 
+std::shared_ptr<Buffer> Buffer::allocatePinnedHost(std::size_t bytes)
+{
+    DeviceMemory* memory = deviceMemory(DeviceKind::Cuda);
+    void* p = memory && bytes ? memory->allocatePinned(bytes) : nullptr;
+    if (!p) return allocateHost(bytes);
+    try {
+        return std::shared_ptr<Buffer>(new Buffer(p, bytes, Device::host(), memory, true));
+    } catch (...) {
+        memory->releasePinned(p);
+        throw;
+    }
+}
+
 Buffer::~Buffer()
 {
-    if (!m_memory)
+    if (m_pinned)
+        m_memory->releasePinned(m_data);
+    else if (!m_memory)
         std::free(m_data);
     else if (m_data)
         m_memory->release(m_device.index, m_data);

@@ -21,6 +21,10 @@ public:
     // Allocates on any device: the host, or a device whose backend is loaded (else Unsupported).
     // Device exhaustion throws DeviceOutOfMemory.
     static std::shared_ptr<Buffer> allocate(const Device& device, std::size_t bytes);
+    // Host memory, page-locked by the GPU backend when one is loaded (faster copies to GPUs),
+    // plain host memory otherwise.
+    static std::shared_ptr<Buffer> allocatePinnedHost(std::size_t bytes);
+    bool pinned() const { return m_pinned; }
 
     ~Buffer();
     Buffer(const Buffer&) = delete;
@@ -32,8 +36,8 @@ public:
     const Device& device() const { return m_device; }
 
 private:
-    Buffer(void* data, std::size_t size, Device device, DeviceMemory* memory)
-        : m_data(data), m_size(size), m_device(device), m_memory(memory)
+    Buffer(void* data, std::size_t size, Device device, DeviceMemory* memory, bool pinned = false)
+        : m_data(data), m_size(size), m_device(device), m_memory(memory), m_pinned(pinned)
     {
     }
     void* m_data;
@@ -41,6 +45,7 @@ private:
     Device m_device;
     // Where a device buffer goes back to; kept here so that freeing never consults a registry.
     DeviceMemory* m_memory;
+    bool m_pinned; // host memory page-locked by m_memory
 };
 
 } // namespace towers::engine

@@ -19,6 +19,14 @@ public:
     virtual void release(int index, void* p) noexcept = 0;
     // Sets `bytes` bytes at p on device `index` to zero.
     virtual void setZero(int index, void* p, std::size_t bytes) = 0;
+    // Page-locked host memory, which the devices copy from and to at full speed (and
+    // asynchronously); nullptr when the backend has none to give. Released with releasePinned.
+    virtual void* allocatePinned(std::size_t bytes)
+    {
+        (void)bytes;
+        return nullptr;
+    }
+    virtual void releasePinned(void* p) noexcept { (void)p; }
     // Copies between any two places of which at least one is on this backend's devices. Returns
     // when the bytes are in place, after every op already issued on either device (a copy is an
     // explicit synchronisation point, never a hidden one).

@@ -17,6 +17,15 @@ Tensor::Tensor(Shape shape, DType dtype, const Device& device)
     m_buffer = Buffer::allocate(device, static_cast<std::size_t>(m_shape.numel()) * dtypeSize(dtype));
 }
 
+Tensor Tensor::pinned(Shape shape, DType dtype)
+{
+    Tensor t;
+    t.m_shape = std::move(shape);
+    t.m_dtype = dtype;
+    t.m_buffer = Buffer::allocatePinnedHost(static_cast<std::size_t>(t.m_shape.numel()) * dtypeSize(dtype));
+    return t;
+}
+
 Tensor Tensor::zeros(Shape shape, DType dtype)
 {
     Tensor t(std::move(shape), dtype);

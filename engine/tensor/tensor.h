@@ -24,6 +24,9 @@ public:
     // Allocates an uninitialised tensor on `device` (Unsupported when its backend is not loaded).
     Tensor(Shape shape, DType dtype, const Device& device);
     static Tensor zeros(Shape shape, DType dtype);
+    // An uninitialised host tensor in page-locked memory when a GPU backend is loaded (batches
+    // on their way to GPU towers), else in plain host memory.
+    static Tensor pinned(Shape shape, DType dtype);
     static Tensor filled(Shape shape, DType dtype, double value);
 
     bool empty() const { return !m_buffer; }

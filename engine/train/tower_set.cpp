@@ -238,6 +238,14 @@ void TowerSet::runOnAll(const std::function<void(int)>& job)
                 job(t);
             } catch (const CollectiveAborted&) {
                 throw;
+            } catch (const BackendError& e) {
+                // A device's failure says which tower and device it was (out of memory: also how
+                // much was asked, in e.what()), keeping its type for the caller.
+                const std::string what = "tower " + std::to_string(t) + " on " +
+                                         m_towers[std::size_t(t)]->device.str() + ": " + e.what();
+                m_comm->abort(what);
+                if (dynamic_cast<const DeviceOutOfMemory*>(&e)) throw DeviceOutOfMemory(what);
+                throw BackendError(what);
             } catch (const std::exception& e) {
                 m_comm->abort(std::string("tower ") + std::to_string(t) + " failed: " + e.what());
                 throw;

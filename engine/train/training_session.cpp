@@ -31,6 +31,7 @@ TrainingSession::TrainingSession(SessionOptions options, TrainerObserver* observ
     lo.seed = c.seed;
     lo.augment = c.augmentation != "none";
     lo.workers = m_options.loaderWorkers;
+    lo.pinned = c.backend == "cuda";
     m_loader = std::make_unique<BatchLoader>(m_dataset->train, m_recipe, lo);
 
     DataDescription data{m_dataset->classNames, m_recipe.toJson()};

@@ -12,8 +12,11 @@ namespace towers::test {
 
 using namespace towers::engine;
 
-void* FakeDeviceMemory::allocate(int, std::size_t bytes)
+void* FakeDeviceMemory::allocate(int index, std::size_t bytes)
 {
+    if (m_limit && bytes > m_limit)
+        throw DeviceOutOfMemory("out of memory on cuda:" + std::to_string(index) + ": asked for " +
+                                std::to_string(bytes) + " bytes");
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p) throw DeviceOutOfMemory("fake device: out of memory");
     ++m_live;
@@ -24,6 +27,19 @@ void FakeDeviceMemory::release(int, void* p) noexcept
 {
     std::free(p);
     --m_live;
+}
+
+void* FakeDeviceMemory::allocatePinned(std::size_t bytes)
+{
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (p) ++m_pinned;
+    return p;
+}
+
+void FakeDeviceMemory::releasePinned(void* p) noexcept
+{
+    std::free(p);
+    --m_pinned;
 }
 
 void FakeDeviceMemory::setZero(int, void* p, std::size_t bytes)

@@ -23,11 +23,18 @@ public:
     void copy(void* dst, const engine::Device& dstDevice, const void* src,
               const engine::Device& srcDevice, std::size_t bytes) override;
 
+    void* allocatePinned(std::size_t bytes) override;
+    void releasePinned(void* p) noexcept override;
+    std::int64_t livePinned() const { return m_pinned.load(); }
+
     std::int64_t liveAllocations() const { return m_live.load(); }
     std::int64_t copies() const { return m_copies.load(); }
+    // Allocations larger than this fail with DeviceOutOfMemory, as a real GPU's would (0: none).
+    void setAllocationLimit(std::size_t bytes) { m_limit = bytes; }
 
 private:
-    std::atomic<std::int64_t> m_live{0}, m_copies{0};
+    std::atomic<std::int64_t> m_live{0}, m_copies{0}, m_pinned{0};
+    std::atomic<std::size_t> m_limit{0};
 };
 
 // Registers a FakeDeviceMemory for DeviceKind::Cuda for the scope's lifetime (and unregisters

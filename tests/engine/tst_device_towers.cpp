@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "engine/data/batch_loader.h"
 #include "engine/ops/staged_ops.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/tower_set.h"
@@ -207,6 +208,63 @@ private slots:
                 QVERIFY2(sameBytes(dp[i]->value, hp[i]->value), hp[i]->name.c_str());
         }
         QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
+
+    // Out of device memory mid-step: the error keeps its type and says which tower, on which
+    // device, and how much was asked; every tower is released.
+    void outOfMemorySaysWhichTower()
+    {
+        FakeDeviceScope scope;
+        {
+            TowerSet dev(options(2, true));
+            SyntheticBatches data(dev.model().inputShape(), dev.model().numClasses(), 2, 64, 256, 3);
+            scope.memory().setAllocationLimit(64 * 1024); // the weights fit; a batch's activations do not
+            try {
+                dev.step(data.next(), 0, 0.05);
+                QFAIL("a step larger than the device succeeded");
+            } catch (const DeviceOutOfMemory& e) {
+                const QString what = QString::fromUtf8(e.what());
+                QVERIFY2(what.contains(QRegularExpression(QStringLiteral("^tower [01] on cuda:[01]: out of memory"))),
+                         e.what());
+                QVERIFY2(what.contains(QStringLiteral("asked for")), e.what());
+            }
+            scope.memory().setAllocationLimit(0);
+        }
+        QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
+
+    // Batches for GPU towers live in page-locked memory from the backend (plain memory without
+    // one), with the same contents.
+    void pinnedBatches()
+    {
+        ImageSet set;
+        set.count = 40;
+        set.height = 4;
+        set.width = 4;
+        set.channels = 1;
+        set.pixels.resize(40 * 16);
+        set.labels.resize(40);
+        for (std::size_t i = 0; i < set.pixels.size(); ++i) set.pixels[i] = std::uint8_t(i * 7);
+        for (std::size_t i = 0; i < set.labels.size(); ++i) set.labels[i] = std::int32_t(i % 3);
+        Preprocessing recipe;
+        recipe.height = recipe.width = 4;
+        recipe.channels = 1;
+        LoaderOptions o;
+        o.towers = 2;
+        o.batchPerTower = 4;
+        o.augment = false;
+        BatchLoader plain(set, recipe, o);
+        const Batch want = plain.next();
+        const Tensor wantImages = want.images.clone();
+        FakeDeviceScope scope;
+        {
+            o.pinned = true;
+            BatchLoader loader(set, recipe, o);
+            const Batch& b = loader.next();
+            QVERIFY(scope.memory().livePinned() >= 2);
+            QVERIFY(sameBytes(b.images, wantImages));
+        }
+        QCOMPARE(scope.memory().livePinned(), 0);
     }
 
     void aModelRefusesInputFromAnotherDevice()
