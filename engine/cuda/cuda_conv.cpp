@@ -2,6 +2,7 @@
 // algorithm chosen once per shape by cuDNN's measurement (cudnnFind...AlgorithmEx) and cached.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "engine/cuda/conv_plan.h"
 #include "engine/cuda/cuda_check.h"
@@ -11,24 +12,46 @@
 namespace towers::engine::cuda {
 
 namespace {
-const float* f(const Tensor& t)
-{
-    return static_cast<const float*>(t.raw());
-}
-float* f(Tensor& t)
-{
-    return static_cast<float*>(t.raw());
-}
 
 // The most a measured algorithm may ask for; cuDNN's fastest choices rarely need more.
 constexpr std::size_t kWorkspaceLimit = std::size_t(256) << 20;
 
-template <class Perf> const Perf* fastest(const Perf* results, int count)
+// cuDNN's measurement of one pass of a plan: the fastest algorithm that succeeded within the
+// workspace limit, or none, with cuDNN's status (a failure, or nothing usable).
+template <class Perf> struct Measured
 {
-    for (int i = 0; i < count; ++i) // cuDNN returns them sorted by time
-        if (results[i].status == CUDNN_STATUS_SUCCESS && results[i].memory <= kWorkspaceLimit)
-            return &results[i];
-    return nullptr;
+    cudnnStatus_t status;
+    std::optional<Perf> best;
+};
+
+template <class Perf, int Count, class Find> Measured<Perf> measure(Find find)
+{
+    Perf results[Count];
+    int count = 0;
+    Measured<Perf> m{find(Count, &count, results), std::nullopt};
+    if (m.status != CUDNN_STATUS_SUCCESS) return m;
+    for (int i = 0; i < count; ++i) // sorted by time
+        if (results[i].status == CUDNN_STATUS_SUCCESS && results[i].memory <= kWorkspaceLimit) {
+            m.best = results[i];
+            break;
+        }
+    return m;
+}
+
+// After a measurement found nothing: an NHWC plan turns NCHW (the caller measures again); an
+// NCHW plan has nowhere to go, and says why.
+void fallBackToNchw(ConvPlan& p, cudnnStatus_t status, const char* pass)
+{
+    if (!p.nchw) {
+        p.useNchw();
+        return;
+    }
+    if (status != CUDNN_STATUS_SUCCESS)
+        throw BackendError(std::string("cuDNN could not measure the ") + pass +
+                           " algorithms of convolution " + p.desc.win.str() + ": " +
+                           cudnnGetErrorString(status));
+    throw BackendError(std::string("cuDNN found no ") + pass + " algorithm for convolution " +
+                       p.desc.win.str());
 }
 } // namespace
 
@@ -114,7 +137,7 @@ Tensor CudaOps::padded(const ConvPlan& p, const Tensor& x)
     if (!p.needsPadding()) return x;
     const Window2d& g = p.desc.win;
     Tensor out({g.n, p.paddedH, p.paddedW, g.c}, DType::Float32, device());
-    padNhwc(m_stream, f(x), f(out), g.n, g.h, g.w, g.c, p.paddedH, p.paddedW, p.extraTop,
+    padNhwc(m_stream, floats(x), floats(out), g.n, g.h, g.w, g.c, p.paddedH, p.paddedW, p.extraTop,
             p.extraLeft);
     return out;
 }
@@ -124,12 +147,12 @@ namespace {
 Tensor toNchw(cudaStream_t s, const Tensor& t, const Device& dev)
 {
     Tensor out({t.dim(0), t.dim(3), t.dim(1), t.dim(2)}, DType::Float32, dev);
-    nhwcToNchw(s, f(t), f(out), t.dim(0), t.dim(1), t.dim(2), t.dim(3));
+    nhwcToNchw(s, floats(t), floats(out), t.dim(0), t.dim(1), t.dim(2), t.dim(3));
     return out;
 }
 void fromNchw(cudaStream_t s, const Tensor& nchw, Tensor& nhwc)
 {
-    nchwToNhwc(s, f(nchw), f(nhwc), nhwc.dim(0), nhwc.dim(1), nhwc.dim(2), nhwc.dim(3));
+    nchwToNhwc(s, floats(nchw), floats(nhwc), nhwc.dim(0), nhwc.dim(1), nhwc.dim(2), nhwc.dim(3));
 }
 Shape nchwShape(const Shape& nhwc)
 {
@@ -140,7 +163,7 @@ Shape nchwShape(const Shape& nhwc)
 Tensor CudaOps::filterOhwi(const Conv2dDesc& d, const Tensor& w)
 {
     Tensor out({d.outChannels, d.win.kh, d.win.kw, d.win.c}, DType::Float32, device());
-    oihwToOhwi(m_stream, f(w), f(out), d.outChannels, d.win.c, d.win.kh, d.win.kw);
+    oihwToOhwi(m_stream, floats(w), floats(out), d.outChannels, d.win.c, d.win.kh, d.win.kw);
     return out;
 }
 
@@ -164,23 +187,18 @@ void CudaOps::conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& 
         const Tensor wf = p.nchw ? w : filterOhwi(d, w);
         Tensor out = p.nchw ? Tensor(nchwShape(y.shape()), DType::Float32, device()) : y;
         if (!p.haveForward) {
-            cudnnConvolutionFwdAlgoPerf_t results[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-            int count = 0;
-            const cudnnStatus_t found = cudnnFindConvolutionForwardAlgorithmEx(
-                m_cudnn, p.x, xp.raw(), p.w, wf.raw(), p.conv, p.y, out.raw(),
-                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, results, workspace(kWorkspaceLimit),
-                kWorkspaceLimit);
-            const auto* best = found == CUDNN_STATUS_SUCCESS ? fastest(results, count) : nullptr;
-            if (!best && !p.nchw) { // no NHWC algorithm: NCHW, transposing around cuDNN
-                p.useNchw();
+            const auto m = measure<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+                [&](int n, int* count, cudnnConvolutionFwdAlgoPerf_t* results) {
+                    return cudnnFindConvolutionForwardAlgorithmEx(
+                        m_cudnn, p.x, xp.raw(), p.w, wf.raw(), p.conv, p.y, out.raw(), n, count,
+                        results, workspace(kWorkspaceLimit), kWorkspaceLimit);
+                });
+            if (!m.best) {
+                fallBackToNchw(p, m.status, "forward");
                 continue;
             }
-            TOWERS_CUDNN(found);
-            if (!best)
-                throw BackendError("cuDNN found no forward algorithm for convolution " +
-                                   d.win.str());
-            p.forward = best->algo;
-            p.forwardWorkspace = best->memory;
+            p.forward = m.best->algo;
+            p.forwardWorkspace = m.best->memory;
             p.haveForward = true;
         }
         TOWERS_CUDNN(cudnnConvolutionForward(m_cudnn, &one, p.x, xp.raw(), p.w, wf.raw(), p.conv,
@@ -189,7 +207,7 @@ void CudaOps::conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& 
         if (p.nchw) fromNchw(m_stream, out, y);
         break;
     }
-    biasActivation(m_stream, f(y), b.empty() ? nullptr : f(b), y.numel() / d.outChannels,
+    biasActivation(m_stream, floats(y), b.empty() ? nullptr : floats(b), y.numel() / d.outChannels,
                    d.outChannels, act == Activation::Relu);
 }
 
@@ -213,23 +231,19 @@ void CudaOps::conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const Te
                          ? Tensor({g.n, p.paddedH, p.paddedW, g.c}, DType::Float32, device())
                          : dx;
         if (!p.haveBackwardData) {
-            cudnnConvolutionBwdDataAlgoPerf_t results[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-            int count = 0;
-            const cudnnStatus_t found = cudnnFindConvolutionBackwardDataAlgorithmEx(
-                m_cudnn, p.w, wf.raw(), p.y, dyl.raw(), p.conv, p.x, dxl.raw(),
-                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, results, workspace(kWorkspaceLimit),
-                kWorkspaceLimit);
-            const auto* best = found == CUDNN_STATUS_SUCCESS ? fastest(results, count) : nullptr;
-            if (!best && !p.nchw) { // no NHWC algorithm: NCHW, transposing around cuDNN
-                p.useNchw();
+            const auto m =
+                measure<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+                    [&](int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* results) {
+                        return cudnnFindConvolutionBackwardDataAlgorithmEx(
+                            m_cudnn, p.w, wf.raw(), p.y, dyl.raw(), p.conv, p.x, dxl.raw(), n,
+                            count, results, workspace(kWorkspaceLimit), kWorkspaceLimit);
+                    });
+            if (!m.best) {
+                fallBackToNchw(p, m.status, "backward-data");
                 continue;
             }
-            TOWERS_CUDNN(found);
-            if (!best)
-                throw BackendError("cuDNN found no backward-data algorithm for convolution " +
-                                   d.win.str());
-            p.backwardData = best->algo;
-            p.backwardDataWorkspace = best->memory;
+            p.backwardData = m.best->algo;
+            p.backwardDataWorkspace = m.best->memory;
             p.haveBackwardData = true;
         }
         TOWERS_CUDNN(cudnnConvolutionBackwardData(
@@ -243,8 +257,8 @@ void CudaOps::conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const Te
             fromNchw(m_stream, dxl, dxp);
         }
         if (p.needsPadding())
-            cropNhwc(m_stream, f(dxp), f(dx), g.n, g.h, g.w, g.c, p.paddedH, p.paddedW, p.extraTop,
-                     p.extraLeft);
+            cropNhwc(m_stream, floats(dxp), floats(dx), g.n, g.h, g.w, g.c, p.paddedH, p.paddedW,
+                     p.extraTop, p.extraLeft);
         break;
     }
 }
@@ -268,23 +282,19 @@ void CudaOps::conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, const 
             p.nchw ? dw
                    : Tensor({d.outChannels, d.win.kh, d.win.kw, d.win.c}, DType::Float32, device());
         if (!p.haveBackwardFilter) {
-            cudnnConvolutionBwdFilterAlgoPerf_t results[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-            int count = 0;
-            const cudnnStatus_t found = cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                m_cudnn, p.x, xp.raw(), p.y, dyl.raw(), p.conv, p.w, dwl.raw(),
-                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, results,
-                workspace(kWorkspaceLimit), kWorkspaceLimit);
-            const auto* best = found == CUDNN_STATUS_SUCCESS ? fastest(results, count) : nullptr;
-            if (!best && !p.nchw) { // no NHWC algorithm: NCHW, transposing around cuDNN
-                p.useNchw();
+            const auto m = measure<cudnnConvolutionBwdFilterAlgoPerf_t,
+                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+                [&](int n, int* count, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
+                    return cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                        m_cudnn, p.x, xp.raw(), p.y, dyl.raw(), p.conv, p.w, dwl.raw(), n, count,
+                        results, workspace(kWorkspaceLimit), kWorkspaceLimit);
+                });
+            if (!m.best) {
+                fallBackToNchw(p, m.status, "backward-filter");
                 continue;
             }
-            TOWERS_CUDNN(found);
-            if (!best)
-                throw BackendError("cuDNN found no backward-filter algorithm for convolution " +
-                                   d.win.str());
-            p.backwardFilter = best->algo;
-            p.backwardFilterWorkspace = best->memory;
+            p.backwardFilter = m.best->algo;
+            p.backwardFilterWorkspace = m.best->memory;
             p.haveBackwardFilter = true;
         }
         TOWERS_CUDNN(
@@ -292,12 +302,13 @@ void CudaOps::conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, const 
                                            p.backwardFilter, workspace(p.backwardFilterWorkspace),
                                            p.backwardFilterWorkspace, &zero, p.w, dwl.raw()));
         if (!p.nchw)
-            ohwiToOihw(m_stream, f(dwl), f(dw), d.outChannels, d.win.c, d.win.kh, d.win.kw);
+            ohwiToOihw(m_stream, floats(dwl), floats(dw), d.outChannels, d.win.c, d.win.kh,
+                       d.win.kw);
         break;
     }
     if (db) {
         ensure(*db, {d.outChannels});
-        biasGradient(m_stream, f(dy), f(*db), dy.numel() / d.outChannels, d.outChannels);
+        biasGradient(m_stream, floats(dy), floats(*db), dy.numel() / d.outChannels, d.outChannels);
     }
 }
 

@@ -13,17 +13,6 @@
 
 namespace towers::engine::cuda {
 
-namespace {
-const float* f(const Tensor& t)
-{
-    return static_cast<const float*>(t.raw());
-}
-float* f(Tensor& t)
-{
-    return static_cast<float*>(t.raw());
-}
-} // namespace
-
 CudaOps::CudaOps(int index, const GpuOpsOptions& options) : m_device(index), m_options(options)
 {
     DeviceGuard guard(m_device);
@@ -75,6 +64,12 @@ void CudaOps::requireHere(const Tensor& t, const char* what) const
                           std::string(dtypeName(t.dtype())));
 }
 
+void CudaOps::requireHere(
+    std::initializer_list<std::pair<const Tensor*, const char*>> tensors) const
+{
+    for (const auto& [t, what] : tensors) requireHere(*t, what);
+}
+
 void CudaOps::ensure(Tensor& t, const Shape& shape, DType dtype) const
 {
     Tensor::ensure(t, shape, dtype, device());
@@ -106,7 +101,7 @@ void CudaOps::maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y, Te
         throw Unsupported("CUDA max pool: input too large for int32 indices");
     ensure(y, d.outputShape());
     ensure(workspace, d.outputShape(), DType::Int32);
-    cuda::maxPoolForward(m_stream, geometry(d.win), f(x), f(y),
+    cuda::maxPoolForward(m_stream, geometry(d.win), floats(x), floats(y),
                          static_cast<std::int32_t*>(workspace.raw()));
 }
 
@@ -122,8 +117,8 @@ void CudaOps::maxPoolBackward(const Pool2dDesc& d, const Tensor& x, const Tensor
     requireShape(workspace, d.outputShape(), "max pool workspace");
     requireDType(workspace, DType::Int32, "max pool workspace");
     ensure(dx, d.inputShape());
-    cuda::maxPoolBackward(m_stream, geometry(d.win), f(dy),
-                          static_cast<const std::int32_t*>(workspace.raw()), f(dx));
+    cuda::maxPoolBackward(m_stream, geometry(d.win), floats(dy),
+                          static_cast<const std::int32_t*>(workspace.raw()), floats(dx));
 }
 
 void CudaOps::lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
@@ -134,8 +129,8 @@ void CudaOps::lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& w
     ensure(y, d.shape);
     ensure(workspace, d.shape);
     const std::int64_t c = d.shape[d.shape.rank() - 1];
-    cuda::lrnForward(m_stream, f(x), f(y), f(workspace), x.numel() / c, c, d.depthRadius,
-                     float(d.bias), float(d.alpha), float(d.beta));
+    cuda::lrnForward(m_stream, floats(x), floats(y), floats(workspace), x.numel() / c, c,
+                     d.depthRadius, float(d.bias), float(d.alpha), float(d.beta));
 }
 
 void CudaOps::lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -151,8 +146,8 @@ void CudaOps::lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, co
     requireShape(workspace, d.shape, "lrn workspace");
     ensure(dx, d.shape);
     const std::int64_t c = d.shape[d.shape.rank() - 1];
-    cuda::lrnBackward(m_stream, f(x), f(y), f(dy), f(workspace), f(dx), x.numel() / c, c,
-                      d.depthRadius, float(d.alpha), float(d.beta));
+    cuda::lrnBackward(m_stream, floats(x), floats(y), floats(dy), floats(workspace), floats(dx),
+                      x.numel() / c, c, d.depthRadius, float(d.alpha), float(d.beta));
 }
 
 // ---- fully connected, row-major through column-major cuBLAS (see each call) ----
@@ -169,8 +164,10 @@ void CudaOps::linearForward(const Tensor& x, const Tensor& w, const Tensor& b, T
     // y^T (out x n) = w (seen column-major: in x out, transposed) * x^T (in x n).
     const float one = 1, zero = 0;
     TOWERS_CUBLAS(cublasSgemm(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(d.out), int(d.n), int(d.in),
-                              &one, f(w), int(d.in), f(x), int(d.in), &zero, f(y), int(d.out)));
-    biasActivation(m_stream, f(y), b.empty() ? nullptr : f(b), d.n, d.out, act == Activation::Relu);
+                              &one, floats(w), int(d.in), floats(x), int(d.in), &zero, floats(y),
+                              int(d.out)));
+    biasActivation(m_stream, floats(y), b.empty() ? nullptr : floats(b), d.n, d.out,
+                   act == Activation::Relu);
 }
 
 void CudaOps::linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx)
@@ -183,7 +180,8 @@ void CudaOps::linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx)
     // dx^T (in x n) = w^T (in x out, column-major as stored) * dy^T (out x n).
     const float one = 1, zero = 0;
     TOWERS_CUBLAS(cublasSgemm(m_cublas, CUBLAS_OP_N, CUBLAS_OP_N, int(d.in), int(d.n), int(d.out),
-                              &one, f(w), int(d.in), f(dy), int(d.out), &zero, f(dx), int(d.in)));
+                              &one, floats(w), int(d.in), floats(dy), int(d.out), &zero, floats(dx),
+                              int(d.in)));
 }
 
 void CudaOps::linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db)
@@ -196,10 +194,11 @@ void CudaOps::linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& d
     // dw^T (in x out) = x^T (in x n) * dy (n x out: dy^T as stored, transposed).
     const float one = 1, zero = 0;
     TOWERS_CUBLAS(cublasSgemm(m_cublas, CUBLAS_OP_N, CUBLAS_OP_T, int(d.in), int(d.out), int(d.n),
-                              &one, f(x), int(d.in), f(dy), int(d.out), &zero, f(dw), int(d.in)));
+                              &one, floats(x), int(d.in), floats(dy), int(d.out), &zero, floats(dw),
+                              int(d.in)));
     if (db) {
         ensure(*db, {d.out});
-        biasGradient(m_stream, f(dy), f(*db), d.n, d.out);
+        biasGradient(m_stream, floats(dy), floats(*db), d.n, d.out);
     }
 }
 
@@ -210,7 +209,7 @@ void CudaOps::reluForward(const Tensor& x, Tensor& y)
     DeviceGuard guard(m_device);
     requireHere(x, "relu x");
     ensure(y, x.shape());
-    cuda::reluForward(m_stream, f(x), f(y), x.numel());
+    cuda::reluForward(m_stream, floats(x), floats(y), x.numel());
 }
 
 void CudaOps::reluBackward(const Tensor& y, const Tensor& dy, Tensor& dx)
@@ -220,7 +219,7 @@ void CudaOps::reluBackward(const Tensor& y, const Tensor& dy, Tensor& dx)
     requireHere(dy, "relu dy");
     checks::requireSameShape(dy, y, "relu dy", "y");
     if (&dx != &dy) ensure(dx, y.shape());
-    cuda::reluBackward(m_stream, f(y), f(dy), f(dx), y.numel());
+    cuda::reluBackward(m_stream, floats(y), floats(dy), floats(dx), y.numel());
 }
 
 void CudaOps::add(const Tensor& a, const Tensor& b, Tensor& y)
@@ -230,7 +229,7 @@ void CudaOps::add(const Tensor& a, const Tensor& b, Tensor& y)
     requireHere(b, "add b");
     checks::requireSameShape(b, a, "add b", "a");
     if (&y != &a && &y != &b) ensure(y, a.shape());
-    addTensors(m_stream, f(a), f(b), f(y), a.numel());
+    addTensors(m_stream, floats(a), floats(b), floats(y), a.numel());
 }
 
 void CudaOps::dropoutForward(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
@@ -241,8 +240,9 @@ void CudaOps::dropoutForward(const Tensor& x, double rate, std::uint64_t seed, T
     checks::dropoutRate(rate);
     ensure(y, x.shape());
     ensure(mask, x.shape(), DType::UInt8);
-    cuda::dropoutForward(m_stream, f(x), f(y), static_cast<std::uint8_t*>(mask.raw()), x.numel(),
-                         seed, dropoutThreshold(rate), static_cast<float>(1.0 / (1.0 - rate)));
+    cuda::dropoutForward(m_stream, floats(x), floats(y), static_cast<std::uint8_t*>(mask.raw()),
+                         x.numel(), seed, dropoutThreshold(rate),
+                         static_cast<float>(1.0 / (1.0 - rate)));
 }
 
 void CudaOps::dropoutBackward(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx)
@@ -253,8 +253,8 @@ void CudaOps::dropoutBackward(const Tensor& dy, const Tensor& mask, double rate,
     checks::dropoutRate(rate);
     checks::dropoutMask(mask, dy);
     ensure(dx, dy.shape());
-    cuda::dropoutBackward(m_stream, f(dy), static_cast<const std::uint8_t*>(mask.raw()), f(dx),
-                          dy.numel(), static_cast<float>(1.0 / (1.0 - rate)));
+    cuda::dropoutBackward(m_stream, floats(dy), static_cast<const std::uint8_t*>(mask.raw()),
+                          floats(dx), dy.numel(), static_cast<float>(1.0 / (1.0 - rate)));
 }
 
 // ---- batch normalisation ----
@@ -264,27 +264,21 @@ void CudaOps::batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x, 
                                        Tensor& runningVar, Tensor& saveMean, Tensor& saveVar)
 {
     DeviceGuard guard(m_device);
-    for (auto [t, what] : {std::pair{&x, "batch norm x"},
-                           {&gamma, "batch norm gamma"},
-                           {&beta, "batch norm beta"},
-                           {&runningMean, "batch norm running mean"},
-                           {&runningVar, "batch norm running variance"}})
-        requireHere(*t, what);
-    checks::batchNormInput(d, x, "batch norm x");
-    checks::batchNormChannel(d, gamma, "batch norm gamma");
-    checks::batchNormChannel(d, beta, "batch norm beta");
-    checks::batchNormChannel(d, runningMean, "batch norm running mean");
-    checks::batchNormChannel(d, runningVar, "batch norm running variance");
-    checks::batchNormTrainingRows(d);
+    requireHere({{&x, "batch norm x"},
+                 {&gamma, "batch norm gamma"},
+                 {&beta, "batch norm beta"},
+                 {&runningMean, "batch norm running mean"},
+                 {&runningVar, "batch norm running variance"}});
+    checks::batchNormForward(d, x, gamma, beta, runningMean, runningVar, true);
     const std::int64_t c = d.channels(), rows = d.rows();
     ensure(y, d.shape);
     ensure(saveMean, {c});
     ensure(saveVar, {c});
-    batchNormStatistics(m_stream, f(x), f(saveMean), f(saveVar), rows, c);
-    batchNormApply(m_stream, f(x), f(saveMean), f(saveVar), f(gamma), f(beta), f(y), rows, c,
-                   float(d.epsilon));
-    batchNormRunningUpdate(m_stream, f(runningMean), f(runningVar), f(saveMean), f(saveVar), c,
-                           rows, float(d.momentum));
+    batchNormStatistics(m_stream, floats(x), floats(saveMean), floats(saveVar), rows, c);
+    batchNormApply(m_stream, floats(x), floats(saveMean), floats(saveVar), floats(gamma),
+                   floats(beta), floats(y), rows, c, float(d.epsilon));
+    batchNormRunningUpdate(m_stream, floats(runningMean), floats(runningVar), floats(saveMean),
+                           floats(saveVar), c, rows, float(d.momentum));
 }
 
 void CudaOps::batchNormForwardInference(const BatchNormDesc& d, const Tensor& x,
@@ -293,19 +287,15 @@ void CudaOps::batchNormForwardInference(const BatchNormDesc& d, const Tensor& x,
                                         Tensor& y)
 {
     DeviceGuard guard(m_device);
-    for (auto [t, what] : {std::pair{&x, "batch norm x"},
-                           {&gamma, "batch norm gamma"},
-                           {&beta, "batch norm beta"},
-                           {&runningMean, "batch norm running mean"},
-                           {&runningVar, "batch norm running variance"}})
-        requireHere(*t, what);
-    checks::batchNormInput(d, x, "batch norm x");
-    checks::batchNormChannel(d, gamma, "batch norm gamma");
-    checks::batchNormChannel(d, runningMean, "batch norm running mean");
-    checks::batchNormChannel(d, runningVar, "batch norm running variance");
+    requireHere({{&x, "batch norm x"},
+                 {&gamma, "batch norm gamma"},
+                 {&beta, "batch norm beta"},
+                 {&runningMean, "batch norm running mean"},
+                 {&runningVar, "batch norm running variance"}});
+    checks::batchNormForward(d, x, gamma, beta, runningMean, runningVar, false);
     ensure(y, d.shape);
-    batchNormApply(m_stream, f(x), f(runningMean), f(runningVar), f(gamma), f(beta), f(y), d.rows(),
-                   d.channels(), float(d.epsilon));
+    batchNormApply(m_stream, floats(x), floats(runningMean), floats(runningVar), floats(gamma),
+                   floats(beta), floats(y), d.rows(), d.channels(), float(d.epsilon));
 }
 
 void CudaOps::batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
@@ -313,23 +303,19 @@ void CudaOps::batchNormBackward(const BatchNormDesc& d, const Tensor& x, const T
                                 Tensor& dx, Tensor& dgamma, Tensor& dbeta)
 {
     DeviceGuard guard(m_device);
-    for (auto [t, what] : {std::pair{&x, "batch norm x"},
-                           {&dy, "batch norm dy"},
-                           {&gamma, "batch norm gamma"},
-                           {&saveMean, "batch norm saved mean"},
-                           {&saveVar, "batch norm saved variance"}})
-        requireHere(*t, what);
-    checks::batchNormInput(d, x, "batch norm x");
-    checks::batchNormInput(d, dy, "batch norm dy");
-    checks::batchNormChannel(d, gamma, "batch norm gamma");
-    checks::batchNormChannel(d, saveMean, "batch norm saved mean");
-    checks::batchNormChannel(d, saveVar, "batch norm saved variance");
+    requireHere({{&x, "batch norm x"},
+                 {&dy, "batch norm dy"},
+                 {&gamma, "batch norm gamma"},
+                 {&saveMean, "batch norm saved mean"},
+                 {&saveVar, "batch norm saved variance"}});
+    checks::batchNormBackward(d, x, dy, gamma, saveMean, saveVar);
     const std::int64_t c = d.channels();
     ensure(dx, d.shape);
     ensure(dgamma, {c});
     ensure(dbeta, {c});
-    cuda::batchNormBackward(m_stream, f(x), f(dy), f(saveMean), f(saveVar), f(gamma), f(dx),
-                            f(dgamma), f(dbeta), d.rows(), c, float(d.epsilon));
+    cuda::batchNormBackward(m_stream, floats(x), floats(dy), floats(saveMean), floats(saveVar),
+                            floats(gamma), floats(dx), floats(dgamma), floats(dbeta), d.rows(), c,
+                            float(d.epsilon));
 }
 
 // ---- layout ----
@@ -340,7 +326,7 @@ void CudaOps::nhwcToNchw(const Tensor& x, Tensor& y)
     requireHere(x, "nhwcToNchw x");
     checks::nhwc(x, "nhwcToNchw x");
     ensure(y, {x.dim(0), x.dim(3), x.dim(1), x.dim(2)});
-    cuda::nhwcToNchw(m_stream, f(x), f(y), x.dim(0), x.dim(1), x.dim(2), x.dim(3));
+    cuda::nhwcToNchw(m_stream, floats(x), floats(y), x.dim(0), x.dim(1), x.dim(2), x.dim(3));
 }
 
 void CudaOps::nchwToNhwc(const Tensor& x, Tensor& y)
@@ -349,7 +335,7 @@ void CudaOps::nchwToNhwc(const Tensor& x, Tensor& y)
     requireHere(x, "nchwToNhwc x");
     checks::nhwc(x, "nchwToNhwc x");
     ensure(y, {x.dim(0), x.dim(2), x.dim(3), x.dim(1)});
-    cuda::nchwToNhwc(m_stream, f(x), f(y), x.dim(0), x.dim(2), x.dim(3), x.dim(1));
+    cuda::nchwToNhwc(m_stream, floats(x), floats(y), x.dim(0), x.dim(2), x.dim(3), x.dim(1));
 }
 
 // ---- loss ----
@@ -371,7 +357,7 @@ double CudaOps::softmaxCrossEntropyForward(const Tensor& logits, const Tensor& l
     TOWERS_CUDA(
         cudaMemcpyAsync(badRow.raw(), &none, sizeof none, cudaMemcpyHostToDevice, m_stream));
     cuda::softmaxCrossEntropyForward(
-        m_stream, f(logits), static_cast<const std::int32_t*>(labels.raw()), f(probs),
+        m_stream, floats(logits), static_cast<const std::int32_t*>(labels.raw()), floats(probs),
         static_cast<double*>(rowLoss.raw()), static_cast<std::int32_t*>(badRow.raw()), n, k);
     // The loss goes back to the host anyway; summing there keeps it deterministic and simple.
     std::vector<double> losses(static_cast<std::size_t>(n));
@@ -402,9 +388,9 @@ void CudaOps::softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& lab
     requireShape(labels, {probs.dim(0)}, "softmax cross-entropy labels");
     requireDType(labels, DType::Int32, "softmax cross-entropy labels");
     ensure(dlogits, probs.shape());
-    cuda::softmaxCrossEntropyBackward(m_stream, f(probs),
-                                      static_cast<const std::int32_t*>(labels.raw()), f(dlogits),
-                                      probs.dim(0), probs.dim(1), static_cast<float>(scale));
+    cuda::softmaxCrossEntropyBackward(
+        m_stream, floats(probs), static_cast<const std::int32_t*>(labels.raw()), floats(dlogits),
+        probs.dim(0), probs.dim(1), static_cast<float>(scale));
 }
 
 // ---- reductions and updates ----
@@ -413,7 +399,7 @@ double CudaOps::sumSquares(const Tensor& x)
 {
     DeviceGuard guard(m_device);
     requireHere(x, "sumSquares x");
-    cuda::sumSquares(m_stream, f(x), static_cast<double*>(m_scalar.raw()), x.numel());
+    cuda::sumSquares(m_stream, floats(x), static_cast<double*>(m_scalar.raw()), x.numel());
     double result = 0;
     TOWERS_CUDA(
         cudaMemcpyAsync(&result, m_scalar.raw(), sizeof result, cudaMemcpyDeviceToHost, m_stream));
@@ -427,7 +413,7 @@ void CudaOps::axpy(double alpha, const Tensor& x, Tensor& y)
     requireHere(x, "axpy x");
     requireHere(y, "axpy y");
     checks::requireSameShape(x, y, "axpy x", "y");
-    cuda::axpy(m_stream, static_cast<float>(alpha), f(x), f(y), x.numel());
+    cuda::axpy(m_stream, static_cast<float>(alpha), floats(x), floats(y), x.numel());
 }
 
 void CudaOps::momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w)
@@ -438,8 +424,8 @@ void CudaOps::momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf
     requireHere(buf, "momentumUpdate momentum buffer");
     checks::requireSameShape(g, w, "momentumUpdate gradient", "w");
     checks::requireSameShape(buf, w, "momentumUpdate momentum buffer", "w");
-    cuda::momentumUpdate(m_stream, f(g), f(buf), f(w), w.numel(), float(s.lr), float(s.momentum),
-                         float(s.dampening), s.nesterov, s.first);
+    cuda::momentumUpdate(m_stream, floats(g), floats(buf), floats(w), w.numel(), float(s.lr),
+                         float(s.momentum), float(s.dampening), s.nesterov, s.first);
 }
 
 void CudaOps::adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
@@ -453,8 +439,9 @@ void CudaOps::adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& 
     checks::requireSameShape(m, w, "adamUpdate first moment", "w");
     checks::requireSameShape(v, w, "adamUpdate second moment", "w");
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
-    cuda::adamUpdate(m_stream, f(g), f(m), f(v), f(w), w.numel(), float(s.lr), float(s.beta1),
-                     float(s.beta2), float(s.epsilon), 1.0 - std::pow(s.beta1, double(s.step)),
+    cuda::adamUpdate(m_stream, floats(g), floats(m), floats(v), floats(w), w.numel(), float(s.lr),
+                     float(s.beta1), float(s.beta2), float(s.epsilon),
+                     1.0 - std::pow(s.beta1, double(s.step)),
                      1.0 - std::pow(s.beta2, double(s.step)));
 }
 

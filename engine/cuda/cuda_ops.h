@@ -6,9 +6,11 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "engine/gpu/gpu_backend.h"
 #include "engine/ops/ops.h"
@@ -16,6 +18,16 @@
 namespace towers::engine::cuda {
 
 struct ConvPlan;
+
+// A float32 tensor's device pointer, for the kernels' launchers and the libraries.
+inline const float* floats(const Tensor& t)
+{
+    return static_cast<const float*>(t.raw());
+}
+inline float* floats(Tensor& t)
+{
+    return static_cast<float*>(t.raw());
+}
 
 class CudaOps final : public Ops
 {
@@ -82,6 +94,7 @@ public:
 private:
     // A float32 tensor on this GPU, else InvalidArgument / Unsupported naming the argument.
     void requireHere(const Tensor& t, const char* what) const;
+    void requireHere(std::initializer_list<std::pair<const Tensor*, const char*>> tensors) const;
     void ensure(Tensor& t, const Shape& shape, DType dtype = DType::Float32) const;
     // The workspace, grown to at least `bytes`.
     void* workspace(std::size_t bytes);

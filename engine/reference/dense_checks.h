@@ -97,6 +97,31 @@ inline void batchNormTrainingRows(const BatchNormDesc& d)
                               d.shape.str());
 }
 
+// The shapes of a batch-norm forward: x as the descriptor says, gamma, beta and the running
+// statistics [C]; in training, enough rows for the unbiased variance.
+inline void batchNormForward(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
+                             const Tensor& beta, const Tensor& runningMean,
+                             const Tensor& runningVar, bool training)
+{
+    batchNormInput(d, x, "batch norm x");
+    batchNormChannel(d, gamma, "batch norm gamma");
+    batchNormChannel(d, beta, "batch norm beta");
+    batchNormChannel(d, runningMean, "batch norm running mean");
+    batchNormChannel(d, runningVar, "batch norm running variance");
+    if (training) batchNormTrainingRows(d);
+}
+
+// The shapes of a batch-norm backward.
+inline void batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
+                              const Tensor& gamma, const Tensor& saveMean, const Tensor& saveVar)
+{
+    batchNormInput(d, x, "batch norm x");
+    batchNormInput(d, dy, "batch norm dy");
+    batchNormChannel(d, gamma, "batch norm gamma");
+    batchNormChannel(d, saveMean, "batch norm saved mean");
+    batchNormChannel(d, saveVar, "batch norm saved variance");
+}
+
 inline double unbiasFactor(const BatchNormDesc& d)
 {
     const double n = static_cast<double>(d.rows());

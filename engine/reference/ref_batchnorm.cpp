@@ -40,12 +40,7 @@ void ReferenceOps::batchNormForwardTraining(const BatchNormDesc& d, const Tensor
     requireSameFloat(beta, dt, "batch norm beta");
     requireSameFloat(runningMean, dt, "batch norm running mean");
     requireSameFloat(runningVar, dt, "batch norm running variance");
-    checks::batchNormInput(d, x, "batch norm x");
-    checks::batchNormChannel(d, gamma, "batch norm gamma");
-    checks::batchNormChannel(d, beta, "batch norm beta");
-    checks::batchNormChannel(d, runningMean, "batch norm running mean");
-    checks::batchNormChannel(d, runningVar, "batch norm running variance");
-    checks::batchNormTrainingRows(d);
+    checks::batchNormForward(d, x, gamma, beta, runningMean, runningVar, true);
     const std::int64_t rows = d.rows(), c = d.channels();
     Tensor::ensure(y, d.shape, dt);
     Tensor::ensure(saveMean, {c}, dt);
@@ -91,11 +86,7 @@ void ReferenceOps::batchNormForwardInference(const BatchNormDesc& d, const Tenso
     requireSameFloat(beta, dt, "batch norm beta");
     requireSameFloat(runningMean, dt, "batch norm running mean");
     requireSameFloat(runningVar, dt, "batch norm running variance");
-    checks::batchNormInput(d, x, "batch norm x");
-    checks::batchNormChannel(d, gamma, "batch norm gamma");
-    checks::batchNormChannel(d, beta, "batch norm beta");
-    checks::batchNormChannel(d, runningMean, "batch norm running mean");
-    checks::batchNormChannel(d, runningVar, "batch norm running variance");
+    checks::batchNormForward(d, x, gamma, beta, runningMean, runningVar, false);
     Tensor::ensure(y, d.shape, dt);
     byDType(dt, [&](auto tag) {
         using T = decltype(tag);
@@ -120,11 +111,7 @@ void ReferenceOps::batchNormBackward(const BatchNormDesc& d, const Tensor& x, co
     requireSameFloat(gamma, dt, "batch norm gamma");
     requireSameFloat(saveMean, dt, "batch norm saved mean");
     requireSameFloat(saveVar, dt, "batch norm saved variance");
-    checks::batchNormInput(d, x, "batch norm x");
-    checks::batchNormInput(d, dy, "batch norm dy");
-    checks::batchNormChannel(d, gamma, "batch norm gamma");
-    checks::batchNormChannel(d, saveMean, "batch norm saved mean");
-    checks::batchNormChannel(d, saveVar, "batch norm saved variance");
+    checks::batchNormBackward(d, x, dy, gamma, saveMean, saveVar);
     const std::int64_t rows = d.rows(), c = d.channels();
     const Tensor dyIn = dy; // keeps dy's bytes should dx be the same tensor object
     Tensor::ensure(dx, d.shape, dt);
