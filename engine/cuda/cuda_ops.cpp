@@ -53,6 +53,18 @@ void CudaOps::synchronize()
     TOWERS_CUDA(cudaStreamSynchronize(m_stream));
 }
 
+void CudaOps::upload(const Tensor& src, Tensor& dst)
+{
+    DeviceGuard guard(m_device);
+    if (!src.device().isHost())
+        throw InvalidArgument("upload: " + src.describe() + " is not in host memory");
+    ensure(dst, src.shape(), src.dtype());
+    // From page-locked memory the copy runs on this stream while the host issues the forward
+    // pass behind it; from pageable memory CUDA stages it first.
+    if (src.bytes())
+        TOWERS_CUDA(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyHostToDevice, m_stream));
+}
+
 void CudaOps::requireHere(const Tensor& t, const char* what) const
 {
     if (t.empty()) throw ShapeError(std::string(what) + ": tensor is empty");

@@ -40,6 +40,7 @@ public:
     std::string name() const override { return "cuda"; }
     Device device() const override { return {DeviceKind::Cuda, m_device}; }
     void synchronize() override;
+    void upload(const Tensor& src, Tensor& dst) override;
 
     void conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
                        Tensor& y, Activation act) override;

@@ -24,6 +24,12 @@ void throughActivation(Ops& ops, Activation act, const Tensor& y, const Tensor& 
 
 } // namespace
 
+void Ops::upload(const Tensor& src, Tensor& dst)
+{
+    Tensor::ensure(dst, src.shape(), src.dtype(), device());
+    dst.copyFrom(src);
+}
+
 void Ops::conv2dForwardTraining(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
                                 const Tensor& b, Tensor& y, Activation act, Tensor& saved)
 {

@@ -28,6 +28,11 @@ public:
     // backends, which finish each op before returning; a GPU's asynchronous work (and its faults,
     // as BackendError) surfaces here. For timing, and before a host reads what ops wrote.
     virtual void synchronize() {}
+    // Copies a host tensor into `dst` on this context's device (resized as Tensor::ensure does),
+    // ordered before every op issued after it. A GPU backend copies asynchronously on its stream
+    // when `src` is page-locked (Tensor::pinned), so `src` must stay unchanged until the next
+    // synchronize(). The default copies at once.
+    virtual void upload(const Tensor& src, Tensor& dst);
 
     // --- convolution: x [N,H,W,C], w [O,C,KH,KW], b [O] or empty, y [N,OH,OW,O] ---
     virtual void conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w,

@@ -17,6 +17,7 @@ public:
     std::string name() const override { return m_ops->name() + " (staged)"; }
     Device device() const override { return m_outer; }
     void synchronize() override { m_ops->synchronize(); }
+    void upload(const Tensor& src, Tensor& dst) override { Ops::upload(src, dst); }
 
     void conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
                        Tensor& y, Activation act) override

@@ -298,11 +298,9 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         Tensor images = batch.towerImages(t);
         Tensor labels = batch.towerLabels(t);
         if (tw.model->dtype() != images.dtype()) images = images.to(tw.model->dtype());
-        if (!tw.device.isHost()) { // the slice goes to the tower's GPU
-            Tensor::ensure(tw.images, images.shape(), images.dtype(), tw.device);
-            tw.images.copyFrom(images);
-            Tensor::ensure(tw.labels, labels.shape(), labels.dtype(), tw.device);
-            tw.labels.copyFrom(labels);
+        if (!tw.device.isHost()) { // the slice goes to the tower's GPU, on its stream
+            tw.ops->upload(images, tw.images);
+            tw.ops->upload(labels, tw.labels);
             images = tw.images;
             labels = tw.labels;
         }
