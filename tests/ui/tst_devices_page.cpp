@@ -82,6 +82,37 @@ private slots:
         for (auto* spin : page.findChildren<QSpinBox*>()) QVERIFY(!spin->isEnabled());
     }
 
+    // Checked GPUs (a GPU backend is there) make the towers: one per GPU, the CPU spin boxes
+    // off; unchecking them gives the CPU towers back.
+    void gpuTowers()
+    {
+        DevicesPage page;
+        std::vector<towers::app::DeviceDescription> devices(1);
+        devices[0].id = QStringLiteral("cpu");
+        devices[0].logicalCores = 4;
+        for (int g = 0; g < 3; ++g) {
+            towers::app::DeviceDescription gpu;
+            gpu.kind = towers::app::DeviceDescription::Kind::Gpu;
+            gpu.id = QStringLiteral("gpu%1").arg(g);
+            gpu.name = QStringLiteral("NVIDIA H100");
+            devices.push_back(gpu);
+        }
+        auto* model = page.deviceModel();
+        model->setDevices(devices);
+        page.setTowers(2);
+        QCOMPARE(page.selectedGpus(), (std::vector<int>{0, 1, 2}));
+        QCOMPARE(page.towers(), 3);
+        QVERIFY(model->setData(model->index(2, towers::ui::DeviceModel::Use), Qt::Unchecked, Qt::CheckStateRole));
+        QCOMPARE(page.selectedGpus(), (std::vector<int>{0, 2}));
+        QCOMPARE(page.towers(), 2);
+        for (auto* spin : page.findChildren<QSpinBox*>()) QVERIFY(!spin->isEnabled());
+        for (int row : {1, 3})
+            QVERIFY(model->setData(model->index(row, towers::ui::DeviceModel::Use), Qt::Unchecked, Qt::CheckStateRole));
+        QVERIFY(page.selectedGpus().empty());
+        QCOMPARE(page.towers(), 2); // the CPU towers again
+        for (auto* spin : page.findChildren<QSpinBox*>()) QVERIFY(spin->isEnabled());
+    }
+
     void slowTowersStandOut()
     {
         QCOMPARE(DevicesPage::slowTowers({10}), std::vector<bool>{false});

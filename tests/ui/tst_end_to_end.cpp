@@ -8,11 +8,13 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "app/devices/device_list.h"
 #include "app/inference/image_files.h"
 #include "app/runs/run_scanner.h"
 #include "app/settings/app_settings.h"
 #include "training_fixture.h"
 #include "ui/main_window.h"
+#include "ui/models/device_model.h"
 #include "ui/models/run_list_model.h"
 #include "ui/pages/classify_page.h"
 #include "ui/pages/data_page.h"
@@ -70,6 +72,28 @@ private slots:
         // The run trains on the images the Data page holds: one copy in memory.
         const auto runOptions = w.newRunOptions(nullptr);
         QVERIFY(runOptions && runOptions->dataset && runOptions->dataset == w.dataPage()->loadedDataset());
+        // A machine whose GPUs the backend can drive trains on them by default.
+        const std::string defaultBackend = towers::app::gpuBackendAvailable() ? "cuda" : "onednn";
+        QCOMPARE(runOptions->config.backend, defaultBackend);
+        {
+            // Checked GPUs on the Devices page make a run of GPU towers, one per GPU.
+            auto* devices = w.devicesPage()->deviceModel();
+            auto list = towers::app::listDevices();
+            for (int g : {0, 1}) {
+                towers::app::DeviceDescription gpu;
+                gpu.kind = towers::app::DeviceDescription::Kind::Gpu;
+                gpu.id = QStringLiteral("gpu%1").arg(g);
+                list.push_back(gpu);
+            }
+            devices->setDevices(list);
+            const auto gpuOptions = w.newRunOptions(nullptr);
+            QVERIFY(gpuOptions);
+            QCOMPARE(gpuOptions->config.backend, std::string("cuda"));
+            QCOMPARE(gpuOptions->config.gpus, (std::vector<int>{0, 1}));
+            QCOMPARE(gpuOptions->config.towers, 2);
+            devices->setDevices(towers::app::listDevices());
+            QCOMPARE(w.newRunOptions(nullptr)->config.backend, defaultBackend);
+        }
 
         w.showPage(MainWindow::Train);
         auto* start = button(w.trainPage(), QStringLiteral("Start"));
