@@ -43,7 +43,7 @@ pack() {
 
 run() {
     local out=${OUT:-.carry/out}
-    mkdir -p "$out" /tmp/towers-gpu
+    rm -rf /tmp/towers-gpu && mkdir -p "$out" /tmp/towers-gpu
     tar -C /tmp/towers-gpu -xJf .carry/gpu.tar.xz
     local g=/tmp/towers-gpu/gpu
     # NVIDIA's libraries: the toolkit's, and those of the Python packages (nvidia-cudnn-cu13, ...).
@@ -57,7 +57,14 @@ for root in site.getsitepackages():
 print(":".join(sorted(dirs)))
 EOF
 )
-    export LD_LIBRARY_PATH="$g/lib:${nvlibs}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    # The carried Debian libraries go to the carried programs only (wrappers), never to python3,
+    # whose PyTorch has its own.
+    local libs="$g/lib:${nvlibs}:/usr/local/cuda/lib64"
+    for prog in towers-cli tst_gpu_backend; do
+        mv "$g/bin/$prog" "$g/bin/$prog.bin"
+        printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$libs" "$g/bin/$prog.bin" > "$g/bin/$prog"
+        chmod +x "$g/bin/$prog"
+    done
     export TOWERS_CUDA_PLUGIN=$g/lib/libtowers-cuda.so TOWERS_DATA=$g/data TOWERS_RUNS=/tmp/towers-gpu/runs
     export QT_QPA_PLATFORM=offscreen
     local cli=$g/bin/towers-cli status=0
@@ -76,7 +83,8 @@ EOF
     step selftest-tf32 "$cli" selftest --device cuda --tf32 --no-training
     step tst_gpu_backend "$g/bin/tst_gpu_backend"
     if command -v compute-sanitizer > /dev/null; then
-        step sanitizer compute-sanitizer --tool memcheck --error-exitcode 3 "$g/bin/tst_gpu_backend" everyOpMatchesTheReference deviceErrorsAreTypedAndSayWhat
+        step sanitizer env LD_LIBRARY_PATH="$libs" compute-sanitizer --tool memcheck --error-exitcode 3 \
+            "$g/bin/tst_gpu_backend.bin" everyOpMatchesTheReference deviceErrorsAreTypedAndSayWhat
     fi
     step train "$cli" train --dataset fashion-mnist --device cuda --towers 2 --epochs 1 --run-dir /tmp/towers-gpu/runs/fashion
     step compare python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" --python python3 \
