@@ -113,11 +113,4 @@ GpuBackend* cudaBackend(std::string* whyNot)
     return loaded.backend;
 }
 
-std::string cudaPluginSearchPath()
-{
-    std::string text;
-    for (const auto& p : candidates()) text += (text.empty() ? "" : ":") + p;
-    return text;
-}
-
 } // namespace towers::engine

@@ -84,7 +84,4 @@ inline const char* gpuBackendBuildId()
 // tree, else in the installed plugin folder. The plugin is never unloaded.
 GpuBackend* cudaBackend(std::string* whyNot = nullptr);
 
-// Where cudaBackend() looks for the plugin, in order (for messages and --version).
-std::string cudaPluginSearchPath();
-
 } // namespace towers::engine
