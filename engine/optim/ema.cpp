@@ -68,7 +68,7 @@ void Ema::update(const std::vector<Parameter*>& params, std::int64_t numUpdates,
         const std::int64_t e = std::clamp(end - offset, std::int64_t(0), n);
         if (b < e) {
             // The averages live on the host; a GPU tower's weights are read through a copy.
-            const Tensor v = p->value.device().isHost() ? p->value : p->value.copyTo(Device::host());
+            const Tensor v = p->value.onHost();
             if (s.dtype() == DType::Float32)
                 blend(s.data<float>() + b, v.data<float>() + b, e - b, float(keep));
             else if (s.dtype() == DType::Float64)

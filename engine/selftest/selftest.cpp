@@ -293,12 +293,10 @@ Batch syntheticBatch(const Shape& image, int classes, int towers, std::int64_t p
     return b;
 }
 
-Tensor onHost(const Tensor& t) { return t.device().isHost() ? t : t.copyTo(Device::host()); }
-
 std::vector<Tensor> weights(TowerSet& set)
 {
     std::vector<Tensor> w;
-    for (const auto* p : set.model().parameters()) w.push_back(toFloat64(onHost(p->value)));
+    for (const auto* p : set.model().parameters()) w.push_back(toFloat64(p->value.onHost()));
     return w;
 }
 
@@ -310,7 +308,7 @@ double updateError(const std::vector<Tensor>& start, TowerSet& a, TowerSet& b)
     const auto& pa = a.model().parameters();
     const auto& pb = b.model().parameters();
     for (std::size_t i = 0; i < pa.size(); ++i) {
-        const Tensor va = onHost(pa[i]->value), vb = onHost(pb[i]->value);
+        const Tensor va = pa[i]->value.onHost(), vb = pb[i]->value.onHost();
         for (std::int64_t j = 0; j < va.numel(); ++j) {
             const double ua = va.at(j) - start[i].at(j), ub = vb.at(j) - start[i].at(j);
             num += (ua - ub) * (ua - ub);

@@ -66,6 +66,9 @@ public:
     Tensor clone() const;
     // A deep copy on `device` (the bytes are copied even when it is this tensor's device).
     Tensor copyTo(const Device& device) const;
+    // This tensor when it is on the host (no copy), else a copy on the host: for reading a GPU
+    // tensor's values (checkpoints, checks, logits).
+    Tensor onHost() const { return device().isHost() ? *this : copyTo(Device::host()); }
     // Sets every byte to zero, on whatever device the tensor lives.
     void setZero();
     // Converts element-wise between Float32 and Float64 (a new tensor).

@@ -154,10 +154,9 @@ Checkpoint makeCheckpoint(const Model& model, CheckpointInfo info, NamedTensors 
     info.inputShape = model.inputShape();
     c.info = std::move(info);
     // A checkpoint lives on the host: GPU towers' tensors are copied here.
-    auto onHost = [](const Tensor& t) { return t.device().isHost() ? t : t.copyTo(Device::host()); };
-    for (auto* p : model.parameters()) c.weights.emplace_back(p->name, onHost(p->value));
-    for (auto& [n, t] : ema) t = onHost(t);
-    for (auto& [n, t] : optimizer) t = onHost(t);
+    for (auto* p : model.parameters()) c.weights.emplace_back(p->name, p->value.onHost());
+    for (auto& [n, t] : ema) t = t.onHost();
+    for (auto& [n, t] : optimizer) t = t.onHost();
     c.ema = std::move(ema);
     c.optimizer = std::move(optimizer);
     return c;

@@ -97,7 +97,7 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize, c
             lab = &deviceLabels;
         }
         const Tensor& logits = model.forward(ctx, *x);
-        r.add(device.isHost() ? logits : logits.copyTo(Device::host()), labels, 0);
+        r.add(logits.onHost(), labels, 0);
         r.meanCrossEntropy += ops.softmaxCrossEntropyForward(logits, *lab, probs) * double(end - begin);
     }
     if (parts == 1) r.finish();

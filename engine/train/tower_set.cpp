@@ -28,8 +28,7 @@ bool isFloat(DType t) { return t == DType::Float32 || t == DType::Float64; }
 std::string firstDifference(const Tensor& deviceA, const Tensor& deviceB)
 {
     // GPU towers are compared through host copies (a check, not a hot path).
-    const Tensor a = deviceA.device().isHost() ? deviceA : deviceA.copyTo(Device::host());
-    const Tensor b = deviceB.device().isHost() ? deviceB : deviceB.copyTo(Device::host());
+    const Tensor a = deviceA.onHost(), b = deviceB.onHost();
     if (a.shape() != b.shape() || a.dtype() != b.dtype()) return "is " + a.describe() + " instead of " + b.describe();
     if (a.bytes() == 0 || std::memcmp(a.raw(), b.raw(), a.bytes()) == 0) return {};
     const std::size_t size = dtypeSize(a.dtype());

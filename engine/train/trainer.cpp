@@ -42,7 +42,7 @@ std::string lossText(double loss)
 void requireFiniteWeights(const Model& model, std::int64_t step)
 {
     for (const auto* p : model.parameters()) {
-        const Tensor t = p->value.device().isHost() ? p->value : p->value.copyTo(Device::host());
+        const Tensor t = p->value.onHost();
         bool ok = true;
         if (t.dtype() == DType::Float32) {
             for (float v : t.span<float>()) ok = ok && std::isfinite(v);

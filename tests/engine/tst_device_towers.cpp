@@ -24,8 +24,7 @@ const Device kGpu0{DeviceKind::Cuda, 0};
 
 bool sameBytes(const Tensor& a, const Tensor& b)
 {
-    const Tensor ha = a.device().isHost() ? a : a.copyTo(Device::host());
-    const Tensor hb = b.device().isHost() ? b : b.copyTo(Device::host());
+    const Tensor ha = a.onHost(), hb = b.onHost();
     return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() &&
            std::memcmp(ha.raw(), hb.raw(), ha.bytes()) == 0;
 }
