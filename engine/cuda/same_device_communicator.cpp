@@ -83,35 +83,20 @@ private:
     }
 
     // Registers the rank's tensors, waits for all, and checks that they match rank 0's.
-    void collect(int rank, std::span<Tensor> tensors, bool floatsOnly)
+    void collect(int rank, std::span<Tensor> tensors, bool average)
     {
         requireRank(rank);
         m_slots[std::size_t(rank)] = tensors;
         m_rendezvous.arrive();
-        const Device here{DeviceKind::Cuda, m_device};
-        const auto& ref = m_slots[0];
-        for (int r = 0; r < size(); ++r) {
-            const auto& mine = m_slots[std::size_t(r)];
-            std::string why;
-            if (mine.size() != ref.size())
-                why = "passed " + std::to_string(mine.size()) + " tensors, rank 0 " +
-                      std::to_string(ref.size());
-            for (std::size_t i = 0; why.empty() && i < mine.size(); ++i) {
-                if (mine[i].shape() != ref[i].shape() || mine[i].dtype() != ref[i].dtype())
-                    why = "tensor " + std::to_string(i) + " is " + mine[i].describe() +
-                          ", rank 0's " + ref[i].describe();
-                else if (mine[i].device() != here)
-                    why = "tensor " + std::to_string(i) + " is " + mine[i].describe() +
-                          ", not on " + here.str();
-                else if (floatsOnly && mine[i].dtype() != DType::Float32)
-                    why = "tensor " + std::to_string(i) + " is " + mine[i].describe() +
-                          ": only float32 is averaged";
-            }
-            if (!why.empty()) {
-                const std::string text = "GPU collective: rank " + std::to_string(r) + " " + why;
-                m_rendezvous.abort(text);
-                throw InvalidArgument(text);
-            }
+        try {
+            const Device here{DeviceKind::Cuda, m_device};
+            if (average)
+                requireSameLayout(m_slots, "allReduceMean", here, {DType::Float32});
+            else
+                requireSameLayout(m_slots, "broadcast", here);
+        } catch (const InvalidArgument& e) {
+            m_rendezvous.abort(e.what());
+            throw;
         }
     }
 

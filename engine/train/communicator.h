@@ -4,8 +4,10 @@
 // machines) share. Every call is collective: each rank makes it from its own thread, with tensors
 // of the same shapes and dtypes in the same order, and it returns once the operation is complete
 // for that rank.
+#include <initializer_list>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engine/tensor/tensor.h"
 
@@ -35,5 +37,12 @@ public:
     virtual void abort(const std::string& reason) = 0;
     virtual bool aborted() const = 0;
 };
+
+// For communicators that gather every rank's tensors: each rank's must match rank 0's (count,
+// shapes, dtypes), live on `device` and, for an average, be of a dtype in `averaged` (empty: any
+// dtype, as a broadcast takes). Throws InvalidArgument naming the collective, the rank and the
+// tensor.
+void requireSameLayout(const std::vector<std::span<Tensor>>& slots, const char* what,
+                       const Device& device, std::initializer_list<DType> averaged = {});
 
 } // namespace towers::engine

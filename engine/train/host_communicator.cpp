@@ -53,38 +53,13 @@ bool HostCommunicator::aborted() const
     return m_rendezvous.aborted();
 }
 
-void HostCommunicator::checkSameLayout(const char* what, bool floatsOnly) const
-{
-    // Every rank checks every rank (cheap: a few dozen tensors), so that all of them refuse a bad
-    // call together and none reads past a mismatched tensor.
-    const auto& ref = m_slots[0];
-    for (int rank = 0; rank < m_size; ++rank) {
-        const auto& mine = m_slots[std::size_t(rank)];
-        auto fail = [&](const std::string& why) {
-            throw InvalidArgument(std::string(what) + ": rank " + std::to_string(rank) + " " + why);
-        };
-        if (mine.size() != ref.size())
-            fail("passed " + std::to_string(mine.size()) + " tensors, rank 0 passed " + std::to_string(ref.size()));
-        for (std::size_t i = 0; i < mine.size(); ++i) {
-            if (mine[i].empty() || ref[i].empty()) fail("tensor " + std::to_string(i) + " is empty");
-            if (mine[i].shape() != ref[i].shape() || mine[i].dtype() != ref[i].dtype())
-                fail("tensor " + std::to_string(i) + " is " + mine[i].describe() + ", rank 0's is " +
-                     ref[i].describe());
-            if (floatsOnly && mine[i].dtype() != DType::Float32 && mine[i].dtype() != DType::Float64)
-                fail("tensor " + std::to_string(i) + " is " + mine[i].describe() +
-                     ": only float32 and float64 tensors are averaged");
-            if (!mine[i].device().isHost()) fail("tensor " + std::to_string(i) + " is not in host memory");
-        }
-    }
-}
-
 void HostCommunicator::allReduceMean(int rank, std::span<Tensor> tensors)
 {
     checkRank(rank, "allReduceMean");
     m_slots[std::size_t(rank)] = tensors;
     m_rendezvous.arrive(); // every rank's tensors are registered and final
     try {
-        checkSameLayout("allReduceMean", true);
+        requireSameLayout(m_slots, "allReduceMean", Device::host(), {DType::Float32, DType::Float64});
     } catch (const InvalidArgument& e) {
         abort(e.what());
         throw;
@@ -118,7 +93,7 @@ void HostCommunicator::broadcast(int rank, int root, std::span<Tensor> tensors)
     m_slots[std::size_t(rank)] = tensors;
     m_rendezvous.arrive();
     try {
-        checkSameLayout("broadcast", false);
+        requireSameLayout(m_slots, "broadcast", Device::host());
     } catch (const InvalidArgument& e) {
         abort(e.what());
         throw;

@@ -26,8 +26,6 @@ public:
 
 private:
     void checkRank(int rank, const char* what) const;
-    // Every rank's tensors must match rank 0's (throws InvalidArgument on a mismatch).
-    void checkSameLayout(const char* what, bool floatsOnly) const;
 
     const int m_size;
     Rendezvous m_rendezvous;
