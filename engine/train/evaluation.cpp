@@ -89,10 +89,8 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize, c
         const Tensor* x = &input;
         const Tensor* lab = &labels;
         if (!device.isHost()) { // a GPU tower: the batch goes there, the logits come back
-            Tensor::ensure(deviceImages, input.shape(), input.dtype(), device);
-            deviceImages.copyFrom(input);
-            Tensor::ensure(deviceLabels, labels.shape(), labels.dtype(), device);
-            deviceLabels.copyFrom(labels);
+            ops.upload(input, deviceImages);
+            ops.upload(labels, deviceLabels);
             x = &deviceImages;
             lab = &deviceLabels;
         }
