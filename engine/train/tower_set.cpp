@@ -43,7 +43,7 @@ std::string firstDifference(const Tensor& deviceA, const Tensor& deviceB)
 }
 
 // Whether the part-th of `parts` equal ranges of the tensors' concatenated elements is finite.
-bool finiteShare(const std::vector<Tensor>& tensors, int part, int parts)
+bool finiteShare(std::span<const Tensor> tensors, int part, int parts)
 {
     std::int64_t total = 0;
     for (const auto& t : tensors) total += t.numel();
@@ -326,7 +326,7 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         } else {
             collective(t, tw.reduce, [&](std::span<Tensor> values) {
                 m_comm->allReduceMean(t, values);
-                finite = finiteShare(std::vector<Tensor>(values.begin(), values.end()), t, size());
+                finite = finiteShare(values, t, size());
             });
         }
         if (!std::isfinite(tw.loss.total()) || !finite) m_nonFinite = true;
