@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -30,11 +29,12 @@ std::string executableFolder()
     return slash == std::string::npos ? std::string() : path.substr(0, slash);
 }
 
-std::vector<std::string> candidates()
+// $TOWERS_CUDA_PLUGIN (`chosen`) alone when set, else the build tree's and the installed plugin.
+std::vector<std::string> candidates(const char* chosen)
 {
     std::vector<std::string> paths;
-    if (const char* env = std::getenv("TOWERS_CUDA_PLUGIN"); env && *env) {
-        paths.emplace_back(env); // an explicit choice is the only place looked at
+    if (chosen && *chosen) {
+        paths.emplace_back(chosen); // an explicit choice is the only place looked at
         return paths;
     }
     if (*TOWERS_CUDA_PLUGIN_BUILD_PATH) paths.emplace_back(TOWERS_CUDA_PLUGIN_BUILD_PATH);
@@ -53,7 +53,9 @@ struct Loaded
 Loaded load()
 {
     Loaded result;
-    if (!TOWERS_HAS_CUDA && !std::getenv("TOWERS_CUDA_PLUGIN")) {
+    const char* chosen = std::getenv("TOWERS_CUDA_PLUGIN");
+    const bool explicitChoice = chosen && *chosen;
+    if (!TOWERS_HAS_CUDA && !explicitChoice) {
         result.whyNot =
             "this build of Towers has no CUDA backend (it was configured without the CUDA "
             "toolkit)";
@@ -62,18 +64,15 @@ Loaded load()
     // Number the GPUs in PCI bus order, as NVML does, so that "GPU 1" is the same card in
     // `towers-cli devices`, on the Devices page and in --gpus (unless the user chose an order).
     setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
-    const auto paths = candidates();
+    const auto paths = candidates(chosen);
     std::string tried;
     for (const auto& path : paths) {
-        // A missing file is "not here"; a file that fails to load (a missing libcudnn, say) is the
-        // answer, since that is what the user must fix.
-        if (!std::getenv("TOWERS_CUDA_PLUGIN") && path.find('/') != std::string::npos) {
-            if (FILE* f = std::fopen(path.c_str(), "rb")) {
-                std::fclose(f);
-            } else {
-                tried += (tried.empty() ? "" : ", ") + path;
-                continue;
-            }
+        // A missing file is "not here" (but an explicit choice is loaded whatever, so that its
+        // error is the answer); a file that fails to load (a missing libcudnn, say) is the answer,
+        // since that is what the user must fix.
+        if (!explicitChoice && access(path.c_str(), F_OK) != 0) {
+            tried += (tried.empty() ? "" : ", ") + path;
+            continue;
         }
         void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
         if (!handle) {
