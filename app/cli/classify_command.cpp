@@ -5,6 +5,7 @@
 
 #include "app/cli/command.h"
 #include "app/inference/image_files.h"
+#include "engine/errors.h"
 #include "engine/train/classifier.h"
 
 namespace towers::app {
@@ -12,16 +13,25 @@ namespace towers::app {
 int runClassify(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;
-    p.setApplicationDescription(QStringLiteral(
-        "Classifies image files (PNG, JPEG, BMP, PPM/PGM, GIF...) with a checkpoint, which knows its\n"
-        "model, classes and preprocessing: each image is converted to the dataset's colour format,\n"
-        "scaled (shorter side) and centre-cropped to its size, preprocessed as in evaluation, and the\n"
-        "most probable classes are printed with their probabilities."));
-    p.addPositionalArgument(QStringLiteral("images"), QStringLiteral("Image files."), QStringLiteral("IMAGE..."));
+    p.setApplicationDescription(
+        QStringLiteral(
+            "Classifies image files (PNG, JPEG, BMP, PPM/PGM, GIF...) with a checkpoint, which\n"
+            "knows its model, classes and preprocessing: each image is converted to the\n"
+            "dataset's colour format, scaled (shorter side) and centre-cropped to its size,\n"
+            "preprocessed as in evaluation, and the most probable classes are printed with their\n"
+            "probabilities. Only regular files are read, and an image of more than %1 megapixels,\n"
+            "or whose sides are more than %2 times apart, is refused before it is decoded.")
+            .arg(kMaxImagePixels / 1'000'000)
+            .arg(kMaxImageAspect));
+    p.addPositionalArgument(QStringLiteral("images"), QStringLiteral("Image files."),
+                            QStringLiteral("IMAGE..."));
     p.addOptions({
-        {QStringLiteral("checkpoint"), QStringLiteral("The checkpoint (.safetensors)."), QStringLiteral("file")},
-        {QStringLiteral("top-k"), QStringLiteral("How many classes to show (default 5)."), QStringLiteral("k"), QStringLiteral("5")},
-        {QStringLiteral("no-ema"), QStringLiteral("Use the raw weights, not their moving averages.")},
+        {QStringLiteral("checkpoint"), QStringLiteral("The checkpoint (.safetensors)."),
+         QStringLiteral("file")},
+        {QStringLiteral("top-k"), QStringLiteral("How many classes to show (default 5)."),
+         QStringLiteral("k"), QStringLiteral("5")},
+        {QStringLiteral("no-ema"),
+         QStringLiteral("Use the raw weights, not their moving averages.")},
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
     int code = 0;
@@ -38,9 +48,20 @@ int runClassify(const QStringList& args, CommandIo& io)
     int topK = 5;
     if (!intOption(p, QStringLiteral("top-k"), 1, 100000, topK, io)) return ExitUsage;
 
-    engine::Classifier classifier(p.value(QStringLiteral("checkpoint")).toStdString(), !p.isSet(QStringLiteral("no-ema")));
+    engine::Classifier classifier(p.value(QStringLiteral("checkpoint")).toStdString(),
+                                  !p.isSet(QStringLiteral("no-ema")));
+    // Each file is checked before it is decoded (a regular file, a size within the limits of
+    // app/inference/image_files.h) and decoded no larger than the model needs.
+    const engine::Shape shape = classifier.sourceShape();
     engine::ImageSet images;
-    for (const QString& f : files) appendImage(readImageFile(f), classifier.sourceShape(), images);
+    for (const QString& f : files) {
+        const QImage image = readImageFile(f, shape);
+        try {
+            appendImage(image, shape, images);
+        } catch (const engine::IoError& e) {
+            throw engine::IoError(f.toStdString() + ": " + e.what());
+        }
+    }
     const auto probs = classifier.probabilities(images);
     const auto& names = classifier.classNames();
     const bool json = p.isSet(QStringLiteral("json"));
@@ -50,20 +71,24 @@ int runClassify(const QStringList& args, CommandIo& io)
         if (json) {
             QJsonArray classes;
             for (const auto& s : top)
-                classes.append(QJsonObject{{QStringLiteral("label"), s.label},
-                                           {QStringLiteral("class"), QString::fromStdString(names[std::size_t(s.label)])},
-                                           {QStringLiteral("probability"), s.probability}});
-            results.append(QJsonObject{{QStringLiteral("image"), files[i]}, {QStringLiteral("top"), classes}});
+                classes.append(QJsonObject{
+                    {QStringLiteral("label"), s.label},
+                    {QStringLiteral("class"), QString::fromStdString(names[std::size_t(s.label)])},
+                    {QStringLiteral("probability"), s.probability}});
+            results.append(
+                QJsonObject{{QStringLiteral("image"), files[i]}, {QStringLiteral("top"), classes}});
             continue;
         }
         io.out << files[i] << "\n";
         for (const auto& s : top)
-            io.out << "  " << QString::number(100 * s.probability, 'f', 2).rightJustified(6) << "%  "
-                   << QString::fromStdString(names[std::size_t(s.label)]) << "\n";
+            io.out << "  " << QString::number(100 * s.probability, 'f', 2).rightJustified(6)
+                   << "%  " << QString::fromStdString(names[std::size_t(s.label)]) << "\n";
     }
     if (json)
-        io.out << QJsonDocument(QJsonObject{{QStringLiteral("checkpoint"), p.value(QStringLiteral("checkpoint"))},
-                                            {QStringLiteral("model"), QString::fromStdString(classifier.info().model)},
+        io.out << QJsonDocument(QJsonObject{{QStringLiteral("checkpoint"),
+                                             p.value(QStringLiteral("checkpoint"))},
+                                            {QStringLiteral("model"),
+                                             QString::fromStdString(classifier.info().model)},
                                             {QStringLiteral("ema"), classifier.usesEma()},
                                             {QStringLiteral("results"), results}})
                       .toJson(QJsonDocument::Indented);

@@ -1,49 +1,214 @@
 #include "app/inference/image_files.h"
 
+#include <QFile>
 #include <QImageReader>
 #include <QPainter>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <string>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/errors.h"
 
 namespace towers::app {
 
+namespace {
+
+[[noreturn]] void fail(const QString& file, const std::string& why)
+{
+    throw engine::IoError(file.toStdString() + ": " + why);
+}
+
+std::string notRegular(mode_t mode)
+{
+    if (S_ISDIR(mode)) return "is a directory, not an image file";
+    if (S_ISFIFO(mode)) return "is a FIFO (named pipe), not an image file";
+    if (S_ISSOCK(mode)) return "is a socket, not an image file";
+    if (S_ISCHR(mode)) return "is a character device, not an image file";
+    if (S_ISBLK(mode)) return "is a block device, not an image file";
+    return "is not a regular file";
+}
+
+// A descriptor open for reading on `file`, which is a regular file. stat() first, so that nothing
+// else is ever opened; then open() non-blocking (a FIFO swapped in after the stat cannot block
+// it) and fstat() the descriptor itself, which is what the decoder will read.
+int openRegularFile(const QString& file)
+{
+    const QByteArray path = QFile::encodeName(file);
+    if (path.isEmpty()) fail(file, "cannot read the image: no file name");
+    using Stat = struct stat;
+    Stat st{};
+    if (::stat(path.constData(), &st) != 0)
+        fail(file, std::string("cannot read the image: ") + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) fail(file, notRegular(st.st_mode));
+    const int fd = ::open(path.constData(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) fail(file, std::string("cannot read the image: ") + std::strerror(errno));
+    Stat opened{};
+    if (::fstat(fd, &opened) != 0) {
+        const int error = errno;
+        ::close(fd);
+        fail(file, std::string("cannot read the image: ") + std::strerror(error));
+    }
+    if (!S_ISREG(opened.st_mode)) {
+        ::close(fd);
+        fail(file, notRegular(opened.st_mode));
+    }
+    // O_NONBLOCK means nothing to a regular file's reads; cleared all the same.
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    return fd;
+}
+
+QString megapixels(std::int64_t pixels)
+{
+    return QString::number(double(pixels) / 1e6, 'f', 1);
+}
+
+// `image` with its shorter side at most `shortSide`, aspect ratio kept (the image itself when it
+// is small enough).
+QSize reducedSize(QSize size, int shortSide)
+{
+    const int shorter = std::min(size.width(), size.height());
+    if (shortSide <= 0 || shorter <= shortSide) return size;
+    const double f = double(shortSide) / double(shorter);
+    return {std::max(1, qRound(size.width() * f)), std::max(1, qRound(size.height() * f))};
+}
+
+// Qt refuses by itself to allocate an image over QImageReader::allocationLimit() (128 MB in Qt
+// 6.4, reckoned at 4 bytes a pixel: 33.5 megapixels), with a vague message. Raised once, never
+// lowered, to what kMaxImagePixels needs, so that the budget is the limit users meet
+// ($QT_IMAGEIO_MAXALLOC, where set, still decides).
+void allowTheBudget()
+{
+    static std::once_flag once;
+    std::call_once(once, [] {
+        constexpr int neededMb = int((kMaxImagePixels * 4 + (1 << 20) - 1) >> 20);
+        const int limit = QImageReader::allocationLimit();
+        if (limit > 0 && limit < neededMb) QImageReader::setAllocationLimit(neededMb);
+    });
+}
+
+QImage readImage(const QString& file, int shortSide)
+{
+    allowTheBudget();
+    const int fd = openRegularFile(file);
+    QFile device(file); // named, so that the reader takes the suffix as a hint
+    if (!device.open(fd, QIODevice::ReadOnly, QFileDevice::AutoCloseHandle)) {
+        ::close(fd);
+        fail(file, "cannot read the image: " + device.errorString().toStdString());
+    }
+    QImageReader reader(&device);
+    reader.setAutoTransform(true);
+    // The header's size (before the EXIF orientation, which only swaps the sides): refused before
+    // a single pixel is decoded. A format that cannot tell its size is checked once decoded, and
+    // until then Qt's allocation limit (QImageReader::allocationLimit) bounds it.
+    const QSize header = reader.size();
+    if (header.isValid()) {
+        checkImageSize(file, header.width(), header.height());
+        const QSize reduced = reducedSize(header, shortSide);
+        if (reduced != header) reader.setScaledSize(reduced);
+    }
+    QImage image = reader.read();
+    if (image.isNull()) fail(file, "cannot read the image: " + reader.errorString().toStdString());
+    checkImageSize(file, image.width(), image.height());
+    const QSize reduced = reducedSize(image.size(), shortSide);
+    if (reduced != image.size()) {
+        image = image.scaled(reduced, Qt::IgnoreAspectRatio, Qt::SmoothTransformation);
+        if (image.isNull()) fail(file, "not enough memory to reduce the image");
+    }
+    return image;
+}
+
+} // namespace
+
+int decodedShortSide(const engine::Shape& shape)
+{
+    if (shape.rank() < 2) return kDecodedShortSide;
+    return int(std::max<std::int64_t>(kDecodedShortSide, 4 * std::max(shape[0], shape[1])));
+}
+
+void checkImageSize(const QString& file, std::int64_t width, std::int64_t height)
+{
+    const std::string size =
+        "the image is " + std::to_string(width) + " x " + std::to_string(height) + " pixels";
+    if (width < 1 || height < 1) fail(file, size + ", an empty image");
+    const std::int64_t pixels = width * height; // each side < 2^31: no overflow
+    if (pixels > kMaxImagePixels)
+        fail(file, size + " (" + megapixels(pixels).toStdString() +
+                       " megapixels); Towers decodes images of up to " +
+                       std::to_string(kMaxImagePixels / 1'000'000) + " megapixels");
+    if (std::max(width, height) > kMaxImageAspect * std::min(width, height))
+        fail(file, size + ", an aspect ratio over " + std::to_string(kMaxImageAspect) +
+                       ":1; Towers classifies images of up to " + std::to_string(kMaxImageAspect) +
+                       ":1");
+}
+
 QImage readImageFile(const QString& file)
 {
-    QImageReader reader(file);
-    reader.setAutoTransform(true);
-    QImage image = reader.read();
-    if (image.isNull())
-        throw engine::IoError(file.toStdString() + ": cannot read the image: " + reader.errorString().toStdString());
-    return image;
+    return readImage(file, 0);
+}
+
+QImage readImageFile(const QString& file, const engine::Shape& shape)
+{
+    return readImage(file, decodedShortSide(shape));
 }
 
 void appendImage(const QImage& image, const engine::Shape& shape, engine::ImageSet& set)
 {
-    const int h = static_cast<int>(shape[0]), w = static_cast<int>(shape[1]), c = static_cast<int>(shape[2]);
-    if (c != 1 && c != 3) throw engine::InvalidArgument("images must have 1 or 3 channels, not " + std::to_string(c));
-    if (image.isNull() || image.width() < 1 || image.height() < 1) throw engine::InvalidArgument("the image is empty");
+    const int h = static_cast<int>(shape[0]), w = static_cast<int>(shape[1]),
+              c = static_cast<int>(shape[2]);
+    if (c != 1 && c != 3)
+        throw engine::InvalidArgument("images must have 1 or 3 channels, not " + std::to_string(c));
+    if (h < 1 || w < 1) throw engine::InvalidArgument("images must be at least 1 x 1");
+    if (image.isNull() || image.width() < 1 || image.height() < 1)
+        throw engine::InvalidArgument("the image is empty");
     if (set.count == 0) {
         set.height = h;
         set.width = w;
         set.channels = c;
     } else if (set.height != h || set.width != w || set.channels != c) {
-        throw engine::ShapeError("appendImage: the set holds " + set.imageShape().str() + " images, not " + shape.str());
+        throw engine::ShapeError("appendImage: the set holds " + set.imageShape().str() +
+                                 " images, not " + shape.str());
     }
-    // Flatten transparency onto black first (the 28x28 datasets are light objects on black).
-    QImage opaque(image.size(), QImage::Format_RGB888);
+    auto made = [](const QImage& i, const char* what) {
+        if (i.isNull())
+            throw engine::IoError(std::string("not enough memory to ") + what + " the image");
+    };
+    // The centre, cropped to the model's aspect ratio first: scaling the whole image so that its
+    // shorter side fits would make a very elongated one enormous (3,300,000 x 1 to cover 28 x 28
+    // is 92,400,000 x 28).
+    const std::int64_t iw = image.width(), ih = image.height();
+    std::int64_t cw = iw, ch = ih;
+    if (iw * h > ih * w)
+        cw = std::clamp<std::int64_t>((ih * w + h / 2) / h, 1, iw); // wider than the model's
+    else
+        ch = std::clamp<std::int64_t>((iw * h + w / 2) / w, 1, ih); // taller, or the same
+    const QImage centre = image.copy(int((iw - cw) / 2), int((ih - ch) / 2), int(cw), int(ch));
+    made(centre, "crop");
+    // Transparency flattened onto black (the 28x28 datasets are light objects on black).
+    QImage opaque(centre.size(), QImage::Format_RGB888);
+    made(opaque, "convert");
     opaque.fill(Qt::black);
     {
         QPainter painter(&opaque);
-        painter.drawImage(0, 0, image);
+        painter.drawImage(0, 0, centre);
     }
-    const QImage scaled = opaque.scaled(w, h, Qt::KeepAspectRatioByExpanding, Qt::SmoothTransformation);
-    const QImage cropped = scaled.copy((scaled.width() - w) / 2, (scaled.height() - h) / 2, w, h)
-                               .convertToFormat(c == 1 ? QImage::Format_Grayscale8 : QImage::Format_RGB888);
+    const QImage scaled = opaque.scaled(w, h, Qt::IgnoreAspectRatio, Qt::SmoothTransformation);
+    made(scaled, "scale");
+    const QImage converted =
+        scaled.convertToFormat(c == 1 ? QImage::Format_Grayscale8 : QImage::Format_RGB888);
+    made(converted, "convert");
+    if (converted.width() != w || converted.height() != h)
+        throw engine::IoError("the image could not be brought to " + shape.str());
     const std::size_t row = static_cast<std::size_t>(w) * c;
     for (int y = 0; y < h; ++y) {
-        const auto* line = cropped.constScanLine(y);
+        const auto* line = converted.constScanLine(y);
         set.pixels.insert(set.pixels.end(), line, line + row);
     }
     set.labels.push_back(0);
@@ -55,6 +220,8 @@ QImage toQImage(const engine::ImageSet& set, std::int64_t i)
     const int h = static_cast<int>(set.height), w = static_cast<int>(set.width);
     const bool gray = set.channels == 1;
     QImage image(w, h, gray ? QImage::Format_Grayscale8 : QImage::Format_RGB888);
+    if (image.isNull())
+        throw engine::IoError("not enough memory for a " + set.imageShape().str() + " image");
     const std::size_t row = static_cast<std::size_t>(w) * static_cast<std::size_t>(set.channels);
     for (int y = 0; y < h; ++y) std::memcpy(image.scanLine(y), set.image(i) + y * row, row);
     return image;

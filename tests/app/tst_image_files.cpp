@@ -1,15 +1,27 @@
 // Image files into model input (app/inference/image_files.h): decoding, the cover-and-centre crop
 // that keeps the aspect ratio, grey by luminance, alpha over black, appending to a set of the
 // right shape only, toQImage as the exact inverse for same-size images, and readable errors.
+// Hostile files (generated here): a 3,300,000 x 1 BMP, a 1,000,000 x 1 PNG, a 128-megapixel PNG,
+// a FIFO and a directory named like images are refused, by name and size, at once (the FIFO never
+// opened) and within bounded memory; the limits' edges; a very elongated image in memory crops
+// without growing; large images decode reduced, keeping their EXIF orientation; 40 megapixels,
+// within the budget, decode.
+#include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QGuiApplication>
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <sys/resource.h>
+
 #include "app/inference/image_files.h"
 #include "engine/errors.h"
+#include "hostile_images.h"
 
 using namespace towers::app;
+namespace test = towers::test;
 namespace eng = towers::engine;
 
 namespace {
@@ -18,6 +30,37 @@ std::vector<std::uint8_t> pixels(const QImage& image, const eng::Shape& shape)
     eng::ImageSet set;
     appendImage(image, shape, set);
     return set.pixels;
+}
+
+// This process's peak resident memory so far, in MB.
+double peakRssMb()
+{
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return double(u.ru_maxrss) / 1024.0;
+}
+
+// The message of the engine::IoError that `read` throws; empty (and a test failure) if none.
+template <class F> QString ioErrorOf(F read)
+{
+    try {
+        read();
+    } catch (const eng::IoError& e) {
+        return QString::fromUtf8(e.what());
+    } catch (const std::exception& e) {
+        qWarning("not an IoError: %s", e.what());
+        return {};
+    }
+    return {};
+}
+
+bool isRed(QRgb c)
+{
+    return qRed(c) > 200 && qBlue(c) < 60;
+}
+bool isBlue(QRgb c)
+{
+    return qBlue(c) > 200 && qRed(c) < 60;
 }
 } // namespace
 
@@ -93,6 +136,187 @@ private slots:
         }
         QVERIFY_THROWS_EXCEPTION(towers::engine::IoError,
                                  readImageFile(dir.filePath(QStringLiteral("missing.jpg"))));
+    }
+
+    // The limits at their edges (app/inference/image_files.h).
+    void sizeLimits()
+    {
+        QCOMPARE(kMaxImagePixels, std::int64_t(64'000'000));
+        QCOMPARE(kMaxImageAspect, 100);
+        checkImageSize(QStringLiteral("a.png"), 8000, 8000); // 64 megapixels: accepted
+        checkImageSize(QStringLiteral("a.png"), 100, 1);     // 100:1, either way: accepted
+        checkImageSize(QStringLiteral("a.png"), 1, 100);
+        checkImageSize(QStringLiteral("a.png"), 1, 1);
+        const QString big =
+            ioErrorOf([] { checkImageSize(QStringLiteral("big.png"), 8000, 8001); });
+        QVERIFY2(big.startsWith(QStringLiteral("big.png: ")) &&
+                     big.contains(QStringLiteral("8000 x 8001 pixels")) &&
+                     big.contains(QStringLiteral("64.0 megapixels")) &&
+                     big.contains(QStringLiteral("up to 64 megapixels")),
+                 qPrintable(big));
+        const QString wide = ioErrorOf([] { checkImageSize(QStringLiteral("w.gif"), 101, 1); });
+        QVERIFY2(wide.contains(QStringLiteral("101 x 1 pixels")) &&
+                     wide.contains(QStringLiteral("100:1")),
+                 qPrintable(wide));
+        QVERIFY(!ioErrorOf([] { checkImageSize(QStringLiteral("t.gif"), 1, 101); }).isEmpty());
+        QVERIFY(!ioErrorOf([] { checkImageSize(QStringLiteral("e.gif"), 0, 5); }).isEmpty());
+        QCOMPARE(decodedShortSide({28, 28, 1}), 256);
+        QCOMPARE(decodedShortSide({32, 32, 3}), 256);
+        QCOMPARE(decodedShortSide({100, 80, 3}), 400);
+    }
+
+    // The reported files: refused by name and size (or kind), before decoding, at once, in bounded
+    // memory, by both readers; the FIFO is never opened.
+    void hostileFilesAreRefused()
+    {
+        QTemporaryDir dir;
+        const auto at = [&](const char* name) { return dir.filePath(QLatin1String(name)); };
+        test::writeBlackBmp(at("wide.bmp"), 3'300'000, 1);
+        QVERIFY(QFileInfo(at("wide.bmp")).size() < 500'000);
+        test::writeBlackBmp(at("wide2m.bmp"), 2'000'000, 1);
+        test::writeBlackPng(at("wide.png"), 1'000'000, 1);
+        QVERIFY(QFileInfo(at("wide.png")).size() < 5'000);
+        test::writeBlackBmp(at("tall.bmp"), 1, 150);
+        test::writeBlackPng(at("huge.png"), 16'000, 8'000); // 128 MP, 2:1, valid
+        QVERIFY(test::makeFifo(at("x.png")));
+        QVERIFY(QDir(dir.path()).mkdir(QStringLiteral("y.png")));
+        struct Case
+        {
+            const char* name;
+            QStringList says;
+        };
+        const Case cases[] = {
+            {"wide.bmp", {"3300000 x 1 pixels", "100:1"}},
+            {"wide2m.bmp", {"2000000 x 1 pixels", "100:1"}},
+            {"wide.png", {"1000000 x 1 pixels", "100:1"}},
+            {"tall.bmp", {"1 x 150 pixels", "100:1"}},
+            {"huge.png", {"16000 x 8000 pixels", "128.0 megapixels"}},
+            {"x.png", {"FIFO"}},
+            {"y.png", {"directory"}},
+        };
+        const double before = peakRssMb();
+        for (const Case& c : cases) {
+            const QString file = at(c.name);
+            for (const bool forModel : {false, true}) {
+                test::FifoWatch watch(at("x.png"));
+                QElapsedTimer clock;
+                clock.start();
+                const QString message = ioErrorOf([&] {
+                    if (forModel)
+                        readImageFile(file, {28, 28, 1});
+                    else
+                        readImageFile(file);
+                });
+                const qint64 ms = clock.elapsed();
+                QVERIFY2(!watch.readerSeen(), "the FIFO was opened for reading");
+                QVERIFY2(message.startsWith(file + QStringLiteral(": ")),
+                         qPrintable(c.name + QStringLiteral(": ") + message));
+                for (const QString& s : c.says) QVERIFY2(message.contains(s), qPrintable(message));
+                QVERIFY2(ms < 2000, qPrintable(QStringLiteral("%1: %2 ms").arg(c.name).arg(ms)));
+            }
+        }
+        // Nothing was decoded: not even the 128 MP image's 128 MB of grey pixels.
+        const double grown = peakRssMb() - before;
+        QVERIFY2(grown < 64, qPrintable(QStringLiteral("peak memory grew by %1 MB").arg(grown)));
+
+        // The generators make valid files: at the limit (100:1), and small, they decode.
+        test::writeBlackBmp(at("edge.bmp"), 100, 1);
+        QCOMPARE(readImageFile(at("edge.bmp")).size(), QSize(100, 1));
+        test::writeBlackPng(at("edge.png"), 1, 100);
+        QCOMPARE(readImageFile(at("edge.png")).size(), QSize(1, 100));
+        test::writeBlackPng(at("small.png"), 3000, 2000);
+        const QImage small = readImageFile(at("small.png"));
+        QCOMPARE(small.size(), QSize(3000, 2000));
+        QCOMPARE(small.pixel(1500, 1000), qRgb(0, 0, 0));
+    }
+
+    // An image in memory (the page's classifyImage takes any) as elongated as the limit allows, or
+    // far more: the centre crop comes first, so nothing larger than the image is ever made (the
+    // shorter side scaled to fit first would make 1,000,000 x 1 into 28,000,000 x 28, 2.3 GB).
+    void elongatedImagesStayBounded()
+    {
+        const double before = peakRssMb();
+        QImage wide(1'000'000, 1, QImage::Format_Grayscale8);
+        wide.fill(0);
+        wide.setPixel(499'999, 0, qRgb(255, 255, 255)); // the centre 1 x 1 square
+        const auto fromWide = pixels(wide, {28, 28, 1});
+        QImage tall(1, 1'000'000, QImage::Format_RGB32);
+        tall.fill(Qt::black);
+        tall.setPixel(0, 499'999, qRgb(255, 255, 255));
+        const auto fromTall = pixels(tall, {32, 32, 3});
+        const double grown = peakRssMb() - before;
+        QVERIFY2(grown < 64, qPrintable(QStringLiteral("peak memory grew by %1 MB").arg(grown)));
+        QCOMPARE(fromWide.size(), std::size_t(28 * 28));
+        for (auto v : fromWide) QCOMPARE(int(v), 255);
+        QCOMPARE(fromTall.size(), std::size_t(32 * 32 * 3));
+        for (auto v : fromTall) QCOMPARE(int(v), 255);
+    }
+
+    // Large images are decoded reduced to what the model needs (shorter side 256 for 28x28), aspect
+    // kept; small ones untouched. The model sees nearly the same pixels either way.
+    void decodesNoLargerThanNeeded()
+    {
+        QTemporaryDir dir;
+        QImage big(2000, 1000, QImage::Format_RGB32);
+        for (int y = 0; y < big.height(); ++y)
+            for (int x = 0; x < big.width(); ++x)
+                big.setPixel(x, y, qRgb((x / 10) % 256, (y / 7) % 256, (x + y) / 20 % 256));
+        const QString png = dir.filePath(QStringLiteral("big.png"));
+        QVERIFY(big.save(png));
+        QCOMPARE(readImageFile(png).size(), QSize(2000, 1000));
+        const QImage reduced = readImageFile(png, {28, 28, 1});
+        QCOMPARE(reduced.size(), QSize(512, 256));
+        QCOMPARE(readImageFile(png, {100, 80, 3}).size(), QSize(800, 400));
+        const auto full = pixels(readImageFile(png), {28, 28, 3});
+        const auto fromReduced = pixels(reduced, {28, 28, 3});
+        QCOMPARE(full.size(), fromReduced.size());
+        int worst = 0;
+        for (std::size_t i = 0; i < full.size(); ++i)
+            worst = std::max(worst, std::abs(int(full[i]) - int(fromReduced[i])));
+        QVERIFY2(worst <= 24, qPrintable(QString::number(worst)));
+
+        QImage small(40, 30, QImage::Format_RGB32);
+        small.fill(qRgb(9, 8, 7));
+        const QString smallPng = dir.filePath(QStringLiteral("small.png"));
+        QVERIFY(small.save(smallPng));
+        QCOMPARE(readImageFile(smallPng, {28, 28, 1}).size(), QSize(40, 30));
+    }
+
+    // Up to the budget, an image decodes: 40 megapixels, over Qt 6.4's own default limit (128 MB
+    // at 4 bytes a pixel, 33.5 megapixels), which the budget raises. (After the tests that bound
+    // this process's peak memory, as it raises it to some 200 MB.)
+    void withinTheBudgetDecodes()
+    {
+        QTemporaryDir dir;
+        const QString png = dir.filePath(QStringLiteral("forty.png"));
+        test::writeBlackPng(png, 8000, 5000);
+        QCOMPARE(readImageFile(png).size(), QSize(8000, 5000));
+        QCOMPARE(readImageFile(png, {28, 28, 1}).size(), QSize(410, 256));
+    }
+
+    // EXIF orientation 6 (stored left half red, displayed rotated 90 degrees clockwise: red on
+    // top), at full size and decoded reduced.
+    void exifOrientationSurvivesReduction()
+    {
+        QTemporaryDir dir;
+        const QString small = dir.filePath(QStringLiteral("small.jpg"));
+        test::writeOrientedJpeg(small, 40, 20, 6);
+        const QImage s = readImageFile(small);
+        QCOMPARE(s.size(), QSize(20, 40));
+        QVERIFY(isRed(s.pixel(10, 5)) && isBlue(s.pixel(10, 34)));
+
+        const QString big = dir.filePath(QStringLiteral("big.jpg"));
+        test::writeOrientedJpeg(big, 1600, 800, 6);
+        const QImage full = readImageFile(big);
+        QCOMPARE(full.size(), QSize(800, 1600));
+        QVERIFY(isRed(full.pixel(400, 100)) && isBlue(full.pixel(400, 1500)));
+        const QImage reduced = readImageFile(big, {28, 28, 3});
+        QCOMPARE(reduced.size(), QSize(256, 512));
+        QVERIFY(isRed(reduced.pixel(128, 30)) && isBlue(reduced.pixel(128, 480)));
+        // A portrait 28 x 28 crop of its centre: red above, blue below.
+        const auto px = pixels(reduced, {28, 28, 3});
+        QVERIFY(px[std::size_t((2 * 28 + 14) * 3)] > 200);
+        QVERIFY(px[std::size_t((25 * 28 + 14) * 3 + 2)] > 200);
     }
 
     void setsGrowAndKeepTheirShape()

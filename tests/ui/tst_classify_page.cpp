@@ -2,20 +2,28 @@
 // top 5 match the engine's own probabilities; the same image saved as a PNG and opened as a file
 // gives the same answer; a file that is not an image and a file that is not a checkpoint are
 // reported by name; the whole test set gives the matrix, per-class results and the images of a
-// clicked cell.
+// clicked cell. Hostile files (a 3,300,000 x 1 BMP, a 1,000,000 x 1 PNG, a FIFO and a folder named
+// like images), dropped or opened, are refused at once with the reason on the page, the FIFO never
+// opened, and the page goes on working.
+#include <QDir>
+#include <QElapsedTimer>
+#include <QMimeData>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QUrl>
 
 #include "app/inference/image_files.h"
 #include "dataset_files.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/recipe.h"
+#include "hostile_images.h"
 #include "ui/models/sample_image_model.h"
 #include "ui/pages/classify_page.h"
 #include "ui/plots/bar_chart.h"
 #include "ui/plots/heat_map.h"
+#include "ui/widgets/image_drop_area.h"
 #include <qcustomplot.h>
 
 using towers::ui::ClassifyPage;
@@ -150,6 +158,92 @@ private slots:
             QCOMPARE(m_data->test.labels[std::size_t(i)], bestT);
             QCOMPARE(p.predicted[std::size_t(i)], bestP);
         }
+    }
+
+    // What the user may drop or open: refused with the reason on the page, never a hang or a crash.
+    void hostileFiles()
+    {
+        ClassifyPage page;
+        page.resize(900, 700);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
+        QSignalSpy answered(&page, &ClassifyPage::imageClassified);
+        QSignalSpy errors(&page, &ClassifyPage::errorOccurred);
+        page.openCheckpoint(m_checkpoint);
+        QVERIFY(loaded.wait(20000));
+        QVERIFY(page.hasClassifier());
+        auto* dropArea = page.findChild<towers::ui::ImageDropArea*>();
+        QVERIFY(dropArea);
+
+        QTemporaryDir dir;
+        const auto at = [&](const char* name) { return dir.filePath(QLatin1String(name)); };
+        test::writeBlackBmp(at("wide.bmp"), 3'300'000, 1);
+        test::writeBlackPng(at("wide.png"), 1'000'000, 1);
+        QVERIFY(test::makeFifo(at("x.png")));
+        QVERIFY(QDir(dir.path()).mkdir(QStringLiteral("y.png")));
+        const QString good = at("good.png");
+        QVERIFY(app::toQImage(m_data->test, 3).save(good));
+
+        // What dropping a file does (what opening one does after its dialog is classifyFile).
+        const auto drop = [&](const QString& file) {
+            QMimeData mime;
+            mime.setUrls({QUrl::fromLocalFile(file)});
+            QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton,
+                                  Qt::NoModifier);
+            QCoreApplication::sendEvent(dropArea, &enter);
+            QVERIFY(enter.isAccepted());
+            QDropEvent event(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton,
+                             Qt::NoModifier);
+            QCoreApplication::sendEvent(dropArea, &event);
+        };
+        struct Case
+        {
+            const char* name;
+            const char* says;
+        };
+        const Case cases[] = {{"wide.bmp", "3300000 x 1 pixels"},
+                              {"wide.png", "1000000 x 1 pixels"},
+                              {"x.png", "FIFO"},
+                              {"y.png", "directory"}};
+        for (const bool dropped : {true, false}) {
+            for (const Case& c : cases) {
+                // A good image first: its answer must not stay on the page after the refusal.
+                answered.clear();
+                page.classifyFile(good);
+                QVERIFY(answered.wait(20000));
+                QVERIFY(!page.topClasses().empty());
+
+                const QString file = at(c.name);
+                const qsizetype before = errors.count();
+                test::FifoWatch watch(at("x.png"));
+                QElapsedTimer clock;
+                clock.start();
+                if (dropped)
+                    drop(file);
+                else
+                    page.classifyFile(file);
+                const qint64 ms = clock.elapsed();
+                QVERIFY2(!watch.readerSeen(), "the FIFO was opened for reading");
+                QVERIFY2(ms < 2000, qPrintable(QStringLiteral("%1 ms").arg(ms)));
+                QCOMPARE(errors.count(), before + 1);
+                const QString message = errors.last().at(0).toString();
+                QVERIFY2(message.contains(file) && message.contains(QLatin1String(c.says)),
+                         qPrintable(message));
+                QVERIFY2(page.captionText().contains(QStringLiteral("Cannot classify")) &&
+                             page.captionText().contains(QLatin1String(c.name)) &&
+                             page.captionText().contains(QLatin1String(c.says)),
+                         qPrintable(page.captionText()));
+                QVERIFY(page.topClasses().empty());
+                QCOMPARE(page.topChart()->barCount(), 0);
+                QVERIFY(dropArea->image().isNull());
+            }
+        }
+        // And the page goes on: the good image, dropped this time.
+        answered.clear();
+        drop(good);
+        QVERIFY(answered.wait(20000));
+        QCOMPARE(page.topClasses().size(), std::size_t(5));
     }
 
     void badCheckpoint()

@@ -187,6 +187,11 @@ QString ClassifyPage::summaryText() const
     return m_summary->text();
 }
 
+QString ClassifyPage::captionText() const
+{
+    return m_caption->text();
+}
+
 void ClassifyPage::chooseCheckpoint()
 {
     const QString path =
@@ -273,11 +278,30 @@ void ClassifyPage::classifyFile(const QString& path)
         emit errorOccurred(tr("Open a checkpoint before classifying images"));
         return;
     }
+    // The reading of `towers-cli classify`, with its guarantees (app/inference/image_files.h):
+    // only a regular file is opened (a FIFO or a folder dropped here never blocks), an image over
+    // the size limits is refused from its header, and one is decoded no larger than the model
+    // needs. Bounded so, the decoding stays on this thread.
+    QImage image;
     try {
-        classifyImage(app::readImageFile(path), QFileInfo(path).fileName());
+        image = app::readImageFile(path, m_source);
     } catch (const std::exception& e) {
-        emit errorOccurred(QString::fromUtf8(e.what()));
+        showImageError(QString::fromUtf8(e.what()));
+        return;
     }
+    classifyImage(image, QFileInfo(path).fileName());
+}
+
+void ClassifyPage::showImageError(const QString& message)
+{
+    // The page no longer shows the previous answer, as if it were this file's.
+    m_imageJob.cancel();
+    m_image->setImage(QImage());
+    m_inputView->clear();
+    m_topChart->clear();
+    m_top.clear();
+    m_caption->setText(tr("<b>Cannot classify:</b> %1").arg(message.toHtmlEscaped()));
+    emit errorOccurred(message);
 }
 
 void ClassifyPage::classifyImage(const QImage& image, const QString& caption)
@@ -301,7 +325,7 @@ void ClassifyPage::classifyImage(const QImage& image, const QString& caption)
         },
         [this, caption](const app::JobResult<ImageAnswer>& r) {
             if (!r.ok()) {
-                emit errorOccurred(tr("Classifying %1 failed: %2").arg(caption, r.error));
+                showImageError(tr("Classifying %1 failed: %2").arg(caption, r.error));
                 return;
             }
             showAnswer(*r.value, caption);

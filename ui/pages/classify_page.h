@@ -4,7 +4,10 @@
 // dataset, with the five most probable classes as a bar chart beside it; or classify the whole
 // test set: accuracy, per-class accuracy and a confusion-matrix heat map whose cells, clicked,
 // show their images. Loading and classifying run off the UI thread; results of superseded jobs
-// are dropped.
+// are dropped. Image files (opened, or dropped: a file, or a folder, which is refused) are read by
+// app::readImageFile, as towers-cli reads them: a file that is not a regular one, or an image over
+// the size limits, is refused before it is decoded, and the reason shows on the page (and in
+// errorOccurred).
 #include <QImage>
 #include <QWidget>
 
@@ -70,6 +73,8 @@ public:
     HeatMap* heatMap() const { return m_heatMap; }
     SampleImageModel* cellImages() const { return m_cellImages; }
     QString summaryText() const;
+    // The line under the image: its name and answer, or why it could not be classified.
+    QString captionText() const;
 
 public slots:
     void openCheckpoint(const QString& path);
@@ -108,6 +113,8 @@ private:
     void onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r, const QString& path);
     void withTestSet(std::function<void()> then);
     void showAnswer(const ImageAnswer& answer, const QString& caption);
+    // `message` in the caption, in place of the previous image and its answer; errorOccurred.
+    void showImageError(const QString& message);
     void updateControls();
 
     DatasetProvider m_datasetProvider;

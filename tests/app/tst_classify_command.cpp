@@ -1,0 +1,207 @@
+// towers-cli classify, run as a process as a user would, on hostile files made here: a
+// 3,300,000 x 1 BMP (it crashed the command), a 2,000,000 x 1 BMP (6.6 GB, 21 s), a 1,000,000 x 1
+// PNG (2.3 GB), a 128-megapixel PNG, a FIFO named x.png (it hung for ever), a directory named y.png
+// and a character device. Each must end the command with exit code 1 (not a signal), the reason
+// naming the file (and the image's size), within seconds, in an address space capped at 1.5 GB
+// (RLIMIT_AS, so a regression fails instead of eating the machine's memory) and with a peak
+// resident size that stays small. A normal image, and a 40-megapixel one, classify under the same
+// address-space cap.
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QImage>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <filesystem>
+#include <optional>
+
+#include <sys/resource.h>
+
+#include "dataset_files.h"
+#include "engine/data/dataset.h"
+#include "engine/models/registry.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/recipe.h"
+#include "hostile_images.h"
+
+using namespace towers;
+
+namespace {
+
+// The address space towers-cli gets: far more than classifying needs (it runs in under 100 MB),
+// far less than the reported files took before they were refused (2.3 GB and 6.6 GB).
+constexpr rlim_t kAddressSpace = rlim_t(1536) << 20;
+// The peak resident size a refused file (or a small image) may take: about 30 MB are the program
+// and the model.
+constexpr double kMaxRssMb = 128;
+
+struct Run
+{
+    bool crashed = true; // a signal, or killed after the time limit
+    int exitCode = -1;
+    QString out, err;
+    qint64 ms = 0;
+};
+
+// The largest peak resident size of any child process waited for so far, in MB.
+double childrenPeakRssMb()
+{
+    rusage u{};
+    getrusage(RUSAGE_CHILDREN, &u);
+    return double(u.ru_maxrss) / 1024.0;
+}
+
+} // namespace
+
+class TestClassifyCommand : public QObject
+{
+    Q_OBJECT
+    QTemporaryDir m_dir;
+    QString m_checkpoint;
+
+    QString path(const char* name) const { return m_dir.filePath(QLatin1String(name)); }
+
+    Run classify(const QStringList& images)
+    {
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("OMP_NUM_THREADS"), QStringLiteral("1"));
+        env.insert(QStringLiteral("TOWERS_CUDA_PLUGIN"),
+                   QStringLiteral("/nonexistent/libtowers-cuda.so"));
+        p.setProcessEnvironment(env);
+        p.setChildProcessModifier([] {
+            const rlimit limit{kAddressSpace, kAddressSpace};
+            ::setrlimit(RLIMIT_AS, &limit);
+        });
+        QElapsedTimer clock;
+        clock.start();
+        p.start(
+            QStringLiteral(TOWERS_CLI),
+            QStringList{QStringLiteral("classify"), QStringLiteral("--checkpoint"), m_checkpoint} +
+                images);
+        Run r;
+        if (!p.waitForStarted(10000)) return r;
+        if (!p.waitForFinished(30000)) {
+            p.kill();
+            p.waitForFinished();
+        } else {
+            r.crashed = p.exitStatus() != QProcess::NormalExit;
+            r.exitCode = r.crashed ? -1 : p.exitCode();
+        }
+        r.ms = clock.elapsed();
+        r.out = QString::fromUtf8(p.readAllStandardOutput());
+        r.err = QString::fromUtf8(p.readAllStandardError());
+        return r;
+    }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        const std::filesystem::path root = m_dir.path().toStdString();
+        test::writeIdxDataset(root / "mnist", 50, 20, 28, 28, false, 5);
+        const engine::Dataset data = engine::loadDataset("mnist", root / "mnist");
+        auto model = engine::createModel("fashion-fast", 3);
+        engine::CheckpointInfo info;
+        info.model = "fashion-fast";
+        info.dataset = "mnist";
+        info.classNames = data.classNames;
+        info.inputShape = model->inputShape();
+        info.preprocessing = engine::preprocessingFor("fashion-fast", data).toJson();
+        info.step = 1;
+        m_checkpoint = path("ckpt-00000001.safetensors");
+        engine::writeCheckpoint(m_checkpoint.toStdString(), engine::makeCheckpoint(*model, info));
+    }
+
+    // The limits above leave room for the real work.
+    void normalImageClassifies()
+    {
+        QImage image(40, 30, QImage::Format_RGB32);
+        image.fill(Qt::white);
+        QVERIFY(image.save(path("shirt.png")));
+        const Run r = classify({path("shirt.png")});
+        QVERIFY2(!r.crashed && r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains(QStringLiteral("shirt.png")) && r.out.contains(QLatin1Char('%')),
+                 qPrintable(r.out));
+        const double peak = childrenPeakRssMb();
+        QVERIFY2(peak < kMaxRssMb,
+                 qPrintable(QStringLiteral("peak resident size %1 MB").arg(peak)));
+    }
+
+    void hostileFilesAreRefused_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QStringList>("says");
+        test::writeBlackBmp(path("wide.bmp"), 3'300'000, 1);
+        test::writeBlackBmp(path("wide2m.bmp"), 2'000'000, 1);
+        test::writeBlackPng(path("wide.png"), 1'000'000, 1);
+        test::writeBlackPng(path("huge.png"), 16'000, 8'000);
+        QVERIFY(test::makeFifo(path("x.png")));
+        QVERIFY(QDir(m_dir.path()).mkdir(QStringLiteral("y.png")));
+        QTest::newRow("3,300,000 x 1 BMP")
+            << path("wide.bmp") << QStringList{"3300000 x 1 pixels", "100:1"};
+        QTest::newRow("2,000,000 x 1 BMP")
+            << path("wide2m.bmp") << QStringList{"2000000 x 1 pixels", "100:1"};
+        QTest::newRow("1,000,000 x 1 PNG")
+            << path("wide.png") << QStringList{"1000000 x 1 pixels", "100:1"};
+        QTest::newRow("128 MP PNG")
+            << path("huge.png") << QStringList{"16000 x 8000 pixels", "128.0 megapixels"};
+        QTest::newRow("FIFO") << path("x.png") << QStringList{"FIFO"};
+        QTest::newRow("directory") << path("y.png") << QStringList{"directory"};
+        QTest::newRow("device") << QStringLiteral("/dev/zero") << QStringList{"device"};
+    }
+
+    void hostileFilesAreRefused()
+    {
+        QFETCH(QString, file);
+        QFETCH(QStringList, says);
+        std::optional<test::FifoWatch> watch;
+        if (QFileInfo(file).fileName() == QLatin1String("x.png")) watch.emplace(file);
+        const Run r = classify({file});
+        if (watch) QVERIFY2(!watch->readerSeen(), "the FIFO was opened for reading");
+        QVERIFY2(
+            !r.crashed,
+            qPrintable(
+                QStringLiteral("killed by a signal or hung (%1 ms): %2").arg(r.ms).arg(r.err)));
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(QStringLiteral("towers-cli classify: error: ") + file + ": "),
+                 qPrintable(r.err));
+        for (const QString& s : says) QVERIFY2(r.err.contains(s), qPrintable(r.err));
+        QVERIFY2(r.ms < 10000, qPrintable(QStringLiteral("%1 ms").arg(r.ms)));
+        const double peak = childrenPeakRssMb();
+        QVERIFY2(peak < kMaxRssMb,
+                 qPrintable(QStringLiteral("peak resident size %1 MB").arg(peak)));
+    }
+
+    // One bad file among good ones: the command names it and fails, whatever its place.
+    void badFileAmongGoodOnes()
+    {
+        QImage image(28, 28, QImage::Format_Grayscale8);
+        image.fill(128);
+        QVERIFY(image.save(path("good.png")));
+        if (!QFileInfo::exists(path("x.png"))) QVERIFY(test::makeFifo(path("x.png")));
+        const Run r = classify({path("good.png"), path("x.png"), path("good.png")});
+        QVERIFY(!r.crashed);
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(path("x.png")) && r.err.contains(QStringLiteral("FIFO")),
+                 qPrintable(r.err));
+    }
+
+    // Last, as it is the one large child (the peak resident size of children is the largest
+    // one's): 40 megapixels, within the budget, is decoded, reduced and classified. A grey PNG is
+    // decoded whole (40 MB), then Qt's smooth reduction works on a 32-bit copy (160 MB).
+    void imageWithinTheBudgetClassifies()
+    {
+        test::writeBlackPng(path("forty.png"), 8000, 5000);
+        const Run r = classify({path("forty.png")});
+        QVERIFY2(!r.crashed && r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains(QStringLiteral("forty.png")), qPrintable(r.out));
+        const double peak = childrenPeakRssMb();
+        QVERIFY2(peak < 512, qPrintable(QStringLiteral("peak resident size %1 MB").arg(peak)));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestClassifyCommand)
+#include "tst_classify_command.moc"
