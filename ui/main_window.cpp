@@ -15,6 +15,7 @@
 #include <QVBoxLayout>
 
 #include "app/data/data_dirs.h"
+#include "app/runs/run_builder.h"
 #include "app/settings/app_settings.h"
 #include "engine/train/recipe.h"
 #include "engine/train/run_directory.h"
@@ -310,44 +311,31 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
         c.gpus = gpus;
     }
     c.dataDir = QDir(m_data->dataDir()).absolutePath().toStdString();
-    if (c.augmentation.empty()) c.augmentation = "default";
     try {
         c.validate();
         if (const auto dataset = m_data->loadedDataset(); dataset && dataset->name == c.dataset)
             engine::preprocessingFor(c.model, *dataset); // the model must take these images
+        app::NewRunRequest r;
+        r.config = c;
+        r.runsDir = m_runs->runsDir();
+        r.searchPath = app::searchPathWith(m_data->dataDir());
+        // The Data page found it as training would (loadDatasetPreferring): train on those images
+        // rather than reading the files a second time.
+        if (auto loaded = m_data->loadedDataset(); loaded && loaded->name == c.dataset) r.dataset = loaded;
+        return app::planNewRun(std::move(r)); // a new folder, made when the run starts
     } catch (const std::exception& e) {
         return fail(QString::fromUtf8(e.what()));
     }
-    engine::SessionOptions o;
-    o.config = c;
-    o.searchPath = app::searchPathWith(m_data->dataDir());
-    // The Data page found it as training would (loadDatasetPreferring): train on those images
-    // rather than reading the files a second time.
-    if (auto loaded = m_data->loadedDataset(); loaded && loaded->name == c.dataset) o.dataset = loaded;
-    o.runDirectory = (m_runs->runsDir() + QLatin1Char('/') + m_data->datasetName() +
-                      QLatin1Char('-') + m_model->modelName() + QLatin1Char('-') +
-                      QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")))
-                         .toStdString();
-    o.resume = false;
-    return o;
 }
 
 std::optional<engine::SessionOptions> MainWindow::resumeOptions(const QString& folder,
                                                                 QString* error) const
 {
     try {
-        const engine::RunDirectory dir(folder.toStdString());
-        const auto json = dir.readConfig();
-        if (!json)
-            throw engine::IoError(folder.toStdString() +
-                                  " has no config.json: it is not a Towers run folder");
-        engine::SessionOptions o;
-        o.config = engine::TrainConfig::fromJson(*json);
-        o.searchPath = app::searchPathWith(m_data->dataDir());
-        if (!o.config.dataDir.empty()) o.searchPath.insert(o.searchPath.begin(), o.config.dataDir);
-        o.runDirectory = folder.toStdString();
-        o.resume = true;
-        return o;
+        app::ResumeRequest r;
+        r.runDir = folder;
+        r.searchPath = app::searchPathWith(m_data->dataDir());
+        return app::planResume(std::move(r));
     } catch (const std::exception& e) {
         if (error) *error = QString::fromUtf8(e.what());
         return std::nullopt;
@@ -357,10 +345,27 @@ std::optional<engine::SessionOptions> MainWindow::resumeOptions(const QString& f
 void MainWindow::resumeRun(const QString& folder)
 {
     QString error;
-    const auto options = resumeOptions(folder, &error);
+    auto options = resumeOptions(folder, &error);
     if (!options) {
         showError(tr("Cannot resume %1: %2").arg(folder, error));
         return;
+    }
+    if (m_train->isActive()) {
+        showError(tr("A run is training: stop it before resuming another"));
+        return;
+    }
+    // Checkpoints of which none loads: the run cannot continue. Starting it over is the user's
+    // call, and moves its files aside rather than deleting them.
+    const auto unloadable = app::unloadableCheckpoints(*options);
+    if (!unloadable.isEmpty()) {
+        const auto answer = QMessageBox::question(
+            this, tr("No checkpoint loads"),
+            tr("No checkpoint of %1 loads, so the run cannot continue:\n\n%2\n\nStart the run over from step 0? "
+               "Its files are moved to %1/set-aside/; nothing is deleted.")
+                .arg(folder, unloadable.join(QLatin1Char('\n'))),
+            QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
+        if (answer != QMessageBox::Yes) return;
+        options->setAside = true;
     }
     if (!m_train->startSession(*options)) {
         showError(tr("A run is training: stop it before resuming another"));

@@ -126,12 +126,14 @@ int main(int argc, char** argv)
                         : std::make_unique<towers::app::AppSettings>();
     towers::ui::MainWindow window(*settings);
     window.show();
-    // SIGTERM (a logout, `kill`) or Ctrl-C in the terminal: stop a run after its current step
+    // SIGTERM (a logout, `kill`), SIGHUP (the terminal closed) or Ctrl-C in the terminal: stop a run after its current step
     // with a checkpoint, then quit with 128 + the signal's number, as towers-cli does.
     towers::app::InterruptNotifier interrupts;
     QObject::connect(&interrupts, &towers::app::InterruptNotifier::interrupted, &window, [&window](int sig) {
         window.closeWithoutAsking(QCoreApplication::translate("main", "Received %1: closing")
-                                      .arg(sig == SIGTERM ? QStringLiteral("SIGTERM") : QStringLiteral("SIGINT")));
+                                      .arg(sig == SIGTERM   ? QStringLiteral("SIGTERM")
+                                           : sig == SIGHUP ? QStringLiteral("SIGHUP")
+                                                           : QStringLiteral("SIGINT")));
     });
     if (parser.isSet(o.dataset)) window.dataPage()->setDatasetName(parser.value(o.dataset));
     if (towers > 0) window.devicesPage()->setTowers(towers);

@@ -12,8 +12,9 @@
 
 namespace towers::app {
 
-// Exit codes: 0 success, 1 the work failed (bad data, diverged, I/O), 2 bad usage, 130 cancelled
-// by Ctrl-C (128 + SIGINT, what shells report for an interrupted program).
+// Exit codes: 0 success, 1 the work failed (bad data, diverged, I/O), 2 bad usage, 128 + the
+// signal's number when a signal stopped it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP: what shells
+// report for a program the signal ended).
 enum ExitCode { ExitOk = 0, ExitFailure = 1, ExitUsage = 2, ExitInterrupted = 130 };
 
 struct CommandIo

@@ -2,6 +2,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <algorithm>
 
 #include "app/cli/command.h"
 #include "app/data/data_dirs.h"
@@ -38,6 +39,34 @@ int runDatasets(const QStringList& args, CommandIo& io)
     std::vector<std::filesystem::path> path;
     if (!searchPathOption(p, io, path)) return ExitUsage;
     const auto found = engine::discoverDatasets(path);
+    // The folder the user named: say what of it was passed over, and why, rather than silently
+    // listing copies from elsewhere.
+    if (const QString dir = p.value(QStringLiteral("data-dir")); !dir.isEmpty()) {
+        QStringList notes;
+        bool holdsAny = false;
+        for (const auto& name : engine::knownDatasets()) {
+            const auto folder = engine::datasetFolderIn(name, dir.toStdString());
+            if (!folder) continue;
+            holdsAny = true;
+            const auto it = std::find_if(found.begin(), found.end(), [&](const auto& d) { return d.name == name; });
+            if (it != found.end() && it->location == *folder) continue;
+            try {
+                engine::inspectDataset(name, *folder);
+                notes << QStringLiteral("%1's files are directly in %2: train or eval with --data-dir %2 --dataset %1 "
+                                        "to use them")
+                             .arg(QString::fromStdString(name), dir);
+            } catch (const engine::Error& e) {
+                notes << QStringLiteral("%1 in %2 was passed over: %3")
+                             .arg(QString::fromStdString(name), QString::fromStdString(folder->string()),
+                                  QString::fromUtf8(e.what()));
+            }
+        }
+        if (!holdsAny)
+            notes << QStringLiteral("--data-dir %1 holds no dataset: none of the folders %2 is in it, nor a dataset's "
+                                    "files; what is listed comes from the rest of the search path")
+                         .arg(dir, QStringLiteral("cifar10/, cifar100/, mnist/, fashion-mnist/"));
+        for (const QString& n : notes) io.err << "towers-cli datasets: note: " << n << "\n";
+    }
     QStringList missing;
     for (const auto& name : engine::knownDatasets()) {
         bool have = false;

@@ -12,6 +12,7 @@
 #include "app/devices/device_list.h"
 #include "app/process/interrupt_notifier.h"
 #include "app/data/data_dirs.h"
+#include "app/runs/run_builder.h"
 #include "engine/data/dataset.h"
 #include "engine/models/registry.h"
 #include "engine/train/recipe.h"
@@ -22,11 +23,6 @@ namespace towers::app {
 namespace {
 
 using engine::TrainConfig;
-
-// Options that define the run: refused together with --resume (the run keeps its configuration).
-const char* const kRunDefining[] = {"dataset", "model",     "towers",       "threads-per-tower", "batch-size",
-                                    "optimizer", "lr",      "lr-schedule",  "momentum",          "weight-decay",
-                                    "ema-decay", "augment", "seed"};
 
 QJsonArray doubles(const std::vector<double>& v)
 {
@@ -151,21 +147,6 @@ bool int64Option(const QCommandLineParser& p, const QString& name, qint64 min, q
     return true;
 }
 
-// The newest run folder (by its config.json) under the runs folder, or "".
-QString newestRun(const QString& runsDir)
-{
-    QString best;
-    QDateTime bestTime;
-    for (const QFileInfo& d : QDir(runsDir).entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot)) {
-        const QFileInfo config(d.filePath() + QStringLiteral("/config.json"));
-        if (config.exists() && (best.isEmpty() || config.lastModified() > bestTime)) {
-            best = d.filePath();
-            bestTime = config.lastModified();
-        }
-    }
-    return best;
-}
-
 // The first dataset found of those the recipes know, in order of preference.
 QString firstDatasetFound(const std::vector<std::filesystem::path>& searchPath)
 {
@@ -185,8 +166,11 @@ int runTrain(const QStringList& args, CommandIo& io)
         "--batch-size), the gradients are averaged and every replica applies the same update.\n"
         "Defaults come from the model's recipe ('towers-cli models NAME'); with no options at all it\n"
         "trains the default model of the first dataset found (fashion-mnist, cifar10, mnist).\n"
-        "Writes a run folder: config.json, metrics.jsonl, eval.jsonl, checkpoints/. Ctrl-C stops\n"
-        "after the current step and writes a checkpoint; --resume continues from the newest one."));
+        "Writes a run folder: config.json, metrics.jsonl, eval.jsonl, checkpoints/; one training at a\n"
+        "time per folder (a second one is refused). Ctrl-C, SIGTERM or SIGHUP stop after the current\n"
+        "step and write a checkpoint; --resume continues from the newest one that loads. Towers never\n"
+        "deletes a checkpoint it cannot read or that another run wrote: --overwrite and --restart move\n"
+        "an earlier run's files to the folder's set-aside/."));
     const QString n = QStringLiteral("n"), x = QStringLiteral("x"), name = QStringLiteral("name");
     p.addOptions({
         {QStringLiteral("dataset"), QStringLiteral("cifar10, mnist, fashion-mnist (see 'towers-cli datasets')."), name},
@@ -216,7 +200,13 @@ int runTrain(const QStringList& args, CommandIo& io)
         {QStringLiteral("run-dir"), QStringLiteral("The run folder (default: a new folder under the runs folder)."), QStringLiteral("dir")},
         {QStringLiteral("checkpoint-every"), QStringLiteral("Steps between checkpoints (0 = only at the end and on stop)."), n},
         {QStringLiteral("keep-checkpoints"), QStringLiteral("How many checkpoints to keep (default 5)."), n},
-        {QStringLiteral("resume"), QStringLiteral("Continue the run in --run-dir (default: the newest run) from its newest good checkpoint.")},
+        {QStringLiteral("resume"), QStringLiteral("Continue the run in --run-dir (default: the newest run) from its newest\n"
+                                                  "checkpoint that loads. Run-defining options may be repeated with the\n"
+                                                  "run's own values (a requeued job script); a different value is refused.")},
+        {QStringLiteral("restart"), QStringLiteral("With --resume, when no checkpoint of the run loads: start it over from step 0,\n"
+                                                   "moving its files to <run>/set-aside/ (nothing is deleted).")},
+        {QStringLiteral("overwrite"), QStringLiteral("Start a new run in a --run-dir that holds one, moving the earlier run's files\n"
+                                                     "to <run>/set-aside/ (nothing is deleted).")},
         {QStringLiteral("eval-every"), QStringLiteral("Steps between test-set evaluations (0 = only at the end)."), n},
         {QStringLiteral("log-every"), QStringLiteral("Steps between log lines."), n},
         {QStringLiteral("loader-workers"), QStringLiteral("Input-pipeline threads (default 1)."), n},
@@ -254,32 +244,35 @@ int runTrain(const QStringList& args, CommandIo& io)
     if (!searchPathOption(p, io, searchPath)) return ExitUsage;
     const bool resume = p.isSet(QStringLiteral("resume"));
 
+    if (p.isSet(QStringLiteral("restart")) && !resume) {
+        io.err << "towers-cli train: --restart is for --resume (a new run starts at step 0 anyway)\n";
+        return ExitUsage;
+    }
+    if (p.isSet(QStringLiteral("overwrite")) && resume) {
+        io.err << "towers-cli train: --overwrite is for a new run; to start a resumed run over, use --restart\n";
+        return ExitUsage;
+    }
+
     TrainConfig c;
     QString runDir = p.value(QStringLiteral("run-dir"));
     if (resume) {
-        for (const char* o : kRunDefining)
-            if (p.isSet(QString::fromLatin1(o))) {
-                io.err << "towers-cli train: --" << o << " cannot change when resuming: the run keeps its "
-                       << "configuration (start a new run to change it)\n";
-                return ExitUsage;
-            }
         if (runDir.isEmpty()) runDir = newestRun(defaultRunsDir());
         if (runDir.isEmpty()) {
             io.err << "towers-cli train: --resume: no run to resume in " << defaultRunsDir() << " (name one with --run-dir)\n";
             return ExitUsage;
         }
-        const engine::RunDirectory dir(runDir.toStdString());
-        const auto json = dir.readConfig();
-        if (!json) {
-            io.err << "towers-cli train: --resume: " << runDir << " has no config.json: it is not a Towers run folder\n";
+        try {
+            c = readRunConfig(runDir);
+        } catch (const engine::Error& e) {
+            io.err << "towers-cli train: --resume: " << e.what() << "\n";
             return ExitUsage;
         }
-        try {
-            c = TrainConfig::fromJson(*json);
-        } catch (const engine::InvalidArgument& e) {
-            io.err << "towers-cli train: " << runDir << "/config.json: " << e.what() << "\n";
-            return ExitFailure;
-        }
+        for (const QString& o : runDefiningOptions())
+            if (p.isSet(o))
+                if (const QString why = resumeMismatch(o, p.value(o), c); !why.isEmpty()) {
+                    io.err << "towers-cli train: " << why << "\n";
+                    return ExitUsage;
+                }
     } else {
         QString dataset = p.value(QStringLiteral("dataset"));
         if (dataset.isEmpty()) {
@@ -299,8 +292,8 @@ int runTrain(const QStringList& args, CommandIo& io)
         c.dataset = dataset.toStdString();
         int towers = 1, threads = 0, batch = c.batchPerTower;
         std::int64_t seed = std::int64_t(c.seed);
-        if (!intOption(p, QStringLiteral("towers"), 1, 256, towers, io) ||
-            !intOption(p, QStringLiteral("threads-per-tower"), 0, 1024, threads, io) ||
+        if (!intOption(p, QStringLiteral("towers"), 1, TrainConfig::kMaxTowers, towers, io) ||
+            !intOption(p, QStringLiteral("threads-per-tower"), 0, TrainConfig::kMaxThreadsPerTower, threads, io) ||
             !intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io) ||
             !int64Option(p, QStringLiteral("seed"), 0, std::numeric_limits<qint64>::max(), seed, io) ||
             !doubleOption(p, QStringLiteral("lr"), 1e-12, 1e6, c.schedule.lr, io) ||
@@ -325,9 +318,6 @@ int runTrain(const QStringList& args, CommandIo& io)
             return ExitUsage;
         }
         c.augmentation = augment.toStdString();
-        if (runDir.isEmpty())
-            runDir = defaultRunsDir() + QLatin1Char('/') + dataset + QLatin1Char('-') + QString::fromStdString(model) +
-                     QLatin1Char('-') + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss"));
     }
     // What may change on resume too: the length (to extend a run), logging and checkpointing.
     if (p.isSet(QStringLiteral("steps"))) {
@@ -375,19 +365,54 @@ int runTrain(const QStringList& args, CommandIo& io)
                << (resume ? " Continue this run on the CPU with --device cpu.\n" : " Train on the CPU with --device cpu.\n");
         return ExitFailure;
     }
-    if (p.isSet(QStringLiteral("data-dir"))) c.dataDir = QDir(p.value(QStringLiteral("data-dir"))).absolutePath().toStdString();
-    if (!c.dataDir.empty()) searchPath.insert(searchPath.begin(), c.dataDir);
-    c.validate(); // InvalidArgument naming the field -> exit 2
+    if (p.isSet(QStringLiteral("data-dir"))) {
+        c.dataDir = QDir(p.value(QStringLiteral("data-dir"))).absolutePath().toStdString();
+        // A folder the user names is used or refused with the reason, never silently passed over
+        // for a copy elsewhere.
+        std::string why;
+        if (!engine::datasetFolderIn(c.dataset, c.dataDir, &why)) {
+            io.err << "towers-cli train: --data-dir: " << QString::fromStdString(why) << "\n";
+            return ExitUsage;
+        }
+    }
 
     const bool json = p.isSet(QStringLiteral("json"));
     CliObserver observer(io, json);
     engine::SessionOptions so;
-    so.config = c;
-    so.searchPath = searchPath;
-    so.runDirectory = runDir.toStdString();
-    so.resume = resume;
-    so.loaderWorkers = workers;
-    engine::TrainingSession session(so, &observer);
+    if (resume) {
+        ResumeRequest r;
+        r.runDir = runDir;
+        r.searchPath = searchPath;
+        r.restart = p.isSet(QStringLiteral("restart"));
+        r.loaderWorkers = workers;
+        r.changes = [&c](TrainConfig& run) { run = c; }; // c: the run's configuration with the allowed changes
+        so = planResume(std::move(r));
+    } else {
+        NewRunRequest r;
+        r.config = c;
+        r.runDir = runDir;
+        r.runsDir = defaultRunsDir();
+        r.searchPath = searchPath;
+        r.overwrite = p.isSet(QStringLiteral("overwrite"));
+        r.loaderWorkers = workers;
+        so = planNewRun(std::move(r)); // InvalidArgument naming the field -> exit 2
+    }
+    std::unique_ptr<engine::TrainingSession> sessionPtr;
+    runDir = QString::fromStdString(so.runDirectory.string());
+    try {
+        sessionPtr = std::make_unique<engine::TrainingSession>(so, &observer);
+    } catch (const engine::RunFolderHoldsRun& e) {
+        io.err << "towers-cli train: error: " << e.what() << ".\nContinue it with --resume, or start a new run "
+               << "there with --overwrite (the earlier run's files are moved to " << runDir
+               << "/set-aside/, never deleted).\n";
+        return ExitUsage;
+    } catch (const engine::NoCheckpointLoads& e) {
+        io.err << "towers-cli train: error: " << e.what() << "\nTo start this run over from step 0, add --restart "
+               << "(its files are moved to " << runDir << "/set-aside/, never deleted).\n";
+        return ExitFailure;
+    }
+    engine::TrainingSession& session = *sessionPtr;
+    runDir = QString::fromStdString(session.options().runDirectory.string()); // a new folder: the one made
     if (!json)
         io.out << "run folder " << runDir << "\n"
                << "dataset    " << QString::fromStdString(session.dataset().name) << " from "
@@ -445,7 +470,9 @@ int runTrain(const QStringList& args, CommandIo& io)
         io.out << "\ncheckpoint " << observer.lastCheckpoint() << "\n";
         if (stopped) io.out << "continue with: towers-cli train --resume --run-dir " << runDir << "\n";
     }
-    return stopped && interrupts.received() ? ExitInterrupted : ExitOk;
+    // 128 + the signal's number, as a shell reports a program the signal ended (130 for Ctrl-C,
+    // 143 for SIGTERM, 129 for SIGHUP).
+    return stopped && interrupts.received() ? 128 + interrupts.received() : ExitOk;
 }
 
 } // namespace towers::app

@@ -16,7 +16,7 @@ namespace {
 // byte, the event loop reads it.
 int g_fds[2] = {-1, -1};
 volatile sig_atomic_t g_pending = 0;
-struct sigaction g_oldInt, g_oldTerm;
+struct sigaction g_oldInt, g_oldTerm, g_oldHup;
 
 extern "C" void onSignal(int sig)
 {
@@ -48,12 +48,14 @@ InterruptNotifier::InterruptNotifier(QObject* parent) : QObject(parent)
     sa.sa_flags = SA_RESTART;
     ::sigaction(SIGINT, &sa, &g_oldInt);
     ::sigaction(SIGTERM, &sa, &g_oldTerm);
+    ::sigaction(SIGHUP, &sa, &g_oldHup); // a closed terminal or a dropped ssh session: stop cleanly too
 }
 
 InterruptNotifier::~InterruptNotifier()
 {
     ::sigaction(SIGINT, &g_oldInt, nullptr);
     ::sigaction(SIGTERM, &g_oldTerm, nullptr);
+    ::sigaction(SIGHUP, &g_oldHup, nullptr);
     delete m_notifier;
     ::close(g_fds[0]);
     ::close(g_fds[1]);

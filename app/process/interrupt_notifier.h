@@ -1,5 +1,5 @@
 #pragma once
-// Turns SIGINT and SIGTERM into a Qt signal, so Ctrl-C can cancel work cleanly through the event
+// Turns SIGINT, SIGTERM and SIGHUP into a Qt signal, so Ctrl-C can cancel work cleanly through the event
 // loop (a signal handler itself may do almost nothing). A second signal while the first is being
 // handled ends the process the default way, so a stuck cancel never traps the user.
 #include <QObject>

@@ -85,9 +85,15 @@ Dataset loadDataset(const std::string& name, const std::filesystem::path& folder
 Dataset loadCifar100(const std::filesystem::path& folder, bool fineLabels);
 // findDataset, then loadDataset; throws IoError saying where it looked when nothing is found.
 Dataset loadDataset(const std::string& name, const std::vector<std::filesystem::path>& searchPath);
-// What a user who names a data folder expects: when `preferred` (may be empty) holds a folder for
-// `name`, that folder is loaded and its errors reported (a damaged file there is never silently
-// passed over for another copy); otherwise loadDataset(name, searchPath).
+// Where `folder`, a folder a user named, holds `name`: a sub-folder of datasetFolderNames(name),
+// or the dataset's files directly in it. nullopt when it holds neither, with the reason in `why`
+// ("... holds no fashion-mnist: neither a fashion-mnist/ folder nor its files (...) directly in
+// it", "... does not exist"). Opens no file: whether the files are intact is loadDataset's to say.
+std::optional<std::filesystem::path> datasetFolderIn(const std::string& name, const std::filesystem::path& folder,
+                                                     std::string* why = nullptr);
+// What a user who names a data folder expects: when `preferred` (may be empty) holds `name`
+// (datasetFolderIn), that folder is loaded and its errors reported (a damaged file there is never
+// silently passed over for another copy); otherwise loadDataset(name, searchPath).
 Dataset loadDatasetPreferring(const std::string& name, const std::filesystem::path& preferred,
                               const std::vector<std::filesystem::path>& searchPath);
 

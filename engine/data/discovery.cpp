@@ -32,6 +32,10 @@ fs::path idxFile(const fs::path& folder, const std::string& base)
     if (fs::is_regular_file(plain, ec)) return plain;
     const fs::path gz = folder / (base + ".gz");
     if (fs::is_regular_file(gz, ec)) return gz;
+    for (const fs::path& p : {plain, gz})
+        if (fs::exists(p, ec) && !fs::is_regular_file(p, ec))
+            throw IoError(p.string() + ": " + (fs::is_directory(p, ec) ? "a folder" : "not a regular file") +
+                          ", where the IDX file " + base + " (or " + base + ".gz) belongs");
     throw IoError(plain.string() + ": file not found (nor " + base + ".gz)");
 }
 
@@ -287,12 +291,44 @@ Dataset loadDataset(const std::string& name, const std::vector<fs::path>& search
     return loadDataset(name, info->location);
 }
 
+namespace {
+
+// A file that marks `folder` itself as holding `name`'s files (not in a sub-folder).
+std::vector<std::string> markerFiles(const std::string& name)
+{
+    if (name == "cifar10") return {"data_batch_1.bin"};
+    if (name == "cifar100") return {"train.bin"};
+    return {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"};
+}
+
+} // namespace
+
+std::optional<fs::path> datasetFolderIn(const std::string& name, const fs::path& folder, std::string* why)
+{
+    requireKnownDataset(name);
+    std::error_code ec;
+    if (!fs::is_directory(folder, ec)) {
+        if (why) *why = folder.string() + (fs::exists(folder, ec) ? " is not a folder" : " does not exist");
+        return std::nullopt;
+    }
+    for (const std::string& sub : datasetFolderNames(name))
+        if (fs::is_directory(folder / sub, ec)) return folder / sub;
+    for (const std::string& marker : markerFiles(name))
+        if (fs::exists(folder / marker, ec)) return folder; // the files themselves, directly in it
+    if (why) {
+        std::string names, files;
+        for (const std::string& sub : datasetFolderNames(name)) names += (names.empty() ? "" : ", ") + sub + "/";
+        for (const std::string& marker : markerFiles(name)) files += (files.empty() ? "" : " or ") + marker;
+        *why = folder.string() + " holds no " + name + ": neither a " + names + " folder nor its files (" + files +
+               ") directly in it";
+    }
+    return std::nullopt;
+}
+
 Dataset loadDatasetPreferring(const std::string& name, const fs::path& preferred, const std::vector<fs::path>& searchPath)
 {
-    std::error_code ec;
     if (!preferred.empty())
-        for (const std::string& folder : datasetFolderNames(name))
-            if (fs::is_directory(preferred / folder, ec)) return loadDataset(name, preferred / folder);
+        if (const auto folder = datasetFolderIn(name, preferred)) return loadDataset(name, *folder);
     return loadDataset(name, searchPath);
 }
 

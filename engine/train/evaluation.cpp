@@ -51,6 +51,7 @@ void EvalResult::merge(const EvalResult& o)
     examples += o.examples;
     correct += o.correct;
     meanCrossEntropy += o.meanCrossEntropy;
+    complete = complete && o.complete;
     for (std::size_t i = 0; i < classCounts.size(); ++i) classCounts[i] += o.classCounts[i];
     for (std::size_t i = 0; i < confusion.size(); ++i) confusion[i] += o.confusion[i];
 }
@@ -66,7 +67,7 @@ void EvalResult::finish()
 }
 
 EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize, const EvalBatchFn& batches,
-                    int part, int parts)
+                    int part, int parts, const CancelFn& cancelled)
 {
     if (count < 1) throw InvalidArgument("evaluation needs at least one example");
     if (batchSize < 1) throw InvalidArgument("evaluation batch size must be at least 1");
@@ -80,6 +81,10 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize, c
     const Device& device = model.device();
     const std::int64_t numBatches = (count + batchSize - 1) / batchSize;
     for (std::int64_t b = part; b < numBatches; b += parts) {
+        if (cancelled && cancelled()) {
+            r.complete = false;
+            break;
+        }
         const std::int64_t begin = b * batchSize, end = std::min(count, begin + batchSize);
         batches(begin, end, images, labels);
         const std::string where = "evaluation batch [" + std::to_string(begin) + ", " + std::to_string(end) + ")";

@@ -29,6 +29,7 @@ struct EvalResult
     std::int64_t step = 0;   // the global step the weights are from (set by the trainer)
     bool ema = false;        // evaluated with the moving averages of the weights
     double seconds = 0;
+    bool complete = true;    // false: cancelled part-way (the counts cover only what ran)
 
     explicit EvalResult(int classes = 0);
     std::int64_t confusionAt(int truth, int predicted) const;
@@ -43,9 +44,11 @@ struct EvalResult
 
 // Evaluates `model` in inference mode on examples [0, count) in batches of `batchSize` drawn from
 // `batches`. With parts > 1, only the batches b with b % parts == part are evaluated (the share of
-// one tower; merge the parts and finish()). Throws InvalidArgument for count < 1, batchSize < 1,
-// or a callback that produces the wrong shapes or labels out of range.
+// one tower; merge the parts and finish()). `cancelled`, when given, is asked before each batch:
+// true ends the evaluation there with complete = false. Throws InvalidArgument for count < 1,
+// batchSize < 1, or a callback that produces the wrong shapes or labels out of range.
+using CancelFn = std::function<bool()>;
 EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
-                    const EvalBatchFn& batches, int part = 0, int parts = 1);
+                    const EvalBatchFn& batches, int part = 0, int parts = 1, const CancelFn& cancelled = {});
 
 } // namespace towers::engine

@@ -4,10 +4,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -121,6 +123,19 @@ void keepLinesUpTo(const fs::path& file, std::int64_t step)
 
 } // namespace
 
+fs::path createNewFolder(const fs::path& proposed)
+{
+    std::error_code ec;
+    if (proposed.has_parent_path()) fs::create_directories(proposed.parent_path(), ec);
+    if (ec) throw IoError("cannot create the folder " + quoted(proposed.parent_path()) + ": " + ec.message());
+    for (int n = 1; n < 100000; ++n) {
+        const fs::path p = n == 1 ? proposed : fs::path(proposed.string() + "-" + std::to_string(n));
+        if (::mkdir(p.c_str(), 0777) == 0) return p;
+        if (errno != EEXIST) ioFail("cannot create the folder " + quoted(p), errno);
+    }
+    throw IoError("cannot create a new folder named " + quoted(proposed) + " or " + quoted(proposed) + "-N");
+}
+
 RunDirectory::RunDirectory(fs::path root) : m_root(std::move(root))
 {
     std::error_code ec;
@@ -183,28 +198,82 @@ std::vector<CheckpointFile> RunDirectory::checkpoints() const
     return out;
 }
 
-void RunDirectory::pruneCheckpoints(int keep) const
+std::vector<std::string> RunDirectory::runContents() const
 {
-    if (keep < 1) throw InvalidArgument("keepCheckpoints: must be at least 1");
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const fs::path& p : {configPath(), metricsPath(), evalPath()})
+        if (fs::exists(p, ec)) out.push_back(p.filename().string());
+    for (fs::directory_iterator it(m_root, ec), end; !ec && it != end; it.increment(ec))
+        if (it->path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+            out.push_back(it->path().filename().string());
     const auto all = checkpoints();
-    for (std::size_t i = 0; i + std::size_t(keep) < all.size(); ++i) {
-        std::error_code ec;
-        fs::remove(all[i].path, ec);
-        if (ec) throw IoError("cannot delete the old checkpoint " + quoted(all[i].path) + ": " + ec.message());
-    }
+    if (!all.empty())
+        out.push_back(all.size() == 1 ? "1 checkpoint at step " + std::to_string(all.front().step)
+                                      : std::to_string(all.size()) + " checkpoints, steps " +
+                                            std::to_string(all.front().step) + " to " + std::to_string(all.back().step));
+    return out;
 }
 
-std::vector<fs::path> RunDirectory::removeCheckpointsAfter(std::int64_t step) const
+namespace {
+
+// A new folder set-aside/<yyyyMMdd-HHmmss>[-n] under `root`.
+fs::path newSetAsideFolder(const fs::path& root)
 {
-    std::vector<fs::path> removed;
-    for (const auto& c : checkpoints()) {
-        if (c.step <= step) continue;
-        std::error_code ec;
-        fs::remove(c.path, ec);
-        if (ec) throw IoError("cannot delete the checkpoint " + quoted(c.path) + ": " + ec.message());
-        removed.push_back(c.path);
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    ::localtime_r(&t, &tm);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    std::error_code ec;
+    fs::create_directories(root / "set-aside", ec);
+    if (ec) throw IoError("cannot create " + quoted(root / "set-aside") + ": " + ec.message());
+    for (int n = 1; n < 10000; ++n) {
+        const fs::path p = root / "set-aside" / (n == 1 ? std::string(stamp) : std::string(stamp) + "-" + std::to_string(n));
+        if (::mkdir(p.c_str(), 0777) == 0) return p;
+        if (errno != EEXIST) ioFail("cannot create " + quoted(p), errno);
     }
-    return removed;
+    throw IoError("cannot create a new folder under " + quoted(root / "set-aside"));
+}
+
+void moveInto(const fs::path& from, const fs::path& folder)
+{
+    const fs::path to = folder / from.filename();
+    if (::rename(from.c_str(), to.c_str()) != 0) ioFail("cannot move " + quoted(from) + " to " + quoted(to), errno);
+}
+
+} // namespace
+
+fs::path RunDirectory::setAside() const
+{
+    const fs::path folder = newSetAsideFolder(m_root);
+    std::error_code ec;
+    for (const fs::path& p : {configPath(), metricsPath(), evalPath(), checkpointDir()})
+        if (fs::exists(p, ec)) moveInto(p, folder);
+    std::vector<fs::path> events;
+    for (fs::directory_iterator it(m_root, ec), end; !ec && it != end; it.increment(ec))
+        if (it->path().filename().string().rfind("events.out.tfevents.", 0) == 0) events.push_back(it->path());
+    for (const auto& e : events) moveInto(e, folder);
+    fs::create_directories(checkpointDir(), ec);
+    if (ec) throw IoError("cannot create " + quoted(checkpointDir()) + ": " + ec.message());
+    return folder;
+}
+
+fs::path RunDirectory::setAsideCheckpoints(const std::vector<fs::path>& files) const
+{
+    const fs::path folder = newSetAsideFolder(m_root) / "checkpoints";
+    std::error_code ec;
+    fs::create_directories(folder, ec);
+    if (ec) throw IoError("cannot create " + quoted(folder) + ": " + ec.message());
+    for (const auto& f : files) moveInto(f, folder);
+    return folder;
+}
+
+void RunDirectory::removeCheckpoint(const fs::path& file) const
+{
+    std::error_code ec;
+    fs::remove(file, ec);
+    if (ec) throw IoError("cannot delete the old checkpoint " + quoted(file) + ": " + ec.message());
 }
 
 void RunDirectory::removeStaleTemporaries() const

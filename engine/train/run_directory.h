@@ -3,22 +3,48 @@
 //   config.json                        the run configuration
 //   metrics.jsonl                      one JSON object per logged step
 //   eval.jsonl                         one JSON object per evaluation
-//   checkpoints/ckpt-<step>.safetensors  the step zero-padded to 8 digits; the last K kept
+//   checkpoints/ckpt-<step>.safetensors  the step zero-padded to 8 digits; the last K of this run kept
+//   towers.lock                        who trains in it now (run_lock.h)
+//   set-aside/<time>/                  an earlier run's files, moved there by --overwrite/--restart
+//                                      or a resume that could not load them; never deleted
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/errors.h"
 #include "engine/models/model.h"
 
 namespace towers::engine {
+
+// A new run was to start in a folder that holds one (config.json, logs, checkpoints); the message
+// lists what it holds. Nothing was touched.
+class TOWERS_VISIBLE RunFolderHoldsRun : public InvalidArgument
+{
+public:
+    using InvalidArgument::InvalidArgument;
+};
+
+// A resume found checkpoints but could load none of them; the message lists each file and why.
+// Nothing was touched.
+class TOWERS_VISIBLE NoCheckpointLoads : public IoError
+{
+public:
+    using IoError::IoError;
+};
 
 struct CheckpointFile
 {
     std::int64_t step = 0;
     std::filesystem::path path;
 };
+
+// Makes a new, empty folder at `proposed`, or when that name is taken at "<proposed>-2", "-3", ...
+// with a mkdir that fails when the folder exists, so two runs started at the same moment never
+// get one folder. Creates the parent folders. Returns the folder made; IoError naming it when it
+// cannot be made.
+std::filesystem::path createNewFolder(const std::filesystem::path& proposed);
 
 class RunDirectory
 {
@@ -48,10 +74,19 @@ public:
     // The checkpoint files (names ckpt-<digits>.safetensors), oldest step first. Files are not
     // opened.
     std::vector<CheckpointFile> checkpoints() const;
-    // Deletes all but the newest `keep` (>= 1) checkpoints.
-    void pruneCheckpoints(int keep) const;
-    // Deletes the checkpoints of steps after `step`; returns their paths.
-    std::vector<std::filesystem::path> removeCheckpointsAfter(std::int64_t step) const;
+    // What of a run the folder holds, for messages: "config.json", "metrics.jsonl", "eval.jsonl",
+    // "3 checkpoints, steps 100 to 300"; empty when it holds none (a new or empty folder).
+    std::vector<std::string> runContents() const;
+    bool holdsRun() const { return !runContents().empty(); }
+    // Moves the run's files (config.json, the logs, checkpoints/, TensorBoard event files) into a
+    // new folder set-aside/<yyyyMMdd-HHmmss>[-n]/ of the run and returns it; nothing is deleted.
+    // IoError naming the file when a move fails.
+    std::filesystem::path setAside() const;
+    // Moves `files` (checkpoints of this run) into a new set-aside/<...>/checkpoints/ and returns
+    // that folder.
+    std::filesystem::path setAsideCheckpoints(const std::vector<std::filesystem::path>& files) const;
+    // Deletes one checkpoint file (rotation); IoError naming it on failure.
+    void removeCheckpoint(const std::filesystem::path& file) const;
     // Deletes the temporary files of checkpoint writes that were killed before their rename.
     void removeStaleTemporaries() const;
     // The newest checkpoint that reads (readCheckpoint: intact, checksum right) and, when `model`

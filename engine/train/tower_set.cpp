@@ -357,7 +357,8 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
     return r;
 }
 
-EvalResult TowerSet::evaluate(std::int64_t count, int batchSize, const EvalBatchFn& batches, bool useEma)
+EvalResult TowerSet::evaluate(std::int64_t count, int batchSize, const EvalBatchFn& batches, bool useEma,
+                              const CancelFn& cancelled)
 {
     if (useEma && !m_ema) throw InvalidArgument("evaluation with the moving averages, but the run keeps none (emaDecay = 0)");
     if (count < 1) throw InvalidArgument("evaluation needs at least one example");
@@ -365,7 +366,7 @@ EvalResult TowerSet::evaluate(std::int64_t count, int batchSize, const EvalBatch
         Tower& tw = *m_towers[std::size_t(t)];
         std::unique_ptr<EmaSwap> swap;
         if (useEma) swap = std::make_unique<EmaSwap>(*m_ema, tw.model->parameters());
-        tw.eval = engine::evaluate(*tw.model, *tw.ops, count, batchSize, batches, t, size());
+        tw.eval = engine::evaluate(*tw.model, *tw.ops, count, batchSize, batches, t, size(), cancelled);
     });
     EvalResult r(model().numClasses());
     double seconds = 0;

@@ -92,7 +92,8 @@ public:
 
     // Evaluates on all towers at once (each takes every size()-th batch) and merges the results;
     // with the moving averages of the weights when useEma (InvalidArgument without EMA).
-    EvalResult evaluate(std::int64_t count, int batchSize, const EvalBatchFn& batches, bool useEma);
+    EvalResult evaluate(std::int64_t count, int batchSize, const EvalBatchFn& batches, bool useEma,
+                        const CancelFn& cancelled = {});
 
     // Compares every tower's parameters, buffers and optimizer state with tower 0's, byte for
     // byte; returns a description of the first difference, empty when the replicas are identical.

@@ -1,8 +1,19 @@
 #include "engine/train/tower_thread.h"
 
+#include <system_error>
+
+#include "engine/errors.h"
+
 namespace towers::engine {
 
-TowerThread::TowerThread() : m_thread([this] { loop(); }) {}
+TowerThread::TowerThread()
+{
+    try {
+        m_thread = std::thread([this] { loop(); });
+    } catch (const std::system_error& e) {
+        throw Error(std::string("cannot start a tower's thread (too many threads for this machine?): ") + e.what());
+    }
+}
 
 TowerThread::~TowerThread()
 {

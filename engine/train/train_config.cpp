@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <set>
 #include <thread>
+
+#include <sys/resource.h>
 
 #include <nlohmann/json.hpp>
 
@@ -67,8 +70,11 @@ void TrainConfig::validate() const
         fail("gpus", "names " + std::to_string(gpus.size()) + " GPUs for " + std::to_string(towers) + " towers");
     for (int g : gpus)
         if (g < 0) fail("gpus", "GPU numbers are >= 0, got " + std::to_string(g));
-    if (towers < 1 || towers > 1024) fail("towers", "must be in [1, 1024], got " + std::to_string(towers));
-    if (threadsPerTower < 0) fail("threadsPerTower", "must be >= 0 (0 = share the cores), got " + std::to_string(threadsPerTower));
+    if (towers < 1 || towers > kMaxTowers)
+        fail("towers", "must be in [1, " + std::to_string(kMaxTowers) + "], got " + std::to_string(towers));
+    if (threadsPerTower < 0 || threadsPerTower > kMaxThreadsPerTower)
+        fail("threadsPerTower", "must be in [0, " + std::to_string(kMaxThreadsPerTower) +
+                                    "] (0 = share the cores), got " + std::to_string(threadsPerTower));
     if (batchPerTower < 1) fail("batchPerTower", "must be at least 1, got " + std::to_string(batchPerTower));
     if (steps < 0) fail("steps", "must be >= 0, got " + std::to_string(steps));
     if (!std::isfinite(epochs) || epochs < 0) fail("epochs", "must be a number >= 0");
@@ -91,6 +97,33 @@ void TrainConfig::validate() const
     if (evalBatchSize < 0) fail("evalBatchSize", "must be >= 0 (0 = batchPerTower)");
     if (logEvery < 1) fail("logEvery", "must be at least 1, got " + std::to_string(logEvery));
     if (verifyEvery < 0) fail("verifyEvery", "must be >= 0 (0 = never)");
+}
+
+int TrainConfig::maxComputeThreads()
+{
+    long limit = 4096;
+    if (std::ifstream in("/proc/sys/kernel/threads-max"); in) {
+        long max = 0;
+        if (in >> max && max > 0) limit = std::min(limit, max / 2);
+    }
+    rlimit r{};
+    if (::getrlimit(RLIMIT_NPROC, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
+        limit = std::min(limit, long(r.rlim_cur / 2));
+    return int(std::max(1L, limit));
+}
+
+void TrainConfig::checkThreadBudget() const
+{
+    if (backend == "cuda") return; // a GPU tower is one host thread
+    const long total = long(towers) * long(resolvedThreadsPerTower());
+    const int limit = maxComputeThreads();
+    if (total > limit)
+        throw InvalidArgument(std::to_string(towers) + " towers x " + std::to_string(resolvedThreadsPerTower()) +
+                              " threads per tower = " + std::to_string(total) +
+                              " compute threads: more than this machine can start (at most " + std::to_string(limit) +
+                              " here; it has " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
+                              " cores). Ask for fewer towers or threads per tower (0 threads per tower shares the "
+                              "cores out)");
 }
 
 std::int64_t TrainConfig::totalSteps(std::int64_t stepsPerEpoch) const
@@ -148,6 +181,7 @@ std::string TrainConfig::toJson() const
     o["dataset"] = dataset;
     o["dataDir"] = dataDir;
     o["augmentation"] = augmentation;
+    o["runId"] = runId;
     return o.dump(2);
 }
 
@@ -163,7 +197,8 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     rejectUnknown(o,
                   {"model", "backend", "towers", "gpus", "allowTf32", "allreduce", "threadsPerTower", "batchPerTower", "steps", "epochs", "optimizer", "lr",
                    "schedule", "weightDecay", "emaDecay", "dropout", "seed", "checkpointEvery", "keepCheckpoints",
-                   "evalEvery", "evalBatchSize", "logEvery", "verifyEvery", "dataset", "dataDir", "augmentation"},
+                   "evalEvery", "evalBatchSize", "logEvery", "verifyEvery", "dataset", "dataDir", "augmentation",
+                   "runId"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -253,6 +288,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     read(o, "dataset", c.dataset);
     read(o, "dataDir", c.dataDir);
     read(o, "augmentation", c.augmentation);
+    read(o, "runId", c.runId);
     c.validate();
     return c;
 }

@@ -47,9 +47,24 @@ struct TrainConfig
     std::string dataset;                // e.g. "cifar10"
     std::string dataDir;
     std::string augmentation;           // e.g. "on", "off" or a description
+    // The run's identity: made when a run starts (Trainer::startNew), kept by resumes, recorded in
+    // every checkpoint. Checkpoint rotation removes only checkpoints of this run (never a copied-in
+    // one of another run, nor one written before run ids existed).
+    std::string runId;
+
+    // Limits of the configuration, the same for the CLI, the GUI and config.json.
+    static constexpr int kMaxTowers = 256;
+    static constexpr int kMaxThreadsPerTower = 1024;
 
     // Throws InvalidArgument naming the field ("batchPerTower: must be at least 1, got 0").
     void validate() const;
+    // Throws InvalidArgument when towers x threads per tower is more than this machine can start
+    // (maxComputeThreads()), naming both and the limit: a thread library that cannot start its
+    // threads ends the process rather than reporting it.
+    void checkThreadBudget() const;
+    // The most compute threads a run may ask for here: 4096, or less where the system's limits
+    // (threads-max, RLIMIT_NPROC) are lower.
+    static int maxComputeThreads();
     // The number of steps of the run for a source of `stepsPerEpoch` steps per epoch.
     std::int64_t totalSteps(std::int64_t stepsPerEpoch) const;
     // The threads each tower gets once 0 ("share the cores") is resolved.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -74,10 +75,35 @@ Json evalJson(const EvalResult& r)
             {"confusion", confusion}};
 }
 
+// 128 random bits as 32 hex digits.
+std::string newRunId()
+{
+    std::random_device random;
+    std::string id;
+    for (int i = 0; i < 4; ++i) {
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "%08x", unsigned(random()));
+        id += buf;
+    }
+    return id;
+}
+
+// The run id recorded in a checkpoint's configuration, or "" (none, or not readable).
+std::string runIdOf(const Checkpoint& c)
+{
+    try {
+        const Json j = Json::parse(c.info.config);
+        if (j.is_object() && j.contains("runId") && j["runId"].is_string()) return j["runId"].get<std::string>();
+    } catch (const Json::exception&) {
+    }
+    return {};
+}
+
 // Validates before the run directory is created.
 TrainConfig validated(TrainConfig c)
 {
     c.validate();
+    c.checkThreadBudget();
     return c;
 }
 
@@ -85,7 +111,8 @@ TrainConfig validated(TrainConfig c)
 
 Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path runDirectory, DataDescription data,
                  TrainerObserver* observer)
-    : m_config(validated(std::move(config))), m_source(source), m_dir(std::move(runDirectory)),
+    : m_config(validated(std::move(config))), m_source(source), m_lock(RunLock::acquire(runDirectory)),
+      m_dir(std::move(runDirectory)),
       m_data(std::move(data)), m_observer(observer)
 {
     m_stepsPerEpoch = m_source.stepsPerEpoch();
@@ -145,13 +172,55 @@ std::int64_t Trainer::restore(const std::filesystem::path& file)
     return c.info.step;
 }
 
-std::optional<std::int64_t> Trainer::resumeFromNewest()
+void Trainer::startNew(bool setAsideExisting)
 {
+    if (m_ran) throw InvalidArgument("startNew() must come before run()");
+    if (m_start != Start::Unset) throw InvalidArgument("the trainer's start is already decided");
+    beginNewRun(setAsideExisting);
+}
+
+void Trainer::beginNewRun(bool setAsideExisting)
+{
+    if (m_dir.holdsRun()) {
+        if (!setAsideExisting) {
+            std::string what;
+            for (const auto& w : m_dir.runContents()) what += (what.empty() ? "" : ", ") + w;
+            throw RunFolderHoldsRun("the folder '" + m_dir.root().string() + "' already holds a run (" + what +
+                                    "); nothing was changed");
+        }
+        const auto folder = m_dir.setAside();
+        log("moved the earlier run's files to " + folder.string());
+    }
+    m_config.runId = newRunId();
+    m_start = Start::New;
+}
+
+std::optional<std::int64_t> Trainer::resumeFromNewest(bool setAsideUnloadable)
+{
+    if (m_ran) throw InvalidArgument("resumeFromNewest() must come before run()");
+    if (m_start != Start::Unset) throw InvalidArgument("the trainer's start is already decided");
     std::vector<std::string> skipped;
     const auto found = m_dir.newestGoodCheckpoint(&m_towers->model(), &skipped);
     for (const auto& s : skipped) log("skipping a checkpoint that does not load: " + s);
-    if (!found) return std::nullopt;
-    return restore(found->path);
+    if (found) {
+        m_start = Start::Resumed;
+        return restore(found->path);
+    }
+    if (skipped.empty()) { // no checkpoint at all: the run starts at step 0 (the same run)
+        m_start = Start::Resumed;
+        return std::nullopt;
+    }
+    if (!setAsideUnloadable) {
+        std::string list;
+        for (const auto& s : skipped) list += "\n  " + s;
+        throw NoCheckpointLoads("no checkpoint in '" + m_dir.checkpointDir().string() + "' loads, so the run cannot " +
+                                "continue; nothing was changed or deleted:" + list);
+    }
+    const auto folder = m_dir.setAside();
+    log("no checkpoint loads: the run's files were moved to " + folder.string() + "; starting over at step 0");
+    m_config.runId = newRunId();
+    m_start = Start::New;
+    return std::nullopt;
 }
 
 void Trainer::pause()
@@ -217,11 +286,47 @@ std::filesystem::path Trainer::writeCheckpoint()
                                         m_towers->optimizer().state(m_towers->model().parameters()));
     const auto path = m_dir.checkpointPath(s);
     engine::writeCheckpoint(path, c);
+    // Read back before anything older may go: rotation never leaves the run without a checkpoint
+    // that loads.
+    try {
+        validateCheckpoint(readCheckpoint(path), m_towers->model(), path);
+    } catch (const Error& e) {
+        throw IoError(std::string("the checkpoint just written does not read back (the older ones are kept): ") +
+                      e.what());
+    }
+    m_rotatable[path] = !m_config.runId.empty();
     m_lastCheckpointStep = s;
-    m_dir.pruneCheckpoints(m_config.keepCheckpoints);
+    rotateCheckpoints(s);
     if (m_observer) m_observer->onCheckpoint(path, s);
     log("wrote checkpoint " + path.string());
     return path;
+}
+
+bool Trainer::rotatable(const std::filesystem::path& file)
+{
+    if (const auto it = m_rotatable.find(file); it != m_rotatable.end()) return it->second;
+    bool ours = false;
+    try {
+        const std::string id = runIdOf(readCheckpoint(file));
+        ours = !id.empty() && id == m_config.runId;
+    } catch (const Error&) {
+        ours = false; // a file that does not read is never deleted
+    }
+    m_rotatable[file] = ours;
+    return ours;
+}
+
+void Trainer::rotateCheckpoints(std::int64_t newest)
+{
+    if (m_config.keepCheckpoints < 1) throw InvalidArgument("keepCheckpoints: must be at least 1");
+    std::vector<CheckpointFile> ours;
+    for (const auto& c : m_dir.checkpoints())
+        if (c.step < newest && rotatable(c.path)) ours.push_back(c);
+    const std::size_t keepOlder = std::size_t(m_config.keepCheckpoints - 1);
+    for (std::size_t i = 0; i + keepOlder < ours.size(); ++i) {
+        m_dir.removeCheckpoint(ours[i].path);
+        m_rotatable.erase(ours[i].path);
+    }
 }
 
 EvalResult Trainer::evaluate(std::int64_t count, const EvalBatchFn& batches, std::optional<bool> useEma)
@@ -233,9 +338,16 @@ EvalResult Trainer::evaluate(std::int64_t count, const EvalBatchFn& batches, std
     return r;
 }
 
-void Trainer::runEvaluation()
+bool Trainer::runEvaluation(const std::stop_token& stop)
 {
-    const EvalResult r = evaluate(m_evalCount, m_evalBatches);
+    const bool ema = m_towers->ema() != nullptr;
+    const int batch = m_config.evalBatchSize > 0 ? m_config.evalBatchSize : m_config.batchPerTower;
+    EvalResult r = m_towers->evaluate(m_evalCount, batch, m_evalBatches, ema, [&] { return stopRequested(stop); });
+    r.step = m_step.load();
+    if (!r.complete) {
+        log("evaluation at step " + std::to_string(r.step) + " stopped part-way");
+        return false;
+    }
     m_lastEvalStep = r.step;
     m_dir.appendEval(evalJson(r).dump());
     char buf[160];
@@ -244,6 +356,7 @@ void Trainer::runEvaluation()
                   r.ema ? ", moving averages" : "", r.seconds);
     log(buf);
     if (m_observer) m_observer->onEvaluation(r);
+    return true;
 }
 
 StepMetrics Trainer::metricsOf(std::int64_t done, const TowerStepResult& r, double lr, double stepMs,
@@ -315,13 +428,20 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             { std::lock_guard lock(m_mutex); } // a waiter between its check and its sleep still wakes
             m_cv.notify_all();
         });
+        if (m_start == Start::Unset) beginNewRun(false);
+        if (m_config.runId.empty()) m_config.runId = newRunId(); // a run from before run ids
         m_dir.removeStaleTemporaries();
         m_dir.writeConfig(m_config.toJson());
         // What lies beyond the starting step belongs to an abandoned future (a run resumed from an
-        // older checkpoint): a later resume must not pick it up, nor the logs show it twice.
+        // older checkpoint because the newer ones did not load): a later resume must not pick it
+        // up, nor the logs show it twice. The checkpoints are moved aside, never deleted.
         m_dir.truncateLogs(m_step.load());
-        for (const auto& f : m_dir.removeCheckpointsAfter(m_step.load()))
-            log("removed " + f.string() + ", beyond the step this run starts from");
+        std::vector<std::filesystem::path> beyond;
+        for (const auto& c : m_dir.checkpoints())
+            if (c.step > m_step.load()) beyond.push_back(c.path);
+        if (!beyond.empty())
+            log("moved " + std::to_string(beyond.size()) + " checkpoint(s) beyond step " + std::to_string(m_step.load()) +
+                ", the step this run continues from, to " + m_dir.setAsideCheckpoints(beyond).string());
         const int towers = m_towers->size();
         const std::int64_t global = std::int64_t(towers) * m_config.batchPerTower;
         log("training " + m_config.model + " on " + std::to_string(towers) + " tower(s) x " +
@@ -335,14 +455,15 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         m_runStartStep = m_step.load();
         m_pausedSeconds = 0;
 
+        auto stopped = [&] {
+            const std::int64_t s = m_step.load();
+            if (m_lastCheckpointStep != s) writeCheckpoint();
+            log("stopped at step " + std::to_string(s));
+            if (m_observer) m_observer->onStopped(s);
+            return Outcome::Stopped;
+        };
         while (m_step.load() < m_total) {
-            if (stopRequested(stop) || !waitWhilePaused(stop)) {
-                const std::int64_t s = m_step.load();
-                if (m_lastCheckpointStep != s) writeCheckpoint();
-                log("stopped at step " + std::to_string(s));
-                if (m_observer) m_observer->onStopped(s);
-                return Outcome::Stopped;
-            }
+            if (stopRequested(stop) || !waitWhilePaused(stop)) return stopped();
             const std::int64_t s = m_step.load();
             const auto t0 = Clock::now();
             const Batch& batch = m_source.next();
@@ -371,12 +492,14 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
 
             if (m_config.verifyEvery > 0 && done % m_config.verifyEvery == 0) m_towers->verifyReplicas();
             if (done % m_config.logEvery == 0 || done == m_total) report(metricsOf(done, r, lr, stepMs, waitMs));
-            if (m_evalBatches && m_config.evalEvery > 0 && done % m_config.evalEvery == 0) runEvaluation();
+            // The checkpoint first: a stop during the evaluation then has nothing left to save.
             if ((m_config.checkpointEvery > 0 && done % m_config.checkpointEvery == 0) || done == m_total)
                 writeCheckpoint();
+            if (m_evalBatches && m_config.evalEvery > 0 && done % m_config.evalEvery == 0 && !runEvaluation(stop))
+                return stopped();
         }
-        if (m_evalBatches && m_lastEvalStep != m_step.load()) runEvaluation();
         if (m_lastCheckpointStep != m_step.load()) writeCheckpoint();
+        if (m_evalBatches && m_lastEvalStep != m_step.load() && !runEvaluation(stop)) return stopped();
         log("finished at step " + std::to_string(m_step.load()));
         if (m_observer) m_observer->onFinished(m_step.load());
         return Outcome::Finished;

@@ -12,12 +12,15 @@
 #include <mutex>
 #include <optional>
 #include <stop_token>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "engine/data/batch_source.h"
 #include "engine/train/evaluation.h"
 #include "engine/train/run_directory.h"
+#include "engine/train/run_lock.h"
 #include "engine/train/tower_set.h"
 #include "engine/train/train_config.h"
 #include "engine/train/trainer_observer.h"
@@ -36,10 +39,11 @@ class Trainer
 public:
     enum class Outcome { Finished, Stopped };
 
-    // Validates the configuration (InvalidArgument naming the field), creates the run directory
-    // and builds the towers (threads, replicas initialised from config.seed). `source` must yield
-    // batches split for config.towers towers of config.batchPerTower examples; it and `observer`
-    // (may be null) must outlive the trainer.
+    // Validates the configuration (InvalidArgument naming the field), takes the run directory's
+    // lock (RunFolderBusy naming the holder when another process trains in it; held until the
+    // trainer is destroyed), creates the directory and builds the towers (threads, replicas
+    // initialised from config.seed). `source` must yield batches split for config.towers towers
+    // of config.batchPerTower examples; it and `observer` (may be null) must outlive the trainer.
     Trainer(TrainConfig config, BatchSource& source, std::filesystem::path runDirectory,
             DataDescription data = {}, TrainerObserver* observer = nullptr);
     ~Trainer();
@@ -54,13 +58,23 @@ public:
     // a checkpoint (the data order and learning rate follow from the step). Throws IoError /
     // InvalidArgument naming the file and the tensor when it does not fit. Returns the step.
     std::int64_t restore(const std::filesystem::path& checkpoint);
-    // restore() from the run directory's newest good checkpoint; nullopt (nothing changed) when
-    // there is none.
-    std::optional<std::int64_t> resumeFromNewest();
+    // Before run(), one of these says how the run starts (run() alone means startNew(false)):
+    //
+    // A new run (a new run id). When the folder already holds a run: RunFolderHoldsRun listing
+    // what it holds, or with setAsideExisting, its files are moved to set-aside/ (never deleted).
+    void startNew(bool setAsideExisting = false);
+    // Continues the run: restore() from the newest checkpoint that loads (newer ones that do not
+    // are moved to set-aside/ when run() starts, never deleted). No checkpoint at all: nullopt,
+    // and the run starts at step 0. Checkpoints that all fail to load: NoCheckpointLoads listing
+    // each file and why, or with setAsideUnloadable, the run's files are moved to set-aside/ and
+    // the run starts over at step 0 (nullopt).
+    std::optional<std::int64_t> resumeFromNewest(bool setAsideUnloadable = false);
 
     // Trains until the configured number of steps or a stop (from `stop` or requestStop()), which
-    // writes a checkpoint first. Blocks. Starting, it writes config.json, and drops the logged
-    // steps and checkpoints beyond the starting step (left by a run resumed from an older one). Throws what failed (after observer->onFailed), e.g.
+    // writes a checkpoint first; a stop during an evaluation ends it at once (the checkpoint of the
+    // step is written before evaluating). Blocks. Starting, it writes config.json, drops the
+    // logged steps beyond the starting step and moves checkpoints beyond it (newer ones that did
+    // not load) to set-aside/. Throws what failed (after observer->onFailed), e.g.
     // DivergedError "model diverged with loss = NaN at step 12" (or "...: its gradients are NaN
     // or infinite") before the update of that step, without writing a checkpoint of the diverged
     // state. Can be called once.
@@ -79,7 +93,10 @@ public:
     // Evaluates now on `count` examples (not while run() is stepping; from an observer callback is
     // fine). useEma defaults to "when EMA is on".
     EvalResult evaluate(std::int64_t count, const EvalBatchFn& batches, std::optional<bool> useEma = std::nullopt);
-    // Writes the checkpoint of the current step into the run directory now; returns its path.
+    // Writes the checkpoint of the current step into the run directory now, reads it back
+    // (IoError when it does not load), then removes this run's checkpoints beyond the newest
+    // config.keepCheckpoints: only ones of this run id that read, never another run's or an
+    // unreadable file. Returns its path.
     std::filesystem::path writeCheckpoint();
     // Throws Error if the replicas are not bitwise identical (weights, buffers, optimizer state).
     void verifyReplicas() { m_towers->verifyReplicas(); }
@@ -94,11 +111,19 @@ private:
     bool waitWhilePaused(const std::stop_token& stop);
     StepMetrics metricsOf(std::int64_t done, const TowerStepResult& r, double lr, double stepMs, double waitMs) const;
     void report(const StepMetrics& m);
-    void runEvaluation();
+    void beginNewRun(bool setAsideExisting);
+    // false when a stop ended it part-way (nothing is recorded then).
+    bool runEvaluation(const std::stop_token& stop);
     void log(const std::string& line);
+    // Whether `file` is a checkpoint of this run that may be rotated away.
+    bool rotatable(const std::filesystem::path& file);
+    void rotateCheckpoints(std::int64_t newest);
+
+    enum class Start { Unset, New, Resumed };
 
     TrainConfig m_config;
     BatchSource& m_source;
+    RunLock m_lock; // before m_dir: nothing is written before the lock is held
     RunDirectory m_dir;
     DataDescription m_data;
     TrainerObserver* m_observer;
@@ -112,6 +137,8 @@ private:
     std::int64_t m_runStartStep = 0;
     double m_pausedSeconds = 0;
     bool m_ran = false;
+    Start m_start = Start::Unset;
+    std::map<std::filesystem::path, bool> m_rotatable; // what rotatable() found, per file
     std::int64_t m_evalCount = 0;
     EvalBatchFn m_evalBatches;
 

@@ -1,8 +1,31 @@
 #include "engine/train/training_session.h"
 
 #include "engine/train/recipe.h"
+#include "engine/train/run_lock.h"
 
 namespace towers::engine {
+
+namespace {
+
+// Removes a folder this session made when nothing but the lock file and an empty checkpoints/
+// folder is in it.
+void discardIfUnused(const std::filesystem::path& folder)
+{
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name == RunLock::kFileName) continue;
+        if (name == "checkpoints" && fs::is_empty(it->path(), ec)) continue;
+        return;
+    }
+    if (ec) return;
+    fs::remove(folder / "checkpoints", ec);
+    fs::remove(folder / RunLock::kFileName, ec);
+    fs::remove(folder, ec);
+}
+
+} // namespace
 
 TrainingSession::TrainingSession(SessionOptions options, TrainerObserver* observer)
     : m_options(std::move(options))
@@ -14,6 +37,26 @@ TrainingSession::TrainingSession(SessionOptions options, TrainerObserver* observ
     if (c.augmentation != "default" && c.augmentation != "none")
         throw InvalidArgument("augmentation must be 'default' or 'none', got '" + c.augmentation + "'");
     if (m_options.loaderWorkers < 0) throw InvalidArgument("loader workers must be >= 0");
+    if (m_options.newFolder) {
+        m_options.runDirectory = createNewFolder(m_options.runDirectory);
+        try {
+            build(observer);
+        } catch (...) {
+            m_trainer.reset();
+            discardIfUnused(m_options.runDirectory);
+            throw;
+        }
+        return;
+    }
+    build(observer);
+}
+
+void TrainingSession::build(TrainerObserver* observer)
+{
+    TrainConfig& c = m_options.config;
+    // Refused at once when another process trains in the folder, before the dataset is loaded
+    // (the trainer takes the lock for good below).
+    { const RunLock probe = RunLock::acquire(m_options.runDirectory); }
 
     if (m_options.dataset) {
         if (m_options.dataset->name != c.dataset)
@@ -43,8 +86,11 @@ TrainingSession::TrainingSession(SessionOptions options, TrainerObserver* observ
         evaluationBatch(test, recipe, begin, end, images, labels);
     });
     if (m_options.resume) {
-        if (auto step = m_trainer->resumeFromNewest()) m_startStep = *step;
-        else if (observer) observer->onLog("no checkpoint in " + m_options.runDirectory.string() + ": starting from step 0");
+        if (auto step = m_trainer->resumeFromNewest(m_options.setAside)) m_startStep = *step;
+        else if (observer) observer->onLog("no checkpoint to continue from in " + m_options.runDirectory.string() +
+                                           ": starting from step 0");
+    } else {
+        m_trainer->startNew(m_options.setAside);
     }
 }
 

@@ -22,9 +22,19 @@ struct SessionOptions
     // that is set, is loaded in preference (see loadDatasetPreferring).
     std::vector<std::filesystem::path> searchPath;
     std::filesystem::path runDirectory;
-    // Continue from the run directory's newest good checkpoint (from the start when there is
-    // none, which is logged).
+    // Continue from the run directory's newest checkpoint that loads (from the start when there
+    // is none, which is logged; NoCheckpointLoads when there are checkpoints but none loads).
+    // Without it, a new run: RunFolderHoldsRun when the folder already holds one.
     bool resume = false;
+    // What to do with the earlier run's files where the above refuses: move them to the run's
+    // set-aside/ folder (never deleted) and start a new run at step 0 (--overwrite for a new run,
+    // --restart for a resume).
+    bool setAside = false;
+    // runDirectory is the name proposed for a new run's folder: the session makes it when it
+    // starts, with "-2", "-3", ... appended when the name is taken (createNewFolder), and removes
+    // it again if it fails to start before writing anything. options().runDirectory is then the
+    // folder made.
+    bool newFolder = false;
     int loaderWorkers = 1;
     // When set, the session trains on this dataset instead of loading one: it must be
     // config.dataset (InvalidArgument otherwise). The desktop application passes what its Data
@@ -35,8 +45,9 @@ struct SessionOptions
 class TrainingSession
 {
 public:
-    // Loads and validates everything; throws IoError (dataset not found or damaged, run folder not
-    // writable), InvalidArgument (a model that cannot take the dataset's images, a bad
+    // Loads and validates everything; throws RunFolderBusy (another process trains in the run
+    // folder), RunFolderHoldsRun / NoCheckpointLoads (see resume), IoError (dataset not found or
+    // damaged, run folder not writable), InvalidArgument (a model that cannot take the dataset's images, a bad
     // configuration) with messages that say what and where. `observer` may be null and must
     // outlive the session.
     explicit TrainingSession(SessionOptions options, TrainerObserver* observer = nullptr);
@@ -53,6 +64,8 @@ public:
     std::int64_t startStep() const { return m_startStep; }
 
 private:
+    void build(TrainerObserver* observer);
+
     SessionOptions m_options;
     std::shared_ptr<const Dataset> m_dataset;
     Preprocessing m_recipe;

@@ -3,11 +3,16 @@
 // an uninterrupted run (the data loader seeks too), divergence (exit 1, last good checkpoint
 // kept), Ctrl-C (exit 130, checkpoint written), a damaged data file, evaluation and
 // classification of the checkpoint.
+#include <QDir>
+#include <QDirIterator>
+#include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QImage>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QMap>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
@@ -128,7 +133,13 @@ private slots:
         QTest::newRow("bad gpus") << QStringList{"train", "--gpus", "0,x"} << 2 << "--gpus";
         QTest::newRow("gpus on the cpu") << QStringList{"train", "--device", "cpu", "--gpus", "0"} << 2 << "--gpus";
         QTest::newRow("tf32 on the cpu") << QStringList{"train", "--tf32"} << 2 << "--tf32";
-        QTest::newRow("resume changes lr") << QStringList{"train", "--resume", "--lr", "0.5"} << 2 << "--lr";
+        QTest::newRow("resume with no run") << QStringList{"train", "--resume", "--lr", "0.5"} << 2 << "no run to resume";
+        QTest::newRow("restart without resume") << QStringList{"train", "--restart"} << 2 << "--restart is for --resume";
+        QTest::newRow("overwrite with resume") << QStringList{"train", "--resume", "--overwrite"} << 2 << "--overwrite";
+        QTest::newRow("too many threads") << QStringList{"train", "--towers", "256", "--threads-per-tower", "1024"} << 2
+                                          << "256 towers x 1024 threads per tower";
+        QTest::newRow("data dir without the dataset") << QStringList{"train", "--data-dir", m_tmp.path()} << 2
+                                                      << "holds no fashion-mnist";
         QTest::newRow("eval without checkpoint") << QStringList{"eval"} << 2 << "--checkpoint";
         QTest::newRow("classify without images") << QStringList{"classify", "--checkpoint", "x"} << 2 << "image";
         QTest::newRow("missing data dir") << QStringList{"train", "--data-dir", "/nonexistent/towers"} << 2 << "not a folder";
@@ -218,8 +229,14 @@ private slots:
                                    QStringLiteral("0.05")};
         QCOMPARE(run(small(a) + constant + QStringList{"--steps", "8"}).exitCode, 0);
         QCOMPARE(run(small(b) + constant + QStringList{"--steps", "4"}).exitCode, 0);
-        const CliRun r = run({QStringLiteral("train"), QStringLiteral("--resume"), QStringLiteral("--run-dir"), b,
-                              QStringLiteral("--steps"), QStringLiteral("8"), QStringLiteral("--json")});
+        // A run-defining option with another value is refused, naming both values...
+        const CliRun changed = run(small(b) + QStringList{"--lr", "0.5", "--steps", "8", "--resume"});
+        QCOMPARE(changed.exitCode, 2);
+        QVERIFY2(changed.err.contains(QStringLiteral("--lr cannot change")) && changed.err.contains(QStringLiteral("0.05")) &&
+                     changed.err.contains(QStringLiteral("0.5")),
+                 qPrintable(changed.err));
+        // ...the same command line plus --resume (a requeued job script) is accepted.
+        const CliRun r = run(small(b) + constant + QStringList{"--steps", "8", "--resume"});
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         const auto x = checkpointAt(a, 8), y = checkpointAt(b, 8);
         QCOMPARE(x.weights.size(), y.weights.size());
@@ -264,6 +281,198 @@ private slots:
         const int step = r.events.last().value(QStringLiteral("step")).toInt();
         QVERIFY(step >= 2);
         QCOMPARE(checkpointAt(dir, step).info.step, std::int64_t(step));
+    }
+
+    // Waits in `p` for a --json event line containing `needle`.
+    static bool waitForEvent(QProcess& p, const QByteArray& needle, int ms = 60000)
+    {
+        QByteArray seen;
+        QElapsedTimer t;
+        t.start();
+        while (!seen.contains(needle) && t.elapsed() < ms) {
+            if (!p.waitForReadyRead(1000) && p.state() != QProcess::Running) return false;
+            seen = p.peek(1 << 24);
+        }
+        return seen.contains(needle);
+    }
+
+    static std::vector<std::int64_t> loggedSteps(const QString& runDir)
+    {
+        std::vector<std::int64_t> steps;
+        QFile f(runDir + QStringLiteral("/metrics.jsonl"));
+        if (!f.open(QIODevice::ReadOnly)) return steps;
+        for (const QByteArray& line : f.readAll().split('\n'))
+            if (!line.isEmpty()) steps.push_back(QJsonDocument::fromJson(line).object().value(QStringLiteral("step")).toInteger());
+        return steps;
+    }
+
+    static QMap<QString, QByteArray> filesUnder(const QString& dir)
+    {
+        QMap<QString, QByteArray> out;
+        QDirIterator it(dir, QDir::Files | QDir::Hidden, QDirIterator::Subdirectories);
+        while (it.hasNext()) {
+            const QString f = it.next();
+            if (f.endsWith(QLatin1String("/towers.lock"))) continue;
+            QFile file(f);
+            if (file.open(QIODevice::ReadOnly)) out.insert(QDir(dir).relativeFilePath(f), file.readAll());
+        }
+        return out;
+    }
+
+    // A second trainer on a folder in use is refused (a resume and a new run alike), naming the
+    // folder and the first one's PID; the first finishes with its run intact (every step logged once).
+    void secondTrainerIsRefused()
+    {
+        const QString dir = path(QStringLiteral("runs/owned"));
+        QString busyResume, busyNew;
+        int resumeCode = -2, newCode = -2;
+        qint64 firstPid = 0;
+        const CliRun first = run(small(dir) + QStringList{"--steps", "1000000", "--checkpoint-every", "3"}, 120000,
+                                 [&](QProcess& p) {
+                                     firstPid = p.processId();
+                                     QVERIFY(waitForEvent(p, "\"event\":\"checkpoint\""));
+                                     const CliRun r = run({QStringLiteral("train"), QStringLiteral("--resume"),
+                                                           QStringLiteral("--run-dir"), dir}, 60000);
+                                     resumeCode = r.exitCode;
+                                     busyResume = r.err;
+                                     const CliRun n = run(small(dir) + QStringList{"--steps", "3"}, 60000);
+                                     newCode = n.exitCode;
+                                     busyNew = n.err;
+                                     ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+                                 });
+        QCOMPARE(resumeCode, 1);
+        QCOMPARE(newCode, 1);
+        for (const QString& err : {busyResume, busyNew}) {
+            QVERIFY2(err.contains(dir) && err.contains(QStringLiteral("in use by process %1").arg(firstPid)), qPrintable(err));
+            QVERIFY2(err.contains(QStringLiteral("towers-cli")), qPrintable(err));
+        }
+        QCOMPARE(first.exitCode, 143); // 128 + SIGTERM
+        QCOMPARE(first.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("stopped"));
+        const int step = first.events.last().value(QStringLiteral("step")).toInt();
+        QCOMPARE(checkpointAt(dir, step).info.step, std::int64_t(step));
+        const auto steps = loggedSteps(dir);
+        QVERIFY(!steps.empty());
+        for (std::size_t i = 1; i < steps.size(); ++i) QVERIFY2(steps[i] > steps[i - 1], "a step logged twice");
+    }
+
+    // Two runs started in the same second with default folders get two folders.
+    void sameSecondDefaultFolders()
+    {
+        const QStringList args{QStringLiteral("train"), QStringLiteral("--dataset"), QStringLiteral("fashion-mnist"),
+                               QStringLiteral("--batch-size"), QStringLiteral("16"), QStringLiteral("--steps"),
+                               QStringLiteral("2"), QStringLiteral("--augment"), QStringLiteral("none"),
+                               QStringLiteral("--json")};
+        QProcess a, b;
+        for (QProcess* p : {&a, &b}) {
+            p->setProgram(QStringLiteral(TOWERS_CLI));
+            p->setArguments(args);
+            QProcessEnvironment env = environment();
+            env.insert(QStringLiteral("TOWERS_RUNS"), path(QStringLiteral("same-second")));
+            p->setProcessEnvironment(env);
+        }
+        a.start();
+        b.start();
+        QVERIFY(a.waitForFinished(120000) && b.waitForFinished(120000));
+        QCOMPARE(a.exitCode(), 0);
+        QCOMPARE(b.exitCode(), 0);
+        const QString da = jsonLines(QString::fromUtf8(a.readAllStandardOutput())).last().value(QStringLiteral("run_dir")).toString();
+        const QString db = jsonLines(QString::fromUtf8(b.readAllStandardOutput())).last().value(QStringLiteral("run_dir")).toString();
+        QVERIFY2(da != db, qPrintable(da));
+        for (const QString& d : {da, db}) {
+            QCOMPARE(loggedSteps(d), (std::vector<std::int64_t>{2}));
+            QCOMPARE(checkpointAt(d, 2).info.step, std::int64_t(2));
+        }
+    }
+
+    // A new run into a folder that holds one is refused and changes nothing; --overwrite moves the
+    // earlier run to set-aside/ and starts.
+    void existingRunSurvivesANewTrain()
+    {
+        const QString dir = path(QStringLiteral("runs/earlier"));
+        QCOMPARE(run(small(dir) + QStringList{"--steps", "2"}).exitCode, 0);
+        const auto before = filesUnder(dir);
+        const CliRun again = run(small(dir) + QStringList{"--steps", "2"});
+        QCOMPARE(again.exitCode, 2);
+        QVERIFY2(again.err.contains(QStringLiteral("already holds a run")) && again.err.contains(QStringLiteral("--overwrite")) &&
+                     again.err.contains(QStringLiteral("--resume")),
+                 qPrintable(again.err));
+        QCOMPARE(filesUnder(dir), before);
+        const CliRun over = run(small(dir) + QStringList{"--steps", "2", "--overwrite"});
+        QVERIFY2(over.exitCode == 0, qPrintable(over.err));
+        const QStringList sets = QDir(dir + QStringLiteral("/set-aside")).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+        QCOMPARE(sets.size(), 1);
+        const auto aside = filesUnder(dir + QStringLiteral("/set-aside/") + sets.first());
+        QCOMPARE(aside, before); // every byte of the earlier run
+    }
+
+    // A resume where no checkpoint loads stops, listing each file, and deletes nothing; --restart
+    // moves them to set-aside/ and starts over.
+    void unloadableCheckpointsSurviveAResume()
+    {
+        const QString dir = path(QStringLiteral("runs/damaged"));
+        QCOMPARE(run(small(dir) + QStringList{"--steps", "4", "--checkpoint-every", "2"}).exitCode, 0);
+        for (int step : {2, 4}) {
+            const QString f = dir + QStringLiteral("/checkpoints/ckpt-%1.safetensors").arg(step, 8, 10, QLatin1Char('0'));
+            QVERIFY(QFile::resize(f, 200));
+        }
+        const auto before = filesUnder(dir);
+        const CliRun r = run({QStringLiteral("train"), QStringLiteral("--resume"), QStringLiteral("--run-dir"), dir});
+        QCOMPARE(r.exitCode, 1);
+        for (const char* f : {"ckpt-00000002.safetensors", "ckpt-00000004.safetensors", "--restart"})
+            QVERIFY2(r.err.contains(QLatin1String(f)), qPrintable(r.err));
+        QVERIFY2(!r.out.contains(QStringLiteral("starting from step 0")), qPrintable(r.out));
+        QCOMPARE(filesUnder(dir), before);
+        const CliRun restart =
+            run({QStringLiteral("train"), QStringLiteral("--resume"), QStringLiteral("--restart"), QStringLiteral("--run-dir"), dir});
+        QVERIFY2(restart.exitCode == 0, qPrintable(restart.err));
+        const QStringList sets = QDir(dir + QStringLiteral("/set-aside")).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+        QCOMPARE(sets.size(), 1);
+        QCOMPARE(filesUnder(dir + QStringLiteral("/set-aside/") + sets.first()), before);
+        QCOMPARE(checkpointAt(dir, 4).info.step, std::int64_t(4));
+    }
+
+    // SIGTERM and SIGHUP stop like Ctrl-C: a checkpoint, and 128 + the signal's number.
+    void signalsStopWithTheirCode_data()
+    {
+        QTest::addColumn<int>("signal");
+        QTest::newRow("SIGTERM") << int(SIGTERM);
+        QTest::newRow("SIGHUP") << int(SIGHUP);
+    }
+    void signalsStopWithTheirCode()
+    {
+        QFETCH(int, signal);
+        const QString dir = path(QStringLiteral("runs/signal-%1").arg(signal));
+        const CliRun r = run(small(dir) + QStringList{"--steps", "1000000", "--checkpoint-every", "0"}, 120000,
+                             [signal](QProcess& p) {
+                                 QVERIFY(waitForEvent(p, "\"event\":\"step\""));
+                                 ::kill(static_cast<pid_t>(p.processId()), signal);
+                             });
+        QCOMPARE(r.exitCode, 128 + signal);
+        QCOMPARE(r.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("stopped"));
+        const int step = r.events.last().value(QStringLiteral("step")).toInt();
+        QCOMPARE(checkpointAt(dir, step).info.step, std::int64_t(step));
+    }
+
+    // A stop during the final evaluation ends it at once (the checkpoint is already written) and
+    // exits with the signal's code; nothing of the partial evaluation is recorded.
+    void stopDuringTheFinalEvaluation()
+    {
+        const QString data = path(QStringLiteral("big-test"));
+        test::writeIdxDataset((data + QStringLiteral("/fashion-mnist")).toStdString(), 64, 40000, 28, 28, true, 5);
+        const QString dir = path(QStringLiteral("runs/final-eval"));
+        QElapsedTimer sinceSignal;
+        const CliRun r = run(small(dir) + QStringList{"--steps", "2", "--data-dir", data}, 120000, [&](QProcess& p) {
+            QVERIFY(waitForEvent(p, "\"event\":\"checkpoint\""));
+            ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+            sinceSignal.start();
+        });
+        const qint64 ms = sinceSignal.elapsed();
+        QCOMPARE(r.exitCode, 143);
+        for (const auto& e : r.events) QVERIFY(e.value(QStringLiteral("event")).toString() != QLatin1String("eval"));
+        QCOMPARE(r.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("stopped"));
+        QCOMPARE(checkpointAt(dir, 2).info.step, std::int64_t(2));
+        QVERIFY(!QFile::exists(dir + QStringLiteral("/eval.jsonl")) || QFileInfo(dir + QStringLiteral("/eval.jsonl")).size() == 0);
+        qInfo("stopped %lld ms after SIGTERM", ms);
     }
 
     void damagedDataFile()

@@ -289,10 +289,11 @@ private slots:
         QCOMPARE(all.size(), std::size_t(4));
         QCOMPARE(all.front().step, std::int64_t(3));
         QCOMPARE(all.back().step, std::int64_t(100)); // by number, not by name
-        run.pruneCheckpoints(2);
+        QCOMPARE(run.runContents(), (std::vector<std::string>{"config.json", "4 checkpoints, steps 3 to 100"}));
+        run.removeCheckpoint(all.front().path);
         all = run.checkpoints();
-        QCOMPARE(all.size(), std::size_t(2));
-        QCOMPARE(all.front().step, std::int64_t(20));
+        QCOMPARE(all.size(), std::size_t(3));
+        QCOMPARE(all.front().step, std::int64_t(5));
         run.removeStaleTemporaries();
         QVERIFY(!fs::exists(run.checkpointDir() / ".ckpt-00000200.safetensors.tmp-123-0"));
         QVERIFY(fs::exists(run.checkpointDir() / "notes.txt"));
@@ -316,7 +317,17 @@ private slots:
         QCOMPARE(line, std::string(R"({"step":2,"precisionAt1":0.5})"));
         QVERIFY(!std::getline(eval, line));
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, run.appendMetrics("{\n}"));
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, run.pruneCheckpoints(0));
+        // Set aside: the run's files move, byte for byte, and the folder holds no run any more.
+        const std::string config = *run.readConfig();
+        const fs::path aside = run.setAside();
+        QCOMPARE(aside.parent_path(), root / "set-aside");
+        QVERIFY(!run.holdsRun());
+        QVERIFY(fs::is_directory(run.checkpointDir()));
+        QCOMPARE(RunDirectory(aside).checkpoints().size(), std::size_t(3));
+        QVERIFY(fs::exists(aside / "checkpoints" / "notes.txt"));
+        QVERIFY(fs::exists(aside / "metrics.jsonl") && fs::exists(aside / "eval.jsonl"));
+        QCOMPARE(*RunDirectory(aside).readConfig(), config);
+        QVERIFY(run.setAside() != aside); // a second one gets its own folder
         expectError<IoError>([&] { RunDirectory("/proc/towers-cannot-create"); }, {QStringLiteral("/proc/towers-cannot-create")});
     }
 

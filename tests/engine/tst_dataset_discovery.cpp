@@ -174,6 +174,35 @@ private slots:
     // Debian's dataset-fashion-mnist: the real files, checked against facts published with the
     // dataset (60,000 + 10,000 images, 6,000 / 1,000 per class, pixel mean 0.2860 and standard
     // deviation 0.3530 on the 0..1 scale).
+    // A folder the user names: the dataset's sub-folder, or its files directly in it; otherwise the
+    // reason. A folder where an IDX file belongs is named as such, not "file not found".
+    void namedFolder()
+    {
+        QTemporaryDir dir;
+        const fs::path root = dir.path().toStdString();
+        writeIdxDataset(root / "sub" / "fashion-mnist", 32, 8, 28, 28, true, 1);
+        writeIdxDataset(root / "direct", 32, 8, 28, 28, false, 1);
+        fs::create_directories(root / "empty");
+        QCOMPARE(*datasetFolderIn("fashion-mnist", root / "sub"), root / "sub" / "fashion-mnist");
+        QCOMPARE(*datasetFolderIn("fashion-mnist", root / "direct"), root / "direct");
+        QCOMPARE(loadDatasetPreferring("fashion-mnist", root / "direct", {}).train.count, std::int64_t(32));
+        std::string why;
+        QVERIFY(!datasetFolderIn("fashion-mnist", root / "empty", &why));
+        QVERIFY2(why.find("holds no fashion-mnist") != std::string::npos && why.find("train-images-idx3-ubyte") != std::string::npos,
+                 why.c_str());
+        QVERIFY(!datasetFolderIn("cifar10", root / "nowhere", &why));
+        QVERIFY2(why.find("does not exist") != std::string::npos, why.c_str());
+
+        fs::remove(root / "direct" / "t10k-labels-idx1-ubyte");
+        fs::create_directories(root / "direct" / "t10k-labels-idx1-ubyte");
+        try {
+            loadDataset("fashion-mnist", root / "direct");
+            QFAIL("a folder was read as an IDX file");
+        } catch (const IoError& e) {
+            QVERIFY2(std::string(e.what()).find("t10k-labels-idx1-ubyte: a folder") != std::string::npos, e.what());
+        }
+    }
+
     void realFashionMnist()
     {
         const fs::path folder = "/usr/share/datasets/fashion-mnist";

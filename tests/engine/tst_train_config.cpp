@@ -109,7 +109,7 @@ private slots:
         QTest::newRow("unknown nested") << R"({"steps": 1, "schedule": {"kind": "step", "gama": 2}})" << "schedule.gama: unknown field";
         QTest::newRow("wrong type") << R"({"steps": 1, "towers": "two"})" << "towers: expected an integer";
         QTest::newRow("negative seed") << R"({"steps": 1, "seed": -1})" << "seed: expected an integer >= 0";
-        QTest::newRow("towers") << R"({"steps": 1, "towers": 0})" << "towers: must be in [1, 1024]";
+        QTest::newRow("towers") << R"({"steps": 1, "towers": 0})" << "towers: must be in [1, 256]";
         QTest::newRow("batch") << R"({"steps": 1, "batchPerTower": 0})" << "batchPerTower: must be at least 1";
         QTest::newRow("length") << R"({"steps": 0, "epochs": 0})" << "steps: give the length of the run";
         QTest::newRow("model") << R"({"steps": 1, "model": "resnet-1000"})" << "model: unknown model 'resnet-1000'";

@@ -375,7 +375,12 @@ private slots:
         QCOMPARE(evals.size(), std::size_t(2));
         QCOMPARE(evals[1]["confusion"].size(), std::size_t(10));
         QCOMPARE(evals[1]["precisionAt1"].get<double>(), rec.evals[1].precisionAt1);
-        QCOMPARE(TrainConfig::fromJson(*run.readConfig()).toJson(), c.toJson());
+        // The run's configuration, with the run id it got when it started (32 hex digits).
+        const TrainConfig saved = TrainConfig::fromJson(*run.readConfig());
+        QVERIFY2(QRegularExpression(QStringLiteral("^[0-9a-f]{32}$")).match(QString::fromStdString(saved.runId)).hasMatch(),
+                 saved.runId.c_str());
+        c.runId = saved.runId;
+        QCOMPARE(saved.toJson(), c.toJson());
         // The final checkpoint carries the data description and the configuration.
         const Checkpoint last = readCheckpoint(run.checkpointPath(30));
         QCOMPARE(last.info.dataset, std::string("synthetic"));
@@ -396,11 +401,13 @@ private slots:
         QTemporaryDir dir;
         // A source split for another number of towers.
         SyntheticBatches three({28, 28, 1}, 10, 3, 4, 400, 1);
-        Recorder rec;
-        Trainer t(c, three, dir.path().toStdString(), {}, &rec);
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, t.run());
-        QVERIFY(rec.failed.find("split for 3 towers") != std::string::npos);
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, t.run()); // once only
+        {
+            Recorder rec;
+            Trainer t(c, three, dir.path().toStdString(), {}, &rec);
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument, t.run());
+            QVERIFY(rec.failed.find("split for 3 towers") != std::string::npos);
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument, t.run()); // once only
+        }
 
         // Another model's checkpoint.
         TrainConfig tc = baseConfig();
@@ -421,7 +428,8 @@ private slots:
             QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("cifar10-tutorial")), e.what());
         }
         // Class names that do not fit the model.
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, Trainer(c, src, dir.path().toStdString(), {{"cat", "dog"}, "{}"}));
+        QTemporaryDir namesDir; // `fresh` holds dir
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, Trainer(c, src, namesDir.path().toStdString(), {{"cat", "dog"}, "{}"}));
         // A bad configuration never reaches the disk.
         TrainConfig bad = baseConfig();
         bad.batchPerTower = 0;

@@ -1,0 +1,185 @@
+#include "app/runs/run_builder.h"
+
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+
+#include "app/runs/run_scanner.h"
+#include "engine/errors.h"
+#include "engine/models/registry.h"
+#include "engine/train/run_directory.h"
+
+namespace towers::app {
+
+namespace {
+
+using engine::TrainConfig;
+
+// A number as config.json writes it, for comparing and for messages.
+QString number(double v) { return QString::number(v, 'g', 17); }
+
+enum class Kind { Text, Integer, Real };
+
+struct Defining
+{
+    const char* option;
+    Kind kind;
+    QString (*runValue)(const TrainConfig&);
+    // The command line's spelling brought to the run's (aliases), for Text options.
+    QString (*normalise)(const QString&) = nullptr;
+};
+
+QString augmentName(const QString& s)
+{
+    return s.isEmpty() || s == QLatin1String("tutorial") ? QStringLiteral("default") : s;
+}
+QString scheduleName(const QString& s) { return s == QLatin1String("one-cycle") ? QStringLiteral("onecycle") : s; }
+
+const Defining kDefining[] = {
+    {"dataset", Kind::Text, [](const TrainConfig& c) { return QString::fromStdString(c.dataset); }},
+    {"model", Kind::Text, [](const TrainConfig& c) { return QString::fromStdString(c.model); }},
+    {"towers", Kind::Integer, [](const TrainConfig& c) { return QString::number(c.towers); }},
+    {"threads-per-tower", Kind::Integer, [](const TrainConfig& c) { return QString::number(c.threadsPerTower); }},
+    {"batch-size", Kind::Integer, [](const TrainConfig& c) { return QString::number(c.batchPerTower); }},
+    {"optimizer", Kind::Text, [](const TrainConfig& c) { return QString::fromStdString(c.optimizer.kind); }},
+    {"lr", Kind::Real, [](const TrainConfig& c) { return number(c.schedule.lr); }},
+    {"lr-schedule", Kind::Text,
+     [](const TrainConfig& c) { return QString::fromStdString(engine::LrSchedule::kindName(c.schedule.kind)); },
+     scheduleName},
+    {"momentum", Kind::Real, [](const TrainConfig& c) { return number(c.optimizer.momentum); }},
+    {"weight-decay", Kind::Real, [](const TrainConfig& c) { return number(c.weightDecay); }},
+    {"ema-decay", Kind::Real, [](const TrainConfig& c) { return number(c.emaDecay); }},
+    {"augment", Kind::Text, [](const TrainConfig& c) { return augmentName(QString::fromStdString(c.augmentation)); },
+     augmentName},
+    {"seed", Kind::Integer, [](const TrainConfig& c) { return QString::number(qulonglong(c.seed)); }},
+};
+
+bool sameValue(const Defining& d, const QString& given, const QString& run)
+{
+    switch (d.kind) {
+    case Kind::Integer: {
+        bool a = false, b = false;
+        const qlonglong x = given.trimmed().toLongLong(&a), y = run.toLongLong(&b);
+        return a && b && x == y;
+    }
+    case Kind::Real: {
+        bool a = false, b = false;
+        const double x = given.trimmed().toDouble(&a), y = run.toDouble(&b);
+        return a && b && x == y;
+    }
+    case Kind::Text: return (d.normalise ? d.normalise(given) : given) == run;
+    }
+    return false;
+}
+
+} // namespace
+
+QString proposedRunFolder(const QString& runsDir, const QString& dataset, const QString& model)
+{
+    return runsDir + QLatin1Char('/') + dataset + QLatin1Char('-') + model + QLatin1Char('-') +
+           QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss"));
+}
+
+QString newestRun(const QString& runsDir)
+{
+    const auto runs = scanRuns(runsDir);
+    return runs.empty() ? QString() : runs.front().folder;
+}
+
+TrainConfig readRunConfig(const QString& folder)
+{
+    const QString file = folder + QStringLiteral("/config.json");
+    QFile f(file);
+    if (!QFileInfo(folder).isDir())
+        throw engine::IoError("'" + folder.toStdString() + "' is not a folder");
+    if (!f.exists())
+        throw engine::IoError("'" + folder.toStdString() + "' has no config.json: it is not a Towers run folder");
+    if (!f.open(QIODevice::ReadOnly))
+        throw engine::IoError("cannot read '" + file.toStdString() + "': " + f.errorString().toStdString());
+    try {
+        return TrainConfig::fromJson(f.readAll().toStdString());
+    } catch (const engine::InvalidArgument& e) {
+        throw engine::InvalidArgument(file.toStdString() + ": " + e.what());
+    }
+}
+
+const QStringList& runDefiningOptions()
+{
+    static const QStringList names = [] {
+        QStringList n;
+        for (const auto& d : kDefining) n << QString::fromLatin1(d.option);
+        return n;
+    }();
+    return names;
+}
+
+QString resumeMismatch(const QString& option, const QString& value, const TrainConfig& run)
+{
+    for (const auto& d : kDefining) {
+        if (option != QLatin1String(d.option)) continue;
+        const QString runs = d.runValue(run);
+        if (sameValue(d, value, runs)) return {};
+        return QStringLiteral("--%1 cannot change when resuming: the run has %2, the command line says %3 (the same "
+                              "value is accepted; start a new run to change it)")
+            .arg(option, runs.isEmpty() ? QStringLiteral("none") : runs, value);
+    }
+    return {};
+}
+
+engine::SessionOptions planNewRun(NewRunRequest r)
+{
+    TrainConfig& c = r.config;
+    if (c.augmentation.empty()) c.augmentation = "default";
+    c.validate();
+    c.checkThreadBudget();
+    engine::SessionOptions o;
+    o.newFolder = r.runDir.isEmpty();
+    if (o.newFolder)
+        r.runDir = proposedRunFolder(r.runsDir, QString::fromStdString(c.dataset), QString::fromStdString(c.model));
+    o.config = c;
+    o.searchPath = std::move(r.searchPath);
+    if (!c.dataDir.empty()) o.searchPath.insert(o.searchPath.begin(), c.dataDir);
+    o.runDirectory = QDir(r.runDir).absolutePath().toStdString();
+    o.resume = false;
+    o.setAside = r.overwrite;
+    o.loaderWorkers = r.loaderWorkers;
+    o.dataset = std::move(r.dataset);
+    return o;
+}
+
+engine::SessionOptions planResume(ResumeRequest r)
+{
+    if (r.runDir.isEmpty()) r.runDir = newestRun(r.runsDir);
+    if (r.runDir.isEmpty())
+        throw engine::IoError("no run to resume in '" + r.runsDir.toStdString() + "' (name one with --run-dir)");
+    engine::SessionOptions o;
+    o.config = readRunConfig(r.runDir);
+    if (r.changes) r.changes(o.config);
+    o.config.validate();
+    o.config.checkThreadBudget();
+    o.searchPath = std::move(r.searchPath);
+    if (!o.config.dataDir.empty()) o.searchPath.insert(o.searchPath.begin(), o.config.dataDir);
+    o.runDirectory = QDir(r.runDir).absolutePath().toStdString();
+    o.resume = true;
+    o.setAside = r.restart;
+    o.loaderWorkers = r.loaderWorkers;
+    return o;
+}
+
+QStringList unloadableCheckpoints(const engine::SessionOptions& resume)
+{
+    QStringList out;
+    try {
+        const engine::RunDirectory dir(resume.runDirectory);
+        if (dir.checkpoints().empty()) return out;
+        const auto model = engine::findModel(resume.config.model).build();
+        std::vector<std::string> skipped;
+        if (dir.newestGoodCheckpoint(model.get(), &skipped)) return out;
+        for (const auto& s : skipped) out << QString::fromStdString(s);
+    } catch (const std::exception& e) {
+        out << QString::fromUtf8(e.what());
+    }
+    return out;
+}
+
+} // namespace towers::app

@@ -1,0 +1,315 @@
+// A run folder is the user's: one owner at a time (RunLock: refused with the holder named, freed
+// when the holder dies, even by SIGKILL), new folders never shared (createNewFolder), a new run
+// never clobbers an earlier one and a resume never deletes a checkpoint it could not load (both
+// move files to set-aside/ only when asked), rotation removes only this run's own readable
+// checkpoints, and a stop during an evaluation ends it at once.
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "engine/models/registry.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/run_lock.h"
+#include "engine/train/trainer.h"
+#include "synthetic_batches.h"
+
+using namespace towers::engine;
+using namespace towers::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+TrainConfig smallConfig()
+{
+    TrainConfig c;
+    c.model = "fashion-fast";
+    c.towers = 2;
+    c.threadsPerTower = 1;
+    c.batchPerTower = 4;
+    c.steps = 4;
+    c.optimizer.kind = "momentum";
+    c.schedule.lr = 0.01;
+    c.checkpointEvery = 1;
+    c.keepCheckpoints = 2;
+    c.logEvery = 1;
+    c.seed = 3;
+    return c;
+}
+
+SyntheticBatches sourceFor(const TrainConfig& c)
+{
+    return SyntheticBatches({28, 28, 1}, 10, c.towers, c.batchPerTower, 400, 11);
+}
+
+std::string readAll(const fs::path& p)
+{
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void truncateTo(const fs::path& p, std::size_t bytes) { fs::resize_file(p, bytes); }
+
+TrainConfig readConfigOf(const RunDirectory& run) { return TrainConfig::fromJson(*run.readConfig()); }
+
+std::string messageOf(const std::function<void()>& f)
+{
+    try {
+        f();
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return {};
+}
+
+// Every file under `root` (relative path -> content).
+std::map<std::string, std::string> snapshot(const fs::path& root)
+{
+    std::map<std::string, std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(root))
+        if (e.is_regular_file() && e.path().filename() != RunLock::kFileName)
+            out[fs::relative(e.path(), root).string()] = readAll(e.path());
+    return out;
+}
+
+} // namespace
+
+class TestRunFolder : public QObject
+{
+    Q_OBJECT
+private slots:
+    void lockIsExclusiveAndNamesItsHolder()
+    {
+        QTemporaryDir dir;
+        const fs::path root = fs::path(dir.path().toStdString()) / "run";
+        QVERIFY(!RunLock::holder(root));
+        {
+            const RunLock lock = RunLock::acquire(root, "tst_run_folder");
+            QVERIFY(fs::is_directory(root));
+            const auto who = RunLock::holder(root);
+            QVERIFY(who);
+            QVERIFY2(who->find("process " + std::to_string(::getpid())) != std::string::npos, who->c_str());
+            QVERIFY2(who->find("tst_run_folder") != std::string::npos, who->c_str());
+            // A second owner, even in this process, is refused with the holder named.
+            const std::string m = messageOf([&] { RunLock::acquire(root); });
+            QVERIFY2(m.find(root.string()) != std::string::npos && m.find(std::to_string(::getpid())) != std::string::npos,
+                     m.c_str());
+            QVERIFY_THROWS_EXCEPTION(RunFolderBusy, RunLock::acquire(root));
+        }
+        QVERIFY(!RunLock::holder(root)); // released with the RunLock
+        const RunLock again = RunLock::acquire(root);
+        QVERIFY(fs::exists(root / RunLock::kFileName));
+    }
+
+    // Another process holds it (util-linux flock(1), the same flock(2)); killed with SIGKILL, the
+    // kernel frees the lock: no stale lock after a crash.
+    void lockDiesWithItsProcess()
+    {
+        if (QStandardPaths::findExecutable(QStringLiteral("flock")).isEmpty()) QSKIP("flock(1) is not installed");
+        QTemporaryDir dir;
+        const fs::path root = dir.path().toStdString();
+        // -o: the lock stays with flock itself, not with the command it runs (which says when the
+        // lock is held).
+        QProcess holder;
+        holder.start(QStringLiteral("flock"), {QStringLiteral("-o"), QString::fromStdString((root / RunLock::kFileName).string()),
+                                               QStringLiteral("sh"), QStringLiteral("-c"),
+                                               QStringLiteral("echo held; read x")}); // ends at EOF on its input
+        QVERIFY(holder.waitForReadyRead(10000));
+        QVERIFY_THROWS_EXCEPTION(RunFolderBusy, RunLock::acquire(root));
+        QVERIFY(RunLock::holder(root));
+        holder.kill(); // SIGKILL to the lock's holder
+        QVERIFY(holder.waitForFinished(10000));
+        QVERIFY(!RunLock::holder(root));
+        const RunLock mine = RunLock::acquire(root);
+    }
+
+    void newFoldersAreNeverShared()
+    {
+        QTemporaryDir dir;
+        const fs::path proposed = fs::path(dir.path().toStdString()) / "runs" / "fashion-mnist-fashion-fast-20261124-010203";
+        const fs::path a = createNewFolder(proposed), b = createNewFolder(proposed), c = createNewFolder(proposed);
+        QCOMPARE(a, proposed);
+        QCOMPARE(b.string(), proposed.string() + "-2");
+        QCOMPARE(c.string(), proposed.string() + "-3");
+    }
+
+    // A new run into a folder that holds one is refused, touching nothing; asked to, it moves the
+    // earlier run to set-aside/ and starts.
+    void newRunNeverClobbersAnEarlierOne()
+    {
+        QTemporaryDir dir;
+        const fs::path root = dir.path().toStdString();
+        TrainConfig c = smallConfig();
+        {
+            auto src = sourceFor(c);
+            Trainer t(c, src, root);
+            QCOMPARE(t.run(), Trainer::Outcome::Finished);
+        }
+        const auto before = snapshot(root);
+        QVERIFY(before.count("config.json") && before.count("metrics.jsonl"));
+        {
+            auto src = sourceFor(c);
+            Trainer t(c, src, root);
+            const std::string m = messageOf([&] { t.run(); }); // run() alone is a new run
+            QVERIFY2(m.find("already holds a run") != std::string::npos && m.find("checkpoints") != std::string::npos,
+                     m.c_str());
+        }
+        QCOMPARE(snapshot(root), before);
+        {
+            auto src = sourceFor(c);
+            Trainer t(c, src, root);
+            QVERIFY_THROWS_EXCEPTION(RunFolderHoldsRun, t.startNew(false));
+            t.startNew(true);
+            QCOMPARE(t.run(), Trainer::Outcome::Finished);
+        }
+        const auto sets = fs::directory_iterator(root / "set-aside");
+        const fs::path aside = sets->path();
+        for (const auto& [name, content] : before)
+            QVERIFY2(readAll(aside / name) == content, name.c_str()); // every byte of the earlier run
+        QVERIFY(fs::exists(root / "config.json"));
+    }
+
+    // Checkpoints that do not load are never deleted: a resume refuses, listing each; asked to
+    // restart, it moves them aside. A newer unloadable one above a good one is moved, not removed.
+    void unloadableCheckpointsSurviveAResume()
+    {
+        QTemporaryDir dir;
+        const fs::path root = dir.path().toStdString();
+        TrainConfig c = smallConfig();
+        c.keepCheckpoints = 10;
+        {
+            auto src = sourceFor(c);
+            Trainer t(c, src, root);
+            QCOMPARE(t.run(), Trainer::Outcome::Finished);
+        }
+        RunDirectory run(root);
+        QCOMPARE(run.checkpoints().size(), std::size_t(4));
+        // Step 4 damaged: the resume continues from 3, and step 4's file goes to set-aside/.
+        const fs::path four = run.checkpointPath(4);
+        truncateTo(four, fs::file_size(four) / 2);
+        const std::string damaged = readAll(four);
+        {
+            auto src = sourceFor(c);
+            TrainConfig longer = c;
+            longer.steps = 5;
+            Trainer t(longer, src, root);
+            QCOMPARE(t.resumeFromNewest(), std::optional<std::int64_t>(3));
+            QCOMPARE(t.run(), Trainer::Outcome::Finished);
+        }
+        bool found = false;
+        for (const auto& e : fs::recursive_directory_iterator(root / "set-aside"))
+            found = found || (e.path().filename() == four.filename() && readAll(e.path()) == damaged);
+        QVERIFY2(found, "the damaged checkpoint was not kept in set-aside/");
+
+        // Now every checkpoint is damaged, and one of another model is copied in.
+        for (const auto& f : run.checkpoints()) truncateTo(f.path, 100);
+        auto other = findModel("cifar10-tutorial").build();
+        CheckpointInfo info;
+        info.step = 9;
+        writeCheckpoint(run.checkpointPath(9), makeCheckpoint(*other, info));
+        const auto before = snapshot(root);
+        {
+            auto src = sourceFor(c);
+            Trainer t(c, src, root);
+            const std::string m = messageOf([&] { t.resumeFromNewest(); });
+            QVERIFY2(m.find("no checkpoint in") != std::string::npos, m.c_str());
+            QVERIFY_THROWS_EXCEPTION(RunFolderBusy, Trainer(c, src, root)); // t holds it
+            for (const auto& f : run.checkpoints()) QVERIFY2(m.find(f.path.filename().string()) != std::string::npos, m.c_str());
+        }
+        {
+            auto src = sourceFor(c);
+            QVERIFY_THROWS_EXCEPTION(NoCheckpointLoads, Trainer(c, src, root).resumeFromNewest());
+        }
+        QCOMPARE(snapshot(root), before);
+        {
+            auto src = sourceFor(c);
+            Trainer t(c, src, root);
+            QCOMPARE(t.resumeFromNewest(true), std::nullopt); // restart: set aside, step 0
+            QCOMPARE(t.run(), Trainer::Outcome::Finished);
+        }
+        std::size_t keptFiles = 0;
+        for (const auto& e : fs::recursive_directory_iterator(root / "set-aside"))
+            keptFiles += e.is_regular_file() && e.path().extension() == ".safetensors";
+        QCOMPARE(keptFiles, std::size_t(1 + 5 + 1)); // step 4 from before, the five damaged, the foreign one
+    }
+
+    // Rotation keeps this run's newest keepCheckpoints and never touches a file of another run, one
+    // from before run ids, or one that does not read, even across a resume.
+    void rotationRemovesOnlyThisRunsCheckpoints()
+    {
+        QTemporaryDir dir;
+        const fs::path root = dir.path().toStdString();
+        TrainConfig c = smallConfig();
+        c.keepCheckpoints = 2;
+        {
+            auto src = sourceFor(c);
+            Trainer t(c, src, root);
+            QCOMPARE(t.run(), Trainer::Outcome::Finished);
+        }
+        RunDirectory run(root);
+        auto steps = [&] {
+            std::vector<std::int64_t> s;
+            for (const auto& f : run.checkpoints()) s.push_back(f.step);
+            return s;
+        };
+        QCOMPARE(steps(), (std::vector<std::int64_t>{3, 4}));
+        auto model = findModel(c.model).build();
+        model->initialize(1);
+        auto put = [&](std::int64_t step, const std::string& runId) {
+            TrainConfig other = c;
+            other.runId = runId;
+            CheckpointInfo info;
+            info.step = step;
+            info.config = other.toJson();
+            writeCheckpoint(run.checkpointPath(step), makeCheckpoint(*model, info));
+        };
+        put(1, "another-run"); // copied in from another run
+        put(2, "");            // written before run ids
+        std::ofstream(run.checkpointPath(0)) << "not a checkpoint";
+        std::map<std::int64_t, std::string> kept;
+        for (std::int64_t s : {0, 1, 2}) kept[s] = readAll(run.checkpointPath(s));
+        {
+            auto src = sourceFor(c);
+            TrainConfig longer = readConfigOf(run);
+            longer.steps = 8;
+            Trainer t(longer, src, root);
+            QCOMPARE(t.resumeFromNewest(), std::optional<std::int64_t>(4));
+            QCOMPARE(t.run(), Trainer::Outcome::Finished);
+        }
+        QCOMPARE(steps(), (std::vector<std::int64_t>{0, 1, 2, 7, 8}));
+        for (const auto& [s, content] : kept) QVERIFY(readAll(run.checkpointPath(s)) == content);
+    }
+
+    // A stop during an evaluation ends it at the next batch: the checkpoint of the step is already
+    // written, nothing of the partial evaluation is recorded, and the outcome is Stopped.
+    void stopEndsAnEvaluation()
+    {
+        QTemporaryDir dir;
+        const fs::path root = dir.path().toStdString();
+        TrainConfig c = smallConfig();
+        c.steps = 2;
+        c.checkpointEvery = 0;
+        auto src = sourceFor(c);
+        Trainer t(c, src, root);
+        std::atomic<int> batches{0};
+        const EvalBatchFn inner = src.evaluationBatches();
+        t.setEvaluator(400, [&](std::int64_t b, std::int64_t e, Tensor& images, Tensor& labels) {
+            if (++batches == 3) t.requestStop(); // from within, as a signal would arrive
+            inner(b, e, images, labels);
+        });
+        QCOMPARE(t.run(), Trainer::Outcome::Stopped);
+        QVERIFY2(batches < 10, qPrintable(QString::number(batches))); // of 100 batches of 4
+        QCOMPARE(t.step(), std::int64_t(2));
+        QVERIFY(fs::exists(RunDirectory(root).checkpointPath(2)));
+        QVERIFY(!fs::exists(root / "eval.jsonl") || fs::file_size(root / "eval.jsonl") == 0);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestRunFolder)
+#include "tst_run_folder.moc"
