@@ -9,6 +9,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "engine/train/run_directory.h"
+#include "engine/train/run_lock.h"
 #include "training_fixture.h"
 #include "ui/pages/train_page.h"
 #include "ui/plots/plot_widget.h"
@@ -157,6 +159,40 @@ private slots:
         QCOMPARE(errors.count(), 1);
         QVERIFY(errors.at(0).at(0).toString().contains(QStringLiteral("mnist")));
         QVERIFY(page.statusText().startsWith(QStringLiteral("Failed")));
+    }
+
+    // A run folder another trainer holds (here this process, as a second program would): the
+    // page says so, naming the folder and the holder; a folder that holds a run is not touched.
+    void busyOrOccupiedFolderIsRefused()
+    {
+        QTemporaryDir runs;
+        const auto folder = fs(runs.filePath(QStringLiteral("r")));
+        const auto options = tt::tinyRun(fs(m_data.path()), folder, 10);
+        {
+            const auto lock = towers::engine::RunLock::acquire(folder, "another trainer");
+            TrainPage page;
+            page.setOptionsProvider([options](QString*) { return std::optional(options); });
+            QSignalSpy errors(&page, &TrainPage::errorOccurred);
+            QSignalSpy finished(&page, &TrainPage::runFinished);
+            page.start();
+            QVERIFY(finished.wait(30000));
+            QCOMPARE(errors.count(), 1);
+            const QString message = errors.at(0).at(0).toString();
+            QVERIFY2(message.contains(QString::fromStdString(folder.string())) &&
+                         message.contains(QStringLiteral("in use by process %1").arg(QCoreApplication::applicationPid())) &&
+                         message.contains(QStringLiteral("another trainer")),
+                     qPrintable(message));
+        }
+        towers::engine::RunDirectory(folder).writeConfig("{}");
+        TrainPage page;
+        page.setOptionsProvider([options](QString*) { return std::optional(options); });
+        QSignalSpy errors(&page, &TrainPage::errorOccurred);
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        page.start();
+        QVERIFY(finished.wait(30000));
+        QVERIFY2(errors.at(0).at(0).toString().contains(QStringLiteral("already holds a run")),
+                 qPrintable(errors.at(0).at(0).toString()));
+        QCOMPARE(*towers::engine::RunDirectory(folder).readConfig(), std::string("{}\n"));
     }
 };
 
