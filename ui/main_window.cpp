@@ -18,7 +18,6 @@
 #include "app/runs/run_builder.h"
 #include "app/settings/app_settings.h"
 #include "engine/train/recipe.h"
-#include "engine/train/run_directory.h"
 #include "ui/models/device_model.h"
 #include "ui/pages/classify_page.h"
 #include "ui/pages/data_page.h"
