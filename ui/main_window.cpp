@@ -357,13 +357,19 @@ void MainWindow::resumeRun(const QString& folder)
     // call, and moves its files aside rather than deleting them.
     const auto unloadable = app::unloadableCheckpoints(*options);
     if (!unloadable.isEmpty()) {
-        const auto answer = QMessageBox::question(
-            this, tr("No checkpoint loads"),
-            tr("No checkpoint of %1 loads, so the run cannot continue:\n\n%2\n\nStart the run over from step 0? "
-               "Its files are moved to %1/set-aside/; nothing is deleted.")
-                .arg(folder, unloadable.join(QLatin1Char('\n'))),
-            QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
-        if (answer != QMessageBox::Yes) return;
+        ++m_restartQuestions;
+        const bool startOver =
+            m_restartAnswer ? *m_restartAnswer
+                            : QMessageBox::question(
+                                  this, tr("No checkpoint loads"),
+                                  tr("No checkpoint of %1 loads, so the run cannot continue:\n\n%2\n\nStart the run "
+                                     "over from step 0? Its files are moved to %1/set-aside/; nothing is deleted.")
+                                      .arg(folder, unloadable.join(QLatin1Char('\n'))),
+                                  QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
+        if (!startOver) {
+            appendLog(tr("Not resumed: no checkpoint of %1 loads").arg(folder));
+            return;
+        }
         options->setAside = true;
     }
     if (!m_train->startSession(*options)) {

@@ -73,6 +73,10 @@ public:
                                                         QString* error) const;
     // Closing during a run asks first; tests and the screenshot tour answer for the user.
     void setCloseQuestionAnswer(std::optional<bool> stopAndClose) { m_closeAnswer = stopAndClose; }
+    // Resuming a run none of whose checkpoints loads asks whether to start it over (its files set
+    // aside); tests answer for the user. The number of times it was asked.
+    void setRestartQuestionAnswer(std::optional<bool> startOver) { m_restartAnswer = startOver; }
+    int restartQuestionsAsked() const { return m_restartQuestions; }
 
 public slots:
     // Shows `message` in the banner and appends it to the log.
@@ -109,6 +113,8 @@ private:
     bool m_restoring = false;
     bool m_closeAfterStop = false;
     std::optional<bool> m_closeAnswer;
+    std::optional<bool> m_restartAnswer;
+    int m_restartQuestions = 0;
 };
 
 } // namespace towers::ui

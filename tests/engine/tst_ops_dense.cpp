@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "error_message.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/ops/dropout_mask.h"
 #include "engine/ops/ops.h"
@@ -39,16 +40,6 @@ bool awayFromKink(Ops& ops, const Tensor& x, const Tensor& w, const Tensor& b, d
     for (std::int64_t i = 0; i < z.numel(); ++i)
         if (std::fabs(z.at(i)) < gap) return false;
     return true;
-}
-
-std::string messageOf(const std::function<void()>& f)
-{
-    try {
-        f();
-    } catch (const std::exception& e) {
-        return e.what();
-    }
-    return {};
 }
 
 } // namespace

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "error_message.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/run_lock.h"
@@ -56,17 +57,15 @@ std::string readAll(const fs::path& p)
 
 void truncateTo(const fs::path& p, std::size_t bytes) { fs::resize_file(p, bytes); }
 
-TrainConfig readConfigOf(const RunDirectory& run) { return TrainConfig::fromJson(*run.readConfig()); }
-
-std::string messageOf(const std::function<void()>& f)
+// A whole run of `c` into `root`, from its start.
+void trainToEnd(const TrainConfig& c, const fs::path& root)
 {
-    try {
-        f();
-    } catch (const std::exception& e) {
-        return e.what();
-    }
-    return {};
+    auto src = sourceFor(c);
+    Trainer t(c, src, root);
+    QCOMPARE(t.run(), Trainer::Outcome::Finished);
 }
+
+TrainConfig readConfigOf(const RunDirectory& run) { return TrainConfig::fromJson(*run.readConfig()); }
 
 // Every file under `root` (relative path -> content).
 std::map<std::string, std::string> snapshot(const fs::path& root)
@@ -146,11 +145,7 @@ private slots:
         QTemporaryDir dir;
         const fs::path root = dir.path().toStdString();
         TrainConfig c = smallConfig();
-        {
-            auto src = sourceFor(c);
-            Trainer t(c, src, root);
-            QCOMPARE(t.run(), Trainer::Outcome::Finished);
-        }
+        trainToEnd(c, root);
         const auto before = snapshot(root);
         QVERIFY(before.count("config.json") && before.count("metrics.jsonl"));
         {
@@ -183,11 +178,7 @@ private slots:
         const fs::path root = dir.path().toStdString();
         TrainConfig c = smallConfig();
         c.keepCheckpoints = 10;
-        {
-            auto src = sourceFor(c);
-            Trainer t(c, src, root);
-            QCOMPARE(t.run(), Trainer::Outcome::Finished);
-        }
+        trainToEnd(c, root);
         RunDirectory run(root);
         QCOMPARE(run.checkpoints().size(), std::size_t(4));
         // Step 4 damaged: the resume continues from 3, and step 4's file goes to set-aside/.
@@ -247,11 +238,7 @@ private slots:
         const fs::path root = dir.path().toStdString();
         TrainConfig c = smallConfig();
         c.keepCheckpoints = 2;
-        {
-            auto src = sourceFor(c);
-            Trainer t(c, src, root);
-            QCOMPARE(t.run(), Trainer::Outcome::Finished);
-        }
+        trainToEnd(c, root);
         RunDirectory run(root);
         auto steps = [&] {
             std::vector<std::int64_t> s;

@@ -2,12 +2,16 @@
 // the log, the last page and the geometry remembered.
 #include <QListWidget>
 #include <QPlainTextEdit>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
 
 #include "app/settings/app_settings.h"
 #include "ui/main_window.h"
 #include "ui/widgets/error_banner.h"
+#include "engine/train/run_directory.h"
+#include "training_fixture.h"
+#include "ui/pages/train_page.h"
 #include "ui_test_support.h"
 
 using towers::ui::MainWindow;
@@ -76,6 +80,47 @@ private slots:
                  QStringLiteral("model diverged with loss = NaN at step 12"));
         QVERIFY(w.log()->toPlainText().contains(
             QStringLiteral("model diverged with loss = NaN at step 12")));
+    }
+
+    // Resuming a run none of whose checkpoints loads asks first; "no" changes nothing, "yes" sets
+    // the run's files aside (never deleting them) and trains it from step 0.
+    void resumeWithNoLoadableCheckpointAsks()
+    {
+        QTemporaryDir dir;
+        towers::test::writeTinyMnist(dir.filePath(QStringLiteral("data")).toStdString());
+        const auto folder = std::filesystem::path(dir.filePath(QStringLiteral("runs/r")).toStdString());
+        auto options = towers::test::tinyRun(dir.filePath(QStringLiteral("data")).toStdString(), folder, 4, 1);
+        options.config.dataDir = dir.filePath(QStringLiteral("data")).toStdString();
+        {
+            towers::engine::TrainingSession session(options);
+            session.run();
+        }
+        towers::engine::RunDirectory run(folder);
+        const auto files = run.checkpoints();
+        QVERIFY(!files.empty());
+        for (const auto& f : files) std::filesystem::resize_file(f.path, 100);
+
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        MainWindow w(settings);
+        w.setRestartQuestionAnswer(false);
+        w.resumeRun(QString::fromStdString(folder.string()));
+        QCOMPARE(w.restartQuestionsAsked(), 1);
+        QVERIFY(!w.trainPage()->isActive());
+        QCOMPARE(run.checkpoints().size(), files.size());
+        QVERIFY(!std::filesystem::exists(folder / "set-aside"));
+
+        w.setRestartQuestionAnswer(true);
+        QSignalSpy finished(w.trainPage(), &towers::ui::TrainPage::runFinished);
+        w.resumeRun(QString::fromStdString(folder.string()));
+        QCOMPARE(w.restartQuestionsAsked(), 2);
+        QVERIFY(finished.wait(60000));
+        QCOMPARE(finished.at(0).at(0).value<towers::app::TrainingWorker::Outcome>(),
+                 towers::app::TrainingWorker::Outcome::Finished);
+        QVERIFY(std::filesystem::exists(folder / "set-aside"));
+        std::size_t aside = 0;
+        for (const auto& e : std::filesystem::recursive_directory_iterator(folder / "set-aside"))
+            aside += e.path().extension() == ".safetensors" && std::filesystem::file_size(e.path()) == 100;
+        QCOMPARE(aside, files.size());
     }
 
     void remembersPageAndGeometry()
