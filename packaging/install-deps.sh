@@ -12,8 +12,10 @@ set -euo pipefail
 # (find_package(dnnl)) requires the OpenCL headers and library even for CPU-only use.
 packages=(
     g++ cmake ninja-build pkgconf
-    libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev zlib1g-dev libarchive-dev
+    libdnnl-dev libhwy-dev ocl-icd-opencl-dev nlohmann-json3-dev zlib1g-dev libarchive-dev
     qt6-base-dev qt6-qpa-plugins libqt6svg6 libqcustomplot-dev ca-certificates
+    libprotobuf-dev protobuf-compiler
+    libonnx-dev libprotobuf-dev # towers-cli export: ONNX's messages, checker and shape inference
     dataset-fashion-mnist
 )
 if [[ "${1:-}" == "--test" ]]; then
@@ -25,6 +27,7 @@ if [[ "${1:-}" == "--test" ]]; then
     # install it into a clean root (debootstrap) and validate the desktop integration.
     packages+=(python3 python3-torch python3-numpy libopenblas0-pthread xvfb xauth
         dpkg-dev lintian debootstrap desktop-file-utils appstream bash-completion groff-base)
+    packages+=(python3-venv) # the TensorBoard test's virtual environment (pip install tensorboard)
 elif [[ -n "${1:-}" ]]; then
     echo "usage: $0 [--test]" >&2
     exit 2

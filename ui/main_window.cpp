@@ -239,6 +239,7 @@ void MainWindow::connectPages()
         return source;
     });
     connect(m_classify, &ClassifyPage::errorOccurred, this, &MainWindow::showError);
+    connect(m_runs, &RunsPage::errorOccurred, this, &MainWindow::showError);
     connect(m_classify, &ClassifyPage::logMessage, this, &MainWindow::appendLog);
     configChanged();
 }

@@ -1,4 +1,5 @@
 // towers-cli bench: the train-step benchmark.
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 
@@ -10,21 +11,30 @@ namespace towers::app {
 int runBench(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;
-    p.setApplicationDescription(
-        QStringLiteral("Times full training steps (forward + loss, backward, SGD update) of a model\n"
-                       "on synthetic data after a warm-up, and prints images per second with the\n"
-                       "step split into forward, backward and update. Compare with PyTorch on the\n"
-                       "same machine with bench/compare.py."));
+    p.setApplicationDescription(QStringLiteral(
+        "Times full training steps (forward + loss, backward, SGD update) of a model\n"
+        "on synthetic data after a warm-up, and prints images per second with the\n"
+        "step split into forward, backward and update. Compare with PyTorch on the\n"
+        "same machine with bench/compare.py."));
     p.addOptions({
         {QStringLiteral("model"), QStringLiteral("Model to time (see 'towers-cli models')."),
          QStringLiteral("name"), QStringLiteral("cifar10-tutorial")},
-        {QStringLiteral("batch-size"), QStringLiteral("Images per step."), QStringLiteral("n"), QStringLiteral("128")},
-        {QStringLiteral("threads"), QStringLiteral("CPU threads (0 = every core)."), QStringLiteral("n"), QStringLiteral("0")},
-        {QStringLiteral("steps"), QStringLiteral("Timed steps."), QStringLiteral("n"), QStringLiteral("20")},
-        {QStringLiteral("warmup"), QStringLiteral("Untimed steps before timing."), QStringLiteral("n"), QStringLiteral("3")},
-        {QStringLiteral("backend"), QStringLiteral("onednn, reference or cuda (GPU 0)."), QStringLiteral("name"),
-         QStringLiteral("onednn")},
-        {QStringLiteral("tf32"), QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores.")},
+        {QStringLiteral("batch-size"), QStringLiteral("Images per step."), QStringLiteral("n"),
+         QStringLiteral("128")},
+        {QStringLiteral("threads"), QStringLiteral("CPU threads (0 = every core)."),
+         QStringLiteral("n"), QStringLiteral("0")},
+        {QStringLiteral("steps"), QStringLiteral("Timed steps."), QStringLiteral("n"),
+         QStringLiteral("20")},
+        {QStringLiteral("warmup"), QStringLiteral("Untimed steps before timing."),
+         QStringLiteral("n"), QStringLiteral("3")},
+        {QStringLiteral("backend"), QStringLiteral("onednn, reference or cuda (GPU 0)."),
+         QStringLiteral("name"), QStringLiteral("onednn")},
+        {QStringLiteral("tf32"),
+         QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores.")},
+        {QStringLiteral("per-layer"),
+         QStringLiteral("Also time each layer's forward and backward and name the\n"
+                        "implementation its primitives ran on (a reference loop shows\n"
+                        "as '...ref...').")},
         {QStringLiteral("json"), QStringLiteral("Print the result as JSON.")},
     });
     int code = 0;
@@ -33,6 +43,7 @@ int runBench(const QStringList& args, CommandIo& io)
     o.model = p.value(QStringLiteral("model")).toStdString();
     o.backend = p.value(QStringLiteral("backend")).toStdString();
     o.allowTf32 = p.isSet(QStringLiteral("tf32"));
+    o.perLayer = p.isSet(QStringLiteral("per-layer"));
     if (!intOption(p, QStringLiteral("batch-size"), 1, 65536, o.batchSize, io) ||
         !intOption(p, QStringLiteral("threads"), 0, 1024, o.threads, io) ||
         !intOption(p, QStringLiteral("steps"), 1, 1000000, o.steps, io) ||
@@ -63,6 +74,28 @@ int runBench(const QStringList& args, CommandIo& io)
             {QStringLiteral("achieved_gflops"), r.achievedGflops},
             {QStringLiteral("last_loss"), r.lastLoss},
         };
+        if (!r.isa.empty()) {
+            j.insert(QStringLiteral("isa"), QString::fromStdString(r.isa));
+            j.insert(QStringLiteral("simd_target"), QString::fromStdString(r.simdTarget));
+        }
+        if (o.perLayer) {
+            QJsonArray layers;
+            auto strings = [](const std::vector<std::string>& v) {
+                QJsonArray a;
+                for (const auto& x : v) a.append(QString::fromStdString(x));
+                return a;
+            };
+            for (const auto& l : r.layers)
+                layers.append(QJsonObject{
+                    {QStringLiteral("name"), QString::fromStdString(l.name)},
+                    {QStringLiteral("kind"), QString::fromStdString(l.kind)},
+                    {QStringLiteral("description"), QString::fromStdString(l.description)},
+                    {QStringLiteral("forward_ms"), l.forwardMs},
+                    {QStringLiteral("backward_ms"), l.backwardMs},
+                    {QStringLiteral("forward_impl"), strings(l.forwardImpl)},
+                    {QStringLiteral("backward_impl"), strings(l.backwardImpl)}});
+            j.insert(QStringLiteral("layers"), layers);
+        }
         io.out << QJsonDocument(j).toJson(QJsonDocument::Indented);
         return ExitOk;
     }
@@ -72,10 +105,36 @@ int runBench(const QStringList& args, CommandIo& io)
            << "steps      " << o.steps << " timed after " << o.warmup << " warm-up\n"
            << "images/s   " << QString::number(r.imagesPerSec, 'f', 1) << "\n"
            << "step       " << QString::number(r.stepMs, 'f', 2) << " ms (forward "
-           << QString::number(r.forwardMs, 'f', 2) << ", backward " << QString::number(r.backwardMs, 'f', 2)
-           << ", update " << QString::number(r.updateMs, 'f', 2) << ")\n"
+           << QString::number(r.forwardMs, 'f', 2) << ", backward "
+           << QString::number(r.backwardMs, 'f', 2) << ", update "
+           << QString::number(r.updateMs, 'f', 2) << ")\n"
            << "compute    " << QString::number(r.gflopsPerImage, 'f', 3) << " GFLOP per image, "
            << QString::number(r.achievedGflops, 'f', 1) << " GFLOP/s achieved\n";
+    if (!r.isa.empty())
+        io.out << "cpu        oneDNN kernels for " << QString::fromStdString(r.isa)
+               << ", Towers' own for " << QString::fromStdString(r.simdTarget) << "\n";
+    if (o.perLayer) {
+        io.out << "\nper layer (ms per step; each timed alone, so they add up to a little more "
+                  "than the step)\n"
+               << QStringLiteral("%1 %2 %3 %4  %5\n")
+                      .arg(QStringLiteral("layer"), -16)
+                      .arg(QStringLiteral("kind"), -10)
+                      .arg(QStringLiteral("forward"), 9)
+                      .arg(QStringLiteral("backward"), 9)
+                      .arg(QStringLiteral("implementation (forward | backward)"));
+        auto join = [](const std::vector<std::string>& v) {
+            QStringList l;
+            for (const auto& x : v) l << QString::fromStdString(x);
+            return l.isEmpty() ? QStringLiteral("-") : l.join(QStringLiteral(", "));
+        };
+        for (const auto& l : r.layers)
+            io.out << QStringLiteral("%1 %2 %3 %4  %5 | %6\n")
+                          .arg(QString::fromStdString(l.name), -16)
+                          .arg(QString::fromStdString(l.kind), -10)
+                          .arg(l.forwardMs, 9, 'f', 2)
+                          .arg(l.backwardMs, 9, 'f', 2)
+                          .arg(join(l.forwardImpl), join(l.backwardImpl));
+    }
     return ExitOk;
 }
 

@@ -62,6 +62,7 @@ int runDatasets(const QStringList& args, CommandIo& io);
 int runTrain(const QStringList& args, CommandIo& io);
 int runEval(const QStringList& args, CommandIo& io);
 int runClassify(const QStringList& args, CommandIo& io);
+int runExport(const QStringList& args, CommandIo& io);
 int runSelftest(const QStringList& args, CommandIo& io);
 
 } // namespace towers::app

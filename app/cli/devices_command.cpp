@@ -122,6 +122,7 @@ int runDevices(const QStringList& args, CommandIo& io)
                  QJsonObject{{QStringLiteral("model"), QString::fromStdString(cpu.model)},
                              {QStringLiteral("logical_cores"), cpu.logicalCores},
                              {QStringLiteral("isa"), QString::fromStdString(cpu.isa)},
+                             {QStringLiteral("simd_target"), QString::fromStdString(cpu.simdTarget)},
                              {QStringLiteral("onednn"), QString::fromStdString(cpu.onednnVersion)},
                              {QStringLiteral("memory_bytes"), double(cpu.memoryBytes)}}},
                 {QStringLiteral("gpus"), gpuList},
@@ -141,7 +142,8 @@ int runDevices(const QStringList& args, CommandIo& io)
             if (cpu.memoryBytes > 0)
                 io.out << ", " << QString::number(double(cpu.memoryBytes) / double(1LL << 30), 'f', 1) << " GiB memory";
             io.out << "\n      oneDNN " << QString::fromStdString(cpu.onednnVersion) << ", kernels for "
-                   << QString::fromStdString(cpu.isa) << "\n";
+                   << QString::fromStdString(cpu.isa) << "; Towers' own kernels for "
+                   << QString::fromStdString(cpu.simdTarget) << "\n";
             printGpus(io.out, gpus);
         }
         io.out.flush();

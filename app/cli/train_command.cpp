@@ -209,6 +209,8 @@ int runTrain(const QStringList& args, CommandIo& io)
                                                      "to <run>/set-aside/ (nothing is deleted).")},
         {QStringLiteral("eval-every"), QStringLiteral("Steps between test-set evaluations (0 = only at the end)."), n},
         {QStringLiteral("log-every"), QStringLiteral("Steps between log lines."), n},
+        {QStringLiteral("histogram-every"), QStringLiteral("Steps between TensorBoard histograms of the weights and gradients\n"
+                                                           "(0 = none; default 100)."), n},
         {QStringLiteral("loader-workers"), QStringLiteral("Input-pipeline threads (default 1)."), n},
         {QStringLiteral("json"), QStringLiteral("Print one JSON object per event (step, eval, log, checkpoint, end).")},
     });
@@ -332,6 +334,7 @@ int runTrain(const QStringList& args, CommandIo& io)
     if (!int64Option(p, QStringLiteral("checkpoint-every"), 0, std::numeric_limits<qint64>::max(), c.checkpointEvery, io) ||
         !int64Option(p, QStringLiteral("eval-every"), 0, std::numeric_limits<qint64>::max(), c.evalEvery, io) ||
         !int64Option(p, QStringLiteral("log-every"), 1, std::numeric_limits<qint64>::max(), c.logEvery, io) ||
+        !int64Option(p, QStringLiteral("histogram-every"), 0, std::numeric_limits<qint64>::max(), c.histogramEvery, io) ||
         !intOption(p, QStringLiteral("keep-checkpoints"), 1, 1000000, keep, io) ||
         !intOption(p, QStringLiteral("loader-workers"), 0, 64, workers, io))
         return ExitUsage;

@@ -22,6 +22,7 @@ std::vector<DeviceDescription> listDevices()
                                : QString::fromStdString(cpu.model);
     d.memoryBytes = cpu.memoryBytes;
     d.isa = QString::fromStdString(cpu.isa);
+    d.simdTarget = QString::fromStdString(cpu.simdTarget);
     d.logicalCores = cpu.logicalCores;
     std::vector<DeviceDescription> devices{d};
     // NVML and CUDA number the GPUs alike: the backend loader puts CUDA in PCI bus order.

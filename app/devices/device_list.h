@@ -24,6 +24,7 @@ struct DeviceDescription
     qint64 memoryBytes = 0;    // physical memory (CPU) or device memory (GPU); 0 when unknown
     QString computeCapability; // GPUs: "9.0"; empty for the CPU
     QString isa;               // CPU: the instruction set oneDNN's kernels use
+    QString simdTarget;        // the CPU: what Towers' own (Highway) kernels run on, e.g. "AVX2"
     int logicalCores = 0;      // CPU: cores this process may use
     // Whether towers can run on it in this build (a GPU NVML sees is listed, and monitored, even
     // when there is no GPU backend to train on it).

@@ -1,13 +1,18 @@
 #include "engine/bench/train_step_bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "engine/cpu/cpu_info.h"
 #include "engine/cpu/onednn_ops.h"
+#include "engine/cpu/primitive_implementations.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
+#include "engine/nn/layer.h"
 #include "engine/optim/sgd.h"
 
 namespace towers::engine {
@@ -18,6 +23,75 @@ double msSince(Clock::time_point t)
 {
     return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
+// Times the model's top-level layers (nested containers count as their parent), synchronising the
+// device around each, and notes which implementations each one's primitives first ran on.
+class Profiler final : public LayerProfiler
+{
+public:
+    Profiler(Ops& ops, bool onednn) : m_ops(ops), m_onednn(onednn) {}
+
+    void begin(ExecContext&, const Layer& layer, bool) override
+    {
+        if (m_depth++ > 0) return;
+        m_ops.synchronize();
+        if (m_noting) m_implsBefore = implementationCount();
+        m_t0 = Clock::now();
+        (void)layer;
+    }
+    void end(ExecContext&, const Layer& layer, bool backward) override
+    {
+        if (--m_depth > 0) return;
+        m_ops.synchronize();
+        const double ms = msSince(m_t0);
+        LayerTiming& row = rowOf(layer);
+        if (m_timing) (backward ? row.backwardMs : row.forwardMs) += ms;
+        if (m_noting) {
+            auto& impls = backward ? row.backwardImpl : row.forwardImpl;
+            const auto all = cpu::primitiveImplementations(m_ops);
+            for (std::size_t i = m_implsBefore; i < all.size(); ++i)
+                if (std::find(impls.begin(), impls.end(), all[i].impl) == impls.end())
+                    impls.push_back(all[i].impl);
+        }
+    }
+
+    // Implementations are noted in the first step (when the primitives are made); time is summed in
+    // the timed ones.
+    void setPhase(bool noting, bool timing)
+    {
+        m_noting = noting && m_onednn;
+        m_timing = timing;
+    }
+    std::vector<LayerTiming> rows(int steps) const
+    {
+        std::vector<LayerTiming> out = m_rows;
+        for (auto& r : out) {
+            r.forwardMs /= steps;
+            r.backwardMs /= steps;
+        }
+        return out;
+    }
+
+private:
+    std::size_t implementationCount() { return cpu::primitiveImplementations(m_ops).size(); }
+    LayerTiming& rowOf(const Layer& layer)
+    {
+        const auto it = m_index.find(&layer);
+        if (it != m_index.end()) return m_rows[it->second];
+        m_index.emplace(&layer, m_rows.size());
+        m_rows.push_back({layer.name(), layer.kind(), layer.describe(), 0, 0, {}, {}});
+        return m_rows.back();
+    }
+
+    Ops& m_ops;
+    bool m_onednn;
+    int m_depth = 0;
+    bool m_noting = false, m_timing = false;
+    std::size_t m_implsBefore = 0;
+    Clock::time_point m_t0{};
+    std::map<const Layer*, std::size_t> m_index;
+    std::vector<LayerTiming> m_rows;
+};
+
 } // namespace
 
 TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
@@ -44,9 +118,11 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
         std::string why;
         gpu = cudaBackend(&why);
         if (!gpu) throw Unsupported("bench on cuda: " + why);
-        if (gpu->deviceCount() == 0) throw Unsupported("bench on cuda: " + gpu->unavailableReason());
+        if (gpu->deviceCount() == 0)
+            throw Unsupported("bench on cuda: " + gpu->unavailableReason());
         ops = gpu->makeOps(0, GpuOpsOptions{o.allowTf32});
-        backendName = "cuda (" + gpu->deviceInfo(0).name + "; " + gpu->versions() + (o.allowTf32 ? "; TF32" : "") + ")";
+        backendName = "cuda (" + gpu->deviceInfo(0).name + "; " + gpu->versions() +
+                      (o.allowTf32 ? "; TF32" : "") + ")";
     } else {
         throw UnknownName("unknown backend '" + o.backend + "' (known: onednn, reference, cuda)");
     }
@@ -60,7 +136,8 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     for (std::int64_t i = 0; i < images.numel(); ++i) images.data<float>()[i] = float(rng.normal());
     Tensor labels(Shape{o.batchSize}, DType::Int32);
     for (int i = 0; i < o.batchSize; ++i)
-        labels.data<std::int32_t>()[i] = std::int32_t(rng.below(std::uint64_t(model->numClasses())));
+        labels.data<std::int32_t>()[i] =
+            std::int32_t(rng.below(std::uint64_t(model->numClasses())));
     if (!ops->device().isHost()) { // the replica and the batch on the GPU, as a GPU tower has them
         model->moveTo(ops->device());
         images = images.copyTo(ops->device());
@@ -71,6 +148,8 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
         throw InvalidArgument("learning rate must be a positive number");
     Sgd sgd;
     ExecContext ctx{*ops, true, 0};
+    Profiler profiler(*ops, o.backend == "onednn");
+    if (o.perLayer) ctx.profiler = &profiler;
     TrainStepBenchResult r;
     r.options = o;
     r.backend = backendName;
@@ -79,6 +158,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     const int total = o.warmup + o.steps;
     for (int step = 0; step < total; ++step) {
         ctx.step = std::uint64_t(step);
+        profiler.setPhase(step == 0, step >= o.warmup);
         auto t0 = Clock::now();
         model->forward(ctx, images);
         r.lastLoss = model->loss(ctx, labels).total();
@@ -108,6 +188,12 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     r.imagesPerSec = o.batchSize * 1000.0 / r.stepMs;
     r.gflopsPerImage = model->trainingFlopsPerExample() * 1e-9;
     r.achievedGflops = r.gflopsPerImage * r.imagesPerSec;
+    if (o.perLayer) r.layers = profiler.rows(o.steps);
+    if (o.backend == "onednn") {
+        const cpu::CpuInfo info = cpu::cpuInfo();
+        r.isa = info.isa;
+        r.simdTarget = info.simdTarget;
+    }
     return r;
 }
 

@@ -3,6 +3,7 @@
 // synthetic data: the engine side of `towers-cli bench`.
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace towers::engine {
 
@@ -10,29 +11,46 @@ struct TrainStepBenchOptions
 {
     std::string model = "cifar10-tutorial";
     int batchSize = 128;
-    int threads = 0; // 0 = every core
-    int steps = 20;  // timed steps
-    int warmup = 3;  // untimed steps first (primitive creation, caches)
+    int threads = 0;                // 0 = every core
+    int steps = 20;                 // timed steps
+    int warmup = 3;                 // untimed steps first (primitive creation, caches)
     std::string backend = "onednn"; // "onednn", "reference" or "cuda" (GPU 0)
     bool allowTf32 = false;         // "cuda": TF32 tensor cores for float32
     double learningRate = 0.01;
     std::uint64_t seed = 1;
+    // Also time each layer's forward and backward (synchronising around each; the step is
+    // slightly slower for it) and name the implementations its primitives ran on.
+    bool perLayer = false;
+};
+
+// One layer of the model's top level (a residual block counts as one), per timed step.
+struct LayerTiming
+{
+    std::string name, kind, description;
+    double forwardMs = 0, backwardMs = 0;
+    // What the oneDNN backend ran, for each direction: "jit:avx512_core", "towers:AVX2",
+    // "lrn_ref:any" (a reference loop), each distinct one once; empty for other backends.
+    std::vector<std::string> forwardImpl, backwardImpl;
 };
 
 struct TrainStepBenchResult
 {
     TrainStepBenchOptions options;
-    std::string backend;           // e.g. "onednn 2.6.3"
-    int threads = 0;               // the OpenMP threads actually used
-    double imagesPerSec = 0;       // batch / mean step time
+    std::string backend;     // e.g. "onednn 2.6.3"
+    int threads = 0;         // the OpenMP threads actually used
+    double imagesPerSec = 0; // batch / mean step time
     double stepMs = 0, forwardMs = 0, backwardMs = 0, updateMs = 0; // means per step
-    double gflopsPerImage = 0;     // training FLOPs per image (analytic), in GFLOP
-    double achievedGflops = 0;     // gflopsPerImage * imagesPerSec
+    double gflopsPerImage = 0; // training FLOPs per image (analytic), in GFLOP
+    double achievedGflops = 0; // gflopsPerImage * imagesPerSec
     double lastLoss = 0;
+    std::string isa;        // the CPU's instruction set oneDNN ran on ("avx2", "avx512_core")
+    std::string simdTarget; // the one Towers' own kernels ran on ("AVX2", "AVX3")
+    std::vector<LayerTiming> layers; // with options.perLayer, in forward order
 };
 
 // Throws InvalidArgument / UnknownName for bad options (batch < 1, steps < 1, unknown model...).
-TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& options,
-                                        const std::function<void(int step, int total)>& progress = {});
+TrainStepBenchResult
+benchmarkTrainStep(const TrainStepBenchOptions& options,
+                   const std::function<void(int step, int total)>& progress = {});
 
 } // namespace towers::engine

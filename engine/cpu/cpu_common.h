@@ -141,9 +141,15 @@ struct BoundPrimitive
     const dnnl::memory& arg(int a) const { return args.at(a); }
     void execute(dnnl::stream& s)
     {
+        if (!noted) {
+            OneDnnOps::notePrimitive(prim);
+            noted = true;
+        }
         prim.execute(s, args);
         s.wait();
     }
+
+    bool noted = false; // its implementation is in the backend's list
 };
 
 // A reorder between two layouts as a BoundPrimitive with DNNL_ARG_FROM / DNNL_ARG_TO views.

@@ -1,5 +1,7 @@
 #include "engine/cpu/cpu_info.h"
 
+#include "engine/cpu/lrn_hwy.h"
+
 #include <fstream>
 #include <thread>
 
@@ -61,6 +63,7 @@ CpuInfo cpuInfo()
     } catch (const dnnl::error&) {
         info.isa = "unknown";
     }
+    info.simdTarget = lrnTargetName();
     const auto* v = dnnl::version();
     info.onednnVersion = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
     const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);

@@ -1,77 +1,39 @@
-// oneDNN local response normalisation across channels, on NHWC memory: in blocked (nChw16c) or
-// nchw layouts oneDNN 2.6 falls back to its reference kernel (tens to hundreds of times slower,
-// see ONEDNN-NOTES.md); with nhwc a JIT kernel runs.
+// Local response normalisation across channels on NHWC float32: Towers' own kernels (lrn_hwy.h),
+// not oneDNN's. oneDNN 2.6 has a JIT LRN only on AVX-512 and only for nhwc memory; everywhere else
+// (AVX2 included) it runs lrn_ref, 100x slower (see ONEDNN-NOTES.md). Ours runs on the best
+// instruction set the CPU has and beats the AVX-512 JIT kernel where there is one.
 //
-// TensorFlow's parameters map onto oneDNN's, which divides alpha by the window size:
-//   local_size = 2 r + 1,  k = bias,  alpha_onednn = alpha_tf * (2 r + 1),  beta = beta.
-#include <cstdio>
-
+// The workspace is r = 1/s, one float32 per element (lrn_hwy.h): backward needs neither a
+// division nor the forward's window sums.
 #include "engine/cpu/cpu_common.h"
+#include "engine/cpu/lrn_hwy.h"
+#include "engine/cpu/simd_target.h"
 
 namespace towers::engine::cpu {
 
 namespace {
 
-using dnnl::memory;
-using Tag = memory::format_tag;
-constexpr auto f32 = memory::data_type::f32;
-
-struct LrnParams
+LrnGeometry geometry(const LrnDesc& d)
 {
-    memory::desc data;
-    memory::dim localSize;
-    float alpha, beta, k;
-};
-
-LrnParams lrnParams(const LrnDesc& d)
-{
-    const Shape& s = d.shape; // NHWC
-    const memory::dim size = 2 * static_cast<memory::dim>(d.depthRadius) + 1;
-    return {memory::desc({s[0], s[3], s[1], s[2]}, f32, Tag::nhwc), size,
-            static_cast<float>(d.alpha * static_cast<double>(size)), static_cast<float>(d.beta),
-            static_cast<float>(d.bias)};
+    LrnGeometry g;
+    g.channels = d.shape[3];
+    g.radius = d.depthRadius;
+    g.bias = static_cast<float>(d.bias);
+    g.alpha = static_cast<float>(d.alpha);
+    g.beta = static_cast<float>(d.beta);
+    return g;
 }
 
-dnnl::lrn_forward::primitive_desc forwardPd(const dnnl::engine& eng, const LrnParams& p,
-                                            const dnnl::primitive_attr& attr)
+std::int64_t workspaceBytes(const LrnDesc& d)
 {
-    const dnnl::lrn_forward::desc desc(dnnl::prop_kind::forward_training,
-                                       dnnl::algorithm::lrn_across_channels, p.data, p.localSize,
-                                       p.alpha, p.beta, p.k);
-    return dnnl::lrn_forward::primitive_desc(desc, attr, eng);
+    return d.shape.numel() * static_cast<std::int64_t>(sizeof(float));
 }
 
-// Exact (hexadecimal) doubles in the key: two layers whose alphas differ in the 7th digit must not
-// share a primitive.
-std::string exact(double v)
+// "lrn fwd 128x12x12x64 r4": the label under which the backend reports the implementation.
+std::string lrnLabel(const char* op, const LrnDesc& d)
 {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%a", v);
-    return buf;
+    return std::string(op) + " " + dimsKey(d.shape) + " r" + std::to_string(d.depthRadius);
 }
-
-std::string lrnKey(const char* op, const LrnDesc& d)
-{
-    return std::string(op) + " " + d.shape.str() + " r" + std::to_string(d.depthRadius) + " k" +
-           exact(d.bias) + " a" + exact(d.alpha) + " b" + exact(d.beta);
-}
-
-// An LRN primitive and the size of its workspace (0: none).
-struct LrnEntry
-{
-    BoundPrimitive p;
-    std::int64_t workspaceBytes = 0;
-
-    void addWorkspace(const memory::desc& md, const dnnl::engine& eng)
-    {
-        workspaceBytes = static_cast<std::int64_t>(md.get_size());
-        if (workspaceBytes > 0) p.addArg(DNNL_ARG_WORKSPACE, md, eng);
-    }
-    void bindWorkspace(const Tensor& w)
-    {
-        if (workspaceBytes > 0) p.bind(DNNL_ARG_WORKSPACE, w);
-    }
-};
 
 } // namespace
 
@@ -79,34 +41,25 @@ void OneDnnOps::lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor&
 {
     requireF32(x, "lrn x");
     requireShape(x, d.shape, "lrn x");
+    applySimdTargetLimit();
     Tensor::ensure(y, d.shape, DType::Float32);
+    Tensor::ensure(workspace, Shape{workspaceBytes(d)}, DType::UInt8);
+    noteImplementation(lrnLabel("lrn fwd", d), "lrn forward_training src:acdb dst:acdb",
+                       "towers:" + lrnTargetName());
 
-    LrnEntry* e = nullptr;
-    guarded("building an LRN", [&] {
-        e = &cached<LrnEntry>(lrnKey("lrn fwd", d), [&] {
-            const auto pd = forwardPd(m_engine, lrnParams(d), BoundPrimitive::scratchpadAttr());
-            auto s = std::make_shared<LrnEntry>();
-            s->p.prim = dnnl::lrn_forward(pd);
-            s->p.addArg(DNNL_ARG_SRC, pd.src_desc(), m_engine);
-            s->p.addArg(DNNL_ARG_DST, pd.dst_desc(), m_engine);
-            s->addWorkspace(pd.workspace_desc(), m_engine);
-            s->p.addScratchpad(pd.scratchpad_desc(), m_engine);
-            return s;
-        });
-    });
-    Tensor::ensure(workspace, Shape{e->workspaceBytes}, DType::UInt8);
-    guarded("running an LRN", [&] {
-        e->p.bind(DNNL_ARG_SRC, x);
-        e->p.bind(DNNL_ARG_DST, y);
-        e->bindWorkspace(workspace);
-        e->p.execute(m_stream);
-    });
+    const LrnGeometry g = geometry(d);
+    const float* px = x.data<float>();
+    float* py = y.data<float>();
+    float* r = static_cast<float*>(workspace.raw());
+    parallelItems(
+        d.shape.numel() / g.channels, g.channels,
+        [&](std::int64_t begin, std::int64_t end) { lrnForwardPixels(g, px, py, r, begin, end); });
 }
 
 void OneDnnOps::lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
                             const Tensor& workspace, Tensor& dx)
 {
-    // y is not read (oneDNN recomputes from x and its workspace) but is checked all the same.
+    // y is not read (the workspace has what backward needs) but is checked all the same.
     requireF32(x, "lrn x");
     requireF32(y, "lrn y");
     requireF32(dy, "lrn dy");
@@ -114,36 +67,22 @@ void OneDnnOps::lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, 
     requireShape(y, d.shape, "lrn y");
     requireShape(dy, d.shape, "lrn dy");
     requireDType(workspace, DType::UInt8, "lrn workspace");
-    Tensor::ensure(dx, d.shape, DType::Float32);
-
-    LrnEntry* e = nullptr;
-    guarded("building an LRN backward", [&] {
-        e = &cached<LrnEntry>(lrnKey("lrn bwd", d), [&] {
-            const LrnParams p = lrnParams(d);
-            const auto attr = BoundPrimitive::scratchpadAttr();
-            const auto hint = forwardPd(m_engine, p, attr);
-            const dnnl::lrn_backward::desc desc(dnnl::algorithm::lrn_across_channels, p.data,
-                                                p.data, p.localSize, p.alpha, p.beta, p.k);
-            const dnnl::lrn_backward::primitive_desc pd(desc, attr, m_engine, hint);
-            auto s = std::make_shared<LrnEntry>();
-            s->p.prim = dnnl::lrn_backward(pd);
-            s->p.addArg(DNNL_ARG_SRC, pd.src_desc(), m_engine);
-            s->p.addArg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), m_engine);
-            s->p.addArg(DNNL_ARG_DIFF_SRC, pd.diff_src_desc(), m_engine);
-            s->addWorkspace(pd.workspace_desc(), m_engine);
-            s->p.addScratchpad(pd.scratchpad_desc(), m_engine);
-            return s;
-        });
-    });
-    requireShape(workspace, Shape{e->workspaceBytes},
+    requireShape(workspace, Shape{workspaceBytes(d)},
                  "lrn workspace (from the oneDNN lrnForward of this descriptor)");
-    guarded("running an LRN backward", [&] {
-        e->p.bind(DNNL_ARG_SRC, x);
-        e->p.bind(DNNL_ARG_DIFF_DST, dy);
-        e->p.bind(DNNL_ARG_DIFF_SRC, dx);
-        e->bindWorkspace(workspace);
-        e->p.execute(m_stream);
-    });
+    applySimdTargetLimit();
+    Tensor::ensure(dx, d.shape, DType::Float32);
+    noteImplementation(lrnLabel("lrn bwd", d), "lrn backward_data src:acdb diff_dst:acdb",
+                       "towers:" + lrnTargetName());
+
+    const LrnGeometry g = geometry(d);
+    const float* px = x.data<float>();
+    const float* pdy = dy.data<float>();
+    const float* r = static_cast<const float*>(workspace.raw());
+    float* pdx = dx.data<float>();
+    parallelItems(d.shape.numel() / g.channels, g.channels,
+                  [&](std::int64_t begin, std::int64_t end) {
+                      lrnBackwardPixels(g, px, pdy, r, pdx, begin, end);
+                  });
 }
 
 } // namespace towers::engine::cpu

@@ -6,9 +6,11 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "engine/cpu/primitive_implementations.h"
 #include "engine/ops/ops.h"
 
 namespace towers::engine::cpu {
@@ -17,6 +19,7 @@ class OneDnnOps final : public Ops
 {
 public:
     OneDnnOps();
+    ~OneDnnOps() override;
 
     std::string name() const override { return "onednn"; }
     Device device() const override { return Device::host(); }
@@ -85,17 +88,36 @@ public:
 
     // Returns the cache entry for `key`, building it with `make` the first time. T is any
     // per-shape state a family needs (primitive descriptors, primitives, scratch memories).
-    template <class T> T& cached(const std::string& key, const std::function<std::shared_ptr<T>()>& make)
+    template <class T>
+    T& cached(const std::string& key, const std::function<std::shared_ptr<T>()>& make)
     {
         auto it = m_cache.find(key);
         if (it == m_cache.end()) it = m_cache.emplace(key, make()).first;
+        enterEntry(it->first);
         return *static_cast<T*>(it->second.get());
     }
 
+    // The implementation of every primitive (and Towers kernel) this backend has run
+    // (primitive_implementations.h).
+    const std::vector<PrimitiveImplementation>& implementations() const
+    {
+        return m_implementations;
+    }
+    // Records a kernel of Towers' own, once per distinct entry.
+    void noteImplementation(const std::string& label, const std::string& primitive,
+                            const std::string& impl);
+    // Records the implementation of `p` under the cache entry the calling thread looked up last:
+    // BoundPrimitive calls it when it first runs. Every primitive lives in a cache entry and runs
+    // right after the op looked that entry up on the same thread.
+    static void notePrimitive(const dnnl::primitive& p);
+
 private:
+    void enterEntry(const std::string& key);
+
     dnnl::engine m_engine;
     dnnl::stream m_stream;
     std::unordered_map<std::string, std::shared_ptr<void>> m_cache;
+    std::vector<PrimitiveImplementation> m_implementations;
 };
 
 // Throws Unsupported unless t is a non-empty Float32 tensor.

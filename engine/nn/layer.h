@@ -48,6 +48,19 @@ struct Init
     void apply(Tensor& t, std::int64_t fanIn, std::int64_t fanOut, Rng& rng) const;
 };
 
+class Layer;
+
+// Sees each layer's forward and backward pass begin and end, through ExecContext::profiler:
+// Sequential reports every layer it runs, nested containers included (a profiler that wants the
+// top level only counts its own depth).
+class LayerProfiler
+{
+public:
+    virtual ~LayerProfiler() = default;
+    virtual void begin(ExecContext& ctx, const Layer& layer, bool backward) = 0;
+    virtual void end(ExecContext& ctx, const Layer& layer, bool backward) = 0;
+};
+
 class Layer
 {
 public:

@@ -36,7 +36,9 @@ void Sequential::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
     for (std::size_t i = 0; i < n; ++i) {
         const Tensor& in = i == 0 ? x : m_acts[i - 1];
         Tensor& out = i + 1 == n ? y : m_acts[i];
+        if (ctx.profiler) ctx.profiler->begin(ctx, *m_layers[i], false);
         m_layers[i]->forward(ctx, in, out);
+        if (ctx.profiler) ctx.profiler->end(ctx, *m_layers[i], false);
     }
 }
 
@@ -56,7 +58,9 @@ void Sequential::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, co
         const Tensor& out = i + 1 == n ? y : m_acts[i];
         const Tensor& g = i + 1 == n ? dy : m_grads[i];
         Tensor* gin = i == 0 ? dx : &m_grads[i - 1];
+        if (ctx.profiler) ctx.profiler->begin(ctx, *m_layers[i], true);
         m_layers[i]->backward(ctx, in, out, g, gin);
+        if (ctx.profiler) ctx.profiler->end(ctx, *m_layers[i], true);
     }
 }
 

@@ -138,6 +138,8 @@ public:
 
 // The execution context a layer runs in: the backend's ops, whether this is a training pass, and
 // the step (mixed into dropout seeds so that each step draws a fresh, reproducible mask).
+class LayerProfiler; // engine/nn/layer.h
+
 struct ExecContext
 {
     Ops& ops;
@@ -146,6 +148,9 @@ struct ExecContext
     // The tower (replica) this pass runs on, mixed into dropout seeds so that towers draw
     // different masks; replica 0 draws the masks of a single-tower run.
     std::uint64_t replica = 0;
+    // When set, sees every layer's forward and backward begin and end (towers-cli bench
+    // --per-layer); null in training.
+    LayerProfiler* profiler = nullptr;
 };
 
 // The plain reference backend: naive loops accumulating in double, float32 and float64. The test

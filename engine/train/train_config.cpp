@@ -96,6 +96,8 @@ void TrainConfig::validate() const
     if (evalEvery < 0) fail("evalEvery", "must be >= 0 (0 = at the end only)");
     if (evalBatchSize < 0) fail("evalBatchSize", "must be >= 0 (0 = batchPerTower)");
     if (logEvery < 1) fail("logEvery", "must be at least 1, got " + std::to_string(logEvery));
+    if (histogramEvery < 0)
+        fail("histogramEvery", "must be >= 0 (0 = no histograms), got " + std::to_string(histogramEvery));
     if (verifyEvery < 0) fail("verifyEvery", "must be >= 0 (0 = never)");
 }
 
@@ -177,6 +179,7 @@ std::string TrainConfig::toJson() const
     o["evalEvery"] = evalEvery;
     o["evalBatchSize"] = evalBatchSize;
     o["logEvery"] = logEvery;
+    o["histogramEvery"] = histogramEvery;
     o["verifyEvery"] = verifyEvery;
     o["dataset"] = dataset;
     o["dataDir"] = dataDir;
@@ -197,8 +200,8 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     rejectUnknown(o,
                   {"model", "backend", "towers", "gpus", "allowTf32", "allreduce", "threadsPerTower", "batchPerTower", "steps", "epochs", "optimizer", "lr",
                    "schedule", "weightDecay", "emaDecay", "dropout", "seed", "checkpointEvery", "keepCheckpoints",
-                   "evalEvery", "evalBatchSize", "logEvery", "verifyEvery", "dataset", "dataDir", "augmentation",
-                   "runId"},
+                   "evalEvery", "evalBatchSize", "logEvery", "histogramEvery", "verifyEvery", "dataset", "dataDir",
+                   "augmentation", "runId"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -284,6 +287,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     read(o, "evalEvery", c.evalEvery);
     read(o, "evalBatchSize", c.evalBatchSize);
     read(o, "logEvery", c.logEvery);
+    read(o, "histogramEvery", c.histogramEvery);
     read(o, "verifyEvery", c.verifyEvery);
     read(o, "dataset", c.dataset);
     read(o, "dataDir", c.dataDir);

@@ -35,6 +35,9 @@ struct TrainConfig
     std::int64_t evalEvery = 0;         // steps; 0 = only at the end (when an evaluator is set)
     int evalBatchSize = 0;              // 0 = batchPerTower
     std::int64_t logEvery = 10;         // steps between metrics (and log lines)
+    // Steps between TensorBoard histograms of every layer's weights and gradients (as the
+    // tutorial's tf.summary.histogram); 0 = none.
+    std::int64_t histogramEvery = 100;
     // Steps between bitwise checks that the replicas are identical (an Error if not); 0 = never.
     // Debug builds check every 100 steps by default.
 #ifdef NDEBUG

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/train/checkpoint.h"
+#include "engine/train/tensorboard_writer.h"
 
 namespace towers::engine {
 
@@ -139,6 +140,11 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
 }
 
 Trainer::~Trainer() = default;
+
+std::filesystem::path Trainer::eventsFile() const
+{
+    return m_events ? m_events->path() : std::filesystem::path();
+}
 
 void Trainer::setEvaluator(std::int64_t count, EvalBatchFn batches)
 {
@@ -350,6 +356,7 @@ bool Trainer::runEvaluation(const std::stop_token& stop)
     }
     m_lastEvalStep = r.step;
     m_dir.appendEval(evalJson(r).dump());
+    if (m_events) m_events->evaluation(r);
     char buf[160];
     std::snprintf(buf, sizeof buf, "%s: step %lld, precision @ 1 = %.3f (%lld examples%s, %.1f s)", timestamp().c_str(),
                   static_cast<long long>(r.step), r.precisionAt1, static_cast<long long>(r.examples),
@@ -407,6 +414,7 @@ void Trainer::report(const StepMetrics& m)
            {"updateMs", m.updateMs},
            {"towerComputeMs", m.towerComputeMs}};
     m_dir.appendMetrics(j.dump());
+    if (m_events) m_events->stepMetrics(m, m_config.batchPerTower);
     // The tutorial's line: "%s: step %d, loss = %.2f (%.1f examples/sec; %.3f sec/batch)".
     // Then where the run stands: "[12%, epoch 1.20, ETA 2m05s]".
     char buf[256];
@@ -442,6 +450,18 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         if (!beyond.empty())
             log("moved " + std::to_string(beyond.size()) + " checkpoint(s) beyond step " + std::to_string(m_step.load()) +
                 ", the step this run continues from, to " + m_dir.setAsideCheckpoints(beyond).string());
+        // TensorBoard: a new events file for this run(). A resumed run continues the curves after
+        // its checkpoint's step S: what earlier files hold beyond S goes, as from the logs above
+        // (and the restart marker at S + 1 tells TensorBoard so); a run from step 0 replaces all.
+        const std::int64_t from = m_step.load();
+        const std::int64_t eventsStart = from == 0 ? 0 : from + 1;
+        EventFileWriter::dropEventsAfter(m_dir.root(), eventsStart - 1);
+        m_events = std::make_unique<TensorBoardWriter>(m_dir.root());
+        m_events->start(eventsStart, m_config.toJson());
+        if (from == 0 && m_config.histogramEvery > 0) // the initial weights
+            m_events->parameters(0, m_towers->model(), false);
+        bool imagesWritten = false;
+        log("TensorBoard events in " + m_events->path().string());
         const int towers = m_towers->size();
         const std::int64_t global = std::int64_t(towers) * m_config.batchPerTower;
         log("training " + m_config.model + " on " + std::to_string(towers) + " tower(s) x " +
@@ -475,6 +495,10 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
                 throw InvalidArgument("the data source delivers " + std::to_string(batch.perTower()) +
                                       " examples per tower, the configuration says " +
                                       std::to_string(m_config.batchPerTower));
+            if (!imagesWritten) { // the first batch this run trains on, as the towers see it
+                m_events->trainingImages(eventsStart, batch);
+                imagesWritten = true;
+            }
             const double lr = m_config.schedule.at(s, m_stepsPerEpoch, m_total);
             const TowerStepResult r = m_towers->step(batch, s, lr);
             const double stepMs = msSince(t0);
@@ -492,6 +516,10 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
 
             if (m_config.verifyEvery > 0 && done % m_config.verifyEvery == 0) m_towers->verifyReplicas();
             if (done % m_config.logEvery == 0 || done == m_total) report(metricsOf(done, r, lr, stepMs, waitMs));
+            // Histograms of the weights and of this step's averaged gradients.
+            const std::int64_t every = m_config.histogramEvery;
+            if (every > 0 && (done % every == 0 || done == m_total))
+                m_events->parameters(done, m_towers->model(), true);
             // The checkpoint first: a stop during the evaluation then has nothing left to save.
             if ((m_config.checkpointEvery > 0 && done % m_config.checkpointEvery == 0) || done == m_total)
                 writeCheckpoint();

@@ -27,6 +27,8 @@
 
 namespace towers::engine {
 
+class TensorBoardWriter;
+
 // What checkpoints say about the data, for evaluation and inference later.
 struct DataDescription
 {
@@ -102,6 +104,8 @@ public:
     void verifyReplicas() { m_towers->verifyReplicas(); }
 
     const TrainConfig& config() const { return m_config; }
+    // The TensorBoard events file run() writes (tensorboard_writer.h); empty before run().
+    std::filesystem::path eventsFile() const;
     TowerSet& towers() { return *m_towers; }
     RunDirectory& runDirectory() { return m_dir; }
 
@@ -139,6 +143,7 @@ private:
     bool m_ran = false;
     Start m_start = Start::Unset;
     std::map<std::filesystem::path, bool> m_rotatable; // what rotatable() found, per file
+    std::unique_ptr<TensorBoardWriter> m_events;       // made by run(), one file per run()
     std::int64_t m_evalCount = 0;
     EvalBatchFn m_evalBatches;
 

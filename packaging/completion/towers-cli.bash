@@ -7,7 +7,7 @@ _towers_cli()
     local cur prev words cword
     _init_completion || return
 
-    local commands="train eval classify datasets download models devices selftest bench"
+    local commands="train eval classify export datasets download models devices selftest bench"
     if ((cword == 1)); then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
         return
@@ -19,15 +19,16 @@ _towers_cli()
             options="--dataset --data-dir --model --device --gpus --tf32 --allreduce --towers --threads-per-tower
                 --batch-size --steps --epochs --optimizer --lr --lr-schedule --momentum
                 --weight-decay --ema-decay --augment --seed --run-dir --checkpoint-every
-                --keep-checkpoints --resume --restart --overwrite --eval-every --log-every --loader-workers --json --help" ;;
+                --keep-checkpoints --resume --restart --overwrite --eval-every --log-every --histogram-every --loader-workers --json --help" ;;
         eval) options="--checkpoint --data-dir --no-ema --batch-size --json --help" ;;
         classify) options="--checkpoint --top-k --no-ema --json --help" ;;
+        export) options="--checkpoint --output --opset --layout --no-ema --force --json --help" ;;
         datasets) options="--data-dir --json --help" ;;
         download) options="--data-dir --base-url --force --help" ;;
         models) options="--json --help" ;;
         devices) options="--json --watch --count --help" ;;
         selftest) options="--device --tf32 --no-training --json --help" ;;
-        bench) options="--model --batch-size --threads --steps --warmup --backend --tf32 --json --help" ;;
+        bench) options="--model --batch-size --threads --steps --warmup --backend --tf32 --per-layer --json --help" ;;
         *) return ;;
     esac
 
@@ -43,10 +44,12 @@ _towers_cli()
         --backend) COMPREPLY=($(compgen -W "onednn reference cuda" -- "$cur")); return ;;
         --data-dir | --run-dir) _filedir -d; return ;;
         --checkpoint) _filedir safetensors; return ;;
+        --output) _filedir onnx; return ;;
+        --layout) COMPREPLY=($(compgen -W "nhwc nchw" -- "$cur")); return ;;
         --towers | --threads-per-tower | --batch-size | --steps | --epochs | --lr | --momentum | \
             --weight-decay | --ema-decay | --seed | --checkpoint-every | --keep-checkpoints | \
-            --eval-every | --log-every | --loader-workers | --top-k | --threads | --warmup | --base-url | --count | \
-            --gpus)
+            --eval-every | --log-every | --histogram-every | --loader-workers | --top-k | --threads | --warmup | --base-url | --count | \
+            --gpus | --opset)
             return ;;
     esac
 

@@ -1,13 +1,17 @@
 // The sliding-window ops: convolution, max pooling and LRN. The reference backend is pinned by
 // small cases computed by hand and by finite differences in double; oneDNN is then compared with
-// the reference on random inputs, including the cifar10-tutorial shapes.
+// the reference on random inputs, including the cifar10-tutorial shapes. The oneDNN backend's LRN
+// is Towers' Highway kernel: it is compared and checked by finite differences on every SIMD
+// target it was compiled for that this CPU can run.
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/cpu/lrn_hwy.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/ops/ops.h"
 #include "gradcheck.h"
@@ -112,7 +116,43 @@ std::vector<NamedLrn> smallLrnCases()
         {"r4 C12", {{1, 3, 3, 12}, 4, 1.0, 0.1, 0.75}},
         {"r5 wider than C3", {{1, 2, 2, 3}, 5, 1.0, 0.2, 1.0}},
         {"r1 C16 bias 0.5", {{2, 2, 2, 16}, 1, 0.5, 1.0, 0.6}},
+        {"r3 C1", {{2, 2, 2, 1}, 3, 1.0, 0.5, 0.75}},
+        // Whole vectors and a tail of 3 channels on every SIMD width.
+        {"r7 C67 batch 1", {{1, 2, 3, 67}, 7, 1.0, 0.05, 0.75}},
+        {"r9 C300 beta 0.9", {{1, 1, 2, 300}, 9, 2.0, 0.02, 0.9}},
     };
+}
+
+// The LRN cases for the SIMD kernels: the small ones and the cifar10-tutorial layers at batch 2.
+std::vector<NamedLrn> lrnKernelCases()
+{
+    auto cases = smallLrnCases();
+    cases.push_back({"tutorial lrn, 12x12", {{2, 12, 12, 64}, 4, 1.0, 0.001 / 9, 0.75}});
+    cases.push_back({"tutorial shape, strong alpha", {{2, 12, 12, 64}, 4, 1.0, 0.05, 0.75}});
+    return cases;
+}
+
+// Runs the Highway kernels on one SIMD target while it lives, then on the CPU's best again.
+class ForcedSimdTarget
+{
+public:
+    explicit ForcedSimdTarget(std::int64_t id) { cpu::forceSimdTargetForTest(id); }
+    ~ForcedSimdTarget() { cpu::forceSimdTargetForTest(0); }
+    ForcedSimdTarget(const ForcedSimdTarget&) = delete;
+    ForcedSimdTarget& operator=(const ForcedSimdTarget&) = delete;
+};
+
+// One row per SIMD target the kernels were compiled for and LRN case: "AVX2: r2 C5".
+void addLrnTargetRows(const std::vector<NamedLrn>& cases)
+{
+    QTest::addColumn<qint64>("target");
+    QTest::addColumn<QString>("targetName");
+    QTest::addColumn<bool>("supported");
+    QTest::addColumn<LrnCase>("lrn");
+    for (const auto& t : cpu::lrnTargets())
+        for (const auto& l : cases)
+            QTest::newRow((t.name + ": " + l.name).c_str())
+                << qint64(t.id) << QString::fromStdString(t.name) << t.supported << l.l;
 }
 
 constexpr double kGradTolerance = 1e-6;
@@ -123,6 +163,11 @@ constexpr double kLinearStep = 1e-3;
 // a step well below that never crosses one.
 constexpr double kPoolStep = 1e-4;
 constexpr double kBackendTolerance = 1e-5;
+// Central differences of a float32 kernel: a step of 4e-3 keeps the rounding of its outputs
+// (~1e-7 relative, over the 2r + 1 outputs that change) near 1e-4 of the slope, and the truncation
+// error (the third derivative times h^2 / 6) as small. A wrong term is orders of magnitude larger.
+constexpr double kFloatStep = 4e-3;
+constexpr double kFloatGradTolerance = 2e-3;
 
 // oneDNN's result `got` against the reference's `want`, by normalised error.
 #define TOWERS_COMPARE_BACKENDS(got, want)                                                         \
@@ -424,30 +469,107 @@ private slots:
         }
     }
 
-    void onednnLrn_data()
+    // --- the oneDNN backend's LRN (Towers' Highway kernel) on every SIMD target ---
+
+    void lrnDispatch()
     {
-        QTest::addColumn<LrnCase>("lrn");
-        for (const auto& l : smallLrnCases()) QTest::newRow(l.name) << l.l;
-        QTest::newRow("tutorial lrn, 12x12") << LrnCase{{2, 12, 12, 64}, 4, 1.0, 0.001 / 9, 0.75};
-        QTest::newRow("tutorial shape, strong alpha")
-            << LrnCase{{2, 12, 12, 64}, 4, 1.0, 0.05, 0.75};
+        // Unforced, the kernel runs on the best target the CPU has; the list is best first.
+        const auto targets = cpu::lrnTargets();
+        QVERIFY(!targets.empty());
+        QString listed;
+        for (const auto& t : targets)
+            listed += QString::fromStdString(t.name) + (t.supported ? " " : " (unsupported) ");
+        qInfo("LRN kernel targets: %s; running on %s", qPrintable(listed),
+              cpu::lrnTargetName().c_str());
+        const auto best = std::find_if(targets.begin(), targets.end(),
+                                       [](const cpu::SimdTarget& t) { return t.supported; });
+        QVERIFY(best != targets.end());
+        QCOMPARE(cpu::lrnTargetName(), best->name);
     }
+
+    void onednnLrn_data() { addLrnTargetRows(lrnKernelCases()); }
     void onednnLrn()
     {
+        QFETCH(qint64, target);
+        QFETCH(QString, targetName);
+        QFETCH(bool, supported);
         QFETCH(LrnCase, lrn);
+        if (!supported)
+            QSKIP(qPrintable(targetName +
+                             ": this CPU cannot run it (or TOWERS_SIMD_TARGET excludes it)"));
+        const ForcedSimdTarget forced(target);
+        QCOMPARE(QString::fromStdString(cpu::lrnTargetName()), targetName);
         const LrnDesc d = lrn.desc();
         Rng rng(23);
+        // Twice: the second round reuses the outputs and the workspace.
+        Tensor y1, ws1, dx1;
         for (int round = 0; round < 2; ++round) {
             const Tensor x = randomTensor(d.shape, DType::Float32, rng, -2.0, 2.0);
             const Tensor dy = randomTensor(d.shape, DType::Float32, rng);
-            Tensor y0, y1, ws0, ws1, dx0, dx1;
+            Tensor y0, ws0, dx0;
             m_ref->lrnForward(d, x, y0, ws0);
             m_dnn->lrnForward(d, x, y1, ws1);
+            QCOMPARE(ws1.dtype(), DType::UInt8);
             TOWERS_COMPARE_BACKENDS(y1, y0);
             m_ref->lrnBackward(d, x, y0, dy, ws0, dx0);
             m_dnn->lrnBackward(d, x, y1, dy, ws1, dx1);
             TOWERS_COMPARE_BACKENDS(dx1, dx0);
         }
+    }
+
+    // The kernel's backward against central differences of its own forward, in float32: the
+    // normalised error between the analytic and the numeric gradient of f = <lrn(x), r>.
+    void onednnLrnGradients_data() { addLrnTargetRows(smallLrnCases()); }
+    void onednnLrnGradients()
+    {
+        QFETCH(qint64, target);
+        QFETCH(QString, targetName);
+        QFETCH(bool, supported);
+        QFETCH(LrnCase, lrn);
+        if (!supported)
+            QSKIP(qPrintable(targetName +
+                             ": this CPU cannot run it (or TOWERS_SIMD_TARGET excludes it)"));
+        const ForcedSimdTarget forced(target);
+        const LrnDesc d = lrn.desc();
+        Rng rng(24);
+        Tensor x = randomTensor(d.shape, DType::Float32, rng, -2.0, 2.0);
+        const Tensor r = randomTensor(d.shape, DType::Float32, rng);
+        Tensor y, ws, dx;
+        const auto f = [&] {
+            m_dnn->lrnForward(d, x, y, ws);
+            return dot(y, r);
+        };
+        f();
+        m_dnn->lrnBackward(d, x, y, r, ws, dx);
+        // Every element up to 256, else 256 drawn at random.
+        const std::int64_t n = x.numel();
+        const std::int64_t checks = std::min<std::int64_t>(n, 256);
+        float* px = x.data<float>();
+        double num = 0, den = 0;
+        for (std::int64_t k = 0; k < checks; ++k) {
+            const std::int64_t i =
+                n == checks ? k
+                            : static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(n)));
+            const float orig = px[i];
+            // The step as float32 has it, so that rounding x +- h costs no accuracy.
+            const float up = static_cast<float>(orig + kFloatStep);
+            const float down = static_cast<float>(orig - kFloatStep);
+            px[i] = up;
+            const double fp = f();
+            px[i] = down;
+            const double fm = f();
+            px[i] = orig;
+            const double numeric = (fp - fm) / (static_cast<double>(up) - down);
+            const double e = dx.at(i) - numeric;
+            num += e * e;
+            den += numeric * numeric;
+        }
+        const double err = std::sqrt(num / std::max(den, 1e-30));
+        QVERIFY2(err < kFloatGradTolerance,
+                 qPrintable(QStringLiteral("%1: normalised gradient error %2 (%3 elements)")
+                                .arg(targetName)
+                                .arg(err)
+                                .arg(checks)));
     }
 
     // --- bad arguments ---
@@ -497,6 +619,8 @@ private slots:
         ops.lrnForward(l, x, ly, lws);
         QVERIFY_THROWS_EXCEPTION(InvalidArgument,
                                  ops.lrnBackward(l, x, ly, ly, Tensor::zeros({7}, f32), dx));
+        QVERIFY_THROWS_EXCEPTION(
+            InvalidArgument, ops.lrnBackward(l, x, ly, ly, Tensor::zeros({7}, DType::UInt8), dx));
 
         const Tensor x64 = x.to(DType::Float64), w64 = w.to(DType::Float64);
         if (backend == QStringLiteral("reference")) {

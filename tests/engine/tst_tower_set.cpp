@@ -216,15 +216,19 @@ private slots:
             qInfo("%s: model-wide max |a - b| / max |b| = %.3g, |a - b| / |b| = %.3g, |a - b| / |b - w0| = %.3g; "
                   "worst tensor %.3g (%s); losses within %.3g",
                   name, c.maxRelative, c.normalised, c.travelled, c.worst, c.where.c_str(), c.lossDiff);
-            // The largest difference relative to the largest weight within 1e-5 holds for 2 x 32
-            // (~6e-7 here); with 4 x 16 a kink crossing moves one conv1.bias element by ~1e-4 of
-            // the largest weight, so the model-wide measures below are what is checked there.
-            if (std::string(name) == "2 x 32")
-                QVERIFY2(c.maxRelative <= 1e-5, qPrintable(QString::number(c.maxRelative)));
+            // A kink crossing moves one conv1.bias element by ~2e-4 of the largest weight; which
+            // split meets one depends on the rounding of every op (it moved from 4 x 16 to 2 x 32
+            // when LRN became Towers' own kernel), so each split is held to 1e-3 here and the
+            // split without a crossing to 1e-5 below.
+            QVERIFY2(c.maxRelative <= 1e-3, qPrintable(QString::number(c.maxRelative)));
             QVERIFY2(c.lossDiff <= 1e-5, qPrintable(QString::number(c.lossDiff)));
             QVERIFY2(c.normalised <= 1e-4, qPrintable(QString::number(c.normalised)));
             QVERIFY2(c.travelled <= 1e-2, qPrintable(QString::number(c.travelled)));
         }
+        // The largest difference relative to the largest weight within 1e-5 (~6e-7) on at least one
+        // split: rounding alone, no crossing.
+        const double strict = std::min(r.two.maxRelative, r.four.maxRelative);
+        QVERIFY2(strict <= 1e-5, qPrintable(QString::number(strict)));
         QVERIFY2(r.lastLoss < r.firstLoss, "the runs did not learn, so their agreement proves little");
         // Negative control: the same comparison against 2 x 32 one step short is caught.
         qInfo("one step short: |a - b| / |b - w0| = %.3g", r.previousStep.travelled);

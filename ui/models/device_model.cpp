@@ -86,8 +86,9 @@ QVariant DeviceModel::data(const QModelIndex& index, int role) const
     if (role == Qt::CheckStateRole && index.column() == Use)
         return m_included[std::size_t(index.row())] ? Qt::Checked : Qt::Unchecked;
     if (role == Qt::ToolTipRole && index.column() == Use && isLocked(index.row()))
-        return d.trainable ? tr("With no GPU to train on, the towers run on the CPU.")
-                           : tr("Monitored only: this build of Towers has no GPU backend to train on it.");
+        return d.trainable
+                   ? tr("With no GPU to train on, the towers run on the CPU.")
+                   : tr("Monitored only: this build of Towers has no GPU backend to train on it.");
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
         case Use:
@@ -97,7 +98,10 @@ QVariant DeviceModel::data(const QModelIndex& index, int role) const
         case Memory:
             return bytesLabel(double(d.memoryBytes));
         case Capability:
-            return cpu ? (d.isa.isEmpty() ? QStringLiteral("–") : tr("oneDNN %1").arg(d.isa))
+            return cpu ? (d.isa.isEmpty() ? QStringLiteral("–")
+                          : d.simdTarget.isEmpty()
+                              ? tr("oneDNN %1").arg(d.isa)
+                              : tr("oneDNN %1, Towers %2").arg(d.isa, d.simdTarget))
                        : tr("compute %1").arg(d.computeCapability);
         case Cores:
             return cpu ? QLocale().toString(d.logicalCores) : QStringLiteral("–");

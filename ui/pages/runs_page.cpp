@@ -3,6 +3,7 @@
 #include <QDesktopServices>
 #include <QDir>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFontDatabase>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -10,6 +11,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
+#include <QMenu>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSplitter>
@@ -92,11 +94,29 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     m_classify = new QPushButton(tr("&Classify with this checkpoint"), details);
     m_openFolder =
         new QPushButton(style()->standardIcon(QStyle::SP_DirOpenIcon), tr("Open &folder"), details);
+    m_exportOnnx = new QPushButton(tr("E&xport ONNX…"), details);
+    auto* exportMenu = new QMenu(m_exportOnnx);
+    exportMenu->addAction(tr("NHWC input (as Towers feeds the model)…"), this,
+                          [this] { chooseExportFile(engine::OnnxLayout::Nhwc); });
+    exportMenu->addAction(tr("NCHW input…"), this,
+                          [this] { chooseExportFile(engine::OnnxLayout::Nchw); });
+    m_exportOnnx->setMenu(exportMenu);
+    m_exportOnnx->setToolTip(
+        tr("Writes the checkpoint's model as an ONNX file for onnxruntime and other "
+           "tools: inference form, moving-average weights when it has them, the "
+           "preprocessing and class names in its metadata"));
+    m_exportStatus = new QLabel(details);
+    m_exportStatus->setWordWrap(true);
+    m_exportStatus->setTextFormat(Qt::PlainText);
+    m_exportStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_exportStatus->hide();
     buttons->addWidget(m_resume);
     buttons->addWidget(m_classify);
+    buttons->addWidget(m_exportOnnx);
     buttons->addWidget(m_openFolder);
     buttons->addStretch(1);
     dl->addLayout(buttons);
+    dl->addWidget(m_exportStatus);
     m_config = new QPlainTextEdit(details);
     m_config->setReadOnly(true);
     m_config->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
@@ -254,7 +274,54 @@ void RunsPage::updateButtons()
             ? tr("A run is training: stop it first")
             : tr("Continues from the newest good checkpoint with the run's own configuration"));
     m_classify->setEnabled(!selectedCheckpoint().isEmpty());
+    m_exportOnnx->setEnabled(!selectedCheckpoint().isEmpty() && !m_export.isRunning());
     m_openFolder->setEnabled(r != nullptr);
+}
+
+void RunsPage::chooseExportFile(engine::OnnxLayout layout)
+{
+    const QString checkpoint = selectedCheckpoint();
+    if (checkpoint.isEmpty()) return;
+    const QString suggested =
+        QString::fromStdString(engine::defaultOnnxPath(checkpoint.toStdString()).string());
+    const QString output = QFileDialog::getSaveFileName(this, tr("Export ONNX"), suggested,
+                                                        tr("ONNX models (*.onnx)"));
+    // The dialog has asked before choosing an existing file.
+    if (!output.isEmpty()) exportCheckpoint(checkpoint, output, layout, true);
+}
+
+void RunsPage::exportCheckpoint(const QString& checkpoint, const QString& output,
+                                engine::OnnxLayout layout, bool overwrite)
+{
+    engine::OnnxExportOptions options;
+    options.layout = layout;
+    options.overwrite = overwrite;
+    const std::filesystem::path from = checkpoint.toStdString(), to = output.toStdString();
+    m_exportStatus->setText(
+        tr("Exporting %1 to %2…").arg(QFileInfo(checkpoint).fileName(), output));
+    m_exportStatus->show();
+    m_export.start(
+        [from, to, options] { return engine::exportOnnx(from, to, options); },
+        [this, output](const app::JobResult<engine::OnnxExportSummary>& r) {
+            updateButtons();
+            if (!r.ok()) {
+                const QString message = tr("ONNX export failed: %1").arg(r.error);
+                m_exportStatus->setText(QStringLiteral("⚠ ") + message);
+                emit errorOccurred(message);
+                return;
+            }
+            const engine::OnnxExportSummary& s = *r.value;
+            QString text =
+                tr("Exported %1 (%2, opset %3, %4 input) to %5")
+                    .arg(QString::fromStdString(s.model),
+                         s.usedEma ? tr("moving-average weights") : tr("raw weights"))
+                    .arg(s.opset)
+                    .arg(QString::fromLatin1(engine::onnxLayoutName(s.layout)).toUpper(), output);
+            for (const auto& w : s.warnings) text += tr("; warning: %1").arg(QString::fromStdString(w));
+            m_exportStatus->setText(text);
+            emit exported(output);
+        });
+    updateButtons();
 }
 
 } // namespace towers::ui

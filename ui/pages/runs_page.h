@@ -1,12 +1,14 @@
 #pragma once
 // The Runs & checkpoints page: the runs of the runs folder (each a run directory: config.json,
 // metrics.jsonl, eval.jsonl, checkpoints/), the selected run's configuration, its loss and
-// accuracy curves and its checkpoints; resume the run, or load a checkpoint into Classify.
+// accuracy curves and its checkpoints; resume the run, load a checkpoint into Classify, or export
+// it as an ONNX file (off the UI thread, through engine::exportOnnx as `towers-cli export`).
 // The folder is read off the UI thread.
 #include <QWidget>
 
 #include "app/jobs/latest_job.h"
 #include "app/runs/run_scanner.h"
+#include "engine/io/onnx_export.h"
 
 class QLabel;
 class QLineEdit;
@@ -43,6 +45,11 @@ public:
     bool isBusy() const { return m_scan.isRunning(); }
     // Resuming is not possible while another run trains.
     void setResumeAllowed(bool allowed);
+    // Writes `checkpoint` as the ONNX file `output` in the background (replacing an existing file
+    // only with `overwrite`); exported() or errorOccurred() follows.
+    void exportCheckpoint(const QString& checkpoint, const QString& output,
+                          engine::OnnxLayout layout, bool overwrite);
+    bool isExporting() const { return m_export.isRunning(); }
     PlotWidget* lossPlot() const { return m_lossPlot; }
     PlotWidget* accuracyPlot() const { return m_accuracyPlot; }
 
@@ -52,6 +59,9 @@ public slots:
 signals:
     void resumeRequested(const QString& folder);
     void classifyRequested(const QString& checkpoint);
+    // An ONNX export finished (the file written) or failed (the reason).
+    void exported(const QString& output);
+    void errorOccurred(const QString& message);
     void runsDirChanged(const QString& dir);
     // After each refresh has been applied.
     void refreshed();
@@ -60,10 +70,13 @@ private:
     void onScanned(const app::JobResult<std::vector<app::RunSummary>>& r);
     void showSelected();
     void updateButtons();
+    // Asks for the file (the dialog confirms replacing one) and exports the selected checkpoint.
+    void chooseExportFile(engine::OnnxLayout layout);
 
     app::AppSettings& m_settings;
     app::LatestJob<std::vector<app::RunSummary>> m_scan{this};
     app::LatestJob<app::RunCurves> m_curves{this};
+    app::LatestJob<engine::OnnxExportSummary> m_export{this};
     QString m_pendingSelection;
     bool m_resumeAllowed = true;
 
@@ -78,6 +91,8 @@ private:
     CheckpointListModel* m_checkpoints;
     QPushButton* m_resume;
     QPushButton* m_classify;
+    QPushButton* m_exportOnnx;
+    QLabel* m_exportStatus;
     QPushButton* m_openFolder;
 };
 

@@ -1,0 +1,63 @@
+#include "engine/cpu/simd_target.h"
+
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+
+#include <hwy/targets.h>
+
+#include "engine/errors.h"
+
+namespace towers::engine::cpu {
+
+namespace {
+
+struct Limit
+{
+    std::string value;   // as the variable says, upper-cased
+    std::string problem; // why it was refused, or empty
+};
+
+Limit applyOnce()
+{
+    Limit limit;
+    const char* env = std::getenv("TOWERS_SIMD_TARGET");
+    if (!env || !*env) return limit;
+    for (const char* c = env; *c; ++c)
+        limit.value += static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
+    std::string names;
+    std::int64_t better = 0; // the targets above the one named
+    // Lower bits are better targets.
+    for (std::int64_t rest = HWY_TARGETS; rest != 0; rest &= rest - 1) {
+        const std::int64_t bit = rest & -rest;
+        if (limit.value == hwy::TargetName(bit)) {
+            hwy::DisableTargets(better);
+            return limit;
+        }
+        better |= bit;
+        names += std::string(names.empty() ? "" : ", ") + hwy::TargetName(bit);
+    }
+    limit.problem = "TOWERS_SIMD_TARGET=" + std::string(env) + ": not one of " + names +
+                    " (or unset for the best this CPU has)";
+    return limit;
+}
+
+const Limit& limit()
+{
+    static const Limit l = applyOnce(); // thread-safe, once per process
+    return l;
+}
+
+} // namespace
+
+void applySimdTargetLimit()
+{
+    if (!limit().problem.empty()) throw InvalidArgument(limit().problem);
+}
+
+std::string simdTargetLimit()
+{
+    return limit().problem.empty() ? limit().value : std::string();
+}
+
+} // namespace towers::engine::cpu

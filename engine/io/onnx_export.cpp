@@ -1,0 +1,363 @@
+#include "engine/io/onnx_export.h"
+
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/data/dataset.h"
+#include "engine/data/preprocessing.h"
+#include "engine/errors.h"
+#include "engine/io/onnx_graph.h"
+#include "engine/models/registry.h"
+
+namespace towers::engine {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+std::string inQuotes(const fs::path& p)
+{
+    return "'" + p.string() + "'";
+}
+
+std::string osError(int err)
+{
+    return std::strerror(err);
+}
+
+// The IR version each opset came with (onnx/helper.py's VERSION_TABLE), so that a file for an
+// older opset also loads in the runtimes of its time.
+std::int64_t irVersionFor(int opset)
+{
+    if (opset <= 11) return 6;
+    if (opset <= 14) return 7;
+    if (opset <= 17) return 8;
+    return ::onnx::IR_VERSION;
+}
+
+Json shapeJson(const Shape& s)
+{
+    Json a = Json::array();
+    for (std::int64_t d : s.dims()) a.push_back(d);
+    return a;
+}
+
+const char* normalizationName(Preprocessing::Normalization n)
+{
+    switch (n) {
+    case Preprocessing::Normalization::PerImage:
+        return "per_image";
+    case Preprocessing::Normalization::MeanStd:
+        return "mean_std";
+    case Preprocessing::Normalization::Scale:
+        return "scale";
+    }
+    return "?";
+}
+
+void addMetadata(::onnx::ModelProto& m, const std::string& key, const std::string& value)
+{
+    auto* p = m.add_metadata_props();
+    p->set_key(key);
+    p->set_value(value);
+}
+
+// What a user needs to feed the model as `classify` does, as metadata_props and in words.
+void describe(::onnx::ModelProto& m, const Model& model, const CheckpointInfo& info, bool usedEma,
+              OnnxLayout layout, OnnxExportSummary& summary)
+{
+    const Shape& in = model.inputShape();
+    std::vector<std::string> classes = info.classNames;
+    if (classes.size() != std::size_t(model.numClasses())) {
+        classes.clear();
+        for (int i = 0; i < model.numClasses(); ++i)
+            classes.push_back("class " + std::to_string(i));
+    }
+    // The images' size before the crop: the dataset's, else the model's input (as Classifier).
+    Shape source = in;
+    for (const auto& name : knownDatasets())
+        if (name == info.dataset) source = datasetImageShape(name);
+    const int cropH = int(in[0]), cropW = int(in[1]);
+    const Json crop = {(source[0] - cropH) / 2, (source[1] - cropW) / 2, cropH, cropW};
+
+    addMetadata(m, "towers.format_version", "1");
+    addMetadata(m, "towers.model", model.name());
+    addMetadata(m, "towers.dataset", info.dataset);
+    addMetadata(m, "towers.step", std::to_string(info.step));
+    addMetadata(m, "towers.weights", usedEma ? "ema" : "raw");
+    addMetadata(m, "towers.input_layout", layout == OnnxLayout::Nhwc ? "NHWC" : "NCHW");
+    addMetadata(m, "towers.input_shape", shapeJson(in).dump());
+    addMetadata(m, "towers.class_names", Json(classes).dump());
+    addMetadata(m, "towers.source_shape", shapeJson(source).dump());
+    addMetadata(m, "towers.crop", crop.dump());
+
+    std::string how;
+    if (info.preprocessing.empty()) {
+        addMetadata(m, "towers.normalization", "unknown");
+        summary.warnings.push_back(
+            "the checkpoint has no preprocessing recipe: the file cannot say how "
+            "images are normalised");
+        how = "The checkpoint named no preprocessing.";
+    } else {
+        const Preprocessing p = Preprocessing::fromJson(info.preprocessing);
+        addMetadata(m, "towers.normalization", normalizationName(p.normalization));
+        switch (p.normalization) {
+        case Preprocessing::Normalization::PerImage:
+            how = "x = (x - mean(x)) / max(std(x), 1 / sqrt(H * W * C)) over the whole crop, "
+                  "on the 0..255 scale (tf.image.per_image_standardization).";
+            break;
+        case Preprocessing::Normalization::MeanStd:
+            addMetadata(m, "towers.mean", Json(p.mean).dump());
+            addMetadata(m, "towers.std", Json(p.stddev).dump());
+            how = "x = (x / 255 - mean[c]) / std[c] per channel (towers.mean, towers.std).";
+            break;
+        case Preprocessing::Normalization::Scale:
+            how = "x = x / 255.";
+            break;
+        }
+        addMetadata(m, "towers.preprocessing", info.preprocessing);
+    }
+    m.set_doc_string(
+        "Towers model '" + model.name() + "' (dataset '" + info.dataset + "', step " +
+        std::to_string(info.step) + ", " + (usedEma ? "moving-average" : "raw") +
+        " weights) in inference form. Input 'input': float32 " +
+        (layout == OnnxLayout::Nhwc ? "[batch, H, W, C]" : "[batch, C, H, W]") +
+        " of preprocessed images; outputs 'logits' and 'probabilities' [batch, classes], class i "
+        "named by towers.class_names[i]. Preprocessing, as towers-cli classify: the image as "
+        "8-bit pixels of towers.source_shape [H, W, C] (grayscale or RGB), the rectangle "
+        "towers.crop [top, left, height, width] cut from it, then " +
+        how);
+}
+
+// A temporary file in `target`'s folder, removed unless released.
+class TempFile
+{
+public:
+    explicit TempFile(const fs::path& target) : m_target(target)
+    {
+        const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+        std::string pattern = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+        m_fd = ::mkostemp(pattern.data(), O_CLOEXEC);
+        if (m_fd < 0)
+            throw IoError("cannot write " + inQuotes(target) +
+                          ": cannot create a temporary file in " + inQuotes(dir) + ": " +
+                          osError(errno));
+        m_path = pattern;
+    }
+    ~TempFile()
+    {
+        if (m_fd >= 0) ::close(m_fd);
+        if (!m_path.empty()) ::unlink(m_path.c_str());
+    }
+    TempFile(const TempFile&) = delete;
+    TempFile& operator=(const TempFile&) = delete;
+
+    void write(const std::string& bytes)
+    {
+        const char* p = bytes.data();
+        std::size_t left = bytes.size();
+        while (left > 0) {
+            const ssize_t n = ::write(m_fd, p, left);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) fail("cannot write " + inQuotes(m_path), errno);
+            p += n;
+            left -= std::size_t(n);
+        }
+        if (::fchmod(m_fd, 0644) != 0)
+            fail("cannot set the permissions of " + inQuotes(m_path), errno);
+        if (::fsync(m_fd) != 0) fail("cannot sync " + inQuotes(m_path), errno);
+        if (::close(m_fd) != 0) {
+            m_fd = -1;
+            fail("cannot close " + inQuotes(m_path), errno);
+        }
+        m_fd = -1;
+    }
+    // Moves the file to the target; refuses to replace an existing one unless `overwrite`.
+    void commit(bool overwrite)
+    {
+        if (overwrite) {
+            if (::rename(m_path.c_str(), m_target.c_str()) != 0)
+                fail("cannot rename " + inQuotes(m_path), errno);
+        } else if (::renameat2(AT_FDCWD, m_path.c_str(), AT_FDCWD, m_target.c_str(),
+                               RENAME_NOREPLACE) != 0) {
+            const int err = errno;
+            if (err == EEXIST) throw IoError(existsMessage(m_target));
+            if (err != EINVAL && err != ENOSYS) fail("cannot rename " + inQuotes(m_path), err);
+            // A file system without RENAME_NOREPLACE: link() refuses an existing target too.
+            if (::link(m_path.c_str(), m_target.c_str()) != 0) {
+                if (errno == EEXIST) throw IoError(existsMessage(m_target));
+                fail("cannot link " + inQuotes(m_path), errno);
+            }
+            ::unlink(m_path.c_str());
+        }
+        m_path.clear();
+        // Make the rename durable; some file systems cannot sync a directory (EINVAL).
+        const fs::path dir = m_target.has_parent_path() ? m_target.parent_path() : fs::path(".");
+        const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+            const int rc = ::fsync(fd), err = errno;
+            ::close(fd);
+            if (rc != 0 && err != EINVAL)
+                throw IoError("cannot sync the folder " + inQuotes(dir) + ": " + osError(err));
+        }
+    }
+    static std::string existsMessage(const fs::path& p)
+    {
+        return inQuotes(p) + " already exists; choose another output or pass --force to replace it";
+    }
+
+private:
+    [[noreturn]] void fail(const std::string& what, int err)
+    {
+        throw IoError("cannot write " + inQuotes(m_target) + ": " + what + ": " + osError(err));
+    }
+    fs::path m_target;
+    std::string m_path;
+    int m_fd = -1;
+};
+
+} // namespace
+
+const std::vector<std::string> kOnnxMetadataKeys = {
+    "towers.format_version", "towers.model",        "towers.dataset",       "towers.step",
+    "towers.weights",        "towers.input_layout", "towers.input_shape",   "towers.class_names",
+    "towers.source_shape",   "towers.crop",         "towers.normalization",
+};
+
+const char* onnxLayoutName(OnnxLayout layout)
+{
+    return layout == OnnxLayout::Nhwc ? "nhwc" : "nchw";
+}
+
+OnnxLayout parseOnnxLayout(const std::string& name)
+{
+    if (name == "nhwc" || name == "NHWC") return OnnxLayout::Nhwc;
+    if (name == "nchw" || name == "NCHW") return OnnxLayout::Nchw;
+    throw InvalidArgument("unknown input layout '" + name + "' (nhwc or nchw)");
+}
+
+int onnxMaxOpset()
+{
+    const auto& map = ::onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+    const auto it = map.find(::onnx::ONNX_DOMAIN);
+    return it == map.end() ? 17 : it->second.second;
+}
+
+int onnxDefaultOpset()
+{
+    return onnxMaxOpset();
+}
+
+fs::path defaultOnnxPath(const fs::path& checkpoint)
+{
+    fs::path p = checkpoint;
+    p.replace_extension(".onnx");
+    return p;
+}
+
+std::string onnxModelBytes(Model& model, const CheckpointInfo& info, bool usedEma,
+                           const OnnxExportOptions& options, OnnxExportSummary* summary)
+{
+    const int opset = options.opset == 0 ? onnxDefaultOpset() : options.opset;
+    if (opset < kOnnxMinOpset || opset > onnxMaxOpset())
+        throw InvalidArgument("opset " + std::to_string(opset) +
+                              " is not one this build can write (" + std::to_string(kOnnxMinOpset) +
+                              " to " + std::to_string(onnxMaxOpset()) + ")");
+    OnnxExportSummary local;
+    OnnxExportSummary& s = summary ? *summary : local;
+    ::onnx::ModelProto m;
+    m.set_ir_version(irVersionFor(opset));
+    auto* op = m.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset);
+    m.set_producer_name("Towers");
+    m.set_producer_version(TOWERS_BUILD_VERSION);
+    m.set_model_version(info.step);
+    const onnx_graph::GraphStats stats =
+        onnx_graph::buildGraph(model, options.layout, *m.mutable_graph());
+    describe(m, model, info, usedEma, options.layout, s);
+    try {
+        ::onnx::checker::check_model(m);
+        // Strict shape inference: every node's output shape follows from its inputs, and the
+        // declared outputs agree. It also records the intermediate shapes in the file.
+        ::onnx::shape_inference::InferShapes(m, ::onnx::OpSchemaRegistry::Instance(),
+                                             ::onnx::ShapeInferenceOptions(true, 1, false));
+        ::onnx::checker::check_model(m);
+    } catch (const std::exception& e) {
+        throw Error("the ONNX checker refused the exported '" + model.name() +
+                    "' model (a bug of the exporter): " + e.what());
+    }
+    std::string bytes;
+    if (!m.SerializeToString(&bytes))
+        throw Error("the '" + model.name() + "' model does not fit in an ONNX file (2 GB at most)");
+    s.model = model.name();
+    s.usedEma = usedEma;
+    s.opset = opset;
+    s.layout = options.layout;
+    s.nodes = stats.nodes;
+    s.foldedBatchNorms = stats.foldedBatchNorms;
+    s.bytes = std::int64_t(bytes.size());
+    return bytes;
+}
+
+OnnxExportSummary exportOnnx(const fs::path& checkpoint, const fs::path& output,
+                             const OnnxExportOptions& options)
+{
+    if (output.empty()) throw InvalidArgument("no output file named");
+    const int opset = options.opset == 0 ? onnxDefaultOpset() : options.opset;
+    if (opset < kOnnxMinOpset || opset > onnxMaxOpset())
+        throw InvalidArgument("opset " + std::to_string(opset) +
+                              " is not one this build can write (" + std::to_string(kOnnxMinOpset) +
+                              " to " + std::to_string(onnxMaxOpset()) + ")");
+    // Refuse early what would be refused at the end; the rename itself is the final word.
+    std::error_code ec;
+    if (!options.overwrite && fs::exists(fs::symlink_status(output, ec)))
+        throw IoError(TempFile::existsMessage(output));
+    if (fs::is_directory(output, ec))
+        throw IoError(inQuotes(output) + " is a folder, not a file name");
+
+    const Checkpoint c = readCheckpoint(checkpoint);
+    std::unique_ptr<Model> model;
+    try {
+        model = findModel(c.info.model).build();
+        validateCheckpoint(c, *model, checkpoint);
+    } catch (const InvalidArgument& e) {
+        // The file is the problem, not the command line.
+        const std::string what = e.what();
+        throw IoError(what.starts_with(checkpoint.string()) ? what
+                                                            : checkpoint.string() + ": " + what);
+    }
+    if (!c.info.preprocessing.empty()) {
+        try {
+            (void)Preprocessing::fromJson(c.info.preprocessing);
+        } catch (const InvalidArgument& e) {
+            throw IoError(checkpoint.string() +
+                          ": its preprocessing recipe is invalid: " + e.what());
+        }
+    }
+    OnnxExportSummary summary;
+    summary.hasEma = !c.ema.empty();
+    const bool useEma = options.useEma && summary.hasEma;
+    for (Parameter* p : model->parameters())
+        p->value.copyFrom(*c.weight(p->name, useEma && p->trainable));
+    const std::string bytes = onnxModelBytes(*model, c.info, useEma, options, &summary);
+    TempFile file(output);
+    file.write(bytes);
+    file.commit(options.overwrite);
+    summary.output = output;
+    return summary;
+}
+
+} // namespace towers::engine

@@ -1,0 +1,148 @@
+// towers-cli export, run as a process as a user would: the file beside the checkpoint by default,
+// --output, --json, an existing file refused without --force (and replaced with it), a damaged or
+// missing checkpoint (exit code 1, the message naming the file), and bad usage (exit code 2, the
+// message naming the option). The numbers inside the file are tst_onnx_export's.
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <fstream>
+
+#include "cli_process.h"
+#include "engine/models/registry.h"
+#include "engine/train/checkpoint.h"
+
+using namespace towers;
+
+class TestExportCommand : public QObject
+{
+    Q_OBJECT
+    QTemporaryDir m_dir;
+    QString m_checkpoint;
+
+    QString path(const char* name) const { return m_dir.filePath(QLatin1String(name)); }
+
+    static test::CliResult exportCli(const QStringList& args)
+    {
+        return test::runCliProcess(QStringLiteral(TOWERS_CLI),
+                                   QStringList{QStringLiteral("export")} + args,
+                                   {QStringLiteral("OMP_NUM_THREADS=1")});
+    }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        auto model = engine::createModel("fashion-fast", 3);
+        engine::CheckpointInfo info;
+        info.dataset = "fashion-mnist";
+        info.step = 42;
+        m_checkpoint = path("ckpt-00000042.safetensors");
+        engine::writeCheckpoint(m_checkpoint.toStdString(), engine::makeCheckpoint(*model, info));
+    }
+
+    void writesBesideTheCheckpoint()
+    {
+        const auto r = exportCli({QStringLiteral("--checkpoint"), m_checkpoint});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const QString onnx = path("ckpt-00000042.onnx");
+        QVERIFY2(r.out.contains(onnx), qPrintable(r.out));
+        QVERIFY(r.out.contains(QLatin1String("fashion-fast")));
+        QVERIFY(QFileInfo(onnx).size() > 100000);
+        // The checkpoint names no preprocessing: said, not fatal.
+        QVERIFY2(r.err.contains(QLatin1String("warning")), qPrintable(r.err));
+
+        // Again: refused, the file named, the file kept; --force replaces it.
+        const QDateTime before = QFileInfo(onnx).lastModified();
+        const auto again = exportCli({QStringLiteral("--checkpoint"), m_checkpoint});
+        QCOMPARE(again.exitCode, 1);
+        QVERIFY2(again.err.contains(onnx) && again.err.contains(QLatin1String("--force")),
+                 qPrintable(again.err));
+        QCOMPARE(QFileInfo(onnx).lastModified(), before);
+        const auto forced =
+            exportCli({QStringLiteral("--checkpoint"), m_checkpoint, QStringLiteral("--force")});
+        QVERIFY2(forced.exitCode == 0, qPrintable(forced.err));
+    }
+
+    void outputLayoutOpsetJson()
+    {
+        const QString onnx = path("model.onnx");
+        const auto r = exportCli(
+            {QStringLiteral("--checkpoint"), m_checkpoint, QStringLiteral("--output"), onnx,
+             QStringLiteral("--layout"), QStringLiteral("nchw"), QStringLiteral("--opset"),
+             QStringLiteral("13"), QStringLiteral("--no-ema"), QStringLiteral("--json")});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+        QCOMPARE(j.value(QStringLiteral("output")).toString(), onnx);
+        QCOMPARE(j.value(QStringLiteral("model")).toString(), QStringLiteral("fashion-fast"));
+        QCOMPARE(j.value(QStringLiteral("layout")).toString(), QStringLiteral("nchw"));
+        QCOMPARE(j.value(QStringLiteral("opset")).toInt(), 13);
+        QCOMPARE(j.value(QStringLiteral("ema")).toBool(), false);
+        QCOMPARE(j.value(QStringLiteral("foldedBatchNorms")).toInt(), 2);
+        QCOMPARE(j.value(QStringLiteral("bytes")).toInteger(), QFileInfo(onnx).size());
+    }
+
+    void damagedOrMissingCheckpoint()
+    {
+        const QString bad = path("damaged.safetensors");
+        QFile::copy(m_checkpoint, bad);
+        {
+            std::fstream f(bad.toStdString(), std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(-64, std::ios::end);
+            f.write("damaged!", 8);
+        }
+        const QString out = path("damaged.onnx");
+        const auto r =
+            exportCli({QStringLiteral("--checkpoint"), bad, QStringLiteral("--output"), out});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(bad), qPrintable(r.err));
+        QVERIFY(!QFile::exists(out));
+
+        const QString missing = path("missing.safetensors");
+        const auto m =
+            exportCli({QStringLiteral("--checkpoint"), missing, QStringLiteral("--output"), out});
+        QCOMPARE(m.exitCode, 1);
+        QVERIFY2(m.err.contains(missing), qPrintable(m.err));
+        QVERIFY(!QFile::exists(out));
+    }
+
+    void badUsage_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("named");
+        const QString ckpt = QStringLiteral("--checkpoint");
+        QTest::newRow("no checkpoint") << QStringList{} << QStringLiteral("--checkpoint");
+        QTest::newRow("unknown option")
+            << QStringList{QStringLiteral("--frobnicate")} << QStringLiteral("frobnicate");
+        QTest::newRow("bad layout")
+            << QStringList{ckpt, QStringLiteral("x"), QStringLiteral("--layout"),
+                           QStringLiteral("chwn")}
+            << QStringLiteral("--layout");
+        QTest::newRow("opset too old")
+            << QStringList{ckpt, QStringLiteral("x"), QStringLiteral("--opset"),
+                           QStringLiteral("7")}
+            << QStringLiteral("--opset");
+        QTest::newRow("opset not a number")
+            << QStringList{ckpt, QStringLiteral("x"), QStringLiteral("--opset"),
+                           QStringLiteral("new")}
+            << QStringLiteral("--opset");
+        QTest::newRow("stray argument")
+            << QStringList{ckpt, QStringLiteral("x"), QStringLiteral("extra")}
+            << QStringLiteral("extra");
+    }
+    void badUsage()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, named);
+        const auto r = exportCli(args);
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains(named), qPrintable(r.err));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestExportCommand)
+#include "tst_export_command.moc"
