@@ -19,15 +19,17 @@ import os
 import subprocess
 import sys
 
+from isa_env import ISAS, isa_environment
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 KEYS = ("images_per_sec", "step_ms", "forward_ms", "backward_ms", "update_ms")
 
 
-def run_json(cmd, timeout):
+def run_json(cmd, timeout, env=None):
     """Runs `cmd` and returns (the JSON object on its stdout, None) or (None, error text)."""
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except FileNotFoundError:
         return None, f"{cmd[0]}: not found"
     except PermissionError:
@@ -65,8 +67,9 @@ def compare(args, model, variant=""):
               str(args.threads), "--steps", str(args.steps)]
     gpu = args.device == "cuda"
     towers_extra = (["--backend", "cuda"] if gpu else []) + (["--tf32"] if args.tf32 else [])
+    env = isa_environment(args.isa)
     towers, terr = run_json([args.towers_cli, "bench"] + common + towers_extra + ["--json"],
-                            args.timeout)
+                            args.timeout, env)
     torch_extra = ["--device", args.device] + (["--tf32"] if args.tf32 else [])
     for part in filter(None, variant.split("+")):
         if part not in ("default", "channels-last", "bf16"):
@@ -76,8 +79,9 @@ def compare(args, model, variant=""):
             torch_extra.append("--" + part)
     torch_cmd = [args.python, os.path.join(HERE, "torch_bench.py")] + common + [
         "--warmup", str(args.warmup), "--json"] + torch_extra
-    torch, perr = run_json(torch_cmd, args.timeout)
-    row = {"model": model + (f" [torch {variant}]" if variant and variant != "default" else ""),
+    torch, perr = run_json(torch_cmd, args.timeout, env)
+    row = {"model": model + (f" [torch {variant}]" if variant and variant != "default" else "")
+                    + (f" [{args.isa}]" if args.isa != "native" else ""),
            "batch_size": args.batch_size, "threads": args.threads,
            "steps": args.steps, "towers": towers, "pytorch": torch}
     if terr or perr:
@@ -134,6 +138,9 @@ def main():
     ap.add_argument("--torch-variants", default="default",
                     help="cuda: comma-separated PyTorch runs per model: default, channels-last, "
                          "bf16, or combinations joined by + (channels-last+bf16)")
+    ap.add_argument("--isa", choices=sorted(ISAS), default="native",
+                    help="cpu: hold both sides to this instruction set (avx2: what an AVX2 machine "
+                         "runs, emulated on a newer one; see bench/isa_env.py)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = ap.parse_args()
     if not os.path.isfile(args.towers_cli):

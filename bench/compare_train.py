@@ -19,17 +19,19 @@ import sys
 import tempfile
 import time
 
+from isa_env import ISAS, isa_environment
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_towers(cli, model, towers, epochs, data_dir, threads, extra):
+def run_towers(cli, model, towers, epochs, data_dir, threads, extra, isa="native"):
     run_dir = tempfile.mkdtemp(prefix="towers-compare-")
     steps_per_epoch = 60000 // (towers * 64)
     cmd = [cli, "train", "--dataset", "fashion-mnist", "--model", model, "--towers", str(towers), "--epochs", str(epochs),
            "--eval-every", str(steps_per_epoch), "--log-every", "100", "--run-dir", run_dir, "--json"] + extra
     if data_dir:
         cmd += ["--data-dir", data_dir]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    env = isa_environment(isa, dict(os.environ, OMP_NUM_THREADS=str(threads)))
     print("$ " + " ".join(cmd), flush=True)
     t0 = time.perf_counter()
     start = None
@@ -51,7 +53,7 @@ def run_towers(cli, model, towers, epochs, data_dir, threads, extra):
     return rows
 
 
-def run_torch(model, towers, epochs, data_dir, threads):
+def run_torch(model, towers, epochs, data_dir, threads, isa="native"):
     # Towers' recipes translate by 1 pixel, by 2 for fashion-wide (engine/train/recipe.cpp).
     cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_train.py"), "--model", model,
            "--translate", "2" if model == "fashion-wide" else "1", "--epochs", str(epochs),
@@ -60,7 +62,7 @@ def run_torch(model, towers, epochs, data_dir, threads):
         cmd += ["--dataset-dir", os.path.join(data_dir, "fashion-mnist")]
     print("$ " + " ".join(cmd), flush=True)
     rows = []
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as p:
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=isa_environment(isa)) as p:
         for line in p.stdout:
             e = json.loads(line)
             rows.append(e)
@@ -89,11 +91,13 @@ def main():
                                                    "/usr/share/datasets for PyTorch)")
     ap.add_argument("--target", type=float, default=0.92)
     ap.add_argument("--skip-torch", action="store_true")
+    ap.add_argument("--isa", choices=sorted(ISAS), default="native",
+                    help="hold both sides to this instruction set (see bench/isa_env.py)")
     ap.add_argument("extra", nargs="*", help="after --: more towers-cli train options")
     a = ap.parse_args()
     epochs = a.epochs or (20 if a.model == "fashion-wide" else 8)
-    ours = run_towers(a.towers_cli, a.model, a.towers, epochs, a.data_dir, a.threads, a.extra)
-    theirs = [] if a.skip_torch else run_torch(a.model, a.towers, epochs, a.data_dir, a.threads)
+    ours = run_towers(a.towers_cli, a.model, a.towers, epochs, a.data_dir, a.threads, a.extra, a.isa)
+    theirs = [] if a.skip_torch else run_torch(a.model, a.towers, epochs, a.data_dir, a.threads, a.isa)
 
     print(f"\nFashion-MNIST, {a.model} recipe, global batch {a.towers * 64}, {a.threads} thread(s) per side")
     print(f"{'epoch':>6} | {'Towers s':>9} {'acc':>7} {'img/s':>7} | {'PyTorch s':>9} {'acc':>7} {'img/s':>7}")

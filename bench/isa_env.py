@@ -1,0 +1,26 @@
+"""Holding both sides of a benchmark to one instruction set, to see on an AVX-512 machine what an
+AVX2 machine (most desktops: Intel client parts since Alder Lake, AMD Zen 2/3) runs.
+
+Each library has its own switch: oneDNN (Towers' and PyTorch's) reads ONEDNN_MAX_CPU_ISA (and the
+older DNNL_MAX_CPU_ISA), PyTorch's own kernels ATEN_CPU_CAPABILITY, Towers' Highway kernels
+TOWERS_SIMD_TARGET. The result is an emulation: the instruction set is AVX2's, but the cache,
+memory and clock are the machine's own, so a real AVX2 machine's figures can differ; the tables
+in docs/benchmarks.md say which is which.
+"""
+
+import os
+
+ISAS = {
+    "native": {},
+    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+             "TOWERS_SIMD_TARGET": "AVX2"},
+    "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "DNNL_MAX_CPU_ISA": "AVX512_CORE",
+               "ATEN_CPU_CAPABILITY": "avx512", "TOWERS_SIMD_TARGET": "AVX3"},
+}
+
+
+def isa_environment(isa, base=None):
+    """os.environ (or `base`) with the switches that hold every library to `isa`."""
+    env = dict(os.environ if base is None else base)
+    env.update(ISAS[isa])
+    return env
