@@ -21,7 +21,7 @@ work=$(mktemp -d -t towers-soak-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export TOWERS_RUNS="$work/runs" OMP_NUM_THREADS=1
 
-steps=300
+steps=$((rounds * 40 > 300 ? rounds * 40 : 300)) # long enough that every kill lands in the run
 args=(train --dataset fashion-mnist --model fashion-fast --towers 2 --batch-size 32 --augment none
       --lr-schedule constant --lr 0.02 --steps "$steps" --checkpoint-every 1 --keep-checkpoints 3
       --eval-every 0 --log-every 10)
@@ -43,6 +43,10 @@ while :; do
         sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.2 + 2.3 * r / 32767 }')"
         if kill -KILL "$pid" 2> /dev/null; then
             wait "$pid" 2> /dev/null || true
+            # Where the killed process had got to: the step it resumed from, its last logged step.
+            from=$(sed -n 's/.*restored .* at step \([0-9]*\).*/\1/p' "$work/last.log" | tail -1)
+            upto=$(sed -n 's/.*: step \([0-9]*\), loss.*/\1/p' "$work/last.log" | tail -1)
+            echo "  kill $((kills + 1)): restored step ${from:-(none yet)}, last logged step ${upto:-(none yet)}"
             kills=$((kills + 1))
             # Killed before the run wrote its configuration: it never started; start it again.
             [[ -e "$run/config.json" ]] && first=0
