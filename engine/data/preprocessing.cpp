@@ -71,18 +71,6 @@ void checkRecipe(const Preprocessing& p)
     }
 }
 
-const char* normalizationName(Preprocessing::Normalization n)
-{
-    switch (n) {
-    case Preprocessing::Normalization::PerImage:
-        return "per_image";
-    case Preprocessing::Normalization::MeanStd:
-        return "mean_std";
-    case Preprocessing::Normalization::Scale:
-        return "scale";
-    }
-    return "?";
-}
 
 std::string typeName(const json& v)
 {
@@ -129,6 +117,19 @@ std::vector<double> numbersField(const json& j, const char* field)
 }
 
 } // namespace
+
+const char* normalizationName(Preprocessing::Normalization n)
+{
+    switch (n) {
+    case Preprocessing::Normalization::PerImage:
+        return "per_image";
+    case Preprocessing::Normalization::MeanStd:
+        return "mean_std";
+    case Preprocessing::Normalization::Scale:
+        return "scale";
+    }
+    return "?";
+}
 
 std::string Preprocessing::toJson() const
 {

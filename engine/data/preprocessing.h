@@ -50,6 +50,10 @@ struct Preprocessing
     void validateFor(const Shape& source) const;
 };
 
+// "per_image", "mean_std" or "scale": the recipe's JSON name of a normalisation (and the ONNX
+// export's metadata).
+const char* normalizationName(Preprocessing::Normalization n);
+
 // The seeds' CIFAR-10 recipe for a crop of `size` (24 for the tutorial network): random crop,
 // flip, brightness 63, contrast [0.2, 1.8], per-image standardisation.
 Preprocessing cifarDistortions(int size);

@@ -54,19 +54,6 @@ Json shapeJson(const Shape& s)
     return a;
 }
 
-const char* normalizationName(Preprocessing::Normalization n)
-{
-    switch (n) {
-    case Preprocessing::Normalization::PerImage:
-        return "per_image";
-    case Preprocessing::Normalization::MeanStd:
-        return "mean_std";
-    case Preprocessing::Normalization::Scale:
-        return "scale";
-    }
-    return "?";
-}
-
 void addMetadata(::onnx::ModelProto& m, const std::string& key, const std::string& value)
 {
     auto* p = m.add_metadata_props();
