@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "engine/cpu/masked_gradient.h"
+#include "engine/cpu/simd_target.h"
 
 namespace towers::engine::cpu {
 
@@ -80,6 +81,32 @@ dnnl::convolution_forward::primitive_desc forwardPd(const dnnl::engine& eng, con
     return forwardPd(eng, g, a, bias, act, onednnAlgorithm(a));
 }
 
+// Floating-point operations per vector instruction of oneDNN's kernels on the instruction set they
+// run on now (ONEDNN_MAX_CPU_ISA included): lanes, twice with fused multiply-add; 0 without JIT.
+int onednnVectorFlops()
+{
+    using dnnl::cpu_isa;
+    switch (dnnl::get_effective_cpu_isa()) {
+    case cpu_isa::avx512_mic:
+    case cpu_isa::avx512_mic_4ops:
+    case cpu_isa::avx512_core:
+    case cpu_isa::avx512_core_vnni:
+    case cpu_isa::avx512_core_bf16:
+    case cpu_isa::avx512_core_amx:
+        return 32;
+    case cpu_isa::avx2:
+    case cpu_isa::avx2_vnni:
+        return 16;
+    case cpu_isa::avx:
+        return 8;
+    case cpu_isa::sse41:
+        return 4;
+    case cpu_isa::all:
+        break;
+    }
+    return 0;
+}
+
 // Builds a backward primitive descriptor with the plan's algorithm, or, should oneDNN have no
 // such kernel for that direction, with the one its heuristic picks.
 template <class Make> auto backwardPd(ConvAlgorithm a, const Make& make)
@@ -130,11 +157,19 @@ const char* convAlgorithmName(ConvAlgorithm a)
 
 ConvAlgorithm chooseConvAlgorithm(const dnnl::engine& eng, const Conv2dDesc& d)
 {
-    if (Winograd5x5::supports(d)) return ConvAlgorithm::Winograd5x5;
+    applySimdTargetLimit();
+    // Towers' Winograd where it beats oneDNN's direct kernels on the instruction sets the two run
+    // on now, or where oneDNN has only its reference loop for this shape.
+    if (Winograd5x5::supports(d) &&
+        (Winograd5x5::fasterThanDirect(d, onednnVectorFlops()) ||
+         std::strstr(forwardPd(eng, geometry(d), ConvAlgorithm::Direct, false, Activation::None)
+                         .impl_info_str(),
+                     "ref")))
+        return ConvAlgorithm::Winograd5x5;
     const Window2d& g = d.win;
-    if (g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.c % 16 == 0 &&
-        d.outChannels % 16 == 0) {
-        // oneDNN's own heuristic says whether its Winograd beats direct for this shape.
+    if (g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1) {
+        // oneDNN's own heuristic says whether it has a Winograd kernel for this shape on this CPU
+        // (2.6: AVX-512 only, channels in multiples of 16) and whether it beats direct.
         try {
             const auto pd = forwardPd(eng, geometry(d), ConvAlgorithm::Winograd3x3, false,
                                       Activation::None, dnnl::algorithm::convolution_auto);

@@ -1,19 +1,26 @@
 #pragma once
 // Private to engine/cpu: how the oneDNN backend runs one convolution geometry, in all directions.
 //
-// The algorithm is chosen once per geometry:
-//  * Winograd5x5: 5x5 stride 1 with channels in multiples of 16 on AVX-512 (the tutorial's conv2):
-//    all three directions by Towers' Winograd (winograd_5x5.h); everything stays NHWC.
+// The algorithm is chosen once per geometry, at run time, for the instruction sets the kernels
+// run on (oneDNN's and Highway's; nothing here assumes AVX-512):
+//  * Winograd5x5: 5x5 stride 1 where Towers' Winograd (winograd_5x5.h) beats oneDNN's direct
+//    kernels on the instruction sets both run on now (Winograd5x5::fasterThanDirect: 16 or more
+//    channels on both sides, and Highway's vectors at least half as strong as oneDNN's: AVX-512
+//    or AVX2 against oneDNN's avx512_core or avx2, SSE4 against its sse41 or avx; not SSE4 against
+//    avx2), or wherever oneDNN has only a reference loop. The tutorial's conv2 on any x86-64;
+//    never a first layer's 3 channels. All three directions by Towers' Winograd; everything stays
+//    NHWC.
 //  * Winograd3x3: 3x3 stride 1 where oneDNN's convolution_auto picks its Winograd F(4x4, 3x3) for
-//    the forward (mnist-convnet's conv2 and conv3: 2-3x fewer multiplications than direct), then
-//    Winograd in all three directions. It needs oneDNN's blocked nChw16c activations: inputs are
-//    reordered in, outputs out; a training forward keeps the blocked input and the reordered
-//    weights in the caller's `saved` bytes for backward.
+//    the forward (2.6 has one on AVX-512 only: mnist-convnet's conv2 and conv3, 2-3x fewer
+//    multiplications than direct), then Winograd in all three directions. It takes the blocked
+//    activations it asks for: inputs are reordered in, outputs out; a training forward keeps the
+//    blocked input and the reordered weights in the caller's `saved` bytes for backward.
 //  * Direct: oneDNN's direct convolution, forward on NHWC (as fast as blocked there, and no
-//    reorders), backward in the layouts oneDNN prefers (blocked: 2-3x faster backward weights for
-//    first layers with 1 or 3 input channels).
+//    reorders), backward in the layouts oneDNN prefers on this CPU (blocked nChw16c on AVX-512,
+//    nChw8c on AVX2: 2-3x faster backward weights for first layers with 1 or 3 input channels).
 // Backward starts from g = dy masked by the fused ReLU, written in one pass straight into the
-// layout the backward primitives read (masked_gradient.h), or masked as Towers' Winograd reads it.
+// layout the backward primitives asked for (NHWC, nChw8c or nChw16c; masked_gradient.h; any other
+// goes through a oneDNN reorder), or masked as Towers' Winograd reads it.
 #include <string>
 
 #include "engine/cpu/cpu_common.h"

@@ -3,12 +3,14 @@
 // training pair share the plans, so inference and training take the same algorithm.
 #include "engine/cpu/conv_plan.h"
 #include "engine/cpu/onednn_ops.h"
+#include "engine/cpu/winograd_5x5.h"
 
 namespace towers::engine::cpu {
 
 namespace {
 
-ConvPlan& planFor(OneDnnOps& ops, const Conv2dDesc& d, bool bias, Activation act)
+ConvPlan& planFor(OneDnnOps& ops, const Conv2dDesc& d, bool bias, Activation act,
+                  const char* direction)
 {
     const std::string key = "conv " + d.win.str() + " out " + std::to_string(d.outChannels) +
                             (bias ? " bias" : "") + (act == Activation::Relu ? " relu" : "");
@@ -17,6 +19,10 @@ ConvPlan& planFor(OneDnnOps& ops, const Conv2dDesc& d, bool bias, Activation act
         plan = &ops.cached<ConvPlan>(
             key, [&] { return std::make_shared<ConvPlan>(ops.dnnlEngine(), d, bias, act); });
     });
+    // Towers' own Winograd runs no oneDNN primitive: it is recorded here for the per-layer profile.
+    if (plan->algorithm() == ConvAlgorithm::Winograd5x5)
+        ops.noteImplementation(key, std::string("convolution winograd 5x5 ") + direction,
+                               "towers:winograd5x5:" + Winograd5x5::targetName());
     return *plan;
 }
 
@@ -45,7 +51,7 @@ void OneDnnOps::conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor
 {
     checkForward(d, x, w, b);
     Tensor::ensure(y, d.outputShape(), DType::Float32);
-    ConvPlan& plan = planFor(*this, d, !b.empty(), act);
+    ConvPlan& plan = planFor(*this, d, !b.empty(), act, "forward");
     guarded("running a convolution", [&] { plan.forward(m_stream, x, w, b, y, nullptr); });
 }
 
@@ -54,7 +60,7 @@ void OneDnnOps::conv2dForwardTraining(const Conv2dDesc& d, const Tensor& x, cons
 {
     checkForward(d, x, w, b);
     Tensor::ensure(y, d.outputShape(), DType::Float32);
-    ConvPlan& plan = planFor(*this, d, !b.empty(), act);
+    ConvPlan& plan = planFor(*this, d, !b.empty(), act, "forward_training");
     guarded("running a convolution", [&] { plan.forward(m_stream, x, w, b, y, &saved); });
 }
 
@@ -65,7 +71,7 @@ void OneDnnOps::conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const 
     requireF32(w, "conv2d w");
     requireShape(w, d.weightShape(), "conv2d w");
     Tensor::ensure(dx, d.inputShape(), DType::Float32);
-    ConvPlan& plan = planFor(*this, d, false, Activation::None);
+    ConvPlan& plan = planFor(*this, d, false, Activation::None, "backward_data");
     ConvPlan::Gradients g;
     g.w = &w;
     g.dx = &dx;
@@ -80,7 +86,7 @@ void OneDnnOps::conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, cons
     checkGradient(d, dy);
     Tensor::ensure(dw, d.weightShape(), DType::Float32);
     if (db) Tensor::ensure(*db, Shape{d.outChannels}, DType::Float32);
-    ConvPlan& plan = planFor(*this, d, db != nullptr, Activation::None);
+    ConvPlan& plan = planFor(*this, d, db != nullptr, Activation::None, "backward_weights");
     ConvPlan::Gradients g;
     g.x = &x;
     g.dw = &dw;
@@ -102,7 +108,7 @@ void OneDnnOps::conv2dBackward(const Conv2dDesc& d, const Tensor& x, const Tenso
     Tensor::ensure(dw, d.weightShape(), DType::Float32);
     if (db) Tensor::ensure(*db, Shape{d.outChannels}, DType::Float32);
     if (dx) Tensor::ensure(*dx, d.inputShape(), DType::Float32);
-    ConvPlan& plan = planFor(*this, d, db != nullptr, act);
+    ConvPlan& plan = planFor(*this, d, db != nullptr, act, "backward");
     ConvPlan::Gradients g;
     g.x = &x;
     g.w = &w;

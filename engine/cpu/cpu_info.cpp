@@ -1,6 +1,8 @@
 #include "engine/cpu/cpu_info.h"
 
 #include "engine/cpu/lrn_hwy.h"
+#include "engine/cpu/simd_target.h"
+#include "engine/errors.h"
 
 #include <fstream>
 #include <thread>
@@ -17,17 +19,28 @@ namespace {
 std::string isaName(dnnl::cpu_isa isa)
 {
     switch (isa) {
-    case dnnl::cpu_isa::sse41: return "sse41";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
-    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    case dnnl::cpu_isa::all: return "all";
+    case dnnl::cpu_isa::sse41:
+        return "sse41";
+    case dnnl::cpu_isa::avx:
+        return "avx";
+    case dnnl::cpu_isa::avx2:
+        return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+        return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic:
+        return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops:
+        return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core:
+        return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+        return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+        return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+        return "avx512_core_amx";
+    case dnnl::cpu_isa::all:
+        return "all";
     }
     return "unknown";
 }
@@ -63,9 +76,15 @@ CpuInfo cpuInfo()
     } catch (const dnnl::error&) {
         info.isa = "unknown";
     }
-    info.simdTarget = lrnTargetName();
+    try {
+        applySimdTargetLimit(); // TOWERS_SIMD_TARGET, before the target is read
+        info.simdTarget = lrnTargetName();
+    } catch (const Error& e) {
+        info.simdTarget = e.what();
+    }
     const auto* v = dnnl::version();
-    info.onednnVersion = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+    info.onednnVersion =
+        std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
     const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
     if (pages > 0 && pageSize > 0) info.memoryBytes = static_cast<std::int64_t>(pages) * pageSize;
     return info;

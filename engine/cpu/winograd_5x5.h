@@ -11,8 +11,22 @@
 // oneDNN's direct convolution on the tutorial's conv2). Backward data is the same computation on
 // dy with the kernel flipped and its channel roles swapped; backward weights is F(5x5, 2x2).
 //
-// AVX-512 only (supports() says so); activations NHWC, weights OIHW, as the Ops interface.
+// Written once with Google Highway (winograd_5x5.cpp) and run on the instruction set Highway
+// dispatches to: channels in vectors of 16 floats on AVX-512, 8 on AVX2, 4 on SSE4, any channel
+// count (the last vector of a row is partial). Activations NHWC, weights OIHW, as the Ops
+// interface.
+//
+// Whether it pays depends on the instruction sets of both sides (fasterThanDirect). Measured on
+// 2 Zen 4 cores, 2 threads, batch 128, the tutorial's conv2 (64 -> 64 at 12x12, bias, ReLU), ms
+// forward / backward data / backward weights, the lower instruction sets forced
+// (TOWERS_SIMD_TARGET, ONEDNN_MAX_CPU_ISA):
+//   AVX-512: Winograd  8.2 /  7.9 /  8.4   oneDNN direct avx512_core 13.7 / 15.2 / 14.8
+//   AVX2:    Winograd  9.4 /  9.2 /  9.4   oneDNN direct avx2        14.7 / 15.2 / 19.5
+//   SSE4:    Winograd 22.9 / 22.9 / 23.0   oneDNN direct sse41       63.3 / 60.0 / 60.7
+//                                          oneDNN direct avx         63.1 / 38.5 / 37.3
+// so SSE4's Winograd beats oneDNN's sse41 and avx kernels (CPUs without AVX2) but not its avx2.
 #include <cstdint>
+#include <string>
 
 #include "engine/cpu/cpu_common.h"
 
@@ -21,9 +35,23 @@ namespace towers::engine::cpu {
 class Winograd5x5
 {
 public:
-    // True when this CPU and geometry can run it: a 5x5 kernel, stride 1, input and output
-    // channels multiples of 16, and AVX-512.
+    // True when the kernels compute this geometry: a 5x5 kernel, stride 1 (any channel counts,
+    // paddings and sizes).
     static bool supports(const Conv2dDesc& d);
+    // True when, on the instruction set the kernels run on now, they beat a direct convolution
+    // whose kernels do `directVectorFlops` floating-point operations per vector instruction (as
+    // vectorFlops(): oneDNN's avx512_core 32, avx2 16, avx 8, sse41 4) for this geometry
+    // (supports(d) assumed): 16 or more channels on both sides, and at least half the direct
+    // kernels' arithmetic per instruction. Asked again after a forced target
+    // (TOWERS_SIMD_TARGET, forceSimdTargetForTest), it answers for that target.
+    static bool fasterThanDirect(const Conv2dDesc& d, int directVectorFlops);
+    // Floating-point operations per vector instruction on the target the kernels run on now:
+    // lanes, twice with fused multiply-add (AVX-512 32, AVX2 16, SSE4 4, scalar 1).
+    static int vectorFlops();
+    // The Highway target the kernels run on now (HWY_AVX2, ...), and its name ("AVX3", "AVX2",
+    // "SSE4", "SSSE3", "SCALAR" or "EMU128").
+    static std::int64_t target();
+    static std::string targetName();
 
     explicit Winograd5x5(const Conv2dDesc& d);
 
@@ -48,11 +76,9 @@ public:
     };
 
 private:
-    void run(const Pass& p, const float* in, const float* mask, const float* bias, bool relu,
-             float* out);
-
     Pass m_forward, m_backward;
-    AlignedBuffer m_u;       // the transformed kernel of the running pass, [36][inC][outC]
+    // The transformed kernel of the running pass, [36][inC][outC rounded up to whole vectors].
+    AlignedBuffer m_u;
     AlignedBuffer m_scratch; // per thread: transformed inputs and products of one chunk of tiles
 };
 

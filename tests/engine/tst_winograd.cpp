@@ -1,0 +1,323 @@
+// Towers' Winograd F(2x2, 5x5) (engine/cpu/winograd_5x5.h) on every Highway target it is compiled
+// for, each forced in turn (QSKIP for those this CPU cannot run): forward (bias, fused ReLU),
+// backward data and backward weights (with and without the fused ReLU's mask and the bias
+// gradient) against the reference backend, by the normalised error the oneDNN convolution tests
+// use; odd sizes, partial tiles, batch 1, explicit asymmetric pads, channel counts that are and
+// are not multiples of each target's vector. Then per target: the algorithm the oneDNN backend's
+// plan picks (Winograd only where it beats oneDNN's direct kernels), that plan's whole training
+// path against the reference, and central differences of the oneDNN backend's conv op.
+#include <QtTest>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/cpu_info.h"
+#include "engine/cpu/lrn_hwy.h" // lrnTargets, forceSimdTargetForTest: every Highway kernel
+#include "engine/cpu/onednn_ops.h"
+#include "engine/cpu/winograd_5x5.h"
+#include "engine/ops/ops.h"
+#include "gradcheck.h"
+
+using namespace towers::engine;
+using towers::test::checkGradient;
+using towers::test::dot;
+using towers::test::normalisedError;
+using towers::test::randomTensor;
+
+namespace {
+
+struct WinoCase
+{
+    Shape x;
+    std::int64_t outC = 1;
+    Padding padding = Padding::Same;
+    ExplicitPads pads;
+    bool bias = true, relu = false;
+    Conv2dDesc desc() const { return makeConv2dDesc(x, outC, 5, 5, 1, 1, padding, pads); }
+};
+
+// The bound tst_ops_window and tst_ops_fused hold oneDNN's convolutions to.
+constexpr double kTolerance = 1e-5;
+// Central differences of a float32 convolution: it is linear, so the step only sets how much the
+// outputs' rounding (~1e-7 relative) weighs against the slope; at a step of 4 it stays near 1e-6
+// of it (and below the checker's kink test), while a wrong term is orders of magnitude larger.
+constexpr double kStep = 4;
+constexpr double kGradTolerance = 1e-4;
+constexpr std::int64_t kElements = 64; // sampled per tensor
+
+// Scoped: every Highway kernel of the process runs on `id`, then again on the best target.
+struct ForcedSimdTarget
+{
+    explicit ForcedSimdTarget(std::int64_t id) { cpu::forceSimdTargetForTest(id); }
+    ~ForcedSimdTarget() { cpu::forceSimdTargetForTest(0); }
+    ForcedSimdTarget(const ForcedSimdTarget&) = delete;
+    ForcedSimdTarget& operator=(const ForcedSimdTarget&) = delete;
+};
+
+// Whether the plans take Towers' Winograd for the tutorial's conv2 (64 -> 64) with Highway on
+// `target` and oneDNN on `onednnIsa`: where its arithmetic per instruction (lanes, twice with FMA)
+// is at least half that of oneDNN's direct kernels (conv_plan.h), as measured.
+bool winogradExpected(const std::string& target, const std::string& onednnIsa)
+{
+    const int wino = target.rfind("AVX3", 0) == 0            ? 32
+                     : target == "AVX2"                      ? 16
+                     : target == "SSE4" || target == "SSSE3" ? 4
+                                                             : 1;
+    const int direct = onednnIsa.rfind("avx512", 0) == 0 ? 32
+                       : onednnIsa.rfind("avx2", 0) == 0 ? 16
+                       : onednnIsa == "avx"              ? 8
+                       : onednnIsa == "sse41"            ? 4
+                                                         : 0;
+    return 2 * wino >= direct;
+}
+
+// Values in [-1, 1) on a grid of 1/1024, so that x +- kStep (and half of it) is exact in float32.
+Tensor gridTensor(const Shape& shape, Rng& rng)
+{
+    Tensor t = randomTensor(shape, DType::Float64, rng);
+    double* p = t.data<double>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = std::round(p[i] * 1024) / 1024;
+    return t;
+}
+
+} // namespace
+
+Q_DECLARE_METATYPE(WinoCase)
+
+#define TOWERS_COMPARE(got, want)                                                                  \
+    do {                                                                                           \
+        const double err_ = normalisedError(got, want);                                            \
+        QVERIFY2(err_ < kTolerance,                                                                \
+                 qPrintable(QStringLiteral(#got ": normalised error %1").arg(err_)));              \
+    } while (false)
+
+#define TOWERS_SKIP_UNLESS_SUPPORTED()                                                             \
+    QFETCH(qint64, target);                                                                        \
+    QFETCH(QString, targetName);                                                                   \
+    QFETCH(bool, supported);                                                                       \
+    if (!supported)                                                                                \
+        QSKIP(qPrintable(targetName + " is not supported by this CPU: its kernels cannot run"));   \
+    const ForcedSimdTarget forced(target);                                                         \
+    QCOMPARE(QString::fromStdString(cpu::Winograd5x5::targetName()), targetName)
+
+class TestWinograd : public QObject
+{
+    Q_OBJECT
+
+    std::unique_ptr<Ops> m_ref = makeReferenceOps();
+
+    // One round of a case: random inputs and what the reference makes of them.
+    struct Expected
+    {
+        Tensor x, w, b, dy;
+        Tensor y, dx, dw, db; // forward (with the case's ReLU), backward from g = dy
+        // Backward through a fused ReLU: g = dy where mask > 0, the mask the ReLU's output (the
+        // reference's, as a training step masks with its own forward's y).
+        Tensor mask, dxMasked, dwMasked, dbMasked;
+    };
+    // Two rounds per case, computed once for all targets.
+    std::map<QString, std::vector<Expected>> m_expected;
+
+    const std::vector<Expected>& expected(const QString& name, const WinoCase& conv)
+    {
+        auto& rounds = m_expected[name];
+        if (!rounds.empty()) return rounds;
+        const Conv2dDesc d = conv.desc();
+        const DType f32 = DType::Float32;
+        Rng rng(41);
+        for (int round = 0; round < 2; ++round) {
+            Expected e;
+            e.x = randomTensor(d.inputShape(), f32, rng);
+            e.w = randomTensor(d.weightShape(), f32, rng);
+            if (conv.bias) e.b = randomTensor({d.outChannels}, f32, rng);
+            e.dy = randomTensor(d.outputShape(), f32, rng);
+            m_ref->conv2dForward(d, e.x, e.w, e.b, e.y,
+                                 conv.relu ? Activation::Relu : Activation::None);
+            m_ref->conv2dBackwardData(d, e.dy, e.w, e.dx);
+            m_ref->conv2dBackwardWeights(d, e.x, e.dy, e.dw, &e.db);
+            Tensor g;
+            m_ref->conv2dForward(d, e.x, e.w, e.b, e.mask, Activation::Relu);
+            m_ref->reluBackward(e.mask, e.dy, g);
+            m_ref->conv2dBackwardData(d, g, e.w, e.dxMasked);
+            m_ref->conv2dBackwardWeights(d, e.x, g, e.dwMasked, &e.dbMasked);
+            rounds.push_back(std::move(e));
+        }
+        return rounds;
+    }
+
+    static void addTargetColumns()
+    {
+        QTest::addColumn<qint64>("target");
+        QTest::addColumn<QString>("targetName");
+        QTest::addColumn<bool>("supported");
+    }
+
+private slots:
+    void initTestCase()
+    {
+        cpu::setCpuThreads(2);
+        QVERIFY(cpu::lrnTargets().size() >= 2); // at least the best target and the baseline
+    }
+
+    // --- the kernels themselves, whatever the plans would choose ---
+
+    void kernels_data()
+    {
+        addTargetColumns();
+        QTest::addColumn<QString>("caseName");
+        QTest::addColumn<WinoCase>("conv");
+        const std::pair<const char*, WinoCase> cases[] = {
+            {"tutorial conv2 at batch 2, bias, relu",
+             {{2, 12, 12, 64}, 64, Padding::Same, {}, true, true}},
+            {"batch 1, odd 7x9 (partial tiles), C20 K24, bias",
+             {{1, 7, 9, 20}, 24, Padding::Same, {}, true, false}},
+            {"explicit pads t1 l3 b2 r0, C3 K5, relu",
+             {{2, 8, 9, 3}, 5, Padding::Explicit, {1, 3, 2, 0}, false, true}},
+            {"explicit pads t4 l0 b1 r3, C32 K8, no bias",
+             {{1, 6, 7, 32}, 8, Padding::Explicit, {4, 0, 1, 3}, false, false}},
+            {"valid 9x8, C17 K33, bias, relu", {{3, 9, 8, 17}, 33, Padding::Valid, {}, true, true}},
+            {"valid 5x5 to 1x1, C8 K40, bias", {{2, 5, 5, 8}, 40, Padding::Valid, {}, true, false}},
+            {"same 30x30, 225 tiles in two chunks, C16 K16, relu",
+             {{1, 30, 30, 16}, 16, Padding::Same, {}, true, true}},
+        };
+        for (const auto& t : cpu::lrnTargets())
+            for (const auto& [name, c] : cases)
+                QTest::newRow((t.name + ": " + name).c_str())
+                    << qint64(t.id) << QString::fromStdString(t.name) << t.supported
+                    << QString::fromLatin1(name) << c;
+    }
+    void kernels()
+    {
+        TOWERS_SKIP_UNLESS_SUPPORTED();
+        QFETCH(QString, caseName);
+        QFETCH(WinoCase, conv);
+        const Conv2dDesc d = conv.desc();
+        QVERIFY(cpu::Winograd5x5::supports(d));
+        const DType f32 = DType::Float32;
+        cpu::Winograd5x5 wino(d);
+        Tensor y1(d.outputShape(), f32), dx1(d.inputShape(), f32), dw1(d.weightShape(), f32),
+            db1({d.outChannels}, f32), dw2(d.weightShape(), f32);
+        // Twice: the second round reuses the kernel's buffers with new data and new weights.
+        for (const Expected& e : expected(caseName, conv)) {
+            wino.forward(e.x.data<float>(), e.w.data<float>(),
+                         conv.bias ? e.b.data<float>() : nullptr, conv.relu, y1.data<float>());
+            TOWERS_COMPARE(y1, e.y);
+
+            // Unmasked: g = dy.
+            wino.backwardData(e.dy.data<float>(), nullptr, e.w.data<float>(), dx1.data<float>());
+            TOWERS_COMPARE(dx1, e.dx);
+            wino.backwardWeights(e.x.data<float>(), e.dy.data<float>(), nullptr, dw1.data<float>(),
+                                 db1.data<float>());
+            TOWERS_COMPARE(dw1, e.dw);
+            TOWERS_COMPARE(db1, e.db);
+            // Without db: the same dw.
+            wino.backwardWeights(e.x.data<float>(), e.dy.data<float>(), nullptr, dw2.data<float>(),
+                                 nullptr);
+            QCOMPARE(towers::test::maxAbsDiff(dw2, dw1), 0.0);
+
+            // Masked by the fused ReLU.
+            wino.backwardData(e.dy.data<float>(), e.mask.data<float>(), e.w.data<float>(),
+                              dx1.data<float>());
+            TOWERS_COMPARE(dx1, e.dxMasked);
+            wino.backwardWeights(e.x.data<float>(), e.dy.data<float>(), e.mask.data<float>(),
+                                 dw1.data<float>(), db1.data<float>());
+            TOWERS_COMPARE(dw1, e.dwMasked);
+            TOWERS_COMPARE(db1, e.dbMasked);
+        }
+    }
+
+    // --- the oneDNN backend's plans on each target ---
+
+    void plan_data()
+    {
+        addTargetColumns();
+        for (const auto& t : cpu::lrnTargets())
+            QTest::newRow(t.name.c_str())
+                << qint64(t.id) << QString::fromStdString(t.name) << t.supported;
+    }
+    // Winograd where it beats oneDNN's direct kernels on that instruction set, never for a first
+    // layer's 3 channels; then the plan's training path (forward with its saved state, the fused
+    // backward with the ReLU mask, the single-direction calls) against the reference.
+    void plan()
+    {
+        TOWERS_SKIP_UNLESS_SUPPORTED();
+        // A fresh backend: its plans are chosen under the forced target.
+        const std::unique_ptr<Ops> dnn = cpu::makeOneDnnOps();
+        const auto conv1 = makeConv2dDesc({2, 24, 24, 3}, 64, 5, 5, 1, 1, Padding::Same);
+        QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*dnn, conv1)),
+                 QStringLiteral("direct"));
+        const auto d = makeConv2dDesc({2, 12, 12, 64}, 64, 5, 5, 1, 1, Padding::Same);
+        const bool wino = winogradExpected(targetName.toStdString(), cpu::cpuInfo().isa);
+        QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*dnn, d)),
+                 wino ? QStringLiteral("winograd 5x5") : QStringLiteral("direct"));
+
+        const DType f32 = DType::Float32;
+        Rng rng(43);
+        const Tensor x = randomTensor(d.inputShape(), f32, rng);
+        const Tensor w = randomTensor(d.weightShape(), f32, rng, -0.2, 0.2);
+        const Tensor b = randomTensor({d.outChannels}, f32, rng);
+        const Tensor dy = randomTensor(d.outputShape(), f32, rng);
+        Tensor y0, dx0, dw0, db0;
+        m_ref->conv2dForward(d, x, w, b, y0, Activation::Relu);
+        m_ref->conv2dBackward(d, x, w, y0, dy, Activation::Relu, Tensor(), &dx0, dw0, &db0);
+        Tensor y1, saved, dx1, dw1, db1;
+        dnn->conv2dForwardTraining(d, x, w, b, y1, Activation::Relu, saved);
+        TOWERS_COMPARE(y1, y0);
+        dnn->conv2dBackward(d, x, w, y0, dy, Activation::Relu, saved, &dx1, dw1, &db1);
+        TOWERS_COMPARE(dx1, dx0);
+        TOWERS_COMPARE(dw1, dw0);
+        TOWERS_COMPARE(db1, db0);
+    }
+
+    // --- central differences through the oneDNN backend's conv op ---
+
+    void gradients_data() { plan_data(); }
+    // f = <conv(x, w) + b, r>, with channel counts that are not multiples of any vector (17 -> 20,
+    // chosen as Winograd on AVX2 and AVX-512) and asymmetric pads: dx, dw and db from the training
+    // pair against central differences of the forward, on sampled elements.
+    void gradients()
+    {
+        TOWERS_SKIP_UNLESS_SUPPORTED();
+        // One thread: some thousand tiny convolutions, each parallel region of which would cost a
+        // scheduler time slice on a busy machine (and the kernels' one-thread path is covered).
+        cpu::setCpuThreads(1);
+        const auto restore = qScopeGuard([] { cpu::setCpuThreads(2); });
+        const std::unique_ptr<Ops> dnn = cpu::makeOneDnnOps();
+        const auto d = makeConv2dDesc({1, 6, 7, 17}, 20, 5, 5, 1, 1, Padding::Explicit,
+                                      ExplicitPads{1, 3, 2, 1});
+        QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*dnn, d)),
+                 winogradExpected(targetName.toStdString(), cpu::cpuInfo().isa)
+                     ? QStringLiteral("winograd 5x5")
+                     : QStringLiteral("direct"));
+        const DType f32 = DType::Float32;
+        Rng rng(47);
+        Tensor x = gridTensor(d.inputShape(), rng), w = gridTensor(d.weightShape(), rng),
+               b = gridTensor({d.outChannels}, rng);
+        const Tensor r = randomTensor(d.outputShape(), f32, rng);
+        Tensor y, saved, dx, dw, db;
+        const auto f = [&] {
+            dnn->conv2dForward(d, x.to(f32), w.to(f32), b.to(f32), y, Activation::None);
+            return dot(y, r);
+        };
+        dnn->conv2dForwardTraining(d, x.to(f32), w.to(f32), b.to(f32), y, Activation::None, saved);
+        dnn->conv2dBackward(d, x.to(f32), w.to(f32), y, r, Activation::None, saved, &dx, dw, &db);
+        const std::pair<const char*, std::pair<Tensor*, const Tensor*>> checks[] = {
+            {"dx", {&x, &dx}}, {"dw", {&w, &dw}}, {"db", {&b, &db}}};
+        for (const auto& [name, c] : checks) {
+            const auto result = checkGradient(f, *c.first, *c.second, kStep, kElements);
+            // Rounding can pass for a kink and skip an element, but most must be compared.
+            QVERIFY2(result.checked >= std::min<std::int64_t>(c.first->numel(), kElements) / 2 &&
+                         result.maxRelError < kGradTolerance,
+                     qPrintable(QStringLiteral("%1 %2: %3")
+                                    .arg(targetName, QString::fromLatin1(name),
+                                         QString::fromStdString(result.str()))));
+        }
+    }
+};
+
+QTEST_APPLESS_MAIN(TestWinograd)
+#include "tst_winograd.moc"
