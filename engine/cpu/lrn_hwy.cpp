@@ -18,6 +18,8 @@
 #include <hwy/foreach_target.h> // before highway.h
 #include <hwy/highway.h>
 
+#include "engine/cpu/hwy_channels-inl.h"
+
 #include <hwy/contrib/math/math-inl.h>
 
 HWY_BEFORE_NAMESPACE();
@@ -32,34 +34,6 @@ using V = hn::Vec<D>;
 // Floats of padded rows per block (4 KiB): with the block's inputs they stay in L1 between the
 // two passes.
 constexpr std::int64_t kBlockFloats = 1024;
-
-// The last n (< a vector) channels of a row, zeros after them.
-HWY_INLINE V loadPart(D d, const float* p, std::int64_t n)
-{
-    HWY_ALIGN float lanes[hn::MaxLanes(D())] = {};
-    std::memcpy(lanes, p, static_cast<std::size_t>(n) * sizeof(float));
-    return hn::Load(d, lanes);
-}
-
-HWY_INLINE void storePart(D d, V v, float* p, std::int64_t n)
-{
-    HWY_ALIGN float lanes[hn::MaxLanes(D())];
-    hn::Store(v, d, lanes);
-    std::memcpy(p, lanes, static_cast<std::size_t>(n) * sizeof(float));
-}
-
-// Loads n channels from p: a whole vector, or the last n < Lanes and zeros.
-HWY_INLINE V loadChannels(D d, const float* p, std::int64_t n)
-{
-    return n == static_cast<std::int64_t>(hn::Lanes(d)) ? hn::LoadU(d, p) : loadPart(d, p, n);
-}
-HWY_INLINE void storeChannels(D d, V v, float* p, std::int64_t n)
-{
-    if (n == static_cast<std::int64_t>(hn::Lanes(d)))
-        hn::StoreU(v, d, p);
-    else
-        storePart(d, v, p, n);
-}
 
 // A block of pixels' window terms in padded rows, [r zeros][C terms][zeros to whole vectors, r
 // more], and for backward the block's dy q in rows of whole vectors.

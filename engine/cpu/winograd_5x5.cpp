@@ -22,6 +22,8 @@
 #include <hwy/foreach_target.h> // before highway.h
 #include <hwy/highway.h>
 
+#include "engine/cpu/hwy_channels-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace towers::engine::cpu {
 namespace HWY_NAMESPACE {
@@ -72,32 +74,6 @@ std::int64_t padded(std::int64_t n)
     return (n + l - 1) / l * l;
 }
 
-// n (< a vector) floats from p, zeros after them; and the converse store.
-HWY_NOINLINE V loadPart(D d, const float* p, std::int64_t n)
-{
-    HWY_ALIGN float part[hn::MaxLanes(D())] = {};
-    std::memcpy(part, p, static_cast<std::size_t>(n) * sizeof(float));
-    return hn::Load(d, part);
-}
-HWY_NOINLINE void storePart(D d, V v, float* p, std::int64_t n)
-{
-    HWY_ALIGN float part[hn::MaxLanes(D())];
-    hn::Store(v, d, part);
-    std::memcpy(p, part, static_cast<std::size_t>(n) * sizeof(float));
-}
-
-// The n channels from p: a whole vector, or the last n < Lanes and zeros.
-HWY_INLINE V loadChannels(D d, const float* p, std::int64_t n)
-{
-    return n >= lanes() ? hn::LoadU(d, p) : loadPart(d, p, n);
-}
-HWY_INLINE void storeChannels(D d, V v, float* p, std::int64_t n)
-{
-    if (n >= lanes())
-        hn::StoreU(v, d, p);
-    else
-        storePart(d, v, p, n);
-}
 
 // n channels of p, zero where mask <= 0 (a fused ReLU's backward); no mask: p itself.
 HWY_INLINE V loadMasked(D d, const float* p, const float* mask, std::int64_t n)
