@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "engine/cpu/simd_target.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/cpu/lrn_hwy.cpp"
@@ -230,21 +229,6 @@ HWY_EXPORT(LrnForward);
 HWY_EXPORT(LrnBackward);
 HWY_EXPORT(LrnTarget);
 
-namespace {
-
-// What this process may run: the CPU's targets under TOWERS_SIMD_TARGET, read before any test
-// narrows them.
-std::int64_t cpuTargets()
-{
-    static const std::int64_t targets = [] {
-        applySimdTargetLimit();
-        return hwy::SupportedTargets();
-    }();
-    return targets;
-}
-
-} // namespace
-
 void lrnForwardPixels(const LrnGeometry& g, const float* x, float* y, float* r, std::int64_t begin,
                       std::int64_t end)
 {
@@ -260,24 +244,6 @@ void lrnBackwardPixels(const LrnGeometry& g, const float* x, const float* dy, co
 std::string lrnTargetName()
 {
     return HWY_DYNAMIC_DISPATCH(LrnTarget)();
-}
-
-std::vector<SimdTarget> lrnTargets()
-{
-    std::vector<SimdTarget> out;
-    // Lower bits are better targets.
-    for (std::int64_t rest = HWY_TARGETS; rest != 0; rest &= rest - 1) {
-        const std::int64_t bit = rest & -rest;
-        out.push_back({bit, hwy::TargetName(bit), (cpuTargets() & bit) != 0});
-    }
-    return out;
-}
-
-void forceSimdTargetForTest(std::int64_t id)
-{
-    // 0 goes back to every target this process may run (not to no mock, which would drop
-    // TOWERS_SIMD_TARGET's limit).
-    hwy::SetSupportedTargetsForTest(id != 0 ? id : cpuTargets());
 }
 
 } // namespace towers::engine::cpu

@@ -39,17 +39,4 @@ void lrnBackwardPixels(const LrnGeometry& g, const float* x, const float* dy, co
 // "SSE4", "SSSE3" or "SCALAR".
 std::string lrnTargetName();
 
-struct SimdTarget
-{
-    std::int64_t id = 0;    // Highway's bit for the target, for forceSimdTargetForTest
-    std::string name;       // as lrnTargetName()
-    bool supported = false; // this CPU can run it, and TOWERS_SIMD_TARGET allows it
-};
-// Every target the kernels were compiled for, best first. Applies TOWERS_SIMD_TARGET
-// (simd_target.h) first: InvalidArgument when it names no target.
-std::vector<SimdTarget> lrnTargets();
-// For tests: from now on every Highway kernel of the process runs on `id` (a supported target of
-// lrnTargets()), or with 0 again on the best one this process may run. Not while kernels run.
-void forceSimdTargetForTest(std::int64_t id);
-
 } // namespace towers::engine::cpu

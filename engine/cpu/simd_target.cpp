@@ -60,4 +60,42 @@ std::string simdTargetLimit()
     return limit().problem.empty() ? limit().value : std::string();
 }
 
+namespace {
+
+// What this process may run: the CPU's targets under TOWERS_SIMD_TARGET, read before any test
+// narrows them.
+std::int64_t cpuTargets()
+{
+    static const std::int64_t targets = [] {
+        applySimdTargetLimit();
+        return hwy::SupportedTargets();
+    }();
+    return targets;
+}
+
+} // namespace
+
+std::vector<SimdTarget> simdTargets()
+{
+    std::vector<SimdTarget> out;
+    // Lower bits are better targets.
+    for (std::int64_t rest = HWY_TARGETS; rest != 0; rest &= rest - 1) {
+        const std::int64_t bit = rest & -rest;
+        out.push_back({bit, hwy::TargetName(bit), (cpuTargets() & bit) != 0});
+    }
+    return out;
+}
+
+ForcedSimdTarget::ForcedSimdTarget(std::int64_t id)
+{
+    hwy::SetSupportedTargetsForTest(id);
+}
+
+ForcedSimdTarget::~ForcedSimdTarget()
+{
+    // Back to every target this process may run (not to no mock, which would drop
+    // TOWERS_SIMD_TARGET's limit).
+    hwy::SetSupportedTargetsForTest(cpuTargets());
+}
+
 } // namespace towers::engine::cpu

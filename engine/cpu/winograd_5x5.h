@@ -43,7 +43,7 @@ public:
     // vectorFlops(): oneDNN's avx512_core 32, avx2 16, avx 8, sse41 4) for this geometry
     // (supports(d) assumed): 16 or more channels on both sides, and at least half the direct
     // kernels' arithmetic per instruction. Asked again after a forced target
-    // (TOWERS_SIMD_TARGET, forceSimdTargetForTest), it answers for that target.
+    // (TOWERS_SIMD_TARGET, ForcedSimdTarget), it answers for that target.
     static bool fasterThanDirect(const Conv2dDesc& d, int directVectorFlops);
     // Floating-point operations per vector instruction on the target the kernels run on now:
     // lanes, twice with fused multiply-add (AVX-512 32, AVX2 16, SSE4 4, scalar 1).

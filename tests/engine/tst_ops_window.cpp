@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/cpu/lrn_hwy.h"
+#include "engine/cpu/simd_target.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/ops/ops.h"
 #include "gradcheck.h"
@@ -132,15 +133,6 @@ std::vector<NamedLrn> lrnKernelCases()
     return cases;
 }
 
-// Runs the Highway kernels on one SIMD target while it lives, then on the CPU's best again.
-class ForcedSimdTarget
-{
-public:
-    explicit ForcedSimdTarget(std::int64_t id) { cpu::forceSimdTargetForTest(id); }
-    ~ForcedSimdTarget() { cpu::forceSimdTargetForTest(0); }
-    ForcedSimdTarget(const ForcedSimdTarget&) = delete;
-    ForcedSimdTarget& operator=(const ForcedSimdTarget&) = delete;
-};
 
 // One row per SIMD target the kernels were compiled for and LRN case: "AVX2: r2 C5".
 void addLrnTargetRows(const std::vector<NamedLrn>& cases)
@@ -149,7 +141,7 @@ void addLrnTargetRows(const std::vector<NamedLrn>& cases)
     QTest::addColumn<QString>("targetName");
     QTest::addColumn<bool>("supported");
     QTest::addColumn<LrnCase>("lrn");
-    for (const auto& t : cpu::lrnTargets())
+    for (const auto& t : cpu::simdTargets())
         for (const auto& l : cases)
             QTest::newRow((t.name + ": " + l.name).c_str())
                 << qint64(t.id) << QString::fromStdString(t.name) << t.supported << l.l;
@@ -474,7 +466,7 @@ private slots:
     void lrnDispatch()
     {
         // Unforced, the kernel runs on the best target the CPU has; the list is best first.
-        const auto targets = cpu::lrnTargets();
+        const auto targets = cpu::simdTargets();
         QVERIFY(!targets.empty());
         QString listed;
         for (const auto& t : targets)
@@ -497,7 +489,7 @@ private slots:
         if (!supported)
             QSKIP(qPrintable(targetName +
                              ": this CPU cannot run it (or TOWERS_SIMD_TARGET excludes it)"));
-        const ForcedSimdTarget forced(target);
+        const cpu::ForcedSimdTarget forced(target);
         QCOMPARE(QString::fromStdString(cpu::lrnTargetName()), targetName);
         const LrnDesc d = lrn.desc();
         Rng rng(23);
@@ -529,7 +521,7 @@ private slots:
         if (!supported)
             QSKIP(qPrintable(targetName +
                              ": this CPU cannot run it (or TOWERS_SIMD_TARGET excludes it)"));
-        const ForcedSimdTarget forced(target);
+        const cpu::ForcedSimdTarget forced(target);
         const LrnDesc d = lrn.desc();
         Rng rng(24);
         Tensor x = randomTensor(d.shape, DType::Float32, rng, -2.0, 2.0);

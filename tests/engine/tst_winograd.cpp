@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "engine/cpu/cpu_info.h"
-#include "engine/cpu/lrn_hwy.h" // lrnTargets, forceSimdTargetForTest: every Highway kernel
 #include "engine/cpu/onednn_ops.h"
+#include "engine/cpu/simd_target.h" // simdTargets, ForcedSimdTarget: every Highway kernel
 #include "engine/cpu/winograd_5x5.h"
 #include "engine/ops/ops.h"
 #include "gradcheck.h"
@@ -48,15 +48,6 @@ constexpr double kTolerance = 1e-5;
 constexpr double kStep = 4;
 constexpr double kGradTolerance = 1e-4;
 constexpr std::int64_t kElements = 64; // sampled per tensor
-
-// Scoped: every Highway kernel of the process runs on `id`, then again on the best target.
-struct ForcedSimdTarget
-{
-    explicit ForcedSimdTarget(std::int64_t id) { cpu::forceSimdTargetForTest(id); }
-    ~ForcedSimdTarget() { cpu::forceSimdTargetForTest(0); }
-    ForcedSimdTarget(const ForcedSimdTarget&) = delete;
-    ForcedSimdTarget& operator=(const ForcedSimdTarget&) = delete;
-};
 
 // Whether the plans take Towers' Winograd for the tutorial's conv2 (64 -> 64) with Highway on
 // `target` and oneDNN on `onednnIsa`: where its arithmetic per instruction (lanes, twice with FMA)
@@ -101,7 +92,7 @@ Q_DECLARE_METATYPE(WinoCase)
     QFETCH(bool, supported);                                                                       \
     if (!supported)                                                                                \
         QSKIP(qPrintable(targetName + " is not supported by this CPU: its kernels cannot run"));   \
-    const ForcedSimdTarget forced(target);                                                         \
+    const cpu::ForcedSimdTarget forced(target);                                                    \
     QCOMPARE(QString::fromStdString(cpu::Winograd5x5::targetName()), targetName)
 
 class TestWinograd : public QObject
@@ -160,7 +151,7 @@ private slots:
     void initTestCase()
     {
         cpu::setCpuThreads(2);
-        QVERIFY(cpu::lrnTargets().size() >= 2); // at least the best target and the baseline
+        QVERIFY(cpu::simdTargets().size() >= 2); // at least the best target and the baseline
     }
 
     // --- the kernels themselves, whatever the plans would choose ---
@@ -184,7 +175,7 @@ private slots:
             {"same 30x30, 225 tiles in two chunks, C16 K16, relu",
              {{1, 30, 30, 16}, 16, Padding::Same, {}, true, true}},
         };
-        for (const auto& t : cpu::lrnTargets())
+        for (const auto& t : cpu::simdTargets())
             for (const auto& [name, c] : cases)
                 QTest::newRow((t.name + ": " + name).c_str())
                     << qint64(t.id) << QString::fromStdString(t.name) << t.supported
@@ -235,7 +226,7 @@ private slots:
     void plan_data()
     {
         addTargetColumns();
-        for (const auto& t : cpu::lrnTargets())
+        for (const auto& t : cpu::simdTargets())
             QTest::newRow(t.name.c_str())
                 << qint64(t.id) << QString::fromStdString(t.name) << t.supported;
     }
