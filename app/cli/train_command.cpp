@@ -388,7 +388,7 @@ int runTrain(const QStringList& args, CommandIo& io)
         r.searchPath = searchPath;
         r.restart = p.isSet(QStringLiteral("restart"));
         r.loaderWorkers = workers;
-        r.changes = [&c](TrainConfig& run) { run = c; }; // c: the run's configuration with the allowed changes
+        r.config = c; // read above, with the changes a resume allows
         so = planResume(std::move(r));
     } else {
         NewRunRequest r;

@@ -153,7 +153,7 @@ engine::SessionOptions planResume(ResumeRequest r)
     if (r.runDir.isEmpty())
         throw engine::IoError("no run to resume in '" + r.runsDir.toStdString() + "' (name one with --run-dir)");
     engine::SessionOptions o;
-    o.config = readRunConfig(r.runDir);
+    o.config = r.config ? std::move(*r.config) : readRunConfig(r.runDir);
     if (r.changes) r.changes(o.config);
     o.config.validate();
     o.config.checkThreadBudget();

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/data/dataset.h"
@@ -59,6 +60,9 @@ struct ResumeRequest
     std::vector<std::filesystem::path> searchPath;
     bool restart = false;             // no checkpoint loads: start over, the old files set aside
     int loaderWorkers = 1;
+    // The run's configuration when the caller has read it already (readRunConfig), as the CLI
+    // does to compare its options with it; otherwise it is read from runDir.
+    std::optional<engine::TrainConfig> config;
     // What may change on resume (the length, logging, checkpoints, the device), applied to the
     // run's configuration before it is validated.
     std::function<void(engine::TrainConfig&)> changes;
