@@ -28,6 +28,7 @@ if [[ "${1:-}" == "--test" ]]; then
     packages+=(python3 python3-torch python3-numpy libopenblas0-pthread xvfb xauth
         dpkg-dev lintian debootstrap desktop-file-utils appstream bash-completion groff-base)
     packages+=(python3-venv) # the TensorBoard test's virtual environment (pip install tensorboard)
+    packages+=(clang-format-14) # tools/check-format.sh (CTest: source_format) pins this version
 elif [[ -n "${1:-}" ]]; then
     echo "usage: $0 [--test]" >&2
     exit 2

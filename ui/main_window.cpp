@@ -321,7 +321,8 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
         r.searchPath = app::searchPathWith(m_data->dataDir());
         // The Data page found it as training would (loadDatasetPreferring): train on those images
         // rather than reading the files a second time.
-        if (auto loaded = m_data->loadedDataset(); loaded && loaded->name == c.dataset) r.dataset = loaded;
+        if (auto loaded = m_data->loadedDataset(); loaded && loaded->name == c.dataset)
+            r.dataset = loaded;
         return app::planNewRun(std::move(r)); // a new folder, made when the run starts
     } catch (const std::exception& e) {
         return fail(QString::fromUtf8(e.what()));
@@ -360,13 +361,16 @@ void MainWindow::resumeRun(const QString& folder)
     if (!unloadable.isEmpty()) {
         ++m_restartQuestions;
         const bool startOver =
-            m_restartAnswer ? *m_restartAnswer
-                            : QMessageBox::question(
-                                  this, tr("No checkpoint loads"),
-                                  tr("No checkpoint of %1 loads, so the run cannot continue:\n\n%2\n\nStart the run "
-                                     "over from step 0? Its files are moved to %1/set-aside/; nothing is deleted.")
-                                      .arg(folder, unloadable.join(QLatin1Char('\n'))),
-                                  QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
+            m_restartAnswer
+                ? *m_restartAnswer
+                : QMessageBox::question(this, tr("No checkpoint loads"),
+                                        tr("No checkpoint of %1 loads, so the run cannot "
+                                           "continue:\n\n%2\n\nStart the run "
+                                           "over from step 0? Its files are moved to "
+                                           "%1/set-aside/; nothing is deleted.")
+                                            .arg(folder, unloadable.join(QLatin1Char('\n'))),
+                                        QMessageBox::Yes | QMessageBox::No,
+                                        QMessageBox::No) == QMessageBox::Yes;
         if (!startOver) {
             appendLog(tr("Not resumed: no checkpoint of %1 loads").arg(folder));
             return;
@@ -417,7 +421,8 @@ void MainWindow::appendLog(const QString& line)
 
 QIcon MainWindow::applicationIcon()
 {
-    return QIcon::fromTheme(QStringLiteral(TOWERS_APP_ID), QIcon(QStringLiteral(":/icons/towers.svg")));
+    return QIcon::fromTheme(QStringLiteral(TOWERS_APP_ID),
+                            QIcon(QStringLiteral(":/icons/towers.svg")));
 }
 
 void MainWindow::closeWithoutAsking(const QString& why)

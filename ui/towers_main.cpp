@@ -25,33 +25,43 @@ struct Options
 {
     QCommandLineOption help{{QStringLiteral("h"), QStringLiteral("help")},
                             QStringLiteral("Show this help and quit.")};
-    QCommandLineOption version{{QStringLiteral("v"), QStringLiteral("version")},
-                               QStringLiteral("Show the version, the git revision and the backends, and quit.")};
-    QCommandLineOption settings{QStringLiteral("settings"), QStringLiteral("Keep the settings in this INI file."),
+    QCommandLineOption version{
+        {QStringLiteral("v"), QStringLiteral("version")},
+        QStringLiteral("Show the version, the git revision and the backends, and quit.")};
+    QCommandLineOption settings{QStringLiteral("settings"),
+                                QStringLiteral("Keep the settings in this INI file."),
                                 QStringLiteral("file")};
     QCommandLineOption tour{
         QStringLiteral("screenshot-tour"),
-        QStringLiteral("Walk through every page, save a screenshot of each into this folder, and quit."),
+        QStringLiteral(
+            "Walk through every page, save a screenshot of each into this folder, and quit."),
         QStringLiteral("dir")};
-    QCommandLineOption dark{QStringLiteral("dark"),
-                            QStringLiteral("Use a dark palette (Fusion style) whatever the desktop theme.")};
-    QCommandLineOption startup{QStringLiteral("measure-startup"),
-                               QStringLiteral("Print the milliseconds from start to the first idle event loop "
-                                              "with the window shown, and quit.")};
-    QCommandLineOption dataset{QStringLiteral("dataset"),
-                               QStringLiteral("Show this dataset (cifar10, mnist, fashion-mnist, ...)."),
-                               QStringLiteral("name")};
-    QCommandLineOption towers{QStringLiteral("towers"), QStringLiteral("Train with this many CPU towers."),
+    QCommandLineOption dark{
+        QStringLiteral("dark"),
+        QStringLiteral("Use a dark palette (Fusion style) whatever the desktop theme.")};
+    QCommandLineOption startup{
+        QStringLiteral("measure-startup"),
+        QStringLiteral("Print the milliseconds from start to the first idle event loop "
+                       "with the window shown, and quit.")};
+    QCommandLineOption dataset{
+        QStringLiteral("dataset"),
+        QStringLiteral("Show this dataset (cifar10, mnist, fashion-mnist, ...)."),
+        QStringLiteral("name")};
+    QCommandLineOption towers{QStringLiteral("towers"),
+                              QStringLiteral("Train with this many CPU towers."),
                               QStringLiteral("n")};
-    QCommandLineOption train{QStringLiteral("train"),
-                             QStringLiteral("Start training with the model's recipe as soon as the dataset is loaded.")};
+    QCommandLineOption train{
+        QStringLiteral("train"),
+        QStringLiteral("Start training with the model's recipe as soon as the dataset is loaded.")};
 
     void addTo(QCommandLineParser& parser) const
     {
-        parser.setApplicationDescription(QStringLiteral(
-            "Towers trains convolutional networks by synchronous data parallelism with replicated towers.\n"
-            "towers-cli is its command-line twin; see towers-cli(1)."));
-        for (const auto* o : {&help, &version, &settings, &tour, &dark, &startup, &dataset, &towers, &train})
+        parser.setApplicationDescription(
+            QStringLiteral("Towers trains convolutional networks by synchronous data parallelism "
+                           "with replicated towers.\n"
+                           "towers-cli is its command-line twin; see towers-cli(1)."));
+        for (const auto* o :
+             {&help, &version, &settings, &tour, &dark, &startup, &dataset, &towers, &train})
             parser.addOption(*o);
     }
 };
@@ -98,11 +108,13 @@ int main(int argc, char** argv)
     QCommandLineParser parser;
     o.addTo(parser);
     if (!parser.parse(QCoreApplication::arguments())) {
-        std::fprintf(stderr, "towers: %s\nRun 'towers --help' for the options.\n", qPrintable(parser.errorText()));
+        std::fprintf(stderr, "towers: %s\nRun 'towers --help' for the options.\n",
+                     qPrintable(parser.errorText()));
         return 2;
     }
     if (!parser.positionalArguments().isEmpty()) {
-        std::fprintf(stderr, "towers: unexpected argument '%s'\nRun 'towers --help' for the options.\n",
+        std::fprintf(stderr,
+                     "towers: unexpected argument '%s'\nRun 'towers --help' for the options.\n",
                      qPrintable(parser.positionalArguments().first()));
         return 2;
     }
@@ -126,15 +138,17 @@ int main(int argc, char** argv)
                         : std::make_unique<towers::app::AppSettings>();
     towers::ui::MainWindow window(*settings);
     window.show();
-    // SIGTERM (a logout, `kill`), SIGHUP (the terminal closed) or Ctrl-C in the terminal: stop a run after its current step
-    // with a checkpoint, then quit with 128 + the signal's number, as towers-cli does.
+    // SIGTERM (a logout, `kill`), SIGHUP (the terminal closed) or Ctrl-C in the terminal: stop a
+    // run after its current step with a checkpoint, then quit with 128 + the signal's number, as
+    // towers-cli does.
     towers::app::InterruptNotifier interrupts;
-    QObject::connect(&interrupts, &towers::app::InterruptNotifier::interrupted, &window, [&window](int sig) {
-        window.closeWithoutAsking(QCoreApplication::translate("main", "Received %1: closing")
-                                      .arg(sig == SIGTERM   ? QStringLiteral("SIGTERM")
-                                           : sig == SIGHUP ? QStringLiteral("SIGHUP")
-                                                           : QStringLiteral("SIGINT")));
-    });
+    QObject::connect(
+        &interrupts, &towers::app::InterruptNotifier::interrupted, &window, [&window](int sig) {
+            window.closeWithoutAsking(QCoreApplication::translate("main", "Received %1: closing")
+                                          .arg(sig == SIGTERM  ? QStringLiteral("SIGTERM")
+                                               : sig == SIGHUP ? QStringLiteral("SIGHUP")
+                                                               : QStringLiteral("SIGINT")));
+        });
     if (parser.isSet(o.dataset)) window.dataPage()->setDatasetName(parser.value(o.dataset));
     if (towers > 0) window.devicesPage()->setTowers(towers);
     if (parser.isSet(o.train)) {
@@ -150,7 +164,8 @@ int main(int argc, char** argv)
         if (window.dataPage()->loadedDataset())
             QTimer::singleShot(0, &window, startOnce);
         else
-            QObject::connect(window.dataPage(), &towers::ui::DataPage::datasetLoaded, &window, startOnce);
+            QObject::connect(window.dataPage(), &towers::ui::DataPage::datasetLoaded, &window,
+                             startOnce);
     }
     if (parser.isSet(o.startup)) {
         QTimer::singleShot(0, &app, [&sinceMain] {

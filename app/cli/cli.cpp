@@ -15,7 +15,8 @@ namespace {
 
 const Command kCommands[] = {
     {"bench", "Time full training steps of a model on synthetic data (images/s)", runBench},
-    {"download", "Download, verify and unpack a dataset (cifar10, cifar100, mnist, ...)", runDownload},
+    {"download", "Download, verify and unpack a dataset (cifar10, cifar100, mnist, ...)",
+     runDownload},
     {"models", "List the models, or show one model's layers", runModels},
     {"train", "Train a model with replicated towers on a dataset", runTrain},
     {"eval", "Evaluate a checkpoint on its dataset's test set", runEval},
@@ -31,7 +32,8 @@ void printUsage(QTextStream& s)
     s << "Usage: towers-cli <command> [options]\n\n"
          "Towers trains convolutional networks by synchronous data parallelism with replicated\n"
          "towers. Commands:\n";
-    for (const auto& c : kCommands) s << "  " << QString::fromLatin1(c.name).leftJustified(10) << c.summary << "\n";
+    for (const auto& c : kCommands)
+        s << "  " << QString::fromLatin1(c.name).leftJustified(10) << c.summary << "\n";
     s << "\nRun 'towers-cli <command> --help' for a command's options.\n"
          "Global options: --help, --version.\n";
 }

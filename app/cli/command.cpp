@@ -2,8 +2,8 @@
 
 namespace towers::app {
 
-bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, CommandIo& io, int& exitCode,
-                    Arguments arguments)
+bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, CommandIo& io,
+                    int& exitCode, Arguments arguments)
 {
     const QCommandLineOption help({QStringLiteral("h"), QStringLiteral("help")},
                                   QStringLiteral("Show this help."));
@@ -20,7 +20,8 @@ bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, Command
         return false;
     }
     if (arguments == Arguments::None && !parser.positionalArguments().isEmpty()) {
-        io.err << args.value(0) << ": unexpected argument '" << parser.positionalArguments().first() << "'\n";
+        io.err << args.value(0) << ": unexpected argument '" << parser.positionalArguments().first()
+               << "'\n";
         exitCode = ExitUsage;
         return false;
     }
@@ -32,7 +33,8 @@ QString helpTextFor(const QCommandLineParser& parser, const QString& program)
     QString text = parser.helpText();
     const QLatin1String usage("Usage: ");
     const qsizetype end = text.indexOf(QLatin1String(" [options]"));
-    if (text.startsWith(usage) && end >= usage.size()) text.replace(usage.size(), end - usage.size(), program);
+    if (text.startsWith(usage) && end >= usage.size())
+        text.replace(usage.size(), end - usage.size(), program);
     return text;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // A subcommand of towers-cli: its name, a one-line summary, and the function that runs it.
 #include <QCommandLineParser>
-#include <QStringList>
 #include <QJsonArray>
+#include <QStringList>
 #include <QTextStream>
 
 #include <filesystem>
@@ -15,7 +15,13 @@ namespace towers::app {
 // Exit codes: 0 success, 1 the work failed (bad data, diverged, I/O), 2 bad usage, 128 + the
 // signal's number when a signal stopped it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP: what shells
 // report for a program the signal ended).
-enum ExitCode { ExitOk = 0, ExitFailure = 1, ExitUsage = 2, ExitInterrupted = 130 };
+enum ExitCode
+{
+    ExitOk = 0,
+    ExitFailure = 1,
+    ExitUsage = 2,
+    ExitInterrupted = 130
+};
 
 struct CommandIo
 {
@@ -32,12 +38,16 @@ struct Command
 };
 
 // Whether a command takes positional arguments (image files, a dataset name) or only options.
-enum class Arguments { Allowed, None };
+enum class Arguments
+{
+    Allowed,
+    None
+};
 // Parses args with `parser` (adding --help); on a usage error (an unknown option, a positional
 // argument where there are None) prints it with a hint and returns false with `exitCode` set;
 // after --help, returns false with exitCode 0.
-bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, CommandIo& io, int& exitCode,
-                    Arguments arguments = Arguments::Allowed);
+bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, CommandIo& io,
+                    int& exitCode, Arguments arguments = Arguments::Allowed);
 // parser.helpText() with `program` ("towers-cli train", "towers") as the usage line's name, in
 // place of the executable's path (or nothing, before a QCoreApplication exists).
 QString helpTextFor(const QCommandLineParser& parser, const QString& program);

@@ -10,7 +10,8 @@
 
 namespace towers::app {
 
-bool searchPathOption(const QCommandLineParser& parser, CommandIo& io, std::vector<std::filesystem::path>& path)
+bool searchPathOption(const QCommandLineParser& parser, CommandIo& io,
+                      std::vector<std::filesystem::path>& path)
 {
     const QString dir = parser.value(QStringLiteral("data-dir"));
     std::error_code ec;
@@ -27,11 +28,13 @@ int runDatasets(const QStringList& args, CommandIo& io)
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
         "Lists the datasets found along the search path: --data-dir first, then $TOWERS_DATA,\n"
-        "the user's data folder ($XDG_DATA_HOME/towers/datasets) and /usr/share/datasets (Debian's\n"
+        "the user's data folder ($XDG_DATA_HOME/towers/datasets) and /usr/share/datasets "
+        "(Debian's\n"
         "dataset-fashion-mnist). Each folder holds one sub-folder per dataset: cifar10, cifar100,\n"
         "mnist, fashion-mnist. Get the missing ones with 'towers-cli download NAME'."));
     p.addOptions({
-        {QStringLiteral("data-dir"), QStringLiteral("Search this folder first."), QStringLiteral("dir")},
+        {QStringLiteral("data-dir"), QStringLiteral("Search this folder first."),
+         QStringLiteral("dir")},
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
     int code = 0;
@@ -48,21 +51,25 @@ int runDatasets(const QStringList& args, CommandIo& io)
             const auto folder = engine::datasetFolderIn(name, dir.toStdString());
             if (!folder) continue;
             holdsAny = true;
-            const auto it = std::find_if(found.begin(), found.end(), [&](const auto& d) { return d.name == name; });
+            const auto it = std::find_if(found.begin(), found.end(),
+                                         [&](const auto& d) { return d.name == name; });
             if (it != found.end() && it->location == *folder) continue;
             try {
                 engine::inspectDataset(name, *folder);
-                notes << QStringLiteral("%1's files are directly in %2: train or eval with --data-dir %2 --dataset %1 "
+                notes << QStringLiteral("%1's files are directly in %2: train or eval with "
+                                        "--data-dir %2 --dataset %1 "
                                         "to use them")
                              .arg(QString::fromStdString(name), dir);
             } catch (const engine::Error& e) {
                 notes << QStringLiteral("%1 in %2 was passed over: %3")
-                             .arg(QString::fromStdString(name), QString::fromStdString(folder->string()),
+                             .arg(QString::fromStdString(name),
+                                  QString::fromStdString(folder->string()),
                                   QString::fromUtf8(e.what()));
             }
         }
         if (!holdsAny)
-            notes << QStringLiteral("--data-dir %1 holds no dataset: none of the folders %2 is in it, nor a dataset's "
+            notes << QStringLiteral("--data-dir %1 holds no dataset: none of the folders %2 is in "
+                                    "it, nor a dataset's "
                                     "files; what is listed comes from the rest of the search path")
                          .arg(dir, QStringLiteral("cifar10/, cifar100/, mnist/, fashion-mnist/"));
         for (const QString& n : notes) io.err << "towers-cli datasets: note: " << n << "\n";
@@ -78,12 +85,13 @@ int runDatasets(const QStringList& args, CommandIo& io)
         for (const auto& d : found) {
             QJsonArray classes;
             for (const auto& c : d.classNames) classes.append(QString::fromStdString(c));
-            list.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(d.name)},
-                                    {QStringLiteral("location"), QString::fromStdString(d.location.string())},
-                                    {QStringLiteral("train"), qint64(d.trainCount)},
-                                    {QStringLiteral("test"), qint64(d.testCount)},
-                                    {QStringLiteral("image_shape"), shapeJson(d.imageShape)},
-                                    {QStringLiteral("classes"), classes}});
+            list.append(QJsonObject{
+                {QStringLiteral("name"), QString::fromStdString(d.name)},
+                {QStringLiteral("location"), QString::fromStdString(d.location.string())},
+                {QStringLiteral("train"), qint64(d.trainCount)},
+                {QStringLiteral("test"), qint64(d.testCount)},
+                {QStringLiteral("image_shape"), shapeJson(d.imageShape)},
+                {QStringLiteral("classes"), classes}});
         }
         for (const auto& f : path) searched.append(QString::fromStdString(f.string()));
         for (const auto& m : missing) absent.append(m);
@@ -97,15 +105,19 @@ int runDatasets(const QStringList& args, CommandIo& io)
     for (const auto& d : found) {
         QStringList classes;
         for (const auto& c : d.classNames) classes << QString::fromStdString(c);
-        io.out << QString::fromStdString(d.name).leftJustified(14) << " " << QString::fromStdString(d.location.string())
-               << "\n" << QString(15, QLatin1Char(' ')) << d.trainCount << " train + " << d.testCount
-               << " test images of " << shapeText(d.imageShape) << " (HxWxC), " << d.classNames.size()
-               << " classes: " << (classes.size() > 12 ? classes.mid(0, 12).join(QStringLiteral(", ")) + QStringLiteral(", ...")
-                                                       : classes.join(QStringLiteral(", ")))
+        io.out << QString::fromStdString(d.name).leftJustified(14) << " "
+               << QString::fromStdString(d.location.string()) << "\n"
+               << QString(15, QLatin1Char(' ')) << d.trainCount << " train + " << d.testCount
+               << " test images of " << shapeText(d.imageShape) << " (HxWxC), "
+               << d.classNames.size() << " classes: "
+               << (classes.size() > 12
+                       ? classes.mid(0, 12).join(QStringLiteral(", ")) + QStringLiteral(", ...")
+                       : classes.join(QStringLiteral(", ")))
                << "\n";
     }
     if (!missing.isEmpty())
-        io.out << "Not found: " << missing.join(QStringLiteral(", ")) << " (get one with 'towers-cli download NAME')\n";
+        io.out << "Not found: " << missing.join(QStringLiteral(", "))
+               << " (get one with 'towers-cli download NAME')\n";
     io.out << "Searched: ";
     QStringList searched;
     for (const auto& f : path) searched << QString::fromStdString(f.string());

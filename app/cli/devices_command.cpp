@@ -31,26 +31,28 @@ QString figure(double v, const QString& format)
 
 QString gib(double bytes)
 {
-    return std::isnan(bytes) ? QStringLiteral("n/a") : QString::number(bytes / double(1LL << 30), 'f', 1);
+    return std::isnan(bytes) ? QStringLiteral("n/a")
+                             : QString::number(bytes / double(1LL << 30), 'f', 1);
 }
 
 QJsonObject gpuJson(const engine::monitor::Nvml& nvml, const engine::monitor::GpuInfo& g)
 {
     const auto r = nvml.read(g.index);
-    return QJsonObject{{QStringLiteral("index"), g.index},
-                       {QStringLiteral("name"), QString::fromStdString(g.name)},
-                       {QStringLiteral("compute_capability"), QString::fromStdString(g.computeCapability())},
-                       {QStringLiteral("trainable"), gpuBackendAvailable()},
-                       {QStringLiteral("utilisation_percent"), number(r.utilisation)},
-                       {QStringLiteral("memory_used_bytes"), number(r.memoryUsed)},
-                       {QStringLiteral("memory_total_bytes"), number(r.memoryTotal)},
-                       {QStringLiteral("temperature_c"), number(r.temperatureC)},
-                       {QStringLiteral("power_w"), number(r.powerW)},
-                       {QStringLiteral("power_limit_w"), number(r.powerLimitW)},
-                       {QStringLiteral("sm_clock_mhz"), number(r.smClockMHz)},
-                       {QStringLiteral("pcie_tx_bytes_per_s"), number(r.pcieTxBytesPerS)},
-                       {QStringLiteral("pcie_rx_bytes_per_s"), number(r.pcieRxBytesPerS)},
-                       {QStringLiteral("process_memory_bytes"), number(nvml.processMemory(g.index))}};
+    return QJsonObject{
+        {QStringLiteral("index"), g.index},
+        {QStringLiteral("name"), QString::fromStdString(g.name)},
+        {QStringLiteral("compute_capability"), QString::fromStdString(g.computeCapability())},
+        {QStringLiteral("trainable"), gpuBackendAvailable()},
+        {QStringLiteral("utilisation_percent"), number(r.utilisation)},
+        {QStringLiteral("memory_used_bytes"), number(r.memoryUsed)},
+        {QStringLiteral("memory_total_bytes"), number(r.memoryTotal)},
+        {QStringLiteral("temperature_c"), number(r.temperatureC)},
+        {QStringLiteral("power_w"), number(r.powerW)},
+        {QStringLiteral("power_limit_w"), number(r.powerLimitW)},
+        {QStringLiteral("sm_clock_mhz"), number(r.smClockMHz)},
+        {QStringLiteral("pcie_tx_bytes_per_s"), number(r.pcieTxBytesPerS)},
+        {QStringLiteral("pcie_rx_bytes_per_s"), number(r.pcieRxBytesPerS)},
+        {QStringLiteral("process_memory_bytes"), number(nvml.processMemory(g.index))}};
 }
 
 void printGpus(QTextStream& out, const engine::monitor::Nvml& nvml)
@@ -62,11 +64,15 @@ void printGpus(QTextStream& out, const engine::monitor::Nvml& nvml)
     for (const auto& g : nvml.gpus()) {
         const auto r = nvml.read(g.index);
         out << "GPU " << g.index << " " << QString::fromStdString(g.name) << ", compute capability "
-            << (g.ccMajor < 0 ? QStringLiteral("n/a") : QString::fromStdString(g.computeCapability())) << "\n"
-            << "      " << figure(r.utilisation, QStringLiteral("%1%")) << " busy, memory " << gib(r.memoryUsed)
-            << " / " << gib(r.memoryTotal) << " GiB (this process " << gib(nvml.processMemory(g.index)) << "), "
-            << figure(r.temperatureC, QStringLiteral("%1 C")) << ", " << figure(r.powerW, QStringLiteral("%1 W"))
-            << " of " << figure(r.powerLimitW, QStringLiteral("%1 W")) << ", SM "
+            << (g.ccMajor < 0 ? QStringLiteral("n/a")
+                              : QString::fromStdString(g.computeCapability()))
+            << "\n"
+            << "      " << figure(r.utilisation, QStringLiteral("%1%")) << " busy, memory "
+            << gib(r.memoryUsed) << " / " << gib(r.memoryTotal) << " GiB (this process "
+            << gib(nvml.processMemory(g.index)) << "), "
+            << figure(r.temperatureC, QStringLiteral("%1 C")) << ", "
+            << figure(r.powerW, QStringLiteral("%1 W")) << " of "
+            << figure(r.powerLimitW, QStringLiteral("%1 W")) << ", SM "
             << figure(r.smClockMHz, QStringLiteral("%1 MHz")) << ", PCIe tx "
             << figure(r.pcieTxBytesPerS / 1e6, QStringLiteral("%1 MB/s")) << " rx "
             << figure(r.pcieRxBytesPerS / 1e6, QStringLiteral("%1 MB/s")) << "\n";
@@ -81,14 +87,19 @@ int runDevices(const QStringList& args, CommandIo& io)
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
         "Lists the devices Towers can run towers on: the CPU (cores, the instruction set oneDNN's\n"
-        "kernels use, memory) and the NVIDIA GPUs NVML sees (name, compute capability, utilisation,\n"
-        "memory, temperature, power and its limit, SM clock, PCIe throughput, this process's memory).\n"
-        "NVML is loaded at run time ($TOWERS_NVML_LIBRARY, else libnvidia-ml.so.1); without it the\n"
+        "kernels use, memory) and the NVIDIA GPUs NVML sees (name, compute capability, "
+        "utilisation,\n"
+        "memory, temperature, power and its limit, SM clock, PCIe throughput, this process's "
+        "memory).\n"
+        "NVML is loaded at run time ($TOWERS_NVML_LIBRARY, else libnvidia-ml.so.1); without it "
+        "the\n"
         "GPU figures are simply not available."));
     p.addOptions({
-        {QStringLiteral("json"), QStringLiteral("Print the result as JSON (one object per refresh with --watch).")},
+        {QStringLiteral("json"),
+         QStringLiteral("Print the result as JSON (one object per refresh with --watch).")},
         {QStringLiteral("watch"), QStringLiteral("Refresh once a second until Ctrl-C.")},
-        {QStringLiteral("count"), QStringLiteral("With --watch, stop after n refreshes."), QStringLiteral("n")},
+        {QStringLiteral("count"), QStringLiteral("With --watch, stop after n refreshes."),
+         QStringLiteral("n")},
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
@@ -119,31 +130,39 @@ int runDevices(const QStringList& args, CommandIo& io)
             for (const auto& g : gpus.gpus()) gpuList.append(gpuJson(gpus, g));
             const QJsonObject j{
                 {QStringLiteral("cpu"),
-                 QJsonObject{{QStringLiteral("model"), QString::fromStdString(cpu.model)},
-                             {QStringLiteral("logical_cores"), cpu.logicalCores},
-                             {QStringLiteral("isa"), QString::fromStdString(cpu.isa)},
-                             {QStringLiteral("simd_target"), QString::fromStdString(cpu.simdTarget)},
-                             {QStringLiteral("onednn"), QString::fromStdString(cpu.onednnVersion)},
-                             {QStringLiteral("memory_bytes"), double(cpu.memoryBytes)}}},
+                 QJsonObject{
+                     {QStringLiteral("model"), QString::fromStdString(cpu.model)},
+                     {QStringLiteral("logical_cores"), cpu.logicalCores},
+                     {QStringLiteral("isa"), QString::fromStdString(cpu.isa)},
+                     {QStringLiteral("simd_target"), QString::fromStdString(cpu.simdTarget)},
+                     {QStringLiteral("onednn"), QString::fromStdString(cpu.onednnVersion)},
+                     {QStringLiteral("memory_bytes"), double(cpu.memoryBytes)}}},
                 {QStringLiteral("gpus"), gpuList},
-                {QStringLiteral("nvml"), gpus.available() ? QString::fromStdString(gpus.driverVersion().empty()
-                                                                                       ? std::string("available")
-                                                                                       : "driver " + gpus.driverVersion())
-                                                          : QString::fromStdString(gpus.unavailableReason())},
+                {QStringLiteral("nvml"),
+                 gpus.available() ? QString::fromStdString(gpus.driverVersion().empty()
+                                                               ? std::string("available")
+                                                               : "driver " + gpus.driverVersion())
+                                  : QString::fromStdString(gpus.unavailableReason())},
                 {QStringLiteral("gpu_note"), gpuBackendNote()},
             };
-            io.out << QJsonDocument(j).toJson(count == 1 ? QJsonDocument::Indented : QJsonDocument::Compact);
+            io.out << QJsonDocument(j).toJson(count == 1 ? QJsonDocument::Indented
+                                                         : QJsonDocument::Compact);
             if (count != 1) io.out << "\n";
         } else {
-            if (count != 1) io.out << "--- " << QDateTime::currentDateTime().toString(Qt::ISODate) << "\n";
+            if (count != 1)
+                io.out << "--- " << QDateTime::currentDateTime().toString(Qt::ISODate) << "\n";
             io.out << "CPU   "
-                   << (cpu.model.empty() ? QStringLiteral("(model unknown)") : QString::fromStdString(cpu.model))
+                   << (cpu.model.empty() ? QStringLiteral("(model unknown)")
+                                         : QString::fromStdString(cpu.model))
                    << ", " << cpu.logicalCores << " logical core(s)";
             if (cpu.memoryBytes > 0)
-                io.out << ", " << QString::number(double(cpu.memoryBytes) / double(1LL << 30), 'f', 1) << " GiB memory";
-            io.out << "\n      oneDNN " << QString::fromStdString(cpu.onednnVersion) << ", kernels for "
-                   << QString::fromStdString(cpu.isa) << "; Towers' own kernels for "
-                   << QString::fromStdString(cpu.simdTarget) << "\n";
+                io.out << ", "
+                       << QString::number(double(cpu.memoryBytes) / double(1LL << 30), 'f', 1)
+                       << " GiB memory";
+            io.out << "\n      oneDNN " << QString::fromStdString(cpu.onednnVersion)
+                   << ", kernels for " << QString::fromStdString(cpu.isa)
+                   << "; Towers' own kernels for " << QString::fromStdString(cpu.simdTarget)
+                   << "\n";
             printGpus(io.out, gpus);
         }
         io.out.flush();

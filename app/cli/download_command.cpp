@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "app/cli/command.h"
-#include "app/process/interrupt_notifier.h"
 #include "app/data/data_dirs.h"
 #include "app/data/dataset_downloader.h"
+#include "app/process/interrupt_notifier.h"
 
 namespace towers::app {
 

@@ -13,16 +13,23 @@ namespace towers::app {
 int runEval(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;
-    p.setApplicationDescription(QStringLiteral(
-        "Evaluates a checkpoint on the whole test set of the dataset it was trained on (found along\n"
-        "the search path, see 'towers-cli datasets'): precision @ 1 with every example counted once,\n"
-        "per-class accuracy and the confusion matrix. Uses the moving averages of the weights when the\n"
-        "checkpoint has them (as the tutorial's evaluator does) unless --no-ema."));
+    p.setApplicationDescription(
+        QStringLiteral("Evaluates a checkpoint on the whole test set of the dataset it was trained "
+                       "on (found along\n"
+                       "the search path, see 'towers-cli datasets'): precision @ 1 with every "
+                       "example counted once,\n"
+                       "per-class accuracy and the confusion matrix. Uses the moving averages of "
+                       "the weights when the\n"
+                       "checkpoint has them (as the tutorial's evaluator does) unless --no-ema."));
     p.addOptions({
-        {QStringLiteral("checkpoint"), QStringLiteral("The checkpoint (.safetensors) to evaluate."), QStringLiteral("file")},
-        {QStringLiteral("data-dir"), QStringLiteral("Look for the dataset in this folder first."), QStringLiteral("dir")},
-        {QStringLiteral("no-ema"), QStringLiteral("Use the raw weights, not their moving averages.")},
-        {QStringLiteral("batch-size"), QStringLiteral("Examples per forward pass (default 250)."), QStringLiteral("n"), QStringLiteral("250")},
+        {QStringLiteral("checkpoint"), QStringLiteral("The checkpoint (.safetensors) to evaluate."),
+         QStringLiteral("file")},
+        {QStringLiteral("data-dir"), QStringLiteral("Look for the dataset in this folder first."),
+         QStringLiteral("dir")},
+        {QStringLiteral("no-ema"),
+         QStringLiteral("Use the raw weights, not their moving averages.")},
+        {QStringLiteral("batch-size"), QStringLiteral("Examples per forward pass (default 250)."),
+         QStringLiteral("n"), QStringLiteral("250")},
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
     int code = 0;
@@ -36,13 +43,14 @@ int runEval(const QStringList& args, CommandIo& io)
     std::vector<std::filesystem::path> path;
     if (!searchPathOption(p, io, path)) return ExitUsage;
 
-    engine::Classifier classifier(p.value(QStringLiteral("checkpoint")).toStdString(), !p.isSet(QStringLiteral("no-ema")));
+    engine::Classifier classifier(p.value(QStringLiteral("checkpoint")).toStdString(),
+                                  !p.isSet(QStringLiteral("no-ema")));
     const auto& info = classifier.info();
     if (info.dataset.empty())
         throw engine::IoError(p.value(QStringLiteral("checkpoint")).toStdString() +
                               ": the checkpoint does not say which dataset it was trained on");
-    const engine::Dataset data =
-        engine::loadDatasetPreferring(info.dataset, p.value(QStringLiteral("data-dir")).toStdString(), path);
+    const engine::Dataset data = engine::loadDatasetPreferring(
+        info.dataset, p.value(QStringLiteral("data-dir")).toStdString(), path);
     const engine::EvalResult r = classifier.evaluate(data.test, batch);
     const int k = r.numClasses;
     if (p.isSet(QStringLiteral("json"))) {
@@ -54,44 +62,52 @@ int runEval(const QStringList& args, CommandIo& io)
             for (int j = 0; j < k; ++j) row.append(qint64(r.confusionAt(i, j)));
             confusion.append(row);
         }
-        io.out << QJsonDocument(QJsonObject{
-                                    {QStringLiteral("checkpoint"), p.value(QStringLiteral("checkpoint"))},
-                                    {QStringLiteral("model"), QString::fromStdString(info.model)},
-                                    {QStringLiteral("dataset"), QString::fromStdString(info.dataset)},
-                                    {QStringLiteral("step"), qint64(info.step)},
-                                    {QStringLiteral("ema"), r.ema},
-                                    {QStringLiteral("examples"), qint64(r.examples)},
-                                    {QStringLiteral("correct"), qint64(r.correct)},
-                                    {QStringLiteral("precision_at_1"), r.precisionAt1},
-                                    {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
-                                    {QStringLiteral("classes"), names},
-                                    {QStringLiteral("per_class_accuracy"), perClass},
-                                    {QStringLiteral("confusion"), confusion},
-                                })
-                          .toJson(QJsonDocument::Indented);
+        io.out << QJsonDocument(
+                      QJsonObject{
+                          {QStringLiteral("checkpoint"), p.value(QStringLiteral("checkpoint"))},
+                          {QStringLiteral("model"), QString::fromStdString(info.model)},
+                          {QStringLiteral("dataset"), QString::fromStdString(info.dataset)},
+                          {QStringLiteral("step"), qint64(info.step)},
+                          {QStringLiteral("ema"), r.ema},
+                          {QStringLiteral("examples"), qint64(r.examples)},
+                          {QStringLiteral("correct"), qint64(r.correct)},
+                          {QStringLiteral("precision_at_1"), r.precisionAt1},
+                          {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
+                          {QStringLiteral("classes"), names},
+                          {QStringLiteral("per_class_accuracy"), perClass},
+                          {QStringLiteral("confusion"), confusion},
+                      })
+                      .toJson(QJsonDocument::Indented);
         return ExitOk;
     }
-    io.out << QString::fromStdString(info.model) << " at step " << info.step << " on " << QString::fromStdString(info.dataset)
-           << " (" << QString::fromStdString(data.location.string()) << "), "
+    io.out << QString::fromStdString(info.model) << " at step " << info.step << " on "
+           << QString::fromStdString(info.dataset) << " ("
+           << QString::fromStdString(data.location.string()) << "), "
            << (r.ema ? "moving averages of the weights" : "raw weights") << "\n"
-           << "precision @ 1 = " << QString::number(r.precisionAt1, 'f', 4) << " (" << r.correct << " of " << r.examples
-           << " test examples), mean cross-entropy " << QString::number(r.meanCrossEntropy, 'f', 4) << "\n\n";
+           << "precision @ 1 = " << QString::number(r.precisionAt1, 'f', 4) << " (" << r.correct
+           << " of " << r.examples << " test examples), mean cross-entropy "
+           << QString::number(r.meanCrossEntropy, 'f', 4) << "\n\n";
     int width = 5;
     for (const auto& n : classifier.classNames()) width = std::max(width, int(n.size()));
     io.out << QStringLiteral("class").leftJustified(width) << "  accuracy  examples\n";
     for (int i = 0; i < k; ++i)
-        io.out << QString::fromStdString(classifier.classNames()[std::size_t(i)]).leftJustified(width) << "  "
-               << QString::number(100 * r.perClassAccuracy[std::size_t(i)], 'f', 2).rightJustified(7) << "%  "
-               << QString::number(r.classCounts[std::size_t(i)]).rightJustified(8) << "\n";
+        io.out
+            << QString::fromStdString(classifier.classNames()[std::size_t(i)]).leftJustified(width)
+            << "  "
+            << QString::number(100 * r.perClassAccuracy[std::size_t(i)], 'f', 2).rightJustified(7)
+            << "%  " << QString::number(r.classCounts[std::size_t(i)]).rightJustified(8) << "\n";
     if (k <= 20) {
-        io.out << "\nconfusion matrix (rows: true class, columns: predicted)\n" << QString(width, QLatin1Char(' '));
+        io.out << "\nconfusion matrix (rows: true class, columns: predicted)\n"
+               << QString(width, QLatin1Char(' '));
         for (int j = 0; j < k; ++j) io.out << QString::number(j).rightJustified(6);
         io.out << "\n";
         for (int i = 0; i < k; ++i) {
-            io.out << (QString::number(i) + QLatin1Char(' ') + QString::fromStdString(classifier.classNames()[std::size_t(i)]))
+            io.out << (QString::number(i) + QLatin1Char(' ') +
+                       QString::fromStdString(classifier.classNames()[std::size_t(i)]))
                           .left(width)
                           .leftJustified(width);
-            for (int j = 0; j < k; ++j) io.out << QString::number(r.confusionAt(i, j)).rightJustified(6);
+            for (int j = 0; j < k; ++j)
+                io.out << QString::number(r.confusionAt(i, j)).rightJustified(6);
             io.out << "\n";
         }
     }

@@ -14,7 +14,8 @@ int runModels(const QStringList& args, CommandIo& io)
     p.setApplicationDescription(QStringLiteral(
         "Without a name, lists the models. With a name, shows that model's layers, output shapes\n"
         "and parameter counts (names as in the equivalent PyTorch module's state_dict)."));
-    p.addPositionalArgument(QStringLiteral("name"), QStringLiteral("A model to describe."), QStringLiteral("[name]"));
+    p.addPositionalArgument(QStringLiteral("name"), QStringLiteral("A model to describe."),
+                            QStringLiteral("[name]"));
     p.addOption({QStringLiteral("json"), QStringLiteral("Print JSON.")});
     int code = 0;
     if (!parseOrExplain(p, args, io, code)) return code;
@@ -30,12 +31,13 @@ int runModels(const QStringList& args, CommandIo& io)
         for (const auto& info : engine::modelRegistry()) {
             const auto model = info.build();
             if (json) {
-                list.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(info.name)},
-                                        {QStringLiteral("description"), QString::fromStdString(info.description)},
-                                        {QStringLiteral("input_shape"), shapeJson(info.inputShape)},
-                                        {QStringLiteral("classes"), info.numClasses},
-                                        {QStringLiteral("parameters"), qint64(model->parameterCount())},
-                                        {QStringLiteral("dataset"), QString::fromStdString(info.defaultDataset)}});
+                list.append(QJsonObject{
+                    {QStringLiteral("name"), QString::fromStdString(info.name)},
+                    {QStringLiteral("description"), QString::fromStdString(info.description)},
+                    {QStringLiteral("input_shape"), shapeJson(info.inputShape)},
+                    {QStringLiteral("classes"), info.numClasses},
+                    {QStringLiteral("parameters"), qint64(model->parameterCount())},
+                    {QStringLiteral("dataset"), QString::fromStdString(info.defaultDataset)}});
             } else {
                 io.out << QString::fromStdString(info.name).leftJustified(18) << " input "
                        << shapeText(info.inputShape).leftJustified(8) << " "
@@ -52,40 +54,44 @@ int runModels(const QStringList& args, CommandIo& io)
     if (json) {
         QJsonArray layers;
         for (const auto& r : rows)
-            layers.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(r.name)},
-                                      {QStringLiteral("kind"), QString::fromStdString(r.kind)},
-                                      {QStringLiteral("description"), QString::fromStdString(r.description)},
-                                      {QStringLiteral("output_shape"), shapeJson(r.outputShape)},
-                                      {QStringLiteral("parameters"), qint64(r.parameters)},
-                                      {QStringLiteral("forward_flops"), r.forwardFlops}});
+            layers.append(
+                QJsonObject{{QStringLiteral("name"), QString::fromStdString(r.name)},
+                            {QStringLiteral("kind"), QString::fromStdString(r.kind)},
+                            {QStringLiteral("description"), QString::fromStdString(r.description)},
+                            {QStringLiteral("output_shape"), shapeJson(r.outputShape)},
+                            {QStringLiteral("parameters"), qint64(r.parameters)},
+                            {QStringLiteral("forward_flops"), r.forwardFlops}});
         QJsonArray params;
         for (auto* prm : model->parameters())
             params.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(prm->name)},
                                       {QStringLiteral("shape"), shapeJson(prm->value.shape())},
                                       {QStringLiteral("trainable"), prm->trainable}});
-        io.out << QJsonDocument(QJsonObject{{QStringLiteral("name"), QString::fromStdString(model->name())},
-                                            {QStringLiteral("input_shape"), shapeJson(model->inputShape())},
-                                            {QStringLiteral("parameters"), qint64(model->parameterCount())},
-                                            {QStringLiteral("layers"), layers},
-                                            {QStringLiteral("state_dict"), params}})
+        io.out << QJsonDocument(
+                      QJsonObject{{QStringLiteral("name"), QString::fromStdString(model->name())},
+                                  {QStringLiteral("input_shape"), shapeJson(model->inputShape())},
+                                  {QStringLiteral("parameters"), qint64(model->parameterCount())},
+                                  {QStringLiteral("layers"), layers},
+                                  {QStringLiteral("state_dict"), params}})
                       .toJson(QJsonDocument::Indented);
         return ExitOk;
     }
     io.out << QString::fromStdString(model->name()) << ": input " << shapeText(model->inputShape())
            << " (HxWxC), " << model->numClasses() << " classes, " << model->parameterCount()
-           << " trainable parameters, " << QString::number(model->trainingFlopsPerExample() * 1e-6, 'f', 1)
+           << " trainable parameters, "
+           << QString::number(model->trainingFlopsPerExample() * 1e-6, 'f', 1)
            << " MFLOP per training example\n\n";
-    io.out << QStringLiteral("layer").leftJustified(16) << QStringLiteral("output").leftJustified(12)
-           << QStringLiteral("params").rightJustified(10)
-           << "  description\n";
+    io.out << QStringLiteral("layer").leftJustified(16)
+           << QStringLiteral("output").leftJustified(12)
+           << QStringLiteral("params").rightJustified(10) << "  description\n";
     for (const auto& r : rows)
-        io.out << QString::fromStdString(r.name).leftJustified(16) << shapeText(r.outputShape).leftJustified(12)
-               << QString::number(r.parameters).rightJustified(10) << "  " << QString::fromStdString(r.description)
-               << "\n";
+        io.out << QString::fromStdString(r.name).leftJustified(16)
+               << shapeText(r.outputShape).leftJustified(12)
+               << QString::number(r.parameters).rightJustified(10) << "  "
+               << QString::fromStdString(r.description) << "\n";
     io.out << "\nstate_dict:\n";
     for (auto* prm : model->parameters())
-        io.out << "  " << QString::fromStdString(prm->name).leftJustified(32) << shapeText(prm->value.shape())
-               << (prm->trainable ? "" : "  (buffer)") << "\n";
+        io.out << "  " << QString::fromStdString(prm->name).leftJustified(32)
+               << shapeText(prm->value.shape()) << (prm->trainable ? "" : "  (buffer)") << "\n";
     return ExitOk;
 }
 

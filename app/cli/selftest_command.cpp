@@ -18,16 +18,21 @@ int runSelftest(const QStringList& args, CommandIo& io)
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
         "Checks that Towers computes correctly on this machine: every op of the device's backend\n"
-        "(convolution, pooling, LRN, linear, batch norm, dropout, loss, optimizer updates; forward\n"
-        "and backward, the seeds' shapes among them) against the plain reference backend in float64\n"
+        "(convolution, pooling, LRN, linear, batch norm, dropout, loss, optimizer updates; "
+        "forward\n"
+        "and backward, the seeds' shapes among them) against the plain reference backend in "
+        "float64\n"
         "(normalised error within the tolerance), then a few training steps with two towers: the\n"
         "loss falls, the replicas stay identical, and they equal one tower of the same global\n"
-        "batch. Prints PASS or FAIL per check. Exit codes: 0 all passed, 1 some failed, 2 bad usage."));
+        "batch. Prints PASS or FAIL per check. Exit codes: 0 all passed, 1 some failed, 2 bad "
+        "usage."));
     p.addOptions({
-        {QStringLiteral("device"), QStringLiteral("cpu or cuda (default cpu)."), QStringLiteral("name"),
-         QStringLiteral("cpu")},
-        {QStringLiteral("tf32"), QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores (tolerance 1e-2).")},
-        {QStringLiteral("no-training"), QStringLiteral("Only the op checks, not the training steps.")},
+        {QStringLiteral("device"), QStringLiteral("cpu or cuda (default cpu)."),
+         QStringLiteral("name"), QStringLiteral("cpu")},
+        {QStringLiteral("tf32"),
+         QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores (tolerance 1e-2).")},
+        {QStringLiteral("no-training"),
+         QStringLiteral("Only the op checks, not the training steps.")},
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
     int code = 0;
@@ -53,9 +58,9 @@ int runSelftest(const QStringList& args, CommandIo& io)
     }
     o.training = !p.isSet(QStringLiteral("no-training"));
     const bool json = p.isSet(QStringLiteral("json"));
-    QString backendName =
-        QStringLiteral("oneDNN %1, %2").arg(QString::fromStdString(engine::cpu::cpuInfo().onednnVersion),
-                                           QString::fromStdString(engine::cpu::cpuInfo().isa));
+    QString backendName = QStringLiteral("oneDNN %1, %2")
+                              .arg(QString::fromStdString(engine::cpu::cpuInfo().onednnVersion),
+                                   QString::fromStdString(engine::cpu::cpuInfo().isa));
     if (cuda) {
         auto* gpu = engine::cudaBackend();
         const auto info = gpu->deviceInfo(0);
@@ -63,16 +68,20 @@ int runSelftest(const QStringList& args, CommandIo& io)
                           .arg(QString::fromStdString(info.name))
                           .arg(info.computeMajor)
                           .arg(info.computeMinor)
-                          .arg(QString::fromStdString(gpu->versions()), o.allowTf32 ? QStringLiteral(", TF32") : QString());
+                          .arg(QString::fromStdString(gpu->versions()),
+                               o.allowTf32 ? QStringLiteral(", TF32") : QString());
     }
-    if (!json) io.out << "selftest on " << device << " (" << backendName << ") against the reference backend\n";
+    if (!json)
+        io.out << "selftest on " << device << " (" << backendName
+               << ") against the reference backend\n";
     QElapsedTimer timer;
     timer.start();
     const auto results = engine::runSelfTest(o, [&](const engine::SelfTestResult& r) {
         if (json) return;
         io.out << (r.passed ? "PASS  " : "FAIL  ") << QString::fromStdString(r.name);
         if (r.tolerance > 0)
-            io.out << "  (" << QString::number(r.error, 'g', 3) << " <= " << QString::number(r.tolerance, 'g', 3)
+            io.out << "  (" << QString::number(r.error, 'g', 3)
+                   << " <= " << QString::number(r.tolerance, 'g', 3)
                    << (r.passed ? ")" : " does not hold)");
         if (!r.detail.empty()) io.out << "  " << QString::fromStdString(r.detail);
         io.out << "\n";
@@ -99,8 +108,8 @@ int runSelftest(const QStringList& args, CommandIo& io)
                       .toJson(QJsonDocument::Indented);
     } else {
         io.out << "selftest: " << (results.size() - std::size_t(failed)) << " of " << results.size()
-               << " checks passed on " << device << " in " << QString::number(seconds, 'f', 1) << " s"
-               << (failed ? QStringLiteral(": %1 FAILED").arg(failed) : QString()) << "\n";
+               << " checks passed on " << device << " in " << QString::number(seconds, 'f', 1)
+               << " s" << (failed ? QStringLiteral(": %1 FAILED").arg(failed) : QString()) << "\n";
     }
     return failed ? ExitFailure : ExitOk;
 }

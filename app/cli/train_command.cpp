@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "app/cli/command.h"
+#include "app/data/data_dirs.h"
 #include "app/devices/device_list.h"
 #include "app/process/interrupt_notifier.h"
-#include "app/data/data_dirs.h"
 #include "app/runs/run_builder.h"
 #include "engine/data/dataset.h"
 #include "engine/models/registry.h"
@@ -41,21 +41,21 @@ public:
     {
         if (!m_json) return; // the log line says it
         print({{QStringLiteral("event"), QStringLiteral("step")},
-              {QStringLiteral("step"), qint64(m.step)},
-              {QStringLiteral("total_steps"), qint64(m.totalSteps)},
-              {QStringLiteral("epoch"), m.epoch},
-              {QStringLiteral("loss"), m.loss},
-              {QStringLiteral("cross_entropy"), m.crossEntropy},
-              {QStringLiteral("lr"), m.lr},
-              {QStringLiteral("examples_per_sec"), m.examplesPerSec},
-              {QStringLiteral("sec_per_batch"), m.secPerBatch},
-              {QStringLiteral("data_wait_ms"), m.dataWaitMs},
-              {QStringLiteral("compute_ms"), m.computeMs},
-              {QStringLiteral("allreduce_ms"), m.allReduceMs},
-              {QStringLiteral("update_ms"), m.updateMs},
-              {QStringLiteral("tower_compute_ms"), doubles(m.towerComputeMs)},
-              {QStringLiteral("elapsed_s"), m.elapsedSeconds},
-              {QStringLiteral("eta_s"), m.etaSeconds}});
+               {QStringLiteral("step"), qint64(m.step)},
+               {QStringLiteral("total_steps"), qint64(m.totalSteps)},
+               {QStringLiteral("epoch"), m.epoch},
+               {QStringLiteral("loss"), m.loss},
+               {QStringLiteral("cross_entropy"), m.crossEntropy},
+               {QStringLiteral("lr"), m.lr},
+               {QStringLiteral("examples_per_sec"), m.examplesPerSec},
+               {QStringLiteral("sec_per_batch"), m.secPerBatch},
+               {QStringLiteral("data_wait_ms"), m.dataWaitMs},
+               {QStringLiteral("compute_ms"), m.computeMs},
+               {QStringLiteral("allreduce_ms"), m.allReduceMs},
+               {QStringLiteral("update_ms"), m.updateMs},
+               {QStringLiteral("tower_compute_ms"), doubles(m.towerComputeMs)},
+               {QStringLiteral("elapsed_s"), m.elapsedSeconds},
+               {QStringLiteral("eta_s"), m.etaSeconds}});
     }
     void onEvaluation(const engine::EvalResult& r) override
     {
@@ -64,18 +64,19 @@ public:
         m_haveEval = true;
         if (!m_json) return;
         printLocked({{QStringLiteral("event"), QStringLiteral("eval")},
-                    {QStringLiteral("step"), qint64(r.step)},
-                    {QStringLiteral("precision_at_1"), r.precisionAt1},
-                    {QStringLiteral("examples"), qint64(r.examples)},
-                    {QStringLiteral("ema"), r.ema},
-                    {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
-                    {QStringLiteral("per_class_accuracy"), doubles(r.perClassAccuracy)},
-                    {QStringLiteral("seconds"), r.seconds}});
+                     {QStringLiteral("step"), qint64(r.step)},
+                     {QStringLiteral("precision_at_1"), r.precisionAt1},
+                     {QStringLiteral("examples"), qint64(r.examples)},
+                     {QStringLiteral("ema"), r.ema},
+                     {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
+                     {QStringLiteral("per_class_accuracy"), doubles(r.perClassAccuracy)},
+                     {QStringLiteral("seconds"), r.seconds}});
     }
     void onLog(const std::string& line) override
     {
         if (m_json) {
-            print({{QStringLiteral("event"), QStringLiteral("log")}, {QStringLiteral("message"), QString::fromStdString(line)}});
+            print({{QStringLiteral("event"), QStringLiteral("log")},
+                   {QStringLiteral("message"), QString::fromStdString(line)}});
             return;
         }
         std::lock_guard lock(m_mutex);
@@ -88,8 +89,8 @@ public:
         m_lastCheckpoint = QString::fromStdString(file.string());
         if (m_json)
             printLocked({{QStringLiteral("event"), QStringLiteral("checkpoint")},
-                        {QStringLiteral("step"), qint64(step)},
-                        {QStringLiteral("file"), m_lastCheckpoint}});
+                         {QStringLiteral("step"), qint64(step)},
+                         {QStringLiteral("file"), m_lastCheckpoint}});
     }
 
     bool haveEval() const { return m_haveEval; }
@@ -117,30 +118,30 @@ private:
     QString m_lastCheckpoint;
 };
 
-bool doubleOption(const QCommandLineParser& p, const QString& name, double min, double max, double& value,
-                  CommandIo& io)
+bool doubleOption(const QCommandLineParser& p, const QString& name, double min, double max,
+                  double& value, CommandIo& io)
 {
     if (!p.isSet(name)) return true;
     bool ok = false;
     const double v = p.value(name).toDouble(&ok);
     if (!ok || !(v >= min && v <= max)) {
-        io.err << "towers-cli train: --" << name << " must be a number from " << min << " to " << max << ", got '"
-               << p.value(name) << "'\n";
+        io.err << "towers-cli train: --" << name << " must be a number from " << min << " to "
+               << max << ", got '" << p.value(name) << "'\n";
         return false;
     }
     value = v;
     return true;
 }
 
-bool int64Option(const QCommandLineParser& p, const QString& name, qint64 min, qint64 max, std::int64_t& value,
-                 CommandIo& io)
+bool int64Option(const QCommandLineParser& p, const QString& name, qint64 min, qint64 max,
+                 std::int64_t& value, CommandIo& io)
 {
     if (!p.isSet(name)) return true;
     bool ok = false;
     const qint64 v = p.value(name).toLongLong(&ok);
     if (!ok || v < min || v > max) {
-        io.err << "towers-cli train: --" << name << " must be an integer from " << min << " to " << max << ", got '"
-               << p.value(name) << "'\n";
+        io.err << "towers-cli train: --" << name << " must be an integer from " << min << " to "
+               << max << ", got '" << p.value(name) << "'\n";
         return false;
     }
     value = v;
@@ -161,63 +162,107 @@ int runTrain(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
-        "Trains a model by synchronous data parallelism with replicated towers: every tower holds a\n"
+        "Trains a model by synchronous data parallelism with replicated towers: every tower holds "
+        "a\n"
         "full replica, runs forward and backward on its own slice of the global batch (towers x\n"
         "--batch-size), the gradients are averaged and every replica applies the same update.\n"
-        "Defaults come from the model's recipe ('towers-cli models NAME'); with no options at all it\n"
+        "Defaults come from the model's recipe ('towers-cli models NAME'); with no options at all "
+        "it\n"
         "trains the default model of the first dataset found (fashion-mnist, cifar10, mnist).\n"
-        "Writes a run folder: config.json, metrics.jsonl, eval.jsonl, checkpoints/; one training at a\n"
-        "time per folder (a second one is refused). Ctrl-C, SIGTERM or SIGHUP stop after the current\n"
-        "step and write a checkpoint; --resume continues from the newest one that loads. Towers never\n"
-        "deletes a checkpoint it cannot read or that another run wrote: --overwrite and --restart move\n"
+        "Writes a run folder: config.json, metrics.jsonl, eval.jsonl, checkpoints/; one training "
+        "at a\n"
+        "time per folder (a second one is refused). Ctrl-C, SIGTERM or SIGHUP stop after the "
+        "current\n"
+        "step and write a checkpoint; --resume continues from the newest one that loads. Towers "
+        "never\n"
+        "deletes a checkpoint it cannot read or that another run wrote: --overwrite and --restart "
+        "move\n"
         "an earlier run's files to the folder's set-aside/."));
     const QString n = QStringLiteral("n"), x = QStringLiteral("x"), name = QStringLiteral("name");
     p.addOptions({
-        {QStringLiteral("dataset"), QStringLiteral("cifar10, mnist, fashion-mnist (see 'towers-cli datasets')."), name},
-        {QStringLiteral("data-dir"), QStringLiteral("Look for the dataset in this folder first."), QStringLiteral("dir")},
-        {QStringLiteral("model"), QStringLiteral("Model (see 'towers-cli models'); default: the dataset's."), name},
-        {QStringLiteral("device"), QStringLiteral("cpu or cuda (default cpu; a resumed run keeps its own)."), name},
-        {QStringLiteral("gpus"), QStringLiteral("cuda: the GPUs of the towers, e.g. 0,1,3 (one tower each, unless --towers\n"
-                                                "says more: then round-robin); default: tower t on GPU t mod the GPU count."),
+        {QStringLiteral("dataset"),
+         QStringLiteral("cifar10, mnist, fashion-mnist (see 'towers-cli datasets')."), name},
+        {QStringLiteral("data-dir"), QStringLiteral("Look for the dataset in this folder first."),
+         QStringLiteral("dir")},
+        {QStringLiteral("model"),
+         QStringLiteral("Model (see 'towers-cli models'); default: the dataset's."), name},
+        {QStringLiteral("device"),
+         QStringLiteral("cpu or cuda (default cpu; a resumed run keeps its own)."), name},
+        {QStringLiteral("gpus"),
+         QStringLiteral(
+             "cuda: the GPUs of the towers, e.g. 0,1,3 (one tower each, unless --towers\n"
+             "says more: then round-robin); default: tower t on GPU t mod the GPU count."),
          QStringLiteral("list")},
-        {QStringLiteral("tf32"), QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores for float32.")},
-        {QStringLiteral("allreduce"), QStringLiteral("cuda: auto (NCCL across GPUs, a kernel on a shared GPU) or host\n"
-                                                     "(average through host copies, the seeds' design) (default auto)."),
+        {QStringLiteral("tf32"),
+         QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores for float32.")},
+        {QStringLiteral("allreduce"),
+         QStringLiteral("cuda: auto (NCCL across GPUs, a kernel on a shared GPU) or host\n"
+                        "(average through host copies, the seeds' design) (default auto)."),
          name},
         {QStringLiteral("towers"), QStringLiteral("Number of towers (replicas) (default 1)."), n},
-        {QStringLiteral("threads-per-tower"), QStringLiteral("CPU threads per tower; 0 shares the cores out (default 0)."), n},
-        {QStringLiteral("batch-size"), QStringLiteral("Examples per tower and step; the global batch is towers x this."), n},
-        {QStringLiteral("steps"), QStringLiteral("Global steps to train (instead of --epochs)."), n},
+        {QStringLiteral("threads-per-tower"),
+         QStringLiteral("CPU threads per tower; 0 shares the cores out (default 0)."), n},
+        {QStringLiteral("batch-size"),
+         QStringLiteral("Examples per tower and step; the global batch is towers x this."), n},
+        {QStringLiteral("steps"), QStringLiteral("Global steps to train (instead of --epochs)."),
+         n},
         {QStringLiteral("epochs"), QStringLiteral("Epochs to train (instead of --steps)."), x},
         {QStringLiteral("optimizer"), QStringLiteral("sgd, momentum, nesterov or adam."), name},
         {QStringLiteral("lr"), QStringLiteral("Learning rate (the peak for one-cycle)."), x},
-        {QStringLiteral("lr-schedule"), QStringLiteral("constant, exponential (the tutorial's staircase decay), step, cosine, onecycle."), name},
-        {QStringLiteral("momentum"), QStringLiteral("Momentum of momentum/nesterov (default 0.9)."), x},
-        {QStringLiteral("weight-decay"), QStringLiteral("L2 coefficient on conv/linear weights, replacing the model's."), x},
-        {QStringLiteral("ema-decay"), QStringLiteral("Moving average of the weights for evaluation (0 = off; the tutorial: 0.9999)."), x},
-        {QStringLiteral("augment"), QStringLiteral("default (the model's recipe; for cifar10-tutorial the tutorial's distortions) or none."), name},
-        {QStringLiteral("seed"), QStringLiteral("Seed of the weights, dropout and data order (default 1)."), n},
-        {QStringLiteral("run-dir"), QStringLiteral("The run folder (default: a new folder under the runs folder)."), QStringLiteral("dir")},
-        {QStringLiteral("checkpoint-every"), QStringLiteral("Steps between checkpoints (0 = only at the end and on stop)."), n},
-        {QStringLiteral("keep-checkpoints"), QStringLiteral("How many checkpoints to keep (default 5)."), n},
-        {QStringLiteral("resume"), QStringLiteral("Continue the run in --run-dir (default: the newest run) from its newest\n"
-                                                  "checkpoint that loads. Run-defining options may be repeated with the\n"
-                                                  "run's own values (a requeued job script); a different value is refused.")},
-        {QStringLiteral("restart"), QStringLiteral("With --resume, when no checkpoint of the run loads: start it over from step 0,\n"
-                                                   "moving its files to <run>/set-aside/ (nothing is deleted).")},
-        {QStringLiteral("overwrite"), QStringLiteral("Start a new run in a --run-dir that holds one, moving the earlier run's files\n"
-                                                     "to <run>/set-aside/ (nothing is deleted).")},
-        {QStringLiteral("eval-every"), QStringLiteral("Steps between test-set evaluations (0 = only at the end)."), n},
+        {QStringLiteral("lr-schedule"),
+         QStringLiteral(
+             "constant, exponential (the tutorial's staircase decay), step, cosine, onecycle."),
+         name},
+        {QStringLiteral("momentum"), QStringLiteral("Momentum of momentum/nesterov (default 0.9)."),
+         x},
+        {QStringLiteral("weight-decay"),
+         QStringLiteral("L2 coefficient on conv/linear weights, replacing the model's."), x},
+        {QStringLiteral("ema-decay"),
+         QStringLiteral(
+             "Moving average of the weights for evaluation (0 = off; the tutorial: 0.9999)."),
+         x},
+        {QStringLiteral("augment"),
+         QStringLiteral("default (the model's recipe; for cifar10-tutorial the tutorial's "
+                        "distortions) or none."),
+         name},
+        {QStringLiteral("seed"),
+         QStringLiteral("Seed of the weights, dropout and data order (default 1)."), n},
+        {QStringLiteral("run-dir"),
+         QStringLiteral("The run folder (default: a new folder under the runs folder)."),
+         QStringLiteral("dir")},
+        {QStringLiteral("checkpoint-every"),
+         QStringLiteral("Steps between checkpoints (0 = only at the end and on stop)."), n},
+        {QStringLiteral("keep-checkpoints"),
+         QStringLiteral("How many checkpoints to keep (default 5)."), n},
+        {QStringLiteral("resume"),
+         QStringLiteral("Continue the run in --run-dir (default: the newest run) from its newest\n"
+                        "checkpoint that loads. Run-defining options may be repeated with the\n"
+                        "run's own values (a requeued job script); a different value is refused.")},
+        {QStringLiteral("restart"),
+         QStringLiteral(
+             "With --resume, when no checkpoint of the run loads: start it over from step 0,\n"
+             "moving its files to <run>/set-aside/ (nothing is deleted).")},
+        {QStringLiteral("overwrite"),
+         QStringLiteral(
+             "Start a new run in a --run-dir that holds one, moving the earlier run's files\n"
+             "to <run>/set-aside/ (nothing is deleted).")},
+        {QStringLiteral("eval-every"),
+         QStringLiteral("Steps between test-set evaluations (0 = only at the end)."), n},
         {QStringLiteral("log-every"), QStringLiteral("Steps between log lines."), n},
-        {QStringLiteral("histogram-every"), QStringLiteral("Steps between TensorBoard histograms of the weights and gradients\n"
-                                                           "(0 = none; default 100)."), n},
-        {QStringLiteral("loader-workers"), QStringLiteral("Input-pipeline threads (default 1)."), n},
-        {QStringLiteral("json"), QStringLiteral("Print one JSON object per event (step, eval, log, checkpoint, end).")},
+        {QStringLiteral("histogram-every"),
+         QStringLiteral("Steps between TensorBoard histograms of the weights and gradients\n"
+                        "(0 = none; default 100)."),
+         n},
+        {QStringLiteral("loader-workers"), QStringLiteral("Input-pipeline threads (default 1)."),
+         n},
+        {QStringLiteral("json"),
+         QStringLiteral("Print one JSON object per event (step, eval, log, checkpoint, end).")},
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
     const QString device = p.value(QStringLiteral("device"));
-    if (p.isSet(QStringLiteral("device")) && device != QLatin1String("cpu") && device != QLatin1String("cuda")) {
+    if (p.isSet(QStringLiteral("device")) && device != QLatin1String("cpu") &&
+        device != QLatin1String("cuda")) {
         io.err << "towers-cli train: --device must be cpu or cuda, got '" << device << "'\n";
         return ExitUsage;
     }
@@ -227,7 +272,8 @@ int runTrain(const QStringList& args, CommandIo& io)
             bool ok = false;
             const int g = item.trimmed().toInt(&ok);
             if (!ok || g < 0) {
-                io.err << "towers-cli train: --gpus takes GPU numbers separated by commas (e.g. 0,1,3), got '"
+                io.err << "towers-cli train: --gpus takes GPU numbers separated by commas (e.g. "
+                          "0,1,3), got '"
                        << p.value(QStringLiteral("gpus")) << "'\n";
                 return ExitUsage;
             }
@@ -247,11 +293,13 @@ int runTrain(const QStringList& args, CommandIo& io)
     const bool resume = p.isSet(QStringLiteral("resume"));
 
     if (p.isSet(QStringLiteral("restart")) && !resume) {
-        io.err << "towers-cli train: --restart is for --resume (a new run starts at step 0 anyway)\n";
+        io.err
+            << "towers-cli train: --restart is for --resume (a new run starts at step 0 anyway)\n";
         return ExitUsage;
     }
     if (p.isSet(QStringLiteral("overwrite")) && resume) {
-        io.err << "towers-cli train: --overwrite is for a new run; to start a resumed run over, use --restart\n";
+        io.err << "towers-cli train: --overwrite is for a new run; to start a resumed run over, "
+                  "use --restart\n";
         return ExitUsage;
     }
 
@@ -260,7 +308,8 @@ int runTrain(const QStringList& args, CommandIo& io)
     if (resume) {
         if (runDir.isEmpty()) runDir = newestRun(defaultRunsDir());
         if (runDir.isEmpty()) {
-            io.err << "towers-cli train: --resume: no run to resume in " << defaultRunsDir() << " (name one with --run-dir)\n";
+            io.err << "towers-cli train: --resume: no run to resume in " << defaultRunsDir()
+                   << " (name one with --run-dir)\n";
             return ExitUsage;
         }
         try {
@@ -281,23 +330,27 @@ int runTrain(const QStringList& args, CommandIo& io)
             dataset = firstDatasetFound(searchPath);
             if (dataset.isEmpty()) {
                 io.err << "towers-cli train: no dataset found (looked in";
-                for (const auto& f : searchPath) io.err << " " << QString::fromStdString(f.string());
+                for (const auto& f : searchPath)
+                    io.err << " " << QString::fromStdString(f.string());
                 io.err << "); get one with 'towers-cli download fashion-mnist' or install Debian's "
                           "dataset-fashion-mnist\n";
                 return ExitFailure;
             }
         }
         engine::requireKnownDataset(dataset.toStdString()); // UnknownName -> exit 2 with the list
-        const std::string model = p.isSet(QStringLiteral("model")) ? p.value(QStringLiteral("model")).toStdString()
-                                                                    : engine::defaultModelFor(dataset.toStdString());
+        const std::string model = p.isSet(QStringLiteral("model"))
+                                      ? p.value(QStringLiteral("model")).toStdString()
+                                      : engine::defaultModelFor(dataset.toStdString());
         c = engine::defaultConfigFor(model);
         c.dataset = dataset.toStdString();
         int towers = 1, threads = 0, batch = c.batchPerTower;
         std::int64_t seed = std::int64_t(c.seed);
         if (!intOption(p, QStringLiteral("towers"), 1, TrainConfig::kMaxTowers, towers, io) ||
-            !intOption(p, QStringLiteral("threads-per-tower"), 0, TrainConfig::kMaxThreadsPerTower, threads, io) ||
+            !intOption(p, QStringLiteral("threads-per-tower"), 0, TrainConfig::kMaxThreadsPerTower,
+                       threads, io) ||
             !intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io) ||
-            !int64Option(p, QStringLiteral("seed"), 0, std::numeric_limits<qint64>::max(), seed, io) ||
+            !int64Option(p, QStringLiteral("seed"), 0, std::numeric_limits<qint64>::max(), seed,
+                         io) ||
             !doubleOption(p, QStringLiteral("lr"), 1e-12, 1e6, c.schedule.lr, io) ||
             !doubleOption(p, QStringLiteral("momentum"), 0, 0.999999, c.optimizer.momentum, io) ||
             !doubleOption(p, QStringLiteral("weight-decay"), 0, 1, c.weightDecay, io) ||
@@ -307,16 +360,19 @@ int runTrain(const QStringList& args, CommandIo& io)
         c.threadsPerTower = threads;
         c.batchPerTower = batch;
         c.seed = std::uint64_t(seed);
-        if (p.isSet(QStringLiteral("optimizer"))) c.optimizer.kind = p.value(QStringLiteral("optimizer")).toStdString();
+        if (p.isSet(QStringLiteral("optimizer")))
+            c.optimizer.kind = p.value(QStringLiteral("optimizer")).toStdString();
         if (p.isSet(QStringLiteral("lr-schedule"))) {
             QString s = p.value(QStringLiteral("lr-schedule"));
             if (s == QLatin1String("one-cycle")) s = QStringLiteral("onecycle");
             c.schedule.kind = engine::LrSchedule::kindFromName(s.toStdString());
         }
         QString augment = p.value(QStringLiteral("augment"));
-        if (augment.isEmpty() || augment == QLatin1String("tutorial")) augment = QStringLiteral("default");
+        if (augment.isEmpty() || augment == QLatin1String("tutorial"))
+            augment = QStringLiteral("default");
         if (augment != QLatin1String("default") && augment != QLatin1String("none")) {
-            io.err << "towers-cli train: --augment must be default, tutorial or none, got '" << augment << "'\n";
+            io.err << "towers-cli train: --augment must be default, tutorial or none, got '"
+                   << augment << "'\n";
             return ExitUsage;
         }
         c.augmentation = augment.toStdString();
@@ -324,17 +380,23 @@ int runTrain(const QStringList& args, CommandIo& io)
     // What may change on resume too: the length (to extend a run), logging and checkpointing.
     if (p.isSet(QStringLiteral("steps"))) {
         c.epochs = 0;
-        if (!int64Option(p, QStringLiteral("steps"), 1, std::numeric_limits<qint64>::max(), c.steps, io)) return ExitUsage;
+        if (!int64Option(p, QStringLiteral("steps"), 1, std::numeric_limits<qint64>::max(), c.steps,
+                         io))
+            return ExitUsage;
     }
     if (p.isSet(QStringLiteral("epochs"))) {
         c.steps = 0;
         if (!doubleOption(p, QStringLiteral("epochs"), 1e-6, 1e6, c.epochs, io)) return ExitUsage;
     }
     int keep = c.keepCheckpoints, workers = 1;
-    if (!int64Option(p, QStringLiteral("checkpoint-every"), 0, std::numeric_limits<qint64>::max(), c.checkpointEvery, io) ||
-        !int64Option(p, QStringLiteral("eval-every"), 0, std::numeric_limits<qint64>::max(), c.evalEvery, io) ||
-        !int64Option(p, QStringLiteral("log-every"), 1, std::numeric_limits<qint64>::max(), c.logEvery, io) ||
-        !int64Option(p, QStringLiteral("histogram-every"), 0, std::numeric_limits<qint64>::max(), c.histogramEvery, io) ||
+    if (!int64Option(p, QStringLiteral("checkpoint-every"), 0, std::numeric_limits<qint64>::max(),
+                     c.checkpointEvery, io) ||
+        !int64Option(p, QStringLiteral("eval-every"), 0, std::numeric_limits<qint64>::max(),
+                     c.evalEvery, io) ||
+        !int64Option(p, QStringLiteral("log-every"), 1, std::numeric_limits<qint64>::max(),
+                     c.logEvery, io) ||
+        !int64Option(p, QStringLiteral("histogram-every"), 0, std::numeric_limits<qint64>::max(),
+                     c.histogramEvery, io) ||
         !intOption(p, QStringLiteral("keep-checkpoints"), 1, 1000000, keep, io) ||
         !intOption(p, QStringLiteral("loader-workers"), 0, 64, workers, io))
         return ExitUsage;
@@ -347,15 +409,16 @@ int runTrain(const QStringList& args, CommandIo& io)
         c.gpus.clear();
         if (!gpuList.empty()) {
             if (!resume && !p.isSet(QStringLiteral("towers"))) c.towers = int(gpuList.size());
-            for (int t = 0; t < c.towers; ++t) c.gpus.push_back(gpuList[std::size_t(t) % gpuList.size()]);
+            for (int t = 0; t < c.towers; ++t)
+                c.gpus.push_back(gpuList[std::size_t(t) % gpuList.size()]);
         }
     }
     if (p.isSet(QStringLiteral("tf32"))) c.allowTf32 = true;
     if (p.isSet(QStringLiteral("allreduce"))) {
         c.allreduce = p.value(QStringLiteral("allreduce")).toStdString();
         if (c.allreduce != "auto" && c.allreduce != "host") {
-            io.err << "towers-cli train: --allreduce must be auto or host, got '" << p.value(QStringLiteral("allreduce"))
-                   << "'\n";
+            io.err << "towers-cli train: --allreduce must be auto or host, got '"
+                   << p.value(QStringLiteral("allreduce")) << "'\n";
             return ExitUsage;
         }
     }
@@ -365,7 +428,8 @@ int runTrain(const QStringList& args, CommandIo& io)
     }
     if (c.backend == "cuda" && !gpuBackendAvailable()) {
         io.err << "towers-cli train: error: --device cuda: " << gpuBackendNote()
-               << (resume ? " Continue this run on the CPU with --device cpu.\n" : " Train on the CPU with --device cpu.\n");
+               << (resume ? " Continue this run on the CPU with --device cpu.\n"
+                          : " Train on the CPU with --device cpu.\n");
         return ExitFailure;
     }
     if (p.isSet(QStringLiteral("data-dir"))) {
@@ -405,29 +469,34 @@ int runTrain(const QStringList& args, CommandIo& io)
     try {
         sessionPtr = std::make_unique<engine::TrainingSession>(so, &observer);
     } catch (const engine::RunFolderHoldsRun& e) {
-        io.err << "towers-cli train: error: " << e.what() << ".\nContinue it with --resume, or start a new run "
+        io.err << "towers-cli train: error: " << e.what()
+               << ".\nContinue it with --resume, or start a new run "
                << "there with --overwrite (the earlier run's files are moved to " << runDir
                << "/set-aside/, never deleted).\n";
         return ExitUsage;
     } catch (const engine::NoCheckpointLoads& e) {
-        io.err << "towers-cli train: error: " << e.what() << "\nTo start this run over from step 0, add --restart "
+        io.err << "towers-cli train: error: " << e.what()
+               << "\nTo start this run over from step 0, add --restart "
                << "(its files are moved to " << runDir << "/set-aside/, never deleted).\n";
         return ExitFailure;
     }
     engine::TrainingSession& session = *sessionPtr;
-    runDir = QString::fromStdString(session.options().runDirectory.string()); // a new folder: the one made
+    runDir = QString::fromStdString(
+        session.options().runDirectory.string()); // a new folder: the one made
     if (!json)
         io.out << "run folder " << runDir << "\n"
                << "dataset    " << QString::fromStdString(session.dataset().name) << " from "
-               << QString::fromStdString(session.dataset().location.string()) << " (" << session.dataset().train.count
-               << " train, " << session.dataset().test.count << " test)\n";
+               << QString::fromStdString(session.dataset().location.string()) << " ("
+               << session.dataset().train.count << " train, " << session.dataset().test.count
+               << " test)\n";
 
     // The trainer runs on its own thread so that Ctrl-C (delivered to this thread's event loop)
     // can ask it to stop; it then finishes the step, writes a checkpoint and returns.
     InterruptNotifier interrupts;
     QEventLoop loop;
     QObject::connect(&interrupts, &InterruptNotifier::interrupted, &loop, [&] {
-        observer.onLog("interrupted: stopping after this step and writing a checkpoint (Ctrl-C again to kill)");
+        observer.onLog("interrupted: stopping after this step and writing a checkpoint (Ctrl-C "
+                       "again to kill)");
         session.trainer().requestStop();
     });
     engine::Trainer::Outcome outcome = engine::Trainer::Outcome::Finished;
@@ -446,10 +515,11 @@ int runTrain(const QStringList& args, CommandIo& io)
         try {
             std::rethrow_exception(failure);
         } catch (const engine::Error& e) {
-            // Diverged, bad data, disk full...: the message says what; the last good checkpoint stays.
+            // Diverged, bad data, disk full...: the message says what; the last good checkpoint
+            // stays.
             if (json)
                 observer.print({{QStringLiteral("event"), QStringLiteral("failed")},
-                               {QStringLiteral("message"), QString::fromUtf8(e.what())}});
+                                {QStringLiteral("message"), QString::fromUtf8(e.what())}});
             io.err << "towers-cli train: error: " << e.what() << "\n";
             if (!observer.lastCheckpoint().isEmpty())
                 io.err << "the last good checkpoint is " << observer.lastCheckpoint() << "\n";
@@ -459,19 +529,24 @@ int runTrain(const QStringList& args, CommandIo& io)
     const auto& t = session.trainer();
     const bool stopped = outcome == engine::Trainer::Outcome::Stopped;
     if (json) {
-        QJsonObject end{{QStringLiteral("event"), stopped ? QStringLiteral("stopped") : QStringLiteral("finished")},
+        QJsonObject end{{QStringLiteral("event"),
+                         stopped ? QStringLiteral("stopped") : QStringLiteral("finished")},
                         {QStringLiteral("step"), qint64(t.step())},
                         {QStringLiteral("run_dir"), runDir},
                         {QStringLiteral("checkpoint"), observer.lastCheckpoint()}};
-        if (observer.haveEval()) end.insert(QStringLiteral("precision_at_1"), observer.lastEval().precisionAt1);
+        if (observer.haveEval())
+            end.insert(QStringLiteral("precision_at_1"), observer.lastEval().precisionAt1);
         observer.print(end);
     } else {
-        io.out << (stopped ? "stopped" : "finished") << " at step " << t.step() << " of " << t.totalSteps();
+        io.out << (stopped ? "stopped" : "finished") << " at step " << t.step() << " of "
+               << t.totalSteps();
         if (observer.haveEval())
-            io.out << ", test precision @ 1 = " << QString::number(100 * observer.lastEval().precisionAt1, 'f', 2) << "%"
+            io.out << ", test precision @ 1 = "
+                   << QString::number(100 * observer.lastEval().precisionAt1, 'f', 2) << "%"
                    << (observer.lastEval().ema ? " (moving averages)" : "");
         io.out << "\ncheckpoint " << observer.lastCheckpoint() << "\n";
-        if (stopped) io.out << "continue with: towers-cli train --resume --run-dir " << runDir << "\n";
+        if (stopped)
+            io.out << "continue with: towers-cli train --resume --run-dir " << runDir << "\n";
     }
     // 128 + the signal's number, as a shell reports a program the signal ended (130 for Ctrl-C,
     // 143 for SIGTERM, 129 for SIGHUP).

@@ -24,7 +24,8 @@ QString defaultRunsDir()
     if (!runs.isEmpty()) return QDir::cleanPath(QDir::current().absoluteFilePath(runs));
     const auto datasets = engine::userDatasetDirectory(); // <data home>/towers/datasets
     return datasets.empty() ? QString()
-                            : QDir::cleanPath(QString::fromStdString((datasets.parent_path() / "runs").string()));
+                            : QDir::cleanPath(QString::fromStdString(
+                                  (datasets.parent_path() / "runs").string()));
 }
 
 std::vector<std::filesystem::path> searchPathWith(const QString& dataDir)

@@ -48,7 +48,8 @@ std::vector<DeviceDescription> listDevices()
                 gpu.id = QStringLiteral("gpu%1").arg(i);
                 gpu.name = QString::fromStdString(info.name);
                 gpu.memoryBytes = qint64(info.totalMemory);
-                gpu.computeCapability = QStringLiteral("%1.%2").arg(info.computeMajor).arg(info.computeMinor);
+                gpu.computeCapability =
+                    QStringLiteral("%1.%2").arg(info.computeMajor).arg(info.computeMinor);
                 devices.push_back(gpu);
             } catch (const std::exception&) {
                 // A GPU whose query fails is left out, never a crash.
@@ -70,10 +71,12 @@ QString gpuBackendNote()
     const auto* gpu = engine::cudaBackend(&why);
     QString backend;
     if (!gpu)
-        backend = QStringLiteral("No GPU backend: %1. Towers run on the CPU.").arg(QString::fromStdString(why));
+        backend = QStringLiteral("No GPU backend: %1. Towers run on the CPU.")
+                      .arg(QString::fromStdString(why));
     else if (gpu->deviceCount() == 0)
         backend = QStringLiteral("The CUDA backend is loaded (%1), but %2. Towers run on the CPU.")
-                      .arg(QString::fromStdString(gpu->versions()), QString::fromStdString(gpu->unavailableReason()));
+                      .arg(QString::fromStdString(gpu->versions()),
+                           QString::fromStdString(gpu->unavailableReason()));
     else
         backend = QStringLiteral("The CUDA backend (%1) can train on %2 GPU(s).")
                       .arg(QString::fromStdString(gpu->versions()))
@@ -82,10 +85,12 @@ QString gpuBackendNote()
     if (!n.available())
         return QStringLiteral("No NVIDIA GPU found (%1). %2")
             .arg(QString::fromStdString(n.unavailableReason()), backend);
-    const QString driver = n.driverVersion().empty()
-                               ? QString()
-                               : QStringLiteral(", driver %1").arg(QString::fromStdString(n.driverVersion()));
-    if (n.gpus().empty()) return QStringLiteral("The NVIDIA driver sees no GPU%1. %2").arg(driver, backend);
+    const QString driver =
+        n.driverVersion().empty()
+            ? QString()
+            : QStringLiteral(", driver %1").arg(QString::fromStdString(n.driverVersion()));
+    if (n.gpus().empty())
+        return QStringLiteral("The NVIDIA driver sees no GPU%1. %2").arg(driver, backend);
     return QStringLiteral("%1 NVIDIA GPU(s) found%2; their usage is monitored. %3")
         .arg(n.gpus().size())
         .arg(driver, backend);

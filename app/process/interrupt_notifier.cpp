@@ -48,7 +48,8 @@ InterruptNotifier::InterruptNotifier(QObject* parent) : QObject(parent)
     sa.sa_flags = SA_RESTART;
     ::sigaction(SIGINT, &sa, &g_oldInt);
     ::sigaction(SIGTERM, &sa, &g_oldTerm);
-    ::sigaction(SIGHUP, &sa, &g_oldHup); // a closed terminal or a dropped ssh session: stop cleanly too
+    ::sigaction(SIGHUP, &sa,
+                &g_oldHup); // a closed terminal or a dropped ssh session: stop cleanly too
 }
 
 InterruptNotifier::~InterruptNotifier()

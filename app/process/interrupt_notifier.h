@@ -1,7 +1,7 @@
 #pragma once
-// Turns SIGINT, SIGTERM and SIGHUP into a Qt signal, so Ctrl-C can cancel work cleanly through the event
-// loop (a signal handler itself may do almost nothing). A second signal while the first is being
-// handled ends the process the default way, so a stuck cancel never traps the user.
+// Turns SIGINT, SIGTERM and SIGHUP into a Qt signal, so Ctrl-C can cancel work cleanly through the
+// event loop (a signal handler itself may do almost nothing). A second signal while the first is
+// being handled ends the process the default way, so a stuck cancel never traps the user.
 #include <QObject>
 
 class QSocketNotifier;

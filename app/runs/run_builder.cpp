@@ -16,9 +16,17 @@ namespace {
 using engine::TrainConfig;
 
 // A number as config.json writes it, for comparing and for messages.
-QString number(double v) { return QString::number(v, 'g', 17); }
+QString number(double v)
+{
+    return QString::number(v, 'g', 17);
+}
 
-enum class Kind { Text, Integer, Real };
+enum class Kind
+{
+    Text,
+    Integer,
+    Real
+};
 
 struct Defining
 {
@@ -33,25 +41,35 @@ QString augmentName(const QString& s)
 {
     return s.isEmpty() || s == QLatin1String("tutorial") ? QStringLiteral("default") : s;
 }
-QString scheduleName(const QString& s) { return s == QLatin1String("one-cycle") ? QStringLiteral("onecycle") : s; }
+QString scheduleName(const QString& s)
+{
+    return s == QLatin1String("one-cycle") ? QStringLiteral("onecycle") : s;
+}
 
 const Defining kDefining[] = {
     {"dataset", Kind::Text, [](const TrainConfig& c) { return QString::fromStdString(c.dataset); }},
     {"model", Kind::Text, [](const TrainConfig& c) { return QString::fromStdString(c.model); }},
     {"towers", Kind::Integer, [](const TrainConfig& c) { return QString::number(c.towers); }},
-    {"threads-per-tower", Kind::Integer, [](const TrainConfig& c) { return QString::number(c.threadsPerTower); }},
-    {"batch-size", Kind::Integer, [](const TrainConfig& c) { return QString::number(c.batchPerTower); }},
-    {"optimizer", Kind::Text, [](const TrainConfig& c) { return QString::fromStdString(c.optimizer.kind); }},
+    {"threads-per-tower", Kind::Integer,
+     [](const TrainConfig& c) { return QString::number(c.threadsPerTower); }},
+    {"batch-size", Kind::Integer,
+     [](const TrainConfig& c) { return QString::number(c.batchPerTower); }},
+    {"optimizer", Kind::Text,
+     [](const TrainConfig& c) { return QString::fromStdString(c.optimizer.kind); }},
     {"lr", Kind::Real, [](const TrainConfig& c) { return number(c.schedule.lr); }},
     {"lr-schedule", Kind::Text,
-     [](const TrainConfig& c) { return QString::fromStdString(engine::LrSchedule::kindName(c.schedule.kind)); },
+     [](const TrainConfig& c) {
+         return QString::fromStdString(engine::LrSchedule::kindName(c.schedule.kind));
+     },
      scheduleName},
     {"momentum", Kind::Real, [](const TrainConfig& c) { return number(c.optimizer.momentum); }},
     {"weight-decay", Kind::Real, [](const TrainConfig& c) { return number(c.weightDecay); }},
     {"ema-decay", Kind::Real, [](const TrainConfig& c) { return number(c.emaDecay); }},
-    {"augment", Kind::Text, [](const TrainConfig& c) { return augmentName(QString::fromStdString(c.augmentation)); },
+    {"augment", Kind::Text,
+     [](const TrainConfig& c) { return augmentName(QString::fromStdString(c.augmentation)); },
      augmentName},
-    {"seed", Kind::Integer, [](const TrainConfig& c) { return QString::number(qulonglong(c.seed)); }},
+    {"seed", Kind::Integer,
+     [](const TrainConfig& c) { return QString::number(qulonglong(c.seed)); }},
 };
 
 bool sameValue(const Defining& d, const QString& given, const QString& run)
@@ -67,7 +85,8 @@ bool sameValue(const Defining& d, const QString& given, const QString& run)
         const double x = given.trimmed().toDouble(&a), y = run.toDouble(&b);
         return a && b && x == y;
     }
-    case Kind::Text: return (d.normalise ? d.normalise(given) : given) == run;
+    case Kind::Text:
+        return (d.normalise ? d.normalise(given) : given) == run;
     }
     return false;
 }
@@ -93,9 +112,11 @@ TrainConfig readRunConfig(const QString& folder)
     if (!QFileInfo(folder).isDir())
         throw engine::IoError("'" + folder.toStdString() + "' is not a folder");
     if (!f.exists())
-        throw engine::IoError("'" + folder.toStdString() + "' has no config.json: it is not a Towers run folder");
+        throw engine::IoError("'" + folder.toStdString() +
+                              "' has no config.json: it is not a Towers run folder");
     if (!f.open(QIODevice::ReadOnly))
-        throw engine::IoError("cannot read '" + file.toStdString() + "': " + f.errorString().toStdString());
+        throw engine::IoError("cannot read '" + file.toStdString() +
+                              "': " + f.errorString().toStdString());
     try {
         return TrainConfig::fromJson(f.readAll().toStdString());
     } catch (const engine::InvalidArgument& e) {
@@ -119,7 +140,8 @@ QString resumeMismatch(const QString& option, const QString& value, const TrainC
         if (option != QLatin1String(d.option)) continue;
         const QString runs = d.runValue(run);
         if (sameValue(d, value, runs)) return {};
-        return QStringLiteral("--%1 cannot change when resuming: the run has %2, the command line says %3 (the same "
+        return QStringLiteral("--%1 cannot change when resuming: the run has %2, the command line "
+                              "says %3 (the same "
                               "value is accepted; start a new run to change it)")
             .arg(option, runs.isEmpty() ? QStringLiteral("none") : runs, value);
     }
@@ -135,7 +157,8 @@ engine::SessionOptions planNewRun(NewRunRequest r)
     engine::SessionOptions o;
     o.newFolder = r.runDir.isEmpty();
     if (o.newFolder)
-        r.runDir = proposedRunFolder(r.runsDir, QString::fromStdString(c.dataset), QString::fromStdString(c.model));
+        r.runDir = proposedRunFolder(r.runsDir, QString::fromStdString(c.dataset),
+                                     QString::fromStdString(c.model));
     o.config = c;
     o.searchPath = std::move(r.searchPath);
     if (!c.dataDir.empty()) o.searchPath.insert(o.searchPath.begin(), c.dataDir);
@@ -151,7 +174,8 @@ engine::SessionOptions planResume(ResumeRequest r)
 {
     if (r.runDir.isEmpty()) r.runDir = newestRun(r.runsDir);
     if (r.runDir.isEmpty())
-        throw engine::IoError("no run to resume in '" + r.runsDir.toStdString() + "' (name one with --run-dir)");
+        throw engine::IoError("no run to resume in '" + r.runsDir.toStdString() +
+                              "' (name one with --run-dir)");
     engine::SessionOptions o;
     o.config = r.config ? std::move(*r.config) : readRunConfig(r.runDir);
     if (r.changes) r.changes(o.config);

@@ -40,12 +40,12 @@ QString resumeMismatch(const QString& option, const QString& value, const engine
 
 struct NewRunRequest
 {
-    engine::TrainConfig config;       // complete: model, dataset, towers, hyperparameters
-    QString runDir;                   // "" = a new folder under runsDir (proposedRunFolder)
+    engine::TrainConfig config; // complete: model, dataset, towers, hyperparameters
+    QString runDir;             // "" = a new folder under runsDir (proposedRunFolder)
     QString runsDir;
     std::vector<std::filesystem::path> searchPath;
     std::shared_ptr<const engine::Dataset> dataset; // already in memory (the GUI's Data page)
-    bool overwrite = false;           // the folder holds a run: move it to set-aside/ (else refused)
+    bool overwrite = false; // the folder holds a run: move it to set-aside/ (else refused)
     int loaderWorkers = 1;
 };
 // Validates the configuration (engine::InvalidArgument naming the field, the thread budget); a
@@ -55,10 +55,10 @@ engine::SessionOptions planNewRun(NewRunRequest request);
 
 struct ResumeRequest
 {
-    QString runDir;                   // "" = the newest run under runsDir
+    QString runDir; // "" = the newest run under runsDir
     QString runsDir;
     std::vector<std::filesystem::path> searchPath;
-    bool restart = false;             // no checkpoint loads: start over, the old files set aside
+    bool restart = false; // no checkpoint loads: start over, the old files set aside
     int loaderWorkers = 1;
     // The run's configuration when the caller has read it already (readRunConfig), as the CLI
     // does to compare its options with it; otherwise it is read from runDir.

@@ -30,7 +30,8 @@ QStringList compiledBackends()
 {
     // The CPU and reference backends are built in; the CUDA backend is a plugin, listed with its
     // libraries when it loads.
-    QStringList list{QStringLiteral("cpu (oneDNN %1)").arg(QString::fromStdString(engine::cpu::cpuInfo().onednnVersion)),
+    QStringList list{QStringLiteral("cpu (oneDNN %1)")
+                         .arg(QString::fromStdString(engine::cpu::cpuInfo().onednnVersion)),
                      QStringLiteral("reference")};
     if (const auto* gpu = engine::cudaBackend())
         list << QStringLiteral("cuda (%1)").arg(QString::fromStdString(gpu->versions()));
@@ -42,7 +43,8 @@ QString versionText(const QString& program)
     QString text = versionLine(program) + QLatin1Char('\n');
     text += QStringLiteral("Backends: %1\n").arg(compiledBackends().join(QStringLiteral(", ")));
     if (!gpuBackendAvailable()) text += QStringLiteral("GPUs: %1\n").arg(gpuBackendNote());
-    text += QStringLiteral("Qt %1 (built with %2)\n").arg(QString::fromLatin1(qVersion()), QStringLiteral(QT_VERSION_STR));
+    text += QStringLiteral("Qt %1 (built with %2)\n")
+                .arg(QString::fromLatin1(qVersion()), QStringLiteral(QT_VERSION_STR));
     return text;
 }
 

@@ -79,7 +79,8 @@ void OneDnnOps::linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx
     // dx[N,In] = dy[N,Out] * w[Out,In]
     sgemm('N', 'N', d.n, d.in, d.out, dy.data<float>(), d.out, w.data<float>(), d.in,
           dx.data<float>(), d.in, "running a linear backward-data");
-    noteImplementation("linear bwd data " + std::to_string(d.n) + "x" + std::to_string(d.in) + "x" + std::to_string(d.out),
+    noteImplementation("linear bwd data " + std::to_string(d.n) + "x" + std::to_string(d.in) + "x" +
+                           std::to_string(d.out),
                        "gemm NN", "dnnl_sgemm");
 }
 
@@ -92,8 +93,8 @@ void OneDnnOps::linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor&
     // dw[Out,In] = dy^T[Out,N] * x[N,In]
     sgemm('T', 'N', d.out, d.in, d.n, dy.data<float>(), d.out, x.data<float>(), d.in,
           dw.data<float>(), d.in, "running a linear backward-weights");
-    noteImplementation("linear bwd weights " + std::to_string(d.n) + "x" + std::to_string(d.in) + "x" +
-                           std::to_string(d.out),
+    noteImplementation("linear bwd weights " + std::to_string(d.n) + "x" + std::to_string(d.in) +
+                           "x" + std::to_string(d.out),
                        "gemm TN", "dnnl_sgemm");
     if (!db) return;
     Tensor::ensure(*db, {d.out}, DType::Float32);

@@ -7,11 +7,12 @@ namespace towers::engine::cpu {
 
 struct CpuInfo
 {
-    std::string model;          // "AMD EPYC 9654 96-Core Processor" (from /proc/cpuinfo), or ""
-    int logicalCores = 0;       // what this process may run on (its affinity mask)
-    std::string isa;            // the instruction set oneDNN's kernels use: "avx512_core", ...
-    std::string simdTarget;     // the one Towers' own kernels (Highway) run on: "AVX3" (AVX-512), "AVX2", ...
-    std::string onednnVersion;  // "2.6.3"
+    std::string model;    // "AMD EPYC 9654 96-Core Processor" (from /proc/cpuinfo), or ""
+    int logicalCores = 0; // what this process may run on (its affinity mask)
+    std::string isa;      // the instruction set oneDNN's kernels use: "avx512_core", ...
+    std::string
+        simdTarget; // the one Towers' own kernels (Highway) run on: "AVX3" (AVX-512), "AVX2", ...
+    std::string onednnVersion;    // "2.6.3"
     std::int64_t memoryBytes = 0; // physical memory, 0 when unknown
 };
 

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstring>
 
-
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/cpu/lrn_hwy.cpp"
 #include <hwy/aligned_allocator.h>

@@ -74,7 +74,6 @@ std::int64_t padded(std::int64_t n)
     return (n + l - 1) / l * l;
 }
 
-
 // n channels of p, zero where mask <= 0 (a fused ReLU's backward); no mask: p itself.
 HWY_INLINE V loadMasked(D d, const float* p, const float* mask, std::int64_t n)
 {

@@ -62,7 +62,8 @@ void CudaOps::upload(const Tensor& src, Tensor& dst)
     // From page-locked memory the copy runs on this stream while the host issues the forward
     // pass behind it; from pageable memory CUDA stages it first.
     if (src.bytes())
-        TOWERS_CUDA(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyHostToDevice, m_stream));
+        TOWERS_CUDA(
+            cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyHostToDevice, m_stream));
 }
 
 void CudaOps::requireHere(const Tensor& t, const char* what) const

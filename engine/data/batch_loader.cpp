@@ -249,7 +249,8 @@ BatchLoader::BatchLoader(const ImageSet& set, Preprocessing recipe, LoaderOption
     }
     const int prefetch = o.prefetch > 0 ? o.prefetch : 2 * o.towers;
     m->slots.resize(static_cast<std::size_t>(prefetch) + 1); // + the one the consumer holds
-    for (Impl::Slot& slot : m->slots) slot.batch = allocateBatch(o.towers, global, m->recipe, o.pinned);
+    for (Impl::Slot& slot : m->slots)
+        slot.batch = allocateBatch(o.towers, global, m->recipe, o.pinned);
     try {
         for (int w = 0; w < o.workers; ++w) m->threads.emplace_back([this] { m->workerLoop(); });
     } catch (...) {

@@ -15,11 +15,11 @@ struct LoaderOptions
     int towers = 1;
     int batchPerTower = 128;
     std::uint64_t seed = 1;
-    bool shuffle = true;   // a fresh permutation every epoch (derived from seed and epoch)
-    bool augment = true;   // apply the recipe's training distortions
-    int workers = 1;       // preprocessing threads (0 = preprocess on the caller's thread)
-    int prefetch = 0;      // batches queued ahead; 0 = 2 * towers
-    bool pinned = false;   // batches in page-locked memory, for GPU towers (Tensor::pinned)
+    bool shuffle = true; // a fresh permutation every epoch (derived from seed and epoch)
+    bool augment = true; // apply the recipe's training distortions
+    int workers = 1;     // preprocessing threads (0 = preprocess on the caller's thread)
+    int prefetch = 0;    // batches queued ahead; 0 = 2 * towers
+    bool pinned = false; // batches in page-locked memory, for GPU towers (Tensor::pinned)
 
     // Optional check of each finished batch, run by the thread that built it (e.g. a label-range
     // or finiteness check). What it throws reaches the caller from next() for that step, like any

@@ -10,8 +10,8 @@ namespace towers::engine {
 // One global batch: towers x batchPerTower preprocessed examples.
 struct Batch
 {
-    Tensor images; // Float32 [towers * batchPerTower, H, W, C] (NHWC)
-    Tensor labels; // Int32 [towers * batchPerTower]
+    Tensor images;          // Float32 [towers * batchPerTower, H, W, C] (NHWC)
+    Tensor labels;          // Int32 [towers * batchPerTower]
     std::int64_t step = 0;  // the global step this batch is for
     std::int64_t epoch = 0; // the epoch (0-based) its examples are drawn from
     int towers = 1;

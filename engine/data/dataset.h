@@ -30,8 +30,8 @@ struct ImageSet
 // A whole dataset: its canonical name, where it was read from, class names, both splits.
 struct Dataset
 {
-    std::string name;                   // "cifar10", "cifar100", "mnist", "fashion-mnist"
-    std::filesystem::path location;     // the folder the files were read from
+    std::string name;                    // "cifar10", "cifar100", "mnist", "fashion-mnist"
+    std::filesystem::path location;      // the folder the files were read from
     std::vector<std::string> classNames; // index = label
     ImageSet train, test;
 };
@@ -89,7 +89,8 @@ Dataset loadDataset(const std::string& name, const std::vector<std::filesystem::
 // or the dataset's files directly in it. nullopt when it holds neither, with the reason in `why`
 // ("... holds no fashion-mnist: neither a fashion-mnist/ folder nor its files (...) directly in
 // it", "... does not exist"). Opens no file: whether the files are intact is loadDataset's to say.
-std::optional<std::filesystem::path> datasetFolderIn(const std::string& name, const std::filesystem::path& folder,
+std::optional<std::filesystem::path> datasetFolderIn(const std::string& name,
+                                                     const std::filesystem::path& folder,
                                                      std::string* why = nullptr);
 // What a user who names a data folder expects: when `preferred` (may be empty) holds `name`
 // (datasetFolderIn), that folder is loaded and its errors reported (a damaged file there is never

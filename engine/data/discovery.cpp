@@ -34,7 +34,8 @@ fs::path idxFile(const fs::path& folder, const std::string& base)
     if (fs::is_regular_file(gz, ec)) return gz;
     for (const fs::path& p : {plain, gz})
         if (fs::exists(p, ec) && !fs::is_regular_file(p, ec))
-            throw IoError(p.string() + ": " + (fs::is_directory(p, ec) ? "a folder" : "not a regular file") +
+            throw IoError(p.string() + ": " +
+                          (fs::is_directory(p, ec) ? "a folder" : "not a regular file") +
                           ", where the IDX file " + base + " (or " + base + ".gz) belongs");
     throw IoError(plain.string() + ": file not found (nor " + base + ".gz)");
 }
@@ -303,12 +304,15 @@ std::vector<std::string> markerFiles(const std::string& name)
 
 } // namespace
 
-std::optional<fs::path> datasetFolderIn(const std::string& name, const fs::path& folder, std::string* why)
+std::optional<fs::path> datasetFolderIn(const std::string& name, const fs::path& folder,
+                                        std::string* why)
 {
     requireKnownDataset(name);
     std::error_code ec;
     if (!fs::is_directory(folder, ec)) {
-        if (why) *why = folder.string() + (fs::exists(folder, ec) ? " is not a folder" : " does not exist");
+        if (why)
+            *why =
+                folder.string() + (fs::exists(folder, ec) ? " is not a folder" : " does not exist");
         return std::nullopt;
     }
     for (const std::string& sub : datasetFolderNames(name))
@@ -317,15 +321,18 @@ std::optional<fs::path> datasetFolderIn(const std::string& name, const fs::path&
         if (fs::exists(folder / marker, ec)) return folder; // the files themselves, directly in it
     if (why) {
         std::string names, files;
-        for (const std::string& sub : datasetFolderNames(name)) names += (names.empty() ? "" : ", ") + sub + "/";
-        for (const std::string& marker : markerFiles(name)) files += (files.empty() ? "" : " or ") + marker;
-        *why = folder.string() + " holds no " + name + ": neither a " + names + " folder nor its files (" + files +
-               ") directly in it";
+        for (const std::string& sub : datasetFolderNames(name))
+            names += (names.empty() ? "" : ", ") + sub + "/";
+        for (const std::string& marker : markerFiles(name))
+            files += (files.empty() ? "" : " or ") + marker;
+        *why = folder.string() + " holds no " + name + ": neither a " + names +
+               " folder nor its files (" + files + ") directly in it";
     }
     return std::nullopt;
 }
 
-Dataset loadDatasetPreferring(const std::string& name, const fs::path& preferred, const std::vector<fs::path>& searchPath)
+Dataset loadDatasetPreferring(const std::string& name, const fs::path& preferred,
+                              const std::vector<fs::path>& searchPath)
 {
     if (!preferred.empty())
         if (const auto folder = datasetFolderIn(name, preferred)) return loadDataset(name, *folder);

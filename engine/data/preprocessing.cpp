@@ -71,7 +71,6 @@ void checkRecipe(const Preprocessing& p)
     }
 }
 
-
 std::string typeName(const json& v)
 {
     if (v.is_number_integer()) return "an integer";

@@ -32,13 +32,19 @@ struct Preprocessing
     //   PerImage — tf.image.per_image_standardization: (x - mean) / max(stddev, 1/sqrt(numel))
     //   MeanStd  — (x / 255 - mean[c]) / std[c] with the training set's per-channel statistics
     //   Scale    — x / 255
-    enum class Normalization { PerImage, MeanStd, Scale };
+    enum class Normalization
+    {
+        PerImage,
+        MeanStd,
+        Scale
+    };
     Normalization normalization = Normalization::Scale;
     std::vector<double> mean, stddev; // per channel, for MeanStd
 
     bool augments() const
     {
-        return translate > 0 || flip || brightnessDelta > 0 || contrastLower != 1 || contrastUpper != 1;
+        return translate > 0 || flip || brightnessDelta > 0 || contrastLower != 1 ||
+               contrastUpper != 1;
     }
 
     // {"height":24,"width":24,"channels":3,"translate":0,...,"normalization":"per_image"}

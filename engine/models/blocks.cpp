@@ -9,8 +9,8 @@
 
 namespace towers::engine {
 
-void addConv3x3BnRelu(Sequential& seq, const std::string& conv, const std::string& bn, const std::string& relu,
-                      std::int64_t in, std::int64_t out)
+void addConv3x3BnRelu(Sequential& seq, const std::string& conv, const std::string& bn,
+                      const std::string& relu, std::int64_t in, std::int64_t out)
 {
     Conv2dOptions o;
     o.inChannels = in;
@@ -23,8 +23,8 @@ void addConv3x3BnRelu(Sequential& seq, const std::string& conv, const std::strin
     seq.add(std::make_unique<Relu>(relu));
 }
 
-void addDropoutClassifier(Sequential& seq, std::int64_t inFeatures, std::int64_t hidden, double dropRate,
-                          std::int64_t classes)
+void addDropoutClassifier(Sequential& seq, std::int64_t inFeatures, std::int64_t hidden,
+                          double dropRate, std::int64_t classes)
 {
     seq.add(std::make_unique<Flatten>("flatten"));
     LinearOptions fc1;

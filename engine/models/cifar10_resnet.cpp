@@ -17,7 +17,8 @@ void addConvBn(Sequential& seq, const std::string& prefix, std::int64_t in, std:
     addConv3x3BnRelu(seq, prefix + ".conv", prefix + ".bn", prefix + ".relu", in, out);
 }
 
-void addLayer(Sequential& net, const std::string& name, std::int64_t in, std::int64_t out, bool residual)
+void addLayer(Sequential& net, const std::string& name, std::int64_t in, std::int64_t out,
+              bool residual)
 {
     addConvBn(net, name, in, out);
     net.add(std::make_unique<MaxPool2d>(name + ".pool", 2, 2, Padding::Valid));
@@ -34,8 +35,8 @@ void addLayer(Sequential& net, const std::string& name, std::int64_t in, std::in
 std::unique_ptr<Model> buildCifar10Resnet()
 {
     auto net = std::make_unique<Sequential>();
-    addConvBn(*net, "prep", 3, 32);          // 32x32x32
-    addLayer(*net, "layer1", 32, 64, true);  // 16x16x64
+    addConvBn(*net, "prep", 3, 32);           // 32x32x32
+    addLayer(*net, "layer1", 32, 64, true);   // 16x16x64
     addLayer(*net, "layer2", 64, 128, false); // 8x8x128
     addLayer(*net, "layer3", 128, 256, true); // 4x4x256
     net->add(MaxPool2d::global("pool"));      // 1x1x256

@@ -33,12 +33,12 @@ std::unique_ptr<Model> buildMnistConvnet()
         return std::make_unique<Linear>(name, o);
     };
     auto net = std::make_unique<Sequential>();
-    net->add(conv("conv1", 1, 64, 5));                                      // 24x24x64
-    net->add(std::make_unique<MaxPool2d>("pool1", 2, 2, Padding::Valid));   // 12x12
-    net->add(conv("conv2", 64, 256, 3));                                    // 10x10x256
-    net->add(conv("conv3", 256, 512, 3));                                   // 8x8x512
-    net->add(std::make_unique<MaxPool2d>("pool2", 2, 2, Padding::Valid));   // 4x4
-    net->add(std::make_unique<Flatten>("flatten"));                         // 8192
+    net->add(conv("conv1", 1, 64, 5));                                    // 24x24x64
+    net->add(std::make_unique<MaxPool2d>("pool1", 2, 2, Padding::Valid)); // 12x12
+    net->add(conv("conv2", 64, 256, 3));                                  // 10x10x256
+    net->add(conv("conv3", 256, 512, 3));                                 // 8x8x512
+    net->add(std::make_unique<MaxPool2d>("pool2", 2, 2, Padding::Valid)); // 4x4
+    net->add(std::make_unique<Flatten>("flatten"));                       // 8192
     net->add(dense("fc1", 4 * 4 * 512, 2048));
     net->add(std::make_unique<Dropout>("drop1", 0.25));
     net->add(dense("fc2", 2048, 1024));

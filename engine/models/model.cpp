@@ -11,13 +11,14 @@ Model::Model(std::string name, Shape inputShape, int numClasses, std::unique_ptr
       m_net(std::move(net))
 {
     if (m_inputShape.rank() != 3 || m_inputShape.numel() == 0)
-        throw ShapeError("model '" + m_name + "': input shape must be [H, W, C], got " + m_inputShape.str());
+        throw ShapeError("model '" + m_name + "': input shape must be [H, W, C], got " +
+                         m_inputShape.str());
     if (numClasses < 2) throw InvalidArgument("model '" + m_name + "' needs at least two classes");
     m_net->collectParameters(m_params);
     const Shape out = m_net->outputShape({1, m_inputShape[0], m_inputShape[1], m_inputShape[2]});
     if (out != Shape{1, numClasses})
-        throw ShapeError("model '" + m_name + "' produces " + out.str() + " per example, expected [1, " +
-                         std::to_string(numClasses) + "]");
+        throw ShapeError("model '" + m_name + "' produces " + out.str() +
+                         " per example, expected [1, " + std::to_string(numClasses) + "]");
 }
 
 Parameter& Model::parameter(const std::string& name) const
@@ -97,7 +98,8 @@ void Model::moveTo(const Device& device)
 void Model::overrideWeightDecay(double coefficient)
 {
     if (std::isnan(coefficient) || std::isinf(coefficient))
-        throw InvalidArgument("weight decay must be a finite number, got " + std::to_string(coefficient));
+        throw InvalidArgument("weight decay must be a finite number, got " +
+                              std::to_string(coefficient));
     if (coefficient < 0) return;
     m_net->visit([&](Layer& layer) {
         if (layer.kind() != "conv2d" && layer.kind() != "linear") return;
@@ -120,13 +122,13 @@ const Tensor& Model::forward(ExecContext& ctx, const Tensor& images)
     const Shape& s = images.shape();
     if (s.rank() != 4 || s[0] <= 0 || s[1] != m_inputShape[0] || s[2] != m_inputShape[1] ||
         s[3] != m_inputShape[2])
-        throw ShapeError("model '" + m_name + "' expects images [N, " + std::to_string(m_inputShape[0]) +
-                         ", " + std::to_string(m_inputShape[1]) + ", " + std::to_string(m_inputShape[2]) +
-                         "] (NHWC), got " + s.str());
+        throw ShapeError("model '" + m_name + "' expects images [N, " +
+                         std::to_string(m_inputShape[0]) + ", " + std::to_string(m_inputShape[1]) +
+                         ", " + std::to_string(m_inputShape[2]) + "] (NHWC), got " + s.str());
     requireDType(images, m_dtype, "model input");
     if (images.device() != m_device)
-        throw InvalidArgument("model '" + m_name + "' is on " + m_device.str() + ", its input images on " +
-                              images.device().str());
+        throw InvalidArgument("model '" + m_name + "' is on " + m_device.str() +
+                              ", its input images on " + images.device().str());
     m_images = images;
     m_net->forward(ctx, images, m_logits);
     return m_logits;
@@ -138,13 +140,14 @@ LossValue Model::loss(ExecContext& ctx, const Tensor& labels)
     requireShape(labels, Shape{m_logits.dim(0)}, "labels");
     requireDType(labels, DType::Int32, "labels");
     if (labels.device() != m_device)
-        throw InvalidArgument("model '" + m_name + "' is on " + m_device.str() + ", its labels on " +
-                              labels.device().str());
+        throw InvalidArgument("model '" + m_name + "' is on " + m_device.str() +
+                              ", its labels on " + labels.device().str());
     m_labels = labels;
     LossValue v;
     v.crossEntropy = ctx.ops.softmaxCrossEntropyForward(m_logits, labels, m_probs);
     for (auto* p : m_params)
-        if (p->trainable && p->weightDecay > 0) v.weightDecay += p->weightDecay * 0.5 * ctx.ops.sumSquares(p->value);
+        if (p->trainable && p->weightDecay > 0)
+            v.weightDecay += p->weightDecay * 0.5 * ctx.ops.sumSquares(p->value);
     return v;
 }
 
@@ -152,7 +155,8 @@ void Model::backward(ExecContext& ctx)
 {
     if (m_probs.empty() || m_labels.empty())
         throw InvalidArgument("model '" + m_name + "': backward() before loss()");
-    ctx.ops.softmaxCrossEntropyBackward(m_probs, m_labels, 1.0 / static_cast<double>(m_logits.dim(0)), m_dlogits);
+    ctx.ops.softmaxCrossEntropyBackward(m_probs, m_labels,
+                                        1.0 / static_cast<double>(m_logits.dim(0)), m_dlogits);
     m_net->backward(ctx, m_images, m_logits, m_dlogits, nullptr);
     for (auto* p : m_params)
         if (p->trainable && p->weightDecay > 0) ctx.ops.axpy(p->weightDecay, p->value, p->grad);

@@ -20,7 +20,7 @@ struct LossValue
 struct LayerRow
 {
     std::string name, kind, description;
-    Shape outputShape;         // for a batch of 1
+    Shape outputShape;           // for a batch of 1
     std::int64_t parameters = 0; // trainable elements
     double forwardFlops = 0;     // per example
 };

@@ -6,23 +6,43 @@ const std::vector<ModelInfo>& modelRegistry()
 {
     static const std::vector<ModelInfo> models = {
         {"cifar10-tutorial",
-         "TensorFlow's CIFAR-10 tutorial network (the seeds): 2 conv + LRN + max-pool, fc 384, fc 192, "
+         "TensorFlow's CIFAR-10 tutorial network (the seeds): 2 conv + LRN + max-pool, fc 384, fc "
+         "192, "
          "on 24x24 crops",
-         {24, 24, 3}, 10, "cifar10", buildCifar10Tutorial},
+         {24, 24, 3},
+         10,
+         "cifar10",
+         buildCifar10Tutorial},
         {"mnist-convnet",
-         "the seeds' multi-GPU MNIST network: conv 64@5, conv 256@3, conv 512@3, dense 2048, dense 1024, "
+         "the seeds' multi-GPU MNIST network: conv 64@5, conv 256@3, conv 512@3, dense 2048, dense "
+         "1024, "
          "dropout 0.25",
-         {28, 28, 1}, 10, "mnist", buildMnistConvnet},
+         {28, 28, 1},
+         10,
+         "mnist",
+         buildMnistConvnet},
         {"fashion-fast",
-         "small fast network for 28x28 grayscale (default for Fashion-MNIST): 2 conv + batch norm, fc 128",
-         {28, 28, 1}, 10, "fashion-mnist", buildFashionFast},
+         "small fast network for 28x28 grayscale (default for Fashion-MNIST): 2 conv + batch norm, "
+         "fc 128",
+         {28, 28, 1},
+         10,
+         "fashion-mnist",
+         buildFashionFast},
         {"fashion-wide",
-         "wider network for 28x28 grayscale (the longer Fashion-MNIST recipe): 4 conv + batch norm, fc 256",
-         {28, 28, 1}, 10, "fashion-mnist", buildFashionWide},
+         "wider network for 28x28 grayscale (the longer Fashion-MNIST recipe): 4 conv + batch "
+         "norm, fc 256",
+         {28, 28, 1},
+         10,
+         "fashion-mnist",
+         buildFashionWide},
         {"cifar10-resnet",
-         "small residual network with batch norm for 32x32 colour (half-width ResNet-9, the fast CIFAR-10 "
+         "small residual network with batch norm for 32x32 colour (half-width ResNet-9, the fast "
+         "CIFAR-10 "
          "choice)",
-         {32, 32, 3}, 10, "cifar10", buildCifar10Resnet},
+         {32, 32, 3},
+         10,
+         "cifar10",
+         buildCifar10Resnet},
     };
     return models;
 }

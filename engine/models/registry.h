@@ -13,9 +13,9 @@ struct ModelInfo
 {
     std::string name;
     std::string description;
-    Shape inputShape;            // [H, W, C]
+    Shape inputShape; // [H, W, C]
     int numClasses = 10;
-    std::string defaultDataset;  // the dataset it is meant for
+    std::string defaultDataset; // the dataset it is meant for
     std::function<std::unique_ptr<Model>()> build;
 };
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -40,8 +40,7 @@ constexpr int kClockSm = 1;
 constexpr int kPcieTxBytes = 0, kPcieRxBytes = 1;
 constexpr unsigned long long kValueNotAvailable = ULLONG_MAX;
 
-template <class F>
-F lookup(void* handle, std::initializer_list<const char*> names)
+template <class F> F lookup(void* handle, std::initializer_list<const char*> names)
 {
     for (const char* n : names)
         if (void* p = dlsym(handle, n)) return reinterpret_cast<F>(p);
@@ -100,12 +99,16 @@ Nvml::Nvml(const std::string& library) : m_api(std::make_unique<Api>())
     a.init = lookup<decltype(a.init)>(a.handle, {"nvmlInit_v2", "nvmlInit"});
     a.shutdown = lookup<decltype(a.shutdown)>(a.handle, {"nvmlShutdown"});
     a.errorString = lookup<decltype(a.errorString)>(a.handle, {"nvmlErrorString"});
-    a.getCount = lookup<decltype(a.getCount)>(a.handle, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"});
-    a.getHandle = lookup<decltype(a.getHandle)>(a.handle, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
+    a.getCount =
+        lookup<decltype(a.getCount)>(a.handle, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"});
+    a.getHandle = lookup<decltype(a.getHandle)>(
+        a.handle, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
     a.getName = lookup<decltype(a.getName)>(a.handle, {"nvmlDeviceGetName"});
     a.getMemory = lookup<decltype(a.getMemory)>(a.handle, {"nvmlDeviceGetMemoryInfo"});
-    a.getCapability = lookup<decltype(a.getCapability)>(a.handle, {"nvmlDeviceGetCudaComputeCapability"});
-    a.getUtilization = lookup<decltype(a.getUtilization)>(a.handle, {"nvmlDeviceGetUtilizationRates"});
+    a.getCapability =
+        lookup<decltype(a.getCapability)>(a.handle, {"nvmlDeviceGetCudaComputeCapability"});
+    a.getUtilization =
+        lookup<decltype(a.getUtilization)>(a.handle, {"nvmlDeviceGetUtilizationRates"});
     a.getTemperature = lookup<decltype(a.getTemperature)>(a.handle, {"nvmlDeviceGetTemperature"});
     a.getPower = lookup<decltype(a.getPower)>(a.handle, {"nvmlDeviceGetPowerUsage"});
     a.getPowerLimit = lookup<decltype(a.getPowerLimit)>(
@@ -113,9 +116,11 @@ Nvml::Nvml(const std::string& library) : m_api(std::make_unique<Api>())
     a.getClock = lookup<decltype(a.getClock)>(a.handle, {"nvmlDeviceGetClockInfo"});
     a.getPcie = lookup<decltype(a.getPcie)>(a.handle, {"nvmlDeviceGetPcieThroughput"});
     if ((a.getProcesses = lookup<decltype(a.getProcesses)>(
-             a.handle, {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"})))
+             a.handle, {"nvmlDeviceGetComputeRunningProcesses_v3",
+                        "nvmlDeviceGetComputeRunningProcesses_v2"})))
         a.processesVersion = 2;
-    else if ((a.getProcesses = lookup<decltype(a.getProcesses)>(a.handle, {"nvmlDeviceGetComputeRunningProcesses"})))
+    else if ((a.getProcesses = lookup<decltype(a.getProcesses)>(
+                  a.handle, {"nvmlDeviceGetComputeRunningProcesses"})))
         a.processesVersion = 1;
     a.driverVersion = lookup<decltype(a.driverVersion)>(a.handle, {"nvmlSystemGetDriverVersion"});
     if (!a.init || !a.getCount || !a.getHandle) {
@@ -138,7 +143,8 @@ Nvml::Nvml(const std::string& library) : m_api(std::make_unique<Api>())
         GpuInfo g;
         g.index = int(i);
         char name[96] = {};
-        if (a.getName && a.getName(d, name, sizeof name) == kSuccess) g.name = std::string(name, strnlen(name, sizeof name));
+        if (a.getName && a.getName(d, name, sizeof name) == kSuccess)
+            g.name = std::string(name, strnlen(name, sizeof name));
         if (g.name.empty()) g.name = "NVIDIA GPU " + std::to_string(i);
         Memory m{};
         if (a.getMemory && a.getMemory(d, &m) == kSuccess) g.memoryTotal = std::int64_t(m.total);
@@ -167,7 +173,9 @@ bool Nvml::available() const
 std::string Nvml::driverVersion() const
 {
     char text[96] = {};
-    if (!available() || !m_api->driverVersion || m_api->driverVersion(text, sizeof text) != kSuccess) return {};
+    if (!available() || !m_api->driverVersion ||
+        m_api->driverVersion(text, sizeof text) != kSuccess)
+        return {};
     return std::string(text, strnlen(text, sizeof text));
 }
 
@@ -185,11 +193,13 @@ GpuReading Nvml::read(int index) const
         r.memoryTotal = double(m.total);
     }
     unsigned v = 0;
-    if (a.getTemperature && a.getTemperature(d, kTemperatureGpu, &v) == kSuccess) r.temperatureC = v;
+    if (a.getTemperature && a.getTemperature(d, kTemperatureGpu, &v) == kSuccess)
+        r.temperatureC = v;
     if (a.getPower && a.getPower(d, &v) == kSuccess) r.powerW = v / 1000.0; // milliwatts
     if (a.getPowerLimit && a.getPowerLimit(d, &v) == kSuccess) r.powerLimitW = v / 1000.0;
     if (a.getClock && a.getClock(d, kClockSm, &v) == kSuccess) r.smClockMHz = v;
-    if (a.getPcie && a.getPcie(d, kPcieTxBytes, &v) == kSuccess) r.pcieTxBytesPerS = v * 1024.0; // KB/s
+    if (a.getPcie && a.getPcie(d, kPcieTxBytes, &v) == kSuccess)
+        r.pcieTxBytesPerS = v * 1024.0; // KB/s
     if (a.getPcie && a.getPcie(d, kPcieRxBytes, &v) == kSuccess) r.pcieRxBytesPerS = v * 1024.0;
     return r;
 }
@@ -201,7 +211,8 @@ double Nvml::processMemory(int index, int pid) const
         return GpuReading::kNone;
     const Device d = a.devices[std::size_t(index)];
     const unsigned self = unsigned(pid > 0 ? pid : getpid());
-    const std::size_t entry = a.processesVersion == 1 ? sizeof(ProcessInfoV1) : sizeof(ProcessInfoV2);
+    const std::size_t entry =
+        a.processesVersion == 1 ? sizeof(ProcessInfoV1) : sizeof(ProcessInfoV2);
     std::vector<unsigned char> buffer;
     unsigned count = 32;
     Return ret = kInsufficientSize;

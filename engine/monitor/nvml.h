@@ -18,12 +18,13 @@ namespace towers::engine::monitor {
 struct GpuInfo
 {
     int index = 0;
-    std::string name;           // "NVIDIA H100 80GB HBM3"
-    std::int64_t memoryTotal = 0; // bytes; 0 when unknown
+    std::string name;               // "NVIDIA H100 80GB HBM3"
+    std::int64_t memoryTotal = 0;   // bytes; 0 when unknown
     int ccMajor = -1, ccMinor = -1; // compute capability; -1 when unknown
     std::string computeCapability() const
     {
-        return ccMajor < 0 ? std::string() : std::to_string(ccMajor) + "." + std::to_string(ccMinor);
+        return ccMajor < 0 ? std::string()
+                           : std::to_string(ccMajor) + "." + std::to_string(ccMinor);
     }
 };
 
@@ -31,14 +32,14 @@ struct GpuInfo
 struct GpuReading
 {
     static constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
-    double utilisation = kNone;       // percent of time a kernel ran, 0..100
-    double memoryUsed = kNone;        // bytes, all processes
-    double memoryTotal = kNone;       // bytes
+    double utilisation = kNone; // percent of time a kernel ran, 0..100
+    double memoryUsed = kNone;  // bytes, all processes
+    double memoryTotal = kNone; // bytes
     double temperatureC = kNone;
-    double powerW = kNone;            // draw
-    double powerLimitW = kNone;       // the enforced limit
+    double powerW = kNone;      // draw
+    double powerLimitW = kNone; // the enforced limit
     double smClockMHz = kNone;
-    double pcieTxBytesPerS = kNone;   // NVML samples these over ~20 ms
+    double pcieTxBytesPerS = kNone; // NVML samples these over ~20 ms
     double pcieRxBytesPerS = kNone;
 };
 

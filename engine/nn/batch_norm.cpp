@@ -7,12 +7,14 @@ namespace towers::engine {
 BatchNorm::BatchNorm(std::string name, std::int64_t channels, double epsilon, double momentum)
     : Layer(std::move(name)), m_channels(channels), m_epsilon(epsilon), m_momentum(momentum)
 {
-    if (channels <= 0) throw InvalidArgument("batchnorm '" + this->name() + "': channels must be positive");
+    if (channels <= 0)
+        throw InvalidArgument("batchnorm '" + this->name() + "': channels must be positive");
     const std::string& n = this->name();
     m_gamma = {n + ".weight", Tensor::filled({channels}, DType::Float32, 1.0), {}, true, 0};
     m_beta = {n + ".bias", Tensor::zeros({channels}, DType::Float32), {}, true, 0};
     m_runningMean = {n + ".running_mean", Tensor::zeros({channels}, DType::Float32), {}, false, 0};
-    m_runningVar = {n + ".running_var", Tensor::filled({channels}, DType::Float32, 1.0), {}, false, 0};
+    m_runningVar = {
+        n + ".running_var", Tensor::filled({channels}, DType::Float32, 1.0), {}, false, 0};
     m_batches = {n + ".num_batches_tracked", Tensor::zeros(Shape{}, DType::Int64), {}, false, 0};
 }
 
@@ -31,7 +33,10 @@ BatchNormDesc BatchNorm::desc(const Shape& x) const
     return makeBatchNormDesc(x, m_epsilon, m_momentum);
 }
 
-Shape BatchNorm::outputShape(const Shape& input) const { return desc(input).shape; }
+Shape BatchNorm::outputShape(const Shape& input) const
+{
+    return desc(input).shape;
+}
 
 void BatchNorm::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 {
@@ -46,10 +51,12 @@ void BatchNorm::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
     }
 }
 
-void BatchNorm::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx)
+void BatchNorm::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                         Tensor* dx)
 {
     (void)y;
-    Tensor::ensure(m_gamma.grad, m_gamma.value.shape(), m_gamma.value.dtype(), m_gamma.value.device());
+    Tensor::ensure(m_gamma.grad, m_gamma.value.shape(), m_gamma.value.dtype(),
+                   m_gamma.value.device());
     Tensor::ensure(m_beta.grad, m_beta.value.shape(), m_beta.value.dtype(), m_beta.value.device());
     // The op always computes dx; without a caller's dx it goes to scratch.
     ctx.ops.batchNormBackward(desc(x.shape()), x, dy, m_gamma.value, m_saveMean, m_saveVar,

@@ -8,7 +8,8 @@ namespace towers::engine {
 class BatchNorm final : public Layer
 {
 public:
-    BatchNorm(std::string name, std::int64_t channels, double epsilon = 1e-5, double momentum = 0.1);
+    BatchNorm(std::string name, std::int64_t channels, double epsilon = 1e-5,
+              double momentum = 0.1);
 
     std::string kind() const override { return "batchnorm"; }
     std::string describe() const override;

@@ -6,9 +6,12 @@ namespace {
 const char* paddingName(Padding p)
 {
     switch (p) {
-    case Padding::Same: return "SAME";
-    case Padding::Valid: return "VALID";
-    case Padding::Explicit: return "explicit";
+    case Padding::Same:
+        return "SAME";
+    case Padding::Valid:
+        return "VALID";
+    case Padding::Explicit:
+        return "explicit";
     }
     return "?";
 }
@@ -17,9 +20,11 @@ const char* paddingName(Padding p)
 Conv2d::Conv2d(std::string name, Conv2dOptions options) : Layer(std::move(name)), m_opt(options)
 {
     if (m_opt.inChannels <= 0 || m_opt.outChannels <= 0 || m_opt.kernel <= 0 || m_opt.stride <= 0)
-        throw InvalidArgument("conv2d '" + this->name() + "': channels, kernel and stride must be positive");
+        throw InvalidArgument("conv2d '" + this->name() +
+                              "': channels, kernel and stride must be positive");
     m_weight.name = this->name() + ".weight";
-    m_weight.value = Tensor::zeros({m_opt.outChannels, m_opt.inChannels, m_opt.kernel, m_opt.kernel}, DType::Float32);
+    m_weight.value = Tensor::zeros(
+        {m_opt.outChannels, m_opt.inChannels, m_opt.kernel, m_opt.kernel}, DType::Float32);
     m_weight.weightDecay = m_opt.weightDecay;
     if (m_opt.bias) {
         m_bias.name = this->name() + ".bias";
@@ -46,12 +51,16 @@ Conv2dDesc Conv2d::desc(const Shape& input) const
                           m_opt.stride, m_opt.padding, m_opt.pads);
 }
 
-Shape Conv2d::outputShape(const Shape& input) const { return desc(input).outputShape(); }
+Shape Conv2d::outputShape(const Shape& input) const
+{
+    return desc(input).outputShape();
+}
 
 double Conv2d::forwardFlops(const Shape& input) const
 {
     const Conv2dDesc d = desc(input);
-    return 2.0 * double(d.outputShape().numel()) * double(m_opt.inChannels) * m_opt.kernel * m_opt.kernel;
+    return 2.0 * double(d.outputShape().numel()) * double(m_opt.inChannels) * m_opt.kernel *
+           m_opt.kernel;
 }
 
 void Conv2d::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
@@ -65,7 +74,8 @@ void Conv2d::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
         ctx.ops.conv2dForward(d, x, m_weight.value, m_bias.value, y, m_opt.activation);
 }
 
-void Conv2d::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx)
+void Conv2d::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                      Tensor* dx)
 {
     // The backend's state from forward only holds after a training forward.
     ctx.ops.conv2dBackward(desc(x.shape()), x, m_weight.value, y, dy, m_opt.activation,

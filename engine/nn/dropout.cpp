@@ -32,7 +32,8 @@ void Dropout::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
     }
 }
 
-void Dropout::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx)
+void Dropout::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                       Tensor* dx)
 {
     (void)x;
     (void)y;
@@ -42,7 +43,8 @@ void Dropout::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const
         if (dx->raw() != dy.raw()) dx->copyFrom(dy);
         return;
     }
-    if (!m_lastWasTraining) throw InvalidArgument("dropout '" + name() + "': backward after an evaluation forward");
+    if (!m_lastWasTraining)
+        throw InvalidArgument("dropout '" + name() + "': backward after an evaluation forward");
     ctx.ops.dropoutBackward(dy, m_mask, m_rate, *dx);
 }
 

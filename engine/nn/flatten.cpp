@@ -4,7 +4,8 @@ namespace towers::engine {
 
 Shape Flatten::outputShape(const Shape& x) const
 {
-    if (x.rank() != 4) throw ShapeError("flatten '" + name() + "' expects NHWC input, got " + x.str());
+    if (x.rank() != 4)
+        throw ShapeError("flatten '" + name() + "' expects NHWC input, got " + x.str());
     return {x[0], x[1] * x[2] * x[3]};
 }
 
@@ -15,7 +16,8 @@ void Flatten::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
     y = y.reshaped(out); // a view of the same bytes
 }
 
-void Flatten::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx)
+void Flatten::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                       Tensor* dx)
 {
     (void)y;
     if (!dx) return;

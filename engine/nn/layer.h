@@ -14,11 +14,11 @@ namespace towers::engine {
 // state_dict (see docs/pytorch-mapping.md), so checkpoints load in Python unchanged.
 struct Parameter
 {
-    std::string name;        // e.g. "conv1.weight"
+    std::string name; // e.g. "conv1.weight"
     Tensor value;
-    Tensor grad;             // same shape as value; empty for buffers
-    bool trainable = true;   // false: a buffer (batch-norm running statistics)
-    double weightDecay = 0;  // L2 coefficient: the loss gains weightDecay * 0.5 * ||value||^2
+    Tensor grad;            // same shape as value; empty for buffers
+    bool trainable = true;  // false: a buffer (batch-norm running statistics)
+    double weightDecay = 0; // L2 coefficient: the loss gains weightDecay * 0.5 * ||value||^2
 };
 
 // Where the gradient of an optional parameter (a bias) goes: null when the layer has none, which
@@ -31,7 +31,8 @@ inline Tensor* biasGradient(Parameter& bias)
 // How a parameter is initialised.
 struct Init
 {
-    enum class Kind {
+    enum class Kind
+    {
         Constant,        // every element = value
         TruncatedNormal, // TensorFlow's truncated normal with stddev = value
         GlorotUniform,   // U(-a, a), a = sqrt(6 / (fan_in + fan_out)) (tf.layers' default)

@@ -50,7 +50,8 @@ void Linear::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
     ctx.ops.linearForward(x, m_weight.value, m_bias.value, y, m_opt.activation);
 }
 
-void Linear::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx)
+void Linear::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                      Tensor* dx)
 {
     ctx.ops.linearBackward(x, m_weight.value, y, dy, m_opt.activation, dx, m_weight.grad,
                            biasGradient(m_bias));

@@ -25,7 +25,8 @@ Shape Lrn::outputShape(const Shape& input) const
 
 void Lrn::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 {
-    ctx.ops.lrnForward(makeLrnDesc(x.shape(), m_radius, m_bias, m_alpha, m_beta), x, y, m_workspace);
+    ctx.ops.lrnForward(makeLrnDesc(x.shape(), m_radius, m_bias, m_alpha, m_beta), x, y,
+                       m_workspace);
 }
 
 void Lrn::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx)

@@ -25,19 +25,25 @@ std::string MaxPool2d::describe() const
 
 Pool2dDesc MaxPool2d::desc(const Shape& x) const
 {
-    if (x.rank() != 4) throw ShapeError("maxpool '" + name() + "' expects NHWC input, got " + x.str());
-    if (m_global) return makePool2dDesc(x, int(x[1]), int(x[2]), int(x[1]), int(x[2]), Padding::Valid);
+    if (x.rank() != 4)
+        throw ShapeError("maxpool '" + name() + "' expects NHWC input, got " + x.str());
+    if (m_global)
+        return makePool2dDesc(x, int(x[1]), int(x[2]), int(x[1]), int(x[2]), Padding::Valid);
     return makePool2dDesc(x, m_kernel, m_kernel, m_stride, m_stride, m_padding);
 }
 
-Shape MaxPool2d::outputShape(const Shape& input) const { return desc(input).outputShape(); }
+Shape MaxPool2d::outputShape(const Shape& input) const
+{
+    return desc(input).outputShape();
+}
 
 void MaxPool2d::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 {
     ctx.ops.maxPoolForward(desc(x.shape()), x, y, m_workspace);
 }
 
-void MaxPool2d::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx)
+void MaxPool2d::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                         Tensor* dx)
 {
     if (dx) ctx.ops.maxPoolBackward(desc(x.shape()), x, y, dy, m_workspace, *dx);
 }

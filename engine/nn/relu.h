@@ -11,7 +11,10 @@ public:
     std::string kind() const override { return "relu"; }
     std::string describe() const override { return "ReLU"; }
     Shape outputShape(const Shape& input) const override { return input; }
-    void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override { ctx.ops.reluForward(x, y); }
+    void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override
+    {
+        ctx.ops.reluForward(x, y);
+    }
     void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                   Tensor* dx) override
     {

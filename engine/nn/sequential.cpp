@@ -95,12 +95,15 @@ Shape Residual::outputShape(const Shape& input) const
 {
     const Shape out = m_body->outputShape(input);
     if (out != input)
-        throw ShapeError("residual '" + name() + "': body maps " + input.str() + " to " + out.str() +
-                         ", the shapes must match");
+        throw ShapeError("residual '" + name() + "': body maps " + input.str() + " to " +
+                         out.str() + ", the shapes must match");
     return out;
 }
 
-double Residual::forwardFlops(const Shape& input) const { return m_body->forwardFlops(input); }
+double Residual::forwardFlops(const Shape& input) const
+{
+    return m_body->forwardFlops(input);
+}
 
 void Residual::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 {
@@ -117,8 +120,14 @@ void Residual::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, cons
     if (dx) ctx.ops.add(dy, m_bodyDx, *dx);
 }
 
-void Residual::collectParameters(std::vector<Parameter*>& out) { m_body->collectParameters(out); }
-void Residual::initialize(Rng& rng) { m_body->initialize(rng); }
+void Residual::collectParameters(std::vector<Parameter*>& out)
+{
+    m_body->collectParameters(out);
+}
+void Residual::initialize(Rng& rng)
+{
+    m_body->initialize(rng);
+}
 
 void Residual::visit(const std::function<void(Layer&)>& f)
 {

@@ -101,7 +101,8 @@ BatchNormDesc makeBatchNormDesc(const Shape& x, double epsilon, double momentum)
         throw ShapeError("batch norm expects a non-empty [N, C] or [N, H, W, C] input, got " +
                          x.str());
     if (!(epsilon > 0)) throw InvalidArgument("batch norm epsilon must be positive");
-    if (momentum < 0 || momentum > 1) throw InvalidArgument("batch norm momentum must be in [0, 1]");
+    if (momentum < 0 || momentum > 1)
+        throw InvalidArgument("batch norm momentum must be in [0, 1]");
     return {x, epsilon, momentum};
 }
 

@@ -10,9 +10,18 @@ namespace towers::engine {
 
 // TensorFlow's padding modes. SAME: output = ceil(in / stride), the total padding split with the
 // extra pixel at the bottom/right. VALID: no padding. Explicit: the pads given.
-enum class Padding { Same, Valid, Explicit };
+enum class Padding
+{
+    Same,
+    Valid,
+    Explicit
+};
 
-enum class Activation { None, Relu };
+enum class Activation
+{
+    None,
+    Relu
+};
 
 struct ExplicitPads
 {
@@ -68,7 +77,8 @@ struct LrnDesc
     double bias = 1.0, alpha = 1.0, beta = 0.5;
 };
 
-LrnDesc makeLrnDesc(const Shape& inputNhwc, int depthRadius, double bias, double alpha, double beta);
+LrnDesc makeLrnDesc(const Shape& inputNhwc, int depthRadius, double bias, double alpha,
+                    double beta);
 
 // Batch normalisation over the last dimension (channels) of [N, H, W, C] or [N, C].
 struct BatchNormDesc

@@ -102,8 +102,8 @@ public:
     // for backward, and updates the running statistics with the unbiased variance (as PyTorch).
     virtual void batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x,
                                           const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                          Tensor& runningMean, Tensor& runningVar,
-                                          Tensor& saveMean, Tensor& saveVar) = 0;
+                                          Tensor& runningMean, Tensor& runningVar, Tensor& saveMean,
+                                          Tensor& saveVar) = 0;
     virtual void batchNormForwardInference(const BatchNormDesc& d, const Tensor& x,
                                            const Tensor& gamma, const Tensor& beta,
                                            const Tensor& runningMean, const Tensor& runningVar,
@@ -133,7 +133,8 @@ public:
     // --- optimizer updates of one parameter w from its gradient g (see MomentumStep, AdamStep);
     // the state tensors (buf; m, v) have w's shape and dtype and are updated in place ---
     virtual void momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w) = 0;
-    virtual void adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w) = 0;
+    virtual void adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v,
+                            Tensor& w) = 0;
 };
 
 // The execution context a layer runs in: the backend's ops, whether this is a training pass, and

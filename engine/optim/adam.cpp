@@ -11,7 +11,8 @@ Adam::Adam(AdamOptions options) : m_opt(options)
     if (!(m_opt.beta2 >= 0 && m_opt.beta2 < 1))
         throw InvalidArgument("Adam beta2 must be in [0, 1), got " + std::to_string(m_opt.beta2));
     if (!(m_opt.epsilon > 0) || !std::isfinite(m_opt.epsilon))
-        throw InvalidArgument("Adam epsilon must be a positive number, got " + std::to_string(m_opt.epsilon));
+        throw InvalidArgument("Adam epsilon must be a positive number, got " +
+                              std::to_string(m_opt.epsilon));
 }
 
 void Adam::update(Ops& ops, Parameter& p, double lr, bool first)

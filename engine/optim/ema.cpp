@@ -19,7 +19,8 @@ template <class T> void blend(T* s, const T* v, std::int64_t n, T keep)
 
 Ema::Ema(double decay) : m_decay(decay)
 {
-    if (!(decay > 0 && decay < 1)) throw InvalidArgument("EMA decay must be in (0, 1), got " + std::to_string(decay));
+    if (!(decay > 0 && decay < 1))
+        throw InvalidArgument("EMA decay must be in (0, 1), got " + std::to_string(decay));
 }
 
 double Ema::effectiveDecay(std::int64_t numUpdates) const
@@ -43,16 +44,19 @@ Tensor& Ema::find(const Parameter& p)
 {
     const auto it = m_shadow.find(p.name);
     if (it == m_shadow.end())
-        throw InvalidArgument("EMA: parameter '" + p.name + "' has no average (reset() with other parameters?)");
+        throw InvalidArgument("EMA: parameter '" + p.name +
+                              "' has no average (reset() with other parameters?)");
     if (it->second.shape() != p.value.shape() || it->second.dtype() != p.value.dtype())
         throw InvalidArgument("EMA: the average of '" + p.name + "' is " + it->second.describe() +
                               ", the parameter is " + p.value.describe());
     return it->second;
 }
 
-void Ema::update(const std::vector<Parameter*>& params, std::int64_t numUpdates, int part, int parts)
+void Ema::update(const std::vector<Parameter*>& params, std::int64_t numUpdates, int part,
+                 int parts)
 {
-    if (parts < 1 || part < 0 || part >= parts) throw InvalidArgument("EMA update: part out of range");
+    if (parts < 1 || part < 0 || part >= parts)
+        throw InvalidArgument("EMA update: part out of range");
     const double keep = 1.0 - effectiveDecay(numUpdates);
     std::int64_t total = 0;
     for (auto* p : params)
@@ -74,7 +78,8 @@ void Ema::update(const std::vector<Parameter*>& params, std::int64_t numUpdates,
             else if (s.dtype() == DType::Float64)
                 blend(s.data<double>() + b, v.data<double>() + b, e - b, keep);
             else
-                throw Unsupported("EMA of '" + p->name + "': only float32 and float64 weights are averaged");
+                throw Unsupported("EMA of '" + p->name +
+                                  "': only float32 and float64 weights are averaged");
         }
         offset += n;
     }
@@ -107,7 +112,9 @@ void Ema::loadState(const NamedTensors& tensors, const std::vector<Parameter*>& 
         for (const auto& [key, t] : given) {
             bool known = false;
             for (auto* p : params) known = known || (p->trainable && key == "ema." + p->name);
-            if (!known) throw InvalidArgument("EMA state: unexpected tensor '" + key + "' (no such trainable parameter)");
+            if (!known)
+                throw InvalidArgument("EMA state: unexpected tensor '" + key +
+                                      "' (no such trainable parameter)");
         }
     }
     m_order.clear();

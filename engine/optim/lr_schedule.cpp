@@ -15,18 +15,26 @@ void require(bool ok, const std::string& field, const std::string& what)
     if (!ok) throw InvalidArgument("schedule." + field + ": " + what);
 }
 
-bool finite(double v) { return std::isfinite(v); }
+bool finite(double v)
+{
+    return std::isfinite(v);
+}
 
 } // namespace
 
 std::string LrSchedule::kindName(Kind kind)
 {
     switch (kind) {
-    case Kind::Constant: return "constant";
-    case Kind::Exponential: return "exponential";
-    case Kind::Step: return "step";
-    case Kind::Cosine: return "cosine";
-    case Kind::OneCycle: return "onecycle";
+    case Kind::Constant:
+        return "constant";
+    case Kind::Exponential:
+        return "exponential";
+    case Kind::Step:
+        return "step";
+    case Kind::Cosine:
+        return "cosine";
+    case Kind::OneCycle:
+        return "onecycle";
     }
     return "?";
 }
@@ -43,16 +51,20 @@ void LrSchedule::validate() const
 {
     require(finite(lr) && lr > 0, "lr", "the learning rate must be a positive number");
     switch (kind) {
-    case Kind::Constant: break;
+    case Kind::Constant:
+        break;
     case Kind::Exponential:
-        require(finite(decayRate) && decayRate > 0 && decayRate <= 1, "decayRate", "must be in (0, 1]");
-        require(finite(decayEpochs) && decayEpochs > 0, "decayEpochs", "must be a positive number of epochs");
+        require(finite(decayRate) && decayRate > 0 && decayRate <= 1, "decayRate",
+                "must be in (0, 1]");
+        require(finite(decayEpochs) && decayEpochs > 0, "decayEpochs",
+                "must be a positive number of epochs");
         break;
     case Kind::Step:
         require(finite(gamma) && gamma > 0 && gamma <= 1, "gamma", "must be in (0, 1]");
         for (std::size_t i = 0; i < milestones.size(); ++i) {
             require(milestones[i] > 0, "milestones", "epochs must be positive");
-            require(i == 0 || milestones[i] > milestones[i - 1], "milestones", "epochs must increase");
+            require(i == 0 || milestones[i] > milestones[i - 1], "milestones",
+                    "epochs must increase");
         }
         break;
     case Kind::Cosine:
@@ -60,8 +72,8 @@ void LrSchedule::validate() const
         require(finite(minLr) && minLr >= 0 && minLr <= lr, "minLr", "must be in [0, lr]");
         break;
     case Kind::OneCycle:
-        require(finite(warmupFraction) && warmupFraction > 0 && warmupFraction < 1, "warmupFraction",
-                "must be in (0, 1)");
+        require(finite(warmupFraction) && warmupFraction > 0 && warmupFraction < 1,
+                "warmupFraction", "must be in (0, 1)");
         require(finite(divFactor) && divFactor >= 1, "divFactor", "must be >= 1");
         require(finite(finalDivFactor) && finalDivFactor >= 1, "finalDivFactor", "must be >= 1");
         break;
@@ -70,12 +82,15 @@ void LrSchedule::validate() const
 
 double LrSchedule::at(std::int64_t step, std::int64_t stepsPerEpoch, std::int64_t totalSteps) const
 {
-    if (stepsPerEpoch < 1) throw InvalidArgument("learning-rate schedule: steps per epoch must be at least 1");
-    if (totalSteps < 1) throw InvalidArgument("learning-rate schedule: total steps must be at least 1");
+    if (stepsPerEpoch < 1)
+        throw InvalidArgument("learning-rate schedule: steps per epoch must be at least 1");
+    if (totalSteps < 1)
+        throw InvalidArgument("learning-rate schedule: total steps must be at least 1");
     if (step < 0) throw InvalidArgument("learning-rate schedule: negative step");
     const double s = double(step);
     switch (kind) {
-    case Kind::Constant: return lr;
+    case Kind::Constant:
+        return lr;
     case Kind::Exponential: {
         // TensorFlow: decay_steps = int(num_batches_per_epoch * NUM_EPOCHS_PER_DECAY).
         const double decaySteps = std::max(1.0, std::floor(double(stepsPerEpoch) * decayEpochs));
@@ -106,7 +121,8 @@ double LrSchedule::at(std::int64_t step, std::int64_t stepsPerEpoch, std::int64_
             const double pct = peakStep > 0 ? s / peakStep : 1.0;
             return initial + (lr - initial) * pct;
         }
-        const double pct = endStep > peakStep ? std::min(1.0, (s - peakStep) / (endStep - peakStep)) : 1.0;
+        const double pct =
+            endStep > peakStep ? std::min(1.0, (s - peakStep) / (endStep - peakStep)) : 1.0;
         if (cosineAnneal) return last + (lr - last) * (1 + std::cos(std::numbers::pi * pct)) / 2;
         return lr + (last - lr) * pct;
     }

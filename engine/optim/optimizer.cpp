@@ -11,11 +11,13 @@ namespace towers::engine {
 void Optimizer::step(Ops& ops, const std::vector<Parameter*>& params, double lr)
 {
     if (!(lr >= 0) || !std::isfinite(lr))
-        throw InvalidArgument("learning rate must be a finite number >= 0, got " + std::to_string(lr));
+        throw InvalidArgument("learning rate must be a finite number >= 0, got " +
+                              std::to_string(lr));
     for (auto* p : params) {
         if (!p->trainable) continue;
         if (p->grad.empty())
-            throw InvalidArgument("parameter '" + p->name + "' has no gradient: run backward first");
+            throw InvalidArgument("parameter '" + p->name +
+                                  "' has no gradient: run backward first");
     }
     for (auto* p : params)
         if (p->trainable) update(ops, *p, lr, m_steps == 0);
@@ -61,7 +63,8 @@ void Optimizer::loadState(const NamedTensors& tensors, const std::vector<Paramet
     if (it == given.end()) throw InvalidArgument("optimizer state: tensor 'optim.step' is missing");
     const Tensor& stepT = *it->second;
     if (stepT.dtype() != DType::Int64 || stepT.numel() != 1)
-        throw InvalidArgument("optimizer state: 'optim.step' must be one int64, got " + stepT.describe());
+        throw InvalidArgument("optimizer state: 'optim.step' must be one int64, got " +
+                              stepT.describe());
     const std::int64_t steps = stepT.data<std::int64_t>()[0];
     if (steps < 0) throw InvalidArgument("optimizer state: 'optim.step' is negative");
     std::set<std::string> used{kStepName};
@@ -72,18 +75,20 @@ void Optimizer::loadState(const NamedTensors& tensors, const std::vector<Paramet
             const std::string key = "optim." + p->name + "." + s;
             const auto f = given.find(key);
             if (f == given.end())
-                throw InvalidArgument("optimizer state: tensor '" + key + "' is missing (the " + name() +
-                                      " optimizer keeps '" + s + "' for every parameter)");
+                throw InvalidArgument("optimizer state: tensor '" + key + "' is missing (the " +
+                                      name() + " optimizer keeps '" + s + "' for every parameter)");
             if (f->second->shape() != p->value.shape() || f->second->dtype() != p->value.dtype())
-                throw InvalidArgument("optimizer state: tensor '" + key + "' is " + f->second->describe() +
-                                      ", the parameter is " + p->value.describe());
+                throw InvalidArgument("optimizer state: tensor '" + key + "' is " +
+                                      f->second->describe() + ", the parameter is " +
+                                      p->value.describe());
             used.insert(key);
         }
     }
     for (const auto& [key, t] : given)
         if (!used.count(key))
-            throw InvalidArgument("optimizer state: unexpected tensor '" + key + "' (not kept by the " +
-                                  name() + " optimizer for this model; was it written by another "
+            throw InvalidArgument("optimizer state: unexpected tensor '" + key +
+                                  "' (not kept by the " + name() +
+                                  " optimizer for this model; was it written by another "
                                   "optimizer or model?)");
 
     for (auto* p : params) {

@@ -19,8 +19,8 @@ namespace towers::engine {
 struct OptimizerOptions
 {
     std::string kind = "sgd";
-    double momentum = 0.9;  // momentum, nesterov
-    double dampening = 0;   // momentum (nesterov requires 0)
+    double momentum = 0.9;                             // momentum, nesterov
+    double dampening = 0;                              // momentum (nesterov requires 0)
     double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8; // adam (PyTorch's defaults)
 };
 

@@ -5,9 +5,11 @@ namespace towers::engine {
 Sgd::Sgd(SgdOptions options) : m_opt(options)
 {
     if (!(m_opt.momentum >= 0 && m_opt.momentum < 1))
-        throw InvalidArgument("SGD momentum must be in [0, 1), got " + std::to_string(m_opt.momentum));
+        throw InvalidArgument("SGD momentum must be in [0, 1), got " +
+                              std::to_string(m_opt.momentum));
     if (!(m_opt.dampening >= 0 && m_opt.dampening <= 1))
-        throw InvalidArgument("SGD dampening must be in [0, 1], got " + std::to_string(m_opt.dampening));
+        throw InvalidArgument("SGD dampening must be in [0, 1], got " +
+                              std::to_string(m_opt.dampening));
     if (m_opt.nesterov && (m_opt.momentum <= 0 || m_opt.dampening != 0))
         throw InvalidArgument("Nesterov momentum needs a momentum > 0 and zero dampening");
 }

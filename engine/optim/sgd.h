@@ -5,7 +5,7 @@ namespace towers::engine {
 
 struct SgdOptions
 {
-    double momentum = 0;  // 0: plain SGD
+    double momentum = 0; // 0: plain SGD
     double dampening = 0;
     bool nesterov = false;
 };

@@ -68,7 +68,10 @@ class Inputs
 {
 public:
     explicit Inputs(DType dtype) : m_dtype(dtype) {}
-    Tensor operator()(const Tensor& t) const { return m_dtype == DType::Float64 ? toFloat64(t) : t; }
+    Tensor operator()(const Tensor& t) const
+    {
+        return m_dtype == DType::Float64 ? toFloat64(t) : t;
+    }
 
 private:
     DType m_dtype;
@@ -77,28 +80,32 @@ private:
 Tensor labelsTensor(std::int64_t n, int classes, Rng& rng)
 {
     Tensor l({n}, DType::Int32);
-    for (std::int64_t i = 0; i < n; ++i) l.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng.below(classes));
+    for (std::int64_t i = 0; i < n; ++i)
+        l.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng.below(classes));
     return l;
 }
 
-void addConvChecks(std::vector<OpCheck>& checks, const std::string& what, const Shape& input, std::int64_t outC, int k,
-                   int stride, Padding padding, std::uint64_t seed)
+void addConvChecks(std::vector<OpCheck>& checks, const std::string& what, const Shape& input,
+                   std::int64_t outC, int k, int stride, Padding padding, std::uint64_t seed)
 {
     const auto d = makeConv2dDesc(input, outC, k, k, stride, stride, padding);
-    const std::string geometry = std::to_string(k) + "x" + std::to_string(k) + " s" + std::to_string(stride) +
-                                 (padding == Padding::Same ? " same " : " valid ") + shapeText(input) + "->" +
-                                 std::to_string(outC) + " (" + what + ")";
+    const std::string geometry = std::to_string(k) + "x" + std::to_string(k) + " s" +
+                                 std::to_string(stride) +
+                                 (padding == Padding::Same ? " same " : " valid ") +
+                                 shapeText(input) + "->" + std::to_string(outC) + " (" + what + ")";
     auto data = [d, seed] {
         Rng rng(seed);
         const double scale = 1.0 / std::sqrt(double(d.win.c * d.win.kh * d.win.kw));
-        return std::vector<Tensor>{uniformTensor(d.inputShape(), rng), uniformTensor(d.weightShape(), rng, -scale, scale),
-                                   uniformTensor({d.outChannels}, rng, -0.1, 0.1), uniformTensor(d.outputShape(), rng)};
+        return std::vector<Tensor>{
+            uniformTensor(d.inputShape(), rng), uniformTensor(d.weightShape(), rng, -scale, scale),
+            uniformTensor({d.outChannels}, rng, -0.1, 0.1), uniformTensor(d.outputShape(), rng)};
     };
     checks.push_back({"conv2d forward + relu " + geometry, [d, data](Ops& ops, DType dt) {
                           const auto in = data();
                           const Inputs as(dt);
                           Tensor y;
-                          ops.conv2dForward(d, as(in[0]), as(in[1]), as(in[2]), y, Activation::Relu);
+                          ops.conv2dForward(d, as(in[0]), as(in[1]), as(in[2]), y,
+                                            Activation::Relu);
                           return std::vector<Tensor>{y};
                       }});
     checks.push_back({"conv2d backward data " + geometry, [d, data](Ops& ops, DType dt) {
@@ -116,15 +123,16 @@ void addConvChecks(std::vector<OpCheck>& checks, const std::string& what, const 
                           return std::vector<Tensor>{dw, db};
                       }});
     // The path the layers take: forward for training, then the fused backward through the ReLU.
-    checks.push_back({"conv2d training step (fused relu backward) " + geometry, [d, data](Ops& ops, DType dt) {
-                          const auto in = data();
-                          const Inputs as(dt);
-                          const Tensor x = as(in[0]), w = as(in[1]), b = as(in[2]), dy = as(in[3]);
-                          Tensor y, saved, dx, dw, db;
-                          ops.conv2dForwardTraining(d, x, w, b, y, Activation::Relu, saved);
-                          ops.conv2dBackward(d, x, w, y, dy, Activation::Relu, saved, &dx, dw, &db);
-                          return std::vector<Tensor>{y, dx, dw, db};
-                      }});
+    checks.push_back(
+        {"conv2d training step (fused relu backward) " + geometry, [d, data](Ops& ops, DType dt) {
+             const auto in = data();
+             const Inputs as(dt);
+             const Tensor x = as(in[0]), w = as(in[1]), b = as(in[2]), dy = as(in[3]);
+             Tensor y, saved, dx, dw, db;
+             ops.conv2dForwardTraining(d, x, w, b, y, Activation::Relu, saved);
+             ops.conv2dBackward(d, x, w, y, dy, Activation::Relu, saved, &dx, dw, &db);
+             return std::vector<Tensor>{y, dx, dw, db};
+         }});
 }
 
 std::vector<OpCheck> opChecks(std::uint64_t seed)
@@ -132,9 +140,12 @@ std::vector<OpCheck> opChecks(std::uint64_t seed)
     std::vector<OpCheck> checks;
     // The seeds' CIFAR-10 convolutions (5x5 on 24x24 and 12x12), mnist-convnet's 3x3, and odd
     // geometry: a strided VALID convolution with an unused last column.
-    addConvChecks(checks, "cifar10-tutorial conv1", {8, 24, 24, 3}, 64, 5, 1, Padding::Same, seed + 1);
-    addConvChecks(checks, "cifar10-tutorial conv2", {8, 12, 12, 64}, 64, 5, 1, Padding::Same, seed + 2);
-    addConvChecks(checks, "mnist-convnet conv3", {4, 14, 14, 64}, 96, 3, 1, Padding::Same, seed + 3);
+    addConvChecks(checks, "cifar10-tutorial conv1", {8, 24, 24, 3}, 64, 5, 1, Padding::Same,
+                  seed + 1);
+    addConvChecks(checks, "cifar10-tutorial conv2", {8, 12, 12, 64}, 64, 5, 1, Padding::Same,
+                  seed + 2);
+    addConvChecks(checks, "mnist-convnet conv3", {4, 14, 14, 64}, 96, 3, 1, Padding::Same,
+                  seed + 3);
     addConvChecks(checks, "odd sizes", {3, 9, 10, 5}, 7, 3, 2, Padding::Valid, seed + 4);
 
     {
@@ -153,17 +164,18 @@ std::vector<OpCheck> opChecks(std::uint64_t seed)
     }
     {
         const auto d = makeLrnDesc({8, 12, 12, 64}, 4, 1.0, 0.001 / 9.0, 0.75);
-        checks.push_back({"LRN (radius 4, TensorFlow semantics) forward + backward " + shapeText(d.shape),
-                          [d, seed](Ops& ops, DType dt) {
-                              Rng rng(seed + 11);
-                              const Inputs as(dt);
-                              const Tensor x = as(uniformTensor(d.shape, rng, -3, 3));
-                              const Tensor dy = as(uniformTensor(d.shape, rng));
-                              Tensor y, ws, dx;
-                              ops.lrnForward(d, x, y, ws);
-                              ops.lrnBackward(d, x, y, dy, ws, dx);
-                              return std::vector<Tensor>{y, dx};
-                          }});
+        checks.push_back(
+            {"LRN (radius 4, TensorFlow semantics) forward + backward " + shapeText(d.shape),
+             [d, seed](Ops& ops, DType dt) {
+                 Rng rng(seed + 11);
+                 const Inputs as(dt);
+                 const Tensor x = as(uniformTensor(d.shape, rng, -3, 3));
+                 const Tensor dy = as(uniformTensor(d.shape, rng));
+                 Tensor y, ws, dx;
+                 ops.lrnForward(d, x, y, ws);
+                 ops.lrnBackward(d, x, y, dy, ws, dx);
+                 return std::vector<Tensor>{y, dx};
+             }});
     }
     checks.push_back({"linear forward + relu, backward [32,2304]->384", [seed](Ops& ops, DType dt) {
                           Rng rng(seed + 12);
@@ -188,73 +200,80 @@ std::vector<OpCheck> opChecks(std::uint64_t seed)
                           ops.add(x, dy, sum);
                           return std::vector<Tensor>{y, dx, sum};
                       }});
-    checks.push_back({"dropout 0.25 forward + backward (the same masks)", [seed](Ops& ops, DType dt) {
-                          Rng rng(seed + 14);
-                          const Inputs as(dt);
-                          const Tensor x = as(uniformTensor({16, 2048}, rng));
-                          Tensor y, mask, dx;
-                          ops.dropoutForward(x, 0.25, seed + 99, y, mask);
-                          ops.dropoutBackward(x, mask, 0.25, dx);
-                          return std::vector<Tensor>{y, dx};
-                      }});
+    checks.push_back(
+        {"dropout 0.25 forward + backward (the same masks)", [seed](Ops& ops, DType dt) {
+             Rng rng(seed + 14);
+             const Inputs as(dt);
+             const Tensor x = as(uniformTensor({16, 2048}, rng));
+             Tensor y, mask, dx;
+             ops.dropoutForward(x, 0.25, seed + 99, y, mask);
+             ops.dropoutBackward(x, mask, 0.25, dx);
+             return std::vector<Tensor>{y, dx};
+         }});
     {
         const auto d = makeBatchNormDesc({8, 10, 10, 32}, 1e-5, 0.1);
-        checks.push_back({"batch norm training forward, running statistics, backward, inference " +
-                              shapeText(d.shape),
-                          [d, seed](Ops& ops, DType dt) {
-                              Rng rng(seed + 15);
-                              const Inputs as(dt);
-                              const Tensor x = as(uniformTensor(d.shape, rng, -2, 3));
-                              const Tensor gamma = as(uniformTensor({d.channels()}, rng, 0.5, 1.5));
-                              const Tensor beta = as(uniformTensor({d.channels()}, rng, -0.5, 0.5));
-                              const Tensor dy = as(uniformTensor(d.shape, rng));
-                              Tensor runMean = as(uniformTensor({d.channels()}, rng, -0.1, 0.1));
-                              Tensor runVar = as(uniformTensor({d.channels()}, rng, 0.9, 1.1));
-                              Tensor y, saveMean, saveVar, dx, dgamma, dbeta, yInf;
-                              ops.batchNormForwardTraining(d, x, gamma, beta, y, runMean, runVar, saveMean, saveVar);
-                              ops.batchNormBackward(d, x, dy, gamma, saveMean, saveVar, dx, dgamma, dbeta);
-                              ops.batchNormForwardInference(d, x, gamma, beta, runMean, runVar, yInf);
-                              return std::vector<Tensor>{y, runMean, runVar, dx, dgamma, dbeta, yInf};
-                          }});
+        checks.push_back(
+            {"batch norm training forward, running statistics, backward, inference " +
+                 shapeText(d.shape),
+             [d, seed](Ops& ops, DType dt) {
+                 Rng rng(seed + 15);
+                 const Inputs as(dt);
+                 const Tensor x = as(uniformTensor(d.shape, rng, -2, 3));
+                 const Tensor gamma = as(uniformTensor({d.channels()}, rng, 0.5, 1.5));
+                 const Tensor beta = as(uniformTensor({d.channels()}, rng, -0.5, 0.5));
+                 const Tensor dy = as(uniformTensor(d.shape, rng));
+                 Tensor runMean = as(uniformTensor({d.channels()}, rng, -0.1, 0.1));
+                 Tensor runVar = as(uniformTensor({d.channels()}, rng, 0.9, 1.1));
+                 Tensor y, saveMean, saveVar, dx, dgamma, dbeta, yInf;
+                 ops.batchNormForwardTraining(d, x, gamma, beta, y, runMean, runVar, saveMean,
+                                              saveVar);
+                 ops.batchNormBackward(d, x, dy, gamma, saveMean, saveVar, dx, dgamma, dbeta);
+                 ops.batchNormForwardInference(d, x, gamma, beta, runMean, runVar, yInf);
+                 return std::vector<Tensor>{y, runMean, runVar, dx, dgamma, dbeta, yInf};
+             }});
     }
-    checks.push_back({"softmax cross-entropy forward + backward [64,10]", [seed](Ops& ops, DType dt) {
-                          Rng rng(seed + 16);
-                          const Inputs as(dt);
-                          const Tensor logits = as(uniformTensor({64, 10}, rng, -4, 4));
-                          const Tensor labels = labelsTensor(64, 10, rng);
-                          Tensor probs, dlogits;
-                          const double loss = ops.softmaxCrossEntropyForward(logits, labels, probs);
-                          ops.softmaxCrossEntropyBackward(probs, labels, 1.0 / 64, dlogits);
-                          return std::vector<Tensor>{Tensor::filled({1}, DType::Float64, loss), probs, dlogits};
-                      }});
-    checks.push_back({"layout NHWC <-> NCHW, sum of squares, axpy", [seed](Ops& ops, DType dt) {
-                          Rng rng(seed + 17);
-                          const Inputs as(dt);
-                          const Tensor x = as(uniformTensor({3, 5, 6, 7}, rng));
-                          Tensor nchw, back;
-                          ops.nhwcToNchw(x, nchw);
-                          ops.nchwToNhwc(nchw, back);
-                          Tensor y = as(uniformTensor({3, 5, 6, 7}, rng));
-                          ops.axpy(-0.3, x, y);
-                          const double ss = ops.sumSquares(x);
-                          return std::vector<Tensor>{nchw, back, y, Tensor::filled({1}, DType::Float64, ss)};
-                      }});
-    checks.push_back({"optimizer updates: Nesterov momentum, Adam", [seed](Ops& ops, DType dt) {
-                          Rng rng(seed + 18);
-                          const Inputs as(dt);
-                          Tensor w1 = as(uniformTensor({1000, 30}, rng)), buf = as(uniformTensor({1000, 30}, rng));
-                          Tensor w2 = as(uniformTensor({1000, 30}, rng)), m = as(uniformTensor({1000, 30}, rng));
-                          Tensor v = as(uniformTensor({1000, 30}, rng, 0, 0.01));
-                          const Tensor g = as(uniformTensor({1000, 30}, rng));
-                          MomentumStep ms;
-                          ms.lr = 0.05;
-                          ms.nesterov = true;
-                          ops.momentumUpdate(ms, g, buf, w1);
-                          AdamStep as2;
-                          as2.step = 3;
-                          ops.adamUpdate(as2, g, m, v, w2);
-                          return std::vector<Tensor>{w1, buf, w2, m, v};
-                      }});
+    checks.push_back(
+        {"softmax cross-entropy forward + backward [64,10]", [seed](Ops& ops, DType dt) {
+             Rng rng(seed + 16);
+             const Inputs as(dt);
+             const Tensor logits = as(uniformTensor({64, 10}, rng, -4, 4));
+             const Tensor labels = labelsTensor(64, 10, rng);
+             Tensor probs, dlogits;
+             const double loss = ops.softmaxCrossEntropyForward(logits, labels, probs);
+             ops.softmaxCrossEntropyBackward(probs, labels, 1.0 / 64, dlogits);
+             return std::vector<Tensor>{Tensor::filled({1}, DType::Float64, loss), probs, dlogits};
+         }});
+    checks.push_back(
+        {"layout NHWC <-> NCHW, sum of squares, axpy", [seed](Ops& ops, DType dt) {
+             Rng rng(seed + 17);
+             const Inputs as(dt);
+             const Tensor x = as(uniformTensor({3, 5, 6, 7}, rng));
+             Tensor nchw, back;
+             ops.nhwcToNchw(x, nchw);
+             ops.nchwToNhwc(nchw, back);
+             Tensor y = as(uniformTensor({3, 5, 6, 7}, rng));
+             ops.axpy(-0.3, x, y);
+             const double ss = ops.sumSquares(x);
+             return std::vector<Tensor>{nchw, back, y, Tensor::filled({1}, DType::Float64, ss)};
+         }});
+    checks.push_back(
+        {"optimizer updates: Nesterov momentum, Adam", [seed](Ops& ops, DType dt) {
+             Rng rng(seed + 18);
+             const Inputs as(dt);
+             Tensor w1 = as(uniformTensor({1000, 30}, rng)),
+                    buf = as(uniformTensor({1000, 30}, rng));
+             Tensor w2 = as(uniformTensor({1000, 30}, rng)), m = as(uniformTensor({1000, 30}, rng));
+             Tensor v = as(uniformTensor({1000, 30}, rng, 0, 0.01));
+             const Tensor g = as(uniformTensor({1000, 30}, rng));
+             MomentumStep ms;
+             ms.lr = 0.05;
+             ms.nesterov = true;
+             ops.momentumUpdate(ms, g, buf, w1);
+             AdamStep as2;
+             as2.step = 3;
+             ops.adamUpdate(as2, g, m, v, w2);
+             return std::vector<Tensor>{w1, buf, w2, m, v};
+         }});
     return checks;
 }
 
@@ -266,7 +285,8 @@ std::unique_ptr<Ops> makeBackend(const SelfTestOptions& o)
         std::string why;
         GpuBackend* gpu = cudaBackend(&why);
         if (!gpu) throw Unsupported("self-test on cuda: " + why);
-        if (gpu->deviceCount() == 0) throw Unsupported("self-test on cuda: " + gpu->unavailableReason());
+        if (gpu->deviceCount() == 0)
+            throw Unsupported("self-test on cuda: " + gpu->unavailableReason());
         // The op checks hand host tensors over; staging copies them to GPU 0 and back.
         return makeStagedOps(gpu->makeOps(0, GpuOpsOptions{o.allowTf32}));
     }
@@ -282,7 +302,8 @@ double toleranceFor(const SelfTestOptions& o)
 
 // ---- training ----
 
-Batch syntheticBatch(const Shape& image, int classes, int towers, std::int64_t perTower, std::uint64_t seed)
+Batch syntheticBatch(const Shape& image, int classes, int towers, std::int64_t perTower,
+                     std::uint64_t seed)
 {
     Rng rng(seed);
     Batch b;
@@ -320,7 +341,8 @@ double updateError(const std::vector<Tensor>& start, TowerSet& a, TowerSet& b)
 
 // Two towers of `model` on the backend under test, dropout off (the masks would differ between
 // a split and a whole batch), one thread each.
-TowerSetOptions towerOptions(const SelfTestOptions& o, const std::string& model, const std::string& optimizer)
+TowerSetOptions towerOptions(const SelfTestOptions& o, const std::string& model,
+                             const std::string& optimizer)
 {
     TowerSetOptions t;
     t.model = model;
@@ -338,9 +360,11 @@ SelfTestResult trainingCheck(const SelfTestOptions& o)
     // Two towers of fashion-fast (convolutions, batch norm, max-pool, linear layers) overfit one
     // fixed batch with Nesterov momentum: the loss must fall, and the replicas stay identical.
     SelfTestResult r;
-    r.name = "training: 2 towers x 16 of fashion-fast, 12 Nesterov steps on one batch: loss falls, replicas identical";
+    r.name = "training: 2 towers x 16 of fashion-fast, 12 Nesterov steps on one batch: loss falls, "
+             "replicas identical";
     TowerSet set(towerOptions(o, "fashion-fast", "nesterov"));
-    const Batch batch = syntheticBatch(set.model().inputShape(), set.model().numClasses(), 2, 16, o.seed + 50);
+    const Batch batch =
+        syntheticBatch(set.model().inputShape(), set.model().numClasses(), 2, 16, o.seed + 50);
     double first = 0, last = 0;
     for (int s = 0; s < 12; ++s) {
         const auto step = set.step(batch, s, 0.02);
@@ -370,13 +394,15 @@ SelfTestResult replicationCheck(const SelfTestOptions& o)
     // norm: its statistics are per tower, as in PyTorch's DDP, so a batch-norm model is not
     // expected to match). Only rounding may differ: the order of the gradient sums.
     SelfTestResult r;
-    r.name = "replication: 2 towers x 8 update the weights as 1 tower x 16 (cifar10-tutorial, 3 momentum steps)";
+    r.name = "replication: 2 towers x 8 update the weights as 1 tower x 16 (cifar10-tutorial, 3 "
+             "momentum steps)";
     const TowerSetOptions t = towerOptions(o, "cifar10-tutorial", "momentum");
     TowerSetOptions single = t;
     single.towers = 1;
     TowerSet two(t), one(single);
     const auto start = weights(one);
-    const Batch twoSlices = syntheticBatch(two.model().inputShape(), two.model().numClasses(), 2, 8, o.seed + 60);
+    const Batch twoSlices =
+        syntheticBatch(two.model().inputShape(), two.model().numClasses(), 2, 8, o.seed + 60);
     Batch oneSlice = twoSlices;
     oneSlice.towers = 1;
     for (int s = 0; s < 3; ++s) {
@@ -415,7 +441,8 @@ std::vector<SelfTestResult> runSelfTest(const SelfTestOptions& options,
         try {
             const auto got = check.run(*backend, DType::Float32);
             const auto want = check.run(*reference, DType::Float64);
-            for (std::size_t i = 0; i < got.size(); ++i) r.error = std::max(r.error, normalisedError(got[i], want[i]));
+            for (std::size_t i = 0; i < got.size(); ++i)
+                r.error = std::max(r.error, normalisedError(got[i], want[i]));
             r.passed = std::isfinite(r.error) && r.error <= r.tolerance;
         } catch (const std::exception& e) {
             r.detail = e.what();

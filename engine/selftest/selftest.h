@@ -15,18 +15,19 @@ namespace towers::engine {
 
 struct SelfTestResult
 {
-    std::string name;       // "conv2d forward 5x5 s1 same [8,12,12,64]->64", ...
+    std::string name; // "conv2d forward 5x5 s1 same [8,12,12,64]->64", ...
     bool passed = false;
-    double error = 0;       // normalised L2 error against the reference, or the check's measure
+    double error = 0; // normalised L2 error against the reference, or the check's measure
     double tolerance = 0;
-    std::string detail;     // why it failed, or what was measured, in words
+    std::string detail; // why it failed, or what was measured, in words
 };
 
 struct SelfTestOptions
 {
-    std::string backend = "onednn"; // what to test: "onednn" or "cuda" (the reference is the oracle)
+    std::string backend =
+        "onednn"; // what to test: "onednn" or "cuda" (the reference is the oracle)
     std::uint64_t seed = 1;
-    bool training = true;           // also the training steps (a few seconds)
+    bool training = true; // also the training steps (a few seconds)
     // Normalised L2 error allowed for float32 against the float64 reference; 0 takes the
     // backend's: 1e-5 for oneDNN, 1e-4 for CUDA (cuDNN's fastest algorithms, FFT and Winograd
     // among them, round more), 1e-2 for CUDA with TF32.
@@ -44,7 +45,8 @@ std::vector<std::string> selfTestBackends();
 // Runs every check in order, calling onResult after each (for progress), and returns them all.
 // Throws UnknownName for an unknown backend; a check that throws is a failed result with the
 // message, not an exception.
-std::vector<SelfTestResult> runSelfTest(const SelfTestOptions& options,
-                                        const std::function<void(const SelfTestResult&)>& onResult = {});
+std::vector<SelfTestResult>
+runSelfTest(const SelfTestOptions& options,
+            const std::function<void(const SelfTestResult&)>& onResult = {});
 
 } // namespace towers::engine

@@ -3,7 +3,11 @@
 
 namespace towers::engine {
 
-enum class DeviceKind { Host, Cuda };
+enum class DeviceKind
+{
+    Host,
+    Cuda
+};
 
 // Where bytes live. The host is one device; each GPU is another. A Device says what it is; it
 // does not run ops (that is an execution context's job, see ops/ops.h).

@@ -14,7 +14,8 @@ Tensor::Tensor(Shape shape, DType dtype) : m_shape(std::move(shape)), m_dtype(dt
 Tensor::Tensor(Shape shape, DType dtype, const Device& device)
     : m_shape(std::move(shape)), m_dtype(dtype)
 {
-    m_buffer = Buffer::allocate(device, static_cast<std::size_t>(m_shape.numel()) * dtypeSize(dtype));
+    m_buffer =
+        Buffer::allocate(device, static_cast<std::size_t>(m_shape.numel()) * dtypeSize(dtype));
 }
 
 Tensor Tensor::pinned(Shape shape, DType dtype)
@@ -22,7 +23,8 @@ Tensor Tensor::pinned(Shape shape, DType dtype)
     Tensor t;
     t.m_shape = std::move(shape);
     t.m_dtype = dtype;
-    t.m_buffer = Buffer::allocatePinnedHost(static_cast<std::size_t>(t.m_shape.numel()) * dtypeSize(dtype));
+    t.m_buffer =
+        Buffer::allocatePinnedHost(static_cast<std::size_t>(t.m_shape.numel()) * dtypeSize(dtype));
     return t;
 }
 
@@ -125,11 +127,16 @@ double Tensor::at(std::int64_t i) const
 {
     requireHost("element access");
     switch (m_dtype) {
-    case DType::Float32: return static_cast<const float*>(raw())[i];
-    case DType::Float64: return static_cast<const double*>(raw())[i];
-    case DType::Int32: return static_cast<const std::int32_t*>(raw())[i];
-    case DType::Int64: return static_cast<double>(static_cast<const std::int64_t*>(raw())[i]);
-    case DType::UInt8: return static_cast<const std::uint8_t*>(raw())[i];
+    case DType::Float32:
+        return static_cast<const float*>(raw())[i];
+    case DType::Float64:
+        return static_cast<const double*>(raw())[i];
+    case DType::Int32:
+        return static_cast<const std::int32_t*>(raw())[i];
+    case DType::Int64:
+        return static_cast<double>(static_cast<const std::int64_t*>(raw())[i]);
+    case DType::UInt8:
+        return static_cast<const std::uint8_t*>(raw())[i];
     case DType::BFloat16: {
         std::uint32_t bits = std::uint32_t(static_cast<const std::uint16_t*>(raw())[i]) << 16;
         float f;
@@ -144,11 +151,21 @@ void Tensor::setAt(std::int64_t i, double v)
 {
     requireHost("element access");
     switch (m_dtype) {
-    case DType::Float32: static_cast<float*>(raw())[i] = static_cast<float>(v); break;
-    case DType::Float64: static_cast<double*>(raw())[i] = v; break;
-    case DType::Int32: static_cast<std::int32_t*>(raw())[i] = static_cast<std::int32_t>(v); break;
-    case DType::Int64: static_cast<std::int64_t*>(raw())[i] = static_cast<std::int64_t>(v); break;
-    case DType::UInt8: static_cast<std::uint8_t*>(raw())[i] = static_cast<std::uint8_t>(v); break;
+    case DType::Float32:
+        static_cast<float*>(raw())[i] = static_cast<float>(v);
+        break;
+    case DType::Float64:
+        static_cast<double*>(raw())[i] = v;
+        break;
+    case DType::Int32:
+        static_cast<std::int32_t*>(raw())[i] = static_cast<std::int32_t>(v);
+        break;
+    case DType::Int64:
+        static_cast<std::int64_t*>(raw())[i] = static_cast<std::int64_t>(v);
+        break;
+    case DType::UInt8:
+        static_cast<std::uint8_t*>(raw())[i] = static_cast<std::uint8_t>(v);
+        break;
     case DType::BFloat16: {
         float f = static_cast<float>(v);
         std::uint32_t bits;
@@ -179,13 +196,14 @@ void Tensor::checkType(DType t) const
 void Tensor::requireHost(const char* what) const
 {
     if (m_buffer && !m_buffer->device().isHost())
-        throw InvalidArgument(std::string(what) + " needs the tensor on the host, but " + describe() +
-                              " is not: copy it with copyTo(Device::host()) first");
+        throw InvalidArgument(std::string(what) + " needs the tensor on the host, but " +
+                              describe() + " is not: copy it with copyTo(Device::host()) first");
 }
 
 void requireShape(const Tensor& t, const Shape& expected, const char* what)
 {
-    if (t.empty()) throw ShapeError(std::string(what) + ": tensor is empty, expected " + expected.str());
+    if (t.empty())
+        throw ShapeError(std::string(what) + ": tensor is empty, expected " + expected.str());
     if (t.shape() != expected)
         throw ShapeError(std::string(what) + ": expected shape " + expected.str() + ", got " +
                          t.shape().str());

@@ -52,7 +52,10 @@ public:
         checkType(dtypeOf<T>());
         return static_cast<const T*>(raw());
     }
-    template <class T> std::span<T> span() { return {data<T>(), static_cast<std::size_t>(numel())}; }
+    template <class T> std::span<T> span()
+    {
+        return {data<T>(), static_cast<std::size_t>(numel())};
+    }
     template <class T> std::span<const T> span() const
     {
         return {data<T>(), static_cast<std::size_t>(numel())};

@@ -57,7 +57,8 @@ private:
     uLong m_crc = ::crc32(0L, Z_NULL, 0);
 };
 
-std::string checksum(const std::map<std::string, std::string>& metadata, const NamedTensors& tensors)
+std::string checksum(const std::map<std::string, std::string>& metadata,
+                     const NamedTensors& tensors)
 {
     Crc crc;
     for (const auto& [k, v] : metadata) {
@@ -79,7 +80,8 @@ std::int64_t parseInt(const std::string& s, const fs::path& path, const char* ke
     std::int64_t v = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc() || end != s.data() + s.size())
-        throw IoError("checkpoint " + quoted(path) + ": metadata '" + key + "' is not an integer: '" + s + "'");
+        throw IoError("checkpoint " + quoted(path) + ": metadata '" + key +
+                      "' is not an integer: '" + s + "'");
     return v;
 }
 
@@ -96,12 +98,14 @@ CheckpointInfo parseInfo(const std::map<std::string, std::string>& meta, const f
         return IoError("checkpoint " + quoted(path) + ": metadata '" + key + "' " + why);
     };
     if (get("format") != kFormat)
-        throw IoError("checkpoint " + quoted(path) + ": not a Towers checkpoint (format '" + get("format") + "')");
+        throw IoError("checkpoint " + quoted(path) + ": not a Towers checkpoint (format '" +
+                      get("format") + "')");
     CheckpointInfo info;
     const std::int64_t version = parseInt(get("format_version"), path, "format_version");
     if (version < 1 || version > kCheckpointFormatVersion)
-        throw bad("format_version", "is " + std::to_string(version) + "; this build reads versions 1 to " +
-                                        std::to_string(kCheckpointFormatVersion) + " (written by a newer Towers?)");
+        throw bad("format_version",
+                  "is " + std::to_string(version) + "; this build reads versions 1 to " +
+                      std::to_string(kCheckpointFormatVersion) + " (written by a newer Towers?)");
     info.formatVersion = int(version);
     info.model = get("model");
     if (info.model.empty()) throw bad("model", "is empty");
@@ -119,15 +123,18 @@ CheckpointInfo parseInfo(const std::map<std::string, std::string>& meta, const f
             info.classNames.push_back(n.get<std::string>());
         }
         const Json shape = Json::parse(get("input_shape"));
-        if (!shape.is_array() || shape.size() != 3) throw bad("input_shape", "is not a list [H, W, C]");
+        if (!shape.is_array() || shape.size() != 3)
+            throw bad("input_shape", "is not a list [H, W, C]");
         std::vector<std::int64_t> dims;
         for (const auto& d : shape) {
-            if (!d.is_number_integer() || d.get<std::int64_t>() < 1) throw bad("input_shape", "holds a non-positive size");
+            if (!d.is_number_integer() || d.get<std::int64_t>() < 1)
+                throw bad("input_shape", "holds a non-positive size");
             dims.push_back(d.get<std::int64_t>());
         }
         info.inputShape = Shape(dims);
         const Json epoch = Json::parse(get("epoch"));
-        if (!epoch.is_number() || epoch.get<double>() < 0) throw bad("epoch", "is not a number >= 0");
+        if (!epoch.is_number() || epoch.get<double>() < 0)
+            throw bad("epoch", "is not a number >= 0");
         info.epoch = epoch.get<double>();
     } catch (const Json::exception& e) {
         throw IoError("checkpoint " + quoted(path) + ": malformed metadata: " + e.what());
@@ -147,7 +154,8 @@ const Tensor* Checkpoint::weight(const std::string& name, bool useEma) const
     return nullptr;
 }
 
-Checkpoint makeCheckpoint(const Model& model, CheckpointInfo info, NamedTensors ema, NamedTensors optimizer)
+Checkpoint makeCheckpoint(const Model& model, CheckpointInfo info, NamedTensors ema,
+                          NamedTensors optimizer)
 {
     Checkpoint c;
     info.model = model.name();
@@ -166,11 +174,14 @@ void writeCheckpoint(const fs::path& path, const Checkpoint& c)
 {
     NamedTensors all = c.weights;
     for (const auto& [n, t] : c.ema) {
-        if (n.rfind("ema.", 0) != 0) throw InvalidArgument("checkpoint: EMA tensor '" + n + "' must be named ema.<parameter>");
+        if (n.rfind("ema.", 0) != 0)
+            throw InvalidArgument("checkpoint: EMA tensor '" + n +
+                                  "' must be named ema.<parameter>");
         all.emplace_back(n, t);
     }
     for (const auto& [n, t] : c.optimizer) {
-        if (n.rfind("optim.", 0) != 0) throw InvalidArgument("checkpoint: optimizer tensor '" + n + "' must be named optim.*");
+        if (n.rfind("optim.", 0) != 0)
+            throw InvalidArgument("checkpoint: optimizer tensor '" + n + "' must be named optim.*");
         all.emplace_back(n, t);
     }
     for (const auto& [n, t] : c.weights)
@@ -200,16 +211,21 @@ Checkpoint readCheckpoint(const fs::path& path)
     SafeTensors file = readSafeTensors(path); // IoError for anything wrong with the file itself
     const auto sum = file.metadata.find(kChecksumKey);
     if (sum == file.metadata.end())
-        throw IoError("checkpoint " + quoted(path) + ": metadata 'crc32' is missing (not a Towers checkpoint?)");
+        throw IoError("checkpoint " + quoted(path) +
+                      ": metadata 'crc32' is missing (not a Towers checkpoint?)");
     if (sum->second != checksum(file.metadata, file.tensors))
         throw IoError("checkpoint " + quoted(path) +
-                      " is damaged: its content does not match its checksum (a corrupted or partly copied file)");
+                      " is damaged: its content does not match its checksum (a corrupted or partly "
+                      "copied file)");
     Checkpoint c;
     c.info = parseInfo(file.metadata, path);
     for (auto& [n, t] : file.tensors) {
-        if (n.rfind("ema.", 0) == 0) c.ema.emplace_back(n, std::move(t));
-        else if (n.rfind("optim.", 0) == 0) c.optimizer.emplace_back(n, std::move(t));
-        else c.weights.emplace_back(n, std::move(t));
+        if (n.rfind("ema.", 0) == 0)
+            c.ema.emplace_back(n, std::move(t));
+        else if (n.rfind("optim.", 0) == 0)
+            c.optimizer.emplace_back(n, std::move(t));
+        else
+            c.weights.emplace_back(n, std::move(t));
     }
     return c;
 }
@@ -218,53 +234,61 @@ void validateCheckpoint(const Checkpoint& c, const Model& model, const fs::path&
 {
     const std::string where = "checkpoint " + quoted(path);
     if (c.info.model != model.name())
-        throw InvalidArgument(where + " is of model '" + c.info.model + "', not '" + model.name() + "'");
+        throw InvalidArgument(where + " is of model '" + c.info.model + "', not '" + model.name() +
+                              "'");
     if (c.info.inputShape != model.inputShape())
-        throw InvalidArgument(where + " was trained on inputs " + c.info.inputShape.str() + ", the model takes " +
-                              model.inputShape().str());
+        throw InvalidArgument(where + " was trained on inputs " + c.info.inputShape.str() +
+                              ", the model takes " + model.inputShape().str());
     std::map<std::string, const Tensor*> weights;
     for (const auto& [n, t] : c.weights) weights[n] = &t;
     std::map<std::string, const Parameter*> trainable;
     for (const auto* p : model.parameters()) {
         const auto it = weights.find(p->name);
-        if (it == weights.end()) throw InvalidArgument(where + ": tensor '" + p->name + "' of the model is missing");
+        if (it == weights.end())
+            throw InvalidArgument(where + ": tensor '" + p->name + "' of the model is missing");
         const Tensor& t = *it->second;
         if (t.dtype() != p->value.dtype())
-            throw InvalidArgument(where + ": tensor '" + p->name + "' is " + std::string(dtypeName(t.dtype())) +
-                                  ", the model's is " + std::string(dtypeName(p->value.dtype())));
+            throw InvalidArgument(where + ": tensor '" + p->name + "' is " +
+                                  std::string(dtypeName(t.dtype())) + ", the model's is " +
+                                  std::string(dtypeName(p->value.dtype())));
         if (t.shape() != p->value.shape())
-            throw InvalidArgument(where + ": tensor '" + p->name + "' has shape " + t.shape().str() +
-                                  ", the model's is " + p->value.shape().str());
+            throw InvalidArgument(where + ": tensor '" + p->name + "' has shape " +
+                                  t.shape().str() + ", the model's is " + p->value.shape().str());
         weights.erase(it);
         if (p->trainable) trainable[p->name] = p;
     }
     if (!weights.empty())
-        throw InvalidArgument(where + ": tensor '" + weights.begin()->first + "' is not part of model '" + model.name() + "'");
+        throw InvalidArgument(where + ": tensor '" + weights.begin()->first +
+                              "' is not part of model '" + model.name() + "'");
 
     auto checkLike = [&](const std::string& n, const Tensor& t, const Parameter& p) {
         if (t.dtype() != p.value.dtype() || t.shape() != p.value.shape())
-            throw InvalidArgument(where + ": tensor '" + n + "' is " + t.describe() + ", its parameter '" + p.name +
-                                  "' is " + p.value.describe());
+            throw InvalidArgument(where + ": tensor '" + n + "' is " + t.describe() +
+                                  ", its parameter '" + p.name + "' is " + p.value.describe());
     };
     if (!c.ema.empty()) {
         std::set<std::string> seen;
         for (const auto& [n, t] : c.ema) {
             const auto it = trainable.find(n.substr(4));
             if (it == trainable.end())
-                throw InvalidArgument(where + ": tensor '" + n + "' averages no trainable parameter of the model");
+                throw InvalidArgument(where + ": tensor '" + n +
+                                      "' averages no trainable parameter of the model");
             checkLike(n, t, *it->second);
             seen.insert(it->first);
         }
         for (const auto& [name, p] : trainable)
-            if (!seen.count(name)) throw InvalidArgument(where + ": tensor 'ema." + name + "' is missing");
+            if (!seen.count(name))
+                throw InvalidArgument(where + ": tensor 'ema." + name + "' is missing");
     }
     for (const auto& [n, t] : c.optimizer) {
         if (n == "optim.step") continue;
         const std::string rest = n.substr(6);
         const auto dot = rest.rfind('.');
-        const auto it = dot == std::string::npos ? trainable.end() : trainable.find(rest.substr(0, dot));
+        const auto it =
+            dot == std::string::npos ? trainable.end() : trainable.find(rest.substr(0, dot));
         if (it == trainable.end())
-            throw InvalidArgument(where + ": optimizer tensor '" + n + "' belongs to no trainable parameter of the model");
+            throw InvalidArgument(where + ": optimizer tensor '" + n +
+                                  "' belongs to no trainable parameter of the model");
         checkLike(n, t, *it->second);
     }
 }
@@ -273,7 +297,8 @@ Checkpoint loadCheckpoint(const fs::path& path, Model& model, bool useEma)
 {
     Checkpoint c = readCheckpoint(path);
     validateCheckpoint(c, model, path);
-    for (auto* p : model.parameters()) p->value.copyFrom(*c.weight(p->name, useEma && p->trainable));
+    for (auto* p : model.parameters())
+        p->value.copyFrom(*c.weight(p->name, useEma && p->trainable));
     return c;
 }
 

@@ -59,7 +59,8 @@ Checkpoint readCheckpoint(const std::filesystem::path& path);
 // every parameter and buffer present with the model's shape and dtype and no other weight, the
 // averages (if any) covering exactly the trainable parameters, and every "optim.<parameter>.<slot>"
 // tensor shaped as its parameter. Throws InvalidArgument naming the file and the tensor.
-void validateCheckpoint(const Checkpoint& checkpoint, const Model& model, const std::filesystem::path& path);
+void validateCheckpoint(const Checkpoint& checkpoint, const Model& model,
+                        const std::filesystem::path& path);
 
 // readCheckpoint + validateCheckpoint, then copies the weights and buffers into `model` (the
 // moving averages in place of the trainable weights when useEma and the checkpoint has them).

@@ -27,34 +27,44 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
         p->value.copyFrom(*t);
     }
     if (m_info.preprocessing.empty())
-        throw InvalidArgument(checkpoint.string() + ": the checkpoint has no preprocessing recipe, so its inputs are unknown");
+        throw InvalidArgument(
+            checkpoint.string() +
+            ": the checkpoint has no preprocessing recipe, so its inputs are unknown");
     try {
         m_recipe = Preprocessing::fromJson(m_info.preprocessing);
     } catch (const InvalidArgument& e) {
-        throw InvalidArgument(checkpoint.string() + ": its preprocessing recipe is invalid: " + e.what());
+        throw InvalidArgument(checkpoint.string() +
+                              ": its preprocessing recipe is invalid: " + e.what());
     }
     const Shape& in = m_model->inputShape();
     m_source = in;
     for (const auto& name : knownDatasets())
         if (name == m_info.dataset) m_source = datasetImageShape(name);
     m_recipe.validateFor(m_source);
-    if (!m_info.classNames.empty() && static_cast<int>(m_info.classNames.size()) != m_model->numClasses())
-        throw InvalidArgument(checkpoint.string() + ": it names " + std::to_string(m_info.classNames.size()) +
+    if (!m_info.classNames.empty() &&
+        static_cast<int>(m_info.classNames.size()) != m_model->numClasses())
+        throw InvalidArgument(checkpoint.string() + ": it names " +
+                              std::to_string(m_info.classNames.size()) +
                               " classes, its model has " + std::to_string(m_model->numClasses()));
     if (m_info.classNames.empty())
-        for (int i = 0; i < m_model->numClasses(); ++i) m_info.classNames.push_back("class " + std::to_string(i));
+        for (int i = 0; i < m_model->numClasses(); ++i)
+            m_info.classNames.push_back("class " + std::to_string(i));
     cpu::setCpuThreads(threads);
     m_ops = cpu::makeOneDnnOps();
 }
 
 Classifier::~Classifier() = default;
 
-int Classifier::numClasses() const { return m_model->numClasses(); }
+int Classifier::numClasses() const
+{
+    return m_model->numClasses();
+}
 
 std::vector<std::vector<double>> Classifier::probabilities(const ImageSet& images)
 {
     if (images.count > 0 && images.imageShape() != m_source)
-        throw ShapeError("classifier: images must be " + m_source.str() + ", got " + images.imageShape().str());
+        throw ShapeError("classifier: images must be " + m_source.str() + ", got " +
+                         images.imageShape().str());
     std::vector<std::vector<double>> out;
     ExecContext ctx{*m_ops, false, 0};
     Tensor x, labels;
@@ -68,7 +78,8 @@ std::vector<std::vector<double>> Classifier::probabilities(const ImageSet& image
             std::vector<double> p(static_cast<std::size_t>(k));
             double top = -INFINITY, sum = 0;
             for (std::int64_t j = 0; j < k; ++j) top = std::max(top, logits.at(i * k + j));
-            for (std::int64_t j = 0; j < k; ++j) sum += p[std::size_t(j)] = std::exp(logits.at(i * k + j) - top);
+            for (std::int64_t j = 0; j < k; ++j)
+                sum += p[std::size_t(j)] = std::exp(logits.at(i * k + j) - top);
             for (auto& v : p) v /= sum;
             out.push_back(std::move(p));
         }
@@ -79,8 +90,11 @@ std::vector<std::vector<double>> Classifier::probabilities(const ImageSet& image
 std::vector<ClassScore> Classifier::topK(const std::vector<double>& probabilities, int k)
 {
     std::vector<ClassScore> s;
-    for (std::size_t i = 0; i < probabilities.size(); ++i) s.push_back({static_cast<int>(i), probabilities[i]});
-    std::stable_sort(s.begin(), s.end(), [](const ClassScore& a, const ClassScore& b) { return a.probability > b.probability; });
+    for (std::size_t i = 0; i < probabilities.size(); ++i)
+        s.push_back({static_cast<int>(i), probabilities[i]});
+    std::stable_sort(s.begin(), s.end(), [](const ClassScore& a, const ClassScore& b) {
+        return a.probability > b.probability;
+    });
     s.resize(std::min<std::size_t>(s.size(), static_cast<std::size_t>(std::max(k, 0))));
     return s;
 }
@@ -88,12 +102,13 @@ std::vector<ClassScore> Classifier::topK(const std::vector<double>& probabilitie
 EvalResult Classifier::evaluate(const ImageSet& set, int batchSize)
 {
     if (set.imageShape() != m_source)
-        throw ShapeError("classifier: the set's images are " + set.imageShape().str() + ", the checkpoint expects " +
-                         m_source.str());
-    EvalResult r = engine::evaluate(*m_model, *m_ops, set.count, batchSize,
-                                    [&](std::int64_t b, std::int64_t e, Tensor& images, Tensor& labels) {
-                                        evaluationBatch(set, m_recipe, b, e, images, labels);
-                                    });
+        throw ShapeError("classifier: the set's images are " + set.imageShape().str() +
+                         ", the checkpoint expects " + m_source.str());
+    EvalResult r =
+        engine::evaluate(*m_model, *m_ops, set.count, batchSize,
+                         [&](std::int64_t b, std::int64_t e, Tensor& images, Tensor& labels) {
+                             evaluationBatch(set, m_recipe, b, e, images, labels);
+                         });
     r.step = m_info.step;
     r.ema = m_usesEma;
     return r;

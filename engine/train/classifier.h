@@ -25,7 +25,8 @@ public:
     // wrong: not a Towers checkpoint, an unknown model, a tensor that does not fit) and loads its
     // weights, the moving averages when `useEma` and the checkpoint has them. `threads`: CPU
     // threads for the ops (0 = every core).
-    explicit Classifier(const std::filesystem::path& checkpoint, bool useEma = true, int threads = 0);
+    explicit Classifier(const std::filesystem::path& checkpoint, bool useEma = true,
+                        int threads = 0);
     ~Classifier();
 
     const CheckpointInfo& info() const { return m_info; }

@@ -26,10 +26,13 @@ void requireSameLayout(const std::vector<std::span<Tensor>>& slots, const char* 
             if (averaged.size() &&
                 std::find(averaged.begin(), averaged.end(), mine[i].dtype()) == averaged.end()) {
                 std::string kinds;
-                for (DType t : averaged) kinds += (kinds.empty() ? "" : " and ") + std::string(dtypeName(t));
-                fail(tensor + " is " + mine[i].describe() + ": only " + kinds + " tensors are averaged");
+                for (DType t : averaged)
+                    kinds += (kinds.empty() ? "" : " and ") + std::string(dtypeName(t));
+                fail(tensor + " is " + mine[i].describe() + ": only " + kinds +
+                     " tensors are averaged");
             }
-            if (mine[i].device() != device) fail(tensor + " is " + mine[i].describe() + ", not on " + device.str());
+            if (mine[i].device() != device)
+                fail(tensor + " is " + mine[i].describe() + ", not on " + device.str());
         }
     }
 }

@@ -5,7 +5,8 @@
 namespace towers::engine {
 
 EvalResult::EvalResult(int classes)
-    : numClasses(classes), classCounts(std::size_t(classes), 0), perClassAccuracy(std::size_t(classes), 0.0),
+    : numClasses(classes), classCounts(std::size_t(classes), 0),
+      perClassAccuracy(std::size_t(classes), 0.0),
       confusion(std::size_t(classes) * std::size_t(classes), 0)
 {
 }
@@ -26,8 +27,9 @@ void EvalResult::add(const Tensor& logits, const Tensor& labels, double crossEnt
     for (std::int64_t i = 0; i < n; ++i) {
         const int truth = l[i];
         if (truth < 0 || truth >= numClasses)
-            throw InvalidArgument("evaluation label " + std::to_string(truth) + " of example " + std::to_string(i) +
-                                  " of the batch is out of range [0, " + std::to_string(numClasses) + ")");
+            throw InvalidArgument("evaluation label " + std::to_string(truth) + " of example " +
+                                  std::to_string(i) + " of the batch is out of range [0, " +
+                                  std::to_string(numClasses) + ")");
         int best = 0;
         double bestValue = logits.at(i * numClasses);
         for (int c = 1; c < numClasses; ++c) {
@@ -47,7 +49,8 @@ void EvalResult::add(const Tensor& logits, const Tensor& labels, double crossEnt
 
 void EvalResult::merge(const EvalResult& o)
 {
-    if (o.numClasses != numClasses) throw InvalidArgument("merging evaluation results of different class counts");
+    if (o.numClasses != numClasses)
+        throw InvalidArgument("merging evaluation results of different class counts");
     examples += o.examples;
     correct += o.correct;
     meanCrossEntropy += o.meanCrossEntropy;
@@ -66,12 +69,13 @@ void EvalResult::finish()
     }
 }
 
-EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize, const EvalBatchFn& batches,
-                    int part, int parts, const CancelFn& cancelled)
+EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
+                    const EvalBatchFn& batches, int part, int parts, const CancelFn& cancelled)
 {
     if (count < 1) throw InvalidArgument("evaluation needs at least one example");
     if (batchSize < 1) throw InvalidArgument("evaluation batch size must be at least 1");
-    if (parts < 1 || part < 0 || part >= parts) throw InvalidArgument("evaluation part out of range");
+    if (parts < 1 || part < 0 || part >= parts)
+        throw InvalidArgument("evaluation part out of range");
     if (!batches) throw InvalidArgument("evaluation needs a batch callback");
     const auto t0 = std::chrono::steady_clock::now();
     const Shape& in = model.inputShape();
@@ -87,7 +91,8 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize, c
         }
         const std::int64_t begin = b * batchSize, end = std::min(count, begin + batchSize);
         batches(begin, end, images, labels);
-        const std::string where = "evaluation batch [" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+        const std::string where =
+            "evaluation batch [" + std::to_string(begin) + ", " + std::to_string(end) + ")";
         requireShape(images, Shape{end - begin, in[0], in[1], in[2]}, (where + " images").c_str());
         requireShape(labels, Shape{end - begin}, (where + " labels").c_str());
         const Tensor input = images.dtype() == model.dtype() ? images : images.to(model.dtype());
@@ -101,7 +106,8 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize, c
         }
         const Tensor& logits = model.forward(ctx, *x);
         r.add(logits.onHost(), labels, 0);
-        r.meanCrossEntropy += ops.softmaxCrossEntropyForward(logits, *lab, probs) * double(end - begin);
+        r.meanCrossEntropy +=
+            ops.softmaxCrossEntropyForward(logits, *lab, probs) * double(end - begin);
     }
     if (parts == 1) r.finish();
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -21,15 +21,15 @@ struct EvalResult
 {
     int numClasses = 0;
     std::int64_t examples = 0, correct = 0;
-    double precisionAt1 = 0;      // correct / examples
-    double meanCrossEntropy = 0;  // over the examples
-    std::vector<std::int64_t> classCounts;    // examples per true class
-    std::vector<double> perClassAccuracy;     // correct / count per class (0 without examples)
-    std::vector<std::int64_t> confusion;      // numClasses x numClasses, row = true, column = predicted
-    std::int64_t step = 0;   // the global step the weights are from (set by the trainer)
-    bool ema = false;        // evaluated with the moving averages of the weights
+    double precisionAt1 = 0;               // correct / examples
+    double meanCrossEntropy = 0;           // over the examples
+    std::vector<std::int64_t> classCounts; // examples per true class
+    std::vector<double> perClassAccuracy;  // correct / count per class (0 without examples)
+    std::vector<std::int64_t> confusion; // numClasses x numClasses, row = true, column = predicted
+    std::int64_t step = 0; // the global step the weights are from (set by the trainer)
+    bool ema = false;      // evaluated with the moving averages of the weights
     double seconds = 0;
-    bool complete = true;    // false: cancelled part-way (the counts cover only what ran)
+    bool complete = true; // false: cancelled part-way (the counts cover only what ran)
 
     explicit EvalResult(int classes = 0);
     std::int64_t confusionAt(int truth, int predicted) const;
@@ -49,6 +49,7 @@ struct EvalResult
 // batchSize < 1, or a callback that produces the wrong shapes or labels out of range.
 using CancelFn = std::function<bool()>;
 EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
-                    const EvalBatchFn& batches, int part = 0, int parts = 1, const CancelFn& cancelled = {});
+                    const EvalBatchFn& batches, int part = 0, int parts = 1,
+                    const CancelFn& cancelled = {});
 
 } // namespace towers::engine

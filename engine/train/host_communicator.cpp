@@ -8,7 +8,8 @@ namespace towers::engine {
 namespace {
 
 template <class T>
-void meanRange(const std::vector<std::span<Tensor>>& slots, std::size_t index, std::int64_t b, std::int64_t e)
+void meanRange(const std::vector<std::span<Tensor>>& slots, std::size_t index, std::int64_t b,
+               std::int64_t e)
 {
     const std::size_t n = slots.size();
     std::vector<T*> ptr(n);
@@ -33,8 +34,8 @@ HostCommunicator::HostCommunicator(int size) : m_size(size), m_rendezvous(size)
 void HostCommunicator::checkRank(int rank, const char* what) const
 {
     if (rank < 0 || rank >= m_size)
-        throw InvalidArgument(std::string(what) + ": rank " + std::to_string(rank) + " out of range [0, " +
-                              std::to_string(m_size) + ")");
+        throw InvalidArgument(std::string(what) + ": rank " + std::to_string(rank) +
+                              " out of range [0, " + std::to_string(m_size) + ")");
 }
 
 void HostCommunicator::barrier(int rank)
@@ -59,7 +60,8 @@ void HostCommunicator::allReduceMean(int rank, std::span<Tensor> tensors)
     m_slots[std::size_t(rank)] = tensors;
     m_rendezvous.arrive(); // every rank's tensors are registered and final
     try {
-        requireSameLayout(m_slots, "allReduceMean", Device::host(), {DType::Float32, DType::Float64});
+        requireSameLayout(m_slots, "allReduceMean", Device::host(),
+                          {DType::Float32, DType::Float64});
     } catch (const InvalidArgument& e) {
         abort(e.what());
         throw;
@@ -101,7 +103,8 @@ void HostCommunicator::broadcast(int rank, int root, std::span<Tensor> tensors)
     if (rank != root) {
         const auto& from = m_slots[std::size_t(root)];
         for (std::size_t i = 0; i < tensors.size(); ++i)
-            if (tensors[i].bytes()) std::memcpy(tensors[i].raw(), from[i].raw(), tensors[i].bytes());
+            if (tensors[i].bytes())
+                std::memcpy(tensors[i].raw(), from[i].raw(), tensors[i].bytes());
     }
     m_rendezvous.arrive();
 }

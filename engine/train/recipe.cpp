@@ -9,8 +9,8 @@ std::string defaultModelFor(const std::string& dataset)
     requireKnownDataset(dataset);
     if (dataset == "fashion-mnist" || dataset == "mnist") return "fashion-fast";
     if (dataset == "cifar10") return "cifar10-tutorial";
-    throw UnknownName("no model is registered for dataset '" + dataset +
-                      "' (its " + (dataset == "cifar100" ? "100 classes" : "images") +
+    throw UnknownName("no model is registered for dataset '" + dataset + "' (its " +
+                      (dataset == "cifar100" ? "100 classes" : "images") +
                       " fit none of the built-in networks); name one with --model");
 }
 
@@ -83,14 +83,16 @@ Preprocessing preprocessingFor(const std::string& model, const Dataset& dataset)
         return std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]);
     };
     if (in[2] != source[2] || in[0] > source[0] || in[1] > source[1])
-        throw InvalidArgument(model + " takes " + shapeText(in) + " images; " + dataset.name + " has " +
-                              shapeText(source) + " (choose another --model; 'towers-cli models' lists them)");
+        throw InvalidArgument(model + " takes " + shapeText(in) + " images; " + dataset.name +
+                              " has " + shapeText(source) +
+                              " (choose another --model; 'towers-cli models' lists them)");
     if (info.numClasses != static_cast<int>(dataset.classNames.size()))
-        throw InvalidArgument(model + " has " + std::to_string(info.numClasses) + " classes; " + dataset.name +
-                              " has " + std::to_string(dataset.classNames.size()));
+        throw InvalidArgument(model + " has " + std::to_string(info.numClasses) + " classes; " +
+                              dataset.name + " has " + std::to_string(dataset.classNames.size()));
     Preprocessing p;
     if (source[2] == 3) {
-        p = in[0] < source[0] ? cifarDistortions(static_cast<int>(in[0])) : cifarPadCrop(dataset.train, 4);
+        p = in[0] < source[0] ? cifarDistortions(static_cast<int>(in[0]))
+                              : cifarPadCrop(dataset.train, 4);
     } else {
         // The longer recipe's wider network can use stronger augmentation.
         p = translateAndNormalize(dataset.train, model == "fashion-wide" ? 2 : 1);

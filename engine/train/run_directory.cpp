@@ -86,7 +86,8 @@ std::int64_t stepOf(const std::string& name)
     if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
         return -1;
-    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    const std::string digits =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
     if (digits.empty() || digits.size() > 18 ||
         !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
         return -1;
@@ -127,20 +128,26 @@ fs::path createNewFolder(const fs::path& proposed)
 {
     std::error_code ec;
     if (proposed.has_parent_path()) fs::create_directories(proposed.parent_path(), ec);
-    if (ec) throw IoError("cannot create the folder " + quoted(proposed.parent_path()) + ": " + ec.message());
+    if (ec)
+        throw IoError("cannot create the folder " + quoted(proposed.parent_path()) + ": " +
+                      ec.message());
     for (int n = 1; n < 100000; ++n) {
-        const fs::path p = n == 1 ? proposed : fs::path(proposed.string() + "-" + std::to_string(n));
+        const fs::path p =
+            n == 1 ? proposed : fs::path(proposed.string() + "-" + std::to_string(n));
         if (::mkdir(p.c_str(), 0777) == 0) return p;
         if (errno != EEXIST) ioFail("cannot create the folder " + quoted(p), errno);
     }
-    throw IoError("cannot create a new folder named " + quoted(proposed) + " or " + quoted(proposed) + "-N");
+    throw IoError("cannot create a new folder named " + quoted(proposed) + " or " +
+                  quoted(proposed) + "-N");
 }
 
 RunDirectory::RunDirectory(fs::path root) : m_root(std::move(root))
 {
     std::error_code ec;
     fs::create_directories(checkpointDir(), ec);
-    if (ec) throw IoError("cannot create the run folder " + quoted(checkpointDir()) + ": " + ec.message());
+    if (ec)
+        throw IoError("cannot create the run folder " + quoted(checkpointDir()) + ": " +
+                      ec.message());
 }
 
 fs::path RunDirectory::checkpointPath(std::int64_t step) const
@@ -151,7 +158,10 @@ fs::path RunDirectory::checkpointPath(std::int64_t step) const
     return checkpointDir() / buf;
 }
 
-void RunDirectory::writeConfig(const std::string& json) const { writeAtomically(configPath(), json + "\n"); }
+void RunDirectory::writeConfig(const std::string& json) const
+{
+    writeAtomically(configPath(), json + "\n");
+}
 
 std::optional<std::string> RunDirectory::readConfig() const
 {
@@ -164,7 +174,8 @@ std::optional<std::string> RunDirectory::readConfig() const
 
 void RunDirectory::appendLine(const fs::path& file, const std::string& line) const
 {
-    if (line.find('\n') != std::string::npos) throw InvalidArgument("a JSON line must not contain a newline");
+    if (line.find('\n') != std::string::npos)
+        throw InvalidArgument("a JSON line must not contain a newline");
     const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
     if (fd < 0) ioFail("cannot open " + quoted(file), errno);
     try {
@@ -176,8 +187,14 @@ void RunDirectory::appendLine(const fs::path& file, const std::string& line) con
     ::close(fd);
 }
 
-void RunDirectory::appendMetrics(const std::string& jsonLine) const { appendLine(metricsPath(), jsonLine); }
-void RunDirectory::appendEval(const std::string& jsonLine) const { appendLine(evalPath(), jsonLine); }
+void RunDirectory::appendMetrics(const std::string& jsonLine) const
+{
+    appendLine(metricsPath(), jsonLine);
+}
+void RunDirectory::appendEval(const std::string& jsonLine) const
+{
+    appendLine(evalPath(), jsonLine);
+}
 
 void RunDirectory::truncateLogs(std::int64_t step) const
 {
@@ -211,7 +228,8 @@ std::vector<std::string> RunDirectory::runContents() const
     if (!all.empty())
         out.push_back(all.size() == 1 ? "1 checkpoint at step " + std::to_string(all.front().step)
                                       : std::to_string(all.size()) + " checkpoints, steps " +
-                                            std::to_string(all.front().step) + " to " + std::to_string(all.back().step));
+                                            std::to_string(all.front().step) + " to " +
+                                            std::to_string(all.back().step));
     return out;
 }
 
@@ -229,7 +247,9 @@ fs::path newSetAsideFolder(const fs::path& root)
     fs::create_directories(root / "set-aside", ec);
     if (ec) throw IoError("cannot create " + quoted(root / "set-aside") + ": " + ec.message());
     for (int n = 1; n < 10000; ++n) {
-        const fs::path p = root / "set-aside" / (n == 1 ? std::string(stamp) : std::string(stamp) + "-" + std::to_string(n));
+        const fs::path p =
+            root / "set-aside" /
+            (n == 1 ? std::string(stamp) : std::string(stamp) + "-" + std::to_string(n));
         if (::mkdir(p.c_str(), 0777) == 0) return p;
         if (errno != EEXIST) ioFail("cannot create " + quoted(p), errno);
     }
@@ -239,7 +259,8 @@ fs::path newSetAsideFolder(const fs::path& root)
 void moveInto(const fs::path& from, const fs::path& folder)
 {
     const fs::path to = folder / from.filename();
-    if (::rename(from.c_str(), to.c_str()) != 0) ioFail("cannot move " + quoted(from) + " to " + quoted(to), errno);
+    if (::rename(from.c_str(), to.c_str()) != 0)
+        ioFail("cannot move " + quoted(from) + " to " + quoted(to), errno);
 }
 
 } // namespace
@@ -252,7 +273,8 @@ fs::path RunDirectory::setAside() const
         if (fs::exists(p, ec)) moveInto(p, folder);
     std::vector<fs::path> events;
     for (fs::directory_iterator it(m_root, ec), end; !ec && it != end; it.increment(ec))
-        if (it->path().filename().string().rfind("events.out.tfevents.", 0) == 0) events.push_back(it->path());
+        if (it->path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+            events.push_back(it->path());
     for (const auto& e : events) moveInto(e, folder);
     fs::create_directories(checkpointDir(), ec);
     if (ec) throw IoError("cannot create " + quoted(checkpointDir()) + ": " + ec.message());
@@ -288,8 +310,8 @@ void RunDirectory::removeStaleTemporaries() const
     }
 }
 
-std::optional<CheckpointFile> RunDirectory::newestGoodCheckpoint(const Model* model,
-                                                                 std::vector<std::string>* skipped) const
+std::optional<CheckpointFile>
+RunDirectory::newestGoodCheckpoint(const Model* model, std::vector<std::string>* skipped) const
 {
     auto all = checkpoints();
     for (auto it = all.rbegin(); it != all.rend(); ++it) {

@@ -3,9 +3,9 @@
 //   config.json                        the run configuration
 //   metrics.jsonl                      one JSON object per logged step
 //   eval.jsonl                         one JSON object per evaluation
-//   checkpoints/ckpt-<step>.safetensors  the step zero-padded to 8 digits; the last K of this run kept
-//   towers.lock                        who trains in it now (run_lock.h)
-//   set-aside/<time>/                  an earlier run's files, moved there by --overwrite/--restart
+//   checkpoints/ckpt-<step>.safetensors  the step zero-padded to 8 digits; the last K of this run
+//   kept towers.lock                        who trains in it now (run_lock.h) set-aside/<time>/ an
+//   earlier run's files, moved there by --overwrite/--restart
 //                                      or a resume that could not load them; never deleted
 #include <cstdint>
 #include <filesystem>
@@ -84,7 +84,8 @@ public:
     std::filesystem::path setAside() const;
     // Moves `files` (checkpoints of this run) into a new set-aside/<...>/checkpoints/ and returns
     // that folder.
-    std::filesystem::path setAsideCheckpoints(const std::vector<std::filesystem::path>& files) const;
+    std::filesystem::path
+    setAsideCheckpoints(const std::vector<std::filesystem::path>& files) const;
     // Deletes one checkpoint file (rotation); IoError naming it on failure.
     void removeCheckpoint(const std::filesystem::path& file) const;
     // Deletes the temporary files of checkpoint writes that were killed before their rename.
@@ -92,8 +93,9 @@ public:
     // The newest checkpoint that reads (readCheckpoint: intact, checksum right) and, when `model`
     // is given, fits it (validateCheckpoint); files that fail are skipped, and their errors
     // appended to `skipped` when given. nullopt when no file qualifies.
-    std::optional<CheckpointFile> newestGoodCheckpoint(const Model* model = nullptr,
-                                                       std::vector<std::string>* skipped = nullptr) const;
+    std::optional<CheckpointFile>
+    newestGoodCheckpoint(const Model* model = nullptr,
+                         std::vector<std::string>* skipped = nullptr) const;
 
 private:
     void appendLine(const std::filesystem::path& file, const std::string& line) const;

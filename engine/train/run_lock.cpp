@@ -15,7 +15,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string quoted(const fs::path& p)
+{
+    return "'" + p.string() + "'";
+}
 
 std::string hostName()
 {
@@ -51,14 +54,17 @@ std::string describe(const std::string& text)
         while (at < text.size()) {
             std::size_t end = text.find('\n', at);
             if (end == std::string::npos) end = text.size();
-            if (text.compare(at, key.size() + 1, key + " ") == 0) return text.substr(at + key.size() + 1, end - at - key.size() - 1);
+            if (text.compare(at, key.size() + 1, key + " ") == 0)
+                return text.substr(at + key.size() + 1, end - at - key.size() - 1);
             at = end + 1;
         }
         return {};
     };
-    const std::string pid = field("pid"), host = field("host"), since = field("since"), program = field("program");
+    const std::string pid = field("pid"), host = field("host"), since = field("since"),
+                      program = field("program");
     if (pid.empty()) return "another process (it has not yet written who it is)";
-    std::string s = "process " + pid + " on " + (host.empty() ? std::string("an unknown host") : host);
+    std::string s =
+        "process " + pid + " on " + (host.empty() ? std::string("an unknown host") : host);
     if (!since.empty()) s += " since " + since;
     if (!program.empty()) s += " (" + program + ")";
     return s;
@@ -89,7 +95,8 @@ RunLock RunLock::acquire(const fs::path& root, const std::string& program)
     const fs::path file = root / kFileName;
     const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0)
-        throw IoError("cannot open the run folder's lock file " + quoted(file) + ": " + std::strerror(errno));
+        throw IoError("cannot open the run folder's lock file " + quoted(file) + ": " +
+                      std::strerror(errno));
     int rc;
     do {
         rc = ::flock(fd, LOCK_EX | LOCK_NB);
@@ -99,13 +106,16 @@ RunLock RunLock::acquire(const fs::path& root, const std::string& program)
         const std::string who = err == EWOULDBLOCK ? describe(readAll(fd)) : std::string();
         ::close(fd);
         if (err == EWOULDBLOCK)
-            throw RunFolderBusy("the run folder " + quoted(root) + " is in use by " + who +
-                                ": one training at a time per run folder (wait for it to end or stop it; "
-                                "a process that dies releases it at once)");
-        throw IoError("cannot lock the run folder " + quoted(root) + " (" + quoted(file) + "): " + std::strerror(err));
+            throw RunFolderBusy(
+                "the run folder " + quoted(root) + " is in use by " + who +
+                ": one training at a time per run folder (wait for it to end or stop it; "
+                "a process that dies releases it at once)");
+        throw IoError("cannot lock the run folder " + quoted(root) + " (" + quoted(file) +
+                      "): " + std::strerror(err));
     }
-    const std::string text = "pid " + std::to_string(::getpid()) + "\nhost " + hostName() + "\nsince " + now() +
-                             "\nprogram " + (program.empty() ? processName() : program) + "\n";
+    const std::string text = "pid " + std::to_string(::getpid()) + "\nhost " + hostName() +
+                             "\nsince " + now() + "\nprogram " +
+                             (program.empty() ? processName() : program) + "\n";
     // Who holds it, for the next one to read; a failure here is no reason to refuse the run.
     if (::ftruncate(fd, 0) == 0) {
         [[maybe_unused]] const ssize_t n = ::pwrite(fd, text.data(), text.size(), 0);
@@ -128,7 +138,10 @@ std::optional<std::string> RunLock::holder(const fs::path& root)
     return who;
 }
 
-RunLock::RunLock(RunLock&& other) noexcept : m_root(std::move(other.m_root)), m_fd(other.m_fd) { other.m_fd = -1; }
+RunLock::RunLock(RunLock&& other) noexcept : m_root(std::move(other.m_root)), m_fd(other.m_fd)
+{
+    other.m_fd = -1;
+}
 
 RunLock& RunLock::operator=(RunLock&& other) noexcept
 {

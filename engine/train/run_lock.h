@@ -26,9 +26,9 @@ public:
     static constexpr const char* kFileName = "towers.lock";
 
     // Creates `root` when missing, then locks it for this process. `program` says who takes it
-    // (default: this process's name, e.g. "towers-cli"). Throws RunFolderBusy naming the folder and its holder when
-    // another process (or another RunLock of this process) holds it, IoError when the folder or
-    // the lock file cannot be made.
+    // (default: this process's name, e.g. "towers-cli"). Throws RunFolderBusy naming the folder and
+    // its holder when another process (or another RunLock of this process) holds it, IoError when
+    // the folder or the lock file cannot be made.
     static RunLock acquire(const std::filesystem::path& root, const std::string& program = {});
 
     // Who holds `root`'s lock ("process 1234 on host h since 2026-11-24 01:02:03 (towers-cli

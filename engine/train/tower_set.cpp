@@ -22,14 +22,18 @@ double msBetween(Clock::time_point a, Clock::time_point b)
     return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-bool isFloat(DType t) { return t == DType::Float32 || t == DType::Float64; }
+bool isFloat(DType t)
+{
+    return t == DType::Float32 || t == DType::Float64;
+}
 
 // "" when a and b hold the same bytes, else where they first differ.
 std::string firstDifference(const Tensor& deviceA, const Tensor& deviceB)
 {
     // GPU towers are compared through host copies (a check, not a hot path).
     const Tensor a = deviceA.onHost(), b = deviceB.onHost();
-    if (a.shape() != b.shape() || a.dtype() != b.dtype()) return "is " + a.describe() + " instead of " + b.describe();
+    if (a.shape() != b.shape() || a.dtype() != b.dtype())
+        return "is " + a.describe() + " instead of " + b.describe();
     if (a.bytes() == 0 || std::memcmp(a.raw(), b.raw(), a.bytes()) == 0) return {};
     const std::size_t size = dtypeSize(a.dtype());
     const auto* pa = static_cast<const unsigned char*>(a.raw());
@@ -82,11 +86,12 @@ struct TowerSet::Tower
     std::unique_ptr<Ops> ops;
     std::unique_ptr<Model> model;
     std::unique_ptr<Optimizer> optimizer;
-    Device device;                 // where the replica lives
-    std::vector<Tensor> reduce; // this step's gradients and float buffers (views)
+    Device device;               // where the replica lives
+    std::vector<Tensor> reduce;  // this step's gradients and float buffers (views)
     std::vector<Tensor> staging; // host copies of `reduce` for a GPU tower's collectives
     Tensor images, labels;       // a GPU tower's slice of the batch
-    std::vector<Tensor> savedBuffers; // the buffers before this step's forward (batch-norm statistics)
+    std::vector<Tensor>
+        savedBuffers; // the buffers before this step's forward (batch-norm statistics)
     LossValue loss;
     TowerTimes times;
     EvalResult eval;
@@ -95,11 +100,14 @@ struct TowerSet::Tower
 
 TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
 {
-    if (m_opt.towers < 1) throw InvalidArgument("towers: must be at least 1, got " + std::to_string(m_opt.towers));
+    if (m_opt.towers < 1)
+        throw InvalidArgument("towers: must be at least 1, got " + std::to_string(m_opt.towers));
     if (m_opt.threadsPerTower < 1)
-        throw InvalidArgument("threadsPerTower: must be at least 1, got " + std::to_string(m_opt.threadsPerTower));
+        throw InvalidArgument("threadsPerTower: must be at least 1, got " +
+                              std::to_string(m_opt.threadsPerTower));
     if (m_opt.backend != "onednn" && m_opt.backend != "reference" && m_opt.backend != "cuda")
-        throw UnknownName("unknown backend '" + m_opt.backend + "' (known: onednn, reference, cuda)");
+        throw UnknownName("unknown backend '" + m_opt.backend +
+                          "' (known: onednn, reference, cuda)");
     GpuBackend* gpu = nullptr;
     std::vector<int> gpuOf;
     if (m_opt.backend == "cuda" && !m_opt.makeOps) {
@@ -108,21 +116,24 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
         if (!gpu) throw Unsupported("GPU towers: " + why);
         if (gpu->deviceCount() == 0) throw Unsupported("GPU towers: " + gpu->unavailableReason());
         if (!m_opt.gpus.empty() && int(m_opt.gpus.size()) != m_opt.towers)
-            throw InvalidArgument("gpus: " + std::to_string(m_opt.gpus.size()) + " GPUs given for " +
-                                  std::to_string(m_opt.towers) + " towers");
+            throw InvalidArgument("gpus: " + std::to_string(m_opt.gpus.size()) +
+                                  " GPUs given for " + std::to_string(m_opt.towers) + " towers");
         for (int t = 0; t < m_opt.towers; ++t) {
             const int g = m_opt.gpus.empty() ? t % gpu->deviceCount() : m_opt.gpus[std::size_t(t)];
             if (g < 0 || g >= gpu->deviceCount())
-                throw InvalidArgument("gpus: there is no GPU " + std::to_string(g) + " (this machine has " +
-                                      std::to_string(gpu->deviceCount()) + ")");
+                throw InvalidArgument("gpus: there is no GPU " + std::to_string(g) +
+                                      " (this machine has " + std::to_string(gpu->deviceCount()) +
+                                      ")");
             gpuOf.push_back(g);
         }
     }
     if (!(m_opt.emaDecay >= 0 && m_opt.emaDecay < 1))
-        throw InvalidArgument("emaDecay: must be in [0, 1) (0 = off), got " + std::to_string(m_opt.emaDecay));
+        throw InvalidArgument("emaDecay: must be in [0, 1) (0 = off), got " +
+                              std::to_string(m_opt.emaDecay));
     std::function<std::unique_ptr<Model>()> build = m_opt.build;
     if (!build) build = findModel(m_opt.model).build;
-    if (m_opt.dtype != DType::Float32 && !(m_opt.dtype == DType::Float64 && m_opt.backend == "reference"))
+    if (m_opt.dtype != DType::Float32 &&
+        !(m_opt.dtype == DType::Float64 && m_opt.backend == "reference"))
         throw Unsupported("towers run in float32, or in float64 on the reference backend; not " +
                           std::string(dtypeName(m_opt.dtype)) + " on " + m_opt.backend);
     makeOptimizer(m_opt.optimizer); // validates the options before any thread starts
@@ -140,8 +151,10 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
             m_deviceCollectives = true;
             std::string gpus;
             for (int g : gpuOf) gpus += (gpus.empty() ? "" : ", ") + std::to_string(g);
-            const bool oneGpu = std::all_of(gpuOf.begin(), gpuOf.end(), [&](int g) { return g == gpuOf.front(); });
-            m_allReduceText = oneGpu ? "on GPU " + std::to_string(gpuOf.front()) : "with NCCL across GPUs " + gpus;
+            const bool oneGpu =
+                std::all_of(gpuOf.begin(), gpuOf.end(), [&](int g) { return g == gpuOf.front(); });
+            m_allReduceText = oneGpu ? "on GPU " + std::to_string(gpuOf.front())
+                                     : "with NCCL across GPUs " + gpus;
         } else {
             m_allReduceText = "on the host (" + why + ")";
         }
@@ -184,7 +197,8 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
             const auto& from = m_towers.front()->model->parameters();
             const auto& to = m_towers[std::size_t(t)]->model->parameters();
             for (std::size_t i = 0; i < to.size(); ++i)
-                if (to[i]->value.device() != m_towers[std::size_t(t)]->device) to[i]->value.copyFrom(from[i]->value);
+                if (to[i]->value.device() != m_towers[std::size_t(t)]->device)
+                    to[i]->value.copyFrom(from[i]->value);
         }
     if (m_opt.emaDecay > 0) {
         m_ema = std::make_unique<Ema>(m_opt.emaDecay);
@@ -194,9 +208,15 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
 
 TowerSet::~TowerSet() = default;
 
-int TowerSet::size() const { return int(m_towers.size()); }
+int TowerSet::size() const
+{
+    return int(m_towers.size());
+}
 
-Model& TowerSet::model() { return *m_towers.front()->model; }
+Model& TowerSet::model()
+{
+    return *m_towers.front()->model;
+}
 Model& TowerSet::model(int tower)
 {
     if (tower < 0 || tower >= size()) throw InvalidArgument("no tower " + std::to_string(tower));
@@ -208,9 +228,13 @@ Device TowerSet::device(int tower) const
     return m_towers[std::size_t(tower)]->device;
 }
 
-Optimizer& TowerSet::optimizer() { return *m_towers.front()->optimizer; }
+Optimizer& TowerSet::optimizer()
+{
+    return *m_towers.front()->optimizer;
+}
 
-void TowerSet::collective(int tower, std::vector<Tensor>& tensors, const std::function<void(std::span<Tensor>)>& run)
+void TowerSet::collective(int tower, std::vector<Tensor>& tensors,
+                          const std::function<void(std::span<Tensor>)>& run)
 {
     Tower& tw = *m_towers[std::size_t(tower)];
     if (tw.device.isHost()) {
@@ -225,7 +249,10 @@ void TowerSet::collective(int tower, std::vector<Tensor>& tensors, const std::fu
     run(tw.staging);
     for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].copyFrom(tw.staging[i]);
 }
-const Ema* TowerSet::ema() const { return m_ema.get(); }
+const Ema* TowerSet::ema() const
+{
+    return m_ema.get();
+}
 
 void TowerSet::runOnAll(const std::function<void(int)>& job)
 {
@@ -273,9 +300,10 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
 {
     const Shape& in = model().inputShape();
     if (batch.towers != size())
-        throw InvalidArgument("the batch is split for " + std::to_string(batch.towers) + " towers, the trainer has " +
-                              std::to_string(size()));
-    if (batch.labels.rank() != 1 || batch.labels.dim(0) < size() || batch.labels.dim(0) % size() != 0)
+        throw InvalidArgument("the batch is split for " + std::to_string(batch.towers) +
+                              " towers, the trainer has " + std::to_string(size()));
+    if (batch.labels.rank() != 1 || batch.labels.dim(0) < size() ||
+        batch.labels.dim(0) % size() != 0)
         throw ShapeError("batch labels " + batch.labels.shape().str() + " do not split into " +
                          std::to_string(size()) + " equal tower slices");
     requireShape(batch.images, Shape{batch.labels.dim(0), in[0], in[1], in[2]}, "batch images");
@@ -312,8 +340,10 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         // statistics (each tower saw its own slice) so that the replicas stay identical.
         tw.reduce.clear();
         for (auto* p : tw.model->parameters()) {
-            if (p->trainable) tw.reduce.push_back(p->grad);
-            else if (isFloat(p->value.dtype())) tw.reduce.push_back(p->value);
+            if (p->trainable)
+                tw.reduce.push_back(p->grad);
+            else if (isFloat(p->value.dtype()))
+                tw.reduce.push_back(p->value);
         }
         // Divergence is caught before the update: each tower checks its share of the averages
         // (and its own loss), then all agree through a barrier and skip the update together.
@@ -357,16 +387,19 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
     return r;
 }
 
-EvalResult TowerSet::evaluate(std::int64_t count, int batchSize, const EvalBatchFn& batches, bool useEma,
-                              const CancelFn& cancelled)
+EvalResult TowerSet::evaluate(std::int64_t count, int batchSize, const EvalBatchFn& batches,
+                              bool useEma, const CancelFn& cancelled)
 {
-    if (useEma && !m_ema) throw InvalidArgument("evaluation with the moving averages, but the run keeps none (emaDecay = 0)");
+    if (useEma && !m_ema)
+        throw InvalidArgument(
+            "evaluation with the moving averages, but the run keeps none (emaDecay = 0)");
     if (count < 1) throw InvalidArgument("evaluation needs at least one example");
     runOnAll([&](int t) {
         Tower& tw = *m_towers[std::size_t(t)];
         std::unique_ptr<EmaSwap> swap;
         if (useEma) swap = std::make_unique<EmaSwap>(*m_ema, tw.model->parameters());
-        tw.eval = engine::evaluate(*tw.model, *tw.ops, count, batchSize, batches, t, size(), cancelled);
+        tw.eval =
+            engine::evaluate(*tw.model, *tw.ops, count, batchSize, batches, t, size(), cancelled);
     });
     EvalResult r(model().numClasses());
     double seconds = 0;
@@ -390,13 +423,18 @@ std::string TowerSet::compareReplicas()
         const auto& b = ref.model->parameters();
         for (std::size_t i = 0; i < a.size(); ++i) {
             const std::string d = firstDifference(a[i]->value, b[i]->value);
-            if (!d.empty()) return "tower " + std::to_string(t) + "'s '" + a[i]->name + "' " + d + " (tower 0's value)";
+            if (!d.empty())
+                return "tower " + std::to_string(t) + "'s '" + a[i]->name + "' " + d +
+                       " (tower 0's value)";
         }
         const auto state = tw.optimizer->state(tw.model->parameters());
-        if (state.size() != refState.size()) return "tower " + std::to_string(t) + "'s optimizer state has another size";
+        if (state.size() != refState.size())
+            return "tower " + std::to_string(t) + "'s optimizer state has another size";
         for (std::size_t i = 0; i < state.size(); ++i) {
             const std::string d = firstDifference(state[i].second, refState[i].second);
-            if (!d.empty()) return "tower " + std::to_string(t) + "'s '" + state[i].first + "' " + d + " (tower 0's value)";
+            if (!d.empty())
+                return "tower " + std::to_string(t) + "'s '" + state[i].first + "' " + d +
+                       " (tower 0's value)";
         }
     }
     return {};
@@ -408,7 +446,8 @@ void TowerSet::verifyReplicas()
     if (!d.empty()) throw Error("the tower replicas are no longer identical: " + d);
 }
 
-void TowerSet::loadState(const NamedTensors& weights, const NamedTensors& optimizerState, const NamedTensors& emaState)
+void TowerSet::loadState(const NamedTensors& weights, const NamedTensors& optimizerState,
+                         const NamedTensors& emaState)
 {
     std::map<std::string, const Tensor*> given;
     for (const auto& [name, t] : weights) given[name] = &t;
@@ -417,11 +456,12 @@ void TowerSet::loadState(const NamedTensors& weights, const NamedTensors& optimi
         const auto it = given.find(p->name);
         if (it == given.end()) throw InvalidArgument("state: tensor '" + p->name + "' is missing");
         if (it->second->shape() != p->value.shape() || it->second->dtype() != p->value.dtype())
-            throw InvalidArgument("state: tensor '" + p->name + "' is " + it->second->describe() + ", the model's is " +
-                                  p->value.describe());
+            throw InvalidArgument("state: tensor '" + p->name + "' is " + it->second->describe() +
+                                  ", the model's is " + p->value.describe());
     }
     if (given.size() != params.size())
-        for (const auto& [name, t] : given) model().parameter(name); // UnknownName for the extra one
+        for (const auto& [name, t] : given)
+            model().parameter(name); // UnknownName for the extra one
 
     // Check the optimizer and EMA state on tower 0 before changing anything.
     m_towers.front()->optimizer->loadState(optimizerState, params);

@@ -33,7 +33,7 @@ struct TowerSetOptions
     // With "cuda": the GPU of each tower (towers may share one: {0, 0} is two towers on GPU 0);
     // empty puts tower t on GPU t modulo the GPU count.
     std::vector<int> gpus;
-    bool allowTf32 = false;         // "cuda": TF32 tensor cores for float32 convolutions and GEMMs
+    bool allowTf32 = false; // "cuda": TF32 tensor cores for float32 convolutions and GEMMs
     // GPU towers' gradient averaging: "auto" keeps the tensors on the GPUs (NCCL across GPUs, a
     // kernel when the towers share one GPU) where the backend can, else the host; "host" always
     // averages through host copies (the seeds' design).
@@ -44,12 +44,12 @@ struct TowerSetOptions
     // When set, makes tower t's ops instead of `backend` (tests: a backend with a fault, a
     // stand-in device). The replica lives where the ops' device() says.
     std::function<std::unique_ptr<Ops>(int tower)> makeOps;
-    int threadsPerTower = 1;        // OpenMP threads of each tower (>= 1)
+    int threadsPerTower = 1; // OpenMP threads of each tower (>= 1)
     OptimizerOptions optimizer;
-    double weightDecay = -1;        // >= 0 overrides the conv/linear weights' coefficient
-    bool dropout = true;            // false: dropout layers are the identity (exact comparisons)
-    double emaDecay = 0;            // 0: no moving average
-    std::uint64_t seed = 1;         // weight initialisation (and dropout streams)
+    double weightDecay = -1; // >= 0 overrides the conv/linear weights' coefficient
+    bool dropout = true;     // false: dropout layers are the identity (exact comparisons)
+    double emaDecay = 0;     // 0: no moving average
+    std::uint64_t seed = 1;  // weight initialisation (and dropout streams)
 };
 
 // Times of one tower in one step, in milliseconds.
@@ -116,7 +116,8 @@ public:
     // Sets every tower's state (weights and buffers under the model's names, optimizer "optim.*"
     // and EMA "ema.*" tensors); InvalidArgument naming the tensor when something does not fit,
     // leaving the state unchanged where it can (weights are checked before any is copied).
-    void loadState(const NamedTensors& weights, const NamedTensors& optimizerState, const NamedTensors& emaState);
+    void loadState(const NamedTensors& weights, const NamedTensors& optimizerState,
+                   const NamedTensors& emaState);
 
 private:
     struct Tower;

@@ -11,7 +11,9 @@ TowerThread::TowerThread()
     try {
         m_thread = std::thread([this] { loop(); });
     } catch (const std::system_error& e) {
-        throw Error(std::string("cannot start a tower's thread (too many threads for this machine?): ") + e.what());
+        throw Error(
+            std::string("cannot start a tower's thread (too many threads for this machine?): ") +
+            e.what());
     }
 }
 

@@ -25,7 +25,8 @@ using Json = nlohmann::json;
 }
 
 // Reads obj[key] into `out` when present; a wrong type names the field.
-template <class T> void read(const Json& obj, const char* key, T& out, const std::string& prefix = {})
+template <class T>
+void read(const Json& obj, const char* key, T& out, const std::string& prefix = {})
 {
     const auto it = obj.find(key);
     if (it == obj.end()) return;
@@ -35,7 +36,8 @@ template <class T> void read(const Json& obj, const char* key, T& out, const std
         } else if constexpr (std::is_integral_v<T>) {
             if (!it->is_number_integer()) throw std::runtime_error("expected an integer");
             if constexpr (std::is_unsigned_v<T>)
-                if (it->is_number_integer() && !it->is_number_unsigned()) throw std::runtime_error("expected an integer >= 0");
+                if (it->is_number_integer() && !it->is_number_unsigned())
+                    throw std::runtime_error("expected an integer >= 0");
         } else if constexpr (std::is_floating_point_v<T>) {
             if (!it->is_number()) throw std::runtime_error("expected a number");
         } else if constexpr (std::is_same_v<T, std::string>) {
@@ -64,21 +66,28 @@ void TrainConfig::validate() const
     }
     if (backend != "onednn" && backend != "reference" && backend != "cuda")
         fail("backend", "must be onednn, reference or cuda, got '" + backend + "'");
-    if (!gpus.empty() && backend != "cuda") fail("gpus", "only for the cuda backend, not " + backend);
-    if (allreduce != "auto" && allreduce != "host") fail("allreduce", "must be auto or host, got '" + allreduce + "'");
+    if (!gpus.empty() && backend != "cuda")
+        fail("gpus", "only for the cuda backend, not " + backend);
+    if (allreduce != "auto" && allreduce != "host")
+        fail("allreduce", "must be auto or host, got '" + allreduce + "'");
     if (!gpus.empty() && int(gpus.size()) != towers)
-        fail("gpus", "names " + std::to_string(gpus.size()) + " GPUs for " + std::to_string(towers) + " towers");
+        fail("gpus", "names " + std::to_string(gpus.size()) + " GPUs for " +
+                         std::to_string(towers) + " towers");
     for (int g : gpus)
         if (g < 0) fail("gpus", "GPU numbers are >= 0, got " + std::to_string(g));
     if (towers < 1 || towers > kMaxTowers)
-        fail("towers", "must be in [1, " + std::to_string(kMaxTowers) + "], got " + std::to_string(towers));
+        fail("towers",
+             "must be in [1, " + std::to_string(kMaxTowers) + "], got " + std::to_string(towers));
     if (threadsPerTower < 0 || threadsPerTower > kMaxThreadsPerTower)
         fail("threadsPerTower", "must be in [0, " + std::to_string(kMaxThreadsPerTower) +
-                                    "] (0 = share the cores), got " + std::to_string(threadsPerTower));
-    if (batchPerTower < 1) fail("batchPerTower", "must be at least 1, got " + std::to_string(batchPerTower));
+                                    "] (0 = share the cores), got " +
+                                    std::to_string(threadsPerTower));
+    if (batchPerTower < 1)
+        fail("batchPerTower", "must be at least 1, got " + std::to_string(batchPerTower));
     if (steps < 0) fail("steps", "must be >= 0, got " + std::to_string(steps));
     if (!std::isfinite(epochs) || epochs < 0) fail("epochs", "must be a number >= 0");
-    if (steps == 0 && epochs <= 0) fail("steps", "give the length of the run: steps > 0 or epochs > 0");
+    if (steps == 0 && epochs <= 0)
+        fail("steps", "give the length of the run: steps > 0 or epochs > 0");
     try {
         makeOptimizer(optimizer);
     } catch (const InvalidArgument& e) {
@@ -89,15 +98,19 @@ void TrainConfig::validate() const
     } catch (const InvalidArgument& e) {
         throw InvalidArgument(std::string("training configuration: ") + e.what());
     }
-    if (!std::isfinite(weightDecay)) fail("weightDecay", "must be a finite number (negative = the model's own)");
-    if (!(emaDecay >= 0 && emaDecay < 1)) fail("emaDecay", "must be in [0, 1) (0 = off), got " + std::to_string(emaDecay));
+    if (!std::isfinite(weightDecay))
+        fail("weightDecay", "must be a finite number (negative = the model's own)");
+    if (!(emaDecay >= 0 && emaDecay < 1))
+        fail("emaDecay", "must be in [0, 1) (0 = off), got " + std::to_string(emaDecay));
     if (checkpointEvery < 0) fail("checkpointEvery", "must be >= 0 (0 = at the end only)");
-    if (keepCheckpoints < 1) fail("keepCheckpoints", "must be at least 1, got " + std::to_string(keepCheckpoints));
+    if (keepCheckpoints < 1)
+        fail("keepCheckpoints", "must be at least 1, got " + std::to_string(keepCheckpoints));
     if (evalEvery < 0) fail("evalEvery", "must be >= 0 (0 = at the end only)");
     if (evalBatchSize < 0) fail("evalBatchSize", "must be >= 0 (0 = batchPerTower)");
     if (logEvery < 1) fail("logEvery", "must be at least 1, got " + std::to_string(logEvery));
     if (histogramEvery < 0)
-        fail("histogramEvery", "must be >= 0 (0 = no histograms), got " + std::to_string(histogramEvery));
+        fail("histogramEvery",
+             "must be >= 0 (0 = no histograms), got " + std::to_string(histogramEvery));
     if (verifyEvery < 0) fail("verifyEvery", "must be >= 0 (0 = never)");
 }
 
@@ -120,19 +133,21 @@ void TrainConfig::checkThreadBudget() const
     const long total = long(towers) * long(resolvedThreadsPerTower());
     const int limit = maxComputeThreads();
     if (total > limit)
-        throw InvalidArgument(std::to_string(towers) + " towers x " + std::to_string(resolvedThreadsPerTower()) +
-                              " threads per tower = " + std::to_string(total) +
-                              " compute threads: more than this machine can start (at most " + std::to_string(limit) +
-                              " here; it has " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
-                              " cores). Ask for fewer towers or threads per tower (0 threads per tower shares the "
-                              "cores out)");
+        throw InvalidArgument(
+            std::to_string(towers) + " towers x " + std::to_string(resolvedThreadsPerTower()) +
+            " threads per tower = " + std::to_string(total) +
+            " compute threads: more than this machine can start (at most " + std::to_string(limit) +
+            " here; it has " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
+            " cores). Ask for fewer towers or threads per tower (0 threads per tower shares the "
+            "cores out)");
 }
 
 std::int64_t TrainConfig::totalSteps(std::int64_t stepsPerEpoch) const
 {
     if (steps > 0) return steps;
     if (stepsPerEpoch < 1) throw InvalidArgument("the data source has no complete batch per epoch");
-    return std::max<std::int64_t>(1, std::int64_t(std::ceil(epochs * double(stepsPerEpoch) - 1e-9)));
+    return std::max<std::int64_t>(1,
+                                  std::int64_t(std::ceil(epochs * double(stepsPerEpoch) - 1e-9)));
 }
 
 int TrainConfig::resolvedThreadsPerTower() const
@@ -155,8 +170,9 @@ std::string TrainConfig::toJson() const
     o["batchPerTower"] = batchPerTower;
     o["steps"] = steps;
     o["epochs"] = epochs;
-    o["optimizer"] = {{"kind", optimizer.kind},   {"momentum", optimizer.momentum}, {"dampening", optimizer.dampening},
-                      {"beta1", optimizer.beta1}, {"beta2", optimizer.beta2},       {"epsilon", optimizer.epsilon}};
+    o["optimizer"] = {{"kind", optimizer.kind},           {"momentum", optimizer.momentum},
+                      {"dampening", optimizer.dampening}, {"beta1", optimizer.beta1},
+                      {"beta2", optimizer.beta2},         {"epsilon", optimizer.epsilon}};
     o["lr"] = schedule.lr;
     o["schedule"] = {{"kind", LrSchedule::kindName(schedule.kind)},
                      {"decayRate", schedule.decayRate},
@@ -197,11 +213,13 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
         throw InvalidArgument(std::string("training configuration: not valid JSON: ") + e.what());
     }
     if (!o.is_object()) throw InvalidArgument("training configuration: expected a JSON object");
-    rejectUnknown(o,
-                  {"model", "backend", "towers", "gpus", "allowTf32", "allreduce", "threadsPerTower", "batchPerTower", "steps", "epochs", "optimizer", "lr",
-                   "schedule", "weightDecay", "emaDecay", "dropout", "seed", "checkpointEvery", "keepCheckpoints",
-                   "evalEvery", "evalBatchSize", "logEvery", "histogramEvery", "verifyEvery", "dataset", "dataDir",
-                   "augmentation", "runId"},
+    rejectUnknown(o, {"model",         "backend",         "towers",          "gpus",
+                      "allowTf32",     "allreduce",       "threadsPerTower", "batchPerTower",
+                      "steps",         "epochs",          "optimizer",       "lr",
+                      "schedule",      "weightDecay",     "emaDecay",        "dropout",
+                      "seed",          "checkpointEvery", "keepCheckpoints", "evalEvery",
+                      "evalBatchSize", "logEvery",        "histogramEvery",  "verifyEvery",
+                      "dataset",       "dataDir",         "augmentation",    "runId"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -224,7 +242,8 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
         if (it->is_string()) {
             c.optimizer.kind = it->get<std::string>();
         } else if (it->is_object()) {
-            rejectUnknown(*it, {"kind", "momentum", "dampening", "beta1", "beta2", "epsilon"}, "optimizer.");
+            rejectUnknown(*it, {"kind", "momentum", "dampening", "beta1", "beta2", "epsilon"},
+                          "optimizer.");
             read(*it, "kind", c.optimizer.kind, "optimizer.");
             read(*it, "momentum", c.optimizer.momentum, "optimizer.");
             read(*it, "dampening", c.optimizer.dampening, "optimizer.");
@@ -248,10 +267,12 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
             kind(it->get<std::string>());
         } else if (it->is_object()) {
             rejectUnknown(*it,
-                          {"kind", "decayRate", "decayEpochs", "staircase", "gamma", "milestones", "warmupEpochs", "minLr",
-                           "warmupFraction", "anneal", "divFactor", "finalDivFactor"},
+                          {"kind", "decayRate", "decayEpochs", "staircase", "gamma", "milestones",
+                           "warmupEpochs", "minLr", "warmupFraction", "anneal", "divFactor",
+                           "finalDivFactor"},
                           "schedule.");
-            std::string k = LrSchedule::kindName(c.schedule.kind), anneal = c.schedule.cosineAnneal ? "cos" : "linear";
+            std::string k = LrSchedule::kindName(c.schedule.kind),
+                        anneal = c.schedule.cosineAnneal ? "cos" : "linear";
             read(*it, "kind", k, "schedule.");
             kind(k);
             read(*it, "decayRate", c.schedule.decayRate, "schedule.");
@@ -262,7 +283,8 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
                 if (!m->is_array()) fail("schedule.milestones", "expected a list of epochs");
                 c.schedule.milestones.clear();
                 for (const auto& e : *m) {
-                    if (!e.is_number_integer()) fail("schedule.milestones", "expected integer epochs, got " + e.dump());
+                    if (!e.is_number_integer())
+                        fail("schedule.milestones", "expected integer epochs, got " + e.dump());
                     c.schedule.milestones.push_back(e.get<std::int64_t>());
                 }
             }
@@ -270,7 +292,8 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
             read(*it, "minLr", c.schedule.minLr, "schedule.");
             read(*it, "warmupFraction", c.schedule.warmupFraction, "schedule.");
             read(*it, "anneal", anneal, "schedule.");
-            if (anneal != "cos" && anneal != "linear") fail("schedule.anneal", "must be cos or linear, got '" + anneal + "'");
+            if (anneal != "cos" && anneal != "linear")
+                fail("schedule.anneal", "must be cos or linear, got '" + anneal + "'");
             c.schedule.cosineAnneal = anneal == "cos";
             read(*it, "divFactor", c.schedule.divFactor, "schedule.");
             read(*it, "finalDivFactor", c.schedule.finalDivFactor, "schedule.");

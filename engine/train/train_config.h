@@ -13,28 +13,28 @@ namespace towers::engine {
 struct TrainConfig
 {
     std::string model = "cifar10-tutorial";
-    std::string backend = "onednn";     // "onednn", "reference" or "cuda"
+    std::string backend = "onednn"; // "onednn", "reference" or "cuda"
     int towers = 1;
-    std::vector<int> gpus;              // "cuda": each tower's GPU; empty = tower t on GPU t mod count
-    bool allowTf32 = false;             // "cuda": TF32 tensor cores for float32
-    std::string allreduce = "auto";     // "cuda": "auto" (NCCL / on the GPU where possible) or "host"
-    int threadsPerTower = 1;            // OpenMP threads per tower; 0 = the cores shared out
-    int batchPerTower = 128;            // the global batch is towers * batchPerTower
-    std::int64_t steps = 0;             // total global steps; 0 = from `epochs`
-    double epochs = 0;                  // used when steps = 0: ceil(epochs * steps per epoch)
+    std::vector<int> gpus;          // "cuda": each tower's GPU; empty = tower t on GPU t mod count
+    bool allowTf32 = false;         // "cuda": TF32 tensor cores for float32
+    std::string allreduce = "auto"; // "cuda": "auto" (NCCL / on the GPU where possible) or "host"
+    int threadsPerTower = 1;        // OpenMP threads per tower; 0 = the cores shared out
+    int batchPerTower = 128;        // the global batch is towers * batchPerTower
+    std::int64_t steps = 0;         // total global steps; 0 = from `epochs`
+    double epochs = 0;              // used when steps = 0: ceil(epochs * steps per epoch)
 
-    OptimizerOptions optimizer;         // JSON: "optimizer": {"kind": "momentum", "momentum": 0.9}
-    LrSchedule schedule;                // JSON: "lr" (schedule.lr) and "schedule": {"kind": ...}
-    double weightDecay = -1;            // >= 0 replaces the conv/linear weights' coefficient
-    double emaDecay = 0;                // 0 = off; the tutorial's 0.9999
-    bool dropout = true;                // false: dropout layers are the identity
-    std::uint64_t seed = 1;             // weights, dropout (the data order has its own seed)
+    OptimizerOptions optimizer; // JSON: "optimizer": {"kind": "momentum", "momentum": 0.9}
+    LrSchedule schedule;        // JSON: "lr" (schedule.lr) and "schedule": {"kind": ...}
+    double weightDecay = -1;    // >= 0 replaces the conv/linear weights' coefficient
+    double emaDecay = 0;        // 0 = off; the tutorial's 0.9999
+    bool dropout = true;        // false: dropout layers are the identity
+    std::uint64_t seed = 1;     // weights, dropout (the data order has its own seed)
 
     std::int64_t checkpointEvery = 1000; // steps; 0 = only at the end and on stop
     int keepCheckpoints = 5;
-    std::int64_t evalEvery = 0;         // steps; 0 = only at the end (when an evaluator is set)
-    int evalBatchSize = 0;              // 0 = batchPerTower
-    std::int64_t logEvery = 10;         // steps between metrics (and log lines)
+    std::int64_t evalEvery = 0; // steps; 0 = only at the end (when an evaluator is set)
+    int evalBatchSize = 0;      // 0 = batchPerTower
+    std::int64_t logEvery = 10; // steps between metrics (and log lines)
     // Steps between TensorBoard histograms of every layer's weights and gradients (as the
     // tutorial's tf.summary.histogram); 0 = none.
     std::int64_t histogramEvery = 100;
@@ -47,9 +47,9 @@ struct TrainConfig
 #endif
 
     // What the CLI or GUI reports about the data; carried into the checkpoints' metadata.
-    std::string dataset;                // e.g. "cifar10"
+    std::string dataset; // e.g. "cifar10"
     std::string dataDir;
-    std::string augmentation;           // e.g. "on", "off" or a description
+    std::string augmentation; // e.g. "on", "off" or a description
     // The run's identity: made when a run starts (Trainer::startNew), kept by resumes, recorded in
     // every checkpoint. Checkpoint rotation removes only checkpoints of this run (never a copied-in
     // one of another run, nor one written before run ids existed).

@@ -18,19 +18,24 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
 
-double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double msSince(Clock::time_point t)
+{
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 
 // "2024-05-01 12:00:00.123" (local time), the tutorial's datetime.now() prefix.
 std::string timestamp()
 {
     const auto now = std::chrono::system_clock::now();
     const std::time_t t = std::chrono::system_clock::to_time_t(now);
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() %
+        1000;
     std::tm tm{};
     ::localtime_r(&t, &tm);
     char buf[48];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%03d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                  tm.tm_hour, tm.tm_min, tm.tm_sec, int(ms));
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%03d", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, int(ms));
     return buf;
 }
 
@@ -52,7 +57,8 @@ void requireFiniteWeights(const Model& model, std::int64_t step)
             for (double v : t.span<double>()) ok = ok && std::isfinite(v);
         }
         if (!ok)
-            throw DivergedError("model diverged: weight '" + p->name + "' is not finite at step " + std::to_string(step));
+            throw DivergedError("model diverged: weight '" + p->name + "' is not finite at step " +
+                                std::to_string(step));
     }
 }
 
@@ -94,7 +100,8 @@ std::string runIdOf(const Checkpoint& c)
 {
     try {
         const Json j = Json::parse(c.info.config);
-        if (j.is_object() && j.contains("runId") && j["runId"].is_string()) return j["runId"].get<std::string>();
+        if (j.is_object() && j.contains("runId") && j["runId"].is_string())
+            return j["runId"].get<std::string>();
     } catch (const Json::exception&) {
     }
     return {};
@@ -110,14 +117,15 @@ TrainConfig validated(TrainConfig c)
 
 } // namespace
 
-Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path runDirectory, DataDescription data,
-                 TrainerObserver* observer)
-    : m_config(validated(std::move(config))), m_source(source), m_lock(RunLock::acquire(runDirectory)),
-      m_dir(std::move(runDirectory)),
+Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path runDirectory,
+                 DataDescription data, TrainerObserver* observer)
+    : m_config(validated(std::move(config))), m_source(source),
+      m_lock(RunLock::acquire(runDirectory)), m_dir(std::move(runDirectory)),
       m_data(std::move(data)), m_observer(observer)
 {
     m_stepsPerEpoch = m_source.stepsPerEpoch();
-    if (m_stepsPerEpoch < 1) throw InvalidArgument("the data source has no complete global batch per epoch");
+    if (m_stepsPerEpoch < 1)
+        throw InvalidArgument("the data source has no complete global batch per epoch");
     m_total = m_config.totalSteps(m_stepsPerEpoch);
     TowerSetOptions o;
     o.model = m_config.model;
@@ -135,8 +143,9 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
     m_towers = std::make_unique<TowerSet>(o);
     const int classes = m_towers->model().numClasses();
     if (!m_data.classNames.empty() && int(m_data.classNames.size()) != classes)
-        throw InvalidArgument(std::to_string(m_data.classNames.size()) + " class names for model '" + m_config.model +
-                              "', which has " + std::to_string(classes) + " classes");
+        throw InvalidArgument(std::to_string(m_data.classNames.size()) +
+                              " class names for model '" + m_config.model + "', which has " +
+                              std::to_string(classes) + " classes");
 }
 
 Trainer::~Trainer() = default;
@@ -165,8 +174,9 @@ std::int64_t Trainer::restore(const std::filesystem::path& file)
     const Checkpoint c = readCheckpoint(file);
     validateCheckpoint(c, m_towers->model(), file);
     if (c.info.step > m_total)
-        throw InvalidArgument("checkpoint '" + file.string() + "' is at step " + std::to_string(c.info.step) +
-                              ", beyond this run's " + std::to_string(m_total) + " steps");
+        throw InvalidArgument("checkpoint '" + file.string() + "' is at step " +
+                              std::to_string(c.info.step) + ", beyond this run's " +
+                              std::to_string(m_total) + " steps");
     try {
         m_towers->loadState(c.weights, c.optimizer, c.ema);
     } catch (const InvalidArgument& e) {
@@ -191,8 +201,8 @@ void Trainer::beginNewRun(bool setAsideExisting)
         if (!setAsideExisting) {
             std::string what;
             for (const auto& w : m_dir.runContents()) what += (what.empty() ? "" : ", ") + w;
-            throw RunFolderHoldsRun("the folder '" + m_dir.root().string() + "' already holds a run (" + what +
-                                    "); nothing was changed");
+            throw RunFolderHoldsRun("the folder '" + m_dir.root().string() +
+                                    "' already holds a run (" + what + "); nothing was changed");
         }
         const auto folder = m_dir.setAside();
         log("moved the earlier run's files to " + folder.string());
@@ -219,11 +229,13 @@ std::optional<std::int64_t> Trainer::resumeFromNewest(bool setAsideUnloadable)
     if (!setAsideUnloadable) {
         std::string list;
         for (const auto& s : skipped) list += "\n  " + s;
-        throw NoCheckpointLoads("no checkpoint in '" + m_dir.checkpointDir().string() + "' loads, so the run cannot " +
+        throw NoCheckpointLoads("no checkpoint in '" + m_dir.checkpointDir().string() +
+                                "' loads, so the run cannot " +
                                 "continue; nothing was changed or deleted:" + list);
     }
     const auto folder = m_dir.setAside();
-    log("no checkpoint loads: the run's files were moved to " + folder.string() + "; starting over at step 0");
+    log("no checkpoint loads: the run's files were moved to " + folder.string() +
+        "; starting over at step 0");
     m_config.runId = newRunId();
     m_start = Start::New;
     return std::nullopt;
@@ -288,8 +300,9 @@ std::filesystem::path Trainer::writeCheckpoint()
     info.optimizer = m_towers->optimizer().name();
     info.config = m_config.toJson();
     const Ema* ema = m_towers->ema();
-    const Checkpoint c = makeCheckpoint(m_towers->model(), std::move(info), ema ? ema->state() : NamedTensors{},
-                                        m_towers->optimizer().state(m_towers->model().parameters()));
+    const Checkpoint c =
+        makeCheckpoint(m_towers->model(), std::move(info), ema ? ema->state() : NamedTensors{},
+                       m_towers->optimizer().state(m_towers->model().parameters()));
     const auto path = m_dir.checkpointPath(s);
     engine::writeCheckpoint(path, c);
     // Read back before anything older may go: rotation never leaves the run without a checkpoint
@@ -297,8 +310,10 @@ std::filesystem::path Trainer::writeCheckpoint()
     try {
         validateCheckpoint(readCheckpoint(path), m_towers->model(), path);
     } catch (const Error& e) {
-        throw IoError(std::string("the checkpoint just written does not read back (the older ones are kept): ") +
-                      e.what());
+        throw IoError(
+            std::string(
+                "the checkpoint just written does not read back (the older ones are kept): ") +
+            e.what());
     }
     m_rotatable[path] = !m_config.runId.empty();
     m_lastCheckpointStep = s;
@@ -335,7 +350,8 @@ void Trainer::rotateCheckpoints(std::int64_t newest)
     }
 }
 
-EvalResult Trainer::evaluate(std::int64_t count, const EvalBatchFn& batches, std::optional<bool> useEma)
+EvalResult Trainer::evaluate(std::int64_t count, const EvalBatchFn& batches,
+                             std::optional<bool> useEma)
 {
     const bool ema = useEma.value_or(m_towers->ema() != nullptr);
     const int batch = m_config.evalBatchSize > 0 ? m_config.evalBatchSize : m_config.batchPerTower;
@@ -348,7 +364,8 @@ bool Trainer::runEvaluation(const std::stop_token& stop)
 {
     const bool ema = m_towers->ema() != nullptr;
     const int batch = m_config.evalBatchSize > 0 ? m_config.evalBatchSize : m_config.batchPerTower;
-    EvalResult r = m_towers->evaluate(m_evalCount, batch, m_evalBatches, ema, [&] { return stopRequested(stop); });
+    EvalResult r = m_towers->evaluate(m_evalCount, batch, m_evalBatches, ema,
+                                      [&] { return stopRequested(stop); });
     r.step = m_step.load();
     if (!r.complete) {
         log("evaluation at step " + std::to_string(r.step) + " stopped part-way");
@@ -358,16 +375,16 @@ bool Trainer::runEvaluation(const std::stop_token& stop)
     m_dir.appendEval(evalJson(r).dump());
     if (m_events) m_events->evaluation(r);
     char buf[160];
-    std::snprintf(buf, sizeof buf, "%s: step %lld, precision @ 1 = %.3f (%lld examples%s, %.1f s)", timestamp().c_str(),
-                  static_cast<long long>(r.step), r.precisionAt1, static_cast<long long>(r.examples),
-                  r.ema ? ", moving averages" : "", r.seconds);
+    std::snprintf(buf, sizeof buf, "%s: step %lld, precision @ 1 = %.3f (%lld examples%s, %.1f s)",
+                  timestamp().c_str(), static_cast<long long>(r.step), r.precisionAt1,
+                  static_cast<long long>(r.examples), r.ema ? ", moving averages" : "", r.seconds);
     log(buf);
     if (m_observer) m_observer->onEvaluation(r);
     return true;
 }
 
-StepMetrics Trainer::metricsOf(std::int64_t done, const TowerStepResult& r, double lr, double stepMs,
-                               double waitMs) const
+StepMetrics Trainer::metricsOf(std::int64_t done, const TowerStepResult& r, double lr,
+                               double stepMs, double waitMs) const
 {
     const int towers = m_towers->size();
     StepMetrics m;
@@ -420,20 +437,26 @@ void Trainer::report(const StepMetrics& m)
     char buf[256];
     const long long eta = std::llround(m.etaSeconds);
     std::snprintf(buf, sizeof buf,
-                  "%s: step %lld, loss = %.2f (%.1f examples/sec; %.3f sec/batch) [%d%%, epoch %.2f, ETA %lldm%02llds]",
-                  timestamp().c_str(), static_cast<long long>(m.step), m.loss, m.examplesPerSec, m.secPerBatch,
-                  int(100 * m.step / std::max<std::int64_t>(1, m.totalSteps)), m.epoch, eta / 60, eta % 60);
+                  "%s: step %lld, loss = %.2f (%.1f examples/sec; %.3f sec/batch) [%d%%, epoch "
+                  "%.2f, ETA %lldm%02llds]",
+                  timestamp().c_str(), static_cast<long long>(m.step), m.loss, m.examplesPerSec,
+                  m.secPerBatch, int(100 * m.step / std::max<std::int64_t>(1, m.totalSteps)),
+                  m.epoch, eta / 60, eta % 60);
     log(buf);
     if (m_observer) m_observer->onStep(m);
 }
 
 Trainer::Outcome Trainer::run(std::stop_token stop)
 {
-    if (m_ran) throw InvalidArgument("Trainer::run() can be called once; build a new trainer to train again");
+    if (m_ran)
+        throw InvalidArgument(
+            "Trainer::run() can be called once; build a new trainer to train again");
     m_ran = true;
     try {
         std::stop_callback wake(stop, [this] {
-            { std::lock_guard lock(m_mutex); } // a waiter between its check and its sleep still wakes
+            {
+                std::lock_guard lock(m_mutex);
+            } // a waiter between its check and its sleep still wakes
             m_cv.notify_all();
         });
         if (m_start == Start::Unset) beginNewRun(false);
@@ -448,8 +471,9 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         for (const auto& c : m_dir.checkpoints())
             if (c.step > m_step.load()) beyond.push_back(c.path);
         if (!beyond.empty())
-            log("moved " + std::to_string(beyond.size()) + " checkpoint(s) beyond step " + std::to_string(m_step.load()) +
-                ", the step this run continues from, to " + m_dir.setAsideCheckpoints(beyond).string());
+            log("moved " + std::to_string(beyond.size()) + " checkpoint(s) beyond step " +
+                std::to_string(m_step.load()) + ", the step this run continues from, to " +
+                m_dir.setAsideCheckpoints(beyond).string());
         // TensorBoard: a new events file for this run(). A resumed run continues the curves after
         // its checkpoint's step S: what earlier files hold beyond S goes, as from the logs above
         // (and the restart marker at S + 1 tells TensorBoard so); a run from step 0 replaces all.
@@ -465,11 +489,13 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         const int towers = m_towers->size();
         const std::int64_t global = std::int64_t(towers) * m_config.batchPerTower;
         log("training " + m_config.model + " on " + std::to_string(towers) + " tower(s) x " +
-            std::to_string(m_config.batchPerTower) + " examples (global batch " + std::to_string(global) + "), " +
-            (m_config.backend == "cuda" ? std::string("on GPUs")
-                                        : std::to_string(m_towers->options().threadsPerTower) + " thread(s) per tower") +
-            ", gradients averaged " + m_towers->allReduceDescription() + ", steps " + std::to_string(m_step.load()) +
-            " to " + std::to_string(m_total));
+            std::to_string(m_config.batchPerTower) + " examples (global batch " +
+            std::to_string(global) + "), " +
+            (m_config.backend == "cuda"
+                 ? std::string("on GPUs")
+                 : std::to_string(m_towers->options().threadsPerTower) + " thread(s) per tower") +
+            ", gradients averaged " + m_towers->allReduceDescription() + ", steps " +
+            std::to_string(m_step.load()) + " to " + std::to_string(m_total));
         m_source.seek(m_step.load());
         m_runStart = Clock::now();
         m_runStartStep = m_step.load();
@@ -489,10 +515,11 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             const Batch& batch = m_source.next();
             const double waitMs = m_source.lastWaitMs();
             if (batch.step != s)
-                throw Error("the data source delivered the batch of step " + std::to_string(batch.step) + " for step " +
-                            std::to_string(s));
+                throw Error("the data source delivered the batch of step " +
+                            std::to_string(batch.step) + " for step " + std::to_string(s));
             if (batch.perTower() != m_config.batchPerTower)
-                throw InvalidArgument("the data source delivers " + std::to_string(batch.perTower()) +
+                throw InvalidArgument("the data source delivers " +
+                                      std::to_string(batch.perTower()) +
                                       " examples per tower, the configuration says " +
                                       std::to_string(m_config.batchPerTower));
             if (!imagesWritten) { // the first batch this run trains on, as the towers see it
@@ -514,20 +541,25 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             m_step = s + 1;
             const std::int64_t done = s + 1;
 
-            if (m_config.verifyEvery > 0 && done % m_config.verifyEvery == 0) m_towers->verifyReplicas();
-            if (done % m_config.logEvery == 0 || done == m_total) report(metricsOf(done, r, lr, stepMs, waitMs));
+            if (m_config.verifyEvery > 0 && done % m_config.verifyEvery == 0)
+                m_towers->verifyReplicas();
+            if (done % m_config.logEvery == 0 || done == m_total)
+                report(metricsOf(done, r, lr, stepMs, waitMs));
             // Histograms of the weights and of this step's averaged gradients.
             const std::int64_t every = m_config.histogramEvery;
             if (every > 0 && (done % every == 0 || done == m_total))
                 m_events->parameters(done, m_towers->model(), true);
             // The checkpoint first: a stop during the evaluation then has nothing left to save.
-            if ((m_config.checkpointEvery > 0 && done % m_config.checkpointEvery == 0) || done == m_total)
+            if ((m_config.checkpointEvery > 0 && done % m_config.checkpointEvery == 0) ||
+                done == m_total)
                 writeCheckpoint();
-            if (m_evalBatches && m_config.evalEvery > 0 && done % m_config.evalEvery == 0 && !runEvaluation(stop))
+            if (m_evalBatches && m_config.evalEvery > 0 && done % m_config.evalEvery == 0 &&
+                !runEvaluation(stop))
                 return stopped();
         }
         if (m_lastCheckpointStep != m_step.load()) writeCheckpoint();
-        if (m_evalBatches && m_lastEvalStep != m_step.load() && !runEvaluation(stop)) return stopped();
+        if (m_evalBatches && m_lastEvalStep != m_step.load() && !runEvaluation(stop))
+            return stopped();
         log("finished at step " + std::to_string(m_step.load()));
         if (m_observer) m_observer->onFinished(m_step.load());
         return Outcome::Finished;

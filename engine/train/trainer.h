@@ -8,12 +8,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <stop_token>
-#include <map>
 #include <set>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -39,7 +39,11 @@ struct DataDescription
 class Trainer
 {
 public:
-    enum class Outcome { Finished, Stopped };
+    enum class Outcome
+    {
+        Finished,
+        Stopped
+    };
 
     // Validates the configuration (InvalidArgument naming the field), takes the run directory's
     // lock (RunFolderBusy naming the holder when another process trains in it; held until the
@@ -94,7 +98,8 @@ public:
 
     // Evaluates now on `count` examples (not while run() is stepping; from an observer callback is
     // fine). useEma defaults to "when EMA is on".
-    EvalResult evaluate(std::int64_t count, const EvalBatchFn& batches, std::optional<bool> useEma = std::nullopt);
+    EvalResult evaluate(std::int64_t count, const EvalBatchFn& batches,
+                        std::optional<bool> useEma = std::nullopt);
     // Writes the checkpoint of the current step into the run directory now, reads it back
     // (IoError when it does not load), then removes this run's checkpoints beyond the newest
     // config.keepCheckpoints: only ones of this run id that read, never another run's or an
@@ -113,7 +118,8 @@ private:
     bool stopRequested(const std::stop_token& stop) const;
     // Returns false when a stop arrived while paused.
     bool waitWhilePaused(const std::stop_token& stop);
-    StepMetrics metricsOf(std::int64_t done, const TowerStepResult& r, double lr, double stepMs, double waitMs) const;
+    StepMetrics metricsOf(std::int64_t done, const TowerStepResult& r, double lr, double stepMs,
+                          double waitMs) const;
     void report(const StepMetrics& m);
     void beginNewRun(bool setAsideExisting);
     // false when a stop ended it part-way (nothing is recorded then).
@@ -123,7 +129,12 @@ private:
     bool rotatable(const std::filesystem::path& file);
     void rotateCheckpoints(std::int64_t newest);
 
-    enum class Start { Unset, New, Resumed };
+    enum class Start
+    {
+        Unset,
+        New,
+        Resumed
+    };
 
     TrainConfig m_config;
     BatchSource& m_source;

@@ -13,22 +13,22 @@ namespace towers::engine {
 
 struct StepMetrics
 {
-    std::int64_t step = 0;      // global steps done (1 after the first step)
-    double epoch = 0;           // step / steps per epoch
-    double loss = 0;            // total loss (cross-entropy + weight decay), mean over the towers
-    double crossEntropy = 0;    // its cross-entropy part
-    double lr = 0;              // the learning rate this step used
-    double examplesPerSec = 0;  // global batch / step time
-    double secPerBatch = 0;     // step time / towers (the tutorial's log line)
-    double stepMs = 0;          // wall time of the step, data wait included
-    double dataWaitMs = 0;      // waiting for the input pipeline (BatchSource::lastWaitMs)
-    double computeMs = 0;       // forward + backward of the slowest tower
-    double allReduceMs = 0;     // gradient averaging as seen by the slowest tower
-    double updateMs = 0;        // optimizer update (and EMA) of the slowest tower
+    std::int64_t step = 0;     // global steps done (1 after the first step)
+    double epoch = 0;          // step / steps per epoch
+    double loss = 0;           // total loss (cross-entropy + weight decay), mean over the towers
+    double crossEntropy = 0;   // its cross-entropy part
+    double lr = 0;             // the learning rate this step used
+    double examplesPerSec = 0; // global batch / step time
+    double secPerBatch = 0;    // step time / towers (the tutorial's log line)
+    double stepMs = 0;         // wall time of the step, data wait included
+    double dataWaitMs = 0;     // waiting for the input pipeline (BatchSource::lastWaitMs)
+    double computeMs = 0;      // forward + backward of the slowest tower
+    double allReduceMs = 0;    // gradient averaging as seen by the slowest tower
+    double updateMs = 0;       // optimizer update (and EMA) of the slowest tower
     std::vector<double> towerComputeMs; // forward + backward of each tower
-    std::int64_t totalSteps = 0; // the run's length
-    double elapsedSeconds = 0;   // wall time of this run() so far, pauses excluded
-    double etaSeconds = 0;       // estimated time to the last step at this run's pace so far
+    std::int64_t totalSteps = 0;        // the run's length
+    double elapsedSeconds = 0;          // wall time of this run() so far, pauses excluded
+    double etaSeconds = 0;              // estimated time to the last step at this run's pace so far
 };
 
 class TrainerObserver

@@ -35,7 +35,8 @@ TrainingSession::TrainingSession(SessionOptions options, TrainerObserver* observ
     if (c.dataset.empty()) throw InvalidArgument("no dataset given");
     if (c.augmentation.empty()) c.augmentation = "default";
     if (c.augmentation != "default" && c.augmentation != "none")
-        throw InvalidArgument("augmentation must be 'default' or 'none', got '" + c.augmentation + "'");
+        throw InvalidArgument("augmentation must be 'default' or 'none', got '" + c.augmentation +
+                              "'");
     if (m_options.loaderWorkers < 0) throw InvalidArgument("loader workers must be >= 0");
     if (m_options.newFolder) {
         m_options.runDirectory = createNewFolder(m_options.runDirectory);
@@ -56,15 +57,18 @@ void TrainingSession::build(TrainerObserver* observer)
     TrainConfig& c = m_options.config;
     // Refused at once when another process trains in the folder, before the dataset is loaded
     // (the trainer takes the lock for good below).
-    { const RunLock probe = RunLock::acquire(m_options.runDirectory); }
+    {
+        const RunLock probe = RunLock::acquire(m_options.runDirectory);
+    }
 
     if (m_options.dataset) {
         if (m_options.dataset->name != c.dataset)
-            throw InvalidArgument("the dataset given in memory is " + m_options.dataset->name + ", the configuration names " +
-                                  c.dataset);
+            throw InvalidArgument("the dataset given in memory is " + m_options.dataset->name +
+                                  ", the configuration names " + c.dataset);
         m_dataset = m_options.dataset;
     } else {
-        m_dataset = std::make_shared<const Dataset>(loadDatasetPreferring(c.dataset, c.dataDir, m_options.searchPath));
+        m_dataset = std::make_shared<const Dataset>(
+            loadDatasetPreferring(c.dataset, c.dataDir, m_options.searchPath));
     }
     m_recipe = preprocessingFor(c.model, *m_dataset);
 
@@ -81,14 +85,16 @@ void TrainingSession::build(TrainerObserver* observer)
     m_trainer = std::make_unique<Trainer>(c, *m_loader, m_options.runDirectory, data, observer);
     const ImageSet& test = m_dataset->test;
     const Preprocessing recipe = m_recipe;
-    m_trainer->setEvaluator(test.count, [&test, recipe](std::int64_t begin, std::int64_t end, Tensor& images,
-                                                        Tensor& labels) {
+    m_trainer->setEvaluator(test.count, [&test, recipe](std::int64_t begin, std::int64_t end,
+                                                        Tensor& images, Tensor& labels) {
         evaluationBatch(test, recipe, begin, end, images, labels);
     });
     if (m_options.resume) {
-        if (auto step = m_trainer->resumeFromNewest(m_options.setAside)) m_startStep = *step;
-        else if (observer) observer->onLog("no checkpoint to continue from in " + m_options.runDirectory.string() +
-                                           ": starting from step 0");
+        if (auto step = m_trainer->resumeFromNewest(m_options.setAside))
+            m_startStep = *step;
+        else if (observer)
+            observer->onLog("no checkpoint to continue from in " + m_options.runDirectory.string() +
+                            ": starting from step 0");
     } else {
         m_trainer->startNew(m_options.setAside);
     }
@@ -96,6 +102,9 @@ void TrainingSession::build(TrainerObserver* observer)
 
 TrainingSession::~TrainingSession() = default;
 
-Trainer::Outcome TrainingSession::run(std::stop_token stop) { return m_trainer->run(std::move(stop)); }
+Trainer::Outcome TrainingSession::run(std::stop_token stop)
+{
+    return m_trainer->run(std::move(stop));
+}
 
 } // namespace towers::engine

@@ -13,7 +13,8 @@ CliResult runCliProcess(const QString& program, const QStringList& args, const Q
 {
     QProcess p;
     QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
-    for (const QString& kv : env) e.insert(kv.section(QLatin1Char('='), 0, 0), kv.section(QLatin1Char('='), 1));
+    for (const QString& kv : env)
+        e.insert(kv.section(QLatin1Char('='), 0, 0), kv.section(QLatin1Char('='), 1));
     p.setProcessEnvironment(e);
     p.start(program, args);
     if (interruptAfterMs >= 0 && p.waitForStarted()) {

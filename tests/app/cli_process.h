@@ -14,7 +14,8 @@ struct CliResult
 
 // towers-cli `args` with `env` ("NAME=value") added to this process's environment; after
 // `interruptAfterMs` (>= 0) it gets SIGINT. Killed after `timeoutMs`.
-CliResult runCliProcess(const QString& program, const QStringList& args, const QStringList& env = {},
-                        int interruptAfterMs = -1, int timeoutMs = 120000);
+CliResult runCliProcess(const QString& program, const QStringList& args,
+                        const QStringList& env = {}, int interruptAfterMs = -1,
+                        int timeoutMs = 120000);
 
 } // namespace towers::test

@@ -15,24 +15,28 @@ class TestBenchCommand : public QObject
 
     static towers::test::CliResult bench(const QStringList& args)
     {
-        return towers::test::runCliProcess(QStringLiteral(TOWERS_CLI), QStringList{QStringLiteral("bench")} + args,
+        return towers::test::runCliProcess(QStringLiteral(TOWERS_CLI),
+                                           QStringList{QStringLiteral("bench")} + args,
                                            {QStringLiteral("OMP_NUM_THREADS=1")}, -1, 120000);
     }
 
 private slots:
     void perLayerJson()
     {
-        const auto r = bench({QStringLiteral("--model"), QStringLiteral("cifar10-tutorial"), QStringLiteral("--batch-size"),
-                              QStringLiteral("8"), QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--warmup"),
-                              QStringLiteral("1"), QStringLiteral("--threads"), QStringLiteral("1"),
-                              QStringLiteral("--per-layer"), QStringLiteral("--json")});
+        const auto r =
+            bench({QStringLiteral("--model"), QStringLiteral("cifar10-tutorial"),
+                   QStringLiteral("--batch-size"), QStringLiteral("8"), QStringLiteral("--steps"),
+                   QStringLiteral("2"), QStringLiteral("--warmup"), QStringLiteral("1"),
+                   QStringLiteral("--threads"), QStringLiteral("1"), QStringLiteral("--per-layer"),
+                   QStringLiteral("--json")});
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
         QVERIFY(j.value(QStringLiteral("images_per_sec")).toDouble() > 0);
         QVERIFY(!j.value(QStringLiteral("isa")).toString().isEmpty());
-        const QSet<QString> targets{QStringLiteral("AVX3"), QStringLiteral("AVX3_ZEN4"), QStringLiteral("AVX3_DL"),
-                                    QStringLiteral("AVX2"), QStringLiteral("SSE4"), QStringLiteral("SSSE3"),
-                                    QStringLiteral("EMU128"), QStringLiteral("SCALAR")};
+        const QSet<QString> targets{QStringLiteral("AVX3"),    QStringLiteral("AVX3_ZEN4"),
+                                    QStringLiteral("AVX3_DL"), QStringLiteral("AVX2"),
+                                    QStringLiteral("SSE4"),    QStringLiteral("SSSE3"),
+                                    QStringLiteral("EMU128"),  QStringLiteral("SCALAR")};
         QVERIFY2(targets.contains(j.value(QStringLiteral("simd_target")).toString()),
                  qPrintable(j.value(QStringLiteral("simd_target")).toString()));
         const QJsonArray layers = j.value(QStringLiteral("layers")).toArray();
@@ -46,28 +50,33 @@ private slots:
             forward += l.value(QStringLiteral("forward_ms")).toDouble();
         }
         // The tutorial's network, in forward order.
-        QCOMPARE(names, (QStringList{"conv1", "pool1", "norm1", "conv2", "norm2", "pool2", "flatten", "local3", "local4",
-                                     "softmax_linear"}));
+        QCOMPARE(names, (QStringList{"conv1", "pool1", "norm1", "conv2", "norm2", "pool2",
+                                     "flatten", "local3", "local4", "softmax_linear"}));
         QVERIFY(forward > 0);
         // Each layer's own implementations: oneDNN's for the first convolution and pooling, Towers'
         // own for LRN.
         auto implOf = [&](int i, const char* dir) {
             QStringList out;
-            for (const auto& x : layers[i].toObject().value(QLatin1String(dir)).toArray()) out << x.toString();
+            for (const auto& x : layers[i].toObject().value(QLatin1String(dir)).toArray())
+                out << x.toString();
             return out.join(QLatin1Char(','));
         };
         QVERIFY2(!implOf(0, "forward_impl").isEmpty(), qPrintable(r.out));
         QVERIFY2(!implOf(1, "forward_impl").isEmpty(), qPrintable(r.out));
-        QVERIFY2(implOf(2, "forward_impl").startsWith(QStringLiteral("towers:")), qPrintable(implOf(2, "forward_impl")));
+        QVERIFY2(implOf(2, "forward_impl").startsWith(QStringLiteral("towers:")),
+                 qPrintable(implOf(2, "forward_impl")));
     }
 
     void perLayerText()
     {
-        const auto r = bench({QStringLiteral("--model"), QStringLiteral("fashion-fast"), QStringLiteral("--batch-size"),
-                              QStringLiteral("8"), QStringLiteral("--steps"), QStringLiteral("1"), QStringLiteral("--warmup"),
-                              QStringLiteral("1"), QStringLiteral("--per-layer")});
+        const auto r =
+            bench({QStringLiteral("--model"), QStringLiteral("fashion-fast"),
+                   QStringLiteral("--batch-size"), QStringLiteral("8"), QStringLiteral("--steps"),
+                   QStringLiteral("1"), QStringLiteral("--warmup"), QStringLiteral("1"),
+                   QStringLiteral("--per-layer")});
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
-        QVERIFY2(r.out.contains(QStringLiteral("per layer")) && r.out.contains(QStringLiteral("Towers' own for")),
+        QVERIFY2(r.out.contains(QStringLiteral("per layer")) &&
+                     r.out.contains(QStringLiteral("Towers' own for")),
                  qPrintable(r.out));
     }
 

@@ -14,11 +14,13 @@ class TestDevicesCommand : public QObject
 
     using Result = towers::test::CliResult;
 
-    Result run(const QStringList& args, const QString& library, QStringList env = {}, int interruptAfterMs = -1)
+    Result run(const QStringList& args, const QString& library, QStringList env = {},
+               int interruptAfterMs = -1)
     {
         env << QStringLiteral("TOWERS_NVML_LIBRARY=") + library;
-        return towers::test::runCliProcess(QStringLiteral(TOWERS_CLI), QStringList{QStringLiteral("devices")} + args,
-                                           env, interruptAfterMs, 30000);
+        return towers::test::runCliProcess(QStringLiteral(TOWERS_CLI),
+                                           QStringList{QStringLiteral("devices")} + args, env,
+                                           interruptAfterMs, 30000);
     }
 
 private slots:
@@ -27,57 +29,77 @@ private slots:
         const Result r = run({}, QStringLiteral("/nonexistent/libnvidia-ml.so.1"));
         QCOMPARE(r.exitCode, 0);
         QVERIFY(r.out.startsWith(QStringLiteral("CPU ")));
-        QVERIFY2(r.out.contains(QStringLiteral("GPUs  none. No NVIDIA GPU found (no NVIDIA driver")), qPrintable(r.out));
+        QVERIFY2(
+            r.out.contains(QStringLiteral("GPUs  none. No NVIDIA GPU found (no NVIDIA driver")),
+            qPrintable(r.out));
     }
 
     void initFails()
     {
-        const Result r = run({QStringLiteral("--json")}, QStringLiteral(FAKE_NVML), {QStringLiteral("FAKE_NVML_INIT=fail")});
+        const Result r = run({QStringLiteral("--json")}, QStringLiteral(FAKE_NVML),
+                             {QStringLiteral("FAKE_NVML_INIT=fail")});
         QCOMPARE(r.exitCode, 0);
         const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
         QCOMPARE(j.value(QStringLiteral("gpus")).toArray().size(), 0);
-        QCOMPARE(j.value(QStringLiteral("nvml")).toString(), QStringLiteral("nvmlInit failed: Driver Not Loaded"));
+        QCOMPARE(j.value(QStringLiteral("nvml")).toString(),
+                 QStringLiteral("nvmlInit failed: Driver Not Loaded"));
     }
 
     void gpusWithFigures()
     {
         const Result text = run({}, QStringLiteral(FAKE_NVML));
         QCOMPARE(text.exitCode, 0);
-        QVERIFY2(text.out.contains(QStringLiteral("GPU 1 Fake GPU 1, compute capability 9.0")), qPrintable(text.out));
+        QVERIFY2(text.out.contains(QStringLiteral("GPU 1 Fake GPU 1, compute capability 9.0")),
+                 qPrintable(text.out));
         QVERIFY(text.out.contains(QStringLiteral("38% busy, memory 2.0 / 80.0 GiB")));
         QVERIFY(text.out.contains(QStringLiteral("2 NVIDIA GPU(s) found, driver 580.65.06")));
 
         const Result r = run({QStringLiteral("--json")}, QStringLiteral(FAKE_NVML),
                              {QStringLiteral("FAKE_NVML_UNSUPPORTED=temperature")});
         QCOMPARE(r.exitCode, 0);
-        const QJsonArray gpus = QJsonDocument::fromJson(r.out.toUtf8()).object().value(QStringLiteral("gpus")).toArray();
+        const QJsonArray gpus = QJsonDocument::fromJson(r.out.toUtf8())
+                                    .object()
+                                    .value(QStringLiteral("gpus"))
+                                    .toArray();
         QCOMPARE(gpus.size(), 2);
         const QJsonObject g = gpus.at(0).toObject();
         QCOMPARE(g.value(QStringLiteral("name")).toString(), QStringLiteral("Fake GPU 0"));
         QCOMPARE(g.value(QStringLiteral("utilisation_percent")).toDouble(), 37.0);
         QCOMPARE(g.value(QStringLiteral("power_limit_w")).toDouble(), 700.0);
-        QVERIFY(g.value(QStringLiteral("temperature_c")).isNull()); // not supported: null, not an error
+        QVERIFY(
+            g.value(QStringLiteral("temperature_c")).isNull()); // not supported: null, not an error
         QCOMPARE(g.value(QStringLiteral("trainable")).toBool(), false);
     }
 
     void watch()
     {
-        const Result r = run({QStringLiteral("--watch"), QStringLiteral("--count"), QStringLiteral("2"),
-                              QStringLiteral("--json")},
+        const Result r = run({QStringLiteral("--watch"), QStringLiteral("--count"),
+                              QStringLiteral("2"), QStringLiteral("--json")},
                              QStringLiteral(FAKE_NVML));
         QCOMPARE(r.exitCode, 0);
         const QStringList lines = r.out.split(QLatin1Char('\n'), Qt::SkipEmptyParts);
         QCOMPARE(lines.size(), 2);
         for (const QString& l : lines)
-            QCOMPARE(QJsonDocument::fromJson(l.toUtf8()).object().value(QStringLiteral("gpus")).toArray().size(), 2);
+            QCOMPARE(QJsonDocument::fromJson(l.toUtf8())
+                         .object()
+                         .value(QStringLiteral("gpus"))
+                         .toArray()
+                         .size(),
+                     2);
 
         // Ctrl-C ends an endless --watch normally.
-        const Result stopped = run({QStringLiteral("--watch")}, QStringLiteral(FAKE_NVML), {}, 1500);
+        const Result stopped =
+            run({QStringLiteral("--watch")}, QStringLiteral(FAKE_NVML), {}, 1500);
         QCOMPARE(stopped.exitCode, 0);
         QVERIFY(stopped.out.count(QStringLiteral("--- ")) >= 1);
 
-        QCOMPARE(run({QStringLiteral("--count"), QStringLiteral("2")}, QStringLiteral(FAKE_NVML)).exitCode, 2);
-        QCOMPARE(run({QStringLiteral("--watch"), QStringLiteral("--count"), QStringLiteral("0")}, QStringLiteral(FAKE_NVML)).exitCode, 2);
+        QCOMPARE(run({QStringLiteral("--count"), QStringLiteral("2")}, QStringLiteral(FAKE_NVML))
+                     .exitCode,
+                 2);
+        QCOMPARE(run({QStringLiteral("--watch"), QStringLiteral("--count"), QStringLiteral("0")},
+                     QStringLiteral(FAKE_NVML))
+                     .exitCode,
+                 2);
     }
 };
 

@@ -53,8 +53,13 @@ class TestRunBuilder : public QObject
 private slots:
     void proposedFolderName()
     {
-        const QString f = app::proposedRunFolder(QStringLiteral("/runs"), QStringLiteral("cifar10"), QStringLiteral("cifar10-tutorial"));
-        QVERIFY2(QRegularExpression(QStringLiteral("^/runs/cifar10-cifar10-tutorial-\\d{8}-\\d{6}$")).match(f).hasMatch(), qPrintable(f));
+        const QString f = app::proposedRunFolder(QStringLiteral("/runs"), QStringLiteral("cifar10"),
+                                                 QStringLiteral("cifar10-tutorial"));
+        QVERIFY2(
+            QRegularExpression(QStringLiteral("^/runs/cifar10-cifar10-tutorial-\\d{8}-\\d{6}$"))
+                .match(f)
+                .hasMatch(),
+            qPrintable(f));
     }
 
     void planNewRunTouchesNothing()
@@ -67,7 +72,8 @@ private slots:
         QVERIFY(o.newFolder);
         QVERIFY(!o.resume);
         QVERIFY(!o.setAside);
-        QVERIFY(QString::fromStdString(o.runDirectory.string()).startsWith(r.runsDir + QStringLiteral("/fashion-mnist-fashion-fast-")));
+        QVERIFY(QString::fromStdString(o.runDirectory.string())
+                    .startsWith(r.runsDir + QStringLiteral("/fashion-mnist-fashion-fast-")));
         QVERIFY(!QFileInfo::exists(r.runsDir)); // made when the run starts, not when it is planned
 
         r.runDir = dir.filePath(QStringLiteral("mine"));
@@ -91,7 +97,9 @@ private slots:
             app::planNewRun(r);
             QFAIL("256 towers x 1024 threads were accepted");
         } catch (const engine::InvalidArgument& e) {
-            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("256 towers x 1024 threads per tower")), e.what());
+            QVERIFY2(QString::fromUtf8(e.what()).contains(
+                         QStringLiteral("256 towers x 1024 threads per tower")),
+                     e.what());
         }
     }
 
@@ -99,7 +107,8 @@ private slots:
     {
         QTemporaryDir dir;
         const QString runs = dir.filePath(QStringLiteral("runs"));
-        const QString older = runs + QStringLiteral("/older"), newer = runs + QStringLiteral("/newer");
+        const QString older = runs + QStringLiteral("/older"),
+                      newer = runs + QStringLiteral("/newer");
         engine::TrainConfig c = config();
         writeRun(older, c);
         QThread::msleep(1100); // modification times one second apart
@@ -126,7 +135,9 @@ private slots:
             app::planResume(r);
             QFAIL("resumed a folder without config.json");
         } catch (const engine::IoError& e) {
-            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("not a Towers run folder")), e.what());
+            QVERIFY2(
+                QString::fromUtf8(e.what()).contains(QStringLiteral("not a Towers run folder")),
+                e.what());
         }
         QFile bad(older + QStringLiteral("/config.json"));
         QVERIFY(bad.open(QIODevice::WriteOnly | QIODevice::Truncate));
@@ -150,20 +161,48 @@ private slots:
         QTest::addColumn<QString>("option");
         QTest::addColumn<QString>("same");
         QTest::addColumn<QString>("other");
-        QTest::newRow("dataset") << "dataset" << "fashion-mnist" << "mnist";
-        QTest::newRow("model") << "model" << "fashion-fast" << "fashion-wide";
-        QTest::newRow("towers") << "towers" << "2" << "3";
-        QTest::newRow("threads") << "threads-per-tower" << "1" << "0";
-        QTest::newRow("batch") << "batch-size" << "16" << "32";
-        QTest::newRow("optimizer") << "optimizer" << "nesterov" << "adam";
-        QTest::newRow("lr") << "lr" << "0.050" << "0.5";
-        QTest::newRow("schedule alias") << "lr-schedule" << "one-cycle" << "cosine";
-        QTest::newRow("schedule") << "lr-schedule" << "onecycle" << "constant";
-        QTest::newRow("momentum") << "momentum" << "0.9" << "0.95";
-        QTest::newRow("weight decay") << "weight-decay" << "-1" << "0.0005";
-        QTest::newRow("ema") << "ema-decay" << "0" << "0.999";
-        QTest::newRow("augment alias") << "augment" << "tutorial" << "none";
-        QTest::newRow("seed") << "seed" << "7" << "8";
+        QTest::newRow("dataset") << "dataset"
+                                 << "fashion-mnist"
+                                 << "mnist";
+        QTest::newRow("model") << "model"
+                               << "fashion-fast"
+                               << "fashion-wide";
+        QTest::newRow("towers") << "towers"
+                                << "2"
+                                << "3";
+        QTest::newRow("threads") << "threads-per-tower"
+                                 << "1"
+                                 << "0";
+        QTest::newRow("batch") << "batch-size"
+                               << "16"
+                               << "32";
+        QTest::newRow("optimizer") << "optimizer"
+                                   << "nesterov"
+                                   << "adam";
+        QTest::newRow("lr") << "lr"
+                            << "0.050"
+                            << "0.5";
+        QTest::newRow("schedule alias") << "lr-schedule"
+                                        << "one-cycle"
+                                        << "cosine";
+        QTest::newRow("schedule") << "lr-schedule"
+                                  << "onecycle"
+                                  << "constant";
+        QTest::newRow("momentum") << "momentum"
+                                  << "0.9"
+                                  << "0.95";
+        QTest::newRow("weight decay") << "weight-decay"
+                                      << "-1"
+                                      << "0.0005";
+        QTest::newRow("ema") << "ema-decay"
+                             << "0"
+                             << "0.999";
+        QTest::newRow("augment alias") << "augment"
+                                       << "tutorial"
+                                       << "none";
+        QTest::newRow("seed") << "seed"
+                              << "7"
+                              << "8";
     }
     void resumeMismatch()
     {
@@ -171,10 +210,13 @@ private slots:
         QFETCH(QString, same);
         QFETCH(QString, other);
         QVERIFY(app::runDefiningOptions().contains(option));
-        const engine::TrainConfig run = engine::TrainConfig::fromJson(config().toJson()); // as config.json holds it
+        const engine::TrainConfig run =
+            engine::TrainConfig::fromJson(config().toJson()); // as config.json holds it
         QCOMPARE(app::resumeMismatch(option, same, run), QString());
         const QString why = app::resumeMismatch(option, other, run);
-        QVERIFY2(why.startsWith(QStringLiteral("--%1 cannot change").arg(option)) && why.contains(other), qPrintable(why));
+        QVERIFY2(why.startsWith(QStringLiteral("--%1 cannot change").arg(option)) &&
+                     why.contains(other),
+                 qPrintable(why));
     }
 
     void unloadableCheckpoints()

@@ -16,8 +16,8 @@ class TestSelftestCommand : public QObject
 
     Result run(const QStringList& args, const QStringList& env = {})
     {
-        return towers::test::runCliProcess(QStringLiteral(TOWERS_CLI), QStringList{QStringLiteral("selftest")} + args,
-                                           env);
+        return towers::test::runCliProcess(QStringLiteral(TOWERS_CLI),
+                                           QStringList{QStringLiteral("selftest")} + args, env);
     }
 
 private slots:
@@ -28,7 +28,8 @@ private slots:
         QVERIFY(r.out.contains(QStringLiteral("PASS  conv2d forward")));
         QVERIFY(r.out.contains(QStringLiteral("PASS  replication:")));
         QVERIFY(!r.out.contains(QStringLiteral("FAIL")));
-        QVERIFY(r.out.contains(QRegularExpression(QStringLiteral("selftest: (\\d+) of \\1 checks passed on cpu"))));
+        QVERIFY(r.out.contains(
+            QRegularExpression(QStringLiteral("selftest: (\\d+) of \\1 checks passed on cpu"))));
     }
 
     void json()
@@ -41,19 +42,24 @@ private slots:
         QVERIFY(checks.size() >= 25);
         for (const auto& c : checks) {
             QVERIFY(c.toObject().value(QStringLiteral("passed")).toBool());
-            QVERIFY(!c.toObject().value(QStringLiteral("name")).toString().startsWith(QStringLiteral("training")));
+            QVERIFY(!c.toObject()
+                         .value(QStringLiteral("name"))
+                         .toString()
+                         .startsWith(QStringLiteral("training")));
         }
     }
 
     void refusesWhatItCannotDo()
     {
-        // Whatever this machine has, a plugin that is not there means no GPU backend, and says where.
+        // Whatever this machine has, a plugin that is not there means no GPU backend, and says
+        // where.
         const QString missing = QStringLiteral("/nonexistent/libtowers-cuda.so");
         const Result cuda = run({QStringLiteral("--device"), QStringLiteral("cuda")},
                                 {QStringLiteral("TOWERS_CUDA_PLUGIN=") + missing});
         QCOMPARE(cuda.exitCode, 1);
         QVERIFY2(cuda.err.contains(QStringLiteral("No GPU backend")), qPrintable(cuda.err));
-        QVERIFY2(cuda.err.contains(missing + QStringLiteral(" could not be loaded")), qPrintable(cuda.err));
+        QVERIFY2(cuda.err.contains(missing + QStringLiteral(" could not be loaded")),
+                 qPrintable(cuda.err));
         const Result tf32 = run({QStringLiteral("--tf32")});
         QCOMPARE(tf32.exitCode, 2);
         const Result bad = run({QStringLiteral("--device"), QStringLiteral("tpu")});

@@ -63,11 +63,13 @@ class TestTrainCommand : public QObject
         env.insert(QStringLiteral("TOWERS_RUNS"), path(QStringLiteral("runs")));
         env.insert(QStringLiteral("OMP_NUM_THREADS"), QStringLiteral("1"));
         // These runs are the CPU's, on any machine: no GPU backend (tst_gpu_backend has the GPU's).
-        env.insert(QStringLiteral("TOWERS_CUDA_PLUGIN"), QStringLiteral("/nonexistent/libtowers-cuda.so"));
+        env.insert(QStringLiteral("TOWERS_CUDA_PLUGIN"),
+                   QStringLiteral("/nonexistent/libtowers-cuda.so"));
         return env;
     }
 
-    CliRun run(const QStringList& args, int timeoutMs = 120000, const std::function<void(QProcess&)>& during = {})
+    CliRun run(const QStringList& args, int timeoutMs = 120000,
+               const std::function<void(QProcess&)>& during = {})
     {
         QProcess p;
         p.setProgram(QStringLiteral(TOWERS_CLI));
@@ -92,17 +94,27 @@ class TestTrainCommand : public QObject
     // The options of a small, fast, exact run (no augmentation).
     static QStringList small(const QString& runDir)
     {
-        return {QStringLiteral("train"),         QStringLiteral("--dataset"),    QStringLiteral("fashion-mnist"),
-                QStringLiteral("--batch-size"),  QStringLiteral("16"),           QStringLiteral("--towers"),
-                QStringLiteral("2"),             QStringLiteral("--augment"),    QStringLiteral("none"),
-                QStringLiteral("--log-every"),   QStringLiteral("2"),            QStringLiteral("--run-dir"),
-                runDir,                          QStringLiteral("--json")};
+        return {QStringLiteral("train"),
+                QStringLiteral("--dataset"),
+                QStringLiteral("fashion-mnist"),
+                QStringLiteral("--batch-size"),
+                QStringLiteral("16"),
+                QStringLiteral("--towers"),
+                QStringLiteral("2"),
+                QStringLiteral("--augment"),
+                QStringLiteral("none"),
+                QStringLiteral("--log-every"),
+                QStringLiteral("2"),
+                QStringLiteral("--run-dir"),
+                runDir,
+                QStringLiteral("--json")};
     }
 
     static engine::Checkpoint checkpointAt(const QString& runDir, int step)
     {
-        return engine::readCheckpoint(fs::path(runDir.toStdString()) / "checkpoints" /
-                                      QStringLiteral("ckpt-%1.safetensors").arg(step, 8, 10, QLatin1Char('0')).toStdString());
+        return engine::readCheckpoint(
+            fs::path(runDir.toStdString()) / "checkpoints" /
+            QStringLiteral("ckpt-%1.safetensors").arg(step, 8, 10, QLatin1Char('0')).toStdString());
     }
 
 private slots:
@@ -110,7 +122,8 @@ private slots:
     {
         QVERIFY(m_tmp.isValid());
         // 256 training and 64 test images of 28x28 in the real (gzip'ed IDX) format.
-        test::writeIdxDataset(path(QStringLiteral("data/fashion-mnist")).toStdString(), 256, 64, 28, 28, true, 7);
+        test::writeIdxDataset(path(QStringLiteral("data/fashion-mnist")).toStdString(), 256, 64, 28,
+                              28, true, 7);
     }
 
     void usageErrors_data()
@@ -119,30 +132,46 @@ private slots:
         QTest::addColumn<int>("exitCode");
         QTest::addColumn<QString>("message");
         QTest::newRow("towers 0") << QStringList{"train", "--towers", "0"} << 2 << "--towers";
-        QTest::newRow("batch not a number") << QStringList{"train", "--batch-size", "many"} << 2 << "--batch-size";
-        QTest::newRow("steps and epochs") << QStringList{"train", "--steps", "5", "--epochs", "1"} << 2 << "not both";
-        QTest::newRow("unknown dataset") << QStringList{"train", "--dataset", "imagenet"} << 2 << "fashion-mnist";
-        QTest::newRow("unknown model") << QStringList{"train", "--model", "vgg"} << 2 << "cifar10-tutorial";
-        QTest::newRow("unknown option") << QStringList{"train", "--frobnicate"} << 2 << "frobnicate";
-        QTest::newRow("bad augment") << QStringList{"train", "--augment", "lots"} << 2 << "--augment";
-        QTest::newRow("bad schedule") << QStringList{"train", "--lr-schedule", "zigzag"} << 2 << "zigzag";
-        QTest::newRow("model does not fit") << QStringList{"train", "--model", "cifar10-tutorial", "--steps", "1"} << 2
-                                            << "24x24x3";
+        QTest::newRow("batch not a number")
+            << QStringList{"train", "--batch-size", "many"} << 2 << "--batch-size";
+        QTest::newRow("steps and epochs")
+            << QStringList{"train", "--steps", "5", "--epochs", "1"} << 2 << "not both";
+        QTest::newRow("unknown dataset")
+            << QStringList{"train", "--dataset", "imagenet"} << 2 << "fashion-mnist";
+        QTest::newRow("unknown model")
+            << QStringList{"train", "--model", "vgg"} << 2 << "cifar10-tutorial";
+        QTest::newRow("unknown option")
+            << QStringList{"train", "--frobnicate"} << 2 << "frobnicate";
+        QTest::newRow("bad augment")
+            << QStringList{"train", "--augment", "lots"} << 2 << "--augment";
+        QTest::newRow("bad schedule")
+            << QStringList{"train", "--lr-schedule", "zigzag"} << 2 << "zigzag";
+        QTest::newRow("model does not fit")
+            << QStringList{"train", "--model", "cifar10-tutorial", "--steps", "1"} << 2
+            << "24x24x3";
         QTest::newRow("no cuda") << QStringList{"train", "--device", "cuda"} << 1 << "CUDA backend";
-        QTest::newRow("no cuda for --gpus") << QStringList{"train", "--gpus", "0,1"} << 1 << "--device cpu";
+        QTest::newRow("no cuda for --gpus")
+            << QStringList{"train", "--gpus", "0,1"} << 1 << "--device cpu";
         QTest::newRow("bad gpus") << QStringList{"train", "--gpus", "0,x"} << 2 << "--gpus";
-        QTest::newRow("gpus on the cpu") << QStringList{"train", "--device", "cpu", "--gpus", "0"} << 2 << "--gpus";
+        QTest::newRow("gpus on the cpu")
+            << QStringList{"train", "--device", "cpu", "--gpus", "0"} << 2 << "--gpus";
         QTest::newRow("tf32 on the cpu") << QStringList{"train", "--tf32"} << 2 << "--tf32";
-        QTest::newRow("resume with no run") << QStringList{"train", "--resume", "--lr", "0.5"} << 2 << "no run to resume";
-        QTest::newRow("restart without resume") << QStringList{"train", "--restart"} << 2 << "--restart is for --resume";
-        QTest::newRow("overwrite with resume") << QStringList{"train", "--resume", "--overwrite"} << 2 << "--overwrite";
-        QTest::newRow("too many threads") << QStringList{"train", "--towers", "256", "--threads-per-tower", "1024"} << 2
-                                          << "256 towers x 1024 threads per tower";
-        QTest::newRow("data dir without the dataset") << QStringList{"train", "--data-dir", m_tmp.path()} << 2
-                                                      << "holds no fashion-mnist";
+        QTest::newRow("resume with no run")
+            << QStringList{"train", "--resume", "--lr", "0.5"} << 2 << "no run to resume";
+        QTest::newRow("restart without resume")
+            << QStringList{"train", "--restart"} << 2 << "--restart is for --resume";
+        QTest::newRow("overwrite with resume")
+            << QStringList{"train", "--resume", "--overwrite"} << 2 << "--overwrite";
+        QTest::newRow("too many threads")
+            << QStringList{"train", "--towers", "256", "--threads-per-tower", "1024"} << 2
+            << "256 towers x 1024 threads per tower";
+        QTest::newRow("data dir without the dataset")
+            << QStringList{"train", "--data-dir", m_tmp.path()} << 2 << "holds no fashion-mnist";
         QTest::newRow("eval without checkpoint") << QStringList{"eval"} << 2 << "--checkpoint";
-        QTest::newRow("classify without images") << QStringList{"classify", "--checkpoint", "x"} << 2 << "image";
-        QTest::newRow("missing data dir") << QStringList{"train", "--data-dir", "/nonexistent/towers"} << 2 << "not a folder";
+        QTest::newRow("classify without images")
+            << QStringList{"classify", "--checkpoint", "x"} << 2 << "image";
+        QTest::newRow("missing data dir")
+            << QStringList{"train", "--data-dir", "/nonexistent/towers"} << 2 << "not a folder";
     }
     void usageErrors()
     {
@@ -170,13 +199,16 @@ private slots:
                 QCOMPARE(e.value(QStringLiteral("tower_compute_ms")).toArray().size(), 2);
                 QVERIFY(e.value(QStringLiteral("examples_per_sec")).toDouble() > 0);
             }
-            if (kind == QLatin1String("eval")) QCOMPARE(e.value(QStringLiteral("examples")).toInt(), 64);
+            if (kind == QLatin1String("eval"))
+                QCOMPARE(e.value(QStringLiteral("examples")).toInt(), 64);
         }
         QCOMPARE(steps, 3);
         QCOMPARE(evals, 2);
         QVERIFY(checkpoints >= 1);
-        QCOMPARE(r.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("finished"));
-        for (const char* f : {"config.json", "metrics.jsonl", "eval.jsonl", "checkpoints/ckpt-00000006.safetensors"})
+        QCOMPARE(r.events.last().value(QStringLiteral("event")).toString(),
+                 QStringLiteral("finished"));
+        for (const char* f : {"config.json", "metrics.jsonl", "eval.jsonl",
+                              "checkpoints/ckpt-00000006.safetensors"})
             QVERIFY2(QFile::exists(dir + QLatin1Char('/') + QLatin1String(f)), f);
         const auto c = checkpointAt(dir, 6);
         QCOMPARE(QString::fromStdString(c.info.model), QStringLiteral("fashion-fast"));
@@ -185,7 +217,8 @@ private slots:
         QVERIFY(!c.info.preprocessing.empty());
 
         const QString ckpt = dir + QStringLiteral("/checkpoints/ckpt-00000006.safetensors");
-        const CliRun e = run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), ckpt, QStringLiteral("--json")});
+        const CliRun e = run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), ckpt,
+                              QStringLiteral("--json")});
         QVERIFY2(e.exitCode == 0, qPrintable(e.err));
         const QJsonObject j = QJsonDocument::fromJson(e.out.toUtf8()).object();
         QCOMPARE(j.value(QStringLiteral("examples")).toInt(), 64);
@@ -197,8 +230,9 @@ private slots:
         image.fill(Qt::white);
         const QString png = path(QStringLiteral("shirt.png"));
         QVERIFY(image.save(png));
-        const CliRun c3 = run({QStringLiteral("classify"), QStringLiteral("--checkpoint"), ckpt, png,
-                               QStringLiteral("--top-k"), QStringLiteral("3"), QStringLiteral("--json")});
+        const CliRun c3 =
+            run({QStringLiteral("classify"), QStringLiteral("--checkpoint"), ckpt, png,
+                 QStringLiteral("--top-k"), QStringLiteral("3"), QStringLiteral("--json")});
         QVERIFY2(c3.exitCode == 0, qPrintable(c3.err));
         const auto top = QJsonDocument::fromJson(c3.out.toUtf8())
                              .object()
@@ -212,7 +246,8 @@ private slots:
         QVERIFY(top[0].toObject().value(QStringLiteral("probability")).toDouble() >=
                 top[1].toObject().value(QStringLiteral("probability")).toDouble());
 
-        const CliRun bad = run({QStringLiteral("classify"), QStringLiteral("--checkpoint"), ckpt, path("none.png")});
+        const CliRun bad = run(
+            {QStringLiteral("classify"), QStringLiteral("--checkpoint"), ckpt, path("none.png")});
         QCOMPARE(bad.exitCode, 1);
         QVERIFY2(bad.err.contains(QStringLiteral("none.png")), qPrintable(bad.err));
         const CliRun notCkpt = run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), png});
@@ -224,15 +259,18 @@ private slots:
     // A constant learning rate: one-cycle's depends on the run's length, which the resume extends.
     void resumeEqualsUninterrupted()
     {
-        const QString a = path(QStringLiteral("runs/whole")), b = path(QStringLiteral("runs/halves"));
-        const QStringList constant{QStringLiteral("--lr-schedule"), QStringLiteral("constant"), QStringLiteral("--lr"),
-                                   QStringLiteral("0.05")};
+        const QString a = path(QStringLiteral("runs/whole")),
+                      b = path(QStringLiteral("runs/halves"));
+        const QStringList constant{QStringLiteral("--lr-schedule"), QStringLiteral("constant"),
+                                   QStringLiteral("--lr"), QStringLiteral("0.05")};
         QCOMPARE(run(small(a) + constant + QStringList{"--steps", "8"}).exitCode, 0);
         QCOMPARE(run(small(b) + constant + QStringList{"--steps", "4"}).exitCode, 0);
         // A run-defining option with another value is refused, naming both values...
-        const CliRun changed = run(small(b) + QStringList{"--lr", "0.5", "--steps", "8", "--resume"});
+        const CliRun changed =
+            run(small(b) + QStringList{"--lr", "0.5", "--steps", "8", "--resume"});
         QCOMPARE(changed.exitCode, 2);
-        QVERIFY2(changed.err.contains(QStringLiteral("--lr cannot change")) && changed.err.contains(QStringLiteral("0.05")) &&
+        QVERIFY2(changed.err.contains(QStringLiteral("--lr cannot change")) &&
+                     changed.err.contains(QStringLiteral("0.05")) &&
                      changed.err.contains(QStringLiteral("0.5")),
                  qPrintable(changed.err));
         // ...the same command line plus --resume (a requeued job script) is accepted.
@@ -247,13 +285,15 @@ private slots:
         }
         QCOMPARE(x.optimizer.size(), y.optimizer.size());
         for (std::size_t i = 0; i < x.optimizer.size(); ++i)
-            QVERIFY(std::memcmp(x.optimizer[i].second.raw(), y.optimizer[i].second.raw(), x.optimizer[i].second.bytes()) == 0);
+            QVERIFY(std::memcmp(x.optimizer[i].second.raw(), y.optimizer[i].second.raw(),
+                                x.optimizer[i].second.bytes()) == 0);
     }
 
     void divergenceStopsCleanly()
     {
         const QString dir = path(QStringLiteral("runs/diverge"));
-        const CliRun r = run(small(dir) + QStringList{"--steps", "50", "--lr", "1e5", "--checkpoint-every", "1"});
+        const CliRun r = run(
+            small(dir) + QStringList{"--steps", "50", "--lr", "1e5", "--checkpoint-every", "1"});
         QCOMPARE(r.exitCode, 1);
         QVERIFY2(r.err.contains(QStringLiteral("diverged")), qPrintable(r.err));
         // Whatever checkpoints were written hold the last good (finite) state and load.
@@ -261,23 +301,26 @@ private slots:
             const auto c = engine::readCheckpoint(f.path());
             for (const auto& [name, t] : c.weights)
                 if (t.dtype() == engine::DType::Float32)
-                    for (std::int64_t i = 0; i < t.numel(); ++i) QVERIFY2(std::isfinite(t.at(i)), name.c_str());
+                    for (std::int64_t i = 0; i < t.numel(); ++i)
+                        QVERIFY2(std::isfinite(t.at(i)), name.c_str());
         }
     }
 
     void interruptWritesCheckpoint()
     {
         const QString dir = path(QStringLiteral("runs/interrupted"));
-        const CliRun r = run(small(dir) + QStringList{"--steps", "1000000", "--checkpoint-every", "0"}, 120000,
-                             [](QProcess& p) {
-                                 // Wait for the first step's event, then Ctrl-C.
-                                 QByteArray seen;
-                                 while (!seen.contains("\"event\":\"step\"") && p.waitForReadyRead(60000))
-                                     seen += p.peek(1 << 20);
-                                 ::kill(static_cast<pid_t>(p.processId()), SIGINT);
-                             });
+        const CliRun r =
+            run(small(dir) + QStringList{"--steps", "1000000", "--checkpoint-every", "0"}, 120000,
+                [](QProcess& p) {
+                    // Wait for the first step's event, then Ctrl-C.
+                    QByteArray seen;
+                    while (!seen.contains("\"event\":\"step\"") && p.waitForReadyRead(60000))
+                        seen += p.peek(1 << 20);
+                    ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+                });
         QCOMPARE(r.exitCode, 130);
-        QCOMPARE(r.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("stopped"));
+        QCOMPARE(r.events.last().value(QStringLiteral("event")).toString(),
+                 QStringLiteral("stopped"));
         const int step = r.events.last().value(QStringLiteral("step")).toInt();
         QVERIFY(step >= 2);
         QCOMPARE(checkpointAt(dir, step).info.step, std::int64_t(step));
@@ -302,7 +345,11 @@ private slots:
         QFile f(runDir + QStringLiteral("/metrics.jsonl"));
         if (!f.open(QIODevice::ReadOnly)) return steps;
         for (const QByteArray& line : f.readAll().split('\n'))
-            if (!line.isEmpty()) steps.push_back(QJsonDocument::fromJson(line).object().value(QStringLiteral("step")).toInteger());
+            if (!line.isEmpty())
+                steps.push_back(QJsonDocument::fromJson(line)
+                                    .object()
+                                    .value(QStringLiteral("step"))
+                                    .toInteger());
         return steps;
     }
 
@@ -314,53 +361,67 @@ private slots:
             const QString f = it.next();
             if (f.endsWith(QLatin1String("/towers.lock"))) continue;
             QFile file(f);
-            if (file.open(QIODevice::ReadOnly)) out.insert(QDir(dir).relativeFilePath(f), file.readAll());
+            if (file.open(QIODevice::ReadOnly))
+                out.insert(QDir(dir).relativeFilePath(f), file.readAll());
         }
         return out;
     }
 
     // A second trainer on a folder in use is refused (a resume and a new run alike), naming the
-    // folder and the first one's PID; the first finishes with its run intact (every step logged once).
+    // folder and the first one's PID; the first finishes with its run intact (every step logged
+    // once).
     void secondTrainerIsRefused()
     {
         const QString dir = path(QStringLiteral("runs/owned"));
         QString busyResume, busyNew;
         int resumeCode = -2, newCode = -2;
         qint64 firstPid = 0;
-        const CliRun first = run(small(dir) + QStringList{"--steps", "1000000", "--checkpoint-every", "3"}, 120000,
-                                 [&](QProcess& p) {
-                                     firstPid = p.processId();
-                                     QVERIFY(waitForEvent(p, "\"event\":\"checkpoint\""));
-                                     const CliRun r = run({QStringLiteral("train"), QStringLiteral("--resume"),
-                                                           QStringLiteral("--run-dir"), dir}, 60000);
-                                     resumeCode = r.exitCode;
-                                     busyResume = r.err;
-                                     const CliRun n = run(small(dir) + QStringList{"--steps", "3"}, 60000);
-                                     newCode = n.exitCode;
-                                     busyNew = n.err;
-                                     ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
-                                 });
+        const CliRun first =
+            run(small(dir) + QStringList{"--steps", "1000000", "--checkpoint-every", "3"}, 120000,
+                [&](QProcess& p) {
+                    firstPid = p.processId();
+                    QVERIFY(waitForEvent(p, "\"event\":\"checkpoint\""));
+                    const CliRun r = run({QStringLiteral("train"), QStringLiteral("--resume"),
+                                          QStringLiteral("--run-dir"), dir},
+                                         60000);
+                    resumeCode = r.exitCode;
+                    busyResume = r.err;
+                    const CliRun n = run(small(dir) + QStringList{"--steps", "3"}, 60000);
+                    newCode = n.exitCode;
+                    busyNew = n.err;
+                    ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+                });
         QCOMPARE(resumeCode, 1);
         QCOMPARE(newCode, 1);
         for (const QString& err : {busyResume, busyNew}) {
-            QVERIFY2(err.contains(dir) && err.contains(QStringLiteral("in use by process %1").arg(firstPid)), qPrintable(err));
+            QVERIFY2(err.contains(dir) &&
+                         err.contains(QStringLiteral("in use by process %1").arg(firstPid)),
+                     qPrintable(err));
             QVERIFY2(err.contains(QStringLiteral("towers-cli")), qPrintable(err));
         }
         QCOMPARE(first.exitCode, 143); // 128 + SIGTERM
-        QCOMPARE(first.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("stopped"));
+        QCOMPARE(first.events.last().value(QStringLiteral("event")).toString(),
+                 QStringLiteral("stopped"));
         const int step = first.events.last().value(QStringLiteral("step")).toInt();
         QCOMPARE(checkpointAt(dir, step).info.step, std::int64_t(step));
         const auto steps = loggedSteps(dir);
         QVERIFY(!steps.empty());
-        for (std::size_t i = 1; i < steps.size(); ++i) QVERIFY2(steps[i] > steps[i - 1], "a step logged twice");
+        for (std::size_t i = 1; i < steps.size(); ++i)
+            QVERIFY2(steps[i] > steps[i - 1], "a step logged twice");
     }
 
     // Two runs started in the same second with default folders get two folders.
     void sameSecondDefaultFolders()
     {
-        const QStringList args{QStringLiteral("train"), QStringLiteral("--dataset"), QStringLiteral("fashion-mnist"),
-                               QStringLiteral("--batch-size"), QStringLiteral("16"), QStringLiteral("--steps"),
-                               QStringLiteral("2"), QStringLiteral("--augment"), QStringLiteral("none"),
+        const QStringList args{QStringLiteral("train"),
+                               QStringLiteral("--dataset"),
+                               QStringLiteral("fashion-mnist"),
+                               QStringLiteral("--batch-size"),
+                               QStringLiteral("16"),
+                               QStringLiteral("--steps"),
+                               QStringLiteral("2"),
+                               QStringLiteral("--augment"),
+                               QStringLiteral("none"),
                                QStringLiteral("--json")};
         QProcess a, b;
         for (QProcess* p : {&a, &b}) {
@@ -375,8 +436,14 @@ private slots:
         QVERIFY(a.waitForFinished(120000) && b.waitForFinished(120000));
         QCOMPARE(a.exitCode(), 0);
         QCOMPARE(b.exitCode(), 0);
-        const QString da = jsonLines(QString::fromUtf8(a.readAllStandardOutput())).last().value(QStringLiteral("run_dir")).toString();
-        const QString db = jsonLines(QString::fromUtf8(b.readAllStandardOutput())).last().value(QStringLiteral("run_dir")).toString();
+        const QString da = jsonLines(QString::fromUtf8(a.readAllStandardOutput()))
+                               .last()
+                               .value(QStringLiteral("run_dir"))
+                               .toString();
+        const QString db = jsonLines(QString::fromUtf8(b.readAllStandardOutput()))
+                               .last()
+                               .value(QStringLiteral("run_dir"))
+                               .toString();
         QVERIFY2(da != db, qPrintable(da));
         for (const QString& d : {da, db}) {
             QCOMPARE(loggedSteps(d), (std::vector<std::int64_t>{2}));
@@ -393,13 +460,15 @@ private slots:
         const auto before = filesUnder(dir);
         const CliRun again = run(small(dir) + QStringList{"--steps", "2"});
         QCOMPARE(again.exitCode, 2);
-        QVERIFY2(again.err.contains(QStringLiteral("already holds a run")) && again.err.contains(QStringLiteral("--overwrite")) &&
+        QVERIFY2(again.err.contains(QStringLiteral("already holds a run")) &&
+                     again.err.contains(QStringLiteral("--overwrite")) &&
                      again.err.contains(QStringLiteral("--resume")),
                  qPrintable(again.err));
         QCOMPARE(filesUnder(dir), before);
         const CliRun over = run(small(dir) + QStringList{"--steps", "2", "--overwrite"});
         QVERIFY2(over.exitCode == 0, qPrintable(over.err));
-        const QStringList sets = QDir(dir + QStringLiteral("/set-aside")).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+        const QStringList sets =
+            QDir(dir + QStringLiteral("/set-aside")).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
         QCOMPARE(sets.size(), 1);
         const auto aside = filesUnder(dir + QStringLiteral("/set-aside/") + sets.first());
         QCOMPARE(aside, before); // every byte of the earlier run
@@ -410,22 +479,27 @@ private slots:
     void unloadableCheckpointsSurviveAResume()
     {
         const QString dir = path(QStringLiteral("runs/damaged"));
-        QCOMPARE(run(small(dir) + QStringList{"--steps", "4", "--checkpoint-every", "2"}).exitCode, 0);
+        QCOMPARE(run(small(dir) + QStringList{"--steps", "4", "--checkpoint-every", "2"}).exitCode,
+                 0);
         for (int step : {2, 4}) {
-            const QString f = dir + QStringLiteral("/checkpoints/ckpt-%1.safetensors").arg(step, 8, 10, QLatin1Char('0'));
+            const QString f = dir + QStringLiteral("/checkpoints/ckpt-%1.safetensors")
+                                        .arg(step, 8, 10, QLatin1Char('0'));
             QVERIFY(QFile::resize(f, 200));
         }
         const auto before = filesUnder(dir);
-        const CliRun r = run({QStringLiteral("train"), QStringLiteral("--resume"), QStringLiteral("--run-dir"), dir});
+        const CliRun r = run({QStringLiteral("train"), QStringLiteral("--resume"),
+                              QStringLiteral("--run-dir"), dir});
         QCOMPARE(r.exitCode, 1);
-        for (const char* f : {"ckpt-00000002.safetensors", "ckpt-00000004.safetensors", "--restart"})
+        for (const char* f :
+             {"ckpt-00000002.safetensors", "ckpt-00000004.safetensors", "--restart"})
             QVERIFY2(r.err.contains(QLatin1String(f)), qPrintable(r.err));
         QVERIFY2(!r.out.contains(QStringLiteral("starting from step 0")), qPrintable(r.out));
         QCOMPARE(filesUnder(dir), before);
-        const CliRun restart =
-            run({QStringLiteral("train"), QStringLiteral("--resume"), QStringLiteral("--restart"), QStringLiteral("--run-dir"), dir});
+        const CliRun restart = run({QStringLiteral("train"), QStringLiteral("--resume"),
+                                    QStringLiteral("--restart"), QStringLiteral("--run-dir"), dir});
         QVERIFY2(restart.exitCode == 0, qPrintable(restart.err));
-        const QStringList sets = QDir(dir + QStringLiteral("/set-aside")).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+        const QStringList sets =
+            QDir(dir + QStringLiteral("/set-aside")).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
         QCOMPARE(sets.size(), 1);
         QCOMPARE(filesUnder(dir + QStringLiteral("/set-aside/") + sets.first()), before);
         QCOMPARE(checkpointAt(dir, 4).info.step, std::int64_t(4));
@@ -442,13 +516,15 @@ private slots:
     {
         QFETCH(int, signal);
         const QString dir = path(QStringLiteral("runs/signal-%1").arg(signal));
-        const CliRun r = run(small(dir) + QStringList{"--steps", "1000000", "--checkpoint-every", "0"}, 120000,
-                             [signal](QProcess& p) {
-                                 QVERIFY(waitForEvent(p, "\"event\":\"step\""));
-                                 ::kill(static_cast<pid_t>(p.processId()), signal);
-                             });
+        const CliRun r =
+            run(small(dir) + QStringList{"--steps", "1000000", "--checkpoint-every", "0"}, 120000,
+                [signal](QProcess& p) {
+                    QVERIFY(waitForEvent(p, "\"event\":\"step\""));
+                    ::kill(static_cast<pid_t>(p.processId()), signal);
+                });
         QCOMPARE(r.exitCode, 128 + signal);
-        QCOMPARE(r.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("stopped"));
+        QCOMPARE(r.events.last().value(QStringLiteral("event")).toString(),
+                 QStringLiteral("stopped"));
         const int step = r.events.last().value(QStringLiteral("step")).toInt();
         QCOMPARE(checkpointAt(dir, step).info.step, std::int64_t(step));
     }
@@ -458,20 +534,25 @@ private slots:
     void stopDuringTheFinalEvaluation()
     {
         const QString data = path(QStringLiteral("big-test"));
-        test::writeIdxDataset((data + QStringLiteral("/fashion-mnist")).toStdString(), 64, 40000, 28, 28, true, 5);
+        test::writeIdxDataset((data + QStringLiteral("/fashion-mnist")).toStdString(), 64, 40000,
+                              28, 28, true, 5);
         const QString dir = path(QStringLiteral("runs/final-eval"));
         QElapsedTimer sinceSignal;
-        const CliRun r = run(small(dir) + QStringList{"--steps", "2", "--data-dir", data}, 120000, [&](QProcess& p) {
-            QVERIFY(waitForEvent(p, "\"event\":\"checkpoint\""));
-            ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
-            sinceSignal.start();
-        });
+        const CliRun r = run(small(dir) + QStringList{"--steps", "2", "--data-dir", data}, 120000,
+                             [&](QProcess& p) {
+                                 QVERIFY(waitForEvent(p, "\"event\":\"checkpoint\""));
+                                 ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+                                 sinceSignal.start();
+                             });
         const qint64 ms = sinceSignal.elapsed();
         QCOMPARE(r.exitCode, 143);
-        for (const auto& e : r.events) QVERIFY(e.value(QStringLiteral("event")).toString() != QLatin1String("eval"));
-        QCOMPARE(r.events.last().value(QStringLiteral("event")).toString(), QStringLiteral("stopped"));
+        for (const auto& e : r.events)
+            QVERIFY(e.value(QStringLiteral("event")).toString() != QLatin1String("eval"));
+        QCOMPARE(r.events.last().value(QStringLiteral("event")).toString(),
+                 QStringLiteral("stopped"));
         QCOMPARE(checkpointAt(dir, 2).info.step, std::int64_t(2));
-        QVERIFY(!QFile::exists(dir + QStringLiteral("/eval.jsonl")) || QFileInfo(dir + QStringLiteral("/eval.jsonl")).size() == 0);
+        QVERIFY(!QFile::exists(dir + QStringLiteral("/eval.jsonl")) ||
+                QFileInfo(dir + QStringLiteral("/eval.jsonl")).size() == 0);
         qInfo("stopped %lld ms after SIGTERM", ms);
     }
 
@@ -480,8 +561,9 @@ private slots:
         const fs::path folder = path(QStringLiteral("broken/fashion-mnist")).toStdString();
         test::writeIdxDataset(folder, 64, 16, 28, 28, false, 3);
         fs::resize_file(folder / "train-images-idx3-ubyte", 1000); // truncated
-        const CliRun r = run({QStringLiteral("train"), QStringLiteral("--dataset"), QStringLiteral("fashion-mnist"),
-                              QStringLiteral("--data-dir"), QString::fromStdString(folder.parent_path().string()),
+        const CliRun r = run({QStringLiteral("train"), QStringLiteral("--dataset"),
+                              QStringLiteral("fashion-mnist"), QStringLiteral("--data-dir"),
+                              QString::fromStdString(folder.parent_path().string()),
                               QStringLiteral("--steps"), QStringLiteral("1")});
         QCOMPARE(r.exitCode, 1);
         QVERIFY2(r.err.contains(QStringLiteral("train-images-idx3-ubyte")), qPrintable(r.err));

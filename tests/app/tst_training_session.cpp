@@ -49,12 +49,14 @@ private slots:
         TrainingSession session(o);
         QCOMPARE(&session.dataset(), dataset.get()); // the same images, not a copy
         QCOMPARE(session.run(), Trainer::Outcome::Finished);
-        QVERIFY(QFile::exists(m_root.filePath(QStringLiteral("run/checkpoints/ckpt-00000004.safetensors"))));
+        QVERIFY(QFile::exists(
+            m_root.filePath(QStringLiteral("run/checkpoints/ckpt-00000004.safetensors"))));
     }
 
     void refusesAnotherDataset()
     {
-        auto o = towers::test::tinyRun({}, m_root.filePath(QStringLiteral("run2")).toStdString(), 4);
+        auto o =
+            towers::test::tinyRun({}, m_root.filePath(QStringLiteral("run2")).toStdString(), 4);
         auto other = std::make_shared<Dataset>(*inMemoryMnist(16, 16));
         other->name = "fashion-mnist";
         o.dataset = other;

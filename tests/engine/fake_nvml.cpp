@@ -12,8 +12,8 @@
 
 namespace {
 
-constexpr int kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNotSupported = 3, kDriverNotLoaded = 9,
-              kInsufficientSize = 7;
+constexpr int kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNotSupported = 3,
+              kDriverNotLoaded = 9, kInsufficientSize = 7;
 bool g_initialised = false;
 
 int gpuCount()
@@ -32,7 +32,8 @@ struct FakeDevice
 {
     int index;
 };
-FakeDevice g_devices[16] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
+FakeDevice g_devices[16] = {{0}, {1}, {2},  {3},  {4},  {5},  {6},  {7},
+                            {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
 
 int indexOf(void* device)
 {
@@ -85,8 +86,7 @@ int handle(unsigned i, void** device)
 }
 
 // Two processes on each GPU: this one, (index + 1) x 256 MiB, and pid 1, 1 GiB.
-template <class Entry>
-int processes(void* device, unsigned* n, Entry* out)
+template <class Entry> int processes(void* device, unsigned* n, Entry* out)
 {
     const int i = indexOf(device);
     if (i < 0) return kInvalidArgument;
@@ -110,10 +110,22 @@ int processes(void* device, unsigned* n, Entry* out)
 extern "C" {
 
 #ifdef FAKE_NVML_OLD_NAMES
-int nvmlInit() { return init(); }
-int nvmlDeviceGetCount(unsigned* n) { return count(n); }
-int nvmlDeviceGetHandleByIndex(unsigned i, void** d) { return handle(i, d); }
-int nvmlDeviceGetComputeRunningProcesses(void* d, unsigned* n, ProcessV1* p) { return processes(d, n, p); }
+int nvmlInit()
+{
+    return init();
+}
+int nvmlDeviceGetCount(unsigned* n)
+{
+    return count(n);
+}
+int nvmlDeviceGetHandleByIndex(unsigned i, void** d)
+{
+    return handle(i, d);
+}
+int nvmlDeviceGetComputeRunningProcesses(void* d, unsigned* n, ProcessV1* p)
+{
+    return processes(d, n, p);
+}
 int nvmlDeviceGetPowerManagementLimit(void* d, unsigned* mw)
 {
     if (indexOf(d) < 0 || unsupported("power")) return kNotSupported;
@@ -121,10 +133,22 @@ int nvmlDeviceGetPowerManagementLimit(void* d, unsigned* mw)
     return kSuccess;
 }
 #else
-int nvmlInit_v2() { return init(); }
-int nvmlDeviceGetCount_v2(unsigned* n) { return count(n); }
-int nvmlDeviceGetHandleByIndex_v2(unsigned i, void** d) { return handle(i, d); }
-int nvmlDeviceGetComputeRunningProcesses_v3(void* d, unsigned* n, ProcessV2* p) { return processes(d, n, p); }
+int nvmlInit_v2()
+{
+    return init();
+}
+int nvmlDeviceGetCount_v2(unsigned* n)
+{
+    return count(n);
+}
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, void** d)
+{
+    return handle(i, d);
+}
+int nvmlDeviceGetComputeRunningProcesses_v3(void* d, unsigned* n, ProcessV2* p)
+{
+    return processes(d, n, p);
+}
 int nvmlDeviceGetEnforcedPowerLimit(void* d, unsigned* mw)
 {
     if (indexOf(d) < 0 || unsupported("power")) return kNotSupported;
@@ -147,9 +171,12 @@ int nvmlShutdown()
 const char* nvmlErrorString(int r)
 {
     switch (r) {
-    case kDriverNotLoaded: return "Driver Not Loaded";
-    case kNotSupported: return "Not Supported";
-    default: return "Unknown Error";
+    case kDriverNotLoaded:
+        return "Driver Not Loaded";
+    case kNotSupported:
+        return "Not Supported";
+    default:
+        return "Unknown Error";
     }
 }
 

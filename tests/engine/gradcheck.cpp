@@ -21,11 +21,13 @@ Tensor distinctTensor(const Shape& shape, DType dtype, Rng& rng, double gap)
     std::vector<std::int64_t> order(static_cast<std::size_t>(n));
     std::iota(order.begin(), order.end(), 0);
     for (std::int64_t i = n - 1; i > 0; --i)
-        std::swap(order[static_cast<std::size_t>(i)], order[rng.below(static_cast<std::uint64_t>(i + 1))]);
+        std::swap(order[static_cast<std::size_t>(i)],
+                  order[rng.below(static_cast<std::uint64_t>(i + 1))]);
     // A ramp centred on zero with steps of 3 * gap, jittered by less than gap: neighbours in value
     // stay at least gap apart, and no value is within gap of zero.
     for (std::int64_t i = 0; i < n; ++i) {
-        double v = (static_cast<double>(order[static_cast<std::size_t>(i)]) - (n - 1) / 2.0) * 3 * gap;
+        double v =
+            (static_cast<double>(order[static_cast<std::size_t>(i)]) - (n - 1) / 2.0) * 3 * gap;
         v += (rng.uniform() - 0.5) * gap;
         if (std::fabs(v) < gap) v = v < 0 ? -1.5 * gap : 1.5 * gap;
         t.setAt(i, v);
@@ -36,7 +38,9 @@ Tensor distinctTensor(const Shape& shape, DType dtype, Rng& rng, double gap)
 Tensor randomLabels(std::int64_t n, int classes, Rng& rng)
 {
     Tensor t(Shape{n}, DType::Int32);
-    for (std::int64_t i = 0; i < n; ++i) t.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(classes)));
+    for (std::int64_t i = 0; i < n; ++i)
+        t.data<std::int32_t>()[i] =
+            static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(classes)));
     return t;
 }
 
@@ -53,14 +57,18 @@ std::string GradCheckResult::str() const
     return std::to_string(checked) + " checked, " + std::to_string(skippedKinks) +
            " skipped at kinks; max relative error " + std::to_string(maxRelError) + " (absolute " +
            std::to_string(maxAbsError) + ") at element " + std::to_string(worstIndex) +
-           ": analytic " + std::to_string(worstAnalytic) + ", numeric " + std::to_string(worstNumeric);
+           ": analytic " + std::to_string(worstAnalytic) + ", numeric " +
+           std::to_string(worstNumeric);
 }
 
 GradCheckResult checkGradient(const std::function<double()>& f, Tensor& x, const Tensor& analytic,
-                              double step, std::int64_t maxElements, std::uint64_t seed, double floor)
+                              double step, std::int64_t maxElements, std::uint64_t seed,
+                              double floor)
 {
-    if (x.dtype() != DType::Float64) throw engine::InvalidArgument("checkGradient needs a float64 x");
-    if (analytic.numel() != x.numel()) throw engine::ShapeError("checkGradient: gradient size differs from x");
+    if (x.dtype() != DType::Float64)
+        throw engine::InvalidArgument("checkGradient needs a float64 x");
+    if (analytic.numel() != x.numel())
+        throw engine::ShapeError("checkGradient: gradient size differs from x");
     const std::int64_t n = x.numel();
     const bool all = n <= maxElements;
     const std::int64_t wanted = all ? n : maxElements;
@@ -69,7 +77,8 @@ GradCheckResult checkGradient(const std::function<double()>& f, Tensor& x, const
     double* p = x.data<double>();
     const double f0 = f();
     for (std::int64_t k = 0; r.checked < wanted && k < (all ? n : 4 * maxElements); ++k) {
-        const std::int64_t i = all ? k : static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(n)));
+        const std::int64_t i =
+            all ? k : static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(n)));
         const double orig = p[i];
         auto at = [&](double v) {
             p[i] = v;
@@ -96,7 +105,8 @@ GradCheckResult checkGradient(const std::function<double()>& f, Tensor& x, const
         const double a = analytic.at(i);
         const double abs = std::fabs(a - numeric);
         // Differences below the rounding noise of the numeric slope are not evidence of an error.
-        const double rel = std::max(0.0, abs - 4 * noise) / std::max({std::fabs(a), std::fabs(numeric), floor});
+        const double rel =
+            std::max(0.0, abs - 4 * noise) / std::max({std::fabs(a), std::fabs(numeric), floor});
         r.maxAbsError = std::max(r.maxAbsError, abs);
         if (rel > r.maxRelError || r.worstIndex < 0) {
             r.maxRelError = rel;
@@ -112,8 +122,10 @@ GradCheckResult checkGradient(const std::function<double()>& f, Tensor& x, const
 GradCheckResult checkDirectionalGradient(const std::function<double()>& f, Tensor& x,
                                          const Tensor& analytic, double step, std::uint64_t seed)
 {
-    if (x.dtype() != DType::Float64) throw engine::InvalidArgument("checkDirectionalGradient needs a float64 x");
-    if (analytic.numel() != x.numel()) throw engine::ShapeError("checkDirectionalGradient: gradient size differs from x");
+    if (x.dtype() != DType::Float64)
+        throw engine::InvalidArgument("checkDirectionalGradient needs a float64 x");
+    if (analytic.numel() != x.numel())
+        throw engine::ShapeError("checkDirectionalGradient: gradient size differs from x");
     const std::int64_t n = x.numel();
     double* p = x.data<double>();
     const std::vector<double> orig(p, p + n);
@@ -136,7 +148,8 @@ GradCheckResult checkDirectionalGradient(const std::function<double()>& f, Tenso
             expected += analytic.at(i) * v[static_cast<std::size_t>(i)];
         }
         auto at = [&](double t) {
-            for (std::int64_t i = 0; i < n; ++i) p[i] = orig[static_cast<std::size_t>(i)] + t * v[static_cast<std::size_t>(i)];
+            for (std::int64_t i = 0; i < n; ++i)
+                p[i] = orig[static_cast<std::size_t>(i)] + t * v[static_cast<std::size_t>(i)];
             const double y = f();
             std::copy(orig.begin(), orig.end(), p);
             return y;
@@ -150,7 +163,8 @@ GradCheckResult checkDirectionalGradient(const std::function<double()>& f, Tenso
         if (std::fabs(dh - 2 * dh2) > 1e-3 * std::fabs(numeric) + noise) {
             ++r.skippedKinks;
             lastKink = "slope jumps " + std::to_string(dh) + " at h, " + std::to_string(dh2) +
-                       " at h/2, slope " + std::to_string(numeric) + ", noise " + std::to_string(noise);
+                       " at h/2, slope " + std::to_string(numeric) + ", noise " +
+                       std::to_string(noise);
             continue;
         }
         r.checked = 1;
@@ -161,13 +175,17 @@ GradCheckResult checkDirectionalGradient(const std::function<double()>& f, Tenso
         r.worstAnalytic = expected;
         r.worstNumeric = numeric;
     }
-    if (r.checked == 0) throw engine::Error("checkDirectionalGradient: every direction crossed a kink (" + lastKink + ")");
+    if (r.checked == 0)
+        throw engine::Error("checkDirectionalGradient: every direction crossed a kink (" +
+                            lastKink + ")");
     return r;
 }
 
 double normalisedError(const Tensor& a, const Tensor& b)
 {
-    if (a.numel() != b.numel()) throw engine::ShapeError("normalisedError: sizes differ: " + a.describe() + " vs " + b.describe());
+    if (a.numel() != b.numel())
+        throw engine::ShapeError("normalisedError: sizes differ: " + a.describe() + " vs " +
+                                 b.describe());
     double num = 0, den = 0;
     for (std::int64_t i = 0; i < a.numel(); ++i) {
         const double d = a.at(i) - b.at(i);

@@ -28,7 +28,8 @@ double dot(const Tensor& a, const Tensor& b);
 
 struct GradCheckResult
 {
-    // (|analytic - numeric| less the numeric slope's rounding noise) / max(|analytic|, |numeric|, floor)
+    // (|analytic - numeric| less the numeric slope's rounding noise) / max(|analytic|, |numeric|,
+    // floor)
     double maxRelError = 0;
     double maxAbsError = 0;
     std::int64_t worstIndex = -1;

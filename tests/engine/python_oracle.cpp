@@ -18,8 +18,10 @@ bool torchAvailable()
 {
     static const bool available = [] {
         QProcess probe;
-        probe.start(QStringLiteral("/usr/bin/python3"), {QStringLiteral("-c"), QStringLiteral("import torch")});
-        return probe.waitForFinished(120000) && probe.exitStatus() == QProcess::NormalExit && probe.exitCode() == 0;
+        probe.start(QStringLiteral("/usr/bin/python3"),
+                    {QStringLiteral("-c"), QStringLiteral("import torch")});
+        return probe.waitForFinished(120000) && probe.exitStatus() == QProcess::NormalExit &&
+               probe.exitCode() == 0;
     }();
     return available;
 }
@@ -55,7 +57,8 @@ bool sectionPassed(const QString& section)
 {
     static const QRegularExpression summary(QStringLiteral("(\\d+)/(\\d+) tensors within"));
     const auto m = summary.match(section);
-    return m.hasMatch() && m.captured(1) == m.captured(2) && !section.contains(QLatin1String("FAIL"));
+    return m.hasMatch() && m.captured(1) == m.captured(2) &&
+           !section.contains(QLatin1String("FAIL"));
 }
 
 } // namespace towers::test

@@ -10,10 +10,10 @@ namespace towers::test {
 
 using namespace engine;
 
-SyntheticBatches::SyntheticBatches(Shape imageShape, int classes, int towers, int batchPerTower, std::int64_t examples,
-                                   std::uint64_t seed)
-    : m_shape(std::move(imageShape)), m_classes(classes), m_towers(towers), m_perTower(batchPerTower),
-      m_examples(examples), m_seed(seed)
+SyntheticBatches::SyntheticBatches(Shape imageShape, int classes, int towers, int batchPerTower,
+                                   std::int64_t examples, std::uint64_t seed)
+    : m_shape(std::move(imageShape)), m_classes(classes), m_towers(towers),
+      m_perTower(batchPerTower), m_examples(examples), m_seed(seed)
 {
     const std::int64_t n = m_shape.numel();
     m_prototypes.resize(std::size_t(classes * n));
@@ -21,7 +21,10 @@ SyntheticBatches::SyntheticBatches(Shape imageShape, int classes, int towers, in
     for (auto& v : m_prototypes) v = float(rng.normal());
 }
 
-std::int64_t SyntheticBatches::stepsPerEpoch() const { return m_examples / (std::int64_t(m_towers) * m_perTower); }
+std::int64_t SyntheticBatches::stepsPerEpoch() const
+{
+    return m_examples / (std::int64_t(m_towers) * m_perTower);
+}
 
 const std::vector<std::int64_t>& SyntheticBatches::permutation(std::int64_t epoch)
 {
@@ -58,10 +61,12 @@ const Batch& SyntheticBatches::next()
     const std::int64_t n = m_shape.numel();
     for (std::int64_t k = 0; k < global; ++k) {
         std::int32_t label = 0;
-        example(perm[std::size_t(within * global + k)], m_batch.images.data<float>() + k * n, label);
+        example(perm[std::size_t(within * global + k)], m_batch.images.data<float>() + k * n,
+                label);
         m_batch.labels.data<std::int32_t>()[k] = label;
     }
-    if (step == m_nanStep) m_batch.images.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+    if (step == m_nanStep)
+        m_batch.images.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
     m_batch.step = step;
     m_batch.epoch = epoch;
     m_batch.towers = m_towers;
@@ -75,7 +80,8 @@ EvalBatchFn SyntheticBatches::evaluationBatches() const
         Tensor::ensure(labels, Shape{end - begin}, DType::Int32);
         const std::int64_t n = m_shape.numel();
         for (std::int64_t i = begin; i < end; ++i)
-            example(m_examples + i, images.data<float>() + (i - begin) * n, labels.data<std::int32_t>()[i - begin]);
+            example(m_examples + i, images.data<float>() + (i - begin) * n,
+                    labels.data<std::int32_t>()[i - begin]);
     };
 }
 

@@ -1,7 +1,8 @@
 // Benchmark (not a test): images per second of synchronous replicated training on the CPU for
 // several splits of the same global batch into towers, on one fixed synthetic batch (the input
 // pipeline is not timed), after a warm-up.
-//   tower_scaling [--model cifar10-tutorial] [--global-batch 128] [--steps 20] [--optimizer momentum]
+//   tower_scaling [--model cifar10-tutorial] [--global-batch 128] [--steps 20] [--optimizer
+//   momentum]
 //                 [--configs 1x2,2x1,1x1]        towers x threads per tower
 #include <chrono>
 #include <cstdio>
@@ -22,11 +23,16 @@ int main(int argc, char** argv)
     int global = 128, steps = 20;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i], v = argv[i + 1];
-        if (k == "--model") model = v;
-        else if (k == "--global-batch") global = std::stoi(v);
-        else if (k == "--steps") steps = std::stoi(v);
-        else if (k == "--optimizer") optimizer = v;
-        else if (k == "--configs") configs = v;
+        if (k == "--model")
+            model = v;
+        else if (k == "--global-batch")
+            global = std::stoi(v);
+        else if (k == "--steps")
+            steps = std::stoi(v);
+        else if (k == "--optimizer")
+            optimizer = v;
+        else if (k == "--configs")
+            configs = v;
         else {
             std::fprintf(stderr, "tower_scaling: unknown option %s\n", k.c_str());
             return 2;
@@ -34,30 +40,35 @@ int main(int argc, char** argv)
     }
     try {
         const ModelInfo& info = findModel(model);
-        std::printf("%s, global batch %d, %s, %d timed steps after 3 warm-up steps\n", model.c_str(), global,
-                    optimizer.c_str(), steps);
-        std::printf("%-8s %10s %10s %10s %10s %10s  %s\n", "towers", "images/s", "step ms", "compute", "average",
-                    "update", "per-tower compute ms");
+        std::printf("%s, global batch %d, %s, %d timed steps after 3 warm-up steps\n",
+                    model.c_str(), global, optimizer.c_str(), steps);
+        std::printf("%-8s %10s %10s %10s %10s %10s  %s\n", "towers", "images/s", "step ms",
+                    "compute", "average", "update", "per-tower compute ms");
         std::size_t pos = 0;
         while (pos < configs.size()) {
             const std::size_t comma = configs.find(',', pos);
-            const std::string c = configs.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+            const std::string c =
+                configs.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
             pos = comma == std::string::npos ? configs.size() : comma + 1;
-            const int towers = std::stoi(c.substr(0, c.find('x'))), threads = std::stoi(c.substr(c.find('x') + 1));
+            const int towers = std::stoi(c.substr(0, c.find('x'))),
+                      threads = std::stoi(c.substr(c.find('x') + 1));
             TowerSetOptions o;
             o.model = model;
             o.towers = towers;
             o.threadsPerTower = threads;
             o.optimizer.kind = optimizer;
             TowerSet set(o);
-            towers::test::SyntheticBatches source(info.inputShape, info.numClasses, towers, global / towers, global, 1);
+            towers::test::SyntheticBatches source(info.inputShape, info.numClasses, towers,
+                                                  global / towers, global, 1);
             const Batch& batch = source.next(); // the same batch every step
             double stepMs = 0, compute = 0, average = 0, update = 0;
             std::vector<double> perTower(std::size_t(towers), 0.0);
             for (int s = 0; s < steps + 3; ++s) {
                 const auto t0 = std::chrono::steady_clock::now();
                 const TowerStepResult r = set.step(batch, s, 0.01);
-                const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                const double ms =
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count();
                 if (s < 3) continue;
                 std::size_t slowest = 0;
                 for (std::size_t t = 0; t < r.towers.size(); ++t) {
@@ -75,8 +86,9 @@ int main(int argc, char** argv)
                 std::snprintf(buf, sizeof buf, "%s%.1f", towersText.empty() ? "" : " ", v);
                 towersText += buf;
             }
-            std::printf("%-8s %10.0f %10.1f %10.1f %10.2f %10.2f  %s\n", c.c_str(), global * 1000.0 / stepMs, stepMs,
-                        compute, average, update, towersText.c_str());
+            std::printf("%-8s %10.0f %10.1f %10.1f %10.2f %10.2f  %s\n", c.c_str(),
+                        global * 1000.0 / stepMs, stepMs, compute, average, update,
+                        towersText.c_str());
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "tower_scaling: %s\n", e.what());

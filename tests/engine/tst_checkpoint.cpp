@@ -39,7 +39,8 @@ Checkpoint sampleCheckpoint(Model& m, std::int64_t step = 7)
     ema.update(m.parameters(), 1);
     CheckpointInfo info;
     info.dataset = "fashion-mnist";
-    info.classNames = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+    info.classNames = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                       "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
     info.preprocessing = R"({"height":28,"width":28,"channels":1,"normalization":"mean_std"})";
     info.step = step;
     info.epoch = 0.25;
@@ -76,10 +77,13 @@ template <class E, class F> void expectError(F&& f, const QStringList& words)
 {
     try {
         f();
-        QFAIL(qPrintable(QStringLiteral("no error; expected one saying: ") + words.join(QStringLiteral(", "))));
+        QFAIL(qPrintable(QStringLiteral("no error; expected one saying: ") +
+                         words.join(QStringLiteral(", "))));
     } catch (const E& e) {
         const QString what = QString::fromUtf8(e.what());
-        for (const auto& w : words) QVERIFY2(what.contains(w), qPrintable(what + QStringLiteral(" (wanted: ") + w + QLatin1Char(')')));
+        for (const auto& w : words)
+            QVERIFY2(what.contains(w),
+                     qPrintable(what + QStringLiteral(" (wanted: ") + w + QLatin1Char(')')));
     }
 }
 
@@ -110,10 +114,13 @@ private slots:
         QCOMPARE(r.weights.size(), m->parameters().size());
         QCOMPARE(r.ema.size(), c.ema.size());
         QCOMPARE(r.optimizer.size(), c.optimizer.size());
-        for (const auto* p : m->parameters()) QCOMPARE(maxAbsDiff(*r.weight(p->name), p->value), 0.0);
+        for (const auto* p : m->parameters())
+            QCOMPARE(maxAbsDiff(*r.weight(p->name), p->value), 0.0);
         for (std::size_t i = 0; i < c.optimizer.size(); ++i) {
             QCOMPARE(r.optimizer[i].first, c.optimizer[i].first);
-            QCOMPARE(maxAbsDiff(r.optimizer[i].second.to(DType::Float64), c.optimizer[i].second.to(DType::Float64)), 0.0);
+            QCOMPARE(maxAbsDiff(r.optimizer[i].second.to(DType::Float64),
+                                c.optimizer[i].second.to(DType::Float64)),
+                     0.0);
         }
         // Weights are stored under the model's (PyTorch state_dict) names, in its order.
         QCOMPARE(r.weights.front().first, std::string("conv1.weight"));
@@ -122,11 +129,16 @@ private slots:
         // Loading into a fresh model: the weights, or the averages in place of trainable weights.
         auto fresh = createModel("fashion-fast", 99);
         loadCheckpoint(file, *fresh);
-        QCOMPARE(maxAbsDiff(fresh->parameter("fc1.weight").value, m->parameter("fc1.weight").value), 0.0);
+        QCOMPARE(maxAbsDiff(fresh->parameter("fc1.weight").value, m->parameter("fc1.weight").value),
+                 0.0);
         loadCheckpoint(file, *fresh, true);
-        QCOMPARE(maxAbsDiff(fresh->parameter("fc1.weight").value, *r.weight("fc1.weight", true)), 0.0);
-        QVERIFY(maxAbsDiff(fresh->parameter("fc1.weight").value, m->parameter("fc1.weight").value) > 0);
-        QCOMPARE(maxAbsDiff(fresh->parameter("bn1.running_var").value, m->parameter("bn1.running_var").value), 0.0);
+        QCOMPARE(maxAbsDiff(fresh->parameter("fc1.weight").value, *r.weight("fc1.weight", true)),
+                 0.0);
+        QVERIFY(maxAbsDiff(fresh->parameter("fc1.weight").value, m->parameter("fc1.weight").value) >
+                0);
+        QCOMPARE(maxAbsDiff(fresh->parameter("bn1.running_var").value,
+                            m->parameter("bn1.running_var").value),
+                 0.0);
     }
 
     void truncated()
@@ -138,8 +150,9 @@ private slots:
         writeCheckpoint(good, sampleCheckpoint(*m));
         const auto bytes = readBytes(good);
         const std::size_t header = 8 + headerLength(bytes);
-        for (std::size_t cut : {std::size_t(0), std::size_t(5), std::size_t(8), std::size_t(100), header - 1, header,
-                                header + 1000, bytes.size() / 2, bytes.size() - 1}) {
+        for (std::size_t cut :
+             {std::size_t(0), std::size_t(5), std::size_t(8), std::size_t(100), header - 1, header,
+              header + 1000, bytes.size() / 2, bytes.size() - 1}) {
             writeBytes(bad, bytes, cut);
             expectError<IoError>([&] { readCheckpoint(bad); }, {QStringLiteral("bad.safetensors")});
         }
@@ -165,9 +178,11 @@ private slots:
             writeBytes(bad, copy, copy.size());
             try {
                 readCheckpoint(bad);
-                QFAIL(qPrintable(QStringLiteral("a flipped header byte at %1 was accepted").arg(where)));
+                QFAIL(qPrintable(
+                    QStringLiteral("a flipped header byte at %1 was accepted").arg(where)));
             } catch (const IoError& e) {
-                QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("flipped.safetensors")), e.what());
+                QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("flipped.safetensors")),
+                         e.what());
                 checksumCaught += QString::fromUtf8(e.what()).contains(QLatin1String("checksum"));
             }
         }
@@ -175,7 +190,8 @@ private slots:
         auto copy = bytes;
         copy[header + 4321] = char(copy[header + 4321] ^ 0x10);
         writeBytes(bad, copy, copy.size());
-        expectError<IoError>([&] { readCheckpoint(bad); }, {QStringLiteral("flipped.safetensors"), QStringLiteral("damaged")});
+        expectError<IoError>([&] { readCheckpoint(bad); },
+                             {QStringLiteral("flipped.safetensors"), QStringLiteral("damaged")});
     }
 
     void otherModelRefused()
@@ -187,8 +203,10 @@ private slots:
         info.step = 1;
         writeCheckpoint(file, makeCheckpoint(*tutorial, info));
         auto fashion = createModel("fashion-fast", 1);
-        expectError<InvalidArgument>([&] { loadCheckpoint(file, *fashion); },
-                                     {QStringLiteral("tutorial.safetensors"), QStringLiteral("is of model 'cifar10-tutorial', not 'fashion-fast'")});
+        expectError<InvalidArgument>(
+            [&] { loadCheckpoint(file, *fashion); },
+            {QStringLiteral("tutorial.safetensors"),
+             QStringLiteral("is of model 'cifar10-tutorial', not 'fashion-fast'")});
     }
 
     // Files that are intact but do not fit the model: each refused naming the file and tensor.
@@ -196,13 +214,22 @@ private slots:
     {
         QTest::addColumn<QString>("edit");
         QTest::addColumn<QString>("words");
-        QTest::newRow("wrong dtype") << "dtype" << "tensor 'fc1.weight' is float64, the model's is float32";
-        QTest::newRow("wrong shape") << "shape" << "tensor 'fc1.weight' has shape [10, 10], the model's is [128, 3136]";
-        QTest::newRow("missing") << "missing" << "tensor 'fc2.bias' of the model is missing";
-        QTest::newRow("extra") << "extra" << "tensor 'fc3.weight' is not part of model 'fashion-fast'";
-        QTest::newRow("ema incomplete") << "ema" << "tensor 'ema.fc2.bias' is missing";
-        QTest::newRow("ema of a buffer") << "emaBuffer" << "'ema.bn1.running_mean' averages no trainable parameter";
-        QTest::newRow("optimizer shape") << "optim" << "'optim.fc1.weight.momentum_buffer' is float32 [3]";
+        QTest::newRow("wrong dtype") << "dtype"
+                                     << "tensor 'fc1.weight' is float64, the model's is float32";
+        QTest::newRow("wrong shape")
+            << "shape"
+            << "tensor 'fc1.weight' has shape [10, 10], the model's is [128, 3136]";
+        QTest::newRow("missing") << "missing"
+                                 << "tensor 'fc2.bias' of the model is missing";
+        QTest::newRow("extra") << "extra"
+                               << "tensor 'fc3.weight' is not part of model 'fashion-fast'";
+        QTest::newRow("ema incomplete") << "ema"
+                                        << "tensor 'ema.fc2.bias' is missing";
+        QTest::newRow("ema of a buffer")
+            << "emaBuffer"
+            << "'ema.bn1.running_mean' averages no trainable parameter";
+        QTest::newRow("optimizer shape") << "optim"
+                                         << "'optim.fc1.weight.momentum_buffer' is float32 [3]";
     }
     void mismatchRefused()
     {
@@ -217,13 +244,19 @@ private slots:
                 if (n == name) return t;
             throw Error("no " + name);
         };
-        if (edit == "dtype") find(c.weights, "fc1.weight") = find(c.weights, "fc1.weight").to(DType::Float64);
-        if (edit == "shape") find(c.weights, "fc1.weight") = Tensor::zeros({10, 10}, DType::Float32);
+        if (edit == "dtype")
+            find(c.weights, "fc1.weight") = find(c.weights, "fc1.weight").to(DType::Float64);
+        if (edit == "shape")
+            find(c.weights, "fc1.weight") = Tensor::zeros({10, 10}, DType::Float32);
         if (edit == "missing") c.weights.pop_back();
-        if (edit == "extra") c.weights.emplace_back("fc3.weight", Tensor::zeros({2}, DType::Float32));
+        if (edit == "extra")
+            c.weights.emplace_back("fc3.weight", Tensor::zeros({2}, DType::Float32));
         if (edit == "ema") c.ema.pop_back();
-        if (edit == "emaBuffer") c.ema.emplace_back("ema.bn1.running_mean", Tensor::zeros({32}, DType::Float32));
-        if (edit == "optim") find(c.optimizer, "optim.fc1.weight.momentum_buffer") = Tensor::zeros({3}, DType::Float32);
+        if (edit == "emaBuffer")
+            c.ema.emplace_back("ema.bn1.running_mean", Tensor::zeros({32}, DType::Float32));
+        if (edit == "optim")
+            find(c.optimizer, "optim.fc1.weight.momentum_buffer") =
+                Tensor::zeros({3}, DType::Float32);
         writeCheckpoint(file, c); // a well-formed file with a valid checksum
         const Checkpoint r = readCheckpoint(file);
         expectError<InvalidArgument>([&] { validateCheckpoint(r, *m, file); },
@@ -236,7 +269,8 @@ private slots:
         QTemporaryDir dir;
         const fs::path file = dir.filePath(QStringLiteral("plain.safetensors")).toStdString();
         writeSafeTensors(file, {{"x", Tensor::zeros({2}, DType::Float32)}}, {{"format", "pt"}});
-        expectError<IoError>([&] { readCheckpoint(file); }, {QStringLiteral("plain.safetensors"), QStringLiteral("crc32")});
+        expectError<IoError>([&] { readCheckpoint(file); },
+                             {QStringLiteral("plain.safetensors"), QStringLiteral("crc32")});
     }
 
     void newestGoodCheckpointFallsBack()
@@ -244,7 +278,8 @@ private slots:
         QTemporaryDir dir;
         RunDirectory run(dir.path().toStdString());
         auto m = createModel("fashion-fast", 2);
-        for (std::int64_t s : {10, 20, 30}) writeCheckpoint(run.checkpointPath(s), sampleCheckpoint(*m, s));
+        for (std::int64_t s : {10, 20, 30})
+            writeCheckpoint(run.checkpointPath(s), sampleCheckpoint(*m, s));
         // ckpt 30 truncated: the newest good one is 20.
         const auto bytes = readBytes(run.checkpointPath(30));
         writeBytes(run.checkpointPath(30), bytes, bytes.size() / 3);
@@ -253,7 +288,8 @@ private slots:
         QVERIFY(found);
         QCOMPARE(found->step, std::int64_t(20));
         QCOMPARE(skipped.size(), std::size_t(1));
-        QVERIFY2(skipped[0].find("ckpt-00000030.safetensors") != std::string::npos, skipped[0].c_str());
+        QVERIFY2(skipped[0].find("ckpt-00000030.safetensors") != std::string::npos,
+                 skipped[0].c_str());
         // ckpt 20 of another model: with the model given it is skipped too.
         auto tutorial = createModel("cifar10-tutorial", 1);
         CheckpointInfo info;
@@ -262,7 +298,8 @@ private slots:
         found = run.newestGoodCheckpoint(m.get());
         QVERIFY(found);
         QCOMPARE(found->step, std::int64_t(10));
-        QCOMPARE(run.newestGoodCheckpoint()->step, std::int64_t(20)); // intact, just not this model's
+        QCOMPARE(run.newestGoodCheckpoint()->step,
+                 std::int64_t(20)); // intact, just not this model's
         fs::remove(run.checkpointPath(10));
         fs::remove(run.checkpointPath(20));
         QVERIFY(!run.newestGoodCheckpoint(m.get()));
@@ -274,8 +311,10 @@ private slots:
         const fs::path root = fs::path(dir.path().toStdString()) / "runs" / "a";
         RunDirectory run(root);
         QVERIFY(fs::is_directory(root / "checkpoints"));
-        QCOMPARE(run.checkpointPath(1234).filename().string(), std::string("ckpt-00001234.safetensors"));
-        QCOMPARE(run.checkpointPath(123456789).filename().string(), std::string("ckpt-123456789.safetensors"));
+        QCOMPARE(run.checkpointPath(1234).filename().string(),
+                 std::string("ckpt-00001234.safetensors"));
+        QCOMPARE(run.checkpointPath(123456789).filename().string(),
+                 std::string("ckpt-123456789.safetensors"));
         QVERIFY(!run.readConfig());
         run.writeConfig(R"({"model": "x"})");
         QCOMPARE(*run.readConfig(), std::string("{\"model\": \"x\"}\n"));
@@ -289,7 +328,8 @@ private slots:
         QCOMPARE(all.size(), std::size_t(4));
         QCOMPARE(all.front().step, std::int64_t(3));
         QCOMPARE(all.back().step, std::int64_t(100)); // by number, not by name
-        QCOMPARE(run.runContents(), (std::vector<std::string>{"config.json", "4 checkpoints, steps 3 to 100"}));
+        QCOMPARE(run.runContents(),
+                 (std::vector<std::string>{"config.json", "4 checkpoints, steps 3 to 100"}));
         run.removeCheckpoint(all.front().path);
         all = run.checkpoints();
         QCOMPARE(all.size(), std::size_t(3));
@@ -299,7 +339,8 @@ private slots:
         QVERIFY(fs::exists(run.checkpointDir() / "notes.txt"));
 
         // Logs: lines after a resumed step and a partial last line are dropped.
-        for (int s = 1; s <= 5; ++s) run.appendMetrics("{\"step\":" + std::to_string(s) + ",\"loss\":1.5}");
+        for (int s = 1; s <= 5; ++s)
+            run.appendMetrics("{\"step\":" + std::to_string(s) + ",\"loss\":1.5}");
         run.appendEval(R"({"step":2,"precisionAt1":0.5})");
         run.appendEval(R"({"step":4,"precisionAt1":0.6})");
         std::ofstream(run.metricsPath(), std::ios::app) << "{\"step\":6,\"lo";
@@ -328,7 +369,8 @@ private slots:
         QVERIFY(fs::exists(aside / "metrics.jsonl") && fs::exists(aside / "eval.jsonl"));
         QCOMPARE(*RunDirectory(aside).readConfig(), config);
         QVERIFY(run.setAside() != aside); // a second one gets its own folder
-        expectError<IoError>([&] { RunDirectory("/proc/towers-cannot-create"); }, {QStringLiteral("/proc/towers-cannot-create")});
+        expectError<IoError>([&] { RunDirectory("/proc/towers-cannot-create"); },
+                             {QStringLiteral("/proc/towers-cannot-create")});
     }
 
     // A training process (train_kill_helper: a checkpoint after every step) is killed with
@@ -347,7 +389,8 @@ private slots:
             QProcess helper;
             helper.start(QStringLiteral(TOWERS_KILL_HELPER), {runDir});
             QVERIFY2(helper.waitForStarted(10000), "the helper did not start");
-            QVERIFY2(helper.waitForReadyRead(60000), qPrintable(QString::fromUtf8(helper.readAllStandardError())));
+            QVERIFY2(helper.waitForReadyRead(60000),
+                     qPrintable(QString::fromUtf8(helper.readAllStandardError())));
             const QString started = QString::fromUtf8(helper.readLine()).trimmed();
             // It resumed from the newest checkpoint left by the previous kill.
             QCOMPARE(started, QStringLiteral("started %1").arg(newest));
@@ -362,7 +405,9 @@ private slots:
                 try {
                     validateCheckpoint(readCheckpoint(f.path), *model, f.path);
                 } catch (const Error& e) {
-                    QFAIL(qPrintable(QStringLiteral("round %1: %2").arg(round).arg(QString::fromUtf8(e.what()))));
+                    QFAIL(qPrintable(QStringLiteral("round %1: %2")
+                                         .arg(round)
+                                         .arg(QString::fromUtf8(e.what()))));
                 }
             }
             if (!files.empty()) {

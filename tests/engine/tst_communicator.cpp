@@ -40,13 +40,15 @@ std::vector<std::string> onRanks(int n, const std::function<void(int)>& f)
 std::vector<Tensor> rankTensors(int rank)
 {
     Rng rng(100 + std::uint64_t(rank));
-    return {randomTensor({100003}, DType::Float32, rng, -10, 10), randomTensor({7, 9}, DType::Float64, rng),
+    return {randomTensor({100003}, DType::Float32, rng, -10, 10),
+            randomTensor({7, 9}, DType::Float64, rng),
             randomTensor(Shape(std::vector<std::int64_t>{}), DType::Float32, rng)};
 }
 
 bool sameBytes(const Tensor& a, const Tensor& b)
 {
-    return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
+    return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+           std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
 }
 
 } // namespace
@@ -75,7 +77,8 @@ private slots:
         const auto errors = onRanks(ranks, [&](int r) {
             for (int repeat = 0; repeat < 3; ++repeat) {
                 // Reset, so that each round averages the same inputs.
-                for (std::size_t i = 0; i < data[std::size_t(r)].size(); ++i) data[std::size_t(r)][i].copyFrom(inputs[std::size_t(r)][i]);
+                for (std::size_t i = 0; i < data[std::size_t(r)].size(); ++i)
+                    data[std::size_t(r)][i].copyFrom(inputs[std::size_t(r)][i]);
                 comm.barrier(r);
                 comm.allReduceMean(r, data[std::size_t(r)]);
             }
@@ -88,8 +91,14 @@ private slots:
                 for (int r = 0; r < ranks; ++r) sum += inputs[std::size_t(r)][i].at(k);
                 const double mean = sum / ranks;
                 const double got = data[0][i].at(k);
-                const double expect = data[0][i].dtype() == DType::Float32 ? double(float(mean)) : mean;
-                if (got != expect) QFAIL(qPrintable(QStringLiteral("tensor %1 element %2: %3, expected %4").arg(i).arg(k).arg(got).arg(expect)));
+                const double expect =
+                    data[0][i].dtype() == DType::Float32 ? double(float(mean)) : mean;
+                if (got != expect)
+                    QFAIL(qPrintable(QStringLiteral("tensor %1 element %2: %3, expected %4")
+                                         .arg(i)
+                                         .arg(k)
+                                         .arg(got)
+                                         .arg(expect)));
             }
             for (int r = 1; r < ranks; ++r) QVERIFY(sameBytes(data[std::size_t(r)][i], data[0][i]));
         }
@@ -106,10 +115,12 @@ private slots:
         std::vector<Tensor> root;
         for (const auto& t : data[1]) root.push_back(t.clone());
         HostCommunicator comm(ranks);
-        const auto errors = onRanks(ranks, [&](int r) { comm.broadcast(r, 1, data[std::size_t(r)]); });
+        const auto errors =
+            onRanks(ranks, [&](int r) { comm.broadcast(r, 1, data[std::size_t(r)]); });
         for (const auto& e : errors) QVERIFY2(e.empty(), e.c_str());
         for (int r = 0; r < ranks; ++r)
-            for (std::size_t i = 0; i < root.size(); ++i) QVERIFY(sameBytes(data[std::size_t(r)][i], root[i]));
+            for (std::size_t i = 0; i < root.size(); ++i)
+                QVERIFY(sameBytes(data[std::size_t(r)][i], root[i]));
     }
 
     // A rank with other tensors: every rank refuses the call (none reads past a tensor).
@@ -120,13 +131,17 @@ private slots:
         data[2][1] = Tensor::zeros({3}, DType::Float64);
         const auto errors = onRanks(3, [&](int r) { comm.allReduceMean(r, data[std::size_t(r)]); });
         for (const auto& e : errors)
-            QVERIFY2(e.find("rank 2 tensor 1 is float64 [3], rank 0's is float64 [7, 9]") != std::string::npos, e.c_str());
+            QVERIFY2(e.find("rank 2 tensor 1 is float64 [3], rank 0's is float64 [7, 9]") !=
+                         std::string::npos,
+                     e.c_str());
         QVERIFY(comm.aborted());
 
         HostCommunicator ints(2);
-        std::vector<std::vector<Tensor>> labels = {{Tensor::zeros({4}, DType::Int32)}, {Tensor::zeros({4}, DType::Int32)}};
+        std::vector<std::vector<Tensor>> labels = {{Tensor::zeros({4}, DType::Int32)},
+                                                   {Tensor::zeros({4}, DType::Int32)}};
         const auto e2 = onRanks(2, [&](int r) { ints.allReduceMean(r, labels[std::size_t(r)]); });
-        for (const auto& e : e2) QVERIFY2(e.find("only float32 and float64") != std::string::npos, e.c_str());
+        for (const auto& e : e2)
+            QVERIFY2(e.find("only float32 and float64") != std::string::npos, e.c_str());
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, HostCommunicator(0));
         HostCommunicator one(1);
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, one.barrier(1));
@@ -137,7 +152,8 @@ private slots:
     void abortReleasesWaiters()
     {
         HostCommunicator comm(4);
-        std::vector<std::vector<Tensor>> data = {rankTensors(0), rankTensors(1), rankTensors(2), rankTensors(3)};
+        std::vector<std::vector<Tensor>> data = {rankTensors(0), rankTensors(1), rankTensors(2),
+                                                 rankTensors(3)};
         const auto t0 = std::chrono::steady_clock::now();
         const auto errors = onRanks(4, [&](int r) {
             if (r == 2) {
@@ -148,7 +164,9 @@ private slots:
             comm.allReduceMean(r, data[std::size_t(r)]);
         });
         QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
-        for (int r : {0, 1, 3}) QCOMPARE(QString::fromStdString(errors[std::size_t(r)]), QStringLiteral("aborted: tower 2 failed: out of memory"));
+        for (int r : {0, 1, 3})
+            QCOMPARE(QString::fromStdString(errors[std::size_t(r)]),
+                     QStringLiteral("aborted: tower 2 failed: out of memory"));
         QCOMPARE(QString::fromStdString(errors[2]), QStringLiteral("out of memory"));
         QVERIFY_THROWS_EXCEPTION(CollectiveAborted, comm.barrier(0));
     }

@@ -185,10 +185,12 @@ private slots:
         fs::create_directories(root / "empty");
         QCOMPARE(*datasetFolderIn("fashion-mnist", root / "sub"), root / "sub" / "fashion-mnist");
         QCOMPARE(*datasetFolderIn("fashion-mnist", root / "direct"), root / "direct");
-        QCOMPARE(loadDatasetPreferring("fashion-mnist", root / "direct", {}).train.count, std::int64_t(32));
+        QCOMPARE(loadDatasetPreferring("fashion-mnist", root / "direct", {}).train.count,
+                 std::int64_t(32));
         std::string why;
         QVERIFY(!datasetFolderIn("fashion-mnist", root / "empty", &why));
-        QVERIFY2(why.find("holds no fashion-mnist") != std::string::npos && why.find("train-images-idx3-ubyte") != std::string::npos,
+        QVERIFY2(why.find("holds no fashion-mnist") != std::string::npos &&
+                     why.find("train-images-idx3-ubyte") != std::string::npos,
                  why.c_str());
         QVERIFY(!datasetFolderIn("cifar10", root / "nowhere", &why));
         QVERIFY2(why.find("does not exist") != std::string::npos, why.c_str());
@@ -199,7 +201,9 @@ private slots:
             loadDataset("fashion-mnist", root / "direct");
             QFAIL("a folder was read as an IDX file");
         } catch (const IoError& e) {
-            QVERIFY2(std::string(e.what()).find("t10k-labels-idx1-ubyte: a folder") != std::string::npos, e.what());
+            QVERIFY2(std::string(e.what()).find("t10k-labels-idx1-ubyte: a folder") !=
+                         std::string::npos,
+                     e.what());
         }
     }
 

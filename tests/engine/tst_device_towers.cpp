@@ -216,14 +216,17 @@ private slots:
         FakeDeviceScope scope;
         {
             TowerSet dev(options(2, true));
-            SyntheticBatches data(dev.model().inputShape(), dev.model().numClasses(), 2, 64, 256, 3);
-            scope.memory().setAllocationLimit(64 * 1024); // the weights fit; a batch's activations do not
+            SyntheticBatches data(dev.model().inputShape(), dev.model().numClasses(), 2, 64, 256,
+                                  3);
+            scope.memory().setAllocationLimit(
+                64 * 1024); // the weights fit; a batch's activations do not
             try {
                 dev.step(data.next(), 0, 0.05);
                 QFAIL("a step larger than the device succeeded");
             } catch (const DeviceOutOfMemory& e) {
                 const QString what = QString::fromUtf8(e.what());
-                QVERIFY2(what.contains(QRegularExpression(QStringLiteral("^tower [01] on cuda:[01]: out of memory"))),
+                QVERIFY2(what.contains(QRegularExpression(
+                             QStringLiteral("^tower [01] on cuda:[01]: out of memory"))),
                          e.what());
                 QVERIFY2(what.contains(QStringLiteral("asked for")), e.what());
             }

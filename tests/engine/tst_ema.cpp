@@ -50,17 +50,22 @@ private slots:
         Ema ema(0.5);
         ema.reset(ps.list);
         std::vector<double> expect;
-        for (std::int64_t i = 0; i < ps.storage[0].value.numel(); ++i) expect.push_back(ps.storage[0].value.at(i));
+        for (std::int64_t i = 0; i < ps.storage[0].value.numel(); ++i)
+            expect.push_back(ps.storage[0].value.at(i));
         Rng rng(3);
         for (std::int64_t n = 1; n <= 4; ++n) {
-            for (auto& p : ps.storage) p.value = randomTensor(p.value.shape(), p.value.dtype(), rng);
+            for (auto& p : ps.storage)
+                p.value = randomTensor(p.value.shape(), p.value.dtype(), rng);
             const double d = std::min(0.5, (1.0 + n) / (10.0 + n));
-            for (std::size_t i = 0; i < expect.size(); ++i) expect[i] = d * expect[i] + (1 - d) * ps.storage[0].value.at(std::int64_t(i));
+            for (std::size_t i = 0; i < expect.size(); ++i)
+                expect[i] = d * expect[i] + (1 - d) * ps.storage[0].value.at(std::int64_t(i));
             ema.update(ps.list, n);
         }
         const Tensor& avg = ema.average("a.weight");
-        for (std::size_t i = 0; i < expect.size(); ++i) QVERIFY(std::fabs(avg.at(std::int64_t(i)) - expect[i]) < 1e-14);
-        QVERIFY_THROWS_EXCEPTION(UnknownName, ema.average("bn.running_var")); // buffers are not averaged
+        for (std::size_t i = 0; i < expect.size(); ++i)
+            QVERIFY(std::fabs(avg.at(std::int64_t(i)) - expect[i]) < 1e-14);
+        QVERIFY_THROWS_EXCEPTION(UnknownName,
+                                 ema.average("bn.running_var")); // buffers are not averaged
     }
 
     // Towers share the work by ranges; the result is the same bytes as one update.

@@ -23,7 +23,10 @@ LrSchedule make(LrSchedule::Kind kind, double lr)
     return s;
 }
 
-bool close(double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max(1.0, std::fabs(b)); }
+bool close(double a, double b)
+{
+    return std::fabs(a - b) <= 1e-12 * std::max(1.0, std::fabs(b));
+}
 
 // The learning rates of every step of an 83-step run (7 steps per epoch) for optim_crosscheck.py.
 void writeExchange(const QString& file, const std::string& kind, const std::string& variant)
@@ -48,12 +51,21 @@ void writeExchange(const QString& file, const std::string& kind, const std::stri
     for (std::int64_t i = 0; i < total; ++i) lr.data<double>()[i] = s.at(i, perEpoch, total);
     auto num = [](double v) { return QString::number(v, 'g', 17).toStdString(); };
     writeSafeTensors(file.toStdString(), {{"lr", lr}},
-                     {{"kind", "schedule"}, {"schedule", kind}, {"lr", num(s.lr)}, {"decayRate", num(s.decayRate)},
-                      {"decayEpochs", num(s.decayEpochs)}, {"staircase", s.staircase ? "true" : "false"},
-                      {"gamma", num(s.gamma)}, {"milestones", "3,7,8"}, {"warmupEpochs", num(s.warmupEpochs)},
-                      {"minLr", num(s.minLr)}, {"warmupFraction", num(s.warmupFraction)},
-                      {"anneal", s.cosineAnneal ? "cos" : "linear"}, {"divFactor", num(s.divFactor)},
-                      {"finalDivFactor", num(s.finalDivFactor)}, {"steps", std::to_string(total)},
+                     {{"kind", "schedule"},
+                      {"schedule", kind},
+                      {"lr", num(s.lr)},
+                      {"decayRate", num(s.decayRate)},
+                      {"decayEpochs", num(s.decayEpochs)},
+                      {"staircase", s.staircase ? "true" : "false"},
+                      {"gamma", num(s.gamma)},
+                      {"milestones", "3,7,8"},
+                      {"warmupEpochs", num(s.warmupEpochs)},
+                      {"minLr", num(s.minLr)},
+                      {"warmupFraction", num(s.warmupFraction)},
+                      {"anneal", s.cosineAnneal ? "cos" : "linear"},
+                      {"divFactor", num(s.divFactor)},
+                      {"finalDivFactor", num(s.finalDivFactor)},
+                      {"steps", std::to_string(total)},
                       {"stepsPerEpoch", std::to_string(perEpoch)}});
 }
 
@@ -70,7 +82,8 @@ private slots:
         QCOMPARE(s.at(99, 10, 100), 0.05);
     }
 
-    // The tutorial: 0.1 x 0.1^floor(step / decay_steps), decay_steps = int(batches per epoch x 350).
+    // The tutorial: 0.1 x 0.1^floor(step / decay_steps), decay_steps = int(batches per epoch x
+    // 350).
     void tutorialExponential()
     {
         LrSchedule s = make(LrSchedule::Kind::Exponential, 0.1);
@@ -134,9 +147,11 @@ private slots:
         QVERIFY(close(s.at(100, 10, 101), last));
         QVERIFY(close(s.at(30, 10, 101), 0.5 + (last - 0.5) * (0.7 / 70.7)));
         s.cosineAnneal = true;
-        QVERIFY(close(s.at(29, 10, 101), initial + (0.5 - initial) * 29 / 29.3)); // still a linear way up
+        QVERIFY(close(s.at(29, 10, 101),
+                      initial + (0.5 - initial) * 29 / 29.3)); // still a linear way up
         QVERIFY(close(s.at(100, 10, 101), last));
-        QVERIFY(close(s.at(65, 10, 101), last + (0.5 - last) * (1 + std::cos(std::numbers::pi * 35.7 / 70.7)) / 2));
+        QVERIFY(close(s.at(65, 10, 101),
+                      last + (0.5 - last) * (1 + std::cos(std::numbers::pi * 35.7 / 70.7)) / 2));
         QVERIFY(s.at(100, 10, 101) < 1e-5); // about zero at the end
     }
 
@@ -148,7 +163,8 @@ private slots:
             s.validate();
             QFAIL("accepted a decay rate of 1.5");
         } catch (const InvalidArgument& e) {
-            QVERIFY2(QString::fromUtf8(e.what()).startsWith(QLatin1String("schedule.decayRate")), e.what());
+            QVERIFY2(QString::fromUtf8(e.what()).startsWith(QLatin1String("schedule.decayRate")),
+                     e.what());
         }
         LrSchedule st = make(LrSchedule::Kind::Step, 0.1);
         st.milestones = {5, 3};
@@ -160,10 +176,12 @@ private slots:
         o.warmupFraction = 1.0;
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, o.validate());
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, make(LrSchedule::Kind::Constant, -1).validate());
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, make(LrSchedule::Kind::Constant, 0.1).at(0, 0, 10));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 make(LrSchedule::Kind::Constant, 0.1).at(0, 0, 10));
         QVERIFY_THROWS_EXCEPTION(UnknownName, LrSchedule::kindFromName("linear-warmup"));
-        for (auto k : {LrSchedule::Kind::Constant, LrSchedule::Kind::Exponential, LrSchedule::Kind::Step,
-                       LrSchedule::Kind::Cosine, LrSchedule::Kind::OneCycle})
+        for (auto k :
+             {LrSchedule::Kind::Constant, LrSchedule::Kind::Exponential, LrSchedule::Kind::Step,
+              LrSchedule::Kind::Cosine, LrSchedule::Kind::OneCycle})
             QVERIFY(LrSchedule::kindFromName(LrSchedule::kindName(k)) == k);
     }
 
@@ -174,15 +192,24 @@ private slots:
         const QString script = oracleScript(QStringLiteral("optim_crosscheck.py"));
         QVERIFY2(!script.isEmpty(), "tests/optim_crosscheck.py not found (TOWERS_SOURCE_DIR)");
         if (!torchAvailable())
-            QSKIP("Debian's python3-torch is not importable by /usr/bin/python3 (packaging/install-deps.sh --test)");
+            QSKIP("Debian's python3-torch is not importable by /usr/bin/python3 "
+                  "(packaging/install-deps.sh --test)");
         const std::pair<const char*, const char*> variants[] = {
-            {"exponential", "staircase"}, {"exponential", "smooth"}, {"step", ""},        {"cosine", ""},
-            {"cosine", "warmup"},         {"onecycle", "linear"},    {"onecycle", "cos"},
+            {"exponential", "staircase"},
+            {"exponential", "smooth"},
+            {"step", ""},
+            {"cosine", ""},
+            {"cosine", "warmup"},
+            {"onecycle", "linear"},
+            {"onecycle", "cos"},
         };
         QTemporaryDir dir;
         QStringList names;
         for (const auto& [kind, variant] : variants) {
-            const QString name = QString::fromLatin1(kind) + (*variant ? QLatin1Char('-') + QString::fromLatin1(variant) : QString()) + QStringLiteral(".safetensors");
+            const QString name =
+                QString::fromLatin1(kind) +
+                (*variant ? QLatin1Char('-') + QString::fromLatin1(variant) : QString()) +
+                QStringLiteral(".safetensors");
             writeExchange(dir.filePath(name), kind, variant);
             names << name;
         }

@@ -35,13 +35,19 @@ private slots:
         QTest::addColumn<qint64>("params");
         QTest::addColumn<QString>("firstParam");
         QTest::addColumn<QString>("lastParam");
-        // cifar10-tutorial's count is the TensorFlow tutorial's: 4,864 + 102,464 + 885,120 + 73,920 + 1,930.
-        QTest::newRow("cifar10-tutorial") << "cifar10-tutorial" << qint64(1068298) << "conv1.weight" << "softmax_linear.bias";
-        QTest::newRow("mnist-convnet") << "mnist-convnet" << qint64(20217226) << "conv1.weight" << "fc3.bias";
-        QTest::newRow("fashion-fast") << "fashion-fast" << qint64(421738) << "conv1.weight" << "fc2.bias";
+        // cifar10-tutorial's count is the TensorFlow tutorial's: 4,864 + 102,464 + 885,120 + 73,920
+        // + 1,930.
+        QTest::newRow("cifar10-tutorial") << "cifar10-tutorial" << qint64(1068298) << "conv1.weight"
+                                          << "softmax_linear.bias";
+        QTest::newRow("mnist-convnet") << "mnist-convnet" << qint64(20217226) << "conv1.weight"
+                                       << "fc3.bias";
+        QTest::newRow("fashion-fast") << "fashion-fast" << qint64(421738) << "conv1.weight"
+                                      << "fc2.bias";
         // 288 + 64 + 9,216 + 64 + 18,432 + 128 + 36,864 + 128 + 803,072 + 2,570
-        QTest::newRow("fashion-wide") << "fashion-wide" << qint64(870826) << "conv1.weight" << "fc2.bias";
-        QTest::newRow("cifar10-resnet") << "cifar10-resnet" << qint64(1646112) << "prep.conv.weight" << "fc.weight";
+        QTest::newRow("fashion-wide") << "fashion-wide" << qint64(870826) << "conv1.weight"
+                                      << "fc2.bias";
+        QTest::newRow("cifar10-resnet") << "cifar10-resnet" << qint64(1646112) << "prep.conv.weight"
+                                        << "fc.weight";
     }
     void registry()
     {
@@ -100,8 +106,10 @@ private slots:
         ExecContext ctx{*ops};
         auto m = createModel("fashion-fast");
         Rng rng(1);
-        QVERIFY_THROWS_EXCEPTION(ShapeError, m->forward(ctx, randomTensor({2, 28, 28, 3}, DType::Float32, rng)));
-        QVERIFY_THROWS_EXCEPTION(ShapeError, m->forward(ctx, randomTensor({2, 32, 32, 1}, DType::Float32, rng)));
+        QVERIFY_THROWS_EXCEPTION(
+            ShapeError, m->forward(ctx, randomTensor({2, 28, 28, 3}, DType::Float32, rng)));
+        QVERIFY_THROWS_EXCEPTION(
+            ShapeError, m->forward(ctx, randomTensor({2, 32, 32, 1}, DType::Float32, rng)));
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, m->loss(ctx, randomLabels(2, 10, rng)));
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, m->backward(ctx));
         m->forward(ctx, imagesFor(*m, 2, DType::Float32, 1));
@@ -166,7 +174,8 @@ private slots:
     {
         QTest::addColumn<QString>("name");
         QTest::addColumn<int>("batch");
-        for (const auto& info : modelRegistry()) QTest::newRow(info.name.c_str()) << QString::fromStdString(info.name) << 2;
+        for (const auto& info : modelRegistry())
+            QTest::newRow(info.name.c_str()) << QString::fromStdString(info.name) << 2;
     }
     void onednnMatchesReference()
     {
@@ -185,7 +194,8 @@ private slots:
         b->forward(cd, images);
         QVERIFY2(normalisedError(b->logits(), a->logits()) < 1e-5, "logits differ");
         const double la = a->loss(cr, labels).total(), lb = b->loss(cd, labels).total();
-        QVERIFY2(std::fabs(la - lb) <= 1e-5 * std::fabs(la), qPrintable(QStringLiteral("loss %1 vs %2").arg(la).arg(lb)));
+        QVERIFY2(std::fabs(la - lb) <= 1e-5 * std::fabs(la),
+                 qPrintable(QStringLiteral("loss %1 vs %2").arg(la).arg(lb)));
         a->backward(cr);
         b->backward(cd);
         for (auto* p : a->parameters()) {
@@ -238,7 +248,8 @@ private slots:
             m->backward(ctx);
             sgd.step(*ops, m->parameters(), lr);
         }
-        QVERIFY2(best < 0.75 * first && last < first, qPrintable(QStringLiteral("losses ") + trace));
+        QVERIFY2(best < 0.75 * first && last < first,
+                 qPrintable(QStringLiteral("losses ") + trace));
     }
 
     // Evaluation mode: dropout is the identity and batch norm uses running statistics, so two

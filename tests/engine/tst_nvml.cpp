@@ -17,7 +17,8 @@ class TestNvml : public QObject
 private slots:
     void init()
     {
-        for (const char* v : {"FAKE_NVML_GPUS", "FAKE_NVML_INIT", "FAKE_NVML_UNSUPPORTED", "TOWERS_NVML_LIBRARY"})
+        for (const char* v :
+             {"FAKE_NVML_GPUS", "FAKE_NVML_INIT", "FAKE_NVML_UNSUPPORTED", "TOWERS_NVML_LIBRARY"})
             qunsetenv(v);
     }
 
@@ -25,7 +26,8 @@ private slots:
     {
         Nvml nvml("/nonexistent/libnvidia-ml.so.1");
         QVERIFY(!nvml.available());
-        QVERIFY2(QString::fromStdString(nvml.unavailableReason()).contains(QStringLiteral("/nonexistent/libnvidia-ml.so.1")),
+        QVERIFY2(QString::fromStdString(nvml.unavailableReason())
+                     .contains(QStringLiteral("/nonexistent/libnvidia-ml.so.1")),
                  nvml.unavailableReason().c_str());
         QVERIFY(nvml.gpus().empty());
         QVERIFY(std::isnan(nvml.read(0).utilisation));
@@ -36,7 +38,8 @@ private slots:
     {
         Nvml nvml("libz.so.1");
         QVERIFY(!nvml.available());
-        QVERIFY2(nvml.unavailableReason().find("lacks nvmlInit") != std::string::npos, nvml.unavailableReason().c_str());
+        QVERIFY2(nvml.unavailableReason().find("lacks nvmlInit") != std::string::npos,
+                 nvml.unavailableReason().c_str());
     }
 
     void currentNames()
@@ -61,9 +64,9 @@ private slots:
         QCOMPARE(r.smClockMHz, 1980.0);
         QCOMPARE(r.pcieTxBytesPerS, 1000.0 * 1024);
         QCOMPARE(r.pcieRxBytesPerS, 2000.0 * 1024);
-        QCOMPARE(nvml.processMemory(1), double(512ull << 20)); // this process's entry, not pid 1's
+        QCOMPARE(nvml.processMemory(1), double(512ull << 20));  // this process's entry, not pid 1's
         QCOMPARE(nvml.processMemory(0, 1), double(1ull << 30)); // another process by pid
-        QVERIFY(std::isnan(nvml.read(2).utilisation)); // no such GPU
+        QVERIFY(std::isnan(nvml.read(2).utilisation));          // no such GPU
         QVERIFY(std::isnan(nvml.read(-1).powerW));
         QVERIFY(std::isnan(nvml.processMemory(2)));
     }
@@ -74,9 +77,9 @@ private slots:
         QVERIFY2(nvml.available(), nvml.unavailableReason().c_str());
         QCOMPARE(nvml.gpus().size(), std::size_t(2));
         const auto r = nvml.read(0);
-        QCOMPARE(r.powerLimitW, 300.0);                  // nvmlDeviceGetPowerManagementLimit
+        QCOMPARE(r.powerLimitW, 300.0);                        // nvmlDeviceGetPowerManagementLimit
         QCOMPARE(nvml.processMemory(0), double(256ull << 20)); // v1 process entries
-        QCOMPARE(nvml.driverVersion(), std::string());   // no nvmlSystemGetDriverVersion
+        QCOMPARE(nvml.driverVersion(), std::string());         // no nvmlSystemGetDriverVersion
     }
 
     void initFails()
@@ -91,7 +94,8 @@ private slots:
     void unsupportedQuery_data()
     {
         QTest::addColumn<QByteArray>("query");
-        for (const char* q : {"temperature", "power", "utilization", "processes", "clock", "pcie", "memory"})
+        for (const char* q :
+             {"temperature", "power", "utilization", "processes", "clock", "pcie", "memory"})
             QTest::newRow(q) << QByteArray(q);
     }
     void unsupportedQuery()
@@ -102,8 +106,9 @@ private slots:
         QVERIFY(nvml.available());
         const auto r = nvml.read(0);
         const std::pair<const char*, double> figures[] = {
-            {"temperature", r.temperatureC}, {"power", r.powerW},         {"utilization", r.utilisation},
-            {"processes", nvml.processMemory(0)},  {"clock", r.smClockMHz},     {"pcie", r.pcieTxBytesPerS},
+            {"temperature", r.temperatureC}, {"power", r.powerW},
+            {"utilization", r.utilisation},  {"processes", nvml.processMemory(0)},
+            {"clock", r.smClockMHz},         {"pcie", r.pcieTxBytesPerS},
             {"memory", r.memoryUsed}};
         for (const auto& [name, value] : figures)
             QVERIFY2(std::isnan(value) == (query == name), name);
@@ -114,7 +119,8 @@ private slots:
     void realDriver()
     {
         Nvml nvml("libnvidia-ml.so.1");
-        if (!nvml.available()) QSKIP(("no NVIDIA driver here: " + nvml.unavailableReason()).c_str());
+        if (!nvml.available())
+            QSKIP(("no NVIDIA driver here: " + nvml.unavailableReason()).c_str());
         if (nvml.gpus().empty()) QSKIP("the NVIDIA driver sees no GPU");
         for (const auto& g : nvml.gpus()) {
             qInfo("GPU %d: %s, %.1f GiB, compute capability %s", g.index, g.name.c_str(),

@@ -7,10 +7,10 @@
 #include <functional>
 #include <memory>
 
-#include "error_message.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/ops/dropout_mask.h"
 #include "engine/ops/ops.h"
+#include "error_message.h"
 #include "gradcheck.h"
 
 using namespace towers::engine;

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "engine/cpu/lrn_hwy.h"
-#include "engine/cpu/simd_target.h"
 #include "engine/cpu/onednn_ops.h"
+#include "engine/cpu/simd_target.h"
 #include "engine/ops/ops.h"
 #include "gradcheck.h"
 
@@ -132,7 +132,6 @@ std::vector<NamedLrn> lrnKernelCases()
     cases.push_back({"tutorial shape, strong alpha", {{2, 12, 12, 64}, 4, 1.0, 0.05, 0.75}});
     return cases;
 }
-
 
 // One row per SIMD target the kernels were compiled for and LRN case: "AVX2: r2 C5".
 void addLrnTargetRows(const std::vector<NamedLrn>& cases)

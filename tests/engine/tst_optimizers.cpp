@@ -28,7 +28,8 @@ struct Params
         Rng rng(seed);
         const std::vector<std::pair<std::string, Shape>> shapes = {
             {"conv.weight", {8, 3, 5, 5}}, {"conv.bias", {8}}, {"fc.weight", {64, 1100}}};
-        for (const auto& [name, shape] : shapes) storage.push_back({name, randomTensor(shape, dtype, rng), {}, true, 0});
+        for (const auto& [name, shape] : shapes)
+            storage.push_back({name, randomTensor(shape, dtype, rng), {}, true, 0});
         storage.push_back({"bn.running_mean", randomTensor({8}, dtype, rng), {}, false, 0});
         for (auto& p : storage) list.push_back(&p);
     }
@@ -48,8 +49,8 @@ std::unique_ptr<Ops> opsFor(DType dtype)
 
 // Runs 5 steps of an optimizer on fixed tensors and writes what optim_crosscheck.py checks. With
 // `spoil`, one element of one result is off by 1e-3.
-void writeExchange(const QString& file, const std::string& kind, double momentum, double dampening, double beta1,
-                   double beta2, double epsilon, DType dtype, bool spoil)
+void writeExchange(const QString& file, const std::string& kind, double momentum, double dampening,
+                   double beta1, double beta2, double epsilon, DType dtype, bool spoil)
 {
     auto ops = opsFor(dtype);
     OptimizerOptions o;
@@ -60,22 +61,26 @@ void writeExchange(const QString& file, const std::string& kind, double momentum
     o.beta2 = beta2;
     o.epsilon = epsilon;
     auto opt = makeOptimizer(o);
-    if (opt->name() != kind) throw Error("optimizer '" + opt->name() + "' built for '" + kind + "'");
+    if (opt->name() != kind)
+        throw Error("optimizer '" + opt->name() + "' built for '" + kind + "'");
 
     Params ps(dtype, 3);
     NamedTensors ex;
     const int trainable = 3, steps = 5;
-    for (int i = 0; i < trainable; ++i) ex.emplace_back("param." + std::to_string(i), ps.storage[std::size_t(i)].value.clone());
+    for (int i = 0; i < trainable; ++i)
+        ex.emplace_back("param." + std::to_string(i), ps.storage[std::size_t(i)].value.clone());
     const Tensor bufferBefore = ps.storage[3].value.clone();
     const double scale = kind == "adam" ? 0.01 : 1.0;
-    const std::vector<double> lrs = {0.1 * scale, 0.05 * scale, 0.02 * scale, 0.08 * scale, 0.01 * scale};
+    const std::vector<double> lrs = {0.1 * scale, 0.05 * scale, 0.02 * scale, 0.08 * scale,
+                                     0.01 * scale};
     Tensor lr({steps}, DType::Float64);
     Rng rng(11);
     for (int s = 0; s < steps; ++s) {
         lr.data<double>()[s] = lrs[std::size_t(s)];
         ps.setGradients(rng);
         for (int i = 0; i < trainable; ++i)
-            ex.emplace_back("grad." + std::to_string(s) + "." + std::to_string(i), ps.storage[std::size_t(i)].grad.clone());
+            ex.emplace_back("grad." + std::to_string(s) + "." + std::to_string(i),
+                            ps.storage[std::size_t(i)].grad.clone());
         opt->step(*ops, ps.list, lrs[std::size_t(s)]);
         for (int i = 0; i < trainable; ++i) {
             Tensor after = ps.storage[std::size_t(i)].value.clone();
@@ -84,20 +89,29 @@ void writeExchange(const QString& file, const std::string& kind, double momentum
         }
     }
     if (opt->stepCount() != steps) throw Error("step count not kept");
-    if (maxAbsDiff(ps.storage[3].value, bufferBefore) != 0.0) throw Error("a buffer was changed by the optimizer");
+    if (maxAbsDiff(ps.storage[3].value, bufferBefore) != 0.0)
+        throw Error("a buffer was changed by the optimizer");
     ex.emplace_back("lr", lr);
     for (const auto& [name, t] : opt->state(ps.list)) {
         if (name == Optimizer::kStepName) continue;
         for (int i = 0; i < trainable; ++i) { // optim.<param>.<slot> -> state.<index>.<slot>
             const std::string prefix = "optim." + ps.storage[std::size_t(i)].name + ".";
-            if (name.rfind(prefix, 0) == 0) ex.emplace_back("state." + std::to_string(i) + "." + name.substr(prefix.size()), t.clone());
+            if (name.rfind(prefix, 0) == 0)
+                ex.emplace_back("state." + std::to_string(i) + "." + name.substr(prefix.size()),
+                                t.clone());
         }
     }
     auto num = [](double v) { return QString::number(v, 'g', 17).toStdString(); };
     writeSafeTensors(file.toStdString(), ex,
-                     {{"kind", "optimizer"}, {"optimizer", kind}, {"momentum", num(momentum)}, {"dampening", num(dampening)},
-                      {"beta1", num(beta1)}, {"beta2", num(beta2)}, {"epsilon", num(epsilon)},
-                      {"steps", std::to_string(steps)}, {"params", std::to_string(trainable)},
+                     {{"kind", "optimizer"},
+                      {"optimizer", kind},
+                      {"momentum", num(momentum)},
+                      {"dampening", num(dampening)},
+                      {"beta1", num(beta1)},
+                      {"beta2", num(beta2)},
+                      {"epsilon", num(epsilon)},
+                      {"steps", std::to_string(steps)},
+                      {"params", std::to_string(trainable)},
                       {"tol", dtype == DType::Float64 ? "1e-12" : "1e-6"}});
 }
 
@@ -116,7 +130,8 @@ private slots:
         const QString script = oracleScript(QStringLiteral("optim_crosscheck.py"));
         QVERIFY2(!script.isEmpty(), "tests/optim_crosscheck.py not found (TOWERS_SOURCE_DIR)");
         if (!torchAvailable())
-            QSKIP("Debian's python3-torch is not importable by /usr/bin/python3 (packaging/install-deps.sh --test)");
+            QSKIP("Debian's python3-torch is not importable by /usr/bin/python3 "
+                  "(packaging/install-deps.sh --test)");
         struct Case
         {
             const char* name;
@@ -135,14 +150,17 @@ private slots:
         QStringList files;
         for (bool f64 : {false, true}) {
             for (const Case& c : cases) {
-                const QString name = QString::fromLatin1(c.name) + (f64 ? QStringLiteral("-f64-reference") : QStringLiteral("-f32-onednn"));
-                writeExchange(dir.filePath(name + QStringLiteral(".safetensors")), c.kind, c.momentum, c.dampening,
-                              c.beta1, c.beta2, c.epsilon, f64 ? DType::Float64 : DType::Float32, false);
+                const QString name =
+                    QString::fromLatin1(c.name) +
+                    (f64 ? QStringLiteral("-f64-reference") : QStringLiteral("-f32-onednn"));
+                writeExchange(dir.filePath(name + QStringLiteral(".safetensors")), c.kind,
+                              c.momentum, c.dampening, c.beta1, c.beta2, c.epsilon,
+                              f64 ? DType::Float64 : DType::Float32, false);
                 files << name;
             }
         }
-        writeExchange(dir.filePath(QStringLiteral("wrong.safetensors")), "momentum", 0.9, 0, 0.9, 0.999, 1e-8,
-                      DType::Float32, true);
+        writeExchange(dir.filePath(QStringLiteral("wrong.safetensors")), "momentum", 0.9, 0, 0.9,
+                      0.999, 1e-8, DType::Float32, true);
         QStringList args;
         for (const auto& f : files) args << dir.filePath(f + QStringLiteral(".safetensors"));
         args << dir.filePath(QStringLiteral("wrong.safetensors"));
@@ -155,7 +173,8 @@ private slots:
             qInfo().noquote() << f << section.split(QLatin1Char('\n')).last();
         }
         const QString wrong = oracleSection(r.output, QStringLiteral("wrong.safetensors"));
-        QVERIFY2(!wrong.isEmpty() && !sectionPassed(wrong) && wrong.contains(QLatin1String("FAIL")), qPrintable(wrong));
+        QVERIFY2(!wrong.isEmpty() && !sectionPassed(wrong) && wrong.contains(QLatin1String("FAIL")),
+                 qPrintable(wrong));
     }
 
     // "optim.step" and "optim.<parameter>.<slot>" for trainable parameters only.
@@ -202,7 +221,8 @@ private slots:
         NamedTensors saved;
         for (const auto& [n, t] : a->state(pa.list)) saved.emplace_back(n, t.clone());
         Params pb(DType::Float32, 4);
-        for (std::size_t i = 0; i < pa.storage.size(); ++i) pb.storage[i].value.copyFrom(pa.storage[i].value);
+        for (std::size_t i = 0; i < pa.storage.size(); ++i)
+            pb.storage[i].value.copyFrom(pa.storage[i].value);
         auto b = makeOptimizer(o);
         b->loadState(saved, pb.list);
         QCOMPARE(b->stepCount(), std::int64_t(3));
@@ -211,7 +231,8 @@ private slots:
         pb.setGradients(r2);
         a->step(*ops, pa.list, 0.02);
         b->step(*ops, pb.list, 0.02);
-        for (std::size_t i = 0; i < pa.storage.size(); ++i) QCOMPARE(maxAbsDiff(pa.storage[i].value, pb.storage[i].value), 0.0);
+        for (std::size_t i = 0; i < pa.storage.size(); ++i)
+            QCOMPARE(maxAbsDiff(pa.storage[i].value, pb.storage[i].value), 0.0);
     }
 
     void stateRefused()
@@ -245,7 +266,8 @@ private slots:
         for (const auto& [n, t] : adam.state(ps.list)) adamState.emplace_back(n, t.clone());
         expectError(adamState, "is missing");
         NamedTensors extra = good;
-        extra.emplace_back("optim.conv.weight.exp_avg", Tensor::zeros({8, 3, 5, 5}, DType::Float32));
+        extra.emplace_back("optim.conv.weight.exp_avg",
+                           Tensor::zeros({8, 3, 5, 5}, DType::Float32));
         expectError(extra, "unexpected tensor 'optim.conv.weight.exp_avg'");
     }
 
@@ -285,7 +307,8 @@ private slots:
         QCOMPARE(m->parameter("local3.weight").weightDecay, 0.004);
         m->overrideWeightDecay(5e-4);
         for (auto* p : m->parameters()) {
-            const bool weight = p->name.size() > 7 && p->name.compare(p->name.size() - 7, 7, ".weight") == 0;
+            const bool weight =
+                p->name.size() > 7 && p->name.compare(p->name.size() - 7, 7, ".weight") == 0;
             QCOMPARE(p->weightDecay, weight ? 5e-4 : 0.0);
         }
         auto f = createModel("fashion-fast", 1);

@@ -19,7 +19,8 @@ Dataset dataset(const std::string& name, int side, int channels, int classes = 1
     s.height = s.width = side;
     s.channels = channels;
     s.pixels.resize(static_cast<std::size_t>(s.count * s.imageBytes()));
-    for (std::size_t i = 0; i < s.pixels.size(); ++i) s.pixels[i] = static_cast<std::uint8_t>(i * 37 % 256);
+    for (std::size_t i = 0; i < s.pixels.size(); ++i)
+        s.pixels[i] = static_cast<std::uint8_t>(i * 37 % 256);
     s.labels = {0, 1, 2, 3};
     d.test = s;
     return d;
@@ -36,7 +37,8 @@ private slots:
         QCOMPARE(defaultModelFor("fashion-mnist"), std::string("fashion-fast"));
         QCOMPARE(defaultModelFor("mnist"), std::string("fashion-fast"));
         QCOMPARE(defaultModelFor("cifar10"), std::string("cifar10-tutorial"));
-        QVERIFY_THROWS_EXCEPTION(UnknownName, defaultModelFor("cifar100")); // 100 classes: no built-in net
+        QVERIFY_THROWS_EXCEPTION(UnknownName,
+                                 defaultModelFor("cifar100")); // 100 classes: no built-in net
         QVERIFY_THROWS_EXCEPTION(UnknownName, defaultModelFor("imagenet"));
     }
 
@@ -69,10 +71,11 @@ private slots:
         const Preprocessing resnet = preprocessingFor("cifar10-resnet", cifar);
         QCOMPARE(resnet.height, 32);
         QCOMPARE(resnet.translate, 4);
-        QVERIFY(preprocessingFor("fashion-fast", fashion).flip);  // clothes mirror
-        QVERIFY(!preprocessingFor("fashion-fast", mnist).flip);   // digits do not
+        QVERIFY(preprocessingFor("fashion-fast", fashion).flip); // clothes mirror
+        QVERIFY(!preprocessingFor("fashion-fast", mnist).flip);  // digits do not
         QCOMPARE(preprocessingFor("fashion-wide", fashion).translate, 2);
-        QVERIFY(preprocessingFor("fashion-fast", fashion).normalization == Preprocessing::Normalization::MeanStd);
+        QVERIFY(preprocessingFor("fashion-fast", fashion).normalization ==
+                Preprocessing::Normalization::MeanStd);
     }
 
     void refusals()
@@ -81,9 +84,12 @@ private slots:
             preprocessingFor("cifar10-tutorial", dataset("fashion-mnist", 28, 1));
             QFAIL("a 3-channel model accepted 1-channel images");
         } catch (const InvalidArgument& e) {
-            QVERIFY2(QString::fromUtf8(e.what()).contains("takes 24x24x3 images; fashion-mnist has 28x28x1"), e.what());
+            QVERIFY2(QString::fromUtf8(e.what()).contains(
+                         "takes 24x24x3 images; fashion-mnist has 28x28x1"),
+                     e.what());
         }
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, preprocessingFor("fashion-fast", dataset("cifar10", 32, 3)));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 preprocessingFor("fashion-fast", dataset("cifar10", 32, 3)));
         try {
             preprocessingFor("fashion-fast", dataset("emnist", 28, 1, 26));
             QFAIL("a 10-class model accepted 26 classes");

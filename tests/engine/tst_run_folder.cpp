@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
-#include "error_message.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/run_lock.h"
 #include "engine/train/trainer.h"
+#include "error_message.h"
 #include "synthetic_batches.h"
 
 using namespace towers::engine;
@@ -55,7 +55,10 @@ std::string readAll(const fs::path& p)
     return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-void truncateTo(const fs::path& p, std::size_t bytes) { fs::resize_file(p, bytes); }
+void truncateTo(const fs::path& p, std::size_t bytes)
+{
+    fs::resize_file(p, bytes);
+}
 
 // A whole run of `c` into `root`, from its start.
 void trainToEnd(const TrainConfig& c, const fs::path& root)
@@ -65,7 +68,10 @@ void trainToEnd(const TrainConfig& c, const fs::path& root)
     QCOMPARE(t.run(), Trainer::Outcome::Finished);
 }
 
-TrainConfig readConfigOf(const RunDirectory& run) { return TrainConfig::fromJson(*run.readConfig()); }
+TrainConfig readConfigOf(const RunDirectory& run)
+{
+    return TrainConfig::fromJson(*run.readConfig());
+}
 
 // Every file under `root` (relative path -> content).
 std::map<std::string, std::string> snapshot(const fs::path& root)
@@ -93,11 +99,13 @@ private slots:
             QVERIFY(fs::is_directory(root));
             const auto who = RunLock::holder(root);
             QVERIFY(who);
-            QVERIFY2(who->find("process " + std::to_string(::getpid())) != std::string::npos, who->c_str());
+            QVERIFY2(who->find("process " + std::to_string(::getpid())) != std::string::npos,
+                     who->c_str());
             QVERIFY2(who->find("tst_run_folder") != std::string::npos, who->c_str());
             // A second owner, even in this process, is refused with the holder named.
             const std::string m = messageOf([&] { RunLock::acquire(root); });
-            QVERIFY2(m.find(root.string()) != std::string::npos && m.find(std::to_string(::getpid())) != std::string::npos,
+            QVERIFY2(m.find(root.string()) != std::string::npos &&
+                         m.find(std::to_string(::getpid())) != std::string::npos,
                      m.c_str());
             QVERIFY_THROWS_EXCEPTION(RunFolderBusy, RunLock::acquire(root));
         }
@@ -110,15 +118,18 @@ private slots:
     // kernel frees the lock: no stale lock after a crash.
     void lockDiesWithItsProcess()
     {
-        if (QStandardPaths::findExecutable(QStringLiteral("flock")).isEmpty()) QSKIP("flock(1) is not installed");
+        if (QStandardPaths::findExecutable(QStringLiteral("flock")).isEmpty())
+            QSKIP("flock(1) is not installed");
         QTemporaryDir dir;
         const fs::path root = dir.path().toStdString();
         // -o: the lock stays with flock itself, not with the command it runs (which says when the
         // lock is held).
         QProcess holder;
-        holder.start(QStringLiteral("flock"), {QStringLiteral("-o"), QString::fromStdString((root / RunLock::kFileName).string()),
-                                               QStringLiteral("sh"), QStringLiteral("-c"),
-                                               QStringLiteral("echo held; read x")}); // ends at EOF on its input
+        holder.start(QStringLiteral("flock"),
+                     {QStringLiteral("-o"),
+                      QString::fromStdString((root / RunLock::kFileName).string()),
+                      QStringLiteral("sh"), QStringLiteral("-c"),
+                      QStringLiteral("echo held; read x")}); // ends at EOF on its input
         QVERIFY(holder.waitForReadyRead(10000));
         QVERIFY_THROWS_EXCEPTION(RunFolderBusy, RunLock::acquire(root));
         QVERIFY(RunLock::holder(root));
@@ -131,8 +142,10 @@ private slots:
     void newFoldersAreNeverShared()
     {
         QTemporaryDir dir;
-        const fs::path proposed = fs::path(dir.path().toStdString()) / "runs" / "fashion-mnist-fashion-fast-20261124-010203";
-        const fs::path a = createNewFolder(proposed), b = createNewFolder(proposed), c = createNewFolder(proposed);
+        const fs::path proposed = fs::path(dir.path().toStdString()) / "runs" /
+                                  "fashion-mnist-fashion-fast-20261124-010203";
+        const fs::path a = createNewFolder(proposed), b = createNewFolder(proposed),
+                       c = createNewFolder(proposed);
         QCOMPARE(a, proposed);
         QCOMPARE(b.string(), proposed.string() + "-2");
         QCOMPARE(c.string(), proposed.string() + "-3");
@@ -152,7 +165,8 @@ private slots:
             auto src = sourceFor(c);
             Trainer t(c, src, root);
             const std::string m = messageOf([&] { t.run(); }); // run() alone is a new run
-            QVERIFY2(m.find("already holds a run") != std::string::npos && m.find("checkpoints") != std::string::npos,
+            QVERIFY2(m.find("already holds a run") != std::string::npos &&
+                         m.find("checkpoints") != std::string::npos,
                      m.c_str());
         }
         QCOMPARE(snapshot(root), before);
@@ -166,7 +180,8 @@ private slots:
         const auto sets = fs::directory_iterator(root / "set-aside");
         const fs::path aside = sets->path();
         for (const auto& [name, content] : before)
-            QVERIFY2(readAll(aside / name) == content, name.c_str()); // every byte of the earlier run
+            QVERIFY2(readAll(aside / name) == content,
+                     name.c_str()); // every byte of the earlier run
         QVERIFY(fs::exists(root / "config.json"));
     }
 
@@ -195,7 +210,8 @@ private slots:
         }
         bool found = false;
         for (const auto& e : fs::recursive_directory_iterator(root / "set-aside"))
-            found = found || (e.path().filename() == four.filename() && readAll(e.path()) == damaged);
+            found =
+                found || (e.path().filename() == four.filename() && readAll(e.path()) == damaged);
         QVERIFY2(found, "the damaged checkpoint was not kept in set-aside/");
 
         // Now every checkpoint is damaged, and one of another model is copied in.
@@ -211,7 +227,8 @@ private slots:
             const std::string m = messageOf([&] { t.resumeFromNewest(); });
             QVERIFY2(m.find("no checkpoint in") != std::string::npos, m.c_str());
             QVERIFY_THROWS_EXCEPTION(RunFolderBusy, Trainer(c, src, root)); // t holds it
-            for (const auto& f : run.checkpoints()) QVERIFY2(m.find(f.path.filename().string()) != std::string::npos, m.c_str());
+            for (const auto& f : run.checkpoints())
+                QVERIFY2(m.find(f.path.filename().string()) != std::string::npos, m.c_str());
         }
         {
             auto src = sourceFor(c);
@@ -227,7 +244,8 @@ private slots:
         std::size_t keptFiles = 0;
         for (const auto& e : fs::recursive_directory_iterator(root / "set-aside"))
             keptFiles += e.is_regular_file() && e.path().extension() == ".safetensors";
-        QCOMPARE(keptFiles, std::size_t(1 + 5 + 1)); // step 4 from before, the five damaged, the foreign one
+        QCOMPARE(keptFiles,
+                 std::size_t(1 + 5 + 1)); // step 4 from before, the five damaged, the foreign one
     }
 
     // Rotation keeps this run's newest keepCheckpoints and never touches a file of another run, one

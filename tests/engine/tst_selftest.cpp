@@ -43,9 +43,10 @@ private slots:
             QVERIFY2(names.insert(r.name).second, ("duplicate check " + r.name).c_str());
         }
         // Every op family and the training checks are there.
-        for (const char* family : {"conv2d forward", "conv2d backward data", "conv2d backward weights",
-                                   "max-pool", "LRN", "linear", "dropout", "batch norm", "softmax",
-                                   "optimizer", "training:", "replication:"}) {
+        for (const char* family :
+             {"conv2d forward", "conv2d backward data", "conv2d backward weights", "max-pool",
+              "LRN", "linear", "dropout", "batch norm", "softmax", "optimizer",
+              "training:", "replication:"}) {
             bool found = false;
             for (const auto& n : names) found = found || n.find(family) != std::string::npos;
             QVERIFY2(found, family);

@@ -95,15 +95,19 @@ private slots:
         QCOMPARE(w.oh, 24);
         QCOMPARE(w.padTop + w.padBottom, 0);
         QCOMPARE(makeWindow2d({1, 9, 9, 1}, 2, 2, 2, 2, Padding::Valid).oh, 4);
-        QVERIFY_THROWS_EXCEPTION(ShapeError, makeWindow2d({1, 3, 3, 1}, 5, 5, 1, 1, Padding::Valid));
+        QVERIFY_THROWS_EXCEPTION(ShapeError,
+                                 makeWindow2d({1, 3, 3, 1}, 5, 5, 1, 1, Padding::Valid));
     }
     void badArguments()
     {
         QVERIFY_THROWS_EXCEPTION(ShapeError, makeWindow2d({1, 0, 3, 1}, 1, 1, 1, 1, Padding::Same));
         QVERIFY_THROWS_EXCEPTION(ShapeError, makeWindow2d({3, 3, 1}, 1, 1, 1, 1, Padding::Same));
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, makeWindow2d({1, 3, 3, 1}, 0, 1, 1, 1, Padding::Same));
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, makeWindow2d({1, 3, 3, 1}, 1, 1, 0, 1, Padding::Same));
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, makeConv2dDesc({1, 3, 3, 1}, 0, 1, 1, 1, 1, Padding::Same));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 makeWindow2d({1, 3, 3, 1}, 0, 1, 1, 1, Padding::Same));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 makeWindow2d({1, 3, 3, 1}, 1, 1, 0, 1, Padding::Same));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 makeConv2dDesc({1, 3, 3, 1}, 0, 1, 1, 1, 1, Padding::Same));
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, makeLrnDesc({1, 3, 3, 4}, 2, 0.0, 1, 0.75));
         QVERIFY_THROWS_EXCEPTION(ShapeError, makeBatchNormDesc({4, 3, 2}, 1e-5, 0.1));
     }
@@ -130,7 +134,8 @@ private slots:
     {
         const auto th = dropoutThreshold(0.25);
         int kept = 0;
-        for (int i = 0; i < 100000; ++i) kept += dropoutKeeps(99, static_cast<std::uint64_t>(i), th);
+        for (int i = 0; i < 100000; ++i)
+            kept += dropoutKeeps(99, static_cast<std::uint64_t>(i), th);
         QVERIFY(std::abs(kept - 75000) < 1000);
         QVERIFY(dropoutKeeps(1, 2, 0)); // rate 0 keeps everything
     }

@@ -22,11 +22,15 @@ class TestTorchCrosscheck : public QObject
 private slots:
     void initTestCase()
     {
-        m_script = qEnvironmentVariable("TOWERS_SOURCE_DIR") + QStringLiteral("/tests/torch_crosscheck.py");
-        if (!QFile::exists(m_script)) QFAIL(qPrintable(QStringLiteral("oracle not found: ") + m_script));
+        m_script = qEnvironmentVariable("TOWERS_SOURCE_DIR") +
+                   QStringLiteral("/tests/torch_crosscheck.py");
+        if (!QFile::exists(m_script))
+            QFAIL(qPrintable(QStringLiteral("oracle not found: ") + m_script));
         QProcess probe;
-        probe.start(QStringLiteral("/usr/bin/python3"), {QStringLiteral("-c"), QStringLiteral("import torch")});
-        if (!probe.waitForFinished(120000) || probe.exitStatus() != QProcess::NormalExit || probe.exitCode() != 0)
+        probe.start(QStringLiteral("/usr/bin/python3"),
+                    {QStringLiteral("-c"), QStringLiteral("import torch")});
+        if (!probe.waitForFinished(120000) || probe.exitStatus() != QProcess::NormalExit ||
+            probe.exitCode() != 0)
             QSKIP("Debian's python3-torch is not importable by /usr/bin/python3 "
                   "(install it with packaging/install-deps.sh --test)");
     }
@@ -34,14 +38,16 @@ private slots:
     void model_data()
     {
         QTest::addColumn<QString>("name");
-        for (const auto& info : modelRegistry()) QTest::newRow(info.name.c_str()) << QString::fromStdString(info.name);
+        for (const auto& info : modelRegistry())
+            QTest::newRow(info.name.c_str()) << QString::fromStdString(info.name);
     }
     void model()
     {
         QFETCH(QString, name);
         auto m = createModel(name.toStdString(), 17);
         NamedTensors ex;
-        for (auto* p : m->parameters()) ex.emplace_back(p->name, p->value.clone()); // before the step
+        for (auto* p : m->parameters())
+            ex.emplace_back(p->name, p->value.clone()); // before the step
         m->convertTo(DType::Float64);
         const Shape& s = m->inputShape();
         Rng rng(23);
@@ -59,11 +65,14 @@ private slots:
         ex.emplace_back("expected.logits", m->logits().to(DType::Float32));
         ex.emplace_back("expected.loss", Tensor::filled({1}, DType::Float32, loss.total()));
         for (auto* p : m->parameters()) {
-            if (p->trainable) ex.emplace_back("expected.grad." + p->name, p->grad.to(DType::Float32));
-            else if (p->value.dtype() == DType::Float64) ex.emplace_back("expected.buffer." + p->name, p->value.to(DType::Float32));
+            if (p->trainable)
+                ex.emplace_back("expected.grad." + p->name, p->grad.to(DType::Float32));
+            else if (p->value.dtype() == DType::Float64)
+                ex.emplace_back("expected.buffer." + p->name, p->value.to(DType::Float32));
         }
         m->net().visit([&](Layer& l) {
-            if (auto* d = dynamic_cast<Dropout*>(&l)) ex.emplace_back("dropout." + d->name(), d->mask().clone());
+            if (auto* d = dynamic_cast<Dropout*>(&l))
+                ex.emplace_back("dropout." + d->name(), d->mask().clone());
         });
 
         QTemporaryDir dir;
@@ -72,7 +81,8 @@ private slots:
         writeSafeTensors(file.toStdString(), ex, {{"model", m->name()}});
         QProcess py;
         py.setProcessChannelMode(QProcess::MergedChannels);
-        py.start(QStringLiteral("/usr/bin/python3"), {m_script, file, QStringLiteral("--tol"), QStringLiteral("1e-4")});
+        py.start(QStringLiteral("/usr/bin/python3"),
+                 {m_script, file, QStringLiteral("--tol"), QStringLiteral("1e-4")});
         QVERIFY2(py.waitForFinished(300000), "the PyTorch oracle did not finish in 5 minutes");
         const QString out = QString::fromUtf8(py.readAll());
         if (py.exitCode() == 77) QSKIP(qPrintable(QStringLiteral("PyTorch unavailable: ") + out));

@@ -85,12 +85,12 @@ std::unique_ptr<Model> buildSmallTutorial()
 
 struct Comparison
 {
-    double worst = 0;      // the largest per-tensor max |a - b| / max |b|
+    double worst = 0; // the largest per-tensor max |a - b| / max |b|
     std::string where;
-    double normalised = 0; // |a - b| / |b| over the whole model
+    double normalised = 0;  // |a - b| / |b| over the whole model
     double maxRelative = 0; // max |a - b| / max |b| over the whole model
-    double travelled = 0;  // |a - b| / |b - w0| over the whole model
-    double lossDiff = 0;   // the largest relative loss difference over the steps
+    double travelled = 0;   // |a - b| / |b - w0| over the whole model
+    double lossDiff = 0;    // the largest relative loss difference over the steps
 };
 
 // Weights of a replica (trainable parameters, in order).
@@ -103,8 +103,8 @@ std::vector<Tensor> weightsOf(Model& m)
 }
 
 // b against a (the reference), and a's distance from w0.
-Comparison compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const std::vector<Tensor>& w0,
-                   const std::vector<std::string>& names)
+Comparison compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
+                   const std::vector<Tensor>& w0, const std::vector<std::string>& names)
 {
     Comparison c;
     double diff2 = 0, norm2 = 0, travel2 = 0, maxDiff = 0, maxAbs = 0;
@@ -148,7 +148,8 @@ Replication replicate(TowerSetOptions single, TowerSetOptions multi)
     TowerSet two(multi);
     multi.towers = 4;
     TowerSet four(multi);
-    SyntheticBatches s1(in, 10, 1, 64, 640, 3), s2(in, 10, 2, 32, 640, 3), s4(in, 10, 4, 16, 640, 3);
+    SyntheticBatches s1(in, 10, 1, 64, 640, 3), s2(in, 10, 2, 32, 640, 3),
+        s4(in, 10, 4, 16, 640, 3);
     const auto w0 = weightsOf(one.model());
     std::vector<std::string> names;
     for (auto* p : one.model().parameters())
@@ -194,9 +195,12 @@ private slots:
         const Replication r = replicate(o, o);
         for (const auto& [name, c] : {std::pair{"2 x 32", r.two}, std::pair{"4 x 16", r.four}}) {
             qInfo("%s: worst relative difference %.3g (%s)", name, c.worst, c.where.c_str());
-            QVERIFY2(c.worst <= 1e-9, qPrintable(QStringLiteral("%1: %2 differs by %3").arg(name, QString::fromStdString(c.where)).arg(c.worst)));
+            QVERIFY2(c.worst <= 1e-9, qPrintable(QStringLiteral("%1: %2 differs by %3")
+                                                     .arg(name, QString::fromStdString(c.where))
+                                                     .arg(c.worst)));
         }
-        QVERIFY2(r.lastLoss < r.firstLoss, "the runs did not learn, so their agreement proves little");
+        QVERIFY2(r.lastLoss < r.firstLoss,
+                 "the runs did not learn, so their agreement proves little");
     }
 
     // The production path: cifar10-tutorial in float32 on oneDNN, the same geometry and steps.
@@ -213,9 +217,11 @@ private slots:
         one.threadsPerTower = 2; // the lone tower may use both cores
         const Replication r = replicate(one, options("cifar10-tutorial", 1, "momentum"));
         for (const auto& [name, c] : {std::pair{"2 x 32", r.two}, std::pair{"4 x 16", r.four}}) {
-            qInfo("%s: model-wide max |a - b| / max |b| = %.3g, |a - b| / |b| = %.3g, |a - b| / |b - w0| = %.3g; "
+            qInfo("%s: model-wide max |a - b| / max |b| = %.3g, |a - b| / |b| = %.3g, |a - b| / |b "
+                  "- w0| = %.3g; "
                   "worst tensor %.3g (%s); losses within %.3g",
-                  name, c.maxRelative, c.normalised, c.travelled, c.worst, c.where.c_str(), c.lossDiff);
+                  name, c.maxRelative, c.normalised, c.travelled, c.worst, c.where.c_str(),
+                  c.lossDiff);
             // A kink crossing moves one conv1.bias element by ~2e-4 of the largest weight; which
             // split meets one depends on the rounding of every op (it moved from 4 x 16 to 2 x 32
             // when LRN became Towers' own kernel), so each split is held to 1e-3 here and the
@@ -229,10 +235,12 @@ private slots:
         // split: rounding alone, no crossing.
         const double strict = std::min(r.two.maxRelative, r.four.maxRelative);
         QVERIFY2(strict <= 1e-5, qPrintable(QString::number(strict)));
-        QVERIFY2(r.lastLoss < r.firstLoss, "the runs did not learn, so their agreement proves little");
+        QVERIFY2(r.lastLoss < r.firstLoss,
+                 "the runs did not learn, so their agreement proves little");
         // Negative control: the same comparison against 2 x 32 one step short is caught.
         qInfo("one step short: |a - b| / |b - w0| = %.3g", r.previousStep.travelled);
-        QVERIFY2(r.previousStep.travelled > 5e-2, qPrintable(QString::number(r.previousStep.travelled)));
+        QVERIFY2(r.previousStep.travelled > 5e-2,
+                 qPrintable(QString::number(r.previousStep.travelled)));
     }
 
     // With batch norm (running statistics averaged) and dropout (different masks per tower), the
@@ -257,7 +265,10 @@ private slots:
         for (int s = 0; s < 5; ++s) {
             set.step(source.next(), s, optimizer == "adam" ? 1e-3 : 0.05);
             const std::string d = set.compareReplicas();
-            QVERIFY2(d.empty(), qPrintable(QStringLiteral("after step %1: %2").arg(s).arg(QString::fromStdString(d))));
+            QVERIFY2(
+                d.empty(),
+                qPrintable(
+                    QStringLiteral("after step %1: %2").arg(s).arg(QString::fromStdString(d))));
         }
         // The statistics really are averaged: each tower saw other examples, yet they agree.
         QVERIFY(set.model(1).parameter("bn1.running_mean").value.at(0) != 0.0);
@@ -265,8 +276,12 @@ private slots:
         // Dropout masks differ between towers (each tower mixes its index into the seed).
         const Dropout* d0 = nullptr;
         const Dropout* d1 = nullptr;
-        set.model(0).net().visit([&](Layer& l) { if (auto* d = dynamic_cast<Dropout*>(&l)) d0 = d; });
-        set.model(1).net().visit([&](Layer& l) { if (auto* d = dynamic_cast<Dropout*>(&l)) d1 = d; });
+        set.model(0).net().visit([&](Layer& l) {
+            if (auto* d = dynamic_cast<Dropout*>(&l)) d0 = d;
+        });
+        set.model(1).net().visit([&](Layer& l) {
+            if (auto* d = dynamic_cast<Dropout*>(&l)) d1 = d;
+        });
         QVERIFY(d0 && d1);
         QVERIFY(maxAbsDiff(d0->mask().to(DType::Float32).reshaped({d0->mask().numel()}),
                            d1->mask().to(DType::Float32).reshaped({d1->mask().numel()})) > 0);
@@ -292,7 +307,8 @@ private slots:
             set.step(bad, 0, 0.1);
             QFAIL("a label out of range was accepted");
         } catch (const CollectiveAborted& e) {
-            QFAIL(qPrintable(QStringLiteral("the tower's own error was lost: ") + QString::fromUtf8(e.what())));
+            QFAIL(qPrintable(QStringLiteral("the tower's own error was lost: ") +
+                             QString::fromUtf8(e.what())));
         } catch (const InvalidArgument& e) {
             QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("12")), e.what());
         }
@@ -301,7 +317,8 @@ private slots:
             set.step(source.next(), 1, 0.1);
             QFAIL("stepped after a failure");
         } catch (const Error& e) {
-            QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("earlier error")), e.what());
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("earlier error")),
+                     e.what());
         }
     }
 
@@ -363,14 +380,17 @@ private slots:
                     row += confusion[std::size_t(t * 10 + p)];
                 }
                 QCOMPARE(r.classCounts[std::size_t(t)], row);
-                if (row) QCOMPARE(r.perClassAccuracy[std::size_t(t)], double(confusion[std::size_t(t * 11)]) / double(row));
+                if (row)
+                    QCOMPARE(r.perClassAccuracy[std::size_t(t)],
+                             double(confusion[std::size_t(t * 11)]) / double(row));
                 total += row;
             }
             QCOMPARE(total, count);
         }
         // The averages were swapped back out: training continues from the live weights.
         QCOMPARE(set.compareReplicas(), std::string());
-        QVERIFY(maxAbsDiff(set.model().parameter("fc2.weight").value, set.ema()->average("fc2.weight")) > 0);
+        QVERIFY(maxAbsDiff(set.model().parameter("fc2.weight").value,
+                           set.ema()->average("fc2.weight")) > 0);
     }
 };
 

@@ -92,7 +92,8 @@ private slots:
         QVERIFY(gr.allowTf32);
         QCOMPARE(gr.toJson(), g.toJson());
         // Short forms and defaults.
-        const TrainConfig s = TrainConfig::fromJson(R"({"steps": 5, "optimizer": "adam", "schedule": "cosine", "lr": 0.001})");
+        const TrainConfig s = TrainConfig::fromJson(
+            R"({"steps": 5, "optimizer": "adam", "schedule": "cosine", "lr": 0.001})");
         QCOMPARE(s.optimizer.kind, std::string("adam"));
         QVERIFY(s.schedule.kind == LrSchedule::Kind::Cosine);
         QCOMPARE(s.schedule.lr, 0.001);
@@ -103,32 +104,62 @@ private slots:
     {
         QTest::addColumn<QString>("json");
         QTest::addColumn<QString>("words");
-        QTest::newRow("not json") << "{steps: 1" << "not valid JSON";
-        QTest::newRow("not an object") << "[1]" << "expected a JSON object";
-        QTest::newRow("unknown field") << R"({"steps": 1, "lerningRate": 0.1})" << "lerningRate: unknown field";
-        QTest::newRow("unknown nested") << R"({"steps": 1, "schedule": {"kind": "step", "gama": 2}})" << "schedule.gama: unknown field";
-        QTest::newRow("wrong type") << R"({"steps": 1, "towers": "two"})" << "towers: expected an integer";
-        QTest::newRow("negative seed") << R"({"steps": 1, "seed": -1})" << "seed: expected an integer >= 0";
-        QTest::newRow("towers") << R"({"steps": 1, "towers": 0})" << "towers: must be in [1, 256]";
-        QTest::newRow("batch") << R"({"steps": 1, "batchPerTower": 0})" << "batchPerTower: must be at least 1";
-        QTest::newRow("length") << R"({"steps": 0, "epochs": 0})" << "steps: give the length of the run";
-        QTest::newRow("model") << R"({"steps": 1, "model": "resnet-1000"})" << "model: unknown model 'resnet-1000'";
-        QTest::newRow("backend") << R"({"steps": 1, "backend": "tpu"})" << "backend: must be onednn, reference or cuda";
-        QTest::newRow("gpus on the cpu") << R"({"steps": 1, "gpus": [0]})" << "gpus: only for the cuda backend";
-        QTest::newRow("gpus per tower") << R"({"steps": 1, "backend": "cuda", "towers": 2, "gpus": [0]})"
-                                        << "gpus: names 1 GPUs for 2 towers";
-        QTest::newRow("gpus not numbers") << R"({"steps": 1, "backend": "cuda", "gpus": ["a"]})" << "gpus: expected GPU numbers";
-        QTest::newRow("optimizer") << R"({"steps": 1, "optimizer": "rmsprop"})" << "unknown optimizer 'rmsprop'";
-        QTest::newRow("nesterov") << R"({"steps": 1, "optimizer": {"kind": "nesterov", "dampening": 0.1}})" << "optimizer: ";
-        QTest::newRow("schedule kind") << R"({"steps": 1, "schedule": "triangle"})" << "schedule.kind: unknown learning-rate schedule";
-        QTest::newRow("decay rate") << R"({"steps": 1, "schedule": {"kind": "exponential", "decayRate": 2}})" << "schedule.decayRate";
-        QTest::newRow("anneal") << R"({"steps": 1, "schedule": {"kind": "onecycle", "anneal": "cubic"}})" << "schedule.anneal";
-        QTest::newRow("milestones") << R"({"steps": 1, "schedule": {"kind": "step", "milestones": [1.5]}})" << "schedule.milestones";
-        QTest::newRow("lr") << R"({"steps": 1, "lr": 0})" << "schedule.lr";
-        QTest::newRow("ema") << R"({"steps": 1, "emaDecay": 1.0})" << "emaDecay: must be in [0, 1)";
-        QTest::newRow("keep") << R"({"steps": 1, "keepCheckpoints": 0})" << "keepCheckpoints: must be at least 1";
-        QTest::newRow("log") << R"({"steps": 1, "logEvery": 0})" << "logEvery: must be at least 1";
-        QTest::newRow("dropout") << R"({"steps": 1, "dropout": 1})" << "dropout: expected true or false";
+        QTest::newRow("not json") << "{steps: 1"
+                                  << "not valid JSON";
+        QTest::newRow("not an object") << "[1]"
+                                       << "expected a JSON object";
+        QTest::newRow("unknown field") << R"({"steps": 1, "lerningRate": 0.1})"
+                                       << "lerningRate: unknown field";
+        QTest::newRow("unknown nested")
+            << R"({"steps": 1, "schedule": {"kind": "step", "gama": 2}})"
+            << "schedule.gama: unknown field";
+        QTest::newRow("wrong type") << R"({"steps": 1, "towers": "two"})"
+                                    << "towers: expected an integer";
+        QTest::newRow("negative seed") << R"({"steps": 1, "seed": -1})"
+                                       << "seed: expected an integer >= 0";
+        QTest::newRow("towers") << R"({"steps": 1, "towers": 0})"
+                                << "towers: must be in [1, 256]";
+        QTest::newRow("batch") << R"({"steps": 1, "batchPerTower": 0})"
+                               << "batchPerTower: must be at least 1";
+        QTest::newRow("length") << R"({"steps": 0, "epochs": 0})"
+                                << "steps: give the length of the run";
+        QTest::newRow("model") << R"({"steps": 1, "model": "resnet-1000"})"
+                               << "model: unknown model 'resnet-1000'";
+        QTest::newRow("backend") << R"({"steps": 1, "backend": "tpu"})"
+                                 << "backend: must be onednn, reference or cuda";
+        QTest::newRow("gpus on the cpu") << R"({"steps": 1, "gpus": [0]})"
+                                         << "gpus: only for the cuda backend";
+        QTest::newRow("gpus per tower")
+            << R"({"steps": 1, "backend": "cuda", "towers": 2, "gpus": [0]})"
+            << "gpus: names 1 GPUs for 2 towers";
+        QTest::newRow("gpus not numbers") << R"({"steps": 1, "backend": "cuda", "gpus": ["a"]})"
+                                          << "gpus: expected GPU numbers";
+        QTest::newRow("optimizer") << R"({"steps": 1, "optimizer": "rmsprop"})"
+                                   << "unknown optimizer 'rmsprop'";
+        QTest::newRow("nesterov")
+            << R"({"steps": 1, "optimizer": {"kind": "nesterov", "dampening": 0.1}})"
+            << "optimizer: ";
+        QTest::newRow("schedule kind") << R"({"steps": 1, "schedule": "triangle"})"
+                                       << "schedule.kind: unknown learning-rate schedule";
+        QTest::newRow("decay rate")
+            << R"({"steps": 1, "schedule": {"kind": "exponential", "decayRate": 2}})"
+            << "schedule.decayRate";
+        QTest::newRow("anneal")
+            << R"({"steps": 1, "schedule": {"kind": "onecycle", "anneal": "cubic"}})"
+            << "schedule.anneal";
+        QTest::newRow("milestones")
+            << R"({"steps": 1, "schedule": {"kind": "step", "milestones": [1.5]}})"
+            << "schedule.milestones";
+        QTest::newRow("lr") << R"({"steps": 1, "lr": 0})"
+                            << "schedule.lr";
+        QTest::newRow("ema") << R"({"steps": 1, "emaDecay": 1.0})"
+                             << "emaDecay: must be in [0, 1)";
+        QTest::newRow("keep") << R"({"steps": 1, "keepCheckpoints": 0})"
+                              << "keepCheckpoints: must be at least 1";
+        QTest::newRow("log") << R"({"steps": 1, "logEvery": 0})"
+                             << "logEvery: must be at least 1";
+        QTest::newRow("dropout") << R"({"steps": 1, "dropout": 1})"
+                                 << "dropout: expected true or false";
     }
     void refusedNamingTheField()
     {

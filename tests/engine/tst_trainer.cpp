@@ -52,18 +52,42 @@ SyntheticBatches sourceFor(const TrainConfig& c, std::uint64_t seed = 11)
 class Recorder : public TrainerObserver
 {
 public:
-    void onStep(const StepMetrics& m) override { update([&] { steps.push_back(m); }); }
-    void onEvaluation(const EvalResult& r) override { update([&] { evals.push_back(r); }); }
-    void onLog(const std::string& line) override { update([&] { logs.push_back(line); }); }
+    void onStep(const StepMetrics& m) override
+    {
+        update([&] { steps.push_back(m); });
+    }
+    void onEvaluation(const EvalResult& r) override
+    {
+        update([&] { evals.push_back(r); });
+    }
+    void onLog(const std::string& line) override
+    {
+        update([&] { logs.push_back(line); });
+    }
     void onCheckpoint(const fs::path& file, std::int64_t step) override
     {
         update([&] { checkpoints.emplace_back(file, step); });
     }
-    void onPaused(std::int64_t) override { update([&] { ++paused; }); }
-    void onResumed(std::int64_t) override { update([&] { ++resumed; }); }
-    void onFinished(std::int64_t step) override { update([&] { finished = step; }); }
-    void onStopped(std::int64_t step) override { update([&] { stopped = step; }); }
-    void onFailed(const std::string& message) override { update([&] { failed = message; }); }
+    void onPaused(std::int64_t) override
+    {
+        update([&] { ++paused; });
+    }
+    void onResumed(std::int64_t) override
+    {
+        update([&] { ++resumed; });
+    }
+    void onFinished(std::int64_t step) override
+    {
+        update([&] { finished = step; });
+    }
+    void onStopped(std::int64_t step) override
+    {
+        update([&] { stopped = step; });
+    }
+    void onFailed(const std::string& message) override
+    {
+        update([&] { failed = message; });
+    }
 
     bool waitFor(const std::function<bool()>& ready, int seconds = 60)
     {
@@ -99,7 +123,8 @@ private:
 
 bool sameBytes(const Tensor& a, const Tensor& b)
 {
-    return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
+    return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+           std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
 }
 
 std::vector<nlohmann::json> jsonLines(const fs::path& file)
@@ -150,7 +175,8 @@ private slots:
         Recorder rec;
         Trainer b(c, srcB, rootB, {}, &rec);
         QCOMPARE(b.resumeFromNewest(), std::optional<std::int64_t>(3));
-        QVERIFY(!rec.logs.empty() && rec.logs.front().find("skipping a checkpoint that does not load") == 0);
+        QVERIFY(!rec.logs.empty() &&
+                rec.logs.front().find("skipping a checkpoint that does not load") == 0);
         QCOMPARE(b.run(), Trainer::Outcome::Finished);
         QCOMPARE(runB.checkpoints().size(), std::size_t(2)); // 3 and 6; the damaged 5 is gone
         QCOMPARE(srcB.calls(), std::int64_t(3)); // steps 3, 4, 5 only: the source was positioned
@@ -164,7 +190,9 @@ private slots:
             QVERIFY2(x.size() == y.size() && !x.empty(), what);
             for (std::size_t i = 0; i < x.size(); ++i) {
                 QCOMPARE(x[i].first, y[i].first);
-                QVERIFY2(sameBytes(x[i].second, y[i].second), qPrintable(QString::fromStdString(x[i].first) + QStringLiteral(" differs")));
+                QVERIFY2(
+                    sameBytes(x[i].second, y[i].second),
+                    qPrintable(QString::fromStdString(x[i].first) + QStringLiteral(" differs")));
             }
         };
         compareAll(ca.weights, cb.weights, "weights");
@@ -200,13 +228,15 @@ private slots:
         }
         // ReLU maps a NaN activation to 0 in our backends, so the loss may stay finite while the
         // batch-norm statistics and gradients do not: either way the step is named.
-        QVERIFY2(message.startsWith(QLatin1String("model diverged")) && message.contains(QLatin1String("at step 5")),
+        QVERIFY2(message.startsWith(QLatin1String("model diverged")) &&
+                     message.contains(QLatin1String("at step 5")),
                  qPrintable(message));
         QCOMPARE(QString::fromStdString(rec.failed), message);
         QCOMPARE(t.step(), std::int64_t(4));
         // The update of step 5 was skipped: the live replicas still hold finite weights.
         for (const auto* p : t.towers().model(1).parameters())
-            for (std::int64_t i = 0; i < p->value.numel(); ++i) QVERIFY(std::isfinite(p->value.at(i)));
+            for (std::int64_t i = 0; i < p->value.numel(); ++i)
+                QVERIFY(std::isfinite(p->value.at(i)));
         QCOMPARE(rec.finished, std::int64_t(-1));
         RunDirectory run(dir.path().toStdString());
         const auto files = run.checkpoints();
@@ -218,7 +248,8 @@ private slots:
         QCOMPARE(good->step, std::int64_t(4));
         loadCheckpoint(good->path, *model);
         for (const auto* p : model->parameters())
-            for (std::int64_t i = 0; i < p->value.numel(); ++i) QVERIFY(std::isfinite(p->value.at(i)));
+            for (std::int64_t i = 0; i < p->value.numel(); ++i)
+                QVERIFY(std::isfinite(p->value.at(i)));
     }
 
     // An absurd learning rate: training stops with DivergedError, and every checkpoint on disk
@@ -238,8 +269,11 @@ private slots:
             t.run();
             QFAIL("an absurd learning rate did not stop training");
         } catch (const DivergedError& e) {
-            QVERIFY2(QString::fromUtf8(e.what()).startsWith(QLatin1String("model diverged")), e.what());
-            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("at step %1").arg(t.step() + 1)), e.what());
+            QVERIFY2(QString::fromUtf8(e.what()).startsWith(QLatin1String("model diverged")),
+                     e.what());
+            QVERIFY2(QString::fromUtf8(e.what()).contains(
+                         QStringLiteral("at step %1").arg(t.step() + 1)),
+                     e.what());
         }
         QVERIFY(t.step() < 20);
         RunDirectory run(dir.path().toStdString());
@@ -247,7 +281,8 @@ private slots:
         for (const auto& f : run.checkpoints()) {
             loadCheckpoint(f.path, *model);
             for (const auto* p : model->parameters())
-                for (std::int64_t i = 0; i < p->value.numel(); ++i) QVERIFY(std::isfinite(p->value.at(i)));
+                for (std::int64_t i = 0; i < p->value.numel(); ++i)
+                    QVERIFY(std::isfinite(p->value.at(i)));
         }
     }
 
@@ -271,16 +306,20 @@ private slots:
         Recorder rec;
         Trainer t(c, src, dir.path().toStdString(), {}, &rec);
         Trainer::Outcome outcome = Trainer::Outcome::Finished;
-        std::jthread worker([&](std::stop_token st) { outcome = t.run(token ? st : std::stop_token{}); });
+        std::jthread worker(
+            [&](std::stop_token st) { outcome = t.run(token ? st : std::stop_token{}); });
         QVERIFY(rec.waitFor([&] { return rec.steps.size() >= 3; }));
         if (token)
             worker.request_stop();
         else
             t.requestStop();
-        const std::int64_t atRequest = t.step(); // at most the step in progress completes after this
+        const std::int64_t atRequest =
+            t.step(); // at most the step in progress completes after this
         worker.join();
         QCOMPARE(outcome, Trainer::Outcome::Stopped);
-        QVERIFY2(t.step() <= atRequest + 1, qPrintable(QStringLiteral("%1 steps after the request").arg(t.step() - atRequest)));
+        QVERIFY2(
+            t.step() <= atRequest + 1,
+            qPrintable(QStringLiteral("%1 steps after the request").arg(t.step() - atRequest)));
         QCOMPARE(rec.stopped, t.step());
         RunDirectory run(dir.path().toStdString());
         QCOMPARE(run.checkpoints().size(), std::size_t(1));
@@ -307,7 +346,9 @@ private slots:
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
         QCOMPARE(t.step(), s); // nothing moves while paused
         t.resume();
-        QVERIFY(rec.waitFor([&] { return rec.resumed == 1 && !rec.steps.empty() && rec.steps.back().step >= s + 2; }));
+        QVERIFY(rec.waitFor([&] {
+            return rec.resumed == 1 && !rec.steps.empty() && rec.steps.back().step >= s + 2;
+        }));
         // A stop while paused ends the run at once.
         t.pause();
         QVERIFY(rec.waitFor([&] { return rec.paused == 2; }));
@@ -334,7 +375,8 @@ private slots:
         QTemporaryDir dir;
         auto src = sourceFor(c);
         Recorder rec;
-        Trainer t(c, src, dir.path().toStdString(), {{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}, "{}"}, &rec);
+        Trainer t(c, src, dir.path().toStdString(),
+                  {{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}, "{}"}, &rec);
         t.setEvaluator(45, src.evaluationBatches());
         QCOMPARE(t.run(), Trainer::Outcome::Finished);
         QCOMPARE(rec.finished, std::int64_t(30));
@@ -355,21 +397,25 @@ private slots:
         }
         QCOMPARE(rec.steps.back().etaSeconds, 0.0);
         QVERIFY2(rec.steps.back().crossEntropy < 0.5 * rec.steps.front().crossEntropy,
-                 qPrintable(QStringLiteral("%1 -> %2").arg(rec.steps.front().crossEntropy).arg(rec.steps.back().crossEntropy)));
+                 qPrintable(QStringLiteral("%1 -> %2")
+                                .arg(rec.steps.front().crossEntropy)
+                                .arg(rec.steps.back().crossEntropy)));
 
         QCOMPARE(rec.evals.size(), std::size_t(2));
         QCOMPARE(rec.evals[0].step, std::int64_t(15));
         QCOMPARE(rec.evals[1].step, std::int64_t(30));
         QCOMPARE(rec.evals[1].examples, std::int64_t(45));
         QVERIFY(rec.evals[1].ema);
-        QVERIFY2(rec.evals[1].precisionAt1 > 0.6, qPrintable(QString::number(rec.evals[1].precisionAt1)));
+        QVERIFY2(rec.evals[1].precisionAt1 > 0.6,
+                 qPrintable(QString::number(rec.evals[1].precisionAt1)));
 
         RunDirectory run(dir.path().toStdString());
         const auto metrics = jsonLines(run.metricsPath());
         QCOMPARE(metrics.size(), std::size_t(6));
         QCOMPARE(metrics[2]["step"].get<std::int64_t>(), std::int64_t(15));
-        for (const char* key : {"epoch", "loss", "crossEntropy", "lr", "examplesPerSec", "secPerBatch", "dataWaitMs",
-                                "computeMs", "allReduceMs", "updateMs", "towerComputeMs"})
+        for (const char* key :
+             {"epoch", "loss", "crossEntropy", "lr", "examplesPerSec", "secPerBatch", "dataWaitMs",
+              "computeMs", "allReduceMs", "updateMs", "towerComputeMs"})
             QVERIFY2(metrics[2].contains(key), key);
         const auto evals = jsonLines(run.evalPath());
         QCOMPARE(evals.size(), std::size_t(2));
@@ -377,7 +423,9 @@ private slots:
         QCOMPARE(evals[1]["precisionAt1"].get<double>(), rec.evals[1].precisionAt1);
         // The run's configuration, with the run id it got when it started (32 hex digits).
         const TrainConfig saved = TrainConfig::fromJson(*run.readConfig());
-        QVERIFY2(QRegularExpression(QStringLiteral("^[0-9a-f]{32}$")).match(QString::fromStdString(saved.runId)).hasMatch(),
+        QVERIFY2(QRegularExpression(QStringLiteral("^[0-9a-f]{32}$"))
+                     .match(QString::fromStdString(saved.runId))
+                     .hasMatch(),
                  saved.runId.c_str());
         c.runId = saved.runId;
         QCOMPARE(saved.toJson(), c.toJson());
@@ -389,9 +437,11 @@ private slots:
         QVERIFY(!last.ema.empty());
 
         // The tutorial's log line, then where the run stands (step 10 of 30).
-        const QRegularExpression line(QStringLiteral(R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}: step 10, loss = \d+\.\d\d \(\d+\.\d examples/sec; \d+\.\d{3} sec/batch\) \[33%, epoch \d+\.\d\d, ETA \d+m\d\ds\]$)"));
+        const QRegularExpression line(QStringLiteral(
+            R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}: step 10, loss = \d+\.\d\d \(\d+\.\d examples/sec; \d+\.\d{3} sec/batch\) \[33%, epoch \d+\.\d\d, ETA \d+m\d\ds\]$)"));
         bool found = false;
-        for (const auto& l : rec.logs) found = found || line.match(QString::fromStdString(l)).hasMatch();
+        for (const auto& l : rec.logs)
+            found = found || line.match(QString::fromStdString(l)).hasMatch();
         QVERIFY2(found, rec.logs.size() > 2 ? rec.logs[2].c_str() : "no log");
     }
 
@@ -424,12 +474,16 @@ private slots:
             fresh.restore(RunDirectory(other.path().toStdString()).checkpointPath(1));
             QFAIL("restored another model's checkpoint");
         } catch (const InvalidArgument& e) {
-            QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("ckpt-00000001.safetensors")), e.what());
-            QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("cifar10-tutorial")), e.what());
+            QVERIFY2(
+                QString::fromUtf8(e.what()).contains(QLatin1String("ckpt-00000001.safetensors")),
+                e.what());
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("cifar10-tutorial")),
+                     e.what());
         }
         // Class names that do not fit the model.
         QTemporaryDir namesDir; // `fresh` holds dir
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, Trainer(c, src, namesDir.path().toStdString(), {{"cat", "dog"}, "{}"}));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, Trainer(c, src, namesDir.path().toStdString(),
+                                                          {{"cat", "dog"}, "{}"}));
         // A bad configuration never reaches the disk.
         TrainConfig bad = baseConfig();
         bad.batchPerTower = 0;

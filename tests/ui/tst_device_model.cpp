@@ -69,13 +69,17 @@ private slots:
         model.setDevices(devices);
         QCOMPARE(model.gpuCount(), 2);
         QCOMPARE(model.includedIds(), QStringList{QStringLiteral("cpu")});
-        const QModelIndex cpuUse = model.index(0, DeviceModel::Use), gpuUse = model.index(1, DeviceModel::Use);
+        const QModelIndex cpuUse = model.index(0, DeviceModel::Use),
+                          gpuUse = model.index(1, DeviceModel::Use);
         QVERIFY(!(model.flags(cpuUse) & Qt::ItemIsUserCheckable));
         QVERIFY(!(model.flags(gpuUse) & Qt::ItemIsUserCheckable));
         QCOMPARE(model.data(gpuUse, Qt::CheckStateRole).value<Qt::CheckState>(), Qt::Unchecked);
         QVERIFY(!model.setData(gpuUse, Qt::Checked, Qt::CheckStateRole));
-        QVERIFY(model.data(gpuUse, Qt::ToolTipRole).toString().contains(QStringLiteral("no GPU backend")));
-        QCOMPARE(model.data(model.index(1, DeviceModel::Device)).toString(), QStringLiteral("NVIDIA H100"));
+        QVERIFY(model.data(gpuUse, Qt::ToolTipRole)
+                    .toString()
+                    .contains(QStringLiteral("no GPU backend")));
+        QCOMPARE(model.data(model.index(1, DeviceModel::Device)).toString(),
+                 QStringLiteral("NVIDIA H100"));
     }
 
     void cpuIsLockedWithoutGpu()

@@ -102,12 +102,14 @@ private slots:
         page.setTowers(2);
         QCOMPARE(page.selectedGpus(), (std::vector<int>{0, 1, 2}));
         QCOMPARE(page.towers(), 3);
-        QVERIFY(model->setData(model->index(2, towers::ui::DeviceModel::Use), Qt::Unchecked, Qt::CheckStateRole));
+        QVERIFY(model->setData(model->index(2, towers::ui::DeviceModel::Use), Qt::Unchecked,
+                               Qt::CheckStateRole));
         QCOMPARE(page.selectedGpus(), (std::vector<int>{0, 2}));
         QCOMPARE(page.towers(), 2);
         for (auto* spin : page.findChildren<QSpinBox*>()) QVERIFY(!spin->isEnabled());
         for (int row : {1, 3})
-            QVERIFY(model->setData(model->index(row, towers::ui::DeviceModel::Use), Qt::Unchecked, Qt::CheckStateRole));
+            QVERIFY(model->setData(model->index(row, towers::ui::DeviceModel::Use), Qt::Unchecked,
+                                   Qt::CheckStateRole));
         QVERIFY(page.selectedGpus().empty());
         QCOMPARE(page.towers(), 2); // the CPU towers again
         for (auto* spin : page.findChildren<QSpinBox*>()) QVERIFY(spin->isEnabled());

@@ -71,7 +71,8 @@ private slots:
         QCOMPARE(w.dataPage()->found()->trainCount, 256);
         // The run trains on the images the Data page holds: one copy in memory.
         const auto runOptions = w.newRunOptions(nullptr);
-        QVERIFY(runOptions && runOptions->dataset && runOptions->dataset == w.dataPage()->loadedDataset());
+        QVERIFY(runOptions && runOptions->dataset &&
+                runOptions->dataset == w.dataPage()->loadedDataset());
         // A machine whose GPUs the backend can drive trains on them by default.
         const std::string defaultBackend = towers::app::gpuBackendAvailable() ? "cuda" : "onednn";
         QCOMPARE(runOptions->config.backend, defaultBackend);

@@ -29,7 +29,8 @@ class TestGuiInterrupt : public QObject
         const QDir runs(m_root.filePath(QStringLiteral("runs")));
         for (const QString& d : runs.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
             QFile f(runs.filePath(d + QStringLiteral("/metrics.jsonl")));
-            if (f.open(QIODevice::ReadOnly)) return {runs.filePath(d), int(f.readAll().count('\n'))};
+            if (f.open(QIODevice::ReadOnly))
+                return {runs.filePath(d), int(f.readAll().count('\n'))};
         }
         return {QString(), 0};
     }
@@ -65,7 +66,8 @@ private slots:
         // Wait until the run has logged a few steps.
         QElapsedTimer waited;
         waited.start();
-        while (progress().second < 3 && waited.elapsed() < 90000 && gui.state() == QProcess::Running)
+        while (progress().second < 3 && waited.elapsed() < 90000 &&
+               gui.state() == QProcess::Running)
             QTest::qWait(100);
         QVERIFY2(progress().second >= 3, gui.readAll().constData());
 
@@ -80,8 +82,10 @@ private slots:
         towers::engine::RunDirectory run(tt::fsPath(runDir));
         const auto checkpoints = run.checkpoints();
         QVERIFY2(!checkpoints.empty(), "no checkpoint after SIGTERM");
-        QVERIFY2(checkpoints.back().step >= lines, qPrintable(QStringLiteral("checkpoint of step %1, %2 steps logged")
-                                                                   .arg(checkpoints.back().step).arg(lines)));
+        QVERIFY2(checkpoints.back().step >= lines,
+                 qPrintable(QStringLiteral("checkpoint of step %1, %2 steps logged")
+                                .arg(checkpoints.back().step)
+                                .arg(lines)));
     }
 };
 

@@ -7,11 +7,11 @@
 #include <QTest>
 
 #include "app/settings/app_settings.h"
-#include "ui/main_window.h"
-#include "ui/widgets/error_banner.h"
 #include "engine/train/run_directory.h"
 #include "training_fixture.h"
+#include "ui/main_window.h"
 #include "ui/pages/train_page.h"
+#include "ui/widgets/error_banner.h"
 #include "ui_test_support.h"
 
 using towers::ui::MainWindow;
@@ -36,9 +36,11 @@ private slots:
         QVERIFY(!icon.isNull());
         for (int size : {16, 64, 256}) {
             const QImage image = icon.pixmap(size, size).toImage();
-            QVERIFY2(!image.isNull(), "the icon does not render: is Qt's SVG icon engine (libqt6svg6) installed?");
+            QVERIFY2(!image.isNull(),
+                     "the icon does not render: is Qt's SVG icon engine (libqt6svg6) installed?");
             QCOMPARE(image.width(), size);
-            QVERIFY(qAlpha(image.pixel(size / 2, size - size / 8)) > 0); // the tile, not a transparent pixmap
+            QVERIFY(qAlpha(image.pixel(size / 2, size - size / 8)) >
+                    0); // the tile, not a transparent pixmap
         }
     }
 
@@ -88,8 +90,10 @@ private slots:
     {
         QTemporaryDir dir;
         towers::test::writeTinyMnist(dir.filePath(QStringLiteral("data")).toStdString());
-        const auto folder = std::filesystem::path(dir.filePath(QStringLiteral("runs/r")).toStdString());
-        auto options = towers::test::tinyRun(dir.filePath(QStringLiteral("data")).toStdString(), folder, 4, 1);
+        const auto folder =
+            std::filesystem::path(dir.filePath(QStringLiteral("runs/r")).toStdString());
+        auto options =
+            towers::test::tinyRun(dir.filePath(QStringLiteral("data")).toStdString(), folder, 4, 1);
         options.config.dataDir = dir.filePath(QStringLiteral("data")).toStdString();
         {
             towers::engine::TrainingSession session(options);
@@ -119,7 +123,8 @@ private slots:
         QVERIFY(std::filesystem::exists(folder / "set-aside"));
         std::size_t aside = 0;
         for (const auto& e : std::filesystem::recursive_directory_iterator(folder / "set-aside"))
-            aside += e.path().extension() == ".safetensors" && std::filesystem::file_size(e.path()) == 100;
+            aside += e.path().extension() == ".safetensors" &&
+                     std::filesystem::file_size(e.path()) == 100;
         QCOMPARE(aside, files.size());
     }
 

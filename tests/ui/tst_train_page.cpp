@@ -179,7 +179,8 @@ private slots:
             QCOMPARE(errors.count(), 1);
             const QString message = errors.at(0).at(0).toString();
             QVERIFY2(message.contains(QString::fromStdString(folder.string())) &&
-                         message.contains(QStringLiteral("in use by process %1").arg(QCoreApplication::applicationPid())) &&
+                         message.contains(QStringLiteral("in use by process %1")
+                                              .arg(QCoreApplication::applicationPid())) &&
                          message.contains(QStringLiteral("another trainer")),
                      qPrintable(message));
         }

@@ -300,27 +300,28 @@ void RunsPage::exportCheckpoint(const QString& checkpoint, const QString& output
     m_exportStatus->setText(
         tr("Exporting %1 to %2…").arg(QFileInfo(checkpoint).fileName(), output));
     m_exportStatus->show();
-    m_export.start(
-        [from, to, options] { return engine::exportOnnx(from, to, options); },
-        [this, output](const app::JobResult<engine::OnnxExportSummary>& r) {
-            updateButtons();
-            if (!r.ok()) {
-                const QString message = tr("ONNX export failed: %1").arg(r.error);
-                m_exportStatus->setText(QStringLiteral("⚠ ") + message);
-                emit errorOccurred(message);
-                return;
-            }
-            const engine::OnnxExportSummary& s = *r.value;
-            QString text =
-                tr("Exported %1 (%2, opset %3, %4 input) to %5")
-                    .arg(QString::fromStdString(s.model),
-                         s.usedEma ? tr("moving-average weights") : tr("raw weights"))
-                    .arg(s.opset)
-                    .arg(QString::fromLatin1(engine::onnxLayoutName(s.layout)).toUpper(), output);
-            for (const auto& w : s.warnings) text += tr("; warning: %1").arg(QString::fromStdString(w));
-            m_exportStatus->setText(text);
-            emit exported(output);
-        });
+    m_export.start([from, to, options] { return engine::exportOnnx(from, to, options); },
+                   [this, output](const app::JobResult<engine::OnnxExportSummary>& r) {
+                       updateButtons();
+                       if (!r.ok()) {
+                           const QString message = tr("ONNX export failed: %1").arg(r.error);
+                           m_exportStatus->setText(QStringLiteral("⚠ ") + message);
+                           emit errorOccurred(message);
+                           return;
+                       }
+                       const engine::OnnxExportSummary& s = *r.value;
+                       QString text =
+                           tr("Exported %1 (%2, opset %3, %4 input) to %5")
+                               .arg(QString::fromStdString(s.model),
+                                    s.usedEma ? tr("moving-average weights") : tr("raw weights"))
+                               .arg(s.opset)
+                               .arg(QString::fromLatin1(engine::onnxLayoutName(s.layout)).toUpper(),
+                                    output);
+                       for (const auto& w : s.warnings)
+                           text += tr("; warning: %1").arg(QString::fromStdString(w));
+                       m_exportStatus->setText(text);
+                       emit exported(output);
+                   });
     updateButtons();
 }
 
