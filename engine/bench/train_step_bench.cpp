@@ -10,9 +10,9 @@
 #include "engine/cpu/cpu_info.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/cpu/primitive_implementations.h"
-#include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
 #include "engine/nn/layer.h"
+#include "engine/ops/backends.h"
 #include "engine/optim/sgd.h"
 
 namespace towers::engine {
@@ -102,30 +102,11 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     if (o.warmup < 0) throw InvalidArgument("warm-up steps must be >= 0");
     if (o.threads < 0) throw InvalidArgument("threads must be >= 0 (0 = every core)");
 
-    std::unique_ptr<Ops> ops;
-    GpuBackend* gpu = nullptr;
-    std::string backendName;
-    if (o.backend == "onednn") {
-        cpu::setCpuThreads(o.threads);
-        ops = cpu::makeOneDnnOps();
-        const auto* v = dnnl::version();
-        backendName = "onednn " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                      std::to_string(v->patch);
-    } else if (o.backend == "reference") {
-        ops = makeReferenceOps();
-        backendName = "reference";
-    } else if (o.backend == "cuda") {
-        std::string why;
-        gpu = cudaBackend(&why);
-        if (!gpu) throw Unsupported("bench on cuda: " + why);
-        if (gpu->deviceCount() == 0)
-            throw Unsupported("bench on cuda: " + gpu->unavailableReason());
-        ops = gpu->makeOps(0, GpuOpsOptions{o.allowTf32});
-        backendName = "cuda (" + gpu->deviceInfo(0).name + "; " + gpu->versions() +
-                      (o.allowTf32 ? "; TF32" : "") + ")";
-    } else {
-        throw UnknownName("unknown backend '" + o.backend + "' (known: onednn, reference, cuda)");
-    }
+    const BackendOptions backend{0, o.allowTf32};
+    const bool host = isHostBackend(o.backend);
+    if (host) cpu::setCpuThreads(o.threads);
+    std::unique_ptr<Ops> ops = makeBackendOps(o.backend, backend);
+    const std::string backendName = describeBackend(o.backend, backend);
     // GPU work is asynchronous: each phase is timed up to the GPU's finishing it.
     auto finish = [&] { ops->synchronize(); };
 
@@ -153,7 +134,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     TrainStepBenchResult r;
     r.options = o;
     r.backend = backendName;
-    r.threads = gpu ? 0 : cpu::cpuThreads();
+    r.threads = host ? cpu::cpuThreads() : 0;
     double fwd = 0, bwd = 0, upd = 0;
     const int total = o.warmup + o.steps;
     for (int step = 0; step < total; ++step) {

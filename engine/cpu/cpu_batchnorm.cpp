@@ -5,7 +5,7 @@
 #include <bit>
 
 #include "engine/cpu/cpu_common.h"
-#include "engine/reference/dense_checks.h"
+#include "engine/ops/op_checks.h"
 
 namespace towers::engine::cpu {
 
@@ -47,26 +47,13 @@ dnnl::batch_normalization_forward::primitive_desc forwardPd(const BatchNormDesc&
             eng};
 }
 
-void requireBatchNormF32(const BatchNormDesc& d, const Tensor& t, const char* what)
-{
-    requireF32(t, what);
-    checks::batchNormChannel(d, t, what);
-}
-
 } // namespace
 
-void OneDnnOps::batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x,
-                                         const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                         Tensor& runningMean, Tensor& runningVar, Tensor& saveMean,
-                                         Tensor& saveVar)
+void OneDnnOps::batchNormForwardTrainingImpl(const BatchNormDesc& d, const Tensor& x,
+                                             const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                             Tensor& runningMean, Tensor& runningVar,
+                                             Tensor& saveMean, Tensor& saveVar)
 {
-    requireF32(x, "batch norm x");
-    checks::batchNormInput(d, x, "batch norm x");
-    requireBatchNormF32(d, gamma, "batch norm gamma");
-    requireBatchNormF32(d, beta, "batch norm beta");
-    requireBatchNormF32(d, runningMean, "batch norm running mean");
-    requireBatchNormF32(d, runningVar, "batch norm running variance");
-    checks::batchNormTrainingRows(d);
     const std::int64_t c = d.channels();
     Tensor::ensure(y, d.shape, DType::Float32);
     Tensor::ensure(saveMean, {c}, DType::Float32);
@@ -106,17 +93,11 @@ void OneDnnOps::batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x
     }
 }
 
-void OneDnnOps::batchNormForwardInference(const BatchNormDesc& d, const Tensor& x,
-                                          const Tensor& gamma, const Tensor& beta,
-                                          const Tensor& runningMean, const Tensor& runningVar,
-                                          Tensor& y)
+void OneDnnOps::batchNormForwardInferenceImpl(const BatchNormDesc& d, const Tensor& x,
+                                              const Tensor& gamma, const Tensor& beta,
+                                              const Tensor& runningMean, const Tensor& runningVar,
+                                              Tensor& y)
 {
-    requireF32(x, "batch norm x");
-    checks::batchNormInput(d, x, "batch norm x");
-    requireBatchNormF32(d, gamma, "batch norm gamma");
-    requireBatchNormF32(d, beta, "batch norm beta");
-    requireBatchNormF32(d, runningMean, "batch norm running mean");
-    requireBatchNormF32(d, runningVar, "batch norm running variance");
     Tensor::ensure(y, d.shape, DType::Float32);
     guarded("running a batch norm forward (inference)", [&] {
         auto& p = cached<BoundPrimitive>(bnKey("infer", d), [&] {
@@ -145,17 +126,11 @@ void OneDnnOps::batchNormForwardInference(const BatchNormDesc& d, const Tensor& 
     });
 }
 
-void OneDnnOps::batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
-                                  const Tensor& gamma, const Tensor& saveMean,
-                                  const Tensor& saveVar, Tensor& dx, Tensor& dgamma, Tensor& dbeta)
+void OneDnnOps::batchNormBackwardImpl(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
+                                      const Tensor& gamma, const Tensor& saveMean,
+                                      const Tensor& saveVar, Tensor& dx, Tensor& dgamma,
+                                      Tensor& dbeta)
 {
-    requireF32(x, "batch norm x");
-    requireF32(dy, "batch norm dy");
-    checks::batchNormInput(d, x, "batch norm x");
-    checks::batchNormInput(d, dy, "batch norm dy");
-    requireBatchNormF32(d, gamma, "batch norm gamma");
-    requireBatchNormF32(d, saveMean, "batch norm saved mean");
-    requireBatchNormF32(d, saveVar, "batch norm saved variance");
     const Tensor dyIn = dy; // keeps dy's bytes should dx be the same tensor object
     Tensor::ensure(dx, d.shape, DType::Float32);
     Tensor::ensure(dgamma, {d.channels()}, DType::Float32);

@@ -26,50 +26,27 @@ ConvPlan& planFor(OneDnnOps& ops, const Conv2dDesc& d, bool bias, Activation act
     return *plan;
 }
 
-void checkForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b)
-{
-    requireF32(x, "conv2d x");
-    requireF32(w, "conv2d w");
-    requireShape(x, d.inputShape(), "conv2d x");
-    requireShape(w, d.weightShape(), "conv2d w");
-    if (!b.empty()) {
-        requireF32(b, "conv2d b");
-        requireShape(b, Shape{d.outChannels}, "conv2d b");
-    }
-}
-
-void checkGradient(const Conv2dDesc& d, const Tensor& dy)
-{
-    requireF32(dy, "conv2d dy");
-    requireShape(dy, d.outputShape(), "conv2d dy");
-}
-
 } // namespace
 
-void OneDnnOps::conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
-                              const Tensor& b, Tensor& y, Activation act)
+void OneDnnOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
+                                  const Tensor& b, Tensor& y, Activation act)
 {
-    checkForward(d, x, w, b);
     Tensor::ensure(y, d.outputShape(), DType::Float32);
     ConvPlan& plan = planFor(*this, d, !b.empty(), act, "forward");
     guarded("running a convolution", [&] { plan.forward(m_stream, x, w, b, y, nullptr); });
 }
 
-void OneDnnOps::conv2dForwardTraining(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
-                                      const Tensor& b, Tensor& y, Activation act, Tensor& saved)
+void OneDnnOps::conv2dForwardTrainingImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
+                                          const Tensor& b, Tensor& y, Activation act, Tensor& saved)
 {
-    checkForward(d, x, w, b);
     Tensor::ensure(y, d.outputShape(), DType::Float32);
     ConvPlan& plan = planFor(*this, d, !b.empty(), act, "forward_training");
     guarded("running a convolution", [&] { plan.forward(m_stream, x, w, b, y, &saved); });
 }
 
-void OneDnnOps::conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const Tensor& w,
-                                   Tensor& dx)
+void OneDnnOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, const Tensor& w,
+                                       Tensor& dx)
 {
-    checkGradient(d, dy);
-    requireF32(w, "conv2d w");
-    requireShape(w, d.weightShape(), "conv2d w");
     Tensor::ensure(dx, d.inputShape(), DType::Float32);
     ConvPlan& plan = planFor(*this, d, false, Activation::None, "backward_data");
     ConvPlan::Gradients g;
@@ -78,12 +55,9 @@ void OneDnnOps::conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const 
     guarded("running a convolution backward-data", [&] { plan.backward(m_stream, dy, g); });
 }
 
-void OneDnnOps::conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, const Tensor& dy,
-                                      Tensor& dw, Tensor* db)
+void OneDnnOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& dy,
+                                          Tensor& dw, Tensor* db)
 {
-    requireF32(x, "conv2d x");
-    requireShape(x, d.inputShape(), "conv2d x");
-    checkGradient(d, dy);
     Tensor::ensure(dw, d.weightShape(), DType::Float32);
     if (db) Tensor::ensure(*db, Shape{d.outChannels}, DType::Float32);
     ConvPlan& plan = planFor(*this, d, db != nullptr, Activation::None, "backward_weights");
@@ -94,16 +68,10 @@ void OneDnnOps::conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, cons
     guarded("running a convolution backward-weights", [&] { plan.backward(m_stream, dy, g); });
 }
 
-void OneDnnOps::conv2dBackward(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
-                               const Tensor& y, const Tensor& dy, Activation act,
-                               const Tensor& saved, Tensor* dx, Tensor& dw, Tensor* db)
+void OneDnnOps::conv2dBackwardImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
+                                   const Tensor& y, const Tensor& dy, Activation act,
+                                   const Tensor& saved, Tensor* dx, Tensor& dw, Tensor* db)
 {
-    checkForward(d, x, w, Tensor());
-    checkGradient(d, dy);
-    if (act == Activation::Relu) {
-        requireF32(y, "conv2d y");
-        requireShape(y, d.outputShape(), "conv2d y");
-    }
     if (!saved.empty()) requireDType(saved, DType::UInt8, "conv2d saved state");
     Tensor::ensure(dw, d.weightShape(), DType::Float32);
     if (db) Tensor::ensure(*db, Shape{d.outChannels}, DType::Float32);

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "engine/cpu/cpu_common.h"
-#include "engine/reference/dense_checks.h"
+#include "engine/ops/op_checks.h"
 
 namespace towers::engine::cpu {
 
@@ -25,13 +25,10 @@ void sgemm(char transa, char transb, std::int64_t m, std::int64_t n, std::int64_
 
 } // namespace
 
-void OneDnnOps::linearForward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                              Activation act)
+void OneDnnOps::linearForwardImpl(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                                  Activation act)
 {
-    requireF32(x, "linear x");
-    requireF32(w, "linear w");
-    if (!b.empty()) requireF32(b, "linear b");
-    const auto d = checks::linearForward(x, w, b);
+    const auto d = checks::linearForward(x, w);
     Tensor::ensure(y, {d.n, d.out}, DType::Float32);
     const bool relu = act == Activation::Relu;
     const std::string key = "linear fwd " + std::to_string(d.n) + " " + std::to_string(d.in) + " " +
@@ -70,10 +67,8 @@ void OneDnnOps::linearForward(const Tensor& x, const Tensor& w, const Tensor& b,
     });
 }
 
-void OneDnnOps::linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx)
+void OneDnnOps::linearBackwardDataImpl(const Tensor& dy, const Tensor& w, Tensor& dx)
 {
-    requireF32(dy, "linear dy");
-    requireF32(w, "linear w");
     const auto d = checks::linearBackwardData(dy, w);
     Tensor::ensure(dx, {d.n, d.in}, DType::Float32);
     // dx[N,In] = dy[N,Out] * w[Out,In]
@@ -84,10 +79,8 @@ void OneDnnOps::linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx
                        "gemm NN", "dnnl_sgemm");
 }
 
-void OneDnnOps::linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db)
+void OneDnnOps::linearBackwardWeightsImpl(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db)
 {
-    requireF32(x, "linear x");
-    requireF32(dy, "linear dy");
     const auto d = checks::linearBackwardWeights(x, dy);
     Tensor::ensure(dw, {d.out, d.in}, DType::Float32);
     // dw[Out,In] = dy^T[Out,N] * x[N,In]
@@ -113,13 +106,13 @@ void OneDnnOps::linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor&
     }
 }
 
-void OneDnnOps::linearBackward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
-                               Activation act, Tensor* dx, Tensor& dw, Tensor* db)
+void OneDnnOps::linearBackwardImpl(const Tensor& x, const Tensor& w, const Tensor& y,
+                                   const Tensor& dy, Activation act, Tensor* dx, Tensor& dw,
+                                   Tensor* db)
 {
     const Tensor* g = &dy;
     if (act == Activation::Relu) {
         // The masked gradient in a scratch tensor of this backend, reused every step.
-        requireF32(dy, "linear dy");
         Tensor& masked = cached<Tensor>("linear masked dy " + dimsKey(dy.shape()),
                                         [] { return std::make_shared<Tensor>(); });
         reluBackward(y, dy, masked);

@@ -10,23 +10,16 @@
 
 #include "engine/cpu/cpu_common.h"
 #include "engine/ops/dropout_mask.h"
-#include "engine/reference/dense_checks.h"
+#include "engine/ops/op_checks.h"
 
 namespace towers::engine::cpu {
 
 namespace {
 
-void requireNotAliased(const Tensor& x, const Tensor& y, const char* what)
-{
-    if (!y.empty() && y.raw() == x.raw())
-        throw InvalidArgument(std::string(what) + ": the output must not share the input's memory");
-}
-
 } // namespace
 
-void OneDnnOps::reluForward(const Tensor& x, Tensor& y)
+void OneDnnOps::reluForwardImpl(const Tensor& x, Tensor& y)
 {
-    requireF32(x, "relu x");
     const Tensor in = x;
     Tensor::ensure(y, in.shape(), DType::Float32);
     const float* px = in.data<float>();
@@ -37,11 +30,8 @@ void OneDnnOps::reluForward(const Tensor& x, Tensor& y)
     });
 }
 
-void OneDnnOps::reluBackward(const Tensor& y, const Tensor& dy, Tensor& dx)
+void OneDnnOps::reluBackwardImpl(const Tensor& y, const Tensor& dy, Tensor& dx)
 {
-    requireF32(y, "relu y");
-    requireF32(dy, "relu dy");
-    checks::requireSameShape(dy, y, "relu dy", "y");
     const Tensor yIn = y, dyIn = dy;
     Tensor::ensure(dx, yIn.shape(), DType::Float32);
     const float* py = yIn.data<float>();
@@ -53,11 +43,8 @@ void OneDnnOps::reluBackward(const Tensor& y, const Tensor& dy, Tensor& dx)
     });
 }
 
-void OneDnnOps::add(const Tensor& a, const Tensor& b, Tensor& y)
+void OneDnnOps::addImpl(const Tensor& a, const Tensor& b, Tensor& y)
 {
-    requireF32(a, "add a");
-    requireF32(b, "add b");
-    checks::requireSameShape(b, a, "add b", "a");
     const Tensor aIn = a, bIn = b;
     Tensor::ensure(y, aIn.shape(), DType::Float32);
     const float* pa = aIn.data<float>();
@@ -69,11 +56,9 @@ void OneDnnOps::add(const Tensor& a, const Tensor& b, Tensor& y)
     });
 }
 
-void OneDnnOps::dropoutForward(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
-                               Tensor& mask)
+void OneDnnOps::dropoutForwardImpl(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
+                                   Tensor& mask)
 {
-    requireF32(x, "dropout x");
-    checks::dropoutRate(rate);
     const Tensor in = x;
     Tensor::ensure(y, in.shape(), DType::Float32);
     Tensor::ensure(mask, in.shape(), DType::UInt8);
@@ -92,11 +77,8 @@ void OneDnnOps::dropoutForward(const Tensor& x, double rate, std::uint64_t seed,
     });
 }
 
-void OneDnnOps::dropoutBackward(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx)
+void OneDnnOps::dropoutBackwardImpl(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx)
 {
-    requireF32(dy, "dropout dy");
-    checks::dropoutRate(rate);
-    checks::dropoutMask(mask, dy);
     const Tensor dyIn = dy, maskIn = mask;
     Tensor::ensure(dx, dyIn.shape(), DType::Float32);
     const float scale = static_cast<float>(1.0 / (1.0 - rate));
@@ -132,32 +114,25 @@ void reorder4d(OneDnnOps& ops, const char* what, const Shape& nchwDims,
 
 } // namespace
 
-void OneDnnOps::nhwcToNchw(const Tensor& x, Tensor& y)
+void OneDnnOps::nhwcToNchwImpl(const Tensor& x, Tensor& y)
 {
-    requireF32(x, "nhwcToNchw x");
-    checks::nhwc(x, "nhwcToNchw x");
-    requireNotAliased(x, y, "nhwcToNchw");
     const Shape nchw{x.dim(0), x.dim(3), x.dim(1), x.dim(2)};
     Tensor::ensure(y, nchw, DType::Float32);
     reorder4d(*this, "reordering NHWC to NCHW", nchw, dnnl::memory::format_tag::nhwc,
               dnnl::memory::format_tag::nchw, x, y);
 }
 
-void OneDnnOps::nchwToNhwc(const Tensor& x, Tensor& y)
+void OneDnnOps::nchwToNhwcImpl(const Tensor& x, Tensor& y)
 {
-    requireF32(x, "nchwToNhwc x");
-    checks::nhwc(x, "nchwToNhwc x");
-    requireNotAliased(x, y, "nchwToNhwc");
     Tensor::ensure(y, {x.dim(0), x.dim(2), x.dim(3), x.dim(1)}, DType::Float32);
     reorder4d(*this, "reordering NCHW to NHWC", x.shape(), dnnl::memory::format_tag::nchw,
               dnnl::memory::format_tag::nhwc, x, y);
 }
 
-double OneDnnOps::softmaxCrossEntropyForward(const Tensor& logits, const Tensor& labels,
-                                             Tensor& probs)
+double OneDnnOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,
+                                                 Tensor& probs)
 {
-    requireF32(logits, "softmax cross-entropy logits");
-    const std::int64_t k = checks::softmaxLabels(logits, labels, "softmax cross-entropy logits");
+    const std::int64_t k = logits.dim(1);
     const std::int64_t n = logits.dim(0);
     const Tensor in = logits;
     Tensor::ensure(probs, in.shape(), DType::Float32);
@@ -183,11 +158,10 @@ double OneDnnOps::softmaxCrossEntropyForward(const Tensor& logits, const Tensor&
     return n ? loss / static_cast<double>(n) : 0.0;
 }
 
-void OneDnnOps::softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& labels, double scale,
-                                            Tensor& dlogits)
+void OneDnnOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Tensor& labels,
+                                                double scale, Tensor& dlogits)
 {
-    requireF32(probs, "softmax cross-entropy probs");
-    const std::int64_t k = checks::softmaxLabels(probs, labels, "softmax cross-entropy probs");
+    const std::int64_t k = probs.dim(1);
     const std::int64_t n = probs.dim(0);
     const Tensor in = probs;
     Tensor::ensure(dlogits, in.shape(), DType::Float32);
@@ -203,9 +177,8 @@ void OneDnnOps::softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& l
     }
 }
 
-double OneDnnOps::sumSquares(const Tensor& x)
+double OneDnnOps::sumSquaresImpl(const Tensor& x)
 {
-    requireF32(x, "sumSquares x");
     const float* p = x.data<float>();
     return parallelSum(x.numel(), [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
         double s = 0;
@@ -215,11 +188,8 @@ double OneDnnOps::sumSquares(const Tensor& x)
     });
 }
 
-void OneDnnOps::axpy(double alpha, const Tensor& x, Tensor& y)
+void OneDnnOps::axpyImpl(double alpha, const Tensor& x, Tensor& y)
 {
-    requireF32(x, "axpy x");
-    requireF32(y, "axpy y");
-    checks::requireSameShape(y, x, "axpy y", "x");
     const float a = static_cast<float>(alpha);
     const float* px = x.data<float>();
     float* py = y.data<float>();

@@ -37,10 +37,8 @@ std::string lrnLabel(const char* op, const LrnDesc& d)
 
 } // namespace
 
-void OneDnnOps::lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
+void OneDnnOps::lrnForwardImpl(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
 {
-    requireF32(x, "lrn x");
-    requireShape(x, d.shape, "lrn x");
     applySimdTargetLimit();
     Tensor::ensure(y, d.shape, DType::Float32);
     Tensor::ensure(workspace, Shape{workspaceBytes(d)}, DType::UInt8);
@@ -56,16 +54,10 @@ void OneDnnOps::lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor&
         [&](std::int64_t begin, std::int64_t end) { lrnForwardPixels(g, px, py, r, begin, end); });
 }
 
-void OneDnnOps::lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
-                            const Tensor& workspace, Tensor& dx)
+void OneDnnOps::lrnBackwardImpl(const LrnDesc& d, const Tensor& x, const Tensor& /*y*/,
+                                const Tensor& dy, const Tensor& workspace, Tensor& dx)
 {
     // y is not read (the workspace has what backward needs) but is checked all the same.
-    requireF32(x, "lrn x");
-    requireF32(y, "lrn y");
-    requireF32(dy, "lrn dy");
-    requireShape(x, d.shape, "lrn x");
-    requireShape(y, d.shape, "lrn y");
-    requireShape(dy, d.shape, "lrn dy");
     requireDType(workspace, DType::UInt8, "lrn workspace");
     requireShape(workspace, Shape{workspaceBytes(d)},
                  "lrn workspace (from the oneDNN lrnForward of this descriptor)");

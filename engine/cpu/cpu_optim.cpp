@@ -4,25 +4,12 @@
 #include <cmath>
 
 #include "engine/cpu/cpu_common.h"
-#include "engine/reference/dense_checks.h"
+#include "engine/ops/op_checks.h"
 
 namespace towers::engine::cpu {
 
-namespace {
-
-void requireLike(const Tensor& t, const Tensor& w, const char* what)
+void OneDnnOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w)
 {
-    requireF32(t, what);
-    checks::requireSameShape(t, w, what, "the parameter");
-}
-
-} // namespace
-
-void OneDnnOps::momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w)
-{
-    requireF32(w, "momentumUpdate w");
-    requireLike(g, w, "momentumUpdate gradient");
-    requireLike(buf, w, "momentumUpdate momentum buffer");
     const float lr = float(s.lr), mom = float(s.momentum), keep = float(1.0 - s.dampening);
     const bool first = s.first, nesterov = s.nesterov;
     const float* pg = g.data<float>();
@@ -38,12 +25,8 @@ void OneDnnOps::momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& b
     });
 }
 
-void OneDnnOps::adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
+void OneDnnOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
 {
-    requireF32(w, "adamUpdate w");
-    requireLike(g, w, "adamUpdate gradient");
-    requireLike(m, w, "adamUpdate first moment");
-    requireLike(v, w, "adamUpdate second moment");
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
     // The scalars are computed in double, as Python does, then used in float.
     const double bc1 = 1.0 - std::pow(s.beta1, double(s.step));

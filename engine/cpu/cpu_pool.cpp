@@ -52,10 +52,9 @@ std::string poolKey(const char* op, const Pool2dDesc& d)
 
 } // namespace
 
-void OneDnnOps::maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
+void OneDnnOps::maxPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor& y,
+                                   Tensor& workspace)
 {
-    requireF32(x, "max pool x");
-    requireShape(x, d.inputShape(), "max pool x");
     Tensor::ensure(y, d.outputShape(), DType::Float32);
 
     PoolEntry* e = nullptr;
@@ -81,17 +80,11 @@ void OneDnnOps::maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y, 
     });
 }
 
-void OneDnnOps::maxPoolBackward(const Pool2dDesc& d, const Tensor& x, const Tensor& y,
-                                const Tensor& dy, const Tensor& workspace, Tensor& dx)
+// x and y are not read: oneDNN's workspace already says where each maximum came from (the entry
+// still checks them, as on every backend).
+void OneDnnOps::maxPoolBackwardImpl(const Pool2dDesc& d, const Tensor& /*x*/, const Tensor& /*y*/,
+                                    const Tensor& dy, const Tensor& workspace, Tensor& dx)
 {
-    // x and y are not read: oneDNN's workspace already says where each maximum came from. They
-    // are still checked, so that a caller's mix-up fails here on every backend.
-    requireF32(x, "max pool x");
-    requireF32(y, "max pool y");
-    requireF32(dy, "max pool dy");
-    requireShape(x, d.inputShape(), "max pool x");
-    requireShape(y, d.outputShape(), "max pool y");
-    requireShape(dy, d.outputShape(), "max pool dy");
     requireDType(workspace, DType::UInt8, "max pool workspace");
     Tensor::ensure(dx, d.inputShape(), DType::Float32);
 

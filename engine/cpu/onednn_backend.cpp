@@ -67,7 +67,11 @@ std::string describe(const_dnnl_primitive_desc_t pd)
 
 } // namespace
 
-OneDnnOps::OneDnnOps() : m_engine(dnnl::engine::kind::cpu, 0), m_stream(m_engine) {}
+OneDnnOps::OneDnnOps()
+    : Ops(opSet({TOWERS_ONEDNN_OPS(TOWERS_OP_ID)})), m_engine(dnnl::engine::kind::cpu, 0),
+      m_stream(m_engine)
+{
+}
 
 OneDnnOps::~OneDnnOps()
 {
@@ -130,14 +134,6 @@ void setCpuThreads(int threads)
 int cpuThreads()
 {
     return omp_get_max_threads();
-}
-
-void requireF32(const Tensor& t, const char* what)
-{
-    if (t.empty()) throw InvalidArgument(std::string(what) + ": tensor is empty");
-    if (t.dtype() != DType::Float32)
-        throw Unsupported(std::string("oneDNN backend: ") + what + " must be float32, got " +
-                          std::string(dtypeName(t.dtype())));
 }
 
 dnnl::memory wrap(OneDnnOps& ops, const dnnl::memory::desc& md, const Tensor& t)

@@ -15,6 +15,9 @@
 
 namespace towers::engine::cpu {
 
+// The ops oneDNN (and Towers' own kernels beside it) implement: all, the composite ones fused.
+#define TOWERS_ONEDNN_OPS(X) TOWERS_OPS(X)
+
 class OneDnnOps final : public Ops
 {
 public:
@@ -23,65 +26,6 @@ public:
 
     std::string name() const override { return "onednn"; }
     Device device() const override { return Device::host(); }
-
-    void conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
-                       Tensor& y, Activation act) override;
-    void conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const Tensor& w,
-                            Tensor& dx) override;
-    void conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, const Tensor& dy, Tensor& dw,
-                               Tensor* db) override;
-    void conv2dForwardTraining(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
-                               const Tensor& b, Tensor& y, Activation act, Tensor& saved) override;
-    void conv2dBackward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& y,
-                        const Tensor& dy, Activation act, const Tensor& saved, Tensor* dx,
-                        Tensor& dw, Tensor* db) override;
-
-    void maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y,
-                        Tensor& workspace) override;
-    void maxPoolBackward(const Pool2dDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
-                         const Tensor& workspace, Tensor& dx) override;
-
-    void lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace) override;
-    void lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
-                     const Tensor& workspace, Tensor& dx) override;
-
-    void linearForward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                       Activation act) override;
-    void linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx) override;
-    void linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db) override;
-    void linearBackward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
-                        Activation act, Tensor* dx, Tensor& dw, Tensor* db) override;
-
-    void reluForward(const Tensor& x, Tensor& y) override;
-    void reluBackward(const Tensor& y, const Tensor& dy, Tensor& dx) override;
-    void add(const Tensor& a, const Tensor& b, Tensor& y) override;
-    void dropoutForward(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
-                        Tensor& mask) override;
-    void dropoutBackward(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx) override;
-
-    void batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
-                                  const Tensor& beta, Tensor& y, Tensor& runningMean,
-                                  Tensor& runningVar, Tensor& saveMean, Tensor& saveVar) override;
-    void batchNormForwardInference(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
-                                   const Tensor& beta, const Tensor& runningMean,
-                                   const Tensor& runningVar, Tensor& y) override;
-    void batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
-                           const Tensor& gamma, const Tensor& saveMean, const Tensor& saveVar,
-                           Tensor& dx, Tensor& dgamma, Tensor& dbeta) override;
-
-    void nhwcToNchw(const Tensor& x, Tensor& y) override;
-    void nchwToNhwc(const Tensor& x, Tensor& y) override;
-
-    double softmaxCrossEntropyForward(const Tensor& logits, const Tensor& labels,
-                                      Tensor& probs) override;
-    void softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& labels, double scale,
-                                     Tensor& dlogits) override;
-
-    double sumSquares(const Tensor& x) override;
-    void axpy(double alpha, const Tensor& x, Tensor& y) override;
-
-    void momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w) override;
-    void adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w) override;
 
     dnnl::engine& dnnlEngine() { return m_engine; }
     dnnl::stream& dnnlStream() { return m_stream; }
@@ -111,6 +55,9 @@ public:
     // right after the op looked that entry up on the same thread.
     static void notePrimitive(const dnnl::primitive& p);
 
+protected:
+    TOWERS_ONEDNN_OPS(TOWERS_OP_OVERRIDE)
+
 private:
     void enterEntry(const std::string& key);
 
@@ -120,8 +67,6 @@ private:
     std::vector<PrimitiveImplementation> m_implementations;
 };
 
-// Throws Unsupported unless t is a non-empty Float32 tensor.
-void requireF32(const Tensor& t, const char* what);
 // Wraps a host tensor's bytes as a oneDNN memory with the given descriptor (no copy).
 dnnl::memory wrap(OneDnnOps& ops, const dnnl::memory::desc& md, const Tensor& t);
 // Runs `f`, turning a dnnl::error into a BackendError that names `what`.

@@ -167,17 +167,11 @@ Tensor CudaOps::filterOhwi(const Conv2dDesc& d, const Tensor& w)
     return out;
 }
 
-void CudaOps::conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
-                            Tensor& y, Activation act)
+void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
+                                const Tensor& b, Tensor& y, Activation act)
 {
     DeviceGuard guard(m_device);
-    requireHere(x, "conv2d x");
-    requireHere(w, "conv2d w");
-    requireShape(x, d.inputShape(), "conv2d x");
-    requireShape(w, d.weightShape(), "conv2d w");
     if (!b.empty()) {
-        requireHere(b, "conv2d b");
-        requireShape(b, {d.outChannels}, "conv2d b");
     }
     ensure(y, d.outputShape());
     ConvPlan& p = plan(d);
@@ -211,13 +205,10 @@ void CudaOps::conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& 
                    d.outChannels, act == Activation::Relu);
 }
 
-void CudaOps::conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const Tensor& w, Tensor& dx)
+void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, const Tensor& w,
+                                     Tensor& dx)
 {
     DeviceGuard guard(m_device);
-    requireHere(dy, "conv2d dy");
-    requireHere(w, "conv2d w");
-    requireShape(dy, d.outputShape(), "conv2d dy");
-    requireShape(w, d.weightShape(), "conv2d w");
     ensure(dx, d.inputShape());
     ConvPlan& p = plan(d);
     const Window2d& g = d.win;
@@ -263,14 +254,10 @@ void CudaOps::conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const Te
     }
 }
 
-void CudaOps::conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, const Tensor& dy,
-                                    Tensor& dw, Tensor* db)
+void CudaOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& dy,
+                                        Tensor& dw, Tensor* db)
 {
     DeviceGuard guard(m_device);
-    requireHere(x, "conv2d x");
-    requireHere(dy, "conv2d dy");
-    requireShape(x, d.inputShape(), "conv2d x");
-    requireShape(dy, d.outputShape(), "conv2d dy");
     ensure(dw, d.weightShape());
     ConvPlan& p = plan(d);
     const float one = 1, zero = 0;

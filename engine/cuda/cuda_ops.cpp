@@ -9,11 +9,12 @@
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/kernels.h"
 #include "engine/ops/dropout_mask.h"
-#include "engine/reference/dense_checks.h"
+#include "engine/ops/op_checks.h"
 
 namespace towers::engine::cuda {
 
-CudaOps::CudaOps(int index, const GpuOpsOptions& options) : m_device(index), m_options(options)
+CudaOps::CudaOps(int index, const GpuOpsOptions& options)
+    : Ops(opSet({TOWERS_CUDA_OPS(TOWERS_OP_ID)})), m_device(index), m_options(options)
 {
     DeviceGuard guard(m_device);
     // A blocking stream: it orders with the legacy default stream, on which the plugin's copies
@@ -66,23 +67,6 @@ void CudaOps::upload(const Tensor& src, Tensor& dst)
             cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyHostToDevice, m_stream));
 }
 
-void CudaOps::requireHere(const Tensor& t, const char* what) const
-{
-    if (t.empty()) throw ShapeError(std::string(what) + ": tensor is empty");
-    if (t.device() != device())
-        throw InvalidArgument(std::string(what) + ": " + t.describe() + " is not on " +
-                              device().str() + ", where this backend runs");
-    if (t.dtype() != DType::Float32 && t.dtype() != DType::Int32 && t.dtype() != DType::UInt8)
-        throw Unsupported(std::string(what) + ": the CUDA backend runs float32, not " +
-                          std::string(dtypeName(t.dtype())));
-}
-
-void CudaOps::requireHere(
-    std::initializer_list<std::pair<const Tensor*, const char*>> tensors) const
-{
-    for (const auto& [t, what] : tensors) requireHere(*t, what);
-}
-
 void CudaOps::ensure(Tensor& t, const Shape& shape, DType dtype) const
 {
     Tensor::ensure(t, shape, dtype, device());
@@ -105,11 +89,9 @@ WindowGeometry geometry(const Window2d& w)
 }
 } // namespace
 
-void CudaOps::maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
+void CudaOps::maxPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
 {
     DeviceGuard guard(m_device);
-    requireHere(x, "max pool x");
-    requireShape(x, d.inputShape(), "max pool x");
     if (x.numel() > INT32_MAX)
         throw Unsupported("CUDA max pool: input too large for int32 indices");
     ensure(y, d.outputShape());
@@ -118,15 +100,12 @@ void CudaOps::maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y, Te
                          static_cast<std::int32_t*>(workspace.raw()));
 }
 
-void CudaOps::maxPoolBackward(const Pool2dDesc& d, const Tensor& x, const Tensor& y,
-                              const Tensor& dy, const Tensor& workspace, Tensor& dx)
+// x and y are not read: the workspace holds each maximum's index (the entry checks them).
+void CudaOps::maxPoolBackwardImpl(const Pool2dDesc& d, const Tensor& /*x*/, const Tensor& /*y*/,
+                                  const Tensor& dy, const Tensor& workspace, Tensor& dx)
 {
     DeviceGuard guard(m_device);
-    requireHere(x, "max pool x");
-    requireHere(dy, "max pool dy");
-    requireHere(workspace, "max pool workspace");
-    (void)y;
-    requireShape(dy, d.outputShape(), "max pool dy");
+    if (workspace.empty()) throw InvalidArgument("max pool workspace: tensor is empty");
     requireShape(workspace, d.outputShape(), "max pool workspace");
     requireDType(workspace, DType::Int32, "max pool workspace");
     ensure(dx, d.inputShape());
@@ -134,11 +113,9 @@ void CudaOps::maxPoolBackward(const Pool2dDesc& d, const Tensor& x, const Tensor
                           static_cast<const std::int32_t*>(workspace.raw()), floats(dx));
 }
 
-void CudaOps::lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
+void CudaOps::lrnForwardImpl(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
 {
     DeviceGuard guard(m_device);
-    requireHere(x, "lrn x");
-    requireShape(x, d.shape, "lrn x");
     ensure(y, d.shape);
     ensure(workspace, d.shape);
     const std::int64_t c = d.shape[d.shape.rank() - 1];
@@ -146,17 +123,12 @@ void CudaOps::lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& w
                      d.depthRadius, float(d.bias), float(d.alpha), float(d.beta));
 }
 
-void CudaOps::lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
-                          const Tensor& workspace, Tensor& dx)
+void CudaOps::lrnBackwardImpl(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
+                              const Tensor& workspace, Tensor& dx)
 {
     DeviceGuard guard(m_device);
-    requireHere(x, "lrn x");
-    requireHere(y, "lrn y");
-    requireHere(dy, "lrn dy");
-    requireHere(workspace, "lrn workspace");
-    requireShape(x, d.shape, "lrn x");
-    requireShape(dy, d.shape, "lrn dy");
     requireShape(workspace, d.shape, "lrn workspace");
+    requireDType(workspace, DType::Float32, "lrn workspace");
     ensure(dx, d.shape);
     const std::int64_t c = d.shape[d.shape.rank() - 1];
     cuda::lrnBackward(m_stream, floats(x), floats(y), floats(dy), floats(workspace), floats(dx),
@@ -165,14 +137,11 @@ void CudaOps::lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, co
 
 // ---- fully connected, row-major through column-major cuBLAS (see each call) ----
 
-void CudaOps::linearForward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                            Activation act)
+void CudaOps::linearForwardImpl(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                                Activation act)
 {
     DeviceGuard guard(m_device);
-    requireHere(x, "linear x");
-    requireHere(w, "linear w");
-    if (!b.empty()) requireHere(b, "linear b");
-    const auto d = checks::linearForward(x, w, b);
+    const auto d = checks::linearForward(x, w);
     ensure(y, {d.n, d.out});
     // y^T (out x n) = w (seen column-major: in x out, transposed) * x^T (in x n).
     const float one = 1, zero = 0;
@@ -183,11 +152,9 @@ void CudaOps::linearForward(const Tensor& x, const Tensor& w, const Tensor& b, T
                    act == Activation::Relu);
 }
 
-void CudaOps::linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx)
+void CudaOps::linearBackwardDataImpl(const Tensor& dy, const Tensor& w, Tensor& dx)
 {
     DeviceGuard guard(m_device);
-    requireHere(dy, "linear dy");
-    requireHere(w, "linear w");
     const auto d = checks::linearBackwardData(dy, w);
     ensure(dx, {d.n, d.in});
     // dx^T (in x n) = w^T (in x out, column-major as stored) * dy^T (out x n).
@@ -197,11 +164,9 @@ void CudaOps::linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx)
                               int(d.in)));
 }
 
-void CudaOps::linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db)
+void CudaOps::linearBackwardWeightsImpl(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db)
 {
     DeviceGuard guard(m_device);
-    requireHere(x, "linear x");
-    requireHere(dy, "linear dy");
     const auto d = checks::linearBackwardWeights(x, dy);
     ensure(dw, {d.out, d.in});
     // dw^T (in x out) = x^T (in x n) * dy (n x out: dy^T as stored, transposed).
@@ -217,40 +182,31 @@ void CudaOps::linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& d
 
 // ---- element-wise ----
 
-void CudaOps::reluForward(const Tensor& x, Tensor& y)
+void CudaOps::reluForwardImpl(const Tensor& x, Tensor& y)
 {
     DeviceGuard guard(m_device);
-    requireHere(x, "relu x");
     ensure(y, x.shape());
     cuda::reluForward(m_stream, floats(x), floats(y), x.numel());
 }
 
-void CudaOps::reluBackward(const Tensor& y, const Tensor& dy, Tensor& dx)
+void CudaOps::reluBackwardImpl(const Tensor& y, const Tensor& dy, Tensor& dx)
 {
     DeviceGuard guard(m_device);
-    requireHere(y, "relu y");
-    requireHere(dy, "relu dy");
-    checks::requireSameShape(dy, y, "relu dy", "y");
     if (&dx != &dy) ensure(dx, y.shape());
     cuda::reluBackward(m_stream, floats(y), floats(dy), floats(dx), y.numel());
 }
 
-void CudaOps::add(const Tensor& a, const Tensor& b, Tensor& y)
+void CudaOps::addImpl(const Tensor& a, const Tensor& b, Tensor& y)
 {
     DeviceGuard guard(m_device);
-    requireHere(a, "add a");
-    requireHere(b, "add b");
-    checks::requireSameShape(b, a, "add b", "a");
     if (&y != &a && &y != &b) ensure(y, a.shape());
     addTensors(m_stream, floats(a), floats(b), floats(y), a.numel());
 }
 
-void CudaOps::dropoutForward(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
-                             Tensor& mask)
+void CudaOps::dropoutForwardImpl(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
+                                 Tensor& mask)
 {
     DeviceGuard guard(m_device);
-    requireHere(x, "dropout x");
-    checks::dropoutRate(rate);
     ensure(y, x.shape());
     ensure(mask, x.shape(), DType::UInt8);
     cuda::dropoutForward(m_stream, floats(x), floats(y), static_cast<std::uint8_t*>(mask.raw()),
@@ -258,13 +214,9 @@ void CudaOps::dropoutForward(const Tensor& x, double rate, std::uint64_t seed, T
                          static_cast<float>(1.0 / (1.0 - rate)));
 }
 
-void CudaOps::dropoutBackward(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx)
+void CudaOps::dropoutBackwardImpl(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx)
 {
     DeviceGuard guard(m_device);
-    requireHere(dy, "dropout dy");
-    requireHere(mask, "dropout mask");
-    checks::dropoutRate(rate);
-    checks::dropoutMask(mask, dy);
     ensure(dx, dy.shape());
     cuda::dropoutBackward(m_stream, floats(dy), static_cast<const std::uint8_t*>(mask.raw()),
                           floats(dx), dy.numel(), static_cast<float>(1.0 / (1.0 - rate)));
@@ -272,17 +224,12 @@ void CudaOps::dropoutBackward(const Tensor& dy, const Tensor& mask, double rate,
 
 // ---- batch normalisation ----
 
-void CudaOps::batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
-                                       const Tensor& beta, Tensor& y, Tensor& runningMean,
-                                       Tensor& runningVar, Tensor& saveMean, Tensor& saveVar)
+void CudaOps::batchNormForwardTrainingImpl(const BatchNormDesc& d, const Tensor& x,
+                                           const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                           Tensor& runningMean, Tensor& runningVar,
+                                           Tensor& saveMean, Tensor& saveVar)
 {
     DeviceGuard guard(m_device);
-    requireHere({{&x, "batch norm x"},
-                 {&gamma, "batch norm gamma"},
-                 {&beta, "batch norm beta"},
-                 {&runningMean, "batch norm running mean"},
-                 {&runningVar, "batch norm running variance"}});
-    checks::batchNormForward(d, x, gamma, beta, runningMean, runningVar, true);
     const std::int64_t c = d.channels(), rows = d.rows();
     ensure(y, d.shape);
     ensure(saveMean, {c});
@@ -294,34 +241,23 @@ void CudaOps::batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x, 
                            floats(saveVar), c, rows, float(d.momentum));
 }
 
-void CudaOps::batchNormForwardInference(const BatchNormDesc& d, const Tensor& x,
-                                        const Tensor& gamma, const Tensor& beta,
-                                        const Tensor& runningMean, const Tensor& runningVar,
-                                        Tensor& y)
+void CudaOps::batchNormForwardInferenceImpl(const BatchNormDesc& d, const Tensor& x,
+                                            const Tensor& gamma, const Tensor& beta,
+                                            const Tensor& runningMean, const Tensor& runningVar,
+                                            Tensor& y)
 {
     DeviceGuard guard(m_device);
-    requireHere({{&x, "batch norm x"},
-                 {&gamma, "batch norm gamma"},
-                 {&beta, "batch norm beta"},
-                 {&runningMean, "batch norm running mean"},
-                 {&runningVar, "batch norm running variance"}});
-    checks::batchNormForward(d, x, gamma, beta, runningMean, runningVar, false);
     ensure(y, d.shape);
     batchNormApply(m_stream, floats(x), floats(runningMean), floats(runningVar), floats(gamma),
                    floats(beta), floats(y), d.rows(), d.channels(), float(d.epsilon));
 }
 
-void CudaOps::batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
-                                const Tensor& gamma, const Tensor& saveMean, const Tensor& saveVar,
-                                Tensor& dx, Tensor& dgamma, Tensor& dbeta)
+void CudaOps::batchNormBackwardImpl(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
+                                    const Tensor& gamma, const Tensor& saveMean,
+                                    const Tensor& saveVar, Tensor& dx, Tensor& dgamma,
+                                    Tensor& dbeta)
 {
     DeviceGuard guard(m_device);
-    requireHere({{&x, "batch norm x"},
-                 {&dy, "batch norm dy"},
-                 {&gamma, "batch norm gamma"},
-                 {&saveMean, "batch norm saved mean"},
-                 {&saveVar, "batch norm saved variance"}});
-    checks::batchNormBackward(d, x, dy, gamma, saveMean, saveVar);
     const std::int64_t c = d.channels();
     ensure(dx, d.shape);
     ensure(dgamma, {c});
@@ -333,36 +269,27 @@ void CudaOps::batchNormBackward(const BatchNormDesc& d, const Tensor& x, const T
 
 // ---- layout ----
 
-void CudaOps::nhwcToNchw(const Tensor& x, Tensor& y)
+void CudaOps::nhwcToNchwImpl(const Tensor& x, Tensor& y)
 {
     DeviceGuard guard(m_device);
-    requireHere(x, "nhwcToNchw x");
-    checks::nhwc(x, "nhwcToNchw x");
     ensure(y, {x.dim(0), x.dim(3), x.dim(1), x.dim(2)});
     cuda::nhwcToNchw(m_stream, floats(x), floats(y), x.dim(0), x.dim(1), x.dim(2), x.dim(3));
 }
 
-void CudaOps::nchwToNhwc(const Tensor& x, Tensor& y)
+void CudaOps::nchwToNhwcImpl(const Tensor& x, Tensor& y)
 {
     DeviceGuard guard(m_device);
-    requireHere(x, "nchwToNhwc x");
-    checks::nhwc(x, "nchwToNhwc x");
     ensure(y, {x.dim(0), x.dim(2), x.dim(3), x.dim(1)});
     cuda::nchwToNhwc(m_stream, floats(x), floats(y), x.dim(0), x.dim(2), x.dim(3), x.dim(1));
 }
 
 // ---- loss ----
 
-double CudaOps::softmaxCrossEntropyForward(const Tensor& logits, const Tensor& labels,
-                                           Tensor& probs)
+double CudaOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,
+                                               Tensor& probs)
 {
     DeviceGuard guard(m_device);
-    requireHere(logits, "softmax cross-entropy logits");
-    requireHere(labels, "softmax cross-entropy labels");
-    checks::requireRank(logits, 2, "softmax cross-entropy logits");
     const std::int64_t n = logits.dim(0), k = logits.dim(1);
-    requireShape(labels, {n}, "softmax cross-entropy labels");
-    requireDType(labels, DType::Int32, "softmax cross-entropy labels");
     ensure(probs, logits.shape());
     Tensor rowLoss({std::max<std::int64_t>(n, 1)}, DType::Float64, device());
     Tensor badRow({1}, DType::Int32, device());
@@ -391,15 +318,10 @@ double CudaOps::softmaxCrossEntropyForward(const Tensor& logits, const Tensor& l
     return n ? sum / double(n) : 0.0;
 }
 
-void CudaOps::softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& labels, double scale,
-                                          Tensor& dlogits)
+void CudaOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Tensor& labels,
+                                              double scale, Tensor& dlogits)
 {
     DeviceGuard guard(m_device);
-    requireHere(probs, "softmax cross-entropy probs");
-    requireHere(labels, "softmax cross-entropy labels");
-    checks::requireRank(probs, 2, "softmax cross-entropy probs");
-    requireShape(labels, {probs.dim(0)}, "softmax cross-entropy labels");
-    requireDType(labels, DType::Int32, "softmax cross-entropy labels");
     ensure(dlogits, probs.shape());
     cuda::softmaxCrossEntropyBackward(
         m_stream, floats(probs), static_cast<const std::int32_t*>(labels.raw()), floats(dlogits),
@@ -408,10 +330,9 @@ void CudaOps::softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& lab
 
 // ---- reductions and updates ----
 
-double CudaOps::sumSquares(const Tensor& x)
+double CudaOps::sumSquaresImpl(const Tensor& x)
 {
     DeviceGuard guard(m_device);
-    requireHere(x, "sumSquares x");
     cuda::sumSquares(m_stream, floats(x), static_cast<double*>(m_scalar.raw()), x.numel());
     double result = 0;
     TOWERS_CUDA(
@@ -420,37 +341,22 @@ double CudaOps::sumSquares(const Tensor& x)
     return result;
 }
 
-void CudaOps::axpy(double alpha, const Tensor& x, Tensor& y)
+void CudaOps::axpyImpl(double alpha, const Tensor& x, Tensor& y)
 {
     DeviceGuard guard(m_device);
-    requireHere(x, "axpy x");
-    requireHere(y, "axpy y");
-    checks::requireSameShape(x, y, "axpy x", "y");
     cuda::axpy(m_stream, static_cast<float>(alpha), floats(x), floats(y), x.numel());
 }
 
-void CudaOps::momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w)
+void CudaOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w)
 {
     DeviceGuard guard(m_device);
-    requireHere(w, "momentumUpdate w");
-    requireHere(g, "momentumUpdate gradient");
-    requireHere(buf, "momentumUpdate momentum buffer");
-    checks::requireSameShape(g, w, "momentumUpdate gradient", "w");
-    checks::requireSameShape(buf, w, "momentumUpdate momentum buffer", "w");
     cuda::momentumUpdate(m_stream, floats(g), floats(buf), floats(w), w.numel(), float(s.lr),
                          float(s.momentum), float(s.dampening), s.nesterov, s.first);
 }
 
-void CudaOps::adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
+void CudaOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
 {
     DeviceGuard guard(m_device);
-    requireHere(w, "adamUpdate w");
-    requireHere(g, "adamUpdate gradient");
-    requireHere(m, "adamUpdate first moment");
-    requireHere(v, "adamUpdate second moment");
-    checks::requireSameShape(g, w, "adamUpdate gradient", "w");
-    checks::requireSameShape(m, w, "adamUpdate first moment", "w");
-    checks::requireSameShape(v, w, "adamUpdate second moment", "w");
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
     cuda::adamUpdate(m_stream, floats(g), floats(m), floats(v), floats(w), w.numel(), float(s.lr),
                      float(s.beta1), float(s.beta2), float(s.epsilon),

@@ -29,6 +29,10 @@ inline float* floats(Tensor& t)
     return static_cast<float*>(t.raw());
 }
 
+// The ops the CUDA backend implements: every single op (cuDNN, cuBLAS and its own kernels); the
+// composite ops are the base class's compositions.
+#define TOWERS_CUDA_OPS(X) TOWERS_SINGLE_OPS(X)
+
 class CudaOps final : public Ops
 {
 public:
@@ -42,60 +46,10 @@ public:
     void synchronize() override;
     void upload(const Tensor& src, Tensor& dst) override;
 
-    void conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
-                       Tensor& y, Activation act) override;
-    void conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const Tensor& w,
-                            Tensor& dx) override;
-    void conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, const Tensor& dy, Tensor& dw,
-                               Tensor* db) override;
-
-    void maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y,
-                        Tensor& workspace) override;
-    void maxPoolBackward(const Pool2dDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
-                         const Tensor& workspace, Tensor& dx) override;
-    void lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace) override;
-    void lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
-                     const Tensor& workspace, Tensor& dx) override;
-
-    void linearForward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                       Activation act) override;
-    void linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx) override;
-    void linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db) override;
-
-    void reluForward(const Tensor& x, Tensor& y) override;
-    void reluBackward(const Tensor& y, const Tensor& dy, Tensor& dx) override;
-    void add(const Tensor& a, const Tensor& b, Tensor& y) override;
-    void dropoutForward(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
-                        Tensor& mask) override;
-    void dropoutBackward(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx) override;
-
-    void batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
-                                  const Tensor& beta, Tensor& y, Tensor& runningMean,
-                                  Tensor& runningVar, Tensor& saveMean, Tensor& saveVar) override;
-    void batchNormForwardInference(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
-                                   const Tensor& beta, const Tensor& runningMean,
-                                   const Tensor& runningVar, Tensor& y) override;
-    void batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
-                           const Tensor& gamma, const Tensor& saveMean, const Tensor& saveVar,
-                           Tensor& dx, Tensor& dgamma, Tensor& dbeta) override;
-
-    void nhwcToNchw(const Tensor& x, Tensor& y) override;
-    void nchwToNhwc(const Tensor& x, Tensor& y) override;
-
-    double softmaxCrossEntropyForward(const Tensor& logits, const Tensor& labels,
-                                      Tensor& probs) override;
-    void softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& labels, double scale,
-                                     Tensor& dlogits) override;
-
-    double sumSquares(const Tensor& x) override;
-    void axpy(double alpha, const Tensor& x, Tensor& y) override;
-    void momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w) override;
-    void adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w) override;
+protected:
+    TOWERS_CUDA_OPS(TOWERS_OP_OVERRIDE)
 
 private:
-    // A float32 tensor on this GPU, else InvalidArgument / Unsupported naming the argument.
-    void requireHere(const Tensor& t, const char* what) const;
-    void requireHere(std::initializer_list<std::pair<const Tensor*, const char*>> tensors) const;
     void ensure(Tensor& t, const Shape& shape, DType dtype = DType::Float32) const;
     // The workspace, grown to at least `bytes`.
     void* workspace(std::size_t bytes);

@@ -258,128 +258,71 @@ private:
 
 // An Ops whose inference calls become nodes of the graph. Outputs are only given their shape:
 // nothing is computed. Training calls are refused.
+// The ops an inference forward calls, each recorded as graph nodes.
+#define TOWERS_RECORDED_OPS(X)                                                                     \
+    X(conv2dForward)                                                                               \
+    X(maxPoolForward)                                                                              \
+    X(lrnForward)                                                                                  \
+    X(linearForward)                                                                               \
+    X(reluForward)                                                                                 \
+    X(add)                                                                                         \
+    X(batchNormForwardInference)                                                                   \
+    X(nhwcToNchw)                                                                                  \
+    X(nchwToNhwc)
+
 class RecordingOps final : public Ops
 {
 public:
-    explicit RecordingOps(GraphBuilder& builder) : m_b(builder) {}
+    explicit RecordingOps(GraphBuilder& builder)
+        : Ops(opSet({TOWERS_RECORDED_OPS(TOWERS_OP_ID)})), m_b(builder)
+    {
+    }
 
     std::string name() const override { return "onnx-export"; }
     Device device() const override { return Device::host(); }
 
-    void conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
-                       Tensor& y, Activation act) override
+protected:
+    void conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
+                           Tensor& y, Activation act) override
     {
         m_b.conv(d, x, w, b, y, act);
     }
-    void conv2dForwardTraining(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
-                               const Tensor& b, Tensor& y, Activation act, Tensor& saved) override
+    void conv2dForwardTrainingImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
+                                   const Tensor& b, Tensor& y, Activation act,
+                                   Tensor& saved) override
     {
         saved = Tensor();
         m_b.conv(d, x, w, b, y, act);
     }
-    void conv2dBackwardData(const Conv2dDesc&, const Tensor&, const Tensor&, Tensor&) override
-    {
-        m_b.refuse("conv2dBackwardData");
-    }
-    void conv2dBackwardWeights(const Conv2dDesc&, const Tensor&, const Tensor&, Tensor&,
-                               Tensor*) override
-    {
-        m_b.refuse("conv2dBackwardWeights");
-    }
-    void conv2dBackward(const Conv2dDesc&, const Tensor&, const Tensor&, const Tensor&,
-                        const Tensor&, Activation, const Tensor&, Tensor*, Tensor&,
-                        Tensor*) override
-    {
-        m_b.refuse("conv2dBackward");
-    }
-    void maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y, Tensor& workspace) override
+    void maxPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor& y,
+                            Tensor& workspace) override
     {
         workspace = Tensor();
         m_b.maxPool(d, x, y);
     }
-    void maxPoolBackward(const Pool2dDesc&, const Tensor&, const Tensor&, const Tensor&,
-                         const Tensor&, Tensor&) override
-    {
-        m_b.refuse("maxPoolBackward");
-    }
-    void lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace) override
+    void lrnForwardImpl(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace) override
     {
         workspace = Tensor();
         m_b.lrn(d, x, y);
     }
-    void lrnBackward(const LrnDesc&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                     Tensor&) override
-    {
-        m_b.refuse("lrnBackward");
-    }
-    void linearForward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                       Activation act) override
+    void linearForwardImpl(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                           Activation act) override
     {
         m_b.linear(x, w, b, y, act);
     }
-    void linearBackwardData(const Tensor&, const Tensor&, Tensor&) override
-    {
-        m_b.refuse("linearBackwardData");
-    }
-    void linearBackwardWeights(const Tensor&, const Tensor&, Tensor&, Tensor*) override
-    {
-        m_b.refuse("linearBackwardWeights");
-    }
-    void linearBackward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Activation,
-                        Tensor*, Tensor&, Tensor*) override
-    {
-        m_b.refuse("linearBackward");
-    }
-    void reluForward(const Tensor& x, Tensor& y) override { m_b.relu(x, y); }
-    void reluBackward(const Tensor&, const Tensor&, Tensor&) override
-    {
-        m_b.refuse("reluBackward");
-    }
-    void add(const Tensor& a, const Tensor& b, Tensor& y) override { m_b.add(a, b, y); }
-    void dropoutForward(const Tensor&, double, std::uint64_t, Tensor&, Tensor&) override
-    {
-        m_b.refuse("dropoutForward");
-    }
-    void dropoutBackward(const Tensor&, const Tensor&, double, Tensor&) override
-    {
-        m_b.refuse("dropoutBackward");
-    }
-    void batchNormForwardTraining(const BatchNormDesc&, const Tensor&, const Tensor&, const Tensor&,
-                                  Tensor&, Tensor&, Tensor&, Tensor&, Tensor&) override
-    {
-        m_b.refuse("batchNormForwardTraining");
-    }
-    void batchNormForwardInference(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
-                                   const Tensor& beta, const Tensor& runningMean,
-                                   const Tensor& runningVar, Tensor& y) override
+    void reluForwardImpl(const Tensor& x, Tensor& y) override { m_b.relu(x, y); }
+    void addImpl(const Tensor& a, const Tensor& b, Tensor& y) override { m_b.add(a, b, y); }
+    void batchNormForwardInferenceImpl(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
+                                       const Tensor& beta, const Tensor& runningMean,
+                                       const Tensor& runningVar, Tensor& y) override
     {
         m_b.batchNorm(d, x, gamma, beta, runningMean, runningVar, y);
     }
-    void batchNormBackward(const BatchNormDesc&, const Tensor&, const Tensor&, const Tensor&,
-                           const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&) override
-    {
-        m_b.refuse("batchNormBackward");
-    }
-    void nhwcToNchw(const Tensor& x, Tensor& y) override { m_b.toNchw(x, y); }
-    void nchwToNhwc(const Tensor& x, Tensor& y) override { m_b.toNhwc(x, y); }
-    double softmaxCrossEntropyForward(const Tensor&, const Tensor&, Tensor&) override
-    {
-        m_b.refuse("softmaxCrossEntropyForward");
-    }
-    void softmaxCrossEntropyBackward(const Tensor&, const Tensor&, double, Tensor&) override
-    {
-        m_b.refuse("softmaxCrossEntropyBackward");
-    }
-    double sumSquares(const Tensor&) override { m_b.refuse("sumSquares"); }
-    void axpy(double, const Tensor&, Tensor&) override { m_b.refuse("axpy"); }
-    void momentumUpdate(const MomentumStep&, const Tensor&, Tensor&, Tensor&) override
-    {
-        m_b.refuse("momentumUpdate");
-    }
-    void adamUpdate(const AdamStep&, const Tensor&, Tensor&, Tensor&, Tensor&) override
-    {
-        m_b.refuse("adamUpdate");
-    }
+    void nhwcToNchwImpl(const Tensor& x, Tensor& y) override { m_b.toNchw(x, y); }
+    void nchwToNhwcImpl(const Tensor& x, Tensor& y) override { m_b.toNhwc(x, y); }
+
+    // Every other op is training's, or loss's: refused with the layer that called it.
+    Ops& fallback(Op op) override { m_b.refuse(opName(op)); }
 
 private:
     GraphBuilder& m_b;

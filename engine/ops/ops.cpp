@@ -1,8 +1,479 @@
-// The default implementations of the composite calls of Ops: each is the sequence of single-step
-// calls that defines its meaning (and is the reference the fused backends are tested against).
+// The public entries of Ops: each op's argument checks, once for every backend, then the
+// backend's implementation (or, for an op it leaves out, the host fallback); and the default
+// implementations of the composite ops, each the sequence of single ops that defines its meaning
+// (and the reference the fused backends are tested against).
 #include "engine/ops/ops.h"
 
+#include <iostream>
+#include <optional>
+
+#include "engine/ops/op_checks.h"
+#include "engine/ops/staged_ops.h"
+
 namespace towers::engine {
+
+// ---- the op list ----
+
+const char* opName(Op op)
+{
+    static const char* const names[] = {
+#define TOWERS_OP_NAME(n) #n,
+        TOWERS_OPS(TOWERS_OP_NAME)
+#undef TOWERS_OP_NAME
+    };
+    return names[static_cast<int>(op)];
+}
+
+bool isComposite(Op op)
+{
+    switch (op) {
+#define TOWERS_OP_CASE(n) case Op::n:
+        TOWERS_COMPOSITE_OPS(TOWERS_OP_CASE)
+#undef TOWERS_OP_CASE
+        return true;
+    default:
+        return false;
+    }
+}
+
+OpSet opSet(std::initializer_list<Op> ops)
+{
+    OpSet set;
+    for (Op op : ops) set.set(static_cast<std::size_t>(op));
+    return set;
+}
+
+OpSet allOps()
+{
+    return OpSet().set();
+}
+
+// ---- the argument checks ----
+
+namespace {
+
+// The checks of one call: every tensor argument on the backend's device; the float arguments of
+// one dtype, which the backend runs.
+class Args
+{
+public:
+    explicit Args(const Ops& ops) : m_ops(ops), m_device(ops.device()) {}
+
+    // A float tensor: not empty, here, of the call's float dtype (the first float argument's).
+    void floats(const Tensor& t, const char* what)
+    {
+        present(t, what);
+        if (!m_float) {
+            if (!m_ops.runsFloat(t.dtype()))
+                throw Unsupported(
+                    m_ops.name() + " backend: " + what + " must be " +
+                    (m_ops.runsFloat(DType::Float64) ? "float32 or float64" : "float32") +
+                    ", got " + std::string(dtypeName(t.dtype())));
+            m_float = t.dtype();
+        } else {
+            requireDType(t, *m_float, what);
+        }
+    }
+    void floats(const Tensor& t, const char* what, const Shape& shape)
+    {
+        floats(t, what);
+        requireShape(t, shape, what);
+    }
+    // A float tensor that may be left empty (a bias; y when no activation reads it).
+    void optionalFloats(const Tensor& t, const char* what, const Shape& shape)
+    {
+        if (!t.empty()) floats(t, what, shape);
+    }
+    // A tensor of a fixed dtype (labels, masks).
+    void typed(const Tensor& t, DType dtype, const char* what)
+    {
+        present(t, what);
+        requireDType(t, dtype, what);
+    }
+    // Backend-private state (a workspace, `saved`): the backend checks its contents; here only
+    // that it lives where the backend runs.
+    void state(const Tensor& t, const char* what)
+    {
+        if (!t.empty()) here(t, what);
+    }
+
+private:
+    void present(const Tensor& t, const char* what)
+    {
+        if (t.empty()) throw ShapeError(std::string(what) + ": tensor is empty");
+        here(t, what);
+    }
+    void here(const Tensor& t, const char* what)
+    {
+        if (t.device() != m_device)
+            throw InvalidArgument(std::string(what) + ": " + t.describe() + " is on " +
+                                  t.device().str() + ", not on " + m_device.str() + " where the " +
+                                  m_ops.name() + " backend runs");
+    }
+
+    const Ops& m_ops;
+    Device m_device;
+    std::optional<DType> m_float;
+};
+
+void notAliased(const Tensor& x, const Tensor& y, const char* what)
+{
+    if (!x.empty() && !y.empty() && x.raw() == y.raw())
+        throw InvalidArgument(std::string(what) + ": the output must not share the input's memory");
+}
+
+void labels(Args& a, const Tensor& scores, const Tensor& labels, const char* scoresWhat)
+{
+    a.floats(scores, scoresWhat);
+    checks::requireRank(scores, 2, scoresWhat);
+    const char* what = "softmax cross-entropy labels";
+    if (labels.empty() || labels.rank() != 1 || labels.dim(0) != scores.dim(0))
+        throw ShapeError(std::string(what) + ": expected shape [" + std::to_string(scores.dim(0)) +
+                         "], got " +
+                         (labels.empty() ? std::string("an empty tensor") : labels.shape().str()));
+    a.typed(labels, DType::Int32, what);
+    // Host labels are checked here; a GPU backend checks its own where they are.
+    if (labels.device().isHost()) checks::labelsInRange(labels, scores.dim(1));
+}
+
+void linearInputs(Args& a, const Tensor& x, const Tensor& w)
+{
+    a.floats(x, "linear x");
+    a.floats(w, "linear w");
+    checks::requireRank(x, 2, "linear x");
+    checks::requireRank(w, 2, "linear w");
+    requireShape(w, {w.dim(0), x.dim(1)}, "linear w");
+}
+
+void batchNormChannels(Args& a, const BatchNormDesc& d, const Tensor& t, const char* what)
+{
+    a.floats(t, what, {d.channels()});
+}
+
+void batchNormInput(Args& a, const BatchNormDesc& d, const Tensor& x, const char* what)
+{
+    if (d.shape.rank() != 2 && d.shape.rank() != 4)
+        throw ShapeError("batch norm descriptor: expected an [N, C] or [N, H, W, C] shape, got " +
+                         d.shape.str());
+    a.floats(x, what, d.shape);
+}
+
+void likeParameter(Args& a, const Tensor& t, const Tensor& w, const char* what)
+{
+    a.floats(t, what);
+    checks::requireSameShape(t, w, what, "the parameter");
+}
+
+} // namespace
+
+// One function per op, named after it, with its parameters.
+namespace check {
+namespace {
+
+void conv2dForward(Args& a, const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
+                   Tensor&, Activation)
+{
+    a.floats(x, "conv2d x", d.inputShape());
+    a.floats(w, "conv2d w", d.weightShape());
+    a.optionalFloats(b, "conv2d b", {d.outChannels});
+}
+
+void conv2dBackwardData(Args& a, const Conv2dDesc& d, const Tensor& dy, const Tensor& w, Tensor&)
+{
+    a.floats(dy, "conv2d dy", d.outputShape());
+    a.floats(w, "conv2d w", d.weightShape());
+}
+
+void conv2dBackwardWeights(Args& a, const Conv2dDesc& d, const Tensor& x, const Tensor& dy, Tensor&,
+                           Tensor*)
+{
+    a.floats(x, "conv2d x", d.inputShape());
+    a.floats(dy, "conv2d dy", d.outputShape());
+}
+
+void conv2dForwardTraining(Args& a, const Conv2dDesc& d, const Tensor& x, const Tensor& w,
+                           const Tensor& b, Tensor& y, Activation act, Tensor&)
+{
+    conv2dForward(a, d, x, w, b, y, act);
+}
+
+void conv2dBackward(Args& a, const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& y,
+                    const Tensor& dy, Activation act, const Tensor& saved, Tensor*, Tensor&,
+                    Tensor*)
+{
+    a.floats(x, "conv2d x", d.inputShape());
+    a.floats(w, "conv2d w", d.weightShape());
+    a.floats(dy, "conv2d dy", d.outputShape());
+    if (act == Activation::Relu)
+        a.floats(y, "conv2d y", d.outputShape());
+    else
+        a.optionalFloats(y, "conv2d y", d.outputShape());
+    a.state(saved, "conv2d saved state");
+}
+
+void maxPoolForward(Args& a, const Pool2dDesc& d, const Tensor& x, Tensor&, Tensor&)
+{
+    a.floats(x, "max pool x", d.inputShape());
+}
+
+void maxPoolBackward(Args& a, const Pool2dDesc& d, const Tensor& x, const Tensor& y,
+                     const Tensor& dy, const Tensor& workspace, Tensor&)
+{
+    a.floats(x, "max pool x", d.inputShape());
+    a.floats(y, "max pool y", d.outputShape());
+    a.floats(dy, "max pool dy", d.outputShape());
+    a.state(workspace, "max pool workspace");
+}
+
+void lrnForward(Args& a, const LrnDesc& d, const Tensor& x, Tensor&, Tensor&)
+{
+    a.floats(x, "lrn x", d.shape);
+}
+
+void lrnBackward(Args& a, const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
+                 const Tensor& workspace, Tensor&)
+{
+    a.floats(x, "lrn x", d.shape);
+    a.floats(y, "lrn y", d.shape);
+    a.floats(dy, "lrn dy", d.shape);
+    a.state(workspace, "lrn workspace");
+}
+
+void linearForward(Args& a, const Tensor& x, const Tensor& w, const Tensor& b, Tensor&, Activation)
+{
+    linearInputs(a, x, w);
+    a.optionalFloats(b, "linear b", {w.dim(0)});
+}
+
+void linearBackwardData(Args& a, const Tensor& dy, const Tensor& w, Tensor&)
+{
+    a.floats(dy, "linear dy");
+    a.floats(w, "linear w");
+    checks::requireRank(dy, 2, "linear dy");
+    checks::requireRank(w, 2, "linear w");
+    requireShape(dy, {dy.dim(0), w.dim(0)}, "linear dy");
+}
+
+void linearBackwardWeights(Args& a, const Tensor& x, const Tensor& dy, Tensor&, Tensor*)
+{
+    a.floats(x, "linear x");
+    a.floats(dy, "linear dy");
+    checks::requireRank(x, 2, "linear x");
+    checks::requireRank(dy, 2, "linear dy");
+    requireShape(dy, {x.dim(0), dy.dim(1)}, "linear dy");
+}
+
+void linearBackward(Args& a, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
+                    Activation act, Tensor*, Tensor&, Tensor*)
+{
+    linearInputs(a, x, w);
+    const Shape out{x.dim(0), w.dim(0)};
+    a.floats(dy, "linear dy", out);
+    if (act == Activation::Relu)
+        a.floats(y, "linear y", out);
+    else
+        a.optionalFloats(y, "linear y", out);
+}
+
+void reluForward(Args& a, const Tensor& x, Tensor&)
+{
+    a.floats(x, "relu x");
+}
+
+void reluBackward(Args& a, const Tensor& y, const Tensor& dy, Tensor&)
+{
+    a.floats(y, "relu y");
+    a.floats(dy, "relu dy");
+    checks::requireSameShape(dy, y, "relu dy", "y");
+}
+
+void add(Args& a, const Tensor& x, const Tensor& b, Tensor&)
+{
+    a.floats(x, "add a");
+    a.floats(b, "add b");
+    checks::requireSameShape(b, x, "add b", "a");
+}
+
+void dropoutForward(Args& a, const Tensor& x, double rate, std::uint64_t, Tensor&, Tensor&)
+{
+    a.floats(x, "dropout x");
+    checks::dropoutRate(rate);
+}
+
+void dropoutBackward(Args& a, const Tensor& dy, const Tensor& mask, double rate, Tensor&)
+{
+    a.floats(dy, "dropout dy");
+    checks::dropoutRate(rate);
+    a.typed(mask, mask.dtype(), "dropout mask");
+    checks::requireSameShape(mask, dy, "dropout mask", "dy");
+    requireDType(mask, DType::UInt8, "dropout mask");
+}
+
+void batchNormForwardTraining(Args& a, const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
+                              const Tensor& beta, Tensor&, Tensor& runningMean, Tensor& runningVar,
+                              Tensor&, Tensor&)
+{
+    batchNormInput(a, d, x, "batch norm x");
+    batchNormChannels(a, d, gamma, "batch norm gamma");
+    batchNormChannels(a, d, beta, "batch norm beta");
+    batchNormChannels(a, d, runningMean, "batch norm running mean");
+    batchNormChannels(a, d, runningVar, "batch norm running variance");
+    // The unbiased variance of the running statistics needs two values per channel (as PyTorch).
+    if (d.rows() < 2)
+        throw InvalidArgument("batch norm training needs more than one value per channel, got " +
+                              d.shape.str());
+}
+
+void batchNormForwardInference(Args& a, const BatchNormDesc& d, const Tensor& x,
+                               const Tensor& gamma, const Tensor& beta, const Tensor& runningMean,
+                               const Tensor& runningVar, Tensor&)
+{
+    batchNormInput(a, d, x, "batch norm x");
+    batchNormChannels(a, d, gamma, "batch norm gamma");
+    batchNormChannels(a, d, beta, "batch norm beta");
+    batchNormChannels(a, d, runningMean, "batch norm running mean");
+    batchNormChannels(a, d, runningVar, "batch norm running variance");
+}
+
+void batchNormBackward(Args& a, const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
+                       const Tensor& gamma, const Tensor& saveMean, const Tensor& saveVar, Tensor&,
+                       Tensor&, Tensor&)
+{
+    batchNormInput(a, d, x, "batch norm x");
+    batchNormInput(a, d, dy, "batch norm dy");
+    batchNormChannels(a, d, gamma, "batch norm gamma");
+    batchNormChannels(a, d, saveMean, "batch norm saved mean");
+    batchNormChannels(a, d, saveVar, "batch norm saved variance");
+}
+
+void nhwcToNchw(Args& a, const Tensor& x, Tensor& y)
+{
+    a.floats(x, "nhwcToNchw x");
+    checks::requireRank(x, 4, "nhwcToNchw x");
+    notAliased(x, y, "nhwcToNchw");
+}
+
+void nchwToNhwc(Args& a, const Tensor& x, Tensor& y)
+{
+    a.floats(x, "nchwToNhwc x");
+    checks::requireRank(x, 4, "nchwToNhwc x");
+    notAliased(x, y, "nchwToNhwc");
+}
+
+void softmaxCrossEntropyForward(Args& a, const Tensor& logits, const Tensor& l, Tensor&)
+{
+    labels(a, logits, l, "softmax cross-entropy logits");
+}
+
+void softmaxCrossEntropyBackward(Args& a, const Tensor& probs, const Tensor& l, double, Tensor&)
+{
+    labels(a, probs, l, "softmax cross-entropy probs");
+}
+
+void sumSquares(Args& a, const Tensor& x)
+{
+    a.floats(x, "sumSquares x");
+}
+
+void axpy(Args& a, double, const Tensor& x, Tensor& y)
+{
+    a.floats(x, "axpy x");
+    a.floats(y, "axpy y");
+    checks::requireSameShape(y, x, "axpy y", "x");
+}
+
+void momentumUpdate(Args& a, const MomentumStep&, const Tensor& g, Tensor& buf, Tensor& w)
+{
+    a.floats(w, "momentumUpdate w");
+    likeParameter(a, g, w, "momentumUpdate gradient");
+    likeParameter(a, buf, w, "momentumUpdate momentum buffer");
+}
+
+void adamUpdate(Args& a, const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
+{
+    a.floats(w, "adamUpdate w");
+    likeParameter(a, g, w, "adamUpdate gradient");
+    likeParameter(a, m, w, "adamUpdate first moment");
+    likeParameter(a, v, w, "adamUpdate second moment");
+    if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
+}
+
+} // namespace
+} // namespace check
+
+// ---- the entries ----
+
+// Checks the arguments, then runs the op on this backend, or on its fallback when it leaves the op
+// out.
+#define TOWERS_OP_ENTRY(n) TOWERS_OP_##n(TOWERS_OP_ENTRY_DEF)
+#define TOWERS_OP_ENTRY_DEF(n, R, P, A)                                                            \
+    R Ops::n P                                                                                     \
+    {                                                                                              \
+        Args args(*this);                                                                          \
+        check::n(args, TOWERS_OP_UNPAREN A);                                                       \
+        if (!supports(Op::n)) return fallback(Op::n).n A;                                          \
+        return n##Impl A;                                                                          \
+    }
+TOWERS_OPS(TOWERS_OP_ENTRY)
+#undef TOWERS_OP_ENTRY_DEF
+#undef TOWERS_OP_ENTRY
+
+// The single ops' base implementations: never called for an op the backend implements (supports()
+// routes the others to the fallback).
+#define TOWERS_OP_BASE(n) TOWERS_OP_##n(TOWERS_OP_BASE_DEF)
+#define TOWERS_OP_BASE_DEF(n, R, P, A)                                                             \
+    R Ops::n##Impl P                                                                               \
+    {                                                                                              \
+        return fallback(Op::n).n A;                                                                \
+    }
+TOWERS_SINGLE_OPS(TOWERS_OP_BASE)
+#undef TOWERS_OP_BASE_DEF
+#undef TOWERS_OP_BASE
+
+// ---- the backend's context ----
+
+Ops::Ops(OpSet implemented) : m_implemented(implemented) {}
+
+Ops::~Ops() = default;
+
+void Ops::upload(const Tensor& src, Tensor& dst)
+{
+    Tensor::ensure(dst, src.shape(), src.dtype(), device());
+    dst.copyFrom(src);
+}
+
+void Ops::setHostFallback(std::function<std::unique_ptr<Ops>()> makeHostOps)
+{
+    m_makeHostOps = std::move(makeHostOps);
+    m_hostOps.reset();
+}
+
+void Ops::setLog(std::function<void(const std::string&)> log)
+{
+    m_log = std::move(log);
+}
+
+Ops& Ops::fallback(Op op)
+{
+    if (!m_makeHostOps)
+        throw Unsupported("the " + name() + " backend does not implement " + opName(op) +
+                          ", and no host backend was given to run it on");
+    if (!m_hostOps) m_hostOps = makeStagedOps(m_makeHostOps(), device());
+    const auto bit = static_cast<std::size_t>(op);
+    if (!m_logged.test(bit)) {
+        m_logged.set(bit);
+        const std::string line = "the " + name() + " backend does not implement " + opName(op) +
+                                 "; it runs on the host through " + m_hostOps->name() +
+                                 ", its tensors copied there and back";
+        if (m_log)
+            m_log(line);
+        else
+            std::clog << "towers: " << line << '\n';
+    }
+    return *m_hostOps;
+}
+
+// ---- the composite ops' defaults ----
 
 namespace {
 
@@ -24,22 +495,16 @@ void throughActivation(Ops& ops, Activation act, const Tensor& y, const Tensor& 
 
 } // namespace
 
-void Ops::upload(const Tensor& src, Tensor& dst)
-{
-    Tensor::ensure(dst, src.shape(), src.dtype(), device());
-    dst.copyFrom(src);
-}
-
-void Ops::conv2dForwardTraining(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
-                                const Tensor& b, Tensor& y, Activation act, Tensor& saved)
+void Ops::conv2dForwardTrainingImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
+                                    const Tensor& b, Tensor& y, Activation act, Tensor& saved)
 {
     conv2dForward(d, x, w, b, y, act);
     saved = Tensor();
 }
 
-void Ops::conv2dBackward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& y,
-                         const Tensor& dy, Activation act, const Tensor& saved, Tensor* dx,
-                         Tensor& dw, Tensor* db)
+void Ops::conv2dBackwardImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& y,
+                             const Tensor& dy, Activation act, const Tensor& saved, Tensor* dx,
+                             Tensor& dw, Tensor* db)
 {
     (void)saved;
     throughActivation(
@@ -49,8 +514,8 @@ void Ops::conv2dBackward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, 
         });
 }
 
-void Ops::linearBackward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
-                         Activation act, Tensor* dx, Tensor& dw, Tensor* db)
+void Ops::linearBackwardImpl(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
+                             Activation act, Tensor* dx, Tensor& dw, Tensor* db)
 {
     throughActivation(
         *this, act, y, dy, [&](const Tensor& g) { linearBackwardWeights(x, g, dw, db); },

@@ -1,17 +1,18 @@
 #pragma once
 // The op interface every backend implements. Layers call these; they never see oneDNN, cuDNN or
-// loops. Conventions for every call:
-//  * image activations are NHWC; convolution weights OIHW; linear weights [out, in];
-//  * outputs are resized with Tensor::ensure when their shape or dtype does not fit, so callers may
-//    pass empty tensors and reuse them across steps;
-//  * parameter gradients are overwritten, not accumulated;
-//  * shapes and dtypes are checked and a mismatch throws ShapeError / InvalidArgument naming the
-//    argument; a dtype the backend cannot run throws Unsupported.
+// loops. The ops themselves, their documentation and conventions are in op_list.h: each is a
+// public, non-virtual entry here that checks its arguments once, for every backend alike (shapes,
+// dtypes, devices: ops.cpp), then calls the backend's protected `<op>Impl`. A backend that leaves
+// an op out (supports() says which it implements) has it run staged through a host backend, with
+// one log line the first time.
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "engine/ops/descriptors.h"
+#include "engine/ops/op_list.h"
 #include "engine/tensor/tensor.h"
 
 namespace towers::engine {
@@ -19,11 +20,16 @@ namespace towers::engine {
 class Ops
 {
 public:
-    virtual ~Ops() = default;
+    virtual ~Ops();
+    Ops(const Ops&) = delete;
+    Ops& operator=(const Ops&) = delete;
 
     // "reference", "onednn", ...
     virtual std::string name() const = 0;
     virtual Device device() const = 0;
+    // Whether this backend runs dtype as its float type (the reference float32 and float64, the
+    // others float32); a call with floats of another dtype throws Unsupported.
+    virtual bool runsFloat(DType dtype) const { return dtype == DType::Float32; }
     // Waits until every op issued through this context has finished: a no-op for the CPU
     // backends, which finish each op before returning; a GPU's asynchronous work (and its faults,
     // as BackendError) surfaces here. For timing, and before a host reads what ops wrote.
@@ -34,107 +40,46 @@ public:
     // synchronize(). The default copies at once.
     virtual void upload(const Tensor& src, Tensor& dst);
 
-    // --- convolution: x [N,H,W,C], w [O,C,KH,KW], b [O] or empty, y [N,OH,OW,O] ---
-    virtual void conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
-                               const Tensor& b, Tensor& y, Activation act) = 0;
-    virtual void conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const Tensor& w,
-                                    Tensor& dx) = 0;
-    // db (bias gradient) is computed when db is not null.
-    virtual void conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, const Tensor& dy,
-                                       Tensor& dw, Tensor* db) = 0;
+    // Whether this backend implements `op` itself; a composite op (isComposite) always runs,
+    // composed of the single ops when the backend does not fuse it.
+    bool supports(Op op) const { return isComposite(op) || m_implemented.test(std::size_t(op)); }
+    // How an op this backend leaves out runs: a host backend made by `makeHostOps` (the engine's
+    // backend registry gives oneDNN), with this backend's tensors copied to it and back. Without
+    // one, such an op throws Unsupported naming it.
+    void setHostFallback(std::function<std::unique_ptr<Ops>()> makeHostOps);
+    // Where the fallback's one line per op goes (default: standard error).
+    void setLog(std::function<void(const std::string&)> log);
 
-    // --- convolution as a training layer runs it: one forward, one fused backward ---
-    // conv2dForward that may also leave backend-private state in `saved` (opaque UInt8 bytes the
-    // caller keeps until conv2dBackward, like a pooling workspace): a backend may keep the input
-    // or the weights there in the layouts its backward wants, so that they are not rearranged
-    // twice. The default calls conv2dForward and leaves `saved` empty.
-    virtual void conv2dForwardTraining(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
-                                       const Tensor& b, Tensor& y, Activation act, Tensor& saved);
-    // The whole backward of a convolution and its fused activation. With g = dy where y > 0 for
-    // ReLU (dy itself for None): dw and, when not null, db from x and g; dx, when not null, from
-    // g and w. x, w, y and act are those of the forward, unchanged since, and db is given when
-    // the forward had a bias; `saved` is what that conv2dForwardTraining left (InvalidArgument if
-    // it is not), or an empty tensor (after a plain conv2dForward, say). The default composes
-    // reluBackward, conv2dBackwardWeights and conv2dBackwardData.
-    virtual void conv2dBackward(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
-                                const Tensor& y, const Tensor& dy, Activation act,
-                                const Tensor& saved, Tensor* dx, Tensor& dw, Tensor* db);
+    // The ops (op_list.h has each one's contract).
+#define TOWERS_OP_PUBLIC(n) TOWERS_OP_##n(TOWERS_OP_PUBLIC_DECL)
+#define TOWERS_OP_PUBLIC_DECL(n, R, P, A) R n P;
+    TOWERS_OPS(TOWERS_OP_PUBLIC)
+#undef TOWERS_OP_PUBLIC_DECL
+#undef TOWERS_OP_PUBLIC
 
-    // --- max pooling; `workspace` is backend-private state from forward for backward ---
-    virtual void maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y,
-                                Tensor& workspace) = 0;
-    virtual void maxPoolBackward(const Pool2dDesc& d, const Tensor& x, const Tensor& y,
-                                 const Tensor& dy, const Tensor& workspace, Tensor& dx) = 0;
+protected:
+    // `implemented`: the single ops this backend overrides (TOWERS_OP_ID over its list).
+    explicit Ops(OpSet implemented);
 
-    // --- local response normalisation (TensorFlow semantics, see LrnDesc) ---
-    virtual void lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace) = 0;
-    virtual void lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
-                             const Tensor& workspace, Tensor& dx) = 0;
+    // The implementations, called with checked arguments. The single ops' base versions are
+    // never called for an op in `implemented`; the composite ops' compose the single ops.
+#define TOWERS_OP_VIRTUAL(n) TOWERS_OP_##n(TOWERS_OP_VIRTUAL_DECL)
+#define TOWERS_OP_VIRTUAL_DECL(n, R, P, A) virtual R n##Impl P;
+    TOWERS_OPS(TOWERS_OP_VIRTUAL)
+#undef TOWERS_OP_VIRTUAL_DECL
+#undef TOWERS_OP_VIRTUAL
 
-    // --- fully connected: x [N,In], w [Out,In], b [Out] or empty, y [N,Out] ---
-    virtual void linearForward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                               Activation act) = 0;
-    virtual void linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx) = 0;
-    virtual void linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& dw,
-                                       Tensor* db) = 0;
+    // Where an op this backend does not support runs: the host fallback (staged), else
+    // Unsupported. A backend may override it to refuse in its own words.
+    virtual Ops& fallback(Op op);
 
-    // The whole backward of linearForward(x, w, b, y, act), as conv2dBackward: g = dy through the
-    // activation, dw and db (when not null) from x and g, dx (when not null) from g and w. The
-    // default composes reluBackward, linearBackwardWeights and linearBackwardData.
-    virtual void linearBackward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
-                                Activation act, Tensor* dx, Tensor& dw, Tensor* db);
-
-    // --- element-wise ---
-    virtual void reluForward(const Tensor& x, Tensor& y) = 0;
-    // dx = dy where y > 0, else 0. dx may be the same tensor as dy.
-    virtual void reluBackward(const Tensor& y, const Tensor& dy, Tensor& dx) = 0;
-    // y = a + b (same shapes); y may be a or b.
-    virtual void add(const Tensor& a, const Tensor& b, Tensor& y) = 0;
-
-    // Inverted dropout: element i is kept when dropoutKeeps(seed, i, rate) (ops/dropout_mask.h),
-    // kept values are scaled by 1 / (1 - rate). mask: UInt8 0/1 of x's shape.
-    virtual void dropoutForward(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
-                                Tensor& mask) = 0;
-    virtual void dropoutBackward(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx) = 0;
-
-    // --- batch normalisation over the channel (last) dimension ---
-    // Training: normalises with the batch statistics, saves the batch mean and biased variance
-    // for backward, and updates the running statistics with the unbiased variance (as PyTorch).
-    virtual void batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x,
-                                          const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                          Tensor& runningMean, Tensor& runningVar, Tensor& saveMean,
-                                          Tensor& saveVar) = 0;
-    virtual void batchNormForwardInference(const BatchNormDesc& d, const Tensor& x,
-                                           const Tensor& gamma, const Tensor& beta,
-                                           const Tensor& runningMean, const Tensor& runningVar,
-                                           Tensor& y) = 0;
-    virtual void batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
-                                   const Tensor& gamma, const Tensor& saveMean,
-                                   const Tensor& saveVar, Tensor& dx, Tensor& dgamma,
-                                   Tensor& dbeta) = 0;
-
-    // --- layout: [N,H,W,C] <-> [N,C,H,W] (flatten in PyTorch's C,H,W order) ---
-    virtual void nhwcToNchw(const Tensor& x, Tensor& y) = 0;
-    virtual void nchwToNhwc(const Tensor& x, Tensor& y) = 0;
-
-    // --- loss: logits [N,K], labels Int32 [N] in [0, K) (else InvalidArgument naming the row) ---
-    // Returns the mean cross-entropy over the batch; probs gets the softmax.
-    virtual double softmaxCrossEntropyForward(const Tensor& logits, const Tensor& labels,
-                                              Tensor& probs) = 0;
-    // dlogits = (probs - onehot(labels)) * scale.
-    virtual void softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& labels,
-                                             double scale, Tensor& dlogits) = 0;
-
-    // --- reductions and updates on whole tensors (weight decay, SGD) ---
-    virtual double sumSquares(const Tensor& x) = 0;
-    // y += alpha * x
-    virtual void axpy(double alpha, const Tensor& x, Tensor& y) = 0;
-
-    // --- optimizer updates of one parameter w from its gradient g (see MomentumStep, AdamStep);
-    // the state tensors (buf; m, v) have w's shape and dtype and are updated in place ---
-    virtual void momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w) = 0;
-    virtual void adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v,
-                            Tensor& w) = 0;
+private:
+    OpSet m_implemented;
+    std::function<std::unique_ptr<Ops>()> m_makeHostOps;
+    std::function<void(const std::string&)> m_log;
+    std::unique_ptr<Ops> m_hostOps; // made on first use
+    OpSet m_logged;
+    std::mutex m_fallbackMutex;
 };
 
 // The execution context a layer runs in: the backend's ops, whether this is a training pass, and

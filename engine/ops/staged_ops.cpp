@@ -1,253 +1,29 @@
 #include "engine/ops/staged_ops.h"
 
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace towers::engine {
 
 namespace {
 
-class StagedOps final : public Ops
+// The copies of a staged call between the outer device and the computing one.
+class Stager
 {
 public:
-    StagedOps(std::unique_ptr<Ops> inner, const Device& outer)
-        : m_ops(std::move(inner)), m_dev(m_ops->device()), m_outer(outer)
-    {
-    }
+    Stager(const Device& inner, const Device& outer) : m_dev(inner), m_outer(outer) {}
 
-    std::string name() const override { return m_ops->name() + " (staged)"; }
-    Device device() const override { return m_outer; }
-    void synchronize() override { m_ops->synchronize(); }
-    void upload(const Tensor& src, Tensor& dst) override { Ops::upload(src, dst); }
-
-    void conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
-                       Tensor& y, Activation act) override
-    {
-        Tensor r;
-        m_ops->conv2dForward(d, in(x), in(w), in(b), r, act);
-        out(r, y);
-    }
-    void conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const Tensor& w,
-                            Tensor& dx) override
-    {
-        Tensor r;
-        m_ops->conv2dBackwardData(d, in(dy), in(w), r);
-        out(r, dx);
-    }
-    void conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, const Tensor& dy, Tensor& dw,
-                               Tensor* db) override
-    {
-        Tensor rw, rb;
-        m_ops->conv2dBackwardWeights(d, in(x), in(dy), rw, db ? &rb : nullptr);
-        out(rw, dw);
-        if (db) out(rb, *db);
-    }
-    void conv2dForwardTraining(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
-                               const Tensor& b, Tensor& y, Activation act, Tensor& saved) override
-    {
-        Tensor ry, rs;
-        m_ops->conv2dForwardTraining(d, in(x), in(w), in(b), ry, act, rs);
-        out(ry, y);
-        out(rs, saved);
-    }
-    void conv2dBackward(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& y,
-                        const Tensor& dy, Activation act, const Tensor& saved, Tensor* dx,
-                        Tensor& dw, Tensor* db) override
-    {
-        Tensor rx, rw, rb;
-        m_ops->conv2dBackward(d, in(x), in(w), in(y), in(dy), act, in(saved), dx ? &rx : nullptr,
-                              rw, db ? &rb : nullptr);
-        if (dx) out(rx, *dx);
-        out(rw, dw);
-        if (db) out(rb, *db);
-    }
-
-    void maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y, Tensor& workspace) override
-    {
-        Tensor ry, rw;
-        m_ops->maxPoolForward(d, in(x), ry, rw);
-        out(ry, y);
-        out(rw, workspace);
-    }
-    void maxPoolBackward(const Pool2dDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
-                         const Tensor& workspace, Tensor& dx) override
-    {
-        Tensor r;
-        m_ops->maxPoolBackward(d, in(x), in(y), in(dy), in(workspace), r);
-        out(r, dx);
-    }
-    void lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace) override
-    {
-        Tensor ry, rw;
-        m_ops->lrnForward(d, in(x), ry, rw);
-        out(ry, y);
-        out(rw, workspace);
-    }
-    void lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
-                     const Tensor& workspace, Tensor& dx) override
-    {
-        Tensor r;
-        m_ops->lrnBackward(d, in(x), in(y), in(dy), in(workspace), r);
-        out(r, dx);
-    }
-
-    void linearForward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                       Activation act) override
-    {
-        Tensor r;
-        m_ops->linearForward(in(x), in(w), in(b), r, act);
-        out(r, y);
-    }
-    void linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx) override
-    {
-        Tensor r;
-        m_ops->linearBackwardData(in(dy), in(w), r);
-        out(r, dx);
-    }
-    void linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db) override
-    {
-        Tensor rw, rb;
-        m_ops->linearBackwardWeights(in(x), in(dy), rw, db ? &rb : nullptr);
-        out(rw, dw);
-        if (db) out(rb, *db);
-    }
-    void linearBackward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,
-                        Activation act, Tensor* dx, Tensor& dw, Tensor* db) override
-    {
-        Tensor rx, rw, rb;
-        m_ops->linearBackward(in(x), in(w), in(y), in(dy), act, dx ? &rx : nullptr, rw,
-                              db ? &rb : nullptr);
-        if (dx) out(rx, *dx);
-        out(rw, dw);
-        if (db) out(rb, *db);
-    }
-
-    void reluForward(const Tensor& x, Tensor& y) override
-    {
-        Tensor r;
-        m_ops->reluForward(in(x), r);
-        out(r, y);
-    }
-    void reluBackward(const Tensor& y, const Tensor& dy, Tensor& dx) override
-    {
-        Tensor r;
-        m_ops->reluBackward(in(y), in(dy), r);
-        out(r, dx);
-    }
-    void add(const Tensor& a, const Tensor& b, Tensor& y) override
-    {
-        Tensor r;
-        m_ops->add(in(a), in(b), r);
-        out(r, y);
-    }
-    void dropoutForward(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
-                        Tensor& mask) override
-    {
-        Tensor ry, rm;
-        m_ops->dropoutForward(in(x), rate, seed, ry, rm);
-        out(ry, y);
-        out(rm, mask);
-    }
-    void dropoutBackward(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx) override
-    {
-        Tensor r;
-        m_ops->dropoutBackward(in(dy), in(mask), rate, r);
-        out(r, dx);
-    }
-
-    void batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
-                                  const Tensor& beta, Tensor& y, Tensor& runningMean,
-                                  Tensor& runningVar, Tensor& saveMean, Tensor& saveVar) override
-    {
-        Tensor ry, rm = in(runningMean), rv = in(runningVar), sm, sv;
-        m_ops->batchNormForwardTraining(d, in(x), in(gamma), in(beta), ry, rm, rv, sm, sv);
-        out(ry, y);
-        back(rm, runningMean);
-        back(rv, runningVar);
-        out(sm, saveMean);
-        out(sv, saveVar);
-    }
-    void batchNormForwardInference(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma,
-                                   const Tensor& beta, const Tensor& runningMean,
-                                   const Tensor& runningVar, Tensor& y) override
-    {
-        Tensor r;
-        m_ops->batchNormForwardInference(d, in(x), in(gamma), in(beta), in(runningMean),
-                                         in(runningVar), r);
-        out(r, y);
-    }
-    void batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
-                           const Tensor& gamma, const Tensor& saveMean, const Tensor& saveVar,
-                           Tensor& dx, Tensor& dgamma, Tensor& dbeta) override
-    {
-        Tensor rx, rg, rb;
-        m_ops->batchNormBackward(d, in(x), in(dy), in(gamma), in(saveMean), in(saveVar), rx, rg,
-                                 rb);
-        out(rx, dx);
-        out(rg, dgamma);
-        out(rb, dbeta);
-    }
-
-    void nhwcToNchw(const Tensor& x, Tensor& y) override
-    {
-        Tensor r;
-        m_ops->nhwcToNchw(in(x), r);
-        out(r, y);
-    }
-    void nchwToNhwc(const Tensor& x, Tensor& y) override
-    {
-        Tensor r;
-        m_ops->nchwToNhwc(in(x), r);
-        out(r, y);
-    }
-
-    double softmaxCrossEntropyForward(const Tensor& logits, const Tensor& labels,
-                                      Tensor& probs) override
-    {
-        Tensor r;
-        const double loss = m_ops->softmaxCrossEntropyForward(in(logits), in(labels), r);
-        out(r, probs);
-        return loss;
-    }
-    void softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& labels, double scale,
-                                     Tensor& dlogits) override
-    {
-        Tensor r;
-        m_ops->softmaxCrossEntropyBackward(in(probs), in(labels), scale, r);
-        out(r, dlogits);
-    }
-
-    double sumSquares(const Tensor& x) override { return m_ops->sumSquares(in(x)); }
-    void axpy(double alpha, const Tensor& x, Tensor& y) override
-    {
-        Tensor r = in(y);
-        m_ops->axpy(alpha, in(x), r);
-        back(r, y);
-    }
-    void momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w) override
-    {
-        Tensor rb = in(buf), rw = in(w);
-        m_ops->momentumUpdate(s, in(g), rb, rw);
-        back(rb, buf);
-        back(rw, w);
-    }
-    void adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w) override
-    {
-        Tensor rm = in(m), rv = in(v), rw = in(w);
-        m_ops->adamUpdate(s, in(g), rm, rv, rw);
-        back(rm, m);
-        back(rv, v);
-        back(rw, w);
-    }
-
-private:
     // An input on the computing device (empty stays empty: "no bias").
-    Tensor in(const Tensor& t) const
+    Tensor in(const Tensor& t) const { return t.empty() ? Tensor() : t.copyTo(m_dev); }
+    // An output or in-place argument: its current value when it has one here (an in-place
+    // argument's), else nothing.
+    Tensor inOut(const Tensor& t) const
     {
-        if (!t.empty() && t.device() != m_outer)
-            throw InvalidArgument("staged ops on " + m_outer.str() + " were given " + t.describe());
-        return t.empty() ? Tensor() : t.copyTo(m_dev);
+        return t.empty() || t.device() != m_outer ? Tensor() : t.copyTo(m_dev);
     }
-    // A result back on the outer device, into `dst` as Tensor::ensure would (empty stays empty).
+    // A result back on the outer device, into `dst` as Tensor::ensure would (empty stays empty);
+    // a tensor of the right shape keeps its storage, so in-place arguments stay the caller's.
     void out(const Tensor& r, Tensor& dst) const
     {
         if (r.empty()) {
@@ -257,15 +33,113 @@ private:
         Tensor::ensure(dst, r.shape(), r.dtype(), m_outer);
         dst.copyFrom(r);
     }
-    // An in-place argument back into the caller's tensor (same shape and dtype by construction).
-    static void back(const Tensor& r, Tensor& dst)
+
+protected:
+    Device m_dev;
+    Device m_outer;
+};
+
+// One argument of a staged call, as the computing backend sees it: a tensor copied to its device
+// (an output or an in-place argument is copied back by finish()), anything else as it is.
+template <class T> class Staged
+{
+public:
+    Staged(const Stager&, T& value) : m_value(value) {}
+    T& inner() { return m_value; }
+    void finish() {}
+
+private:
+    T& m_value;
+};
+
+template <> class Staged<const Tensor>
+{
+public:
+    Staged(const Stager& ops, const Tensor& t) : m_inner(ops.in(t)) {}
+    const Tensor& inner() { return m_inner; }
+    void finish() {}
+
+private:
+    Tensor m_inner;
+};
+
+template <> class Staged<Tensor>
+{
+public:
+    Staged(const Stager& ops, Tensor& t) : m_ops(ops), m_outer(t), m_inner(ops.inOut(t)) {}
+    Tensor& inner() { return m_inner; }
+    void finish() { m_ops.out(m_inner, m_outer); }
+
+private:
+    const Stager& m_ops;
+    Tensor& m_outer;
+    Tensor m_inner;
+};
+
+// An optional output (a bias gradient, dx): null stays null.
+template <> class Staged<Tensor*>
+{
+public:
+    Staged(const Stager& ops, Tensor*& t) : m_ops(ops), m_outer(t)
     {
-        if (!r.empty()) dst.copyFrom(r);
+        if (t) m_inner = ops.inOut(*t);
+    }
+    Tensor* inner() { return m_outer ? &m_inner : nullptr; }
+    void finish()
+    {
+        if (m_outer) m_ops.out(m_inner, *m_outer);
+    }
+
+private:
+    const Stager& m_ops;
+    Tensor* m_outer;
+    Tensor m_inner;
+};
+
+class StagedOps final : public Ops, private Stager
+{
+public:
+    StagedOps(std::unique_ptr<Ops> inner, const Device& outer)
+        : Ops(allOps()), Stager(inner->device(), outer), m_ops(std::move(inner))
+    {
+    }
+
+    std::string name() const override { return m_ops->name() + " (staged)"; }
+    Device device() const override { return m_outer; }
+    bool runsFloat(DType dtype) const override { return m_ops->runsFloat(dtype); }
+    void synchronize() override { m_ops->synchronize(); }
+    void upload(const Tensor& src, Tensor& dst) override { Ops::upload(src, dst); }
+
+protected:
+    // Every op: its tensors to the computing device, the op there, its outputs back.
+#define TOWERS_STAGED(n) TOWERS_OP_##n(TOWERS_STAGED_DEF)
+#define TOWERS_STAGED_DEF(n, R, P, A)                                                              \
+    R n##Impl P override                                                                           \
+    {                                                                                              \
+        return call<R>([this](auto&&... staged) -> R { return m_ops->n(staged...); },              \
+                       TOWERS_OP_UNPAREN A);                                                       \
+    }
+    TOWERS_OPS(TOWERS_STAGED)
+#undef TOWERS_STAGED_DEF
+#undef TOWERS_STAGED
+
+private:
+    template <class R, class F, class... T> R call(F&& f, T&... args)
+    {
+        const Stager& stager = *this;
+        std::tuple<Staged<T>...> staged{Staged<T>(stager, args)...};
+        auto finish = [&] { std::apply([](auto&... s) { (s.finish(), ...); }, staged); };
+        if constexpr (std::is_void_v<R>) {
+            std::apply([&](auto&... s) { f(s.inner()...); }, staged);
+            finish();
+        } else {
+            R result = std::apply([&](auto&... s) { return f(s.inner()...); }, staged);
+            finish();
+            return result;
+        }
     }
 
     std::unique_ptr<Ops> m_ops;
-    Device m_dev;
-    Device m_outer;
 };
 
 } // namespace

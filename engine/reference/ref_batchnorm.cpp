@@ -2,7 +2,7 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/reference/dense_checks.h"
+#include "engine/ops/op_checks.h"
 #include "engine/reference/ref_common.h"
 
 namespace towers::engine::reference {
@@ -29,18 +29,12 @@ void normalise(const BatchNormDesc& d, const Tensor& x, const Tensor& gamma, con
 
 } // namespace
 
-void ReferenceOps::batchNormForwardTraining(const BatchNormDesc& d, const Tensor& x,
-                                            const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                            Tensor& runningMean, Tensor& runningVar,
-                                            Tensor& saveMean, Tensor& saveVar)
+void ReferenceOps::batchNormForwardTrainingImpl(const BatchNormDesc& d, const Tensor& x,
+                                                const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                                Tensor& runningMean, Tensor& runningVar,
+                                                Tensor& saveMean, Tensor& saveVar)
 {
-    requireFloat(x, "batch norm x");
     const DType dt = x.dtype();
-    requireSameFloat(gamma, dt, "batch norm gamma");
-    requireSameFloat(beta, dt, "batch norm beta");
-    requireSameFloat(runningMean, dt, "batch norm running mean");
-    requireSameFloat(runningVar, dt, "batch norm running variance");
-    checks::batchNormForward(d, x, gamma, beta, runningMean, runningVar, true);
     const std::int64_t rows = d.rows(), c = d.channels();
     Tensor::ensure(y, d.shape, dt);
     Tensor::ensure(saveMean, {c}, dt);
@@ -75,18 +69,12 @@ void ReferenceOps::batchNormForwardTraining(const BatchNormDesc& d, const Tensor
     });
 }
 
-void ReferenceOps::batchNormForwardInference(const BatchNormDesc& d, const Tensor& x,
-                                             const Tensor& gamma, const Tensor& beta,
-                                             const Tensor& runningMean, const Tensor& runningVar,
-                                             Tensor& y)
+void ReferenceOps::batchNormForwardInferenceImpl(const BatchNormDesc& d, const Tensor& x,
+                                                 const Tensor& gamma, const Tensor& beta,
+                                                 const Tensor& runningMean,
+                                                 const Tensor& runningVar, Tensor& y)
 {
-    requireFloat(x, "batch norm x");
     const DType dt = x.dtype();
-    requireSameFloat(gamma, dt, "batch norm gamma");
-    requireSameFloat(beta, dt, "batch norm beta");
-    requireSameFloat(runningMean, dt, "batch norm running mean");
-    requireSameFloat(runningVar, dt, "batch norm running variance");
-    checks::batchNormForward(d, x, gamma, beta, runningMean, runningVar, false);
     Tensor::ensure(y, d.shape, dt);
     byDType(dt, [&](auto tag) {
         using T = decltype(tag);
@@ -100,18 +88,12 @@ void ReferenceOps::batchNormForwardInference(const BatchNormDesc& d, const Tenso
     });
 }
 
-void ReferenceOps::batchNormBackward(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
-                                     const Tensor& gamma, const Tensor& saveMean,
-                                     const Tensor& saveVar, Tensor& dx, Tensor& dgamma,
-                                     Tensor& dbeta)
+void ReferenceOps::batchNormBackwardImpl(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
+                                         const Tensor& gamma, const Tensor& saveMean,
+                                         const Tensor& saveVar, Tensor& dx, Tensor& dgamma,
+                                         Tensor& dbeta)
 {
-    requireFloat(x, "batch norm x");
     const DType dt = x.dtype();
-    requireSameFloat(dy, dt, "batch norm dy");
-    requireSameFloat(gamma, dt, "batch norm gamma");
-    requireSameFloat(saveMean, dt, "batch norm saved mean");
-    requireSameFloat(saveVar, dt, "batch norm saved variance");
-    checks::batchNormBackward(d, x, dy, gamma, saveMean, saveVar);
     const std::int64_t rows = d.rows(), c = d.channels();
     const Tensor dyIn = dy; // keeps dy's bytes should dx be the same tensor object
     Tensor::ensure(dx, d.shape, dt);

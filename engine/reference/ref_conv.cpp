@@ -116,16 +116,10 @@ void backwardWeights(const Conv2dDesc& d, const Tensor& x, const Tensor& dy, Ten
 
 } // namespace
 
-void ReferenceOps::conv2dForward(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
-                                 const Tensor& b, Tensor& y, Activation act)
+void ReferenceOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
+                                     const Tensor& b, Tensor& y, Activation act)
 {
-    requireFloat(x, "conv2d x");
-    requireDType(w, x.dtype(), "conv2d w");
-    requireShape(x, d.inputShape(), "conv2d x");
-    requireShape(w, d.weightShape(), "conv2d w");
     if (!b.empty()) {
-        requireDType(b, x.dtype(), "conv2d b");
-        requireShape(b, Shape{d.outChannels}, "conv2d b");
     }
     Tensor::ensure(y, d.outputShape(), x.dtype());
     if (x.dtype() == DType::Float64)
@@ -134,13 +128,9 @@ void ReferenceOps::conv2dForward(const Conv2dDesc& d, const Tensor& x, const Ten
         forward<float>(d, x, w, b, y, act);
 }
 
-void ReferenceOps::conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, const Tensor& w,
-                                      Tensor& dx)
+void ReferenceOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, const Tensor& w,
+                                          Tensor& dx)
 {
-    requireFloat(dy, "conv2d dy");
-    requireDType(w, dy.dtype(), "conv2d w");
-    requireShape(dy, d.outputShape(), "conv2d dy");
-    requireShape(w, d.weightShape(), "conv2d w");
     Tensor::ensure(dx, d.inputShape(), dy.dtype());
     if (dy.dtype() == DType::Float64)
         backwardData<double>(d, dy, w, dx);
@@ -148,13 +138,9 @@ void ReferenceOps::conv2dBackwardData(const Conv2dDesc& d, const Tensor& dy, con
         backwardData<float>(d, dy, w, dx);
 }
 
-void ReferenceOps::conv2dBackwardWeights(const Conv2dDesc& d, const Tensor& x, const Tensor& dy,
-                                         Tensor& dw, Tensor* db)
+void ReferenceOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& dy,
+                                             Tensor& dw, Tensor* db)
 {
-    requireFloat(x, "conv2d x");
-    requireDType(dy, x.dtype(), "conv2d dy");
-    requireShape(x, d.inputShape(), "conv2d x");
-    requireShape(dy, d.outputShape(), "conv2d dy");
     Tensor::ensure(dw, d.weightShape(), x.dtype());
     if (db) Tensor::ensure(*db, Shape{d.outChannels}, x.dtype());
     if (x.dtype() == DType::Float64)

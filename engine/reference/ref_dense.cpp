@@ -1,18 +1,15 @@
 // Fully connected layer: plain triple loops accumulating in double.
 #include <algorithm>
 
-#include "engine/reference/dense_checks.h"
+#include "engine/ops/op_checks.h"
 #include "engine/reference/ref_common.h"
 
 namespace towers::engine::reference {
 
-void ReferenceOps::linearForward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                                 Activation act)
+void ReferenceOps::linearForwardImpl(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                                     Activation act)
 {
-    requireFloat(x, "linear x");
-    requireSameFloat(w, x.dtype(), "linear w");
-    if (!b.empty()) requireSameFloat(b, x.dtype(), "linear b");
-    const auto d = checks::linearForward(x, w, b);
+    const auto d = checks::linearForward(x, w);
     Tensor::ensure(y, {d.n, d.out}, x.dtype());
     byDType(x.dtype(), [&](auto tag) {
         using T = decltype(tag);
@@ -31,10 +28,8 @@ void ReferenceOps::linearForward(const Tensor& x, const Tensor& w, const Tensor&
     });
 }
 
-void ReferenceOps::linearBackwardData(const Tensor& dy, const Tensor& w, Tensor& dx)
+void ReferenceOps::linearBackwardDataImpl(const Tensor& dy, const Tensor& w, Tensor& dx)
 {
-    requireFloat(dy, "linear dy");
-    requireSameFloat(w, dy.dtype(), "linear w");
     const auto d = checks::linearBackwardData(dy, w);
     Tensor::ensure(dx, {d.n, d.in}, dy.dtype());
     byDType(dy.dtype(), [&](auto tag) {
@@ -52,10 +47,9 @@ void ReferenceOps::linearBackwardData(const Tensor& dy, const Tensor& w, Tensor&
     });
 }
 
-void ReferenceOps::linearBackwardWeights(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db)
+void ReferenceOps::linearBackwardWeightsImpl(const Tensor& x, const Tensor& dy, Tensor& dw,
+                                             Tensor* db)
 {
-    requireFloat(x, "linear x");
-    requireSameFloat(dy, x.dtype(), "linear dy");
     const auto d = checks::linearBackwardWeights(x, dy);
     Tensor::ensure(dw, {d.out, d.in}, x.dtype());
     if (db) Tensor::ensure(*db, {d.out}, x.dtype());

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "engine/ops/dropout_mask.h"
-#include "engine/reference/dense_checks.h"
+#include "engine/ops/op_checks.h"
 #include "engine/reference/ref_common.h"
 
 namespace towers::engine::reference {
@@ -38,17 +38,10 @@ template <class T> void moveSecondToLast(const Tensor& x, Tensor& y)
                     py[((i * b + ib) * c + ic) * a + ia] = px[((i * a + ia) * b + ib) * c + ic];
 }
 
-void requireNotAliased(const Tensor& x, const Tensor& y, const char* what)
-{
-    if (!y.empty() && y.raw() == x.raw())
-        throw InvalidArgument(std::string(what) + ": the output must not share the input's memory");
-}
-
 } // namespace
 
-void ReferenceOps::reluForward(const Tensor& x, Tensor& y)
+void ReferenceOps::reluForwardImpl(const Tensor& x, Tensor& y)
 {
-    requireFloat(x, "relu x");
     const Tensor in = x;
     Tensor::ensure(y, in.shape(), in.dtype());
     byDType(in.dtype(), [&](auto tag) {
@@ -59,11 +52,8 @@ void ReferenceOps::reluForward(const Tensor& x, Tensor& y)
     });
 }
 
-void ReferenceOps::reluBackward(const Tensor& y, const Tensor& dy, Tensor& dx)
+void ReferenceOps::reluBackwardImpl(const Tensor& y, const Tensor& dy, Tensor& dx)
 {
-    requireFloat(y, "relu y");
-    requireSameFloat(dy, y.dtype(), "relu dy");
-    checks::requireSameShape(dy, y, "relu dy", "y");
     const Tensor yIn = y, dyIn = dy;
     Tensor::ensure(dx, yIn.shape(), yIn.dtype());
     byDType(yIn.dtype(), [&](auto tag) {
@@ -75,11 +65,8 @@ void ReferenceOps::reluBackward(const Tensor& y, const Tensor& dy, Tensor& dx)
     });
 }
 
-void ReferenceOps::add(const Tensor& a, const Tensor& b, Tensor& y)
+void ReferenceOps::addImpl(const Tensor& a, const Tensor& b, Tensor& y)
 {
-    requireFloat(a, "add a");
-    requireSameFloat(b, a.dtype(), "add b");
-    checks::requireSameShape(b, a, "add b", "a");
     const Tensor aIn = a, bIn = b;
     Tensor::ensure(y, aIn.shape(), aIn.dtype());
     byDType(aIn.dtype(), [&](auto tag) {
@@ -92,11 +79,9 @@ void ReferenceOps::add(const Tensor& a, const Tensor& b, Tensor& y)
     });
 }
 
-void ReferenceOps::dropoutForward(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
-                                  Tensor& mask)
+void ReferenceOps::dropoutForwardImpl(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
+                                      Tensor& mask)
 {
-    requireFloat(x, "dropout x");
-    checks::dropoutRate(rate);
     const Tensor in = x;
     Tensor::ensure(y, in.shape(), in.dtype());
     Tensor::ensure(mask, in.shape(), DType::UInt8);
@@ -115,11 +100,9 @@ void ReferenceOps::dropoutForward(const Tensor& x, double rate, std::uint64_t se
     });
 }
 
-void ReferenceOps::dropoutBackward(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx)
+void ReferenceOps::dropoutBackwardImpl(const Tensor& dy, const Tensor& mask, double rate,
+                                       Tensor& dx)
 {
-    requireFloat(dy, "dropout dy");
-    checks::dropoutRate(rate);
-    checks::dropoutMask(mask, dy);
     const Tensor dyIn = dy, maskIn = mask;
     Tensor::ensure(dx, dyIn.shape(), dyIn.dtype());
     const double scale = 1.0 / (1.0 - rate);
@@ -133,29 +116,22 @@ void ReferenceOps::dropoutBackward(const Tensor& dy, const Tensor& mask, double 
     });
 }
 
-void ReferenceOps::nhwcToNchw(const Tensor& x, Tensor& y)
+void ReferenceOps::nhwcToNchwImpl(const Tensor& x, Tensor& y)
 {
-    requireFloat(x, "nhwcToNchw x");
-    checks::nhwc(x, "nhwcToNchw x");
-    requireNotAliased(x, y, "nhwcToNchw");
     Tensor::ensure(y, {x.dim(0), x.dim(3), x.dim(1), x.dim(2)}, x.dtype());
     byDType(x.dtype(), [&](auto tag) { moveLastToSecond<decltype(tag)>(x, y); });
 }
 
-void ReferenceOps::nchwToNhwc(const Tensor& x, Tensor& y)
+void ReferenceOps::nchwToNhwcImpl(const Tensor& x, Tensor& y)
 {
-    requireFloat(x, "nchwToNhwc x");
-    checks::nhwc(x, "nchwToNhwc x");
-    requireNotAliased(x, y, "nchwToNhwc");
     Tensor::ensure(y, {x.dim(0), x.dim(2), x.dim(3), x.dim(1)}, x.dtype());
     byDType(x.dtype(), [&](auto tag) { moveSecondToLast<decltype(tag)>(x, y); });
 }
 
-double ReferenceOps::softmaxCrossEntropyForward(const Tensor& logits, const Tensor& labels,
-                                                Tensor& probs)
+double ReferenceOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,
+                                                    Tensor& probs)
 {
-    requireFloat(logits, "softmax cross-entropy logits");
-    const std::int64_t k = checks::softmaxLabels(logits, labels, "softmax cross-entropy logits");
+    const std::int64_t k = logits.dim(1);
     const std::int64_t n = logits.dim(0);
     const Tensor in = logits;
     Tensor::ensure(probs, in.shape(), in.dtype());
@@ -179,11 +155,10 @@ double ReferenceOps::softmaxCrossEntropyForward(const Tensor& logits, const Tens
     return n ? loss / static_cast<double>(n) : 0.0;
 }
 
-void ReferenceOps::softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& labels,
-                                               double scale, Tensor& dlogits)
+void ReferenceOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Tensor& labels,
+                                                   double scale, Tensor& dlogits)
 {
-    requireFloat(probs, "softmax cross-entropy probs");
-    const std::int64_t k = checks::softmaxLabels(probs, labels, "softmax cross-entropy probs");
+    const std::int64_t k = probs.dim(1);
     const Tensor in = probs;
     Tensor::ensure(dlogits, in.shape(), in.dtype());
     byDType(in.dtype(), [&](auto tag) {
@@ -198,9 +173,8 @@ void ReferenceOps::softmaxCrossEntropyBackward(const Tensor& probs, const Tensor
     });
 }
 
-double ReferenceOps::sumSquares(const Tensor& x)
+double ReferenceOps::sumSquaresImpl(const Tensor& x)
 {
-    requireFloat(x, "sumSquares x");
     double s = 0;
     byDType(x.dtype(), [&](auto tag) {
         using T = decltype(tag);
@@ -210,11 +184,8 @@ double ReferenceOps::sumSquares(const Tensor& x)
     return s;
 }
 
-void ReferenceOps::axpy(double alpha, const Tensor& x, Tensor& y)
+void ReferenceOps::axpyImpl(double alpha, const Tensor& x, Tensor& y)
 {
-    requireFloat(x, "axpy x");
-    requireSameFloat(y, x.dtype(), "axpy y");
-    checks::requireSameShape(y, x, "axpy y", "x");
     byDType(x.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* px = x.data<T>();

@@ -81,10 +81,8 @@ template <class T> void backward(const LrnDesc& d, const Tensor& x, const Tensor
 
 } // namespace
 
-void ReferenceOps::lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
+void ReferenceOps::lrnForwardImpl(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
 {
-    requireFloat(x, "lrn x");
-    requireShape(x, d.shape, "lrn x");
     Tensor::ensure(y, d.shape, x.dtype());
     // The workspace keeps s (x's dtype and shape), as a backend with a saved scale would.
     Tensor::ensure(workspace, d.shape, x.dtype());
@@ -94,16 +92,10 @@ void ReferenceOps::lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tens
         forward<float>(d, x, y, workspace);
 }
 
-void ReferenceOps::lrnBackward(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
-                               const Tensor& workspace, Tensor& dx)
+void ReferenceOps::lrnBackwardImpl(const LrnDesc& d, const Tensor& x, const Tensor& /*y*/,
+                                   const Tensor& dy, const Tensor& workspace, Tensor& dx)
 {
-    requireFloat(x, "lrn x");
-    requireDType(y, x.dtype(), "lrn y");
-    requireDType(dy, x.dtype(), "lrn dy");
     requireDType(workspace, x.dtype(), "lrn workspace");
-    requireShape(x, d.shape, "lrn x");
-    requireShape(y, d.shape, "lrn y");
-    requireShape(dy, d.shape, "lrn dy");
     requireShape(workspace, d.shape, "lrn workspace");
     Tensor::ensure(dx, d.shape, x.dtype());
     if (x.dtype() == DType::Float64)

@@ -1,27 +1,14 @@
 // Optimizer updates: plain loops in double, rounded once to the tensor's dtype per stored value.
 #include <cmath>
 
-#include "engine/reference/dense_checks.h"
+#include "engine/ops/op_checks.h"
 #include "engine/reference/ref_common.h"
 
 namespace towers::engine::reference {
 
-namespace {
-
-// The state and gradient must match w in shape and dtype.
-void requireLike(const Tensor& t, const Tensor& w, const char* what)
+void ReferenceOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor& buf,
+                                      Tensor& w)
 {
-    requireSameFloat(t, w.dtype(), what);
-    checks::requireSameShape(t, w, what, "the parameter");
-}
-
-} // namespace
-
-void ReferenceOps::momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w)
-{
-    requireFloat(w, "momentumUpdate w");
-    requireLike(g, w, "momentumUpdate gradient");
-    requireLike(buf, w, "momentumUpdate momentum buffer");
     byDType(w.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* pg = g.data<T>();
@@ -37,12 +24,9 @@ void ReferenceOps::momentumUpdate(const MomentumStep& s, const Tensor& g, Tensor
     });
 }
 
-void ReferenceOps::adamUpdate(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
+void ReferenceOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v,
+                                  Tensor& w)
 {
-    requireFloat(w, "adamUpdate w");
-    requireLike(g, w, "adamUpdate gradient");
-    requireLike(m, w, "adamUpdate first moment");
-    requireLike(v, w, "adamUpdate second moment");
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
     const double bc1 = 1.0 - std::pow(s.beta1, double(s.step));
     const double bc2Sqrt = std::sqrt(1.0 - std::pow(s.beta2, double(s.step)));

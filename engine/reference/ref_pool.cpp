@@ -61,11 +61,9 @@ template <class T> void backward(const Tensor& dy, const Tensor& argmax, Tensor&
 
 } // namespace
 
-void ReferenceOps::maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& y,
-                                  Tensor& workspace)
+void ReferenceOps::maxPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor& y,
+                                      Tensor& workspace)
 {
-    requireFloat(x, "max pool x");
-    requireShape(x, d.inputShape(), "max pool x");
     if (x.numel() > std::numeric_limits<std::int32_t>::max())
         throw Unsupported("reference max pool: input too large for int32 indices");
     Tensor::ensure(y, d.outputShape(), x.dtype());
@@ -76,15 +74,9 @@ void ReferenceOps::maxPoolForward(const Pool2dDesc& d, const Tensor& x, Tensor& 
         forward<float>(d.win, x, y, workspace);
 }
 
-void ReferenceOps::maxPoolBackward(const Pool2dDesc& d, const Tensor& x, const Tensor& y,
-                                   const Tensor& dy, const Tensor& workspace, Tensor& dx)
+void ReferenceOps::maxPoolBackwardImpl(const Pool2dDesc& d, const Tensor& x, const Tensor& /*y*/,
+                                       const Tensor& dy, const Tensor& workspace, Tensor& dx)
 {
-    requireFloat(x, "max pool x");
-    requireDType(y, x.dtype(), "max pool y");
-    requireDType(dy, x.dtype(), "max pool dy");
-    requireShape(x, d.inputShape(), "max pool x");
-    requireShape(y, d.outputShape(), "max pool y");
-    requireShape(dy, d.outputShape(), "max pool dy");
     requireDType(workspace, DType::Int32, "max pool workspace");
     requireShape(workspace, d.outputShape(), "max pool workspace");
     Tensor::ensure(dx, d.inputShape(), x.dtype());

@@ -9,6 +9,7 @@
 #include "engine/cpu/onednn_ops.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
+#include "engine/ops/backends.h"
 #include "engine/train/host_communicator.h"
 #include "engine/train/tower_thread.h"
 
@@ -105,12 +106,11 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
     if (m_opt.threadsPerTower < 1)
         throw InvalidArgument("threadsPerTower: must be at least 1, got " +
                               std::to_string(m_opt.threadsPerTower));
-    if (m_opt.backend != "onednn" && m_opt.backend != "reference" && m_opt.backend != "cuda")
-        throw UnknownName("unknown backend '" + m_opt.backend +
-                          "' (known: onednn, reference, cuda)");
+    requireBackendName(m_opt.backend);
+    const bool host = isHostBackend(m_opt.backend);
     GpuBackend* gpu = nullptr;
     std::vector<int> gpuOf;
-    if (m_opt.backend == "cuda" && !m_opt.makeOps) {
+    if (!host && !m_opt.makeOps) {
         std::string why;
         gpu = cudaBackend(&why);
         if (!gpu) throw Unsupported("GPU towers: " + why);
@@ -165,13 +165,10 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
         Tower& tw = *m_towers[std::size_t(t)];
         if (m_opt.makeOps) {
             tw.ops = m_opt.makeOps(t);
-        } else if (gpu) {
-            tw.ops = gpu->makeOps(gpuOf[std::size_t(t)], GpuOpsOptions{m_opt.allowTf32});
-        } else if (m_opt.backend == "onednn") {
-            cpu::setCpuThreads(m_opt.threadsPerTower); // this thread's OpenMP team, for life
-            tw.ops = cpu::makeOneDnnOps();
         } else {
-            tw.ops = makeReferenceOps();
+            if (host) cpu::setCpuThreads(m_opt.threadsPerTower); // this thread's team, for life
+            tw.ops =
+                makeBackendOps(m_opt.backend, {gpu ? gpuOf[std::size_t(t)] : 0, m_opt.allowTf32});
         }
         tw.device = tw.ops->device();
         tw.model = build();

@@ -12,6 +12,7 @@
 
 #include "engine/errors.h"
 #include "engine/models/registry.h"
+#include "engine/ops/backends.h"
 
 namespace towers::engine {
 
@@ -64,9 +65,9 @@ void TrainConfig::validate() const
     } catch (const UnknownName& e) {
         fail("model", e.what());
     }
-    if (backend != "onednn" && backend != "reference" && backend != "cuda")
-        fail("backend", "must be onednn, reference or cuda, got '" + backend + "'");
-    if (!gpus.empty() && backend != "cuda")
+    if (!isBackendName(backend))
+        fail("backend", "must be " + backendNamesText(" or ") + ", got '" + backend + "'");
+    if (!gpus.empty() && isHostBackend(backend))
         fail("gpus", "only for the cuda backend, not " + backend);
     if (allreduce != "auto" && allreduce != "host")
         fail("allreduce", "must be auto or host, got '" + allreduce + "'");
@@ -129,7 +130,7 @@ int TrainConfig::maxComputeThreads()
 
 void TrainConfig::checkThreadBudget() const
 {
-    if (backend == "cuda") return; // a GPU tower is one host thread
+    if (!isHostBackend(backend)) return; // a GPU tower is one host thread
     const long total = long(towers) * long(resolvedThreadsPerTower());
     const int limit = maxComputeThreads();
     if (total > limit)

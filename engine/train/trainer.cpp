@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/ops/backends.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/tensorboard_writer.h"
 
@@ -491,7 +492,7 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         log("training " + m_config.model + " on " + std::to_string(towers) + " tower(s) x " +
             std::to_string(m_config.batchPerTower) + " examples (global batch " +
             std::to_string(global) + "), " +
-            (m_config.backend == "cuda"
+            (!isHostBackend(m_config.backend)
                  ? std::string("on GPUs")
                  : std::to_string(m_towers->options().threadsPerTower) + " thread(s) per tower") +
             ", gradients averaged " + m_towers->allReduceDescription() + ", steps " +

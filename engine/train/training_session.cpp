@@ -1,5 +1,6 @@
 #include "engine/train/training_session.h"
 
+#include "engine/ops/backends.h"
 #include "engine/train/recipe.h"
 #include "engine/train/run_lock.h"
 
@@ -78,7 +79,7 @@ void TrainingSession::build(TrainerObserver* observer)
     lo.seed = c.seed;
     lo.augment = c.augmentation != "none";
     lo.workers = m_options.loaderWorkers;
-    lo.pinned = c.backend == "cuda";
+    lo.pinned = !isHostBackend(c.backend);
     m_loader = std::make_unique<BatchLoader>(m_dataset->train, m_recipe, lo);
 
     DataDescription data{m_dataset->classNames, m_recipe.toJson()};

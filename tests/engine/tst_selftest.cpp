@@ -15,10 +15,10 @@ namespace {
 // The reference backend with one wrong op: LRN's first output is 1% too large.
 class FaultyLrnOps : public reference::ReferenceOps
 {
-public:
-    void lrnForward(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace) override
+protected:
+    void lrnForwardImpl(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace) override
     {
-        ReferenceOps::lrnForward(d, x, y, workspace);
+        ReferenceOps::lrnForwardImpl(d, x, y, workspace);
         for (std::int64_t i = 0; i < y.numel(); i += 97) y.setAt(i, y.at(i) * 1.01);
     }
 };

@@ -1,0 +1,234 @@
+#pragma once
+// The ops, written once. Every op of the Ops interface (ops.h) is one entry here: its name, its
+// result, its parameters and the way it passes them on. From this list come, without anything
+// written twice:
+//  * the public, non-virtual entries of Ops (which check the arguments, ops.cpp) and the
+//    protected virtual `<op>Impl` a backend overrides;
+//  * the `Op` enum and opName(), with which a backend says which ops it implements (supports());
+//  * each backend's override declarations (TOWERS_OP_OVERRIDE over the backend's own list);
+//  * the staging adapter (staged_ops.cpp), which runs any op through another device.
+//
+// Adding an op: an entry below (and its name in TOWERS_SINGLE_OPS or TOWERS_COMPOSITE_OPS), its
+// argument checks in ops.cpp, its implementation in the backends that run it, and its cases in
+// engine/selftest/op_cases.cpp; docs/extending.md walks through it.
+//
+// Conventions for every op:
+//  * image activations are NHWC; convolution weights OIHW; linear weights [out, in];
+//  * outputs are resized with Tensor::ensure when their shape or dtype does not fit, so callers may
+//    pass empty tensors and reuse them across steps;
+//  * parameter gradients are overwritten, not accumulated;
+//  * the public entry checks shapes, dtypes and devices before the backend sees the call: a shape
+//    that does not fit throws ShapeError naming the argument, a wrong dtype or device
+//    InvalidArgument, a dtype the backend cannot run Unsupported.
+#include <bitset>
+#include <initializer_list>
+
+// --- convolution: x [N,H,W,C], w [O,C,KH,KW], b [O] or empty, y [N,OH,OW,O] ---
+#define TOWERS_OP_conv2dForward(M)                                                                 \
+    M(conv2dForward, void,                                                                         \
+      (const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,          \
+       Activation act),                                                                            \
+      (d, x, w, b, y, act))
+#define TOWERS_OP_conv2dBackwardData(M)                                                            \
+    M(conv2dBackwardData, void,                                                                    \
+      (const Conv2dDesc& d, const Tensor& dy, const Tensor& w, Tensor& dx), (d, dy, w, dx))
+// db (bias gradient) is computed when db is not null.
+#define TOWERS_OP_conv2dBackwardWeights(M)                                                         \
+    M(conv2dBackwardWeights, void,                                                                 \
+      (const Conv2dDesc& d, const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db),            \
+      (d, x, dy, dw, db))
+
+// --- convolution as a training layer runs it: one forward, one fused backward ---
+// conv2dForward that may also leave backend-private state in `saved` (opaque UInt8 bytes the
+// caller keeps until conv2dBackward, like a pooling workspace): a backend may keep the input or
+// the weights there in the layouts its backward wants, so that they are not rearranged twice. The
+// default calls conv2dForward and leaves `saved` empty.
+#define TOWERS_OP_conv2dForwardTraining(M)                                                         \
+    M(conv2dForwardTraining, void,                                                                 \
+      (const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,          \
+       Activation act, Tensor& saved),                                                             \
+      (d, x, w, b, y, act, saved))
+// The whole backward of a convolution and its fused activation. With g = dy where y > 0 for ReLU
+// (dy itself for None): dw and, when not null, db from x and g; dx, when not null, from g and w.
+// x, w, y and act are those of the forward, unchanged since, and db is given when the forward had
+// a bias; `saved` is what that conv2dForwardTraining left (InvalidArgument if it is not), or an
+// empty tensor (after a plain conv2dForward, say). The default composes reluBackward,
+// conv2dBackwardWeights and conv2dBackwardData.
+#define TOWERS_OP_conv2dBackward(M)                                                                \
+    M(conv2dBackward, void,                                                                        \
+      (const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy,   \
+       Activation act, const Tensor& saved, Tensor* dx, Tensor& dw, Tensor* db),                   \
+      (d, x, w, y, dy, act, saved, dx, dw, db))
+
+// --- max pooling; `workspace` is backend-private state from forward for backward ---
+#define TOWERS_OP_maxPoolForward(M)                                                                \
+    M(maxPoolForward, void, (const Pool2dDesc& d, const Tensor& x, Tensor& y, Tensor& workspace),  \
+      (d, x, y, workspace))
+#define TOWERS_OP_maxPoolBackward(M)                                                               \
+    M(maxPoolBackward, void,                                                                       \
+      (const Pool2dDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,                    \
+       const Tensor& workspace, Tensor& dx),                                                       \
+      (d, x, y, dy, workspace, dx))
+
+// --- local response normalisation (TensorFlow semantics, see LrnDesc) ---
+#define TOWERS_OP_lrnForward(M)                                                                    \
+    M(lrnForward, void, (const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace),         \
+      (d, x, y, workspace))
+#define TOWERS_OP_lrnBackward(M)                                                                   \
+    M(lrnBackward, void,                                                                           \
+      (const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,                       \
+       const Tensor& workspace, Tensor& dx),                                                       \
+      (d, x, y, dy, workspace, dx))
+
+// --- fully connected: x [N,In], w [Out,In], b [Out] or empty, y [N,Out] ---
+#define TOWERS_OP_linearForward(M)                                                                 \
+    M(linearForward, void,                                                                         \
+      (const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, Activation act),              \
+      (x, w, b, y, act))
+#define TOWERS_OP_linearBackwardData(M)                                                            \
+    M(linearBackwardData, void, (const Tensor& dy, const Tensor& w, Tensor& dx), (dy, w, dx))
+#define TOWERS_OP_linearBackwardWeights(M)                                                         \
+    M(linearBackwardWeights, void, (const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db),    \
+      (x, dy, dw, db))
+// The whole backward of linearForward(x, w, b, y, act), as conv2dBackward: g = dy through the
+// activation, dw and db (when not null) from x and g, dx (when not null) from g and w. The default
+// composes reluBackward, linearBackwardWeights and linearBackwardData.
+#define TOWERS_OP_linearBackward(M)                                                                \
+    M(linearBackward, void,                                                                        \
+      (const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& dy, Activation act,        \
+       Tensor* dx, Tensor& dw, Tensor* db),                                                        \
+      (x, w, y, dy, act, dx, dw, db))
+
+// --- element-wise ---
+#define TOWERS_OP_reluForward(M) M(reluForward, void, (const Tensor& x, Tensor& y), (x, y))
+// dx = dy where y > 0, else 0. dx may be the same tensor as dy.
+#define TOWERS_OP_reluBackward(M)                                                                  \
+    M(reluBackward, void, (const Tensor& y, const Tensor& dy, Tensor& dx), (y, dy, dx))
+// y = a + b (same shapes); y may be a or b.
+#define TOWERS_OP_add(M) M(add, void, (const Tensor& a, const Tensor& b, Tensor& y), (a, b, y))
+// Inverted dropout: element i is kept when dropoutKeeps(seed, i, rate) (ops/dropout_mask.h), kept
+// values are scaled by 1 / (1 - rate). mask: UInt8 0/1 of x's shape.
+#define TOWERS_OP_dropoutForward(M)                                                                \
+    M(dropoutForward, void,                                                                        \
+      (const Tensor& x, double rate, std::uint64_t seed, Tensor& y, Tensor& mask),                 \
+      (x, rate, seed, y, mask))
+#define TOWERS_OP_dropoutBackward(M)                                                               \
+    M(dropoutBackward, void, (const Tensor& dy, const Tensor& mask, double rate, Tensor& dx),      \
+      (dy, mask, rate, dx))
+
+// --- batch normalisation over the channel (last) dimension ---
+// Training: normalises with the batch statistics, saves the batch mean and biased variance for
+// backward, and updates the running statistics with the unbiased variance (as PyTorch).
+#define TOWERS_OP_batchNormForwardTraining(M)                                                      \
+    M(batchNormForwardTraining, void,                                                              \
+      (const BatchNormDesc& d, const Tensor& x, const Tensor& gamma, const Tensor& beta,           \
+       Tensor& y, Tensor& runningMean, Tensor& runningVar, Tensor& saveMean, Tensor& saveVar),     \
+      (d, x, gamma, beta, y, runningMean, runningVar, saveMean, saveVar))
+#define TOWERS_OP_batchNormForwardInference(M)                                                     \
+    M(batchNormForwardInference, void,                                                             \
+      (const BatchNormDesc& d, const Tensor& x, const Tensor& gamma, const Tensor& beta,           \
+       const Tensor& runningMean, const Tensor& runningVar, Tensor& y),                            \
+      (d, x, gamma, beta, runningMean, runningVar, y))
+#define TOWERS_OP_batchNormBackward(M)                                                             \
+    M(batchNormBackward, void,                                                                     \
+      (const BatchNormDesc& d, const Tensor& x, const Tensor& dy, const Tensor& gamma,             \
+       const Tensor& saveMean, const Tensor& saveVar, Tensor& dx, Tensor& dgamma, Tensor& dbeta),  \
+      (d, x, dy, gamma, saveMean, saveVar, dx, dgamma, dbeta))
+
+// --- layout: [N,H,W,C] <-> [N,C,H,W] (flatten in PyTorch's C,H,W order); y must not be x ---
+#define TOWERS_OP_nhwcToNchw(M) M(nhwcToNchw, void, (const Tensor& x, Tensor& y), (x, y))
+#define TOWERS_OP_nchwToNhwc(M) M(nchwToNhwc, void, (const Tensor& x, Tensor& y), (x, y))
+
+// --- loss: logits [N,K], labels Int32 [N] in [0, K) (else InvalidArgument naming the row) ---
+// Returns the mean cross-entropy over the batch; probs gets the softmax.
+#define TOWERS_OP_softmaxCrossEntropyForward(M)                                                    \
+    M(softmaxCrossEntropyForward, double,                                                          \
+      (const Tensor& logits, const Tensor& labels, Tensor& probs), (logits, labels, probs))
+// dlogits = (probs - onehot(labels)) * scale.
+#define TOWERS_OP_softmaxCrossEntropyBackward(M)                                                   \
+    M(softmaxCrossEntropyBackward, void,                                                           \
+      (const Tensor& probs, const Tensor& labels, double scale, Tensor& dlogits),                  \
+      (probs, labels, scale, dlogits))
+
+// --- reductions and updates on whole tensors (weight decay, SGD) ---
+#define TOWERS_OP_sumSquares(M) M(sumSquares, double, (const Tensor& x), (x))
+// y += alpha * x
+#define TOWERS_OP_axpy(M) M(axpy, void, (double alpha, const Tensor& x, Tensor& y), (alpha, x, y))
+
+// --- optimizer updates of one parameter w from its gradient g (see MomentumStep, AdamStep); the
+// state tensors (buf; m, v) have w's shape and dtype and are updated in place ---
+#define TOWERS_OP_momentumUpdate(M)                                                                \
+    M(momentumUpdate, void, (const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w),      \
+      (s, g, buf, w))
+#define TOWERS_OP_adamUpdate(M)                                                                    \
+    M(adamUpdate, void, (const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w),     \
+      (s, g, m, v, w))
+
+// The ops every backend implements or leaves out, X(name) each, in the order of the Op enum.
+#define TOWERS_SINGLE_OPS(X)                                                                       \
+    X(conv2dForward)                                                                               \
+    X(conv2dBackwardData)                                                                          \
+    X(conv2dBackwardWeights)                                                                       \
+    X(maxPoolForward)                                                                              \
+    X(maxPoolBackward)                                                                             \
+    X(lrnForward)                                                                                  \
+    X(lrnBackward)                                                                                 \
+    X(linearForward)                                                                               \
+    X(linearBackwardData)                                                                          \
+    X(linearBackwardWeights)                                                                       \
+    X(reluForward)                                                                                 \
+    X(reluBackward)                                                                                \
+    X(add)                                                                                         \
+    X(dropoutForward)                                                                              \
+    X(dropoutBackward)                                                                             \
+    X(batchNormForwardTraining)                                                                    \
+    X(batchNormForwardInference)                                                                   \
+    X(batchNormBackward)                                                                           \
+    X(nhwcToNchw)                                                                                  \
+    X(nchwToNhwc)                                                                                  \
+    X(softmaxCrossEntropyForward)                                                                  \
+    X(softmaxCrossEntropyBackward)                                                                 \
+    X(sumSquares)                                                                                  \
+    X(axpy)                                                                                        \
+    X(momentumUpdate)                                                                              \
+    X(adamUpdate)
+// The ops whose default composes single ops (ops.cpp): a backend overrides them only to fuse.
+#define TOWERS_COMPOSITE_OPS(X)                                                                    \
+    X(conv2dForwardTraining)                                                                       \
+    X(conv2dBackward)                                                                              \
+    X(linearBackward)
+#define TOWERS_OPS(X) TOWERS_SINGLE_OPS(X) TOWERS_COMPOSITE_OPS(X)
+
+// --- the generators ---
+#define TOWERS_OP_UNPAREN(...) __VA_ARGS__
+// A backend's declaration of its implementation of op `n`, in its class body:
+//   TOWERS_MY_BACKEND_OPS(TOWERS_OP_OVERRIDE)
+#define TOWERS_OP_OVERRIDE(n) TOWERS_OP_##n(TOWERS_OP_OVERRIDE_DECL)
+#define TOWERS_OP_OVERRIDE_DECL(n, R, P, A) R n##Impl P override;
+// The Op values of a list: Ops(opSet({TOWERS_MY_BACKEND_OPS(TOWERS_OP_ID)})).
+#define TOWERS_OP_ID(n) ::towers::engine::Op::n,
+
+namespace towers::engine {
+
+enum class Op
+{
+#define TOWERS_OP_ENUM(n) n,
+    TOWERS_OPS(TOWERS_OP_ENUM)
+#undef TOWERS_OP_ENUM
+};
+
+#define TOWERS_OP_COUNT(n) +1
+inline constexpr int kOpCount = 0 TOWERS_OPS(TOWERS_OP_COUNT);
+#undef TOWERS_OP_COUNT
+
+// "conv2dForward", ...
+const char* opName(Op op);
+// True for the ops whose default composes others (TOWERS_COMPOSITE_OPS).
+bool isComposite(Op op);
+
+using OpSet = std::bitset<kOpCount>;
+OpSet opSet(std::initializer_list<Op> ops);
+// Every op.
+OpSet allOps();
+
+} // namespace towers::engine
