@@ -29,9 +29,36 @@ inline float* floats(Tensor& t)
     return static_cast<float*>(t.raw());
 }
 
-// The ops the CUDA backend implements: every single op (cuDNN, cuBLAS and its own kernels); the
-// composite ops are the base class's compositions.
-#define TOWERS_CUDA_OPS(X) TOWERS_SINGLE_OPS(X)
+// The ops the CUDA backend implements (cuDNN, cuBLAS and its own kernels), named one by one so
+// that an op new to op_list.h runs staged through oneDNN until it is added here; the composite
+// ops are the base class's compositions.
+#define TOWERS_CUDA_OPS(X)                                                                         \
+    X(conv2dForward)                                                                               \
+    X(conv2dBackwardData)                                                                          \
+    X(conv2dBackwardWeights)                                                                       \
+    X(maxPoolForward)                                                                              \
+    X(maxPoolBackward)                                                                             \
+    X(lrnForward)                                                                                  \
+    X(lrnBackward)                                                                                 \
+    X(linearForward)                                                                               \
+    X(linearBackwardData)                                                                          \
+    X(linearBackwardWeights)                                                                       \
+    X(reluForward)                                                                                 \
+    X(reluBackward)                                                                                \
+    X(add)                                                                                         \
+    X(dropoutForward)                                                                              \
+    X(dropoutBackward)                                                                             \
+    X(batchNormForwardTraining)                                                                    \
+    X(batchNormForwardInference)                                                                   \
+    X(batchNormBackward)                                                                           \
+    X(nhwcToNchw)                                                                                  \
+    X(nchwToNhwc)                                                                                  \
+    X(softmaxCrossEntropyForward)                                                                  \
+    X(softmaxCrossEntropyBackward)                                                                 \
+    X(sumSquares)                                                                                  \
+    X(axpy)                                                                                        \
+    X(momentumUpdate)                                                                              \
+    X(adamUpdate)
 
 class CudaOps final : public Ops
 {
