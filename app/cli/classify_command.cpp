@@ -32,7 +32,8 @@ int runClassify(const QStringList& args, CommandIo& io)
          QStringLiteral("k"), QStringLiteral("5")},
         {QStringLiteral("no-ema"),
          QStringLiteral("Use the raw weights, not their moving averages.")},
-        {QStringLiteral("json"), QStringLiteral("Print JSON.")},
+        {QStringLiteral("json"),
+         QStringLiteral("Print JSON: each image's top classes and all its logits.")},
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code)) return code;
@@ -62,7 +63,9 @@ int runClassify(const QStringList& args, CommandIo& io)
             throw engine::IoError(f.toStdString() + ": " + e.what());
         }
     }
-    const auto probs = classifier.probabilities(images);
+    const auto logits = classifier.logits(images);
+    std::vector<std::vector<double>> probs;
+    for (const auto& l : logits) probs.push_back(engine::Classifier::softmax(l));
     const auto& names = classifier.classNames();
     const bool json = p.isSet(QStringLiteral("json"));
     QJsonArray results;
@@ -75,8 +78,12 @@ int runClassify(const QStringList& args, CommandIo& io)
                     {QStringLiteral("label"), s.label},
                     {QStringLiteral("class"), QString::fromStdString(names[std::size_t(s.label)])},
                     {QStringLiteral("probability"), s.probability}});
-            results.append(
-                QJsonObject{{QStringLiteral("image"), files[i]}, {QStringLiteral("top"), classes}});
+            // Every class's logit, in label order (what an ONNX export's "logits" output gives).
+            QJsonArray all;
+            for (double v : logits[std::size_t(i)]) all.append(v);
+            results.append(QJsonObject{{QStringLiteral("image"), files[i]},
+                                       {QStringLiteral("top"), classes},
+                                       {QStringLiteral("logits"), all}});
             continue;
         }
         io.out << files[i] << "\n";

@@ -60,7 +60,7 @@ int Classifier::numClasses() const
     return m_model->numClasses();
 }
 
-std::vector<std::vector<double>> Classifier::probabilities(const ImageSet& images)
+std::vector<std::vector<double>> Classifier::logits(const ImageSet& images)
 {
     if (images.count > 0 && images.imageShape() != m_source)
         throw ShapeError("classifier: images must be " + m_source.str() + ", got " +
@@ -75,15 +75,28 @@ std::vector<std::vector<double>> Classifier::probabilities(const ImageSet& image
         const Tensor& logits = m_model->forward(ctx, x);
         const std::int64_t k = logits.dim(1);
         for (std::int64_t i = 0; i < end - begin; ++i) {
-            std::vector<double> p(static_cast<std::size_t>(k));
-            double top = -INFINITY, sum = 0;
-            for (std::int64_t j = 0; j < k; ++j) top = std::max(top, logits.at(i * k + j));
-            for (std::int64_t j = 0; j < k; ++j)
-                sum += p[std::size_t(j)] = std::exp(logits.at(i * k + j) - top);
-            for (auto& v : p) v /= sum;
-            out.push_back(std::move(p));
+            std::vector<double> row(static_cast<std::size_t>(k));
+            for (std::int64_t j = 0; j < k; ++j) row[std::size_t(j)] = logits.at(i * k + j);
+            out.push_back(std::move(row));
         }
     }
+    return out;
+}
+
+std::vector<double> Classifier::softmax(const std::vector<double>& logits)
+{
+    std::vector<double> p(logits.size());
+    double top = -INFINITY, sum = 0;
+    for (double v : logits) top = std::max(top, v);
+    for (std::size_t j = 0; j < logits.size(); ++j) sum += p[j] = std::exp(logits[j] - top);
+    for (auto& v : p) v /= sum;
+    return p;
+}
+
+std::vector<std::vector<double>> Classifier::probabilities(const ImageSet& images)
+{
+    std::vector<std::vector<double>> out = logits(images);
+    for (auto& row : out) row = softmax(row);
     return out;
 }
 

@@ -41,6 +41,10 @@ public:
     // Class probabilities (softmax of the logits) of every image of `images` (8-bit HWC of
     // sourceShape(); labels are ignored), in the evaluation form of the checkpoint's recipe.
     std::vector<std::vector<double>> probabilities(const ImageSet& images);
+    // The logits (the model's outputs, before the softmax) of every image of `images`, as above.
+    std::vector<std::vector<double>> logits(const ImageSet& images);
+    // The softmax of one image's logits (what probabilities() gives for it).
+    static std::vector<double> softmax(const std::vector<double>& logits);
     // The k most probable classes, most probable first.
     static std::vector<ClassScore> topK(const std::vector<double>& probabilities, int k);
 

@@ -1,4 +1,5 @@
-"""Runs exported ONNX models in onnxruntime, for tests/app/tst_onnx_export.cpp.
+"""Runs exported ONNX models in onnxruntime, for tests/app/tst_onnx_export.cpp (and for
+check_classify.py beside it, which imports run() and preprocess()).
 
 usage: run_onnx.py MANIFEST.json
 

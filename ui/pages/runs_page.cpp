@@ -11,7 +11,6 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
-#include <QMenu>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSplitter>
@@ -23,6 +22,7 @@
 #include "app/settings/app_settings.h"
 #include "ui/models/checkpoint_list_model.h"
 #include "ui/models/run_list_model.h"
+#include "ui/pages/runs_page_export_dialog.h"
 #include "ui/plots/plot_widget.h"
 
 namespace towers::ui {
@@ -95,16 +95,11 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     m_openFolder =
         new QPushButton(style()->standardIcon(QStyle::SP_DirOpenIcon), tr("Open &folder"), details);
     m_exportOnnx = new QPushButton(tr("E&xport ONNX…"), details);
-    auto* exportMenu = new QMenu(m_exportOnnx);
-    exportMenu->addAction(tr("NHWC input (as Towers feeds the model)…"), this,
-                          [this] { chooseExportFile(engine::OnnxLayout::Nhwc); });
-    exportMenu->addAction(tr("NCHW input…"), this,
-                          [this] { chooseExportFile(engine::OnnxLayout::Nchw); });
-    m_exportOnnx->setMenu(exportMenu);
     m_exportOnnx->setToolTip(
         tr("Writes the checkpoint's model as an ONNX file for onnxruntime and other "
-           "tools: inference form, moving-average weights when it has them, the "
-           "preprocessing and class names in its metadata"));
+           "tools: inference form, moving-average weights when it has them (or the raw "
+           "ones), NHWC or NCHW input, an opset to choose, the preprocessing and class "
+           "names in its metadata"));
     m_exportStatus = new QLabel(details);
     m_exportStatus->setWordWrap(true);
     m_exportStatus->setTextFormat(Qt::PlainText);
@@ -153,6 +148,7 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     connect(m_checkpointTable, &QTableView::doubleClicked, this, [this] {
         if (!selectedCheckpoint().isEmpty()) emit classifyRequested(selectedCheckpoint());
     });
+    connect(m_exportOnnx, &QPushButton::clicked, this, &RunsPage::openExportDialog);
     connect(m_openFolder, &QPushButton::clicked, this, [this] {
         if (!selectedRun().isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(selectedRun()));
     });
@@ -278,24 +274,22 @@ void RunsPage::updateButtons()
     m_openFolder->setEnabled(r != nullptr);
 }
 
-void RunsPage::chooseExportFile(engine::OnnxLayout layout)
+ExportOnnxDialog* RunsPage::openExportDialog()
 {
     const QString checkpoint = selectedCheckpoint();
-    if (checkpoint.isEmpty()) return;
-    const QString suggested =
-        QString::fromStdString(engine::defaultOnnxPath(checkpoint.toStdString()).string());
-    const QString output = QFileDialog::getSaveFileName(this, tr("Export ONNX"), suggested,
-                                                        tr("ONNX models (*.onnx)"));
-    // The dialog has asked before choosing an existing file.
-    if (!output.isEmpty()) exportCheckpoint(checkpoint, output, layout, true);
+    if (checkpoint.isEmpty() || m_export.isRunning()) return nullptr;
+    auto* dialog = new ExportOnnxDialog(checkpoint, checkpointHasEma(checkpoint), this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    connect(dialog, &QDialog::accepted, this, [this, dialog] {
+        exportCheckpoint(dialog->checkpoint(), dialog->output(), dialog->options());
+    });
+    dialog->open();
+    return dialog;
 }
 
 void RunsPage::exportCheckpoint(const QString& checkpoint, const QString& output,
-                                engine::OnnxLayout layout, bool overwrite)
+                                const engine::OnnxExportOptions& options)
 {
-    engine::OnnxExportOptions options;
-    options.layout = layout;
-    options.overwrite = overwrite;
     const std::filesystem::path from = checkpoint.toStdString(), to = output.toStdString();
     m_exportStatus->setText(
         tr("Exporting %1 to %2…").arg(QFileInfo(checkpoint).fileName(), output));

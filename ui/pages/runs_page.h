@@ -23,6 +23,7 @@ class AppSettings;
 namespace towers::ui {
 
 class CheckpointListModel;
+class ExportOnnxDialog;
 class PlotWidget;
 class RunListModel;
 
@@ -45,10 +46,14 @@ public:
     bool isBusy() const { return m_scan.isRunning(); }
     // Resuming is not possible while another run trains.
     void setResumeAllowed(bool allowed);
-    // Writes `checkpoint` as the ONNX file `output` in the background (replacing an existing file
-    // only with `overwrite`); exported() or errorOccurred() follows.
+    // Writes `checkpoint` as the ONNX file `output` in the background, as `towers-cli export`
+    // with `options` (an existing file is replaced only with options.overwrite); exported() or
+    // errorOccurred() follows.
     void exportCheckpoint(const QString& checkpoint, const QString& output,
-                          engine::OnnxLayout layout, bool overwrite);
+                          const engine::OnnxExportOptions& options);
+    // "Export ONNX…": opens, window-modal, the dialog of the export's choices for the selected
+    // checkpoint (nullptr when there is none or an export is running); accepted, it exports.
+    ExportOnnxDialog* openExportDialog();
     bool isExporting() const { return m_export.isRunning(); }
     PlotWidget* lossPlot() const { return m_lossPlot; }
     PlotWidget* accuracyPlot() const { return m_accuracyPlot; }
@@ -70,8 +75,6 @@ private:
     void onScanned(const app::JobResult<std::vector<app::RunSummary>>& r);
     void showSelected();
     void updateButtons();
-    // Asks for the file (the dialog confirms replacing one) and exports the selected checkpoint.
-    void chooseExportFile(engine::OnnxLayout layout);
 
     app::AppSettings& m_settings;
     app::LatestJob<std::vector<app::RunSummary>> m_scan{this};
