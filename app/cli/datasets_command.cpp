@@ -23,15 +23,30 @@ bool searchPathOption(const QCommandLineParser& parser, CommandIo& io,
     return true;
 }
 
+namespace {
+
+// "cifar10, cifar100, mnist, fashion-mnist": the dataset table's names, each followed by `suffix`.
+QString knownDatasetList(const QString& suffix)
+{
+    QStringList names;
+    for (const std::string& n : engine::knownDatasets())
+        names << QString::fromStdString(n) + suffix;
+    return names.join(QStringLiteral(", "));
+}
+
+} // namespace
+
 int runDatasets(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;
-    p.setApplicationDescription(QStringLiteral(
-        "Lists the datasets found along the search path: --data-dir first, then $TOWERS_DATA,\n"
-        "the user's data folder ($XDG_DATA_HOME/towers/datasets) and /usr/share/datasets "
-        "(Debian's\n"
-        "dataset-fashion-mnist). Each folder holds one sub-folder per dataset: cifar10, cifar100,\n"
-        "mnist, fashion-mnist. Get the missing ones with 'towers-cli download NAME'."));
+    p.setApplicationDescription(
+        QStringLiteral(
+            "Lists the datasets found along the search path: --data-dir first, then $TOWERS_DATA,\n"
+            "the user's data folder ($XDG_DATA_HOME/towers/datasets) and /usr/share/datasets "
+            "(Debian's\n"
+            "dataset-fashion-mnist). Each folder holds one sub-folder per dataset:\n"
+            "%1. Get the missing ones with 'towers-cli download NAME'.")
+            .arg(knownDatasetList(QString())));
     p.addOptions({
         {QStringLiteral("data-dir"), QStringLiteral("Search this folder first."),
          QStringLiteral("dir")},
@@ -71,7 +86,7 @@ int runDatasets(const QStringList& args, CommandIo& io)
             notes << QStringLiteral("--data-dir %1 holds no dataset: none of the folders %2 is in "
                                     "it, nor a dataset's "
                                     "files; what is listed comes from the rest of the search path")
-                         .arg(dir, QStringLiteral("cifar10/, cifar100/, mnist/, fashion-mnist/"));
+                         .arg(dir, knownDatasetList(QStringLiteral("/")));
         for (const QString& n : notes) io.err << "towers-cli datasets: note: " << n << "\n";
     }
     QStringList missing;

@@ -148,12 +148,34 @@ bool int64Option(const QCommandLineParser& p, const QString& name, qint64 min, q
     return true;
 }
 
-// The first dataset found of those the recipes know, in order of preference.
+// The first dataset found of those tried when none is named, in the dataset table's order of
+// preference (DatasetSpec::autoTrainRank).
 QString firstDatasetFound(const std::vector<std::filesystem::path>& searchPath)
 {
-    for (const char* name : {"fashion-mnist", "cifar10", "mnist"})
-        if (engine::findDataset(name, searchPath)) return QString::fromLatin1(name);
+    for (const std::string& name : engine::autoTrainDatasets())
+        if (engine::findDataset(name, searchPath)) return QString::fromStdString(name);
     return {};
+}
+
+QString joined(const std::vector<std::string>& names)
+{
+    QStringList list;
+    for (const std::string& n : names) list << QString::fromStdString(n);
+    return list.join(QStringLiteral(", "));
+}
+
+// The datasets some registered model trains (those with a default model), in table order.
+std::vector<std::string> trainableDatasets()
+{
+    std::vector<std::string> names;
+    for (const std::string& name : engine::knownDatasets()) {
+        try {
+            engine::defaultModelFor(name);
+            names.push_back(name);
+        } catch (const engine::UnknownName&) {
+        }
+    }
+    return names;
 }
 
 } // namespace
@@ -161,27 +183,35 @@ QString firstDatasetFound(const std::vector<std::filesystem::path>& searchPath)
 int runTrain(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;
-    p.setApplicationDescription(QStringLiteral(
-        "Trains a model by synchronous data parallelism with replicated towers: every tower holds "
-        "a\n"
-        "full replica, runs forward and backward on its own slice of the global batch (towers x\n"
-        "--batch-size), the gradients are averaged and every replica applies the same update.\n"
-        "Defaults come from the model's recipe ('towers-cli models NAME'); with no options at all "
-        "it\n"
-        "trains the default model of the first dataset found (fashion-mnist, cifar10, mnist).\n"
-        "Writes a run folder: config.json, metrics.jsonl, eval.jsonl, checkpoints/; one training "
-        "at a\n"
-        "time per folder (a second one is refused). Ctrl-C, SIGTERM or SIGHUP stop after the "
-        "current\n"
-        "step and write a checkpoint; --resume continues from the newest one that loads. Towers "
-        "never\n"
-        "deletes a checkpoint it cannot read or that another run wrote: --overwrite and --restart "
-        "move\n"
-        "an earlier run's files to the folder's set-aside/."));
+    p.setApplicationDescription(
+        QStringLiteral(
+            "Trains a model by synchronous data parallelism with replicated towers: every tower "
+            "holds "
+            "a\n"
+            "full replica, runs forward and backward on its own slice of the global batch (towers "
+            "x\n"
+            "--batch-size), the gradients are averaged and every replica applies the same update.\n"
+            "Defaults come from the model's recipe ('towers-cli models NAME'); with no options at "
+            "all "
+            "it\n"
+            "trains the default model of the first dataset found (%1).\n"
+            "Writes a run folder: config.json, metrics.jsonl, eval.jsonl, checkpoints/; one "
+            "training "
+            "at a\n"
+            "time per folder (a second one is refused). Ctrl-C, SIGTERM or SIGHUP stop after the "
+            "current\n"
+            "step and write a checkpoint; --resume continues from the newest one that loads. "
+            "Towers "
+            "never\n"
+            "deletes a checkpoint it cannot read or that another run wrote: --overwrite and "
+            "--restart "
+            "move\n"
+            "an earlier run's files to the folder's set-aside/.")
+            .arg(joined(engine::autoTrainDatasets())));
     const QString n = QStringLiteral("n"), x = QStringLiteral("x"), name = QStringLiteral("name");
     p.addOptions({
         {QStringLiteral("dataset"),
-         QStringLiteral("cifar10, mnist, fashion-mnist (see 'towers-cli datasets')."), name},
+         QStringLiteral("%1 (see 'towers-cli datasets').").arg(joined(trainableDatasets())), name},
         {QStringLiteral("data-dir"), QStringLiteral("Look for the dataset in this folder first."),
          QStringLiteral("dir")},
         {QStringLiteral("model"),

@@ -2,64 +2,41 @@
 
 #include <QFileInfo>
 
+#include "engine/data/dataset_spec.h"
 #include "engine/errors.h"
 
 namespace towers::app {
 
 namespace {
 
-DatasetFile file(const char* base, const char* name, const char* md5, qint64 size)
+// The download of an engine dataset table entry (engine/data/dataset_spec.cpp, which holds the
+// published URLs, sizes and MD5s of DATASETS.md).
+DatasetSpec fromEngine(const engine::DatasetSpec& e)
 {
-    return {QString::fromLatin1(name), QUrl(QString::fromLatin1(base) + QString::fromLatin1(name)),
-            QByteArray(md5), size};
+    DatasetSpec spec;
+    spec.name = QString::fromStdString(e.name);
+    spec.description = QString::fromStdString(e.description);
+    for (const engine::PublishedFile& f : e.downloads.files)
+        spec.files.append({QString::fromStdString(f.name),
+                           QUrl(QString::fromStdString(e.downloads.baseUrl + f.name)),
+                           QByteArray::fromStdString(f.md5), f.size});
+    spec.archiveRoot = QString::fromStdString(e.downloads.archiveRoot);
+    if (spec.archiveRoot.isEmpty()) {
+        // The published files, as they are, make up the folder.
+        for (const auto& f : spec.files) spec.requiredFiles << f.name;
+    } else {
+        for (const std::string& f : e.readerFiles())
+            spec.requiredFiles << QString::fromStdString(f);
+    }
+    return spec;
 }
 
 QList<DatasetSpec> makeBuiltIns()
 {
-    // URLs and MD5s as published (DATASETS.md). The MNIST and Fashion-MNIST sizes are those of
-    // the published .gz files; they only size the progress bar before the server answers.
-    const char* toronto = "https://www.cs.toronto.edu/~kriz/";
-    const char* mnist = "https://ossci-datasets.s3.amazonaws.com/mnist/";
-    // The Fashion-MNIST bucket is an S3 website endpoint, which serves plain HTTP only; the MD5
-    // check is what vouches for these bytes.
-    const char* fashion = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/";
-    const QStringList idxFiles{
-        QStringLiteral("train-images-idx3-ubyte.gz"), QStringLiteral("train-labels-idx1-ubyte.gz"),
-        QStringLiteral("t10k-images-idx3-ubyte.gz"), QStringLiteral("t10k-labels-idx1-ubyte.gz")};
-    return {
-        {QStringLiteral("cifar10"),
-         QStringLiteral(
-             "CIFAR-10, binary version: 50,000 + 10,000 colour images 32x32, 10 classes"),
-         {file(toronto, "cifar-10-binary.tar.gz", "c32a1d4ab5d03f1284b67883e8d87530", 170052171)},
-         QStringLiteral("cifar-10-batches-bin"),
-         {QStringLiteral("data_batch_1.bin"), QStringLiteral("data_batch_2.bin"),
-          QStringLiteral("data_batch_3.bin"), QStringLiteral("data_batch_4.bin"),
-          QStringLiteral("data_batch_5.bin"), QStringLiteral("test_batch.bin"),
-          QStringLiteral("batches.meta.txt")}},
-        {QStringLiteral("cifar100"),
-         QStringLiteral(
-             "CIFAR-100, binary version: 50,000 + 10,000 colour images 32x32, 100 classes"),
-         {file(toronto, "cifar-100-binary.tar.gz", "03b5dce01913d631647c71ecec9e9cb8", 168513733)},
-         QStringLiteral("cifar-100-binary"),
-         {QStringLiteral("train.bin"), QStringLiteral("test.bin"),
-          QStringLiteral("coarse_label_names.txt"), QStringLiteral("fine_label_names.txt")}},
-        {QStringLiteral("mnist"),
-         QStringLiteral("MNIST: 60,000 + 10,000 handwritten digits 28x28, 10 classes"),
-         {file(mnist, "train-images-idx3-ubyte.gz", "f68b3c2dcbeaaa9fbdd348bbdeb94873", 9912422),
-          file(mnist, "train-labels-idx1-ubyte.gz", "d53e105ee54ea40749a09fcbcd1e9432", 28881),
-          file(mnist, "t10k-images-idx3-ubyte.gz", "9fb629c4189551a2d022fa330f9573f3", 1648877),
-          file(mnist, "t10k-labels-idx1-ubyte.gz", "ec29112dd5afa0611ce80d1b7f02629c", 4542)},
-         QString(),
-         idxFiles},
-        {QStringLiteral("fashion-mnist"),
-         QStringLiteral("Fashion-MNIST: 60,000 + 10,000 clothing images 28x28, 10 classes"),
-         {file(fashion, "train-images-idx3-ubyte.gz", "8d4fb7e6c68d591d4c3dfef9ec88bf0d", 26421880),
-          file(fashion, "train-labels-idx1-ubyte.gz", "25c81989df183df01b3e8a0aad5dffbe", 29515),
-          file(fashion, "t10k-images-idx3-ubyte.gz", "bef4ecab320f06d8554ea6380940ec79", 4422102),
-          file(fashion, "t10k-labels-idx1-ubyte.gz", "bb300cfdad3c16e7a12a480ee83cd310", 5148)},
-         QString(),
-         idxFiles},
-    };
+    QList<DatasetSpec> specs;
+    for (const engine::DatasetSpec& e : engine::datasetSpecs())
+        if (!e.downloads.files.empty()) specs << fromEngine(e);
+    return specs;
 }
 
 // A single path component that cannot climb out of, or hide in, the folder it is put in.

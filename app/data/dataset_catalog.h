@@ -1,7 +1,9 @@
 #pragma once
-// The datasets Towers can download: each one's files with their published URLs and MD5s (the
-// table of docs DATASETS.md) and how the files become the dataset's folder under a data
-// directory. The downloader takes a DatasetSpec, so tests and mirrors can supply their own.
+// The datasets Towers can download: each one's files with their published URLs and MD5s and how
+// the files become the dataset's folder under a data directory, in the downloader's Qt types. The
+// facts themselves are the engine's dataset table (engine/data/dataset_spec.cpp: the entries with
+// DatasetSpec::downloads). The downloader takes a DatasetSpec, so tests and mirrors can supply
+// their own.
 #include <QByteArray>
 #include <QList>
 #include <QString>
@@ -33,7 +35,9 @@ struct DatasetSpec
     QStringList requiredFiles;
 };
 
-// CIFAR-10 and CIFAR-100 (binary tar.gz), MNIST (the ossci mirror) and Fashion-MNIST (.gz files).
+// Every dataset of the engine's table that has downloads, in its order: CIFAR-10 and CIFAR-100
+// (binary tar.gz), MNIST (the ossci mirror) and Fashion-MNIST (.gz files). A plain download's
+// required files are its published files; an archive's, the files the engine's reader needs.
 const QList<DatasetSpec>& builtInDatasets();
 // "cifar10, cifar100, mnist, fashion-mnist" in that order.
 QStringList builtInDatasetNames();

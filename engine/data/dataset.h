@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/data/dataset_spec.h"
 #include "engine/errors.h"
 #include "engine/tensor/shape.h"
 
@@ -30,7 +31,7 @@ struct ImageSet
 // A whole dataset: its canonical name, where it was read from, class names, both splits.
 struct Dataset
 {
-    std::string name;                    // "cifar10", "cifar100", "mnist", "fashion-mnist"
+    std::string name;                    // its DatasetSpec's name, e.g. "cifar10"
     std::filesystem::path location;      // the folder the files were read from
     std::vector<std::string> classNames; // index = label
     ImageSet train, test;
@@ -46,23 +47,19 @@ struct DatasetInfo
     std::vector<std::string> classNames;
 };
 
-// The dataset names Towers knows: "cifar10", "cifar100", "mnist", "fashion-mnist".
-const std::vector<std::string>& knownDatasets();
-// Throws UnknownName listing the known datasets.
-void requireKnownDataset(const std::string& name);
-// The image shape [H, W, C] of a known dataset: 32x32x3 for CIFAR, 28x28x1 for the IDX sets.
-Shape datasetImageShape(const std::string& name);
+// The dataset names, their folders, files and classes: engine/data/dataset_spec.h (knownDatasets,
+// requireKnownDataset, datasetImageShape, datasetFolderNames), included above.
 
 // The default search path, in order: $TOWERS_DATA (if set; may hold several folders separated
 // by ':'), the user's data directory ($XDG_DATA_HOME or ~/.local/share, then "towers/datasets"),
 // and /usr/share/datasets (where Debian's dataset-fashion-mnist puts fashion-mnist/).
 std::vector<std::filesystem::path> defaultSearchPath();
 
-// Looks for `name` under each folder of `searchPath`: a folder holds one sub-folder per dataset
-// ("cifar10" or the archive's own "cifar-10-batches-bin", "cifar100" or "cifar-100-binary",
-// "mnist", "fashion-mnist"). Returns the first folder whose files are present and whose headers
-// validate; nullopt when none is found. Folders that exist but hold bad files are skipped here
-// (loadDataset on them reports why).
+// Looks for `name` under each folder of `searchPath`: a folder holds one sub-folder per dataset,
+// under one of its DatasetSpec::folderNames ("cifar10" or the archive's own
+// "cifar-10-batches-bin", ..., "mnist", "fashion-mnist"). Returns the first folder whose files are
+// present and whose headers validate; nullopt when none is found. Folders that exist but hold bad
+// files are skipped here (loadDataset on them reports why).
 std::optional<DatasetInfo> findDataset(const std::string& name,
                                        const std::vector<std::filesystem::path>& searchPath);
 // Every known dataset found along `searchPath` (the first location of each).
@@ -74,14 +71,11 @@ DatasetInfo inspectDataset(const std::string& name, const std::filesystem::path&
 // ~/.local/share/towers/datasets when XDG_DATA_HOME is unset or not absolute (the XDG rule).
 // Empty when neither XDG_DATA_HOME nor HOME is usable.
 std::filesystem::path userDatasetDirectory();
-// The sub-folder names, in the order they are tried, under which a search-path folder may hold
-// `name` (e.g. "cifar10", "cifar-10-batches-bin", "cifar10/cifar-10-batches-bin").
-std::vector<std::string> datasetFolderNames(const std::string& name);
-
-// Reads and validates a whole dataset from `folder` (the folder that holds the files).
+// Reads and validates a whole dataset from `folder` (the folder that holds the files), as its
+// DatasetSpec says (reader, files, classes).
 Dataset loadDataset(const std::string& name, const std::filesystem::path& folder);
-// CIFAR-100 with its 20 coarse classes (fineLabels = false, names from coarse_label_names.txt) or
-// its 100 fine classes (true, what loadDataset gives).
+// CIFAR-100 with its 20 coarse classes (fineLabels = false: DatasetSpec::coarseLabels, names from
+// coarse_label_names.txt) or its 100 fine classes (true, what loadDataset gives).
 Dataset loadCifar100(const std::filesystem::path& folder, bool fineLabels);
 // findDataset, then loadDataset; throws IoError saying where it looked when nothing is found.
 Dataset loadDataset(const std::string& name, const std::vector<std::filesystem::path>& searchPath);

@@ -1,5 +1,6 @@
 // Which datasets exist where: the search path, the folder layout, header-only inspection, and
-// loading a whole dataset with every file validated.
+// loading a whole dataset with every file validated; what each dataset's files are is its entry
+// in the dataset table (dataset_spec.cpp).
 #include <cstdlib>
 #include <system_error>
 
@@ -13,20 +14,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kFashionNames = {"T-shirt/top", "Trouser",   "Pullover", "Dress",
-                                                "Coat",        "Sandal",    "Shirt",    "Sneaker",
-                                                "Bag",         "Ankle boot"};
-
-std::vector<std::string> digitNames()
+// A file of `spec` in `folder`. For a reader that accepts gzip, the plain file (preferred: no
+// inflation) or <name>.gz.
+fs::path datasetFile(const DatasetSpec& spec, const fs::path& folder, const std::string& base)
 {
-    std::vector<std::string> names;
-    for (int d = 0; d < 10; ++d) names.push_back(std::to_string(d));
-    return names;
-}
-
-// One of the four IDX files, plain (preferred: no inflation) or gzip.
-fs::path idxFile(const fs::path& folder, const std::string& base)
-{
+    if (!spec.gzipAccepted) return folder / base;
     std::error_code ec;
     const fs::path plain = folder / base;
     if (fs::is_regular_file(plain, ec)) return plain;
@@ -40,15 +32,31 @@ fs::path idxFile(const fs::path& folder, const std::string& base)
     throw IoError(plain.string() + ": file not found (nor " + base + ".gz)");
 }
 
-struct IdxFiles
+std::vector<fs::path> datasetFiles(const DatasetSpec& spec, const fs::path& folder,
+                                   const std::vector<std::string>& names)
 {
-    fs::path trainImages, trainLabels, testImages, testLabels;
+    std::vector<fs::path> files;
+    for (const std::string& n : names) files.push_back(datasetFile(spec, folder, n));
+    return files;
+}
+
+// An IDX split: {images, labels}.
+struct IdxSplit
+{
+    fs::path images, labels;
 };
 
-IdxFiles idxFiles(const fs::path& folder)
+struct IdxFiles
 {
-    return {idxFile(folder, "train-images-idx3-ubyte"), idxFile(folder, "train-labels-idx1-ubyte"),
-            idxFile(folder, "t10k-images-idx3-ubyte"), idxFile(folder, "t10k-labels-idx1-ubyte")};
+    IdxSplit train, test;
+};
+
+// Every IDX file is located before any is read, so a missing one is reported first.
+IdxFiles idxFiles(const DatasetSpec& spec, const fs::path& folder)
+{
+    const std::vector<fs::path> train = datasetFiles(spec, folder, spec.trainFiles);
+    const std::vector<fs::path> test = datasetFiles(spec, folder, spec.testFiles);
+    return {{train[0], train[1]}, {test[0], test[1]}};
 }
 
 void requireSameCount(std::int64_t images, const fs::path& imagesPath, std::int64_t labels,
@@ -66,14 +74,6 @@ void requireSameShape(const Shape& train, const Shape& test, const fs::path& tes
                       " but the training images are " + train.str());
 }
 
-std::vector<fs::path> cifar10TrainFiles(const fs::path& folder)
-{
-    std::vector<fs::path> files;
-    for (int i = 1; i <= 5; ++i)
-        files.push_back(folder / ("data_batch_" + std::to_string(i) + ".bin"));
-    return files;
-}
-
 ImageSet readCifarFiles(const std::vector<fs::path>& files, int labelBytes, bool fine,
                         int numClasses)
 {
@@ -85,6 +85,55 @@ ImageSet readCifarFiles(const std::vector<fs::path>& files, int labelBytes, bool
     set.labels.reserve(static_cast<std::size_t>(total));
     for (const fs::path& f : files) readCifarFile(f, labelBytes, fine, numClasses, set);
     return set;
+}
+
+std::vector<std::string> classNames(const DatasetLabels& labels, const fs::path& folder)
+{
+    if (!labels.namesFile.empty())
+        return readClassNames(folder / labels.namesFile, labels.numClasses);
+    return labels.names;
+}
+
+// CIFAR records hold at most two label bytes; the reader keeps the first (fine = false) or the
+// second (fine = true).
+bool cifarFine(const DatasetLabels& labels)
+{
+    return labels.labelByte == 1;
+}
+
+// Reads `spec`'s files in `folder` with the labelling `labels` (its classes, or its coarse ones).
+Dataset load(const DatasetSpec& spec, const fs::path& folder, const DatasetLabels& labels)
+{
+    Dataset d;
+    d.name = spec.name;
+    d.location = folder;
+    const int classes = labels.numClasses;
+    switch (spec.reader) {
+    case DatasetReader::CifarBinary: {
+        d.classNames = classNames(labels, folder);
+        const bool fine = cifarFine(labels);
+        d.train = readCifarFiles(datasetFiles(spec, folder, spec.trainFiles), spec.labelBytes, fine,
+                                 classes);
+        d.test = readCifarFiles(datasetFiles(spec, folder, spec.testFiles), spec.labelBytes, fine,
+                                classes);
+        return d;
+    }
+    case DatasetReader::Idx: {
+        const IdxFiles f = idxFiles(spec, folder);
+        d.classNames = classNames(labels, folder);
+        d.train = readIdxImages(f.train.images);
+        d.train.labels = readIdxLabels(f.train.labels, classes);
+        requireSameCount(d.train.count, f.train.images,
+                         static_cast<std::int64_t>(d.train.labels.size()), f.train.labels);
+        d.test = readIdxImages(f.test.images);
+        d.test.labels = readIdxLabels(f.test.labels, classes);
+        requireSameCount(d.test.count, f.test.images,
+                         static_cast<std::int64_t>(d.test.labels.size()), f.test.labels);
+        requireSameShape(d.train.imageShape(), d.test.imageShape(), f.test.images);
+        return d;
+    }
+    }
+    throw InvalidArgument("dataset " + spec.name + ": unknown reader");
 }
 
 std::string envString(const char* name)
@@ -109,8 +158,7 @@ std::optional<DatasetInfo> tryInspect(const std::string& name, const fs::path& f
 std::optional<DatasetInfo> find(const std::string& name, const std::vector<fs::path>& searchPath,
                                 std::vector<std::string>& reasons)
 {
-    requireKnownDataset(name);
-    const std::vector<std::string> subfolders = datasetFolderNames(name);
+    const std::vector<std::string> subfolders = datasetSpec(name).folderNames;
     for (const fs::path& dir : searchPath) {
         bool any = false;
         for (const std::string& sub : subfolders) {
@@ -132,37 +180,6 @@ std::optional<DatasetInfo> find(const std::string& name, const std::vector<fs::p
 }
 
 } // namespace
-
-const std::vector<std::string>& knownDatasets()
-{
-    static const std::vector<std::string> names = {"cifar10", "cifar100", "mnist", "fashion-mnist"};
-    return names;
-}
-
-void requireKnownDataset(const std::string& name)
-{
-    for (const std::string& n : knownDatasets())
-        if (n == name) return;
-    std::string list;
-    for (const std::string& n : knownDatasets()) list += (list.empty() ? "" : ", ") + n;
-    throw UnknownName("unknown dataset \"" + name + "\"; the known datasets are " + list);
-}
-
-std::vector<std::string> datasetFolderNames(const std::string& name)
-{
-    requireKnownDataset(name);
-    if (name == "cifar10")
-        return {"cifar10", "cifar-10-batches-bin", "cifar10/cifar-10-batches-bin"};
-    if (name == "cifar100") return {"cifar100", "cifar-100-binary", "cifar100/cifar-100-binary"};
-    return {name};
-}
-
-Shape datasetImageShape(const std::string& name)
-{
-    requireKnownDataset(name);
-    if (name == "cifar10" || name == "cifar100") return {kCifarSide, kCifarSide, 3};
-    return {28, 28, 1};
-}
 
 fs::path userDatasetDirectory()
 {
@@ -191,34 +208,35 @@ std::vector<fs::path> defaultSearchPath()
 
 DatasetInfo inspectDataset(const std::string& name, const fs::path& folder)
 {
-    requireKnownDataset(name);
+    const DatasetSpec& spec = datasetSpec(name);
     DatasetInfo info;
     info.name = name;
     info.location = folder;
-    if (name == "cifar10") {
-        info.classNames = readClassNames(folder / "batches.meta.txt", 10);
-        for (const fs::path& f : cifar10TrainFiles(folder))
-            info.trainCount += inspectCifarFile(f, 1);
-        info.testCount = inspectCifarFile(folder / "test_batch.bin", 1);
+    switch (spec.reader) {
+    case DatasetReader::CifarBinary:
+        info.classNames = classNames(spec.labels, folder);
+        for (const fs::path& f : datasetFiles(spec, folder, spec.trainFiles))
+            info.trainCount += inspectCifarFile(f, spec.labelBytes);
+        for (const fs::path& f : datasetFiles(spec, folder, spec.testFiles))
+            info.testCount += inspectCifarFile(f, spec.labelBytes);
         info.imageShape = {kCifarSide, kCifarSide, 3};
-    } else if (name == "cifar100") {
-        info.classNames = readClassNames(folder / "fine_label_names.txt", kCifar100Fine);
-        info.trainCount = inspectCifarFile(folder / "train.bin", 2);
-        info.testCount = inspectCifarFile(folder / "test.bin", 2);
-        info.imageShape = {kCifarSide, kCifarSide, 3};
-    } else {
-        const IdxFiles f = idxFiles(folder);
-        const IdxHeader trainImages = inspectIdxImages(f.trainImages);
-        const IdxHeader trainLabels = inspectIdxLabels(f.trainLabels);
-        const IdxHeader testImages = inspectIdxImages(f.testImages);
-        const IdxHeader testLabels = inspectIdxLabels(f.testLabels);
-        requireSameCount(trainImages.count, f.trainImages, trainLabels.count, f.trainLabels);
-        requireSameCount(testImages.count, f.testImages, testLabels.count, f.testLabels);
+        break;
+    case DatasetReader::Idx: {
+        const IdxFiles f = idxFiles(spec, folder);
+        const IdxHeader trainImages = inspectIdxImages(f.train.images);
+        const IdxHeader trainLabels = inspectIdxLabels(f.train.labels);
+        const IdxHeader testImages = inspectIdxImages(f.test.images);
+        const IdxHeader testLabels = inspectIdxLabels(f.test.labels);
+        requireSameCount(trainImages.count, f.train.images, trainLabels.count, f.train.labels);
+        requireSameCount(testImages.count, f.test.images, testLabels.count, f.test.labels);
         info.imageShape = {trainImages.rows, trainImages.cols, 1};
-        requireSameShape(info.imageShape, Shape{testImages.rows, testImages.cols, 1}, f.testImages);
+        requireSameShape(info.imageShape, Shape{testImages.rows, testImages.cols, 1},
+                         f.test.images);
         info.trainCount = trainImages.count;
         info.testCount = testImages.count;
-        info.classNames = name == "mnist" ? digitNames() : kFashionNames;
+        info.classNames = classNames(spec.labels, folder);
+        break;
+    }
     }
     return info;
 }
@@ -240,43 +258,14 @@ std::vector<DatasetInfo> discoverDatasets(const std::vector<fs::path>& searchPat
 
 Dataset loadCifar100(const fs::path& folder, bool fineLabels)
 {
-    Dataset d;
-    d.name = "cifar100";
-    d.location = folder;
-    const int classes = fineLabels ? kCifar100Fine : kCifar100Coarse;
-    d.classNames = readClassNames(
-        folder / (fineLabels ? "fine_label_names.txt" : "coarse_label_names.txt"), classes);
-    d.train = readCifarFiles({folder / "train.bin"}, 2, fineLabels, classes);
-    d.test = readCifarFiles({folder / "test.bin"}, 2, fineLabels, classes);
-    return d;
+    const DatasetSpec& spec = datasetSpec("cifar100");
+    return load(spec, folder, fineLabels ? spec.labels : spec.coarseLabels);
 }
 
 Dataset loadDataset(const std::string& name, const fs::path& folder)
 {
-    requireKnownDataset(name);
-    if (name == "cifar100") return loadCifar100(folder, true);
-    Dataset d;
-    d.name = name;
-    d.location = folder;
-    if (name == "cifar10") {
-        d.classNames = readClassNames(folder / "batches.meta.txt", 10);
-        d.train = readCifarFiles(cifar10TrainFiles(folder), 1, false, 10);
-        d.test = readCifarFiles({folder / "test_batch.bin"}, 1, false, 10);
-        return d;
-    }
-    const IdxFiles f = idxFiles(folder);
-    d.classNames = name == "mnist" ? digitNames() : kFashionNames;
-    const int classes = static_cast<int>(d.classNames.size());
-    d.train = readIdxImages(f.trainImages);
-    d.train.labels = readIdxLabels(f.trainLabels, classes);
-    requireSameCount(d.train.count, f.trainImages, static_cast<std::int64_t>(d.train.labels.size()),
-                     f.trainLabels);
-    d.test = readIdxImages(f.testImages);
-    d.test.labels = readIdxLabels(f.testLabels, classes);
-    requireSameCount(d.test.count, f.testImages, static_cast<std::int64_t>(d.test.labels.size()),
-                     f.testLabels);
-    requireSameShape(d.train.imageShape(), d.test.imageShape(), f.testImages);
-    return d;
+    const DatasetSpec& spec = datasetSpec(name);
+    return load(spec, folder, spec.labels);
 }
 
 Dataset loadDataset(const std::string& name, const std::vector<fs::path>& searchPath)
@@ -292,22 +281,10 @@ Dataset loadDataset(const std::string& name, const std::vector<fs::path>& search
     return loadDataset(name, info->location);
 }
 
-namespace {
-
-// A file that marks `folder` itself as holding `name`'s files (not in a sub-folder).
-std::vector<std::string> markerFiles(const std::string& name)
-{
-    if (name == "cifar10") return {"data_batch_1.bin"};
-    if (name == "cifar100") return {"train.bin"};
-    return {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"};
-}
-
-} // namespace
-
 std::optional<fs::path> datasetFolderIn(const std::string& name, const fs::path& folder,
                                         std::string* why)
 {
-    requireKnownDataset(name);
+    const DatasetSpec& spec = datasetSpec(name);
     std::error_code ec;
     if (!fs::is_directory(folder, ec)) {
         if (why)
@@ -315,15 +292,15 @@ std::optional<fs::path> datasetFolderIn(const std::string& name, const fs::path&
                 folder.string() + (fs::exists(folder, ec) ? " is not a folder" : " does not exist");
         return std::nullopt;
     }
-    for (const std::string& sub : datasetFolderNames(name))
+    for (const std::string& sub : spec.folderNames)
         if (fs::is_directory(folder / sub, ec)) return folder / sub;
-    for (const std::string& marker : markerFiles(name))
+    for (const std::string& marker : spec.markerFiles())
         if (fs::exists(folder / marker, ec)) return folder; // the files themselves, directly in it
     if (why) {
         std::string names, files;
-        for (const std::string& sub : datasetFolderNames(name))
+        for (const std::string& sub : spec.folderNames)
             names += (names.empty() ? "" : ", ") + sub + "/";
-        for (const std::string& marker : markerFiles(name))
+        for (const std::string& marker : spec.markerFiles())
             files += (files.empty() ? "" : " or ") + marker;
         *why = folder.string() + " holds no " + name + ": neither a " + names +
                " folder nor its files (" + files + ") directly in it";

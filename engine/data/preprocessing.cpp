@@ -226,9 +226,17 @@ Preprocessing cifarDistortions(int size)
     if (size < 1 || size > 32)
         throw InvalidArgument("cifarDistortions: crop size " + std::to_string(size) +
                               " does not fit 32x32 CIFAR images (expected 1..32)");
+    return distortedInputs({size, size, 3});
+}
+
+Preprocessing distortedInputs(const Shape& input)
+{
+    if (input.rank() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1)
+        throw InvalidArgument("distortedInputs: the input must be [H, W, C], got " + input.str());
     Preprocessing p;
-    p.height = p.width = size;
-    p.channels = 3;
+    p.height = static_cast<int>(input[0]);
+    p.width = static_cast<int>(input[1]);
+    p.channels = static_cast<int>(input[2]);
     p.flip = true;
     p.brightnessDelta = 63;
     p.contrastLower = 0.2;

@@ -60,8 +60,11 @@ struct Preprocessing
 // export's metadata).
 const char* normalizationName(Preprocessing::Normalization n);
 
-// The seeds' CIFAR-10 recipe for a crop of `size` (24 for the tutorial network): random crop,
-// flip, brightness 63, contrast [0.2, 1.8], per-image standardisation.
+// The seeds' distorted_inputs for a model input of `input` ([H, W, C]): random crop to it, flip,
+// brightness 63, contrast [0.2, 1.8], per-image standardisation.
+Preprocessing distortedInputs(const Shape& input);
+// The seeds' CIFAR-10 recipe for a crop of `size` (24 for the tutorial network):
+// distortedInputs({size, size, 3}). Throws InvalidArgument unless 1 <= size <= 32.
 Preprocessing cifarDistortions(int size);
 // The 28x28 grayscale recipe: optional translation by up to `translate` pixels and normalisation
 // by the training set's mean and standard deviation (computed from `train`).

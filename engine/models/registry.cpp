@@ -2,48 +2,123 @@
 
 namespace towers::engine {
 
+namespace {
+
+// The fast trainers' recipe: Nesterov 0.9, a linear one-cycle to `peak` (warm-up over `warmup` of
+// the run), weight decay 5e-4 on the conv/linear weights, checkpoints every 500 steps.
+ModelRecipe nesterovOneCycle(double peak, double warmup, int batch, double epochs,
+                             std::int64_t evalEvery, std::int64_t logEvery)
+{
+    ModelRecipe r;
+    r.optimizer.kind = "nesterov";
+    r.optimizer.momentum = 0.9;
+    r.schedule.kind = LrSchedule::Kind::OneCycle;
+    r.schedule.lr = peak;
+    r.schedule.warmupFraction = warmup;
+    r.schedule.cosineAnneal = false;
+    r.weightDecay = 5e-4;
+    r.batchPerTower = batch;
+    r.epochs = epochs;
+    r.checkpointEvery = 500;
+    r.evalEvery = evalEvery;
+    r.logEvery = logEvery;
+    return r;
+}
+
+// The tutorial's: plain SGD, lr 0.1 decayed x0.1 every 350 epochs (staircase), batch 128, EMA
+// 0.9999, 10,000 steps (the tutorial runs 1,000,000).
+ModelRecipe tutorialRecipe()
+{
+    ModelRecipe r;
+    r.optimizer.kind = "sgd";
+    r.schedule.kind = LrSchedule::Kind::Exponential;
+    r.schedule.lr = 0.1;
+    r.schedule.decayRate = 0.1;
+    r.schedule.decayEpochs = 350;
+    r.batchPerTower = 128;
+    r.emaDecay = 0.9999;
+    r.steps = 10000;
+    r.checkpointEvery = 1000;
+    r.evalEvery = 2000;
+    r.logEvery = 10;
+    return r;
+}
+
+// The MNIST seed's: Adam, lr 1e-3, batch 128, 2 epochs.
+ModelRecipe mnistSeedRecipe()
+{
+    ModelRecipe r;
+    r.optimizer.kind = "adam";
+    r.schedule.kind = LrSchedule::Kind::Constant;
+    r.schedule.lr = 1e-3;
+    r.batchPerTower = 128;
+    r.epochs = 2;
+    r.checkpointEvery = 200;
+    r.logEvery = 10;
+    return r;
+}
+
+using Aug = ModelAugmentation;
+
+std::vector<ModelInfo> makeRegistry()
+{
+    return {
+        {.name = "cifar10-tutorial",
+         .description = "TensorFlow's CIFAR-10 tutorial network (the seeds): 2 conv + LRN + "
+                        "max-pool, fc 384, fc 192, on 24x24 crops",
+         .inputShape = {24, 24, 3},
+         .numClasses = 10,
+         .defaultDataset = "cifar10",
+         .build = buildCifar10Tutorial,
+         .recipe = tutorialRecipe(),
+         .augmentation = {.kind = Aug::Kind::DistortedInputs, .translate = 0, .flip = true}},
+        {.name = "mnist-convnet",
+         .description = "the seeds' multi-GPU MNIST network: conv 64@5, conv 256@3, conv 512@3, "
+                        "dense 2048, dense 1024, dropout 0.25",
+         .inputShape = {28, 28, 1},
+         .numClasses = 10,
+         .defaultDataset = "mnist",
+         .build = buildMnistConvnet,
+         .recipe = mnistSeedRecipe(),
+         .augmentation = {.kind = Aug::Kind::TranslateNormalize, .translate = 1, .flip = true}},
+        {.name = "fashion-fast",
+         .description = "small fast network for 28x28 grayscale (default for Fashion-MNIST): 2 "
+                        "conv + batch norm, fc 128",
+         .inputShape = {28, 28, 1},
+         .numClasses = 10,
+         .defaultDataset = "fashion-mnist",
+         .build = buildFashionFast,
+         .recipe = nesterovOneCycle(0.1, 0.15, 64, 8, 500, 50),
+         .augmentation = {.kind = Aug::Kind::TranslateNormalize, .translate = 1, .flip = true}},
+        // The longer Fashion-MNIST recipe: 20 epochs, and the wider network can use stronger
+        // augmentation.
+        {.name = "fashion-wide",
+         .description = "wider network for 28x28 grayscale (the longer Fashion-MNIST recipe): 4 "
+                        "conv + batch norm, fc 256",
+         .inputShape = {28, 28, 1},
+         .numClasses = 10,
+         .defaultDataset = "fashion-mnist",
+         .build = buildFashionWide,
+         .recipe = nesterovOneCycle(0.1, 0.15, 64, 20, 1000, 50),
+         .augmentation = {.kind = Aug::Kind::TranslateNormalize, .translate = 2, .flip = true}},
+        // The fast CIFAR-10 trainers' recipe: one-cycle, pad-and-crop by 4, flips.
+        {.name = "cifar10-resnet",
+         .description = "small residual network with batch norm for 32x32 colour (half-width "
+                        "ResNet-9, the fast CIFAR-10 choice)",
+         .inputShape = {32, 32, 3},
+         .numClasses = 10,
+         .defaultDataset = "cifar10",
+         .build = buildCifar10Resnet,
+         .recipe = nesterovOneCycle(0.2, 0.2, 128, 12, 390, 10),
+         .augmentation = {.kind = Aug::Kind::TranslateNormalize, .translate = 4, .flip = true}},
+    };
+}
+
+} // namespace
+
 const std::vector<ModelInfo>& modelRegistry()
 {
-    static const std::vector<ModelInfo> models = {
-        {"cifar10-tutorial",
-         "TensorFlow's CIFAR-10 tutorial network (the seeds): 2 conv + LRN + max-pool, fc 384, fc "
-         "192, "
-         "on 24x24 crops",
-         {24, 24, 3},
-         10,
-         "cifar10",
-         buildCifar10Tutorial},
-        {"mnist-convnet",
-         "the seeds' multi-GPU MNIST network: conv 64@5, conv 256@3, conv 512@3, dense 2048, dense "
-         "1024, "
-         "dropout 0.25",
-         {28, 28, 1},
-         10,
-         "mnist",
-         buildMnistConvnet},
-        {"fashion-fast",
-         "small fast network for 28x28 grayscale (default for Fashion-MNIST): 2 conv + batch norm, "
-         "fc 128",
-         {28, 28, 1},
-         10,
-         "fashion-mnist",
-         buildFashionFast},
-        {"fashion-wide",
-         "wider network for 28x28 grayscale (the longer Fashion-MNIST recipe): 4 conv + batch "
-         "norm, fc 256",
-         {28, 28, 1},
-         10,
-         "fashion-mnist",
-         buildFashionWide},
-        {"cifar10-resnet",
-         "small residual network with batch norm for 32x32 colour (half-width ResNet-9, the fast "
-         "CIFAR-10 "
-         "choice)",
-         {32, 32, 3},
-         10,
-         "cifar10",
-         buildCifar10Resnet},
-    };
+    static const std::vector<ModelInfo> models = makeRegistry();
     return models;
 }
 

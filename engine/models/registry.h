@@ -1,13 +1,55 @@
 #pragma once
-// The models Towers knows, registered by name (an explicit list, no static initialisers).
+// The models Towers knows, registered by name (an explicit list, no static initialisers). A
+// model's entry says everything Towers needs to know about it: how to build it, the dataset it is
+// meant for, the recipe it trains with by default and how its training images are distorted.
+// Adding a model is adding its builder (models/<name>.cpp) and its entry in registry.cpp (see
+// docs/extending.md).
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/models/model.h"
+#include "engine/optim/lr_schedule.h"
+#include "engine/optim/optimizer.h"
 
 namespace towers::engine {
+
+// The training configuration a model starts from (engine/train/recipe.h's defaultConfigFor copies
+// it into a TrainConfig). Every field's default is TrainConfig's own.
+struct ModelRecipe
+{
+    OptimizerOptions optimizer;
+    LrSchedule schedule;
+    int batchPerTower = 128;
+    std::int64_t steps = 0; // 0: from `epochs`
+    double epochs = 0;
+    double weightDecay = -1; // >= 0 replaces the conv/linear weights' coefficient
+    double emaDecay = 0;     // 0: no moving averages
+    std::int64_t checkpointEvery = 1000;
+    std::int64_t evalEvery = 0;
+    std::int64_t logEvery = 10;
+};
+
+// How a model's training images are distorted and normalised; preprocessingFor (recipe.h) turns
+// it into a Preprocessing for a dataset.
+struct ModelAugmentation
+{
+    enum class Kind
+    {
+        // The seeds' distorted_inputs: a random crop to the model's input (the central crop when
+        // evaluating), flip, brightness +-63, contrast 0.2..1.8, per-image standardisation.
+        DistortedInputs,
+        // A random shift by up to `translate` pixels (zero padding), flip, and normalisation by
+        // the training set's per-channel mean and standard deviation.
+        TranslateNormalize,
+    };
+    Kind kind = Kind::TranslateNormalize;
+    int translate = 0;
+    // Left-right flips, on datasets whose classes survive a mirror (DatasetSpec::mirrorSafe).
+    bool flip = true;
+};
 
 struct ModelInfo
 {
@@ -15,8 +57,12 @@ struct ModelInfo
     std::string description;
     Shape inputShape; // [H, W, C]
     int numClasses = 10;
-    std::string defaultDataset; // the dataset it is meant for
+    // The dataset it is meant for; a dataset's default model is the first model meant for it,
+    // unless its DatasetSpec names another (DatasetSpec::defaultModel).
+    std::string defaultDataset;
     std::function<std::unique_ptr<Model>()> build;
+    ModelRecipe recipe;
+    ModelAugmentation augmentation;
 };
 
 const std::vector<ModelInfo>& modelRegistry();

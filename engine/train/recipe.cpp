@@ -1,76 +1,44 @@
 #include "engine/train/recipe.h"
 
+#include <algorithm>
+
+#include "engine/data/dataset_spec.h"
 #include "engine/models/registry.h"
 
 namespace towers::engine {
 
 std::string defaultModelFor(const std::string& dataset)
 {
-    requireKnownDataset(dataset);
-    if (dataset == "fashion-mnist" || dataset == "mnist") return "fashion-fast";
-    if (dataset == "cifar10") return "cifar10-tutorial";
+    const DatasetSpec& spec = datasetSpec(dataset); // UnknownName listing the datasets
+    if (!spec.defaultModel.empty()) return findModel(spec.defaultModel).name;
+    const auto& models = modelRegistry();
+    const auto meant = std::find_if(models.begin(), models.end(), [&](const ModelInfo& m) {
+        return m.defaultDataset == dataset;
+    });
+    if (meant != models.end()) return meant->name;
+    const int classes = spec.labels.numClasses;
+    const bool classesFit = std::any_of(
+        models.begin(), models.end(), [&](const ModelInfo& m) { return m.numClasses == classes; });
     throw UnknownName("no model is registered for dataset '" + dataset + "' (its " +
-                      (dataset == "cifar100" ? "100 classes" : "images") +
+                      (classesFit ? std::string("images") : std::to_string(classes) + " classes") +
                       " fit none of the built-in networks); name one with --model");
 }
 
-namespace {
-
-// The fast trainers' recipe: Nesterov 0.9, a linear one-cycle to `peak`, weight decay 5e-4 on the
-// conv/linear weights, checkpoints every 500 steps.
-void nesterovOneCycle(TrainConfig& c, double peak, double warmup, int batch, double epochs)
-{
-    c.optimizer.kind = "nesterov";
-    c.optimizer.momentum = 0.9;
-    c.schedule.kind = LrSchedule::Kind::OneCycle;
-    c.schedule.lr = peak;
-    c.schedule.warmupFraction = warmup;
-    c.schedule.cosineAnneal = false;
-    c.weightDecay = 5e-4;
-    c.batchPerTower = batch;
-    c.epochs = epochs;
-    c.checkpointEvery = 500;
-}
-
-} // namespace
-
 TrainConfig defaultConfigFor(const std::string& model)
 {
-    findModel(model); // UnknownName listing the models
+    const ModelRecipe& r = findModel(model).recipe; // UnknownName listing the models
     TrainConfig c;
     c.model = model;
-    if (model == "cifar10-tutorial") {
-        c.optimizer.kind = "sgd";
-        c.schedule.kind = LrSchedule::Kind::Exponential;
-        c.schedule.lr = 0.1;
-        c.schedule.decayRate = 0.1;
-        c.schedule.decayEpochs = 350;
-        c.batchPerTower = 128;
-        c.emaDecay = 0.9999;
-        c.steps = 10000;
-        c.checkpointEvery = 1000;
-        c.evalEvery = 2000;
-        c.logEvery = 10;
-    } else if (model == "cifar10-resnet") {
-        nesterovOneCycle(c, 0.2, 0.2, 128, 12);
-        c.evalEvery = 390;
-    } else if (model == "fashion-fast") {
-        nesterovOneCycle(c, 0.1, 0.15, 64, 8);
-        c.evalEvery = 500;
-        c.logEvery = 50;
-    } else if (model == "fashion-wide") {
-        nesterovOneCycle(c, 0.1, 0.15, 64, 20);
-        c.evalEvery = 1000;
-        c.logEvery = 50;
-    } else if (model == "mnist-convnet") {
-        c.optimizer.kind = "adam";
-        c.schedule.kind = LrSchedule::Kind::Constant;
-        c.schedule.lr = 1e-3;
-        c.batchPerTower = 128;
-        c.epochs = 2;
-        c.checkpointEvery = 200;
-        c.logEvery = 10;
-    }
+    c.optimizer = r.optimizer;
+    c.schedule = r.schedule;
+    c.batchPerTower = r.batchPerTower;
+    c.steps = r.steps;
+    c.epochs = r.epochs;
+    c.weightDecay = r.weightDecay;
+    c.emaDecay = r.emaDecay;
+    c.checkpointEvery = r.checkpointEvery;
+    c.evalEvery = r.evalEvery;
+    c.logEvery = r.logEvery;
     return c;
 }
 
@@ -89,15 +57,21 @@ Preprocessing preprocessingFor(const std::string& model, const Dataset& dataset)
     if (info.numClasses != static_cast<int>(dataset.classNames.size()))
         throw InvalidArgument(model + " has " + std::to_string(info.numClasses) + " classes; " +
                               dataset.name + " has " + std::to_string(dataset.classNames.size()));
+    const ModelAugmentation& a = info.augmentation;
     Preprocessing p;
-    if (source[2] == 3) {
-        p = in[0] < source[0] ? cifarDistortions(static_cast<int>(in[0]))
-                              : cifarPadCrop(dataset.train, 4);
-    } else {
-        // The longer recipe's wider network can use stronger augmentation.
-        p = translateAndNormalize(dataset.train, model == "fashion-wide" ? 2 : 1);
-        p.flip = dataset.name == "fashion-mnist"; // clothes mirror; digits do not
+    switch (a.kind) {
+    case ModelAugmentation::Kind::DistortedInputs:
+        p = distortedInputs(in);
+        break;
+    case ModelAugmentation::Kind::TranslateNormalize:
+        p = translateAndNormalize(dataset.train, a.translate);
+        // A model smaller than the images takes crops of them (random when training).
+        p.height = static_cast<int>(in[0]);
+        p.width = static_cast<int>(in[1]);
+        break;
     }
+    const DatasetSpec* spec = findDatasetSpec(dataset.name);
+    p.flip = a.flip && spec && spec->mirrorSafe; // clothes and objects mirror; digits do not
     p.validateFor(source);
     return p;
 }

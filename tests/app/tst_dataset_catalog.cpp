@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "app/data/dataset_catalog.h"
+#include "engine/data/dataset_spec.h"
 #include "engine/errors.h"
 #include "test_files.h"
 
@@ -122,6 +123,35 @@ private slots:
             QCOMPARE(spec->requiredFiles.size(), 4);
             for (const auto& f : spec->files) QVERIFY(spec->requiredFiles.contains(f.name));
         }
+    }
+
+    // The catalogue is the engine's dataset table in the downloader's types: every entry that
+    // has downloads, in table order, with its files at the entry's base URL; an archive's required
+    // files are what the engine's reader needs.
+    void followsTheEngineTable()
+    {
+        QStringList expected;
+        for (const engine::DatasetSpec& e : engine::datasetSpecs()) {
+            if (e.downloads.files.empty()) continue;
+            expected << QString::fromStdString(e.name);
+            const auto spec = app::findBuiltInDataset(QString::fromStdString(e.name));
+            QVERIFY(spec);
+            QCOMPARE(spec->description, QString::fromStdString(e.description));
+            QCOMPARE(spec->files.size(), qsizetype(e.downloads.files.size()));
+            for (qsizetype i = 0; i < spec->files.size(); ++i) {
+                const engine::PublishedFile& f = e.downloads.files[std::size_t(i)];
+                QCOMPARE(spec->files[i].url.toString(),
+                         QString::fromStdString(e.downloads.baseUrl + f.name));
+                QCOMPARE(spec->files[i].md5, QByteArray::fromStdString(f.md5));
+            }
+            QCOMPARE(spec->archiveRoot, QString::fromStdString(e.downloads.archiveRoot));
+            if (!spec->archiveRoot.isEmpty()) {
+                QStringList reader;
+                for (const std::string& r : e.readerFiles()) reader << QString::fromStdString(r);
+                QCOMPARE(spec->requiredFiles, reader);
+            }
+        }
+        QCOMPARE(app::builtInDatasetNames(), expected);
     }
 
     void validationRejects_data()

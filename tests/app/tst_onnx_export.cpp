@@ -47,15 +47,15 @@ constexpr double kRelativeTolerance = 1e-4;
 
 std::string datasetFor(const std::string& model)
 {
-    return model.rfind("cifar10", 0) == 0 ? "cifar10"
-                                          : (model == "mnist-convnet" ? "mnist" : "fashion-mnist");
+    return engine::findModel(model).defaultDataset;
 }
 
 // The evaluation form of a recipe like the model's own (engine/train/recipe.h), with made-up
 // statistics where the recipe takes them from a training set.
 engine::Preprocessing recipeFor(const engine::ModelInfo& m)
 {
-    if (m.name == "cifar10-tutorial") return engine::cifarDistortions(24);
+    if (m.augmentation.kind == engine::ModelAugmentation::Kind::DistortedInputs)
+        return engine::distortedInputs(m.inputShape); // the tutorial's 24x24 crops
     engine::Preprocessing p;
     p.height = int(m.inputShape[0]);
     p.width = int(m.inputShape[1]);

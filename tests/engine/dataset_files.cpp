@@ -169,4 +169,61 @@ void writeIdxDataset(const fs::path& folder, std::int64_t train, std::int64_t te
     put("t10k-labels-idx1-ubyte", idxLabels(testLabels));
 }
 
+void writeDatasetFolder(const engine::DatasetSpec& spec, const fs::path& folder,
+                        std::int64_t perFile, bool gz, std::uint64_t seed)
+{
+    using engine::DatasetLabels;
+    fs::create_directories(folder);
+    const auto put = [&](const std::string& name, const Bytes& bytes) {
+        const bool zip = gz && spec.gzipAccepted;
+        writeFile(folder / (zip ? name + ".gz" : name), zip ? gzip(bytes) : bytes);
+    };
+    for (const DatasetLabels* l : {&spec.labels, &spec.coarseLabels}) {
+        if (l->namesFile.empty()) continue;
+        std::string names;
+        for (int c = 0; c < l->numClasses; ++c) names += "class " + std::to_string(c) + "\n";
+        writeText(folder / l->namesFile, names);
+    }
+    const int rows = static_cast<int>(spec.imageShape[0]),
+              cols = static_cast<int>(spec.imageShape[1]);
+    const int channels = static_cast<int>(spec.imageShape[2]);
+    std::int64_t index = 0; // global over both splits: every image differs
+    for (const auto* split : {&spec.trainFiles, &spec.testFiles}) {
+        switch (spec.reader) {
+        case engine::DatasetReader::Idx: {
+            Bytes images = idxImages(perFile, rows, cols, seed);
+            std::vector<int> labels;
+            for (std::int64_t i = 0; i < perFile; ++i, ++index) {
+                for (int y = 0; y < rows; ++y)
+                    for (int x = 0; x < cols; ++x)
+                        images[static_cast<std::size_t>(16 + (i * rows + y) * cols + x)] =
+                            pixelValue(seed, index, y, x, 0);
+                labels.push_back(labelValue(seed, index, spec.labels.numClasses));
+            }
+            put((*split)[0], images);
+            put((*split)[1], idxLabels(labels));
+            break;
+        }
+        case engine::DatasetReader::CifarBinary:
+            for (const std::string& file : *split) {
+                Bytes b;
+                for (std::int64_t i = 0; i < perFile; ++i, ++index) {
+                    for (int byte = 0; byte < spec.labelBytes; ++byte) {
+                        int classes = 1;
+                        for (const DatasetLabels* l : {&spec.labels, &spec.coarseLabels})
+                            if (l->numClasses > 0 && l->labelByte == byte) classes = l->numClasses;
+                        b.push_back(static_cast<std::uint8_t>(labelValue(seed, index, classes)));
+                    }
+                    for (int c = 0; c < channels; ++c)
+                        for (int y = 0; y < rows; ++y)
+                            for (int x = 0; x < cols; ++x)
+                                b.push_back(pixelValue(seed, index, y, x, c));
+                }
+                put(file, b);
+            }
+            break;
+        }
+    }
+}
+
 } // namespace towers::test

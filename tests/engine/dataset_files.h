@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/data/dataset_spec.h"
+
 namespace towers::test {
 
 using Bytes = std::vector<std::uint8_t>;
@@ -46,5 +48,12 @@ void writeCifar100(const std::filesystem::path& folder, std::int64_t train, std:
 void writeIdxDataset(const std::filesystem::path& folder, std::int64_t train, std::int64_t test,
                      int rows, int cols, bool gz, std::uint64_t seed);
 inline constexpr std::int64_t kTestIndexBase = 1000000;
+
+// A folder in the layout of any entry of the dataset table (its reader, file names and classes):
+// `perFile` images in every file of each split, class-name files where the entry reads them, IDX
+// files gzip-compressed when `gz` (and the entry accepts it). Labels are labelValue's, each within
+// its labelling's classes.
+void writeDatasetFolder(const engine::DatasetSpec& spec, const std::filesystem::path& folder,
+                        std::int64_t perFile, bool gz, std::uint64_t seed);
 
 } // namespace towers::test

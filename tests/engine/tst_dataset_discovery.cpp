@@ -4,6 +4,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "dataset_files.h"
@@ -234,6 +235,148 @@ private slots:
         QVERIFY2(std::abs(mean[0] - 0.2860) < 5e-4, qPrintable(QString::number(mean[0])));
         QVERIFY2(std::abs(stddev[0] - 0.3530) < 5e-4, qPrintable(QString::number(stddev[0])));
         QCOMPARE(d.classNames[0], std::string("T-shirt/top"));
+    }
+
+    // Every entry of the dataset table, in its own layout (writeDatasetFolder follows the entry,
+    // not a list of datasets): found under each of its folder names, inspected and loaded with its
+    // classes and image shape, and its files recognised directly in a folder a user names.
+    void everyTableEntry_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<bool>("gz");
+        for (const DatasetSpec& spec : datasetSpecs()) {
+            QTest::newRow(spec.name.c_str()) << QString::fromStdString(spec.name) << false;
+            if (spec.gzipAccepted)
+                QTest::newRow((spec.name + " gzip").c_str())
+                    << QString::fromStdString(spec.name) << true;
+        }
+    }
+    void everyTableEntry()
+    {
+        QFETCH(QString, name);
+        QFETCH(bool, gz);
+        const std::string n = name.toStdString();
+        const DatasetSpec& spec = datasetSpec(n);
+        validateDatasetSpec(spec);
+        QCOMPARE(findDatasetSpec(n), &spec);
+        QCOMPARE(datasetFolderNames(n), spec.folderNames);
+        QCOMPARE(datasetImageShape(n), spec.imageShape);
+        const std::int64_t perFile = 3;
+        const auto filesPerSplit = [&](const std::vector<std::string>& files) {
+            return spec.reader == DatasetReader::Idx ? std::int64_t(1)
+                                                     : static_cast<std::int64_t>(files.size());
+        };
+        const std::int64_t train = perFile * filesPerSplit(spec.trainFiles);
+        const std::int64_t test = perFile * filesPerSplit(spec.testFiles);
+        for (const std::string& sub : spec.folderNames) {
+            QTemporaryDir tmp;
+            const fs::path root = tmp.path().toStdString();
+            writeDatasetFolder(spec, root / sub, perFile, gz, 9);
+            fs::create_directories(root / "empty");
+            const std::optional<DatasetInfo> info = findDataset(n, {root / "empty", root});
+            QVERIFY2(info, sub.c_str());
+            QCOMPARE(info->location, root / sub);
+            QCOMPARE(info->trainCount, train);
+            QCOMPARE(info->testCount, test);
+            QCOMPARE(info->imageShape, spec.imageShape);
+            QCOMPARE(int(info->classNames.size()), spec.labels.numClasses);
+            const Dataset d = loadDataset(n, std::vector<fs::path>{root});
+            QCOMPARE(d.name, n);
+            QCOMPARE(d.train.count, train);
+            QCOMPARE(d.test.count, test);
+            QCOMPARE(d.train.imageShape(), spec.imageShape);
+            QCOMPARE(d.classNames, info->classNames);
+            for (const std::int32_t l : d.train.labels)
+                QVERIFY(l >= 0 && l < spec.labels.numClasses);
+            // The files directly in a folder the user names.
+            QCOMPARE(*datasetFolderIn(n, root / sub), root / sub);
+            QCOMPARE(loadDatasetPreferring(n, root / sub, {}).test.count, test);
+            std::string why;
+            QVERIFY(!datasetFolderIn(n, root / "empty", &why));
+            QVERIFY2(why.find(spec.markerFiles().front()) != std::string::npos, why.c_str());
+        }
+        QVERIFY(std::find(knownDatasets().begin(), knownDatasets().end(), n) !=
+                knownDatasets().end());
+    }
+
+    // The table's own checks: an entry that could not be found, read or downloaded is refused,
+    // naming the entry and what is wrong.
+    void tableValidation_data()
+    {
+        QTest::addColumn<QString>("base");
+        QTest::addColumn<int>("mutation");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("climbing folder") << "mnist" << 0 << "is not a plain relative path";
+        QTest::newRow("no test files") << "mnist" << 1 << "no test files";
+        QTest::newRow("IDX split of three files") << "mnist" << 2 << "two files";
+        QTest::newRow("too few class names") << "mnist" << 3 << "lists 3 class names";
+        QTest::newRow("names and a names file") << "mnist" << 4 << "not both";
+        QTest::newRow("upper-case MD5") << "mnist" << 5 << "MD5";
+        QTest::newRow("a reader file not published")
+            << "fashion-mnist" << 6 << "not among the published files";
+        QTest::newRow("archive of two files") << "cifar10" << 7 << "exactly one .tar.gz";
+        QTest::newRow("CIFAR records of another shape") << "cifar10" << 8 << "32x32x3";
+        QTest::newRow("CIFAR gzip") << "cifar100" << 9 << "never gzip";
+        QTest::newRow("label byte beyond the record's") << "cifar100" << 10 << "label byte 2";
+        QTest::newRow("no URL scheme") << "cifar100" << 11 << "must start with http";
+        QTest::newRow("grayscale IDX") << "fashion-mnist" << 12 << "grayscale";
+    }
+    void tableValidation()
+    {
+        QFETCH(QString, base);
+        QFETCH(int, mutation);
+        QFETCH(QString, expected);
+        DatasetSpec spec = datasetSpec(base.toStdString());
+        validateDatasetSpec(spec); // the base is fine
+        switch (mutation) {
+        case 0:
+            spec.folderNames.push_back("mnist/../../etc");
+            break;
+        case 1:
+            spec.testFiles.clear();
+            break;
+        case 2:
+            spec.trainFiles.push_back("extra-idx1-ubyte");
+            break;
+        case 3:
+            spec.labels.names.resize(3);
+            break;
+        case 4:
+            spec.labels.namesFile = "names.txt";
+            break;
+        case 5:
+            spec.downloads.files[0].md5 = std::string(32, 'A');
+            break;
+        case 6:
+            spec.downloads.files.pop_back();
+            break;
+        case 7:
+            spec.downloads.files.push_back({"more.tar.gz", std::string(32, 'a'), -1});
+            break;
+        case 8:
+            spec.imageShape = {28, 28, 3};
+            break;
+        case 9:
+            spec.gzipAccepted = true;
+            break;
+        case 10:
+            spec.labels.labelByte = 2;
+            break;
+        case 11:
+            spec.downloads.baseUrl = "www.cs.toronto.edu/~kriz/";
+            break;
+        case 12:
+            spec.imageShape = {28, 28, 3};
+            break;
+        }
+        try {
+            validateDatasetSpec(spec);
+            QFAIL("a bad entry was accepted");
+        } catch (const InvalidArgument& e) {
+            const QString m = QString::fromUtf8(e.what());
+            QVERIFY2(m.contains(expected), e.what());
+            QVERIFY2(m.contains("'" + base + "'"), e.what());
+        }
     }
 };
 

@@ -2,6 +2,8 @@
 // that fits the dataset (or a refusal that says why).
 #include <QtTest>
 
+#include <algorithm>
+
 #include "engine/models/registry.h"
 #include "engine/train/recipe.h"
 
@@ -40,6 +42,120 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(UnknownName,
                                  defaultModelFor("cifar100")); // 100 classes: no built-in net
         QVERIFY_THROWS_EXCEPTION(UnknownName, defaultModelFor("imagenet"));
+    }
+
+    // A dataset's default model: the one its table entry names, else the first registered model
+    // meant for it (ModelInfo::defaultDataset); either way one that takes its images and classes.
+    void defaultModelsFollowTheTables()
+    {
+        for (const DatasetSpec& spec : datasetSpecs()) {
+            const auto& models = modelRegistry();
+            const auto meant = std::find_if(models.begin(), models.end(), [&](const ModelInfo& m) {
+                return m.defaultDataset == spec.name;
+            });
+            if (spec.defaultModel.empty() && meant == models.end()) {
+                QVERIFY_THROWS_EXCEPTION(UnknownName, defaultModelFor(spec.name));
+                continue;
+            }
+            const std::string model = defaultModelFor(spec.name);
+            QCOMPARE(model, spec.defaultModel.empty() ? meant->name : spec.defaultModel);
+            const Shape& s = spec.imageShape;
+            QCOMPARE(s[0], s[1]);
+            const Preprocessing p = preprocessingFor(
+                model, dataset(spec.name, int(s[0]), int(s[2]), spec.labels.numClasses));
+            QCOMPARE(p.channels, int(s[2]));
+        }
+        // cifar100 says why no model fits it.
+        try {
+            defaultModelFor("cifar100");
+            QFAIL("no exception");
+        } catch (const UnknownName& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains("its 100 classes fit none"), e.what());
+        }
+    }
+
+    // Each model's recipe as it has always been (the numbers of README's recipe table).
+    void recipes_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("optimizer");
+        QTest::addColumn<int>("schedule");
+        QTest::addColumn<double>("lr");
+        QTest::addColumn<int>("batch");
+        QTest::addColumn<double>("epochs");
+        QTest::addColumn<qint64>("steps");
+        QTest::addColumn<double>("weightDecay");
+        QTest::addColumn<qint64>("checkpointEvery");
+        QTest::addColumn<qint64>("evalEvery");
+        QTest::addColumn<qint64>("logEvery");
+        const int exponential = int(LrSchedule::Kind::Exponential),
+                  oneCycle = int(LrSchedule::Kind::OneCycle),
+                  constant = int(LrSchedule::Kind::Constant);
+        QTest::newRow("cifar10-tutorial")
+            << "cifar10-tutorial"
+            << "sgd" << exponential << 0.1 << 128 << 0.0 << qint64(10000) << -1.0 << qint64(1000)
+            << qint64(2000) << qint64(10);
+        QTest::newRow("cifar10-resnet") << "cifar10-resnet"
+                                        << "nesterov" << oneCycle << 0.2 << 128 << 12.0 << qint64(0)
+                                        << 5e-4 << qint64(500) << qint64(390) << qint64(10);
+        QTest::newRow("fashion-fast") << "fashion-fast"
+                                      << "nesterov" << oneCycle << 0.1 << 64 << 8.0 << qint64(0)
+                                      << 5e-4 << qint64(500) << qint64(500) << qint64(50);
+        QTest::newRow("fashion-wide") << "fashion-wide"
+                                      << "nesterov" << oneCycle << 0.1 << 64 << 20.0 << qint64(0)
+                                      << 5e-4 << qint64(500) << qint64(1000) << qint64(50);
+        QTest::newRow("mnist-convnet") << "mnist-convnet"
+                                       << "adam" << constant << 1e-3 << 128 << 2.0 << qint64(0)
+                                       << -1.0 << qint64(200) << qint64(0) << qint64(10);
+    }
+    void recipes()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, optimizer);
+        QFETCH(int, schedule);
+        QFETCH(double, lr);
+        QFETCH(int, batch);
+        QFETCH(double, epochs);
+        QFETCH(qint64, steps);
+        QFETCH(double, weightDecay);
+        QFETCH(qint64, checkpointEvery);
+        QFETCH(qint64, evalEvery);
+        QFETCH(qint64, logEvery);
+        const TrainConfig c = defaultConfigFor(model.toStdString());
+        QCOMPARE(QString::fromStdString(c.optimizer.kind), optimizer);
+        QCOMPARE(int(c.schedule.kind), schedule);
+        QCOMPARE(c.schedule.lr, lr);
+        QCOMPARE(c.batchPerTower, batch);
+        QCOMPARE(c.epochs, epochs);
+        QCOMPARE(qint64(c.steps), steps);
+        QCOMPARE(c.weightDecay, weightDecay);
+        QCOMPARE(qint64(c.checkpointEvery), checkpointEvery);
+        QCOMPARE(qint64(c.evalEvery), evalEvery);
+        QCOMPARE(qint64(c.logEvery), logEvery);
+        if (c.schedule.kind == LrSchedule::Kind::OneCycle) {
+            QCOMPARE(c.optimizer.momentum, 0.9);
+            QVERIFY(!c.schedule.cosineAnneal);
+            QCOMPARE(c.schedule.warmupFraction, model == "cifar10-resnet" ? 0.2 : 0.15);
+        }
+    }
+
+    // A recipe says only what it changes: a ModelRecipe left as it is gives TrainConfig's defaults.
+    void recipeDefaultsAreTrainConfigs()
+    {
+        const ModelRecipe r;
+        const TrainConfig c;
+        QCOMPARE(r.optimizer.kind, c.optimizer.kind);
+        QCOMPARE(r.optimizer.momentum, c.optimizer.momentum);
+        QVERIFY(r.schedule.kind == c.schedule.kind);
+        QCOMPARE(r.schedule.lr, c.schedule.lr);
+        QCOMPARE(r.batchPerTower, c.batchPerTower);
+        QCOMPARE(r.steps, c.steps);
+        QCOMPARE(r.epochs, c.epochs);
+        QCOMPARE(r.weightDecay, c.weightDecay);
+        QCOMPARE(r.emaDecay, c.emaDecay);
+        QCOMPARE(r.checkpointEvery, c.checkpointEvery);
+        QCOMPARE(r.evalEvery, c.evalEvery);
+        QCOMPARE(r.logEvery, c.logEvery);
     }
 
     void everyModelHasAValidConfig()

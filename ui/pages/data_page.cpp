@@ -118,13 +118,10 @@ void DataPage::buildUi()
     auto* sourceBox = new QGroupBox(tr("Dataset"), this);
     auto* form = new QFormLayout(sourceBox);
     m_datasetCombo = new QComboBox(sourceBox);
-    for (const auto& n : engine::knownDatasets()) {
-        const QString name = QString::fromStdString(n);
-        QString description = name;
-        for (const auto& spec : app::builtInDatasets())
-            if (spec.name == name)
-                description = QStringLiteral("%1 — %2").arg(name, spec.description);
-        m_datasetCombo->addItem(description, name);
+    for (const auto& spec : engine::datasetSpecs()) {
+        const QString name = QString::fromStdString(spec.name);
+        m_datasetCombo->addItem(
+            QStringLiteral("%1 — %2").arg(name, QString::fromStdString(spec.description)), name);
     }
     form->addRow(tr("&Dataset:"), m_datasetCombo);
     auto* dirRow = new QHBoxLayout;
