@@ -1,9 +1,12 @@
-// towers-cli selftest: every op of a device's backend against the reference backend, then a few
-// training steps; pass or fail per check. A user's first command on a new machine.
+// towers-cli selftest: the op-case table (engine/selftest/op_cases.h) on a device's backend against
+// the reference backend, a line per case and a line per op, then a few training steps; pass or
+// fail per check. A user's first command on a new machine.
 #include <QElapsedTimer>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+
+#include <algorithm>
 
 #include "app/cli/command.h"
 #include "app/devices/device_list.h"
@@ -13,30 +16,96 @@
 
 namespace towers::app {
 
+namespace {
+
+QString number(double v)
+{
+    return QString::number(v, 'g', 2);
+}
+
+QJsonObject checkJson(const engine::SelfTestResult& r)
+{
+    QJsonObject o{{QStringLiteral("name"), QString::fromStdString(r.name)},
+                  {QStringLiteral("passed"), r.passed},
+                  {QStringLiteral("error"), r.error},
+                  {QStringLiteral("tolerance"), r.tolerance},
+                  {QStringLiteral("detail"), QString::fromStdString(r.detail)}};
+    if (!r.op.empty()) {
+        o.insert(QStringLiteral("op"), QString::fromStdString(r.op));
+        o.insert(QStringLiteral("case"), QString::fromStdString(r.caseName));
+        QJsonArray outputs;
+        for (const auto& out : r.outputs)
+            outputs.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(out.name)},
+                                       {QStringLiteral("passed"), out.passed},
+                                       {QStringLiteral("error"), out.error},
+                                       {QStringLiteral("tolerance"), out.tolerance}});
+        o.insert(QStringLiteral("outputs"), outputs);
+    }
+    return o;
+}
+
+QJsonObject opJson(const engine::SelfTestOpSummary& s)
+{
+    return QJsonObject{{QStringLiteral("op"), QString::fromStdString(s.op)},
+                       {QStringLiteral("passed"), s.failed == 0},
+                       {QStringLiteral("cases"), s.cases},
+                       {QStringLiteral("failed"), s.failed},
+                       {QStringLiteral("worstCase"), QString::fromStdString(s.worstCase)},
+                       {QStringLiteral("worstError"), s.worstError},
+                       {QStringLiteral("worstTolerance"), s.worstTolerance}};
+}
+
+} // namespace
+
 int runSelftest(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
-        "Checks that Towers computes correctly on this machine: every op of the device's backend\n"
-        "(convolution, pooling, LRN, linear, batch norm, dropout, loss, optimizer updates; "
-        "forward\n"
-        "and backward, the seeds' shapes among them) against the plain reference backend in "
-        "float64\n"
-        "(normalised error within the tolerance), then a few training steps with two towers: the\n"
-        "loss falls, the replicas stay identical, and they equal one tower of the same global\n"
-        "batch. Prints PASS or FAIL per check. Exit codes: 0 all passed, 1 some failed, 2 bad "
-        "usage."));
+        "Checks that Towers computes correctly on this machine. First the op-case table: every\n"
+        "op of the device's backend (convolution, pooling, LRN, linear, ReLU, add, dropout, "
+        "batch\n"
+        "norm, layouts, loss, sum of squares, axpy, optimizer updates; forward and backward) on\n"
+        "odd sizes, asymmetric SAME pads, strides, batch 1, large channel counts, ties in\n"
+        "max-pooling and the registered models' layers, each output against the plain reference\n"
+        "backend in float64 by normalised error (the case's tolerance for the backend's math\n"
+        "mode); the same cases the test suite runs on every backend. Then a few training steps\n"
+        "with two towers: the loss falls, the replicas stay identical, and they equal one tower\n"
+        "of the same global batch. Prints PASS or FAIL and the error per case, then per op.\n"
+        "Exit codes: 0 all passed, 1 some failed, 2 bad usage."));
     p.addOptions({
         {QStringLiteral("device"), QStringLiteral("cpu or cuda (default cpu)."),
          QStringLiteral("name"), QStringLiteral("cpu")},
         {QStringLiteral("tf32"),
-         QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores (tolerance 1e-2).")},
+         QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores (convolution and "
+                        "linear cases to 1e-2).")},
         {QStringLiteral("no-training"),
          QStringLiteral("Only the op checks, not the training steps.")},
+        {QStringLiteral("filter"),
+         QStringLiteral("Only the op cases whose name contains this text (\"LRN\", "
+                        "\"cifar10-tutorial\")."),
+         QStringLiteral("text")},
+        {QStringLiteral("list"),
+         QStringLiteral("Print the op cases (op, then case; those --filter names), one a line, "
+                        "without running them.")},
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
+    if (p.isSet(QStringLiteral("list"))) {
+        const bool json = p.isSet(QStringLiteral("json"));
+        const std::string filter = p.value(QStringLiteral("filter")).toStdString();
+        QJsonArray cases;
+        for (const auto& c : engine::opCases()) {
+            if (c.label().find(filter) == std::string::npos) continue;
+            if (json)
+                cases.append(QJsonObject{{QStringLiteral("op"), QString::fromStdString(c.op)},
+                                         {QStringLiteral("case"), QString::fromStdString(c.name)}});
+            else
+                io.out << QString::fromStdString(c.label()) << "\n";
+        }
+        if (json) io.out << QJsonDocument(cases).toJson(QJsonDocument::Indented);
+        return ExitOk;
+    }
     const QString device = p.value(QStringLiteral("device"));
     if (device == QLatin1String("cuda")) {
         if (!gpuBackendAvailable()) {
@@ -57,6 +126,17 @@ int runSelftest(const QStringList& args, CommandIo& io)
         return ExitUsage;
     }
     o.training = !p.isSet(QStringLiteral("no-training"));
+    o.filter = p.value(QStringLiteral("filter")).toStdString();
+    if (p.isSet(QStringLiteral("filter"))) {
+        const bool any = std::any_of(
+            engine::opCases().begin(), engine::opCases().end(),
+            [&](const engine::OpCase& c) { return c.label().find(o.filter) != std::string::npos; });
+        if (!any) {
+            io.err << "towers-cli selftest: --filter '" << p.value(QStringLiteral("filter"))
+                   << "' matches no op case (towers-cli selftest --list shows them)\n";
+            return ExitUsage;
+        }
+    }
     const bool json = p.isSet(QStringLiteral("json"));
     QString backendName = QStringLiteral("oneDNN %1, %2")
                               .arg(QString::fromStdString(engine::cpu::cpuInfo().onednnVersion),
@@ -71,18 +151,21 @@ int runSelftest(const QStringList& args, CommandIo& io)
                           .arg(QString::fromStdString(gpu->versions()),
                                o.allowTf32 ? QStringLiteral(", TF32") : QString());
     }
+    const QString mathMode = QString::fromStdString(mathModeName(engine::selfTestMathMode(o)));
     if (!json)
         io.out << "selftest on " << device << " (" << backendName
-               << ") against the reference backend\n";
+               << ") against the reference backend in float64; op cases judged in " << mathMode
+               << "\n";
     QElapsedTimer timer;
     timer.start();
     const auto results = engine::runSelfTest(o, [&](const engine::SelfTestResult& r) {
         if (json) return;
         io.out << (r.passed ? "PASS  " : "FAIL  ") << QString::fromStdString(r.name);
-        if (r.tolerance > 0)
-            io.out << "  (" << QString::number(r.error, 'g', 3)
-                   << " <= " << QString::number(r.tolerance, 'g', 3)
-                   << (r.passed ? ")" : " does not hold)");
+        // An op case that ran has its worst output's error; one that threw, only its message.
+        const bool measured = r.op.empty() ? r.tolerance > 0 : !r.outputs.empty();
+        if (measured)
+            io.out << "  (" << number(r.error) << (r.passed ? " <= " : " > ") << number(r.tolerance)
+                   << ")";
         if (!r.detail.empty()) io.out << "  " << QString::fromStdString(r.detail);
         io.out << "\n";
         io.out.flush();
@@ -91,22 +174,39 @@ int runSelftest(const QStringList& args, CommandIo& io)
     QJsonArray checks;
     for (const auto& r : results) {
         failed += r.passed ? 0 : 1;
-        checks.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(r.name)},
-                                  {QStringLiteral("passed"), r.passed},
-                                  {QStringLiteral("error"), r.error},
-                                  {QStringLiteral("tolerance"), r.tolerance},
-                                  {QStringLiteral("detail"), QString::fromStdString(r.detail)}});
+        checks.append(checkJson(r));
     }
+    const auto ops = engine::summarizeByOp(results);
     const double seconds = double(timer.elapsed()) / 1000.0;
     if (json) {
+        QJsonArray opArray;
+        for (const auto& s : ops) opArray.append(opJson(s));
         io.out << QJsonDocument(QJsonObject{{QStringLiteral("device"), device},
                                             {QStringLiteral("backend"), backendName},
+                                            {QStringLiteral("mathMode"), mathMode},
                                             {QStringLiteral("passed"), failed == 0},
                                             {QStringLiteral("failed"), failed},
                                             {QStringLiteral("seconds"), seconds},
+                                            {QStringLiteral("ops"), opArray},
                                             {QStringLiteral("checks"), checks}})
                       .toJson(QJsonDocument::Indented);
     } else {
+        if (!ops.empty()) {
+            io.out << "per op:\n";
+            int width = 0;
+            for (const auto& s : ops) width = std::max(width, int(s.op.size()));
+            for (const auto& s : ops) {
+                io.out << (s.failed ? "FAIL  " : "PASS  ")
+                       << QString::fromStdString(s.op).leftJustified(width) << "  "
+                       << QString::number(s.cases).rightJustified(3) << " cases";
+                if (s.failed)
+                    io.out << ", " << s.failed << " FAILED, the first: ";
+                else
+                    io.out << ", worst " << number(s.worstError)
+                           << " <= " << number(s.worstTolerance) << ": ";
+                io.out << QString::fromStdString(s.worstCase) << "\n";
+            }
+        }
         io.out << "selftest: " << (results.size() - std::size_t(failed)) << " of " << results.size()
                << " checks passed on " << device << " in " << QString::number(seconds, 'f', 1)
                << " s" << (failed ? QStringLiteral(": %1 FAILED").arg(failed) : QString()) << "\n";

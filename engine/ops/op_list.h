@@ -61,6 +61,8 @@
       (d, x, w, y, dy, act, saved, dx, dw, db))
 
 // --- max pooling; `workspace` is backend-private state from forward for backward ---
+// A window's maximum over its real elements (pads never win); where it appears more than once,
+// the first in scan order (row by row, left to right) wins, and backward routes dy to it alone.
 #define TOWERS_OP_maxPoolForward(M)                                                                \
     M(maxPoolForward, void, (const Pool2dDesc& d, const Tensor& x, Tensor& y, Tensor& workspace),  \
       (d, x, y, workspace))

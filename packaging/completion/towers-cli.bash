@@ -27,7 +27,7 @@ _towers_cli()
         download) options="--data-dir --base-url --force --help" ;;
         models) options="--json --help" ;;
         devices) options="--json --watch --count --help" ;;
-        selftest) options="--device --tf32 --no-training --json --help" ;;
+        selftest) options="--device --tf32 --no-training --filter --list --json --help" ;;
         bench) options="--model --batch-size --threads --steps --warmup --backend --tf32 --per-layer --json --help" ;;
         *) return ;;
     esac

@@ -181,21 +181,6 @@ GradCheckResult checkDirectionalGradient(const std::function<double()>& f, Tenso
     return r;
 }
 
-double normalisedError(const Tensor& a, const Tensor& b)
-{
-    if (a.numel() != b.numel())
-        throw engine::ShapeError("normalisedError: sizes differ: " + a.describe() + " vs " +
-                                 b.describe());
-    double num = 0, den = 0;
-    for (std::int64_t i = 0; i < a.numel(); ++i) {
-        const double d = a.at(i) - b.at(i);
-        num += d * d;
-        den += b.at(i) * b.at(i);
-    }
-    if (den == 0) return num == 0 ? 0 : std::sqrt(num);
-    return std::sqrt(num / den);
-}
-
 double maxAbsDiff(const Tensor& a, const Tensor& b)
 {
     if (a.numel() != b.numel()) throw engine::ShapeError("maxAbsDiff: sizes differ");

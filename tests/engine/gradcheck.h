@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "engine/selftest/op_cases.h"
 #include "engine/tensor/rng.h"
 #include "engine/tensor/tensor.h"
 
@@ -59,8 +60,9 @@ GradCheckResult checkDirectionalGradient(const std::function<double()>& f, Tenso
                                          std::uint64_t seed = 1);
 
 // ||a - b||_2 / ||b||_2 (0 when both are zero): the backends' comparison measure (as ggml's
-// test-backend-ops). a and b may have different float dtypes.
-double normalisedError(const Tensor& a, const Tensor& b);
+// test-backend-ops), the one the op-case table and the self-test use. a and b may have different
+// float dtypes.
+using engine::normalisedError;
 double maxAbsDiff(const Tensor& a, const Tensor& b);
 
 } // namespace towers::test

@@ -1,0 +1,562 @@
+// The op-case table's dense and element-wise ops: linear (forward, backward data, backward
+// weights, the fused linearBackward), ReLU, add, dropout, batch norm, the layout transposes, the
+// softmax cross-entropy loss, the sum of squares, axpy and the optimizer updates.
+#include <cmath>
+#include <cstdio>
+
+#include "engine/selftest/op_cases_build.h"
+
+namespace towers::engine::op_cases {
+
+namespace {
+
+std::string number(double v)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+Activation activation(bool relu)
+{
+    return relu ? Activation::Relu : Activation::None;
+}
+
+// ---- linear ----
+
+struct LinearGeometry
+{
+    LinearGeometry(std::string what_, std::int64_t n_, std::int64_t in_, std::int64_t out_,
+                   bool model_ = false, bool bias_ = true, bool relu_ = true)
+        : what(std::move(what_)), n(n_), in(in_), out(out_), model(model_), bias(bias_), relu(relu_)
+    {
+    }
+    std::string what;
+    std::int64_t n = 1, in = 1, out = 1;
+    bool model = false; // a model's layer: its own bias and activation only
+    bool bias = true, relu = true;
+
+    std::string text() const
+    {
+        char text[64];
+        std::snprintf(text, sizeof text, "%lldx%lld->%lld", static_cast<long long>(n),
+                      static_cast<long long>(in), static_cast<long long>(out));
+        return text + (what.empty() ? "" : " (" + what + ")");
+    }
+};
+
+std::vector<LinearGeometry> linearGeometries()
+{
+    std::vector<LinearGeometry> g = {
+        {"odd sizes", 3, 7, 5},
+        {"", 1, 1, 1},
+        {"odd sizes", 5, 33, 17},
+        {"", 6, 37, 19},
+        {"parallel bias sums", 128, 64, 300},
+        {"batch 1", 1, 2304, 384},
+    };
+    for (const auto& l : modelLayers().linears)
+        g.emplace_back(l.layer, l.n, l.in, l.out, true, l.bias, l.relu);
+    return g;
+}
+
+std::string variant(bool bias, bool relu)
+{
+    return std::string(bias ? ", bias" : ", no bias") + (relu ? ", relu" : "");
+}
+
+// x, w, b, dy; weights scaled by 1 / sqrt(in).
+std::vector<Tensor> linearInputs(const LinearGeometry& g, Rng& rng)
+{
+    const double s = 1.0 / std::sqrt(double(g.in));
+    return {uniform({g.n, g.in}, rng), uniform({g.out, g.in}, rng, -s, s),
+            uniform({g.out}, rng, -0.5, 0.5), uniform({g.n, g.out}, rng)};
+}
+
+void addLinear(std::vector<OpCase>& cases, const std::vector<LinearGeometry>& geometries)
+{
+    const Tolerance tol = Tolerance::products();
+    for (const auto& g : geometries) {
+        std::vector<std::pair<bool, bool>> variants{{g.bias, g.relu}};
+        if (!g.model) variants.push_back({false, false});
+        for (const auto& [bias, relu] : variants)
+            cases.push_back({"linear forward", g.text() + variant(bias, relu), tol,
+                             [g](Rng& rng) { return linearInputs(g, rng); },
+                             [bias, relu](Ops& ops, const std::vector<Tensor>& in) {
+                                 Tensor y;
+                                 ops.linearForward(in[0], in[1], bias ? in[2] : Tensor(), y,
+                                                   activation(relu));
+                                 return std::vector<OpOutput>{{"y", y}};
+                             }});
+    }
+    for (const auto& g : geometries)
+        cases.push_back({"linear backward data", g.text(), tol,
+                         [g](Rng& rng) { return linearInputs(g, rng); },
+                         [](Ops& ops, const std::vector<Tensor>& in) {
+                             Tensor dx;
+                             ops.linearBackwardData(in[3], in[1], dx);
+                             return std::vector<OpOutput>{{"dx", dx}};
+                         }});
+    for (const auto& g : geometries) {
+        std::vector<bool> withDb{g.bias};
+        if (!g.model) withDb.push_back(false);
+        for (const bool db : withDb)
+            cases.push_back({"linear backward weights", g.text() + (db ? ", db" : ", no db"), tol,
+                             [g](Rng& rng) { return linearInputs(g, rng); },
+                             [db](Ops& ops, const std::vector<Tensor>& in) {
+                                 Tensor dw, dbias;
+                                 ops.linearBackwardWeights(in[0], in[3], dw, db ? &dbias : nullptr);
+                                 std::vector<OpOutput> out{{"dw", dw}};
+                                 if (db) out.push_back({"db", dbias});
+                                 return out;
+                             }});
+    }
+    // linearBackward: y (the forward's output, which masks dy for ReLU) is an input computed in
+    // float64, so both backends mask with the same values.
+    struct Variant
+    {
+        bool bias, relu, dx;
+    };
+    for (const auto& g : geometries) {
+        std::vector<Variant> variants{{g.bias, g.relu, true}};
+        if (!g.model) {
+            variants.push_back({true, true, false});
+            variants.push_back({false, true, true});
+            variants.push_back({true, false, true});
+        }
+        for (const auto& v : variants)
+            cases.push_back(
+                {"linear fused backward",
+                 g.text() + variant(v.bias, v.relu) + (v.dx ? ", dx" : ", no dx"), tol,
+                 [g, v](Rng& rng) {
+                     auto in = linearInputs(g, rng);
+                     Tensor y;
+                     referenceOps().linearForward(in[0], in[1], v.bias ? in[2] : Tensor(), y,
+                                                  activation(v.relu));
+                     in.push_back(roundedToFloat32(y));
+                     return in;
+                 },
+                 [v](Ops& ops, const std::vector<Tensor>& in) {
+                     Tensor dx, dw, db;
+                     ops.linearBackward(in[0], in[1], in[4], in[3], activation(v.relu),
+                                        v.dx ? &dx : nullptr, dw, v.bias ? &db : nullptr);
+                     std::vector<OpOutput> out;
+                     if (v.dx) out.push_back({"dx", dx});
+                     out.push_back({"dw", dw});
+                     if (v.bias) out.push_back({"db", db});
+                     return out;
+                 }});
+    }
+}
+
+// ---- element-wise ----
+
+struct Named
+{
+    std::string what;
+    Shape shape;
+    std::string text() const { return shapeText(shape) + (what.empty() ? "" : " (" + what + ")"); }
+};
+
+std::vector<Named> elementwiseShapes()
+{
+    return {
+        {"one element", {1, 1, 1, 1}}, {"odd sizes", {3, 5, 7, 2}},
+        {"", {16, 24, 24, 8}},         {"", {128, 10}},
+        {"odd sizes", {37, 1001}},
+    };
+}
+
+void addElementwise(std::vector<OpCase>& cases)
+{
+    const auto shapes = elementwiseShapes();
+    for (const auto& s : shapes)
+        cases.push_back({"relu forward", s.text(), Tolerance::exact(),
+                         [s](Rng& rng) { return std::vector<Tensor>{uniform(s.shape, rng)}; },
+                         [](Ops& ops, const std::vector<Tensor>& in) {
+                             Tensor y;
+                             ops.reluForward(in[0], y);
+                             return std::vector<OpOutput>{{"y", y}};
+                         }});
+    for (const auto& s : shapes)
+        cases.push_back({"relu backward", s.text(), Tolerance::exact(),
+                         [s](Rng& rng) {
+                             Tensor y;
+                             referenceOps().reluForward(uniform(s.shape, rng), y);
+                             return std::vector<Tensor>{y, uniform(s.shape, rng)};
+                         },
+                         [](Ops& ops, const std::vector<Tensor>& in) {
+                             Tensor dx;
+                             ops.reluBackward(in[0], in[1], dx);
+                             return std::vector<OpOutput>{{"dx", dx}};
+                         }});
+    cases.push_back({"relu backward", shapes.back().text() + ", in place (dx is dy)",
+                     Tolerance::exact(),
+                     [s = shapes.back()](Rng& rng) {
+                         Tensor y;
+                         referenceOps().reluForward(uniform(s.shape, rng), y);
+                         return std::vector<Tensor>{y, uniform(s.shape, rng)};
+                     },
+                     [](Ops& ops, const std::vector<Tensor>& in) {
+                         Tensor dx = in[1].clone();
+                         ops.reluBackward(in[0], dx, dx);
+                         return std::vector<OpOutput>{{"dx", dx}};
+                     }});
+    for (const auto& s : shapes)
+        cases.push_back(
+            {"add", s.text(), Tolerance::elementwise(),
+             [s](Rng& rng) {
+                 return std::vector<Tensor>{uniform(s.shape, rng), uniform(s.shape, rng, -3, 3)};
+             },
+             [](Ops& ops, const std::vector<Tensor>& in) {
+                 Tensor y;
+                 ops.add(in[0], in[1], y);
+                 return std::vector<OpOutput>{{"y", y}};
+             }});
+    cases.push_back(
+        {"add", shapes.back().text() + ", in place (y is a)", Tolerance::elementwise(),
+         [s = shapes.back()](Rng& rng) {
+             return std::vector<Tensor>{uniform(s.shape, rng), uniform(s.shape, rng, -3, 3)};
+         },
+         [](Ops& ops, const std::vector<Tensor>& in) {
+             Tensor y = in[0].clone();
+             ops.add(y, in[1], y);
+             return std::vector<OpOutput>{{"y", y}};
+         }});
+
+    // Dropout: the masks come from the counter-based hash (ops/dropout_mask.h), so they must
+    // match bit for bit; the kept values are scaled by 1 / (1 - rate).
+    const double rates[] = {0.25, 0.0, 0.5, 0.9, 0.4};
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+        const Named s = shapes[i];
+        const double rate = rates[i];
+        const std::uint64_t seed = 1234 + i;
+        cases.push_back({"dropout forward", s.text() + ", rate " + number(rate),
+                         Tolerance::elementwise(),
+                         [s](Rng& rng) { return std::vector<Tensor>{uniform(s.shape, rng)}; },
+                         [rate, seed](Ops& ops, const std::vector<Tensor>& in) {
+                             Tensor y, m;
+                             ops.dropoutForward(in[0], rate, seed, y, m);
+                             return std::vector<OpOutput>{{"y", y}, {"mask", m, true}};
+                         }});
+    }
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+        const Named s = shapes[i];
+        const double rate = rates[i];
+        cases.push_back(
+            {"dropout backward", s.text() + ", rate " + number(rate), Tolerance::elementwise(),
+             [s, rate](Rng& rng) {
+                 return std::vector<Tensor>{uniform(s.shape, rng), mask(s.shape, rng, 1 - rate)};
+             },
+             [rate](Ops& ops, const std::vector<Tensor>& in) {
+                 Tensor dx;
+                 ops.dropoutBackward(in[0], in[1], rate, dx);
+                 return std::vector<OpOutput>{{"dx", dx}};
+             }});
+    }
+    for (const auto& s : shapes)
+        cases.push_back({"sum of squares",
+                         s.text(),
+                         {1e-6, 1e-4, 1e-4},
+                         [s](Rng& rng) { return std::vector<Tensor>{uniform(s.shape, rng)}; },
+                         [](Ops& ops, const std::vector<Tensor>& in) {
+                             return std::vector<OpOutput>{{"sum", scalar(ops.sumSquares(in[0]))}};
+                         }});
+    const double alphas[] = {-0.37, 2.5, 1.0, -1.0, 5e-4};
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+        const Named s = shapes[i];
+        const double alpha = alphas[i];
+        cases.push_back(
+            {"axpy", s.text() + ", alpha " + number(alpha), Tolerance::elementwise(),
+             [s](Rng& rng) {
+                 return std::vector<Tensor>{uniform(s.shape, rng), uniform(s.shape, rng)};
+             },
+             [alpha](Ops& ops, const std::vector<Tensor>& in) {
+                 Tensor y = in[1].clone();
+                 ops.axpy(alpha, in[0], y);
+                 return std::vector<OpOutput>{{"y", y}};
+             }});
+    }
+}
+
+// ---- batch norm ----
+
+struct BatchNormCase
+{
+    BatchNormCase(std::string what_, Shape shape_, double epsilon_ = 1e-5, double momentum_ = 0.1)
+        : what(std::move(what_)), shape(std::move(shape_)), epsilon(epsilon_), momentum(momentum_)
+    {
+    }
+    std::string what;
+    Shape shape;
+    double epsilon = 1e-5, momentum = 0.1;
+
+    BatchNormDesc desc() const { return makeBatchNormDesc(shape, epsilon, momentum); }
+    std::string text() const
+    {
+        return shapeText(shape) + " eps " + number(epsilon) + " momentum " + number(momentum) +
+               (what.empty() ? "" : " (" + what + ")");
+    }
+};
+
+std::vector<BatchNormCase> batchNormCases()
+{
+    std::vector<BatchNormCase> all = {
+        // Two rows: dx is of the order of epsilon / variance, a cancellation float32 resolves only
+        // when epsilon is not too small.
+        {"[N,C], two rows", {2, 3}, 0.1, 0.1},
+        {"[N,C], odd sizes", {37, 19}, 1e-3, 0.2},
+        {"odd sizes", {3, 5, 7, 3}},
+        {"", {8, 16, 16, 64}, 1e-3, 0.2},
+        {"", {4, 6, 6, 128}},
+    };
+    for (const auto& b : modelLayers().batchNorms) all.emplace_back(b.layer, b.x);
+    return all;
+}
+
+// x, gamma, beta, running mean, running variance, dy.
+std::vector<Tensor> batchNormInputs(const BatchNormDesc& d, Rng& rng)
+{
+    const std::int64_t c = d.channels();
+    return {uniform(d.shape, rng, -2, 3), uniform({c}, rng, 0.5, 1.5), uniform({c}, rng, -0.5, 0.5),
+            uniform({c}, rng, -0.5, 0.5), uniform({c}, rng, 0.5, 2),   uniform(d.shape, rng)};
+}
+
+void addBatchNorm(std::vector<OpCase>& cases)
+{
+    const Tolerance tol = Tolerance::reductions();
+    const auto all = batchNormCases();
+    for (const auto& b : all) {
+        const BatchNormDesc d = b.desc();
+        cases.push_back({"batch norm training forward", b.text(), tol,
+                         [d](Rng& rng) { return batchNormInputs(d, rng); },
+                         [d](Ops& ops, const std::vector<Tensor>& in) {
+                             Tensor y, mean, var;
+                             Tensor runMean = in[3].clone(), runVar = in[4].clone();
+                             ops.batchNormForwardTraining(d, in[0], in[1], in[2], y, runMean,
+                                                          runVar, mean, var);
+                             return std::vector<OpOutput>{{"y", y},
+                                                          {"saved mean", mean},
+                                                          {"saved variance", var},
+                                                          {"running mean", runMean},
+                                                          {"running variance", runVar}};
+                         }});
+    }
+    for (const auto& b : all) {
+        const BatchNormDesc d = b.desc();
+        cases.push_back({"batch norm inference forward", b.text(), tol,
+                         [d](Rng& rng) { return batchNormInputs(d, rng); },
+                         [d](Ops& ops, const std::vector<Tensor>& in) {
+                             Tensor y;
+                             ops.batchNormForwardInference(d, in[0], in[1], in[2], in[3], in[4], y);
+                             return std::vector<OpOutput>{{"y", y}};
+                         }});
+    }
+    // Backward from the saved statistics the contract defines (the batch mean and biased
+    // variance), computed here in float64.
+    for (const auto& b : all) {
+        const BatchNormDesc d = b.desc();
+        cases.push_back(
+            {"batch norm backward", b.text(), tol,
+             [d](Rng& rng) {
+                 auto in = batchNormInputs(d, rng);
+                 Tensor y, mean, var;
+                 Tensor runMean = in[3].clone(), runVar = in[4].clone();
+                 referenceOps().batchNormForwardTraining(d, in[0], in[1], in[2], y, runMean, runVar,
+                                                         mean, var);
+                 in.push_back(roundedToFloat32(mean));
+                 in.push_back(roundedToFloat32(var));
+                 return in;
+             },
+             [d](Ops& ops, const std::vector<Tensor>& in) {
+                 Tensor dx, dgamma, dbeta;
+                 ops.batchNormBackward(d, in[0], in[5], in[1], in[6], in[7], dx, dgamma, dbeta);
+                 return std::vector<OpOutput>{{"dx", dx}, {"dgamma", dgamma}, {"dbeta", dbeta}};
+             }});
+    }
+}
+
+// ---- layouts ----
+
+void addLayout(std::vector<OpCase>& cases)
+{
+    std::vector<Named> shapes = {
+        {"one element", {1, 1, 1, 1}},
+        {"odd sizes", {3, 5, 7, 2}},
+        {"", {2, 3, 4, 5}},
+        {"", {16, 24, 24, 8}},
+    };
+    for (const auto& f : modelLayers().flattens) shapes.push_back({f.layer, f.x});
+    for (const auto& s : shapes)
+        cases.push_back({"layout NHWC to NCHW", s.text(), Tolerance::exact(),
+                         [s](Rng& rng) { return std::vector<Tensor>{uniform(s.shape, rng)}; },
+                         [](Ops& ops, const std::vector<Tensor>& in) {
+                             Tensor y;
+                             ops.nhwcToNchw(in[0], y);
+                             return std::vector<OpOutput>{{"y", y}};
+                         }});
+    for (const auto& s : shapes)
+        cases.push_back({"layout NCHW to NHWC", s.text(), Tolerance::exact(),
+                         [s](Rng& rng) { return std::vector<Tensor>{uniform(s.shape, rng)}; },
+                         [](Ops& ops, const std::vector<Tensor>& in) {
+                             Tensor y;
+                             ops.nchwToNhwc(in[0], y);
+                             return std::vector<OpOutput>{{"y", y}};
+                         }});
+}
+
+// ---- loss ----
+
+struct LossCase
+{
+    std::string what;
+    std::int64_t n = 1;
+    int classes = 2;
+    double range = 8; // logits in [-range, range]
+    std::string text() const
+    {
+        char text[64];
+        std::snprintf(text, sizeof text, "[%lld,%d] logits +-%g", static_cast<long long>(n),
+                      classes, range);
+        return text + (what.empty() ? "" : " (" + what + ")");
+    }
+};
+
+void addLoss(std::vector<OpCase>& cases)
+{
+    const Tolerance tol = Tolerance::reductions();
+    const std::vector<LossCase> all = {
+        {"batch 1, two classes", 1, 2, 4}, {"", 7, 10, 8},
+        {"a tutorial batch", 128, 10, 8},  {"odd sizes", 37, 1001, 8},
+        {"large logits", 16, 10, 60},      {"cifar-100 classes", 64, 100, 4},
+    };
+    for (const auto& l : all)
+        cases.push_back(
+            {"softmax cross-entropy forward", l.text(), tol,
+             [l](Rng& rng) {
+                 return std::vector<Tensor>{uniform({l.n, l.classes}, rng, -l.range, l.range),
+                                            labels(l.n, l.classes, rng)};
+             },
+             [](Ops& ops, const std::vector<Tensor>& in) {
+                 Tensor probs;
+                 const double loss = ops.softmaxCrossEntropyForward(in[0], in[1], probs);
+                 return std::vector<OpOutput>{{"loss", scalar(loss)}, {"probs", probs}};
+             }});
+    // Backward from probabilities computed in float64 (what a forward leaves).
+    for (const auto& l : all) {
+        const double scale = 1.0 / static_cast<double>(l.n);
+        cases.push_back(
+            {"softmax cross-entropy backward", l.text() + ", scale 1/" + number(double(l.n)), tol,
+             [l](Rng& rng) {
+                 const Tensor logits = uniform({l.n, l.classes}, rng, -l.range, l.range);
+                 const Tensor lab = labels(l.n, l.classes, rng);
+                 Tensor probs;
+                 referenceOps().softmaxCrossEntropyForward(logits, lab, probs);
+                 return std::vector<Tensor>{roundedToFloat32(probs), lab};
+             },
+             [scale](Ops& ops, const std::vector<Tensor>& in) {
+                 Tensor dlogits;
+                 ops.softmaxCrossEntropyBackward(in[0], in[1], scale, dlogits);
+                 return std::vector<OpOutput>{{"dlogits", dlogits}};
+             }});
+    }
+}
+
+// ---- optimizer updates ----
+
+void addUpdates(std::vector<OpCase>& cases)
+{
+    const std::vector<Named> shapes = {
+        {"", {1000, 30}}, {"odd size", {7}}, {"a convolution's weights", {64, 3, 5, 5}}};
+    struct Momentum
+    {
+        std::string what;
+        MomentumStep step;
+    };
+    const std::vector<Momentum> momenta = {
+        {"first step", {0.05, 0.9, 0, false, true}},
+        {"momentum 0.9", {0.05, 0.9, 0, false, false}},
+        {"Nesterov", {0.1, 0.9, 0, true, false}},
+        {"dampening 0.1", {0.5, 0.8, 0.1, false, false}},
+        {"Nesterov, first step", {0.2, 0.9, 0, true, true}},
+    };
+    for (std::size_t i = 0; i < momenta.size(); ++i) {
+        const Named s = shapes[i % shapes.size()];
+        const MomentumStep step = momenta[i].step;
+        // g, momentum buffer, w.
+        cases.push_back({"optimizer momentum update",
+                         s.text() + ", " + momenta[i].what + ", lr " + number(step.lr),
+                         Tolerance::elementwise(),
+                         [s](Rng& rng) {
+                             return std::vector<Tensor>{uniform(s.shape, rng),
+                                                        uniform(s.shape, rng),
+                                                        uniform(s.shape, rng)};
+                         },
+                         [step](Ops& ops, const std::vector<Tensor>& in) {
+                             Tensor buf = in[1].clone(), w = in[2].clone();
+                             ops.momentumUpdate(step, in[0], buf, w);
+                             return std::vector<OpOutput>{{"w", w}, {"buffer", buf}};
+                         }});
+    }
+    struct Adam
+    {
+        std::string what;
+        AdamStep step;
+    };
+    const std::vector<Adam> adams = {
+        {"step 1", {1e-3, 0.9, 0.999, 1e-8, 1}},
+        {"step 3", {0.05, 0.9, 0.999, 1e-8, 3}},
+        {"step 1000, epsilon 1e-3", {0.01, 0.8, 0.99, 1e-3, 1000}},
+    };
+    for (std::size_t i = 0; i < adams.size(); ++i) {
+        const Named s = shapes[i % shapes.size()];
+        const AdamStep step = adams[i].step;
+        // g, m, v (non-negative), w.
+        cases.push_back(
+            {"optimizer Adam update", s.text() + ", " + adams[i].what + ", lr " + number(step.lr),
+             Tolerance::elementwise(),
+             [s](Rng& rng) {
+                 return std::vector<Tensor>{uniform(s.shape, rng), uniform(s.shape, rng, -0.1, 0.1),
+                                            uniform(s.shape, rng, 0, 0.01), uniform(s.shape, rng)};
+             },
+             [step](Ops& ops, const std::vector<Tensor>& in) {
+                 Tensor m = in[1].clone(), v = in[2].clone(), w = in[3].clone();
+                 ops.adamUpdate(step, in[0], m, v, w);
+                 return std::vector<OpOutput>{{"w", w}, {"m", m}, {"v", v}};
+             }});
+    }
+}
+
+} // namespace
+
+void addLinearCases(std::vector<OpCase>& cases)
+{
+    addLinear(cases, linearGeometries());
+}
+
+void addElementwiseCases(std::vector<OpCase>& cases)
+{
+    addElementwise(cases);
+}
+
+void addBatchNormCases(std::vector<OpCase>& cases)
+{
+    addBatchNorm(cases);
+}
+
+void addLayoutCases(std::vector<OpCase>& cases)
+{
+    addLayout(cases);
+}
+
+void addLossCases(std::vector<OpCase>& cases)
+{
+    addLoss(cases);
+}
+
+void addUpdateCases(std::vector<OpCase>& cases)
+{
+    addUpdates(cases);
+}
+
+} // namespace towers::engine::op_cases
