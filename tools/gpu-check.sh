@@ -7,11 +7,13 @@
 #   tools/gpu-check.sh run                # there, from the repository root, with .carry carried:
 #                                         # unpacks, then runs and logs (to $OUT, else .carry/out):
 #     nvidia-smi; towers-cli --version / devices; towers-cli selftest --device cuda (and --tf32);
-#     tst_gpu_backend (every op, GPU towers, device errors); the same under compute-sanitizer;
+#     tst_op_cases (the op-case table on CUDA, float32 and TF32, beside oneDNN's rows);
+#     tst_gpu_backend (every op, GPU towers, device errors, NCCL aborts); parts of it under
+#     compute-sanitizer (memcheck, racecheck, synccheck);
 #     a real training run on Fashion-MNIST on the GPU; bench/compare.py --device cuda against
 #     PyTorch (default, channels-last, channels-last+bf16) for cifar10-tutorial and cifar10-resnet.
 #
-# The tarball holds towers-cli, tst_gpu_backend, libtowers-cuda.so, the Debian libraries they
+# The tarball holds towers-cli, tst_op_cases, tst_gpu_backend, libtowers-cuda.so, the Debian libraries they
 # need that a bare machine lacks (Qt, oneDNN, ...; not glibc, not NVIDIA's, which come from the
 # machine's CUDA toolkit or its Python packages), and Debian's Fashion-MNIST when installed.
 set -euo pipefail
@@ -21,15 +23,15 @@ mode=${1:-}
 pack() {
     local build=${1:-build/ci}
     local plugin=$build/engine/cuda/libtowers-cuda.so
-    for f in "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$plugin"; do
+    for f in "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$build/tests/engine/tst_op_cases" "$plugin"; do
         [[ -f $f ]] || { echo "gpu-check: $f is missing: build a CUDA build first (cmake --preset ci && cmake --build --preset ci)" >&2; exit 1; }
     done
     local stage=.carry/gpu
     rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib" "$stage/data"
-    cp "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$stage/bin/"
+    cp "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$build/tests/engine/tst_op_cases" "$stage/bin/"
     cp "$plugin" "$stage/lib/"
     # What the programs load from Debian, except the C runtime and NVIDIA's libraries.
-    ldd "$stage/bin/towers-cli" "$stage/bin/tst_gpu_backend" "$plugin" |
+    ldd "$stage/bin/towers-cli" "$stage/bin/tst_gpu_backend" "$stage/bin/tst_op_cases" "$plugin" |
         awk '/=> \// {print $3}' | sort -u |
         grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libgcc_s|libstdc\+\+)\.so|/libcu|/libnccl|/libnvidia|/libcudnn' |
         while read -r lib; do cp -L "$lib" "$stage/lib/"; done
@@ -60,7 +62,7 @@ EOF
     # The carried Debian libraries go to the carried programs only (wrappers), never to python3,
     # whose PyTorch has its own.
     local libs="$g/lib:${nvlibs}:/usr/local/cuda/lib64"
-    for prog in towers-cli tst_gpu_backend; do
+    for prog in towers-cli tst_gpu_backend tst_op_cases; do
         mv "$g/bin/$prog" "$g/bin/$prog.bin"
         printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$libs" "$g/bin/$prog.bin" > "$g/bin/$prog"
         chmod +x "$g/bin/$prog"
@@ -81,10 +83,18 @@ EOF
     step devices "$cli" devices
     step selftest "$cli" selftest --device cuda
     step selftest-tf32 "$cli" selftest --device cuda --tf32 --no-training
+    step tst_op_cases "$g/bin/tst_op_cases"
     step tst_gpu_backend "$g/bin/tst_gpu_backend"
     if command -v compute-sanitizer > /dev/null; then
         step sanitizer env LD_LIBRARY_PATH="$libs" compute-sanitizer --tool memcheck --error-exitcode 3 \
-            "$g/bin/tst_gpu_backend.bin" everyOpMatchesTheReference deviceErrorsAreTypedAndSayWhat
+            "$g/bin/tst_gpu_backend.bin" everyOpMatchesTheReference deviceErrorsAreTypedAndSayWhat \
+            convolutionsRepeatBitwise twoContextsShareAGpu
+        # Shared-memory races and barriers in the backend's own kernels (the column sums of batch
+        # norm and bias gradients loop over chunks between __syncthreads).
+        for tool in racecheck synccheck; do
+            step "sanitizer-$tool" env LD_LIBRARY_PATH="$libs" compute-sanitizer --tool "$tool" \
+                --error-exitcode 3 "$g/bin/tst_gpu_backend.bin" everyOpMatchesTheReference
+        done
     fi
     step train "$cli" train --dataset fashion-mnist --device cuda --towers 2 --epochs 1 --run-dir /tmp/towers-gpu/runs/fashion
     step compare python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" --python python3 \

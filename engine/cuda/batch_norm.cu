@@ -4,6 +4,7 @@
 #include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
+#include "engine/cuda/stream_memory.h"
 
 namespace towers::engine::cuda {
 
@@ -46,23 +47,30 @@ struct SumDyXhat
 };
 
 // partial[chunk, c] = sum over the chunk's rows of f(r * cols + c, c); block (32, 8), grid
-// (ceil(cols / 32), chunks).
+// (ceil(cols / 32), columnChunkBlocks(chunks)): a block of the grid's y dimension (at most
+// 65,535) takes every gridDim.y-th chunk, and each chunk is summed in the same order whatever the
+// grid, so the sums do not depend on it.
 template <class F>
-__global__ void columnPartialsKernel(F f, double* partial, std::int64_t rows, std::int64_t cols)
+__global__ void columnPartialsKernel(F f, double* partial, std::int64_t rows, std::int64_t cols,
+                                     std::int64_t chunks)
 {
     __shared__ double part[8][32];
     const std::int64_t col = blockIdx.x * 32 + threadIdx.x;
-    const std::int64_t begin = std::int64_t(blockIdx.y) * kChunkRows;
-    const std::int64_t end = min(begin + kChunkRows, rows);
-    double sum = 0;
-    if (col < cols)
-        for (std::int64_t r = begin + threadIdx.y; r < end; r += 8) sum += f(r * cols + col, col);
-    part[threadIdx.y][threadIdx.x] = sum;
-    __syncthreads();
-    if (threadIdx.y == 0 && col < cols) {
-        double total = 0;
-        for (int k = 0; k < 8; ++k) total += part[k][threadIdx.x];
-        partial[std::int64_t(blockIdx.y) * cols + col] = total;
+    for (std::int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
+        const std::int64_t begin = chunk * kChunkRows;
+        const std::int64_t end = min(begin + kChunkRows, rows);
+        double sum = 0;
+        if (col < cols)
+            for (std::int64_t r = begin + threadIdx.y; r < end; r += 8)
+                sum += f(r * cols + col, col);
+        part[threadIdx.y][threadIdx.x] = sum;
+        __syncthreads();
+        if (threadIdx.y == 0 && col < cols) {
+            double total = 0;
+            for (int k = 0; k < 8; ++k) total += part[k][threadIdx.x];
+            partial[chunk * cols + col] = total;
+        }
+        __syncthreads(); // `part` is rewritten for the next chunk
     }
 }
 
@@ -82,15 +90,14 @@ template <class F>
 void columnSums(cudaStream_t s, F f, float* out, std::int64_t rows, std::int64_t cols, double scale)
 {
     const std::int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
-    double* partial = nullptr;
-    TOWERS_CUDA(
-        cudaMallocAsync(reinterpret_cast<void**>(&partial), sizeof(double) * chunks * cols, s));
-    const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
-    columnPartialsKernel<<<grid, dim3(32, 8), 0, s>>>(f, partial, rows, cols);
+    const ScratchBuffer scratch(sizeof(double) * std::size_t(chunks * cols), s);
+    auto* partial = static_cast<double*>(scratch.get());
+    const dim3 grid(static_cast<unsigned>((cols + 31) / 32),
+                    static_cast<unsigned>(columnChunkBlocks(chunks)));
+    columnPartialsKernel<<<grid, dim3(32, 8), 0, s>>>(f, partial, rows, cols, chunks);
     TOWERS_CUDA_LAUNCHED();
     columnTotalsKernel<<<gridFor(cols), kThreads, 0, s>>>(partial, out, chunks, cols, scale);
     TOWERS_CUDA_LAUNCHED();
-    TOWERS_CUDA(cudaFreeAsync(partial, s));
 }
 
 __global__ void applyKernel(const float* x, const float* mean, const float* var, const float* gamma,

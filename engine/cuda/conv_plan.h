@@ -34,6 +34,13 @@ struct ConvPlan
     cudnnConvolutionBwdDataAlgo_t backwardData{};
     cudnnConvolutionBwdFilterAlgo_t backwardFilter{};
     std::size_t forwardWorkspace = 0, backwardDataWorkspace = 0, backwardFilterWorkspace = 0;
+    // The math type each pass's algorithm was measured with: set on `conv` before the pass runs
+    // (one descriptor serves the three passes). `measureMath` is what cuDNN may choose among: FMA
+    // (exact float32), or tensor ops when TF32 is allowed.
+    cudnnMathType_t measureMath = CUDNN_FMA_MATH;
+    cudnnMathType_t forwardMath = CUDNN_FMA_MATH, backwardDataMath = CUDNN_FMA_MATH,
+                    backwardFilterMath = CUDNN_FMA_MATH;
+    void setMath(cudnnMathType_t math);
 
     ConvPlan(const Conv2dDesc& d, bool allowTf32);
     ~ConvPlan();

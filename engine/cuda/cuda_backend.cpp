@@ -1,6 +1,6 @@
-// The plugin's entry point and the GpuBackend it returns: the GPUs, their memory (stream-ordered
-// allocations from CUDA's per-device pool, which keeps freed blocks for reuse) and copies, and
-// the execution contexts (CudaOps).
+// The plugin's entry point and the GpuBackend it returns: the GPUs, their memory (stream_memory.h:
+// stream-ordered allocations on the running op's stream, from CUDA's per-device pool where the GPU
+// has one) and copies, and the execution contexts (CudaOps).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -14,52 +14,25 @@
 #include "engine/cuda/communicators.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_ops.h"
+#include "engine/cuda/stream_memory.h"
 #include "engine/gpu/gpu_backend.h"
 
 namespace towers::engine::cuda {
 
 namespace {
 
-std::string mib(std::size_t bytes)
-{
-    char text[64];
-    std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
-    return text;
-}
-
 std::string versionText(int v, int majorDiv, int minorDiv)
 {
     return std::to_string(v / majorDiv) + "." + std::to_string(v % majorDiv / minorDiv);
 }
 
+// The engine's view of the GPUs' memory (tensors allocate, free, zero and copy through it):
+// stream_memory.h does the work, on the running op's stream where there is one.
 class CudaMemory final : public DeviceMemory
 {
 public:
-    void* allocate(int index, std::size_t bytes) override
-    {
-        DeviceGuard guard(index);
-        void* p = nullptr;
-        // On the legacy default stream, which orders with the ops' (blocking) streams.
-        const cudaError_t status = cudaMallocAsync(&p, bytes, nullptr);
-        if (status == cudaErrorMemoryAllocation) {
-            cudaGetLastError();
-            std::size_t freeBytes = 0, total = 0;
-            cudaMemGetInfo(&freeBytes, &total);
-            throw DeviceOutOfMemory("out of memory on cuda:" + std::to_string(index) +
-                                    ": asked for " + mib(bytes) + ", " + mib(freeBytes) + " of " +
-                                    mib(total) + " free");
-        }
-        TOWERS_CUDA(status);
-        return p;
-    }
-    void release(int index, void* p) noexcept override
-    {
-        int previous = -1;
-        cudaGetDevice(&previous);
-        if (previous != index) cudaSetDevice(index);
-        cudaFreeAsync(p, nullptr);
-        if (previous >= 0 && previous != index) cudaSetDevice(previous);
-    }
+    void* allocate(int index, std::size_t bytes) override { return allocateDevice(index, bytes); }
+    void release(int index, void* p) noexcept override { releaseDevice(index, p); }
     void* allocatePinned(std::size_t bytes) override
     {
         void* p = nullptr;
@@ -71,23 +44,11 @@ public:
         return p;
     }
     void releasePinned(void* p) noexcept override { cudaFreeHost(p); }
-    void setZero(int index, void* p, std::size_t bytes) override
-    {
-        DeviceGuard guard(index);
-        TOWERS_CUDA(cudaMemsetAsync(p, 0, bytes, nullptr));
-    }
+    void setZero(int index, void* p, std::size_t bytes) override { setZeroDevice(index, p, bytes); }
     void copy(void* dst, const Device& dstDevice, const void* src, const Device& srcDevice,
               std::size_t bytes) override
     {
-        DeviceGuard guard(dstDevice.isHost() ? srcDevice.index : dstDevice.index);
-        if (!dstDevice.isHost() && !srcDevice.isHost() && dstDevice.index != srcDevice.index) {
-            TOWERS_CUDA(cudaMemcpyPeer(dst, dstDevice.index, src, srcDevice.index, bytes));
-            return;
-        }
-        // cudaMemcpy on the legacy stream waits for the ops issued before it and returns when the
-        // bytes are in place (for a device-to-device copy, cudaMemcpy may return earlier, but any
-        // later op or copy is ordered after it).
-        TOWERS_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+        copyDevice(dst, dstDevice, src, srcDevice, bytes);
     }
 };
 
@@ -112,14 +73,8 @@ public:
             m_reason = "CUDA reports no GPU";
         }
         m_count = count;
-        for (int i = 0; i < m_count; ++i) {
-            // Freed blocks stay in the pool for the next step instead of going back to the driver.
-            cudaMemPool_t pool;
-            if (cudaDeviceGetDefaultMemPool(&pool, i) == cudaSuccess) {
-                std::uint64_t keep = UINT64_MAX;
-                cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-            }
-        }
+        // Which GPUs have stream-ordered memory pools (cudaMalloc and cudaFree for the others).
+        configureDeviceMemory(m_count);
     }
 
     std::string versions() const override

@@ -1,13 +1,17 @@
-// Convolution on cuDNN: forward, backward data and backward filter, NHWC with OHWI filters, each
-// algorithm chosen once per shape by cuDNN's measurement (cudnnFind...AlgorithmEx) and cached.
+// Convolution on cuDNN: forward, backward data and backward filter, NHWC with OHWI filters (NCHW
+// where cuDNN does not support NHWC), each algorithm chosen once per shape from cuDNN's
+// measurement (cudnnFind...AlgorithmEx) by conv_algorithm.h's rules and kept, with its math type.
 #include <algorithm>
 #include <cstring>
-#include <optional>
+#include <span>
+#include <string>
 
+#include "engine/cuda/conv_algorithm.h"
 #include "engine/cuda/conv_plan.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_ops.h"
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/stream_memory.h"
 
 namespace towers::engine::cuda {
 
@@ -16,42 +20,60 @@ namespace {
 // The most a measured algorithm may ask for; cuDNN's fastest choices rarely need more.
 constexpr std::size_t kWorkspaceLimit = std::size_t(256) << 20;
 
-// cuDNN's measurement of one pass of a plan: the fastest algorithm that succeeded within the
-// workspace limit, or none, with cuDNN's status (a failure, or nothing usable).
+// conv_algorithm.h speaks cuDNN 9's status numbers.
+static_assert(int(CUDNN_STATUS_SUCCESS) == kCudnnSuccess);
+static_assert(int(CUDNN_STATUS_NOT_SUPPORTED) == kCudnnNotSupported);
+static_assert(CUDNN_STATUS_CATEGORY(int(CUDNN_STATUS_NOT_SUPPORTED_LAYOUT)) == kCudnnNotSupported);
+static_assert(!isNotSupportedStatus(int(CUDNN_STATUS_EXECUTION_FAILED)));
+
+AlgorithmRules rulesFor(const GpuOpsOptions& o)
+{
+    return {kWorkspaceLimit, !o.allowNondeterministic, o.allowTf32};
+}
+
+// cuDNN's measurement of one pass of a plan, and the algorithm chosen from it (conv_algorithm.h).
 template <class Perf> struct Measured
 {
-    cudnnStatus_t status;
-    std::optional<Perf> best;
+    AlgorithmVerdict verdict;
+    Perf best{};
 };
 
-template <class Perf, int Count, class Find> Measured<Perf> measure(Find find)
+template <class Perf, int Count, class Find>
+Measured<Perf> measure(Find find, const AlgorithmRules& rules)
 {
     Perf results[Count];
     int count = 0;
-    Measured<Perf> m{find(Count, &count, results), std::nullopt};
-    if (m.status != CUDNN_STATUS_SUCCESS) return m;
-    for (int i = 0; i < count; ++i) // sorted by time
-        if (results[i].status == CUDNN_STATUS_SUCCESS && results[i].memory <= kWorkspaceLimit) {
-            m.best = results[i];
-            break;
-        }
+    const cudnnStatus_t status = find(Count, &count, results);
+    MeasuredAlgorithm entries[Count];
+    const int usable = status == CUDNN_STATUS_SUCCESS ? std::clamp(count, 0, Count) : 0;
+    for (int i = 0; i < usable; ++i)
+        entries[i] = {int(results[i].status), results[i].memory,
+                      results[i].determinism == CUDNN_DETERMINISTIC,
+                      results[i].mathType == CUDNN_FMA_MATH};
+    Measured<Perf> m{chooseAlgorithm(int(status), std::span(entries, std::size_t(usable)), rules)};
+    if (m.verdict.choice == AlgorithmChoice::Chosen) m.best = results[m.verdict.index];
     return m;
 }
 
-// After a measurement found nothing: an NHWC plan turns NCHW (the caller measures again); an
-// NCHW plan has nowhere to go, and says why.
-void fallBackToNchw(ConvPlan& p, cudnnStatus_t status, const char* pass)
+// After a measurement chose nothing: an NHWC plan turns NCHW when cuDNN does not support the case
+// there (the caller measures again); anything else is an error that says what and where.
+void fallBackOrThrow(ConvPlan& p, const AlgorithmVerdict& v, const char* pass)
 {
-    if (!p.nchw) {
+    if (v.choice == AlgorithmChoice::NotSupported && !p.nchw) {
         p.useNchw();
         return;
     }
-    if (status != CUDNN_STATUS_SUCCESS)
-        throw BackendError(std::string("cuDNN could not measure the ") + pass +
-                           " algorithms of convolution " + p.desc.win.str() + ": " +
-                           cudnnGetErrorString(status));
-    throw BackendError(std::string("cuDNN found no ") + pass + " algorithm for convolution " +
-                       p.desc.win.str());
+    std::string what = std::string("cuDNN has no usable ") + pass + " algorithm for convolution " +
+                       p.desc.win.str() + " with " + std::to_string(p.desc.outChannels) +
+                       " filters in " + (p.nchw ? "NCHW" : "NHWC") + ": ";
+    if (v.choice == AlgorithmChoice::Failed) {
+        what += cudnnGetErrorString(static_cast<cudnnStatus_t>(v.status)) + std::string(" (") +
+                v.why + ")";
+        if (v.status == int(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED))
+            throw DeviceOutOfMemory(what);
+        throw BackendError(what);
+    }
+    throw BackendError(what + v.why + (p.nchw ? " (nor in NHWC)" : ""));
 }
 } // namespace
 
@@ -79,9 +101,10 @@ ConvPlan::ConvPlan(const Conv2dDesc& d, bool allowTf32) : desc(d)
                                                 int(d.outChannels), int(g.c), g.kh, g.kw));
         TOWERS_CUDNN(cudnnSetConvolution2dDescriptor(conv, padH, padW, g.sh, g.sw, 1, 1,
                                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-        // FMA math keeps float32 exact to float32; TF32 only when the user allowed it.
-        TOWERS_CUDNN(
-            cudnnSetConvolutionMathType(conv, allowTf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+        // FMA math keeps float32 exact to float32; TF32 only when the user allowed it. cuDNN
+        // measures the algorithms of this math type (with tensor ops: of both kinds).
+        measureMath = allowTf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+        setMath(measureMath);
         int n = 0, c = 0, h = 0, wd = 0;
         TOWERS_CUDNN(cudnnGetConvolution2dForwardOutputDim(conv, x, w, &n, &c, &h, &wd));
         if (h != g.oh || wd != g.ow)
@@ -110,6 +133,11 @@ void ConvPlan::useNchw()
                                             int(desc.outChannels), int(g.c), g.kh, g.kw));
     nchw = true;
     haveForward = haveBackwardData = haveBackwardFilter = false;
+}
+
+void ConvPlan::setMath(cudnnMathType_t math)
+{
+    TOWERS_CUDNN(cudnnSetConvolutionMathType(conv, math));
 }
 
 void ConvPlan::release() noexcept
@@ -170,9 +198,7 @@ Tensor CudaOps::filterOhwi(const Conv2dDesc& d, const Tensor& w)
 void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
                                 const Tensor& b, Tensor& y, Activation act)
 {
-    DeviceGuard guard(m_device);
-    if (!b.empty()) {
-    }
+    const OpScope scope(m_device, m_stream);
     ensure(y, d.outputShape());
     ConvPlan& p = plan(d);
     const float one = 1, zero = 0;
@@ -181,20 +207,24 @@ void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tens
         const Tensor wf = p.nchw ? w : filterOhwi(d, w);
         Tensor out = p.nchw ? Tensor(nchwShape(y.shape()), DType::Float32, device()) : y;
         if (!p.haveForward) {
+            p.setMath(p.measureMath);
             const auto m = measure<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
                 [&](int n, int* count, cudnnConvolutionFwdAlgoPerf_t* results) {
                     return cudnnFindConvolutionForwardAlgorithmEx(
                         m_cudnn, p.x, xp.raw(), p.w, wf.raw(), p.conv, p.y, out.raw(), n, count,
                         results, workspace(kWorkspaceLimit), kWorkspaceLimit);
-                });
-            if (!m.best) {
-                fallBackToNchw(p, m.status, "forward");
+                },
+                rulesFor(m_options));
+            if (m.verdict.choice != AlgorithmChoice::Chosen) {
+                fallBackOrThrow(p, m.verdict, "forward");
                 continue;
             }
-            p.forward = m.best->algo;
-            p.forwardWorkspace = m.best->memory;
+            p.forward = m.best.algo;
+            p.forwardWorkspace = m.best.memory;
+            p.forwardMath = m.best.mathType;
             p.haveForward = true;
         }
+        p.setMath(p.forwardMath);
         TOWERS_CUDNN(cudnnConvolutionForward(m_cudnn, &one, p.x, xp.raw(), p.w, wf.raw(), p.conv,
                                              p.forward, workspace(p.forwardWorkspace),
                                              p.forwardWorkspace, &zero, p.y, out.raw()));
@@ -208,7 +238,7 @@ void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tens
 void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, const Tensor& w,
                                      Tensor& dx)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     ensure(dx, d.inputShape());
     ConvPlan& p = plan(d);
     const Window2d& g = d.win;
@@ -222,21 +252,25 @@ void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, cons
                          ? Tensor({g.n, p.paddedH, p.paddedW, g.c}, DType::Float32, device())
                          : dx;
         if (!p.haveBackwardData) {
+            p.setMath(p.measureMath);
             const auto m =
                 measure<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
                     [&](int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* results) {
                         return cudnnFindConvolutionBackwardDataAlgorithmEx(
                             m_cudnn, p.w, wf.raw(), p.y, dyl.raw(), p.conv, p.x, dxl.raw(), n,
                             count, results, workspace(kWorkspaceLimit), kWorkspaceLimit);
-                    });
-            if (!m.best) {
-                fallBackToNchw(p, m.status, "backward-data");
+                    },
+                    rulesFor(m_options));
+            if (m.verdict.choice != AlgorithmChoice::Chosen) {
+                fallBackOrThrow(p, m.verdict, "backward-data");
                 continue;
             }
-            p.backwardData = m.best->algo;
-            p.backwardDataWorkspace = m.best->memory;
+            p.backwardData = m.best.algo;
+            p.backwardDataWorkspace = m.best.memory;
+            p.backwardDataMath = m.best.mathType;
             p.haveBackwardData = true;
         }
+        p.setMath(p.backwardDataMath);
         TOWERS_CUDNN(cudnnConvolutionBackwardData(
             m_cudnn, &one, p.w, wf.raw(), p.y, dyl.raw(), p.conv, p.backwardData,
             workspace(p.backwardDataWorkspace), p.backwardDataWorkspace, &zero, p.x, dxl.raw()));
@@ -257,7 +291,7 @@ void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, cons
 void CudaOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& dy,
                                         Tensor& dw, Tensor* db)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     ensure(dw, d.weightShape());
     ConvPlan& p = plan(d);
     const float one = 1, zero = 0;
@@ -269,21 +303,25 @@ void CudaOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, co
             p.nchw ? dw
                    : Tensor({d.outChannels, d.win.kh, d.win.kw, d.win.c}, DType::Float32, device());
         if (!p.haveBackwardFilter) {
+            p.setMath(p.measureMath);
             const auto m = measure<cudnnConvolutionBwdFilterAlgoPerf_t,
                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
                 [&](int n, int* count, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
                     return cudnnFindConvolutionBackwardFilterAlgorithmEx(
                         m_cudnn, p.x, xp.raw(), p.y, dyl.raw(), p.conv, p.w, dwl.raw(), n, count,
                         results, workspace(kWorkspaceLimit), kWorkspaceLimit);
-                });
-            if (!m.best) {
-                fallBackToNchw(p, m.status, "backward-filter");
+                },
+                rulesFor(m_options));
+            if (m.verdict.choice != AlgorithmChoice::Chosen) {
+                fallBackOrThrow(p, m.verdict, "backward-filter");
                 continue;
             }
-            p.backwardFilter = m.best->algo;
-            p.backwardFilterWorkspace = m.best->memory;
+            p.backwardFilter = m.best.algo;
+            p.backwardFilterWorkspace = m.best.memory;
+            p.backwardFilterMath = m.best.mathType;
             p.haveBackwardFilter = true;
         }
+        p.setMath(p.backwardFilterMath);
         TOWERS_CUDNN(
             cudnnConvolutionBackwardFilter(m_cudnn, &one, p.x, xp.raw(), p.y, dyl.raw(), p.conv,
                                            p.backwardFilter, workspace(p.backwardFilterWorkspace),

@@ -8,6 +8,7 @@
 #include "engine/cuda/conv_plan.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/stream_memory.h"
 #include "engine/ops/dropout_mask.h"
 #include "engine/ops/op_checks.h"
 
@@ -17,16 +18,21 @@ CudaOps::CudaOps(int index, const GpuOpsOptions& options)
     : Ops(opSet({TOWERS_CUDA_OPS(TOWERS_OP_ID)})), m_device(index), m_options(options)
 {
     DeviceGuard guard(m_device);
-    // A blocking stream: it orders with the legacy default stream, on which the plugin's copies
-    // and frees run, so that a copy to the host sees every op issued before it.
+    // A blocking stream: it orders with the legacy default stream, on which the work outside ops
+    // runs (tensors copied to the host or between devices, the collectives), so that such a copy
+    // sees every op issued before it. Inside an op, its memory work goes on this stream
+    // (stream_memory.h).
     TOWERS_CUDA(cudaStreamCreate(&m_stream));
     try {
         TOWERS_CUDNN(cudnnCreate(&m_cudnn));
         TOWERS_CUDNN(cudnnSetStream(m_cudnn, m_stream));
         TOWERS_CUBLAS(cublasCreate(&m_cublas));
         TOWERS_CUBLAS(cublasSetStream(m_cublas, m_stream));
+        // Float32 GEMMs in float32 (CUBLAS_DEFAULT_MATH never uses TF32 unless asked), TF32 only
+        // when the user allowed it.
         TOWERS_CUBLAS(cublasSetMathMode(m_cublas, m_options.allowTf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                      : CUBLAS_PEDANTIC_MATH));
+                                                                      : CUBLAS_DEFAULT_MATH));
+        const OpScope scope(m_device, m_stream);
         m_scalar = Tensor({4}, DType::Float64, device());
     } catch (...) {
         if (m_cublas) cublasDestroy(m_cublas);
@@ -39,10 +45,13 @@ CudaOps::CudaOps(int index, const GpuOpsOptions& options)
 CudaOps::~CudaOps()
 {
     DeviceGuard guard(m_device);
-    cudaStreamSynchronize(m_stream);
     m_plans.clear();
     m_workspace = Tensor();
     m_scalar = Tensor();
+    cudaStreamSynchronize(m_stream);
+    // The tensors this context allocated that outlive it are freed on the legacy stream from now
+    // on: this stream's work is finished.
+    retireStream(m_stream);
     cublasDestroy(m_cublas);
     cudnnDestroy(m_cudnn);
     cudaStreamDestroy(m_stream);
@@ -56,7 +65,7 @@ void CudaOps::synchronize()
 
 void CudaOps::upload(const Tensor& src, Tensor& dst)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     if (!src.device().isHost())
         throw InvalidArgument("upload: " + src.describe() + " is not in host memory");
     ensure(dst, src.shape(), src.dtype());
@@ -91,7 +100,7 @@ WindowGeometry geometry(const Window2d& w)
 
 void CudaOps::maxPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     if (x.numel() > INT32_MAX)
         throw Unsupported("CUDA max pool: input too large for int32 indices");
     ensure(y, d.outputShape());
@@ -104,7 +113,7 @@ void CudaOps::maxPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor& y
 void CudaOps::maxPoolBackwardImpl(const Pool2dDesc& d, const Tensor& /*x*/, const Tensor& /*y*/,
                                   const Tensor& dy, const Tensor& workspace, Tensor& dx)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     if (workspace.empty()) throw InvalidArgument("max pool workspace: tensor is empty");
     requireShape(workspace, d.outputShape(), "max pool workspace");
     requireDType(workspace, DType::Int32, "max pool workspace");
@@ -115,7 +124,7 @@ void CudaOps::maxPoolBackwardImpl(const Pool2dDesc& d, const Tensor& /*x*/, cons
 
 void CudaOps::lrnForwardImpl(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     ensure(y, d.shape);
     ensure(workspace, d.shape);
     const std::int64_t c = d.shape[d.shape.rank() - 1];
@@ -126,7 +135,7 @@ void CudaOps::lrnForwardImpl(const LrnDesc& d, const Tensor& x, Tensor& y, Tenso
 void CudaOps::lrnBackwardImpl(const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,
                               const Tensor& workspace, Tensor& dx)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     requireShape(workspace, d.shape, "lrn workspace");
     requireDType(workspace, DType::Float32, "lrn workspace");
     ensure(dx, d.shape);
@@ -140,7 +149,7 @@ void CudaOps::lrnBackwardImpl(const LrnDesc& d, const Tensor& x, const Tensor& y
 void CudaOps::linearForwardImpl(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
                                 Activation act)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     const auto d = checks::linearForward(x, w);
     ensure(y, {d.n, d.out});
     // y^T (out x n) = w (seen column-major: in x out, transposed) * x^T (in x n).
@@ -154,7 +163,7 @@ void CudaOps::linearForwardImpl(const Tensor& x, const Tensor& w, const Tensor& 
 
 void CudaOps::linearBackwardDataImpl(const Tensor& dy, const Tensor& w, Tensor& dx)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     const auto d = checks::linearBackwardData(dy, w);
     ensure(dx, {d.n, d.in});
     // dx^T (in x n) = w^T (in x out, column-major as stored) * dy^T (out x n).
@@ -166,7 +175,7 @@ void CudaOps::linearBackwardDataImpl(const Tensor& dy, const Tensor& w, Tensor& 
 
 void CudaOps::linearBackwardWeightsImpl(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     const auto d = checks::linearBackwardWeights(x, dy);
     ensure(dw, {d.out, d.in});
     // dw^T (in x out) = x^T (in x n) * dy (n x out: dy^T as stored, transposed).
@@ -184,21 +193,21 @@ void CudaOps::linearBackwardWeightsImpl(const Tensor& x, const Tensor& dy, Tenso
 
 void CudaOps::reluForwardImpl(const Tensor& x, Tensor& y)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     ensure(y, x.shape());
     cuda::reluForward(m_stream, floats(x), floats(y), x.numel());
 }
 
 void CudaOps::reluBackwardImpl(const Tensor& y, const Tensor& dy, Tensor& dx)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     if (&dx != &dy) ensure(dx, y.shape());
     cuda::reluBackward(m_stream, floats(y), floats(dy), floats(dx), y.numel());
 }
 
 void CudaOps::addImpl(const Tensor& a, const Tensor& b, Tensor& y)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     if (&y != &a && &y != &b) ensure(y, a.shape());
     addTensors(m_stream, floats(a), floats(b), floats(y), a.numel());
 }
@@ -206,7 +215,7 @@ void CudaOps::addImpl(const Tensor& a, const Tensor& b, Tensor& y)
 void CudaOps::dropoutForwardImpl(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
                                  Tensor& mask)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     ensure(y, x.shape());
     ensure(mask, x.shape(), DType::UInt8);
     cuda::dropoutForward(m_stream, floats(x), floats(y), static_cast<std::uint8_t*>(mask.raw()),
@@ -216,7 +225,7 @@ void CudaOps::dropoutForwardImpl(const Tensor& x, double rate, std::uint64_t see
 
 void CudaOps::dropoutBackwardImpl(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     ensure(dx, dy.shape());
     cuda::dropoutBackward(m_stream, floats(dy), static_cast<const std::uint8_t*>(mask.raw()),
                           floats(dx), dy.numel(), static_cast<float>(1.0 / (1.0 - rate)));
@@ -229,7 +238,7 @@ void CudaOps::batchNormForwardTrainingImpl(const BatchNormDesc& d, const Tensor&
                                            Tensor& runningMean, Tensor& runningVar,
                                            Tensor& saveMean, Tensor& saveVar)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     const std::int64_t c = d.channels(), rows = d.rows();
     ensure(y, d.shape);
     ensure(saveMean, {c});
@@ -246,7 +255,7 @@ void CudaOps::batchNormForwardInferenceImpl(const BatchNormDesc& d, const Tensor
                                             const Tensor& runningMean, const Tensor& runningVar,
                                             Tensor& y)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     ensure(y, d.shape);
     batchNormApply(m_stream, floats(x), floats(runningMean), floats(runningVar), floats(gamma),
                    floats(beta), floats(y), d.rows(), d.channels(), float(d.epsilon));
@@ -257,7 +266,7 @@ void CudaOps::batchNormBackwardImpl(const BatchNormDesc& d, const Tensor& x, con
                                     const Tensor& saveVar, Tensor& dx, Tensor& dgamma,
                                     Tensor& dbeta)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     const std::int64_t c = d.channels();
     ensure(dx, d.shape);
     ensure(dgamma, {c});
@@ -271,14 +280,14 @@ void CudaOps::batchNormBackwardImpl(const BatchNormDesc& d, const Tensor& x, con
 
 void CudaOps::nhwcToNchwImpl(const Tensor& x, Tensor& y)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     ensure(y, {x.dim(0), x.dim(3), x.dim(1), x.dim(2)});
     cuda::nhwcToNchw(m_stream, floats(x), floats(y), x.dim(0), x.dim(1), x.dim(2), x.dim(3));
 }
 
 void CudaOps::nchwToNhwcImpl(const Tensor& x, Tensor& y)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     ensure(y, {x.dim(0), x.dim(2), x.dim(3), x.dim(1)});
     cuda::nchwToNhwc(m_stream, floats(x), floats(y), x.dim(0), x.dim(2), x.dim(3), x.dim(1));
 }
@@ -288,7 +297,7 @@ void CudaOps::nchwToNhwcImpl(const Tensor& x, Tensor& y)
 double CudaOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,
                                                Tensor& probs)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     const std::int64_t n = logits.dim(0), k = logits.dim(1);
     ensure(probs, logits.shape());
     Tensor rowLoss({std::max<std::int64_t>(n, 1)}, DType::Float64, device());
@@ -308,8 +317,9 @@ double CudaOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tenso
     TOWERS_CUDA(cudaStreamSynchronize(m_stream));
     if (bad < n) {
         std::int32_t label = 0;
-        TOWERS_CUDA(cudaMemcpy(&label, static_cast<const std::int32_t*>(labels.raw()) + bad,
-                               sizeof label, cudaMemcpyDeviceToHost));
+        TOWERS_CUDA(cudaMemcpyAsync(&label, static_cast<const std::int32_t*>(labels.raw()) + bad,
+                                    sizeof label, cudaMemcpyDeviceToHost, m_stream));
+        TOWERS_CUDA(cudaStreamSynchronize(m_stream));
         throw InvalidArgument("softmax cross-entropy: label " + std::to_string(label) + " of row " +
                               std::to_string(bad) + " is outside [0, " + std::to_string(k) + ")");
     }
@@ -321,7 +331,7 @@ double CudaOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tenso
 void CudaOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Tensor& labels,
                                               double scale, Tensor& dlogits)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     ensure(dlogits, probs.shape());
     cuda::softmaxCrossEntropyBackward(
         m_stream, floats(probs), static_cast<const std::int32_t*>(labels.raw()), floats(dlogits),
@@ -332,7 +342,7 @@ void CudaOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Tensor&
 
 double CudaOps::sumSquaresImpl(const Tensor& x)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     cuda::sumSquares(m_stream, floats(x), static_cast<double*>(m_scalar.raw()), x.numel());
     double result = 0;
     TOWERS_CUDA(
@@ -343,20 +353,20 @@ double CudaOps::sumSquaresImpl(const Tensor& x)
 
 void CudaOps::axpyImpl(double alpha, const Tensor& x, Tensor& y)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     cuda::axpy(m_stream, static_cast<float>(alpha), floats(x), floats(y), x.numel());
 }
 
 void CudaOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     cuda::momentumUpdate(m_stream, floats(g), floats(buf), floats(w), w.numel(), float(s.lr),
                          float(s.momentum), float(s.dampening), s.nesterov, s.first);
 }
 
 void CudaOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
 {
-    DeviceGuard guard(m_device);
+    const OpScope scope(m_device, m_stream);
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
     cuda::adamUpdate(m_stream, floats(g), floats(m), floats(v), floats(w), w.numel(), float(s.lr),
                      float(s.beta1), float(s.beta2), float(s.epsilon),

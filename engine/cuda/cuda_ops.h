@@ -1,7 +1,9 @@
 #pragma once
 // The CUDA execution context of one GPU: its stream, cuDNN and cuBLAS handles, the convolution
-// workspace and the per-shape convolution plans (descriptors and the algorithms cuDNN measured
-// fastest). Internal to the plugin; the engine sees it as an Ops.
+// workspace and the per-shape convolution plans (descriptors and the algorithms chosen from cuDNN's
+// measurements). Every op opens an OpScope (stream_memory.h): its device current and its stream
+// bound on the calling thread, so that the tensors it allocates, frees, zeroes or copies are
+// ordered on that stream. Internal to the plugin; the engine sees it as an Ops.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>

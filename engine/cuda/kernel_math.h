@@ -169,6 +169,14 @@ TOWERS_HD inline void lrnBackwardAt(std::int64_t i, const float* x, const float*
 
 // ---- batch normalisation over the channels (last dimension) of rows x c ----
 
+// The blocks of the y dimension of a grid over `chunks` pieces: CUDA allows at most 65,535 there,
+// and the kernel takes every gridDim.y-th piece (a grid-stride loop), so any count fits.
+constexpr std::int64_t kMaxGridY = 65535;
+TOWERS_HD inline std::int64_t columnChunkBlocks(std::int64_t chunks)
+{
+    return chunks < 1 ? 1 : chunks > kMaxGridY ? kMaxGridY : chunks;
+}
+
 TOWERS_HD inline void batchNormApplyAt(std::int64_t i, const float* x, const float* mean,
                                        const float* var, const float* gamma, const float* beta,
                                        float* y, std::int64_t c, float epsilon)

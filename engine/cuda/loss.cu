@@ -3,6 +3,7 @@
 #include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
+#include "engine/cuda/stream_memory.h"
 
 namespace towers::engine::cuda {
 
@@ -81,14 +82,12 @@ void softmaxCrossEntropyBackward(cudaStream_t s, const float* probs, const std::
 void sumSquares(cudaStream_t s, const float* x, double* out, std::int64_t n)
 {
     // A fixed grid, so the order of the additions (and the result) never changes between runs.
-    double* partial = nullptr;
-    TOWERS_CUDA(
-        cudaMallocAsync(reinterpret_cast<void**>(&partial), sizeof(double) * kSumBlocks, s));
+    const ScratchBuffer scratch(sizeof(double) * kSumBlocks, s);
+    auto* partial = static_cast<double*>(scratch.get());
     sumSquaresPartialKernel<<<kSumBlocks, kThreads, 0, s>>>(x, partial, n);
     TOWERS_CUDA_LAUNCHED();
     sumFinalKernel<<<1, kThreads, 0, s>>>(partial, out, kSumBlocks);
     TOWERS_CUDA_LAUNCHED();
-    TOWERS_CUDA(cudaFreeAsync(partial, s));
 }
 
 } // namespace towers::engine::cuda

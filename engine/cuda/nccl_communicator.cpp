@@ -1,121 +1,155 @@
-// NCCL across GPUs: one communicator over the towers' GPUs, one rank per GPU, every rank driven by
-// its tower's thread. The collectives run on the legacy default stream, which orders them after
-// the backward the tower's (blocking) stream has issued and before its optimizer update.
+// NCCL across GPUs: one communicator per GPU (one rank each), every rank driven by its tower's
+// thread. The communicators are non-blocking (config.blocking = 0): every NCCL call returns at
+// once, and AbortableCommunicator (abortable_communicator.h) waits for a collective by polling
+// ncclCommGetAsyncError and cudaStreamQuery, so that an abort from any thread (ncclCommAbort on
+// every communicator, after the calls in progress have returned) releases every rank within a
+// poll's pause instead of leaving it in cudaStreamSynchronize forever.
+//
+// The collectives run on the legacy default stream, which orders them after the backward the
+// tower's (blocking) stream has issued and before its optimizer update. (Reducing buckets on a
+// stream of their own while backward runs, ordered by events, is issue 16's next part.)
 #include <nccl.h>
 
 #include <set>
+#include <thread>
 
+#include "engine/cuda/abortable_communicator.h"
 #include "engine/cuda/communicators.h"
 #include "engine/cuda/cuda_check.h"
-#include "engine/train/rendezvous.h"
 
 namespace towers::engine::cuda {
 
 namespace {
 
-std::string ncclText(ncclResult_t r)
+// How long NCCL may take to start (all ranks in one process: seconds) and to finish.
+constexpr auto kStartLimit = std::chrono::minutes(2);
+constexpr auto kFinishLimit = std::chrono::seconds(30);
+
+std::string ncclText(ncclResult_t r, ncclComm_t comm = nullptr)
 {
-    return std::string(ncclGetErrorString(r));
+    std::string text = ncclGetErrorString(r);
+    const char* last = ncclGetLastError(comm);
+    if (last && *last) text += std::string(" (") + last + ")";
+    return text;
 }
 
-class NcclCommunicator final : public Communicator
+// Polls the communicators until none is in progress, or `limit` passes: ncclSuccess, the first
+// error, or ncclInProgress on time-out.
+ncclResult_t waitUntilReady(const std::vector<ncclComm_t>& comms, std::chrono::milliseconds limit,
+                            ncclComm_t* failed)
+{
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    PollBackoff backoff;
+    for (;;) {
+        bool pending = false;
+        for (ncclComm_t c : comms) {
+            if (!c) continue;
+            ncclResult_t state = ncclSuccess;
+            const ncclResult_t r = ncclCommGetAsyncError(c, &state);
+            if (r != ncclSuccess || (state != ncclSuccess && state != ncclInProgress)) {
+                *failed = c;
+                return r != ncclSuccess ? r : state;
+            }
+            pending = pending || state == ncclInProgress;
+        }
+        if (!pending) return ncclSuccess;
+        if (std::chrono::steady_clock::now() > deadline) return ncclInProgress;
+        backoff.pause();
+    }
+}
+
+void abortAllOf(std::vector<ncclComm_t>& comms) noexcept
+{
+    for (auto& c : comms)
+        if (c) {
+            ncclCommAbort(c); // also allowed while another rank's collective is in flight
+            c = nullptr;
+        }
+}
+
+class NcclDriver
 {
 public:
-    NcclCommunicator(std::vector<ncclComm_t> comms, std::vector<int> devices)
-        : m_comms(std::move(comms)), m_devices(std::move(devices)),
-          m_rendezvous(int(m_devices.size()))
+    NcclDriver(std::vector<ncclComm_t> comms, std::vector<int> devices)
+        : m_comms(std::move(comms)), m_devices(std::move(devices))
     {
     }
-    ~NcclCommunicator() override
-    {
-        for (auto c : m_comms)
-            if (c) (m_rendezvous.aborted() ? ncclCommAbort(c) : ncclCommDestroy(c));
-    }
 
-    int size() const override { return int(m_devices.size()); }
+    int size() const { return int(m_devices.size()); }
+    Device device(int rank) const { return {DeviceKind::Cuda, m_devices[std::size_t(rank)]}; }
+    const char* name() const { return "NCCL"; }
 
-    void allReduceMean(int rank, std::span<Tensor> tensors) override
+    CollectiveStatus launch(int rank, CollectiveKind kind, int root, std::span<Tensor> tensors)
     {
-        run(rank, "allReduceMean", tensors, [&](const Tensor& t, ncclComm_t comm) {
-            if (t.dtype() != DType::Float32)
-                throw InvalidArgument("NCCL allReduceMean: only float32 tensors, got " +
-                                      t.describe());
-            return ncclAllReduce(t.raw(), const_cast<void*>(t.raw()), std::size_t(t.numel()),
-                                 ncclFloat32, ncclAvg, comm, cudaStreamLegacy);
-        });
-    }
-
-    void broadcast(int rank, int root, std::span<Tensor> tensors) override
-    {
-        if (root < 0 || root >= size())
-            throw InvalidArgument("NCCL broadcast: no root rank " + std::to_string(root));
-        run(rank, "broadcast", tensors, [&](const Tensor& t, ncclComm_t comm) {
-            return ncclBroadcast(t.raw(), const_cast<void*>(t.raw()), t.bytes(), ncclUint8, root,
-                                 comm, cudaStreamLegacy);
-        });
-    }
-
-    void barrier(int rank) override
-    {
-        requireRank(rank);
-        m_rendezvous.arrive();
-    }
-
-    void abort(const std::string& reason) override
-    {
-        if (m_rendezvous.aborted()) return;
-        m_rendezvous.abort(reason);
-    }
-    bool aborted() const override { return m_rendezvous.aborted(); }
-
-private:
-    void requireRank(int rank) const
-    {
-        if (rank < 0 || rank >= size())
-            throw InvalidArgument("NCCL: no rank " + std::to_string(rank));
-    }
-
-    template <class Op> void run(int rank, const char* what, std::span<Tensor> tensors, Op op)
-    {
-        requireRank(rank);
-        if (m_rendezvous.aborted())
-            throw CollectiveAborted("NCCL " + std::string(what) + ": another tower failed");
-        const Device here{DeviceKind::Cuda, m_devices[std::size_t(rank)]};
-        for (const auto& t : tensors)
-            if (t.device() != here)
-                throw InvalidArgument(std::string("NCCL ") + what + ": rank " +
-                                      std::to_string(rank) + " on " + here.str() + " was given " +
-                                      t.describe());
-        DeviceGuard guard(here.index);
+        bool any = false;
+        for (const auto& t : tensors) any = any || t.bytes() > 0;
+        if (!any) return {};
+        DeviceGuard guard(m_devices[std::size_t(rank)]);
         ncclComm_t comm = m_comms[std::size_t(rank)];
         ncclResult_t r = ncclGroupStart();
-        for (const auto& t : tensors)
-            if (r == ncclSuccess && t.bytes()) r = op(t, comm);
-        const ncclResult_t end = ncclGroupEnd();
+        if (r != ncclSuccess) return {CollectiveState::Failed, ncclText(r, comm)};
+        for (const auto& t : tensors) {
+            if (r != ncclSuccess || !t.bytes()) continue;
+            void* data = const_cast<void*>(t.raw());
+            r = kind == CollectiveKind::AllReduceMean
+                    ? ncclAllReduce(data, data, std::size_t(t.numel()), ncclFloat32, ncclAvg, comm,
+                                    cudaStreamLegacy)
+                    : ncclBroadcast(data, data, t.bytes(), ncclUint8, root, comm, cudaStreamLegacy);
+        }
+        const ncclResult_t end = ncclGroupEnd(); // the group is closed whatever happened in it
         if (r == ncclSuccess) r = end;
-        // Wait here, so that a failure (or another rank's abort) surfaces as an error of this
-        // step, and the tower's timing shows the collective.
-        cudaError_t sync = r == ncclSuccess ? cudaStreamSynchronize(cudaStreamLegacy) : cudaSuccess;
-        ncclResult_t async = ncclSuccess;
-        ncclCommGetAsyncError(comm, &async);
-        if (r != ncclSuccess || async != ncclSuccess || sync != cudaSuccess) {
-            const std::string why =
-                std::string("NCCL ") + what + " failed on " + here.str() + ": " +
-                (r != ncclSuccess       ? ncclText(r)
-                 : async != ncclSuccess ? ncclText(async)
-                                        : std::string(cudaGetErrorString(sync)));
-            cudaGetLastError();
-            m_rendezvous.abort(why);
-            for (auto c : m_comms)
-                ncclCommAbort(c); // releases the other ranks' pending collectives
-            m_comms.assign(m_comms.size(), nullptr);
-            throw BackendError(why);
+        if (r != ncclSuccess && r != ncclInProgress)
+            return {CollectiveState::Failed, ncclText(r, comm)};
+        return poll(rank);
+    }
+
+    CollectiveStatus poll(int rank)
+    {
+        DeviceGuard guard(m_devices[std::size_t(rank)]);
+        ncclComm_t comm = m_comms[std::size_t(rank)];
+        ncclResult_t state = ncclSuccess;
+        const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+        if (r != ncclSuccess) return {CollectiveState::Failed, ncclText(r, comm)};
+        // Still enqueuing (connecting to the peers, the first time): no CUDA work to wait for yet.
+        if (state == ncclInProgress) return {CollectiveState::Pending, {}};
+        if (state != ncclSuccess) return {CollectiveState::Failed, ncclText(state, comm)};
+        const cudaError_t q = cudaStreamQuery(cudaStreamLegacy);
+        if (q == cudaSuccess) return {};
+        if (q == cudaErrorNotReady) return {CollectiveState::Pending, {}};
+        cudaGetLastError();
+        return {CollectiveState::Failed, std::string("CUDA error: ") + cudaGetErrorString(q)};
+    }
+
+    void abortAll() noexcept { abortAllOf(m_comms); }
+
+    // Finalise every communicator together (NCCL flushes and disconnects them), then free them;
+    // anything that does not finish in time is aborted instead.
+    void destroyAll() noexcept
+    {
+        bool clean = ncclGroupStart() == ncclSuccess;
+        if (clean) {
+            for (ncclComm_t c : m_comms) {
+                const ncclResult_t r = ncclCommFinalize(c);
+                clean = clean && (r == ncclSuccess || r == ncclInProgress);
+            }
+            const ncclResult_t end = ncclGroupEnd();
+            clean = clean && (end == ncclSuccess || end == ncclInProgress);
+        }
+        ncclComm_t failed = nullptr;
+        if (clean) clean = waitUntilReady(m_comms, kFinishLimit, &failed) == ncclSuccess;
+        if (!clean) {
+            abortAllOf(m_comms);
+            return;
+        }
+        for (auto& c : m_comms) {
+            ncclCommDestroy(c);
+            c = nullptr;
         }
     }
 
+private:
     std::vector<ncclComm_t> m_comms;
     std::vector<int> m_devices;
-    Rendezvous m_rendezvous;
 };
 
 } // namespace
@@ -123,17 +157,45 @@ private:
 std::unique_ptr<Communicator> makeNcclCommunicator(const std::vector<int>& devices,
                                                    std::string* whyNot)
 {
-    if (std::set<int>(devices.begin(), devices.end()).size() != devices.size()) {
-        if (whyNot) *whyNot = "NCCL takes one rank per GPU, and some towers share a GPU";
+    auto fail = [&](const std::string& why) -> std::unique_ptr<Communicator> {
+        if (whyNot) *whyNot = why;
         return nullptr;
-    }
+    };
+    if (std::set<int>(devices.begin(), devices.end()).size() != devices.size())
+        return fail("NCCL takes one rank per GPU, and some towers share a GPU");
+    const int n = int(devices.size());
+    ncclUniqueId id;
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess) return fail("NCCL could not start: " + ncclText(r));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0; // every call returns at once: see the top of this file
     std::vector<ncclComm_t> comms(devices.size(), nullptr);
-    const ncclResult_t r = ncclCommInitAll(comms.data(), int(devices.size()), devices.data());
-    if (r != ncclSuccess) {
-        if (whyNot) *whyNot = "NCCL could not start: " + ncclText(r);
-        return nullptr;
+    int previous = -1;
+    cudaGetDevice(&previous);
+    r = ncclGroupStart();
+    if (r != ncclSuccess) return fail("NCCL could not start: " + ncclText(r));
+    for (int i = 0; i < n && (r == ncclSuccess || r == ncclInProgress); ++i) {
+        if (cudaSetDevice(devices[std::size_t(i)]) != cudaSuccess) {
+            cudaGetLastError();
+            r = ncclUnhandledCudaError;
+            break;
+        }
+        r = ncclCommInitRankConfig(&comms[std::size_t(i)], n, id, i, &config);
     }
-    return std::make_unique<NcclCommunicator>(std::move(comms), devices);
+    const ncclResult_t end = ncclGroupEnd();
+    if (previous >= 0) cudaSetDevice(previous);
+    if (r == ncclSuccess || r == ncclInProgress) r = end;
+    ncclComm_t failed = nullptr;
+    if (r == ncclSuccess || r == ncclInProgress) r = waitUntilReady(comms, kStartLimit, &failed);
+    if (r != ncclSuccess) {
+        const std::string why = r == ncclInProgress
+                                    ? std::string("NCCL did not start within 2 minutes")
+                                    : "NCCL could not start: " + ncclText(r, failed);
+        abortAllOf(comms);
+        return fail(why);
+    }
+    return std::make_unique<AbortableCommunicator<NcclDriver>>(
+        NcclDriver(std::move(comms), devices));
 }
 
 } // namespace towers::engine::cuda

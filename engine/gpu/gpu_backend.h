@@ -29,6 +29,10 @@ struct GpuOpsOptions
 {
     // Let cuDNN and cuBLAS use TF32 tensor cores for float32 (10-bit mantissa in the products).
     bool allowTf32 = false;
+    // Let cuDNN choose convolution algorithms whose results may differ from run to run (atomic
+    // additions in some backward passes) when it measures them fastest. Off: only the ones cuDNN
+    // reports deterministic, as PyTorch with torch.backends.cudnn.deterministic.
+    bool allowNondeterministic = false;
 };
 
 class GpuBackend
@@ -58,7 +62,9 @@ public:
     // on the GPU when every rank shares one GPU. nullptr with the reason in `whyNot` otherwise
     // (a mix, more ranks than the kernel takes, NCCL failing to start): the caller then averages
     // through the host. The same determinism as the host's: every rank receives bitwise the same
-    // mean. Works on float32 tensors of the ranks' GPUs (InvalidArgument otherwise).
+    // mean. Works on float32 tensors of the ranks' GPUs (InvalidArgument otherwise). abort(), from
+    // any thread, releases the ranks waiting in a collective within moments (NCCL: every
+    // communicator aborted once, after the calls in progress have returned).
     virtual std::unique_ptr<Communicator> makeCommunicator(const std::vector<int>& deviceOfRank,
                                                            std::string* whyNot) = 0;
 };
@@ -67,7 +73,7 @@ public:
 //   extern "C" GpuBackend* towers_cuda_backend(int abi, const char* buildId, char* error, size_t n)
 // and refuses (returning nullptr with the reason in `error`) unless both match what the program
 // was built with, since it shares the engine's classes (Tensor, Ops) by layout.
-constexpr int kGpuBackendAbi = 2;
+constexpr int kGpuBackendAbi = 3;
 #ifndef TOWERS_BUILD_VERSION
 #define TOWERS_BUILD_VERSION "unknown"
 #endif

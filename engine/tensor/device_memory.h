@@ -2,6 +2,10 @@
 // What a device backend provides so that tensors can live on its devices: allocation, zeroing and
 // copies. The engine itself knows no CUDA: the GPU backend plugin registers its DeviceMemory for
 // DeviceKind::Cuda when it is loaded (see engine/gpu/gpu_backend.h).
+//
+// There is no stream here: the GPU backend orders this memory work itself, on the stream of the
+// op its execution context is running on the calling thread (an op's outputs and temporaries),
+// else on the one stream that orders with all of them (engine/cuda/stream_policy.h).
 #include <cstddef>
 
 #include "engine/tensor/device.h"
@@ -29,7 +33,8 @@ public:
     virtual void releasePinned(void* p) noexcept { (void)p; }
     // Copies between any two places of which at least one is on this backend's devices. Returns
     // when the bytes are in place, after every op already issued on either device (a copy is an
-    // explicit synchronisation point, never a hidden one).
+    // explicit synchronisation point, never a hidden one); from inside an op, after every op
+    // already issued through the calling execution context.
     virtual void copy(void* dst, const Device& dstDevice, const void* src, const Device& srcDevice,
                       std::size_t bytes) = 0;
 };

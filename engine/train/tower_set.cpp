@@ -181,6 +181,7 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
         // Initialised on the host (the same draws as a CPU run), then moved to the tower's device.
         if (!tw.device.isHost()) tw.model->moveTo(tw.device);
         tw.optimizer = makeOptimizer(m_opt.optimizer);
+        if (m_opt.towers == 1) return; // one replica: nothing to broadcast
         std::vector<Tensor> values;
         for (auto* p : tw.model->parameters())
             if (!m_deviceCollectives || p->value.device() == tw.device) values.push_back(p->value);
@@ -345,11 +346,21 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         // Divergence is caught before the update: each tower checks its share of the averages
         // (and its own loss), then all agree through a barrier and skip the update together.
         bool finite = true;
-        if (m_deviceCollectives) {
-            m_comm->allReduceMean(t, tw.reduce);
-            // On the device: a sum of squares (in double) is finite exactly when every element is.
-            for (std::size_t i = std::size_t(t); i < tw.reduce.size(); i += std::size_t(size()))
+        // On the device: a sum of squares (in double) is finite exactly when every element is.
+        auto finiteOnDevice = [&](std::size_t first, std::size_t stride) {
+            for (std::size_t i = first; i < tw.reduce.size(); i += stride)
                 finite = finite && std::isfinite(tw.ops->sumSquares(tw.reduce[i]));
+        };
+        if (size() == 1) {
+            // One tower: its gradients and statistics are the mean already. Nothing is averaged,
+            // and a GPU tower's tensors stay where they are (no copy to the host and back).
+            if (tw.device.isHost())
+                finite = finiteShare(tw.reduce, 0, 1);
+            else
+                finiteOnDevice(0, 1);
+        } else if (m_deviceCollectives) {
+            m_comm->allReduceMean(t, tw.reduce);
+            finiteOnDevice(std::size_t(t), std::size_t(size()));
         } else {
             collective(t, tw.reduce, [&](std::span<Tensor> values) {
                 m_comm->allReduceMean(t, values);

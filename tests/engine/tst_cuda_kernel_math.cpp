@@ -247,6 +247,28 @@ private slots:
                  qPrintable(QString::number(normalisedError(dx, wantDx))));
     }
 
+    // The column sums' grid (batch_norm.cu): its y dimension stays within CUDA's 65,535 blocks
+    // however many 256-row chunks N·H·W makes, and the grid-stride loop over the chunks visits
+    // each exactly once.
+    void columnChunksFitTheGrid()
+    {
+        QCOMPARE(cuda::columnChunkBlocks(0), std::int64_t(1));
+        QCOMPARE(cuda::columnChunkBlocks(1), std::int64_t(1));
+        QCOMPARE(cuda::columnChunkBlocks(65535), std::int64_t(65535));
+        QCOMPARE(cuda::columnChunkBlocks(65536), std::int64_t(65535));
+        // 256 images of 256x256 (16,777,216 rows of channels: 65,536 chunks), and more.
+        for (std::int64_t chunks : {std::int64_t(1), std::int64_t(7), std::int64_t(65535),
+                                    std::int64_t(65536), std::int64_t(200003)}) {
+            const std::int64_t blocks = cuda::columnChunkBlocks(chunks);
+            QVERIFY(blocks >= 1 && blocks <= 65535);
+            std::vector<int> visits(std::size_t(chunks), 0);
+            for (std::int64_t block = 0; block < blocks; ++block)
+                for (std::int64_t chunk = block; chunk < chunks; chunk += blocks)
+                    ++visits[std::size_t(chunk)];
+            for (int v : visits) QCOMPARE(v, 1);
+        }
+    }
+
     void softmaxCrossEntropy()
     {
         const std::int64_t n = 9, k = 10;

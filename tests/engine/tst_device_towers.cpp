@@ -5,6 +5,7 @@
 // checkpoints copied back). The CUDA kernels themselves are tested by tst_gpu_backend on a GPU.
 #include <QtTest>
 
+#include <atomic>
 #include <cstring>
 
 #include "engine/data/batch_loader.h"
@@ -28,6 +29,32 @@ bool sameBytes(const Tensor& a, const Tensor& b)
     return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() &&
            std::memcmp(ha.raw(), hb.raw(), ha.bytes()) == 0;
 }
+
+// A device communicator (the staging stand-in) that counts what it is asked to do.
+class CountingCommunicator final : public Communicator
+{
+public:
+    explicit CountingCommunicator(int ranks) : m_inner(makeStagingCommunicator(ranks)) {}
+    int size() const override { return m_inner->size(); }
+    void allReduceMean(int rank, std::span<Tensor> tensors) override
+    {
+        ++allReduces;
+        m_inner->allReduceMean(rank, tensors);
+    }
+    void broadcast(int rank, int root, std::span<Tensor> tensors) override
+    {
+        ++broadcasts;
+        m_inner->broadcast(rank, root, tensors);
+    }
+    void barrier(int rank) override { m_inner->barrier(rank); }
+    void abort(const std::string& reason) override { m_inner->abort(reason); }
+    bool aborted() const override { return m_inner->aborted(); }
+
+    inline static std::atomic<int> allReduces{0}, broadcasts{0};
+
+private:
+    std::unique_ptr<Communicator> m_inner;
+};
 
 TowerSetOptions options(int towers, bool onDevice, double ema = 0, bool deviceCollectives = false)
 {
@@ -205,6 +232,48 @@ private slots:
             const auto& dp = dev.model().parameters();
             for (std::size_t i = 0; i < hp.size(); ++i)
                 QVERIFY2(sameBytes(dp[i]->value, hp[i]->value), hp[i]->name.c_str());
+        }
+        QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
+
+    // One tower has nothing to average: its gradients stay on its device (no collective, no
+    // copy to the host and back), divergence is still found there, and it computes bitwise what
+    // one host tower computes.
+    void oneTowerAveragesNothing()
+    {
+        FakeDeviceScope scope;
+        {
+            TowerSetOptions counted = options(1, true);
+            counted.makeCommunicator = [](int n) {
+                return std::make_unique<CountingCommunicator>(n);
+            };
+            CountingCommunicator::allReduces = 0;
+            CountingCommunicator::broadcasts = 0;
+            TowerSet host(options(1, false)), dev(options(1, true)), given(counted);
+            SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), 1, 8, 64,
+                                  5);
+            data.injectNanAt(1);
+            for (int s = 0; s < 3; ++s) {
+                const Batch& batch = data.next();
+                const auto a = host.step(batch, s, 0.05);
+                const auto b = dev.step(batch, s, 0.05);
+                const auto c = given.step(batch, s, 0.05);
+                QCOMPARE(a.finite, s != 1); // the NaN step is skipped
+                QCOMPARE(b.finite, a.finite);
+                QCOMPARE(c.finite, a.finite);
+                if (a.finite) {
+                    QCOMPARE(b.loss, a.loss);
+                    QCOMPARE(c.loss, a.loss);
+                }
+            }
+            QCOMPARE(CountingCommunicator::allReduces.load(), 0);
+            QCOMPARE(CountingCommunicator::broadcasts.load(), 0);
+            const auto& hp = host.model().parameters();
+            for (TowerSet* set : {&dev, &given}) {
+                const auto& dp = set->model().parameters();
+                for (std::size_t i = 0; i < hp.size(); ++i)
+                    QVERIFY2(sameBytes(dp[i]->value, hp[i]->value), hp[i]->name.c_str());
+            }
         }
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }

@@ -1,21 +1,31 @@
 // The CUDA backend plugin. Everywhere: it loads (in a build with CUDA) or says why not, and
 // refuses a program of another build. On a machine with an NVIDIA GPU: every op against the
 // float64 reference (the self-test's checks, also with TF32), training on GPU towers (the loss
-// falls, the replicas stay identical, 2 towers equal 1 tower of the same global batch), and
-// device errors as typed exceptions. Without a GPU those skip, saying why.
+// falls, the replicas stay identical, 2 towers equal 1 tower of the same global batch), device
+// errors as typed exceptions, convolutions that repeat bitwise (deterministic algorithms), two
+// execution contexts sharing a GPU from two threads (stream-ordered memory on each one's stream),
+// batch-norm statistics over more rows than one grid dimension holds, and, with two GPUs, an
+// NCCL collective released by an abort. Without a GPU those skip, saying why.
 #include <QtTest>
 
 #include <dlfcn.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "engine/gpu/gpu_backend.h"
 #include "engine/selftest/selftest.h"
 #include "engine/tensor/rng.h"
 #include "engine/train/tower_set.h"
+#include "gradcheck.h"
 #include "synthetic_batches.h"
 
 using namespace towers::engine;
+using towers::test::randomTensor;
 
 namespace {
 
@@ -54,6 +64,32 @@ void runSelfTest(bool tf32)
     });
     QVERIFY(results.size() > 20);
     QCOMPARE(failed, 0);
+}
+
+bool sameBytes(const Tensor& a, const Tensor& b)
+{
+    const Tensor ha = a.onHost(), hb = b.onHost();
+    return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() &&
+           std::memcmp(ha.raw(), hb.raw(), ha.bytes()) == 0;
+}
+
+// Runs f on a thread and waits for it at most `limit`; a hang stops the process (with the
+// reason) rather than the test run.
+void withinOrFatal(std::chrono::seconds limit, const char* what, const std::function<void()>& f)
+{
+    auto done = std::make_shared<std::pair<std::mutex, std::condition_variable>>();
+    auto finished = std::make_shared<bool>(false);
+    std::thread t([=] {
+        f();
+        std::lock_guard lock(done->first);
+        *finished = true;
+        done->second.notify_all();
+    });
+    std::unique_lock lock(done->first);
+    if (!done->second.wait_for(lock, limit, [&] { return *finished; }))
+        qFatal("%s did not finish within %d s: a hang", what, int(limit.count()));
+    lock.unlock();
+    t.join();
 }
 
 } // namespace
@@ -183,6 +219,160 @@ private slots:
             QVERIFY2(QByteArray(e.what()).contains("row 2"), e.what());
         }
         gpu->synchronize(0);
+    }
+
+    // Deterministic algorithms only (the default): the same convolution twice gives the same
+    // bits, in every pass.
+    void convolutionsRepeatBitwise()
+    {
+        REQUIRE_GPU(gpu);
+        const Device dev{DeviceKind::Cuda, 0};
+        auto ops = gpu->makeOps(0, {});
+        Rng rng(11);
+        const auto d = makeConv2dDesc({16, 24, 24, 32}, 64, 5, 5, 1, 1, Padding::Same);
+        const Tensor x = randomTensor(d.inputShape(), DType::Float32, rng).copyTo(dev);
+        const Tensor w = randomTensor(d.weightShape(), DType::Float32, rng).copyTo(dev);
+        const Tensor dy = randomTensor(d.outputShape(), DType::Float32, rng).copyTo(dev);
+        const Tensor none;
+        Tensor y[2], dx[2], dw[2], db[2];
+        for (int i = 0; i < 2; ++i) {
+            ops->conv2dForward(d, x, w, none, y[i], Activation::None);
+            ops->conv2dBackwardData(d, dy, w, dx[i]);
+            ops->conv2dBackwardWeights(d, x, dy, dw[i], &db[i]);
+        }
+        ops->synchronize();
+        QVERIFY(sameBytes(y[0], y[1]));
+        QVERIFY(sameBytes(dx[0], dx[1]));
+        QVERIFY(sameBytes(dw[0], dw[1]));
+        QVERIFY(sameBytes(db[0], db[1]));
+    }
+
+    // Two execution contexts on one GPU, driven from two threads at once (two towers sharing
+    // it): each one's temporaries are allocated and freed on its own stream, and each computes
+    // exactly what it computes alone.
+    void twoContextsShareAGpu()
+    {
+        REQUIRE_GPU(gpu);
+        const Device dev{DeviceKind::Cuda, 0};
+        Rng rng(12);
+        const auto d = makeConv2dDesc({8, 15, 15, 16}, 32, 5, 5, 2, 2, Padding::Same);
+        const Tensor x = randomTensor(d.inputShape(), DType::Float32, rng).copyTo(dev);
+        const Tensor w = randomTensor(d.weightShape(), DType::Float32, rng).copyTo(dev);
+        const Tensor dy = randomTensor(d.outputShape(), DType::Float32, rng).copyTo(dev);
+        auto a = gpu->makeOps(0, {}), b = gpu->makeOps(0, {});
+        Tensor alone[2];
+        for (int k = 0; k < 2; ++k) {
+            Ops& ops = k == 0 ? *a : *b;
+            Tensor dx, dw, db;
+            ops.conv2dBackwardWeights(d, x, dy, dw, &db);
+            ops.conv2dBackwardData(d, dy, w, dx);
+            alone[k] = dw.onHost();
+        }
+        std::string errors[2];
+        Tensor together[2];
+        withinOrFatal(std::chrono::seconds(120), "two contexts on one GPU", [&] {
+            std::thread threads[2];
+            for (int k = 0; k < 2; ++k)
+                threads[k] = std::thread([&, k] {
+                    try {
+                        Ops& ops = k == 0 ? *a : *b;
+                        Tensor dx, dw, db, y;
+                        for (int i = 0; i < 50; ++i) {
+                            ops.conv2dForward(d, x, w, Tensor(), y, Activation::Relu);
+                            ops.conv2dBackwardWeights(d, x, dy, dw, &db);
+                            ops.conv2dBackwardData(d, dy, w, dx);
+                        }
+                        together[k] = dw.onHost();
+                    } catch (const std::exception& e) {
+                        errors[k] = e.what();
+                    }
+                });
+            for (auto& t : threads) t.join();
+        });
+        for (int k = 0; k < 2; ++k) {
+            QVERIFY2(errors[k].empty(), errors[k].c_str());
+            QVERIFY(sameBytes(together[k], alone[k]));
+        }
+    }
+
+    // Batch-norm statistics over more rows (N·H·W) than 65,535 blocks of 256 rows: the grid's
+    // y dimension is bounded, the kernel strides over the rest; the means and variances are
+    // still right.
+    void batchNormBeyondTheGridLimit()
+    {
+        REQUIRE_GPU(gpu);
+        const Device dev{DeviceKind::Cuda, 0};
+        const Shape shape{1, 4097, 4097, 2}; // 16,785,409 rows > 65,535 * 256
+        Tensor x(shape, DType::Float32);
+        float* px = x.data<float>();
+        double sum[2] = {0, 0}, squares[2] = {0, 0};
+        const std::int64_t rows = shape.numel() / 2;
+        for (std::int64_t r = 0; r < rows; ++r)
+            for (int c = 0; c < 2; ++c) {
+                const float v = float((r * 7 + c * 3) % 101) * 0.01f + float(c);
+                px[r * 2 + c] = v;
+                sum[c] += v;
+            }
+        double mean[2];
+        for (int c = 0; c < 2; ++c) mean[c] = sum[c] / double(rows);
+        for (std::int64_t r = 0; r < rows; ++r)
+            for (int c = 0; c < 2; ++c) {
+                const double e = px[r * 2 + c] - mean[c];
+                squares[c] += e * e;
+            }
+        auto ops = gpu->makeOps(0, {});
+        const auto d = makeBatchNormDesc(shape, 1e-5, 0.1);
+        Tensor gamma = Tensor::filled({2}, DType::Float32, 1).copyTo(dev);
+        Tensor beta = Tensor::zeros({2}, DType::Float32).copyTo(dev);
+        Tensor rm = Tensor::zeros({2}, DType::Float32).copyTo(dev);
+        Tensor rv = Tensor::filled({2}, DType::Float32, 1).copyTo(dev);
+        Tensor y, saveMean, saveVar;
+        ops->batchNormForwardTraining(d, x.copyTo(dev), gamma, beta, y, rm, rv, saveMean, saveVar);
+        const Tensor m = saveMean.onHost(), v = saveVar.onHost();
+        for (int c = 0; c < 2; ++c) {
+            QVERIFY2(std::abs(m.at(c) - mean[c]) <= 1e-6 * std::abs(mean[c]) + 1e-7,
+                     qPrintable(QStringLiteral("%1 vs %2").arg(m.at(c)).arg(mean[c])));
+            const double var = squares[c] / double(rows);
+            QVERIFY2(std::abs(v.at(c) - var) <= 1e-6 * var,
+                     qPrintable(QStringLiteral("%1 vs %2").arg(v.at(c)).arg(var)));
+        }
+    }
+
+    // Declared last: it leaves an aborted collective behind on GPUs 0 and 1. Rank 0 waits in an
+    // all-reduce that rank 1 never joins; an abort from another thread releases it within
+    // seconds (the watchdog stops the test on a hang), and the communicator then goes quietly.
+    void ncclAbortReleasesAWaitingRank()
+    {
+        REQUIRE_GPU(gpu);
+        if (gpu->deviceCount() < 2) QSKIP("needs two GPUs for an NCCL communicator");
+        std::string why;
+        auto comm = gpu->makeCommunicator({0, 1}, &why);
+        if (!comm) QSKIP(qPrintable(QStringLiteral("NCCL did not start: ") + why.c_str()));
+        std::vector<Tensor> data = {
+            Tensor::zeros({1 << 20}, DType::Float32).copyTo({DeviceKind::Cuda, 0})};
+        std::string outcome;
+        const auto t0 = std::chrono::steady_clock::now();
+        withinOrFatal(std::chrono::seconds(60), "an aborted NCCL all-reduce", [&] {
+            std::thread rank0([&] {
+                try {
+                    comm->allReduceMean(0, data);
+                    outcome = "returned";
+                } catch (const CollectiveAborted& e) {
+                    outcome = std::string("aborted: ") + e.what();
+                } catch (const std::exception& e) {
+                    outcome = e.what();
+                }
+            });
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+            comm->abort("tower 1 failed");
+            rank0.join();
+            comm.reset();
+        });
+        qInfo() << "released after"
+                << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+                << "s:" << outcome.c_str();
+        QVERIFY2(outcome.rfind("aborted: ", 0) == 0, outcome.c_str());
+        QVERIFY2(outcome.find("tower 1 failed") != std::string::npos, outcome.c_str());
     }
 };
 

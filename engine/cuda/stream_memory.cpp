@@ -1,0 +1,190 @@
+#include "engine/cuda/stream_memory.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "engine/tensor/device.h"
+
+namespace towers::engine::cuda {
+
+namespace {
+
+// Both live as long as the process (never destroyed: a tensor may be freed during static
+// destruction, after a function-local static would be gone), as the plugin does.
+AllocationTable& liveBlocks()
+{
+    static auto* table = new AllocationTable;
+    return *table;
+}
+
+PoolSupport& pools()
+{
+    static auto* support = new PoolSupport;
+    return *support;
+}
+
+std::string mib(std::size_t bytes)
+{
+    char text[64];
+    std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+    return text;
+}
+
+// With `device` current.
+[[noreturn]] void throwOutOfMemory(int device, std::size_t bytes)
+{
+    cudaGetLastError();
+    std::size_t freeBytes = 0, total = 0;
+    cudaMemGetInfo(&freeBytes, &total);
+    throw DeviceOutOfMemory("out of memory on cuda:" + std::to_string(device) + ": asked for " +
+                            mib(bytes) + ", " + mib(freeBytes) + " of " + mib(total) + " free");
+}
+
+void* asRecorded(cudaStream_t s)
+{
+    return s == cudaStreamLegacy ? nullptr : static_cast<void*>(s);
+}
+
+cudaStream_t asStream(void* recorded)
+{
+    return recorded ? static_cast<cudaStream_t>(recorded) : cudaStreamLegacy;
+}
+
+} // namespace
+
+void configureDeviceMemory(int count)
+{
+    std::vector<bool> supported(std::size_t(std::max(count, 0)), false);
+    for (int i = 0; i < count; ++i) {
+        int value = 0;
+        if (cudaDeviceGetAttribute(&value, cudaDevAttrMemoryPoolsSupported, i) != cudaSuccess) {
+            cudaGetLastError();
+            continue;
+        }
+        supported[std::size_t(i)] = value != 0;
+        cudaMemPool_t pool;
+        if (value && cudaDeviceGetDefaultMemPool(&pool, i) == cudaSuccess) {
+            // Freed blocks stay in the pool for the next step instead of going back to the driver.
+            std::uint64_t keep = UINT64_MAX;
+            cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+        }
+        cudaGetLastError();
+    }
+    pools().configure(supported);
+}
+
+bool memoryPoolsSupported(int device)
+{
+    return pools().use(device);
+}
+
+cudaStream_t streamFor(int device)
+{
+    return asStream(boundStream(device));
+}
+
+void* allocateDevice(int device, std::size_t bytes)
+{
+    DeviceGuard guard(device);
+    const cudaStream_t s = streamFor(device);
+    void* p = nullptr;
+    if (pools().use(device)) {
+        cudaError_t status = cudaMallocAsync(&p, bytes, s);
+        if (status == cudaErrorMemoryAllocation) {
+            // Blocks freed on other streams may wait idle in the pool: give them back, try again.
+            cudaGetLastError();
+            cudaMemPool_t pool;
+            if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess)
+                cudaMemPoolTrimTo(pool, 0);
+            status = cudaMallocAsync(&p, bytes, s);
+        }
+        if (status == cudaSuccess) {
+            liveBlocks().add(p, {asRecorded(s), true});
+            return p;
+        }
+        if (status == cudaErrorMemoryAllocation) throwOutOfMemory(device, bytes);
+        if (status != cudaErrorNotSupported)
+            throwCuda(status, "cudaMallocAsync", __FILE__, __LINE__);
+        // No pools here after all (error 801 in some virtualised GPUs): cudaMalloc from now on.
+        cudaGetLastError();
+        pools().disable(device);
+    }
+    const cudaError_t status = cudaMalloc(&p, bytes);
+    if (status == cudaErrorMemoryAllocation) throwOutOfMemory(device, bytes);
+    TOWERS_CUDA(status);
+    liveBlocks().add(p, {nullptr, false});
+    return p;
+}
+
+void releaseDevice(int device, void* p) noexcept
+{
+    if (!p) return;
+    int previous = -1;
+    cudaGetDevice(&previous);
+    if (previous != device) cudaSetDevice(device);
+    cudaError_t status = cudaSuccess;
+    const bool known = liveBlocks().release(p, [&](void* q, const Allocation& a) {
+        status = a.pooled ? cudaFreeAsync(q, asStream(a.stream)) : cudaFree(q);
+    });
+    if (!known) status = cudaFree(p);              // frees a block of either kind
+    if (status != cudaSuccess) cudaGetLastError(); // a sticky error shows at the next sync
+    if (previous >= 0 && previous != device) cudaSetDevice(previous);
+}
+
+void retireStream(cudaStream_t s)
+{
+    liveBlocks().retire(asRecorded(s));
+}
+
+void setZeroDevice(int device, void* p, std::size_t bytes)
+{
+    DeviceGuard guard(device);
+    TOWERS_CUDA(cudaMemsetAsync(p, 0, bytes, streamFor(device)));
+}
+
+void copyDevice(void* dst, const Device& dstDevice, const void* src, const Device& srcDevice,
+                std::size_t bytes)
+{
+    int gpu = dstDevice.isHost() ? srcDevice.index : dstDevice.index;
+    void* bound = boundStream(gpu);
+    if (!bound && !dstDevice.isHost() && !srcDevice.isHost()) {
+        bound = boundStream(srcDevice.index);
+        if (bound) gpu = srcDevice.index;
+    }
+    DeviceGuard guard(gpu);
+    const bool peer =
+        !dstDevice.isHost() && !srcDevice.isHost() && dstDevice.index != srcDevice.index;
+    if (bound) { // inside an op: on its stream, then wait for that stream only
+        const cudaStream_t s = static_cast<cudaStream_t>(bound);
+        if (peer)
+            TOWERS_CUDA(cudaMemcpyPeerAsync(dst, dstDevice.index, src, srcDevice.index, bytes, s));
+        else
+            TOWERS_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+        TOWERS_CUDA(cudaStreamSynchronize(s));
+        return;
+    }
+    // cudaMemcpy on the legacy stream waits for the ops issued before it and returns when the
+    // bytes are in place (for a device-to-device copy, cudaMemcpy may return earlier, but any
+    // later op or copy is ordered after it).
+    if (peer)
+        TOWERS_CUDA(cudaMemcpyPeer(dst, dstDevice.index, src, srcDevice.index, bytes));
+    else
+        TOWERS_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+}
+
+ScratchBuffer::ScratchBuffer(std::size_t bytes, cudaStream_t s)
+{
+    TOWERS_CUDA(cudaGetDevice(&m_device));
+    const BindStream bind(m_device, s == cudaStreamLegacy ? nullptr : static_cast<void*>(s));
+    m_p = allocateDevice(m_device, bytes);
+}
+
+ScratchBuffer::~ScratchBuffer()
+{
+    releaseDevice(m_device, m_p);
+}
+
+} // namespace towers::engine::cuda

@@ -1,0 +1,146 @@
+#pragma once
+// Which stream the CUDA backend's memory operations go on, as plain C++ (streams are opaque
+// pointers here, no CUDA header) so that tests check it without a GPU; stream_memory.h applies it.
+//
+// The engine's Tensor API has no stream: a tensor allocates, frees, zeroes and copies through
+// DeviceMemory (engine/tensor/device_memory.h) with a device index only. So each thread keeps the
+// stream of the op it is running (StreamBinding, set by every CudaOps entry for its duration):
+// what an op allocates, zeroes or copies goes on that op's stream, ordered with its kernels, and
+// never on the legacy default stream, which would wait for (and be waited for by) every other
+// stream of the device, two towers sharing a GPU included. Outside ops (a model being built or
+// moved, checkpoints, tests) nothing is bound, and the legacy stream orders with everything.
+//
+// A block is freed on the stream it was allocated on, wherever its tensor dies (the op's
+// temporaries die after the op returns, in the layer's code): its last use ran there, or on the
+// legacy stream, which that stream waits for. When that stream is gone, its work is finished
+// (CudaOps synchronises its stream before retiring it), and the legacy stream frees the block.
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+namespace towers::engine::cuda {
+
+// The stream bound on this thread: `stream` serves device `device` (nullptr: none).
+struct StreamBinding
+{
+    int device = -1;
+    void* stream = nullptr;
+};
+
+inline StreamBinding& currentStreamBinding()
+{
+    thread_local StreamBinding binding;
+    return binding;
+}
+
+// The stream bound on this thread for `device`, or nullptr (then: the legacy default stream).
+inline void* boundStream(int device)
+{
+    const StreamBinding& b = currentStreamBinding();
+    return b.device == device ? b.stream : nullptr;
+}
+
+// Binds `stream` for `device` on this thread for the scope's lifetime; scopes nest (an op calling
+// another gets the inner op's stream, then its own back).
+class BindStream
+{
+public:
+    BindStream(int device, void* stream) : m_previous(currentStreamBinding())
+    {
+        currentStreamBinding() = {device, stream};
+    }
+    ~BindStream() { currentStreamBinding() = m_previous; }
+    BindStream(const BindStream&) = delete;
+    BindStream& operator=(const BindStream&) = delete;
+
+private:
+    StreamBinding m_previous;
+};
+
+// How a live block was allocated: on which stream (nullptr: the legacy one), from a pool or not.
+struct Allocation
+{
+    void* stream = nullptr;
+    bool pooled = true;
+};
+
+// The live blocks of the backend, by address. Thread-safe.
+class AllocationTable
+{
+public:
+    void add(void* p, Allocation a)
+    {
+        std::lock_guard lock(m_mutex);
+        m_live[p] = a;
+    }
+    // Forgets p and calls free(p, its Allocation) under the table's lock, so that the stream it
+    // names cannot be retired (and destroyed) meanwhile; false (nothing called) for an address the
+    // table does not know.
+    template <class Free> bool release(void* p, Free&& free)
+    {
+        std::lock_guard lock(m_mutex);
+        const auto it = m_live.find(p);
+        if (it == m_live.end()) return false;
+        const Allocation a = it->second;
+        m_live.erase(it);
+        free(p, a);
+        return true;
+    }
+    // The blocks of `stream` are freed on the legacy stream from now on (the stream is about to be
+    // destroyed, its work finished).
+    void retire(void* stream)
+    {
+        std::lock_guard lock(m_mutex);
+        for (auto& [p, a] : m_live)
+            if (a.stream == stream) a.stream = nullptr;
+    }
+    std::optional<Allocation> find(void* p) const
+    {
+        std::lock_guard lock(m_mutex);
+        const auto it = m_live.find(p);
+        if (it == m_live.end()) return std::nullopt;
+        return it->second;
+    }
+    std::size_t size() const
+    {
+        std::lock_guard lock(m_mutex);
+        return m_live.size();
+    }
+
+private:
+    mutable std::mutex m_mutex;
+    std::unordered_map<void*, Allocation> m_live;
+};
+
+// Whether each device's allocations come from CUDA's stream-ordered pool (cudaMallocAsync) or
+// from cudaMalloc: devices that lack pools (vGPUs, some sandboxes) say so
+// (cudaDevAttrMemoryPoolsSupported = 0), or fail cudaMallocAsync with cudaErrorNotSupported, after
+// which they use cudaMalloc for good. Set once before use; then thread-safe.
+class PoolSupport
+{
+public:
+    void configure(const std::vector<bool>& supported)
+    {
+        m_count = supported.size();
+        m_use = std::make_unique<std::atomic<bool>[]>(m_count);
+        for (std::size_t i = 0; i < m_count; ++i) m_use[i] = supported[i];
+    }
+    bool use(int device) const
+    {
+        return device >= 0 && std::size_t(device) < m_count && m_use[std::size_t(device)].load();
+    }
+    void disable(int device)
+    {
+        if (device >= 0 && std::size_t(device) < m_count) m_use[std::size_t(device)] = false;
+    }
+
+private:
+    std::size_t m_count = 0;
+    std::unique_ptr<std::atomic<bool>[]> m_use;
+};
+
+} // namespace towers::engine::cuda
