@@ -32,6 +32,12 @@ Geometry geometry(const Conv2dDesc& d)
             {g.padBottom, g.padRight}};
 }
 
+// Towers' own Winograd (winograd_5x5.h, winograd_3x3.h): NHWC in and out, no oneDNN primitive.
+bool isTowersWinograd(ConvAlgorithm a)
+{
+    return a == ConvAlgorithm::Winograd5x5 || a == ConvAlgorithm::TowersWinograd3x3;
+}
+
 memory::desc md(const memory::dims& dims, Tag tag)
 {
     return memory::desc(dims, f32, tag);
@@ -123,7 +129,7 @@ template <class Make> auto backwardPd(ConvAlgorithm a, const Make& make)
 // writes NHWC.
 Tag backwardTag(ConvAlgorithm a)
 {
-    return a == ConvAlgorithm::Winograd5x5 ? Tag::nhwc : Tag::any;
+    return isTowersWinograd(a) ? Tag::nhwc : Tag::any;
 }
 
 // The state a training forward leaves for backward: a header naming the plan, then (Winograd3x3)
@@ -151,6 +157,8 @@ const char* convAlgorithmName(ConvAlgorithm a)
         return "winograd 3x3";
     case ConvAlgorithm::Winograd5x5:
         return "winograd 5x5";
+    case ConvAlgorithm::TowersWinograd3x3:
+        return "winograd 3x3"; // as oneDNN's: the implementation it reports tells whose
     }
     return "?";
 }
@@ -166,17 +174,25 @@ ConvAlgorithm chooseConvAlgorithm(const dnnl::engine& eng, const Conv2dDesc& d)
                          .impl_info_str(),
                      "ref")))
         return ConvAlgorithm::Winograd5x5;
-    const Window2d& g = d.win;
-    if (g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1) {
+    if (Winograd3x3::supports(d)) {
         // oneDNN's own heuristic says whether it has a Winograd kernel for this shape on this CPU
-        // (2.6: AVX-512 only, channels in multiples of 16) and whether it beats direct.
+        // (2.6: AVX-512 only, channels in multiples of 16) and whether it beats direct; where it
+        // has, it is kept.
         try {
             const auto pd = forwardPd(eng, geometry(d), ConvAlgorithm::Winograd3x3, false,
                                       Activation::None, dnnl::algorithm::convolution_auto);
             if (std::strstr(pd.impl_info_str(), "wino")) return ConvAlgorithm::Winograd3x3;
         } catch (const dnnl::error&) {
-            // no Winograd here: direct it is
+            // no Winograd of oneDNN's here
         }
+        // Elsewhere Towers' F(4x4, 3x3) where it beats oneDNN's direct kernels on the instruction
+        // sets the two run on now (AVX2 against avx2: mnist-convnet's conv2 and conv3), or where
+        // oneDNN has only its reference loop.
+        if (Winograd3x3::fasterThanDirect(d, onednnVectorFlops()) ||
+            std::strstr(forwardPd(eng, geometry(d), ConvAlgorithm::Direct, false, Activation::None)
+                            .impl_info_str(),
+                        "ref"))
+            return ConvAlgorithm::TowersWinograd3x3;
     }
     return ConvAlgorithm::Direct;
 }
@@ -221,13 +237,15 @@ ConvPlan::ConvPlan(const dnnl::engine& eng, const Conv2dDesc& d, bool bias, Acti
     m_key = d.win.str() + " out " + std::to_string(d.outChannels) + (bias ? " bias" : "") +
             (act == Activation::Relu ? " relu" : "");
     if (m_algorithm == ConvAlgorithm::Winograd5x5) m_winograd = std::make_unique<Winograd5x5>(d);
+    if (m_algorithm == ConvAlgorithm::TowersWinograd3x3)
+        m_winograd = std::make_unique<Winograd3x3>(d);
 }
 
 void ConvPlan::buildForward()
 {
     const Geometry g = geometry(m_desc);
     auto f = std::make_shared<Forward>();
-    if (m_algorithm == ConvAlgorithm::Winograd5x5) {
+    if (m_winograd) {
         m_fwd = f; // nothing of oneDNN's
         return;
     }
@@ -276,6 +294,7 @@ void ConvPlan::forward(dnnl::stream& s, const Tensor& x, const Tensor& w, const 
     const float* bias = m_bias ? b.data<float>() : nullptr;
     switch (m_algorithm) {
     case ConvAlgorithm::Winograd5x5:
+    case ConvAlgorithm::TowersWinograd3x3:
         m_winograd->forward(x.data<float>(), w.data<float>(), bias, m_act == Activation::Relu,
                             y.data<float>());
         return;
@@ -320,7 +339,7 @@ void ConvPlan::buildBackward()
     using dnnl::convolution_backward_weights;
     if (!m_fwd) buildForward(); // the saved-state layout
     const Geometry g = geometry(m_desc);
-    if (m_algorithm == ConvAlgorithm::Winograd5x5) {
+    if (m_winograd) {
         m_bwdW = std::make_shared<BackwardWeights>(); // all of backward is Towers' own
         return;
     }
@@ -465,7 +484,7 @@ void ConvPlan::backward(dnnl::stream& s, const Tensor& dy, const Gradients& a)
 {
     if (!m_bwdW) buildBackward();
     const char* state = savedState(a.saved);
-    if (m_algorithm == ConvAlgorithm::Winograd5x5) {
+    if (m_winograd) {
         // Towers' Winograd applies the ReLU mask as it reads dy.
         const float* mask = m_act == Activation::Relu ? a.y->data<float>() : nullptr;
         if (a.dw)

@@ -14,7 +14,17 @@
 //    the forward (2.6 has one on AVX-512 only: mnist-convnet's conv2 and conv3, 2-3x fewer
 //    multiplications than direct), then Winograd in all three directions. It takes the blocked
 //    activations it asks for: inputs are reordered in, outputs out; a training forward keeps the
-//    blocked input and the reordered weights in the caller's `saved` bytes for backward.
+//    blocked input and the reordered weights in the caller's `saved` bytes for backward. Where
+//    oneDNN has it, it is kept: on AVX-512 it is as fast as Towers' own or faster (mnist's conv3,
+//    2 threads: 29 / 64 / 31 ms forward / backward data / backward weights against 34 / 80 / 41).
+//  * TowersWinograd3x3: 3x3 stride 1 elsewhere, where Towers' F(4x4, 3x3) (winograd_3x3.h) beats
+//    oneDNN's direct kernels on the instruction sets both run on now
+//    (Winograd3x3::fasterThanDirect: 16 or more channels on both sides, 512 or more output
+//    pixels, at least twice fewer multiplications, and Highway's vectors at least half as strong
+//    as oneDNN's), or wherever oneDNN has only a reference loop: on AVX2, mnist-convnet's conv2
+//    and conv3 (1.7x and 2.0x faster over the three directions than oneDNN's direct avx2
+//    kernels) and every other 3x3 layer of the registered models but first layers. As for
+//    Winograd5x5, all three directions are Towers' and everything stays NHWC.
 //  * Direct: oneDNN's direct convolution, forward on NHWC (as fast as blocked there, and no
 //    reorders), backward in the layouts oneDNN prefers on this CPU (blocked nChw16c on AVX-512,
 //    nChw8c on AVX2: 2-3x faster backward weights for first layers with 1 or 3 input channels).
@@ -24,6 +34,7 @@
 #include <string>
 
 #include "engine/cpu/cpu_common.h"
+#include "engine/cpu/winograd_3x3.h"
 #include "engine/cpu/winograd_5x5.h"
 
 namespace towers::engine::cpu {
@@ -31,11 +42,12 @@ namespace towers::engine::cpu {
 enum class ConvAlgorithm
 {
     Direct,
-    Winograd3x3,
-    Winograd5x5
+    Winograd3x3,      // oneDNN's
+    Winograd5x5,      // Towers'
+    TowersWinograd3x3 // Towers'
 };
 
-// "direct", "winograd 3x3" or "winograd 5x5".
+// "direct", "winograd 3x3" (oneDNN's or Towers') or "winograd 5x5".
 const char* convAlgorithmName(ConvAlgorithm a);
 // The algorithm a plan for this geometry runs (builds a primitive descriptor: not for hot paths).
 ConvAlgorithm chooseConvAlgorithm(const dnnl::engine& eng, const Conv2dDesc& d);
@@ -48,6 +60,9 @@ public:
     ConvPlan& operator=(const ConvPlan&) = delete;
 
     ConvAlgorithm algorithm() const { return m_algorithm; }
+    // Towers' own Winograd when the plan runs it (it runs no oneDNN primitive, so reports take its
+    // implementation from here), else null.
+    const WinogradConv* towersWinograd() const { return m_winograd.get(); }
 
     // y = act(conv(x, w) + b); b is ignored unless the plan has a bias. A training forward passes
     // `saved`, which is resized and filled with the state backward reuses.
@@ -89,7 +104,7 @@ private:
     std::shared_ptr<Forward> m_fwd;
     std::shared_ptr<BackwardWeights> m_bwdW;
     std::shared_ptr<BackwardData> m_bwdD;
-    std::unique_ptr<Winograd5x5> m_winograd;
+    std::unique_ptr<WinogradConv> m_winograd; // Winograd5x5, TowersWinograd3x3
 
     // The masked gradient in the backward primitives' layout.
     dnnl::memory::desc m_gradDesc;

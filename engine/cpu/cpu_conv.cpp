@@ -20,9 +20,9 @@ ConvPlan& planFor(OneDnnOps& ops, const Conv2dDesc& d, bool bias, Activation act
             key, [&] { return std::make_shared<ConvPlan>(ops.dnnlEngine(), d, bias, act); });
     });
     // Towers' own Winograd runs no oneDNN primitive: it is recorded here for the per-layer profile.
-    if (plan->algorithm() == ConvAlgorithm::Winograd5x5)
-        ops.noteImplementation(key, std::string("convolution winograd 5x5 ") + direction,
-                               "towers:winograd5x5:" + Winograd5x5::targetName());
+    if (const WinogradConv* wino = plan->towersWinograd())
+        ops.noteImplementation(key, "convolution " + wino->algorithm() + " " + direction,
+                               wino->implementation());
     return *plan;
 }
 

@@ -11,10 +11,10 @@
 // oneDNN's direct convolution on the tutorial's conv2). Backward data is the same computation on
 // dy with the kernel flipped and its channel roles swapped; backward weights is F(5x5, 2x2).
 //
-// Written once with Google Highway (winograd_5x5.cpp) and run on the instruction set Highway
-// dispatches to: channels in vectors of 16 floats on AVX-512, 8 on AVX2, 4 on SSE4, any channel
-// count (the last vector of a row is partial). Activations NHWC, weights OIHW, as the Ops
-// interface.
+// Written once with Google Highway (the tile machinery it shares with the 3x3 Winograd:
+// winograd_tiles.h, winograd_tiles-inl.h) and run on the instruction set Highway dispatches to:
+// channels in vectors of 16 floats on AVX-512, 8 on AVX2, 4 on SSE4, any channel count (the last
+// vector of a row is partial). Activations NHWC, weights OIHW, as the Ops interface.
 //
 // Whether it pays depends on the instruction sets of both sides (fasterThanDirect). Measured on
 // 2 Zen 4 cores, 2 threads, batch 128, the tutorial's conv2 (64 -> 64 at 12x12, bias, ReLU), ms
@@ -29,12 +29,15 @@
 #include <string>
 
 #include "engine/cpu/cpu_common.h"
+#include "engine/cpu/winograd_tiles.h"
 
 namespace towers::engine::cpu {
 
-class Winograd5x5
+class Winograd5x5 : public WinogradConv
 {
 public:
+    using Pass = WinogradPass;
+
     // True when the kernels compute this geometry: a 5x5 kernel, stride 1 (any channel counts,
     // paddings and sizes).
     static bool supports(const Conv2dDesc& d);
@@ -55,31 +58,14 @@ public:
 
     explicit Winograd5x5(const Conv2dDesc& d);
 
-    // y = conv(x, w) (+ b when not null), then ReLU when asked.
-    void forward(const float* x, const float* w, const float* b, bool relu, float* y);
-    // The backward passes start from g = dy where mask > 0 (a fused ReLU's mask is the forward's
-    // y; null: g = dy), applied as dy is read.
-    // dx from g and w.
-    void backwardData(const float* dy, const float* mask, const float* w, float* dx);
-    // dw (OIHW) and, when db is not null, db from x and g, by F(5x5, 2x2) on the same tiles: the
-    // 36 products become [K x tiles] x [tiles x C], summed over every tile of the batch.
-    void backwardWeights(const float* x, const float* dy, const float* mask, float* dw, float* db);
-
-    // One pass: `in` [n, inH, inW, inC] to `out` [n, outH, outW, outC] through a 5x5 kernel whose
-    // taps start padTop rows above and padLeft columns left of each output pixel.
-    struct Pass
-    {
-        std::int64_t n = 0, inH = 0, inW = 0, inC = 0, outH = 0, outW = 0, outC = 0;
-        int padTop = 0, padLeft = 0;
-        std::int64_t tilesH() const { return (outH + 1) / 2; }
-        std::int64_t tilesW() const { return (outW + 1) / 2; }
-    };
-
-private:
-    Pass m_forward, m_backward;
-    // The transformed kernel of the running pass, [36][inC][outC rounded up to whole vectors].
-    AlignedBuffer m_u;
-    AlignedBuffer m_scratch; // per thread: transformed inputs and products of one chunk of tiles
+    void forward(const float* x, const float* w, const float* b, bool relu, float* y) override;
+    void backwardData(const float* dy, const float* mask, const float* w, float* dx) override;
+    // By F(5x5, 2x2) on the same tiles: the 36 products become [K x tiles] x [tiles x C], summed
+    // over every tile of the batch.
+    void backwardWeights(const float* x, const float* dy, const float* mask, float* dw,
+                         float* db) override;
+    std::string algorithm() const override;
+    std::string implementation() const override;
 };
 
 } // namespace towers::engine::cpu

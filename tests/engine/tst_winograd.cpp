@@ -1,11 +1,14 @@
-// Towers' Winograd F(2x2, 5x5) (engine/cpu/winograd_5x5.h) on every Highway target it is compiled
-// for, each forced in turn (QSKIP for those this CPU cannot run): forward (bias, fused ReLU),
-// backward data and backward weights (with and without the fused ReLU's mask and the bias
-// gradient) against the reference backend, by the normalised error the oneDNN convolution tests
-// use; odd sizes, partial tiles, batch 1, explicit asymmetric pads, channel counts that are and
-// are not multiples of each target's vector. Then per target: the algorithm the oneDNN backend's
-// plan picks (Winograd only where it beats oneDNN's direct kernels), that plan's whole training
-// path against the reference, and central differences of the oneDNN backend's conv op.
+// Towers' Winograd convolutions, F(2x2, 5x5) (engine/cpu/winograd_5x5.h) and F(4x4, 3x3)
+// (engine/cpu/winograd_3x3.h), on every Highway target they are compiled for, each forced in turn
+// (QSKIP for those this CPU cannot run): forward (bias, fused ReLU), backward data and backward
+// weights (with and without the fused ReLU's mask and the bias gradient) against the reference
+// backend, by the normalised error the oneDNN convolution tests use; odd sizes, partial tiles,
+// batch 1, chunks of tiles that span images and split rows, explicit asymmetric pads, channel
+// counts that are and are not multiples of each target's vector, mnist-convnet's conv2 and conv3
+// (backward data 512 channels deep). Then per target: the algorithm the oneDNN backend's plan
+// picks (Towers' Winograd only where it beats oneDNN's direct kernels, and the implementation it
+// reports), that plan's whole training path against the reference, and central differences of
+// the oneDNN backend's conv op.
 #include <QtTest>
 
 #include <algorithm>
@@ -17,7 +20,9 @@
 
 #include "engine/cpu/cpu_info.h"
 #include "engine/cpu/onednn_ops.h"
+#include "engine/cpu/primitive_implementations.h"
 #include "engine/cpu/simd_target.h" // simdTargets, ForcedSimdTarget: every Highway kernel
+#include "engine/cpu/winograd_3x3.h"
 #include "engine/cpu/winograd_5x5.h"
 #include "engine/ops/ops.h"
 #include "gradcheck.h"
@@ -37,8 +42,20 @@ struct WinoCase
     Padding padding = Padding::Same;
     ExplicitPads pads;
     bool bias = true, relu = false;
-    Conv2dDesc desc() const { return makeConv2dDesc(x, outC, 5, 5, 1, 1, padding, pads); }
+    int k = 5; // kernel size: 5 (F(2x2, 5x5)) or 3 (F(4x4, 3x3))
+    Conv2dDesc desc() const { return makeConv2dDesc(x, outC, k, k, 1, 1, padding, pads); }
 };
+
+// Towers' Winograd for a k x k kernel, and its implementation's name on `target`.
+std::unique_ptr<cpu::WinogradConv> makeWinograd(const Conv2dDesc& d)
+{
+    if (d.win.kh == 3) return std::make_unique<cpu::Winograd3x3>(d);
+    return std::make_unique<cpu::Winograd5x5>(d);
+}
+QString implementationName(int k, const QString& target)
+{
+    return QStringLiteral("towers:winograd%1x%1:%2").arg(k).arg(target);
+}
 
 // The bound tst_ops_window and tst_ops_fused hold oneDNN's convolutions to.
 constexpr double kTolerance = 1e-5;
@@ -49,9 +66,11 @@ constexpr double kStep = 4;
 constexpr double kGradTolerance = 1e-4;
 constexpr std::int64_t kElements = 64; // sampled per tensor
 
-// Whether the plans take Towers' Winograd for the tutorial's conv2 (64 -> 64) with Highway on
-// `target` and oneDNN on `onednnIsa`: where its arithmetic per instruction (lanes, twice with FMA)
-// is at least half that of oneDNN's direct kernels (conv_plan.h), as measured.
+// Whether the plans take Towers' Winograd for a convolution it pays for (the tutorial's conv2,
+// 64 -> 64; 3x3 shapes with channels and output pixels enough, for which oneDNN 2.6 has no
+// Winograd of its own) with Highway on `target` and oneDNN on `onednnIsa`: where its arithmetic
+// per instruction (lanes, twice with FMA) is at least half that of oneDNN's direct kernels
+// (conv_plan.h), as measured.
 bool winogradExpected(const std::string& target, const std::string& onednnIsa)
 {
     const int wino = target.rfind("AVX3", 0) == 0            ? 32
@@ -93,7 +112,8 @@ Q_DECLARE_METATYPE(WinoCase)
     if (!supported)                                                                                \
         QSKIP(qPrintable(targetName + " is not supported by this CPU: its kernels cannot run"));   \
     const cpu::ForcedSimdTarget forced(target);                                                    \
-    QCOMPARE(QString::fromStdString(cpu::Winograd5x5::targetName()), targetName)
+    QCOMPARE(QString::fromStdString(cpu::Winograd5x5::targetName()), targetName);                  \
+    QCOMPARE(QString::fromStdString(cpu::Winograd3x3::targetName()), targetName)
 
 class TestWinograd : public QObject
 {
@@ -174,6 +194,24 @@ private slots:
             {"valid 5x5 to 1x1, C8 K40, bias", {{2, 5, 5, 8}, 40, Padding::Valid, {}, true, false}},
             {"same 30x30, 225 tiles in two chunks, C16 K16, relu",
              {{1, 30, 30, 16}, 16, Padding::Same, {}, true, true}},
+            {"3x3: mnist conv2 at batch 2, valid 12x12, C64 K256, bias, relu",
+             {{2, 12, 12, 64}, 256, Padding::Valid, {}, true, true, 3}},
+            {"3x3: mnist conv3 at batch 1, valid 10x10, C256 K512, bias, relu",
+             {{1, 10, 10, 256}, 512, Padding::Valid, {}, true, true, 3}},
+            {"3x3: batch 1, odd 7x9 (partial tiles), C20 K24, bias",
+             {{1, 7, 9, 20}, 24, Padding::Same, {}, true, false, 3}},
+            {"3x3: explicit pads t2 l0 b1 r2, C3 K5, relu",
+             {{2, 8, 9, 3}, 5, Padding::Explicit, {2, 0, 1, 2}, false, true, 3}},
+            {"3x3: explicit pads t0 l2 b2 r1, C32 K8, no bias",
+             {{1, 5, 6, 32}, 8, Padding::Explicit, {0, 2, 2, 1}, false, false, 3}},
+            {"3x3: valid 9x8, batch 3, C17 K33, bias, relu",
+             {{3, 9, 8, 17}, 33, Padding::Valid, {}, true, true, 3}},
+            {"3x3: valid 3x3 to 1x1, C8 K40, bias",
+             {{2, 3, 3, 8}, 40, Padding::Valid, {}, true, false, 3}},
+            {"3x3: 9 images of 6x6, chunks across images, C40 K48, relu",
+             {{9, 6, 6, 40}, 48, Padding::Same, {}, true, true, 3}},
+            {"3x3: same 27x27, 49 tiles in two chunks split mid-row, C16 K16, relu",
+             {{1, 27, 27, 16}, 16, Padding::Same, {}, true, true, 3}},
         };
         for (const auto& t : cpu::simdTargets())
             for (const auto& [name, c] : cases)
@@ -187,9 +225,14 @@ private slots:
         QFETCH(QString, caseName);
         QFETCH(WinoCase, conv);
         const Conv2dDesc d = conv.desc();
-        QVERIFY(cpu::Winograd5x5::supports(d));
+        QVERIFY(conv.k == 3 ? cpu::Winograd3x3::supports(d) : cpu::Winograd5x5::supports(d));
+        QVERIFY(!cpu::Winograd3x3::supports(
+            conv.k == 3 ? makeConv2dDesc(conv.x, conv.outC, 3, 3, 2, 2, Padding::Same) : d));
         const DType f32 = DType::Float32;
-        cpu::Winograd5x5 wino(d);
+        const std::unique_ptr<cpu::WinogradConv> made = makeWinograd(d);
+        cpu::WinogradConv& wino = *made;
+        QCOMPARE(QString::fromStdString(wino.implementation()),
+                 implementationName(conv.k, targetName));
         Tensor y1(d.outputShape(), f32), dx1(d.inputShape(), f32), dw1(d.weightShape(), f32),
             db1({d.outChannels}, f32), dw2(d.weightShape(), f32);
         // Twice: the second round reuses the kernel's buffers with new data and new weights.
@@ -223,29 +266,10 @@ private slots:
 
     // --- the oneDNN backend's plans on each target ---
 
-    void plan_data()
+    // The plan's training path (forward with its saved state, the fused backward with the ReLU
+    // mask) against the reference.
+    void checkTrainingPath(Ops& dnn, const Conv2dDesc& d)
     {
-        addTargetColumns();
-        for (const auto& t : cpu::simdTargets())
-            QTest::newRow(t.name.c_str())
-                << qint64(t.id) << QString::fromStdString(t.name) << t.supported;
-    }
-    // Winograd where it beats oneDNN's direct kernels on that instruction set, never for a first
-    // layer's 3 channels; then the plan's training path (forward with its saved state, the fused
-    // backward with the ReLU mask, the single-direction calls) against the reference.
-    void plan()
-    {
-        TOWERS_SKIP_UNLESS_SUPPORTED();
-        // A fresh backend: its plans are chosen under the forced target.
-        const std::unique_ptr<Ops> dnn = cpu::makeOneDnnOps();
-        const auto conv1 = makeConv2dDesc({2, 24, 24, 3}, 64, 5, 5, 1, 1, Padding::Same);
-        QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*dnn, conv1)),
-                 QStringLiteral("direct"));
-        const auto d = makeConv2dDesc({2, 12, 12, 64}, 64, 5, 5, 1, 1, Padding::Same);
-        const bool wino = winogradExpected(targetName.toStdString(), cpu::cpuInfo().isa);
-        QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*dnn, d)),
-                 wino ? QStringLiteral("winograd 5x5") : QStringLiteral("direct"));
-
         const DType f32 = DType::Float32;
         Rng rng(43);
         const Tensor x = randomTensor(d.inputShape(), f32, rng);
@@ -256,34 +280,104 @@ private slots:
         m_ref->conv2dForward(d, x, w, b, y0, Activation::Relu);
         m_ref->conv2dBackward(d, x, w, y0, dy, Activation::Relu, Tensor(), &dx0, dw0, &db0);
         Tensor y1, saved, dx1, dw1, db1;
-        dnn->conv2dForwardTraining(d, x, w, b, y1, Activation::Relu, saved);
+        dnn.conv2dForwardTraining(d, x, w, b, y1, Activation::Relu, saved);
         TOWERS_COMPARE(y1, y0);
-        dnn->conv2dBackward(d, x, w, y0, dy, Activation::Relu, saved, &dx1, dw1, &db1);
+        dnn.conv2dBackward(d, x, w, y0, dy, Activation::Relu, saved, &dx1, dw1, &db1);
         TOWERS_COMPARE(dx1, dx0);
         TOWERS_COMPARE(dw1, dw0);
         TOWERS_COMPARE(db1, db0);
     }
 
+    // The implementations the backend recorded for convolutions of this geometry.
+    static QStringList convImplementations(Ops& dnn, const Conv2dDesc& d)
+    {
+        QStringList out;
+        for (const auto& i : cpu::primitiveImplementations(dnn))
+            if (QString::fromStdString(i.label).contains(QString::fromStdString(d.win.str())))
+                out << QString::fromStdString(i.impl);
+        out.removeDuplicates();
+        return out;
+    }
+
+    void plan_data()
+    {
+        addTargetColumns();
+        for (const auto& t : cpu::simdTargets())
+            QTest::newRow(t.name.c_str())
+                << qint64(t.id) << QString::fromStdString(t.name) << t.supported;
+    }
+    // Winograd where it beats oneDNN's direct kernels on that instruction set, never for a first
+    // layer's 3 channels nor for too little work; then the plan's training path against the
+    // reference.
+    void plan()
+    {
+        TOWERS_SKIP_UNLESS_SUPPORTED();
+        const bool wino = winogradExpected(targetName.toStdString(), cpu::cpuInfo().isa);
+        // A fresh backend: its plans are chosen under the forced target.
+        const std::unique_ptr<Ops> dnn = cpu::makeOneDnnOps();
+        const auto conv1 = makeConv2dDesc({2, 24, 24, 3}, 64, 5, 5, 1, 1, Padding::Same);
+        QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*dnn, conv1)),
+                 QStringLiteral("direct"));
+        const auto d = makeConv2dDesc({2, 12, 12, 64}, 64, 5, 5, 1, 1, Padding::Same);
+        QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*dnn, d)),
+                 wino ? QStringLiteral("winograd 5x5") : QStringLiteral("direct"));
+        checkTrainingPath(*dnn, d);
+        if (wino)
+            QCOMPARE(convImplementations(*dnn, d), QStringList{implementationName(5, targetName)});
+
+        // 3x3: a first layer, and two images of 6x6 (72 output pixels: the kernel's transform
+        // would cost more than the products save) stay direct.
+        for (const auto& direct : {makeConv2dDesc({2, 24, 24, 3}, 64, 3, 3, 1, 1, Padding::Same),
+                                   makeConv2dDesc({2, 6, 6, 20}, 20, 3, 3, 1, 1, Padding::Same)})
+            QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*dnn, direct)),
+                     QStringLiteral("direct"));
+        // Channels in no multiple of 16, for which oneDNN 2.6 has no Winograd of its own, and 576
+        // output pixels: Towers' F(4x4, 3x3) wherever it beats oneDNN's direct kernels.
+        const auto d3 = makeConv2dDesc({4, 12, 12, 40}, 56, 3, 3, 1, 1, Padding::Same);
+        QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*dnn, d3)),
+                 wino ? QStringLiteral("winograd 3x3") : QStringLiteral("direct"));
+        checkTrainingPath(*dnn, d3);
+        const QStringList impl = convImplementations(*dnn, d3);
+        if (wino) {
+            QCOMPARE(impl, QStringList{implementationName(3, targetName)});
+        } else {
+            QVERIFY2(!impl.isEmpty() && !impl.join(' ').contains(QStringLiteral("towers")),
+                     qPrintable(impl.join(' ')));
+        }
+    }
+
     // --- central differences through the oneDNN backend's conv op ---
 
-    void gradients_data() { plan_data(); }
+    void gradients_data()
+    {
+        addTargetColumns();
+        QTest::addColumn<int>("kernel");
+        for (const auto& t : cpu::simdTargets())
+            for (int k : {5, 3})
+                QTest::newRow(
+                    QStringLiteral("%1: %2x%2").arg(t.name.c_str()).arg(k).toLatin1().constData())
+                    << qint64(t.id) << QString::fromStdString(t.name) << t.supported << k;
+    }
     // f = <conv(x, w) + b, r>, with channel counts that are not multiples of any vector (17 -> 20,
     // chosen as Winograd on AVX2 and AVX-512) and asymmetric pads: dx, dw and db from the training
     // pair against central differences of the forward, on sampled elements.
     void gradients()
     {
         TOWERS_SKIP_UNLESS_SUPPORTED();
+        QFETCH(int, kernel);
         // One thread: some thousand tiny convolutions, each parallel region of which would cost a
         // scheduler time slice on a busy machine (and the kernels' one-thread path is covered).
         cpu::setCpuThreads(1);
         const auto restore = qScopeGuard([] { cpu::setCpuThreads(2); });
         const std::unique_ptr<Ops> dnn = cpu::makeOneDnnOps();
-        const auto d = makeConv2dDesc({1, 6, 7, 17}, 20, 5, 5, 1, 1, Padding::Explicit,
-                                      ExplicitPads{1, 3, 2, 1});
+        // 3x3: two images of 17x16 outputs (544 pixels, enough for the plans to take Winograd).
+        const auto d = kernel == 5 ? makeConv2dDesc({1, 6, 7, 17}, 20, 5, 5, 1, 1,
+                                                    Padding::Explicit, ExplicitPads{1, 3, 2, 1})
+                                   : makeConv2dDesc({2, 16, 16, 17}, 20, 3, 3, 1, 1,
+                                                    Padding::Explicit, ExplicitPads{2, 0, 1, 2});
+        const bool wino = winogradExpected(targetName.toStdString(), cpu::cpuInfo().isa);
         QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*dnn, d)),
-                 winogradExpected(targetName.toStdString(), cpu::cpuInfo().isa)
-                     ? QStringLiteral("winograd 5x5")
-                     : QStringLiteral("direct"));
+                 wino ? QStringLiteral("winograd %1x%1").arg(kernel) : QStringLiteral("direct"));
         const DType f32 = DType::Float32;
         Rng rng(47);
         Tensor x = gridTensor(d.inputShape(), rng), w = gridTensor(d.weightShape(), rng),
@@ -296,6 +390,9 @@ private slots:
         };
         dnn->conv2dForwardTraining(d, x.to(f32), w.to(f32), b.to(f32), y, Activation::None, saved);
         dnn->conv2dBackward(d, x.to(f32), w.to(f32), y, r, Activation::None, saved, &dx, dw, &db);
+        if (wino)
+            QCOMPARE(convImplementations(*dnn, d),
+                     QStringList{implementationName(kernel, targetName)});
         const std::pair<const char*, std::pair<Tensor*, const Tensor*>> checks[] = {
             {"dx", {&x, &dx}}, {"dw", {&w, &dw}}, {"db", {&b, &db}}};
         for (const auto& [name, c] : checks) {

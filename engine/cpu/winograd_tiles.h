@@ -1,0 +1,68 @@
+#pragma once
+// Private to engine/cpu: what Towers' Winograd convolutions share (winograd_5x5.h, F(2x2, 5x5);
+// winograd_3x3.h, F(4x4, 3x3)). Both compute an m x m output tile from a 6 x 6 input tile
+// (m + r - 1 = 6 for an r x r kernel) with the same interpolation points 0, +-1, +-2 and
+// infinity, so they share the input transform, the tiling, the 36 batched products
+// [tiles x C] x [C x K] and the dispatch: the per-target code is one template over m and r
+// (winograd_tiles-inl.h), each kernel size a thin file that instantiates it under Highway's
+// foreach_target.
+//
+// Activations NHWC, weights OIHW, as the Ops interface. Backward data is the forward pass on dy
+// with the kernel flipped and its channel roles swapped; backward weights is F(r x r, m x m) on the
+// same tiles, the products summed over every tile of the batch in the transformed domain.
+#include <cstdint>
+#include <string>
+
+#include "engine/cpu/cpu_common.h"
+
+namespace towers::engine::cpu {
+
+// One pass: `in` [n, inH, inW, inC] to `out` [n, outH, outW, outC] through an r x r kernel whose
+// taps start padTop rows above and padLeft columns left of each output pixel.
+struct WinogradPass
+{
+    std::int64_t n = 0, inH = 0, inW = 0, inC = 0, outH = 0, outW = 0, outC = 0;
+    int padTop = 0, padLeft = 0;
+};
+
+// A convolution by one of Towers' Winograd algorithms, in all three directions.
+class WinogradConv
+{
+public:
+    virtual ~WinogradConv() = default;
+    WinogradConv(const WinogradConv&) = delete;
+    WinogradConv& operator=(const WinogradConv&) = delete;
+
+    // y = conv(x, w) (+ b when not null), then ReLU when asked.
+    virtual void forward(const float* x, const float* w, const float* b, bool relu, float* y) = 0;
+    // The backward passes start from g = dy where mask > 0 (a fused ReLU's mask is the forward's
+    // y; null: g = dy), applied as dy is read.
+    // dx from g and w.
+    virtual void backwardData(const float* dy, const float* mask, const float* w, float* dx) = 0;
+    // dw (OIHW) and, when db is not null, db from x and g.
+    virtual void backwardWeights(const float* x, const float* dy, const float* mask, float* dw,
+                                 float* db) = 0;
+
+    // The algorithm, "winograd 5x5" or "winograd 3x3", and the implementation on the target the
+    // kernels run on now, "towers:winograd5x5:AVX2", for reports.
+    virtual std::string algorithm() const = 0;
+    virtual std::string implementation() const = 0;
+
+protected:
+    // The forward pass of d and its backward-data pass for a k x k kernel: dx[iy] = sum_i w[i]
+    // dy[iy + padTop - i] = sum_i' w[k - 1 - i'] dy[iy + i' - (k - 1 - padTop)].
+    WinogradConv(const Conv2dDesc& d, int k)
+    {
+        const Window2d& g = d.win;
+        m_forward = {g.n, g.h, g.w, g.c, g.oh, g.ow, d.outChannels, g.padTop, g.padLeft};
+        m_backward = {
+            g.n, g.oh, g.ow, d.outChannels, g.h, g.w, g.c, k - 1 - g.padTop, k - 1 - g.padLeft};
+    }
+
+    WinogradPass m_forward, m_backward;
+    // The transformed kernel of the running pass, [36][inC][outC rounded up to whole vectors].
+    AlignedBuffer m_u;
+    AlignedBuffer m_scratch; // per thread: transformed inputs and products of one chunk of tiles
+};
+
+} // namespace towers::engine::cpu
