@@ -16,8 +16,9 @@ void setCpuThreads(int threads);
 int cpuThreads();
 
 // How `ops` (a backend from makeOneDnnOps) runs convolutions of this geometry: "direct" (oneDNN),
-// "winograd 3x3" (oneDNN's Winograd, where its heuristic picks it) or "winograd 5x5" (Towers'
-// F(2x2, 5x5), AVX-512). For tests and benchmark reports; InvalidArgument for another backend.
+// "winograd 3x3" (oneDNN's Winograd where its heuristic picks it, on AVX-512; elsewhere Towers'
+// F(4x4, 3x3)) or "winograd 5x5" (Towers' F(2x2, 5x5)); primitiveImplementations() tells whose.
+// For tests and benchmark reports; InvalidArgument for another backend.
 std::string convolutionAlgorithm(Ops& ops, const Conv2dDesc& d);
 
 } // namespace towers::engine::cpu
