@@ -36,8 +36,6 @@ namespace towers::engine::cpu {
 class Winograd5x5 : public WinogradConv
 {
 public:
-    using Pass = WinogradPass;
-
     // True when the kernels compute this geometry: a 5x5 kernel, stride 1 (any channel counts,
     // paddings and sizes).
     static bool supports(const Conv2dDesc& d);
@@ -48,24 +46,8 @@ public:
     // kernels' arithmetic per instruction. Asked again after a forced target
     // (TOWERS_SIMD_TARGET, ForcedSimdTarget), it answers for that target.
     static bool fasterThanDirect(const Conv2dDesc& d, int directVectorFlops);
-    // Floating-point operations per vector instruction on the target the kernels run on now:
-    // lanes, twice with fused multiply-add (AVX-512 32, AVX2 16, SSE4 4, scalar 1).
-    static int vectorFlops();
-    // The Highway target the kernels run on now (HWY_AVX2, ...), and its name ("AVX3", "AVX2",
-    // "SSE4", "SSSE3", "SCALAR" or "EMU128").
-    static std::int64_t target();
-    static std::string targetName();
 
     explicit Winograd5x5(const Conv2dDesc& d);
-
-    void forward(const float* x, const float* w, const float* b, bool relu, float* y) override;
-    void backwardData(const float* dy, const float* mask, const float* w, float* dx) override;
-    // By F(5x5, 2x2) on the same tiles: the 36 products become [K x tiles] x [tiles x C], summed
-    // over every tile of the batch.
-    void backwardWeights(const float* x, const float* dy, const float* mask, float* dw,
-                         float* db) override;
-    std::string algorithm() const override;
-    std::string implementation() const override;
 };
 
 } // namespace towers::engine::cpu

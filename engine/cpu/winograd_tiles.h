@@ -4,8 +4,8 @@
 // (m + r - 1 = 6 for an r x r kernel) with the same interpolation points 0, +-1, +-2 and
 // infinity, so they share the input transform, the tiling, the 36 batched products
 // [tiles x C] x [C x K] and the dispatch: the per-target code is one template over m and r
-// (winograd_tiles-inl.h), each kernel size a thin file that instantiates it under Highway's
-// foreach_target.
+// (winograd_tiles-inl.h), instantiated for both sizes in one file under Highway's foreach_target
+// (winograd_kernels.cpp).
 //
 // Activations NHWC, weights OIHW, as the Ops interface. Backward data is the forward pass on dy
 // with the kernel flipped and its channel roles swapped; backward weights is F(r x r, m x m) on the
@@ -25,7 +25,9 @@ struct WinogradPass
     int padTop = 0, padLeft = 0;
 };
 
-// A convolution by one of Towers' Winograd algorithms, in all three directions.
+// A convolution by one of Towers' Winograd algorithms, in all three directions; the kernels of
+// both sizes are winograd_kernels.cpp's. Winograd5x5 and Winograd3x3 say which geometries each
+// computes and where it pays.
 class WinogradConv
 {
 public:
@@ -34,24 +36,33 @@ public:
     WinogradConv& operator=(const WinogradConv&) = delete;
 
     // y = conv(x, w) (+ b when not null), then ReLU when asked.
-    virtual void forward(const float* x, const float* w, const float* b, bool relu, float* y) = 0;
+    void forward(const float* x, const float* w, const float* b, bool relu, float* y);
     // The backward passes start from g = dy where mask > 0 (a fused ReLU's mask is the forward's
     // y; null: g = dy), applied as dy is read.
     // dx from g and w.
-    virtual void backwardData(const float* dy, const float* mask, const float* w, float* dx) = 0;
-    // dw (OIHW) and, when db is not null, db from x and g.
-    virtual void backwardWeights(const float* x, const float* dy, const float* mask, float* dw,
-                                 float* db) = 0;
+    void backwardData(const float* dy, const float* mask, const float* w, float* dx);
+    // dw (OIHW) and, when db is not null, db from x and g: F(r x r, m x m) on the same tiles, the
+    // 36 products [K x tiles] x [tiles x C] summed over every tile of the batch.
+    void backwardWeights(const float* x, const float* dy, const float* mask, float* dw, float* db);
 
     // The algorithm, "winograd 5x5" or "winograd 3x3", and the implementation on the target the
     // kernels run on now, "towers:winograd5x5:AVX2", for reports.
-    virtual std::string algorithm() const = 0;
-    virtual std::string implementation() const = 0;
+    std::string algorithm() const;
+    std::string implementation() const;
+
+    // Floating-point operations per vector instruction on the target the kernels run on now:
+    // lanes, twice with fused multiply-add (AVX-512 32, AVX2 16, SSE4 4, scalar 1).
+    static int vectorFlops();
+    // The Highway target the kernels run on now (HWY_AVX2, ...), and its name ("AVX3", "AVX2",
+    // "SSE4", "SSSE3", "SCALAR" or "EMU128"). Asked again after a forced target
+    // (TOWERS_SIMD_TARGET, ForcedSimdTarget), they answer for that target.
+    static std::int64_t target();
+    static std::string targetName();
 
 protected:
-    // The forward pass of d and its backward-data pass for a k x k kernel: dx[iy] = sum_i w[i]
-    // dy[iy + padTop - i] = sum_i' w[k - 1 - i'] dy[iy + i' - (k - 1 - padTop)].
-    WinogradConv(const Conv2dDesc& d, int k)
+    // The forward pass of d and its backward-data pass for a k x k kernel (k = 3 or 5): dx[iy] =
+    // sum_i w[i] dy[iy + padTop - i] = sum_i' w[k - 1 - i'] dy[iy + i' - (k - 1 - padTop)].
+    WinogradConv(const Conv2dDesc& d, int k) : m_k(k)
     {
         const Window2d& g = d.win;
         m_forward = {g.n, g.h, g.w, g.c, g.oh, g.ow, d.outChannels, g.padTop, g.padLeft};
@@ -59,6 +70,7 @@ protected:
             g.n, g.oh, g.ow, d.outChannels, g.h, g.w, g.c, k - 1 - g.padTop, k - 1 - g.padLeft};
     }
 
+    int m_k;
     WinogradPass m_forward, m_backward;
     // The transformed kernel of the running pass, [36][inC][outC rounded up to whole vectors].
     AlignedBuffer m_u;

@@ -47,37 +47,24 @@ import time
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SKIP = 77
+sys.path.insert(0, os.path.dirname(HERE))  # tests/: check_common.py
+from check_common import SKIP, check, failures, in_ci, read_maybe_gz, skip_or_fail, subset_of_idx  # noqa: E402
 IMAGES = 100
 TOLERANCE = 1e-4  # of each image's largest |logit|
 PROB_TOLERANCE = 1e-4  # absolute
-failures = []
 
 
-def check(ok, what):
-    print(("ok      " if ok else "FAILED  ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-    return ok
 
 
-def in_ci():
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
-def skip_or_fail(reason):
-    if in_ci():
-        print(f"check_classify: FAILED: {reason}; under CI (CI={os.environ['CI']}) this fails the test")
-        return 1
-    print(f"check_classify: SKIPPED: {reason}")
-    return SKIP
 
 
 def outer(args):
     """Makes the environment (or says why not), then runs the checks in it."""
     made = subprocess.run(["/bin/bash", os.path.join(HERE, "setup_venv.sh"), args.venv])
     if made.returncode != 0:
-        return skip_or_fail("the onnxruntime virtual environment could not be made "
+        return skip_or_fail("check_classify", "the onnxruntime virtual environment could not be made "
                             "(tests/onnx/setup_venv.sh: pip install onnxruntime numpy; see above)")
     python = os.path.join(args.venv, "bin", "python")
     return subprocess.run([python, os.path.abspath(__file__), "--inner"] + sys.argv[1:]).returncode
@@ -97,27 +84,8 @@ def cli(args, what, *, expect_json=False):
 
 # --- images ---
 
-def read_maybe_gz(folder, name):
-    for candidate in (name, name + ".gz"):
-        path = os.path.join(folder, candidate)
-        if os.path.exists(path):
-            with (gzip.open(path) if candidate.endswith(".gz") else open(path, "rb")) as f:
-                return f.read()
-    raise FileNotFoundError(f"{folder}: no {name} or {name}.gz")
 
 
-def subset_of_idx(source, folder, train, test):
-    """The first `train` training and `test` test examples of the IDX dataset in `source`, as plain
-    IDX files in `folder`: real images, and a short run's final evaluation over just the test
-    images compared here instead of all 10,000."""
-    os.makedirs(folder)
-    for kind, count in (("train", train), ("t10k", test)):
-        for what, item in (("images-idx3-ubyte", 784), ("labels-idx1-ubyte", 1)):
-            data = read_maybe_gz(source, f"{kind}-{what}")
-            header = 16 if item > 1 else 8
-            assert struct.unpack(">I", data[4:8])[0] >= count, f"{source}: fewer than {count} {kind} {what}"
-            with open(os.path.join(folder, f"{kind}-{what}"), "wb") as f:
-                f.write(data[:4] + struct.pack(">I", count) + data[8:header] + data[header:header + count * item])
 
 
 def idx_test_images(folder, count):
@@ -314,7 +282,7 @@ def inner(args):
 
     found = {d["name"]: d for d in cli(["datasets", "--json"], "where", expect_json=True)["datasets"]}
     if "fashion-mnist" not in found:
-        return skip_or_fail("Fashion-MNIST is not installed (Debian's dataset-fashion-mnist, "
+        return skip_or_fail("check_classify", "Fashion-MNIST is not installed (Debian's dataset-fashion-mnist, "
                             "/usr/share/datasets/fashion-mnist: packaging/install-deps.sh)")
     work = tempfile.mkdtemp(prefix="towers-onnx-classify-")
     source = found["fashion-mnist"]["location"]

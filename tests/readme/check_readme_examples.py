@@ -42,30 +42,16 @@ import tempfile
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # tests/: check_common.py
+from check_common import SKIP, check, failures, in_ci, read_maybe_gz, skip_or_fail, subset_of_idx  # noqa: E402
 SOURCE = os.path.dirname(os.path.dirname(HERE))
-SKIP = 77
 MAX_LINES = 5
-failures = []
 
 
-def check(ok, what):
-    print(("ok      " if ok else "FAILED  ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-    return ok
 
 
-def in_ci():
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
-def skip_or_fail(reason):
-    if in_ci():
-        print(f"check_readme_examples: FAILED: {reason}; under CI (CI={os.environ['CI']}) this "
-              f"fails the test")
-        return 1
-    print(f"check_readme_examples: SKIPPED: {reason}")
-    return SKIP
 
 
 def extract(readme, name):
@@ -96,25 +82,8 @@ def cli(args, what):
     return r.stdout
 
 
-def read_maybe_gz(folder, name):
-    for candidate in (name, name + ".gz"):
-        path = os.path.join(folder, candidate)
-        if os.path.exists(path):
-            with (gzip.open(path) if candidate.endswith(".gz") else open(path, "rb")) as f:
-                return f.read()
-    raise FileNotFoundError(f"{folder}: no {name} or {name}.gz")
 
 
-def subset_of_idx(source, folder, train, test):
-    """The first `train` training and `test` test examples of the IDX dataset in `source`, as plain
-    IDX files in `folder` (real images; a short run evaluates in a fraction of the time)."""
-    os.makedirs(folder)
-    for kind, count in (("train", train), ("t10k", test)):
-        for what, item in (("images-idx3-ubyte", 784), ("labels-idx1-ubyte", 1)):
-            data = read_maybe_gz(source, f"{kind}-{what}")
-            header = 16 if item > 1 else 8
-            with open(os.path.join(folder, f"{kind}-{what}"), "wb") as f:
-                f.write(data[:4] + struct.pack(">I", count) + data[8:header] + data[header:header + count * item])
 
 
 def test_images(folder, count):
@@ -240,14 +209,14 @@ def main():
 
     python, env = environment(ARGS.example)
     if python is None:
-        return skip_or_fail(env)
+        return skip_or_fail("check_readme_examples", env)
     datasets = {d["name"]: d for d in json.loads(cli(["datasets", "--json"], "where"))["datasets"]}
     if "fashion-mnist" not in datasets:
-        return skip_or_fail("Fashion-MNIST is not installed (Debian's dataset-fashion-mnist: "
+        return skip_or_fail("check_readme_examples", "Fashion-MNIST is not installed (Debian's dataset-fashion-mnist: "
                             "packaging/install-deps.sh)")
     for path in re.findall(r"""["'](/[^"']+)["']""", code):
         if not os.path.exists(path):
-            return skip_or_fail(f"the example reads {path}, which is not here (Debian's "
+            return skip_or_fail("check_readme_examples", f"the example reads {path}, which is not here (Debian's "
                                 f"dataset-fashion-mnist puts Fashion-MNIST in /usr/share/datasets)")
 
     work = tempfile.mkdtemp(prefix=f"towers-readme-{ARGS.example}-")

@@ -32,19 +32,12 @@ import tempfile
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SKIP = 77
-failures = []
+sys.path.insert(0, os.path.dirname(HERE))  # tests/: check_common.py
+from check_common import SKIP, check, failures, in_ci  # noqa: E402
 
 
-def check(ok, what):
-    print(("ok      " if ok else "FAILED  ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-    return ok
 
 
-def in_ci():
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def outer(args):
