@@ -85,4 +85,23 @@ EvalBatchFn SyntheticBatches::evaluationBatches() const
     };
 }
 
+engine::TrainConfig smallTrainConfig()
+{
+    engine::TrainConfig c;
+    c.model = "fashion-fast";
+    c.towers = 2;
+    c.threadsPerTower = 1;
+    c.batchPerTower = 4;
+    c.steps = 6;
+    c.optimizer.kind = "momentum";
+    c.schedule.lr = 0.01;
+    c.seed = 3;
+    return c;
+}
+
+SyntheticBatches syntheticBatchesFor(const engine::TrainConfig& c, std::uint64_t seed)
+{
+    return SyntheticBatches({28, 28, 1}, 10, c.towers, c.batchPerTower, 400, seed);
+}
+
 } // namespace towers::test

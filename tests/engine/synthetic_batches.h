@@ -8,6 +8,7 @@
 
 #include "engine/data/batch_source.h"
 #include "engine/train/evaluation.h"
+#include "engine/train/train_config.h"
 
 namespace towers::test {
 
@@ -46,5 +47,11 @@ private:
     std::vector<std::int64_t> m_perm;
     engine::Batch m_batch;
 };
+
+// The training tests' usual run: fashion-fast on 2 towers x 4 images, 1 thread each, momentum at
+// lr 0.01, 6 steps, seed 3; each test sets on top what it checks.
+engine::TrainConfig smallTrainConfig();
+// 400 synthetic 28x28 examples in 10 classes, split into c's towers and batches.
+SyntheticBatches syntheticBatchesFor(const engine::TrainConfig& c, std::uint64_t seed = 11);
 
 } // namespace towers::test

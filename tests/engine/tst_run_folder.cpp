@@ -29,24 +29,12 @@ namespace {
 
 TrainConfig smallConfig()
 {
-    TrainConfig c;
-    c.model = "fashion-fast";
-    c.towers = 2;
-    c.threadsPerTower = 1;
-    c.batchPerTower = 4;
+    TrainConfig c = smallTrainConfig();
     c.steps = 4;
-    c.optimizer.kind = "momentum";
-    c.schedule.lr = 0.01;
     c.checkpointEvery = 1;
     c.keepCheckpoints = 2;
     c.logEvery = 1;
-    c.seed = 3;
     return c;
-}
-
-SyntheticBatches sourceFor(const TrainConfig& c)
-{
-    return SyntheticBatches({28, 28, 1}, 10, c.towers, c.batchPerTower, 400, 11);
 }
 
 std::string readAll(const fs::path& p)
@@ -63,7 +51,7 @@ void truncateTo(const fs::path& p, std::size_t bytes)
 // A whole run of `c` into `root`, from its start.
 void trainToEnd(const TrainConfig& c, const fs::path& root)
 {
-    auto src = sourceFor(c);
+    auto src = syntheticBatchesFor(c);
     Trainer t(c, src, root);
     QCOMPARE(t.run(), Trainer::Outcome::Finished);
 }
@@ -162,7 +150,7 @@ private slots:
         const auto before = snapshot(root);
         QVERIFY(before.count("config.json") && before.count("metrics.jsonl"));
         {
-            auto src = sourceFor(c);
+            auto src = syntheticBatchesFor(c);
             Trainer t(c, src, root);
             const std::string m = messageOf([&] { t.run(); }); // run() alone is a new run
             QVERIFY2(m.find("already holds a run") != std::string::npos &&
@@ -171,7 +159,7 @@ private slots:
         }
         QCOMPARE(snapshot(root), before);
         {
-            auto src = sourceFor(c);
+            auto src = syntheticBatchesFor(c);
             Trainer t(c, src, root);
             QVERIFY_THROWS_EXCEPTION(RunFolderHoldsRun, t.startNew(false));
             t.startNew(true);
@@ -201,7 +189,7 @@ private slots:
         truncateTo(four, fs::file_size(four) / 2);
         const std::string damaged = readAll(four);
         {
-            auto src = sourceFor(c);
+            auto src = syntheticBatchesFor(c);
             TrainConfig longer = c;
             longer.steps = 5;
             Trainer t(longer, src, root);
@@ -222,7 +210,7 @@ private slots:
         writeCheckpoint(run.checkpointPath(9), makeCheckpoint(*other, info));
         const auto before = snapshot(root);
         {
-            auto src = sourceFor(c);
+            auto src = syntheticBatchesFor(c);
             Trainer t(c, src, root);
             const std::string m = messageOf([&] { t.resumeFromNewest(); });
             QVERIFY2(m.find("no checkpoint in") != std::string::npos, m.c_str());
@@ -231,12 +219,12 @@ private slots:
                 QVERIFY2(m.find(f.path.filename().string()) != std::string::npos, m.c_str());
         }
         {
-            auto src = sourceFor(c);
+            auto src = syntheticBatchesFor(c);
             QVERIFY_THROWS_EXCEPTION(NoCheckpointLoads, Trainer(c, src, root).resumeFromNewest());
         }
         QCOMPARE(snapshot(root), before);
         {
-            auto src = sourceFor(c);
+            auto src = syntheticBatchesFor(c);
             Trainer t(c, src, root);
             QCOMPARE(t.resumeFromNewest(true), std::nullopt); // restart: set aside, step 0
             QCOMPARE(t.run(), Trainer::Outcome::Finished);
@@ -280,7 +268,7 @@ private slots:
         std::map<std::int64_t, std::string> kept;
         for (std::int64_t s : {0, 1, 2}) kept[s] = readAll(run.checkpointPath(s));
         {
-            auto src = sourceFor(c);
+            auto src = syntheticBatchesFor(c);
             TrainConfig longer = readConfigOf(run);
             longer.steps = 8;
             Trainer t(longer, src, root);
@@ -300,7 +288,7 @@ private slots:
         TrainConfig c = smallConfig();
         c.steps = 2;
         c.checkpointEvery = 0;
-        auto src = sourceFor(c);
+        auto src = syntheticBatchesFor(c);
         Trainer t(c, src, root);
         std::atomic<int> batches{0};
         const EvalBatchFn inner = src.evaluationBatches();

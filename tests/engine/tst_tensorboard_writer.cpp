@@ -30,7 +30,9 @@
 
 using namespace towers::engine;
 using towers::test::messageOf;
+using towers::test::smallTrainConfig;
 using towers::test::SyntheticBatches;
+using towers::test::syntheticBatchesFor;
 namespace fs = std::filesystem;
 namespace tb = towers::tensorboard;
 
@@ -111,26 +113,13 @@ DecodedPng decodePng(const std::string& png)
 
 TrainConfig smallConfig()
 {
-    TrainConfig c;
-    c.model = "fashion-fast";
-    c.towers = 2;
-    c.threadsPerTower = 1;
-    c.batchPerTower = 4;
-    c.steps = 6;
-    c.optimizer.kind = "momentum";
-    c.schedule.lr = 0.01;
+    TrainConfig c = smallTrainConfig();
     c.checkpointEvery = 3;
     c.logEvery = 2;
     c.histogramEvery = 3;
     c.evalEvery = 3;
     c.emaDecay = 0.9;
-    c.seed = 3;
     return c;
-}
-
-SyntheticBatches sourceFor(const TrainConfig& c)
-{
-    return SyntheticBatches({28, 28, 1}, 10, c.towers, c.batchPerTower, 400, 11);
 }
 
 std::vector<nlohmann::json> jsonLines(const fs::path& file)
@@ -355,7 +344,7 @@ private slots:
         const fs::path root = dir.path().toStdString();
         const TrainConfig c = smallConfig();
         {
-            auto src = sourceFor(c);
+            auto src = syntheticBatchesFor(c);
             Trainer t(c, src, root);
             t.setEvaluator(40, src.evaluationBatches());
             QCOMPARE(t.run(), Trainer::Outcome::Finished);
@@ -447,7 +436,7 @@ private slots:
         TrainConfig longer = c;
         longer.steps = 8;
         {
-            auto src = sourceFor(longer);
+            auto src = syntheticBatchesFor(longer);
             Trainer t(longer, src, root);
             t.setEvaluator(40, src.evaluationBatches());
             QCOMPARE(t.resumeFromNewest(), std::optional<std::int64_t>(3));
@@ -530,7 +519,7 @@ private slots:
         const fs::path root = dir.path().toStdString();
         TrainConfig c = smallConfig();
         c.histogramEvery = 0;
-        auto src = sourceFor(c);
+        auto src = syntheticBatchesFor(c);
         Trainer t(c, src, root);
         QCOMPARE(t.run(), Trainer::Outcome::Finished);
         QVERIFY(histogramTagsOf(eventsOf(t.eventsFile())).empty());

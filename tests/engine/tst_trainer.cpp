@@ -27,25 +27,12 @@ namespace {
 
 TrainConfig baseConfig()
 {
-    TrainConfig c;
-    c.model = "fashion-fast";
-    c.towers = 2;
-    c.threadsPerTower = 1;
-    c.batchPerTower = 4;
-    c.steps = 6;
-    c.optimizer.kind = "momentum";
-    c.schedule.lr = 0.01;
+    TrainConfig c = smallTrainConfig();
     c.emaDecay = 0.99;
     c.checkpointEvery = 3;
     c.logEvery = 1;
     c.verifyEvery = 1; // replicas compared bitwise after every step
-    c.seed = 3;
     return c;
-}
-
-SyntheticBatches sourceFor(const TrainConfig& c, std::uint64_t seed = 11)
-{
-    return SyntheticBatches({28, 28, 1}, 10, c.towers, c.batchPerTower, 400, seed);
 }
 
 // Records what the trainer reports; waitFor() blocks until a condition on the record holds.
@@ -159,7 +146,7 @@ private slots:
         c.schedule.warmupEpochs = 0.02;
         QTemporaryDir dirA, dirB;
         const fs::path rootA = dirA.path().toStdString(), rootB = dirB.path().toStdString();
-        auto srcA = sourceFor(c);
+        auto srcA = syntheticBatchesFor(c);
         Trainer a(c, srcA, rootA);
         QCOMPARE(a.run(), Trainer::Outcome::Finished);
         QCOMPARE(a.step(), std::int64_t(6));
@@ -171,7 +158,7 @@ private slots:
         // A newer checkpoint that does not load (a damaged copy): skipped by the resume, and
         // removed as part of the abandoned future when the run starts.
         std::ofstream(runB.checkpointPath(5)) << "damaged";
-        auto srcB = sourceFor(c);
+        auto srcB = syntheticBatchesFor(c);
         Recorder rec;
         Trainer b(c, srcB, rootB, {}, &rec);
         QCOMPARE(b.resumeFromNewest(), std::optional<std::int64_t>(3));
@@ -215,7 +202,7 @@ private slots:
         c.steps = 10;
         c.checkpointEvery = 2;
         QTemporaryDir dir;
-        auto src = sourceFor(c);
+        auto src = syntheticBatchesFor(c);
         src.injectNanAt(4); // the batch of global step 4, i.e. the 5th step
         Recorder rec;
         Trainer t(c, src, dir.path().toStdString(), {}, &rec);
@@ -263,7 +250,7 @@ private slots:
         c.checkpointEvery = 1;
         c.keepCheckpoints = 20;
         QTemporaryDir dir;
-        auto src = sourceFor(c);
+        auto src = syntheticBatchesFor(c);
         Trainer t(c, src, dir.path().toStdString());
         try {
             t.run();
@@ -302,7 +289,7 @@ private slots:
         c.checkpointEvery = 0;
         c.verifyEvery = 0;
         QTemporaryDir dir;
-        auto src = sourceFor(c);
+        auto src = syntheticBatchesFor(c);
         Recorder rec;
         Trainer t(c, src, dir.path().toStdString(), {}, &rec);
         Trainer::Outcome outcome = Trainer::Outcome::Finished;
@@ -334,7 +321,7 @@ private slots:
         c.checkpointEvery = 0;
         c.verifyEvery = 0;
         QTemporaryDir dir;
-        auto src = sourceFor(c);
+        auto src = syntheticBatchesFor(c);
         Recorder rec;
         Trainer t(c, src, dir.path().toStdString(), {}, &rec);
         std::jthread worker([&] { t.run(); });
@@ -373,7 +360,7 @@ private slots:
         c.verifyEvery = 10;
         c.dataset = "synthetic";
         QTemporaryDir dir;
-        auto src = sourceFor(c);
+        auto src = syntheticBatchesFor(c);
         Recorder rec;
         Trainer t(c, src, dir.path().toStdString(),
                   {{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}, "{}"}, &rec);
@@ -468,7 +455,7 @@ private slots:
         SyntheticBatches cifar({24, 24, 3}, 10, 1, 4, 40, 1);
         Trainer tutorial(tc, cifar, other.path().toStdString());
         tutorial.run();
-        auto src = sourceFor(c);
+        auto src = syntheticBatchesFor(c);
         Trainer fresh(c, src, dir.path().toStdString());
         try {
             fresh.restore(RunDirectory(other.path().toStdString()).checkpointPath(1));
