@@ -229,6 +229,10 @@ int runTrain(const QStringList& args, CommandIo& io)
          QStringLiteral("cuda: auto (NCCL across GPUs, a kernel on a shared GPU) or host\n"
                         "(average through host copies, the seeds' design) (default auto)."),
          name},
+        {QStringLiteral("bucket-mb"),
+         QStringLiteral("MiB of gradients averaged together while backward runs; 0 averages\n"
+                        "everything after backward (default 25; the results are the same)."),
+         x},
         {QStringLiteral("towers"), QStringLiteral("Number of towers (replicas) (default 1)."), n},
         {QStringLiteral("threads-per-tower"),
          QStringLiteral("CPU threads per tower; 0 shares the cores out (default 0)."), n},
@@ -452,6 +456,8 @@ int runTrain(const QStringList& args, CommandIo& io)
             return ExitUsage;
         }
     }
+    if (!doubleOption(p, QStringLiteral("bucket-mb"), 0, TrainConfig::kMaxBucketMb, c.bucketMb, io))
+        return ExitUsage;
     if (c.backend != "cuda" && c.allowTf32) {
         io.err << "towers-cli train: --tf32 is for --device cuda\n";
         return ExitUsage;

@@ -15,6 +15,14 @@ Model::Model(std::string name, Shape inputShape, int numClasses, std::unique_ptr
                          m_inputShape.str());
     if (numClasses < 2) throw InvalidArgument("model '" + m_name + "' needs at least two classes");
     m_net->collectParameters(m_params);
+    std::unordered_map<const Parameter*, std::size_t> index;
+    for (std::size_t i = 0; i < m_params.size(); ++i) index[m_params[i]] = i;
+    m_net->visit([&](Layer& layer) {
+        std::vector<Parameter*> ps;
+        layer.collectParameters(ps);
+        auto& mine = m_paramsOfLayer[&layer];
+        for (auto* p : ps) mine.push_back(index.at(p));
+    });
     const Shape out = m_net->outputShape({1, m_inputShape[0], m_inputShape[1], m_inputShape[2]});
     if (out != Shape{1, numClasses})
         throw ShapeError("model '" + m_name + "' produces " + out.str() +
@@ -151,15 +159,37 @@ LossValue Model::loss(ExecContext& ctx, const Tensor& labels)
     return v;
 }
 
-void Model::backward(ExecContext& ctx)
+void Model::backward(ExecContext& ctx, const std::function<void(Parameter&)>& ready)
 {
     if (m_probs.empty() || m_labels.empty())
         throw InvalidArgument("model '" + m_name + "': backward() before loss()");
     ctx.ops.softmaxCrossEntropyBackward(m_probs, m_labels,
                                         1.0 / static_cast<double>(m_logits.dim(0)), m_dlogits);
-    m_net->backward(ctx, m_images, m_logits, m_dlogits, nullptr);
-    for (auto* p : m_params)
-        if (p->trainable && p->weightDecay > 0) ctx.ops.axpy(p->weightDecay, p->value, p->grad);
+    // Each parameter is finished (its weight decay added) right after its layer's backward, and
+    // reported then; the same ops as after the whole backward, so bitwise the same gradients.
+    std::vector<char> done(m_params.size(), 0);
+    auto finish = [&](std::size_t i) {
+        if (done[i]) return;
+        done[i] = 1;
+        Parameter& p = *m_params[i];
+        if (p.trainable && p.weightDecay > 0) ctx.ops.axpy(p.weightDecay, p.value, p.grad);
+        if (ready) ready(p);
+    };
+    const std::function<void(Layer&)> layerDone = [&](Layer& layer) {
+        const auto it = m_paramsOfLayer.find(&layer);
+        if (it != m_paramsOfLayer.end())
+            for (std::size_t i : it->second) finish(i);
+    };
+    const auto* outer = ctx.backwardDone;
+    ctx.backwardDone = &layerDone;
+    try {
+        m_net->backward(ctx, m_images, m_logits, m_dlogits, nullptr);
+    } catch (...) {
+        ctx.backwardDone = outer;
+        throw;
+    }
+    ctx.backwardDone = outer;
+    for (std::size_t i = m_params.size(); i-- > 0;) finish(i); // any a layer did not report
 }
 
 } // namespace towers::engine

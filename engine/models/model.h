@@ -1,8 +1,10 @@
 #pragma once
 // A classification network: a layer sequence, its input shape and class count, plus the loss of
 // the seeds (mean softmax cross-entropy + weight-decay terms).
+#include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/nn/sequential.h"
@@ -69,7 +71,10 @@ public:
     // The loss of the latest forward against Int32 labels [N].
     LossValue loss(ExecContext& ctx, const Tensor& labels);
     // Overwrites the gradient of every trainable parameter with d(loss total)/d(parameter).
-    void backward(ExecContext& ctx);
+    // When `ready` is set, it is called once for every parameter and buffer as soon as backward
+    // is done with it (its gradient final, weight decay included; a buffer is final after
+    // forward), layer by layer from the last: the towers average those while backward goes on.
+    void backward(ExecContext& ctx, const std::function<void(Parameter&)>& ready = {});
 
     const Tensor& logits() const { return m_logits; }
     const Tensor& probabilities() const { return m_probs; }
@@ -80,6 +85,8 @@ private:
     int m_numClasses;
     std::unique_ptr<Sequential> m_net;
     std::vector<Parameter*> m_params;
+    // Each layer's parameters (a container's include its layers'), as indices into m_params.
+    std::unordered_map<const Layer*, std::vector<std::size_t>> m_paramsOfLayer;
     DType m_dtype = DType::Float32;
     Device m_device;
     Tensor m_images, m_labels, m_logits, m_probs, m_dlogits;

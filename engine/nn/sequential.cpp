@@ -61,6 +61,7 @@ void Sequential::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, co
         if (ctx.profiler) ctx.profiler->begin(ctx, *m_layers[i], true);
         m_layers[i]->backward(ctx, in, out, g, gin);
         if (ctx.profiler) ctx.profiler->end(ctx, *m_layers[i], true);
+        if (ctx.backwardDone) (*ctx.backwardDone)(*m_layers[i]);
     }
 }
 

@@ -85,6 +85,7 @@ private:
 // The execution context a layer runs in: the backend's ops, whether this is a training pass, and
 // the step (mixed into dropout seeds so that each step draws a fresh, reproducible mask).
 class LayerProfiler; // engine/nn/layer.h
+class Layer;
 
 struct ExecContext
 {
@@ -97,6 +98,9 @@ struct ExecContext
     // When set, sees every layer's forward and backward begin and end (towers-cli bench
     // --per-layer); null in training.
     LayerProfiler* profiler = nullptr;
+    // When set, called after each layer's backward: its parameters' gradients are final (Model
+    // reports them to the towers' gradient averaging while backward goes on).
+    const std::function<void(Layer&)>* backwardDone = nullptr;
 };
 
 // The plain reference backend: naive loops accumulating in double, float32 and float64. The test

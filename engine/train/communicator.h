@@ -3,7 +3,9 @@
 // (HostCommunicator, the seeds' "average on the CPU"), NCCL (one rank per GPU) and MPI (several
 // machines) share. Every call is collective: each rank makes it from its own thread, with tensors
 // of the same shapes and dtypes in the same order, and it returns once the operation is complete
-// for that rank.
+// for that rank. The asynchronous average (startAllReduceMean, complete) lets a rank go on with
+// its backward while the gradients of its later layers are averaged (TowerSet's buckets).
+#include <cstdint>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -12,6 +14,8 @@
 #include "engine/tensor/tensor.h"
 
 namespace towers::engine {
+
+class Ops;
 
 class Communicator
 {
@@ -25,6 +29,23 @@ public:
     // receives bitwise the same values. Throws InvalidArgument (on every rank) when the ranks'
     // tensors do not match, CollectiveAborted when the communicator was aborted.
     virtual void allReduceMean(int rank, std::span<Tensor> tensors) = 0;
+
+    // The asynchronous form of allReduceMean: starts averaging rank's tensors and returns a ticket,
+    // at once where the communicator can (the default runs allReduceMean to the end here). The
+    // tensors are the communicator's until complete(rank, ticket): the rank neither reads nor
+    // writes them before. Every rank starts the same collectives in the same order, and the
+    // synchronous calls keep their place in that order.
+    virtual std::uint64_t startAllReduceMean(int rank, std::span<Tensor> tensors);
+    // Returns once the collective of `ticket` is complete for rank: its tensors hold the mean
+    // (a GPU communicator: once the work the rank issues next on its stream is ordered after it;
+    // the host does not wait for the GPU). Throws as allReduceMean does: CollectiveAborted when
+    // the communicator was aborted, whichever rank failed. Each ticket is completed once, in the
+    // order the rank started them.
+    virtual void complete(int rank, std::uint64_t ticket);
+    // Tells the communicator the ops rank's tensors are computed with, before any collective (a
+    // GPU communicator orders its collectives after the work issued on that tower's stream, and
+    // that stream's later work after them). The default ignores it.
+    virtual void attach(int rank, Ops& ops);
 
     // Copies root's tensors (any dtype) into every other rank's tensors.
     virtual void broadcast(int rank, int root, std::span<Tensor> tensors) = 0;

@@ -7,9 +7,8 @@ namespace towers::engine {
 
 namespace {
 
-template <class T>
-void meanRange(const std::vector<std::span<Tensor>>& slots, std::size_t index, std::int64_t b,
-               std::int64_t e)
+template <class T, class Slots>
+void meanRange(const Slots& slots, std::size_t index, std::int64_t b, std::int64_t e)
 {
     const std::size_t n = slots.size();
     std::vector<T*> ptr(n);
@@ -24,11 +23,22 @@ void meanRange(const std::vector<std::span<Tensor>>& slots, std::size_t index, s
     }
 }
 
+// Every element of tensor `index` from b to e.
+template <class Slots>
+void meanOf(const Slots& slots, std::size_t index, std::int64_t b, std::int64_t e)
+{
+    if (slots.front()[index].dtype() == DType::Float32)
+        meanRange<float>(slots, index, b, e);
+    else
+        meanRange<double>(slots, index, b, e);
+}
+
 } // namespace
 
 HostCommunicator::HostCommunicator(int size) : m_size(size), m_rendezvous(size)
 {
     m_slots.resize(std::size_t(size));
+    m_nextTicket.resize(std::size_t(size), 0);
 }
 
 void HostCommunicator::checkRank(int rank, const char* what) const
@@ -47,6 +57,8 @@ void HostCommunicator::barrier(int rank)
 void HostCommunicator::abort(const std::string& reason)
 {
     m_rendezvous.abort(reason);
+    std::lock_guard lock(m_asyncMutex); // no waiter misses the news
+    m_asyncDone.notify_all();
 }
 
 bool HostCommunicator::aborted() const
@@ -76,16 +88,53 @@ void HostCommunicator::allReduceMean(int rank, std::span<Tensor> tensors)
             const std::int64_t n = tensors[i].numel();
             const std::int64_t b = std::clamp(begin - offset, std::int64_t(0), n);
             const std::int64_t e = std::clamp(end - offset, std::int64_t(0), n);
-            if (b < e) {
-                if (tensors[i].dtype() == DType::Float32)
-                    meanRange<float>(m_slots, i, b, e);
-                else
-                    meanRange<double>(m_slots, i, b, e);
-            }
+            if (b < e) meanOf(m_slots, i, b, e);
             offset += n;
         }
     }
     m_rendezvous.arrive(); // every slice is written everywhere
+}
+
+std::uint64_t HostCommunicator::startAllReduceMean(int rank, std::span<Tensor> tensors)
+{
+    checkRank(rank, "startAllReduceMean");
+    std::unique_lock lock(m_asyncMutex);
+    if (m_rendezvous.aborted()) throw CollectiveAborted(m_rendezvous.reason());
+    const std::uint64_t ticket = m_nextTicket[std::size_t(rank)]++;
+    Started& s = m_started[ticket];
+    s.tensors.resize(std::size_t(m_size));
+    s.tensors[std::size_t(rank)].assign(tensors.begin(), tensors.end());
+    if (++s.arrived < m_size) return ticket;
+    // The last rank to start it reduces it, while the others go on. Nobody else touches the
+    // tensors until it is marked reduced, and std::map keeps `s` where it is meanwhile.
+    lock.unlock();
+    try {
+        std::vector<std::span<Tensor>> slots(s.tensors.begin(), s.tensors.end());
+        requireSameLayout(slots, "allReduceMean", Device::host(), {DType::Float32, DType::Float64});
+        if (m_size > 1)
+            for (std::size_t i = 0; i < tensors.size(); ++i)
+                meanOf(slots, i, 0, tensors[i].numel());
+    } catch (const InvalidArgument& e) {
+        abort(e.what());
+        throw;
+    }
+    lock.lock();
+    s.reduced = true;
+    m_asyncDone.notify_all();
+    return ticket;
+}
+
+void HostCommunicator::complete(int rank, std::uint64_t ticket)
+{
+    checkRank(rank, "complete");
+    std::unique_lock lock(m_asyncMutex);
+    const auto it = m_started.find(ticket);
+    if (it == m_started.end() || ticket >= m_nextTicket[std::size_t(rank)])
+        throw InvalidArgument("complete: rank " + std::to_string(rank) + " started no collective " +
+                              std::to_string(ticket));
+    m_asyncDone.wait(lock, [&] { return it->second.reduced || m_rendezvous.aborted(); });
+    if (!it->second.reduced) throw CollectiveAborted(m_rendezvous.reason());
+    if (++it->second.completed == m_size) m_started.erase(it);
 }
 
 void HostCommunicator::broadcast(int rank, int root, std::span<Tensor> tensors)

@@ -1,4 +1,8 @@
 #pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "engine/train/communicator.h"
@@ -11,6 +15,11 @@ namespace towers::engine {
 // rank computes it, so every replica receives bitwise the same average whatever the timing. The
 // work is shared: rank r reduces the r-th slice of the elements and writes the result into every
 // rank's tensors (a reduce-scatter and all-gather in one pass), between two barriers.
+//
+// Started asynchronously (startAllReduceMean), a collective is reduced as soon as every rank has
+// started it, by the rank that came last, while the others go on (with their backward); complete()
+// waits until it is reduced. The same per-element formula, so the means are bitwise those of
+// allReduceMean, however the tensors are grouped.
 class HostCommunicator final : public Communicator
 {
 public:
@@ -19,6 +28,8 @@ public:
 
     int size() const override { return m_size; }
     void allReduceMean(int rank, std::span<Tensor> tensors) override;
+    std::uint64_t startAllReduceMean(int rank, std::span<Tensor> tensors) override;
+    void complete(int rank, std::uint64_t ticket) override;
     void broadcast(int rank, int root, std::span<Tensor> tensors) override;
     void barrier(int rank) override;
     void abort(const std::string& reason) override;
@@ -30,6 +41,18 @@ private:
     const int m_size;
     Rendezvous m_rendezvous;
     std::vector<std::span<Tensor>> m_slots; // each rank's tensors during a collective
+
+    // Collectives started and not yet completed by every rank, by ticket.
+    struct Started
+    {
+        std::vector<std::vector<Tensor>> tensors; // each rank's
+        int arrived = 0, completed = 0;
+        bool reduced = false;
+    };
+    std::mutex m_asyncMutex;
+    std::condition_variable m_asyncDone;
+    std::map<std::uint64_t, Started> m_started;
+    std::vector<std::uint64_t> m_nextTicket; // per rank
 };
 
 } // namespace towers::engine

@@ -43,4 +43,10 @@ bool Rendezvous::aborted() const
     return m_aborted;
 }
 
+std::string Rendezvous::reason() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_reason;
+}
+
 } // namespace towers::engine

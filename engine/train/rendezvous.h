@@ -23,6 +23,8 @@ public:
     // first reason stays. Thread-safe.
     void abort(const std::string& reason);
     bool aborted() const;
+    // The abort's reason ("" while not aborted).
+    std::string reason() const;
 
 private:
     const int m_size;

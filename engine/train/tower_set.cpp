@@ -93,6 +93,7 @@ struct TowerSet::Tower
     Tensor images, labels;       // a GPU tower's slice of the batch
     std::vector<Tensor>
         savedBuffers; // the buffers before this step's forward (batch-norm statistics)
+    std::unique_ptr<TowerBuckets> buckets; // null with one tower or bucketMb = 0
     LossValue loss;
     TowerTimes times;
     EvalResult eval;
@@ -139,6 +140,11 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
     makeOptimizer(m_opt.optimizer); // validates the options before any thread starts
     if (m_opt.allreduce != "auto" && m_opt.allreduce != "host")
         throw InvalidArgument("allreduce: must be auto or host, got '" + m_opt.allreduce + "'");
+    if (!(m_opt.bucketMb >= 0) || !std::isfinite(m_opt.bucketMb))
+        throw InvalidArgument("bucketMb: must be a number of MiB >= 0 (0 = one collective after "
+                              "backward), got " +
+                              std::to_string(m_opt.bucketMb));
+    if (m_opt.bucketMb > 0) BucketPlan::make({}, m_opt.bucketMb, m_opt.firstBucketMb); // checks
 
     if (m_opt.makeCommunicator) {
         m_comm = m_opt.makeCommunicator(m_opt.towers);
@@ -171,6 +177,7 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
                 makeBackendOps(m_opt.backend, {gpu ? gpuOf[std::size_t(t)] : 0, m_opt.allowTf32});
         }
         tw.device = tw.ops->device();
+        m_comm->attach(t, *tw.ops);
         tw.model = build();
         // Every replica draws from the same seed (dropout layers take their streams from it);
         // the broadcast below is what makes the weights tower 0's, whatever the initialiser.
@@ -198,6 +205,15 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
                 if (to[i]->value.device() != m_towers[std::size_t(t)]->device)
                     to[i]->value.copyFrom(from[i]->value);
         }
+    if (size() > 1 && m_opt.bucketMb > 0) {
+        m_buckets = BucketPlan::make(model().parameters(), m_opt.bucketMb, m_opt.firstBucketMb);
+        for (int t = 0; t < size(); ++t) {
+            Tower& tw = *m_towers[std::size_t(t)];
+            tw.buckets =
+                std::make_unique<TowerBuckets>(m_buckets, *m_comm, t, tw.model->parameters(),
+                                               !m_deviceCollectives && !tw.device.isHost());
+        }
+    }
     if (m_opt.emaDecay > 0) {
         m_ema = std::make_unique<Ema>(m_opt.emaDecay);
         m_ema->reset(model().parameters());
@@ -224,6 +240,13 @@ Device TowerSet::device(int tower) const
 {
     if (tower < 0 || tower >= size()) throw InvalidArgument("no tower " + std::to_string(tower));
     return m_towers[std::size_t(tower)]->device;
+}
+
+std::string TowerSet::bucketDescription() const
+{
+    if (size() == 1) return "nothing to average (one tower)";
+    if (m_buckets.buckets.empty()) return "one collective after backward";
+    return m_buckets.describe() + ", averaged while backward runs";
 }
 
 Optimizer& TowerSet::optimizer()
@@ -310,7 +333,6 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
     runOnAll([&](int t) {
         Tower& tw = *m_towers[std::size_t(t)];
         ExecContext ctx{*tw.ops, true, std::uint64_t(globalStep), std::uint64_t(t)};
-        const auto t0 = Clock::now();
         // Forward updates the buffers (batch-norm statistics); keep them to undo a diverged step.
         const auto& params = tw.model->parameters();
         tw.savedBuffers.resize(params.size());
@@ -323,41 +345,62 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         Tensor images = batch.towerImages(t);
         Tensor labels = batch.towerLabels(t);
         if (tw.model->dtype() != images.dtype()) images = images.to(tw.model->dtype());
+        double dataMs = 0;
         if (!tw.device.isHost()) { // the slice goes to the tower's GPU, on its stream
+            const auto uploadStart = Clock::now();
             tw.ops->upload(images, tw.images);
             tw.ops->upload(labels, tw.labels);
             images = tw.images;
             labels = tw.labels;
+            tw.ops->synchronize(); // the copy's time is data time, not compute
+            dataMs = msBetween(uploadStart, Clock::now());
         }
+        const auto computeStart = Clock::now();
         tw.model->forward(ctx, images);
         tw.loss = tw.model->loss(ctx, labels);
-        tw.model->backward(ctx);
+        if (tw.buckets) {
+            // Each bucket's average starts as soon as this tower's backward has produced it.
+            tw.buckets->begin();
+            tw.model->backward(ctx, [&](Parameter& p) { tw.buckets->ready(p); });
+        } else {
+            tw.model->backward(ctx);
+        }
         tw.ops->synchronize(); // a GPU tower's compute time is its GPU's, not the launches'
         const auto t1 = Clock::now();
         // The synchronisation point: average the gradients, and the batch-norm running
         // statistics (each tower saw its own slice) so that the replicas stay identical.
-        tw.reduce.clear();
-        for (auto* p : tw.model->parameters()) {
-            if (p->trainable)
-                tw.reduce.push_back(p->grad);
-            else if (isFloat(p->value.dtype()))
-                tw.reduce.push_back(p->value);
+        const std::vector<Tensor>* averaged = &tw.reduce;
+        double startedMs = 0; // of the buckets started during backward
+        if (tw.buckets) {
+            startedMs = tw.buckets->collectiveMs();
+            averaged = &tw.buckets->finish();
+        } else {
+            tw.reduce.clear();
+            for (auto* p : tw.model->parameters()) {
+                const Tensor v = averagedTensor(*p);
+                if (!v.empty()) tw.reduce.push_back(v);
+            }
         }
         // Divergence is caught before the update: each tower checks its share of the averages
         // (and its own loss), then all agree through a barrier and skip the update together.
         bool finite = true;
         // On the device: a sum of squares (in double) is finite exactly when every element is.
         auto finiteOnDevice = [&](std::size_t first, std::size_t stride) {
-            for (std::size_t i = first; i < tw.reduce.size(); i += stride)
-                finite = finite && std::isfinite(tw.ops->sumSquares(tw.reduce[i]));
+            for (std::size_t i = first; i < averaged->size(); i += stride)
+                finite = finite && std::isfinite(tw.ops->sumSquares((*averaged)[i]));
         };
         if (size() == 1) {
             // One tower: its gradients and statistics are the mean already. Nothing is averaged,
             // and a GPU tower's tensors stay where they are (no copy to the host and back).
             if (tw.device.isHost())
-                finite = finiteShare(tw.reduce, 0, 1);
+                finite = finiteShare(*averaged, 0, 1);
             else
                 finiteOnDevice(0, 1);
+        } else if (tw.buckets) {
+            if (tw.device.isHost())
+                finite = finiteShare(*averaged, t, size());
+            else
+                finiteOnDevice(std::size_t(t), std::size_t(size()));
         } else if (m_deviceCollectives) {
             m_comm->allReduceMean(t, tw.reduce);
             finiteOnDevice(std::size_t(t), std::size_t(size()));
@@ -370,17 +413,19 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         if (!std::isfinite(tw.loss.total()) || !finite) m_nonFinite = true;
         m_comm->barrier(t);
         const auto t2 = Clock::now();
+        const double computeMs = msBetween(computeStart, t1) - startedMs;
+        const double commMs = msBetween(t1, t2) + startedMs;
         if (m_nonFinite) {
             for (std::size_t i = 0; i < params.size(); ++i)
                 if (!params[i]->trainable) params[i]->value.copyFrom(tw.savedBuffers[i]);
-            tw.times = {msBetween(t0, t1), msBetween(t1, t2), 0};
+            tw.times = {computeMs, commMs, dataMs, 0};
             return;
         }
         tw.optimizer->step(*tw.ops, tw.model->parameters(), lr);
         if (m_ema) m_ema->update(tw.model->parameters(), globalStep + 1, t, size());
         tw.ops->synchronize();
         const auto t3 = Clock::now();
-        tw.times = {msBetween(t0, t1), msBetween(t1, t2), msBetween(t2, t3)};
+        tw.times = {computeMs, commMs, dataMs, msBetween(t2, t3)};
     });
 
     TowerStepResult r;

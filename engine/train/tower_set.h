@@ -16,6 +16,8 @@
 #include "engine/optim/optimizer.h"
 #include "engine/train/communicator.h"
 #include "engine/train/evaluation.h"
+#include "engine/train/gradient_buckets.h"
+#include "engine/train/tower_times.h"
 
 namespace towers::engine {
 
@@ -41,6 +43,13 @@ struct TowerSetOptions
     // When set, the communicator of the towers, given their tensors where they live (tests: a
     // stand-in for NCCL on a stand-in device).
     std::function<std::unique_ptr<Communicator>(int towers)> makeCommunicator;
+    // Gradient buckets (PyTorch DDP's bucket_cap_mb): the gradients and batch-norm statistics are
+    // averaged in groups of about this many MiB, each as soon as every tower's backward has
+    // produced it, while backward goes on; the first bucket (the last layers') holds firstBucketMb.
+    // 0: everything in one collective after backward (no overlap). The results are bitwise the
+    // same either way.
+    double bucketMb = 25;
+    double firstBucketMb = 1;
     // When set, makes tower t's ops instead of `backend` (tests: a backend with a fault, a
     // stand-in device). The replica lives where the ops' device() says.
     std::function<std::unique_ptr<Ops>(int tower)> makeOps;
@@ -50,14 +59,6 @@ struct TowerSetOptions
     bool dropout = true;     // false: dropout layers are the identity (exact comparisons)
     double emaDecay = 0;     // 0: no moving average
     std::uint64_t seed = 1;  // weight initialisation (and dropout streams)
-};
-
-// Times of one tower in one step, in milliseconds.
-struct TowerTimes
-{
-    double computeMs = 0; // forward + loss + backward
-    double reduceMs = 0;  // gradient averaging, waiting for the other towers included
-    double updateMs = 0;  // optimizer update (and the tower's share of the EMA)
 };
 
 struct TowerStepResult
@@ -110,6 +111,9 @@ public:
     // How the gradients are averaged, in words ("on the host", "with NCCL across GPUs 0, 1",
     // "on GPU 0", "on the host (NCCL could not start: ...)"), for the run's log.
     const std::string& allReduceDescription() const { return m_allReduceText; }
+    // The gradient buckets, in words ("3 buckets (1.0, 25.0, 4.1 MiB), averaged while backward
+    // runs", "one collective after backward"), for the run's log.
+    std::string bucketDescription() const;
     Optimizer& optimizer();
     const Ema* ema() const;
 
@@ -133,6 +137,7 @@ private:
     bool m_deviceCollectives = false; // m_comm takes the towers' tensors where they live
     std::string m_allReduceText = "on the host";
     std::unique_ptr<Ema> m_ema;
+    BucketPlan m_buckets; // empty with bucketMb = 0
     std::vector<std::unique_ptr<Tower>> m_towers;
     std::atomic<bool> m_nonFinite{false}; // set by any tower during a step
 };

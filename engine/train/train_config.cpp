@@ -71,6 +71,10 @@ void TrainConfig::validate() const
         fail("gpus", "only for the cuda backend, not " + backend);
     if (allreduce != "auto" && allreduce != "host")
         fail("allreduce", "must be auto or host, got '" + allreduce + "'");
+    if (!(bucketMb >= 0 && bucketMb <= kMaxBucketMb))
+        fail("bucketMb", "must be from 0 (one collective after backward) to " +
+                             std::to_string(int(kMaxBucketMb)) + " MiB, got " +
+                             std::to_string(bucketMb));
     if (!gpus.empty() && int(gpus.size()) != towers)
         fail("gpus", "names " + std::to_string(gpus.size()) + " GPUs for " +
                          std::to_string(towers) + " towers");
@@ -167,6 +171,7 @@ std::string TrainConfig::toJson() const
     o["gpus"] = gpus;
     o["allowTf32"] = allowTf32;
     o["allreduce"] = allreduce;
+    o["bucketMb"] = bucketMb;
     o["threadsPerTower"] = threadsPerTower;
     o["batchPerTower"] = batchPerTower;
     o["steps"] = steps;
@@ -214,13 +219,36 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
         throw InvalidArgument(std::string("training configuration: not valid JSON: ") + e.what());
     }
     if (!o.is_object()) throw InvalidArgument("training configuration: expected a JSON object");
-    rejectUnknown(o, {"model",         "backend",         "towers",          "gpus",
-                      "allowTf32",     "allreduce",       "threadsPerTower", "batchPerTower",
-                      "steps",         "epochs",          "optimizer",       "lr",
-                      "schedule",      "weightDecay",     "emaDecay",        "dropout",
-                      "seed",          "checkpointEvery", "keepCheckpoints", "evalEvery",
-                      "evalBatchSize", "logEvery",        "histogramEvery",  "verifyEvery",
-                      "dataset",       "dataDir",         "augmentation",    "runId"},
+    rejectUnknown(o,
+                  {"model",
+                   "backend",
+                   "towers",
+                   "gpus",
+                   "allowTf32",
+                   "allreduce",
+                   "bucketMb",
+                   "threadsPerTower",
+                   "batchPerTower",
+                   "steps",
+                   "epochs",
+                   "optimizer",
+                   "lr",
+                   "schedule",
+                   "weightDecay",
+                   "emaDecay",
+                   "dropout",
+                   "seed",
+                   "checkpointEvery",
+                   "keepCheckpoints",
+                   "evalEvery",
+                   "evalBatchSize",
+                   "logEvery",
+                   "histogramEvery",
+                   "verifyEvery",
+                   "dataset",
+                   "dataDir",
+                   "augmentation",
+                   "runId"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -235,6 +263,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     }
     read(o, "allowTf32", c.allowTf32);
     read(o, "allreduce", c.allreduce);
+    read(o, "bucketMb", c.bucketMb);
     read(o, "threadsPerTower", c.threadsPerTower);
     read(o, "batchPerTower", c.batchPerTower);
     read(o, "steps", c.steps);

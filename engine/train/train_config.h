@@ -18,10 +18,13 @@ struct TrainConfig
     std::vector<int> gpus;          // "cuda": each tower's GPU; empty = tower t on GPU t mod count
     bool allowTf32 = false;         // "cuda": TF32 tensor cores for float32
     std::string allreduce = "auto"; // "cuda": "auto" (NCCL / on the GPU where possible) or "host"
-    int threadsPerTower = 1;        // OpenMP threads per tower; 0 = the cores shared out
-    int batchPerTower = 128;        // the global batch is towers * batchPerTower
-    std::int64_t steps = 0;         // total global steps; 0 = from `epochs`
-    double epochs = 0;              // used when steps = 0: ceil(epochs * steps per epoch)
+    // MiB of gradients per bucket, averaged while backward runs (0 = one collective after
+    // backward); the first bucket holds 1 MiB. Bitwise the same results whatever the size.
+    double bucketMb = 25;
+    int threadsPerTower = 1; // OpenMP threads per tower; 0 = the cores shared out
+    int batchPerTower = 128; // the global batch is towers * batchPerTower
+    std::int64_t steps = 0;  // total global steps; 0 = from `epochs`
+    double epochs = 0;       // used when steps = 0: ceil(epochs * steps per epoch)
 
     OptimizerOptions optimizer; // JSON: "optimizer": {"kind": "momentum", "momentum": 0.9}
     LrSchedule schedule;        // JSON: "lr" (schedule.lr) and "schedule": {"kind": ...}
@@ -58,6 +61,7 @@ struct TrainConfig
     // Limits of the configuration, the same for the CLI, the GUI and config.json.
     static constexpr int kMaxTowers = 256;
     static constexpr int kMaxThreadsPerTower = 1024;
+    static constexpr double kMaxBucketMb = 65536;
 
     // Throws InvalidArgument naming the field ("batchPerTower: must be at least 1, got 0").
     void validate() const;

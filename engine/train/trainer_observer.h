@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/train/evaluation.h"
+#include "engine/train/tower_times.h"
 
 namespace towers::engine {
 
@@ -23,12 +24,15 @@ struct StepMetrics
     double stepMs = 0;         // wall time of the step, data wait included
     double dataWaitMs = 0;     // waiting for the input pipeline (BatchSource::lastWaitMs)
     double computeMs = 0;      // forward + backward of the slowest tower
-    double allReduceMs = 0;    // gradient averaging as seen by the slowest tower
+    double allReduceMs = 0;    // communication the slowest tower's backward did not hide
     double updateMs = 0;       // optimizer update (and EMA) of the slowest tower
     std::vector<double> towerComputeMs; // forward + backward of each tower
-    std::int64_t totalSteps = 0;        // the run's length
-    double elapsedSeconds = 0;          // wall time of this run() so far, pauses excluded
-    double etaSeconds = 0;              // estimated time to the last step at this run's pace so far
+    // Where each tower's step went: compute, exposed communication, data wait (the batch wait
+    // included) and update.
+    std::vector<TowerTimes> towerTimes;
+    std::int64_t totalSteps = 0; // the run's length
+    double elapsedSeconds = 0;   // wall time of this run() so far, pauses excluded
+    double etaSeconds = 0;       // estimated time to the last step at this run's pace so far
 };
 
 class TrainerObserver

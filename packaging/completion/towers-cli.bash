@@ -16,7 +16,7 @@ _towers_cli()
     local command=${words[1]} options
     case $command in
         train)
-            options="--dataset --data-dir --model --device --gpus --tf32 --allreduce --towers --threads-per-tower
+            options="--dataset --data-dir --model --device --gpus --tf32 --allreduce --bucket-mb --towers --threads-per-tower
                 --batch-size --steps --epochs --optimizer --lr --lr-schedule --momentum
                 --weight-decay --ema-decay --augment --seed --run-dir --checkpoint-every
                 --keep-checkpoints --resume --restart --overwrite --eval-every --log-every --histogram-every --loader-workers --json --help" ;;

@@ -77,7 +77,7 @@ int main(int argc, char** argv)
                 }
                 stepMs += ms / steps;
                 compute += r.towers[slowest].computeMs / steps;
-                average += r.towers[slowest].reduceMs / steps;
+                average += r.towers[slowest].commMs / steps;
                 update += r.towers[slowest].updateMs / steps;
             }
             std::string towersText;

@@ -402,8 +402,21 @@ private slots:
         QCOMPARE(metrics[2]["step"].get<std::int64_t>(), std::int64_t(15));
         for (const char* key :
              {"epoch", "loss", "crossEntropy", "lr", "examplesPerSec", "secPerBatch", "dataWaitMs",
-              "computeMs", "allReduceMs", "updateMs", "towerComputeMs"})
+              "computeMs", "allReduceMs", "updateMs", "towerComputeMs", "towerTimes"})
             QVERIFY2(metrics[2].contains(key), key);
+        // Where each tower's step went: four parts, none negative, together within the step.
+        const auto& split = metrics[2]["towerTimes"];
+        QCOMPARE(split.size(), std::size_t(c.towers));
+        for (const auto& tower : split) {
+            double sum = 0;
+            for (const char* part : {"computeMs", "commMs", "dataMs", "updateMs"}) {
+                QVERIFY2(tower.contains(part), part);
+                QVERIFY2(tower[part].get<double>() >= 0, part);
+                sum += tower[part].get<double>();
+            }
+            QVERIFY2(sum <= metrics[2]["stepMs"].get<double>() * 1.05 + 0.5,
+                     tower.dump().c_str());
+        }
         const auto evals = jsonLines(run.evalPath());
         QCOMPARE(evals.size(), std::size_t(2));
         QCOMPARE(evals[1]["confusion"].size(), std::size_t(10));
@@ -423,9 +436,10 @@ private slots:
         QCOMPARE(last.info.config, c.toJson());
         QVERIFY(!last.ema.empty());
 
-        // The tutorial's log line, then where the run stands (step 10 of 30).
+        // The tutorial's log line, then where the run stands (step 10 of 30), then where the
+        // slowest tower's step went.
         const QRegularExpression line(QStringLiteral(
-            R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}: step 10, loss = \d+\.\d\d \(\d+\.\d examples/sec; \d+\.\d{3} sec/batch\) \[33%, epoch \d+\.\d\d, ETA \d+m\d\ds\]$)"));
+            R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}: step 10, loss = \d+\.\d\d \(\d+\.\d examples/sec; \d+\.\d{3} sec/batch\) \[33%, epoch \d+\.\d\d, ETA \d+m\d\ds\] compute \d+\.\d ms, communication \d+\.\d ms, data \d+\.\d ms, update \d+\.\d ms$)"));
         bool found = false;
         for (const auto& l : rec.logs)
             found = found || line.match(QString::fromStdString(l)).hasMatch();
