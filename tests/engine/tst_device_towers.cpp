@@ -236,6 +236,59 @@ private slots:
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }
 
+    // Buckets on GPU towers, averaged while backward runs: through host copies bucket by bucket
+    // (a GPU tower with the host's averaging), or where the tensors live (the stand-in for NCCL
+    // and the same-GPU kernel), for a bucket per tensor, a few and one: bitwise what host towers
+    // compute with one collective after backward, a NaN step skipped everywhere included.
+    void bucketsOnTheDevice_data()
+    {
+        QTest::addColumn<bool>("deviceCollectives");
+        QTest::addColumn<double>("bucketMb");
+        for (bool device : {false, true}) {
+            const char* where = device ? "device collectives" : "through the host";
+            QTest::addRow("%s, a bucket per tensor", where) << device << 1e-9;
+            QTest::addRow("%s, 0.01 MiB buckets", where) << device << 0.01;
+            QTest::addRow("%s, one bucket", where) << device << 1e6;
+        }
+    }
+    void bucketsOnTheDevice()
+    {
+        QFETCH(bool, deviceCollectives);
+        QFETCH(double, bucketMb);
+        FakeDeviceScope scope;
+        {
+            TowerSetOptions plain = options(2, false, 0.99);
+            plain.bucketMb = 0;
+            TowerSetOptions bucketed = options(2, true, 0.99, deviceCollectives);
+            bucketed.bucketMb = bucketMb;
+            bucketed.firstBucketMb = std::min(bucketMb, 1.0);
+            TowerSet host(plain), dev(bucketed);
+            QVERIFY2(dev.bucketDescription().find("while backward runs") != std::string::npos,
+                     dev.bucketDescription().c_str());
+            SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), 2, 4, 64,
+                                  13);
+            data.injectNanAt(1);
+            for (int s = 0; s < 3; ++s) {
+                const Batch& batch = data.next();
+                const auto a = host.step(batch, s, 0.05);
+                const auto b = dev.step(batch, s, 0.05);
+                QCOMPARE(b.finite, s != 1);
+                QCOMPARE(a.finite, b.finite);
+                if (a.finite) QCOMPARE(b.loss, a.loss);
+            }
+            QCOMPARE(QString::fromStdString(dev.compareReplicas()), QString());
+            const auto& hp = host.model().parameters();
+            const auto& dp = dev.model().parameters();
+            for (std::size_t i = 0; i < hp.size(); ++i)
+                QVERIFY2(sameBytes(dp[i]->value, hp[i]->value), hp[i]->name.c_str());
+            const auto hs = host.optimizer().state(hp);
+            const auto ds = dev.optimizer().state(dp);
+            for (std::size_t i = 0; i < hs.size(); ++i)
+                QVERIFY2(sameBytes(ds[i].second, hs[i].second), hs[i].first.c_str());
+        }
+        QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
+
     // One tower has nothing to average: its gradients stay on its device (no collective, no
     // copy to the host and back), divergence is still found there, and it computes bitwise what
     // one host tower computes.
