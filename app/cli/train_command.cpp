@@ -32,6 +32,18 @@ QJsonArray doubles(const std::vector<double>& v)
 }
 
 // Prints what the trainer reports: the tutorial's log lines, or one JSON object per event.
+// Where each tower's step went, for --json: [{"compute_ms": ..., "comm_ms": ..., ...}, ...].
+QJsonArray towerTimes(const std::vector<engine::TowerTimes>& times)
+{
+    QJsonArray out;
+    for (const auto& t : times)
+        out.append(QJsonObject{{QStringLiteral("compute_ms"), t.computeMs},
+                               {QStringLiteral("comm_ms"), t.commMs},
+                               {QStringLiteral("data_ms"), t.dataMs},
+                               {QStringLiteral("update_ms"), t.updateMs}});
+    return out;
+}
+
 class CliObserver final : public engine::TrainerObserver
 {
 public:
@@ -54,6 +66,7 @@ public:
                {QStringLiteral("allreduce_ms"), m.allReduceMs},
                {QStringLiteral("update_ms"), m.updateMs},
                {QStringLiteral("tower_compute_ms"), doubles(m.towerComputeMs)},
+               {QStringLiteral("tower_times"), towerTimes(m.towerTimes)},
                {QStringLiteral("elapsed_s"), m.elapsedSeconds},
                {QStringLiteral("eta_s"), m.etaSeconds}});
     }

@@ -114,6 +114,12 @@ void TensorBoardWriter::stepMetrics(const StepMetrics& m, int batchPerTower)
                        ms > 0 ? batchPerTower * 1000.0 / ms : 0.0);
         v.emplace_back("time/" + tower + "/compute_ms", ms);
     }
+    for (std::size_t t = 0; t < m.towerTimes.size(); ++t) {
+        const std::string tower = "time/tower_" + std::to_string(t);
+        v.emplace_back(tower + "/comm_ms", m.towerTimes[t].commMs);
+        v.emplace_back(tower + "/data_ms", m.towerTimes[t].dataMs);
+        v.emplace_back(tower + "/update_ms", m.towerTimes[t].updateMs);
+    }
     m_file.scalars(m.step, v);
 }
 

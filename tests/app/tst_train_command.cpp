@@ -197,6 +197,12 @@ private slots:
             checkpoints += kind == QLatin1String("checkpoint");
             if (kind == QLatin1String("step")) {
                 QCOMPARE(e.value(QStringLiteral("tower_compute_ms")).toArray().size(), 2);
+                const QJsonArray split = e.value(QStringLiteral("tower_times")).toArray();
+                QCOMPARE(split.size(), 2);
+                for (const auto& tower : split)
+                    for (const char* part : {"compute_ms", "comm_ms", "data_ms", "update_ms"})
+                        QVERIFY2(tower.toObject().value(QLatin1String(part)).toDouble(-1) >= 0,
+                                 part);
                 QVERIFY(e.value(QStringLiteral("examples_per_sec")).toDouble() > 0);
             }
             if (kind == QLatin1String("eval"))

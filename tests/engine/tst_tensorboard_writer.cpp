@@ -395,6 +395,10 @@ private slots:
                 const std::string name = "tower_" + std::to_string(tower);
                 QCOMPARE(s.at("time/" + name + "/compute_ms"), float(ms));
                 QCOMPARE(s.at("throughput/" + name + "/examples_per_sec"), float(4 * 1000.0 / ms));
+                const auto& split = m["towerTimes"][std::size_t(tower)];
+                for (const char* part : {"comm", "data", "update"})
+                    QCOMPARE(s.at("time/" + name + "/" + part + "_ms"),
+                             split[std::string(part) + "Ms"].get<float>());
             }
         }
         // Evaluations (with the moving averages) at 3 and 6.

@@ -199,6 +199,9 @@ def inner(args):
         expected = dict((tag, [(m["step"], f32(m[key])) for m in metrics]) for tag, key in per_step.items())
         for t in range(2):
             expected[f"time/tower_{t}/compute_ms"] = [(m["step"], f32(m["towerComputeMs"][t])) for m in metrics]
+            for part in ("comm", "data", "update"):
+                expected[f"time/tower_{t}/{part}_ms"] = [
+                    (m["step"], f32(m["towerTimes"][t][f"{part}Ms"])) for m in metrics]
             expected[f"throughput/tower_{t}/examples_per_sec"] = [
                 (m["step"], f32(16 * 1000.0 / m["towerComputeMs"][t])) for m in metrics]
         expected["test/precision_at_1_ema"] = [(e["step"], f32(e["precisionAt1"])) for e in evals]
