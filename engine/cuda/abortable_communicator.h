@@ -3,20 +3,31 @@
 // stand-ins (tst_communicator): a rank never blocks where nothing can release it, and no rank
 // touches a communicator handle that another thread has torn down.
 //
-//  * A collective is enqueued, then waited for by polling (the driver's poll(): for NCCL,
-//    ncclCommGetAsyncError and cudaStreamQuery) with a short pause, checking between polls whether
-//    the communicator was aborted, and giving up after a time limit. Nothing waits in
+//  * A synchronous collective is enqueued, then waited for by polling (the driver's poll(): for
+//    NCCL, ncclCommGetAsyncError and cudaStreamQuery) with a short pause, checking between polls
+//    whether the communicator was aborted, and giving up after a time limit. Nothing waits in
 //    cudaStreamSynchronize, which nothing could interrupt.
+//  * An asynchronous one (startAllReduceMean) is enqueued and not waited for: complete() only has
+//    the driver order the rank's later work after it (ordered(): for NCCL, an event). The host
+//    waits in two places only, both polled the same way: while NCCL is still enqueuing the rank's
+//    last collective (a non-blocking communicator answers ncclInProgress, and takes no other call
+//    until it is done: the driver's enqueued()), before the rank's next NCCL call and in
+//    complete(); and for a synchronous collective to finish. An asynchronous error the driver
+//    reports there (a peer gone, a CUDA fault) makes that call fail (BackendError, the others
+//    aborted), an abort makes it throw CollectiveAborted. The time limit covers the host's waits;
+//    a collective that never ends on the GPU is ended by the abort (ncclCommAbort releases it).
 //  * Every call that uses the handles (enqueue, poll) holds a lease of the CommunicatorLifecycle.
 //    abort() marks the communicator aborted (no lease is granted after that: the rank throws
 //    CollectiveAborted with the first failure's reason), waits for the leases held (calls that
 //    return at once: the NCCL communicators are non-blocking), then tears the handles down, once,
 //    on the aborting thread (ncclCommAbort on every rank's communicator, which releases the kernels
 //    of the collectives in flight; NCCL frees all the in-process communicators when the last one
-//    is aborted, so no handle is used again after that).
+//    is aborted, so no handle is used again after that; then the streams and events).
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <span>
@@ -24,6 +35,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/cuda/ticket_board.h"
 #include "engine/errors.h"
 #include "engine/train/communicator.h"
 #include "engine/train/rendezvous.h"
@@ -164,24 +176,52 @@ enum class CollectiveKind
     Broadcast,
 };
 
+// What launchAsync returns: Failed; Pending while the driver is still enqueuing it (enqueued()
+// says when it is done); Done once enqueued (not finished: the GPU runs it later). `token` names
+// it for ordered().
+struct AsyncLaunch
+{
+    CollectiveStatus status;
+    std::uint64_t token = 0;
+};
+
 // A Communicator over a driver of per-rank handles (the NCCL driver in nccl_communicator.cpp, a
 // stand-in in tests):
 //   int size() const;
 //   Device device(int rank) const;   where rank's tensors live
 //   const char* name() const;        "NCCL", for messages
+//   // Where rank's tensors are computed (its tower's ops, whose stream orders the collectives).
+//   void attach(int rank, Ops& ops);
 //   // Enqueues the collective on rank's handle: Pending (then poll), Done or Failed.
 //   CollectiveStatus launch(int rank, CollectiveKind, int root, std::span<Tensor>);
-//   CollectiveStatus poll(int rank);  Pending, Done or Failed; returns at once
+//   CollectiveStatus poll(int rank);  Pending, Done (finished) or Failed; returns at once
+//   // Enqueues the average of rank's tensors after the work issued so far on rank's stream,
+//   // without waiting for it; the driver keeps the token's resources until ordered() or the
+//   // teardown.
+//   AsyncLaunch launchAsync(int rank, std::span<Tensor>);
+//   // Pending while rank's last launch is still being enqueued, Failed on an asynchronous
+//   // error, else Done; returns at once. Nothing else is launched on rank before it says Done.
+//   CollectiveStatus enqueued(int rank);
+//   // The work issued next on rank's stream runs after the collective `token` (enqueued), and
+//   // the token's resources are the driver's again. Returns at once: Done or Failed.
+//   CollectiveStatus ordered(int rank, std::uint64_t token);
 //   void abortAll() noexcept;         tears every rank's handle down, releasing what is in flight
 //   void destroyAll() noexcept;       the normal end, nothing in flight
-// launch and poll run under a lease; abortAll and destroyAll run once, when no lease is held.
+// Every call but abortAll and destroyAll runs under a lease; those two run once, when no lease is
+// held. Each rank is called from one thread at a time (its tower's), so the per-rank state of the
+// template and of the driver is that thread's.
+//
+// Order: a rank's collectives, synchronous and asynchronous, reach the driver in the order the
+// rank calls them (every rank the same order), each after the previous one is enqueued; the
+// driver keeps that order on the device (the NCCL driver: one stream per rank for all of them).
 template <class Driver> class AbortableCommunicator final : public Communicator
 {
 public:
-    // A collective not finished after `timeout` fails (a rank that never comes, a hung link).
+    // A host wait that does not end after `timeout` fails (a rank that never comes, a hung link).
     explicit AbortableCommunicator(Driver driver,
                                    std::chrono::milliseconds timeout = std::chrono::minutes(10))
-        : m_driver(std::move(driver)), m_rendezvous(m_driver.size()), m_timeout(timeout)
+        : m_driver(std::move(driver)), m_rendezvous(m_driver.size()), m_timeout(timeout),
+          m_ranks(std::size_t(m_driver.size()))
     {
     }
     ~AbortableCommunicator() override
@@ -193,9 +233,60 @@ public:
 
     int size() const override { return m_driver.size(); }
 
+    void attach(int rank, Ops& ops) override
+    {
+        requireRank(rank);
+        m_life.use(std::string(m_driver.name()) + " attach: another tower failed",
+                   [&] { m_driver.attach(rank, ops); });
+    }
+
     void allReduceMean(int rank, std::span<Tensor> tensors) override
     {
         run(rank, CollectiveKind::AllReduceMean, 0, tensors, "allReduceMean");
+    }
+
+    std::uint64_t startAllReduceMean(int rank, std::span<Tensor> tensors) override
+    {
+        const std::string name = std::string(m_driver.name()) + " allReduceMean";
+        requireRank(rank);
+        requireTensors(name, rank, CollectiveKind::AllReduceMean, tensors);
+        settle(rank, name);
+        AsyncLaunch launched;
+        try {
+            launched = m_life.use(name + ": another tower failed",
+                                  [&] { return m_driver.launchAsync(rank, tensors); });
+        } catch (const CollectiveAborted&) {
+            throw;
+        } catch (const std::exception& e) {
+            launched.status = {CollectiveState::Failed, e.what()};
+        }
+        if (launched.status.state == CollectiveState::Failed)
+            fail(name, rank, launched.status.error);
+        RankState& mine = m_ranks[std::size_t(rank)];
+        mine.tokens.push_back(launched.token);
+        return mine.order.start();
+    }
+
+    void complete(int rank, std::uint64_t ticket) override
+    {
+        const std::string name = std::string(m_driver.name()) + " allReduceMean";
+        requireRank(rank);
+        RankState& mine = m_ranks[std::size_t(rank)];
+        mine.order.requireOldest(ticket, std::string(m_driver.name()) + " complete", rank);
+        // Enqueued (no host wait for the GPU), and no asynchronous error so far.
+        settle(rank, name);
+        CollectiveStatus s;
+        try {
+            s = m_life.use(name + ": another tower failed",
+                           [&] { return m_driver.ordered(rank, mine.tokens.front()); });
+        } catch (const CollectiveAborted&) {
+            throw;
+        } catch (const std::exception& e) {
+            s = {CollectiveState::Failed, e.what()};
+        }
+        if (s.state == CollectiveState::Failed) fail(name, rank, s.error);
+        mine.tokens.pop_front();
+        mine.order.completed();
     }
 
     void broadcast(int rank, int root, std::span<Tensor> tensors) override
@@ -224,11 +315,30 @@ public:
     Driver& driver() { return m_driver; }
 
 private:
+    struct RankState
+    {
+        TicketOrder order;
+        std::deque<std::uint64_t> tokens; // the driver's, of the tickets not completed, in order
+    };
+
     void requireRank(int rank) const
     {
         if (rank < 0 || rank >= size())
             throw InvalidArgument(std::string(m_driver.name()) + ": no rank " +
                                   std::to_string(rank));
+    }
+
+    void requireTensors(const std::string& name, int rank, CollectiveKind kind,
+                        std::span<Tensor> tensors) const
+    {
+        const Device here = m_driver.device(rank);
+        for (const auto& t : tensors) {
+            if (t.device() != here)
+                throw InvalidArgument(name + ": rank " + std::to_string(rank) + " on " +
+                                      here.str() + " was given " + t.describe());
+            if (kind == CollectiveKind::AllReduceMean && t.dtype() != DType::Float32)
+                throw InvalidArgument(name + ": only float32 tensors, got " + t.describe());
+        }
     }
 
     static std::string durationText(std::chrono::milliseconds d)
@@ -239,49 +349,68 @@ private:
                          " s";
     }
 
-    void run(int rank, CollectiveKind kind, int root, std::span<Tensor> tensors, const char* what)
+    // A failure on rank: the others are released with its reason.
+    [[noreturn]] void fail(const std::string& name, int rank, const std::string& error)
     {
-        requireRank(rank);
-        const std::string name = std::string(m_driver.name()) + " " + what;
-        const Device here = m_driver.device(rank);
-        for (const auto& t : tensors) {
-            if (t.device() != here)
-                throw InvalidArgument(name + ": rank " + std::to_string(rank) + " on " +
-                                      here.str() + " was given " + t.describe());
-            if (kind == CollectiveKind::AllReduceMean && t.dtype() != DType::Float32)
-                throw InvalidArgument(name + ": only float32 tensors, got " + t.describe());
-        }
+        const std::string why = name + " failed on " + m_driver.device(rank).str() + ": " + error;
+        abort(why);
+        throw BackendError(why);
+    }
+
+    // Polls `next` (under a lease) while it says Pending: the status it ends with, or Failed
+    // after the time limit. Throws CollectiveAborted once the communicator is aborted.
+    template <class Next> CollectiveStatus pollWhilePending(const std::string& name, Next&& next)
+    {
         const std::string abortedText = name + ": another tower failed";
         CollectiveStatus s;
         try {
-            s = m_life.use(abortedText, [&] { return m_driver.launch(rank, kind, root, tensors); });
+            s = m_life.use(abortedText, next);
             const auto deadline = std::chrono::steady_clock::now() + m_timeout;
             PollBackoff backoff;
             while (s.state == CollectiveState::Pending) {
-                if (std::chrono::steady_clock::now() > deadline) {
-                    s = {CollectiveState::Failed, "not finished after " + durationText(m_timeout) +
-                                                      " (a tower that never came, or a hung link)"};
-                    break;
-                }
+                if (std::chrono::steady_clock::now() > deadline)
+                    return {CollectiveState::Failed,
+                            "not finished after " + durationText(m_timeout) +
+                                " (a tower that never came, or a hung link)"};
                 backoff.pause();
-                s = m_life.use(abortedText, [&] { return m_driver.poll(rank); });
+                s = m_life.use(abortedText, next);
             }
         } catch (const CollectiveAborted&) {
             throw;
         } catch (const std::exception& e) {
             s = {CollectiveState::Failed, e.what()};
         }
-        if (s.state == CollectiveState::Failed) {
-            const std::string why = name + " failed on " + here.str() + ": " + s.error;
-            abort(why);
-            throw BackendError(why);
-        }
+        return s;
+    }
+
+    // Waits (on the host) until rank's last collective is enqueued, and checks for an
+    // asynchronous error.
+    void settle(int rank, const std::string& name)
+    {
+        const CollectiveStatus s = pollWhilePending(name, [&] { return m_driver.enqueued(rank); });
+        if (s.state == CollectiveState::Failed) fail(name, rank, s.error);
+    }
+
+    void run(int rank, CollectiveKind kind, int root, std::span<Tensor> tensors, const char* what)
+    {
+        requireRank(rank);
+        const std::string name = std::string(m_driver.name()) + " " + what;
+        requireTensors(name, rank, kind, tensors);
+        settle(rank, name); // after the asynchronous collectives this rank started before
+        bool launched = false;
+        const CollectiveStatus s = pollWhilePending(name, [&] {
+            if (launched) return m_driver.poll(rank);
+            launched = true;
+            return m_driver.launch(rank, kind, root, tensors);
+        });
+        if (s.state == CollectiveState::Failed) fail(name, rank, s.error);
     }
 
     Driver m_driver;
     Rendezvous m_rendezvous;
     std::chrono::milliseconds m_timeout;
     CommunicatorLifecycle m_life;
+    std::vector<RankState> m_ranks; // each touched by its rank's thread only
 };
 
 } // namespace towers::engine::cuda

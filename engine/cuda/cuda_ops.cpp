@@ -19,9 +19,10 @@ CudaOps::CudaOps(int index, const GpuOpsOptions& options)
 {
     DeviceGuard guard(m_device);
     // A blocking stream: it orders with the legacy default stream, on which the work outside ops
-    // runs (tensors copied to the host or between devices, the collectives), so that such a copy
-    // sees every op issued before it. Inside an op, its memory work goes on this stream
-    // (stream_memory.h).
+    // runs (tensors copied to the host or between devices, the same-device communicator's
+    // synchronous average), so that such a copy sees every op issued before it. (The
+    // communicators' own streams are non-blocking, ordered with this one by events.) Inside an op,
+    // its memory work goes on this stream (stream_memory.h).
     TOWERS_CUDA(cudaStreamCreate(&m_stream));
     try {
         TOWERS_CUDNN(cudnnCreate(&m_cudnn));

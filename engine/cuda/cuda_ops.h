@@ -75,6 +75,10 @@ public:
     void synchronize() override;
     void upload(const Tensor& src, Tensor& dst) override;
 
+    // The stream every op of this context runs on (the communicators order their collectives
+    // after its work, and its later work after them, with events).
+    cudaStream_t stream() const { return m_stream; }
+
 protected:
     TOWERS_CUDA_OPS(TOWERS_OP_OVERRIDE)
 

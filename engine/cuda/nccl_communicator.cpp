@@ -1,21 +1,54 @@
 // NCCL across GPUs: one communicator per GPU (one rank each), every rank driven by its tower's
 // thread. The communicators are non-blocking (config.blocking = 0): every NCCL call returns at
-// once, and AbortableCommunicator (abortable_communicator.h) waits for a collective by polling
-// ncclCommGetAsyncError and cudaStreamQuery, so that an abort from any thread (ncclCommAbort on
+// once, and AbortableCommunicator (abortable_communicator.h) waits, where it waits, by polling
+// ncclCommGetAsyncError (and cudaStreamQuery), so that an abort from any thread (ncclCommAbort on
 // every communicator, after the calls in progress have returned) releases every rank within a
 // poll's pause instead of leaving it in cudaStreamSynchronize forever.
 //
-// The collectives run on the legacy default stream, which orders them after the backward the
-// tower's (blocking) stream has issued and before its optimizer update. (Reducing buckets on a
-// stream of their own while backward runs, ordered by events, is issue 16's next part.)
+// Streams and events. Each rank has a communication stream of its own (non-blocking: it does not
+// order with the legacy default stream), on its GPU, and every collective of the rank runs there,
+// so that the device runs them in the order the rank issued them (the same on every rank, as
+// NCCL needs), synchronous ones included. The rank's compute stream is its tower's (attach(),
+// CudaOps::stream(); the legacy default stream until then, which orders with every blocking
+// stream).
+//  * startAllReduceMean: an event recorded on the compute stream (the backward issued so far,
+//    which produced the bucket), the communication stream made to wait for it, ncclAllReduce
+//    (ncclAvg, in place) of the bucket's tensors in one group on the communication stream, then a
+//    'done' event recorded there; returns without waiting. The compute stream goes on with the
+//    backward meanwhile.
+//  * complete: the compute stream waits for the 'done' event (cudaStreamWaitEvent), so that what
+//    the tower issues next (the finiteness check, the optimizer update of those parameters) runs
+//    after the reduction; the host does not wait for the GPU.
+//  * A non-blocking communicator may answer ncclGroupEnd with ncclInProgress: the operations are
+//    then still being enqueued (connecting to the peers, the first time), and NCCL takes no other
+//    call on that communicator, nor work on its stream, until ncclCommGetAsyncError says
+//    ncclSuccess. The 'done' event is recorded only then (enqueued()), which the template asks
+//    before the rank's next collective and in complete(), polling under its lease and abort.
+//    complete() thereby also reports an asynchronous NCCL error (BackendError, the others
+//    aborted) instead of leaving the error to a later, uninterruptible wait.
+//  * allReduceMean and broadcast (synchronous): the communication stream waits for events on the
+//    compute stream and on the legacy default stream (what was written outside ops: weights
+//    loaded, copied), the collective runs there, after every asynchronous one the rank started
+//    before, and the host polls until the communication stream is idle, so that everything after
+//    the call, on any stream or on the host, sees the result.
+//  * The tensors of a collective in flight are held (as the driver's references) until the
+//    compute stream waits for it, so that a tensor its owner drops meanwhile is freed, on its
+//    stream, only after the reduction.
+//  * The end: destroyAll (finalise) or abortAll (ncclCommAbort, which releases the kernels in
+//    flight) frees the communicators, then waits a bounded while for the communication streams
+//    to drain (after an abort, the kernels still running end at once), releases the tensors held,
+//    and destroys the events and the streams (both safe with work pending: CUDA releases them
+//    once it is done). Nothing waits on the compute streams there: their ops may be gone already.
 #include <nccl.h>
 
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "engine/cuda/abortable_communicator.h"
 #include "engine/cuda/communicators.h"
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_ops.h"
 
 namespace towers::engine::cuda {
 
@@ -24,6 +57,8 @@ namespace {
 // How long NCCL may take to start (all ranks in one process: seconds) and to finish.
 constexpr auto kStartLimit = std::chrono::minutes(2);
 constexpr auto kFinishLimit = std::chrono::seconds(30);
+// How long the end waits for the communication streams to drain before it lets them go.
+constexpr auto kDrainLimit = std::chrono::seconds(10);
 
 std::string ncclText(ncclResult_t r, ncclComm_t comm = nullptr)
 {
@@ -67,11 +102,110 @@ void abortAllOf(std::vector<ncclComm_t>& comms) noexcept
         }
 }
 
+std::string cudaText(cudaError_t e)
+{
+    cudaGetLastError(); // a non-sticky error is not reported again by the next call
+    return std::string("CUDA error: ") + cudaGetErrorString(e);
+}
+
+// Makes `device` current for the scope, never throwing (for the teardown).
+class QuietDevice
+{
+public:
+    explicit QuietDevice(int device)
+    {
+        if (cudaGetDevice(&m_previous) != cudaSuccess) m_previous = -1;
+        if (device != m_previous) cudaSetDevice(device);
+    }
+    ~QuietDevice()
+    {
+        if (m_previous >= 0) cudaSetDevice(m_previous);
+    }
+    QuietDevice(const QuietDevice&) = delete;
+    QuietDevice& operator=(const QuietDevice&) = delete;
+
+private:
+    int m_previous = -1;
+};
+
+// One rank's streams and events (see the top of this file).
+struct RankStreams
+{
+    int device = 0;
+    cudaStream_t compute = cudaStreamLegacy; // the tower's, once attached
+    cudaStream_t comm = nullptr;             // every collective of the rank, in order
+    cudaEvent_t ready = nullptr;             // the compute stream's work before a collective
+    cudaEvent_t legacyReady = nullptr;       // the legacy stream's, before a synchronous one
+    std::vector<cudaEvent_t> done;           // by token: the end of an asynchronous collective
+    std::vector<std::vector<Tensor>> held;   // by token: its tensors, until ordered()
+    std::vector<std::uint64_t> freeTokens;
+    // The token whose collective NCCL is still enqueuing: its 'done' is recorded once it is in.
+    std::optional<std::uint64_t> unrecorded;
+};
+
+// Every rank's streams and events, created on its GPU: "" or why not (then none is left).
+void releaseStreams(std::vector<RankStreams>& ranks) noexcept;
+std::string createStreams(std::vector<RankStreams>& ranks, const std::vector<int>& devices)
+{
+    ranks.assign(devices.size(), RankStreams{});
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+        RankStreams& s = ranks[i];
+        s.device = devices[i];
+        const QuietDevice guard(s.device);
+        cudaError_t e = cudaStreamCreateWithFlags(&s.comm, cudaStreamNonBlocking);
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s.ready, cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s.legacyReady, cudaEventDisableTiming);
+        if (e != cudaSuccess) {
+            const std::string why = "GPU " + std::to_string(s.device) + ": " + cudaText(e);
+            releaseStreams(ranks);
+            return why;
+        }
+    }
+    return {};
+}
+
+void releaseStreams(std::vector<RankStreams>& ranks) noexcept
+{
+    for (RankStreams& s : ranks) {
+        const QuietDevice guard(s.device);
+        s.held.clear(); // freed on their own streams, after what was issued there
+        // Both return at once with work pending, and CUDA releases them once it is done.
+        for (cudaEvent_t& e : s.done)
+            if (e) cudaEventDestroy(e);
+        s.done.clear();
+        s.freeTokens.clear();
+        s.unrecorded.reset();
+        if (s.ready) cudaEventDestroy(s.ready);
+        if (s.legacyReady) cudaEventDestroy(s.legacyReady);
+        if (s.comm) cudaStreamDestroy(s.comm);
+        s.ready = s.legacyReady = nullptr;
+        s.comm = nullptr;
+        s.compute = cudaStreamLegacy;
+    }
+    cudaGetLastError();
+}
+
+// Waits, at most `limit` in all, until the communication streams are idle (or failed).
+void drain(const std::vector<RankStreams>& ranks, std::chrono::milliseconds limit) noexcept
+{
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (const RankStreams& s : ranks) {
+        if (!s.comm) continue;
+        const QuietDevice guard(s.device);
+        PollBackoff backoff;
+        while (cudaStreamQuery(s.comm) == cudaErrorNotReady &&
+               std::chrono::steady_clock::now() < deadline)
+            backoff.pause();
+    }
+    cudaGetLastError();
+}
+
 class NcclDriver
 {
 public:
-    NcclDriver(std::vector<ncclComm_t> comms, std::vector<int> devices)
-        : m_comms(std::move(comms)), m_devices(std::move(devices))
+    NcclDriver(std::vector<ncclComm_t> comms, std::vector<int> devices,
+               std::vector<RankStreams> ranks)
+        : m_comms(std::move(comms)), m_devices(std::move(devices)), m_ranks(std::move(ranks))
     {
     }
 
@@ -79,33 +213,40 @@ public:
     Device device(int rank) const { return {DeviceKind::Cuda, m_devices[std::size_t(rank)]}; }
     const char* name() const { return "NCCL"; }
 
+    void attach(int rank, Ops& ops)
+    {
+        if (ops.device() != device(rank))
+            throw InvalidArgument("NCCL: rank " + std::to_string(rank) + " on " +
+                                  device(rank).str() + " was given the ops of " +
+                                  ops.device().str());
+        // Other ops on this GPU (none in the engine) keep the legacy stream, which orders with
+        // every blocking stream: correct, and slower.
+        auto* cuda = dynamic_cast<CudaOps*>(&ops);
+        m_ranks[std::size_t(rank)].compute = cuda ? cuda->stream() : cudaStreamLegacy;
+    }
+
     CollectiveStatus launch(int rank, CollectiveKind kind, int root, std::span<Tensor> tensors)
     {
-        bool any = false;
-        for (const auto& t : tensors) any = any || t.bytes() > 0;
-        if (!any) return {};
-        DeviceGuard guard(m_devices[std::size_t(rank)]);
-        ncclComm_t comm = m_comms[std::size_t(rank)];
-        ncclResult_t r = ncclGroupStart();
-        if (r != ncclSuccess) return {CollectiveState::Failed, ncclText(r, comm)};
-        for (const auto& t : tensors) {
-            if (r != ncclSuccess || !t.bytes()) continue;
-            void* data = const_cast<void*>(t.raw());
-            r = kind == CollectiveKind::AllReduceMean
-                    ? ncclAllReduce(data, data, std::size_t(t.numel()), ncclFloat32, ncclAvg, comm,
-                                    cudaStreamLegacy)
-                    : ncclBroadcast(data, data, t.bytes(), ncclUint8, root, comm, cudaStreamLegacy);
-        }
-        const ncclResult_t end = ncclGroupEnd(); // the group is closed whatever happened in it
-        if (r == ncclSuccess) r = end;
+        if (!anyBytes(tensors)) return {};
+        RankStreams& s = m_ranks[std::size_t(rank)];
+        DeviceGuard guard(s.device);
+        // After what the tower's stream and the legacy stream (work outside ops) issued so far.
+        cudaError_t e = after(s, s.compute, s.ready);
+        if (e == cudaSuccess && s.compute != cudaStreamLegacy)
+            e = after(s, cudaStreamLegacy, s.legacyReady);
+        if (e != cudaSuccess) return {CollectiveState::Failed, cudaText(e)};
+        const ncclResult_t r = group(rank, kind, root, tensors);
         if (r != ncclSuccess && r != ncclInProgress)
-            return {CollectiveState::Failed, ncclText(r, comm)};
+            return {CollectiveState::Failed, ncclText(r, m_comms[std::size_t(rank)])};
         return poll(rank);
     }
 
+    // The synchronous collective launched last: finished once NCCL has enqueued it and the
+    // communication stream is idle.
     CollectiveStatus poll(int rank)
     {
-        DeviceGuard guard(m_devices[std::size_t(rank)]);
+        RankStreams& s = m_ranks[std::size_t(rank)];
+        DeviceGuard guard(s.device);
         ncclComm_t comm = m_comms[std::size_t(rank)];
         ncclResult_t state = ncclSuccess;
         const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
@@ -113,14 +254,87 @@ public:
         // Still enqueuing (connecting to the peers, the first time): no CUDA work to wait for yet.
         if (state == ncclInProgress) return {CollectiveState::Pending, {}};
         if (state != ncclSuccess) return {CollectiveState::Failed, ncclText(state, comm)};
-        const cudaError_t q = cudaStreamQuery(cudaStreamLegacy);
+        const cudaError_t q = cudaStreamQuery(s.comm);
         if (q == cudaSuccess) return {};
         if (q == cudaErrorNotReady) return {CollectiveState::Pending, {}};
-        cudaGetLastError();
-        return {CollectiveState::Failed, std::string("CUDA error: ") + cudaGetErrorString(q)};
+        return {CollectiveState::Failed, cudaText(q)};
     }
 
-    void abortAll() noexcept { abortAllOf(m_comms); }
+    AsyncLaunch launchAsync(int rank, std::span<Tensor> tensors)
+    {
+        RankStreams& s = m_ranks[std::size_t(rank)];
+        DeviceGuard guard(s.device);
+        AsyncLaunch out;
+        if (s.freeTokens.empty()) {
+            cudaEvent_t done = nullptr;
+            const cudaError_t e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+            if (e != cudaSuccess) return {{CollectiveState::Failed, cudaText(e)}, 0};
+            s.done.push_back(done);
+            s.held.emplace_back();
+            s.freeTokens.push_back(s.done.size() - 1);
+        }
+        // A token lost to a failure below stays in `done`, destroyed by the teardown.
+        out.token = s.freeTokens.back();
+        s.freeTokens.pop_back();
+        s.held[out.token].assign(tensors.begin(), tensors.end());
+        // The backward that produced the tensors, issued so far on the compute stream.
+        cudaError_t e = after(s, s.compute, s.ready);
+        if (e != cudaSuccess) return {{CollectiveState::Failed, cudaText(e)}, out.token};
+        const ncclResult_t r = anyBytes(tensors)
+                                   ? group(rank, CollectiveKind::AllReduceMean, 0, tensors)
+                                   : ncclSuccess;
+        if (r == ncclInProgress) {
+            // Not on the stream yet: recorded by enqueued() once it is.
+            s.unrecorded = out.token;
+            out.status = {CollectiveState::Pending, {}};
+            return out;
+        }
+        if (r != ncclSuccess)
+            return {{CollectiveState::Failed, ncclText(r, m_comms[std::size_t(rank)])}, out.token};
+        e = cudaEventRecord(s.done[out.token], s.comm);
+        if (e != cudaSuccess) return {{CollectiveState::Failed, cudaText(e)}, out.token};
+        return out;
+    }
+
+    CollectiveStatus enqueued(int rank)
+    {
+        RankStreams& s = m_ranks[std::size_t(rank)];
+        DeviceGuard guard(s.device);
+        ncclComm_t comm = m_comms[std::size_t(rank)];
+        ncclResult_t state = ncclSuccess;
+        const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+        if (r != ncclSuccess) return {CollectiveState::Failed, ncclText(r, comm)};
+        if (state == ncclInProgress) return {CollectiveState::Pending, {}};
+        if (state != ncclSuccess) return {CollectiveState::Failed, ncclText(state, comm)};
+        if (s.unrecorded) {
+            // NCCL has put the collective on the stream: its end is what is there now.
+            const cudaError_t e = cudaEventRecord(s.done[*s.unrecorded], s.comm);
+            if (e != cudaSuccess) return {CollectiveState::Failed, cudaText(e)};
+            s.unrecorded.reset();
+        }
+        return {};
+    }
+
+    CollectiveStatus ordered(int rank, std::uint64_t token)
+    {
+        RankStreams& s = m_ranks[std::size_t(rank)];
+        if (s.unrecorded == token || token >= s.done.size())
+            return {CollectiveState::Failed,
+                    "collective " + std::to_string(token) + " ordered before it was enqueued"};
+        DeviceGuard guard(s.device);
+        const cudaError_t e = cudaStreamWaitEvent(s.compute, s.done[std::size_t(token)], 0);
+        if (e != cudaSuccess) return {CollectiveState::Failed, cudaText(e)};
+        // The compute stream frees them (their own stream, or the legacy one) after the wait.
+        s.held[std::size_t(token)].clear();
+        s.freeTokens.push_back(token);
+        return {};
+    }
+
+    void abortAll() noexcept
+    {
+        abortAllOf(m_comms);
+        finish();
+    }
 
     // Finalise every communicator together (NCCL flushes and disconnects them), then free them;
     // anything that does not finish in time is aborted instead.
@@ -139,17 +353,71 @@ public:
         if (clean) clean = waitUntilReady(m_comms, kFinishLimit, &failed) == ncclSuccess;
         if (!clean) {
             abortAllOf(m_comms);
-            return;
+        } else {
+            for (auto& c : m_comms) {
+                ncclCommDestroy(c);
+                c = nullptr;
+            }
         }
-        for (auto& c : m_comms) {
-            ncclCommDestroy(c);
-            c = nullptr;
-        }
+        finish();
     }
 
 private:
+    static bool anyBytes(std::span<Tensor> tensors)
+    {
+        for (const auto& t : tensors)
+            if (t.bytes() > 0) return true;
+        return false;
+    }
+
+    // The communication stream's next work waits for what `stream` has issued so far.
+    static cudaError_t after(RankStreams& s, cudaStream_t stream, cudaEvent_t event)
+    {
+        const cudaError_t e = cudaEventRecord(event, stream);
+        return e != cudaSuccess ? e : cudaStreamWaitEvent(s.comm, event, 0);
+    }
+
+    // The collective of every tensor, in one group on rank's communication stream: ncclSuccess
+    // (enqueued), ncclInProgress (a non-blocking communicator still enqueuing it) or the error.
+    ncclResult_t group(int rank, CollectiveKind kind, int root, std::span<Tensor> tensors)
+    {
+        ncclComm_t comm = m_comms[std::size_t(rank)];
+        cudaStream_t stream = m_ranks[std::size_t(rank)].comm;
+        ncclResult_t r = ncclGroupStart();
+        if (r != ncclSuccess) return r;
+        bool inProgress = false;
+        for (const auto& t : tensors) {
+            if (!t.bytes()) continue;
+            void* data = const_cast<void*>(t.raw());
+            const ncclResult_t one =
+                kind == CollectiveKind::AllReduceMean
+                    ? ncclAllReduce(data, data, std::size_t(t.numel()), ncclFloat32, ncclAvg, comm,
+                                    stream)
+                    : ncclBroadcast(data, data, t.bytes(), ncclUint8, root, comm, stream);
+            if (one == ncclInProgress) {
+                inProgress = true;
+            } else if (one != ncclSuccess) {
+                r = one;
+                break;
+            }
+        }
+        const ncclResult_t end = ncclGroupEnd(); // the group is closed whatever happened in it
+        if (r != ncclSuccess) return r;
+        if (end != ncclSuccess) return end;
+        return inProgress ? ncclInProgress : ncclSuccess;
+    }
+
+    // After the communicators are gone: the streams drained (a bounded while), the tensors held
+    // released, the events and streams destroyed.
+    void finish() noexcept
+    {
+        drain(m_ranks, kDrainLimit);
+        releaseStreams(m_ranks);
+    }
+
     std::vector<ncclComm_t> m_comms;
     std::vector<int> m_devices;
+    std::vector<RankStreams> m_ranks; // each touched by its rank's thread, or by the teardown
 };
 
 } // namespace
@@ -194,8 +462,14 @@ std::unique_ptr<Communicator> makeNcclCommunicator(const std::vector<int>& devic
         abortAllOf(comms);
         return fail(why);
     }
+    std::vector<RankStreams> ranks;
+    const std::string noStreams = createStreams(ranks, devices);
+    if (!noStreams.empty()) {
+        abortAllOf(comms);
+        return fail("NCCL's streams could not be created: " + noStreams);
+    }
     return std::make_unique<AbortableCommunicator<NcclDriver>>(
-        NcclDriver(std::move(comms), devices));
+        NcclDriver(std::move(comms), devices, std::move(ranks)));
 }
 
 } // namespace towers::engine::cuda

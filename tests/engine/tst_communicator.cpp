@@ -5,7 +5,11 @@
 // collectives never finish unless told to: an abort from any thread releases every waiting rank
 // within a time bound (a watchdog fails the test on a hang), a failing rank releases the others,
 // nothing touches the communicators once they are torn down, and a collective that never ends
-// times out.
+// times out. And its asynchronous averages (startAllReduceMean, complete) over the stand-in:
+// started and completed in order on every rank, synchronous collectives keeping their place,
+// no NCCL call while the last one is still being enqueued, no host wait for the GPU; an abort
+// releases a rank waiting in complete(), an asynchronous error surfaces from complete() and
+// releases the others, and tickets out of order or completed twice are refused.
 #include <QtTest>
 
 #include <atomic>
@@ -18,6 +22,7 @@
 #include <thread>
 
 #include "engine/cuda/abortable_communicator.h"
+#include "engine/ops/backends.h"
 #include "engine/train/host_communicator.h"
 #include "engine/train/tower_thread.h"
 #include "gradcheck.h"
@@ -110,28 +115,50 @@ struct FakeNcclState
     std::atomic<bool> slowPolls{false}; // each call takes a little while (races widen)
     std::atomic<bool> tornDown{false};
     std::atomic<int> aborts{0}, destroys{0}, usesAfterTeardown{0}, launches{0};
+    // Asynchronous averages: how many polls of enqueued() NCCL takes to enqueue one (0: at once,
+    // -1: never), the rank whose enqueued() reports an asynchronous error.
+    std::atomic<int> enqueuePolls{0};
+    std::atomic<int> asyncFailingRank{-1};
+    std::atomic<int> asyncLaunches{0}, attached{0};
+    std::atomic<int> gpuWaits{0}; // poll() calls: the host waiting for a collective to finish
+    std::atomic<int> callsWhileEnqueuing{0}; // what NCCL forbids (a call before the last is in)
+    std::atomic<int> orderedTooEarly{0};     // ordered() of a collective not yet enqueued
+    std::atomic<int> tokensHeld{0};          // launched and neither ordered nor torn down
+    std::atomic<int> releasedAtTeardown{0};
 };
 
 class FakeNcclDriver
 {
 public:
     FakeNcclDriver(int ranks, std::shared_ptr<FakeNcclState> state)
-        : m_ranks(ranks), m_state(std::move(state)), m_polls(std::size_t(ranks), 0)
+        : m_ranks(ranks), m_state(std::move(state)), m_polls(std::size_t(ranks), 0),
+          m_enqueueLeft(std::size_t(ranks), 0), m_enqueuing(std::size_t(ranks), false),
+          m_nextToken(std::size_t(ranks), 0), m_log(std::size_t(ranks)),
+          m_ordered(std::size_t(ranks)), m_launched(std::size_t(ranks))
     {
     }
     int size() const { return m_ranks; }
     Device device(int) const { return Device::host(); }
     const char* name() const { return "NCCL"; }
-    cuda::CollectiveStatus launch(int rank, cuda::CollectiveKind, int, std::span<Tensor>)
+    void attach(int, Ops&)
     {
         touch();
+        ++m_state->attached;
+    }
+    cuda::CollectiveStatus launch(int rank, cuda::CollectiveKind kind, int, std::span<Tensor>)
+    {
+        touch();
+        nccl(rank);
         ++m_state->launches;
+        m_log[std::size_t(rank)].push_back(
+            kind == cuda::CollectiveKind::AllReduceMean ? "allReduceMean" : "broadcast");
         m_polls[std::size_t(rank)] = 0;
         return {cuda::CollectiveState::Pending, {}};
     }
     cuda::CollectiveStatus poll(int rank)
     {
         touch();
+        ++m_state->gpuWaits;
         if (m_state->slowPolls) std::this_thread::sleep_for(std::chrono::microseconds(50));
         touch();
         if (rank == m_state->failingRank)
@@ -140,15 +167,62 @@ public:
         if (need >= 0 && ++m_polls[std::size_t(rank)] >= need) return {};
         return {cuda::CollectiveState::Pending, {}};
     }
+    cuda::AsyncLaunch launchAsync(int rank, std::span<Tensor> tensors)
+    {
+        touch();
+        nccl(rank);
+        ++m_state->asyncLaunches;
+        ++m_state->tokensHeld;
+        const std::uint64_t token = 1000 + m_nextToken[std::size_t(rank)]++;
+        m_log[std::size_t(rank)].push_back("async " + std::to_string(tensors.size()));
+        m_launched[std::size_t(rank)] = token;
+        const int need = m_state->enqueuePolls;
+        if (need == 0) return {{}, token};
+        m_enqueueLeft[std::size_t(rank)] = need;
+        m_enqueuing[std::size_t(rank)] = true;
+        return {{cuda::CollectiveState::Pending, {}}, token};
+    }
+    cuda::CollectiveStatus enqueued(int rank)
+    {
+        touch();
+        if (m_state->slowPolls) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        touch();
+        if (rank == m_state->asyncFailingRank && m_nextToken[std::size_t(rank)] > 0)
+            return {cuda::CollectiveState::Failed, "remote process exited or there was a network "
+                                                   "error"};
+        if (!m_enqueuing[std::size_t(rank)]) return {};
+        int& left = m_enqueueLeft[std::size_t(rank)];
+        if (left < 0 || --left > 0) return {cuda::CollectiveState::Pending, {}};
+        m_enqueuing[std::size_t(rank)] = false;
+        return {};
+    }
+    cuda::CollectiveStatus ordered(int rank, std::uint64_t token)
+    {
+        touch();
+        if (m_enqueuing[std::size_t(rank)] && token == m_launched[std::size_t(rank)])
+            ++m_state->orderedTooEarly;
+        m_ordered[std::size_t(rank)].push_back(token);
+        --m_state->tokensHeld;
+        return {};
+    }
     void abortAll() noexcept
     {
         ++m_state->aborts;
         m_state->tornDown = true;
+        m_state->releasedAtTeardown += m_state->tokensHeld.exchange(0);
     }
     void destroyAll() noexcept
     {
         ++m_state->destroys;
         m_state->tornDown = true;
+        m_state->releasedAtTeardown += m_state->tokensHeld.exchange(0);
+    }
+
+    // Each rank's collectives in the order they reached the driver, and the tokens ordered.
+    const std::vector<std::string>& log(int rank) const { return m_log[std::size_t(rank)]; }
+    const std::vector<std::uint64_t>& orderedTokens(int rank) const
+    {
+        return m_ordered[std::size_t(rank)];
     }
 
 private:
@@ -156,9 +230,21 @@ private:
     {
         if (m_state->tornDown) ++m_state->usesAfterTeardown;
     }
+    // A call that enqueues: NCCL takes none while the rank's last one is still being enqueued.
+    void nccl(int rank)
+    {
+        if (m_enqueuing[std::size_t(rank)]) ++m_state->callsWhileEnqueuing;
+    }
     int m_ranks;
     std::shared_ptr<FakeNcclState> m_state;
-    std::vector<int> m_polls; // per rank, each touched by its own thread only
+    // Per rank, each touched by its own thread only:
+    std::vector<int> m_polls;
+    std::vector<int> m_enqueueLeft;
+    std::vector<char> m_enqueuing; // not vector<bool>: each rank's thread writes its own
+    std::vector<std::uint64_t> m_nextToken;
+    std::vector<std::vector<std::string>> m_log;
+    std::vector<std::vector<std::uint64_t>> m_ordered;
+    std::vector<std::uint64_t> m_launched;
 };
 
 using FakeNcclCommunicator = cuda::AbortableCommunicator<FakeNcclDriver>;
@@ -173,6 +259,32 @@ fakeNccl(int ranks, const std::shared_ptr<FakeNcclState>& state,
 std::vector<Tensor> floats(int rank)
 {
     return {Tensor::filled({5}, DType::Float32, rank)};
+}
+
+// A rank's gradient buckets: bucket b holds b + 1 float32 tensors.
+std::vector<std::vector<Tensor>> buckets(int rank, int count)
+{
+    std::vector<std::vector<Tensor>> out;
+    for (int b = 0; b < count; ++b) {
+        out.emplace_back();
+        for (int i = 0; i <= b; ++i)
+            out.back().push_back(Tensor::filled({3 + i}, DType::Float32, rank));
+    }
+    return out;
+}
+
+// Throws (so that the rank's thread reports it) unless f() is refused with InvalidArgument
+// saying `text`.
+void expectRefused(const std::function<void()>& f, const std::string& text)
+{
+    try {
+        f();
+    } catch (const InvalidArgument& e) {
+        if (std::string(e.what()).find(text) == std::string::npos)
+            throw Error(std::string("refused, but with '") + e.what() + "', not '" + text + "'");
+        return;
+    }
+    throw Error("not refused: expected '" + text + "'");
 }
 
 } // namespace
@@ -428,6 +540,239 @@ private slots:
         QVERIFY(timedOut >= 1);
         QCOMPARE(state->aborts.load(), 1);
         QCOMPARE(state->usesAfterTeardown.load(), 0);
+    }
+
+    // Asynchronous averages on every rank, synchronous collectives between and among them: the
+    // tickets count up in the order started, every rank's collectives reach the driver in the
+    // same order, none while NCCL is still enqueuing the rank's previous one, each is ordered
+    // (the driver's ordered()) once, in order, after it was enqueued, and the host never waits
+    // for the GPU (poll(), the wait for a collective to finish, serves the synchronous ones only).
+    void ncclAsyncInOrder()
+    {
+        auto state = std::make_shared<FakeNcclState>();
+        state->pollsToFinish = 2;
+        state->enqueuePolls = 3; // ncclInProgress at first, enqueued after a few polls
+        const int ranks = 3, steps = 4, count = 3;
+        auto comm = fakeNccl(ranks, state);
+        auto ops = makeBackendOps("reference");
+        std::vector<std::vector<std::vector<Tensor>>> grads;
+        std::vector<std::vector<Tensor>> other;
+        for (int r = 0; r < ranks; ++r) {
+            grads.push_back(buckets(r, count));
+            other.push_back(floats(r));
+        }
+        std::vector<std::vector<std::uint64_t>> tickets(ranks);
+        const auto errors = onRanksWithin(ranks, std::chrono::seconds(20), [&](int r) {
+            comm->attach(r, *ops);
+            auto& mine = grads[std::size_t(r)];
+            for (int step = 0; step < steps; ++step) {
+                std::vector<std::uint64_t> started;
+                for (int b = 0; b < count; ++b) {
+                    started.push_back(comm->startAllReduceMean(r, mine[std::size_t(b)]));
+                    // A synchronous collective while averages are in flight keeps its place.
+                    if (step == 2 && b == 0) comm->allReduceMean(r, other[std::size_t(r)]);
+                }
+                for (std::uint64_t t : started) comm->complete(r, t);
+                tickets[std::size_t(r)].insert(tickets[std::size_t(r)].end(), started.begin(),
+                                               started.end());
+                if (step == 1) comm->allReduceMean(r, other[std::size_t(r)]);
+                comm->barrier(r);
+            }
+        });
+        for (const auto& e : errors) QVERIFY2(e.empty(), e.c_str());
+        for (int r = 0; r < ranks; ++r) {
+            std::vector<std::uint64_t> expected(steps * count), tokens(steps * count);
+            for (std::size_t i = 0; i < expected.size(); ++i) {
+                expected[i] = i;
+                tokens[i] = 1000 + i;
+            }
+            QCOMPARE(tickets[std::size_t(r)], expected);
+            QCOMPARE(comm->driver().orderedTokens(r), tokens);
+            QCOMPARE(comm->driver().log(r), comm->driver().log(0));
+        }
+        const std::vector<std::string> expectedLog = {
+            "async 1", "async 2",       "async 3",                  // step 0
+            "async 1", "async 2",       "async 3", "allReduceMean", // step 1
+            "async 1", "allReduceMean", "async 2", "async 3",       // step 2
+            "async 1", "async 2",       "async 3"};                 // step 3
+        QCOMPARE(comm->driver().log(0), expectedLog);
+        QCOMPARE(state->attached.load(), ranks);
+        QCOMPARE(state->asyncLaunches.load(), ranks * steps * count);
+        QCOMPARE(state->callsWhileEnqueuing.load(), 0);
+        QCOMPARE(state->orderedTooEarly.load(), 0);
+        QCOMPARE(state->gpuWaits.load(), ranks * 2 * 2); // two synchronous calls, two polls each
+        QCOMPARE(state->tokensHeld.load(), 0);
+        QVERIFY(!comm->aborted());
+        comm.reset();
+        QCOMPARE(state->destroys.load(), 1);
+        QCOMPARE(state->aborts.load(), 0);
+        QCOMPARE(state->releasedAtTeardown.load(), 0);
+        QCOMPARE(state->usesAfterTeardown.load(), 0);
+    }
+
+    // start returns while NCCL is still enqueuing (it never finishes here); complete() waits
+    // for that, and an abort from another rank's thread releases it with CollectiveAborted
+    // within moments (the watchdog fails the test on a hang). The teardown, once, releases what
+    // the ranks had started.
+    void ncclAbortReleasesRankInComplete()
+    {
+        auto state = std::make_shared<FakeNcclState>();
+        state->enqueuePolls = -1;
+        auto comm = fakeNccl(3, state);
+        std::vector<std::vector<Tensor>> data = {floats(0), floats(1), floats(2)};
+        std::atomic<int> started{0};
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto errors = onRanksWithin(3, std::chrono::seconds(20), [&](int r) {
+            if (r == 1) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                comm->abort("tower 1 on cuda:1: out of memory on cuda:1");
+                throw Error("out of memory");
+            }
+            const std::uint64_t ticket = comm->startAllReduceMean(r, data[std::size_t(r)]);
+            ++started; // at once: nothing waits for the enqueue here
+            comm->complete(r, ticket);
+        });
+        QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+        QCOMPARE(started.load(), 2);
+        for (int r : {0, 2})
+            QCOMPARE(QString::fromStdString(errors[std::size_t(r)]),
+                     QStringLiteral("aborted: NCCL allReduceMean: another tower failed: tower 1 "
+                                    "on cuda:1: out of memory on cuda:1"));
+        QCOMPARE(state->aborts.load(), 1);
+        QCOMPARE(state->releasedAtTeardown.load(), 2);
+        QCOMPARE(state->usesAfterTeardown.load(), 0);
+        // Later calls fail at once, without touching the torn-down handles.
+        QVERIFY_THROWS_EXCEPTION(CollectiveAborted, comm->startAllReduceMean(0, data[0]));
+        QVERIFY_THROWS_EXCEPTION(CollectiveAborted, comm->complete(0, 0));
+        QVERIFY_THROWS_EXCEPTION(CollectiveAborted, comm->allReduceMean(2, data[2]));
+        comm.reset();
+        QCOMPARE(state->aborts.load(), 1);
+        QCOMPARE(state->destroys.load(), 0);
+        QCOMPARE(state->usesAfterTeardown.load(), 0);
+    }
+
+    // NCCL reports an asynchronous error on rank 2 after its average was enqueued: complete()
+    // throws BackendError there, and the other ranks, wherever they are (completing, in the
+    // barrier after), are released with its reason.
+    void ncclAsyncFailureSurfacesFromComplete()
+    {
+        auto state = std::make_shared<FakeNcclState>();
+        state->asyncFailingRank = 2;
+        auto comm = fakeNccl(3, state);
+        std::vector<std::vector<Tensor>> data = {floats(0), floats(1), floats(2)};
+        const auto errors = onRanksWithin(3, std::chrono::seconds(20), [&](int r) {
+            const std::uint64_t ticket = comm->startAllReduceMean(r, data[std::size_t(r)]);
+            if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            comm->complete(r, ticket);
+            comm->barrier(r);
+        });
+        const std::string why = "NCCL allReduceMean failed on host: remote process exited or "
+                                "there was a network error";
+        QCOMPARE(QString::fromStdString(errors[2]), QString::fromStdString(why));
+        for (int r : {0, 1})
+            QVERIFY2(errors[std::size_t(r)].rfind("aborted: ", 0) == 0 &&
+                         errors[std::size_t(r)].find(why) != std::string::npos,
+                     errors[std::size_t(r)].c_str());
+        QCOMPARE(state->aborts.load(), 1);
+        QCOMPARE(state->usesAfterTeardown.load(), 0);
+    }
+
+    // A ticket completed out of order, twice, or never started: refused on the calling rank
+    // (InvalidArgument), changing nothing; the communicator goes on.
+    void ncclTicketsOutOfOrderRefused()
+    {
+        auto state = std::make_shared<FakeNcclState>();
+        state->enqueuePolls = 2;
+        auto comm = fakeNccl(2, state);
+        std::vector<std::vector<std::vector<Tensor>>> data = {buckets(0, 2), buckets(1, 2)};
+        const auto errors = onRanksWithin(2, std::chrono::seconds(20), [&](int r) {
+            auto& mine = data[std::size_t(r)];
+            const std::uint64_t t0 = comm->startAllReduceMean(r, mine[0]);
+            const std::uint64_t t1 = comm->startAllReduceMean(r, mine[1]);
+            expectRefused([&] { comm->complete(r, t1); },
+                          "NCCL complete: rank " + std::to_string(r) +
+                              " must complete collective 0 before 1");
+            comm->complete(r, t0);
+            expectRefused([&] { comm->complete(r, t0); }, "completed collective 0 already");
+            expectRefused([&] { comm->complete(r, 7); }, "started no collective 7");
+            comm->complete(r, t1);
+            expectRefused([&] { comm->complete(r, t1); }, "completed collective 1 already");
+            expectRefused([&] { comm->complete(r, 2); }, "started no collective 2");
+        });
+        for (const auto& e : errors) QVERIFY2(e.empty(), e.c_str());
+        QVERIFY(!comm->aborted());
+        for (int r = 0; r < 2; ++r)
+            QCOMPARE(comm->driver().orderedTokens(r), (std::vector<std::uint64_t>{1000, 1001}));
+        QCOMPARE(state->tokensHeld.load(), 0);
+        QCOMPARE(state->callsWhileEnqueuing.load(), 0);
+        // Refusals on the calling rank: no such rank, a tensor the average does not take.
+        std::vector<Tensor> ints = {Tensor::zeros({2}, DType::Int32)};
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, comm->startAllReduceMean(0, ints));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, comm->startAllReduceMean(2, data[0][0]));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, comm->complete(-1, 0));
+        QVERIFY(!comm->aborted());
+    }
+
+    // NCCL never finishes enqueuing, and nobody aborts: complete() gives up after the time
+    // limit instead of waiting forever, and releases the other ranks.
+    void ncclAsyncEnqueueTimesOut()
+    {
+        auto state = std::make_shared<FakeNcclState>();
+        state->enqueuePolls = -1;
+        auto comm = fakeNccl(2, state, std::chrono::milliseconds(300));
+        std::vector<std::vector<Tensor>> data = {floats(0), floats(1)};
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto errors = onRanksWithin(2, std::chrono::seconds(20), [&](int r) {
+            comm->complete(r, comm->startAllReduceMean(r, data[std::size_t(r)]));
+        });
+        QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+        for (const auto& e : errors)
+            QVERIFY2(e.find("not finished after 300 ms") != std::string::npos, e.c_str());
+        QCOMPARE(state->aborts.load(), 1);
+        QCOMPARE(state->usesAfterTeardown.load(), 0);
+    }
+
+    // Aborts from outside racing with ranks starting and completing averages (and synchronous
+    // ones): one teardown, after the last call that used the handles, every rank released, no
+    // NCCL call while one is being enqueued.
+    void ncclAbortRacesWithAsyncCollectives()
+    {
+        std::mt19937 random(11);
+        for (int round = 0; round < 40; ++round) {
+            auto state = std::make_shared<FakeNcclState>();
+            state->pollsToFinish = int(random() % 3);
+            state->enqueuePolls = int(random() % 4);
+            state->slowPolls = true;
+            auto comm = fakeNccl(4, state);
+            const auto delay = std::chrono::microseconds(random() % 3000);
+            std::vector<std::vector<std::vector<Tensor>>> data;
+            for (int r = 0; r < 4; ++r) data.push_back(buckets(r, 2));
+            std::thread aborter([&] {
+                std::this_thread::sleep_for(delay);
+                comm->abort("stopped");
+            });
+            const auto errors = onRanksWithin(4, std::chrono::seconds(20), [&](int r) {
+                auto& mine = data[std::size_t(r)];
+                for (int i = 0;; ++i) {
+                    const std::uint64_t a = comm->startAllReduceMean(r, mine[0]);
+                    const std::uint64_t b = comm->startAllReduceMean(r, mine[1]);
+                    comm->complete(r, a);
+                    comm->complete(r, b);
+                    if (i % 3 == 0) comm->allReduceMean(r, mine[1]);
+                }
+            });
+            aborter.join();
+            for (const auto& e : errors)
+                QVERIFY2(e.rfind("aborted: ", 0) == 0 && e.find("stopped") != std::string::npos,
+                         e.c_str());
+            QCOMPARE(state->aborts.load(), 1);
+            QCOMPARE(state->usesAfterTeardown.load(), 0);
+            QCOMPARE(state->callsWhileEnqueuing.load(), 0);
+            QCOMPARE(state->orderedTooEarly.load(), 0);
+            comm.reset();
+            QCOMPARE(state->destroys.load(), 0);
+            QCOMPARE(state->tokensHeld.load(), 0);
+        }
     }
 
     void towerThread()

@@ -1,17 +1,24 @@
 // The CUDA backend's host-side decisions, on the CPU (no GPU, no CUDA library): which convolution
 // algorithm cuDNN's measurements lead to (deterministic, exact float32 unless TF32 is allowed,
 // NHWC given up only for "not supported"), which stream a block of device memory is allocated and
-// freed on (the running op's, else the legacy one; the allocation's own when it dies later), and
-// which devices allocate from memory pools. The plugin runs exactly these (conv_algorithm.h,
-// stream_policy.h); what only a GPU shows is tst_gpu_backend's.
+// freed on (the running op's, else the legacy one; the allocation's own when it dies later),
+// which devices allocate from memory pools, and the bookkeeping of the same-device communicator's
+// asynchronous averages (ticket order, the last rank to start enqueueing, complete() waiting only
+// for that, aborts). The plugin runs exactly these (conv_algorithm.h, stream_policy.h,
+// ticket_board.h); what only a GPU shows is tst_gpu_backend's.
 #include <QtTest>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/cuda/conv_algorithm.h"
 #include "engine/cuda/stream_policy.h"
+#include "engine/cuda/ticket_board.h"
 
 using namespace towers::engine::cuda;
 
@@ -46,6 +53,52 @@ void* stream(std::uintptr_t n)
 }
 
 void* const kNone = nullptr; // nothing bound: the legacy default stream
+
+// A rank's part: its name; what the enqueue makes: the ticket times 10, plus 7.
+using Board = TicketBoard<std::string, int>;
+
+struct Enqueued
+{
+    std::uint64_t ticket;
+    std::vector<std::string> parts;
+};
+
+// An enqueue that logs what it was given.
+auto logTo(std::vector<Enqueued>& log)
+{
+    return [&log](std::uint64_t ticket, std::vector<std::string>& parts) {
+        log.push_back({ticket, parts});
+        return int(ticket) * 10 + 7;
+    };
+}
+
+// Runs f on a thread; fails the whole test (instead of hanging it) unless it is back within
+// `limit`. Returns what it threw ("" = nothing).
+std::string onThreadWithin(std::chrono::seconds limit, const std::function<void()>& f,
+                           std::atomic<bool>* returned = nullptr)
+{
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    auto error = std::make_shared<std::string>();
+    std::thread t([=] {
+        try {
+            f();
+        } catch (const towers::engine::CollectiveAborted& e) {
+            *error = std::string("aborted: ") + e.what();
+        } catch (const std::exception& e) {
+            *error = e.what();
+        }
+        if (returned) *returned = true;
+        *done = true;
+    });
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!*done) {
+        if (std::chrono::steady_clock::now() > deadline)
+            qFatal("a rank was not released within %d s: a hang", int(limit.count()));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    t.join();
+    return *error;
+}
 
 } // namespace
 
@@ -191,6 +244,186 @@ private slots:
         pools.disable(2);
         QVERIFY(!pools.use(2));
         QVERIFY(pools.use(0));
+    }
+    // Each rank registers and goes on; the last rank to start a collective enqueues it, with
+    // every rank's part in rank order, and the collectives are enqueued in ticket order whoever
+    // comes last. complete() then hands each rank the enqueue's result and its own part, and
+    // the last rank to complete a ticket gets the result back to recycle.
+    void ticketBoardEnqueuesOnTheLastStart()
+    {
+        Board board(3);
+        std::vector<Enqueued> log;
+        auto start = [&](int rank, std::uint64_t expected) {
+            const std::uint64_t t = board.start(
+                rank, "r" + std::to_string(rank) + "k" + std::to_string(expected), logTo(log));
+            QCOMPARE(t, expected);
+        };
+        for (std::uint64_t k = 0; k < 3; ++k) start(0, k); // rank 0 runs ahead
+        start(1, 0);
+        start(1, 1);
+        QVERIFY(log.empty());
+        start(2, 0); // the last part of collective 0
+        QCOMPARE(log.size(), std::size_t(1));
+        start(2, 1);
+        start(1, 2);
+        QCOMPARE(log.size(), std::size_t(2));
+        start(2, 2);
+        QCOMPARE(log.size(), std::size_t(3));
+        for (std::uint64_t k = 0; k < 3; ++k) {
+            QCOMPARE(log[k].ticket, k);
+            const std::string tail = "k" + std::to_string(k);
+            QCOMPARE(log[k].parts,
+                     (std::vector<std::string>{"r0" + tail, "r1" + tail, "r2" + tail}));
+        }
+        QCOMPARE(board.inFlight(), std::size_t(3));
+        // Every ticket is enqueued: nothing waits.
+        for (std::uint64_t k = 0; k < 3; ++k)
+            for (int r = 0; r < 3; ++r) {
+                int seenDone = -1;
+                std::string seenPart;
+                const auto recycle =
+                    board.complete(r, k, "complete", [&](int done, std::string& p) {
+                        seenDone = done;
+                        seenPart = p;
+                    });
+                QCOMPARE(seenDone, int(k) * 10 + 7);
+                QCOMPARE(seenPart, "r" + std::to_string(r) + "k" + std::to_string(k));
+                QCOMPARE(recycle.has_value(), r == 2);
+                if (recycle) QCOMPARE(*recycle, int(k) * 10 + 7);
+            }
+        QCOMPARE(board.inFlight(), std::size_t(0));
+        QVERIFY(!board.aborted());
+    }
+
+    // complete() waits on the host until the collective is enqueued, that is until the last
+    // rank has started it, and no longer.
+    void ticketBoardCompleteWaitsForTheLastStart()
+    {
+        Board board(2);
+        std::vector<Enqueued> log;
+        QCOMPARE(board.start(0, "a", logTo(log)), std::uint64_t(0));
+        std::atomic<bool> returned{false};
+        int seen = -1;
+        std::thread rank1([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(150));
+            if (returned) return; // complete() did not wait: the check below fails
+            board.start(1, "b", logTo(log));
+        });
+        const std::string error = onThreadWithin(
+            std::chrono::seconds(20),
+            [&] { board.complete(0, 0, "complete", [&](int done, std::string&) { seen = done; }); },
+            &returned);
+        rank1.join();
+        QVERIFY2(error.empty(), error.c_str());
+        QCOMPARE(log.size(), std::size_t(1));
+        QCOMPARE(seen, 7);
+        board.complete(1, 0, "complete", [](int, std::string&) {});
+        QCOMPARE(board.inFlight(), std::size_t(0));
+    }
+
+    // An abort releases a rank waiting in complete() with CollectiveAborted and its reason; then
+    // every start and complete throws it at once.
+    void ticketBoardAbortReleasesComplete()
+    {
+        Board board(3);
+        std::vector<Enqueued> log;
+        board.start(0, "a", logTo(log));
+        board.start(1, "b", logTo(log));
+        std::thread aborter([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            board.abort("tower 2 failed: out of memory");
+        });
+        const auto t0 = std::chrono::steady_clock::now();
+        const std::string error = onThreadWithin(std::chrono::seconds(20), [&] {
+            board.complete(0, 0, "complete", [](int, std::string&) {});
+        });
+        aborter.join();
+        QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+        QCOMPARE(QString::fromStdString(error),
+                 QStringLiteral("aborted: tower 2 failed: out of memory"));
+        QVERIFY(board.aborted());
+        QVERIFY_THROWS_EXCEPTION(towers::engine::CollectiveAborted,
+                                 board.start(2, "c", logTo(log)));
+        QVERIFY_THROWS_EXCEPTION(towers::engine::CollectiveAborted,
+                                 board.complete(1, 0, "complete", [](int, std::string&) {}));
+        QVERIFY(log.empty());
+        board.abort("another reason"); // the first reason stays
+        QCOMPARE(QString::fromStdString(board.reason()),
+                 QStringLiteral("tower 2 failed: out of memory"));
+    }
+
+    // Tickets completed out of order, twice, or never started are refused (InvalidArgument) and
+    // change nothing; a failing ordered() leaves the ticket to complete.
+    void ticketBoardRefusesTicketsOutOfOrder()
+    {
+        Board board(1);
+        std::vector<Enqueued> log;
+        board.start(0, "a", logTo(log));
+        board.start(0, "b", logTo(log));
+        QCOMPARE(log.size(), std::size_t(2)); // one rank: each start enqueues
+        auto nothing = [](int, std::string&) {};
+        auto refused = [&](std::uint64_t ticket, const QString& text) {
+            try {
+                board.complete(0, ticket, "complete", nothing);
+            } catch (const towers::engine::InvalidArgument& e) {
+                QCOMPARE(QString::fromUtf8(e.what()), text);
+                return;
+            }
+            QFAIL(qPrintable("not refused: " + text));
+        };
+        refused(1, "complete: rank 0 must complete collective 0 before 1 (the order they started "
+                   "in)");
+        refused(5, "complete: rank 0 started no collective 5");
+        QVERIFY_THROWS_EXCEPTION(std::runtime_error,
+                                 board.complete(0, 0, "complete", [](int, std::string&) {
+                                     throw std::runtime_error("cudaStreamWaitEvent failed");
+                                 }));
+        board.complete(0, 0, "complete", nothing);
+        refused(0, "complete: rank 0 completed collective 0 already");
+        board.complete(0, 1, "complete", nothing);
+        refused(1, "complete: rank 0 completed collective 1 already");
+        QCOMPARE(board.inFlight(), std::size_t(0));
+        QVERIFY(!board.aborted());
+
+        TicketOrder order;
+        QCOMPARE(order.start(), std::uint64_t(0));
+        QCOMPARE(order.start(), std::uint64_t(1));
+        QCOMPARE(order.pending(), std::uint64_t(2));
+        order.requireOldest(0, "complete", 3);
+        QVERIFY_THROWS_EXCEPTION(towers::engine::InvalidArgument,
+                                 order.requireOldest(1, "complete", 3));
+        order.completed();
+        QCOMPARE(order.oldest(), std::uint64_t(1));
+        QCOMPARE(order.next(), std::uint64_t(2));
+    }
+
+    // An enqueue that fails (the ranks' tensors do not match, a CUDA error) aborts the board
+    // with its message: the rank that ran it gets the error, those waiting are released with it.
+    void ticketBoardEnqueueFailureAborts()
+    {
+        Board board(2);
+        std::vector<Enqueued> log;
+        board.start(0, "a", logTo(log));
+        std::thread rank1([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            try {
+                board.start(1, "b", [](std::uint64_t, std::vector<std::string>&) -> int {
+                    throw towers::engine::InvalidArgument(
+                        "allReduceMean: rank 1 tensor 0 is float32 [3], rank 0's is float32 [4]");
+                });
+            } catch (const towers::engine::InvalidArgument&) {
+                return;
+            }
+            qFatal("the enqueue's error did not reach its rank");
+        });
+        const std::string error = onThreadWithin(std::chrono::seconds(20), [&] {
+            board.complete(0, 0, "complete", [](int, std::string&) {});
+        });
+        rank1.join();
+        QCOMPARE(QString::fromStdString(error),
+                 QStringLiteral("aborted: allReduceMean: rank 1 tensor 0 is float32 [3], rank "
+                                "0's is float32 [4]"));
+        QVERIFY(board.aborted());
     }
 };
 
