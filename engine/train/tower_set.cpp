@@ -96,6 +96,7 @@ struct TowerSet::Tower
     std::unique_ptr<TowerBuckets> buckets; // null with one tower or bucketMb = 0
     LossValue loss;
     TowerTimes times;
+    std::chrono::steady_clock::time_point finished; // when its part of the step ended
     EvalResult eval;
     TowerThread thread; // declared last: joined before the model and ops it uses are destroyed
 };
@@ -419,6 +420,7 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
             for (std::size_t i = 0; i < params.size(); ++i)
                 if (!params[i]->trainable) params[i]->value.copyFrom(tw.savedBuffers[i]);
             tw.times = {computeMs, commMs, dataMs, 0};
+            tw.finished = Clock::now();
             return;
         }
         tw.optimizer->step(*tw.ops, tw.model->parameters(), lr);
@@ -426,7 +428,12 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         tw.ops->synchronize();
         const auto t3 = Clock::now();
         tw.times = {computeMs, commMs, dataMs, msBetween(t2, t3)};
+        tw.finished = t3;
     });
+    // A tower that finished first waited for the others until the last one was done.
+    auto last = m_towers.front()->finished;
+    for (const auto& tw : m_towers) last = std::max(last, tw->finished);
+    for (auto& tw : m_towers) tw->times.commMs += msBetween(tw->finished, last);
 
     TowerStepResult r;
     for (const auto& tw : m_towers) {

@@ -11,7 +11,8 @@ struct TowerTimes
     double computeMs = 0;
     // Communication not hidden behind backward: starting buckets (on the host, the tower that
     // completes a bucket averages it), waiting for the averages after backward and for the other
-    // towers to agree that the step is finite.
+    // towers to agree that the step is finite, and, for a tower that finished its update first,
+    // waiting for the last one.
     double commMs = 0;
     // Waiting for data: the trainer's wait for the batch (the same for every tower) and a GPU
     // tower's copy of its slice to the device.

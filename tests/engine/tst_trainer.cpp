@@ -414,8 +414,7 @@ private slots:
                 QVERIFY2(tower[part].get<double>() >= 0, part);
                 sum += tower[part].get<double>();
             }
-            QVERIFY2(sum <= metrics[2]["stepMs"].get<double>() * 1.05 + 0.5,
-                     tower.dump().c_str());
+            QVERIFY2(sum <= metrics[2]["stepMs"].get<double>() * 1.05 + 0.5, tower.dump().c_str());
         }
         const auto evals = jsonLines(run.evalPath());
         QCOMPARE(evals.size(), std::size_t(2));

@@ -1,16 +1,21 @@
 // DevicesPage: telemetry curves added per device as samples arrive (a second device is data, not
-// a widget), tower setup, and per-tower step times with the slow towers highlighted.
+// a widget), tower setup, and where each tower's step goes: the stacked bars of the latest step,
+// the timeline of the last reports, the verdict in words, the slow towers outlined.
+#include <QComboBox>
+#include <QSet>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTest>
+#include <qcustomplot.h>
 
 #include "app/devices/telemetry.h"
 #include "ui/models/device_model.h"
 #include "ui/models/telemetry_history.h"
 #include "ui/pages/devices_page.h"
-#include "ui/plots/bar_chart.h"
 #include "ui/plots/plot_widget.h"
+#include "ui/plots/stacked_bar_chart.h"
 
+using towers::engine::TowerTimes;
 using towers::ui::DevicesPage;
 using towers::ui::TelemetryHistory;
 
@@ -34,6 +39,25 @@ public:
         return {cpu, gpu};
     }
 };
+
+TowerTimes split(double computeMs, double commMs, double dataMs, double updateMs)
+{
+    TowerTimes t;
+    t.computeMs = computeMs;
+    t.commMs = commMs;
+    t.dataMs = dataMs;
+    t.updateMs = updateMs;
+    return t;
+}
+
+// Only compute differs between the towers (each waits 1 ms for data, 2 ms to average, 3 ms to
+// update).
+std::vector<TowerTimes> computeOnly(const std::vector<double>& ms)
+{
+    std::vector<TowerTimes> towers;
+    for (double c : ms) towers.push_back(split(c, 2, 1, 3));
+    return towers;
+}
 } // namespace
 
 class TestDevicesPage : public QObject
@@ -125,24 +149,197 @@ private slots:
         // Two towers: against the other one.
         QCOMPARE(DevicesPage::slowTowers({72.5, 112.9}), (std::vector<bool>{false, true}));
         QCOMPARE(DevicesPage::slowTowers({100, 110}), (std::vector<bool>{false, false}));
+        // On the page, the flag follows each tower's mean compute time.
         DevicesPage page;
-        page.showTowerTimes(10, {20, 21, 40});
-        page.showTowerTimes(20, {20, 22, 41});
+        page.showTowerTimes(10, computeOnly({20, 21, 40}));
+        page.showTowerTimes(20, computeOnly({20, 22, 41}));
         auto* chart = page.towerChart();
         QCOMPARE(chart->barCount(), 3);
         QVERIFY(!chart->isHighlighted(0));
         QVERIFY(chart->isHighlighted(2));
-        QCOMPARE(chart->value(2), 41.0);
-        QCOMPARE(page.towerHistoryPlot()->seriesCount(), 3);
-        QCOMPARE(page.towerHistoryPlot()->pointCount(2), 2);
+        QCOMPARE(chart->value(2, DevicesPage::ComputePart), 41.0);
         // One slow step among steady ones does not flag a tower: the flag follows recent means.
-        for (int s = 3; s <= 12; ++s) page.showTowerTimes(10 * s, {20, 20, 20});
-        page.showTowerTimes(130, {20, 60, 20});
-        QCOMPARE(chart->value(1), 60.0);
+        for (int s = 3; s <= 12; ++s) page.showTowerTimes(10 * s, computeOnly({20, 20, 20}));
+        page.showTowerTimes(130, computeOnly({20, 60, 20}));
+        QCOMPARE(chart->value(1, DevicesPage::ComputePart), 60.0);
         QVERIFY(!chart->isHighlighted(1));
+    }
+
+    // Each tower's four parts reach its stacked bar, in the order a step runs them; the timeline
+    // has a column per report, of the towers' mean or of one tower.
+    void splitPerTower()
+    {
+        DevicesPage page;
+        auto* chart = page.towerChart();
+        QCOMPARE(chart->segmentCount(), int(DevicesPage::TowerPartCount));
+        QCOMPARE(chart->segmentName(DevicesPage::DataPart), QStringLiteral("data wait"));
+        QCOMPARE(chart->segmentName(DevicesPage::ComputePart), QStringLiteral("compute"));
+        QCOMPARE(chart->segmentName(DevicesPage::CommunicationPart),
+                 QStringLiteral("communication"));
+        QCOMPARE(chart->segmentName(DevicesPage::UpdatePart), QStringLiteral("update"));
+        page.showTowerTimes(100, {split(30, 2, 1, 3), split(25, 7.5, 1.5, 3.25)});
+        QCOMPARE(chart->barCount(), 2);
+        QCOMPARE(chart->label(1), QStringLiteral("tower 1"));
+        QCOMPARE(chart->value(1, DevicesPage::DataPart), 1.5);
+        QCOMPARE(chart->value(1, DevicesPage::ComputePart), 25.0);
+        QCOMPARE(chart->value(1, DevicesPage::CommunicationPart), 7.5);
+        QCOMPARE(chart->value(1, DevicesPage::UpdatePart), 3.25);
+        QCOMPARE(chart->total(0), 36.0);
+        QCOMPARE(chart->total(1), 37.25);
+        // What is drawn: one QCPBars per part, stacked on the previous part, a point per tower.
+        auto* comm = chart->segmentBars(DevicesPage::CommunicationPart);
+        QCOMPARE(comm->barBelow(), chart->segmentBars(DevicesPage::ComputePart));
+        QCOMPARE(chart->segmentBars(DevicesPage::DataPart)->barBelow(), nullptr);
+        QCOMPARE(comm->data()->size(), 2);
+        QCOMPARE(comm->data()->at(0)->value, 2.0);
+        QCOMPARE(comm->data()->at(1)->value, 7.5);
+        // Distinct colours, and the legend names the parts.
+        QSet<QRgb> colors;
+        for (int s = 0; s < chart->segmentCount(); ++s)
+            colors.insert(chart->segmentBars(s)->brush().color().rgb());
+        QCOMPARE(colors.size(), chart->segmentCount());
+        QVERIFY(chart->customPlot()->legend->visible());
+        QCOMPARE(chart->customPlot()->legend->itemCount(), 4);
+        // The tooltip says each part in ms and as a share of the step.
+        const QString tip =
+            chart->toolTip(1).replace(QStringLiteral("&nbsp;"), QStringLiteral(" "));
+        QVERIFY2(tip.contains(QStringLiteral("tower 1")) &&
+                     tip.contains(QStringLiteral("37.3 ms")) &&
+                     tip.contains(QStringLiteral("7.5 ms")) && tip.contains(QStringLiteral("20 %")),
+                 qPrintable(tip));
+
+        page.showTowerTimes(110, {split(32, 2, 1, 3), split(27, 8, 1, 3)});
+        auto* timeline = page.towerTimeline();
+        QCOMPARE(page.timelineTower(), -1); // the towers' mean
+        QCOMPARE(timeline->barCount(), 2);
+        QCOMPARE(timeline->key(0), 100.0);
+        QCOMPARE(timeline->key(1), 110.0);
+        QCOMPARE(timeline->value(0, DevicesPage::ComputePart), 27.5);
+        QCOMPARE(timeline->value(1, DevicesPage::CommunicationPart), 5.0);
+        QCOMPARE(timeline->label(1), QStringLiteral("step 110"));
+        auto* choice = page.findChild<QComboBox*>();
+        QVERIFY(choice);
+        QCOMPARE(choice->count(), 3); // mean, tower 0, tower 1
+        choice->setCurrentIndex(2);
+        QCOMPARE(page.timelineTower(), 1);
+        QCOMPARE(timeline->value(0, DevicesPage::ComputePart), 25.0);
+        QCOMPARE(timeline->value(1, DevicesPage::CommunicationPart), 8.0);
+        // Bounded to the last kTimelineReports reports.
+        for (int s = 12; s < 12 + DevicesPage::kTimelineReports; ++s)
+            page.showTowerTimes(10 * s, {split(30, 2, 1, 3), split(s, 2, 1, 3)});
+        QCOMPARE(timeline->barCount(), DevicesPage::kTimelineReports);
+        QCOMPARE(timeline->key(0), 120.0);
+        QCOMPARE(timeline->value(0, DevicesPage::ComputePart), 12.0); // still tower 1
+        QCOMPARE(page.timelineTower(), 1);
+    }
+
+    // The verdict names only what the numbers show.
+    void verdicts_data()
+    {
+        QTest::addColumn<std::vector<TowerTimes>>("towers");
+        QTest::addColumn<QStringList>("says");
+        QTest::addColumn<QStringList>("doesNotSay");
+        const QString balanced = QStringLiteral("Balanced"),
+                      data = QStringLiteral("Waiting on the data"),
+                      others = QStringLiteral("Waiting on the others"),
+                      comm = QStringLiteral("Communication-bound"),
+                      unbalanced = QStringLiteral("Unbalanced");
+        // Compute 92 and 94 % of the steps (93 % on average); the slowest tower 41 ms, the
+        // fastest 40.
+        QTest::newRow("balanced") << std::vector{split(40, 1.5, 1, 1), split(41, 0.5, 1, 1)}
+                                  << QStringList{balanced, QStringLiteral("93 %"),
+                                                 QStringLiteral("41.0 ms"),
+                                                 QStringLiteral("40.0 ms")}
+                                  << QStringList{data, others, comm, unbalanced};
+        // 12 ms of a 45 ms step spent waiting for the batch: 27 %.
+        QTest::newRow("data-bound")
+            << std::vector{split(30, 1, 12, 2), split(30, 1, 12, 2)}
+            << QStringList{data, QStringLiteral("27 %"), QStringLiteral("input pipeline")}
+            << QStringList{balanced, others, comm, unbalanced};
+        // Tower 0 finishes backward 14 ms early and waits for tower 1: 14 of its 38 ms, 37 %.
+        QTest::newRow("waits on the others")
+            << std::vector{split(20, 15, 1, 2), split(34, 1, 1, 2)}
+            << QStringList{others, QStringLiteral("Tower 0 waits on the others 37 % of its step"),
+                           QStringLiteral("tower 1 computes 70 % longer")}
+            << QStringList{balanced, data, comm, QStringLiteral("Tower 1 waits")};
+        // Both towers balanced but 20 of 53 ms averaging gradients: the averaging itself.
+        QTest::newRow("communication-bound")
+            << std::vector{split(30, 20, 1, 2), split(30, 20, 1, 2)}
+            << QStringList{comm, QStringLiteral("38 %")}
+            << QStringList{balanced, data, others, unbalanced};
+        // Tower 0: 6 ms averaging (tower 1 spends as much) and 4 ms waiting for tower 1, neither
+        // 20 % of the 32 ms step alone, but 31 % together.
+        QTest::newRow("averaging and waiting")
+            << std::vector{split(20, 10, 1, 1), split(24, 6, 1, 1)}
+            << QStringList{QStringLiteral("Waiting on communication"),
+                           QStringLiteral("Tower 0 spends 31 % of its step")}
+            << QStringList{balanced, data, others, comm, unbalanced};
+        // A tower 40 % slower, but the data wait hides most of it: both are said.
+        QTest::newRow("unbalanced and data-bound")
+            << std::vector{split(10, 4.5, 30, 1), split(14, 0.5, 30, 1)}
+            << QStringList{unbalanced, QStringLiteral("Tower 1 computes more than 25 %"), data}
+            << QStringList{balanced, others, comm};
+        QTest::newRow("one tower")
+            << std::vector{split(45, 0, 2.5, 2.5)}
+            << QStringList{QStringLiteral("One tower"), QStringLiteral("compute 90 %")}
+            << QStringList{balanced, data, others, comm, unbalanced};
+    }
+
+    void verdicts()
+    {
+        QFETCH(std::vector<TowerTimes>, towers);
+        QFETCH(QStringList, says);
+        QFETCH(QStringList, doesNotSay);
+        // The page judges each tower's mean over the recent reports; steady reports give the
+        // same verdict as the static function.
+        DevicesPage page;
+        for (int s = 1; s <= 3; ++s) page.showTowerTimes(10 * s, towers);
+        const QString verdict = page.verdict();
+        QCOMPARE(verdict, DevicesPage::verdictFor(towers));
+        for (const QString& text : says)
+            QVERIFY2(verdict.contains(text),
+                     qPrintable(verdict + QStringLiteral(" lacks ") + text));
+        for (const QString& text : doesNotSay)
+            QVERIFY2(!verdict.contains(text), qPrintable(verdict + QStringLiteral(" has ") + text));
+    }
+
+    // A verdict follows the recent mean: one step waiting on the data does not change it.
+    void verdictFollowsTheRecentMean()
+    {
+        DevicesPage page;
+        for (int s = 1; s <= 10; ++s)
+            page.showTowerTimes(s, {split(40, 1, 1, 1), split(40, 1, 1, 1)});
+        page.showTowerTimes(11, {split(40, 1, 40, 1), split(40, 1, 40, 1)});
+        QVERIFY2(page.verdict().contains(QStringLiteral("Balanced")), qPrintable(page.verdict()));
+        for (int s = 12; s <= 20; ++s)
+            page.showTowerTimes(s, {split(40, 1, 40, 1), split(40, 1, 40, 1)});
+        QVERIFY2(page.verdict().contains(QStringLiteral("Waiting on the data")),
+                 qPrintable(page.verdict()));
+    }
+
+    void clearing()
+    {
+        DevicesPage page;
+        const QString idle = page.verdict();
+        QVERIFY(idle.contains(QStringLiteral("Start a run")));
+        for (int s = 1; s <= 3; ++s)
+            page.showTowerTimes(s, {split(20, 15, 1, 2), split(34, 1, 1, 2), split(20, 15, 1, 2)});
+        page.setTimelineTower(2);
+        QCOMPARE(page.timelineTower(), 2);
+        QVERIFY(page.verdict() != idle);
         page.clearTowerTimes();
-        QCOMPARE(chart->barCount(), 0);
-        QCOMPARE(page.towerHistoryPlot()->seriesCount(), 0);
+        QCOMPARE(page.towerChart()->barCount(), 0);
+        QCOMPARE(page.towerTimeline()->barCount(), 0);
+        QCOMPARE(page.towerChart()->segmentBars(DevicesPage::ComputePart)->data()->size(), 0);
+        QCOMPARE(page.timelineTower(), -1);
+        QCOMPARE(page.findChild<QComboBox*>()->count(), 1);
+        QCOMPARE(page.verdict(), idle);
+        // A new run of two towers starts afresh: nothing of the three-tower run is left.
+        page.showTowerTimes(1, {split(30, 1, 1, 1), split(30, 1, 1, 1)});
+        QCOMPARE(page.towerChart()->barCount(), 2);
+        QCOMPARE(page.towerTimeline()->barCount(), 1);
+        QCOMPARE(page.findChild<QComboBox*>()->count(), 3);
+        QVERIFY(page.verdict().contains(QStringLiteral("Balanced")));
     }
 };
 

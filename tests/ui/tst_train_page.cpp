@@ -90,7 +90,15 @@ private slots:
         QCOMPARE(page.history().lastStep(), 40);
         QCOMPARE(page.lossPlot()->lastValue(0), page.history().loss().back());
         QVERIFY(towerTimes.count() >= 1);
-        QCOMPARE(towerTimes.last().at(1).value<std::vector<double>>().size(), std::size_t(2));
+        // One signal per report (the Devices page's timeline has each), with every tower's split.
+        QCOMPARE(towerTimes.count(), 40);
+        QCOMPARE(towerTimes.last().at(0).value<qint64>(), qint64(40));
+        const auto split = towerTimes.last().at(1).value<std::vector<towers::engine::TowerTimes>>();
+        QCOMPARE(split.size(), std::size_t(2));
+        for (const auto& t : split) {
+            QVERIFY(t.computeMs > 0);
+            QVERIFY(t.commMs >= 0 && t.dataMs >= 0 && t.updateMs >= 0);
+        }
         const int replots = page.lossPlot()->replotCount() - replotsBefore;
         QVERIFY2(replots <= elapsed / towers::ui::PlotWidget::kMinReplotIntervalMs + 2,
                  qPrintable(QStringLiteral("%1 redraws in %2 ms").arg(replots).arg(elapsed)));

@@ -1,9 +1,11 @@
 #include "ui/pages/devices_page.h"
 
+#include <QComboBox>
 #include <QDateTime>
 #include <QFormLayout>
 #include <QGridLayout>
 #include <QGroupBox>
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QSpinBox>
@@ -19,10 +21,70 @@
 #include "app/devices/telemetry.h"
 #include "ui/models/device_model.h"
 #include "ui/models/telemetry_history.h"
-#include "ui/plots/bar_chart.h"
 #include "ui/plots/plot_widget.h"
+#include "ui/plots/stacked_bar_chart.h"
 
 namespace towers::ui {
+
+namespace {
+
+// A tower's parts in TowerPart order.
+QVector<double> partsOf(const engine::TowerTimes& t)
+{
+    return {t.dataMs, t.computeMs, t.commMs, t.updateMs};
+}
+
+double totalOf(const engine::TowerTimes& t)
+{
+    return std::max(0.0, t.dataMs) + std::max(0.0, t.computeMs) + std::max(0.0, t.commMs) +
+           std::max(0.0, t.updateMs);
+}
+
+// The mean of each part over `times`.
+engine::TowerTimes meanOf(const std::vector<engine::TowerTimes>& times)
+{
+    engine::TowerTimes m;
+    for (const auto& t : times) {
+        m.dataMs += t.dataMs;
+        m.computeMs += t.computeMs;
+        m.commMs += t.commMs;
+        m.updateMs += t.updateMs;
+    }
+    const double n = double(std::max<std::size_t>(1, times.size()));
+    m.dataMs /= n;
+    m.computeMs /= n;
+    m.commMs /= n;
+    m.updateMs /= n;
+    return m;
+}
+
+QString percent(double share)
+{
+    return QString::number(std::lround(100 * share));
+}
+
+// "tower 0", "towers 0 and 2", "towers 0, 2 and 3".
+QString towerNames(const std::vector<std::size_t>& towers)
+{
+    if (towers.size() == 1) return DevicesPage::tr("tower %1").arg(towers.front());
+    QStringList numbers;
+    for (std::size_t t = 0; t + 1 < towers.size(); ++t) numbers << QString::number(towers[t]);
+    return DevicesPage::tr("towers %1 and %2")
+        .arg(numbers.join(QStringLiteral(", ")))
+        .arg(towers.back());
+}
+
+QString capitalised(QString s)
+{
+    if (!s.isEmpty()) s[0] = s[0].toUpper();
+    return s;
+}
+
+const char* const kNoRunText = QT_TRANSLATE_NOOP(
+    "towers::ui::DevicesPage", "Start a run to see where each tower's step goes: data, compute, "
+                               "communication, update.");
+
+} // namespace
 
 DevicesPage::DevicesPage(QWidget* parent)
     : QWidget(parent), m_devices(new DeviceModel(this)), m_history(new TelemetryHistory(600, this)),
@@ -79,24 +141,53 @@ DevicesPage::DevicesPage(QWidget* parent)
         grid->addWidget(plot, m / 2, m % 2);
         m_telemetryPlots.push_back(plot);
     }
-    auto* towerBox = new QGroupBox(tr("Step time per tower"), split);
+    auto* towerBox = new QGroupBox(tr("Where each tower's step goes"), split);
     auto* towerLayout = new QVBoxLayout(towerBox);
-    m_towerChart = new BarChart(tr("Forward + backward, latest step"), Qt::Vertical, towerBox);
-    m_towerChart->setValueLabel(tr("ms"));
-    m_towerChart->setValueText(QStringLiteral("%1"), 1, 1);
-    m_towerHistory = new PlotWidget(tr("Per tower over the run"), towerBox);
-    m_towerHistory->setAxisLabels(tr("step"), tr("ms"));
-    m_towerHistory->setEmptyMessage(tr("Shown while training runs"));
-    m_balance =
-        new QLabel(tr("Start a run to see how evenly the towers share the work."), towerBox);
+    const QStringList partNames{tr("data wait"), tr("compute"), tr("communication"), tr("update")};
+    // Compute blue, communication orange, data purple, update green; red marks a slow tower.
+    const QVector<int> partColors{4, 0, 1, 2};
+    m_towerChart = new StackedBarChart(tr("Latest step"), Qt::Horizontal, towerBox);
+    m_towerChart->setSegments(partNames, partColors);
+    m_towerChart->setUnit(tr("ms"));
+    m_towerChart->setValueTextsVisible(true);
+    m_towerChart->setEmptyMessage(tr("Shown while training runs"));
+    m_towerChart->setToolTip(
+        tr("<p>Each tower's latest step, in the order it happens:</p>"
+           "<p><b>data wait</b>: waiting for the batch (and a GPU tower's copy of its slice);<br>"
+           "<b>compute</b>: forward, loss and backward;<br><b>communication</b>: averaging the "
+           "gradients, where backward does not hide it, and waiting for the other towers;<br>"
+           "<b>update</b>: the optimizer step.</p><p>A tower outlined in red computes more than "
+           "25 % longer than the others. Hover a bar for its values.</p>"));
+    m_timelineChoice = new QComboBox(towerBox);
+    m_timelineChoice->addItem(tr("the towers' mean"), -1);
+    m_timelineChoice->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    auto* timelineRow = new QHBoxLayout;
+    auto* timelineLabel = new QLabel(tr("&Timeline of"), towerBox);
+    timelineLabel->setBuddy(m_timelineChoice);
+    timelineRow->addWidget(timelineLabel);
+    timelineRow->addWidget(m_timelineChoice);
+    timelineRow->addStretch(1);
+    m_towerTimeline = new StackedBarChart(tr("Recent reports"), Qt::Vertical, towerBox);
+    m_towerTimeline->setSegments(partNames, partColors);
+    m_towerTimeline->setUnit(tr("ms"));
+    m_towerTimeline->setKeyLabel(tr("step"));
+    m_towerTimeline->setLegendVisible(false); // the bars' legend above says the colours
+    m_towerTimeline->setEmptyMessage(tr("Shown while training runs"));
+    m_balance = new QLabel(tr(kNoRunText), towerBox);
     m_balance->setWordWrap(true);
+    m_balance->setTextFormat(Qt::RichText);
+    m_balance->setToolTip(tr("Judged on each tower's mean over the last %n report(s); a part is "
+                             "named when it takes %1 % of the step or more.",
+                             nullptr, kBalanceWindow)
+                              .arg(percent(kWaitShare)));
     towerLayout->addWidget(m_towerChart, 1);
-    towerLayout->addWidget(m_towerHistory, 1);
+    towerLayout->addLayout(timelineRow);
+    towerLayout->addWidget(m_towerTimeline, 1);
     towerLayout->addWidget(m_balance);
     split->addWidget(telemetryBox);
     split->addWidget(towerBox);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
+    split->setStretchFactor(0, 1);
+    split->setStretchFactor(1, 1);
     top->addWidget(split, 1);
 
     connect(m_history, &TelemetryHistory::deviceAdded, this, &DevicesPage::onDeviceAdded);
@@ -105,6 +196,7 @@ DevicesPage::DevicesPage(QWidget* parent)
     connect(m_threads, &QSpinBox::valueChanged, this, &DevicesPage::updateSummary);
     connect(m_devices, &DeviceModel::inclusionChanged, this, &DevicesPage::updateSummary);
     connect(m_timer, &QTimer::timeout, this, &DevicesPage::sampleNow);
+    connect(m_timelineChoice, &QComboBox::currentIndexChanged, this, &DevicesPage::updateTimeline);
 
     m_devices->setDevices(app::listDevices());
     // As tall as its rows: one per device.
@@ -242,60 +334,199 @@ std::vector<bool> DevicesPage::slowTowers(const std::vector<double>& ms)
     return slow;
 }
 
-void DevicesPage::showTowerTimes(std::int64_t step, const std::vector<double>& towerComputeMs)
+int DevicesPage::timelineTower() const
 {
-    m_recentTowerMs.push_back(towerComputeMs);
-    if (int(m_recentTowerMs.size()) > kBalanceWindow)
-        m_recentTowerMs.erase(m_recentTowerMs.begin());
-    std::vector<double> mean(towerComputeMs.size(), 0.0);
-    for (std::size_t t = 0; t < mean.size(); ++t) {
-        int n = 0;
-        for (const auto& r : m_recentTowerMs)
-            if (t < r.size()) {
-                mean[t] += r[t];
-                ++n;
-            }
-        mean[t] /= std::max(1, n);
+    return m_timelineChoice->currentData().toInt();
+}
+
+void DevicesPage::setTimelineTower(int tower)
+{
+    const int i = m_timelineChoice->findData(tower);
+    if (i >= 0) m_timelineChoice->setCurrentIndex(i);
+}
+
+QString DevicesPage::verdict() const
+{
+    return m_balance->text();
+}
+
+QString DevicesPage::verdictFor(const std::vector<engine::TowerTimes>& mean)
+{
+    const std::size_t n = mean.size();
+    if (n == 0) return tr(kNoRunText);
+    std::vector<double> total(n);
+    for (std::size_t t = 0; t < n; ++t) total[t] = totalOf(mean[t]);
+    auto share = [&](double ms, std::size_t t) {
+        return total[t] > 0 ? std::max(0.0, ms) / total[t] : 0.0;
+    };
+    auto meanShare = [&](auto part) {
+        double sum = 0;
+        for (std::size_t t = 0; t < n; ++t) sum += share(part(mean[t]), t);
+        return sum / double(n);
+    };
+    const double dataShare = meanShare([](const auto& t) { return t.dataMs; });
+    const double computeShare = meanShare([](const auto& t) { return t.computeMs; });
+    const double updateShare = meanShare([](const auto& t) { return t.updateMs; });
+
+    QStringList findings;
+    if (dataShare >= kWaitShare)
+        findings << (n == 1 ? tr("<b>Waiting on the data:</b> the tower waits for its batch %1 % "
+                                 "of its step: the input pipeline is the bottleneck.")
+                            : tr("<b>Waiting on the data:</b> the towers wait for their batch "
+                                 "%1 % of the step: the input pipeline is the bottleneck."))
+                        .arg(percent(dataShare));
+
+    // Communication every tower sees (the slowest tower's: it waits for no one) is the averaging
+    // itself; a tower's communication beyond it is time spent waiting for the others.
+    double common = mean.front().commMs;
+    for (const auto& t : mean) common = std::min(common, t.commMs);
+    common = std::max(0.0, common);
+    std::vector<std::size_t> waiting;
+    double lowWait = 1, highWait = 0, waitingCompute = 0;
+    if (n >= 2)
+        for (std::size_t t = 0; t < n; ++t) {
+            const double w = share(mean[t].commMs - common, t);
+            if (w < kWaitShare) continue;
+            waiting.push_back(t);
+            lowWait = std::min(lowWait, w);
+            highWait = std::max(highWait, w);
+            waitingCompute += mean[t].computeMs;
+        }
+    std::vector<double> compute(n);
+    for (std::size_t t = 0; t < n; ++t) compute[t] = mean[t].computeMs;
+    const auto slow = slowTowers(compute);
+    const std::size_t slowest =
+        std::size_t(std::max_element(compute.begin(), compute.end()) - compute.begin());
+    if (!waiting.empty()) {
+        const QString range = percent(lowWait) == percent(highWait)
+                                  ? percent(highWait)
+                                  : percent(lowWait) + QStringLiteral("–") + percent(highWait);
+        QString text = (waiting.size() == 1
+                            ? tr("<b>Waiting on the others:</b> %1 waits on the others %2 % of "
+                                 "its step (communication)")
+                            : tr("<b>Waiting on the others:</b> %1 wait on the others %2 % of "
+                                 "their step (communication)"))
+                           .arg(capitalised(towerNames(waiting)), range);
+        waitingCompute /= double(waiting.size());
+        const bool slowestWaits =
+            std::find(waiting.begin(), waiting.end(), slowest) != waiting.end();
+        if (!slowestWaits && waitingCompute > 0 && compute[slowest] >= 1.1 * waitingCompute)
+            text += tr(": tower %1 computes %2 % longer")
+                        .arg(slowest)
+                        .arg(percent(compute[slowest] / waitingCompute - 1));
+        findings << text + QLatin1Char('.');
+    } else if (std::find(slow.begin(), slow.end(), true) != slow.end()) {
+        std::vector<std::size_t> slowOnes;
+        for (std::size_t t = 0; t < n; ++t)
+            if (slow[t]) slowOnes.push_back(t);
+        findings << (slowOnes.size() == 1
+                         ? tr("<b>Unbalanced:</b> %1 computes more than 25 % longer than the "
+                              "others; every step waits for the slowest tower.")
+                         : tr("<b>Unbalanced:</b> %1 compute more than 25 % longer than the "
+                              "others; every step waits for the slowest tower."))
+                        .arg(capitalised(towerNames(slowOnes)));
     }
-    const auto slow = slowTowers(mean);
+    double commonShare = 0;
+    for (std::size_t t = 0; t < n; ++t) commonShare += share(common, t);
+    commonShare /= double(n);
+    if (commonShare >= kWaitShare)
+        findings << tr("<b>Communication-bound:</b> averaging the gradients takes %1 % of the "
+                       "step beyond what backward hides.")
+                        .arg(percent(commonShare));
+    else if (waiting.empty()) {
+        // Neither the averaging alone nor the waiting alone, but the two together.
+        std::vector<std::size_t> communicating;
+        double highComm = 0;
+        for (std::size_t t = 0; t < n; ++t)
+            if (const double c = share(mean[t].commMs, t); c >= kWaitShare) {
+                communicating.push_back(t);
+                highComm = std::max(highComm, c);
+            }
+        if (!communicating.empty())
+            findings << (communicating.size() == 1
+                             ? tr("<b>Waiting on communication:</b> %1 spends %2 % of its step "
+                                  "averaging gradients and waiting for the others.")
+                             : tr("<b>Waiting on communication:</b> %1 spend up to %2 % of their "
+                                  "step averaging gradients and waiting for the others."))
+                            .arg(capitalised(towerNames(communicating)), percent(highComm));
+    }
+    if (!findings.isEmpty()) return findings.join(QLatin1Char(' '));
+
+    if (n == 1)
+        return tr("<b>One tower:</b> compute %1 % of its step, data wait %2 %, update %3 %; "
+                  "nothing to balance.")
+            .arg(percent(computeShare), percent(dataShare), percent(updateShare));
+    const auto [fast, slowestMs] = std::minmax_element(compute.begin(), compute.end());
+    return tr("<b>Balanced:</b> the towers compute %1 % of their step (the slowest %2 ms, the "
+              "fastest %3 ms) and no wait reaches %4 %.")
+        .arg(percent(computeShare))
+        .arg(*slowestMs, 0, 'f', 1)
+        .arg(*fast, 0, 'f', 1)
+        .arg(percent(kWaitShare));
+}
+
+void DevicesPage::showTowerTimes(std::int64_t step, const std::vector<engine::TowerTimes>& towers)
+{
+    if (towers.empty()) return;
+    m_reports.push_back({step, towers});
+    while (int(m_reports.size()) > kTimelineReports) m_reports.pop_front();
+
+    // Each tower's mean over the last kBalanceWindow reports.
+    const std::size_t n = towers.size();
+    std::vector<std::vector<engine::TowerTimes>> recent(n);
+    int window = 0;
+    for (auto r = m_reports.rbegin(); r != m_reports.rend() && window < kBalanceWindow;
+         ++r, ++window)
+        for (std::size_t t = 0; t < n && t < r->towers.size(); ++t)
+            recent[t].push_back(r->towers[t]);
+    std::vector<engine::TowerTimes> mean(n);
+    std::vector<double> compute(n);
+    for (std::size_t t = 0; t < n; ++t) {
+        mean[t] = meanOf(recent[t]);
+        compute[t] = mean[t].computeMs;
+    }
+    const auto slow = slowTowers(compute);
+
     QStringList labels;
-    QVector<double> values;
-    for (std::size_t i = 0; i < towerComputeMs.size(); ++i) {
-        labels << tr("tower %1").arg(i);
-        values << towerComputeMs[i];
+    QVector<QVector<double>> values;
+    for (std::size_t t = 0; t < n; ++t) {
+        labels << tr("tower %1").arg(t);
+        values << partsOf(towers[t]);
     }
     m_towerChart->setBars(labels, values, QVector<bool>(slow.begin(), slow.end()));
-    while (m_towerHistory->seriesCount() < int(towerComputeMs.size()))
-        m_towerHistory->addSeries(tr("tower %1").arg(m_towerHistory->seriesCount()));
-    for (std::size_t i = 0; i < towerComputeMs.size(); ++i)
-        m_towerHistory->addPoint(int(i), double(step), towerComputeMs[i]);
 
-    if (towerComputeMs.size() < 2) {
-        m_balance->setText(tr("One tower: nothing to balance."));
-        return;
+    for (int t = m_timelineChoice->count() - 1; t < int(n); ++t)
+        m_timelineChoice->addItem(tr("tower %1").arg(t), t);
+    updateTimeline();
+    m_balance->setText(verdictFor(mean));
+}
+
+void DevicesPage::updateTimeline()
+{
+    const int tower = timelineTower();
+    QVector<double> keys;
+    QVector<QVector<double>> values;
+    for (const auto& r : m_reports) {
+        if (tower >= int(r.towers.size())) continue;
+        keys << double(r.step);
+        values << partsOf(tower < 0 ? meanOf(r.towers) : r.towers[std::size_t(tower)]);
     }
-    const auto [fast, slowest] = std::minmax_element(mean.begin(), mean.end());
-    QStringList slowNames;
-    for (std::size_t i = 0; i < slow.size(); ++i)
-        if (slow[i]) slowNames << tr("tower %1").arg(i);
-    const QString means =
-        tr("over the last %n report(s), the slowest tower averages %1 ms and the fastest %2 ms",
-           nullptr, int(m_recentTowerMs.size()))
-            .arg(*slowest, 0, 'f', 1)
-            .arg(*fast, 0, 'f', 1);
-    m_balance->setText(slowNames.isEmpty() ? tr("Balanced: %1.").arg(means)
-                                           : tr("<b>Unbalanced:</b> %1 more than 25 % slower than "
-                                                "the others (%2); every step waits "
-                                                "for the slowest tower.")
-                                                 .arg(slowNames.join(QStringLiteral(", ")), means));
+    m_towerTimeline->setColumns(keys, values);
+    m_towerTimeline->setTitle(keys.size() <= 1 ? tr("Latest report")
+                                               : tr("Last %1 reports").arg(keys.size()));
 }
 
 void DevicesPage::clearTowerTimes()
 {
-    m_recentTowerMs.clear();
+    m_reports.clear();
     m_towerChart->clear();
-    m_towerHistory->clearSeries();
-    m_balance->setText(tr("Start a run to see how evenly the towers share the work."));
+    m_towerTimeline->clear();
+    {
+        const QSignalBlocker block(m_timelineChoice);
+        while (m_timelineChoice->count() > 1) m_timelineChoice->removeItem(1);
+        m_timelineChoice->setCurrentIndex(0);
+    }
+    m_balance->setText(tr(kNoRunText));
 }
 
 } // namespace towers::ui

@@ -2,13 +2,20 @@
 // The Devices page: the CPU and every GPU (a table of data, app::listDevices()), with a check
 // box to include each as a tower; what this build can do (no GPU backend yet: CPU towers, their
 // number and threads); live utilisation, memory, temperature and power history of every device
-// (one curve per device, added as data arrives); and during training the step time of each tower,
-// the slow ones highlighted so an unbalanced tower stands out.
+// (one curve per device, added as data arrives); and during training where each tower's step
+// goes (data wait, compute, exposed communication, update): a stacked bar per tower for the latest
+// step, a timeline of the last reports, and a verdict in words (balanced, waiting on the data,
+// waiting on the others, unbalanced) so that a user sees what the towers wait on.
 #include <QWidget>
 
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
+#include "engine/train/tower_times.h"
+
+class QComboBox;
 class QLabel;
 class QSpinBox;
 class QTableView;
@@ -20,9 +27,9 @@ class TelemetrySource;
 
 namespace towers::ui {
 
-class BarChart;
 class DeviceModel;
 class PlotWidget;
+class StackedBarChart;
 class TelemetryHistory;
 
 class DevicesPage : public QWidget
@@ -51,16 +58,39 @@ public:
     void sampleNow();
     PlotWidget* telemetryPlot(int metric) const { return m_telemetryPlots.at(std::size_t(metric)); }
 
-    // The forward + backward time of each tower in one step (Trainer StepMetrics).
-    void showTowerTimes(std::int64_t step, const std::vector<double>& towerComputeMs);
+    // The parts of a tower's step, in the order they happen and are stacked.
+    enum TowerPart
+    {
+        DataPart,
+        ComputePart,
+        CommunicationPart,
+        UpdatePart,
+        TowerPartCount
+    };
+
+    // Where each tower's time went in one reported step (Trainer StepMetrics::towerTimes).
+    void showTowerTimes(std::int64_t step, const std::vector<engine::TowerTimes>& towerTimes);
     void clearTowerTimes();
-    BarChart* towerChart() const { return m_towerChart; }
-    PlotWidget* towerHistoryPlot() const { return m_towerHistory; }
+    // The latest step: a bar per tower, its segments in TowerPart order, slow towers outlined.
+    StackedBarChart* towerChart() const { return m_towerChart; }
+    // The last kTimelineReports reports, a column per report, of timelineTower().
+    StackedBarChart* towerTimeline() const { return m_towerTimeline; }
+    // The tower the timeline shows; -1: the towers' mean.
+    int timelineTower() const;
+    void setTimelineTower(int tower);
+    // The verdict in words beside the charts (rich text).
+    QString verdict() const;
+
     // Towers whose time exceeds 1.25 x the median of the other towers' times (none with fewer
-    // than two towers). The page applies it to each tower's mean over the last kBalanceWindow
-    // reports, so one noisy step does not flag a tower.
+    // than two towers). The page applies it to each tower's mean compute time over the last
+    // kBalanceWindow reports, so one noisy step does not flag a tower.
     static std::vector<bool> slowTowers(const std::vector<double>& ms);
+    // What each tower's mean split (over the last kBalanceWindow reports) shows, in plain words: a
+    // wait is named only when it takes at least kWaitShare of the step.
+    static QString verdictFor(const std::vector<engine::TowerTimes>& mean);
     static constexpr int kBalanceWindow = 10;
+    static constexpr int kTimelineReports = 60;
+    static constexpr double kWaitShare = 0.20;
 
 signals:
     void towerSetupChanged(int towers, int threadsPerTower);
@@ -69,6 +99,7 @@ private:
     void onDeviceAdded(const QString& id, int index);
     void onSampled();
     void updateSummary();
+    void updateTimeline();
 
     DeviceModel* m_devices;
     TelemetryHistory* m_history;
@@ -81,10 +112,16 @@ private:
     QSpinBox* m_threads;
     QLabel* m_summary;
     std::vector<PlotWidget*> m_telemetryPlots;
-    BarChart* m_towerChart;
-    PlotWidget* m_towerHistory;
+    StackedBarChart* m_towerChart;
+    QComboBox* m_timelineChoice;
+    StackedBarChart* m_towerTimeline;
     QLabel* m_balance;
-    std::vector<std::vector<double>> m_recentTowerMs;
+    struct Report
+    {
+        std::int64_t step;
+        std::vector<engine::TowerTimes> towers;
+    };
+    std::deque<Report> m_reports; // the last kTimelineReports
 };
 
 } // namespace towers::ui

@@ -280,8 +280,17 @@ void TrainPage::onEvents(const app::TrainingEvents& events)
             for (qsizetype t = 0; t < towerSpeed.size(); ++t)
                 m_speed->addPoints(int(t) + 1, steps, towerSpeed[t]);
         }
-        const auto& latest = events.steps.back();
-        emit towerTimes(latest.step, latest.towerComputeMs);
+        // Every report, so that the Devices page's timeline has each one.
+        for (const auto& m : events.steps) {
+            if (!m.towerTimes.empty()) {
+                emit towerTimes(m.step, m.towerTimes);
+                continue;
+            }
+            std::vector<engine::TowerTimes> computeOnly(m.towerComputeMs.size());
+            for (std::size_t t = 0; t < computeOnly.size(); ++t)
+                computeOnly[t].computeMs = m.towerComputeMs[t];
+            if (!computeOnly.empty()) emit towerTimes(m.step, computeOnly);
+        }
     }
     for (const auto& r : events.evaluations) {
         m_history.addEvaluation(r);

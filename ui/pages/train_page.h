@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "app/train/training_controller.h"
+#include "engine/train/tower_times.h"
 #include "engine/train/training_session.h"
 #include "ui/models/training_history.h"
 
@@ -62,8 +63,9 @@ signals:
     void runFinished(towers::app::TrainingWorker::Outcome outcome, const QString& message,
                      const QString& runDirectory);
     void activeChanged(bool active);
-    // The latest step's forward + backward time per tower (the Devices page shows the balance).
-    void towerTimes(qint64 step, const std::vector<double>& towerComputeMs);
+    // Where each tower's time went in a reported step: data wait, compute, exposed communication,
+    // update (the Devices page shows the split and what the towers wait on). One per report.
+    void towerTimes(qint64 step, const std::vector<towers::engine::TowerTimes>& towerTimes);
     void checkpointWritten(const QString& file, qint64 step);
     void errorOccurred(const QString& message);
     void logMessage(const QString& line);

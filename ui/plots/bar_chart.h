@@ -1,6 +1,6 @@
 #pragma once
-// A bar chart with a label per bar: the top-5 classes of an image (horizontal, probabilities) and
-// the per-tower step times (vertical, milliseconds, the slow towers highlighted).
+// A bar chart with a label per bar, some of them highlighted: the top-5 classes of an image
+// (horizontal, probabilities). Bars split into parts: StackedBarChart.
 #include <QStringList>
 #include <QVector>
 #include <QWidget>
