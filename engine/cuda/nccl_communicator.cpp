@@ -247,13 +247,8 @@ public:
     {
         RankStreams& s = m_ranks[std::size_t(rank)];
         DeviceGuard guard(s.device);
-        ncclComm_t comm = m_comms[std::size_t(rank)];
-        ncclResult_t state = ncclSuccess;
-        const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-        if (r != ncclSuccess) return {CollectiveState::Failed, ncclText(r, comm)};
         // Still enqueuing (connecting to the peers, the first time): no CUDA work to wait for yet.
-        if (state == ncclInProgress) return {CollectiveState::Pending, {}};
-        if (state != ncclSuccess) return {CollectiveState::Failed, ncclText(state, comm)};
+        if (const CollectiveStatus a = asyncState(rank); a.state != CollectiveState::Done) return a;
         const cudaError_t q = cudaStreamQuery(s.comm);
         if (q == cudaSuccess) return {};
         if (q == cudaErrorNotReady) return {CollectiveState::Pending, {}};
@@ -300,12 +295,7 @@ public:
     {
         RankStreams& s = m_ranks[std::size_t(rank)];
         DeviceGuard guard(s.device);
-        ncclComm_t comm = m_comms[std::size_t(rank)];
-        ncclResult_t state = ncclSuccess;
-        const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-        if (r != ncclSuccess) return {CollectiveState::Failed, ncclText(r, comm)};
-        if (state == ncclInProgress) return {CollectiveState::Pending, {}};
-        if (state != ncclSuccess) return {CollectiveState::Failed, ncclText(state, comm)};
+        if (const CollectiveStatus a = asyncState(rank); a.state != CollectiveState::Done) return a;
         if (s.unrecorded) {
             // NCCL has put the collective on the stream: its end is what is there now.
             const cudaError_t e = cudaEventRecord(s.done[*s.unrecorded], s.comm);
@@ -363,6 +353,19 @@ public:
     }
 
 private:
+    // NCCL's word on rank's communicator: Pending while it is still enqueuing, Failed with its
+    // error, else Done.
+    CollectiveStatus asyncState(int rank)
+    {
+        ncclComm_t comm = m_comms[std::size_t(rank)];
+        ncclResult_t state = ncclSuccess;
+        const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+        if (r != ncclSuccess) return {CollectiveState::Failed, ncclText(r, comm)};
+        if (state == ncclInProgress) return {CollectiveState::Pending, {}};
+        if (state != ncclSuccess) return {CollectiveState::Failed, ncclText(state, comm)};
+        return {};
+    }
+
     static bool anyBytes(std::span<Tensor> tensors)
     {
         for (const auto& t : tensors)

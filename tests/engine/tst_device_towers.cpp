@@ -70,6 +70,33 @@ TowerSetOptions options(int towers, bool onDevice, double ema = 0, bool deviceCo
     return o;
 }
 
+// Steps host and dev towers on the same batches (a NaN in step nanStep) and checks that dev
+// computes what host does, bitwise: the losses, the skipped step, the weights and the optimizer
+// state, its replicas identical.
+void expectSameTraining(TowerSet& host, TowerSet& dev, std::uint64_t seed, int steps, int nanStep)
+{
+    SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), 2, 4, 64, seed);
+    data.injectNanAt(nanStep);
+    for (int s = 0; s < steps; ++s) {
+        const Batch& batch = data.next();
+        const auto a = host.step(batch, s, 0.05);
+        const auto b = dev.step(batch, s, 0.05);
+        QCOMPARE(b.finite, s != nanStep); // the NaN step is skipped everywhere
+        QCOMPARE(a.finite, b.finite);
+        if (a.finite) QCOMPARE(b.loss, a.loss);
+    }
+    QCOMPARE(QString::fromStdString(dev.compareReplicas()), QString());
+    const auto& hp = host.model().parameters();
+    const auto& dp = dev.model().parameters();
+    for (std::size_t i = 0; i < hp.size(); ++i)
+        QVERIFY2(sameBytes(dp[i]->value, hp[i]->value), hp[i]->name.c_str());
+    const auto hs = host.optimizer().state(hp);
+    const auto ds = dev.optimizer().state(dp);
+    QCOMPARE(ds.size(), hs.size());
+    for (std::size_t i = 0; i < hs.size(); ++i)
+        QVERIFY2(sameBytes(ds[i].second, hs[i].second), hs[i].first.c_str());
+}
+
 } // namespace
 
 class TestDeviceTowers : public QObject
@@ -216,22 +243,7 @@ private slots:
                         .contains(QStringLiteral("given communicator")));
             QCOMPARE(QString::fromStdString(host.allReduceDescription()),
                      QStringLiteral("on the host"));
-            SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), 2, 4, 64,
-                                  11);
-            data.injectNanAt(2);
-            for (int s = 0; s < 4; ++s) {
-                const Batch& batch = data.next();
-                const auto a = host.step(batch, s, 0.05);
-                const auto b = dev.step(batch, s, 0.05);
-                QCOMPARE(b.finite, a.finite);
-                QCOMPARE(b.finite, s != 2); // the NaN step is skipped everywhere
-                if (a.finite) QCOMPARE(b.loss, a.loss);
-            }
-            QCOMPARE(QString::fromStdString(dev.compareReplicas()), QString());
-            const auto& hp = host.model().parameters();
-            const auto& dp = dev.model().parameters();
-            for (std::size_t i = 0; i < hp.size(); ++i)
-                QVERIFY2(sameBytes(dp[i]->value, hp[i]->value), hp[i]->name.c_str());
+            expectSameTraining(host, dev, 11, 4, 2);
         }
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }
@@ -265,26 +277,7 @@ private slots:
             TowerSet host(plain), dev(bucketed);
             QVERIFY2(dev.bucketDescription().find("while backward runs") != std::string::npos,
                      dev.bucketDescription().c_str());
-            SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), 2, 4, 64,
-                                  13);
-            data.injectNanAt(1);
-            for (int s = 0; s < 3; ++s) {
-                const Batch& batch = data.next();
-                const auto a = host.step(batch, s, 0.05);
-                const auto b = dev.step(batch, s, 0.05);
-                QCOMPARE(b.finite, s != 1);
-                QCOMPARE(a.finite, b.finite);
-                if (a.finite) QCOMPARE(b.loss, a.loss);
-            }
-            QCOMPARE(QString::fromStdString(dev.compareReplicas()), QString());
-            const auto& hp = host.model().parameters();
-            const auto& dp = dev.model().parameters();
-            for (std::size_t i = 0; i < hp.size(); ++i)
-                QVERIFY2(sameBytes(dp[i]->value, hp[i]->value), hp[i]->name.c_str());
-            const auto hs = host.optimizer().state(hp);
-            const auto ds = dev.optimizer().state(dp);
-            for (std::size_t i = 0; i < hs.size(); ++i)
-                QVERIFY2(sameBytes(ds[i].second, hs[i].second), hs[i].first.c_str());
+            expectSameTraining(host, dev, 13, 3, 1);
         }
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }

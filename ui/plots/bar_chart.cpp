@@ -17,11 +17,7 @@ BarChart::BarChart(const QString& title, Qt::Orientation orientation, QWidget* p
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(m_plot);
     m_plot->setMinimumSize(160, 120);
-    m_plot->plotLayout()->insertRow(0);
-    QFont bold = font();
-    bold.setBold(true);
-    m_title = new QCPTextElement(m_plot, title, bold);
-    m_plot->plotLayout()->addElement(0, 0, m_title);
+    m_title = addPlotTitle(m_plot, title, font());
 
     QCPAxis* keyAxis = orientation == Qt::Horizontal ? m_plot->yAxis : m_plot->xAxis;
     QCPAxis* valueAxis = orientation == Qt::Horizontal ? m_plot->xAxis : m_plot->yAxis;

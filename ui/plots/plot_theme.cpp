@@ -76,4 +76,13 @@ void applyPlotPalette(QCustomPlot* plot, const QPalette& palette)
             title->setTextColor(palette.color(QPalette::WindowText));
 }
 
+QCPTextElement* addPlotTitle(QCustomPlot* plot, const QString& title, QFont font)
+{
+    plot->plotLayout()->insertRow(0);
+    font.setBold(true);
+    auto* element = new QCPTextElement(plot, title, font);
+    plot->plotLayout()->addElement(0, 0, element);
+    return element;
+}
+
 } // namespace towers::ui

@@ -7,6 +7,9 @@
 
 class QCustomPlot;
 class QCPAxis;
+class QCPTextElement;
+class QFont;
+class QString;
 
 namespace towers::ui {
 
@@ -21,5 +24,7 @@ QColor seriesColor(int slot, const QPalette& palette);
 void applyPlotPalette(QCustomPlot* plot, const QPalette& palette);
 // The same for one axis.
 void applyAxisPalette(QCPAxis* axis, const QPalette& palette);
+// Puts `title`, in bold `font`, in a row of its own above the plot; the plot owns it.
+QCPTextElement* addPlotTitle(QCustomPlot* plot, const QString& title, QFont font);
 
 } // namespace towers::ui

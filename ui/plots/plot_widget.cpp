@@ -48,11 +48,7 @@ PlotWidget::~PlotWidget() = default;
 void PlotWidget::setTitle(const QString& title)
 {
     if (!m_title) {
-        m_plot->plotLayout()->insertRow(0);
-        QFont f = font();
-        f.setBold(true);
-        m_title = new QCPTextElement(m_plot, title, f);
-        m_plot->plotLayout()->addElement(0, 0, m_title);
+        m_title = addPlotTitle(m_plot, title, font());
         m_title->setTextColor(palette().color(QPalette::WindowText));
     }
     m_title->setText(title);

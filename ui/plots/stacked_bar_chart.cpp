@@ -41,11 +41,7 @@ StackedBarChart::StackedBarChart(const QString& title, Qt::Orientation orientati
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(m_plot);
     m_plot->setMinimumSize(160, 120);
-    m_plot->plotLayout()->insertRow(0);
-    QFont bold = font();
-    bold.setBold(true);
-    m_title = new QCPTextElement(m_plot, title, bold);
-    m_plot->plotLayout()->addElement(0, 0, m_title);
+    m_title = addPlotTitle(m_plot, title, font());
     // The legend in a row of its own under the title (rebuild() adds it), its entries side by
     // side.
     m_plot->axisRect()->insetLayout()->take(m_plot->legend);
