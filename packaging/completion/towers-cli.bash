@@ -49,7 +49,7 @@ _towers_cli()
         --towers | --threads-per-tower | --batch-size | --steps | --epochs | --lr | --momentum | \
             --weight-decay | --ema-decay | --seed | --checkpoint-every | --keep-checkpoints | \
             --eval-every | --log-every | --histogram-every | --loader-workers | --top-k | --threads | --warmup | --base-url | --count | \
-            --gpus | --opset)
+            --gpus | --opset | --bucket-mb)
             return ;;
     esac
 
