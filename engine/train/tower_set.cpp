@@ -353,7 +353,8 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
             tw.ops->upload(labels, tw.labels);
             images = tw.images;
             labels = tw.labels;
-            tw.ops->synchronize(); // the copy's time is data time, not compute
+            // Issuing the copies; they run on the tower's stream ahead of forward, and the host
+            // does not wait for them here (their GPU time counts in compute).
             dataMs = msBetween(uploadStart, Clock::now());
         }
         const auto computeStart = Clock::now();
@@ -383,33 +384,27 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
             }
         }
         // Divergence is caught before the update: each tower checks its share of the averages
-        // (and its own loss), then all agree through a barrier and skip the update together.
-        bool finite = true;
-        // On the device: a sum of squares (in double) is finite exactly when every element is.
-        auto finiteOnDevice = [&](std::size_t first, std::size_t stride) {
-            for (std::size_t i = first; i < averaged->size(); i += stride)
+        // (and its own loss), then all agree through a barrier and skip the update together. One
+        // tower has nothing to average: its gradients and statistics are the mean already, and a
+        // GPU tower's stay where they are (no copy to the host and back).
+        bool finite = true, checked = false;
+        if (size() > 1 && !tw.buckets) {
+            if (m_deviceCollectives) {
+                m_comm->allReduceMean(t, tw.reduce);
+            } else {
+                collective(t, tw.reduce, [&](std::span<Tensor> values) {
+                    m_comm->allReduceMean(t, values);
+                    finite = finiteShare(values, t, size()); // on the host copies
+                });
+                checked = true;
+            }
+        }
+        if (!checked && tw.device.isHost()) {
+            finite = finiteShare(*averaged, t, size());
+        } else if (!checked) {
+            // On the device: a sum of squares (in double) is finite exactly when every element is.
+            for (std::size_t i = std::size_t(t); i < averaged->size(); i += std::size_t(size()))
                 finite = finite && std::isfinite(tw.ops->sumSquares((*averaged)[i]));
-        };
-        if (size() == 1) {
-            // One tower: its gradients and statistics are the mean already. Nothing is averaged,
-            // and a GPU tower's tensors stay where they are (no copy to the host and back).
-            if (tw.device.isHost())
-                finite = finiteShare(*averaged, 0, 1);
-            else
-                finiteOnDevice(0, 1);
-        } else if (tw.buckets) {
-            if (tw.device.isHost())
-                finite = finiteShare(*averaged, t, size());
-            else
-                finiteOnDevice(std::size_t(t), std::size_t(size()));
-        } else if (m_deviceCollectives) {
-            m_comm->allReduceMean(t, tw.reduce);
-            finiteOnDevice(std::size_t(t), std::size_t(size()));
-        } else {
-            collective(t, tw.reduce, [&](std::span<Tensor> values) {
-                m_comm->allReduceMean(t, values);
-                finite = finiteShare(values, t, size());
-            });
         }
         if (!std::isfinite(tw.loss.total()) || !finite) m_nonFinite = true;
         m_comm->barrier(t);

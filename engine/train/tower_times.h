@@ -15,7 +15,8 @@ struct TowerTimes
     // waiting for the last one.
     double commMs = 0;
     // Waiting for data: the trainer's wait for the batch (the same for every tower) and a GPU
-    // tower's copy of its slice to the device.
+    // tower's issuing of the copy of its slice to the device (the copy itself runs on the tower's
+    // stream before forward, within compute: timing it apart needs CUDA events).
     double dataMs = 0;
     // The optimizer update (and the tower's share of the moving averages).
     double updateMs = 0;
