@@ -1,16 +1,14 @@
 #include "engine/train/gradient_buckets.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 
 #include "engine/errors.h"
+#include "engine/train/tower_times.h"
 
 namespace towers::engine {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 bool averaged(const Parameter& p)
 {
@@ -21,15 +19,12 @@ bool averaged(const Parameter& p)
 class Timer
 {
 public:
-    explicit Timer(double& total) : m_total(total), m_start(Clock::now()) {}
-    ~Timer()
-    {
-        m_total += std::chrono::duration<double, std::milli>(Clock::now() - m_start).count();
-    }
+    explicit Timer(double& total) : m_total(total), m_start(StepClock::now()) {}
+    ~Timer() { m_total += msBetween(m_start, StepClock::now()); }
 
 private:
     double& m_total;
-    Clock::time_point m_start;
+    StepClock::time_point m_start;
 };
 
 } // namespace

@@ -17,11 +17,7 @@ namespace towers::engine {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double msBetween(Clock::time_point a, Clock::time_point b)
-{
-    return std::chrono::duration<double, std::milli>(b - a).count();
-}
+using Clock = StepClock;
 
 bool isFloat(DType t)
 {

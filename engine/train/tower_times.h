@@ -2,7 +2,16 @@
 // Where one tower's training step went, in milliseconds: the split that metrics.jsonl, the log and
 // the GUI's Devices page show, so that a user sees whether a tower waits on the others (exposed
 // communication) or on the data. The four parts add up to about the step's wall time.
+#include <chrono>
+
 namespace towers::engine {
+
+// The clock the step's times are taken with, and milliseconds from a to b.
+using StepClock = std::chrono::steady_clock;
+inline double msBetween(StepClock::time_point a, StepClock::time_point b)
+{
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
 
 struct TowerTimes
 {

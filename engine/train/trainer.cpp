@@ -21,7 +21,7 @@ using Json = nlohmann::json;
 
 double msSince(Clock::time_point t)
 {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+    return msBetween(t, Clock::now());
 }
 
 // "2024-05-01 12:00:00.123" (local time), the tutorial's datetime.now() prefix.
