@@ -2,6 +2,7 @@
 #include <QDateTime>
 #include <QDir>
 #include <QEventLoop>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "app/cli/command.h"
+#include "app/cli/train_command.h"
 #include "app/data/data_dirs.h"
 #include "app/devices/device_list.h"
 #include "app/process/interrupt_notifier.h"
@@ -193,7 +195,7 @@ std::vector<std::string> trainableDatasets()
 
 } // namespace
 
-int runTrain(const QStringList& args, CommandIo& io)
+int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* group)
 {
     QCommandLineParser p;
     p.setApplicationDescription(
@@ -285,6 +287,9 @@ int runTrain(const QStringList& args, CommandIo& io)
          QStringLiteral("Continue the run in --run-dir (default: the newest run) from its newest\n"
                         "checkpoint that loads. Run-defining options may be repeated with the\n"
                         "run's own values (a requeued job script); a different value is refused.")},
+        {QStringLiteral("resume-or-start"),
+         QStringLiteral("Continue the run in --run-dir when it holds one, else start it there\n"
+                        "(a job script that a cluster scheduler requeues runs unchanged).")},
         {QStringLiteral("restart"),
          QStringLiteral(
              "With --resume, when no checkpoint of the run loads: start it over from step 0,\n"
@@ -337,9 +342,27 @@ int runTrain(const QStringList& args, CommandIo& io)
     }
     std::vector<std::filesystem::path> searchPath;
     if (!searchPathOption(p, io, searchPath)) return ExitUsage;
-    const bool resume = p.isSet(QStringLiteral("resume"));
+    const bool lead = !group || group->rank() == 0; // decides, writes and prints
+    bool resume = p.isSet(QStringLiteral("resume"));
+    const bool resumeOrStart = p.isSet(QStringLiteral("resume-or-start"));
+    if (resumeOrStart) {
+        if (resume || p.isSet(QStringLiteral("overwrite"))) {
+            io.err << "towers-cli train: --resume-or-start decides by itself; give it without "
+                      "--resume or --overwrite\n";
+            return ExitUsage;
+        }
+        if (!p.isSet(QStringLiteral("run-dir"))) {
+            io.err << "towers-cli train: --resume-or-start needs --run-dir (the folder the job "
+                      "continues, or starts)\n";
+            return ExitUsage;
+        }
+        // Rank 0's folder decides, for every process.
+        resume = QFileInfo::exists(
+            QDir(p.value(QStringLiteral("run-dir"))).filePath(QStringLiteral("config.json")));
+        if (group) resume = group->broadcastString(resume ? "1" : "0", 0) == "1";
+    }
 
-    if (p.isSet(QStringLiteral("restart")) && !resume) {
+    if (p.isSet(QStringLiteral("restart")) && !resume && !resumeOrStart) {
         io.err
             << "towers-cli train: --restart is for --resume (a new run starts at step 0 anyway)\n";
         return ExitUsage;
@@ -352,7 +375,7 @@ int runTrain(const QStringList& args, CommandIo& io)
 
     TrainConfig c;
     QString runDir = p.value(QStringLiteral("run-dir"));
-    if (resume) {
+    if (resume && lead) { // the other processes take the run's configuration from rank 0
         if (runDir.isEmpty()) runDir = newestRun(defaultRunsDir());
         if (runDir.isEmpty()) {
             io.err << "towers-cli train: --resume: no run to resume in " << defaultRunsDir()
@@ -371,7 +394,7 @@ int runTrain(const QStringList& args, CommandIo& io)
                     io.err << "towers-cli train: " << why << "\n";
                     return ExitUsage;
                 }
-    } else {
+    } else if (!resume) {
         QString dataset = p.value(QStringLiteral("dataset"));
         if (dataset.isEmpty()) {
             dataset = firstDatasetFound(searchPath);
@@ -424,6 +447,22 @@ int runTrain(const QStringList& args, CommandIo& io)
         }
         c.augmentation = augment.toStdString();
     }
+    const int processes = group ? group->size() : 1;
+    if (group) {
+        c = TrainConfig::fromJson(group->broadcastString(c.toJson(), 0));
+        runDir = QString::fromStdString(group->broadcastString(runDir.toStdString(), 0));
+    }
+    if (resume && c.processes != processes) {
+        io.err << "towers-cli train: --resume: the run in " << runDir << " trains on "
+               << c.processes << (c.processes == 1 ? " process" : " processes") << ", this is "
+               << processes << "; continue it with "
+               << (c.processes == 1
+                       ? QStringLiteral("towers-cli alone")
+                       : QStringLiteral("mpirun -np %1 (or srun -n %1)").arg(c.processes))
+               << "\n";
+        return ExitUsage;
+    }
+    c.processes = processes;
     // What may change on resume too: the length (to extend a run), logging and checkpointing.
     if (p.isSet(QStringLiteral("steps"))) {
         c.epochs = 0;
@@ -513,6 +552,7 @@ int runTrain(const QStringList& args, CommandIo& io)
         r.loaderWorkers = workers;
         so = planNewRun(std::move(r)); // InvalidArgument naming the field -> exit 2
     }
+    so.processes = group;
     std::unique_ptr<engine::TrainingSession> sessionPtr;
     runDir = QString::fromStdString(so.runDirectory.string());
     try {
@@ -595,7 +635,9 @@ int runTrain(const QStringList& args, CommandIo& io)
                    << (observer.lastEval().ema ? " (moving averages)" : "");
         io.out << "\ncheckpoint " << observer.lastCheckpoint() << "\n";
         if (stopped)
-            io.out << "continue with: towers-cli train --resume --run-dir " << runDir << "\n";
+            io.out << "continue with: "
+                   << (processes > 1 ? QStringLiteral("mpirun -np %1 ").arg(processes) : QString())
+                   << "towers-cli train --resume --run-dir " << runDir << "\n";
     }
     // 128 + the signal's number, as a shell reports a program the signal ended (130 for Ctrl-C,
     // 143 for SIGTERM, 129 for SIGHUP).

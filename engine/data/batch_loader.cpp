@@ -84,6 +84,7 @@ struct BatchLoader::Impl
     const Preprocessing recipe;
     const LoaderOptions options;
     std::int64_t global = 0, steps = 0;
+    std::int64_t local = 0, firstSlot = 0; // this loader's slots of the global batch
     std::size_t imageFloats = 0;
 
     // Permutations of recent epochs, shared by the workers (an epoch boundary may be in flight).
@@ -139,12 +140,13 @@ struct BatchLoader::Impl
             return perm ? (*perm)[static_cast<std::size_t>(first + k)] : first + k;
         };
         const std::size_t imageBytes = static_cast<std::size_t>(set.imageBytes());
-        for (std::int64_t k = 0; k < global; ++k) {
+        const std::int64_t endSlot = firstSlot + local;
+        for (std::int64_t k = firstSlot; k < endSlot; ++k) {
             if ((k & 7) == 0 && generation.load(std::memory_order_relaxed) != gen) return false;
             const std::int64_t index = exampleAt(k);
             // Shuffled examples are scattered over the set: fetch the next one's bytes while this
             // one is worked on.
-            if (k + 1 < global) {
+            if (k + 1 < endSlot) {
                 const char* nextImage = reinterpret_cast<const char*>(set.image(exampleAt(k + 1)));
                 for (std::size_t off = 0; off < imageBytes; off += 64)
                     __builtin_prefetch(nextImage + off);
@@ -153,8 +155,8 @@ struct BatchLoader::Impl
             const Distortion d = options.augment ? drawDistortion(recipe, source, rng)
                                                  : centralDistortion(recipe, source);
             applyPreprocessing(recipe, set.image(index), source, d,
-                               images + static_cast<std::size_t>(k) * imageFloats);
-            labels[k] = set.labels[static_cast<std::size_t>(index)];
+                               images + static_cast<std::size_t>(k - firstSlot) * imageFloats);
+            labels[k - firstSlot] = set.labels[static_cast<std::size_t>(index)];
         }
         b.step = step;
         b.epoch = epoch;
@@ -229,28 +231,36 @@ BatchLoader::BatchLoader(const ImageSet& set, Preprocessing recipe, LoaderOption
             std::to_string(set.labels.size()) + " labels");
     for (std::size_t i = 0; i < set.labels.size(); ++i)
         if (set.labels[i] < 0) bad("example " + std::to_string(i) + " has a negative label");
-    const std::int64_t global = std::int64_t(options.towers) * options.batchPerTower;
+    const int globalTowers = options.globalTowers > 0 ? options.globalTowers : options.towers;
+    if (options.globalTowers < 0 || options.firstTower < 0 ||
+        options.firstTower + options.towers > globalTowers)
+        bad("towers " + std::to_string(options.firstTower) + ".." +
+            std::to_string(options.firstTower + options.towers - 1) + " are not among the " +
+            std::to_string(globalTowers) + " global towers");
+    const std::int64_t global = std::int64_t(globalTowers) * options.batchPerTower;
     if (global > set.count)
-        bad("a global batch of " + std::to_string(global) + " (" + std::to_string(options.towers) +
+        bad("a global batch of " + std::to_string(global) + " (" + std::to_string(globalTowers) +
             " towers x " + std::to_string(options.batchPerTower) + ") is larger than the " +
             std::to_string(set.count) + " examples");
     recipe.validateFor(set.imageShape());
 
     m = std::make_unique<Impl>(set, std::move(recipe), std::move(options));
     m->global = global;
+    m->local = std::int64_t(m->options.towers) * m->options.batchPerTower;
+    m->firstSlot = std::int64_t(m->options.firstTower) * m->options.batchPerTower;
     m->steps = set.count / global;
     m->imageFloats = static_cast<std::size_t>(m->recipe.height) *
                      static_cast<std::size_t>(m->recipe.width) *
                      static_cast<std::size_t>(m->recipe.channels);
     const LoaderOptions& o = m->options;
     if (o.workers == 0) {
-        m->current = allocateBatch(o.towers, global, m->recipe, o.pinned);
+        m->current = allocateBatch(o.towers, m->local, m->recipe, o.pinned);
         return;
     }
     const int prefetch = o.prefetch > 0 ? o.prefetch : 2 * o.towers;
     m->slots.resize(static_cast<std::size_t>(prefetch) + 1); // + the one the consumer holds
     for (Impl::Slot& slot : m->slots)
-        slot.batch = allocateBatch(o.towers, global, m->recipe, o.pinned);
+        slot.batch = allocateBatch(o.towers, m->local, m->recipe, o.pinned);
     try {
         for (int w = 0; w < o.workers; ++w) m->threads.emplace_back([this] { m->workerLoop(); });
     } catch (...) {

@@ -14,6 +14,13 @@ struct LoaderOptions
 {
     int towers = 1;
     int batchPerTower = 128;
+    // Across processes: the global towers of the run (0 = `towers`) and the global index of this
+    // process's first. The global batch is globalTowers x batchPerTower (the epoch's length, the
+    // permutation and example slot k's distortions are the global batch's); this loader builds
+    // only the slices of its towers, [firstTower, firstTower + towers), bitwise as a loader of
+    // every tower would.
+    int globalTowers = 0;
+    int firstTower = 0;
     std::uint64_t seed = 1;
     bool shuffle = true; // a fresh permutation every epoch (derived from seed and epoch)
     bool augment = true; // apply the recipe's training distortions

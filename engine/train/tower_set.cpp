@@ -11,6 +11,7 @@
 #include "engine/models/registry.h"
 #include "engine/ops/backends.h"
 #include "engine/train/host_communicator.h"
+#include "engine/train/process_communicator.h"
 #include "engine/train/tower_thread.h"
 
 namespace towers::engine {
@@ -76,6 +77,47 @@ bool finiteShare(std::span<const Tensor> tensors, int part, int parts)
     return finite;
 }
 
+// A flat byte form of values exchanged between processes (same build everywhere, so same layout).
+template <class T> void put(std::string& out, const T& v)
+{
+    out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+template <class T> T take(const std::string& in, std::size_t& at)
+{
+    if (at + sizeof(T) > in.size()) throw Error("a message between processes is truncated");
+    T v;
+    std::memcpy(&v, in.data() + at, sizeof v);
+    at += sizeof v;
+    return v;
+}
+
+std::string packEval(const EvalResult& r)
+{
+    std::string out;
+    put(out, std::int64_t(r.numClasses));
+    put(out, r.examples);
+    put(out, r.correct);
+    put(out, r.meanCrossEntropy); // a sum before finish()
+    put(out, r.seconds);
+    put(out, std::int64_t(r.complete));
+    for (auto c : r.classCounts) put(out, c);
+    for (auto c : r.confusion) put(out, c);
+    return out;
+}
+
+EvalResult unpackEval(const std::string& in, std::size_t& at)
+{
+    EvalResult r(int(take<std::int64_t>(in, at)));
+    r.examples = take<std::int64_t>(in, at);
+    r.correct = take<std::int64_t>(in, at);
+    r.meanCrossEntropy = take<double>(in, at);
+    r.seconds = take<double>(in, at);
+    r.complete = take<std::int64_t>(in, at) != 0;
+    for (auto& c : r.classCounts) c = take<std::int64_t>(in, at);
+    for (auto& c : r.confusion) c = take<std::int64_t>(in, at);
+    return r;
+}
+
 } // namespace
 
 struct TowerSet::Tower
@@ -105,6 +147,13 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
         throw InvalidArgument("threadsPerTower: must be at least 1, got " +
                               std::to_string(m_opt.threadsPerTower));
     requireBackendName(m_opt.backend);
+    ProcessGroup* group = m_opt.processes;
+    if (group) {
+        m_globalTowers = group->size() * m_opt.towers;
+        m_firstTower = group->rank() * m_opt.towers;
+    } else {
+        m_globalTowers = m_opt.towers;
+    }
     const bool host = isHostBackend(m_opt.backend);
     GpuBackend* gpu = nullptr;
     std::vector<int> gpuOf;
@@ -117,7 +166,10 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
             throw InvalidArgument("gpus: " + std::to_string(m_opt.gpus.size()) +
                                   " GPUs given for " + std::to_string(m_opt.towers) + " towers");
         for (int t = 0; t < m_opt.towers; ++t) {
-            const int g = m_opt.gpus.empty() ? t % gpu->deviceCount() : m_opt.gpus[std::size_t(t)];
+            // Without a list, the processes of one machine take its GPUs in turn by local rank.
+            const int first = group ? group->localRank() * m_opt.towers : 0;
+            const int g =
+                m_opt.gpus.empty() ? (first + t) % gpu->deviceCount() : m_opt.gpus[std::size_t(t)];
             if (g < 0 || g >= gpu->deviceCount())
                 throw InvalidArgument("gpus: there is no GPU " + std::to_string(g) +
                                       " (this machine has " + std::to_string(gpu->deviceCount()) +
@@ -162,6 +214,12 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
             m_allReduceText = "on the host (" + why + ")";
         }
     }
+    if (!m_comm && group && group->size() > 1) {
+        m_comm = std::make_unique<ProcessCommunicator>(m_opt.towers, *group);
+        m_allReduceText = "on the host across " + std::to_string(group->size()) + " processes (" +
+                          group->description() + ")" +
+                          (m_allReduceText == "on the host" ? "" : m_allReduceText.substr(11));
+    }
     if (!m_comm) m_comm = std::make_unique<HostCommunicator>(m_opt.towers);
     for (int t = 0; t < m_opt.towers; ++t) m_towers.push_back(std::make_unique<Tower>());
     runOnAll([&](int t) {
@@ -185,7 +243,7 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
         // Initialised on the host (the same draws as a CPU run), then moved to the tower's device.
         if (!tw.device.isHost()) tw.model->moveTo(tw.device);
         tw.optimizer = makeOptimizer(m_opt.optimizer);
-        if (m_opt.towers == 1) return; // one replica: nothing to broadcast
+        if (m_globalTowers == 1) return; // one replica: nothing to broadcast
         std::vector<Tensor> values;
         for (auto* p : tw.model->parameters())
             if (!m_deviceCollectives || p->value.device() == tw.device) values.push_back(p->value);
@@ -202,7 +260,7 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
                 if (to[i]->value.device() != m_towers[std::size_t(t)]->device)
                     to[i]->value.copyFrom(from[i]->value);
         }
-    if (size() > 1 && m_opt.bucketMb > 0) {
+    if (m_globalTowers > 1 && m_opt.bucketMb > 0) {
         m_buckets = BucketPlan::make(model().parameters(), m_opt.bucketMb, m_opt.firstBucketMb);
         for (int t = 0; t < size(); ++t) {
             Tower& tw = *m_towers[std::size_t(t)];
@@ -241,7 +299,7 @@ Device TowerSet::device(int tower) const
 
 std::string TowerSet::bucketDescription() const
 {
-    if (size() == 1) return "nothing to average (one tower)";
+    if (m_globalTowers == 1) return "nothing to average (one tower)";
     if (m_buckets.buckets.empty()) return "one collective after backward";
     return m_buckets.describe() + ", averaged while backward runs";
 }
@@ -329,7 +387,7 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
     m_nonFinite = false;
     runOnAll([&](int t) {
         Tower& tw = *m_towers[std::size_t(t)];
-        ExecContext ctx{*tw.ops, true, std::uint64_t(globalStep), std::uint64_t(t)};
+        ExecContext ctx{*tw.ops, true, std::uint64_t(globalStep), std::uint64_t(m_firstTower + t)};
         // Forward updates the buffers (batch-norm statistics); keep them to undo a diverged step.
         const auto& params = tw.model->parameters();
         tw.savedBuffers.resize(params.size());
@@ -384,7 +442,7 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         // tower has nothing to average: its gradients and statistics are the mean already, and a
         // GPU tower's stay where they are (no copy to the host and back).
         bool finite = true, checked = false;
-        if (size() > 1 && !tw.buckets) {
+        if (m_globalTowers > 1 && !tw.buckets) {
             if (m_deviceCollectives) {
                 m_comm->allReduceMean(t, tw.reduce);
             } else {
@@ -426,14 +484,30 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
     for (const auto& tw : m_towers) last = std::max(last, tw->finished);
     for (auto& tw : m_towers) tw->times.commMs += msBetween(tw->finished, last);
 
-    TowerStepResult r;
+    // Every global tower's loss and times, in global order (the same sums as one process of
+    // every tower computes).
+    std::vector<std::string> shares;
+    std::string mine;
     for (const auto& tw : m_towers) {
-        r.loss += tw->loss.total();
-        r.crossEntropy += tw->loss.crossEntropy;
-        r.towers.push_back(tw->times);
+        put(mine, tw->loss.total());
+        put(mine, tw->loss.crossEntropy);
+        put(mine, tw->times);
     }
-    r.loss /= size();
-    r.crossEntropy /= size();
+    if (m_opt.processes && m_opt.processes->size() > 1)
+        shares = m_opt.processes->allGatherStrings(mine);
+    else
+        shares.push_back(std::move(mine));
+    TowerStepResult r;
+    for (const std::string& share : shares) {
+        std::size_t at = 0;
+        for (int t = 0; t < size(); ++t) {
+            r.loss += take<double>(share, at);
+            r.crossEntropy += take<double>(share, at);
+            r.towers.push_back(take<TowerTimes>(share, at));
+        }
+    }
+    r.loss /= m_globalTowers;
+    r.crossEntropy /= m_globalTowers;
     r.finite = !m_nonFinite;
     return r;
 }
@@ -449,14 +523,25 @@ EvalResult TowerSet::evaluate(std::int64_t count, int batchSize, const EvalBatch
         Tower& tw = *m_towers[std::size_t(t)];
         std::unique_ptr<EmaSwap> swap;
         if (useEma) swap = std::make_unique<EmaSwap>(*m_ema, tw.model->parameters());
-        tw.eval =
-            engine::evaluate(*tw.model, *tw.ops, count, batchSize, batches, t, size(), cancelled);
+        tw.eval = engine::evaluate(*tw.model, *tw.ops, count, batchSize, batches, m_firstTower + t,
+                                   m_globalTowers, cancelled);
     });
     EvalResult r(model().numClasses());
     double seconds = 0;
-    for (const auto& tw : m_towers) {
-        r.merge(tw->eval);
-        seconds = std::max(seconds, tw->eval.seconds);
+    const auto mergeIn = [&](const EvalResult& part) {
+        r.merge(part);
+        seconds = std::max(seconds, part.seconds);
+    };
+    if (m_opt.processes && m_opt.processes->size() > 1) {
+        // Every process merges every tower's part in global order: the same sums everywhere.
+        std::string mine;
+        for (const auto& tw : m_towers) mine += packEval(tw->eval);
+        for (const std::string& share : m_opt.processes->allGatherStrings(mine)) {
+            std::size_t at = 0;
+            for (int t = 0; t < size(); ++t) mergeIn(unpackEval(share, at));
+        }
+    } else {
+        for (const auto& tw : m_towers) mergeIn(tw->eval);
     }
     r.finish();
     r.seconds = seconds;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/data/batch_source.h"
+#include "engine/dist/process_group.h"
 #include "engine/models/model.h"
 #include "engine/optim/ema.h"
 #include "engine/optim/optimizer.h"
@@ -59,6 +60,12 @@ struct TowerSetOptions
     bool dropout = true;     // false: dropout layers are the identity (exact comparisons)
     double emaDecay = 0;     // 0: no moving average
     std::uint64_t seed = 1;  // weight initialisation (and dropout streams)
+    // When set, these towers are one process's share of a run across processes: its towers are
+    // global towers rank x towers .. + towers - 1 of size x towers (dropout streams, evaluation
+    // shares and the averages are global), and gradients are averaged across every process (see
+    // ProcessCommunicator). GPU towers without `gpus` take GPUs from the process's local rank.
+    // Must outlive the TowerSet.
+    ProcessGroup* processes = nullptr;
 };
 
 struct TowerStepResult
@@ -68,7 +75,7 @@ struct TowerStepResult
     // the update was then skipped and the buffers restored on every tower, so the replicas keep
     // the state of the previous step.
     bool finite = true;
-    std::vector<TowerTimes> towers;
+    std::vector<TowerTimes> towers; // every global tower's, in global order
 };
 
 class TowerSet
@@ -81,17 +88,23 @@ public:
     TowerSet(const TowerSet&) = delete;
     TowerSet& operator=(const TowerSet&) = delete;
 
+    // This process's towers.
     int size() const;
+    // Every process's towers, and the global index of this process's first.
+    int globalTowers() const { return m_globalTowers; }
+    int firstTower() const { return m_firstTower; }
     const TowerSetOptions& options() const { return m_opt; }
 
-    // One synchronous step on a global batch of size() slices: forward and backward on every
-    // tower's slice, gradients and batch-norm statistics averaged, the optimizer update with
+    // One synchronous step on a batch of size() slices (this process's share of the global batch
+    // when across processes; every process calls it for the same step): forward and backward on
+    // every tower's slice, gradients and batch-norm statistics averaged, the optimizer update with
     // learning rate `lr`, and the EMA (numUpdates = globalStep + 1). `globalStep` seeds dropout.
     // A non-finite loss or gradient skips the update everywhere (see TowerStepResult::finite).
     // Rethrows the first tower's error (the others are released, never left waiting).
     TowerStepResult step(const Batch& batch, std::int64_t globalStep, double lr);
 
-    // Evaluates on all towers at once (each takes every size()-th batch) and merges the results;
+    // Evaluates on all towers at once (global tower g takes every globalTowers()-th batch, from
+    // the g-th) and merges the results (across processes too: a collective there);
     // with the moving averages of the weights when useEma (InvalidArgument without EMA).
     EvalResult evaluate(std::int64_t count, int batchSize, const EvalBatchFn& batches, bool useEma,
                         const CancelFn& cancelled = {});
@@ -140,6 +153,7 @@ private:
     BucketPlan m_buckets; // empty with bucketMb = 0
     std::vector<std::unique_ptr<Tower>> m_towers;
     std::atomic<bool> m_nonFinite{false}; // set by any tower during a step
+    int m_globalTowers = 1, m_firstTower = 0;
 };
 
 } // namespace towers::engine

@@ -80,6 +80,9 @@ void TrainConfig::validate() const
                          std::to_string(towers) + " towers");
     for (int g : gpus)
         if (g < 0) fail("gpus", "GPU numbers are >= 0, got " + std::to_string(g));
+    if (processes < 1 || processes > kMaxProcesses)
+        fail("processes", "must be in [1, " + std::to_string(kMaxProcesses) + "], got " +
+                              std::to_string(processes));
     if (towers < 1 || towers > kMaxTowers)
         fail("towers",
              "must be in [1, " + std::to_string(kMaxTowers) + "], got " + std::to_string(towers));
@@ -168,6 +171,7 @@ std::string TrainConfig::toJson() const
     o["model"] = model;
     o["backend"] = backend;
     o["towers"] = towers;
+    o["processes"] = processes;
     o["gpus"] = gpus;
     o["allowTf32"] = allowTf32;
     o["allreduce"] = allreduce;
@@ -223,6 +227,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
                   {"model",
                    "backend",
                    "towers",
+                   "processes",
                    "gpus",
                    "allowTf32",
                    "allreduce",
@@ -254,6 +259,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     read(o, "model", c.model);
     read(o, "backend", c.backend);
     read(o, "towers", c.towers);
+    read(o, "processes", c.processes);
     if (const auto it = o.find("gpus"); it != o.end()) {
         if (!it->is_array()) fail("gpus", "expected an array of GPU numbers, got " + it->dump());
         for (const auto& g : *it) {

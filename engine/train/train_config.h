@@ -14,7 +14,11 @@ struct TrainConfig
 {
     std::string model = "cifar10-tutorial";
     std::string backend = "onednn"; // "onednn", "reference" or "cuda"
-    int towers = 1;
+    int towers = 1;                 // towers of each process
+    // Processes training together (mpirun / srun, one rank each; 1 = this process alone). The
+    // global towers are processes x towers, numbered rank by rank; the global batch is
+    // processes x towers x batchPerTower. Set from the launcher, recorded in config.json.
+    int processes = 1;
     std::vector<int> gpus;          // "cuda": each tower's GPU; empty = tower t on GPU t mod count
     bool allowTf32 = false;         // "cuda": TF32 tensor cores for float32
     std::string allreduce = "auto"; // "cuda": "auto" (NCCL / on the GPU where possible) or "host"
@@ -60,6 +64,7 @@ struct TrainConfig
 
     // Limits of the configuration, the same for the CLI, the GUI and config.json.
     static constexpr int kMaxTowers = 256;
+    static constexpr int kMaxProcesses = 65536;
     static constexpr int kMaxThreadsPerTower = 1024;
     static constexpr double kMaxBucketMb = 65536;
 

@@ -5,9 +5,12 @@
 #include <cstdio>
 #include <ctime>
 #include <random>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/dist/process_state.h"
+#include "engine/gpu/gpu_backend.h"
 #include "engine/ops/backends.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/tensorboard_writer.h"
@@ -109,21 +112,47 @@ std::string runIdOf(const Checkpoint& c)
 }
 
 // Validates before the run directory is created.
-TrainConfig validated(TrainConfig c)
+TrainConfig validated(TrainConfig c, const ProcessGroup* group)
 {
     c.validate();
     c.checkThreadBudget();
+    const int processes = group ? group->size() : 1;
+    if (c.processes != processes)
+        throw InvalidArgument(
+            "processes: the configuration says " + std::to_string(c.processes) + ", but " +
+            std::to_string(processes) + (processes == 1 ? " process runs" : " processes run") +
+            (processes == 1
+                 ? " (start it with mpirun -np " + std::to_string(c.processes) + " or srun)"
+                 : ""));
     return c;
+}
+
+// Rank 0 (or the only process) holds the lock; the other ranks write nothing.
+std::optional<RunLock> lockFor(const std::filesystem::path& root, const ProcessGroup* group)
+{
+    if (group && group->rank() != 0) return std::nullopt;
+    return RunLock::acquire(root);
+}
+
+// What every process of a run must agree on: the build, and the configuration (less the run id,
+// which rank 0 makes or reads, and the data folder, which is each machine's own: the session
+// compares the datasets' contents).
+std::string runIdentity(TrainConfig c)
+{
+    c.runId.clear();
+    c.dataDir.clear();
+    return std::string(gpuBackendBuildId()) + "\n" + c.toJson();
 }
 
 } // namespace
 
 Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path runDirectory,
-                 DataDescription data, TrainerObserver* observer)
-    : m_config(validated(std::move(config))), m_source(source),
-      m_lock(RunLock::acquire(runDirectory)), m_dir(std::move(runDirectory)),
-      m_data(std::move(data)), m_observer(observer)
+                 DataDescription data, TrainerObserver* observer, ProcessGroup* processes)
+    : m_config(validated(std::move(config), processes)), m_source(source), m_group(processes),
+      m_lock(lockFor(runDirectory, processes)), m_data(std::move(data)), m_observer(observer)
 {
+    if (m_lock) m_dir.emplace(std::move(runDirectory));
+    if (m_group) requireSameEverywhere(*m_group, runIdentity(m_config), "build or configuration");
     m_stepsPerEpoch = m_source.stepsPerEpoch();
     if (m_stepsPerEpoch < 1)
         throw InvalidArgument("the data source has no complete global batch per epoch");
@@ -137,11 +166,15 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
     o.allreduce = m_config.allreduce;
     o.bucketMb = m_config.bucketMb;
     o.threadsPerTower = m_config.resolvedThreadsPerTower();
+    if (m_config.threadsPerTower == 0 && m_group && m_group->localSize() > 1) // cores shared
+        o.threadsPerTower = std::max(1, int(std::thread::hardware_concurrency()) /
+                                            (m_config.towers * m_group->localSize()));
     o.optimizer = m_config.optimizer;
     o.weightDecay = m_config.weightDecay;
     o.dropout = m_config.dropout;
     o.emaDecay = m_config.emaDecay;
     o.seed = m_config.seed;
+    o.processes = m_group;
     m_towers = std::make_unique<TowerSet>(o);
     const int classes = m_towers->model().numClasses();
     if (!m_data.classNames.empty() && int(m_data.classNames.size()) != classes)
@@ -151,6 +184,63 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
 }
 
 Trainer::~Trainer() = default;
+
+RunDirectory& Trainer::runDirectory()
+{
+    if (!m_dir)
+        throw InvalidArgument("rank " + std::to_string(m_group ? m_group->rank() : 0) +
+                              " does not write the run directory (rank 0 does)");
+    return *m_dir;
+}
+
+void Trainer::shareStart()
+{
+    if (!m_group || m_group->size() == 1) return;
+    // How the run starts, then the state rank 0 restored (when it restored one).
+    nlohmann::json start;
+    std::string state;
+    if (m_group->rank() == 0) {
+        start = {{"runId", m_config.runId},
+                 {"step", m_step.load()},
+                 {"restored", m_lastCheckpointStep >= 0},
+                 {"resumed", m_start == Start::Resumed}};
+        if (m_lastCheckpointStep >= 0) {
+            NamedTensors weights, all;
+            for (const auto* p : m_towers->model().parameters())
+                weights.emplace_back(p->name, p->value);
+            all = weights;
+            for (auto& t : m_towers->optimizer().state(m_towers->model().parameters()))
+                all.push_back(std::move(t));
+            if (const Ema* ema = m_towers->ema())
+                for (auto& t : ema->state()) all.push_back(std::move(t));
+            state = packTensors(all);
+        }
+    }
+    start = nlohmann::json::parse(m_group->broadcastString(start.dump(), 0));
+    state = m_group->broadcastString(state, 0);
+    if (m_group->rank() == 0) return;
+    m_config.runId = start.at("runId").get<std::string>();
+    m_start = start.at("resumed").get<bool>() ? Start::Resumed : Start::New;
+    if (!start.at("restored").get<bool>()) return;
+    NamedTensors weights, optimizer, ema;
+    for (auto& [name, t] : unpackTensors(state)) {
+        auto& to = name.rfind("optim.", 0) == 0 ? optimizer
+                   : name.rfind("ema.", 0) == 0 ? ema
+                                                : weights;
+        to.emplace_back(std::move(name), std::move(t));
+    }
+    m_towers->loadState(weights, optimizer, ema);
+    m_step = start.at("step").get<std::int64_t>();
+    m_lastCheckpointStep = m_step.load();
+    log("took the state of step " + std::to_string(m_step.load()) + " from rank 0");
+}
+
+bool Trainer::stopVote(const std::stop_token& stop)
+{
+    const bool mine = stopRequested(stop);
+    if (!m_group || m_group->size() == 1) return mine;
+    return m_group->any(mine);
+}
 
 std::filesystem::path Trainer::eventsFile() const
 {
@@ -194,19 +284,21 @@ void Trainer::startNew(bool setAsideExisting)
 {
     if (m_ran) throw InvalidArgument("startNew() must come before run()");
     if (m_start != Start::Unset) throw InvalidArgument("the trainer's start is already decided");
-    beginNewRun(setAsideExisting);
+    if (m_dir) beginNewRun(setAsideExisting);
+    shareStart();
 }
 
 void Trainer::beginNewRun(bool setAsideExisting)
 {
-    if (m_dir.holdsRun()) {
+    RunDirectory& dir = runDirectory();
+    if (dir.holdsRun()) {
         if (!setAsideExisting) {
             std::string what;
-            for (const auto& w : m_dir.runContents()) what += (what.empty() ? "" : ", ") + w;
-            throw RunFolderHoldsRun("the folder '" + m_dir.root().string() +
+            for (const auto& w : dir.runContents()) what += (what.empty() ? "" : ", ") + w;
+            throw RunFolderHoldsRun("the folder '" + dir.root().string() +
                                     "' already holds a run (" + what + "); nothing was changed");
         }
-        const auto folder = m_dir.setAside();
+        const auto folder = dir.setAside();
         log("moved the earlier run's files to " + folder.string());
     }
     m_config.runId = newRunId();
@@ -217,8 +309,21 @@ std::optional<std::int64_t> Trainer::resumeFromNewest(bool setAsideUnloadable)
 {
     if (m_ran) throw InvalidArgument("resumeFromNewest() must come before run()");
     if (m_start != Start::Unset) throw InvalidArgument("the trainer's start is already decided");
+    if (!m_dir) { // rank 0 decides
+        shareStart();
+        if (m_lastCheckpointStep >= 0) return m_step.load();
+        return std::nullopt;
+    }
+    const auto step = resumeHere(setAsideUnloadable);
+    shareStart();
+    return step;
+}
+
+std::optional<std::int64_t> Trainer::resumeHere(bool setAsideUnloadable)
+{
+    RunDirectory& dir = *m_dir;
     std::vector<std::string> skipped;
-    const auto found = m_dir.newestGoodCheckpoint(&m_towers->model(), &skipped);
+    const auto found = dir.newestGoodCheckpoint(&m_towers->model(), &skipped);
     for (const auto& s : skipped) log("skipping a checkpoint that does not load: " + s);
     if (found) {
         m_start = Start::Resumed;
@@ -231,11 +336,11 @@ std::optional<std::int64_t> Trainer::resumeFromNewest(bool setAsideUnloadable)
     if (!setAsideUnloadable) {
         std::string list;
         for (const auto& s : skipped) list += "\n  " + s;
-        throw NoCheckpointLoads("no checkpoint in '" + m_dir.checkpointDir().string() +
+        throw NoCheckpointLoads("no checkpoint in '" + dir.checkpointDir().string() +
                                 "' loads, so the run cannot " +
                                 "continue; nothing was changed or deleted:" + list);
     }
-    const auto folder = m_dir.setAside();
+    const auto folder = dir.setAside();
     log("no checkpoint loads: the run's files were moved to " + folder.string() +
         "; starting over at step 0");
     m_config.runId = newRunId();
@@ -292,6 +397,10 @@ bool Trainer::waitWhilePaused(const std::stop_token& stop)
 std::filesystem::path Trainer::writeCheckpoint()
 {
     const std::int64_t s = m_step.load();
+    if (!m_dir) { // rank 0 writes it
+        m_lastCheckpointStep = s;
+        return {};
+    }
     requireFiniteWeights(m_towers->model(), s);
     CheckpointInfo info;
     info.dataset = m_config.dataset;
@@ -305,7 +414,7 @@ std::filesystem::path Trainer::writeCheckpoint()
     const Checkpoint c =
         makeCheckpoint(m_towers->model(), std::move(info), ema ? ema->state() : NamedTensors{},
                        m_towers->optimizer().state(m_towers->model().parameters()));
-    const auto path = m_dir.checkpointPath(s);
+    const auto path = m_dir->checkpointPath(s);
     engine::writeCheckpoint(path, c);
     // Read back before anything older may go: rotation never leaves the run without a checkpoint
     // that loads.
@@ -343,11 +452,11 @@ void Trainer::rotateCheckpoints(std::int64_t newest)
 {
     if (m_config.keepCheckpoints < 1) throw InvalidArgument("keepCheckpoints: must be at least 1");
     std::vector<CheckpointFile> ours;
-    for (const auto& c : m_dir.checkpoints())
+    for (const auto& c : m_dir->checkpoints())
         if (c.step < newest && rotatable(c.path)) ours.push_back(c);
     const std::size_t keepOlder = std::size_t(m_config.keepCheckpoints - 1);
     for (std::size_t i = 0; i + keepOlder < ours.size(); ++i) {
-        m_dir.removeCheckpoint(ours[i].path);
+        m_dir->removeCheckpoint(ours[i].path);
         m_rotatable.erase(ours[i].path);
     }
 }
@@ -374,7 +483,7 @@ bool Trainer::runEvaluation(const std::stop_token& stop)
         return false;
     }
     m_lastEvalStep = r.step;
-    m_dir.appendEval(evalJson(r).dump());
+    if (m_dir) m_dir->appendEval(evalJson(r).dump());
     if (m_events) m_events->evaluation(r);
     char buf[160];
     std::snprintf(buf, sizeof buf, "%s: step %lld, precision @ 1 = %.3f (%lld examples%s, %.1f s)",
@@ -388,7 +497,7 @@ bool Trainer::runEvaluation(const std::stop_token& stop)
 StepMetrics Trainer::metricsOf(std::int64_t done, const TowerStepResult& r, double lr,
                                double stepMs, double waitMs) const
 {
-    const int towers = m_towers->size();
+    const int towers = m_towers->globalTowers();
     StepMetrics m;
     m.step = done;
     m.epoch = double(done) / double(m_stepsPerEpoch);
@@ -442,7 +551,7 @@ void Trainer::report(const StepMetrics& m)
                          {"dataMs", t.dataMs},
                          {"updateMs", t.updateMs}});
     j["towerTimes"] = split;
-    m_dir.appendMetrics(j.dump());
+    if (m_dir) m_dir->appendMetrics(j.dump());
     if (m_events) m_events->stepMetrics(m, m_config.batchPerTower);
     // The tutorial's line: "%s: step %d, loss = %.2f (%.1f examples/sec; %.3f sec/batch)".
     // Then where the run stands: "[12%, epoch 1.20, ETA 2m05s]", and where the slowest tower's
@@ -477,37 +586,49 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             } // a waiter between its check and its sleep still wakes
             m_cv.notify_all();
         });
-        if (m_start == Start::Unset) beginNewRun(false);
+        if (m_start == Start::Unset) { // startNew(false)
+            if (m_dir) beginNewRun(false);
+            shareStart();
+        }
         if (m_config.runId.empty()) m_config.runId = newRunId(); // a run from before run ids
-        m_dir.removeStaleTemporaries();
-        m_dir.writeConfig(m_config.toJson());
-        // What lies beyond the starting step belongs to an abandoned future (a run resumed from an
-        // older checkpoint because the newer ones did not load): a later resume must not pick it
-        // up, nor the logs show it twice. The checkpoints are moved aside, never deleted.
-        m_dir.truncateLogs(m_step.load());
-        std::vector<std::filesystem::path> beyond;
-        for (const auto& c : m_dir.checkpoints())
-            if (c.step > m_step.load()) beyond.push_back(c.path);
-        if (!beyond.empty())
-            log("moved " + std::to_string(beyond.size()) + " checkpoint(s) beyond step " +
-                std::to_string(m_step.load()) + ", the step this run continues from, to " +
-                m_dir.setAsideCheckpoints(beyond).string());
-        // TensorBoard: a new events file for this run(). A resumed run continues the curves after
-        // its checkpoint's step S: what earlier files hold beyond S goes, as from the logs above
-        // (and the restart marker at S + 1 tells TensorBoard so); a run from step 0 replaces all.
         const std::int64_t from = m_step.load();
         const std::int64_t eventsStart = from == 0 ? 0 : from + 1;
-        EventFileWriter::dropEventsAfter(m_dir.root(), eventsStart - 1);
-        m_events = std::make_unique<TensorBoardWriter>(m_dir.root());
-        m_events->start(eventsStart, m_config.toJson());
-        if (from == 0 && m_config.histogramEvery > 0) // the initial weights
-            m_events->parameters(0, m_towers->model(), false);
+        if (m_dir) {
+            RunDirectory& dir = *m_dir;
+            dir.removeStaleTemporaries();
+            dir.writeConfig(m_config.toJson());
+            // What lies beyond the starting step belongs to an abandoned future (a run resumed
+            // from an older checkpoint because the newer ones did not load): a later resume must
+            // not pick it up, nor the logs show it twice. The checkpoints are moved aside, never
+            // deleted.
+            dir.truncateLogs(from);
+            std::vector<std::filesystem::path> beyond;
+            for (const auto& c : dir.checkpoints())
+                if (c.step > from) beyond.push_back(c.path);
+            if (!beyond.empty())
+                log("moved " + std::to_string(beyond.size()) + " checkpoint(s) beyond step " +
+                    std::to_string(from) + ", the step this run continues from, to " +
+                    dir.setAsideCheckpoints(beyond).string());
+            // TensorBoard: a new events file for this run(). A resumed run continues the curves
+            // after its checkpoint's step S: what earlier files hold beyond S goes, as from the
+            // logs above (and the restart marker at S + 1 tells TensorBoard so); a run from step 0
+            // replaces all.
+            EventFileWriter::dropEventsAfter(dir.root(), eventsStart - 1);
+            m_events = std::make_unique<TensorBoardWriter>(dir.root());
+            m_events->start(eventsStart, m_config.toJson());
+            if (from == 0 && m_config.histogramEvery > 0) // the initial weights
+                m_events->parameters(0, m_towers->model(), false);
+            log("TensorBoard events in " + m_events->path().string());
+        }
         bool imagesWritten = false;
-        log("TensorBoard events in " + m_events->path().string());
-        const int towers = m_towers->size();
+        const int towers = m_towers->globalTowers();
         const std::int64_t global = std::int64_t(towers) * m_config.batchPerTower;
-        log("training " + m_config.model + " on " + std::to_string(towers) + " tower(s) x " +
-            std::to_string(m_config.batchPerTower) + " examples (global batch " +
+        const std::string across = m_group && m_group->size() > 1
+                                       ? " (" + std::to_string(m_group->size()) + " processes x " +
+                                             std::to_string(m_towers->size()) + ")"
+                                       : "";
+        log("training " + m_config.model + " on " + std::to_string(towers) + " tower(s)" + across +
+            " x " + std::to_string(m_config.batchPerTower) + " examples (global batch " +
             std::to_string(global) + "), " +
             (!isHostBackend(m_config.backend)
                  ? std::string("on GPUs")
@@ -528,7 +649,7 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             return Outcome::Stopped;
         };
         while (m_step.load() < m_total) {
-            if (stopRequested(stop) || !waitWhilePaused(stop)) return stopped();
+            if (stopVote(stop) || !waitWhilePaused(stop)) return stopped();
             const std::int64_t s = m_step.load();
             const auto t0 = Clock::now();
             const Batch& batch = m_source.next();
@@ -541,7 +662,7 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
                                       std::to_string(batch.perTower()) +
                                       " examples per tower, the configuration says " +
                                       std::to_string(m_config.batchPerTower));
-            if (!imagesWritten) { // the first batch this run trains on, as the towers see it
+            if (!imagesWritten && m_events) { // the first batch this run trains on, as seen
                 m_events->trainingImages(eventsStart, batch);
                 imagesWritten = true;
             }
@@ -566,7 +687,7 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
                 report(metricsOf(done, r, lr, stepMs, waitMs));
             // Histograms of the weights and of this step's averaged gradients.
             const std::int64_t every = m_config.histogramEvery;
-            if (every > 0 && (done % every == 0 || done == m_total))
+            if (m_events && every > 0 && (done % every == 0 || done == m_total))
                 m_events->parameters(done, m_towers->model(), true);
             // The checkpoint first: a stop during the evaluation then has nothing left to save.
             if ((m_config.checkpointEvery > 0 && done % m_config.checkpointEvery == 0) ||

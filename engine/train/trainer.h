@@ -50,8 +50,18 @@ public:
     // trainer is destroyed), creates the directory and builds the towers (threads, replicas
     // initialised from config.seed). `source` must yield batches split for config.towers towers
     // of config.batchPerTower examples; it and `observer` (may be null) must outlive the trainer.
+    //
+    // With `processes` (a run across processes: config.processes must be its size, `source` this
+    // process's share of the batches), every process constructs its trainer and makes the same
+    // calls; they are collective. Rank 0 alone takes the lock and writes the run directory, the
+    // logs, the events and the checkpoints, and decides how the run starts (startNew,
+    // resumeFromNewest), sending the state it restored to the others; the other ranks write
+    // nothing. Every process checks first that all run the same build and configuration
+    // (InvalidArgument naming the rank that differs). A stop on any process stops all after the
+    // same step.
     Trainer(TrainConfig config, BatchSource& source, std::filesystem::path runDirectory,
-            DataDescription data = {}, TrainerObserver* observer = nullptr);
+            DataDescription data = {}, TrainerObserver* observer = nullptr,
+            ProcessGroup* processes = nullptr);
     ~Trainer();
     Trainer(const Trainer&) = delete;
     Trainer& operator=(const Trainer&) = delete;
@@ -112,7 +122,10 @@ public:
     // The TensorBoard events file run() writes (tensorboard_writer.h); empty before run().
     std::filesystem::path eventsFile() const;
     TowerSet& towers() { return *m_towers; }
-    RunDirectory& runDirectory() { return m_dir; }
+    // Rank 0's (and a run's in one process); InvalidArgument on the other ranks, which write none.
+    RunDirectory& runDirectory();
+    // Whether this process writes the run directory (rank 0, or the only process).
+    bool writesRun() const { return m_dir.has_value(); }
 
 private:
     bool stopRequested(const std::stop_token& stop) const;
@@ -122,6 +135,12 @@ private:
                           double waitMs) const;
     void report(const StepMetrics& m);
     void beginNewRun(bool setAsideExisting);
+    std::optional<std::int64_t> resumeHere(bool setAsideUnloadable);
+    // Across processes: rank 0 sends how the run starts (and the state it restored); the others
+    // take it.
+    void shareStart();
+    // The stop decision of this step: any process's, on every process.
+    bool stopVote(const std::stop_token& stop);
     // false when a stop ended it part-way (nothing is recorded then).
     bool runEvaluation(const std::stop_token& stop);
     void log(const std::string& line);
@@ -138,8 +157,9 @@ private:
 
     TrainConfig m_config;
     BatchSource& m_source;
-    RunLock m_lock; // before m_dir: nothing is written before the lock is held
-    RunDirectory m_dir;
+    ProcessGroup* m_group;
+    std::optional<RunLock> m_lock;     // before m_dir: nothing is written before the lock is held
+    std::optional<RunDirectory> m_dir; // rank 0's only
     DataDescription m_data;
     TrainerObserver* m_observer;
     std::unique_ptr<TowerSet> m_towers;

@@ -1,5 +1,8 @@
 #include "engine/train/training_session.h"
 
+#include <zlib.h>
+
+#include "engine/dist/process_state.h"
 #include "engine/ops/backends.h"
 #include "engine/train/recipe.h"
 #include "engine/train/run_lock.h"
@@ -26,6 +29,21 @@ void discardIfUnused(const std::filesystem::path& folder)
     fs::remove(folder, ec);
 }
 
+// What identifies a dataset's content: every process of a run must train on the same examples.
+std::string fingerprint(const Dataset& d)
+{
+    const auto crc = [](const ImageSet& s) {
+        uLong c = crc32(0L, Z_NULL, 0);
+        c = crc32_z(c, reinterpret_cast<const Bytef*>(s.pixels.data()), s.pixels.size());
+        c = crc32_z(c, reinterpret_cast<const Bytef*>(s.labels.data()),
+                    s.labels.size() * sizeof(s.labels[0]));
+        return std::to_string(c);
+    };
+    return "dataset " + d.name + "\ntraining examples " + std::to_string(d.train.count) +
+           ", CRC-32 " + crc(d.train) + "\ntest examples " + std::to_string(d.test.count) +
+           ", CRC-32 " + crc(d.test);
+}
+
 } // namespace
 
 TrainingSession::TrainingSession(SessionOptions options, TrainerObserver* observer)
@@ -39,7 +57,8 @@ TrainingSession::TrainingSession(SessionOptions options, TrainerObserver* observ
         throw InvalidArgument("augmentation must be 'default' or 'none', got '" + c.augmentation +
                               "'");
     if (m_options.loaderWorkers < 0) throw InvalidArgument("loader workers must be >= 0");
-    if (m_options.newFolder) {
+    const bool writer = !m_options.processes || m_options.processes->rank() == 0;
+    if (m_options.newFolder && writer) {
         m_options.runDirectory = createNewFolder(m_options.runDirectory);
         try {
             build(observer);
@@ -57,8 +76,9 @@ void TrainingSession::build(TrainerObserver* observer)
 {
     TrainConfig& c = m_options.config;
     // Refused at once when another process trains in the folder, before the dataset is loaded
-    // (the trainer takes the lock for good below).
-    {
+    // (the trainer takes the lock for good below). Across processes, rank 0's folder.
+    ProcessGroup* group = m_options.processes;
+    if (!group || group->rank() == 0) {
         const RunLock probe = RunLock::acquire(m_options.runDirectory);
     }
 
@@ -71,10 +91,15 @@ void TrainingSession::build(TrainerObserver* observer)
         m_dataset = std::make_shared<const Dataset>(
             loadDatasetPreferring(c.dataset, c.dataDir, m_options.searchPath));
     }
+    if (group) requireSameEverywhere(*group, fingerprint(*m_dataset), "dataset");
     m_recipe = preprocessingFor(c.model, *m_dataset);
 
     LoaderOptions lo;
     lo.towers = c.towers;
+    if (group) {
+        lo.globalTowers = group->size() * c.towers;
+        lo.firstTower = group->rank() * c.towers;
+    }
     lo.batchPerTower = c.batchPerTower;
     lo.seed = c.seed;
     lo.augment = c.augmentation != "none";
@@ -83,7 +108,8 @@ void TrainingSession::build(TrainerObserver* observer)
     m_loader = std::make_unique<BatchLoader>(m_dataset->train, m_recipe, lo);
 
     DataDescription data{m_dataset->classNames, m_recipe.toJson()};
-    m_trainer = std::make_unique<Trainer>(c, *m_loader, m_options.runDirectory, data, observer);
+    m_trainer =
+        std::make_unique<Trainer>(c, *m_loader, m_options.runDirectory, data, observer, group);
     const ImageSet& test = m_dataset->test;
     const Preprocessing recipe = m_recipe;
     m_trainer->setEvaluator(test.count, [&test, recipe](std::int64_t begin, std::int64_t end,

@@ -40,6 +40,10 @@ struct SessionOptions
     // config.dataset (InvalidArgument otherwise). The desktop application passes what its Data
     // page already holds, so the images are in memory once.
     std::shared_ptr<const Dataset> dataset;
+    // A run across processes (config.processes = its size): every process makes its session with
+    // the same options; rank 0 alone makes, locks and writes the run folder (see Trainer), every
+    // process loads the dataset from its own disk and checks that it is the same as rank 0's.
+    ProcessGroup* processes = nullptr;
 };
 
 class TrainingSession

@@ -1,0 +1,111 @@
+#include "engine/dist/process_state.h"
+
+#include <cstdint>
+#include <cstring>
+#include <sstream>
+
+namespace towers::engine {
+
+namespace {
+
+template <class T> void put(std::string& out, T v)
+{
+    out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+struct Reader
+{
+    const std::string& in;
+    std::size_t at = 0;
+
+    const char* bytes(std::size_t n)
+    {
+        if (n > in.size() - at)
+            throw Error("the training state sent by rank 0 is truncated (at byte " +
+                        std::to_string(at) + " of " + std::to_string(in.size()) + ")");
+        const char* p = in.data() + at;
+        at += n;
+        return p;
+    }
+    template <class T> T take()
+    {
+        T v;
+        std::memcpy(&v, bytes(sizeof v), sizeof v);
+        return v;
+    }
+};
+
+std::string firstDifferentLine(const std::string& a, const std::string& b)
+{
+    std::istringstream sa(a), sb(b);
+    std::string la, lb;
+    while (true) {
+        const bool ga = bool(std::getline(sa, la)), gb = bool(std::getline(sb, lb));
+        if (!ga && !gb) return {};
+        if (!ga) la = "(nothing)";
+        if (!gb) lb = "(nothing)";
+        if (la != lb || !ga || !gb) {
+            const auto trim = [](std::string s) {
+                s.erase(0, s.find_first_not_of(" \t"));
+                return s;
+            };
+            return trim(la) + " there, " + trim(lb) + " on rank 0";
+        }
+    }
+}
+
+} // namespace
+
+std::string packTensors(const NamedTensors& tensors)
+{
+    std::string out;
+    put(out, std::uint64_t(tensors.size()));
+    for (const auto& [name, t] : tensors) {
+        const Tensor h = t.onHost();
+        put(out, std::uint64_t(name.size()));
+        out += name;
+        put(out, std::int32_t(h.dtype()));
+        put(out, std::uint64_t(h.rank()));
+        for (int d = 0; d < h.rank(); ++d) put(out, std::int64_t(h.dim(d)));
+        put(out, std::uint64_t(h.bytes()));
+        if (h.bytes()) out.append(static_cast<const char*>(h.raw()), h.bytes());
+    }
+    return out;
+}
+
+NamedTensors unpackTensors(const std::string& bytes)
+{
+    Reader r{bytes};
+    const auto count = r.take<std::uint64_t>();
+    NamedTensors out;
+    for (std::uint64_t i = 0; i < count; ++i) {
+        const auto nameLength = r.take<std::uint64_t>();
+        std::string name(r.bytes(nameLength), nameLength);
+        const auto dtype = DType(r.take<std::int32_t>());
+        const auto rank = r.take<std::uint64_t>();
+        if (rank > 16) throw Error("the training state sent by rank 0 is damaged");
+        std::vector<std::int64_t> dims;
+        for (std::uint64_t d = 0; d < rank; ++d) dims.push_back(r.take<std::int64_t>());
+        Tensor t(Shape(dims), dtype);
+        const auto n = r.take<std::uint64_t>();
+        if (n != t.bytes())
+            throw Error("the training state sent by rank 0 is damaged (tensor '" + name + "')");
+        if (n) std::memcpy(t.raw(), r.bytes(n), n);
+        out.emplace_back(std::move(name), std::move(t));
+    }
+    if (r.at != bytes.size()) throw Error("the training state sent by rank 0 has extra bytes");
+    return out;
+}
+
+void requireSameEverywhere(ProcessGroup& group, const std::string& mine, const std::string& what)
+{
+    const std::vector<std::string> all = group.allGatherStrings(mine);
+    for (std::size_t r = 1; r < all.size(); ++r)
+        if (all[r] != all.front())
+            throw InvalidArgument("rank " + std::to_string(r) + " runs another " + what +
+                                  " than rank 0: " + firstDifferentLine(all[r], all.front()) +
+                                  ". Every process of a run must run the same Towers with the "
+                                  "same options and data.");
+}
+
+} // namespace towers::engine
