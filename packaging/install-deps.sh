@@ -16,6 +16,7 @@ packages=(
     qt6-base-dev qt6-qpa-plugins libqt6svg6 libqcustomplot-dev ca-certificates
     libprotobuf-dev protobuf-compiler
     libonnx-dev libprotobuf-dev # towers-cli export: ONNX's messages, checker and shape inference
+    libopenmpi-dev openmpi-bin # towers-cli train across processes and machines (mpirun, srun)
     dataset-fashion-mnist
 )
 if [[ "${1:-}" == "--test" ]]; then
