@@ -174,6 +174,7 @@ enum class CollectiveKind
 {
     AllReduceMean, // float32 only
     Broadcast,
+    Barrier, // no tensors: the driver's own collective, where its ranks span processes
 };
 
 // What launchAsync returns: Failed; Pending while the driver is still enqueuing it (enqueued()
@@ -190,6 +191,10 @@ struct AsyncLaunch
 //   int size() const;
 //   Device device(int rank) const;   where rank's tensors live
 //   const char* name() const;        "NCCL", for messages
+//   // Whether the ranks are this process's part of a world of several processes: barrier() is
+//   // then the driver's collective (CollectiveKind::Barrier, no tensors) instead of a rendezvous
+//   // of this process's ranks, and broadcast() takes root 0 only (the world's first rank).
+//   bool spansProcesses() const;
 //   // Where rank's tensors are computed (its tower's ops, whose stream orders the collectives).
 //   void attach(int rank, Ops& ops);
 //   // Enqueues the collective on rank's handle: Pending (then poll), Done or Failed.
@@ -289,17 +294,29 @@ public:
         mine.order.completed();
     }
 
+    // With ranks in several processes, root 0 only: the world's rank 0, in another process or
+    // this one's rank 0.
     void broadcast(int rank, int root, std::span<Tensor> tensors) override
     {
-        if (root < 0 || root >= size())
-            throw InvalidArgument(std::string(m_driver.name()) + " broadcast: no root rank " +
+        const std::string name = std::string(m_driver.name()) + " broadcast";
+        if (m_driver.spansProcesses() && root != 0)
+            throw InvalidArgument(name +
+                                  ": with ranks in several processes the root is global "
+                                  "rank 0 (root 0), not " +
                                   std::to_string(root));
+        if (root < 0 || root >= size())
+            throw InvalidArgument(name + ": no root rank " + std::to_string(root));
         run(rank, CollectiveKind::Broadcast, root, tensors, "broadcast");
     }
 
+    // Every rank of the world, through the driver, where the ranks span processes.
     void barrier(int rank) override
     {
         requireRank(rank);
+        if (m_driver.spansProcesses()) {
+            run(rank, CollectiveKind::Barrier, 0, {}, "barrier");
+            return;
+        }
         m_rendezvous.arrive();
     }
 

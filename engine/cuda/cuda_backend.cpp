@@ -139,8 +139,11 @@ public:
     }
 
     std::unique_ptr<Communicator> makeCommunicator(const std::vector<int>& deviceOfRank,
-                                                   std::string* whyNot) override
+                                                   std::string* whyNot,
+                                                   const NcclWorld* world) override
     {
+        // Checked after the id is shared: the other processes must not be left waiting in it.
+        if (world) return makeNcclWorldCommunicator(deviceOfRank, *world, m_count, whyNot);
         if (deviceOfRank.empty()) throw InvalidArgument("a communicator needs at least one rank");
         for (int d : deviceOfRank) requireIndex(d);
         bool oneDevice = true;

@@ -34,6 +34,11 @@
 //  * The tensors of a collective in flight are held (as the driver's references) until the
 //    compute stream waits for it, so that a tensor its owner drops meanwhile is freed, on its
 //    stream, only after the reduction.
+//  * With ranks in several processes (a world: makeNcclWorldCommunicator), the same, each local
+//    rank being its global rank's NCCL communicator; ncclAvg divides by the world's size. The
+//    barrier is a collective of the world too: a one-float ncclAllReduce of a cell of the rank's
+//    own, on its communication stream like the others (a rank returns from it once every rank of
+//    the world has come), and a broadcast's root 0 is NCCL rank 0, the world's first rank.
 //  * The end: destroyAll (finalise) or abortAll (ncclCommAbort, which releases the kernels in
 //    flight) frees the communicators, then waits a bounded while for the communication streams
 //    to drain (after an abort, the kernels still running end at once), releases the tensors held,
@@ -49,6 +54,7 @@
 #include "engine/cuda/communicators.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cuda_ops.h"
+#include "engine/cuda/nccl_world.h"
 
 namespace towers::engine::cuda {
 
@@ -138,6 +144,7 @@ struct RankStreams
     cudaEvent_t legacyReady = nullptr;       // the legacy stream's, before a synchronous one
     std::vector<cudaEvent_t> done;           // by token: the end of an asynchronous collective
     std::vector<std::vector<Tensor>> held;   // by token: its tensors, until ordered()
+    Tensor barrierCell;                      // a world's barrier: one float on the rank's GPU
     std::vector<std::uint64_t> freeTokens;
     // The token whose collective NCCL is still enqueuing: its 'done' is recorded once it is in.
     std::optional<std::uint64_t> unrecorded;
@@ -169,6 +176,7 @@ void releaseStreams(std::vector<RankStreams>& ranks) noexcept
     for (RankStreams& s : ranks) {
         const QuietDevice guard(s.device);
         s.held.clear(); // freed on their own streams, after what was issued there
+        s.barrierCell = Tensor();
         // Both return at once with work pending, and CUDA releases them once it is done.
         for (cudaEvent_t& e : s.done)
             if (e) cudaEventDestroy(e);
@@ -204,14 +212,16 @@ class NcclDriver
 {
 public:
     NcclDriver(std::vector<ncclComm_t> comms, std::vector<int> devices,
-               std::vector<RankStreams> ranks)
-        : m_comms(std::move(comms)), m_devices(std::move(devices)), m_ranks(std::move(ranks))
+               std::vector<RankStreams> ranks, bool world)
+        : m_comms(std::move(comms)), m_devices(std::move(devices)), m_ranks(std::move(ranks)),
+          m_world(world)
     {
     }
 
     int size() const { return int(m_devices.size()); }
     Device device(int rank) const { return {DeviceKind::Cuda, m_devices[std::size_t(rank)]}; }
     const char* name() const { return "NCCL"; }
+    bool spansProcesses() const { return m_world; }
 
     void attach(int rank, Ops& ops)
     {
@@ -227,7 +237,7 @@ public:
 
     CollectiveStatus launch(int rank, CollectiveKind kind, int root, std::span<Tensor> tensors)
     {
-        if (!anyBytes(tensors)) return {};
+        if (kind != CollectiveKind::Barrier && !anyBytes(tensors)) return {};
         RankStreams& s = m_ranks[std::size_t(rank)];
         DeviceGuard guard(s.device);
         // After what the tower's stream and the legacy stream (work outside ops) issued so far.
@@ -382,27 +392,38 @@ private:
 
     // The collective of every tensor, in one group on rank's communication stream: ncclSuccess
     // (enqueued), ncclInProgress (a non-blocking communicator still enqueuing it) or the error.
+    // A broadcast's root is an NCCL rank: the local rank in one process, the world's rank 0 in
+    // several (the template takes no other root there). A barrier sums the rank's cell.
     ncclResult_t group(int rank, CollectiveKind kind, int root, std::span<Tensor> tensors)
     {
         ncclComm_t comm = m_comms[std::size_t(rank)];
-        cudaStream_t stream = m_ranks[std::size_t(rank)].comm;
+        RankStreams& s = m_ranks[std::size_t(rank)];
+        cudaStream_t stream = s.comm;
+        if (kind == CollectiveKind::Barrier && !s.barrierCell.bytes()) return ncclInvalidUsage;
         ncclResult_t r = ncclGroupStart();
         if (r != ncclSuccess) return r;
         bool inProgress = false;
+        auto take = [&](ncclResult_t one) {
+            if (one == ncclInProgress) {
+                inProgress = true;
+            } else if (one != ncclSuccess) {
+                r = one;
+            }
+            return r == ncclSuccess;
+        };
+        if (kind == CollectiveKind::Barrier) {
+            void* cell = const_cast<void*>(s.barrierCell.raw());
+            take(ncclAllReduce(cell, cell, 1, ncclFloat32, ncclSum, comm, stream));
+        }
         for (const auto& t : tensors) {
-            if (!t.bytes()) continue;
+            if (!t.bytes() || kind == CollectiveKind::Barrier) continue;
             void* data = const_cast<void*>(t.raw());
             const ncclResult_t one =
                 kind == CollectiveKind::AllReduceMean
                     ? ncclAllReduce(data, data, std::size_t(t.numel()), ncclFloat32, ncclAvg, comm,
                                     stream)
                     : ncclBroadcast(data, data, t.bytes(), ncclUint8, root, comm, stream);
-            if (one == ncclInProgress) {
-                inProgress = true;
-            } else if (one != ncclSuccess) {
-                r = one;
-                break;
-            }
+            if (!take(one)) break;
         }
         const ncclResult_t end = ncclGroupEnd(); // the group is closed whatever happened in it
         if (r != ncclSuccess) return r;
@@ -421,29 +442,26 @@ private:
     std::vector<ncclComm_t> m_comms;
     std::vector<int> m_devices;
     std::vector<RankStreams> m_ranks; // each touched by its rank's thread, or by the teardown
+    bool m_world = false;             // the ranks are this process's part of a world
 };
 
-} // namespace
-
-std::unique_ptr<Communicator> makeNcclCommunicator(const std::vector<int>& devices,
-                                                   std::string* whyNot)
+// NCCL communicators for `devices` as ranks firstRank + i of nranks (the world's id in `id`),
+// started in one group and waited for, at most kStartLimit: the communicator, or nullptr with the
+// reason in whyNot (NCCL's own words: "Duplicate GPU detected", a peer that never came).
+std::unique_ptr<Communicator> startNccl(const std::vector<int>& devices, const ncclUniqueId& id,
+                                        int nranks, int firstRank, bool world, std::string* whyNot)
 {
     auto fail = [&](const std::string& why) -> std::unique_ptr<Communicator> {
         if (whyNot) *whyNot = why;
         return nullptr;
     };
-    if (std::set<int>(devices.begin(), devices.end()).size() != devices.size())
-        return fail("NCCL takes one rank per GPU, and some towers share a GPU");
     const int n = int(devices.size());
-    ncclUniqueId id;
-    ncclResult_t r = ncclGetUniqueId(&id);
-    if (r != ncclSuccess) return fail("NCCL could not start: " + ncclText(r));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0; // every call returns at once: see the top of this file
     std::vector<ncclComm_t> comms(devices.size(), nullptr);
     int previous = -1;
     cudaGetDevice(&previous);
-    r = ncclGroupStart();
+    ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess) return fail("NCCL could not start: " + ncclText(r));
     for (int i = 0; i < n && (r == ncclSuccess || r == ncclInProgress); ++i) {
         if (cudaSetDevice(devices[std::size_t(i)]) != cudaSuccess) {
@@ -451,7 +469,7 @@ std::unique_ptr<Communicator> makeNcclCommunicator(const std::vector<int>& devic
             r = ncclUnhandledCudaError;
             break;
         }
-        r = ncclCommInitRankConfig(&comms[std::size_t(i)], n, id, i, &config);
+        r = ncclCommInitRankConfig(&comms[std::size_t(i)], nranks, id, firstRank + i, &config);
     }
     const ncclResult_t end = ncclGroupEnd();
     if (previous >= 0) cudaSetDevice(previous);
@@ -459,20 +477,76 @@ std::unique_ptr<Communicator> makeNcclCommunicator(const std::vector<int>& devic
     ncclComm_t failed = nullptr;
     if (r == ncclSuccess || r == ncclInProgress) r = waitUntilReady(comms, kStartLimit, &failed);
     if (r != ncclSuccess) {
-        const std::string why = r == ncclInProgress
-                                    ? std::string("NCCL did not start within 2 minutes")
-                                    : "NCCL could not start: " + ncclText(r, failed);
+        std::string why = r == ncclInProgress ? std::string("NCCL did not start within 2 minutes")
+                                              : "NCCL could not start: " + ncclText(r, failed);
+        if (r == ncclInProgress && world)
+            why += " (a process of the world that never joined, or no network between them)";
         abortAllOf(comms);
         return fail(why);
     }
     std::vector<RankStreams> ranks;
-    const std::string noStreams = createStreams(ranks, devices);
+    std::string noStreams = createStreams(ranks, devices);
+    if (noStreams.empty() && world) {
+        try {
+            for (RankStreams& s : ranks)
+                s.barrierCell =
+                    Tensor::zeros({1}, DType::Float32).copyTo({DeviceKind::Cuda, s.device});
+        } catch (const std::exception& e) {
+            releaseStreams(ranks);
+            noStreams = e.what();
+        }
+    }
     if (!noStreams.empty()) {
         abortAllOf(comms);
         return fail("NCCL's streams could not be created: " + noStreams);
     }
     return std::make_unique<AbortableCommunicator<NcclDriver>>(
-        NcclDriver(std::move(comms), devices, std::move(ranks)));
+        NcclDriver(std::move(comms), devices, std::move(ranks), world));
+}
+
+} // namespace
+
+std::unique_ptr<Communicator> makeNcclCommunicator(const std::vector<int>& devices,
+                                                   std::string* whyNot)
+{
+    if (std::set<int>(devices.begin(), devices.end()).size() != devices.size()) {
+        if (whyNot) *whyNot = "NCCL takes one rank per GPU, and some towers share a GPU";
+        return nullptr;
+    }
+    ncclUniqueId id;
+    const ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess) {
+        if (whyNot) *whyNot = "NCCL could not start: " + ncclText(r);
+        return nullptr;
+    }
+    const int n = int(devices.size());
+    return startNccl(devices, id, n, 0, false, whyNot);
+}
+
+std::unique_ptr<Communicator> makeNcclWorldCommunicator(const std::vector<int>& devices,
+                                                        const GpuBackend::NcclWorld& world,
+                                                        int deviceCount, std::string* whyNot)
+{
+    if (!world.shareId)
+        throw InvalidArgument("an NCCL world needs shareId: every process calls it to share "
+                              "NCCL's id");
+    const WorldCheck check = checkNcclWorld(devices, world.worldSize, world.firstRank, deviceCount);
+    ncclUniqueId id;
+    // Every process shares (or receives) the id, whatever failed: see nccl_world.h.
+    const std::string notJoining = exchangeNcclId(
+        world.firstRank == 0, check.why, &id, sizeof id,
+        [](void* out) -> std::string {
+            const ncclResult_t r = ncclGetUniqueId(static_cast<ncclUniqueId*>(out));
+            return r == ncclSuccess ? std::string()
+                                    : "NCCL could not make the world's id: " + ncclText(r);
+        },
+        world.shareId);
+    if (check.verdict == WorldVerdict::Invalid) throw InvalidArgument(check.why);
+    if (!notJoining.empty()) {
+        if (whyNot) *whyNot = notJoining;
+        return nullptr;
+    }
+    return startNccl(devices, id, world.worldSize, world.firstRank, true, whyNot);
 }
 
 } // namespace towers::engine::cuda

@@ -3,7 +3,9 @@
 // a plugin, libtowers-cuda.so, loaded at run time with dlopen: programs built with it still start,
 // and the CPU package still installs, on machines without any NVIDIA library. No CUDA header
 // appears here.
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +59,18 @@ public:
     // BackendError.
     virtual void synchronize(int device) = 0;
 
+    // The NCCL world when several processes train together (mpirun/srun): this process's ranks are
+    // global ranks firstRank .. firstRank + deviceOfRank.size() - 1 of worldSize. shareId is called
+    // once by every process, collectively: it broadcasts `bytes` bytes (the ncclUniqueId) from the
+    // process that holds global rank 0 (whose buffer is filled in before the call) to every
+    // process.
+    struct NcclWorld
+    {
+        int worldSize = 0;
+        int firstRank = 0;
+        std::function<void(void* bytes, std::size_t size)> shareId;
+    };
+
     // Collectives between towers whose tensors stay on their GPUs: rank r on GPU deviceOfRank[r].
     // NCCL (one communicator, one rank per GPU) when the GPUs are distinct; a reduction kernel
     // on the GPU when every rank shares one GPU. nullptr with the reason in `whyNot` otherwise
@@ -65,15 +79,35 @@ public:
     // mean. Works on float32 tensors of the ranks' GPUs (InvalidArgument otherwise). abort(), from
     // any thread, releases the ranks waiting in a collective within moments (NCCL: every
     // communicator aborted once, after the calls in progress have returned).
+    //
+    // With a `world` (several processes): NCCL only, one rank per GPU, this process's ranks being
+    // global ranks firstRank + r of the world. Every process calls this, collectively, and each
+    // calls world->shareId exactly once whatever fails, before or after (so that none is left
+    // waiting in it); the process of global rank 0 shares an id of zeros when it cannot start,
+    // and the others then return nullptr at once. size() is the local ranks; allReduceMean is the
+    // mean over all worldSize ranks (ncclAvg: every rank of every process receives bitwise the
+    // same values); barrier waits for every rank of the world (an NCCL collective); broadcast
+    // takes root 0 only, global rank 0, whose tensors every rank of the world receives (another
+    // root: InvalidArgument). Two towers of this process on one GPU: nullptr ("two towers of this
+    // process on GPU g: NCCL takes one rank per GPU"); NCCL refusing two processes on one GPU, a
+    // process that never joins (2 minutes) or an NCCL failure: nullptr with NCCL's reason. One
+    // process failing after the id was shared can leave the others waiting for it until that
+    // limit: the caller agrees on the outcome (ProcessGroup::any) before using the communicator,
+    // and falls back to averaging through the host everywhere when any process has none.
+    // InvalidArgument (after shareId) for no ranks, a GPU out of range, or ranks outside the
+    // world; at once for a world without shareId. An exception of shareId goes to the caller.
+    // abort() aborts this process's NCCL communicators only: the other processes learn of the
+    // failure through the caller (ProcessGroup::announceFailure) and abort theirs.
     virtual std::unique_ptr<Communicator> makeCommunicator(const std::vector<int>& deviceOfRank,
-                                                           std::string* whyNot) = 0;
+                                                           std::string* whyNot,
+                                                           const NcclWorld* world = nullptr) = 0;
 };
 
 // The ABI the plugin is built for: the plugin exports
 //   extern "C" GpuBackend* towers_cuda_backend(int abi, const char* buildId, char* error, size_t n)
 // and refuses (returning nullptr with the reason in `error`) unless both match what the program
 // was built with, since it shares the engine's classes (Tensor, Ops) by layout.
-constexpr int kGpuBackendAbi = 4;
+constexpr int kGpuBackendAbi = 5;
 #ifndef TOWERS_BUILD_VERSION
 #define TOWERS_BUILD_VERSION "unknown"
 #endif

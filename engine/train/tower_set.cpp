@@ -199,6 +199,29 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
         m_comm = m_opt.makeCommunicator(m_opt.towers);
         m_deviceCollectives = true;
         m_allReduceText = "where the towers' tensors live (a given communicator)";
+    } else if (gpu && m_opt.allreduce == "auto" && group && group->size() > 1) {
+        // One NCCL world over every GPU tower of every process, its id sent by rank 0. Every
+        // process must have joined it, or all average through the host (MPI) instead.
+        std::string why;
+        GpuBackend::NcclWorld world;
+        world.worldSize = m_globalTowers;
+        world.firstRank = m_firstTower;
+        world.shareId = [group](void* bytes, std::size_t size) {
+            group->broadcast(bytes, size, 0);
+        };
+        m_comm = gpu->makeCommunicator(gpuOf, &why, &world);
+        if (group->any(!m_comm)) {
+            if (m_comm) {
+                m_comm->abort("another process could not join the NCCL world");
+                m_comm.reset();
+                why = "NCCL did not start on every process";
+            }
+            m_allReduceText = "on the host (" + why + ")";
+        } else {
+            m_deviceCollectives = true;
+            m_allReduceText =
+                "with NCCL across the GPUs of " + std::to_string(group->size()) + " processes";
+        }
     } else if (gpu && m_opt.allreduce == "auto" && m_opt.towers > 1) {
         std::string why;
         m_comm = gpu->makeCommunicator(gpuOf, &why);

@@ -125,6 +125,7 @@ struct FakeNcclState
     std::atomic<int> orderedTooEarly{0};     // ordered() of a collective not yet enqueued
     std::atomic<int> tokensHeld{0};          // launched and neither ordered nor torn down
     std::atomic<int> releasedAtTeardown{0};
+    std::atomic<bool> world{false}; // the ranks are one process's part of an NCCL world
 };
 
 class FakeNcclDriver
@@ -140,18 +141,21 @@ public:
     int size() const { return m_ranks; }
     Device device(int) const { return Device::host(); }
     const char* name() const { return "NCCL"; }
+    bool spansProcesses() const { return m_state->world; }
     void attach(int, Ops&)
     {
         touch();
         ++m_state->attached;
     }
-    cuda::CollectiveStatus launch(int rank, cuda::CollectiveKind kind, int, std::span<Tensor>)
+    cuda::CollectiveStatus launch(int rank, cuda::CollectiveKind kind, int root, std::span<Tensor>)
     {
         touch();
         nccl(rank);
         ++m_state->launches;
         m_log[std::size_t(rank)].push_back(
-            kind == cuda::CollectiveKind::AllReduceMean ? "allReduceMean" : "broadcast");
+            kind == cuda::CollectiveKind::AllReduceMean ? "allReduceMean"
+            : kind == cuda::CollectiveKind::Barrier     ? "barrier"
+                                                        : "broadcast from " + std::to_string(root));
         m_polls[std::size_t(rank)] = 0;
         return {cuda::CollectiveState::Pending, {}};
     }
@@ -773,6 +777,57 @@ private slots:
             QCOMPARE(state->destroys.load(), 0);
             QCOMPARE(state->tokensHeld.load(), 0);
         }
+    }
+
+    // One process's ranks of an NCCL world of several (GpuBackend::NcclWorld): the barrier is
+    // the driver's collective (every rank of the world), in its place among the others, not a
+    // rendezvous of this process's ranks; broadcast takes root 0 only (global rank 0), refusing
+    // another on the calling rank; an abort releases a rank waiting in the world's barrier for
+    // processes that never come.
+    void ncclWorldBarrierAndRoot()
+    {
+        auto state = std::make_shared<FakeNcclState>();
+        state->world = true;
+        state->pollsToFinish = 2;
+        auto comm = fakeNccl(2, state);
+        std::vector<std::vector<Tensor>> data = {floats(0), floats(1)};
+        const auto errors = onRanksWithin(2, std::chrono::seconds(20), [&](int r) {
+            auto& mine = data[std::size_t(r)];
+            comm->allReduceMean(r, mine);
+            comm->barrier(r);
+            comm->broadcast(r, 0, mine);
+            expectRefused([&] { comm->broadcast(r, 1, mine); },
+                          "NCCL broadcast: with ranks in several processes the root is global "
+                          "rank 0 (root 0), not 1");
+            comm->barrier(r);
+        });
+        for (const auto& e : errors) QVERIFY2(e.empty(), e.c_str());
+        const std::vector<std::string> expectedLog = {"allReduceMean", "barrier",
+                                                      "broadcast from 0", "barrier"};
+        for (int r = 0; r < 2; ++r) QCOMPARE(comm->driver().log(r), expectedLog);
+        QCOMPARE(state->launches.load(), 8);
+        QCOMPARE(state->gpuWaits.load(), 8 * 2); // each waited for, two polls each
+        QVERIFY(!comm->aborted());
+        comm.reset();
+        QCOMPARE(state->destroys.load(), 1);
+
+        auto waiting = std::make_shared<FakeNcclState>();
+        waiting->world = true; // collectives never finish: the other processes never come
+        auto lone = fakeNccl(1, waiting);
+        const auto t0 = std::chrono::steady_clock::now();
+        std::thread aborter([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            lone->abort("process 1 failed: out of memory");
+        });
+        const auto released =
+            onRanksWithin(1, std::chrono::seconds(20), [&](int r) { lone->barrier(r); });
+        aborter.join();
+        QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+        QCOMPARE(QString::fromStdString(released[0]),
+                 QStringLiteral("aborted: NCCL barrier: another tower failed: process 1 failed: "
+                                "out of memory"));
+        QCOMPARE(waiting->aborts.load(), 1);
+        QCOMPARE(waiting->usesAfterTeardown.load(), 0);
     }
 
     void towerThread()

@@ -5,18 +5,23 @@
 // which devices allocate from memory pools, and the bookkeeping of the same-device communicator's
 // asynchronous averages (ticket order, the last rank to start enqueueing, complete() waiting only
 // for that, aborts). The plugin runs exactly these (conv_algorithm.h, stream_policy.h,
-// ticket_board.h); what only a GPU shows is tst_gpu_backend's.
+// ticket_board.h), and joining an NCCL world of several processes (nccl_world.h: whether this
+// process's towers can be its ranks; the id's exchange, made exactly once by every process
+// whatever fails, so that none is left waiting in it). What only a GPU shows is tst_gpu_backend's.
 #include <QtTest>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/cuda/conv_algorithm.h"
+#include "engine/cuda/nccl_world.h"
 #include "engine/cuda/stream_policy.h"
 #include "engine/cuda/ticket_board.h"
 
@@ -98,6 +103,44 @@ std::string onThreadWithin(std::chrono::seconds limit, const std::function<void(
     }
     t.join();
     return *error;
+}
+
+// What one process's side of the id's exchange did.
+struct Exchange
+{
+    std::string result;
+    int made = 0;                    // makeId calls
+    std::vector<std::string> shared; // the bytes at each shareId call, as it was called
+    std::vector<unsigned char> id;   // the id afterwards
+};
+
+// exchangeNcclId with a 16-byte id: makeId writes `made` (or fails with `makeFails`, or throws),
+// shareId records what it was given and, off the root, delivers `delivered`.
+Exchange exchange(bool root, const std::string& localFailure, const std::string& makeFails = "",
+                  bool makeThrows = false, std::vector<unsigned char> delivered = {})
+{
+    Exchange out;
+    out.id.assign(16, 0xEE); // garbage before the call
+    out.result = exchangeNcclId(
+        root, localFailure, out.id.data(), out.id.size(),
+        [&](void* id) -> std::string {
+            ++out.made;
+            if (makeThrows) throw std::runtime_error("no network interface");
+            std::memset(id, 0x5A, 16);
+            return makeFails;
+        },
+        [&](void* bytes, std::size_t size) {
+            QCOMPARE(size, std::size_t(16));
+            auto* p = static_cast<unsigned char*>(bytes);
+            out.shared.emplace_back(reinterpret_cast<char*>(p), size);
+            if (!root) std::memcpy(p, delivered.data(), size);
+        });
+    return out;
+}
+
+bool allZero(const std::string& bytes)
+{
+    return allZeroBytes(bytes.data(), bytes.size());
 }
 
 } // namespace
@@ -395,6 +438,119 @@ private slots:
         order.completed();
         QCOMPARE(order.oldest(), std::uint64_t(1));
         QCOMPARE(order.next(), std::uint64_t(2));
+    }
+
+    // This process's towers as ranks of an NCCL world: caller mistakes are Invalid (the plugin
+    // throws InvalidArgument, after sharing the id), two towers on one GPU Refused (nullptr: the
+    // caller averages through the host), each saying why.
+    void ncclWorldCheck()
+    {
+        auto check = [](std::vector<int> gpus, int worldSize, int firstRank, int gpuCount = 4) {
+            return checkNcclWorld(gpus, worldSize, firstRank, gpuCount);
+        };
+        auto expect = [](const WorldCheck& c, WorldVerdict verdict, const char* why) {
+            QCOMPARE(int(c.verdict), int(verdict));
+            QCOMPARE(QString::fromStdString(c.why), QString::fromUtf8(why));
+        };
+        expect(check({0, 1}, 4, 2), WorldVerdict::Fine, "");
+        expect(check({0, 1, 2, 3}, 4, 0), WorldVerdict::Fine, "");
+        expect(check({3}, 1, 0), WorldVerdict::Fine, "");
+        expect(check({2}, 9, 8), WorldVerdict::Fine, "");
+        expect(check({}, 2, 0), WorldVerdict::Invalid, "a communicator needs at least one rank");
+        expect(check({0, 4}, 4, 0), WorldVerdict::Invalid,
+               "there is no GPU 4 (this machine has 4)");
+        expect(check({-1}, 4, 0), WorldVerdict::Invalid, "there is no GPU -1 (this machine has 4)");
+        expect(check({0}, 2, 0, 0), WorldVerdict::Invalid,
+               "there is no GPU 0 (this machine has 0)");
+        expect(check({0, 1, 2}, 2, 0), WorldVerdict::Invalid,
+               "an NCCL world of 2 ranks cannot hold this process's 3 towers");
+        expect(check({0}, 0, 0), WorldVerdict::Invalid,
+               "an NCCL world of 0 ranks cannot hold this process's 1 tower");
+        expect(check({0, 1}, 4, 3), WorldVerdict::Invalid,
+               "global ranks 3 to 4 are not all in an NCCL world of 4 ranks");
+        expect(check({0}, 4, -1), WorldVerdict::Invalid,
+               "global ranks -1 to -1 are not all in an NCCL world of 4 ranks");
+        expect(check({0, 1}, 2147483647, 2147483647), WorldVerdict::Invalid,
+               "global ranks 2147483647 to 2147483648 are not all in an NCCL world of 2147483647 "
+               "ranks");
+        expect(check({1, 0, 1}, 6, 3), WorldVerdict::Refused,
+               "two towers of this process on GPU 1: NCCL takes one rank per GPU");
+        // A mistake is reported before a refusal.
+        expect(check({1, 1}, 1, 0), WorldVerdict::Invalid,
+               "an NCCL world of 1 ranks cannot hold this process's 2 towers");
+    }
+
+    // The process of global rank 0 makes the id and shares it, once; another process receives
+    // it, once, and goes on.
+    void ncclIdExchangeShares()
+    {
+        const Exchange root = exchange(true, "");
+        QCOMPARE(QString::fromStdString(root.result), QString());
+        QCOMPARE(root.made, 1);
+        QCOMPARE(root.shared.size(), std::size_t(1));
+        QCOMPARE(root.shared[0], std::string(16, '\x5A'));
+        const Exchange other = exchange(false, "", "", false, std::vector<unsigned char>(16, 7));
+        QCOMPARE(QString::fromStdString(other.result), QString());
+        QCOMPARE(other.made, 0); // only the root makes one
+        QCOMPARE(other.shared.size(), std::size_t(1));
+        QVERIFY(allZero(other.shared[0])); // zeroed before the call, not garbage
+        QCOMPARE(other.id, std::vector<unsigned char>(16, 7));
+    }
+
+    // Whatever fails, every process calls shareId exactly once (the others wait in it
+    // otherwise); the root shares zeros when it has no id, and the others then fail at once
+    // instead of waiting for it inside NCCL.
+    void ncclIdExchangeFailures()
+    {
+        // ncclGetUniqueId fails, or throws, on the root.
+        for (bool throws : {false, true}) {
+            const Exchange e = exchange(true, "",
+                                        "NCCL could not make the world's id: system "
+                                        "error",
+                                        throws);
+            QCOMPARE(e.made, 1);
+            QCOMPARE(e.shared.size(), std::size_t(1));
+            QVERIFY(allZero(e.shared[0]));
+            QCOMPARE(QString::fromStdString(e.result),
+                     throws ? QStringLiteral("no network interface")
+                            : QStringLiteral("NCCL could not make the world's id: system error"));
+        }
+        // The root's own towers cannot join (two on one GPU): no id made, zeros shared.
+        const std::string twoOnOne = "two towers of this process on GPU 0: NCCL takes one rank "
+                                     "per GPU";
+        Exchange e = exchange(true, twoOnOne);
+        QCOMPARE(e.made, 0);
+        QCOMPARE(e.shared.size(), std::size_t(1));
+        QVERIFY(allZero(e.shared[0]));
+        QCOMPARE(e.result, twoOnOne);
+        // Another process receives zeros: the root failed, and this one says so.
+        e = exchange(false, "", "", false, std::vector<unsigned char>(16, 0));
+        QCOMPARE(e.shared.size(), std::size_t(1));
+        QCOMPARE(QString::fromStdString(e.result),
+                 QStringLiteral("the process of global rank 0 could not start NCCL (it shared no "
+                                "id)"));
+        // Another process that cannot join still receives, and reports its own reason first.
+        e = exchange(false, twoOnOne, "", false, std::vector<unsigned char>(16, 0));
+        QCOMPARE(e.shared.size(), std::size_t(1));
+        QCOMPARE(e.made, 0);
+        QCOMPARE(e.result, twoOnOne);
+        // An id of zeros from NCCL itself would read as a failure elsewhere: refused here too.
+        std::vector<unsigned char> id(8, 0xEE);
+        int shares = 0;
+        const std::string empty = exchangeNcclId(
+            true, "", id.data(), id.size(), [](void*) { return std::string(); },
+            [&](void*, std::size_t) { ++shares; });
+        QCOMPARE(shares, 1);
+        QCOMPARE(QString::fromStdString(empty), QStringLiteral("NCCL made an empty id"));
+        // The launcher's collective failing is the caller's: it propagates.
+        QVERIFY_THROWS_EXCEPTION(
+            std::runtime_error,
+            exchangeNcclId(
+                false, "", id.data(), id.size(), [](void*) { return std::string(); },
+                [](void*, std::size_t) { throw std::runtime_error("process 0 failed"); }));
+        QVERIFY(!allZeroBytes("\0\0\1", 3));
+        QVERIFY(allZeroBytes("\0\0\0", 3));
+        QVERIFY(allZeroBytes(nullptr, 0));
     }
 
     // An enqueue that fails (the ranks' tensors do not match, a CUDA error) aborts the board

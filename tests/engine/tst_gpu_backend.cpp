@@ -5,15 +5,24 @@
 // errors as typed exceptions, convolutions that repeat bitwise (deterministic algorithms), two
 // execution contexts sharing a GPU from two threads (stream-ordered memory on each one's stream),
 // batch-norm statistics over more rows than one grid dimension holds, and, with two GPUs, an
-// NCCL collective released by an abort. Without a GPU those skip, saying why.
+// NCCL collective released by an abort. NCCL worlds of several processes (GpuBackend::NcclWorld),
+// the processes played by threads of this one: everywhere, the id is shared exactly once whatever
+// fails; on a GPU, a world of one process, two processes on one GPU (joined or refused with a
+// reason, never a hang) and, with two GPUs, two processes averaging, broadcasting and meeting
+// across the world. Without a GPU those skip, saying why.
 #include <QtTest>
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <barrier>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -90,6 +99,162 @@ void withinOrFatal(std::chrono::seconds limit, const char* what, const std::func
         qFatal("%s did not finish within %d s: a hang", what, int(limit.count()));
     lock.unlock();
     t.join();
+}
+
+// The id's way from the process of global rank 0 to the others, when the processes are threads.
+struct IdMailbox
+{
+    std::promise<std::vector<char>> promise;
+    std::shared_future<std::vector<char>> future = promise.get_future().share();
+};
+
+// What shareId saw in one process.
+struct Shares
+{
+    std::atomic<int> calls{0};
+    std::vector<char> first; // the bytes given to the first call
+};
+
+// Global ranks firstRank.. of a world of worldSize: rank 0's process posts the id to the
+// mailbox, the others take it from there (a launcher's broadcast).
+GpuBackend::NcclWorld worldOf(int worldSize, int firstRank, IdMailbox& box, Shares& shares)
+{
+    GpuBackend::NcclWorld world;
+    world.worldSize = worldSize;
+    world.firstRank = firstRank;
+    world.shareId = [&box, &shares, firstRank](void* bytes, std::size_t size) {
+        auto* p = static_cast<char*>(bytes);
+        if (shares.calls++ == 0) shares.first.assign(p, p + size);
+        if (firstRank == 0) {
+            box.promise.set_value(std::vector<char>(p, p + size));
+            return;
+        }
+        const std::vector<char>& id = box.future.get();
+        std::memcpy(p, id.data(), std::min(size, id.size()));
+    };
+    return world;
+}
+
+bool allZero(const std::vector<char>& bytes)
+{
+    return std::all_of(bytes.begin(), bytes.end(), [](char c) { return c == 0; });
+}
+
+// One process's communicators, abortable from any process's thread (the launcher's
+// announceFailure): a failing process releases the others instead of leaving them to time out.
+struct World
+{
+    std::mutex mutex;
+    std::vector<Communicator*> comms;
+    void add(Communicator* c)
+    {
+        std::lock_guard lock(mutex);
+        comms.push_back(c);
+    }
+    void remove(Communicator* c)
+    {
+        std::lock_guard lock(mutex);
+        comms.erase(std::remove(comms.begin(), comms.end(), c), comms.end());
+    }
+    void abortAll(const std::string& why)
+    {
+        std::lock_guard lock(mutex);
+        for (Communicator* c : comms) c->abort(why);
+    }
+};
+
+// Global rank `k` of a world of `processes` processes, one tower each: the collectives of the
+// communicator `comm` of that process. Returns what went wrong ("" = nothing); `mean` is the
+// average it received (compared across processes by the caller).
+std::string collectivesOfProcess(Communicator& comm, int k, int processes, int gpuIndex,
+                                 Tensor& mean)
+{
+    const Device dev{DeviceKind::Cuda, gpuIndex};
+    auto expectEqual = [](const Tensor& t, double value, const char* what) -> std::string {
+        const Tensor h = t.onHost();
+        for (std::int64_t i = 0; i < h.numel(); ++i)
+            if (h.at(i) != value)
+                return std::string(what) + ": element " + std::to_string(i) + " is " +
+                       std::to_string(h.at(i)) + ", expected " + std::to_string(value);
+        return {};
+    };
+    if (comm.size() != 1) return "size() is " + std::to_string(comm.size()) + ", not 1";
+    // The mean over the whole world: process k's random values, and a constant 2k + 1.
+    Rng rng(40 + std::uint64_t(k));
+    std::vector<Tensor> t = {randomTensor({100003}, DType::Float32, rng, -10, 10).copyTo(dev),
+                             Tensor::filled({3, 5}, DType::Float32, 2 * k + 1).copyTo(dev)};
+    comm.allReduceMean(0, t);
+    mean = t[0].onHost();
+    if (auto e = expectEqual(t[1], processes, "allReduceMean"); !e.empty()) return e;
+    // The asynchronous form: 2 and 6 -> 4 (the mean of 2 + 4k).
+    std::vector<Tensor> a = {Tensor::filled({4097}, DType::Float32, 2 + 4 * k).copyTo(dev)};
+    comm.complete(0, comm.startAllReduceMean(0, a));
+    if (auto e = expectEqual(a[0], 2 * processes, "startAllReduceMean"); !e.empty()) return e;
+    comm.barrier(0);
+    // Global rank 0's tensors, of any dtype, everywhere; no other root.
+    std::vector<Tensor> b = {Tensor::filled({33}, DType::Int32, 100 + k).copyTo(dev),
+                             Tensor::filled({5}, DType::Float32, -k).copyTo(dev)};
+    comm.broadcast(0, 0, b);
+    if (auto e = expectEqual(b[0], 100, "broadcast"); !e.empty()) return e;
+    if (auto e = expectEqual(b[1], 0, "broadcast"); !e.empty()) return e;
+    try {
+        comm.broadcast(0, 1, b);
+        return "broadcast from root 1 was accepted in a world";
+    } catch (const InvalidArgument&) {
+    }
+    comm.barrier(0);
+    return {};
+}
+
+// What one process of a world of two (a thread here) saw.
+struct ProcessOutcome
+{
+    bool joined = false;
+    std::string whyNot; // makeCommunicator's reason when it returned nullptr
+    std::string error;  // anything that went wrong after
+    Tensor mean;
+};
+
+// Two processes of one world, global ranks 0 and 1 on GPUs gpuOf[0] and gpuOf[1], as two threads.
+// Each joins; the collectives run only where both joined (as the launcher would agree on it).
+std::array<ProcessOutcome, 2> twoProcesses(GpuBackend* gpu, std::array<int, 2> gpuOf)
+{
+    std::array<ProcessOutcome, 2> out;
+    IdMailbox box;
+    Shares shares[2];
+    World world;
+    std::barrier joined(2);
+    std::thread threads[2];
+    for (int k = 0; k < 2; ++k)
+        threads[k] = std::thread([&, k] {
+            ProcessOutcome& mine = out[std::size_t(k)];
+            std::unique_ptr<Communicator> comm;
+            try {
+                const auto w = worldOf(2, k, box, shares[k]);
+                comm = gpu->makeCommunicator({gpuOf[std::size_t(k)]}, &mine.whyNot, &w);
+            } catch (const std::exception& e) {
+                mine.error = std::string("makeCommunicator threw: ") + e.what();
+            }
+            mine.joined = comm != nullptr;
+            if (comm) world.add(comm.get());
+            joined.arrive_and_wait();
+            if (comm && out[0].joined && out[1].joined) {
+                try {
+                    mine.error =
+                        collectivesOfProcess(*comm, k, 2, gpuOf[std::size_t(k)], mine.mean);
+                } catch (const std::exception& e) {
+                    mine.error = e.what();
+                }
+                if (!mine.error.empty())
+                    world.abortAll("process " + std::to_string(k) + ": " + mine.error);
+            }
+            world.remove(comm.get());
+            comm.reset(); // the normal end (bounded when the other process is gone)
+            if (shares[k].calls != 1 && mine.error.empty())
+                mine.error = "shareId was called " + std::to_string(shares[k].calls) + " times";
+        });
+    for (auto& t : threads) t.join();
+    return out;
 }
 
 } // namespace
@@ -335,6 +500,165 @@ private slots:
             const double var = squares[c] / double(rows);
             QVERIFY2(std::abs(v.at(c) - var) <= 1e-6 * var,
                      qPrintable(QStringLiteral("%1 vs %2").arg(v.at(c)).arg(var)));
+        }
+    }
+
+    // With a world, every process calls shareId exactly once, whatever fails (the others wait in
+    // it otherwise); the process of global rank 0 shares zeros when it cannot start, and another
+    // receiving zeros gives up at once. Runs wherever the plugin loads: the failures come before
+    // any GPU is touched.
+    void ncclWorldSharesItsIdWhateverFails()
+    {
+        std::string whyNoPlugin;
+        GpuBackend* gpu = cudaBackend(&whyNoPlugin);
+        if (!gpu) QSKIP(qPrintable(QStringLiteral("no CUDA backend: ") + whyNoPlugin.c_str()));
+        GpuBackend::NcclWorld silent{2, 0, {}};
+        std::string why;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, gpu->makeCommunicator({0}, &why, &silent));
+        const int missing = gpu->deviceCount(); // no such GPU
+        for (int first : {0, 1}) {
+            IdMailbox box;
+            Shares shares;
+            if (first == 1) box.promise.set_value(std::vector<char>(128, 0));
+            const auto world = worldOf(2, first, box, shares);
+            try {
+                gpu->makeCommunicator({missing}, &why, &world);
+                QFAIL("a GPU out of range was accepted");
+            } catch (const InvalidArgument& e) {
+                QVERIFY2(QByteArray(e.what()).contains("there is no GPU"), e.what());
+            }
+            QCOMPARE(shares.calls.load(), 1);
+            QVERIFY(!shares.first.empty());
+            if (first == 0) QVERIFY(allZero(shares.first));
+        }
+        if (gpu->deviceCount() == 0) return; // the rest needs a GPU
+        // Two towers of this process on one GPU: refused, after sharing zeros.
+        IdMailbox box;
+        Shares shares;
+        auto world = worldOf(4, 0, box, shares);
+        why.clear();
+        QVERIFY(!gpu->makeCommunicator({0, 0}, &why, &world));
+        QCOMPARE(
+            QString::fromStdString(why),
+            QStringLiteral("two towers of this process on GPU 0: NCCL takes one rank per GPU"));
+        QCOMPARE(shares.calls.load(), 1);
+        QVERIFY(allZero(shares.first));
+        // Another process receiving those zeros: nullptr at once, saying why.
+        IdMailbox zeros;
+        zeros.promise.set_value(std::vector<char>(shares.first.size(), 0));
+        Shares received;
+        world = worldOf(4, 1, zeros, received);
+        why.clear();
+        const auto t0 = std::chrono::steady_clock::now();
+        QVERIFY(!gpu->makeCommunicator({0}, &why, &world));
+        QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+        QVERIFY2(why.find("could not start NCCL (it shared no id)") != std::string::npos,
+                 why.c_str());
+        QCOMPARE(received.calls.load(), 1);
+    }
+
+    // A world of one process (all of it here, through the world's path): each of this process's
+    // GPUs (two at most) a rank, the mean over them, the world's barrier, global rank 0's
+    // broadcast; root 1 refused even where this process holds rank 1.
+    void ncclWorldOfOneProcess()
+    {
+        REQUIRE_GPU(gpu);
+        const int n = std::min(2, gpu->deviceCount());
+        std::vector<int> gpus;
+        for (int i = 0; i < n; ++i) gpus.push_back(i);
+        IdMailbox box;
+        Shares shares;
+        const auto world = worldOf(n, 0, box, shares);
+        std::string why;
+        std::unique_ptr<Communicator> comm;
+        withinOrFatal(std::chrono::seconds(180), "a world of one process starting",
+                      [&] { comm = gpu->makeCommunicator(gpus, &why, &world); });
+        if (!comm) QFAIL(qPrintable(QStringLiteral("NCCL did not start: ") + why.c_str()));
+        QCOMPARE(shares.calls.load(), 1);
+        QVERIFY(!allZero(shares.first));
+        QCOMPARE(comm->size(), n);
+        std::vector<std::string> errors(static_cast<std::size_t>(n));
+        withinOrFatal(std::chrono::seconds(120), "the collectives of a world of one process", [&] {
+            std::vector<std::thread> ranks;
+            for (int r = 0; r < n; ++r)
+                ranks.emplace_back([&, r] {
+                    try {
+                        const Device dev{DeviceKind::Cuda, r};
+                        std::vector<Tensor> t = {
+                            Tensor::filled({1000}, DType::Float32, 1 + 2 * r).copyTo(dev)};
+                        comm->allReduceMean(r, t);
+                        comm->barrier(r);
+                        std::vector<Tensor> b = {
+                            Tensor::filled({9}, DType::Int32, 7 + r).copyTo(dev)};
+                        comm->broadcast(r, 0, b);
+                        const Tensor m = t[0].onHost(), h = b[0].onHost();
+                        if (m.at(0) != n || m.at(999) != n || h.at(8) != 7)
+                            errors[std::size_t(r)] = "wrong values";
+                        try {
+                            comm->broadcast(r, 1, b);
+                            errors[std::size_t(r)] = "root 1 accepted";
+                        } catch (const InvalidArgument&) {
+                        }
+                    } catch (const std::exception& e) {
+                        errors[std::size_t(r)] = e.what();
+                        comm->abort(e.what());
+                    }
+                });
+            for (auto& t : ranks) t.join();
+            comm.reset();
+        });
+        for (const auto& e : errors) QVERIFY2(e.empty(), e.c_str());
+    }
+
+    // Two processes of one world on one GPU: NCCL refuses ("Duplicate GPU detected"), both
+    // returning nullptr with NCCL's reason, or takes them, and then their collectives are right.
+    // Either is accepted; a hang is not (the watchdog), nor a nullptr without a reason.
+    void ncclWorldTwoProcessesOnOneGpu()
+    {
+        REQUIRE_GPU(gpu);
+        std::array<ProcessOutcome, 2> out;
+        withinOrFatal(std::chrono::seconds(300), "two processes of a world on one GPU", [&] {
+            out = twoProcesses(gpu, {0, 0});
+        });
+        for (int k = 0; k < 2; ++k) {
+            const auto& o = out[std::size_t(k)];
+            qInfo() << "process" << k << (o.joined ? "joined" : "refused:") << o.whyNot.c_str();
+            QVERIFY2(o.error.empty(), o.error.c_str());
+            QVERIFY2(o.joined || !o.whyNot.empty(), "nullptr without a reason");
+        }
+        if (out[0].joined && out[1].joined) QVERIFY(sameBytes(out[0].mean, out[1].mean));
+    }
+
+    // Two processes of one world on GPUs 0 and 1: the mean over both, bitwise the same in each
+    // and equal to the mean in double rounded once, the asynchronous average, the world's
+    // barrier, global rank 0's broadcast, root 1 refused, and both end cleanly.
+    void ncclWorldOfTwoProcesses()
+    {
+        REQUIRE_GPU(gpu);
+        if (gpu->deviceCount() < 2)
+            QSKIP("needs two GPUs: NCCL takes one rank per GPU, so two processes of one world "
+                  "need two (ncclWorldTwoProcessesOnOneGpu covers one)");
+        std::array<ProcessOutcome, 2> out;
+        withinOrFatal(std::chrono::seconds(300), "two processes of a world on two GPUs", [&] {
+            out = twoProcesses(gpu, {0, 1});
+        });
+        for (int k = 0; k < 2; ++k) {
+            const auto& o = out[std::size_t(k)];
+            QVERIFY2(o.joined,
+                     qPrintable(QStringLiteral("process %1: %2").arg(k).arg(o.whyNot.c_str())));
+            QVERIFY2(o.error.empty(), o.error.c_str());
+        }
+        QVERIFY(sameBytes(out[0].mean, out[1].mean));
+        Rng r0(40), r1(41);
+        const Tensor a = randomTensor({100003}, DType::Float32, r0, -10, 10);
+        const Tensor b = randomTensor({100003}, DType::Float32, r1, -10, 10);
+        for (std::int64_t i = 0; i < a.numel(); ++i) {
+            const double expect = double(float((a.at(i) + b.at(i)) / 2));
+            if (out[0].mean.at(i) != expect)
+                QFAIL(qPrintable(QStringLiteral("element %1: %2, expected %3")
+                                     .arg(i)
+                                     .arg(out[0].mean.at(i))
+                                     .arg(expect)));
         }
     }
 
