@@ -6,8 +6,9 @@
 // found); nothing MPI appears here.
 //
 // Every collective is called by every process in the same order, from one thread at a time per
-// channel: Control (the trainer's thread: start-up checks, the state broadcast, the per-step stop
-// vote, merged evaluations) and Gradients (whichever tower thread starts a bucket). Every wait is
+// channel: the blocking ones on the control channel (the trainer's thread: start-up checks, the
+// state broadcast, the per-step stop vote, merged evaluations), the all-gathers on the gradients
+// channel (whichever tower thread starts a bucket). Every wait is
 // abortable: it returns early, throwing, when another process announced a failure (ProcessFailed
 // with that process's message), when this process aborted (CollectiveAborted), or when nothing
 // arrived within timeoutSeconds() (ProcessFailed naming the ranks that did not answer).
@@ -36,12 +37,6 @@ private:
 class ProcessGroup
 {
 public:
-    enum class Channel
-    {
-        Control,
-        Gradients
-    };
-
     virtual ~ProcessGroup() = default;
 
     virtual int rank() const = 0; // this process, 0..size()-1

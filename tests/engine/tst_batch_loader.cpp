@@ -128,6 +128,48 @@ private slots:
         QVERIFY(!(run(other, 1)[0] == want[0]));
     }
 
+    // A process's share of a run across processes: towers [first, first + towers) of the global
+    // batch, bitwise the slices a loader of every tower builds (the same examples, the same
+    // distortions), across an epoch boundary and after a seek; shares that do not fit are refused.
+    void shareOfTheGlobalBatch()
+    {
+        const ImageSet set = randomCifar(60, 4);
+        const Preprocessing recipe = cifarDistortions(24);
+        BatchLoader whole(set, recipe, options(4, 3, 0));
+        const std::vector<Snapshot> want = run(whole, 12);
+        for (int first : {0, 2}) {
+            LoaderOptions o = options(2, 3, 1);
+            o.globalTowers = 4;
+            o.firstTower = first;
+            BatchLoader share(set, recipe, o);
+            QCOMPARE(share.stepsPerEpoch(), whole.stepsPerEpoch()); // the global batch's epoch
+            share.seek(3);
+            for (int s = 3; s < 12; ++s) {
+                const Batch& b = share.next();
+                QCOMPARE(b.towers, 2);
+                QCOMPARE(b.labels.dim(0), std::int64_t(6));
+                const Snapshot mine = snap(b);
+                const std::size_t per = mine.images.size() / 6; // floats per example
+                const auto& all = want[std::size_t(s)];
+                QCOMPARE(mine.epoch, all.epoch);
+                for (std::size_t i = 0; i < 6; ++i)
+                    QCOMPARE(mine.labels[i], all.labels[std::size_t(first) * 3 + i]);
+                QVERIFY(std::memcmp(mine.images.data(),
+                                    all.images.data() + std::size_t(first) * 3 * per,
+                                    mine.images.size() * sizeof(float)) == 0);
+            }
+        }
+        LoaderOptions bad = options(2, 3, 0);
+        bad.globalTowers = 4;
+        bad.firstTower = 3;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, BatchLoader(set, recipe, bad));
+        bad.firstTower = -1;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, BatchLoader(set, recipe, bad));
+        bad = options(2, 8, 0);
+        bad.globalTowers = 8; // 64 examples in a global batch of a set of 60
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, BatchLoader(set, recipe, bad));
+    }
+
     void seekEqualsRunning()
     {
         const ImageSet set = randomCifar(40, 2);

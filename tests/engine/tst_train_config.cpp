@@ -20,6 +20,12 @@ void expectRefused(const std::string& json, const char* words)
 
 } // namespace
 
+// A configuration from before runs across processes (no "processes" field) is one process's.
+int s_processesDefault()
+{
+    return towers::engine::TrainConfig::fromJson(R"({"steps": 1})").processes;
+}
+
 class TestTrainConfig : public QObject
 {
     Q_OBJECT
@@ -47,6 +53,7 @@ private slots:
         c.model = "fashion-fast";
         c.backend = "reference";
         c.towers = 3;
+        c.processes = 4;
         c.threadsPerTower = 2;
         c.batchPerTower = 17;
         c.steps = 1234;
@@ -77,6 +84,8 @@ private slots:
         const TrainConfig r = TrainConfig::fromJson(c.toJson());
         QCOMPARE(r.toJson(), c.toJson());
         QCOMPARE(r.seed, c.seed);
+        QCOMPARE(r.processes, 4);
+        QCOMPARE(s_processesDefault(), 1);
         QCOMPARE(r.schedule.milestones, c.schedule.milestones);
         QCOMPARE(r.optimizer.kind, std::string("nesterov"));
         QVERIFY(!r.dropout);
@@ -119,6 +128,8 @@ private slots:
                                        << "seed: expected an integer >= 0";
         QTest::newRow("towers") << R"({"steps": 1, "towers": 0})"
                                 << "towers: must be in [1, 256]";
+        QTest::newRow("processes") << R"({"steps": 1, "processes": 0})"
+                                   << "processes: must be in [1, 65536]";
         QTest::newRow("batch") << R"({"steps": 1, "batchPerTower": 0})"
                                << "batchPerTower: must be at least 1";
         QTest::newRow("length") << R"({"steps": 0, "epochs": 0})"

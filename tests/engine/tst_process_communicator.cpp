@@ -1,0 +1,387 @@
+// Towers of several processes, with the processes as threads of this test (thread_process_group.h
+// stands in for MPI): the ProcessCommunicator's means are bitwise those of one HostCommunicator of
+// every tower, however the towers are spread; a global broadcast; a failure in one process stops
+// the others with its message, a local abort releases the waiting towers; TowerSets of 2 processes
+// x 1 and 2 x 2 towers train and evaluate bitwise as one of 2 and 4 towers; the launch detection.
+#include <QTest>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <random>
+#include <thread>
+
+#include "engine/train/host_communicator.h"
+#include "engine/train/process_communicator.h"
+#include "engine/train/tower_set.h"
+#include "synthetic_batches.h"
+#include "thread_process_group.h"
+
+using namespace towers::engine;
+using namespace towers::test;
+
+namespace {
+
+// Values over many binades and signs, where the order of a sum matters.
+Tensor wideRandom(Shape shape, DType dtype, std::uint64_t seed)
+{
+    Tensor t(shape, dtype);
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> mantissa(-1, 1);
+    std::uniform_int_distribution<int> exponent(-30, 30);
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+        const double v = std::ldexp(mantissa(rng), exponent(rng));
+        if (dtype == DType::Float32)
+            t.data<float>()[i] = float(v);
+        else
+            t.data<double>()[i] = v;
+    }
+    return t;
+}
+
+bool sameBytes(const Tensor& a, const Tensor& b)
+{
+    return a.bytes() == b.bytes() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
+}
+
+// Runs job(process, rank) on processes x towers threads and rethrows the first error.
+void onEveryTower(int processes, int towers, const std::function<void(int, int)>& job)
+{
+    std::vector<std::future<void>> done;
+    for (int p = 0; p < processes; ++p)
+        for (int r = 0; r < towers; ++r) done.push_back(std::async(std::launch::async, job, p, r));
+    for (auto& d : done) d.get();
+}
+
+// Tower slices [first, first + count) of a global batch (views).
+Batch sliceOf(const Batch& global, int first, int count)
+{
+    Batch b;
+    const std::int64_t per = global.perTower();
+    b.images = global.images.slice(first * per, (first + count) * per);
+    b.labels = global.labels.slice(first * per, (first + count) * per);
+    b.step = global.step;
+    b.epoch = global.epoch;
+    b.towers = count;
+    return b;
+}
+
+TowerSetOptions towerOptions(int towers)
+{
+    TowerSetOptions o;
+    o.model = "fashion-fast";
+    o.towers = towers;
+    o.threadsPerTower = 1;
+    o.optimizer.kind = "momentum";
+    o.emaDecay = 0.9;
+    o.seed = 7;
+    o.bucketMb = 0.05; // several buckets, started while backward runs
+    o.firstBucketMb = 0.01;
+    return o;
+}
+
+struct Trained
+{
+    std::vector<double> losses;
+    NamedTensors weights;
+    EvalResult eval;
+};
+
+NamedTensors weightsOf(TowerSet& set)
+{
+    NamedTensors out;
+    for (const auto* p : set.model().parameters()) out.emplace_back(p->name, p->value.onHost());
+    for (auto& t : set.optimizer().state(set.model().parameters())) out.push_back(std::move(t));
+    return out;
+}
+
+// `steps` steps of a run of processes x towers (processes 0: one process, no group).
+Trained train(int processes, int towers, int steps)
+{
+    const int global = std::max(1, processes) * towers;
+    auto run = [&](ProcessGroup* group, int first) -> Trained {
+        auto o = towerOptions(towers);
+        o.processes = group;
+        TowerSet set(o);
+        SyntheticBatches source({28, 28, 1}, 10, global, 6, 600, 11);
+        Trained t;
+        for (int s = 0; s < steps; ++s)
+            t.losses.push_back(set.step(sliceOf(source.next(), first, towers), s, 0.05).loss);
+        t.weights = weightsOf(set);
+        t.eval = set.evaluate(45, 4, source.evaluationBatches(), true);
+        if (set.globalTowers() != global || set.firstTower() != first)
+            throw Error("the TowerSet places its towers wrongly in the run");
+        return t;
+    };
+    if (processes == 0) return run(nullptr, 0);
+    auto world = makeThreadWorld(processes);
+    std::vector<std::future<Trained>> results;
+    for (int p = 0; p < processes; ++p)
+        results.push_back(std::async(std::launch::async, [&, p] {
+            auto group = joinThreadWorld(world, p);
+            return run(group.get(), p * towers);
+        }));
+    std::vector<Trained> all;
+    for (auto& r : results) all.push_back(r.get());
+    for (std::size_t p = 1; p < all.size(); ++p) { // every process holds the same
+        for (std::size_t i = 0; i < all[0].weights.size(); ++i)
+            if (!sameBytes(all[p].weights[i].second, all[0].weights[i].second))
+                throw Error("process " + std::to_string(p) + "'s '" + all[p].weights[i].first +
+                            "' differs from process 0's");
+        if (all[p].losses != all[0].losses) throw Error("the processes report other losses");
+    }
+    return all.front();
+}
+
+} // namespace
+
+class TestProcessCommunicator : public QObject
+{
+    Q_OBJECT
+
+private slots:
+    // Means of 2 processes x 2 towers and 4 x 1 against one HostCommunicator of 4, float32 and
+    // float64, synchronous and started asynchronously: bitwise equal everywhere.
+    void meansEqualOneProcessOfEveryTower_data()
+    {
+        QTest::addColumn<int>("processes");
+        QTest::addColumn<int>("towers");
+        QTest::addColumn<bool>("async");
+        QTest::newRow("2x2 sync") << 2 << 2 << false;
+        QTest::newRow("2x2 async") << 2 << 2 << true;
+        QTest::newRow("4x1 async") << 4 << 1 << true;
+        QTest::newRow("1x4 sync") << 1 << 4 << false;
+    }
+    void meansEqualOneProcessOfEveryTower()
+    {
+        QFETCH(int, processes);
+        QFETCH(int, towers);
+        QFETCH(bool, async);
+        const int global = processes * towers;
+        // The oracle: one process of every tower.
+        std::vector<std::vector<Tensor>> expected(static_cast<std::size_t>(global));
+        for (int g = 0; g < global; ++g)
+            expected[std::size_t(g)] = {wideRandom({3, 70000}, DType::Float32, 100 + g),
+                                        wideRandom({17}, DType::Float64, 200 + g),
+                                        wideRandom({5}, DType::Float32, 300 + g)};
+        std::vector<std::vector<Tensor>> given(static_cast<std::size_t>(global));
+        for (int g = 0; g < global; ++g)
+            for (const auto& t : expected[std::size_t(g)])
+                given[std::size_t(g)].push_back(t.clone());
+        HostCommunicator host(global);
+        onEveryTower(1, global,
+                     [&](int, int r) { host.allReduceMean(r, expected[std::size_t(r)]); });
+
+        auto world = makeThreadWorld(processes);
+        std::vector<std::unique_ptr<ProcessGroup>> groups;
+        std::vector<std::unique_ptr<ProcessCommunicator>> comms;
+        for (int p = 0; p < processes; ++p) {
+            groups.push_back(joinThreadWorld(world, p));
+            comms.push_back(std::make_unique<ProcessCommunicator>(towers, *groups.back()));
+        }
+        onEveryTower(processes, towers, [&](int p, int r) {
+            auto& tensors = given[std::size_t(p * towers + r)];
+            ProcessCommunicator& c = *comms[std::size_t(p)];
+            QCOMPARE(c.globalTowers(), global);
+            if (!async) {
+                c.allReduceMean(r, tensors);
+                return;
+            }
+            // Two buckets started before either completes, as during backward.
+            std::span<Tensor> all(tensors);
+            const auto first = c.startAllReduceMean(r, all.subspan(2, 1));
+            const auto second = c.startAllReduceMean(r, all.subspan(0, 2));
+            c.complete(r, first);
+            c.complete(r, second);
+        });
+        for (int g = 0; g < global; ++g)
+            for (std::size_t i = 0; i < 3; ++i)
+                QVERIFY2(sameBytes(given[std::size_t(g)][i], expected[std::size_t(g)][i]),
+                         qPrintable(QStringLiteral("tower %1, tensor %2").arg(g).arg(i)));
+    }
+
+    // broadcast takes a global root tower: tower 3 (process 1's second) to all.
+    void broadcastFromAGlobalRoot()
+    {
+        auto world = makeThreadWorld(2);
+        std::vector<std::unique_ptr<ProcessGroup>> groups;
+        std::vector<std::unique_ptr<ProcessCommunicator>> comms;
+        for (int p = 0; p < 2; ++p) {
+            groups.push_back(joinThreadWorld(world, p));
+            comms.push_back(std::make_unique<ProcessCommunicator>(2, *groups.back()));
+        }
+        std::vector<std::vector<Tensor>> t(4);
+        for (int g = 0; g < 4; ++g)
+            t[std::size_t(g)] = {wideRandom({9}, DType::Float32, std::uint64_t(g)),
+                                 Tensor({2}, DType::Int32)};
+        t[3][1].data<std::int32_t>()[0] = 42;
+        const Tensor want = t[3][0].clone();
+        onEveryTower(2, 2, [&](int p, int r) {
+            comms[std::size_t(p)]->broadcast(r, 3, t[std::size_t(p * 2 + r)]);
+        });
+        for (int g = 0; g < 4; ++g) {
+            QVERIFY(sameBytes(t[std::size_t(g)][0], want));
+            QCOMPARE(t[std::size_t(g)][1].data<std::int32_t>()[0], 42);
+        }
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, comms[0]->broadcast(0, 4, t[0]));
+    }
+
+    // Process 1 fails before it starts the collective: process 0's towers, waiting on it, are
+    // released with process 1's message (ProcessFailed), well before the group's timeout.
+    void failureInOneProcessReleasesTheOthers()
+    {
+        auto world = makeThreadWorld(2, 60);
+        auto g0 = joinThreadWorld(world, 0), g1 = joinThreadWorld(world, 1);
+        ProcessCommunicator c0(2, *g0);
+        std::vector<Tensor> a{wideRandom({8}, DType::Float32, 1)},
+            b{wideRandom({8}, DType::Float32, 2)};
+        const auto start = std::chrono::steady_clock::now();
+        auto waiting = std::async(std::launch::async, [&] {
+            try {
+                c0.allReduceMean(0, a);
+            } catch (const ProcessFailed& e) {
+                return std::string("ProcessFailed: ") + e.what();
+            } catch (const CollectiveAborted& e) {
+                return std::string("CollectiveAborted: ") + e.what();
+            }
+            return std::string("returned");
+        });
+        auto other = std::async(std::launch::async, [&] {
+            try {
+                c0.allReduceMean(1, b);
+            } catch (const Error& e) {
+                return std::string(e.what());
+            }
+            return std::string("returned");
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        g1->announceFailure("cannot read /data/train-images: truncated");
+        QCOMPARE(waiting.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+        QCOMPARE(other.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+        const std::string first = waiting.get(), second = other.get();
+        const std::string both = first + " | " + second;
+        QVERIFY2(both.find("rank 1 failed: cannot read /data/train-images: truncated") !=
+                     std::string::npos,
+                 both.c_str());
+        QVERIFY(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+        QVERIFY(c0.aborted());
+        // Later collectives fail at once.
+        QVERIFY_THROWS_EXCEPTION(CollectiveAborted, c0.startAllReduceMean(0, a));
+    }
+
+    // A tower of this process fails: abort() releases the tower waiting on the other process.
+    void localAbortReleasesAWaitingTower()
+    {
+        auto world = makeThreadWorld(2, 60);
+        auto g0 = joinThreadWorld(world, 0);
+        ProcessCommunicator c0(1, *g0);
+        std::vector<Tensor> a{wideRandom({8}, DType::Float32, 1)};
+        auto waiting = std::async(std::launch::async, [&] {
+            try {
+                c0.allReduceMean(0, a); // process 1 never comes
+            } catch (const CollectiveAborted& e) {
+                return std::string(e.what());
+            }
+            return std::string("returned");
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        c0.abort("tower 0 failed: out of memory");
+        QCOMPARE(waiting.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+        QCOMPARE(waiting.get(), std::string("tower 0 failed: out of memory"));
+    }
+
+    // A process that never comes: the wait ends with the group's timeout, saying so.
+    void silentProcessTimesOut()
+    {
+        auto world = makeThreadWorld(2, 0.5);
+        auto g0 = joinThreadWorld(world, 0);
+        ProcessCommunicator c0(1, *g0);
+        std::vector<Tensor> a{wideRandom({8}, DType::Float32, 1)};
+        try {
+            c0.allReduceMean(0, a);
+            QFAIL("the collective returned without the other process");
+        } catch (const ProcessFailed& e) {
+            QVERIFY2(std::string(e.what()).find("no answer") != std::string::npos, e.what());
+        }
+    }
+
+    // TowerSets of 2 processes x 1 tower and 2 x 2 train (with buckets, momentum and EMA) and
+    // evaluate bitwise as one TowerSet of 2 and 4 towers: losses, weights, optimizer state, and
+    // the merged evaluation.
+    void towerSetsAcrossProcessesEqualOneProcess_data()
+    {
+        QTest::addColumn<int>("processes");
+        QTest::addColumn<int>("towers");
+        QTest::newRow("2 x 1") << 2 << 1;
+        QTest::newRow("2 x 2") << 2 << 2;
+    }
+    void towerSetsAcrossProcessesEqualOneProcess()
+    {
+        QFETCH(int, processes);
+        QFETCH(int, towers);
+        const Trained one = train(0, processes * towers, 4);
+        const Trained many = train(processes, towers, 4);
+        QCOMPARE(many.losses, one.losses);
+        QCOMPARE(many.weights.size(), one.weights.size());
+        for (std::size_t i = 0; i < one.weights.size(); ++i)
+            QVERIFY2(sameBytes(many.weights[i].second, one.weights[i].second),
+                     one.weights[i].first.c_str());
+        QCOMPARE(many.eval.examples, std::int64_t(45));
+        QCOMPARE(many.eval.correct, one.eval.correct);
+        QCOMPARE(many.eval.confusion, one.eval.confusion);
+        QCOMPARE(many.eval.meanCrossEntropy, one.eval.meanCrossEntropy);
+    }
+
+    // What the launchers set: Open MPI's, PMI's (MPICH, srun --mpi=pmi2), PMIx's with Slurm's
+    // task count; a world of one is "alone"; nothing set is alone.
+    void launchDetection()
+    {
+        const char* names[] = {"OMPI_COMM_WORLD_SIZE",
+                               "OMPI_COMM_WORLD_RANK",
+                               "PMI_SIZE",
+                               "PMI_RANK",
+                               "PMIX_RANK",
+                               "SLURM_NTASKS",
+                               "PMIX_SIZE"};
+        for (const char* n : names) unsetenv(n);
+        QVERIFY(!detectLaunch().launched);
+        setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+        setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+        LaunchInfo l = detectLaunch();
+        QVERIFY(l.launched);
+        QCOMPARE(l.rank, 3);
+        QCOMPARE(l.size, 4);
+        QCOMPARE(l.launcher, std::string("Open MPI"));
+        setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
+        setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+        QVERIFY(!detectLaunch().launched); // mpirun -np 1: alone
+        unsetenv("OMPI_COMM_WORLD_SIZE");
+        unsetenv("OMPI_COMM_WORLD_RANK");
+        setenv("PMI_SIZE", "2", 1);
+        setenv("PMI_RANK", "1", 1);
+        l = detectLaunch();
+        QVERIFY(l.launched);
+        QCOMPARE(l.launcher, std::string("PMI"));
+        QCOMPARE(l.rank, 1);
+        unsetenv("PMI_SIZE");
+        unsetenv("PMI_RANK");
+        setenv("PMIX_RANK", "5", 1);
+        QVERIFY(!detectLaunch().launched); // no size known
+        setenv("SLURM_NTASKS", "8", 1);
+        l = detectLaunch();
+        QVERIFY(l.launched);
+        QCOMPARE(l.size, 8);
+        QCOMPARE(l.launcher, std::string("PMIx"));
+        setenv("SLURM_NTASKS", "4", 1); // a rank beyond the size is not a launch
+        QVERIFY(!detectLaunch().launched);
+        setenv("SLURM_NTASKS", "x", 1);
+        QVERIFY(!detectLaunch().launched);
+        for (const char* n : names) unsetenv(n);
+        // Alone, joining is nothing (no MPI start-up at all).
+        QVERIFY(joinProcessGroup() == nullptr);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestProcessCommunicator)
+#include "tst_process_communicator.moc"
