@@ -16,6 +16,8 @@
 #include "app/process/interrupt_notifier.h"
 #include "app/runs/run_builder.h"
 #include "engine/data/dataset.h"
+#include "engine/dist/process_state.h"
+#include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
 #include "engine/train/recipe.h"
 #include "engine/train/training_session.h"
@@ -312,6 +314,22 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
+    if (group) {
+        // Every process must be given the same options (all but --data-dir: each machine keeps
+        // its data where it likes; the session compares the datasets' contents) by the same build.
+        QStringList given;
+        for (const QString& option : p.optionNames())
+            if (option != QLatin1String("data-dir"))
+                given << QStringLiteral("--%1 %2")
+                             .arg(option, p.values(option).join(QLatin1Char(',')))
+                             .trimmed();
+        given.removeDuplicates();
+        given.sort();
+        engine::requireSameEverywhere(*group,
+                                      std::string(engine::gpuBackendBuildId()) + "\n" +
+                                          given.join(QLatin1Char('\n')).toStdString(),
+                                      "build or command line");
+    }
     const QString device = p.value(QStringLiteral("device"));
     if (p.isSet(QStringLiteral("device")) && device != QLatin1String("cpu") &&
         device != QLatin1String("cuda")) {

@@ -1,8 +1,10 @@
 #include "engine/dist/process_state.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <sstream>
+#include <vector>
 
 namespace towers::engine {
 
@@ -35,23 +37,36 @@ struct Reader
     }
 };
 
-std::string firstDifferentLine(const std::string& a, const std::string& b)
+// What differs between two line-per-setting descriptions: the first line of `there` that rank 0
+// lacks, beside rank 0's line of the same key ("--lr 0.5 there, --lr 0.1 on rank 0").
+std::string firstDifferentLine(const std::string& there, const std::string& rank0)
 {
-    std::istringstream sa(a), sb(b);
-    std::string la, lb;
-    while (true) {
-        const bool ga = bool(std::getline(sa, la)), gb = bool(std::getline(sb, lb));
-        if (!ga && !gb) return {};
-        if (!ga) la = "(nothing)";
-        if (!gb) lb = "(nothing)";
-        if (la != lb || !ga || !gb) {
-            const auto trim = [](std::string s) {
-                s.erase(0, s.find_first_not_of(" \t"));
-                return s;
-            };
-            return trim(la) + " there, " + trim(lb) + " on rank 0";
+    const auto lines = [](const std::string& text) {
+        std::vector<std::string> out;
+        std::istringstream in(text);
+        for (std::string line; std::getline(in, line);) {
+            line.erase(0, line.find_first_not_of(" \t"));
+            while (!line.empty() && (line.back() == ',' || line.back() == ' ')) line.pop_back();
+            out.push_back(line);
         }
+        return out;
+    };
+    const auto keyOf = [](const std::string& line) {
+        return line.substr(0, line.find_first_of(": "));
+    };
+    const std::vector<std::string> a = lines(there), b = lines(rank0);
+    const auto in = [](const std::vector<std::string>& v, const std::string& x) {
+        return std::find(v.begin(), v.end(), x) != v.end();
+    };
+    for (const auto& la : a) {
+        if (in(b, la)) continue;
+        for (const auto& lb : b)
+            if (!in(a, lb) && keyOf(lb) == keyOf(la)) return la + " there, " + lb + " on rank 0";
+        return la + " there, nothing like it on rank 0";
     }
+    for (const auto& lb : b)
+        if (!in(a, lb)) return lb + " on rank 0, nothing like it there";
+    return "they differ";
 }
 
 } // namespace

@@ -19,7 +19,7 @@ _towers_cli()
             options="--dataset --data-dir --model --device --gpus --tf32 --allreduce --bucket-mb --towers --threads-per-tower
                 --batch-size --steps --epochs --optimizer --lr --lr-schedule --momentum
                 --weight-decay --ema-decay --augment --seed --run-dir --checkpoint-every
-                --keep-checkpoints --resume --restart --overwrite --eval-every --log-every --histogram-every --loader-workers --json --help" ;;
+                --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --log-every --histogram-every --loader-workers --json --help" ;;
         eval) options="--checkpoint --data-dir --no-ema --batch-size --json --help" ;;
         classify) options="--checkpoint --top-k --no-ema --json --help" ;;
         export) options="--checkpoint --output --opset --layout --no-ema --force --json --help" ;;
