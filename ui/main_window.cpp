@@ -212,6 +212,7 @@ void MainWindow::connectPages()
         m_devices->clearTowerTimes();
         m_devices->setTowerSetupEnabled(false);
         m_runs->setResumeAllowed(false);
+        m_runs->setOwnRunFolder(dir); // our lock: not "another process", not followed
         appendLog(tr("Training in %1").arg(dir));
     });
     connect(m_train, &TrainPage::checkpointWritten, this, [this](const QString& file, qint64 step) {
@@ -222,6 +223,7 @@ void MainWindow::connectPages()
             [this](auto, const QString& message, const QString& dir) {
                 m_devices->setTowerSetupEnabled(true);
                 m_runs->setResumeAllowed(true);
+                m_runs->setOwnRunFolder(QString());
                 appendLog(tr("Run in %1: %2").arg(dir, message));
                 m_runs->selectRun(dir);
                 m_runs->refresh();

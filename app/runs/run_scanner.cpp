@@ -8,6 +8,9 @@
 
 #include <exception>
 
+#include "app/runs/run_log_reader.h"
+#include "engine/train/run_lock.h"
+
 namespace towers::app {
 
 namespace {
@@ -70,17 +73,10 @@ RunSummary readRun(const QString& folder)
         r.accuracy = eval->value(QStringLiteral("precisionAt1")).toDouble();
         r.accuracyStep = eval->value(QStringLiteral("step")).toInteger();
     }
-    try {
-        // RunDirectory creates missing folders; only list when the checkpoints folder is there.
-        if (dir.exists(QStringLiteral("checkpoints"))) {
-            r.checkpoints = engine::RunDirectory(r.folder.toStdString()).checkpoints();
-            for (const auto& c : r.checkpoints)
-                newer(r.modified, QString::fromStdString(c.path.string()));
-        }
-    } catch (const std::exception& e) {
-        if (r.problem.isEmpty()) r.problem = QString::fromUtf8(e.what());
-    }
+    r.checkpoints = runCheckpoints(r.folder, r.problem.isEmpty() ? &r.problem : nullptr);
+    for (const auto& c : r.checkpoints) newer(r.modified, QString::fromStdString(c.path.string()));
     if (!r.checkpoints.empty()) r.lastStep = std::max(r.lastStep, r.checkpoints.back().step);
+    r.trainingBy = runHolder(r.folder);
     return r;
 }
 
@@ -98,29 +94,28 @@ std::vector<RunSummary> scanRuns(const QString& runsDir)
     return runs;
 }
 
+std::vector<engine::CheckpointFile> runCheckpoints(const QString& folder, QString* problem)
+{
+    try {
+        // RunDirectory creates missing folders; only list when the checkpoints folder is there.
+        if (QDir(folder).exists(QStringLiteral("checkpoints")))
+            return engine::RunDirectory(folder.toStdString()).checkpoints();
+    } catch (const std::exception& e) {
+        if (problem) *problem = QString::fromUtf8(e.what());
+    }
+    return {};
+}
+
+std::optional<QString> runHolder(const QString& folder)
+{
+    if (const auto who = engine::RunLock::holder(folder.toStdString()))
+        return QString::fromStdString(*who);
+    return std::nullopt;
+}
+
 RunCurves readRunCurves(const QString& folder)
 {
-    RunCurves c;
-    auto forEachLine = [](const QString& path, auto&& fn) {
-        QFile f(path);
-        if (!f.open(QIODevice::ReadOnly)) return;
-        while (!f.atEnd()) {
-            const QByteArray line = f.readLine().trimmed();
-            if (line.isEmpty()) continue;
-            const QJsonDocument doc = QJsonDocument::fromJson(line);
-            if (doc.isObject()) fn(doc.object());
-        }
-    };
-    const QDir dir(folder);
-    forEachLine(dir.filePath(QStringLiteral("metrics.jsonl")), [&](const QJsonObject& o) {
-        c.steps << double(o.value(QStringLiteral("step")).toInteger());
-        c.loss << o.value(QStringLiteral("loss")).toDouble();
-    });
-    forEachLine(dir.filePath(QStringLiteral("eval.jsonl")), [&](const QJsonObject& o) {
-        c.evalSteps << double(o.value(QStringLiteral("step")).toInteger());
-        c.accuracy << o.value(QStringLiteral("precisionAt1")).toDouble();
-    });
-    return c;
+    return RunLogReader(folder).read();
 }
 
 } // namespace towers::app

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/train/run_directory.h"
+#include "engine/train/tower_times.h"
 #include "engine/train/train_config.h"
 
 namespace towers::app {
@@ -31,6 +32,9 @@ struct RunSummary
     std::int64_t accuracyStep = 0;
     std::vector<engine::CheckpointFile> checkpoints; // oldest first
     QDateTime modified; // newest of config.json, metrics.jsonl and the checkpoints
+    // Who trains the run right now (RunLock::holder: "process 1234 on host h since ... (towers-cli
+    // train)"), or nullopt when nobody holds its lock. This process's own training counts too.
+    std::optional<QString> trainingBy;
 };
 
 // One run folder. Never throws.
@@ -39,12 +43,29 @@ RunSummary readRun(const QString& folder);
 // missing folder gives an empty list.
 std::vector<RunSummary> scanRuns(const QString& runsDir);
 
+// The checkpoints of the run in `folder`, oldest first; empty when it has none (or no checkpoints
+// folder: nothing is created). Never throws: why they could not be listed goes to `problem`.
+std::vector<engine::CheckpointFile> runCheckpoints(const QString& folder,
+                                                   QString* problem = nullptr);
+
+// Who holds the lock of the run in `folder` (a process training in it, this one included), or
+// nullopt when nobody does. Reads only; never throws.
+std::optional<QString> runHolder(const QString& folder);
+
 // The logged curves of a run for its history plot: (step, loss) from metrics.jsonl and (step,
-// precision @ 1) from eval.jsonl. Lines that do not parse are skipped.
+// precision @ 1) from eval.jsonl, and where the latest logged step's time went. Lines that do not
+// parse are skipped.
 struct RunCurves
 {
     QVector<double> steps, loss, evalSteps, accuracy;
+    std::int64_t totalSteps = 0; // of the last metrics line; 0 when not logged
+    double stepMs = 0, examplesPerSec = 0;
+    // Each global tower's split of the latest step that logged one ("towerTimes": rank by rank,
+    // the towers of rank 0 first), and that step; empty when none did.
+    std::vector<engine::TowerTimes> towerTimes;
+    std::int64_t towerTimesStep = 0;
 };
+// Reads the whole logs once (app::RunLogReader follows a growing run).
 RunCurves readRunCurves(const QString& folder);
 
 } // namespace towers::app

@@ -1,5 +1,8 @@
 #include "engine/train/run_lock.h"
 
+#include <chrono>
+#include <thread>
+
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -97,10 +100,16 @@ RunLock RunLock::acquire(const fs::path& root, const std::string& program)
     if (fd < 0)
         throw IoError("cannot open the run folder's lock file " + quoted(file) + ": " +
                       std::strerror(errno));
-    int rc;
-    do {
-        rc = ::flock(fd, LOCK_EX | LOCK_NB);
-    } while (rc != 0 && errno == EINTR);
+    // A reader asking who holds the folder (RunLock::holder: the Runs page, another scan) holds a
+    // shared lock for a moment: retries over 0.1 s tell that from a trainer that holds it.
+    int rc = 0;
+    for (int attempt = 0; attempt < 20; ++attempt) {
+        do {
+            rc = ::flock(fd, LOCK_EX | LOCK_NB);
+        } while (rc != 0 && errno == EINTR);
+        if (rc == 0 || errno != EWOULDBLOCK) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     if (rc != 0) {
         const int err = errno;
         const std::string who = err == EWOULDBLOCK ? describe(readAll(fd)) : std::string();

@@ -1,13 +1,19 @@
 // Run folder scanning: what a run folder written by the engine's RunDirectory says (configuration,
-// last step, latest accuracy, checkpoints), tolerance of damaged files, newest runs first, and the
-// curves for the history plot.
+// last step, latest accuracy, checkpoints, who trains it now), tolerance of damaged files, newest
+// runs first, and the curves for the history plot, read incrementally while the run grows
+// (app::RunLogReader, app::JsonlTail).
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <unistd.h>
+
+#include "app/runs/run_log_reader.h"
 #include "app/runs/run_scanner.h"
 #include "engine/train/run_directory.h"
+#include "engine/train/run_lock.h"
 
 using namespace towers::app;
 namespace eng = towers::engine;
@@ -37,6 +43,34 @@ void makeRun(const QString& folder, std::int64_t steps, int evalEvery,
         QVERIFY(f.open(QIODevice::WriteOnly));
         f.write("not opened by the scanner");
     }
+}
+void append(const QString& path, const QByteArray& bytes)
+{
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::Append));
+    QCOMPARE(f.write(bytes), bytes.size());
+}
+
+void rewrite(const QString& path, const QByteArray& bytes)
+{
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    QCOMPARE(f.write(bytes), bytes.size());
+}
+
+QByteArray metricsLine(int step, int towers = 0)
+{
+    QByteArray line = "{\"step\":" + QByteArray::number(step) +
+                      ",\"totalSteps\":100,\"loss\":" + QByteArray::number(double(step) / 10) +
+                      ",\"stepMs\":" + QByteArray::number(step * 2);
+    if (towers > 0) {
+        line += ",\"towerTimes\":[";
+        for (int t = 0; t < towers; ++t)
+            line += QByteArray(t ? "," : "") + "{\"computeMs\":" + QByteArray::number(step + t) +
+                    ",\"commMs\":1,\"dataMs\":0.5,\"updateMs\":0.25}";
+        line += "]";
+    }
+    return line + "}\n";
 }
 } // namespace
 
@@ -117,6 +151,125 @@ private slots:
         QCOMPARE(runs[0].name, QStringLiteral("new"));
         QCOMPARE(runs[1].name, QStringLiteral("old"));
         QVERIFY(scanRuns(root.filePath(QStringLiteral("missing"))).empty());
+    }
+
+    // The run's lock, held by a trainer, says who trains it; released, nobody.
+    void saysWhoTrainsIt()
+    {
+        QTemporaryDir root;
+        const QString folder = root.filePath(QStringLiteral("live"));
+        makeRun(folder, 100, 50);
+        QVERIFY(!readRun(folder).trainingBy);
+        QVERIFY(!runHolder(folder));
+        {
+            const auto lock = eng::RunLock::acquire(folder.toStdString(), "towers-cli train");
+            const RunSummary r = readRun(folder);
+            QVERIFY(r.trainingBy.has_value());
+            QVERIFY2(r.trainingBy->contains(QStringLiteral("process %1").arg(getpid())) &&
+                         r.trainingBy->contains(QStringLiteral("towers-cli train")),
+                     qPrintable(*r.trainingBy));
+            QCOMPARE(runHolder(folder), r.trainingBy);
+        }
+        QVERIFY(!readRun(folder).trainingBy);
+    }
+
+    // Appended lines are read once each; the writer's unfinished last line waits for its end.
+    void readsOnlyWhatWasAppended()
+    {
+        QTemporaryDir root;
+        const QString path = root.filePath(QStringLiteral("metrics.jsonl"));
+        JsonlTail tail(path);
+        QVERIFY(tail.readNew().objects.empty()); // no file yet
+        QVERIFY(!tail.readNew().restarted);
+        append(path, metricsLine(1) + metricsLine(2));
+        auto r = tail.readNew();
+        QCOMPARE(r.objects.size(), std::size_t(2));
+        QVERIFY(!r.restarted);
+        QCOMPARE(tail.offset(), QFileInfo(path).size());
+        QVERIFY(tail.readNew().objects.empty()); // nothing new: nothing read again
+
+        const QByteArray third = metricsLine(3);
+        append(path, third.first(10)); // the trainer is mid-line
+        QVERIFY(tail.readNew().objects.empty());
+        QCOMPARE(tail.offset(), QFileInfo(path).size() - 10);
+        append(path, third.sliced(10));
+        r = tail.readNew();
+        QCOMPARE(r.objects.size(), std::size_t(1));
+        QCOMPARE(r.objects[0].value(QStringLiteral("step")).toInteger(), 3);
+        QVERIFY(!r.restarted);
+
+        append(path, "not json\n" + metricsLine(4)); // a damaged line is skipped, not an error
+        r = tail.readNew();
+        QCOMPARE(r.objects.size(), std::size_t(1));
+        QCOMPARE(r.objects[0].value(QStringLiteral("step")).toInteger(), 4);
+    }
+
+    // A log shorter than what was read (truncated), or replaced by another of the same length or
+    // longer (rotated, rewritten by a resumed run), is read again from its start.
+    void rereadsATruncatedOrReplacedLog()
+    {
+        QTemporaryDir root;
+        const QString path = root.filePath(QStringLiteral("metrics.jsonl"));
+        JsonlTail tail(path);
+        append(path, metricsLine(1) + metricsLine(2) + metricsLine(3));
+        QCOMPARE(tail.readNew().objects.size(), std::size_t(3));
+
+        rewrite(path, metricsLine(1));
+        auto r = tail.readNew();
+        QVERIFY(r.restarted);
+        QCOMPARE(r.objects.size(), std::size_t(1));
+
+        rewrite(path, metricsLine(7) + metricsLine(8) + metricsLine(9)); // longer, different
+        r = tail.readNew();
+        QVERIFY(r.restarted);
+        QCOMPARE(r.objects.size(), std::size_t(3));
+        QCOMPARE(r.objects[0].value(QStringLiteral("step")).toInteger(), 7);
+
+        QVERIFY(QFile::remove(path));
+        r = tail.readNew();
+        QVERIFY(r.restarted);
+        QVERIFY(r.objects.empty());
+        QCOMPARE(tail.offset(), 0);
+    }
+
+    // The run's curves grow with its logs; the latest step's tower times are kept.
+    void followsAGrowingRun()
+    {
+        QTemporaryDir root;
+        const QString folder = root.path();
+        const QString metrics = root.filePath(QStringLiteral("metrics.jsonl"));
+        RunLogReader reader(folder);
+        QVERIFY(reader.read().steps.isEmpty());
+        append(metrics, metricsLine(1, 4) + metricsLine(2, 4));
+        RunCurves c = reader.read();
+        QCOMPARE(c.steps, (QVector<double>{1, 2}));
+        QCOMPARE(c.loss, (QVector<double>{0.1, 0.2}));
+        QCOMPARE(c.totalSteps, 100);
+        QCOMPARE(c.stepMs, 4.0);
+        QCOMPARE(c.towerTimes.size(), std::size_t(4));
+        QCOMPARE(c.towerTimesStep, 2);
+        QCOMPARE(c.towerTimes[3].computeMs, 5.0);
+        QCOMPARE(c.towerTimes[3].commMs, 1.0);
+        QCOMPARE(c.towerTimes[3].dataMs, 0.5);
+        QCOMPARE(c.towerTimes[3].updateMs, 0.25);
+
+        append(metrics, metricsLine(3) + metricsLine(4, 2).chopped(1)); // no newline yet
+        append(root.filePath(QStringLiteral("eval.jsonl")), "{\"step\":3,\"precisionAt1\":0.4}\n");
+        c = reader.read();
+        // The unfinished line is a complete object already: read, and not again with its newline.
+        QCOMPARE(c.steps, (QVector<double>{1, 2, 3, 4}));
+        QCOMPARE(c.towerTimes.size(), std::size_t(2));
+        QCOMPARE(c.towerTimesStep, 4);
+        QCOMPARE(c.evalSteps, (QVector<double>{3}));
+        append(metrics, "\n");
+        QCOMPARE(reader.read().steps.size(), 4);
+
+        rewrite(metrics, metricsLine(1)); // a resumed run cut its log back
+        c = reader.read();
+        QCOMPARE(c.steps, (QVector<double>{1}));
+        QVERIFY(c.towerTimes.empty());
+        QCOMPARE(c.evalSteps.size(), 1);
+        QCOMPARE(readRunCurves(folder).steps, c.steps);
     }
 };
 

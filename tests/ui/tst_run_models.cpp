@@ -46,6 +46,19 @@ private slots:
                  QStringLiteral("–"));
         QCOMPARE(model.data(model.index(1, ui::RunListModel::Run), Qt::ToolTipRole).toString(),
                  QStringLiteral("config.json: bad"));
+        QVERIFY(model.data(model.index(0, ui::RunListModel::Run), Qt::DecorationRole).isNull());
+        // A followed run's progress; trained now: an icon, and by whom.
+        app::RunSummary progressed = *model.run(0);
+        progressed.lastStep = 300;
+        progressed.trainingBy = QStringLiteral("process 7 on node1");
+        model.updateRun(0, progressed);
+        model.updateRun(7, progressed); // no such row: nothing
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Steps)).toString(),
+                 QStringLiteral("300 / 500"));
+        QVERIFY(model.data(model.index(0, ui::RunListModel::Run), Qt::ToolTipRole)
+                    .toString()
+                    .contains(QStringLiteral("Training now: process 7 on node1")));
+        QVERIFY(!model.data(model.index(0, ui::RunListModel::Run), Qt::DecorationRole).isNull());
         QCOMPARE(model.rowOf(QStringLiteral("/r/b/")), 1);
         QCOMPARE(model.rowOf(QStringLiteral("/r/c")), -1);
         QCOMPARE(model.run(5), nullptr);

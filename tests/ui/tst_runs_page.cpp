@@ -1,7 +1,10 @@
 // RunsPage over run folders written like a training run writes them: lists them, shows the
 // selected run's configuration, curves and checkpoints (newest first), and asks to resume the run
-// or classify with a checkpoint; resuming is refused while another run trains.
+// or classify with a checkpoint; resuming is refused while another run trains. A run that another
+// process trains (its folder's lock held) is followed live, read-only: curves, checkpoints and each
+// global tower's step times are read again on a timer until the lock is released.
 #include <QFile>
+#include <QLabel>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -10,12 +13,20 @@
 
 #include "app/settings/app_settings.h"
 #include "engine/train/run_directory.h"
+#include "engine/train/run_lock.h"
 #include "ui/models/checkpoint_list_model.h"
 #include "ui/models/run_list_model.h"
+#include "ui/pages/run_follower.h"
 #include "ui/pages/runs_page.h"
 #include "ui/plots/plot_widget.h"
+#include "ui/plots/stacked_bar_chart.h"
 #include "ui_test_support.h"
 
+#include <optional>
+
+#include <unistd.h>
+
+using towers::ui::RunFollower;
 using towers::ui::RunsPage;
 namespace eng = towers::engine;
 
@@ -37,6 +48,39 @@ void makeRun(const QString& folder, std::int64_t steps)
         QVERIFY(f.open(QIODevice::WriteOnly));
         f.write("x");
     }
+}
+
+// A run of `processes` x `towers` global towers, as its first process writes config.json.
+eng::RunDirectory makeClusterRun(const QString& folder, int processes, int towers)
+{
+    eng::RunDirectory dir(folder.toStdString());
+    eng::TrainConfig c;
+    c.model = "fashion-fast";
+    c.dataset = "fashion-mnist";
+    c.steps = 100;
+    c.processes = processes;
+    c.towers = towers;
+    dir.writeConfig(c.toJson());
+    return dir;
+}
+
+// A metrics.jsonl line as Trainer::report writes it, with one "towerTimes" entry per global tower.
+std::string metricsLine(std::int64_t step, int globalTowers)
+{
+    std::string line = "{\"step\":" + std::to_string(step) +
+                       ",\"totalSteps\":100,\"loss\":" + std::to_string(2.0 / double(step)) +
+                       ",\"examplesPerSec\":1234.5,\"stepMs\":40,\"towerTimes\":[";
+    for (int t = 0; t < globalTowers; ++t)
+        line += std::string(t ? "," : "") + "{\"computeMs\":" + std::to_string(30 + t) +
+                ",\"commMs\":" + std::to_string(step) + ",\"dataMs\":1,\"updateMs\":2}";
+    return line + "]}";
+}
+
+QLabel* labelSaying(RunsPage& page, const QString& text)
+{
+    for (auto* l : page.findChildren<QLabel*>())
+        if (l->text().contains(text)) return l;
+    return nullptr;
 }
 
 QPushButton* button(RunsPage& page, const QString& text)
@@ -105,6 +149,140 @@ private slots:
         QCOMPARE(page.runModel()->rowCount(), 0);
         QVERIFY(page.selectedRun().isEmpty());
         QVERIFY(!button(page, QStringLiteral("Classify with this checkpoint"))->isEnabled());
+    }
+
+    void followsARunTrainedElsewhere()
+    {
+        QTemporaryDir root;
+        const QString folder = root.filePath(QStringLiteral("runs/cluster"));
+        const eng::RunDirectory dir = makeClusterRun(folder, 2, 2);
+        for (int s = 1; s <= 3; ++s) dir.appendMetrics(metricsLine(s, 4));
+        // The trainer's lock (this process's, from another open file: RunLock::holder sees it).
+        std::optional<eng::RunLock> lock =
+            eng::RunLock::acquire(folder.toStdString(), "towers-cli train");
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(root.filePath(QStringLiteral("runs")));
+        RunsPage page(settings);
+        page.follower()->setInterval(100);
+        page.resize(1100, 700);
+        page.show();
+        QTRY_COMPARE(page.selectedRun(), folder);
+        QCOMPARE(page.runModel()->run(0)->trainingBy.has_value(), true);
+
+        QTRY_COMPARE(page.follower()->state(), RunFollower::State::Live);
+        QVERIFY(page.follower()->isPolling());
+        QVERIFY2(page.followStatus().contains(
+                     QStringLiteral("Training in progress in another process (process %1 on")
+                         .arg(getpid())),
+                 qPrintable(page.followStatus()));
+        QVERIFY(page.followStatus().contains(QStringLiteral("following live, read-only")));
+        QVERIFY(page.followStatus().contains(QStringLiteral("step 3 of 100")));
+        QLabel* status = labelSaying(page, QStringLiteral("following live"));
+        QVERIFY(status && status->isVisible());
+        QVERIFY(labelSaying(page, QStringLiteral("2 processes × 2 towers = 4 towers")));
+        QTRY_COMPARE(page.lossPlot()->pointCount(0), 3);
+        QVERIFY(!button(page, QStringLiteral("Resume this run"))->isEnabled());
+
+        // Each global tower of the latest step, rank by rank.
+        auto* chart = page.towerChart();
+        QVERIFY(chart->isVisible());
+        QCOMPARE(chart->barCount(), 4);
+        QCOMPARE(chart->label(0), QStringLiteral("rank 0 · tower 0"));
+        QCOMPARE(chart->label(3), QStringLiteral("rank 1 · tower 1"));
+        QCOMPARE(chart->value(3, 1), 33.0); // compute of global tower 3
+        QCOMPARE(chart->value(3, 2), 3.0);  // communication of step 3
+
+        // The trainer appends while the page follows; its unfinished line waits for its end.
+        QSignalSpy updated(page.follower(), &RunFollower::updated);
+        dir.appendMetrics(metricsLine(4, 4));
+        const std::string fifth = metricsLine(5, 4);
+        QFile metrics(folder + QStringLiteral("/metrics.jsonl"));
+        QVERIFY(metrics.open(QIODevice::Append | QIODevice::Unbuffered));
+        metrics.write(fifth.substr(0, 25).c_str());
+        QTRY_COMPARE(page.lossPlot()->pointCount(0), 4);
+        QTRY_VERIFY(updated.count() >= 3); // read again, the half line still skipped
+        QCOMPARE(page.lossPlot()->pointCount(0), 4);
+        metrics.write((fifth.substr(25) + "\n").c_str());
+        metrics.close();
+        QTRY_COMPARE(page.lossPlot()->pointCount(0), 5);
+        QTRY_COMPARE(chart->value(0, 2), 5.0);
+        QVERIFY(chart->title().contains(QStringLiteral("5")));
+        QVERIFY(page.followStatus().contains(QStringLiteral("step 5 of 100")));
+        dir.appendEval("{\"step\":5,\"precisionAt1\":0.25}");
+        QTRY_COMPARE(page.accuracyPlot()->pointCount(0), 1);
+        QFile checkpoint(QString::fromStdString(dir.checkpointPath(5).string()));
+        QVERIFY(checkpoint.open(QIODevice::WriteOnly));
+        checkpoint.close();
+        QTRY_COMPARE(page.checkpointModel()->rowCount(), 1);
+        QVERIFY(!button(page, QStringLiteral("Resume this run"))->isEnabled());
+
+        // The last line, then the trainer lets the run go: one last read, then no more.
+        dir.appendMetrics(metricsLine(100, 4));
+        lock.reset();
+        QTRY_COMPARE(page.follower()->state(), RunFollower::State::Ended);
+        QVERIFY(!page.follower()->isPolling());
+        QCOMPARE(page.lossPlot()->pointCount(0), 6);
+        QVERIFY2(page.followStatus().contains(QStringLiteral("Training finished in the other")),
+                 qPrintable(page.followStatus()));
+        QVERIFY(labelSaying(page, QStringLiteral("No longer following")));
+        QTRY_VERIFY(button(page, QStringLiteral("Resume this run"))->isEnabled());
+        QTRY_VERIFY(!page.runModel()->run(0)->trainingBy); // the list was read again
+        QTest::qWait(300);
+        updated.clear();
+        dir.appendMetrics(metricsLine(101, 4));
+        QTest::qWait(500);
+        QCOMPARE(updated.count(), 0); // not followed any more
+        QCOMPARE(page.lossPlot()->pointCount(0), 6);
+    }
+
+    // A run stopped before its end says so; a hidden page does not read; the run this window
+    // trains itself is not "another process".
+    void followsOnlyWhenShownAndNotOurOwn()
+    {
+        QTemporaryDir root;
+        const QString folder = root.filePath(QStringLiteral("runs/one"));
+        const eng::RunDirectory dir = makeClusterRun(folder, 1, 3);
+        dir.appendMetrics(metricsLine(1, 3));
+        std::optional<eng::RunLock> lock = eng::RunLock::acquire(folder.toStdString());
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(root.filePath(QStringLiteral("runs")));
+        RunsPage page(settings);
+        page.follower()->setInterval(100);
+        page.show();
+        QTRY_COMPARE(page.follower()->state(), RunFollower::State::Live);
+        QVERIFY(labelSaying(page, QStringLiteral("fashion-fast on fashion-mnist, 3 towers")));
+        QTRY_COMPARE(page.towerChart()->barCount(), 3);
+        QCOMPARE(page.towerChart()->label(2), QStringLiteral("tower 2"));
+
+        page.hide();
+        QVERIFY(!page.follower()->isPolling());
+        QTest::qWait(300); // a read under way when it was hidden still arrives
+        QSignalSpy updated(page.follower(), &RunFollower::updated);
+        dir.appendMetrics(metricsLine(2, 3));
+        QTest::qWait(400);
+        QCOMPARE(updated.count(), 0);
+        page.show(); // reads at once, and follows again
+        QTRY_COMPARE(page.lossPlot()->pointCount(0), 2);
+        QVERIFY(page.follower()->isPolling());
+
+        // This window trains it: nothing to follow, Resume as setResumeAllowed says.
+        page.setOwnRunFolder(folder);
+        page.setResumeAllowed(false);
+        QTRY_COMPARE(page.follower()->state(), RunFollower::State::Still);
+        QVERIFY(!page.follower()->isPolling());
+        QVERIFY(page.followStatus().isEmpty());
+        page.setOwnRunFolder(QString());
+        page.setResumeAllowed(true);
+        QTRY_COMPARE(page.follower()->state(), RunFollower::State::Live);
+        QVERIFY(!button(page, QStringLiteral("Resume this run"))->isEnabled());
+
+        lock.reset(); // stopped at step 2 of 100
+        QTRY_COMPARE(page.follower()->state(), RunFollower::State::Ended);
+        QVERIFY2(page.followStatus().contains(QStringLiteral("Training stopped in the other "
+                                                             "process")) &&
+                     page.followStatus().contains(QStringLiteral("step 2 of 100")),
+                 qPrintable(page.followStatus()));
+        QTRY_VERIFY(button(page, QStringLiteral("Resume this run"))->isEnabled());
     }
 };
 

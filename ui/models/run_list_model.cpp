@@ -1,7 +1,9 @@
 #include "ui/models/run_list_model.h"
 
+#include <QApplication>
 #include <QDir>
 #include <QLocale>
+#include <QStyle>
 
 namespace towers::ui {
 
@@ -17,6 +19,13 @@ void RunListModel::setRuns(std::vector<app::RunSummary> runs)
 const app::RunSummary* RunListModel::run(int row) const
 {
     return row >= 0 && row < rowCount() ? &m_runs[std::size_t(row)] : nullptr;
+}
+
+void RunListModel::updateRun(int row, app::RunSummary run)
+{
+    if (row < 0 || row >= rowCount()) return;
+    m_runs[std::size_t(row)] = std::move(run);
+    emit dataChanged(index(row, 0), index(row, ColumnCount - 1));
 }
 
 int RunListModel::rowOf(const QString& folder) const
@@ -44,7 +53,12 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
     const auto& r = m_runs[std::size_t(index.row())];
     const QLocale locale;
     if (role == FolderRole) return r.folder;
-    if (role == Qt::ToolTipRole) return r.problem.isEmpty() ? r.folder : r.problem;
+    if (role == Qt::ToolTipRole) {
+        const QString text = r.problem.isEmpty() ? r.folder : r.problem;
+        return r.trainingBy ? tr("%1\nTraining now: %2").arg(text, *r.trainingBy) : text;
+    }
+    if (role == Qt::DecorationRole && index.column() == Run && r.trainingBy)
+        return QApplication::style()->standardIcon(QStyle::SP_MediaPlay);
     if (role == Qt::TextAlignmentRole && index.column() >= Steps && index.column() <= Checkpoints)
         return int(Qt::AlignRight | Qt::AlignVCenter);
     if (role == Qt::EditRole) { // raw values for sorting and tests

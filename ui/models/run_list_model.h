@@ -1,6 +1,7 @@
 #pragma once
 // The runs of the runs folder (app::scanRuns): run, model, dataset, steps reached, latest test
-// accuracy, checkpoints and when it last changed.
+// accuracy, checkpoints and when it last changed; a run being trained right now has a "playing"
+// icon and says by whom in its tooltip.
 #include <QAbstractTableModel>
 
 #include <vector>
@@ -33,6 +34,8 @@ public:
     void setRuns(std::vector<app::RunSummary> runs);
     const std::vector<app::RunSummary>& runs() const { return m_runs; }
     const app::RunSummary* run(int row) const;
+    // Replaces what row `row` says (a followed run's progress); the row's place stays.
+    void updateRun(int row, app::RunSummary run);
     // The row of the run in `folder`, or -1.
     int rowOf(const QString& folder) const;
 

@@ -22,14 +22,34 @@
 #include "app/settings/app_settings.h"
 #include "ui/models/checkpoint_list_model.h"
 #include "ui/models/run_list_model.h"
+#include "ui/pages/run_follower.h"
 #include "ui/pages/runs_page_export_dialog.h"
 #include "ui/plots/plot_widget.h"
+#include "ui/plots/stacked_bar_chart.h"
 
 namespace towers::ui {
 
+namespace {
+
+QString towersText(int n)
+{
+    return n == 1 ? RunsPage::tr("1 tower") : RunsPage::tr("%1 towers").arg(n);
+}
+
+// "4 towers", or across processes "2 processes × 2 towers = 4 towers".
+QString layoutText(const engine::TrainConfig& c)
+{
+    if (c.processes <= 1) return towersText(c.towers);
+    return RunsPage::tr("%1 processes × %2 = %3")
+        .arg(c.processes)
+        .arg(towersText(c.towers), towersText(c.processes * c.towers));
+}
+
+} // namespace
+
 RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
-    : QWidget(parent), m_settings(settings), m_runs(new RunListModel(this)),
-      m_checkpoints(new CheckpointListModel(this))
+    : QWidget(parent), m_settings(settings), m_follower(new RunFollower(this)),
+      m_runs(new RunListModel(this)), m_checkpoints(new CheckpointListModel(this))
 {
     auto* top = new QVBoxLayout(this);
     auto* dirRow = new QHBoxLayout;
@@ -62,6 +82,13 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     m_title->setWordWrap(true);
     m_title->setTextInteractionFlags(Qt::TextSelectableByMouse);
     dl->addWidget(m_title);
+    m_followStatus = new QLabel(details);
+    m_followStatus->setWordWrap(true);
+    m_followStatus->setFrameShape(QFrame::StyledPanel);
+    m_followStatus->setMargin(4);
+    m_followStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_followStatus->hide();
+    dl->addWidget(m_followStatus);
     auto* plots = new QHBoxLayout;
     m_lossPlot = new PlotWidget(tr("Loss"), details);
     m_lossPlot->addSeries(tr("loss"));
@@ -112,11 +139,27 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     buttons->addStretch(1);
     dl->addLayout(buttons);
     dl->addWidget(m_exportStatus);
+    auto* bottom = new QHBoxLayout;
     m_config = new QPlainTextEdit(details);
     m_config->setReadOnly(true);
     m_config->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
     m_config->setPlaceholderText(tr("The run's config.json"));
-    dl->addWidget(m_config, 2);
+    bottom->addWidget(m_config, 2);
+    // The Devices page's parts and colours: compute blue, communication orange, data purple,
+    // update green.
+    m_towerChart = new StackedBarChart(tr("Latest logged step"), Qt::Horizontal, details);
+    m_towerChart->setSegments({tr("data wait"), tr("compute"), tr("communication"), tr("update")},
+                              {4, 0, 1, 2});
+    m_towerChart->setUnit(tr("ms"));
+    m_towerChart->setValueTextsVisible(true);
+    m_towerChart->setToolTip(
+        tr("Where each tower's latest logged step went (metrics.jsonl \"towerTimes\"): "
+           "waiting for data, forward and backward, averaging the gradients not hidden behind "
+           "backward (and waiting for the other towers), the update. Hover a bar for its values."));
+    m_towerChart->setMinimumHeight(170);
+    m_towerChart->hide();
+    bottom->addWidget(m_towerChart, 3);
+    dl->addLayout(bottom, 2);
     split->addWidget(m_table);
     split->addWidget(details);
     split->setStretchFactor(0, 1);
@@ -151,6 +194,11 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     connect(m_exportOnnx, &QPushButton::clicked, this, &RunsPage::openExportDialog);
     connect(m_openFolder, &QPushButton::clicked, this, [this] {
         if (!selectedRun().isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(selectedRun()));
+    });
+    connect(m_follower, &RunFollower::updated, this, &RunsPage::onFollowerUpdated);
+    connect(m_follower, &RunFollower::stateChanged, this, [this](RunFollower::State state) {
+        // The other process let the run go: its final checkpoints and step in the list too.
+        if (state == RunFollower::State::Ended) refresh();
     });
     updateButtons();
     refresh();
@@ -199,6 +247,24 @@ void RunsPage::setResumeAllowed(bool allowed)
     updateButtons();
 }
 
+void RunsPage::setOwnRunFolder(const QString& folder)
+{
+    m_follower->setOwnRunFolder(folder);
+    updateButtons();
+}
+
+void RunsPage::showEvent(QShowEvent* event)
+{
+    QWidget::showEvent(event);
+    m_follower->setActive(true);
+}
+
+void RunsPage::hideEvent(QHideEvent* event)
+{
+    QWidget::hideEvent(event);
+    m_follower->setActive(false);
+}
+
 void RunsPage::refresh()
 {
     const QString dir = runsDir();
@@ -225,22 +291,42 @@ void RunsPage::onScanned(const app::JobResult<std::vector<app::RunSummary>>& r)
 void RunsPage::showSelected()
 {
     const auto* r = m_runs->run(m_table->currentIndex().row());
-    m_lossPlot->clearData();
-    m_accuracyPlot->clearData();
+    const QString folder = r ? r->folder : QString();
+    if (folder != m_shownRun) {
+        m_shownRun = folder;
+        m_lossPlot->clearData();
+        m_accuracyPlot->clearData();
+        m_towerChart->clear();
+        m_towerChart->hide();
+    }
+    m_follower->setRun(folder); // reads it (again: only what was appended), follows it if live
+    if (!r) {
+        m_config->clear();
+        m_checkpoints->setCheckpoints({});
+    } else {
+        m_config->setPlainText(r->configJson);
+        m_checkpoints->setCheckpoints(r->checkpoints);
+        if (m_checkpoints->rowCount() > 0) m_checkpointTable->selectRow(0);
+    }
+    updateTitle();
+    updateButtons();
+}
+
+void RunsPage::updateTitle()
+{
+    const auto* r = m_runs->run(m_table->currentIndex().row());
     if (!r) {
         m_title->setText(m_runs->rowCount() ? tr("Select a run.")
                                             : tr("No runs in %1 yet: start one on the Train page.")
                                                   .arg(runsDir().toHtmlEscaped()));
-        m_config->clear();
-        m_checkpoints->setCheckpoints({});
-        updateButtons();
+        m_followStatus->hide();
         return;
     }
     QString title = QStringLiteral("<b>%1</b>").arg(r->name.toHtmlEscaped());
     if (r->config)
-        title += tr(" — %1 on %2, %n tower(s), step %3", nullptr, r->config->towers)
+        title += tr(" — %1 on %2, %3, step %4")
                      .arg(QString::fromStdString(r->config->model),
-                          QString::fromStdString(r->config->dataset),
+                          QString::fromStdString(r->config->dataset), layoutText(*r->config),
                           QLocale().toString(qint64(r->lastStep)));
     if (r->accuracy)
         title += tr(", test accuracy %1 % at step %2")
@@ -248,25 +334,142 @@ void RunsPage::showSelected()
                      .arg(r->accuracyStep);
     if (!r->problem.isEmpty()) title += QStringLiteral("<br>⚠ ") + r->problem.toHtmlEscaped();
     m_title->setText(title);
-    m_config->setPlainText(r->configJson);
-    m_checkpoints->setCheckpoints(r->checkpoints);
-    if (m_checkpoints->rowCount() > 0) m_checkpointTable->selectRow(0);
-    const QString folder = r->folder;
-    m_curves.start([folder] { return app::readRunCurves(folder); },
-                   [this](const app::JobResult<app::RunCurves>& c) {
-                       if (!c.ok()) return;
-                       m_lossPlot->setData(0, c.value->steps, c.value->loss);
-                       m_accuracyPlot->setData(0, c.value->evalSteps, c.value->accuracy);
-                   });
+
+    const QString status = followStatus();
+    m_followStatus->setText(status);
+    m_followStatus->setVisible(!status.isEmpty());
+}
+
+QString RunsPage::followStatus() const
+{
+    const app::RunCurves& c = m_follower->curves();
+    const QString step = c.steps.isEmpty() ? tr("nothing logged yet")
+                         : c.totalSteps > 0
+                             ? tr("step %1 of %2")
+                                   .arg(QLocale().toString(qint64(c.steps.back())),
+                                        QLocale().toString(qint64(c.totalSteps)))
+                             : tr("step %1").arg(QLocale().toString(qint64(c.steps.back())));
+    switch (m_follower->state()) {
+    case RunFollower::State::Live: {
+        QString text = tr("● Training in progress in another process (%1) — following live, "
+                          "read-only: %2")
+                           .arg(m_follower->holder(), step);
+        if (!c.steps.isEmpty() && c.examplesPerSec > 0)
+            text += tr(", %1 examples/s").arg(QLocale().toString(c.examplesPerSec, 'f', 0));
+        return text + QLatin1Char('.');
+    }
+    case RunFollower::State::Ended: {
+        const bool finished =
+            !c.steps.isEmpty() && c.totalSteps > 0 && std::int64_t(c.steps.back()) >= c.totalSteps;
+        return (finished ? tr("■ Training finished in the other process (%1): %2. No longer "
+                              "following: it released the run folder.")
+                         : tr("■ Training stopped in the other process (%1) at %2. No longer "
+                              "following: it released the run folder; resume it here or there."))
+            .arg(m_follower->holder(), step);
+    }
+    case RunFollower::State::None:
+    case RunFollower::State::Still:
+        break;
+    }
+    return {};
+}
+
+void RunsPage::onFollowerUpdated()
+{
+    const auto* r = m_runs->run(m_table->currentIndex().row());
+    if (!r || r->folder != m_follower->run()) return;
+    const app::RunCurves& c = m_follower->curves();
+    m_lossPlot->setData(0, c.steps, c.loss);
+    m_accuracyPlot->setData(0, c.evalSteps, c.accuracy);
+    showTowerTimes();
+    showCheckpoints(m_follower->checkpoints());
+
+    // The list's row says what the logs say now (the scan is older).
+    app::RunSummary now = *r;
+    now.checkpoints = m_follower->checkpoints();
+    now.lastStep = now.checkpoints.empty() ? 0 : now.checkpoints.back().step;
+    if (!c.steps.isEmpty()) {
+        now.lastStep = std::max(now.lastStep, std::int64_t(c.steps.back()));
+        now.lastLoss = c.loss.back();
+    }
+    if (!c.accuracy.isEmpty()) {
+        now.accuracy = c.accuracy.back();
+        now.accuracyStep = std::int64_t(c.evalSteps.back());
+    }
+    if (m_follower->isLive())
+        now.trainingBy = m_follower->holder();
+    else if (m_follower->state() == RunFollower::State::Ended)
+        now.trainingBy.reset();
+    m_runs->updateRun(m_table->currentIndex().row(), std::move(now));
+    m_table->resizeColumnToContents(RunListModel::Steps);
+    updateTitle();
     updateButtons();
+}
+
+void RunsPage::showTowerTimes()
+{
+    const auto* r = m_runs->run(m_table->currentIndex().row());
+    const app::RunCurves& c = m_follower->curves();
+    if (!r || c.towerTimes.empty()) {
+        m_towerChart->clear();
+        m_towerChart->hide();
+        return;
+    }
+    const int n = int(c.towerTimes.size());
+    const int processes = r->config ? r->config->processes : 1;
+    const int towers = r->config ? r->config->towers : n;
+    // Global towers are numbered rank by rank; a log that does not match the layout is numbered
+    // as it comes.
+    const bool byRank = processes > 1 && processes * towers == n;
+    QStringList labels;
+    QVector<QVector<double>> values;
+    for (int i = 0; i < n; ++i) {
+        labels << (byRank ? tr("rank %1 · tower %2").arg(i / towers).arg(i % towers)
+                          : tr("tower %1").arg(i));
+        const engine::TowerTimes& t = c.towerTimes[std::size_t(i)];
+        values.push_back({t.dataMs, t.computeMs, t.commMs, t.updateMs});
+    }
+    m_towerChart->setTitle(
+        tr("Where each tower's step %1 went").arg(QLocale().toString(qint64(c.towerTimesStep))));
+    m_towerChart->setBars(labels, values);
+    m_towerChart->show();
+}
+
+void RunsPage::showCheckpoints(const std::vector<engine::CheckpointFile>& checkpoints)
+{
+    // Only when they changed: a new model would lose the row the user chose.
+    bool same = int(checkpoints.size()) == m_checkpoints->rowCount();
+    for (std::size_t i = 0; same && i < checkpoints.size(); ++i)
+        same = m_checkpoints->path(int(checkpoints.size() - 1 - i)) ==
+               QString::fromStdString(checkpoints[i].path.string());
+    if (same) return;
+    const bool chosen = m_checkpointTable->currentIndex().row() > 0;
+    const QString keep = selectedCheckpoint();
+    m_checkpoints->setCheckpoints(checkpoints);
+    int row = 0;
+    for (int i = 0; chosen && i < m_checkpoints->rowCount(); ++i)
+        if (m_checkpoints->path(i) == keep) row = i;
+    if (m_checkpoints->rowCount() > 0) m_checkpointTable->selectRow(row);
+}
+
+bool RunsPage::trainedElsewhere() const
+{
+    const auto* r = m_runs->run(m_table->currentIndex().row());
+    if (!r) return false;
+    if (m_follower->run() == r->folder && m_follower->state() != RunFollower::State::None)
+        return m_follower->isLive();
+    // Not read yet: the scan's word.
+    return r->trainingBy && QDir::cleanPath(r->folder) != m_follower->ownRunFolder();
 }
 
 void RunsPage::updateButtons()
 {
     const auto* r = m_runs->run(m_table->currentIndex().row());
-    m_resume->setEnabled(r && r->config && m_resumeAllowed);
+    const bool elsewhere = trainedElsewhere();
+    m_resume->setEnabled(r && r->config && m_resumeAllowed && !elsewhere);
     m_resume->setToolTip(
-        !m_resumeAllowed
+        elsewhere ? tr("Another process trains this run: it can be resumed once that stops")
+        : !m_resumeAllowed
             ? tr("A run is training: stop it first")
             : tr("Continues from the newest good checkpoint with the run's own configuration"));
     m_classify->setEnabled(!selectedCheckpoint().isEmpty());

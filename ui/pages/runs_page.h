@@ -3,7 +3,9 @@
 // metrics.jsonl, eval.jsonl, checkpoints/), the selected run's configuration, its loss and
 // accuracy curves and its checkpoints; resume the run, load a checkpoint into Classify, or export
 // it as an ONNX file (off the UI thread, through engine::exportOnnx as `towers-cli export`).
-// The folder is read off the UI thread.
+// The folder is read off the UI thread. A run that another process trains (a cluster job writing
+// to a shared folder) is followed live, read-only (RunFollower): its curves, checkpoints and each
+// tower's step times are read again every couple of seconds while the page is shown.
 #include <QWidget>
 
 #include "app/jobs/latest_job.h"
@@ -25,7 +27,9 @@ namespace towers::ui {
 class CheckpointListModel;
 class ExportOnnxDialog;
 class PlotWidget;
+class RunFollower;
 class RunListModel;
+class StackedBarChart;
 
 class RunsPage : public QWidget
 {
@@ -46,6 +50,9 @@ public:
     bool isBusy() const { return m_scan.isRunning(); }
     // Resuming is not possible while another run trains.
     void setResumeAllowed(bool allowed);
+    // The run folder this window trains (empty: none): its lock is this process's, so it is not
+    // "trained by another process" and not followed.
+    void setOwnRunFolder(const QString& folder);
     // Writes `checkpoint` as the ONNX file `output` in the background, as `towers-cli export`
     // with `options` (an existing file is replaced only with options.overwrite); exported() or
     // errorOccurred() follows.
@@ -57,6 +64,13 @@ public:
     bool isExporting() const { return m_export.isRunning(); }
     PlotWidget* lossPlot() const { return m_lossPlot; }
     PlotWidget* accuracyPlot() const { return m_accuracyPlot; }
+    // Each tower's split of the selected run's latest logged step (hidden when it logged none).
+    StackedBarChart* towerChart() const { return m_towerChart; }
+    // Reads the selected run again and follows it while another process trains it.
+    RunFollower* follower() const { return m_follower; }
+    // What the page says about a followed run ("Training in progress in another process …"),
+    // empty when the selected run is not (or no longer) followed.
+    QString followStatus() const;
 
 public slots:
     void refresh();
@@ -71,22 +85,34 @@ signals:
     // After each refresh has been applied.
     void refreshed();
 
+protected:
+    void showEvent(QShowEvent* event) override;
+    void hideEvent(QHideEvent* event) override;
+
 private:
     void onScanned(const app::JobResult<std::vector<app::RunSummary>>& r);
     void showSelected();
     void updateButtons();
+    void updateTitle();
+    void onFollowerUpdated();
+    void showTowerTimes();
+    void showCheckpoints(const std::vector<engine::CheckpointFile>& checkpoints);
+    bool trainedElsewhere() const;
 
     app::AppSettings& m_settings;
     app::LatestJob<std::vector<app::RunSummary>> m_scan{this};
-    app::LatestJob<app::RunCurves> m_curves{this};
     app::LatestJob<engine::OnnxExportSummary> m_export{this};
     QString m_pendingSelection;
+    QString m_shownRun; // the run whose details are shown
     bool m_resumeAllowed = true;
+    RunFollower* m_follower;
 
     QLineEdit* m_dirEdit;
     QTableView* m_table;
     RunListModel* m_runs;
     QLabel* m_title;
+    QLabel* m_followStatus;
+    StackedBarChart* m_towerChart;
     QPlainTextEdit* m_config;
     PlotWidget* m_lossPlot;
     PlotWidget* m_accuracyPlot;

@@ -1,0 +1,133 @@
+#include "app/runs/run_log_reader.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QMutexLocker>
+
+#include <optional>
+
+namespace towers::app {
+
+namespace {
+
+// How many bytes before the offset are compared to notice a replaced file: a line's worth.
+constexpr qsizetype kTailBytes = 64;
+// Read in pieces so that a long log does not have to fit in one buffer.
+constexpr qint64 kChunkBytes = 1 << 20;
+
+std::optional<QJsonObject> parseLine(QByteArrayView line)
+{
+    const QByteArray text = line.trimmed().toByteArray();
+    if (text.isEmpty()) return std::nullopt;
+    QJsonParseError error{};
+    const QJsonDocument doc = QJsonDocument::fromJson(text, &error);
+    if (error.error != QJsonParseError::NoError || !doc.isObject()) return std::nullopt;
+    return doc.object();
+}
+
+engine::TowerTimes towerTimesOf(const QJsonObject& o)
+{
+    engine::TowerTimes t;
+    t.computeMs = o.value(QStringLiteral("computeMs")).toDouble();
+    t.commMs = o.value(QStringLiteral("commMs")).toDouble();
+    t.dataMs = o.value(QStringLiteral("dataMs")).toDouble();
+    t.updateMs = o.value(QStringLiteral("updateMs")).toDouble();
+    return t;
+}
+
+} // namespace
+
+JsonlTail::Read JsonlTail::readNew()
+{
+    Read out;
+    auto restart = [&] {
+        out.restarted = true;
+        m_offset = 0;
+        m_tail.clear();
+    };
+    QFile f(m_path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        if (m_offset > 0) restart();
+        return out;
+    }
+    if (f.size() < m_offset) {
+        restart();
+    } else if (m_offset > 0) {
+        // The same file as before, only longer? Its bytes before the offset must not have changed.
+        if (!f.seek(m_offset - m_tail.size()) || f.read(m_tail.size()) != m_tail) restart();
+    }
+    if (!f.seek(m_offset)) return out;
+
+    QByteArray pending; // read but not consumed: the start of a line whose newline is to come
+    for (;;) {
+        const QByteArray chunk = f.read(kChunkBytes);
+        if (chunk.isEmpty()) break;
+        pending += chunk;
+        qsizetype start = 0;
+        for (qsizetype nl; (nl = pending.indexOf('\n', start)) >= 0; start = nl + 1)
+            if (auto o = parseLine(QByteArrayView(pending).sliced(start, nl - start)))
+                out.objects.push_back(std::move(*o));
+        m_offset += start;
+        m_tail = start >= kTailBytes ? pending.sliced(start - kTailBytes, kTailBytes)
+                                     : (m_tail + pending.first(start)).right(kTailBytes);
+        pending.remove(0, start);
+    }
+    // The writer's line in progress, unless it is complete but for its newline.
+    if (auto o = parseLine(pending)) {
+        out.objects.push_back(std::move(*o));
+        m_offset += pending.size();
+        m_tail = (m_tail + pending).right(kTailBytes);
+    }
+    return out;
+}
+
+RunLogReader::RunLogReader(const QString& folder)
+    : m_metrics(QDir(folder).filePath(QStringLiteral("metrics.jsonl"))),
+      m_eval(QDir(folder).filePath(QStringLiteral("eval.jsonl")))
+{
+}
+
+RunCurves RunLogReader::read()
+{
+    const QMutexLocker lock(&m_mutex);
+    RunCurves& c = m_curves;
+    const JsonlTail::Read metrics = m_metrics.readNew();
+    if (metrics.restarted) {
+        const RunCurves empty;
+        c.steps.clear();
+        c.loss.clear();
+        c.totalSteps = empty.totalSteps;
+        c.stepMs = empty.stepMs;
+        c.examplesPerSec = empty.examplesPerSec;
+        c.towerTimes.clear();
+        c.towerTimesStep = empty.towerTimesStep;
+    }
+    for (const QJsonObject& o : metrics.objects) {
+        const std::int64_t step = o.value(QStringLiteral("step")).toInteger();
+        c.steps << double(step);
+        c.loss << o.value(QStringLiteral("loss")).toDouble();
+        c.totalSteps = o.value(QStringLiteral("totalSteps")).toInteger(c.totalSteps);
+        c.stepMs = o.value(QStringLiteral("stepMs")).toDouble();
+        c.examplesPerSec = o.value(QStringLiteral("examplesPerSec")).toDouble();
+        const QJsonValue towers = o.value(QStringLiteral("towerTimes"));
+        if (!towers.isArray()) continue;
+        c.towerTimes.clear();
+        for (const QJsonValue& t : towers.toArray())
+            c.towerTimes.push_back(towerTimesOf(t.toObject()));
+        c.towerTimesStep = step;
+    }
+    const JsonlTail::Read eval = m_eval.readNew();
+    if (eval.restarted) {
+        c.evalSteps.clear();
+        c.accuracy.clear();
+    }
+    for (const QJsonObject& o : eval.objects) {
+        c.evalSteps << double(o.value(QStringLiteral("step")).toInteger());
+        c.accuracy << o.value(QStringLiteral("precisionAt1")).toDouble();
+    }
+    return c;
+}
+
+} // namespace towers::app
