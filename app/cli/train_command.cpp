@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "app/cli/command.h"
+#include "app/cli/output_queue.h"
 #include "app/cli/train_command.h"
 #include "app/data/data_dirs.h"
 #include "app/devices/device_list.h"
@@ -51,7 +52,12 @@ QJsonArray towerTimes(const std::vector<engine::TowerTimes>& times)
 class CliObserver final : public engine::TrainerObserver
 {
 public:
-    CliObserver(CommandIo& io, bool json) : m_io(io), m_json(json) {}
+    CliObserver(CommandIo& io, bool json) : m_json(json), m_output(io.out) {}
+
+    // While training runs, lines go out through a thread of their own (output_queue.h): a stalled
+    // output never stalls the trainer.
+    void startBackgroundOutput() { m_output.start(); }
+    void finishBackgroundOutput() { m_output.finish(); }
 
     void onStep(const engine::StepMetrics& m) override
     {
@@ -96,9 +102,7 @@ public:
                    {QStringLiteral("message"), QString::fromStdString(line)}});
             return;
         }
-        std::lock_guard lock(m_mutex);
-        m_io.out << QString::fromStdString(line) << "\n";
-        m_io.out.flush();
+        m_output.write(QString::fromStdString(line));
     }
     void onCheckpoint(const std::filesystem::path& file, std::int64_t step) override
     {
@@ -123,12 +127,11 @@ public:
 private:
     void printLocked(const QJsonObject& o)
     {
-        m_io.out << QJsonDocument(o).toJson(QJsonDocument::Compact) << "\n";
-        m_io.out.flush();
+        m_output.write(QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact)));
     }
 
-    CommandIo& m_io;
     bool m_json;
+    OutputQueue m_output;
     std::mutex m_mutex;
     bool m_haveEval = false;
     engine::EvalResult m_lastEval;
@@ -608,6 +611,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     });
     engine::Trainer::Outcome outcome = engine::Trainer::Outcome::Finished;
     std::exception_ptr failure;
+    observer.startBackgroundOutput();
     std::thread worker([&] {
         try {
             outcome = session.run();
@@ -618,6 +622,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     });
     loop.exec();
     worker.join();
+    observer.finishBackgroundOutput();
     if (failure) {
         try {
             std::rethrow_exception(failure);
