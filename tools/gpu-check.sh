@@ -23,15 +23,17 @@ mode=${1:-}
 pack() {
     local build=${1:-build/ci}
     local plugin=$build/engine/cuda/libtowers-cuda.so
-    for f in "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$build/tests/engine/tst_op_cases" "$plugin"; do
+    for f in "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$build/tests/engine/tst_op_cases" "$build/tests/engine/tst_process_communicator" "$plugin"; do
         [[ -f $f ]] || { echo "gpu-check: $f is missing: build a CUDA build first (cmake --preset ci && cmake --build --preset ci)" >&2; exit 1; }
     done
     local stage=.carry/gpu
     rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib" "$stage/data"
-    cp "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$build/tests/engine/tst_op_cases" "$stage/bin/"
+    cp "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$build/tests/engine/tst_op_cases" \
+        "$build/tests/engine/tst_process_communicator" "$stage/bin/"
     cp "$plugin" "$stage/lib/"
     # What the programs load from Debian, except the C runtime and NVIDIA's libraries.
-    ldd "$stage/bin/towers-cli" "$stage/bin/tst_gpu_backend" "$stage/bin/tst_op_cases" "$plugin" |
+    ldd "$stage/bin/towers-cli" "$stage/bin/tst_gpu_backend" "$stage/bin/tst_op_cases" \
+        "$stage/bin/tst_process_communicator" "$plugin" |
         awk '/=> \// {print $3}' | sort -u |
         grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libgcc_s|libstdc\+\+)\.so|/libcu|/libnccl|/libnvidia|/libcudnn' |
         while read -r lib; do cp -L "$lib" "$stage/lib/"; done
@@ -62,7 +64,7 @@ EOF
     # The carried Debian libraries go to the carried programs only (wrappers), never to python3,
     # whose PyTorch has its own.
     local libs="$g/lib:${nvlibs}:/usr/local/cuda/lib64"
-    for prog in towers-cli tst_gpu_backend tst_op_cases; do
+    for prog in towers-cli tst_gpu_backend tst_op_cases tst_process_communicator; do
         mv "$g/bin/$prog" "$g/bin/$prog.bin"
         printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$libs" "$g/bin/$prog.bin" > "$g/bin/$prog"
         chmod +x "$g/bin/$prog"
@@ -85,6 +87,8 @@ EOF
     step selftest-tf32 "$cli" selftest --device cuda --tf32 --no-training
     step tst_op_cases "$g/bin/tst_op_cases"
     step tst_gpu_backend "$g/bin/tst_gpu_backend"
+    # Two "processes" (threads with a stand-in for MPI) of GPU towers on one GPU against one.
+    step tst_process_communicator "$g/bin/tst_process_communicator"
     if command -v compute-sanitizer > /dev/null; then
         step sanitizer env LD_LIBRARY_PATH="$libs" compute-sanitizer --tool memcheck --error-exitcode 3 \
             "$g/bin/tst_gpu_backend.bin" everyOpMatchesTheReference deviceErrorsAreTypedAndSayWhat \

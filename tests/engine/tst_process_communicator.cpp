@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "engine/gpu/gpu_backend.h"
 #include "engine/train/host_communicator.h"
 #include "engine/train/process_communicator.h"
 #include "engine/train/tower_set.h"
@@ -67,9 +68,10 @@ Batch sliceOf(const Batch& global, int first, int count)
     return b;
 }
 
-TowerSetOptions towerOptions(int towers)
+TowerSetOptions towerOptions(int towers, const std::string& backend = "onednn")
 {
     TowerSetOptions o;
+    o.backend = backend;
     o.model = "fashion-fast";
     o.towers = towers;
     o.threadsPerTower = 1;
@@ -97,13 +99,15 @@ NamedTensors weightsOf(TowerSet& set)
 }
 
 // `steps` steps of a run of processes x towers (processes 0: one process, no group).
-Trained train(int processes, int towers, int steps)
+Trained train(int processes, int towers, int steps, const std::string& backend = "onednn",
+              std::string* averaging = nullptr)
 {
     const int global = std::max(1, processes) * towers;
     auto run = [&](ProcessGroup* group, int first) -> Trained {
-        auto o = towerOptions(towers);
+        auto o = towerOptions(towers, backend);
         o.processes = group;
         TowerSet set(o);
+        if (averaging && first == 0) *averaging = set.allReduceDescription();
         SyntheticBatches source({28, 28, 1}, 10, global, 6, 600, 11);
         Trained t;
         for (int s = 0; s < steps; ++s)
@@ -126,7 +130,7 @@ Trained train(int processes, int towers, int steps)
     for (auto& r : results) all.push_back(r.get());
     for (std::size_t p = 1; p < all.size(); ++p) { // every process holds the same
         for (std::size_t i = 0; i < all[0].weights.size(); ++i)
-            if (!sameBytes(all[p].weights[i].second, all[0].weights[i].second))
+            if (!sameBytes(all[p].weights[i].second.onHost(), all[0].weights[i].second.onHost()))
                 throw Error("process " + std::to_string(p) + "'s '" + all[p].weights[i].first +
                             "' differs from process 0's");
         if (all[p].losses != all[0].losses) throw Error("the processes report other losses");
@@ -331,6 +335,37 @@ private slots:
         QCOMPARE(many.eval.correct, one.eval.correct);
         QCOMPARE(many.eval.confusion, one.eval.confusion);
         QCOMPARE(many.eval.meanCrossEntropy, one.eval.meanCrossEntropy);
+    }
+
+    // GPU towers of 2 "processes" on one GPU (threads here, the NCCL world or, where NCCL refuses
+    // two ranks on one GPU, the host over the group) against one process of 2 towers on it (the
+    // same-GPU kernel): every process holds bitwise the same, and the same as one process within
+    // float rounding (NCCL's average may round differently from the kernel's).
+    void gpuTowersAcrossProcessesAgree()
+    {
+        std::string why;
+        GpuBackend* gpu = cudaBackend(&why);
+        if (gpu && gpu->deviceCount() == 0) why = "no GPU: " + gpu->unavailableReason();
+        if (!gpu || gpu->deviceCount() == 0)
+            QSKIP(qPrintable(
+                QString::fromStdString("needs an NVIDIA GPU and the CUDA backend: " + why)));
+        std::string averaging;
+        const Trained one = train(0, 2, 4, "cuda");
+        const Trained many = train(2, 1, 4, "cuda", &averaging);
+        qInfo("2 processes on one GPU average %s", averaging.c_str());
+        QCOMPARE(many.weights.size(), one.weights.size());
+        for (std::size_t i = 0; i < one.weights.size(); ++i) {
+            const Tensor a = many.weights[i].second.onHost(), b = one.weights[i].second.onHost();
+            double worst = 0, scale = 0;
+            for (std::int64_t k = 0; k < b.numel(); ++k) {
+                worst = std::max(worst, std::fabs(a.at(k) - b.at(k)));
+                scale = std::max(scale, std::fabs(b.at(k)));
+            }
+            QVERIFY2(worst <= 1e-4 * std::max(scale, 1e-3), one.weights[i].first.c_str());
+        }
+        for (std::size_t s = 0; s < one.losses.size(); ++s)
+            QVERIFY(std::fabs(many.losses[s] - one.losses[s]) <= 1e-4 * std::fabs(one.losses[s]));
+        QCOMPARE(many.eval.examples, one.eval.examples);
     }
 
     // What the launchers set: Open MPI's, PMI's (MPICH, srun --mpi=pmi2), PMIx's with Slurm's
