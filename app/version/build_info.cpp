@@ -4,6 +4,7 @@
 
 #include "app/devices/device_list.h"
 #include "engine/cpu/cpu_info.h"
+#include "engine/dist/process_group.h"
 #include "engine/gpu/gpu_backend.h"
 #include "towers_git_revision.h"
 
@@ -43,6 +44,10 @@ QString versionText(const QString& program)
     QString text = versionLine(program) + QLatin1Char('\n');
     text += QStringLiteral("Backends: %1\n").arg(compiledBackends().join(QStringLiteral(", ")));
     if (!gpuBackendAvailable()) text += QStringLiteral("GPUs: %1\n").arg(gpuBackendNote());
+    std::string whyNot;
+    text += engine::processGroupsAvailable(&whyNot)
+                ? QStringLiteral("Processes: MPI (towers-cli train under mpirun or srun)\n")
+                : QStringLiteral("Processes: one only: %1\n").arg(QString::fromStdString(whyNot));
     text += QStringLiteral("Qt %1 (built with %2)\n")
                 .arg(QString::fromLatin1(qVersion()), QStringLiteral(QT_VERSION_STR));
     return text;
