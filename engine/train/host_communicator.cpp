@@ -35,10 +35,10 @@ void meanOf(const Slots& slots, std::size_t index, std::int64_t b, std::int64_t 
 
 } // namespace
 
-HostCommunicator::HostCommunicator(int size) : m_size(size), m_rendezvous(size)
+HostCommunicator::HostCommunicator(int size)
+    : m_size(size), m_rendezvous(size), m_started(std::max(size, 1))
 {
     m_slots.resize(std::size_t(size));
-    m_nextTicket.resize(std::size_t(size), 0);
 }
 
 void HostCommunicator::checkRank(int rank, const char* what) const
@@ -100,13 +100,11 @@ std::uint64_t HostCommunicator::startAllReduceMean(int rank, std::span<Tensor> t
     checkRank(rank, "startAllReduceMean");
     std::unique_lock lock(m_asyncMutex);
     if (m_rendezvous.aborted()) throw CollectiveAborted(m_rendezvous.reason());
-    const std::uint64_t ticket = m_nextTicket[std::size_t(rank)]++;
-    Started& s = m_started[ticket];
-    s.tensors.resize(std::size_t(m_size));
-    s.tensors[std::size_t(rank)].assign(tensors.begin(), tensors.end());
-    if (++s.arrived < m_size) return ticket;
+    const auto [ticket, started] = m_started.start(rank, tensors);
+    auto& s = *started;
+    if (!m_started.allArrived(s)) return ticket;
     // The last rank to start it reduces it, while the others go on. Nobody else touches the
-    // tensors until it is marked reduced, and std::map keeps `s` where it is meanwhile.
+    // tensors until it is marked reduced, and the entry stays where it is meanwhile.
     lock.unlock();
     try {
         std::vector<std::span<Tensor>> slots(s.tensors.begin(), s.tensors.end());
@@ -128,13 +126,10 @@ void HostCommunicator::complete(int rank, std::uint64_t ticket)
 {
     checkRank(rank, "complete");
     std::unique_lock lock(m_asyncMutex);
-    const auto it = m_started.find(ticket);
-    if (it == m_started.end() || ticket >= m_nextTicket[std::size_t(rank)])
-        throw InvalidArgument("complete: rank " + std::to_string(rank) + " started no collective " +
-                              std::to_string(ticket));
-    m_asyncDone.wait(lock, [&] { return it->second.reduced || m_rendezvous.aborted(); });
-    if (!it->second.reduced) throw CollectiveAborted(m_rendezvous.reason());
-    if (++it->second.completed == m_size) m_started.erase(it);
+    auto& s = m_started.find(rank, ticket);
+    m_asyncDone.wait(lock, [&] { return s.reduced || m_rendezvous.aborted(); });
+    if (!s.reduced) throw CollectiveAborted(m_rendezvous.reason());
+    m_started.completed(ticket);
 }
 
 void HostCommunicator::broadcast(int rank, int root, std::span<Tensor> tensors)

@@ -1,12 +1,12 @@
 #pragma once
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <vector>
 
 #include "engine/train/communicator.h"
 #include "engine/train/rendezvous.h"
+#include "engine/train/started_collectives.h"
 
 namespace towers::engine {
 
@@ -42,17 +42,10 @@ private:
     Rendezvous m_rendezvous;
     std::vector<std::span<Tensor>> m_slots; // each rank's tensors during a collective
 
-    // Collectives started and not yet completed by every rank, by ticket.
-    struct Started
-    {
-        std::vector<std::vector<Tensor>> tensors; // each rank's
-        int arrived = 0, completed = 0;
-        bool reduced = false;
-    };
+    // Collectives started and not yet completed by every rank.
     std::mutex m_asyncMutex;
     std::condition_variable m_asyncDone;
-    std::map<std::uint64_t, Started> m_started;
-    std::vector<std::uint64_t> m_nextTicket; // per rank
+    StartedCollectives<> m_started;
 };
 
 } // namespace towers::engine

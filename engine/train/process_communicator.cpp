@@ -1,5 +1,6 @@
 #include "engine/train/process_communicator.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace towers::engine {
@@ -47,10 +48,9 @@ void pack(const std::vector<Tensor>& tensors, char* to)
 } // namespace
 
 ProcessCommunicator::ProcessCommunicator(int towers, ProcessGroup& group)
-    : m_size(towers), m_group(group), m_rendezvous(towers)
+    : m_size(towers), m_group(group), m_rendezvous(towers), m_started(std::max(towers, 1))
 {
     m_slots.resize(std::size_t(towers));
-    m_nextTicket.resize(std::size_t(towers), 0);
 }
 
 void ProcessCommunicator::checkRank(int rank, const char* what) const
@@ -70,12 +70,10 @@ std::uint64_t ProcessCommunicator::startAllReduceMean(int rank, std::span<Tensor
     checkRank(rank, "startAllReduceMean");
     std::unique_lock lock(m_mutex);
     if (m_rendezvous.aborted()) throw CollectiveAborted(m_rendezvous.reason());
-    const std::uint64_t ticket = m_nextTicket[std::size_t(rank)]++;
-    Started& s = m_started[ticket];
-    s.tensors.resize(std::size_t(m_size));
-    s.tensors[std::size_t(rank)].assign(tensors.begin(), tensors.end());
-    if (++s.arrived < m_size) return ticket;
-    // The last of this process's towers sends them all; std::map keeps `s` in place.
+    const auto [ticket, started] = m_started.start(rank, tensors);
+    auto& s = *started;
+    if (!m_started.allArrived(s)) return ticket;
+    // The last of this process's towers sends them all (the entry stays where it is).
     lock.unlock();
     try {
         std::vector<std::span<Tensor>> slots(s.tensors.begin(), s.tensors.end());
@@ -100,11 +98,7 @@ void ProcessCommunicator::complete(int rank, std::uint64_t ticket)
 {
     checkRank(rank, "complete");
     std::unique_lock lock(m_mutex);
-    const auto it = m_started.find(ticket);
-    if (it == m_started.end() || ticket >= m_nextTicket[std::size_t(rank)])
-        throw InvalidArgument("complete: rank " + std::to_string(rank) + " started no collective " +
-                              std::to_string(ticket));
-    Started& s = it->second;
+    auto& s = m_started.find(rank, ticket);
     m_changed.wait(lock, [&] { return s.gathering || m_rendezvous.aborted(); });
     if (!s.folding && !m_rendezvous.aborted()) {
         // The first tower here waits for the other processes and folds for every tower.
@@ -132,7 +126,7 @@ void ProcessCommunicator::complete(int rank, std::uint64_t ticket)
     }
     m_changed.wait(lock, [&] { return s.reduced || m_rendezvous.aborted(); });
     if (!s.reduced) throw CollectiveAborted(m_rendezvous.reason());
-    if (++s.completed == m_size) m_started.erase(it);
+    m_started.completed(ticket);
 }
 
 void ProcessCommunicator::broadcast(int rank, int root, std::span<Tensor> tensors)

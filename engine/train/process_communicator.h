@@ -1,13 +1,13 @@
 #pragma once
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <vector>
 
 #include "engine/dist/process_group.h"
 #include "engine/train/communicator.h"
 #include "engine/train/rendezvous.h"
+#include "engine/train/started_collectives.h"
 
 namespace towers::engine {
 
@@ -51,18 +51,15 @@ private:
     Rendezvous m_rendezvous;
     std::vector<std::span<Tensor>> m_slots; // each rank's tensors during a broadcast
 
-    struct Started
+    struct Gather
     {
-        std::vector<std::vector<Tensor>> tensors; // each local rank's
         std::vector<char> send, receive;
         ProcessGroup::Request request = 0;
-        int arrived = 0, completed = 0;
-        bool gathering = false, folding = false, reduced = false;
+        bool gathering = false, folding = false;
     };
     std::mutex m_mutex;
     std::condition_variable m_changed;
-    std::map<std::uint64_t, Started> m_started;
-    std::vector<std::uint64_t> m_nextTicket; // per rank
+    StartedCollectives<Gather> m_started;
 };
 
 } // namespace towers::engine
