@@ -16,6 +16,7 @@
 #include "app/devices/device_list.h"
 #include "app/process/interrupt_notifier.h"
 #include "app/runs/run_builder.h"
+#include "app/version/build_info.h"
 #include "engine/data/dataset.h"
 #include "engine/dist/process_state.h"
 #include "engine/gpu/gpu_backend.h"
@@ -329,8 +330,11 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         given.removeDuplicates();
         given.sort();
         engine::requireSameEverywhere(*group,
-                                      std::string(engine::gpuBackendBuildId()) + "\n" +
-                                          given.join(QLatin1Char('\n')).toStdString(),
+                                      (versionLine(QStringLiteral("towers-cli")) +
+                                       QLatin1Char('\n') +
+                                       QString::fromLatin1(engine::gpuBackendBuildId()) +
+                                       QLatin1Char('\n') + given.join(QLatin1Char('\n')))
+                                          .toStdString(),
                                       "build or command line");
     }
     const QString device = p.value(QStringLiteral("device"));

@@ -262,6 +262,11 @@ public:
         m_aborted = true;
     }
 
+    void allGather(const void* mine, std::size_t bytes, void* all) override
+    {
+        allGatherControl(mine, bytes, all);
+    }
+
 private:
     void checkRoot(int root) const
     {

@@ -56,7 +56,9 @@ public:
     virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
     // root's string to everyone (sizes may differ before).
     virtual std::string broadcastString(const std::string& mine, int root) = 0;
-    // Every process's string, by rank.
+    // `bytes` from every process (the same count everywhere) into `all` (size() x bytes, by rank).
+    virtual void allGather(const void* mine, std::size_t bytes, void* all) = 0;
+    // Every process's string, by rank (lengths may differ).
     virtual std::vector<std::string> allGatherStrings(const std::string& mine) = 0;
     // True on every process when `mine` is true on any.
     virtual bool any(bool mine) = 0;

@@ -516,10 +516,14 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         put(mine, tw->loss.crossEntropy);
         put(mine, tw->times);
     }
-    if (m_opt.processes && m_opt.processes->size() > 1)
-        shares = m_opt.processes->allGatherStrings(mine);
-    else
+    if (m_opt.processes && m_opt.processes->size() > 1) {
+        std::string all(mine.size() * std::size_t(m_opt.processes->size()), '\0');
+        m_opt.processes->allGather(mine.data(), mine.size(), all.data()); // one exchange
+        for (int p = 0; p < m_opt.processes->size(); ++p)
+            shares.push_back(all.substr(std::size_t(p) * mine.size(), mine.size()));
+    } else {
         shares.push_back(std::move(mine));
+    }
     TowerStepResult r;
     for (const std::string& share : shares) {
         std::size_t at = 0;

@@ -131,6 +131,17 @@ public:
     {
         return exchange(Control, m_rank == root ? mine : std::string())[std::size_t(root)];
     }
+    void allGather(const void* mine, std::size_t bytes, void* all) override
+    {
+        char* out = static_cast<char*>(all);
+        for (const auto& part :
+             exchange(Control, std::string(static_cast<const char*>(mine), bytes))) {
+            if (part.size() != bytes)
+                throw InvalidArgument("allGather: sizes differ between the members");
+            std::memcpy(out, part.data(), bytes);
+            out += bytes;
+        }
+    }
     std::vector<std::string> allGatherStrings(const std::string& mine) override
     {
         return exchange(Control, mine);
