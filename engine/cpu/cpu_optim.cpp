@@ -25,6 +25,17 @@ void OneDnnOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tenso
     });
 }
 
+void OneDnnOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow)
+{
+    const float k = static_cast<float>(keep);
+    const float* pv = value.data<float>();
+    float* ps = shadow.data<float>();
+    parallelChunks(shadow.numel(), [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
+#pragma omp simd
+        for (std::int64_t i = begin; i < end; ++i) ps[i] -= (ps[i] - pv[i]) * k;
+    });
+}
+
 void OneDnnOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
 {
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");

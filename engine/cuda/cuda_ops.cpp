@@ -365,6 +365,12 @@ void CudaOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor&
                          float(s.momentum), float(s.dampening), s.nesterov, s.first);
 }
 
+void CudaOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow)
+{
+    const OpScope scope(m_device, m_stream);
+    cuda::emaUpdate(m_stream, floats(value), floats(shadow), shadow.numel(), float(keep));
+}
+
 void CudaOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
 {
     const OpScope scope(m_device, m_stream);

@@ -60,7 +60,8 @@ inline float* floats(Tensor& t)
     X(sumSquares)                                                                                  \
     X(axpy)                                                                                        \
     X(momentumUpdate)                                                                              \
-    X(adamUpdate)
+    X(adamUpdate)                                                                                  \
+    X(emaUpdate)
 
 class CudaOps final : public Ops
 {

@@ -252,6 +252,12 @@ TOWERS_HD inline void softmaxCrossEntropyBackwardAt(std::int64_t i, const float*
 
 // ---- parameter updates (PyTorch's formulations, see ops/descriptors.h) ----
 
+// The moving average's step: shadow -= (shadow - value) * keep.
+TOWERS_HD inline void emaAt(std::int64_t i, const float* value, float* shadow, float keep)
+{
+    shadow[i] -= (shadow[i] - value[i]) * keep;
+}
+
 TOWERS_HD inline void momentumAt(std::int64_t i, const float* g, float* buf, float* w, float lr,
                                  float momentum, float dampening, bool nesterov, bool first)
 {

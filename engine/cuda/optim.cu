@@ -13,6 +13,11 @@ __global__ void axpyKernel(float alpha, const float* x, float* y, std::int64_t n
     TOWERS_GRID_STRIDE(i, n) y[i] += alpha * x[i];
 }
 
+__global__ void emaKernel(const float* value, float* shadow, std::int64_t n, float keep)
+{
+    TOWERS_GRID_STRIDE(i, n) emaAt(i, value, shadow, keep);
+}
+
 __global__ void momentumKernel(const float* g, float* buf, float* w, std::int64_t n, float lr,
                                float momentum, float dampening, bool nesterov, bool first)
 {
@@ -33,6 +38,13 @@ void axpy(cudaStream_t s, float alpha, const float* x, float* y, std::int64_t n)
 {
     if (n == 0) return;
     axpyKernel<<<gridFor(n), kThreads, 0, s>>>(alpha, x, y, n);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void emaUpdate(cudaStream_t s, const float* value, float* shadow, std::int64_t n, float keep)
+{
+    if (n == 0) return;
+    emaKernel<<<gridFor(n), kThreads, 0, s>>>(value, shadow, n, keep);
     TOWERS_CUDA_LAUNCHED();
 }
 

@@ -107,7 +107,7 @@ public:
 //   extern "C" GpuBackend* towers_cuda_backend(int abi, const char* buildId, char* error, size_t n)
 // and refuses (returning nullptr with the reason in `error`) unless both match what the program
 // was built with, since it shares the engine's classes (Tensor, Ops) by layout.
-constexpr int kGpuBackendAbi = 5;
+constexpr int kGpuBackendAbi = 6;
 #ifndef TOWERS_BUILD_VERSION
 #define TOWERS_BUILD_VERSION "unknown"
 #endif
@@ -121,7 +121,9 @@ inline const char* gpuBackendBuildId()
 // Loads the CUDA backend once, thread-safely, and returns it, or nullptr with the reason in
 // `whyNot` (this build has no CUDA backend; the plugin or a library it needs is missing; it
 // failed to start). It is found at $TOWERS_CUDA_PLUGIN when set, else next to the program's build
-// tree, else in the installed plugin folder. The plugin is never unloaded.
+// tree, else in the installed plugin folder; NVIDIA's libraries it links are loaded first from
+// where NVIDIA's packages and wheels put them (engine/gpu/nvidia_libraries.h), and one found
+// nowhere is named in `whyNot` with how to get it. The plugin is never unloaded.
 GpuBackend* cudaBackend(std::string* whyNot = nullptr);
 
 } // namespace towers::engine

@@ -165,6 +165,10 @@
 #define TOWERS_OP_adamUpdate(M)                                                                    \
     M(adamUpdate, void, (const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w),     \
       (s, g, m, v, w))
+// The moving average of a parameter: shadow -= (shadow - value) * keep, keep = 1 - decay in
+// [0, 1], in the tensors' precision (TensorFlow's assign_moving_average), where the weights live
+#define TOWERS_OP_emaUpdate(M)                                                                     \
+    M(emaUpdate, void, (double keep, const Tensor& value, Tensor& shadow), (keep, value, shadow))
 
 // The ops every backend implements or leaves out, X(name) each, in the order of the Op enum.
 #define TOWERS_SINGLE_OPS(X)                                                                       \
@@ -193,7 +197,8 @@
     X(sumSquares)                                                                                  \
     X(axpy)                                                                                        \
     X(momentumUpdate)                                                                              \
-    X(adamUpdate)
+    X(adamUpdate)                                                                                  \
+    X(emaUpdate)
 // The ops whose default composes single ops (ops.cpp): a backend overrides them only to fuse.
 #define TOWERS_COMPOSITE_OPS(X)                                                                    \
     X(conv2dForwardTraining)                                                                       \

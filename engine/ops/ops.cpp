@@ -389,6 +389,15 @@ void momentumUpdate(Args& a, const MomentumStep&, const Tensor& g, Tensor& buf, 
     likeParameter(a, buf, w, "momentumUpdate momentum buffer");
 }
 
+void emaUpdate(Args& a, double keep, const Tensor& value, Tensor& shadow)
+{
+    a.floats(shadow, "emaUpdate shadow");
+    likeParameter(a, value, shadow, "emaUpdate value");
+    if (!(keep >= 0 && keep <= 1))
+        throw InvalidArgument("emaUpdate: keep (1 - decay) must be in [0, 1], got " +
+                              std::to_string(keep));
+}
+
 void adamUpdate(Args& a, const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
 {
     a.floats(w, "adamUpdate w");

@@ -36,7 +36,7 @@ void Ema::reset(const std::vector<Parameter*>& params)
     for (auto* p : params) {
         if (!p->trainable) continue;
         m_order.push_back(p->name);
-        m_shadow[p->name] = p->value.copyTo(Device::host()); // averages live on the host
+        m_shadow[p->name] = p->value.copyTo(p->value.device()); // where the weights live
     }
 }
 
@@ -71,7 +71,9 @@ void Ema::update(const std::vector<Parameter*>& params, std::int64_t numUpdates,
         const std::int64_t b = std::clamp(begin - offset, std::int64_t(0), n);
         const std::int64_t e = std::clamp(end - offset, std::int64_t(0), n);
         if (b < e) {
-            // The averages live on the host; a GPU tower's weights are read through a copy.
+            if (!s.device().isHost())
+                throw InvalidArgument("EMA of '" + p->name + "': the averages live on " +
+                                      s.device().str() + ": update them with that device's ops");
             const Tensor v = p->value.onHost();
             if (s.dtype() == DType::Float32)
                 blend(s.data<float>() + b, v.data<float>() + b, e - b, float(keep));
@@ -83,6 +85,20 @@ void Ema::update(const std::vector<Parameter*>& params, std::int64_t numUpdates,
         }
         offset += n;
     }
+}
+
+void Ema::update(Ops& ops, const std::vector<Parameter*>& params, std::int64_t numUpdates)
+{
+    const double keep = 1.0 - effectiveDecay(numUpdates);
+    for (auto* p : params)
+        if (p->trainable) ops.emaUpdate(keep, p->value, find(*p));
+}
+
+bool Ema::onHost() const
+{
+    for (const auto& [name, t] : m_shadow)
+        if (!t.device().isHost()) return false;
+    return true;
 }
 
 NamedTensors Ema::state() const
@@ -122,7 +138,9 @@ void Ema::loadState(const NamedTensors& tensors, const std::vector<Parameter*>& 
     for (auto* p : params) {
         if (!p->trainable) continue;
         m_order.push_back(p->name);
-        m_shadow[p->name] = given.at("ema." + p->name)->clone();
+        Tensor shadow(p->value.shape(), p->value.dtype(), p->value.device());
+        shadow.copyFrom(*given.at("ema." + p->name));
+        m_shadow[p->name] = shadow;
     }
 }
 

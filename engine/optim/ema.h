@@ -9,6 +9,7 @@
 
 #include "engine/io/safetensors.h"
 #include "engine/nn/layer.h"
+#include "engine/ops/ops.h"
 
 namespace towers::engine {
 
@@ -22,8 +23,8 @@ public:
     // min(decay, (1 + numUpdates) / (10 + numUpdates)): TensorFlow's warm-up of the average.
     double effectiveDecay(std::int64_t numUpdates) const;
 
-    // Starts the averages as copies of the trainable parameters (TensorFlow initialises each
-    // shadow variable to its variable's value).
+    // Starts the averages as copies of the trainable parameters, on their device (TensorFlow
+    // initialises each shadow variable to its variable's value).
     void reset(const std::vector<Parameter*>& params);
     // shadow -= (1 - d) * (shadow - value) for every trainable parameter, d =
     // effectiveDecay(numUpdates); numUpdates is the global step after the optimizer update.
@@ -32,12 +33,17 @@ public:
     // does not depend on the split. Throws InvalidArgument if params do not match reset()'s.
     void update(const std::vector<Parameter*>& params, std::int64_t numUpdates, int part = 0,
                 int parts = 1);
+    // The same step with `ops` on the averages where they live (a GPU tower's: no copy to the
+    // host), every parameter; ops' device must hold the averages and the parameters.
+    void update(Ops& ops, const std::vector<Parameter*>& params, std::int64_t numUpdates);
+    // Whether the averages live on the host (the shared host update above applies).
+    bool onHost() const;
 
     // "ema.<parameter>" for every trainable parameter, views of the averages.
     NamedTensors state() const;
     // Restores what state() gave (every "ema." tensor of `tensors`, matching the trainable
-    // parameters' names, shapes and dtypes exactly); InvalidArgument naming the tensor otherwise,
-    // changing nothing then.
+    // parameters' names, shapes and dtypes exactly) onto the parameters' device; InvalidArgument
+    // naming the tensor otherwise, changing nothing then.
     void loadState(const NamedTensors& tensors, const std::vector<Parameter*>& params);
 
     // The average of a parameter (UnknownName if there is none).

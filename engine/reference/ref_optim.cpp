@@ -24,6 +24,19 @@ void ReferenceOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Te
     });
 }
 
+void ReferenceOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow)
+{
+    byDType(shadow.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* pv = value.data<T>();
+        T* ps = shadow.data<T>();
+        // In the tensor's own precision, as TensorFlow's assign_moving_average (and the host's
+        // Ema::update) compute it: the average is a running state, not a value to refine.
+        const T k = static_cast<T>(keep);
+        for (std::int64_t i = 0; i < shadow.numel(); ++i) ps[i] -= (ps[i] - pv[i]) * k;
+    });
+}
+
 void ReferenceOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v,
                                   Tensor& w)
 {

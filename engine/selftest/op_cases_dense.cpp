@@ -1,6 +1,7 @@
 // The op-case table's dense and element-wise ops: linear (forward, backward data, backward
 // weights, the fused linearBackward), ReLU, add, dropout, batch norm, the layout transposes, the
-// softmax cross-entropy loss, the sum of squares, axpy and the optimizer updates.
+// softmax cross-entropy loss, the sum of squares, axpy, the optimizer updates and the moving
+// average's step.
 #include <cmath>
 #include <cstdio>
 
@@ -523,6 +524,23 @@ void addUpdates(std::vector<OpCase>& cases)
                  Tensor m = in[1].clone(), v = in[2].clone(), w = in[3].clone();
                  ops.adamUpdate(step, in[0], m, v, w);
                  return std::vector<OpOutput>{{"w", w}, {"m", m}, {"v", v}};
+             }});
+    }
+    // The moving average's step: TensorFlow's warm-up (keep 0.9 at update 0), a usual decay and
+    // the extremes (keep 0 leaves the average, keep 1 copies the weights).
+    const double keeps[] = {0.9, 1e-4, 0.0, 1.0};
+    for (std::size_t i = 0; i < std::size(keeps); ++i) {
+        const Named s = shapes[i % shapes.size()];
+        const double keep = keeps[i];
+        cases.push_back(
+            {"moving average update", s.text() + ", keep " + number(keep), Tolerance::elementwise(),
+             [s](Rng& rng) {
+                 return std::vector<Tensor>{uniform(s.shape, rng), uniform(s.shape, rng)};
+             },
+             [keep](Ops& ops, const std::vector<Tensor>& in) {
+                 Tensor shadow = in[1].clone();
+                 ops.emaUpdate(keep, in[0], shadow);
+                 return std::vector<OpOutput>{{"shadow", shadow}};
              }});
     }
 }

@@ -496,7 +496,10 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
             return;
         }
         tw.optimizer->step(*tw.ops, tw.model->parameters(), lr);
-        if (m_ema) m_ema->update(tw.model->parameters(), globalStep + 1, t, size());
+        if (m_ema && m_ema->onHost()) // CPU towers share the work
+            m_ema->update(tw.model->parameters(), globalStep + 1, t, size());
+        else if (m_ema && t == 0) // on tower 0's device, by its ops (no copy to the host)
+            m_ema->update(*tw.ops, tw.model->parameters(), globalStep + 1);
         tw.ops->synchronize();
         const auto t3 = Clock::now();
         tw.times = {computeMs, commMs, dataMs, msBetween(t2, t3)};

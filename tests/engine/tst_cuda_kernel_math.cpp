@@ -377,6 +377,15 @@ private slots:
         QVERIFY(normalisedError(w, wantW) < 1e-6);
         QVERIFY(normalisedError(m, wantM) < 1e-6);
         QVERIFY(normalisedError(v, wantV) < 1e-6);
+        // The moving average's step: the same float formula as the reference's, bitwise (FMA
+        // contraction on the GPU may change the last bit there).
+        for (const double keep : {0.9, 1e-4, 0.0, 1.0}) {
+            Tensor shadow = randomTensor({50}, DType::Float32, rng);
+            Tensor want = shadow.clone();
+            m_ref->emaUpdate(keep, g, want);
+            for (std::int64_t i = 0; i < 50; ++i) cuda::emaAt(i, f(g), f(shadow), float(keep));
+            QVERIFY(sameBytes(shadow, want));
+        }
     }
 
     void meanAcrossRanksIsRankOrdered()

@@ -80,6 +80,7 @@ const std::vector<std::string>& expectedOps()
         "axpy",                                // axpy
         "optimizer momentum update",           // momentumUpdate
         "optimizer Adam update",               // adamUpdate
+        "moving average update",               // emaUpdate
     };
     return ops;
 }
