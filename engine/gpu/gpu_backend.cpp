@@ -1,9 +1,12 @@
 #include "engine/gpu/gpu_backend.h"
 
+#include "engine/gpu/nvidia_libraries.h"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <vector>
 
@@ -40,7 +43,10 @@ std::vector<std::string> candidates(const char* chosen)
     if (*TOWERS_CUDA_PLUGIN_BUILD_PATH) paths.emplace_back(TOWERS_CUDA_PLUGIN_BUILD_PATH);
     if (const auto folder = executableFolder();
         !folder.empty() && *TOWERS_CUDA_PLUGIN_RELATIVE_PATH)
-        paths.push_back(folder + "/" + TOWERS_CUDA_PLUGIN_RELATIVE_PATH);
+        // "/usr/lib/towers/libtowers-cuda.so", not "/usr/bin/../lib/...": the folder of
+        // /proc/self/exe has no symbolic link left, so ".." can go lexically.
+        paths.push_back(
+            (std::filesystem::path(folder) / TOWERS_CUDA_PLUGIN_RELATIVE_PATH).lexically_normal());
     return paths;
 }
 
@@ -73,6 +79,12 @@ Loaded load()
         if (!explicitChoice && access(path.c_str(), F_OK) != 0) {
             tried += (tried.empty() ? "" : ", ") + path;
             continue;
+        }
+        // NVIDIA's libraries where their packages and wheels put them, loaded first by their
+        // full paths; one that is nowhere is named with how to get it.
+        if (const auto missing = preloadNvidiaLibraries(path); !missing.empty()) {
+            result.whyNot = "the CUDA backend " + path + " cannot load: " + missing;
+            return result;
         }
         void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
         if (!handle) {

@@ -103,6 +103,8 @@ DevicesPage::DevicesPage(QWidget* parent)
     devicesLayout->addWidget(m_table);
     m_gpuNote = new QLabel(app::gpuBackendNote(), devicesBox);
     m_gpuNote->setWordWrap(true);
+    // It may name commands to install NVIDIA's libraries: let them be copied.
+    m_gpuNote->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_gpuNote->setVisible(!app::gpuBackendAvailable());
     QFont bold = m_gpuNote->font();
     bold.setBold(true);
