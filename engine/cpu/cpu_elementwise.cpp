@@ -188,6 +188,18 @@ double OneDnnOps::sumSquaresImpl(const Tensor& x)
     });
 }
 
+void OneDnnOps::flagNonFiniteImpl(const Tensor& x, Tensor& flag)
+{
+    // x * 0 is 0 for every finite x and NaN for a NaN or an infinity: the sum is finite exactly
+    // when every element is (and cannot overflow).
+    const float* px = x.data<float>();
+    float sum = 0;
+    const std::int64_t n = x.numel();
+#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (n > (1 << 16))
+    for (std::int64_t i = 0; i < n; ++i) sum += px[i] * 0.0f;
+    if (!std::isfinite(sum)) flag.data<float>()[0] = 1.f;
+}
+
 void OneDnnOps::axpyImpl(double alpha, const Tensor& x, Tensor& y)
 {
     const float a = static_cast<float>(alpha);

@@ -352,6 +352,12 @@ double CudaOps::sumSquaresImpl(const Tensor& x)
     return result;
 }
 
+void CudaOps::flagNonFiniteImpl(const Tensor& x, Tensor& flag)
+{
+    const OpScope scope(m_device, m_stream);
+    cuda::flagNonFinite(m_stream, floats(x), static_cast<float*>(flag.raw()), x.numel());
+}
+
 void CudaOps::axpyImpl(double alpha, const Tensor& x, Tensor& y)
 {
     const OpScope scope(m_device, m_stream);

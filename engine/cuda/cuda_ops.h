@@ -58,6 +58,7 @@ inline float* floats(Tensor& t)
     X(softmaxCrossEntropyForward)                                                                  \
     X(softmaxCrossEntropyBackward)                                                                 \
     X(sumSquares)                                                                                  \
+    X(flagNonFinite)                                                                               \
     X(axpy)                                                                                        \
     X(momentumUpdate)                                                                              \
     X(adamUpdate)                                                                                  \

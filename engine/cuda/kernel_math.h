@@ -252,6 +252,12 @@ TOWERS_HD inline void softmaxCrossEntropyBackwardAt(std::int64_t i, const float*
 
 // ---- parameter updates (PyTorch's formulations, see ops/descriptors.h) ----
 
+// A non-finite element sets the flag (every writer writes the same 1).
+TOWERS_HD inline void flagNonFiniteAt(std::int64_t i, const float* x, float* flag)
+{
+    if (!isfinite(x[i])) *flag = 1.f;
+}
+
 // The moving average's step: shadow -= (shadow - value) * keep.
 TOWERS_HD inline void emaAt(std::int64_t i, const float* value, float* shadow, float keep)
 {

@@ -94,6 +94,7 @@ void meanAcrossRanks(cudaStream_t s, const RankPointers& ranks, int count, std::
 void axpy(cudaStream_t s, float alpha, const float* x, float* y, std::int64_t n);
 void momentumUpdate(cudaStream_t s, const float* g, float* buf, float* w, std::int64_t n, float lr,
                     float momentum, float dampening, bool nesterov, bool first);
+void flagNonFinite(cudaStream_t s, const float* x, float* flag, std::int64_t n);
 void emaUpdate(cudaStream_t s, const float* value, float* shadow, std::int64_t n, float keep);
 void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n,
                 float lr, float beta1, float beta2, float epsilon, double correction1,

@@ -13,6 +13,11 @@ __global__ void axpyKernel(float alpha, const float* x, float* y, std::int64_t n
     TOWERS_GRID_STRIDE(i, n) y[i] += alpha * x[i];
 }
 
+__global__ void flagNonFiniteKernel(const float* x, float* flag, std::int64_t n)
+{
+    TOWERS_GRID_STRIDE(i, n) flagNonFiniteAt(i, x, flag);
+}
+
 __global__ void emaKernel(const float* value, float* shadow, std::int64_t n, float keep)
 {
     TOWERS_GRID_STRIDE(i, n) emaAt(i, value, shadow, keep);
@@ -38,6 +43,13 @@ void axpy(cudaStream_t s, float alpha, const float* x, float* y, std::int64_t n)
 {
     if (n == 0) return;
     axpyKernel<<<gridFor(n), kThreads, 0, s>>>(alpha, x, y, n);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void flagNonFinite(cudaStream_t s, const float* x, float* flag, std::int64_t n)
+{
+    if (n == 0) return;
+    flagNonFiniteKernel<<<gridFor(n), kThreads, 0, s>>>(x, flag, n);
     TOWERS_CUDA_LAUNCHED();
 }
 

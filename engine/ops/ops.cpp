@@ -375,6 +375,12 @@ void sumSquares(Args& a, const Tensor& x)
     a.floats(x, "sumSquares x");
 }
 
+void flagNonFinite(Args& a, const Tensor& x, Tensor& flag)
+{
+    a.floats(x, "flagNonFinite x");
+    a.floats(flag, "flagNonFinite flag", Shape{1});
+}
+
 void axpy(Args& a, double, const Tensor& x, Tensor& y)
 {
     a.floats(x, "axpy x");

@@ -184,6 +184,19 @@ double ReferenceOps::sumSquaresImpl(const Tensor& x)
     return s;
 }
 
+void ReferenceOps::flagNonFiniteImpl(const Tensor& x, Tensor& flag)
+{
+    byDType(x.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* px = x.data<T>();
+        for (std::int64_t i = 0; i < x.numel(); ++i)
+            if (!std::isfinite(px[i])) {
+                flag.data<T>()[0] = T(1);
+                return;
+            }
+    });
+}
+
 void ReferenceOps::axpyImpl(double alpha, const Tensor& x, Tensor& y)
 {
     byDType(x.dtype(), [&](auto tag) {

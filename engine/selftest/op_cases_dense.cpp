@@ -4,6 +4,7 @@
 // average's step.
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "engine/selftest/op_cases_build.h"
 
@@ -263,6 +264,46 @@ void addElementwise(std::vector<OpCase>& cases)
                          [](Ops& ops, const std::vector<Tensor>& in) {
                              return std::vector<OpOutput>{{"sum", scalar(ops.sumSquares(in[0]))}};
                          }});
+    // The finiteness flag: none, a NaN, an infinity (at the start, the middle, the end), and a
+    // flag set before that must stay set.
+    struct Special
+    {
+        const char* what;
+        float value;
+        double where; // fraction of the tensor
+        float flagBefore;
+    };
+    const Special specials[] = {
+        {"all finite", 0.f, 0, 0.f},
+        {"a NaN first", std::numeric_limits<float>::quiet_NaN(), 0, 0.f},
+        {"an infinity in the middle", std::numeric_limits<float>::infinity(), 0.5, 0.f},
+        {"minus infinity last", -std::numeric_limits<float>::infinity(), 1, 0.f},
+        {"all finite, flag already set", 0.f, 0, 1.f},
+    };
+    for (std::size_t i = 0; i < std::size(specials); ++i) {
+        const Named s = shapes[i % shapes.size()];
+        const Special sp = specials[i];
+        cases.push_back({"non-finite flag", s.text() + ", " + sp.what, Tolerance::elementwise(),
+                         [s, sp](Rng& rng) {
+                             Tensor x = uniform(s.shape, rng); // of the run's float type
+                             const auto set = [](Tensor& t, std::int64_t at, double v) {
+                                 if (t.dtype() == DType::Float32)
+                                     t.data<float>()[at] = float(v);
+                                 else
+                                     t.data<double>()[at] = v;
+                             };
+                             if (sp.value != 0.f)
+                                 set(x, std::int64_t(sp.where * double(x.numel() - 1)), sp.value);
+                             Tensor flag({1}, x.dtype());
+                             set(flag, 0, sp.flagBefore);
+                             return std::vector<Tensor>{x, flag};
+                         },
+                         [](Ops& ops, const std::vector<Tensor>& in) {
+                             Tensor flag = in[1].clone();
+                             ops.flagNonFinite(in[0], flag);
+                             return std::vector<OpOutput>{{"flag", flag}};
+                         }});
+    }
     const double alphas[] = {-0.37, 2.5, 1.0, -1.0, 5e-4};
     for (std::size_t i = 0; i < shapes.size(); ++i) {
         const Named s = shapes[i];

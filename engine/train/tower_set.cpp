@@ -129,6 +129,7 @@ struct TowerSet::Tower
     std::vector<Tensor> reduce;  // this step's gradients and float buffers (views)
     std::vector<Tensor> staging; // host copies of `reduce` for a GPU tower's collectives
     Tensor images, labels;       // a GPU tower's slice of the batch
+    Tensor flag, flagZero;       // a GPU tower's finiteness flag, and a page-locked 0 to reset it
     std::vector<Tensor>
         savedBuffers; // the buffers before this step's forward (batch-norm statistics)
     std::unique_ptr<TowerBuckets> buckets; // null with one tower or bucketMb = 0
@@ -479,9 +480,16 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         if (!checked && tw.device.isHost()) {
             finite = finiteShare(*averaged, t, size());
         } else if (!checked) {
-            // On the device: a sum of squares (in double) is finite exactly when every element is.
+            // On the device: one flag for this tower's share of the tensors, read once.
+            if (tw.flagZero.empty()) {
+                tw.flagZero = Tensor::pinned({1}, tw.model->dtype());
+                std::memset(tw.flagZero.raw(), 0, tw.flagZero.bytes());
+            }
+            tw.ops->upload(tw.flagZero, tw.flag);
             for (std::size_t i = std::size_t(t); i < averaged->size(); i += std::size_t(size()))
-                finite = finite && std::isfinite(tw.ops->sumSquares((*averaged)[i]));
+                tw.ops->flagNonFinite((*averaged)[i], tw.flag);
+            tw.ops->synchronize();
+            finite = tw.flag.onHost().at(0) == 0;
         }
         if (!std::isfinite(tw.loss.total()) || !finite) m_nonFinite = true;
         m_comm->barrier(t);

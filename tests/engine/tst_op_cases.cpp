@@ -77,6 +77,7 @@ const std::vector<std::string>& expectedOps()
         "softmax cross-entropy forward",       // softmaxCrossEntropyForward
         "softmax cross-entropy backward",      // softmaxCrossEntropyBackward
         "sum of squares",                      // sumSquares
+        "non-finite flag",                     // flagNonFinite
         "axpy",                                // axpy
         "optimizer momentum update",           // momentumUpdate
         "optimizer Adam update",               // adamUpdate
