@@ -377,6 +377,18 @@ private slots:
         QVERIFY(normalisedError(w, wantW) < 1e-6);
         QVERIFY(normalisedError(m, wantM) < 1e-6);
         QVERIFY(normalisedError(v, wantV) < 1e-6);
+        // The finiteness flag: set by a NaN or an infinity anywhere, never cleared.
+        for (const float special : {0.f, std::numeric_limits<float>::quiet_NaN(),
+                                    std::numeric_limits<float>::infinity()}) {
+            Tensor x = randomTensor({50}, DType::Float32, rng);
+            if (special != 0.f) x.data<float>()[37] = special;
+            Tensor flag({1}, DType::Float32), want({1}, DType::Float32);
+            flag.data<float>()[0] = want.data<float>()[0] = 0.f;
+            m_ref->flagNonFinite(x, want);
+            for (std::int64_t i = 0; i < 50; ++i) cuda::flagNonFiniteAt(i, f(x), f(flag));
+            QCOMPARE(flag.data<float>()[0], want.data<float>()[0]);
+            QCOMPARE(flag.data<float>()[0], special != 0.f ? 1.f : 0.f);
+        }
         // The moving average's step: the same float formula as the reference's, bitwise (FMA
         // contraction on the GPU may change the last bit there).
         for (const double keep : {0.9, 1e-4, 0.0, 1.0}) {
