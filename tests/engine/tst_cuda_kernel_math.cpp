@@ -6,6 +6,7 @@
 #include <QtTest>
 
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "engine/cuda/kernel_math.h"
