@@ -154,8 +154,8 @@
 
 // --- reductions and updates on whole tensors (weight decay, SGD) ---
 #define TOWERS_OP_sumSquares(M) M(sumSquares, double, (const Tensor& x), (x))
-// flag ([1], of x's float type) becomes 1 when an element of x is NaN or infinite, else stays as it is: a
-// step's finiteness checked where the tensors live, one read for all of them
+// flag ([1], of x's float type) becomes 1 when an element of x is NaN or infinite, else stays as
+// it is: a step's finiteness checked where the tensors live, one read for all of them
 #define TOWERS_OP_flagNonFinite(M)                                                                 \
     M(flagNonFinite, void, (const Tensor& x, Tensor& flag), (x, flag))
 // y += alpha * x
