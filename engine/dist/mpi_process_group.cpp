@@ -139,19 +139,18 @@ public:
     void broadcast(void* data, std::size_t bytes, int root) override
     {
         checkRoot(root);
-        // MPI counts are ints: large payloads (a checkpoint) go in pieces of at most 1 GiB.
+        // MPI counts are ints: large payloads (a checkpoint) go in pieces of at most 1 GiB. Every
+        // process passes the same `bytes`, so all skip an empty broadcast alike.
         constexpr std::size_t piece = std::size_t(1) << 30;
         auto* p = static_cast<char*>(data);
-        for (std::size_t done = 0; done < bytes || (bytes == 0 && done == 0);) {
-            const std::size_t n = std::min(piece, bytes - done);
+        for (std::size_t done = 0, n = 0; done < bytes; done += n) {
+            n = std::min(piece, bytes - done);
             MPI_Request r;
             {
                 std::lock_guard lock(m_mpi);
                 check(MPI_Ibcast(p + done, int(n), MPI_BYTE, root, m_control, &r), "MPI_Ibcast");
             }
             waitOn(r, "a broadcast");
-            done += n;
-            if (bytes == 0) break;
         }
     }
 

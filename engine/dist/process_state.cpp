@@ -1,5 +1,7 @@
 #include "engine/dist/process_state.h"
 
+#include "engine/dist/byte_message.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -9,33 +11,6 @@
 namespace towers::engine {
 
 namespace {
-
-template <class T> void put(std::string& out, T v)
-{
-    out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-
-struct Reader
-{
-    const std::string& in;
-    std::size_t at = 0;
-
-    const char* bytes(std::size_t n)
-    {
-        if (n > in.size() - at)
-            throw Error("the training state sent by rank 0 is truncated (at byte " +
-                        std::to_string(at) + " of " + std::to_string(in.size()) + ")");
-        const char* p = in.data() + at;
-        at += n;
-        return p;
-    }
-    template <class T> T take()
-    {
-        T v;
-        std::memcpy(&v, bytes(sizeof v), sizeof v);
-        return v;
-    }
-};
 
 // What differs between two line-per-setting descriptions: the first line of `there` that rank 0
 // lacks, beside rank 0's line of the same key ("--lr 0.5 there, --lr 0.1 on rank 0").
@@ -74,15 +49,15 @@ std::string firstDifferentLine(const std::string& there, const std::string& rank
 std::string packTensors(const NamedTensors& tensors)
 {
     std::string out;
-    put(out, std::uint64_t(tensors.size()));
+    putBytes(out, std::uint64_t(tensors.size()));
     for (const auto& [name, t] : tensors) {
         const Tensor h = t.onHost();
-        put(out, std::uint64_t(name.size()));
+        putBytes(out, std::uint64_t(name.size()));
         out += name;
-        put(out, std::int32_t(h.dtype()));
-        put(out, std::uint64_t(h.rank()));
-        for (int d = 0; d < h.rank(); ++d) put(out, std::int64_t(h.dim(d)));
-        put(out, std::uint64_t(h.bytes()));
+        putBytes(out, std::int32_t(h.dtype()));
+        putBytes(out, std::uint64_t(h.rank()));
+        for (int d = 0; d < h.rank(); ++d) putBytes(out, std::int64_t(h.dim(d)));
+        putBytes(out, std::uint64_t(h.bytes()));
         if (h.bytes()) out.append(static_cast<const char*>(h.raw()), h.bytes());
     }
     return out;
@@ -90,7 +65,7 @@ std::string packTensors(const NamedTensors& tensors)
 
 NamedTensors unpackTensors(const std::string& bytes)
 {
-    Reader r{bytes};
+    ByteReader r(bytes, "the training state sent by rank 0");
     const auto count = r.take<std::uint64_t>();
     NamedTensors out;
     for (std::uint64_t i = 0; i < count; ++i) {
@@ -108,7 +83,7 @@ NamedTensors unpackTensors(const std::string& bytes)
         if (n) std::memcpy(t.raw(), r.bytes(n), n);
         out.emplace_back(std::move(name), std::move(t));
     }
-    if (r.at != bytes.size()) throw Error("the training state sent by rank 0 has extra bytes");
+    if (!r.atEnd()) throw Error("the training state sent by rank 0 has extra bytes");
     return out;
 }
 

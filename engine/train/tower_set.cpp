@@ -7,6 +7,7 @@
 #include <map>
 
 #include "engine/cpu/onednn_ops.h"
+#include "engine/dist/byte_message.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
 #include "engine/ops/backends.h"
@@ -77,44 +78,30 @@ bool finiteShare(std::span<const Tensor> tensors, int part, int parts)
     return finite;
 }
 
-// A flat byte form of values exchanged between processes (same build everywhere, so same layout).
-template <class T> void put(std::string& out, const T& v)
-{
-    out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-template <class T> T take(const std::string& in, std::size_t& at)
-{
-    if (at + sizeof(T) > in.size()) throw Error("a message between processes is truncated");
-    T v;
-    std::memcpy(&v, in.data() + at, sizeof v);
-    at += sizeof v;
-    return v;
-}
-
 std::string packEval(const EvalResult& r)
 {
     std::string out;
-    put(out, std::int64_t(r.numClasses));
-    put(out, r.examples);
-    put(out, r.correct);
-    put(out, r.meanCrossEntropy); // a sum before finish()
-    put(out, r.seconds);
-    put(out, std::int64_t(r.complete));
-    for (auto c : r.classCounts) put(out, c);
-    for (auto c : r.confusion) put(out, c);
+    putBytes(out, std::int64_t(r.numClasses));
+    putBytes(out, r.examples);
+    putBytes(out, r.correct);
+    putBytes(out, r.meanCrossEntropy); // a sum before finish()
+    putBytes(out, r.seconds);
+    putBytes(out, std::int64_t(r.complete));
+    for (auto c : r.classCounts) putBytes(out, c);
+    for (auto c : r.confusion) putBytes(out, c);
     return out;
 }
 
-EvalResult unpackEval(const std::string& in, std::size_t& at)
+EvalResult unpackEval(ByteReader& in)
 {
-    EvalResult r(int(take<std::int64_t>(in, at)));
-    r.examples = take<std::int64_t>(in, at);
-    r.correct = take<std::int64_t>(in, at);
-    r.meanCrossEntropy = take<double>(in, at);
-    r.seconds = take<double>(in, at);
-    r.complete = take<std::int64_t>(in, at) != 0;
-    for (auto& c : r.classCounts) c = take<std::int64_t>(in, at);
-    for (auto& c : r.confusion) c = take<std::int64_t>(in, at);
+    EvalResult r(int(in.take<std::int64_t>()));
+    r.examples = in.take<std::int64_t>();
+    r.correct = in.take<std::int64_t>();
+    r.meanCrossEntropy = in.take<double>();
+    r.seconds = in.take<double>();
+    r.complete = in.take<std::int64_t>() != 0;
+    for (auto& c : r.classCounts) c = in.take<std::int64_t>();
+    for (auto& c : r.confusion) c = in.take<std::int64_t>();
     return r;
 }
 
@@ -196,6 +183,7 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
                               std::to_string(m_opt.bucketMb));
     if (m_opt.bucketMb > 0) BucketPlan::make({}, m_opt.bucketMb, m_opt.firstBucketMb); // checks
 
+    std::string hostWhy; // why GPU towers average through the host after all
     if (m_opt.makeCommunicator) {
         m_comm = m_opt.makeCommunicator(m_opt.towers);
         m_deviceCollectives = true;
@@ -217,7 +205,7 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
                 m_comm.reset();
                 why = "NCCL did not start on every process";
             }
-            m_allReduceText = "on the host (" + why + ")";
+            hostWhy = why;
         } else {
             m_deviceCollectives = true;
             m_allReduceText =
@@ -235,16 +223,21 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
             m_allReduceText = oneGpu ? "on GPU " + std::to_string(gpuOf.front())
                                      : "with NCCL across GPUs " + gpus;
         } else {
-            m_allReduceText = "on the host (" + why + ")";
+            hostWhy = why;
         }
     }
-    if (!m_comm && group && group->size() > 1) {
-        m_comm = std::make_unique<ProcessCommunicator>(m_opt.towers, *group);
-        m_allReduceText = "on the host across " + std::to_string(group->size()) + " processes (" +
-                          group->description() + ")" +
-                          (m_allReduceText == "on the host" ? "" : m_allReduceText.substr(11));
+    if (!m_comm) {
+        const bool across = group && group->size() > 1;
+        if (across)
+            m_comm = std::make_unique<ProcessCommunicator>(m_opt.towers, *group);
+        else
+            m_comm = std::make_unique<HostCommunicator>(m_opt.towers);
+        m_allReduceText = "on the host";
+        if (across)
+            m_allReduceText += " across " + std::to_string(group->size()) + " processes (" +
+                               group->description() + ")";
+        if (!hostWhy.empty()) m_allReduceText += " (" + hostWhy + ")";
     }
-    if (!m_comm) m_comm = std::make_unique<HostCommunicator>(m_opt.towers);
     for (int t = 0; t < m_opt.towers; ++t) m_towers.push_back(std::make_unique<Tower>());
     runOnAll([&](int t) {
         Tower& tw = *m_towers[std::size_t(t)];
@@ -523,9 +516,9 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
     std::vector<std::string> shares;
     std::string mine;
     for (const auto& tw : m_towers) {
-        put(mine, tw->loss.total());
-        put(mine, tw->loss.crossEntropy);
-        put(mine, tw->times);
+        putBytes(mine, tw->loss.total());
+        putBytes(mine, tw->loss.crossEntropy);
+        putBytes(mine, tw->times);
     }
     if (m_opt.processes && m_opt.processes->size() > 1) {
         std::string all(mine.size() * std::size_t(m_opt.processes->size()), '\0');
@@ -537,11 +530,11 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
     }
     TowerStepResult r;
     for (const std::string& share : shares) {
-        std::size_t at = 0;
+        ByteReader reader(share, "a process's losses and step times");
         for (int t = 0; t < size(); ++t) {
-            r.loss += take<double>(share, at);
-            r.crossEntropy += take<double>(share, at);
-            r.towers.push_back(take<TowerTimes>(share, at));
+            r.loss += reader.take<double>();
+            r.crossEntropy += reader.take<double>();
+            r.towers.push_back(reader.take<TowerTimes>());
         }
     }
     r.loss /= m_globalTowers;
@@ -575,8 +568,8 @@ EvalResult TowerSet::evaluate(std::int64_t count, int batchSize, const EvalBatch
         std::string mine;
         for (const auto& tw : m_towers) mine += packEval(tw->eval);
         for (const std::string& share : m_opt.processes->allGatherStrings(mine)) {
-            std::size_t at = 0;
-            for (int t = 0; t < size(); ++t) mergeIn(unpackEval(share, at));
+            ByteReader reader(share, "a process's evaluation counts");
+            for (int t = 0; t < size(); ++t) mergeIn(unpackEval(reader));
         }
     } else {
         for (const auto& tw : m_towers) mergeIn(tw->eval);

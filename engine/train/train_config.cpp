@@ -158,11 +158,11 @@ std::int64_t TrainConfig::totalSteps(std::int64_t stepsPerEpoch) const
                                   std::int64_t(std::ceil(epochs * double(stepsPerEpoch) - 1e-9)));
 }
 
-int TrainConfig::resolvedThreadsPerTower() const
+int TrainConfig::resolvedThreadsPerTower(int processesHere) const
 {
     if (threadsPerTower > 0) return threadsPerTower;
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-    return std::max(1, cores / std::max(1, towers));
+    return std::max(1, cores / (std::max(1, towers) * std::max(1, processesHere)));
 }
 
 std::string TrainConfig::toJson() const

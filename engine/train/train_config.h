@@ -79,8 +79,9 @@ struct TrainConfig
     static int maxComputeThreads();
     // The number of steps of the run for a source of `stepsPerEpoch` steps per epoch.
     std::int64_t totalSteps(std::int64_t stepsPerEpoch) const;
-    // The threads each tower gets once 0 ("share the cores") is resolved.
-    int resolvedThreadsPerTower() const;
+    // The threads each tower gets once 0 ("share the cores") is resolved: the cores shared out
+    // among the towers of `processesHere` processes of a run on this machine.
+    int resolvedThreadsPerTower(int processesHere = 1) const;
 
     std::string toJson() const; // pretty-printed, every field
     // Reads a JSON object; absent fields keep their defaults, unknown fields and wrong types

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <ctime>
 #include <random>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -165,10 +164,7 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
     o.allowTf32 = m_config.allowTf32;
     o.allreduce = m_config.allreduce;
     o.bucketMb = m_config.bucketMb;
-    o.threadsPerTower = m_config.resolvedThreadsPerTower();
-    if (m_config.threadsPerTower == 0 && m_group && m_group->localSize() > 1) // cores shared
-        o.threadsPerTower = std::max(1, int(std::thread::hardware_concurrency()) /
-                                            (m_config.towers * m_group->localSize()));
+    o.threadsPerTower = m_config.resolvedThreadsPerTower(m_group ? m_group->localSize() : 1);
     o.optimizer = m_config.optimizer;
     o.weightDecay = m_config.weightDecay;
     o.dropout = m_config.dropout;
@@ -205,10 +201,9 @@ void Trainer::shareStart()
                  {"restored", m_lastCheckpointStep >= 0},
                  {"resumed", m_start == Start::Resumed}};
         if (m_lastCheckpointStep >= 0) {
-            NamedTensors weights, all;
+            NamedTensors all;
             for (const auto* p : m_towers->model().parameters())
-                weights.emplace_back(p->name, p->value);
-            all = weights;
+                all.emplace_back(p->name, p->value);
             for (auto& t : m_towers->optimizer().state(m_towers->model().parameters()))
                 all.push_back(std::move(t));
             if (const Ema* ema = m_towers->ema())

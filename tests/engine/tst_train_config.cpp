@@ -2,6 +2,9 @@
 // a message naming the field.
 #include <QtTest>
 
+#include <algorithm>
+#include <thread>
+
 #include "engine/train/train_config.h"
 
 using namespace towers::engine;
@@ -45,6 +48,11 @@ private slots:
         c.threadsPerTower = 0;
         c.towers = 2;
         QVERIFY(c.resolvedThreadsPerTower() >= 1);
+        // The cores are shared out among the towers of every process of a run on this machine.
+        const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+        QCOMPARE(c.resolvedThreadsPerTower(2), std::max(1, cores / 4));
+        c.threadsPerTower = 3;
+        QCOMPARE(c.resolvedThreadsPerTower(2), 3);
     }
 
     void jsonRoundTrip()
