@@ -265,6 +265,25 @@ std::vector<Tensor> floats(int rank)
     return {Tensor::filled({5}, DType::Float32, rank)};
 }
 
+// Ranks 0 and 2 of three, released by rank 1's out-of-memory abort, say its reason.
+void expectReleasedByRankOneOutOfMemory(const std::vector<std::string>& errors)
+{
+    for (int r : {0, 2})
+        QCOMPARE(QString::fromStdString(errors[std::size_t(r)]),
+                 QStringLiteral("aborted: NCCL allReduceMean: another tower failed: tower 1 "
+                                "on cuda:1: out of memory on cuda:1"));
+}
+
+// Destroying an aborted communicator tears nothing down again: the one abort, no destruction,
+// and nothing used after the teardown.
+void expectNoSecondTeardown(std::unique_ptr<FakeNcclCommunicator>& comm, const FakeNcclState& state)
+{
+    comm.reset();
+    QCOMPARE(state.aborts.load(), 1);
+    QCOMPARE(state.destroys.load(), 0);
+    QCOMPARE(state.usesAfterTeardown.load(), 0);
+}
+
 // A rank's gradient buckets: bucket b holds b + 1 float32 tensors.
 std::vector<std::vector<Tensor>> buckets(int rank, int count)
 {
@@ -428,20 +447,14 @@ private slots:
             comm->allReduceMean(r, data[std::size_t(r)]);
         });
         QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
-        for (int r : {0, 2})
-            QCOMPARE(QString::fromStdString(errors[std::size_t(r)]),
-                     QStringLiteral("aborted: NCCL allReduceMean: another tower failed: tower 1 "
-                                    "on cuda:1: out of memory on cuda:1"));
+        expectReleasedByRankOneOutOfMemory(errors);
         QCOMPARE(state->aborts.load(), 1);
         QCOMPARE(state->usesAfterTeardown.load(), 0);
         QVERIFY(comm->aborted());
         // Later calls fail at once, without touching the torn-down handles.
         QVERIFY_THROWS_EXCEPTION(CollectiveAborted, comm->broadcast(0, 0, data[0]));
         QVERIFY_THROWS_EXCEPTION(CollectiveAborted, comm->barrier(0));
-        comm.reset(); // no second teardown
-        QCOMPARE(state->aborts.load(), 1);
-        QCOMPARE(state->destroys.load(), 0);
-        QCOMPARE(state->usesAfterTeardown.load(), 0);
+        expectNoSecondTeardown(comm, *state);
     }
 
     // A rank's collective fails (NCCL's asynchronous error, a CUDA fault): it reports that, and
@@ -492,8 +505,7 @@ private slots:
                          e.c_str());
             QCOMPARE(state->aborts.load(), 1);
             QCOMPARE(state->usesAfterTeardown.load(), 0);
-            comm.reset();
-            QCOMPARE(state->destroys.load(), 0);
+            expectNoSecondTeardown(comm, *state);
         }
     }
 
@@ -638,10 +650,7 @@ private slots:
         });
         QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
         QCOMPARE(started.load(), 2);
-        for (int r : {0, 2})
-            QCOMPARE(QString::fromStdString(errors[std::size_t(r)]),
-                     QStringLiteral("aborted: NCCL allReduceMean: another tower failed: tower 1 "
-                                    "on cuda:1: out of memory on cuda:1"));
+        expectReleasedByRankOneOutOfMemory(errors);
         QCOMPARE(state->aborts.load(), 1);
         QCOMPARE(state->releasedAtTeardown.load(), 2);
         QCOMPARE(state->usesAfterTeardown.load(), 0);
@@ -649,10 +658,7 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(CollectiveAborted, comm->startAllReduceMean(0, data[0]));
         QVERIFY_THROWS_EXCEPTION(CollectiveAborted, comm->complete(0, 0));
         QVERIFY_THROWS_EXCEPTION(CollectiveAborted, comm->allReduceMean(2, data[2]));
-        comm.reset();
-        QCOMPARE(state->aborts.load(), 1);
-        QCOMPARE(state->destroys.load(), 0);
-        QCOMPARE(state->usesAfterTeardown.load(), 0);
+        expectNoSecondTeardown(comm, *state);
     }
 
     // NCCL reports an asynchronous error on rank 2 after its average was enqueued: complete()
@@ -773,8 +779,7 @@ private slots:
             QCOMPARE(state->usesAfterTeardown.load(), 0);
             QCOMPARE(state->callsWhileEnqueuing.load(), 0);
             QCOMPARE(state->orderedTooEarly.load(), 0);
-            comm.reset();
-            QCOMPARE(state->destroys.load(), 0);
+            expectNoSecondTeardown(comm, *state);
             QCOMPARE(state->tokensHeld.load(), 0);
         }
     }
