@@ -11,6 +11,7 @@
 #include "app/cli/command.h"
 #include "app/devices/device_list.h"
 #include "engine/cpu/cpu_info.h"
+#include "engine/cpu/onednn_ops.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/selftest/selftest.h"
 
@@ -78,6 +79,11 @@ int runSelftest(const QStringList& args, CommandIo& io)
         {QStringLiteral("tf32"),
          QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores (convolution and "
                         "linear cases to 1e-2).")},
+        {QStringLiteral("precision"),
+         QStringLiteral("fp32 (default) or bf16: the convolutions and matrix products in bfloat16, "
+                        "as training with --precision bf16 runs them (cpu, where the CPU has "
+                        "AVX512_BF16 or AMX; those cases to 3e-2)."),
+         QStringLiteral("fp32|bf16"), QStringLiteral("fp32")},
         {QStringLiteral("no-training"),
          QStringLiteral("Only the op checks, not the training steps.")},
         {QStringLiteral("filter"),
@@ -125,6 +131,21 @@ int runSelftest(const QStringList& args, CommandIo& io)
         io.err << "towers-cli selftest: --tf32 is for --device cuda\n";
         return ExitUsage;
     }
+    try {
+        o.precision = engine::parsePrecision(p.value(QStringLiteral("precision")).toStdString());
+    } catch (const engine::Error& e) {
+        io.err << "towers-cli selftest: --precision: " << e.what() << "\n";
+        return ExitUsage;
+    }
+    if (o.precision == engine::Precision::BFloat16) {
+        const std::string no = cuda ? std::string("GPU towers compute in float32 in this build")
+                                    : engine::cpu::bf16Unavailable();
+        if (!no.empty()) {
+            io.err << "towers-cli selftest: error: --precision bf16: " << QString::fromStdString(no)
+                   << "\n";
+            return ExitFailure;
+        }
+    }
     o.training = !p.isSet(QStringLiteral("no-training"));
     o.filter = p.value(QStringLiteral("filter")).toStdString();
     if (p.isSet(QStringLiteral("filter"))) {
@@ -138,9 +159,11 @@ int runSelftest(const QStringList& args, CommandIo& io)
         }
     }
     const bool json = p.isSet(QStringLiteral("json"));
-    QString backendName = QStringLiteral("oneDNN %1, %2")
-                              .arg(QString::fromStdString(engine::cpu::cpuInfo().onednnVersion),
-                                   QString::fromStdString(engine::cpu::cpuInfo().isa));
+    QString backendName =
+        QStringLiteral("oneDNN %1, %2%3")
+            .arg(QString::fromStdString(engine::cpu::cpuInfo().onednnVersion),
+                 QString::fromStdString(engine::cpu::cpuInfo().isa),
+                 o.precision == engine::Precision::BFloat16 ? QStringLiteral(", bf16") : QString());
     if (cuda) {
         auto* gpu = engine::cudaBackend();
         const auto info = gpu->deviceInfo(0);

@@ -5,17 +5,20 @@
 #include <string>
 #include <vector>
 
+#include "engine/ops/precision.h"
+
 namespace towers::engine {
 
 struct TrainStepBenchOptions
 {
     std::string model = "cifar10-tutorial";
     int batchSize = 128;
-    int threads = 0;                // 0 = every core
-    int steps = 20;                 // timed steps
-    int warmup = 3;                 // untimed steps first (primitive creation, caches)
-    std::string backend = "onednn"; // "onednn", "reference" or "cuda" (GPU 0)
-    bool allowTf32 = false;         // "cuda": TF32 tensor cores for float32
+    int threads = 0;                          // 0 = every core
+    int steps = 20;                           // timed steps
+    int warmup = 3;                           // untimed steps first (primitive creation, caches)
+    std::string backend = "onednn";           // "onednn", "reference" or "cuda" (GPU 0)
+    bool allowTf32 = false;                   // "cuda": TF32 tensor cores for float32
+    Precision precision = Precision::Float32; // bf16: convolutions and matrix products
     double learningRate = 0.01;
     std::uint64_t seed = 1;
     // Also time each layer's forward and backward (synchronising around each; the step is

@@ -13,6 +13,7 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr auto f32 = memory::data_type::f32;
+constexpr auto bf16 = memory::data_type::bf16;
 
 struct Geometry
 {
@@ -38,9 +39,23 @@ bool isTowersWinograd(ConvAlgorithm a)
     return a == ConvAlgorithm::Winograd5x5 || a == ConvAlgorithm::TowersWinograd3x3;
 }
 
-memory::desc md(const memory::dims& dims, Tag tag)
+memory::desc md(const memory::dims& dims, Tag tag, memory::data_type type = f32)
 {
-    return memory::desc(dims, f32, tag);
+    return memory::desc(dims, type, tag);
+}
+
+// What the primitives read: bfloat16 copies of activations, weights and gradients for DirectBf16
+// (they accumulate and write float32), float32 otherwise.
+memory::data_type inputType(ConvAlgorithm a)
+{
+    return a == ConvAlgorithm::DirectBf16 ? bf16 : f32;
+}
+
+// Whether a training forward keeps its input and weights, as the primitives read them, for
+// backward: oneDNN's Winograd (blocked) and DirectBf16 (bfloat16).
+bool keepsConvertedInputs(ConvAlgorithm a)
+{
+    return a == ConvAlgorithm::Winograd3x3 || a == ConvAlgorithm::DirectBf16;
 }
 
 // Once oneDNN's heuristic has picked Winograd for the forward of a shape, the plan asks for it in
@@ -72,11 +87,12 @@ dnnl::convolution_forward::primitive_desc forwardPd(const dnnl::engine& eng, con
     }
     const auto kind = dnnl::prop_kind::forward_training;
     const Tag t = activationTag(a);
+    const auto in = inputType(a);
     const auto desc =
         bias
-            ? convolution_forward::desc(kind, algo, md(g.src, t), md(g.weights, Tag::any),
+            ? convolution_forward::desc(kind, algo, md(g.src, t, in), md(g.weights, Tag::any, in),
                                         md(g.bias, Tag::x), md(g.dst, t), g.strides, g.padL, g.padR)
-            : convolution_forward::desc(kind, algo, md(g.src, t), md(g.weights, Tag::any),
+            : convolution_forward::desc(kind, algo, md(g.src, t, in), md(g.weights, Tag::any, in),
                                         md(g.dst, t), g.strides, g.padL, g.padR);
     return convolution_forward::primitive_desc(desc, attr, eng);
 }
@@ -126,10 +142,11 @@ template <class Make> auto backwardPd(ConvAlgorithm a, const Make& make)
 }
 
 // Backward runs in the layouts oneDNN prefers, except around Towers' own Winograd, which reads and
-// writes NHWC.
+// writes NHWC, and in bfloat16, where NHWC takes the forward's converted input as it is and g as
+// one pass masks and converts it.
 Tag backwardTag(ConvAlgorithm a)
 {
-    return isTowersWinograd(a) ? Tag::nhwc : Tag::any;
+    return isTowersWinograd(a) || a == ConvAlgorithm::DirectBf16 ? Tag::nhwc : Tag::any;
 }
 
 // The state a training forward leaves for backward: a header naming the plan, then (Winograd3x3)
@@ -159,13 +176,23 @@ const char* convAlgorithmName(ConvAlgorithm a)
         return "winograd 5x5";
     case ConvAlgorithm::TowersWinograd3x3:
         return "winograd 3x3"; // as oneDNN's: the implementation it reports tells whose
+    case ConvAlgorithm::DirectBf16:
+        return "direct bf16";
     }
     return "?";
 }
 
-ConvAlgorithm chooseConvAlgorithm(const dnnl::engine& eng, const Conv2dDesc& d)
+ConvAlgorithm chooseConvAlgorithm(const dnnl::engine& eng, const Conv2dDesc& d, Precision precision)
 {
     applySimdTargetLimit();
+    // In bfloat16, oneDNN's direct kernels (2x float32's multiply rate with AVX512_BF16's dot
+    // products), unless it has only a reference loop for this shape in bfloat16: that shape then
+    // computes in float32, as below.
+    if (precision == Precision::BFloat16 &&
+        !std::strstr(forwardPd(eng, geometry(d), ConvAlgorithm::DirectBf16, false, Activation::None)
+                         .impl_info_str(),
+                     "ref"))
+        return ConvAlgorithm::DirectBf16;
     // Towers' Winograd where it beats oneDNN's direct kernels on the instruction sets the two run
     // on now, or where oneDNN has only its reference loop for this shape.
     if (Winograd5x5::supports(d) &&
@@ -202,7 +229,7 @@ struct ConvPlan::Forward
     BoundPrimitive conv;
     BoundPrimitive weightsReorder; // OIHW to the primitive's layout, when they differ
     bool reorderWeights = false;
-    // Winograd3x3: NHWC input to blocked, blocked output to NHWC.
+    // Winograd3x3: NHWC input to blocked, blocked output to NHWC; DirectBf16: input to bfloat16.
     BoundPrimitive srcReorder, dstReorder;
     memory::desc srcDesc, weightsDesc;
     std::size_t srcBytes = 0, weightsBytes = 0;
@@ -231,11 +258,14 @@ struct ConvPlan::BackwardData
     BoundPrimitive diffSrcReorder;
 };
 
-ConvPlan::ConvPlan(const dnnl::engine& eng, const Conv2dDesc& d, bool bias, Activation act)
-    : m_engine(eng), m_desc(d), m_bias(bias), m_act(act), m_algorithm(chooseConvAlgorithm(eng, d))
+ConvPlan::ConvPlan(const dnnl::engine& eng, const Conv2dDesc& d, bool bias, Activation act,
+                   Precision precision)
+    : m_engine(eng), m_desc(d), m_bias(bias), m_act(act),
+      m_algorithm(chooseConvAlgorithm(eng, d, precision))
 {
     m_key = d.win.str() + " out " + std::to_string(d.outChannels) + (bias ? " bias" : "") +
-            (act == Activation::Relu ? " relu" : "");
+            (act == Activation::Relu ? " relu" : "") +
+            (m_algorithm == ConvAlgorithm::DirectBf16 ? " bf16" : "");
     if (m_algorithm == ConvAlgorithm::Winograd5x5) m_winograd = std::make_unique<Winograd5x5>(d);
     if (m_algorithm == ConvAlgorithm::TowersWinograd3x3)
         m_winograd = std::make_unique<Winograd3x3>(d);
@@ -260,13 +290,18 @@ void ConvPlan::buildForward()
     const memory::desc oihw = md(g.weights, Tag::oihw);
     f->reorderWeights = f->weightsDesc != oihw;
     if (f->reorderWeights) f->weightsReorder = makeReorder(oihw, f->weightsDesc, m_engine);
-    if (m_algorithm == ConvAlgorithm::Winograd3x3) {
+    if (keepsConvertedInputs(m_algorithm)) {
+        // The input and the weights as the primitive reads them, kept for backward.
         f->srcBytes = f->srcDesc.get_size();
         f->weightsBytes = f->weightsDesc.get_size();
         f->srcReorder = makeReorder(md(g.src, Tag::nhwc), f->srcDesc, m_engine);
+    }
+    if (m_algorithm == ConvAlgorithm::Winograd3x3) {
         f->conv.addOwnedArg(DNNL_ARG_DST, pd.dst_desc(), m_engine);
         f->dstReorder = makeReorder(pd.dst_desc(), md(g.dst, Tag::nhwc), m_engine);
         f->dstReorder.shareArg(DNNL_ARG_FROM, f->conv.arg(DNNL_ARG_DST));
+    } else if (m_algorithm == ConvAlgorithm::DirectBf16) {
+        f->conv.addArg(DNNL_ARG_DST, pd.dst_desc(), m_engine);
     } else {
         f->conv.addArg(DNNL_ARG_DST, pd.dst_desc(), m_engine);
         if (f->reorderWeights) {
@@ -298,7 +333,8 @@ void ConvPlan::forward(dnnl::stream& s, const Tensor& x, const Tensor& w, const 
         m_winograd->forward(x.data<float>(), w.data<float>(), bias, m_act == Activation::Relu,
                             y.data<float>());
         return;
-    case ConvAlgorithm::Winograd3x3: {
+    case ConvAlgorithm::Winograd3x3:
+    case ConvAlgorithm::DirectBf16: {
         void* xb = state ? state : f.ownSrc.get(f.srcBytes);
         void* wb = state ? state + roundUp64(f.srcBytes) : f.ownWeights.get(f.weightsBytes);
         f.srcReorder.bind(DNNL_ARG_FROM, x);
@@ -314,6 +350,11 @@ void ConvPlan::forward(dnnl::stream& s, const Tensor& x, const Tensor& w, const 
             f.conv.bind(DNNL_ARG_WEIGHTS, w);
         }
         if (m_bias) f.conv.bind(DNNL_ARG_BIAS, bias);
+        if (m_algorithm == ConvAlgorithm::DirectBf16) {
+            f.conv.bind(DNNL_ARG_DST, y);
+            f.conv.execute(s);
+            return;
+        }
         f.conv.execute(s);
         f.dstReorder.bind(DNNL_ARG_TO, y);
         f.dstReorder.execute(s);
@@ -344,6 +385,7 @@ void ConvPlan::buildBackward()
         return;
     }
     const Tag t = backwardTag(m_algorithm);
+    const auto in = inputType(m_algorithm);
     const auto attr = BoundPrimitive::scratchpadAttr();
     const auto hint = forwardPd(m_engine, g, m_algorithm, m_bias, Activation::None);
     const memory::desc oihw = md(g.weights, Tag::oihw), dstNhwc = md(g.dst, Tag::nhwc);
@@ -353,12 +395,13 @@ void ConvPlan::buildBackward()
     {
         const auto pd = backwardPd(m_algorithm, [&](dnnl::algorithm algo) {
             const auto desc =
-                m_bias ? convolution_backward_weights::desc(
-                             algo, md(g.src, t), md(g.weights, Tag::any), md(g.bias, Tag::x),
-                             md(g.dst, t), g.strides, g.padL, g.padR)
-                       : convolution_backward_weights::desc(algo, md(g.src, t),
-                                                            md(g.weights, Tag::any), md(g.dst, t),
-                                                            g.strides, g.padL, g.padR);
+                m_bias
+                    ? convolution_backward_weights::desc(
+                          algo, md(g.src, t, in), md(g.weights, Tag::any), md(g.bias, Tag::x),
+                          md(g.dst, t, in), g.strides, g.padL, g.padR)
+                    : convolution_backward_weights::desc(algo, md(g.src, t, in),
+                                                         md(g.weights, Tag::any), md(g.dst, t, in),
+                                                         g.strides, g.padL, g.padR);
             return convolution_backward_weights::primitive_desc(desc, attr, m_engine, hint);
         });
         w->conv.prim = convolution_backward_weights(pd);
@@ -368,7 +411,7 @@ void ConvPlan::buildBackward()
         if (m_bias) w->conv.addArg(DNNL_ARG_DIFF_BIAS, pd.diff_bias_desc(), m_engine);
         w->conv.addScratchpad(pd.scratchpad_desc(), m_engine);
         w->srcIsNhwc = src == md(g.src, Tag::nhwc);
-        w->srcMatchesSaved = m_algorithm == ConvAlgorithm::Winograd3x3 && src == m_fwd->srcDesc;
+        w->srcMatchesSaved = keepsConvertedInputs(m_algorithm) && src == m_fwd->srcDesc;
         if (!w->srcIsNhwc) w->srcReorder = makeReorder(md(g.src, Tag::nhwc), src, m_engine);
         w->reorderDiffWeights = pd.diff_weights_desc() != oihw;
         if (w->reorderDiffWeights) {
@@ -379,7 +422,10 @@ void ConvPlan::buildBackward()
             w->conv.addArg(DNNL_ARG_DIFF_WEIGHTS, oihw, m_engine);
         }
         m_gradDesc = pd.diff_dst_desc();
-        m_gradBlock = channelBlockOf(m_gradDesc, g.dst);
+        // In bfloat16, g is masked and converted in one pass where the primitive reads it NHWC,
+        // else masked in float32, then converted by a reorder.
+        m_gradBf16 = m_gradDesc == md(g.dst, Tag::nhwc, bf16);
+        m_gradBlock = in == f32 ? channelBlockOf(m_gradDesc, g.dst) : -1;
         if (m_gradBlock < 0) m_gradReorder = makeReorder(dstNhwc, m_gradDesc, m_engine);
     }
     m_bwdW = w;
@@ -390,6 +436,7 @@ void ConvPlan::buildBackwardData()
     using dnnl::convolution_backward_data;
     const Geometry g = geometry(m_desc);
     const Tag t = backwardTag(m_algorithm);
+    const auto in = inputType(m_algorithm);
     const auto attr = BoundPrimitive::scratchpadAttr();
     const auto hint = forwardPd(m_engine, g, m_algorithm, m_bias, Activation::None);
     const memory::desc oihw = md(g.weights, Tag::oihw);
@@ -400,7 +447,7 @@ void ConvPlan::buildBackwardData()
         auto makePd = [&](const memory::desc& diffDst) {
             return backwardPd(m_algorithm, [&](dnnl::algorithm algo) {
                 const convolution_backward_data::desc desc(algo, md(g.src, t),
-                                                           md(g.weights, Tag::any), diffDst,
+                                                           md(g.weights, Tag::any, in), diffDst,
                                                            g.strides, g.padL, g.padR);
                 return convolution_backward_data::primitive_desc(desc, attr, m_engine, hint);
             });
@@ -409,7 +456,7 @@ void ConvPlan::buildBackwardData()
         try {
             pd = makePd(m_gradDesc);
         } catch (const dnnl::error&) {
-            pd = makePd(md(g.dst, t));
+            pd = makePd(md(g.dst, t, in));
         }
         d->conv.prim = convolution_backward_data(pd);
         d->conv.addScratchpad(pd.scratchpad_desc(), m_engine);
@@ -424,8 +471,8 @@ void ConvPlan::buildBackwardData()
         const memory::desc wd = pd.weights_desc();
         d->conv.addArg(DNNL_ARG_WEIGHTS, wd, m_engine);
         d->weightsAreOihw = wd == oihw;
-        d->weightsMatchSaved = m_algorithm == ConvAlgorithm::Winograd3x3 && m_fwd->reorderWeights &&
-                               wd == m_fwd->weightsDesc;
+        d->weightsMatchSaved =
+            keepsConvertedInputs(m_algorithm) && m_fwd->reorderWeights && wd == m_fwd->weightsDesc;
         if (!d->weightsAreOihw) d->weightsReorder = makeReorder(oihw, wd, m_engine);
         const memory::desc srcNhwc = md(g.src, Tag::nhwc);
         d->diffSrcIsNhwc = pd.diff_src_desc() == srcNhwc;
@@ -444,6 +491,13 @@ void ConvPlan::maskGradient(dnnl::stream& s, const Tensor& dy, const Tensor* y)
 {
     const Window2d& g = m_desc.win;
     const std::int64_t hw = g.oh * g.ow;
+    if (m_gradBf16) {
+        auto* out = static_cast<std::uint16_t*>(m_grad.get(m_gradDesc.get_size()));
+        maskedGradientBf16(dy.data<float>(), y ? y->data<float>() : nullptr,
+                           g.n * hw * m_desc.outChannels, out);
+        m_gradPtr = out;
+        return;
+    }
     if (m_gradBlock == 0 && !y) {
         m_gradPtr = dy.raw(); // g is dy itself
         return;

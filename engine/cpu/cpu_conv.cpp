@@ -12,12 +12,15 @@ namespace {
 ConvPlan& planFor(OneDnnOps& ops, const Conv2dDesc& d, bool bias, Activation act,
                   const char* direction)
 {
+    const bool bf16 = ops.precision() == Precision::BFloat16;
     const std::string key = "conv " + d.win.str() + " out " + std::to_string(d.outChannels) +
-                            (bias ? " bias" : "") + (act == Activation::Relu ? " relu" : "");
+                            (bias ? " bias" : "") + (act == Activation::Relu ? " relu" : "") +
+                            (bf16 ? " bf16" : "");
     ConvPlan* plan = nullptr;
     guarded("building a convolution", [&] {
-        plan = &ops.cached<ConvPlan>(
-            key, [&] { return std::make_shared<ConvPlan>(ops.dnnlEngine(), d, bias, act); });
+        plan = &ops.cached<ConvPlan>(key, [&] {
+            return std::make_shared<ConvPlan>(ops.dnnlEngine(), d, bias, act, ops.precision());
+        });
     });
     // Towers' own Winograd runs no oneDNN primitive: it is recorded here for the per-layer profile.
     if (const WinogradConv* wino = plan->towersWinograd())
@@ -95,8 +98,9 @@ std::string convolutionAlgorithm(Ops& ops, const Conv2dDesc& d)
         throw InvalidArgument("convolutionAlgorithm: '" + ops.name() +
                               "' is not the oneDNN backend");
     std::string name;
-    guarded("choosing a convolution algorithm",
-            [&] { name = convAlgorithmName(chooseConvAlgorithm(dnn->dnnlEngine(), d)); });
+    guarded("choosing a convolution algorithm", [&] {
+        name = convAlgorithmName(chooseConvAlgorithm(dnn->dnnlEngine(), d, dnn->precision()));
+    });
     return name;
 }
 

@@ -1,9 +1,11 @@
 #include "engine/cpu/cpu_info.h"
 
 #include "engine/cpu/lrn_hwy.h"
+#include "engine/cpu/onednn_ops.h"
 #include "engine/cpu/simd_target.h"
 #include "engine/errors.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -62,6 +64,27 @@ std::string cpuModelName()
 
 } // namespace
 
+std::string bf16Unavailable()
+{
+    std::string isa;
+    try {
+        // Bit sets: avx512_core_bf16's bits are in every later ISA's (AMX's too).
+        const auto effective = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+        const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+        if ((effective & bf16) == bf16) return {};
+        isa = isaName(dnnl::get_effective_cpu_isa());
+    } catch (const dnnl::error&) {
+        isa = "unknown";
+    }
+    std::string why = "--precision bf16 needs a CPU with AVX512_BF16 or AMX (Intel Cooper Lake, "
+                      "Sapphire Rapids or later; AMD Zen 4 or later), where oneDNN runs bfloat16 "
+                      "natively; oneDNN's kernels here are for " +
+                      isa;
+    if (std::getenv("ONEDNN_MAX_CPU_ISA") || std::getenv("DNNL_MAX_CPU_ISA"))
+        why += " (held there by ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA)";
+    return why + ": use --precision fp32";
+}
+
 CpuInfo cpuInfo()
 {
     CpuInfo info;
@@ -82,6 +105,7 @@ CpuInfo cpuInfo()
     } catch (const Error& e) {
         info.simdTarget = e.what();
     }
+    info.bf16 = bf16Unavailable().empty();
     const auto* v = dnnl::version();
     info.onednnVersion =
         std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);

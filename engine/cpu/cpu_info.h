@@ -12,7 +12,9 @@ struct CpuInfo
     std::string isa;      // the instruction set oneDNN's kernels use: "avx512_core", ...
     std::string
         simdTarget; // the one Towers' own kernels (Highway) run on: "AVX3" (AVX-512), "AVX2", ...
-    std::string onednnVersion;    // "2.6.3"
+    std::string onednnVersion; // "2.6.3"
+    bool bf16 =
+        false; // --precision bf16 runs here (bf16Unavailable() in onednn_ops.h says why not)
     std::int64_t memoryBytes = 0; // physical memory, 0 when unknown
 };
 

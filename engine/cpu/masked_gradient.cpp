@@ -1,6 +1,7 @@
 #include "engine/cpu/masked_gradient.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "engine/cpu/cpu_common.h"
 
@@ -68,6 +69,22 @@ void maskedGradient(const float* dy, const float* y, std::int64_t n, std::int64_
         } else {
 #pragma omp simd
             for (std::int64_t i = b; i < e; ++i) out[i] = dy[i];
+        }
+    });
+}
+
+void maskedGradientBf16(const float* dy, const float* y, std::int64_t count, std::uint16_t* out)
+{
+    // Round to nearest even on the bits (finite gradients; a NaN's payload may become infinity's
+    // pattern or another NaN, still non-finite, which the step's check catches either way).
+    parallelChunks(count, [=](std::int64_t b, std::int64_t e) TOWERS_INLINE {
+#pragma omp simd
+        for (std::int64_t i = b; i < e; ++i) {
+            const float v = !y || y[i] > 0.0f ? dy[i] : 0.0f;
+            std::uint32_t u;
+            std::memcpy(&u, &v, 4);
+            u += 0x7FFFu + ((u >> 16) & 1u);
+            out[i] = static_cast<std::uint16_t>(u >> 16);
         }
     });
 }

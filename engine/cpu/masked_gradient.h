@@ -18,4 +18,8 @@ int channelBlockOf(const dnnl::memory::desc& md, const dnnl::memory::dims& nchw)
 void maskedGradient(const float* dy, const float* y, std::int64_t n, std::int64_t hw,
                     std::int64_t c, int block, float* out);
 
+// As maskedGradient into NHWC, written as bfloat16 (rounded to nearest even): a bfloat16
+// convolution's backward reads g so, and one pass does both.
+void maskedGradientBf16(const float* dy, const float* y, std::int64_t count, std::uint16_t* out);
+
 } // namespace towers::engine::cpu

@@ -67,9 +67,9 @@ std::string describe(const_dnnl_primitive_desc_t pd)
 
 } // namespace
 
-OneDnnOps::OneDnnOps()
-    : Ops(opSet({TOWERS_ONEDNN_OPS(TOWERS_OP_ID)})), m_engine(dnnl::engine::kind::cpu, 0),
-      m_stream(m_engine)
+OneDnnOps::OneDnnOps(Precision precision)
+    : Ops(opSet({TOWERS_ONEDNN_OPS(TOWERS_OP_ID)})), m_precision(precision),
+      m_engine(dnnl::engine::kind::cpu, 0), m_stream(m_engine)
 {
 }
 
@@ -118,10 +118,15 @@ bool isReferenceImplementation(const std::string& impl)
     return impl.find("ref") != std::string::npos;
 }
 
-std::unique_ptr<Ops> makeOneDnnOps()
+std::unique_ptr<Ops> makeOneDnnOps(Precision precision)
 {
+    if (precision == Precision::BFloat16) {
+        const std::string why = bf16Unavailable();
+        if (!why.empty()) throw Unsupported(why);
+    }
     std::unique_ptr<Ops> ops;
-    guarded("creating the oneDNN CPU engine", [&] { ops = std::make_unique<OneDnnOps>(); });
+    guarded("creating the oneDNN CPU engine",
+            [&] { ops = std::make_unique<OneDnnOps>(precision); });
     return ops;
 }
 

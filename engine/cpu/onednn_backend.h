@@ -21,11 +21,12 @@ namespace towers::engine::cpu {
 class OneDnnOps final : public Ops
 {
 public:
-    OneDnnOps();
+    explicit OneDnnOps(Precision precision = Precision::Float32);
     ~OneDnnOps() override;
 
     std::string name() const override { return "onednn"; }
     Device device() const override { return Device::host(); }
+    Precision precision() const override { return m_precision; }
 
     dnnl::engine& dnnlEngine() { return m_engine; }
     dnnl::stream& dnnlStream() { return m_stream; }
@@ -61,6 +62,7 @@ protected:
 private:
     void enterEntry(const std::string& key);
 
+    Precision m_precision;
     dnnl::engine m_engine;
     dnnl::stream m_stream;
     std::unordered_map<std::string, std::shared_ptr<void>> m_cache;

@@ -8,8 +8,14 @@
 namespace towers::engine::cpu {
 
 // A backend whose ops run on the calling thread's OpenMP team (set its size with
-// setCpuThreads). Float32 only; other dtypes throw Unsupported.
-std::unique_ptr<Ops> makeOneDnnOps();
+// setCpuThreads). Float32 tensors only; other dtypes throw Unsupported. With Precision::BFloat16
+// its convolutions and matrix products compute in bfloat16 (precision.h); Unsupported with
+// bf16Unavailable()'s reason where the CPU cannot.
+std::unique_ptr<Ops> makeOneDnnOps(Precision precision = Precision::Float32);
+
+// Empty where oneDNN runs bfloat16 convolutions and matrix products natively here (AVX512_BF16
+// or AMX, within ONEDNN_MAX_CPU_ISA); else why not, in words a user can act on.
+std::string bf16Unavailable();
 
 // Sets the number of OpenMP threads used by ops called from this thread (0 = all cores).
 void setCpuThreads(int threads);

@@ -59,7 +59,14 @@ bool isHostBackend(const std::string& name)
 std::unique_ptr<Ops> makeBackendOps(const std::string& name, const BackendOptions& options)
 {
     requireBackendName(name);
-    if (name == "onednn") return cpu::makeOneDnnOps();
+    if (name == "onednn") return cpu::makeOneDnnOps(options.precision);
+    if (options.precision != Precision::Float32)
+        throw Unsupported("--precision " + std::string(precisionName(options.precision)) +
+                          " runs on the onednn backend only" +
+                          (name == "cuda" ? std::string(" in this build: GPU towers compute in "
+                                                        "float32 (TF32 with --tf32)")
+                                          : std::string(": the reference backend is the float32 "
+                                                        "and float64 oracle")));
     if (name == "reference") return makeReferenceOps();
     auto ops = usableGpuBackend().makeOps(options.gpu, GpuOpsOptions{options.allowTf32});
     ops->setHostFallback([] { return cpu::makeOneDnnOps(); });
@@ -72,7 +79,8 @@ std::string describeBackend(const std::string& name, const BackendOptions& optio
     if (name == "onednn") {
         const auto* v = dnnl::version();
         return "onednn " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-               std::to_string(v->patch);
+               std::to_string(v->patch) +
+               (options.precision == Precision::BFloat16 ? "; bf16" : "");
     }
     if (name == "reference") return name;
     GpuBackend& gpu = usableGpuBackend();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/ops/ops.h"
+#include "engine/ops/precision.h"
 
 namespace towers::engine {
 
@@ -15,6 +16,9 @@ struct BackendOptions
     // For "cuda": the GPU, and whether cuDNN and cuBLAS may use TF32 tensor cores.
     int gpu = 0;
     bool allowTf32 = false;
+    // Convolutions and matrix products in bfloat16 (precision.h): "onednn" where the CPU has
+    // AVX512_BF16 or AMX; elsewhere, and on the other backends, Unsupported saying why.
+    Precision precision = Precision::Float32;
 };
 
 // "onednn", "reference", "cuda" (the last whether or not this build or machine can run it).
@@ -30,7 +34,8 @@ bool isHostBackend(const std::string& name);
 // A new execution context of the named backend, on the calling thread (a oneDNN context runs its
 // ops with the calling thread's OpenMP team: cpu::setCpuThreads). The GPU backend's ops run
 // what they leave out staged through oneDNN. UnknownName for an unknown name; Unsupported, with
-// the reason, for "cuda" where this build or machine has no usable GPU.
+// the reason, for "cuda" where this build or machine has no usable GPU, and for a precision the
+// backend or the machine cannot run.
 std::unique_ptr<Ops> makeBackendOps(const std::string& name, const BackendOptions& options = {});
 
 // The backend as a benchmark names it: "onednn 2.6.3", "reference",

@@ -13,6 +13,7 @@
 
 #include "engine/ops/descriptors.h"
 #include "engine/ops/op_list.h"
+#include "engine/ops/precision.h"
 #include "engine/tensor/tensor.h"
 
 namespace towers::engine {
@@ -30,6 +31,9 @@ public:
     // Whether this backend runs dtype as its float type (the reference float32 and float64, the
     // others float32); a call with floats of another dtype throws Unsupported.
     virtual bool runsFloat(DType dtype) const { return dtype == DType::Float32; }
+    // The precision of its convolutions and matrix products (precision.h); the tensors between
+    // ops are float32 either way.
+    virtual Precision precision() const { return Precision::Float32; }
     // Waits until every op issued through this context has finished: a no-op for the CPU
     // backends, which finish each op before returning; a GPU's asynchronous work (and its faults,
     // as BackendError) surfaces here. For timing, and before a host reads what ops wrote.

@@ -73,6 +73,8 @@ std::string mathModeName(MathMode mode)
         return "float32 (fast algorithms)";
     case MathMode::Tf32:
         return "TF32";
+    case MathMode::BFloat16:
+        return "bfloat16";
     }
     return "?";
 }
@@ -86,6 +88,8 @@ double Tolerance::in(MathMode mode) const
         return float32Fast;
     case MathMode::Tf32:
         return tf32;
+    case MathMode::BFloat16:
+        return bfloat16;
     }
     return float32;
 }

@@ -45,7 +45,7 @@ Tensor labelsTensor(std::int64_t n, int classes, Rng& rng)
 // and gives its outputs back, as in training.
 std::unique_ptr<Ops> makeBackend(const SelfTestOptions& o)
 {
-    return makeBackendOps(o.backend, {0, o.allowTf32});
+    return makeBackendOps(o.backend, {0, o.allowTf32, o.precision});
 }
 
 // ---- training ----
@@ -99,6 +99,7 @@ TowerSetOptions towerOptions(const SelfTestOptions& o, const std::string& model,
     t.model = model;
     t.backend = o.backend;
     t.allowTf32 = o.allowTf32;
+    t.precision = o.precision;
     t.towers = 2;
     t.optimizer.kind = optimizer;
     t.seed = o.seed;
@@ -170,6 +171,7 @@ SelfTestResult replicationCheck(const SelfTestOptions& o)
 
 MathMode selfTestMathMode(const SelfTestOptions& options)
 {
+    if (options.precision == Precision::BFloat16) return MathMode::BFloat16;
     if (options.backend == "cuda")
         return options.allowTf32 ? MathMode::Tf32 : MathMode::Float32Fast;
     return MathMode::Float32;

@@ -49,11 +49,15 @@ struct SelfTestOptions
     std::uint64_t seed = 1;
     bool training = true; // also the training steps (a few seconds)
     // Normalised L2 error allowed for float32 against the float64 reference; 0 takes each case's
-    // tolerance for the backend's math mode (selfTestMathMode: float32 for oneDNN; for CUDA,
+    // tolerance for the backend's math mode (selfTestMathMode: float32 for oneDNN, bfloat16 with
+    // Precision::BFloat16; for CUDA,
     // whose cuDNN picks its fastest algorithms, FFT and Winograd among them, float32 (fast
     // algorithms), or TF32). Exact outputs (masks, copies) stay exact.
     double tolerance = 0;
     bool allowTf32 = false; // "cuda": let the ops use TF32 tensor cores
+    // bf16: the backend's convolutions and matrix products in bfloat16 (judged in the bfloat16
+    // math mode), the training checks too.
+    Precision precision = Precision::Float32;
     // When not empty, only the op cases whose label contains it (the training checks still run
     // unless `training` is false).
     std::string filter;

@@ -13,6 +13,7 @@
 #include "engine/data/batch_source.h"
 #include "engine/dist/process_group.h"
 #include "engine/models/model.h"
+#include "engine/ops/precision.h"
 #include "engine/optim/ema.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/communicator.h"
@@ -37,6 +38,9 @@ struct TowerSetOptions
     // empty puts tower t on GPU t modulo the GPU count.
     std::vector<int> gpus;
     bool allowTf32 = false; // "cuda": TF32 tensor cores for float32 convolutions and GEMMs
+    // Convolutions and matrix products in bfloat16 (engine/ops/precision.h): the replicas, the
+    // averaging and the update stay float32.
+    Precision precision = Precision::Float32;
     // GPU towers' gradient averaging: "auto" keeps the tensors on the GPUs (NCCL across GPUs, a
     // kernel when the towers share one GPU) where the backend can, else the host; "host" always
     // averages through host copies (the seeds' design).

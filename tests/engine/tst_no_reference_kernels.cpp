@@ -6,8 +6,11 @@
 // forward, one layer at a time as Sequential runs them, so that a reference implementation is
 // reported with the layer, the op's direction and the memory layouts.
 //
-// CTest runs this twice: on the CPU as it is, and with ONEDNN_MAX_CPU_ISA=AVX2, which holds oneDNN
-// to the kernels of an AVX2 machine (the kind most users have) even on an AVX-512 CPU.
+// Each model in float32 and with --precision bf16 (where the CPU has AVX512_BF16 or AMX; skipped
+// with the reason elsewhere), whose bfloat16 convolutions and matrix products must not be
+// reference loops either. CTest runs this twice: on the CPU as it is, and with
+// ONEDNN_MAX_CPU_ISA=AVX2, which holds oneDNN to the kernels of an AVX2 machine (the kind most
+// users have) even on an AVX-512 CPU.
 #include <QtTest>
 
 #include <cstdlib>
@@ -77,15 +80,22 @@ private slots:
     void trainingStep_data()
     {
         QTest::addColumn<QString>("model");
-        for (const auto& info : modelRegistry())
-            QTest::newRow(info.name.c_str()) << QString::fromStdString(info.name);
+        QTest::addColumn<bool>("bf16");
+        for (const auto& info : modelRegistry()) {
+            QTest::newRow(info.name.c_str()) << QString::fromStdString(info.name) << false;
+            QTest::newRow((info.name + " bf16").c_str())
+                << QString::fromStdString(info.name) << true;
+        }
     }
     void trainingStep()
     {
         QFETCH(QString, model);
+        QFETCH(bool, bf16);
+        if (const std::string no = cpu::bf16Unavailable(); bf16 && !no.empty()) QSKIP(no.c_str());
         const std::string name = model.toStdString();
         // A fresh backend: its list holds this model's primitives only.
-        const std::unique_ptr<Ops> ops = cpu::makeOneDnnOps();
+        const std::unique_ptr<Ops> ops =
+            cpu::makeOneDnnOps(bf16 ? Precision::BFloat16 : Precision::Float32);
         auto m = createModel(name, 1);
         const TrainConfig config = defaultConfigFor(name);
         auto optimizer = makeOptimizer(config.optimizer);

@@ -31,6 +31,7 @@ enum class BackendKind
 {
     OneDnnTarget, // oneDNN with Towers' kernels held to one SIMD target
     Staged,       // oneDNN behind makeStagedOps
+    OneDnnBf16,   // oneDNN with --precision bf16
     Cuda,         // GPU 0, float32
     CudaTf32,     // GPU 0, TF32
 };
@@ -134,6 +135,7 @@ class TestOpCases : public QObject
     std::vector<OpOutput> m_reference;
 
     std::map<qint64, std::unique_ptr<Ops>> m_targetOps;
+    std::unique_ptr<Ops> m_bf16;
     std::unique_ptr<Ops> m_staged, m_cuda, m_cudaTf32;
 
     void reference(int index)
@@ -353,6 +355,12 @@ private slots:
                                              "excludes it)");
         }
         present.push_back({BackendKind::Staged, 0, QStringLiteral("onednn staged")});
+        if (const std::string no = cpu::bf16Unavailable(); no.empty())
+            present.push_back({BackendKind::OneDnnBf16, 0, QStringLiteral("onednn bf16")});
+        else
+            QTest::newRow("onednn bf16: every case")
+                << int(BackendKind::OneDnnBf16) << qint64(0) << QStringLiteral("onednn bf16") << -1
+                << QString::fromStdString(no);
         std::string why;
         if (gpuOrWhy(why)) {
             present.push_back({BackendKind::Cuda, 0, QStringLiteral("cuda")});
@@ -397,6 +405,11 @@ private slots:
         case BackendKind::Staged:
             if (!m_staged) m_staged = makeStagedOps(cpu::makeOneDnnOps());
             ops = m_staged.get();
+            break;
+        case BackendKind::OneDnnBf16:
+            if (!m_bf16) m_bf16 = cpu::makeOneDnnOps(Precision::BFloat16);
+            ops = m_bf16.get();
+            mode = MathMode::BFloat16;
             break;
         case BackendKind::Cuda:
         case BackendKind::CudaTf32: {

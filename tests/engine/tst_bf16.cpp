@@ -1,0 +1,344 @@
+// --precision bf16 on the oneDNN backend (engine/ops/precision.h): convolutions and matrix
+// products read bfloat16 copies of their operands and accumulate in float32.
+//  * Exactness: on operands that bfloat16 holds exactly, the bf16 ops equal the float64
+//    reference within float32 accumulation error, in every direction, fused ReLU and bias
+//    included: the conversions round nothing there, so what is left is the arithmetic itself,
+//    and a wrong layout, a missed operand or a bad transpose cannot hide in bfloat16's noise.
+//  * Rounding: on arbitrary float32 operands the same ops differ from float32 by what rounding
+//    two operands to 8-bit mantissas gives (1e-4 to 1e-2): bfloat16 is really used.
+//  * Training: towers in bf16 learn, stay identical, and two towers match one on the same global
+//    batch; the same run twice is bitwise the same.
+//  * Refusals: where the CPU cannot, and on the backends that do not run bf16, Unsupported says
+//    why.
+// The op-case table runs in bf16 as well (tst_op_cases, "onednn bf16" rows).
+#include <QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "engine/cpu/onednn_ops.h"
+#include "engine/errors.h"
+#include "engine/ops/backends.h"
+#include "engine/ops/ops.h"
+#include "engine/selftest/op_cases.h"
+#include "engine/train/tower_set.h"
+#include "gradcheck.h"
+
+using namespace towers::engine;
+using namespace towers::test;
+
+namespace {
+
+// Round to nearest even at bfloat16's 8-bit mantissa (finite values).
+float roundToBf16(float f)
+{
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    u &= 0xFFFF0000u;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+// Float32 values drawn in [-1, 1], rounded to bfloat16 when `exact`.
+Tensor operand(const Shape& shape, Rng& rng, bool exact)
+{
+    Tensor t = randomTensor(shape, DType::Float32, rng);
+    if (exact)
+        for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = roundToBf16(t.at(i));
+    return t;
+}
+
+Tensor f64(const Tensor& t)
+{
+    return t.to(DType::Float64);
+}
+
+// dy with zeros where |y| is within 1 % of its RMS of zero: a ReLU mask that rounding in either
+// backend could flip is then irrelevant.
+Tensor gradientAwayFromKink(const Tensor& dy, const Tensor& y)
+{
+    double rms = 0;
+    for (std::int64_t i = 0; i < y.numel(); ++i) rms += y.at(i) * y.at(i);
+    rms = std::sqrt(rms / double(y.numel()));
+    Tensor g = dy.to(DType::Float32);
+    for (std::int64_t i = 0; i < g.numel(); ++i)
+        if (std::fabs(y.at(i)) < 0.01 * rms) g.data<float>()[i] = 0;
+    return g;
+}
+
+struct ConvResult
+{
+    Tensor y, dx, dw, db;
+};
+
+// Forward (training) and the fused backward of one convolution on `ops`, in its float type.
+ConvResult convolve(Ops& ops, DType dtype, const Conv2dDesc& d, const Tensor& x, const Tensor& w,
+                    const Tensor& b, Activation act, const Tensor& dy, const Tensor& reluY)
+{
+    ConvResult r;
+    Tensor saved;
+    const Tensor xd = x.to(dtype), wd = w.to(dtype), bd = b.empty() ? Tensor() : b.to(dtype);
+    ops.conv2dForwardTraining(d, xd, wd, bd, r.y, act, saved);
+    // The ReLU mask of the backward is the forward's own y; the test gives dy zero near the kink.
+    ops.conv2dBackward(d, xd, wd, reluY.empty() ? r.y : reluY.to(dtype), dy.to(dtype), act, saved,
+                       &r.dx, r.dw, bd.empty() ? nullptr : &r.db);
+    return r;
+}
+
+// Sizes that exercise the layers the registered models have.
+struct ConvShape
+{
+    const char* name;
+    Shape input;
+    std::int64_t out;
+    int k, stride;
+    Padding padding;
+};
+
+const ConvShape kConvShapes[] = {
+    {"cifar10-tutorial conv1 (3 channels, 5x5)", {4, 24, 24, 3}, 64, 5, 1, Padding::Same},
+    {"cifar10-tutorial conv2 (5x5)", {4, 12, 12, 64}, 64, 5, 1, Padding::Same},
+    {"mnist-convnet conv2 (3x3 valid)", {2, 12, 12, 64}, 256, 3, 1, Padding::Valid},
+    {"fashion-fast conv1 (1 channel)", {4, 28, 28, 1}, 32, 3, 1, Padding::Same},
+    {"3x3 stride 2, 20 channels (a partial block)", {3, 9, 8, 20}, 20, 3, 2, Padding::Same},
+};
+
+} // namespace
+
+class TestBf16 : public QObject
+{
+    Q_OBJECT
+
+    std::unique_ptr<Ops> m_ref = makeReferenceOps();
+    std::unique_ptr<Ops> m_f32 = cpu::makeOneDnnOps();
+    std::unique_ptr<Ops> m_bf16;
+
+    void requireBf16()
+    {
+        if (const std::string no = cpu::bf16Unavailable(); !no.empty()) QSKIP(no.c_str());
+        if (!m_bf16) m_bf16 = cpu::makeOneDnnOps(Precision::BFloat16);
+    }
+
+private slots:
+    void convolutionIsExactOnBf16Operands_data()
+    {
+        QTest::addColumn<int>("shape");
+        QTest::addColumn<bool>("relu");
+        for (int i = 0; i < int(std::size(kConvShapes)); ++i)
+            for (const bool relu : {false, true})
+                QTest::newRow(qPrintable(QStringLiteral("%1%2").arg(
+                    kConvShapes[i].name, relu ? QStringLiteral(", bias, relu") : QString())))
+                    << i << relu;
+    }
+    void convolutionIsExactOnBf16Operands()
+    {
+        requireBf16();
+        QFETCH(int, shape);
+        QFETCH(bool, relu);
+        const ConvShape& s = kConvShapes[shape];
+        const Conv2dDesc d =
+            makeConv2dDesc(s.input, s.out, s.k, s.k, s.stride, s.stride, s.padding);
+        Rng rng(7 + std::uint64_t(shape));
+        const Tensor x = operand(d.inputShape(), rng, true);
+        const Tensor w = operand(d.weightShape(), rng, true);
+        const Tensor b = relu ? operand({s.out}, rng, true) : Tensor();
+        const Activation act = relu ? Activation::Relu : Activation::None;
+        // The reference's forward gives the mask; dy is exact in bfloat16 as well.
+        Tensor yRef;
+        m_ref->conv2dForward(d, f64(x), f64(w), b.empty() ? Tensor() : f64(b), yRef, act);
+        Tensor dy = operand(d.outputShape(), rng, true);
+        if (relu) dy = gradientAwayFromKink(dy, yRef);
+
+        const ConvResult want =
+            convolve(*m_ref, DType::Float64, d, x, w, b, act, dy, relu ? yRef : Tensor());
+        const ConvResult got = convolve(*m_bf16, DType::Float32, d, x, w, b, act, dy, Tensor());
+        // float32 accumulation of exact products, in whatever order the kernels sum.
+        constexpr double kTol = 1e-5;
+        QVERIFY2(normalisedError(got.y, want.y) < kTol,
+                 qPrintable(QString::number(normalisedError(got.y, want.y))));
+        QVERIFY2(normalisedError(got.dx, want.dx) < kTol,
+                 qPrintable(QString::number(normalisedError(got.dx, want.dx))));
+        QVERIFY2(normalisedError(got.dw, want.dw) < kTol,
+                 qPrintable(QString::number(normalisedError(got.dw, want.dw))));
+        if (relu)
+            QVERIFY2(normalisedError(got.db, want.db) < kTol,
+                     qPrintable(QString::number(normalisedError(got.db, want.db))));
+        // The plan really runs in bfloat16 (falls back to float32 only where oneDNN has no kernel).
+        QCOMPARE(cpu::convolutionAlgorithm(*m_bf16, d), std::string("direct bf16"));
+    }
+
+    void linearIsExactOnBf16Operands_data()
+    {
+        QTest::addColumn<int>("n");
+        QTest::addColumn<int>("in");
+        QTest::addColumn<int>("out");
+        QTest::addColumn<bool>("relu");
+        QTest::newRow("cifar10-tutorial local3 (batch 16), relu") << 16 << 2304 << 384 << true;
+        QTest::newRow("softmax_linear, no activation") << 16 << 192 << 10 << false;
+        QTest::newRow("odd sizes, batch 1, relu") << 1 << 37 << 13 << true;
+        QTest::newRow("odd sizes, batch 5") << 5 << 70 << 33 << false;
+    }
+    void linearIsExactOnBf16Operands()
+    {
+        requireBf16();
+        QFETCH(int, n);
+        QFETCH(int, in);
+        QFETCH(int, out);
+        QFETCH(bool, relu);
+        Rng rng(11 + std::uint64_t(in));
+        const Tensor x = operand({n, in}, rng, true), w = operand({out, in}, rng, true);
+        const Tensor b = operand({out}, rng, true);
+        const Activation act = relu ? Activation::Relu : Activation::None;
+        Tensor yRef, y;
+        m_ref->linearForward(f64(x), f64(w), f64(b), yRef, act);
+        m_bf16->linearForward(x, w, b, y, act);
+        Tensor dy = operand({n, out}, rng, true);
+        if (relu) dy = gradientAwayFromKink(dy, yRef);
+        Tensor dxRef, dwRef, dbRef, dx, dw, db;
+        m_ref->linearBackward(f64(x), f64(w), yRef, f64(dy), act, &dxRef, dwRef, &dbRef);
+        m_bf16->linearBackward(x, w, y, dy, act, &dx, dw, &db);
+        constexpr double kTol = 1e-5;
+        QVERIFY2(normalisedError(y, yRef) < kTol,
+                 qPrintable(QString::number(normalisedError(y, yRef))));
+        QVERIFY2(normalisedError(dx, dxRef) < kTol,
+                 qPrintable(QString::number(normalisedError(dx, dxRef))));
+        QVERIFY2(normalisedError(dw, dwRef) < kTol,
+                 qPrintable(QString::number(normalisedError(dw, dwRef))));
+        QVERIFY2(normalisedError(db, dbRef) < kTol,
+                 qPrintable(QString::number(normalisedError(db, dbRef))));
+    }
+
+    void roundsArbitraryOperands()
+    {
+        // The same ops on operands bfloat16 cannot hold: about 2^-9 relative per operand.
+        requireBf16();
+        const ConvShape& s = kConvShapes[1];
+        const Conv2dDesc d = makeConv2dDesc(s.input, s.out, s.k, s.k, 1, 1, s.padding);
+        Rng rng(3);
+        const Tensor x = operand(d.inputShape(), rng, false);
+        const Tensor w = operand(d.weightShape(), rng, false);
+        const Tensor dy = operand(d.outputShape(), rng, false);
+        const ConvResult f =
+            convolve(*m_f32, DType::Float32, d, x, w, Tensor(), Activation::None, dy, Tensor());
+        const ConvResult h =
+            convolve(*m_bf16, DType::Float32, d, x, w, Tensor(), Activation::None, dy, Tensor());
+        for (const auto& [name, a, b] : {std::tuple{"y", h.y, f.y}, std::tuple{"dx", h.dx, f.dx},
+                                         std::tuple{"dw", h.dw, f.dw}}) {
+            const double e = normalisedError(a, b);
+            QVERIFY2(e > 1e-4 && e < 1e-2, qPrintable(QStringLiteral("%1: %2").arg(name).arg(e)));
+        }
+        Tensor yf, yh;
+        const Tensor xl = operand({8, 300}, rng, false), wl = operand({20, 300}, rng, false);
+        m_f32->linearForward(xl, wl, Tensor(), yf, Activation::None);
+        m_bf16->linearForward(xl, wl, Tensor(), yh, Activation::None);
+        const double e = normalisedError(yh, yf);
+        QVERIFY2(e > 1e-4 && e < 1e-2, qPrintable(QStringLiteral("linear y: %1").arg(e)));
+        QCOMPARE(m_bf16->precision(), Precision::BFloat16);
+        QCOMPARE(m_f32->precision(), Precision::Float32);
+    }
+
+    void towersTrainInBf16()
+    {
+        // Two towers x 8 against one tower x 16 on the same batches, bf16 both, and one tower in
+        // float32: the losses follow float32's (within 3 %: the trajectories drift apart slowly),
+        // the replicas stay identical, two towers' updates agree with one's up to the order of the
+        // gradient sums, and a run is reproducible.
+        requireBf16();
+        TowerSetOptions o;
+        o.model = "cifar10-tutorial";
+        o.towers = 2;
+        o.precision = Precision::BFloat16;
+        o.optimizer.kind = "momentum";
+        o.dropout = false;
+        TowerSetOptions single = o, float32 = o;
+        single.towers = float32.towers = 1;
+        float32.precision = Precision::Float32;
+        TowerSet two(o), one(single), again(single), reference(float32);
+        const Shape in = one.model().inputShape();
+        Rng rng(5);
+        Batch batch;
+        batch.images = randomTensor({16, in[0], in[1], in[2]}, DType::Float32, rng, -1.5, 1.5);
+        batch.labels = Tensor({16}, DType::Int32);
+        for (int i = 0; i < 16; ++i) batch.labels.data<std::int32_t>()[i] = i % 10;
+        batch.towers = 2;
+        Batch whole = batch;
+        whole.towers = 1;
+        double first = 0, last = 0;
+        for (int s = 0; s < 12; ++s) {
+            const auto r = two.step(batch, s, 0.05);
+            const auto f = reference.step(whole, s, 0.05);
+            QVERIFY(r.finite);
+            QVERIFY2(std::fabs(r.crossEntropy - f.crossEntropy) < 3e-2 * f.crossEntropy,
+                     qPrintable(QStringLiteral("step %1: cross-entropy %2 in bf16, %3 in float32")
+                                    .arg(s)
+                                    .arg(r.crossEntropy)
+                                    .arg(f.crossEntropy)));
+            (s == 0 ? first : last) = r.crossEntropy;
+            one.step(whole, s, 0.05);
+            again.step(whole, s, 0.05);
+        }
+        QVERIFY2(last < 0.6 * first, qPrintable(QStringLiteral("%1 -> %2").arg(first).arg(last)));
+        QVERIFY2(two.compareReplicas().empty(), two.compareReplicas().c_str());
+        const auto& pa = two.model().parameters();
+        const auto& pb = one.model().parameters();
+        const auto& pc = again.model().parameters();
+        for (std::size_t i = 0; i < pa.size(); ++i) {
+            const double e = normalisedError(pa[i]->value, pb[i]->value);
+            QVERIFY2(e < 1e-4,
+                     qPrintable(
+                         QStringLiteral("%1: %2").arg(QString::fromStdString(pa[i]->name)).arg(e)));
+            QVERIFY2(std::memcmp(pb[i]->value.raw(), pc[i]->value.raw(), pb[i]->value.bytes()) == 0,
+                     qPrintable(QStringLiteral("%1 differs between two identical runs")
+                                    .arg(QString::fromStdString(pb[i]->name))));
+        }
+    }
+
+    void refusesWhereItCannotRun()
+    {
+        // The reference backend is the float32 / float64 oracle; GPU towers are float32 here.
+        try {
+            makeBackendOps("reference", {0, false, Precision::BFloat16});
+            QFAIL("the reference backend accepted bf16");
+        } catch (const Unsupported& e) {
+            QVERIFY2(std::string(e.what()).find("onednn") != std::string::npos, e.what());
+        }
+        try {
+            makeBackendOps("cuda", {0, false, Precision::BFloat16});
+            QFAIL("the cuda backend accepted bf16");
+        } catch (const Unsupported& e) {
+            QVERIFY2(std::string(e.what()).find("bf16") != std::string::npos, e.what());
+        }
+        const std::string no = cpu::bf16Unavailable();
+        if (no.empty()) {
+            QVERIFY(cpu::makeOneDnnOps(Precision::BFloat16) != nullptr);
+            return; // the refusal on such a CPU: tst_train_command holds oneDNN to AVX-512 without
+                    // bf16 (ONEDNN_MAX_CPU_ISA) in a process of its own
+        }
+        QVERIFY(no.find("--precision fp32") != std::string::npos);
+        try {
+            cpu::makeOneDnnOps(Precision::BFloat16);
+            QFAIL("bf16 accepted where bf16Unavailable() says no");
+        } catch (const Unsupported& e) {
+            QCOMPARE(std::string(e.what()), no);
+        }
+    }
+
+    void precisionNames()
+    {
+        QCOMPARE(parsePrecision("fp32"), Precision::Float32);
+        QCOMPARE(parsePrecision("bf16"), Precision::BFloat16);
+        QCOMPARE(std::string(precisionName(Precision::BFloat16)), std::string("bf16"));
+        try {
+            parsePrecision("fp16");
+            QFAIL("fp16 accepted");
+        } catch (const InvalidArgument& e) {
+            QCOMPARE(std::string(e.what()),
+                     std::string("unknown precision 'fp16' (known: fp32, bf16)"));
+        }
+    }
+};
+
+QTEST_APPLESS_MAIN(TestBf16)
+#include "tst_bf16.moc"
