@@ -4,13 +4,27 @@
     /usr/bin/python3 bench/compare.py --models cifar10-tutorial,mnist-convnet \\
         --batch-size 128 --threads 2 --steps 20
 
-    python3 bench/compare.py --device cuda --models cifar10-tutorial,cifar10-resnet \
+    /usr/bin/python3 bench/compare.py --models mnist-convnet,fashion-fast --precision bf16
+
+    python3 bench/compare.py --device cuda --models cifar10-tutorial,cifar10-resnet \\
         --torch-variants default,channels-last,channels-last+bf16
 
 For each model runs `towers-cli bench ... --json`, then bench/torch_bench.py with the same
 settings (one after the other, never concurrently), and prints a table; --json prints the rows.
-On a GPU (--device cuda) both run on GPU 0, float32 without TF32 unless --tf32, and PyTorch runs
-once per --torch-variants entry (channels-last, bf16 autocast); the ratio is against the first.
+On a GPU (--device cuda) both run on GPU 0, float32 without TF32 unless --tf32.
+
+--precision fp32 (the default) runs both sides in float32. --precision bf16 runs both in mixed
+precision: Towers with `--precision bf16` (convolutions and matrix products in bfloat16 with
+float32 accumulation; the CPU needs AVX512_BF16 or AMX), PyTorch with forward and loss under
+torch.autocast(dtype=torch.bfloat16) on the same device; float32 master weights on both sides.
+PyTorch runs once per --torch-variants entry: default, channels-last (NHWC, as Towers stores
+activations), bf16 (autocast on the PyTorch side alone), or combinations joined by + such as
+channels-last+bf16; --precision bf16 adds bf16 to every entry. Towers runs again for each entry,
+and each row's ratio is Towers against that row's PyTorch. The table's precision column and
+each JSON row's towers_precision and pytorch_precision say what each side ran. bf16 needs
+AVX512_BF16 or AMX: under --isa avx2 it fails on both sides, under --isa avx512 on the Towers
+side (PyTorch emulates it there); the table then shows "-", the error line below it says why,
+and the exit status is 1.
 """
 
 import argparse
@@ -19,15 +33,19 @@ import os
 import subprocess
 import sys
 
-from isa_env import ISAS, isa_environment
+from isa_env import ISAS, bf16_note, isa_environment
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 KEYS = ("images_per_sec", "step_ms", "forward_ms", "backward_ms", "update_ms")
+PRECISIONS = ("fp32", "bf16")
+VARIANT_PARTS = ("default", "channels-last", "bf16")
 
 
-def run_json(cmd, timeout, env=None):
-    """Runs `cmd` and returns (the JSON object on its stdout, None) or (None, error text)."""
+def run_json(cmd, timeout, env=None, name=None):
+    """Runs `cmd` and returns (the JSON object on its stdout, None) or (None, error text that
+    calls it `name`, by default the program's file name)."""
+    name = name or os.path.basename(cmd[0])
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except FileNotFoundError:
@@ -37,14 +55,19 @@ def run_json(cmd, timeout, env=None):
     except subprocess.TimeoutExpired:
         return None, f"{cmd[0]}: timed out after {timeout} s"
     if p.returncode != 0:
-        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
-        return None, f"{os.path.basename(cmd[0])} exited with {p.returncode}: {' | '.join(tail)}"
+        lines = [x.strip() for x in (p.stderr or p.stdout).strip().splitlines() if x.strip()]
+        # A Python traceback says what went wrong on its last line; anything else in its last few.
+        tail = lines[-1:] if any(x.startswith("Traceback") for x in lines) else lines[-3:]
+        if tail and tail[0].startswith(name + ":"):  # "towers-cli: ..." after "towers-cli exited"
+            tail[0] = tail[0][len(name) + 1:].strip()
+        return None, (f"{name} exited with {p.returncode}"
+                      + (f": {' | '.join(tail)}" if tail else ""))
     obj = last_json_object(p.stdout)
     if obj is None:
-        return None, f"{os.path.basename(cmd[0])}: no JSON object on stdout"
+        return None, f"{name}: no JSON object on stdout"
     missing = [k for k in KEYS if k not in obj]
     if missing:
-        return None, f"{os.path.basename(cmd[0])}: JSON lacks {', '.join(missing)}"
+        return None, f"{name}: JSON lacks {', '.join(missing)}"
     return obj, None
 
 
@@ -62,30 +85,55 @@ def last_json_object(text):
     return None
 
 
+def torch_options(variant, precision):
+    """(torch_bench.py options, PyTorch's precision) for a --torch-variants entry, or raises
+    ValueError for an unknown part. bf16 in the entry or --precision bf16: autocast."""
+    parts = [p for p in variant.split("+") if p]
+    for part in parts:
+        if part not in VARIANT_PARTS:
+            raise ValueError(f"unknown PyTorch variant '{part}' (known: {', '.join(VARIANT_PARTS)}, "
+                             f"joined by +)")
+    torch_precision = "bf16" if precision == "bf16" or "bf16" in parts else "fp32"
+    options = (["--channels-last"] if "channels-last" in parts else []) + [
+        "--precision", torch_precision]
+    return options, torch_precision
+
+
 def compare(args, model, variant=""):
+    row = {"model": model + (f" [torch {variant}]" if variant and variant != "default" else "")
+                    + (f" [{args.isa}]" if args.isa != "native" else ""),
+           "batch_size": args.batch_size, "threads": args.threads, "steps": args.steps,
+           "towers_precision": args.precision, "pytorch_precision": None,
+           "towers": None, "pytorch": None}
+    try:
+        torch_extra, row["pytorch_precision"] = torch_options(variant, args.precision)
+    except ValueError as e:
+        row["error"] = str(e)
+        return row
     common = ["--model", model, "--batch-size", str(args.batch_size), "--threads",
-              str(args.threads), "--steps", str(args.steps)]
+              str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup)]
     gpu = args.device == "cuda"
-    towers_extra = (["--backend", "cuda"] if gpu else []) + (["--tf32"] if args.tf32 else [])
+    # fp32 is towers-cli's default: left unsaid, so that builds without --precision still run.
+    towers_extra = ((["--backend", "cuda"] if gpu else []) + (["--tf32"] if args.tf32 else []) +
+                    (["--precision", args.precision] if args.precision != "fp32" else []))
     env = isa_environment(args.isa)
     towers, terr = run_json([args.towers_cli, "bench"] + common + towers_extra + ["--json"],
                             args.timeout, env)
-    torch_extra = ["--device", args.device] + (["--tf32"] if args.tf32 else [])
-    for part in filter(None, variant.split("+")):
-        if part not in ("default", "channels-last", "bf16"):
-            return {"model": model, "error": f"unknown PyTorch variant '{part}'", "towers": None,
-                    "pytorch": None, "batch_size": args.batch_size, "threads": args.threads}
-        if part != "default":
-            torch_extra.append("--" + part)
+    if towers and towers.get("precision", args.precision) != args.precision:
+        terr = f"towers-cli ran {towers['precision']}, not the {args.precision} asked for"
+        towers = None
     torch_cmd = [args.python, os.path.join(HERE, "torch_bench.py")] + common + [
-        "--warmup", str(args.warmup), "--json"] + torch_extra
-    torch, perr = run_json(torch_cmd, args.timeout, env)
-    row = {"model": model + (f" [torch {variant}]" if variant and variant != "default" else "")
-                    + (f" [{args.isa}]" if args.isa != "native" else ""),
-           "batch_size": args.batch_size, "threads": args.threads,
-           "steps": args.steps, "towers": towers, "pytorch": torch}
+        "--json", "--device", args.device] + (
+        ["--tf32"] if args.tf32 else []) + torch_extra
+    torch, perr = run_json(torch_cmd, args.timeout, env, "torch_bench.py")
+    row["towers"], row["pytorch"] = towers, torch
     if terr or perr:
         row["error"] = "; ".join(e for e in (terr, perr) if e)
+        bf16_failed = (terr and args.precision == "bf16") or (
+            perr and row["pytorch_precision"] == "bf16")
+        note = bf16_note(args.isa) if bf16_failed and not gpu else ""
+        if note:
+            row["error"] += f" [{note}]"
     if towers and torch:
         row["ratio"] = towers["images_per_sec"] / torch["images_per_sec"]
     return row
@@ -96,12 +144,13 @@ def split(r):
 
 
 def print_table(rows):
-    head = ["model", "batch", "threads", "Towers img/s", "PyTorch img/s", "ratio",
+    head = ["model", "batch", "threads", "precision", "Towers img/s", "PyTorch img/s", "ratio",
             "Towers fwd/bwd/upd ms", "PyTorch fwd/bwd/upd ms"]
     body = []
     for r in rows:
         t, p = r["towers"], r["pytorch"]
         body.append([r["model"], str(r["batch_size"]), str(r["threads"]),
+                     f"{r['towers_precision']}/{r['pytorch_precision'] or '-'}",
                      f"{t['images_per_sec']:.1f}" if t else "-",
                      f"{p['images_per_sec']:.1f}" if p else "-",
                      f"{r['ratio']:.2f}x" if "ratio" in r else "-", split(t), split(p)])
@@ -118,6 +167,7 @@ def print_table(rows):
                 "backend" in x}
     if backends:
         print("backends: " + ", ".join(sorted(backends)))
+    print("precision = Towers/PyTorch: fp32, or bf16 mixed precision (PyTorch: autocast)")
     print("ratio = Towers / PyTorch images/s (above 1: Towers is faster)")
 
 
@@ -128,16 +178,20 @@ def main():
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3, help="PyTorch warm-up steps")
+    ap.add_argument("--warmup", type=int, default=3, help="warm-up steps, both sides")
     ap.add_argument("--towers-cli", default=os.path.join(REPO, "build", "cpu", "app", "towers-cli"))
     ap.add_argument("--python", default="/usr/bin/python3" if os.path.exists("/usr/bin/python3")
                     else sys.executable, help="interpreter with torch for torch_bench.py")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--tf32", action="store_true", help="cuda: TF32 on both sides")
+    ap.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                    help="fp32, or bf16: mixed precision on both sides (Towers --precision bf16, "
+                         "PyTorch bf16 autocast)")
     ap.add_argument("--torch-variants", default="default",
-                    help="cuda: comma-separated PyTorch runs per model: default, channels-last, "
-                         "bf16, or combinations joined by + (channels-last+bf16)")
+                    help="comma-separated PyTorch runs per model: default, channels-last, bf16 "
+                         "(autocast on the PyTorch side only), or combinations joined by + "
+                         "(channels-last+bf16); --precision bf16 adds bf16 to each")
     ap.add_argument("--isa", choices=sorted(ISAS), default="native",
                     help="cpu: hold both sides to this instruction set (avx2: what an AVX2 machine "
                          "runs, emulated on a newer one; see bench/isa_env.py)")

@@ -1,15 +1,25 @@
 #!/usr/bin/python3
 """Times a PyTorch training step (forward, backward, SGD update) of a Towers model.
 
-    /usr/bin/python3 bench/torch_bench.py --model cifar10-tutorial --batch-size 128 --threads 2
-    python3 bench/torch_bench.py --model cifar10-tutorial --device cuda [--channels-last] [--bf16]
+    /usr/bin/python3 bench/torch_bench.py --model cifar10-tutorial --batch-size 128 --threads 2 \\
+        [--precision bf16]
+    python3 bench/torch_bench.py --model cifar10-tutorial --device cuda [--channels-last] \\
+        [--precision bf16]
 
-float32, synthetic data (random inputs and labels), train() mode (dropout and BatchNorm active),
-SGD with lr 0.01 and no momentum; the loss includes the model's weight decay. The three phases
-are timed separately after --warmup steps (on a GPU each up to torch.cuda.synchronize()); images/s
-= batch size / mean step time. On a GPU, TF32 is off unless --tf32 (PyTorch lets cuDNN use it by
-default; Towers does not), --channels-last stores activations NHWC as Towers does, and --bf16
-runs forward under bf16 autocast (mixed precision).
+Synthetic data (random inputs and labels), train() mode (dropout and BatchNorm active), SGD with
+lr 0.01 and no momentum; the loss includes the model's weight decay. The three phases are timed
+separately after --warmup steps (on a GPU each up to torch.cuda.synchronize()); images/s = batch
+size / mean step time.
+
+--precision fp32 (the default) runs everything in float32. --precision bf16 is PyTorch's mixed
+precision recipe, as `towers-cli bench --precision bf16` runs it: forward and loss under
+torch.autocast(device_type=cpu|cuda, dtype=torch.bfloat16) (convolutions and matrix products in
+bfloat16 with float32 accumulation), backward and the SGD update outside it, float32 master
+weights, no loss scaling. On the CPU it wants AVX512_BF16 or AMX to be fast; --bf16 is short for
+--precision bf16.
+
+On a GPU, TF32 is off unless --tf32 (PyTorch lets cuDNN use it by default; Towers does not), and
+--channels-last stores activations NHWC as Towers does.
 """
 
 import argparse
@@ -21,6 +31,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
+PRECISIONS = ("fp32", "bf16")
 MODEL_NAMES = ["cifar10-tutorial", "mnist-convnet", "fashion-fast", "fashion-wide", "cifar10-resnet"]
 
 
@@ -33,10 +44,22 @@ def _import_torch(threads):
     import towers_torch as tt
 
 
+def autocast(device, precision):
+    """The context a training step's forward and loss run in: bf16 autocast (PyTorch's mixed
+    precision) for --precision bf16, a no-op for fp32. bench/torch_train.py uses it too; call it
+    after torch is imported (with the thread pools sized)."""
+    import torch
+
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision '{precision}' (known: {', '.join(PRECISIONS)})")
+    return torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
 def bench(model_name, batch_size, threads, steps, warmup, seed=0, device="cpu", channels_last=False,
-          bf16=False, tf32=False):
+          precision="fp32", tf32=False):
     """Returns the result dict (same keys as `towers-cli bench --json`)."""
     _import_torch(threads)
+    bf16 = precision == "bf16"
     gpu = device == "cuda"
     if gpu:
         if not torch.cuda.is_available():
@@ -63,9 +86,10 @@ def bench(model_name, batch_size, threads, steps, warmup, seed=0, device="cpu", 
     for step in range(warmup + steps):
         sync()
         t0 = time.perf_counter()
-        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16):
+        with autocast(device, precision):
             logits = model(x)
-        loss = tt.total_loss(model_name, model, logits.float(), y)
+            # Cross-entropy and weight decay in float32, as Towers computes its loss.
+            loss = tt.total_loss(model_name, model, logits.float(), y)
         sync()
         t1 = time.perf_counter()
         loss.backward()
@@ -93,10 +117,20 @@ def bench(model_name, batch_size, threads, steps, warmup, seed=0, device="cpu", 
         "forward_ms": ms(fwd),
         "backward_ms": ms(bwd),
         "update_ms": ms(upd),
+        "precision": precision,
         "backend": f"pytorch {torch.__version__}" + (
             f" ({torch.cuda.get_device_name(0)}" + (", channels-last" if channels_last else "") +
-            (", bf16 autocast" if bf16 else "") + (", TF32" if tf32 else "") + ")" if gpu else ""),
+            (", bf16 autocast" if bf16 else "") + (", TF32" if tf32 else "") + ")" if gpu else
+            (" (bf16 autocast)" if bf16 else "")),
     }
+
+
+def bf16_hint(args):
+    """Why a bf16 run may have failed on the CPU: oneDNN held below its bf16 kernels."""
+    held = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
+    if args.precision != "bf16" or args.device != "cpu" or not held:
+        return ""
+    return f" (bf16 autocast wants oneDNN's bf16 kernels; ONEDNN_MAX_CPU_ISA={held} may rule them out)"
 
 
 def main():
@@ -108,18 +142,28 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--channels-last", action="store_true", help="NHWC activations (cuda)")
-    ap.add_argument("--bf16", action="store_true", help="bf16 autocast in forward (cuda)")
+    ap.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                    help="fp32, or bf16: forward and loss under bf16 autocast (mixed precision)")
+    ap.add_argument("--bf16", dest="precision", action="store_const", const="bf16",
+                    help="short for --precision bf16")
     ap.add_argument("--tf32", action="store_true", help="let cuDNN and cuBLAS use TF32 (cuda)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     if min(args.batch_size, args.threads, args.steps) < 1 or args.warmup < 0:
         ap.error("batch size, threads and steps must be positive, warmup non-negative")
-    r = bench(args.model, args.batch_size, args.threads, args.steps, args.warmup, device=args.device,
-              channels_last=args.channels_last, bf16=args.bf16, tf32=args.tf32)
+    try:
+        r = bench(args.model, args.batch_size, args.threads, args.steps, args.warmup,
+                  device=args.device, channels_last=args.channels_last, precision=args.precision,
+                  tf32=args.tf32)
+    except RuntimeError as e:  # no GPU, a kernel oneDNN cannot make, a diverged loss: one line
+        print(f"torch_bench.py: error: {str(e).strip().splitlines()[0]}{bf16_hint(args)}",
+              file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(r))
     else:
-        print(f"{r['model']}  batch {r['batch_size']}  threads {r['threads']}  {r['backend']}\n"
+        print(f"{r['model']}  batch {r['batch_size']}  threads {r['threads']}  {r['precision']}  "
+              f"{r['backend']}\n"
               f"  {r['images_per_sec']:.1f} images/s, step {r['step_ms']:.2f} ms = forward "
               f"{r['forward_ms']:.2f} + backward {r['backward_ms']:.2f} + update "
               f"{r['update_ms']:.2f} ms (mean of {r['steps']} steps)")

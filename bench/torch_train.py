@@ -2,17 +2,23 @@
 """Trains a Towers model in PyTorch with the same recipe as `towers-cli train`: the reference for
 the accuracy-over-time comparison (bench/compare_train.py).
 
-    /usr/bin/python3 bench/torch_train.py --dataset-dir /usr/share/datasets/fashion-mnist \
-        --model fashion-fast --epochs 8 --batch-size 128 --optimizer nesterov --lr 0.1 \
-        --lr-schedule one-cycle --threads 2
+    /usr/bin/python3 bench/torch_train.py --dataset-dir /usr/share/datasets/fashion-mnist \\
+        --model fashion-fast --epochs 8 --batch-size 128 --optimizer nesterov --lr 0.1 \\
+        --lr-schedule one-cycle --threads 2 [--precision bf16]
 
-float32 on the CPU. The model is the PyTorch twin from python/towers_torch.py; the data are the
-IDX files (plain or .gz) of MNIST / Fashion-MNIST, normalised by the training set's mean and
-standard deviation, with the same augmentation as Towers' 28x28 recipe (random translation by up
-to --translate pixels with zero padding, random left-right flips). The defaults are Towers'
-fashion-fast recipe (engine/train/recipe.cpp) at a global batch of 128. Prints one
-line per evaluation (epoch, images seen, wall seconds, train images/s, test accuracy) and, with
---json, one JSON object per line instead. Wall time counts training and evaluation, not loading.
+On the CPU, in float32 unless --precision bf16: PyTorch's mixed precision recipe, the counterpart
+of `towers-cli train --precision bf16`, with each step's forward and loss under
+torch.autocast(device_type="cpu", dtype=torch.bfloat16) (convolutions and matrix products in
+bfloat16 with float32 accumulation), backward and the optimizer step outside it, float32 master
+weights and optimizer state, no loss scaling; evaluation runs under autocast too.
+
+The model is the PyTorch twin from python/towers_torch.py; the data are the IDX files (plain or
+.gz) of MNIST / Fashion-MNIST, normalised by the training set's mean and standard deviation, with
+the same augmentation as Towers' 28x28 recipe (random translation by up to --translate pixels
+with zero padding, random left-right flips). The defaults are Towers' fashion-fast recipe
+(engine/train/recipe.cpp) at a global batch of 128. Prints one line per evaluation (epoch, images
+seen, wall seconds, train images/s, test accuracy) and, with --json, one JSON object per line
+instead. Wall time counts training and evaluation, not loading.
 """
 
 import argparse
@@ -25,6 +31,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from torch_bench import PRECISIONS, autocast  # noqa: E402  (imports no torch by itself)
 
 
 def _import_torch(threads):
@@ -108,10 +117,10 @@ def make_scheduler(opt, total, peak, schedule, warmup_frac):
         torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, total - warm))], milestones=[warm])
 
 
-def evaluate(model, xt, yt, batch=1000):
+def evaluate(model, xt, yt, batch=1000, precision="fp32"):
     model.eval()
     correct = 0
-    with torch.no_grad():
+    with torch.no_grad(), autocast("cpu", precision):
         for i in range(0, xt.shape[0], batch):
             correct += (model(xt[i:i + batch]).argmax(1) == yt[i:i + batch]).sum().item()
     model.train()
@@ -119,6 +128,14 @@ def evaluate(model, xt, yt, batch=1000):
 
 
 def main():
+    try:
+        return train()
+    except RuntimeError as e:  # a kernel oneDNN cannot make (bf16 held to AVX2), say: one line
+        print(f"torch_train.py: error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
+        return 1
+
+
+def train():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset-dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--model", default="fashion-fast", choices=["fashion-fast", "fashion-wide", "mnist-convnet"])
@@ -136,6 +153,8 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--eval-every", type=float, default=1.0, help="epochs between evaluations")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                    help="fp32, or bf16: forward and loss under bf16 autocast (mixed precision)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.epochs <= 0 or a.batch_size < 1 or a.lr <= 0 or a.threads < 1:
@@ -175,7 +194,8 @@ def main():
         ts = time.perf_counter()
         idx = perm[i * a.batch_size:(i + 1) * a.batch_size]
         x = augment(xs[idx], a.translate, a.flip, background, gen)
-        loss = F.cross_entropy(model(x), ys[idx])
+        with autocast("cpu", a.precision):
+            loss = F.cross_entropy(model(x).float(), ys[idx])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -186,9 +206,10 @@ def main():
         train_time += time.perf_counter() - ts
         seen += x.shape[0]
         if (step + 1) % eval_steps == 0 or step + 1 == total:
-            acc = evaluate(model, xt, yt)
+            acc = evaluate(model, xt, yt, precision=a.precision)
             best = max(best, acc)
-            row = {"framework": f"pytorch {torch.__version__}", "step": step + 1,
+            row = {"framework": f"pytorch {torch.__version__}", "precision": a.precision,
+                   "step": step + 1,
                    "epoch": (step + 1) / steps_per_epoch, "images": seen,
                    "wall_s": time.perf_counter() - t0, "images_per_sec": seen / train_time,
                    "loss": loss.item(), "test_accuracy": acc}
@@ -199,7 +220,8 @@ def main():
                       f"{row['images_per_sec']:7.0f} img/s  loss {row['loss']:.3f}  "
                       f"test accuracy {100 * acc:.2f}%", flush=True)
     if not a.json:
-        print(f"best test accuracy {100 * best:.2f}% in {time.perf_counter() - t0:.1f} s")
+        print(f"best test accuracy {100 * best:.2f}% in {time.perf_counter() - t0:.1f} s "
+              f"({a.precision})")
     return 0
 
 
