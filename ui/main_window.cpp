@@ -177,6 +177,7 @@ void MainWindow::restoreConfig()
     m_model->setModelName(QString::fromStdString(last->model));
     m_devices->setTowers(last->towers);
     m_devices->setThreadsPerTower(last->threadsPerTower);
+    m_devices->setPrecision(last->precision);
     m_model->form()->setConfig(*last);
     m_model->form()->setTowers(last->towers);
     m_restoring = false;
@@ -204,6 +205,7 @@ void MainWindow::connectPages()
         form->setTowers(towers);
         configChanged();
     });
+    connect(m_devices, &DevicesPage::precisionChanged, this, &MainWindow::configChanged);
 
     m_train->setOptionsProvider([this](QString* error) { return newRunOptions(error); });
     connect(m_train, &TrainPage::errorOccurred, this, &MainWindow::showError);
@@ -288,6 +290,7 @@ void MainWindow::configChanged()
         c.dataset = m_data->datasetName().toStdString();
         c.towers = m_devices->towers();
         c.threadsPerTower = m_devices->threadsPerTower();
+        c.precision = m_devices->precision();
         m_settings.setLastConfigJson(QString::fromStdString(c.toJson()));
     }
     m_train->refreshStartability();
@@ -308,6 +311,7 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
     c.dataset = m_data->datasetName().toStdString();
     c.towers = m_devices->towers();
     c.threadsPerTower = m_devices->threadsPerTower();
+    c.precision = m_devices->precision();
     if (const auto gpus = m_devices->selectedGpus(); !gpus.empty()) { // one tower per checked GPU
         c.backend = "cuda";
         c.gpus = gpus;

@@ -5,6 +5,7 @@
 
 #include "app/cli/command.h"
 #include "engine/bench/train_step_bench.h"
+#include "engine/errors.h"
 
 namespace towers::app {
 
@@ -31,6 +32,10 @@ int runBench(const QStringList& args, CommandIo& io)
          QStringLiteral("name"), QStringLiteral("onednn")},
         {QStringLiteral("tf32"),
          QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores.")},
+        {QStringLiteral("precision"),
+         QStringLiteral("fp32 or bf16 (convolutions and matrix products in bfloat16 with "
+                        "float32 accumulation; onednn on a CPU with AVX512_BF16 or AMX)."),
+         QStringLiteral("name"), QStringLiteral("fp32")},
         {QStringLiteral("per-layer"),
          QStringLiteral("Also time each layer's forward and backward and name the\n"
                         "implementation its primitives ran on (a reference loop shows\n"
@@ -44,6 +49,12 @@ int runBench(const QStringList& args, CommandIo& io)
     o.backend = p.value(QStringLiteral("backend")).toStdString();
     o.allowTf32 = p.isSet(QStringLiteral("tf32"));
     o.perLayer = p.isSet(QStringLiteral("per-layer"));
+    try {
+        o.precision = engine::parsePrecision(p.value(QStringLiteral("precision")).toStdString());
+    } catch (const engine::InvalidArgument& e) {
+        io.err << "towers-cli bench: --precision: " << e.what() << "\n";
+        return ExitUsage;
+    }
     if (!intOption(p, QStringLiteral("batch-size"), 1, 65536, o.batchSize, io) ||
         !intOption(p, QStringLiteral("threads"), 0, 1024, o.threads, io) ||
         !intOption(p, QStringLiteral("steps"), 1, 1000000, o.steps, io) ||
@@ -65,6 +76,8 @@ int runBench(const QStringList& args, CommandIo& io)
             {QStringLiteral("steps"), o.steps},
             {QStringLiteral("warmup"), o.warmup},
             {QStringLiteral("backend"), QString::fromStdString(r.backend)},
+            {QStringLiteral("precision"),
+             QString::fromStdString(std::string(engine::precisionName(o.precision)))},
             {QStringLiteral("images_per_sec"), r.imagesPerSec},
             {QStringLiteral("step_ms"), r.stepMs},
             {QStringLiteral("forward_ms"), r.forwardMs},

@@ -13,6 +13,7 @@
 #include "app/devices/device_list.h"
 #include "app/process/interrupt_notifier.h"
 #include "engine/cpu/cpu_info.h"
+#include "engine/cpu/onednn_ops.h"
 #include "engine/monitor/nvml.h"
 
 namespace towers::app {
@@ -87,10 +88,9 @@ int runDevices(const QStringList& args, CommandIo& io)
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
         "Lists the devices Towers can run towers on: the CPU (cores, the instruction set oneDNN's\n"
-        "kernels use, memory) and the NVIDIA GPUs NVML sees (name, compute capability, "
-        "utilisation,\n"
-        "memory, temperature, power and its limit, SM clock, PCIe throughput, this process's "
-        "memory).\n"
+        "kernels use, whether --precision bf16 runs, memory) and the NVIDIA GPUs NVML sees\n"
+        "(name, compute capability, utilisation, memory, temperature, power and its limit, SM\n"
+        "clock, PCIe throughput, this process's memory).\n"
         "NVML is loaded at run time ($TOWERS_NVML_LIBRARY, else libnvidia-ml.so.1); without it "
         "the\n"
         "GPU figures are simply not available."));
@@ -113,6 +113,9 @@ int runDevices(const QStringList& args, CommandIo& io)
     }
     const bool json = p.isSet(QStringLiteral("json"));
     const auto cpu = engine::cpu::cpuInfo();
+    // Why --precision bf16 cannot run here ("" where it can).
+    const QString bf16Why =
+        cpu.bf16 ? QString() : QString::fromStdString(engine::cpu::bf16Unavailable());
     const auto& gpus = nvml();
     InterruptNotifier interrupts; // Ctrl-C ends --watch normally
     for (int refresh = 0; count == 0 || refresh < count; ++refresh) {
@@ -128,15 +131,17 @@ int runDevices(const QStringList& args, CommandIo& io)
         if (json) {
             QJsonArray gpuList;
             for (const auto& g : gpus.gpus()) gpuList.append(gpuJson(gpus, g));
+            QJsonObject cpuJson{
+                {QStringLiteral("model"), QString::fromStdString(cpu.model)},
+                {QStringLiteral("logical_cores"), cpu.logicalCores},
+                {QStringLiteral("isa"), QString::fromStdString(cpu.isa)},
+                {QStringLiteral("simd_target"), QString::fromStdString(cpu.simdTarget)},
+                {QStringLiteral("onednn"), QString::fromStdString(cpu.onednnVersion)},
+                {QStringLiteral("bf16"), cpu.bf16},
+                {QStringLiteral("memory_bytes"), double(cpu.memoryBytes)}};
+            if (!cpu.bf16) cpuJson.insert(QStringLiteral("bf16_unavailable"), bf16Why);
             const QJsonObject j{
-                {QStringLiteral("cpu"),
-                 QJsonObject{
-                     {QStringLiteral("model"), QString::fromStdString(cpu.model)},
-                     {QStringLiteral("logical_cores"), cpu.logicalCores},
-                     {QStringLiteral("isa"), QString::fromStdString(cpu.isa)},
-                     {QStringLiteral("simd_target"), QString::fromStdString(cpu.simdTarget)},
-                     {QStringLiteral("onednn"), QString::fromStdString(cpu.onednnVersion)},
-                     {QStringLiteral("memory_bytes"), double(cpu.memoryBytes)}}},
+                {QStringLiteral("cpu"), cpuJson},
                 {QStringLiteral("gpus"), gpuList},
                 {QStringLiteral("nvml"),
                  gpus.available() ? QString::fromStdString(gpus.driverVersion().empty()
@@ -162,6 +167,11 @@ int runDevices(const QStringList& args, CommandIo& io)
             io.out << "\n      oneDNN " << QString::fromStdString(cpu.onednnVersion)
                    << ", kernels for " << QString::fromStdString(cpu.isa)
                    << "; Towers' own kernels for " << QString::fromStdString(cpu.simdTarget)
+                   << "\n";
+            io.out << "      "
+                   << (cpu.bf16 ? QStringLiteral("bf16 available: --precision bf16 runs "
+                                                 "convolutions and matrix products in bfloat16")
+                                : QStringLiteral("bf16 not available: ") + bf16Why)
                    << "\n";
             printGpus(io.out, gpus);
         }

@@ -7,6 +7,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "app/cli/command.h"
@@ -246,6 +247,13 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
          QStringLiteral("list")},
         {QStringLiteral("tf32"),
          QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores for float32.")},
+        {QStringLiteral("precision"),
+         QStringLiteral(
+             "fp32 (default) or bf16: convolutions and matrix products in bfloat16 with "
+             "float32 accumulation; weights, optimizer state and loss stay float32 (CPU "
+             "towers, on a CPU with AVX512_BF16 or AMX). A resumed run keeps its own unless "
+             "given: checkpoints are float32 and continue in either."),
+         name},
         {QStringLiteral("allreduce"),
          QStringLiteral("cuda: auto (NCCL across GPUs, a kernel on a shared GPU) or host\n"
                         "(average through host copies, the seeds' design) (default auto)."),
@@ -342,6 +350,15 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         device != QLatin1String("cuda")) {
         io.err << "towers-cli train: --device must be cpu or cuda, got '" << device << "'\n";
         return ExitUsage;
+    }
+    std::optional<engine::Precision> precision;
+    if (p.isSet(QStringLiteral("precision"))) {
+        try {
+            precision = engine::parsePrecision(p.value(QStringLiteral("precision")).toStdString());
+        } catch (const engine::InvalidArgument& e) {
+            io.err << "towers-cli train: --precision: " << e.what() << "\n";
+            return ExitUsage;
+        }
     }
     std::vector<int> gpuList;
     if (p.isSet(QStringLiteral("gpus"))) {
@@ -525,6 +542,9 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         }
     }
     if (p.isSet(QStringLiteral("tf32"))) c.allowTf32 = true;
+    // The precision too: the checkpoints are float32, whatever the precision they were trained in
+    // (the trainer logs a change).
+    if (precision) c.precision = *precision;
     if (p.isSet(QStringLiteral("allreduce"))) {
         c.allreduce = p.value(QStringLiteral("allreduce")).toStdString();
         if (c.allreduce != "auto" && c.allreduce != "host") {

@@ -154,6 +154,7 @@ engine::SessionOptions planNewRun(NewRunRequest r)
     if (c.augmentation.empty()) c.augmentation = "default";
     c.validate();
     c.checkThreadBudget();
+    c.checkPrecision();
     engine::SessionOptions o;
     o.newFolder = r.runDir.isEmpty();
     if (o.newFolder)
@@ -181,6 +182,7 @@ engine::SessionOptions planResume(ResumeRequest r)
     if (r.changes) r.changes(o.config);
     o.config.validate();
     o.config.checkThreadBudget();
+    o.config.checkPrecision();
     o.searchPath = std::move(r.searchPath);
     if (!o.config.dataDir.empty()) o.searchPath.insert(o.searchPath.begin(), o.config.dataDir);
     o.runDirectory = QDir(r.runDir).absolutePath().toStdString();

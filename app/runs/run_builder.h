@@ -48,8 +48,9 @@ struct NewRunRequest
     bool overwrite = false; // the folder holds a run: move it to set-aside/ (else refused)
     int loaderWorkers = 1;
 };
-// Validates the configuration (engine::InvalidArgument naming the field, the thread budget); a
-// run with no folder named gets a new one when it starts. Touches no file. The session then
+// Validates the configuration (engine::InvalidArgument naming the field, the thread budget;
+// engine::Unsupported saying why when the precision cannot run here); a run with no folder named
+// gets a new one when it starts. Touches no file. The session then
 // refuses a folder that holds a run unless `overwrite`, and one that another process trains in.
 engine::SessionOptions planNewRun(NewRunRequest request);
 
@@ -63,12 +64,13 @@ struct ResumeRequest
     // The run's configuration when the caller has read it already (readRunConfig), as the CLI
     // does to compare its options with it; otherwise it is read from runDir.
     std::optional<engine::TrainConfig> config;
-    // What may change on resume (the length, logging, checkpoints, the device), applied to the
-    // run's configuration before it is validated.
+    // What may change on resume (the length, logging, checkpoints, the device, the precision),
+    // applied to the run's configuration before it is validated.
     std::function<void(engine::TrainConfig&)> changes;
 };
 // The run's configuration from its config.json with `changes` applied and validated; IoError when
-// there is no run to resume.
+// there is no run to resume, Unsupported when its precision cannot run here (a bf16 run on a CPU
+// without bf16: `changes` may set fp32, as checkpoints are float32).
 engine::SessionOptions planResume(ResumeRequest request);
 
 // For a resume planned by planResume: when the run folder holds checkpoints and none of them

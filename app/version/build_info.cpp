@@ -4,6 +4,7 @@
 
 #include "app/devices/device_list.h"
 #include "engine/cpu/cpu_info.h"
+#include "engine/cpu/onednn_ops.h"
 #include "engine/dist/process_group.h"
 #include "engine/gpu/gpu_backend.h"
 #include "towers_git_revision.h"
@@ -44,6 +45,10 @@ QString versionText(const QString& program)
     QString text = versionLine(program) + QLatin1Char('\n');
     text += QStringLiteral("Backends: %1\n").arg(compiledBackends().join(QStringLiteral(", ")));
     if (!gpuBackendAvailable()) text += QStringLiteral("GPUs: %1\n").arg(gpuBackendNote());
+    const std::string bf16Why = engine::cpu::bf16Unavailable();
+    text += bf16Why.empty()
+                ? QStringLiteral("Precision: fp32, bf16 (CPU towers: --precision bf16)\n")
+                : QStringLiteral("Precision: fp32 only: %1\n").arg(QString::fromStdString(bf16Why));
     std::string whyNot;
     text += engine::processGroupsAvailable(&whyNot)
                 ? QStringLiteral("Processes: MPI (towers-cli train under mpirun or srun)\n")

@@ -16,8 +16,9 @@ QString gitRevision();
 QString versionLine(const QString& program);
 // The backends this build can run ops on, fastest first: "cpu (oneDNN 3.0.0)", "reference".
 QStringList compiledBackends();
-// The whole --version text: the version line, the backends, the GPU backend's state and the Qt
-// version, one per line, ending with a newline.
+// The whole --version text: the version line, the backends, the GPU backend's state, the
+// precisions this machine runs (bf16 where the CPU has AVX512_BF16 or AMX), the processes and the
+// Qt version, one per line, ending with a newline.
 QString versionText(const QString& program);
 
 } // namespace towers::app

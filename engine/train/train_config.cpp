@@ -150,6 +150,23 @@ void TrainConfig::checkThreadBudget() const
             "cores out)");
 }
 
+std::string TrainConfig::precisionUnavailable(const std::string& backend, Precision precision)
+{
+    if (precision == Precision::Float32) return {};
+    try {
+        makeBackendOps(backend, BackendOptions{0, false, precision}); // refuses with the reason
+    } catch (const Unsupported& e) {
+        return e.what();
+    }
+    return {};
+}
+
+void TrainConfig::checkPrecision() const
+{
+    if (const std::string why = precisionUnavailable(backend, precision); !why.empty())
+        throw Unsupported(why);
+}
+
 std::int64_t TrainConfig::totalSteps(std::int64_t stepsPerEpoch) const
 {
     if (steps > 0) return steps;
@@ -174,6 +191,7 @@ std::string TrainConfig::toJson() const
     o["processes"] = processes;
     o["gpus"] = gpus;
     o["allowTf32"] = allowTf32;
+    o["precision"] = std::string(precisionName(precision));
     o["allreduce"] = allreduce;
     o["bucketMb"] = bucketMb;
     o["threadsPerTower"] = threadsPerTower;
@@ -230,6 +248,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
                    "processes",
                    "gpus",
                    "allowTf32",
+                   "precision",
                    "allreduce",
                    "bucketMb",
                    "threadsPerTower",
@@ -268,6 +287,15 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
         }
     }
     read(o, "allowTf32", c.allowTf32);
+    if (o.contains("precision")) {
+        std::string name;
+        read(o, "precision", name);
+        try {
+            c.precision = parsePrecision(name);
+        } catch (const InvalidArgument& e) {
+            fail("precision", e.what());
+        }
+    }
     read(o, "allreduce", c.allreduce);
     read(o, "bucketMb", c.bucketMb);
     read(o, "threadsPerTower", c.threadsPerTower);

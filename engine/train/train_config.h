@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/ops/precision.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/optim/optimizer.h"
 
@@ -19,8 +20,13 @@ struct TrainConfig
     // global towers are processes x towers, numbered rank by rank; the global batch is
     // processes x towers x batchPerTower. Set from the launcher, recorded in config.json.
     int processes = 1;
-    std::vector<int> gpus;          // "cuda": each tower's GPU; empty = tower t on GPU t mod count
-    bool allowTf32 = false;         // "cuda": TF32 tensor cores for float32
+    std::vector<int> gpus;  // "cuda": each tower's GPU; empty = tower t on GPU t mod count
+    bool allowTf32 = false; // "cuda": TF32 tensor cores for float32
+    // Convolutions and matrix products in bfloat16 with float32 accumulation (precision.h):
+    // "onednn" on a CPU with AVX512_BF16 or AMX. The master weights, the optimizer state, the loss
+    // and the checkpoints stay float32, so a resumed run may change it. JSON: "fp32" or "bf16";
+    // absent (a run from before it): fp32.
+    Precision precision = Precision::Float32;
     std::string allreduce = "auto"; // "cuda": "auto" (NCCL / on the GPU where possible) or "host"
     // MiB of gradients per bucket, averaged while backward runs (0 = one collective after
     // backward); the first bucket holds 1 MiB. Bitwise the same results whatever the size.
@@ -77,6 +83,13 @@ struct TrainConfig
     // The most compute threads a run may ask for here: 4096, or less where the system's limits
     // (threads-max, RLIMIT_NPROC) are lower.
     static int maxComputeThreads();
+    // "" when `backend` runs `precision` on this machine, else why not, in words a user can act on
+    // (makeBackendOps' Unsupported message: the CPU's instruction set, or a backend that computes
+    // in float32 only). Float32 is always "".
+    static std::string precisionUnavailable(const std::string& backend, Precision precision);
+    // Throws Unsupported with precisionUnavailable()'s reason for this configuration's backend
+    // and precision: called before a run folder is made, so that nothing is half-created.
+    void checkPrecision() const;
     // The number of steps of the run for a source of `stepsPerEpoch` steps per epoch.
     std::int64_t totalSteps(std::int64_t stepsPerEpoch) const;
     // The threads each tower gets once 0 ("share the cores") is resolved: the cores shared out

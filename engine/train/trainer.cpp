@@ -110,6 +110,19 @@ std::string runIdOf(const Checkpoint& c)
     return {};
 }
 
+// The precision a checkpoint's weights were trained in, from its configuration: "fp32" when it
+// names none (a checkpoint from before --precision) or cannot be read.
+std::string precisionOf(const Checkpoint& c)
+{
+    try {
+        const Json j = Json::parse(c.info.config);
+        if (j.is_object() && j.contains("precision") && j["precision"].is_string())
+            return j["precision"].get<std::string>();
+    } catch (const Json::exception&) {
+    }
+    return std::string(precisionName(Precision::Float32));
+}
+
 // Validates before the run directory is created.
 TrainConfig validated(TrainConfig c, const ProcessGroup* group)
 {
@@ -162,6 +175,7 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
     o.towers = m_config.towers;
     o.gpus = m_config.gpus;
     o.allowTf32 = m_config.allowTf32;
+    o.precision = m_config.precision;
     o.allreduce = m_config.allreduce;
     o.bucketMb = m_config.bucketMb;
     o.threadsPerTower = m_config.resolvedThreadsPerTower(m_group ? m_group->localSize() : 1);
@@ -272,6 +286,11 @@ std::int64_t Trainer::restore(const std::filesystem::path& file)
     m_step = c.info.step;
     m_lastCheckpointStep = c.info.step;
     log("restored " + file.string() + " at step " + std::to_string(c.info.step));
+    // Checkpoints are float32 whatever the precision they were trained in: a run may change it.
+    const std::string before = precisionOf(c), now(precisionName(m_config.precision));
+    if (before != now)
+        log("precision: " + now + " from step " + std::to_string(c.info.step) +
+            " on (the run so far: " + before + ")");
     return c.info.step;
 }
 
@@ -628,6 +647,10 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             (!isHostBackend(m_config.backend)
                  ? std::string("on GPUs")
                  : std::to_string(m_towers->options().threadsPerTower) + " thread(s) per tower") +
+            (m_config.precision == Precision::Float32
+                 ? std::string()
+                 : ", " + std::string(precisionName(m_config.precision)) +
+                       " convolutions and matrix products (float32 weights)") +
             ", gradients averaged " + m_towers->allReduceDescription() + " in " +
             m_towers->bucketDescription() + ", steps " + std::to_string(m_step.load()) + " to " +
             std::to_string(m_total));

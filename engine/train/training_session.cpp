@@ -51,6 +51,7 @@ TrainingSession::TrainingSession(SessionOptions options, TrainerObserver* observ
 {
     TrainConfig& c = m_options.config;
     c.validate();
+    c.checkPrecision(); // before a folder is made: a bf16 run on a CPU without it makes none
     if (c.dataset.empty()) throw InvalidArgument("no dataset given");
     if (c.augmentation.empty()) c.augmentation = "default";
     if (c.augmentation != "default" && c.augmentation != "none")

@@ -52,7 +52,8 @@ public:
     // Loads and validates everything; throws RunFolderBusy (another process trains in the run
     // folder), RunFolderHoldsRun / NoCheckpointLoads (see resume), IoError (dataset not found or
     // damaged, run folder not writable), InvalidArgument (a model that cannot take the dataset's
-    // images, a bad configuration) with messages that say what and where. `observer` may be null
+    // images, a bad configuration), Unsupported (a precision the backend or the CPU cannot run,
+    // before any folder is made) with messages that say what and where. `observer` may be null
     // and must outlive the session.
     explicit TrainingSession(SessionOptions options, TrainerObserver* observer = nullptr);
     ~TrainingSession();

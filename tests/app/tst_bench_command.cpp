@@ -1,6 +1,6 @@
 // towers-cli bench: images/s and the step's split, the CPU's instruction sets, and --per-layer:
 // every top-level layer of the model with its forward and backward time and the implementations
-// its primitives ran on.
+// its primitives ran on; --precision bf16.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -13,11 +13,11 @@ class TestBenchCommand : public QObject
 {
     Q_OBJECT
 
-    static towers::test::CliResult bench(const QStringList& args)
+    static towers::test::CliResult bench(const QStringList& args, const QStringList& env = {})
     {
-        return towers::test::runCliProcess(QStringLiteral(TOWERS_CLI),
-                                           QStringList{QStringLiteral("bench")} + args,
-                                           {QStringLiteral("OMP_NUM_THREADS=1")}, -1, 120000);
+        return towers::test::runCliProcess(
+            QStringLiteral(TOWERS_CLI), QStringList{QStringLiteral("bench")} + args,
+            QStringList{QStringLiteral("OMP_NUM_THREADS=1")} + env, -1, 120000);
     }
 
 private slots:
@@ -80,10 +80,47 @@ private slots:
                  qPrintable(r.out));
     }
 
+    // --precision bf16: the JSON and the backend say it; where oneDNN cannot run it (held to
+    // AVX-512 without bf16 here), exit 1 with the reason.
+    void bf16()
+    {
+        const QStringList tiny{QStringLiteral("--model"),      QStringLiteral("fashion-fast"),
+                               QStringLiteral("--batch-size"), QStringLiteral("8"),
+                               QStringLiteral("--steps"),      QStringLiteral("1"),
+                               QStringLiteral("--warmup"),     QStringLiteral("1"),
+                               QStringLiteral("--precision"),  QStringLiteral("bf16")};
+        const auto refused = bench(tiny, {QStringLiteral("ONEDNN_MAX_CPU_ISA=AVX512_CORE")});
+        QCOMPARE(refused.exitCode, 1);
+        QVERIFY2(refused.err.startsWith(QStringLiteral("towers-cli bench: error: --precision bf16 "
+                                                       "needs a CPU with AVX512_BF16 or AMX")) &&
+                     refused.err.contains(QStringLiteral("use --precision fp32")),
+                 qPrintable(refused.err));
+
+        const auto r = bench(tiny + QStringList{QStringLiteral("--json")});
+        if (r.exitCode == 1 && r.err.contains(QStringLiteral("AVX512_BF16")))
+            QSKIP(qPrintable(r.err.trimmed()));
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+        QCOMPARE(j.value(QStringLiteral("precision")).toString(), QStringLiteral("bf16"));
+        QVERIFY2(j.value(QStringLiteral("backend")).toString().endsWith(QStringLiteral("; bf16")),
+                 qPrintable(r.out));
+        QVERIFY(j.value(QStringLiteral("images_per_sec")).toDouble() > 0);
+        const auto text = bench(tiny);
+        QVERIFY2(text.exitCode == 0, qPrintable(text.err));
+        QVERIFY2(text.out.startsWith(QStringLiteral("model      fashion-fast, batch 8")) &&
+                     text.out.section(QLatin1Char('\n'), 0, 0).endsWith(QStringLiteral("; bf16")),
+                 qPrintable(text.out));
+    }
+
     void badOptions()
     {
         QCOMPARE(bench({QStringLiteral("--steps"), QStringLiteral("0")}).exitCode, 2);
         QCOMPARE(bench({QStringLiteral("--model"), QStringLiteral("vgg")}).exitCode, 2);
+        const auto precision = bench({QStringLiteral("--precision"), QStringLiteral("fp16")});
+        QCOMPARE(precision.exitCode, 2);
+        QVERIFY2(
+            precision.err.contains(QStringLiteral("unknown precision 'fp16' (known: fp32, bf16)")),
+            qPrintable(precision.err));
     }
 };
 

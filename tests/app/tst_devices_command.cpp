@@ -1,6 +1,7 @@
 // towers-cli devices: the CPU always; the GPUs and NVML's figures from a stand-in NVML library
 // (tests/engine/fake_nvml.cpp); "not available", never a failure, when NVML is missing or its init
-// fails; --watch refreshes (a JSON object per line with --json) until --count or Ctrl-C.
+// fails; --watch refreshes (a JSON object per line with --json) until --count or Ctrl-C; whether
+// --precision bf16 runs on the CPU, and why not.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -32,6 +33,35 @@ private slots:
         QVERIFY2(
             r.out.contains(QStringLiteral("GPUs  none. No NVIDIA GPU found (no NVIDIA driver")),
             qPrintable(r.out));
+    }
+
+    // Whether --precision bf16 runs on this CPU, and why not where it does not (oneDNN held to
+    // AVX-512 without bf16 here).
+    void bf16Availability()
+    {
+        const QString none = QStringLiteral("/nonexistent/libnvidia-ml.so.1");
+        const Result text = run({}, none);
+        QCOMPARE(text.exitCode, 0);
+        QVERIFY2(text.out.contains(QStringLiteral("\n      bf16 available: --precision bf16")) ||
+                     text.out.contains(QStringLiteral("\n      bf16 not available: --precision "
+                                                      "bf16 needs a CPU with AVX512_BF16")),
+                 qPrintable(text.out));
+        const Result held = run({QStringLiteral("--json")}, none,
+                                {QStringLiteral("ONEDNN_MAX_CPU_ISA=AVX512_CORE")});
+        QCOMPARE(held.exitCode, 0);
+        const QJsonObject cpu = QJsonDocument::fromJson(held.out.toUtf8())
+                                    .object()
+                                    .value(QStringLiteral("cpu"))
+                                    .toObject();
+        QCOMPARE(cpu.value(QStringLiteral("bf16")), QJsonValue(false));
+        const QString why = cpu.value(QStringLiteral("bf16_unavailable")).toString();
+        QVERIFY2(why.contains(QStringLiteral("AVX512_BF16 or AMX")) &&
+                     why.contains(QStringLiteral("avx512_core")) &&
+                     why.contains(QStringLiteral("use --precision fp32")),
+                 qPrintable(why));
+        const Result heldText = run({}, none, {QStringLiteral("ONEDNN_MAX_CPU_ISA=AVX512_CORE")});
+        QVERIFY2(heldText.out.contains(QStringLiteral("bf16 not available: ") + why),
+                 qPrintable(heldText.out));
     }
 
     void initFails()

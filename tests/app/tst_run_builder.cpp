@@ -103,6 +103,35 @@ private slots:
         }
     }
 
+    // A precision the backend cannot run is refused when the run is planned, before any folder,
+    // saying why; a resume may change it (checkpoints are float32), and must where the run's own
+    // does not run here.
+    void precisionIsCheckedWhenPlanned()
+    {
+        QTemporaryDir dir;
+        app::NewRunRequest r;
+        r.config = config();
+        r.config.backend = "reference"; // bf16 on no machine
+        r.config.precision = engine::Precision::BFloat16;
+        r.runDir = dir.filePath(QStringLiteral("bf16"));
+        try {
+            app::planNewRun(r);
+            QFAIL("bf16 on the reference backend was planned");
+        } catch (const engine::Unsupported& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("--precision bf16")),
+                     e.what());
+        }
+        QVERIFY(!QFileInfo::exists(r.runDir));
+
+        const QString run = dir.filePath(QStringLiteral("runs/reference"));
+        writeRun(run, r.config);
+        app::ResumeRequest resume;
+        resume.runDir = run;
+        QVERIFY_THROWS_EXCEPTION(engine::Unsupported, app::planResume(resume));
+        resume.changes = [](engine::TrainConfig& c) { c.precision = engine::Precision::Float32; };
+        QVERIFY(app::planResume(resume).config.precision == engine::Precision::Float32);
+    }
+
     void resumeReadsTheRun()
     {
         QTemporaryDir dir;

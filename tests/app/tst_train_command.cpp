@@ -2,7 +2,8 @@
 // dataset: usage errors (exit 2), a real run and its run folder, resume through the CLI equal to
 // an uninterrupted run (the data loader seeks too), divergence (exit 1, last good checkpoint
 // kept), Ctrl-C (exit 130, checkpoint written), a damaged data file, evaluation and
-// classification of the checkpoint.
+// classification of the checkpoint, --precision bf16 (refused where it cannot run, a run resumed
+// in fp32).
 #include <QDir>
 #include <QDirIterator>
 #include <QElapsedTimer>
@@ -20,6 +21,7 @@
 #include <filesystem>
 
 #include "dataset_files.h"
+#include "engine/cpu/onednn_ops.h"
 #include "engine/train/checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -54,7 +56,8 @@ class TestTrainCommand : public QObject
 
     QString path(const QString& name) const { return m_tmp.filePath(name); }
 
-    QProcessEnvironment environment() const
+    // The test's folders, plus `extra` ("NAME=value").
+    QProcessEnvironment environment(const QStringList& extra = {}) const
     {
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(QStringLiteral("HOME"), path(QStringLiteral("home")));
@@ -65,16 +68,18 @@ class TestTrainCommand : public QObject
         // These runs are the CPU's, on any machine: no GPU backend (tst_gpu_backend has the GPU's).
         env.insert(QStringLiteral("TOWERS_CUDA_PLUGIN"),
                    QStringLiteral("/nonexistent/libtowers-cuda.so"));
+        for (const QString& e : extra)
+            env.insert(e.section(QLatin1Char('='), 0, 0), e.section(QLatin1Char('='), 1));
         return env;
     }
 
     CliRun run(const QStringList& args, int timeoutMs = 120000,
-               const std::function<void(QProcess&)>& during = {})
+               const std::function<void(QProcess&)>& during = {}, const QStringList& env = {})
     {
         QProcess p;
         p.setProgram(QStringLiteral(TOWERS_CLI));
         p.setArguments(args);
-        p.setProcessEnvironment(environment());
+        p.setProcessEnvironment(environment(env));
         p.start();
         if (!p.waitForStarted(10000)) qFatal("cannot start towers-cli");
         if (during) during(p);
@@ -108,6 +113,22 @@ class TestTrainCommand : public QObject
                 QStringLiteral("--run-dir"),
                 runDir,
                 QStringLiteral("--json")};
+    }
+
+    static QByteArray readFile(const QString& file)
+    {
+        QFile f(file);
+        return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+    }
+
+    // Whether a --json run logged a line containing `text`.
+    static bool logged(const CliRun& r, const QString& text)
+    {
+        for (const auto& e : r.events)
+            if (e.value(QStringLiteral("event")).toString() == QLatin1String("log") &&
+                e.value(QStringLiteral("message")).toString().contains(text))
+                return true;
+        return false;
     }
 
     static engine::Checkpoint checkpointAt(const QString& runDir, int step)
@@ -156,6 +177,9 @@ private slots:
         QTest::newRow("gpus on the cpu")
             << QStringList{"train", "--device", "cpu", "--gpus", "0"} << 2 << "--gpus";
         QTest::newRow("tf32 on the cpu") << QStringList{"train", "--tf32"} << 2 << "--tf32";
+        QTest::newRow("bad precision")
+            << QStringList{"train", "--precision", "bogus"} << 2
+            << "--precision: unknown precision 'bogus' (known: fp32, bf16)";
         QTest::newRow("resume with no run")
             << QStringList{"train", "--resume", "--lr", "0.5"} << 2 << "no run to resume";
         QTest::newRow("restart without resume")
@@ -293,6 +317,70 @@ private slots:
         for (std::size_t i = 0; i < x.optimizer.size(); ++i)
             QVERIFY(std::memcmp(x.optimizer[i].second.raw(), y.optimizer[i].second.raw(),
                                 x.optimizer[i].second.bytes()) == 0);
+    }
+
+    // --precision bf16 where oneDNN cannot run it (held to AVX-512 without bf16): refused before
+    // anything is made (no run folder, named or default), exit 1, with the reason and the way out.
+    void bf16RefusedWhereItCannotRun()
+    {
+        const QStringList noBf16{QStringLiteral("ONEDNN_MAX_CPU_ISA=AVX512_CORE"),
+                                 QStringLiteral("TOWERS_RUNS=") + path(QStringLiteral("no-bf16"))};
+        const QString dir = path(QStringLiteral("runs/no-bf16"));
+        for (const QStringList& args :
+             {small(dir) + QStringList{"--precision", "bf16", "--steps", "2"},
+              QStringList{"train", "--dataset", "fashion-mnist", "--precision", "bf16", "--steps",
+                          "2"}}) {
+            const CliRun r = run(args, 120000, {}, noBf16);
+            QCOMPARE(r.exitCode, 1);
+            QVERIFY2(r.err.startsWith(QStringLiteral("towers-cli train: error: --precision bf16 "
+                                                     "needs a CPU with AVX512_BF16 or AMX")) &&
+                         r.err.contains(QStringLiteral("ONEDNN_MAX_CPU_ISA")) &&
+                         r.err.contains(QStringLiteral("use --precision fp32")),
+                     qPrintable(r.err));
+            QVERIFY2(!r.out.contains(QStringLiteral("run folder")), qPrintable(r.out));
+        }
+        QVERIFY(!QFileInfo::exists(dir));
+        QVERIFY(!QFileInfo::exists(path(QStringLiteral("no-bf16"))));
+    }
+
+    // A real bf16 run (where the CPU has AVX512_BF16 or AMX): its configuration, log and
+    // checkpoints say bf16, the checkpoints are float32. It resumes in fp32 (logged), and where
+    // bf16 cannot run the resume is refused, changing nothing, until --precision fp32 is given.
+    void bf16RunAndResumeInFp32()
+    {
+        if (const std::string why = engine::cpu::bf16Unavailable(); !why.empty())
+            QSKIP(why.c_str());
+        const QString dir = path(QStringLiteral("runs/bf16"));
+        const CliRun r = run(small(dir) + QStringList{"--precision", "bf16", "--steps", "4"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        QVERIFY2(readFile(dir + QStringLiteral("/config.json")).contains("\"precision\": \"bf16\""),
+                 "config.json");
+        QVERIFY2(logged(r, QStringLiteral("bf16 convolutions and matrix products")),
+                 qPrintable(r.out));
+        const auto c = checkpointAt(dir, 4);
+        QVERIFY(c.info.config.find(R"("precision": "bf16")") != std::string::npos);
+        for (const auto& [name, t] : c.weights)
+            QVERIFY2(t.dtype() != engine::DType::BFloat16, name.c_str());
+
+        const QStringList noBf16{QStringLiteral("ONEDNN_MAX_CPU_ISA=AVX512_CORE")};
+        const QStringList resume{
+            QStringLiteral("train"),   QStringLiteral("--resume"), QStringLiteral("--run-dir"), dir,
+            QStringLiteral("--steps"), QStringLiteral("6"),        QStringLiteral("--json")};
+        const auto before = filesUnder(dir);
+        const CliRun refused = run(resume, 120000, {}, noBf16);
+        QCOMPARE(refused.exitCode, 1);
+        QVERIFY2(refused.err.contains(QStringLiteral("use --precision fp32")),
+                 qPrintable(refused.err));
+        QCOMPARE(filesUnder(dir), before);
+
+        const CliRun fp32 = run(resume + QStringList{"--precision", "fp32"}, 120000, {}, noBf16);
+        QVERIFY2(fp32.exitCode == 0, qPrintable(fp32.err + fp32.out));
+        QVERIFY2(
+            logged(fp32, QStringLiteral("precision: fp32 from step 4 on (the run so far: bf16)")),
+            qPrintable(fp32.out));
+        QVERIFY(!logged(fp32, QStringLiteral("bf16 convolutions")));
+        QVERIFY(readFile(dir + QStringLiteral("/config.json")).contains("\"precision\": \"fp32\""));
+        QCOMPARE(checkpointAt(dir, 6).info.step, std::int64_t(6));
     }
 
     void divergenceStopsCleanly()

@@ -1,6 +1,6 @@
 // TrainingSession with a dataset already in memory (what the desktop application's Data page
 // holds): it trains on that very object without reading any file, and refuses one whose name is
-// not the configuration's.
+// not the configuration's; a precision that cannot run is refused before any folder is made.
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -61,6 +61,29 @@ private slots:
         other->name = "fashion-mnist";
         o.dataset = other;
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, TrainingSession{o});
+    }
+
+    // A precision the backend cannot run is refused before any folder is made, a new one or a
+    // named one (bf16 on the reference backend: on no machine).
+    void refusesAPrecisionBeforeAnyFolder()
+    {
+        for (const bool newFolder : {true, false}) {
+            const QString dir = m_root.filePath(newFolder ? QStringLiteral("bf16-new")
+                                                          : QStringLiteral("bf16-named"));
+            auto o = towers::test::tinyRun({}, dir.toStdString(), 4);
+            o.dataset = inMemoryMnist(16, 16);
+            o.config.backend = "reference";
+            o.config.precision = Precision::BFloat16;
+            o.newFolder = newFolder;
+            try {
+                TrainingSession session(o);
+                QFAIL("bf16 on the reference backend started");
+            } catch (const Unsupported& e) {
+                QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("--precision bf16")),
+                         e.what());
+            }
+            QVERIFY(!QFileInfo::exists(dir));
+        }
     }
 };
 

@@ -1,10 +1,12 @@
 // The run configuration: its JSON form round-trips every field, and bad values are refused with
-// a message naming the field.
+// a message naming the field; whether its precision runs here, and why not.
 #include <QtTest>
 
 #include <algorithm>
 #include <thread>
 
+#include "engine/cpu/cpu_info.h"
+#include "engine/cpu/onednn_ops.h"
 #include "engine/train/train_config.h"
 
 using namespace towers::engine;
@@ -89,7 +91,10 @@ private slots:
         c.dataset = "fashion-mnist";
         c.dataDir = "/data/fashion";
         c.augmentation = "off";
+        c.precision = Precision::BFloat16;
         const TrainConfig r = TrainConfig::fromJson(c.toJson());
+        QVERIFY(r.precision == Precision::BFloat16);
+        QVERIFY(c.toJson().find(R"("precision": "bf16")") != std::string::npos);
         QCOMPARE(r.toJson(), c.toJson());
         QCOMPARE(r.seed, c.seed);
         QCOMPARE(r.processes, 4);
@@ -115,6 +120,44 @@ private slots:
         QVERIFY(s.schedule.kind == LrSchedule::Kind::Cosine);
         QCOMPARE(s.schedule.lr, 0.001);
         QCOMPARE(s.model, std::string("cifar10-tutorial"));
+        // A run from before --precision is float32; the name as --precision spells it.
+        QVERIFY(s.precision == Precision::Float32);
+        QVERIFY(s.toJson().find(R"("precision": "fp32")") != std::string::npos);
+        QVERIFY(TrainConfig::fromJson(R"({"steps": 1, "precision": "bf16"})").precision ==
+                Precision::BFloat16);
+    }
+
+    // Float32 runs on every backend; bfloat16 on onednn where the CPU has it (what cpuInfo() and
+    // `towers-cli devices` say, with the same reason), never on the reference or cuda backends.
+    void precisionWhereItRuns()
+    {
+        for (const char* backend : {"onednn", "reference", "cuda"})
+            QCOMPARE(TrainConfig::precisionUnavailable(backend, Precision::Float32), std::string());
+        const std::string cpu = TrainConfig::precisionUnavailable("onednn", Precision::BFloat16);
+        QCOMPARE(cpu.empty(), cpu::cpuInfo().bf16);
+        QCOMPARE(cpu, cpu::bf16Unavailable());
+        for (const char* backend : {"reference", "cuda"}) {
+            const std::string why = TrainConfig::precisionUnavailable(backend, Precision::BFloat16);
+            QVERIFY2(why.find("onednn backend only") != std::string::npos, why.c_str());
+        }
+        TrainConfig c;
+        c.steps = 1;
+        c.backend = "reference";
+        c.checkPrecision(); // float32
+        c.precision = Precision::BFloat16;
+        c.validate(); // a configuration that does not run here is still a valid one (config.json)
+        try {
+            c.checkPrecision();
+            QFAIL("bf16 on the reference backend was accepted");
+        } catch (const Unsupported& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("--precision bf16")),
+                     e.what());
+        }
+        c.backend = "onednn";
+        if (cpu.empty())
+            c.checkPrecision();
+        else
+            QVERIFY_THROWS_EXCEPTION(Unsupported, c.checkPrecision());
     }
 
     void refusedNamingTheField_data()
@@ -179,6 +222,10 @@ private slots:
                              << "logEvery: must be at least 1";
         QTest::newRow("dropout") << R"({"steps": 1, "dropout": 1})"
                                  << "dropout: expected true or false";
+        QTest::newRow("precision") << R"({"steps": 1, "precision": "fp16"})"
+                                   << "precision: unknown precision 'fp16' (known: fp32, bf16)";
+        QTest::newRow("precision type") << R"({"steps": 1, "precision": 16})"
+                                        << "precision: expected a string";
     }
     void refusedNamingTheField()
     {

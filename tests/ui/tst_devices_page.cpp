@@ -1,20 +1,23 @@
 // DevicesPage: telemetry curves added per device as samples arrive (a second device is data, not
-// a widget), tower setup, and where each tower's step goes: the stacked bars of the latest step,
-// the timeline of the last reports, the verdict in words, the slow towers outlined.
+// a widget), tower setup and precision, and where each tower's step goes: the stacked bars of the
+// latest step, the timeline of the last reports, the verdict in words, the slow towers outlined.
 #include <QComboBox>
 #include <QSet>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QTest>
 #include <qcustomplot.h>
 
 #include "app/devices/telemetry.h"
+#include "engine/cpu/onednn_ops.h"
 #include "ui/models/device_model.h"
 #include "ui/models/telemetry_history.h"
 #include "ui/pages/devices_page.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/plots/stacked_bar_chart.h"
 
+using towers::engine::Precision;
 using towers::engine::TowerTimes;
 using towers::ui::DevicesPage;
 using towers::ui::TelemetryHistory;
@@ -139,6 +142,50 @@ private slots:
         for (auto* spin : page.findChildren<QSpinBox*>()) QVERIFY(spin->isEnabled());
     }
 
+    // The precision: float32 by default; bfloat16 where CPU towers can run it (else its entry is
+    // disabled, with the reason as its tooltip, and a run set to it gets float32); never for GPU
+    // towers; fixed while a run is going.
+    void precisionChoice()
+    {
+        DevicesPage page;
+        auto* combo = page.precisionChoice();
+        auto* items = qobject_cast<QStandardItemModel*>(combo->model());
+        QVERIFY(items);
+        QCOMPARE(combo->count(), 2);
+        QVERIFY(page.precision() == Precision::Float32);
+        const QString cpuWhy = QString::fromStdString(towers::engine::cpu::bf16Unavailable());
+        QCOMPARE(page.bf16Unavailable(), cpuWhy);
+        QCOMPARE(items->item(1)->isEnabled(), cpuWhy.isEmpty());
+        if (!cpuWhy.isEmpty()) QCOMPARE(items->item(1)->toolTip(), cpuWhy);
+        QSignalSpy changed(&page, &DevicesPage::precisionChanged);
+        page.setPrecision(Precision::BFloat16);
+        QVERIFY(page.precision() == (cpuWhy.isEmpty() ? Precision::BFloat16 : Precision::Float32));
+        QCOMPARE(changed.count(), cpuWhy.isEmpty() ? 1 : 0);
+
+        std::vector<towers::app::DeviceDescription> devices(2);
+        devices[0].id = QStringLiteral("cpu");
+        devices[0].logicalCores = 4;
+        devices[1].kind = towers::app::DeviceDescription::Kind::Gpu;
+        devices[1].id = QStringLiteral("gpu0");
+        devices[1].name = QStringLiteral("NVIDIA H100");
+        page.deviceModel()->setDevices(devices); // the GPU checked: a GPU tower
+        QCOMPARE(page.selectedGpus(), std::vector<int>{0});
+        QVERIFY2(page.bf16Unavailable().contains(QStringLiteral("onednn backend only")),
+                 qPrintable(page.bf16Unavailable()));
+        QVERIFY(!items->item(1)->isEnabled());
+        QCOMPARE(items->item(1)->toolTip(), page.bf16Unavailable());
+        QVERIFY2(combo->toolTip().contains(QStringLiteral("onednn backend only")),
+                 qPrintable(combo->toolTip()));
+        QVERIFY(page.precision() == Precision::Float32);
+        page.setPrecision(Precision::BFloat16);
+        QVERIFY(page.precision() == Precision::Float32);
+
+        page.setTowerSetupEnabled(false);
+        QVERIFY(!combo->isEnabled());
+        page.setTowerSetupEnabled(true);
+        QVERIFY(combo->isEnabled());
+    }
+
     void slowTowersStandOut()
     {
         QCOMPARE(DevicesPage::slowTowers({10}), std::vector<bool>{false});
@@ -217,7 +264,7 @@ private slots:
         QCOMPARE(timeline->value(0, DevicesPage::ComputePart), 27.5);
         QCOMPARE(timeline->value(1, DevicesPage::CommunicationPart), 5.0);
         QCOMPARE(timeline->label(1), QStringLiteral("step 110"));
-        auto* choice = page.findChild<QComboBox*>();
+        auto* choice = page.timelineChoice();
         QVERIFY(choice);
         QCOMPARE(choice->count(), 3); // mean, tower 0, tower 1
         choice->setCurrentIndex(2);
@@ -332,13 +379,13 @@ private slots:
         QCOMPARE(page.towerTimeline()->barCount(), 0);
         QCOMPARE(page.towerChart()->segmentBars(DevicesPage::ComputePart)->data()->size(), 0);
         QCOMPARE(page.timelineTower(), -1);
-        QCOMPARE(page.findChild<QComboBox*>()->count(), 1);
+        QCOMPARE(page.timelineChoice()->count(), 1);
         QCOMPARE(page.verdict(), idle);
         // A new run of two towers starts afresh: nothing of the three-tower run is left.
         page.showTowerTimes(1, {split(30, 1, 1, 1), split(30, 1, 1, 1)});
         QCOMPARE(page.towerChart()->barCount(), 2);
         QCOMPARE(page.towerTimeline()->barCount(), 1);
-        QCOMPARE(page.findChild<QComboBox*>()->count(), 3);
+        QCOMPARE(page.timelineChoice()->count(), 3);
         QVERIFY(page.verdict().contains(QStringLiteral("Balanced")));
     }
 };

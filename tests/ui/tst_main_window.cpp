@@ -1,5 +1,5 @@
 // MainWindow: every page reachable from the sidebar and by Ctrl+<n>, errors in the banner and
-// the log, the last page and the geometry remembered.
+// the log, the last page, the geometry and the precision remembered.
 #include <QListWidget>
 #include <QPlainTextEdit>
 #include <QSignalSpy>
@@ -7,14 +7,31 @@
 #include <QTest>
 
 #include "app/settings/app_settings.h"
+#include "engine/cpu/onednn_ops.h"
 #include "engine/train/run_directory.h"
 #include "training_fixture.h"
 #include "ui/main_window.h"
+#include "ui/pages/devices_page.h"
 #include "ui/pages/train_page.h"
 #include "ui/widgets/error_banner.h"
 #include "ui_test_support.h"
 
+using towers::ui::DevicesPage;
 using towers::ui::MainWindow;
+
+namespace {
+DevicesPage* devicesOf(const MainWindow& w)
+{
+    return qobject_cast<DevicesPage*>(w.page(MainWindow::Devices));
+}
+
+// bf16 where this CPU runs it, else float32 (its entry cannot be chosen).
+towers::engine::Precision kPrecision()
+{
+    return towers::engine::cpu::bf16Unavailable().empty() ? towers::engine::Precision::BFloat16
+                                                          : towers::engine::Precision::Float32;
+}
+} // namespace
 
 class TestMainWindow : public QObject
 {
@@ -139,12 +156,19 @@ private slots:
             QVERIFY(QTest::qWaitForWindowExposed(&w));
             w.showPage(MainWindow::Devices);
             w.resize(1240, 760);
+            devicesOf(w)->setPrecision(kPrecision()); // bf16 where the CPU runs it
             w.close();
         }
         towers::app::AppSettings settings(file);
         MainWindow again(settings);
         QCOMPARE(again.currentPage(), int(MainWindow::Devices));
         QCOMPARE(again.size(), QSize(1240, 760));
+        // The precision is part of the run's configuration the window remembers.
+        QVERIFY(devicesOf(again)->precision() == kPrecision());
+        QVERIFY(settings.lastConfigJson().contains(
+            QStringLiteral("\"precision\": \"%1\"")
+                .arg(QString::fromStdString(
+                    std::string(towers::engine::precisionName(kPrecision()))))));
     }
 };
 

@@ -31,13 +31,15 @@ using towers::ui::RunsPage;
 namespace eng = towers::engine;
 
 namespace {
-void makeRun(const QString& folder, std::int64_t steps)
+void makeRun(const QString& folder, std::int64_t steps,
+             eng::Precision precision = eng::Precision::Float32)
 {
     const eng::RunDirectory dir(folder.toStdString());
     eng::TrainConfig c;
     c.model = "fashion-fast";
     c.dataset = "mnist";
     c.steps = steps;
+    c.precision = precision;
     dir.writeConfig(c.toJson());
     for (std::int64_t s = 1; s <= steps; ++s)
         dir.appendMetrics("{\"step\":" + std::to_string(s) +
@@ -136,6 +138,25 @@ private slots:
         QVERIFY(refreshed.wait(10000));
         QCOMPARE(page.runModel()->rowCount(), 3);
         QCOMPARE(page.selectedRun(), root.filePath(QStringLiteral("runs/two")));
+    }
+
+    // The run's title says its precision when it is not float32; its config.json shows it too.
+    void titleSaysThePrecision()
+    {
+        QTemporaryDir root;
+        makeRun(root.filePath(QStringLiteral("runs/fp32")), 10);
+        makeRun(root.filePath(QStringLiteral("runs/bf16")), 10, eng::Precision::BFloat16);
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(root.filePath(QStringLiteral("runs")));
+        RunsPage page(settings);
+        QSignalSpy refreshed(&page, &RunsPage::refreshed);
+        QVERIFY(refreshed.wait(10000));
+        page.selectRun(root.filePath(QStringLiteral("runs/bf16")));
+        QVERIFY(labelSaying(page, QStringLiteral("fashion-fast on mnist, 1 tower, bf16, step 10")));
+        QVERIFY(page.findChild<QPlainTextEdit*>()->toPlainText().contains(
+            QStringLiteral("\"precision\": \"bf16\"")));
+        page.selectRun(root.filePath(QStringLiteral("runs/fp32")));
+        QVERIFY(labelSaying(page, QStringLiteral("fashion-fast on mnist, 1 tower, step 10")));
     }
 
     void emptyFolder()

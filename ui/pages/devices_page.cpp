@@ -10,6 +10,7 @@
 #include <QLabel>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QStandardItemModel>
 #include <QTableView>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -19,6 +20,7 @@
 
 #include "app/devices/device_list.h"
 #include "app/devices/telemetry.h"
+#include "engine/train/train_config.h"
 #include "ui/models/device_model.h"
 #include "ui/models/telemetry_history.h"
 #include "ui/plots/plot_widget.h"
@@ -123,8 +125,17 @@ DevicesPage::DevicesPage(QWidget* parent)
     m_threads->setRange(0, std::max(64, cores));
     m_threads->setSpecialValueText(tr("share the cores"));
     m_threads->setToolTip(tr("oneDNN threads of each CPU tower; 0 shares the cores out evenly"));
+    m_precision = new QComboBox(devicesBox);
+    m_precision->addItem(tr("float32"), QVariant::fromValue(int(engine::Precision::Float32)));
+    m_precision->addItem(tr("bfloat16 mixed"),
+                         QVariant::fromValue(int(engine::Precision::BFloat16)));
+    m_bf16OnCpu = QString::fromStdString(
+        engine::TrainConfig::precisionUnavailable("onednn", engine::Precision::BFloat16));
+    m_bf16OnGpu = QString::fromStdString(
+        engine::TrainConfig::precisionUnavailable("cuda", engine::Precision::BFloat16));
     towerForm->addRow(tr("CPU &towers:"), m_towers);
     towerForm->addRow(tr("&Threads per tower:"), m_threads);
+    towerForm->addRow(tr("&Precision:"), m_precision);
     m_summary = new QLabel(devicesBox);
     m_summary->setWordWrap(true);
     towerForm->addRow(QString(), m_summary);
@@ -197,6 +208,8 @@ DevicesPage::DevicesPage(QWidget* parent)
     connect(m_towers, &QSpinBox::valueChanged, this, &DevicesPage::updateSummary);
     connect(m_threads, &QSpinBox::valueChanged, this, &DevicesPage::updateSummary);
     connect(m_devices, &DeviceModel::inclusionChanged, this, &DevicesPage::updateSummary);
+    connect(m_precision, &QComboBox::currentIndexChanged, this,
+            [this] { emit precisionChanged(); });
     connect(m_timer, &QTimer::timeout, this, &DevicesPage::sampleNow);
     connect(m_timelineChoice, &QComboBox::currentIndexChanged, this, &DevicesPage::updateTimeline);
 
@@ -242,10 +255,53 @@ void DevicesPage::setThreadsPerTower(int threads)
     m_threads->setValue(threads);
 }
 
+engine::Precision DevicesPage::precision() const
+{
+    return engine::Precision(m_precision->currentData().toInt());
+}
+
+void DevicesPage::setPrecision(engine::Precision precision)
+{
+    const int i = m_precision->findData(QVariant::fromValue(int(precision)));
+    const auto* model = qobject_cast<const QStandardItemModel*>(m_precision->model());
+    // An entry that cannot be chosen here (a run saved on another machine) gives float32.
+    if (i >= 0 && model->item(i)->isEnabled())
+        m_precision->setCurrentIndex(i);
+    else
+        m_precision->setCurrentIndex(0);
+}
+
+QString DevicesPage::bf16Unavailable() const
+{
+    return selectedGpus().empty() ? m_bf16OnCpu : m_bf16OnGpu;
+}
+
+void DevicesPage::updatePrecisionChoice()
+{
+    auto* model = qobject_cast<QStandardItemModel*>(m_precision->model());
+    const int i = m_precision->findData(QVariant::fromValue(int(engine::Precision::BFloat16)));
+    QStandardItem* bf16 = model->item(i);
+    const QString why = bf16Unavailable();
+    bf16->setEnabled(why.isEmpty());
+    QString tip =
+        tr("<p><b>float32</b>: everything in float32.</p><p><b>bfloat16 mixed</b>: convolutions "
+           "and matrix products read bfloat16 copies of their inputs and accumulate in float32; "
+           "the weights, the optimizer state, the loss and the checkpoints stay float32 (no loss "
+           "scaling). CPU towers, on a CPU with AVX512_BF16 or AMX.</p>");
+    if (!why.isEmpty())
+        tip += tr("<p>Not available for these towers: %1</p>").arg(why.toHtmlEscaped());
+    m_precision->setToolTip(tip);
+    bf16->setToolTip(why.isEmpty() ? tr("Convolutions and matrix products in bfloat16, "
+                                        "accumulating in float32; the weights stay float32")
+                                   : why);
+    if (!why.isEmpty() && m_precision->currentIndex() == i) m_precision->setCurrentIndex(0);
+}
+
 void DevicesPage::setTowerSetupEnabled(bool enabled)
 {
     m_towers->setEnabled(enabled);
     m_threads->setEnabled(enabled);
+    m_precision->setEnabled(enabled);
     m_table->setEnabled(enabled);
 }
 
@@ -294,6 +350,7 @@ void DevicesPage::onSampled()
 
 void DevicesPage::updateSummary()
 {
+    updatePrecisionChoice();
     if (const auto gpus = selectedGpus(); !gpus.empty()) {
         QStringList names;
         for (int g : gpus) names << tr("GPU %1").arg(g);

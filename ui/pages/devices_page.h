@@ -1,11 +1,13 @@
 #pragma once
 // The Devices page: the CPU and every GPU (a table of data, app::listDevices()), with a check
 // box to include each as a tower; what this build can do (no GPU backend yet: CPU towers, their
-// number and threads); live utilisation, memory, temperature and power history of every device
-// (one curve per device, added as data arrives); and during training where each tower's step
-// goes (data wait, compute, exposed communication, update): a stacked bar per tower for the latest
-// step, a timeline of the last reports, and a verdict in words (balanced, waiting on the data,
-// waiting on the others, unbalanced) so that a user sees what the towers wait on.
+// number and threads); the precision of the towers' arithmetic (bfloat16 only where their
+// backend runs it, else the entry disabled with the reason); live utilisation, memory, temperature
+// and power history of every device (one curve per device, added as data arrives); and during
+// training where each tower's step goes (data wait, compute, exposed communication, update): a
+// stacked bar per tower for the latest step, a timeline of the last reports, and a verdict in words
+// (balanced, waiting on the data, waiting on the others, unbalanced) so that a user sees what the
+// towers wait on.
 #include <QWidget>
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/ops/precision.h"
 #include "engine/train/tower_times.h"
 
 class QComboBox;
@@ -49,6 +52,14 @@ public:
     std::vector<int> selectedGpus() const;
     void setTowers(int towers);
     void setThreadsPerTower(int threads);
+    // The precision of a new run (--precision). Bfloat16 can be chosen only where the towers'
+    // backend runs it (CPU towers on a CPU with AVX512_BF16 or AMX); elsewhere its entry is
+    // disabled with bf16Unavailable() as its tooltip, and a run set to it gets float32.
+    engine::Precision precision() const;
+    void setPrecision(engine::Precision precision);
+    // Why bfloat16 cannot be chosen for the towers as they are set up now; "" when it can.
+    QString bf16Unavailable() const;
+    QComboBox* precisionChoice() const { return m_precision; }
     // False while a run is going: its towers are fixed.
     void setTowerSetupEnabled(bool enabled);
 
@@ -77,6 +88,7 @@ public:
     StackedBarChart* towerTimeline() const { return m_towerTimeline; }
     // The tower the timeline shows; -1: the towers' mean.
     int timelineTower() const;
+    QComboBox* timelineChoice() const { return m_timelineChoice; }
     void setTimelineTower(int tower);
     // The verdict in words beside the charts (rich text).
     QString verdict() const;
@@ -94,11 +106,13 @@ public:
 
 signals:
     void towerSetupChanged(int towers, int threadsPerTower);
+    void precisionChanged();
 
 private:
     void onDeviceAdded(const QString& id, int index);
     void onSampled();
     void updateSummary();
+    void updatePrecisionChoice();
     void updateTimeline();
 
     DeviceModel* m_devices;
@@ -110,6 +124,8 @@ private:
     QLabel* m_gpuNote;
     QSpinBox* m_towers;
     QSpinBox* m_threads;
+    QComboBox* m_precision;
+    QString m_bf16OnCpu, m_bf16OnGpu; // why bf16 does not run there, "" where it does
     QLabel* m_summary;
     std::vector<PlotWidget*> m_telemetryPlots;
     StackedBarChart* m_towerChart;

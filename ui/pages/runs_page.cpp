@@ -36,13 +36,19 @@ QString towersText(int n)
     return n == 1 ? RunsPage::tr("1 tower") : RunsPage::tr("%1 towers").arg(n);
 }
 
-// "4 towers", or across processes "2 processes × 2 towers = 4 towers".
+// "4 towers", or across processes "2 processes × 2 towers = 4 towers"; ", bf16" after it for a
+// run in bfloat16.
 QString layoutText(const engine::TrainConfig& c)
 {
-    if (c.processes <= 1) return towersText(c.towers);
-    return RunsPage::tr("%1 processes × %2 = %3")
-        .arg(c.processes)
-        .arg(towersText(c.towers), towersText(c.processes * c.towers));
+    QString text = c.processes <= 1
+                       ? towersText(c.towers)
+                       : RunsPage::tr("%1 processes × %2 = %3")
+                             .arg(c.processes)
+                             .arg(towersText(c.towers), towersText(c.processes * c.towers));
+    if (c.precision != engine::Precision::Float32)
+        text += QStringLiteral(", ") +
+                QString::fromStdString(std::string(engine::precisionName(c.precision)));
+    return text;
 }
 
 } // namespace
