@@ -129,8 +129,8 @@ void OneDnnOps::nchwToNhwcImpl(const Tensor& x, Tensor& y)
               dnnl::memory::format_tag::nhwc, x, y);
 }
 
-double OneDnnOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,
-                                                 Tensor& probs)
+void OneDnnOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,
+                                               Tensor& probs, Tensor& lossOut)
 {
     const std::int64_t k = logits.dim(1);
     const std::int64_t n = logits.dim(0);
@@ -155,7 +155,8 @@ double OneDnnOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Ten
         for (std::int64_t j = 0; j < k; ++j) out[j] *= inv;
         loss += double(mx) + std::log(double(sum)) - double(target);
     }
-    return n ? loss / static_cast<double>(n) : 0.0;
+    Tensor::ensure(lossOut, Shape{1}, DType::Float64);
+    lossOut.data<double>()[0] = n ? loss / static_cast<double>(n) : 0.0;
 }
 
 void OneDnnOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Tensor& labels,
@@ -177,15 +178,16 @@ void OneDnnOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Tenso
     }
 }
 
-double OneDnnOps::sumSquaresImpl(const Tensor& x)
+void OneDnnOps::sumSquaresImpl(const Tensor& x, double scale, Tensor& sum)
 {
     const float* p = x.data<float>();
-    return parallelSum(x.numel(), [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
-        double s = 0;
+    sum.data<double>()[0] +=
+        scale * parallelSum(x.numel(), [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
+            double s = 0;
 #pragma omp simd reduction(+ : s)
-        for (std::int64_t i = begin; i < end; ++i) s += double(p[i]) * double(p[i]);
-        return s;
-    });
+            for (std::int64_t i = begin; i < end; ++i) s += double(p[i]) * double(p[i]);
+            return s;
+        });
 }
 
 void OneDnnOps::flagNonFiniteImpl(const Tensor& x, Tensor& flag)

@@ -33,8 +33,6 @@ CudaOps::CudaOps(int index, const GpuOpsOptions& options)
         // when the user allowed it.
         TOWERS_CUBLAS(cublasSetMathMode(m_cublas, m_options.allowTf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                                       : CUBLAS_DEFAULT_MATH));
-        const OpScope scope(m_device, m_stream);
-        m_scalar = Tensor({4}, DType::Float64, device());
     } catch (...) {
         if (m_cublas) cublasDestroy(m_cublas);
         if (m_cudnn) cudnnDestroy(m_cudnn);
@@ -48,7 +46,6 @@ CudaOps::~CudaOps()
     DeviceGuard guard(m_device);
     m_plans.clear();
     m_workspace = Tensor();
-    m_scalar = Tensor();
     cudaStreamSynchronize(m_stream);
     // The tensors this context allocated that outlive it are freed on the legacy stream from now
     // on: this stream's work is finished.
@@ -295,38 +292,17 @@ void CudaOps::nchwToNhwcImpl(const Tensor& x, Tensor& y)
 
 // ---- loss ----
 
-double CudaOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,
-                                               Tensor& probs)
+void CudaOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,
+                                             Tensor& probs, Tensor& loss)
 {
     const OpScope scope(m_device, m_stream);
     const std::int64_t n = logits.dim(0), k = logits.dim(1);
     ensure(probs, logits.shape());
-    Tensor rowLoss({std::max<std::int64_t>(n, 1)}, DType::Float64, device());
-    Tensor badRow({1}, DType::Int32, device());
-    const auto none = static_cast<std::int32_t>(n);
-    TOWERS_CUDA(
-        cudaMemcpyAsync(badRow.raw(), &none, sizeof none, cudaMemcpyHostToDevice, m_stream));
-    cuda::softmaxCrossEntropyForward(
-        m_stream, floats(logits), static_cast<const std::int32_t*>(labels.raw()), floats(probs),
-        static_cast<double*>(rowLoss.raw()), static_cast<std::int32_t*>(badRow.raw()), n, k);
-    // The loss goes back to the host anyway; summing there keeps it deterministic and simple.
-    std::vector<double> losses(static_cast<std::size_t>(n));
-    std::int32_t bad = none;
-    TOWERS_CUDA(cudaMemcpyAsync(losses.data(), rowLoss.raw(), sizeof(double) * n,
-                                cudaMemcpyDeviceToHost, m_stream));
-    TOWERS_CUDA(cudaMemcpyAsync(&bad, badRow.raw(), sizeof bad, cudaMemcpyDeviceToHost, m_stream));
-    TOWERS_CUDA(cudaStreamSynchronize(m_stream));
-    if (bad < n) {
-        std::int32_t label = 0;
-        TOWERS_CUDA(cudaMemcpyAsync(&label, static_cast<const std::int32_t*>(labels.raw()) + bad,
-                                    sizeof label, cudaMemcpyDeviceToHost, m_stream));
-        TOWERS_CUDA(cudaStreamSynchronize(m_stream));
-        throw InvalidArgument("softmax cross-entropy: label " + std::to_string(label) + " of row " +
-                              std::to_string(bad) + " is outside [0, " + std::to_string(k) + ")");
-    }
-    double sum = 0;
-    for (double l : losses) sum += l;
-    return n ? sum / double(n) : 0.0;
+    ensure(loss, Shape{1}, DType::Float64);
+    // No wait for the GPU: a bad label makes the loss NaN (op_list.h).
+    cuda::softmaxCrossEntropyForward(m_stream, floats(logits),
+                                     static_cast<const std::int32_t*>(labels.raw()), floats(probs),
+                                     static_cast<double*>(loss.raw()), n, k);
 }
 
 void CudaOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Tensor& labels,
@@ -341,15 +317,10 @@ void CudaOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Tensor&
 
 // ---- reductions and updates ----
 
-double CudaOps::sumSquaresImpl(const Tensor& x)
+void CudaOps::sumSquaresImpl(const Tensor& x, double scale, Tensor& sum)
 {
     const OpScope scope(m_device, m_stream);
-    cuda::sumSquares(m_stream, floats(x), static_cast<double*>(m_scalar.raw()), x.numel());
-    double result = 0;
-    TOWERS_CUDA(
-        cudaMemcpyAsync(&result, m_scalar.raw(), sizeof result, cudaMemcpyDeviceToHost, m_stream));
-    TOWERS_CUDA(cudaStreamSynchronize(m_stream));
-    return result;
+    cuda::sumSquares(m_stream, floats(x), static_cast<double*>(sum.raw()), x.numel(), scale);
 }
 
 void CudaOps::flagNonFiniteImpl(const Tensor& x, Tensor& flag)

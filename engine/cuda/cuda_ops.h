@@ -100,7 +100,6 @@ private:
     cudnnHandle_t m_cudnn = nullptr;
     cublasHandle_t m_cublas = nullptr;
     Tensor m_workspace;
-    Tensor m_scalar; // a few device scalars (the loss's bad-row flag, sums)
     std::map<std::string, std::unique_ptr<ConvPlan>> m_plans;
 };
 

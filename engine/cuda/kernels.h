@@ -73,13 +73,13 @@ void batchNormBackward(cudaStream_t s, const float* x, const float* dy, const fl
 // ---- loss.cu ----
 // probs = softmax(logits); rowLoss[r] = -log p[r, label]; firstBadRow = the lowest row whose label
 // is outside [0, k) (left as is when none is; the caller sets it to n first).
+// loss[0] = the mean over the rows (NaN when a label is outside [0, k)), on the device.
 void softmaxCrossEntropyForward(cudaStream_t s, const float* logits, const std::int32_t* labels,
-                                float* probs, double* rowLoss, std::int32_t* firstBadRow,
-                                std::int64_t n, std::int64_t k);
+                                float* probs, double* loss, std::int64_t n, std::int64_t k);
 void softmaxCrossEntropyBackward(cudaStream_t s, const float* probs, const std::int32_t* labels,
                                  float* dlogits, std::int64_t n, std::int64_t k, float scale);
-// out[0] = sum of x[i]^2 in double, deterministic (fixed blocks, then one block).
-void sumSquares(cudaStream_t s, const float* x, double* out, std::int64_t n);
+// sum[0] += scale * the sum of x[i]^2 in double, deterministic (fixed blocks, then one block).
+void sumSquares(cudaStream_t s, const float* x, double* sum, std::int64_t n, double scale);
 
 // ---- collectives.cu ----
 constexpr int kMaxRanksPerDevice = 16;

@@ -1,5 +1,7 @@
 #include "engine/models/model.h"
 
+#include <cstring>
+
 #include <cmath>
 
 #include "engine/nn/dropout.h"
@@ -144,6 +146,12 @@ const Tensor& Model::forward(ExecContext& ctx, const Tensor& images)
 
 LossValue Model::loss(ExecContext& ctx, const Tensor& labels)
 {
+    computeLoss(ctx, labels);
+    return readLoss();
+}
+
+void Model::computeLoss(ExecContext& ctx, const Tensor& labels)
+{
     if (m_logits.empty()) throw InvalidArgument("model '" + m_name + "': loss() before forward()");
     requireShape(labels, Shape{m_logits.dim(0)}, "labels");
     requireDType(labels, DType::Int32, "labels");
@@ -151,11 +159,24 @@ LossValue Model::loss(ExecContext& ctx, const Tensor& labels)
         throw InvalidArgument("model '" + m_name + "' is on " + m_device.str() +
                               ", its labels on " + labels.device().str());
     m_labels = labels;
-    LossValue v;
-    v.crossEntropy = ctx.ops.softmaxCrossEntropyForward(m_logits, labels, m_probs);
+    ctx.ops.softmaxCrossEntropyForward(m_logits, labels, m_probs, m_crossEntropy);
+    if (m_zero.empty()) { // page-locked, so that a GPU's copy of it does not wait
+        m_zero = Tensor::pinned({1}, DType::Float64);
+        std::memset(m_zero.raw(), 0, m_zero.bytes());
+    }
+    ctx.ops.upload(m_zero, m_weightDecay);
     for (auto* p : m_params)
         if (p->trainable && p->weightDecay > 0)
-            v.weightDecay += p->weightDecay * 0.5 * ctx.ops.sumSquares(p->value);
+            ctx.ops.sumSquares(p->value, p->weightDecay * 0.5, m_weightDecay);
+}
+
+LossValue Model::readLoss() const
+{
+    if (m_crossEntropy.empty())
+        throw InvalidArgument("model '" + m_name + "': readLoss() before loss");
+    LossValue v;
+    v.crossEntropy = m_crossEntropy.onHost().at(0);
+    v.weightDecay = m_weightDecay.onHost().at(0);
     return v;
 }
 

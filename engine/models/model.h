@@ -68,8 +68,14 @@ public:
     // Runs the network on images [N, H, W, C]; returns the logits [N, classes]. `images` must stay
     // unchanged until backward().
     const Tensor& forward(ExecContext& ctx, const Tensor& images);
-    // The loss of the latest forward against Int32 labels [N].
+    // The loss of the latest forward against Int32 labels [N]: computeLoss() and readLoss().
     LossValue loss(ExecContext& ctx, const Tensor& labels);
+    // Computes the loss where the model lives, without waiting for it: the cross-entropy and the
+    // weight-decay term stay in device tensors until readLoss().
+    void computeLoss(ExecContext& ctx, const Tensor& labels);
+    // The loss computeLoss() computed, read back (on a GPU this waits for it: read it where the
+    // host waits anyway).
+    LossValue readLoss() const;
     // Overwrites the gradient of every trainable parameter with d(loss total)/d(parameter).
     // When `ready` is set, it is called once for every parameter and buffer as soon as backward
     // is done with it (its gradient final, weight decay included; a buffer is final after
@@ -90,6 +96,7 @@ private:
     DType m_dtype = DType::Float32;
     Device m_device;
     Tensor m_images, m_labels, m_logits, m_probs, m_dlogits;
+    Tensor m_crossEntropy, m_weightDecay, m_zero; // Float64 [1]: the loss's terms, and a 0
 };
 
 } // namespace towers::engine

@@ -141,11 +141,16 @@
 #define TOWERS_OP_nhwcToNchw(M) M(nhwcToNchw, void, (const Tensor& x, Tensor& y), (x, y))
 #define TOWERS_OP_nchwToNhwc(M) M(nchwToNhwc, void, (const Tensor& x, Tensor& y), (x, y))
 
-// --- loss: logits [N,K], labels Int32 [N] in [0, K) (else InvalidArgument naming the row) ---
-// Returns the mean cross-entropy over the batch; probs gets the softmax.
+// --- loss: logits [N,K], labels Int32 [N] in [0, K) ---
+// loss (Float64 [1], where the logits live) gets the mean cross-entropy over the batch, probs the
+// softmax. Results stay on the device: nothing waits for a GPU. A label outside [0, K) throws
+// InvalidArgument naming the row where the labels are in host memory; on a device, which does not
+// wait to look, it makes the loss NaN (a training step is then skipped as a non-finite one;
+// TowerSet checks its labels on the host before they go to a GPU).
 #define TOWERS_OP_softmaxCrossEntropyForward(M)                                                    \
-    M(softmaxCrossEntropyForward, double,                                                          \
-      (const Tensor& logits, const Tensor& labels, Tensor& probs), (logits, labels, probs))
+    M(softmaxCrossEntropyForward, void,                                                            \
+      (const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss),                   \
+      (logits, labels, probs, loss))
 // dlogits = (probs - onehot(labels)) * scale.
 #define TOWERS_OP_softmaxCrossEntropyBackward(M)                                                   \
     M(softmaxCrossEntropyBackward, void,                                                           \
@@ -153,7 +158,10 @@
       (probs, labels, scale, dlogits))
 
 // --- reductions and updates on whole tensors (weight decay, SGD) ---
-#define TOWERS_OP_sumSquares(M) M(sumSquares, double, (const Tensor& x), (x))
+// sum (Float64 [1], where x lives) += scale * the sum of x's squares, in double: the weight-decay
+// term of the loss, accumulated over the parameters where they live, read once
+#define TOWERS_OP_sumSquares(M)                                                                    \
+    M(sumSquares, void, (const Tensor& x, double scale, Tensor& sum), (x, scale, sum))
 // flag ([1], of x's float type) becomes 1 when an element of x is NaN or infinite, else stays as
 // it is: a step's finiteness checked where the tensors live, one read for all of them
 #define TOWERS_OP_flagNonFinite(M)                                                                 \

@@ -90,6 +90,11 @@ public:
         present(t, what);
         requireDType(t, dtype, what);
     }
+    // An output the op (re)allocates: when given, it must live where the backend runs.
+    void output(const Tensor& t, const char* what)
+    {
+        if (!t.empty()) here(t, what);
+    }
     // Backend-private state (a workspace, `saved`): the backend checks its contents; here only
     // that it lives where the backend runs.
     void state(const Tensor& t, const char* what)
@@ -360,9 +365,11 @@ void nchwToNhwc(Args& a, const Tensor& x, Tensor& y)
     notAliased(x, y, "nchwToNhwc");
 }
 
-void softmaxCrossEntropyForward(Args& a, const Tensor& logits, const Tensor& l, Tensor&)
+void softmaxCrossEntropyForward(Args& a, const Tensor& logits, const Tensor& l, Tensor&,
+                                Tensor& loss)
 {
     labels(a, logits, l, "softmax cross-entropy logits");
+    a.output(loss, "softmax cross-entropy loss");
 }
 
 void softmaxCrossEntropyBackward(Args& a, const Tensor& probs, const Tensor& l, double, Tensor&)
@@ -370,9 +377,11 @@ void softmaxCrossEntropyBackward(Args& a, const Tensor& probs, const Tensor& l, 
     labels(a, probs, l, "softmax cross-entropy probs");
 }
 
-void sumSquares(Args& a, const Tensor& x)
+void sumSquares(Args& a, const Tensor& x, double, Tensor& sum)
 {
     a.floats(x, "sumSquares x");
+    a.typed(sum, DType::Float64, "sumSquares sum");
+    requireShape(sum, Shape{1}, "sumSquares sum");
 }
 
 void flagNonFinite(Args& a, const Tensor& x, Tensor& flag)

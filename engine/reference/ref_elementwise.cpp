@@ -128,8 +128,8 @@ void ReferenceOps::nchwToNhwcImpl(const Tensor& x, Tensor& y)
     byDType(x.dtype(), [&](auto tag) { moveSecondToLast<decltype(tag)>(x, y); });
 }
 
-double ReferenceOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,
-                                                    Tensor& probs)
+void ReferenceOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,
+                                                  Tensor& probs, Tensor& lossOut)
 {
     const std::int64_t k = logits.dim(1);
     const std::int64_t n = logits.dim(0);
@@ -152,7 +152,8 @@ double ReferenceOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const 
                 pp[i * k + j] = static_cast<T>(std::exp(row[j] - logSum));
         }
     });
-    return n ? loss / static_cast<double>(n) : 0.0;
+    Tensor::ensure(lossOut, Shape{1}, DType::Float64);
+    lossOut.data<double>()[0] = n ? loss / static_cast<double>(n) : 0.0;
 }
 
 void ReferenceOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Tensor& labels,
@@ -173,7 +174,7 @@ void ReferenceOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Te
     });
 }
 
-double ReferenceOps::sumSquaresImpl(const Tensor& x)
+void ReferenceOps::sumSquaresImpl(const Tensor& x, double scale, Tensor& sum)
 {
     double s = 0;
     byDType(x.dtype(), [&](auto tag) {
@@ -181,7 +182,7 @@ double ReferenceOps::sumSquaresImpl(const Tensor& x)
         const T* p = x.data<T>();
         for (std::int64_t i = 0; i < x.numel(); ++i) s += double(p[i]) * double(p[i]);
     });
-    return s;
+    sum.data<double>()[0] += scale * s;
 }
 
 void ReferenceOps::flagNonFiniteImpl(const Tensor& x, Tensor& flag)

@@ -256,13 +256,16 @@ void addElementwise(std::vector<OpCase>& cases)
                  return std::vector<OpOutput>{{"dx", dx}};
              }});
     }
+    // Accumulated, scaled, into a sum that lives where x does (0.25 before: it must be kept).
     for (const auto& s : shapes)
         cases.push_back({"sum of squares",
-                         s.text(),
-                         {1e-6, 1e-4, 1e-4},
+                         s.text() + ", scale 0.5, onto 0.25",
+                         {1e-6, 1e-4, 1e-4, 1e-6},
                          [s](Rng& rng) { return std::vector<Tensor>{uniform(s.shape, rng)}; },
                          [](Ops& ops, const std::vector<Tensor>& in) {
-                             return std::vector<OpOutput>{{"sum", scalar(ops.sumSquares(in[0]))}};
+                             Tensor sum = scalar(0.25).copyTo(ops.device());
+                             ops.sumSquares(in[0], 0.5, sum);
+                             return std::vector<OpOutput>{{"sum", sum}};
                          }});
     // The finiteness flag: none, a NaN, an infinity (at the start, the middle, the end), and a
     // flag set before that must stay set.
@@ -473,17 +476,17 @@ void addLoss(std::vector<OpCase>& cases)
         {"large logits", 16, 10, 60},      {"cifar-100 classes", 64, 100, 4},
     };
     for (const auto& l : all)
-        cases.push_back(
-            {"softmax cross-entropy forward", l.text(), tol,
-             [l](Rng& rng) {
-                 return std::vector<Tensor>{uniform({l.n, l.classes}, rng, -l.range, l.range),
-                                            labels(l.n, l.classes, rng)};
-             },
-             [](Ops& ops, const std::vector<Tensor>& in) {
-                 Tensor probs;
-                 const double loss = ops.softmaxCrossEntropyForward(in[0], in[1], probs);
-                 return std::vector<OpOutput>{{"loss", scalar(loss)}, {"probs", probs}};
-             }});
+        cases.push_back({"softmax cross-entropy forward", l.text(), tol,
+                         [l](Rng& rng) {
+                             return std::vector<Tensor>{
+                                 uniform({l.n, l.classes}, rng, -l.range, l.range),
+                                 labels(l.n, l.classes, rng)};
+                         },
+                         [](Ops& ops, const std::vector<Tensor>& in) {
+                             Tensor probs, loss;
+                             ops.softmaxCrossEntropyForward(in[0], in[1], probs, loss);
+                             return std::vector<OpOutput>{{"loss", loss}, {"probs", probs}};
+                         }});
     // Backward from probabilities computed in float64 (what a forward leaves).
     for (const auto& l : all) {
         const double scale = 1.0 / static_cast<double>(l.n);
@@ -492,8 +495,8 @@ void addLoss(std::vector<OpCase>& cases)
              [l](Rng& rng) {
                  const Tensor logits = uniform({l.n, l.classes}, rng, -l.range, l.range);
                  const Tensor lab = labels(l.n, l.classes, rng);
-                 Tensor probs;
-                 referenceOps().softmaxCrossEntropyForward(logits, lab, probs);
+                 Tensor probs, loss;
+                 referenceOps().softmaxCrossEntropyForward(logits, lab, probs, loss);
                  return std::vector<Tensor>{roundedToFloat32(probs), lab};
              },
              [scale](Ops& ops, const std::vector<Tensor>& in) {

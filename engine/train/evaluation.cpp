@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "engine/ops/op_checks.h"
+
 namespace towers::engine {
 
 EvalResult::EvalResult(int classes)
@@ -81,7 +83,7 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
     const Shape& in = model.inputShape();
     EvalResult r(model.numClasses());
     ExecContext ctx{ops, false, 0, std::uint64_t(part)};
-    Tensor images, labels, probs, deviceImages, deviceLabels;
+    Tensor images, labels, probs, loss, deviceImages, deviceLabels;
     const Device& device = model.device();
     const std::int64_t numBatches = (count + batchSize - 1) / batchSize;
     for (std::int64_t b = part; b < numBatches; b += parts) {
@@ -99,6 +101,7 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
         const Tensor* x = &input;
         const Tensor* lab = &labels;
         if (!device.isHost()) { // a GPU tower: the batch goes there, the logits come back
+            checks::labelsInRange(labels, model.numClasses()); // the GPU's loss does not look
             ops.upload(input, deviceImages);
             ops.upload(labels, deviceLabels);
             x = &deviceImages;
@@ -106,8 +109,8 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
         }
         const Tensor& logits = model.forward(ctx, *x);
         r.add(logits.onHost(), labels, 0);
-        r.meanCrossEntropy +=
-            ops.softmaxCrossEntropyForward(logits, *lab, probs) * double(end - begin);
+        ops.softmaxCrossEntropyForward(logits, *lab, probs, loss);
+        r.meanCrossEntropy += loss.onHost().at(0) * double(end - begin);
     }
     if (parts == 1) r.finish();
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

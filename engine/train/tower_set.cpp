@@ -11,6 +11,7 @@
 #include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
 #include "engine/ops/backends.h"
+#include "engine/ops/op_checks.h"
 #include "engine/train/host_communicator.h"
 #include "engine/train/process_communicator.h"
 #include "engine/train/tower_thread.h"
@@ -419,6 +420,8 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         if (tw.model->dtype() != images.dtype()) images = images.to(tw.model->dtype());
         double dataMs = 0;
         if (!tw.device.isHost()) { // the slice goes to the tower's GPU, on its stream
+            // Checked here: the GPU's loss does not stop to look (a bad label would make it NaN).
+            checks::labelsInRange(labels, tw.model->numClasses());
             const auto uploadStart = Clock::now();
             tw.ops->upload(images, tw.images);
             tw.ops->upload(labels, tw.labels);
@@ -430,7 +433,7 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         }
         const auto computeStart = Clock::now();
         tw.model->forward(ctx, images);
-        tw.loss = tw.model->loss(ctx, labels);
+        tw.model->computeLoss(ctx, labels); // read below, where the host waits anyway
         if (tw.buckets) {
             // Each bucket's average starts as soon as this tower's backward has produced it.
             tw.buckets->begin();
@@ -440,6 +443,7 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         }
         tw.ops->synchronize(); // a GPU tower's compute time is its GPU's, not the launches'
         const auto t1 = Clock::now();
+        tw.loss = tw.model->readLoss();
         // The synchronisation point: average the gradients, and the batch-norm running
         // statistics (each tower saw its own slice) so that the replicas stay identical.
         const std::vector<Tensor>* averaged = &tw.reduce;

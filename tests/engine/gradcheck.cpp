@@ -44,6 +44,20 @@ Tensor randomLabels(std::int64_t n, int classes, Rng& rng)
     return t;
 }
 
+double meanCrossEntropy(engine::Ops& ops, const Tensor& logits, const Tensor& labels, Tensor& probs)
+{
+    Tensor loss;
+    ops.softmaxCrossEntropyForward(logits, labels, probs, loss);
+    return loss.onHost().at(0);
+}
+
+double sumOfSquares(engine::Ops& ops, const Tensor& x)
+{
+    Tensor sum = Tensor::zeros({1}, DType::Float64).copyTo(x.device());
+    ops.sumSquares(x, 1.0, sum);
+    return sum.onHost().at(0);
+}
+
 double dot(const Tensor& a, const Tensor& b)
 {
     if (a.numel() != b.numel()) throw engine::ShapeError("dot: sizes differ");

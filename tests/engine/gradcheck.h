@@ -27,6 +27,12 @@ Tensor randomLabels(std::int64_t n, int classes, Rng& rng);
 // Sum of a[i] * b[i], in double.
 double dot(const Tensor& a, const Tensor& b);
 
+// The device results of the loss ops, read back: the mean cross-entropy of
+// softmaxCrossEntropyForward and the sum of squares of x (sumSquares onto 0 with scale 1).
+double meanCrossEntropy(engine::Ops& ops, const Tensor& logits, const Tensor& labels,
+                        Tensor& probs);
+double sumOfSquares(engine::Ops& ops, const Tensor& x);
+
 struct GradCheckResult
 {
     // (|analytic - numeric| less the numeric slope's rounding noise) / max(|analytic|, |numeric|,

@@ -110,7 +110,7 @@ private slots:
         const auto& layers = m->net().layers();
         const std::size_t n = layers.size();
         std::vector<Tensor> acts(n), grads(n);
-        Tensor probs, dlogits;
+        Tensor probs, loss, dlogits;
         StepRecorder rec(*ops);
         const auto layerStage = [&](std::size_t i, const char* what) {
             return "layer " + layers[i]->name() + " (" + layers[i]->kind() + ") " + what;
@@ -120,9 +120,11 @@ private slots:
             rec.run(layerStage(i, "forward"),
                     [&] { layers[i]->forward(ctx, i == 0 ? images : acts[i - 1], acts[i]); });
         rec.run("loss", [&] {
-            ops->softmaxCrossEntropyForward(acts[n - 1], labels, probs);
+            ops->softmaxCrossEntropyForward(acts[n - 1], labels, probs, loss);
+            Tensor decay = Tensor::zeros({1}, DType::Float64);
             for (auto* p : m->parameters())
-                if (p->trainable && p->weightDecay > 0) ops->sumSquares(p->value);
+                if (p->trainable && p->weightDecay > 0)
+                    ops->sumSquares(p->value, p->weightDecay * 0.5, decay);
         });
         rec.run("loss backward", [&] {
             ops->softmaxCrossEntropyBackward(probs, labels, 1.0 / static_cast<double>(batch),

@@ -237,7 +237,7 @@ private slots:
         Tensor logits = randomTensor({n, k}, DType::Float64, rng, -3, 3);
         const Tensor labels = randomLabels(n, k, rng);
         Tensor probs, dlogits;
-        auto f = [&] { return m_ref->softmaxCrossEntropyForward(logits, labels, probs); };
+        auto f = [&] { return meanCrossEntropy(*m_ref, logits, labels, probs); };
         f();
         m_ref->softmaxCrossEntropyBackward(probs, labels, 1.0 / n, dlogits);
         CHECK_GRADIENT("d loss / d logits", f, logits, dlogits);
@@ -296,7 +296,7 @@ private slots:
         labels.data<std::int32_t>()[1] = 2;
         labels.data<std::int32_t>()[2] = 1;
         Tensor probs, dlogits;
-        const double loss = m_ref->softmaxCrossEntropyForward(logits, labels, probs);
+        const double loss = meanCrossEntropy(*m_ref, logits, labels, probs);
         // Row 0: uniform, ln 3. Row 1: ln(e + e^2 + e^3) - 3. Row 2: 1000 - 0 (stable, no inf).
         const double want =
             (std::log(3.0) + std::log(1 + std::exp(-1.0) + std::exp(-2.0)) + 1000) / 3;
@@ -314,7 +314,7 @@ private slots:
 
         // The oneDNN backend agrees, in place too (dlogits = probs).
         Tensor l32 = logits.to(DType::Float32), p32;
-        const double loss32 = m_dnn->softmaxCrossEntropyForward(l32, labels, p32);
+        const double loss32 = meanCrossEntropy(*m_dnn, l32, labels, p32);
         QVERIFY(std::fabs(loss32 - want) < 1e-5);
         m_dnn->softmaxCrossEntropyBackward(p32, labels, 0.5, p32);
         QVERIFY(normalisedError(p32, dlogits) < 1e-6);
@@ -396,7 +396,7 @@ private slots:
             ops->add(x, y, x); // y = a, in place: -1, 0, 4, -0.5
             QCOMPARE(x.at(2), 4.0);
             QCOMPARE(x.at(0), -1.0);
-            QCOMPARE(ops->sumSquares(x), 1 + 16 + 0.25);
+            QCOMPARE(sumOfSquares(*ops, x), 1 + 16 + 0.25);
             ops->axpy(-0.5, y, x);
             QCOMPARE(x.at(2), 3.0);
             QCOMPARE(x.at(3), -0.5);
@@ -539,8 +539,8 @@ private slots:
         m_dnn->dropoutBackward(dy, md, 0.4, d2);
         CHECK_CLOSE("dropout backward", d2, r2);
 
-        QCOMPARE(m_dnn->sumSquares(x), m_dnn->sumSquares(x)); // deterministic
-        const double ssr = m_ref->sumSquares(x), ssd = m_dnn->sumSquares(x);
+        QCOMPARE(sumOfSquares(*m_dnn, x), sumOfSquares(*m_dnn, x)); // deterministic
+        const double ssr = sumOfSquares(*m_ref, x), ssd = sumOfSquares(*m_dnn, x);
         QVERIFY2(std::fabs(ssd - ssr) <= 1e-6 * ssr,
                  qPrintable(QStringLiteral("%1 vs %2").arg(ssd).arg(ssr)));
         Tensor yr = x2.clone(), yd = x2.clone();
@@ -562,8 +562,8 @@ private slots:
             Rng lr(5);
             const Tensor logits = randomTensor(s, DType::Float32, lr, -8, 8);
             const Tensor labels = randomLabels(s[0], static_cast<int>(s[1]), lr);
-            const double lossR = m_ref->softmaxCrossEntropyForward(logits, labels, r);
-            const double lossD = m_dnn->softmaxCrossEntropyForward(logits, labels, d);
+            const double lossR = meanCrossEntropy(*m_ref, logits, labels, r);
+            const double lossD = meanCrossEntropy(*m_dnn, logits, labels, d);
             QVERIFY2(std::fabs(lossD - lossR) < 1e-5 * std::max(1.0, lossR),
                      qPrintable(QStringLiteral("loss %1 vs %2").arg(lossD).arg(lossR)));
             CHECK_CLOSE("softmax probs", d, r);
@@ -662,20 +662,27 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(
             ShapeError, ops.dropoutBackward(x, Tensor::zeros({3, 2}, DType::UInt8), 0.5, dx));
 
-        Tensor labels(Shape{2}, DType::Int32);
+        Tensor labels(Shape{2}, DType::Int32), loss;
         labels.data<std::int32_t>()[0] = 1;
         labels.data<std::int32_t>()[1] = 7;
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops.softmaxCrossEntropyForward(x, labels, y));
-        const std::string msg = messageOf([&] { ops.softmaxCrossEntropyForward(x, labels, y); });
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 ops.softmaxCrossEntropyForward(x, labels, y, loss));
+        const std::string msg =
+            messageOf([&] { ops.softmaxCrossEntropyForward(x, labels, y, loss); });
         QVERIFY2(msg.find("row 1") != std::string::npos && msg.find("label 7") != std::string::npos,
                  msg.c_str());
         labels.data<std::int32_t>()[1] = -1;
         QVERIFY_THROWS_EXCEPTION(InvalidArgument,
                                  ops.softmaxCrossEntropyBackward(x, labels, 1.0, dx));
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                                 ops.softmaxCrossEntropyForward(x, Tensor::zeros({2}, f32), y));
+        // The sum of squares accumulates into a Float64 [1] that must exist.
+        Tensor noSum, sum32 = Tensor::zeros({1}, f32), sum2 = Tensor::zeros({2}, DType::Float64);
+        QVERIFY_THROWS_EXCEPTION(ShapeError, ops.sumSquares(x, 1.0, noSum));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops.sumSquares(x, 1.0, sum32));
+        QVERIFY_THROWS_EXCEPTION(ShapeError, ops.sumSquares(x, 1.0, sum2));
         QVERIFY_THROWS_EXCEPTION(
-            ShapeError, ops.softmaxCrossEntropyForward(x, Tensor::zeros({3}, DType::Int32), y));
+            InvalidArgument, ops.softmaxCrossEntropyForward(x, Tensor::zeros({2}, f32), y, loss));
+        QVERIFY_THROWS_EXCEPTION(ShapeError, ops.softmaxCrossEntropyForward(
+                                                 x, Tensor::zeros({3}, DType::Int32), y, loss));
 
         const auto d = makeBatchNormDesc({4, 3}, 1e-5, 0.1);
         Tensor g = Tensor::filled({3}, f32, 1.0), bt = Tensor::zeros({3}, f32);
@@ -711,12 +718,13 @@ private slots:
             QVERIFY_THROWS_EXCEPTION(Unsupported, ops.reluForward(x64, y));
             QVERIFY_THROWS_EXCEPTION(Unsupported, ops.add(x64, x64, y));
             QVERIFY_THROWS_EXCEPTION(Unsupported, ops.dropoutForward(x64, 0.5, 1, y, m));
-            QVERIFY_THROWS_EXCEPTION(Unsupported, ops.sumSquares(x64));
+            QVERIFY_THROWS_EXCEPTION(Unsupported, ops.sumSquares(x64, 1.0, loss));
             QVERIFY_THROWS_EXCEPTION(Unsupported, ops.axpy(1.0, x64, x64));
             QVERIFY_THROWS_EXCEPTION(Unsupported,
                                      ops.nhwcToNchw(Tensor::zeros({1, 1, 1, 1}, f64), y));
             labels.data<std::int32_t>()[1] = 0;
-            QVERIFY_THROWS_EXCEPTION(Unsupported, ops.softmaxCrossEntropyForward(x64, labels, y));
+            QVERIFY_THROWS_EXCEPTION(Unsupported,
+                                     ops.softmaxCrossEntropyForward(x64, labels, y, loss));
             Tensor xb64 = Tensor::zeros({4, 3}, f64), g64 = Tensor::filled({3}, f64, 1.0);
             QVERIFY_THROWS_EXCEPTION(
                 Unsupported, ops.batchNormForwardTraining(d, xb64, g64, g64, y, g64, g64, sm, sv));
