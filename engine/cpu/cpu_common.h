@@ -180,6 +180,8 @@ public:
         return m_data.get();
     }
     float* floats(std::size_t count) { return static_cast<float*>(get(count * sizeof(float))); }
+    // What get() returned last (null before the first call).
+    void* peek() const { return m_data.get(); }
 
 private:
     struct Free

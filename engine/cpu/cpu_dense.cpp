@@ -29,20 +29,52 @@ void sgemm(char transa, char transb, std::int64_t m, std::int64_t n, std::int64_
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-// dst[M,N] = act(a[M,K] * b[K,N] + bias) in bfloat16 with float32 accumulation and output: a
-// and b are float32 views (any strides: a transposed operand is a view with swapped strides),
-// converted into the primitive's bfloat16 layouts by reorders, into buffers owned here.
+// A bfloat16 copy of a float32 tensor in the same layout (rounded to nearest even, by a oneDNN
+// reorder), and whose bytes it was made from.
+struct Bf16Copy
+{
+    BoundPrimitive convert;
+    AlignedBuffer data;
+    std::int64_t count = 0;
+    const void* source = nullptr;      // the bytes it was made from
+    std::weak_ptr<const Buffer> owner; // and their storage, alive
+
+    const void* of(dnnl::stream& s, const dnnl::engine& eng, const Tensor& t)
+    {
+        if (t.numel() != count) {
+            count = t.numel();
+            convert = makeReorder(dnnl::memory::desc({count}, dt::f32, tag::a),
+                                  dnnl::memory::desc({count}, dt::bf16, tag::a), eng);
+        }
+        void* out = data.get(static_cast<std::size_t>(count) * 2);
+        convert.bind(DNNL_ARG_FROM, t);
+        convert.bind(DNNL_ARG_TO, out);
+        convert.execute(s);
+        source = t.raw();
+        owner = t.storage();
+        return out;
+    }
+    // The copy of `t` made last, when it was made of t's bytes, in storage still alive; the
+    // caller knows they have not changed since (linearBackward's contract: x and w are those of
+    // the forward, unchanged).
+    const void* reuse(const Tensor& t) const
+    {
+        const auto mine = owner.lock();
+        const bool same = mine && mine == t.storage().lock() && source == t.raw();
+        return same && count == t.numel() ? data.peek() : nullptr;
+    }
+};
+
+// dst[M,N] = act(a[M,K] * b[K,N] + bias) on bfloat16 operands in the given plain layouts (a
+// transposed operand is a view with swapped strides), accumulating and writing float32.
 struct Bf16Product
 {
-    BoundPrimitive toA, toB, product;
-    AlignedBuffer a, b;
+    BoundPrimitive product;
 
-    Bf16Product(const dnnl::engine& eng, const dnnl::memory::desc& aView,
-                const dnnl::memory::desc& bView, bool bias, bool relu)
+    Bf16Product(const dnnl::engine& eng, const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                bool bias, bool relu)
     {
-        const auto dims = [](const dnnl::memory::desc& m) { return m.dims(); };
-        const dnnl::memory::dim m = dims(aView)[0], k = dims(aView)[1], n = dims(bView)[1];
-        const dnnl::memory::desc a16({m, k}, dt::bf16, tag::any), b16({k, n}, dt::bf16, tag::any);
+        const dnnl::memory::dim m = a.dims()[0], n = b.dims()[1];
         const dnnl::memory::desc biasDesc({1, n}, dt::f32, tag::ab), dst({m, n}, dt::f32, tag::ab);
         dnnl::primitive_attr attr = BoundPrimitive::scratchpadAttr();
         if (relu) {
@@ -51,48 +83,89 @@ struct Bf16Product
             attr.set_post_ops(po);
         }
         const auto desc =
-            bias ? dnnl::matmul::desc(a16, b16, biasDesc, dst) : dnnl::matmul::desc(a16, b16, dst);
+            bias ? dnnl::matmul::desc(a, b, biasDesc, dst) : dnnl::matmul::desc(a, b, dst);
         const dnnl::matmul::primitive_desc pd(desc, attr, eng);
         product.prim = dnnl::matmul(pd);
-        product.addArg(DNNL_ARG_SRC, pd.src_desc(), eng);
-        product.addArg(DNNL_ARG_WEIGHTS, pd.weights_desc(), eng);
+        product.addArg(DNNL_ARG_SRC, a, eng);
+        product.addArg(DNNL_ARG_WEIGHTS, b, eng);
         if (bias) product.addArg(DNNL_ARG_BIAS, biasDesc, eng);
         product.addArg(DNNL_ARG_DST, dst, eng);
         product.addScratchpad(pd.scratchpad_desc(), eng);
-        toA = makeReorder(aView, pd.src_desc(), eng);
-        toB = makeReorder(bView, pd.weights_desc(), eng);
     }
 
-    void run(dnnl::stream& s, const float* av, const float* bv, const float* bias, float* dst)
+    void run(dnnl::stream& s, const void* a, const void* b, const float* bias, float* dst)
     {
-        void* a16 = a.get(product.arg(DNNL_ARG_SRC).get_desc().get_size());
-        void* b16 = b.get(product.arg(DNNL_ARG_WEIGHTS).get_desc().get_size());
-        toA.bind(DNNL_ARG_FROM, av);
-        toA.bind(DNNL_ARG_TO, a16);
-        toA.execute(s);
-        toB.bind(DNNL_ARG_FROM, bv);
-        toB.bind(DNNL_ARG_TO, b16);
-        toB.execute(s);
-        product.bind(DNNL_ARG_SRC, a16);
-        product.bind(DNNL_ARG_WEIGHTS, b16);
+        product.bind(DNNL_ARG_SRC, a);
+        product.bind(DNNL_ARG_WEIGHTS, b);
         if (bias) product.bind(DNNL_ARG_BIAS, bias);
         product.bind(DNNL_ARG_DST, dst);
         product.execute(s);
     }
 };
 
-// A row-major [rows, cols] float32 matrix, or, transposed, the [cols, rows] view of it (swapped
+// A row-major [rows, cols] bfloat16 matrix, or, transposed, the [cols, rows] view of it (swapped
 // strides, no copy).
-dnnl::memory::desc matrix(std::int64_t rows, std::int64_t cols, bool transposed = false)
+dnnl::memory::desc bf16Matrix(std::int64_t rows, std::int64_t cols, bool transposed = false)
 {
-    return transposed ? dnnl::memory::desc({cols, rows}, dt::f32, tag::ba)
-                      : dnnl::memory::desc({rows, cols}, dt::f32, tag::ab);
+    return transposed ? dnnl::memory::desc({cols, rows}, dt::bf16, tag::ba)
+                      : dnnl::memory::desc({rows, cols}, dt::bf16, tag::ab);
 }
 
 std::string productKey(const char* what, std::int64_t n, std::int64_t in, std::int64_t out)
 {
     return std::string("linear ") + what + " " + std::to_string(n) + "x" + std::to_string(in) +
            "x" + std::to_string(out);
+}
+
+Bf16Copy& bf16Copy(OneDnnOps& ops, const char* what, const Tensor& t)
+{
+    return ops.cached<Bf16Copy>(std::string("linear bf16 ") + what + " " + dimsKey(t.shape()),
+                                [] { return std::make_shared<Bf16Copy>(); });
+}
+
+// dx[N,In] = dy[N,Out] * w[Out,In] on bfloat16 copies.
+void bf16BackwardData(OneDnnOps& ops, const checks::LinearDims& d, const void* dy16,
+                      const void* w16, Tensor& dx)
+{
+    guarded("running a linear backward-data in bfloat16", [&] {
+        auto& p = ops.cached<Bf16Product>(productKey("bwd data bf16", d.n, d.in, d.out), [&] {
+            return std::make_shared<Bf16Product>(ops.dnnlEngine(), bf16Matrix(d.n, d.out),
+                                                 bf16Matrix(d.out, d.in), false, false);
+        });
+        p.run(ops.dnnlStream(), dy16, w16, nullptr, dx.data<float>());
+    });
+}
+
+// dw[Out,In] = dy^T[Out,N] * x[N,In] on bfloat16 copies.
+void bf16BackwardWeights(OneDnnOps& ops, const checks::LinearDims& d, const void* x16,
+                         const void* dy16, Tensor& dw)
+{
+    guarded("running a linear backward-weights in bfloat16", [&] {
+        auto& p = ops.cached<Bf16Product>(productKey("bwd weights bf16", d.n, d.in, d.out), [&] {
+            return std::make_shared<Bf16Product>(ops.dnnlEngine(), bf16Matrix(d.n, d.out, true),
+                                                 bf16Matrix(d.n, d.in), false, false);
+        });
+        p.run(ops.dnnlStream(), dy16, x16, nullptr, dw.data<float>());
+    });
+}
+
+// db = the column sums of dy, in float32.
+void columnSums(const checks::LinearDims& d, const Tensor& dy, Tensor& db)
+{
+    Tensor::ensure(db, {d.out}, DType::Float32);
+    const float* pdy = dy.data<float>();
+    float* pdb = db.data<float>();
+    // A block of columns per thread so that the inner loop runs along rows of dy.
+    constexpr std::int64_t block = 256;
+#pragma omp parallel for schedule(static) if (d.n * d.out > kParallelGrain)
+    for (std::int64_t o0 = 0; o0 < d.out; o0 += block) {
+        const std::int64_t o1 = std::min(o0 + block, d.out);
+        for (std::int64_t o = o0; o < o1; ++o) pdb[o] = 0;
+        for (std::int64_t n = 0; n < d.n; ++n) {
+            const float* row = pdy + n * d.out;
+            for (std::int64_t o = o0; o < o1; ++o) pdb[o] += row[o];
+        }
+    }
 }
 
 } // namespace
@@ -107,14 +180,16 @@ void OneDnnOps::linearForwardImpl(const Tensor& x, const Tensor& w, const Tensor
                             std::to_string(d.out) + (b.empty() ? "" : " bias") +
                             (relu ? " relu" : "");
     if (m_precision == Precision::BFloat16) {
+        // y[N,Out] = x[N,In] * w^T[In,Out]; the copies stay for linearBackward.
         guarded("running a linear forward in bfloat16", [&] {
-            // y[N,Out] = x[N,In] * w^T[In,Out]
+            const void* x16 = bf16Copy(*this, "x", x).of(m_stream, m_engine, x);
+            const void* w16 = bf16Copy(*this, "w", w).of(m_stream, m_engine, w);
             auto& p = cached<Bf16Product>(key + " bf16", [&] {
-                return std::make_shared<Bf16Product>(m_engine, matrix(d.n, d.in),
-                                                     matrix(d.out, d.in, true), !b.empty(), relu);
+                return std::make_shared<Bf16Product>(m_engine, bf16Matrix(d.n, d.in),
+                                                     bf16Matrix(d.out, d.in, true), !b.empty(),
+                                                     relu);
             });
-            p.run(m_stream, x.data<float>(), w.data<float>(), b.empty() ? nullptr : b.data<float>(),
-                  y.data<float>());
+            p.run(m_stream, x16, w16, b.empty() ? nullptr : b.data<float>(), y.data<float>());
         });
         return;
     }
@@ -156,14 +231,8 @@ void OneDnnOps::linearBackwardDataImpl(const Tensor& dy, const Tensor& w, Tensor
     const auto d = checks::linearBackwardData(dy, w);
     Tensor::ensure(dx, {d.n, d.in}, DType::Float32);
     if (m_precision == Precision::BFloat16) {
-        guarded("running a linear backward-data in bfloat16", [&] {
-            // dx[N,In] = dy[N,Out] * w[Out,In]
-            auto& p = cached<Bf16Product>(productKey("bwd data bf16", d.n, d.in, d.out), [&] {
-                return std::make_shared<Bf16Product>(m_engine, matrix(d.n, d.out),
-                                                     matrix(d.out, d.in), false, false);
-            });
-            p.run(m_stream, dy.data<float>(), w.data<float>(), nullptr, dx.data<float>());
-        });
+        bf16BackwardData(*this, d, bf16Copy(*this, "dy", dy).of(m_stream, m_engine, dy),
+                         bf16Copy(*this, "w", w).of(m_stream, m_engine, w), dx);
         return;
     }
     // dx[N,In] = dy[N,Out] * w[Out,In]
@@ -177,34 +246,14 @@ void OneDnnOps::linearBackwardWeightsImpl(const Tensor& x, const Tensor& dy, Ten
     const auto d = checks::linearBackwardWeights(x, dy);
     Tensor::ensure(dw, {d.out, d.in}, DType::Float32);
     if (m_precision == Precision::BFloat16) {
-        guarded("running a linear backward-weights in bfloat16", [&] {
-            // dw[Out,In] = dy^T[Out,N] * x[N,In]
-            auto& p = cached<Bf16Product>(productKey("bwd weights bf16", d.n, d.in, d.out), [&] {
-                return std::make_shared<Bf16Product>(m_engine, matrix(d.n, d.out, true),
-                                                     matrix(d.n, d.in), false, false);
-            });
-            p.run(m_stream, dy.data<float>(), x.data<float>(), nullptr, dw.data<float>());
-        });
+        bf16BackwardWeights(*this, d, bf16Copy(*this, "x", x).of(m_stream, m_engine, x),
+                            bf16Copy(*this, "dy", dy).of(m_stream, m_engine, dy), dw);
     } else {
         sgemm('T', 'N', d.out, d.in, d.n, dy.data<float>(), d.out, x.data<float>(), d.in,
               dw.data<float>(), d.in, "running a linear backward-weights");
         noteImplementation(productKey("bwd weights", d.n, d.in, d.out), "gemm TN", "dnnl_sgemm");
     }
-    if (!db) return;
-    Tensor::ensure(*db, {d.out}, DType::Float32);
-    const float* pdy = dy.data<float>();
-    float* pdb = db->data<float>();
-    // Column sums, a block of columns per thread so that the inner loop runs along rows of dy.
-    constexpr std::int64_t block = 256;
-#pragma omp parallel for schedule(static) if (d.n * d.out > kParallelGrain)
-    for (std::int64_t o0 = 0; o0 < d.out; o0 += block) {
-        const std::int64_t o1 = std::min(o0 + block, d.out);
-        for (std::int64_t o = o0; o < o1; ++o) pdb[o] = 0;
-        for (std::int64_t n = 0; n < d.n; ++n) {
-            const float* row = pdy + n * d.out;
-            for (std::int64_t o = o0; o < o1; ++o) pdb[o] += row[o];
-        }
-    }
+    if (db) columnSums(d, dy, *db);
 }
 
 void OneDnnOps::linearBackwardImpl(const Tensor& x, const Tensor& w, const Tensor& y,
@@ -219,8 +268,29 @@ void OneDnnOps::linearBackwardImpl(const Tensor& x, const Tensor& w, const Tenso
         reluBackward(y, dy, masked);
         g = &masked;
     }
-    linearBackwardWeights(x, *g, dw, db);
-    if (dx) linearBackwardData(*g, w, *dx);
+    if (m_precision != Precision::BFloat16) {
+        linearBackwardWeights(x, *g, dw, db);
+        if (dx) linearBackwardData(*g, w, *dx);
+        return;
+    }
+    // In bfloat16: g converted once for both products, x and w as the forward converted them
+    // (they are the forward's, unchanged: the contract) unless another layer's forward of the
+    // same shape has replaced those copies since.
+    const auto d = checks::linearBackwardWeights(x, *g);
+    Tensor::ensure(dw, {d.out, d.in}, DType::Float32);
+    if (dx) Tensor::ensure(*dx, {d.n, d.in}, DType::Float32);
+    guarded("converting a linear layer's operands to bfloat16", [&] {
+        const void* g16 = bf16Copy(*this, "dy", *g).of(m_stream, m_engine, *g);
+        Bf16Copy& xs = bf16Copy(*this, "x", x);
+        const void* x16 = xs.reuse(x);
+        bf16BackwardWeights(*this, d, x16 ? x16 : xs.of(m_stream, m_engine, x), g16, dw);
+        if (dx) {
+            Bf16Copy& ws = bf16Copy(*this, "w", w);
+            const void* w16 = ws.reuse(w);
+            bf16BackwardData(*this, d, g16, w16 ? w16 : ws.of(m_stream, m_engine, w), *dx);
+        }
+    });
+    if (db) columnSums(d, *g, *db);
 }
 
 } // namespace towers::engine::cpu

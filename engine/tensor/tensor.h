@@ -40,6 +40,9 @@ public:
 
     void* raw() { return static_cast<char*>(m_buffer->data()) + m_offset; }
     const void* raw() const { return static_cast<const char*>(m_buffer->data()) + m_offset; }
+    // The storage the bytes live in (shared by views), for telling whether two tensors are the
+    // same storage rather than merely at the same address (a freed buffer's may be reused).
+    std::weak_ptr<const Buffer> storage() const { return m_buffer; }
 
     // Typed access; throws InvalidArgument if T does not match the dtype.
     template <class T> T* data()
