@@ -98,29 +98,29 @@ std::string newRunId()
     return id;
 }
 
-// The run id recorded in a checkpoint's configuration, or "" (none, or not readable).
-std::string runIdOf(const Checkpoint& c)
+// A string field of a checkpoint's configuration, or `otherwise` (absent, or not readable).
+std::string configField(const Checkpoint& c, const char* key, const std::string& otherwise)
 {
     try {
         const Json j = Json::parse(c.info.config);
-        if (j.is_object() && j.contains("runId") && j["runId"].is_string())
-            return j["runId"].get<std::string>();
+        if (j.is_object() && j.contains(key) && j[key].is_string())
+            return j[key].get<std::string>();
     } catch (const Json::exception&) {
     }
-    return {};
+    return otherwise;
 }
 
-// The precision a checkpoint's weights were trained in, from its configuration: "fp32" when it
-// names none (a checkpoint from before --precision) or cannot be read.
+// The run id recorded in a checkpoint's configuration, or "".
+std::string runIdOf(const Checkpoint& c)
+{
+    return configField(c, "runId", "");
+}
+
+// The precision a checkpoint's weights were trained in: "fp32" when it names none (a checkpoint
+// from before --precision).
 std::string precisionOf(const Checkpoint& c)
 {
-    try {
-        const Json j = Json::parse(c.info.config);
-        if (j.is_object() && j.contains("precision") && j["precision"].is_string())
-            return j["precision"].get<std::string>();
-    } catch (const Json::exception&) {
-    }
-    return std::string(precisionName(Precision::Float32));
+    return configField(c, "precision", std::string(precisionName(Precision::Float32)));
 }
 
 // Validates before the run directory is created.
