@@ -8,18 +8,22 @@
 // and every normalisation is out = A_c x + B_c. Per-image standardisation needs the mean and
 // variance of v over the whole image, which follow exactly from the per-channel sums of x and x^2.
 // So one pass gathers integer sums (only when contrast or per-image standardisation needs them)
-// and one pass writes A_c x + B_c in the flipped, shifted order. The test compares this with a
-// direct step-by-step implementation of TensorFlow's definitions.
+// and one pass writes A_c x + B_c in the flipped, shifted order. The window, the coefficients and
+// the value are distortion_math.h's, which a GPU kernel can run per element. The tests compare
+// this with a direct step-by-step implementation of TensorFlow's definitions, and with a plain
+// per-element loop over distortion_math.h.
 #include <algorithm>
 #include <cmath>
 
+#include "engine/data/distortion_math.h"
 #include "engine/data/preprocessing.h"
 
 namespace towers::engine {
 
 namespace {
 
-constexpr int kMaxChannels = 64;
+using preprocess::kMaxChannels;
+using Window = preprocess::OutputWindow;
 
 void checkFits(const Preprocessing& p, const Shape& source)
 {
@@ -36,18 +40,15 @@ void checkFits(const Preprocessing& p, const Shape& source)
                               "per channel");
 }
 
-// The part of the output that comes from source bytes rather than padding.
-struct Window
-{
-    int i0, i1; // output rows [i0, i1) read crop rows i - shiftY
-    int j0, j1; // unflipped output columns [j0, j1) read crop columns j - shiftX
-};
+static_assert(int(Preprocessing::Normalization::PerImage) ==
+              int(preprocess::Normalization::PerImage));
+static_assert(int(Preprocessing::Normalization::MeanStd) ==
+              int(preprocess::Normalization::MeanStd));
+static_assert(int(Preprocessing::Normalization::Scale) == int(preprocess::Normalization::Scale));
 
-Window window(const Preprocessing& p, const Distortion& d)
+preprocess::ImageDraw drawOf(const Distortion& d)
 {
-    const auto clampTo = [](int v, int hi) { return std::clamp(v, 0, hi); };
-    return {clampTo(d.shiftY, p.height), clampTo(p.height + d.shiftY, p.height),
-            clampTo(d.shiftX, p.width), clampTo(p.width + d.shiftX, p.width)};
+    return {d.cropY, d.cropX, d.shiftY, d.shiftX, d.flip, d.brightness, d.contrast};
 }
 
 // Sums and sums of squares per channel over the window's source bytes.
@@ -105,12 +106,14 @@ void writeOutput(const Preprocessing& p, const std::uint8_t* image, std::int64_t
         if (!d.flip) {
             const std::uint8_t* src = row + (w.j0 - d.shiftX) * c;
             for (int j = 0; j < count; ++j)
-                for (int k = 0; k < c; ++k) dst[j * c + k] = a[k] * float(src[j * c + k]) + b[k];
+                for (int k = 0; k < c; ++k)
+                    dst[j * c + k] = preprocess::affineValue(a[k], b[k], src[j * c + k]);
         } else {
             // Output column first + j shows unflipped column w.j1 - 1 - j.
             const std::uint8_t* src = row + (w.j1 - 1 - d.shiftX) * c;
             for (int j = 0; j < count; ++j)
-                for (int k = 0; k < c; ++k) dst[j * c + k] = a[k] * float(src[-j * c + k]) + b[k];
+                for (int k = 0; k < c; ++k)
+                    dst[j * c + k] = preprocess::affineValue(a[k], b[k], src[-j * c + k]);
         }
         pad(o + (first + count) * c, width - first - count);
     }
@@ -121,59 +124,15 @@ void apply(const Preprocessing& p, const std::uint8_t* image, std::int64_t sourc
            const Distortion& d, float* out)
 {
     const int c = kC ? kC : p.channels;
-    const Window w = window(p, d);
-    const bool contrast = d.contrast != 1.0;
-    const bool perImage = p.normalization == Preprocessing::Normalization::PerImage;
-
-    double mean[kMaxChannels] = {}, var[kMaxChannels] = {};
-    if (contrast || perImage) {
-        double sum[kMaxChannels], sq[kMaxChannels];
-        channelSums<kC>(image, sourceWidth, c, d, w, sum, sq);
-        const double n = double(p.height) * p.width; // pads count, as zeros
-        for (int k = 0; k < c; ++k) {
-            mean[k] = sum[k] / n;
-            var[k] = std::max(0.0, sq[k] / n - mean[k] * mean[k]);
-        }
-    }
-    // v = alpha x + beta_c (brightness and contrast), then the normalisation.
-    const double alpha = d.contrast;
-    double beta[kMaxChannels];
-    for (int k = 0; k < c; ++k) beta[k] = (1.0 - d.contrast) * mean[k] + d.brightness;
-
+    const Window w = preprocess::outputWindow(p.height, p.width, d.shiftY, d.shiftX);
+    const auto norm = static_cast<preprocess::Normalization>(p.normalization);
+    const preprocess::ImageDraw draw = drawOf(d);
+    double sum[kMaxChannels], sq[kMaxChannels];
+    const bool sums = preprocess::needsSums(norm, draw);
+    if (sums) channelSums<kC>(image, sourceWidth, c, d, w, sum, sq);
     float a[kMaxChannels] = {}, b[kMaxChannels] = {};
-    switch (p.normalization) {
-    case Preprocessing::Normalization::PerImage: {
-        // tf.image.per_image_standardization: (v - mean) / max(stddev, 1 / sqrt(numel)).
-        double mu = 0;
-        for (int k = 0; k < c; ++k) mu += alpha * mean[k] + beta[k];
-        mu /= c;
-        double total = 0;
-        for (int k = 0; k < c; ++k) {
-            const double dm = alpha * mean[k] + beta[k] - mu;
-            total += alpha * alpha * var[k] + dm * dm;
-        }
-        const double numel = double(p.height) * p.width * c;
-        const double scale = std::max(std::sqrt(total / c), 1.0 / std::sqrt(numel));
-        for (int k = 0; k < c; ++k) {
-            a[k] = float(alpha / scale);
-            b[k] = float((beta[k] - mu) / scale);
-        }
-        break;
-    }
-    case Preprocessing::Normalization::MeanStd:
-        for (int k = 0; k < c; ++k) {
-            const double s = p.stddev[static_cast<std::size_t>(k)];
-            a[k] = float(alpha / (255.0 * s));
-            b[k] = float((beta[k] / 255.0 - p.mean[static_cast<std::size_t>(k)]) / s);
-        }
-        break;
-    case Preprocessing::Normalization::Scale:
-        for (int k = 0; k < c; ++k) {
-            a[k] = float(alpha / 255.0);
-            b[k] = float(beta[k] / 255.0);
-        }
-        break;
-    }
+    preprocess::affineCoefficients(norm, c, p.height, p.width, draw, sums ? sum : nullptr,
+                                   sums ? sq : nullptr, p.mean.data(), p.stddev.data(), a, b);
     writeOutput<kC>(p, image, sourceWidth, d, w, a, b, out);
 }
 

@@ -5,7 +5,9 @@
 #include <QtTest>
 
 #include <cmath>
+#include <cstring>
 
+#include "engine/data/distortion_math.h"
 #include "engine/data/preprocessing.h"
 
 using namespace towers::engine;
@@ -147,6 +149,42 @@ std::vector<float> run(const Preprocessing& p, const ImageSet& set, std::int64_t
     return out;
 }
 
+// The same image as a GPU kernel would make it from distortion_math.h: the channel sums over the
+// output pixels that show source bytes, the coefficients, then every element on its own.
+std::vector<float> perElement(const Preprocessing& p, const ImageSet& set, std::int64_t i,
+                              const Distortion& d)
+{
+    namespace pp = preprocess;
+    const pp::ImageDraw draw{d.cropY, d.cropX,      d.shiftY,  d.shiftX,
+                             d.flip,  d.brightness, d.contrast};
+    const pp::OutputWindow w = pp::outputWindow(p.height, p.width, d.shiftY, d.shiftX);
+    const auto norm = static_cast<pp::Normalization>(p.normalization);
+    const int c = p.channels;
+    const std::uint8_t* image = set.image(i);
+    double sum[pp::kMaxChannels] = {}, sq[pp::kMaxChannels] = {};
+    for (int y = 0; y < p.height; ++y)
+        for (int x = 0; x < p.width; ++x) {
+            const std::int64_t src = pp::sourcePixel(y, x, p.width, w, draw, set.width);
+            for (int k = 0; k < c && src >= 0; ++k) {
+                const double v = image[src * c + k];
+                sum[k] += v;
+                sq[k] += v * v;
+            }
+        }
+    const bool sums = pp::needsSums(norm, draw);
+    float a[pp::kMaxChannels], b[pp::kMaxChannels];
+    pp::affineCoefficients(norm, c, p.height, p.width, draw, sums ? sum : nullptr,
+                           sums ? sq : nullptr, p.mean.data(), p.stddev.data(), a, b);
+    std::vector<float> out(static_cast<std::size_t>(p.height * p.width * c));
+    for (std::size_t e = 0; e < out.size(); ++e) {
+        const int k = int(e % std::size_t(c)), px = int(e / std::size_t(c));
+        const std::int64_t src =
+            pp::sourcePixel(px / p.width, px % p.width, p.width, w, draw, set.width);
+        out[e] = pp::affineValue(a[k], b[k], src < 0 ? 0 : image[src * c + k]);
+    }
+    return out;
+}
+
 double maxDiff(const std::vector<float>& got, const Img& want)
 {
     double m = 0;
@@ -183,6 +221,41 @@ double mean(const std::vector<float>& v)
 
 } // namespace
 
+// The recipes of matchesReference's rows.
+static void recipeCase(int recipe, ImageSet& set, Preprocessing& p)
+{
+    switch (recipe) {
+    case 0:
+        set = randomSet(16, 32, 32, 3, 1);
+        p = cifarDistortions(24);
+        break;
+    case 1:
+        set = randomSet(16, 32, 32, 3, 2);
+        p = cifarDistortions(32);
+        break;
+    case 2:
+        set = randomSet(16, 32, 32, 3, 3);
+        p = cifarPadCrop(set, 4);
+        break;
+    case 3:
+        set = randomSet(16, 28, 28, 1, 4);
+        p = translateAndNormalize(set, 3);
+        break;
+    case 4:
+        set = randomSet(16, 20, 17, 2, 5);
+        p = everything(15, 13, 2, Preprocessing::Normalization::Scale);
+        break;
+    case 5:
+        set = randomSet(16, 12, 11, 5, 6);
+        p = everything(9, 11, 5, Preprocessing::Normalization::PerImage);
+        break;
+    default:
+        set = randomSet(16, 28, 28, 1, 7);
+        p = everything(26, 27, 1, Preprocessing::Normalization::MeanStd);
+        break;
+    }
+}
+
 class TestPreprocessing : public QObject
 {
     Q_OBJECT
@@ -204,36 +277,7 @@ private slots:
         QFETCH(int, recipe);
         ImageSet set;
         Preprocessing p;
-        switch (recipe) {
-        case 0:
-            set = randomSet(16, 32, 32, 3, 1);
-            p = cifarDistortions(24);
-            break;
-        case 1:
-            set = randomSet(16, 32, 32, 3, 2);
-            p = cifarDistortions(32);
-            break;
-        case 2:
-            set = randomSet(16, 32, 32, 3, 3);
-            p = cifarPadCrop(set, 4);
-            break;
-        case 3:
-            set = randomSet(16, 28, 28, 1, 4);
-            p = translateAndNormalize(set, 3);
-            break;
-        case 4:
-            set = randomSet(16, 20, 17, 2, 5);
-            p = everything(15, 13, 2, Preprocessing::Normalization::Scale);
-            break;
-        case 5:
-            set = randomSet(16, 12, 11, 5, 6);
-            p = everything(9, 11, 5, Preprocessing::Normalization::PerImage);
-            break;
-        default:
-            set = randomSet(16, 28, 28, 1, 7);
-            p = everything(26, 27, 1, Preprocessing::Normalization::MeanStd);
-            break;
-        }
+        recipeCase(recipe, set, p);
         p.validateFor(set.imageShape());
         Rng rng(99);
         double worst = 0;
@@ -244,6 +288,32 @@ private slots:
             worst = std::max(worst, maxDiff(run(p, set, i, d), reference(p, set, i, d)));
         }
         QVERIFY2(worst < 2e-5, qPrintable(QString("max |fast - reference| = %1").arg(worst)));
+    }
+
+    // distortion_math.h run element by element, as a GPU kernel would, is the pipeline bit for
+    // bit.
+    void perElementArithmeticIsThePipeline_data() { matchesReference_data(); }
+    void perElementArithmeticIsThePipeline()
+    {
+        QFETCH(int, recipe);
+        ImageSet set;
+        Preprocessing p;
+        recipeCase(recipe, set, p);
+        Rng rng(7);
+        for (int n = 0; n < 200; ++n) {
+            const std::int64_t i = n % set.count;
+            const Distortion d = n == 0 ? centralDistortion(p, set.imageShape())
+                                        : drawDistortion(p, set.imageShape(), rng);
+            const std::vector<float> fast = run(p, set, i, d), each = perElement(p, set, i, d);
+            for (std::size_t e = 0; e < fast.size(); ++e)
+                if (std::memcmp(&fast[e], &each[e], sizeof(float)) != 0)
+                    QFAIL(qPrintable(QStringLiteral("draw %1, element %2: %3 by the pipeline, %4 "
+                                                    "element by element")
+                                         .arg(n)
+                                         .arg(e)
+                                         .arg(double(fast[e]), 0, 'g', 9)
+                                         .arg(double(each[e]), 0, 'g', 9)));
+        }
     }
 
     // Translations at and beyond the edge (a fully padded image) stay in bounds and match.
