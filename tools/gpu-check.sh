@@ -8,12 +8,13 @@
 #                                         # unpacks, then runs and logs (to $OUT, else .carry/out):
 #     nvidia-smi; towers-cli --version / devices; towers-cli selftest --device cuda (and --tf32);
 #     tst_op_cases (the op-case table on CUDA, float32 and TF32, beside oneDNN's rows);
-#     tst_gpu_backend (every op, GPU towers, device errors, NCCL aborts); parts of it under
+#     tst_gpu_backend (every op, GPU towers, device errors, NCCL aborts); tst_bf16 on the host's
+#     CPU (AMX where a Xeon has it); parts of tst_gpu_backend under
 #     compute-sanitizer (memcheck, racecheck, synccheck);
 #     a real training run on Fashion-MNIST on the GPU; bench/compare.py --device cuda against
 #     PyTorch (default, channels-last, channels-last+bf16) for cifar10-tutorial and cifar10-resnet.
 #
-# The tarball holds towers-cli, tst_op_cases, tst_gpu_backend, libtowers-cuda.so, the Debian libraries they
+# The tarball holds towers-cli, the tests above, libtowers-cuda.so, the Debian libraries they
 # need that a bare machine lacks (Qt, oneDNN, ...; not glibc, not NVIDIA's, which come from the
 # machine's CUDA toolkit or its Python packages), and Debian's Fashion-MNIST when installed.
 set -euo pipefail
@@ -23,17 +24,17 @@ mode=${1:-}
 pack() {
     local build=${1:-build/ci}
     local plugin=$build/engine/cuda/libtowers-cuda.so
-    for f in "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$build/tests/engine/tst_op_cases" "$build/tests/engine/tst_process_communicator" "$plugin"; do
+    for f in "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$build/tests/engine/tst_op_cases" "$build/tests/engine/tst_process_communicator" "$build/tests/engine/tst_bf16" "$plugin"; do
         [[ -f $f ]] || { echo "gpu-check: $f is missing: build a CUDA build first (cmake --preset ci && cmake --build --preset ci)" >&2; exit 1; }
     done
     local stage=.carry/gpu
     rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib" "$stage/data"
     cp "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$build/tests/engine/tst_op_cases" \
-        "$build/tests/engine/tst_process_communicator" "$stage/bin/"
+        "$build/tests/engine/tst_process_communicator" "$build/tests/engine/tst_bf16" "$stage/bin/"
     cp "$plugin" "$stage/lib/"
     # What the programs load from Debian, except the C runtime and NVIDIA's libraries.
     ldd "$stage/bin/towers-cli" "$stage/bin/tst_gpu_backend" "$stage/bin/tst_op_cases" \
-        "$stage/bin/tst_process_communicator" "$plugin" |
+        "$stage/bin/tst_process_communicator" "$stage/bin/tst_bf16" "$plugin" |
         awk '/=> \// {print $3}' | sort -u |
         grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libgcc_s|libstdc\+\+)\.so|/libcu|/libnccl|/libnvidia|/libcudnn' |
         while read -r lib; do cp -L "$lib" "$stage/lib/"; done
@@ -64,7 +65,7 @@ EOF
     # The carried Debian libraries go to the carried programs only (wrappers), never to python3,
     # whose PyTorch has its own.
     local libs="$g/lib:${nvlibs}:/usr/local/cuda/lib64"
-    for prog in towers-cli tst_gpu_backend tst_op_cases tst_process_communicator; do
+    for prog in towers-cli tst_gpu_backend tst_op_cases tst_process_communicator tst_bf16; do
         mv "$g/bin/$prog" "$g/bin/$prog.bin"
         printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$libs" "$g/bin/$prog.bin" > "$g/bin/$prog"
         chmod +x "$g/bin/$prog"
@@ -89,6 +90,9 @@ EOF
     step tst_gpu_backend "$g/bin/tst_gpu_backend"
     # Two "processes" (threads with a stand-in for MPI) of GPU towers on one GPU against one.
     step tst_process_communicator "$g/bin/tst_process_communicator"
+    # --precision bf16 on the host's CPU (a GPU server's Xeon may have AMX: other oneDNN kernels
+    # than a Zen 4's; skipped with the reason where it has no bf16). tst_op_cases has its rows.
+    step tst_bf16 "$g/bin/tst_bf16"
     if command -v compute-sanitizer > /dev/null; then
         step sanitizer env LD_LIBRARY_PATH="$libs" compute-sanitizer --tool memcheck --error-exitcode 3 \
             "$g/bin/tst_gpu_backend.bin" everyOpMatchesTheReference deviceErrorsAreTypedAndSayWhat \
