@@ -390,12 +390,15 @@ void ConvPlan::buildBackward()
     const auto hint = forwardPd(m_engine, g, m_algorithm, m_bias, Activation::None);
     const memory::desc oihw = md(g.weights, Tag::oihw), dstNhwc = md(g.dst, Tag::nhwc);
 
-    // Backward weights: it fixes the layout of g for both backward primitives.
+    // Backward weights: it fixes the layout of g for both backward primitives. In bfloat16 the
+    // bias gradient is summed from float32 dy instead (backward()): from g's bfloat16 copy, the
+    // few large terms of a bias gradient would cancel to as much as 2 % off.
+    m_bwdBias = m_bias && m_algorithm != ConvAlgorithm::DirectBf16;
     auto w = std::make_shared<BackwardWeights>();
     {
         const auto pd = backwardPd(m_algorithm, [&](dnnl::algorithm algo) {
             const auto desc =
-                m_bias
+                m_bwdBias
                     ? convolution_backward_weights::desc(
                           algo, md(g.src, t, in), md(g.weights, Tag::any), md(g.bias, Tag::x),
                           md(g.dst, t, in), g.strides, g.padL, g.padR)
@@ -408,7 +411,7 @@ void ConvPlan::buildBackward()
         const memory::desc src = pd.src_desc();
         w->conv.addArg(DNNL_ARG_SRC, src, m_engine);
         w->conv.addArg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), m_engine);
-        if (m_bias) w->conv.addArg(DNNL_ARG_DIFF_BIAS, pd.diff_bias_desc(), m_engine);
+        if (m_bwdBias) w->conv.addArg(DNNL_ARG_DIFF_BIAS, pd.diff_bias_desc(), m_engine);
         w->conv.addScratchpad(pd.scratchpad_desc(), m_engine);
         w->srcIsNhwc = src == md(g.src, Tag::nhwc);
         w->srcMatchesSaved = keepsConvertedInputs(m_algorithm) && src == m_fwd->srcDesc;
@@ -487,14 +490,14 @@ void ConvPlan::buildBackwardData()
     m_bwdD = d;
 }
 
-void ConvPlan::maskGradient(dnnl::stream& s, const Tensor& dy, const Tensor* y)
+void ConvPlan::maskGradient(dnnl::stream& s, const Tensor& dy, const Tensor* y, float* biasSums)
 {
     const Window2d& g = m_desc.win;
     const std::int64_t hw = g.oh * g.ow;
     if (m_gradBf16) {
         auto* out = static_cast<std::uint16_t*>(m_grad.get(m_gradDesc.get_size()));
-        maskedGradientBf16(dy.data<float>(), y ? y->data<float>() : nullptr,
-                           g.n * hw * m_desc.outChannels, out);
+        maskedGradientBf16(dy.data<float>(), y ? y->data<float>() : nullptr, g.n * hw,
+                           m_desc.outChannels, out, biasSums);
         m_gradPtr = out;
         return;
     }
@@ -550,7 +553,9 @@ void ConvPlan::backward(dnnl::stream& s, const Tensor& dy, const Gradients& a)
                                      a.dx->data<float>());
         return;
     }
-    maskGradient(s, dy, m_act == Activation::Relu ? a.y : nullptr);
+    // In bfloat16 the bias gradient comes from float32 dy, summed as g is converted.
+    float* biasSums = m_bias && !m_bwdBias && a.dw && a.db ? a.db->data<float>() : nullptr;
+    maskGradient(s, dy, m_act == Activation::Relu ? a.y : nullptr, biasSums);
 
     if (a.dw) {
         BackwardWeights& w = *m_bwdW;
@@ -566,7 +571,7 @@ void ConvPlan::backward(dnnl::stream& s, const Tensor& dy, const Gradients& a)
             w.conv.bind(DNNL_ARG_SRC, xb);
         }
         w.conv.bind(DNNL_ARG_DIFF_DST, m_gradPtr);
-        if (m_bias)
+        if (m_bwdBias)
             w.conv.bind(DNNL_ARG_DIFF_BIAS,
                         a.db ? a.db->raw()
                              : w.ownBias.get(static_cast<std::size_t>(m_desc.outChannels) * 4));
@@ -576,6 +581,11 @@ void ConvPlan::backward(dnnl::stream& s, const Tensor& dy, const Gradients& a)
             w.diffWeightsReorder.bind(DNNL_ARG_TO, *a.dw);
             w.diffWeightsReorder.execute(s);
         }
+        if (m_bias && !m_bwdBias && a.db && !m_gradBf16) // not summed with g's conversion
+            maskedGradientBf16(dy.data<float>(),
+                               m_act == Activation::Relu ? a.y->data<float>() : nullptr,
+                               m_desc.win.n * m_desc.win.oh * m_desc.win.ow, m_desc.outChannels,
+                               nullptr, a.db->data<float>());
     }
 
     if (!a.dx) return;

@@ -102,7 +102,10 @@ private:
     void buildForward();
     void buildBackward(); // backward weights, which fixes the layout of g
     void buildBackwardData();
-    void maskGradient(dnnl::stream& s, const Tensor& dy, const Tensor* y);
+    // g from dy (masked by y when not null) for the backward primitives; in bfloat16 also the
+    // bias gradient into biasSums when not null.
+    void maskGradient(dnnl::stream& s, const Tensor& dy, const Tensor* y,
+                      float* biasSums = nullptr);
     // The blocked input and weights a training forward saved, or null.
     const char* savedState(const Tensor* saved) const;
 
@@ -122,6 +125,7 @@ private:
     dnnl::memory::desc m_gradDesc;
     int m_gradBlock = 0;     // channelBlockOf(m_gradDesc): 0 nhwc, 8 / 16 blocked, -1 other
     bool m_gradBf16 = false; // m_gradDesc is bfloat16 NHWC: masked and converted in one pass
+    bool m_bwdBias = false;  // the backward-weights primitive computes db (not in bfloat16)
     AlignedBuffer m_grad;    // g, unless it can be dy itself
     AlignedBuffer m_gradTmp; // g in NHWC before a oneDNN reorder, for the "other" layouts
     BoundPrimitive m_gradReorder;

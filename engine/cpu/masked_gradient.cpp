@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "engine/cpu/cpu_common.h"
 
@@ -73,20 +74,51 @@ void maskedGradient(const float* dy, const float* y, std::int64_t n, std::int64_
     });
 }
 
-void maskedGradientBf16(const float* dy, const float* y, std::int64_t count, std::uint16_t* out)
+void maskedGradientBf16(const float* dy, const float* y, std::int64_t rows, std::int64_t c,
+                        std::uint16_t* out, float* channelSums)
 {
-    // Round to nearest even on the bits (finite gradients; a NaN's payload may become infinity's
-    // pattern or another NaN, still non-finite, which the step's check catches either way).
-    parallelChunks(count, [=](std::int64_t b, std::int64_t e) TOWERS_INLINE {
+    // Chunks of rows spread over the team. Each element: masked by a select, not a branch (ReLU's
+    // mask is a coin toss per element), rounded to nearest even on the bits (finite gradients; a
+    // NaN stays non-finite, which the step's check catches either way), and added to its chunk's
+    // float sum for its channel. The chunks' sums are added in order in double: the same result
+    // whatever the thread count.
+    constexpr std::int64_t chunkRows = 256;
+    const std::int64_t chunks = (rows + chunkRows - 1) / chunkRows;
+    std::vector<float> partial(channelSums ? static_cast<std::size_t>(chunks * c) : 0);
+    float* const part = partial.data();
+    parallelItems(chunks, chunkRows * c, [=](std::int64_t b, std::int64_t e) TOWERS_INLINE {
+        for (std::int64_t q = b; q < e; ++q) {
+            float* sum = part ? part + q * c : nullptr;
+            if (sum)
+                for (std::int64_t k = 0; k < c; ++k) sum[k] = 0.0f;
+            const std::int64_t r1 = std::min(rows, (q + 1) * chunkRows);
+            for (std::int64_t r = q * chunkRows; r < r1; ++r) {
+                const float* g = dy + r * c;
+                const float* m = y ? y + r * c : g;
+                if (out) {
+                    std::uint16_t* o = out + r * c;
 #pragma omp simd
-        for (std::int64_t i = b; i < e; ++i) {
-            const float v = !y || y[i] > 0.0f ? dy[i] : 0.0f;
-            std::uint32_t u;
-            std::memcpy(&u, &v, 4);
-            u += 0x7FFFu + ((u >> 16) & 1u);
-            out[i] = static_cast<std::uint16_t>(u >> 16);
+                    for (std::int64_t k = 0; k < c; ++k) {
+                        const float v = !y || m[k] > 0.0f ? g[k] : 0.0f;
+                        std::uint32_t u;
+                        std::memcpy(&u, &v, 4);
+                        u += 0x7FFFu + ((u >> 16) & 1u);
+                        o[k] = static_cast<std::uint16_t>(u >> 16);
+                    }
+                }
+                if (sum) {
+#pragma omp simd
+                    for (std::int64_t k = 0; k < c; ++k) sum[k] += !y || m[k] > 0.0f ? g[k] : 0.0f;
+                }
+            }
         }
     });
+    if (!channelSums) return;
+    for (std::int64_t k = 0; k < c; ++k) {
+        double total = 0;
+        for (std::int64_t q = 0; q < chunks; ++q) total += part[q * c + k];
+        channelSums[k] = static_cast<float>(total);
+    }
 }
 
 } // namespace towers::engine::cpu

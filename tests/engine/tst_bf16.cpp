@@ -278,7 +278,7 @@ private slots:
         // Two towers x 8 against one tower x 16 on the same batches, bf16 both, and one tower in
         // float32: the losses follow float32's (within 3 %: the trajectories drift apart slowly),
         // the replicas stay identical, two towers' updates agree with one's up to the order of the
-        // gradient sums, and a run is reproducible.
+        // gradient sums while the runs have not parted, and a run is reproducible bit for bit.
         requireBf16();
         TowerSetOptions o;
         o.model = "cifar10-tutorial";
@@ -312,21 +312,29 @@ private slots:
             (s == 0 ? first : last) = r.crossEntropy;
             one.step(whole, s, 0.05);
             again.step(whole, s, 0.05);
+            if (s == 2) {
+                // Two towers against one, before the trajectories part: rounding to bfloat16 turns
+                // the order of the gradient sums' last-bit differences into whole bfloat16 steps
+                // now and then, and a max-pooling choice can follow (on this machine step 9 jumps
+                // from 2e-7 to 4e-3; float32 stays at 4e-6 for all 12 steps).
+                const auto& pa = two.model().parameters();
+                const auto& pb = one.model().parameters();
+                for (std::size_t i = 0; i < pa.size(); ++i) {
+                    const double e = normalisedError(pa[i]->value, pb[i]->value);
+                    QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("after 3 steps, %1: %2")
+                                                      .arg(QString::fromStdString(pa[i]->name))
+                                                      .arg(e)));
+                }
+            }
         }
         QVERIFY2(last < 0.6 * first, qPrintable(QStringLiteral("%1 -> %2").arg(first).arg(last)));
         QVERIFY2(two.compareReplicas().empty(), two.compareReplicas().c_str());
-        const auto& pa = two.model().parameters();
         const auto& pb = one.model().parameters();
         const auto& pc = again.model().parameters();
-        for (std::size_t i = 0; i < pa.size(); ++i) {
-            const double e = normalisedError(pa[i]->value, pb[i]->value);
-            QVERIFY2(e < 1e-4,
-                     qPrintable(
-                         QStringLiteral("%1: %2").arg(QString::fromStdString(pa[i]->name)).arg(e)));
+        for (std::size_t i = 0; i < pb.size(); ++i)
             QVERIFY2(std::memcmp(pb[i]->value.raw(), pc[i]->value.raw(), pb[i]->value.bytes()) == 0,
                      qPrintable(QStringLiteral("%1 differs between two identical runs")
                                     .arg(QString::fromStdString(pb[i]->name))));
-        }
     }
 
     void refusesWhereItCannotRun()
