@@ -11,9 +11,9 @@
 #include "app/cli/command.h"
 #include "app/devices/device_list.h"
 #include "engine/cpu/cpu_info.h"
-#include "engine/cpu/onednn_ops.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/selftest/selftest.h"
+#include "engine/train/train_config.h"
 
 namespace towers::app {
 
@@ -137,14 +137,11 @@ int runSelftest(const QStringList& args, CommandIo& io)
         io.err << "towers-cli selftest: --precision: " << e.what() << "\n";
         return ExitUsage;
     }
-    if (o.precision == engine::Precision::BFloat16) {
-        const std::string no = cuda ? std::string("GPU towers compute in float32 in this build")
-                                    : engine::cpu::bf16Unavailable();
-        if (!no.empty()) {
-            io.err << "towers-cli selftest: error: --precision bf16: " << QString::fromStdString(no)
-                   << "\n";
-            return ExitFailure;
-        }
+    // The backend's own refusal, as training gives it.
+    if (const std::string no = engine::TrainConfig::precisionUnavailable(o.backend, o.precision);
+        !no.empty()) {
+        io.err << "towers-cli selftest: error: " << QString::fromStdString(no) << "\n";
+        return ExitFailure;
     }
     o.training = !p.isSet(QStringLiteral("no-training"));
     o.filter = p.value(QStringLiteral("filter")).toStdString();

@@ -425,11 +425,15 @@ void ConvPlan::buildBackward()
             w->conv.addArg(DNNL_ARG_DIFF_WEIGHTS, oihw, m_engine);
         }
         m_gradDesc = pd.diff_dst_desc();
-        // In bfloat16, g is masked and converted in one pass where the primitive reads it NHWC,
-        // else masked in float32, then converted by a reorder.
-        m_gradBf16 = m_gradDesc == md(g.dst, Tag::nhwc, bf16);
-        m_gradBlock = in == f32 ? channelBlockOf(m_gradDesc, g.dst) : -1;
-        if (m_gradBlock < 0) m_gradReorder = makeReorder(dstNhwc, m_gradDesc, m_engine);
+        // In bfloat16, g is masked and converted in one pass (with the bias gradient summed),
+        // NHWC as the primitive was asked for.
+        m_gradBf16 = in == bf16;
+        if (m_gradBf16 && m_gradDesc != md(g.dst, Tag::nhwc, bf16))
+            throw BackendError("oneDNN's bfloat16 backward-weights convolution " + m_key +
+                               " reads its gradient in another layout than the NHWC asked for");
+        m_gradBlock = m_gradBf16 ? -1 : channelBlockOf(m_gradDesc, g.dst);
+        if (m_gradBlock < 0 && !m_gradBf16)
+            m_gradReorder = makeReorder(dstNhwc, m_gradDesc, m_engine);
     }
     m_bwdW = w;
 }
@@ -581,11 +585,6 @@ void ConvPlan::backward(dnnl::stream& s, const Tensor& dy, const Gradients& a)
             w.diffWeightsReorder.bind(DNNL_ARG_TO, *a.dw);
             w.diffWeightsReorder.execute(s);
         }
-        if (m_bias && !m_bwdBias && a.db && !m_gradBf16) // not summed with g's conversion
-            maskedGradientBf16(dy.data<float>(),
-                               m_act == Activation::Relu ? a.y->data<float>() : nullptr,
-                               m_desc.win.n * m_desc.win.oh * m_desc.win.ow, m_desc.outChannels,
-                               nullptr, a.db->data<float>());
     }
 
     if (!a.dx) return;

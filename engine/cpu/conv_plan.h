@@ -124,7 +124,7 @@ private:
     // The masked gradient in the backward primitives' layout.
     dnnl::memory::desc m_gradDesc;
     int m_gradBlock = 0;     // channelBlockOf(m_gradDesc): 0 nhwc, 8 / 16 blocked, -1 other
-    bool m_gradBf16 = false; // m_gradDesc is bfloat16 NHWC: masked and converted in one pass
+    bool m_gradBf16 = false; // DirectBf16: g is bfloat16 NHWC, masked and converted in one pass
     bool m_bwdBias = false;  // the backward-weights primitive computes db (not in bfloat16)
     AlignedBuffer m_grad;    // g, unless it can be dy itself
     AlignedBuffer m_gradTmp; // g in NHWC before a oneDNN reorder, for the "other" layouts

@@ -4,8 +4,9 @@
 // matmul primitive (brgemm, reading w as [In,Out] with strides (1, In)) at ~200 with the bias and
 // ReLU fused; dy * w is ~200 either way and dy^T * x ~220 with dnnl_sgemm, ~195 with matmul.
 // In bfloat16 (Precision::BFloat16) all three products are matmul primitives reading bfloat16
-// copies of their operands, made by reorders (rounded to nearest even), into the layouts the
-// primitive asks for, and accumulating and writing float32; the bias gradient stays float32 sums.
+// copies of their operands in their own plain layouts (made by reorders, rounded to nearest even;
+// a transposed operand is a view of one), accumulating and writing float32; the forward's copies
+// of x and w serve the fused backward; the bias gradient stays float32 sums.
 #include <algorithm>
 
 #include "engine/cpu/cpu_common.h"
@@ -54,14 +55,14 @@ struct Bf16Copy
         owner = t.storage();
         return out;
     }
-    // The copy of `t` made last, when it was made of t's bytes, in storage still alive; the
-    // caller knows they have not changed since (linearBackward's contract: x and w are those of
+    // The copy made last when it was made of t's bytes, in storage still alive, else a new one;
+    // the caller knows t has not changed since (linearBackward's contract: x and w are those of
     // the forward, unchanged).
-    const void* reuse(const Tensor& t) const
+    const void* ofUnchanged(dnnl::stream& s, const dnnl::engine& eng, const Tensor& t)
     {
         const auto mine = owner.lock();
         const bool same = mine && mine == t.storage().lock() && source == t.raw();
-        return same && count == t.numel() ? data.peek() : nullptr;
+        return same && count == t.numel() ? data.peek() : of(s, eng, t);
     }
 };
 
@@ -194,8 +195,6 @@ void OneDnnOps::linearForwardImpl(const Tensor& x, const Tensor& w, const Tensor
         return;
     }
     guarded("running a linear forward", [&] {
-        using dt = dnnl::memory::data_type;
-        using tag = dnnl::memory::format_tag;
         auto& p = cached<BoundPrimitive>(key, [&] {
             const dnnl::memory::desc src({d.n, d.in}, dt::f32, tag::ab);
             const dnnl::memory::desc weights({d.in, d.out}, dt::f32, tag::ba); // w^T, no copy
@@ -281,14 +280,11 @@ void OneDnnOps::linearBackwardImpl(const Tensor& x, const Tensor& w, const Tenso
     if (dx) Tensor::ensure(*dx, {d.n, d.in}, DType::Float32);
     guarded("converting a linear layer's operands to bfloat16", [&] {
         const void* g16 = bf16Copy(*this, "dy", *g).of(m_stream, m_engine, *g);
-        Bf16Copy& xs = bf16Copy(*this, "x", x);
-        const void* x16 = xs.reuse(x);
-        bf16BackwardWeights(*this, d, x16 ? x16 : xs.of(m_stream, m_engine, x), g16, dw);
-        if (dx) {
-            Bf16Copy& ws = bf16Copy(*this, "w", w);
-            const void* w16 = ws.reuse(w);
-            bf16BackwardData(*this, d, g16, w16 ? w16 : ws.of(m_stream, m_engine, w), *dx);
-        }
+        bf16BackwardWeights(*this, d, bf16Copy(*this, "x", x).ofUnchanged(m_stream, m_engine, x),
+                            g16, dw);
+        if (dx)
+            bf16BackwardData(*this, d, g16,
+                             bf16Copy(*this, "w", w).ofUnchanged(m_stream, m_engine, w), *dx);
     });
     if (db) columnSums(d, *g, *db);
 }

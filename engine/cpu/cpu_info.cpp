@@ -69,10 +69,10 @@ std::string bf16Unavailable()
     std::string isa;
     try {
         // Bit sets: avx512_core_bf16's bits are in every later ISA's (AMX's too).
-        const auto effective = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+        const dnnl::cpu_isa effective = dnnl::get_effective_cpu_isa();
         const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-        if ((effective & bf16) == bf16) return {};
-        isa = isaName(dnnl::get_effective_cpu_isa());
+        if ((static_cast<unsigned>(effective) & bf16) == bf16) return {};
+        isa = isaName(effective);
     } catch (const dnnl::error&) {
         isa = "unknown";
     }

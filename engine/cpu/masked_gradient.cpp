@@ -95,20 +95,15 @@ void maskedGradientBf16(const float* dy, const float* y, std::int64_t rows, std:
             for (std::int64_t r = q * chunkRows; r < r1; ++r) {
                 const float* g = dy + r * c;
                 const float* m = y ? y + r * c : g;
-                if (out) {
-                    std::uint16_t* o = out + r * c;
+                std::uint16_t* o = out + r * c;
 #pragma omp simd
-                    for (std::int64_t k = 0; k < c; ++k) {
-                        const float v = !y || m[k] > 0.0f ? g[k] : 0.0f;
-                        std::uint32_t u;
-                        std::memcpy(&u, &v, 4);
-                        u += 0x7FFFu + ((u >> 16) & 1u);
-                        o[k] = static_cast<std::uint16_t>(u >> 16);
-                    }
-                }
-                if (sum) {
-#pragma omp simd
-                    for (std::int64_t k = 0; k < c; ++k) sum[k] += !y || m[k] > 0.0f ? g[k] : 0.0f;
+                for (std::int64_t k = 0; k < c; ++k) {
+                    const float v = !y || m[k] > 0.0f ? g[k] : 0.0f;
+                    if (sum) sum[k] += v;
+                    std::uint32_t u;
+                    std::memcpy(&u, &v, 4);
+                    u += 0x7FFFu + ((u >> 16) & 1u);
+                    o[k] = static_cast<std::uint16_t>(u >> 16);
                 }
             }
         }

@@ -21,7 +21,7 @@ void maskedGradient(const float* dy, const float* y, std::int64_t n, std::int64_
 // For [rows, c] NHWC tensors, dy masked by y > 0 (no mask when y is null): into `out` as
 // bfloat16 (rounded to nearest even; a bfloat16 convolution's backward reads g so), and, when
 // channelSums is not null, its sum per channel from the float32 values (a bias gradient, summed
-// in double over chunks and rounded once). One pass does both; either output may be null.
+// in double over chunks and rounded once). One pass does both.
 void maskedGradientBf16(const float* dy, const float* y, std::int64_t rows, std::int64_t c,
                         std::uint16_t* out, float* channelSums);
 
