@@ -358,4 +358,30 @@ void CudaOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tens
                      1.0 - std::pow(s.beta2, double(s.step)));
 }
 
+// ---- input ----
+
+void CudaOps::preprocessImagesImpl(const PreprocessDesc& d, const Tensor& source,
+                                   const Tensor& draws, Tensor& y)
+{
+    const OpScope scope(m_device, m_stream);
+    const Tensor src = source, rows = draws;
+    PreprocessParams p{};
+    p.sourceCount = src.dim(0);
+    p.sourceHeight = static_cast<int>(src.dim(1));
+    p.sourceWidth = static_cast<int>(src.dim(2));
+    p.height = d.height;
+    p.width = d.width;
+    p.channels = d.channels;
+    p.normalization = d.normalization;
+    if (d.normalization == static_cast<int>(preprocess::Normalization::MeanStd))
+        for (int k = 0; k < d.channels; ++k) {
+            p.mean[k] = d.mean[static_cast<std::size_t>(k)];
+            p.stddev[k] = d.stddev[static_cast<std::size_t>(k)];
+        }
+    ensure(y, {rows.dim(0), d.height, d.width, d.channels});
+    // No wait for the GPU: a row that does not fit makes its image NaN (op_list.h).
+    cuda::preprocessImages(m_stream, p, static_cast<const std::uint8_t*>(src.raw()),
+                           static_cast<const double*>(rows.raw()), floats(y), rows.dim(0));
+}
+
 } // namespace towers::engine::cuda

@@ -62,7 +62,8 @@ inline float* floats(Tensor& t)
     X(axpy)                                                                                        \
     X(momentumUpdate)                                                                              \
     X(adamUpdate)                                                                                  \
-    X(emaUpdate)
+    X(emaUpdate)                                                                                   \
+    X(preprocessImages)
 
 class CudaOps final : public Ops
 {

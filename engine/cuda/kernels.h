@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "engine/cuda/kernel_math.h"
+#include "engine/data/distortion_math.h"
 
 namespace towers::engine::cuda {
 
@@ -99,5 +100,20 @@ void emaUpdate(cudaStream_t s, const float* value, float* shadow, std::int64_t n
 void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n,
                 float lr, float beta1, float beta2, float epsilon, double correction1,
                 double correction2);
+
+// ---- preprocess.cu ----
+// preprocessImages' sizes and normalisation (PreprocessDesc), by value as a kernel argument.
+struct PreprocessParams
+{
+    std::int64_t sourceCount; // N
+    int sourceHeight, sourceWidth;
+    int height, width, channels; // the output image
+    int normalization;           // preprocess::Normalization
+    double mean[preprocess::kMaxChannels], stddev[preprocess::kMaxChannels]; // for MeanStd
+};
+// y [batch, height, width, channels] from source (uint8 [N, H, W, channels]) and draws
+// (double [batch, kDrawColumns]), one block per image; an image whose row does not fit is NaN.
+void preprocessImages(cudaStream_t s, const PreprocessParams& p, const std::uint8_t* source,
+                      const double* draws, float* y, std::int64_t batch);
 
 } // namespace towers::engine::cuda

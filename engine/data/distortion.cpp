@@ -46,11 +46,6 @@ static_assert(int(Preprocessing::Normalization::MeanStd) ==
               int(preprocess::Normalization::MeanStd));
 static_assert(int(Preprocessing::Normalization::Scale) == int(preprocess::Normalization::Scale));
 
-preprocess::ImageDraw drawOf(const Distortion& d)
-{
-    return {d.cropY, d.cropX, d.shiftY, d.shiftX, d.flip, d.brightness, d.contrast};
-}
-
 // Sums and sums of squares per channel over the window's source bytes.
 template <int kC>
 void channelSums(const std::uint8_t* image, std::int64_t sourceWidth, int channels,
@@ -126,7 +121,7 @@ void apply(const Preprocessing& p, const std::uint8_t* image, std::int64_t sourc
     const int c = kC ? kC : p.channels;
     const Window w = preprocess::outputWindow(p.height, p.width, d.shiftY, d.shiftX);
     const auto norm = static_cast<preprocess::Normalization>(p.normalization);
-    const preprocess::ImageDraw draw = drawOf(d);
+    const preprocess::ImageDraw draw = imageDraw(d);
     double sum[kMaxChannels], sq[kMaxChannels];
     const bool sums = preprocess::needsSums(norm, draw);
     if (sums) channelSums<kC>(image, sourceWidth, c, d, w, sum, sq);
@@ -137,6 +132,11 @@ void apply(const Preprocessing& p, const std::uint8_t* image, std::int64_t sourc
 }
 
 } // namespace
+
+preprocess::ImageDraw imageDraw(const Distortion& d)
+{
+    return {d.cropY, d.cropX, d.shiftY, d.shiftX, d.flip, d.brightness, d.contrast};
+}
 
 Distortion drawDistortion(const Preprocessing& p, const Shape& source, Rng& rng)
 {

@@ -57,6 +57,64 @@ struct ImageDraw
     double brightness, contrast;
 };
 
+// preprocessImages' draws: one row of kDrawColumns doubles per image (every value exact in a
+// double): the source image's index, the crop's corner, the translation, the flip (0 or 1), the
+// brightness and the contrast.
+enum DrawColumn : int
+{
+    kDrawIndex,
+    kDrawCropY,
+    kDrawCropX,
+    kDrawShiftY,
+    kDrawShiftX,
+    kDrawFlip,
+    kDrawBrightness,
+    kDrawContrast,
+    kDrawColumns
+};
+
+TOWERS_HD inline void packDraw(std::int64_t index, const ImageDraw& d, double* row)
+{
+    row[kDrawIndex] = double(index);
+    row[kDrawCropY] = d.cropY;
+    row[kDrawCropX] = d.cropX;
+    row[kDrawShiftY] = d.shiftY;
+    row[kDrawShiftX] = d.shiftX;
+    row[kDrawFlip] = d.flip ? 1.0 : 0.0;
+    row[kDrawBrightness] = d.brightness;
+    row[kDrawContrast] = d.contrast;
+}
+
+// Whether a row describes an image that exists and a crop of height x width inside a source of
+// sourceHeight x sourceWidth (whole numbers where whole numbers belong, a finite brightness and
+// contrast). A kernel that finds a row that does not writes NaN for its image.
+TOWERS_HD inline bool drawFits(const double* row, std::int64_t sourceCount, int sourceHeight,
+                               int sourceWidth, int height, int width)
+{
+    const auto whole = [](double v, double lo, double hi) {
+        return v >= lo && v <= hi && v == double(std::int64_t(v));
+    };
+    const double limit = 1e9; // translations beyond any image are whole numbers still
+    return whole(row[kDrawIndex], 0, double(sourceCount - 1)) &&
+           whole(row[kDrawCropY], 0, sourceHeight - height) &&
+           whole(row[kDrawCropX], 0, sourceWidth - width) &&
+           whole(row[kDrawShiftY], -limit, limit) && whole(row[kDrawShiftX], -limit, limit) &&
+           (row[kDrawFlip] == 0.0 || row[kDrawFlip] == 1.0) && isfinite(row[kDrawBrightness]) &&
+           isfinite(row[kDrawContrast]);
+}
+
+// A row (that fits) as the draw it packs, and the source image it names.
+TOWERS_HD inline ImageDraw unpackDraw(const double* row)
+{
+    return {int(row[kDrawCropY]),  int(row[kDrawCropX]),  int(row[kDrawShiftY]),
+            int(row[kDrawShiftX]), row[kDrawFlip] != 0.0, row[kDrawBrightness],
+            row[kDrawContrast]};
+}
+TOWERS_HD inline std::int64_t drawIndex(const double* row)
+{
+    return std::int64_t(row[kDrawIndex]);
+}
+
 // The source pixel (an index into an HWC image of sourceWidth columns: times the channel count
 // for its first byte) that output pixel (i, j) shows, or -1 for padding. The flip mirrors the
 // output after the translation.
@@ -85,56 +143,63 @@ TOWERS_HD inline void affineCoefficients(Normalization norm, int channels, int h
                                          const double* setMean, const double* setStd, float* a,
                                          float* b)
 {
-    double mean[kMaxChannels] = {}, var[kMaxChannels] = {};
-    if (sum && sq) {
-        const double n = double(height) * width; // pads count, as zeros
-        for (int k = 0; k < channels; ++k) {
-            mean[k] = sum[k] / n;
-            var[k] = fmax(0.0, sq[k] / n - mean[k] * mean[k]);
-        }
-    }
+    // Per channel, recomputed where needed rather than kept in arrays: a GPU thread's arrays live
+    // in local memory, reserved for every thread the GPU can hold. The same operations in the same
+    // order either way.
+    const double n = double(height) * width; // pads count, as zeros
+    const bool sums = sum && sq;
+    const auto mean = [&](int k) { return sums ? sum[k] / n : 0.0; };
+    const auto var = [&](int k) {
+        const double m = mean(k);
+        return sums ? fmax(0.0, sq[k] / n - m * m) : 0.0;
+    };
     // v = alpha x + beta_c (brightness and contrast), then the normalisation.
     const double alpha = d.contrast;
-    double beta[kMaxChannels];
-    for (int k = 0; k < channels; ++k) beta[k] = (1.0 - d.contrast) * mean[k] + d.brightness;
+    const auto beta = [&](int k) { return (1.0 - d.contrast) * mean(k) + d.brightness; };
     switch (norm) {
     case Normalization::PerImage: {
         // tf.image.per_image_standardization: (v - mean) / max(stddev, 1 / sqrt(numel)).
         double mu = 0;
-        for (int k = 0; k < channels; ++k) mu += alpha * mean[k] + beta[k];
+        for (int k = 0; k < channels; ++k) mu += alpha * mean(k) + beta(k);
         mu /= channels;
         double total = 0;
         for (int k = 0; k < channels; ++k) {
-            const double dm = alpha * mean[k] + beta[k] - mu;
-            total += alpha * alpha * var[k] + dm * dm;
+            const double dm = alpha * mean(k) + beta(k) - mu;
+            total += alpha * alpha * var(k) + dm * dm;
         }
         const double numel = double(height) * width * channels;
         const double scale = fmax(sqrt(total / channels), 1.0 / sqrt(numel));
         for (int k = 0; k < channels; ++k) {
             a[k] = float(alpha / scale);
-            b[k] = float((beta[k] - mu) / scale);
+            b[k] = float((beta(k) - mu) / scale);
         }
         break;
     }
     case Normalization::MeanStd:
         for (int k = 0; k < channels; ++k) {
             a[k] = float(alpha / (255.0 * setStd[k]));
-            b[k] = float((beta[k] / 255.0 - setMean[k]) / setStd[k]);
+            b[k] = float((beta(k) / 255.0 - setMean[k]) / setStd[k]);
         }
         break;
     case Normalization::Scale:
         for (int k = 0; k < channels; ++k) {
             a[k] = float(alpha / 255.0);
-            b[k] = float(beta[k] / 255.0);
+            b[k] = float(beta(k) / 255.0);
         }
         break;
     }
 }
 
-// One output value: a source byte x (0 for padding) through the channel's affine map.
+// One output value: a source byte x (0 for padding) through the channel's affine map: a product
+// rounded, then a sum rounded, on every processor (a GPU compiler would otherwise fuse them into
+// one rounding, and the GPU's images would differ from the CPU's in the last bit).
 TOWERS_HD inline float affineValue(float a, float b, std::uint8_t x)
 {
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(__fmul_rn(a, float(x)), b);
+#else
     return a * float(x) + b;
+#endif
 }
 
 } // namespace towers::engine::preprocess

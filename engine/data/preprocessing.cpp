@@ -117,6 +117,30 @@ std::vector<double> numbersField(const json& j, const char* field)
 
 } // namespace
 
+PreprocessDesc preprocessDesc(const Preprocessing& p)
+{
+    PreprocessDesc d;
+    d.height = p.height;
+    d.width = p.width;
+    d.channels = p.channels;
+    d.normalization = static_cast<int>(p.normalization);
+    d.mean = p.mean;
+    d.stddev = p.stddev;
+    return d;
+}
+
+Preprocessing preprocessingOf(const PreprocessDesc& d)
+{
+    Preprocessing p;
+    p.height = d.height;
+    p.width = d.width;
+    p.channels = d.channels;
+    p.normalization = static_cast<Preprocessing::Normalization>(d.normalization);
+    p.mean = d.mean;
+    p.stddev = d.stddev;
+    return p;
+}
+
 const char* normalizationName(Preprocessing::Normalization n)
 {
     switch (n) {

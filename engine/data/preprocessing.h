@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "engine/data/dataset.h"
+#include "engine/data/distortion_math.h"
+#include "engine/ops/descriptors.h"
 #include "engine/tensor/rng.h"
 
 namespace towers::engine {
@@ -60,6 +62,11 @@ struct Preprocessing
 // export's metadata).
 const char* normalizationName(Preprocessing::Normalization n);
 
+// The recipe as the preprocessImages op takes it (its output size and normalisation; the
+// distortions travel drawn, as rows of distortion_math.h's draw columns), and back.
+PreprocessDesc preprocessDesc(const Preprocessing& p);
+Preprocessing preprocessingOf(const PreprocessDesc& d);
+
 // The seeds' distorted_inputs for a model input of `input` ([H, W, C]): random crop to it, flip,
 // brightness 63, contrast [0.2, 1.8], per-image standardisation.
 Preprocessing distortedInputs(const Shape& input);
@@ -91,6 +98,8 @@ struct Distortion
     double contrast = 1;        // (x - channel mean) * contrast + channel mean
 };
 Distortion drawDistortion(const Preprocessing& p, const Shape& source, Rng& rng);
+// The same, in distortion_math.h's terms (a row of preprocessImages' draws with packDraw).
+preprocess::ImageDraw imageDraw(const Distortion& d);
 Distortion centralDistortion(const Preprocessing& p, const Shape& source);
 // Applies `d` and the normalisation to one HWC image of shape `source` ([H, W, C]), writing
 // height * width * channels floats to `out`. Throws InvalidArgument if the recipe does not fit

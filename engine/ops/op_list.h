@@ -182,6 +182,19 @@
 #define TOWERS_OP_emaUpdate(M)                                                                     \
     M(emaUpdate, void, (double keep, const Tensor& value, Tensor& shadow), (keep, value, shadow))
 
+// --- input: dataset images to model input where the model lives ---
+// y [B, d.height, d.width, d.channels] (Float32) from source (UInt8 [N, H, W, d.channels], the
+// dataset's images, H >= d.height, W >= d.width) and draws (Float64 [B, kDrawColumns]: row b is
+// image b's source index, crop, translation, flip, brightness and contrast, as
+// engine/data/distortion_math.h packs them): the crop, translation and flip, brightness, contrast
+// and normalisation of Preprocessing, the same values as applyPreprocessing (distortion.cpp) to
+// the last bit. Draws in host memory are checked (InvalidArgument naming the row); on a device,
+// which does not stop to look, a row outside the source makes that image NaN.
+#define TOWERS_OP_preprocessImages(M)                                                              \
+    M(preprocessImages, void,                                                                      \
+      (const PreprocessDesc& d, const Tensor& source, const Tensor& draws, Tensor& y),             \
+      (d, source, draws, y))
+
 // The ops every backend implements or leaves out, X(name) each, in the order of the Op enum.
 #define TOWERS_SINGLE_OPS(X)                                                                       \
     X(conv2dForward)                                                                               \
@@ -211,7 +224,8 @@
     X(axpy)                                                                                        \
     X(momentumUpdate)                                                                              \
     X(adamUpdate)                                                                                  \
-    X(emaUpdate)
+    X(emaUpdate)                                                                                   \
+    X(preprocessImages)
 // The ops whose default composes single ops (ops.cpp): a backend overrides them only to fuse.
 #define TOWERS_COMPOSITE_OPS(X)                                                                    \
     X(conv2dForwardTraining)                                                                       \

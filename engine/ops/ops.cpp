@@ -4,9 +4,13 @@
 // (and the reference the fused backends are tested against).
 #include "engine/ops/ops.h"
 
+#include <climits>
+#include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <optional>
 
+#include "engine/data/distortion_math.h"
 #include "engine/ops/op_checks.h"
 #include "engine/ops/staged_ops.h"
 
@@ -420,6 +424,72 @@ void adamUpdate(Args& a, const AdamStep& s, const Tensor& g, Tensor& m, Tensor& 
     likeParameter(a, m, w, "adamUpdate first moment");
     likeParameter(a, v, w, "adamUpdate second moment");
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
+}
+
+void preprocessImages(Args& a, const PreprocessDesc& d, const Tensor& source, const Tensor& draws,
+                      Tensor& y)
+{
+    namespace pp = preprocess;
+    const std::string size =
+        std::to_string(d.height) + "x" + std::to_string(d.width) + "x" + std::to_string(d.channels);
+    if (d.height < 1 || d.width < 1 || d.channels < 1 || d.channels > pp::kMaxChannels)
+        throw InvalidArgument("preprocessImages: the output must be at least 1x1 with 1 to " +
+                              std::to_string(pp::kMaxChannels) + " channels, got " + size);
+    if (d.normalization < int(pp::Normalization::PerImage) ||
+        d.normalization > int(pp::Normalization::Scale))
+        throw InvalidArgument("preprocessImages: normalization must be 0 (per image), 1 (the "
+                              "set's mean and std) or 2 (x / 255), got " +
+                              std::to_string(d.normalization));
+    if (d.normalization == int(pp::Normalization::MeanStd)) {
+        if (d.mean.size() != std::size_t(d.channels) || d.stddev.size() != std::size_t(d.channels))
+            throw InvalidArgument("preprocessImages: the mean and std normalisation needs " +
+                                  std::to_string(d.channels) + " means and stds, got " +
+                                  std::to_string(d.mean.size()) + " and " +
+                                  std::to_string(d.stddev.size()));
+        for (int k = 0; k < d.channels; ++k)
+            if (!std::isfinite(d.mean[std::size_t(k)]) || !(d.stddev[std::size_t(k)] > 0) ||
+                !std::isfinite(d.stddev[std::size_t(k)]))
+                throw InvalidArgument("preprocessImages: channel " + std::to_string(k) +
+                                      " needs a finite mean and a finite std above 0, got " +
+                                      std::to_string(d.mean[std::size_t(k)]) + " and " +
+                                      std::to_string(d.stddev[std::size_t(k)]));
+    }
+    a.typed(source, DType::UInt8, "preprocessImages source");
+    checks::requireRank(source, 4, "preprocessImages source");
+    if (source.dim(0) < 1 || source.dim(1) < d.height || source.dim(2) < d.width ||
+        source.dim(1) > INT_MAX || source.dim(2) > INT_MAX || source.dim(3) != d.channels)
+        throw ShapeError(
+            "preprocessImages source: expected [N >= 1, H >= " + std::to_string(d.height) +
+            ", W >= " + std::to_string(d.width) + ", " + std::to_string(d.channels) +
+            "] images for a " + size + " output, got " + source.shape().str());
+    a.typed(draws, DType::Float64, "preprocessImages draws");
+    checks::requireRank(draws, 2, "preprocessImages draws");
+    requireShape(draws, {draws.dim(0), pp::kDrawColumns}, "preprocessImages draws");
+    a.output(y, "preprocessImages y");
+    // Host draws are checked here; a GPU backend makes an image whose row does not fit NaN.
+    if (!draws.device().isHost()) return;
+    const double* rows = draws.data<double>();
+    for (std::int64_t r = 0; r < draws.dim(0); ++r) {
+        const double* row = rows + r * pp::kDrawColumns;
+        if (pp::drawFits(row, source.dim(0), int(source.dim(1)), int(source.dim(2)), d.height,
+                         d.width))
+            continue;
+        char text[256];
+        std::snprintf(text, sizeof text,
+                      "index %.17g, crop (%.17g, %.17g), shift (%.17g, %.17g), flip %.17g, "
+                      "brightness %g, contrast %g",
+                      row[pp::kDrawIndex], row[pp::kDrawCropY], row[pp::kDrawCropX],
+                      row[pp::kDrawShiftY], row[pp::kDrawShiftX], row[pp::kDrawFlip],
+                      row[pp::kDrawBrightness], row[pp::kDrawContrast]);
+        throw InvalidArgument("preprocessImages: draw row " + std::to_string(r) + " (" + text +
+                              ") does not fit " + std::to_string(source.dim(0)) +
+                              " source images of " + std::to_string(source.dim(1)) + "x" +
+                              std::to_string(source.dim(2)) + " for a " + std::to_string(d.height) +
+                              "x" + std::to_string(d.width) +
+                              " crop (a whole index below the count, a whole crop corner inside "
+                              "the image, whole shifts, flip 0 or 1, finite brightness and "
+                              "contrast)");
+    }
 }
 
 } // namespace

@@ -149,6 +149,14 @@ Tensor labels(std::int64_t n, int classes, Rng& rng)
     return t;
 }
 
+Tensor bytes(const Shape& shape, Rng& rng)
+{
+    Tensor t(shape, DType::UInt8);
+    std::uint8_t* p = t.data<std::uint8_t>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<std::uint8_t>(rng.below(256));
+    return t;
+}
+
 Tensor mask(const Shape& shape, Rng& rng, double keep)
 {
     Tensor t(shape, DType::UInt8);
@@ -213,6 +221,7 @@ std::vector<OpCase> buildTable()
     op_cases::addLayoutCases(cases);
     op_cases::addLossCases(cases);
     op_cases::addUpdateCases(cases);
+    op_cases::addPreprocessCases(cases);
     // Each op's cases together (they report as a group), and every label once (results are
     // named by it).
     std::set<std::string> labels, closed;
@@ -261,9 +270,11 @@ std::vector<OpOutput> runOn(const OpCase& c, Ops& ops, DType dtype,
 {
     std::vector<Tensor> in;
     in.reserve(inputs.size());
-    for (const Tensor& t : inputs) {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        const Tensor& t = inputs[i];
+        const bool keep = std::find(c.keepDType.begin(), c.keepDType.end(), i) != c.keepDType.end();
         Tensor d;
-        if (!t.empty()) ops.upload(converted(t, dtype), d);
+        if (!t.empty()) ops.upload(keep ? t : converted(t, dtype), d);
         in.push_back(std::move(d));
     }
     auto outputs = c.run(ops, in);

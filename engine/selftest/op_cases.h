@@ -89,11 +89,14 @@ struct OpCase
     std::string name; // "5x5 s1 same [4,24,24,3]->64, bias, relu (cifar10-tutorial conv1)"
     Tolerance tolerance;
     // Draws the inputs: host tensors, float ones as Float64 holding float32 values (labels Int32,
-    // masks UInt8).
+    // masks and images UInt8).
     std::function<std::vector<Tensor>(Rng& rng)> makeInputs;
     // Runs the op on `ops` from the inputs (on ops' device, float ones in the dtype it computes
-    // in) and returns its outputs. Never changes the inputs.
+    // in, except those of `keepDType`) and returns its outputs. Never changes the inputs.
     std::function<std::vector<OpOutput>(Ops& ops, const std::vector<Tensor>& inputs)> run;
+    // The inputs (by index) every backend is given in the dtype they were drawn in: Float64 that
+    // is data of its own rather than a float operand (preprocessImages' draws, any double).
+    std::vector<std::size_t> keepDType = {};
 
     std::string label() const { return op + " " + name; } // unique in the table
 };

@@ -2,7 +2,8 @@
 // Private to engine/selftest: what the op-case table's families (op_cases_window.cpp,
 // op_cases_dense.cpp) build their cases with. Inputs are host tensors of Float64 that hold float32
 // values, so the backend under test (given them in float32) and the reference (in float64) start
-// from the same numbers.
+// from the same numbers; inputs that are not float operands (labels, masks, images, and Float64
+// data in a case's keepDType) go to both as they are.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ Tensor distinct(const Shape& shape, Rng& rng, double lo = -1, double hi = 1);
 Tensor levels(const Shape& shape, Rng& rng, int count);
 // Int32 labels in [0, classes).
 Tensor labels(std::int64_t n, int classes, Rng& rng);
+// UInt8 values uniform in 0 .. 255 (images).
+Tensor bytes(const Shape& shape, Rng& rng);
 // A UInt8 0/1 mask, 1 with probability keep.
 Tensor mask(const Shape& shape, Rng& rng, double keep);
 // A Float64 tensor [1] holding v (a scalar result: a loss, a sum of squares).
@@ -95,5 +98,6 @@ void addBatchNormCases(std::vector<OpCase>& cases);
 void addLayoutCases(std::vector<OpCase>& cases);
 void addLossCases(std::vector<OpCase>& cases);
 void addUpdateCases(std::vector<OpCase>& cases);
+void addPreprocessCases(std::vector<OpCase>& cases);
 
 } // namespace towers::engine::op_cases

@@ -1,11 +1,12 @@
 // The op-case table's dense and element-wise ops: linear (forward, backward data, backward
 // weights, the fused linearBackward), ReLU, add, dropout, batch norm, the layout transposes, the
-// softmax cross-entropy loss, the sum of squares, axpy, the optimizer updates and the moving
-// average's step.
+// softmax cross-entropy loss, the sum of squares, axpy, the optimizer updates, the moving
+// average's step, and the preprocessing of dataset images into model input.
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
+#include "engine/data/distortion_math.h"
 #include "engine/selftest/op_cases_build.h"
 
 namespace towers::engine::op_cases {
@@ -589,6 +590,115 @@ void addUpdates(std::vector<OpCase>& cases)
     }
 }
 
+// ---- preprocessing ----
+
+// Source images [count, sourceHeight, sourceWidth, channels] to a batch of model input
+// [batch, height, width, channels], each row of the draws a random source (indices repeat when
+// the batch is larger than the set), crop, translation by up to +-translate (beyond the image when
+// translate is larger: some images all padding), flip, brightness and contrast (1 for a third of
+// the rows: the normalisations that need no channel sums then take the other path).
+struct PreprocessGeometry
+{
+    std::string what;
+    std::int64_t count;
+    int sourceHeight, sourceWidth, channels;
+    int height, width;
+    preprocess::Normalization normalization;
+    std::int64_t batch;
+    int translate = 0;
+    bool flip = false;
+    double brightness = 0; // up to +- this, on the 0..255 scale
+    double contrastLower = 1, contrastUpper = 1;
+
+    std::string text() const
+    {
+        static const char* const names[] = {"per image", "mean/std", "scale"};
+        std::string t = shapeText({count, sourceHeight, sourceWidth, channels}) + "->" +
+                        shapeText({batch, height, width, channels}) + ", " +
+                        names[static_cast<int>(normalization)];
+        if (translate) t += ", shift +-" + std::to_string(translate);
+        if (flip) t += ", flip";
+        if (brightness > 0) t += ", brightness +-" + number(brightness);
+        if (contrastLower != 1 || contrastUpper != 1)
+            t += ", contrast " + number(contrastLower) + ".." + number(contrastUpper);
+        return t + (what.empty() ? "" : " (" + what + ")");
+    }
+};
+
+// Float64 [batch, kDrawColumns]: rows that fit the source (packDraw's).
+Tensor preprocessDraws(const PreprocessGeometry& g, Rng& rng)
+{
+    namespace pp = preprocess;
+    Tensor draws({g.batch, pp::kDrawColumns}, DType::Float64);
+    double* rows = draws.data<double>();
+    const auto upTo = [&](int n) { return static_cast<int>(rng.below(std::uint64_t(n) + 1)); };
+    for (std::int64_t r = 0; r < g.batch; ++r) {
+        const auto index = static_cast<std::int64_t>(rng.below(std::uint64_t(g.count)));
+        pp::ImageDraw d{};
+        d.cropY = upTo(g.sourceHeight - g.height);
+        d.cropX = upTo(g.sourceWidth - g.width);
+        d.shiftY = upTo(2 * g.translate) - g.translate;
+        d.shiftX = upTo(2 * g.translate) - g.translate;
+        d.flip = g.flip && (rng.next() >> 63) != 0;
+        d.brightness = g.brightness > 0 ? rng.uniform(-g.brightness, g.brightness) : 0.0;
+        const bool contrast = (g.contrastLower != 1 || g.contrastUpper != 1) && rng.below(3) != 0;
+        d.contrast = contrast ? rng.uniform(g.contrastLower, g.contrastUpper) : 1.0;
+        pp::packDraw(index, d, rows + r * pp::kDrawColumns);
+    }
+    return draws;
+}
+
+void addPreprocess(std::vector<OpCase>& cases)
+{
+    using N = preprocess::Normalization;
+    const std::vector<PreprocessGeometry> geometries = {
+        {"cifar10-tutorial distortions", 5, 32, 32, 3, 24, 24, N::PerImage, 8, 0, true, 63, 0.2,
+         1.8},
+        {"pad and crop", 6, 32, 32, 3, 32, 32, N::MeanStd, 16, 4, true},
+        {"batch 1", 4, 28, 28, 1, 28, 28, N::Scale, 1, 3},
+        {"every distortion", 4, 28, 28, 1, 26, 25, N::MeanStd, 12, 3, true, 30, 0.5, 1.5},
+        {"odd channels, shifts beyond the image", 3, 9, 11, 5, 7, 8, N::PerImage, 6, 12, true, 40,
+         0.2, 1.8},
+        {"odd channels", 3, 10, 10, 5, 10, 10, N::Scale, 7, 2, true, 20, 0.5, 1.5},
+        {"one channel, shifts beyond the image", 2, 12, 12, 1, 9, 9, N::PerImage, 5, 15, true, 63,
+         0.2, 1.8},
+        {"crop only", 3, 32, 32, 3, 24, 24, N::PerImage, 3},
+        {"64 channels", 3, 6, 7, 64, 5, 5, N::MeanStd, 4, 2, true, 10, 0.5, 1.5},
+        {"every distortion", 5, 32, 32, 3, 28, 28, N::Scale, 9, 4, true, 63, 0.2, 1.8},
+        {"wide", 2, 5, 40, 3, 5, 33, N::PerImage, 3, 6, true, 10, 0.5, 1.5},
+        {"a large batch", 10, 32, 32, 3, 24, 24, N::PerImage, 200, 2, true, 63, 0.2, 1.8},
+    };
+    for (std::size_t i = 0; i < geometries.size(); ++i) {
+        const PreprocessGeometry g = geometries[i];
+        PreprocessDesc desc;
+        desc.height = g.height;
+        desc.width = g.width;
+        desc.channels = g.channels;
+        desc.normalization = static_cast<int>(g.normalization);
+        if (g.normalization == N::MeanStd) {
+            Rng stats(1000 + i); // the set's statistics: fixed per case
+            for (int k = 0; k < g.channels; ++k) {
+                desc.mean.push_back(stats.uniform(0.2, 0.6));
+                desc.stddev.push_back(stats.uniform(0.1, 0.4));
+            }
+        }
+        // The images and the draws; the draws go to every backend as Float64, as drawn.
+        OpCase c{
+            "preprocess images", g.text(), Tolerance::elementwise(),
+            [g](Rng& rng) {
+                Tensor source = bytes({g.count, g.sourceHeight, g.sourceWidth, g.channels}, rng);
+                return std::vector<Tensor>{source, preprocessDraws(g, rng)};
+            },
+            [desc](Ops& ops, const std::vector<Tensor>& in) {
+                Tensor y;
+                ops.preprocessImages(desc, in[0], in[1], y);
+                return std::vector<OpOutput>{{"y", y}};
+            }};
+        c.keepDType = {1};
+        cases.push_back(std::move(c));
+    }
+}
+
 } // namespace
 
 void addLinearCases(std::vector<OpCase>& cases)
@@ -619,6 +729,11 @@ void addLossCases(std::vector<OpCase>& cases)
 void addUpdateCases(std::vector<OpCase>& cases)
 {
     addUpdates(cases);
+}
+
+void addPreprocessCases(std::vector<OpCase>& cases)
+{
+    addPreprocess(cases);
 }
 
 } // namespace towers::engine::op_cases

@@ -83,6 +83,7 @@ const std::vector<std::string>& expectedOps()
         "optimizer momentum update",           // momentumUpdate
         "optimizer Adam update",               // adamUpdate
         "moving average update",               // emaUpdate
+        "preprocess images",                   // preprocessImages
     };
     return ops;
 }

@@ -3,11 +3,13 @@
 // host backend with one log line, or is refused naming it; the backends by name in one place.
 #include <QtTest>
 
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "engine/cpu/onednn_ops.h"
+#include "engine/data/distortion_math.h"
 #include "engine/errors.h"
 #include "engine/ops/backends.h"
 #include "engine/ops/staged_ops.h"
@@ -172,6 +174,139 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(ShapeError, ops->reluForward(Tensor(), y));
         QVERIFY_THROWS_EXCEPTION(Unsupported,
                                  ops->reluForward(Tensor::zeros({3}, DType::Int32).copyTo(dev), y));
+    }
+
+    // preprocessImages' checks: the recipe, the shapes and dtypes, and, for draws in host memory,
+    // every row (a row that does not fit is named); on every backend alike, the stand-in GPU's
+    // rows checked by the host backend that runs them.
+    void preprocessImagesChecksItsArguments_data() { everyBackendRefusesTheSameCalls_data(); }
+    void preprocessImagesChecksItsArguments()
+    {
+        namespace pp = preprocess;
+        QFETCH(QString, backend);
+        FakeDeviceScope scope;
+        std::unique_ptr<Ops> ops = backend == "staged" ? makeStagedOps(cpu::makeOneDnnOps())
+                                   : backend == "fake" ? makeFakeDeviceOps("onednn")
+                                                       : makeBackendOps(backend.toStdString());
+        const Device dev = ops->device();
+        PreprocessDesc d;
+        d.height = 3;
+        d.width = 4;
+        d.channels = 2;
+        d.normalization = 2;
+        Tensor source({2, 5, 6, 2}, DType::UInt8);
+        for (std::int64_t i = 0; i < source.numel(); ++i)
+            source.data<std::uint8_t>()[i] = std::uint8_t(i * 7);
+        Tensor draws({3, pp::kDrawColumns}, DType::Float64);
+        for (int r = 0; r < 3; ++r)
+            pp::packDraw(r % 2, {2, 2, r - 1, 9, r == 1, 3.5, 0.75},
+                         draws.data<double>() + r * pp::kDrawColumns);
+        const Tensor src = source.copyTo(dev);
+        Tensor y;
+        ops->preprocessImages(d, src, draws.copyTo(dev), y);
+        QCOMPARE(y.shape(), Shape({3, 3, 4, 2}));
+        QCOMPARE(y.dtype(), DType::Float32);
+        QVERIFY(y.device() == dev);
+
+        // A row that does not fit: named, whatever is wrong with it.
+        const auto badRow = [&](int column, double value) {
+            Tensor bad = draws.clone();
+            bad.data<double>()[2 * pp::kDrawColumns + column] = value;
+            const Tensor there = bad.copyTo(dev);
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops->preprocessImages(d, src, there, y));
+            const std::string msg =
+                towers::test::messageOf([&] { ops->preprocessImages(d, src, there, y); });
+            QVERIFY2(msg.find("preprocessImages: draw row 2") != std::string::npos, msg.c_str());
+        };
+        badRow(pp::kDrawIndex, 2);     // past the set
+        badRow(pp::kDrawIndex, -1);    // before it
+        badRow(pp::kDrawIndex, 0.5);   // not a whole number
+        badRow(pp::kDrawCropY, 3);     // the crop past the image's bottom
+        badRow(pp::kDrawCropX, -1);    // left of it
+        badRow(pp::kDrawShiftX, 1.5);  // half a pixel
+        badRow(pp::kDrawShiftY, 1e12); // beyond any image
+        badRow(pp::kDrawFlip, 0.5);    // neither 0 nor 1
+        badRow(pp::kDrawBrightness, std::nan(""));
+        badRow(pp::kDrawContrast, HUGE_VAL);
+        {
+            Tensor bad = draws.clone();
+            bad.data<double>()[2 * pp::kDrawColumns + pp::kDrawIndex] = 5;
+            const std::string msg =
+                towers::test::messageOf([&] { ops->preprocessImages(d, src, bad.copyTo(dev), y); });
+            QVERIFY2(msg.find("index 5") != std::string::npos, msg.c_str());
+        }
+
+        // The recipe.
+        const auto badDesc = [&](const PreprocessDesc& bad, const char* words) {
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                     ops->preprocessImages(bad, src, draws.copyTo(dev), y));
+            const std::string msg = towers::test::messageOf(
+                [&] { ops->preprocessImages(bad, src, draws.copyTo(dev), y); });
+            QVERIFY2(msg.find(words) != std::string::npos, msg.c_str());
+        };
+        PreprocessDesc bad = d;
+        bad.channels = 0;
+        badDesc(bad, "channels");
+        bad.channels = pp::kMaxChannels + 1;
+        badDesc(bad, "channels");
+        bad = d;
+        bad.height = 0;
+        badDesc(bad, "0x4x2");
+        bad = d;
+        bad.normalization = 3;
+        badDesc(bad, "normalization");
+        bad.normalization = -1;
+        badDesc(bad, "normalization");
+        bad.normalization = 1;
+        bad.mean = {0.5};
+        bad.stddev = {0.2, 0.3};
+        badDesc(bad, "means and stds");
+        bad.mean = {0.5, 0.4};
+        bad.stddev = {0.2, 0.0};
+        badDesc(bad, "channel 1");
+        bad.stddev = {0.2, 0.3};
+        ops->preprocessImages(bad, src, draws.copyTo(dev), y); // mean and std: fine
+        // An output larger than the source, another channel count.
+        bad = d;
+        bad.width = 7;
+        QVERIFY_THROWS_EXCEPTION(ShapeError, ops->preprocessImages(bad, src, draws.copyTo(dev), y));
+        bad = d;
+        bad.channels = 3;
+        QVERIFY_THROWS_EXCEPTION(ShapeError, ops->preprocessImages(bad, src, draws.copyTo(dev), y));
+
+        // The tensors' shapes and dtypes.
+        const Tensor rows = draws.copyTo(dev);
+        const std::string msg = towers::test::messageOf([&] {
+            ops->preprocessImages(d, source.reshaped({2, 30, 2}).copyTo(dev), rows, y);
+        });
+        QVERIFY2(msg.find("preprocessImages source") != std::string::npos, msg.c_str());
+        QVERIFY_THROWS_EXCEPTION(
+            ShapeError, ops->preprocessImages(d, source.reshaped({2, 30, 2}).copyTo(dev), rows, y));
+        QVERIFY_THROWS_EXCEPTION(
+            InvalidArgument,
+            ops->preprocessImages(d, Tensor::zeros({2, 5, 6, 2}, DType::Float32).copyTo(dev), rows,
+                                  y));
+        QVERIFY_THROWS_EXCEPTION(
+            ShapeError, ops->preprocessImages(
+                            d, Tensor::zeros({0, 5, 6, 2}, DType::UInt8).copyTo(dev), rows, y));
+        QVERIFY_THROWS_EXCEPTION(ShapeError, ops->preprocessImages(d, Tensor(), rows, y));
+        QVERIFY_THROWS_EXCEPTION(
+            ShapeError,
+            ops->preprocessImages(d, src, Tensor::zeros({3, 7}, DType::Float64).copyTo(dev), y));
+        QVERIFY_THROWS_EXCEPTION(
+            InvalidArgument,
+            ops->preprocessImages(d, src, draws.to(DType::Float32).copyTo(dev), y));
+        // Where the backend runs.
+        const Device elsewhere = dev.isHost() ? Device{DeviceKind::Cuda, 0} : Device::host();
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 ops->preprocessImages(d, source.copyTo(elsewhere), rows, y));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 ops->preprocessImages(d, src, draws.copyTo(elsewhere), y));
+        // No draws, no images.
+        Tensor none;
+        ops->preprocessImages(
+            d, src, Tensor::zeros({0, pp::kDrawColumns}, DType::Float64).copyTo(dev), none);
+        QCOMPARE(none.shape(), Shape({0, 3, 4, 2}));
     }
 
     void backendsByName()
