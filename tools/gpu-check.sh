@@ -105,6 +105,21 @@ EOF
         done
     fi
     step train "$cli" train --dataset fashion-mnist --device cuda --towers 2 --epochs 1 --run-dir /tmp/towers-gpu/runs/fashion
+    # The training set held on the GPU and distorted there (--gpu-data auto, the log says so)
+    # against batches made on the host and copied: the same images, so the same losses, bitwise.
+    for data in auto off; do
+        step "gpu-data-$data" "$cli" train --dataset fashion-mnist --device cuda --towers 2 \
+            --steps 300 --log-every 20 --gpu-data $data --run-dir /tmp/towers-gpu/runs/data-$data
+    done
+    step gpu-data-same python3 - /tmp/towers-gpu/runs/data-auto /tmp/towers-gpu/runs/data-off <<'PY'
+import json, sys
+runs = [[json.loads(l) for l in open(d + "/metrics.jsonl")] for d in sys.argv[1:]]
+held, host = ([(m["step"], m["loss"]) for m in r] for r in runs)
+print("held on the GPU:", held[-3:]); print("made on the host:", host[-3:])
+waits = [m["dataWaitMs"] for m in runs[0]]
+print("data wait (ms) with the set on the GPU:", waits[-5:])
+sys.exit(0 if held == host and len(held) >= 10 else 1)
+PY
     step compare python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" --python python3 \
         --models cifar10-tutorial,cifar10-resnet --batch-size 128 --steps 50 --warmup 10 \
         --torch-variants default,channels-last,channels-last+bf16

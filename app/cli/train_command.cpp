@@ -255,8 +255,12 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
              "given: checkpoints are float32 and continue in either."),
          name},
         {QStringLiteral("allreduce"),
-         QStringLiteral("cuda: auto (NCCL across GPUs, a kernel on a shared GPU) or host\n"
+         QStringLiteral("cuda: auto (NCCL across GPUs, a kernel on a shared GPU) or host "
                         "(average through host copies, the seeds' design) (default auto)."),
+         name},
+        {QStringLiteral("gpu-data"),
+         QStringLiteral("cuda: auto (keep the training set on the GPUs when it fits and "
+                        "distort it there) or off (make the batches on the host) (default auto)."),
          name},
         {QStringLiteral("bucket-mb"),
          QStringLiteral("MiB of gradients averaged together while backward runs; 0 averages\n"
@@ -550,6 +554,14 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         if (c.allreduce != "auto" && c.allreduce != "host") {
             io.err << "towers-cli train: --allreduce must be auto or host, got '"
                    << p.value(QStringLiteral("allreduce")) << "'\n";
+            return ExitUsage;
+        }
+    }
+    if (p.isSet(QStringLiteral("gpu-data"))) {
+        c.gpuData = p.value(QStringLiteral("gpu-data")).toStdString();
+        if (c.gpuData != "auto" && c.gpuData != "off") {
+            io.err << "towers-cli train: --gpu-data must be auto or off, got '"
+                   << p.value(QStringLiteral("gpu-data")) << "'\n";
             return ExitUsage;
         }
     }

@@ -4,6 +4,7 @@
 // a ring of slots (the bounded prefetch queue); the consumer takes them in step order.
 #include "engine/data/batch_loader.h"
 
+#include "engine/data/distortion_math.h"
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -40,12 +41,17 @@ std::uint64_t exampleSeed(std::uint64_t seed, std::int64_t step, std::int64_t sl
 
 // The one place batch memory is allocated: page-locked for GPU towers, whose copies from it run
 // at the bus's full speed.
-Batch allocateBatch(int towers, std::int64_t global, const Preprocessing& p, bool pinned)
+Batch allocateBatch(int towers, std::int64_t global, const Preprocessing& p, const LoaderOptions& o)
 {
     Batch b;
-    const Shape images{global, p.height, p.width, p.channels}, labels{global};
-    b.images = pinned ? Tensor::pinned(images, DType::Float32) : Tensor(images, DType::Float32);
-    b.labels = pinned ? Tensor::pinned(labels, DType::Int32) : Tensor(labels, DType::Int32);
+    const auto make = [&](const Shape& shape, DType type) {
+        return o.pinned ? Tensor::pinned(shape, type) : Tensor(shape, type);
+    };
+    if (o.drawsOnly)
+        b.draws = make({global, preprocess::kDrawColumns}, DType::Float64);
+    else
+        b.images = make({global, p.height, p.width, p.channels}, DType::Float32);
+    b.labels = make({global}, DType::Int32);
     b.towers = towers;
     b.step = -1;
     return b;
@@ -133,7 +139,8 @@ struct BatchLoader::Impl
         const std::int64_t first = (step % steps) * global;
         std::shared_ptr<const std::vector<std::int64_t>> perm;
         if (options.shuffle) perm = permutation(epoch);
-        float* images = b.images.data<float>();
+        float* images = options.drawsOnly ? nullptr : b.images.data<float>();
+        double* draws = options.drawsOnly ? b.draws.data<double>() : nullptr;
         std::int32_t* labels = b.labels.data<std::int32_t>();
         const Shape source = set.imageShape();
         const auto exampleAt = [&](std::int64_t k) {
@@ -146,7 +153,7 @@ struct BatchLoader::Impl
             const std::int64_t index = exampleAt(k);
             // Shuffled examples are scattered over the set: fetch the next one's bytes while this
             // one is worked on.
-            if (k + 1 < endSlot) {
+            if (images && k + 1 < endSlot) {
                 const char* nextImage = reinterpret_cast<const char*>(set.image(exampleAt(k + 1)));
                 for (std::size_t off = 0; off < imageBytes; off += 64)
                     __builtin_prefetch(nextImage + off);
@@ -154,8 +161,12 @@ struct BatchLoader::Impl
             Rng rng(exampleSeed(options.seed, step, k));
             const Distortion d = options.augment ? drawDistortion(recipe, source, rng)
                                                  : centralDistortion(recipe, source);
-            applyPreprocessing(recipe, set.image(index), source, d,
-                               images + static_cast<std::size_t>(k - firstSlot) * imageFloats);
+            if (draws)
+                preprocess::packDraw(index, imageDraw(d),
+                                     draws + (k - firstSlot) * preprocess::kDrawColumns);
+            else
+                applyPreprocessing(recipe, set.image(index), source, d,
+                                   images + static_cast<std::size_t>(k - firstSlot) * imageFloats);
             labels[k - firstSlot] = set.labels[static_cast<std::size_t>(index)];
         }
         b.step = step;
@@ -254,13 +265,12 @@ BatchLoader::BatchLoader(const ImageSet& set, Preprocessing recipe, LoaderOption
                      static_cast<std::size_t>(m->recipe.channels);
     const LoaderOptions& o = m->options;
     if (o.workers == 0) {
-        m->current = allocateBatch(o.towers, m->local, m->recipe, o.pinned);
+        m->current = allocateBatch(o.towers, m->local, m->recipe, o);
         return;
     }
     const int prefetch = o.prefetch > 0 ? o.prefetch : 2 * o.towers;
     m->slots.resize(static_cast<std::size_t>(prefetch) + 1); // + the one the consumer holds
-    for (Impl::Slot& slot : m->slots)
-        slot.batch = allocateBatch(o.towers, m->local, m->recipe, o.pinned);
+    for (Impl::Slot& slot : m->slots) slot.batch = allocateBatch(o.towers, m->local, m->recipe, o);
     try {
         for (int w = 0; w < o.workers; ++w) m->threads.emplace_back([this] { m->workerLoop(); });
     } catch (...) {
@@ -377,6 +387,39 @@ void evaluationBatch(const ImageSet& set, const Preprocessing& recipe, std::int6
         applyPreprocessing(recipe, set.image(begin + i), source, central,
                            out + static_cast<std::size_t>(i) * floats);
         lab[i] = set.labels[static_cast<std::size_t>(begin + i)];
+    }
+}
+
+void imagesOfDraws(const ImageSet& set, const Preprocessing& recipe, const Tensor& draws,
+                   std::int64_t count, Tensor& images)
+{
+    if (draws.rank() != 2 || draws.dim(1) != preprocess::kDrawColumns ||
+        draws.dtype() != DType::Float64 || count < 0 || count > draws.dim(0))
+        throw InvalidArgument("imagesOfDraws: " + std::to_string(count) + " images from draws " +
+                              draws.describe());
+    recipe.validateFor(set.imageShape());
+    Tensor::ensure(images, Shape{count, recipe.height, recipe.width, recipe.channels},
+                   DType::Float32);
+    const Tensor host = draws.onHost();
+    const std::size_t floats =
+        static_cast<std::size_t>(recipe.height) * recipe.width * recipe.channels;
+    for (std::int64_t i = 0; i < count; ++i) {
+        const double* row = host.data<double>() + i * preprocess::kDrawColumns;
+        if (!preprocess::drawFits(row, set.count, set.height, set.width, recipe.height,
+                                  recipe.width))
+            throw InvalidArgument("imagesOfDraws: draw row " + std::to_string(i) +
+                                  " does not fit the set");
+        const preprocess::ImageDraw d = preprocess::unpackDraw(row);
+        Distortion distortion;
+        distortion.cropY = d.cropY;
+        distortion.cropX = d.cropX;
+        distortion.shiftY = d.shiftY;
+        distortion.shiftX = d.shiftX;
+        distortion.flip = d.flip;
+        distortion.brightness = d.brightness;
+        distortion.contrast = d.contrast;
+        applyPreprocessing(recipe, set.image(preprocess::drawIndex(row)), set.imageShape(),
+                           distortion, images.data<float>() + static_cast<std::size_t>(i) * floats);
     }
 }
 

@@ -7,11 +7,16 @@
 
 namespace towers::engine {
 
-// One global batch: towers x batchPerTower preprocessed examples.
+// One global batch: towers x batchPerTower preprocessed examples, or, for towers that hold the
+// training set where they compute (TowerSet::holdTrainingSet), the draws they preprocess it by.
 struct Batch
 {
-    Tensor images;          // Float32 [towers * batchPerTower, H, W, C] (NHWC)
-    Tensor labels;          // Int32 [towers * batchPerTower]
+    Tensor images; // Float32 [towers * batchPerTower, H, W, C] (NHWC); empty when `draws` is set
+    Tensor labels; // Int32 [towers * batchPerTower]
+    // Float64 [towers * batchPerTower, preprocess::kDrawColumns] (distortion_math.h): each
+    // example's index in the training set and its distortions, for the ops' preprocessImages
+    // (LoaderOptions::drawsOnly); empty when `images` holds the examples.
+    Tensor draws;
     std::int64_t step = 0;  // the global step this batch is for
     std::int64_t epoch = 0; // the epoch (0-based) its examples are drawn from
     int towers = 1;
@@ -20,6 +25,7 @@ struct Batch
     // Tower t's slice (views, no copy).
     Tensor towerImages(int t) const { return images.slice(t * perTower(), (t + 1) * perTower()); }
     Tensor towerLabels(int t) const { return labels.slice(t * perTower(), (t + 1) * perTower()); }
+    Tensor towerDraws(int t) const { return draws.slice(t * perTower(), (t + 1) * perTower()); }
 };
 
 class BatchSource

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -117,6 +118,7 @@ struct TowerSet::Tower
     std::vector<Tensor> reduce;  // this step's gradients and float buffers (views)
     std::vector<Tensor> staging; // host copies of `reduce` for a GPU tower's collectives
     Tensor images, labels;       // a GPU tower's slice of the batch
+    Tensor source, draws;        // the held training set (shared on a device), the step's draws
     Tensor flag, flagZero;       // a GPU tower's finiteness flag, and a page-locked 0 to reset it
     std::vector<Tensor>
         savedBuffers; // the buffers before this step's forward (batch-norm statistics)
@@ -315,6 +317,58 @@ Device TowerSet::device(int tower) const
     return m_towers[std::size_t(tower)]->device;
 }
 
+std::string TowerSet::holdTrainingSet(const ImageSet& set, const Preprocessing& recipe)
+{
+    if (model().dtype() != DType::Float32)
+        throw InvalidArgument("holdTrainingSet: the towers compute in " +
+                              std::string(dtypeName(model().dtype())) +
+                              "; images preprocessed where they live are float32");
+    const Shape in = model().inputShape();
+    if (in != Shape{recipe.height, recipe.width, recipe.channels})
+        throw InvalidArgument("holdTrainingSet: the recipe makes " +
+                              Shape{recipe.height, recipe.width, recipe.channels}.str() +
+                              " images, the model takes " + in.str());
+    recipe.validateFor(set.imageShape());
+    if (set.count < 1 || set.pixels.size() != std::size_t(set.count * set.imageBytes()))
+        throw InvalidArgument("holdTrainingSet: the image set is empty or inconsistent");
+    // Once per device: towers sharing a GPU share its copy.
+    std::vector<int> firstOnDevice(m_towers.size());
+    for (std::size_t t = 0; t < m_towers.size(); ++t) {
+        firstOnDevice[t] = int(t);
+        for (std::size_t u = 0; u < t; ++u)
+            if (m_towers[u]->device == m_towers[t]->device) {
+                firstOnDevice[t] = int(u);
+                break;
+            }
+    }
+    Tensor bytes({set.count, set.height, set.width, set.channels}, DType::UInt8);
+    std::memcpy(bytes.raw(), set.pixels.data(), set.pixels.size());
+    m_held = {};
+    runOnAll([&](int t) {
+        Tower& tw = *m_towers[std::size_t(t)];
+        tw.source = Tensor();
+        if (firstOnDevice[std::size_t(t)] != t) return;
+        if (tw.device.isHost()) {
+            tw.source = bytes;
+        } else {
+            tw.ops->upload(bytes, tw.source);
+            tw.ops->synchronize(); // `bytes` goes out of scope
+        }
+    });
+    for (std::size_t t = 0; t < m_towers.size(); ++t)
+        m_towers[t]->source = m_towers[std::size_t(firstOnDevice[t])]->source;
+    m_held.desc = preprocessDesc(recipe);
+    m_held.source = m_towers.front()->source;
+    std::string where;
+    for (std::size_t t = 0; t < m_towers.size(); ++t)
+        if (firstOnDevice[t] == int(t))
+            where += (where.empty() ? "" : ", ") + m_towers[t]->device.str();
+    char mb[32];
+    std::snprintf(mb, sizeof mb, "%.1f MB", double(set.pixels.size()) / 1e6);
+    return "the training set held on " + where + " (" + mb +
+           " as bytes), its distortions run there";
+}
+
 std::string TowerSet::bucketDescription() const
 {
     if (m_globalTowers == 1) return "nothing to average (one tower)";
@@ -400,7 +454,16 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         batch.labels.dim(0) % size() != 0)
         throw ShapeError("batch labels " + batch.labels.shape().str() + " do not split into " +
                          std::to_string(size()) + " equal tower slices");
-    requireShape(batch.images, Shape{batch.labels.dim(0), in[0], in[1], in[2]}, "batch images");
+    const bool drawn = !batch.draws.empty(); // the towers preprocess their held set
+    if (drawn) {
+        if (m_held.source.empty())
+            throw InvalidArgument("the batch carries draws (LoaderOptions::drawsOnly) but the "
+                                  "towers hold no training set (holdTrainingSet)");
+        requireShape(batch.draws, Shape{batch.labels.dim(0), preprocess::kDrawColumns},
+                     "batch draws");
+    } else {
+        requireShape(batch.images, Shape{batch.labels.dim(0), in[0], in[1], in[2]}, "batch images");
+    }
 
     m_nonFinite = false;
     runOnAll([&](int t) {
@@ -415,22 +478,31 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
                            params[i]->value.device());
             tw.savedBuffers[i].copyFrom(params[i]->value);
         }
-        Tensor images = batch.towerImages(t);
+        Tensor images = drawn ? Tensor() : batch.towerImages(t);
         Tensor labels = batch.towerLabels(t);
-        if (tw.model->dtype() != images.dtype()) images = images.to(tw.model->dtype());
+        if (!drawn && tw.model->dtype() != images.dtype()) images = images.to(tw.model->dtype());
         double dataMs = 0;
+        const auto uploadStart = Clock::now();
         if (!tw.device.isHost()) { // the slice goes to the tower's GPU, on its stream
             // Checked here: the GPU's loss does not stop to look (a bad label would make it NaN).
             checks::labelsInRange(labels, tw.model->numClasses());
-            const auto uploadStart = Clock::now();
-            tw.ops->upload(images, tw.images);
+            if (!drawn) tw.ops->upload(images, tw.images);
             tw.ops->upload(labels, tw.labels);
             images = tw.images;
             labels = tw.labels;
-            // Issuing the copies; they run on the tower's stream ahead of forward, and the host
-            // does not wait for them here (their GPU time counts in compute).
-            dataMs = msBetween(uploadStart, Clock::now());
         }
+        if (drawn) { // the slice's images made where the tower holds the set, from its draws
+            Tensor draws = batch.towerDraws(t);
+            if (!tw.device.isHost()) {
+                tw.ops->upload(draws, tw.draws);
+                draws = tw.draws;
+            }
+            tw.ops->preprocessImages(m_held.desc, tw.source, draws, tw.images);
+            images = tw.images;
+        }
+        // Issuing the copies (and the preprocessing); they run on the tower's stream ahead of
+        // forward, and the host does not wait for them here (their GPU time counts in compute).
+        if (!tw.device.isHost() || drawn) dataMs = msBetween(uploadStart, Clock::now());
         const auto computeStart = Clock::now();
         tw.model->forward(ctx, images);
         tw.model->computeLoss(ctx, labels); // read below, where the host waits anyway

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/data/batch_source.h"
+#include "engine/data/preprocessing.h"
 #include "engine/dist/process_group.h"
 #include "engine/models/model.h"
 #include "engine/ops/precision.h"
@@ -113,6 +114,14 @@ public:
     EvalResult evaluate(std::int64_t count, int batchSize, const EvalBatchFn& batches, bool useEma,
                         const CancelFn& cancelled = {});
 
+    // Keeps the training set where each tower computes (one copy per GPU, as bytes; the host's
+    // towers share one) so that a step's batch may carry draws instead of images
+    // (LoaderOptions::drawsOnly): each tower then preprocesses its slice with its ops'
+    // preprocessImages, the same images as the loader's to the last bit. Returns where, in words,
+    // for the run's log. Float32 towers only; InvalidArgument when the recipe does not make the
+    // model's input or does not fit the set; DeviceOutOfMemory when a GPU has no room for it.
+    std::string holdTrainingSet(const ImageSet& set, const Preprocessing& recipe);
+
     // Compares every tower's parameters, buffers and optimizer state with tower 0's, byte for
     // byte; returns a description of the first difference, empty when the replicas are identical.
     std::string compareReplicas();
@@ -156,6 +165,11 @@ private:
     std::unique_ptr<Ema> m_ema;
     BucketPlan m_buckets; // empty with bucketMb = 0
     std::vector<std::unique_ptr<Tower>> m_towers;
+    struct HeldSet
+    {
+        PreprocessDesc desc;
+        Tensor source; // tower 0's copy; empty when the towers hold no set
+    } m_held;
     std::atomic<bool> m_nonFinite{false}; // set by any tower during a step
     int m_globalTowers = 1, m_firstTower = 0;
 };

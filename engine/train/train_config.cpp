@@ -71,6 +71,8 @@ void TrainConfig::validate() const
         fail("gpus", "only for the cuda backend, not " + backend);
     if (allreduce != "auto" && allreduce != "host")
         fail("allreduce", "must be auto or host, got '" + allreduce + "'");
+    if (gpuData != "auto" && gpuData != "off")
+        fail("gpuData", "must be auto or off, got '" + gpuData + "'");
     if (!(bucketMb >= 0 && bucketMb <= kMaxBucketMb))
         fail("bucketMb", "must be from 0 (one collective after backward) to " +
                              std::to_string(int(kMaxBucketMb)) + " MiB, got " +
@@ -193,6 +195,7 @@ std::string TrainConfig::toJson() const
     o["allowTf32"] = allowTf32;
     o["precision"] = std::string(precisionName(precision));
     o["allreduce"] = allreduce;
+    o["gpuData"] = gpuData;
     o["bucketMb"] = bucketMb;
     o["threadsPerTower"] = threadsPerTower;
     o["batchPerTower"] = batchPerTower;
@@ -241,38 +244,14 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
         throw InvalidArgument(std::string("training configuration: not valid JSON: ") + e.what());
     }
     if (!o.is_object()) throw InvalidArgument("training configuration: expected a JSON object");
-    rejectUnknown(o,
-                  {"model",
-                   "backend",
-                   "towers",
-                   "processes",
-                   "gpus",
-                   "allowTf32",
-                   "precision",
-                   "allreduce",
-                   "bucketMb",
-                   "threadsPerTower",
-                   "batchPerTower",
-                   "steps",
-                   "epochs",
-                   "optimizer",
-                   "lr",
-                   "schedule",
-                   "weightDecay",
-                   "emaDecay",
-                   "dropout",
-                   "seed",
-                   "checkpointEvery",
-                   "keepCheckpoints",
-                   "evalEvery",
-                   "evalBatchSize",
-                   "logEvery",
-                   "histogramEvery",
-                   "verifyEvery",
-                   "dataset",
-                   "dataDir",
-                   "augmentation",
-                   "runId"},
+    rejectUnknown(o, {"model",         "backend",         "towers",          "processes",
+                      "gpus",          "allowTf32",       "precision",       "allreduce",
+                      "gpuData",       "bucketMb",        "threadsPerTower", "batchPerTower",
+                      "steps",         "epochs",          "optimizer",       "lr",
+                      "schedule",      "weightDecay",     "emaDecay",        "dropout",
+                      "seed",          "checkpointEvery", "keepCheckpoints", "evalEvery",
+                      "evalBatchSize", "logEvery",        "histogramEvery",  "verifyEvery",
+                      "dataset",       "dataDir",         "augmentation",    "runId"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -297,6 +276,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
         }
     }
     read(o, "allreduce", c.allreduce);
+    read(o, "gpuData", c.gpuData);
     read(o, "bucketMb", c.bucketMb);
     read(o, "threadsPerTower", c.threadsPerTower);
     read(o, "batchPerTower", c.batchPerTower);

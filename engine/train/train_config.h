@@ -28,6 +28,10 @@ struct TrainConfig
     // absent (a run from before it): fp32.
     Precision precision = Precision::Float32;
     std::string allreduce = "auto"; // "cuda": "auto" (NCCL / on the GPU where possible) or "host"
+    // "cuda": "auto" keeps the training set on the GPUs as bytes when it fits (a quarter of each
+    // GPU's free memory at most) and runs the recipe's distortions there (the same images as the
+    // host's pipeline); "off" preprocesses on the host and copies the batches.
+    std::string gpuData = "auto";
     // MiB of gradients per bucket, averaged while backward runs (0 = one collective after
     // backward); the first bucket holds 1 MiB. Bitwise the same results whatever the size.
     double bucketMb = 25;

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/data/batch_loader.h"
 #include "engine/dist/process_state.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/ops/backends.h"
@@ -262,6 +263,14 @@ void Trainer::setEvaluator(std::int64_t count, EvalBatchFn batches)
     if (!batches) throw InvalidArgument("the evaluator needs a batch callback");
     m_evalCount = count;
     m_evalBatches = std::move(batches);
+}
+
+void Trainer::holdTrainingSet(const ImageSet& set, const Preprocessing& recipe)
+{
+    if (m_ran) throw InvalidArgument("holdTrainingSet() must come before run()");
+    m_dataNote = m_towers->holdTrainingSet(set, recipe);
+    m_heldSet = &set;
+    m_heldRecipe = recipe;
 }
 
 void Trainer::log(const std::string& line)
@@ -651,9 +660,9 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
                  ? std::string()
                  : ", " + std::string(precisionName(m_config.precision)) +
                        " convolutions and matrix products (float32 weights)") +
-            ", gradients averaged " + m_towers->allReduceDescription() + " in " +
-            m_towers->bucketDescription() + ", steps " + std::to_string(m_step.load()) + " to " +
-            std::to_string(m_total));
+            (m_dataNote.empty() ? std::string() : ", " + m_dataNote) + ", gradients averaged " +
+            m_towers->allReduceDescription() + " in " + m_towers->bucketDescription() + ", steps " +
+            std::to_string(m_step.load()) + " to " + std::to_string(m_total));
         m_source.seek(m_step.load());
         m_runStart = Clock::now();
         m_runStartStep = m_step.load();
@@ -681,7 +690,15 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
                                       " examples per tower, the configuration says " +
                                       std::to_string(m_config.batchPerTower));
             if (!imagesWritten && m_events) { // the first batch this run trains on, as seen
-                m_events->trainingImages(eventsStart, batch);
+                constexpr int kShown = 64;
+                if (!batch.draws.empty() && m_heldSet) { // made where the towers are: again here
+                    Batch shown = batch;
+                    imagesOfDraws(*m_heldSet, m_heldRecipe, batch.draws,
+                                  std::min<std::int64_t>(batch.draws.dim(0), kShown), shown.images);
+                    m_events->trainingImages(eventsStart, shown, kShown);
+                } else {
+                    m_events->trainingImages(eventsStart, batch, kShown);
+                }
                 imagesWritten = true;
             }
             const double lr = m_config.schedule.at(s, m_stepsPerEpoch, m_total);

@@ -70,6 +70,15 @@ public:
     // (results to the observer and eval.jsonl), with the moving averages when EMA is on.
     void setEvaluator(std::int64_t count, EvalBatchFn batches);
 
+    // Before run(), when `source` delivers draws (LoaderOptions::drawsOnly): the towers hold
+    // `set` where they compute and preprocess it themselves (TowerSet::holdTrainingSet); the run's
+    // first log line says where. `set` must outlive the trainer. DeviceOutOfMemory when a GPU has
+    // no room for it.
+    void holdTrainingSet(const ImageSet& set, const Preprocessing& recipe);
+    // A note on where the training images are made, for that line, when the towers do not hold
+    // the set ("the training set stays on the host: ...").
+    void setDataNote(std::string note) { m_dataNote = std::move(note); }
+
     // Before run(): restores weights, buffers, moving averages, optimizer state and the step from
     // a checkpoint (the data order and learning rate follow from the step). Throws IoError /
     // InvalidArgument naming the file and the tensor when it does not fit. Returns the step.
@@ -177,6 +186,10 @@ private:
     std::unique_ptr<TensorBoardWriter> m_events;       // made by run(), one file per run()
     std::int64_t m_evalCount = 0;
     EvalBatchFn m_evalBatches;
+    // The set the towers hold (holdTrainingSet) and its recipe, for TensorBoard's image grid.
+    const ImageSet* m_heldSet = nullptr;
+    Preprocessing m_heldRecipe;
+    std::string m_dataNote;
 
     std::atomic<bool> m_pauseRequested{false}, m_stopRequested{false};
     std::mutex m_mutex;

@@ -2,7 +2,11 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <cstdio>
+
 #include "engine/dist/process_state.h"
+#include "engine/gpu/gpu_backend.h"
 #include "engine/ops/backends.h"
 #include "engine/train/recipe.h"
 #include "engine/train/run_lock.h"
@@ -42,6 +46,38 @@ std::string fingerprint(const Dataset& d)
     return "dataset " + d.name + "\ntraining examples " + std::to_string(d.train.count) +
            ", CRC-32 " + crc(d.train) + "\ntest examples " + std::to_string(d.test.count) +
            ", CRC-32 " + crc(d.test);
+}
+
+// Whether GPU towers hold the training set (TrainConfig::gpuData): when it takes at most a quarter
+// of the free memory of every GPU the towers may use. `note` says why not, when it matters.
+bool holdOnGpus(const TrainConfig& c, const ImageSet& train, std::string& note)
+{
+    if (isHostBackend(c.backend)) return false;
+    if (c.gpuData == "off") {
+        note = "the training images made on the host (gpuData off)";
+        return false;
+    }
+    GpuBackend* gpu = cudaBackend();
+    if (!gpu || gpu->deviceCount() < 1) return false; // the towers say why
+    std::vector<int> gpus = c.gpus;
+    if (gpus.empty())
+        for (int g = 0; g < std::min(gpu->deviceCount(), c.towers * c.processes); ++g)
+            gpus.push_back(g);
+    const double bytes = double(train.pixels.size());
+    for (const int g : gpus) {
+        if (g < 0 || g >= gpu->deviceCount()) return false; // the towers say why
+        const double free = double(gpu->deviceInfo(g).freeMemory);
+        if (bytes > free / 4) {
+            char text[160];
+            std::snprintf(text, sizeof text,
+                          "the training images made on the host: the set's %.1f MB are more than "
+                          "a quarter of GPU %d's %.1f MB free",
+                          bytes / 1e6, g, free / 1e6);
+            note = text;
+            return false;
+        }
+    }
+    return true;
 }
 
 } // namespace
@@ -106,11 +142,17 @@ void TrainingSession::build(TrainerObserver* observer)
     lo.augment = c.augmentation != "none";
     lo.workers = m_options.loaderWorkers;
     lo.pinned = !isHostBackend(c.backend);
+    std::string dataNote;
+    lo.drawsOnly = holdOnGpus(c, m_dataset->train, dataNote);
     m_loader = std::make_unique<BatchLoader>(m_dataset->train, m_recipe, lo);
 
     DataDescription data{m_dataset->classNames, m_recipe.toJson()};
     m_trainer =
         std::make_unique<Trainer>(c, *m_loader, m_options.runDirectory, data, observer, group);
+    if (lo.drawsOnly)
+        m_trainer->holdTrainingSet(m_dataset->train, m_recipe);
+    else
+        m_trainer->setDataNote(dataNote);
     const ImageSet& test = m_dataset->test;
     const Preprocessing recipe = m_recipe;
     m_trainer->setEvaluator(test.count, [&test, recipe](std::int64_t begin, std::int64_t end,

@@ -128,6 +128,56 @@ private slots:
         QVERIFY(!(run(other, 1)[0] == want[0]));
     }
 
+    // Draws instead of images (for towers that hold the set, TowerSet::holdTrainingSet): the same
+    // labels, steps and epochs, and draws that make exactly the images, whatever the workers,
+    // for a process's share too; no image is made.
+    void drawsAreTheImages()
+    {
+        const ImageSet set = randomCifar(60, 2);
+        const Preprocessing recipe = cifarDistortions(24);
+        BatchLoader reference(set, recipe, options(4, 3, 0));
+        const std::vector<Snapshot> want = run(reference, 12);
+        for (int workers : {0, 2}) {
+            for (int first : {0, 2}) {
+                LoaderOptions o = options(2, 3, workers);
+                o.globalTowers = 4;
+                o.firstTower = first;
+                o.drawsOnly = true;
+                BatchLoader draws(set, recipe, o);
+                draws.seek(2);
+                for (int s = 2; s < 12; ++s) {
+                    const Batch& b = draws.next();
+                    QVERIFY(b.images.empty());
+                    QCOMPARE(b.draws.shape(), (Shape{6, preprocess::kDrawColumns}));
+                    QCOMPARE(b.step, std::int64_t(s));
+                    const auto& all = want[std::size_t(s)];
+                    QCOMPARE(b.epoch, all.epoch);
+                    Tensor images;
+                    imagesOfDraws(set, recipe, b.draws, 6, images);
+                    const std::size_t per = std::size_t(images.numel()) / 6;
+                    for (std::size_t i = 0; i < 6; ++i)
+                        QCOMPARE(b.labels.data<std::int32_t>()[i],
+                                 all.labels[std::size_t(first) * 3 + i]);
+                    QVERIFY(std::memcmp(images.raw(),
+                                        all.images.data() + std::size_t(first) * 3 * per,
+                                        images.bytes()) == 0);
+                    // Each row names its example: the label is that example's.
+                    for (std::int64_t i = 0; i < 6; ++i)
+                        QCOMPARE(b.labels.data<std::int32_t>()[i],
+                                 set.labels[std::size_t(preprocess::drawIndex(
+                                     b.draws.data<double>() + i * preprocess::kDrawColumns))]);
+                }
+            }
+        }
+        // A row that does not fit is refused, naming it.
+        LoaderOptions o = options(2, 3, 0);
+        o.drawsOnly = true;
+        BatchLoader draws(set, recipe, o);
+        Tensor bad = draws.next().draws.clone(), images;
+        bad.data<double>()[preprocess::kDrawColumns + preprocess::kDrawCropX] = 9; // 32 - 24 = 8
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, imagesOfDraws(set, recipe, bad, 6, images));
+    }
+
     // A process's share of a run across processes: towers [first, first + towers) of the global
     // batch, bitwise the slices a loader of every tower builds (the same examples, the same
     // distortions), across an epoch boundary and after a seek; shares that do not fit are refused.

@@ -109,9 +109,11 @@ private slots:
         g.towers = 3;
         g.gpus = {0, 1, 0};
         g.allowTf32 = true;
+        g.gpuData = "off";
         const TrainConfig gr = TrainConfig::fromJson(g.toJson());
         QCOMPARE(gr.gpus, g.gpus);
         QVERIFY(gr.allowTf32);
+        QCOMPARE(gr.gpuData, std::string("off"));
         QCOMPARE(gr.toJson(), g.toJson());
         // Short forms and defaults.
         const TrainConfig s = TrainConfig::fromJson(
@@ -120,6 +122,7 @@ private slots:
         QVERIFY(s.schedule.kind == LrSchedule::Kind::Cosine);
         QCOMPARE(s.schedule.lr, 0.001);
         QCOMPARE(s.model, std::string("cifar10-tutorial"));
+        QCOMPARE(s.gpuData, std::string("auto")); // absent (a run from before it): auto
         // A run from before --precision is float32; the name as --precision spells it.
         QVERIFY(s.precision == Precision::Float32);
         QVERIFY(s.toJson().find(R"("precision": "fp32")") != std::string::npos);
@@ -196,6 +199,8 @@ private slots:
             << "gpus: names 1 GPUs for 2 towers";
         QTest::newRow("gpus not numbers") << R"({"steps": 1, "backend": "cuda", "gpus": ["a"]})"
                                           << "gpus: expected GPU numbers";
+        QTest::newRow("gpu data") << R"({"steps": 1, "gpuData": "always"})"
+                                  << "gpuData: must be auto or off, got 'always'";
         QTest::newRow("optimizer") << R"({"steps": 1, "optimizer": "rmsprop"})"
                                    << "unknown optimizer 'rmsprop'";
         QTest::newRow("nesterov")

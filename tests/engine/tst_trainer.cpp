@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/data/batch_loader.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/trainer.h"
@@ -443,6 +444,62 @@ private slots:
         for (const auto& l : rec.logs)
             found = found || line.match(QString::fromStdString(l)).hasMatch();
         QVERIFY2(found, rec.logs.size() > 2 ? rec.logs[2].c_str() : "no log");
+    }
+
+    // Towers that hold the training set where they compute (on GPUs in a real run; here on the
+    // host, whose towers may hold it too) train on the draws the loader sends exactly as on its
+    // images; the run's first line says where the set is, and TensorBoard's grid of the first
+    // batch is the loader's images, made again on the host.
+    void heldTrainingSetTrainsAsImages()
+    {
+        TrainConfig c = baseConfig();
+        c.steps = 3;
+        ImageSet set;
+        set.count = 64;
+        set.height = set.width = 28;
+        set.channels = 1;
+        set.pixels.resize(std::size_t(set.count * set.imageBytes()));
+        set.labels.resize(std::size_t(set.count));
+        Rng rng(21);
+        for (auto& b : set.pixels) b = std::uint8_t(rng.below(256));
+        for (std::size_t i = 0; i < set.labels.size(); ++i) set.labels[i] = std::int32_t(i % 10);
+        Preprocessing recipe = translateAndNormalize(set, 2);
+        recipe.flip = true;
+        LoaderOptions lo;
+        lo.towers = c.towers;
+        lo.batchPerTower = c.batchPerTower;
+        lo.workers = 1;
+        BatchLoader images(set, recipe, lo);
+        lo.drawsOnly = true;
+        BatchLoader draws(set, recipe, lo);
+        QTemporaryDir dirA, dirB;
+        const fs::path rootA = dirA.path().toStdString(), rootB = dirB.path().toStdString();
+        Trainer a(c, images, rootA);
+        QCOMPARE(a.run(), Trainer::Outcome::Finished);
+        Recorder rec;
+        Trainer b(c, draws, rootB, {}, &rec);
+        b.holdTrainingSet(set, recipe);
+        QCOMPARE(b.run(), Trainer::Outcome::Finished);
+        const Checkpoint ca = readCheckpoint(RunDirectory(rootA).checkpointPath(3));
+        const Checkpoint cb = readCheckpoint(RunDirectory(rootB).checkpointPath(3));
+        QCOMPARE(cb.weights.size(), ca.weights.size());
+        for (std::size_t i = 0; i < ca.weights.size(); ++i)
+            QVERIFY2(sameBytes(ca.weights[i].second, cb.weights[i].second),
+                     ca.weights[i].first.c_str());
+        bool said = false;
+        for (const auto& l : rec.logs)
+            said = said ||
+                   (l.find("training fashion-fast") != std::string::npos &&
+                    l.find("the training set held on host (0.1 MB as bytes)") != std::string::npos);
+        QVERIFY(said);
+        const auto grid = [](const fs::path& file) {
+            std::ifstream in(file, std::ios::binary);
+            const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+            const auto at = bytes.find("input/training_images");
+            return at == std::string::npos ? std::string() : bytes.substr(at, 2000);
+        };
+        QVERIFY(!grid(a.eventsFile()).empty());
+        QCOMPARE(grid(b.eventsFile()), grid(a.eventsFile()));
     }
 
     void refusals()
