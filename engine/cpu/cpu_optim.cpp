@@ -1,6 +1,7 @@
 // Optimizer updates on the CPU: one pass over each tensor in float, the operation order of
 // PyTorch's torch.optim single-tensor implementations (so results agree to a rounding), spread
-// over the calling thread's OpenMP team. Element-wise, hence independent of the thread count.
+// over the calling thread's OpenMP team. Element-wise, hence independent of the thread count. A set
+// skip flag (read here: oneDNN's tensors are on the host) leaves everything as it is.
 #include <cmath>
 
 #include "engine/cpu/cpu_common.h"
@@ -8,8 +9,17 @@
 
 namespace towers::engine::cpu {
 
-void OneDnnOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w)
+void OneDnnOps::sgdUpdateImpl(double lr, const Tensor& g, Tensor& w, const Tensor& skip)
 {
+    if (checks::updateSkipped(skip)) return;
+    // axpy's own loop (cpu_elementwise.cpp), so that the bits are axpy(-lr, g, w)'s.
+    OneDnnOps::axpyImpl(-lr, g, w);
+}
+
+void OneDnnOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w,
+                                   const Tensor& skip)
+{
+    if (checks::updateSkipped(skip)) return;
     const float lr = float(s.lr), mom = float(s.momentum), keep = float(1.0 - s.dampening);
     const bool first = s.first, nesterov = s.nesterov;
     const float* pg = g.data<float>();
@@ -25,8 +35,9 @@ void OneDnnOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tenso
     });
 }
 
-void OneDnnOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow)
+void OneDnnOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow, const Tensor& skip)
 {
+    if (checks::updateSkipped(skip)) return;
     const float k = static_cast<float>(keep);
     const float* pv = value.data<float>();
     float* ps = shadow.data<float>();
@@ -36,9 +47,11 @@ void OneDnnOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow)
     });
 }
 
-void OneDnnOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
+void OneDnnOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w,
+                               const Tensor& skip)
 {
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
+    if (checks::updateSkipped(skip)) return;
     // The scalars are computed in double, as Python does, then used in float.
     const double bc1 = 1.0 - std::pow(s.beta1, double(s.step));
     const float stepSize = float(s.lr / bc1);

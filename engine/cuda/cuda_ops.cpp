@@ -47,6 +47,7 @@ CudaOps::~CudaOps()
     m_plans.clear();
     m_workspace = Tensor();
     cudaStreamSynchronize(m_stream);
+    for (cudaEvent_t e : m_events) cudaEventDestroy(e);
     // The tensors this context allocated that outlive it are freed on the legacy stream from now
     // on: this stream's work is finished.
     retireStream(m_stream);
@@ -59,6 +60,35 @@ void CudaOps::synchronize()
 {
     DeviceGuard guard(m_device);
     TOWERS_CUDA(cudaStreamSynchronize(m_stream));
+}
+
+void CudaOps::clearMarks()
+{
+    m_marks = 0;
+}
+
+int CudaOps::mark()
+{
+    DeviceGuard guard(m_device);
+    if (m_marks == int(m_events.size())) {
+        cudaEvent_t e = nullptr;
+        TOWERS_CUDA(cudaEventCreate(&e)); // with timing
+        m_events.push_back(e);
+    }
+    TOWERS_CUDA(cudaEventRecord(m_events[std::size_t(m_marks)], m_stream));
+    return m_marks++;
+}
+
+double CudaOps::millisecondsBetween(int a, int b)
+{
+    if (a < 0 || b < 0 || a >= m_marks || b >= m_marks)
+        throw InvalidArgument("millisecondsBetween: marks " + std::to_string(a) + " and " +
+                              std::to_string(b) + " of " + std::to_string(m_marks));
+    DeviceGuard guard(m_device);
+    float ms = 0;
+    // Both events have completed: the caller synchronised after the later one.
+    TOWERS_CUDA(cudaEventElapsedTime(&ms, m_events[std::size_t(a)], m_events[std::size_t(b)]));
+    return double(ms);
 }
 
 void CudaOps::upload(const Tensor& src, Tensor& dst)
@@ -335,27 +365,47 @@ void CudaOps::axpyImpl(double alpha, const Tensor& x, Tensor& y)
     cuda::axpy(m_stream, static_cast<float>(alpha), floats(x), floats(y), x.numel());
 }
 
-void CudaOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w)
+namespace {
+// An update's skip flag for its kernel: nullptr when there is none (op_list.h).
+const float* skipFlag(const Tensor& skip)
+{
+    return skip.empty() ? nullptr : floats(skip);
+}
+} // namespace
+
+void CudaOps::sgdUpdateImpl(double lr, const Tensor& g, Tensor& w, const Tensor& skip)
+{
+    const OpScope scope(m_device, m_stream);
+    // axpy's kernel with alpha = -lr: the bits of axpy(-lr, g, w).
+    cuda::sgdUpdate(m_stream, static_cast<float>(lr), floats(g), floats(w), w.numel(),
+                    skipFlag(skip));
+}
+
+void CudaOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w,
+                                 const Tensor& skip)
 {
     const OpScope scope(m_device, m_stream);
     cuda::momentumUpdate(m_stream, floats(g), floats(buf), floats(w), w.numel(), float(s.lr),
-                         float(s.momentum), float(s.dampening), s.nesterov, s.first);
+                         float(s.momentum), float(s.dampening), s.nesterov, s.first,
+                         skipFlag(skip));
 }
 
-void CudaOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow)
+void CudaOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow, const Tensor& skip)
 {
     const OpScope scope(m_device, m_stream);
-    cuda::emaUpdate(m_stream, floats(value), floats(shadow), shadow.numel(), float(keep));
+    cuda::emaUpdate(m_stream, floats(value), floats(shadow), shadow.numel(), float(keep),
+                    skipFlag(skip));
 }
 
-void CudaOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
+void CudaOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w,
+                             const Tensor& skip)
 {
     const OpScope scope(m_device, m_stream);
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
     cuda::adamUpdate(m_stream, floats(g), floats(m), floats(v), floats(w), w.numel(), float(s.lr),
                      float(s.beta1), float(s.beta2), float(s.epsilon),
                      1.0 - std::pow(s.beta1, double(s.step)),
-                     1.0 - std::pow(s.beta2, double(s.step)));
+                     1.0 - std::pow(s.beta2, double(s.step)), skipFlag(skip));
 }
 
 // ---- input ----

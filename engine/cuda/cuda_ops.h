@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "engine/gpu/gpu_backend.h"
 #include "engine/ops/ops.h"
@@ -60,6 +61,7 @@ inline float* floats(Tensor& t)
     X(sumSquares)                                                                                  \
     X(flagNonFinite)                                                                               \
     X(axpy)                                                                                        \
+    X(sgdUpdate)                                                                                   \
     X(momentumUpdate)                                                                              \
     X(adamUpdate)                                                                                  \
     X(emaUpdate)                                                                                   \
@@ -77,6 +79,10 @@ public:
     Device device() const override { return {DeviceKind::Cuda, m_device}; }
     void synchronize() override;
     void upload(const Tensor& src, Tensor& dst) override;
+    // Marks are CUDA events recorded on the stream (made once, reused every step).
+    void clearMarks() override;
+    int mark() override;
+    double millisecondsBetween(int a, int b) override;
 
     // The stream every op of this context runs on (the communicators order their collectives
     // after its work, and its later work after them, with events).
@@ -102,6 +108,8 @@ private:
     cublasHandle_t m_cublas = nullptr;
     Tensor m_workspace;
     std::map<std::string, std::unique_ptr<ConvPlan>> m_plans;
+    std::vector<cudaEvent_t> m_events; // the marks' events, m_marks of them in use
+    int m_marks = 0;
 };
 
 } // namespace towers::engine::cuda

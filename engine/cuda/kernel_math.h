@@ -252,6 +252,14 @@ TOWERS_HD inline void softmaxCrossEntropyBackwardAt(std::int64_t i, const float*
 
 // ---- parameter updates (PyTorch's formulations, see ops/descriptors.h) ----
 
+// Whether an update kernel leaves everything as it is: its skip flag (op_list.h; nullptr when the
+// op was given none) is set, i.e. not 0 (a NaN flag skips too). Each thread of an update kernel
+// reads it on the GPU before its grid-stride loop, so the host never waits for the flag.
+TOWERS_HD inline bool updateSkipped(const float* skip)
+{
+    return skip != nullptr && *skip != 0.f;
+}
+
 // A non-finite element sets the flag (every writer writes the same 1).
 TOWERS_HD inline void flagNonFiniteAt(std::int64_t i, const float* x, float* flag)
 {

@@ -92,14 +92,20 @@ struct RankPointers
 void meanAcrossRanks(cudaStream_t s, const RankPointers& ranks, int count, std::int64_t n);
 
 // ---- optim.cu ----
+// The updates take their skip flag (op_list.h) as `skip`: nullptr for none, else a device float
+// that each thread reads first, returning when it is not 0 (kernel_math.h's updateSkipped).
 void axpy(cudaStream_t s, float alpha, const float* x, float* y, std::int64_t n);
+// w -= lr * g as axpy(-lr, g, w) computes it: the same kernel, alpha = -lr.
+void sgdUpdate(cudaStream_t s, float lr, const float* g, float* w, std::int64_t n,
+               const float* skip);
 void momentumUpdate(cudaStream_t s, const float* g, float* buf, float* w, std::int64_t n, float lr,
-                    float momentum, float dampening, bool nesterov, bool first);
+                    float momentum, float dampening, bool nesterov, bool first, const float* skip);
 void flagNonFinite(cudaStream_t s, const float* x, float* flag, std::int64_t n);
-void emaUpdate(cudaStream_t s, const float* value, float* shadow, std::int64_t n, float keep);
+void emaUpdate(cudaStream_t s, const float* value, float* shadow, std::int64_t n, float keep,
+               const float* skip);
 void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n,
                 float lr, float beta1, float beta2, float epsilon, double correction1,
-                double correction2);
+                double correction2, const float* skip);
 
 // ---- preprocess.cu ----
 // preprocessImages' sizes and normalisation (PreprocessDesc), by value as a kernel argument.

@@ -1,5 +1,7 @@
-// Parameter updates: axpy (weight decay, accumulation), SGD with momentum and Adam, in PyTorch's
-// formulations (see MomentumStep and AdamStep in ops/descriptors.h).
+// Parameter updates: axpy (weight decay, accumulation), plain SGD, SGD with momentum and Adam, in
+// PyTorch's formulations (see MomentumStep and AdamStep in ops/descriptors.h). An update given a
+// skip flag reads it on the GPU, each thread before its loop (kernel_math.h's updateSkipped): a
+// diverged step is skipped without the host waiting for the flag.
 #include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
@@ -8,8 +10,11 @@ namespace towers::engine::cuda {
 
 namespace {
 
-__global__ void axpyKernel(float alpha, const float* x, float* y, std::int64_t n)
+// axpy and sgdUpdate alike (skip nullptr for axpy): one kernel, so that sgdUpdate(lr) is
+// axpy(-lr) to the bit, whatever the compiler contracts y + alpha * x to.
+__global__ void axpyKernel(float alpha, const float* x, float* y, std::int64_t n, const float* skip)
 {
+    if (updateSkipped(skip)) return;
     TOWERS_GRID_STRIDE(i, n) y[i] += alpha * x[i];
 }
 
@@ -18,21 +23,26 @@ __global__ void flagNonFiniteKernel(const float* x, float* flag, std::int64_t n)
     TOWERS_GRID_STRIDE(i, n) flagNonFiniteAt(i, x, flag);
 }
 
-__global__ void emaKernel(const float* value, float* shadow, std::int64_t n, float keep)
+__global__ void emaKernel(const float* value, float* shadow, std::int64_t n, float keep,
+                          const float* skip)
 {
+    if (updateSkipped(skip)) return;
     TOWERS_GRID_STRIDE(i, n) emaAt(i, value, shadow, keep);
 }
 
 __global__ void momentumKernel(const float* g, float* buf, float* w, std::int64_t n, float lr,
-                               float momentum, float dampening, bool nesterov, bool first)
+                               float momentum, float dampening, bool nesterov, bool first,
+                               const float* skip)
 {
+    if (updateSkipped(skip)) return;
     TOWERS_GRID_STRIDE(i, n) momentumAt(i, g, buf, w, lr, momentum, dampening, nesterov, first);
 }
 
 __global__ void adamKernel(const float* g, float* m, float* v, float* w, std::int64_t n, float lr,
                            float beta1, float beta2, float epsilon, double correction1,
-                           double correction2Sqrt)
+                           double correction2Sqrt, const float* skip)
 {
+    if (updateSkipped(skip)) return;
     TOWERS_GRID_STRIDE(i, n)
     adamAt(i, g, m, v, w, lr, beta1, beta2, epsilon, correction1, correction2Sqrt);
 }
@@ -42,7 +52,16 @@ __global__ void adamKernel(const float* g, float* m, float* v, float* w, std::in
 void axpy(cudaStream_t s, float alpha, const float* x, float* y, std::int64_t n)
 {
     if (n == 0) return;
-    axpyKernel<<<gridFor(n), kThreads, 0, s>>>(alpha, x, y, n);
+    axpyKernel<<<gridFor(n), kThreads, 0, s>>>(alpha, x, y, n, nullptr);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void sgdUpdate(cudaStream_t s, float lr, const float* g, float* w, std::int64_t n,
+               const float* skip)
+{
+    if (n == 0) return;
+    // -float(lr) is float(-lr): rounding is symmetric.
+    axpyKernel<<<gridFor(n), kThreads, 0, s>>>(-lr, g, w, n, skip);
     TOWERS_CUDA_LAUNCHED();
 }
 
@@ -53,29 +72,30 @@ void flagNonFinite(cudaStream_t s, const float* x, float* flag, std::int64_t n)
     TOWERS_CUDA_LAUNCHED();
 }
 
-void emaUpdate(cudaStream_t s, const float* value, float* shadow, std::int64_t n, float keep)
+void emaUpdate(cudaStream_t s, const float* value, float* shadow, std::int64_t n, float keep,
+               const float* skip)
 {
     if (n == 0) return;
-    emaKernel<<<gridFor(n), kThreads, 0, s>>>(value, shadow, n, keep);
+    emaKernel<<<gridFor(n), kThreads, 0, s>>>(value, shadow, n, keep, skip);
     TOWERS_CUDA_LAUNCHED();
 }
 
 void momentumUpdate(cudaStream_t s, const float* g, float* buf, float* w, std::int64_t n, float lr,
-                    float momentum, float dampening, bool nesterov, bool first)
+                    float momentum, float dampening, bool nesterov, bool first, const float* skip)
 {
     if (n == 0) return;
     momentumKernel<<<gridFor(n), kThreads, 0, s>>>(g, buf, w, n, lr, momentum, dampening, nesterov,
-                                                   first);
+                                                   first, skip);
     TOWERS_CUDA_LAUNCHED();
 }
 
 void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n,
                 float lr, float beta1, float beta2, float epsilon, double correction1,
-                double correction2)
+                double correction2, const float* skip)
 {
     if (n == 0) return;
     adamKernel<<<gridFor(n), kThreads, 0, s>>>(g, m, v, w, n, lr, beta1, beta2, epsilon,
-                                               correction1, sqrt(correction2));
+                                               correction1, sqrt(correction2), skip);
     TOWERS_CUDA_LAUNCHED();
 }
 

@@ -44,6 +44,13 @@ inline void labelsInRange(const Tensor& labels, std::int64_t k)
                                   std::to_string(k) + ")");
 }
 
+// Whether an optimizer update is skipped by its flag (op_list.h): `skip` is empty (never) or a
+// checked [1] float tensor in host memory whose element is not 0 (a NaN flag skips too).
+inline bool updateSkipped(const Tensor& skip)
+{
+    return !skip.empty() && skip.at(0) != 0.0;
+}
+
 // The dimensions of a checked fully connected call.
 struct LinearDims
 {

@@ -170,17 +170,28 @@
 #define TOWERS_OP_axpy(M) M(axpy, void, (double alpha, const Tensor& x, Tensor& y), (alpha, x, y))
 
 // --- optimizer updates of one parameter w from its gradient g (see MomentumStep, AdamStep); the
-// state tensors (buf; m, v) have w's shape and dtype and are updated in place ---
+// state tensors (buf; m, v) have w's shape and dtype and are updated in place. `skip` is empty, or
+// a [1] tensor of w's float type where w lives (the step's flagNonFinite flag): when it is not 0
+// the update leaves w and the state as they are, decided where they live, so that a diverged
+// step is skipped without the host waiting to read the flag first ---
+// w -= lr * g: plain gradient descent (the tutorial's), as axpy(-lr, g, w) computes it
+#define TOWERS_OP_sgdUpdate(M)                                                                     \
+    M(sgdUpdate, void, (double lr, const Tensor& g, Tensor& w, const Tensor& skip),                \
+      (lr, g, w, skip))
 #define TOWERS_OP_momentumUpdate(M)                                                                \
-    M(momentumUpdate, void, (const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w),      \
-      (s, g, buf, w))
+    M(momentumUpdate, void,                                                                        \
+      (const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w, const Tensor& skip),        \
+      (s, g, buf, w, skip))
 #define TOWERS_OP_adamUpdate(M)                                                                    \
-    M(adamUpdate, void, (const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w),     \
-      (s, g, m, v, w))
+    M(adamUpdate, void,                                                                            \
+      (const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w, const Tensor& skip),   \
+      (s, g, m, v, w, skip))
 // The moving average of a parameter: shadow -= (shadow - value) * keep, keep = 1 - decay in
-// [0, 1], in the tensors' precision (TensorFlow's assign_moving_average), where the weights live
+// [0, 1], in the tensors' precision (TensorFlow's assign_moving_average), where the weights
+// live; `skip` as for the updates
 #define TOWERS_OP_emaUpdate(M)                                                                     \
-    M(emaUpdate, void, (double keep, const Tensor& value, Tensor& shadow), (keep, value, shadow))
+    M(emaUpdate, void, (double keep, const Tensor& value, Tensor& shadow, const Tensor& skip),     \
+      (keep, value, shadow, skip))
 
 // --- input: dataset images to model input where the model lives ---
 // y [B, d.height, d.width, d.channels] (Float32) from source (UInt8 [N, H, W, d.channels], the
@@ -222,6 +233,7 @@
     X(sumSquares)                                                                                  \
     X(flagNonFinite)                                                                               \
     X(axpy)                                                                                        \
+    X(sgdUpdate)                                                                                   \
     X(momentumUpdate)                                                                              \
     X(adamUpdate)                                                                                  \
     X(emaUpdate)                                                                                   \

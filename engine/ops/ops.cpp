@@ -173,6 +173,13 @@ void likeParameter(Args& a, const Tensor& t, const Tensor& w, const char* what)
     checks::requireSameShape(t, w, what, "the parameter");
 }
 
+// An update's skip flag: empty (always update), or [1] of the parameter's float dtype where the
+// backend runs (the step's flagNonFinite flag).
+void skipFlag(Args& a, const Tensor& skip, const char* what)
+{
+    a.optionalFloats(skip, what, Shape{1});
+}
+
 } // namespace
 
 // One function per op, named after it, with its parameters.
@@ -401,28 +408,40 @@ void axpy(Args& a, double, const Tensor& x, Tensor& y)
     checks::requireSameShape(y, x, "axpy y", "x");
 }
 
-void momentumUpdate(Args& a, const MomentumStep&, const Tensor& g, Tensor& buf, Tensor& w)
+void sgdUpdate(Args& a, double, const Tensor& g, Tensor& w, const Tensor& skip)
+{
+    a.floats(w, "sgdUpdate w");
+    likeParameter(a, g, w, "sgdUpdate gradient");
+    skipFlag(a, skip, "sgdUpdate skip");
+}
+
+void momentumUpdate(Args& a, const MomentumStep&, const Tensor& g, Tensor& buf, Tensor& w,
+                    const Tensor& skip)
 {
     a.floats(w, "momentumUpdate w");
     likeParameter(a, g, w, "momentumUpdate gradient");
     likeParameter(a, buf, w, "momentumUpdate momentum buffer");
+    skipFlag(a, skip, "momentumUpdate skip");
 }
 
-void emaUpdate(Args& a, double keep, const Tensor& value, Tensor& shadow)
+void emaUpdate(Args& a, double keep, const Tensor& value, Tensor& shadow, const Tensor& skip)
 {
     a.floats(shadow, "emaUpdate shadow");
     likeParameter(a, value, shadow, "emaUpdate value");
+    skipFlag(a, skip, "emaUpdate skip");
     if (!(keep >= 0 && keep <= 1))
         throw InvalidArgument("emaUpdate: keep (1 - decay) must be in [0, 1], got " +
                               std::to_string(keep));
 }
 
-void adamUpdate(Args& a, const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w)
+void adamUpdate(Args& a, const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w,
+                const Tensor& skip)
 {
     a.floats(w, "adamUpdate w");
     likeParameter(a, g, w, "adamUpdate gradient");
     likeParameter(a, m, w, "adamUpdate first moment");
     likeParameter(a, v, w, "adamUpdate second moment");
+    skipFlag(a, skip, "adamUpdate skip");
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
 }
 

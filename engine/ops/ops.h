@@ -5,11 +5,13 @@
 // dtypes, devices: ops.cpp), then calls the backend's protected `<op>Impl`. A backend that leaves
 // an op out (supports() says which it implements) has it run staged through a host backend, with
 // one log line the first time.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "engine/ops/descriptors.h"
 #include "engine/ops/op_list.h"
@@ -43,6 +45,16 @@ public:
     // when `src` is page-locked (Tensor::pinned), so `src` must stay unchanged until the next
     // synchronize(). The default copies at once.
     virtual void upload(const Tensor& src, Tensor& dst);
+
+    // Device time, for a step's split into compute, communication and update without waiting in
+    // between: mark() records how far the work issued through this context has got (an event on
+    // a GPU's stream; the host's clock by default, for ops that finish before they return) and
+    // returns its number, counted from 0 after clearMarks(); once synchronize() has returned,
+    // millisecondsBetween(a, b) is the time from mark a to mark b (InvalidArgument for a mark not
+    // made since clearMarks()). Neither waits for the device.
+    virtual void clearMarks();
+    virtual int mark();
+    virtual double millisecondsBetween(int a, int b);
 
     // Whether this backend implements `op` itself; a composite op (isComposite) always runs,
     // composed of the single ops when the backend does not fuse it.
@@ -84,6 +96,7 @@ private:
     std::unique_ptr<Ops> m_hostOps; // made on first use
     OpSet m_logged;
     std::mutex m_fallbackMutex;
+    std::vector<std::chrono::steady_clock::time_point> m_marks; // the default marks
 };
 
 // The execution context a layer runs in: the backend's ops, whether this is a training pass, and
@@ -110,5 +123,25 @@ struct ExecContext
 // The plain reference backend: naive loops accumulating in double, float32 and float64. The test
 // oracle for every other backend.
 std::unique_ptr<Ops> makeReferenceOps();
+
+inline void Ops::clearMarks()
+{
+    m_marks.clear();
+}
+inline int Ops::mark()
+{
+    m_marks.push_back(std::chrono::steady_clock::now());
+    return int(m_marks.size()) - 1;
+}
+inline double Ops::millisecondsBetween(int a, int b)
+{
+    const int n = int(m_marks.size());
+    if (a < 0 || b < 0 || a >= n || b >= n)
+        throw InvalidArgument("millisecondsBetween: marks " + std::to_string(a) + " and " +
+                              std::to_string(b) + " of " + std::to_string(n));
+    return std::chrono::duration<double, std::milli>(m_marks[std::size_t(b)] -
+                                                     m_marks[std::size_t(a)])
+        .count();
+}
 
 } // namespace towers::engine

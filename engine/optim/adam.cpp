@@ -15,7 +15,7 @@ Adam::Adam(AdamOptions options) : m_opt(options)
                               std::to_string(m_opt.epsilon));
 }
 
-void Adam::update(Ops& ops, Parameter& p, double lr, bool first)
+void Adam::update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip)
 {
     (void)first;
     AdamStep s;
@@ -24,7 +24,7 @@ void Adam::update(Ops& ops, Parameter& p, double lr, bool first)
     s.beta2 = m_opt.beta2;
     s.epsilon = m_opt.epsilon;
     s.step = stepCount() + 1;
-    ops.adamUpdate(s, p.grad, slot(p, 0), slot(p, 1), p.value);
+    ops.adamUpdate(s, p.grad, slot(p, 0), slot(p, 1), p.value, skip);
 }
 
 } // namespace towers::engine

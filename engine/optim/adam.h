@@ -21,7 +21,7 @@ public:
     const AdamOptions& options() const { return m_opt; }
 
 protected:
-    void update(Ops& ops, Parameter& p, double lr, bool first) override;
+    void update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip) override;
 
 private:
     AdamOptions m_opt;

@@ -87,11 +87,12 @@ void Ema::update(const std::vector<Parameter*>& params, std::int64_t numUpdates,
     }
 }
 
-void Ema::update(Ops& ops, const std::vector<Parameter*>& params, std::int64_t numUpdates)
+void Ema::update(Ops& ops, const std::vector<Parameter*>& params, std::int64_t numUpdates,
+                 const Tensor& skip)
 {
     const double keep = 1.0 - effectiveDecay(numUpdates);
     for (auto* p : params)
-        if (p->trainable) ops.emaUpdate(keep, p->value, find(*p));
+        if (p->trainable) ops.emaUpdate(keep, p->value, find(*p), skip);
 }
 
 bool Ema::onHost() const

@@ -35,7 +35,9 @@ public:
                 int parts = 1);
     // The same step with `ops` on the averages where they live (a GPU tower's: no copy to the
     // host), every parameter; ops' device must hold the averages and the parameters.
-    void update(Ops& ops, const std::vector<Parameter*>& params, std::int64_t numUpdates);
+    // `skip`: as Optimizer::step's (the averages stay as they are where it is set).
+    void update(Ops& ops, const std::vector<Parameter*>& params, std::int64_t numUpdates,
+                const Tensor& skip = {});
     // Whether the averages live on the host (the shared host update above applies).
     bool onHost() const;
 

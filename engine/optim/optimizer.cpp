@@ -8,7 +8,7 @@
 
 namespace towers::engine {
 
-void Optimizer::step(Ops& ops, const std::vector<Parameter*>& params, double lr)
+void Optimizer::step(Ops& ops, const std::vector<Parameter*>& params, double lr, const Tensor& skip)
 {
     if (!(lr >= 0) || !std::isfinite(lr))
         throw InvalidArgument("learning rate must be a finite number >= 0, got " +
@@ -20,8 +20,14 @@ void Optimizer::step(Ops& ops, const std::vector<Parameter*>& params, double lr)
                                   "' has no gradient: run backward first");
     }
     for (auto* p : params)
-        if (p->trainable) update(ops, *p, lr, m_steps == 0);
+        if (p->trainable) update(ops, *p, lr, m_steps == 0, skip);
     ++m_steps;
+}
+
+void Optimizer::skipped()
+{
+    if (m_steps < 1) throw InvalidArgument("Optimizer::skipped: no step was taken");
+    --m_steps;
 }
 
 Tensor& Optimizer::slot(const Parameter& p, std::size_t i)

@@ -39,8 +39,14 @@ public:
 
     // One update of every trainable parameter in `params` from its gradient with learning rate
     // `lr` (finite, >= 0), then counts the step. Buffers (non-trainable) are left alone. Throws
-    // InvalidArgument for a bad lr or a trainable parameter without a gradient.
-    void step(Ops& ops, const std::vector<Parameter*>& params, double lr);
+    // InvalidArgument for a bad lr or a trainable parameter without a gradient. With a `skip`
+    // flag (op_list.h's updates: [1] where the parameters live), the updates leave everything as
+    // it is where the flag is set, decided there without the host waiting; the caller, once it
+    // has read the flag, calls skipped() for a step that was.
+    void step(Ops& ops, const std::vector<Parameter*>& params, double lr, const Tensor& skip = {});
+    // The latest step() was skipped by its flag: it does not count (Adam's bias correction and
+    // the momentum buffer's first step are as if it had not been taken).
+    void skipped();
     // Steps taken (restored by loadState).
     std::int64_t stepCount() const { return m_steps; }
 
@@ -58,7 +64,7 @@ public:
 protected:
     Optimizer() = default;
     // Updates one trainable parameter; `first` is true on the optimizer's first step.
-    virtual void update(Ops& ops, Parameter& p, double lr, bool first) = 0;
+    virtual void update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip) = 0;
     // Slot i of parameter p (zeros of p's shape and dtype the first time).
     Tensor& slot(const Parameter& p, std::size_t i);
 

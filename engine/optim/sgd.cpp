@@ -26,10 +26,10 @@ std::vector<std::string> Sgd::slotNames() const
     return {"momentum_buffer"};
 }
 
-void Sgd::update(Ops& ops, Parameter& p, double lr, bool first)
+void Sgd::update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip)
 {
     if (m_opt.momentum == 0) {
-        ops.axpy(-lr, p.grad, p.value);
+        ops.sgdUpdate(lr, p.grad, p.value, skip);
         return;
     }
     MomentumStep s;
@@ -38,7 +38,7 @@ void Sgd::update(Ops& ops, Parameter& p, double lr, bool first)
     s.dampening = m_opt.dampening;
     s.nesterov = m_opt.nesterov;
     s.first = first;
-    ops.momentumUpdate(s, p.grad, slot(p, 0), p.value);
+    ops.momentumUpdate(s, p.grad, slot(p, 0), p.value, skip);
 }
 
 } // namespace towers::engine

@@ -25,7 +25,7 @@ public:
     const SgdOptions& options() const { return m_opt; }
 
 protected:
-    void update(Ops& ops, Parameter& p, double lr, bool first) override;
+    void update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip) override;
 
 private:
     SgdOptions m_opt;

@@ -1,4 +1,5 @@
-// Optimizer updates: plain loops in double, rounded once to the tensor's dtype per stored value.
+// Optimizer updates: plain loops in double, rounded once to the tensor's dtype per stored value;
+// a set skip flag (read here: the reference's tensors are on the host) leaves everything as it is.
 #include <cmath>
 
 #include "engine/ops/op_checks.h"
@@ -6,9 +7,23 @@
 
 namespace towers::engine::reference {
 
-void ReferenceOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor& buf,
-                                      Tensor& w)
+void ReferenceOps::sgdUpdateImpl(double lr, const Tensor& g, Tensor& w, const Tensor& skip)
 {
+    if (checks::updateSkipped(skip)) return;
+    // axpy(-lr, g, w)'s arithmetic: w + (-lr) * g in double equals w - lr * g exactly.
+    byDType(w.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* pg = g.data<T>();
+        T* pw = w.data<T>();
+        for (std::int64_t i = 0; i < w.numel(); ++i)
+            pw[i] = static_cast<T>(double(pw[i]) - lr * double(pg[i]));
+    });
+}
+
+void ReferenceOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor& buf,
+                                      Tensor& w, const Tensor& skip)
+{
+    if (checks::updateSkipped(skip)) return;
     byDType(w.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* pg = g.data<T>();
@@ -24,8 +39,10 @@ void ReferenceOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Te
     });
 }
 
-void ReferenceOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow)
+void ReferenceOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow,
+                                 const Tensor& skip)
 {
+    if (checks::updateSkipped(skip)) return;
     byDType(shadow.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* pv = value.data<T>();
@@ -38,9 +55,10 @@ void ReferenceOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shado
 }
 
 void ReferenceOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v,
-                                  Tensor& w)
+                                  Tensor& w, const Tensor& skip)
 {
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
+    if (checks::updateSkipped(skip)) return;
     const double bc1 = 1.0 - std::pow(s.beta1, double(s.step));
     const double bc2Sqrt = std::sqrt(1.0 - std::pow(s.beta2, double(s.step)));
     byDType(w.dtype(), [&](auto tag) {

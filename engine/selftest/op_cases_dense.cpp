@@ -1,7 +1,8 @@
 // The op-case table's dense and element-wise ops: linear (forward, backward data, backward
 // weights, the fused linearBackward), ReLU, add, dropout, batch norm, the layout transposes, the
-// softmax cross-entropy loss, the sum of squares, axpy, the optimizer updates, the moving
-// average's step, and the preprocessing of dataset images into model input.
+// softmax cross-entropy loss, the sum of squares, axpy, the optimizer updates (plain SGD, momentum,
+// Adam, each also with its skip flag clear and set), the moving average's step, and the
+// preprocessing of dataset images into model input.
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -510,10 +511,122 @@ void addLoss(std::vector<OpCase>& cases)
 
 // ---- optimizer updates ----
 
+// An update case's skip flag (op_list.h): none (an empty tensor), a flag holding 0 (the update
+// happens) or a set one (the update changes nothing: its outputs are its inputs, bit for bit, on
+// every backend as on the reference).
+enum class SkipFlag
+{
+    None,
+    Clear,
+    Set,
+};
+
+std::string skipText(SkipFlag f)
+{
+    return f == SkipFlag::Clear ? ", skip flag 0" : f == SkipFlag::Set ? ", skip flag set" : "";
+}
+
+// The drawn inputs, then the flag when the case has one: a Float64 [1] like the float operands,
+// so that each backend gets it in w's dtype.
+std::vector<Tensor> withSkip(std::vector<Tensor> inputs, SkipFlag f)
+{
+    if (f != SkipFlag::None) inputs.push_back(scalar(f == SkipFlag::Set ? 1.0 : 0.0));
+    return inputs;
+}
+
+// The flag of a call whose operands are the first `operands` inputs: the next one, or none.
+Tensor skipOf(const std::vector<Tensor>& in, std::size_t operands)
+{
+    return in.size() > operands ? in[operands] : Tensor();
+}
+
+void addSgd(std::vector<OpCase>& cases, const Named& s, double lr, SkipFlag f)
+{
+    // g, w: axpy's cases' shapes (sgdUpdate is axpy(-lr, g, w) to the bit).
+    const bool set = f == SkipFlag::Set;
+    cases.push_back({"optimizer SGD update", s.text() + ", lr " + number(lr) + skipText(f),
+                     Tolerance::elementwise(),
+                     [s, f](Rng& rng) {
+                         return withSkip({uniform(s.shape, rng), uniform(s.shape, rng)}, f);
+                     },
+                     [lr, set](Ops& ops, const std::vector<Tensor>& in) {
+                         Tensor w = in[1].clone();
+                         ops.sgdUpdate(lr, in[0], w, skipOf(in, 2));
+                         return std::vector<OpOutput>{{"w", w, set}};
+                     }});
+}
+
+void addMomentum(std::vector<OpCase>& cases, const Named& s, const std::string& what,
+                 const MomentumStep& step, SkipFlag f)
+{
+    // g, momentum buffer, w.
+    const bool set = f == SkipFlag::Set;
+    cases.push_back(
+        {"optimizer momentum update",
+         s.text() + ", " + what + ", lr " + number(step.lr) + skipText(f), Tolerance::elementwise(),
+         [s, f](Rng& rng) {
+             return withSkip({uniform(s.shape, rng), uniform(s.shape, rng), uniform(s.shape, rng)},
+                             f);
+         },
+         [step, set](Ops& ops, const std::vector<Tensor>& in) {
+             Tensor buf = in[1].clone(), w = in[2].clone();
+             ops.momentumUpdate(step, in[0], buf, w, skipOf(in, 3));
+             return std::vector<OpOutput>{{"w", w, set}, {"buffer", buf, set}};
+         }});
+}
+
+void addAdam(std::vector<OpCase>& cases, const Named& s, const std::string& what,
+             const AdamStep& step, SkipFlag f)
+{
+    // g, m, v (non-negative), w.
+    const bool set = f == SkipFlag::Set;
+    cases.push_back({"optimizer Adam update",
+                     s.text() + ", " + what + ", lr " + number(step.lr) + skipText(f),
+                     Tolerance::elementwise(),
+                     [s, f](Rng& rng) {
+                         return withSkip({uniform(s.shape, rng), uniform(s.shape, rng, -0.1, 0.1),
+                                          uniform(s.shape, rng, 0, 0.01), uniform(s.shape, rng)},
+                                         f);
+                     },
+                     [step, set](Ops& ops, const std::vector<Tensor>& in) {
+                         Tensor m = in[1].clone(), v = in[2].clone(), w = in[3].clone();
+                         ops.adamUpdate(step, in[0], m, v, w, skipOf(in, 4));
+                         return std::vector<OpOutput>{{"w", w, set}, {"m", m, set}, {"v", v, set}};
+                     }});
+}
+
+void addEma(std::vector<OpCase>& cases, const Named& s, double keep, SkipFlag f)
+{
+    // value, shadow.
+    const bool set = f == SkipFlag::Set;
+    cases.push_back({"moving average update", s.text() + ", keep " + number(keep) + skipText(f),
+                     Tolerance::elementwise(),
+                     [s, f](Rng& rng) {
+                         return withSkip({uniform(s.shape, rng), uniform(s.shape, rng)}, f);
+                     },
+                     [keep, set](Ops& ops, const std::vector<Tensor>& in) {
+                         Tensor shadow = in[1].clone();
+                         ops.emaUpdate(keep, in[0], shadow, skipOf(in, 2));
+                         return std::vector<OpOutput>{{"shadow", shadow, set}};
+                     }});
+}
+
 void addUpdates(std::vector<OpCase>& cases)
 {
     const std::vector<Named> shapes = {
         {"", {1000, 30}}, {"odd size", {7}}, {"a convolution's weights", {64, 3, 5, 5}}};
+    // Each op's cases without a flag, then with a flag of 0 (on a convolution's weights) and a set
+    // one (on the largest tensor: every block of a GPU's grid must skip).
+    const Named clearShape = shapes[2], setShape = shapes[0];
+
+    // Plain SGD on axpy's shapes, with axpy's step sizes as learning rates.
+    const auto axpyShapes = elementwiseShapes();
+    const double lrs[] = {0.37, 2.5, 1.0, 0.1, 5e-4};
+    for (std::size_t i = 0; i < axpyShapes.size(); ++i)
+        addSgd(cases, axpyShapes[i], lrs[i], SkipFlag::None);
+    addSgd(cases, clearShape, 0.1, SkipFlag::Clear);
+    addSgd(cases, setShape, 0.1, SkipFlag::Set);
+
     struct Momentum
     {
         std::string what;
@@ -526,24 +639,14 @@ void addUpdates(std::vector<OpCase>& cases)
         {"dampening 0.1", {0.5, 0.8, 0.1, false, false}},
         {"Nesterov, first step", {0.2, 0.9, 0, true, true}},
     };
-    for (std::size_t i = 0; i < momenta.size(); ++i) {
-        const Named s = shapes[i % shapes.size()];
-        const MomentumStep step = momenta[i].step;
-        // g, momentum buffer, w.
-        cases.push_back({"optimizer momentum update",
-                         s.text() + ", " + momenta[i].what + ", lr " + number(step.lr),
-                         Tolerance::elementwise(),
-                         [s](Rng& rng) {
-                             return std::vector<Tensor>{uniform(s.shape, rng),
-                                                        uniform(s.shape, rng),
-                                                        uniform(s.shape, rng)};
-                         },
-                         [step](Ops& ops, const std::vector<Tensor>& in) {
-                             Tensor buf = in[1].clone(), w = in[2].clone();
-                             ops.momentumUpdate(step, in[0], buf, w);
-                             return std::vector<OpOutput>{{"w", w}, {"buffer", buf}};
-                         }});
-    }
+    for (std::size_t i = 0; i < momenta.size(); ++i)
+        addMomentum(cases, shapes[i % shapes.size()], momenta[i].what, momenta[i].step,
+                    SkipFlag::None);
+    addMomentum(cases, clearShape, momenta[1].what, momenta[1].step, SkipFlag::Clear);
+    // A set flag on a first step leaves the buffer too (a first step would set it to g).
+    addMomentum(cases, setShape, momenta[0].what, momenta[0].step, SkipFlag::Set);
+    addMomentum(cases, setShape, momenta[2].what, momenta[2].step, SkipFlag::Set);
+
     struct Adam
     {
         std::string what;
@@ -554,40 +657,19 @@ void addUpdates(std::vector<OpCase>& cases)
         {"step 3", {0.05, 0.9, 0.999, 1e-8, 3}},
         {"step 1000, epsilon 1e-3", {0.01, 0.8, 0.99, 1e-3, 1000}},
     };
-    for (std::size_t i = 0; i < adams.size(); ++i) {
-        const Named s = shapes[i % shapes.size()];
-        const AdamStep step = adams[i].step;
-        // g, m, v (non-negative), w.
-        cases.push_back(
-            {"optimizer Adam update", s.text() + ", " + adams[i].what + ", lr " + number(step.lr),
-             Tolerance::elementwise(),
-             [s](Rng& rng) {
-                 return std::vector<Tensor>{uniform(s.shape, rng), uniform(s.shape, rng, -0.1, 0.1),
-                                            uniform(s.shape, rng, 0, 0.01), uniform(s.shape, rng)};
-             },
-             [step](Ops& ops, const std::vector<Tensor>& in) {
-                 Tensor m = in[1].clone(), v = in[2].clone(), w = in[3].clone();
-                 ops.adamUpdate(step, in[0], m, v, w);
-                 return std::vector<OpOutput>{{"w", w}, {"m", m}, {"v", v}};
-             }});
-    }
+    for (std::size_t i = 0; i < adams.size(); ++i)
+        addAdam(cases, shapes[i % shapes.size()], adams[i].what, adams[i].step, SkipFlag::None);
+    addAdam(cases, clearShape, adams[1].what, adams[1].step, SkipFlag::Clear);
+    addAdam(cases, setShape, adams[1].what, adams[1].step, SkipFlag::Set);
+
     // The moving average's step: TensorFlow's warm-up (keep 0.9 at update 0), a usual decay and
     // the extremes (keep 0 leaves the average, keep 1 copies the weights).
     const double keeps[] = {0.9, 1e-4, 0.0, 1.0};
-    for (std::size_t i = 0; i < std::size(keeps); ++i) {
-        const Named s = shapes[i % shapes.size()];
-        const double keep = keeps[i];
-        cases.push_back(
-            {"moving average update", s.text() + ", keep " + number(keep), Tolerance::elementwise(),
-             [s](Rng& rng) {
-                 return std::vector<Tensor>{uniform(s.shape, rng), uniform(s.shape, rng)};
-             },
-             [keep](Ops& ops, const std::vector<Tensor>& in) {
-                 Tensor shadow = in[1].clone();
-                 ops.emaUpdate(keep, in[0], shadow);
-                 return std::vector<OpOutput>{{"shadow", shadow}};
-             }});
-    }
+    for (std::size_t i = 0; i < std::size(keeps); ++i)
+        addEma(cases, shapes[i % shapes.size()], keeps[i], SkipFlag::None);
+    addEma(cases, clearShape, 0.9, SkipFlag::Clear);
+    // keep 1 would copy the weights: the set flag keeps the average.
+    addEma(cases, setShape, 1.0, SkipFlag::Set);
 }
 
 // ---- preprocessing ----

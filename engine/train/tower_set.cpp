@@ -478,34 +478,35 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
                            params[i]->value.device());
             tw.savedBuffers[i].copyFrom(params[i]->value);
         }
+        // The step's split, in device time (events on a GPU's stream; the host's clock for CPU
+        // towers), read after the step's one wait.
+        Ops& ops = *tw.ops;
+        ops.clearMarks();
+        const int dataMark = ops.mark();
         Tensor images = drawn ? Tensor() : batch.towerImages(t);
         Tensor labels = batch.towerLabels(t);
         if (!drawn && tw.model->dtype() != images.dtype()) images = images.to(tw.model->dtype());
-        double dataMs = 0;
-        const auto uploadStart = Clock::now();
-        if (!tw.device.isHost()) { // the slice goes to the tower's GPU, on its stream
+        const bool onDevice = !tw.device.isHost();
+        if (onDevice) { // the slice goes to the tower's GPU, on its stream
             // Checked here: the GPU's loss does not stop to look (a bad label would make it NaN).
             checks::labelsInRange(labels, tw.model->numClasses());
-            if (!drawn) tw.ops->upload(images, tw.images);
-            tw.ops->upload(labels, tw.labels);
+            if (!drawn) ops.upload(images, tw.images);
+            ops.upload(labels, tw.labels);
             images = tw.images;
             labels = tw.labels;
         }
         if (drawn) { // the slice's images made where the tower holds the set, from its draws
             Tensor draws = batch.towerDraws(t);
-            if (!tw.device.isHost()) {
-                tw.ops->upload(draws, tw.draws);
+            if (onDevice) {
+                ops.upload(draws, tw.draws);
                 draws = tw.draws;
             }
-            tw.ops->preprocessImages(m_held.desc, tw.source, draws, tw.images);
+            ops.preprocessImages(m_held.desc, tw.source, draws, tw.images);
             images = tw.images;
         }
-        // Issuing the copies (and the preprocessing); they run on the tower's stream ahead of
-        // forward, and the host does not wait for them here (their GPU time counts in compute).
-        if (!tw.device.isHost() || drawn) dataMs = msBetween(uploadStart, Clock::now());
-        const auto computeStart = Clock::now();
+        const int computeMark = ops.mark();
         tw.model->forward(ctx, images);
-        tw.model->computeLoss(ctx, labels); // read below, where the host waits anyway
+        tw.model->computeLoss(ctx, labels); // read where the host waits anyway
         if (tw.buckets) {
             // Each bucket's average starts as soon as this tower's backward has produced it.
             tw.buckets->begin();
@@ -513,9 +514,8 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         } else {
             tw.model->backward(ctx);
         }
-        tw.ops->synchronize(); // a GPU tower's compute time is its GPU's, not the launches'
-        const auto t1 = Clock::now();
-        tw.loss = tw.model->readLoss();
+        const int backwardMark = ops.mark();
+        if (!onDevice) tw.loss = tw.model->readLoss();
         // The synchronisation point: average the gradients, and the batch-norm running
         // statistics (each tower saw its own slice) so that the replicas stay identical.
         const std::vector<Tensor>* averaged = &tw.reduce;
@@ -530,10 +530,14 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
                 if (!v.empty()) tw.reduce.push_back(v);
             }
         }
-        // Divergence is caught before the update: each tower checks its share of the averages
-        // (and its own loss), then all agree through a barrier and skip the update together. One
-        // tower has nothing to average: its gradients and statistics are the mean already, and a
-        // GPU tower's stay where they are (no copy to the host and back).
+        // Divergence is caught before the update. Where the host holds the averages (CPU towers,
+        // GPU towers averaging through host copies), each tower checks its share of them (and its
+        // own loss), then all agree through a barrier and skip the update together. Where they
+        // stay on the GPUs, every tower flags all of them on its GPU (they are bitwise the same on
+        // every tower, so every tower's flag is too) and its update kernels read the flag: the
+        // step is skipped there without the host waiting, and the host reads the flag once, at
+        // the end of the step. One tower has nothing to average: its gradients and statistics are
+        // the mean already, and a GPU tower's stay where they are.
         bool finite = true, checked = false;
         if (m_globalTowers > 1 && !tw.buckets) {
             if (m_deviceCollectives) {
@@ -546,41 +550,54 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
                 checked = true;
             }
         }
-        if (!checked && tw.device.isHost()) {
-            finite = finiteShare(*averaged, t, size());
-        } else if (!checked) {
-            // On the device: one flag for this tower's share of the tensors, read once.
+        const bool gated = onDevice && !checked;
+        int commMark = 0;
+        if (gated) {
             if (tw.flagZero.empty()) {
                 tw.flagZero = Tensor::pinned({1}, tw.model->dtype());
                 std::memset(tw.flagZero.raw(), 0, tw.flagZero.bytes());
             }
-            tw.ops->upload(tw.flagZero, tw.flag);
-            for (std::size_t i = std::size_t(t); i < averaged->size(); i += std::size_t(size()))
-                tw.ops->flagNonFinite((*averaged)[i], tw.flag);
-            tw.ops->synchronize();
-            finite = tw.flag.onHost().at(0) == 0;
+            ops.upload(tw.flagZero, tw.flag);
+            for (const Tensor& v : *averaged) ops.flagNonFinite(v, tw.flag);
+            commMark = ops.mark();
+            tw.optimizer->step(ops, tw.model->parameters(), lr, tw.flag);
+            if (m_ema && t == 0) // on tower 0's device, by its ops (no copy to the host)
+                m_ema->update(ops, tw.model->parameters(), globalStep + 1, tw.flag);
+        } else {
+            if (!checked) finite = finiteShare(*averaged, t, size());
+            if (onDevice) tw.loss = tw.model->readLoss(); // the host has waited for the GPU
+            if (!std::isfinite(tw.loss.total()) || !finite) m_nonFinite = true;
+            m_comm->barrier(t);
+            commMark = ops.mark();
+            if (!m_nonFinite) {
+                tw.optimizer->step(ops, tw.model->parameters(), lr);
+                if (m_ema && m_ema->onHost()) // CPU towers share the work
+                    m_ema->update(tw.model->parameters(), globalStep + 1, t, size());
+                else if (m_ema && t == 0)
+                    m_ema->update(ops, tw.model->parameters(), globalStep + 1);
+            }
         }
-        if (!std::isfinite(tw.loss.total()) || !finite) m_nonFinite = true;
-        m_comm->barrier(t);
-        const auto t2 = Clock::now();
-        const double computeMs = msBetween(computeStart, t1) - startedMs;
-        const double commMs = msBetween(t1, t2) + startedMs;
-        if (m_nonFinite) {
+        const int updateMark = ops.mark();
+        ops.synchronize(); // a GPU tower's one wait in the step
+        bool restore = !gated && m_nonFinite;
+        if (gated) {
+            tw.loss = tw.model->readLoss();
+            if (tw.flag.onHost().at(0) != 0) { // the updates left everything as it was
+                tw.optimizer->skipped();
+                restore = true;
+            }
+            // A loss that is not finite with finite gradients (which no finite logits make) is
+            // reported, but the update has been made, alike on every tower.
+            if (restore || !std::isfinite(tw.loss.total())) m_nonFinite = true;
+        }
+        if (restore)
             for (std::size_t i = 0; i < params.size(); ++i)
                 if (!params[i]->trainable) params[i]->value.copyFrom(tw.savedBuffers[i]);
-            tw.times = {computeMs, commMs, dataMs, 0};
-            tw.finished = Clock::now();
-            return;
-        }
-        tw.optimizer->step(*tw.ops, tw.model->parameters(), lr);
-        if (m_ema && m_ema->onHost()) // CPU towers share the work
-            m_ema->update(tw.model->parameters(), globalStep + 1, t, size());
-        else if (m_ema && t == 0) // on tower 0's device, by its ops (no copy to the host)
-            m_ema->update(*tw.ops, tw.model->parameters(), globalStep + 1);
-        tw.ops->synchronize();
-        const auto t3 = Clock::now();
-        tw.times = {computeMs, commMs, dataMs, msBetween(t2, t3)};
-        tw.finished = t3;
+        tw.times = {ops.millisecondsBetween(computeMark, backwardMark) - startedMs,
+                    ops.millisecondsBetween(backwardMark, commMark) + startedMs,
+                    ops.millisecondsBetween(dataMark, computeMark),
+                    ops.millisecondsBetween(commMark, updateMark)};
+        tw.finished = Clock::now();
     });
     // A tower that finished first waited for the others until the last one was done.
     auto last = m_towers.front()->finished;

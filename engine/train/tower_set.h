@@ -78,7 +78,10 @@ struct TowerStepResult
     double loss = 0, crossEntropy = 0; // means over the towers
     // False when a loss or an averaged gradient (or batch-norm statistic) was NaN or infinite:
     // the update was then skipped and the buffers restored on every tower, so the replicas keep
-    // the state of the previous step.
+    // the state of the previous step. GPU towers whose averages stay on their GPUs decide that
+    // there (the update kernels read a flag set on the GPU) without the host waiting until the
+    // step's end; there a loss that is not finite while every gradient is (which finite logits
+    // never make) is reported but does not stop the update.
     bool finite = true;
     std::vector<TowerTimes> towers; // every global tower's, in global order
 };

@@ -358,7 +358,7 @@ private slots:
                 s.dampening = 0.1;
                 s.nesterov = nesterov;
                 s.first = first;
-                m_ref->momentumUpdate(s, g, wantBuf, wantW);
+                m_ref->momentumUpdate(s, g, wantBuf, wantW, Tensor());
                 for (std::int64_t i = 0; i < 50; ++i)
                     cuda::momentumAt(i, f(g), f(buf), f(w), 0.05f, 0.9f, 0.1f, nesterov, first);
                 QVERIFY(normalisedError(w, wantW) < 1e-6);
@@ -370,7 +370,7 @@ private slots:
         Tensor wantW = w.clone(), wantM = m.clone(), wantV = v.clone();
         AdamStep a;
         a.step = 3;
-        m_ref->adamUpdate(a, g, wantM, wantV, wantW);
+        m_ref->adamUpdate(a, g, wantM, wantV, wantW, Tensor());
         for (std::int64_t i = 0; i < 50; ++i)
             cuda::adamAt(i, f(g), f(m), f(v), f(w), float(a.lr), float(a.beta1), float(a.beta2),
                          float(a.epsilon), 1.0 - std::pow(a.beta1, 3.0),
@@ -395,9 +395,86 @@ private slots:
         for (const double keep : {0.9, 1e-4, 0.0, 1.0}) {
             Tensor shadow = randomTensor({50}, DType::Float32, rng);
             Tensor want = shadow.clone();
-            m_ref->emaUpdate(keep, g, want);
+            m_ref->emaUpdate(keep, g, want, Tensor());
             for (std::int64_t i = 0; i < 50; ++i) cuda::emaAt(i, f(g), f(shadow), float(keep));
             QVERIFY(sameBytes(shadow, want));
+        }
+    }
+
+    // The update kernels' skip flag (each thread returns before its loop when it is set): none
+    // (nullptr) or 0 updates, anything else (1, a NaN, -0.5) leaves every element as it is, as the
+    // reference does.
+    void updatesSkippedByTheirFlag()
+    {
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        float zero = 0.f, minusZero = -0.f, one = 1.f, notANumber = nan, negative = -0.5f;
+        QVERIFY(!cuda::updateSkipped(nullptr));
+        QVERIFY(!cuda::updateSkipped(&zero));
+        QVERIFY(!cuda::updateSkipped(&minusZero));
+        QVERIFY(cuda::updateSkipped(&one));
+        QVERIFY(cuda::updateSkipped(&notANumber));
+        QVERIFY(cuda::updateSkipped(&negative));
+
+        Rng rng(29);
+        const Tensor g = randomTensor({40}, DType::Float32, rng);
+        for (const float flag : {0.f, 1.f, nan}) {
+            Tensor skip({1}, DType::Float32);
+            skip.data<float>()[0] = flag;
+            const bool skipped = cuda::updateSkipped(f(skip));
+            QCOMPARE(skipped, flag != 0.f);
+            // A kernel's body: its grid-stride loop when the flag lets it run.
+            const auto kernel = [&](auto&& at) {
+                if (cuda::updateSkipped(f(skip))) return;
+                for (std::int64_t i = 0; i < 40; ++i) at(i);
+            };
+            Tensor w = randomTensor({40}, DType::Float32, rng),
+                   buf = randomTensor({40}, DType::Float32, rng),
+                   m = randomTensor({40}, DType::Float32, rng),
+                   v = randomTensor({40}, DType::Float32, rng, 0, 1);
+            const Tensor w0 = w.clone(), buf0 = buf.clone(), m0 = m.clone(), v0 = v.clone();
+            Tensor wantW = w.clone(), wantBuf = buf.clone(), wantM = m.clone(), wantV = v.clone();
+
+            MomentumStep s;
+            s.first = true;
+            m_ref->momentumUpdate(s, g, wantBuf, wantW, skip);
+            kernel([&](std::int64_t i) {
+                cuda::momentumAt(i, f(g), f(buf), f(w), float(s.lr), float(s.momentum),
+                                 float(s.dampening), false, true);
+            });
+            QCOMPARE(sameBytes(w, w0), skipped);
+            QCOMPARE(sameBytes(buf, buf0), skipped);
+            QVERIFY(normalisedError(w, wantW) < 1e-6);
+            QVERIFY(normalisedError(buf, wantBuf) < 1e-6);
+
+            AdamStep a;
+            wantW = w.clone();
+            m_ref->adamUpdate(a, g, wantM, wantV, wantW, skip);
+            const Tensor w1 = w.clone();
+            kernel([&](std::int64_t i) {
+                cuda::adamAt(i, f(g), f(m), f(v), f(w), float(a.lr), float(a.beta1), float(a.beta2),
+                             float(a.epsilon), 1.0 - a.beta1, std::sqrt(1.0 - a.beta2));
+            });
+            QCOMPARE(sameBytes(w, w1), skipped);
+            QCOMPARE(sameBytes(m, m0), skipped);
+            QCOMPARE(sameBytes(v, v0), skipped);
+            QVERIFY(normalisedError(w, wantW) < 1e-6);
+            QVERIFY(normalisedError(m, wantM) < 1e-6);
+            QVERIFY(normalisedError(v, wantV) < 1e-6);
+
+            Tensor shadow = randomTensor({40}, DType::Float32, rng);
+            const Tensor shadow0 = shadow.clone();
+            Tensor wantShadow = shadow.clone();
+            m_ref->emaUpdate(0.5, g, wantShadow, skip);
+            kernel([&](std::int64_t i) { cuda::emaAt(i, f(g), f(shadow), 0.5f); });
+            QCOMPARE(sameBytes(shadow, shadow0), skipped);
+            QVERIFY(sameBytes(shadow, wantShadow));
+
+            // sgdUpdate is axpy's kernel with alpha = -lr; the reference's sgdUpdate is its
+            // axpy(-lr) to the bit.
+            Tensor wantY = w.clone(), axpyY = w.clone();
+            m_ref->sgdUpdate(0.25, g, wantY, skip);
+            m_ref->axpy(-0.25, g, axpyY);
+            QVERIFY(sameBytes(wantY, skipped ? w : axpyY));
         }
     }
 

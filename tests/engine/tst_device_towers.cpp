@@ -76,7 +76,8 @@ TowerSetOptions options(int towers, bool onDevice, double ema = 0, bool deviceCo
 // state, its replicas identical.
 void expectSameTraining(TowerSet& host, TowerSet& dev, std::uint64_t seed, int steps, int nanStep)
 {
-    SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), 2, 4, 64, seed);
+    SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), host.size(), 4, 64,
+                          seed);
     data.injectNanAt(nanStep);
     for (int s = 0; s < steps; ++s) {
         const Batch& batch = data.next();
@@ -288,6 +289,52 @@ private slots:
             QCOMPARE(QString::fromStdString(host.allReduceDescription()),
                      QStringLiteral("on the host"));
             expectSameTraining(host, dev, 11, 4, 2);
+        }
+        QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
+
+    // Where the averages stay on the device, the update kernels read the step's finiteness flag
+    // themselves and the host reads it once, after the step: a NaN step is still skipped on every
+    // tower, and a skipped first step does not count (momentum's buffer starts from the next
+    // step's gradient, Adam's bias correction from step 1), for every optimizer, with the moving
+    // averages, one tower or two.
+    void aDivergedStepIsSkippedOnTheDevice_data()
+    {
+        QTest::addColumn<QString>("optimizer");
+        QTest::addColumn<int>("towers");
+        QTest::addColumn<int>("nanStep");
+        for (const char* kind : {"sgd", "momentum", "nesterov", "adam"})
+            for (int towers : {1, 2})
+                for (int nan : {0, 2})
+                    QTest::addRow("%s, %d tower(s), NaN at step %d", kind, towers, nan)
+                        << QString(kind) << towers << nan;
+    }
+    void aDivergedStepIsSkippedOnTheDevice()
+    {
+        QFETCH(QString, optimizer);
+        QFETCH(int, towers);
+        QFETCH(int, nanStep);
+        FakeDeviceScope scope;
+        {
+            TowerSetOptions h = options(towers, false, 0.9), d = options(towers, true, 0.9, true);
+            for (TowerSetOptions* o : {&h, &d}) {
+                o->optimizer.kind = optimizer.toStdString();
+                o->bucketMb = 0.01;
+            }
+            TowerSet host(h), dev(d);
+            expectSameTraining(host, dev, 17, 4, nanStep);
+            QCOMPARE(dev.optimizer().stepCount(), std::int64_t(3));
+            const auto he = host.ema()->state(), de = dev.ema()->state();
+            for (std::size_t i = 0; i < he.size(); ++i)
+                QVERIFY2(sameBytes(de[i].second, he[i].second), he[i].first.c_str());
+            // Each tower's step split, in device time, is there and sane.
+            SyntheticBatches more(host.model().inputShape(), host.model().numClasses(), towers, 4,
+                                  64, 3);
+            const auto r = dev.step(more.next(), 4, 0.05);
+            for (const TowerTimes& tt : r.towers) {
+                QVERIFY(tt.computeMs > 0);
+                QVERIFY(tt.commMs >= 0 && tt.dataMs >= 0 && tt.updateMs > 0);
+            }
         }
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }

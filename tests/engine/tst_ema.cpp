@@ -1,8 +1,11 @@
 // The exponential moving average of the weights (TensorFlow's ExponentialMovingAverage with
-// num_updates): values computed by hand, the split of the work between towers, the swap used for
-// evaluation, and its state for checkpoints.
+// num_updates): values computed by hand, the split of the work between towers, the update with
+// the backends' ops and its skip flag, the swap used for evaluation, and its state for checkpoints.
 #include <QtTest>
 
+#include <cstring>
+
+#include "engine/cpu/onednn_ops.h"
 #include "engine/optim/ema.h"
 #include "gradcheck.h"
 
@@ -100,6 +103,51 @@ private slots:
             QCOMPARE(maxAbsDiff(ps.storage[0].value, ema.average("a.weight")), 0.0);
         }
         QCOMPARE(maxAbsDiff(ps.storage[0].value, live), 0.0);
+    }
+
+    // The update with the backends' ops (a GPU tower's path): a set skip flag leaves every
+    // average as it is, bit for bit; a flag of 0 updates as no flag does; on the reference in
+    // float64 and oneDNN in float32.
+    void skipFlagKeepsTheAverages_data()
+    {
+        QTest::addColumn<bool>("f64");
+        QTest::newRow("f32 onednn") << false;
+        QTest::newRow("f64 reference") << true;
+    }
+    void skipFlagKeepsTheAverages()
+    {
+        QFETCH(bool, f64);
+        const DType dtype = f64 ? DType::Float64 : DType::Float32;
+        std::unique_ptr<Ops> ops = f64 ? makeReferenceOps() : cpu::makeOneDnnOps();
+        Rng rng(8);
+        std::vector<Parameter> storage;
+        storage.push_back({"a.weight", randomTensor({5, 7}, dtype, rng), {}, true, 0});
+        storage.push_back({"bn.running_var", randomTensor({3}, dtype, rng), {}, false, 0});
+        storage.push_back({"b.weight", randomTensor({70000}, dtype, rng), {}, true, 0});
+        std::vector<Parameter*> list;
+        for (auto& p : storage) list.push_back(&p);
+        Ema skipped(0.9), cleared(0.9), plain(0.9);
+        for (Ema* e : {&skipped, &cleared, &plain}) e->reset(list);
+        std::vector<Tensor> initial; // what reset() copied
+        for (auto& p : storage) {
+            initial.push_back(p.value.clone());
+            p.value = randomTensor(p.value.shape(), dtype, rng);
+        }
+        skipped.update(*ops, list, 3, Tensor::filled({1}, dtype, 1.0));
+        cleared.update(*ops, list, 3, Tensor::zeros({1}, dtype));
+        plain.update(*ops, list, 3);
+        for (const std::size_t i : {std::size_t(0), std::size_t(2)}) {
+            const std::string& name = storage[i].name;
+            const Tensor& kept = skipped.average(name);
+            QCOMPARE(kept.dtype(), dtype);
+            QCOMPARE(std::memcmp(kept.raw(), initial[i].raw(), kept.bytes()), 0);
+            QCOMPARE(maxAbsDiff(cleared.average(name), plain.average(name)), 0.0);
+            QVERIFY(maxAbsDiff(plain.average(name), kept) > 0);
+        }
+        // A flag of another dtype than the averages' is refused.
+        const DType other = f64 ? DType::Float32 : DType::Float64;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 skipped.update(*ops, list, 4, Tensor::zeros({1}, other)));
     }
 
     void stateRoundTrip()

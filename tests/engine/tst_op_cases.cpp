@@ -6,11 +6,12 @@
 // without a GPU or the plugin). `towers-cli selftest --device X` runs the same table.
 //
 // Also: the table covers every op of Ops and every registered model, its inputs are the same on
-// every call, and the comparison catches what it must (a wrong output, an exact output off by one
-// element, an op that throws).
+// every call, an update skipped by its flag changes nothing, and the comparison catches what it
+// must (a wrong output, an exact output off by one element, an op that throws).
 #include <QtTest>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <set>
@@ -80,6 +81,7 @@ const std::vector<std::string>& expectedOps()
         "sum of squares",                      // sumSquares
         "non-finite flag",                     // flagNonFinite
         "axpy",                                // axpy
+        "optimizer SGD update",                // sgdUpdate
         "optimizer momentum update",           // momentumUpdate
         "optimizer Adam update",               // adamUpdate
         "moving average update",               // emaUpdate
@@ -258,6 +260,35 @@ private slots:
                 tiedWindows += count > 1;
             }
         QVERIFY2(tiedWindows > 5, qPrintable(QString::number(tiedWindows)));
+    }
+
+    void skippedUpdatesChangeNothing()
+    {
+        // Each update has cases with a skip flag of 0 and a set one; with the flag set the
+        // reference's outputs are its inputs, bit for bit (and the backends' must equal them).
+        std::map<std::string, int> clear, set;
+        for (const auto& c : opCases()) {
+            if (c.name.find("skip flag 0") != std::string::npos) ++clear[c.op];
+            if (c.name.find("skip flag set") == std::string::npos) continue;
+            ++set[c.op];
+            const auto inputs = opCaseInputs(c);
+            QCOMPARE(inputs.back().shape(), Shape({1}));
+            QCOMPARE(inputs.back().at(0), 1.0);
+            for (const auto& o : opCaseReference(c, inputs)) {
+                QVERIFY2(o.exact, (c.label() + ": " + o.name).c_str());
+                bool found = false;
+                for (const auto& in : inputs)
+                    found =
+                        found || (in.shape() == o.value.shape() && in.dtype() == o.value.dtype() &&
+                                  std::memcmp(in.raw(), o.value.raw(), in.bytes()) == 0);
+                QVERIFY2(found, (c.label() + ": " + o.name + " changed").c_str());
+            }
+        }
+        for (const char* op : {"optimizer SGD update", "optimizer momentum update",
+                               "optimizer Adam update", "moving average update"}) {
+            QVERIFY2(clear[op] >= 1, op);
+            QVERIFY2(set[op] >= 1, op);
+        }
     }
 
     // --- the comparison catches what it must ---

@@ -4,6 +4,8 @@
 #include <QtTest>
 
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -45,6 +47,50 @@ Tensor ramp(const Shape& shape)
     Tensor t(shape, DType::Float32);
     for (std::int64_t i = 0; i < t.numel(); ++i) t.setAt(i, double(i % 7) - 3.0);
     return t;
+}
+
+bool sameBytes(const Tensor& a, const Tensor& b)
+{
+    const Tensor ha = a.onHost(), hb = b.onHost();
+    return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() &&
+           std::memcmp(ha.raw(), hb.raw(), ha.bytes()) == 0;
+}
+
+// The state of the four optimizer updates on one backend's device, each update changing it.
+struct UpdateState
+{
+    UpdateState(const Device& dev)
+        : g(ramp({6}).copyTo(dev)), w(Tensor::filled({6}, DType::Float32, 0.5).copyTo(dev)),
+          buf(Tensor::filled({6}, DType::Float32, 0.25).copyTo(dev)),
+          m(Tensor::filled({6}, DType::Float32, -0.125).copyTo(dev)),
+          v(Tensor::filled({6}, DType::Float32, 0.0625).copyTo(dev)),
+          shadow(Tensor::filled({6}, DType::Float32, 2.0).copyTo(dev))
+    {
+    }
+    Tensor g, w, buf, m, v, shadow;
+
+    // Every update, in turn, with `skip`.
+    void update(Ops& ops, const Tensor& skip)
+    {
+        ops.sgdUpdate(0.1, g, w, skip);
+        MomentumStep ms;
+        ms.first = false;
+        ops.momentumUpdate(ms, g, buf, w, skip);
+        ops.adamUpdate(AdamStep{}, g, m, v, w, skip);
+        ops.emaUpdate(0.3, w, shadow, skip);
+    }
+    std::vector<Tensor> onHost() const
+    {
+        return {w.onHost().clone(), buf.onHost().clone(), m.onHost().clone(), v.onHost().clone(),
+                shadow.onHost().clone()};
+    }
+};
+
+bool sameState(const std::vector<Tensor>& a, const std::vector<Tensor>& b)
+{
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (!sameBytes(a[i], b[i])) return false;
+    return true;
 }
 
 } // namespace
@@ -307,6 +353,97 @@ private slots:
         ops->preprocessImages(
             d, src, Tensor::zeros({0, pp::kDrawColumns}, DType::Float64).copyTo(dev), none);
         QCOMPARE(none.shape(), Shape({0, 3, 4, 2}));
+    }
+
+    // The optimizer updates' skip flag (op_list.h): empty, or [1] of w's dtype where the backend
+    // runs, checked alike everywhere; a set flag leaves w and the state as they are, one of 0
+    // updates as no flag does; an empty flag is not copied by the staging adapter, a given one
+    // is copied once to where the op runs. sgdUpdate(lr) is axpy(-lr) to the bit.
+    void updatesCheckAndObeyTheirSkipFlag_data() { everyBackendRefusesTheSameCalls_data(); }
+    void updatesCheckAndObeyTheirSkipFlag()
+    {
+        QFETCH(QString, backend);
+        FakeDeviceScope scope;
+        std::unique_ptr<Ops> ops = backend == "staged" ? makeStagedOps(cpu::makeOneDnnOps())
+                                   : backend == "fake" ? makeFakeDeviceOps("onednn")
+                                                       : makeBackendOps(backend.toStdString());
+        const Device dev = ops->device();
+        QVERIFY(ops->supports(Op::sgdUpdate) && !isComposite(Op::sgdUpdate));
+        QCOMPARE(std::string(opName(Op::sgdUpdate)), std::string("sgdUpdate"));
+
+        UpdateState st(dev);
+        const auto f32 = DType::Float32;
+        const Device elsewhere = dev.isHost() ? Device{DeviceKind::Cuda, 0} : Device::host();
+        struct Bad
+        {
+            const char* what;
+            Tensor skip;
+            bool shape; // ShapeError, else InvalidArgument
+        };
+        const Bad bad[] = {
+            {"[2]", Tensor::zeros({2}, f32).copyTo(dev), true},
+            {"a scalar", Tensor::zeros(Shape{}, f32).copyTo(dev), true},
+            {"[1, 1]", Tensor::zeros({1, 1}, f32).copyTo(dev), true},
+            {"float64", Tensor::zeros({1}, DType::Float64).copyTo(dev), false},
+            {"int32", Tensor::zeros({1}, DType::Int32).copyTo(dev), false},
+            {"elsewhere", Tensor::zeros({1}, f32).copyTo(elsewhere), false},
+        };
+        const std::vector<std::pair<const char*, std::function<void(const Tensor&)>>> calls = {
+            {"sgdUpdate skip", [&](const Tensor& k) { ops->sgdUpdate(0.1, st.g, st.w, k); }},
+            {"momentumUpdate skip",
+             [&](const Tensor& k) { ops->momentumUpdate(MomentumStep{}, st.g, st.buf, st.w, k); }},
+            {"adamUpdate skip",
+             [&](const Tensor& k) { ops->adamUpdate(AdamStep{}, st.g, st.m, st.v, st.w, k); }},
+            {"emaUpdate skip", [&](const Tensor& k) { ops->emaUpdate(0.3, st.w, st.shadow, k); }},
+        };
+        const auto before = st.onHost();
+        for (const auto& [what, call] : calls)
+            for (const Bad& b : bad) {
+                const std::string row = std::string(what) + ", " + b.what;
+                if (b.shape)
+                    QVERIFY_THROWS_EXCEPTION(ShapeError, call(b.skip));
+                else
+                    QVERIFY_THROWS_EXCEPTION(InvalidArgument, call(b.skip));
+                const std::string msg = towers::test::messageOf([&] { call(b.skip); });
+                QVERIFY2(msg.find(what) != std::string::npos, (row + ": " + msg).c_str());
+            }
+        QVERIFY2(sameState(st.onHost(), before), "a refused call changed something");
+
+        // A set flag (1, or anything not 0) changes nothing.
+        for (const double flag : {1.0, -2.0, std::nan("")}) {
+            st.update(*ops, Tensor::filled({1}, f32, flag).copyTo(dev));
+            QVERIFY2(sameState(st.onHost(), before), qPrintable(QString::number(flag)));
+        }
+        // A flag of 0 updates exactly as no flag does.
+        UpdateState none(dev), zero(dev);
+        none.update(*ops, Tensor());
+        zero.update(*ops, Tensor::zeros({1}, f32).copyTo(dev));
+        QVERIFY(sameState(none.onHost(), zero.onHost()));
+        QVERIFY(!sameState(none.onHost(), before));
+        for (std::size_t i = 0; i < before.size(); ++i)
+            QVERIFY2(!sameBytes(none.onHost()[i], before[i]), qPrintable(QString::number(i)));
+
+        // Plain SGD: axpy(-lr)'s bits, with or without a flag of 0.
+        Tensor a = ramp({3, 5}).copyTo(dev), b = a.clone(), c = a.clone();
+        const Tensor g = Tensor::filled({3, 5}, f32, 0.37).copyTo(dev);
+        ops->axpy(-0.013, g, a);
+        ops->sgdUpdate(0.013, g, b, Tensor());
+        ops->sgdUpdate(0.013, g, c, Tensor::zeros({1}, f32).copyTo(dev));
+        QVERIFY(sameBytes(a, b));
+        QVERIFY(sameBytes(a, c));
+        QVERIFY(!sameBytes(a, ramp({3, 5})));
+
+        if (backend == "fake") {
+            // Staged from the stand-in GPU: the flag is copied once to where oneDNN runs; an
+            // empty one is not copied at all.
+            const std::int64_t c0 = scope.memory().copies();
+            ops->sgdUpdate(0.013, g, b, Tensor());
+            const std::int64_t c1 = scope.memory().copies();
+            ops->sgdUpdate(0.013, g, b, Tensor::zeros({1}, f32).copyTo(dev));
+            const std::int64_t c2 = scope.memory().copies();
+            // The second call: one copy to put the flag on the device, one to stage it.
+            QCOMPARE(c2 - c1, (c1 - c0) + 2);
+        }
     }
 
     void backendsByName()

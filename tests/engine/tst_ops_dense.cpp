@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 
@@ -547,6 +548,12 @@ private slots:
         m_ref->axpy(-0.37, x, yr);
         m_dnn->axpy(-0.37, x, yd);
         CHECK_CLOSE("axpy", yd, yr);
+        // Plain SGD's update is each backend's axpy(-lr) to the bit.
+        Tensor sr = x2.clone(), sd = x2.clone();
+        m_ref->sgdUpdate(0.37, x, sr, Tensor());
+        m_dnn->sgdUpdate(0.37, x, sd, Tensor());
+        QCOMPARE(std::memcmp(sr.raw(), yr.raw(), yr.bytes()), 0);
+        QCOMPARE(std::memcmp(sd.raw(), yd.raw(), yd.bytes()), 0);
 
         if (s.rank() == 4) {
             m_ref->nhwcToNchw(x, r);
@@ -651,6 +658,16 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(ShapeError, ops.reluBackward(x, w, dx));
         QVERIFY_THROWS_EXCEPTION(ShapeError, ops.add(x, w, y));
         QVERIFY_THROWS_EXCEPTION(ShapeError, ops.axpy(1.0, x, w));
+        QVERIFY_THROWS_EXCEPTION(ShapeError, ops.sgdUpdate(0.1, x, w, Tensor()));
+        {
+            // An update's skip flag: empty, or [1] of w's dtype.
+            Tensor wx = x.clone();
+            QVERIFY_THROWS_EXCEPTION(ShapeError,
+                                     ops.sgdUpdate(0.1, x, wx, Tensor::zeros({2}, f32)));
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                     ops.sgdUpdate(0.1, x, wx, Tensor::zeros({1}, DType::Float64)));
+            ops.sgdUpdate(0.1, x, wx, Tensor::zeros({1}, f32));
+        }
         QVERIFY_THROWS_EXCEPTION(ShapeError, ops.nhwcToNchw(x, y));
         Tensor sq = Tensor::zeros({1, 2, 2, 1}, f32);
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops.nhwcToNchw(sq, sq)); // no in-place transpose
@@ -720,6 +737,7 @@ private slots:
             QVERIFY_THROWS_EXCEPTION(Unsupported, ops.dropoutForward(x64, 0.5, 1, y, m));
             QVERIFY_THROWS_EXCEPTION(Unsupported, ops.sumSquares(x64, 1.0, loss));
             QVERIFY_THROWS_EXCEPTION(Unsupported, ops.axpy(1.0, x64, x64));
+            QVERIFY_THROWS_EXCEPTION(Unsupported, ops.sgdUpdate(0.1, x64, x64, Tensor()));
             QVERIFY_THROWS_EXCEPTION(Unsupported,
                                      ops.nhwcToNchw(Tensor::zeros({1, 1, 1, 1}, f64), y));
             labels.data<std::int32_t>()[1] = 0;

@@ -1,8 +1,12 @@
 // The optimizers: SGD (plain, momentum, Nesterov) and Adam against PyTorch's torch.optim on fixed
 // tensors (tests/optim_crosscheck.py), in float32 on the oneDNN backend (1e-6 relative) and in
-// float64 on the reference backend; their state for checkpoints; the weight-decay override.
+// float64 on the reference backend; a step skipped by its flag; their state for checkpoints; the
+// weight-decay override.
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include <cmath>
+#include <cstring>
 
 #include "engine/cpu/onednn_ops.h"
 #include "engine/io/safetensors.h"
@@ -113,6 +117,25 @@ void writeExchange(const QString& file, const std::string& kind, double momentum
                       {"steps", std::to_string(steps)},
                       {"params", std::to_string(trainable)},
                       {"tol", dtype == DType::Float64 ? "1e-12" : "1e-6"}});
+}
+
+// Every parameter (buffers too) and the optimizer's whole state, copied.
+std::vector<Tensor> snapshot(Optimizer& opt, const Params& ps)
+{
+    std::vector<Tensor> out;
+    for (const auto& p : ps.storage) out.push_back(p.value.clone());
+    for (const auto& [name, t] : opt.state(ps.list)) out.push_back(t.clone());
+    return out;
+}
+
+bool sameBytes(const std::vector<Tensor>& a, const std::vector<Tensor>& b)
+{
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (a[i].shape() != b[i].shape() || a[i].dtype() != b[i].dtype() ||
+            std::memcmp(a[i].raw(), b[i].raw(), a[i].bytes()) != 0)
+            return false;
+    return true;
 }
 
 } // namespace
@@ -269,6 +292,68 @@ private slots:
         extra.emplace_back("optim.conv.weight.exp_avg",
                            Tensor::zeros({8, 3, 5, 5}, DType::Float32));
         expectError(extra, "unexpected tensor 'optim.conv.weight.exp_avg'");
+    }
+
+    // A step skipped by its flag (a NaN gradient flagged where the parameters live) leaves every
+    // parameter and every slot as they were, bit for bit; once skipped() has uncounted it, the
+    // run continues exactly as one that never took it (a skipped first step: the next is a
+    // fresh optimizer's first, momentum's buffer set to g, Adam's bias correction at step 1).
+    void skippedStepChangesNothing_data()
+    {
+        QTest::addColumn<QString>("kind");
+        QTest::addColumn<bool>("f64");
+        for (const char* kind : {"sgd", "momentum", "nesterov", "adam"})
+            for (const bool f64 : {false, true})
+                QTest::newRow(qPrintable(QStringLiteral("%1 %2").arg(
+                    kind, f64 ? QStringLiteral("f64 reference") : QStringLiteral("f32 onednn"))))
+                    << QString::fromLatin1(kind) << f64;
+    }
+    void skippedStepChangesNothing()
+    {
+        QFETCH(QString, kind);
+        QFETCH(bool, f64);
+        const DType dtype = f64 ? DType::Float64 : DType::Float32;
+        auto ops = opsFor(dtype);
+        OptimizerOptions o;
+        o.kind = kind.toStdString();
+        const double lrs[] = {0.1, 0.05, 0.02, 0.08};
+        for (const int skipAt : {0, 2}) {
+            auto a = makeOptimizer(o), b = makeOptimizer(o);
+            Params pa(dtype, 12), pb(dtype, 12);
+            Rng ra(5), rb(5);
+            for (int s = 0; s < 4; ++s) {
+                if (s == skipAt) {
+                    Rng spoil(99);
+                    pa.setGradients(spoil);
+                    pa.storage[2].grad.setAt(1234, std::nan(""));
+                    Tensor flag = Tensor::zeros({1}, dtype);
+                    for (auto* p : pa.list)
+                        if (p->trainable) ops->flagNonFinite(p->grad, flag);
+                    QCOMPARE(flag.at(0), 1.0);
+                    const auto before = snapshot(*a, pa);
+                    a->step(*ops, pa.list, lrs[s], flag);
+                    QCOMPARE(a->stepCount(), std::int64_t(s + 1));
+                    a->skipped();
+                    QCOMPARE(a->stepCount(), std::int64_t(s));
+                    QVERIFY2(sameBytes(snapshot(*a, pa), before),
+                             qPrintable(QStringLiteral("skipped step %1").arg(s)));
+                }
+                pa.setGradients(ra);
+                pb.setGradients(rb);
+                a->step(*ops, pa.list, lrs[s], Tensor::zeros({1}, dtype)); // a flag of 0
+                b->step(*ops, pb.list, lrs[s]);
+                QVERIFY2(sameBytes(snapshot(*a, pa), snapshot(*b, pb)),
+                         qPrintable(
+                             QStringLiteral("step %1 after a skipped step %2").arg(s).arg(skipAt)));
+                if (s == 0 && a->slotNames() == std::vector<std::string>{"momentum_buffer"}) {
+                    // The first step's buffer is the gradient itself.
+                    const Tensor buf = a->state(pa.list)[1].second;
+                    QCOMPARE(maxAbsDiff(buf, pa.storage[0].grad), 0.0);
+                }
+            }
+        }
+        Sgd never;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, never.skipped());
     }
 
     void optionsValidated()
