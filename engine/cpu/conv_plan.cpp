@@ -186,13 +186,27 @@ ConvAlgorithm chooseConvAlgorithm(const dnnl::engine& eng, const Conv2dDesc& d, 
 {
     applySimdTargetLimit();
     // In bfloat16, oneDNN's direct kernels (2x float32's multiply rate with AVX512_BF16's dot
-    // products), unless it has only a reference loop for this shape in bfloat16: that shape then
-    // computes in float32, as below.
-    if (precision == Precision::BFloat16 &&
-        !std::strstr(forwardPd(eng, geometry(d), ConvAlgorithm::DirectBf16, false, Activation::None)
-                         .impl_info_str(),
-                     "ref"))
-        return ConvAlgorithm::DirectBf16;
+    // products, far more with AMX), unless it has only a reference loop for this shape in
+    // bfloat16: that shape then computes in float32, as below. Without AMX, float32 Winograd
+    // F(4x4, 3x3) (oneDNN's or Towers') saves more than the dot products gain where its transforms
+    // are amortised over 128 input channels or more (2 Zen 4 cores, forward + backward ms per step,
+    // float32 Winograd against bfloat16 direct: mnist-convnet's conv3 256->512 at 14x14 128 vs 149,
+    // cifar10-resnet's 128->256 at 16x16 29 vs 34 and 256->512 at 8x8 27 vs 33; below, bfloat16
+    // wins: 64->256 at 14x14 34 vs 29, 64->128 at 32x32 41 vs 38): such a convolution stays in
+    // float32, faster and exact.
+    if (precision == Precision::BFloat16) {
+        const auto bf16 =
+            forwardPd(eng, geometry(d), ConvAlgorithm::DirectBf16, false, Activation::None);
+        const std::string impl = bf16.impl_info_str();
+        if (impl.find("ref") == std::string::npos) {
+            if (impl.find("amx") != std::string::npos || !Winograd3x3::supports(d) || d.win.c < 128)
+                return ConvAlgorithm::DirectBf16;
+            const ConvAlgorithm f32 = chooseConvAlgorithm(eng, d, Precision::Float32);
+            return f32 == ConvAlgorithm::Winograd3x3 || f32 == ConvAlgorithm::TowersWinograd3x3
+                       ? f32
+                       : ConvAlgorithm::DirectBf16;
+        }
+    }
     // Towers' Winograd where it beats oneDNN's direct kernels on the instruction sets the two run
     // on now, or where oneDNN has only its reference loop for this shape.
     if (Winograd5x5::supports(d) &&

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 
+#include "engine/cpu/cpu_info.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/errors.h"
 #include "engine/ops/backends.h"
@@ -167,6 +168,22 @@ private slots:
                      qPrintable(QString::number(normalisedError(got.db, want.db))));
         // The plan really runs in bfloat16 (falls back to float32 only where oneDNN has no kernel).
         QCOMPARE(cpu::convolutionAlgorithm(*m_bf16, d), std::string("direct bf16"));
+    }
+
+    // Without AMX, a 3x3 convolution with 128 input channels or more for which oneDNN has a
+    // float32 Winograd kernel runs that (fewer multiplications than bfloat16's dot products gain:
+    // conv_plan.cpp); with fewer channels, or with AMX, bfloat16.
+    void wideThreeByThreeKeepsFloat32Winograd()
+    {
+        requireBf16();
+        const Conv2dDesc wide = makeConv2dDesc({4, 14, 14, 256}, 512, 3, 3, 1, 1, Padding::Same);
+        const Conv2dDesc narrow = makeConv2dDesc({4, 14, 14, 64}, 256, 3, 3, 1, 1, Padding::Same);
+        QCOMPARE(cpu::convolutionAlgorithm(*m_bf16, narrow), std::string("direct bf16"));
+        const bool amx = cpu::cpuInfo().isa.find("amx") != std::string::npos;
+        const std::string f32 = cpu::convolutionAlgorithm(*m_f32, wide);
+        const std::string want = !amx && f32 == "winograd 3x3" ? f32 : "direct bf16";
+        QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*m_bf16, wide)),
+                 QString::fromStdString(want));
     }
 
     void linearIsExactOnBf16Operands_data()
