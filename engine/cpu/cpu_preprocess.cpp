@@ -34,14 +34,7 @@ void OneDnnOps::preprocessImagesImpl(const PreprocessDesc& d, const Tensor& sour
             throw InvalidArgument("preprocessImages: draw row " + std::to_string(b) +
                                   " does not fit the source images");
         const pp::ImageDraw draw = pp::unpackDraw(row);
-        auto& dist = distortions[static_cast<std::size_t>(b)];
-        dist.cropY = draw.cropY;
-        dist.cropX = draw.cropX;
-        dist.shiftY = draw.shiftY;
-        dist.shiftX = draw.shiftX;
-        dist.flip = draw.flip;
-        dist.brightness = draw.brightness;
-        dist.contrast = draw.contrast;
+        distortions[static_cast<std::size_t>(b)] = distortionOf(draw);
         images[static_cast<std::size_t>(b)] = bytes + pp::drawIndex(row) * imageBytes;
     }
     Tensor::ensure(y, {batch, d.height, d.width, d.channels}, DType::Float32);

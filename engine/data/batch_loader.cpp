@@ -409,17 +409,9 @@ void imagesOfDraws(const ImageSet& set, const Preprocessing& recipe, const Tenso
                                   recipe.width))
             throw InvalidArgument("imagesOfDraws: draw row " + std::to_string(i) +
                                   " does not fit the set");
-        const preprocess::ImageDraw d = preprocess::unpackDraw(row);
-        Distortion distortion;
-        distortion.cropY = d.cropY;
-        distortion.cropX = d.cropX;
-        distortion.shiftY = d.shiftY;
-        distortion.shiftX = d.shiftX;
-        distortion.flip = d.flip;
-        distortion.brightness = d.brightness;
-        distortion.contrast = d.contrast;
         applyPreprocessing(recipe, set.image(preprocess::drawIndex(row)), set.imageShape(),
-                           distortion, images.data<float>() + static_cast<std::size_t>(i) * floats);
+                           distortionOf(preprocess::unpackDraw(row)),
+                           images.data<float>() + static_cast<std::size_t>(i) * floats);
     }
 }
 

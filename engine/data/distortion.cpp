@@ -138,6 +138,19 @@ preprocess::ImageDraw imageDraw(const Distortion& d)
     return {d.cropY, d.cropX, d.shiftY, d.shiftX, d.flip, d.brightness, d.contrast};
 }
 
+Distortion distortionOf(const preprocess::ImageDraw& d)
+{
+    Distortion out;
+    out.cropY = d.cropY;
+    out.cropX = d.cropX;
+    out.shiftY = d.shiftY;
+    out.shiftX = d.shiftX;
+    out.flip = d.flip;
+    out.brightness = d.brightness;
+    out.contrast = d.contrast;
+    return out;
+}
+
 Distortion drawDistortion(const Preprocessing& p, const Shape& source, Rng& rng)
 {
     checkFits(p, source);

@@ -98,8 +98,10 @@ struct Distortion
     double contrast = 1;        // (x - channel mean) * contrast + channel mean
 };
 Distortion drawDistortion(const Preprocessing& p, const Shape& source, Rng& rng);
-// The same, in distortion_math.h's terms (a row of preprocessImages' draws with packDraw).
+// The same, in distortion_math.h's terms (a row of preprocessImages' draws with packDraw), and
+// back.
 preprocess::ImageDraw imageDraw(const Distortion& d);
+Distortion distortionOf(const preprocess::ImageDraw& d);
 Distortion centralDistortion(const Preprocessing& p, const Shape& source);
 // Applies `d` and the normalisation to one HWC image of shape `source` ([H, W, C]), writing
 // height * width * channels floats to `out`. Throws InvalidArgument if the recipe does not fit

@@ -93,6 +93,16 @@ bool sameState(const std::vector<Tensor>& a, const std::vector<Tensor>& b)
     return true;
 }
 
+// The backends the contract is checked on, by the data rows' names: "reference", "onednn",
+// "staged" (oneDNN through the staging adapter) and "fake" (oneDNN on a stand-in GPU, whose
+// FakeDeviceScope the caller holds).
+std::unique_ptr<Ops> opsFor(const QString& backend)
+{
+    return backend == "staged" ? makeStagedOps(cpu::makeOneDnnOps())
+           : backend == "fake" ? makeFakeDeviceOps("onednn")
+                               : makeBackendOps(backend.toStdString());
+}
+
 } // namespace
 
 class TestOpContract : public QObject
@@ -194,9 +204,7 @@ private slots:
     {
         QFETCH(QString, backend);
         FakeDeviceScope scope;
-        std::unique_ptr<Ops> ops = backend == "staged" ? makeStagedOps(cpu::makeOneDnnOps())
-                                   : backend == "fake" ? makeFakeDeviceOps("onednn")
-                                                       : makeBackendOps(backend.toStdString());
+        std::unique_ptr<Ops> ops = opsFor(backend);
         const Device dev = ops->device();
         const auto p = makePool2dDesc({2, 5, 5, 3}, 3, 3, 2, 2, Padding::Same);
         const Tensor x = ramp(p.inputShape()).copyTo(dev);
@@ -231,9 +239,7 @@ private slots:
         namespace pp = preprocess;
         QFETCH(QString, backend);
         FakeDeviceScope scope;
-        std::unique_ptr<Ops> ops = backend == "staged" ? makeStagedOps(cpu::makeOneDnnOps())
-                                   : backend == "fake" ? makeFakeDeviceOps("onednn")
-                                                       : makeBackendOps(backend.toStdString());
+        std::unique_ptr<Ops> ops = opsFor(backend);
         const Device dev = ops->device();
         PreprocessDesc d;
         d.height = 3;
@@ -364,9 +370,7 @@ private slots:
     {
         QFETCH(QString, backend);
         FakeDeviceScope scope;
-        std::unique_ptr<Ops> ops = backend == "staged" ? makeStagedOps(cpu::makeOneDnnOps())
-                                   : backend == "fake" ? makeFakeDeviceOps("onednn")
-                                                       : makeBackendOps(backend.toStdString());
+        std::unique_ptr<Ops> ops = opsFor(backend);
         const Device dev = ops->device();
         QVERIFY(ops->supports(Op::sgdUpdate) && !isComposite(Op::sgdUpdate));
         QCOMPARE(std::string(opName(Op::sgdUpdate)), std::string("sgdUpdate"));
