@@ -4,7 +4,9 @@
 //   * the per-image preprocessing on one thread: the seeds' CIFAR-10 training distortions (24x24
 //     crop, flip, brightness, contrast, per-image standardisation), their evaluation form, the
 //     32x32 pad-and-crop recipe, and the 28x28 translate-and-normalise recipe;
-//   * the whole BatchLoader (batch of N, one tower) with 0, 1 and 2 worker threads.
+//   * the whole BatchLoader (batch of N, one tower) with 0, 1 and 2 worker threads, making the
+//     images, and making only their draws (LoaderOptions::drawsOnly: what the loader does when the
+//     towers hold the training set on their GPUs and distort it there).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,11 +30,13 @@ void printPreprocess(const char* what, const PreprocessBenchResult& r)
                 static_cast<long long>(r.images), r.seconds);
 }
 
-void printLoader(int workers, const LoaderBenchResult& r)
+void printLoader(int workers, bool draws, const LoaderBenchResult& r)
 {
     std::printf("  %d worker%s %-38s %10.0f images/s  (%lld batches in %.2f s, next() waited "
                 "%.3f ms per batch)\n",
-                workers, workers == 1 ? " " : "s", workers == 0 ? "(on the caller's thread)" : "",
+                workers, workers == 1 ? " " : "s",
+                draws ? (workers == 0 ? "draws only, on the caller's thread" : "draws only")
+                      : (workers == 0 ? "(on the caller's thread)" : ""),
                 r.imagesPerSec, static_cast<long long>(r.batches), r.seconds, r.meanWaitMs);
 }
 
@@ -98,12 +102,14 @@ int main(int argc, char** argv)
             cifar.count ? cifarDistortions(24) : translateAndNormalize(gray, 2);
         std::printf("BatchLoader, batch %d, one tower, %s training distortions:\n", batch,
                     cifar.count ? "CIFAR-10" : "28x28");
-        for (int workers : {0, 1, 2}) {
-            LoaderOptions o;
-            o.batchPerTower = batch;
-            o.workers = workers;
-            printLoader(workers, benchmarkLoader(set, recipe, o, seconds));
-        }
+        for (bool draws : {false, true})
+            for (int workers : {0, 1, 2}) {
+                LoaderOptions o;
+                o.batchPerTower = batch;
+                o.workers = workers;
+                o.drawsOnly = draws;
+                printLoader(workers, draws, benchmarkLoader(set, recipe, o, seconds));
+            }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "towers-data-bench: %s\n", e.what());
         return 1;
