@@ -17,22 +17,18 @@ void OneDnnOps::preprocessImagesImpl(const PreprocessDesc& d, const Tensor& sour
 {
     namespace pp = preprocess;
     const Tensor src = source, rows = draws;
-    const std::int64_t batch = rows.dim(0), count = src.dim(0);
+    const std::int64_t batch = rows.dim(0);
     const Shape imageShape{src.dim(1), src.dim(2), src.dim(3)};
     const std::int64_t imageBytes = imageShape.numel();
     const std::int64_t perImage = std::int64_t(d.height) * d.width * d.channels;
     const Preprocessing p = preprocessingOf(d);
-    // The rows as distortions, each checked (the entry checked host draws already; a row that
-    // does not fit must not reach the parallel loop, which cannot throw).
+    // The rows as distortions (every row fits: the entry, ops.cpp, checks host draws).
     std::vector<Distortion> distortions(static_cast<std::size_t>(batch));
     std::vector<const std::uint8_t*> images(static_cast<std::size_t>(batch));
     const std::uint8_t* bytes = src.data<std::uint8_t>();
     const double* pr = rows.data<double>();
     for (std::int64_t b = 0; b < batch; ++b) {
         const double* row = pr + b * pp::kDrawColumns;
-        if (!pp::drawFits(row, count, int(imageShape[0]), int(imageShape[1]), d.height, d.width))
-            throw InvalidArgument("preprocessImages: draw row " + std::to_string(b) +
-                                  " does not fit the source images");
         const pp::ImageDraw draw = pp::unpackDraw(row);
         distortions[static_cast<std::size_t>(b)] = distortionOf(draw);
         images[static_cast<std::size_t>(b)] = bytes + pp::drawIndex(row) * imageBytes;

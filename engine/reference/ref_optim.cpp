@@ -10,14 +10,7 @@ namespace towers::engine::reference {
 void ReferenceOps::sgdUpdateImpl(double lr, const Tensor& g, Tensor& w, const Tensor& skip)
 {
     if (checks::updateSkipped(skip)) return;
-    // axpy(-lr, g, w)'s arithmetic: w + (-lr) * g in double equals w - lr * g exactly.
-    byDType(w.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        const T* pg = g.data<T>();
-        T* pw = w.data<T>();
-        for (std::int64_t i = 0; i < w.numel(); ++i)
-            pw[i] = static_cast<T>(double(pw[i]) - lr * double(pg[i]));
-    });
+    ReferenceOps::axpyImpl(-lr, g, w); // axpy's own loop: the bits of axpy(-lr, g, w)
 }
 
 void ReferenceOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor& buf,
