@@ -343,22 +343,25 @@ std::string TowerSet::holdTrainingSet(const ImageSet& set, const Preprocessing& 
     }
     Tensor bytes({set.count, set.height, set.width, set.channels}, DType::UInt8);
     std::memcpy(bytes.raw(), set.pixels.data(), set.pixels.size());
-    m_held = {};
-    runOnAll([&](int t) {
-        Tower& tw = *m_towers[std::size_t(t)];
-        tw.source = Tensor();
-        if (firstOnDevice[std::size_t(t)] != t) return;
-        if (tw.device.isHost()) {
-            tw.source = bytes;
-        } else {
-            tw.ops->upload(bytes, tw.source);
-            tw.ops->synchronize(); // `bytes` goes out of scope
-        }
-    });
+    try {
+        runOnAll([&](int t) {
+            Tower& tw = *m_towers[std::size_t(t)];
+            tw.source = Tensor();
+            if (firstOnDevice[std::size_t(t)] != t) return;
+            if (tw.device.isHost()) {
+                tw.source = bytes;
+            } else {
+                tw.ops->upload(bytes, tw.source);
+                tw.ops->synchronize(); // `bytes` goes out of scope
+            }
+        });
+    } catch (...) { // no tower holds a part of it
+        for (auto& tw : m_towers) tw->source = Tensor();
+        throw;
+    }
     for (std::size_t t = 0; t < m_towers.size(); ++t)
         m_towers[t]->source = m_towers[std::size_t(firstOnDevice[t])]->source;
-    m_held.desc = preprocessDesc(recipe);
-    m_held.source = m_towers.front()->source;
+    m_heldRecipe = preprocessDesc(recipe);
     std::string where;
     for (std::size_t t = 0; t < m_towers.size(); ++t)
         if (firstOnDevice[t] == int(t))
@@ -456,7 +459,7 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
                          std::to_string(size()) + " equal tower slices");
     const bool drawn = !batch.draws.empty(); // the towers preprocess their held set
     if (drawn) {
-        if (m_held.source.empty())
+        if (m_towers.front()->source.empty())
             throw InvalidArgument("the batch carries draws (LoaderOptions::drawsOnly) but the "
                                   "towers hold no training set (holdTrainingSet)");
         requireShape(batch.draws, Shape{batch.labels.dim(0), preprocess::kDrawColumns},
@@ -501,7 +504,7 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
                 ops.upload(draws, tw.draws);
                 draws = tw.draws;
             }
-            ops.preprocessImages(m_held.desc, tw.source, draws, tw.images);
+            ops.preprocessImages(m_heldRecipe, tw.source, draws, tw.images);
             images = tw.images;
         }
         const int computeMark = ops.mark();

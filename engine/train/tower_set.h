@@ -168,11 +168,7 @@ private:
     std::unique_ptr<Ema> m_ema;
     BucketPlan m_buckets; // empty with bucketMb = 0
     std::vector<std::unique_ptr<Tower>> m_towers;
-    struct HeldSet
-    {
-        PreprocessDesc desc;
-        Tensor source; // tower 0's copy; empty when the towers hold no set
-    } m_held;
+    PreprocessDesc m_heldRecipe;          // of the set the towers hold (their Tower::source)
     std::atomic<bool> m_nonFinite{false}; // set by any tower during a step
     int m_globalTowers = 1, m_firstTower = 0;
 };

@@ -574,6 +574,7 @@ private slots:
         scope.memory().setAllocationLimit(std::size_t(set.pixels.size() - 1));
         QVERIFY_THROWS_EXCEPTION(DeviceOutOfMemory, dev.holdTrainingSet(set, recipe));
         scope.memory().setAllocationLimit(0);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, dev.step(draws.next(), 1, 0.05)); // none held
         // A draw row outside the set, in host memory: refused, naming the row.
         Tensor bad = draws.next().draws.clone();
         bad.data<double>()[3 * preprocess::kDrawColumns + preprocess::kDrawIndex] = 40;
