@@ -178,6 +178,9 @@ void MainWindow::restoreConfig()
     m_devices->setTowers(last->towers);
     m_devices->setThreadsPerTower(last->threadsPerTower);
     m_devices->setPrecision(last->precision);
+    m_devices->setGpuData(last->gpuData);
+    m_devices->setAllreduce(last->allreduce);
+    m_devices->setBucketMb(last->bucketMb);
     m_model->form()->setConfig(*last);
     m_model->form()->setTowers(last->towers);
     m_restoring = false;
@@ -206,6 +209,7 @@ void MainWindow::connectPages()
         configChanged();
     });
     connect(m_devices, &DevicesPage::precisionChanged, this, &MainWindow::configChanged);
+    connect(m_devices, &DevicesPage::towerOptionsChanged, this, &MainWindow::configChanged);
 
     m_train->setOptionsProvider([this](QString* error) { return newRunOptions(error); });
     connect(m_train, &TrainPage::errorOccurred, this, &MainWindow::showError);
@@ -291,6 +295,9 @@ void MainWindow::configChanged()
         c.towers = m_devices->towers();
         c.threadsPerTower = m_devices->threadsPerTower();
         c.precision = m_devices->precision();
+        c.gpuData = m_devices->gpuData();
+        c.allreduce = m_devices->allreduce();
+        c.bucketMb = m_devices->bucketMb();
         m_settings.setLastConfigJson(QString::fromStdString(c.toJson()));
     }
     m_train->refreshStartability();
@@ -312,6 +319,9 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
     c.towers = m_devices->towers();
     c.threadsPerTower = m_devices->threadsPerTower();
     c.precision = m_devices->precision();
+    c.gpuData = m_devices->gpuData();
+    c.allreduce = m_devices->allreduce();
+    c.bucketMb = m_devices->bucketMb();
     if (const auto gpus = m_devices->selectedGpus(); !gpus.empty()) { // one tower per checked GPU
         c.backend = "cuda";
         c.gpus = gpus;

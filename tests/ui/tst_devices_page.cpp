@@ -1,7 +1,10 @@
 // DevicesPage: telemetry curves added per device as samples arrive (a second device is data, not
-// a widget), tower setup and precision, and where each tower's step goes: the stacked bars of the
+// a widget), tower setup, precision, GPU towers' data and averaging and the gradient buckets, and
+// where each tower's step goes: the stacked bars of the
 // latest step, the timeline of the last reports, the verdict in words, the slow towers outlined.
 #include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QLocale>
 #include <QSet>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -11,6 +14,7 @@
 
 #include "app/devices/telemetry.h"
 #include "engine/cpu/onednn_ops.h"
+#include "engine/train/train_config.h"
 #include "ui/models/device_model.h"
 #include "ui/models/telemetry_history.h"
 #include "ui/pages/devices_page.h"
@@ -19,6 +23,7 @@
 
 using towers::engine::Precision;
 using towers::engine::TowerTimes;
+using towers::engine::TrainConfig;
 using towers::ui::DevicesPage;
 using towers::ui::TelemetryHistory;
 
@@ -51,6 +56,22 @@ TowerTimes split(double computeMs, double commMs, double dataMs, double updateMs
     t.dataMs = dataMs;
     t.updateMs = updateMs;
     return t;
+}
+
+// The CPU and `gpus` stand-in GPUs (checked: GPU towers), as DeviceModel lists them.
+std::vector<towers::app::DeviceDescription> machineWith(int gpus)
+{
+    std::vector<towers::app::DeviceDescription> devices(1);
+    devices[0].id = QStringLiteral("cpu");
+    devices[0].logicalCores = 4;
+    for (int g = 0; g < gpus; ++g) {
+        towers::app::DeviceDescription gpu;
+        gpu.kind = towers::app::DeviceDescription::Kind::Gpu;
+        gpu.id = QStringLiteral("gpu%1").arg(g);
+        gpu.name = QStringLiteral("NVIDIA H100");
+        devices.push_back(gpu);
+    }
+    return devices;
 }
 
 // Only compute differs between the towers (each waits 1 ms for data, 2 ms to average, 3 ms to
@@ -184,6 +205,131 @@ private slots:
         QVERIFY(!combo->isEnabled());
         page.setTowerSetupEnabled(true);
         QVERIFY(combo->isEnabled());
+    }
+
+    // The GPU towers' training data, their averaging and the bucket size start at TrainConfig's
+    // defaults, with every value the config takes, each explained in its tooltip.
+    void towerOptionsDefaults()
+    {
+        DevicesPage page;
+        const TrainConfig defaults;
+        QCOMPARE(page.gpuData(), defaults.gpuData);
+        QCOMPARE(page.allreduce(), defaults.allreduce);
+        QCOMPARE(page.bucketMb(), defaults.bucketMb);
+        auto values = [](QComboBox* combo) {
+            QStringList v;
+            for (int i = 0; i < combo->count(); ++i) v << combo->itemData(i).toString();
+            return v;
+        };
+        QCOMPARE(values(page.gpuDataChoice()), (QStringList{"auto", "off"}));
+        QCOMPARE(values(page.allreduceChoice()), (QStringList{"auto", "host"}));
+        // Each value passes TrainConfig's validation.
+        TrainConfig c;
+        c.steps = 1;
+        for (const QString& v : values(page.gpuDataChoice())) {
+            c.gpuData = v.toStdString();
+            c.validate();
+        }
+        for (const QString& v : values(page.allreduceChoice())) {
+            c.allreduce = v.toStdString();
+            c.validate();
+        }
+        auto* bucket = page.bucketSize();
+        QCOMPARE(bucket->minimum(), 0.0);
+        QCOMPARE(bucket->maximum(), TrainConfig::kMaxBucketMb);
+        QVERIFY(!bucket->specialValueText().isEmpty());
+        QCOMPARE(bucket->text(), QLocale().toString(25) + QStringLiteral(" MiB")); // not 25.00
+        for (QWidget* w :
+             std::initializer_list<QWidget*>{page.gpuDataChoice(), page.allreduceChoice(), bucket})
+            QVERIFY(!w->toolTip().isEmpty());
+        QVERIFY(page.gpuDataChoice()->toolTip().contains(QStringLiteral("GPU")));
+        QVERIFY(page.allreduceChoice()->toolTip().contains(QStringLiteral("host")));
+    }
+
+    void towerOptionsRoundTrip()
+    {
+        DevicesPage page;
+        QSignalSpy changed(&page, &DevicesPage::towerOptionsChanged);
+        page.setGpuData("off");
+        QCOMPARE(page.gpuData(), std::string("off"));
+        QCOMPARE(page.gpuDataChoice()->currentText(), QStringLiteral("batches from the host"));
+        page.setAllreduce("host");
+        QCOMPARE(page.allreduce(), std::string("host"));
+        QCOMPARE(page.allreduceChoice()->currentText(), QStringLiteral("through the host"));
+        page.setBucketMb(2.5);
+        QCOMPARE(page.bucketMb(), 2.5);
+        QCOMPARE(page.bucketSize()->text(), QLocale().toString(2.5) + QStringLiteral(" MiB"));
+        QCOMPARE(changed.count(), 3);
+        page.setBucketMb(0); // one collective after backward
+        QCOMPARE(page.bucketMb(), 0.0);
+        QCOMPARE(page.bucketSize()->text(), page.bucketSize()->specialValueText());
+        page.setBucketMb(1e9); // clamped to what the config takes
+        QCOMPARE(page.bucketMb(), TrainConfig::kMaxBucketMb);
+        QCOMPARE(changed.count(), 5);
+        page.setGpuData("auto");
+        page.setAllreduce("auto");
+        QCOMPARE(page.gpuData(), std::string("auto"));
+        QCOMPARE(page.allreduce(), std::string("auto"));
+        QCOMPARE(changed.count(), 7);
+        // A value this version does not know (a config from another one) gives the default.
+        page.setGpuData("off");
+        page.setGpuData("sometimes");
+        QCOMPARE(page.gpuData(), std::string("auto"));
+        page.setAllreduce("host");
+        page.setAllreduce("mpi");
+        QCOMPARE(page.allreduce(), std::string("auto"));
+        // Typed in, as a user does.
+        page.bucketSize()->selectAll();
+        QTest::keyClicks(page.bucketSize(), QStringLiteral("50"));
+        QTest::keyClick(page.bucketSize(), Qt::Key_Enter);
+        QCOMPARE(page.bucketMb(), 50.0);
+    }
+
+    // The data and averaging settings apply to GPU towers only (as the threads to CPU towers
+    // only); the buckets to both. All are fixed while a run is going.
+    void towerOptionsFollowTheTowers()
+    {
+        DevicesPage page;
+        auto* model = page.deviceModel();
+        auto* threads = page.findChildren<QSpinBox*>().at(1);
+        QCOMPARE(threads->specialValueText(), QStringLiteral("share the cores"));
+        auto* data = page.gpuDataChoice();
+        auto* averaging = page.allreduceChoice();
+        auto* bucket = page.bucketSize();
+        auto expect = [&](bool gpuOn, bool cpuOn, bool bothOn) {
+            QCOMPARE(data->isEnabled(), gpuOn);
+            QCOMPARE(averaging->isEnabled(), gpuOn);
+            QCOMPARE(threads->isEnabled(), cpuOn);
+            QCOMPARE(bucket->isEnabled(), bothOn);
+            QCOMPARE(page.precisionChoice()->isEnabled(), bothOn);
+        };
+        model->setDevices(machineWith(0)); // CPU towers
+        QVERIFY(page.selectedGpus().empty());
+        expect(false, true, true);
+        model->setDevices(machineWith(2)); // two GPU towers
+        QCOMPARE(page.selectedGpus(), (std::vector<int>{0, 1}));
+        expect(true, false, true);
+        page.setTowerSetupEnabled(false); // a run is going
+        expect(false, false, false);
+        page.setTowerSetupEnabled(true); // the GPU towers still: the threads stay off
+        expect(true, false, true);
+        for (int row : {1, 2})
+            QVERIFY(model->setData(model->index(row, towers::ui::DeviceModel::Use), Qt::Unchecked,
+                                   Qt::CheckStateRole));
+        QVERIFY(page.selectedGpus().empty()); // back to CPU towers
+        expect(false, true, true);
+        page.setTowerSetupEnabled(false);
+        expect(false, false, false);
+        page.setTowerSetupEnabled(true);
+        expect(false, true, true);
+        // Disabled controls keep their values, and a page set up before GPUs are checked has
+        // them when they are.
+        page.setGpuData("off");
+        page.setAllreduce("host");
+        model->setDevices(machineWith(1));
+        expect(true, false, true);
+        QCOMPARE(page.gpuData(), std::string("off"));
+        QCOMPARE(page.allreduce(), std::string("host"));
     }
 
     void slowTowersStandOut()

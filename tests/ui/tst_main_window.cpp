@@ -1,5 +1,7 @@
 // MainWindow: every page reachable from the sidebar and by Ctrl+<n>, errors in the banner and
-// the log, the last page, the geometry and the precision remembered.
+// the log, the last page, the geometry and the Devices page's settings (precision, GPU towers'
+// data and averaging, gradient buckets) remembered and carried into a new run's configuration.
+#include <QComboBox>
 #include <QListWidget>
 #include <QPlainTextEdit>
 #include <QSignalSpy>
@@ -11,6 +13,8 @@
 #include "engine/train/run_directory.h"
 #include "training_fixture.h"
 #include "ui/main_window.h"
+#include "ui/models/device_model.h"
+#include "ui/pages/data_page.h"
 #include "ui/pages/devices_page.h"
 #include "ui/pages/train_page.h"
 #include "ui/widgets/error_banner.h"
@@ -157,6 +161,9 @@ private slots:
             w.showPage(MainWindow::Devices);
             w.resize(1240, 760);
             devicesOf(w)->setPrecision(kPrecision()); // bf16 where the CPU runs it
+            devicesOf(w)->setGpuData("off");
+            devicesOf(w)->setAllreduce("host");
+            devicesOf(w)->setBucketMb(4.5);
             w.close();
         }
         towers::app::AppSettings settings(file);
@@ -169,6 +176,83 @@ private slots:
             QStringLiteral("\"precision\": \"%1\"")
                 .arg(QString::fromStdString(
                     std::string(towers::engine::precisionName(kPrecision()))))));
+        // So are the GPU towers' data and averaging and the bucket size.
+        QCOMPARE(devicesOf(again)->gpuData(), std::string("off"));
+        QCOMPARE(devicesOf(again)->allreduce(), std::string("host"));
+        QCOMPARE(devicesOf(again)->bucketMb(), 4.5);
+        const auto saved =
+            towers::engine::TrainConfig::fromJson(settings.lastConfigJson().toStdString());
+        QCOMPARE(saved.gpuData, std::string("off"));
+        QCOMPARE(saved.allreduce, std::string("host"));
+        QCOMPARE(saved.bucketMb, 4.5);
+    }
+
+    // A first start shows TrainConfig's defaults; a new run's configuration carries what the
+    // Devices page says, for GPU towers and CPU towers.
+    void newRunCarriesTheTowerOptions()
+    {
+        QTemporaryDir dir;
+        towers::test::writeTinyMnist(dir.filePath(QStringLiteral("data")).toStdString());
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        settings.setDatasetName(QStringLiteral("mnist"));
+        settings.setDataDir(dir.filePath(QStringLiteral("data")));
+        settings.setRunsDir(dir.filePath(QStringLiteral("runs")));
+        MainWindow w(settings);
+        auto* devices = devicesOf(w);
+        const towers::engine::TrainConfig defaults;
+        QCOMPARE(devices->gpuData(), defaults.gpuData);
+        QCOMPARE(devices->allreduce(), defaults.allreduce);
+        QCOMPARE(devices->bucketMb(), defaults.bucketMb);
+        if (!w.dataPage()->loadedDataset()) {
+            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
+            QVERIFY(loaded.wait(20000));
+        }
+        QString error;
+        auto options = w.newRunOptions(&error);
+        QVERIFY2(options, qPrintable(error));
+        QCOMPARE(options->config.gpuData, defaults.gpuData);
+        QCOMPARE(options->config.allreduce, defaults.allreduce);
+        QCOMPARE(options->config.bucketMb, defaults.bucketMb);
+
+        // Two stand-in GPUs checked: GPU towers with the page's data, averaging and buckets.
+        std::vector<towers::app::DeviceDescription> list(1);
+        list[0].id = QStringLiteral("cpu");
+        list[0].logicalCores = 4;
+        for (int g : {0, 1}) {
+            towers::app::DeviceDescription gpu;
+            gpu.kind = towers::app::DeviceDescription::Kind::Gpu;
+            gpu.id = QStringLiteral("gpu%1").arg(g);
+            list.push_back(gpu);
+        }
+        devices->deviceModel()->setDevices(list);
+        QVERIFY(devices->gpuDataChoice()->isEnabled());
+        devices->setGpuData("off");
+        devices->setAllreduce("host");
+        devices->setBucketMb(0);
+        options = w.newRunOptions(&error);
+        QVERIFY2(options, qPrintable(error));
+        QCOMPARE(options->config.backend, std::string("cuda"));
+        QCOMPARE(options->config.gpuData, std::string("off"));
+        QCOMPARE(options->config.allreduce, std::string("host"));
+        QCOMPARE(options->config.bucketMb, 0.0);
+        // The last configuration follows every change.
+        auto saved = towers::engine::TrainConfig::fromJson(settings.lastConfigJson().toStdString());
+        QCOMPARE(saved.gpuData, std::string("off"));
+        QCOMPARE(saved.allreduce, std::string("host"));
+        QCOMPARE(saved.bucketMb, 0.0);
+
+        // CPU towers: the bucket size still applies.
+        list.resize(1);
+        devices->deviceModel()->setDevices(list);
+        devices->setTowers(2);
+        devices->setBucketMb(8);
+        options = w.newRunOptions(&error);
+        QVERIFY2(options, qPrintable(error));
+        QCOMPARE(options->config.backend, std::string("onednn"));
+        QCOMPARE(options->config.towers, 2);
+        QCOMPARE(options->config.bucketMb, 8.0);
+        saved = towers::engine::TrainConfig::fromJson(settings.lastConfigJson().toStdString());
+        QCOMPARE(saved.bucketMb, 8.0);
     }
 };
 

@@ -2,15 +2,18 @@
 
 #include <QComboBox>
 #include <QDateTime>
+#include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QGridLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLocale>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStandardItemModel>
+#include <QStyle>
 #include <QTableView>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -82,6 +85,25 @@ QString capitalised(QString s)
     return s;
 }
 
+// MiB as a user writes them: "25", "0.5", not "25.00".
+class MibSpinBox : public QDoubleSpinBox
+{
+public:
+    using QDoubleSpinBox::QDoubleSpinBox;
+
+protected:
+    QString textFromValue(double value) const override
+    {
+        QString text = QDoubleSpinBox::textFromValue(value);
+        const QString point = locale().decimalPoint();
+        if (text.contains(point)) {
+            while (text.endsWith(QLatin1Char('0'))) text.chop(1);
+            if (text.endsWith(point)) text.chop(point.size());
+        }
+        return text;
+    }
+};
+
 const char* const kNoRunText = QT_TRANSLATE_NOOP(
     "towers::ui::DevicesPage", "Start a run to see where each tower's step goes: data, compute, "
                                "communication, update.");
@@ -139,7 +161,57 @@ DevicesPage::DevicesPage(QWidget* parent)
     m_summary = new QLabel(devicesBox);
     m_summary->setWordWrap(true);
     towerForm->addRow(QString(), m_summary);
-    devicesLayout->addLayout(towerForm);
+
+    // How the towers share the work: beside the towers, so that the page keeps its height.
+    auto* sharingForm = new QFormLayout;
+    sharingForm->setFieldGrowthPolicy(QFormLayout::FieldsStayAtSizeHint);
+    const QString gpuOnly = tr("<p><i>For GPU towers: check a GPU above.</i></p>");
+    m_gpuData = new QComboBox(devicesBox);
+    m_gpuData->addItem(tr("on the GPUs, where it fits"), QStringLiteral("auto"));
+    m_gpuData->addItem(tr("batches from the host"), QStringLiteral("off"));
+    m_gpuData->setToolTip(
+        tr("<p><b>on the GPUs, where it fits</b>: each GPU keeps the training set as bytes "
+           "(when it takes at most a quarter of the GPU's free memory) and makes the distorted "
+           "images itself, the same images as the host would make.</p><p><b>batches from the "
+           "host</b>: the host makes every batch and copies it to the GPUs.</p>") +
+        gpuOnly);
+    m_allreduce = new QComboBox(devicesBox);
+    m_allreduce->addItem(tr("on the GPUs"), QStringLiteral("auto"));
+    m_allreduce->addItem(tr("through the host"), QStringLiteral("host"));
+    m_allreduce->setToolTip(
+        tr("<p>How the towers average their gradients every step.</p><p><b>on the GPUs</b>: "
+           "NCCL between GPUs, a kernel when towers share a GPU (through the host where the "
+           "backend cannot).</p><p><b>through the host</b>: the gradients are copied to the host "
+           "and averaged there (the classic multi-GPU design; slower).</p>") +
+        gpuOnly);
+    m_bucketMb = new MibSpinBox(devicesBox);
+    m_bucketMb->setRange(0, engine::TrainConfig::kMaxBucketMb);
+    m_bucketMb->setDecimals(2);
+    m_bucketMb->setSingleStep(5);
+    m_bucketMb->setSuffix(tr(" MiB"));
+    m_bucketMb->setSpecialValueText(tr("none (all after backward)"));
+    m_bucketMb->setToolTip(
+        tr("<p>With two towers or more, the gradients are averaged in groups of about this many "
+           "MiB, each as soon as backward has produced it, so that the averaging overlaps "
+           "backward; 0 averages them all at once after backward.</p><p>The results are the same "
+           "whatever the size; only the speed changes.</p>"));
+    sharingForm->addRow(tr("Training &data:"), m_gpuData);
+    sharingForm->addRow(tr("Gradient &averaging:"), m_allreduce);
+    sharingForm->addRow(tr("Gradient &buckets:"), m_bucketMb);
+    {
+        const engine::TrainConfig defaults;
+        setGpuData(defaults.gpuData);
+        setAllreduce(defaults.allreduce);
+        setBucketMb(defaults.bucketMb);
+    }
+
+    auto* settingsRow = new QHBoxLayout;
+    settingsRow->addLayout(towerForm);
+    settingsRow->addSpacing(4 *
+                            std::max(6, style()->pixelMetric(QStyle::PM_LayoutHorizontalSpacing)));
+    settingsRow->addLayout(sharingForm);
+    settingsRow->addStretch(1);
+    devicesLayout->addLayout(settingsRow);
     top->addWidget(devicesBox);
 
     auto* split = new QSplitter(Qt::Horizontal, this);
@@ -210,6 +282,12 @@ DevicesPage::DevicesPage(QWidget* parent)
     connect(m_devices, &DeviceModel::inclusionChanged, this, &DevicesPage::updateSummary);
     connect(m_precision, &QComboBox::currentIndexChanged, this,
             [this] { emit precisionChanged(); });
+    connect(m_gpuData, &QComboBox::currentIndexChanged, this,
+            [this] { emit towerOptionsChanged(); });
+    connect(m_allreduce, &QComboBox::currentIndexChanged, this,
+            [this] { emit towerOptionsChanged(); });
+    connect(m_bucketMb, &QDoubleSpinBox::valueChanged, this,
+            [this] { emit towerOptionsChanged(); });
     connect(m_timer, &QTimer::timeout, this, &DevicesPage::sampleNow);
     connect(m_timelineChoice, &QComboBox::currentIndexChanged, this, &DevicesPage::updateTimeline);
 
@@ -271,6 +349,38 @@ void DevicesPage::setPrecision(engine::Precision precision)
         m_precision->setCurrentIndex(0);
 }
 
+std::string DevicesPage::gpuData() const
+{
+    return m_gpuData->currentData().toString().toStdString();
+}
+
+void DevicesPage::setGpuData(const std::string& gpuData)
+{
+    // A value this build does not know (a run saved by another version) gives "auto".
+    m_gpuData->setCurrentIndex(std::max(0, m_gpuData->findData(QString::fromStdString(gpuData))));
+}
+
+std::string DevicesPage::allreduce() const
+{
+    return m_allreduce->currentData().toString().toStdString();
+}
+
+void DevicesPage::setAllreduce(const std::string& allreduce)
+{
+    m_allreduce->setCurrentIndex(
+        std::max(0, m_allreduce->findData(QString::fromStdString(allreduce))));
+}
+
+double DevicesPage::bucketMb() const
+{
+    return m_bucketMb->value();
+}
+
+void DevicesPage::setBucketMb(double mib)
+{
+    m_bucketMb->setValue(mib); // clamped to the range
+}
+
 QString DevicesPage::bf16Unavailable() const
 {
     return selectedGpus().empty() ? m_bf16OnCpu : m_bf16OnGpu;
@@ -299,10 +409,22 @@ void DevicesPage::updatePrecisionChoice()
 
 void DevicesPage::setTowerSetupEnabled(bool enabled)
 {
-    m_towers->setEnabled(enabled);
-    m_threads->setEnabled(enabled);
-    m_precision->setEnabled(enabled);
+    m_setupEnabled = enabled;
     m_table->setEnabled(enabled);
+    updateEnabled();
+}
+
+void DevicesPage::updateEnabled()
+{
+    // CPU towers have a count and threads; GPU towers one tower per GPU, their data and their
+    // averaging; both have a precision and gradient buckets.
+    const bool gpu = !selectedGpus().empty();
+    m_towers->setEnabled(m_setupEnabled && !gpu);
+    m_threads->setEnabled(m_setupEnabled && !gpu);
+    m_precision->setEnabled(m_setupEnabled);
+    m_gpuData->setEnabled(m_setupEnabled && gpu);
+    m_allreduce->setEnabled(m_setupEnabled && gpu);
+    m_bucketMb->setEnabled(m_setupEnabled);
 }
 
 void DevicesPage::setTelemetrySource(std::unique_ptr<app::TelemetrySource> source)
@@ -356,13 +478,11 @@ void DevicesPage::updateSummary()
         for (int g : gpus) names << tr("GPU %1").arg(g);
         m_summary->setText(tr("%n tower(s), one per checked GPU: %1", nullptr, int(gpus.size()))
                                .arg(names.join(QStringLiteral(", "))));
-        m_towers->setEnabled(false);
-        m_threads->setEnabled(false);
+        updateEnabled();
         emit towerSetupChanged(int(gpus.size()), threadsPerTower());
         return;
     }
-    m_towers->setEnabled(m_table->isEnabled()); // CPU towers again (unless a run is going)
-    m_threads->setEnabled(m_table->isEnabled());
+    updateEnabled(); // CPU towers again
     const int cores = std::max(1, app::listDevices().front().logicalCores);
     const int t = towers();
     const int threads = threadsPerTower() > 0 ? threadsPerTower() : std::max(1, cores / t);

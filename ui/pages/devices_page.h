@@ -2,7 +2,9 @@
 // The Devices page: the CPU and every GPU (a table of data, app::listDevices()), with a check
 // box to include each as a tower; what this build can do (no GPU backend yet: CPU towers, their
 // number and threads); the precision of the towers' arithmetic (bfloat16 only where their
-// backend runs it, else the entry disabled with the reason); live utilisation, memory, temperature
+// backend runs it, else the entry disabled with the reason); for GPU towers, whether the training
+// set is held on the GPUs and how the gradients are averaged, and the gradient bucket size of
+// every run of two towers or more; live utilisation, memory, temperature
 // and power history of every device (one curve per device, added as data arrives); and during
 // training where each tower's step goes (data wait, compute, exposed communication, update): a
 // stacked bar per tower for the latest step, a timeline of the last reports, and a verdict in words
@@ -13,12 +15,14 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/ops/precision.h"
 #include "engine/train/tower_times.h"
 
 class QComboBox;
+class QDoubleSpinBox;
 class QLabel;
 class QSpinBox;
 class QTableView;
@@ -60,6 +64,23 @@ public:
     // Why bfloat16 cannot be chosen for the towers as they are set up now; "" when it can.
     QString bf16Unavailable() const;
     QComboBox* precisionChoice() const { return m_precision; }
+    // GPU towers' training data (TrainConfig::gpuData, --gpu-data): "auto" holds the training set
+    // on each GPU and makes the distorted images there when it fits, "off" copies the host's
+    // batches. A value other than these gives "auto". Can be changed only with GPU towers.
+    std::string gpuData() const;
+    void setGpuData(const std::string& gpuData);
+    QComboBox* gpuDataChoice() const { return m_gpuData; }
+    // GPU towers' gradient averaging (TrainConfig::allreduce, --allreduce): "auto" on the GPUs
+    // (NCCL, a same-GPU kernel), "host" through host copies. A value other than these gives
+    // "auto". Can be changed only with GPU towers.
+    std::string allreduce() const;
+    void setAllreduce(const std::string& allreduce);
+    QComboBox* allreduceChoice() const { return m_allreduce; }
+    // MiB of gradients per bucket (TrainConfig::bucketMb, --bucket-mb; 0 = one collective after
+    // backward), for CPU and GPU towers alike; clamped to 0..TrainConfig::kMaxBucketMb.
+    double bucketMb() const;
+    void setBucketMb(double mib);
+    QDoubleSpinBox* bucketSize() const { return m_bucketMb; }
     // False while a run is going: its towers are fixed.
     void setTowerSetupEnabled(bool enabled);
 
@@ -107,12 +128,15 @@ public:
 signals:
     void towerSetupChanged(int towers, int threadsPerTower);
     void precisionChanged();
+    // The training data, the gradient averaging or the bucket size changed.
+    void towerOptionsChanged();
 
 private:
     void onDeviceAdded(const QString& id, int index);
     void onSampled();
     void updateSummary();
     void updatePrecisionChoice();
+    void updateEnabled(); // which tower settings apply to the towers as they are set up now
     void updateTimeline();
 
     DeviceModel* m_devices;
@@ -125,6 +149,10 @@ private:
     QSpinBox* m_towers;
     QSpinBox* m_threads;
     QComboBox* m_precision;
+    QComboBox* m_gpuData;
+    QComboBox* m_allreduce;
+    QDoubleSpinBox* m_bucketMb;
+    bool m_setupEnabled = true;       // setTowerSetupEnabled
     QString m_bf16OnCpu, m_bf16OnGpu; // why bf16 does not run there, "" where it does
     QLabel* m_summary;
     std::vector<PlotWidget*> m_telemetryPlots;
