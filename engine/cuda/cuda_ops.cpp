@@ -70,24 +70,32 @@ void CudaOps::clearMarks()
 int CudaOps::mark()
 {
     DeviceGuard guard(m_device);
-    if (m_marks == int(m_events.size())) {
+    const std::size_t slot = std::size_t(m_marks % kMarkWindow);
+    if (slot == m_events.size()) {
         cudaEvent_t e = nullptr;
         TOWERS_CUDA(cudaEventCreate(&e)); // with timing
         m_events.push_back(e);
     }
-    TOWERS_CUDA(cudaEventRecord(m_events[std::size_t(m_marks)], m_stream));
+    TOWERS_CUDA(cudaEventRecord(m_events[slot], m_stream));
     return m_marks++;
+}
+
+void CudaOps::waitFor(int mark)
+{
+    requireMark(mark, m_marks);
+    DeviceGuard guard(m_device);
+    TOWERS_CUDA(cudaEventSynchronize(m_events[std::size_t(mark % kMarkWindow)]));
 }
 
 double CudaOps::millisecondsBetween(int a, int b)
 {
-    if (a < 0 || b < 0 || a >= m_marks || b >= m_marks)
-        throw InvalidArgument("millisecondsBetween: marks " + std::to_string(a) + " and " +
-                              std::to_string(b) + " of " + std::to_string(m_marks));
+    requireMark(a, m_marks);
+    requireMark(b, m_marks);
     DeviceGuard guard(m_device);
     float ms = 0;
-    // Both events have completed: the caller synchronised after the later one.
-    TOWERS_CUDA(cudaEventElapsedTime(&ms, m_events[std::size_t(a)], m_events[std::size_t(b)]));
+    // Both events have completed: the caller waited for the later one.
+    TOWERS_CUDA(cudaEventElapsedTime(&ms, m_events[std::size_t(a % kMarkWindow)],
+                                     m_events[std::size_t(b % kMarkWindow)]));
     return double(ms);
 }
 
@@ -102,6 +110,32 @@ void CudaOps::upload(const Tensor& src, Tensor& dst)
     if (src.bytes())
         TOWERS_CUDA(
             cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyHostToDevice, m_stream));
+}
+
+void CudaOps::copy(const Tensor& src, Tensor& dst)
+{
+    const OpScope scope(m_device, m_stream);
+    if (src.device() != device())
+        throw InvalidArgument("copy: " + src.describe() + " is not on " + device().str());
+    ensure(dst, src.shape(), src.dtype());
+    if (src.bytes() && dst.raw() != src.raw())
+        TOWERS_CUDA(
+            cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, m_stream));
+}
+
+void CudaOps::download(const Tensor& src, Tensor& dst)
+{
+    const OpScope scope(m_device, m_stream);
+    if (src.device() != device())
+        throw InvalidArgument("download: " + src.describe() + " is not on " + device().str());
+    if (!dst.device().isHost() || dst.shape() != src.shape() || dst.dtype() != src.dtype())
+        throw InvalidArgument("download: " + dst.describe() + " is not a host tensor like " +
+                              src.describe());
+    // Into page-locked memory the copy runs on this stream and the host goes on; into pageable
+    // memory CUDA returns once the bytes are there.
+    if (src.bytes())
+        TOWERS_CUDA(
+            cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToHost, m_stream));
 }
 
 void CudaOps::ensure(Tensor& t, const Shape& shape, DType dtype) const

@@ -79,9 +79,13 @@ public:
     Device device() const override { return {DeviceKind::Cuda, m_device}; }
     void synchronize() override;
     void upload(const Tensor& src, Tensor& dst) override;
-    // Marks are CUDA events recorded on the stream (made once, reused every step).
+    void copy(const Tensor& src, Tensor& dst) override;
+    void download(const Tensor& src, Tensor& dst) override;
+    // Marks are CUDA events recorded on the stream, a ring of kMarkWindow made as needed and
+    // reused.
     void clearMarks() override;
     int mark() override;
+    void waitFor(int mark) override;
     double millisecondsBetween(int a, int b) override;
 
     // The stream every op of this context runs on (the communicators order their collectives
@@ -108,8 +112,8 @@ private:
     cublasHandle_t m_cublas = nullptr;
     Tensor m_workspace;
     std::map<std::string, std::unique_ptr<ConvPlan>> m_plans;
-    std::vector<cudaEvent_t> m_events; // the marks' events, m_marks of them in use
-    int m_marks = 0;
+    std::vector<cudaEvent_t> m_events; // the marks' events: mark m is m_events[m % kMarkWindow]
+    int m_marks = 0;                   // made since clearMarks()
 };
 
 } // namespace towers::engine::cuda

@@ -180,6 +180,24 @@ LossValue Model::readLoss() const
     return v;
 }
 
+void Model::copyLoss(Ops& ops, LossCopy& to) const
+{
+    if (m_crossEntropy.empty())
+        throw InvalidArgument("model '" + m_name + "': copyLoss() before loss");
+    for (Tensor* t : {&to.crossEntropy, &to.weightDecay})
+        if (t->empty()) *t = Tensor::pinned({1}, DType::Float64);
+    ops.download(m_crossEntropy, to.crossEntropy);
+    ops.download(m_weightDecay, to.weightDecay);
+}
+
+LossValue LossCopy::value() const
+{
+    LossValue v;
+    v.crossEntropy = crossEntropy.at(0);
+    v.weightDecay = weightDecay.at(0);
+    return v;
+}
+
 void Model::backward(ExecContext& ctx, const std::function<void(Parameter&)>& ready)
 {
     if (m_probs.empty() || m_labels.empty())

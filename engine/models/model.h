@@ -18,6 +18,14 @@ struct LossValue
     double total() const { return crossEntropy + weightDecay; }
 };
 
+// A loss on its way to the host (Model::copyLoss): page-locked Float64 [1] each.
+struct LossCopy
+{
+    Tensor crossEntropy, weightDecay;
+    // What was copied (once the copy has run).
+    LossValue value() const;
+};
+
 // One row of a model's layer table, for `towers-cli models` and the GUI.
 struct LayerRow
 {
@@ -76,6 +84,10 @@ public:
     // The loss computeLoss() computed, read back (on a GPU this waits for it: read it where the
     // host waits anyway).
     LossValue readLoss() const;
+    // Copies the loss computeLoss() computed into `to` (made on first use) after the work issued
+    // through `ops` so far, without waiting for it: read `to` once that work has finished
+    // (Ops::waitFor a later mark, or synchronize()).
+    void copyLoss(Ops& ops, LossCopy& to) const;
     // Overwrites the gradient of every trainable parameter with d(loss total)/d(parameter).
     // When `ready` is set, it is called once for every parameter and buffer as soon as backward
     // is done with it (its gradient final, weight decay included; a buffer is final after

@@ -4,6 +4,7 @@
 // (and the reference the fused backends are tested against).
 #include "engine/ops/ops.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -553,6 +554,32 @@ void Ops::upload(const Tensor& src, Tensor& dst)
 {
     Tensor::ensure(dst, src.shape(), src.dtype(), device());
     dst.copyFrom(src);
+}
+
+void Ops::copy(const Tensor& src, Tensor& dst)
+{
+    if (src.device() != device())
+        throw InvalidArgument("copy: " + src.describe() + " is not on " + device().str());
+    Tensor::ensure(dst, src.shape(), src.dtype(), device());
+    dst.copyFrom(src);
+}
+
+void Ops::download(const Tensor& src, Tensor& dst)
+{
+    if (src.device() != device())
+        throw InvalidArgument("download: " + src.describe() + " is not on " + device().str());
+    if (!dst.device().isHost() || dst.shape() != src.shape() || dst.dtype() != src.dtype())
+        throw InvalidArgument("download: " + dst.describe() + " is not a host tensor like " +
+                              src.describe());
+    dst.copyFrom(src);
+}
+
+void Ops::requireMark(int mark, int made)
+{
+    if (mark < 0 || mark >= made || made - mark > kMarkWindow)
+        throw InvalidArgument("mark " + std::to_string(mark) + " is not one of the latest " +
+                              std::to_string(std::min(made, kMarkWindow)) + " of " +
+                              std::to_string(made) + " made since clearMarks()");
 }
 
 void Ops::setHostFallback(std::function<std::unique_ptr<Ops>()> makeHostOps)

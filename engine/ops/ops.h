@@ -42,18 +42,32 @@ public:
     virtual void synchronize() {}
     // Copies a host tensor into `dst` on this context's device (resized as Tensor::ensure does),
     // ordered before every op issued after it. A GPU backend copies asynchronously on its stream
-    // when `src` is page-locked (Tensor::pinned), so `src` must stay unchanged until the next
-    // synchronize(). The default copies at once.
+    // when `src` is page-locked (Tensor::pinned), so `src` must stay unchanged until that copy has
+    // run (synchronize(), or waitFor() a later mark). The default copies at once.
     virtual void upload(const Tensor& src, Tensor& dst);
+    // Copies `src` into `dst` (resized as Tensor::ensure does, on this context's device), both
+    // where this context computes, ordered among its ops: on a GPU, on its stream without the
+    // host waiting. The default copies at once.
+    virtual void copy(const Tensor& src, Tensor& dst);
+    // Copies `src` (where this context computes) into the host tensor `dst`, of the same shape
+    // and dtype, after the ops issued before it: on a GPU, on its stream without the host
+    // waiting when `dst` is page-locked, the bytes in place once synchronize() or waitFor() a
+    // later mark has returned. The default copies at once.
+    virtual void download(const Tensor& src, Tensor& dst);
 
     // Device time, for a step's split into compute, communication and update without waiting in
     // between: mark() records how far the work issued through this context has got (an event on
     // a GPU's stream; the host's clock by default, for ops that finish before they return) and
-    // returns its number, counted from 0 after clearMarks(); once synchronize() has returned,
-    // millisecondsBetween(a, b) is the time from mark a to mark b (InvalidArgument for a mark not
-    // made since clearMarks()). Neither waits for the device.
+    // returns its number, counted from 0 after clearMarks(). waitFor(m) returns once the work
+    // issued before mark m has finished (a GPU's faults surface there, as from synchronize());
+    // after it, millisecondsBetween(a, b) for marks a <= m and b <= m is the time from mark a to
+    // mark b. A mark stays readable until kMarkWindow newer ones have been made, so that the
+    // marks of a step issued ahead do not overwrite those of the step before it (InvalidArgument
+    // for a mark not made since clearMarks() or overwritten). Only waitFor() waits.
+    static constexpr int kMarkWindow = 64;
     virtual void clearMarks();
     virtual int mark();
+    virtual void waitFor(int mark);
     virtual double millisecondsBetween(int a, int b);
 
     // Whether this backend implements `op` itself; a composite op (isComposite) always runs,
@@ -96,7 +110,13 @@ private:
     std::unique_ptr<Ops> m_hostOps; // made on first use
     OpSet m_logged;
     std::mutex m_fallbackMutex;
-    std::vector<std::chrono::steady_clock::time_point> m_marks; // the default marks
+    std::vector<std::chrono::steady_clock::time_point> m_marks; // the default marks, a ring
+    int m_markCount = 0;                                        // made since clearMarks()
+
+protected:
+    // InvalidArgument unless `mark` is one of the `made` marks since clearMarks() and still in
+    // the window (for backends with marks of their own, too).
+    static void requireMark(int mark, int made);
 };
 
 // The execution context a layer runs in: the backend's ops, whether this is a training pass, and
@@ -126,21 +146,24 @@ std::unique_ptr<Ops> makeReferenceOps();
 
 inline void Ops::clearMarks()
 {
-    m_marks.clear();
+    m_markCount = 0;
 }
 inline int Ops::mark()
 {
-    m_marks.push_back(std::chrono::steady_clock::now());
-    return int(m_marks.size()) - 1;
+    if (m_marks.size() < std::size_t(kMarkWindow)) m_marks.resize(std::size_t(kMarkWindow));
+    m_marks[std::size_t(m_markCount % kMarkWindow)] = std::chrono::steady_clock::now();
+    return m_markCount++;
+}
+inline void Ops::waitFor(int mark)
+{
+    requireMark(mark, m_markCount);
 }
 inline double Ops::millisecondsBetween(int a, int b)
 {
-    const int n = int(m_marks.size());
-    if (a < 0 || b < 0 || a >= n || b >= n)
-        throw InvalidArgument("millisecondsBetween: marks " + std::to_string(a) + " and " +
-                              std::to_string(b) + " of " + std::to_string(n));
-    return std::chrono::duration<double, std::milli>(m_marks[std::size_t(b)] -
-                                                     m_marks[std::size_t(a)])
+    requireMark(a, m_markCount);
+    requireMark(b, m_markCount);
+    return std::chrono::duration<double, std::milli>(m_marks[std::size_t(b % kMarkWindow)] -
+                                                     m_marks[std::size_t(a % kMarkWindow)])
         .count();
 }
 

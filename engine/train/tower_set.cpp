@@ -109,6 +109,22 @@ EvalResult unpackEval(ByteReader& in)
 
 } // namespace
 
+// What one issued step keeps on a tower until collect(): two, so that a step can be issued while
+// the one before it still runs (they alternate).
+struct StepSlot
+{
+    std::vector<Tensor> savedBuffers; // the buffers before the step's forward (batch-norm stats)
+    Tensor flag;                      // gated: the step's finiteness flag where the tower computes
+    Tensor flagHost;                  // gated: its page-locked copy
+    LossCopy lossCopy;                // gated: the loss on its way to the host
+    Tensor images, labels, draws;     // gated: page-locked copies of the tower's slice
+    int dataMark = 0, computeMark = 0, backwardMark = 0, commMark = 0, updateMark = 0, endMark = 0;
+    double startedMs = 0; // in the buckets' collectives during backward
+    // Known once the step is done (at once for a step that is not gated).
+    LossValue loss;
+    TowerTimes times;
+};
+
 struct TowerSet::Tower
 {
     std::unique_ptr<Ops> ops;
@@ -119,12 +135,9 @@ struct TowerSet::Tower
     std::vector<Tensor> staging; // host copies of `reduce` for a GPU tower's collectives
     Tensor images, labels;       // a GPU tower's slice of the batch
     Tensor source, draws;        // the held training set (shared on a device), the step's draws
-    Tensor flag, flagZero;       // a GPU tower's finiteness flag, and a page-locked 0 to reset it
-    std::vector<Tensor>
-        savedBuffers; // the buffers before this step's forward (batch-norm statistics)
-    std::unique_ptr<TowerBuckets> buckets; // null with one tower or bucketMb = 0
-    LossValue loss;
-    TowerTimes times;
+    Tensor flagZero;             // a GPU tower's page-locked 0 to reset a step's flag
+    StepSlot slots[2];
+    std::unique_ptr<TowerBuckets> buckets;          // null with one tower or bucketMb = 0
     std::chrono::steady_clock::time_point finished; // when its part of the step ended
     EvalResult eval;
     TowerThread thread; // declared last: joined before the model and ops it uses are destroyed
@@ -293,6 +306,11 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
         m_ema = std::make_unique<Ema>(m_opt.emaDecay);
         m_ema->reset(model().parameters());
     }
+    // Gated where the averages stay where the towers compute: not through host copies after
+    // backward (which the host checks on its way), and not on CPU towers (which finish each op).
+    const bool hostChecks = m_globalTowers > 1 && m_buckets.buckets.empty() && !m_deviceCollectives;
+    m_gated = !hostChecks && std::none_of(m_towers.begin(), m_towers.end(),
+                                          [](const auto& tw) { return tw->device.isHost(); });
 }
 
 TowerSet::~TowerSet() = default;
@@ -319,6 +337,7 @@ Device TowerSet::device(int tower) const
 
 std::string TowerSet::holdTrainingSet(const ImageSet& set, const Preprocessing& recipe)
 {
+    requireIdle("holdTrainingSet");
     if (model().dtype() != DType::Float32)
         throw InvalidArgument("holdTrainingSet: the towers compute in " +
                               std::string(dtypeName(model().dtype())) +
@@ -447,9 +466,38 @@ void TowerSet::runOnAll(const std::function<void(int)>& job)
     if (aborted) std::rethrow_exception(aborted);
 }
 
+namespace {
+
+// `dst` as a page-locked copy of host tensor `src` (made, or remade for another shape).
+void stagePinned(const Tensor& src, Tensor& dst)
+{
+    if (dst.empty() || dst.shape() != src.shape() || dst.dtype() != src.dtype())
+        dst = Tensor::pinned(src.shape(), src.dtype());
+    dst.copyFrom(src);
+}
+
+} // namespace
+
+void TowerSet::requireIdle(const char* what) const
+{
+    if (!m_flight.empty())
+        throw InvalidArgument(std::string(what) + ": " + std::to_string(m_flight.size()) +
+                              " step(s) issued and not collected; collect() them first");
+}
+
 TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, double lr)
 {
+    requireIdle("step");
+    issue(batch, globalStep, lr);
+    return collect();
+}
+
+void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
+{
     const Shape& in = model().inputShape();
+    if (m_flight.size() >= kMaxInFlight)
+        throw InvalidArgument("issue: " + std::to_string(m_flight.size()) +
+                              " steps are in flight already; collect() the oldest first");
     if (batch.towers != size())
         throw InvalidArgument("the batch is split for " + std::to_string(batch.towers) +
                               " towers, the trainer has " + std::to_string(size()));
@@ -468,32 +516,64 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         requireShape(batch.images, Shape{batch.labels.dim(0), in[0], in[1], in[2]}, "batch images");
     }
 
+    Issued issued;
+    issued.step = globalStep;
+    issued.slot = m_nextSlot;
+    issued.gated = m_gated;
+    m_nextSlot ^= 1;
+    // A step issued after one that was not finite is not taken: where that is known already (the
+    // host checked), it does not run; where it is not (gated), its flag starts as the one before
+    // it, so that its updates are skipped on the device as well (collect() says so).
+    if (!m_flight.empty() && !m_flight.back().gated &&
+        (m_flight.back().nonFinite || m_flight.back().discarded)) {
+        issued.discarded = true;
+        m_flight.push_back(issued);
+        return;
+    }
+    const bool behind = !m_flight.empty(); // a gated step issued before this one is in flight
     m_nonFinite = false;
     runOnAll([&](int t) {
         Tower& tw = *m_towers[std::size_t(t)];
-        ExecContext ctx{*tw.ops, true, std::uint64_t(globalStep), std::uint64_t(m_firstTower + t)};
-        // Forward updates the buffers (batch-norm statistics); keep them to undo a diverged step.
+        StepSlot& sl = tw.slots[issued.slot];
+        Ops& ops = *tw.ops;
+        ExecContext ctx{ops, true, std::uint64_t(globalStep), std::uint64_t(m_firstTower + t)};
+        if (!behind) ops.clearMarks();
+        // Forward updates the buffers (batch-norm statistics); keep them to undo a diverged step
+        // (copied where they live, among the tower's ops).
         const auto& params = tw.model->parameters();
-        tw.savedBuffers.resize(params.size());
+        sl.savedBuffers.resize(params.size());
         for (std::size_t i = 0; i < params.size(); ++i) {
+            const Tensor& v = params[i]->value;
             if (params[i]->trainable) continue;
-            Tensor::ensure(tw.savedBuffers[i], params[i]->value.shape(), params[i]->value.dtype(),
-                           params[i]->value.device());
-            tw.savedBuffers[i].copyFrom(params[i]->value);
+            if (v.device() == ops.device()) {
+                ops.copy(v, sl.savedBuffers[i]);
+            } else { // host bookkeeping of a GPU replica
+                Tensor::ensure(sl.savedBuffers[i], v.shape(), v.dtype(), v.device());
+                sl.savedBuffers[i].copyFrom(v);
+            }
         }
         // The step's split, in device time (events on a GPU's stream; the host's clock for CPU
-        // towers), read after the step's one wait.
-        Ops& ops = *tw.ops;
-        ops.clearMarks();
-        const int dataMark = ops.mark();
+        // towers), read once the step is done.
+        sl.dataMark = ops.mark();
         Tensor images = drawn ? Tensor() : batch.towerImages(t);
         Tensor labels = batch.towerLabels(t);
         if (!drawn && tw.model->dtype() != images.dtype()) images = images.to(tw.model->dtype());
         const bool onDevice = !tw.device.isHost();
+        // A gated step's copies to the device may run after the caller has moved on to the next
+        // batch, whose memory may be this one's: they go from the tower's own page-locked copy.
+        const auto ownCopy = [&](Tensor& view, Tensor& own) {
+            if (!issued.gated) return;
+            stagePinned(view, own);
+            view = own;
+        };
         if (onDevice) { // the slice goes to the tower's GPU, on its stream
             // Checked here: the GPU's loss does not stop to look (a bad label would make it NaN).
             checks::labelsInRange(labels, tw.model->numClasses());
-            if (!drawn) ops.upload(images, tw.images);
+            ownCopy(labels, sl.labels);
+            if (!drawn) {
+                ownCopy(images, sl.images);
+                ops.upload(images, tw.images);
+            }
             ops.upload(labels, tw.labels);
             images = tw.images;
             labels = tw.labels;
@@ -501,13 +581,14 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         if (drawn) { // the slice's images made where the tower holds the set, from its draws
             Tensor draws = batch.towerDraws(t);
             if (onDevice) {
+                ownCopy(draws, sl.draws);
                 ops.upload(draws, tw.draws);
                 draws = tw.draws;
             }
             ops.preprocessImages(m_heldRecipe, tw.source, draws, tw.images);
             images = tw.images;
         }
-        const int computeMark = ops.mark();
+        sl.computeMark = ops.mark();
         tw.model->forward(ctx, images);
         tw.model->computeLoss(ctx, labels); // read where the host waits anyway
         if (tw.buckets) {
@@ -517,14 +598,14 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         } else {
             tw.model->backward(ctx);
         }
-        const int backwardMark = ops.mark();
-        if (!onDevice) tw.loss = tw.model->readLoss();
+        sl.backwardMark = ops.mark();
+        if (!onDevice) sl.loss = tw.model->readLoss();
         // The synchronisation point: average the gradients, and the batch-norm running
         // statistics (each tower saw its own slice) so that the replicas stay identical.
         const std::vector<Tensor>* averaged = &tw.reduce;
-        double startedMs = 0; // of the buckets started during backward
+        sl.startedMs = 0; // of the buckets started during backward
         if (tw.buckets) {
-            startedMs = tw.buckets->collectiveMs();
+            sl.startedMs = tw.buckets->collectiveMs();
             averaged = &tw.buckets->finish();
         } else {
             tw.reduce.clear();
@@ -536,12 +617,12 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
         // Divergence is caught before the update. Where the host holds the averages (CPU towers,
         // GPU towers averaging through host copies), each tower checks its share of them (and its
         // own loss), then all agree through a barrier and skip the update together. Where they
-        // stay on the GPUs, every tower flags all of them on its GPU (they are bitwise the same on
-        // every tower, so every tower's flag is too) and its update kernels read the flag: the
-        // step is skipped there without the host waiting, and the host reads the flag once, at
-        // the end of the step. One tower has nothing to average: its gradients and statistics are
-        // the mean already, and a GPU tower's stay where they are.
-        bool finite = true, checked = false;
+        // stay on the GPUs (gated), every tower flags all of them on its GPU (they are bitwise
+        // the same on every tower, so every tower's flag is too) and its update kernels read the
+        // flag: the step is skipped there without the host waiting, and the host reads the flag
+        // in collect(). One tower has nothing to average: its gradients and statistics are the
+        // mean already, and a GPU tower's stay where they are.
+        bool finite = true;
         if (m_globalTowers > 1 && !tw.buckets) {
             if (m_deviceCollectives) {
                 m_comm->allReduceMean(t, tw.reduce);
@@ -550,71 +631,123 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
                     m_comm->allReduceMean(t, values);
                     finite = finiteShare(values, t, size()); // on the host copies
                 });
-                checked = true;
             }
         }
-        const bool gated = onDevice && !checked;
-        int commMark = 0;
-        if (gated) {
-            if (tw.flagZero.empty()) {
-                tw.flagZero = Tensor::pinned({1}, tw.model->dtype());
-                std::memset(tw.flagZero.raw(), 0, tw.flagZero.bytes());
+        if (issued.gated) {
+            if (behind) { // sticky: a skipped step before this one skips this one too
+                ops.copy(tw.slots[issued.slot ^ 1].flag, sl.flag);
+            } else {
+                if (tw.flagZero.empty()) {
+                    tw.flagZero = Tensor::pinned({1}, tw.model->dtype());
+                    std::memset(tw.flagZero.raw(), 0, tw.flagZero.bytes());
+                }
+                ops.upload(tw.flagZero, sl.flag);
             }
-            ops.upload(tw.flagZero, tw.flag);
-            for (const Tensor& v : *averaged) ops.flagNonFinite(v, tw.flag);
-            commMark = ops.mark();
-            tw.optimizer->step(ops, tw.model->parameters(), lr, tw.flag);
+            for (const Tensor& v : *averaged) ops.flagNonFinite(v, sl.flag);
+            sl.commMark = ops.mark();
+            tw.optimizer->step(ops, tw.model->parameters(), lr, sl.flag);
             if (m_ema && t == 0) // on tower 0's device, by its ops (no copy to the host)
-                m_ema->update(ops, tw.model->parameters(), globalStep + 1, tw.flag);
-        } else {
-            if (!checked) finite = finiteShare(*averaged, t, size());
-            if (onDevice) tw.loss = tw.model->readLoss(); // the host has waited for the GPU
-            if (!std::isfinite(tw.loss.total()) || !finite) m_nonFinite = true;
-            m_comm->barrier(t);
-            commMark = ops.mark();
-            if (!m_nonFinite) {
-                tw.optimizer->step(ops, tw.model->parameters(), lr);
-                if (m_ema && m_ema->onHost()) // CPU towers share the work
-                    m_ema->update(tw.model->parameters(), globalStep + 1, t, size());
-                else if (m_ema && t == 0)
-                    m_ema->update(ops, tw.model->parameters(), globalStep + 1);
-            }
+                m_ema->update(ops, tw.model->parameters(), globalStep + 1, sl.flag);
+            sl.updateMark = ops.mark();
+            if (sl.flagHost.empty()) sl.flagHost = Tensor::pinned({1}, sl.flag.dtype());
+            ops.download(sl.flag, sl.flagHost);
+            tw.model->copyLoss(ops, sl.lossCopy);
+            sl.endMark = ops.mark(); // collect() waits for it
+            return;
         }
-        const int updateMark = ops.mark();
-        ops.synchronize(); // a GPU tower's one wait in the step
-        bool restore = !gated && m_nonFinite;
-        if (gated) {
-            tw.loss = tw.model->readLoss();
-            if (tw.flag.onHost().at(0) != 0) { // the updates left everything as it was
+        if (m_deviceCollectives || tw.buckets || m_globalTowers == 1)
+            finite = finiteShare(*averaged, t, size());
+        if (onDevice) sl.loss = tw.model->readLoss(); // the host has waited for the GPU
+        if (!std::isfinite(sl.loss.total()) || !finite) m_nonFinite = true;
+        m_comm->barrier(t);
+        sl.commMark = ops.mark();
+        if (!m_nonFinite) {
+            tw.optimizer->step(ops, tw.model->parameters(), lr);
+            if (m_ema && m_ema->onHost()) // CPU towers share the work
+                m_ema->update(tw.model->parameters(), globalStep + 1, t, size());
+            else if (m_ema && t == 0)
+                m_ema->update(ops, tw.model->parameters(), globalStep + 1);
+        }
+        sl.updateMark = ops.mark();
+        ops.synchronize();
+        if (m_nonFinite)
+            for (std::size_t i = 0; i < params.size(); ++i)
+                if (!params[i]->trainable) params[i]->value.copyFrom(sl.savedBuffers[i]);
+        sl.times = {ops.millisecondsBetween(sl.computeMark, sl.backwardMark) - sl.startedMs,
+                    ops.millisecondsBetween(sl.backwardMark, sl.commMark) + sl.startedMs,
+                    ops.millisecondsBetween(sl.dataMark, sl.computeMark),
+                    ops.millisecondsBetween(sl.commMark, sl.updateMark)};
+        tw.finished = Clock::now();
+    });
+    if (!issued.gated) {
+        issued.nonFinite = m_nonFinite;
+        // A tower that finished first waited for the others until the last one was done.
+        auto last = m_towers.front()->finished;
+        for (const auto& tw : m_towers) last = std::max(last, tw->finished);
+        for (auto& tw : m_towers)
+            tw->slots[issued.slot].times.commMs += msBetween(tw->finished, last);
+    }
+    m_flight.push_back(issued);
+}
+
+TowerStepResult TowerSet::collect()
+{
+    if (m_flight.empty()) throw InvalidArgument("collect: no step is in flight (issue() one)");
+    const Issued issued = m_flight.front();
+    if (issued.discarded) // only ever behind a step that was not finite, collected with it
+        throw Error("collect: a discarded step at the head of the steps in flight");
+    bool nonFinite = issued.nonFinite;
+    if (issued.gated) {
+        const bool behind = m_flight.size() > 1; // a later step, issued with this one's flag
+        m_nonFinite = false;
+        runOnAll([&](int t) {
+            Tower& tw = *m_towers[std::size_t(t)];
+            StepSlot& sl = tw.slots[issued.slot];
+            Ops& ops = *tw.ops;
+            ops.waitFor(sl.endMark); // the tower's one wait for its step
+            sl.loss = sl.lossCopy.value();
+            sl.times = {ops.millisecondsBetween(sl.computeMark, sl.backwardMark) - sl.startedMs,
+                        ops.millisecondsBetween(sl.backwardMark, sl.commMark) + sl.startedMs,
+                        ops.millisecondsBetween(sl.dataMark, sl.computeMark),
+                        ops.millisecondsBetween(sl.commMark, sl.updateMark)};
+            bool skipped = false;
+            if (sl.flagHost.at(0) != 0) { // the updates left everything as it was
+                skipped = true;
                 tw.optimizer->skipped();
-                restore = true;
+                if (behind) { // so did the later step's, by the same flag: let it finish
+                    ops.synchronize();
+                    tw.optimizer->skipped();
+                }
+                const auto& params = tw.model->parameters();
+                for (std::size_t i = 0; i < params.size(); ++i)
+                    if (!params[i]->trainable) params[i]->value.copyFrom(sl.savedBuffers[i]);
             }
             // A loss that is not finite with finite gradients (which no finite logits make) is
             // reported, but the update has been made, alike on every tower.
-            if (restore || !std::isfinite(tw.loss.total())) m_nonFinite = true;
-        }
-        if (restore)
-            for (std::size_t i = 0; i < params.size(); ++i)
-                if (!params[i]->trainable) params[i]->value.copyFrom(tw.savedBuffers[i]);
-        tw.times = {ops.millisecondsBetween(computeMark, backwardMark) - startedMs,
-                    ops.millisecondsBetween(backwardMark, commMark) + startedMs,
-                    ops.millisecondsBetween(dataMark, computeMark),
-                    ops.millisecondsBetween(commMark, updateMark)};
-        tw.finished = Clock::now();
-    });
-    // A tower that finished first waited for the others until the last one was done.
-    auto last = m_towers.front()->finished;
-    for (const auto& tw : m_towers) last = std::max(last, tw->finished);
-    for (auto& tw : m_towers) tw->times.commMs += msBetween(tw->finished, last);
+            if (skipped || !std::isfinite(sl.loss.total())) m_nonFinite = true;
+            tw.finished = Clock::now();
+        });
+        nonFinite = m_nonFinite;
+        // Whether the later step was skipped is what this one's flag said: the same everywhere.
+        if (behind && m_towers.front()->slots[issued.slot].flagHost.at(0) != 0)
+            m_flight[1].discarded = true;
+    }
+    m_flight.pop_front();
+    TowerStepResult r;
+    while (!m_flight.empty() && m_flight.front().discarded) {
+        m_flight.pop_front();
+        ++r.discarded;
+    }
 
     // Every global tower's loss and times, in global order (the same sums as one process of
     // every tower computes).
     std::vector<std::string> shares;
     std::string mine;
     for (const auto& tw : m_towers) {
-        putBytes(mine, tw->loss.total());
-        putBytes(mine, tw->loss.crossEntropy);
-        putBytes(mine, tw->times);
+        const StepSlot& sl = tw->slots[issued.slot];
+        putBytes(mine, sl.loss.total());
+        putBytes(mine, sl.loss.crossEntropy);
+        putBytes(mine, sl.times);
     }
     if (m_opt.processes && m_opt.processes->size() > 1) {
         std::string all(mine.size() * std::size_t(m_opt.processes->size()), '\0');
@@ -624,7 +757,6 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
     } else {
         shares.push_back(std::move(mine));
     }
-    TowerStepResult r;
     for (const std::string& share : shares) {
         ByteReader reader(share, "a process's losses and step times");
         for (int t = 0; t < size(); ++t) {
@@ -633,15 +765,17 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
             r.towers.push_back(reader.take<TowerTimes>());
         }
     }
+    r.step = issued.step;
     r.loss /= m_globalTowers;
     r.crossEntropy /= m_globalTowers;
-    r.finite = !m_nonFinite;
+    r.finite = !nonFinite;
     return r;
 }
 
 EvalResult TowerSet::evaluate(std::int64_t count, int batchSize, const EvalBatchFn& batches,
                               bool useEma, const CancelFn& cancelled)
 {
+    requireIdle("evaluate");
     if (useEma && !m_ema)
         throw InvalidArgument(
             "evaluation with the moving averages, but the run keeps none (emaDecay = 0)");
@@ -678,6 +812,7 @@ EvalResult TowerSet::evaluate(std::int64_t count, int batchSize, const EvalBatch
 
 std::string TowerSet::compareReplicas()
 {
+    requireIdle("compareReplicas");
     auto& ref = *m_towers.front();
     const auto refState = ref.optimizer->state(ref.model->parameters());
     for (int t = 1; t < size(); ++t) {
@@ -712,6 +847,7 @@ void TowerSet::verifyReplicas()
 void TowerSet::loadState(const NamedTensors& weights, const NamedTensors& optimizerState,
                          const NamedTensors& emaState)
 {
+    requireIdle("loadState");
     std::map<std::string, const Tensor*> given;
     for (const auto& [name, t] : weights) given[name] = &t;
     const auto& params = model().parameters();

@@ -5,6 +5,7 @@
 // same optimizer update everywhere. The engine of the Trainer; usable alone for tests and tools.
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -84,6 +85,10 @@ struct TowerStepResult
     // never make) is reported but does not stop the update.
     bool finite = true;
     std::vector<TowerTimes> towers; // every global tower's, in global order
+    std::int64_t step = 0;          // the global step this is the result of
+    // Steps issued after this one (TowerSet::issue) that were not taken because this one was not
+    // finite: their updates were skipped as well and they are no longer in flight.
+    int discarded = 0;
 };
 
 class TowerSet
@@ -109,7 +114,26 @@ public:
     // learning rate `lr`, and the EMA (numUpdates = globalStep + 1). `globalStep` seeds dropout.
     // A non-finite loss or gradient skips the update everywhere (see TowerStepResult::finite).
     // Rethrows the first tower's error (the others are released, never left waiting).
+    // Nothing may be in flight (issue()).
     TowerStepResult step(const Batch& batch, std::int64_t globalStep, double lr);
+
+    // The same step in two halves, so that the host can prepare and issue the next step while a
+    // GPU still computes this one: issue() returns once every tower has issued its work (where
+    // pipelines() is true, without waiting for it; else having done it), collect() waits for the
+    // oldest issued step and returns its result. At most kMaxInFlight steps are issued and not
+    // collected (InvalidArgument beyond). The batch may change as soon as issue() returns. A
+    // step issued after one that turns out not finite is not taken either (its updates are
+    // skipped where it runs, or it does not run): collect() of the first says so
+    // (TowerStepResult::discarded) and drops it, and the towers are then as before the first.
+    // Everything else (evaluate, holdTrainingSet, loadState, compareReplicas) needs nothing in
+    // flight (InvalidArgument otherwise); so do model() and optimizer() readers.
+    static constexpr std::size_t kMaxInFlight = 2;
+    void issue(const Batch& batch, std::int64_t globalStep, double lr);
+    TowerStepResult collect();
+    std::size_t inFlight() const { return m_flight.size(); }
+    // Whether issue() returns before the step's work is done: GPU towers whose averages stay on
+    // the GPUs (or a lone GPU tower), which decide on the device whether a step is taken.
+    bool pipelines() const { return m_gated && (m_globalTowers == 1 || m_deviceCollectives); }
 
     // Evaluates on all towers at once (global tower g takes every globalTowers()-th batch, from
     // the g-th) and merges the results (across processes too: a collective there);
@@ -154,6 +178,8 @@ public:
 
 private:
     struct Tower;
+    // InvalidArgument naming `what` when steps are in flight.
+    void requireIdle(const char* what) const;
     // Runs job(t) on every tower's thread and waits; rethrows the most meaningful error.
     void runOnAll(const std::function<void(int tower)>& job);
     // Runs a collective on tower t's tensors: directly on the host, through host copies for a GPU
@@ -170,6 +196,19 @@ private:
     std::vector<std::unique_ptr<Tower>> m_towers;
     PreprocessDesc m_heldRecipe;          // of the set the towers hold (their Tower::source)
     std::atomic<bool> m_nonFinite{false}; // set by any tower during a step
+    // Whether a step's update is gated by a flag on the device (GPU towers that do not average
+    // through host copies), decided there without the host.
+    bool m_gated = false;
+    struct Issued
+    {
+        std::int64_t step = 0;
+        int slot = 0;           // of each tower's StepSlot pair
+        bool gated = false;     // collect() waits for it and reads its flag
+        bool nonFinite = false; // not gated: known at issue()
+        bool discarded = false; // not taken: behind a step that was not finite
+    };
+    std::deque<Issued> m_flight; // issued, not collected, oldest first
+    int m_nextSlot = 0;
     int m_globalTowers = 1, m_firstTower = 0;
 };
 

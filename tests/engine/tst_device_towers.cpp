@@ -9,10 +9,16 @@
 #include <cstring>
 
 #include "engine/data/batch_loader.h"
+#include "engine/nn/conv2d.h"
+#include "engine/nn/dropout.h"
+#include "engine/nn/flatten.h"
+#include "engine/nn/linear.h"
+#include "engine/nn/max_pool2d.h"
 #include "engine/ops/backends.h"
 #include "engine/ops/staged_ops.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/tower_set.h"
+#include "error_message.h"
 #include "fake_device.h"
 #include "gradcheck.h"
 #include "synthetic_batches.h"
@@ -57,18 +63,41 @@ private:
     std::unique_ptr<Communicator> m_inner;
 };
 
-TowerSetOptions options(int towers, bool onDevice, double ema = 0, bool deviceCollectives = false)
+TowerSetOptions options(int towers, bool onDevice, double ema = 0, bool deviceCollectives = false,
+                        const std::string& backend = "reference")
 {
     TowerSetOptions o;
     o.model = "fashion-fast"; // convolutions, batch norm, max-pool, dropout, linear layers
-    o.backend = "reference";
+    o.backend = backend;
     o.towers = towers;
     o.optimizer.kind = "nesterov";
     o.seed = 3;
     o.emaDecay = ema;
-    if (onDevice) o.makeOps = [](int t) { return makeFakeDeviceOps("reference", t % 2); };
+    if (onDevice) o.makeOps = [backend](int t) { return makeFakeDeviceOps(backend, t % 2); };
     if (deviceCollectives) o.makeCommunicator = [](int n) { return makeStagingCommunicator(n); };
     return o;
+}
+
+// A small network without buffers (no batch norm), for fashion-fast's 28x28 grayscale batches:
+// only the flag of the step before it can skip a step.
+std::unique_ptr<Model> withoutBuffers()
+{
+    Conv2dOptions c;
+    c.inChannels = 1;
+    c.outChannels = 4;
+    c.kernel = 3;
+    c.padding = Padding::Same;
+    c.activation = Activation::Relu;
+    LinearOptions l;
+    l.inFeatures = 14 * 14 * 4;
+    l.outFeatures = 10;
+    auto net = std::make_unique<Sequential>();
+    net->add(std::make_unique<Conv2d>("conv", c));
+    net->add(std::make_unique<MaxPool2d>("pool", 2, 2, Padding::Valid));
+    net->add(std::make_unique<Flatten>("flatten"));
+    net->add(std::make_unique<Dropout>("drop", 0.25));
+    net->add(std::make_unique<Linear>("dense", l));
+    return std::make_unique<Model>("without-buffers", Shape{28, 28, 1}, 10, std::move(net));
 }
 
 // Steps host and dev towers on the same batches (a NaN in step nanStep) and checks that dev
@@ -337,6 +366,128 @@ private slots:
             }
         }
         QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
+
+    // Steps issued one ahead of their results (TowerSet::issue, collect), as the trainer drives
+    // GPU towers: bitwise what towers stepped one at a time compute. A NaN step is found one step
+    // late; the step issued behind it is discarded (its updates skipped on the device by the same
+    // flag; on host towers, not run) and the towers are as before the NaN step, so that issued
+    // again the run goes on bitwise as the one stepped one at a time: weights, buffers, optimizer
+    // state and step count, moving averages.
+    void stepsIssuedAhead_data()
+    {
+        QTest::addColumn<bool>("onDevice");
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("optimizer");
+        QTest::addColumn<int>("towers");
+        QTest::addColumn<int>("nanStep");
+        // fashion-fast's batch-norm statistics carry a NaN into the next step's averages; the
+        // flag of the next step of a network without buffers is set only by the one before it.
+        for (bool device : {true, false})
+            for (const char* model : {"fashion-fast", "without-buffers"})
+                for (const char* kind : {"momentum", "adam"})
+                    for (int towers : {1, 2}) {
+                        if (!device && towers == 1) continue;
+                        for (int nan : {0, 3})
+                            QTest::addRow("%s, %s, %s, %d tower(s), NaN at step %d",
+                                          device ? "stand-in GPUs" : "host", model, kind, towers,
+                                          nan)
+                                << device << QString(model) << QString(kind) << towers << nan;
+                    }
+    }
+    void stepsIssuedAhead()
+    {
+        QFETCH(bool, onDevice);
+        QFETCH(QString, model);
+        QFETCH(QString, optimizer);
+        QFETCH(int, towers);
+        QFETCH(int, nanStep);
+        FakeDeviceScope scope;
+        {
+            // The same towers, stepped one at a time and issued ahead.
+            TowerSetOptions h = options(towers, onDevice, 0.9, onDevice), d = h;
+            for (TowerSetOptions* o : {&h, &d}) {
+                o->model = model.toStdString();
+                if (model == "without-buffers") o->build = withoutBuffers;
+                o->optimizer.kind = optimizer.toStdString();
+            }
+            TowerSet one(h), ahead(d);
+            QCOMPARE(ahead.pipelines(), onDevice);
+            const auto lr = [](std::int64_t s) { return 0.05 / double(1 + s); };
+            constexpr int kSteps = 5;
+            SyntheticBatches a(one.model().inputShape(), one.model().numClasses(), towers, 4, 64,
+                               17),
+                b(one.model().inputShape(), one.model().numClasses(), towers, 4, 64, 17);
+            a.injectNanAt(nanStep);
+            b.injectNanAt(nanStep);
+            std::vector<TowerStepResult> expected;
+            for (int s = 0; s < kSteps; ++s) expected.push_back(one.step(a.next(), s, lr(s)));
+
+            std::int64_t next = 0, collected = 0;
+            int discarded = 0;
+            while (collected < kSteps) {
+                if (next < kSteps) { // the batch's memory is the next batch's: own copies
+                    b.seek(next);
+                    ahead.issue(b.next(), next, lr(next));
+                    ++next;
+                }
+                if (ahead.inFlight() < TowerSet::kMaxInFlight && next < kSteps) continue;
+                const TowerStepResult r = ahead.collect();
+                const TowerStepResult& e = expected[std::size_t(collected)];
+                QCOMPARE(r.step, collected);
+                QCOMPARE(r.finite, collected != nanStep);
+                QCOMPARE(r.finite, e.finite);
+                if (r.finite) {
+                    QCOMPARE(r.loss, e.loss);
+                    QCOMPARE(r.discarded, 0);
+                } else { // the step behind it, issued again
+                    QCOMPARE(r.discarded, int(next - collected - 1));
+                    discarded += r.discarded;
+                    next = collected + 1;
+                }
+                QCOMPARE(int(r.towers.size()), towers);
+                for (const TowerTimes& tt : r.towers)
+                    QVERIFY(tt.computeMs >= 0 && tt.commMs >= 0 && tt.dataMs >= 0);
+                ++collected;
+            }
+            QCOMPARE(ahead.inFlight(), std::size_t(0));
+            if (nanStep >= 0 && nanStep < kSteps - 1) QCOMPARE(discarded, 1);
+            QCOMPARE(ahead.optimizer().stepCount(), one.optimizer().stepCount());
+            QCOMPARE(QString::fromStdString(ahead.compareReplicas()), QString());
+            const auto& hp = one.model().parameters();
+            const auto& dp = ahead.model().parameters();
+            for (std::size_t i = 0; i < hp.size(); ++i)
+                QVERIFY2(sameBytes(dp[i]->value, hp[i]->value), hp[i]->name.c_str());
+            const auto hs = one.optimizer().state(hp), ds = ahead.optimizer().state(dp);
+            for (std::size_t i = 0; i < hs.size(); ++i)
+                QVERIFY2(sameBytes(ds[i].second, hs[i].second), hs[i].first.c_str());
+            const auto he = one.ema()->state(), de = ahead.ema()->state();
+            for (std::size_t i = 0; i < he.size(); ++i)
+                QVERIFY2(sameBytes(de[i].second, he[i].second), he[i].first.c_str());
+        }
+        QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
+
+    // What needs the towers' state refuses while steps are in flight; more than kMaxInFlight is
+    // refused; a collect() with nothing issued is refused.
+    void stepsInFlightGuardTheState()
+    {
+        FakeDeviceScope scope;
+        TowerSet set(options(2, true, 0, true));
+        SyntheticBatches data(set.model().inputShape(), set.model().numClasses(), 2, 4, 64, 5);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.collect());
+        set.issue(data.next(), 0, 0.01);
+        set.issue(data.next(), 1, 0.01);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.issue(data.next(), 2, 0.01));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.step(data.next(), 2, 0.01));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 set.evaluate(8, 4, data.evaluationBatches(), false));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.compareReplicas());
+        const std::string msg = towers::test::messageOf([&] { set.compareReplicas(); });
+        QVERIFY2(msg.find("2 step(s) issued and not collected") != std::string::npos, msg.c_str());
+        QCOMPARE(set.collect().step, std::int64_t(0));
+        QCOMPARE(set.collect().step, std::int64_t(1));
+        QCOMPARE(set.evaluate(8, 4, data.evaluationBatches(), false).examples, std::int64_t(8));
     }
 
     // Buckets on GPU towers, averaged while backward runs: through host copies bucket by bucket

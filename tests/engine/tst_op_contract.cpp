@@ -230,6 +230,52 @@ private slots:
                                  ops->reluForward(Tensor::zeros({3}, DType::Int32).copyTo(dev), y));
     }
 
+    // The copies a step issues among its ops (saving buffers, a flag from the step before, the
+    // loss on its way to the host) and the marks it waits for: on every backend alike, the
+    // copies exact, the wrong places refused, a mark readable until kMarkWindow newer ones.
+    void copiesAndMarks_data() { everyBackendRefusesTheSameCalls_data(); }
+    void copiesAndMarks()
+    {
+        QFETCH(QString, backend);
+        FakeDeviceScope scope;
+        std::unique_ptr<Ops> ops = opsFor(backend);
+        const Device dev = ops->device();
+        const Tensor x = ramp({3, 5}).copyTo(dev);
+        Tensor y;
+        ops->copy(x, y);
+        QCOMPARE(y.device(), dev);
+        QVERIFY(y.raw() != x.raw());
+        Tensor back = Tensor::pinned({3, 5}, DType::Float32);
+        ops->download(y, back);
+        const int done = ops->mark();
+        ops->waitFor(done);
+        QVERIFY(sameBytes(back, ramp({3, 5})));
+        // Where they must be: the source where the ops compute, the destination on the host and
+        // of the source's shape and dtype.
+        const Device elsewhere = dev.isHost() ? Device{DeviceKind::Cuda, 0} : Device::host();
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops->copy(x.copyTo(elsewhere), y));
+        Tensor wrong = Tensor::pinned({5, 3}, DType::Float32);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops->download(y, wrong));
+        if (!dev.isHost()) {
+            Tensor onDevice = x.clone();
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops->download(y, onDevice));
+        }
+        // Marks: counted from 0, in order of time; the oldest of more than kMarkWindow refused.
+        ops->clearMarks();
+        std::vector<int> marks;
+        for (int i = 0; i < Ops::kMarkWindow + 3; ++i) marks.push_back(ops->mark());
+        QCOMPARE(marks.front(), 0);
+        QCOMPARE(marks.back(), Ops::kMarkWindow + 2);
+        ops->waitFor(marks.back());
+        QVERIFY(ops->millisecondsBetween(marks[3], marks.back()) >= 0);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops->millisecondsBetween(marks[2], marks[3]));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops->waitFor(marks.back() + 1));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops->waitFor(-1));
+        ops->clearMarks();
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops->waitFor(0));
+        QCOMPARE(ops->mark(), 0);
+    }
+
     // preprocessImages' checks: the recipe, the shapes and dtypes, and, for draws in host memory,
     // every row (a row that does not fit is named); on every backend alike, the stand-in GPU's
     // rows checked by the host backend that runs them.
