@@ -80,9 +80,9 @@ struct TowerStepResult
     // False when a loss or an averaged gradient (or batch-norm statistic) was NaN or infinite:
     // the update was then skipped and the buffers restored on every tower, so the replicas keep
     // the state of the previous step. GPU towers whose averages stay on their GPUs decide that
-    // there (the update kernels read a flag set on the GPU) without the host waiting until the
-    // step's end; there a loss that is not finite while every gradient is (which finite logits
-    // never make) is reported but does not stop the update.
+    // there (the update kernels read a flag set on the GPU) without the host waiting; there a
+    // loss that is not finite while every gradient is (which finite logits never make) is
+    // reported but does not stop the update.
     bool finite = true;
     std::vector<TowerTimes> towers; // every global tower's, in global order
     std::int64_t step = 0;          // the global step this is the result of

@@ -1,9 +1,11 @@
 #include "engine/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <deque>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -160,7 +162,8 @@ std::string runIdentity(TrainConfig c)
 } // namespace
 
 Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path runDirectory,
-                 DataDescription data, TrainerObserver* observer, ProcessGroup* processes)
+                 DataDescription data, TrainerObserver* observer, ProcessGroup* processes,
+                 const std::function<void(TowerSetOptions&)>& towerOptions)
     : m_config(validated(std::move(config), processes)), m_source(source), m_group(processes),
       m_lock(lockFor(runDirectory, processes)), m_data(std::move(data)), m_observer(observer)
 {
@@ -186,6 +189,7 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
     o.emaDecay = m_config.emaDecay;
     o.seed = m_config.seed;
     o.processes = m_group;
+    if (towerOptions) towerOptions(o);
     m_towers = std::make_unique<TowerSet>(o);
     const int classes = m_towers->model().numClasses();
     if (!m_data.classNames.empty() && int(m_data.classNames.size()) != classes)
@@ -675,9 +679,80 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             if (m_observer) m_observer->onStopped(s);
             return Outcome::Stopped;
         };
+        // Steps are issued ahead of their results where the towers allow it (TowerSet::
+        // pipelines(): GPU towers, whose host prepares and issues step s + 1 while the GPUs still
+        // compute step s); the results come one step late. A step after which the towers' state
+        // is read (a checkpoint, an evaluation, histograms, the replica check, the last step),
+        // a stop and a pause wait until every issued step is done.
+        struct Issued
+        {
+            std::int64_t step = 0;
+            double lr = 0, waitMs = 0;
+            Clock::time_point started;
+        };
+        std::deque<Issued> flight;
+        const std::size_t ahead = m_towers->pipelines() ? TowerSet::kMaxInFlight - 1 : 0;
+        const std::int64_t every = m_config.histogramEvery;
+        const auto readsState = [&](std::int64_t done) {
+            const auto at = [done](std::int64_t period) {
+                return period > 0 && done % period == 0;
+            };
+            return done == m_total || at(m_config.verifyEvery) || at(m_config.checkpointEvery) ||
+                   (m_events && at(every)) || (m_evalBatches && at(m_config.evalEvery));
+        };
+        Clock::time_point lastDone = m_runStart;
+        // Collects the oldest issued step and does what follows it; false when a stop ended its
+        // evaluation.
+        const auto finishOldest = [&]() -> bool {
+            const Issued issued = flight.front();
+            flight.pop_front();
+            const TowerStepResult r = m_towers->collect();
+            const auto now = Clock::now();
+            // From its start, or from the end of the step before it when that came later.
+            const double stepMs = msBetween(std::max(issued.started, lastDone), now);
+            lastDone = now;
+            const std::int64_t s = issued.step;
+            if (!std::isfinite(r.loss))
+                throw DivergedError("model diverged with loss = " + lossText(r.loss) + " at step " +
+                                    std::to_string(s + 1));
+            if (!r.finite) {
+                char loss[32];
+                std::snprintf(loss, sizeof loss, "%.4g", r.loss);
+                throw DivergedError("model diverged at step " + std::to_string(s + 1) +
+                                    ": its gradients are NaN or infinite (loss = " + loss + ")");
+            }
+            m_step = s + 1;
+            const std::int64_t done = s + 1;
+
+            if (m_config.verifyEvery > 0 && done % m_config.verifyEvery == 0)
+                m_towers->verifyReplicas();
+            if (done % m_config.logEvery == 0 || done == m_total)
+                report(metricsOf(done, r, issued.lr, stepMs, issued.waitMs));
+            // Histograms of the weights and of this step's averaged gradients.
+            if (m_events && every > 0 && (done % every == 0 || done == m_total))
+                m_events->parameters(done, m_towers->model(), true);
+            // The checkpoint first: a stop during the evaluation then has nothing left to save.
+            if ((m_config.checkpointEvery > 0 && done % m_config.checkpointEvery == 0) ||
+                done == m_total)
+                writeCheckpoint();
+            if (m_evalBatches && m_config.evalEvery > 0 && done % m_config.evalEvery == 0 &&
+                !runEvaluation(stop))
+                return false;
+            return true;
+        };
         while (m_step.load() < m_total) {
-            if (stopVote(stop) || !waitWhilePaused(stop)) return stopped();
-            const std::int64_t s = m_step.load();
+            const std::int64_t s = m_step.load() + std::int64_t(flight.size()); // to issue next
+            if (s >= m_total) { // every step issued: what is left in flight
+                if (!finishOldest()) return stopped();
+                continue;
+            }
+            const bool halt = stopVote(stop);
+            if (halt || m_pauseRequested.load()) { // the towers' state as of the last step issued
+                while (!flight.empty())
+                    if (!finishOldest()) return stopped();
+                if (m_step.load() >= m_total) break;
+            }
+            if (halt || !waitWhilePaused(stop)) return stopped();
             const auto t0 = Clock::now();
             const Batch& batch = m_source.next();
             const double waitMs = m_source.lastWaitMs();
@@ -702,35 +777,11 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
                 imagesWritten = true;
             }
             const double lr = m_config.schedule.at(s, m_stepsPerEpoch, m_total);
-            const TowerStepResult r = m_towers->step(batch, s, lr);
-            const double stepMs = msSince(t0);
-            if (!std::isfinite(r.loss))
-                throw DivergedError("model diverged with loss = " + lossText(r.loss) + " at step " +
-                                    std::to_string(s + 1));
-            if (!r.finite) {
-                char loss[32];
-                std::snprintf(loss, sizeof loss, "%.4g", r.loss);
-                throw DivergedError("model diverged at step " + std::to_string(s + 1) +
-                                    ": its gradients are NaN or infinite (loss = " + loss + ")");
-            }
-            m_step = s + 1;
-            const std::int64_t done = s + 1;
-
-            if (m_config.verifyEvery > 0 && done % m_config.verifyEvery == 0)
-                m_towers->verifyReplicas();
-            if (done % m_config.logEvery == 0 || done == m_total)
-                report(metricsOf(done, r, lr, stepMs, waitMs));
-            // Histograms of the weights and of this step's averaged gradients.
-            const std::int64_t every = m_config.histogramEvery;
-            if (m_events && every > 0 && (done % every == 0 || done == m_total))
-                m_events->parameters(done, m_towers->model(), true);
-            // The checkpoint first: a stop during the evaluation then has nothing left to save.
-            if ((m_config.checkpointEvery > 0 && done % m_config.checkpointEvery == 0) ||
-                done == m_total)
-                writeCheckpoint();
-            if (m_evalBatches && m_config.evalEvery > 0 && done % m_config.evalEvery == 0 &&
-                !runEvaluation(stop))
-                return stopped();
+            m_towers->issue(batch, s, lr);
+            flight.push_back({s, lr, waitMs, t0});
+            const std::size_t keep = readsState(s + 1) ? 0 : ahead;
+            while (flight.size() > keep)
+                if (!finishOldest()) return stopped();
         }
         if (m_lastCheckpointStep != m_step.load()) writeCheckpoint();
         if (m_evalBatches && m_lastEvalStep != m_step.load() && !runEvaluation(stop))

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,9 +60,13 @@ public:
     // nothing. Every process checks first that all run the same build and configuration
     // (InvalidArgument naming the rank that differs). A stop on any process stops all after the
     // same step.
+    //
+    // `towerOptions`, when set, adjusts the towers' options made from the configuration before
+    // they are built (tests and tools: a stand-in device's ops and communicator).
     Trainer(TrainConfig config, BatchSource& source, std::filesystem::path runDirectory,
             DataDescription data = {}, TrainerObserver* observer = nullptr,
-            ProcessGroup* processes = nullptr);
+            ProcessGroup* processes = nullptr,
+            const std::function<void(TowerSetOptions&)>& towerOptions = {});
     ~Trainer();
     Trainer(const Trainer&) = delete;
     Trainer& operator=(const Trainer&) = delete;
@@ -115,8 +120,9 @@ public:
     std::int64_t step() const { return m_step.load(); }
     std::int64_t totalSteps() const { return m_total; }
 
-    // Evaluates now on `count` examples (not while run() is stepping; from an observer callback is
-    // fine). useEma defaults to "when EMA is on".
+    // Evaluates now on `count` examples (not while run() is stepping; from an observer's
+    // onCheckpoint or onEvaluation is fine; from onStep, GPU towers may have the next step in
+    // flight: InvalidArgument). useEma defaults to "when EMA is on".
     EvalResult evaluate(std::int64_t count, const EvalBatchFn& batches,
                         std::optional<bool> useEma = std::nullopt);
     // Writes the checkpoint of the current step into the run directory now, reads it back

@@ -4,7 +4,8 @@
 // falls, the replicas stay identical, 2 towers equal 1 tower of the same global batch), device
 // errors as typed exceptions, convolutions that repeat bitwise (deterministic algorithms), two
 // execution contexts sharing a GPU from two threads (stream-ordered memory on each one's stream),
-// batch-norm statistics over more rows than one grid dimension holds, and, with two GPUs, an
+// batch-norm statistics over more rows than one grid dimension holds, steps issued ahead of
+// their results (bitwise those stepped one at a time), and, with two GPUs, an
 // NCCL collective released by an abort. NCCL worlds of several processes (GpuBackend::NcclWorld),
 // the processes played by threads of this one: everywhere, the id is shared exactly once whatever
 // fails; on a GPU, a world of one process, two processes on one GPU (joined or refused with a
@@ -349,6 +350,56 @@ private slots:
         QCOMPARE(QString::fromStdString(set.compareReplicas()), QString());
         const auto eval = set.evaluate(64, 32, data.evaluationBatches(), false);
         QCOMPARE(eval.examples, 64);
+    }
+
+    // Steps issued one ahead of their results, as the trainer drives GPU towers (the host issues
+    // step s + 1 while the GPU still computes step s, from batches whose memory the next batch
+    // reuses): bitwise what towers stepped one at a time compute; a NaN step found one step late
+    // discards the step behind it, and issued again the run goes on bitwise.
+    void stepsIssuedAheadOnTheGpu()
+    {
+        REQUIRE_GPU(gpu);
+        TowerSetOptions o;
+        o.model = "fashion-fast";
+        o.backend = "cuda";
+        o.towers = 2;
+        o.optimizer.kind = "adam";
+        o.emaDecay = 0.99;
+        TowerSet one(o), ahead(o);
+        QVERIFY(ahead.pipelines());
+        constexpr int kSteps = 8, kNan = 4;
+        towers::test::SyntheticBatches a(one.model().inputShape(), one.model().numClasses(), 2, 64,
+                                         1024, 7),
+            b(one.model().inputShape(), one.model().numClasses(), 2, 64, 1024, 7);
+        a.injectNanAt(kNan);
+        b.injectNanAt(kNan);
+        std::vector<TowerStepResult> expected;
+        for (int s = 0; s < kSteps; ++s) expected.push_back(one.step(a.next(), s, 0.01));
+        std::int64_t next = 0, collected = 0;
+        while (collected < kSteps) {
+            if (next < kSteps) {
+                b.seek(next);
+                ahead.issue(b.next(), next, 0.01);
+                ++next;
+            }
+            if (ahead.inFlight() < TowerSet::kMaxInFlight && next < kSteps) continue;
+            const TowerStepResult r = ahead.collect();
+            QCOMPARE(r.step, collected);
+            QCOMPARE(r.finite, collected != kNan);
+            QCOMPARE(r.finite, expected[std::size_t(collected)].finite);
+            if (r.finite) QCOMPARE(r.loss, expected[std::size_t(collected)].loss);
+            if (!r.finite) {
+                QCOMPARE(r.discarded, 1);
+                next = collected + 1;
+            }
+            ++collected;
+        }
+        QCOMPARE(ahead.optimizer().stepCount(), one.optimizer().stepCount());
+        QCOMPARE(QString::fromStdString(ahead.compareReplicas()), QString());
+        const auto& p1 = one.model().parameters();
+        const auto& p2 = ahead.model().parameters();
+        for (std::size_t i = 0; i < p1.size(); ++i)
+            QVERIFY2(sameBytes(p1[i]->value.onHost(), p2[i]->value.onHost()), p1[i]->name.c_str());
     }
 
     void deviceErrorsAreTypedAndSayWhat()

@@ -17,6 +17,8 @@
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/trainer.h"
+#include "error_message.h"
+#include "fake_device.h"
 #include "gradcheck.h"
 #include "synthetic_batches.h"
 
@@ -113,6 +115,32 @@ bool sameBytes(const Tensor& a, const Tensor& b)
 {
     return a.shape() == b.shape() && a.dtype() == b.dtype() &&
            std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
+}
+
+// Towers on stand-in GPUs (fake_device.h) with the stand-in for NCCL: they issue steps ahead of
+// their results, as GPU towers do (TowerSet::pipelines), computing what host towers compute
+// (the reference backend, bitwise).
+std::function<void(TowerSetOptions&)> onStandInGpus()
+{
+    return [](TowerSetOptions& o) {
+        o.makeOps = [](int t) { return makeFakeDeviceOps("reference", t % 2); };
+        o.makeCommunicator = [](int n) { return makeStagingCommunicator(n); };
+    };
+}
+
+// Every tensor of two checkpoints, bitwise.
+void expectSameCheckpoint(const fs::path& a, const fs::path& b)
+{
+    const Checkpoint ca = readCheckpoint(a), cb = readCheckpoint(b);
+    QCOMPARE(cb.info.step, ca.info.step);
+    for (const auto& [x, y] : {std::pair{&ca.weights, &cb.weights}, std::pair{&ca.ema, &cb.ema},
+                               std::pair{&ca.optimizer, &cb.optimizer}}) {
+        QVERIFY(x->size() == y->size() && !x->empty());
+        for (std::size_t i = 0; i < x->size(); ++i) {
+            QCOMPARE((*y)[i].first, (*x)[i].first);
+            QVERIFY2(sameBytes((*x)[i].second, (*y)[i].second), (*x)[i].first.c_str());
+        }
+    }
 }
 
 std::vector<nlohmann::json> jsonLines(const fs::path& file)
@@ -500,6 +528,130 @@ private slots:
         };
         QVERIFY(!grid(a.eventsFile()).empty());
         QCOMPARE(grid(b.eventsFile()), grid(a.eventsFile()));
+    }
+
+    // GPU towers take the next step while the GPUs still compute this one, their results one
+    // step late (here on stand-in GPUs): the run is bitwise the host towers' (every step's loss,
+    // the checkpoints, the evaluations), with a step in flight at every report but those after
+    // which the towers' state is read (a checkpoint, an evaluation, the last step).
+    void gpuTowersIssueStepsAhead()
+    {
+        FakeDeviceScope scope;
+        TrainConfig c = baseConfig();
+        c.backend = "reference";
+        c.steps = 10;
+        c.verifyEvery = 0;
+        c.checkpointEvery = 4;
+        c.keepCheckpoints = 5;
+        c.evalEvery = 5;
+        QTemporaryDir dirA, dirB;
+        const fs::path rootA = dirA.path().toStdString(), rootB = dirB.path().toStdString();
+        auto srcA = syntheticBatchesFor(c), srcB = syntheticBatchesFor(c);
+        Trainer a(c, srcA, rootA);
+        a.setEvaluator(16, srcA.evaluationBatches());
+        QCOMPARE(a.run(), Trainer::Outcome::Finished);
+
+        struct InFlight : Recorder
+        {
+            Trainer* trainer = nullptr;
+            std::vector<std::size_t> atReport;
+            void onStep(const StepMetrics& m) override
+            {
+                atReport.push_back(trainer->towers().inFlight());
+                Recorder::onStep(m);
+            }
+        } rec;
+        Trainer b(c, srcB, rootB, {}, &rec, nullptr, onStandInGpus());
+        rec.trainer = &b;
+        QVERIFY(b.towers().pipelines());
+        QVERIFY(!a.towers().pipelines());
+        b.setEvaluator(16, srcB.evaluationBatches());
+        QCOMPARE(b.run(), Trainer::Outcome::Finished);
+        QCOMPARE(b.towers().inFlight(), std::size_t(0));
+        QCOMPARE(srcB.calls(), std::int64_t(10)); // each batch read once
+
+        const auto ma = jsonLines(rootA / "metrics.jsonl"), mb = jsonLines(rootB / "metrics.jsonl");
+        QCOMPARE(mb.size(), std::size_t(10));
+        QCOMPARE(ma.size(), mb.size());
+        for (std::size_t i = 0; i < ma.size(); ++i) {
+            QCOMPARE(mb[i]["step"], ma[i]["step"]);
+            QCOMPARE(mb[i]["loss"].get<double>(), ma[i]["loss"].get<double>());
+        }
+        // In flight at each report: none after steps 4, 5, 8 and 10 (a checkpoint, an
+        // evaluation, the last step), the next step after the others.
+        const std::vector<std::size_t> expected{1, 1, 1, 0, 0, 1, 1, 0, 1, 0};
+        QCOMPARE(rec.atReport, expected);
+        for (std::int64_t step : {4, 8, 10})
+            expectSameCheckpoint(RunDirectory(rootA).checkpointPath(step),
+                                 RunDirectory(rootB).checkpointPath(step));
+        const auto ea = jsonLines(rootA / "eval.jsonl"), eb = jsonLines(rootB / "eval.jsonl");
+        QCOMPARE(eb.size(), std::size_t(2));
+        QCOMPARE(ea.size(), eb.size());
+        for (std::size_t i = 0; i < ea.size(); ++i) {
+            QCOMPARE(eb[i]["step"], ea[i]["step"]);
+            QCOMPARE(eb[i]["meanCrossEntropy"].get<double>(),
+                     ea[i]["meanCrossEntropy"].get<double>());
+            QCOMPARE(eb[i]["confusion"], ea[i]["confusion"]);
+        }
+        QCOMPARE(scope.memory().livePinned() > 0, true); // the loss and flags' page-locked copies
+    }
+
+    // With a step in flight: a NaN step stops the run at that step (the step issued behind it
+    // is discarded, never checkpointed), and a stop waits for the step in flight, checkpoints
+    // it, and the run resumed from there ends bitwise where an uninterrupted one does.
+    void gpuTowersStepsAheadStopAndDiverge()
+    {
+        FakeDeviceScope scope;
+        TrainConfig c = baseConfig();
+        c.backend = "reference";
+        c.steps = 10;
+        c.verifyEvery = 0;
+        c.checkpointEvery = 2;
+        c.keepCheckpoints = 10;
+        {
+            QTemporaryDir dir;
+            auto src = syntheticBatchesFor(c);
+            src.injectNanAt(4);
+            Trainer t(c, src, dir.path().toStdString(), {}, nullptr, nullptr, onStandInGpus());
+            const std::string message = messageOf([&] { t.run(); });
+            QVERIFY2(message.find("at step 5") != std::string::npos, message.c_str());
+            QCOMPARE(t.step(), std::int64_t(4));
+            QCOMPARE(t.towers().inFlight(), std::size_t(0)); // step 6 was discarded with it
+            QCOMPARE(t.towers().optimizer().stepCount(), std::int64_t(4));
+            QCOMPARE(RunDirectory(dir.path().toStdString()).checkpoints().back().step,
+                     std::int64_t(4));
+        }
+        c.checkpointEvery = 0;
+        QTemporaryDir dirA, dirB;
+        const fs::path rootA = dirA.path().toStdString(), rootB = dirB.path().toStdString();
+        auto srcA = syntheticBatchesFor(c), srcB = syntheticBatchesFor(c);
+        Trainer a(c, srcA, rootA, {}, nullptr, nullptr, onStandInGpus());
+        QCOMPARE(a.run(), Trainer::Outcome::Finished);
+        std::int64_t stoppedAt = 0;
+        {
+            struct StopAt5 : Recorder
+            {
+                Trainer* trainer = nullptr;
+                void onStep(const StepMetrics& m) override
+                {
+                    if (m.step == 5) trainer->requestStop(); // step 6 is in flight
+                    Recorder::onStep(m);
+                }
+            } rec;
+            Trainer b(c, srcB, rootB, {}, &rec, nullptr, onStandInGpus());
+            rec.trainer = &b;
+            QCOMPARE(b.run(), Trainer::Outcome::Stopped);
+            stoppedAt = b.step();
+            QCOMPARE(stoppedAt, std::int64_t(6));
+            QCOMPARE(rec.stopped, stoppedAt);
+            QCOMPARE(rec.steps.back().step, stoppedAt); // reported before the checkpoint
+        }
+        auto srcC = syntheticBatchesFor(c);
+        Trainer b(c, srcC, rootB, {}, nullptr, nullptr, onStandInGpus());
+        QCOMPARE(b.resumeFromNewest(), std::optional<std::int64_t>(stoppedAt));
+        QCOMPARE(b.run(), Trainer::Outcome::Finished);
+        expectSameCheckpoint(RunDirectory(rootA).checkpointPath(10),
+                             RunDirectory(rootB).checkpointPath(10));
     }
 
     void refusals()
