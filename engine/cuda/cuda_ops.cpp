@@ -47,6 +47,11 @@ CudaOps::~CudaOps()
     m_plans.clear();
     m_workspace = Tensor();
     cudaStreamSynchronize(m_stream);
+    if (m_copyStream) {
+        cudaStreamSynchronize(m_copyStream);
+        cudaEventDestroy(m_copied);
+        cudaStreamDestroy(m_copyStream);
+    }
     for (cudaEvent_t e : m_events) cudaEventDestroy(e);
     // The tensors this context allocated that outlive it are freed on the legacy stream from now
     // on: this stream's work is finished.
@@ -110,6 +115,31 @@ void CudaOps::upload(const Tensor& src, Tensor& dst)
     if (src.bytes())
         TOWERS_CUDA(
             cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyHostToDevice, m_stream));
+}
+
+void CudaOps::prefetch(const Tensor& src, Tensor& dst)
+{
+    if (!src.device().isHost())
+        throw InvalidArgument("prefetch: " + src.describe() + " is not in host memory");
+    if (dst.empty() || dst.shape() != src.shape() || dst.dtype() != src.dtype() ||
+        dst.device() != device() || !src.bytes()) {
+        upload(src, dst); // made on this stream, where it is first written
+        return;
+    }
+    const OpScope scope(m_device, m_stream);
+    if (!m_copyStream) {
+        TOWERS_CUDA(cudaStreamCreateWithFlags(&m_copyStream, cudaStreamNonBlocking));
+        const cudaError_t e = cudaEventCreateWithFlags(&m_copied, cudaEventDisableTiming);
+        if (e != cudaSuccess) {
+            cudaStreamDestroy(m_copyStream);
+            m_copyStream = nullptr;
+            TOWERS_CUDA(e);
+        }
+    }
+    TOWERS_CUDA(
+        cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyHostToDevice, m_copyStream));
+    TOWERS_CUDA(cudaEventRecord(m_copied, m_copyStream));
+    TOWERS_CUDA(cudaStreamWaitEvent(m_stream, m_copied, 0));
 }
 
 void CudaOps::copy(const Tensor& src, Tensor& dst)

@@ -79,6 +79,8 @@ public:
     Device device() const override { return {DeviceKind::Cuda, m_device}; }
     void synchronize() override;
     void upload(const Tensor& src, Tensor& dst) override;
+    // On the context's copy stream (made on first use), its stream waiting for the copy's event.
+    void prefetch(const Tensor& src, Tensor& dst) override;
     void copy(const Tensor& src, Tensor& dst) override;
     void download(const Tensor& src, Tensor& dst) override;
     // Marks are CUDA events recorded on the stream, a ring of kMarkWindow made as needed and
@@ -114,6 +116,10 @@ private:
     std::map<std::string, std::unique_ptr<ConvPlan>> m_plans;
     std::vector<cudaEvent_t> m_events; // the marks' events: mark m is m_events[m % kMarkWindow]
     int m_marks = 0;                   // made since clearMarks()
+    // prefetch(): a non-blocking stream for host-to-device copies beside this context's work,
+    // and the event its stream waits for.
+    cudaStream_t m_copyStream = nullptr;
+    cudaEvent_t m_copied = nullptr;
 };
 
 } // namespace towers::engine::cuda

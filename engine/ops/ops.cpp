@@ -552,6 +552,8 @@ Ops::~Ops() = default;
 
 void Ops::upload(const Tensor& src, Tensor& dst)
 {
+    if (!src.device().isHost())
+        throw InvalidArgument("upload: " + src.describe() + " is not in host memory");
     Tensor::ensure(dst, src.shape(), src.dtype(), device());
     dst.copyFrom(src);
 }

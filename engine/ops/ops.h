@@ -45,6 +45,13 @@ public:
     // when `src` is page-locked (Tensor::pinned), so `src` must stay unchanged until that copy has
     // run (synchronize(), or waitFor() a later mark). The default copies at once.
     virtual void upload(const Tensor& src, Tensor& dst);
+    // Copies a host tensor into `dst` as upload() does, ordered before the ops issued after it
+    // but not after those issued before it, so that the copy overlaps them: a GPU backend copies
+    // from page-locked memory on a copy stream that its stream then waits for (an event). `dst`
+    // must therefore not be read or written by an op that may not have finished (a step's own
+    // input buffer, whose previous step is done), and `src` must stay unchanged as for upload().
+    // When `dst` has to be (re)made, this is upload(). The default uploads.
+    virtual void prefetch(const Tensor& src, Tensor& dst) { upload(src, dst); }
     // Copies `src` into `dst` (resized as Tensor::ensure does, on this context's device), both
     // where this context computes, ordered among its ops: on a GPU, on its stream without the
     // host waiting. The default copies at once.

@@ -118,6 +118,7 @@ struct StepSlot
     Tensor flagHost;                  // gated: its page-locked copy
     LossCopy lossCopy;                // gated: the loss on its way to the host
     Tensor images, labels, draws;     // gated: page-locked copies of the tower's slice
+    Tensor deviceImages, deviceLabels, deviceDraws; // gated: the slice where the tower computes
     int dataMark = 0, computeMark = 0, backwardMark = 0, commMark = 0, updateMark = 0, endMark = 0;
     double startedMs = 0; // in the buckets' collectives during backward
     // Known once the step is done (at once for a step that is not gated).
@@ -566,24 +567,32 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
             stagePinned(view, own);
             view = own;
         };
-        if (onDevice) { // the slice goes to the tower's GPU, on its stream
+        // On the device, a gated step's slice goes to its slot's own buffers, copied beside the
+        // step in flight before it (Ops::prefetch: the slot's previous step is done); another
+        // step's to the tower's, on its stream.
+        const auto toDevice = [&](const Tensor& host, Tensor& slotBuffer, Tensor& towerBuffer) {
+            if (issued.gated) {
+                ops.prefetch(host, slotBuffer);
+                return slotBuffer;
+            }
+            ops.upload(host, towerBuffer);
+            return towerBuffer;
+        };
+        if (onDevice) { // the slice goes to the tower's GPU
             // Checked here: the GPU's loss does not stop to look (a bad label would make it NaN).
             checks::labelsInRange(labels, tw.model->numClasses());
             ownCopy(labels, sl.labels);
             if (!drawn) {
                 ownCopy(images, sl.images);
-                ops.upload(images, tw.images);
+                images = toDevice(images, sl.deviceImages, tw.images);
             }
-            ops.upload(labels, tw.labels);
-            images = tw.images;
-            labels = tw.labels;
+            labels = toDevice(labels, sl.deviceLabels, tw.labels);
         }
         if (drawn) { // the slice's images made where the tower holds the set, from its draws
             Tensor draws = batch.towerDraws(t);
             if (onDevice) {
                 ownCopy(draws, sl.draws);
-                ops.upload(draws, tw.draws);
-                draws = tw.draws;
+                draws = toDevice(draws, sl.deviceDraws, tw.draws);
             }
             ops.preprocessImages(m_heldRecipe, tw.source, draws, tw.images);
             images = tw.images;

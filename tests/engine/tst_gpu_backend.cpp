@@ -402,6 +402,30 @@ private slots:
             QVERIFY2(sameBytes(p1[i]->value.onHost(), p2[i]->value.onHost()), p1[i]->name.c_str());
     }
 
+    // prefetch(): the copy runs on a copy stream beside the ops issued before it (here a queue
+    // of busy work), and the ops issued after it see its bytes, round after round.
+    void prefetchOrdersBeforeLaterOps()
+    {
+        REQUIRE_GPU(gpu);
+        auto ops = gpu->makeOps(0, {});
+        const Device dev{DeviceKind::Cuda, 0};
+        Rng rng(5);
+        const Tensor big = randomTensor({64, 64, 64, 32}, DType::Float32, rng).copyTo(dev);
+        Tensor host = Tensor::pinned({1 << 20}, DType::Float32), fetched, busy, y;
+        for (int round = 0; round < 4; ++round) {
+            for (std::int64_t i = 0; i < host.numel(); ++i)
+                host.data<float>()[i] = float((i * 7 + round * 13) % 101) - 50.0f;
+            for (int i = 0; i < 20; ++i) ops->reluForward(big, busy);
+            ops->prefetch(host, fetched); // round 0 makes `fetched`; then the copy stream
+            ops->reluForward(fetched, y);
+            const Tensor got = y.onHost();
+            for (std::int64_t i = 0; i < host.numel(); ++i)
+                if (got.data<float>()[i] != std::max(0.0f, host.data<float>()[i]))
+                    QFAIL(qPrintable(QStringLiteral("round %1, element %2").arg(round).arg(i)));
+            ops->synchronize(); // `host` and `fetched` are free again
+        }
+    }
+
     void deviceErrorsAreTypedAndSayWhat()
     {
         REQUIRE_GPU(gpu);

@@ -230,9 +230,10 @@ private slots:
                                  ops->reluForward(Tensor::zeros({3}, DType::Int32).copyTo(dev), y));
     }
 
-    // The copies a step issues among its ops (saving buffers, a flag from the step before, the
-    // loss on its way to the host) and the marks it waits for: on every backend alike, the
-    // copies exact, the wrong places refused, a mark readable until kMarkWindow newer ones.
+    // The copies a step issues among its ops (its slice prefetched, saving buffers, a flag from
+    // the step before, the loss on its way to the host) and the marks it waits for: on every
+    // backend alike, the copies exact, the wrong places refused, a mark readable until kMarkWindow
+    // newer ones.
     void copiesAndMarks_data() { everyBackendRefusesTheSameCalls_data(); }
     void copiesAndMarks()
     {
@@ -240,6 +241,7 @@ private slots:
         FakeDeviceScope scope;
         std::unique_ptr<Ops> ops = opsFor(backend);
         const Device dev = ops->device();
+        const Device elsewhere = dev.isHost() ? Device{DeviceKind::Cuda, 0} : Device::host();
         const Tensor x = ramp({3, 5}).copyTo(dev);
         Tensor y;
         ops->copy(x, y);
@@ -250,9 +252,21 @@ private slots:
         const int done = ops->mark();
         ops->waitFor(done);
         QVERIFY(sameBytes(back, ramp({3, 5})));
+        // prefetch: an upload, into a tensor it makes and into one already there.
+        Tensor fetched;
+        for (int round = 0; round < 2; ++round) {
+            Tensor host = Tensor::pinned({3, 5}, DType::Float32);
+            for (int i = 0; i < 15; ++i) host.data<float>()[i] = float(round * 100 + i);
+            ops->prefetch(host, fetched);
+            QCOMPARE(fetched.device(), dev);
+            ops->synchronize();
+            QVERIFY(sameBytes(fetched.onHost(), host));
+        }
+        const Tensor notOnHost = dev.isHost() ? x.copyTo(elsewhere) : x;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops->prefetch(notOnHost, fetched));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops->upload(notOnHost, fetched));
         // Where they must be: the source where the ops compute, the destination on the host and
         // of the source's shape and dtype.
-        const Device elsewhere = dev.isHost() ? Device{DeviceKind::Cuda, 0} : Device::host();
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops->copy(x.copyTo(elsewhere), y));
         Tensor wrong = Tensor::pinned({5, 3}, DType::Float32);
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops->download(y, wrong));
