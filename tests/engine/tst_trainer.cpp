@@ -128,6 +128,19 @@ std::function<void(TowerSetOptions&)> onStandInGpus()
     };
 }
 
+// 10 steps on the reference backend (the stand-in GPUs' and the host's compute alike, bitwise),
+// no replica check after every step (the towers' state would be read after each), every
+// checkpoint kept.
+TrainConfig stepsAheadConfig()
+{
+    TrainConfig c = baseConfig();
+    c.backend = "reference";
+    c.steps = 10;
+    c.verifyEvery = 0;
+    c.keepCheckpoints = 10;
+    return c;
+}
+
 // Every tensor of two checkpoints, bitwise.
 void expectSameCheckpoint(const fs::path& a, const fs::path& b)
 {
@@ -537,12 +550,8 @@ private slots:
     void gpuTowersIssueStepsAhead()
     {
         FakeDeviceScope scope;
-        TrainConfig c = baseConfig();
-        c.backend = "reference";
-        c.steps = 10;
-        c.verifyEvery = 0;
+        TrainConfig c = stepsAheadConfig();
         c.checkpointEvery = 4;
-        c.keepCheckpoints = 5;
         c.evalEvery = 5;
         QTemporaryDir dirA, dirB;
         const fs::path rootA = dirA.path().toStdString(), rootB = dirB.path().toStdString();
@@ -602,12 +611,8 @@ private slots:
     void gpuTowersStepsAheadStopAndDiverge()
     {
         FakeDeviceScope scope;
-        TrainConfig c = baseConfig();
-        c.backend = "reference";
-        c.steps = 10;
-        c.verifyEvery = 0;
+        TrainConfig c = stepsAheadConfig();
         c.checkpointEvery = 2;
-        c.keepCheckpoints = 10;
         {
             QTemporaryDir dir;
             auto src = syntheticBatchesFor(c);
