@@ -314,7 +314,18 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
                                           [](const auto& tw) { return tw->device.isHost(); });
 }
 
-TowerSet::~TowerSet() = default;
+TowerSet::~TowerSet()
+{
+    // Steps still in flight write into the towers' page-locked memory: let them finish before it
+    // goes (a device's error then is the one its step would have reported; it is not thrown here).
+    if (m_flight.empty()) return;
+    for (auto& tw : m_towers) {
+        try {
+            if (tw->ops) tw->ops->synchronize();
+        } catch (...) {
+        }
+    }
+}
 
 int TowerSet::size() const
 {

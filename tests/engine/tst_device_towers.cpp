@@ -473,21 +473,29 @@ private slots:
     void stepsInFlightGuardTheState()
     {
         FakeDeviceScope scope;
-        TowerSet set(options(2, true, 0, true));
-        SyntheticBatches data(set.model().inputShape(), set.model().numClasses(), 2, 4, 64, 5);
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.collect());
-        set.issue(data.next(), 0, 0.01);
-        set.issue(data.next(), 1, 0.01);
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.issue(data.next(), 2, 0.01));
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.step(data.next(), 2, 0.01));
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                                 set.evaluate(8, 4, data.evaluationBatches(), false));
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.compareReplicas());
-        const std::string msg = towers::test::messageOf([&] { set.compareReplicas(); });
-        QVERIFY2(msg.find("2 step(s) issued and not collected") != std::string::npos, msg.c_str());
-        QCOMPARE(set.collect().step, std::int64_t(0));
-        QCOMPARE(set.collect().step, std::int64_t(1));
-        QCOMPARE(set.evaluate(8, 4, data.evaluationBatches(), false).examples, std::int64_t(8));
+        {
+            TowerSet set(options(2, true, 0, true));
+            SyntheticBatches data(set.model().inputShape(), set.model().numClasses(), 2, 4, 64, 5);
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.collect());
+            set.issue(data.next(), 0, 0.01);
+            set.issue(data.next(), 1, 0.01);
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.issue(data.next(), 2, 0.01));
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.step(data.next(), 2, 0.01));
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                     set.evaluate(8, 4, data.evaluationBatches(), false));
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.compareReplicas());
+            const std::string msg = towers::test::messageOf([&] { set.compareReplicas(); });
+            QVERIFY2(msg.find("2 step(s) issued and not collected") != std::string::npos,
+                     msg.c_str());
+            QCOMPARE(set.collect().step, std::int64_t(0));
+            QCOMPARE(set.collect().step, std::int64_t(1));
+            QCOMPARE(set.evaluate(8, 4, data.evaluationBatches(), false).examples, std::int64_t(8));
+            // Towers destroyed with steps in flight let them finish, and free everything.
+            set.issue(data.next(), 2, 0.01);
+            set.issue(data.next(), 3, 0.01);
+        }
+        QCOMPARE(scope.memory().liveAllocations(), std::int64_t(0));
+        QCOMPARE(scope.memory().livePinned(), std::int64_t(0));
     }
 
     // Buckets on GPU towers, averaged while backward runs: through host copies bucket by bucket
