@@ -124,6 +124,21 @@ struct StepSlot
     // Known once the step is done (at once for a step that is not gated).
     LossValue loss;
     TowerTimes times;
+
+    // The step's split from its marks, once `ops` has finished them.
+    TowerTimes timesFrom(Ops& ops) const
+    {
+        return {ops.millisecondsBetween(computeMark, backwardMark) - startedMs,
+                ops.millisecondsBetween(backwardMark, commMark) + startedMs,
+                ops.millisecondsBetween(dataMark, computeMark),
+                ops.millisecondsBetween(commMark, updateMark)};
+    }
+    // Puts back the buffers of `params` (a replica's parameters()) saved before the step.
+    void restoreBuffers(const std::vector<Parameter*>& params) const
+    {
+        for (std::size_t i = 0; i < params.size(); ++i)
+            if (!params[i]->trainable) params[i]->value.copyFrom(savedBuffers[i]);
+    }
 };
 
 struct TowerSet::Tower
@@ -531,13 +546,11 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
     Issued issued;
     issued.step = globalStep;
     issued.slot = m_nextSlot;
-    issued.gated = m_gated;
     m_nextSlot ^= 1;
     // A step issued after one that was not finite is not taken: where that is known already (the
     // host checked), it does not run; where it is not (gated), its flag starts as the one before
     // it, so that its updates are skipped on the device as well (collect() says so).
-    if (!m_flight.empty() && !m_flight.back().gated &&
-        (m_flight.back().nonFinite || m_flight.back().discarded)) {
+    if (!m_flight.empty() && !m_gated && (m_flight.back().nonFinite || m_flight.back().discarded)) {
         issued.discarded = true;
         m_flight.push_back(issued);
         return;
@@ -574,7 +587,7 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
         // A gated step's copies to the device may run after the caller has moved on to the next
         // batch, whose memory may be this one's: they go from the tower's own page-locked copy.
         const auto ownCopy = [&](Tensor& view, Tensor& own) {
-            if (!issued.gated) return;
+            if (!m_gated) return;
             stagePinned(view, own);
             view = own;
         };
@@ -582,7 +595,7 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
         // step in flight before it (Ops::prefetch: the slot's previous step is done); another
         // step's to the tower's, on its stream.
         const auto toDevice = [&](const Tensor& host, Tensor& slotBuffer, Tensor& towerBuffer) {
-            if (issued.gated) {
+            if (m_gated) {
                 ops.prefetch(host, slotBuffer);
                 return slotBuffer;
             }
@@ -653,7 +666,7 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
                 });
             }
         }
-        if (issued.gated) {
+        if (m_gated) {
             if (behind) { // sticky: a skipped step before this one skips this one too
                 ops.copy(tw.slots[issued.slot ^ 1].flag, sl.flag);
             } else {
@@ -690,16 +703,11 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
         }
         sl.updateMark = ops.mark();
         ops.synchronize();
-        if (m_nonFinite)
-            for (std::size_t i = 0; i < params.size(); ++i)
-                if (!params[i]->trainable) params[i]->value.copyFrom(sl.savedBuffers[i]);
-        sl.times = {ops.millisecondsBetween(sl.computeMark, sl.backwardMark) - sl.startedMs,
-                    ops.millisecondsBetween(sl.backwardMark, sl.commMark) + sl.startedMs,
-                    ops.millisecondsBetween(sl.dataMark, sl.computeMark),
-                    ops.millisecondsBetween(sl.commMark, sl.updateMark)};
+        if (m_nonFinite) sl.restoreBuffers(params);
+        sl.times = sl.timesFrom(ops);
         tw.finished = Clock::now();
     });
-    if (!issued.gated) {
+    if (!m_gated) {
         issued.nonFinite = m_nonFinite;
         // A tower that finished first waited for the others until the last one was done.
         auto last = m_towers.front()->finished;
@@ -717,7 +725,7 @@ TowerStepResult TowerSet::collect()
     if (issued.discarded) // only ever behind a step that was not finite, collected with it
         throw Error("collect: a discarded step at the head of the steps in flight");
     bool nonFinite = issued.nonFinite;
-    if (issued.gated) {
+    if (m_gated) {
         const bool behind = m_flight.size() > 1; // a later step, issued with this one's flag
         m_nonFinite = false;
         runOnAll([&](int t) {
@@ -726,26 +734,19 @@ TowerStepResult TowerSet::collect()
             Ops& ops = *tw.ops;
             ops.waitFor(sl.endMark); // the tower's one wait for its step
             sl.loss = sl.lossCopy.value();
-            sl.times = {ops.millisecondsBetween(sl.computeMark, sl.backwardMark) - sl.startedMs,
-                        ops.millisecondsBetween(sl.backwardMark, sl.commMark) + sl.startedMs,
-                        ops.millisecondsBetween(sl.dataMark, sl.computeMark),
-                        ops.millisecondsBetween(sl.commMark, sl.updateMark)};
-            bool skipped = false;
-            if (sl.flagHost.at(0) != 0) { // the updates left everything as it was
-                skipped = true;
+            sl.times = sl.timesFrom(ops);
+            const bool skipped = sl.flagHost.at(0) != 0; // the updates left everything as it was
+            if (skipped) {
                 tw.optimizer->skipped();
                 if (behind) { // so did the later step's, by the same flag: let it finish
                     ops.synchronize();
                     tw.optimizer->skipped();
                 }
-                const auto& params = tw.model->parameters();
-                for (std::size_t i = 0; i < params.size(); ++i)
-                    if (!params[i]->trainable) params[i]->value.copyFrom(sl.savedBuffers[i]);
+                sl.restoreBuffers(tw.model->parameters());
             }
             // A loss that is not finite with finite gradients (which no finite logits make) is
             // reported, but the update has been made, alike on every tower.
             if (skipped || !std::isfinite(sl.loss.total())) m_nonFinite = true;
-            tw.finished = Clock::now();
         });
         nonFinite = m_nonFinite;
         // Whether the later step was skipped is what this one's flag said: the same everywhere.

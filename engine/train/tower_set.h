@@ -197,13 +197,13 @@ private:
     PreprocessDesc m_heldRecipe;          // of the set the towers hold (their Tower::source)
     std::atomic<bool> m_nonFinite{false}; // set by any tower during a step
     // Whether a step's update is gated by a flag on the device (GPU towers that do not average
-    // through host copies), decided there without the host.
+    // through host copies), decided there without the host: collect() waits for such a step and
+    // reads its flag.
     bool m_gated = false;
     struct Issued
     {
         std::int64_t step = 0;
         int slot = 0;           // of each tower's StepSlot pair
-        bool gated = false;     // collect() waits for it and reads its flag
         bool nonFinite = false; // not gated: known at issue()
         bool discarded = false; // not taken: behind a step that was not finite
     };

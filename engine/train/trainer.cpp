@@ -692,13 +692,25 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         };
         std::deque<Issued> flight;
         const std::size_t ahead = m_towers->pipelines() ? TowerSet::kMaxInFlight - 1 : 0;
-        const std::int64_t every = m_config.histogramEvery;
-        const auto readsState = [&](std::int64_t done) {
+        // What follows step `done` besides its report: each reads the towers' state.
+        struct AfterStep
+        {
+            bool verify = false, histograms = false, checkpoint = false, evaluate = false;
+            bool readsState() const { return verify || histograms || checkpoint || evaluate; }
+        };
+        const auto after = [&](std::int64_t done) {
             const auto at = [done](std::int64_t period) {
                 return period > 0 && done % period == 0;
             };
-            return done == m_total || at(m_config.verifyEvery) || at(m_config.checkpointEvery) ||
-                   (m_events && at(every)) || (m_evalBatches && at(m_config.evalEvery));
+            const bool last = done == m_total;
+            AfterStep a;
+            a.verify = at(m_config.verifyEvery);
+            // Histograms of the weights and of this step's averaged gradients.
+            a.histograms =
+                m_events && m_config.histogramEvery > 0 && (at(m_config.histogramEvery) || last);
+            a.checkpoint = at(m_config.checkpointEvery) || last;
+            a.evaluate = m_evalBatches && at(m_config.evalEvery);
+            return a;
         };
         Clock::time_point lastDone = m_runStart;
         // Collects the oldest issued step and does what follows it; false when a stop ended its
@@ -723,22 +735,14 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             }
             m_step = s + 1;
             const std::int64_t done = s + 1;
-
-            if (m_config.verifyEvery > 0 && done % m_config.verifyEvery == 0)
-                m_towers->verifyReplicas();
+            const AfterStep then = after(done);
+            if (then.verify) m_towers->verifyReplicas();
             if (done % m_config.logEvery == 0 || done == m_total)
                 report(metricsOf(done, r, issued.lr, stepMs, issued.waitMs));
-            // Histograms of the weights and of this step's averaged gradients.
-            if (m_events && every > 0 && (done % every == 0 || done == m_total))
-                m_events->parameters(done, m_towers->model(), true);
+            if (then.histograms) m_events->parameters(done, m_towers->model(), true);
             // The checkpoint first: a stop during the evaluation then has nothing left to save.
-            if ((m_config.checkpointEvery > 0 && done % m_config.checkpointEvery == 0) ||
-                done == m_total)
-                writeCheckpoint();
-            if (m_evalBatches && m_config.evalEvery > 0 && done % m_config.evalEvery == 0 &&
-                !runEvaluation(stop))
-                return false;
-            return true;
+            if (then.checkpoint) writeCheckpoint();
+            return !then.evaluate || runEvaluation(stop);
         };
         while (m_step.load() < m_total) {
             const std::int64_t s = m_step.load() + std::int64_t(flight.size()); // to issue next
@@ -779,7 +783,7 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             const double lr = m_config.schedule.at(s, m_stepsPerEpoch, m_total);
             m_towers->issue(batch, s, lr);
             flight.push_back({s, lr, waitMs, t0});
-            const std::size_t keep = readsState(s + 1) ? 0 : ahead;
+            const std::size_t keep = after(s + 1).readsState() ? 0 : ahead;
             while (flight.size() > keep)
                 if (!finishOldest()) return stopped();
         }
