@@ -104,11 +104,9 @@ double CudaOps::millisecondsBetween(int a, int b)
     return double(ms);
 }
 
-void CudaOps::upload(const Tensor& src, Tensor& dst)
+void CudaOps::uploadImpl(const Tensor& src, Tensor& dst)
 {
     const OpScope scope(m_device, m_stream);
-    if (!src.device().isHost())
-        throw InvalidArgument("upload: " + src.describe() + " is not in host memory");
     ensure(dst, src.shape(), src.dtype());
     // From page-locked memory the copy runs on this stream while the host issues the forward
     // pass behind it; from pageable memory CUDA stages it first.
@@ -117,15 +115,8 @@ void CudaOps::upload(const Tensor& src, Tensor& dst)
             cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyHostToDevice, m_stream));
 }
 
-void CudaOps::prefetch(const Tensor& src, Tensor& dst)
+void CudaOps::prefetchImpl(const Tensor& src, Tensor& dst)
 {
-    if (!src.device().isHost())
-        throw InvalidArgument("prefetch: " + src.describe() + " is not in host memory");
-    if (dst.empty() || dst.shape() != src.shape() || dst.dtype() != src.dtype() ||
-        dst.device() != device() || !src.bytes()) {
-        upload(src, dst); // made on this stream, where it is first written
-        return;
-    }
     const OpScope scope(m_device, m_stream);
     if (!m_copyStream) {
         TOWERS_CUDA(cudaStreamCreateWithFlags(&m_copyStream, cudaStreamNonBlocking));
@@ -142,25 +133,18 @@ void CudaOps::prefetch(const Tensor& src, Tensor& dst)
     TOWERS_CUDA(cudaStreamWaitEvent(m_stream, m_copied, 0));
 }
 
-void CudaOps::copy(const Tensor& src, Tensor& dst)
+void CudaOps::copyImpl(const Tensor& src, Tensor& dst)
 {
     const OpScope scope(m_device, m_stream);
-    if (src.device() != device())
-        throw InvalidArgument("copy: " + src.describe() + " is not on " + device().str());
     ensure(dst, src.shape(), src.dtype());
     if (src.bytes() && dst.raw() != src.raw())
         TOWERS_CUDA(
             cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, m_stream));
 }
 
-void CudaOps::download(const Tensor& src, Tensor& dst)
+void CudaOps::downloadImpl(const Tensor& src, Tensor& dst)
 {
     const OpScope scope(m_device, m_stream);
-    if (src.device() != device())
-        throw InvalidArgument("download: " + src.describe() + " is not on " + device().str());
-    if (!dst.device().isHost() || dst.shape() != src.shape() || dst.dtype() != src.dtype())
-        throw InvalidArgument("download: " + dst.describe() + " is not a host tensor like " +
-                              src.describe());
     // Into page-locked memory the copy runs on this stream and the host goes on; into pageable
     // memory CUDA returns once the bytes are there.
     if (src.bytes())

@@ -78,11 +78,6 @@ public:
     std::string name() const override { return "cuda"; }
     Device device() const override { return {DeviceKind::Cuda, m_device}; }
     void synchronize() override;
-    void upload(const Tensor& src, Tensor& dst) override;
-    // On the context's copy stream (made on first use), its stream waiting for the copy's event.
-    void prefetch(const Tensor& src, Tensor& dst) override;
-    void copy(const Tensor& src, Tensor& dst) override;
-    void download(const Tensor& src, Tensor& dst) override;
     // Marks are CUDA events recorded on the stream, a ring of kMarkWindow made as needed and
     // reused.
     void clearMarks() override;
@@ -96,6 +91,12 @@ public:
 
 protected:
     TOWERS_CUDA_OPS(TOWERS_OP_OVERRIDE)
+    // On this context's stream, without the host waiting (from and to page-locked memory).
+    void uploadImpl(const Tensor& src, Tensor& dst) override;
+    // On the context's copy stream (made on first use), its stream waiting for the copy's event.
+    void prefetchImpl(const Tensor& src, Tensor& dst) override;
+    void copyImpl(const Tensor& src, Tensor& dst) override;
+    void downloadImpl(const Tensor& src, Tensor& dst) override;
 
 private:
     void ensure(Tensor& t, const Shape& shape, DType dtype = DType::Float32) const;

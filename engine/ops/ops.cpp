@@ -554,16 +554,25 @@ void Ops::upload(const Tensor& src, Tensor& dst)
 {
     if (!src.device().isHost())
         throw InvalidArgument("upload: " + src.describe() + " is not in host memory");
-    Tensor::ensure(dst, src.shape(), src.dtype(), device());
-    dst.copyFrom(src);
+    uploadImpl(src, dst);
+}
+
+void Ops::prefetch(const Tensor& src, Tensor& dst)
+{
+    if (!src.device().isHost())
+        throw InvalidArgument("prefetch: " + src.describe() + " is not in host memory");
+    if (dst.empty() || dst.shape() != src.shape() || dst.dtype() != src.dtype() ||
+        dst.device() != device() || !src.bytes())
+        uploadImpl(src, dst); // made where it is first written, among the ops
+    else
+        prefetchImpl(src, dst);
 }
 
 void Ops::copy(const Tensor& src, Tensor& dst)
 {
     if (src.device() != device())
         throw InvalidArgument("copy: " + src.describe() + " is not on " + device().str());
-    Tensor::ensure(dst, src.shape(), src.dtype(), device());
-    dst.copyFrom(src);
+    copyImpl(src, dst);
 }
 
 void Ops::download(const Tensor& src, Tensor& dst)
@@ -573,6 +582,23 @@ void Ops::download(const Tensor& src, Tensor& dst)
     if (!dst.device().isHost() || dst.shape() != src.shape() || dst.dtype() != src.dtype())
         throw InvalidArgument("download: " + dst.describe() + " is not a host tensor like " +
                               src.describe());
+    downloadImpl(src, dst);
+}
+
+void Ops::uploadImpl(const Tensor& src, Tensor& dst)
+{
+    Tensor::ensure(dst, src.shape(), src.dtype(), device());
+    dst.copyFrom(src);
+}
+
+void Ops::copyImpl(const Tensor& src, Tensor& dst)
+{
+    Tensor::ensure(dst, src.shape(), src.dtype(), device());
+    dst.copyFrom(src);
+}
+
+void Ops::downloadImpl(const Tensor& src, Tensor& dst)
+{
     dst.copyFrom(src);
 }
 

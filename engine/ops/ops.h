@@ -40,27 +40,30 @@ public:
     // backends, which finish each op before returning; a GPU's asynchronous work (and its faults,
     // as BackendError) surfaces here. For timing, and before a host reads what ops wrote.
     virtual void synchronize() {}
+    // The copies between the host and where this context computes: public entries that check
+    // where the tensors are (InvalidArgument naming them), then call the backend's *Impl.
+    //
     // Copies a host tensor into `dst` on this context's device (resized as Tensor::ensure does),
     // ordered before every op issued after it. A GPU backend copies asynchronously on its stream
     // when `src` is page-locked (Tensor::pinned), so `src` must stay unchanged until that copy has
     // run (synchronize(), or waitFor() a later mark). The default copies at once.
-    virtual void upload(const Tensor& src, Tensor& dst);
+    void upload(const Tensor& src, Tensor& dst);
     // Copies a host tensor into `dst` as upload() does, ordered before the ops issued after it
     // but not after those issued before it, so that the copy overlaps them: a GPU backend copies
     // from page-locked memory on a copy stream that its stream then waits for (an event). `dst`
     // must therefore not be read or written by an op that may not have finished (a step's own
     // input buffer, whose previous step is done), and `src` must stay unchanged as for upload().
     // When `dst` has to be (re)made, this is upload(). The default uploads.
-    virtual void prefetch(const Tensor& src, Tensor& dst) { upload(src, dst); }
+    void prefetch(const Tensor& src, Tensor& dst);
     // Copies `src` into `dst` (resized as Tensor::ensure does, on this context's device), both
     // where this context computes, ordered among its ops: on a GPU, on its stream without the
     // host waiting. The default copies at once.
-    virtual void copy(const Tensor& src, Tensor& dst);
+    void copy(const Tensor& src, Tensor& dst);
     // Copies `src` (where this context computes) into the host tensor `dst`, of the same shape
     // and dtype, after the ops issued before it: on a GPU, on its stream without the host
     // waiting when `dst` is page-locked, the bytes in place once synchronize() or waitFor() a
     // later mark has returned. The default copies at once.
-    virtual void download(const Tensor& src, Tensor& dst);
+    void download(const Tensor& src, Tensor& dst);
 
     // Device time, for a step's split into compute, communication and update without waiting in
     // between: mark() records how far the work issued through this context has got (an event on
@@ -97,6 +100,17 @@ public:
 protected:
     // `implemented`: the single ops this backend overrides (TOWERS_OP_ID over its list).
     explicit Ops(OpSet implemented);
+
+    // The copies' implementations, called with checked arguments (download's `dst` is a host
+    // tensor like `src`; prefetch's `dst` already has `src`'s shape and dtype on this device).
+    // The defaults copy at once (Tensor::copyFrom), resizing `dst` as Tensor::ensure does.
+    virtual void uploadImpl(const Tensor& src, Tensor& dst);
+    virtual void prefetchImpl(const Tensor& src, Tensor& dst)
+    {
+        uploadImpl(src, dst);
+    }
+    virtual void copyImpl(const Tensor& src, Tensor& dst);
+    virtual void downloadImpl(const Tensor& src, Tensor& dst);
 
     // The implementations, called with checked arguments. The single ops' base versions are
     // never called for an op in `implemented`; the composite ops' compose the single ops.

@@ -108,7 +108,6 @@ public:
     Device device() const override { return m_outer; }
     bool runsFloat(DType dtype) const override { return m_ops->runsFloat(dtype); }
     void synchronize() override { m_ops->synchronize(); }
-    void upload(const Tensor& src, Tensor& dst) override { Ops::upload(src, dst); }
 
 protected:
     // Every op: its tensors to the computing device, the op there, its outputs back.
