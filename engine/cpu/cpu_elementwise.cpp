@@ -11,6 +11,7 @@
 #include "engine/cpu/cpu_common.h"
 #include "engine/ops/dropout_mask.h"
 #include "engine/ops/op_checks.h"
+#include "engine/ops/step_scalars.h"
 
 namespace towers::engine::cpu {
 
@@ -56,9 +57,10 @@ void OneDnnOps::addImpl(const Tensor& a, const Tensor& b, Tensor& y)
     });
 }
 
-void OneDnnOps::dropoutForwardImpl(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
-                                   Tensor& mask)
+void OneDnnOps::dropoutForwardImpl(const Tensor& x, double rate, std::uint64_t layerSeed, Tensor& y,
+                                   Tensor& mask, const Tensor& scalars)
 {
+    const std::uint64_t seed = step_scalars::dropoutSeed(layerSeed, scalars);
     const Tensor in = x;
     Tensor::ensure(y, in.shape(), DType::Float32);
     Tensor::ensure(mask, in.shape(), DType::UInt8);

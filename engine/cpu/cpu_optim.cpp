@@ -6,20 +6,23 @@
 
 #include "engine/cpu/cpu_common.h"
 #include "engine/ops/op_checks.h"
+#include "engine/ops/step_scalars.h"
 
 namespace towers::engine::cpu {
 
-void OneDnnOps::sgdUpdateImpl(double lr, const Tensor& g, Tensor& w, const Tensor& skip)
+void OneDnnOps::sgdUpdateImpl(double lr, const Tensor& g, Tensor& w, const Tensor& skip,
+                              const Tensor& scalars)
 {
     if (checks::updateSkipped(skip)) return;
     // axpy's own loop (cpu_elementwise.cpp), so that the bits are axpy(-lr, g, w)'s.
-    OneDnnOps::axpyImpl(-lr, g, w);
+    OneDnnOps::axpyImpl(-step_scalars::lr(lr, scalars), g, w);
 }
 
-void OneDnnOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w,
-                                   const Tensor& skip)
+void OneDnnOps::momentumUpdateImpl(const MomentumStep& step, const Tensor& g, Tensor& buf,
+                                   Tensor& w, const Tensor& skip, const Tensor& scalars)
 {
     if (checks::updateSkipped(skip)) return;
+    const MomentumStep s = step_scalars::momentum(step, scalars);
     const float lr = float(s.lr), mom = float(s.momentum), keep = float(1.0 - s.dampening);
     const bool first = s.first, nesterov = s.nesterov;
     const float* pg = g.data<float>();
@@ -35,10 +38,11 @@ void OneDnnOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tenso
     });
 }
 
-void OneDnnOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow, const Tensor& skip)
+void OneDnnOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow, const Tensor& skip,
+                              const Tensor& scalars)
 {
     if (checks::updateSkipped(skip)) return;
-    const float k = static_cast<float>(keep);
+    const float k = static_cast<float>(step_scalars::emaKeep(keep, scalars));
     const float* pv = value.data<float>();
     float* ps = shadow.data<float>();
     parallelChunks(shadow.numel(), [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
@@ -48,14 +52,14 @@ void OneDnnOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow, 
 }
 
 void OneDnnOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w,
-                               const Tensor& skip)
+                               const Tensor& skip, const Tensor& scalars)
 {
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
     if (checks::updateSkipped(skip)) return;
     // The scalars are computed in double, as Python does, then used in float.
-    const double bc1 = 1.0 - std::pow(s.beta1, double(s.step));
-    const float stepSize = float(s.lr / bc1);
-    const float bc2Sqrt = float(std::sqrt(1.0 - std::pow(s.beta2, double(s.step))));
+    const step_scalars::Adam run = step_scalars::adam(s, scalars);
+    const float stepSize = float(run.lr / run.corrections.first);
+    const float bc2Sqrt = float(run.corrections.secondSqrt);
     const float b1 = float(s.beta1), b2 = float(s.beta2), eps = float(s.epsilon);
     const float c1 = float(1.0 - s.beta1), c2 = float(1.0 - s.beta2);
     const float* pg = g.data<float>();

@@ -7,10 +7,12 @@
 
 #include "engine/cuda/conv_plan.h"
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/stream_memory.h"
 #include "engine/ops/dropout_mask.h"
 #include "engine/ops/op_checks.h"
+#include "engine/ops/step_scalars.h"
 
 namespace towers::engine::cuda {
 
@@ -168,6 +170,21 @@ void* CudaOps::workspace(std::size_t bytes)
 // ---- pooling and LRN ----
 
 namespace {
+
+// A step's scalars on the GPU (checked by the op's entry), or nullptr for the host arguments.
+const double* stepScalars(const Tensor& scalars)
+{
+    static_assert(int(StepScalars::LearningRate) == cuda::step_scalar::LearningRate &&
+                      int(StepScalars::MomentumFirst) == cuda::step_scalar::MomentumFirst &&
+                      int(StepScalars::AdamCorrection1) == cuda::step_scalar::AdamCorrection1 &&
+                      int(StepScalars::AdamCorrection2Sqrt) ==
+                          cuda::step_scalar::AdamCorrection2Sqrt &&
+                      int(StepScalars::EmaKeep) == cuda::step_scalar::EmaKeep &&
+                      int(StepScalars::DropoutStep) == cuda::step_scalar::DropoutStep,
+                  "kernel_math.h's step_scalar indexes are StepScalars'");
+    return scalars.empty() ? nullptr : static_cast<const double*>(scalars.raw());
+}
+
 WindowGeometry geometry(const Window2d& w)
 {
     return {w.n, w.h, w.w, w.c, w.oh, w.ow, w.kh, w.kw, w.sh, w.sw, w.padTop, w.padLeft};
@@ -289,14 +306,14 @@ void CudaOps::addImpl(const Tensor& a, const Tensor& b, Tensor& y)
 }
 
 void CudaOps::dropoutForwardImpl(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
-                                 Tensor& mask)
+                                 Tensor& mask, const Tensor& scalars)
 {
     const OpScope scope(m_device, m_stream);
     ensure(y, x.shape());
     ensure(mask, x.shape(), DType::UInt8);
     cuda::dropoutForward(m_stream, floats(x), floats(y), static_cast<std::uint8_t*>(mask.raw()),
                          x.numel(), seed, dropoutThreshold(rate),
-                         static_cast<float>(1.0 / (1.0 - rate)));
+                         static_cast<float>(1.0 / (1.0 - rate)), stepScalars(scalars));
 }
 
 void CudaOps::dropoutBackwardImpl(const Tensor& dy, const Tensor& mask, double rate, Tensor& dx)
@@ -419,41 +436,44 @@ const float* skipFlag(const Tensor& skip)
 {
     return skip.empty() ? nullptr : floats(skip);
 }
+
 } // namespace
 
-void CudaOps::sgdUpdateImpl(double lr, const Tensor& g, Tensor& w, const Tensor& skip)
+void CudaOps::sgdUpdateImpl(double lr, const Tensor& g, Tensor& w, const Tensor& skip,
+                            const Tensor& scalars)
 {
     const OpScope scope(m_device, m_stream);
     // axpy's kernel with alpha = -lr: the bits of axpy(-lr, g, w).
     cuda::sgdUpdate(m_stream, static_cast<float>(lr), floats(g), floats(w), w.numel(),
-                    skipFlag(skip));
+                    skipFlag(skip), stepScalars(scalars));
 }
 
 void CudaOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w,
-                                 const Tensor& skip)
+                                 const Tensor& skip, const Tensor& scalars)
 {
     const OpScope scope(m_device, m_stream);
     cuda::momentumUpdate(m_stream, floats(g), floats(buf), floats(w), w.numel(), float(s.lr),
-                         float(s.momentum), float(s.dampening), s.nesterov, s.first,
-                         skipFlag(skip));
+                         float(s.momentum), float(s.dampening), s.nesterov, s.first, skipFlag(skip),
+                         stepScalars(scalars));
 }
 
-void CudaOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow, const Tensor& skip)
+void CudaOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow, const Tensor& skip,
+                            const Tensor& scalars)
 {
     const OpScope scope(m_device, m_stream);
     cuda::emaUpdate(m_stream, floats(value), floats(shadow), shadow.numel(), float(keep),
-                    skipFlag(skip));
+                    skipFlag(skip), stepScalars(scalars));
 }
 
 void CudaOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w,
-                             const Tensor& skip)
+                             const Tensor& skip, const Tensor& scalars)
 {
     const OpScope scope(m_device, m_stream);
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
+    const AdamCorrections c = adamCorrections(s.beta1, s.beta2, s.step);
     cuda::adamUpdate(m_stream, floats(g), floats(m), floats(v), floats(w), w.numel(), float(s.lr),
-                     float(s.beta1), float(s.beta2), float(s.epsilon),
-                     1.0 - std::pow(s.beta1, double(s.step)),
-                     1.0 - std::pow(s.beta2, double(s.step)), skipFlag(skip));
+                     float(s.beta1), float(s.beta2), float(s.epsilon), c.first, c.secondSqrt,
+                     skipFlag(skip), stepScalars(scalars));
 }
 
 // ---- input ----

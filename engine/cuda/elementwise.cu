@@ -29,9 +29,11 @@ __global__ void biasActivationKernel(float* y, const float* b, std::int64_t rows
 }
 
 __global__ void dropoutForwardKernel(const float* x, float* y, std::uint8_t* mask, std::int64_t n,
-                                     std::uint64_t seed, std::uint32_t threshold, float scale)
+                                     std::uint64_t seed, std::uint32_t threshold, float scale,
+                                     const double* scalars)
 {
-    TOWERS_GRID_STRIDE(i, n) dropoutForwardAt(i, x, y, mask, seed, threshold, scale);
+    const std::uint64_t stepSeed = dropoutSeedOf(scalars, seed);
+    TOWERS_GRID_STRIDE(i, n) dropoutForwardAt(i, x, y, mask, stepSeed, threshold, scale);
 }
 
 __global__ void dropoutBackwardKernel(const float* dy, const std::uint8_t* mask, float* dx,
@@ -72,10 +74,11 @@ void biasActivation(cudaStream_t s, float* y, const float* b, std::int64_t rows,
 }
 
 void dropoutForward(cudaStream_t s, const float* x, float* y, std::uint8_t* mask, std::int64_t n,
-                    std::uint64_t seed, std::uint32_t threshold, float scale)
+                    std::uint64_t seed, std::uint32_t threshold, float scale, const double* scalars)
 {
     if (n == 0) return;
-    dropoutForwardKernel<<<gridFor(n), kThreads, 0, s>>>(x, y, mask, n, seed, threshold, scale);
+    dropoutForwardKernel<<<gridFor(n), kThreads, 0, s>>>(x, y, mask, n, seed, threshold, scale,
+                                                         scalars);
     TOWERS_CUDA_LAUNCHED();
 }
 

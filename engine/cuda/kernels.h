@@ -18,8 +18,10 @@ void addTensors(cudaStream_t s, const float* a, const float* b, float* y, std::i
 // y[r, c] += b[c] (b may be null), then ReLU when `relu`.
 void biasActivation(cudaStream_t s, float* y, const float* b, std::int64_t rows, std::int64_t cols,
                     bool relu);
+// `scalars`: nullptr, or a step's StepScalars on the GPU (kernel_math.h's stepScalar).
 void dropoutForward(cudaStream_t s, const float* x, float* y, std::uint8_t* mask, std::int64_t n,
-                    std::uint64_t seed, std::uint32_t threshold, float scale);
+                    std::uint64_t seed, std::uint32_t threshold, float scale,
+                    const double* scalars);
 void dropoutBackward(cudaStream_t s, const float* dy, const std::uint8_t* mask, float* dx,
                      std::int64_t n, float scale);
 
@@ -93,19 +95,23 @@ void meanAcrossRanks(cudaStream_t s, const RankPointers& ranks, int count, std::
 
 // ---- optim.cu ----
 // The updates take their skip flag (op_list.h) as `skip`: nullptr for none, else a device float
-// that each thread reads first, returning when it is not 0 (kernel_math.h's updateSkipped).
+// that each thread reads first, returning when it is not 0 (kernel_math.h's updateSkipped); and
+// their step's scalars as `scalars`: nullptr for the host arguments, else a step's StepScalars on
+// the GPU, read there in their place (kernel_math.h's stepScalar).
 void axpy(cudaStream_t s, float alpha, const float* x, float* y, std::int64_t n);
 // w -= lr * g as axpy(-lr, g, w) computes it: the same kernel, alpha = -lr.
 void sgdUpdate(cudaStream_t s, float lr, const float* g, float* w, std::int64_t n,
-               const float* skip);
+               const float* skip, const double* scalars);
 void momentumUpdate(cudaStream_t s, const float* g, float* buf, float* w, std::int64_t n, float lr,
-                    float momentum, float dampening, bool nesterov, bool first, const float* skip);
+                    float momentum, float dampening, bool nesterov, bool first, const float* skip,
+                    const double* scalars);
 void flagNonFinite(cudaStream_t s, const float* x, float* flag, std::int64_t n);
 void emaUpdate(cudaStream_t s, const float* value, float* shadow, std::int64_t n, float keep,
-               const float* skip);
+               const float* skip, const double* scalars);
+// correction1 and correction2Sqrt: adamCorrections (ops/step_scalars.h).
 void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n,
                 float lr, float beta1, float beta2, float epsilon, double correction1,
-                double correction2, const float* skip);
+                double correction2Sqrt, const float* skip, const double* scalars);
 
 // ---- preprocess.cu ----
 // preprocessImages' sizes and normalisation (PreprocessDesc), by value as a kernel argument.

@@ -10,12 +10,15 @@ namespace towers::engine::cuda {
 
 namespace {
 
-// axpy and sgdUpdate alike (skip nullptr for axpy): one kernel, so that sgdUpdate(lr) is
-// axpy(-lr) to the bit, whatever the compiler contracts y + alpha * x to.
-__global__ void axpyKernel(float alpha, const float* x, float* y, std::int64_t n, const float* skip)
+// axpy and sgdUpdate alike (skip and scalars nullptr for axpy): one kernel, so that sgdUpdate(lr)
+// is axpy(-lr) to the bit, whatever the compiler contracts y + alpha * x to. -float(lr) is
+// float(-lr): rounding is symmetric.
+__global__ void axpyKernel(float alpha, const float* x, float* y, std::int64_t n, const float* skip,
+                           const double* scalars)
 {
     if (updateSkipped(skip)) return;
-    TOWERS_GRID_STRIDE(i, n) y[i] += alpha * x[i];
+    const float a = scalars ? -static_cast<float>(scalars[step_scalar::LearningRate]) : alpha;
+    TOWERS_GRID_STRIDE(i, n) y[i] += a * x[i];
 }
 
 __global__ void flagNonFiniteKernel(const float* x, float* flag, std::int64_t n)
@@ -24,27 +27,32 @@ __global__ void flagNonFiniteKernel(const float* x, float* flag, std::int64_t n)
 }
 
 __global__ void emaKernel(const float* value, float* shadow, std::int64_t n, float keep,
-                          const float* skip)
+                          const float* skip, const double* scalars)
 {
     if (updateSkipped(skip)) return;
-    TOWERS_GRID_STRIDE(i, n) emaAt(i, value, shadow, keep);
+    const float k = scalars ? static_cast<float>(scalars[step_scalar::EmaKeep]) : keep;
+    TOWERS_GRID_STRIDE(i, n) emaAt(i, value, shadow, k);
 }
 
 __global__ void momentumKernel(const float* g, float* buf, float* w, std::int64_t n, float lr,
                                float momentum, float dampening, bool nesterov, bool first,
-                               const float* skip)
+                               const float* skip, const double* scalars)
 {
     if (updateSkipped(skip)) return;
-    TOWERS_GRID_STRIDE(i, n) momentumAt(i, g, buf, w, lr, momentum, dampening, nesterov, first);
+    const float rate = scalars ? static_cast<float>(scalars[step_scalar::LearningRate]) : lr;
+    const bool once = scalars ? scalars[step_scalar::MomentumFirst] != 0 : first;
+    TOWERS_GRID_STRIDE(i, n) momentumAt(i, g, buf, w, rate, momentum, dampening, nesterov, once);
 }
 
 __global__ void adamKernel(const float* g, float* m, float* v, float* w, std::int64_t n, float lr,
                            float beta1, float beta2, float epsilon, double correction1,
-                           double correction2Sqrt, const float* skip)
+                           double correction2Sqrt, const float* skip, const double* scalars)
 {
     if (updateSkipped(skip)) return;
-    TOWERS_GRID_STRIDE(i, n)
-    adamAt(i, g, m, v, w, lr, beta1, beta2, epsilon, correction1, correction2Sqrt);
+    const float rate = scalars ? static_cast<float>(scalars[step_scalar::LearningRate]) : lr;
+    const double c1 = stepScalar(scalars, step_scalar::AdamCorrection1, correction1);
+    const double c2Sqrt = stepScalar(scalars, step_scalar::AdamCorrection2Sqrt, correction2Sqrt);
+    TOWERS_GRID_STRIDE(i, n) adamAt(i, g, m, v, w, rate, beta1, beta2, epsilon, c1, c2Sqrt);
 }
 
 } // namespace
@@ -52,16 +60,16 @@ __global__ void adamKernel(const float* g, float* m, float* v, float* w, std::in
 void axpy(cudaStream_t s, float alpha, const float* x, float* y, std::int64_t n)
 {
     if (n == 0) return;
-    axpyKernel<<<gridFor(n), kThreads, 0, s>>>(alpha, x, y, n, nullptr);
+    axpyKernel<<<gridFor(n), kThreads, 0, s>>>(alpha, x, y, n, nullptr, nullptr);
     TOWERS_CUDA_LAUNCHED();
 }
 
 void sgdUpdate(cudaStream_t s, float lr, const float* g, float* w, std::int64_t n,
-               const float* skip)
+               const float* skip, const double* scalars)
 {
     if (n == 0) return;
     // -float(lr) is float(-lr): rounding is symmetric.
-    axpyKernel<<<gridFor(n), kThreads, 0, s>>>(-lr, g, w, n, skip);
+    axpyKernel<<<gridFor(n), kThreads, 0, s>>>(-lr, g, w, n, skip, scalars);
     TOWERS_CUDA_LAUNCHED();
 }
 
@@ -73,29 +81,30 @@ void flagNonFinite(cudaStream_t s, const float* x, float* flag, std::int64_t n)
 }
 
 void emaUpdate(cudaStream_t s, const float* value, float* shadow, std::int64_t n, float keep,
-               const float* skip)
+               const float* skip, const double* scalars)
 {
     if (n == 0) return;
-    emaKernel<<<gridFor(n), kThreads, 0, s>>>(value, shadow, n, keep, skip);
+    emaKernel<<<gridFor(n), kThreads, 0, s>>>(value, shadow, n, keep, skip, scalars);
     TOWERS_CUDA_LAUNCHED();
 }
 
 void momentumUpdate(cudaStream_t s, const float* g, float* buf, float* w, std::int64_t n, float lr,
-                    float momentum, float dampening, bool nesterov, bool first, const float* skip)
+                    float momentum, float dampening, bool nesterov, bool first, const float* skip,
+                    const double* scalars)
 {
     if (n == 0) return;
     momentumKernel<<<gridFor(n), kThreads, 0, s>>>(g, buf, w, n, lr, momentum, dampening, nesterov,
-                                                   first, skip);
+                                                   first, skip, scalars);
     TOWERS_CUDA_LAUNCHED();
 }
 
 void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n,
                 float lr, float beta1, float beta2, float epsilon, double correction1,
-                double correction2, const float* skip)
+                double correction2Sqrt, const float* skip, const double* scalars)
 {
     if (n == 0) return;
     adamKernel<<<gridFor(n), kThreads, 0, s>>>(g, m, v, w, n, lr, beta1, beta2, epsilon,
-                                               correction1, sqrt(correction2), skip);
+                                               correction1, correction2Sqrt, skip, scalars);
     TOWERS_CUDA_LAUNCHED();
 }
 

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "engine/ops/dropout_mask.h"
+
 namespace towers::engine {
 
 Dropout::Dropout(std::string name, double rate, std::uint64_t seed)
@@ -22,10 +24,14 @@ void Dropout::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 {
     m_lastWasTraining = ctx.training && m_enabled;
     if (m_lastWasTraining) {
-        std::uint64_t seed = splitmix64(m_seed ^ splitmix64(ctx.step));
         // Replica 0 keeps the single-tower masks; every other tower gets its own stream.
+        std::uint64_t seed = m_seed;
         if (ctx.replica != 0) seed = splitmix64(seed ^ splitmix64(0xD1CEull + ctx.replica));
-        ctx.ops.dropoutForward(x, m_rate, seed, y, m_mask);
+        // The step is mixed in here, or where the step's scalars live (dropoutSeed alike).
+        if (ctx.scalars)
+            ctx.ops.dropoutForward(x, m_rate, seed, y, m_mask, *ctx.scalars);
+        else
+            ctx.ops.dropoutForward(x, m_rate, dropoutSeed(seed, ctx.step), y, m_mask, Tensor());
     } else {
         Tensor::ensure(y, x.shape(), x.dtype(), x.device());
         y.copyFrom(x);

@@ -109,11 +109,13 @@
 // y = a + b (same shapes); y may be a or b.
 #define TOWERS_OP_add(M) M(add, void, (const Tensor& a, const Tensor& b, Tensor& y), (a, b, y))
 // Inverted dropout: element i is kept when dropoutKeeps(seed, i, rate) (ops/dropout_mask.h), kept
-// values are scaled by 1 / (1 - rate). mask: UInt8 0/1 of x's shape.
+// values are scaled by 1 / (1 - rate). mask: UInt8 0/1 of x's shape. With `scalars` (a step's
+// StepScalars, see the updates below), the seed is dropoutSeed(seed, its DropoutStep) instead.
 #define TOWERS_OP_dropoutForward(M)                                                                \
     M(dropoutForward, void,                                                                        \
-      (const Tensor& x, double rate, std::uint64_t seed, Tensor& y, Tensor& mask),                 \
-      (x, rate, seed, y, mask))
+      (const Tensor& x, double rate, std::uint64_t seed, Tensor& y, Tensor& mask,                  \
+       const Tensor& scalars),                                                                     \
+      (x, rate, seed, y, mask, scalars))
 #define TOWERS_OP_dropoutBackward(M)                                                               \
     M(dropoutBackward, void, (const Tensor& dy, const Tensor& mask, double rate, Tensor& dx),      \
       (dy, mask, rate, dx))
@@ -173,25 +175,34 @@
 // state tensors (buf; m, v) have w's shape and dtype and are updated in place. `skip` is empty, or
 // a [1] tensor of w's float type where w lives (the step's flagNonFinite flag): when it is not 0
 // the update leaves w and the state as they are, decided where they live, so that a diverged
-// step is skipped without the host waiting to read the flag first ---
+// step is skipped without the host waiting to read the flag first. `scalars` is empty, or a step's
+// StepScalars (descriptors.h: Float64 [StepScalars::kCount] where w lives): the update then reads
+// its learning rate, momentum's first step, Adam's bias corrections or the moving average's keep
+// from there when it runs, in place of the host arguments' (the other fields stay the host's), so
+// that a replayed capture reads each step's values ---
 // w -= lr * g: plain gradient descent (the tutorial's), as axpy(-lr, g, w) computes it
 #define TOWERS_OP_sgdUpdate(M)                                                                     \
-    M(sgdUpdate, void, (double lr, const Tensor& g, Tensor& w, const Tensor& skip),                \
-      (lr, g, w, skip))
+    M(sgdUpdate, void,                                                                             \
+      (double lr, const Tensor& g, Tensor& w, const Tensor& skip, const Tensor& scalars),          \
+      (lr, g, w, skip, scalars))
 #define TOWERS_OP_momentumUpdate(M)                                                                \
     M(momentumUpdate, void,                                                                        \
-      (const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w, const Tensor& skip),        \
-      (s, g, buf, w, skip))
+      (const MomentumStep& s, const Tensor& g, Tensor& buf, Tensor& w, const Tensor& skip,         \
+       const Tensor& scalars),                                                                     \
+      (s, g, buf, w, skip, scalars))
 #define TOWERS_OP_adamUpdate(M)                                                                    \
     M(adamUpdate, void,                                                                            \
-      (const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w, const Tensor& skip),   \
-      (s, g, m, v, w, skip))
+      (const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w, const Tensor& skip,    \
+       const Tensor& scalars),                                                                     \
+      (s, g, m, v, w, skip, scalars))
 // The moving average of a parameter: shadow -= (shadow - value) * keep, keep = 1 - decay in
 // [0, 1], in the tensors' precision (TensorFlow's assign_moving_average), where the weights
 // live; `skip` as for the updates
 #define TOWERS_OP_emaUpdate(M)                                                                     \
-    M(emaUpdate, void, (double keep, const Tensor& value, Tensor& shadow, const Tensor& skip),     \
-      (keep, value, shadow, skip))
+    M(emaUpdate, void,                                                                             \
+      (double keep, const Tensor& value, Tensor& shadow, const Tensor& skip,                       \
+       const Tensor& scalars),                                                                     \
+      (keep, value, shadow, skip, scalars))
 
 // --- input: dataset images to model input where the model lives ---
 // y [B, d.height, d.width, d.channels] (Float32) from source (UInt8 [N, H, W, d.channels], the

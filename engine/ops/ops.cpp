@@ -181,6 +181,30 @@ void skipFlag(Args& a, const Tensor& skip, const char* what)
     a.optionalFloats(skip, what, Shape{1});
 }
 
+// A step's scalars: empty (the host arguments), or StepScalars' Float64 [kCount] where the backend
+// runs; values in host memory are checked here (a GPU's are the host's, checked when it made them).
+void stepScalars(Args& a, const Tensor& scalars, const char* what)
+{
+    if (scalars.empty()) return;
+    a.typed(scalars, DType::Float64, what);
+    requireShape(scalars, Shape{StepScalars::kCount}, what);
+    if (!scalars.device().isHost()) return;
+    const double* v = scalars.data<double>();
+    const auto bad = [&](const char* value, double x) {
+        throw InvalidArgument(std::string(what) + ": " + value + " is " + std::to_string(x));
+    };
+    const double lr = v[StepScalars::LearningRate], first = v[StepScalars::MomentumFirst];
+    const double c1 = v[StepScalars::AdamCorrection1], c2 = v[StepScalars::AdamCorrection2Sqrt];
+    const double keep = v[StepScalars::EmaKeep], step = v[StepScalars::DropoutStep];
+    if (!(lr >= 0) || !std::isfinite(lr)) bad("the learning rate (a finite number >= 0)", lr);
+    if (first != 0 && first != 1) bad("momentum's first step (0 or 1)", first);
+    if (!(c1 > 0 && c1 <= 1)) bad("Adam's first bias correction (in (0, 1])", c1);
+    if (!(c2 > 0 && c2 <= 1)) bad("Adam's second bias correction (in (0, 1])", c2);
+    if (!(keep >= 0 && keep <= 1)) bad("the moving average's keep (in [0, 1])", keep);
+    if (!(step >= 0 && step <= 9007199254740992.0) || step != std::floor(step))
+        bad("the dropout step (a whole number >= 0)", step);
+}
+
 } // namespace
 
 // One function per op, named after it, with its parameters.
@@ -311,10 +335,12 @@ void add(Args& a, const Tensor& x, const Tensor& b, Tensor&)
     checks::requireSameShape(b, x, "add b", "a");
 }
 
-void dropoutForward(Args& a, const Tensor& x, double rate, std::uint64_t, Tensor&, Tensor&)
+void dropoutForward(Args& a, const Tensor& x, double rate, std::uint64_t, Tensor&, Tensor&,
+                    const Tensor& scalars)
 {
     a.floats(x, "dropout x");
     checks::dropoutRate(rate);
+    stepScalars(a, scalars, "dropout step scalars");
 }
 
 void dropoutBackward(Args& a, const Tensor& dy, const Tensor& mask, double rate, Tensor&)
@@ -409,40 +435,46 @@ void axpy(Args& a, double, const Tensor& x, Tensor& y)
     checks::requireSameShape(y, x, "axpy y", "x");
 }
 
-void sgdUpdate(Args& a, double, const Tensor& g, Tensor& w, const Tensor& skip)
+void sgdUpdate(Args& a, double, const Tensor& g, Tensor& w, const Tensor& skip,
+               const Tensor& scalars)
 {
     a.floats(w, "sgdUpdate w");
     likeParameter(a, g, w, "sgdUpdate gradient");
     skipFlag(a, skip, "sgdUpdate skip");
+    stepScalars(a, scalars, "sgdUpdate step scalars");
 }
 
 void momentumUpdate(Args& a, const MomentumStep&, const Tensor& g, Tensor& buf, Tensor& w,
-                    const Tensor& skip)
+                    const Tensor& skip, const Tensor& scalars)
 {
     a.floats(w, "momentumUpdate w");
     likeParameter(a, g, w, "momentumUpdate gradient");
     likeParameter(a, buf, w, "momentumUpdate momentum buffer");
     skipFlag(a, skip, "momentumUpdate skip");
+    stepScalars(a, scalars, "momentumUpdate step scalars");
 }
 
-void emaUpdate(Args& a, double keep, const Tensor& value, Tensor& shadow, const Tensor& skip)
+void emaUpdate(Args& a, double keep, const Tensor& value, Tensor& shadow, const Tensor& skip,
+               const Tensor& scalars)
 {
     a.floats(shadow, "emaUpdate shadow");
     likeParameter(a, value, shadow, "emaUpdate value");
     skipFlag(a, skip, "emaUpdate skip");
+    stepScalars(a, scalars, "emaUpdate step scalars");
     if (!(keep >= 0 && keep <= 1))
         throw InvalidArgument("emaUpdate: keep (1 - decay) must be in [0, 1], got " +
                               std::to_string(keep));
 }
 
 void adamUpdate(Args& a, const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v, Tensor& w,
-                const Tensor& skip)
+                const Tensor& skip, const Tensor& scalars)
 {
     a.floats(w, "adamUpdate w");
     likeParameter(a, g, w, "adamUpdate gradient");
     likeParameter(a, m, w, "adamUpdate first moment");
     likeParameter(a, v, w, "adamUpdate second moment");
     skipFlag(a, skip, "adamUpdate skip");
+    stepScalars(a, scalars, "adamUpdate step scalars");
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
 }
 

@@ -159,6 +159,9 @@ struct ExecContext
     // When set, called after each layer's backward: its parameters' gradients are final (Model
     // reports them to the towers' gradient averaging while backward goes on).
     const std::function<void(Layer&)>* backwardDone = nullptr;
+    // When set, the step's StepScalars where the ops compute (descriptors.h): the ops that take
+    // them read the step from there (dropout's masks) rather than from `step`, the same masks.
+    const Tensor* scalars = nullptr;
 };
 
 // The plain reference backend: naive loops accumulating in double, float32 and float64. The test

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "engine/ops/step_scalars.h"
+
 namespace towers::engine {
 
 Adam::Adam(AdamOptions options) : m_opt(options)
@@ -15,7 +17,16 @@ Adam::Adam(AdamOptions options) : m_opt(options)
                               std::to_string(m_opt.epsilon));
 }
 
-void Adam::update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip)
+void Adam::fillScalars(StepScalars& scalars, double lr) const
+{
+    Optimizer::fillScalars(scalars, lr);
+    const AdamCorrections c = adamCorrections(m_opt.beta1, m_opt.beta2, stepCount() + 1);
+    scalars.values[StepScalars::AdamCorrection1] = c.first;
+    scalars.values[StepScalars::AdamCorrection2Sqrt] = c.secondSqrt;
+}
+
+void Adam::update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip,
+                  const Tensor& scalars)
 {
     (void)first;
     AdamStep s;
@@ -24,7 +35,7 @@ void Adam::update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& s
     s.beta2 = m_opt.beta2;
     s.epsilon = m_opt.epsilon;
     s.step = stepCount() + 1;
-    ops.adamUpdate(s, p.grad, slot(p, 0), slot(p, 1), p.value, skip);
+    ops.adamUpdate(s, p.grad, slot(p, 0), slot(p, 1), p.value, skip, scalars);
 }
 
 } // namespace towers::engine

@@ -20,8 +20,11 @@ public:
     std::vector<std::string> slotNames() const override { return {"exp_avg", "exp_avg_sq"}; }
     const AdamOptions& options() const { return m_opt; }
 
+    void fillScalars(StepScalars& scalars, double lr) const override;
+
 protected:
-    void update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip) override;
+    void update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip,
+                const Tensor& scalars) override;
 
 private:
     AdamOptions m_opt;

@@ -88,11 +88,16 @@ void Ema::update(const std::vector<Parameter*>& params, std::int64_t numUpdates,
 }
 
 void Ema::update(Ops& ops, const std::vector<Parameter*>& params, std::int64_t numUpdates,
-                 const Tensor& skip)
+                 const Tensor& skip, const Tensor& scalars)
 {
     const double keep = 1.0 - effectiveDecay(numUpdates);
     for (auto* p : params)
-        if (p->trainable) ops.emaUpdate(keep, p->value, find(*p), skip);
+        if (p->trainable) ops.emaUpdate(keep, p->value, find(*p), skip, scalars);
+}
+
+void Ema::fillScalars(StepScalars& scalars, std::int64_t numUpdates) const
+{
+    scalars.values[StepScalars::EmaKeep] = 1.0 - effectiveDecay(numUpdates);
 }
 
 bool Ema::onHost() const

@@ -35,9 +35,12 @@ public:
                 int parts = 1);
     // The same step with `ops` on the averages where they live (a GPU tower's: no copy to the
     // host), every parameter; ops' device must hold the averages and the parameters.
-    // `skip`: as Optimizer::step's (the averages stay as they are where it is set).
+    // `skip` and `scalars`: as Optimizer::step's (the averages stay as they are where the flag
+    // is set; the keep is the scalars' EmaKeep, as fillScalars(numUpdates) made it).
     void update(Ops& ops, const std::vector<Parameter*>& params, std::int64_t numUpdates,
-                const Tensor& skip = {});
+                const Tensor& skip = {}, const Tensor& scalars = {});
+    // The keep of update(numUpdates) in a step's scalars (StepScalars::EmaKeep).
+    void fillScalars(StepScalars& scalars, std::int64_t numUpdates) const;
     // Whether the averages live on the host (the shared host update above applies).
     bool onHost() const;
 

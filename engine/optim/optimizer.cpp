@@ -8,7 +8,8 @@
 
 namespace towers::engine {
 
-void Optimizer::step(Ops& ops, const std::vector<Parameter*>& params, double lr, const Tensor& skip)
+void Optimizer::step(Ops& ops, const std::vector<Parameter*>& params, double lr, const Tensor& skip,
+                     const Tensor& scalars)
 {
     if (!(lr >= 0) || !std::isfinite(lr))
         throw InvalidArgument("learning rate must be a finite number >= 0, got " +
@@ -20,8 +21,14 @@ void Optimizer::step(Ops& ops, const std::vector<Parameter*>& params, double lr,
                                   "' has no gradient: run backward first");
     }
     for (auto* p : params)
-        if (p->trainable) update(ops, *p, lr, m_steps == 0, skip);
+        if (p->trainable) update(ops, *p, lr, m_steps == 0, skip, scalars);
     ++m_steps;
+}
+
+void Optimizer::fillScalars(StepScalars& scalars, double lr) const
+{
+    scalars.values[StepScalars::LearningRate] = lr;
+    scalars.values[StepScalars::MomentumFirst] = m_steps == 0 ? 1 : 0;
 }
 
 void Optimizer::skipped()

@@ -42,8 +42,15 @@ public:
     // InvalidArgument for a bad lr or a trainable parameter without a gradient. With a `skip`
     // flag (op_list.h's updates: [1] where the parameters live), the updates leave everything as
     // it is where the flag is set, decided there without the host waiting; the caller, once it
-    // has read the flag, calls skipped() for a step that was.
-    void step(Ops& ops, const std::vector<Parameter*>& params, double lr, const Tensor& skip = {});
+    // has read the flag, calls skipped() for a step that was. With `scalars` (a step's
+    // StepScalars where the parameters live, as fillScalars() made them for this step and `lr`),
+    // the updates read their learning rate, first step and bias corrections there when they run
+    // (a replayed capture's are the step's own).
+    void step(Ops& ops, const std::vector<Parameter*>& params, double lr, const Tensor& skip = {},
+              const Tensor& scalars = {});
+    // The values of the next step() with learning rate `lr` in a step's scalars: the learning
+    // rate and momentum's first step here, Adam's bias corrections in Adam's.
+    virtual void fillScalars(StepScalars& scalars, double lr) const;
     // The latest step() was skipped by its flag: it does not count (Adam's bias correction and
     // the momentum buffer's first step are as if it had not been taken).
     void skipped();
@@ -63,8 +70,10 @@ public:
 
 protected:
     Optimizer() = default;
-    // Updates one trainable parameter; `first` is true on the optimizer's first step.
-    virtual void update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip) = 0;
+    // Updates one trainable parameter; `first` is true on the optimizer's first step; `skip` and
+    // `scalars` as step()'s, for the op.
+    virtual void update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip,
+                        const Tensor& scalars) = 0;
     // Slot i of parameter p (zeros of p's shape and dtype the first time).
     Tensor& slot(const Parameter& p, std::size_t i);
 

@@ -26,10 +26,11 @@ std::vector<std::string> Sgd::slotNames() const
     return {"momentum_buffer"};
 }
 
-void Sgd::update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip)
+void Sgd::update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip,
+                 const Tensor& scalars)
 {
     if (m_opt.momentum == 0) {
-        ops.sgdUpdate(lr, p.grad, p.value, skip);
+        ops.sgdUpdate(lr, p.grad, p.value, skip, scalars);
         return;
     }
     MomentumStep s;
@@ -38,7 +39,7 @@ void Sgd::update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& sk
     s.dampening = m_opt.dampening;
     s.nesterov = m_opt.nesterov;
     s.first = first;
-    ops.momentumUpdate(s, p.grad, slot(p, 0), p.value, skip);
+    ops.momentumUpdate(s, p.grad, slot(p, 0), p.value, skip, scalars);
 }
 
 } // namespace towers::engine

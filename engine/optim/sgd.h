@@ -25,7 +25,8 @@ public:
     const SgdOptions& options() const { return m_opt; }
 
 protected:
-    void update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip) override;
+    void update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& skip,
+                const Tensor& scalars) override;
 
 private:
     SgdOptions m_opt;

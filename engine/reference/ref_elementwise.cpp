@@ -6,6 +6,7 @@
 
 #include "engine/ops/dropout_mask.h"
 #include "engine/ops/op_checks.h"
+#include "engine/ops/step_scalars.h"
 #include "engine/reference/ref_common.h"
 
 namespace towers::engine::reference {
@@ -79,9 +80,10 @@ void ReferenceOps::addImpl(const Tensor& a, const Tensor& b, Tensor& y)
     });
 }
 
-void ReferenceOps::dropoutForwardImpl(const Tensor& x, double rate, std::uint64_t seed, Tensor& y,
-                                      Tensor& mask)
+void ReferenceOps::dropoutForwardImpl(const Tensor& x, double rate, std::uint64_t layerSeed,
+                                      Tensor& y, Tensor& mask, const Tensor& scalars)
 {
+    const std::uint64_t seed = step_scalars::dropoutSeed(layerSeed, scalars);
     const Tensor in = x;
     Tensor::ensure(y, in.shape(), in.dtype());
     Tensor::ensure(mask, in.shape(), DType::UInt8);

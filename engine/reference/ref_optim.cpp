@@ -3,20 +3,24 @@
 #include <cmath>
 
 #include "engine/ops/op_checks.h"
+#include "engine/ops/step_scalars.h"
 #include "engine/reference/ref_common.h"
 
 namespace towers::engine::reference {
 
-void ReferenceOps::sgdUpdateImpl(double lr, const Tensor& g, Tensor& w, const Tensor& skip)
+void ReferenceOps::sgdUpdateImpl(double lr, const Tensor& g, Tensor& w, const Tensor& skip,
+                                 const Tensor& scalars)
 {
     if (checks::updateSkipped(skip)) return;
-    ReferenceOps::axpyImpl(-lr, g, w); // axpy's own loop: the bits of axpy(-lr, g, w)
+    ReferenceOps::axpyImpl(-step_scalars::lr(lr, scalars), g,
+                           w); // axpy's own loop: the bits of axpy(-lr, g, w)
 }
 
-void ReferenceOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Tensor& buf,
-                                      Tensor& w, const Tensor& skip)
+void ReferenceOps::momentumUpdateImpl(const MomentumStep& step, const Tensor& g, Tensor& buf,
+                                      Tensor& w, const Tensor& skip, const Tensor& scalars)
 {
     if (checks::updateSkipped(skip)) return;
+    const MomentumStep s = step_scalars::momentum(step, scalars);
     byDType(w.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* pg = g.data<T>();
@@ -32,10 +36,11 @@ void ReferenceOps::momentumUpdateImpl(const MomentumStep& s, const Tensor& g, Te
     });
 }
 
-void ReferenceOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shadow,
-                                 const Tensor& skip)
+void ReferenceOps::emaUpdateImpl(double hostKeep, const Tensor& value, Tensor& shadow,
+                                 const Tensor& skip, const Tensor& scalars)
 {
     if (checks::updateSkipped(skip)) return;
+    const double keep = step_scalars::emaKeep(hostKeep, scalars);
     byDType(shadow.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* pv = value.data<T>();
@@ -48,12 +53,12 @@ void ReferenceOps::emaUpdateImpl(double keep, const Tensor& value, Tensor& shado
 }
 
 void ReferenceOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tensor& v,
-                                  Tensor& w, const Tensor& skip)
+                                  Tensor& w, const Tensor& skip, const Tensor& scalars)
 {
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
     if (checks::updateSkipped(skip)) return;
-    const double bc1 = 1.0 - std::pow(s.beta1, double(s.step));
-    const double bc2Sqrt = std::sqrt(1.0 - std::pow(s.beta2, double(s.step)));
+    const step_scalars::Adam run = step_scalars::adam(s, scalars);
+    const double lr = run.lr, bc1 = run.corrections.first, bc2Sqrt = run.corrections.secondSqrt;
     byDType(w.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* pg = g.data<T>();
@@ -65,7 +70,7 @@ void ReferenceOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m,
             pm[i] = static_cast<T>(s.beta1 * double(pm[i]) + (1.0 - s.beta1) * gi);
             pv[i] = static_cast<T>(s.beta2 * double(pv[i]) + (1.0 - s.beta2) * gi * gi);
             const double denom = std::sqrt(double(pv[i])) / bc2Sqrt + s.epsilon;
-            pw[i] = static_cast<T>(double(pw[i]) - s.lr / bc1 * double(pm[i]) / denom);
+            pw[i] = static_cast<T>(double(pw[i]) - lr / bc1 * double(pm[i]) / denom);
         }
     });
 }

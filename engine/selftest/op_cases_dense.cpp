@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "engine/data/distortion_math.h"
+#include "engine/ops/step_scalars.h"
 #include "engine/selftest/op_cases_build.h"
 
 namespace towers::engine::op_cases {
@@ -162,6 +163,14 @@ struct Named
     std::string text() const { return shapeText(shape) + (what.empty() ? "" : " (" + what + ")"); }
 };
 
+// A step's scalars (StepScalars) as an input every backend is given as Float64, where it computes.
+Tensor stepScalarsInput(const StepScalars& v)
+{
+    Tensor t = Tensor::zeros(Shape{StepScalars::kCount}, DType::Float64);
+    for (int i = 0; i < StepScalars::kCount; ++i) t.data<double>()[i] = v.values[i];
+    return t;
+}
+
 std::vector<Named> elementwiseShapes()
 {
     return {
@@ -240,9 +249,27 @@ void addElementwise(std::vector<OpCase>& cases)
                          [s](Rng& rng) { return std::vector<Tensor>{uniform(s.shape, rng)}; },
                          [rate, seed](Ops& ops, const std::vector<Tensor>& in) {
                              Tensor y, m;
-                             ops.dropoutForward(in[0], rate, seed, y, m);
+                             ops.dropoutForward(in[0], rate, seed, y, m, Tensor());
                              return std::vector<OpOutput>{{"y", y}, {"mask", m, true}};
                          }});
+    }
+    // The step from a step's scalars (the seed then is dropoutSeed(seed, step)).
+    {
+        const Named s = shapes[4];
+        StepScalars v;
+        v.values[StepScalars::DropoutStep] = 4097;
+        OpCase c{"dropout forward", s.text() + ", rate 0.5, step 4097 from the step's scalars",
+                 Tolerance::elementwise(),
+                 [s, v](Rng& rng) {
+                     return std::vector<Tensor>{uniform(s.shape, rng), stepScalarsInput(v)};
+                 },
+                 [](Ops& ops, const std::vector<Tensor>& in) {
+                     Tensor y, m;
+                     ops.dropoutForward(in[0], 0.5, 99, y, m, in[1]);
+                     return std::vector<OpOutput>{{"y", y}, {"mask", m, true}};
+                 }};
+        c.keepDType = {1};
+        cases.push_back(c);
     }
     for (std::size_t i = 0; i < shapes.size(); ++i) {
         const Named s = shapes[i];
@@ -551,7 +578,7 @@ void addSgd(std::vector<OpCase>& cases, const Named& s, double lr, SkipFlag f)
                      },
                      [lr, set](Ops& ops, const std::vector<Tensor>& in) {
                          Tensor w = in[1].clone();
-                         ops.sgdUpdate(lr, in[0], w, skipOf(in, 2));
+                         ops.sgdUpdate(lr, in[0], w, skipOf(in, 2), Tensor());
                          return std::vector<OpOutput>{{"w", w, set}};
                      }});
 }
@@ -570,7 +597,7 @@ void addMomentum(std::vector<OpCase>& cases, const Named& s, const std::string& 
          },
          [step, set](Ops& ops, const std::vector<Tensor>& in) {
              Tensor buf = in[1].clone(), w = in[2].clone();
-             ops.momentumUpdate(step, in[0], buf, w, skipOf(in, 3));
+             ops.momentumUpdate(step, in[0], buf, w, skipOf(in, 3), Tensor());
              return std::vector<OpOutput>{{"w", w, set}, {"buffer", buf, set}};
          }});
 }
@@ -590,7 +617,7 @@ void addAdam(std::vector<OpCase>& cases, const Named& s, const std::string& what
                      },
                      [step, set](Ops& ops, const std::vector<Tensor>& in) {
                          Tensor m = in[1].clone(), v = in[2].clone(), w = in[3].clone();
-                         ops.adamUpdate(step, in[0], m, v, w, skipOf(in, 4));
+                         ops.adamUpdate(step, in[0], m, v, w, skipOf(in, 4), Tensor());
                          return std::vector<OpOutput>{{"w", w, set}, {"m", m, set}, {"v", v, set}};
                      }});
 }
@@ -606,9 +633,101 @@ void addEma(std::vector<OpCase>& cases, const Named& s, double keep, SkipFlag f)
                      },
                      [keep, set](Ops& ops, const std::vector<Tensor>& in) {
                          Tensor shadow = in[1].clone();
-                         ops.emaUpdate(keep, in[0], shadow, skipOf(in, 2));
+                         ops.emaUpdate(keep, in[0], shadow, skipOf(in, 2), Tensor());
                          return std::vector<OpOutput>{{"shadow", shadow, set}};
                      }});
+}
+
+// The operands of an update (g, then the state and w: uniform, a second moment non-negative),
+// then a step's scalars, then its flag. Each update given a step's scalars gets host arguments
+// that say something else (a learning rate and keep of 0, Adam's step 1, momentum's first step the
+// other way), so a backend that did not read the scalars where it computes would leave w as it
+// is, or differ from the reference.
+std::function<std::vector<Tensor>(Rng&)> withScalars(const Named& shape, int operands,
+                                                     const StepScalars& v, SkipFlag f)
+{
+    return [shape, operands, v, f](Rng& rng) {
+        std::vector<Tensor> in;
+        for (int i = 0; i < operands; ++i)
+            in.push_back(operands == 4 && i == 2 ? uniform(shape.shape, rng, 0, 0.01)
+                                                 : uniform(shape.shape, rng));
+        in.push_back(stepScalarsInput(v));
+        return withSkip(in, f);
+    };
+}
+
+OpCase fromScalars(OpCase c, std::size_t scalarsInput)
+{
+    c.keepDType = {scalarsInput};
+    return c;
+}
+
+void addSgdFromScalars(std::vector<OpCase>& cases, const Named& s, SkipFlag f)
+{
+    const bool set = f == SkipFlag::Set;
+    StepScalars v;
+    v.values[StepScalars::LearningRate] = 0.37;
+    cases.push_back(fromScalars({"optimizer SGD update",
+                                 s.text() + ", lr 0.37 from the step's scalars" + skipText(f),
+                                 Tolerance::elementwise(), withScalars(s, 2, v, f),
+                                 [set](Ops& ops, const std::vector<Tensor>& in) {
+                                     Tensor w = in[1].clone();
+                                     ops.sgdUpdate(0.0, in[0], w, skipOf(in, 3), in[2]);
+                                     return std::vector<OpOutput>{{"w", w, set}};
+                                 }},
+                                2));
+}
+
+void addMomentumFromScalars(std::vector<OpCase>& cases, const Named& s, bool first)
+{
+    StepScalars v;
+    v.values[StepScalars::LearningRate] = 0.05;
+    v.values[StepScalars::MomentumFirst] = first ? 1 : 0;
+    const MomentumStep host{0.0, 0.9, 0, true, !first};
+    cases.push_back(fromScalars({"optimizer momentum update",
+                                 s.text() + ", Nesterov, lr 0.05" + (first ? ", first step" : "") +
+                                     " from the step's scalars",
+                                 Tolerance::elementwise(), withScalars(s, 3, v, SkipFlag::None),
+                                 [host](Ops& ops, const std::vector<Tensor>& in) {
+                                     Tensor buf = in[1].clone(), w = in[2].clone();
+                                     ops.momentumUpdate(host, in[0], buf, w, Tensor(), in[3]);
+                                     return std::vector<OpOutput>{{"w", w}, {"buffer", buf}};
+                                 }},
+                                3));
+}
+
+void addAdamFromScalars(std::vector<OpCase>& cases, const Named& s)
+{
+    StepScalars v;
+    v.values[StepScalars::LearningRate] = 0.01;
+    const AdamCorrections k = adamCorrections(0.9, 0.999, 7);
+    v.values[StepScalars::AdamCorrection1] = k.first;
+    v.values[StepScalars::AdamCorrection2Sqrt] = k.secondSqrt;
+    const AdamStep host{0.0, 0.9, 0.999, 1e-8, 1};
+    cases.push_back(fromScalars(
+        {"optimizer Adam update", s.text() + ", step 7, lr 0.01 from the step's scalars",
+         Tolerance::elementwise(), withScalars(s, 4, v, SkipFlag::None),
+         [host](Ops& ops, const std::vector<Tensor>& in) {
+             Tensor m = in[1].clone(), second = in[2].clone(), w = in[3].clone();
+             ops.adamUpdate(host, in[0], m, second, w, Tensor(), in[4]);
+             return std::vector<OpOutput>{{"w", w}, {"m", m}, {"v", second}};
+         }},
+        4));
+}
+
+void addEmaFromScalars(std::vector<OpCase>& cases, const Named& s)
+{
+    StepScalars v;
+    v.values[StepScalars::EmaKeep] = 0.3;
+    cases.push_back(
+        fromScalars({"moving average update", s.text() + ", keep 0.3 from the step's scalars",
+                     Tolerance::elementwise(), withScalars(s, 2, v, SkipFlag::None),
+                     [](Ops& ops, const std::vector<Tensor>& in) {
+                         Tensor shadow = in[1].clone();
+                         ops.emaUpdate(0.0, in[0], shadow, Tensor(), in[2]);
+                         return std::vector<OpOutput>{{"shadow", shadow}};
+                     }},
+                    2));
 }
 
 void addUpdates(std::vector<OpCase>& cases)
@@ -626,6 +745,8 @@ void addUpdates(std::vector<OpCase>& cases)
         addSgd(cases, axpyShapes[i], lrs[i], SkipFlag::None);
     addSgd(cases, clearShape, 0.1, SkipFlag::Clear);
     addSgd(cases, setShape, 0.1, SkipFlag::Set);
+    addSgdFromScalars(cases, clearShape, SkipFlag::None);
+    addSgdFromScalars(cases, shapes[1], SkipFlag::Set);
 
     struct Momentum
     {
@@ -646,6 +767,8 @@ void addUpdates(std::vector<OpCase>& cases)
     // A set flag on a first step leaves the buffer too (a first step would set it to g).
     addMomentum(cases, setShape, momenta[0].what, momenta[0].step, SkipFlag::Set);
     addMomentum(cases, setShape, momenta[2].what, momenta[2].step, SkipFlag::Set);
+    addMomentumFromScalars(cases, clearShape, true);
+    addMomentumFromScalars(cases, clearShape, false);
 
     struct Adam
     {
@@ -661,6 +784,7 @@ void addUpdates(std::vector<OpCase>& cases)
         addAdam(cases, shapes[i % shapes.size()], adams[i].what, adams[i].step, SkipFlag::None);
     addAdam(cases, clearShape, adams[1].what, adams[1].step, SkipFlag::Clear);
     addAdam(cases, setShape, adams[1].what, adams[1].step, SkipFlag::Set);
+    addAdamFromScalars(cases, clearShape);
 
     // The moving average's step: TensorFlow's warm-up (keep 0.9 at update 0), a usual decay and
     // the extremes (keep 0 leaves the average, keep 1 copies the weights).
@@ -670,6 +794,7 @@ void addUpdates(std::vector<OpCase>& cases)
     addEma(cases, clearShape, 0.9, SkipFlag::Clear);
     // keep 1 would copy the weights: the set flag keeps the average.
     addEma(cases, setShape, 1.0, SkipFlag::Set);
+    addEmaFromScalars(cases, clearShape);
 }
 
 // ---- preprocessing ----

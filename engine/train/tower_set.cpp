@@ -119,6 +119,7 @@ struct StepSlot
     LossCopy lossCopy;                // gated: the loss on its way to the host
     Tensor images, labels, draws;     // gated: page-locked copies of the tower's slice
     Tensor deviceImages, deviceLabels, deviceDraws; // gated: the slice where the tower computes
+    Tensor scalars, deviceScalars; // gated: the step's StepScalars, page-locked and on the device
     int dataMark = 0, computeMark = 0, backwardMark = 0, commMark = 0, updateMark = 0, endMark = 0;
     double startedMs = 0; // in the buckets' collectives during backward
     // Known once the step is done (at once for a step that is not gated).
@@ -612,6 +613,19 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
             }
             labels = toDevice(labels, sl.deviceLabels, tw.labels);
         }
+        // A gated step's scalars (learning rate, bias corrections, the moving average's keep,
+        // dropout's step) go beside its slice, and its ops read them on the device.
+        if (m_gated) {
+            StepScalars values;
+            tw.optimizer->fillScalars(values, lr);
+            if (m_ema) m_ema->fillScalars(values, globalStep + 1);
+            values.values[StepScalars::DropoutStep] = double(globalStep);
+            if (sl.scalars.empty())
+                sl.scalars = Tensor::pinned({StepScalars::kCount}, DType::Float64);
+            std::memcpy(sl.scalars.raw(), values.values, sizeof values.values);
+            ops.prefetch(sl.scalars, sl.deviceScalars);
+            ctx.scalars = &sl.deviceScalars;
+        }
         if (drawn) { // the slice's images made where the tower holds the set, from its draws
             Tensor draws = batch.towerDraws(t);
             if (onDevice) {
@@ -678,9 +692,10 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
             }
             for (const Tensor& v : *averaged) ops.flagNonFinite(v, sl.flag);
             sl.commMark = ops.mark();
-            tw.optimizer->step(ops, tw.model->parameters(), lr, sl.flag);
+            tw.optimizer->step(ops, tw.model->parameters(), lr, sl.flag, sl.deviceScalars);
             if (m_ema && t == 0) // on tower 0's device, by its ops (no copy to the host)
-                m_ema->update(ops, tw.model->parameters(), globalStep + 1, sl.flag);
+                m_ema->update(ops, tw.model->parameters(), globalStep + 1, sl.flag,
+                              sl.deviceScalars);
             sl.updateMark = ops.mark();
             if (sl.flagHost.empty()) sl.flagHost = Tensor::pinned({1}, sl.flag.dtype());
             ops.download(sl.flag, sl.flagHost);

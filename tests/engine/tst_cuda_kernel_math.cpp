@@ -309,7 +309,7 @@ private slots:
         Rng rng(17);
         const Tensor x = randomTensor({16, 300}, DType::Float32, rng);
         Tensor want, wantMask, wantDx;
-        m_ref->dropoutForward(x, 0.3, 1234, want, wantMask);
+        m_ref->dropoutForward(x, 0.3, 1234, want, wantMask, Tensor());
         m_ref->dropoutBackward(x, wantMask, 0.3, wantDx);
         Tensor y(x.shape(), DType::Float32), mask(x.shape(), DType::UInt8),
             dx(x.shape(), DType::Float32);
@@ -358,7 +358,7 @@ private slots:
                 s.dampening = 0.1;
                 s.nesterov = nesterov;
                 s.first = first;
-                m_ref->momentumUpdate(s, g, wantBuf, wantW, Tensor());
+                m_ref->momentumUpdate(s, g, wantBuf, wantW, Tensor(), Tensor());
                 for (std::int64_t i = 0; i < 50; ++i)
                     cuda::momentumAt(i, f(g), f(buf), f(w), 0.05f, 0.9f, 0.1f, nesterov, first);
                 QVERIFY(normalisedError(w, wantW) < 1e-6);
@@ -370,7 +370,7 @@ private slots:
         Tensor wantW = w.clone(), wantM = m.clone(), wantV = v.clone();
         AdamStep a;
         a.step = 3;
-        m_ref->adamUpdate(a, g, wantM, wantV, wantW, Tensor());
+        m_ref->adamUpdate(a, g, wantM, wantV, wantW, Tensor(), Tensor());
         for (std::int64_t i = 0; i < 50; ++i)
             cuda::adamAt(i, f(g), f(m), f(v), f(w), float(a.lr), float(a.beta1), float(a.beta2),
                          float(a.epsilon), 1.0 - std::pow(a.beta1, 3.0),
@@ -395,7 +395,7 @@ private slots:
         for (const double keep : {0.9, 1e-4, 0.0, 1.0}) {
             Tensor shadow = randomTensor({50}, DType::Float32, rng);
             Tensor want = shadow.clone();
-            m_ref->emaUpdate(keep, g, want, Tensor());
+            m_ref->emaUpdate(keep, g, want, Tensor(), Tensor());
             for (std::int64_t i = 0; i < 50; ++i) cuda::emaAt(i, f(g), f(shadow), float(keep));
             QVERIFY(sameBytes(shadow, want));
         }
@@ -436,7 +436,7 @@ private slots:
 
             MomentumStep s;
             s.first = true;
-            m_ref->momentumUpdate(s, g, wantBuf, wantW, skip);
+            m_ref->momentumUpdate(s, g, wantBuf, wantW, skip, Tensor());
             kernel([&](std::int64_t i) {
                 cuda::momentumAt(i, f(g), f(buf), f(w), float(s.lr), float(s.momentum),
                                  float(s.dampening), false, true);
@@ -448,7 +448,7 @@ private slots:
 
             AdamStep a;
             wantW = w.clone();
-            m_ref->adamUpdate(a, g, wantM, wantV, wantW, skip);
+            m_ref->adamUpdate(a, g, wantM, wantV, wantW, skip, Tensor());
             const Tensor w1 = w.clone();
             kernel([&](std::int64_t i) {
                 cuda::adamAt(i, f(g), f(m), f(v), f(w), float(a.lr), float(a.beta1), float(a.beta2),
@@ -464,7 +464,7 @@ private slots:
             Tensor shadow = randomTensor({40}, DType::Float32, rng);
             const Tensor shadow0 = shadow.clone();
             Tensor wantShadow = shadow.clone();
-            m_ref->emaUpdate(0.5, g, wantShadow, skip);
+            m_ref->emaUpdate(0.5, g, wantShadow, skip, Tensor());
             kernel([&](std::int64_t i) { cuda::emaAt(i, f(g), f(shadow), 0.5f); });
             QCOMPARE(sameBytes(shadow, shadow0), skipped);
             QVERIFY(sameBytes(shadow, wantShadow));
@@ -472,7 +472,7 @@ private slots:
             // sgdUpdate is axpy's kernel with alpha = -lr; the reference's sgdUpdate is its
             // axpy(-lr) to the bit.
             Tensor wantY = w.clone(), axpyY = w.clone();
-            m_ref->sgdUpdate(0.25, g, wantY, skip);
+            m_ref->sgdUpdate(0.25, g, wantY, skip, Tensor());
             m_ref->axpy(-0.25, g, axpyY);
             QVERIFY(sameBytes(wantY, skipped ? w : axpyY));
         }

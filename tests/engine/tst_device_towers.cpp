@@ -102,7 +102,8 @@ std::unique_ptr<Model> withoutBuffers()
 
 // Steps host and dev towers on the same batches (a NaN in step nanStep) and checks that dev
 // computes what host does, bitwise: the losses, the skipped step, the weights and the optimizer
-// state, its replicas identical.
+// state, its replicas identical. The learning rate changes every step (a gated step reads it, as
+// its other scalars, on the device).
 void expectSameTraining(TowerSet& host, TowerSet& dev, std::uint64_t seed, int steps, int nanStep)
 {
     SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), host.size(), 4, 64,
@@ -110,8 +111,9 @@ void expectSameTraining(TowerSet& host, TowerSet& dev, std::uint64_t seed, int s
     data.injectNanAt(nanStep);
     for (int s = 0; s < steps; ++s) {
         const Batch& batch = data.next();
-        const auto a = host.step(batch, s, 0.05);
-        const auto b = dev.step(batch, s, 0.05);
+        const double lr = 0.05 / (1 + s);
+        const auto a = host.step(batch, s, lr);
+        const auto b = dev.step(batch, s, lr);
         QCOMPARE(b.finite, s != nanStep); // the NaN step is skipped everywhere
         QCOMPARE(a.finite, b.finite);
         if (a.finite) QCOMPARE(b.loss, a.loss);
@@ -326,29 +328,35 @@ private slots:
     // themselves and the host reads it once, after the step: a NaN step is still skipped on every
     // tower, and a skipped first step does not count (momentum's buffer starts from the next
     // step's gradient, Adam's bias correction from step 1), for every optimizer, with the moving
-    // averages, one tower or two.
+    // averages, one tower or two; with dropout, whose step the device reads too.
     void aDivergedStepIsSkippedOnTheDevice_data()
     {
         QTest::addColumn<QString>("optimizer");
         QTest::addColumn<int>("towers");
         QTest::addColumn<int>("nanStep");
+        QTest::addColumn<bool>("dropout");
         for (const char* kind : {"sgd", "momentum", "nesterov", "adam"})
             for (int towers : {1, 2})
                 for (int nan : {0, 2})
                     QTest::addRow("%s, %d tower(s), NaN at step %d", kind, towers, nan)
-                        << QString(kind) << towers << nan;
+                        << QString(kind) << towers << nan << false;
+        for (int towers : {1, 2})
+            QTest::addRow("adam, %d tower(s), NaN at step 2, dropout", towers)
+                << QString("adam") << towers << 2 << true;
     }
     void aDivergedStepIsSkippedOnTheDevice()
     {
         QFETCH(QString, optimizer);
         QFETCH(int, towers);
         QFETCH(int, nanStep);
+        QFETCH(bool, dropout);
         FakeDeviceScope scope;
         {
             TowerSetOptions h = options(towers, false, 0.9), d = options(towers, true, 0.9, true);
             for (TowerSetOptions* o : {&h, &d}) {
                 o->optimizer.kind = optimizer.toStdString();
                 o->bucketMb = 0.01;
+                if (dropout) o->build = withoutBuffers;
             }
             TowerSet host(h), dev(d);
             expectSameTraining(host, dev, 17, 4, nanStep);

@@ -15,6 +15,7 @@
 #include "engine/errors.h"
 #include "engine/ops/backends.h"
 #include "engine/ops/staged_ops.h"
+#include "engine/ops/step_scalars.h"
 #include "error_message.h"
 #include "fake_device.h"
 
@@ -72,12 +73,12 @@ struct UpdateState
     // Every update, in turn, with `skip`.
     void update(Ops& ops, const Tensor& skip)
     {
-        ops.sgdUpdate(0.1, g, w, skip);
+        ops.sgdUpdate(0.1, g, w, skip, Tensor());
         MomentumStep ms;
         ms.first = false;
-        ops.momentumUpdate(ms, g, buf, w, skip);
-        ops.adamUpdate(AdamStep{}, g, m, v, w, skip);
-        ops.emaUpdate(0.3, w, shadow, skip);
+        ops.momentumUpdate(ms, g, buf, w, skip, Tensor());
+        ops.adamUpdate(AdamStep{}, g, m, v, w, skip, Tensor());
+        ops.emaUpdate(0.3, w, shadow, skip, Tensor());
     }
     std::vector<Tensor> onHost() const
     {
@@ -453,12 +454,18 @@ private slots:
             {"elsewhere", Tensor::zeros({1}, f32).copyTo(elsewhere), false},
         };
         const std::vector<std::pair<const char*, std::function<void(const Tensor&)>>> calls = {
-            {"sgdUpdate skip", [&](const Tensor& k) { ops->sgdUpdate(0.1, st.g, st.w, k); }},
+            {"sgdUpdate skip",
+             [&](const Tensor& k) { ops->sgdUpdate(0.1, st.g, st.w, k, Tensor()); }},
             {"momentumUpdate skip",
-             [&](const Tensor& k) { ops->momentumUpdate(MomentumStep{}, st.g, st.buf, st.w, k); }},
+             [&](const Tensor& k) {
+                 ops->momentumUpdate(MomentumStep{}, st.g, st.buf, st.w, k, Tensor());
+             }},
             {"adamUpdate skip",
-             [&](const Tensor& k) { ops->adamUpdate(AdamStep{}, st.g, st.m, st.v, st.w, k); }},
-            {"emaUpdate skip", [&](const Tensor& k) { ops->emaUpdate(0.3, st.w, st.shadow, k); }},
+             [&](const Tensor& k) {
+                 ops->adamUpdate(AdamStep{}, st.g, st.m, st.v, st.w, k, Tensor());
+             }},
+            {"emaUpdate skip",
+             [&](const Tensor& k) { ops->emaUpdate(0.3, st.w, st.shadow, k, Tensor()); }},
         };
         const auto before = st.onHost();
         for (const auto& [what, call] : calls)
@@ -491,8 +498,8 @@ private slots:
         Tensor a = ramp({3, 5}).copyTo(dev), b = a.clone(), c = a.clone();
         const Tensor g = Tensor::filled({3, 5}, f32, 0.37).copyTo(dev);
         ops->axpy(-0.013, g, a);
-        ops->sgdUpdate(0.013, g, b, Tensor());
-        ops->sgdUpdate(0.013, g, c, Tensor::zeros({1}, f32).copyTo(dev));
+        ops->sgdUpdate(0.013, g, b, Tensor(), Tensor());
+        ops->sgdUpdate(0.013, g, c, Tensor::zeros({1}, f32).copyTo(dev), Tensor());
         QVERIFY(sameBytes(a, b));
         QVERIFY(sameBytes(a, c));
         QVERIFY(!sameBytes(a, ramp({3, 5})));
@@ -501,12 +508,104 @@ private slots:
             // Staged from the stand-in GPU: the flag is copied once to where oneDNN runs; an
             // empty one is not copied at all.
             const std::int64_t c0 = scope.memory().copies();
-            ops->sgdUpdate(0.013, g, b, Tensor());
+            ops->sgdUpdate(0.013, g, b, Tensor(), Tensor());
             const std::int64_t c1 = scope.memory().copies();
-            ops->sgdUpdate(0.013, g, b, Tensor::zeros({1}, f32).copyTo(dev));
+            ops->sgdUpdate(0.013, g, b, Tensor::zeros({1}, f32).copyTo(dev), Tensor());
             const std::int64_t c2 = scope.memory().copies();
             // The second call: one copy to put the flag on the device, one to stage it.
             QCOMPARE(c2 - c1, (c1 - c0) + 2);
+        }
+    }
+
+    // A step's scalars (StepScalars): given, the updates and dropout read their learning rate,
+    // first step, bias corrections, keep and step there, to the bit of the same values passed as
+    // host arguments; checked alike everywhere (Float64 [kCount] where the backend runs; values
+    // in host memory in range).
+    void stepScalarsStandInForTheHostArguments_data() { everyBackendRefusesTheSameCalls_data(); }
+    void stepScalarsStandInForTheHostArguments()
+    {
+        QFETCH(QString, backend);
+        FakeDeviceScope scope;
+        std::unique_ptr<Ops> ops = opsFor(backend);
+        const Device dev = ops->device();
+        const auto f64 = DType::Float64;
+
+        StepScalars v;
+        v.values[StepScalars::LearningRate] = 0.0625;
+        v.values[StepScalars::MomentumFirst] = 0;
+        const AdamCorrections k = adamCorrections(0.9, 0.999, 5);
+        v.values[StepScalars::AdamCorrection1] = k.first;
+        v.values[StepScalars::AdamCorrection2Sqrt] = k.secondSqrt;
+        v.values[StepScalars::EmaKeep] = 0.25;
+        v.values[StepScalars::DropoutStep] = 12;
+        const auto scalarsOf = [&](const StepScalars& values) {
+            Tensor t = Tensor::zeros(Shape{StepScalars::kCount}, f64);
+            std::memcpy(t.raw(), values.values, sizeof values.values);
+            return t.copyTo(dev);
+        };
+        const Tensor scalars = scalarsOf(v);
+
+        // The same updates with the values as host arguments, and with other host arguments
+        // and the scalars.
+        UpdateState host(dev), device(dev);
+        const auto run = [&](UpdateState& st, bool fromScalars) {
+            const Tensor& sc = fromScalars ? scalars : Tensor();
+            MomentumStep ms;
+            ms.lr = fromScalars ? 9.0 : 0.0625;
+            ms.first = fromScalars;
+            AdamStep as;
+            as.lr = fromScalars ? 9.0 : 0.0625;
+            as.step = fromScalars ? 1 : 5;
+            for (int i = 0; i < 2; ++i) {
+                ops->sgdUpdate(fromScalars ? 9.0 : 0.0625, st.g, st.w, Tensor(), sc);
+                ops->momentumUpdate(ms, st.g, st.buf, st.w, Tensor(), sc);
+                ops->adamUpdate(as, st.g, st.m, st.v, st.w, Tensor(), sc);
+                ops->emaUpdate(fromScalars ? 1.0 : 0.25, st.w, st.shadow, Tensor(), sc);
+            }
+        };
+        const auto before = host.onHost();
+        run(host, false);
+        run(device, true);
+        QVERIFY(sameState(host.onHost(), device.onHost()));
+        for (std::size_t i = 0; i < before.size(); ++i)
+            QVERIFY2(!sameBytes(host.onHost()[i], before[i]), qPrintable(QString::number(i)));
+
+        // Dropout: the seed mixed with the scalars' step is the host's dropoutSeed.
+        const Tensor x = ramp({4, 33}).copyTo(dev);
+        Tensor y1, m1, y2, m2, y3, m3;
+        ops->dropoutForward(x, 0.5, dropoutSeed(77, 12), y1, m1, Tensor());
+        ops->dropoutForward(x, 0.5, 77, y2, m2, scalars);
+        ops->dropoutForward(x, 0.5, 77, y3, m3, Tensor());
+        QVERIFY(sameBytes(y1, y2) && sameBytes(m1, m2));
+        QVERIFY(!sameBytes(m1, m3));
+
+        // Refused alike: the wrong dtype, shape or device; values out of range (in host memory).
+        const Device elsewhere = dev.isHost() ? Device{DeviceKind::Cuda, 0} : Device::host();
+        const auto call = [&](const Tensor& sc) {
+            ops->sgdUpdate(0.1, host.g, host.w, Tensor(), sc);
+        };
+        QVERIFY_THROWS_EXCEPTION(
+            InvalidArgument,
+            call(Tensor::zeros({StepScalars::kCount}, DType::Float32).copyTo(dev)));
+        QVERIFY_THROWS_EXCEPTION(ShapeError, call(Tensor::zeros({2}, f64).copyTo(dev)));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 call(Tensor::zeros({StepScalars::kCount}, f64).copyTo(elsewhere)));
+        const std::string msg = towers::test::messageOf(
+            [&] { call(Tensor::zeros({StepScalars::kCount}, f64).copyTo(elsewhere)); });
+        QVERIFY2(msg.find("sgdUpdate step scalars") != std::string::npos, msg.c_str());
+        if (dev.isHost()) {
+            for (const auto& [index, value] :
+                 std::vector<std::pair<int, double>>{{StepScalars::LearningRate, -1},
+                                                     {StepScalars::LearningRate, std::nan("")},
+                                                     {StepScalars::MomentumFirst, 0.5},
+                                                     {StepScalars::AdamCorrection1, 0},
+                                                     {StepScalars::AdamCorrection2Sqrt, 2},
+                                                     {StepScalars::EmaKeep, 1.5},
+                                                     {StepScalars::DropoutStep, 2.5}}) {
+                StepScalars bad = v;
+                bad.values[index] = value;
+                QVERIFY_THROWS_EXCEPTION(InvalidArgument, call(scalarsOf(bad)));
+            }
         }
     }
 

@@ -158,7 +158,8 @@ private slots:
         const Tensor r = randomTensor(x.shape(), DType::Float64, rng);
         Tensor y, mask, dx;
         auto f = [&] {
-            m_ref->dropoutForward(x, 0.3, 1234, y, mask); // a fixed seed: the same mask each call
+            m_ref->dropoutForward(x, 0.3, 1234, y, mask,
+                                  Tensor()); // a fixed seed: the same mask each call
             return dot(y, r);
         };
         f();
@@ -431,7 +432,7 @@ private slots:
         const std::int64_t n = 100000;
         const Tensor x = Tensor::filled({n}, DType::Float32, 1.0);
         Tensor y, mask, dx;
-        ops.dropoutForward(x, rate, 42, y, mask);
+        ops.dropoutForward(x, rate, 42, y, mask, Tensor());
         QCOMPARE(mask.dtype(), DType::UInt8);
         const float scale = static_cast<float>(1 / (1 - rate));
         const auto th = dropoutThreshold(rate);
@@ -532,8 +533,8 @@ private slots:
         QCOMPARE(maxAbsDiff(d, r), 0.0);
 
         Tensor mr, md;
-        m_ref->dropoutForward(x, 0.4, 77, r, mr);
-        m_dnn->dropoutForward(x, 0.4, 77, d, md);
+        m_ref->dropoutForward(x, 0.4, 77, r, mr, Tensor());
+        m_dnn->dropoutForward(x, 0.4, 77, d, md, Tensor());
         QCOMPARE(maxAbsDiff(md, mr), 0.0);
         CHECK_CLOSE("dropout forward", d, r);
         m_ref->dropoutBackward(dy, mr, 0.4, r2);
@@ -550,8 +551,8 @@ private slots:
         CHECK_CLOSE("axpy", yd, yr);
         // Plain SGD's update is each backend's axpy(-lr) to the bit.
         Tensor sr = x2.clone(), sd = x2.clone();
-        m_ref->sgdUpdate(0.37, x, sr, Tensor());
-        m_dnn->sgdUpdate(0.37, x, sd, Tensor());
+        m_ref->sgdUpdate(0.37, x, sr, Tensor(), Tensor());
+        m_dnn->sgdUpdate(0.37, x, sd, Tensor(), Tensor());
         QCOMPARE(std::memcmp(sr.raw(), yr.raw(), yr.bytes()), 0);
         QCOMPARE(std::memcmp(sd.raw(), yd.raw(), yd.bytes()), 0);
 
@@ -658,22 +659,24 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(ShapeError, ops.reluBackward(x, w, dx));
         QVERIFY_THROWS_EXCEPTION(ShapeError, ops.add(x, w, y));
         QVERIFY_THROWS_EXCEPTION(ShapeError, ops.axpy(1.0, x, w));
-        QVERIFY_THROWS_EXCEPTION(ShapeError, ops.sgdUpdate(0.1, x, w, Tensor()));
+        QVERIFY_THROWS_EXCEPTION(ShapeError, ops.sgdUpdate(0.1, x, w, Tensor(), Tensor()));
         {
             // An update's skip flag: empty, or [1] of w's dtype.
             Tensor wx = x.clone();
             QVERIFY_THROWS_EXCEPTION(ShapeError,
-                                     ops.sgdUpdate(0.1, x, wx, Tensor::zeros({2}, f32)));
-            QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                                     ops.sgdUpdate(0.1, x, wx, Tensor::zeros({1}, DType::Float64)));
-            ops.sgdUpdate(0.1, x, wx, Tensor::zeros({1}, f32));
+                                     ops.sgdUpdate(0.1, x, wx, Tensor::zeros({2}, f32), Tensor()));
+            QVERIFY_THROWS_EXCEPTION(
+                InvalidArgument,
+                ops.sgdUpdate(0.1, x, wx, Tensor::zeros({1}, DType::Float64), Tensor()));
+            ops.sgdUpdate(0.1, x, wx, Tensor::zeros({1}, f32), Tensor());
         }
         QVERIFY_THROWS_EXCEPTION(ShapeError, ops.nhwcToNchw(x, y));
         Tensor sq = Tensor::zeros({1, 2, 2, 1}, f32);
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops.nhwcToNchw(sq, sq)); // no in-place transpose
 
         for (double rate : {1.0, -0.1, 1.5, std::nan("")})
-            QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops.dropoutForward(x, rate, 1, y, m));
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                     ops.dropoutForward(x, rate, 1, y, m, Tensor()));
         QVERIFY_THROWS_EXCEPTION(
             InvalidArgument, ops.dropoutBackward(x, Tensor::zeros({2, 3}, DType::Int32), 0.5, dx));
         QVERIFY_THROWS_EXCEPTION(
@@ -734,10 +737,10 @@ private slots:
                 ops.linearBackwardWeights(x64, Tensor::zeros({2, 4}, f64), dw, nullptr));
             QVERIFY_THROWS_EXCEPTION(Unsupported, ops.reluForward(x64, y));
             QVERIFY_THROWS_EXCEPTION(Unsupported, ops.add(x64, x64, y));
-            QVERIFY_THROWS_EXCEPTION(Unsupported, ops.dropoutForward(x64, 0.5, 1, y, m));
+            QVERIFY_THROWS_EXCEPTION(Unsupported, ops.dropoutForward(x64, 0.5, 1, y, m, Tensor()));
             QVERIFY_THROWS_EXCEPTION(Unsupported, ops.sumSquares(x64, 1.0, loss));
             QVERIFY_THROWS_EXCEPTION(Unsupported, ops.axpy(1.0, x64, x64));
-            QVERIFY_THROWS_EXCEPTION(Unsupported, ops.sgdUpdate(0.1, x64, x64, Tensor()));
+            QVERIFY_THROWS_EXCEPTION(Unsupported, ops.sgdUpdate(0.1, x64, x64, Tensor(), Tensor()));
             QVERIFY_THROWS_EXCEPTION(Unsupported,
                                      ops.nhwcToNchw(Tensor::zeros({1, 1, 1, 1}, f64), y));
             labels.data<std::int32_t>()[1] = 0;
