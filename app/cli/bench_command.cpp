@@ -83,6 +83,8 @@ int runBench(const QStringList& args, CommandIo& io)
             {QStringLiteral("forward_ms"), r.forwardMs},
             {QStringLiteral("backward_ms"), r.backwardMs},
             {QStringLiteral("update_ms"), r.updateMs},
+            {QStringLiteral("phases_ms"), r.phasesMs},
+            {QStringLiteral("back_to_back"), r.backToBack},
             {QStringLiteral("gflop_per_image"), r.gflopsPerImage},
             {QStringLiteral("achieved_gflops"), r.achievedGflops},
             {QStringLiteral("last_loss"), r.lastLoss},
@@ -116,12 +118,18 @@ int runBench(const QStringList& args, CommandIo& io)
     io.out << "model      " << QString::fromStdString(o.model) << ", batch " << o.batchSize << ", "
            << r.threads << " thread(s), " << QString::fromStdString(r.backend) << "\n"
            << "steps      " << o.steps << " timed after " << o.warmup << " warm-up\n"
-           << "images/s   " << QString::number(r.imagesPerSec, 'f', 1) << "\n"
-           << "step       " << QString::number(r.stepMs, 'f', 2) << " ms (forward "
-           << QString::number(r.forwardMs, 'f', 2) << ", backward "
-           << QString::number(r.backwardMs, 'f', 2) << ", update "
-           << QString::number(r.updateMs, 'f', 2) << ")\n"
-           << "compute    " << QString::number(r.gflopsPerImage, 'f', 3) << " GFLOP per image, "
+           << "images/s   " << QString::number(r.imagesPerSec, 'f', 1) << "\n";
+    const QString phases = QStringLiteral("forward %1, backward %2, update %3")
+                               .arg(r.forwardMs, 0, 'f', 2)
+                               .arg(r.backwardMs, 0, 'f', 2)
+                               .arg(r.updateMs, 0, 'f', 2);
+    if (!r.backToBack) // the CPU: ops finish before they return
+        io.out << "step       " << QString::number(r.stepMs, 'f', 2) << " ms (" << phases << ")\n";
+    else // a GPU: the steps issued back to back, the phases each waited for
+        io.out << "step       " << QString::number(r.stepMs, 'f', 2) << " ms, issued back to back\n"
+               << "phases     " << QString::number(r.phasesMs, 'f', 2) << " ms, each waited for ("
+               << phases << ")\n";
+    io.out << "compute    " << QString::number(r.gflopsPerImage, 'f', 3) << " GFLOP per image, "
            << QString::number(r.achievedGflops, 'f', 1) << " GFLOP/s achieved\n";
     if (!r.isa.empty())
         io.out << "cpu        oneDNN kernels for " << QString::fromStdString(r.isa)

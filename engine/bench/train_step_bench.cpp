@@ -105,10 +105,11 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     const BackendOptions backend{0, o.allowTf32, o.precision};
     const bool host = isHostBackend(o.backend);
     if (host) cpu::setCpuThreads(o.threads);
-    std::unique_ptr<Ops> ops = makeBackendOps(o.backend, backend);
+    std::unique_ptr<Ops> ops = o.makeOps ? o.makeOps() : makeBackendOps(o.backend, backend);
     const std::string backendName = describeBackend(o.backend, backend);
     // GPU work is asynchronous: each phase is timed up to the GPU's finishing it.
     auto finish = [&] { ops->synchronize(); };
+    const bool onGpu = !ops->device().isHost();
 
     auto model = createModel(o.model, o.seed);
     const Shape& in = model->inputShape();
@@ -119,7 +120,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     for (int i = 0; i < o.batchSize; ++i)
         labels.data<std::int32_t>()[i] =
             std::int32_t(rng.below(std::uint64_t(model->numClasses())));
-    if (!ops->device().isHost()) { // the replica and the batch on the GPU, as a GPU tower has them
+    if (onGpu) { // the replica and the batch on the GPU, as a GPU tower has them
         model->moveTo(ops->device());
         images = images.copyTo(ops->device());
         labels = labels.copyTo(ops->device());
@@ -137,6 +138,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     r.threads = host ? cpu::cpuThreads() : 0;
     double fwd = 0, bwd = 0, upd = 0;
     const int total = o.warmup + o.steps;
+    const int reported = total + (onGpu ? o.steps : 0); // the steps progress counts
     for (int step = 0; step < total; ++step) {
         ctx.step = std::uint64_t(step);
         profiler.setPhase(step == 0, step >= o.warmup);
@@ -160,12 +162,32 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
             bwd += b;
             upd += u;
         }
-        if (progress) progress(step + 1, total);
+        if (progress) progress(step + 1, reported);
     }
     r.forwardMs = fwd / o.steps;
     r.backwardMs = bwd / o.steps;
     r.updateMs = upd / o.steps;
-    r.stepMs = r.forwardMs + r.backwardMs + r.updateMs;
+    r.phasesMs = r.forwardMs + r.backwardMs + r.updateMs;
+    r.stepMs = r.phasesMs;
+    if (onGpu) {
+        // As training issues GPU steps: back to back, the loss read once at the end.
+        const auto t0 = Clock::now();
+        for (int step = 0; step < o.steps; ++step) {
+            ctx.step = std::uint64_t(total + step);
+            model->forward(ctx, images);
+            model->computeLoss(ctx, labels);
+            model->backward(ctx);
+            sgd.step(*ops, model->parameters(), o.learningRate);
+            if (progress) progress(total + step + 1, reported);
+        }
+        r.lastLoss = model->readLoss().total(); // waits for the last step
+        finish();
+        r.stepMs = msSince(t0) / o.steps;
+        r.backToBack = true;
+        if (!std::isfinite(r.lastLoss))
+            throw Error("benchmark diverged: loss is " + std::to_string(r.lastLoss) +
+                        " after the steps issued back to back");
+    }
     r.imagesPerSec = o.batchSize * 1000.0 / r.stepMs;
     r.gflopsPerImage = model->trainingFlopsPerExample() * 1e-9;
     r.achievedGflops = r.gflopsPerImage * r.imagesPerSec;

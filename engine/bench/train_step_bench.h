@@ -2,10 +2,15 @@
 // Times a full training step (forward + loss, backward, SGD update) of a registered model on
 // synthetic data: the engine side of `towers-cli bench`.
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/ops/precision.h"
+
+namespace towers::engine {
+class Ops;
+}
 
 namespace towers::engine {
 
@@ -24,6 +29,8 @@ struct TrainStepBenchOptions
     // Also time each layer's forward and backward (synchronising around each; the step is
     // slightly slower for it) and name the implementations its primitives ran on.
     bool perLayer = false;
+    // Tests: the backend's ops (a stand-in device's); by default makeBackendOps(backend).
+    std::function<std::unique_ptr<Ops>()> makeOps;
 };
 
 // One layer of the model's top level (a residual block counts as one), per timed step.
@@ -39,10 +46,18 @@ struct LayerTiming
 struct TrainStepBenchResult
 {
     TrainStepBenchOptions options;
-    std::string backend;     // e.g. "onednn 2.6.3"
-    int threads = 0;         // the OpenMP threads actually used
-    double imagesPerSec = 0; // batch / mean step time
-    double stepMs = 0, forwardMs = 0, backwardMs = 0, updateMs = 0; // means per step
+    std::string backend; // e.g. "onednn 2.6.3"
+    int threads = 0;     // the OpenMP threads actually used
+    // batch / mean step time. On a GPU, the step time is that of steps issued back to back, as
+    // training issues them (the loss stays on the GPU, one wait at the end): the GPU then runs
+    // while the host issues the next step. On the CPU, whose ops finish before they return, the
+    // sum of the phases.
+    double imagesPerSec = 0;
+    double stepMs = 0;
+    // The phases' means per step, each timed up to the device's finishing it (so on a GPU their
+    // sum, phasesMs, exceeds stepMs by the waits between them).
+    double forwardMs = 0, backwardMs = 0, updateMs = 0, phasesMs = 0;
+    bool backToBack = false;   // stepMs is of steps issued back to back (a GPU)
     double gflopsPerImage = 0; // training FLOPs per image (analytic), in GFLOP
     double achievedGflops = 0; // gflopsPerImage * imagesPerSec
     double lastLoss = 0;

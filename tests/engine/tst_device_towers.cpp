@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "engine/bench/train_step_bench.h"
 #include "engine/data/batch_loader.h"
 #include "engine/nn/conv2d.h"
 #include "engine/nn/dropout.h"
@@ -765,6 +766,34 @@ private slots:
         const Shape in = m.inputShape();
         const Tensor images = Tensor::zeros({2, in[0], in[1], in[2]}, DType::Float32);
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, m.forward(ctx, images));
+    }
+
+    // towers-cli bench on a GPU: after the phases, each waited for, the steps issued back to back
+    // (the loss read once, at the end), whose time is the step's; on the stand-in GPU the same
+    // steps as the host's, to the bit.
+    void benchIssuesGpuStepsBackToBack()
+    {
+        FakeDeviceScope scope;
+        TrainStepBenchOptions o;
+        o.model = "fashion-fast";
+        o.backend = "reference";
+        o.batchSize = 4;
+        o.warmup = 1;
+        o.steps = 3;
+        TrainStepBenchOptions host = o;
+        host.steps = 6; // as many steps as the GPU's phases and its steps back to back
+        o.makeOps = [] { return makeFakeDeviceOps("reference"); };
+        std::vector<std::pair<int, int>> progress;
+        const auto gpu = benchmarkTrainStep(o, [&](int s, int n) { progress.emplace_back(s, n); });
+        const auto cpu = benchmarkTrainStep(host);
+        QVERIFY(gpu.backToBack && !cpu.backToBack);
+        QVERIFY(gpu.stepMs > 0 && gpu.phasesMs > 0);
+        QCOMPARE(gpu.imagesPerSec, 4 * 1000.0 / gpu.stepMs);
+        QCOMPARE(cpu.stepMs, cpu.phasesMs);
+        QCOMPARE(gpu.lastLoss, cpu.lastLoss);
+        QCOMPARE(progress.size(), std::size_t(7));
+        QCOMPARE(progress.back(), (std::pair<int, int>{7, 7}));
+        QCOMPARE(scope.memory().liveAllocations(), 0);
     }
 };
 
