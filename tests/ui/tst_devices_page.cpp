@@ -4,6 +4,7 @@
 // latest step, the timeline of the last reports, the verdict in words, the slow towers outlined.
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QLabel>
 #include <QLocale>
 #include <QSet>
 #include <QSignalSpy>
@@ -128,6 +129,26 @@ private slots:
         QCOMPARE(changed.last(), (QList<QVariant>{3, 2}));
         page.setTowerSetupEnabled(false);
         for (auto* spin : page.findChildren<QSpinBox*>()) QVERIFY(!spin->isEnabled());
+    }
+
+    // Every label's Alt shortcut on the page is its own, and leads to a control.
+    void shortcutsAreDistinct()
+    {
+        DevicesPage page;
+        QSet<QChar> keys;
+        int labels = 0;
+        for (const QLabel* label : page.findChildren<QLabel*>()) {
+            const QString text = label->text();
+            const qsizetype at = text.indexOf(QLatin1Char('&'));
+            if (at < 0 || at + 1 >= text.size() || text[at + 1] == QLatin1Char('&')) continue;
+            const QChar key = text[at + 1].toLower();
+            QVERIFY2(!keys.contains(key),
+                     qPrintable(QStringLiteral("Alt+%1 twice: %2").arg(key.toUpper(), text)));
+            QVERIFY2(label->buddy(), qPrintable(text));
+            keys.insert(key);
+            ++labels;
+        }
+        QVERIFY(labels >= 7);
     }
 
     // Checked GPUs (a GPU backend is there) make the towers: one per GPU, the CPU spin boxes

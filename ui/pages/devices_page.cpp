@@ -155,7 +155,7 @@ DevicesPage::DevicesPage(QWidget* parent)
         engine::TrainConfig::precisionUnavailable("onednn", engine::Precision::BFloat16));
     m_bf16OnGpu = QString::fromStdString(
         engine::TrainConfig::precisionUnavailable("cuda", engine::Precision::BFloat16));
-    towerForm->addRow(tr("CPU &towers:"), m_towers);
+    towerForm->addRow(tr("CPU to&wers:"), m_towers);
     towerForm->addRow(tr("&Threads per tower:"), m_threads);
     towerForm->addRow(tr("&Precision:"), m_precision);
     m_summary = new QLabel(devicesBox);
@@ -247,7 +247,7 @@ DevicesPage::DevicesPage(QWidget* parent)
     m_timelineChoice->addItem(tr("the towers' mean"), -1);
     m_timelineChoice->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     auto* timelineRow = new QHBoxLayout;
-    auto* timelineLabel = new QLabel(tr("&Timeline of"), towerBox);
+    auto* timelineLabel = new QLabel(tr("Time&line of"), towerBox);
     timelineLabel->setBuddy(m_timelineChoice);
     timelineRow->addWidget(timelineLabel);
     timelineRow->addWidget(m_timelineChoice);
