@@ -7,7 +7,6 @@
 
 #include "engine/cuda/conv_plan.h"
 #include "engine/cuda/cuda_check.h"
-#include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/stream_memory.h"
 #include "engine/ops/dropout_mask.h"
@@ -174,14 +173,6 @@ namespace {
 // A step's scalars on the GPU (checked by the op's entry), or nullptr for the host arguments.
 const double* stepScalars(const Tensor& scalars)
 {
-    static_assert(int(StepScalars::LearningRate) == cuda::step_scalar::LearningRate &&
-                      int(StepScalars::MomentumFirst) == cuda::step_scalar::MomentumFirst &&
-                      int(StepScalars::AdamCorrection1) == cuda::step_scalar::AdamCorrection1 &&
-                      int(StepScalars::AdamCorrection2Sqrt) ==
-                          cuda::step_scalar::AdamCorrection2Sqrt &&
-                      int(StepScalars::EmaKeep) == cuda::step_scalar::EmaKeep &&
-                      int(StepScalars::DropoutStep) == cuda::step_scalar::DropoutStep,
-                  "kernel_math.h's step_scalar indexes are StepScalars'");
     return scalars.empty() ? nullptr : static_cast<const double*>(scalars.raw());
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "engine/ops/dropout_mask.h"
+#include "engine/ops/step_scalar_values.h"
 
 #ifdef __CUDACC__
 #define TOWERS_HD __host__ __device__
@@ -25,32 +26,6 @@ struct WindowGeometry
     std::int64_t n, h, w, c, oh, ow;
     int kh, kw, sh, sw, padTop, padLeft;
 };
-
-// A step's scalars (ops/descriptors.h's StepScalars, whose indexes these are; cuda_ops.cpp checks
-// that they agree): a kernel given them (not nullptr) reads its learning rate, keep or step there,
-// on the GPU when it runs, in place of its host argument.
-namespace step_scalar {
-enum : int
-{
-    LearningRate,
-    MomentumFirst,
-    AdamCorrection1,
-    AdamCorrection2Sqrt,
-    EmaKeep,
-    DropoutStep
-};
-}
-TOWERS_HD inline double stepScalar(const double* scalars, int index, double host)
-{
-    return scalars != nullptr ? scalars[index] : host;
-}
-// dropoutForward's seed: the host's, or dropoutSeed(seed, the step's DropoutStep).
-TOWERS_HD inline std::uint64_t dropoutSeedOf(const double* scalars, std::uint64_t seed)
-{
-    return scalars != nullptr
-               ? dropoutSeed(seed, static_cast<std::uint64_t>(scalars[step_scalar::DropoutStep]))
-               : seed;
-}
 
 // ---- element-wise ----
 

@@ -18,7 +18,7 @@ void addTensors(cudaStream_t s, const float* a, const float* b, float* y, std::i
 // y[r, c] += b[c] (b may be null), then ReLU when `relu`.
 void biasActivation(cudaStream_t s, float* y, const float* b, std::int64_t rows, std::int64_t cols,
                     bool relu);
-// `scalars`: nullptr, or a step's StepScalars on the GPU (kernel_math.h's stepScalar).
+// `scalars`: nullptr, or a step's StepScalars on the GPU (ops/step_scalar_values.h's stepScalar).
 void dropoutForward(cudaStream_t s, const float* x, float* y, std::uint8_t* mask, std::int64_t n,
                     std::uint64_t seed, std::uint32_t threshold, float scale,
                     const double* scalars);
@@ -97,7 +97,7 @@ void meanAcrossRanks(cudaStream_t s, const RankPointers& ranks, int count, std::
 // The updates take their skip flag (op_list.h) as `skip`: nullptr for none, else a device float
 // that each thread reads first, returning when it is not 0 (kernel_math.h's updateSkipped); and
 // their step's scalars as `scalars`: nullptr for the host arguments, else a step's StepScalars on
-// the GPU, read there in their place (kernel_math.h's stepScalar).
+// the GPU, read there in their place (ops/step_scalar_values.h's stepScalar).
 void axpy(cudaStream_t s, float alpha, const float* x, float* y, std::int64_t n);
 // w -= lr * g as axpy(-lr, g, w) computes it: the same kernel, alpha = -lr.
 void sgdUpdate(cudaStream_t s, float lr, const float* g, float* w, std::int64_t n,

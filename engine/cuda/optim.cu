@@ -17,7 +17,7 @@ __global__ void axpyKernel(float alpha, const float* x, float* y, std::int64_t n
                            const double* scalars)
 {
     if (updateSkipped(skip)) return;
-    const float a = scalars ? -static_cast<float>(scalars[step_scalar::LearningRate]) : alpha;
+    const float a = -static_cast<float>(stepScalar(scalars, StepScalars::LearningRate, -alpha));
     TOWERS_GRID_STRIDE(i, n) y[i] += a * x[i];
 }
 
@@ -30,7 +30,7 @@ __global__ void emaKernel(const float* value, float* shadow, std::int64_t n, flo
                           const float* skip, const double* scalars)
 {
     if (updateSkipped(skip)) return;
-    const float k = scalars ? static_cast<float>(scalars[step_scalar::EmaKeep]) : keep;
+    const float k = static_cast<float>(stepScalar(scalars, StepScalars::EmaKeep, keep));
     TOWERS_GRID_STRIDE(i, n) emaAt(i, value, shadow, k);
 }
 
@@ -39,8 +39,8 @@ __global__ void momentumKernel(const float* g, float* buf, float* w, std::int64_
                                const float* skip, const double* scalars)
 {
     if (updateSkipped(skip)) return;
-    const float rate = scalars ? static_cast<float>(scalars[step_scalar::LearningRate]) : lr;
-    const bool once = scalars ? scalars[step_scalar::MomentumFirst] != 0 : first;
+    const float rate = static_cast<float>(stepScalar(scalars, StepScalars::LearningRate, lr));
+    const bool once = stepScalar(scalars, StepScalars::MomentumFirst, first) != 0;
     TOWERS_GRID_STRIDE(i, n) momentumAt(i, g, buf, w, rate, momentum, dampening, nesterov, once);
 }
 
@@ -49,9 +49,9 @@ __global__ void adamKernel(const float* g, float* m, float* v, float* w, std::in
                            double correction2Sqrt, const float* skip, const double* scalars)
 {
     if (updateSkipped(skip)) return;
-    const float rate = scalars ? static_cast<float>(scalars[step_scalar::LearningRate]) : lr;
-    const double c1 = stepScalar(scalars, step_scalar::AdamCorrection1, correction1);
-    const double c2Sqrt = stepScalar(scalars, step_scalar::AdamCorrection2Sqrt, correction2Sqrt);
+    const float rate = static_cast<float>(stepScalar(scalars, StepScalars::LearningRate, lr));
+    const double c1 = stepScalar(scalars, StepScalars::AdamCorrection1, correction1);
+    const double c2Sqrt = stepScalar(scalars, StepScalars::AdamCorrection2Sqrt, correction2Sqrt);
     TOWERS_GRID_STRIDE(i, n) adamAt(i, g, m, v, w, rate, beta1, beta2, epsilon, c1, c2Sqrt);
 }
 

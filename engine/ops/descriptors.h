@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/ops/step_scalar_values.h" // StepScalars
 #include "engine/tensor/shape.h"
 
 namespace towers::engine {
@@ -111,26 +112,6 @@ struct AdamStep
 {
     double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
     std::int64_t step = 1;
-};
-
-// The scalars of a training step that change from step to step, as a Float64 tensor of
-// StepScalars::kCount elements where the step's tensors live: the updates and dropout read them
-// from there when they run, instead of from their host arguments, so that a step's ops captured
-// once (Ops::beginCapture) and replayed read each step's values (the host writes the tensor
-// before the step). An op given an empty tensor reads its host arguments, as before.
-struct StepScalars
-{
-    enum Index : int
-    {
-        LearningRate,        // lr of sgdUpdate, MomentumStep and AdamStep
-        MomentumFirst,       // MomentumStep::first, as 0 or 1
-        AdamCorrection1,     // 1 - beta1^step (AdamStep)
-        AdamCorrection2Sqrt, // sqrt(1 - beta2^step) (AdamStep)
-        EmaKeep,             // emaUpdate's keep
-        DropoutStep,         // the step dropout mixes into its seed (dropoutSeed), a whole number
-        kCount
-    };
-    double values[kCount] = {0, 0, 1, 1, 0, 0};
 };
 
 // The preprocessing of dataset images where the model lives (preprocessImages): a recipe's output

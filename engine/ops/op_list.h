@@ -176,10 +176,10 @@
 // a [1] tensor of w's float type where w lives (the step's flagNonFinite flag): when it is not 0
 // the update leaves w and the state as they are, decided where they live, so that a diverged
 // step is skipped without the host waiting to read the flag first. `scalars` is empty, or a step's
-// StepScalars (descriptors.h: Float64 [StepScalars::kCount] where w lives): the update then reads
-// its learning rate, momentum's first step, Adam's bias corrections or the moving average's keep
-// from there when it runs, in place of the host arguments' (the other fields stay the host's), so
-// that a replayed capture reads each step's values ---
+// StepScalars (step_scalar_values.h: Float64 [StepScalars::kCount] where w lives): the update then
+// reads its learning rate, momentum's first step, Adam's bias corrections or the moving average's
+// keep from there when it runs, in place of the host arguments' (the other fields stay the host's),
+// so that a replayed capture reads each step's values ---
 // w -= lr * g: plain gradient descent (the tutorial's), as axpy(-lr, g, w) computes it
 #define TOWERS_OP_sgdUpdate(M)                                                                     \
     M(sgdUpdate, void,                                                                             \

@@ -159,8 +159,8 @@ struct ExecContext
     // When set, called after each layer's backward: its parameters' gradients are final (Model
     // reports them to the towers' gradient averaging while backward goes on).
     const std::function<void(Layer&)>* backwardDone = nullptr;
-    // When set, the step's StepScalars where the ops compute (descriptors.h): the ops that take
-    // them read the step from there (dropout's masks) rather than from `step`, the same masks.
+    // When set, the step's StepScalars where the ops compute (step_scalar_values.h): the ops that
+    // take them read the step from there (dropout's masks) rather than from `step`, the same masks.
     const Tensor* scalars = nullptr;
 };
 

@@ -1,13 +1,13 @@
 #pragma once
-// A step's scalars (StepScalars, descriptors.h) as the ops use them: made by the host for a step,
-// and read by a backend whose scalars tensor is in host memory (a GPU backend reads them on the
-// device, from the same values). One place for each value, so that an op given its host
-// arguments and one given a step's scalars compute with the same bits.
+// A step's scalars (StepScalars, step_scalar_values.h) as the host backends read them from a
+// tensor in host memory, through the same stepScalar and dropoutSeedOf as the CUDA kernels; and
+// Adam's bias corrections, computed in one place for the host arguments and the scalars alike, so
+// that an op given its host arguments and one given a step's scalars compute with the same bits.
 #include <cmath>
 #include <cstdint>
 
 #include "engine/ops/descriptors.h"
-#include "engine/ops/dropout_mask.h"
+#include "engine/ops/step_scalar_values.h"
 #include "engine/tensor/tensor.h"
 
 namespace towers::engine {
@@ -24,23 +24,22 @@ inline AdamCorrections adamCorrections(double beta1, double beta2, std::int64_t 
 
 namespace step_scalars {
 
-// The values of a host scalars tensor (checked by the op's entry: Float64 [kCount]).
-inline double at(const Tensor& scalars, StepScalars::Index i)
+// A host scalars tensor's elements (checked by the op's entry: Float64 [kCount]), or nullptr for
+// none: what stepScalar and dropoutSeedOf read, as the CUDA kernels read theirs.
+inline const double* values(const Tensor& scalars)
 {
-    return scalars.data<double>()[i];
+    return scalars.empty() ? nullptr : scalars.data<double>();
 }
 
 inline double lr(double lr, const Tensor& scalars)
 {
-    return scalars.empty() ? lr : at(scalars, StepScalars::LearningRate);
+    return stepScalar(values(scalars), StepScalars::LearningRate, lr);
 }
 
 inline MomentumStep momentum(MomentumStep s, const Tensor& scalars)
 {
-    if (!scalars.empty()) {
-        s.lr = at(scalars, StepScalars::LearningRate);
-        s.first = at(scalars, StepScalars::MomentumFirst) != 0;
-    }
+    s.lr = stepScalar(values(scalars), StepScalars::LearningRate, s.lr);
+    s.first = stepScalar(values(scalars), StepScalars::MomentumFirst, s.first) != 0;
     return s;
 }
 
@@ -52,22 +51,20 @@ struct Adam
 };
 inline Adam adam(const AdamStep& s, const Tensor& scalars)
 {
-    if (scalars.empty()) return {s.lr, adamCorrections(s.beta1, s.beta2, s.step)};
-    return {
-        at(scalars, StepScalars::LearningRate),
-        {at(scalars, StepScalars::AdamCorrection1), at(scalars, StepScalars::AdamCorrection2Sqrt)}};
+    const double* v = values(scalars);
+    if (!v) return {s.lr, adamCorrections(s.beta1, s.beta2, s.step)};
+    return {v[StepScalars::LearningRate],
+            {v[StepScalars::AdamCorrection1], v[StepScalars::AdamCorrection2Sqrt]}};
 }
 
 inline double emaKeep(double keep, const Tensor& scalars)
 {
-    return scalars.empty() ? keep : at(scalars, StepScalars::EmaKeep);
+    return stepScalar(values(scalars), StepScalars::EmaKeep, keep);
 }
 
 inline std::uint64_t dropoutSeed(std::uint64_t seed, const Tensor& scalars)
 {
-    return scalars.empty()
-               ? seed
-               : engine::dropoutSeed(seed, std::uint64_t(at(scalars, StepScalars::DropoutStep)));
+    return dropoutSeedOf(values(scalars), seed);
 }
 
 } // namespace step_scalars
