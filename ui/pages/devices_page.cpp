@@ -104,6 +104,23 @@ protected:
     }
 };
 
+// A choice of the towers' sharing options (a TrainConfig string per item), explained by `tip`.
+QComboBox* optionChoice(QWidget* parent, const QList<QPair<QString, QString>>& items,
+                        const QString& tip)
+{
+    auto* box = new QComboBox(parent);
+    for (const auto& [text, value] : items) box->addItem(text, value);
+    box->setToolTip(tip);
+    return box;
+}
+
+// Selects the item of `value`; one this build does not know (a run saved by another version)
+// gives the first, the default.
+void selectOption(QComboBox* box, const std::string& value)
+{
+    box->setCurrentIndex(std::max(0, box->findData(QString::fromStdString(value))));
+}
+
 const char* const kNoRunText = QT_TRANSLATE_NOOP(
     "towers::ui::DevicesPage", "Start a run to see where each tower's step goes: data, compute, "
                                "communication, update.");
@@ -166,24 +183,24 @@ DevicesPage::DevicesPage(QWidget* parent)
     auto* sharingForm = new QFormLayout;
     sharingForm->setFieldGrowthPolicy(QFormLayout::FieldsStayAtSizeHint);
     const QString gpuOnly = tr("<p><i>For GPU towers: check a GPU above.</i></p>");
-    m_gpuData = new QComboBox(devicesBox);
-    m_gpuData->addItem(tr("on the GPUs, where it fits"), QStringLiteral("auto"));
-    m_gpuData->addItem(tr("batches from the host"), QStringLiteral("off"));
-    m_gpuData->setToolTip(
+    m_gpuData = optionChoice(
+        devicesBox,
+        {{tr("on the GPUs, where it fits"), QStringLiteral("auto")},
+         {tr("batches from the host"), QStringLiteral("off")}},
         tr("<p><b>on the GPUs, where it fits</b>: each GPU keeps the training set as bytes "
            "(when it takes at most a quarter of the GPU's free memory) and makes the distorted "
            "images itself, the same images as the host would make.</p><p><b>batches from the "
            "host</b>: the host makes every batch and copies it to the GPUs.</p>") +
-        gpuOnly);
-    m_allreduce = new QComboBox(devicesBox);
-    m_allreduce->addItem(tr("on the GPUs"), QStringLiteral("auto"));
-    m_allreduce->addItem(tr("through the host"), QStringLiteral("host"));
-    m_allreduce->setToolTip(
+            gpuOnly);
+    m_allreduce = optionChoice(
+        devicesBox,
+        {{tr("on the GPUs"), QStringLiteral("auto")},
+         {tr("through the host"), QStringLiteral("host")}},
         tr("<p>How the towers average their gradients every step.</p><p><b>on the GPUs</b>: "
            "NCCL between GPUs, a kernel when towers share a GPU (through the host where the "
            "backend cannot).</p><p><b>through the host</b>: the gradients are copied to the host "
            "and averaged there (the classic multi-GPU design; slower).</p>") +
-        gpuOnly);
+            gpuOnly);
     m_bucketMb = new MibSpinBox(devicesBox);
     m_bucketMb->setRange(0, engine::TrainConfig::kMaxBucketMb);
     m_bucketMb->setDecimals(2);
@@ -356,8 +373,7 @@ std::string DevicesPage::gpuData() const
 
 void DevicesPage::setGpuData(const std::string& gpuData)
 {
-    // A value this build does not know (a run saved by another version) gives "auto".
-    m_gpuData->setCurrentIndex(std::max(0, m_gpuData->findData(QString::fromStdString(gpuData))));
+    selectOption(m_gpuData, gpuData);
 }
 
 std::string DevicesPage::allreduce() const
@@ -367,8 +383,7 @@ std::string DevicesPage::allreduce() const
 
 void DevicesPage::setAllreduce(const std::string& allreduce)
 {
-    m_allreduce->setCurrentIndex(
-        std::max(0, m_allreduce->findData(QString::fromStdString(allreduce))));
+    selectOption(m_allreduce, allreduce);
 }
 
 double DevicesPage::bucketMb() const
