@@ -136,6 +136,8 @@ def compare(args, model, variant=""):
             row["error"] += f" [{note}]"
     if towers and torch:
         row["ratio"] = towers["images_per_sec"] / torch["images_per_sec"]
+        if towers.get("graph_images_per_sec", 0) > 0:  # a GPU: the step replayed from a capture
+            row["graph_ratio"] = towers["graph_images_per_sec"] / torch["images_per_sec"]
     return row
 
 
@@ -146,14 +148,21 @@ def split(r):
 def print_table(rows):
     head = ["model", "batch", "threads", "precision", "Towers img/s", "PyTorch img/s", "ratio",
             "Towers fwd/bwd/upd ms", "PyTorch fwd/bwd/upd ms"]
+    graphs = any("graph_ratio" in r for r in rows)  # GPU rows with CUDA graphs
+    if graphs:
+        head[7:7] = ["Towers graphs img/s", "graphs ratio"]
     body = []
     for r in rows:
         t, p = r["towers"], r["pytorch"]
-        body.append([r["model"], str(r["batch_size"]), str(r["threads"]),
-                     f"{r['towers_precision']}/{r['pytorch_precision'] or '-'}",
-                     f"{t['images_per_sec']:.1f}" if t else "-",
-                     f"{p['images_per_sec']:.1f}" if p else "-",
-                     f"{r['ratio']:.2f}x" if "ratio" in r else "-", split(t), split(p)])
+        line = [r["model"], str(r["batch_size"]), str(r["threads"]),
+                f"{r['towers_precision']}/{r['pytorch_precision'] or '-'}",
+                f"{t['images_per_sec']:.1f}" if t else "-",
+                f"{p['images_per_sec']:.1f}" if p else "-",
+                f"{r['ratio']:.2f}x" if "ratio" in r else "-", split(t), split(p)]
+        if graphs:
+            line[7:7] = [f"{t['graph_images_per_sec']:.1f}" if "graph_ratio" in r else "-",
+                         f"{r['graph_ratio']:.2f}x" if "graph_ratio" in r else "-"]
+        body.append(line)
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     fmt = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
     print(fmt.format(*head))
@@ -169,6 +178,9 @@ def print_table(rows):
         print("backends: " + ", ".join(sorted(backends)))
     print("precision = Towers/PyTorch: fp32, or bf16 mixed precision (PyTorch: autocast)")
     print("ratio = Towers / PyTorch images/s (above 1: Towers is faster)")
+    if graphs:
+        print("graphs = Towers' step replayed from one capture (CUDA graphs), as a lone GPU "
+              "tower trains")
 
 
 def main():

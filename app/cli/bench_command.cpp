@@ -32,6 +32,10 @@ int runBench(const QStringList& args, CommandIo& io)
          QStringLiteral("name"), QStringLiteral("onednn")},
         {QStringLiteral("tf32"),
          QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores.")},
+        {QStringLiteral("cuda-graphs"),
+         QStringLiteral("cuda: on (also time the step replayed from one capture, a CUDA\n"
+                        "graph, as training replays a lone GPU tower's) or off (default on)."),
+         QStringLiteral("on|off"), QStringLiteral("on")},
         {QStringLiteral("precision"),
          QStringLiteral("fp32 or bf16 (convolutions and matrix products in bfloat16 with "
                         "float32 accumulation; onednn on a CPU with AVX512_BF16 or AMX)."),
@@ -49,6 +53,12 @@ int runBench(const QStringList& args, CommandIo& io)
     o.backend = p.value(QStringLiteral("backend")).toStdString();
     o.allowTf32 = p.isSet(QStringLiteral("tf32"));
     o.perLayer = p.isSet(QStringLiteral("per-layer"));
+    const QString graphs = p.value(QStringLiteral("cuda-graphs"));
+    if (graphs != QLatin1String("on") && graphs != QLatin1String("off")) {
+        io.err << "towers-cli bench: --cuda-graphs must be on or off, got '" << graphs << "'\n";
+        return ExitUsage;
+    }
+    o.graphs = graphs == QLatin1String("on");
     try {
         o.precision = engine::parsePrecision(p.value(QStringLiteral("precision")).toStdString());
     } catch (const engine::InvalidArgument& e) {
@@ -85,6 +95,9 @@ int runBench(const QStringList& args, CommandIo& io)
             {QStringLiteral("update_ms"), r.updateMs},
             {QStringLiteral("phases_ms"), r.phasesMs},
             {QStringLiteral("back_to_back"), r.backToBack},
+            {QStringLiteral("graph_step_ms"), r.graphStepMs},
+            {QStringLiteral("graph_images_per_sec"), r.graphImagesPerSec},
+            {QStringLiteral("graphs_unavailable"), QString::fromStdString(r.graphsUnavailable)},
             {QStringLiteral("gflop_per_image"), r.gflopsPerImage},
             {QStringLiteral("achieved_gflops"), r.achievedGflops},
             {QStringLiteral("last_loss"), r.lastLoss},
@@ -129,6 +142,12 @@ int runBench(const QStringList& args, CommandIo& io)
         io.out << "step       " << QString::number(r.stepMs, 'f', 2) << " ms, issued back to back\n"
                << "phases     " << QString::number(r.phasesMs, 'f', 2) << " ms, each waited for ("
                << phases << ")\n";
+    if (r.graphStepMs > 0)
+        io.out << "graphs     " << QString::number(r.graphStepMs, 'f', 2)
+               << " ms per step replayed from one capture ("
+               << QString::number(r.graphImagesPerSec, 'f', 1) << " images/s)\n";
+    else if (!r.graphsUnavailable.empty())
+        io.out << "graphs     not timed: " << QString::fromStdString(r.graphsUnavailable) << "\n";
     io.out << "compute    " << QString::number(r.gflopsPerImage, 'f', 3) << " GFLOP per image, "
            << QString::number(r.achievedGflops, 'f', 1) << " GFLOP/s achieved\n";
     if (!r.isa.empty())

@@ -188,6 +188,42 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
             throw Error("benchmark diverged: loss is " + std::to_string(r.lastLoss) +
                         " after the steps issued back to back");
     }
+    if (onGpu && !o.graphs) r.graphsUnavailable = "graphs off";
+    if (onGpu && o.graphs) r.graphsUnavailable = ops->captureUnavailable();
+    if (onGpu && o.graphs && r.graphsUnavailable.empty()) {
+        // One step captured (everything it uses was made by the steps before), replayed `steps`
+        // times back to back: the step as a lone GPU tower's training replays it.
+        std::unique_ptr<CapturedWork> step;
+        ctx.profiler = nullptr; // it waits for each layer
+        try {
+            ops->beginCapture();
+            try {
+                model->forward(ctx, images);
+                model->computeLoss(ctx, labels);
+                model->backward(ctx);
+                sgd.step(*ops, model->parameters(), o.learningRate);
+            } catch (...) {
+                ops->abandonCapture();
+                throw;
+            }
+            step = ops->endCapture();
+        } catch (const Error& e) {
+            r.graphsUnavailable = std::string("capturing the step failed: ") + e.what();
+        }
+        if (step) {
+            step->replay(); // the first launch, untimed (instantiation, uploads)
+            finish();
+            const auto t0 = Clock::now();
+            for (int i = 0; i < o.steps; ++i) step->replay();
+            const double loss = model->readLoss().total(); // waits for the last step
+            finish();
+            r.graphStepMs = msSince(t0) / o.steps;
+            r.graphImagesPerSec = o.batchSize * 1000.0 / r.graphStepMs;
+            if (!std::isfinite(loss))
+                throw Error("benchmark diverged: loss is " + std::to_string(loss) +
+                            " after the replayed steps");
+        }
+    }
     r.imagesPerSec = o.batchSize * 1000.0 / r.stepMs;
     r.gflopsPerImage = model->trainingFlopsPerExample() * 1e-9;
     r.achievedGflops = r.gflopsPerImage * r.imagesPerSec;

@@ -29,6 +29,9 @@ struct TrainStepBenchOptions
     // Also time each layer's forward and backward (synchronising around each; the step is
     // slightly slower for it) and name the implementations its primitives ran on.
     bool perLayer = false;
+    // On a GPU whose ops can capture: also time as many steps again replayed from one capture
+    // (CUDA graphs, as a lone GPU tower's training replays them).
+    bool graphs = true;
     // Tests: the backend's ops (a stand-in device's); by default makeBackendOps(backend).
     std::function<std::unique_ptr<Ops>()> makeOps;
 };
@@ -57,7 +60,12 @@ struct TrainStepBenchResult
     // The phases' means per step, each timed up to the device's finishing it (so on a GPU their
     // sum, phasesMs, exceeds stepMs by the waits between them).
     double forwardMs = 0, backwardMs = 0, updateMs = 0, phasesMs = 0;
-    bool backToBack = false;   // stepMs is of steps issued back to back (a GPU)
+    bool backToBack = false; // stepMs is of steps issued back to back (a GPU)
+    // With options.graphs on a GPU: the mean time of a step replayed from a capture (issued
+    // back to back as well) and its images/s; 0 when not timed, and `graphsUnavailable` says
+    // why ("" when timed or on the CPU).
+    double graphStepMs = 0, graphImagesPerSec = 0;
+    std::string graphsUnavailable;
     double gflopsPerImage = 0; // training FLOPs per image (analytic), in GFLOP
     double achievedGflops = 0; // gflopsPerImage * imagesPerSec
     double lastLoss = 0;

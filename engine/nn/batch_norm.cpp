@@ -44,7 +44,8 @@ void BatchNorm::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
     if (ctx.training) {
         ctx.ops.batchNormForwardTraining(d, x, m_gamma.value, m_beta.value, y, m_runningMean.value,
                                          m_runningVar.value, m_saveMean, m_saveVar);
-        m_batches.value.data<std::int64_t>()[0] += 1;
+        // Counted on the host, at every replay of a captured step too.
+        ctx.ops.hostWork([this] { m_batches.value.data<std::int64_t>()[0] += 1; });
     } else {
         ctx.ops.batchNormForwardInference(d, x, m_gamma.value, m_beta.value, m_runningMean.value,
                                           m_runningVar.value, y);

@@ -557,7 +557,10 @@ void preprocessImages(Args& a, const PreprocessDesc& d, const Tensor& source, co
     {                                                                                              \
         Args args(*this);                                                                          \
         check::n(args, TOWERS_OP_UNPAREN A);                                                       \
-        if (!supports(Op::n)) return fallback(Op::n).n A;                                          \
+        if (!supports(Op::n)) {                                                                    \
+            if (m_capturing) refuseDuringCapture(#n, "the backend runs it on the host");           \
+            return fallback(Op::n).n A;                                                            \
+        }                                                                                          \
         return n##Impl A;                                                                          \
     }
 TOWERS_OPS(TOWERS_OP_ENTRY)
@@ -582,10 +585,88 @@ Ops::Ops(OpSet implemented) : m_implemented(implemented) {}
 
 Ops::~Ops() = default;
 
+namespace {
+
+// Whether `dst` is already a tensor like `src` on `device` (a copy into it makes nothing).
+bool fits(const Tensor& dst, const Tensor& src, const Device& device)
+{
+    return !dst.empty() && dst.shape() == src.shape() && dst.dtype() == src.dtype() &&
+           dst.device() == device;
+}
+
+} // namespace
+
+CapturedWork::~CapturedWork() = default;
+
+void CapturedWork::replay()
+{
+    launch();
+    for (const auto& work : m_hostWork) work();
+}
+
+std::string Ops::captureUnavailable() const
+{
+    return "the " + name() + " backend runs each op as it is called";
+}
+
+void Ops::beginCapture()
+{
+    if (m_capturing) throw InvalidArgument("beginCapture: a capture is under way already");
+    if (const std::string why = captureUnavailable(); !why.empty())
+        throw Unsupported("cannot capture: " + why);
+    beginCaptureImpl();
+    m_capturedHostWork.clear();
+    m_capturing = true;
+}
+
+std::unique_ptr<CapturedWork> Ops::endCapture()
+{
+    if (!m_capturing) throw InvalidArgument("endCapture: no capture is under way");
+    m_capturing = false;
+    auto hostWork = std::move(m_capturedHostWork);
+    m_capturedHostWork.clear();
+    std::unique_ptr<CapturedWork> work = endCaptureImpl(); // throws with nothing kept
+    work->m_hostWork = std::move(hostWork);
+    return work;
+}
+
+void Ops::abandonCapture() noexcept
+{
+    if (!m_capturing) return;
+    m_capturing = false;
+    m_capturedHostWork.clear();
+    abandonCaptureImpl();
+}
+
+void Ops::hostWork(std::function<void()> work)
+{
+    if (m_capturing)
+        m_capturedHostWork.push_back(std::move(work));
+    else
+        work();
+}
+
+void Ops::beginCaptureImpl()
+{
+    throw Unsupported("cannot capture: " + captureUnavailable());
+}
+
+std::unique_ptr<CapturedWork> Ops::endCaptureImpl()
+{
+    throw Unsupported("cannot capture: " + captureUnavailable());
+}
+
+void Ops::refuseDuringCapture(const std::string& what, const char* why) const
+{
+    if (m_capturing) throw Unsupported(what + " during a capture: " + why + " (" + name() + ")");
+}
+
 void Ops::upload(const Tensor& src, Tensor& dst)
 {
     if (!src.device().isHost())
         throw InvalidArgument("upload: " + src.describe() + " is not in host memory");
+    if (m_capturing && !fits(dst, src, device()))
+        refuseDuringCapture("upload", "it would make its destination");
     uploadImpl(src, dst);
 }
 
@@ -593,8 +674,8 @@ void Ops::prefetch(const Tensor& src, Tensor& dst)
 {
     if (!src.device().isHost())
         throw InvalidArgument("prefetch: " + src.describe() + " is not in host memory");
-    if (dst.empty() || dst.shape() != src.shape() || dst.dtype() != src.dtype() ||
-        dst.device() != device() || !src.bytes())
+    refuseDuringCapture("prefetch", "it runs beside the stream, not on it");
+    if (!fits(dst, src, device()) || !src.bytes())
         uploadImpl(src, dst); // made where it is first written, among the ops
     else
         prefetchImpl(src, dst);
@@ -604,6 +685,8 @@ void Ops::copy(const Tensor& src, Tensor& dst)
 {
     if (src.device() != device())
         throw InvalidArgument("copy: " + src.describe() + " is not on " + device().str());
+    if (m_capturing && !fits(dst, src, device()))
+        refuseDuringCapture("copy", "it would make its destination");
     copyImpl(src, dst);
 }
 

@@ -20,6 +20,31 @@
 
 namespace towers::engine {
 
+// Work captured from an Ops context (Ops::beginCapture): a CUDA graph on a GPU.
+class CapturedWork
+{
+public:
+    virtual ~CapturedWork();
+    CapturedWork(const CapturedWork&) = delete;
+    CapturedWork& operator=(const CapturedWork&) = delete;
+
+    // Issues the captured work again as it was captured (the same ops on the same tensors'
+    // storage with the same values), ordered after the work issued before it through the context
+    // it was captured from, and runs the host bookkeeping captured with it (Ops::hostWork) on the
+    // calling thread. The work's first run is its first replay.
+    void replay();
+    // The ops and copies it holds.
+    virtual std::size_t size() const = 0;
+
+protected:
+    CapturedWork() = default;
+    virtual void launch() = 0;
+
+private:
+    friend class Ops;
+    std::vector<std::function<void()>> m_hostWork;
+};
+
 class Ops
 {
 public:
@@ -80,6 +105,28 @@ public:
     virtual void waitFor(int mark);
     virtual double millisecondsBetween(int a, int b);
 
+    // Capture (CUDA graphs). Between beginCapture() and endCapture(), the ops and copies issued
+    // through this context are recorded, not run: their tensors by storage (the addresses every
+    // replay uses: each must have been made before the capture and keep its storage while the
+    // work is replayed) and every other argument by value (so a value that changes from step to
+    // step must reach the ops in a tensor, as StepScalars do). Nothing in a capture may wait for
+    // the device or read what it computes (synchronize, waitFor, mark, an op this backend runs on
+    // the host, prefetch), nor make a tensor where the context computes: such a call throws
+    // Unsupported saying so. endCapture() returns the work, not yet run (replay() runs it), or
+    // throws why the capture failed (Unsupported, BackendError) with nothing of it run; after an
+    // exception inside a capture, abandonCapture() ends it, nothing of it run. Either way the
+    // context is then as before beginCapture(). captureUnavailable(): "" when this backend can
+    // capture, else why not, in words for a log.
+    virtual std::string captureUnavailable() const;
+    void beginCapture();
+    std::unique_ptr<CapturedWork> endCapture();
+    void abandonCapture() noexcept;
+    bool capturing() const { return m_capturing; }
+    // Host bookkeeping that belongs to the work being issued (a counter that the device work
+    // implies, as batch norm's num_batches_tracked): runs `work` now or, during a capture, at
+    // each replay of the captured work instead.
+    void hostWork(std::function<void()> work);
+
     // Whether this backend implements `op` itself; a composite op (isComposite) always runs,
     // composed of the single ops when the backend does not fuse it.
     bool supports(Op op) const { return isComposite(op) || m_implemented.test(std::size_t(op)); }
@@ -124,6 +171,14 @@ protected:
     // Unsupported. A backend may override it to refuse in its own words.
     virtual Ops& fallback(Op op);
 
+    // A backend that can capture overrides captureUnavailable() and these: begin recording,
+    // end it (the work, or an exception with nothing recorded kept), end it after a failure.
+    virtual void beginCaptureImpl();
+    virtual std::unique_ptr<CapturedWork> endCaptureImpl();
+    virtual void abandonCaptureImpl() noexcept {}
+    // Unsupported "<what> during a capture: <why>" while capturing.
+    void refuseDuringCapture(const std::string& what, const char* why) const;
+
 private:
     OpSet m_implemented;
     std::function<std::unique_ptr<Ops>()> m_makeHostOps;
@@ -133,6 +188,8 @@ private:
     std::mutex m_fallbackMutex;
     std::vector<std::chrono::steady_clock::time_point> m_marks; // the default marks, a ring
     int m_markCount = 0;                                        // made since clearMarks()
+    bool m_capturing = false;
+    std::vector<std::function<void()>> m_capturedHostWork; // hostWork() during the capture
 
 protected:
     // InvalidArgument unless `mark` is one of the `made` marks since clearMarks() and still in
@@ -174,12 +231,14 @@ inline void Ops::clearMarks()
 }
 inline int Ops::mark()
 {
+    if (m_capturing) refuseDuringCapture("mark", "a mark times the device's work as it runs");
     if (m_marks.size() < std::size_t(kMarkWindow)) m_marks.resize(std::size_t(kMarkWindow));
     m_marks[std::size_t(m_markCount % kMarkWindow)] = std::chrono::steady_clock::now();
     return m_markCount++;
 }
 inline void Ops::waitFor(int mark)
 {
+    if (m_capturing) refuseDuringCapture("waitFor", "captured work does not run until replayed");
     requireMark(mark, m_markCount);
 }
 inline double Ops::millisecondsBetween(int a, int b)

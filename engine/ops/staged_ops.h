@@ -14,7 +14,15 @@ namespace towers::engine {
 
 // Computes with `inner` (on inner->device()) for tensors on `outer`; name() is
 // "<inner's name> (staged)".
-std::unique_ptr<Ops> makeStagedOps(std::unique_ptr<Ops> inner,
-                                   const Device& outer = Device::host());
+//
+// With `capture`, it captures (Ops::beginCapture) as a CUDA graph does, the stand-in device's
+// graphs: each op and copy is recorded with its tensors as handles on their storage and every
+// other argument by value, and a replay runs them again in order. It keeps to a graph's rules as
+// strictly as a GPU would make them matter: nothing that waits is allowed in a capture
+// (synchronize, marks: Unsupported), and a replay throws Error naming the op when a tensor it
+// writes would be made anew, or when a tensor it uses has been let go of by everyone but the
+// capture (on a GPU, freed memory the graph would still write: a stale capture).
+std::unique_ptr<Ops> makeStagedOps(std::unique_ptr<Ops> inner, const Device& outer = Device::host(),
+                                   bool capture = false);
 
 } // namespace towers::engine

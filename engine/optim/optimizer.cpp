@@ -22,7 +22,7 @@ void Optimizer::step(Ops& ops, const std::vector<Parameter*>& params, double lr,
     }
     for (auto* p : params)
         if (p->trainable) update(ops, *p, lr, m_steps == 0, skip, scalars);
-    ++m_steps;
+    ops.hostWork([this] { ++m_steps; }); // at every replay of a captured step, too
 }
 
 void Optimizer::fillScalars(StepScalars& scalars, double lr) const

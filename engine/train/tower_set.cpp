@@ -120,6 +120,10 @@ struct StepSlot
     Tensor images, labels, draws;     // gated: page-locked copies of the tower's slice
     Tensor deviceImages, deviceLabels, deviceDraws; // gated: the slice where the tower computes
     Tensor scalars, deviceScalars; // gated: the step's StepScalars, page-locked and on the device
+    // A lone GPU tower's step captured (TowerSetOptions::graphs), replayed while the shapes stay;
+    // `warm`: the slot has run a step op by op with them since the captures were last dropped.
+    std::unique_ptr<CapturedWork> graph;
+    bool warm = false;
     int dataMark = 0, computeMark = 0, backwardMark = 0, commMark = 0, updateMark = 0, endMark = 0;
     double startedMs = 0; // in the buckets' collectives during backward
     // Known once the step is done (at once for a step that is not gated).
@@ -328,6 +332,21 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
     const bool hostChecks = m_globalTowers > 1 && m_buckets.buckets.empty() && !m_deviceCollectives;
     m_gated = !hostChecks && std::none_of(m_towers.begin(), m_towers.end(),
                                           [](const auto& tw) { return tw->device.isHost(); });
+    // CUDA graphs: a lone GPU tower's steps, where its ops can capture.
+    if (m_towers.front()->device.isHost()) {
+        m_graphText.clear(); // nothing to capture: each op runs as it is called
+    } else if (!m_opt.graphs) {
+        m_graphText = "issued op by op (CUDA graphs off)";
+    } else if (!m_gated || m_globalTowers > 1) {
+        m_graphText = "issued op by op (CUDA graphs capture a lone GPU tower's steps; this run "
+                      "has " +
+                      std::to_string(m_globalTowers) + " towers)";
+    } else if (const std::string why = m_towers.front()->ops->captureUnavailable(); !why.empty()) {
+        m_graphText = "issued op by op (" + why + ")";
+    } else {
+        m_graphs = true;
+        m_graphText = "captured as CUDA graphs, each step slot's once it has run a step op by op";
+    }
 }
 
 TowerSet::~TowerSet()
@@ -366,6 +385,7 @@ Device TowerSet::device(int tower) const
 std::string TowerSet::holdTrainingSet(const ImageSet& set, const Preprocessing& recipe)
 {
     requireIdle("holdTrainingSet");
+    dropGraphs(); // what follows may remake tensors the captures use
     if (model().dtype() != DType::Float32)
         throw InvalidArgument("holdTrainingSet: the towers compute in " +
                               std::string(dtypeName(model().dtype())) +
@@ -424,6 +444,67 @@ std::string TowerSet::bucketDescription() const
     if (m_globalTowers == 1) return "nothing to average (one tower)";
     if (m_buckets.buckets.empty()) return "one collective after backward";
     return m_buckets.describe() + ", averaged while backward runs";
+}
+
+std::string TowerSet::graphDescription() const
+{
+    return m_graphText;
+}
+
+void TowerSet::dropGraphs()
+{
+    for (auto& tw : m_towers)
+        for (StepSlot& sl : tw->slots) {
+            sl.graph.reset();
+            sl.warm = false;
+        }
+    m_graphKey.clear();
+}
+
+bool TowerSet::issueCaptured(Tower& tw, StepSlot& sl, const std::string& key,
+                             const std::function<void(bool marks)>& work)
+{
+    if (!m_graphs) {
+        work(true);
+        return false;
+    }
+    // A step of other shapes remakes tensors that the captures write: they are stale then.
+    if (key != m_graphKey) {
+        dropGraphs();
+        m_graphKey = key;
+    }
+    if (sl.graph) {
+        sl.graph->replay();
+        ++m_replayedSteps;
+        return true;
+    }
+    if (!sl.warm) { // everything the step uses is made now, outside any capture
+        work(true);
+        sl.warm = true;
+        return false;
+    }
+    Ops& ops = *tw.ops;
+    try {
+        ops.beginCapture();
+        try {
+            work(false);
+        } catch (...) {
+            ops.abandonCapture();
+            throw;
+        }
+        sl.graph = ops.endCapture();
+    } catch (const Error& e) {
+        // Nothing of the capture has run: the step goes op by op, as every later one. (A fault
+        // that is not the capture's shows again there, and is thrown from there.)
+        m_graphs = false;
+        m_graphText = std::string("issued op by op: capturing a step failed (") + e.what() + ")";
+        dropGraphs();
+        work(true);
+        return false;
+    }
+    sl.graph->replay(); // its first run
+    ++m_replayedSteps;
+    return true;
 }
 
 Optimizer& TowerSet::optimizer()
@@ -635,6 +716,56 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
             ops.preprocessImages(m_heldRecipe, tw.source, draws, tw.images);
             images = tw.images;
         }
+        // A gated step's flag starts clear, or as the one of the step in flight before it
+        // (sticky: a skipped step before this one skips this one too).
+        const auto resetFlag = [&] {
+            if (behind) {
+                ops.copy(tw.slots[issued.slot ^ 1].flag, sl.flag);
+                return;
+            }
+            if (tw.flagZero.empty()) {
+                tw.flagZero = Tensor::pinned({1}, tw.model->dtype());
+                std::memset(tw.flagZero.raw(), 0, tw.flagZero.bytes());
+            }
+            ops.upload(tw.flagZero, sl.flag);
+        };
+        // A gated step's update, after its averages: the flag set where any of them is not
+        // finite, the updates gated by it, the flag and the loss on their way to the host.
+        const auto gatedUpdate = [&](const std::vector<Tensor>& averaged, bool marks) {
+            for (const Tensor& v : averaged) ops.flagNonFinite(v, sl.flag);
+            if (marks) sl.commMark = ops.mark();
+            tw.optimizer->step(ops, tw.model->parameters(), lr, sl.flag, sl.deviceScalars);
+            if (m_ema && t == 0) // on tower 0's device, by its ops (no copy to the host)
+                m_ema->update(ops, tw.model->parameters(), globalStep + 1, sl.flag,
+                              sl.deviceScalars);
+            if (marks) sl.updateMark = ops.mark();
+            if (sl.flagHost.empty()) sl.flagHost = Tensor::pinned({1}, sl.flag.dtype());
+            ops.download(sl.flag, sl.flagHost);
+            tw.model->copyLoss(ops, sl.lossCopy);
+        };
+        if (m_gated && m_globalTowers == 1) {
+            // A lone GPU tower: nothing to average, its gradients and statistics are the means.
+            // From its forward to its update, the step is the same work every step (its values
+            // that change come in the slot's tensors): a capture replays it (graphs).
+            resetFlag();
+            sl.startedMs = 0;
+            sl.computeMark = ops.mark();
+            const std::string shapes = images.describe() + " " + labels.describe();
+            const bool captured = issueCaptured(tw, sl, shapes, [&](bool marks) {
+                tw.model->forward(ctx, images);
+                tw.model->computeLoss(ctx, labels);
+                tw.model->backward(ctx);
+                if (marks) sl.backwardMark = ops.mark();
+                tw.reduce.clear();
+                for (auto* p : tw.model->parameters())
+                    if (Tensor v = averagedTensor(*p); !v.empty()) tw.reduce.push_back(v);
+                gatedUpdate(tw.reduce, marks);
+            });
+            // A replayed step's split cannot look inside it: all of it is compute.
+            if (captured) sl.backwardMark = sl.commMark = sl.updateMark = ops.mark();
+            sl.endMark = ops.mark(); // collect() waits for it
+            return;
+        }
         sl.computeMark = ops.mark();
         tw.model->forward(ctx, images);
         tw.model->computeLoss(ctx, labels); // read where the host waits anyway
@@ -681,25 +812,8 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
             }
         }
         if (m_gated) {
-            if (behind) { // sticky: a skipped step before this one skips this one too
-                ops.copy(tw.slots[issued.slot ^ 1].flag, sl.flag);
-            } else {
-                if (tw.flagZero.empty()) {
-                    tw.flagZero = Tensor::pinned({1}, tw.model->dtype());
-                    std::memset(tw.flagZero.raw(), 0, tw.flagZero.bytes());
-                }
-                ops.upload(tw.flagZero, sl.flag);
-            }
-            for (const Tensor& v : *averaged) ops.flagNonFinite(v, sl.flag);
-            sl.commMark = ops.mark();
-            tw.optimizer->step(ops, tw.model->parameters(), lr, sl.flag, sl.deviceScalars);
-            if (m_ema && t == 0) // on tower 0's device, by its ops (no copy to the host)
-                m_ema->update(ops, tw.model->parameters(), globalStep + 1, sl.flag,
-                              sl.deviceScalars);
-            sl.updateMark = ops.mark();
-            if (sl.flagHost.empty()) sl.flagHost = Tensor::pinned({1}, sl.flag.dtype());
-            ops.download(sl.flag, sl.flagHost);
-            tw.model->copyLoss(ops, sl.lossCopy);
+            resetFlag();
+            gatedUpdate(*averaged, true);
             sl.endMark = ops.mark(); // collect() waits for it
             return;
         }
@@ -812,6 +926,7 @@ EvalResult TowerSet::evaluate(std::int64_t count, int batchSize, const EvalBatch
                               bool useEma, const CancelFn& cancelled)
 {
     requireIdle("evaluate");
+    dropGraphs(); // what follows may remake tensors the captures use
     if (useEma && !m_ema)
         throw InvalidArgument(
             "evaluation with the moving averages, but the run keeps none (emaDecay = 0)");
@@ -884,6 +999,7 @@ void TowerSet::loadState(const NamedTensors& weights, const NamedTensors& optimi
                          const NamedTensors& emaState)
 {
     requireIdle("loadState");
+    dropGraphs(); // what follows may remake tensors the captures use
     std::map<std::string, const Tensor*> given;
     for (const auto& [name, t] : weights) given[name] = &t;
     const auto& params = model().parameters();

@@ -57,6 +57,13 @@ struct TowerSetOptions
     // same either way.
     double bucketMb = 25;
     double firstBucketMb = 1;
+    // CUDA graphs: a lone GPU tower whose ops can capture (Ops::beginCapture) captures each of its
+    // two step slots' steps once the slot has run one with the same shapes, and replays the
+    // capture from then on (the data copies, the flag's reset and the marks stay outside it);
+    // the captures are dropped when a shape changes and by evaluate, holdTrainingSet and
+    // loadState. A capture that fails is logged once (graphDescription()) and the steps are
+    // issued op by op from then on. The results are bitwise the same either way. false: never.
+    bool graphs = true;
     // When set, makes tower t's ops instead of `backend` (tests: a backend with a fault, a
     // stand-in device). The replica lives where the ops' device() says.
     std::function<std::unique_ptr<Ops>(int tower)> makeOps;
@@ -90,6 +97,8 @@ struct TowerStepResult
     // finite: their updates were skipped as well and they are no longer in flight.
     int discarded = 0;
 };
+
+struct StepSlot; // tower_set.cpp
 
 class TowerSet
 {
@@ -167,6 +176,10 @@ public:
     // The gradient buckets, in words ("3 buckets (1.0, 25.0, 4.1 MiB), averaged while backward
     // runs", "one collective after backward"), for the run's log.
     std::string bucketDescription() const;
+    // How the steps are issued (TowerSetOptions::graphs), in words for the run's log: "captured
+    // as CUDA graphs once warm", "issued op by op (...why...)"; empty for host towers, where
+    // there is nothing to capture. It changes when a capture fails.
+    std::string graphDescription() const;
     Optimizer& optimizer();
     const Ema* ema() const;
 
@@ -176,12 +189,23 @@ public:
     void loadState(const NamedTensors& weights, const NamedTensors& optimizerState,
                    const NamedTensors& emaState);
 
+    // Steps issued by replaying a capture (graphDescription()), for tests and benchmarks.
+    std::int64_t replayedSteps() const { return m_replayedSteps; }
+
 private:
     struct Tower;
     // InvalidArgument naming `what` when steps are in flight.
     void requireIdle(const char* what) const;
     // Runs job(t) on every tower's thread and waits; rethrows the most meaningful error.
     void runOnAll(const std::function<void(int tower)>& job);
+    // Issues a lone GPU tower's step `work` (its forward to its update; `marks`: whether it may
+    // mark its split, not in a capture) through the slot's capture when graphs are on: replays
+    // it, or captures it once the slot is warm with shapes `key`, else runs it op by op. True
+    // when the step ran as a capture (its marks then only frame it).
+    bool issueCaptured(Tower& tw, StepSlot& sl, const std::string& key,
+                       const std::function<void(bool marks)>& work);
+    // Drops every capture (their tensors are about to change) and the slots' warmth.
+    void dropGraphs();
     // Runs a collective on tower t's tensors: directly on the host, through host copies for a GPU
     // tower (the seeds' design: averages are computed on the host).
     void collective(int tower, std::vector<Tensor>& tensors,
@@ -210,6 +234,10 @@ private:
     std::deque<Issued> m_flight; // issued, not collected, oldest first
     int m_nextSlot = 0;
     int m_globalTowers = 1, m_firstTower = 0;
+    bool m_graphs = false;   // a lone GPU tower's steps are captured (TowerSetOptions::graphs)
+    std::string m_graphText; // graphDescription()
+    std::string m_graphKey;  // the shapes of the captured steps
+    std::int64_t m_replayedSteps = 0;
 };
 
 } // namespace towers::engine

@@ -108,10 +108,10 @@ std::unique_ptr<Communicator> makeStagingCommunicator(int ranks)
     return std::make_unique<StagingCommunicator>(ranks);
 }
 
-std::unique_ptr<Ops> makeFakeDeviceOps(const std::string& backend, int index)
+std::unique_ptr<Ops> makeFakeDeviceOps(const std::string& backend, int index, bool capture)
 {
     auto inner = backend == "onednn" ? cpu::makeOneDnnOps() : makeReferenceOps();
-    return makeStagedOps(std::move(inner), Device{DeviceKind::Cuda, index});
+    return makeStagedOps(std::move(inner), Device{DeviceKind::Cuda, index}, capture);
 }
 
 } // namespace towers::test

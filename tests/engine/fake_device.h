@@ -50,8 +50,10 @@ private:
     FakeDeviceMemory m_memory;
 };
 
-// Reference or oneDNN ops (by name) computing for tensors on the fake device `cuda:index`.
-std::unique_ptr<engine::Ops> makeFakeDeviceOps(const std::string& backend, int index = 0);
+// Reference or oneDNN ops (by name) computing for tensors on the fake device `cuda:index`;
+// with `capture`, they capture as a GPU's do (CUDA graphs: makeStagedOps' emulation).
+std::unique_ptr<engine::Ops> makeFakeDeviceOps(const std::string& backend, int index = 0,
+                                               bool capture = false);
 
 // A communicator that takes the ranks' tensors where they live (as NCCL does on GPUs) and
 // averages them through host copies with the host communicator: the stand-in for the GPU

@@ -81,7 +81,7 @@ TowerSetOptions options(int towers, bool onDevice, double ema = 0, bool deviceCo
 
 // A small network without buffers (no batch norm), for fashion-fast's 28x28 grayscale batches:
 // only the flag of the step before it can skip a step.
-std::unique_ptr<Model> withoutBuffers()
+std::unique_ptr<Sequential> withoutBuffersNet()
 {
     Conv2dOptions c;
     c.inChannels = 1;
@@ -98,7 +98,12 @@ std::unique_ptr<Model> withoutBuffers()
     net->add(std::make_unique<Flatten>("flatten"));
     net->add(std::make_unique<Dropout>("drop", 0.25));
     net->add(std::make_unique<Linear>("dense", l));
-    return std::make_unique<Model>("without-buffers", Shape{28, 28, 1}, 10, std::move(net));
+    return net;
+}
+
+std::unique_ptr<Model> withoutBuffers()
+{
+    return std::make_unique<Model>("without-buffers", Shape{28, 28, 1}, 10, withoutBuffersNet());
 }
 
 // Steps host and dev towers on the same batches (a NaN in step nanStep) and checks that dev
@@ -161,6 +166,57 @@ Preprocessing heldRecipe()
     p.contrastUpper = 1.7;
     p.normalization = Preprocessing::Normalization::PerImage;
     return p;
+}
+
+// The identity, with a forward that waits for the device (as a layer that looked at what it
+// computed would): a step through it cannot be captured.
+class WaitingLayer final : public Layer
+{
+public:
+    using Layer::Layer;
+    std::string kind() const override { return "waiting"; }
+    std::string describe() const override { return "identity that waits for the device"; }
+    Shape outputShape(const Shape& input) const override { return input; }
+    void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override
+    {
+        ctx.ops.copy(x, y);
+        ctx.ops.synchronize();
+    }
+    void backward(ExecContext& ctx, const Tensor&, const Tensor&, const Tensor& dy,
+                  Tensor* dx) override
+    {
+        if (dx) ctx.ops.copy(dy, *dx);
+    }
+};
+
+std::unique_ptr<Model> waitingModel()
+{
+    auto net = std::make_unique<Sequential>();
+    net->add(std::make_unique<WaitingLayer>("wait"));
+    net->add(withoutBuffersNet());
+    return std::make_unique<Model>("waiting", Shape{28, 28, 1}, 10, std::move(net));
+}
+
+// Drives `towers` through steps [from, to) on batch(s) with a learning rate that changes every
+// step, one at a time or issued one ahead of their results (the step discarded behind a step
+// that is not finite issued again); appends each step's result to `results`, in step order.
+void drive(TowerSet& towers, std::int64_t from, std::int64_t to,
+           const std::function<const Batch&(std::int64_t)>& batch, bool ahead,
+           std::vector<TowerStepResult>& results)
+{
+    const auto lr = [](std::int64_t s) { return 0.05 / double(1 + s); };
+    std::int64_t next = from, collected = from;
+    while (collected < to) {
+        if (next < to) {
+            towers.issue(batch(next), next, lr(next));
+            ++next;
+        }
+        if (ahead && towers.inFlight() < TowerSet::kMaxInFlight && next < to) continue;
+        const TowerStepResult r = towers.collect();
+        if (!r.finite) next = collected + 1; // what was discarded behind it goes again
+        results.push_back(r);
+        ++collected;
+    }
 }
 
 LoaderOptions heldLoader(bool drawsOnly)
@@ -246,6 +302,175 @@ private slots:
         Tensor y;
         QVERIFY_THROWS_EXCEPTION(InvalidArgument,
                                  staged->conv2dForward(d, x, w, b, y, Activation::None));
+    }
+
+    // The stand-in device's captures keep to a CUDA graph's rules: the ops are recorded, not run;
+    // a replay runs them on the tensors' storage with the values they had, reading a host
+    // tensor's bytes as they are then; host work runs at each replay; waiting is refused in a
+    // capture; a replay that would write a tensor made anew, or use one that nothing else holds
+    // any more (freed memory, on a GPU), throws.
+    void stagedOpsCaptureAsAGraphDoes()
+    {
+        FakeDeviceScope scope;
+        auto ops = makeFakeDeviceOps("reference", 0, true);
+        QCOMPARE(QString::fromStdString(ops->captureUnavailable()), QString());
+        QVERIFY(!makeFakeDeviceOps("reference")->captureUnavailable().empty());
+        Tensor host = Tensor::pinned({4}, DType::Float32);
+        host.fill(1);
+        Tensor x, y;
+        ops->upload(host, x);
+        ops->reluForward(x, y); // made before the capture
+        int counted = 0;
+        ops->beginCapture();
+        QVERIFY(ops->capturing());
+        ops->upload(host, x);
+        ops->axpy(2.0, x, y);
+        ops->hostWork([&] { ++counted; });
+        QVERIFY_THROWS_EXCEPTION(Unsupported, ops->synchronize());
+        QVERIFY_THROWS_EXCEPTION(Unsupported, ops->mark());
+        Tensor fresh;
+        QVERIFY_THROWS_EXCEPTION(Unsupported, ops->upload(host, fresh)); // it would make one
+        auto work = ops->endCapture();
+        QVERIFY(!ops->capturing());
+        QCOMPARE(work->size(), std::size_t(2));
+        QCOMPARE(counted, 0);
+        QCOMPARE(y.onHost().at(0), 1.0); // nothing has run
+        work->replay();
+        QCOMPARE(counted, 1);
+        QCOMPARE(y.onHost().at(0), 3.0);
+        host.fill(-1); // read when replayed
+        work->replay();
+        QCOMPARE(counted, 2);
+        QCOMPARE(y.onHost().at(3), 1.0);
+        // y remade: the replay would write memory nobody has any more.
+        y = Tensor();
+        QVERIFY_THROWS_EXCEPTION(Error, work->replay());
+        // An exception in a capture: abandoned, nothing kept, the ops as before.
+        ops->beginCapture();
+        ops->abandonCapture();
+        QVERIFY(!ops->capturing());
+        ops->reluForward(x, y);
+        QCOMPARE(y.onHost().at(0), 0.0);
+        // Host ops cannot capture at all.
+        QVERIFY_THROWS_EXCEPTION(Unsupported, makeReferenceOps()->beginCapture());
+    }
+
+    // CUDA graphs on a lone GPU tower (TowerSetOptions::graphs), on the stand-in device whose
+    // captures keep a graph's rules: each slot's step is captured once warm and replayed, and the
+    // run is bitwise the run issued op by op: the losses, a skipped NaN step, a smaller batch
+    // (captures dropped and made again), an evaluation between steps (dropped), the weights,
+    // batch-norm statistics and their count, the optimizer's state and step count, the EMA.
+    void capturedStepsEqualStepsOpByOp_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("optimizer");
+        QTest::addColumn<bool>("ahead");
+        QTest::addColumn<int>("nanStep");
+        for (const char* model : {"fashion-fast", "without-buffers"})
+            for (const char* kind : {"momentum", "adam"})
+                for (bool ahead : {false, true})
+                    QTest::addRow("%s, %s, %s", model, kind, ahead ? "issued ahead" : "one by one")
+                        << QString(model) << QString(kind) << ahead << (ahead ? 9 : 3);
+    }
+    void capturedStepsEqualStepsOpByOp()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, optimizer);
+        QFETCH(bool, ahead);
+        QFETCH(int, nanStep);
+        FakeDeviceScope scope;
+        {
+            TowerSetOptions plain = options(1, true, 0.9), graphed = plain;
+            for (TowerSetOptions* o : {&plain, &graphed}) {
+                o->model = model.toStdString();
+                if (model == "without-buffers") o->build = withoutBuffers;
+                o->optimizer.kind = optimizer.toStdString();
+                o->makeOps = [](int) { return makeFakeDeviceOps("reference", 0, true); };
+            }
+            plain.graphs = false;
+            TowerSet one(plain), two(graphed);
+            QVERIFY2(two.graphDescription().rfind("captured", 0) == 0,
+                     two.graphDescription().c_str());
+            QCOMPARE(QString::fromStdString(one.graphDescription()),
+                     QString("issued op by op (CUDA graphs off)"));
+            const Shape in = one.model().inputShape();
+            const int classes = one.model().numClasses();
+            SyntheticBatches big(in, classes, 1, 4, 64, 17), small(in, classes, 1, 3, 64, 17);
+            big.injectNanAt(nanStep);
+            const auto batch = [&](std::int64_t s) -> const Batch& {
+                SyntheticBatches& from = s == 11 ? small : big; // a smaller batch, once
+                from.seek(s);
+                return from.next();
+            };
+            std::vector<TowerStepResult> a, b;
+            for (TowerSet* t : {&one, &two}) {
+                auto& results = t == &one ? a : b;
+                drive(*t, 0, 7, batch, ahead, results);
+                // Larger batches than the steps': the layers' tensors are made anew.
+                const auto e = t->evaluate(12, 6, big.evaluationBatches(), true);
+                QCOMPARE(e.examples, std::int64_t(12));
+                drive(*t, 7, 16, batch, ahead, results);
+            }
+            QVERIFY2(two.replayedSteps() >= 6, std::to_string(two.replayedSteps()).c_str());
+            QCOMPARE(one.replayedSteps(), std::int64_t(0));
+            QCOMPARE(b.size(), a.size());
+            for (std::size_t i = 0; i < a.size(); ++i) {
+                QCOMPARE(b[i].step, a[i].step);
+                QCOMPARE(b[i].finite, a[i].finite);
+                QCOMPARE(b[i].discarded, a[i].discarded);
+                if (a[i].finite) QCOMPARE(b[i].loss, a[i].loss);
+            }
+            QCOMPARE(a[std::size_t(nanStep)].finite, false);
+            QCOMPARE(two.optimizer().stepCount(), one.optimizer().stepCount());
+            QCOMPARE(two.optimizer().stepCount(), std::int64_t(15));
+            const auto& op = one.model().parameters();
+            const auto& tp = two.model().parameters();
+            for (std::size_t i = 0; i < op.size(); ++i)
+                QVERIFY2(sameBytes(tp[i]->value, op[i]->value), op[i]->name.c_str());
+            const auto os = one.optimizer().state(op), ts = two.optimizer().state(tp);
+            for (std::size_t i = 0; i < os.size(); ++i)
+                QVERIFY2(sameBytes(ts[i].second, os[i].second), os[i].first.c_str());
+            const auto oe = one.ema()->state(), te = two.ema()->state();
+            for (std::size_t i = 0; i < oe.size(); ++i)
+                QVERIFY2(sameBytes(te[i].second, oe[i].second), oe[i].first.c_str());
+        }
+        QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
+
+    // A step that cannot be captured (a layer waits for the device in it) is issued op by op,
+    // as is every step after it, with one line saying why; the run is the same.
+    void aFailedCaptureFallsBackToStepsOpByOp()
+    {
+        FakeDeviceScope scope;
+        {
+            TowerSetOptions plain = options(1, true, 0.9), graphed = plain;
+            for (TowerSetOptions* o : {&plain, &graphed}) {
+                o->build = waitingModel;
+                o->makeOps = [](int) { return makeFakeDeviceOps("reference", 0, true); };
+            }
+            plain.graphs = false;
+            TowerSet one(plain), two(graphed);
+            SyntheticBatches data(one.model().inputShape(), one.model().numClasses(), 1, 4, 64, 5);
+            const auto batch = [&](std::int64_t s) -> const Batch& {
+                data.seek(s);
+                return data.next();
+            };
+            std::vector<TowerStepResult> a, b;
+            drive(one, 0, 6, batch, true, a);
+            drive(two, 0, 6, batch, true, b);
+            QCOMPARE(two.replayedSteps(), std::int64_t(0));
+            const QString why = QString::fromStdString(two.graphDescription());
+            QVERIFY2(why.startsWith("issued op by op: capturing a step failed (synchronize during "
+                                    "a capture"),
+                     qPrintable(why));
+            for (std::size_t i = 0; i < a.size(); ++i) QCOMPARE(b[i].loss, a[i].loss);
+            const auto& op = one.model().parameters();
+            const auto& tp = two.model().parameters();
+            for (std::size_t i = 0; i < op.size(); ++i)
+                QVERIFY2(sameBytes(tp[i]->value, op[i]->value), op[i]->name.c_str());
+            QCOMPARE(two.optimizer().stepCount(), one.optimizer().stepCount());
+        }
+        QCOMPARE(scope.memory().liveAllocations(), 0);
     }
 
     void towersOnTheDeviceEqualTowersOnTheHost()
@@ -793,6 +1018,22 @@ private slots:
         QCOMPARE(gpu.lastLoss, cpu.lastLoss);
         QCOMPARE(progress.size(), std::size_t(7));
         QCOMPARE(progress.back(), (std::pair<int, int>{7, 7}));
+        // Ops that cannot capture: the replayed steps are not timed, and the bench says why; on
+        // the CPU there is nothing to say.
+        QCOMPARE(gpu.graphStepMs, 0.0);
+        QVERIFY(!gpu.graphsUnavailable.empty());
+        QVERIFY(cpu.graphsUnavailable.empty() && cpu.graphStepMs == 0);
+        // Ops that can: one step captured, replayed back to back, timed.
+        o.makeOps = [] { return makeFakeDeviceOps("reference", 0, true); };
+        const auto graphed = benchmarkTrainStep(o);
+        QCOMPARE(QString::fromStdString(graphed.graphsUnavailable), QString());
+        QVERIFY(graphed.graphStepMs > 0);
+        QCOMPARE(graphed.graphImagesPerSec, 4 * 1000.0 / graphed.graphStepMs);
+        QCOMPARE(graphed.lastLoss, gpu.lastLoss); // read before the replays
+        o.graphs = false;
+        const auto off = benchmarkTrainStep(o);
+        QCOMPARE(off.graphStepMs, 0.0);
+        QCOMPARE(QString::fromStdString(off.graphsUnavailable), QString("graphs off"));
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }
 };
