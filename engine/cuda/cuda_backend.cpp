@@ -134,6 +134,10 @@ public:
     void synchronize(int device) override
     {
         requireIndex(device);
+        // On a thread capturing this GPU's work, a device-wide wait would invalidate the capture.
+        if (const StreamBinding& c = currentCaptureBinding(); c.stream && c.device == device)
+            throw Unsupported("synchronize cuda:" + std::to_string(device) +
+                              " during a capture: captured work does not run until replayed");
         DeviceGuard guard(device);
         TOWERS_CUDA(cudaDeviceSynchronize());
     }

@@ -206,6 +206,10 @@ void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tens
         const Tensor xp = p.nchw ? toNchw(m_stream, padded(p, x), device()) : padded(p, x);
         const Tensor wf = p.nchw ? w : filterOhwi(d, w);
         Tensor out = p.nchw ? Tensor(nchwShape(y.shape()), DType::Float32, device()) : y;
+        if (!p.haveForward && capturing())
+            refuseDuringCapture("conv2dForward",
+                                "cuDNN has not measured this convolution yet (run it "
+                                "once before capturing)");
         if (!p.haveForward) {
             p.setMath(p.measureMath);
             const auto m = measure<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
@@ -251,6 +255,10 @@ void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, cons
                      : p.needsPadding()
                          ? Tensor({g.n, p.paddedH, p.paddedW, g.c}, DType::Float32, device())
                          : dx;
+        if (!p.haveBackwardData && capturing())
+            refuseDuringCapture("conv2dBackwardData",
+                                "cuDNN has not measured this convolution yet (run it "
+                                "once before capturing)");
         if (!p.haveBackwardData) {
             p.setMath(p.measureMath);
             const auto m =
@@ -302,6 +310,10 @@ void CudaOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, co
         Tensor dwl =
             p.nchw ? dw
                    : Tensor({d.outChannels, d.win.kh, d.win.kw, d.win.c}, DType::Float32, device());
+        if (!p.haveBackwardFilter && capturing())
+            refuseDuringCapture("conv2dBackwardWeights",
+                                "cuDNN has not measured this convolution yet (run it "
+                                "once before capturing)");
         if (!p.haveBackwardFilter) {
             p.setMath(p.measureMath);
             const auto m = measure<cudnnConvolutionBwdFilterAlgoPerf_t,

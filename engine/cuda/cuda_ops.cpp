@@ -3,6 +3,8 @@
 #include "engine/cuda/cuda_ops.h"
 
 #include <cmath>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/cuda/conv_plan.h"
@@ -15,8 +17,105 @@
 
 namespace towers::engine::cuda {
 
+namespace {
+
+// cuBLAS's recommended workspace: at least its default pool's size, 32 MiB on Hopper and later.
+std::size_t cublasWorkspaceBytes(int computeMajor)
+{
+    return std::size_t(computeMajor >= 9 ? 32 : 4) << 20;
+}
+
+// Makes `device` current for the scope's lifetime, for the paths that must not throw (the end of
+// a capture that is being given up, destructors).
+class CurrentDevice
+{
+public:
+    explicit CurrentDevice(int device) noexcept
+    {
+        if (cudaGetDevice(&m_previous) != cudaSuccess) m_previous = -1;
+        if (m_previous != device) cudaSetDevice(device);
+    }
+    ~CurrentDevice()
+    {
+        int now = -1;
+        if (m_previous >= 0 && cudaGetDevice(&now) == cudaSuccess && now != m_previous)
+            cudaSetDevice(m_previous);
+    }
+    CurrentDevice(const CurrentDevice&) = delete;
+    CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+private:
+    int m_previous = -1;
+};
+
+// Whether a failed capture failed for what was in it (a call CUDA cannot capture, work joined
+// from another stream) rather than for the device.
+bool captureRefused(cudaError_t status)
+{
+    switch (status) {
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureUnmatched:
+    case cudaErrorStreamCaptureUnjoined:
+    case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorStreamCaptureWrongThread:
+        return true;
+    default:
+        return false;
+    }
+}
+
+// A CUDA graph instantiated from a capture, replayed on its context's stream. It keeps the
+// convolution workspace its kernels were captured with (the context makes a larger one when a new
+// shape needs it, and the graph's would be freed), and needs the context itself to replay.
+class CudaGraphWork final : public CapturedWork
+{
+public:
+    CudaGraphWork(int device, cudaStream_t stream, cudaGraphExec_t exec, std::size_t nodes,
+                  std::weak_ptr<CudaOps*> context, std::vector<Tensor> kept)
+        : m_device(device), m_stream(stream), m_exec(exec), m_nodes(nodes),
+          m_context(std::move(context)), m_kept(std::move(kept))
+    {
+    }
+    ~CudaGraphWork() override
+    {
+        // A replay still running finishes first (CUDA frees the graph when it is done); the kept
+        // tensors are freed on their streams, after it.
+        const CurrentDevice current(m_device);
+        if (cudaGraphExecDestroy(m_exec) != cudaSuccess) cudaGetLastError();
+    }
+    std::size_t size() const override { return m_nodes; }
+
+protected:
+    void launch() override
+    {
+        const std::shared_ptr<CudaOps*> context = m_context.lock();
+        if (!context || !*context)
+            throw InvalidArgument("replay: the cuda:" + std::to_string(m_device) +
+                                  " context the work was captured from is gone");
+        if ((*context)->capturing())
+            throw Unsupported("replay during a capture: captured work replays on its context's "
+                              "stream, outside the capture (cuda)");
+        DeviceGuard guard(m_device);
+        TOWERS_CUDA(cudaGraphLaunch(m_exec, m_stream));
+    }
+
+private:
+    int m_device;
+    cudaStream_t m_stream;
+    cudaGraphExec_t m_exec;
+    std::size_t m_nodes;
+    std::weak_ptr<CudaOps*> m_context;
+    std::vector<Tensor> m_kept;
+};
+
+} // namespace
+
 CudaOps::CudaOps(int index, const GpuOpsOptions& options)
-    : Ops(opSet({TOWERS_CUDA_OPS(TOWERS_OP_ID)})), m_device(index), m_options(options)
+    : Ops(opSet({TOWERS_CUDA_OPS(TOWERS_OP_ID)})), m_device(index), m_options(options),
+      m_self(std::make_shared<CudaOps*>(this))
 {
     DeviceGuard guard(m_device);
     // A blocking stream: it orders with the legacy default stream, on which the work outside ops
@@ -24,12 +123,19 @@ CudaOps::CudaOps(int index, const GpuOpsOptions& options)
     // synchronous average), so that such a copy sees every op issued before it. (The
     // communicators' own streams are non-blocking, ordered with this one by events.) Inside an op,
     // its memory work goes on this stream (stream_memory.h).
-    TOWERS_CUDA(cudaStreamCreate(&m_stream));
+    TOWERS_CUDA(cudaStreamCreate(&m_ownStream));
+    m_stream = m_ownStream;
     try {
+        int major = 0;
+        TOWERS_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, m_device));
+        m_cublasWorkspace =
+            Tensor({std::int64_t(cublasWorkspaceBytes(major))}, DType::UInt8, device());
         TOWERS_CUDNN(cudnnCreate(&m_cudnn));
         TOWERS_CUDNN(cudnnSetStream(m_cudnn, m_stream));
         TOWERS_CUBLAS(cublasCreate(&m_cublas));
         TOWERS_CUBLAS(cublasSetStream(m_cublas, m_stream));
+        TOWERS_CUBLAS(
+            cublasSetWorkspace(m_cublas, m_cublasWorkspace.raw(), m_cublasWorkspace.bytes()));
         // Float32 GEMMs in float32 (CUBLAS_DEFAULT_MATH never uses TF32 unless asked), TF32 only
         // when the user allowed it.
         TOWERS_CUBLAS(cublasSetMathMode(m_cublas, m_options.allowTf32 ? CUBLAS_TF32_TENSOR_OP_MATH
@@ -37,17 +143,24 @@ CudaOps::CudaOps(int index, const GpuOpsOptions& options)
     } catch (...) {
         if (m_cublas) cublasDestroy(m_cublas);
         if (m_cudnn) cudnnDestroy(m_cudnn);
-        cudaStreamDestroy(m_stream);
+        m_cublasWorkspace = Tensor();
+        cudaStreamSynchronize(m_ownStream);
+        retireStream(m_ownStream);
+        cudaStreamDestroy(m_ownStream);
         throw;
     }
 }
 
 CudaOps::~CudaOps()
 {
+    // A capture left under way (an exception nobody abandoned) ends with nothing of it kept; work
+    // captured from this context can no longer be replayed.
+    abandonCapture();
+    m_self.reset();
     DeviceGuard guard(m_device);
     m_plans.clear();
     m_workspace = Tensor();
-    cudaStreamSynchronize(m_stream);
+    cudaStreamSynchronize(m_ownStream);
     if (m_copyStream) {
         cudaStreamSynchronize(m_copyStream);
         cudaEventDestroy(m_copied);
@@ -55,17 +168,23 @@ CudaOps::~CudaOps()
     }
     for (cudaEvent_t e : m_events) cudaEventDestroy(e);
     // The tensors this context allocated that outlive it are freed on the legacy stream from now
-    // on: this stream's work is finished.
-    retireStream(m_stream);
+    // on: this stream's work is finished. (Nothing runs on the capture stream: what was
+    // allocated there is void.)
+    retireStream(m_ownStream);
+    if (m_captureStream) {
+        retireStream(m_captureStream);
+        cudaStreamDestroy(m_captureStream);
+    }
     cublasDestroy(m_cublas);
     cudnnDestroy(m_cudnn);
-    cudaStreamDestroy(m_stream);
+    cudaStreamDestroy(m_ownStream);
 }
 
 void CudaOps::synchronize()
 {
+    refuseDuringCapture("synchronize", "captured work does not run until replayed");
     DeviceGuard guard(m_device);
-    TOWERS_CUDA(cudaStreamSynchronize(m_stream));
+    TOWERS_CUDA(cudaStreamSynchronize(m_ownStream));
 }
 
 void CudaOps::clearMarks()
@@ -75,6 +194,7 @@ void CudaOps::clearMarks()
 
 int CudaOps::mark()
 {
+    refuseDuringCapture("mark", "a mark times the device's work as it runs");
     DeviceGuard guard(m_device);
     const std::size_t slot = std::size_t(m_marks % kMarkWindow);
     if (slot == m_events.size()) {
@@ -82,17 +202,19 @@ int CudaOps::mark()
         TOWERS_CUDA(cudaEventCreate(&e)); // with timing
         m_events.push_back(e);
     }
-    TOWERS_CUDA(cudaEventRecord(m_events[slot], m_stream));
+    TOWERS_CUDA(cudaEventRecord(m_events[slot], m_ownStream));
     return m_marks++;
 }
 
 void CudaOps::waitFor(int mark)
 {
+    refuseDuringCapture("waitFor", "captured work does not run until replayed");
     requireMark(mark, m_marks);
     DeviceGuard guard(m_device);
     TOWERS_CUDA(cudaEventSynchronize(m_events[std::size_t(mark % kMarkWindow)]));
 }
 
+// Allowed during a capture: the marks were made, and waited for, before it.
 double CudaOps::millisecondsBetween(int a, int b)
 {
     requireMark(a, m_marks);
@@ -105,8 +227,148 @@ double CudaOps::millisecondsBetween(int a, int b)
     return double(ms);
 }
 
+// ---- capture ----
+
+std::string CudaOps::captureUnavailable() const
+{
+    if (!memoryPoolsSupported(m_device))
+        return "cuda:" + std::to_string(m_device) +
+               " has no stream-ordered memory pool, from which captured work's temporaries are "
+               "allocated";
+    return {};
+}
+
+bool CudaOps::issueOn(cudaStream_t s) noexcept
+{
+    m_stream = s;
+    bool ok = cudnnSetStream(m_cudnn, s) == CUDNN_STATUS_SUCCESS;
+    ok = cublasSetStream(m_cublas, s) == CUBLAS_STATUS_SUCCESS && ok;
+    // cublasSetStream gives the handle its default workspace back: ours again.
+    ok = cublasSetWorkspace(m_cublas, m_cublasWorkspace.raw(), m_cublasWorkspace.bytes()) ==
+             CUBLAS_STATUS_SUCCESS &&
+         ok;
+    return ok;
+}
+
+std::pair<cudaGraph_t, cudaError_t> CudaOps::stopCapture() noexcept
+{
+    issueOn(m_ownStream);
+    unbindCapture();
+    cudaGraph_t graph = nullptr;
+    const cudaError_t status = cudaStreamEndCapture(m_captureStream, &graph);
+    if (status != cudaSuccess) cudaGetLastError(); // not sticky: the context goes on
+    return {graph, status};
+}
+
+void CudaOps::beginCaptureImpl()
+{
+    const std::string gpu = "cuda:" + std::to_string(m_device);
+    if (currentCaptureBinding().stream)
+        throw Unsupported("beginCapture on " + gpu +
+                          ": this thread is capturing another context's work already (cuda)");
+    DeviceGuard guard(m_device);
+    // Non-blocking, so that the legacy stream stays usable while it captures (cuda_ops.h).
+    if (!m_captureStream)
+        TOWERS_CUDA(cudaStreamCreateWithFlags(&m_captureStream, cudaStreamNonBlocking));
+    // Thread-local: a call on this thread that CUDA cannot capture (cudaMalloc, a synchronisation)
+    // fails and invalidates the capture instead of slipping out of it; other threads, the other
+    // towers', go on undisturbed.
+    TOWERS_CUDA(cudaStreamBeginCapture(m_captureStream, cudaStreamCaptureModeThreadLocal));
+    m_captureThread = std::this_thread::get_id();
+    bindCapture(m_device, m_captureStream);
+    if (!issueOn(m_captureStream)) {
+        auto [graph, status] = stopCapture();
+        if (graph) cudaGraphDestroy(graph);
+        (void)status;
+        cudaGetLastError();
+        throw BackendError("cannot capture on " + gpu +
+                           ": cuDNN or cuBLAS refused the capture stream");
+    }
+}
+
+std::unique_ptr<CapturedWork> CudaOps::endCaptureImpl()
+{
+    const std::string gpu = "cuda:" + std::to_string(m_device);
+    if (std::this_thread::get_id() != m_captureThread) {
+        // CUDA ends a thread-local capture only on the thread that began it: this one is lost.
+        // The ops go back to their stream; the capture stream is left to it (a new one serves
+        // the next capture), and what was allocated in it is void.
+        issueOn(m_ownStream);
+        voidCapturedBlocks(m_captureStream);
+        m_captureStream = nullptr;
+        throw InvalidArgument("endCapture on " + gpu +
+                              ": the capture was begun on another thread, the only one CUDA "
+                              "ends it on; it is lost");
+    }
+    const CurrentDevice current(m_device);
+    auto [graph, status] = stopCapture();
+    if (status != cudaSuccess || !graph) {
+        if (graph) cudaGraphDestroy(graph);
+        const std::size_t lost = voidCapturedBlocks(m_captureStream);
+        std::string text = "the capture on " + gpu + " failed: " + cudaGetErrorString(status);
+        if (captureRefused(status))
+            text += " (a call in it that CUDA cannot capture, as a wait for the device)";
+        if (lost)
+            text += "; the " + std::to_string(lost) + " tensor" + (lost == 1 ? "" : "s") +
+                    " made during it and still held never had memory: let them go";
+        if (captureRefused(status)) throw Unsupported(text);
+        throw BackendError(text);
+    }
+    if (const std::size_t left = capturedBlocks(m_captureStream)) {
+        cudaGraphDestroy(graph);
+        voidCapturedBlocks(m_captureStream);
+        throw Unsupported(
+            "the capture made " + std::to_string(left) + " tensor" + (left == 1 ? "" : "s") +
+            " on " + gpu +
+            " that outlive the capture: a graph's allocations are its own, so the tensors that "
+            "captured work leaves behind must be made before the capture; these never had memory "
+            "(the graph is gone): let them go without using them");
+    }
+    std::size_t nodes = 0;
+    cudaError_t e = cudaGraphGetNodes(graph, nullptr, &nodes);
+    const char* call = "cudaGraphGetNodes";
+    cudaGraphExec_t exec = nullptr;
+    // Every allocation of ours in the graph is freed in it (checked above); auto-free covers any a
+    // library made inside the capture and left, which would stop the graph's next launch.
+    if (e == cudaSuccess) {
+        e = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
+        call = "cudaGraphInstantiate";
+    }
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) throwCuda(e, call, __FILE__, __LINE__);
+    std::vector<Tensor> kept = {m_workspace, m_cublasWorkspace};
+    return std::make_unique<CudaGraphWork>(m_device, m_ownStream, exec, nodes, m_self,
+                                           std::move(kept));
+}
+
+void CudaOps::abandonCaptureImpl() noexcept
+{
+    if (std::this_thread::get_id() != m_captureThread) {
+        issueOn(m_ownStream); // as endCaptureImpl on another thread
+        voidCapturedBlocks(m_captureStream);
+        m_captureStream = nullptr;
+        return;
+    }
+    const CurrentDevice current(m_device);
+    auto [graph, status] = stopCapture();
+    (void)status;
+    if (graph) cudaGraphDestroy(graph);
+    voidCapturedBlocks(m_captureStream);
+    cudaGetLastError();
+}
+
+void CudaOps::requirePinnedDuringCapture(const Tensor& host, const char* what) const
+{
+    if (!capturing() || !host.bytes()) return;
+    const std::shared_ptr<const Buffer> storage = host.storage().lock();
+    if (!storage || !storage->pinned())
+        refuseDuringCapture(what, "its host tensor is in pageable memory, which a graph's copy "
+                                  "cannot read or write (Tensor::pinned)");
+}
+
 void CudaOps::uploadImpl(const Tensor& src, Tensor& dst)
 {
+    requirePinnedDuringCapture(src, "upload");
     const OpScope scope(m_device, m_stream);
     ensure(dst, src.shape(), src.dtype());
     // From page-locked memory the copy runs on this stream while the host issues the forward
@@ -118,6 +380,7 @@ void CudaOps::uploadImpl(const Tensor& src, Tensor& dst)
 
 void CudaOps::prefetchImpl(const Tensor& src, Tensor& dst)
 {
+    refuseDuringCapture("prefetch", "it runs beside the stream, not on it");
     const OpScope scope(m_device, m_stream);
     if (!m_copyStream) {
         TOWERS_CUDA(cudaStreamCreateWithFlags(&m_copyStream, cudaStreamNonBlocking));
@@ -145,6 +408,7 @@ void CudaOps::copyImpl(const Tensor& src, Tensor& dst)
 
 void CudaOps::downloadImpl(const Tensor& src, Tensor& dst)
 {
+    requirePinnedDuringCapture(dst, "download");
     const OpScope scope(m_device, m_stream);
     // Into page-locked memory the copy runs on this stream and the host goes on; into pageable
     // memory CUDA returns once the bytes are there.
@@ -160,9 +424,13 @@ void CudaOps::ensure(Tensor& t, const Shape& shape, DType dtype) const
 
 void* CudaOps::workspace(std::size_t bytes)
 {
-    if (m_workspace.empty() || m_workspace.bytes() < bytes)
+    if (m_workspace.empty() || m_workspace.bytes() < bytes) {
+        // Made inside a capture, it would be the graph's and outlive it.
+        refuseDuringCapture("growing the convolution workspace",
+                            "run the same work once before capturing it");
         m_workspace = Tensor({static_cast<std::int64_t>(std::max<std::size_t>(bytes, 1))},
                              DType::UInt8, device());
+    }
     return m_workspace.raw();
 }
 

@@ -4,6 +4,13 @@
 // measurements). Every op opens an OpScope (stream_memory.h): its device current and its stream
 // bound on the calling thread, so that the tensors it allocates, frees, zeroes or copies are
 // ordered on that stream. Internal to the plugin; the engine sees it as an Ops.
+//
+// Capture (Ops::beginCapture) is CUDA stream capture into a graph, on a non-blocking capture stream
+// of the context's own rather than on its stream: while a blocking stream captures, CUDA makes the
+// legacy default stream unusable on the whole device (every thread's tensors made, copied or freed
+// outside ops, another tower's included). The ops, the library handles and this thread's memory
+// work for the device (stream_policy.h) go on the capture stream until the capture ends; the graph
+// is replayed on the context's stream, after the work issued before it.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -12,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -86,8 +94,13 @@ public:
     double millisecondsBetween(int a, int b) override;
 
     // The stream every op of this context runs on (the communicators order their collectives
-    // after its work, and its later work after them, with events).
-    cudaStream_t stream() const { return m_stream; }
+    // after its work, and its later work after them, with events); captured work is replayed on
+    // it.
+    cudaStream_t stream() const { return m_ownStream; }
+
+    // "" with stream-ordered memory pools on the GPU (a capture's temporaries are the graph's
+    // allocations), else why not.
+    std::string captureUnavailable() const override;
 
 protected:
     TOWERS_CUDA_OPS(TOWERS_OP_OVERRIDE)
@@ -98,9 +111,24 @@ protected:
     void copyImpl(const Tensor& src, Tensor& dst) override;
     void downloadImpl(const Tensor& src, Tensor& dst) override;
 
+    // Stream capture on the capture stream (made on first use), begun and ended on one thread.
+    void beginCaptureImpl() override;
+    std::unique_ptr<CapturedWork> endCaptureImpl() override;
+    void abandonCaptureImpl() noexcept override;
+
 private:
+    // Points the ops, cuDNN and cuBLAS (with its workspace) at `s`; false when a library refused.
+    bool issueOn(cudaStream_t s) noexcept;
+    // The end of a capture, with the device current: the ops back on their stream, the thread's
+    // memory work off the capture stream, and CUDA's capture ended. The graph when there is one
+    // (null after an invalidated capture), and CUDA's status.
+    std::pair<cudaGraph_t, cudaError_t> stopCapture() noexcept;
+    // Unsupported when a host copy during a capture involves pageable memory, which a graph's
+    // copy cannot use.
+    void requirePinnedDuringCapture(const Tensor& host, const char* what) const;
+
     void ensure(Tensor& t, const Shape& shape, DType dtype = DType::Float32) const;
-    // The workspace, grown to at least `bytes`.
+    // The workspace, grown to at least `bytes` (refused during a capture: the graph would own it).
     void* workspace(std::size_t bytes);
     ConvPlan& plan(const Conv2dDesc& d);
     // x (NHWC) with the pads cuDNN cannot express applied, or x itself.
@@ -110,9 +138,14 @@ private:
 
     int m_device;
     GpuOpsOptions m_options;
+    cudaStream_t m_ownStream = nullptr; // this context's stream
+    // Where the ops issue their work now: m_ownStream, or m_captureStream during a capture.
     cudaStream_t m_stream = nullptr;
     cudnnHandle_t m_cudnn = nullptr;
     cublasHandle_t m_cublas = nullptr;
+    // cuBLAS's workspace, given explicitly so that it never allocates one of its own inside a
+    // capture (and so that the GEMMs choose the same algorithms captured or not).
+    Tensor m_cublasWorkspace;
     Tensor m_workspace;
     std::map<std::string, std::unique_ptr<ConvPlan>> m_plans;
     std::vector<cudaEvent_t> m_events; // the marks' events: mark m is m_events[m % kMarkWindow]
@@ -121,6 +154,12 @@ private:
     // and the event its stream waits for.
     cudaStream_t m_copyStream = nullptr;
     cudaEvent_t m_copied = nullptr;
+    // Capture: the non-blocking stream it records from (made on first use), the thread that
+    // began the capture under way, and what captured work checks before a replay: that the
+    // context is still there and not capturing (it points at this context while it lives).
+    cudaStream_t m_captureStream = nullptr;
+    std::thread::id m_captureThread;
+    std::shared_ptr<CudaOps*> m_self;
 };
 
 } // namespace towers::engine::cuda

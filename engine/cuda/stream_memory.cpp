@@ -53,6 +53,21 @@ cudaStream_t asStream(void* recorded)
     return recorded ? static_cast<cudaStream_t>(recorded) : cudaStreamLegacy;
 }
 
+// Whether work on `s` is recorded into a capture rather than run: this thread's capture, or any
+// other on that stream (an op of the capturing context called from another thread). The legacy
+// stream never captures (and asking about it while a blocking stream captures is an error).
+bool capturing(cudaStream_t s)
+{
+    if (s == cudaStreamLegacy) return false;
+    if (capturedOn(static_cast<void*>(s))) return true;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &status) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return status != cudaStreamCaptureStatusNone;
+}
+
 } // namespace
 
 void configureDeviceMemory(int count)
@@ -102,7 +117,8 @@ void* allocateDevice(int device, std::size_t bytes)
             status = cudaMallocAsync(&p, bytes, s);
         }
         if (status == cudaSuccess) {
-            liveBlocks().add(p, {asRecorded(s), true});
+            // During a capture, an allocation node of the graph (stream_policy.h).
+            liveBlocks().add(p, {asRecorded(s), true, capturing(s)});
             return p;
         }
         if (status == cudaErrorMemoryAllocation) throwOutOfMemory(device, bytes);
@@ -112,6 +128,12 @@ void* allocateDevice(int device, std::size_t bytes)
         cudaGetLastError();
         pools().disable(device);
     }
+    // cudaMalloc is not stream-ordered: a capture cannot hold it (and CUDA would invalidate the
+    // capture for it, saying less).
+    if (capturing(s))
+        throw Unsupported("making a tensor on cuda:" + std::to_string(device) +
+                          " during a capture: without a stream-ordered memory pool there, "
+                          "nothing allocates inside a CUDA graph");
     const cudaError_t status = cudaMalloc(&p, bytes);
     if (status == cudaErrorMemoryAllocation) throwOutOfMemory(device, bytes);
     TOWERS_CUDA(status);
@@ -139,6 +161,16 @@ void retireStream(cudaStream_t s)
     liveBlocks().retire(asRecorded(s));
 }
 
+std::size_t capturedBlocks(cudaStream_t s)
+{
+    return liveBlocks().captured(asRecorded(s));
+}
+
+std::size_t voidCapturedBlocks(cudaStream_t s)
+{
+    return liveBlocks().voidCaptured(asRecorded(s));
+}
+
 void setZeroDevice(int device, void* p, std::size_t bytes)
 {
     DeviceGuard guard(device);
@@ -157,6 +189,24 @@ void copyDevice(void* dst, const Device& dstDevice, const void* src, const Devic
     DeviceGuard guard(gpu);
     const bool peer =
         !dstDevice.isHost() && !srcDevice.isHost() && dstDevice.index != srcDevice.index;
+    if (bound && capturedOn(bound)) {
+        // During a capture: a copy between GPUs is recorded with the ops around it and needs no
+        // wait (what follows on the stream is ordered after it at every replay); a copy to or from
+        // the host would have to wait for the device, which a capture cannot.
+        if (dstDevice.isHost() || srcDevice.isHost())
+            throw Unsupported(std::string("a copy ") + (dstDevice.isHost() ? "from" : "to") +
+                              " cuda:" + std::to_string(gpu) +
+                              (dstDevice.isHost() ? " to" : " from") +
+                              " the host (Tensor::copyFrom, copyTo or onHost) during a capture: "
+                              "it would wait for the device, whose captured work does not run "
+                              "until replayed (Ops::upload and download copy without waiting)");
+        const cudaStream_t s = static_cast<cudaStream_t>(bound);
+        if (peer)
+            TOWERS_CUDA(cudaMemcpyPeerAsync(dst, dstDevice.index, src, srcDevice.index, bytes, s));
+        else
+            TOWERS_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+        return;
+    }
     if (bound) { // inside an op: on its stream, then wait for that stream only
         const cudaStream_t s = static_cast<cudaStream_t>(bound);
         if (peer)

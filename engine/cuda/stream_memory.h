@@ -1,8 +1,9 @@
 #pragma once
 // The CUDA backend's device memory: allocated, freed, zeroed and copied on the stream that
-// stream_policy.h says (the running op's, else the legacy default stream), from CUDA's
-// stream-ordered pool where the device has one, else with cudaMalloc and cudaFree (which wait for
-// the whole device: correct, slower). Internal to the plugin.
+// stream_policy.h says (the running op's, else the capture's under way on this thread, else the
+// legacy default stream), from CUDA's stream-ordered pool where the device has one, else with
+// cudaMalloc and cudaFree (which wait for the whole device: correct, slower). Internal to the
+// plugin.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -34,9 +35,16 @@ void releaseDevice(int device, void* p) noexcept;
 // Blocks allocated on `s` are freed on the legacy stream from now on: called when s, its work
 // finished, is about to be destroyed.
 void retireStream(cudaStream_t s);
+// The live blocks allocated during the capture under way on `s` (graph allocations); and, for a
+// capture that made no graph, making them void: freeing one then calls nothing, since no memory
+// stood behind it (stream_policy.h). Both return how many.
+std::size_t capturedBlocks(cudaStream_t s);
+std::size_t voidCapturedBlocks(cudaStream_t s);
 // Zeroes, and copies between any two places of which one at least is a GPU, on the stream bound
 // for that GPU when there is one (ordered after that op context's work), else on the legacy stream
-// (ordered after every blocking stream's); returns when the bytes are in place.
+// (ordered after every blocking stream's); returns when the bytes are in place. During a capture
+// on this thread they are recorded into it instead: a copy between GPUs without waiting, a copy
+// to or from the host refused (Unsupported), since it would wait for the device.
 void setZeroDevice(int device, void* p, std::size_t bytes);
 void copyDevice(void* dst, const Device& dstDevice, const void* src, const Device& srcDevice,
                 std::size_t bytes);

@@ -14,6 +14,15 @@
 // temporaries die after the op returns, in the layer's code): its last use ran there, or on the
 // legacy stream, which that stream waits for. When that stream is gone, its work is finished
 // (CudaOps synchronises its stream before retiring it), and the legacy stream frees the block.
+//
+// During a capture (CudaOps::beginCapture to its end) the context's work goes on a capture stream
+// of its own, and so does the memory work of its thread for that device between ops (a layer's
+// copy between GPU tensors, setZero, a tensor it makes and drops): recorded into the graph with
+// the ops rather than run once on the legacy stream and missing from every replay. A block
+// allocated there is a graph allocation, with memory only while the graph runs: one freed inside
+// the capture is the graph's to allocate and free at each replay, one still live at the capture's
+// end is refused (endCapture), and when the graph is never made, such a block stands for no memory
+// at all.
 #include <atomic>
 #include <cstddef>
 #include <memory>
@@ -37,11 +46,40 @@ inline StreamBinding& currentStreamBinding()
     return binding;
 }
 
-// The stream bound on this thread for `device`, or nullptr (then: the legacy default stream).
+// The capture under way on this thread: `stream` captures `device`'s work (nullptr: none).
+inline StreamBinding& currentCaptureBinding()
+{
+    thread_local StreamBinding binding;
+    return binding;
+}
+
+// The stream memory work for `device` goes on from this thread: the running op's, else the
+// capture's under way on this thread for that device, else nullptr (the legacy default stream).
 inline void* boundStream(int device)
 {
     const StreamBinding& b = currentStreamBinding();
-    return b.device == device ? b.stream : nullptr;
+    if (b.device == device && b.stream) return b.stream;
+    const StreamBinding& c = currentCaptureBinding();
+    return c.device == device ? c.stream : nullptr;
+}
+
+// Whether work on `stream` is being captured by this thread rather than run (a non-null stream
+// only: the legacy stream never captures).
+inline bool capturedOn(void* stream)
+{
+    return stream && currentCaptureBinding().stream == stream;
+}
+
+// Marks the capture of `device`'s work on `stream` as under way on this thread, until
+// unbindCapture() on the same thread (CUDA ends a thread-local capture only on the thread that
+// began it); one capture at a time per thread.
+inline void bindCapture(int device, void* stream)
+{
+    currentCaptureBinding() = {device, stream};
+}
+inline void unbindCapture()
+{
+    currentCaptureBinding() = {};
 }
 
 // Binds `stream` for `device` on this thread for the scope's lifetime; scopes nest (an op calling
@@ -61,11 +99,17 @@ private:
     StreamBinding m_previous;
 };
 
-// How a live block was allocated: on which stream (nullptr: the legacy one), from a pool or not.
+// How a live block was allocated: on which stream (nullptr: the legacy one), from a pool or not,
+// and whether during a capture on that stream.
 struct Allocation
 {
     void* stream = nullptr;
     bool pooled = true;
+    // A graph allocation of the capture under way on `stream`.
+    bool captured = false;
+    // A graph allocation of a capture that made no graph (refused, failed or abandoned): no memory
+    // ever stood behind the address, so freeing it is forgetting it.
+    bool voided = false;
 };
 
 // The live blocks of the backend, by address. Thread-safe.
@@ -79,7 +123,7 @@ public:
     }
     // Forgets p and calls free(p, its Allocation) under the table's lock, so that the stream it
     // names cannot be retired (and destroyed) meanwhile; false (nothing called) for an address the
-    // table does not know.
+    // table does not know. A void block is forgotten with nothing called (true).
     template <class Free> bool release(void* p, Free&& free)
     {
         std::lock_guard lock(m_mutex);
@@ -87,7 +131,7 @@ public:
         if (it == m_live.end()) return false;
         const Allocation a = it->second;
         m_live.erase(it);
-        free(p, a);
+        if (!a.voided) free(p, a);
         return true;
     }
     // The blocks of `stream` are freed on the legacy stream from now on (the stream is about to be
@@ -97,6 +141,29 @@ public:
         std::lock_guard lock(m_mutex);
         for (auto& [p, a] : m_live)
             if (a.stream == stream) a.stream = nullptr;
+    }
+    // The live graph allocations of the capture under way on `stream`: those that would outlive
+    // it, at its end.
+    std::size_t captured(void* stream) const
+    {
+        std::lock_guard lock(m_mutex);
+        std::size_t n = 0;
+        for (const auto& [p, a] : m_live) n += a.captured && a.stream == stream ? 1 : 0;
+        return n;
+    }
+    // The capture on `stream` made no graph: its live allocations become void (release() then
+    // forgets them and calls nothing). Returns how many there were.
+    std::size_t voidCaptured(void* stream)
+    {
+        std::lock_guard lock(m_mutex);
+        std::size_t n = 0;
+        for (auto& [p, a] : m_live)
+            if (a.captured && a.stream == stream) {
+                a.captured = false;
+                a.voided = true;
+                ++n;
+            }
+        return n;
     }
     std::optional<Allocation> find(void* p) const
     {

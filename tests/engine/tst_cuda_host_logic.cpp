@@ -2,12 +2,14 @@
 // algorithm cuDNN's measurements lead to (deterministic, exact float32 unless TF32 is allowed,
 // NHWC given up only for "not supported"), which stream a block of device memory is allocated and
 // freed on (the running op's, else the legacy one; the allocation's own when it dies later),
-// which devices allocate from memory pools, and the bookkeeping of the same-device communicator's
-// asynchronous averages (ticket order, the last rank to start enqueueing, complete() waiting only
-// for that, aborts). The plugin runs exactly these (conv_algorithm.h, stream_policy.h,
-// ticket_board.h), and joining an NCCL world of several processes (nccl_world.h: whether this
-// process's towers can be its ranks; the id's exchange, made exactly once by every process
-// whatever fails, so that none is left waiting in it). What only a GPU shows is tst_gpu_backend's.
+// which devices allocate from memory pools, where memory work goes during a capture and the
+// count of the blocks a capture allocated (made void when it makes no graph), and the bookkeeping
+// of the same-device communicator's asynchronous averages (ticket order, the last rank to start
+// enqueueing, complete() waiting only for that, aborts). The plugin runs exactly these
+// (conv_algorithm.h, stream_policy.h, ticket_board.h), and joining an NCCL world of several
+// processes (nccl_world.h: whether this process's towers can be its ranks; the id's exchange, made
+// exactly once by every process whatever fails, so that none is left waiting in it). What only a
+// GPU shows is tst_gpu_backend's.
 #include <QtTest>
 
 #include <atomic>
@@ -270,6 +272,120 @@ private slots:
         QCOMPARE(freed.size(), std::size_t(3));
         QVERIFY(table.find(&b).has_value());
         QCOMPARE(table.size(), std::size_t(1));
+    }
+
+    // During a capture on this thread, memory work for the capture's device that no op has bound
+    // goes on the capture stream (a layer's copy between ops is recorded with them); the running
+    // op's stream still comes first, other devices and other threads are not concerned.
+    void captureBindingTakesTheUnboundWork()
+    {
+        QVERIFY(!capturedOn(kNone));
+        bindCapture(0, stream(0x30));
+        QCOMPARE(boundStream(0), stream(0x30));
+        QCOMPARE(boundStream(1), kNone);
+        QVERIFY(capturedOn(stream(0x30)));
+        QVERIFY(!capturedOn(stream(0x10)));
+        QVERIFY(!capturedOn(kNone)); // the legacy stream never captures
+        {
+            const BindStream op(0, stream(0x30)); // an op of the capturing context
+            QCOMPARE(boundStream(0), stream(0x30));
+            {
+                const BindStream other(0, stream(0x10)); // another context's op on this thread
+                QCOMPARE(boundStream(0), stream(0x10));
+                QVERIFY(!capturedOn(boundStream(0)));
+            }
+            QCOMPARE(boundStream(0), stream(0x30));
+        }
+        void* seen = stream(0x99);
+        bool captured = true;
+        std::thread other([&] {
+            seen = boundStream(0);
+            captured = capturedOn(stream(0x30));
+        });
+        other.join();
+        QCOMPARE(seen, kNone);
+        QVERIFY(!captured);
+        unbindCapture();
+        QCOMPARE(boundStream(0), kNone);
+        QVERIFY(!capturedOn(stream(0x30)));
+    }
+
+    // The blocks allocated during a capture are counted per stream until they are freed (inside
+    // the capture: the graph's free nodes); those still live when the capture makes no graph
+    // become void, and freeing one then calls nothing (no memory ever stood behind it).
+    void capturedBlocksAreCountedAndVoided()
+    {
+        AllocationTable table;
+        int before = 0, temp = 0, kept1 = 0, kept2 = 0, otherCapture = 0, legacy = 0;
+        void* const capture = stream(0x30);
+        table.add(&before, {stream(0x10), true});             // made before the capture
+        table.add(&temp, {capture, true, true});              // a temporary of the capture
+        table.add(&kept1, {capture, true, true});             // outlives it
+        table.add(&kept2, {capture, true, true});             // outlives it
+        table.add(&otherCapture, {stream(0x40), true, true}); // another thread's capture
+        table.add(&legacy, {nullptr, true});
+        QCOMPARE(table.captured(capture), std::size_t(3));
+        QCOMPARE(table.captured(stream(0x40)), std::size_t(1));
+        QCOMPARE(table.captured(stream(0x10)), std::size_t(0));
+        QCOMPARE(table.captured(nullptr), std::size_t(0));
+        std::vector<std::pair<void*, Allocation>> freed;
+        auto record = [&](void* p, const Allocation& x) { freed.emplace_back(p, x); };
+        QVERIFY(table.release(&temp, record)); // freed inside the capture, on its stream
+        QCOMPARE(freed.back().second.stream, capture);
+        QVERIFY(freed.back().second.captured);
+        QCOMPARE(table.captured(capture), std::size_t(2));
+        QCOMPARE(table.voidCaptured(capture), std::size_t(2)); // refused: two outlive it
+        QCOMPARE(table.captured(capture), std::size_t(0));
+        QCOMPARE(table.voidCaptured(capture), std::size_t(0));
+        QCOMPARE(table.captured(stream(0x40)), std::size_t(1)); // not this capture's
+        QVERIFY(table.find(&kept1)->voided);
+        QVERIFY(!table.find(&kept1)->captured);
+        QVERIFY(!table.find(&before)->voided);
+        const std::size_t calls = freed.size();
+        QVERIFY(table.release(&kept1, record)); // known, forgotten, nothing called
+        QCOMPARE(freed.size(), calls);
+        QVERIFY(!table.find(&kept1).has_value());
+        table.retire(capture); // the capture stream goes: a void block stays void
+        QVERIFY(table.find(&kept2)->voided);
+        QVERIFY(table.release(&kept2, record));
+        QCOMPARE(freed.size(), calls);
+        QVERIFY(table.release(&before, record)); // the others as before
+        QCOMPARE(freed.back().second.stream, stream(0x10));
+        QVERIFY(!freed.back().second.captured);
+        QCOMPARE(table.size(), std::size_t(2));
+    }
+
+    // The count is exact while other threads allocate and free, captured or not, at once.
+    void capturedBlocksCountAcrossThreads()
+    {
+        AllocationTable table;
+        constexpr int kThreads = 4, kBlocks = 2000;
+        std::vector<std::vector<char>> memory(kThreads, std::vector<char>(kBlocks));
+        std::atomic<bool> stop{false}, outOfRange{false};
+        std::thread counter([&] {
+            while (!stop)
+                if (table.captured(stream(0x30)) > std::size_t(kThreads * kBlocks))
+                    outOfRange = true;
+        });
+        std::vector<std::thread> threads;
+        for (int t = 0; t < kThreads; ++t)
+            threads.emplace_back([&, t] {
+                // Even threads capture on 0x30, odd ones run uncaptured on 0x10.
+                const bool captured = t % 2 == 0;
+                void* const s = captured ? stream(0x30) : stream(0x10);
+                auto& mine = memory[std::size_t(t)];
+                for (int i = 0; i < kBlocks; ++i)
+                    table.add(&mine[std::size_t(i)], {s, true, captured});
+                for (int i = 0; i < kBlocks; i += 2)
+                    table.release(&mine[std::size_t(i)], [](void*, const Allocation&) {});
+            });
+        for (auto& t : threads) t.join();
+        stop = true;
+        counter.join();
+        QVERIFY(!outOfRange);
+        QCOMPARE(table.captured(stream(0x30)), std::size_t(kThreads / 2 * kBlocks / 2));
+        QCOMPARE(table.captured(stream(0x10)), std::size_t(0));
+        QCOMPARE(table.size(), std::size_t(kThreads * kBlocks / 2));
     }
 
     // Devices without memory pools allocate with cudaMalloc; a device that refuses a pool at run

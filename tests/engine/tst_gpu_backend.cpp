@@ -4,13 +4,14 @@
 // falls, the replicas stay identical, 2 towers equal 1 tower of the same global batch), device
 // errors as typed exceptions, convolutions that repeat bitwise (deterministic algorithms), two
 // execution contexts sharing a GPU from two threads (stream-ordered memory on each one's stream),
-// batch-norm statistics over more rows than one grid dimension holds, steps issued ahead of
-// their results (bitwise those stepped one at a time), and, with two GPUs, an
-// NCCL collective released by an abort. NCCL worlds of several processes (GpuBackend::NcclWorld),
-// the processes played by threads of this one: everywhere, the id is shared exactly once whatever
-// fails; on a GPU, a world of one process, two processes on one GPU (joined or refused with a
-// reason, never a hang) and, with two GPUs, two processes averaging, broadcasting and meeting
-// across the world. Without a GPU those skip, saying why.
+// captured steps (CUDA graphs) replayed bitwise as issued op by op, what a capture cannot hold
+// refused and the context usable after, batch-norm statistics over more rows than one grid
+// dimension holds, steps issued ahead of their results (bitwise those stepped one at a time),
+// and, with two GPUs, an NCCL collective released by an abort. NCCL worlds of several processes
+// (GpuBackend::NcclWorld), the processes played by threads of this one: everywhere, the id is
+// shared exactly once whatever fails; on a GPU, a world of one process, two processes on one GPU
+// (joined or refused with a reason, never a hang) and, with two GPUs, two processes averaging,
+// broadcasting and meeting across the world. Without a GPU those skip, saying why.
 #include <QtTest>
 
 #include <dlfcn.h>
@@ -24,11 +25,13 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <thread>
 
 #include "engine/gpu/gpu_backend.h"
+#include "engine/ops/step_scalar_values.h"
 #include "engine/selftest/selftest.h"
 #include "engine/tensor/rng.h"
 #include "engine/train/tower_set.h"
@@ -259,6 +262,69 @@ std::array<ProcessOutcome, 2> twoProcesses(GpuBackend* gpu, std::array<int, 2> g
     return out;
 }
 
+// A small classifier's training step as ops, for the captures: a linear layer with ReLU, the
+// cross-entropy and its gradient, the composite backward (its ReLU mask a temporary), the weight
+// decay's sum of squares (a scratch buffer inside), what a layer does between ops (a copy with
+// Tensor::copyFrom, a tensor made and dropped) and two SGD updates reading their learning rate
+// from the step's scalars.
+struct TinyStep
+{
+    Tensor x, labels, w, b, y, probs, loss, dlogits, dw, db, decay, scalars, snapshot, twice;
+    Tensor hostScalars = Tensor::pinned({StepScalars::kCount}, DType::Float64);
+
+    explicit TinyStep(const Device& dev)
+    {
+        Rng rng(21);
+        x = randomTensor({64, 96}, DType::Float32, rng).copyTo(dev);
+        Tensor l({64}, DType::Int32);
+        for (int i = 0; i < 64; ++i) l.data<std::int32_t>()[i] = (i * 7) % 10;
+        labels = l.copyTo(dev);
+        w = randomTensor({10, 96}, DType::Float32, rng, -0.1, 0.1).copyTo(dev);
+        b = Tensor::zeros({10}, DType::Float32).copyTo(dev);
+        decay = Tensor::zeros({1}, DType::Float64).copyTo(dev);
+        scalars = Tensor::zeros({StepScalars::kCount}, DType::Float64).copyTo(dev);
+        snapshot = Tensor({10, 96}, DType::Float32, dev);
+        twice = Tensor({64, 10}, DType::Float32, dev);
+    }
+    // The step's learning rate into its scalars, on the context's stream before the step's work
+    // (the host tensor must then stay as it is until the stream has copied it).
+    void setLearningRate(Ops& ops, double lr)
+    {
+        StepScalars s;
+        s.values[StepScalars::LearningRate] = lr;
+        std::memcpy(hostScalars.data<double>(), s.values, sizeof s.values);
+        ops.upload(hostScalars, scalars);
+    }
+    void issue(Ops& ops)
+    {
+        ops.linearForward(x, w, b, y, Activation::Relu);
+        ops.softmaxCrossEntropyForward(y, labels, probs, loss);
+        ops.softmaxCrossEntropyBackward(probs, labels, 1.0 / 64, dlogits);
+        ops.linearBackward(x, w, y, dlogits, Activation::Relu, nullptr, dw, &db);
+        ops.sumSquares(w, 0.5, decay);
+        snapshot.copyFrom(w);
+        Tensor scratch(y.shape(), DType::Float32, y.device());
+        scratch.copyFrom(y);
+        ops.add(scratch, y, twice);
+        ops.sgdUpdate(0, dw, w, Tensor(), scalars);
+        ops.sgdUpdate(0, db, b, Tensor(), scalars);
+    }
+};
+
+// "" when f throws Unsupported saying "during a capture", else what happened instead.
+QString refusedDuringCapture(const char* what, const std::function<void()>& f)
+{
+    try {
+        f();
+        return QStringLiteral("%1 was accepted during a capture").arg(what);
+    } catch (const Unsupported& e) {
+        if (QByteArray(e.what()).contains("during a capture")) return {};
+        return QStringLiteral("%1: %2").arg(what, e.what());
+    } catch (const std::exception& e) {
+        return QStringLiteral("%1 threw another error: %2").arg(what, e.what());
+    }
+}
+
 } // namespace
 
 class TestGpuBackend : public QObject
@@ -487,6 +553,179 @@ private slots:
         QVERIFY(sameBytes(dx[0], dx[1]));
         QVERIFY(sameBytes(dw[0], dw[1]));
         QVERIFY(sameBytes(db[0], db[1]));
+    }
+
+    // A step captured as a CUDA graph and replayed is bitwise the step issued op by op, step
+    // after step, each replay reading the weights as the previous one left them and its learning
+    // rate from the step's scalars; the copies and the tensor a layer makes between ops are part
+    // of it (the graph's own memory for that tensor and the ops' temporaries). Replays and ops
+    // issued op by op interleave on the one context.
+    void capturedStepReplaysBitwise()
+    {
+        REQUIRE_GPU(gpu);
+        const Device dev{DeviceKind::Cuda, 0};
+        auto ops = gpu->makeOps(0, {});
+        QCOMPARE(QString::fromStdString(ops->captureUnavailable()), QString());
+        TinyStep plain(dev), captured(dev);
+        const Tensor w0 = plain.w.onHost();
+        auto lr = [](int step) { return 0.5 / (1 + step); };
+        // Step 0 op by op in both: it makes every tensor the step writes.
+        for (TinyStep* t : {&plain, &captured}) {
+            t->setLearningRate(*ops, lr(0));
+            t->issue(*ops);
+        }
+        ops->synchronize();
+        ops->beginCapture();
+        QVERIFY(ops->capturing());
+        captured.issue(*ops);
+        const std::unique_ptr<CapturedWork> work = ops->endCapture();
+        QVERIFY(!ops->capturing());
+        QVERIFY(work);
+        qInfo() << "graph nodes:" << work->size();
+        QVERIFY(work->size() >= 9);
+        for (int step = 1; step < 6; ++step) {
+            plain.setLearningRate(*ops, lr(step));
+            plain.issue(*ops);
+            captured.setLearningRate(*ops, lr(step));
+            work->replay();
+            ops->synchronize(); // the host scalars are free again
+        }
+        QVERIFY(!sameBytes(plain.w, w0)); // the steps did something
+        const std::pair<const char*, Tensor TinyStep::*> compared[] = {
+            {"w", &TinyStep::w},
+            {"b", &TinyStep::b},
+            {"y", &TinyStep::y},
+            {"probs", &TinyStep::probs},
+            {"loss", &TinyStep::loss},
+            {"dw", &TinyStep::dw},
+            {"db", &TinyStep::db},
+            {"decay", &TinyStep::decay},
+            {"snapshot", &TinyStep::snapshot},
+            {"twice", &TinyStep::twice}};
+        for (const auto& [name, member] : compared)
+            QVERIFY2(sameBytes(plain.*member, captured.*member), name);
+        gpu->synchronize(0); // nothing faulted
+    }
+
+    // What would wait for the device during a capture is refused, saying so, before CUDA sees
+    // it; so is a convolution's first run (it would make its workspace and measure). After
+    // abandonCapture() nothing captured has run, and ops and captures work as before.
+    void captureRefusesWaitingAndAbandons()
+    {
+        REQUIRE_GPU(gpu);
+        const Device dev{DeviceKind::Cuda, 0};
+        auto ops = gpu->makeOps(0, {});
+        Rng rng(23);
+        const Tensor x = randomTensor({1000}, DType::Float32, rng).copyTo(dev);
+        const Tensor x2 = randomTensor({1000}, DType::Float32, rng).copyTo(dev);
+        Tensor y;
+        ops->reluForward(x, y);
+        const Tensor expected = y.onHost();
+        const Tensor pageable = Tensor::zeros({1000}, DType::Float32);
+        ops->beginCapture();
+        ops->reluForward(x2, y);
+        const QString refusals[] = {
+            refusedDuringCapture("synchronize", [&] { ops->synchronize(); }),
+            refusedDuringCapture("mark", [&] { ops->mark(); }),
+            refusedDuringCapture("a copy to the host", [&] { (void)y.onHost(); }),
+            refusedDuringCapture("an upload from pageable memory",
+                                 [&] { ops->upload(pageable, y); }),
+        };
+        for (const QString& r : refusals) QVERIFY2(r.isEmpty(), qPrintable(r));
+        ops->abandonCapture();
+        QVERIFY(!ops->capturing());
+        Tensor z;
+        ops->reluForward(x, z);
+        ops->synchronize();
+        QVERIFY(sameBytes(y, expected)); // the captured relu of x2 never ran
+        QVERIFY(sameBytes(z, expected));
+
+        // A convolution's first run inside a capture, refused; the tensor it made in the capture
+        // has no memory and is let go.
+        const auto d = makeConv2dDesc({4, 9, 9, 8}, 16, 3, 3, 1, 1, Padding::Same);
+        const Tensor cx = randomTensor(d.inputShape(), DType::Float32, rng).copyTo(dev);
+        const Tensor cw = randomTensor(d.weightShape(), DType::Float32, rng).copyTo(dev);
+        Tensor cy;
+        ops->beginCapture();
+        const QString conv = refusedDuringCapture("a convolution's first run", [&] {
+            ops->conv2dForward(d, cx, cw, Tensor(), cy, Activation::None);
+        });
+        QVERIFY2(conv.isEmpty(), qPrintable(conv));
+        ops->abandonCapture();
+        cy = Tensor();
+        Tensor cy1, cy2;
+        ops->conv2dForward(d, cx, cw, Tensor(), cy1, Activation::None);
+        auto fresh = gpu->makeOps(0, {}); // it may measure another algorithm faster: not bitwise
+        fresh->conv2dForward(d, cx, cw, Tensor(), cy2, Activation::None);
+        const Tensor h1 = cy1.onHost(), h2 = cy2.onHost();
+        for (std::int64_t i = 0; i < h1.numel(); ++i)
+            QVERIFY2(
+                std::abs(h1.at(i) - h2.at(i)) <= 1e-4 * (1 + std::abs(h2.at(i))),
+                qPrintable(
+                    QStringLiteral("element %1: %2 vs %3").arg(i).arg(h1.at(i)).arg(h2.at(i))));
+
+        // And a capture again, replayed.
+        ops->beginCapture();
+        ops->reluForward(x2, y);
+        const auto work = ops->endCapture();
+        QVERIFY(sameBytes(y, expected)); // not run yet
+        work->replay();
+        ops->reluForward(x2, z);
+        QVERIFY(sameBytes(y, z));
+        gpu->synchronize(0); // nothing faulted
+    }
+
+    // A capture that leaves tensors made during it behind is refused by endCapture, counting
+    // them: their memory was the graph's, which is never made; they are let go without a fault,
+    // and the context goes on, op by op and capturing. Captured work outliving its context
+    // refuses to replay.
+    void captureRefusesTensorsThatOutliveIt()
+    {
+        REQUIRE_GPU(gpu);
+        const Device dev{DeviceKind::Cuda, 0};
+        auto ops = gpu->makeOps(0, {});
+        Rng rng(29);
+        const Tensor x = randomTensor({4096}, DType::Float32, rng).copyTo(dev);
+        Tensor y;
+        ops->reluForward(x, y);
+        const Tensor expected = y.onHost();
+        Tensor made, alsoMade;
+        ops->beginCapture();
+        ops->reluForward(x, made);
+        ops->reluForward(x, alsoMade);
+        ops->reluForward(x, y);
+        try {
+            (void)ops->endCapture();
+            QFAIL("a capture leaving two tensors behind was accepted");
+        } catch (const Unsupported& e) {
+            QVERIFY2(QByteArray(e.what()).contains("2 tensors on cuda:0 that outlive the capture"),
+                     e.what());
+        }
+        QVERIFY(!ops->capturing());
+        made = Tensor();
+        alsoMade = Tensor();
+        Tensor z;
+        ops->reluForward(x, z);
+        QVERIFY(sameBytes(z, expected));
+
+        // Temporaries made and dropped inside a capture are the graph's own: accepted.
+        Tensor sum(x.shape(), DType::Float32, dev), reference;
+        ops->beginCapture();
+        {
+            Tensor temp;
+            ops->reluForward(x, temp);
+            ops->add(temp, x, sum);
+        }
+        const auto work = ops->endCapture();
+        work->replay();
+        work->replay();
+        Tensor temp;
+        ops->reluForward(x, temp);
+        ops->add(temp, x, reference);
+        QVERIFY(sameBytes(sum, reference));
+        gpu->synchronize(0); // nothing faulted
+        ops.reset();
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, work->replay());
     }
 
     // Two execution contexts on one GPU, driven from two threads at once (two towers sharing
