@@ -180,6 +180,7 @@ void MainWindow::restoreConfig()
     m_devices->setPrecision(last->precision);
     m_devices->setGpuData(last->gpuData);
     m_devices->setAllreduce(last->allreduce);
+    m_devices->setCudaGraphs(last->cudaGraphs);
     m_devices->setBucketMb(last->bucketMb);
     m_model->form()->setConfig(*last);
     m_model->form()->setTowers(last->towers);
@@ -297,6 +298,7 @@ void MainWindow::configChanged()
         c.precision = m_devices->precision();
         c.gpuData = m_devices->gpuData();
         c.allreduce = m_devices->allreduce();
+        c.cudaGraphs = m_devices->cudaGraphs();
         c.bucketMb = m_devices->bucketMb();
         m_settings.setLastConfigJson(QString::fromStdString(c.toJson()));
     }
@@ -321,6 +323,7 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
     c.precision = m_devices->precision();
     c.gpuData = m_devices->gpuData();
     c.allreduce = m_devices->allreduce();
+    c.cudaGraphs = m_devices->cudaGraphs();
     c.bucketMb = m_devices->bucketMb();
     if (const auto gpus = m_devices->selectedGpus(); !gpus.empty()) { // one tower per checked GPU
         c.backend = "cuda";

@@ -262,6 +262,11 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
          QStringLiteral("cuda: auto (keep the training set on the GPUs when it fits and "
                         "distort it there) or off (make the batches on the host) (default auto)."),
          name},
+        {QStringLiteral("cuda-graphs"),
+         QStringLiteral("cuda: on (capture a lone GPU tower's steps as CUDA graphs once warm and "
+                        "replay them) or off (issue every op each step) (default on; a resumed "
+                        "run keeps its own unless given; the results are the same)."),
+         QStringLiteral("on|off")},
         {QStringLiteral("bucket-mb"),
          QStringLiteral("MiB of gradients averaged together while backward runs; 0 averages\n"
                         "everything after backward (default 25; the results are the same)."),
@@ -564,6 +569,14 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                    << p.value(QStringLiteral("gpu-data")) << "'\n";
             return ExitUsage;
         }
+    }
+    if (p.isSet(QStringLiteral("cuda-graphs"))) {
+        const QString graphs = p.value(QStringLiteral("cuda-graphs"));
+        if (graphs != QLatin1String("on") && graphs != QLatin1String("off")) {
+            io.err << "towers-cli train: --cuda-graphs must be on or off, got '" << graphs << "'\n";
+            return ExitUsage;
+        }
+        c.cudaGraphs = graphs == QLatin1String("on");
     }
     if (!doubleOption(p, QStringLiteral("bucket-mb"), 0, TrainConfig::kMaxBucketMb, c.bucketMb, io))
         return ExitUsage;

@@ -196,6 +196,7 @@ std::string TrainConfig::toJson() const
     o["precision"] = std::string(precisionName(precision));
     o["allreduce"] = allreduce;
     o["gpuData"] = gpuData;
+    o["cudaGraphs"] = cudaGraphs;
     o["bucketMb"] = bucketMb;
     o["threadsPerTower"] = threadsPerTower;
     o["batchPerTower"] = batchPerTower;
@@ -251,7 +252,8 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
                       "schedule",      "weightDecay",     "emaDecay",        "dropout",
                       "seed",          "checkpointEvery", "keepCheckpoints", "evalEvery",
                       "evalBatchSize", "logEvery",        "histogramEvery",  "verifyEvery",
-                      "dataset",       "dataDir",         "augmentation",    "runId"},
+                      "dataset",       "dataDir",         "augmentation",    "runId",
+                      "cudaGraphs"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -277,6 +279,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     }
     read(o, "allreduce", c.allreduce);
     read(o, "gpuData", c.gpuData);
+    read(o, "cudaGraphs", c.cudaGraphs);
     read(o, "bucketMb", c.bucketMb);
     read(o, "threadsPerTower", c.threadsPerTower);
     read(o, "batchPerTower", c.batchPerTower);

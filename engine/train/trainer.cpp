@@ -150,12 +150,14 @@ std::optional<RunLock> lockFor(const std::filesystem::path& root, const ProcessG
 }
 
 // What every process of a run must agree on: the build, and the configuration (less the run id,
-// which rank 0 makes or reads, and the data folder, which is each machine's own: the session
-// compares the datasets' contents).
+// which rank 0 makes or reads, the data folder, which is each machine's own: the session
+// compares the datasets' contents, and whether steps are captured as CUDA graphs, which changes
+// no result and no collective: each process issues its own steps).
 std::string runIdentity(TrainConfig c)
 {
     c.runId.clear();
     c.dataDir.clear();
+    c.cudaGraphs = TrainConfig{}.cudaGraphs;
     return std::string(gpuBackendBuildId()) + "\n" + c.toJson();
 }
 
@@ -182,6 +184,7 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
     o.precision = m_config.precision;
     o.allreduce = m_config.allreduce;
     o.bucketMb = m_config.bucketMb;
+    o.graphs = m_config.cudaGraphs;
     o.threadsPerTower = m_config.resolvedThreadsPerTower(m_group ? m_group->localSize() : 1);
     o.optimizer = m_config.optimizer;
     o.weightDecay = m_config.weightDecay;
@@ -667,6 +670,10 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             (m_dataNote.empty() ? std::string() : ", " + m_dataNote) + ", gradients averaged " +
             m_towers->allReduceDescription() + " in " + m_towers->bucketDescription() + ", steps " +
             std::to_string(m_step.load()) + " to " + std::to_string(m_total));
+        // How the GPU towers' steps are issued (nothing for host towers), and again when that
+        // changes after a step (a capture failed: op by op from then on).
+        std::string graphs = m_towers->graphDescription();
+        if (!graphs.empty()) log("steps: " + graphs);
         m_source.seek(m_step.load());
         m_runStart = Clock::now();
         m_runStartStep = m_step.load();
@@ -720,6 +727,10 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             flight.pop_front();
             const TowerStepResult r = m_towers->collect();
             const auto now = Clock::now();
+            if (std::string g = m_towers->graphDescription(); g != graphs) {
+                graphs = std::move(g);
+                if (!graphs.empty()) log("steps: " + graphs);
+            }
             // From its start, or from the end of the step before it when that came later.
             const double stepMs = msBetween(std::max(issued.started, lastDone), now);
             lastDone = now;

@@ -177,6 +177,8 @@ private slots:
         QTest::newRow("gpus on the cpu")
             << QStringList{"train", "--device", "cpu", "--gpus", "0"} << 2 << "--gpus";
         QTest::newRow("tf32 on the cpu") << QStringList{"train", "--tf32"} << 2 << "--tf32";
+        QTest::newRow("bad cuda graphs") << QStringList{"train", "--cuda-graphs", "maybe"} << 2
+                                         << "--cuda-graphs must be on or off, got 'maybe'";
         QTest::newRow("bad precision")
             << QStringList{"train", "--precision", "bogus"} << 2
             << "--precision: unknown precision 'bogus' (known: fp32, bf16)";
@@ -294,7 +296,12 @@ private slots:
         const QStringList constant{QStringLiteral("--lr-schedule"), QStringLiteral("constant"),
                                    QStringLiteral("--lr"), QStringLiteral("0.05")};
         QCOMPARE(run(small(a) + constant + QStringList{"--steps", "8"}).exitCode, 0);
-        QCOMPARE(run(small(b) + constant + QStringList{"--steps", "4"}).exitCode, 0);
+        // CUDA graphs change no result (nor anything on CPU towers, which have none); a resume
+        // without the option keeps the run's own setting.
+        QCOMPARE(
+            run(small(b) + constant + QStringList{"--steps", "4", "--cuda-graphs", "off"}).exitCode,
+            0);
+        QVERIFY(readFile(b + QStringLiteral("/config.json")).contains("\"cudaGraphs\": false"));
         // A run-defining option with another value is refused, naming both values...
         const CliRun changed =
             run(small(b) + QStringList{"--lr", "0.5", "--steps", "8", "--resume"});
@@ -306,6 +313,8 @@ private slots:
         // ...the same command line plus --resume (a requeued job script) is accepted.
         const CliRun r = run(small(b) + constant + QStringList{"--steps", "8", "--resume"});
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY(readFile(b + QStringLiteral("/config.json")).contains("\"cudaGraphs\": false"));
+        QVERIFY(!logged(r, QStringLiteral("steps: "))); // host towers: nothing to capture
         const auto x = checkpointAt(a, 8), y = checkpointAt(b, 8);
         QCOMPARE(x.weights.size(), y.weights.size());
         for (std::size_t i = 0; i < x.weights.size(); ++i) {

@@ -110,10 +110,15 @@ private slots:
         g.gpus = {0, 1, 0};
         g.allowTf32 = true;
         g.gpuData = "off";
+        QVERIFY(g.cudaGraphs); // on by default
+        QVERIFY(g.toJson().find(R"("cudaGraphs": true)") != std::string::npos);
+        g.cudaGraphs = false;
         const TrainConfig gr = TrainConfig::fromJson(g.toJson());
         QCOMPARE(gr.gpus, g.gpus);
         QVERIFY(gr.allowTf32);
         QCOMPARE(gr.gpuData, std::string("off"));
+        QVERIFY(!gr.cudaGraphs);
+        QVERIFY(gr.toJson().find(R"("cudaGraphs": false)") != std::string::npos);
         QCOMPARE(gr.toJson(), g.toJson());
         // Short forms and defaults.
         const TrainConfig s = TrainConfig::fromJson(
@@ -123,6 +128,8 @@ private slots:
         QCOMPARE(s.schedule.lr, 0.001);
         QCOMPARE(s.model, std::string("cifar10-tutorial"));
         QCOMPARE(s.gpuData, std::string("auto")); // absent (a run from before it): auto
+        QVERIFY(s.cudaGraphs);                    // absent (a run from before it): on
+        QVERIFY(TrainConfig::fromJson(R"({"steps": 1, "cudaGraphs": true})").cudaGraphs);
         // A run from before --precision is float32; the name as --precision spells it.
         QVERIFY(s.precision == Precision::Float32);
         QVERIFY(s.toJson().find(R"("precision": "fp32")") != std::string::npos);
@@ -201,6 +208,8 @@ private slots:
                                           << "gpus: expected GPU numbers";
         QTest::newRow("gpu data") << R"({"steps": 1, "gpuData": "always"})"
                                   << "gpuData: must be auto or off, got 'always'";
+        QTest::newRow("cuda graphs") << R"({"steps": 1, "cudaGraphs": "on"})"
+                                     << "cudaGraphs: expected true or false";
         QTest::newRow("optimizer") << R"({"steps": 1, "optimizer": "rmsprop"})"
                                    << "unknown optimizer 'rmsprop'";
         QTest::newRow("nesterov")

@@ -1,7 +1,8 @@
 // DevicesPage: telemetry curves added per device as samples arrive (a second device is data, not
-// a widget), tower setup, precision, GPU towers' data and averaging and the gradient buckets, and
-// where each tower's step goes: the stacked bars of the
-// latest step, the timeline of the last reports, the verdict in words, the slow towers outlined.
+// a widget), tower setup, precision, GPU towers' data, averaging and CUDA graphs, the gradient
+// buckets, and where each tower's step goes: the stacked bars of the latest step, the timeline of
+// the last reports, the verdict in words, the slow towers outlined.
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
@@ -149,6 +150,19 @@ private slots:
             ++labels;
         }
         QVERIFY(labels >= 7);
+        // Check boxes carry their own shortcut.
+        int boxes = 0;
+        for (const QCheckBox* box : page.findChildren<QCheckBox*>()) {
+            const QString text = box->text();
+            const qsizetype at = text.indexOf(QLatin1Char('&'));
+            QVERIFY2(at >= 0 && at + 1 < text.size(), qPrintable(text));
+            const QChar key = text[at + 1].toLower();
+            QVERIFY2(!keys.contains(key),
+                     qPrintable(QStringLiteral("Alt+%1 twice: %2").arg(key.toUpper(), text)));
+            keys.insert(key);
+            ++boxes;
+        }
+        QVERIFY(boxes >= 1);
     }
 
     // Checked GPUs (a GPU backend is there) make the towers: one per GPU, the CPU spin boxes
@@ -236,6 +250,8 @@ private slots:
         const TrainConfig defaults;
         QCOMPARE(page.gpuData(), defaults.gpuData);
         QCOMPARE(page.allreduce(), defaults.allreduce);
+        QCOMPARE(page.cudaGraphs(), defaults.cudaGraphs);
+        QVERIFY(page.cudaGraphs()); // on by default
         QCOMPARE(page.bucketMb(), defaults.bucketMb);
         auto values = [](QComboBox* combo) {
             QStringList v;
@@ -260,11 +276,16 @@ private slots:
         QCOMPARE(bucket->maximum(), TrainConfig::kMaxBucketMb);
         QVERIFY(!bucket->specialValueText().isEmpty());
         QCOMPARE(bucket->text(), QLocale().toString(25) + QStringLiteral(" MiB")); // not 25.00
-        for (QWidget* w :
-             std::initializer_list<QWidget*>{page.gpuDataChoice(), page.allreduceChoice(), bucket})
+        for (QWidget* w : std::initializer_list<QWidget*>{
+                 page.gpuDataChoice(), page.allreduceChoice(), page.cudaGraphsCheck(), bucket})
             QVERIFY(!w->toolTip().isEmpty());
         QVERIFY(page.gpuDataChoice()->toolTip().contains(QStringLiteral("GPU")));
         QVERIFY(page.allreduceChoice()->toolTip().contains(QStringLiteral("host")));
+        QCOMPARE(page.cudaGraphsCheck()->text(), QStringLiteral("CUDA &graphs"));
+        const QString graphsTip = page.cudaGraphsCheck()->toolTip();
+        QVERIFY(graphsTip.contains(QStringLiteral("CUDA graph")));
+        QVERIFY(graphsTip.contains(QStringLiteral("bitwise the same")));
+        QVERIFY(graphsTip.contains(QStringLiteral("For GPU towers")));
     }
 
     void towerOptionsRoundTrip()
@@ -304,6 +325,17 @@ private slots:
         QTest::keyClicks(page.bucketSize(), QStringLiteral("50"));
         QTest::keyClick(page.bucketSize(), Qt::Key_Enter);
         QCOMPARE(page.bucketMb(), 50.0);
+        // CUDA graphs: off and on again, a signal for each change and none for the same value.
+        changed.clear();
+        page.setCudaGraphs(false);
+        QVERIFY(!page.cudaGraphs());
+        QVERIFY(!page.cudaGraphsCheck()->isChecked());
+        QCOMPARE(changed.count(), 1);
+        page.setCudaGraphs(false);
+        QCOMPARE(changed.count(), 1);
+        page.setCudaGraphs(true);
+        QVERIFY(page.cudaGraphs());
+        QCOMPARE(changed.count(), 2);
     }
 
     // The data and averaging settings apply to GPU towers only (as the threads to CPU towers
@@ -316,10 +348,12 @@ private slots:
         QCOMPARE(threads->specialValueText(), QStringLiteral("share the cores"));
         auto* data = page.gpuDataChoice();
         auto* averaging = page.allreduceChoice();
+        auto* graphs = page.cudaGraphsCheck();
         auto* bucket = page.bucketSize();
         auto expect = [&](bool gpuOn, bool cpuOn, bool bothOn) {
             QCOMPARE(data->isEnabled(), gpuOn);
             QCOMPARE(averaging->isEnabled(), gpuOn);
+            QCOMPARE(graphs->isEnabled(), gpuOn);
             QCOMPARE(threads->isEnabled(), cpuOn);
             QCOMPARE(bucket->isEnabled(), bothOn);
             QCOMPARE(page.precisionChoice()->isEnabled(), bothOn);
@@ -347,10 +381,15 @@ private slots:
         // them when they are.
         page.setGpuData("off");
         page.setAllreduce("host");
+        page.setCudaGraphs(false);
         model->setDevices(machineWith(1));
         expect(true, false, true);
         QCOMPARE(page.gpuData(), std::string("off"));
         QCOMPARE(page.allreduce(), std::string("host"));
+        QVERIFY(!page.cudaGraphs());
+        // A user's click (the control is enabled with a GPU tower).
+        QTest::mouseClick(graphs, Qt::LeftButton, {}, QPoint(4, graphs->height() / 2));
+        QVERIFY(page.cudaGraphs());
     }
 
     void slowTowersStandOut()

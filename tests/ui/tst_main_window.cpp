@@ -1,6 +1,8 @@
 // MainWindow: every page reachable from the sidebar and by Ctrl+<n>, errors in the banner and
 // the log, the last page, the geometry and the Devices page's settings (precision, GPU towers'
-// data and averaging, gradient buckets) remembered and carried into a new run's configuration.
+// data, averaging and CUDA graphs, gradient buckets) remembered and carried into a new run's
+// configuration.
+#include <QCheckBox>
 #include <QComboBox>
 #include <QListWidget>
 #include <QPlainTextEdit>
@@ -163,6 +165,7 @@ private slots:
             devicesOf(w)->setPrecision(kPrecision()); // bf16 where the CPU runs it
             devicesOf(w)->setGpuData("off");
             devicesOf(w)->setAllreduce("host");
+            devicesOf(w)->setCudaGraphs(false);
             devicesOf(w)->setBucketMb(4.5);
             w.close();
         }
@@ -176,14 +179,16 @@ private slots:
             QStringLiteral("\"precision\": \"%1\"")
                 .arg(QString::fromStdString(
                     std::string(towers::engine::precisionName(kPrecision()))))));
-        // So are the GPU towers' data and averaging and the bucket size.
+        // So are the GPU towers' data, averaging and CUDA graphs and the bucket size.
         QCOMPARE(devicesOf(again)->gpuData(), std::string("off"));
         QCOMPARE(devicesOf(again)->allreduce(), std::string("host"));
+        QVERIFY(!devicesOf(again)->cudaGraphs());
         QCOMPARE(devicesOf(again)->bucketMb(), 4.5);
         const auto saved =
             towers::engine::TrainConfig::fromJson(settings.lastConfigJson().toStdString());
         QCOMPARE(saved.gpuData, std::string("off"));
         QCOMPARE(saved.allreduce, std::string("host"));
+        QVERIFY(!saved.cudaGraphs);
         QCOMPARE(saved.bucketMb, 4.5);
     }
 
@@ -202,6 +207,7 @@ private slots:
         const towers::engine::TrainConfig defaults;
         QCOMPARE(devices->gpuData(), defaults.gpuData);
         QCOMPARE(devices->allreduce(), defaults.allreduce);
+        QCOMPARE(devices->cudaGraphs(), defaults.cudaGraphs);
         QCOMPARE(devices->bucketMb(), defaults.bucketMb);
         if (!w.dataPage()->loadedDataset()) {
             QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
@@ -212,6 +218,7 @@ private slots:
         QVERIFY2(options, qPrintable(error));
         QCOMPARE(options->config.gpuData, defaults.gpuData);
         QCOMPARE(options->config.allreduce, defaults.allreduce);
+        QCOMPARE(options->config.cudaGraphs, defaults.cudaGraphs);
         QCOMPARE(options->config.bucketMb, defaults.bucketMb);
 
         // Two stand-in GPUs checked: GPU towers with the page's data, averaging and buckets.
@@ -228,17 +235,21 @@ private slots:
         QVERIFY(devices->gpuDataChoice()->isEnabled());
         devices->setGpuData("off");
         devices->setAllreduce("host");
+        QVERIFY(devices->cudaGraphsCheck()->isEnabled());
+        devices->setCudaGraphs(false);
         devices->setBucketMb(0);
         options = w.newRunOptions(&error);
         QVERIFY2(options, qPrintable(error));
         QCOMPARE(options->config.backend, std::string("cuda"));
         QCOMPARE(options->config.gpuData, std::string("off"));
         QCOMPARE(options->config.allreduce, std::string("host"));
+        QVERIFY(!options->config.cudaGraphs);
         QCOMPARE(options->config.bucketMb, 0.0);
         // The last configuration follows every change.
         auto saved = towers::engine::TrainConfig::fromJson(settings.lastConfigJson().toStdString());
         QCOMPARE(saved.gpuData, std::string("off"));
         QCOMPARE(saved.allreduce, std::string("host"));
+        QVERIFY(!saved.cudaGraphs);
         QCOMPARE(saved.bucketMb, 0.0);
 
         // CPU towers: the bucket size still applies.

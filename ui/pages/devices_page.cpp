@@ -1,5 +1,6 @@
 #include "ui/pages/devices_page.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDateTime>
 #include <QDoubleSpinBox>
@@ -201,6 +202,14 @@ DevicesPage::DevicesPage(QWidget* parent)
            "backend cannot).</p><p><b>through the host</b>: the gradients are copied to the host "
            "and averaged there (the classic multi-GPU design; slower).</p>") +
             gpuOnly);
+    m_cudaGraphs = new QCheckBox(tr("CUDA &graphs"), devicesBox);
+    m_cudaGraphs->setToolTip(
+        tr("<p>A lone GPU tower records its step (forward, backward and update) as a CUDA graph "
+           "once it has run one step of that shape, and replays it every step after: one launch "
+           "instead of one per op, so the GPU waits less on the host.</p><p>The results are "
+           "bitwise the same either way. Where a capture fails the run goes on op by op and its "
+           "log says so; two GPU towers or more issue their steps op by op for now.</p>") +
+        gpuOnly);
     m_bucketMb = new MibSpinBox(devicesBox);
     m_bucketMb->setRange(0, engine::TrainConfig::kMaxBucketMb);
     m_bucketMb->setDecimals(2);
@@ -214,11 +223,13 @@ DevicesPage::DevicesPage(QWidget* parent)
            "whatever the size; only the speed changes.</p>"));
     sharingForm->addRow(tr("Training &data:"), m_gpuData);
     sharingForm->addRow(tr("Gradient &averaging:"), m_allreduce);
+    sharingForm->addRow(QString(), m_cudaGraphs);
     sharingForm->addRow(tr("Gradient &buckets:"), m_bucketMb);
     {
         const engine::TrainConfig defaults;
         setGpuData(defaults.gpuData);
         setAllreduce(defaults.allreduce);
+        setCudaGraphs(defaults.cudaGraphs);
         setBucketMb(defaults.bucketMb);
     }
 
@@ -256,7 +267,8 @@ DevicesPage::DevicesPage(QWidget* parent)
     m_towerChart->setToolTip(
         tr("<p>Each tower's latest step, in the order it happens:</p>"
            "<p><b>data wait</b>: waiting for the batch (and a GPU tower's copy of its slice);<br>"
-           "<b>compute</b>: forward, loss and backward;<br><b>communication</b>: averaging the "
+           "<b>compute</b>: forward, loss and backward (with CUDA graphs, a lone GPU tower's "
+           "whole replayed step, the update included);<br><b>communication</b>: averaging the "
            "gradients, where backward does not hide it, and waiting for the other towers;<br>"
            "<b>update</b>: the optimizer step.</p><p>A tower outlined in red computes more than "
            "25 % longer than the others. Hover a bar for its values.</p>"));
@@ -303,6 +315,7 @@ DevicesPage::DevicesPage(QWidget* parent)
             [this] { emit towerOptionsChanged(); });
     connect(m_allreduce, &QComboBox::currentIndexChanged, this,
             [this] { emit towerOptionsChanged(); });
+    connect(m_cudaGraphs, &QCheckBox::toggled, this, [this] { emit towerOptionsChanged(); });
     connect(m_bucketMb, &QDoubleSpinBox::valueChanged, this,
             [this] { emit towerOptionsChanged(); });
     connect(m_timer, &QTimer::timeout, this, &DevicesPage::sampleNow);
@@ -386,6 +399,16 @@ void DevicesPage::setAllreduce(const std::string& allreduce)
     selectOption(m_allreduce, allreduce);
 }
 
+bool DevicesPage::cudaGraphs() const
+{
+    return m_cudaGraphs->isChecked();
+}
+
+void DevicesPage::setCudaGraphs(bool on)
+{
+    m_cudaGraphs->setChecked(on);
+}
+
 double DevicesPage::bucketMb() const
 {
     return m_bucketMb->value();
@@ -431,14 +454,15 @@ void DevicesPage::setTowerSetupEnabled(bool enabled)
 
 void DevicesPage::updateEnabled()
 {
-    // CPU towers have a count and threads; GPU towers one tower per GPU, their data and their
-    // averaging; both have a precision and gradient buckets.
+    // CPU towers have a count and threads; GPU towers one tower per GPU, their data, their
+    // averaging and their CUDA graphs; both have a precision and gradient buckets.
     const bool gpu = !selectedGpus().empty();
     m_towers->setEnabled(m_setupEnabled && !gpu);
     m_threads->setEnabled(m_setupEnabled && !gpu);
     m_precision->setEnabled(m_setupEnabled);
     m_gpuData->setEnabled(m_setupEnabled && gpu);
     m_allreduce->setEnabled(m_setupEnabled && gpu);
+    m_cudaGraphs->setEnabled(m_setupEnabled && gpu);
     m_bucketMb->setEnabled(m_setupEnabled);
 }
 

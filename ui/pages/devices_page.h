@@ -3,7 +3,8 @@
 // box to include each as a tower; what this build can do (no GPU backend yet: CPU towers, their
 // number and threads); the precision of the towers' arithmetic (bfloat16 only where their
 // backend runs it, else the entry disabled with the reason); for GPU towers, whether the training
-// set is held on the GPUs and how the gradients are averaged, and the gradient bucket size of
+// set is held on the GPUs, how the gradients are averaged and whether the steps are captured as
+// CUDA graphs, and the gradient bucket size of
 // every run of two towers or more; live utilisation, memory, temperature
 // and power history of every device (one curve per device, added as data arrives); and during
 // training where each tower's step goes (data wait, compute, exposed communication, update): a
@@ -21,6 +22,7 @@
 #include "engine/ops/precision.h"
 #include "engine/train/tower_times.h"
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -76,6 +78,12 @@ public:
     std::string allreduce() const;
     void setAllreduce(const std::string& allreduce);
     QComboBox* allreduceChoice() const { return m_allreduce; }
+    // GPU towers' CUDA graphs (TrainConfig::cudaGraphs, --cuda-graphs): checked, a lone GPU
+    // tower's steps are captured once warm and replayed; unchecked, issued op by op. Can be
+    // changed only with GPU towers.
+    bool cudaGraphs() const;
+    void setCudaGraphs(bool on);
+    QCheckBox* cudaGraphsCheck() const { return m_cudaGraphs; }
     // MiB of gradients per bucket (TrainConfig::bucketMb, --bucket-mb; 0 = one collective after
     // backward), for CPU and GPU towers alike; clamped to 0..TrainConfig::kMaxBucketMb.
     double bucketMb() const;
@@ -128,7 +136,7 @@ public:
 signals:
     void towerSetupChanged(int towers, int threadsPerTower);
     void precisionChanged();
-    // The training data, the gradient averaging or the bucket size changed.
+    // The training data, the gradient averaging, the CUDA graphs or the bucket size changed.
     void towerOptionsChanged();
 
 private:
@@ -151,6 +159,7 @@ private:
     QComboBox* m_precision;
     QComboBox* m_gpuData;
     QComboBox* m_allreduce;
+    QCheckBox* m_cudaGraphs;
     QDoubleSpinBox* m_bucketMb;
     bool m_setupEnabled = true;       // setTowerSetupEnabled
     QString m_bf16OnCpu, m_bf16OnGpu; // why bf16 does not run there, "" where it does
