@@ -38,6 +38,27 @@ bool sameBytes(const Tensor& a, const Tensor& b)
            std::memcmp(ha.raw(), hb.raw(), ha.bytes()) == 0;
 }
 
+// Checks that `got` holds what `want` holds, byte for byte: every parameter and buffer, the
+// optimizer's state and step count, the moving averages.
+void expectSameState(TowerSet& want, TowerSet& got)
+{
+    QCOMPARE(got.optimizer().stepCount(), want.optimizer().stepCount());
+    const auto& wp = want.model().parameters();
+    const auto& gp = got.model().parameters();
+    QCOMPARE(gp.size(), wp.size());
+    for (std::size_t i = 0; i < wp.size(); ++i)
+        QVERIFY2(sameBytes(gp[i]->value, wp[i]->value), wp[i]->name.c_str());
+    const auto ws = want.optimizer().state(wp), gs = got.optimizer().state(gp);
+    QCOMPARE(gs.size(), ws.size());
+    for (std::size_t i = 0; i < ws.size(); ++i)
+        QVERIFY2(sameBytes(gs[i].second, ws[i].second), ws[i].first.c_str());
+    QCOMPARE(got.ema() != nullptr, want.ema() != nullptr);
+    if (!want.ema()) return;
+    const auto we = want.ema()->state(), ge = got.ema()->state();
+    for (std::size_t i = 0; i < we.size(); ++i)
+        QVERIFY2(sameBytes(ge[i].second, we[i].second), we[i].first.c_str());
+}
+
 // A device communicator (the staging stand-in) that counts what it is asked to do.
 class CountingCommunicator final : public Communicator
 {
@@ -421,18 +442,8 @@ private slots:
                 if (a[i].finite) QCOMPARE(b[i].loss, a[i].loss);
             }
             QCOMPARE(a[std::size_t(nanStep)].finite, false);
-            QCOMPARE(two.optimizer().stepCount(), one.optimizer().stepCount());
             QCOMPARE(two.optimizer().stepCount(), std::int64_t(15));
-            const auto& op = one.model().parameters();
-            const auto& tp = two.model().parameters();
-            for (std::size_t i = 0; i < op.size(); ++i)
-                QVERIFY2(sameBytes(tp[i]->value, op[i]->value), op[i]->name.c_str());
-            const auto os = one.optimizer().state(op), ts = two.optimizer().state(tp);
-            for (std::size_t i = 0; i < os.size(); ++i)
-                QVERIFY2(sameBytes(ts[i].second, os[i].second), os[i].first.c_str());
-            const auto oe = one.ema()->state(), te = two.ema()->state();
-            for (std::size_t i = 0; i < oe.size(); ++i)
-                QVERIFY2(sameBytes(te[i].second, oe[i].second), oe[i].first.c_str());
+            expectSameState(one, two);
         }
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }
@@ -464,11 +475,7 @@ private slots:
                                     "a capture"),
                      qPrintable(why));
             for (std::size_t i = 0; i < a.size(); ++i) QCOMPARE(b[i].loss, a[i].loss);
-            const auto& op = one.model().parameters();
-            const auto& tp = two.model().parameters();
-            for (std::size_t i = 0; i < op.size(); ++i)
-                QVERIFY2(sameBytes(tp[i]->value, op[i]->value), op[i]->name.c_str());
-            QCOMPARE(two.optimizer().stepCount(), one.optimizer().stepCount());
+            expectSameState(one, two);
         }
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }
@@ -686,18 +693,8 @@ private slots:
             }
             QCOMPARE(ahead.inFlight(), std::size_t(0));
             if (nanStep >= 0 && nanStep < kSteps - 1) QCOMPARE(discarded, 1);
-            QCOMPARE(ahead.optimizer().stepCount(), one.optimizer().stepCount());
             QCOMPARE(QString::fromStdString(ahead.compareReplicas()), QString());
-            const auto& hp = one.model().parameters();
-            const auto& dp = ahead.model().parameters();
-            for (std::size_t i = 0; i < hp.size(); ++i)
-                QVERIFY2(sameBytes(dp[i]->value, hp[i]->value), hp[i]->name.c_str());
-            const auto hs = one.optimizer().state(hp), ds = ahead.optimizer().state(dp);
-            for (std::size_t i = 0; i < hs.size(); ++i)
-                QVERIFY2(sameBytes(ds[i].second, hs[i].second), hs[i].first.c_str());
-            const auto he = one.ema()->state(), de = ahead.ema()->state();
-            for (std::size_t i = 0; i < he.size(); ++i)
-                QVERIFY2(sameBytes(de[i].second, he[i].second), he[i].first.c_str());
+            expectSameState(one, ahead);
         }
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }
