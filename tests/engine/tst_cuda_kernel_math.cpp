@@ -324,6 +324,40 @@ private slots:
         QVERIFY(normalisedError(dx, wantDx) < 1e-7);
     }
 
+    // A step's scalars as the kernels read them (step_scalar_values.h): the scalar when the op has
+    // them, else its host argument; dropout's seed mixed with the scalars' step, the mask the
+    // reference draws from the same scalars.
+    void kernelsReadTheStepScalars()
+    {
+        // lr, momentum's first step, Adam's corrections, the EMA's keep, dropout's step
+        const StepScalars values{{0.1, 1, 0.5, 0.25, 0.75, 7}};
+        QCOMPARE(stepScalar(nullptr, StepScalars::LearningRate, 0.25), 0.25);
+        for (int i = 0; i < StepScalars::kCount; ++i)
+            QCOMPARE(stepScalar(values.values, i, 0.25), values.values[i]);
+        QCOMPARE(dropoutSeedOf(nullptr, 1234), std::uint64_t(1234));
+        QCOMPARE(dropoutSeedOf(values.values, 1234), dropoutSeed(1234, 7));
+        QVERIFY(dropoutSeedOf(values.values, 1234) != dropoutSeed(1234, 8));
+
+        Rng rng(18);
+        const Tensor x = randomTensor({8, 200}, DType::Float32, rng);
+        Tensor scalars({StepScalars::kCount}, DType::Float64);
+        std::memcpy(scalars.raw(), values.values, sizeof values.values);
+        Tensor want, wantMask;
+        m_ref->dropoutForward(x, 0.4, 1234, want, wantMask, scalars);
+        Tensor y(x.shape(), DType::Float32), mask(x.shape(), DType::UInt8);
+        const std::uint64_t seed = dropoutSeedOf(scalars.data<double>(), 1234);
+        for (std::int64_t i = 0; i < x.numel(); ++i)
+            cuda::dropoutForwardAt(i, f(x), f(y), mask.data<std::uint8_t>(), seed,
+                                   dropoutThreshold(0.4), float(1.0 / (1.0 - 0.4)));
+        QVERIFY(sameBytes(mask, wantMask));
+        QVERIFY(normalisedError(y, want) < 1e-7);
+        // Another step, another mask.
+        Tensor other, otherMask;
+        scalars.data<double>()[StepScalars::DropoutStep] = 8;
+        m_ref->dropoutForward(x, 0.4, 1234, other, otherMask, scalars);
+        QVERIFY(!sameBytes(otherMask, wantMask));
+    }
+
     void reluAndBias()
     {
         Rng rng(19);
