@@ -286,20 +286,26 @@ void MainWindow::onDatasetLoaded()
     configChanged();
 }
 
+engine::TrainConfig MainWindow::pagesConfig() const
+{
+    engine::TrainConfig c = m_model->form()->config();
+    c.model = m_model->modelName().toStdString();
+    c.dataset = m_data->datasetName().toStdString();
+    c.towers = m_devices->towers();
+    c.threadsPerTower = m_devices->threadsPerTower();
+    c.precision = m_devices->precision();
+    c.gpuData = m_devices->gpuData();
+    c.allreduce = m_devices->allreduce();
+    c.cudaGraphs = m_devices->cudaGraphs();
+    c.bucketMb = m_devices->bucketMb();
+    return c;
+}
+
 void MainWindow::configChanged()
 {
     if (m_restoring || !m_train) return;
     if (m_model->form()->isValid()) {
-        engine::TrainConfig c = m_model->form()->config();
-        c.model = m_model->modelName().toStdString();
-        c.dataset = m_data->datasetName().toStdString();
-        c.towers = m_devices->towers();
-        c.threadsPerTower = m_devices->threadsPerTower();
-        c.precision = m_devices->precision();
-        c.gpuData = m_devices->gpuData();
-        c.allreduce = m_devices->allreduce();
-        c.cudaGraphs = m_devices->cudaGraphs();
-        c.bucketMb = m_devices->bucketMb();
+        const engine::TrainConfig c = pagesConfig();
         m_settings.setLastConfigJson(QString::fromStdString(c.toJson()));
     }
     m_train->refreshStartability();
@@ -315,16 +321,7 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
         return fail(tr("%1 (Model & hyperparameters)").arg(m_model->form()->error()));
     if (!m_data->found())
         return fail(tr("%1 is not available (Data page)").arg(m_data->datasetName()));
-    engine::TrainConfig c = m_model->form()->config();
-    c.model = m_model->modelName().toStdString();
-    c.dataset = m_data->datasetName().toStdString();
-    c.towers = m_devices->towers();
-    c.threadsPerTower = m_devices->threadsPerTower();
-    c.precision = m_devices->precision();
-    c.gpuData = m_devices->gpuData();
-    c.allreduce = m_devices->allreduce();
-    c.cudaGraphs = m_devices->cudaGraphs();
-    c.bucketMb = m_devices->bucketMb();
+    engine::TrainConfig c = pagesConfig();
     if (const auto gpus = m_devices->selectedGpus(); !gpus.empty()) { // one tower per checked GPU
         c.backend = "cuda";
         c.gpus = gpus;

@@ -92,6 +92,9 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
+    // The run configuration the pages show: the hyperparameters, the model, the dataset and the
+    // Devices page's options (not the GPUs, nor the data folder).
+    engine::TrainConfig pagesConfig() const;
     void buildPages();
     void connectPages();
     void restoreConfig();

@@ -53,12 +53,7 @@ int runBench(const QStringList& args, CommandIo& io)
     o.backend = p.value(QStringLiteral("backend")).toStdString();
     o.allowTf32 = p.isSet(QStringLiteral("tf32"));
     o.perLayer = p.isSet(QStringLiteral("per-layer"));
-    const QString graphs = p.value(QStringLiteral("cuda-graphs"));
-    if (graphs != QLatin1String("on") && graphs != QLatin1String("off")) {
-        io.err << "towers-cli bench: --cuda-graphs must be on or off, got '" << graphs << "'\n";
-        return ExitUsage;
-    }
-    o.graphs = graphs == QLatin1String("on");
+    if (!onOffOption(p, QStringLiteral("cuda-graphs"), o.graphs, io)) return ExitUsage;
     try {
         o.precision = engine::parsePrecision(p.value(QStringLiteral("precision")).toStdString());
     } catch (const engine::InvalidArgument& e) {

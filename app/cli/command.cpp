@@ -54,6 +54,18 @@ bool intOption(const QCommandLineParser& parser, const QString& name, int min, i
     return true;
 }
 
+bool onOffOption(const QCommandLineParser& parser, const QString& name, bool& value, CommandIo& io)
+{
+    if (!parser.isSet(name)) return true;
+    const QString text = parser.value(name);
+    if (text != QLatin1String("on") && text != QLatin1String("off")) {
+        io.err << "towers-cli: --" << name << " must be on or off, got '" << text << "'\n";
+        return false;
+    }
+    value = text == QLatin1String("on");
+    return true;
+}
+
 QString shapeText(const engine::Shape& s)
 {
     QStringList parts;

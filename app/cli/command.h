@@ -54,6 +54,9 @@ QString helpTextFor(const QCommandLineParser& parser, const QString& program);
 // Reads an integer option, accepting [min, max]; prints an error naming the option otherwise.
 bool intOption(const QCommandLineParser& parser, const QString& name, int min, int max, int& value,
                CommandIo& io);
+// Reads an on|off option into `value` (left as it is when the option is not given); prints an
+// error naming the option otherwise.
+bool onOffOption(const QCommandLineParser& parser, const QString& name, bool& value, CommandIo& io);
 
 // "28x28x1" and [28, 28, 1]
 QString shapeText(const engine::Shape& s);

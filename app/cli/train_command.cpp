@@ -570,14 +570,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             return ExitUsage;
         }
     }
-    if (p.isSet(QStringLiteral("cuda-graphs"))) {
-        const QString graphs = p.value(QStringLiteral("cuda-graphs"));
-        if (graphs != QLatin1String("on") && graphs != QLatin1String("off")) {
-            io.err << "towers-cli train: --cuda-graphs must be on or off, got '" << graphs << "'\n";
-            return ExitUsage;
-        }
-        c.cudaGraphs = graphs == QLatin1String("on");
-    }
+    if (!onOffOption(p, QStringLiteral("cuda-graphs"), c.cudaGraphs, io)) return ExitUsage;
     if (!doubleOption(p, QStringLiteral("bucket-mb"), 0, TrainConfig::kMaxBucketMb, c.bucketMb, io))
         return ExitUsage;
     if (c.backend != "cuda" && c.allowTf32) {

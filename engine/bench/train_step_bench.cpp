@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <string>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -138,6 +139,16 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     r.threads = host ? cpu::cpuThreads() : 0;
     double fwd = 0, bwd = 0, upd = 0;
     const int total = o.warmup + o.steps;
+    const auto diverged = [](double loss, const std::string& when) {
+        throw Error("benchmark diverged: loss is " + std::to_string(loss) + " " + when);
+    };
+    // A step as training issues it on a GPU: the loss stays there.
+    const auto issueStep = [&] {
+        model->forward(ctx, images);
+        model->computeLoss(ctx, labels);
+        model->backward(ctx);
+        sgd.step(*ops, model->parameters(), o.learningRate);
+    };
     const int reported = total + (onGpu ? o.steps : 0); // the steps progress counts
     for (int step = 0; step < total; ++step) {
         ctx.step = std::uint64_t(step);
@@ -154,9 +165,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
         sgd.step(*ops, model->parameters(), o.learningRate);
         finish();
         const double u = msSince(t2);
-        if (!std::isfinite(r.lastLoss))
-            throw Error("benchmark diverged: loss is " + std::to_string(r.lastLoss) + " at step " +
-                        std::to_string(step));
+        if (!std::isfinite(r.lastLoss)) diverged(r.lastLoss, "at step " + std::to_string(step));
         if (step >= o.warmup) {
             fwd += f;
             bwd += b;
@@ -174,23 +183,17 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
         const auto t0 = Clock::now();
         for (int step = 0; step < o.steps; ++step) {
             ctx.step = std::uint64_t(total + step);
-            model->forward(ctx, images);
-            model->computeLoss(ctx, labels);
-            model->backward(ctx);
-            sgd.step(*ops, model->parameters(), o.learningRate);
+            issueStep();
             if (progress) progress(total + step + 1, reported);
         }
         r.lastLoss = model->readLoss().total(); // waits for the last step
         finish();
         r.stepMs = msSince(t0) / o.steps;
         r.backToBack = true;
-        if (!std::isfinite(r.lastLoss))
-            throw Error("benchmark diverged: loss is " + std::to_string(r.lastLoss) +
-                        " after the steps issued back to back");
+        if (!std::isfinite(r.lastLoss)) diverged(r.lastLoss, "after the steps issued back to back");
+        r.graphsUnavailable = o.graphs ? ops->captureUnavailable() : "graphs off";
     }
-    if (onGpu && !o.graphs) r.graphsUnavailable = "graphs off";
-    if (onGpu && o.graphs) r.graphsUnavailable = ops->captureUnavailable();
-    if (onGpu && o.graphs && r.graphsUnavailable.empty()) {
+    if (onGpu && r.graphsUnavailable.empty()) {
         // One step captured (everything it uses was made by the steps before), replayed `steps`
         // times back to back: the step as a lone GPU tower's training replays it.
         std::unique_ptr<CapturedWork> step;
@@ -198,10 +201,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
         try {
             ops->beginCapture();
             try {
-                model->forward(ctx, images);
-                model->computeLoss(ctx, labels);
-                model->backward(ctx);
-                sgd.step(*ops, model->parameters(), o.learningRate);
+                issueStep();
             } catch (...) {
                 ops->abandonCapture();
                 throw;
@@ -219,9 +219,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
             finish();
             r.graphStepMs = msSince(t0) / o.steps;
             r.graphImagesPerSec = o.batchSize * 1000.0 / r.graphStepMs;
-            if (!std::isfinite(loss))
-                throw Error("benchmark diverged: loss is " + std::to_string(loss) +
-                            " after the replayed steps");
+            if (!std::isfinite(loss)) diverged(loss, "after the replayed steps");
         }
     }
     r.imagesPerSec = o.batchSize * 1000.0 / r.stepMs;

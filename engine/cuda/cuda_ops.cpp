@@ -380,7 +380,6 @@ void CudaOps::uploadImpl(const Tensor& src, Tensor& dst)
 
 void CudaOps::prefetchImpl(const Tensor& src, Tensor& dst)
 {
-    refuseDuringCapture("prefetch", "it runs beside the stream, not on it");
     const OpScope scope(m_device, m_stream);
     if (!m_copyStream) {
         TOWERS_CUDA(cudaStreamCreateWithFlags(&m_copyStream, cudaStreamNonBlocking));

@@ -656,9 +656,10 @@ std::unique_ptr<CapturedWork> Ops::endCaptureImpl()
     throw Unsupported("cannot capture: " + captureUnavailable());
 }
 
-void Ops::refuseDuringCapture(const std::string& what, const char* why) const
+void Ops::refuseDuringCapture(const char* what, const char* why) const
 {
-    if (m_capturing) throw Unsupported(what + " during a capture: " + why + " (" + name() + ")");
+    if (m_capturing)
+        throw Unsupported(std::string(what) + " during a capture: " + why + " (" + name() + ")");
 }
 
 void Ops::upload(const Tensor& src, Tensor& dst)

@@ -177,7 +177,7 @@ protected:
     virtual std::unique_ptr<CapturedWork> endCaptureImpl();
     virtual void abandonCaptureImpl() noexcept {}
     // Unsupported "<what> during a capture: <why>" while capturing.
-    void refuseDuringCapture(const std::string& what, const char* why) const;
+    void refuseDuringCapture(const char* what, const char* why) const;
 
 private:
     OpSet m_implemented;

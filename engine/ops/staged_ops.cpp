@@ -202,7 +202,7 @@ private:
 template <> class Held<Tensor>
 {
 public:
-    Held(Tensor& t, HeldStorage& held) : m_value(t), m_storage(storageOf(t)) { held.add(t); }
+    Held(const Tensor& t, HeldStorage& held) : m_value(t), m_storage(storageOf(t)) { held.add(t); }
     Tensor& arg() { return m_value; }
     void checkKept(const char* op) const
     {
@@ -218,34 +218,22 @@ private:
     const void* m_storage;
 };
 
+// An optional output: null stays null, a given one is held as one the op writes.
 template <> class Held<Tensor*>
 {
 public:
-    Held(Tensor*& t, HeldStorage& held) : m_given(t != nullptr)
-    {
-        if (t) {
-            m_value = *t;
-            held.add(*t);
-        }
-        m_storage = storageOf(m_value);
-    }
+    Held(Tensor*& t, HeldStorage& held) : m_given(t != nullptr), m_value(t ? *t : Tensor(), held) {}
     Tensor*& arg()
     {
-        m_pointer = m_given ? &m_value : nullptr;
+        m_pointer = m_given ? &m_value.arg() : nullptr;
         return m_pointer;
     }
-    void checkKept(const char* op) const
-    {
-        if (storageOf(m_value) != m_storage)
-            throw Error(std::string("a replayed capture's ") + op + " made its " +
-                        m_value.describe() + " output anew");
-    }
+    void checkKept(const char* op) const { m_value.checkKept(op); }
 
 private:
-    Tensor m_value;
     bool m_given;
+    Held<Tensor> m_value;
     Tensor* m_pointer = nullptr;
-    const void* m_storage = nullptr;
 };
 
 // A capture of a StagedOps: its calls, run again in order.
@@ -339,19 +327,16 @@ protected:
             "download", [this](const Tensor& s, Tensor& d) { Ops::downloadImpl(s, d); }, src, dst);
     }
 
+    // Outside a capture, nothing is recorded: m_calls and m_held are empty.
     void beginCaptureImpl() override
     {
-        m_calls.clear();
-        m_held = HeldStorage();
         m_recording = true;
     }
     std::unique_ptr<CapturedWork> endCaptureImpl() override
     {
         m_recording = false;
-        auto calls = std::move(m_calls);
-        HeldStorage held = std::move(m_held);
-        m_calls.clear();
-        m_held = HeldStorage();
+        auto calls = std::exchange(m_calls, {});
+        HeldStorage held = std::exchange(m_held, {});
         // A tensor made during the capture and gone by its end is one a GPU would have freed
         // before the graph ever ran.
         if (const std::string gone = held.released(*m_holds, false); !gone.empty())

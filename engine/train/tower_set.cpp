@@ -107,6 +107,15 @@ EvalResult unpackEval(ByteReader& in)
     return r;
 }
 
+// The tensors of a replica that the towers average (averagedTensor), in parameter order, into
+// `out`.
+void collectAveraged(const std::vector<Parameter*>& params, std::vector<Tensor>& out)
+{
+    out.clear();
+    for (auto* p : params)
+        if (Tensor v = averagedTensor(*p); !v.empty()) out.push_back(std::move(v));
+}
+
 } // namespace
 
 // What one issued step keeps on a tower until collect(): two, so that a step can be issued while
@@ -756,9 +765,7 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
                 tw.model->computeLoss(ctx, labels);
                 tw.model->backward(ctx);
                 if (marks) sl.backwardMark = ops.mark();
-                tw.reduce.clear();
-                for (auto* p : tw.model->parameters())
-                    if (Tensor v = averagedTensor(*p); !v.empty()) tw.reduce.push_back(v);
+                collectAveraged(tw.model->parameters(), tw.reduce);
                 gatedUpdate(tw.reduce, marks);
             });
             // A replayed step's split cannot look inside it: all of it is compute.
@@ -786,11 +793,7 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
             sl.startedMs = tw.buckets->collectiveMs();
             averaged = &tw.buckets->finish();
         } else {
-            tw.reduce.clear();
-            for (auto* p : tw.model->parameters()) {
-                const Tensor v = averagedTensor(*p);
-                if (!v.empty()) tw.reduce.push_back(v);
-            }
+            collectAveraged(tw.model->parameters(), tw.reduce);
         }
         // Divergence is caught before the update. Where the host holds the averages (CPU towers,
         // GPU towers averaging through host copies), each tower checks its share of them (and its
