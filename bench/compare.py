@@ -179,7 +179,7 @@ def print_table(rows):
     print("precision = Towers/PyTorch: fp32, or bf16 mixed precision (PyTorch: autocast)")
     print("ratio = Towers / PyTorch images/s (above 1: Towers is faster)")
     if graphs:
-        print("graphs = Towers' step replayed from one capture (CUDA graphs), as a lone GPU "
+        print("graphs = Towers' step replayed from one capture (CUDA graphs), as a GPU "
               "tower trains")
 
 

@@ -120,13 +120,17 @@ waits = [m["dataWaitMs"] for m in runs[0]]
 print("data wait (ms) with the set on the GPU:", waits[-5:])
 sys.exit(0 if held == host and len(held) >= 10 else 1)
 PY
-    # CUDA graphs: a lone GPU tower's steps captured and replayed against the same steps issued op
-    # by op: the same losses, bitwise, and the log says which it was.
-    for graphs in on off; do
-        step "graphs-$graphs" "$cli" train --dataset fashion-mnist --device cuda --towers 1 \
-            --steps 300 --log-every 20 --cuda-graphs $graphs --run-dir /tmp/towers-gpu/runs/graphs-$graphs
-    done
-    step graphs-same python3 - "$out/graphs-on.log" /tmp/towers-gpu/runs/graphs-on /tmp/towers-gpu/runs/graphs-off <<'PY'
+    # CUDA graphs: the steps of one GPU tower, and of two sharing the GPU (captured in parts, the
+    # bucket averages started between them), captured and replayed against the same steps issued
+    # op by op: the same losses, bitwise, and the log says which it was.
+    for towers in 1 2; do
+        for graphs in on off; do
+            step "graphs-$towers-$graphs" "$cli" train --dataset fashion-mnist --device cuda \
+                --towers $towers --steps 300 --log-every 20 --cuda-graphs $graphs \
+                --run-dir /tmp/towers-gpu/runs/graphs-$towers-$graphs
+        done
+        step "graphs-$towers-same" python3 - "$out/graphs-$towers-on.log" \
+            /tmp/towers-gpu/runs/graphs-$towers-on /tmp/towers-gpu/runs/graphs-$towers-off <<'PY'
 import json, sys
 log = open(sys.argv[1]).read()
 print([l for l in log.splitlines() if "steps:" in l])
@@ -135,6 +139,7 @@ on, off = ([(m["step"], m["loss"]) for m in r] for r in runs)
 print("graphs on:", on[-3:]); print("graphs off:", off[-3:])
 sys.exit(0 if on == off and len(on) >= 10 and "steps: captured as CUDA graphs" in log else 1)
 PY
+    done
     step compare python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" --python python3 \
         --models cifar10-tutorial,cifar10-resnet --batch-size 128 --steps 50 --warmup 10 \
         --torch-variants default,channels-last,channels-last+bf16

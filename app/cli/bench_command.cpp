@@ -34,7 +34,7 @@ int runBench(const QStringList& args, CommandIo& io)
          QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores.")},
         {QStringLiteral("cuda-graphs"),
          QStringLiteral("cuda: on (also time the step replayed from one capture, a CUDA\n"
-                        "graph, as training replays a lone GPU tower's) or off (default on)."),
+                        "graph, as training replays a GPU tower's) or off (default on)."),
          QStringLiteral("on|off"), QStringLiteral("on")},
         {QStringLiteral("precision"),
          QStringLiteral("fp32 or bf16 (convolutions and matrix products in bfloat16 with "

@@ -263,7 +263,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                         "distort it there) or off (make the batches on the host) (default auto)."),
          name},
         {QStringLiteral("cuda-graphs"),
-         QStringLiteral("cuda: on (capture a lone GPU tower's steps as CUDA graphs once warm and "
+         QStringLiteral("cuda: on (capture the GPU towers' steps as CUDA graphs once warm and "
                         "replay them) or off (issue every op each step) (default on; a resumed "
                         "run keeps its own unless given; the results are the same)."),
          QStringLiteral("on|off")},

@@ -195,7 +195,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     }
     if (onGpu && r.graphsUnavailable.empty()) {
         // One step captured (everything it uses was made by the steps before), replayed `steps`
-        // times back to back: the step as a lone GPU tower's training replays it.
+        // times back to back: the step as a GPU tower's training replays it.
         std::unique_ptr<CapturedWork> step;
         ctx.profiler = nullptr; // it waits for each layer
         try {

@@ -30,7 +30,7 @@ struct TrainStepBenchOptions
     // slightly slower for it) and name the implementations its primitives ran on.
     bool perLayer = false;
     // On a GPU whose ops can capture: also time as many steps again replayed from one capture
-    // (CUDA graphs, as a lone GPU tower's training replays them).
+    // (CUDA graphs, as a GPU tower's training replays them).
     bool graphs = true;
     // Tests: the backend's ops (a stand-in device's); by default makeBackendOps(backend).
     std::function<std::unique_ptr<Ops>()> makeOps;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <utility>
 
 #include "engine/data/distortion_math.h"
 #include "engine/ops/op_checks.h"
@@ -604,6 +605,40 @@ void CapturedWork::replay()
     for (const auto& work : m_hostWork) work();
 }
 
+namespace {
+
+// A capture cut by Ops::outsideCapture: its parts, with the work between them.
+class CapturedParts final : public CapturedWork
+{
+public:
+    CapturedParts(std::vector<std::unique_ptr<CapturedWork>> parts,
+                  std::vector<std::function<void()>> between)
+        : m_parts(std::move(parts)), m_between(std::move(between))
+    {
+    }
+    std::size_t size() const override
+    {
+        std::size_t n = 0;
+        for (const auto& p : m_parts) n += p->size();
+        return n;
+    }
+
+protected:
+    void launch() override
+    {
+        for (std::size_t i = 0; i < m_parts.size(); ++i) {
+            m_parts[i]->replay();
+            if (i < m_between.size()) m_between[i]();
+        }
+    }
+
+private:
+    std::vector<std::unique_ptr<CapturedWork>> m_parts; // one more than m_between
+    std::vector<std::function<void()>> m_between;
+};
+
+} // namespace
+
 std::string Ops::captureUnavailable() const
 {
     return "the " + name() + " backend runs each op as it is called";
@@ -619,15 +654,31 @@ void Ops::beginCapture()
     m_capturing = true;
 }
 
-std::unique_ptr<CapturedWork> Ops::endCapture()
+std::unique_ptr<CapturedWork> Ops::endCapturedPart()
 {
-    if (!m_capturing) throw InvalidArgument("endCapture: no capture is under way");
     m_capturing = false;
     auto hostWork = std::move(m_capturedHostWork);
     m_capturedHostWork.clear();
-    std::unique_ptr<CapturedWork> work = endCaptureImpl(); // throws with nothing kept
+    std::unique_ptr<CapturedWork> work;
+    try {
+        work = endCaptureImpl(); // throws with nothing kept
+    } catch (...) {
+        m_capturedParts.clear();
+        m_outsideWork.clear();
+        throw;
+    }
     work->m_hostWork = std::move(hostWork);
     return work;
+}
+
+std::unique_ptr<CapturedWork> Ops::endCapture()
+{
+    if (!m_capturing) throw InvalidArgument("endCapture: no capture is under way");
+    std::unique_ptr<CapturedWork> last = endCapturedPart();
+    if (m_capturedParts.empty()) return last;
+    auto parts = std::exchange(m_capturedParts, {});
+    parts.push_back(std::move(last));
+    return std::make_unique<CapturedParts>(std::move(parts), std::exchange(m_outsideWork, {}));
 }
 
 void Ops::abandonCapture() noexcept
@@ -635,7 +686,28 @@ void Ops::abandonCapture() noexcept
     if (!m_capturing) return;
     m_capturing = false;
     m_capturedHostWork.clear();
+    m_capturedParts.clear();
+    m_outsideWork.clear();
     abandonCaptureImpl();
+}
+
+void Ops::outsideCapture(std::function<void()> work)
+{
+    if (!m_capturing) {
+        work();
+        return;
+    }
+    std::unique_ptr<CapturedWork> part = endCapturedPart(); // not capturing from here
+    m_capturedParts.push_back(std::move(part));
+    m_outsideWork.push_back(std::move(work));
+    try {
+        beginCaptureImpl();
+    } catch (...) {
+        m_capturedParts.clear();
+        m_outsideWork.clear();
+        throw;
+    }
+    m_capturing = true;
 }
 
 void Ops::hostWork(std::function<void()> work)

@@ -126,6 +126,14 @@ public:
     // implies, as batch norm's num_batches_tracked): runs `work` now or, during a capture, at
     // each replay of the captured work instead.
     void hostWork(std::function<void()> work);
+    // Work that cannot be captured but has its place among the ops (a collective that a
+    // communicator launches on a stream of its own, ordered after the ops before it by events):
+    // runs `work` now or, during a capture, at that place in each replay: the capture is cut
+    // there, the part before it issued (and its host work run) before `work` runs, the part after
+    // it after. `work` outlives this call: what it uses must stay until the captured work goes.
+    // Should ending or beginning a part fail, the capture is over (nothing of it run) and the
+    // exception is thrown here.
+    void outsideCapture(std::function<void()> work);
 
     // Whether this backend implements `op` itself; a composite op (isComposite) always runs,
     // composed of the single ops when the backend does not fuse it.
@@ -190,6 +198,11 @@ private:
     int m_markCount = 0;                                        // made since clearMarks()
     bool m_capturing = false;
     std::vector<std::function<void()>> m_capturedHostWork; // hostWork() during the capture
+    // A capture cut by outsideCapture(): its parts ended so far, each followed by its work.
+    std::vector<std::unique_ptr<CapturedWork>> m_capturedParts;
+    std::vector<std::function<void()>> m_outsideWork;
+    std::unique_ptr<CapturedWork>
+    endCapturedPart(); // the part since the last cut, with its host work
 
 protected:
     // InvalidArgument unless `mark` is one of the `made` marks since clearMarks() and still in

@@ -81,8 +81,8 @@ std::string BucketPlan::describe() const
 }
 
 TowerBuckets::TowerBuckets(const BucketPlan& plan, Communicator& comm, int rank,
-                           const std::vector<Parameter*>& params, bool staged)
-    : m_plan(plan), m_comm(comm), m_rank(rank), m_params(params), m_staged(staged)
+                           const std::vector<Parameter*>& params, bool staged, Ops* ops)
+    : m_plan(plan), m_comm(comm), m_rank(rank), m_params(params), m_staged(staged), m_ops(ops)
 {
     if (plan.bucketOf.size() != params.size())
         throw InvalidArgument("gradient buckets: the plan is for " +
@@ -111,15 +111,24 @@ void TowerBuckets::ready(const Parameter& p)
     if (b < 0 || m_pending[std::size_t(b)] == 0) return;
     --m_pending[std::size_t(b)];
     // In order, always: every tower must start the same collectives in the same sequence.
-    while (m_next < m_plan.buckets.size() && m_pending[m_next] == 0) start(m_next++);
+    while (m_next < m_plan.buckets.size() && m_pending[m_next] == 0) launch(m_next++);
+}
+
+void TowerBuckets::launch(std::size_t bucket)
+{
+    auto& where = m_where[bucket];
+    where.clear();
+    for (std::size_t i : m_plan.buckets[bucket]) where.push_back(averagedTensor(*m_params[i]));
+    if (m_ops)
+        m_ops->outsideCapture([this, bucket] { start(bucket); });
+    else
+        start(bucket);
 }
 
 void TowerBuckets::start(std::size_t bucket)
 {
     Timer timer(m_collectiveMs);
     auto& where = m_where[bucket];
-    where.clear();
-    for (std::size_t i : m_plan.buckets[bucket]) where.push_back(averagedTensor(*m_params[i]));
     if (!m_staged) {
         m_tickets[bucket] = m_comm.startAllReduceMean(m_rank, where);
         return;
@@ -136,17 +145,25 @@ void TowerBuckets::start(std::size_t bucket)
 const std::vector<Tensor>& TowerBuckets::finish()
 {
     for (std::size_t b = 0; b < m_plan.buckets.size(); ++b) m_pending[b] = 0;
-    while (m_next < m_plan.buckets.size()) start(m_next++);
-    Timer timer(m_collectiveMs);
+    while (m_next < m_plan.buckets.size()) launch(m_next++);
     m_all.clear();
+    for (const auto& where : m_where) m_all.insert(m_all.end(), where.begin(), where.end());
+    if (m_ops)
+        m_ops->outsideCapture([this] { completeAll(); });
+    else
+        completeAll();
+    return m_all;
+}
+
+void TowerBuckets::completeAll()
+{
+    Timer timer(m_collectiveMs);
     for (std::size_t b = 0; b < m_plan.buckets.size(); ++b) {
         m_comm.complete(m_rank, m_tickets[b]);
         if (m_staged)
             for (std::size_t i = 0; i < m_where[b].size(); ++i)
                 m_where[b][i].copyFrom(m_host[b][i]);
-        m_all.insert(m_all.end(), m_where[b].begin(), m_where[b].end());
     }
-    return m_all;
 }
 
 } // namespace towers::engine

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/nn/layer.h"
+#include "engine/ops/ops.h"
 #include "engine/train/communicator.h"
 
 namespace towers::engine {
@@ -42,29 +43,36 @@ class TowerBuckets
 {
 public:
     // rank's replica `params` (parameters(), the plan's order); staged: the tensors live on a GPU
-    // and the communicator takes host tensors, so each bucket goes through host copies.
+    // and the communicator takes host tensors, so each bucket goes through host copies. `ops`:
+    // the tower's, through whose outsideCapture() the communicator's calls go (so that a captured
+    // step launches them between its captured parts); null: they run when made.
     TowerBuckets(const BucketPlan& plan, Communicator& comm, int rank,
-                 const std::vector<Parameter*>& params, bool staged);
+                 const std::vector<Parameter*>& params, bool staged, Ops* ops = nullptr);
 
-    // A new step: nothing started.
+    // A new step: nothing started, no time spent in the communicator.
     void begin();
     // Backward is done with p: starts, in order, every bucket whose tensors are all ready.
     void ready(const Parameter& p);
     // Starts what backward did not report, then completes every bucket in order: the averaged
-    // tensors hold the means. Returns the averaged tensors (where they live), bucket by bucket.
+    // tensors hold the means. Returns the averaged tensors (where they live), bucket by bucket
+    // (during a capture: the tensors that will hold them once the captured work has run).
     const std::vector<Tensor>& finish();
 
     // The time this step spent in the communicator's calls (starting, copying, completing).
     double collectiveMs() const { return m_collectiveMs; }
 
 private:
-    void start(std::size_t bucket);
+    // Takes the bucket's tensors and starts its average (through m_ops' outsideCapture).
+    void launch(std::size_t bucket);
+    void start(std::size_t bucket); // the communicator's calls of launch()
+    void completeAll();             // and of finish()
 
     const BucketPlan& m_plan;
     Communicator& m_comm;
     const int m_rank;
     const std::vector<Parameter*>& m_params;
     const bool m_staged;
+    Ops* const m_ops;
     std::unordered_map<const Parameter*, std::size_t> m_index;
     std::vector<int> m_pending;               // per bucket: tensors not yet ready
     std::vector<std::uint64_t> m_tickets;     // per bucket started

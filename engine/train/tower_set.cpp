@@ -129,7 +129,7 @@ struct StepSlot
     Tensor images, labels, draws;     // gated: page-locked copies of the tower's slice
     Tensor deviceImages, deviceLabels, deviceDraws; // gated: the slice where the tower computes
     Tensor scalars, deviceScalars; // gated: the step's StepScalars, page-locked and on the device
-    // A lone GPU tower's step captured (TowerSetOptions::graphs), replayed while the shapes stay;
+    // A GPU tower's step captured (TowerSetOptions::graphs), replayed while the shapes stay;
     // `warm`: the slot has run a step op by op with them since the captures were last dropped.
     std::unique_ptr<CapturedWork> graph;
     bool warm = false;
@@ -168,6 +168,9 @@ struct TowerSet::Tower
     Tensor flagZero;             // a GPU tower's page-locked 0 to reset a step's flag
     StepSlot slots[2];
     std::unique_ptr<TowerBuckets> buckets;          // null with one tower or bucketMb = 0
+    std::string graphKey;                           // the shapes of its captured steps
+    std::string graphFailure;                       // why its last capture failed, for issue()
+    std::int64_t replayed = 0;                      // its steps replayed from a capture
     std::chrono::steady_clock::time_point finished; // when its part of the step ended
     EvalResult eval;
     TowerThread thread; // declared last: joined before the model and ops it uses are destroyed
@@ -327,9 +330,9 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
         m_buckets = BucketPlan::make(model().parameters(), m_opt.bucketMb, m_opt.firstBucketMb);
         for (int t = 0; t < size(); ++t) {
             Tower& tw = *m_towers[std::size_t(t)];
-            tw.buckets =
-                std::make_unique<TowerBuckets>(m_buckets, *m_comm, t, tw.model->parameters(),
-                                               !m_deviceCollectives && !tw.device.isHost());
+            tw.buckets = std::make_unique<TowerBuckets>(
+                m_buckets, *m_comm, t, tw.model->parameters(),
+                !m_deviceCollectives && !tw.device.isHost(), tw.ops.get());
         }
     }
     if (m_opt.emaDecay > 0) {
@@ -341,20 +344,25 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
     const bool hostChecks = m_globalTowers > 1 && m_buckets.buckets.empty() && !m_deviceCollectives;
     m_gated = !hostChecks && std::none_of(m_towers.begin(), m_towers.end(),
                                           [](const auto& tw) { return tw->device.isHost(); });
-    // CUDA graphs: a lone GPU tower's steps, where its ops can capture.
+    // CUDA graphs: the GPU towers' steps, where their ops can capture.
+    std::string noCapture;
+    for (const auto& tw : m_towers)
+        if (noCapture.empty()) noCapture = tw->ops->captureUnavailable();
     if (m_towers.front()->device.isHost()) {
         m_graphText.clear(); // nothing to capture: each op runs as it is called
     } else if (!m_opt.graphs) {
         m_graphText = "issued op by op (CUDA graphs off)";
-    } else if (!m_gated || m_globalTowers > 1) {
-        m_graphText = "issued op by op (CUDA graphs capture a lone GPU tower's steps; this run "
-                      "has " +
-                      std::to_string(m_globalTowers) + " towers)";
-    } else if (const std::string why = m_towers.front()->ops->captureUnavailable(); !why.empty()) {
-        m_graphText = "issued op by op (" + why + ")";
+    } else if (!m_gated) {
+        m_graphText = "issued op by op (CUDA graphs capture steps whose averages stay on the GPUs; "
+                      "this run averages through host copies after backward: --bucket-mb above 0 "
+                      "or --allreduce auto would let it capture)";
+    } else if (!noCapture.empty()) {
+        m_graphText = "issued op by op (" + noCapture + ")";
     } else {
         m_graphs = true;
         m_graphText = "captured as CUDA graphs, each step slot's once it has run a step op by op";
+        if (m_globalTowers > 1)
+            m_graphText += "; each tower's step in parts, the collectives launched between them";
     }
 }
 
@@ -460,14 +468,23 @@ std::string TowerSet::graphDescription() const
     return m_graphText;
 }
 
+std::int64_t TowerSet::replayedSteps() const
+{
+    return m_towers.front()->replayed;
+}
+
 void TowerSet::dropGraphs()
 {
-    for (auto& tw : m_towers)
-        for (StepSlot& sl : tw->slots) {
-            sl.graph.reset();
-            sl.warm = false;
-        }
-    m_graphKey.clear();
+    for (auto& tw : m_towers) dropGraphs(*tw);
+}
+
+void TowerSet::dropGraphs(Tower& tw)
+{
+    for (StepSlot& sl : tw.slots) {
+        sl.graph.reset();
+        sl.warm = false;
+    }
+    tw.graphKey.clear();
 }
 
 bool TowerSet::issueCaptured(Tower& tw, StepSlot& sl, const std::string& key,
@@ -478,13 +495,13 @@ bool TowerSet::issueCaptured(Tower& tw, StepSlot& sl, const std::string& key,
         return false;
     }
     // A step of other shapes remakes tensors that the captures write: they are stale then.
-    if (key != m_graphKey) {
-        dropGraphs();
-        m_graphKey = key;
+    if (key != tw.graphKey) {
+        dropGraphs(tw);
+        tw.graphKey = key;
     }
     if (sl.graph) {
         sl.graph->replay();
-        ++m_replayedSteps;
+        ++tw.replayed;
         return true;
     }
     if (!sl.warm) { // everything the step uses is made now, outside any capture
@@ -503,16 +520,17 @@ bool TowerSet::issueCaptured(Tower& tw, StepSlot& sl, const std::string& key,
         }
         sl.graph = ops.endCapture();
     } catch (const Error& e) {
-        // Nothing of the capture has run: the step goes op by op, as every later one. (A fault
-        // that is not the capture's shows again there, and is thrown from there.)
-        m_graphs = false;
-        m_graphText = std::string("issued op by op: capturing a step failed (") + e.what() + ")";
-        dropGraphs();
+        // Nothing of the capture has run: the step goes op by op, as every later one of every
+        // tower (issue() stops the others' captures). The collectives are the same either way, in
+        // the same order. (A fault that is not the capture's shows again there, and is thrown
+        // from there.)
+        tw.graphFailure = e.what();
+        dropGraphs(tw);
         work(true);
         return false;
     }
     sl.graph->replay(); // its first run
-    ++m_replayedSteps;
+    ++tw.replayed;
     return true;
 }
 
@@ -752,24 +770,47 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
             ops.download(sl.flag, sl.flagHost);
             tw.model->copyLoss(ops, sl.lossCopy);
         };
-        if (m_gated && m_globalTowers == 1) {
-            // A lone GPU tower: nothing to average, its gradients and statistics are the means.
-            // From its forward to its update, the step is the same work every step (its values
-            // that change come in the slot's tensors): a capture replays it (graphs).
+        if (m_gated) {
+            // The averages stay where the towers compute: every tower flags all of them on its
+            // GPU (they are bitwise the same on every tower, so every tower's flag is too) and its
+            // update kernels read the flag, so a step is skipped there without the host waiting
+            // (collect() reads the flag). One tower has nothing to average: its gradients and
+            // statistics are the means. From its forward to its update, a tower's step is the
+            // same work every step (its values that change come in the slot's tensors): a
+            // capture replays it (graphs), with the collectives launched between its parts.
             resetFlag();
             sl.startedMs = 0;
             sl.computeMark = ops.mark();
+            if (tw.buckets) tw.buckets->begin();
             const std::string shapes = images.describe() + " " + labels.describe();
             const bool captured = issueCaptured(tw, sl, shapes, [&](bool marks) {
                 tw.model->forward(ctx, images);
                 tw.model->computeLoss(ctx, labels);
-                tw.model->backward(ctx);
+                if (tw.buckets) {
+                    // Each bucket's average starts as soon as this tower's backward produced it.
+                    tw.model->backward(ctx, [&](Parameter& p) { tw.buckets->ready(p); });
+                } else {
+                    tw.model->backward(ctx);
+                }
                 if (marks) sl.backwardMark = ops.mark();
-                collectAveraged(tw.model->parameters(), tw.reduce);
-                gatedUpdate(tw.reduce, marks);
+                const std::vector<Tensor>* averaged = &tw.reduce;
+                if (tw.buckets) {
+                    if (marks) sl.startedMs = tw.buckets->collectiveMs(); // during backward
+                    averaged = &tw.buckets->finish();
+                } else {
+                    collectAveraged(tw.model->parameters(), tw.reduce);
+                    if (m_globalTowers > 1) // device collectives (gated without buckets)
+                        ops.outsideCapture(
+                            [this, t, &tower = tw] { m_comm->allReduceMean(t, tower.reduce); });
+                }
+                gatedUpdate(*averaged, marks);
             });
-            // A replayed step's split cannot look inside it: all of it is compute.
-            if (captured) sl.backwardMark = sl.commMark = sl.updateMark = ops.mark();
+            // A replayed step's split cannot look inside it: all of it is compute, but the time
+            // in the communicator's calls between its parts.
+            if (captured) {
+                sl.backwardMark = sl.commMark = sl.updateMark = ops.mark();
+                if (tw.buckets) sl.startedMs = tw.buckets->collectiveMs();
+            }
             sl.endMark = ops.mark(); // collect() waits for it
             return;
         }
@@ -795,14 +836,8 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
         } else {
             collectAveraged(tw.model->parameters(), tw.reduce);
         }
-        // Divergence is caught before the update. Where the host holds the averages (CPU towers,
-        // GPU towers averaging through host copies), each tower checks its share of them (and its
-        // own loss), then all agree through a barrier and skip the update together. Where they
-        // stay on the GPUs (gated), every tower flags all of them on its GPU (they are bitwise
-        // the same on every tower, so every tower's flag is too) and its update kernels read the
-        // flag: the step is skipped there without the host waiting, and the host reads the flag
-        // in collect(). One tower has nothing to average: its gradients and statistics are the
-        // mean already, and a GPU tower's stay where they are.
+        // Divergence is caught before the update: each tower checks its share of the averages
+        // (and its own loss), then all agree through a barrier and skip the update together.
         bool finite = true;
         if (m_globalTowers > 1 && !tw.buckets) {
             if (m_deviceCollectives) {
@@ -813,12 +848,6 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
                     finite = finiteShare(values, t, size()); // on the host copies
                 });
             }
-        }
-        if (m_gated) {
-            resetFlag();
-            gatedUpdate(*averaged, true);
-            sl.endMark = ops.mark(); // collect() waits for it
-            return;
         }
         if (m_deviceCollectives || tw.buckets || m_globalTowers == 1)
             finite = finiteShare(*averaged, t, size());
@@ -839,6 +868,17 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
         sl.times = sl.timesFrom(ops);
         tw.finished = Clock::now();
     });
+    // A tower whose capture failed issued its step op by op: from the next step, every tower does.
+    for (std::size_t t = 0; t < m_towers.size(); ++t) {
+        std::string why = std::exchange(m_towers[t]->graphFailure, {});
+        if (why.empty() || !m_graphs) continue;
+        m_graphs = false;
+        m_graphText =
+            "issued op by op: capturing " +
+            (size() > 1 ? "tower " + std::to_string(t) + "'s step" : std::string("a step")) +
+            " failed (" + why + ")";
+        dropGraphs();
+    }
     if (!m_gated) {
         issued.nonFinite = m_nonFinite;
         // A tower that finished first waited for the others until the last one was done.

@@ -57,12 +57,15 @@ struct TowerSetOptions
     // same either way.
     double bucketMb = 25;
     double firstBucketMb = 1;
-    // CUDA graphs: a lone GPU tower whose ops can capture (Ops::beginCapture) captures each of its
-    // two step slots' steps once the slot has run one with the same shapes, and replays the
-    // capture from then on (the data copies, the flag's reset and the marks stay outside it);
-    // the captures are dropped when a shape changes and by evaluate, holdTrainingSet and
-    // loadState. A capture that fails is logged once (graphDescription()) and the steps are
-    // issued op by op from then on. The results are bitwise the same either way. false: never.
+    // CUDA graphs: GPU towers whose ops can capture (Ops::beginCapture) and whose averages stay
+    // on the GPUs capture each of their two step slots' steps once the slot has run one with the
+    // same shapes, and replay the capture from then on (the data copies, the flag's reset and the
+    // marks stay outside it). With several towers, each tower's step is captured in parts, and
+    // the collectives (a bucket's start, their completion) are launched between the parts as
+    // they would be op by op (Ops::outsideCapture). The captures are dropped when a shape changes
+    // and by evaluate, holdTrainingSet and loadState. A capture that fails is logged once
+    // (graphDescription()) and the steps of every tower are issued op by op from then on. The
+    // results are bitwise the same either way. false: never.
     bool graphs = true;
     // When set, makes tower t's ops instead of `backend` (tests: a backend with a fault, a
     // stand-in device). The replica lives where the ops' device() says.
@@ -189,8 +192,9 @@ public:
     void loadState(const NamedTensors& weights, const NamedTensors& optimizerState,
                    const NamedTensors& emaState);
 
-    // Steps issued by replaying a capture (graphDescription()), for tests and benchmarks.
-    std::int64_t replayedSteps() const { return m_replayedSteps; }
+    // Steps that tower 0 issued by replaying a capture (graphDescription()), for tests and
+    // benchmarks.
+    std::int64_t replayedSteps() const;
 
 private:
     struct Tower;
@@ -198,14 +202,17 @@ private:
     void requireIdle(const char* what) const;
     // Runs job(t) on every tower's thread and waits; rethrows the most meaningful error.
     void runOnAll(const std::function<void(int tower)>& job);
-    // Issues a lone GPU tower's step `work` (its forward to its update; `marks`: whether it may
-    // mark its split, not in a capture) through the slot's capture when graphs are on: replays
-    // it, or captures it once the slot is warm with shapes `key`, else runs it op by op. True
-    // when the step ran as a capture (its marks then only frame it).
+    // Issues a GPU tower's step `work` (its forward to its update; `marks`: whether it may mark
+    // its split, not in a capture) through the slot's capture when graphs are on: replays it, or
+    // captures it once the slot is warm with shapes `key`, else runs it op by op. True when the
+    // step ran as a capture (its marks then only frame it). On the tower's thread: a capture that
+    // fails is left in the tower's graphFailure, for issue() to stop every tower's captures.
     bool issueCaptured(Tower& tw, StepSlot& sl, const std::string& key,
                        const std::function<void(bool marks)>& work);
-    // Drops every capture (their tensors are about to change) and the slots' warmth.
+    // Drops every capture (their tensors are about to change) and the slots' warmth: every
+    // tower's, or one's.
     void dropGraphs();
+    static void dropGraphs(Tower& tw);
     // Runs a collective on tower t's tensors: directly on the host, through host copies for a GPU
     // tower (the seeds' design: averages are computed on the host).
     void collective(int tower, std::vector<Tensor>& tensors,
@@ -234,10 +241,8 @@ private:
     std::deque<Issued> m_flight; // issued, not collected, oldest first
     int m_nextSlot = 0;
     int m_globalTowers = 1, m_firstTower = 0;
-    bool m_graphs = false;   // a lone GPU tower's steps are captured (TowerSetOptions::graphs)
+    bool m_graphs = false;   // the GPU towers' steps are captured (TowerSetOptions::graphs)
     std::string m_graphText; // graphDescription()
-    std::string m_graphKey;  // the shapes of the captured steps
-    std::int64_t m_replayedSteps = 0;
 };
 
 } // namespace towers::engine

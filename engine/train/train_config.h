@@ -32,7 +32,7 @@ struct TrainConfig
     // GPU's free memory at most) and runs the recipe's distortions there (the same images as the
     // host's pipeline); "off" preprocesses on the host and copies the batches.
     std::string gpuData = "auto";
-    // "cuda": a lone GPU tower's steps are captured as CUDA graphs once warm and replayed
+    // "cuda": the GPU towers' steps are captured as CUDA graphs once warm and replayed
     // (TowerSetOptions::graphs); false issues them op by op. The results are bitwise the same
     // either way, so a resumed run may change it and the processes of a run need not agree.
     // Absent (a run from before it): true.

@@ -190,30 +190,34 @@ Preprocessing heldRecipe()
 }
 
 // The identity, with a forward that waits for the device (as a layer that looked at what it
-// computed would): a step through it cannot be captured.
+// computed would) on the GPU of index `on` (-1: on any): a step through it there cannot be
+// captured.
 class WaitingLayer final : public Layer
 {
 public:
-    using Layer::Layer;
+    WaitingLayer(std::string name, int on) : Layer(std::move(name)), m_on(on) {}
     std::string kind() const override { return "waiting"; }
     std::string describe() const override { return "identity that waits for the device"; }
     Shape outputShape(const Shape& input) const override { return input; }
     void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override
     {
         ctx.ops.copy(x, y);
-        ctx.ops.synchronize();
+        if (m_on < 0 || ctx.ops.device().index == m_on) ctx.ops.synchronize();
     }
     void backward(ExecContext& ctx, const Tensor&, const Tensor&, const Tensor& dy,
                   Tensor* dx) override
     {
         if (dx) ctx.ops.copy(dy, *dx);
     }
+
+private:
+    int m_on;
 };
 
-std::unique_ptr<Model> waitingModel()
+std::unique_ptr<Model> waitingModel(int on)
 {
     auto net = std::make_unique<Sequential>();
-    net->add(std::make_unique<WaitingLayer>("wait"));
+    net->add(std::make_unique<WaitingLayer>("wait", on));
     net->add(withoutBuffersNet());
     return std::make_unique<Model>("waiting", Shape{28, 28, 1}, 10, std::move(net));
 }
@@ -376,22 +380,110 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(Unsupported, makeReferenceOps()->beginCapture());
     }
 
-    // CUDA graphs on a lone GPU tower (TowerSetOptions::graphs), on the stand-in device whose
-    // captures keep a graph's rules: each slot's step is captured once warm and replayed, and the
-    // run is bitwise the run issued op by op: the losses, a skipped NaN step, a smaller batch
-    // (captures dropped and made again), an evaluation between steps (dropped), the weights,
-    // batch-norm statistics and their count, the optimizer's state and step count, the EMA.
+    // Work outside a capture (Ops::outsideCapture: a collective between a step's captured parts)
+    // runs at its place in each replay: after the part before it (and that part's host work),
+    // before the part after it, which sees what it did; never during the capture. An exception
+    // after a cut abandons every part, nothing of them run.
+    void outsideWorkCutsACapture()
+    {
+        FakeDeviceScope scope;
+        auto ops = makeFakeDeviceOps("reference", 0, true);
+        Tensor host = Tensor::pinned({3}, DType::Float32);
+        host.fill(2);
+        Tensor x, y, z, w;
+        ops->upload(host, x);
+        ops->reluForward(x, y);
+        ops->reluForward(y, z);
+        ops->reluForward(z, w);
+        std::vector<std::string> order;
+        // Not capturing: at once.
+        ops->outsideCapture([&] { order.push_back("now"); });
+        QCOMPARE(order, std::vector<std::string>{"now"});
+        order.clear();
+        ops->beginCapture();
+        ops->upload(host, x);
+        ops->reluForward(x, y);
+        ops->hostWork([&] { order.push_back("host work"); });
+        // Between the parts: z = 3 y, through the host (as a staged collective would).
+        ops->outsideCapture([&] {
+            order.push_back("outside");
+            Tensor h = y.onHost();
+            for (std::int64_t i = 0; i < h.numel(); ++i) h.data<float>()[i] *= 3;
+            z.copyFrom(h);
+        });
+        QVERIFY(ops->capturing());
+        ops->reluForward(z, w);
+        ops->hostWork([&] { order.push_back("host work after"); });
+        auto work = ops->endCapture();
+        QVERIFY(order.empty()); // nothing ran while capturing
+        QCOMPARE(work->size(), std::size_t(3));
+        work->replay();
+        QCOMPARE(order, (std::vector<std::string>{"host work", "outside", "host work after"}));
+        QCOMPARE(w.onHost().at(1), 6.0);
+        host.fill(5);
+        work->replay();
+        QCOMPARE(w.onHost().at(2), 15.0);
+        // Abandoned after a cut: no part of it kept, the outside work never run.
+        order.clear();
+        ops->beginCapture();
+        ops->reluForward(x, y);
+        ops->outsideCapture([&] { order.push_back("outside"); });
+        ops->reluForward(y, z);
+        ops->abandonCapture();
+        QVERIFY(!ops->capturing());
+        QVERIFY(order.empty());
+        // A part that cannot end (it used a tensor made in it and let go) ends the capture
+        // there, and says why; the outside work never runs, the ops go on.
+        ops->beginCapture();
+        ops->reluForward(x, y);
+        ops->outsideCapture([&] { order.push_back("first"); });
+        {
+            Tensor gone;
+            Tensor::ensure(gone, {3}, DType::Float32, kGpu0);
+            ops->reluForward(gone, y);
+        }
+        QVERIFY_THROWS_EXCEPTION(Unsupported,
+                                 ops->outsideCapture([&] { order.push_back("second"); }));
+        QVERIFY(!ops->capturing());
+        ops->abandonCapture(); // as a caller's handler does: nothing left to abandon
+        QVERIFY(order.empty());
+        ops->reluForward(x, y);
+        QCOMPARE(y.onHost().at(0), 5.0);
+    }
+
+    // CUDA graphs (TowerSetOptions::graphs) on the stand-in device, whose captures keep a graph's
+    // rules: each slot's step is captured once warm and replayed, and the run is bitwise the run
+    // issued op by op: the losses, a skipped NaN step, a smaller batch (captures dropped and made
+    // again), an evaluation between steps (dropped), the weights, batch-norm statistics and their
+    // count, the optimizer's state and step count, the EMA. A lone tower, and two towers with
+    // device collectives: each tower's step captured in parts, the buckets' averages (or the one
+    // collective after backward) launched between them.
     void capturedStepsEqualStepsOpByOp_data()
     {
         QTest::addColumn<QString>("model");
         QTest::addColumn<QString>("optimizer");
         QTest::addColumn<bool>("ahead");
         QTest::addColumn<int>("nanStep");
+        QTest::addColumn<int>("towers");
+        QTest::addColumn<double>("bucketMb");
         for (const char* model : {"fashion-fast", "without-buffers"})
             for (const char* kind : {"momentum", "adam"})
                 for (bool ahead : {false, true})
                     QTest::addRow("%s, %s, %s", model, kind, ahead ? "issued ahead" : "one by one")
-                        << QString(model) << QString(kind) << ahead << (ahead ? 9 : 3);
+                        << QString(model) << QString(kind) << ahead << (ahead ? 9 : 3) << 1 << 0.0;
+        const struct
+        {
+            const char* name;
+            double mb;
+        } buckets[] = {{"a bucket per tensor", 1e-9},
+                       {"0.01 MiB buckets", 0.01},
+                       {"one bucket", 1e6},
+                       {"one collective after backward", 0}};
+        for (const auto& b : buckets)
+            for (bool ahead : {false, true})
+                QTest::addRow("2 towers, %s, %s", b.name, ahead ? "issued ahead" : "one by one")
+                    << QString("fashion-fast") << QString(ahead ? "adam" : "momentum") << ahead
+                    << (ahead ? 4 : 9) << 2 << b.mb;
     }
     void capturedStepsEqualStepsOpByOp()
     {
@@ -399,24 +491,30 @@ private slots:
         QFETCH(QString, optimizer);
         QFETCH(bool, ahead);
         QFETCH(int, nanStep);
+        QFETCH(int, towers);
+        QFETCH(double, bucketMb);
         FakeDeviceScope scope;
         {
-            TowerSetOptions plain = options(1, true, 0.9), graphed = plain;
+            TowerSetOptions plain = options(towers, true, 0.9, towers > 1), graphed = plain;
             for (TowerSetOptions* o : {&plain, &graphed}) {
                 o->model = model.toStdString();
                 if (model == "without-buffers") o->build = withoutBuffers;
                 o->optimizer.kind = optimizer.toStdString();
-                o->makeOps = [](int) { return makeFakeDeviceOps("reference", 0, true); };
+                o->makeOps = [](int t) { return makeFakeDeviceOps("reference", t, true); };
+                o->bucketMb = bucketMb;
+                o->firstBucketMb = std::min(bucketMb, 1.0);
             }
             plain.graphs = false;
             TowerSet one(plain), two(graphed);
             QVERIFY2(two.graphDescription().rfind("captured", 0) == 0,
                      two.graphDescription().c_str());
+            QCOMPARE(two.graphDescription().find("in parts") != std::string::npos, towers > 1);
             QCOMPARE(QString::fromStdString(one.graphDescription()),
                      QString("issued op by op (CUDA graphs off)"));
             const Shape in = one.model().inputShape();
             const int classes = one.model().numClasses();
-            SyntheticBatches big(in, classes, 1, 4, 64, 17), small(in, classes, 1, 3, 64, 17);
+            SyntheticBatches big(in, classes, towers, 4, 64, 17),
+                small(in, classes, towers, 3, 64, 17);
             big.injectNanAt(nanStep);
             const auto batch = [&](std::int64_t s) -> const Batch& {
                 SyntheticBatches& from = s == 11 ? small : big; // a smaller batch, once
@@ -444,24 +542,40 @@ private slots:
             QCOMPARE(a[std::size_t(nanStep)].finite, false);
             QCOMPARE(two.optimizer().stepCount(), std::int64_t(15));
             expectSameState(one, two);
+            QCOMPARE(QString::fromStdString(two.compareReplicas()), QString());
         }
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }
 
     // A step that cannot be captured (a layer waits for the device in it) is issued op by op,
-    // as is every step after it, with one line saying why; the run is the same.
+    // as is every step after it, with one line saying why; the run is the same. With two towers
+    // where only tower 1's capture fails, tower 0 replays its capture in that step while tower 1
+    // goes op by op (the collectives match), and both go op by op from the next.
+    void aFailedCaptureFallsBackToStepsOpByOp_data()
+    {
+        QTest::addColumn<int>("towers");
+        QTest::addColumn<int>("waitsOn");
+        QTest::addColumn<QString>("why");
+        QTest::addRow("a lone tower") << 1 << -1 << "issued op by op: capturing a step failed";
+        QTest::addRow("2 towers, tower 1 waits")
+            << 2 << 1 << "issued op by op: capturing tower 1's step failed";
+    }
     void aFailedCaptureFallsBackToStepsOpByOp()
     {
+        QFETCH(int, towers);
+        QFETCH(int, waitsOn);
+        QFETCH(QString, why);
         FakeDeviceScope scope;
         {
-            TowerSetOptions plain = options(1, true, 0.9), graphed = plain;
+            TowerSetOptions plain = options(towers, true, 0.9, towers > 1), graphed = plain;
             for (TowerSetOptions* o : {&plain, &graphed}) {
-                o->build = waitingModel;
-                o->makeOps = [](int) { return makeFakeDeviceOps("reference", 0, true); };
+                o->build = [waitsOn] { return waitingModel(waitsOn); };
+                o->makeOps = [](int t) { return makeFakeDeviceOps("reference", t, true); };
             }
             plain.graphs = false;
             TowerSet one(plain), two(graphed);
-            SyntheticBatches data(one.model().inputShape(), one.model().numClasses(), 1, 4, 64, 5);
+            SyntheticBatches data(one.model().inputShape(), one.model().numClasses(), towers, 4, 64,
+                                  5);
             const auto batch = [&](std::int64_t s) -> const Batch& {
                 data.seek(s);
                 return data.next();
@@ -469,13 +583,13 @@ private slots:
             std::vector<TowerStepResult> a, b;
             drive(one, 0, 6, batch, true, a);
             drive(two, 0, 6, batch, true, b);
-            QCOMPARE(two.replayedSteps(), std::int64_t(0));
-            const QString why = QString::fromStdString(two.graphDescription());
-            QVERIFY2(why.startsWith("issued op by op: capturing a step failed (synchronize during "
-                                    "a capture"),
-                     qPrintable(why));
+            // Tower 0 of two captured its third step (its first slot's second) and replayed it.
+            QCOMPARE(two.replayedSteps(), std::int64_t(towers - 1));
+            const QString said = QString::fromStdString(two.graphDescription());
+            QVERIFY2(said.startsWith(why + " (synchronize during a capture"), qPrintable(said));
             for (std::size_t i = 0; i < a.size(); ++i) QCOMPARE(b[i].loss, a[i].loss);
             expectSameState(one, two);
+            QCOMPARE(QString::fromStdString(two.compareReplicas()), QString());
         }
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }

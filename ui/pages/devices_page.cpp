@@ -204,11 +204,12 @@ DevicesPage::DevicesPage(QWidget* parent)
             gpuOnly);
     m_cudaGraphs = new QCheckBox(tr("CUDA &graphs"), devicesBox);
     m_cudaGraphs->setToolTip(
-        tr("<p>A lone GPU tower records its step (forward, backward and update) as a CUDA graph "
+        tr("<p>Each GPU tower records its step (forward, backward and update) as a CUDA graph "
            "once it has run one step of that shape, and replays it every step after: one launch "
-           "instead of one per op, so the GPU waits less on the host.</p><p>The results are "
-           "bitwise the same either way. Where a capture fails the run goes on op by op and its "
-           "log says so; two GPU towers or more issue their steps op by op for now.</p>") +
+           "instead of one per op, so the GPU waits less on the host. With two towers or more "
+           "the step is recorded in parts, and the gradients' averages start between them as "
+           "backward runs.</p><p>The results are bitwise the same either way. Where a capture "
+           "fails the run goes on op by op and its log says so.</p>") +
         gpuOnly);
     m_bucketMb = new MibSpinBox(devicesBox);
     m_bucketMb->setRange(0, engine::TrainConfig::kMaxBucketMb);
@@ -267,7 +268,7 @@ DevicesPage::DevicesPage(QWidget* parent)
     m_towerChart->setToolTip(
         tr("<p>Each tower's latest step, in the order it happens:</p>"
            "<p><b>data wait</b>: waiting for the batch (and a GPU tower's copy of its slice);<br>"
-           "<b>compute</b>: forward, loss and backward (with CUDA graphs, a lone GPU tower's "
+           "<b>compute</b>: forward, loss and backward (with CUDA graphs, a GPU tower's "
            "whole replayed step, the update included);<br><b>communication</b>: averaging the "
            "gradients, where backward does not hide it, and waiting for the other towers;<br>"
            "<b>update</b>: the optimizer step.</p><p>A tower outlined in red computes more than "

@@ -78,8 +78,8 @@ public:
     std::string allreduce() const;
     void setAllreduce(const std::string& allreduce);
     QComboBox* allreduceChoice() const { return m_allreduce; }
-    // GPU towers' CUDA graphs (TrainConfig::cudaGraphs, --cuda-graphs): checked, a lone GPU
-    // tower's steps are captured once warm and replayed; unchecked, issued op by op. Can be
+    // GPU towers' CUDA graphs (TrainConfig::cudaGraphs, --cuda-graphs): checked, the GPU
+    // towers' steps are captured once warm and replayed; unchecked, issued op by op. Can be
     // changed only with GPU towers.
     bool cudaGraphs() const;
     void setCudaGraphs(bool on);
