@@ -675,6 +675,54 @@ private slots:
         gpu->synchronize(0); // nothing faulted
     }
 
+    // A capture cut by work outside it (Ops::outsideCapture, as a collective between a step's
+    // parts): two graphs, and the work between them runs at its place in each replay, on the
+    // host's side of the stream: the part after it sees what it wrote, and it sees what the part
+    // before it computed from the replay's own input.
+    void captureInPartsRunsTheWorkBetween()
+    {
+        REQUIRE_GPU(gpu);
+        auto ops = gpu->makeOps(0, {});
+        Tensor host = Tensor::pinned({4096}, DType::Float32);
+        Tensor x, y, z, w;
+        const auto fill = [&](float v) {
+            for (std::int64_t i = 0; i < host.numel(); ++i)
+                host.data<float>()[i] = (i % 2 ? v : -v) + float(i % 7);
+        };
+        fill(1);
+        ops->upload(host, x);
+        ops->reluForward(x, y);
+        ops->reluForward(y, z);
+        ops->reluForward(z, w);
+        ops->synchronize();
+        int between = 0;
+        ops->beginCapture();
+        ops->upload(host, x);
+        ops->reluForward(x, y);
+        ops->outsideCapture([&] {
+            ++between;
+            z.copyFrom(y);         // outside ops, ordered after the part before it
+            ops->axpy(-2.0, y, z); // z = -y, an op issued between the parts
+        });
+        ops->reluForward(z, w); // what survives: relu(-relu(x)) = 0
+        ops->axpy(1.0, y, w);   // w = relu(x)
+        const auto work = ops->endCapture();
+        QCOMPARE(between, 0);
+        for (float v : {2.f, -3.f, 5.f}) {
+            ops->synchronize(); // the host's input is free again
+            fill(v);
+            work->replay();
+            ops->synchronize();
+            Tensor expected;
+            ops->upload(host, x);
+            ops->reluForward(x, expected);
+            ops->synchronize();
+            QVERIFY(sameBytes(w, expected));
+        }
+        QCOMPARE(between, 3);
+        gpu->synchronize(0); // nothing faulted
+    }
+
     // A capture that leaves tensors made during it behind is refused by endCapture, counting
     // them: their memory was the graph's, which is never made; they are let go without a fault,
     // and the context goes on, op by op and capturing. Captured work outliving its context
