@@ -4,10 +4,11 @@
 # there.
 #
 #   tools/gpu-check.sh pack [BUILD_DIR]   # here: BUILD_DIR (default build/ci) -> .carry/gpu.tar.xz
+#   tools/gpu-check.sh run bf16           # there: --precision bf16 on the GPU (bf16_checks)
 #   tools/gpu-check.sh run                # there, from the repository root, with .carry carried:
 #                                         # unpacks, then runs and logs (to $OUT, else .carry/out):
 #     nvidia-smi; towers-cli --version / devices; towers-cli selftest --device cuda (and --tf32);
-#     tst_op_cases (the op-case table on CUDA, float32 and TF32, beside oneDNN's rows);
+#     tst_op_cases (the op-case table on CUDA, float32, TF32 and bf16, beside oneDNN's rows);
 #     tst_gpu_backend (every op, GPU towers, device errors, NCCL aborts); tst_bf16 on the host's
 #     CPU (AMX where a Xeon has it); parts of tst_gpu_backend under
 #     compute-sanitizer (memcheck, racecheck, synccheck);
@@ -46,7 +47,31 @@ pack() {
     echo "gpu-check: .carry/gpu.tar.xz ($(du -h .carry/gpu.tar.xz | cut -f1)); carry .carry and run 'tools/gpu-check.sh run'"
 }
 
+# --precision bf16 on the GPU (tools/gpu-check.sh run bf16; its own command, as the main checks
+# take most of one): the op-case table and training checks in bf16, the default Fashion-MNIST recipe
+# on one GPU tower in fp32 and bf16 (issue 17's parity: within 0.3 points of test precision), and
+# the step against PyTorch's bf16 autocast.
+bf16_checks() {
+    step selftest-bf16 "$cli" selftest --device cuda --precision bf16
+    for precision in fp32 bf16; do
+        step "recipe-$precision" "$cli" train --dataset fashion-mnist --device cuda --towers 1 \
+            --precision $precision --run-dir /tmp/towers-gpu/runs/recipe-$precision
+    done
+    step recipe-parity python3 - /tmp/towers-gpu/runs/recipe-fp32 /tmp/towers-gpu/runs/recipe-bf16 <<'PY'
+import json, sys
+last = [json.loads(open(d + "/eval.jsonl").read().splitlines()[-1]) for d in sys.argv[1:]]
+fp32, bf16 = (e["precisionAt1"] for e in last)
+print(f"test precision @ 1 at step {last[0]['step']}: fp32 {fp32:.4f}, bf16 {bf16:.4f} "
+      f"(difference {100 * (bf16 - fp32):+.2f} points)")
+sys.exit(0 if abs(bf16 - fp32) <= 0.003 else 1)
+PY
+    step compare-bf16 python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" --python python3 \
+        --models cifar10-tutorial,cifar10-resnet --batch-size 128 --steps 50 --warmup 10 \
+        --precision bf16 --torch-variants default,channels-last
+}
+
 run() {
+    local part=${1:-main}
     local out=${OUT:-.carry/out}
     rm -rf /tmp/towers-gpu && mkdir -p "$out" /tmp/towers-gpu
     tar -C /tmp/towers-gpu -xJf .carry/gpu.tar.xz
@@ -84,8 +109,13 @@ EOF
     step nvidia-smi nvidia-smi
     step version "$cli" --version
     step devices "$cli" devices
+    if [[ $part == bf16 ]]; then
+        bf16_checks
+        return $status
+    fi
     step selftest "$cli" selftest --device cuda
     step selftest-tf32 "$cli" selftest --device cuda --tf32 --no-training
+    step selftest-bf16-ops "$cli" selftest --device cuda --precision bf16 --no-training
     step tst_op_cases "$g/bin/tst_op_cases"
     step tst_gpu_backend "$g/bin/tst_gpu_backend"
     # Two "processes" (threads with a stand-in for MPI) of GPU towers on one GPU against one.
@@ -148,6 +178,6 @@ PY
 
 case $mode in
     pack) shift; pack "$@" ;;
-    run) run ;;
-    *) echo "usage: tools/gpu-check.sh pack [BUILD_DIR] | run" >&2; exit 2 ;;
+    run) run "${2:-main}" ;;
+    *) echo "usage: tools/gpu-check.sh pack [BUILD_DIR] | run [main|bf16]" >&2; exit 2 ;;
 esac

@@ -38,7 +38,8 @@ int runBench(const QStringList& args, CommandIo& io)
          QStringLiteral("on|off"), QStringLiteral("on")},
         {QStringLiteral("precision"),
          QStringLiteral("fp32 or bf16 (convolutions and matrix products in bfloat16 with "
-                        "float32 accumulation; onednn on a CPU with AVX512_BF16 or AMX)."),
+                        "float32 accumulation; onednn on a CPU with AVX512_BF16 or AMX, cuda on a "
+                        "GPU of compute capability 8.0 or later)."),
          QStringLiteral("name"), QStringLiteral("fp32")},
         {QStringLiteral("per-layer"),
          QStringLiteral("Also time each layer's forward and backward and name the\n"

@@ -83,7 +83,8 @@ int runSelftest(const QStringList& args, CommandIo& io)
         {QStringLiteral("precision"),
          QStringLiteral("fp32 (default) or bf16: the convolutions and matrix products in bfloat16, "
                         "as training with --precision bf16 runs them (cpu, where the CPU has "
-                        "AVX512_BF16 or AMX; those cases to 1e-2)."),
+                        "AVX512_BF16 or AMX; cuda, on a GPU of compute capability 8.0 or later; "
+                        "those cases to 1e-2)."),
          QStringLiteral("fp32|bf16"), QStringLiteral("fp32")},
         {QStringLiteral("no-training"),
          QStringLiteral("Only the op checks, not the training steps.")},

@@ -251,7 +251,8 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
          QStringLiteral(
              "fp32 (default) or bf16: convolutions and matrix products in bfloat16 with "
              "float32 accumulation; weights, optimizer state and loss stay float32 (CPU "
-             "towers, on a CPU with AVX512_BF16 or AMX). A resumed run keeps its own unless "
+             "towers, on a CPU with AVX512_BF16 or AMX; GPU towers, on compute capability 8.0 "
+             "or later). A resumed run keeps its own unless "
              "given: checkpoints are float32 and continue in either."),
          name},
         {QStringLiteral("allreduce"),

@@ -25,6 +25,9 @@ struct ConvPlan
     bool nchw = false;
     void useNchw();
 
+    // CUDNN_DATA_FLOAT, or CUDNN_DATA_BFLOAT16 in bf16 (x, w and y; the convolution computes in
+    // float).
+    cudnnDataType_t dataType = CUDNN_DATA_FLOAT;
     cudnnTensorDescriptor_t x = nullptr, y = nullptr;
     cudnnFilterDescriptor_t w = nullptr;
     cudnnConvolutionDescriptor_t conv = nullptr;
@@ -36,13 +39,13 @@ struct ConvPlan
     std::size_t forwardWorkspace = 0, backwardDataWorkspace = 0, backwardFilterWorkspace = 0;
     // The math type each pass's algorithm was measured with: set on `conv` before the pass runs
     // (one descriptor serves the three passes). `measureMath` is what cuDNN may choose among: FMA
-    // (exact float32), or tensor ops when TF32 is allowed.
+    // (exact float32), or tensor ops when TF32 is allowed or the data is bfloat16.
     cudnnMathType_t measureMath = CUDNN_FMA_MATH;
     cudnnMathType_t forwardMath = CUDNN_FMA_MATH, backwardDataMath = CUDNN_FMA_MATH,
                     backwardFilterMath = CUDNN_FMA_MATH;
     void setMath(cudnnMathType_t math);
 
-    ConvPlan(const Conv2dDesc& d, bool allowTf32);
+    ConvPlan(const Conv2dDesc& d, bool allowTf32, bool bf16);
     ~ConvPlan();
     ConvPlan(const ConvPlan&) = delete;
     ConvPlan& operator=(const ConvPlan&) = delete;

@@ -1,6 +1,9 @@
 // Convolution on cuDNN: forward, backward data and backward filter, NHWC with OHWI filters (NCHW
 // where cuDNN does not support NHWC), each algorithm chosen once per shape from cuDNN's
 // measurement (cudnnFind...AlgorithmEx) by conv_algorithm.h's rules and kept, with its math type.
+// In bf16 (GpuOpsOptions::precision), cuDNN reads bfloat16 copies of what it reads (made after the
+// layout's transposes and pads, which stay float32) and writes bfloat16, made float32 at once:
+// the convolution computes in float32 between the two roundings.
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -28,7 +31,9 @@ static_assert(!isNotSupportedStatus(int(CUDNN_STATUS_EXECUTION_FAILED)));
 
 AlgorithmRules rulesFor(const GpuOpsOptions& o)
 {
-    return {kWorkspaceLimit, !o.allowNondeterministic, o.allowTf32};
+    // With bfloat16 data, tensor-op math is not TF32: it multiplies the bfloat16 operands exactly.
+    return {kWorkspaceLimit, !o.allowNondeterministic,
+            o.allowTf32 || o.precision == Precision::BFloat16};
 }
 
 // cuDNN's measurement of one pass of a plan, and the algorithm chosen from it (conv_algorithm.h).
@@ -77,7 +82,8 @@ void fallBackOrThrow(ConvPlan& p, const AlgorithmVerdict& v, const char* pass)
 }
 } // namespace
 
-ConvPlan::ConvPlan(const Conv2dDesc& d, bool allowTf32) : desc(d)
+ConvPlan::ConvPlan(const Conv2dDesc& d, bool allowTf32, bool bf16)
+    : desc(d), dataType(bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT)
 {
     const Window2d& g = d.win;
     padH = std::min(g.padTop, g.padBottom);
@@ -93,17 +99,18 @@ ConvPlan::ConvPlan(const Conv2dDesc& d, bool allowTf32) : desc(d)
         TOWERS_CUDNN(cudnnCreateTensorDescriptor(&y));
         TOWERS_CUDNN(cudnnCreateFilterDescriptor(&w));
         TOWERS_CUDNN(cudnnCreateConvolutionDescriptor(&conv));
-        TOWERS_CUDNN(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, int(g.n),
-                                                int(g.c), int(paddedH), int(paddedW)));
-        TOWERS_CUDNN(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, int(g.n),
+        TOWERS_CUDNN(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, dataType, int(g.n), int(g.c),
+                                                int(paddedH), int(paddedW)));
+        TOWERS_CUDNN(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, dataType, int(g.n),
                                                 int(d.outChannels), int(g.oh), int(g.ow)));
-        TOWERS_CUDNN(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC,
-                                                int(d.outChannels), int(g.c), g.kh, g.kw));
+        TOWERS_CUDNN(cudnnSetFilter4dDescriptor(w, dataType, CUDNN_TENSOR_NHWC, int(d.outChannels),
+                                                int(g.c), g.kh, g.kw));
         TOWERS_CUDNN(cudnnSetConvolution2dDescriptor(conv, padH, padW, g.sh, g.sw, 1, 1,
                                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-        // FMA math keeps float32 exact to float32; TF32 only when the user allowed it. cuDNN
-        // measures the algorithms of this math type (with tensor ops: of both kinds).
-        measureMath = allowTf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+        // FMA math keeps float32 exact to float32; TF32 only when the user allowed it; bfloat16
+        // data on tensor cores. cuDNN measures the algorithms of this math type (with tensor ops:
+        // of both kinds).
+        measureMath = allowTf32 || bf16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
         setMath(measureMath);
         int n = 0, c = 0, h = 0, wd = 0;
         TOWERS_CUDNN(cudnnGetConvolution2dForwardOutputDim(conv, x, w, &n, &c, &h, &wd));
@@ -125,12 +132,12 @@ ConvPlan::~ConvPlan()
 void ConvPlan::useNchw()
 {
     const Window2d& g = desc.win;
-    TOWERS_CUDNN(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(g.n),
-                                            int(g.c), int(paddedH), int(paddedW)));
-    TOWERS_CUDNN(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(g.n),
+    TOWERS_CUDNN(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, dataType, int(g.n), int(g.c),
+                                            int(paddedH), int(paddedW)));
+    TOWERS_CUDNN(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, dataType, int(g.n),
                                             int(desc.outChannels), int(g.oh), int(g.ow)));
-    TOWERS_CUDNN(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                            int(desc.outChannels), int(g.c), g.kh, g.kw));
+    TOWERS_CUDNN(cudnnSetFilter4dDescriptor(w, dataType, CUDNN_TENSOR_NCHW, int(desc.outChannels),
+                                            int(g.c), g.kh, g.kw));
     nchw = true;
     haveForward = haveBackwardData = haveBackwardFilter = false;
 }
@@ -156,7 +163,7 @@ ConvPlan& CudaOps::plan(const Conv2dDesc& d)
     const std::string key = d.win.str() + " o" + std::to_string(d.outChannels);
     auto it = m_plans.find(key);
     if (it == m_plans.end())
-        it = m_plans.emplace(key, std::make_unique<ConvPlan>(d, m_options.allowTf32)).first;
+        it = m_plans.emplace(key, std::make_unique<ConvPlan>(d, m_options.allowTf32, bf16())).first;
     return *it->second;
 }
 
@@ -203,9 +210,16 @@ void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tens
     ConvPlan& p = plan(d);
     const float one = 1, zero = 0;
     for (;;) {
-        const Tensor xp = p.nchw ? toNchw(m_stream, padded(p, x), device()) : padded(p, x);
-        const Tensor wf = p.nchw ? w : filterOhwi(d, w);
-        Tensor out = p.nchw ? Tensor(nchwShape(y.shape()), DType::Float32, device()) : y;
+        Tensor xp = p.nchw ? toNchw(m_stream, padded(p, x), device()) : padded(p, x);
+        Tensor wf = p.nchw ? w : filterOhwi(d, w);
+        // The float32 output in the plan's layout, and what cuDNN writes (bfloat16 in bf16).
+        Tensor out32 = p.nchw ? Tensor(nchwShape(y.shape()), DType::Float32, device()) : y;
+        Tensor out = out32;
+        if (bf16()) {
+            xp = toBf16(xp);
+            wf = toBf16(wf);
+            out = Tensor(out32.shape(), DType::BFloat16, device());
+        }
         if (!p.haveForward && capturing())
             refuseDuringCapture("conv2dForward",
                                 "cuDNN has not measured this convolution yet (run it "
@@ -232,7 +246,8 @@ void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tens
         TOWERS_CUDNN(cudnnConvolutionForward(m_cudnn, &one, p.x, xp.raw(), p.w, wf.raw(), p.conv,
                                              p.forward, workspace(p.forwardWorkspace),
                                              p.forwardWorkspace, &zero, p.y, out.raw()));
-        if (p.nchw) fromNchw(m_stream, out, y);
+        if (bf16()) fromBf16(out, out32);
+        if (p.nchw) fromNchw(m_stream, out32, y);
         break;
     }
     biasActivation(m_stream, floats(y), b.empty() ? nullptr : floats(b), y.numel() / d.outChannels,
@@ -248,13 +263,20 @@ void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, cons
     const Window2d& g = d.win;
     const float one = 1, zero = 0;
     for (;;) {
-        const Tensor wf = p.nchw ? w : filterOhwi(d, w);
-        const Tensor dyl = p.nchw ? toNchw(m_stream, dy, device()) : dy;
-        // The gradient of the padded input, in the plan's layout.
-        Tensor dxl = p.nchw ? Tensor({g.n, g.c, p.paddedH, p.paddedW}, DType::Float32, device())
-                     : p.needsPadding()
-                         ? Tensor({g.n, p.paddedH, p.paddedW, g.c}, DType::Float32, device())
-                         : dx;
+        Tensor wf = p.nchw ? w : filterOhwi(d, w);
+        Tensor dyl = p.nchw ? toNchw(m_stream, dy, device()) : dy;
+        // The gradient of the padded input, in the plan's layout, and what cuDNN writes (bfloat16
+        // in bf16).
+        Tensor dxl32 = p.nchw ? Tensor({g.n, g.c, p.paddedH, p.paddedW}, DType::Float32, device())
+                       : p.needsPadding()
+                           ? Tensor({g.n, p.paddedH, p.paddedW, g.c}, DType::Float32, device())
+                           : dx;
+        Tensor dxl = dxl32;
+        if (bf16()) {
+            wf = toBf16(wf);
+            dyl = toBf16(dyl);
+            dxl = Tensor(dxl32.shape(), DType::BFloat16, device());
+        }
         if (!p.haveBackwardData && capturing())
             refuseDuringCapture("conv2dBackwardData",
                                 "cuDNN has not measured this convolution yet (run it "
@@ -282,12 +304,13 @@ void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, cons
         TOWERS_CUDNN(cudnnConvolutionBackwardData(
             m_cudnn, &one, p.w, wf.raw(), p.y, dyl.raw(), p.conv, p.backwardData,
             workspace(p.backwardDataWorkspace), p.backwardDataWorkspace, &zero, p.x, dxl.raw()));
-        Tensor dxp = dxl; // NHWC, padded or not
+        if (bf16()) fromBf16(dxl, dxl32);
+        Tensor dxp = dxl32; // NHWC, padded or not
         if (p.nchw) {
             dxp = p.needsPadding()
                       ? Tensor({g.n, p.paddedH, p.paddedW, g.c}, DType::Float32, device())
                       : dx;
-            fromNchw(m_stream, dxl, dxp);
+            fromNchw(m_stream, dxl32, dxp);
         }
         if (p.needsPadding())
             cropNhwc(m_stream, floats(dxp), floats(dx), g.n, g.h, g.w, g.c, p.paddedH, p.paddedW,
@@ -304,12 +327,19 @@ void CudaOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, co
     ConvPlan& p = plan(d);
     const float one = 1, zero = 0;
     for (;;) {
-        const Tensor xp = p.nchw ? toNchw(m_stream, padded(p, x), device()) : padded(p, x);
-        const Tensor dyl = p.nchw ? toNchw(m_stream, dy, device()) : dy;
-        // NCHW plans write OIHW, as stored; NHWC plans OHWI, transposed back below.
-        Tensor dwl =
+        Tensor xp = p.nchw ? toNchw(m_stream, padded(p, x), device()) : padded(p, x);
+        Tensor dyl = p.nchw ? toNchw(m_stream, dy, device()) : dy;
+        // NCHW plans write OIHW, as stored; NHWC plans OHWI, transposed back below. What cuDNN
+        // writes: bfloat16 in bf16.
+        Tensor dwl32 =
             p.nchw ? dw
                    : Tensor({d.outChannels, d.win.kh, d.win.kw, d.win.c}, DType::Float32, device());
+        Tensor dwl = dwl32;
+        if (bf16()) {
+            xp = toBf16(xp);
+            dyl = toBf16(dyl);
+            dwl = Tensor(dwl32.shape(), DType::BFloat16, device());
+        }
         if (!p.haveBackwardFilter && capturing())
             refuseDuringCapture("conv2dBackwardWeights",
                                 "cuDNN has not measured this convolution yet (run it "
@@ -338,8 +368,9 @@ void CudaOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, co
             cudnnConvolutionBackwardFilter(m_cudnn, &one, p.x, xp.raw(), p.y, dyl.raw(), p.conv,
                                            p.backwardFilter, workspace(p.backwardFilterWorkspace),
                                            p.backwardFilterWorkspace, &zero, p.w, dwl.raw()));
+        if (bf16()) fromBf16(dwl, dwl32);
         if (!p.nchw)
-            ohwiToOihw(m_stream, floats(dwl), floats(dw), d.outChannels, d.win.c, d.win.kh,
+            ohwiToOihw(m_stream, floats(dwl32), floats(dw), d.outChannels, d.win.c, d.win.kh,
                        d.win.kw);
         break;
     }

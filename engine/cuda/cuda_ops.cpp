@@ -126,8 +126,14 @@ CudaOps::CudaOps(int index, const GpuOpsOptions& options)
     TOWERS_CUDA(cudaStreamCreate(&m_ownStream));
     m_stream = m_ownStream;
     try {
-        int major = 0;
+        int major = 0, minor = 0;
         TOWERS_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, m_device));
+        TOWERS_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, m_device));
+        if (bf16() && major < 8) // TrainConfig::precisionUnavailable says it in the same words
+            throw Unsupported("--precision bf16 needs a GPU of compute capability 8.0 or later "
+                              "(Ampere, Ada, Hopper, Blackwell); cuda:" +
+                              std::to_string(m_device) + " is " + std::to_string(major) + "." +
+                              std::to_string(minor));
         m_cublasWorkspace =
             Tensor({std::int64_t(cublasWorkspaceBytes(major))}, DType::UInt8, device());
         TOWERS_CUDNN(cudnnCreate(&m_cudnn));
@@ -497,6 +503,33 @@ void CudaOps::lrnBackwardImpl(const LrnDesc& d, const Tensor& x, const Tensor& y
 
 // ---- fully connected, row-major through column-major cuBLAS (see each call) ----
 
+Tensor CudaOps::toBf16(const Tensor& t)
+{
+    Tensor out(t.shape(), DType::BFloat16, device());
+    toBfloat16(m_stream, floats(t), static_cast<std::uint16_t*>(out.raw()), t.numel());
+    return out;
+}
+
+void CudaOps::fromBf16(const Tensor& t, Tensor& out)
+{
+    fromBfloat16(m_stream, static_cast<const std::uint16_t*>(t.raw()), floats(out), t.numel());
+}
+
+void CudaOps::gemm(cublasOperation_t opA, cublasOperation_t opB, int m, int n, int k,
+                   const Tensor& a, int lda, const Tensor& b, int ldb, Tensor& c, int ldc)
+{
+    const float one = 1, zero = 0;
+    if (!bf16()) {
+        TOWERS_CUBLAS(cublasSgemm(m_cublas, opA, opB, m, n, k, &one, floats(a), lda, floats(b), ldb,
+                                  &zero, floats(c), ldc));
+        return;
+    }
+    const Tensor a16 = toBf16(a), b16 = toBf16(b);
+    TOWERS_CUBLAS(cublasGemmEx(m_cublas, opA, opB, m, n, k, &one, a16.raw(), CUDA_R_16BF, lda,
+                               b16.raw(), CUDA_R_16BF, ldb, &zero, c.raw(), CUDA_R_32F, ldc,
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 void CudaOps::linearForwardImpl(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
                                 Activation act)
 {
@@ -504,10 +537,8 @@ void CudaOps::linearForwardImpl(const Tensor& x, const Tensor& w, const Tensor& 
     const auto d = checks::linearForward(x, w);
     ensure(y, {d.n, d.out});
     // y^T (out x n) = w (seen column-major: in x out, transposed) * x^T (in x n).
-    const float one = 1, zero = 0;
-    TOWERS_CUBLAS(cublasSgemm(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(d.out), int(d.n), int(d.in),
-                              &one, floats(w), int(d.in), floats(x), int(d.in), &zero, floats(y),
-                              int(d.out)));
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, int(d.out), int(d.n), int(d.in), w, int(d.in), x, int(d.in), y,
+         int(d.out));
     biasActivation(m_stream, floats(y), b.empty() ? nullptr : floats(b), d.n, d.out,
                    act == Activation::Relu);
 }
@@ -518,10 +549,8 @@ void CudaOps::linearBackwardDataImpl(const Tensor& dy, const Tensor& w, Tensor& 
     const auto d = checks::linearBackwardData(dy, w);
     ensure(dx, {d.n, d.in});
     // dx^T (in x n) = w^T (in x out, column-major as stored) * dy^T (out x n).
-    const float one = 1, zero = 0;
-    TOWERS_CUBLAS(cublasSgemm(m_cublas, CUBLAS_OP_N, CUBLAS_OP_N, int(d.in), int(d.n), int(d.out),
-                              &one, floats(w), int(d.in), floats(dy), int(d.out), &zero, floats(dx),
-                              int(d.in)));
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, int(d.in), int(d.n), int(d.out), w, int(d.in), dy, int(d.out),
+         dx, int(d.in));
 }
 
 void CudaOps::linearBackwardWeightsImpl(const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db)
@@ -530,10 +559,8 @@ void CudaOps::linearBackwardWeightsImpl(const Tensor& x, const Tensor& dy, Tenso
     const auto d = checks::linearBackwardWeights(x, dy);
     ensure(dw, {d.out, d.in});
     // dw^T (in x out) = x^T (in x n) * dy (n x out: dy^T as stored, transposed).
-    const float one = 1, zero = 0;
-    TOWERS_CUBLAS(cublasSgemm(m_cublas, CUBLAS_OP_N, CUBLAS_OP_T, int(d.in), int(d.out), int(d.n),
-                              &one, floats(x), int(d.in), floats(dy), int(d.out), &zero, floats(dw),
-                              int(d.in)));
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, int(d.in), int(d.out), int(d.n), x, int(d.in), dy, int(d.out),
+         dw, int(d.in));
     if (db) {
         ensure(*db, {d.out});
         biasGradient(m_stream, floats(dy), floats(*db), d.n, d.out);

@@ -85,6 +85,9 @@ public:
 
     std::string name() const override { return "cuda"; }
     Device device() const override { return {DeviceKind::Cuda, m_device}; }
+    // GpuOpsOptions::precision: BFloat16 runs the convolutions and matrix products on bfloat16
+    // copies of their operands (cuda_conv.cpp, gemm()).
+    Precision precision() const override { return m_options.precision; }
     void synchronize() override;
     // Marks are CUDA events recorded on the stream, a ring of kMarkWindow made as needed and
     // reused.
@@ -135,6 +138,16 @@ private:
     Tensor padded(const ConvPlan& p, const Tensor& x);
     // OIHW weights in cuDNN's OHWI filter layout.
     Tensor filterOhwi(const Conv2dDesc& d, const Tensor& w);
+    bool bf16() const { return m_options.precision == Precision::BFloat16; }
+    // A bfloat16 copy of float32 `t` (nearest even), a temporary of the op; and the float32 of a
+    // bfloat16 result into `out` (of its shape).
+    Tensor toBf16(const Tensor& t);
+    void fromBf16(const Tensor& t, Tensor& out);
+    // C (m x n, column-major, float32) = op(A) op(B) through cuBLAS, A and B float32 tensors read
+    // as column-major with leading dimensions lda and ldb: float32 products (cublasSgemm), or in
+    // bf16 their bfloat16 copies with float32 accumulation (cublasGemmEx).
+    void gemm(cublasOperation_t opA, cublasOperation_t opB, int m, int n, int k, const Tensor& a,
+              int lda, const Tensor& b, int ldb, Tensor& c, int ldc);
 
     int m_device;
     GpuOpsOptions m_options;

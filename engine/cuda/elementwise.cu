@@ -1,4 +1,5 @@
-// Element-wise kernels: ReLU, addition, bias with activation, bias gradient, dropout.
+// Element-wise kernels: ReLU, addition, bias with activation, bias gradient, dropout, bfloat16
+// copies.
 #include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
@@ -42,7 +43,31 @@ __global__ void dropoutBackwardKernel(const float* dy, const std::uint8_t* mask,
     TOWERS_GRID_STRIDE(i, n) dropoutBackwardAt(i, dy, mask, dx, scale);
 }
 
+__global__ void toBfloat16Kernel(const float* x, std::uint16_t* y, std::int64_t n)
+{
+    TOWERS_GRID_STRIDE(i, n) toBfloat16At(i, x, y);
+}
+
+__global__ void fromBfloat16Kernel(const std::uint16_t* x, float* y, std::int64_t n)
+{
+    TOWERS_GRID_STRIDE(i, n) fromBfloat16At(i, x, y);
+}
+
 } // namespace
+
+void toBfloat16(cudaStream_t s, const float* x, std::uint16_t* y, std::int64_t n)
+{
+    if (n == 0) return;
+    toBfloat16Kernel<<<gridFor(n), kThreads, 0, s>>>(x, y, n);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void fromBfloat16(cudaStream_t s, const std::uint16_t* x, float* y, std::int64_t n)
+{
+    if (n == 0) return;
+    fromBfloat16Kernel<<<gridFor(n), kThreads, 0, s>>>(x, y, n);
+    TOWERS_CUDA_LAUNCHED();
+}
 
 void reluForward(cudaStream_t s, const float* x, float* y, std::int64_t n)
 {

@@ -25,6 +25,10 @@ void dropoutForward(cudaStream_t s, const float* x, float* y, std::uint8_t* mask
 void dropoutBackward(cudaStream_t s, const float* dy, const std::uint8_t* mask, float* dx,
                      std::int64_t n, float scale);
 
+// bfloat16 copies (kernel_math.h's bfloat16Bits: nearest even) and back, for --precision bf16.
+void toBfloat16(cudaStream_t s, const float* x, std::uint16_t* y, std::int64_t n);
+void fromBfloat16(cudaStream_t s, const std::uint16_t* x, float* y, std::int64_t n);
+
 // ---- layout.cu ----
 void nhwcToNchw(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h,
                 std::int64_t w, std::int64_t c);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/ops/ops.h"
+#include "engine/ops/precision.h"
 #include "engine/tensor/device_memory.h"
 #include "engine/train/communicator.h"
 
@@ -35,6 +36,11 @@ struct GpuOpsOptions
     // additions in some backward passes) when it measures them fastest. Off: only the ones cuDNN
     // reports deterministic, as PyTorch with torch.backends.cudnn.deterministic.
     bool allowNondeterministic = false;
+    // BFloat16 (--precision bf16): convolutions (cuDNN) and matrix products (cuBLAS) read bfloat16
+    // copies of their operands and accumulate in float32 (a convolution's output is bfloat16, then
+    // float32 again, as autocast leaves it); everything else float32. Needs compute capability 8.0
+    // (makeOps refuses with Unsupported saying so on an older GPU).
+    Precision precision = Precision::Float32;
 };
 
 class GpuBackend
@@ -107,7 +113,7 @@ public:
 //   extern "C" GpuBackend* towers_cuda_backend(int abi, const char* buildId, char* error, size_t n)
 // and refuses (returning nullptr with the reason in `error`) unless both match what the program
 // was built with, since it shares the engine's classes (Tensor, Ops) by layout.
-constexpr int kGpuBackendAbi = 10;
+constexpr int kGpuBackendAbi = 11;
 #ifndef TOWERS_BUILD_VERSION
 #define TOWERS_BUILD_VERSION "unknown"
 #endif

@@ -60,15 +60,17 @@ std::unique_ptr<Ops> makeBackendOps(const std::string& name, const BackendOption
 {
     requireBackendName(name);
     if (name == "onednn") return cpu::makeOneDnnOps(options.precision);
-    if (options.precision != Precision::Float32)
-        throw Unsupported("--precision " + std::string(precisionName(options.precision)) +
-                          " runs on the onednn backend only" +
-                          (name == "cuda" ? std::string(" in this build: GPU towers compute in "
-                                                        "float32 (TF32 with --tf32)")
-                                          : std::string(": the reference backend is the float32 "
-                                                        "and float64 oracle")));
-    if (name == "reference") return makeReferenceOps();
-    auto ops = usableGpuBackend().makeOps(options.gpu, GpuOpsOptions{options.allowTf32});
+    if (name == "reference") {
+        if (options.precision != Precision::Float32)
+            throw Unsupported("--precision " + std::string(precisionName(options.precision)) +
+                              " runs on the onednn and cuda backends: the reference backend is "
+                              "the float32 and float64 oracle");
+        return makeReferenceOps();
+    }
+    GpuOpsOptions gpu;
+    gpu.allowTf32 = options.allowTf32;
+    gpu.precision = options.precision;
+    auto ops = usableGpuBackend().makeOps(options.gpu, gpu);
     ops->setHostFallback([] { return cpu::makeOneDnnOps(); });
     return ops;
 }
@@ -85,7 +87,8 @@ std::string describeBackend(const std::string& name, const BackendOptions& optio
     if (name == "reference") return name;
     GpuBackend& gpu = usableGpuBackend();
     return "cuda (" + gpu.deviceInfo(options.gpu).name + "; " + gpu.versions() +
-           (options.allowTf32 ? "; TF32" : "") + ")";
+           (options.allowTf32 ? "; TF32" : "") +
+           (options.precision == Precision::BFloat16 ? "; bf16" : "") + ")";
 }
 
 } // namespace towers::engine

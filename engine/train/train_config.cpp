@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/errors.h"
+#include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
 #include "engine/ops/backends.h"
 
@@ -155,6 +156,21 @@ void TrainConfig::checkThreadBudget() const
 std::string TrainConfig::precisionUnavailable(const std::string& backend, Precision precision)
 {
     if (precision == Precision::Float32) return {};
+    if (backend == "cuda") {
+        // From what the GPUs are, without making a context on one: bfloat16 runs on compute
+        // capability 8.0 and later (the ops refuse on an older GPU with the same words).
+        std::string why;
+        GpuBackend* gpu = cudaBackend(&why);
+        if (!gpu) return "--precision bf16 on GPUs: " + why;
+        if (gpu->deviceCount() == 0) return "--precision bf16 on GPUs: " + gpu->unavailableReason();
+        for (int g = 0; g < gpu->deviceCount(); ++g)
+            if (gpu->deviceInfo(g).computeMajor >= 8) return {};
+        const GpuDeviceInfo first = gpu->deviceInfo(0);
+        return "--precision bf16 needs a GPU of compute capability 8.0 or later (Ampere, Ada, "
+               "Hopper, Blackwell); GPU 0, " +
+               first.name + ", is " + std::to_string(first.computeMajor) + "." +
+               std::to_string(first.computeMinor);
+    }
     try {
         makeBackendOps(backend, BackendOptions{0, false, precision}); // refuses with the reason
     } catch (const Unsupported& e) {

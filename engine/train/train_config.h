@@ -94,7 +94,8 @@ struct TrainConfig
     static int maxComputeThreads();
     // "" when `backend` runs `precision` on this machine, else why not, in words a user can act on
     // (makeBackendOps' Unsupported message: the CPU's instruction set, or a backend that computes
-    // in float32 only). Float32 is always "".
+    // in float32 only; for cuda, from the GPUs' compute capability, without a context on one: no
+    // usable GPU, or none of 8.0 or later). Float32 is always "".
     static std::string precisionUnavailable(const std::string& backend, Precision precision);
     // Throws Unsupported with precisionUnavailable()'s reason for this configuration's backend
     // and precision: called before a run folder is made, so that nothing is half-created.

@@ -24,6 +24,7 @@
 #include "engine/ops/ops.h"
 #include "engine/selftest/op_cases.h"
 #include "engine/train/tower_set.h"
+#include "engine/train/train_config.h"
 #include "gradcheck.h"
 
 using namespace towers::engine;
@@ -356,18 +357,21 @@ private slots:
 
     void refusesWhereItCannotRun()
     {
-        // The reference backend is the float32 / float64 oracle; GPU towers are float32 here.
+        // The reference backend is the float32 / float64 oracle; GPU towers run bf16 on a GPU of
+        // compute capability 8.0 or later, and refuse it without one.
         try {
             makeBackendOps("reference", {0, false, Precision::BFloat16});
             QFAIL("the reference backend accepted bf16");
         } catch (const Unsupported& e) {
             QVERIFY2(std::string(e.what()).find("onednn") != std::string::npos, e.what());
         }
+        const std::string gpuWhy = TrainConfig::precisionUnavailable("cuda", Precision::BFloat16);
         try {
-            makeBackendOps("cuda", {0, false, Precision::BFloat16});
-            QFAIL("the cuda backend accepted bf16");
+            const auto gpu = makeBackendOps("cuda", {0, false, Precision::BFloat16});
+            QVERIFY2(gpuWhy.empty(), gpuWhy.c_str());
+            QVERIFY(gpu->precision() == Precision::BFloat16);
         } catch (const Unsupported& e) {
-            QVERIFY2(std::string(e.what()).find("bf16") != std::string::npos, e.what());
+            QVERIFY2(!gpuWhy.empty(), e.what()); // no GPU, or none that runs bfloat16
         }
         const std::string no = cpu::bf16Unavailable();
         if (no.empty()) {

@@ -523,6 +523,62 @@ private slots:
             QCOMPARE((*r)[2], float(1.0 / 3.0)); // summed in double: 1e8 and -1e8 cancel exactly
         }
     }
+
+    // --precision bf16's copies: each float32 becomes the nearer of the two bfloat16 values around
+    // it (ties to the one with an even last bit), as the host's Tensor::setAt rounds; a NaN stays
+    // a NaN, an overflow becomes infinity, bfloat16 values and infinities come back unchanged.
+    void bfloat16RoundsToNearestEven()
+    {
+        const auto bits = [](float f) {
+            std::uint32_t b;
+            std::memcpy(&b, &f, 4);
+            return b;
+        };
+        const auto ofBits = [](std::uint32_t b) {
+            float f;
+            std::memcpy(&f, &b, 4);
+            return f;
+        };
+        QCOMPARE(cuda::bfloat16Bits(ofBits(0x3f808000u)), std::uint16_t(0x3f80)); // tie: even
+        QCOMPARE(cuda::bfloat16Bits(ofBits(0x3f818000u)), std::uint16_t(0x3f82)); // tie: even
+        QCOMPARE(cuda::bfloat16Bits(ofBits(0x3f808001u)), std::uint16_t(0x3f81)); // above: up
+        QCOMPARE(cuda::bfloat16Bits(ofBits(0xbf80ffffu)), std::uint16_t(0xbf81)); // negative
+        QCOMPARE(cuda::bfloat16Bits(ofBits(0x7f7fffffu)), std::uint16_t(0x7f80)); // FLT_MAX: inf
+        const float inf = std::numeric_limits<float>::infinity();
+        QCOMPARE(cuda::fromBfloat16Bits(cuda::bfloat16Bits(-inf)), -inf);
+        for (std::uint32_t nan : {0x7fc00000u, 0x7f800001u, 0xffffffffu, 0x7fffffffu}) {
+            const float back = cuda::fromBfloat16Bits(cuda::bfloat16Bits(ofBits(nan)));
+            QVERIFY2(std::isnan(back), qPrintable(QString::number(nan, 16)));
+            QCOMPARE(bits(back) >> 31, nan >> 31); // its sign kept
+        }
+        Rng rng(41);
+        Tensor host({1}, DType::BFloat16);
+        for (int i = 0; i < 200000; ++i) {
+            // Finite floats of every exponent, and exact bfloat16 values.
+            std::uint32_t b = std::uint32_t(rng.next());
+            if ((b & 0x7f800000u) >= 0x7f000000u) b &= 0xbfffffffu; // no overflow to inf
+            if (i % 7 == 0) b &= 0xffff0000u;
+            const float f = ofBits(b);
+            const std::uint16_t h = cuda::bfloat16Bits(f);
+            const float r = cuda::fromBfloat16Bits(h);
+            if ((b & 0xffffu) == 0) QCOMPARE(r, f);
+            // The two bfloat16 values around f: truncated and one step away from zero.
+            const float lo = ofBits(b & 0xffff0000u), hi = ofBits((b & 0xffff0000u) + 0x10000u);
+            QVERIFY(bits(r) == bits(lo) || bits(r) == bits(hi));
+            const double d = std::abs(double(f) - double(r));
+            const double other = std::abs(double(f) - double(bits(r) == bits(lo) ? hi : lo));
+            QVERIFY2(d < other || (d == other && (h & 1u) == 0),
+                     qPrintable(QString::number(b, 16)));
+            host.setAt(0, f);
+            QCOMPARE(static_cast<const std::uint16_t*>(host.raw())[0], h); // as the host rounds
+            std::uint16_t back = 0;
+            cuda::toBfloat16At(0, &r, &back);
+            QCOMPARE(back, h);
+            float again = 0;
+            cuda::fromBfloat16At(0, &h, &again);
+            QCOMPARE(bits(again), bits(r));
+        }
+    }
 };
 
 QTEST_APPLESS_MAIN(TestCudaKernelMath)

@@ -35,6 +35,7 @@
 #include "engine/selftest/selftest.h"
 #include "engine/tensor/rng.h"
 #include "engine/train/tower_set.h"
+#include "engine/train/train_config.h"
 #include "gradcheck.h"
 #include "synthetic_batches.h"
 
@@ -672,6 +673,93 @@ private slots:
         work->replay();
         ops->reluForward(x2, z);
         QVERIFY(sameBytes(y, z));
+        gpu->synchronize(0); // nothing faulted
+    }
+
+    // --precision bf16 on the GPU: convolutions and matrix products on operands that bfloat16
+    // holds exactly compute what float64 computes, to the rounding of their outputs (a
+    // convolution's: bfloat16, each value then exactly a bfloat16; a matrix product's: float32);
+    // on operands it does not hold, they compute what float32 computes on their bfloat16 roundings
+    // (the copies round to nearest even).
+    void bf16ProductsOnTheGpu()
+    {
+        REQUIRE_GPU(gpu);
+        if (const std::string no = TrainConfig::precisionUnavailable("cuda", Precision::BFloat16);
+            !no.empty())
+            QSKIP(no.c_str());
+        GpuOpsOptions o;
+        o.precision = Precision::BFloat16;
+        auto bf = gpu->makeOps(0, o);
+        QVERIFY(bf->precision() == Precision::BFloat16);
+        auto f32 = gpu->makeOps(0, {});
+        auto ref = makeReferenceOps();
+        const Device dev{DeviceKind::Cuda, 0};
+        Rng rng(31);
+        const auto rounded = [](const Tensor& t) { // t's bfloat16 roundings, as float32
+            return t.to(DType::BFloat16).to(DType::Float32);
+        };
+        const auto error = [](const Tensor& got, const Tensor& want) { // normalised L2
+            const Tensor g = got.onHost(), w = want.onHost();
+            double num = 0, den = 0;
+            for (std::int64_t i = 0; i < w.numel(); ++i) {
+                num += (g.at(i) - w.at(i)) * (g.at(i) - w.at(i));
+                den += w.at(i) * w.at(i);
+            }
+            return std::sqrt(num / std::max(den, 1e-300));
+        };
+        const auto allBf16 = [](const Tensor& t) { // every value exactly a bfloat16
+            const Tensor h = t.onHost();
+            const auto* bits = static_cast<const std::uint32_t*>(h.raw());
+            for (std::int64_t i = 0; i < h.numel(); ++i)
+                if (bits[i] & 0xffffu) return false;
+            return true;
+        };
+        for (const auto& d : {makeConv2dDesc({8, 12, 12, 3}, 16, 5, 5, 1, 1, Padding::Same),
+                              makeConv2dDesc({4, 9, 9, 32}, 64, 3, 3, 2, 2, Padding::Same)}) {
+            const QString what = QString::fromStdString(d.win.str());
+            const Tensor x = rounded(randomTensor(d.inputShape(), DType::Float32, rng));
+            const Tensor w = rounded(randomTensor(d.weightShape(), DType::Float32, rng));
+            const Tensor dy = rounded(randomTensor(d.outputShape(), DType::Float32, rng));
+            const Tensor xd = x.copyTo(dev), wd = w.copyTo(dev), dyd = dy.copyTo(dev);
+            Tensor y, dx, dw, ry, rdx, rdw;
+            bf->conv2dForward(d, xd, wd, Tensor(), y, Activation::None);
+            bf->conv2dBackwardData(d, dyd, wd, dx);
+            bf->conv2dBackwardWeights(d, xd, dyd, dw, nullptr);
+            const Tensor x64 = x.to(DType::Float64), w64 = w.to(DType::Float64),
+                         dy64 = dy.to(DType::Float64);
+            ref->conv2dForward(d, x64, w64, Tensor(), ry, Activation::None);
+            ref->conv2dBackwardData(d, dy64, w64, rdx);
+            ref->conv2dBackwardWeights(d, x64, dy64, rdw, nullptr);
+            for (const auto& [name, got, want] : {std::tuple{"forward", &y, &ry},
+                                                  {"backward data", &dx, &rdx},
+                                                  {"backward weights", &dw, &rdw}}) {
+                const double e = error(*got, *want);
+                QVERIFY2(e <= 3e-3, qPrintable(QStringLiteral("%1 %2: %3").arg(what, name).arg(e)));
+                QVERIFY2(allBf16(*got), qPrintable(what + " " + name + ": not bfloat16 outputs"));
+            }
+        }
+        // A matrix product on operands bfloat16 does not hold: float32's on their roundings.
+        const Tensor x = randomTensor({64, 300}, DType::Float32, rng);
+        const Tensor w = randomTensor({10, 300}, DType::Float32, rng);
+        const Tensor dy = randomTensor({64, 10}, DType::Float32, rng);
+        Tensor y, dx, dw, fy, fdx, fdw;
+        bf->linearForward(x.copyTo(dev), w.copyTo(dev), Tensor(), y, Activation::None);
+        bf->linearBackwardData(dy.copyTo(dev), w.copyTo(dev), dx);
+        bf->linearBackwardWeights(x.copyTo(dev), dy.copyTo(dev), dw, nullptr);
+        const Tensor xr = rounded(x).copyTo(dev), wr = rounded(w).copyTo(dev),
+                     dyr = rounded(dy).copyTo(dev);
+        f32->linearForward(xr, wr, Tensor(), fy, Activation::None);
+        f32->linearBackwardData(dyr, wr, fdx);
+        f32->linearBackwardWeights(xr, dyr, fdw, nullptr);
+        for (const auto& [name, got, want] : {std::tuple{"linear forward", &y, &fy},
+                                              {"linear backward data", &dx, &fdx},
+                                              {"linear backward weights", &dw, &fdw}}) {
+            const double e = error(*got, *want);
+            QVERIFY2(e <= 1e-5, qPrintable(QStringLiteral("%1: %2").arg(name).arg(e)));
+        }
+        Tensor unrounded; // float32 on the operands themselves: not what bf16 computes
+        f32->linearForward(x.copyTo(dev), w.copyTo(dev), Tensor(), unrounded, Activation::None);
+        QVERIFY2(error(y, unrounded) > 1e-4, "the bf16 product did not round its operands");
         gpu->synchronize(0); // nothing faulted
     }
 

@@ -23,6 +23,7 @@
 #include "engine/models/registry.h"
 #include "engine/ops/staged_ops.h"
 #include "engine/selftest/op_cases.h"
+#include "engine/train/train_config.h"
 
 using namespace towers::engine;
 
@@ -35,6 +36,7 @@ enum class BackendKind
     OneDnnBf16,   // oneDNN with --precision bf16
     Cuda,         // GPU 0, float32
     CudaTf32,     // GPU 0, TF32
+    CudaBf16,     // GPU 0, --precision bf16
 };
 
 // The GPU backend when it can run, else nullptr with the reason in `why`.
@@ -139,7 +141,7 @@ class TestOpCases : public QObject
 
     std::map<qint64, std::unique_ptr<Ops>> m_targetOps;
     std::unique_ptr<Ops> m_bf16;
-    std::unique_ptr<Ops> m_staged, m_cuda, m_cudaTf32;
+    std::unique_ptr<Ops> m_staged, m_cuda, m_cudaTf32, m_cudaBf16;
 
     void reference(int index)
     {
@@ -397,6 +399,14 @@ private slots:
         if (gpuOrWhy(why)) {
             present.push_back({BackendKind::Cuda, 0, QStringLiteral("cuda")});
             present.push_back({BackendKind::CudaTf32, 0, QStringLiteral("cuda TF32")});
+            if (const std::string no =
+                    TrainConfig::precisionUnavailable("cuda", Precision::BFloat16);
+                no.empty())
+                present.push_back({BackendKind::CudaBf16, 0, QStringLiteral("cuda bf16")});
+            else
+                QTest::newRow("cuda bf16: every case")
+                    << int(BackendKind::CudaBf16) << qint64(0) << QStringLiteral("cuda bf16") << -1
+                    << QString::fromStdString(no);
         } else {
             QTest::newRow("cuda: every case")
                 << int(BackendKind::Cuda) << qint64(0) << QStringLiteral("cuda") << -1
@@ -444,15 +454,20 @@ private slots:
             mode = MathMode::BFloat16;
             break;
         case BackendKind::Cuda:
-        case BackendKind::CudaTf32: {
+        case BackendKind::CudaTf32:
+        case BackendKind::CudaBf16: {
             const bool tf32 = BackendKind(kind) == BackendKind::CudaTf32;
-            auto& o = tf32 ? m_cudaTf32 : m_cuda;
+            const bool bf16 = BackendKind(kind) == BackendKind::CudaBf16;
+            auto& o = tf32 ? m_cudaTf32 : bf16 ? m_cudaBf16 : m_cuda;
             std::string reason;
             GpuBackend* gpu = gpuOrWhy(reason);
             QVERIFY2(gpu, reason.c_str());
-            if (!o) o = gpu->makeOps(0, GpuOpsOptions{tf32});
+            GpuOpsOptions options;
+            options.allowTf32 = tf32;
+            options.precision = bf16 ? Precision::BFloat16 : Precision::Float32;
+            if (!o) o = gpu->makeOps(0, options);
             ops = o.get();
-            mode = tf32 ? MathMode::Tf32 : MathMode::Float32Fast;
+            mode = tf32 ? MathMode::Tf32 : bf16 ? MathMode::BFloat16 : MathMode::Float32Fast;
             break;
         }
         }

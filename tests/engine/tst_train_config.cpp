@@ -7,6 +7,7 @@
 
 #include "engine/cpu/cpu_info.h"
 #include "engine/cpu/onednn_ops.h"
+#include "engine/gpu/gpu_backend.h"
 #include "engine/train/train_config.h"
 
 using namespace towers::engine;
@@ -138,7 +139,8 @@ private slots:
     }
 
     // Float32 runs on every backend; bfloat16 on onednn where the CPU has it (what cpuInfo() and
-    // `towers-cli devices` say, with the same reason), never on the reference or cuda backends.
+    // `towers-cli devices` say, with the same reason), on cuda where a GPU of compute capability
+    // 8.0 or later is, never on the reference backend.
     void precisionWhereItRuns()
     {
         for (const char* backend : {"onednn", "reference", "cuda"})
@@ -146,10 +148,17 @@ private slots:
         const std::string cpu = TrainConfig::precisionUnavailable("onednn", Precision::BFloat16);
         QCOMPARE(cpu.empty(), cpu::cpuInfo().bf16);
         QCOMPARE(cpu, cpu::bf16Unavailable());
-        for (const char* backend : {"reference", "cuda"}) {
-            const std::string why = TrainConfig::precisionUnavailable(backend, Precision::BFloat16);
-            QVERIFY2(why.find("onednn backend only") != std::string::npos, why.c_str());
-        }
+        const std::string ref = TrainConfig::precisionUnavailable("reference", Precision::BFloat16);
+        QVERIFY2(ref.find("the reference backend is the float32 and float64 oracle") !=
+                     std::string::npos,
+                 ref.c_str());
+        bool capable = false; // a GPU that runs bfloat16
+        if (GpuBackend* gpu = cudaBackend())
+            for (int g = 0; g < gpu->deviceCount(); ++g)
+                capable = capable || gpu->deviceInfo(g).computeMajor >= 8;
+        const std::string gpuWhy = TrainConfig::precisionUnavailable("cuda", Precision::BFloat16);
+        QCOMPARE(gpuWhy.empty(), capable);
+        if (!capable) QVERIFY2(gpuWhy.rfind("--precision bf16 ", 0) == 0, gpuWhy.c_str());
         TrainConfig c;
         c.steps = 1;
         c.backend = "reference";

@@ -432,11 +432,12 @@ void DevicesPage::updatePrecisionChoice()
     QStandardItem* bf16 = model->item(i);
     const QString why = bf16Unavailable();
     bf16->setEnabled(why.isEmpty());
-    QString tip =
-        tr("<p><b>float32</b>: everything in float32.</p><p><b>bfloat16 mixed</b>: convolutions "
-           "and matrix products read bfloat16 copies of their inputs and accumulate in float32; "
-           "the weights, the optimizer state, the loss and the checkpoints stay float32 (no loss "
-           "scaling). CPU towers, on a CPU with AVX512_BF16 or AMX.</p>");
+    QString tip = tr(
+        "<p><b>float32</b>: everything in float32.</p><p><b>bfloat16 mixed</b>: convolutions "
+        "and matrix products read bfloat16 copies of their inputs and accumulate in float32; "
+        "the weights, the optimizer state, the loss and the checkpoints stay float32 (no loss "
+        "scaling). CPU towers, on a CPU with AVX512_BF16 or AMX; GPU towers, on a GPU of compute "
+        "capability 8.0 or later.</p>");
     if (!why.isEmpty())
         tip += tr("<p>Not available for these towers: %1</p>").arg(why.toHtmlEscaped());
     m_precision->setToolTip(tip);
