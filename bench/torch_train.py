@@ -5,12 +5,21 @@ the accuracy-over-time comparison (bench/compare_train.py).
     /usr/bin/python3 bench/torch_train.py --dataset-dir /usr/share/datasets/fashion-mnist \\
         --model fashion-fast --epochs 8 --batch-size 128 --optimizer nesterov --lr 0.1 \\
         --lr-schedule one-cycle --threads 2 [--precision bf16]
+    python3 bench/torch_train.py --device cuda [--channels-last] [--precision bf16] [--tf32]
 
-On the CPU, in float32 unless --precision bf16: PyTorch's mixed precision recipe, the counterpart
-of `towers-cli train --precision bf16`, with each step's forward and loss under
-torch.autocast(device_type="cpu", dtype=torch.bfloat16) (convolutions and matrix products in
-bfloat16 with float32 accumulation), backward and the optimizer step outside it, float32 master
-weights and optimizer state, no loss scaling; evaluation runs under autocast too.
+On the CPU (--device cpu, the default), in float32 unless --precision bf16: PyTorch's mixed
+precision recipe, the counterpart of `towers-cli train --precision bf16`, with each step's forward
+and loss under torch.autocast(device_type="cpu", dtype=torch.bfloat16) (convolutions and matrix
+products in bfloat16 with float32 accumulation), backward and the optimizer step outside it,
+float32 master weights and optimizer state, no loss scaling; evaluation runs under autocast too.
+
+--device cuda trains on the first GPU PyTorch sees (it says so and exits with 1 if it sees none),
+with bf16 autocast on device_type "cuda" under --precision bf16, TF32 off unless --tf32 (as
+Towers) and cuDNN's measured algorithms; --channels-last stores the model and the inputs NHWC.
+The test set is copied to the GPU before the clock starts; the augmentation stays on the host
+(--threads), each batch going over from pinned memory without blocking. The clock is read after
+torch.cuda.synchronize() at every evaluation, and the loss is checked for divergence there (not
+after every step, which would wait for the GPU each step).
 
 The model is the PyTorch twin from python/towers_torch.py; the data are the IDX files (plain or
 .gz) of MNIST / Fashion-MNIST, normalised by the training set's mean and standard deviation, with
@@ -18,7 +27,8 @@ the same augmentation as Towers' 28x28 recipe (random translation by up to --tra
 with zero padding, random left-right flips). The defaults are Towers' fashion-fast recipe
 (engine/train/recipe.cpp) at a global batch of 128. Prints one line per evaluation (epoch, images
 seen, wall seconds, train images/s, test accuracy) and, with --json, one JSON object per line
-instead. Wall time counts training and evaluation, not loading.
+instead (with the GPU's name under "device" on --device cuda). Wall time counts training and
+evaluation, not loading.
 """
 
 import argparse
@@ -117,10 +127,11 @@ def make_scheduler(opt, total, peak, schedule, warmup_frac):
         torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, total - warm))], milestones=[warm])
 
 
-def evaluate(model, xt, yt, batch=1000, precision="fp32"):
+def evaluate(model, xt, yt, batch=1000, precision="fp32", device="cpu"):
+    """Test accuracy; xt and yt lie on `device` already (xt in the model's memory format)."""
     model.eval()
     correct = 0
-    with torch.no_grad(), autocast("cpu", precision):
+    with torch.no_grad(), autocast(device, precision):
         for i in range(0, xt.shape[0], batch):
             correct += (model(xt[i:i + batch]).argmax(1) == yt[i:i + batch]).sum().item()
     model.train()
@@ -130,7 +141,7 @@ def evaluate(model, xt, yt, batch=1000, precision="fp32"):
 def main():
     try:
         return train()
-    except RuntimeError as e:  # a kernel oneDNN cannot make (bf16 held to AVX2), say: one line
+    except RuntimeError as e:  # no GPU, a kernel oneDNN cannot make (bf16 held to AVX2): one line
         print(f"torch_train.py: error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
         return 1
 
@@ -155,11 +166,27 @@ def train():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--precision", choices=PRECISIONS, default="fp32",
                     help="fp32, or bf16: forward and loss under bf16 autocast (mixed precision)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cpu, or cuda: train on the first GPU (augmentation stays on the host)")
+    ap.add_argument("--channels-last", action="store_true",
+                    help="model and inputs in torch.channels_last (NHWC) memory format (cuda)")
+    ap.add_argument("--tf32", action="store_true", help="let cuDNN and cuBLAS use TF32 (cuda)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.epochs <= 0 or a.batch_size < 1 or a.lr <= 0 or a.threads < 1:
         ap.error("epochs, batch size, lr and threads must be positive")
+    if a.tf32 and a.device != "cuda":
+        ap.error("--tf32 is for --device cuda")
     _import_torch(a.threads)
+    gpu = a.device == "cuda"
+    if gpu:
+        if not torch.cuda.is_available():
+            raise RuntimeError("--device cuda: PyTorch sees no GPU")
+        torch.backends.cudnn.allow_tf32 = a.tf32
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.benchmark = True  # measured algorithms, as Towers chooses them
+    device = torch.device(a.device)
+    memory_format = torch.channels_last if a.channels_last else torch.contiguous_format
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     gen = torch.Generator().manual_seed(a.seed)
@@ -167,6 +194,10 @@ def train():
     xs, ys, xt, yt, zero_level = load(a.dataset_dir)
     background = -zero_level  # where 0.0 lands after normalisation
     model = tt.build(a.model).train()
+    if gpu or a.channels_last:
+        model = model.to(device, memory_format=memory_format)
+        xt = xt.to(device).contiguous(memory_format=memory_format)
+        yt = yt.to(device)
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (decay if p.dim() > 1 else no_decay).append(p)
@@ -182,6 +213,12 @@ def train():
     total = int(round(a.epochs * steps_per_epoch))
     eval_steps = max(1, int(round(a.eval_every * steps_per_epoch)))
     sched = make_scheduler(opt, total, a.lr, a.lr_schedule, a.warmup)
+    where = ""
+    if gpu:
+        where = (f"cuda ({torch.cuda.get_device_name(0)}" + (", channels-last" if a.channels_last else "")
+                 + (", TF32" if a.tf32 else "") + ")")
+        torch.cuda.synchronize()  # the test set's copy is loading, not training
+        t_seg = time.perf_counter()  # start of the training since the last evaluation
     t0 = time.perf_counter()
     train_time = 0.0
     seen = 0
@@ -194,34 +231,52 @@ def train():
         ts = time.perf_counter()
         idx = perm[i * a.batch_size:(i + 1) * a.batch_size]
         x = augment(xs[idx], a.translate, a.flip, background, gen)
-        with autocast("cpu", a.precision):
-            loss = F.cross_entropy(model(x).float(), ys[idx])
+        y = ys[idx]
+        if gpu:  # from pinned host memory (PyTorch's caching host allocator), without blocking
+            x = x.pin_memory().to(device, non_blocking=True)
+            y = y.pin_memory().to(device, non_blocking=True)
+        if a.channels_last:
+            x = x.contiguous(memory_format=memory_format)
+        with autocast(a.device, a.precision):
+            loss = F.cross_entropy(model(x).float(), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         if sched is not None:
             sched.step()
-        if not torch.isfinite(loss):
-            raise SystemExit(f"model diverged with loss = {loss.item()} at step {step}")
-        train_time += time.perf_counter() - ts
+        if not gpu:
+            if not torch.isfinite(loss):
+                raise SystemExit(f"model diverged with loss = {loss.item()} at step {step}")
+            train_time += time.perf_counter() - ts
         seen += x.shape[0]
         if (step + 1) % eval_steps == 0 or step + 1 == total:
-            acc = evaluate(model, xt, yt, precision=a.precision)
+            if gpu:  # the steps issued so far have run: the clock is honest
+                torch.cuda.synchronize()
+                train_time += time.perf_counter() - t_seg
+                if not torch.isfinite(loss):
+                    raise SystemExit(f"model diverged with loss = {loss.item()} by step {step}")
+            acc = evaluate(model, xt, yt, precision=a.precision, device=a.device)
+            if gpu:
+                torch.cuda.synchronize()
             best = max(best, acc)
             row = {"framework": f"pytorch {torch.__version__}", "precision": a.precision,
                    "step": step + 1,
                    "epoch": (step + 1) / steps_per_epoch, "images": seen,
                    "wall_s": time.perf_counter() - t0, "images_per_sec": seen / train_time,
                    "loss": loss.item(), "test_accuracy": acc}
+            if gpu:
+                row["device"] = where
             if a.json:
                 print(json.dumps(row), flush=True)
             else:
                 print(f"epoch {row['epoch']:5.2f}  step {step + 1:6d}  {row['wall_s']:7.1f} s  "
                       f"{row['images_per_sec']:7.0f} img/s  loss {row['loss']:.3f}  "
                       f"test accuracy {100 * acc:.2f}%", flush=True)
+            if gpu:
+                t_seg = time.perf_counter()  # training resumes: evaluation is not training time
     if not a.json:
         print(f"best test accuracy {100 * best:.2f}% in {time.perf_counter() - t0:.1f} s "
-              f"({a.precision})")
+              f"({a.precision}" + (f", {where}" if gpu else "") + ")")
     return 0
 
 

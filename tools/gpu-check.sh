@@ -5,6 +5,7 @@
 #
 #   tools/gpu-check.sh pack [BUILD_DIR]   # here: BUILD_DIR (default build/ci) -> .carry/gpu.tar.xz
 #   tools/gpu-check.sh run bf16           # there: --precision bf16 on the GPU (bf16_checks)
+#   tools/gpu-check.sh run race           # there: the Fashion-MNIST race against PyTorch
 #   tools/gpu-check.sh run                # there, from the repository root, with .carry carried:
 #                                         # unpacks, then runs and logs (to $OUT, else .carry/out):
 #     nvidia-smi; towers-cli --version / devices; towers-cli selftest --device cuda (and --tf32);
@@ -70,6 +71,15 @@ PY
         --precision bf16 --torch-variants default,channels-last
 }
 
+# The time-to-accuracy race on Fashion-MNIST (tools/gpu-check.sh run race): Towers' default recipe
+# on one GPU tower against PyTorch's twin on the same GPU, float32 and bf16.
+race_checks() {
+    step race-fp32 python3 "$g/bench/compare_train.py" --device cuda --towers-cli "$cli" \
+        --python python3 --data-dir "$g/data"
+    step race-bf16 python3 "$g/bench/compare_train.py" --device cuda --towers-cli "$cli" \
+        --python python3 --data-dir "$g/data" --precision bf16
+}
+
 run() {
     local part=${1:-main}
     local out=${OUT:-.carry/out}
@@ -109,8 +119,8 @@ EOF
     step nvidia-smi nvidia-smi
     step version "$cli" --version
     step devices "$cli" devices
-    if [[ $part == bf16 ]]; then
-        bf16_checks
+    if [[ $part == bf16 || $part == race ]]; then
+        "${part}_checks"
         return $status
     fi
     step selftest "$cli" selftest --device cuda
@@ -179,5 +189,5 @@ PY
 case $mode in
     pack) shift; pack "$@" ;;
     run) run "${2:-main}" ;;
-    *) echo "usage: tools/gpu-check.sh pack [BUILD_DIR] | run [main|bf16]" >&2; exit 2 ;;
+    *) echo "usage: tools/gpu-check.sh pack [BUILD_DIR] | run [main|bf16|race]" >&2; exit 2 ;;
 esac
