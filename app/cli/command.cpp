@@ -56,14 +56,31 @@ bool intOption(const QCommandLineParser& parser, const QString& name, int min, i
 
 bool onOffOption(const QCommandLineParser& parser, const QString& name, bool& value, CommandIo& io)
 {
+    QString text;
+    if (!choiceOption(parser, name, {"on", "off"}, text, io)) return false;
+    if (!text.isEmpty()) value = text == QLatin1String("on");
+    return true;
+}
+
+bool choiceOption(const QCommandLineParser& parser, const QString& name,
+                  std::initializer_list<const char*> choices, QString& value, CommandIo& io)
+{
     if (!parser.isSet(name)) return true;
     const QString text = parser.value(name);
-    if (text != QLatin1String("on") && text != QLatin1String("off")) {
-        io.err << "towers-cli: --" << name << " must be on or off, got '" << text << "'\n";
-        return false;
+    for (const char* c : choices)
+        if (text == QLatin1String(c)) {
+            value = text;
+            return true;
+        }
+    QString list;
+    int i = 0;
+    for (const char* c : choices) {
+        ++i;
+        if (i > 1) list += i == int(choices.size()) ? QStringLiteral(" or ") : QStringLiteral(", ");
+        list += QLatin1String(c);
     }
-    value = text == QLatin1String("on");
-    return true;
+    io.err << "towers-cli: --" << name << " must be " << list << ", got '" << text << "'\n";
+    return false;
 }
 
 QString shapeText(const engine::Shape& s)

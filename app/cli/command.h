@@ -57,6 +57,10 @@ bool intOption(const QCommandLineParser& parser, const QString& name, int min, i
 // Reads an on|off option into `value` (left as it is when the option is not given); prints an
 // error naming the option otherwise.
 bool onOffOption(const QCommandLineParser& parser, const QString& name, bool& value, CommandIo& io);
+// Reads an option whose value is one of `choices` into `value` (left as it is when the option is
+// not given); otherwise prints "towers-cli: --name must be a, b or c, got 'x'" and returns false.
+bool choiceOption(const QCommandLineParser& parser, const QString& name,
+                  std::initializer_list<const char*> choices, QString& value, CommandIo& io);
 
 // "28x28x1" and [28, 28, 1]
 QString shapeText(const engine::Shape& s);

@@ -55,11 +55,8 @@ int runExport(const QStringList& args, CommandIo& io)
     if (!intOption(p, QStringLiteral("opset"), engine::kOnnxMinOpset, engine::onnxMaxOpset(),
                    options.opset, io))
         return ExitUsage;
-    const QString layout = p.value(QStringLiteral("layout"));
-    if (layout != QLatin1String("nhwc") && layout != QLatin1String("nchw")) {
-        io.err << "towers-cli export: --layout must be nhwc or nchw, got '" << layout << "'\n";
-        return ExitUsage;
-    }
+    QString layout = QStringLiteral("nhwc");
+    if (!choiceOption(p, QStringLiteral("layout"), {"nhwc", "nchw"}, layout, io)) return ExitUsage;
     options.layout = engine::parseOnnxLayout(layout.toStdString());
     options.useEma = !p.isSet(QStringLiteral("no-ema"));
     options.overwrite = p.isSet(QStringLiteral("force"));

@@ -114,15 +114,11 @@ int runSelftest(const QStringList& args, CommandIo& io)
         if (json) io.out << QJsonDocument(cases).toJson(QJsonDocument::Indented);
         return ExitOk;
     }
-    const QString device = p.value(QStringLiteral("device"));
-    if (device == QLatin1String("cuda")) {
-        if (!gpuBackendAvailable()) {
-            io.err << "towers-cli selftest: error: --device cuda: " << gpuBackendNote() << "\n";
-            return ExitFailure;
-        }
-    } else if (device != QLatin1String("cpu")) {
-        io.err << "towers-cli selftest: --device must be cpu or cuda, got '" << device << "'\n";
-        return ExitUsage;
+    QString device = QStringLiteral("cpu");
+    if (!choiceOption(p, QStringLiteral("device"), {"cpu", "cuda"}, device, io)) return ExitUsage;
+    if (device == QLatin1String("cuda") && !gpuBackendAvailable()) {
+        io.err << "towers-cli selftest: error: --device cuda: " << gpuBackendNote() << "\n";
+        return ExitFailure;
     }
 
     engine::SelfTestOptions o;

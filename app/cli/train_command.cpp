@@ -355,12 +355,8 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                                           .toStdString(),
                                       "build or command line");
     }
-    const QString device = p.value(QStringLiteral("device"));
-    if (p.isSet(QStringLiteral("device")) && device != QLatin1String("cpu") &&
-        device != QLatin1String("cuda")) {
-        io.err << "towers-cli train: --device must be cpu or cuda, got '" << device << "'\n";
-        return ExitUsage;
-    }
+    QString device = p.value(QStringLiteral("device"));
+    if (!choiceOption(p, QStringLiteral("device"), {"cpu", "cuda"}, device, io)) return ExitUsage;
     std::optional<engine::Precision> precision;
     if (p.isSet(QStringLiteral("precision"))) {
         try {
@@ -489,14 +485,12 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             if (s == QLatin1String("one-cycle")) s = QStringLiteral("onecycle");
             c.schedule.kind = engine::LrSchedule::kindFromName(s.toStdString());
         }
-        QString augment = p.value(QStringLiteral("augment"));
+        QString augment;
+        if (!choiceOption(p, QStringLiteral("augment"), {"default", "tutorial", "none"}, augment,
+                          io))
+            return ExitUsage;
         if (augment.isEmpty() || augment == QLatin1String("tutorial"))
             augment = QStringLiteral("default");
-        if (augment != QLatin1String("default") && augment != QLatin1String("none")) {
-            io.err << "towers-cli train: --augment must be default, tutorial or none, got '"
-                   << augment << "'\n";
-            return ExitUsage;
-        }
         c.augmentation = augment.toStdString();
     }
     const int processes = group ? group->size() : 1;
@@ -555,22 +549,13 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     // The precision too: the checkpoints are float32, whatever the precision they were trained in
     // (the trainer logs a change).
     if (precision) c.precision = *precision;
-    if (p.isSet(QStringLiteral("allreduce"))) {
-        c.allreduce = p.value(QStringLiteral("allreduce")).toStdString();
-        if (c.allreduce != "auto" && c.allreduce != "host") {
-            io.err << "towers-cli train: --allreduce must be auto or host, got '"
-                   << p.value(QStringLiteral("allreduce")) << "'\n";
-            return ExitUsage;
-        }
-    }
-    if (p.isSet(QStringLiteral("gpu-data"))) {
-        c.gpuData = p.value(QStringLiteral("gpu-data")).toStdString();
-        if (c.gpuData != "auto" && c.gpuData != "off") {
-            io.err << "towers-cli train: --gpu-data must be auto or off, got '"
-                   << p.value(QStringLiteral("gpu-data")) << "'\n";
-            return ExitUsage;
-        }
-    }
+    QString allreduce = QString::fromStdString(c.allreduce),
+            gpuData = QString::fromStdString(c.gpuData);
+    if (!choiceOption(p, QStringLiteral("allreduce"), {"auto", "host"}, allreduce, io) ||
+        !choiceOption(p, QStringLiteral("gpu-data"), {"auto", "off"}, gpuData, io))
+        return ExitUsage;
+    c.allreduce = allreduce.toStdString();
+    c.gpuData = gpuData.toStdString();
     if (!onOffOption(p, QStringLiteral("cuda-graphs"), c.cudaGraphs, io)) return ExitUsage;
     if (!doubleOption(p, QStringLiteral("bucket-mb"), 0, TrainConfig::kMaxBucketMb, c.bucketMb, io))
         return ExitUsage;

@@ -875,7 +875,8 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
         m_graphs = false;
         m_graphText =
             "issued op by op: capturing " +
-            (size() > 1 ? "tower " + std::to_string(t) + "'s step" : std::string("a step")) +
+            (m_globalTowers > 1 ? "tower " + std::to_string(m_firstTower + int(t)) + "'s step"
+                                : std::string("a step")) +
             " failed (" + why + ")";
         dropGraphs();
     }

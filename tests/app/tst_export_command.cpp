@@ -121,7 +121,7 @@ private slots:
         QTest::newRow("bad layout")
             << QStringList{ckpt, QStringLiteral("x"), QStringLiteral("--layout"),
                            QStringLiteral("chwn")}
-            << QStringLiteral("--layout");
+            << QStringLiteral("--layout must be nhwc or nchw, got 'chwn'");
         QTest::newRow("opset too old")
             << QStringList{ckpt, QStringLiteral("x"), QStringLiteral("--opset"),
                            QStringLiteral("7")}

@@ -163,8 +163,16 @@ private slots:
             << QStringList{"train", "--model", "vgg"} << 2 << "cifar10-tutorial";
         QTest::newRow("unknown option")
             << QStringList{"train", "--frobnicate"} << 2 << "frobnicate";
-        QTest::newRow("bad augment")
-            << QStringList{"train", "--augment", "lots"} << 2 << "--augment";
+        QTest::newRow("bad augment") << QStringList{"train", "--augment", "lots"} << 2
+                                     << "--augment must be default, tutorial or none, got 'lots'";
+        QTest::newRow("bad device") << QStringList{"train", "--device", "tpu"} << 2
+                                    << "--device must be cpu or cuda, got 'tpu'";
+        QTest::newRow("bad allreduce") << QStringList{"train", "--allreduce", "ring"} << 2
+                                       << "--allreduce must be auto or host, got 'ring'";
+        QTest::newRow("bad gpu data") << QStringList{"train", "--gpu-data", "always"} << 2
+                                      << "--gpu-data must be auto or off, got 'always'";
+        QTest::newRow("bad selftest device") << QStringList{"selftest", "--device", "tpu"} << 2
+                                             << "--device must be cpu or cuda, got 'tpu'";
         QTest::newRow("bad schedule")
             << QStringList{"train", "--lr-schedule", "zigzag"} << 2 << "zigzag";
         QTest::newRow("model does not fit")
