@@ -202,6 +202,21 @@ Tensor CudaOps::filterOhwi(const Conv2dDesc& d, const Tensor& w)
     return out;
 }
 
+Tensor CudaOps::cudnnInput(const Tensor& t)
+{
+    return bf16() ? toBf16(t) : t;
+}
+
+Tensor CudaOps::cudnnOutput(const Tensor& t)
+{
+    return bf16() ? Tensor(t.shape(), DType::BFloat16, device()) : t;
+}
+
+void CudaOps::fromCudnn(const Tensor& written, Tensor& t)
+{
+    if (bf16()) fromBf16(written, t);
+}
+
 void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
                                 const Tensor& b, Tensor& y, Activation act)
 {
@@ -210,16 +225,12 @@ void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tens
     ConvPlan& p = plan(d);
     const float one = 1, zero = 0;
     for (;;) {
-        Tensor xp = p.nchw ? toNchw(m_stream, padded(p, x), device()) : padded(p, x);
-        Tensor wf = p.nchw ? w : filterOhwi(d, w);
-        // The float32 output in the plan's layout, and what cuDNN writes (bfloat16 in bf16).
+        const Tensor xp =
+            cudnnInput(p.nchw ? toNchw(m_stream, padded(p, x), device()) : padded(p, x));
+        const Tensor wf = cudnnInput(p.nchw ? w : filterOhwi(d, w));
+        // The float32 output in the plan's layout, and what cuDNN writes.
         Tensor out32 = p.nchw ? Tensor(nchwShape(y.shape()), DType::Float32, device()) : y;
-        Tensor out = out32;
-        if (bf16()) {
-            xp = toBf16(xp);
-            wf = toBf16(wf);
-            out = Tensor(out32.shape(), DType::BFloat16, device());
-        }
+        Tensor out = cudnnOutput(out32);
         if (!p.haveForward && capturing())
             refuseDuringCapture("conv2dForward",
                                 "cuDNN has not measured this convolution yet (run it "
@@ -246,7 +257,7 @@ void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tens
         TOWERS_CUDNN(cudnnConvolutionForward(m_cudnn, &one, p.x, xp.raw(), p.w, wf.raw(), p.conv,
                                              p.forward, workspace(p.forwardWorkspace),
                                              p.forwardWorkspace, &zero, p.y, out.raw()));
-        if (bf16()) fromBf16(out, out32);
+        fromCudnn(out, out32);
         if (p.nchw) fromNchw(m_stream, out32, y);
         break;
     }
@@ -263,20 +274,14 @@ void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, cons
     const Window2d& g = d.win;
     const float one = 1, zero = 0;
     for (;;) {
-        Tensor wf = p.nchw ? w : filterOhwi(d, w);
-        Tensor dyl = p.nchw ? toNchw(m_stream, dy, device()) : dy;
-        // The gradient of the padded input, in the plan's layout, and what cuDNN writes (bfloat16
-        // in bf16).
+        const Tensor wf = cudnnInput(p.nchw ? w : filterOhwi(d, w));
+        const Tensor dyl = cudnnInput(p.nchw ? toNchw(m_stream, dy, device()) : dy);
+        // The gradient of the padded input, in the plan's layout, and what cuDNN writes.
         Tensor dxl32 = p.nchw ? Tensor({g.n, g.c, p.paddedH, p.paddedW}, DType::Float32, device())
                        : p.needsPadding()
                            ? Tensor({g.n, p.paddedH, p.paddedW, g.c}, DType::Float32, device())
                            : dx;
-        Tensor dxl = dxl32;
-        if (bf16()) {
-            wf = toBf16(wf);
-            dyl = toBf16(dyl);
-            dxl = Tensor(dxl32.shape(), DType::BFloat16, device());
-        }
+        Tensor dxl = cudnnOutput(dxl32);
         if (!p.haveBackwardData && capturing())
             refuseDuringCapture("conv2dBackwardData",
                                 "cuDNN has not measured this convolution yet (run it "
@@ -304,7 +309,7 @@ void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, cons
         TOWERS_CUDNN(cudnnConvolutionBackwardData(
             m_cudnn, &one, p.w, wf.raw(), p.y, dyl.raw(), p.conv, p.backwardData,
             workspace(p.backwardDataWorkspace), p.backwardDataWorkspace, &zero, p.x, dxl.raw()));
-        if (bf16()) fromBf16(dxl, dxl32);
+        fromCudnn(dxl, dxl32);
         Tensor dxp = dxl32; // NHWC, padded or not
         if (p.nchw) {
             dxp = p.needsPadding()
@@ -327,19 +332,15 @@ void CudaOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, co
     ConvPlan& p = plan(d);
     const float one = 1, zero = 0;
     for (;;) {
-        Tensor xp = p.nchw ? toNchw(m_stream, padded(p, x), device()) : padded(p, x);
-        Tensor dyl = p.nchw ? toNchw(m_stream, dy, device()) : dy;
-        // NCHW plans write OIHW, as stored; NHWC plans OHWI, transposed back below. What cuDNN
-        // writes: bfloat16 in bf16.
+        const Tensor xp =
+            cudnnInput(p.nchw ? toNchw(m_stream, padded(p, x), device()) : padded(p, x));
+        const Tensor dyl = cudnnInput(p.nchw ? toNchw(m_stream, dy, device()) : dy);
+        // NCHW plans write OIHW, as stored; NHWC plans OHWI, transposed back below; and what
+        // cuDNN writes.
         Tensor dwl32 =
             p.nchw ? dw
                    : Tensor({d.outChannels, d.win.kh, d.win.kw, d.win.c}, DType::Float32, device());
-        Tensor dwl = dwl32;
-        if (bf16()) {
-            xp = toBf16(xp);
-            dyl = toBf16(dyl);
-            dwl = Tensor(dwl32.shape(), DType::BFloat16, device());
-        }
+        Tensor dwl = cudnnOutput(dwl32);
         if (!p.haveBackwardFilter && capturing())
             refuseDuringCapture("conv2dBackwardWeights",
                                 "cuDNN has not measured this convolution yet (run it "
@@ -368,7 +369,7 @@ void CudaOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, co
             cudnnConvolutionBackwardFilter(m_cudnn, &one, p.x, xp.raw(), p.y, dyl.raw(), p.conv,
                                            p.backwardFilter, workspace(p.backwardFilterWorkspace),
                                            p.backwardFilterWorkspace, &zero, p.w, dwl.raw()));
-        if (bf16()) fromBf16(dwl, dwl32);
+        fromCudnn(dwl, dwl32);
         if (!p.nchw)
             ohwiToOihw(m_stream, floats(dwl32), floats(dw), d.outChannels, d.win.c, d.win.kh,
                        d.win.kw);

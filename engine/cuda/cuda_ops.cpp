@@ -129,11 +129,11 @@ CudaOps::CudaOps(int index, const GpuOpsOptions& options)
         int major = 0, minor = 0;
         TOWERS_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, m_device));
         TOWERS_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, m_device));
-        if (bf16() && major < 8) // TrainConfig::precisionUnavailable says it in the same words
-            throw Unsupported("--precision bf16 needs a GPU of compute capability 8.0 or later "
-                              "(Ampere, Ada, Hopper, Blackwell); cuda:" +
-                              std::to_string(m_device) + " is " + std::to_string(major) + "." +
-                              std::to_string(minor));
+        if (bf16())
+            if (const std::string no =
+                    bf16UnavailableOn("cuda:" + std::to_string(m_device), major, minor);
+                !no.empty())
+                throw Unsupported(no);
         m_cublasWorkspace =
             Tensor({std::int64_t(cublasWorkspaceBytes(major))}, DType::UInt8, device());
         TOWERS_CUDNN(cudnnCreate(&m_cudnn));

@@ -138,6 +138,12 @@ private:
     Tensor padded(const ConvPlan& p, const Tensor& x);
     // OIHW weights in cuDNN's OHWI filter layout.
     Tensor filterOhwi(const Conv2dDesc& d, const Tensor& w);
+    // What cuDNN reads of float32 `t`: t itself, or in bf16 its bfloat16 copy. Where cuDNN
+    // writes a result bound for float32 `t`: t itself, or in bf16 a bfloat16 tensor of its shape,
+    // which fromCudnn() then makes float32 in `t`.
+    Tensor cudnnInput(const Tensor& t);
+    Tensor cudnnOutput(const Tensor& t);
+    void fromCudnn(const Tensor& written, Tensor& t);
     bool bf16() const { return m_options.precision == Precision::BFloat16; }
     // A bfloat16 copy of float32 `t` (nearest even), a temporary of the op; and the float32 of a
     // bfloat16 result into `out` (of its shape).

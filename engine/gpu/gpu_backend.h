@@ -43,6 +43,17 @@ struct GpuOpsOptions
     Precision precision = Precision::Float32;
 };
 
+// "" when a GPU of compute capability major.minor runs --precision bf16 (8.0 and later), else
+// why not, naming the GPU (`gpu`: "cuda:1", "GPU 0, Tesla T4"): the words of the plugin's refusal
+// and of TrainConfig::precisionUnavailable alike.
+inline std::string bf16UnavailableOn(const std::string& gpu, int major, int minor)
+{
+    if (major >= 8) return {};
+    return "--precision bf16 needs a GPU of compute capability 8.0 or later (Ampere, Ada, Hopper, "
+           "Blackwell); " +
+           gpu + " is " + std::to_string(major) + "." + std::to_string(minor);
+}
+
 class GpuBackend
 {
 public:

@@ -81,7 +81,7 @@ std::string BucketPlan::describe() const
 }
 
 TowerBuckets::TowerBuckets(const BucketPlan& plan, Communicator& comm, int rank,
-                           const std::vector<Parameter*>& params, bool staged, Ops* ops)
+                           const std::vector<Parameter*>& params, bool staged, Ops& ops)
     : m_plan(plan), m_comm(comm), m_rank(rank), m_params(params), m_staged(staged), m_ops(ops)
 {
     if (plan.bucketOf.size() != params.size())
@@ -119,10 +119,7 @@ void TowerBuckets::launch(std::size_t bucket)
     auto& where = m_where[bucket];
     where.clear();
     for (std::size_t i : m_plan.buckets[bucket]) where.push_back(averagedTensor(*m_params[i]));
-    if (m_ops)
-        m_ops->outsideCapture([this, bucket] { start(bucket); });
-    else
-        start(bucket);
+    m_ops.outsideCapture([this, bucket] { start(bucket); });
 }
 
 void TowerBuckets::start(std::size_t bucket)
@@ -148,10 +145,7 @@ const std::vector<Tensor>& TowerBuckets::finish()
     while (m_next < m_plan.buckets.size()) launch(m_next++);
     m_all.clear();
     for (const auto& where : m_where) m_all.insert(m_all.end(), where.begin(), where.end());
-    if (m_ops)
-        m_ops->outsideCapture([this] { completeAll(); });
-    else
-        completeAll();
+    m_ops.outsideCapture([this] { completeAll(); });
     return m_all;
 }
 

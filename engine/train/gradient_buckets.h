@@ -44,10 +44,10 @@ class TowerBuckets
 public:
     // rank's replica `params` (parameters(), the plan's order); staged: the tensors live on a GPU
     // and the communicator takes host tensors, so each bucket goes through host copies. `ops`:
-    // the tower's, through whose outsideCapture() the communicator's calls go (so that a captured
-    // step launches them between its captured parts); null: they run when made.
+    // the tower's, through whose outsideCapture() the communicator's calls go (run when made, or,
+    // in a captured step, launched between its captured parts).
     TowerBuckets(const BucketPlan& plan, Communicator& comm, int rank,
-                 const std::vector<Parameter*>& params, bool staged, Ops* ops = nullptr);
+                 const std::vector<Parameter*>& params, bool staged, Ops& ops);
 
     // A new step: nothing started, no time spent in the communicator.
     void begin();
@@ -72,7 +72,7 @@ private:
     const int m_rank;
     const std::vector<Parameter*>& m_params;
     const bool m_staged;
-    Ops* const m_ops;
+    Ops& m_ops;
     std::unordered_map<const Parameter*, std::size_t> m_index;
     std::vector<int> m_pending;               // per bucket: tensors not yet ready
     std::vector<std::uint64_t> m_tickets;     // per bucket started

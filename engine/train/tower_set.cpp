@@ -332,7 +332,7 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
             Tower& tw = *m_towers[std::size_t(t)];
             tw.buckets = std::make_unique<TowerBuckets>(
                 m_buckets, *m_comm, t, tw.model->parameters(),
-                !m_deviceCollectives && !tw.device.isHost(), tw.ops.get());
+                !m_deviceCollectives && !tw.device.isHost(), *tw.ops);
         }
     }
     if (m_opt.emaDecay > 0) {

@@ -157,19 +157,22 @@ std::string TrainConfig::precisionUnavailable(const std::string& backend, Precis
 {
     if (precision == Precision::Float32) return {};
     if (backend == "cuda") {
-        // From what the GPUs are, without making a context on one: bfloat16 runs on compute
-        // capability 8.0 and later (the ops refuse on an older GPU with the same words).
+        // From what the GPUs are, without making a context on one: "" when one of them runs
+        // bfloat16, else why GPU 0 does not.
         std::string why;
         GpuBackend* gpu = cudaBackend(&why);
         if (!gpu) return "--precision bf16 on GPUs: " + why;
         if (gpu->deviceCount() == 0) return "--precision bf16 on GPUs: " + gpu->unavailableReason();
-        for (int g = 0; g < gpu->deviceCount(); ++g)
-            if (gpu->deviceInfo(g).computeMajor >= 8) return {};
-        const GpuDeviceInfo first = gpu->deviceInfo(0);
-        return "--precision bf16 needs a GPU of compute capability 8.0 or later (Ampere, Ada, "
-               "Hopper, Blackwell); GPU 0, " +
-               first.name + ", is " + std::to_string(first.computeMajor) + "." +
-               std::to_string(first.computeMinor);
+        std::string first;
+        for (int g = 0; g < gpu->deviceCount(); ++g) {
+            const GpuDeviceInfo info = gpu->deviceInfo(g);
+            const std::string no =
+                bf16UnavailableOn("GPU " + std::to_string(g) + ", " + info.name + ",",
+                                  info.computeMajor, info.computeMinor);
+            if (no.empty()) return {};
+            if (g == 0) first = no;
+        }
+        return first;
     }
     try {
         makeBackendOps(backend, BackendOptions{0, false, precision}); // refuses with the reason
