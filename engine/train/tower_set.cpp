@@ -781,9 +781,13 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
             resetFlag();
             sl.startedMs = 0;
             sl.computeMark = ops.mark();
+            // A replay runs the buckets' collectives, timed from here.
             if (tw.buckets) tw.buckets->begin();
             const std::string shapes = images.describe() + " " + labels.describe();
             const bool captured = issueCaptured(tw, sl, shapes, [&](bool marks) {
+                // Every issue of the step counts its buckets from none ready: a capture that
+                // failed after some (and started none of them) is issued again op by op.
+                if (tw.buckets) tw.buckets->begin();
                 tw.model->forward(ctx, images);
                 tw.model->computeLoss(ctx, labels);
                 if (tw.buckets) {

@@ -195,29 +195,41 @@ Preprocessing heldRecipe()
 class WaitingLayer final : public Layer
 {
 public:
-    WaitingLayer(std::string name, int on) : Layer(std::move(name)), m_on(on) {}
+    // Waits in its forward, or with `inBackward` in its backward: after every later layer's
+    // backward, so after every gradient bucket of the network behind it has been started.
+    WaitingLayer(std::string name, int on, bool inBackward)
+        : Layer(std::move(name)), m_on(on), m_inBackward(inBackward)
+    {
+    }
     std::string kind() const override { return "waiting"; }
     std::string describe() const override { return "identity that waits for the device"; }
     Shape outputShape(const Shape& input) const override { return input; }
     void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override
     {
         ctx.ops.copy(x, y);
-        if (m_on < 0 || ctx.ops.device().index == m_on) ctx.ops.synchronize();
+        if (!m_inBackward) wait(ctx);
     }
     void backward(ExecContext& ctx, const Tensor&, const Tensor&, const Tensor& dy,
                   Tensor* dx) override
     {
         if (dx) ctx.ops.copy(dy, *dx);
+        if (m_inBackward) wait(ctx);
     }
 
 private:
+    void wait(ExecContext& ctx)
+    {
+        if (m_on < 0 || ctx.ops.device().index == m_on) ctx.ops.synchronize();
+    }
     int m_on;
+    bool m_inBackward;
 };
 
-std::unique_ptr<Model> waitingModel(int on)
+std::unique_ptr<Model> waitingModel(int on, bool inBackward)
 {
     auto net = std::make_unique<Sequential>();
-    net->add(std::make_unique<WaitingLayer>("wait", on));
+    // The first layer: its backward comes last.
+    net->add(std::make_unique<WaitingLayer>("wait", on, inBackward));
     net->add(withoutBuffersNet());
     return std::make_unique<Model>("waiting", Shape{28, 28, 1}, 10, std::move(net));
 }
@@ -550,26 +562,38 @@ private slots:
     // A step that cannot be captured (a layer waits for the device in it) is issued op by op,
     // as is every step after it, with one line saying why; the run is the same. With two towers
     // where only tower 1's capture fails, tower 0 replays its capture in that step while tower 1
-    // goes op by op (the collectives match), and both go op by op from the next.
+    // goes op by op (the collectives match), and both go op by op from the next. A capture that
+    // fails at the end of backward has counted every gradient bucket as started (and started
+    // none): the step op by op starts them all again, each once.
     void aFailedCaptureFallsBackToStepsOpByOp_data()
     {
         QTest::addColumn<int>("towers");
         QTest::addColumn<int>("waitsOn");
+        QTest::addColumn<bool>("inBackward");
+        QTest::addColumn<double>("bucketMb");
         QTest::addColumn<QString>("why");
-        QTest::addRow("a lone tower") << 1 << -1 << "issued op by op: capturing a step failed";
+        QTest::addRow("a lone tower")
+            << 1 << -1 << false << 25.0 << "issued op by op: capturing a step failed";
         QTest::addRow("2 towers, tower 1 waits")
-            << 2 << 1 << "issued op by op: capturing tower 1's step failed";
+            << 2 << 1 << false << 25.0 << "issued op by op: capturing tower 1's step failed";
+        QTest::addRow("2 towers, tower 1 waits after backward, a bucket per tensor")
+            << 2 << 1 << true << 1e-6 << "issued op by op: capturing tower 1's step failed";
+        QTest::addRow("2 towers, both wait after backward, one bucket")
+            << 2 << -1 << true << 25.0 << "issued op by op: capturing tower 0's step failed";
     }
     void aFailedCaptureFallsBackToStepsOpByOp()
     {
         QFETCH(int, towers);
         QFETCH(int, waitsOn);
+        QFETCH(bool, inBackward);
+        QFETCH(double, bucketMb);
         QFETCH(QString, why);
         FakeDeviceScope scope;
         {
             TowerSetOptions plain = options(towers, true, 0.9, towers > 1), graphed = plain;
             for (TowerSetOptions* o : {&plain, &graphed}) {
-                o->build = [waitsOn] { return waitingModel(waitsOn); };
+                o->bucketMb = o->firstBucketMb = bucketMb;
+                o->build = [waitsOn, inBackward] { return waitingModel(waitsOn, inBackward); };
                 o->makeOps = [](int t) { return makeFakeDeviceOps("reference", t, true); };
             }
             plain.graphs = false;
@@ -583,8 +607,9 @@ private slots:
             std::vector<TowerStepResult> a, b;
             drive(one, 0, 6, batch, true, a);
             drive(two, 0, 6, batch, true, b);
-            // Tower 0 of two captured its third step (its first slot's second) and replayed it.
-            QCOMPARE(two.replayedSteps(), std::int64_t(towers - 1));
+            // Tower 0 of two captured its third step (its first slot's second) and replayed it,
+            // unless it waits too.
+            QCOMPARE(two.replayedSteps(), std::int64_t(waitsOn == 1 ? 1 : 0));
             const QString said = QString::fromStdString(two.graphDescription());
             QVERIFY2(said.startsWith(why + " (synchronize during a capture"), qPrintable(said));
             for (std::size_t i = 0; i < a.size(); ++i) QCOMPARE(b[i].loss, a[i].loss);
