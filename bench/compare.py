@@ -11,7 +11,9 @@
 
 For each model runs `towers-cli bench ... --json`, then bench/torch_bench.py with the same
 settings (one after the other, never concurrently), and prints a table; --json prints the rows.
-On a GPU (--device cuda) both run on GPU 0, float32 without TF32 unless --tf32.
+On a GPU (--device cuda) both run on GPU 0, float32 without TF32 unless --tf32, each with the
+convolution algorithms its cuDNN measures fastest (Towers' --cudnn-benchmark on, PyTorch's
+torch.backends.cudnn.benchmark).
 
 --precision fp32 (the default) runs both sides in float32. --precision bf16 runs both in mixed
 precision: Towers with `--precision bf16` (convolutions and matrix products in bfloat16 with
@@ -114,7 +116,8 @@ def compare(args, model, variant=""):
               str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup)]
     gpu = args.device == "cuda"
     # fp32 is towers-cli's default: left unsaid, so that builds without --precision still run.
-    towers_extra = ((["--backend", "cuda"] if gpu else []) + (["--tf32"] if args.tf32 else []) +
+    towers_extra = ((["--backend", "cuda", "--cudnn-benchmark", "on"] if gpu else []) +
+                    (["--tf32"] if args.tf32 else []) +
                     (["--precision", args.precision] if args.precision != "fp32" else []))
     env = isa_environment(args.isa)
     towers, terr = run_json([args.towers_cli, "bench"] + common + towers_extra + ["--json"],

@@ -21,8 +21,9 @@ If a side fails (a bf16 run under --isa avx2, say), the script says which and ex
 
 --device cuda races both on one GPU: Towers with `--device cuda` (1 tower unless --towers says
 more), PyTorch with torch_train.py --device cuda (--torch-channels-last: NHWC, as Towers stores
-activations; --tf32 lets both use TF32), the same recipe at the same global batch; --threads is
-then the host threads of each side. The table names the GPU of each side. --isa is for the CPU
+activations; --tf32 lets both use TF32; both measure their convolution algorithms: Towers'
+--cudnn-benchmark on, torch.backends.cudnn.benchmark), the same recipe at the same global batch;
+--threads is then the host threads of each side. The table names the GPU of each side. --isa is for the CPU
 and is refused with --device cuda. The PyTorch side runs under --python (default
 /usr/bin/python3, as in bench/compare.py; Debian's PyTorch there sees no GPU: name a CUDA
 build's); when it sees no GPU, the script says so before Towers starts.
@@ -95,7 +96,8 @@ def run_towers(cli, model, towers, epochs, data_dir, threads, extra, isa="native
     # fp32 is towers-cli's default: left unsaid, so that builds without --precision still run.
     cmd += (["--precision", precision] if precision != "fp32" else [])
     # cpu is too: left unsaid, so that the CPU command line is what it was.
-    cmd += (["--device", device] if device != "cpu" else []) + (["--tf32"] if tf32 else []) + extra
+    cmd += (["--device", device, "--cudnn-benchmark", "on"] if device != "cpu" else [])
+    cmd += (["--tf32"] if tf32 else []) + extra
     if data_dir:
         cmd += ["--data-dir", data_dir]
     env = isa_environment(isa, dict(os.environ, OMP_NUM_THREADS=str(threads)))

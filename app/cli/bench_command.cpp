@@ -36,6 +36,11 @@ int runBench(const QStringList& args, CommandIo& io)
          QStringLiteral("cuda: on (also time the step replayed from one capture, a CUDA\n"
                         "graph, as training replays a GPU tower's) or off (default on)."),
          QStringLiteral("on|off"), QStringLiteral("on")},
+        {QStringLiteral("cudnn-benchmark"),
+         QStringLiteral("cuda: on (each convolution's algorithm the fastest that cuDNN "
+                        "measures, as torch.backends.cudnn.benchmark) or off (the first of "
+                        "cuDNN's heuristics, as training by default) (default off)."),
+         QStringLiteral("on|off"), QStringLiteral("off")},
         {QStringLiteral("precision"),
          QStringLiteral("fp32 or bf16 (convolutions and matrix products in bfloat16 with "
                         "float32 accumulation; onednn on a CPU with AVX512_BF16 or AMX, cuda on a "
@@ -54,7 +59,9 @@ int runBench(const QStringList& args, CommandIo& io)
     o.backend = p.value(QStringLiteral("backend")).toStdString();
     o.allowTf32 = p.isSet(QStringLiteral("tf32"));
     o.perLayer = p.isSet(QStringLiteral("per-layer"));
-    if (!onOffOption(p, QStringLiteral("cuda-graphs"), o.graphs, io)) return ExitUsage;
+    if (!onOffOption(p, QStringLiteral("cuda-graphs"), o.graphs, io) ||
+        !onOffOption(p, QStringLiteral("cudnn-benchmark"), o.cudnnBenchmark, io))
+        return ExitUsage;
     try {
         o.precision = engine::parsePrecision(p.value(QStringLiteral("precision")).toStdString());
     } catch (const engine::InvalidArgument& e) {

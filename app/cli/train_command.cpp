@@ -268,6 +268,13 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                         "replay them) or off (issue every op each step) (default on; a resumed "
                         "run keeps its own unless given; the results are the same)."),
          QStringLiteral("on|off")},
+        {QStringLiteral("cudnn-benchmark"),
+         QStringLiteral("cuda: on (each convolution's algorithm the fastest that cuDNN measures, "
+                        "as torch.backends.cudnn.benchmark: timing noise may make another process "
+                        "choose another, so a run may not repeat bitwise) or off (the first of "
+                        "cuDNN's heuristics, the same in every process) (default off; a resumed "
+                        "run keeps its own unless given)."),
+         QStringLiteral("on|off")},
         {QStringLiteral("bucket-mb"),
          QStringLiteral("MiB of gradients averaged together while backward runs; 0 averages\n"
                         "everything after backward (default 25; the results are the same)."),
@@ -556,11 +563,17 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         return ExitUsage;
     c.allreduce = allreduce.toStdString();
     c.gpuData = gpuData.toStdString();
-    if (!onOffOption(p, QStringLiteral("cuda-graphs"), c.cudaGraphs, io)) return ExitUsage;
+    if (!onOffOption(p, QStringLiteral("cuda-graphs"), c.cudaGraphs, io) ||
+        !onOffOption(p, QStringLiteral("cudnn-benchmark"), c.cudnnBenchmark, io))
+        return ExitUsage;
     if (!doubleOption(p, QStringLiteral("bucket-mb"), 0, TrainConfig::kMaxBucketMb, c.bucketMb, io))
         return ExitUsage;
     if (c.backend != "cuda" && c.allowTf32) {
         io.err << "towers-cli train: --tf32 is for --device cuda\n";
+        return ExitUsage;
+    }
+    if (c.backend != "cuda" && c.cudnnBenchmark && p.isSet(QStringLiteral("cudnn-benchmark"))) {
+        io.err << "towers-cli train: --cudnn-benchmark is for --device cuda\n";
         return ExitUsage;
     }
     if (c.backend == "cuda" && !gpuBackendAvailable()) {

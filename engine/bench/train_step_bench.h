@@ -18,11 +18,12 @@ struct TrainStepBenchOptions
 {
     std::string model = "cifar10-tutorial";
     int batchSize = 128;
-    int threads = 0;                          // 0 = every core
-    int steps = 20;                           // timed steps
-    int warmup = 3;                           // untimed steps first (primitive creation, caches)
-    std::string backend = "onednn";           // "onednn", "reference" or "cuda" (GPU 0)
-    bool allowTf32 = false;                   // "cuda": TF32 tensor cores for float32
+    int threads = 0;                // 0 = every core
+    int steps = 20;                 // timed steps
+    int warmup = 3;                 // untimed steps first (primitive creation, caches)
+    std::string backend = "onednn"; // "onednn", "reference" or "cuda" (GPU 0)
+    bool allowTf32 = false;         // "cuda": TF32 tensor cores for float32
+    bool cudnnBenchmark = false;    // "cuda": convolution algorithms measured (--cudnn-benchmark)
     Precision precision = Precision::Float32; // bf16: convolutions and matrix products
     double learningRate = 0.01;
     std::uint64_t seed = 1;

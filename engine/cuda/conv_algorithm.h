@@ -1,16 +1,22 @@
 #pragma once
-// How the CUDA backend picks a convolution algorithm from cuDNN's measurements
-// (cudnnFind...AlgorithmEx), as plain C++ over cuDNN's numbers, so that tests check the rules
-// without a GPU (tst_cuda_host_logic); cuda_conv.cpp applies them.
+// How the CUDA backend picks a convolution algorithm from cuDNN's ranking of them, as plain C++
+// over cuDNN's numbers, so that tests check the rules without a GPU (tst_cuda_host_logic);
+// cuda_conv.cpp applies them. The ranking is cuDNN's heuristics (cudnnGet...Algorithm_v7: nothing
+// runs, so every process on the same GPU and libraries chooses the same algorithms and a run
+// repeats bitwise, as PyTorch's default), or with --cudnn-benchmark its measurement
+// (cudnnFind...AlgorithmEx: the fastest, which timing noise may change from process to process,
+// as torch.backends.cudnn.benchmark).
 //
-//  * The fastest algorithm that ran, within the workspace limit, deterministic unless the user
-//    allowed others (as PyTorch with torch.backends.cudnn.deterministic), and in exact float32
-//    arithmetic (CUDNN_FMA_MATH) unless TF32 was allowed. Its math type goes on the convolution
-//    descriptor with it: cuDNN needs both to run the algorithm it measured.
+//  * The first algorithm in the ranking that cuDNN can run, within the workspace limit,
+//    deterministic unless the user allowed others (as PyTorch with
+//    torch.backends.cudnn.deterministic), and in exact float32 arithmetic (CUDNN_FMA_MATH) unless
+//    TF32 was allowed. Its math type goes on the convolution descriptor with it: cuDNN needs both
+//    to run the algorithm it ranked.
 //  * Nothing usable because cuDNN does not support the case (statuses of the NOT_SUPPORTED family,
-//    the 3000s of cuDNN 9, or every algorithm excluded by the rules above): NotSupported, and an
-//    NHWC plan falls back to NCHW. Any other status (an execution failure, out of memory) is
-//    Failed: an error naming the status, never a silent fallback.
+//    the 3000s of cuDNN 9, but those that say the installation cannot run cuDNN at all, or every
+//    algorithm excluded by the rules above): NotSupported, and an NHWC plan falls back to NCHW.
+//    Any other status (an execution failure, out of memory, a driver or library cuDNN cannot
+//    use) is Failed: an error naming the status, never a silent fallback.
 #include <cstddef>
 #include <span>
 #include <string>
@@ -21,15 +27,27 @@ namespace towers::engine::cuda {
 // cuda_conv.cpp checks these against the header.
 constexpr int kCudnnSuccess = 0;
 constexpr int kCudnnNotSupported = 3000;
+// NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER ... NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE: not the case
+// but the installation (driver, runtime, architecture, a library missing), which no other layout
+// mends.
+constexpr int kCudnnIncompatibleDriver = 3005;
+constexpr int kCudnnSublibraryUnavailable = 3009;
+// INTERNAL_ERROR_HOST_ALLOCATION_FAILED (the old ALLOC_FAILED): what a measured algorithm reports
+// when the workspace it was given is too small for it.
+constexpr int kCudnnWorkspaceTooSmall = 4003;
+constexpr bool isInstallationStatus(int status)
+{
+    return status >= kCudnnIncompatibleDriver && status <= kCudnnSublibraryUnavailable;
+}
 constexpr bool isNotSupportedStatus(int status)
 {
-    return status / 1000 * 1000 == kCudnnNotSupported;
+    return status / 1000 * 1000 == kCudnnNotSupported && !isInstallationStatus(status);
 }
 
-// One entry of a cudnnFind...AlgorithmEx result, in the rules' terms.
+// One entry of cuDNN's ranking, in the rules' terms.
 struct MeasuredAlgorithm
 {
-    int status = kCudnnSuccess; // of this algorithm's trial run
+    int status = kCudnnSuccess; // of this algorithm's trial run, or of asking its workspace size
     std::size_t memory = 0;     // workspace bytes
     bool deterministic = true;  // determinism == CUDNN_DETERMINISTIC
     bool exactFloat = true;     // mathType == CUDNN_FMA_MATH (no TF32 tensor cores)
@@ -57,19 +75,22 @@ struct AlgorithmVerdict
     std::string why; // otherwise: what cuDNN offered and why none was taken
 };
 
-// `findStatus`: what cudnnFind...AlgorithmEx returned; `results`: its entries, fastest first.
+// `findStatus`: what cudnnFind...AlgorithmEx or cudnnGet...Algorithm_v7 returned; `results`: its
+// entries, best first.
 inline AlgorithmVerdict chooseAlgorithm(int findStatus, std::span<const MeasuredAlgorithm> results,
                                         const AlgorithmRules& rules)
 {
     if (findStatus != kCudnnSuccess)
         return {isNotSupportedStatus(findStatus) ? AlgorithmChoice::NotSupported
                                                  : AlgorithmChoice::Failed,
-                -1, findStatus, "the measurement itself failed"};
+                -1, findStatus, "cuDNN's ranking itself failed"};
     int unsupported = 0, failed = 0, tooLarge = 0, nondeterministic = 0, tf32 = 0;
     int firstFailure = kCudnnSuccess;
     for (std::size_t i = 0; i < results.size(); ++i) {
         const MeasuredAlgorithm& r = results[i];
-        if (r.status != kCudnnSuccess) {
+        if (r.status == kCudnnWorkspaceTooSmall) {
+            ++tooLarge; // it ran out of the workspace it was measured with
+        } else if (r.status != kCudnnSuccess) {
             if (isNotSupportedStatus(r.status)) {
                 ++unsupported;
             } else {

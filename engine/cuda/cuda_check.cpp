@@ -23,8 +23,15 @@ void throwCuda(cudaError_t status, const char* call, const char* file, int line)
 
 void throwCudnn(cudnnStatus_t status, const char* call, const char* file, int line)
 {
-    throw BackendError(std::string("cuDNN error: ") + cudnnGetErrorString(status) + " in " +
-                       where(call, file, line));
+    std::string text = std::string("cuDNN error: ") + cudnnGetErrorString(status) + " in " +
+                       where(call, file, line);
+    // cuDNN 9 keeps the reason of the thread's last error, in its own words.
+    char reason[512] = {};
+    cudnnGetLastErrorString(reason, sizeof reason);
+    if (reason[0]) text += ": " + std::string(reason);
+    if (status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
+        throw DeviceOutOfMemory(text);
+    throw BackendError(text);
 }
 
 void throwCublas(cublasStatus_t status, const char* call, const char* file, int line)

@@ -1,6 +1,7 @@
 // Convolution on cuDNN: forward, backward data and backward filter, NHWC with OHWI filters (NCHW
-// where cuDNN does not support NHWC), each algorithm chosen once per shape from cuDNN's
-// measurement (cudnnFind...AlgorithmEx) by conv_algorithm.h's rules and kept, with its math type.
+// where cuDNN does not support NHWC), each algorithm chosen once per shape from cuDNN's ranking
+// (its heuristics, or with --cudnn-benchmark its measurement) by conv_algorithm.h's rules and
+// kept, with its math type.
 // In bf16 (GpuOpsOptions::precision), cuDNN reads bfloat16 copies of what it reads (made after the
 // layout's transposes and pads, which stay float32) and writes bfloat16, made float32 at once:
 // the convolution computes in float32 between the two roundings.
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engine/cuda/conv_algorithm.h"
 #include "engine/cuda/conv_plan.h"
@@ -28,6 +30,10 @@ static_assert(int(CUDNN_STATUS_SUCCESS) == kCudnnSuccess);
 static_assert(int(CUDNN_STATUS_NOT_SUPPORTED) == kCudnnNotSupported);
 static_assert(CUDNN_STATUS_CATEGORY(int(CUDNN_STATUS_NOT_SUPPORTED_LAYOUT)) == kCudnnNotSupported);
 static_assert(!isNotSupportedStatus(int(CUDNN_STATUS_EXECUTION_FAILED)));
+static_assert(int(CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER) == kCudnnIncompatibleDriver);
+static_assert(int(CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE) ==
+              kCudnnSublibraryUnavailable);
+static_assert(int(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED) == kCudnnWorkspaceTooSmall);
 
 AlgorithmRules rulesFor(const GpuOpsOptions& o)
 {
@@ -36,32 +42,57 @@ AlgorithmRules rulesFor(const GpuOpsOptions& o)
             o.allowTf32 || o.precision == Precision::BFloat16};
 }
 
-// cuDNN's measurement of one pass of a plan, and the algorithm chosen from it (conv_algorithm.h).
-template <class Perf> struct Measured
+// One pass of a plan ranked by cuDNN, and the algorithm chosen from the ranking
+// (conv_algorithm.h).
+template <class Perf> struct Ranked
 {
     AlgorithmVerdict verdict;
     Perf best{};
 };
 
-template <class Perf, int Count, class Find>
-Measured<Perf> measure(Find find, const AlgorithmRules& rules)
+// `rank(n, &count, results)` asks cuDNN for its ranking of at most n algorithms: its measurement
+// (`measured`: cudnnFind...AlgorithmEx, which reports each one's workspace) or its heuristics
+// (cudnnGet..._v7; `workspaceOf(algo, &bytes)` then asks each one's workspace of cuDNN, under the
+// entry's math type). Leaves the descriptor's math type unspecified: each pass sets its own.
+template <class Perf, class Rank, class WorkspaceOf>
+Ranked<Perf> rankAndChoose(ConvPlan& p, int maxCount, bool measured, Rank rank,
+                           WorkspaceOf workspaceOf, const AlgorithmRules& rules)
 {
-    Perf results[Count];
+    p.setMath(p.measureMath);
+    std::vector<Perf> results(std::size_t(std::max(maxCount, 1)));
     int count = 0;
-    const cudnnStatus_t status = find(Count, &count, results);
-    MeasuredAlgorithm entries[Count];
-    const int usable = status == CUDNN_STATUS_SUCCESS ? std::clamp(count, 0, Count) : 0;
-    for (int i = 0; i < usable; ++i)
-        entries[i] = {int(results[i].status), results[i].memory,
-                      results[i].determinism == CUDNN_DETERMINISTIC,
-                      results[i].mathType == CUDNN_FMA_MATH};
-    Measured<Perf> m{chooseAlgorithm(int(status), std::span(entries, std::size_t(usable)), rules)};
-    if (m.verdict.choice == AlgorithmChoice::Chosen) m.best = results[m.verdict.index];
+    const cudnnStatus_t status = rank(int(results.size()), &count, results.data());
+    const int usable =
+        status == CUDNN_STATUS_SUCCESS ? std::clamp(count, 0, int(results.size())) : 0;
+    std::vector<MeasuredAlgorithm> entries(static_cast<std::size_t>(usable));
+    for (int i = 0; i < usable; ++i) {
+        Perf& r = results[std::size_t(i)];
+        // Under FMA math cuDNN runs FMA kernels only, whatever math type it reports for them:
+        // they run under FMA again.
+        if (p.measureMath == CUDNN_FMA_MATH) r.mathType = CUDNN_FMA_MATH;
+        if (!measured && r.status == CUDNN_STATUS_SUCCESS) {
+            p.setMath(r.mathType);
+            std::size_t bytes = 0;
+            r.status = workspaceOf(r.algo, &bytes);
+            if (r.status == CUDNN_STATUS_SUCCESS) r.memory = bytes;
+        }
+        entries[std::size_t(i)] = {int(r.status), r.memory, r.determinism == CUDNN_DETERMINISTIC,
+                                   r.mathType == CUDNN_FMA_MATH};
+    }
+    Ranked<Perf> m{chooseAlgorithm(int(status), entries, rules)};
+    if (m.verdict.choice == AlgorithmChoice::Chosen) m.best = results[std::size_t(m.verdict.index)];
     return m;
 }
 
-// After a measurement chose nothing: an NHWC plan turns NCHW when cuDNN does not support the case
-// there (the caller measures again); anything else is an error that says what and where.
+int algorithmCount(cudnnStatus_t (*maxCount)(cudnnHandle_t, int*), cudnnHandle_t h)
+{
+    int n = 0;
+    TOWERS_CUDNN(maxCount(h, &n));
+    return n;
+}
+
+// After a ranking gave nothing usable: an NHWC plan turns NCHW when cuDNN does not support the
+// case there (the caller ranks again); anything else is an error that says what and where.
 void fallBackOrThrow(ConvPlan& p, const AlgorithmVerdict& v, const char* pass)
 {
     if (v.choice == AlgorithmChoice::NotSupported && !p.nchw) {
@@ -78,6 +109,8 @@ void fallBackOrThrow(ConvPlan& p, const AlgorithmVerdict& v, const char* pass)
             throw DeviceOutOfMemory(what);
         throw BackendError(what);
     }
+    if (v.status != kCudnnSuccess) // the ranking itself was refused
+        what += cudnnGetErrorString(static_cast<cudnnStatus_t>(v.status)) + std::string(": ");
     throw BackendError(what + v.why + (p.nchw ? " (nor in NHWC)" : ""));
 }
 } // namespace
@@ -233,15 +266,23 @@ void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tens
         Tensor out = cudnnOutput(out32);
         if (!p.haveForward && capturing())
             refuseDuringCapture("conv2dForward",
-                                "cuDNN has not measured this convolution yet (run it "
+                                "cuDNN has not chosen this convolution's algorithm yet (run it "
                                 "once before capturing)");
         if (!p.haveForward) {
-            p.setMath(p.measureMath);
-            const auto m = measure<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+            const bool measured = m_options.measureAlgorithms;
+            const auto m = rankAndChoose<cudnnConvolutionFwdAlgoPerf_t>(
+                p, algorithmCount(cudnnGetConvolutionForwardAlgorithmMaxCount, m_cudnn), measured,
                 [&](int n, int* count, cudnnConvolutionFwdAlgoPerf_t* results) {
+                    if (!measured)
+                        return cudnnGetConvolutionForwardAlgorithm_v7(m_cudnn, p.x, p.w, p.conv,
+                                                                      p.y, n, count, results);
                     return cudnnFindConvolutionForwardAlgorithmEx(
                         m_cudnn, p.x, xp.raw(), p.w, wf.raw(), p.conv, p.y, out.raw(), n, count,
                         results, workspace(kWorkspaceLimit), kWorkspaceLimit);
+                },
+                [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
+                    return cudnnGetConvolutionForwardWorkspaceSize(m_cudnn, p.x, p.w, p.conv, p.y,
+                                                                   algo, bytes);
                 },
                 rulesFor(m_options));
             if (m.verdict.choice != AlgorithmChoice::Chosen) {
@@ -284,18 +325,26 @@ void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, cons
         Tensor dxl = cudnnOutput(dxl32);
         if (!p.haveBackwardData && capturing())
             refuseDuringCapture("conv2dBackwardData",
-                                "cuDNN has not measured this convolution yet (run it "
+                                "cuDNN has not chosen this convolution's algorithm yet (run it "
                                 "once before capturing)");
         if (!p.haveBackwardData) {
-            p.setMath(p.measureMath);
-            const auto m =
-                measure<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
-                    [&](int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* results) {
-                        return cudnnFindConvolutionBackwardDataAlgorithmEx(
-                            m_cudnn, p.w, wf.raw(), p.y, dyl.raw(), p.conv, p.x, dxl.raw(), n,
-                            count, results, workspace(kWorkspaceLimit), kWorkspaceLimit);
-                    },
-                    rulesFor(m_options));
+            const bool measured = m_options.measureAlgorithms;
+            const auto m = rankAndChoose<cudnnConvolutionBwdDataAlgoPerf_t>(
+                p, algorithmCount(cudnnGetConvolutionBackwardDataAlgorithmMaxCount, m_cudnn),
+                measured,
+                [&](int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* results) {
+                    if (!measured)
+                        return cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                            m_cudnn, p.w, p.y, p.conv, p.x, n, count, results);
+                    return cudnnFindConvolutionBackwardDataAlgorithmEx(
+                        m_cudnn, p.w, wf.raw(), p.y, dyl.raw(), p.conv, p.x, dxl.raw(), n, count,
+                        results, workspace(kWorkspaceLimit), kWorkspaceLimit);
+                },
+                [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
+                    return cudnnGetConvolutionBackwardDataWorkspaceSize(m_cudnn, p.w, p.y, p.conv,
+                                                                        p.x, algo, bytes);
+                },
+                rulesFor(m_options));
             if (m.verdict.choice != AlgorithmChoice::Chosen) {
                 fallBackOrThrow(p, m.verdict, "backward-data");
                 continue;
@@ -343,16 +392,24 @@ void CudaOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, co
         Tensor dwl = cudnnOutput(dwl32);
         if (!p.haveBackwardFilter && capturing())
             refuseDuringCapture("conv2dBackwardWeights",
-                                "cuDNN has not measured this convolution yet (run it "
+                                "cuDNN has not chosen this convolution's algorithm yet (run it "
                                 "once before capturing)");
         if (!p.haveBackwardFilter) {
-            p.setMath(p.measureMath);
-            const auto m = measure<cudnnConvolutionBwdFilterAlgoPerf_t,
-                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+            const bool measured = m_options.measureAlgorithms;
+            const auto m = rankAndChoose<cudnnConvolutionBwdFilterAlgoPerf_t>(
+                p, algorithmCount(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount, m_cudnn),
+                measured,
                 [&](int n, int* count, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
+                    if (!measured)
+                        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                            m_cudnn, p.x, p.y, p.conv, p.w, n, count, results);
                     return cudnnFindConvolutionBackwardFilterAlgorithmEx(
                         m_cudnn, p.x, xp.raw(), p.y, dyl.raw(), p.conv, p.w, dwl.raw(), n, count,
                         results, workspace(kWorkspaceLimit), kWorkspaceLimit);
+                },
+                [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
+                    return cudnnGetConvolutionBackwardFilterWorkspaceSize(m_cudnn, p.x, p.y, p.conv,
+                                                                          p.w, algo, bytes);
                 },
                 rulesFor(m_options));
             if (m.verdict.choice != AlgorithmChoice::Chosen) {

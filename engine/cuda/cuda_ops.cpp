@@ -98,6 +98,7 @@ protected:
         if ((*context)->capturing())
             throw Unsupported("replay during a capture: captured work replays on its context's "
                               "stream, outside the capture (cuda)");
+        if (!m_nodes) return; // a part with nothing in it (two cuts in a row)
         DeviceGuard guard(m_device);
         TOWERS_CUDA(cudaGraphLaunch(m_exec, m_stream));
     }
@@ -341,6 +342,19 @@ std::unique_ptr<CapturedWork> CudaOps::endCaptureImpl()
         call = "cudaGraphInstantiate";
     }
     cudaGraphDestroy(graph);
+    if (e == cudaSuccess) {
+        // Its memory mapped now, where a failure is the capture's (the step then goes op by op),
+        // not at its first replay; what the pool and dropped graphs hold idle is given back when
+        // that runs short.
+        call = "cudaGraphUpload";
+        e = cudaGraphUpload(exec, m_ownStream);
+        if (e == cudaErrorMemoryAllocation) {
+            cudaGetLastError();
+            trimIdleMemory(m_device);
+            e = cudaGraphUpload(exec, m_ownStream);
+        }
+        if (e != cudaSuccess) cudaGraphExecDestroy(exec);
+    }
     if (e != cudaSuccess) throwCuda(e, call, __FILE__, __LINE__);
     std::vector<Tensor> kept = {m_workspace, m_cublasWorkspace};
     return std::make_unique<CudaGraphWork>(m_device, m_ownStream, exec, nodes, m_self,

@@ -101,6 +101,16 @@ cudaStream_t streamFor(int device)
     return asStream(boundStream(device));
 }
 
+void trimIdleMemory(int device)
+{
+    cudaMemPool_t pool;
+    if (pools().use(device) && cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess)
+        cudaMemPoolTrimTo(pool, 0);
+    // What dropped graphs' allocations reserved, kept for graphs to come.
+    cudaDeviceGraphMemTrim(device);
+    cudaGetLastError();
+}
+
 void* allocateDevice(int device, std::size_t bytes)
 {
     DeviceGuard guard(device);
@@ -109,11 +119,16 @@ void* allocateDevice(int device, std::size_t bytes)
     if (pools().use(device)) {
         cudaError_t status = cudaMallocAsync(&p, bytes, s);
         if (status == cudaErrorMemoryAllocation) {
-            // Blocks freed on other streams may wait idle in the pool: give them back, try again.
+            // Blocks freed on other streams may wait idle in the pool, and graphs' memory in
+            // theirs: give them back, try again.
             cudaGetLastError();
-            cudaMemPool_t pool;
-            if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess)
-                cudaMemPoolTrimTo(pool, 0);
+            if (capturing(s)) {
+                cudaMemPool_t pool;
+                if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess)
+                    cudaMemPoolTrimTo(pool, 0);
+            } else {
+                trimIdleMemory(device);
+            }
             status = cudaMallocAsync(&p, bytes, s);
         }
         if (status == cudaSuccess) {

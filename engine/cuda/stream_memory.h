@@ -27,6 +27,10 @@ bool memoryPoolsSupported(int device);
 // legacy default stream.
 cudaStream_t streamFor(int device);
 
+// Gives the memory that `device`'s pool and its CUDA graphs hold idle back to the driver (when an
+// allocation or a graph's upload runs short). Not during a capture on this thread.
+void trimIdleMemory(int device);
+
 // `bytes` uninitialised bytes on `device`, on streamFor(device). Throws DeviceOutOfMemory naming
 // the device, the size asked and what was free; BackendError for other failures.
 void* allocateDevice(int device, std::size_t bytes);
@@ -42,7 +46,8 @@ std::size_t capturedBlocks(cudaStream_t s);
 std::size_t voidCapturedBlocks(cudaStream_t s);
 // Zeroes, and copies between any two places of which one at least is a GPU, on the stream bound
 // for that GPU when there is one (ordered after that op context's work), else on the legacy stream
-// (ordered after every blocking stream's); returns when the bytes are in place. During a capture
+// (ordered after every blocking stream's); a zeroing is queued there, a copy that involves the
+// host returns when the bytes are in place. During a capture
 // on this thread they are recorded into it instead: a copy between GPUs without waiting, a copy
 // to or from the host refused (Unsupported), since it would wait for the device.
 void setZeroDevice(int device, void* p, std::size_t bytes);

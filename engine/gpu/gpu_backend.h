@@ -36,6 +36,11 @@ struct GpuOpsOptions
     // additions in some backward passes) when it measures them fastest. Off: only the ones cuDNN
     // reports deterministic, as PyTorch with torch.backends.cudnn.deterministic.
     bool allowNondeterministic = false;
+    // --cudnn-benchmark: each convolution's algorithm is the fastest of cuDNN's measurement
+    // (cudnnFind...AlgorithmEx), as torch.backends.cudnn.benchmark; timing noise may make another
+    // process choose another one, whose results differ in the last bits. Off: the first of cuDNN's
+    // heuristic ranking that the rules allow, the same in every process (a run repeats bitwise).
+    bool measureAlgorithms = false;
     // BFloat16 (--precision bf16): convolutions (cuDNN) and matrix products (cuBLAS) read bfloat16
     // copies of their operands and accumulate in float32 (a convolution's output is bfloat16, then
     // float32 again, as autocast leaves it); everything else float32. Needs compute capability 8.0
@@ -124,7 +129,7 @@ public:
 //   extern "C" GpuBackend* towers_cuda_backend(int abi, const char* buildId, char* error, size_t n)
 // and refuses (returning nullptr with the reason in `error`) unless both match what the program
 // was built with, since it shares the engine's classes (Tensor, Ops) by layout.
-constexpr int kGpuBackendAbi = 11;
+constexpr int kGpuBackendAbi = 12;
 #ifndef TOWERS_BUILD_VERSION
 #define TOWERS_BUILD_VERSION "unknown"
 #endif

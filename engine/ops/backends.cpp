@@ -70,6 +70,7 @@ std::unique_ptr<Ops> makeBackendOps(const std::string& name, const BackendOption
     GpuOpsOptions gpu;
     gpu.allowTf32 = options.allowTf32;
     gpu.precision = options.precision;
+    gpu.measureAlgorithms = options.measureAlgorithms;
     auto ops = usableGpuBackend().makeOps(options.gpu, gpu);
     ops->setHostFallback([] { return cpu::makeOneDnnOps(); });
     return ops;
@@ -88,6 +89,7 @@ std::string describeBackend(const std::string& name, const BackendOptions& optio
     GpuBackend& gpu = usableGpuBackend();
     return "cuda (" + gpu.deviceInfo(options.gpu).name + "; " + gpu.versions() +
            (options.allowTf32 ? "; TF32" : "") +
+           (options.measureAlgorithms ? "; cuDNN benchmark" : "") +
            (options.precision == Precision::BFloat16 ? "; bf16" : "") + ")";
 }
 

@@ -19,6 +19,9 @@ struct BackendOptions
     // Convolutions and matrix products in bfloat16 (precision.h): "onednn" where the CPU has
     // AVX512_BF16 or AMX; elsewhere, and on the other backends, Unsupported saying why.
     Precision precision = Precision::Float32;
+    // For "cuda": each convolution's algorithm the fastest of cuDNN's measurement
+    // (--cudnn-benchmark, GpuOpsOptions::measureAlgorithms) instead of the first of its heuristics.
+    bool measureAlgorithms = false;
 };
 
 // "onednn", "reference", "cuda" (the last whether or not this build or machine can run it).

@@ -294,8 +294,9 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
             tw.ops = m_opt.makeOps(t);
         } else {
             if (host) cpu::setCpuThreads(m_opt.threadsPerTower); // this thread's team, for life
-            tw.ops = makeBackendOps(
-                m_opt.backend, {gpu ? gpuOf[std::size_t(t)] : 0, m_opt.allowTf32, m_opt.precision});
+            tw.ops =
+                makeBackendOps(m_opt.backend, {gpu ? gpuOf[std::size_t(t)] : 0, m_opt.allowTf32,
+                                               m_opt.precision, m_opt.cudnnBenchmark});
         }
         tw.device = tw.ops->device();
         m_comm->attach(t, *tw.ops);

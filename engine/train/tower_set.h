@@ -40,6 +40,8 @@ struct TowerSetOptions
     // empty puts tower t on GPU t modulo the GPU count.
     std::vector<int> gpus;
     bool allowTf32 = false; // "cuda": TF32 tensor cores for float32 convolutions and GEMMs
+    // "cuda": convolution algorithms measured by cuDNN (BackendOptions::measureAlgorithms).
+    bool cudnnBenchmark = false;
     // Convolutions and matrix products in bfloat16 (engine/ops/precision.h): the replicas, the
     // averaging and the update stay float32.
     Precision precision = Precision::Float32;

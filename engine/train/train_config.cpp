@@ -212,6 +212,7 @@ std::string TrainConfig::toJson() const
     o["processes"] = processes;
     o["gpus"] = gpus;
     o["allowTf32"] = allowTf32;
+    o["cudnnBenchmark"] = cudnnBenchmark;
     o["precision"] = std::string(precisionName(precision));
     o["allreduce"] = allreduce;
     o["gpuData"] = gpuData;
@@ -272,7 +273,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
                       "seed",          "checkpointEvery", "keepCheckpoints", "evalEvery",
                       "evalBatchSize", "logEvery",        "histogramEvery",  "verifyEvery",
                       "dataset",       "dataDir",         "augmentation",    "runId",
-                      "cudaGraphs"},
+                      "cudaGraphs",    "cudnnBenchmark"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -287,6 +288,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
         }
     }
     read(o, "allowTf32", c.allowTf32);
+    read(o, "cudnnBenchmark", c.cudnnBenchmark);
     if (o.contains("precision")) {
         std::string name;
         read(o, "precision", name);

@@ -22,6 +22,11 @@ struct TrainConfig
     int processes = 1;
     std::vector<int> gpus;  // "cuda": each tower's GPU; empty = tower t on GPU t mod count
     bool allowTf32 = false; // "cuda": TF32 tensor cores for float32
+    // "cuda": each convolution's algorithm is the fastest that cuDNN measures (as
+    // torch.backends.cudnn.benchmark); timing noise may make another process choose another, so
+    // a run no longer repeats bitwise. False: the first of cuDNN's heuristics that the rules allow,
+    // the same in every process. Absent (a run from before it): false.
+    bool cudnnBenchmark = false;
     // Convolutions and matrix products in bfloat16 with float32 accumulation (precision.h):
     // "onednn" on a CPU with AVX512_BF16 or AMX. The master weights, the optimizer state, the loss
     // and the checkpoints stay float32, so a resumed run may change it. JSON: "fp32" or "bf16";

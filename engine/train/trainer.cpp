@@ -181,6 +181,7 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
     o.towers = m_config.towers;
     o.gpus = m_config.gpus;
     o.allowTf32 = m_config.allowTf32;
+    o.cudnnBenchmark = m_config.cudnnBenchmark;
     o.precision = m_config.precision;
     o.allreduce = m_config.allreduce;
     o.bucketMb = m_config.bucketMb;

@@ -16,7 +16,7 @@ _towers_cli()
     local command=${words[1]} options
     case $command in
         train)
-            options="--dataset --data-dir --model --device --gpus --tf32 --precision --allreduce --gpu-data --cuda-graphs --bucket-mb --towers --threads-per-tower
+            options="--dataset --data-dir --model --device --gpus --tf32 --precision --allreduce --gpu-data --cuda-graphs --cudnn-benchmark --bucket-mb --towers --threads-per-tower
                 --batch-size --steps --epochs --optimizer --lr --lr-schedule --momentum
                 --weight-decay --ema-decay --augment --seed --run-dir --checkpoint-every
                 --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --log-every --histogram-every --loader-workers --json --help" ;;
@@ -28,7 +28,7 @@ _towers_cli()
         models) options="--json --help" ;;
         devices) options="--json --watch --count --help" ;;
         selftest) options="--device --tf32 --precision --no-training --filter --list --json --help" ;;
-        bench) options="--model --batch-size --threads --steps --warmup --backend --tf32 --cuda-graphs --precision --per-layer --json --help" ;;
+        bench) options="--model --batch-size --threads --steps --warmup --backend --tf32 --cuda-graphs --cudnn-benchmark --precision --per-layer --json --help" ;;
         *) return ;;
     esac
 
@@ -42,7 +42,7 @@ _towers_cli()
         --augment) COMPREPLY=($(compgen -W "default none" -- "$cur")); return ;;
         --allreduce) COMPREPLY=($(compgen -W "auto host" -- "$cur")); return ;;
         --gpu-data) COMPREPLY=($(compgen -W "auto off" -- "$cur")); return ;;
-        --cuda-graphs) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
+        --cuda-graphs|--cudnn-benchmark) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
         --precision) COMPREPLY=($(compgen -W "fp32 bf16" -- "$cur")); return ;;
         --backend) COMPREPLY=($(compgen -W "onednn reference cuda" -- "$cur")); return ;;
         --data-dir | --run-dir) _filedir -d; return ;;

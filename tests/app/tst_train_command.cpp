@@ -185,6 +185,12 @@ private slots:
         QTest::newRow("gpus on the cpu")
             << QStringList{"train", "--device", "cpu", "--gpus", "0"} << 2 << "--gpus";
         QTest::newRow("tf32 on the cpu") << QStringList{"train", "--tf32"} << 2 << "--tf32";
+        QTest::newRow("cudnn benchmark on the cpu")
+            << QStringList{"train", "--cudnn-benchmark", "on"} << 2
+            << "--cudnn-benchmark is for --device cuda";
+        QTest::newRow("bad cudnn benchmark")
+            << QStringList{"train", "--device", "cuda", "--cudnn-benchmark", "yes"} << 2
+            << "--cudnn-benchmark must be on or off, got 'yes'";
         QTest::newRow("bad cuda graphs") << QStringList{"train", "--cuda-graphs", "maybe"} << 2
                                          << "--cuda-graphs must be on or off, got 'maybe'";
         QTest::newRow("bad precision")

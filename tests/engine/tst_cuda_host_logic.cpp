@@ -151,11 +151,20 @@ class TestCudaHostLogic : public QObject
 {
     Q_OBJECT
 private slots:
+    // The NOT_SUPPORTED family but the statuses that say the installation cannot run cuDNN
+    // (driver, runtime, architecture, a sub-library missing), which no other layout mends.
     void notSupportedIsACategory()
     {
-        for (int s = 3000; s <= 3014; ++s) QVERIFY(isNotSupportedStatus(s));
+        for (int s = 3000; s <= 3014; ++s)
+            QVERIFY2(isNotSupportedStatus(s) == (s < 3005 || s > 3009),
+                     qPrintable(QString::number(s)));
         for (int s : {0, 1001, kBadParam, 2999, 4000, kDeviceAllocationFailed, kExecutionFailed})
             QVERIFY2(!isNotSupportedStatus(s), qPrintable(QString::number(s)));
+        for (int s = 3005; s <= 3009; ++s) {
+            const auto v = chooseAlgorithm(s, {}, rules());
+            QCOMPARE(int(v.choice), int(AlgorithmChoice::Failed));
+            QCOMPARE(v.status, s);
+        }
     }
 
     // The fastest usable entry: deterministic, within the workspace limit, exact float32.
@@ -205,6 +214,17 @@ private slots:
         v = chooseAlgorithm(kCudnnSuccess, {}, rules());
         QCOMPARE(int(v.choice), int(AlgorithmChoice::NotSupported));
         QCOMPARE(QString::fromStdString(v.why), QStringLiteral("no algorithm"));
+        // A measured algorithm that the workspace given was too small for says so with
+        // INTERNAL_ERROR_HOST_ALLOCATION_FAILED: too large, not a failure.
+        v = chooseAlgorithm(
+            kCudnnSuccess, std::vector{failed(kCudnnWorkspaceTooSmall), failed(kNotSupportedShape)},
+            rules());
+        QCOMPARE(int(v.choice), int(AlgorithmChoice::NotSupported));
+        QCOMPARE(QString::fromStdString(v.why),
+                 QStringLiteral("1 not supported, 1 needing more workspace than the limit"));
+        v = chooseAlgorithm(kCudnnSuccess, std::vector{failed(kCudnnWorkspaceTooSmall), ok()},
+                            rules());
+        QCOMPARE(v.index, 1);
     }
 
     // Any other status is an error with that status: never a silent fallback.

@@ -114,7 +114,11 @@ private slots:
         QVERIFY(g.cudaGraphs); // on by default
         QVERIFY(g.toJson().find(R"("cudaGraphs": true)") != std::string::npos);
         g.cudaGraphs = false;
+        QVERIFY(!g.cudnnBenchmark); // cuDNN's heuristics by default
+        g.cudnnBenchmark = true;
         const TrainConfig gr = TrainConfig::fromJson(g.toJson());
+        QVERIFY(gr.cudnnBenchmark);
+        QVERIFY(gr.toJson().find(R"("cudnnBenchmark": true)") != std::string::npos);
         QCOMPARE(gr.gpus, g.gpus);
         QVERIFY(gr.allowTf32);
         QCOMPARE(gr.gpuData, std::string("off"));
@@ -130,6 +134,7 @@ private slots:
         QCOMPARE(s.model, std::string("cifar10-tutorial"));
         QCOMPARE(s.gpuData, std::string("auto")); // absent (a run from before it): auto
         QVERIFY(s.cudaGraphs);                    // absent (a run from before it): on
+        QVERIFY(!s.cudnnBenchmark);               // absent: cuDNN's heuristics
         QVERIFY(TrainConfig::fromJson(R"({"steps": 1, "cudaGraphs": true})").cudaGraphs);
         // A run from before --precision is float32; the name as --precision spells it.
         QVERIFY(s.precision == Precision::Float32);
@@ -219,6 +224,8 @@ private slots:
                                   << "gpuData: must be auto or off, got 'always'";
         QTest::newRow("cuda graphs") << R"({"steps": 1, "cudaGraphs": "on"})"
                                      << "cudaGraphs: expected true or false";
+        QTest::newRow("cudnn benchmark") << R"({"steps": 1, "cudnnBenchmark": 1})"
+                                         << "cudnnBenchmark: expected true or false";
         QTest::newRow("optimizer") << R"({"steps": 1, "optimizer": "rmsprop"})"
                                    << "unknown optimizer 'rmsprop'";
         QTest::newRow("nesterov")
