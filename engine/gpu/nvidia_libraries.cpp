@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <glob.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -98,16 +99,76 @@ std::string globEscaped(const std::string& text)
     return out;
 }
 
-// The folders that match `pattern`, in glob's (alphabetical) order.
-std::vector<std::string> globFolders(const std::string& pattern)
+// The paths that match `pattern` (glob(3)'s `flags`: GLOB_ONLYDIR for folders), sorted.
+std::vector<std::string> globPaths(const std::string& pattern, int flags)
 {
     std::vector<std::string> out;
     glob_t g{};
-    if (glob(pattern.c_str(), GLOB_ONLYDIR | GLOB_NOSORT, nullptr, &g) == 0) {
+    if (glob(pattern.c_str(), flags | GLOB_NOSORT, nullptr, &g) == 0) {
         for (std::size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
     }
     globfree(&g);
     std::sort(out.begin(), out.end());
+    return out;
+}
+
+// The folders that match `pattern`, in glob's (alphabetical) order.
+std::vector<std::string> globFolders(const std::string& pattern)
+{
+    return globPaths(pattern, GLOB_ONLYDIR);
+}
+
+// The canonical path of `path` (symbolic links, "..", "//" resolved); empty when it is not there.
+std::string canonical(const std::string& path)
+{
+    char* real = realpath(path.c_str(), nullptr);
+    if (!real) return {};
+    std::string out(real);
+    std::free(real);
+    return out;
+}
+
+bool isExecutableFile(const std::string& path)
+{
+    struct stat st = {};
+    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+// Whether `folder` holds a Python 3 interpreter: an executable python3, or python3.X (a Python
+// installed without the python3 name; not python3.X-config).
+bool holdsPython3(const std::string& folder)
+{
+    if (isExecutableFile(folder + "/python3")) return true;
+    for (const auto& path : globPaths(globEscaped(folder) + "/python3.[0-9]*", 0)) {
+        const auto version = path.substr(path.rfind('/') + std::strlen("/python3."));
+        if (std::all_of(version.begin(), version.end(),
+                        [](char c) { return c >= '0' && c <= '9'; }) &&
+            isExecutableFile(path))
+            return true;
+    }
+    return false;
+}
+
+// The environments of the Pythons on `path` (a PATH), in its order, each once: the canonical
+// folder above each absolute entry that holds a Python 3. The entry itself is resolved (a
+// physical "<entry>/..", as the kernel reads it), never its python3, which in a virtual
+// environment is a link to the base interpreter.
+std::vector<std::string> pythonPrefixesOnPath(const std::string& path)
+{
+    std::vector<std::string> out;
+    std::string::size_type start = 0;
+    while (start <= path.size()) {
+        auto end = path.find(':', start);
+        if (end == std::string::npos) end = path.size();
+        const std::string entry = path.substr(start, end - start);
+        start = end + 1;
+        // An empty entry means the current folder, as do relative ones: not a place to load
+        // libraries from.
+        if (entry.empty() || entry[0] != '/' || !holdsPython3(entry)) continue;
+        const std::string prefix = canonical(entry + "/..");
+        if (!prefix.empty() && std::find(out.begin(), out.end(), prefix) == out.end())
+            out.push_back(prefix);
+    }
     return out;
 }
 
@@ -252,6 +313,7 @@ NvidiaSearchPlaces nvidiaSearchPlacesFromEnvironment()
     places.extraPath = env("TOWERS_NVIDIA_LIBRARY_PATH");
     places.virtualEnv = env("VIRTUAL_ENV");
     places.condaPrefix = env("CONDA_PREFIX");
+    places.path = env("PATH");
     places.home = env("HOME");
     return places;
 }
@@ -290,6 +352,24 @@ NvidiaSearchFolders nvidiaSearchFolders(const NvidiaSearchPlaces& places)
         addWheels(globEscaped(places.condaPrefix) + "/lib/python3*/site-packages");
         add(places.condaPrefix + "/lib");
     }
+    // The Pythons on PATH (see the header): the environments put there here, before the toolkit;
+    // the system's own (/usr/bin, /usr/local/bin, /bin: on every PATH) after the system's other
+    // Python places, so that they search as they did before PATH was read.
+    std::vector<std::string> systemPrefixes;
+    for (const auto& prefix : {places.root + "/usr", places.root + "/usr/local",
+                               places.root.empty() ? std::string("/") : places.root})
+        if (auto real = canonical(prefix); !real.empty()) systemPrefixes.push_back(real);
+    std::vector<std::string> systemPythons;
+    const auto addPythonWheels = [&](const std::string& prefix) {
+        addWheels(globEscaped(prefix == "/" ? std::string() : prefix) +
+                  "/lib/python3*/site-packages");
+    };
+    for (const auto& prefix : pythonPrefixesOnPath(places.path)) {
+        if (std::find(systemPrefixes.begin(), systemPrefixes.end(), prefix) != systemPrefixes.end())
+            systemPythons.push_back(prefix);
+        else
+            addPythonWheels(prefix);
+    }
     // The CUDA toolkit: the current one, then every version, newest first.
     std::vector<std::string> toolkits{places.root + "/usr/local/cuda"};
     auto versions = globFolders(root + "/usr/local/cuda-*");
@@ -307,6 +387,7 @@ NvidiaSearchFolders nvidiaSearchFolders(const NvidiaSearchPlaces& places)
     addWheels(root + "/usr/local/lib/python3*/dist-packages");
     addWheels(root + "/usr/local/lib/python3*/site-packages");
     addWheels(root + "/usr/lib/python3/dist-packages");
+    for (const auto& prefix : systemPythons) addPythonWheels(prefix);
     return folders;
 }
 

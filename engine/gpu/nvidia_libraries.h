@@ -45,6 +45,7 @@ struct NvidiaSearchPlaces
     std::string extraPath;   // $TOWERS_NVIDIA_LIBRARY_PATH: folders separated by ':'
     std::string virtualEnv;  // $VIRTUAL_ENV
     std::string condaPrefix; // $CONDA_PREFIX
+    std::string path;        // $PATH: its Pythons' environments (folders separated by ':')
     std::string home;        // $HOME
     std::string root;        // prefixed to the system's folders (/usr/..., /usr/local/...): tests
 };
@@ -53,14 +54,30 @@ struct NvidiaSearchFolders
     std::vector<std::string> first; // $TOWERS_NVIDIA_LIBRARY_PATH, before the dynamic loader
     std::vector<std::string> then;  // after the dynamic loader's own search
 };
-// `first`: the folders of extraPath as given. `then`, the existing folders among: the virtual
-// environment's and Conda's site-packages/nvidia/*/lib (and Conda's lib), the CUDA toolkit's
-// (/usr/local/cuda/lib64, /usr/local/cuda-*/lib64 newest first, and their
-// targets/<arch>-linux/lib, where NVIDIA's apt packages put the runtime and cuBLAS),
-// /usr/lib/<multiarch> (cuDNN's and NCCL's apt packages), then the Python wheels of the user
-// (~/.local/lib/python3*/site-packages), of /usr/local/lib/python3*/{dist,site}-packages and of
-// /usr/lib/python3/dist-packages, each under nvidia/*/lib (nvidia/cu13/lib, nvidia/cudnn/lib,
-// nvidia/nccl/lib, ...). A folder reached twice (a symbolic link) is listed once.
+// `first`: the folders of extraPath as given. `then`, the existing folders among, in this order:
+//  1. the activated virtual environment's and Conda's site-packages/nvidia/*/lib (and Conda's lib):
+//     named by the user's shell, so the most deliberate choice;
+//  2. the environments of the Pythons on PATH, in PATH order: for each absolute PATH entry that
+//     holds an executable python3 or python3.X (empty and relative entries are skipped), the
+//     site-packages/nvidia/*/lib of <entry>/../lib/python3*. The entry's folder is what counts,
+//     never where its python3 leads: a virtual environment's bin/python3 is a link to the base
+//     interpreter, and the wheels are in the environment's own site-packages. This is the Python
+//     that `python3` and `pip` run, so the wheels installed for it (PyTorch's, say, in a virtual
+//     environment put on PATH without being activated, /opt/torch/.venv) are found. They come
+//     before the toolkit for the reason the activated environment does: an environment on PATH
+//     is one somebody chose and filled with a matching set of wheels. Except the system's own
+//     Pythons, those of an entry in /usr, /usr/local or / (/usr/bin, /usr/local/bin, /bin), which
+//     are on every PATH: they keep their place in 4, so that a PATH of the system's folders
+//     alone searches as before;
+//  3. the CUDA toolkit's (/usr/local/cuda/lib64, /usr/local/cuda-*/lib64 newest first, and their
+//     targets/<arch>-linux/lib, where NVIDIA's apt packages put the runtime and cuBLAS), then
+//     /usr/lib/<multiarch> (cuDNN's and NCCL's apt packages);
+//  4. the Python wheels of the user (~/.local/lib/python3*/site-packages), of
+//     /usr/local/lib/python3*/{dist,site}-packages and of /usr/lib/python3/dist-packages, then
+//     those of the system's Pythons on PATH (/usr/lib/python3.X/site-packages: Fedora's, Arch's).
+// Wheels are looked for under nvidia/*/lib (nvidia/cu13/lib, nvidia/cudnn/lib, nvidia/nccl/lib,
+// ...). A folder reached twice (a symbolic link, a virtual environment both activated and on
+// PATH, a PATH entry given twice) is listed once, where it first comes.
 NvidiaSearchFolders nvidiaSearchFolders(const NvidiaSearchPlaces& places);
 // The places of this process: its environment, no root.
 NvidiaSearchPlaces nvidiaSearchPlacesFromEnvironment();

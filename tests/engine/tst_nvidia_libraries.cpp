@@ -117,6 +117,55 @@ std::vector<std::string> under(const QString& dir, const std::vector<std::string
     return out;
 }
 
+// An executable file at `path` (a fake interpreter), with its folders.
+void touchExecutable(const QString& path)
+{
+    touch(path);
+    QVERIFY(QFile::setPermissions(path, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner));
+}
+
+// A Python environment at `prefix`, as `python3 -m venv` makes one: bin/python3 a link to the
+// base interpreter `base` (made if needed), and in lib/python3.12/site-packages NVIDIA's wheels
+// `wheels` ("cudnn" for nvidia/cudnn/lib/libcudnn.so.9, "cu13" for CUDA 13's, "nccl").
+void fakeEnvironment(const QString& prefix, const QStringList& wheels, const QString& base)
+{
+    if (!QFileInfo::exists(base)) touchExecutable(base);
+    QVERIFY(QDir().mkpath(prefix + "/bin"));
+    QVERIFY(QFile::link(base, prefix + "/bin/python3"));
+    const QString nvidia = prefix + "/lib/python3.12/site-packages/nvidia/";
+    for (const auto& wheel : wheels) {
+        if (wheel == "cudnn") touch(nvidia + "cudnn/lib/libcudnn.so.9");
+        if (wheel == "nccl") touch(nvidia + "nccl/lib/libnccl.so.2");
+        if (wheel == "cu13")
+            for (const char* name : {"libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13"})
+                touch(nvidia + "cu13/lib/" + name);
+    }
+}
+
+// The folder of `wheel` ("cudnn") in the environment at `prefix` made by fakeEnvironment().
+std::string wheelFolder(const QString& prefix, const char* wheel)
+{
+    return (prefix + "/lib/python3.12/site-packages/nvidia/" + wheel + "/lib").toStdString();
+}
+
+// The folders of fakeNvidiaTree(d, withNccl) after its virtual environment's: the toolkit's, then
+// the user's and the system's wheels.
+std::vector<std::string> toolkitAndSystem(const QString& d, bool withNccl = true)
+{
+    auto out = under(d, {"/root/usr/local/cuda/lib64", "/root/usr/local/cuda-12.4/lib64"});
+    if (withNccl)
+        out.push_back(d.toStdString() +
+                      "/home/.local/lib/python3.11/site-packages/nvidia/nccl/lib");
+    out.push_back(d.toStdString() + "/root/usr/lib/python3/dist-packages/nvidia/cudnn/lib");
+    return out;
+}
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b)
+{
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
 } // namespace
 
 class TestNvidiaLibraries : public QObject
@@ -217,6 +266,216 @@ private slots:
                  dir.filePath("extra2/libcudnn.so.9").toStdString());
         QCOMPARE(locateNvidiaLibrary("libcudart.so.13", folders, fileExists, loaderFindsAll),
                  std::string("libcudart.so.13"));
+    }
+
+    void aVirtualEnvironmentOnPathIsFoundWithoutVirtualEnv()
+    {
+        // PyTorch's environment, /opt/torch/.venv, whose bin/python3 is the python3 on PATH but
+        // which is not activated: its own wheels are found, before the toolkit, and not those of
+        // the base interpreter its python3 links to.
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QString d = dir.path();
+        auto places = fakeNvidiaTree(d, /*withNccl=*/false);
+        places.virtualEnv.clear();
+        const QString torch = d + "/opt/torch/.venv";
+        fakeEnvironment(torch, {"cu13", "cudnn"}, d + "/base/bin/python3.12");
+        touch(d + "/base/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2");
+        places.path = (d + "/usr/bin:" + torch + "/bin").toStdString();
+        const auto folders = nvidiaSearchFolders(places);
+        QVERIFY(folders.first.empty());
+        QCOMPARE(folders.then, concat({wheelFolder(torch, "cu13"), wheelFolder(torch, "cudnn")},
+                                      toolkitAndSystem(d, /*withNccl=*/false)));
+        const auto where = [&](const char* soname) {
+            return locateNvidiaLibrary(soname, folders, fileExists, loaderFindsNothing)
+                .value_or("(none)");
+        };
+        QCOMPARE(where("libcudart.so.13"), wheelFolder(torch, "cu13") + "/libcudart.so.13");
+        QCOMPARE(where("libcublas.so.13"), wheelFolder(torch, "cu13") + "/libcublas.so.13");
+        QCOMPARE(where("libcudnn.so.9"), wheelFolder(torch, "cudnn") + "/libcudnn.so.9");
+        QCOMPARE(where("libnccl.so.2"), std::string("(none)"));
+        // What is missing is named with how to get it, and the environment among the places.
+        const auto nccl = missingNvidiaLibrariesReason({"libnccl.so.2"}, folders, 13);
+        qInfo() << nccl.c_str();
+        QVERIFY2(nccl.rfind("libnccl.so.2 (NCCL 2) was not found: install it from NVIDIA's CUDA "
+                            "apt repository (`apt install libnccl2`) or as a Python wheel (`pip "
+                            "install nvidia-nccl-cu13`); looked in: the dynamic loader's paths, " +
+                                wheelFolder(torch, "cu13") + ", " + wheelFolder(torch, "cudnn") +
+                                ", " + d.toStdString() + "/root/usr/local/cuda/lib64, ",
+                            0) == 0,
+                 nccl.c_str());
+        // A Python installed with python3.X only (no python3) is one too.
+        const QString plain = d + "/opt/python";
+        touchExecutable(plain + "/bin/python3.13");
+        touch(plain + "/lib/python3.13/site-packages/nvidia/nccl/lib/libnccl.so.2");
+        places.path = (plain + "/bin:" + torch + "/bin").toStdString();
+        const auto withPlain = nvidiaSearchFolders(places);
+        QCOMPARE(
+            locateNvidiaLibrary("libnccl.so.2", withPlain, fileExists, loaderFindsNothing),
+            (plain + "/lib/python3.13/site-packages/nvidia/nccl/lib/libnccl.so.2").toStdString());
+        QCOMPARE(withPlain.then.front(),
+                 (plain + "/lib/python3.13/site-packages/nvidia/nccl/lib").toStdString());
+    }
+
+    void thePathsEnvironmentsComeInItsOrder()
+    {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QString d = dir.path();
+        auto places = fakeNvidiaTree(d);
+        places.virtualEnv.clear();
+        const QString base = d + "/base/bin/python3.12";
+        fakeEnvironment(d + "/a", {"cudnn", "nccl"}, base);
+        fakeEnvironment(d + "/b", {"cudnn"}, base);
+        places.path = (d + "/b/bin:" + d + "/a/bin").toStdString();
+        auto folders = nvidiaSearchFolders(places);
+        QCOMPARE(folders.then,
+                 concat({wheelFolder(d + "/b", "cudnn"), wheelFolder(d + "/a", "cudnn"),
+                         wheelFolder(d + "/a", "nccl")},
+                        toolkitAndSystem(d)));
+        QCOMPARE(locateNvidiaLibrary("libcudnn.so.9", folders, fileExists, loaderFindsNothing),
+                 wheelFolder(d + "/b", "cudnn") + "/libcudnn.so.9");
+        places.path = (d + "/a/bin:" + d + "/b/bin").toStdString();
+        folders = nvidiaSearchFolders(places);
+        QCOMPARE(folders.then,
+                 concat({wheelFolder(d + "/a", "cudnn"), wheelFolder(d + "/a", "nccl"),
+                         wheelFolder(d + "/b", "cudnn")},
+                        toolkitAndSystem(d)));
+        QCOMPARE(locateNvidiaLibrary("libcudnn.so.9", folders, fileExists, loaderFindsNothing),
+                 wheelFolder(d + "/a", "cudnn") + "/libcudnn.so.9");
+    }
+
+    void anActivatedEnvironmentComesBeforeThePaths()
+    {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QString d = dir.path();
+        auto places = fakeNvidiaTree(d); // VIRTUAL_ENV: d/venv, with cu13 and cudnn
+        const QString base = d + "/base/bin/python3.12";
+        fakeEnvironment(d + "/onpath", {"cudnn", "cu13"}, base);
+        fakeEnvironment(d + "/conda", {"cudnn"}, base);
+        touch(d + "/conda/lib/libnccl.so.2");
+        places.condaPrefix = (d + "/conda").toStdString();
+        places.path = (d + "/onpath/bin").toStdString();
+        const auto folders = nvidiaSearchFolders(places);
+        QCOMPARE(
+            folders.then,
+            concat(under(d, {"/venv/lib/python3.12/site-packages/nvidia/cu13/lib",
+                             "/venv/lib/python3.12/site-packages/nvidia/cudnn/lib",
+                             "/conda/lib/python3.12/site-packages/nvidia/cudnn/lib", "/conda/lib",
+                             "/onpath/lib/python3.12/site-packages/nvidia/cu13/lib",
+                             "/onpath/lib/python3.12/site-packages/nvidia/cudnn/lib"}),
+                   toolkitAndSystem(d)));
+        QCOMPARE(locateNvidiaLibrary("libcudnn.so.9", folders, fileExists, loaderFindsNothing),
+                 d.toStdString() +
+                     "/venv/lib/python3.12/site-packages/nvidia/cudnn/lib/libcudnn.so.9");
+    }
+
+    void aPathEntryWithoutPythonAddsNothing()
+    {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QString d = dir.path();
+        auto places = fakeNvidiaTree(d);
+        places.virtualEnv.clear();
+        // Wheels next to folders that hold no Python 3: none, one that cannot run, a folder named
+        // python3, only python3.12-config, only python2.
+        for (const char* name : {"none", "noexec", "folder", "config", "python2"})
+            touch(d + "/" + name + "/lib/python3.12/site-packages/nvidia/cudnn/lib/libcudnn.so.9");
+        QVERIFY(QDir().mkpath(d + "/none/bin"));
+        touch(d + "/noexec/bin/python3");
+        QVERIFY(QDir().mkpath(d + "/folder/bin/python3"));
+        touchExecutable(d + "/config/bin/python3.12-config");
+        touchExecutable(d + "/python2/bin/python2.7");
+        fakeEnvironment(d + "/venv2", {"nccl"}, d + "/base/bin/python3.12");
+        QString path;
+        for (const char* name : {"none", "noexec", "folder", "config", "python2", "venv2"})
+            path += d + "/" + name + "/bin:";
+        places.path = path.toStdString();
+        const auto folders = nvidiaSearchFolders(places);
+        QCOMPARE(folders.then, concat({wheelFolder(d + "/venv2", "nccl")}, toolkitAndSystem(d)));
+    }
+
+    void relativeAndEmptyPathEntriesAreIgnored()
+    {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QString d = dir.path();
+        auto places = fakeNvidiaTree(d);
+        places.virtualEnv.clear();
+        fakeEnvironment(d + "/here", {"cudnn"}, d + "/base/bin/python3.12");
+        fakeEnvironment(d + "/there", {"nccl"}, d + "/base/bin/python3.12");
+        const QString saved = QDir::currentPath();
+        QVERIFY(QDir::setCurrent(d + "/here/bin"));
+        // The current folder (empty entries, "."), and folders relative to it: never.
+        places.path = (":.:../bin:../../here/bin::" + d + "/there/bin:").toStdString();
+        const auto folders = nvidiaSearchFolders(places);
+        QVERIFY(QDir::setCurrent(saved));
+        QCOMPARE(folders.then, concat({wheelFolder(d + "/there", "nccl")}, toolkitAndSystem(d)));
+    }
+
+    void aFolderOnPathTwiceIsListedOnce()
+    {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QString d = dir.path();
+        auto places = fakeNvidiaTree(d); // VIRTUAL_ENV: d/venv
+        const QString base = d + "/base/bin/python3.12";
+        fakeEnvironment(d + "/other", {"cudnn"}, base);
+        QVERIFY(QDir().mkpath(d + "/venv/bin"));
+        QVERIFY(QFile::link(base, d + "/venv/bin/python3"));
+        QVERIFY(QFile::link(d + "/other/bin", d + "/other-bin")); // a link to a bin folder
+        const QString venv = d + "/venv/bin", other = d + "/other/bin";
+        places.path = (venv + ":" + other + ":" + venv + "/:" + d + "/venv//bin:" + other + ":" +
+                       d + "/other-bin:" + d + "/other/bin/../bin")
+                          .toStdString();
+        const auto folders = nvidiaSearchFolders(places);
+        const auto expected =
+            concat(under(d, {"/venv/lib/python3.12/site-packages/nvidia/cu13/lib",
+                             "/venv/lib/python3.12/site-packages/nvidia/cudnn/lib"}),
+                   concat({wheelFolder(d + "/other", "cudnn")}, toolkitAndSystem(d)));
+        QCOMPARE(folders.then, expected);
+        // Without $VIRTUAL_ENV: the same folders, found on PATH.
+        places.virtualEnv.clear();
+        QCOMPARE(nvidiaSearchFolders(places).then, expected);
+    }
+
+    void theSystemsPythonsOnPathKeepTheirPlace()
+    {
+        // /usr/local/bin, /usr/bin and /bin (a link to usr/bin) are on every PATH: their Pythons'
+        // wheels stay after the toolkit and the user's, where /usr/local's were without PATH;
+        // /usr/lib/python3.X/site-packages (a distribution's Python) comes last.
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QString d = dir.path();
+        auto places = fakeNvidiaTree(d);
+        places.virtualEnv.clear();
+        const QString root = d + "/root";
+        touchExecutable(root + "/usr/bin/python3.12");
+        QVERIFY(QFile::link(root + "/usr/bin/python3.12", root + "/usr/bin/python3"));
+        QVERIFY(QFile::link(root + "/usr/bin", root + "/bin"));
+        touchExecutable(root + "/usr/local/bin/python3");
+        touch(root + "/usr/local/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2");
+        touch(root + "/usr/lib/python3.12/site-packages/nvidia/cu13/lib/libcudart.so.13");
+        fakeEnvironment(d + "/torch", {"cudnn"}, root + "/usr/bin/python3.12");
+        places.path =
+            (root + "/usr/local/bin:" + root + "/usr/bin:" + root + "/bin:" + d + "/torch/bin")
+                .toStdString();
+        const auto folders = nvidiaSearchFolders(places);
+        QCOMPARE(folders.then,
+                 concat({wheelFolder(d + "/torch", "cudnn")},
+                        under(d, {"/root/usr/local/cuda/lib64", "/root/usr/local/cuda-12.4/lib64",
+                                  "/home/.local/lib/python3.11/site-packages/nvidia/nccl/lib",
+                                  "/root/usr/local/lib/python3.12/site-packages/nvidia/nccl/lib",
+                                  "/root/usr/lib/python3/dist-packages/nvidia/cudnn/lib",
+                                  "/root/usr/lib/python3.12/site-packages/nvidia/cu13/lib"})));
+        // Without PATH, /usr/local's wheels are in the same place; /usr/lib/python3.12's are not.
+        places.path.clear();
+        QCOMPARE(nvidiaSearchFolders(places).then,
+                 under(d, {"/root/usr/local/cuda/lib64", "/root/usr/local/cuda-12.4/lib64",
+                           "/home/.local/lib/python3.11/site-packages/nvidia/nccl/lib",
+                           "/root/usr/local/lib/python3.12/site-packages/nvidia/nccl/lib",
+                           "/root/usr/lib/python3/dist-packages/nvidia/cudnn/lib"}));
     }
 
     void aMissingLibraryIsNamedWithHowToGetIt()
