@@ -1,27 +1,60 @@
 #!/usr/bin/env bash
-# The GPU checks of issue 5 in one go, for a machine with an NVIDIA GPU that has no Qt or oneDNN
-# (the lent device machine): build here, carry the programs with the libraries they load, run
-# there.
+# The GPU checks of issue 5, for a machine with an NVIDIA GPU that has no Qt or oneDNN (the lent
+# device machine): build here, carry the programs with the libraries they load, run there in parts,
+# each part one command of the device tool (at most 10 minutes each, 30 minutes of device time a
+# session, the machine's start included).
 #
-#   tools/gpu-check.sh pack [BUILD_DIR]   # here: BUILD_DIR (default build/ci) -> .carry/gpu.tar.xz
-#   tools/gpu-check.sh run bf16           # there: --precision bf16 on the GPU (bf16_checks)
-#   tools/gpu-check.sh run race           # there: the Fashion-MNIST race against PyTorch
-#   tools/gpu-check.sh run                # there, from the repository root, with .carry carried:
-#                                         # unpacks, then runs and logs (to $OUT, else .carry/out):
-#     nvidia-smi; towers-cli --version / devices; towers-cli selftest --device cuda (and --tf32);
-#     tst_op_cases (the op-case table on CUDA, float32, TF32 and bf16, beside oneDNN's rows);
-#     tst_gpu_backend (every op, GPU towers, device errors, NCCL aborts); tst_bf16 on the host's
-#     CPU (AMX where a Xeon has it); parts of tst_gpu_backend under
-#     compute-sanitizer (memcheck, racecheck, synccheck);
-#     a real training run on Fashion-MNIST on the GPU; bench/compare.py --device cuda against
-#     PyTorch (default, channels-last, channels-last+bf16) for cifar10-tutorial and cifar10-resnet.
+#   tools/gpu-check.sh pack [BUILD_DIR]   # here: BUILD_DIR (default build/ci) -> .carry/gpu.tar.xz,
+#                                         # and a check that it and the working tree fit the carry
+#   tools/gpu-check.sh run [PART]         # there, from the repository root, with .carry carried
+#
+# The parts (PART; each unpacks the tarball afresh):
+#   checks (the default)  nvidia-smi; towers-cli --version / devices; towers-cli selftest
+#                         --device cuda (also with --tf32, and the bf16 ops); tst_op_cases (the
+#                         op-case table on CUDA, float32, TF32 and bf16, beside oneDNN's rows);
+#                         tst_gpu_backend (every op, GPU towers, device errors, NCCL aborts);
+#                         tst_process_communicator; tst_bf16 on the host's CPU (AMX where a Xeon
+#                         has it)
+#   sanitizer             parts of tst_gpu_backend under compute-sanitizer (memcheck, racecheck,
+#                         synccheck); skipped, saying so, where compute-sanitizer is not found
+#   train                 a real training run on Fashion-MNIST on the GPU; --gpu-data auto against
+#                         off (the same losses, bitwise); CUDA graphs on against off for 1 and 2
+#                         towers (the same losses, bitwise)
+#   compare               bench/compare.py --device cuda against PyTorch (default, channels-last,
+#                         channels-last+bf16) for cifar10-tutorial and cifar10-resnet
+#   bf16                  --precision bf16 on the GPU (bf16_part below)
+#   race                  the Fashion-MNIST time-to-accuracy race against PyTorch (race_part)
+# Each part is one call of the device tool (carry .carry, timeout_s 600, command
+# `tools/gpu-check.sh run PART`). In a session with 30 minutes of device time (the machine's start
+# counts, minutes of it), run checks, train and compare first, in that order; then bf16, race and
+# sanitizer as time allows, or in a later session.
+#
+# What comes back ($OUT, else .carry/out): summary.txt, a line "NAME EXIT SECONDS" per step
+# written as each step ends ("NAME skipped (time)" where the budget ran out, "NAME 124 ... timed
+# out" where a step ran past its limit), and logs.tgz, the step logs (/tmp/towers-gpu/logs/NAME.log)
+# archived afresh after every step, so that both survive the command being killed at its limit.
+# The output shows the last lines of each step's log and, at the end, the summary table. The exit
+# status is 1 when a step failed, timed out or was skipped for time.
+# Time limits: each step runs under `timeout` (its own limit, by default GPU_CHECK_STEP_LIMIT,
+# 300 s), and the whole command keeps within GPU_CHECK_BUDGET seconds (default 570) from its start:
+# a step gets at most what is left of it less a margin of 15 s, and is skipped when that is under
+# 30 s.
 #
 # The tarball holds towers-cli, the tests above, libtowers-cuda.so, the Debian libraries they
 # need that a bare machine lacks (Qt, oneDNN, ...; not glibc, not NVIDIA's, which come from the
-# machine's CUDA toolkit or its Python packages), and Debian's Fashion-MNIST when installed.
+# machine's CUDA toolkit or its Python packages), and Debian's Fashion-MNIST when installed
+# (unpacked from its .gz files: xz shrinks the raw images, not the gzip streams; both Towers and
+# bench/torch_train.py read plain IDX files).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
+
+usage() {
+    echo "usage: tools/gpu-check.sh pack [BUILD_DIR] | run [checks|sanitizer|train|compare|bf16|race]" >&2
+    exit 2
+}
+
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 
 pack() {
     local build=${1:-build/ci}
@@ -41,88 +74,41 @@ pack() {
         grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libgcc_s|libstdc\+\+)\.so|/libcu|/libnccl|/libnvidia|/libcudnn' |
         while read -r lib; do cp -L "$lib" "$stage/lib/"; done
     strip --strip-unneeded "$stage"/bin/* "$stage"/lib/*.so* 2>/dev/null || true
-    [[ -d /usr/share/datasets/fashion-mnist ]] && cp -r /usr/share/datasets/fashion-mnist "$stage/data/"
+    # Fashion-MNIST as plain IDX files: its .gz files (31 MB) do not shrink under xz, the raw
+    # images do (to about half).
+    if [[ -d /usr/share/datasets/fashion-mnist ]]; then
+        cp -rL /usr/share/datasets/fashion-mnist "$stage/data/"
+        find "$stage/data/fashion-mnist" -name '*.gz' -exec gunzip -f {} +
+    fi
     mkdir -p "$stage/bench" "$stage/python" && cp bench/*.py "$stage/bench/" && cp python/towers_torch.py "$stage/python/"
     XZ_OPT=-9 tar -C .carry -cJf .carry/gpu.tar.xz gpu
     rm -rf "$stage"
-    echo "gpu-check: .carry/gpu.tar.xz ($(du -h .carry/gpu.tar.xz | cut -f1)); carry .carry and run 'tools/gpu-check.sh run'"
-}
-
-# --precision bf16 on the GPU (tools/gpu-check.sh run bf16; its own command, as the main checks
-# take most of one): the op-case table and training checks in bf16, the default Fashion-MNIST recipe
-# on one GPU tower in fp32 and bf16 (issue 17's parity: within 0.3 points of test precision), and
-# the step against PyTorch's bf16 autocast.
-bf16_checks() {
-    step selftest-bf16 "$cli" selftest --device cuda --precision bf16
-    for precision in fp32 bf16; do
-        step "recipe-$precision" "$cli" train --dataset fashion-mnist --device cuda --towers 1 \
-            --precision $precision --run-dir /tmp/towers-gpu/runs/recipe-$precision
-    done
-    step recipe-parity python3 - /tmp/towers-gpu/runs/recipe-fp32 /tmp/towers-gpu/runs/recipe-bf16 <<'PY'
-import json, sys
-last = [json.loads(open(d + "/eval.jsonl").read().splitlines()[-1]) for d in sys.argv[1:]]
-fp32, bf16 = (e["precisionAt1"] for e in last)
-print(f"test precision @ 1 at step {last[0]['step']}: fp32 {fp32:.4f}, bf16 {bf16:.4f} "
-      f"(difference {100 * (bf16 - fp32):+.2f} points)")
-sys.exit(0 if abs(bf16 - fp32) <= 0.003 else 1)
-PY
-    step compare-bf16 python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" --python python3 \
-        --models cifar10-tutorial,cifar10-resnet --batch-size 128 --steps 50 --warmup 10 \
-        --precision bf16 --torch-variants default,channels-last
-}
-
-# The time-to-accuracy race on Fashion-MNIST (tools/gpu-check.sh run race): Towers' default recipe
-# on one GPU tower against PyTorch's twin on the same GPU, float32 and bf16.
-race_checks() {
-    step race-fp32 python3 "$g/bench/compare_train.py" --device cuda --towers-cli "$cli" \
-        --python python3 --data-dir "$g/data"
-    step race-bf16 python3 "$g/bench/compare_train.py" --device cuda --towers-cli "$cli" \
-        --python python3 --data-dir "$g/data" --precision bf16
-}
-
-run() {
-    local part=${1:-main}
-    local out=${OUT:-.carry/out}
-    rm -rf /tmp/towers-gpu && mkdir -p "$out" /tmp/towers-gpu
-    tar -C /tmp/towers-gpu -xJf .carry/gpu.tar.xz
-    local g=/tmp/towers-gpu/gpu
-    # NVIDIA's libraries: the toolkit's, and those of the Python packages (nvidia-cudnn-cu13, ...).
-    local nvlibs
-    nvlibs=$(python3 - <<'EOF' 2>/dev/null || true
-import glob, os, site
-dirs = set()
-for root in site.getsitepackages():
-    for lib in glob.glob(os.path.join(root, "nvidia", "**", "lib*.so*"), recursive=True):
-        dirs.add(os.path.dirname(lib))
-print(":".join(sorted(dirs)))
-EOF
-)
-    # The carried Debian libraries go to the carried programs only (wrappers), never to python3,
-    # whose PyTorch has its own.
-    local libs="$g/lib:${nvlibs}:/usr/local/cuda/lib64"
-    for prog in towers-cli tst_gpu_backend tst_op_cases tst_process_communicator tst_bf16; do
-        mv "$g/bin/$prog" "$g/bin/$prog.bin"
-        printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$libs" "$g/bin/$prog.bin" > "$g/bin/$prog"
-        chmod +x "$g/bin/$prog"
-    done
-    export TOWERS_CUDA_PLUGIN=$g/lib/libtowers-cuda.so TOWERS_DATA=$g/data TOWERS_RUNS=/tmp/towers-gpu/runs
-    export QT_QPA_PLATFORM=offscreen
-    local cli=$g/bin/towers-cli status=0
-    step() { # step NAME COMMAND...: runs it, logs to $out/NAME.log, notes the exit code
-        local name=$1; shift
-        echo "=== $name: $*"
-        set +e; "$@" > "$out/$name.log" 2>&1; local rc=$?; set -e
-        tail -n 25 "$out/$name.log"
-        echo "=== $name: exit $rc"
-        [[ $rc == 0 ]] || status=1
-    }
-    step nvidia-smi nvidia-smi
-    step version "$cli" --version
-    step devices "$cli" devices
-    if [[ $part == bf16 || $part == race ]]; then
-        "${part}_checks"
-        return $status
+    # What travels: the working tree (tracked and untracked files that git does not ignore) and
+    # the carried folder .carry; the device tool takes 64 MiB in all, and 63 is kept as a margin.
+    local tree carry max=$((63 * 1024 * 1024))
+    tree=$(git ls-files -z --cached --others --exclude-standard |
+        du -cb --files0-from=- 2>/dev/null | tail -n 1 | cut -f1) || true
+    if [[ ! $tree =~ ^[0-9]+$ ]]; then
+        echo "gpu-check: could not list the working tree's files with git" >&2
+        exit 1
     fi
+    carry=$(du -sb .carry | cut -f1)
+    echo "gpu-check: .carry/gpu.tar.xz $(mib "$(du -b .carry/gpu.tar.xz | cut -f1)"), .carry in all" \
+        "$(mib "$carry"), the working tree $(mib "$tree"): $(mib $((carry + tree))) travel (at most $(mib $max))"
+    if ((carry + tree > max)); then
+        echo "gpu-check: too large to carry: .carry ($(mib "$carry")) and the working tree ($(mib "$tree"))" \
+            "make $(mib $((carry + tree))), over $(mib $max) (the device tool takes 64 MiB in all)." \
+            "Carry less (fewer libraries, no dataset) or shrink the working tree." >&2
+        exit 1
+    fi
+    echo "gpu-check: carry .carry and run 'tools/gpu-check.sh run checks' (then train, compare, ...)"
+}
+
+# The checks part (tools/gpu-check.sh run, or run checks).
+checks_part() {
+    step -t 60 nvidia-smi nvidia-smi
+    step -t 60 version "$cli" --version
+    step -t 60 devices "$cli" devices
     step selftest "$cli" selftest --device cuda
     step selftest-tf32 "$cli" selftest --device cuda --tf32 --no-training
     step selftest-bf16-ops "$cli" selftest --device cuda --precision bf16 --no-training
@@ -133,17 +119,33 @@ EOF
     # --precision bf16 on the host's CPU (a GPU server's Xeon may have AMX: other oneDNN kernels
     # than a Zen 4's; skipped with the reason where it has no bf16). tst_op_cases has its rows.
     step tst_bf16 "$g/bin/tst_bf16"
-    if command -v compute-sanitizer > /dev/null; then
-        step sanitizer env LD_LIBRARY_PATH="$libs" compute-sanitizer --tool memcheck --error-exitcode 3 \
-            "$g/bin/tst_gpu_backend.bin" everyOpMatchesTheReference deviceErrorsAreTypedAndSayWhat \
-            convolutionsRepeatBitwise twoContextsShareAGpu
-        # Shared-memory races and barriers in the backend's own kernels (the column sums of batch
-        # norm and bias gradients loop over chunks between __syncthreads).
-        for tool in racecheck synccheck; do
-            step "sanitizer-$tool" env LD_LIBRARY_PATH="$libs" compute-sanitizer --tool "$tool" \
-                --error-exitcode 3 "$g/bin/tst_gpu_backend.bin" everyOpMatchesTheReference
-        done
+}
+
+# Parts of tst_gpu_backend under compute-sanitizer (tools/gpu-check.sh run sanitizer).
+sanitizer_part() {
+    local sanitizer
+    sanitizer=$(command -v compute-sanitizer || true)
+    if [[ -z $sanitizer && -x /usr/local/cuda/bin/compute-sanitizer ]]; then
+        sanitizer=/usr/local/cuda/bin/compute-sanitizer
     fi
+    if [[ -z $sanitizer ]]; then
+        note sanitizer "skipped: compute-sanitizer not found"
+        echo "=== sanitizer: skipped: compute-sanitizer not found (on PATH or in /usr/local/cuda/bin)"
+        return 0
+    fi
+    step -t 540 sanitizer env LD_LIBRARY_PATH="$libs" "$sanitizer" --tool memcheck --error-exitcode 3 \
+        "$g/bin/tst_gpu_backend.bin" everyOpMatchesTheReference deviceErrorsAreTypedAndSayWhat \
+        convolutionsRepeatBitwise twoContextsShareAGpu
+    # Shared-memory races and barriers in the backend's own kernels (the column sums of batch
+    # norm and bias gradients loop over chunks between __syncthreads).
+    for tool in racecheck synccheck; do
+        step -t 540 "sanitizer-$tool" env LD_LIBRARY_PATH="$libs" "$sanitizer" --tool "$tool" \
+            --error-exitcode 3 "$g/bin/tst_gpu_backend.bin" everyOpMatchesTheReference
+    done
+}
+
+# Training on the GPU (tools/gpu-check.sh run train).
+train_part() {
     step train "$cli" train --dataset fashion-mnist --device cuda --towers 2 --epochs 1 --run-dir /tmp/towers-gpu/runs/fashion
     # The training set held on the GPU and distorted there (--gpu-data auto, the log says so)
     # against batches made on the host and copied: the same images, so the same losses, bitwise.
@@ -151,7 +153,7 @@ EOF
         step "gpu-data-$data" "$cli" train --dataset fashion-mnist --device cuda --towers 2 \
             --steps 300 --log-every 20 --gpu-data $data --run-dir /tmp/towers-gpu/runs/data-$data
     done
-    step gpu-data-same python3 - /tmp/towers-gpu/runs/data-auto /tmp/towers-gpu/runs/data-off <<'PY'
+    step -t 60 gpu-data-same python3 - /tmp/towers-gpu/runs/data-auto /tmp/towers-gpu/runs/data-off <<'PY'
 import json, sys
 runs = [[json.loads(l) for l in open(d + "/metrics.jsonl")] for d in sys.argv[1:]]
 held, host = ([(m["step"], m["loss"]) for m in r] for r in runs)
@@ -169,7 +171,7 @@ PY
                 --towers $towers --steps 300 --log-every 20 --cuda-graphs $graphs \
                 --run-dir /tmp/towers-gpu/runs/graphs-$towers-$graphs
         done
-        step "graphs-$towers-same" python3 - "$out/graphs-$towers-on.log" \
+        step -t 60 "graphs-$towers-same" python3 - "$logs/graphs-$towers-on.log" \
             /tmp/towers-gpu/runs/graphs-$towers-on /tmp/towers-gpu/runs/graphs-$towers-off <<'PY'
 import json, sys
 log = open(sys.argv[1]).read()
@@ -180,14 +182,209 @@ print("graphs on:", on[-3:]); print("graphs off:", off[-3:])
 sys.exit(0 if on == off and len(on) >= 10 and "steps: captured as CUDA graphs" in log else 1)
 PY
     done
-    step compare python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" --python python3 \
+}
+
+# The step against PyTorch (tools/gpu-check.sh run compare).
+compare_part() {
+    step -t 540 compare python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" --python python3 \
         --models cifar10-tutorial,cifar10-resnet --batch-size 128 --steps 50 --warmup 10 \
         --torch-variants default,channels-last,channels-last+bf16
+}
+
+# --precision bf16 on the GPU (tools/gpu-check.sh run bf16): the op-case table and training
+# checks in bf16, the default Fashion-MNIST recipe on one GPU tower in fp32 and bf16 (issue 17's
+# parity: within 0.3 points of test precision), and the step against PyTorch's bf16 autocast.
+bf16_part() {
+    step -t 60 nvidia-smi nvidia-smi
+    step -t 60 version "$cli" --version
+    step -t 60 devices "$cli" devices
+    step selftest-bf16 "$cli" selftest --device cuda --precision bf16
+    for precision in fp32 bf16; do
+        step "recipe-$precision" "$cli" train --dataset fashion-mnist --device cuda --towers 1 \
+            --precision $precision --run-dir /tmp/towers-gpu/runs/recipe-$precision
+    done
+    step -t 60 recipe-parity python3 - /tmp/towers-gpu/runs/recipe-fp32 /tmp/towers-gpu/runs/recipe-bf16 <<'PY'
+import json, sys
+last = [json.loads(open(d + "/eval.jsonl").read().splitlines()[-1]) for d in sys.argv[1:]]
+fp32, bf16 = (e["precisionAt1"] for e in last)
+print(f"test precision @ 1 at step {last[0]['step']}: fp32 {fp32:.4f}, bf16 {bf16:.4f} "
+      f"(difference {100 * (bf16 - fp32):+.2f} points)")
+sys.exit(0 if abs(bf16 - fp32) <= 0.003 else 1)
+PY
+    step -t 540 compare-bf16 python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" --python python3 \
+        --models cifar10-tutorial,cifar10-resnet --batch-size 128 --steps 50 --warmup 10 \
+        --precision bf16 --torch-variants default,channels-last
+}
+
+# The time-to-accuracy race on Fashion-MNIST (tools/gpu-check.sh run race): Towers' default recipe
+# on one GPU tower against PyTorch's twin on the same GPU, float32 and bf16.
+race_part() {
+    step -t 60 nvidia-smi nvidia-smi
+    step -t 60 version "$cli" --version
+    step -t 60 devices "$cli" devices
+    step -t 540 race-fp32 python3 "$g/bench/compare_train.py" --device cuda --towers-cli "$cli" \
+        --python python3 --data-dir "$g/data"
+    step -t 540 race-bf16 python3 "$g/bench/compare_train.py" --device cuda --towers-cli "$cli" \
+        --python python3 --data-dir "$g/data" --precision bf16
+}
+
+# The state of a run, shared by the functions below (set by run).
+g=/tmp/towers-gpu/gpu
+logs=/tmp/towers-gpu/logs
+out=
+cli=
+libs=
+deadline=0
+status=0
+step_limit=300
+margin=15     # seconds of the budget kept back from a step: timeout's -k 10, the archive, the summary
+min_step=30   # a step that would get less is skipped
+summary=()
+
+# note NAME RESULT...: one line of $out/summary.txt, written at once, and the archive of the logs
+# made afresh (to a temporary name first, so that a kill leaves the last whole one).
+note() {
+    local line="$*"
+    summary+=("$line")
+    echo "$line" >> "$out/summary.txt"
+    if tar -C /tmp/towers-gpu -czf "$out/logs.tgz.part" logs 2>/dev/null; then
+        mv -f "$out/logs.tgz.part" "$out/logs.tgz"
+    else
+        rm -f "$out/logs.tgz.part"
+    fi
+}
+
+# step [-t LIMIT] NAME COMMAND...: runs COMMAND under timeout (LIMIT seconds, default step_limit,
+# at most what is left of the budget less the margin), logs to $logs/NAME.log, prints its last
+# lines, notes the exit code and seconds in the summary.
+step() {
+    local limit=$step_limit
+    if [[ $1 == -t ]]; then
+        limit=$2
+        shift 2
+    fi
+    local name=$1
+    shift
+    local left=$((deadline - SECONDS - margin))
+    if ((left < min_step)); then
+        echo "=== $name: skipped (time: $((deadline - SECONDS)) s of the budget left)"
+        note "$name" "skipped (time)"
+        status=1
+        return 0
+    fi
+    if ((limit > left)); then
+        limit=$left
+    fi
+    echo "=== $name (at most $limit s): $*" | cut -c1-160
+    local t0=$SECONDS rc=0
+    timeout -k 10 "$limit" "$@" > "$logs/$name.log" 2>&1 || rc=$?
+    local secs=$((SECONDS - t0))
+    tail -n 6 "$logs/$name.log" | cut -c1-160
+    if ((rc == 124 || rc == 137)); then
+        echo "=== $name: timed out after $secs s (limit $limit s; exit $rc)"
+        note "$name" "$rc" "$secs" "timed out (limit $limit s)"
+    else
+        echo "=== $name: exit $rc, $secs s"
+        note "$name" "$rc" "$secs"
+    fi
+    if ((rc != 0)); then
+        status=1
+    fi
+}
+
+run() {
+    local part=$1
+    case $part in
+        checks | sanitizer | train | compare | bf16 | race) ;;
+        *) usage ;;
+    esac
+    local budget=${GPU_CHECK_BUDGET:-570}
+    step_limit=${GPU_CHECK_STEP_LIMIT:-300}
+    if [[ ! $budget =~ ^[0-9]+$ || ! $step_limit =~ ^[0-9]+$ ]]; then
+        echo "gpu-check: GPU_CHECK_BUDGET and GPU_CHECK_STEP_LIMIT are whole seconds" >&2
+        exit 2
+    fi
+    local start=$SECONDS
+    deadline=$((start + budget))
+    out=${OUT:-.carry/out}
+    [[ -f .carry/gpu.tar.xz ]] || { echo "gpu-check: .carry/gpu.tar.xz is missing: run 'tools/gpu-check.sh pack' here and carry .carry" >&2; exit 1; }
+    rm -rf /tmp/towers-gpu && mkdir -p "$out" "$logs"
+    rm -f "$out/summary.txt" "$out/logs.tgz"
+    echo "# tools/gpu-check.sh run $part: NAME EXIT SECONDS per step (budget $budget s)" > "$out/summary.txt"
+    local t0=$SECONDS
+    if command -v xz > /dev/null; then
+        tar -C /tmp/towers-gpu -xJf .carry/gpu.tar.xz
+    else # tar needs the xz program for -J; Python's tarfile reads xz through lzma
+        python3 - .carry/gpu.tar.xz /tmp/towers-gpu <<'PY'
+import sys, tarfile
+with tarfile.open(sys.argv[1], "r:xz") as t:
+    t.extractall(sys.argv[2], **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+PY
+    fi
+    note unpack 0 $((SECONDS - t0))
+    # NVIDIA's libraries: the toolkit's, and those of the Python packages (nvidia-cudnn-cu13, ...).
+    local nvlibs
+    nvlibs=$(python3 - <<'EOF' 2>/dev/null || true
+import glob, os, site
+dirs = set()
+for root in site.getsitepackages():
+    for lib in glob.glob(os.path.join(root, "nvidia", "**", "lib*.so*"), recursive=True):
+        dirs.add(os.path.dirname(lib))
+print(":".join(sorted(dirs)))
+EOF
+)
+    # The carried Debian libraries go to the carried programs only (wrappers), never to python3,
+    # whose PyTorch has its own. The driver's libcuda may be found only through the machine's
+    # own LD_LIBRARY_PATH or /usr/local/nvidia/lib64: both stay, after ours.
+    libs=$g/lib
+    if [[ -n $nvlibs ]]; then
+        libs+=:$nvlibs
+    fi
+    libs+=:/usr/local/cuda/lib64
+    if [[ -d /usr/local/nvidia/lib64 ]]; then
+        libs+=:/usr/local/nvidia/lib64
+    fi
+    if [[ -n ${LD_LIBRARY_PATH:-} ]]; then
+        libs+=:$LD_LIBRARY_PATH
+    fi
+    for prog in towers-cli tst_gpu_backend tst_op_cases tst_process_communicator tst_bf16; do
+        mv "$g/bin/$prog" "$g/bin/$prog.bin"
+        printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$libs" "$g/bin/$prog.bin" > "$g/bin/$prog"
+        chmod +x "$g/bin/$prog"
+    done
+    export TOWERS_CUDA_PLUGIN=$g/lib/libtowers-cuda.so TOWERS_DATA=$g/data TOWERS_RUNS=/tmp/towers-gpu/runs
+    export QT_QPA_PLATFORM=offscreen
+    # NCCL's reasons for a failure, in the logs; Python's output as it comes (a killed step's log).
+    export NCCL_DEBUG=WARN PYTHONUNBUFFERED=1
+    cli=$g/bin/towers-cli
+    status=0
+
+    "${part}_part"
+
+    local failed=() timed=() skipped=() line
+    local -a f
+    for line in "${summary[@]}"; do
+        read -r -a f <<< "$line"
+        if [[ ${f[1]} == skipped* ]]; then
+            skipped+=("${f[0]}")
+        elif [[ ${f[1]} == 124 || ${f[1]} == 137 ]]; then
+            timed+=("${f[0]}")
+        elif [[ ${f[1]} != 0 ]]; then
+            failed+=("${f[0]}")
+        fi
+    done
+    echo
+    echo "=== summary: run $part, $((SECONDS - start)) s of the $budget s budget (logs in $out/logs.tgz)"
+    for line in "${summary[@]}"; do
+        read -r -a f <<< "$line"
+        printf '  %-26s %s\n' "${f[0]}" "${f[*]:1}"
+    done
+    echo "=== failed: ${failed[*]:-none}; timed out: ${timed[*]:-none}; skipped: ${skipped[*]:-none}"
     return $status
 }
 
 case $mode in
     pack) shift; pack "$@" ;;
-    run) run "${2:-main}" ;;
-    *) echo "usage: tools/gpu-check.sh pack [BUILD_DIR] | run [main|bf16|race]" >&2; exit 2 ;;
+    run) run "${2:-checks}" ;;
+    *) usage ;;
 esac
