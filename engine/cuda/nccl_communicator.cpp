@@ -41,9 +41,10 @@
 //    the world has come), and a broadcast's root 0 is NCCL rank 0, the world's first rank.
 //  * The end: destroyAll (finalise) or abortAll (ncclCommAbort, which releases the kernels in
 //    flight) frees the communicators, then waits a bounded while for the communication streams
-//    to drain (after an abort, the kernels still running end at once), releases the tensors held,
-//    and destroys the events and the streams (both safe with work pending: CUDA releases them
-//    once it is done). Nothing waits on the compute streams there: their ops may be gone already.
+//    to drain (after an abort, the kernels still running end at once), releases the tensors held
+//    (a stream that did not drain keeps its rank's for the process's life), and destroys the events
+//    and the streams (both safe with work pending: CUDA releases them once it is done). Nothing
+//    waits on the compute streams there: their ops may be gone already.
 #include <nccl.h>
 
 #include <optional>
@@ -193,17 +194,27 @@ void releaseStreams(std::vector<RankStreams>& ranks) noexcept
     cudaGetLastError();
 }
 
-// Waits, at most `limit` in all, until the communication streams are idle (or failed).
-void drain(const std::vector<RankStreams>& ranks, std::chrono::milliseconds limit) noexcept
+// Waits, at most `limit` in all, until the communication streams are idle (or failed). A rank
+// whose stream still runs then (an aborted kernel that did not end) keeps its tensors for the
+// process's life: freed on their own streams, which do not wait for this one, their memory could
+// be handed out while the kernel still writes it.
+void drain(std::vector<RankStreams>& ranks, std::chrono::milliseconds limit) noexcept
 {
     const auto deadline = std::chrono::steady_clock::now() + limit;
-    for (const RankStreams& s : ranks) {
+    for (RankStreams& s : ranks) {
         if (!s.comm) continue;
         const QuietDevice guard(s.device);
         PollBackoff backoff;
         while (cudaStreamQuery(s.comm) == cudaErrorNotReady &&
                std::chrono::steady_clock::now() < deadline)
             backoff.pause();
+        if (cudaStreamQuery(s.comm) == cudaErrorNotReady && !s.held.empty()) {
+            try {
+                static_cast<void>(new std::vector<std::vector<Tensor>>(std::move(s.held))); // kept
+            } catch (...) { // no memory for the vector: the tensors go as before
+            }
+            s.held.clear();
+        }
     }
     cudaGetLastError();
 }
