@@ -181,6 +181,8 @@ void MainWindow::restoreConfig()
     m_devices->setGpuData(last->gpuData);
     m_devices->setAllreduce(last->allreduce);
     m_devices->setCudaGraphs(last->cudaGraphs);
+    m_devices->setTf32(last->allowTf32);
+    m_devices->setCudnnBenchmark(last->cudnnBenchmark);
     m_devices->setBucketMb(last->bucketMb);
     m_model->form()->setConfig(*last);
     m_model->form()->setTowers(last->towers);
@@ -297,6 +299,8 @@ engine::TrainConfig MainWindow::pagesConfig() const
     c.gpuData = m_devices->gpuData();
     c.allreduce = m_devices->allreduce();
     c.cudaGraphs = m_devices->cudaGraphs();
+    c.allowTf32 = m_devices->tf32();
+    c.cudnnBenchmark = m_devices->cudnnBenchmark();
     c.bucketMb = m_devices->bucketMb();
     return c;
 }
@@ -325,6 +329,8 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
     if (const auto gpus = m_devices->selectedGpus(); !gpus.empty()) { // one tower per checked GPU
         c.backend = "cuda";
         c.gpus = gpus;
+    } else { // GPU options: a CPU run has none (towers-cli refuses --tf32 on the CPU)
+        c.allowTf32 = c.cudnnBenchmark = false;
     }
     c.dataDir = QDir(m_data->dataDir()).absolutePath().toStdString();
     try {

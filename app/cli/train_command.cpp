@@ -568,7 +568,8 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         return ExitUsage;
     if (!doubleOption(p, QStringLiteral("bucket-mb"), 0, TrainConfig::kMaxBucketMb, c.bucketMb, io))
         return ExitUsage;
-    if (c.backend != "cuda" && c.allowTf32) {
+    // (A GPU run's own TF32, resumed on the CPU, has no effect there: only the option is refused.)
+    if (c.backend != "cuda" && c.allowTf32 && p.isSet(QStringLiteral("tf32"))) {
         io.err << "towers-cli train: --tf32 is for --device cuda\n";
         return ExitUsage;
     }

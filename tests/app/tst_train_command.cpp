@@ -316,6 +316,18 @@ private slots:
             run(small(b) + constant + QStringList{"--steps", "4", "--cuda-graphs", "off"}).exitCode,
             0);
         QVERIFY(readFile(b + QStringLiteral("/config.json")).contains("\"cudaGraphs\": false"));
+        {
+            // As a GPU run with TF32 and measured algorithms has them, resumed on the CPU below
+            // (where they do nothing): only the options themselves are refused on the CPU.
+            QByteArray config = readFile(b + QStringLiteral("/config.json"));
+            QVERIFY(config.contains("\"allowTf32\": false"));
+            QVERIFY(config.contains("\"cudnnBenchmark\": false"));
+            config.replace("\"allowTf32\": false", "\"allowTf32\": true");
+            config.replace("\"cudnnBenchmark\": false", "\"cudnnBenchmark\": true");
+            QFile f(b + QStringLiteral("/config.json"));
+            QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            QCOMPARE(f.write(config), qint64(config.size()));
+        }
         // A run-defining option with another value is refused, naming both values...
         const CliRun changed =
             run(small(b) + QStringList{"--lr", "0.5", "--steps", "8", "--resume"});

@@ -257,6 +257,9 @@ private slots:
         QCOMPARE(page.allreduce(), defaults.allreduce);
         QCOMPARE(page.cudaGraphs(), defaults.cudaGraphs);
         QVERIFY(page.cudaGraphs()); // on by default
+        QCOMPARE(page.tf32(), defaults.allowTf32);
+        QCOMPARE(page.cudnnBenchmark(), defaults.cudnnBenchmark);
+        QVERIFY(!page.tf32() && !page.cudnnBenchmark()); // exact float32, runs that repeat
         QCOMPARE(page.bucketMb(), defaults.bucketMb);
         auto values = [](QComboBox* combo) {
             QStringList v;
@@ -282,8 +285,12 @@ private slots:
         QVERIFY(!bucket->specialValueText().isEmpty());
         QCOMPARE(bucket->text(), QLocale().toString(25) + QStringLiteral(" MiB")); // not 25.00
         for (QWidget* w : std::initializer_list<QWidget*>{
-                 page.gpuDataChoice(), page.allreduceChoice(), page.cudaGraphsCheck(), bucket})
+                 page.gpuDataChoice(), page.allreduceChoice(), page.cudaGraphsCheck(),
+                 page.tf32Check(), page.cudnnBenchmarkCheck(), bucket})
             QVERIFY(!w->toolTip().isEmpty());
+        QVERIFY(page.tf32Check()->toolTip().contains(QStringLiteral("TF32")));
+        QVERIFY(page.cudnnBenchmarkCheck()->toolTip().contains(QStringLiteral("cudnn.benchmark")));
+        QVERIFY(page.cudnnBenchmarkCheck()->toolTip().contains(QStringLiteral("bitwise")));
         QVERIFY(page.gpuDataChoice()->toolTip().contains(QStringLiteral("GPU")));
         QVERIFY(page.allreduceChoice()->toolTip().contains(QStringLiteral("host")));
         QCOMPARE(page.cudaGraphsCheck()->text(), QStringLiteral("CUDA &graphs"));
@@ -341,6 +348,11 @@ private slots:
         page.setCudaGraphs(true);
         QVERIFY(page.cudaGraphs());
         QCOMPARE(changed.count(), 2);
+        page.setTf32(true);
+        QVERIFY(page.tf32() && page.tf32Check()->isChecked());
+        page.setCudnnBenchmark(true);
+        QVERIFY(page.cudnnBenchmark() && page.cudnnBenchmarkCheck()->isChecked());
+        QCOMPARE(changed.count(), 4);
     }
 
     // The data and averaging settings apply to GPU towers only (as the threads to CPU towers
@@ -359,6 +371,8 @@ private slots:
             QCOMPARE(data->isEnabled(), gpuOn);
             QCOMPARE(averaging->isEnabled(), gpuOn);
             QCOMPARE(graphs->isEnabled(), gpuOn);
+            QCOMPARE(page.tf32Check()->isEnabled(), gpuOn);
+            QCOMPARE(page.cudnnBenchmarkCheck()->isEnabled(), gpuOn);
             QCOMPARE(threads->isEnabled(), cpuOn);
             QCOMPARE(bucket->isEnabled(), bothOn);
             QCOMPARE(page.precisionChoice()->isEnabled(), bothOn);

@@ -166,6 +166,8 @@ private slots:
             devicesOf(w)->setGpuData("off");
             devicesOf(w)->setAllreduce("host");
             devicesOf(w)->setCudaGraphs(false);
+            devicesOf(w)->setTf32(true);
+            devicesOf(w)->setCudnnBenchmark(true);
             devicesOf(w)->setBucketMb(4.5);
             w.close();
         }
@@ -183,12 +185,15 @@ private slots:
         QCOMPARE(devicesOf(again)->gpuData(), std::string("off"));
         QCOMPARE(devicesOf(again)->allreduce(), std::string("host"));
         QVERIFY(!devicesOf(again)->cudaGraphs());
+        QVERIFY(devicesOf(again)->tf32());
+        QVERIFY(devicesOf(again)->cudnnBenchmark());
         QCOMPARE(devicesOf(again)->bucketMb(), 4.5);
         const auto saved =
             towers::engine::TrainConfig::fromJson(settings.lastConfigJson().toStdString());
         QCOMPARE(saved.gpuData, std::string("off"));
         QCOMPARE(saved.allreduce, std::string("host"));
         QVERIFY(!saved.cudaGraphs);
+        QVERIFY(saved.allowTf32 && saved.cudnnBenchmark);
         QCOMPARE(saved.bucketMb, 4.5);
     }
 
@@ -237,10 +242,14 @@ private slots:
         devices->setAllreduce("host");
         QVERIFY(devices->cudaGraphsCheck()->isEnabled());
         devices->setCudaGraphs(false);
+        QVERIFY(devices->tf32Check()->isEnabled() && devices->cudnnBenchmarkCheck()->isEnabled());
+        devices->setTf32(true);
+        devices->setCudnnBenchmark(true);
         devices->setBucketMb(0);
         options = w.newRunOptions(&error);
         QVERIFY2(options, qPrintable(error));
         QCOMPARE(options->config.backend, std::string("cuda"));
+        QVERIFY(options->config.allowTf32 && options->config.cudnnBenchmark);
         QCOMPARE(options->config.gpuData, std::string("off"));
         QCOMPARE(options->config.allreduce, std::string("host"));
         QVERIFY(!options->config.cudaGraphs);
@@ -261,6 +270,10 @@ private slots:
         QVERIFY2(options, qPrintable(error));
         QCOMPARE(options->config.backend, std::string("onednn"));
         QCOMPARE(options->config.towers, 2);
+        // The GPU options stay checked on the page, but a CPU run has neither (towers-cli would
+        // refuse --tf32 on the CPU).
+        QVERIFY(devices->tf32() && devices->cudnnBenchmark());
+        QVERIFY(!options->config.allowTf32 && !options->config.cudnnBenchmark);
         QCOMPARE(options->config.bucketMb, 8.0);
         saved = towers::engine::TrainConfig::fromJson(settings.lastConfigJson().toStdString());
         QCOMPARE(saved.bucketMb, 8.0);

@@ -211,6 +211,20 @@ DevicesPage::DevicesPage(QWidget* parent)
            "backward runs.</p><p>The results are bitwise the same either way. Where a capture "
            "fails the run goes on op by op and its log says so.</p>") +
         gpuOnly);
+    m_tf32 = new QCheckBox(tr("T&F32 tensor cores"), devicesBox);
+    m_tf32->setToolTip(
+        tr("<p>Lets cuDNN and cuBLAS multiply float32 on TF32 tensor cores (10-bit mantissas in "
+           "the products, float32 sums): faster on Ampere and later, less exact. Off, float32 is "
+           "float32. bf16 precision uses tensor cores either way.</p>") +
+        gpuOnly);
+    m_cudnnBenchmark = new QCheckBox(tr("&Measure cuDNN algorithms"), devicesBox);
+    m_cudnnBenchmark->setToolTip(
+        tr("<p>Each convolution runs the algorithm that cuDNN measures fastest for its shape, "
+           "as PyTorch's cudnn.benchmark. Timing noise may make another run choose another "
+           "algorithm, so runs may then differ in their last bits.</p><p>Off, cuDNN's "
+           "heuristics choose, the same in every run: a run repeats, and resumes, "
+           "bitwise.</p>") +
+        gpuOnly);
     m_bucketMb = new MibSpinBox(devicesBox);
     m_bucketMb->setRange(0, engine::TrainConfig::kMaxBucketMb);
     m_bucketMb->setDecimals(2);
@@ -225,12 +239,16 @@ DevicesPage::DevicesPage(QWidget* parent)
     sharingForm->addRow(tr("Training &data:"), m_gpuData);
     sharingForm->addRow(tr("Gradient &averaging:"), m_allreduce);
     sharingForm->addRow(QString(), m_cudaGraphs);
+    sharingForm->addRow(QString(), m_tf32);
+    sharingForm->addRow(QString(), m_cudnnBenchmark);
     sharingForm->addRow(tr("Gradient &buckets:"), m_bucketMb);
     {
         const engine::TrainConfig defaults;
         setGpuData(defaults.gpuData);
         setAllreduce(defaults.allreduce);
         setCudaGraphs(defaults.cudaGraphs);
+        setTf32(defaults.allowTf32);
+        setCudnnBenchmark(defaults.cudnnBenchmark);
         setBucketMb(defaults.bucketMb);
     }
 
@@ -317,6 +335,8 @@ DevicesPage::DevicesPage(QWidget* parent)
     connect(m_allreduce, &QComboBox::currentIndexChanged, this,
             [this] { emit towerOptionsChanged(); });
     connect(m_cudaGraphs, &QCheckBox::toggled, this, [this] { emit towerOptionsChanged(); });
+    connect(m_tf32, &QCheckBox::toggled, this, [this] { emit towerOptionsChanged(); });
+    connect(m_cudnnBenchmark, &QCheckBox::toggled, this, [this] { emit towerOptionsChanged(); });
     connect(m_bucketMb, &QDoubleSpinBox::valueChanged, this,
             [this] { emit towerOptionsChanged(); });
     connect(m_timer, &QTimer::timeout, this, &DevicesPage::sampleNow);
@@ -410,6 +430,26 @@ void DevicesPage::setCudaGraphs(bool on)
     m_cudaGraphs->setChecked(on);
 }
 
+bool DevicesPage::tf32() const
+{
+    return m_tf32->isChecked();
+}
+
+void DevicesPage::setTf32(bool on)
+{
+    m_tf32->setChecked(on);
+}
+
+bool DevicesPage::cudnnBenchmark() const
+{
+    return m_cudnnBenchmark->isChecked();
+}
+
+void DevicesPage::setCudnnBenchmark(bool on)
+{
+    m_cudnnBenchmark->setChecked(on);
+}
+
 double DevicesPage::bucketMb() const
 {
     return m_bucketMb->value();
@@ -457,7 +497,8 @@ void DevicesPage::setTowerSetupEnabled(bool enabled)
 void DevicesPage::updateEnabled()
 {
     // CPU towers have a count and threads; GPU towers one tower per GPU, their data, their
-    // averaging and their CUDA graphs; both have a precision and gradient buckets.
+    // averaging, their CUDA graphs, TF32 and cuDNN's algorithms; both have a precision and
+    // gradient buckets.
     const bool gpu = !selectedGpus().empty();
     m_towers->setEnabled(m_setupEnabled && !gpu);
     m_threads->setEnabled(m_setupEnabled && !gpu);
@@ -465,6 +506,8 @@ void DevicesPage::updateEnabled()
     m_gpuData->setEnabled(m_setupEnabled && gpu);
     m_allreduce->setEnabled(m_setupEnabled && gpu);
     m_cudaGraphs->setEnabled(m_setupEnabled && gpu);
+    m_tf32->setEnabled(m_setupEnabled && gpu);
+    m_cudnnBenchmark->setEnabled(m_setupEnabled && gpu);
     m_bucketMb->setEnabled(m_setupEnabled);
 }
 

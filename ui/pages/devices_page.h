@@ -84,6 +84,15 @@ public:
     bool cudaGraphs() const;
     void setCudaGraphs(bool on);
     QCheckBox* cudaGraphsCheck() const { return m_cudaGraphs; }
+    // GPU towers' TF32 tensor cores for float32 (TrainConfig::allowTf32, --tf32) and convolution
+    // algorithms measured by cuDNN (TrainConfig::cudnnBenchmark, --cudnn-benchmark): unchecked by
+    // default; can be changed only with GPU towers (a run on CPU towers gets neither).
+    bool tf32() const;
+    void setTf32(bool on);
+    QCheckBox* tf32Check() const { return m_tf32; }
+    bool cudnnBenchmark() const;
+    void setCudnnBenchmark(bool on);
+    QCheckBox* cudnnBenchmarkCheck() const { return m_cudnnBenchmark; }
     // MiB of gradients per bucket (TrainConfig::bucketMb, --bucket-mb; 0 = one collective after
     // backward), for CPU and GPU towers alike; clamped to 0..TrainConfig::kMaxBucketMb.
     double bucketMb() const;
@@ -160,6 +169,8 @@ private:
     QComboBox* m_gpuData;
     QComboBox* m_allreduce;
     QCheckBox* m_cudaGraphs;
+    QCheckBox* m_tf32;
+    QCheckBox* m_cudnnBenchmark;
     QDoubleSpinBox* m_bucketMb;
     bool m_setupEnabled = true;       // setTowerSetupEnabled
     QString m_bf16OnCpu, m_bf16OnGpu; // why bf16 does not run there, "" where it does
