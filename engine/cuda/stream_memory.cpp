@@ -163,10 +163,16 @@ void releaseDevice(int device, void* p) noexcept
     cudaGetDevice(&previous);
     if (previous != device) cudaSetDevice(device);
     cudaError_t status = cudaSuccess;
+    bool freeNow = false;
     const bool known = liveBlocks().release(p, [&](void* q, const Allocation& a) {
-        status = a.pooled ? cudaFreeAsync(q, asStream(a.stream)) : cudaFree(q);
+        // Under the table's lock, so that the stream it names is not retired meanwhile.
+        if (a.pooled)
+            status = cudaFreeAsync(q, asStream(a.stream));
+        else
+            freeNow = true; // cudaFree waits for the whole device: not while holding the lock,
+                            // which another tower's thread may need to go on
     });
-    if (!known) status = cudaFree(p);              // frees a block of either kind
+    if (freeNow || !known) status = cudaFree(p);   // !known: frees a block of either kind
     if (status != cudaSuccess) cudaGetLastError(); // a sticky error shows at the next sync
     if (previous >= 0 && previous != device) cudaSetDevice(previous);
 }
