@@ -329,7 +329,7 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
     if (const auto gpus = m_devices->selectedGpus(); !gpus.empty()) { // one tower per checked GPU
         c.backend = "cuda";
         c.gpus = gpus;
-    } else { // GPU options: a CPU run has none (towers-cli refuses --tf32 on the CPU)
+    } else { // the GPU options mean nothing to CPU towers: a CPU run records neither
         c.allowTf32 = c.cudnnBenchmark = false;
     }
     c.dataDir = QDir(m_data->dataDir()).absolutePath().toStdString();

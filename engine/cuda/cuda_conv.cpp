@@ -50,18 +50,25 @@ template <class Perf> struct Ranked
     Perf best{};
 };
 
-// `rank(n, &count, results)` asks cuDNN for its ranking of at most n algorithms: its measurement
-// (`measured`: cudnnFind...AlgorithmEx, which reports each one's workspace) or its heuristics
-// (cudnnGet..._v7; `workspaceOf(algo, &bytes)` then asks each one's workspace of cuDNN, under the
-// entry's math type). Leaves the descriptor's math type unspecified: each pass sets its own.
-template <class Perf, class Rank, class WorkspaceOf>
-Ranked<Perf> rankAndChoose(ConvPlan& p, int maxCount, bool measured, Rank rank,
-                           WorkspaceOf workspaceOf, const AlgorithmRules& rules)
+// cuDNN's ranking of at most `maxCount(handle)` algorithms for one pass of `p`: its heuristics,
+// `heuristics(n, &count, results)` (cudnnGet..._v7; `workspaceOf(algo, &bytes)` then asks each
+// one's workspace of cuDNN, under the entry's math type), or with o.measureAlgorithms its
+// measurement, `measure(n, &count, results)` (cudnnFind...AlgorithmEx, which reports each one's
+// workspace); and the algorithm chosen from it by rulesFor(o). Leaves the descriptor's math type
+// unspecified: each pass sets its own.
+template <class Perf, class Heuristics, class Measure, class WorkspaceOf>
+Ranked<Perf> rankAndChoose(ConvPlan& p, cudnnHandle_t handle,
+                           cudnnStatus_t (*maxCount)(cudnnHandle_t, int*), const GpuOpsOptions& o,
+                           Heuristics heuristics, Measure measure, WorkspaceOf workspaceOf)
 {
+    int most = 0;
+    TOWERS_CUDNN(maxCount(handle, &most));
     p.setMath(p.measureMath);
-    std::vector<Perf> results(std::size_t(std::max(maxCount, 1)));
+    std::vector<Perf> results(std::size_t(std::max(most, 1)));
     int count = 0;
-    const cudnnStatus_t status = rank(int(results.size()), &count, results.data());
+    const bool measured = o.measureAlgorithms;
+    const cudnnStatus_t status = measured ? measure(int(results.size()), &count, results.data())
+                                          : heuristics(int(results.size()), &count, results.data());
     const int usable =
         status == CUDNN_STATUS_SUCCESS ? std::clamp(count, 0, int(results.size())) : 0;
     std::vector<MeasuredAlgorithm> entries(static_cast<std::size_t>(usable));
@@ -79,16 +86,9 @@ Ranked<Perf> rankAndChoose(ConvPlan& p, int maxCount, bool measured, Rank rank,
         entries[std::size_t(i)] = {int(r.status), r.memory, r.determinism == CUDNN_DETERMINISTIC,
                                    r.mathType == CUDNN_FMA_MATH};
     }
-    Ranked<Perf> m{chooseAlgorithm(int(status), entries, rules)};
+    Ranked<Perf> m{chooseAlgorithm(int(status), entries, rulesFor(o))};
     if (m.verdict.choice == AlgorithmChoice::Chosen) m.best = results[std::size_t(m.verdict.index)];
     return m;
-}
-
-int algorithmCount(cudnnStatus_t (*maxCount)(cudnnHandle_t, int*), cudnnHandle_t h)
-{
-    int n = 0;
-    TOWERS_CUDNN(maxCount(h, &n));
-    return n;
 }
 
 // After a ranking gave nothing usable: an NHWC plan turns NCHW when cuDNN does not support the
@@ -269,13 +269,13 @@ void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tens
                                 "cuDNN has not chosen this convolution's algorithm yet (run it "
                                 "once before capturing)");
         if (!p.haveForward) {
-            const bool measured = m_options.measureAlgorithms;
             const auto m = rankAndChoose<cudnnConvolutionFwdAlgoPerf_t>(
-                p, algorithmCount(cudnnGetConvolutionForwardAlgorithmMaxCount, m_cudnn), measured,
+                p, m_cudnn, cudnnGetConvolutionForwardAlgorithmMaxCount, m_options,
                 [&](int n, int* count, cudnnConvolutionFwdAlgoPerf_t* results) {
-                    if (!measured)
-                        return cudnnGetConvolutionForwardAlgorithm_v7(m_cudnn, p.x, p.w, p.conv,
-                                                                      p.y, n, count, results);
+                    return cudnnGetConvolutionForwardAlgorithm_v7(m_cudnn, p.x, p.w, p.conv, p.y, n,
+                                                                  count, results);
+                },
+                [&](int n, int* count, cudnnConvolutionFwdAlgoPerf_t* results) {
                     return cudnnFindConvolutionForwardAlgorithmEx(
                         m_cudnn, p.x, xp.raw(), p.w, wf.raw(), p.conv, p.y, out.raw(), n, count,
                         results, workspace(kWorkspaceLimit), kWorkspaceLimit);
@@ -283,8 +283,7 @@ void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tens
                 [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
                     return cudnnGetConvolutionForwardWorkspaceSize(m_cudnn, p.x, p.w, p.conv, p.y,
                                                                    algo, bytes);
-                },
-                rulesFor(m_options));
+                });
             if (m.verdict.choice != AlgorithmChoice::Chosen) {
                 fallBackOrThrow(p, m.verdict, "forward");
                 continue;
@@ -328,14 +327,13 @@ void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, cons
                                 "cuDNN has not chosen this convolution's algorithm yet (run it "
                                 "once before capturing)");
         if (!p.haveBackwardData) {
-            const bool measured = m_options.measureAlgorithms;
             const auto m = rankAndChoose<cudnnConvolutionBwdDataAlgoPerf_t>(
-                p, algorithmCount(cudnnGetConvolutionBackwardDataAlgorithmMaxCount, m_cudnn),
-                measured,
+                p, m_cudnn, cudnnGetConvolutionBackwardDataAlgorithmMaxCount, m_options,
                 [&](int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* results) {
-                    if (!measured)
-                        return cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                            m_cudnn, p.w, p.y, p.conv, p.x, n, count, results);
+                    return cudnnGetConvolutionBackwardDataAlgorithm_v7(m_cudnn, p.w, p.y, p.conv,
+                                                                       p.x, n, count, results);
+                },
+                [&](int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* results) {
                     return cudnnFindConvolutionBackwardDataAlgorithmEx(
                         m_cudnn, p.w, wf.raw(), p.y, dyl.raw(), p.conv, p.x, dxl.raw(), n, count,
                         results, workspace(kWorkspaceLimit), kWorkspaceLimit);
@@ -343,8 +341,7 @@ void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, cons
                 [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
                     return cudnnGetConvolutionBackwardDataWorkspaceSize(m_cudnn, p.w, p.y, p.conv,
                                                                         p.x, algo, bytes);
-                },
-                rulesFor(m_options));
+                });
             if (m.verdict.choice != AlgorithmChoice::Chosen) {
                 fallBackOrThrow(p, m.verdict, "backward-data");
                 continue;
@@ -395,14 +392,13 @@ void CudaOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, co
                                 "cuDNN has not chosen this convolution's algorithm yet (run it "
                                 "once before capturing)");
         if (!p.haveBackwardFilter) {
-            const bool measured = m_options.measureAlgorithms;
             const auto m = rankAndChoose<cudnnConvolutionBwdFilterAlgoPerf_t>(
-                p, algorithmCount(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount, m_cudnn),
-                measured,
+                p, m_cudnn, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount, m_options,
                 [&](int n, int* count, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
-                    if (!measured)
-                        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                            m_cudnn, p.x, p.y, p.conv, p.w, n, count, results);
+                    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(m_cudnn, p.x, p.y, p.conv,
+                                                                         p.w, n, count, results);
+                },
+                [&](int n, int* count, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
                     return cudnnFindConvolutionBackwardFilterAlgorithmEx(
                         m_cudnn, p.x, xp.raw(), p.y, dyl.raw(), p.conv, p.w, dwl.raw(), n, count,
                         results, workspace(kWorkspaceLimit), kWorkspaceLimit);
@@ -410,8 +406,7 @@ void CudaOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, co
                 [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
                     return cudnnGetConvolutionBackwardFilterWorkspaceSize(m_cudnn, p.x, p.y, p.conv,
                                                                           p.w, algo, bytes);
-                },
-                rulesFor(m_options));
+                });
             if (m.verdict.choice != AlgorithmChoice::Chosen) {
                 fallBackOrThrow(p, m.verdict, "backward-filter");
                 continue;

@@ -663,8 +663,7 @@ std::unique_ptr<CapturedWork> Ops::endCapturedPart()
     try {
         work = endCaptureImpl(); // throws with nothing kept
     } catch (...) {
-        m_capturedParts.clear();
-        m_outsideWork.clear();
+        dropCapturedParts();
         throw;
     }
     work->m_hostWork = std::move(hostWork);
@@ -686,9 +685,14 @@ void Ops::abandonCapture() noexcept
     if (!m_capturing) return;
     m_capturing = false;
     m_capturedHostWork.clear();
+    dropCapturedParts();
+    abandonCaptureImpl();
+}
+
+void Ops::dropCapturedParts() noexcept
+{
     m_capturedParts.clear();
     m_outsideWork.clear();
-    abandonCaptureImpl();
 }
 
 void Ops::outsideCapture(std::function<void()> work)
@@ -703,8 +707,7 @@ void Ops::outsideCapture(std::function<void()> work)
     try {
         beginCaptureImpl();
     } catch (...) {
-        m_capturedParts.clear();
-        m_outsideWork.clear();
+        dropCapturedParts();
         throw;
     }
     m_capturing = true;

@@ -202,7 +202,8 @@ private:
     std::vector<std::unique_ptr<CapturedWork>> m_capturedParts;
     std::vector<std::function<void()>> m_outsideWork;
     std::unique_ptr<CapturedWork>
-    endCapturedPart(); // the part since the last cut, with its host work
+    endCapturedPart();                 // the part since the last cut, with its host work
+    void dropCapturedParts() noexcept; // the parts and their work, when the capture is over
 
 protected:
     // InvalidArgument unless `mark` is one of the `made` marks since clearMarks() and still in

@@ -744,6 +744,19 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
             ops.preprocessImages(m_heldRecipe, tw.source, draws, tw.images);
             images = tw.images;
         }
+        // Forward, the loss and backward, each gradient bucket's average started as soon as this
+        // tower's backward has produced it, the buckets counted from none ready (so that a step
+        // issued again op by op after a capture that failed midway starts every bucket once).
+        const auto forwardBackward = [&] {
+            tw.model->forward(ctx, images);
+            tw.model->computeLoss(ctx, labels);
+            if (tw.buckets) {
+                tw.buckets->begin();
+                tw.model->backward(ctx, [&](Parameter& p) { tw.buckets->ready(p); });
+            } else {
+                tw.model->backward(ctx);
+            }
+        };
         // A gated step's flag starts clear, or as the one of the step in flight before it
         // (sticky: a skipped step before this one skips this one too).
         const auto resetFlag = [&] {
@@ -786,17 +799,7 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
             if (tw.buckets) tw.buckets->begin();
             const std::string shapes = images.describe() + " " + labels.describe();
             const bool captured = issueCaptured(tw, sl, shapes, [&](bool marks) {
-                // Every issue of the step counts its buckets from none ready: a capture that
-                // failed after some (and started none of them) is issued again op by op.
-                if (tw.buckets) tw.buckets->begin();
-                tw.model->forward(ctx, images);
-                tw.model->computeLoss(ctx, labels);
-                if (tw.buckets) {
-                    // Each bucket's average starts as soon as this tower's backward produced it.
-                    tw.model->backward(ctx, [&](Parameter& p) { tw.buckets->ready(p); });
-                } else {
-                    tw.model->backward(ctx);
-                }
+                forwardBackward();
                 if (marks) sl.backwardMark = ops.mark();
                 const std::vector<Tensor>* averaged = &tw.reduce;
                 if (tw.buckets) {
@@ -820,15 +823,7 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
             return;
         }
         sl.computeMark = ops.mark();
-        tw.model->forward(ctx, images);
-        tw.model->computeLoss(ctx, labels); // read where the host waits anyway
-        if (tw.buckets) {
-            // Each bucket's average starts as soon as this tower's backward has produced it.
-            tw.buckets->begin();
-            tw.model->backward(ctx, [&](Parameter& p) { tw.buckets->ready(p); });
-        } else {
-            tw.model->backward(ctx);
-        }
+        forwardBackward(); // the loss read where the host waits anyway
         sl.backwardMark = ops.mark();
         if (!onDevice) sl.loss = tw.model->readLoss();
         // The synchronisation point: average the gradients, and the batch-norm running

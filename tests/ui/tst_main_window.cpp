@@ -270,8 +270,7 @@ private slots:
         QVERIFY2(options, qPrintable(error));
         QCOMPARE(options->config.backend, std::string("onednn"));
         QCOMPARE(options->config.towers, 2);
-        // The GPU options stay checked on the page, but a CPU run has neither (towers-cli would
-        // refuse --tf32 on the CPU).
+        // The GPU options stay checked on the page, but a CPU run records neither.
         QVERIFY(devices->tf32() && devices->cudnnBenchmark());
         QVERIFY(!options->config.allowTf32 && !options->config.cudnnBenchmark);
         QCOMPARE(options->config.bucketMb, 8.0);
