@@ -1,8 +1,13 @@
-// oneDNN max pooling on NHWC memory. TensorFlow's SAME padding maps directly onto oneDNN's
-// asymmetric padding_l / padding_r, and oneDNN's max pooling ignores padded positions, as the
-// descriptor requires. The workspace is oneDNN's own (argmax positions in the primitive's format),
-// handed to the caller as opaque UInt8 bytes.
+// Max pooling on NHWC memory: Towers' own kernels (pool_hwy.h) for windows of up to 256
+// positions, oneDNN's for larger ones. TensorFlow's SAME padding maps directly onto oneDNN's
+// asymmetric padding_l / padding_r, and both ignore padded positions, as the descriptor requires.
+// The workspace, opaque UInt8 bytes to the caller, is the chosen kernel's own: Towers' one byte
+// per output element (the winner's position in its window), or oneDNN's argmax positions in the
+// primitive's format. Which one runs is a function of the descriptor alone, so the backward of a
+// descriptor reads the workspace its forward wrote.
 #include "engine/cpu/cpu_common.h"
+#include "engine/cpu/pool_hwy.h"
+#include "engine/cpu/simd_target.h"
 
 namespace towers::engine::cpu {
 
@@ -50,12 +55,57 @@ std::string poolKey(const char* op, const Pool2dDesc& d)
     return std::string(op) + " " + d.win.str();
 }
 
+bool towersPool(const Pool2dDesc& d)
+{
+    return d.win.kh * d.win.kw <= kMaxPoolWindowPositions;
+}
+
+PoolGeometry geometry(const Pool2dDesc& d)
+{
+    const Window2d& w = d.win;
+    PoolGeometry g;
+    g.n = w.n;
+    g.h = w.h;
+    g.w = w.w;
+    g.c = w.c;
+    g.oh = w.oh;
+    g.ow = w.ow;
+    g.kh = w.kh;
+    g.kw = w.kw;
+    g.sh = w.sh;
+    g.sw = w.sw;
+    g.padTop = w.padTop;
+    g.padLeft = w.padLeft;
+    return g;
+}
+
+// Towers' workspace: one byte per output element.
+std::int64_t towersWorkspaceBytes(const Pool2dDesc& d)
+{
+    return d.outputShape().numel();
+}
+
 } // namespace
 
 void OneDnnOps::maxPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor& y,
                                    Tensor& workspace)
 {
     Tensor::ensure(y, d.outputShape(), DType::Float32);
+    if (towersPool(d)) {
+        applySimdTargetLimit();
+        Tensor::ensure(workspace, Shape{towersWorkspaceBytes(d)}, DType::UInt8);
+        noteImplementation(poolKey("maxpool fwd", d), "pooling forward_training src:acdb dst:acdb",
+                           "towers:" + poolTargetName());
+        const PoolGeometry g = geometry(d);
+        const float* px = x.data<float>();
+        float* py = y.data<float>();
+        auto* ws = static_cast<std::uint8_t*>(workspace.raw());
+        // An output pixel reads kh * kw input pixels of C floats.
+        parallelItems(g.n * g.oh * g.ow, g.c * g.kh * g.kw, [&](std::int64_t b, std::int64_t e) {
+            maxPoolForwardPixels(g, px, py, ws, b, e);
+        });
+        return;
+    }
 
     PoolEntry* e = nullptr;
     guarded("building a max pooling", [&] {
@@ -80,13 +130,32 @@ void OneDnnOps::maxPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor&
     });
 }
 
-// x and y are not read: oneDNN's workspace already says where each maximum came from (the entry
-// still checks them, as on every backend).
+// x and y are not read: the workspace already says where each maximum came from (the entry still
+// checks them, as on every backend).
 void OneDnnOps::maxPoolBackwardImpl(const Pool2dDesc& d, const Tensor& /*x*/, const Tensor& /*y*/,
                                     const Tensor& dy, const Tensor& workspace, Tensor& dx)
 {
     requireDType(workspace, DType::UInt8, "max pool workspace");
     Tensor::ensure(dx, d.inputShape(), DType::Float32);
+    if (towersPool(d)) {
+        requireShape(workspace, Shape{towersWorkspaceBytes(d)},
+                     "max pool workspace (from the oneDNN maxPoolForward of this descriptor)");
+        applySimdTargetLimit();
+        noteImplementation(poolKey("maxpool bwd", d),
+                           "pooling backward_data diff_src:acdb diff_dst:acdb",
+                           "towers:" + poolTargetName());
+        const PoolGeometry g = geometry(d);
+        const float* pdy = dy.data<float>();
+        const auto* ws = static_cast<const std::uint8_t*>(workspace.raw());
+        float* pdx = dx.data<float>();
+        // An input pixel reads the dy and positions of the (kh / sh) * (kw / sw) windows, rounded
+        // up, that cover it.
+        const std::int64_t covering = ((g.kh + g.sh - 1) / g.sh) * ((g.kw + g.sw - 1) / g.sw);
+        parallelItems(g.n * g.h * g.w, g.c * covering, [&](std::int64_t b, std::int64_t e) {
+            maxPoolBackwardPixels(g, pdy, ws, pdx, b, e);
+        });
+        return;
+    }
 
     PoolEntry* e = nullptr;
     guarded("building a max pooling backward", [&] {

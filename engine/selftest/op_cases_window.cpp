@@ -262,6 +262,15 @@ std::vector<PoolGeometry> poolGeometries()
          PoolValues::Negative},
         {"ties: the first maximum wins", {2, 9, 9, 4}, 3, 3, 2, 2, same, {}, PoolValues::Ties},
         {"ties in overlapping windows", {1, 6, 5, 3}, 3, 3, 1, 1, same, {}, PoolValues::Ties},
+        {"67 channels: whole vectors and a tail on every SIMD width",
+         {1, 6, 7, 67},
+         3,
+         3,
+         2,
+         2,
+         same},
+        {"ties across 67 channels", {1, 5, 5, 67}, 3, 3, 2, 2, same, {}, PoolValues::Ties},
+        {"17x17 window: more positions than a byte indexes", {1, 18, 17, 3}, 17, 17, 1, 1, valid},
     };
     for (const auto& p : modelLayers().pools)
         g.emplace_back(p.layer, p.x, p.kernel, p.kernel, p.stride, p.stride, p.padding);

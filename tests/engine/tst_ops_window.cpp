@@ -13,6 +13,7 @@
 
 #include "engine/cpu/lrn_hwy.h"
 #include "engine/cpu/onednn_ops.h"
+#include "engine/cpu/pool_hwy.h"
 #include "engine/cpu/simd_target.h"
 #include "engine/ops/ops.h"
 #include "gradcheck.h"
@@ -133,17 +134,33 @@ std::vector<NamedLrn> lrnKernelCases()
     return cases;
 }
 
-// One row per SIMD target the kernels were compiled for and LRN case: "AVX2: r2 C5".
-void addLrnTargetRows(const std::vector<NamedLrn>& cases)
+// One row per SIMD target Towers' kernels were compiled for and case: "AVX2: r2 C5".
+template <class Named, class Case>
+void addTargetRows(const std::vector<Named>& cases, Case Named::*member, const char* column)
 {
     QTest::addColumn<qint64>("target");
     QTest::addColumn<QString>("targetName");
     QTest::addColumn<bool>("supported");
-    QTest::addColumn<LrnCase>("lrn");
+    QTest::addColumn<Case>(column);
     for (const auto& t : cpu::simdTargets())
-        for (const auto& l : cases)
-            QTest::newRow((t.name + ": " + l.name).c_str())
-                << qint64(t.id) << QString::fromStdString(t.name) << t.supported << l.l;
+        for (const auto& c : cases)
+            QTest::newRow((t.name + ": " + c.name).c_str())
+                << qint64(t.id) << QString::fromStdString(t.name) << t.supported << c.*member;
+}
+void addLrnTargetRows(const std::vector<NamedLrn>& cases)
+{
+    addTargetRows(cases, &NamedLrn::l, "lrn");
+}
+
+// The pooling cases for the SIMD kernels: the small ones, channels in whole vectors and a tail on
+// every SIMD width, and the cifar10-tutorial and mnist-convnet layers at batch 2.
+std::vector<NamedPool> poolKernelCases()
+{
+    auto cases = smallPoolCases();
+    cases.push_back({"3x3/2 same C67", {{1, 6, 7, 67}, 3, 3, 2, 2, Padding::Same, {}}});
+    cases.push_back({"tutorial pool1", {{2, 24, 24, 64}, 3, 3, 2, 2, Padding::Same, {}}});
+    cases.push_back({"mnist pool2", {{2, 8, 8, 512}, 2, 2, 2, 2, Padding::Valid, {}}});
+    return cases;
 }
 
 constexpr double kGradTolerance = 1e-6;
@@ -433,31 +450,102 @@ private slots:
         }
     }
 
+    // --- the oneDNN backend's max pooling (Towers' Highway kernel) on every SIMD target ---
+
     void onednnPool_data()
     {
-        QTest::addColumn<PoolCase>("pool");
-        for (const auto& p : smallPoolCases()) QTest::newRow(p.name) << p.p;
-        QTest::newRow("tutorial pool1") << PoolCase{{2, 24, 24, 64}, 3, 3, 2, 2, Padding::Same, {}};
-        QTest::newRow("tutorial pool2") << PoolCase{{2, 12, 12, 64}, 3, 3, 2, 2, Padding::Same, {}};
+        auto cases = poolKernelCases();
+        cases.push_back({"tutorial pool2", {{2, 12, 12, 64}, 3, 3, 2, 2, Padding::Same, {}}});
+        // More window positions than a byte indexes: oneDNN's own kernel and workspace.
+        cases.push_back(
+            {"17x17 window, 289 positions", {{2, 18, 17, 5}, 17, 17, 1, 1, Padding::Valid, {}}});
+        addTargetRows(cases, &NamedPool::p, "pool");
     }
     void onednnPool()
     {
+        QFETCH(qint64, target);
+        QFETCH(QString, targetName);
+        QFETCH(bool, supported);
         QFETCH(PoolCase, pool);
+        if (!supported)
+            QSKIP(qPrintable(targetName +
+                             ": this CPU cannot run it (or TOWERS_SIMD_TARGET excludes it)"));
+        const cpu::ForcedSimdTarget forced(target);
+        QCOMPARE(QString::fromStdString(cpu::poolTargetName()), targetName);
         const Pool2dDesc d = pool.desc();
         Rng rng(22);
+        // Twice: the second round reuses the outputs and the workspace.
+        Tensor y1, ws1, dx1;
         for (int round = 0; round < 2; ++round) {
             // Distinct values, so both backends agree on every argmax.
             const Tensor x = distinctTensor(d.inputShape(), DType::Float32, rng);
             const Tensor dy = randomTensor(d.outputShape(), DType::Float32, rng);
-            Tensor y0, y1, ws0, ws1, dx0, dx1;
+            Tensor y0, ws0, dx0;
             m_ref->maxPoolForward(d, x, y0, ws0);
             m_dnn->maxPoolForward(d, x, y1, ws1);
             QCOMPARE(ws1.dtype(), DType::UInt8);
-            TOWERS_COMPARE_BACKENDS(y1, y0);
+            // A selection: bit for bit.
+            QCOMPARE(normalisedError(y1, y0), 0.0);
             m_ref->maxPoolBackward(d, x, y0, dy, ws0, dx0);
             m_dnn->maxPoolBackward(d, x, y1, dy, ws1, dx1);
             TOWERS_COMPARE_BACKENDS(dx1, dx0);
         }
+    }
+
+    // The kernel's backward against central differences of its own forward, in float32. Between
+    // switches of a window's maximum, f = <maxpool(x), r> is linear in x and y copies x exactly, so
+    // the difference quotient is exact but for the rounding of f, and a wrong route (a dy sent to
+    // the wrong element, added twice or dropped) is off by a whole dy.
+    void onednnPoolGradients_data() { addTargetRows(poolKernelCases(), &NamedPool::p, "pool"); }
+    void onednnPoolGradients()
+    {
+        QFETCH(qint64, target);
+        QFETCH(QString, targetName);
+        QFETCH(bool, supported);
+        QFETCH(PoolCase, pool);
+        if (!supported)
+            QSKIP(qPrintable(targetName +
+                             ": this CPU cannot run it (or TOWERS_SIMD_TARGET excludes it)"));
+        const cpu::ForcedSimdTarget forced(target);
+        const Pool2dDesc d = pool.desc();
+        Rng rng(25);
+        // 1e-3 apart: a step of 2e-4 never crosses a switch of the maximum.
+        Tensor x = distinctTensor(d.inputShape(), DType::Float32, rng);
+        const Tensor r = randomTensor(d.outputShape(), DType::Float32, rng);
+        Tensor y, ws, dx;
+        const auto f = [&] {
+            m_dnn->maxPoolForward(d, x, y, ws);
+            return dot(y, r);
+        };
+        f();
+        m_dnn->maxPoolBackward(d, x, y, r, ws, dx);
+        const std::int64_t n = x.numel();
+        const std::int64_t checks = std::min<std::int64_t>(n, 512);
+        float* px = x.data<float>();
+        double num = 0, den = 0;
+        for (std::int64_t k = 0; k < checks; ++k) {
+            const std::int64_t i =
+                n == checks ? k
+                            : static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(n)));
+            const float orig = px[i];
+            const float up = static_cast<float>(orig + 2e-4),
+                        down = static_cast<float>(orig - 2e-4);
+            px[i] = up;
+            const double fp = f();
+            px[i] = down;
+            const double fm = f();
+            px[i] = orig;
+            const double numeric = (fp - fm) / (static_cast<double>(up) - down);
+            const double e = dx.at(i) - numeric;
+            num += e * e;
+            den += numeric * numeric;
+        }
+        const double err = std::sqrt(num / std::max(den, 1e-30));
+        QVERIFY2(err < 1e-6, qPrintable(QStringLiteral("%1: normalised gradient error %2 (%3 "
+                                                       "elements)")
+                                            .arg(targetName)
+                                            .arg(err)
+                                            .arg(checks)));
     }
 
     // --- the oneDNN backend's LRN (Towers' Highway kernel) on every SIMD target ---

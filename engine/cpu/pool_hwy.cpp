@@ -1,0 +1,175 @@
+// Towers' max pooling kernels (pool_hwy.h), compiled once per instruction set by Highway's
+// foreach_target.
+#include "engine/cpu/pool_hwy.h"
+
+#include <algorithm>
+#include <cstring>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "engine/cpu/pool_hwy.cpp"
+#include <hwy/foreach_target.h> // before highway.h
+#include <hwy/highway.h>
+
+#include "engine/cpu/hwy_channels-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace towers::engine::cpu {
+namespace HWY_NAMESPACE {
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+using D = hn::ScalableTag<float>;
+using V = hn::Vec<D>;
+using DI = hn::Rebind<std::int32_t, D>;
+using DU8 = hn::Rebind<std::uint8_t, D>;
+
+// A vector's window positions (whole numbers below 256, exact as floats) to and from the bytes of
+// the workspace; a partial vector (n < Lanes) moves n bytes through a buffer.
+HWY_INLINE void storePositions(D d, V pos, std::uint8_t* p, std::int64_t n)
+{
+    const DU8 du8;
+    const auto bytes = hn::DemoteTo(du8, hn::ConvertTo(DI(), pos));
+    if (n >= static_cast<std::int64_t>(hn::Lanes(d))) {
+        hn::StoreU(bytes, du8, p);
+        return;
+    }
+    HWY_ALIGN std::uint8_t part[hn::MaxLanes(DU8())];
+    hn::Store(bytes, du8, part);
+    std::memcpy(p, part, static_cast<std::size_t>(n));
+}
+HWY_INLINE V loadPositions(D d, const std::uint8_t* p, std::int64_t n)
+{
+    const DU8 du8;
+    if (n >= static_cast<std::int64_t>(hn::Lanes(d)))
+        return hn::ConvertTo(d, hn::PromoteTo(DI(), hn::LoadU(du8, p)));
+    HWY_ALIGN std::uint8_t part[hn::MaxLanes(DU8())] = {};
+    std::memcpy(part, p, static_cast<std::size_t>(n));
+    return hn::ConvertTo(d, hn::PromoteTo(DI(), hn::Load(du8, part)));
+}
+
+// The window rows (or columns) [lo, hi) of a window starting at `start` that lie in [0, size).
+struct Span
+{
+    int lo, hi;
+};
+HWY_INLINE Span clip(std::int64_t start, int k, std::int64_t size)
+{
+    return {static_cast<int>(std::max<std::int64_t>(0, -start)),
+            static_cast<int>(std::min<std::int64_t>(k, size - start))};
+}
+
+void forward(const PoolGeometry& g, const float* x, float* y, std::uint8_t* ws, std::int64_t begin,
+             std::int64_t end)
+{
+    const D d;
+    const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
+    const std::int64_t c = g.c;
+    for (std::int64_t p = begin; p < end; ++p) {
+        const std::int64_t ox = p % g.ow, oy = (p / g.ow) % g.oh, n = p / (g.ow * g.oh);
+        const std::int64_t iy0 = oy * g.sh - g.padTop, ix0 = ox * g.sw - g.padLeft;
+        const Span rows = clip(iy0, g.kh, g.h), cols = clip(ix0, g.kw, g.w);
+        // Pixel (i, j) of the window is at x + window + (i * W + j) * C (window < 0 where pads
+        // lead; only real pixels are read).
+        const std::int64_t window = ((n * g.h + iy0) * g.w + ix0) * c;
+        float* out = y + p * c;
+        std::uint8_t* pos = ws + p * c;
+        for (std::int64_t k = 0; k < c; k += lanes) {
+            const std::int64_t m = std::min(lanes, c - k);
+            // The first real element, then strictly greater ones: the first maximum in scan order
+            // wins, and pads are never looked at.
+            V best = loadChannels(d, x + (window + (rows.lo * g.w + cols.lo) * c + k), m);
+            V at = hn::Set(d, static_cast<float>(rows.lo * g.kw + cols.lo));
+            for (int i = rows.lo; i < rows.hi; ++i)
+                for (int j = i == rows.lo ? cols.lo + 1 : cols.lo; j < cols.hi; ++j) {
+                    const V v = loadChannels(d, x + (window + (i * g.w + j) * c + k), m);
+                    const auto greater = hn::Gt(v, best);
+                    best = hn::IfThenElse(greater, v, best);
+                    at = hn::IfThenElse(greater, hn::Set(d, static_cast<float>(i * g.kw + j)), at);
+                }
+            storeChannels(d, best, out + k, m);
+            storePositions(d, at, pos + k, m);
+        }
+    }
+}
+
+void backward(const PoolGeometry& g, const float* dy, const std::uint8_t* ws, float* dx,
+              std::int64_t begin, std::int64_t end)
+{
+    const D d;
+    const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
+    const std::int64_t c = g.c;
+    for (std::int64_t p = begin; p < end; ++p) {
+        const std::int64_t ix = p % g.w, iy = (p / g.w) % g.h, n = p / (g.w * g.h);
+        // The windows that cover (iy, ix): oy * sh - padTop <= iy < oy * sh - padTop + kh.
+        const std::int64_t ty = iy + g.padTop, tx = ix + g.padLeft;
+        const std::int64_t oyLo = ty - g.kh + 1 > 0 ? (ty - g.kh + g.sh) / g.sh : 0;
+        const std::int64_t oxLo = tx - g.kw + 1 > 0 ? (tx - g.kw + g.sw) / g.sw : 0;
+        const std::int64_t oyHi = std::min(g.oh - 1, ty / g.sh);
+        const std::int64_t oxHi = std::min(g.ow - 1, tx / g.sw);
+        float* out = dx + p * c;
+        for (std::int64_t k = 0; k < c; k += lanes) {
+            const std::int64_t m = std::min(lanes, c - k);
+            // In the windows' scan order, as a scatter in output order would add them.
+            V sum = hn::Zero(d);
+            for (std::int64_t oy = oyLo; oy <= oyHi; ++oy)
+                for (std::int64_t ox = oxLo; ox <= oxHi; ++ox) {
+                    const std::int64_t o = ((n * g.oh + oy) * g.ow + ox) * c + k;
+                    const auto position =
+                        static_cast<float>((ty - oy * g.sh) * g.kw + tx - ox * g.sw);
+                    const auto chosen = hn::Eq(loadPositions(d, ws + o, m), hn::Set(d, position));
+                    sum = hn::Add(sum, hn::IfThenElseZero(chosen, loadChannels(d, dy + o, m)));
+                }
+            storeChannels(d, sum, out + k, m);
+        }
+    }
+}
+
+} // namespace
+
+void PoolForward(const PoolGeometry& g, const float* x, float* y, std::uint8_t* ws,
+                 std::int64_t begin, std::int64_t end)
+{
+    forward(g, x, y, ws, begin, end);
+}
+
+void PoolBackward(const PoolGeometry& g, const float* dy, const std::uint8_t* ws, float* dx,
+                  std::int64_t begin, std::int64_t end)
+{
+    backward(g, dy, ws, dx, begin, end);
+}
+
+const char* PoolTarget()
+{
+    return hwy::TargetName(HWY_TARGET);
+}
+
+} // namespace HWY_NAMESPACE
+} // namespace towers::engine::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace towers::engine::cpu {
+
+HWY_EXPORT(PoolForward);
+HWY_EXPORT(PoolBackward);
+HWY_EXPORT(PoolTarget);
+
+void maxPoolForwardPixels(const PoolGeometry& g, const float* x, float* y, std::uint8_t* ws,
+                          std::int64_t begin, std::int64_t end)
+{
+    HWY_DYNAMIC_DISPATCH(PoolForward)(g, x, y, ws, begin, end);
+}
+
+void maxPoolBackwardPixels(const PoolGeometry& g, const float* dy, const std::uint8_t* ws,
+                           float* dx, std::int64_t begin, std::int64_t end)
+{
+    HWY_DYNAMIC_DISPATCH(PoolBackward)(g, dy, ws, dx, begin, end);
+}
+
+std::string poolTargetName()
+{
+    return HWY_DYNAMIC_DISPATCH(PoolTarget)();
+}
+
+} // namespace towers::engine::cpu
+#endif // HWY_ONCE
