@@ -1,5 +1,6 @@
 // Private to engine/cpu: loads and stores of a row's channels in whole vectors with a zero-filled
-// partial vector at the tail, for Towers' Highway kernels (lrn_hwy.cpp, winograd_5x5.cpp).
+// partial vector at the tail, for Towers' Highway kernels (lrn_hwy.cpp, pool_hwy.cpp,
+// winograd_5x5.cpp).
 // Included once per target from inside foreach_target, as Highway's -inl.h headers are: the guard
 // toggles with HWY_TARGET_TOGGLE so that each target gets its own copy in its HWY_NAMESPACE.
 #if defined(TOWERS_ENGINE_CPU_HWY_CHANNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)

@@ -24,12 +24,17 @@ bool Winograd3x3::fasterThanDirect(const Conv2dDesc& d, int directVectorFlops)
     //  * 512 output pixels or more over the batch: the kernel's transform costs the same whatever
     //    the batch, and below (1 to 8 images of 6x6 or 8x8, 20 to 64 channels) it was slower
     //    than direct or no faster, on AVX2 and AVX-512 alike.
-    constexpr std::int64_t kMinChannels = 16, kMinPixels = 512;
+    constexpr std::int64_t kMinPixels = 512;
     const Window2d& g = d.win;
     const std::int64_t tiles = (g.oh + 3) / 4 * ((g.ow + 3) / 4);
-    return g.c >= kMinChannels && d.outChannels >= kMinChannels &&
-           g.n * g.oh * g.ow >= kMinPixels && 9 * g.oh * g.ow >= 2 * 36 * tiles &&
-           2 * vectorFlops() >= directVectorFlops;
+    return enoughChannels(d) && g.n * g.oh * g.ow >= kMinPixels &&
+           9 * g.oh * g.ow >= 2 * 36 * tiles && 2 * vectorFlops() >= directVectorFlops;
+}
+
+bool Winograd3x3::enoughChannels(const Conv2dDesc& d)
+{
+    constexpr std::int64_t kMinChannels = 16;
+    return d.win.c >= kMinChannels && d.outChannels >= kMinChannels;
 }
 
 Winograd3x3::Winograd3x3(const Conv2dDesc& d) : WinogradConv(d, 3) {}

@@ -53,6 +53,10 @@ public:
     // Asked again after a forced target (TOWERS_SIMD_TARGET, ForcedSimdTarget), it answers for
     // that target.
     static bool fasterThanDirect(const Conv2dDesc& d, int directVectorFlops);
+    // True when the geometry has channels enough on both sides for any F(4x4, 3x3) to pay (16 or
+    // more): below, the transforms cost more than the products save (a first layer's 1 or 3
+    // input channels). Part of fasterThanDirect; the plans ask it of oneDNN's Winograd too.
+    static bool enoughChannels(const Conv2dDesc& d);
 
     explicit Winograd3x3(const Conv2dDesc& d);
 };

@@ -1,7 +1,7 @@
 // The op-case table (engine/selftest/op_cases.h) on every backend this machine has, a row per case
-// and backend: oneDNN on each SIMD target Towers' own kernels (LRN, Winograd 5x5) were compiled
-// for and this CPU runs (oneDNN's own instruction set can only be capped before it starts: CTest's
-// tst_no_reference_kernels_onednn_max_isa_avx2 does that), oneDNN staged through the host
+// and backend: oneDNN on each SIMD target Towers' own kernels (LRN, max pooling, Winograd) were
+// compiled for and this CPU runs (oneDNN's own instruction set can only be capped before it starts:
+// CTest's tst_no_reference_kernels_onednn_max_isa_avx2 does that), oneDNN staged through the host
 // (ops/staged_ops.h), and the CUDA backend on GPU 0 in float32 and in TF32 (skipped, saying why,
 // without a GPU or the plugin). `towers-cli selftest --device X` runs the same table.
 //
