@@ -325,9 +325,12 @@ private slots:
         if (wino)
             QCOMPARE(convImplementations(*dnn, d), QStringList{implementationName(5, targetName)});
 
-        // 3x3: a first layer, and two images of 6x6 (72 output pixels: the kernel's transform
-        // would cost more than the products save) stay direct.
+        // 3x3: first layers, and two images of 6x6 (72 output pixels: the kernel's transform
+        // would cost more than the products save) stay direct, and so neither Towers' Winograd nor
+        // oneDNN's (which 2.6 takes for fashion-fast's conv1 at batch 64 where it has one).
         for (const auto& direct : {makeConv2dDesc({2, 24, 24, 3}, 64, 3, 3, 1, 1, Padding::Same),
+                                   makeConv2dDesc({64, 28, 28, 1}, 32, 3, 3, 1, 1, Padding::Same),
+                                   makeConv2dDesc({16, 32, 32, 3}, 32, 3, 3, 1, 1, Padding::Same),
                                    makeConv2dDesc({2, 6, 6, 20}, 20, 3, 3, 1, 1, Padding::Same)})
             QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*dnn, direct)),
                      QStringLiteral("direct"));
