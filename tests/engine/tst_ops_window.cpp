@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -163,6 +164,17 @@ std::vector<NamedPool> poolKernelCases()
     return cases;
 }
 
+// In a test with addTargetRows' columns: skips a target this CPU cannot run, saying so, and runs
+// the rest of the test with every Highway kernel forced to the row's target.
+#define TOWERS_RUN_ON_TARGET()                                                                     \
+    QFETCH(qint64, target);                                                                        \
+    QFETCH(QString, targetName);                                                                   \
+    QFETCH(bool, supported);                                                                       \
+    if (!supported)                                                                                \
+        QSKIP(qPrintable(targetName +                                                              \
+                         ": this CPU cannot run it (or TOWERS_SIMD_TARGET excludes it)"));         \
+    const cpu::ForcedSimdTarget forced(target)
+
 constexpr double kGradTolerance = 1e-6;
 // Convolution is linear in each of x, w and b, so a central difference is exact for any step; a
 // large one keeps the rounding of f (~1e-14) from swamping gradient elements of 1e-4.
@@ -176,6 +188,35 @@ constexpr double kBackendTolerance = 1e-5;
 // error (the third derivative times h^2 / 6) as small. A wrong term is orders of magnitude larger.
 constexpr double kFloatStep = 4e-3;
 constexpr double kFloatGradTolerance = 2e-3;
+
+// The normalised error between `analytic` (the gradient of the scalar f with respect to the
+// float32 x) and central differences of f: every element up to `maxChecks`, else that many drawn
+// at random. Each step is taken as float32 has it, so that rounding x +- h costs no accuracy.
+double float32GradientError(const std::function<double()>& f, Tensor& x, const Tensor& analytic,
+                            double step, std::int64_t maxChecks, Rng& rng)
+{
+    const std::int64_t n = x.numel();
+    const std::int64_t checks = std::min<std::int64_t>(n, maxChecks);
+    float* px = x.data<float>();
+    double num = 0, den = 0;
+    for (std::int64_t k = 0; k < checks; ++k) {
+        const std::int64_t i =
+            n == checks ? k : static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(n)));
+        const float orig = px[i];
+        const float up = static_cast<float>(orig + step);
+        const float down = static_cast<float>(orig - step);
+        px[i] = up;
+        const double fp = f();
+        px[i] = down;
+        const double fm = f();
+        px[i] = orig;
+        const double numeric = (fp - fm) / (static_cast<double>(up) - down);
+        const double e = analytic.at(i) - numeric;
+        num += e * e;
+        den += numeric * numeric;
+    }
+    return std::sqrt(num / std::max(den, 1e-30));
+}
 
 // oneDNN's result `got` against the reference's `want`, by normalised error.
 #define TOWERS_COMPARE_BACKENDS(got, want)                                                         \
@@ -463,14 +504,8 @@ private slots:
     }
     void onednnPool()
     {
-        QFETCH(qint64, target);
-        QFETCH(QString, targetName);
-        QFETCH(bool, supported);
+        TOWERS_RUN_ON_TARGET();
         QFETCH(PoolCase, pool);
-        if (!supported)
-            QSKIP(qPrintable(targetName +
-                             ": this CPU cannot run it (or TOWERS_SIMD_TARGET excludes it)"));
-        const cpu::ForcedSimdTarget forced(target);
         QCOMPARE(QString::fromStdString(cpu::poolTargetName()), targetName);
         const Pool2dDesc d = pool.desc();
         Rng rng(22);
@@ -499,14 +534,8 @@ private slots:
     void onednnPoolGradients_data() { addTargetRows(poolKernelCases(), &NamedPool::p, "pool"); }
     void onednnPoolGradients()
     {
-        QFETCH(qint64, target);
-        QFETCH(QString, targetName);
-        QFETCH(bool, supported);
+        TOWERS_RUN_ON_TARGET();
         QFETCH(PoolCase, pool);
-        if (!supported)
-            QSKIP(qPrintable(targetName +
-                             ": this CPU cannot run it (or TOWERS_SIMD_TARGET excludes it)"));
-        const cpu::ForcedSimdTarget forced(target);
         const Pool2dDesc d = pool.desc();
         Rng rng(25);
         // 1e-3 apart: a step of 2e-4 never crosses a switch of the maximum.
@@ -519,33 +548,10 @@ private slots:
         };
         f();
         m_dnn->maxPoolBackward(d, x, y, r, ws, dx);
-        const std::int64_t n = x.numel();
-        const std::int64_t checks = std::min<std::int64_t>(n, 512);
-        float* px = x.data<float>();
-        double num = 0, den = 0;
-        for (std::int64_t k = 0; k < checks; ++k) {
-            const std::int64_t i =
-                n == checks ? k
-                            : static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(n)));
-            const float orig = px[i];
-            const float up = static_cast<float>(orig + 2e-4),
-                        down = static_cast<float>(orig - 2e-4);
-            px[i] = up;
-            const double fp = f();
-            px[i] = down;
-            const double fm = f();
-            px[i] = orig;
-            const double numeric = (fp - fm) / (static_cast<double>(up) - down);
-            const double e = dx.at(i) - numeric;
-            num += e * e;
-            den += numeric * numeric;
-        }
-        const double err = std::sqrt(num / std::max(den, 1e-30));
-        QVERIFY2(err < 1e-6, qPrintable(QStringLiteral("%1: normalised gradient error %2 (%3 "
-                                                       "elements)")
-                                            .arg(targetName)
-                                            .arg(err)
-                                            .arg(checks)));
+        const double err = float32GradientError(f, x, dx, 2e-4, 512, rng);
+        QVERIFY2(err < 1e-6,
+                 qPrintable(
+                     QStringLiteral("%1: normalised gradient error %2").arg(targetName).arg(err)));
     }
 
     // --- the oneDNN backend's LRN (Towers' Highway kernel) on every SIMD target ---
@@ -569,14 +575,8 @@ private slots:
     void onednnLrn_data() { addLrnTargetRows(lrnKernelCases()); }
     void onednnLrn()
     {
-        QFETCH(qint64, target);
-        QFETCH(QString, targetName);
-        QFETCH(bool, supported);
+        TOWERS_RUN_ON_TARGET();
         QFETCH(LrnCase, lrn);
-        if (!supported)
-            QSKIP(qPrintable(targetName +
-                             ": this CPU cannot run it (or TOWERS_SIMD_TARGET excludes it)"));
-        const cpu::ForcedSimdTarget forced(target);
         QCOMPARE(QString::fromStdString(cpu::lrnTargetName()), targetName);
         const LrnDesc d = lrn.desc();
         Rng rng(23);
@@ -601,14 +601,8 @@ private slots:
     void onednnLrnGradients_data() { addLrnTargetRows(smallLrnCases()); }
     void onednnLrnGradients()
     {
-        QFETCH(qint64, target);
-        QFETCH(QString, targetName);
-        QFETCH(bool, supported);
+        TOWERS_RUN_ON_TARGET();
         QFETCH(LrnCase, lrn);
-        if (!supported)
-            QSKIP(qPrintable(targetName +
-                             ": this CPU cannot run it (or TOWERS_SIMD_TARGET excludes it)"));
-        const cpu::ForcedSimdTarget forced(target);
         const LrnDesc d = lrn.desc();
         Rng rng(24);
         Tensor x = randomTensor(d.shape, DType::Float32, rng, -2.0, 2.0);
@@ -620,35 +614,10 @@ private slots:
         };
         f();
         m_dnn->lrnBackward(d, x, y, r, ws, dx);
-        // Every element up to 256, else 256 drawn at random.
-        const std::int64_t n = x.numel();
-        const std::int64_t checks = std::min<std::int64_t>(n, 256);
-        float* px = x.data<float>();
-        double num = 0, den = 0;
-        for (std::int64_t k = 0; k < checks; ++k) {
-            const std::int64_t i =
-                n == checks ? k
-                            : static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(n)));
-            const float orig = px[i];
-            // The step as float32 has it, so that rounding x +- h costs no accuracy.
-            const float up = static_cast<float>(orig + kFloatStep);
-            const float down = static_cast<float>(orig - kFloatStep);
-            px[i] = up;
-            const double fp = f();
-            px[i] = down;
-            const double fm = f();
-            px[i] = orig;
-            const double numeric = (fp - fm) / (static_cast<double>(up) - down);
-            const double e = dx.at(i) - numeric;
-            num += e * e;
-            den += numeric * numeric;
-        }
-        const double err = std::sqrt(num / std::max(den, 1e-30));
+        const double err = float32GradientError(f, x, dx, kFloatStep, 256, rng);
         QVERIFY2(err < kFloatGradTolerance,
-                 qPrintable(QStringLiteral("%1: normalised gradient error %2 (%3 elements)")
-                                .arg(targetName)
-                                .arg(err)
-                                .arg(checks)));
+                 qPrintable(
+                     QStringLiteral("%1: normalised gradient error %2").arg(targetName).arg(err)));
     }
 
     // --- bad arguments ---
