@@ -60,25 +60,6 @@ bool towersPool(const Pool2dDesc& d)
     return d.win.kh * d.win.kw <= kMaxPoolWindowPositions;
 }
 
-PoolGeometry geometry(const Pool2dDesc& d)
-{
-    const Window2d& w = d.win;
-    PoolGeometry g;
-    g.n = w.n;
-    g.h = w.h;
-    g.w = w.w;
-    g.c = w.c;
-    g.oh = w.oh;
-    g.ow = w.ow;
-    g.kh = w.kh;
-    g.kw = w.kw;
-    g.sh = w.sh;
-    g.sw = w.sw;
-    g.padTop = w.padTop;
-    g.padLeft = w.padLeft;
-    return g;
-}
-
 // Towers' workspace: one byte per output element.
 std::int64_t towersWorkspaceBytes(const Pool2dDesc& d)
 {
@@ -96,7 +77,7 @@ void OneDnnOps::maxPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor&
         Tensor::ensure(workspace, Shape{towersWorkspaceBytes(d)}, DType::UInt8);
         noteImplementation(poolKey("maxpool fwd", d), "pooling forward_training src:acdb dst:acdb",
                            "towers:" + poolTargetName());
-        const PoolGeometry g = geometry(d);
+        const Window2d& g = d.win;
         const float* px = x.data<float>();
         float* py = y.data<float>();
         auto* ws = static_cast<std::uint8_t*>(workspace.raw());
@@ -144,7 +125,7 @@ void OneDnnOps::maxPoolBackwardImpl(const Pool2dDesc& d, const Tensor& /*x*/, co
         noteImplementation(poolKey("maxpool bwd", d),
                            "pooling backward_data diff_src:acdb diff_dst:acdb",
                            "towers:" + poolTargetName());
-        const PoolGeometry g = geometry(d);
+        const Window2d& g = d.win;
         const float* pdy = dy.data<float>();
         const auto* ws = static_cast<const std::uint8_t*>(workspace.raw());
         float* pdx = dx.data<float>();

@@ -58,7 +58,7 @@ HWY_INLINE Span clip(std::int64_t start, int k, std::int64_t size)
             static_cast<int>(std::min<std::int64_t>(k, size - start))};
 }
 
-void forward(const PoolGeometry& g, const float* x, float* y, std::uint8_t* ws, std::int64_t begin,
+void forward(const Window2d& g, const float* x, float* y, std::uint8_t* ws, std::int64_t begin,
              std::int64_t end)
 {
     const D d;
@@ -92,7 +92,7 @@ void forward(const PoolGeometry& g, const float* x, float* y, std::uint8_t* ws, 
     }
 }
 
-void backward(const PoolGeometry& g, const float* dy, const std::uint8_t* ws, float* dx,
+void backward(const Window2d& g, const float* dy, const std::uint8_t* ws, float* dx,
               std::int64_t begin, std::int64_t end)
 {
     const D d;
@@ -126,13 +126,13 @@ void backward(const PoolGeometry& g, const float* dy, const std::uint8_t* ws, fl
 
 } // namespace
 
-void PoolForward(const PoolGeometry& g, const float* x, float* y, std::uint8_t* ws,
-                 std::int64_t begin, std::int64_t end)
+void PoolForward(const Window2d& g, const float* x, float* y, std::uint8_t* ws, std::int64_t begin,
+                 std::int64_t end)
 {
     forward(g, x, y, ws, begin, end);
 }
 
-void PoolBackward(const PoolGeometry& g, const float* dy, const std::uint8_t* ws, float* dx,
+void PoolBackward(const Window2d& g, const float* dy, const std::uint8_t* ws, float* dx,
                   std::int64_t begin, std::int64_t end)
 {
     backward(g, dy, ws, dx, begin, end);
@@ -154,14 +154,14 @@ HWY_EXPORT(PoolForward);
 HWY_EXPORT(PoolBackward);
 HWY_EXPORT(PoolTarget);
 
-void maxPoolForwardPixels(const PoolGeometry& g, const float* x, float* y, std::uint8_t* ws,
+void maxPoolForwardPixels(const Window2d& g, const float* x, float* y, std::uint8_t* ws,
                           std::int64_t begin, std::int64_t end)
 {
     HWY_DYNAMIC_DISPATCH(PoolForward)(g, x, y, ws, begin, end);
 }
 
-void maxPoolBackwardPixels(const PoolGeometry& g, const float* dy, const std::uint8_t* ws,
-                           float* dx, std::int64_t begin, std::int64_t end)
+void maxPoolBackwardPixels(const Window2d& g, const float* dy, const std::uint8_t* ws, float* dx,
+                           std::int64_t begin, std::int64_t end)
 {
     HWY_DYNAMIC_DISPATCH(PoolBackward)(g, dy, ws, dx, begin, end);
 }

@@ -16,23 +16,19 @@
 #include <cstdint>
 #include <string>
 
-namespace towers::engine::cpu {
+#include "engine/ops/descriptors.h"
 
-struct PoolGeometry
-{
-    std::int64_t n = 0, h = 0, w = 0, c = 0, oh = 0, ow = 0;
-    int kh = 1, kw = 1, sh = 1, sw = 1, padTop = 0, padLeft = 0;
-};
+namespace towers::engine::cpu {
 
 // The largest window the byte workspace can index.
 constexpr int kMaxPoolWindowPositions = 256;
 
 // Output pixels [begin, end) of the N * OH * OW: y and the workspace ws at the same offsets.
-void maxPoolForwardPixels(const PoolGeometry& g, const float* x, float* y, std::uint8_t* ws,
+void maxPoolForwardPixels(const Window2d& g, const float* x, float* y, std::uint8_t* ws,
                           std::int64_t begin, std::int64_t end);
 // Input pixels [begin, end) of the N * H * W of dx, from dy and the forward's workspace.
-void maxPoolBackwardPixels(const PoolGeometry& g, const float* dy, const std::uint8_t* ws,
-                           float* dx, std::int64_t begin, std::int64_t end);
+void maxPoolBackwardPixels(const Window2d& g, const float* dy, const std::uint8_t* ws, float* dx,
+                           std::int64_t begin, std::int64_t end);
 
 // The instruction set the kernels run on now, in Highway's words (as lrnTargetName()).
 std::string poolTargetName();
