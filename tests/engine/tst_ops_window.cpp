@@ -148,10 +148,6 @@ void addTargetRows(const std::vector<Named>& cases, Case Named::*member, const c
             QTest::newRow((t.name + ": " + c.name).c_str())
                 << qint64(t.id) << QString::fromStdString(t.name) << t.supported << c.*member;
 }
-void addLrnTargetRows(const std::vector<NamedLrn>& cases)
-{
-    addTargetRows(cases, &NamedLrn::l, "lrn");
-}
 
 // The pooling cases for the SIMD kernels: the small ones, channels in whole vectors and a tail on
 // every SIMD width, and the cifar10-tutorial and mnist-convnet layers at batch 2.
@@ -572,7 +568,7 @@ private slots:
         QCOMPARE(cpu::lrnTargetName(), best->name);
     }
 
-    void onednnLrn_data() { addLrnTargetRows(lrnKernelCases()); }
+    void onednnLrn_data() { addTargetRows(lrnKernelCases(), &NamedLrn::l, "lrn"); }
     void onednnLrn()
     {
         TOWERS_RUN_ON_TARGET();
@@ -598,7 +594,7 @@ private slots:
 
     // The kernel's backward against central differences of its own forward, in float32: the
     // normalised error between the analytic and the numeric gradient of f = <lrn(x), r>.
-    void onednnLrnGradients_data() { addLrnTargetRows(smallLrnCases()); }
+    void onednnLrnGradients_data() { addTargetRows(smallLrnCases(), &NamedLrn::l, "lrn"); }
     void onednnLrnGradients()
     {
         TOWERS_RUN_ON_TARGET();
