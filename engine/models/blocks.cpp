@@ -5,12 +5,11 @@
 #include "engine/nn/dropout.h"
 #include "engine/nn/flatten.h"
 #include "engine/nn/linear.h"
-#include "engine/nn/relu.h"
 
 namespace towers::engine {
 
 void addConv3x3BnRelu(Sequential& seq, const std::string& conv, const std::string& bn,
-                      const std::string& relu, std::int64_t in, std::int64_t out)
+                      std::int64_t in, std::int64_t out)
 {
     Conv2dOptions o;
     o.inChannels = in;
@@ -19,8 +18,7 @@ void addConv3x3BnRelu(Sequential& seq, const std::string& conv, const std::strin
     o.padding = Padding::Same;
     o.bias = false;
     seq.add(std::make_unique<Conv2d>(conv, o));
-    seq.add(std::make_unique<BatchNorm>(bn, out));
-    seq.add(std::make_unique<Relu>(relu));
+    seq.add(std::make_unique<BatchNorm>(bn, out, 1e-5, 0.1, Activation::Relu));
 }
 
 void addDropoutClassifier(Sequential& seq, std::int64_t inFeatures, std::int64_t hidden,

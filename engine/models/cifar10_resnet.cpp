@@ -11,10 +11,10 @@ namespace towers::engine {
 
 namespace {
 
-// conv -> bn -> relu, named "<prefix>.conv", "<prefix>.bn", "<prefix>.relu".
+// conv -> bn with its ReLU, named "<prefix>.conv", "<prefix>.bn".
 void addConvBn(Sequential& seq, const std::string& prefix, std::int64_t in, std::int64_t out)
 {
-    addConv3x3BnRelu(seq, prefix + ".conv", prefix + ".bn", prefix + ".relu", in, out);
+    addConv3x3BnRelu(seq, prefix + ".conv", prefix + ".bn", in, out);
 }
 
 void addLayer(Sequential& net, const std::string& name, std::int64_t in, std::int64_t out,

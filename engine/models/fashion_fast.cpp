@@ -12,7 +12,7 @@ std::unique_ptr<Model> buildFashionFast()
     auto net = std::make_unique<Sequential>();
     auto convBlock = [&](int i, std::int64_t in, std::int64_t out) {
         const std::string n = std::to_string(i);
-        addConv3x3BnRelu(*net, "conv" + n, "bn" + n, "relu" + n, in, out);
+        addConv3x3BnRelu(*net, "conv" + n, "bn" + n, in, out);
         net->add(std::make_unique<MaxPool2d>("pool" + n, 2, 2, Padding::Valid));
     };
     convBlock(1, 1, 32);  // 14x14x32

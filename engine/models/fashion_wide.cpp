@@ -13,7 +13,7 @@ std::unique_ptr<Model> buildFashionWide()
     auto net = std::make_unique<Sequential>();
     auto conv = [&](int i, std::int64_t in, std::int64_t out) {
         const std::string n = std::to_string(i);
-        addConv3x3BnRelu(*net, "conv" + n, "bn" + n, "relu" + n, in, out);
+        addConv3x3BnRelu(*net, "conv" + n, "bn" + n, in, out);
     };
     conv(1, 1, 32);
     conv(2, 32, 32);

@@ -4,8 +4,10 @@
 
 namespace towers::engine {
 
-BatchNorm::BatchNorm(std::string name, std::int64_t channels, double epsilon, double momentum)
-    : Layer(std::move(name)), m_channels(channels), m_epsilon(epsilon), m_momentum(momentum)
+BatchNorm::BatchNorm(std::string name, std::int64_t channels, double epsilon, double momentum,
+                     Activation activation)
+    : Layer(std::move(name)), m_channels(channels), m_epsilon(epsilon), m_momentum(momentum),
+      m_activation(activation)
 {
     if (channels <= 0)
         throw InvalidArgument("batchnorm '" + this->name() + "': channels must be positive");
@@ -21,7 +23,9 @@ BatchNorm::BatchNorm(std::string name, std::int64_t channels, double epsilon, do
 std::string BatchNorm::describe() const
 {
     char buf[96];
-    std::snprintf(buf, sizeof buf, "batch norm, %lld channels", static_cast<long long>(m_channels));
+    std::snprintf(buf, sizeof buf, "batch norm, %lld channels%s",
+                  static_cast<long long>(m_channels),
+                  m_activation == Activation::Relu ? ", ReLU" : "");
     return buf;
 }
 
@@ -41,27 +45,32 @@ Shape BatchNorm::outputShape(const Shape& input) const
 void BatchNorm::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 {
     const BatchNormDesc d = desc(x.shape());
+    m_savedValid = ctx.training;
     if (ctx.training) {
-        ctx.ops.batchNormForwardTraining(d, x, m_gamma.value, m_beta.value, y, m_runningMean.value,
-                                         m_runningVar.value, m_saveMean, m_saveVar);
+        ctx.ops.batchNormActForwardTraining(d, x, m_gamma.value, m_beta.value, m_activation, y,
+                                            m_runningMean.value, m_runningVar.value, m_saveMean,
+                                            m_saveVar, m_saved);
         // Counted on the host, at every replay of a captured step too.
         ctx.ops.hostWork([this] { m_batches.value.data<std::int64_t>()[0] += 1; });
     } else {
         ctx.ops.batchNormForwardInference(d, x, m_gamma.value, m_beta.value, m_runningMean.value,
                                           m_runningVar.value, y);
+        if (m_activation == Activation::Relu) ctx.ops.reluForward(y, y);
     }
 }
 
 void BatchNorm::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                          Tensor* dx)
 {
-    (void)y;
     Tensor::ensure(m_gamma.grad, m_gamma.value.shape(), m_gamma.value.dtype(),
                    m_gamma.value.device());
     Tensor::ensure(m_beta.grad, m_beta.value.shape(), m_beta.value.dtype(), m_beta.value.device());
     // The op always computes dx; without a caller's dx it goes to scratch.
-    ctx.ops.batchNormBackward(desc(x.shape()), x, dy, m_gamma.value, m_saveMean, m_saveVar,
-                              dx ? *dx : m_dx, m_gamma.grad, m_beta.grad);
+    // The backend's state from forward only holds after a training forward; without it the
+    // ReLU's mask comes from y.
+    ctx.ops.batchNormActBackward(desc(x.shape()), x, y, dy, m_activation, m_gamma.value, m_saveMean,
+                                 m_saveVar, m_savedValid ? m_saved : Tensor(), dx ? *dx : m_dx,
+                                 m_gamma.grad, m_beta.grad);
 }
 
 void BatchNorm::collectParameters(std::vector<Parameter*>& out)

@@ -4,12 +4,13 @@
 namespace towers::engine {
 
 // Batch normalisation over channels, PyTorch's BatchNorm2d/1d: parameters "weight" (gamma) and
-// "bias" (beta), buffers "running_mean", "running_var" and "num_batches_tracked".
+// "bias" (beta), buffers "running_mean", "running_var" and "num_batches_tracked"; with an optional
+// fused ReLU after it (PyTorch's F.relu(bn(x)), the ReLU a module without parameters).
 class BatchNorm final : public Layer
 {
 public:
-    BatchNorm(std::string name, std::int64_t channels, double epsilon = 1e-5,
-              double momentum = 0.1);
+    BatchNorm(std::string name, std::int64_t channels, double epsilon = 1e-5, double momentum = 0.1,
+              Activation activation = Activation::None);
 
     std::string kind() const override { return "batchnorm"; }
     std::string describe() const override;
@@ -24,8 +25,10 @@ private:
     BatchNormDesc desc(const Shape& input) const;
     std::int64_t m_channels;
     double m_epsilon, m_momentum;
+    Activation m_activation;
     Parameter m_gamma, m_beta, m_runningMean, m_runningVar, m_batches;
-    Tensor m_saveMean, m_saveVar, m_dx;
+    Tensor m_saveMean, m_saveVar, m_saved, m_dx;
+    bool m_savedValid = false;
 };
 
 } // namespace towers::engine

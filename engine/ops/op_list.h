@@ -102,6 +102,7 @@
       (x, w, y, dy, act, dx, dw, db))
 
 // --- element-wise ---
+// y = max(x, 0); y may be the same tensor as x.
 #define TOWERS_OP_reluForward(M) M(reluForward, void, (const Tensor& x, Tensor& y), (x, y))
 // dx = dy where y > 0, else 0. dx may be the same tensor as dy.
 #define TOWERS_OP_reluBackward(M)                                                                  \
@@ -138,6 +139,29 @@
       (const BatchNormDesc& d, const Tensor& x, const Tensor& dy, const Tensor& gamma,             \
        const Tensor& saveMean, const Tensor& saveVar, Tensor& dx, Tensor& dgamma, Tensor& dbeta),  \
       (d, x, dy, gamma, saveMean, saveVar, dx, dgamma, dbeta))
+
+// --- batch normalisation as a training layer runs it, with the activation after it ---
+// batchNormForwardTraining, then y = act(y) (ReLU: max(y, 0)), which may leave backend-private
+// state in `saved` (opaque UInt8 bytes the caller keeps until batchNormActBackward, like a pooling
+// workspace: a backend may keep the ReLU's mask there). The default composes
+// batchNormForwardTraining and reluForward and leaves `saved` empty.
+#define TOWERS_OP_batchNormActForwardTraining(M)                                                   \
+    M(batchNormActForwardTraining, void,                                                           \
+      (const BatchNormDesc& d, const Tensor& x, const Tensor& gamma, const Tensor& beta,           \
+       Activation act, Tensor& y, Tensor& runningMean, Tensor& runningVar, Tensor& saveMean,       \
+       Tensor& saveVar, Tensor& saved),                                                            \
+      (d, x, gamma, beta, act, y, runningMean, runningVar, saveMean, saveVar, saved))
+// Its backward: with g = dy where y > 0 for ReLU (dy itself for None), batchNormBackward of g. x,
+// y, gamma, the saved statistics and act are those of the forward, unchanged since; `saved` is
+// what that batchNormActForwardTraining left (InvalidArgument if it is not), or an empty tensor
+// (after a plain batchNormForwardTraining, say). The default composes reluBackward and
+// batchNormBackward.
+#define TOWERS_OP_batchNormActBackward(M)                                                          \
+    M(batchNormActBackward, void,                                                                  \
+      (const BatchNormDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy, Activation act, \
+       const Tensor& gamma, const Tensor& saveMean, const Tensor& saveVar, const Tensor& saved,    \
+       Tensor& dx, Tensor& dgamma, Tensor& dbeta),                                                 \
+      (d, x, y, dy, act, gamma, saveMean, saveVar, saved, dx, dgamma, dbeta))
 
 // --- layout: [N,H,W,C] <-> [N,C,H,W] (flatten in PyTorch's C,H,W order); y must not be x ---
 #define TOWERS_OP_nhwcToNchw(M) M(nhwcToNchw, void, (const Tensor& x, Tensor& y), (x, y))
@@ -253,7 +277,9 @@
 #define TOWERS_COMPOSITE_OPS(X)                                                                    \
     X(conv2dForwardTraining)                                                                       \
     X(conv2dBackward)                                                                              \
-    X(linearBackward)
+    X(linearBackward)                                                                              \
+    X(batchNormActForwardTraining)                                                                 \
+    X(batchNormActBackward)
 #define TOWERS_OPS(X) TOWERS_SINGLE_OPS(X) TOWERS_COMPOSITE_OPS(X)
 
 // --- the generators ---

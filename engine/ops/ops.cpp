@@ -390,6 +390,27 @@ void batchNormBackward(Args& a, const BatchNormDesc& d, const Tensor& x, const T
     batchNormChannels(a, d, saveVar, "batch norm saved variance");
 }
 
+void batchNormActForwardTraining(Args& a, const BatchNormDesc& d, const Tensor& x,
+                                 const Tensor& gamma, const Tensor& beta, Activation, Tensor& y,
+                                 Tensor& runningMean, Tensor& runningVar, Tensor& saveMean,
+                                 Tensor& saveVar, Tensor&)
+{
+    batchNormForwardTraining(a, d, x, gamma, beta, y, runningMean, runningVar, saveMean, saveVar);
+}
+
+void batchNormActBackward(Args& a, const BatchNormDesc& d, const Tensor& x, const Tensor& y,
+                          const Tensor& dy, Activation act, const Tensor& gamma,
+                          const Tensor& saveMean, const Tensor& saveVar, const Tensor& saved,
+                          Tensor& dx, Tensor& dgamma, Tensor& dbeta)
+{
+    batchNormBackward(a, d, x, dy, gamma, saveMean, saveVar, dx, dgamma, dbeta);
+    if (act == Activation::Relu)
+        batchNormInput(a, d, y, "batch norm y");
+    else
+        a.optionalFloats(y, "batch norm y", d.shape);
+    a.state(saved, "batch norm saved state");
+}
+
 void nhwcToNchw(Args& a, const Tensor& x, Tensor& y)
 {
     a.floats(x, "nhwcToNchw x");
@@ -881,6 +902,30 @@ void Ops::linearBackwardImpl(const Tensor& x, const Tensor& w, const Tensor& y, 
         [&](const Tensor& g) {
             if (dx) linearBackwardData(g, w, *dx);
         });
+}
+
+void Ops::batchNormActForwardTrainingImpl(const BatchNormDesc& d, const Tensor& x,
+                                          const Tensor& gamma, const Tensor& beta, Activation act,
+                                          Tensor& y, Tensor& runningMean, Tensor& runningVar,
+                                          Tensor& saveMean, Tensor& saveVar, Tensor& saved)
+{
+    batchNormForwardTraining(d, x, gamma, beta, y, runningMean, runningVar, saveMean, saveVar);
+    if (act == Activation::Relu) reluForward(y, y);
+    saved = Tensor();
+}
+
+void Ops::batchNormActBackwardImpl(const BatchNormDesc& d, const Tensor& x, const Tensor& y,
+                                   const Tensor& dy, Activation act, const Tensor& gamma,
+                                   const Tensor& saveMean, const Tensor& saveVar,
+                                   const Tensor& saved, Tensor& dx, Tensor& dgamma, Tensor& dbeta)
+{
+    (void)saved;
+    throughActivation(
+        *this, act, y, dy,
+        [&](const Tensor& g) {
+            batchNormBackward(d, x, g, gamma, saveMean, saveVar, dx, dgamma, dbeta);
+        },
+        [](const Tensor&) {});
 }
 
 } // namespace towers::engine

@@ -191,6 +191,14 @@ void addElementwise(std::vector<OpCase>& cases)
                              ops.reluForward(in[0], y);
                              return std::vector<OpOutput>{{"y", y}};
                          }});
+    cases.push_back(
+        {"relu forward", shapes.back().text() + ", in place (y is x)", Tolerance::exact(),
+         [s = shapes.back()](Rng& rng) { return std::vector<Tensor>{uniform(s.shape, rng)}; },
+         [](Ops& ops, const std::vector<Tensor>& in) {
+             Tensor y = in[0].clone();
+             ops.reluForward(y, y);
+             return std::vector<OpOutput>{{"y", y}};
+         }});
     for (const auto& s : shapes)
         cases.push_back({"relu backward", s.text(), Tolerance::exact(),
                          [s](Rng& rng) {
@@ -445,6 +453,74 @@ void addBatchNorm(std::vector<OpCase>& cases)
              [d](Ops& ops, const std::vector<Tensor>& in) {
                  Tensor dx, dgamma, dbeta;
                  ops.batchNormBackward(d, in[0], in[5], in[1], in[6], in[7], dx, dgamma, dbeta);
+                 return std::vector<OpOutput>{{"dx", dx}, {"dgamma", dgamma}, {"dbeta", dbeta}};
+             }});
+    }
+}
+
+// The path the batch-norm layers take in training: batchNormActForwardTraining, then
+// batchNormActBackward with the state it saved, with and without ReLU (dy zero near the kinks);
+// and batchNormActBackward without saved state, y an input, as after an evaluation forward.
+void addBatchNormActivation(std::vector<OpCase>& cases)
+{
+    const Tolerance tol = Tolerance::reductions();
+    // The pre-activation in float64, for the kinks.
+    const auto preActivation = [](const BatchNormDesc& d, const std::vector<Tensor>& in) {
+        Tensor y, mean, var;
+        Tensor runMean = in[3].clone(), runVar = in[4].clone();
+        referenceOps().batchNormForwardTraining(d, in[0], in[1], in[2], y, runMean, runVar, mean,
+                                                var);
+        return y;
+    };
+    for (const auto& b : batchNormCases())
+        for (const bool relu : {true, false}) {
+            const BatchNormDesc d = b.desc();
+            const Activation act = relu ? Activation::Relu : Activation::None;
+            cases.push_back({"batch norm training forward + backward",
+                             b.text() + (relu ? ", relu" : ""), tol,
+                             [d, relu, preActivation](Rng& rng) {
+                                 auto in = batchNormInputs(d, rng);
+                                 if (relu) zeroNearKinks(in[5], preActivation(d, in));
+                                 return in;
+                             },
+                             [d, act](Ops& ops, const std::vector<Tensor>& in) {
+                                 Tensor y, mean, var, saved, dx, dgamma, dbeta;
+                                 Tensor runMean = in[3].clone(), runVar = in[4].clone();
+                                 ops.batchNormActForwardTraining(d, in[0], in[1], in[2], act, y,
+                                                                 runMean, runVar, mean, var, saved);
+                                 ops.batchNormActBackward(d, in[0], y, in[5], act, in[1], mean, var,
+                                                          saved, dx, dgamma, dbeta);
+                                 return std::vector<OpOutput>{{"y", y},
+                                                              {"saved mean", mean},
+                                                              {"saved variance", var},
+                                                              {"running mean", runMean},
+                                                              {"running variance", runVar},
+                                                              {"dx", dx},
+                                                              {"dgamma", dgamma},
+                                                              {"dbeta", dbeta}};
+                             }});
+        }
+    for (const auto& b : batchNormCases()) {
+        const BatchNormDesc d = b.desc();
+        cases.push_back(
+            {"batch norm backward without saved state", b.text() + ", relu", tol,
+             [d](Rng& rng) {
+                 auto in = batchNormInputs(d, rng);
+                 Tensor z, mean, var, relu;
+                 Tensor runMean = in[3].clone(), runVar = in[4].clone();
+                 referenceOps().batchNormForwardTraining(d, in[0], in[1], in[2], z, runMean, runVar,
+                                                         mean, var);
+                 zeroNearKinks(in[5], z);
+                 referenceOps().reluForward(z, relu);
+                 in.push_back(roundedToFloat32(mean));
+                 in.push_back(roundedToFloat32(var));
+                 in.push_back(roundedToFloat32(relu));
+                 return in;
+             },
+             [d](Ops& ops, const std::vector<Tensor>& in) {
+                 Tensor dx, dgamma, dbeta;
+                 ops.batchNormActBackward(d, in[0], in[8], in[5], Activation::Relu, in[1], in[6],
+                                          in[7], Tensor(), dx, dgamma, dbeta);
                  return std::vector<OpOutput>{{"dx", dx}, {"dgamma", dgamma}, {"dbeta", dbeta}};
              }});
     }
@@ -921,6 +997,7 @@ void addElementwiseCases(std::vector<OpCase>& cases)
 void addBatchNormCases(std::vector<OpCase>& cases)
 {
     addBatchNorm(cases);
+    addBatchNormActivation(cases);
 }
 
 void addLayoutCases(std::vector<OpCase>& cases)

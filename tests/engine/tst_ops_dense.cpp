@@ -201,6 +201,38 @@ private slots:
         CHECK_GRADIENT("batch norm dbeta", f, beta, dbeta);
     }
 
+    // The composite training pair with ReLU, as the reference composes it, in float64.
+    void batchNormReluGradients_data() { batchNormGradients_data(); }
+    void batchNormReluGradients()
+    {
+        QFETCH(QList<qint64>, shape);
+        const auto d = makeBatchNormDesc(toShape(shape), 1e-5, 0.1);
+        const std::int64_t c = d.channels();
+        Rng rng(7);
+        Tensor x = randomTensor(d.shape, DType::Float64, rng);
+        Tensor gamma = randomTensor({c}, DType::Float64, rng, 0.5, 1.5);
+        Tensor beta = randomTensor({c}, DType::Float64, rng);
+        const Tensor r = randomTensor(d.shape, DType::Float64, rng);
+        Tensor runMean = Tensor::zeros({c}, DType::Float64);
+        Tensor runVar = Tensor::filled({c}, DType::Float64, 1.0);
+        Tensor y, saveMean, saveVar, saved;
+        auto f = [&] {
+            m_ref->batchNormActForwardTraining(d, x, gamma, beta, Activation::Relu, y, runMean,
+                                               runVar, saveMean, saveVar, saved);
+            return dot(y, r);
+        };
+        f();
+        std::int64_t zeros = 0;
+        for (std::int64_t i = 0; i < y.numel(); ++i) zeros += y.at(i) == 0;
+        QVERIFY2(zeros > 0 && zeros < y.numel(), "the ReLU must cut some values and keep others");
+        Tensor dx, dgamma, dbeta;
+        m_ref->batchNormActBackward(d, x, y, r, Activation::Relu, gamma, saveMean, saveVar, saved,
+                                    dx, dgamma, dbeta);
+        CHECK_GRADIENT("batch norm + relu dx", f, x, dx);
+        CHECK_GRADIENT("batch norm + relu dgamma", f, gamma, dgamma);
+        CHECK_GRADIENT("batch norm + relu dbeta", f, beta, dbeta);
+    }
+
     void layoutGradients()
     {
         // Each transpose's gradient is the other transpose of dy.
@@ -622,6 +654,62 @@ private slots:
         CHECK_CLOSE("dx", dxD, dxR);
         CHECK_CLOSE("dgamma", dgD, dgR);
         CHECK_CLOSE("dbeta", dbD, dbR);
+    }
+
+    // oneDNN's fused batch norm + ReLU (its mask in `saved`) against the reference's composition,
+    // with dy zero where the pre-activation is near the kink, twice (the cached primitives are
+    // reused); then the same backward without the saved mask (from y), and a mask of another
+    // shape refused.
+    void batchNormReluBackends_data() { batchNormBackends_data(); }
+    void batchNormReluBackends()
+    {
+        QFETCH(QList<qint64>, shape);
+        const auto d = makeBatchNormDesc(toShape(shape), 1e-3, 0.2);
+        const std::int64_t c = d.channels();
+        Rng rng(static_cast<std::uint64_t>(d.shape.numel()) + 1);
+        const Tensor x = randomTensor(d.shape, DType::Float32, rng, -2, 3);
+        Tensor dy = randomTensor(d.shape, DType::Float32, rng);
+        const Tensor gamma = randomTensor({c}, DType::Float32, rng, 0.5, 1.5);
+        const Tensor beta = randomTensor({c}, DType::Float32, rng);
+        Tensor rmR = Tensor::zeros({c}, DType::Float32),
+               rvR = Tensor::filled({c}, DType::Float32, 1);
+        Tensor rmD = rmR.clone(), rvD = rvR.clone();
+        Tensor z, smR, svR;
+        {
+            Tensor rm = rmR.clone(), rv = rvR.clone();
+            m_ref->batchNormForwardTraining(d, x, gamma, beta, z, rm, rv, smR, svR);
+            for (std::int64_t i = 0; i < z.numel(); ++i)
+                if (std::fabs(z.at(i)) < 1e-3) dy.setAt(i, 0);
+        }
+        Tensor yR, yD, smD, svD, savedR, savedD;
+        Tensor dxR, dxD, dgR, dgD, dbR, dbD;
+        for (int step = 0; step < 2; ++step) {
+            m_ref->batchNormActForwardTraining(d, x, gamma, beta, Activation::Relu, yR, rmR, rvR,
+                                               smR, svR, savedR);
+            m_dnn->batchNormActForwardTraining(d, x, gamma, beta, Activation::Relu, yD, rmD, rvD,
+                                               smD, svD, savedD);
+            m_ref->batchNormActBackward(d, x, yR, dy, Activation::Relu, gamma, smR, svR, savedR,
+                                        dxR, dgR, dbR);
+            m_dnn->batchNormActBackward(d, x, yD, dy, Activation::Relu, gamma, smD, svD, savedD,
+                                        dxD, dgD, dbD);
+        }
+        QVERIFY2(savedR.empty(), "the reference composes: no saved state");
+        QVERIFY2(!savedD.empty(), "oneDNN fuses: the ReLU's mask is its saved state");
+        CHECK_CLOSE("training y", yD, yR);
+        CHECK_CLOSE("running mean", rmD, rmR);
+        CHECK_CLOSE("running variance", rvD, rvR);
+        CHECK_CLOSE("dx", dxD, dxR);
+        CHECK_CLOSE("dgamma", dgD, dgR);
+        CHECK_CLOSE("dbeta", dbD, dbR);
+        Tensor dx2, dg2, db2;
+        m_dnn->batchNormActBackward(d, x, yD, dy, Activation::Relu, gamma, smD, svD, Tensor(), dx2,
+                                    dg2, db2);
+        CHECK_CLOSE("dx from y", dx2, dxR);
+        CHECK_CLOSE("dgamma from y", dg2, dgR);
+        const Tensor wrong = Tensor::zeros({savedD.numel() + 1}, DType::UInt8);
+        QVERIFY_THROWS_EXCEPTION(ShapeError,
+                                 m_dnn->batchNormActBackward(d, x, yD, dy, Activation::Relu, gamma,
+                                                             smD, svD, wrong, dx2, dg2, db2));
     }
 
     // ---------------------------------------------------------------- d) bad arguments
