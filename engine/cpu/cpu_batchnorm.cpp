@@ -49,6 +49,30 @@ dnnl::batch_normalization_forward::primitive_desc forwardPd(const BatchNormDesc&
             eng};
 }
 
+// A forward primitive with its source, destination, scale, shift, mean and variance arguments.
+void makeForward(BoundPrimitive& bp, const dnnl::batch_normalization_forward::primitive_desc& pd,
+                 const BatchNormDesc& d, const dnnl::engine& eng)
+{
+    bp.prim = dnnl::batch_normalization_forward(pd);
+    bp.addArg(DNNL_ARG_SRC, pd.src_desc(), eng);
+    bp.addArg(DNNL_ARG_DST, pd.dst_desc(), eng);
+    bp.addArg(DNNL_ARG_SCALE, channelDesc(d), eng);
+    bp.addArg(DNNL_ARG_SHIFT, channelDesc(d), eng);
+    bp.addArg(DNNL_ARG_MEAN, pd.mean_desc(), eng);
+    bp.addArg(DNNL_ARG_VARIANCE, pd.variance_desc(), eng);
+}
+
+void bindForward(BoundPrimitive& p, const Tensor& x, Tensor& y, const Tensor& gamma,
+                 const Tensor& beta, const Tensor& mean, const Tensor& variance)
+{
+    p.bind(DNNL_ARG_SRC, x);
+    p.bind(DNNL_ARG_DST, y);
+    p.bind(DNNL_ARG_SCALE, gamma);
+    p.bind(DNNL_ARG_SHIFT, beta);
+    p.bind(DNNL_ARG_MEAN, mean);
+    p.bind(DNNL_ARG_VARIANCE, variance);
+}
+
 // A training primitive and the bytes of the ReLU mask it writes or reads (0 without ReLU).
 struct TrainingEntry
 {
@@ -94,32 +118,19 @@ void trainingForward(OneDnnOps& ops, const BatchNormDesc& d, const Tensor& x, co
         auto& e = ops.cached<TrainingEntry>(bnKey(relu ? "train relu" : "train", d), [&] {
             const auto pd = forwardPd(d, prop_kind::forward_training, trainingFlags(relu), eng);
             auto s = std::make_shared<TrainingEntry>();
-            BoundPrimitive& bp = s->p;
-            bp.prim = dnnl::batch_normalization_forward(pd);
-            bp.addArg(DNNL_ARG_SRC, pd.src_desc(), eng);
-            bp.addArg(DNNL_ARG_DST, pd.dst_desc(), eng);
-            bp.addArg(DNNL_ARG_SCALE, channelDesc(d), eng);
-            bp.addArg(DNNL_ARG_SHIFT, channelDesc(d), eng);
-            bp.addArg(DNNL_ARG_MEAN, pd.mean_desc(), eng);
-            bp.addArg(DNNL_ARG_VARIANCE, pd.variance_desc(), eng);
+            makeForward(s->p, pd, d, eng);
             if (relu) {
-                bp.addArg(DNNL_ARG_WORKSPACE, pd.workspace_desc(), eng);
+                s->p.addArg(DNNL_ARG_WORKSPACE, pd.workspace_desc(), eng);
                 s->workspaceBytes = static_cast<std::int64_t>(pd.workspace_desc().get_size());
             }
             return s;
         });
-        BoundPrimitive& p = e.p;
-        p.bind(DNNL_ARG_SRC, x);
-        p.bind(DNNL_ARG_DST, y);
-        p.bind(DNNL_ARG_SCALE, gamma);
-        p.bind(DNNL_ARG_SHIFT, beta);
-        p.bind(DNNL_ARG_MEAN, saveMean);
-        p.bind(DNNL_ARG_VARIANCE, saveVar);
+        bindForward(e.p, x, y, gamma, beta, saveMean, saveVar);
         if (relu) {
             Tensor::ensure(*mask, Shape{e.workspaceBytes}, DType::UInt8);
-            p.bind(DNNL_ARG_WORKSPACE, *mask);
+            e.p.bind(DNNL_ARG_WORKSPACE, *mask);
         }
-        p.execute(ops.dnnlStream());
+        e.p.execute(ops.dnnlStream());
     });
     updateRunningStatistics(d, saveMean, saveVar, runningMean, runningVar);
 }
@@ -221,21 +232,10 @@ void OneDnnOps::batchNormForwardInferenceImpl(const BatchNormDesc& d, const Tens
                               normalization_flags::use_shift,
                           m_engine);
             auto bp = std::make_shared<BoundPrimitive>();
-            bp->prim = dnnl::batch_normalization_forward(pd);
-            bp->addArg(DNNL_ARG_SRC, pd.src_desc(), m_engine);
-            bp->addArg(DNNL_ARG_DST, pd.dst_desc(), m_engine);
-            bp->addArg(DNNL_ARG_SCALE, channelDesc(d), m_engine);
-            bp->addArg(DNNL_ARG_SHIFT, channelDesc(d), m_engine);
-            bp->addArg(DNNL_ARG_MEAN, pd.mean_desc(), m_engine);
-            bp->addArg(DNNL_ARG_VARIANCE, pd.variance_desc(), m_engine);
+            makeForward(*bp, pd, d, m_engine);
             return bp;
         });
-        p.bind(DNNL_ARG_SRC, x);
-        p.bind(DNNL_ARG_DST, y);
-        p.bind(DNNL_ARG_SCALE, gamma);
-        p.bind(DNNL_ARG_SHIFT, beta);
-        p.bind(DNNL_ARG_MEAN, runningMean);
-        p.bind(DNNL_ARG_VARIANCE, runningVar);
+        bindForward(p, x, y, gamma, beta, runningMean, runningVar);
         p.execute(m_stream);
     });
 }
