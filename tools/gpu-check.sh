@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
 # The GPU checks of issue 5, for a machine with an NVIDIA GPU that has no Qt or oneDNN (the lent
 # device machine): build here, carry the programs with the libraries they load, run there in parts,
-# each part one command of the device tool (at most 10 minutes each, 30 minutes of device time a
-# session, the machine's start included).
+# each run one command of the device tool (at most 10 minutes each; a task that is lent a machine
+# has 15 minutes of device time in all, every start of the machine included).
 #
 #   tools/gpu-check.sh pack [BUILD_DIR]   # here: BUILD_DIR (default build/ci) -> .carry/gpu.tar.xz,
 #                                         # and a check that it and the working tree fit the carry
-#   tools/gpu-check.sh run [PART]         # there, from the repository root, with .carry carried
+#   tools/gpu-check.sh run [PART[,PART...]]   # there, from the repository root, with .carry carried
 #
-# The parts (PART; each unpacks the tarball afresh):
-#   checks (the default)  nvidia-smi; towers-cli --version / devices; towers-cli selftest
+# The parts (PART; a run unpacks the tarball afresh and takes its parts in the order given, within
+# one time budget):
+#   first (the default)   what a first GPU session must learn, in about five minutes, the most
+#                         important first: nvidia-smi; towers-cli --version / devices; towers-cli
+#                         selftest --device cuda (the op-case table and the training checks on the
+#                         GPU); tst_gpu_backend (every op, GPU towers, device errors, NCCL aborts);
+#                         300 steps of the main job on 2 GPU towers (CUDA graphs, buckets); the
+#                         cifar10-tutorial step against PyTorch (default, channels-last)
+#   checks                nvidia-smi; towers-cli --version / devices; towers-cli selftest
 #                         --device cuda (also with --tf32, and the bf16 ops); tst_op_cases (the
 #                         op-case table on CUDA, float32, TF32 and bf16, beside oneDNN's rows);
-#                         tst_gpu_backend (every op, GPU towers, device errors, NCCL aborts);
-#                         tst_process_communicator; tst_bf16 on the host's CPU (AMX where a Xeon
-#                         has it)
+#                         tst_gpu_backend; tst_process_communicator; tst_bf16 on the host's CPU
+#                         (AMX where a Xeon has it)
 #   sanitizer             parts of tst_gpu_backend under compute-sanitizer (memcheck, racecheck,
 #                         synccheck); skipped, saying so, where compute-sanitizer is not found
 #   train                 a real training run on Fashion-MNIST on the GPU; --gpu-data auto against
@@ -24,10 +30,12 @@
 #                         channels-last+bf16) for cifar10-tutorial and cifar10-resnet
 #   bf16                  --precision bf16 on the GPU (bf16_part below)
 #   race                  the Fashion-MNIST time-to-accuracy race against PyTorch (race_part)
-# Each part is one call of the device tool (carry .carry, timeout_s 600, command
-# `tools/gpu-check.sh run PART`). In a session with 30 minutes of device time (the machine's start
-# counts, minutes of it), run checks, train and compare first, in that order; then bf16, race and
-# sanitizer as time allows, or in a later session.
+# Each run is one call of the device tool: carry .carry, command `tools/gpu-check.sh run [PARTS]`,
+# timeout_s a little over the budget (GPU_CHECK_BUDGET: 330 s for `first` alone, else 570). With
+# 15 minutes of device time, a machine's start taking one or two of them: `run` (the part
+# `first`) once, leaving time to fix what failed and run it again; a later session with a GPU
+# takes the other parts one command each, checks and train before compare, then bf16, race and
+# sanitizer. give_back the machine when no run follows at once (an idle machine's time counts).
 #
 # What comes back ($OUT, else .carry/out): summary.txt, a line "NAME EXIT SECONDS" per step
 # written as each step ends ("NAME skipped (time)" where the budget ran out, "NAME 124 ... timed
@@ -50,7 +58,8 @@ cd "$(dirname "$0")/.."
 mode=${1:-}
 
 usage() {
-    echo "usage: tools/gpu-check.sh pack [BUILD_DIR] | run [checks|sanitizer|train|compare|bf16|race]" >&2
+    echo "usage: tools/gpu-check.sh pack [BUILD_DIR] | run [PART[,PART...]]" \
+        "(PART: first, checks, sanitizer, train, compare, bf16 or race; default first)" >&2
     exit 2
 }
 
@@ -101,10 +110,25 @@ pack() {
             "Carry less (fewer libraries, no dataset) or shrink the working tree." >&2
         exit 1
     fi
-    echo "gpu-check: carry .carry and run 'tools/gpu-check.sh run checks' (then train, compare, ...)"
+    echo "gpu-check: carry .carry and run 'tools/gpu-check.sh run' (the part 'first'; then checks, train, compare, ...)"
 }
 
-# The checks part (tools/gpu-check.sh run, or run checks).
+# What a first GPU session must learn, the most important first, each step with a limit of its
+# own, about five minutes in all (tools/gpu-check.sh run, or run first).
+first_part() {
+    step -t 30 nvidia-smi nvidia-smi
+    step -t 30 version "$cli" --version
+    step -t 30 devices "$cli" devices
+    step -t 90 selftest "$cli" selftest --device cuda
+    step -t 120 tst_gpu_backend "$g/bin/tst_gpu_backend"
+    step -t 60 train-300 "$cli" train --dataset fashion-mnist --device cuda --towers 2 --steps 300 \
+        --log-every 50 --run-dir /tmp/towers-gpu/runs/first
+    step -t 120 compare-tutorial python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" \
+        --python python3 --models cifar10-tutorial --batch-size 128 --steps 30 --warmup 5 \
+        --torch-variants default,channels-last
+}
+
+# The checks part (tools/gpu-check.sh run checks).
 checks_part() {
     step -t 60 nvidia-smi nvidia-smi
     step -t 60 version "$cli" --version
@@ -263,8 +287,12 @@ step() {
         limit=$2
         shift 2
     fi
-    local name=$1
+    local name=$1 base=$1 n=2
     shift
+    while [[ -e $logs/$name.log ]]; do # a step of the same name in an earlier part of this run
+        name=$base-$n
+        n=$((n + 1))
+    done
     local left=$((deadline - SECONDS - margin))
     if ((left < min_step)); then
         echo "=== $name: skipped (time: $((deadline - SECONDS)) s of the budget left)"
@@ -293,12 +321,21 @@ step() {
 }
 
 run() {
-    local part=$1
-    case $part in
-        checks | sanitizer | train | compare | bf16 | race) ;;
-        *) usage ;;
-    esac
-    local budget=${GPU_CHECK_BUDGET:-570}
+    local parts=$1 part
+    local -a list
+    IFS=, read -r -a list <<< "$parts"
+    ((${#list[@]} > 0)) || usage
+    for part in "${list[@]}"; do
+        case $part in
+            first | checks | sanitizer | train | compare | bf16 | race) ;;
+            *) usage ;;
+        esac
+    done
+    local budget=570
+    if [[ $parts == first ]]; then
+        budget=330
+    fi
+    budget=${GPU_CHECK_BUDGET:-$budget}
     step_limit=${GPU_CHECK_STEP_LIMIT:-300}
     if [[ ! $budget =~ ^[0-9]+$ || ! $step_limit =~ ^[0-9]+$ ]]; then
         echo "gpu-check: GPU_CHECK_BUDGET and GPU_CHECK_STEP_LIMIT are whole seconds" >&2
@@ -310,7 +347,7 @@ run() {
     [[ -f .carry/gpu.tar.xz ]] || { echo "gpu-check: .carry/gpu.tar.xz is missing: run 'tools/gpu-check.sh pack' here and carry .carry" >&2; exit 1; }
     rm -rf /tmp/towers-gpu && mkdir -p "$out" "$logs"
     rm -f "$out/summary.txt" "$out/logs.tgz"
-    echo "# tools/gpu-check.sh run $part: NAME EXIT SECONDS per step (budget $budget s)" > "$out/summary.txt"
+    echo "# tools/gpu-check.sh run $parts: NAME EXIT SECONDS per step (budget $budget s)" > "$out/summary.txt"
     local t0=$SECONDS
     if command -v xz > /dev/null; then
         tar -C /tmp/towers-gpu -xJf .carry/gpu.tar.xz
@@ -359,7 +396,9 @@ EOF
     cli=$g/bin/towers-cli
     status=0
 
-    "${part}_part"
+    for part in "${list[@]}"; do
+        "${part}_part"
+    done
 
     local failed=() timed=() skipped=() line
     local -a f
@@ -374,7 +413,7 @@ EOF
         fi
     done
     echo
-    echo "=== summary: run $part, $((SECONDS - start)) s of the $budget s budget (logs in $out/logs.tgz)"
+    echo "=== summary: run $parts, $((SECONDS - start)) s of the $budget s budget (logs in $out/logs.tgz)"
     for line in "${summary[@]}"; do
         read -r -a f <<< "$line"
         printf '  %-26s %s\n' "${f[0]}" "${f[*]:1}"
@@ -385,6 +424,6 @@ EOF
 
 case $mode in
     pack) shift; pack "$@" ;;
-    run) run "${2:-checks}" ;;
+    run) run "${2:-first}" ;;
     *) usage ;;
 esac
