@@ -217,15 +217,27 @@ ConvAlgorithm chooseConvAlgorithm(const dnnl::engine& eng, const Conv2dDesc& d, 
         return ConvAlgorithm::Winograd5x5;
     if (Winograd3x3::supports(d)) {
         // oneDNN's own heuristic says whether it has a Winograd kernel for this shape on this CPU
-        // (2.6: AVX-512 only) and whether it beats direct; where it has, it is kept, but not for
-        // a layer with fewer than 16 channels on either side: oneDNN 2.6 took its Winograd for
-        // fashion-fast's first layer (1 -> 32 at 28x28, batch 64) on an Intel Xeon with AMX, 5.6 ms
-        // forward against 0.75 for a direct kernel on the same machine.
+        // (2.6: AVX-512 only) and whether it beats direct, but not for a layer with fewer than 16
+        // channels on either side: oneDNN 2.6 took its Winograd for fashion-fast's first layer
+        // (1 -> 32 at 28x28, batch 64) on an Intel Xeon with AMX, 5.6 ms forward against 0.75 for
+        // a direct kernel on the same machine. Where it has one, it is kept from 256 input
+        // channels on; below, Towers' is faster where it runs on vectors as strong (it needs no
+        // reorders to and from oneDNN's blocked layout; 2 Zen 4 cores, forward + backward ms,
+        // Towers' against oneDNN's: fashion-wide's 32 -> 32 at 28x28 15.2 vs 21.3, mnist-convnet's
+        // 64 -> 256 at 12x12 33 vs 41, cifar10-resnet's 64 -> 128 at 32x32 32 vs 44; from 256
+        // on oneDNN's: mnist-convnet's 256 -> 512 at 10x10 155 vs 141, cifar10-resnet's
+        // 256 -> 512 at 8x8 28 vs 28).
+        constexpr std::int64_t kOneDnnWinogradChannels = 256;
         if (Winograd3x3::enoughChannels(d)) {
             try {
                 const auto pd = forwardPd(eng, geometry(d), ConvAlgorithm::Winograd3x3, false,
                                           Activation::None, dnnl::algorithm::convolution_auto);
-                if (std::strstr(pd.impl_info_str(), "wino")) return ConvAlgorithm::Winograd3x3;
+                if (std::strstr(pd.impl_info_str(), "wino")) {
+                    if (d.win.c < kOneDnnWinogradChannels &&
+                        Winograd3x3::fasterThanDirect(d, onednnVectorFlops()))
+                        return ConvAlgorithm::TowersWinograd3x3;
+                    return ConvAlgorithm::Winograd3x3;
+                }
             } catch (const dnnl::error&) {
                 // no Winograd of oneDNN's here
             }

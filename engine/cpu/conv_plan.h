@@ -15,15 +15,19 @@
 //    multiplications than direct), then Winograd in all three directions. It takes the blocked
 //    activations it asks for: inputs are reordered in, outputs out; a training forward keeps the
 //    blocked input and the reordered weights in the caller's `saved` bytes for backward. Where
-//    oneDNN has it, it is kept: on AVX-512 it is as fast as Towers' own or faster (mnist's conv3,
-//    2 threads: 29 / 64 / 31 ms forward / backward data / backward weights against 34 / 80 / 41).
+//    oneDNN has it, it is kept for 256 input channels or more, where it is as fast as Towers' own
+//    or faster (mnist's conv3, 2 Zen 4 cores: 141 against 155 ms forward + backward); with fewer,
+//    Towers' own (below) is faster where Highway's vectors are as strong as oneDNN's, having no
+//    reorders to and from the blocked layout (mnist's conv2 33 against 41 ms, fashion-wide's
+//    32 -> 32 at 28x28 15 against 21, cifar10-resnet's 64 -> 128 at 32x32 32 against 44).
 //  * TowersWinograd3x3: 3x3 stride 1 elsewhere, where Towers' F(4x4, 3x3) (winograd_3x3.h) beats
 //    oneDNN's direct kernels on the instruction sets both run on now
 //    (Winograd3x3::fasterThanDirect: 16 or more channels on both sides, 512 or more output
 //    pixels, at least twice fewer multiplications, and Highway's vectors at least half as strong
 //    as oneDNN's), or wherever oneDNN has only a reference loop: on AVX2, mnist-convnet's conv2
 //    and conv3 (1.7x and 2.0x faster over the three directions than oneDNN's direct avx2
-//    kernels) and every other 3x3 layer of the registered models but first layers. As for
+//    kernels) and every other 3x3 layer of the registered models but first layers; on AVX-512,
+//    the layers with fewer than 256 input channels that oneDNN would run as Winograd. As for
 //    Winograd5x5, all three directions are Towers' and everything stays NHWC.
 //  * Direct: oneDNN's direct convolution, forward on NHWC (as fast as blocked there, and no
 //    reorders), backward in the layouts oneDNN prefers on this CPU (blocked nChw16c on AVX-512,
