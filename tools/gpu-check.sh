@@ -8,19 +8,18 @@
 #                                         # and a check that it and the working tree fit the carry
 #   tools/gpu-check.sh run [PART[,PART...]]   # there, from the repository root, with .carry carried
 #
-# The parts (PART; a run unpacks the tarball afresh and takes its parts in the order given, within
-# one time budget):
+# A run unpacks the tarball afresh, shows the machine (nvidia-smi; towers-cli --version and
+# devices), then takes its parts in the order given, within one time budget. The parts (PART):
 #   first (the default)   what a first GPU session must learn, in about five minutes, the most
-#                         important first: nvidia-smi; towers-cli --version / devices; towers-cli
-#                         selftest --device cuda (the op-case table and the training checks on the
-#                         GPU); tst_gpu_backend (every op, GPU towers, device errors, NCCL aborts);
-#                         300 steps of the main job on 2 GPU towers (CUDA graphs, buckets); the
-#                         cifar10-tutorial step against PyTorch (default, channels-last)
-#   checks                nvidia-smi; towers-cli --version / devices; towers-cli selftest
-#                         --device cuda (also with --tf32, and the bf16 ops); tst_op_cases (the
-#                         op-case table on CUDA, float32, TF32 and bf16, beside oneDNN's rows);
-#                         tst_gpu_backend; tst_process_communicator; tst_bf16 on the host's CPU
-#                         (AMX where a Xeon has it)
+#                         important first: towers-cli selftest --device cuda (the op-case table and
+#                         the training checks on the GPU); tst_gpu_backend (every op, GPU towers,
+#                         device errors, NCCL aborts); 300 steps of the main job on 2 GPU towers
+#                         (CUDA graphs, buckets); the cifar10-tutorial step against PyTorch
+#                         (default, channels-last)
+#   checks                towers-cli selftest --device cuda (also with --tf32, and the bf16 ops);
+#                         tst_op_cases (the op-case table on CUDA, float32, TF32 and bf16, beside
+#                         oneDNN's rows); tst_gpu_backend; tst_process_communicator; tst_bf16 on
+#                         the host's CPU (AMX where a Xeon has it)
 #   sanitizer             parts of tst_gpu_backend under compute-sanitizer (memcheck, racecheck,
 #                         synccheck); skipped, saying so, where compute-sanitizer is not found
 #   train                 a real training run on Fashion-MNIST on the GPU; --gpu-data auto against
@@ -116,9 +115,6 @@ pack() {
 # What a first GPU session must learn, the most important first, each step with a limit of its
 # own, about five minutes in all (tools/gpu-check.sh run, or run first).
 first_part() {
-    step -t 30 nvidia-smi nvidia-smi
-    step -t 30 version "$cli" --version
-    step -t 30 devices "$cli" devices
     step -t 90 selftest "$cli" selftest --device cuda
     step -t 120 tst_gpu_backend "$g/bin/tst_gpu_backend"
     step -t 60 train-300 "$cli" train --dataset fashion-mnist --device cuda --towers 2 --steps 300 \
@@ -130,9 +126,6 @@ first_part() {
 
 # The checks part (tools/gpu-check.sh run checks).
 checks_part() {
-    step -t 60 nvidia-smi nvidia-smi
-    step -t 60 version "$cli" --version
-    step -t 60 devices "$cli" devices
     step selftest "$cli" selftest --device cuda
     step selftest-tf32 "$cli" selftest --device cuda --tf32 --no-training
     step selftest-bf16-ops "$cli" selftest --device cuda --precision bf16 --no-training
@@ -219,9 +212,6 @@ compare_part() {
 # checks in bf16, the default Fashion-MNIST recipe on one GPU tower in fp32 and bf16 (issue 17's
 # parity: within 0.3 points of test precision), and the step against PyTorch's bf16 autocast.
 bf16_part() {
-    step -t 60 nvidia-smi nvidia-smi
-    step -t 60 version "$cli" --version
-    step -t 60 devices "$cli" devices
     step selftest-bf16 "$cli" selftest --device cuda --precision bf16
     for precision in fp32 bf16; do
         step "recipe-$precision" "$cli" train --dataset fashion-mnist --device cuda --towers 1 \
@@ -243,9 +233,6 @@ PY
 # The time-to-accuracy race on Fashion-MNIST (tools/gpu-check.sh run race): Towers' default recipe
 # on one GPU tower against PyTorch's twin on the same GPU, float32 and bf16.
 race_part() {
-    step -t 60 nvidia-smi nvidia-smi
-    step -t 60 version "$cli" --version
-    step -t 60 devices "$cli" devices
     step -t 540 race-fp32 python3 "$g/bench/compare_train.py" --device cuda --towers-cli "$cli" \
         --python python3 --data-dir "$g/data"
     step -t 540 race-bf16 python3 "$g/bench/compare_train.py" --device cuda --towers-cli "$cli" \
@@ -396,6 +383,10 @@ EOF
     cli=$g/bin/towers-cli
     status=0
 
+    # The machine and what Towers makes of it, once a run, before its parts.
+    step -t 60 nvidia-smi nvidia-smi
+    step -t 60 version "$cli" --version
+    step -t 60 devices "$cli" devices
     for part in "${list[@]}"; do
         "${part}_part"
     done

@@ -221,12 +221,8 @@ ConvAlgorithm chooseConvAlgorithm(const dnnl::engine& eng, const Conv2dDesc& d, 
         // channels on either side: oneDNN 2.6 took its Winograd for fashion-fast's first layer
         // (1 -> 32 at 28x28, batch 64) on an Intel Xeon with AMX, 5.6 ms forward against 0.75 for
         // a direct kernel on the same machine. Where it has one, it is kept from 256 input
-        // channels on; below, Towers' is faster where it runs on vectors as strong (it needs no
-        // reorders to and from oneDNN's blocked layout; 2 Zen 4 cores, forward + backward ms,
-        // Towers' against oneDNN's: fashion-wide's 32 -> 32 at 28x28 15.2 vs 21.3, mnist-convnet's
-        // 64 -> 256 at 12x12 33 vs 41, cifar10-resnet's 64 -> 128 at 32x32 32 vs 44; from 256
-        // on oneDNN's: mnist-convnet's 256 -> 512 at 10x10 155 vs 141, cifar10-resnet's
-        // 256 -> 512 at 8x8 28 vs 28).
+        // channels on; below, Towers' is faster where it runs on vectors as strong, needing no
+        // reorders to and from oneDNN's blocked layout (the figures in conv_plan.h).
         constexpr std::int64_t kOneDnnWinogradChannels = 256;
         if (Winograd3x3::enoughChannels(d)) {
             try {
