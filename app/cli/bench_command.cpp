@@ -33,7 +33,7 @@ int runBench(const QStringList& args, CommandIo& io)
         {QStringLiteral("tf32"),
          QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores.")},
         {QStringLiteral("cuda-graphs"),
-         QStringLiteral("cuda: on (also time the step replayed from one capture, a CUDA\n"
+         QStringLiteral("cuda: on (also time the step replayed from one capture, a CUDA "
                         "graph, as training replays a GPU tower's) or off (default on)."),
          QStringLiteral("on|off"), QStringLiteral("on")},
         {QStringLiteral("cudnn-benchmark"),
@@ -47,8 +47,8 @@ int runBench(const QStringList& args, CommandIo& io)
                         "GPU of compute capability 8.0 or later)."),
          QStringLiteral("name"), QStringLiteral("fp32")},
         {QStringLiteral("per-layer"),
-         QStringLiteral("Also time each layer's forward and backward and name the\n"
-                        "implementation its primitives ran on (a reference loop shows\n"
+         QStringLiteral("Also time each layer's forward and backward and name the "
+                        "implementation its primitives ran on (a reference loop shows "
                         "as '...ref...').")},
         {QStringLiteral("json"), QStringLiteral("Print the result as JSON.")},
     });

@@ -62,17 +62,16 @@ int runSelftest(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
-        "Checks that Towers computes correctly on this machine. First the op-case table: every\n"
-        "op of the device's backend (convolution, pooling, LRN, linear, ReLU, add, dropout, "
-        "batch\n"
-        "norm, layouts, loss, sum of squares, axpy, optimizer updates, the input's\n"
-        "preprocessing; forward and backward) on\n"
-        "odd sizes, asymmetric SAME pads, strides, batch 1, large channel counts, ties in\n"
-        "max-pooling and the registered models' layers, each output against the plain reference\n"
-        "backend in float64 by normalised error (the case's tolerance for the backend's math\n"
-        "mode); the same cases the test suite runs on every backend. Then a few training steps\n"
-        "with two towers: the loss falls, the replicas stay identical, and they equal one tower\n"
-        "of the same global batch. Prints PASS or FAIL and the error per case, then per op.\n"
+        "Checks that Towers computes correctly on this machine. First the op-case table: every op\n"
+        "of the device's backend (convolution, pooling, LRN, linear, ReLU, add, dropout, batch\n"
+        "norm, layouts, loss, sum of squares, axpy, optimizer updates, the input's preprocessing;\n"
+        "forward and backward) on odd sizes, asymmetric SAME pads, strides, batch 1, large\n"
+        "channel counts, ties in max-pooling and the registered models' layers, each output\n"
+        "against the plain reference backend in float64 by normalised error (the case's tolerance\n"
+        "for the backend's math mode); the same cases the test suite runs on every backend. Then\n"
+        "a few training steps with two towers: the loss falls, the replicas stay identical, and\n"
+        "they equal one tower of the same global batch. Prints PASS or FAIL and the error per\n"
+        "case, then per op.\n"
         "Exit codes: 0 all passed, 1 some failed, 2 bad usage."));
     p.addOptions({
         {QStringLiteral("device"), QStringLiteral("cpu or cuda (default cpu)."),

@@ -242,7 +242,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
          QStringLiteral("cpu or cuda (default cpu; a resumed run keeps its own)."), name},
         {QStringLiteral("gpus"),
          QStringLiteral(
-             "cuda: the GPUs of the towers, e.g. 0,1,3 (one tower each, unless --towers\n"
+             "cuda: the GPUs of the towers, e.g. 0,1,3 (one tower each, unless --towers "
              "says more: then round-robin); default: tower t on GPU t mod the GPU count."),
          QStringLiteral("list")},
         {QStringLiteral("tf32"),
@@ -276,7 +276,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                         "run keeps its own unless given)."),
          QStringLiteral("on|off")},
         {QStringLiteral("bucket-mb"),
-         QStringLiteral("MiB of gradients averaged together while backward runs; 0 averages\n"
+         QStringLiteral("MiB of gradients averaged together while backward runs; 0 averages "
                         "everything after backward (default 25; the results are the same)."),
          x},
         {QStringLiteral("towers"), QStringLiteral("Number of towers (replicas) (default 1)."), n},
@@ -315,25 +315,25 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         {QStringLiteral("keep-checkpoints"),
          QStringLiteral("How many checkpoints to keep (default 5)."), n},
         {QStringLiteral("resume"),
-         QStringLiteral("Continue the run in --run-dir (default: the newest run) from its newest\n"
-                        "checkpoint that loads. Run-defining options may be repeated with the\n"
+         QStringLiteral("Continue the run in --run-dir (default: the newest run) from its newest "
+                        "checkpoint that loads. Run-defining options may be repeated with the "
                         "run's own values (a requeued job script); a different value is refused.")},
         {QStringLiteral("resume-or-start"),
-         QStringLiteral("Continue the run in --run-dir when it holds one, else start it there\n"
+         QStringLiteral("Continue the run in --run-dir when it holds one, else start it there "
                         "(a job script that a cluster scheduler requeues runs unchanged).")},
         {QStringLiteral("restart"),
          QStringLiteral(
-             "With --resume, when no checkpoint of the run loads: start it over from step 0,\n"
+             "With --resume, when no checkpoint of the run loads: start it over from step 0, "
              "moving its files to <run>/set-aside/ (nothing is deleted).")},
         {QStringLiteral("overwrite"),
          QStringLiteral(
-             "Start a new run in a --run-dir that holds one, moving the earlier run's files\n"
+             "Start a new run in a --run-dir that holds one, moving the earlier run's files "
              "to <run>/set-aside/ (nothing is deleted).")},
         {QStringLiteral("eval-every"),
          QStringLiteral("Steps between test-set evaluations (0 = only at the end)."), n},
         {QStringLiteral("log-every"), QStringLiteral("Steps between log lines."), n},
         {QStringLiteral("histogram-every"),
-         QStringLiteral("Steps between TensorBoard histograms of the weights and gradients\n"
+         QStringLiteral("Steps between TensorBoard histograms of the weights and gradients "
                         "(0 = none; default 100)."),
          n},
         {QStringLiteral("loader-workers"), QStringLiteral("Input-pipeline threads (default 1)."),
