@@ -459,9 +459,9 @@ std::string TowerSet::holdTrainingSet(const ImageSet& set, const Preprocessing& 
 
 std::string TowerSet::bucketDescription() const
 {
-    if (m_globalTowers == 1) return "nothing to average (one tower)";
+    if (m_globalTowers == 1) return "one tower: no gradients to average";
     if (m_buckets.buckets.empty()) return "one collective after backward";
-    return m_buckets.describe() + ", averaged while backward runs";
+    return m_buckets.describe() + " while backward runs";
 }
 
 std::string TowerSet::graphDescription() const
