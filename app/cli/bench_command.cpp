@@ -2,6 +2,8 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <cstdio>
+#include <unistd.h>
 
 #include "app/cli/command.h"
 #include "engine/bench/train_step_bench.h"
@@ -75,8 +77,10 @@ int runBench(const QStringList& args, CommandIo& io)
         return ExitUsage;
 
     const bool json = p.isSet(QStringLiteral("json"));
+    // The step counter, overwritten in place, only on a terminal (not in a log or a pipe).
+    const bool progress = !json && ::isatty(::fileno(stderr)) == 1;
     const auto r = engine::benchmarkTrainStep(o, [&](int step, int total) {
-        if (!json) {
+        if (progress) {
             io.err << "\rstep " << step << "/" << total;
             io.err.flush();
         }
@@ -130,7 +134,10 @@ int runBench(const QStringList& args, CommandIo& io)
         io.out << QJsonDocument(j).toJson(QJsonDocument::Indented);
         return ExitOk;
     }
-    io.err << "\r";
+    if (progress) {
+        io.err << "\r" << QString(24, QLatin1Char(' ')) << "\r";
+        io.err.flush();
+    }
     io.out << "model      " << QString::fromStdString(o.model) << ", batch " << o.batchSize << ", "
            << r.threads << " thread(s), " << QString::fromStdString(r.backend) << "\n"
            << "steps      " << o.steps << " timed after " << o.warmup << " warm-up\n"
