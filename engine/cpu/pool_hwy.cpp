@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/cpu/pool_hwy.cpp"
@@ -58,14 +59,37 @@ HWY_INLINE Span clip(std::int64_t start, int k, std::int64_t size)
             static_cast<int>(std::min<std::int64_t>(k, size - start))};
 }
 
+// The next pixel in row-major order of [N, rows, cols]: (col, row, n) counted on by one.
+HWY_INLINE void advance(std::int64_t& col, std::int64_t& row, std::int64_t& n, std::int64_t cols,
+                        std::int64_t rows)
+{
+    if (++col < cols) return;
+    col = 0;
+    if (++row < rows) return;
+    row = 0;
+    ++n;
+}
+
+// The windows [lo, hi] along one axis that cover padded position t (windows of size k every s,
+// `count` of them): o * s <= t < o * s + k.
+struct Covering
+{
+    std::int64_t lo, hi;
+};
+HWY_INLINE Covering covering(std::int64_t t, int k, int s, std::int64_t count)
+{
+    return {t - k + 1 > 0 ? (t - k + s) / s : 0, std::min(count - 1, t / s)};
+}
+
 void forward(const Window2d& g, const float* x, float* y, std::uint8_t* ws, std::int64_t begin,
              std::int64_t end)
 {
     const D d;
     const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
     const std::int64_t c = g.c;
-    for (std::int64_t p = begin; p < end; ++p) {
-        const std::int64_t ox = p % g.ow, oy = (p / g.ow) % g.oh, n = p / (g.ow * g.oh);
+    // The output pixel's coordinates, counted on from begin's (no divisions per pixel).
+    std::int64_t ox = begin % g.ow, oy = (begin / g.ow) % g.oh, n = begin / (g.ow * g.oh);
+    for (std::int64_t p = begin; p < end; ++p, advance(ox, oy, n, g.ow, g.oh)) {
         const std::int64_t iy0 = oy * g.sh - g.padTop, ix0 = ox * g.sw - g.padLeft;
         const Span rows = clip(iy0, g.kh, g.h), cols = clip(ix0, g.kw, g.w);
         // Pixel (i, j) of the window is at x + window + (i * W + j) * C (window < 0 where pads
@@ -98,14 +122,19 @@ void backward(const Window2d& g, const float* dy, const std::uint8_t* ws, float*
     const D d;
     const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
     const std::int64_t c = g.c;
-    for (std::int64_t p = begin; p < end; ++p) {
-        const std::int64_t ix = p % g.w, iy = (p / g.w) % g.h, n = p / (g.w * g.h);
-        // The windows that cover (iy, ix): oy * sh - padTop <= iy < oy * sh - padTop + kh.
+    // The input pixel's coordinates, counted on from begin's, and the windows that cover it
+    // (oy * sh - padTop <= iy < oy * sh - padTop + kh): no divisions per pixel.
+    std::int64_t ix = begin % g.w, iy = (begin / g.w) % g.h, n = begin / (g.w * g.h);
+    std::vector<Covering> colsOf(static_cast<std::size_t>(g.w));
+    for (std::int64_t x = 0; x < g.w; ++x)
+        colsOf[static_cast<std::size_t>(x)] = covering(x + g.padLeft, g.kw, g.sw, g.ow);
+    Covering rowsOf = covering(iy + g.padTop, g.kh, g.sh, g.oh);
+    for (std::int64_t p = begin; p < end; ++p, advance(ix, iy, n, g.w, g.h)) {
+        if (ix == 0 && p != begin) rowsOf = covering(iy + g.padTop, g.kh, g.sh, g.oh);
         const std::int64_t ty = iy + g.padTop, tx = ix + g.padLeft;
-        const std::int64_t oyLo = ty - g.kh + 1 > 0 ? (ty - g.kh + g.sh) / g.sh : 0;
-        const std::int64_t oxLo = tx - g.kw + 1 > 0 ? (tx - g.kw + g.sw) / g.sw : 0;
-        const std::int64_t oyHi = std::min(g.oh - 1, ty / g.sh);
-        const std::int64_t oxHi = std::min(g.ow - 1, tx / g.sw);
+        const std::int64_t oyLo = rowsOf.lo, oyHi = rowsOf.hi;
+        const std::int64_t oxLo = colsOf[static_cast<std::size_t>(ix)].lo,
+                           oxHi = colsOf[static_cast<std::size_t>(ix)].hi;
         float* out = dx + p * c;
         for (std::int64_t k = 0; k < c; k += lanes) {
             const std::int64_t m = std::min(lanes, c - k);
