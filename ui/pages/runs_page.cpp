@@ -1,4 +1,5 @@
 #include "ui/pages/runs_page.h"
+#include <cmath>
 
 #include <QDesktopServices>
 #include <QDir>
@@ -8,14 +9,17 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
-#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSplitter>
 #include <QStyle>
 #include <QTableView>
+#include <QTreeWidget>
 #include <QUrl>
 #include <QVBoxLayout>
 
@@ -30,6 +34,74 @@
 namespace towers::ui {
 
 namespace {
+
+// A config.json value as one line: strings as they are, whole numbers as integers, others to 10
+// significant digits, arrays and objects as compact JSON.
+QString configValueText(const QJsonValue& v)
+{
+    switch (v.type()) {
+    case QJsonValue::String:
+        return v.toString();
+    case QJsonValue::Double: {
+        const double d = v.toDouble();
+        if (d == std::trunc(d) && std::abs(d) < 1e15)
+            return QString::number(static_cast<qint64>(d));
+        return QString::number(d, 'g', 10);
+    }
+    case QJsonValue::Bool:
+        return v.toBool() ? QStringLiteral("true") : QStringLiteral("false");
+    case QJsonValue::Null:
+        return QStringLiteral("null");
+    case QJsonValue::Array:
+        return QString::fromUtf8(QJsonDocument(v.toArray()).toJson(QJsonDocument::Compact));
+    case QJsonValue::Object:
+        return QString::fromUtf8(QJsonDocument(v.toObject()).toJson(QJsonDocument::Compact));
+    case QJsonValue::Undefined:
+        break;
+    }
+    return {};
+}
+
+// Adds o's members under parent (the tree's top level when null); true when one is a branch.
+bool addConfigItems(QTreeWidgetItem* parent, QTreeWidget* tree, const QJsonObject& o)
+{
+    bool branches = false;
+    for (auto it = o.begin(); it != o.end(); ++it) {
+        auto* item = parent ? new QTreeWidgetItem(parent) : new QTreeWidgetItem(tree);
+        item->setText(0, it.key());
+        if (it->isObject() && !it->toObject().isEmpty()) {
+            addConfigItems(item, tree, it->toObject());
+            item->setExpanded(true);
+            branches = true;
+            continue;
+        }
+        const QString text = configValueText(*it);
+        item->setText(1, text);
+        item->setToolTip(1, text);
+    }
+    return branches;
+}
+
+// Fills the tree with a run's config.json; text that is not a JSON object shows why instead.
+void showConfig(QTreeWidget* tree, const QString& json)
+{
+    tree->clear();
+    tree->setRootIsDecorated(false);
+    if (json.isEmpty()) return;
+    QJsonParseError error{};
+    const QJsonDocument doc = QJsonDocument::fromJson(json.toUtf8(), &error);
+    if (!doc.isObject()) {
+        auto* item = new QTreeWidgetItem(tree);
+        item->setText(0, QStringLiteral("config.json"));
+        item->setText(1, error.error != QJsonParseError::NoError
+                             ? RunsPage::tr("not readable: %1 at byte %2")
+                                   .arg(error.errorString())
+                                   .arg(error.offset)
+                             : RunsPage::tr("not readable: not a JSON object"));
+        return;
+    }
+    tree->setRootIsDecorated(addConfigItems(nullptr, tree, doc.object()));
+}
 
 QString towersText(int n)
 {
@@ -72,7 +144,9 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     top->addLayout(dirRow);
 
     auto* split = new QSplitter(Qt::Horizontal, this);
-    m_table = new QTableView(split);
+    // The runs above the chosen run's configuration, the details on the right.
+    auto* left = new QSplitter(Qt::Vertical, split);
+    m_table = new QTableView(left);
     m_table->setModel(m_runs);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_table->setSelectionMode(QAbstractItemView::SingleSelection);
@@ -145,12 +219,16 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     buttons->addStretch(1);
     dl->addLayout(buttons);
     dl->addWidget(m_exportStatus);
-    auto* bottom = new QHBoxLayout;
-    m_config = new QPlainTextEdit(details);
-    m_config->setReadOnly(true);
-    m_config->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
-    m_config->setPlaceholderText(tr("The run's config.json"));
-    bottom->addWidget(m_config, 2);
+    // The run's config.json as settings and values (a nested object as a branch).
+    m_config = new QTreeWidget(left);
+    m_config->setColumnCount(2);
+    m_config->setHeaderLabels({tr("Setting"), tr("Value")});
+    m_config->setRootIsDecorated(false);
+    m_config->setAlternatingRowColors(true);
+    m_config->setUniformRowHeights(true);
+    m_config->setTextElideMode(Qt::ElideMiddle); // a path keeps its both ends
+    m_config->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+    m_config->setToolTip(tr("The run's configuration, from config.json in its folder"));
     // The Devices page's parts and colours: compute blue, communication orange, data purple,
     // update green.
     m_towerChart = new StackedBarChart(tr("Latest logged step"), Qt::Horizontal, details);
@@ -164,9 +242,12 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
            "backward (and waiting for the other towers), the update. Hover a bar for its values."));
     m_towerChart->setMinimumHeight(170);
     m_towerChart->hide();
-    bottom->addWidget(m_towerChart, 3);
-    dl->addLayout(bottom, 2);
-    split->addWidget(m_table);
+    dl->addWidget(m_towerChart, 2);
+    left->addWidget(m_table);
+    left->addWidget(m_config);
+    left->setStretchFactor(0, 1);
+    left->setStretchFactor(1, 2);
+    split->addWidget(left);
     split->addWidget(details);
     split->setStretchFactor(0, 1);
     split->setStretchFactor(1, 1);
@@ -310,7 +391,7 @@ void RunsPage::showSelected()
         m_config->clear();
         m_checkpoints->setCheckpoints({});
     } else {
-        m_config->setPlainText(r->configJson);
+        showConfig(m_config, r->configJson);
         m_checkpoints->setCheckpoints(r->checkpoints);
         if (m_checkpoints->rowCount() > 0) m_checkpointTable->selectRow(0);
     }

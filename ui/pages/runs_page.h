@@ -14,7 +14,7 @@
 
 class QLabel;
 class QLineEdit;
-class QPlainTextEdit;
+class QTreeWidget;
 class QPushButton;
 class QTableView;
 
@@ -113,7 +113,7 @@ private:
     QLabel* m_title;
     QLabel* m_followStatus;
     StackedBarChart* m_towerChart;
-    QPlainTextEdit* m_config;
+    QTreeWidget* m_config;
     PlotWidget* m_lossPlot;
     PlotWidget* m_accuracyPlot;
     QTableView* m_checkpointTable;
