@@ -240,6 +240,14 @@ private slots:
         QSignalSpy firstScan(&page, &DataPage::scanFinished);
         QVERIFY(firstScan.wait(10000));
         QVERIFY(!page.found());
+        // The download button says whether the dataset is there already.
+        const auto downloadButton = [&page]() -> QPushButton* {
+            for (auto* b : page.findChildren<QPushButton*>())
+                if (b->text().startsWith(QStringLiteral("Do&wnload"))) return b;
+            return nullptr;
+        };
+        QVERIFY(downloadButton());
+        QCOMPARE(downloadButton()->text(), QStringLiteral("Do&wnload"));
         page.setDownloadCatalog({spec});
         page.setDownloadBaseUrl(server.baseUrl("ok"));
 
@@ -256,6 +264,10 @@ private slots:
         QCOMPARE(page.found()->name, std::string("mnist"));
         QCOMPARE(page.found()->trainCount, 40);
         QCOMPARE(page.found()->testCount, 12);
+        QCOMPARE(downloadButton()->text(), QStringLiteral("Do&wnload again"));
+        QVERIFY2(downloadButton()->toolTip().contains(
+                     QString::fromStdString(page.found()->location.string())),
+                 qPrintable(downloadButton()->toolTip()));
         QCOMPARE(errors.count(), 0);
         QCOMPARE(page.findChild<QProgressBar*>()->value(), 1000);
 

@@ -145,10 +145,7 @@ void DataPage::buildUi()
     form->addRow(tr("Found:"), m_foundLabel);
 
     auto* downloadRow = new QHBoxLayout;
-    m_downloadButton = new QPushButton(tr("Do&wnload"), sourceBox);
-    m_downloadButton->setToolTip(
-        tr("Fetches the published files into the data folder, verifies each "
-           "against its published MD5 checksum and unpacks them."));
+    m_downloadButton = new QPushButton(tr("Do&wnload"), sourceBox); // text: updateFoundLabel
     m_cancelButton = new QPushButton(tr("Cancel"), sourceBox);
     m_cancelButton->setEnabled(false);
     m_progress = new QProgressBar(sourceBox);
@@ -304,6 +301,7 @@ void DataPage::rescan()
     m_dataset.reset();
     m_samples->setDataset(nullptr);
     m_foundLabel->setText(tr("Looking…"));
+    updateDownloadButton();
     const std::string name = datasetName().toStdString();
     const auto path = app::searchPathWith(dataDir());
     const std::filesystem::path preferred = dataDir().toStdString();
@@ -364,8 +362,28 @@ void DataPage::onLoaded(const app::JobResult<std::shared_ptr<const engine::Datas
     emit datasetLoaded();
 }
 
+void DataPage::updateDownloadButton()
+{
+    // The download button says whether the dataset is there already (a download then puts a
+    // verified copy in the data folder, which is searched first).
+    const QString downloadTip =
+        tr("Fetches the published files into the data folder, verifies each against its "
+           "published MD5 checksum and unpacks them.");
+    if (m_found) {
+        m_downloadButton->setText(tr("Do&wnload again"));
+        m_downloadButton->setToolTip(
+            tr("%1 is found already, in %2. %3 The data folder is searched first.")
+                .arg(QString::fromStdString(m_found->name),
+                     QString::fromStdString(m_found->location.string()), downloadTip));
+    } else {
+        m_downloadButton->setText(tr("Do&wnload"));
+        m_downloadButton->setToolTip(downloadTip);
+    }
+}
+
 void DataPage::updateFoundLabel()
 {
+    updateDownloadButton();
     if (!m_found) {
         QStringList searched;
         for (const auto& f : app::searchPathWith(dataDir())) {

@@ -91,6 +91,7 @@ private:
     void onLoaded(const app::JobResult<std::shared_ptr<const engine::Dataset>>& r);
     void onDownloadFinished(bool ok, const QString& message);
     void updateFoundLabel();
+    void updateDownloadButton(); // its text and tooltip: found already or not
     void updatePaging();
     void updateDistortionControls();
     void browseDataDir();
