@@ -523,6 +523,41 @@ private slots:
         }
     }
 
+    // The kernels over any split of their pixels, as the threads' ranges cut them (mid-row and
+    // mid-image: each range counts its pixels' coordinates on from its first): the same outputs,
+    // workspace and gradients, bit for bit, as one range over all.
+    void poolKernelRanges_data() { addTargetRows(poolKernelCases(), &NamedPool::p, "pool"); }
+    void poolKernelRanges()
+    {
+        TOWERS_RUN_ON_TARGET();
+        QFETCH(PoolCase, pool);
+        const Window2d g = pool.desc().win;
+        Rng rng(31);
+        const Tensor x = distinctTensor(pool.desc().inputShape(), DType::Float32, rng);
+        const Tensor dy = randomTensor(pool.desc().outputShape(), DType::Float32, rng);
+        const std::int64_t outPixels = g.n * g.oh * g.ow, inPixels = g.n * g.h * g.w;
+        const auto outCount = static_cast<std::size_t>(outPixels * g.c);
+        const auto inCount = static_cast<std::size_t>(inPixels * g.c);
+        std::vector<float> y0(outCount), y1(outCount, -1.0f), dx0(inCount), dx1(inCount, -1.0f);
+        std::vector<std::uint8_t> ws0(outCount), ws1(outCount, 255);
+        cpu::maxPoolForwardPixels(g, x.data<float>(), y0.data(), ws0.data(), 0, outPixels);
+        cpu::maxPoolBackwardPixels(g, dy.data<float>(), ws0.data(), dx0.data(), 0, inPixels);
+        // Ranges of 1, 2, 3, ... 7 pixels, then again.
+        const auto split = [](std::int64_t n, const auto& kernel) {
+            for (std::int64_t b = 0, len = 1; b < n; b += len, len = len % 7 + 1)
+                kernel(b, std::min(n, b + len));
+        };
+        split(outPixels, [&](std::int64_t b, std::int64_t e) {
+            cpu::maxPoolForwardPixels(g, x.data<float>(), y1.data(), ws1.data(), b, e);
+        });
+        split(inPixels, [&](std::int64_t b, std::int64_t e) {
+            cpu::maxPoolBackwardPixels(g, dy.data<float>(), ws1.data(), dx1.data(), b, e);
+        });
+        QVERIFY(y1 == y0);
+        QVERIFY(ws1 == ws0);
+        QVERIFY(dx1 == dx0);
+    }
+
     // The kernel's backward against central differences of its own forward, in float32. Between
     // switches of a window's maximum, f = <maxpool(x), r> is linear in x and y copies x exactly, so
     // the difference quotient is exact but for the rounding of f, and a wrong route (a dy sent to
