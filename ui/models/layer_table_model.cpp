@@ -55,7 +55,11 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const
         case Parameters:
             return r.parameters ? locale.toString(qint64(r.parameters)) : QStringLiteral("–");
         case MFlops:
-            return locale.toString(r.forwardFlops * 1e-6, 'f', 2);
+            // "–" where none are counted (pooling, batch norm, ...); small ones to three
+            // significant digits rather than 0.00.
+            if (r.forwardFlops <= 0) return QStringLiteral("–");
+            return r.forwardFlops >= 1e4 ? locale.toString(r.forwardFlops * 1e-6, 'f', 2)
+                                         : locale.toString(r.forwardFlops * 1e-6, 'g', 3);
         case Description:
             return QString::fromStdString(r.description);
         default:
@@ -88,7 +92,7 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
         case Kind:
             return tr("Kind");
         case OutputShape:
-            return tr("Output (H × W × C)");
+            return tr("Output");
         case Parameters:
             return tr("Parameters");
         case MFlops:
@@ -101,8 +105,11 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
     }
     if (role == Qt::ToolTipRole && section == Parameters)
         return tr("Trainable elements; %1 in total").arg(QLocale().toString(totalParameters()));
+    if (role == Qt::ToolTipRole && section == OutputShape)
+        return tr("The layer's output for one example: height × width × channels");
     if (role == Qt::ToolTipRole && section == MFlops)
-        return tr("Forward floating-point operations per example, in millions");
+        return tr("Forward floating-point operations per example, in millions: those of "
+                  "convolutions and matrix products (– for layers without)");
     return {};
 }
 

@@ -37,6 +37,8 @@ ModelPage::ModelPage(QWidget* parent)
     m_table = new QTableView(modelBox);
     m_table->setModel(m_layers);
     m_table->verticalHeader()->hide();
+    // Rows as tall as their text (a model of twenty layers fits without scrolling).
+    m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 6);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_table->setWordWrap(false);
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
