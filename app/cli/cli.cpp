@@ -22,6 +22,7 @@ const Command kCommands[] = {
     {"eval", "Evaluate a checkpoint on its dataset's test set", runEval},
     {"classify", "Classify image files with a checkpoint", runClassify},
     {"export", "Write a checkpoint's model as an ONNX file", runExport},
+    {"runs", "List the training runs and their checkpoints, or show one run", runRuns},
     {"datasets", "List the datasets found on this machine", runDatasets},
     {"devices", "List the CPU and GPUs that can run towers", runDevices},
     {"selftest", "Check every op against the reference, then a few training steps", runSelftest},

@@ -67,6 +67,7 @@ RunSummary readRun(const QString& folder)
         r.lastStep = last->value(QStringLiteral("step")).toInteger();
         r.lastLoss = last->value(QStringLiteral("loss")).toDouble();
         r.lastEpoch = last->value(QStringLiteral("epoch")).toDouble();
+        r.totalSteps = last->value(QStringLiteral("totalSteps")).toInteger();
     }
     newer(r.modified, metrics);
     if (const auto eval = lastJsonLine(dir.filePath(QStringLiteral("eval.jsonl")))) {

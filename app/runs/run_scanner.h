@@ -28,6 +28,7 @@ struct RunSummary
     std::int64_t lastStep = 0; // the latest logged step (metrics.jsonl), 0 when none
     double lastLoss = 0;
     double lastEpoch = 0;
+    std::int64_t totalSteps = 0; // the run's length as it logged it (metrics.jsonl); 0 = not logged
     std::optional<double> accuracy; // the latest evaluation's precision @ 1 (eval.jsonl)
     std::int64_t accuracyStep = 0;
     std::vector<engine::CheckpointFile> checkpoints; // oldest first

@@ -7,7 +7,7 @@ _towers_cli()
     local cur prev words cword
     _init_completion || return
 
-    local commands="train eval classify export datasets download models devices selftest bench"
+    local commands="train eval classify export runs datasets download models devices selftest bench"
     if ((cword == 1)); then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
         return
@@ -23,6 +23,7 @@ _towers_cli()
         eval) options="--checkpoint --data-dir --no-ema --batch-size --json --help" ;;
         classify) options="--checkpoint --top-k --no-ema --json --help" ;;
         export) options="--checkpoint --output --opset --layout --no-ema --force --json --help" ;;
+        runs) options="--runs-dir --json --help" ;;
         datasets) options="--data-dir --json --help" ;;
         download) options="--data-dir --base-url --force --help" ;;
         models) options="--json --help" ;;
@@ -45,7 +46,7 @@ _towers_cli()
         --cuda-graphs|--cudnn-benchmark) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
         --precision) COMPREPLY=($(compgen -W "fp32 bf16" -- "$cur")); return ;;
         --backend) COMPREPLY=($(compgen -W "onednn reference cuda" -- "$cur")); return ;;
-        --data-dir | --run-dir) _filedir -d; return ;;
+        --data-dir | --run-dir | --runs-dir) _filedir -d; return ;;
         --checkpoint) _filedir safetensors; return ;;
         --output) _filedir onnx; return ;;
         --layout) COMPREPLY=($(compgen -W "nhwc nchw" -- "$cur")); return ;;
@@ -64,5 +65,24 @@ _towers_cli()
         classify) _filedir '@(png|PNG|jpg|JPG|jpeg|JPEG|bmp|BMP|ppm|PPM|pgm|PGM|gif|GIF)' ;;
         download) COMPREPLY=($(compgen -W "cifar10 cifar100 mnist fashion-mnist" -- "$cur")) ;;
         models) COMPREPLY=($(compgen -W "$models" -- "$cur")) ;;
+        runs)
+            # The runs of the runs folder (--runs-dir, else $TOWERS_RUNS, else the user's) by
+            # name, or any folder by path.
+            local runs_dir=${TOWERS_RUNS:-${XDG_DATA_HOME:-$HOME/.local/share}/towers/runs} i
+            for ((i = 2; i < cword; i++)); do
+                [[ ${words[i]} == --runs-dir ]] && runs_dir=${words[i + 1]}
+            done
+            if [[ $cur == */* ]]; then
+                _filedir -d
+            else
+                local run names=()
+                for run in "$runs_dir"/*/; do
+                    [[ -d $run ]] || continue
+                    run=${run%/}
+                    names+=("${run##*/}")
+                done
+                COMPREPLY=($(compgen -W "${names[*]}" -- "$cur"))
+            fi
+            ;;
     esac
 } && complete -F _towers_cli towers-cli

@@ -34,6 +34,7 @@ void makeRun(const QString& folder, std::int64_t steps, int evalEvery,
     for (std::int64_t s = 10; s <= steps; s += 10)
         dir.appendMetrics("{\"step\":" + std::to_string(s) +
                           ",\"epoch\":" + std::to_string(double(s) / 100) +
+                          ",\"totalSteps\":" + std::to_string(steps) +
                           ",\"loss\":" + std::to_string(2.0 / double(s)) + "}");
     for (std::int64_t s = evalEvery; s <= steps; s += evalEvery)
         dir.appendEval("{\"step\":" + std::to_string(s) +
@@ -92,6 +93,7 @@ private slots:
         QCOMPARE(r.lastStep, 200);
         QCOMPARE(r.lastLoss, 2.0 / 200);
         QCOMPARE(r.lastEpoch, 2.0);
+        QCOMPARE(r.totalSteps, 200); // as logged: an epochs run's length is known only so
         QVERIFY(r.accuracy.has_value());
         QCOMPARE(*r.accuracy, 0.7);
         QCOMPARE(r.accuracyStep, 200);

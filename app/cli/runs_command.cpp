@@ -1,0 +1,263 @@
+// towers-cli runs: the runs of a runs folder, or one run in detail, as the desktop application's
+// Runs & checkpoints page shows them (app/runs/run_scanner.h reads them for both).
+#include <QDir>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLocale>
+
+#include <filesystem>
+
+#include "app/cli/command.h"
+#include "app/data/data_dirs.h"
+#include "app/runs/run_scanner.h"
+#include "engine/ops/precision.h"
+
+namespace towers::app {
+
+namespace {
+
+// "600" (the run's length when known: its steps, or the totalSteps it logged), else "".
+QString totalText(const RunSummary& r)
+{
+    if (r.totalSteps > 0) return QString::number(r.totalSteps);
+    if (r.config && r.config->steps > 0) return QString::number(r.config->steps);
+    return {};
+}
+
+QString stepText(const RunSummary& r)
+{
+    const QString total = totalText(r);
+    return total.isEmpty() ? QString::number(r.lastStep)
+                           : QStringLiteral("%1 / %2").arg(r.lastStep).arg(total);
+}
+
+QString accuracyText(const RunSummary& r)
+{
+    if (!r.accuracy) return QStringLiteral("-");
+    return QStringLiteral("%1 % @ %2").arg(*r.accuracy * 100, 0, 'f', 2).arg(r.accuracyStep);
+}
+
+QString changedText(const RunSummary& r)
+{
+    return r.modified.isValid() ? r.modified.toString(QStringLiteral("yyyy-MM-dd HH:mm"))
+                                : QStringLiteral("-");
+}
+
+// "2 towers x 64 (global batch 128) on the CPU, fp32" and the like.
+QString layoutText(const engine::TrainConfig& c)
+{
+    const int global = c.processes * c.towers;
+    QString text = c.processes > 1 ? QStringLiteral("%1 processes x %2 towers").arg(c.processes)
+                                         .arg(c.towers)
+                                   : QStringLiteral("%1 tower%2").arg(c.towers).arg(
+                                         c.towers == 1 ? QString() : QStringLiteral("s"));
+    text += QStringLiteral(" x %1 (global batch %2)").arg(c.batchPerTower).arg(
+        qint64(global) * c.batchPerTower);
+    text += c.backend == "cuda" ? QStringLiteral(" on GPUs") : QStringLiteral(" on the CPU");
+    text += QStringLiteral(", ") + QString::fromStdString(std::string(precisionName(c.precision)));
+    return text;
+}
+
+QString sizeText(const std::filesystem::path& p)
+{
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(p, ec);
+    if (ec) return QStringLiteral("?");
+    return QLocale::c().formattedDataSize(qint64(bytes), 1, QLocale::DataSizeIecFormat);
+}
+
+QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
+{
+    QJsonObject o{{QStringLiteral("name"), r.name},
+                  {QStringLiteral("folder"), r.folder},
+                  {QStringLiteral("step"), qint64(r.lastStep)},
+                  {QStringLiteral("checkpoints"), int(r.checkpoints.size())}};
+    if (r.config) {
+        o.insert(QStringLiteral("model"), QString::fromStdString(r.config->model));
+        o.insert(QStringLiteral("dataset"), QString::fromStdString(r.config->dataset));
+        o.insert(QStringLiteral("processes"), r.config->processes);
+        o.insert(QStringLiteral("towers"), r.config->towers);
+        o.insert(QStringLiteral("batch_per_tower"), r.config->batchPerTower);
+        o.insert(QStringLiteral("backend"), QString::fromStdString(r.config->backend));
+        o.insert(QStringLiteral("precision"),
+                 QString::fromStdString(std::string(precisionName(r.config->precision))));
+    }
+    if (const QString total = totalText(r); !total.isEmpty())
+        o.insert(QStringLiteral("total_steps"), total.toLongLong());
+    if (r.lastStep > 0) {
+        o.insert(QStringLiteral("loss"), r.lastLoss);
+        o.insert(QStringLiteral("epoch"), r.lastEpoch);
+    }
+    if (r.accuracy) {
+        o.insert(QStringLiteral("test_accuracy"), *r.accuracy);
+        o.insert(QStringLiteral("test_accuracy_step"), qint64(r.accuracyStep));
+    }
+    if (r.modified.isValid())
+        o.insert(QStringLiteral("modified"), r.modified.toString(Qt::ISODate));
+    o.insert(QStringLiteral("training_now"), r.trainingBy ? QJsonValue(*r.trainingBy) : QJsonValue());
+    if (!r.problem.isEmpty()) o.insert(QStringLiteral("problem"), r.problem);
+    if (withCheckpoints) {
+        QJsonArray list;
+        for (auto it = r.checkpoints.rbegin(); it != r.checkpoints.rend(); ++it) {
+            std::error_code ec;
+            const auto bytes = std::filesystem::file_size(it->path, ec);
+            list.append(QJsonObject{{QStringLiteral("step"), qint64(it->step)},
+                                    {QStringLiteral("path"), QString::fromStdString(it->path.string())},
+                                    {QStringLiteral("bytes"), ec ? QJsonValue() : qint64(bytes)}});
+        }
+        o.insert(QStringLiteral("checkpoint_files"), list);
+    }
+    return o;
+}
+
+void printList(const QString& runsDir, const std::vector<RunSummary>& runs, CommandIo& io)
+{
+    if (runs.empty()) {
+        io.out << "No runs in " << runsDir << " (towers-cli train puts them there).\n";
+        return;
+    }
+    io.out << "Runs in " << runsDir << ", the most recently changed first:\n\n";
+    int nameWidth = 3;
+    for (const auto& r : runs) nameWidth = std::max(nameWidth, int(r.name.size()));
+    const auto row = [&](const QString& name, const QString& model, const QString& dataset,
+                         const QString& step, const QString& acc, const QString& ckpts,
+                         const QString& changed) {
+        return name.leftJustified(nameWidth + 2) + model.leftJustified(18) +
+               dataset.leftJustified(15) + step.rightJustified(15) + QStringLiteral("  ") +
+               acc.leftJustified(18) + ckpts.rightJustified(5) + QStringLiteral("  ") + changed;
+    };
+    io.out << row(QStringLiteral("run"), QStringLiteral("model"), QStringLiteral("dataset"),
+                  QStringLiteral("step"), QStringLiteral("test accuracy"),
+                  QStringLiteral("ckpts"), QStringLiteral("changed"))
+                  .trimmed()
+           << "\n";
+    for (const auto& r : runs) {
+        io.out << row(r.name,
+                      r.config ? QString::fromStdString(r.config->model)
+                               : QStringLiteral("(unreadable)"),
+                      r.config ? QString::fromStdString(r.config->dataset) : QString(),
+                      stepText(r), accuracyText(r), QString::number(r.checkpoints.size()),
+                      changedText(r))
+                      .trimmed()
+               << "\n";
+        if (r.trainingBy) io.out << "    training now: " << *r.trainingBy << "\n";
+        if (!r.problem.isEmpty()) io.out << "    problem: " << r.problem << "\n";
+    }
+}
+
+void printRun(const RunSummary& r, CommandIo& io)
+{
+    const auto line = [&](const char* label, const QString& text) {
+        io.out << QString::fromLatin1(label).leftJustified(13) << text << "\n";
+    };
+    line("run", r.folder);
+    if (r.config) {
+        line("model", QStringLiteral("%1 on %2").arg(QString::fromStdString(r.config->model),
+                                                   QString::fromStdString(r.config->dataset)));
+        line("towers", layoutText(*r.config));
+    }
+    QString progress = QStringLiteral("step ") + stepText(r);
+    if (r.lastStep > 0)
+        progress += QStringLiteral(", epoch %1, loss %2")
+                        .arg(r.lastEpoch, 0, 'f', 2)
+                        .arg(r.lastLoss, 0, 'g', 4);
+    line("progress", progress);
+    line("accuracy", r.accuracy ? QStringLiteral("%1 % (test precision @ 1) at step %2")
+                                      .arg(*r.accuracy * 100, 0, 'f', 2)
+                                      .arg(r.accuracyStep)
+                                : QStringLiteral("not evaluated yet"));
+    line("training", r.trainingBy ? QStringLiteral("now: ") + *r.trainingBy
+                                  : QStringLiteral("no process trains it now"));
+    line("changed", changedText(r));
+    if (!r.problem.isEmpty()) line("problem", r.problem);
+    if (r.checkpoints.empty()) {
+        line("checkpoints", QStringLiteral("none"));
+        return;
+    }
+    io.out << "checkpoints (newest first):\n";
+    for (auto it = r.checkpoints.rbegin(); it != r.checkpoints.rend(); ++it)
+        io.out << "  " << QString::number(it->step).rightJustified(9) << "  "
+               << sizeText(it->path).rightJustified(9) << "  "
+               << QString::fromStdString(it->path.string()) << "\n";
+}
+
+} // namespace
+
+int runRuns(const QStringList& args, CommandIo& io)
+{
+    QCommandLineParser p;
+    p.setApplicationDescription(
+        QStringLiteral(
+            "Lists the training runs in the runs folder, the most recently changed first, as the\n"
+            "desktop application's Runs & checkpoints page does: each run's model and dataset,\n"
+            "its latest step, its latest test accuracy, its checkpoints, and the process that\n"
+            "trains it now, if any. With a run (a folder in the runs folder, by name, or any run\n"
+            "folder's path), that run in detail with every checkpoint. The runs folder is\n"
+            "$TOWERS_RUNS, else %1, where towers-cli train puts its runs.")
+            .arg(QStringLiteral("$XDG_DATA_HOME/towers/runs (~/.local/share/towers/runs)")));
+    p.addOptions({
+        {QStringLiteral("runs-dir"),
+         QStringLiteral("The runs folder to list (default: $TOWERS_RUNS, else the user's)."),
+         QStringLiteral("dir")},
+        {QStringLiteral("json"), QStringLiteral("Print JSON.")},
+    });
+    p.addPositionalArgument(QStringLiteral("run"),
+                            QStringLiteral("A run to show: its folder's name or path."),
+                            QStringLiteral("[run]"));
+    int code = 0;
+    if (!parseOrExplain(p, args, io, code)) return code;
+    const QStringList positional = p.positionalArguments();
+    if (positional.size() > 1) {
+        io.err << "towers-cli runs: one run at a time, got " << positional.size() << "\n";
+        return ExitUsage;
+    }
+    const QString runsDir = p.isSet(QStringLiteral("runs-dir"))
+                                ? p.value(QStringLiteral("runs-dir"))
+                                : defaultRunsDir();
+    const bool json = p.isSet(QStringLiteral("json"));
+
+    if (positional.isEmpty()) {
+        if (p.isSet(QStringLiteral("runs-dir")) && !QFileInfo(runsDir).isDir()) {
+            io.err << "towers-cli runs: --runs-dir: '" << runsDir << "' is not a folder\n";
+            return ExitUsage;
+        }
+        const auto runs = scanRuns(runsDir);
+        if (json) {
+            QJsonArray list;
+            for (const auto& r : runs) list.append(runJson(r, false));
+            io.out << QJsonDocument(QJsonObject{{QStringLiteral("runs_dir"),
+                                                 QDir(runsDir).absolutePath()},
+                                                {QStringLiteral("runs"), list}})
+                          .toJson(QJsonDocument::Indented);
+        } else {
+            printList(QDir(runsDir).absolutePath(), runs, io);
+        }
+        return ExitOk;
+    }
+
+    // A run by path (anything with a slash, or a folder here), else by name in the runs folder.
+    const QString given = positional.front();
+    QString folder = given;
+    if (!given.contains(QLatin1Char('/')) && !QFileInfo(given).isDir())
+        folder = QDir(runsDir).filePath(given);
+    if (!QFileInfo(folder).isDir()) {
+        io.err << "towers-cli runs: no run '" << given << "': " << folder
+               << " is not a folder (towers-cli runs lists the runs in " << runsDir << ")\n";
+        return ExitFailure;
+    }
+    if (!QFileInfo::exists(QDir(folder).filePath(QStringLiteral("config.json")))) {
+        io.err << "towers-cli runs: " << QDir(folder).absolutePath()
+               << " is not a Towers run folder: it has no config.json\n";
+        return ExitFailure;
+    }
+    const RunSummary r = readRun(folder);
+    if (json)
+        io.out << QJsonDocument(runJson(r, true)).toJson(QJsonDocument::Indented);
+    else
+        printRun(r, io);
+    return ExitOk;
+}
+
+} // namespace towers::app

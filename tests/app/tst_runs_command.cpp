@@ -1,0 +1,210 @@
+// towers-cli runs: the runs of a runs folder (--runs-dir, else $TOWERS_RUNS), newest first, each
+// with its model, dataset, step, latest test accuracy, checkpoints and the process training it;
+// a damaged run is listed with its problem, never hiding the others; one run in detail by name or
+// path, with every checkpoint; --json; clear errors for what is not a run.
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <optional>
+
+#include <unistd.h>
+
+#include "cli_process.h"
+#include "engine/train/run_directory.h"
+#include "engine/train/run_lock.h"
+#include "engine/train/train_config.h"
+
+namespace eng = towers::engine;
+
+namespace {
+
+// A run of `steps` logged steps out of `total`, an evaluation at the end and two checkpoints.
+void makeRun(const QString& folder, std::int64_t steps, std::int64_t total, double accuracy)
+{
+    const eng::RunDirectory dir(folder.toStdString());
+    eng::TrainConfig c;
+    c.model = "fashion-fast";
+    c.dataset = "fashion-mnist";
+    c.towers = 2;
+    c.batchPerTower = 32;
+    c.steps = total;
+    dir.writeConfig(c.toJson());
+    for (std::int64_t s = 1; s <= steps; ++s)
+        dir.appendMetrics("{\"step\":" + std::to_string(s) + ",\"totalSteps\":" +
+                          std::to_string(total) + ",\"epoch\":0.5,\"loss\":" +
+                          std::to_string(1.0 / double(s)) + "}");
+    dir.appendEval("{\"step\":" + std::to_string(steps) +
+                   ",\"precisionAt1\":" + std::to_string(accuracy) + "}");
+    for (std::int64_t s : {steps / 2, steps}) {
+        QFile f(QString::fromStdString(dir.checkpointPath(s).string()));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray(2048, 'x'));
+    }
+}
+
+} // namespace
+
+class TestRunsCommand : public QObject
+{
+    Q_OBJECT
+
+    using Result = towers::test::CliResult;
+
+    static Result run(const QStringList& args, const QString& runsEnv = {})
+    {
+        return towers::test::runCliProcess(
+            QStringLiteral(TOWERS_CLI), QStringList{QStringLiteral("runs")} + args,
+            runsEnv.isEmpty() ? QStringList{} : QStringList{QStringLiteral("TOWERS_RUNS=") + runsEnv},
+            -1, 30000);
+    }
+
+private slots:
+    void emptyFolder()
+    {
+        QTemporaryDir root;
+        const Result r = run({}, root.path());
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.out.contains(QStringLiteral("No runs in ") + root.path()), qPrintable(r.out));
+    }
+
+    void listsRunsNewestFirst()
+    {
+        QTemporaryDir root;
+        const QDir dir(root.path());
+        makeRun(dir.filePath(QStringLiteral("older")), 40, 100, 0.5);
+        QTest::qWait(1100); // a later modification time
+        makeRun(dir.filePath(QStringLiteral("newer")), 60, 60, 0.8765);
+        // A damaged run: listed with its problem, the others still shown.
+        QVERIFY(dir.mkpath(QStringLiteral("damaged")));
+        QFile bad(dir.filePath(QStringLiteral("damaged/config.json")));
+        QVERIFY(bad.open(QIODevice::WriteOnly));
+        bad.write("{\"model\": ");
+        bad.close();
+        // Not a run (no config.json): not listed.
+        QVERIFY(dir.mkpath(QStringLiteral("notes")));
+
+        // --runs-dir, and $TOWERS_RUNS alike.
+        for (const Result& r : {run({QStringLiteral("--runs-dir"), root.path()}), run({}, root.path())}) {
+            QCOMPARE(r.exitCode, 0);
+            const QStringList lines = r.out.split(QLatin1Char('\n'));
+            const auto at = [&](const QString& name) {
+                for (int i = 0; i < lines.size(); ++i)
+                    if (lines[i].startsWith(name + QLatin1Char(' '))) return i;
+                return -1;
+            };
+            QVERIFY2(at(QStringLiteral("newer")) > 0 && at(QStringLiteral("older")) > 0 &&
+                         at(QStringLiteral("damaged")) > 0,
+                     qPrintable(r.out));
+            QVERIFY2(at(QStringLiteral("newer")) < at(QStringLiteral("older")), qPrintable(r.out));
+            QCOMPARE(at(QStringLiteral("notes")), -1);
+            const QString newer = lines[at(QStringLiteral("newer"))];
+            QVERIFY2(newer.contains(QStringLiteral("fashion-fast")) &&
+                         newer.contains(QStringLiteral("fashion-mnist")) &&
+                         newer.contains(QStringLiteral("60 / 60")) &&
+                         newer.contains(QStringLiteral("87.65 % @ 60")),
+                     qPrintable(newer));
+            QVERIFY2(lines[at(QStringLiteral("older"))].contains(QStringLiteral("40 / 100")),
+                     qPrintable(r.out));
+            const int damaged = at(QStringLiteral("damaged"));
+            QVERIFY2(lines[damaged].contains(QStringLiteral("(unreadable)")), qPrintable(r.out));
+            QVERIFY2(lines[damaged + 1].contains(QStringLiteral("problem: ")) &&
+                         lines[damaged + 1].contains(QStringLiteral("config.json")),
+                     qPrintable(r.out));
+        }
+
+        const Result json = run({QStringLiteral("--runs-dir"), root.path(), QStringLiteral("--json")});
+        QCOMPARE(json.exitCode, 0);
+        const QJsonArray runs =
+            QJsonDocument::fromJson(json.out.toUtf8()).object().value(QStringLiteral("runs")).toArray();
+        QCOMPARE(runs.size(), 3);
+        QJsonObject newest;
+        for (const auto& v : runs)
+            if (v.toObject().value(QStringLiteral("name")) == QStringLiteral("newer"))
+                newest = v.toObject();
+        QCOMPARE(newest.value(QStringLiteral("step")).toInteger(), 60);
+        QCOMPARE(newest.value(QStringLiteral("total_steps")).toInteger(), 60);
+        QCOMPARE(newest.value(QStringLiteral("test_accuracy")).toDouble(), 0.8765);
+        QCOMPARE(newest.value(QStringLiteral("towers")).toInt(), 2);
+        QCOMPARE(newest.value(QStringLiteral("checkpoints")).toInt(), 2);
+        QVERIFY(newest.value(QStringLiteral("training_now")).isNull());
+    }
+
+    void showsOneRun()
+    {
+        QTemporaryDir root;
+        const QString folder = QDir(root.path()).filePath(QStringLiteral("fm"));
+        makeRun(folder, 80, 200, 0.9);
+        // By name in the runs folder and by path: the same.
+        const Result byName = run({QStringLiteral("fm")}, root.path());
+        const Result byPath = run({folder});
+        QCOMPARE(byName.exitCode, 0);
+        QCOMPARE(byPath.out, byName.out);
+        const QString& out = byName.out;
+        QVERIFY2(out.contains(QStringLiteral("fashion-fast on fashion-mnist")), qPrintable(out));
+        QVERIFY2(out.contains(QStringLiteral("2 towers x 32 (global batch 64) on the CPU, fp32")),
+                 qPrintable(out));
+        QVERIFY2(out.contains(QStringLiteral("step 80 / 200")), qPrintable(out));
+        QVERIFY2(out.contains(QStringLiteral("90.00 % (test precision @ 1) at step 80")),
+                 qPrintable(out));
+        QVERIFY2(out.contains(QStringLiteral("no process trains it now")), qPrintable(out));
+        // Every checkpoint, newest first, with its path.
+        const qsizetype newest = out.indexOf(QStringLiteral("ckpt-00000080.safetensors"));
+        const qsizetype older = out.indexOf(QStringLiteral("ckpt-00000040.safetensors"));
+        QVERIFY2(newest > 0 && older > newest, qPrintable(out));
+
+        const Result json = run({folder, QStringLiteral("--json")});
+        QCOMPARE(json.exitCode, 0);
+        const QJsonObject o = QJsonDocument::fromJson(json.out.toUtf8()).object();
+        const QJsonArray files = o.value(QStringLiteral("checkpoint_files")).toArray();
+        QCOMPARE(files.size(), 2);
+        QCOMPARE(files[0].toObject().value(QStringLiteral("step")).toInteger(), 80);
+        QCOMPARE(files[0].toObject().value(QStringLiteral("bytes")).toInteger(), 2048);
+        QVERIFY(files[1].toObject().value(QStringLiteral("path")).toString().endsWith(
+            QStringLiteral("ckpt-00000040.safetensors")));
+    }
+
+    // A run another process trains (its lock held): the list and the detail say who.
+    void saysWhoTrainsIt()
+    {
+        QTemporaryDir root;
+        const QString folder = QDir(root.path()).filePath(QStringLiteral("live"));
+        makeRun(folder, 10, 100, 0.3);
+        std::optional<eng::RunLock> lock =
+            eng::RunLock::acquire(folder.toStdString(), "towers-cli train");
+        const QString pid = QStringLiteral("process %1").arg(::getpid());
+        const Result list = run({}, root.path());
+        QVERIFY2(list.out.contains(QStringLiteral("    training now: ") + pid), qPrintable(list.out));
+        const Result one = run({folder});
+        QVERIFY2(one.out.contains(QStringLiteral("now: ") + pid), qPrintable(one.out));
+        lock.reset();
+        QVERIFY(run({folder}).out.contains(QStringLiteral("no process trains it now")));
+    }
+
+    void badInput()
+    {
+        QTemporaryDir root;
+        const Result unknown = run({QStringLiteral("nope")}, root.path());
+        QCOMPARE(unknown.exitCode, 1);
+        QVERIFY2(unknown.err.contains(QStringLiteral("no run 'nope'")) &&
+                     unknown.err.contains(root.path()),
+                 qPrintable(unknown.err));
+        const Result notRun = run({root.path()});
+        QCOMPARE(notRun.exitCode, 1);
+        QVERIFY2(notRun.err.contains(QStringLiteral("is not a Towers run folder: it has no "
+                                                    "config.json")),
+                 qPrintable(notRun.err));
+        const Result noFolder = run({QStringLiteral("--runs-dir"), root.filePath(QStringLiteral("x"))});
+        QCOMPARE(noFolder.exitCode, 2);
+        QVERIFY2(noFolder.err.contains(QStringLiteral("is not a folder")), qPrintable(noFolder.err));
+        QCOMPARE(run({QStringLiteral("a"), QStringLiteral("b")}, root.path()).exitCode, 2);
+        QCOMPARE(run({QStringLiteral("--bogus")}, root.path()).exitCode, 2);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestRunsCommand)
+#include "tst_runs_command.moc"
