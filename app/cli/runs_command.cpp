@@ -49,12 +49,14 @@ QString changedText(const RunSummary& r)
 QString layoutText(const engine::TrainConfig& c)
 {
     const int global = c.processes * c.towers;
-    QString text = c.processes > 1 ? QStringLiteral("%1 processes x %2 towers").arg(c.processes)
-                                         .arg(c.towers)
-                                   : QStringLiteral("%1 tower%2").arg(c.towers).arg(
-                                         c.towers == 1 ? QString() : QStringLiteral("s"));
-    text += QStringLiteral(" x %1 (global batch %2)").arg(c.batchPerTower).arg(
-        qint64(global) * c.batchPerTower);
+    QString text = c.processes > 1
+                       ? QStringLiteral("%1 processes x %2 towers").arg(c.processes).arg(c.towers)
+                       : QStringLiteral("%1 tower%2")
+                             .arg(c.towers)
+                             .arg(c.towers == 1 ? QString() : QStringLiteral("s"));
+    text += QStringLiteral(" x %1 (global batch %2)")
+                .arg(c.batchPerTower)
+                .arg(qint64(global) * c.batchPerTower);
     text += c.backend == "cuda" ? QStringLiteral(" on GPUs") : QStringLiteral(" on the CPU");
     text += QStringLiteral(", ") + QString::fromStdString(std::string(precisionName(c.precision)));
     return text;
@@ -96,16 +98,18 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
     }
     if (r.modified.isValid())
         o.insert(QStringLiteral("modified"), r.modified.toString(Qt::ISODate));
-    o.insert(QStringLiteral("training_now"), r.trainingBy ? QJsonValue(*r.trainingBy) : QJsonValue());
+    o.insert(QStringLiteral("training_now"),
+             r.trainingBy ? QJsonValue(*r.trainingBy) : QJsonValue());
     if (!r.problem.isEmpty()) o.insert(QStringLiteral("problem"), r.problem);
     if (withCheckpoints) {
         QJsonArray list;
         for (auto it = r.checkpoints.rbegin(); it != r.checkpoints.rend(); ++it) {
             std::error_code ec;
             const auto bytes = std::filesystem::file_size(it->path, ec);
-            list.append(QJsonObject{{QStringLiteral("step"), qint64(it->step)},
-                                    {QStringLiteral("path"), QString::fromStdString(it->path.string())},
-                                    {QStringLiteral("bytes"), ec ? QJsonValue() : qint64(bytes)}});
+            list.append(
+                QJsonObject{{QStringLiteral("step"), qint64(it->step)},
+                            {QStringLiteral("path"), QString::fromStdString(it->path.string())},
+                            {QStringLiteral("bytes"), ec ? QJsonValue() : qint64(bytes)}});
         }
         o.insert(QStringLiteral("checkpoint_files"), list);
     }
@@ -129,17 +133,16 @@ void printList(const QString& runsDir, const std::vector<RunSummary>& runs, Comm
                acc.leftJustified(18) + ckpts.rightJustified(5) + QStringLiteral("  ") + changed;
     };
     io.out << row(QStringLiteral("run"), QStringLiteral("model"), QStringLiteral("dataset"),
-                  QStringLiteral("step"), QStringLiteral("test accuracy"),
-                  QStringLiteral("ckpts"), QStringLiteral("changed"))
+                  QStringLiteral("step"), QStringLiteral("test accuracy"), QStringLiteral("ckpts"),
+                  QStringLiteral("changed"))
                   .trimmed()
            << "\n";
     for (const auto& r : runs) {
         io.out << row(r.name,
                       r.config ? QString::fromStdString(r.config->model)
                                : QStringLiteral("(unreadable)"),
-                      r.config ? QString::fromStdString(r.config->dataset) : QString(),
-                      stepText(r), accuracyText(r), QString::number(r.checkpoints.size()),
-                      changedText(r))
+                      r.config ? QString::fromStdString(r.config->dataset) : QString(), stepText(r),
+                      accuracyText(r), QString::number(r.checkpoints.size()), changedText(r))
                       .trimmed()
                << "\n";
         if (r.trainingBy) io.out << "    training now: " << *r.trainingBy << "\n";
@@ -154,8 +157,9 @@ void printRun(const RunSummary& r, CommandIo& io)
     };
     line("run", r.folder);
     if (r.config) {
-        line("model", QStringLiteral("%1 on %2").arg(QString::fromStdString(r.config->model),
-                                                   QString::fromStdString(r.config->dataset)));
+        line("model", QStringLiteral("%1 on %2")
+                          .arg(QString::fromStdString(r.config->model),
+                               QString::fromStdString(r.config->dataset)));
         line("towers", layoutText(*r.config));
     }
     QString progress = QStringLiteral("step ") + stepText(r);
@@ -188,15 +192,14 @@ void printRun(const RunSummary& r, CommandIo& io)
 int runRuns(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;
-    p.setApplicationDescription(
-        QStringLiteral(
-            "Lists the training runs in the runs folder, the most recently changed first, as the\n"
-            "desktop application's Runs & checkpoints page does: each run's model and dataset,\n"
-            "its latest step, its latest test accuracy, its checkpoints, and the process that\n"
-            "trains it now, if any. With a run (a folder in the runs folder, by name, or any run\n"
-            "folder's path), that run in detail with every checkpoint. The runs folder is\n"
-            "$TOWERS_RUNS, else %1, where towers-cli train puts its runs.")
-            .arg(QStringLiteral("$XDG_DATA_HOME/towers/runs (~/.local/share/towers/runs)")));
+    p.setApplicationDescription(QStringLiteral(
+        "Lists the training runs in the runs folder, the most recently changed first, as the\n"
+        "desktop application's Runs & checkpoints page does: each run's model and dataset,\n"
+        "its latest step, its latest test accuracy, its checkpoints, and the process that\n"
+        "trains it now, if any. With a run (a folder in the runs folder, by name, or any run\n"
+        "folder's path), that run in detail with every checkpoint. The runs folder is\n"
+        "$TOWERS_RUNS, else $XDG_DATA_HOME/towers/runs (~/.local/share/towers/runs), where\n"
+        "towers-cli train puts its runs."));
     p.addOptions({
         {QStringLiteral("runs-dir"),
          QStringLiteral("The runs folder to list (default: $TOWERS_RUNS, else the user's)."),
@@ -227,9 +230,9 @@ int runRuns(const QStringList& args, CommandIo& io)
         if (json) {
             QJsonArray list;
             for (const auto& r : runs) list.append(runJson(r, false));
-            io.out << QJsonDocument(QJsonObject{{QStringLiteral("runs_dir"),
-                                                 QDir(runsDir).absolutePath()},
-                                                {QStringLiteral("runs"), list}})
+            io.out << QJsonDocument(
+                          QJsonObject{{QStringLiteral("runs_dir"), QDir(runsDir).absolutePath()},
+                                      {QStringLiteral("runs"), list}})
                           .toJson(QJsonDocument::Indented);
         } else {
             printList(QDir(runsDir).absolutePath(), runs, io);

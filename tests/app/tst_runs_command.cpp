@@ -35,9 +35,9 @@ void makeRun(const QString& folder, std::int64_t steps, std::int64_t total, doub
     c.steps = total;
     dir.writeConfig(c.toJson());
     for (std::int64_t s = 1; s <= steps; ++s)
-        dir.appendMetrics("{\"step\":" + std::to_string(s) + ",\"totalSteps\":" +
-                          std::to_string(total) + ",\"epoch\":0.5,\"loss\":" +
-                          std::to_string(1.0 / double(s)) + "}");
+        dir.appendMetrics("{\"step\":" + std::to_string(s) +
+                          ",\"totalSteps\":" + std::to_string(total) +
+                          ",\"epoch\":0.5,\"loss\":" + std::to_string(1.0 / double(s)) + "}");
     dir.appendEval("{\"step\":" + std::to_string(steps) +
                    ",\"precisionAt1\":" + std::to_string(accuracy) + "}");
     for (std::int64_t s : {steps / 2, steps}) {
@@ -59,7 +59,8 @@ class TestRunsCommand : public QObject
     {
         return towers::test::runCliProcess(
             QStringLiteral(TOWERS_CLI), QStringList{QStringLiteral("runs")} + args,
-            runsEnv.isEmpty() ? QStringList{} : QStringList{QStringLiteral("TOWERS_RUNS=") + runsEnv},
+            runsEnv.isEmpty() ? QStringList{}
+                              : QStringList{QStringLiteral("TOWERS_RUNS=") + runsEnv},
             -1, 30000);
     }
 
@@ -89,7 +90,8 @@ private slots:
         QVERIFY(dir.mkpath(QStringLiteral("notes")));
 
         // --runs-dir, and $TOWERS_RUNS alike.
-        for (const Result& r : {run({QStringLiteral("--runs-dir"), root.path()}), run({}, root.path())}) {
+        for (const Result& r :
+             {run({QStringLiteral("--runs-dir"), root.path()}), run({}, root.path())}) {
             QCOMPARE(r.exitCode, 0);
             const QStringList lines = r.out.split(QLatin1Char('\n'));
             const auto at = [&](const QString& name) {
@@ -117,10 +119,13 @@ private slots:
                      qPrintable(r.out));
         }
 
-        const Result json = run({QStringLiteral("--runs-dir"), root.path(), QStringLiteral("--json")});
+        const Result json =
+            run({QStringLiteral("--runs-dir"), root.path(), QStringLiteral("--json")});
         QCOMPARE(json.exitCode, 0);
-        const QJsonArray runs =
-            QJsonDocument::fromJson(json.out.toUtf8()).object().value(QStringLiteral("runs")).toArray();
+        const QJsonArray runs = QJsonDocument::fromJson(json.out.toUtf8())
+                                    .object()
+                                    .value(QStringLiteral("runs"))
+                                    .toArray();
         QCOMPARE(runs.size(), 3);
         QJsonObject newest;
         for (const auto& v : runs)
@@ -164,8 +169,11 @@ private slots:
         QCOMPARE(files.size(), 2);
         QCOMPARE(files[0].toObject().value(QStringLiteral("step")).toInteger(), 80);
         QCOMPARE(files[0].toObject().value(QStringLiteral("bytes")).toInteger(), 2048);
-        QVERIFY(files[1].toObject().value(QStringLiteral("path")).toString().endsWith(
-            QStringLiteral("ckpt-00000040.safetensors")));
+        QVERIFY(files[1]
+                    .toObject()
+                    .value(QStringLiteral("path"))
+                    .toString()
+                    .endsWith(QStringLiteral("ckpt-00000040.safetensors")));
     }
 
     // A run another process trains (its lock held): the list and the detail say who.
@@ -178,7 +186,8 @@ private slots:
             eng::RunLock::acquire(folder.toStdString(), "towers-cli train");
         const QString pid = QStringLiteral("process %1").arg(::getpid());
         const Result list = run({}, root.path());
-        QVERIFY2(list.out.contains(QStringLiteral("    training now: ") + pid), qPrintable(list.out));
+        QVERIFY2(list.out.contains(QStringLiteral("    training now: ") + pid),
+                 qPrintable(list.out));
         const Result one = run({folder});
         QVERIFY2(one.out.contains(QStringLiteral("now: ") + pid), qPrintable(one.out));
         lock.reset();
@@ -198,9 +207,11 @@ private slots:
         QVERIFY2(notRun.err.contains(QStringLiteral("is not a Towers run folder: it has no "
                                                     "config.json")),
                  qPrintable(notRun.err));
-        const Result noFolder = run({QStringLiteral("--runs-dir"), root.filePath(QStringLiteral("x"))});
+        const Result noFolder =
+            run({QStringLiteral("--runs-dir"), root.filePath(QStringLiteral("x"))});
         QCOMPARE(noFolder.exitCode, 2);
-        QVERIFY2(noFolder.err.contains(QStringLiteral("is not a folder")), qPrintable(noFolder.err));
+        QVERIFY2(noFolder.err.contains(QStringLiteral("is not a folder")),
+                 qPrintable(noFolder.err));
         QCOMPARE(run({QStringLiteral("a"), QStringLiteral("b")}, root.path()).exitCode, 2);
         QCOMPARE(run({QStringLiteral("--bogus")}, root.path()).exitCode, 2);
     }
