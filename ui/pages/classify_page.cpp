@@ -124,6 +124,7 @@ void ClassifyPage::buildUi()
     m_classTable = new QTableView(results);
     m_classTable->setModel(m_classModel);
     m_classTable->verticalHeader()->hide();
+    m_classTable->verticalHeader()->setDefaultSectionSize(m_classTable->fontMetrics().height() + 6);
     m_classTable->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_classTable->horizontalHeader()->setSectionResizeMode(ClassAccuracyModel::Class,
                                                            QHeaderView::Stretch);

@@ -151,6 +151,8 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_table->setSelectionMode(QAbstractItemView::SingleSelection);
     m_table->verticalHeader()->hide();
+    // Rows as tall as their text, as the other tables.
+    m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 6);
     m_table->horizontalHeader()->setStretchLastSection(true);
     m_table->setTextElideMode(Qt::ElideMiddle);
     m_table->setWordWrap(false);
@@ -191,6 +193,8 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     m_checkpointTable->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_checkpointTable->setSelectionMode(QAbstractItemView::SingleSelection);
     m_checkpointTable->verticalHeader()->hide();
+    m_checkpointTable->verticalHeader()->setDefaultSectionSize(
+        m_checkpointTable->fontMetrics().height() + 6);
     m_checkpointTable->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_checkpointTable->horizontalHeader()->setStretchLastSection(true);
     dl->addWidget(new QLabel(tr("Checkpoints (newest first):"), details));
