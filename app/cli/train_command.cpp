@@ -699,6 +699,9 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                    << QString::number(100 * observer.lastEval().precisionAt1, 'f', 2) << "%"
                    << (observer.lastEval().ema ? " (moving averages)" : "");
         io.out << "\ncheckpoint " << observer.lastCheckpoint() << "\n";
+        if (!stopped && !observer.lastCheckpoint().isEmpty())
+            io.out << "use it: towers-cli classify --checkpoint " << observer.lastCheckpoint()
+                   << " IMAGE... (or eval, export; towers-cli runs lists the runs)\n";
         if (stopped)
             io.out << "continue with: "
                    << (processes > 1 ? QStringLiteral("mpirun -np %1 ").arg(processes) : QString())

@@ -223,6 +223,24 @@ private slots:
         QVERIFY2(r.err.contains(message), qPrintable(r.err));
     }
 
+    // Without --json, a finished run ends with its accuracy, its checkpoint and how to use it.
+    void textEndSaysHowToUseTheCheckpoint()
+    {
+        const QString dir = path(QStringLiteral("runs/text"));
+        QStringList args = small(dir);
+        args.removeAll(QStringLiteral("--json"));
+        const CliRun r = run(args + QStringList{"--steps", "2"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        const QString ckpt = dir + QStringLiteral("/checkpoints/ckpt-00000002.safetensors");
+        QVERIFY2(r.out.contains(QStringLiteral("finished at step 2 of 2, test precision @ 1 = ")),
+                 qPrintable(r.out));
+        QVERIFY2(r.out.contains(QStringLiteral("\ncheckpoint ") + ckpt + QLatin1Char('\n')),
+                 qPrintable(r.out));
+        QVERIFY2(r.out.contains(QStringLiteral("use it: towers-cli classify --checkpoint ") + ckpt +
+                                QStringLiteral(" IMAGE...")),
+                 qPrintable(r.out));
+    }
+
     // A real run: events, the run folder, then eval and classify on its checkpoint.
     void trainEvalClassify()
     {
