@@ -26,7 +26,9 @@ int runClassify(const QStringList& args, CommandIo& io)
     p.addPositionalArgument(QStringLiteral("images"), QStringLiteral("Image files."),
                             QStringLiteral("IMAGE..."));
     p.addOptions({
-        {QStringLiteral("checkpoint"), QStringLiteral("The checkpoint (.safetensors)."),
+        {QStringLiteral("checkpoint"),
+         QStringLiteral("The checkpoint (.safetensors). A run folder, or a run's name in the runs "
+                        "folder, gives its newest checkpoint."),
          QStringLiteral("file")},
         {QStringLiteral("top-k"), QStringLiteral("How many classes to show (default 5)."),
          QStringLiteral("k"), QStringLiteral("5")},
@@ -37,10 +39,11 @@ int runClassify(const QStringList& args, CommandIo& io)
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code)) return code;
-    if (!p.isSet(QStringLiteral("checkpoint"))) {
-        io.err << "towers-cli classify: --checkpoint FILE is required\n";
-        return ExitUsage;
-    }
+    QString checkpointFile;
+    if (const int c =
+            checkpointOption(p, QStringLiteral("towers-cli classify"), io, checkpointFile);
+        c != ExitOk)
+        return c;
     const QStringList files = p.positionalArguments();
     if (files.isEmpty()) {
         io.err << "towers-cli classify: give at least one image file\n";
@@ -49,8 +52,7 @@ int runClassify(const QStringList& args, CommandIo& io)
     int topK = 5;
     if (!intOption(p, QStringLiteral("top-k"), 1, 100000, topK, io)) return ExitUsage;
 
-    engine::Classifier classifier(p.value(QStringLiteral("checkpoint")).toStdString(),
-                                  !p.isSet(QStringLiteral("no-ema")));
+    engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")));
     // Each file is checked before it is decoded (a regular file, a size within the limits of
     // app/inference/image_files.h) and decoded no larger than the model needs.
     const engine::Shape shape = classifier.sourceShape();
@@ -92,8 +94,7 @@ int runClassify(const QStringList& args, CommandIo& io)
                    << "%  " << QString::fromStdString(names[std::size_t(s.label)]) << "\n";
     }
     if (json)
-        io.out << QJsonDocument(QJsonObject{{QStringLiteral("checkpoint"),
-                                             p.value(QStringLiteral("checkpoint"))},
+        io.out << QJsonDocument(QJsonObject{{QStringLiteral("checkpoint"), checkpointFile},
                                             {QStringLiteral("model"),
                                              QString::fromStdString(classifier.info().model)},
                                             {QStringLiteral("ema"), classifier.usesEma()},

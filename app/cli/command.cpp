@@ -1,5 +1,11 @@
 #include "app/cli/command.h"
 
+#include <QDir>
+#include <QFileInfo>
+
+#include "app/data/data_dirs.h"
+#include "app/runs/run_scanner.h"
+
 namespace towers::app {
 
 bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, CommandIo& io,
@@ -95,6 +101,48 @@ QJsonArray shapeJson(const engine::Shape& s)
     QJsonArray a;
     for (auto d : s.dims()) a.append(qint64(d));
     return a;
+}
+
+int checkpointOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
+                     QString& file)
+{
+    if (!parser.isSet(QStringLiteral("checkpoint"))) {
+        io.err << command
+               << ": --checkpoint FILE is required (a checkpoint, or a run folder for "
+                  "its newest checkpoint)\n";
+        return ExitUsage;
+    }
+    const QString given = parser.value(QStringLiteral("checkpoint"));
+    QString folder;
+    if (QFileInfo(given).isDir())
+        folder = given;
+    else if (!QFileInfo::exists(given) && !given.contains(QLatin1Char('/')) &&
+             QFileInfo(QDir(defaultRunsDir()).filePath(given)).isDir())
+        folder = QDir(defaultRunsDir()).filePath(given); // a run's name, as 'runs' lists it
+    if (folder.isEmpty()) {
+        file = given; // a file (or nothing there: the reader says so, naming it)
+        return ExitOk;
+    }
+    QDir run(folder);
+    if (!run.exists(QStringLiteral("checkpoints")) && run.dirName() == QLatin1String("checkpoints"))
+        run.cdUp();
+    if (!run.exists(QStringLiteral("checkpoints"))) {
+        io.err << command << ": --checkpoint: " << QDir(folder).absolutePath()
+               << " is a folder, not a checkpoint, nor a run folder (it has no checkpoints/)\n";
+        return ExitFailure;
+    }
+    QString problem;
+    const auto checkpoints = runCheckpoints(run.absolutePath(), &problem);
+    if (checkpoints.empty()) {
+        io.err << command << ": --checkpoint: the run " << run.absolutePath()
+               << " has no checkpoint yet" << (problem.isEmpty() ? QString() : ": " + problem)
+               << "\n";
+        return ExitFailure;
+    }
+    file = QString::fromStdString(checkpoints.back().path.string());
+    io.err << command << ": the newest checkpoint of " << run.absolutePath() << ": step "
+           << checkpoints.back().step << ", " << file << "\n";
+    return ExitOk;
 }
 
 } // namespace towers::app

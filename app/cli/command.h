@@ -71,6 +71,14 @@ QJsonArray shapeJson(const engine::Shape& s);
 bool searchPathOption(const QCommandLineParser& parser, CommandIo& io,
                       std::vector<std::filesystem::path>& path);
 
+// The checkpoint file that --checkpoint names, for eval, classify and export: a file as given;
+// a run folder (or its checkpoints/ folder, or a run's name in the runs folder, as 'towers-cli
+// runs' lists them) gives its newest checkpoint, which a line on stderr names. Returns ExitOk, or
+// prints an error and returns the exit code: ExitUsage without --checkpoint, ExitFailure for a
+// folder with no checkpoint. `command` is "towers-cli eval" and the like.
+int checkpointOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
+                     QString& file);
+
 int runBench(const QStringList& args, CommandIo& io);
 int runDownload(const QStringList& args, CommandIo& io);
 int runModels(const QStringList& args, CommandIo& io);

@@ -22,7 +22,10 @@ int runEval(const QStringList& args, CommandIo& io)
                        "the weights when the\n"
                        "checkpoint has them (as the tutorial's evaluator does) unless --no-ema."));
     p.addOptions({
-        {QStringLiteral("checkpoint"), QStringLiteral("The checkpoint (.safetensors) to evaluate."),
+        {QStringLiteral("checkpoint"),
+         QStringLiteral(
+             "The checkpoint (.safetensors) to evaluate. A run folder, or a run's name in the runs "
+             "folder, gives its newest checkpoint."),
          QStringLiteral("file")},
         {QStringLiteral("data-dir"), QStringLiteral("Look for the dataset in this folder first."),
          QStringLiteral("dir")},
@@ -34,20 +37,19 @@ int runEval(const QStringList& args, CommandIo& io)
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
-    if (!p.isSet(QStringLiteral("checkpoint"))) {
-        io.err << "towers-cli eval: --checkpoint FILE is required\n";
-        return ExitUsage;
-    }
+    QString checkpointFile;
+    if (const int c = checkpointOption(p, QStringLiteral("towers-cli eval"), io, checkpointFile);
+        c != ExitOk)
+        return c;
     int batch = 250;
     if (!intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io)) return ExitUsage;
     std::vector<std::filesystem::path> path;
     if (!searchPathOption(p, io, path)) return ExitUsage;
 
-    engine::Classifier classifier(p.value(QStringLiteral("checkpoint")).toStdString(),
-                                  !p.isSet(QStringLiteral("no-ema")));
+    engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")));
     const auto& info = classifier.info();
     if (info.dataset.empty())
-        throw engine::IoError(p.value(QStringLiteral("checkpoint")).toStdString() +
+        throw engine::IoError(checkpointFile.toStdString() +
                               ": the checkpoint does not say which dataset it was trained on");
     const engine::Dataset data = engine::loadDatasetPreferring(
         info.dataset, p.value(QStringLiteral("data-dir")).toStdString(), path);
@@ -64,7 +66,7 @@ int runEval(const QStringList& args, CommandIo& io)
         }
         io.out << QJsonDocument(
                       QJsonObject{
-                          {QStringLiteral("checkpoint"), p.value(QStringLiteral("checkpoint"))},
+                          {QStringLiteral("checkpoint"), checkpointFile},
                           {QStringLiteral("model"), QString::fromStdString(info.model)},
                           {QStringLiteral("dataset"), QString::fromStdString(info.dataset)},
                           {QStringLiteral("step"), qint64(info.step)},

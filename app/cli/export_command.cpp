@@ -29,7 +29,10 @@ int runExport(const QStringList& args, CommandIo& io)
             .arg(engine::kOnnxMinOpset)
             .arg(engine::onnxMaxOpset()));
     p.addOptions({
-        {QStringLiteral("checkpoint"), QStringLiteral("The checkpoint (.safetensors) to export."),
+        {QStringLiteral("checkpoint"),
+         QStringLiteral(
+             "The checkpoint (.safetensors) to export. A run folder, or a run's name in the runs "
+             "folder, gives its newest checkpoint."),
          QStringLiteral("file")},
         {QStringLiteral("output"),
          QStringLiteral("The ONNX file to write (default: the checkpoint's path with .onnx)."),
@@ -46,10 +49,10 @@ int runExport(const QStringList& args, CommandIo& io)
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
-    if (!p.isSet(QStringLiteral("checkpoint"))) {
-        io.err << "towers-cli export: --checkpoint FILE is required\n";
-        return ExitUsage;
-    }
+    QString checkpointFile;
+    if (const int c = checkpointOption(p, QStringLiteral("towers-cli export"), io, checkpointFile);
+        c != ExitOk)
+        return c;
     engine::OnnxExportOptions options;
     options.opset = engine::onnxDefaultOpset();
     if (!intOption(p, QStringLiteral("opset"), engine::kOnnxMinOpset, engine::onnxMaxOpset(),
@@ -60,7 +63,7 @@ int runExport(const QStringList& args, CommandIo& io)
     options.layout = engine::parseOnnxLayout(layout.toStdString());
     options.useEma = !p.isSet(QStringLiteral("no-ema"));
     options.overwrite = p.isSet(QStringLiteral("force"));
-    const std::filesystem::path checkpoint = p.value(QStringLiteral("checkpoint")).toStdString();
+    const std::filesystem::path checkpoint = checkpointFile.toStdString();
     const std::filesystem::path output =
         p.isSet(QStringLiteral("output"))
             ? std::filesystem::path(p.value(QStringLiteral("output")).toStdString())
@@ -75,19 +78,18 @@ int runExport(const QStringList& args, CommandIo& io)
     for (const auto& w : s.warnings)
         io.err << "towers-cli export: warning: " << QString::fromStdString(w) << "\n";
     if (p.isSet(QStringLiteral("json"))) {
-        io.out << QJsonDocument(
-                      QJsonObject{
-                          {QStringLiteral("checkpoint"), p.value(QStringLiteral("checkpoint"))},
-                          {QStringLiteral("output"), path},
-                          {QStringLiteral("model"), QString::fromStdString(s.model)},
-                          {QStringLiteral("ema"), s.usedEma},
-                          {QStringLiteral("opset"), s.opset},
-                          {QStringLiteral("layout"),
-                           QString::fromLatin1(engine::onnxLayoutName(s.layout))},
-                          {QStringLiteral("nodes"), s.nodes},
-                          {QStringLiteral("foldedBatchNorms"), s.foldedBatchNorms},
-                          {QStringLiteral("bytes"), qint64(s.bytes)},
-                      })
+        io.out << QJsonDocument(QJsonObject{
+                                    {QStringLiteral("checkpoint"), checkpointFile},
+                                    {QStringLiteral("output"), path},
+                                    {QStringLiteral("model"), QString::fromStdString(s.model)},
+                                    {QStringLiteral("ema"), s.usedEma},
+                                    {QStringLiteral("opset"), s.opset},
+                                    {QStringLiteral("layout"),
+                                     QString::fromLatin1(engine::onnxLayoutName(s.layout))},
+                                    {QStringLiteral("nodes"), s.nodes},
+                                    {QStringLiteral("foldedBatchNorms"), s.foldedBatchNorms},
+                                    {QStringLiteral("bytes"), qint64(s.bytes)},
+                                })
                       .toJson(QJsonDocument::Indented);
         return ExitOk;
     }

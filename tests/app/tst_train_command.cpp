@@ -241,6 +241,47 @@ private slots:
                  qPrintable(r.out));
     }
 
+    // --checkpoint may name a run folder (or its checkpoints/ folder, or a run's name in the runs
+    // folder): eval, classify and export take its newest checkpoint and say which on stderr.
+    void checkpointOfARunFolder()
+    {
+        const QString dir = path(QStringLiteral("runs/newest"));
+        const CliRun r = run(small(dir) + QStringList{"--steps", "4", "--checkpoint-every", "2"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        const QString newest = dir + QStringLiteral("/checkpoints/ckpt-00000004.safetensors");
+        const auto evalOf = [&](const QString& given) {
+            return run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), given,
+                        QStringLiteral("--json")});
+        };
+        const CliRun byFile = evalOf(newest);
+        QVERIFY2(byFile.exitCode == 0, qPrintable(byFile.err));
+        const QByteArray expected = byFile.out.toUtf8();
+        // The run folder, its checkpoints/ folder, its name ($TOWERS_RUNS is the test's runs/).
+        for (const QString& given :
+             {dir, dir + QStringLiteral("/checkpoints"), QStringLiteral("newest")}) {
+            const CliRun e = evalOf(given);
+            QVERIFY2(e.exitCode == 0, qPrintable(given + ": " + e.err));
+            QCOMPARE(e.out.toUtf8(), expected); // the same checkpoint, so the same JSON
+            QVERIFY2(e.err.contains(QStringLiteral("the newest checkpoint of ")) &&
+                         e.err.contains(QStringLiteral("step 4, ") + newest),
+                     qPrintable(e.err));
+        }
+        // A folder that is no run, and a run without a checkpoint: exit 1, saying so.
+        const CliRun notRun = evalOf(path(QStringLiteral("runs")));
+        QCOMPARE(notRun.exitCode, 1);
+        QVERIFY2(notRun.err.contains(QStringLiteral("nor a run folder (it has no checkpoints/)")),
+                 qPrintable(notRun.err));
+        QVERIFY(QDir().mkpath(path(QStringLiteral("runs/empty/checkpoints"))));
+        const CliRun empty = evalOf(path(QStringLiteral("runs/empty")));
+        QCOMPARE(empty.exitCode, 1);
+        QVERIFY2(empty.err.contains(QStringLiteral("has no checkpoint yet")),
+                 qPrintable(empty.err));
+        const CliRun none = run({QStringLiteral("classify"), path(QStringLiteral("x.png"))});
+        QCOMPARE(none.exitCode, 2);
+        QVERIFY2(none.err.contains(QStringLiteral("--checkpoint FILE is required")),
+                 qPrintable(none.err));
+    }
+
     // A real run: events, the run folder, then eval and classify on its checkpoint.
     void trainEvalClassify()
     {
