@@ -37,7 +37,8 @@ void collect(TrainingController& c, Collected& out)
 {
     QObject::connect(&c, &TrainingController::eventsReady, &c, [&out](const TrainingEvents& e) {
         ++out.drains;
-        out.onUiThread = out.onUiThread && QThread::currentThread() == qApp->thread();
+        out.onUiThread =
+            out.onUiThread && QThread::currentThread() == QCoreApplication::instance()->thread();
         for (const auto& m : e.steps) out.steps.push_back(m.step);
         for (const auto& r : e.evaluations) out.evalSteps.push_back(r.step);
         out.log << e.logLines;
