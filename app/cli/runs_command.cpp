@@ -33,6 +33,25 @@ QString stepText(const RunSummary& r)
                            : QStringLiteral("%1 / %2").arg(r.lastStep).arg(total);
 }
 
+// "training" (a process holds its lock), "finished" (it reached its length), "stopped" (it can be
+// resumed) or "unreadable" (its config.json does not parse).
+QString stateText(const RunSummary& r)
+{
+    if (!r.config) return QStringLiteral("unreadable");
+    if (r.trainingBy) return QStringLiteral("training");
+    const QString total = totalText(r);
+    return !total.isEmpty() && r.lastStep >= total.toLongLong() ? QStringLiteral("finished")
+                                                                : QStringLiteral("stopped");
+}
+
+// The command that continues a stopped run.
+QString resumeCommand(const RunSummary& r)
+{
+    const int processes = r.config ? r.config->processes : 1;
+    return (processes > 1 ? QStringLiteral("mpirun -np %1 ").arg(processes) : QString()) +
+           QStringLiteral("towers-cli train --resume --run-dir ") + r.folder;
+}
+
 QString accuracyText(const RunSummary& r)
 {
     if (!r.accuracy) return QStringLiteral("-");
@@ -98,6 +117,7 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
     }
     if (r.modified.isValid())
         o.insert(QStringLiteral("modified"), r.modified.toString(Qt::ISODate));
+    o.insert(QStringLiteral("state"), stateText(r));
     o.insert(QStringLiteral("training_now"),
              r.trainingBy ? QJsonValue(*r.trainingBy) : QJsonValue());
     if (!r.problem.isEmpty()) o.insert(QStringLiteral("problem"), r.problem);
@@ -126,15 +146,16 @@ void printList(const QString& runsDir, const std::vector<RunSummary>& runs, Comm
     int nameWidth = 3;
     for (const auto& r : runs) nameWidth = std::max(nameWidth, int(r.name.size()));
     const auto row = [&](const QString& name, const QString& model, const QString& dataset,
-                         const QString& step, const QString& acc, const QString& ckpts,
-                         const QString& changed) {
+                         const QString& step, const QString& state, const QString& acc,
+                         const QString& ckpts, const QString& changed) {
         return name.leftJustified(nameWidth + 2) + model.leftJustified(18) +
                dataset.leftJustified(15) + step.rightJustified(15) + QStringLiteral("  ") +
-               acc.leftJustified(18) + ckpts.rightJustified(5) + QStringLiteral("  ") + changed;
+               state.leftJustified(12) + acc.leftJustified(18) + ckpts.rightJustified(5) +
+               QStringLiteral("  ") + changed;
     };
     io.out << row(QStringLiteral("run"), QStringLiteral("model"), QStringLiteral("dataset"),
-                  QStringLiteral("step"), QStringLiteral("test accuracy"), QStringLiteral("ckpts"),
-                  QStringLiteral("changed"))
+                  QStringLiteral("step"), QStringLiteral("state"), QStringLiteral("test accuracy"),
+                  QStringLiteral("ckpts"), QStringLiteral("changed"))
                   .trimmed()
            << "\n";
     for (const auto& r : runs) {
@@ -142,7 +163,8 @@ void printList(const QString& runsDir, const std::vector<RunSummary>& runs, Comm
                       r.config ? QString::fromStdString(r.config->model)
                                : QStringLiteral("(unreadable)"),
                       r.config ? QString::fromStdString(r.config->dataset) : QString(), stepText(r),
-                      accuracyText(r), QString::number(r.checkpoints.size()), changedText(r))
+                      stateText(r), accuracyText(r), QString::number(r.checkpoints.size()),
+                      changedText(r))
                       .trimmed()
                << "\n";
         if (r.trainingBy) io.out << "    training now: " << *r.trainingBy << "\n";
@@ -172,8 +194,13 @@ void printRun(const RunSummary& r, CommandIo& io)
                                       .arg(*r.accuracy * 100, 0, 'f', 2)
                                       .arg(r.accuracyStep)
                                 : QStringLiteral("not evaluated yet"));
-    line("training", r.trainingBy ? QStringLiteral("now: ") + *r.trainingBy
-                                  : QStringLiteral("no process trains it now"));
+    const QString state = stateText(r);
+    if (state == QLatin1String("training"))
+        line("state", QStringLiteral("training now: ") + *r.trainingBy);
+    else if (state == QLatin1String("stopped"))
+        line("state", QStringLiteral("stopped; continue with: ") + resumeCommand(r));
+    else
+        line("state", state);
     line("changed", changedText(r));
     if (!r.problem.isEmpty()) line("problem", r.problem);
     if (r.checkpoints.empty()) {

@@ -107,13 +107,16 @@ private slots:
             const QString newer = lines[at(QStringLiteral("newer"))];
             QVERIFY2(newer.contains(QStringLiteral("fashion-fast")) &&
                          newer.contains(QStringLiteral("fashion-mnist")) &&
-                         newer.contains(QStringLiteral("60 / 60")) &&
+                         newer.contains(QStringLiteral("60 / 60  finished")) &&
                          newer.contains(QStringLiteral("87.65 % @ 60")),
                      qPrintable(newer));
-            QVERIFY2(lines[at(QStringLiteral("older"))].contains(QStringLiteral("40 / 100")),
-                     qPrintable(r.out));
+            QVERIFY2(
+                lines[at(QStringLiteral("older"))].contains(QStringLiteral("40 / 100  stopped")),
+                qPrintable(r.out));
             const int damaged = at(QStringLiteral("damaged"));
-            QVERIFY2(lines[damaged].contains(QStringLiteral("(unreadable)")), qPrintable(r.out));
+            QVERIFY2(lines[damaged].contains(QStringLiteral("(unreadable)")) &&
+                         lines[damaged].contains(QStringLiteral(" unreadable ")),
+                     qPrintable(r.out));
             QVERIFY2(lines[damaged + 1].contains(QStringLiteral("problem: ")) &&
                          lines[damaged + 1].contains(QStringLiteral("config.json")),
                      qPrintable(r.out));
@@ -137,6 +140,7 @@ private slots:
         QCOMPARE(newest.value(QStringLiteral("towers")).toInt(), 2);
         QCOMPARE(newest.value(QStringLiteral("checkpoints")).toInt(), 2);
         QVERIFY(newest.value(QStringLiteral("training_now")).isNull());
+        QCOMPARE(newest.value(QStringLiteral("state")).toString(), QStringLiteral("finished"));
     }
 
     void showsOneRun()
@@ -156,7 +160,11 @@ private slots:
         QVERIFY2(out.contains(QStringLiteral("step 80 / 200")), qPrintable(out));
         QVERIFY2(out.contains(QStringLiteral("90.00 % (test precision @ 1) at step 80")),
                  qPrintable(out));
-        QVERIFY2(out.contains(QStringLiteral("no process trains it now")), qPrintable(out));
+        // Stopped short of its length: how to continue it.
+        QVERIFY2(out.contains(QStringLiteral("stopped; continue with: towers-cli train --resume "
+                                             "--run-dir ") +
+                              QDir(folder).absolutePath() + QLatin1Char('\n')),
+                 qPrintable(out));
         // Every checkpoint, newest first, with its path.
         const qsizetype newest = out.indexOf(QStringLiteral("ckpt-00000080.safetensors"));
         const qsizetype older = out.indexOf(QStringLiteral("ckpt-00000040.safetensors"));
@@ -186,12 +194,13 @@ private slots:
             eng::RunLock::acquire(folder.toStdString(), "towers-cli train");
         const QString pid = QStringLiteral("process %1").arg(::getpid());
         const Result list = run({}, root.path());
-        QVERIFY2(list.out.contains(QStringLiteral("    training now: ") + pid),
+        QVERIFY2(list.out.contains(QStringLiteral("    training now: ") + pid) &&
+                     list.out.contains(QStringLiteral("10 / 100  training ")),
                  qPrintable(list.out));
         const Result one = run({folder});
-        QVERIFY2(one.out.contains(QStringLiteral("now: ") + pid), qPrintable(one.out));
+        QVERIFY2(one.out.contains(QStringLiteral("training now: ") + pid), qPrintable(one.out));
         lock.reset();
-        QVERIFY(run({folder}).out.contains(QStringLiteral("no process trains it now")));
+        QVERIFY(run({folder}).out.contains(QStringLiteral("stopped; continue with: ")));
     }
 
     void badInput()
