@@ -7,6 +7,7 @@
 #include <QJsonObject>
 #include <QLocale>
 
+#include <cstdint>
 #include <filesystem>
 
 #include "app/cli/command.h"
@@ -18,19 +19,19 @@ namespace towers::app {
 
 namespace {
 
-// "600" (the run's length when known: its steps, or the totalSteps it logged), else "".
-QString totalText(const RunSummary& r)
+// The run's length when known (the totalSteps it logged, else its configured steps), else 0.
+std::int64_t totalSteps(const RunSummary& r)
 {
-    if (r.totalSteps > 0) return QString::number(r.totalSteps);
-    if (r.config && r.config->steps > 0) return QString::number(r.config->steps);
-    return {};
+    if (r.totalSteps > 0) return r.totalSteps;
+    return r.config && r.config->steps > 0 ? r.config->steps : 0;
 }
 
+// "372 / 600", or "372" when the length is not known.
 QString stepText(const RunSummary& r)
 {
-    const QString total = totalText(r);
-    return total.isEmpty() ? QString::number(r.lastStep)
-                           : QStringLiteral("%1 / %2").arg(r.lastStep).arg(total);
+    const std::int64_t total = totalSteps(r);
+    return total > 0 ? QStringLiteral("%1 / %2").arg(r.lastStep).arg(total)
+                     : QString::number(r.lastStep);
 }
 
 // "training" (a process holds its lock), "finished" (it reached its length), "stopped" (it can be
@@ -39,9 +40,9 @@ QString stateText(const RunSummary& r)
 {
     if (!r.config) return QStringLiteral("unreadable");
     if (r.trainingBy) return QStringLiteral("training");
-    const QString total = totalText(r);
-    return !total.isEmpty() && r.lastStep >= total.toLongLong() ? QStringLiteral("finished")
-                                                                : QStringLiteral("stopped");
+    const std::int64_t total = totalSteps(r);
+    return total > 0 && r.lastStep >= total ? QStringLiteral("finished")
+                                            : QStringLiteral("stopped");
 }
 
 // The command that continues a stopped run.
@@ -105,8 +106,8 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
         o.insert(QStringLiteral("precision"),
                  QString::fromStdString(std::string(precisionName(r.config->precision))));
     }
-    if (const QString total = totalText(r); !total.isEmpty())
-        o.insert(QStringLiteral("total_steps"), total.toLongLong());
+    if (const std::int64_t total = totalSteps(r); total > 0)
+        o.insert(QStringLiteral("total_steps"), qint64(total));
     if (r.lastStep > 0) {
         o.insert(QStringLiteral("loss"), r.lastLoss);
         o.insert(QStringLiteral("epoch"), r.lastEpoch);
