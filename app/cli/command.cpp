@@ -103,6 +103,18 @@ QJsonArray shapeJson(const engine::Shape& s)
     return a;
 }
 
+QString runsDirEntry(const QString& given, const QString& runsDir)
+{
+    if (given.contains(QLatin1Char('/')) || QFileInfo::exists(given)) return {};
+    return QDir(runsDir).filePath(given);
+}
+
+QString resumeCommandLine(const QString& runDir, int processes)
+{
+    return (processes > 1 ? QStringLiteral("mpirun -np %1 ").arg(processes) : QString()) +
+           QStringLiteral("towers-cli train --resume --run-dir ") + runDir;
+}
+
 int checkpointOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
                      QString& file)
 {
@@ -116,9 +128,9 @@ int checkpointOption(const QCommandLineParser& parser, const QString& command, C
     QString folder;
     if (QFileInfo(given).isDir())
         folder = given;
-    else if (!QFileInfo::exists(given) && !given.contains(QLatin1Char('/')) &&
-             QFileInfo(QDir(defaultRunsDir()).filePath(given)).isDir())
-        folder = QDir(defaultRunsDir()).filePath(given); // a run's name, as 'runs' lists it
+    else if (const QString named = runsDirEntry(given, defaultRunsDir());
+             !named.isEmpty() && QFileInfo(named).isDir())
+        folder = named; // a run's name, as 'runs' lists it
     if (folder.isEmpty()) {
         file = given; // a file (or nothing there: the reader says so, naming it)
         return ExitOk;

@@ -71,6 +71,13 @@ QJsonArray shapeJson(const engine::Shape& s);
 bool searchPathOption(const QCommandLineParser& parser, CommandIo& io,
                       std::vector<std::filesystem::path>& path);
 
+// The path of a run named as 'towers-cli runs' lists it: runsDir/given when `given` is a bare
+// name (no slash) that names nothing here; otherwise "" (it is a path).
+QString runsDirEntry(const QString& given, const QString& runsDir);
+// The command that continues the run in `runDir` ("mpirun -np P towers-cli train --resume
+// --run-dir DIR" for a run of P processes).
+QString resumeCommandLine(const QString& runDir, int processes);
+
 // The checkpoint file that --checkpoint names, for eval, classify and export: a file as given;
 // a run folder (or its checkpoints/ folder, or a run's name in the runs folder, as 'towers-cli
 // runs' lists them) gives its newest checkpoint, which a line on stderr names. Returns ExitOk, or

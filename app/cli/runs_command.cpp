@@ -45,14 +45,6 @@ QString stateText(const RunSummary& r)
                                             : QStringLiteral("stopped");
 }
 
-// The command that continues a stopped run.
-QString resumeCommand(const RunSummary& r)
-{
-    const int processes = r.config ? r.config->processes : 1;
-    return (processes > 1 ? QStringLiteral("mpirun -np %1 ").arg(processes) : QString()) +
-           QStringLiteral("towers-cli train --resume --run-dir ") + r.folder;
-}
-
 QString accuracyText(const RunSummary& r)
 {
     if (!r.accuracy) return QStringLiteral("-");
@@ -199,7 +191,8 @@ void printRun(const RunSummary& r, CommandIo& io)
     if (state == QLatin1String("training"))
         line("state", QStringLiteral("training now: ") + *r.trainingBy);
     else if (state == QLatin1String("stopped"))
-        line("state", QStringLiteral("stopped; continue with: ") + resumeCommand(r));
+        line("state", QStringLiteral("stopped; continue with: ") +
+                          resumeCommandLine(r.folder, r.config->processes));
     else
         line("state", state);
     line("changed", changedText(r));
@@ -268,11 +261,10 @@ int runRuns(const QStringList& args, CommandIo& io)
         return ExitOk;
     }
 
-    // A run by path (anything with a slash, or a folder here), else by name in the runs folder.
+    // A run by name in the runs folder, else by path.
     const QString given = positional.front();
-    QString folder = given;
-    if (!given.contains(QLatin1Char('/')) && !QFileInfo(given).isDir())
-        folder = QDir(runsDir).filePath(given);
+    const QString named = runsDirEntry(given, runsDir);
+    const QString folder = named.isEmpty() ? given : named;
     if (!QFileInfo(folder).isDir()) {
         io.err << "towers-cli runs: no run '" << given << "': " << folder
                << " is not a folder (towers-cli runs lists the runs in " << runsDir << ")\n";

@@ -702,10 +702,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         if (!stopped && !observer.lastCheckpoint().isEmpty())
             io.out << "use it: towers-cli classify --checkpoint " << observer.lastCheckpoint()
                    << " IMAGE... (or eval, export; towers-cli runs lists the runs)\n";
-        if (stopped)
-            io.out << "continue with: "
-                   << (processes > 1 ? QStringLiteral("mpirun -np %1 ").arg(processes) : QString())
-                   << "towers-cli train --resume --run-dir " << runDir << "\n";
+        if (stopped) io.out << "continue with: " << resumeCommandLine(runDir, processes) << "\n";
     }
     // 128 + the signal's number, as a shell reports a program the signal ended (130 for Ctrl-C,
     // 143 for SIGTERM, 129 for SIGHUP).

@@ -464,6 +464,12 @@ std::string TowerSet::bucketDescription() const
     return m_buckets.describe() + " while backward runs";
 }
 
+std::string TowerSet::averagingDescription() const
+{
+    if (m_globalTowers == 1) return bucketDescription();
+    return "gradients averaged " + m_allReduceText + " in " + bucketDescription();
+}
+
 std::string TowerSet::graphDescription() const
 {
     return m_graphText;

@@ -178,9 +178,12 @@ public:
     // How the gradients are averaged, in words ("on the host", "with NCCL across GPUs 0, 1",
     // "on GPU 0", "on the host (NCCL could not start: ...)"), for the run's log.
     const std::string& allReduceDescription() const { return m_allReduceText; }
-    // The gradient buckets, in words ("3 buckets (1.0, 25.0, 4.1 MiB), averaged while backward
-    // runs", "one collective after backward"), for the run's log.
+    // The gradient buckets, in words ("3 buckets (1.0, 25.0, 4.1 MiB) while backward runs", "one
+    // collective after backward", "one tower: no gradients to average"), for the run's log.
     std::string bucketDescription() const;
+    // Both in one phrase for the run's log: "gradients averaged on the host in 2 buckets (...)
+    // while backward runs", or "one tower: no gradients to average".
+    std::string averagingDescription() const;
     // How the steps are issued (TowerSetOptions::graphs), in words for the run's log: "captured
     // as CUDA graphs once warm", "issued op by op (...why...)"; empty for host towers, where
     // there is nothing to capture. It changes when a capture fails.

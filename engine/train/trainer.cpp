@@ -658,12 +658,6 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
                                        ? " (" + std::to_string(m_group->size()) + " processes x " +
                                              std::to_string(m_towers->size()) + ")"
                                        : "";
-        // One tower in all has nothing to average (TowerSet::bucketDescription says so).
-        const std::string averaging = m_towers->globalTowers() == 1
-                                          ? m_towers->bucketDescription()
-                                          : "gradients averaged " +
-                                                m_towers->allReduceDescription() + " in " +
-                                                m_towers->bucketDescription();
         log("training " + m_config.model + " on " + std::to_string(towers) + " tower(s)" + across +
             " x " + std::to_string(m_config.batchPerTower) + " examples (global batch " +
             std::to_string(global) + "), " +
@@ -674,8 +668,9 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
                  ? std::string()
                  : ", " + std::string(precisionName(m_config.precision)) +
                        " convolutions and matrix products (float32 weights)") +
-            (m_dataNote.empty() ? std::string() : ", " + m_dataNote) + ", " + averaging +
-            ", steps " + std::to_string(m_step.load()) + " to " + std::to_string(m_total));
+            (m_dataNote.empty() ? std::string() : ", " + m_dataNote) + ", " +
+            m_towers->averagingDescription() + ", steps " + std::to_string(m_step.load()) + " to " +
+            std::to_string(m_total));
         // How the GPU towers' steps are issued (nothing for host towers), and again when that
         // changes after a step (a capture failed: op by op from then on).
         std::string graphs = m_towers->graphDescription();
