@@ -19,17 +19,10 @@ namespace towers::app {
 
 namespace {
 
-// The run's length when known (the totalSteps it logged, else its configured steps), else 0.
-std::int64_t totalSteps(const RunSummary& r)
-{
-    if (r.totalSteps > 0) return r.totalSteps;
-    return r.config && r.config->steps > 0 ? r.config->steps : 0;
-}
-
 // "372 / 600", or "372" when the length is not known.
 QString stepText(const RunSummary& r)
 {
-    const std::int64_t total = totalSteps(r);
+    const std::int64_t total = runLength(r);
     return total > 0 ? QStringLiteral("%1 / %2").arg(r.lastStep).arg(total)
                      : QString::number(r.lastStep);
 }
@@ -40,7 +33,7 @@ QString stateText(const RunSummary& r)
 {
     if (!r.config) return QStringLiteral("unreadable");
     if (r.trainingBy) return QStringLiteral("training");
-    const std::int64_t total = totalSteps(r);
+    const std::int64_t total = runLength(r);
     return total > 0 && r.lastStep >= total ? QStringLiteral("finished")
                                             : QStringLiteral("stopped");
 }
@@ -98,7 +91,7 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
         o.insert(QStringLiteral("precision"),
                  QString::fromStdString(std::string(precisionName(r.config->precision))));
     }
-    if (const std::int64_t total = totalSteps(r); total > 0)
+    if (const std::int64_t total = runLength(r); total > 0)
         o.insert(QStringLiteral("total_steps"), qint64(total));
     if (r.lastStep > 0) {
         o.insert(QStringLiteral("loss"), r.lastLoss);

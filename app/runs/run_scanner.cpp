@@ -42,6 +42,12 @@ void newer(QDateTime& current, const QString& path)
 
 } // namespace
 
+std::int64_t runLength(const RunSummary& r)
+{
+    if (r.totalSteps > 0) return r.totalSteps;
+    return r.config && r.config->steps > 0 ? r.config->steps : 0;
+}
+
 RunSummary readRun(const QString& folder)
 {
     RunSummary r;

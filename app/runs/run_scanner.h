@@ -38,6 +38,10 @@ struct RunSummary
     std::optional<QString> trainingBy;
 };
 
+// The run's length when known: the totalSteps it logged (an epochs run's too), else its configured
+// steps; 0 when neither is known.
+std::int64_t runLength(const RunSummary& r);
+
 // One run folder. Never throws.
 RunSummary readRun(const QString& folder);
 // Every run folder directly under `runsDir`, the most recently modified first. Never throws; a

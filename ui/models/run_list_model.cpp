@@ -85,9 +85,8 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
         return r.config ? QString::fromStdString(r.config->dataset) : QString();
     case Steps: {
         QString text = locale.toString(qint64(r.lastStep));
-        // The run's length as it logged it (an epochs run's too), else its configured steps.
-        const std::int64_t total = r.totalSteps > 0 ? r.totalSteps : r.config ? r.config->steps : 0;
-        if (total > 0) text += QStringLiteral(" / ") + locale.toString(qint64(total));
+        if (const std::int64_t total = app::runLength(r); total > 0)
+            text += QStringLiteral(" / ") + locale.toString(qint64(total));
         return text;
     }
     case Accuracy:

@@ -145,7 +145,8 @@ void DataPage::buildUi()
     form->addRow(tr("Found:"), m_foundLabel);
 
     auto* downloadRow = new QHBoxLayout;
-    m_downloadButton = new QPushButton(tr("Do&wnload"), sourceBox); // text: updateFoundLabel
+    m_downloadButton =
+        new QPushButton(tr("Do&wnload"), sourceBox); // and its tooltip: updateDownloadButton
     m_cancelButton = new QPushButton(tr("Cancel"), sourceBox);
     m_cancelButton->setEnabled(false);
     m_progress = new QProgressBar(sourceBox);
