@@ -90,7 +90,7 @@ class ResLayer(nn.Module):
 class Cifar10Tutorial(nn.Module):
     """TensorFlow's CIFAR-10 tutorial network, 3x24x24 input, 1,068,298 parameters."""
 
-    def __init__(self):
+    def __init__(self, num_classes=10):
         super().__init__()
         self.conv1 = nn.Conv2d(3, 64, 5, padding=2)
         self.norm1 = tf_lrn()
@@ -98,7 +98,7 @@ class Cifar10Tutorial(nn.Module):
         self.norm2 = tf_lrn()
         self.local3 = nn.Linear(64 * 6 * 6, 384)
         self.local4 = nn.Linear(384, 192)
-        self.softmax_linear = nn.Linear(192, 10)
+        self.softmax_linear = nn.Linear(192, num_classes)
 
     def forward(self, x):
         x = tf_same_max_pool(F.relu(self.conv1(x)), 3, 2)  # pool1: 24 -> 12
@@ -114,7 +114,7 @@ class Cifar10Tutorial(nn.Module):
 class MnistConvnet(nn.Module):
     """The seeds' multi-GPU MNIST net, 1x28x28 input. fc1/fc2 have no activation (as the seed)."""
 
-    def __init__(self):
+    def __init__(self, num_classes=10):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 64, 5)
         self.conv2 = nn.Conv2d(64, 256, 3)
@@ -123,7 +123,7 @@ class MnistConvnet(nn.Module):
         self.drop1 = nn.Dropout(0.25)
         self.fc2 = nn.Linear(2048, 1024)
         self.drop2 = nn.Dropout(0.25)
-        self.fc3 = nn.Linear(1024, 10)
+        self.fc3 = nn.Linear(1024, num_classes)
 
     def forward(self, x):
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)  # 28 -> 24 -> 12
@@ -138,7 +138,7 @@ class MnistConvnet(nn.Module):
 class FashionFast(nn.Module):
     """A small fast net for 28x28 grayscale images."""
 
-    def __init__(self):
+    def __init__(self, num_classes=10):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 32, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(32)
@@ -146,7 +146,7 @@ class FashionFast(nn.Module):
         self.bn2 = nn.BatchNorm2d(64)
         self.fc1 = nn.Linear(64 * 7 * 7, 128)
         self.drop1 = nn.Dropout(0.25)
-        self.fc2 = nn.Linear(128, 10)
+        self.fc2 = nn.Linear(128, num_classes)
 
     def forward(self, x):
         x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)  # 28 -> 14
@@ -159,7 +159,7 @@ class FashionFast(nn.Module):
 class FashionWide(nn.Module):
     """The longer Fashion-MNIST recipe's network: 2 x (2 x conv 3x3 + BN + ReLU, max-pool 2)."""
 
-    def __init__(self):
+    def __init__(self, num_classes=10):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 32, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(32)
@@ -171,7 +171,7 @@ class FashionWide(nn.Module):
         self.bn4 = nn.BatchNorm2d(64)
         self.fc1 = nn.Linear(64 * 7 * 7, 256)
         self.drop1 = nn.Dropout(0.4)
-        self.fc2 = nn.Linear(256, 10)
+        self.fc2 = nn.Linear(256, num_classes)
 
     def forward(self, x):
         x = F.relu(self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))))
@@ -186,13 +186,13 @@ class FashionWide(nn.Module):
 class Cifar10Resnet(nn.Module):
     """Half-width ResNet-9 (airbench style), 3x32x32 input."""
 
-    def __init__(self):
+    def __init__(self, num_classes=10):
         super().__init__()
         self.prep = ConvBN(3, 32)
         self.layer1 = ResLayer(32, 64, residual=True)  # 32 -> 16
         self.layer2 = ResLayer(64, 128, residual=False)  # 16 -> 8
         self.layer3 = ResLayer(128, 256, residual=True)  # 8 -> 4
-        self.fc = nn.Linear(256, 10, bias=False)
+        self.fc = nn.Linear(256, num_classes, bias=False)
 
     def forward(self, x):
         x = self.layer3(self.layer2(self.layer1(self.prep(x))))
@@ -222,11 +222,12 @@ _WEIGHT_DECAY = {
 }
 
 
-def build(name):
-    """A freshly initialised module for model `name` (KeyError lists the known names)."""
+def build(name, num_classes=10):
+    """A freshly initialised module for model `name` with `num_classes` outputs (a checkpoint's:
+    len(json.loads(meta["class_names"]))); KeyError lists the known names."""
     if name not in MODELS:
         raise KeyError(f"unknown model '{name}' (known: {', '.join(MODELS)})")
-    return MODELS[name]()
+    return MODELS[name](num_classes)
 
 
 def weight_decay(name):

@@ -29,7 +29,7 @@ int runModels(const QStringList& args, CommandIo& io)
     if (pos.isEmpty()) {
         QJsonArray list;
         for (const auto& info : engine::modelRegistry()) {
-            const auto model = info.build();
+            const auto model = info.build(info.numClasses);
             if (json) {
                 list.append(QJsonObject{
                     {QStringLiteral("name"), QString::fromStdString(info.name)},

@@ -318,7 +318,7 @@ OnnxExportSummary exportOnnx(const fs::path& checkpoint, const fs::path& output,
     const Checkpoint c = readCheckpoint(checkpoint);
     std::unique_ptr<Model> model;
     try {
-        model = findModel(c.info.model).build();
+        model = buildModel(c.info.model, checkpointClasses(c.info));
         validateCheckpoint(c, *model, checkpoint);
     } catch (const InvalidArgument& e) {
         // The file is the problem, not the command line.

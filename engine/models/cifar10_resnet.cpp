@@ -32,7 +32,7 @@ void addLayer(Sequential& net, const std::string& name, std::int64_t in, std::in
 
 } // namespace
 
-std::unique_ptr<Model> buildCifar10Resnet()
+std::unique_ptr<Model> buildCifar10Resnet(int classes)
 {
     auto net = std::make_unique<Sequential>();
     addConvBn(*net, "prep", 3, 32);           // 32x32x32
@@ -43,10 +43,10 @@ std::unique_ptr<Model> buildCifar10Resnet()
     net->add(std::make_unique<Flatten>("flatten"));
     LinearOptions fc;
     fc.inFeatures = 256;
-    fc.outFeatures = 10;
+    fc.outFeatures = classes;
     fc.bias = false;
     net->add(std::make_unique<Linear>("fc", fc));
-    return std::make_unique<Model>("cifar10-resnet", Shape{32, 32, 3}, 10, std::move(net));
+    return std::make_unique<Model>("cifar10-resnet", Shape{32, 32, 3}, classes, std::move(net));
 }
 
 } // namespace towers::engine

@@ -9,7 +9,7 @@
 
 namespace towers::engine {
 
-std::unique_ptr<Model> buildCifar10Tutorial()
+std::unique_ptr<Model> buildCifar10Tutorial(int classes)
 {
     // tf.nn.lrn(x, 4, bias=1.0, alpha=0.001 / 9.0, beta=0.75)
     constexpr int lrnRadius = 4;
@@ -46,8 +46,8 @@ std::unique_ptr<Model> buildCifar10Tutorial()
     net->add(std::make_unique<Flatten>("flatten"));
     net->add(fc("local3", 6 * 6 * 64, 384, 0.04, 0.1, 0.004, Activation::Relu));
     net->add(fc("local4", 384, 192, 0.04, 0.1, 0.004, Activation::Relu));
-    net->add(fc("softmax_linear", 192, 10, 1.0 / 192.0, 0.0, 0.0, Activation::None));
-    return std::make_unique<Model>("cifar10-tutorial", Shape{24, 24, 3}, 10, std::move(net));
+    net->add(fc("softmax_linear", 192, classes, 1.0 / 192.0, 0.0, 0.0, Activation::None));
+    return std::make_unique<Model>("cifar10-tutorial", Shape{24, 24, 3}, classes, std::move(net));
 }
 
 } // namespace towers::engine

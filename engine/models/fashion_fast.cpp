@@ -7,7 +7,7 @@
 
 namespace towers::engine {
 
-std::unique_ptr<Model> buildFashionFast()
+std::unique_ptr<Model> buildFashionFast(int classes)
 {
     auto net = std::make_unique<Sequential>();
     auto convBlock = [&](int i, std::int64_t in, std::int64_t out) {
@@ -17,8 +17,8 @@ std::unique_ptr<Model> buildFashionFast()
     };
     convBlock(1, 1, 32);  // 14x14x32
     convBlock(2, 32, 64); // 7x7x64
-    addDropoutClassifier(*net, 7 * 7 * 64, 128, 0.25, 10);
-    return std::make_unique<Model>("fashion-fast", Shape{28, 28, 1}, 10, std::move(net));
+    addDropoutClassifier(*net, 7 * 7 * 64, 128, 0.25, classes);
+    return std::make_unique<Model>("fashion-fast", Shape{28, 28, 1}, classes, std::move(net));
 }
 
 } // namespace towers::engine

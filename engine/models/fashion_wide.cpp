@@ -8,7 +8,7 @@
 
 namespace towers::engine {
 
-std::unique_ptr<Model> buildFashionWide()
+std::unique_ptr<Model> buildFashionWide(int classes)
 {
     auto net = std::make_unique<Sequential>();
     auto conv = [&](int i, std::int64_t in, std::int64_t out) {
@@ -21,8 +21,8 @@ std::unique_ptr<Model> buildFashionWide()
     conv(3, 32, 64);
     conv(4, 64, 64);
     net->add(std::make_unique<MaxPool2d>("pool2", 2, 2, Padding::Valid)); // 7x7x64
-    addDropoutClassifier(*net, 7 * 7 * 64, 256, 0.4, 10);
-    return std::make_unique<Model>("fashion-wide", Shape{28, 28, 1}, 10, std::move(net));
+    addDropoutClassifier(*net, 7 * 7 * 64, 256, 0.4, classes);
+    return std::make_unique<Model>("fashion-wide", Shape{28, 28, 1}, classes, std::move(net));
 }
 
 } // namespace towers::engine

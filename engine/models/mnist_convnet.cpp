@@ -11,7 +11,7 @@
 
 namespace towers::engine {
 
-std::unique_ptr<Model> buildMnistConvnet()
+std::unique_ptr<Model> buildMnistConvnet(int classes)
 {
     auto conv = [](const char* name, std::int64_t in, std::int64_t out, int k) {
         Conv2dOptions o;
@@ -43,8 +43,8 @@ std::unique_ptr<Model> buildMnistConvnet()
     net->add(std::make_unique<Dropout>("drop1", 0.25));
     net->add(dense("fc2", 2048, 1024));
     net->add(std::make_unique<Dropout>("drop2", 0.25));
-    net->add(dense("fc3", 1024, 10));
-    return std::make_unique<Model>("mnist-convnet", Shape{28, 28, 1}, 10, std::move(net));
+    net->add(dense("fc3", 1024, classes));
+    return std::make_unique<Model>("mnist-convnet", Shape{28, 28, 1}, classes, std::move(net));
 }
 
 } // namespace towers::engine

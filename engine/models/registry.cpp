@@ -69,6 +69,7 @@ std::vector<ModelInfo> makeRegistry()
          .inputShape = {24, 24, 3},
          .numClasses = 10,
          .defaultDataset = "cifar10",
+         .anyDatasetRank = 3,
          .build = buildCifar10Tutorial,
          .recipe = tutorialRecipe(),
          .augmentation = {.kind = Aug::Kind::DistortedInputs, .translate = 0, .flip = true}},
@@ -87,6 +88,7 @@ std::vector<ModelInfo> makeRegistry()
          .inputShape = {28, 28, 1},
          .numClasses = 10,
          .defaultDataset = "fashion-mnist",
+         .anyDatasetRank = 1,
          .build = buildFashionFast,
          .recipe = nesterovOneCycle(0.1, 0.15, 64, 8, 500, 50),
          .augmentation = {.kind = Aug::Kind::TranslateNormalize, .translate = 1, .flip = true}},
@@ -108,6 +110,7 @@ std::vector<ModelInfo> makeRegistry()
          .inputShape = {32, 32, 3},
          .numClasses = 10,
          .defaultDataset = "cifar10",
+         .anyDatasetRank = 2,
          .build = buildCifar10Resnet,
          .recipe = nesterovOneCycle(0.2, 0.2, 128, 12, 390, 10),
          .augmentation = {.kind = Aug::Kind::TranslateNormalize, .translate = 4, .flip = true}},
@@ -132,9 +135,26 @@ const ModelInfo& findModel(const std::string& name)
     throw UnknownName("unknown model '" + name + "' (known models: " + known + ")");
 }
 
-std::unique_ptr<Model> createModel(const std::string& name, std::uint64_t seed)
+bool modelFits(const ModelInfo& model, const Shape& imageShape)
 {
-    auto model = findModel(name).build();
+    const Shape& in = model.inputShape;
+    return imageShape.rank() == 3 && imageShape[2] == in[2] && imageShape[0] >= in[0] &&
+           imageShape[1] >= in[1];
+}
+
+std::unique_ptr<Model> buildModel(const std::string& name, int classes)
+{
+    const ModelInfo& info = findModel(name);
+    if (classes == 0) classes = info.numClasses;
+    if (classes < 2 || classes > kMaxClasses)
+        throw InvalidArgument("model '" + name + "': " + std::to_string(classes) +
+                              " classes; a classifier has 2 to " + std::to_string(kMaxClasses));
+    return info.build(classes);
+}
+
+std::unique_ptr<Model> createModel(const std::string& name, std::uint64_t seed, int classes)
+{
+    auto model = buildModel(name, classes);
     model->initialize(seed);
     return model;
 }

@@ -56,11 +56,17 @@ struct ModelInfo
     std::string name;
     std::string description;
     Shape inputShape; // [H, W, C]
+    // The classifier's outputs when nothing says otherwise (a checkpoint or run from before the
+    // class count was recorded, `towers-cli models`); a run builds it with its dataset's classes.
     int numClasses = 10;
     // The dataset it is meant for; a dataset's default model is the first model meant for it,
     // unless its DatasetSpec names another (DatasetSpec::defaultModel).
     std::string defaultDataset;
-    std::function<std::unique_ptr<Model>()> build;
+    // For a dataset no model is meant for (CIFAR-100, a folder of the user's images): the model
+    // whose input fits its images (modelFits) with the lowest rank; 0: never chosen that way.
+    int anyDatasetRank = 0;
+    // Builds the network (uninitialised) with `classes` outputs (at least 2, as Model requires).
+    std::function<std::unique_ptr<Model>(int classes)> build;
     ModelRecipe recipe;
     ModelAugmentation augmentation;
 };
@@ -68,14 +74,24 @@ struct ModelInfo
 const std::vector<ModelInfo>& modelRegistry();
 // Throws UnknownName listing the known models.
 const ModelInfo& findModel(const std::string& name);
-// Builds and initialises a model.
-std::unique_ptr<Model> createModel(const std::string& name, std::uint64_t seed = 1);
+// Whether `model` takes images of `imageShape` [H, W, C]: the same channels, and at least its
+// input's height and width (larger images are cropped to it).
+bool modelFits(const ModelInfo& model, const Shape& imageShape);
 
-// The builders (models/<name>.cpp).
-std::unique_ptr<Model> buildCifar10Tutorial();
-std::unique_ptr<Model> buildMnistConvnet();
-std::unique_ptr<Model> buildFashionFast();
-std::unique_ptr<Model> buildFashionWide();
-std::unique_ptr<Model> buildCifar10Resnet();
+// The largest class count a model is built with (the classifier's outputs).
+constexpr int kMaxClasses = 100000;
+// Builds a model with `classes` outputs (0: ModelInfo::numClasses); throws InvalidArgument for a
+// count below 2 or above kMaxClasses.
+std::unique_ptr<Model> buildModel(const std::string& name, int classes = 0);
+// buildModel, then initialises it from `seed`.
+std::unique_ptr<Model> createModel(const std::string& name, std::uint64_t seed = 1,
+                                   int classes = 0);
+
+// The builders (models/<name>.cpp): `classes` outputs of the classifier (at least 2).
+std::unique_ptr<Model> buildCifar10Tutorial(int classes);
+std::unique_ptr<Model> buildMnistConvnet(int classes);
+std::unique_ptr<Model> buildFashionFast(int classes);
+std::unique_ptr<Model> buildFashionWide(int classes);
+std::unique_ptr<Model> buildCifar10Resnet(int classes);
 
 } // namespace towers::engine

@@ -302,4 +302,9 @@ Checkpoint loadCheckpoint(const fs::path& path, Model& model, bool useEma)
     return c;
 }
 
+int checkpointClasses(const CheckpointInfo& info)
+{
+    return int(info.classNames.size());
+}
+
 } // namespace towers::engine

@@ -54,6 +54,9 @@ void writeCheckpoint(const std::filesystem::path& path, const Checkpoint& checkp
 // known format version, and a checksum that matches. Throws IoError naming the file and what is
 // wrong (truncated, corrupt header, checksum mismatch, missing metadata...).
 Checkpoint readCheckpoint(const std::filesystem::path& path);
+// The classes a checkpoint's model was built with: as many as its class names, else 0 (the
+// model's default, ModelInfo::numClasses: a checkpoint that names none).
+int checkpointClasses(const CheckpointInfo& info);
 
 // Checks that `checkpoint` (read from `path`, named in messages) fits `model`: the same model,
 // every parameter and buffer present with the model's shape and dtype and no other weight, the

@@ -13,13 +13,11 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
 {
     const Checkpoint c = readCheckpoint(checkpoint);
     m_info = c.info;
-    const ModelInfo* model = nullptr;
     try {
-        model = &findModel(m_info.model);
-    } catch (const UnknownName& e) {
+        m_model = buildModel(m_info.model, checkpointClasses(m_info));
+    } catch (const std::exception& e) {
         throw InvalidArgument(checkpoint.string() + ": " + e.what());
     }
-    m_model = model->build();
     validateCheckpoint(c, *m_model, checkpoint);
     m_usesEma = useEma && !c.ema.empty();
     for (Parameter* p : m_model->parameters()) {

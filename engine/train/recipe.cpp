@@ -16,12 +16,14 @@ std::string defaultModelFor(const std::string& dataset)
         return m.defaultDataset == dataset;
     });
     if (meant != models.end()) return meant->name;
-    const int classes = spec.labels.numClasses;
-    const bool classesFit = std::any_of(
-        models.begin(), models.end(), [&](const ModelInfo& m) { return m.numClasses == classes; });
-    throw UnknownName("no model is registered for dataset '" + dataset + "' (its " +
-                      (classesFit ? std::string("images") : std::to_string(classes) + " classes") +
-                      " fit none of the built-in networks); name one with --model");
+    const ModelInfo* best = nullptr;
+    for (const ModelInfo& m : models)
+        if (m.anyDatasetRank > 0 && modelFits(m, spec.imageShape) &&
+            (!best || m.anyDatasetRank < best->anyDatasetRank))
+            best = &m;
+    if (best) return best->name;
+    throw UnknownName("no built-in network takes " + spec.name + "'s " + spec.imageShape.str() +
+                      " images; name one with --model ('towers-cli models' lists them)");
 }
 
 TrainConfig defaultConfigFor(const std::string& model)
@@ -54,9 +56,11 @@ Preprocessing preprocessingFor(const std::string& model, const Dataset& dataset)
         throw InvalidArgument(model + " takes " + shapeText(in) + " images; " + dataset.name +
                               " has " + shapeText(source) +
                               " (choose another --model; 'towers-cli models' lists them)");
-    if (info.numClasses != static_cast<int>(dataset.classNames.size()))
-        throw InvalidArgument(model + " has " + std::to_string(info.numClasses) + " classes; " +
-                              dataset.name + " has " + std::to_string(dataset.classNames.size()));
+    const auto classes = dataset.classNames.size();
+    if (classes < 2 || classes > std::size_t(kMaxClasses))
+        throw InvalidArgument(dataset.name + " has " + std::to_string(classes) +
+                              " classes; a model classifies 2 to " + std::to_string(kMaxClasses) +
+                              " classes");
     const ModelAugmentation& a = info.augmentation;
     Preprocessing p;
     switch (a.kind) {

@@ -15,8 +15,8 @@ namespace towers::engine {
 // The model a dataset trains with when none is named: the one its DatasetSpec::defaultModel names
 // (fashion-fast for MNIST), else the first registered model meant for it (ModelInfo::
 // defaultDataset: fashion-fast for Fashion-MNIST, cifar10-tutorial, the seeds' network, for
-// CIFAR-10). UnknownName for an unknown dataset, or one no model is meant for (CIFAR-100: its 100
-// classes fit none of the built-in networks).
+// CIFAR-10), else the model of lowest ModelInfo::anyDatasetRank that its images fit (modelFits:
+// cifar10-resnet for CIFAR-100). UnknownName for an unknown dataset, or images no model takes.
 std::string defaultModelFor(const std::string& dataset);
 
 // The training configuration a model starts from: its registry entry's ModelRecipe (optimizer,
@@ -32,7 +32,8 @@ TrainConfig defaultConfigFor(const std::string& model);
 // mirror (DatasetSpec::mirrorSafe: Fashion-MNIST and CIFAR, not digits, nor a dataset not in the
 // table).
 // Throws InvalidArgument when the model cannot take the dataset's images ("cifar10-tutorial
-// takes 24x24x3 images; fashion-mnist has 28x28x1") or classes.
+// takes 24x24x3 images; fashion-mnist has 28x28x1"), or for fewer than 2 classes (any count from
+// 2 to kMaxClasses is the dataset's: the model is built with it).
 Preprocessing preprocessingFor(const std::string& model, const Dataset& dataset);
 
 } // namespace towers::engine

@@ -218,7 +218,11 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
         throw InvalidArgument("emaDecay: must be in [0, 1) (0 = off), got " +
                               std::to_string(m_opt.emaDecay));
     std::function<std::unique_ptr<Model>()> build = m_opt.build;
-    if (!build) build = findModel(m_opt.model).build;
+    if (!build) {
+        buildModel(m_opt.model,
+                   m_opt.numClasses); // an unknown model or class count, before any tower
+        build = [this] { return buildModel(m_opt.model, m_opt.numClasses); };
+    }
     if (m_opt.dtype != DType::Float32 &&
         !(m_opt.dtype == DType::Float64 && m_opt.backend == "reference"))
         throw Unsupported("towers run in float32, or in float64 on the reference backend; not " +

@@ -31,6 +31,9 @@ struct TowerSetOptions
     // When set, builds each replica instead of the registry (a network that is not registered:
     // tests, experiments). `model` is then only a name.
     std::function<std::unique_ptr<Model>()> build;
+    // The registered model's classes (its dataset's); 0: ModelInfo::numClasses. Not used with
+    // `build`.
+    int numClasses = 0;
     // Float32, or Float64 with the reference backend (exact comparisons); batches are float32
     // and converted per tower.
     DType dtype = DType::Float32;

@@ -66,6 +66,9 @@ void TrainConfig::validate() const
     } catch (const UnknownName& e) {
         fail("model", e.what());
     }
+    if (classes != 0 && (classes < 2 || classes > kMaxClasses))
+        fail("classes", "must be from 2 to " + std::to_string(kMaxClasses) +
+                            " (0: the model's default), got " + std::to_string(classes));
     if (!isBackendName(backend))
         fail("backend", "must be " + backendNamesText(" or ") + ", got '" + backend + "'");
     if (!gpus.empty() && isHostBackend(backend))
@@ -207,6 +210,7 @@ std::string TrainConfig::toJson() const
 {
     Json o;
     o["model"] = model;
+    o["classes"] = classes;
     o["backend"] = backend;
     o["towers"] = towers;
     o["processes"] = processes;
@@ -273,10 +277,11 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
                       "seed",          "checkpointEvery", "keepCheckpoints", "evalEvery",
                       "evalBatchSize", "logEvery",        "histogramEvery",  "verifyEvery",
                       "dataset",       "dataDir",         "augmentation",    "runId",
-                      "cudaGraphs",    "cudnnBenchmark"},
+                      "cudaGraphs",    "cudnnBenchmark",  "classes"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
+    read(o, "classes", c.classes);
     read(o, "backend", c.backend);
     read(o, "towers", c.towers);
     read(o, "processes", c.processes);

@@ -14,6 +14,10 @@ namespace towers::engine {
 struct TrainConfig
 {
     std::string model = "cifar10-tutorial";
+    // The classifier's outputs: the dataset's class count, set when the run is built
+    // (TrainingSession). 0: the model's default (ModelInfo::numClasses), as in a run from before
+    // it was recorded.
+    int classes = 0;
     std::string backend = "onednn"; // "onednn", "reference" or "cuda"
     int towers = 1;                 // towers of each process
     // Processes training together (mpirun / srun, one rank each; 1 = this process alone). The

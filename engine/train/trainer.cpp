@@ -177,6 +177,7 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
     m_total = m_config.totalSteps(m_stepsPerEpoch);
     TowerSetOptions o;
     o.model = m_config.model;
+    o.numClasses = m_config.classes;
     o.backend = m_config.backend;
     o.towers = m_config.towers;
     o.gpus = m_config.gpus;

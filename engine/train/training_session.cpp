@@ -130,6 +130,8 @@ void TrainingSession::build(TrainerObserver* observer)
     }
     if (group) requireSameEverywhere(*group, fingerprint(*m_dataset), "dataset");
     m_recipe = preprocessingFor(c.model, *m_dataset);
+    // The classifier has the dataset's classes (CIFAR-100's 100, an imported folder's).
+    c.classes = int(m_dataset->classNames.size());
 
     LoaderOptions lo;
     lo.towers = c.towers;

@@ -126,7 +126,7 @@ Logits engineLogits(const fs::path& checkpoint, bool useEma, const std::vector<f
                     std::int64_t n)
 {
     const engine::Checkpoint c = engine::readCheckpoint(checkpoint);
-    auto model = engine::findModel(c.info.model).build();
+    auto model = engine::buildModel(c.info.model);
     engine::loadCheckpoint(checkpoint, *model, useEma);
     auto ops = engine::makeReferenceOps();
     engine::ExecContext ctx{*ops, false, 0};

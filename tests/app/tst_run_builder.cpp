@@ -260,14 +260,14 @@ private slots:
         QVERIFY(app::unloadableCheckpoints(o).isEmpty()); // none at all: the run starts at 0
 
         engine::RunDirectory run(folder.toStdString());
-        auto model = engine::findModel(c.model).build();
+        auto model = engine::buildModel(c.model);
         model->initialize(1);
         engine::CheckpointInfo info;
         info.step = 5;
         engine::writeCheckpoint(run.checkpointPath(5), engine::makeCheckpoint(*model, info));
         QVERIFY(app::unloadableCheckpoints(o).isEmpty()); // one loads
         fs::resize_file(run.checkpointPath(5), 300);
-        auto other = engine::findModel("cifar10-tutorial").build();
+        auto other = engine::buildModel("cifar10-tutorial");
         info.step = 6;
         engine::writeCheckpoint(run.checkpointPath(6), engine::makeCheckpoint(*other, info));
         const QStringList bad = app::unloadableCheckpoints(o);

@@ -6,6 +6,8 @@
 
 #include "engine/errors.h"
 #include "engine/tensor/rng.h"
+#include "engine/train/classifier.h"
+#include "engine/train/run_directory.h"
 #include "engine/train/training_session.h"
 #include "training_fixture.h"
 
@@ -13,12 +15,13 @@ using namespace towers::engine;
 
 namespace {
 
-std::shared_ptr<const Dataset> inMemoryMnist(std::int64_t train, std::int64_t test)
+std::shared_ptr<const Dataset> inMemoryMnist(std::int64_t train, std::int64_t test,
+                                             int classes = 10)
 {
     auto d = std::make_shared<Dataset>();
     d->name = "mnist";
     d->location = "/nonexistent/in-memory";
-    for (int c = 0; c < 10; ++c) d->classNames.push_back(std::to_string(c));
+    for (int c = 0; c < classes; ++c) d->classNames.push_back("class " + std::to_string(c));
     Rng rng(5);
     for (auto [set, n] : {std::pair{&d->train, train}, std::pair{&d->test, test}}) {
         set->count = n;
@@ -26,7 +29,8 @@ std::shared_ptr<const Dataset> inMemoryMnist(std::int64_t train, std::int64_t te
         set->channels = 1;
         set->pixels.resize(std::size_t(n * 28 * 28));
         for (auto& p : set->pixels) p = std::uint8_t(rng.below(256));
-        for (std::int64_t i = 0; i < n; ++i) set->labels.push_back(std::int32_t(rng.below(10)));
+        for (std::int64_t i = 0; i < n; ++i)
+            set->labels.push_back(std::int32_t(rng.below(std::uint64_t(classes))));
     }
     return d;
 }
@@ -51,6 +55,33 @@ private slots:
         QCOMPARE(session.run(), Trainer::Outcome::Finished);
         QVERIFY(QFile::exists(
             m_root.filePath(QStringLiteral("run/checkpoints/ckpt-00000004.safetensors"))));
+    }
+
+    // The model is built with the dataset's classes (3 here, where fashion-fast's default is 10):
+    // config.json and the checkpoint record them, the checkpoint classifies into them, and a
+    // resume builds the same model again.
+    void buildsTheModelWithTheDatasetsClasses()
+    {
+        const std::string dir = m_root.filePath(QStringLiteral("three")).toStdString();
+        auto o = towers::test::tinyRun({}, dir, 3);
+        const auto dataset = inMemoryMnist(96, 24, 3);
+        o.dataset = dataset;
+        {
+            TrainingSession session(o);
+            QCOMPARE(session.run(), Trainer::Outcome::Finished);
+        }
+        const RunDirectory run(dir);
+        QCOMPARE(TrainConfig::fromJson(run.readConfig().value()).classes, 3);
+        Classifier classifier(run.checkpoints().back().path, false, 1);
+        QCOMPARE(classifier.numClasses(), 3);
+        QCOMPARE(classifier.classNames(), dataset->classNames);
+        QCOMPARE(classifier.logits(dataset->test).front().size(), std::size_t(3));
+
+        o.resume = true;
+        o.config.steps = 5;
+        TrainingSession resumed(o);
+        QCOMPARE(resumed.startStep(), std::int64_t(3));
+        QCOMPARE(resumed.run(), Trainer::Outcome::Finished);
     }
 
     void refusesAnotherDataset()

@@ -204,7 +204,7 @@ private slots:
 
         // Now every checkpoint is damaged, and one of another model is copied in.
         for (const auto& f : run.checkpoints()) truncateTo(f.path, 100);
-        auto other = findModel("cifar10-tutorial").build();
+        auto other = buildModel("cifar10-tutorial");
         CheckpointInfo info;
         info.step = 9;
         writeCheckpoint(run.checkpointPath(9), makeCheckpoint(*other, info));
@@ -252,7 +252,7 @@ private slots:
             return s;
         };
         QCOMPARE(steps(), (std::vector<std::int64_t>{3, 4}));
-        auto model = findModel(c.model).build();
+        auto model = buildModel(c.model);
         model->initialize(1);
         auto put = [&](std::int64_t step, const std::string& runId) {
             TrainConfig other = c;

@@ -354,7 +354,7 @@ private slots:
             QCOMPARE(r.ema, ema);
             // The oracle: tower 0's weights (or averages) copied into a separate model.
             auto ops = makeReferenceOps();
-            auto m = findModel("fashion-fast").build();
+            auto m = buildModel("fashion-fast");
             for (auto* p : m->parameters()) {
                 const Parameter& src = set.model().parameter(p->name);
                 p->value.copyFrom(ema && p->trainable ? set.ema()->average(p->name) : src.value);

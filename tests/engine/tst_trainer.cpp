@@ -271,7 +271,7 @@ private slots:
         const auto files = run.checkpoints();
         QCOMPARE(files.size(), std::size_t(2));
         QCOMPARE(files.back().step, std::int64_t(4));
-        auto model = findModel("fashion-fast").build();
+        auto model = buildModel("fashion-fast");
         const auto good = run.newestGoodCheckpoint(model.get());
         QVERIFY(good);
         QCOMPARE(good->step, std::int64_t(4));
@@ -306,7 +306,7 @@ private slots:
         }
         QVERIFY(t.step() < 20);
         RunDirectory run(dir.path().toStdString());
-        auto model = findModel("fashion-fast").build();
+        auto model = buildModel("fashion-fast");
         for (const auto& f : run.checkpoints()) {
             loadCheckpoint(f.path, *model);
             for (const auto* p : model->parameters())

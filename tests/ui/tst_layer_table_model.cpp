@@ -25,7 +25,7 @@ private slots:
         LayerTableModel model;
         QAbstractItemModelTester tester(&model,
                                         QAbstractItemModelTester::FailureReportingMode::QtTest);
-        const auto net = towers::engine::findModel(name.toStdString()).build();
+        const auto net = towers::engine::buildModel(name.toStdString());
         const auto rows = net->layerTable();
         model.setRows(rows);
         QCOMPARE(model.rowCount(), int(rows.size()));

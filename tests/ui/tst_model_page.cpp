@@ -25,7 +25,7 @@ private slots:
             const QString name = QString::fromStdString(info.name);
             page.setModelName(name);
             QCOMPARE(page.modelName(), name);
-            const auto model = info.build();
+            const auto model = info.build(info.numClasses);
             QCOMPARE(page.totalParameters(), qint64(model->parameterCount()));
             QCOMPARE(page.layerModel()->rowCount(), int(model->layerTable().size()));
         }

@@ -83,7 +83,7 @@ void ModelPage::showModel()
 {
     const auto& info = engine::findModel(modelName().toStdString());
     // Building allocates the parameters (no initialisation): quick even for the 20M-parameter net.
-    const auto model = info.build();
+    const auto model = info.build(info.numClasses);
     m_layers->setRows(model->layerTable());
     m_description->setText(
         tr("%1<br>Input %2 × %3 × %4, %5 classes; meant for <b>%6</b>; %7 MFLOP per "
