@@ -19,6 +19,7 @@
 #include "app/runs/run_builder.h"
 #include "app/version/build_info.h"
 #include "engine/data/dataset.h"
+#include "engine/data/dataset_manifest.h"
 #include "engine/dist/process_state.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
@@ -462,10 +463,11 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                 return ExitFailure;
             }
         }
-        engine::requireKnownDataset(dataset.toStdString()); // UnknownName -> exit 2 with the list
+        // The table's, or one imported from a folder of images; UnknownName -> exit 2 with the list.
+        const engine::DatasetSpec spec = engine::datasetSpecAlong(dataset.toStdString(), searchPath);
         const std::string model = p.isSet(QStringLiteral("model"))
                                       ? p.value(QStringLiteral("model")).toStdString()
-                                      : engine::defaultModelFor(dataset.toStdString());
+                                      : engine::defaultModelFor(spec);
         c = engine::defaultConfigFor(model);
         c.dataset = dataset.toStdString();
         int towers = 1, threads = 0, batch = c.batchPerTower;

@@ -35,6 +35,9 @@ struct Dataset
     std::filesystem::path location;      // the folder the files were read from
     std::vector<std::string> classNames; // index = label
     ImageSet train, test;
+    // Whether a left-right mirror keeps an image's class (DatasetSpec::mirrorSafe), as loadDataset
+    // found it; the recipes read the table's entry for a dataset of the table.
+    bool mirrorSafe = false;
 };
 
 // What discovery found, without loading the pixels (headers are validated, sizes checked).

@@ -223,8 +223,8 @@ void validateDatasetSpec(const DatasetSpec& spec)
             invalid(spec, "an IDX split is two files, {images, labels}");
         if (spec.coarseLabels.numClasses != 0)
             invalid(spec, "IDX files hold one label per image; there is no coarse labelling");
-        if (spec.imageShape[2] != 1)
-            invalid(spec, "IDX images are grayscale (1 channel), the table says " +
+        if (spec.imageShape[2] != 1 && spec.imageShape[2] != 3)
+            invalid(spec, "IDX images have 1 or 3 channels, the table says " +
                               spec.imageShape.str());
         break;
     case DatasetReader::CifarBinary:

@@ -6,6 +6,7 @@
 
 #include "engine/data/cifar_reader.h"
 #include "engine/data/dataset.h"
+#include "engine/data/dataset_manifest.h"
 #include "engine/data/idx_reader.h"
 
 namespace towers::engine {
@@ -136,6 +137,31 @@ Dataset load(const DatasetSpec& spec, const fs::path& folder, const DatasetLabel
     throw InvalidArgument("dataset " + spec.name + ": unknown reader");
 }
 
+// The spec of `name` for the files in `folder`: the table's, else the manifest there (a dataset
+// imported from a folder of images, named after its folder). IoError when neither says.
+DatasetSpec specIn(const std::string& name, const fs::path& folder)
+{
+    if (const DatasetSpec* spec = findDatasetSpec(name)) return *spec;
+    if (auto spec = readDatasetManifest(folder)) {
+        if (spec->name == name) return *spec;
+        throw IoError(folder.string() + " holds the imported dataset " + spec->name + ", not " +
+                      name);
+    }
+    std::string known;
+    for (const std::string& n : knownDatasets()) known += (known.empty() ? "" : ", ") + n;
+    throw UnknownName("unknown dataset '" + name + "' (known datasets: " + known + "; nor is " +
+                      (folder / kDatasetManifest).string() +
+                      " there, the manifest of a dataset made by towers-cli import)");
+}
+
+// The sub-folders of a search-path folder that may hold `name`: the table's, else the folder of
+// its name (an imported dataset).
+std::vector<std::string> folderNamesOf(const std::string& name)
+{
+    if (const DatasetSpec* spec = findDatasetSpec(name)) return spec->folderNames;
+    return {name};
+}
+
 std::string envString(const char* name)
 {
     const char* v = std::getenv(name);
@@ -158,7 +184,8 @@ std::optional<DatasetInfo> tryInspect(const std::string& name, const fs::path& f
 std::optional<DatasetInfo> find(const std::string& name, const std::vector<fs::path>& searchPath,
                                 std::vector<std::string>& reasons)
 {
-    const std::vector<std::string> subfolders = datasetSpec(name).folderNames;
+    if (!findDatasetSpec(name) && !isImportedDatasetName(name)) datasetSpec(name); // UnknownName
+    const std::vector<std::string> subfolders = folderNamesOf(name);
     for (const fs::path& dir : searchPath) {
         bool any = false;
         for (const std::string& sub : subfolders) {
@@ -208,7 +235,7 @@ std::vector<fs::path> defaultSearchPath()
 
 DatasetInfo inspectDataset(const std::string& name, const fs::path& folder)
 {
-    const DatasetSpec& spec = datasetSpec(name);
+    const DatasetSpec spec = specIn(name, folder);
     DatasetInfo info;
     info.name = name;
     info.location = folder;
@@ -229,8 +256,9 @@ DatasetInfo inspectDataset(const std::string& name, const fs::path& folder)
         const IdxHeader testLabels = inspectIdxLabels(f.test.labels);
         requireSameCount(trainImages.count, f.train.images, trainLabels.count, f.train.labels);
         requireSameCount(testImages.count, f.test.images, testLabels.count, f.test.labels);
-        info.imageShape = {trainImages.rows, trainImages.cols, 1};
-        requireSameShape(info.imageShape, Shape{testImages.rows, testImages.cols, 1},
+        info.imageShape = {trainImages.rows, trainImages.cols, trainImages.channels};
+        requireSameShape(info.imageShape,
+                         Shape{testImages.rows, testImages.cols, testImages.channels},
                          f.test.images);
         info.trainCount = trainImages.count;
         info.testCount = testImages.count;
@@ -253,19 +281,31 @@ std::vector<DatasetInfo> discoverDatasets(const std::vector<fs::path>& searchPat
     std::vector<DatasetInfo> found;
     for (const std::string& name : knownDatasets())
         if (auto info = findDataset(name, searchPath)) found.push_back(std::move(*info));
+    for (const std::string& name : importedDatasetNames(searchPath))
+        if (auto info = findDataset(name, searchPath)) found.push_back(std::move(*info));
     return found;
 }
 
 Dataset loadCifar100(const fs::path& folder, bool fineLabels)
 {
     const DatasetSpec& spec = datasetSpec("cifar100");
-    return load(spec, folder, fineLabels ? spec.labels : spec.coarseLabels);
+    Dataset d = load(spec, folder, fineLabels ? spec.labels : spec.coarseLabels);
+    d.mirrorSafe = spec.mirrorSafe;
+    return d;
 }
 
 Dataset loadDataset(const std::string& name, const fs::path& folder)
 {
-    const DatasetSpec& spec = datasetSpec(name);
-    return load(spec, folder, spec.labels);
+    const DatasetSpec spec = specIn(name, folder);
+    Dataset d = load(spec, folder, spec.labels);
+    d.mirrorSafe = spec.mirrorSafe;
+    // An imported dataset's files must be what its manifest says (the table's sets are read as
+    // their files are).
+    if (!findDatasetSpec(name) && d.train.imageShape() != spec.imageShape)
+        throw IoError((folder / spec.trainFiles[0]).string() + ": images of " +
+                      d.train.imageShape().str() + ", but " + kDatasetManifest + " says " +
+                      spec.imageShape.str());
+    return d;
 }
 
 Dataset loadDataset(const std::string& name, const std::vector<fs::path>& searchPath)
@@ -284,7 +324,7 @@ Dataset loadDataset(const std::string& name, const std::vector<fs::path>& search
 std::optional<fs::path> datasetFolderIn(const std::string& name, const fs::path& folder,
                                         std::string* why)
 {
-    const DatasetSpec& spec = datasetSpec(name);
+    if (!findDatasetSpec(name) && !isImportedDatasetName(name)) datasetSpec(name); // UnknownName
     std::error_code ec;
     if (!fs::is_directory(folder, ec)) {
         if (why)
@@ -292,15 +332,21 @@ std::optional<fs::path> datasetFolderIn(const std::string& name, const fs::path&
                 folder.string() + (fs::exists(folder, ec) ? " is not a folder" : " does not exist");
         return std::nullopt;
     }
-    for (const std::string& sub : spec.folderNames)
+    const DatasetSpec* table = findDatasetSpec(name);
+    const std::vector<std::string> subfolders = folderNamesOf(name);
+    const std::vector<std::string> markers =
+        table ? table->markerFiles() : std::vector<std::string>{kDatasetManifest};
+    for (const std::string& sub : subfolders)
         if (fs::is_directory(folder / sub, ec)) return folder / sub;
-    for (const std::string& marker : spec.markerFiles())
-        if (fs::exists(folder / marker, ec)) return folder; // the files themselves, directly in it
+    const bool named = table || fs::absolute(folder, ec).lexically_normal().filename() == name;
+    for (const std::string& marker : markers)
+        if (named && fs::exists(folder / marker, ec))
+            return folder; // the files themselves, directly in it
     if (why) {
         std::string names, files;
-        for (const std::string& sub : spec.folderNames)
+        for (const std::string& sub : subfolders)
             names += (names.empty() ? "" : ", ") + sub + "/";
-        for (const std::string& marker : spec.markerFiles())
+        for (const std::string& marker : markers)
             files += (files.empty() ? "" : " or ") + marker;
         *why = folder.string() + " holds no " + name + ": neither a " + names +
                " folder nor its files (" + files + ") directly in it";

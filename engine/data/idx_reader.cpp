@@ -1,6 +1,8 @@
 // IDX: big-endian magic (two zero bytes, the element type 0x08 = unsigned byte, the number of
 // dimensions), one 32-bit big-endian size per dimension, then the elements. Only what MNIST and
-// Fashion-MNIST use is accepted: 3-dimensional images and 1-dimensional labels of unsigned bytes.
+// Fashion-MNIST use is accepted, and colour: images of unsigned bytes with 3 dimensions (count,
+// rows, columns: MNIST's) or 4 (count, rows, columns, channels of 1 or 3, channels last: what
+// `towers-cli import` writes), and 1-dimensional labels of unsigned bytes.
 #include "engine/data/idx_reader.h"
 
 #include <algorithm>
@@ -36,16 +38,20 @@ struct Layout
 {
     bool images = true;
     std::int64_t count = 0, rows = 0, cols = 0;
+    std::int64_t channels = 1; // a 4-dimensional images file's last size
+    bool fourDims = false;
 
-    std::uint64_t headerBytes() const { return images ? 16 : 8; }
-    std::uint64_t itemBytes() const { return images ? std::uint64_t(rows * cols) : 1; }
+    std::uint64_t headerBytes() const { return images ? (fourDims ? 20 : 16) : 8; }
+    std::uint64_t itemBytes() const { return images ? std::uint64_t(rows * cols * channels) : 1; }
     std::uint64_t totalBytes() const { return headerBytes() + std::uint64_t(count) * itemBytes(); }
     std::string kindName() const { return images ? "IDX images" : "IDX labels"; }
     std::string announce() const
     {
         return images
                    ? std::to_string(count) + " images of " + std::to_string(rows) + "x" +
-                         std::to_string(cols) + " (" + std::to_string(totalBytes()) + " bytes)"
+                         std::to_string(cols) +
+                         (fourDims ? "x" + std::to_string(channels) : std::string()) + " (" +
+                         std::to_string(totalBytes()) + " bytes)"
                    : std::to_string(count) + " labels (" + std::to_string(totalBytes()) + " bytes)";
     }
 };
@@ -63,7 +69,8 @@ Layout checkHeader(const std::uint8_t* head, std::size_t have, bool images, cons
                       " bytes is too short for an IDX header (expected magic number " + expected +
                       ")");
     const std::uint32_t magic = be32(head);
-    if (magic != expectedMagic) {
+    l.fourDims = images && magic == 0x00000804u;
+    if (magic != expectedMagic && !l.fourDims) {
         std::string why;
         if (head[0] != 0 || head[1] != 0)
             why = "this is not an IDX file";
@@ -75,7 +82,7 @@ Layout checkHeader(const std::uint8_t* head, std::size_t have, bool images, cons
                 images ? "this is a labels file, not images" : "this is an images file, not labels";
         else
             why = "the file has " + std::to_string(head[3]) + " dimensions, expected " +
-                  (images ? "3" : "1");
+                  (images ? "3 or 4" : "1");
         throw IoError(what + ": wrong magic number " + hex32(magic) +
                       " at byte offset 0: expected " + expected + "; " + why);
     }
@@ -94,6 +101,12 @@ Layout checkHeader(const std::uint8_t* head, std::size_t have, bool images, cons
             throw IoError(what + ": the header (byte offset 8) says images are " +
                           std::to_string(l.rows) + "x" + std::to_string(l.cols) +
                           ": expected rows and columns between 1 and " + std::to_string(kMaxSide));
+        if (l.fourDims) {
+            l.channels = be32(head + 16);
+            if (l.channels != 1 && l.channels != 3)
+                throw IoError(what + ": the header (byte offset 16) says images have " +
+                              std::to_string(l.channels) + " channels: expected 1 or 3");
+        }
     }
     if (l.totalBytes() > kMaxDatasetFileBytes)
         throw IoError(what + ": the header says " + l.announce() + ", more than the " +
@@ -124,9 +137,10 @@ std::vector<std::uint8_t> payload(const std::vector<std::uint8_t>& bytes, bool i
     }
 
     GzipReader gz(bytes.data(), bytes.size(), what);
-    std::uint8_t head[16];
-    const std::size_t headWanted = images ? 16 : 8;
-    const std::size_t headGot = gz.read(head, headWanted);
+    std::uint8_t head[20];
+    std::size_t headGot = gz.read(head, images ? 16 : 8);
+    // A 4-dimensional images header has a fifth size (the channels); read no pixel as header.
+    if (images && headGot == 16 && be32(head) == 0x00000804u) headGot += gz.read(head + 16, 4);
     if (headGot == 0)
         throw IoError(what + ": the gzip stream inflates to nothing (expected " +
                       (images ? "IDX images" : "IDX labels") + ")");
@@ -168,8 +182,8 @@ IdxHeader inspect(const std::filesystem::path& path, bool images)
             throw IoError(what + ": truncated gzip stream: " + std::to_string(size) +
                           " bytes is shorter than any gzip file (18 bytes)");
         GzipReader gz(head.data(), head.size(), what);
-        std::uint8_t buf[16];
-        const std::size_t got = gz.read(buf, images ? 16 : 8);
+        std::uint8_t buf[20];
+        const std::size_t got = gz.read(buf, images ? 20 : 8);
         if (got == 0)
             throw IoError(what + ": the gzip stream inflates to nothing (expected " +
                           (images ? "IDX images" : "IDX labels") + ")");
@@ -186,6 +200,7 @@ IdxHeader inspect(const std::filesystem::path& path, bool images)
     h.count = l.count;
     h.rows = l.rows;
     h.cols = l.cols;
+    h.channels = images ? l.channels : 0;
     return h;
 }
 
@@ -199,7 +214,7 @@ ImageSet parseIdxImages(const std::vector<std::uint8_t>& bytes, const std::strin
     set.count = l.count;
     set.height = l.rows;
     set.width = l.cols;
-    set.channels = 1;
+    set.channels = l.channels;
     set.pixels = std::move(pixels);
     return set;
 }

@@ -14,6 +14,7 @@ struct IdxHeader
 {
     std::int64_t count = 0;
     std::int64_t rows = 0, cols = 0; // 0 for a labels file
+    std::int64_t channels = 0;       // 1, or 3 for a 4-dimensional images file; 0 for labels
     bool gzip = false;
 };
 

@@ -73,9 +73,7 @@ void describe(::onnx::ModelProto& m, const Model& model, const CheckpointInfo& i
             classes.push_back("class " + std::to_string(i));
     }
     // The images' size before the crop: the dataset's, else the model's input (as Classifier).
-    Shape source = in;
-    for (const auto& name : knownDatasets())
-        if (name == info.dataset) source = datasetImageShape(name);
+    const Shape source = sourceImageShape(info);
     const int cropH = int(in[0]), cropW = int(in[1]);
     const Json crop = {(source[0] - cropH) / 2, (source[1] - cropW) / 2, cropH, cropW};
 

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
+#include "engine/data/dataset_spec.h"
+
 namespace towers::engine {
 
 namespace {
@@ -132,6 +134,18 @@ CheckpointInfo parseInfo(const std::map<std::string, std::string>& meta, const f
             dims.push_back(d.get<std::int64_t>());
         }
         info.inputShape = Shape(dims);
+        if (const auto it = meta.find("image_shape"); it != meta.end()) {
+            const Json image = Json::parse(it->second);
+            if (!image.is_array() || image.size() != 3)
+                throw bad("image_shape", "is not a list [H, W, C]");
+            std::vector<std::int64_t> sizes;
+            for (const auto& d : image) {
+                if (!d.is_number_integer() || d.get<std::int64_t>() < 1)
+                    throw bad("image_shape", "holds a non-positive size");
+                sizes.push_back(d.get<std::int64_t>());
+            }
+            info.imageShape = Shape(sizes);
+        }
         const Json epoch = Json::parse(get("epoch"));
         if (!epoch.is_number() || epoch.get<double>() < 0)
             throw bad("epoch", "is not a number >= 0");
@@ -202,6 +216,11 @@ void writeCheckpoint(const fs::path& path, const Checkpoint& c)
         {"optimizer", c.info.optimizer},
         {"config", c.info.config},
     };
+    if (c.info.imageShape.rank() == 3) {
+        Json image = Json::array();
+        for (auto d : c.info.imageShape.dims()) image.push_back(d);
+        meta["image_shape"] = image.dump();
+    }
     meta[kChecksumKey] = checksum(meta, all);
     writeSafeTensors(path, all, meta);
 }
@@ -305,6 +324,13 @@ Checkpoint loadCheckpoint(const fs::path& path, Model& model, bool useEma)
 int checkpointClasses(const CheckpointInfo& info)
 {
     return int(info.classNames.size());
+}
+
+Shape sourceImageShape(const CheckpointInfo& info)
+{
+    if (info.imageShape.rank() == 3) return info.imageShape;
+    if (const DatasetSpec* spec = findDatasetSpec(info.dataset)) return spec->imageShape;
+    return info.inputShape;
 }
 
 } // namespace towers::engine

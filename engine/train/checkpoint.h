@@ -24,6 +24,10 @@ struct CheckpointInfo
     std::string dataset;                 // e.g. "cifar10" (may be empty)
     std::vector<std::string> classNames; // index = label (may be empty)
     Shape inputShape;                    // [H, W, C]
+    // [H, W, C] of the dataset's images the model was trained on (larger than the input where
+    // the recipe crops); empty in a checkpoint from before it was recorded (then the dataset
+    // table's, else the input: sourceImageShape).
+    Shape imageShape;
     std::string preprocessing;           // the recipe as JSON (Preprocessing::toJson), may be empty
     std::int64_t step = 0;               // global steps done
     double epoch = 0;                    // step / steps per epoch
@@ -57,6 +61,9 @@ Checkpoint readCheckpoint(const std::filesystem::path& path);
 // The classes a checkpoint's model was built with: as many as its class names, else 0 (the
 // model's default, ModelInfo::numClasses: a checkpoint that names none).
 int checkpointClasses(const CheckpointInfo& info);
+// The size images are brought to before the recipe's central crop, for a model of `info`: the
+// recorded imageShape, else the dataset table's for `info.dataset`, else the model's input.
+Shape sourceImageShape(const CheckpointInfo& info);
 
 // Checks that `checkpoint` (read from `path`, named in messages) fits `model`: the same model,
 // every parameter and buffer present with the model's shape and dtype and no other weight, the

@@ -34,10 +34,7 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
         throw InvalidArgument(checkpoint.string() +
                               ": its preprocessing recipe is invalid: " + e.what());
     }
-    const Shape& in = m_model->inputShape();
-    m_source = in;
-    for (const auto& name : knownDatasets())
-        if (name == m_info.dataset) m_source = datasetImageShape(name);
+    m_source = sourceImageShape(m_info);
     m_recipe.validateFor(m_source);
     if (!m_info.classNames.empty() &&
         static_cast<int>(m_info.classNames.size()) != m_model->numClasses())

@@ -9,7 +9,12 @@ namespace towers::engine {
 
 std::string defaultModelFor(const std::string& dataset)
 {
-    const DatasetSpec& spec = datasetSpec(dataset); // UnknownName listing the datasets
+    return defaultModelFor(datasetSpec(dataset)); // UnknownName listing the datasets
+}
+
+std::string defaultModelFor(const DatasetSpec& spec)
+{
+    const std::string& dataset = spec.name;
     if (!spec.defaultModel.empty()) return findModel(spec.defaultModel).name;
     const auto& models = modelRegistry();
     const auto meant = std::find_if(models.begin(), models.end(), [&](const ModelInfo& m) {
@@ -75,7 +80,8 @@ Preprocessing preprocessingFor(const std::string& model, const Dataset& dataset)
         break;
     }
     const DatasetSpec* spec = findDatasetSpec(dataset.name);
-    p.flip = a.flip && spec && spec->mirrorSafe; // clothes and objects mirror; digits do not
+    // Clothes and objects mirror; digits do not; an imported dataset says so in its manifest.
+    p.flip = a.flip && (spec ? spec->mirrorSafe : dataset.mirrorSafe);
     p.validateFor(source);
     return p;
 }

@@ -7,6 +7,7 @@
 // names a model or a dataset.
 #include <string>
 
+#include "engine/data/dataset_spec.h"
 #include "engine/data/preprocessing.h"
 #include "engine/train/train_config.h"
 
@@ -18,6 +19,8 @@ namespace towers::engine {
 // CIFAR-10), else the model of lowest ModelInfo::anyDatasetRank that its images fit (modelFits:
 // cifar10-resnet for CIFAR-100). UnknownName for an unknown dataset, or images no model takes.
 std::string defaultModelFor(const std::string& dataset);
+// The same for a dataset's spec (one of the table's, or an imported one: dataset_manifest.h).
+std::string defaultModelFor(const DatasetSpec& spec);
 
 // The training configuration a model starts from: its registry entry's ModelRecipe (optimizer,
 // schedule, batch per tower, length, weight decay, EMA, checkpoint/evaluation/log intervals) on

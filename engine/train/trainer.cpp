@@ -438,6 +438,7 @@ std::filesystem::path Trainer::writeCheckpoint()
     info.dataset = m_config.dataset;
     info.classNames = m_data.classNames;
     info.preprocessing = m_data.preprocessing;
+    info.imageShape = m_data.imageShape;
     info.step = s;
     info.epoch = double(s) / double(m_stepsPerEpoch);
     info.optimizer = m_towers->optimizer().name();

@@ -35,6 +35,7 @@ struct DataDescription
 {
     std::vector<std::string> classNames; // index = label
     std::string preprocessing;           // the recipe as JSON (Preprocessing::toJson)
+    Shape imageShape;                    // [H, W, C] of the dataset's images (may be empty)
 };
 
 class Trainer

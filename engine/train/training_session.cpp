@@ -148,7 +148,7 @@ void TrainingSession::build(TrainerObserver* observer)
     lo.drawsOnly = holdOnGpus(c, m_dataset->train, dataNote);
     m_loader = std::make_unique<BatchLoader>(m_dataset->train, m_recipe, lo);
 
-    DataDescription data{m_dataset->classNames, m_recipe.toJson()};
+    DataDescription data{m_dataset->classNames, m_recipe.toJson(), m_dataset->train.imageShape()};
     m_trainer =
         std::make_unique<Trainer>(c, *m_loader, m_options.runDirectory, data, observer, group);
     if (lo.drawsOnly)

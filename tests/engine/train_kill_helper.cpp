@@ -33,7 +33,7 @@ int main(int argc, char** argv)
         c.dataset = "synthetic";
         towers::test::SyntheticBatches source({28, 28, 1}, 10, c.towers, c.batchPerTower, 4000, 7);
         Trainer trainer(c, source, argv[1],
-                        {{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}, "{}"});
+                        {{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}, "{}", {}});
         const auto resumed = trainer.resumeFromNewest();
         std::printf("started %lld\n", static_cast<long long>(resumed.value_or(0)));
         std::fflush(stdout);

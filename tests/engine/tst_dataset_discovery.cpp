@@ -9,6 +9,7 @@
 
 #include "dataset_files.h"
 #include "engine/data/dataset.h"
+#include "engine/data/dataset_manifest.h"
 #include "engine/data/preprocessing.h"
 
 using namespace towers::engine;
@@ -169,7 +170,10 @@ private slots:
         }
         QVERIFY(!findDataset("mnist", {root / "a", root / "b", root / "missing"}));
         QVERIFY(discoverDatasets({}).empty());
-        QVERIFY_THROWS_EXCEPTION(UnknownName, findDataset("svhn", {root}));
+        // A name of no table entry may be an imported dataset's: not found, and unknown.
+        QVERIFY(!findDataset("svhn", {root}));
+        QVERIFY_THROWS_EXCEPTION(UnknownName, datasetSpecAlong("svhn", {root}));
+        QVERIFY_THROWS_EXCEPTION(UnknownName, findDataset("Not a name/", {root}));
     }
 
     // Debian's dataset-fashion-mnist: the real files, checked against facts published with the
@@ -319,7 +323,7 @@ private slots:
         QTest::newRow("CIFAR gzip") << "cifar100" << 9 << "never gzip";
         QTest::newRow("label byte beyond the record's") << "cifar100" << 10 << "label byte 2";
         QTest::newRow("no URL scheme") << "cifar100" << 11 << "must start with http";
-        QTest::newRow("grayscale IDX") << "fashion-mnist" << 12 << "grayscale";
+        QTest::newRow("IDX of 2 channels") << "fashion-mnist" << 12 << "1 or 3 channels";
     }
     void tableValidation()
     {
@@ -366,7 +370,7 @@ private slots:
             spec.downloads.baseUrl = "www.cs.toronto.edu/~kriz/";
             break;
         case 12:
-            spec.imageShape = {28, 28, 3};
+            spec.imageShape = {28, 28, 2};
             break;
         }
         try {

@@ -405,7 +405,7 @@ private slots:
         auto src = syntheticBatchesFor(c);
         Recorder rec;
         Trainer t(c, src, dir.path().toStdString(),
-                  {{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}, "{}"}, &rec);
+                  {{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}, "{}", {}}, &rec);
         t.setEvaluator(45, src.evaluationBatches());
         QCOMPARE(t.run(), Trainer::Outcome::Finished);
         QCOMPARE(rec.finished, std::int64_t(30));
@@ -697,7 +697,7 @@ private slots:
         // Class names that do not fit the model.
         QTemporaryDir namesDir; // `fresh` holds dir
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, Trainer(c, src, namesDir.path().toStdString(),
-                                                          {{"cat", "dog"}, "{}"}));
+                                                          {{"cat", "dog"}, "{}", {}}));
         // A bad configuration never reaches the disk.
         TrainConfig bad = baseConfig();
         bad.batchPerTower = 0;
