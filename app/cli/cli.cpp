@@ -24,6 +24,7 @@ const Command kCommands[] = {
     {"export", "Write a checkpoint's model as an ONNX file", runExport},
     {"runs", "List the training runs and their checkpoints, or show one run", runRuns},
     {"datasets", "List the datasets found on this machine", runDatasets},
+    {"import", "Make a dataset from a folder of your images, one sub-folder per class", runImport},
     {"devices", "List the CPU and GPUs that can run towers", runDevices},
     {"selftest", "Check every op against the reference, then a few training steps", runSelftest},
 };

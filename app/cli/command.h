@@ -91,6 +91,7 @@ int runDownload(const QStringList& args, CommandIo& io);
 int runModels(const QStringList& args, CommandIo& io);
 int runDevices(const QStringList& args, CommandIo& io);
 int runDatasets(const QStringList& args, CommandIo& io);
+int runImport(const QStringList& args, CommandIo& io);
 int runRuns(const QStringList& args, CommandIo& io);
 int runTrain(const QStringList& args, CommandIo& io);
 int runEval(const QStringList& args, CommandIo& io);

@@ -7,6 +7,7 @@
 #include "app/cli/command.h"
 #include "app/data/data_dirs.h"
 #include "engine/data/dataset.h"
+#include "engine/data/dataset_manifest.h"
 
 namespace towers::app {
 
@@ -82,6 +83,7 @@ int runDatasets(const QStringList& args, CommandIo& io)
                                   QString::fromUtf8(e.what()));
             }
         }
+        holdsAny = holdsAny || !engine::importedDatasetNames({dir.toStdString()}).empty();
         if (!holdsAny)
             notes << QStringLiteral("--data-dir %1 holds no dataset: none of the folders %2 is in "
                                     "it, nor a dataset's "
@@ -132,7 +134,8 @@ int runDatasets(const QStringList& args, CommandIo& io)
     }
     if (!missing.isEmpty())
         io.out << "Not found: " << missing.join(QStringLiteral(", "))
-               << " (get one with 'towers-cli download NAME')\n";
+               << " (get one with 'towers-cli download NAME'; make one from a folder of your "
+                  "images with 'towers-cli import FOLDER')\n";
     io.out << "Searched: ";
     QStringList searched;
     for (const auto& f : path) searched << QString::fromStdString(f.string());

@@ -1,0 +1,236 @@
+// towers-cli import: a dataset from a folder of the user's images (app/data/image_folder_import.h).
+#include <QEventLoop>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTimer>
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unistd.h>
+
+#include "app/cli/command.h"
+#include "app/data/image_folder_import.h"
+#include "app/process/interrupt_notifier.h"
+#include "engine/data/dataset_manifest.h"
+#include "engine/errors.h"
+#include "engine/models/registry.h"
+#include "engine/train/recipe.h"
+
+namespace towers::app {
+
+int runImport(const QStringList& args, CommandIo& io)
+{
+    QCommandLineParser p;
+    p.setApplicationDescription(QStringLiteral(
+        "Makes a dataset from a folder of your images, one sub-folder per class (named after "
+        "the class), or train/ and test/ (or val/) folders that each hold the class folders. "
+        "Every image (PNG, JPEG, BMP, GIF, PPM/PGM, ...; sub-folders of a class too) is cropped "
+        "to its central square and scaled, as 'towers-cli classify' reads an image, and the "
+        "dataset is written to the data folder under its name, where 'towers-cli train "
+        "--dataset NAME', eval, the desktop application and 'towers-cli datasets' find it. Files "
+        "that are no image, and images that cannot be read, are passed over and listed."));
+    p.addPositionalArgument(QStringLiteral("folder"), QStringLiteral("The folder of images."));
+    p.addOptions({
+        {QStringLiteral("name"),
+         QStringLiteral("The dataset's name (lowercase letters, digits, '-', '_', '.'); default: "
+                        "from the folder's name."),
+         QStringLiteral("name")},
+        {QStringLiteral("data-dir"),
+         QStringLiteral("Where to write it (default: the first folder of $TOWERS_DATA, else "
+                        "~/.local/share/towers/datasets)."),
+         QStringLiteral("dir")},
+        {QStringLiteral("size"),
+         QStringLiteral("Side of the square images in pixels, %1 to %2 (default: 28 for "
+                        "grayscale, 32 for colour: the built-in networks take 24 to 32).")
+             .arg(kMinImportSide)
+             .arg(kMaxImportSide),
+         QStringLiteral("pixels")},
+        {QStringLiteral("channels"),
+         QStringLiteral("1 (grayscale), 3 (colour) or auto: 1 when every image is gray "
+                        "(default)."),
+         QStringLiteral("n")},
+        {QStringLiteral("test-fraction"),
+         QStringLiteral("Share of each class held out as the test set when there is no test "
+                        "folder (default 0.1)."),
+         QStringLiteral("f")},
+        {QStringLiteral("no-flip"),
+         QStringLiteral("Left-right mirrors change the class (text, digits, arrows): training "
+                        "never flips these images.")},
+        {QStringLiteral("seed"),
+         QStringLiteral("Which images are held out (default 1)."), QStringLiteral("n")},
+        {QStringLiteral("force"),
+         QStringLiteral("Replace an imported dataset of the same name.")},
+        {QStringLiteral("json"), QStringLiteral("Print the result as JSON.")},
+    });
+    int code = 0;
+    if (!parseOrExplain(p, args, io, code)) return code;
+    const QStringList pos = p.positionalArguments();
+    if (pos.size() != 1) {
+        io.err << "towers-cli import: expected one folder of images, got " << pos.size()
+               << " arguments (see 'towers-cli import --help')\n";
+        return ExitUsage;
+    }
+    ImportOptions o;
+    o.source = pos.front();
+    o.name = p.value(QStringLiteral("name"));
+    o.dataDir = p.value(QStringLiteral("data-dir"));
+    if (!intOption(p, QStringLiteral("size"), kMinImportSide, kMaxImportSide, o.size, io))
+        return ExitUsage;
+    if (p.isSet(QStringLiteral("channels"))) {
+        const QString c = p.value(QStringLiteral("channels"));
+        if (c == QLatin1String("1") || c == QLatin1String("3"))
+            o.channels = c.toInt();
+        else if (c != QLatin1String("auto")) {
+            io.err << "towers-cli import: --channels must be 1, 3 or auto, got '" << c << "'\n";
+            return ExitUsage;
+        }
+    }
+    if (p.isSet(QStringLiteral("test-fraction"))) {
+        bool ok = false;
+        o.testFraction = p.value(QStringLiteral("test-fraction")).toDouble(&ok);
+        if (!ok || !(o.testFraction >= 0 && o.testFraction < 1)) {
+            io.err << "towers-cli import: --test-fraction must be a number from 0 to below 1, "
+                      "got '"
+                   << p.value(QStringLiteral("test-fraction")) << "'\n";
+            return ExitUsage;
+        }
+    }
+    int seed = 1;
+    if (!intOption(p, QStringLiteral("seed"), 0, 2147483647, seed, io)) return ExitUsage;
+    o.seed = std::uint64_t(seed);
+    o.mirrorSafe = !p.isSet(QStringLiteral("no-flip"));
+    o.overwrite = p.isSet(QStringLiteral("force"));
+    const bool json = p.isSet(QStringLiteral("json"));
+    if (!o.name.isEmpty()) {
+        std::string why;
+        if (!engine::isImportedDatasetName(o.name.toStdString(), &why)) {
+            io.err << "towers-cli import: --name: " << QString::fromStdString(why) << "\n";
+            return ExitUsage;
+        }
+    }
+
+    // The import runs on a thread of its own, so that Ctrl-C cancels it cleanly (nothing is
+    // left behind) rather than killing it half-written.
+    std::atomic<bool> cancel{false};
+    std::optional<ImportResult> result;
+    std::string error;
+    std::mutex progressMutex;
+    qint64 done = 0, total = -1;
+    const bool tty = !json && ::isatty(::fileno(stderr)) == 1;
+    QEventLoop loop;
+    InterruptNotifier interrupts;
+    QObject::connect(&interrupts, &InterruptNotifier::interrupted, &loop, [&] {
+        cancel = true;
+        if (tty) io.err << "\r\x1b[K";
+        io.err << "towers-cli import: cancelling...\n";
+        io.err.flush();
+    });
+    QTimer ticker;
+    QObject::connect(&ticker, &QTimer::timeout, &loop, [&] {
+        std::lock_guard lock(progressMutex);
+        if (tty && total > 0 && !cancel) {
+            io.err << "\r\x1b[Kimporting: " << done << " of " << total << " images";
+            io.err.flush();
+        }
+    });
+    ticker.start(200);
+    std::thread worker([&] {
+        try {
+            result = importImageFolder(
+                o,
+                [&](qint64 d, qint64 t) {
+                    std::lock_guard lock(progressMutex);
+                    done = d;
+                    total = t;
+                },
+                &cancel);
+        } catch (const std::exception& e) { // the folder, the name taken, the disk: exit 1
+            error = e.what();
+        }
+        QMetaObject::invokeMethod(&loop, &QEventLoop::quit, Qt::QueuedConnection);
+    });
+    loop.exec();
+    worker.join();
+    ticker.stop();
+    if (tty) io.err << "\r\x1b[K";
+    if (!result) {
+        io.err << "towers-cli import: " << QString::fromUtf8(error.c_str()) << "\n";
+        return cancel ? ExitInterrupted : ExitFailure;
+    }
+
+    const ImportResult& r = *result;
+    const engine::DatasetSpec& s = r.spec;
+    qint64 train = 0, test = 0;
+    for (qint64 n : r.train) train += n;
+    for (qint64 n : r.test) test += n;
+    QString model;
+    try {
+        model = QString::fromStdString(engine::defaultModelFor(s));
+    } catch (const engine::Error&) {
+    }
+    const QString name = QString::fromStdString(s.name);
+    if (json) {
+        QJsonArray classes, skipped, ignored;
+        for (std::size_t c = 0; c < s.labels.names.size(); ++c)
+            classes.append(QJsonObject{
+                {QStringLiteral("name"), QString::fromStdString(s.labels.names[c])},
+                {QStringLiteral("train"), r.train[c]},
+                {QStringLiteral("test"), r.test[c]}});
+        for (const QString& f : r.skipped) skipped.append(f);
+        for (const QString& f : r.ignored) ignored.append(f);
+        io.out << QJsonDocument(QJsonObject{{QStringLiteral("name"), name},
+                                            {QStringLiteral("folder"), r.folder},
+                                            {QStringLiteral("image_shape"),
+                                             shapeJson(s.imageShape)},
+                                            {QStringLiteral("train"), train},
+                                            {QStringLiteral("test"), test},
+                                            {QStringLiteral("classes"), classes},
+                                            {QStringLiteral("flips"), s.mirrorSafe},
+                                            {QStringLiteral("model"), model},
+                                            {QStringLiteral("skipped"), skipped},
+                                            {QStringLiteral("ignored"), ignored}})
+                      .toJson(QJsonDocument::Indented);
+        return ExitOk;
+    }
+    constexpr int kListed = 10;
+    for (qsizetype i = 0; i < r.skipped.size() && i < kListed; ++i)
+        io.err << "towers-cli import: passed over " << r.skipped[i] << "\n";
+    if (r.skipped.size() > kListed)
+        io.err << "towers-cli import: ... and " << (r.skipped.size() - kListed)
+               << " more images that could not be read\n";
+    if (!r.ignored.isEmpty())
+        io.err << "towers-cli import: " << r.ignored.size() << " file"
+               << (r.ignored.size() == 1 ? " is no image and was" : "s are no images and were")
+               << " left out ("
+               << r.ignored.mid(0, 3).join(QStringLiteral(", "))
+               << (r.ignored.size() > 3 ? QStringLiteral(", ...") : QString()) << ")\n";
+    io.out << "dataset " << name << " in " << r.folder << "\n"
+           << train << " train + " << test << " test images of " << shapeText(s.imageShape)
+           << " (HxWxC), " << s.labels.names.size() << " classes"
+           << (s.mirrorSafe ? "" : ", never flipped") << ":\n";
+    int width = 5;
+    for (const auto& c : s.labels.names) width = std::max(width, int(QString::fromStdString(c).size()));
+    io.out << "  " << QStringLiteral("class").leftJustified(width) << "  train   test\n";
+    for (std::size_t c = 0; c < s.labels.names.size(); ++c)
+        io.out << "  " << QString::fromStdString(s.labels.names[c]).leftJustified(width) << "  "
+               << QString::number(r.train[c]).rightJustified(5) << "  "
+               << QString::number(r.test[c]).rightJustified(5) << "\n";
+    if (!model.isEmpty())
+        io.out << "train it: towers-cli train --dataset " << name
+               << (p.isSet(QStringLiteral("data-dir"))
+                       ? QStringLiteral(" --data-dir ") + p.value(QStringLiteral("data-dir"))
+                       : QString())
+               << "   (" << model << ", the model for " << shapeText(s.imageShape)
+               << " images)\n";
+    else
+        io.out << "no built-in network takes " << shapeText(s.imageShape)
+               << " images ('towers-cli models' lists their inputs): import again with --size "
+                  "28 or 32\n";
+    return ExitOk;
+}
+
+} // namespace towers::app

@@ -1,0 +1,456 @@
+#include "app/data/image_folder_import.h"
+
+#include <QDateTime>
+#include <QDir>
+#include <QDirIterator>
+#include <QFile>
+#include <QFileInfo>
+#include <QImageReader>
+#include <QSet>
+#include <QTemporaryDir>
+#include <QtConcurrent/QtConcurrentMap>
+
+#include <algorithm>
+#include <cmath>
+
+#include "app/data/data_dirs.h"
+#include "app/data/file_ops.h"
+#include "app/inference/image_files.h"
+#include "engine/data/dataset.h"
+#include "engine/data/dataset_manifest.h"
+#include "engine/data/file_bytes.h"
+#include "engine/errors.h"
+#include "engine/tensor/rng.h"
+
+namespace towers::app {
+
+namespace {
+
+using engine::InvalidArgument;
+using engine::IoError;
+
+QString native(const QString& path)
+{
+    return QDir::toNativeSeparators(path);
+}
+
+// The suffixes Qt's image readers take ("png", "jpg", ...).
+const QSet<QString>& imageSuffixes()
+{
+    static const QSet<QString> suffixes = [] {
+        QSet<QString> s;
+        for (const QByteArray& f : QImageReader::supportedImageFormats())
+            s.insert(QString::fromLatin1(f).toLower());
+        s.insert(QStringLiteral("jpeg"));
+        s.insert(QStringLiteral("jpg"));
+        return s;
+    }();
+    return suffixes;
+}
+
+// The sub-folders of `dir` (not hidden, not links), sorted by name.
+QStringList subfolders(const QString& dir)
+{
+    QDir d(dir);
+    QStringList out;
+    const QFileInfoList entries =
+        d.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name | QDir::IgnoreCase);
+    for (const QFileInfo& e : entries)
+        if (!e.isSymLink()) out << e.fileName();
+    return out;
+}
+
+// Every image file under `dir` (sub-folders too, no links followed), sorted; files that are no
+// image go to `ignored`, relative to `base`.
+QStringList imageFiles(const QString& dir, const QString& base, QStringList& ignored)
+{
+    QStringList files;
+    QDirIterator it(dir, QDir::Files | QDir::NoDotAndDotDot, QDirIterator::Subdirectories);
+    while (it.hasNext()) {
+        const QString path = it.next();
+        const QFileInfo info = it.fileInfo();
+        if (info.fileName().startsWith(QLatin1Char('.'))) continue; // .DS_Store and the like
+        if (imageSuffixes().contains(info.suffix().toLower()))
+            files << path;
+        else
+            ignored << QDir(base).relativeFilePath(path);
+    }
+    files.sort();
+    return files;
+}
+
+struct Item
+{
+    QString path;
+    int label = 0;
+    bool test = false;
+};
+
+struct Decoded
+{
+    std::vector<std::uint8_t> pixels; // HWC
+    bool gray = true;
+    QString error;
+};
+
+Decoded decode(const Item& item, const engine::Shape& shape)
+{
+    Decoded d;
+    try {
+        const QImage image = readImageFile(item.path, shape);
+        engine::ImageSet one;
+        one.height = shape[0];
+        one.width = shape[1];
+        one.channels = shape[2];
+        appendImage(image, shape, one);
+        d.pixels = std::move(one.pixels);
+        if (shape[2] == 3)
+            for (std::size_t i = 0; i + 2 < d.pixels.size() && d.gray; i += 3)
+                d.gray = d.pixels[i] == d.pixels[i + 1] && d.pixels[i] == d.pixels[i + 2];
+    } catch (const std::exception& e) {
+        d.error = QString::fromUtf8(e.what()).section(QLatin1Char('\n'), 0, 0);
+    }
+    return d;
+}
+
+void putBe32(QByteArray& out, std::uint32_t v)
+{
+    out.append(char(v >> 24)).append(char(v >> 16)).append(char(v >> 8)).append(char(v));
+}
+
+void writeBytes(const QString& path, const QByteArray& header, const std::uint8_t* data,
+                qint64 size)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
+        throw IoError(native(path).toStdString() + ": cannot write: " +
+                      f.errorString().toStdString());
+    writeAll(f, header.constData(), header.size());
+    writeAll(f, reinterpret_cast<const char*>(data), size);
+    syncFile(f);
+}
+
+// One split as IDX files: images (3 dimensions for 1 channel, 4 for colour) and labels.
+void writeIdx(const QString& dir, const QString& prefix, const engine::ImageSet& set)
+{
+    QByteArray head;
+    putBe32(head, set.channels == 1 ? 0x00000803u : 0x00000804u);
+    putBe32(head, std::uint32_t(set.count));
+    putBe32(head, std::uint32_t(set.height));
+    putBe32(head, std::uint32_t(set.width));
+    if (set.channels != 1) putBe32(head, std::uint32_t(set.channels));
+    writeBytes(dir + QLatin1Char('/') + prefix + QStringLiteral("-images-idx3-ubyte"), head,
+               set.pixels.data(), qint64(set.pixels.size()));
+    std::vector<std::uint8_t> labels(set.labels.begin(), set.labels.end());
+    QByteArray lhead;
+    putBe32(lhead, 0x00000801u);
+    putBe32(lhead, std::uint32_t(set.count));
+    writeBytes(dir + QLatin1Char('/') + prefix + QStringLiteral("-labels-idx1-ubyte"), lhead,
+               labels.data(), qint64(labels.size()));
+}
+
+// Keeps the first channel of every pixel (the images were gray in RGB).
+void toOneChannel(engine::ImageSet& set)
+{
+    std::vector<std::uint8_t> one(set.pixels.size() / 3);
+    for (std::size_t i = 0; i < one.size(); ++i) one[i] = set.pixels[3 * i];
+    set.pixels = std::move(one);
+    set.channels = 1;
+}
+
+} // namespace
+
+qint64 ImageFolderScan::images() const
+{
+    qint64 n = 0;
+    for (qint64 c : train) n += c;
+    for (qint64 c : test) n += c;
+    return n;
+}
+
+QString datasetNameFromFolder(const QString& folder)
+{
+    const QString base = QFileInfo(QDir::cleanPath(folder)).fileName().toLower();
+    QString name;
+    for (const QChar c : base) {
+        const bool ok = (c >= QLatin1Char('a') && c <= QLatin1Char('z')) ||
+                        (c >= QLatin1Char('0') && c <= QLatin1Char('9')) ||
+                        c == QLatin1Char('_') || c == QLatin1Char('.');
+        if (ok)
+            name += c;
+        else if (!name.endsWith(QLatin1Char('-')))
+            name += QLatin1Char('-');
+    }
+    while (!name.isEmpty() && !name.front().isLetterOrNumber()) name.remove(0, 1);
+    while (name.endsWith(QLatin1Char('-'))) name.chop(1);
+    name.truncate(64);
+    if (name.isEmpty()) name = QStringLiteral("images");
+    if (engine::findDatasetSpec(name.toStdString())) name += QStringLiteral("-images");
+    return name;
+}
+
+ImageFolderScan scanImageFolder(const QString& source)
+{
+    ImageFolderScan s;
+    s.source = QDir::cleanPath(QFileInfo(source).absoluteFilePath());
+    const std::string where = native(s.source).toStdString();
+    const QFileInfo info(s.source);
+    if (!info.exists()) throw IoError(where + ": no such folder");
+    if (!info.isDir()) throw IoError(where + " is not a folder");
+    if (!info.isReadable()) throw IoError(where + ": cannot read the folder (permission denied)");
+
+    const QStringList top = subfolders(s.source);
+    const QString trainDir = s.source + QStringLiteral("/train");
+    for (const char* t : {"test", "val", "validation"})
+        if (top.contains(QString::fromLatin1(t)) && top.contains(QStringLiteral("train"))) {
+            s.splitFolders = true;
+            s.testFolder = QString::fromLatin1(t);
+            break;
+        }
+    const QString classRoot = s.splitFolders ? trainDir : s.source;
+    s.classes = subfolders(classRoot);
+    for (const QString& c : s.classes) {
+        if (c.contains(QLatin1Char('\n')))
+            throw InvalidArgument(where + ": the folder name of a class spans lines");
+        s.train.push_back(
+            qint64(imageFiles(classRoot + QLatin1Char('/') + c, s.source, s.ignored).size()));
+    }
+    // Files beside the class folders belong to no class.
+    for (const QFileInfo& f : QDir(classRoot).entryInfoList(QDir::Files | QDir::NoDotAndDotDot))
+        if (!f.fileName().startsWith(QLatin1Char('.')))
+            s.ignored << QDir(s.source).relativeFilePath(f.filePath()) +
+                             QStringLiteral(" (in no class folder)");
+    if (s.splitFolders) {
+        const QString testRoot = s.source + QLatin1Char('/') + s.testFolder;
+        s.test.assign(std::size_t(s.classes.size()), 0);
+        for (const QString& c : subfolders(testRoot)) {
+            const auto i = s.classes.indexOf(c);
+            if (i < 0)
+                throw InvalidArgument(native(testRoot).toStdString() + ": class folder '" +
+                                      c.toStdString() + "' is not in " +
+                                      native(trainDir).toStdString());
+            s.test[std::size_t(i)] =
+                qint64(imageFiles(testRoot + QLatin1Char('/') + c, s.source, s.ignored).size());
+        }
+    }
+    int withImages = 0;
+    for (qint64 n : s.train) withImages += n > 0 ? 1 : 0;
+    if (withImages < 2)
+        throw InvalidArgument(
+            where + ": " + std::to_string(withImages) + " class folder" +
+            (withImages == 1 ? "" : "s") +
+            " with images; a dataset needs two or more (one sub-folder per class, named after "
+            "it, with its images" +
+            (s.splitFolders ? " in train/ and " + s.testFolder.toStdString() + "/" : "") + ")");
+    if (s.classes.size() > engine::kMaxImportedClasses)
+        throw InvalidArgument(where + ": " + std::to_string(s.classes.size()) +
+                              " class folders; a dataset has at most " +
+                              std::to_string(engine::kMaxImportedClasses));
+    return s;
+}
+
+ImportResult importImageFolder(const ImportOptions& o,
+                               const std::function<void(qint64, qint64)>& progress,
+                               const std::atomic<bool>* cancel)
+{
+    // The options first, before anything is read or written.
+    const QString name = o.name.isEmpty() ? datasetNameFromFolder(o.source) : o.name;
+    std::string why;
+    if (!engine::isImportedDatasetName(name.toStdString(), &why)) throw InvalidArgument(why);
+    if (o.size != 0 && (o.size < kMinImportSide || o.size > kMaxImportSide))
+        throw InvalidArgument("the image size must be from " + std::to_string(kMinImportSide) +
+                              " to " + std::to_string(kMaxImportSide) + " pixels, got " +
+                              std::to_string(o.size));
+    if (o.channels != 0 && o.channels != 1 && o.channels != 3)
+        throw InvalidArgument("channels must be 1 (grayscale) or 3 (colour), got " +
+                              std::to_string(o.channels));
+    if (!(o.testFraction >= 0 && o.testFraction < 1))
+        throw InvalidArgument("the test fraction must be from 0 to below 1, got " +
+                              std::to_string(o.testFraction));
+    const QString dataDir = QDir::cleanPath(
+        QFileInfo(o.dataDir.isEmpty() ? defaultDataDir() : o.dataDir).absoluteFilePath());
+    if (dataDir.isEmpty()) throw IoError("no data folder: name one (no home folder is known)");
+    const QString target = dataDir + QLatin1Char('/') + name;
+    const std::string targetText = native(target).toStdString();
+    const QFileInfo existing(target);
+    if (existing.exists() || existing.isSymLink()) {
+        bool imported = false;
+        try {
+            imported = existing.isDir() && engine::readDatasetManifest(target.toStdString());
+        } catch (const engine::Error&) {
+            imported = true; // a damaged imported dataset may be replaced
+        }
+        if (!imported)
+            throw InvalidArgument(targetText +
+                                  " exists and is no dataset made by an import: choose another "
+                                  "name (nothing was changed)");
+        if (!o.overwrite)
+            throw InvalidArgument("a dataset " + name.toStdString() + " exists in " +
+                                  native(dataDir).toStdString() +
+                                  ": choose another name, or replace it (--force)");
+    }
+    const ImageFolderScan scan = scanImageFolder(o.source);
+    if (QDir::cleanPath(target).startsWith(scan.source + QLatin1Char('/')) ||
+        target == scan.source)
+        throw InvalidArgument(targetText + " is inside the folder being imported, " +
+                              native(scan.source).toStdString());
+
+    // Which image goes where: without test folders, each class's share held out at random
+    // (seeded), at least one of a class of two or more when the fraction is not 0.
+    std::vector<Item> items;
+    QStringList ignored;
+    engine::Rng rng(o.seed);
+    for (int c = 0; c < scan.classes.size(); ++c) {
+        const QString root = scan.splitFolders ? scan.source + QStringLiteral("/train") : scan.source;
+        QStringList files =
+            imageFiles(root + QLatin1Char('/') + scan.classes[c], scan.source, ignored);
+        std::vector<bool> test(std::size_t(files.size()), false);
+        if (!scan.splitFolders && o.testFraction > 0 && files.size() >= 2) {
+            const auto n = files.size();
+            const auto k = std::clamp<qsizetype>(qsizetype(std::llround(double(n) * o.testFraction)),
+                                                 1, n - 1);
+            std::vector<qsizetype> order(static_cast<std::size_t>(n));
+            for (qsizetype i = 0; i < n; ++i) order[std::size_t(i)] = i;
+            for (qsizetype i = n - 1; i > 0; --i)
+                std::swap(order[std::size_t(i)],
+                          order[std::size_t(rng.below(std::uint64_t(i + 1)))]);
+            for (qsizetype i = 0; i < k; ++i) test[std::size_t(order[std::size_t(i)])] = true;
+        }
+        for (qsizetype i = 0; i < files.size(); ++i)
+            items.push_back({files[i], c, test[std::size_t(i)]});
+        if (scan.splitFolders)
+            for (const QString& f :
+                 imageFiles(scan.source + QLatin1Char('/') + scan.testFolder + QLatin1Char('/') +
+                                scan.classes[c],
+                            scan.source, ignored))
+                items.push_back({f, c, true});
+    }
+
+    // Decoded in parallel, in order; colour unless asked otherwise, then kept as gray when
+    // every image was.
+    const int decodeChannels = o.channels == 1 ? 1 : 3;
+    const int guessSide = o.size != 0 ? o.size : 32;
+    const engine::Shape shape{guessSide, guessSide, decodeChannels};
+    engine::ImageSet sets[2];
+    for (auto& s : sets) {
+        s.height = s.width = guessSide;
+        s.channels = decodeChannels;
+    }
+    ImportResult result;
+    result.train.assign(std::size_t(scan.classes.size()), 0);
+    result.test.assign(std::size_t(scan.classes.size()), 0);
+    result.ignored = scan.ignored;
+    bool allGray = true;
+    const qint64 total = qint64(items.size());
+    constexpr qint64 kChunk = 256;
+    if (progress) progress(0, total);
+    for (qint64 begin = 0; begin < total; begin += kChunk) {
+        if (cancel && cancel->load()) throw engine::Error("import cancelled: nothing was written");
+        const std::vector<Item> chunk(items.begin() + begin,
+                                      items.begin() + std::min(total, begin + kChunk));
+        const QList<Decoded> decoded = QtConcurrent::blockingMapped<QList<Decoded>>(
+            chunk, [&shape](const Item& item) { return decode(item, shape); });
+        for (qsizetype i = 0; i < decoded.size(); ++i) {
+            const Item& item = chunk[std::size_t(i)];
+            const Decoded& d = decoded[i];
+            if (!d.error.isEmpty()) {
+                result.skipped << d.error;
+                continue;
+            }
+            allGray = allGray && d.gray;
+            engine::ImageSet& set = sets[item.test ? 1 : 0];
+            set.pixels.insert(set.pixels.end(), d.pixels.begin(), d.pixels.end());
+            set.labels.push_back(item.label);
+            ++set.count;
+            ++(item.test ? result.test : result.train)[std::size_t(item.label)];
+        }
+        if (progress) progress(std::min(total, begin + kChunk), total);
+    }
+    for (int c = 0; c < scan.classes.size(); ++c)
+        if (result.train[std::size_t(c)] == 0)
+            throw InvalidArgument(native(scan.source).toStdString() + ": class '" +
+                                  scan.classes[c].toStdString() +
+                                  "' has no training image that could be read" +
+                                  (result.skipped.isEmpty()
+                                       ? std::string()
+                                       : " (first refused: " +
+                                             result.skipped.front().toStdString() + ")"));
+    if (sets[1].count == 0)
+        throw InvalidArgument(native(scan.source).toStdString() +
+                              ": no image is left for the test set (raise the test fraction, or "
+                              "give a test/ folder)");
+    const bool gray = o.channels == 1 || (o.channels == 0 && allGray);
+    if (gray && decodeChannels == 3)
+        for (auto& s : sets) toOneChannel(s);
+    // The default size for grayscale is the 28x28 networks' (decoded at 32, so scaled again).
+    int side = guessSide;
+    if (o.size == 0 && gray) {
+        side = 28;
+        for (auto& s : sets) {
+            engine::ImageSet scaled;
+            scaled.height = scaled.width = side;
+            scaled.channels = 1;
+            for (std::int64_t i = 0; i < s.count; ++i)
+                appendImage(toQImage(s, i), {side, side, 1}, scaled);
+            scaled.labels = s.labels;
+            s = std::move(scaled);
+        }
+    }
+    for (const auto& s : sets)
+        if (std::uint64_t(s.pixels.size()) + 20 > engine::kMaxDatasetFileBytes)
+            throw InvalidArgument("the images would need " + std::to_string(s.pixels.size()) +
+                                  " bytes, more than the 4 GiB an IDX file may hold: import "
+                                  "fewer or smaller images");
+
+    std::vector<std::string> classes;
+    for (const QString& c : scan.classes) classes.push_back(c.toStdString());
+    result.spec = engine::importedDatasetSpec(
+        name.toStdString(), engine::Shape{side, side, gray ? 1 : 3}, classes, o.mirrorSafe,
+        "imported from " + native(scan.source).toStdString());
+    engine::ManifestExtras extras;
+    extras.source = native(scan.source).toStdString();
+    extras.created = QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString();
+    extras.trainCount = sets[0].count;
+    extras.testCount = sets[1].count;
+
+    // Written beside its place, then renamed into it.
+    makeFolder(dataDir);
+    QTemporaryDir temp(dataDir + QStringLiteral("/.") + name + QStringLiteral(".import-XXXXXX"));
+    if (!temp.isValid())
+        throw IoError(native(dataDir).toStdString() + ": cannot make a folder there: " +
+                      temp.errorString().toStdString());
+    if (cancel && cancel->load()) throw engine::Error("import cancelled: nothing was written");
+    writeIdx(temp.path(), QStringLiteral("train"), sets[0]);
+    writeIdx(temp.path(), QStringLiteral("t10k"), sets[1]);
+    const std::string manifest = engine::datasetManifestJson(result.spec, extras);
+    writeBytes(temp.path() + QLatin1Char('/') + QString::fromLatin1(engine::kDatasetManifest), {},
+               reinterpret_cast<const std::uint8_t*>(manifest.data()), qint64(manifest.size()));
+    syncFolder(temp.path());
+    if (existing.exists() || existing.isSymLink()) {
+        QTemporaryDir old(dataDir + QStringLiteral("/.") + name + QStringLiteral(".old-XXXXXX"));
+        if (!old.isValid())
+            throw IoError(native(dataDir).toStdString() + ": cannot make a folder there: " +
+                          old.errorString().toStdString());
+        const QString aside = old.path() + QStringLiteral("/replaced");
+        renamePath(target, aside);
+        try {
+            renamePath(temp.path(), target);
+        } catch (...) {
+            renamePath(aside, target); // the old one back in place
+            throw;
+        }
+        temp.setAutoRemove(false);
+    } else {
+        renamePath(temp.path(), target);
+        temp.setAutoRemove(false);
+    }
+    // QTemporaryDir made it for its owner only; a dataset folder is as any other (mkdir's 0755).
+    QFile::setPermissions(target, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner |
+                                      QFile::ReadGroup | QFile::ExeGroup | QFile::ReadOther |
+                                      QFile::ExeOther);
+    syncFolder(dataDir);
+    result.folder = target;
+    return result;
+}
+
+} // namespace towers::app

@@ -1,0 +1,83 @@
+#pragma once
+// A dataset made from the user's own images, as NVIDIA DIGITS made one: a folder with one
+// sub-folder per class (its name is the class's), or with train/ and test/ (or val/) folders each
+// holding the class folders. Every image is decoded as `towers-cli classify` decodes one
+// (app/inference/image_files.h: the centre cropped square, scaled to the chosen size), and the
+// dataset is written into the data folder as engine/data/dataset_manifest.h describes (IDX files
+// and towers-dataset.json), so that every command and page finds it by name.
+//
+// Nothing is lost or left half-made: the dataset is written into a hidden temporary folder and
+// renamed into place when complete; an existing dataset of that name is replaced only when asked
+// (and only when it is an imported dataset); a file that is no image, or a damaged image, is
+// passed over and reported, never fatal, unless no image of a class is left.
+#include <QString>
+#include <QStringList>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/data/dataset_spec.h"
+
+namespace towers::app {
+
+inline constexpr int kMinImportSide = 8;
+inline constexpr int kMaxImportSide = 256;
+
+struct ImportOptions
+{
+    QString source;   // the folder of class folders (or of train/ and test/)
+    QString name;     // the dataset's name; empty: made from the source folder's name
+    QString dataDir;  // where the dataset's folder is made; empty: defaultDataDir()
+    int size = 0;     // the images' side in pixels; 0: 28 for grayscale, 32 for colour
+    int channels = 0; // 1 or 3; 0: 1 when every image is gray, else 3
+    // The share of each class's images held out as the test set when the source has no test
+    // folder (at least one image of every class with two or more).
+    double testFraction = 0.1;
+    bool mirrorSafe = true; // whether a left-right mirror keeps an image's class (flips)
+    bool overwrite = false; // replace an imported dataset of the same name
+    std::uint64_t seed = 1; // which images are held out
+};
+
+// What scanning the source found, without decoding anything.
+struct ImageFolderScan
+{
+    QString source;
+    bool splitFolders = false;   // train/ and test/ (or val/) folders
+    QString testFolder;          // "test", "val" or "validation" when splitFolders
+    QStringList classes;         // sorted
+    std::vector<qint64> train;   // image files per class (all of them without split folders)
+    std::vector<qint64> test;    // with split folders: per class in the test folder
+    QStringList ignored;         // files that are no image (by their suffix), relative paths
+    qint64 images() const;
+};
+
+struct ImportResult
+{
+    QString folder; // the dataset's folder
+    engine::DatasetSpec spec;
+    std::vector<qint64> train, test; // images per class written
+    QStringList skipped;             // "file: reason" of each image that could not be read
+    QStringList ignored;             // files that are no image
+};
+
+// A name made from `folder`'s name: lowercased, runs of other characters as '-', at most 64
+// characters; "images" when nothing is left, and "<name>-images" for a name of the table's.
+QString datasetNameFromFolder(const QString& folder);
+
+// Lists the classes and image files of `source`. Throws engine::IoError naming the folder when it
+// is missing or unreadable, engine::InvalidArgument when it holds fewer than two classes with
+// images, more than kMaxImportedClasses, or a test folder with a class the training one lacks.
+ImageFolderScan scanImageFolder(const QString& source);
+
+// Imports `options.source`. `progress` (may be empty) is called with the images done and the total
+// from the calling thread; `cancel`, when set during the import, stops it (engine::Error
+// "cancelled"), leaving nothing behind. Throws engine::InvalidArgument for bad options (a bad name,
+// size or fraction; a dataset of that name that is not to be replaced), engine::IoError for a
+// folder that cannot be read or written (a full disk), both naming what and where.
+ImportResult importImageFolder(const ImportOptions& options,
+                               const std::function<void(qint64 done, qint64 total)>& progress = {},
+                               const std::atomic<bool>* cancel = nullptr);
+
+} // namespace towers::app
