@@ -17,6 +17,7 @@
 #include "app/data/data_dirs.h"
 #include "app/runs/run_builder.h"
 #include "app/settings/app_settings.h"
+#include "engine/data/dataset_manifest.h"
 #include "engine/train/recipe.h"
 #include "ui/models/device_model.h"
 #include "ui/pages/classify_page.h"
@@ -169,7 +170,8 @@ void MainWindow::restoreConfig()
     if (!last) {
         std::string model = m_model->modelName().toStdString();
         try {
-            model = engine::defaultModelFor(m_data->datasetName().toStdString());
+            model = engine::defaultModelFor(engine::datasetSpecAlong(
+                m_data->datasetName().toStdString(), app::searchPathWith(m_data->dataDir())));
         } catch (const std::exception&) {
         }
         last = engine::defaultConfigFor(model);
@@ -278,7 +280,8 @@ void MainWindow::onDatasetLoaded()
         engine::preprocessingFor(m_model->modelName().toStdString(), *dataset);
     } catch (const std::exception& e) {
         try {
-            const QString fallback = QString::fromStdString(engine::defaultModelFor(dataset->name));
+            const QString fallback = QString::fromStdString(engine::defaultModelFor(
+                engine::datasetSpecAlong(dataset->name, app::searchPathWith(m_data->dataDir()))));
             appendLog(tr("%1; switching to %2").arg(QString::fromUtf8(e.what()), fallback));
             m_model->setModelName(fallback);
         } catch (const std::exception& none) {

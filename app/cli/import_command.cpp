@@ -60,10 +60,9 @@ int runImport(const QStringList& args, CommandIo& io)
         {QStringLiteral("no-flip"),
          QStringLiteral("Left-right mirrors change the class (text, digits, arrows): training "
                         "never flips these images.")},
-        {QStringLiteral("seed"),
-         QStringLiteral("Which images are held out (default 1)."), QStringLiteral("n")},
-        {QStringLiteral("force"),
-         QStringLiteral("Replace an imported dataset of the same name.")},
+        {QStringLiteral("seed"), QStringLiteral("Which images are held out (default 1)."),
+         QStringLiteral("n")},
+        {QStringLiteral("force"), QStringLiteral("Replace an imported dataset of the same name.")},
         {QStringLiteral("json"), QStringLiteral("Print the result as JSON.")},
     });
     int code = 0;
@@ -176,23 +175,23 @@ int runImport(const QStringList& args, CommandIo& io)
     if (json) {
         QJsonArray classes, skipped, ignored;
         for (std::size_t c = 0; c < s.labels.names.size(); ++c)
-            classes.append(QJsonObject{
-                {QStringLiteral("name"), QString::fromStdString(s.labels.names[c])},
-                {QStringLiteral("train"), r.train[c]},
-                {QStringLiteral("test"), r.test[c]}});
+            classes.append(
+                QJsonObject{{QStringLiteral("name"), QString::fromStdString(s.labels.names[c])},
+                            {QStringLiteral("train"), r.train[c]},
+                            {QStringLiteral("test"), r.test[c]}});
         for (const QString& f : r.skipped) skipped.append(f);
         for (const QString& f : r.ignored) ignored.append(f);
-        io.out << QJsonDocument(QJsonObject{{QStringLiteral("name"), name},
-                                            {QStringLiteral("folder"), r.folder},
-                                            {QStringLiteral("image_shape"),
-                                             shapeJson(s.imageShape)},
-                                            {QStringLiteral("train"), train},
-                                            {QStringLiteral("test"), test},
-                                            {QStringLiteral("classes"), classes},
-                                            {QStringLiteral("flips"), s.mirrorSafe},
-                                            {QStringLiteral("model"), model},
-                                            {QStringLiteral("skipped"), skipped},
-                                            {QStringLiteral("ignored"), ignored}})
+        io.out << QJsonDocument(
+                      QJsonObject{{QStringLiteral("name"), name},
+                                  {QStringLiteral("folder"), r.folder},
+                                  {QStringLiteral("image_shape"), shapeJson(s.imageShape)},
+                                  {QStringLiteral("train"), train},
+                                  {QStringLiteral("test"), test},
+                                  {QStringLiteral("classes"), classes},
+                                  {QStringLiteral("flips"), s.mirrorSafe},
+                                  {QStringLiteral("model"), model},
+                                  {QStringLiteral("skipped"), skipped},
+                                  {QStringLiteral("ignored"), ignored}})
                       .toJson(QJsonDocument::Indented);
         return ExitOk;
     }
@@ -205,15 +204,15 @@ int runImport(const QStringList& args, CommandIo& io)
     if (!r.ignored.isEmpty())
         io.err << "towers-cli import: " << r.ignored.size() << " file"
                << (r.ignored.size() == 1 ? " is no image and was" : "s are no images and were")
-               << " left out ("
-               << r.ignored.mid(0, 3).join(QStringLiteral(", "))
+               << " left out (" << r.ignored.mid(0, 3).join(QStringLiteral(", "))
                << (r.ignored.size() > 3 ? QStringLiteral(", ...") : QString()) << ")\n";
     io.out << "dataset " << name << " in " << r.folder << "\n"
            << train << " train + " << test << " test images of " << shapeText(s.imageShape)
            << " (HxWxC), " << s.labels.names.size() << " classes"
            << (s.mirrorSafe ? "" : ", never flipped") << ":\n";
     int width = 5;
-    for (const auto& c : s.labels.names) width = std::max(width, int(QString::fromStdString(c).size()));
+    for (const auto& c : s.labels.names)
+        width = std::max(width, int(QString::fromStdString(c).size()));
     io.out << "  " << QStringLiteral("class").leftJustified(width) << "  train   test\n";
     for (std::size_t c = 0; c < s.labels.names.size(); ++c)
         io.out << "  " << QString::fromStdString(s.labels.names[c]).leftJustified(width) << "  "
@@ -224,8 +223,7 @@ int runImport(const QStringList& args, CommandIo& io)
                << (p.isSet(QStringLiteral("data-dir"))
                        ? QStringLiteral(" --data-dir ") + p.value(QStringLiteral("data-dir"))
                        : QString())
-               << "   (" << model << ", the model for " << shapeText(s.imageShape)
-               << " images)\n";
+               << "   (" << model << ", the model for " << shapeText(s.imageShape) << " images)\n";
     else
         io.out << "no built-in network takes " << shapeText(s.imageShape)
                << " images ('towers-cli models' lists their inputs): import again with --size "

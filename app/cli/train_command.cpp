@@ -463,8 +463,10 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                 return ExitFailure;
             }
         }
-        // The table's, or one imported from a folder of images; UnknownName -> exit 2 with the list.
-        const engine::DatasetSpec spec = engine::datasetSpecAlong(dataset.toStdString(), searchPath);
+        // The table's, or one imported from a folder of images; UnknownName -> exit 2 with the
+        // list.
+        const engine::DatasetSpec spec =
+            engine::datasetSpecAlong(dataset.toStdString(), searchPath);
         const std::string model = p.isSet(QStringLiteral("model"))
                                       ? p.value(QStringLiteral("model")).toStdString()
                                       : engine::defaultModelFor(spec);

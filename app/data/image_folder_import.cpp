@@ -123,8 +123,8 @@ void writeBytes(const QString& path, const QByteArray& header, const std::uint8_
 {
     QFile f(path);
     if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
-        throw IoError(native(path).toStdString() + ": cannot write: " +
-                      f.errorString().toStdString());
+        throw IoError(native(path).toStdString() +
+                      ": cannot write: " + f.errorString().toStdString());
     writeAll(f, header.constData(), header.size());
     writeAll(f, reinterpret_cast<const char*>(data), size);
     syncFile(f);
@@ -174,8 +174,8 @@ QString datasetNameFromFolder(const QString& folder)
     QString name;
     for (const QChar c : base) {
         const bool ok = (c >= QLatin1Char('a') && c <= QLatin1Char('z')) ||
-                        (c >= QLatin1Char('0') && c <= QLatin1Char('9')) ||
-                        c == QLatin1Char('_') || c == QLatin1Char('.');
+                        (c >= QLatin1Char('0') && c <= QLatin1Char('9')) || c == QLatin1Char('_') ||
+                        c == QLatin1Char('.');
         if (ok)
             name += c;
         else if (!name.endsWith(QLatin1Char('-')))
@@ -290,8 +290,7 @@ ImportResult importImageFolder(const ImportOptions& o,
                                   ": choose another name, or replace it (--force)");
     }
     const ImageFolderScan scan = scanImageFolder(o.source);
-    if (QDir::cleanPath(target).startsWith(scan.source + QLatin1Char('/')) ||
-        target == scan.source)
+    if (QDir::cleanPath(target).startsWith(scan.source + QLatin1Char('/')) || target == scan.source)
         throw InvalidArgument(targetText + " is inside the folder being imported, " +
                               native(scan.source).toStdString());
 
@@ -301,14 +300,15 @@ ImportResult importImageFolder(const ImportOptions& o,
     QStringList ignored;
     engine::Rng rng(o.seed);
     for (int c = 0; c < scan.classes.size(); ++c) {
-        const QString root = scan.splitFolders ? scan.source + QStringLiteral("/train") : scan.source;
+        const QString root =
+            scan.splitFolders ? scan.source + QStringLiteral("/train") : scan.source;
         QStringList files =
             imageFiles(root + QLatin1Char('/') + scan.classes[c], scan.source, ignored);
         std::vector<bool> test(std::size_t(files.size()), false);
         if (!scan.splitFolders && o.testFraction > 0 && files.size() >= 2) {
             const auto n = files.size();
-            const auto k = std::clamp<qsizetype>(qsizetype(std::llround(double(n) * o.testFraction)),
-                                                 1, n - 1);
+            const auto k = std::clamp<qsizetype>(
+                qsizetype(std::llround(double(n) * o.testFraction)), 1, n - 1);
             std::vector<qsizetype> order(static_cast<std::size_t>(n));
             for (qsizetype i = 0; i < n; ++i) order[std::size_t(i)] = i;
             for (qsizetype i = n - 1; i > 0; --i)
@@ -319,10 +319,9 @@ ImportResult importImageFolder(const ImportOptions& o,
         for (qsizetype i = 0; i < files.size(); ++i)
             items.push_back({files[i], c, test[std::size_t(i)]});
         if (scan.splitFolders)
-            for (const QString& f :
-                 imageFiles(scan.source + QLatin1Char('/') + scan.testFolder + QLatin1Char('/') +
-                                scan.classes[c],
-                            scan.source, ignored))
+            for (const QString& f : imageFiles(scan.source + QLatin1Char('/') + scan.testFolder +
+                                                   QLatin1Char('/') + scan.classes[c],
+                                               scan.source, ignored))
                 items.push_back({f, c, true});
     }
 
@@ -368,13 +367,12 @@ ImportResult importImageFolder(const ImportOptions& o,
     }
     for (int c = 0; c < scan.classes.size(); ++c)
         if (result.train[std::size_t(c)] == 0)
-            throw InvalidArgument(native(scan.source).toStdString() + ": class '" +
-                                  scan.classes[c].toStdString() +
-                                  "' has no training image that could be read" +
-                                  (result.skipped.isEmpty()
-                                       ? std::string()
-                                       : " (first refused: " +
-                                             result.skipped.front().toStdString() + ")"));
+            throw InvalidArgument(
+                native(scan.source).toStdString() + ": class '" + scan.classes[c].toStdString() +
+                "' has no training image that could be read" +
+                (result.skipped.isEmpty()
+                     ? std::string()
+                     : " (first refused: " + result.skipped.front().toStdString() + ")"));
     if (sets[1].count == 0)
         throw InvalidArgument(native(scan.source).toStdString() +
                               ": no image is left for the test set (raise the test fraction, or "
@@ -417,8 +415,8 @@ ImportResult importImageFolder(const ImportOptions& o,
     makeFolder(dataDir);
     QTemporaryDir temp(dataDir + QStringLiteral("/.") + name + QStringLiteral(".import-XXXXXX"));
     if (!temp.isValid())
-        throw IoError(native(dataDir).toStdString() + ": cannot make a folder there: " +
-                      temp.errorString().toStdString());
+        throw IoError(native(dataDir).toStdString() +
+                      ": cannot make a folder there: " + temp.errorString().toStdString());
     if (cancel && cancel->load()) throw engine::Error("import cancelled: nothing was written");
     writeIdx(temp.path(), QStringLiteral("train"), sets[0]);
     writeIdx(temp.path(), QStringLiteral("t10k"), sets[1]);
@@ -429,8 +427,8 @@ ImportResult importImageFolder(const ImportOptions& o,
     if (existing.exists() || existing.isSymLink()) {
         QTemporaryDir old(dataDir + QStringLiteral("/.") + name + QStringLiteral(".old-XXXXXX"));
         if (!old.isValid())
-            throw IoError(native(dataDir).toStdString() + ": cannot make a folder there: " +
-                          old.errorString().toStdString());
+            throw IoError(native(dataDir).toStdString() +
+                          ": cannot make a folder there: " + old.errorString().toStdString());
         const QString aside = old.path() + QStringLiteral("/replaced");
         renamePath(target, aside);
         try {

@@ -35,8 +35,7 @@ bool isImportedDatasetName(const std::string& name, std::string* why)
         return no("a dataset name has 1 to 64 characters, '" + name + "' has " +
                   std::to_string(name.size()));
     for (const char c : name)
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-              c == '.'))
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
             return no("'" + name +
                       "': a dataset name is made of lowercase letters, digits, '-', '_' and '.'");
     if (!((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= '0' && name[0] <= '9')))

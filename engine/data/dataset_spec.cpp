@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "engine/data/dataset_manifest.h"
 #include "engine/errors.h"
 
 namespace towers::engine {
@@ -224,8 +225,8 @@ void validateDatasetSpec(const DatasetSpec& spec)
         if (spec.coarseLabels.numClasses != 0)
             invalid(spec, "IDX files hold one label per image; there is no coarse labelling");
         if (spec.imageShape[2] != 1 && spec.imageShape[2] != 3)
-            invalid(spec, "IDX images have 1 or 3 channels, the table says " +
-                              spec.imageShape.str());
+            invalid(spec,
+                    "IDX images have 1 or 3 channels, the table says " + spec.imageShape.str());
         break;
     case DatasetReader::CifarBinary:
         if (spec.imageShape != Shape{32, 32, 3})
@@ -326,7 +327,9 @@ Shape datasetImageShape(const std::string& name)
 
 std::vector<std::string> datasetFolderNames(const std::string& name)
 {
-    return datasetSpec(name).folderNames;
+    if (const DatasetSpec* spec = findDatasetSpec(name)) return spec->folderNames;
+    if (isImportedDatasetName(name)) return {name}; // a dataset imported from a folder of images
+    return datasetSpec(name).folderNames;           // UnknownName listing the datasets
 }
 
 std::vector<std::string> autoTrainDatasets()

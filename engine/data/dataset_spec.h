@@ -114,7 +114,9 @@ void requireKnownDataset(const std::string& name);
 // The image shape [H, W, C] of a known dataset: 32x32x3 for CIFAR, 28x28x1 for the IDX sets.
 Shape datasetImageShape(const std::string& name);
 // The sub-folder names, in the order they are tried, under which a search-path folder may hold
-// `name` (e.g. "cifar10", "cifar-10-batches-bin", "cifar10/cifar-10-batches-bin").
+// `name` (e.g. "cifar10", "cifar-10-batches-bin", "cifar10/cifar-10-batches-bin"); for a name of
+// no table entry that can name an imported dataset (dataset_manifest.h), the folder of that name.
+// UnknownName otherwise.
 std::vector<std::string> datasetFolderNames(const std::string& name);
 // The datasets `towers-cli train` tries, in order, when no --dataset is given (autoTrainRank).
 std::vector<std::string> autoTrainDatasets();

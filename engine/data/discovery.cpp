@@ -154,14 +154,6 @@ DatasetSpec specIn(const std::string& name, const fs::path& folder)
                       " there, the manifest of a dataset made by towers-cli import)");
 }
 
-// The sub-folders of a search-path folder that may hold `name`: the table's, else the folder of
-// its name (an imported dataset).
-std::vector<std::string> folderNamesOf(const std::string& name)
-{
-    if (const DatasetSpec* spec = findDatasetSpec(name)) return spec->folderNames;
-    return {name};
-}
-
 std::string envString(const char* name)
 {
     const char* v = std::getenv(name);
@@ -184,8 +176,7 @@ std::optional<DatasetInfo> tryInspect(const std::string& name, const fs::path& f
 std::optional<DatasetInfo> find(const std::string& name, const std::vector<fs::path>& searchPath,
                                 std::vector<std::string>& reasons)
 {
-    if (!findDatasetSpec(name) && !isImportedDatasetName(name)) datasetSpec(name); // UnknownName
-    const std::vector<std::string> subfolders = folderNamesOf(name);
+    const std::vector<std::string> subfolders = datasetFolderNames(name); // UnknownName
     for (const fs::path& dir : searchPath) {
         bool any = false;
         for (const std::string& sub : subfolders) {
@@ -324,7 +315,7 @@ Dataset loadDataset(const std::string& name, const std::vector<fs::path>& search
 std::optional<fs::path> datasetFolderIn(const std::string& name, const fs::path& folder,
                                         std::string* why)
 {
-    if (!findDatasetSpec(name) && !isImportedDatasetName(name)) datasetSpec(name); // UnknownName
+    const std::vector<std::string> subfolders = datasetFolderNames(name); // UnknownName
     std::error_code ec;
     if (!fs::is_directory(folder, ec)) {
         if (why)
@@ -333,7 +324,6 @@ std::optional<fs::path> datasetFolderIn(const std::string& name, const fs::path&
         return std::nullopt;
     }
     const DatasetSpec* table = findDatasetSpec(name);
-    const std::vector<std::string> subfolders = folderNamesOf(name);
     const std::vector<std::string> markers =
         table ? table->markerFiles() : std::vector<std::string>{kDatasetManifest};
     for (const std::string& sub : subfolders)
@@ -344,10 +334,8 @@ std::optional<fs::path> datasetFolderIn(const std::string& name, const fs::path&
             return folder; // the files themselves, directly in it
     if (why) {
         std::string names, files;
-        for (const std::string& sub : subfolders)
-            names += (names.empty() ? "" : ", ") + sub + "/";
-        for (const std::string& marker : markers)
-            files += (files.empty() ? "" : " or ") + marker;
+        for (const std::string& sub : subfolders) names += (names.empty() ? "" : ", ") + sub + "/";
+        for (const std::string& marker : markers) files += (files.empty() ? "" : " or ") + marker;
         *why = folder.string() + " holds no " + name + ": neither a " + names +
                " folder nor its files (" + files + ") directly in it";
     }

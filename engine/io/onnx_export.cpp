@@ -73,7 +73,8 @@ void describe(::onnx::ModelProto& m, const Model& model, const CheckpointInfo& i
             classes.push_back("class " + std::to_string(i));
     }
     // The images' size before the crop: the dataset's, else the model's input (as Classifier).
-    const Shape source = sourceImageShape(info);
+    Shape source = sourceImageShape(info);
+    if (source.rank() != 3) source = in; // metadata without an input shape: the model's
     const int cropH = int(in[0]), cropW = int(in[1]);
     const Json crop = {(source[0] - cropH) / 2, (source[1] - cropW) / 2, cropH, cropW};
 

@@ -28,11 +28,11 @@ struct CheckpointInfo
     // the recipe crops); empty in a checkpoint from before it was recorded (then the dataset
     // table's, else the input: sourceImageShape).
     Shape imageShape;
-    std::string preprocessing;           // the recipe as JSON (Preprocessing::toJson), may be empty
-    std::int64_t step = 0;               // global steps done
-    double epoch = 0;                    // step / steps per epoch
-    std::string optimizer;               // "sgd", "momentum", "nesterov", "adam"
-    std::string config;                  // the run configuration as JSON (TrainConfig::toJson)
+    std::string preprocessing; // the recipe as JSON (Preprocessing::toJson), may be empty
+    std::int64_t step = 0;     // global steps done
+    double epoch = 0;          // step / steps per epoch
+    std::string optimizer;     // "sgd", "momentum", "nesterov", "adam"
+    std::string config;        // the run configuration as JSON (TrainConfig::toJson)
 };
 
 struct Checkpoint

@@ -7,7 +7,7 @@ _towers_cli()
     local cur prev words cword
     _init_completion || return
 
-    local commands="train eval classify export runs datasets download models devices selftest bench"
+    local commands="train eval classify export runs datasets import download models devices selftest bench"
     if ((cword == 1)); then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
         return
@@ -25,6 +25,7 @@ _towers_cli()
         export) options="--checkpoint --output --opset --layout --no-ema --force --json --help" ;;
         runs) options="--runs-dir --json --help" ;;
         datasets) options="--data-dir --json --help" ;;
+        import) options="--name --data-dir --size --channels --test-fraction --no-flip --seed --force --json --help" ;;
         download) options="--data-dir --base-url --force --help" ;;
         models) options="--json --help" ;;
         devices) options="--json --watch --count --help" ;;
@@ -35,7 +36,19 @@ _towers_cli()
 
     local models="cifar10-tutorial mnist-convnet fashion-fast fashion-wide cifar10-resnet"
     case $prev in
-        --dataset) COMPREPLY=($(compgen -W "cifar10 mnist fashion-mnist" -- "$cur")); return ;;
+        --dataset)
+            # The table's datasets, and those imported into the data folders (towers-cli import).
+            local root manifest imported=()
+            for root in ${TOWERS_DATA//:/ } "${XDG_DATA_HOME:-$HOME/.local/share}/towers/datasets"; do
+                for manifest in "$root"/*/towers-dataset.json; do
+                    [[ -f $manifest ]] || continue
+                    manifest=${manifest%/towers-dataset.json}
+                    imported+=("${manifest##*/}")
+                done
+            done
+            COMPREPLY=($(compgen -W "cifar10 cifar100 mnist fashion-mnist ${imported[*]}" -- "$cur"))
+            return
+            ;;
         --model) COMPREPLY=($(compgen -W "$models" -- "$cur")); return ;;
         --device) COMPREPLY=($(compgen -W "cpu cuda" -- "$cur")); return ;;
         --optimizer) COMPREPLY=($(compgen -W "sgd momentum nesterov adam" -- "$cur")); return ;;
@@ -50,10 +63,11 @@ _towers_cli()
         --checkpoint) _filedir safetensors; return ;;
         --output) _filedir onnx; return ;;
         --layout) COMPREPLY=($(compgen -W "nhwc nchw" -- "$cur")); return ;;
+        --channels) COMPREPLY=($(compgen -W "1 3 auto" -- "$cur")); return ;;
         --towers | --threads-per-tower | --batch-size | --steps | --epochs | --lr | --momentum | \
             --weight-decay | --ema-decay | --seed | --checkpoint-every | --keep-checkpoints | \
             --eval-every | --log-every | --histogram-every | --loader-workers | --top-k | --threads | --warmup | --base-url | --count | \
-            --gpus | --opset | --bucket-mb)
+            --gpus | --opset | --bucket-mb | --name | --size | --test-fraction)
             return ;;
     esac
 
@@ -64,6 +78,7 @@ _towers_cli()
     case $command in
         classify) _filedir '@(png|PNG|jpg|JPG|jpeg|JPEG|bmp|BMP|ppm|PPM|pgm|PGM|gif|GIF)' ;;
         download) COMPREPLY=($(compgen -W "cifar10 cifar100 mnist fashion-mnist" -- "$cur")) ;;
+        import) _filedir -d ;;
         models) COMPREPLY=($(compgen -W "$models" -- "$cur")) ;;
         runs)
             # The runs of the runs folder (--runs-dir, else $TOWERS_RUNS, else the user's) by

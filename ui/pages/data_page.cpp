@@ -17,13 +17,16 @@
 #include <QThread>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "app/data/data_dirs.h"
 #include "app/data/dataset_downloader.h"
 #include "app/settings/app_settings.h"
+#include "engine/data/dataset_manifest.h"
 #include "ui/models/layer_table_model.h"
 #include "ui/models/sample_image_model.h"
+#include "ui/pages/import_images_dialog.h"
 
 namespace towers::ui {
 
@@ -69,10 +72,11 @@ DataPage::DataPage(app::AppSettings& settings, QWidget* parent)
       m_samples(new SampleImageModel(this))
 {
     buildUi();
+    m_dataDirEdit->setText(m_settings.dataDir());
+    refreshDatasetList();
     const QString name = m_settings.datasetName();
     const int i = m_datasetCombo->findData(name);
     m_datasetCombo->setCurrentIndex(i >= 0 ? i : 0);
-    m_dataDirEdit->setText(m_settings.dataDir());
     if (name.isEmpty()) {
         // First start: show a dataset that is there (Debian's Fashion-MNIST, say), if any.
         const auto path = app::searchPathWith(dataDir());
@@ -95,6 +99,7 @@ DataPage::DataPage(app::AppSettings& settings, QWidget* parent)
         if (QDir::cleanPath(m_dataDirEdit->text()) == QDir::cleanPath(m_settings.dataDir())) return;
         m_settings.setDataDir(dataDir());
         emit dataDirChanged(dataDir());
+        refreshDatasetList();
         rescan();
     });
     rescan();
@@ -117,12 +122,7 @@ void DataPage::buildUi()
 
     auto* sourceBox = new QGroupBox(tr("Dataset"), this);
     auto* form = new QFormLayout(sourceBox);
-    m_datasetCombo = new QComboBox(sourceBox);
-    for (const auto& spec : engine::datasetSpecs()) {
-        const QString name = QString::fromStdString(spec.name);
-        m_datasetCombo->addItem(
-            QStringLiteral("%1 — %2").arg(name, QString::fromStdString(spec.description)), name);
-    }
+    m_datasetCombo = new QComboBox(sourceBox); // filled by refreshDatasetList
     form->addRow(tr("&Dataset:"), m_datasetCombo);
     auto* dirRow = new QHBoxLayout;
     m_dataDirEdit = new QLineEdit(sourceBox);
@@ -164,6 +164,15 @@ void DataPage::buildUi()
     m_downloadStatus->setWordWrap(true);
     m_downloadStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
     form->addRow(QString(), m_downloadStatus);
+    m_importButton = new QPushButton(tr("&Import images…"), sourceBox);
+    m_importButton->setToolTip(
+        tr("Make a dataset from a folder of your images, one sub-folder per class (as "
+           "towers-cli import): it goes to the data folder and is trained like any other."));
+    connect(m_importButton, &QPushButton::clicked, this, [this] { importImages(); });
+    auto* importRow = new QHBoxLayout;
+    importRow->addWidget(m_importButton);
+    importRow->addStretch(1);
+    form->addRow(tr("Your images:"), importRow);
     top->addWidget(sourceBox);
 
     auto* samplesBox = new QGroupBox(tr("Samples"), this);
@@ -242,6 +251,61 @@ QString DataPage::datasetName() const
 QString DataPage::dataDir() const
 {
     return QDir::cleanPath(m_dataDirEdit->text().trimmed());
+}
+
+void DataPage::refreshDatasetList()
+{
+    const QString current = datasetName().isEmpty() ? m_settings.datasetName() : datasetName();
+    const QSignalBlocker block(m_datasetCombo);
+    m_datasetCombo->clear();
+    for (const auto& spec : engine::datasetSpecs()) {
+        const QString name = QString::fromStdString(spec.name);
+        m_datasetCombo->addItem(
+            QStringLiteral("%1 — %2").arg(name, QString::fromStdString(spec.description)), name);
+    }
+    const auto path = app::searchPathWith(dataDir());
+    for (const std::string& n : engine::importedDatasetNames(path)) {
+        QString description = tr("your images");
+        try {
+            description = QString::fromStdString(engine::datasetSpecAlong(n, path).description);
+        } catch (const std::exception&) {
+        }
+        const QString name = QString::fromStdString(n);
+        m_datasetCombo->addItem(QStringLiteral("%1 — %2").arg(name, description), name);
+    }
+    const int i = m_datasetCombo->findData(current);
+    m_datasetCombo->setCurrentIndex(i >= 0 ? i : 0);
+    if (i < 0 && !current.isEmpty() && m_datasetCombo->count() > 0) {
+        m_settings.setDatasetName(datasetName());
+        emit datasetChanged(datasetName());
+    }
+}
+
+void DataPage::importImages(const QString& folder)
+{
+    ImportImagesDialog dialog(dataDir(), this);
+    if (!folder.isEmpty()) dialog.setSource(folder);
+    if (dialog.exec() != QDialog::Accepted || !dialog.result()) return;
+    const app::ImportResult& r = *dialog.result();
+    qint64 train = 0, test = 0;
+    for (qint64 n : r.train) train += n;
+    for (qint64 n : r.test) test += n;
+    const QString name = QString::fromStdString(r.spec.name);
+    emit logMessage(tr("Imported %1 into %2: %3 training + %4 test images, %5 classes%6")
+                        .arg(name, r.folder)
+                        .arg(train)
+                        .arg(test)
+                        .arg(r.spec.labels.names.size())
+                        .arg(r.skipped.isEmpty()
+                                 ? QString()
+                                 : tr("; %1 images could not be read, the first: %2")
+                                       .arg(r.skipped.size())
+                                       .arg(r.skipped.front())));
+    refreshDatasetList();
+    if (datasetName() == name)
+        rescan(); // replaced: read it again
+    else
+        setDatasetName(name);
 }
 
 void DataPage::setDatasetName(const QString& name)
@@ -370,7 +434,16 @@ void DataPage::updateDownloadButton()
     const QString downloadTip =
         tr("Fetches the published files into the data folder, verifies each against its "
            "published MD5 checksum and unpacks them.");
-    if (m_found) {
+    const bool published =
+        std::any_of(m_catalog.begin(), m_catalog.end(),
+                    [&](const app::DatasetSpec& s) { return s.name == datasetName(); });
+    m_downloadButton->setEnabled(published && !m_downloader);
+    if (!published) {
+        m_downloadButton->setText(tr("Do&wnload"));
+        m_downloadButton->setToolTip(
+            tr("%1 is made from your images: import the folder again to change it.")
+                .arg(datasetName()));
+    } else if (m_found) {
         m_downloadButton->setText(tr("Do&wnload again"));
         m_downloadButton->setToolTip(
             tr("%1 is found already, in %2. %3 The data folder is searched first.")

@@ -49,6 +49,9 @@ public:
     QString datasetName() const;
     QString dataDir() const;
     void setDatasetName(const QString& name);
+    // The dataset list: the table's, then the imported datasets along the search path (with the
+    // data folder first); keeps the chosen one where it is still there.
+    void refreshDatasetList();
     void setDataDir(const QString& dir);
 
     // What the distortion toggle applies: the recipe the chosen model trains with (nullopt: none).
@@ -71,6 +74,8 @@ public:
 public slots:
     void rescan();
     void startDownload();
+    // "Import images…": the dialog (on `folder`, when given), then the new dataset chosen.
+    void importImages(const QString& folder = {});
     void cancelDownload();
 
 signals:
@@ -116,6 +121,7 @@ private:
     QLabel* m_foundLabel;
     QPushButton* m_downloadButton;
     QPushButton* m_cancelButton;
+    QPushButton* m_importButton;
     QProgressBar* m_progress;
     QLabel* m_downloadStatus;
     QComboBox* m_splitCombo;

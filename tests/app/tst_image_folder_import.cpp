@@ -1,0 +1,304 @@
+// A dataset from a folder of images (app/data/image_folder_import.h, towers-cli import): classes
+// from the folder names, images decoded as classify decodes them, the split held out per class and
+// reproducible, train/ and val/ folders, grayscale found, what is no image passed over and
+// reported, the written dataset found and loaded by name, and every refusal leaves the data folder
+// as it was.
+#include <QDir>
+#include <QImage>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <atomic>
+
+#include "app/data/image_folder_import.h"
+#include "app/inference/image_files.h"
+#include "cli_process.h"
+#include "engine/data/dataset.h"
+#include "engine/data/dataset_manifest.h"
+#include "engine/errors.h"
+
+using namespace towers;
+using towers::app::ImportOptions;
+
+namespace {
+
+// Image `i` of class `c`: a square of the class's colour on a background that varies with i, so
+// every image differs and a class is learnable; `gray` makes R = G = B.
+QImage sample(int c, int i, bool gray, int side = 48)
+{
+    QImage img(side + i % 5, side, QImage::Format_RGB888);
+    const QColor bg(40 + 7 * i % 60, 90, 30 + 11 * i % 80);
+    const QColor fg = c == 0 ? QColor(250, 30, 30) : c == 1 ? QColor(30, 250, 30) : QColor(30, 30, 250);
+    img.fill(gray ? QColor(qGray(bg.rgb()), qGray(bg.rgb()), qGray(bg.rgb())) : bg);
+    for (int y = side / 4; y < side * 3 / 4; ++y)
+        for (int x = side / 4 + c * 3; x < side * 3 / 4; ++x)
+            img.setPixelColor(x, y, gray ? QColor(qGray(fg.rgb()), qGray(fg.rgb()), qGray(fg.rgb()))
+                                         : fg);
+    return img;
+}
+
+void writeClass(const QString& dir, int c, int count, bool gray, int first = 0)
+{
+    QDir().mkpath(dir);
+    const char* formats[] = {"PNG", "BMP", "JPG", "PPM"};
+    for (int i = first; i < first + count; ++i) {
+        const char* f = formats[i % 4];
+        const QString path =
+            dir + QStringLiteral("/img%1.%2").arg(i, 3, 10, QLatin1Char('0')).arg(QString::fromLatin1(f).toLower());
+        QVERIFY(sample(c, i, gray).save(path, f));
+    }
+}
+
+QStringList entries(const QString& dir)
+{
+    return QDir(dir).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot, QDir::Name);
+}
+
+engine::Dataset load(const QString& name, const QString& dataDir)
+{
+    return engine::loadDataset(name.toStdString(), std::vector<std::filesystem::path>{dataDir.toStdString()});
+}
+
+} // namespace
+
+class TestImageFolderImport : public QObject
+{
+    Q_OBJECT
+    QTemporaryDir m_root;
+    QString m_pets; // cat/, dog/, fox/ with 10, 12, 7 colour images, junk, a broken image
+
+    QString path(const QString& p) const { return m_root.filePath(p); }
+
+private slots:
+    void initTestCase()
+    {
+        m_pets = path(QStringLiteral("My Pets!"));
+        writeClass(m_pets + QStringLiteral("/cat"), 0, 10, false);
+        writeClass(m_pets + QStringLiteral("/dog"), 1, 10, false);
+        writeClass(m_pets + QStringLiteral("/dog/puppies"), 1, 2, false, 50); // nested: still dogs
+        writeClass(m_pets + QStringLiteral("/fox"), 2, 7, false);
+        QFile junk(m_pets + QStringLiteral("/cat/Thumbs.db"));
+        QVERIFY(junk.open(QIODevice::WriteOnly));
+        junk.write("junk");
+        junk.close();
+        QFile broken(m_pets + QStringLiteral("/fox/broken.png"));
+        QVERIFY(broken.open(QIODevice::WriteOnly));
+        broken.write("\x89PNG\r\n\x1a\nnot really");
+        broken.close();
+        QFile readme(m_pets + QStringLiteral("/notes.txt"));
+        QVERIFY(readme.open(QIODevice::WriteOnly));
+        readme.write("where the pictures came from");
+    }
+
+    void names()
+    {
+        QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/My Pets!")), QStringLiteral("my-pets"));
+        QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/b/")), QStringLiteral("b"));
+        QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/mnist")), QStringLiteral("mnist-images"));
+        QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/___")), QStringLiteral("images"));
+        QVERIFY(!engine::isImportedDatasetName("cifar10"));
+        QVERIFY(!engine::isImportedDatasetName("Pets"));
+        QVERIFY(!engine::isImportedDatasetName("-pets"));
+        QVERIFY(!engine::isImportedDatasetName("a/b"));
+        QVERIFY(engine::isImportedDatasetName("my-pets_2.0"));
+    }
+
+    void scan()
+    {
+        const auto s = app::scanImageFolder(m_pets);
+        QCOMPARE(s.classes, (QStringList{QStringLiteral("cat"), QStringLiteral("dog"), QStringLiteral("fox")}));
+        QCOMPARE(s.train, (std::vector<qint64>{10, 12, 8})); // the broken PNG is an image by name
+        QVERIFY(!s.splitFolders);
+        QVERIFY2(s.ignored.contains(QStringLiteral("cat/Thumbs.db")), qPrintable(s.ignored.join(',')));
+        QVERIFY(s.ignored.contains(QStringLiteral("notes.txt (in no class folder)")));
+    }
+
+    // The whole import, then the dataset as training reads it: every image is the file decoded as
+    // classify decodes it, each class's share held out, the same split for the same seed.
+    void importsAndLoads()
+    {
+        const QString data = path(QStringLiteral("data"));
+        ImportOptions o;
+        o.source = m_pets;
+        o.dataDir = data;
+        o.testFraction = 0.25;
+        std::vector<std::pair<qint64, qint64>> reports;
+        const auto r = app::importImageFolder(o, [&](qint64 d, qint64 t) { reports.push_back({d, t}); });
+        QCOMPARE(r.folder, data + QStringLiteral("/my-pets"));
+        QCOMPARE(QString::fromStdString(r.spec.name), QStringLiteral("my-pets"));
+        QCOMPARE(r.spec.imageShape, (engine::Shape{32, 32, 3})); // colour: 32x32 by default
+        // 10, 12 and 7 readable images; 25 % of the 10, 12 and 8 files held out (rounded).
+        QCOMPARE(r.test[0], 3);
+        QCOMPARE(r.test[1], 3);
+        QCOMPARE(r.train[0] + r.test[0], 10);
+        QCOMPARE(r.train[1] + r.test[1], 12);
+        QCOMPARE(r.train[2] + r.test[2], 7);
+        QCOMPARE(r.skipped.size(), 1);
+        QVERIFY2(r.skipped.front().contains(QStringLiteral("broken.png")), qPrintable(r.skipped.front()));
+        QVERIFY(!reports.empty());
+        QCOMPARE(reports.back(), (std::pair<qint64, qint64>{30, 30}));
+        QCOMPARE(entries(data), QStringList{QStringLiteral("my-pets")}); // no temporary folder left
+
+        const engine::Dataset d = load(QStringLiteral("my-pets"), data);
+        QCOMPARE(d.classNames, (std::vector<std::string>{"cat", "dog", "fox"}));
+        QCOMPARE(d.train.count, r.train[0] + r.train[1] + r.train[2]);
+        QCOMPARE(d.test.count, 29 - d.train.count);
+        QCOMPARE(d.train.imageShape(), (engine::Shape{32, 32, 3}));
+        QVERIFY(d.mirrorSafe);
+        // The first training image is cat/img000.png or another cat: find it among the cat files.
+        engine::ImageSet expected;
+        expected.height = expected.width = 32;
+        expected.channels = 3;
+        bool found = false;
+        for (const QString& f : QDir(m_pets + QStringLiteral("/cat")).entryList({QStringLiteral("img*")}, QDir::Files, QDir::Name)) {
+            engine::ImageSet one = expected;
+            app::appendImage(app::readImageFile(m_pets + QStringLiteral("/cat/") + f, {32, 32, 3}), {32, 32, 3}, one);
+            found = found || std::equal(one.pixels.begin(), one.pixels.end(), d.train.image(0));
+        }
+        QVERIFY2(found, "the first training image is none of the cat files as classify reads them");
+        QCOMPARE(d.train.labels.front(), 0);
+
+        // Listed by discovery with its shape and classes; the manifest says where it came from.
+        const auto all = engine::discoverDatasets({data.toStdString()});
+        QVERIFY(std::any_of(all.begin(), all.end(), [](const engine::DatasetInfo& i) { return i.name == "my-pets"; }));
+        engine::ManifestExtras extras;
+        QVERIFY(engine::readDatasetManifest(r.folder.toStdString(), &extras));
+        QCOMPARE(QString::fromStdString(extras.source), QDir::toNativeSeparators(m_pets));
+        QCOMPARE(extras.trainCount, d.train.count);
+
+        // The same seed holds out the same images; another seed others.
+        o.overwrite = true;
+        app::importImageFolder(o);
+        QCOMPARE(load(QStringLiteral("my-pets"), data).test.pixels, d.test.pixels);
+        o.seed = 7;
+        app::importImageFolder(o);
+        QVERIFY(load(QStringLiteral("my-pets"), data).test.pixels != d.test.pixels);
+    }
+
+    // train/ and val/ folders give the split; gray images make a 28x28x1 dataset; --no-flip.
+    void splitFoldersAndGray()
+    {
+        const QString src = path(QStringLiteral("digits"));
+        writeClass(src + QStringLiteral("/train/one"), 0, 6, true);
+        writeClass(src + QStringLiteral("/train/two"), 1, 5, true);
+        writeClass(src + QStringLiteral("/val/two"), 1, 2, true, 100);
+        ImportOptions o;
+        o.source = src;
+        o.dataDir = path(QStringLiteral("data2"));
+        o.mirrorSafe = false;
+        const auto r = app::importImageFolder(o);
+        QCOMPARE(r.spec.imageShape, (engine::Shape{28, 28, 1}));
+        QCOMPARE(r.train, (std::vector<qint64>{6, 5}));
+        QCOMPARE(r.test, (std::vector<qint64>{0, 2}));
+        const engine::Dataset d = load(QStringLiteral("digits"), o.dataDir);
+        QCOMPARE(d.test.count, 2);
+        QCOMPARE(d.test.labels, (std::vector<std::int32_t>{1, 1}));
+        QVERIFY(!d.mirrorSafe);
+        // Asked for colour, gray images stay three channels.
+        o.channels = 3;
+        o.size = 24;
+        o.name = QStringLiteral("digits-rgb");
+        QCOMPARE(app::importImageFolder(o).spec.imageShape, (engine::Shape{24, 24, 3}));
+        // A class in val/ that train/ lacks.
+        writeClass(src + QStringLiteral("/val/three"), 2, 1, true);
+        QVERIFY_THROWS_EXCEPTION(engine::InvalidArgument, app::scanImageFolder(src));
+    }
+
+    // Every refusal says what, and leaves the data folder as it was.
+    void refusals()
+    {
+        const QString data = path(QStringLiteral("data3"));
+        ImportOptions o;
+        o.source = m_pets;
+        o.dataDir = data;
+        app::importImageFolder(o);
+        const QByteArray manifest = [&] {
+            QFile f(data + QStringLiteral("/my-pets/towers-dataset.json"));
+            return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+        }();
+        auto refused = [&](ImportOptions bad, const QString& words) {
+            try {
+                app::importImageFolder(bad);
+                QFAIL(qPrintable(QStringLiteral("accepted: ") + words));
+            } catch (const engine::Error& e) {
+                QVERIFY2(QString::fromUtf8(e.what()).contains(words), e.what());
+            }
+            QCOMPARE(entries(data), (QStringList{QStringLiteral("my-pets"), QStringLiteral("user-folder")}));
+            QFile f(data + QStringLiteral("/my-pets/towers-dataset.json"));
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            QCOMPARE(f.readAll(), manifest);
+        };
+        QVERIFY(QDir().mkpath(data + QStringLiteral("/user-folder/keep")));
+        refused(o, QStringLiteral("exists in"));
+        ImportOptions b = o;
+        b.name = QStringLiteral("user-folder");
+        b.overwrite = true;
+        refused(b, QStringLiteral("is no dataset made by an import"));
+        b = o;
+        b.name = QStringLiteral("cifar10");
+        refused(b, QStringLiteral("a dataset Towers knows"));
+        b = o;
+        b.name = QStringLiteral("new");
+        b.size = 4;
+        refused(b, QStringLiteral("from 8 to 256"));
+        b.size = 0;
+        b.testFraction = 1;
+        refused(b, QStringLiteral("test fraction"));
+        b.testFraction = 0;
+        refused(b, QStringLiteral("no image is left for the test set"));
+        b.testFraction = 0.1;
+        b.source = m_pets + QStringLiteral("/cat");
+        refused(b, QStringLiteral("0 class folders with images"));
+        b.source = path(QStringLiteral("nowhere"));
+        refused(b, QStringLiteral("no such folder"));
+        b.source = m_pets;
+        std::atomic<bool> cancel{true};
+        try {
+            app::importImageFolder(b, {}, &cancel);
+            QFAIL("a cancelled import went on");
+        } catch (const engine::Error& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("cancelled")), e.what());
+        }
+        QVERIFY(!QFileInfo::exists(data + QStringLiteral("/new")));
+        QCOMPARE(entries(data).size(), 2);
+    }
+
+    // towers-cli import as a user runs it, then train on what it made.
+    void command()
+    {
+        const QString data = path(QStringLiteral("data4"));
+        const auto r = test::runCliProcess(TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--data-dir"), data, QStringLiteral("--name"), QStringLiteral("pets"), QStringLiteral("--test-fraction"), QStringLiteral("0.3")});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains(QStringLiteral("dataset pets in ")), qPrintable(r.out));
+        QVERIFY2(r.out.contains(QStringLiteral("32x32x3 (HxWxC), 3 classes")), qPrintable(r.out));
+        QVERIFY2(r.out.contains(QStringLiteral("train it: towers-cli train --dataset pets")), qPrintable(r.out));
+        QVERIFY2(r.err.contains(QStringLiteral("passed over")) && r.err.contains(QStringLiteral("broken.png")), qPrintable(r.err));
+        QVERIFY2(r.err.contains(QStringLiteral("Thumbs.db")), qPrintable(r.err));
+
+        const auto again = test::runCliProcess(TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--data-dir"), data, QStringLiteral("--name"), QStringLiteral("pets")});
+        QCOMPARE(again.exitCode, 1);
+        QVERIFY2(again.err.contains(QStringLiteral("--force")), qPrintable(again.err));
+        const auto usage = test::runCliProcess(TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--channels"), QStringLiteral("2")});
+        QCOMPARE(usage.exitCode, 2);
+        const auto badName = test::runCliProcess(TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--name"), QStringLiteral("Pets")});
+        QCOMPARE(badName.exitCode, 2);
+
+        const auto listed = test::runCliProcess(TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("--data-dir"), data});
+        QVERIFY2(listed.out.contains(QStringLiteral("pets ")), qPrintable(listed.out));
+
+        const auto train = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("train"), QStringLiteral("--dataset"), QStringLiteral("pets"), QStringLiteral("--data-dir"), data, QStringLiteral("--steps"), QStringLiteral("4"), QStringLiteral("--batch-size"), QStringLiteral("4"), QStringLiteral("--run-dir"), path(QStringLiteral("run")), QStringLiteral("--model"), QStringLiteral("cifar10-tutorial")});
+        QVERIFY2(train.exitCode == 0, qPrintable(train.err + train.out));
+        const auto eval = test::runCliProcess(TOWERS_CLI, {QStringLiteral("eval"), QStringLiteral("--checkpoint"), path(QStringLiteral("run")), QStringLiteral("--data-dir"), data});
+        QVERIFY2(eval.exitCode == 0, qPrintable(eval.err + eval.out));
+        QVERIFY2(eval.out.contains(QStringLiteral("on pets")), qPrintable(eval.out));
+        const auto classify = test::runCliProcess(TOWERS_CLI, {QStringLiteral("classify"), QStringLiteral("--checkpoint"), path(QStringLiteral("run")), m_pets + QStringLiteral("/fox/img002.jpg")});
+        QVERIFY2(classify.exitCode == 0, qPrintable(classify.err + classify.out));
+        // The classes are the imported folder names.
+        for (const char* c : {"cat", "dog", "fox"})
+            QVERIFY2(classify.out.contains(QString::fromLatin1(c)), qPrintable(classify.out));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestImageFolderImport)
+#include "tst_image_folder_import.moc"

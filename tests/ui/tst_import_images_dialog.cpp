@@ -1,0 +1,152 @@
+// "Import images…": the dialog scans the chosen folder (classes, counts, files left out), names
+// the dataset after it, imports on a worker thread and is accepted with the result; a name that is
+// taken is refused in the dialog, which stays open; Cancel during an import leaves nothing. The
+// Data page then lists the imported dataset, loads it and offers no download for it.
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QDir>
+#include <QImage>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "app/settings/app_settings.h"
+#include "test_files.h"
+#include "ui/pages/data_page.h"
+#include "ui/pages/import_images_dialog.h"
+#include "ui_test_support.h"
+
+using towers::ui::DataPage;
+using towers::ui::ImportImagesDialog;
+namespace tt = towers::test;
+
+namespace {
+
+void writeImages(const QString& dir, int count, const QColor& colour)
+{
+    QDir().mkpath(dir);
+    for (int i = 0; i < count; ++i) {
+        QImage img(40, 40, QImage::Format_RGB888);
+        img.fill(colour.darker(100 + 10 * i));
+        QVERIFY(img.save(dir + QStringLiteral("/%1.png").arg(i)));
+    }
+}
+
+QPushButton* importButton(ImportImagesDialog& d)
+{
+    return d.findChild<QDialogButtonBox*>()->button(QDialogButtonBox::Ok);
+}
+
+} // namespace
+
+class TestImportImagesDialog : public QObject
+{
+    Q_OBJECT
+    QTemporaryDir m_home;
+    QString m_source;
+
+private slots:
+    void initTestCase()
+    {
+        qputenv("XDG_DATA_HOME", m_home.filePath(QStringLiteral("xdg")).toUtf8());
+        qunsetenv("TOWERS_DATA");
+        m_source = m_home.filePath(QStringLiteral("Garden Birds"));
+        writeImages(m_source + QStringLiteral("/robin"), 6, Qt::red);
+        writeImages(m_source + QStringLiteral("/blue tit"), 5, Qt::blue);
+        QFile notes(m_source + QStringLiteral("/robin/notes.txt"));
+        QVERIFY(notes.open(QIODevice::WriteOnly));
+        notes.write("seen in May");
+    }
+
+    void scansNamesAndImports()
+    {
+        const QString data = m_home.filePath(QStringLiteral("data"));
+        ImportImagesDialog dialog(data);
+        QVERIFY(!importButton(dialog)->isEnabled()); // no folder yet
+        dialog.setSource(m_source);
+        QVERIFY2(dialog.summaryLabel()->text().contains(QStringLiteral("2 classes")),
+                 qPrintable(dialog.summaryLabel()->text()));
+        QVERIFY(dialog.summaryLabel()->text().contains(QStringLiteral("blue tit (5)")));
+        QVERIFY(dialog.summaryLabel()->text().contains(QStringLiteral("robin/notes.txt")));
+        QCOMPARE(dialog.nameEdit()->text(), QStringLiteral("garden-birds"));
+        QVERIFY(importButton(dialog)->isEnabled());
+        dialog.nameEdit()->setText(QStringLiteral("Birds!"));
+        QVERIFY(!importButton(dialog)->isEnabled());
+        QVERIFY2(dialog.nameEdit()->toolTip().contains(QStringLiteral("lowercase")),
+                 qPrintable(dialog.nameEdit()->toolTip()));
+        dialog.nameEdit()->clear();
+        QTest::keyClicks(dialog.nameEdit(), QStringLiteral("birds"));
+        QVERIFY(importButton(dialog)->isEnabled());
+        dialog.testPercentBox()->setValue(20);
+        dialog.mirrorBox()->setChecked(false);
+
+        QSignalSpy accepted(&dialog, &QDialog::accepted);
+        importButton(dialog)->click();
+        QVERIFY(accepted.wait(20000));
+        QVERIFY(dialog.result().has_value());
+        QCOMPARE(dialog.result()->folder, data + QStringLiteral("/birds"));
+        QCOMPARE(dialog.result()->spec.labels.names,
+                 (std::vector<std::string>{"blue tit", "robin"}));
+        QCOMPARE(dialog.result()->test, (std::vector<qint64>{1, 1}));
+        QVERIFY(!dialog.result()->spec.mirrorSafe);
+
+        // The same name again: refused in the dialog, which stays open and says why.
+        ImportImagesDialog again(data);
+        again.setSource(m_source);
+        again.nameEdit()->setText(QStringLiteral("birds"));
+        QSignalSpy rejected(&again, &QDialog::rejected);
+        QSignalSpy acceptedAgain(&again, &QDialog::accepted);
+        importButton(again)->click();
+        QTRY_VERIFY_WITH_TIMEOUT(!again.isImporting(), 20000);
+        QTRY_VERIFY(again.statusLabel()->text().contains(QStringLiteral("--force")) ||
+                    again.statusLabel()->text().contains(QStringLiteral("replace")));
+        QCOMPARE(acceptedAgain.count(), 0);
+        QCOMPARE(rejected.count(), 0);
+        // Replacing it, when asked.
+        again.replaceBox()->setChecked(true);
+        importButton(again)->click();
+        QVERIFY(acceptedAgain.wait(20000));
+        QCOMPARE(QDir(data).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot),
+                 QStringList{QStringLiteral("birds")});
+    }
+
+    // The Data page lists what was imported into its data folder, loads it, offers no download.
+    void dataPageListsAndLoadsIt()
+    {
+        const QString data = m_home.filePath(QStringLiteral("data2"));
+        {
+            ImportImagesDialog dialog(data);
+            dialog.setSource(m_source);
+            QSignalSpy accepted(&dialog, &QDialog::accepted);
+            importButton(dialog)->click();
+            QVERIFY(accepted.wait(20000));
+        }
+        towers::app::AppSettings settings(tt::settingsFile(m_home.path()));
+        settings.setDataDir(data);
+        settings.setDatasetName(QStringLiteral("garden-birds"));
+        DataPage page(settings);
+        QSignalSpy loaded(&page, &DataPage::datasetLoaded);
+        QVERIFY(loaded.wait(10000));
+        QCOMPARE(page.datasetName(), QStringLiteral("garden-birds"));
+        QCOMPARE(page.loadedDataset()->classNames, (std::vector<std::string>{"blue tit", "robin"}));
+        QCOMPARE(page.found()->imageShape, (towers::engine::Shape{32, 32, 3}));
+        QPushButton* download = nullptr;
+        for (auto* b : page.findChildren<QPushButton*>())
+            if (b->text().contains(QStringLiteral("wnload"))) download = b;
+        QVERIFY(download);
+        QVERIFY(!download->isEnabled());
+        QVERIFY(download->toolTip().contains(QStringLiteral("your images")));
+        // Another data folder without it: the list no longer has it.
+        page.setDataDir(m_home.filePath(QStringLiteral("empty")));
+        auto* combo = page.findChildren<QComboBox*>().front();
+        QCOMPARE(combo->findData(QStringLiteral("garden-birds")), -1);
+    }
+};
+
+QTEST_MAIN(TestImportImagesDialog)
+#include "tst_import_images_dialog.moc"

@@ -1,0 +1,272 @@
+#include "ui/pages/import_images_dialog.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QLocale>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include "app/data/data_dirs.h"
+#include "engine/data/dataset_manifest.h"
+#include "engine/errors.h"
+
+namespace towers::ui {
+
+ImportImagesDialog::ImportImagesDialog(const QString& dataDir, QWidget* parent)
+    : QDialog(parent), m_dataDir(dataDir.isEmpty() ? app::defaultDataDir() : dataDir)
+{
+    setWindowTitle(tr("Import images"));
+    auto* top = new QVBoxLayout(this);
+    auto* intro = new QLabel(
+        tr("A dataset from a folder of your images: one sub-folder per class, named after the "
+           "class (or <i>train</i> and <i>test</i> folders that each hold the class folders). "
+           "Each image is cropped to its central square and scaled, as Classify reads an image. "
+           "The dataset goes to %1.")
+            .arg(QDir::toNativeSeparators(m_dataDir).toHtmlEscaped()),
+        this);
+    intro->setWordWrap(true);
+    top->addWidget(intro);
+
+    auto* form = new QFormLayout;
+    auto* sourceRow = new QHBoxLayout;
+    m_source = new QLineEdit(this);
+    auto* browseButton = new QPushButton(tr("&Browse…"), this);
+    sourceRow->addWidget(m_source, 1);
+    sourceRow->addWidget(browseButton);
+    auto* sourceLabel = new QLabel(tr("&Folder:"), this);
+    sourceLabel->setBuddy(m_source);
+    form->addRow(sourceLabel, sourceRow);
+    m_summary = new QLabel(tr("Choose a folder."), this);
+    m_summary->setWordWrap(true);
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    form->addRow(tr("Found:"), m_summary);
+    m_name = new QLineEdit(this);
+    m_name->setToolTip(tr("Lowercase letters, digits, '-', '_' and '.': what towers-cli train "
+                          "--dataset and the dataset list call it."));
+    form->addRow(tr("&Name:"), m_name);
+    m_size = new QSpinBox(this);
+    m_size->setRange(app::kMinImportSide - 1, app::kMaxImportSide);
+    m_size->setSpecialValueText(tr("automatic (28 grayscale, 32 colour)"));
+    m_size->setSuffix(tr(" pixels"));
+    m_size->setValue(m_size->minimum());
+    m_size->setToolTip(tr("The side of the square images. The built-in networks take 24 to 32 "
+                          "pixels; larger images are cropped to them."));
+    form->addRow(tr("Image &size:"), m_size);
+    m_channels = new QComboBox(this);
+    m_channels->addItem(tr("automatic (grayscale when every image is gray)"), 0);
+    m_channels->addItem(tr("grayscale"), 1);
+    m_channels->addItem(tr("colour"), 3);
+    form->addRow(tr("&Channels:"), m_channels);
+    m_testPercent = new QSpinBox(this);
+    m_testPercent->setRange(0, 90);
+    m_testPercent->setValue(10);
+    m_testPercent->setSuffix(tr(" % of each class"));
+    form->addRow(tr("&Test set:"), m_testPercent);
+    m_mirror = new QCheckBox(tr("A left-right &mirror keeps an image's class (training may flip "
+                                "images; not for text, digits or arrows)"),
+                             this);
+    m_mirror->setChecked(true);
+    form->addRow(QString(), m_mirror);
+    m_replace = new QCheckBox(tr("&Replace an imported dataset of the same name"), this);
+    form->addRow(QString(), m_replace);
+    top->addLayout(form);
+
+    m_progress = new QProgressBar(this);
+    m_progress->setRange(0, 1000);
+    m_progress->setValue(0);
+    m_progress->setFormat(QString());
+    m_progress->setTextVisible(true);
+    top->addWidget(m_progress);
+    m_status = new QLabel(this);
+    m_status->setWordWrap(true);
+    m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    top->addWidget(m_status);
+    m_buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
+    m_buttons->button(QDialogButtonBox::Ok)->setText(tr("&Import"));
+    top->addWidget(m_buttons);
+
+    connect(browseButton, &QPushButton::clicked, this, &ImportImagesDialog::browse);
+    connect(m_source, &QLineEdit::editingFinished, this, &ImportImagesDialog::scan);
+    connect(m_name, &QLineEdit::textEdited, this, [this] { m_nameEdited = true; });
+    connect(m_name, &QLineEdit::textChanged, this, &ImportImagesDialog::updateButtons);
+    connect(m_buttons, &QDialogButtonBox::accepted, this, &ImportImagesDialog::startImport);
+    connect(m_buttons, &QDialogButtonBox::rejected, this, &ImportImagesDialog::reject);
+    connect(&m_watcher, &QFutureWatcher<Outcome>::finished, this,
+            &ImportImagesDialog::onFinished);
+    auto* ticker = new QTimer(this);
+    connect(ticker, &QTimer::timeout, this, [this] {
+        if (!isImporting() || m_total <= 0) return;
+        m_progress->setValue(int(1000.0 * double(m_done) / double(m_total)));
+        m_progress->setFormat(tr("%1 of %2 images")
+                                  .arg(QLocale().toString(qint64(m_done)),
+                                       QLocale().toString(qint64(m_total))));
+    });
+    ticker->start(100);
+    updateButtons();
+    resize(640, sizeHint().height());
+}
+
+ImportImagesDialog::~ImportImagesDialog()
+{
+    m_cancel = true;
+    m_watcher.waitForFinished();
+}
+
+void ImportImagesDialog::browse()
+{
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Folder of images"),
+                                                          m_source->text());
+    if (!dir.isEmpty()) setSource(dir);
+}
+
+void ImportImagesDialog::setSource(const QString& folder)
+{
+    m_source->setText(QDir::toNativeSeparators(folder));
+    scan();
+}
+
+void ImportImagesDialog::scan()
+{
+    m_scan.reset();
+    const QString folder = m_source->text().trimmed();
+    if (folder.isEmpty()) {
+        m_summary->setText(tr("Choose a folder."));
+        updateButtons();
+        return;
+    }
+    try {
+        m_scan = app::scanImageFolder(folder);
+        const auto& s = *m_scan;
+        QStringList classes;
+        for (qsizetype i = 0; i < s.classes.size(); ++i) {
+            const qint64 n = s.train[std::size_t(i)] + (s.test.empty() ? 0 : s.test[std::size_t(i)]);
+            classes << QStringLiteral("%1 (%2)").arg(s.classes[i].toHtmlEscaped(),
+                                                     QLocale().toString(n));
+        }
+        QString text = tr("<b>%1 classes</b>, %2 images: %3")
+                           .arg(s.classes.size())
+                           .arg(QLocale().toString(s.images()),
+                                classes.mid(0, 20).join(QStringLiteral(", ")) +
+                                    (classes.size() > 20 ? QStringLiteral(", …") : QString()));
+        if (s.splitFolders)
+            text += QStringLiteral("<br>") +
+                    tr("The test set is the %1/ folder.").arg(s.testFolder.toHtmlEscaped());
+        if (!s.ignored.isEmpty())
+            text += QStringLiteral("<br>") +
+                    (s.ignored.size() == 1
+                         ? tr("1 file is no image and will be left out (%1).")
+                         : tr("%1 files are no images and will be left out (%2).")
+                               .arg(s.ignored.size()))
+                        .arg(s.ignored.mid(0, 3).join(QStringLiteral(", ")).toHtmlEscaped() +
+                             (s.ignored.size() > 3 ? QStringLiteral(", …") : QString()));
+        m_summary->setText(text);
+        m_testPercent->setEnabled(!s.splitFolders);
+        if (!m_nameEdited) m_name->setText(app::datasetNameFromFolder(s.source));
+    } catch (const std::exception& e) {
+        m_summary->setText(QStringLiteral("<b>%1</b>").arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
+    }
+    updateButtons();
+}
+
+app::ImportOptions ImportImagesDialog::options() const
+{
+    app::ImportOptions o;
+    o.source = m_scan ? m_scan->source : m_source->text().trimmed();
+    o.name = m_name->text().trimmed();
+    o.dataDir = m_dataDir;
+    o.size = m_size->value() < app::kMinImportSide ? 0 : m_size->value();
+    o.channels = m_channels->currentData().toInt();
+    o.testFraction = m_testPercent->value() / 100.0;
+    o.mirrorSafe = m_mirror->isChecked();
+    o.overwrite = m_replace->isChecked();
+    return o;
+}
+
+void ImportImagesDialog::updateButtons()
+{
+    std::string why;
+    const bool nameOk = engine::isImportedDatasetName(m_name->text().trimmed().toStdString(), &why);
+    m_name->setToolTip(nameOk || m_name->text().isEmpty()
+                           ? tr("Lowercase letters, digits, '-', '_' and '.'")
+                           : QString::fromStdString(why));
+    auto* ok = m_buttons->button(QDialogButtonBox::Ok);
+    ok->setEnabled(!isImporting() && m_scan.has_value() && nameOk);
+    for (QWidget* w : std::initializer_list<QWidget*>{m_source, m_name, m_size, m_channels,
+                                                      m_mirror, m_replace})
+        w->setEnabled(!isImporting());
+    m_testPercent->setEnabled(!isImporting() && !(m_scan && m_scan->splitFolders));
+}
+
+void ImportImagesDialog::startImport()
+{
+    if (isImporting() || !m_scan) return;
+    const app::ImportOptions o = options();
+    m_cancel = false;
+    m_done = 0;
+    m_total = 0;
+    m_result.reset();
+    m_status->setText(tr("Importing…"));
+    m_progress->setValue(0);
+    m_watcher.setFuture(QtConcurrent::run([this, o] {
+        Outcome out;
+        try {
+            out.result = app::importImageFolder(
+                o,
+                [this](qint64 done, qint64 total) {
+                    m_done = done;
+                    m_total = total;
+                },
+                &m_cancel);
+        } catch (const std::exception& e) {
+            out.error = QString::fromUtf8(e.what());
+        }
+        return out;
+    }));
+    updateButtons();
+}
+
+void ImportImagesDialog::onFinished()
+{
+    const bool cancelled = m_cancel.load();
+    const Outcome out = m_watcher.result();
+    if (!out.result) {
+        m_progress->setValue(0);
+        m_progress->setFormat(QString());
+        m_status->setText(QStringLiteral("<b>%1</b>").arg(out.error.toHtmlEscaped()));
+        updateButtons();
+        if (cancelled) QDialog::reject();
+        return;
+    }
+    m_result = out.result;
+    m_progress->setValue(1000);
+    updateButtons();
+    QDialog::accept();
+}
+
+void ImportImagesDialog::accept()
+{
+    startImport(); // accepted when the import has succeeded
+}
+
+void ImportImagesDialog::reject()
+{
+    if (isImporting()) {
+        m_cancel = true; // onFinished rejects once the worker has stopped
+        m_status->setText(tr("Cancelling…"));
+        return;
+    }
+    QDialog::reject();
+}
+
+} // namespace towers::ui

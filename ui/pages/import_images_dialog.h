@@ -1,0 +1,90 @@
+#pragma once
+// "Import images…" on the Data page: a dataset from a folder of the user's images, as
+// `towers-cli import` makes one (app/data/image_folder_import.h). The folder's classes and image
+// counts show as soon as it is chosen; the name is made from the folder's (and may be changed);
+// image size, channels, the share held out for testing and whether mirrors keep the class are
+// the command's options. The import runs on a worker thread with a progress bar; Cancel (or
+// closing the dialog) stops it and leaves nothing behind.
+#include <QDialog>
+#include <QFutureWatcher>
+
+#include <atomic>
+#include <optional>
+
+#include "app/data/image_folder_import.h"
+
+class QCheckBox;
+class QComboBox;
+class QDialogButtonBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QSpinBox;
+
+namespace towers::ui {
+
+class ImportImagesDialog : public QDialog
+{
+    Q_OBJECT
+public:
+    // `dataDir`: where the dataset goes (empty: app::defaultDataDir()).
+    explicit ImportImagesDialog(const QString& dataDir, QWidget* parent = nullptr);
+    ~ImportImagesDialog() override;
+
+    // Chooses the folder (as the Browse button does) and scans it.
+    void setSource(const QString& folder);
+    app::ImportOptions options() const;
+    // The dataset written, once the dialog is accepted.
+    const std::optional<app::ImportResult>& result() const { return m_result; }
+    bool isImporting() const { return m_watcher.isRunning(); }
+
+    QLineEdit* sourceEdit() const { return m_source; }
+    QLineEdit* nameEdit() const { return m_name; }
+    QSpinBox* sizeBox() const { return m_size; }
+    QComboBox* channelsBox() const { return m_channels; }
+    QSpinBox* testPercentBox() const { return m_testPercent; }
+    QCheckBox* mirrorBox() const { return m_mirror; }
+    QCheckBox* replaceBox() const { return m_replace; }
+    QLabel* summaryLabel() const { return m_summary; }
+    QLabel* statusLabel() const { return m_status; }
+
+public slots:
+    // Starts the import (the Import button); the dialog is accepted when it succeeds.
+    void startImport();
+    void accept() override;
+    void reject() override;
+
+private:
+    void browse();
+    void scan();
+    void onFinished();
+    void updateButtons();
+
+    QString m_dataDir;
+    bool m_nameEdited = false;
+    std::optional<app::ImageFolderScan> m_scan;
+    std::optional<app::ImportResult> m_result;
+    std::atomic<bool> m_cancel{false};
+    std::atomic<qint64> m_done{0}, m_total{0};
+    // The import's result, or its error's message.
+    struct Outcome
+    {
+        std::optional<app::ImportResult> result;
+        QString error;
+    };
+    QFutureWatcher<Outcome> m_watcher;
+
+    QLineEdit* m_source;
+    QLineEdit* m_name;
+    QSpinBox* m_size;
+    QComboBox* m_channels;
+    QSpinBox* m_testPercent;
+    QCheckBox* m_mirror;
+    QCheckBox* m_replace;
+    QLabel* m_summary;
+    QProgressBar* m_progress;
+    QLabel* m_status;
+    QDialogButtonBox* m_buttons;
+};
+
+} // namespace towers::ui
