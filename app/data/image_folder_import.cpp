@@ -285,9 +285,9 @@ ImportResult importImageFolder(const ImportOptions& o,
                                   " exists and is no dataset made by an import: choose another "
                                   "name (nothing was changed)");
         if (!o.overwrite)
-            throw InvalidArgument("a dataset " + name.toStdString() + " exists in " +
-                                  native(dataDir).toStdString() +
-                                  ": choose another name, or replace it (--force)");
+            throw InvalidArgument(
+                "a dataset " + name.toStdString() + " exists in " + native(dataDir).toStdString() +
+                ": choose another name, or replace it (" + o.overwriteHint.toStdString() + ")");
     }
     const ImageFolderScan scan = scanImageFolder(o.source);
     if (QDir::cleanPath(target).startsWith(scan.source + QLatin1Char('/')) || target == scan.source)

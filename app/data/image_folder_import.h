@@ -37,6 +37,9 @@ struct ImportOptions
     double testFraction = 0.1;
     bool mirrorSafe = true; // whether a left-right mirror keeps an image's class (flips)
     bool overwrite = false; // replace an imported dataset of the same name
+    // How the user asks for `overwrite`, for the message when a dataset of the name exists
+    // ("--force", the dialog's check box).
+    QString overwriteHint = QStringLiteral("--force");
     std::uint64_t seed = 1; // which images are held out
 };
 

@@ -28,12 +28,14 @@ QImage sample(int c, int i, bool gray, int side = 48)
 {
     QImage img(side + i % 5, side, QImage::Format_RGB888);
     const QColor bg(40 + 7 * i % 60, 90, 30 + 11 * i % 80);
-    const QColor fg = c == 0 ? QColor(250, 30, 30) : c == 1 ? QColor(30, 250, 30) : QColor(30, 30, 250);
+    const QColor fg = c == 0   ? QColor(250, 30, 30)
+                      : c == 1 ? QColor(30, 250, 30)
+                               : QColor(30, 30, 250);
     img.fill(gray ? QColor(qGray(bg.rgb()), qGray(bg.rgb()), qGray(bg.rgb())) : bg);
     for (int y = side / 4; y < side * 3 / 4; ++y)
         for (int x = side / 4 + c * 3; x < side * 3 / 4; ++x)
-            img.setPixelColor(x, y, gray ? QColor(qGray(fg.rgb()), qGray(fg.rgb()), qGray(fg.rgb()))
-                                         : fg);
+            img.setPixelColor(
+                x, y, gray ? QColor(qGray(fg.rgb()), qGray(fg.rgb()), qGray(fg.rgb())) : fg);
     return img;
 }
 
@@ -43,8 +45,9 @@ void writeClass(const QString& dir, int c, int count, bool gray, int first = 0)
     const char* formats[] = {"PNG", "BMP", "JPG", "PPM"};
     for (int i = first; i < first + count; ++i) {
         const char* f = formats[i % 4];
-        const QString path =
-            dir + QStringLiteral("/img%1.%2").arg(i, 3, 10, QLatin1Char('0')).arg(QString::fromLatin1(f).toLower());
+        const QString path = dir + QStringLiteral("/img%1.%2")
+                                       .arg(i, 3, 10, QLatin1Char('0'))
+                                       .arg(QString::fromLatin1(f).toLower());
         QVERIFY(sample(c, i, gray).save(path, f));
     }
 }
@@ -56,7 +59,8 @@ QStringList entries(const QString& dir)
 
 engine::Dataset load(const QString& name, const QString& dataDir)
 {
-    return engine::loadDataset(name.toStdString(), std::vector<std::filesystem::path>{dataDir.toStdString()});
+    return engine::loadDataset(name.toStdString(),
+                               std::vector<std::filesystem::path>{dataDir.toStdString()});
 }
 
 } // namespace
@@ -92,9 +96,11 @@ private slots:
 
     void names()
     {
-        QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/My Pets!")), QStringLiteral("my-pets"));
+        QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/My Pets!")),
+                 QStringLiteral("my-pets"));
         QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/b/")), QStringLiteral("b"));
-        QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/mnist")), QStringLiteral("mnist-images"));
+        QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/mnist")),
+                 QStringLiteral("mnist-images"));
         QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/___")), QStringLiteral("images"));
         QVERIFY(!engine::isImportedDatasetName("cifar10"));
         QVERIFY(!engine::isImportedDatasetName("Pets"));
@@ -106,10 +112,12 @@ private slots:
     void scan()
     {
         const auto s = app::scanImageFolder(m_pets);
-        QCOMPARE(s.classes, (QStringList{QStringLiteral("cat"), QStringLiteral("dog"), QStringLiteral("fox")}));
+        QCOMPARE(s.classes, (QStringList{QStringLiteral("cat"), QStringLiteral("dog"),
+                                         QStringLiteral("fox")}));
         QCOMPARE(s.train, (std::vector<qint64>{10, 12, 8})); // the broken PNG is an image by name
         QVERIFY(!s.splitFolders);
-        QVERIFY2(s.ignored.contains(QStringLiteral("cat/Thumbs.db")), qPrintable(s.ignored.join(',')));
+        QVERIFY2(s.ignored.contains(QStringLiteral("cat/Thumbs.db")),
+                 qPrintable(s.ignored.join(',')));
         QVERIFY(s.ignored.contains(QStringLiteral("notes.txt (in no class folder)")));
     }
 
@@ -123,7 +131,9 @@ private slots:
         o.dataDir = data;
         o.testFraction = 0.25;
         std::vector<std::pair<qint64, qint64>> reports;
-        const auto r = app::importImageFolder(o, [&](qint64 d, qint64 t) { reports.push_back({d, t}); });
+        const auto r = app::importImageFolder(o, [&](qint64 d, qint64 t) {
+            reports.push_back({d, t});
+        });
         QCOMPARE(r.folder, data + QStringLiteral("/my-pets"));
         QCOMPARE(QString::fromStdString(r.spec.name), QStringLiteral("my-pets"));
         QCOMPARE(r.spec.imageShape, (engine::Shape{32, 32, 3})); // colour: 32x32 by default
@@ -134,7 +144,8 @@ private slots:
         QCOMPARE(r.train[1] + r.test[1], 12);
         QCOMPARE(r.train[2] + r.test[2], 7);
         QCOMPARE(r.skipped.size(), 1);
-        QVERIFY2(r.skipped.front().contains(QStringLiteral("broken.png")), qPrintable(r.skipped.front()));
+        QVERIFY2(r.skipped.front().contains(QStringLiteral("broken.png")),
+                 qPrintable(r.skipped.front()));
         QVERIFY(!reports.empty());
         QCOMPARE(reports.back(), (std::pair<qint64, qint64>{30, 30}));
         QCOMPARE(entries(data), QStringList{QStringLiteral("my-pets")}); // no temporary folder left
@@ -150,9 +161,11 @@ private slots:
         expected.height = expected.width = 32;
         expected.channels = 3;
         bool found = false;
-        for (const QString& f : QDir(m_pets + QStringLiteral("/cat")).entryList({QStringLiteral("img*")}, QDir::Files, QDir::Name)) {
+        for (const QString& f : QDir(m_pets + QStringLiteral("/cat"))
+                                    .entryList({QStringLiteral("img*")}, QDir::Files, QDir::Name)) {
             engine::ImageSet one = expected;
-            app::appendImage(app::readImageFile(m_pets + QStringLiteral("/cat/") + f, {32, 32, 3}), {32, 32, 3}, one);
+            app::appendImage(app::readImageFile(m_pets + QStringLiteral("/cat/") + f, {32, 32, 3}),
+                             {32, 32, 3}, one);
             found = found || std::equal(one.pixels.begin(), one.pixels.end(), d.train.image(0));
         }
         QVERIFY2(found, "the first training image is none of the cat files as classify reads them");
@@ -160,7 +173,8 @@ private slots:
 
         // Listed by discovery with its shape and classes; the manifest says where it came from.
         const auto all = engine::discoverDatasets({data.toStdString()});
-        QVERIFY(std::any_of(all.begin(), all.end(), [](const engine::DatasetInfo& i) { return i.name == "my-pets"; }));
+        QVERIFY(std::any_of(all.begin(), all.end(),
+                            [](const engine::DatasetInfo& i) { return i.name == "my-pets"; }));
         engine::ManifestExtras extras;
         QVERIFY(engine::readDatasetManifest(r.folder.toStdString(), &extras));
         QCOMPARE(QString::fromStdString(extras.source), QDir::toNativeSeparators(m_pets));
@@ -223,7 +237,8 @@ private slots:
             } catch (const engine::Error& e) {
                 QVERIFY2(QString::fromUtf8(e.what()).contains(words), e.what());
             }
-            QCOMPARE(entries(data), (QStringList{QStringLiteral("my-pets"), QStringLiteral("user-folder")}));
+            QCOMPARE(entries(data),
+                     (QStringList{QStringLiteral("my-pets"), QStringLiteral("user-folder")}));
             QFile f(data + QStringLiteral("/my-pets/towers-dataset.json"));
             QVERIFY(f.open(QIODevice::ReadOnly));
             QCOMPARE(f.readAll(), manifest);
@@ -267,32 +282,54 @@ private slots:
     void command()
     {
         const QString data = path(QStringLiteral("data4"));
-        const auto r = test::runCliProcess(TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--data-dir"), data, QStringLiteral("--name"), QStringLiteral("pets"), QStringLiteral("--test-fraction"), QStringLiteral("0.3")});
+        const auto r = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--data-dir"), data,
+                         QStringLiteral("--name"), QStringLiteral("pets"),
+                         QStringLiteral("--test-fraction"), QStringLiteral("0.3")});
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         QVERIFY2(r.out.contains(QStringLiteral("dataset pets in ")), qPrintable(r.out));
         QVERIFY2(r.out.contains(QStringLiteral("32x32x3 (HxWxC), 3 classes")), qPrintable(r.out));
-        QVERIFY2(r.out.contains(QStringLiteral("train it: towers-cli train --dataset pets")), qPrintable(r.out));
-        QVERIFY2(r.err.contains(QStringLiteral("passed over")) && r.err.contains(QStringLiteral("broken.png")), qPrintable(r.err));
+        QVERIFY2(r.out.contains(QStringLiteral("train it: towers-cli train --dataset pets")),
+                 qPrintable(r.out));
+        QVERIFY2(r.err.contains(QStringLiteral("passed over")) &&
+                     r.err.contains(QStringLiteral("broken.png")),
+                 qPrintable(r.err));
         QVERIFY2(r.err.contains(QStringLiteral("Thumbs.db")), qPrintable(r.err));
 
-        const auto again = test::runCliProcess(TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--data-dir"), data, QStringLiteral("--name"), QStringLiteral("pets")});
+        const auto again = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--data-dir"), data,
+                         QStringLiteral("--name"), QStringLiteral("pets")});
         QCOMPARE(again.exitCode, 1);
         QVERIFY2(again.err.contains(QStringLiteral("--force")), qPrintable(again.err));
-        const auto usage = test::runCliProcess(TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--channels"), QStringLiteral("2")});
+        const auto usage =
+            test::runCliProcess(TOWERS_CLI, {QStringLiteral("import"), m_pets,
+                                             QStringLiteral("--channels"), QStringLiteral("2")});
         QCOMPARE(usage.exitCode, 2);
-        const auto badName = test::runCliProcess(TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--name"), QStringLiteral("Pets")});
+        const auto badName =
+            test::runCliProcess(TOWERS_CLI, {QStringLiteral("import"), m_pets,
+                                             QStringLiteral("--name"), QStringLiteral("Pets")});
         QCOMPARE(badName.exitCode, 2);
 
-        const auto listed = test::runCliProcess(TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("--data-dir"), data});
+        const auto listed = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("--data-dir"), data});
         QVERIFY2(listed.out.contains(QStringLiteral("pets ")), qPrintable(listed.out));
 
         const auto train = test::runCliProcess(
-            TOWERS_CLI, {QStringLiteral("train"), QStringLiteral("--dataset"), QStringLiteral("pets"), QStringLiteral("--data-dir"), data, QStringLiteral("--steps"), QStringLiteral("4"), QStringLiteral("--batch-size"), QStringLiteral("4"), QStringLiteral("--run-dir"), path(QStringLiteral("run")), QStringLiteral("--model"), QStringLiteral("cifar10-tutorial")});
+            TOWERS_CLI,
+            {QStringLiteral("train"), QStringLiteral("--dataset"), QStringLiteral("pets"),
+             QStringLiteral("--data-dir"), data, QStringLiteral("--steps"), QStringLiteral("4"),
+             QStringLiteral("--batch-size"), QStringLiteral("4"), QStringLiteral("--run-dir"),
+             path(QStringLiteral("run")), QStringLiteral("--model"),
+             QStringLiteral("cifar10-tutorial")});
         QVERIFY2(train.exitCode == 0, qPrintable(train.err + train.out));
-        const auto eval = test::runCliProcess(TOWERS_CLI, {QStringLiteral("eval"), QStringLiteral("--checkpoint"), path(QStringLiteral("run")), QStringLiteral("--data-dir"), data});
+        const auto eval = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("eval"), QStringLiteral("--checkpoint"),
+                         path(QStringLiteral("run")), QStringLiteral("--data-dir"), data});
         QVERIFY2(eval.exitCode == 0, qPrintable(eval.err + eval.out));
         QVERIFY2(eval.out.contains(QStringLiteral("on pets")), qPrintable(eval.out));
-        const auto classify = test::runCliProcess(TOWERS_CLI, {QStringLiteral("classify"), QStringLiteral("--checkpoint"), path(QStringLiteral("run")), m_pets + QStringLiteral("/fox/img002.jpg")});
+        const auto classify = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("classify"), QStringLiteral("--checkpoint"),
+                         path(QStringLiteral("run")), m_pets + QStringLiteral("/fox/img002.jpg")});
         QVERIFY2(classify.exitCode == 0, qPrintable(classify.err + classify.out));
         // The classes are the imported folder names.
         for (const char* c : {"cat", "dog", "fox"})

@@ -103,8 +103,9 @@ private slots:
         QSignalSpy acceptedAgain(&again, &QDialog::accepted);
         importButton(again)->click();
         QTRY_VERIFY_WITH_TIMEOUT(!again.isImporting(), 20000);
-        QTRY_VERIFY(again.statusLabel()->text().contains(QStringLiteral("--force")) ||
-                    again.statusLabel()->text().contains(QStringLiteral("replace")));
+        QTRY_VERIFY2(again.statusLabel()->text().contains(
+                         QStringLiteral("Replace an imported dataset of the same name")),
+                     qPrintable(again.statusLabel()->text()));
         QCOMPARE(acceptedAgain.count(), 0);
         QCOMPARE(rejected.count(), 0);
         // Replacing it, when asked.

@@ -102,15 +102,14 @@ ImportImagesDialog::ImportImagesDialog(const QString& dataDir, QWidget* parent)
     connect(m_name, &QLineEdit::textChanged, this, &ImportImagesDialog::updateButtons);
     connect(m_buttons, &QDialogButtonBox::accepted, this, &ImportImagesDialog::startImport);
     connect(m_buttons, &QDialogButtonBox::rejected, this, &ImportImagesDialog::reject);
-    connect(&m_watcher, &QFutureWatcher<Outcome>::finished, this,
-            &ImportImagesDialog::onFinished);
+    connect(&m_watcher, &QFutureWatcher<Outcome>::finished, this, &ImportImagesDialog::onFinished);
     auto* ticker = new QTimer(this);
     connect(ticker, &QTimer::timeout, this, [this] {
         if (!isImporting() || m_total <= 0) return;
         m_progress->setValue(int(1000.0 * double(m_done) / double(m_total)));
-        m_progress->setFormat(tr("%1 of %2 images")
-                                  .arg(QLocale().toString(qint64(m_done)),
-                                       QLocale().toString(qint64(m_total))));
+        m_progress->setFormat(
+            tr("%1 of %2 images")
+                .arg(QLocale().toString(qint64(m_done)), QLocale().toString(qint64(m_total))));
     });
     ticker->start(100);
     updateButtons();
@@ -125,8 +124,8 @@ ImportImagesDialog::~ImportImagesDialog()
 
 void ImportImagesDialog::browse()
 {
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Folder of images"),
-                                                          m_source->text());
+    const QString dir =
+        QFileDialog::getExistingDirectory(this, tr("Folder of images"), m_source->text());
     if (!dir.isEmpty()) setSource(dir);
 }
 
@@ -150,7 +149,8 @@ void ImportImagesDialog::scan()
         const auto& s = *m_scan;
         QStringList classes;
         for (qsizetype i = 0; i < s.classes.size(); ++i) {
-            const qint64 n = s.train[std::size_t(i)] + (s.test.empty() ? 0 : s.test[std::size_t(i)]);
+            const qint64 n =
+                s.train[std::size_t(i)] + (s.test.empty() ? 0 : s.test[std::size_t(i)]);
             classes << QStringLiteral("%1 (%2)").arg(s.classes[i].toHtmlEscaped(),
                                                      QLocale().toString(n));
         }
@@ -164,19 +164,30 @@ void ImportImagesDialog::scan()
                     tr("The test set is the %1/ folder.").arg(s.testFolder.toHtmlEscaped());
         if (!s.ignored.isEmpty())
             text += QStringLiteral("<br>") +
-                    (s.ignored.size() == 1
-                         ? tr("1 file is no image and will be left out (%1).")
-                         : tr("%1 files are no images and will be left out (%2).")
-                               .arg(s.ignored.size()))
+                    (s.ignored.size() == 1 ? tr("1 file is no image and will be left out (%1).")
+                                           : tr("%1 files are no images and will be left out (%2).")
+                                                 .arg(s.ignored.size()))
                         .arg(s.ignored.mid(0, 3).join(QStringLiteral(", ")).toHtmlEscaped() +
                              (s.ignored.size() > 3 ? QStringLiteral(", …") : QString()));
         m_summary->setText(text);
         m_testPercent->setEnabled(!s.splitFolders);
         if (!m_nameEdited) m_name->setText(app::datasetNameFromFolder(s.source));
     } catch (const std::exception& e) {
-        m_summary->setText(QStringLiteral("<b>%1</b>").arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
+        m_summary->setText(
+            QStringLiteral("<b>%1</b>").arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
     }
     updateButtons();
+    growToFit();
+}
+
+void ImportImagesDialog::growToFit()
+{
+    // The summary's wrapped lines may need more height than the dialog was given.
+    QLayout* l = layout();
+    l->activate();
+    const int h =
+        l->hasHeightForWidth() ? l->totalHeightForWidth(width()) : l->totalSizeHint().height();
+    if (h > height()) resize(width(), h);
 }
 
 app::ImportOptions ImportImagesDialog::options() const
@@ -190,6 +201,7 @@ app::ImportOptions ImportImagesDialog::options() const
     o.testFraction = m_testPercent->value() / 100.0;
     o.mirrorSafe = m_mirror->isChecked();
     o.overwrite = m_replace->isChecked();
+    o.overwriteHint = tr("check “Replace an imported dataset of the same name”");
     return o;
 }
 
@@ -202,8 +214,8 @@ void ImportImagesDialog::updateButtons()
                            : QString::fromStdString(why));
     auto* ok = m_buttons->button(QDialogButtonBox::Ok);
     ok->setEnabled(!isImporting() && m_scan.has_value() && nameOk);
-    for (QWidget* w : std::initializer_list<QWidget*>{m_source, m_name, m_size, m_channels,
-                                                      m_mirror, m_replace})
+    for (QWidget* w :
+         std::initializer_list<QWidget*>{m_source, m_name, m_size, m_channels, m_mirror, m_replace})
         w->setEnabled(!isImporting());
     m_testPercent->setEnabled(!isImporting() && !(m_scan && m_scan->splitFolders));
 }
@@ -245,6 +257,7 @@ void ImportImagesDialog::onFinished()
         m_progress->setFormat(QString());
         m_status->setText(QStringLiteral("<b>%1</b>").arg(out.error.toHtmlEscaped()));
         updateButtons();
+        growToFit();
         if (cancelled) QDialog::reject();
         return;
     }

@@ -59,6 +59,7 @@ private:
     void scan();
     void onFinished();
     void updateButtons();
+    void growToFit();
 
     QString m_dataDir;
     bool m_nameEdited = false;
