@@ -275,6 +275,7 @@ void MainWindow::onDatasetLoaded()
     const auto dataset = m_data->loadedDataset();
     if (!dataset) return;
     m_model->form()->setTrainingSetSize(dataset->train.count);
+    m_model->setClasses(int(dataset->classNames.size()));
     // A model that cannot take these images gives way to the dataset's default model.
     try {
         engine::preprocessingFor(m_model->modelName().toStdString(), *dataset);

@@ -1,6 +1,7 @@
 // ModelPage: the picker lists every registered model; choosing one shows its layer table and its
 // parameter count (checked against the engine's own count).
 #include <QComboBox>
+#include <QLabel>
 #include <QSignalSpy>
 #include <QTest>
 
@@ -31,6 +32,23 @@ private slots:
         }
         QCOMPARE(changed.count(),
                  int(towers::engine::modelRegistry().size()) - 1); // the first was current
+    }
+
+    // With a dataset of 100 classes (CIFAR-100), the classifier has 100 outputs: the parameter
+    // count and the description follow.
+    void followsTheDatasetsClasses()
+    {
+        ModelPage page;
+        page.setModelName(QStringLiteral("cifar10-resnet"));
+        const qint64 ten = page.totalParameters();
+        page.setClasses(100);
+        QCOMPARE(page.totalParameters(), ten + 256 * 90); // fc: 256 inputs, no bias
+        QCOMPARE(page.totalParameters(),
+                 qint64(towers::engine::buildModel("cifar10-resnet", 100)->parameterCount()));
+        bool said = false;
+        for (auto* l : page.findChildren<QLabel*>())
+            said = said || l->text().contains(QStringLiteral("100 classes"));
+        QVERIFY(said);
     }
 };
 

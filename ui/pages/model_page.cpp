@@ -79,11 +79,19 @@ qint64 ModelPage::totalParameters() const
     return m_layers->totalParameters();
 }
 
+void ModelPage::setClasses(int classes)
+{
+    if (classes == m_classes) return;
+    m_classes = classes;
+    showModel();
+}
+
 void ModelPage::showModel()
 {
     const auto& info = engine::findModel(modelName().toStdString());
+    const int classes = m_classes >= 2 ? m_classes : info.numClasses;
     // Building allocates the parameters (no initialisation): quick even for the 20M-parameter net.
-    const auto model = info.build(info.numClasses);
+    const auto model = info.build(classes);
     m_layers->setRows(model->layerTable());
     m_description->setText(
         tr("%1<br>Input %2 × %3 × %4, %5 classes; meant for <b>%6</b>; %7 MFLOP per "
@@ -92,7 +100,7 @@ void ModelPage::showModel()
             .arg(info.inputShape[0])
             .arg(info.inputShape[1])
             .arg(info.inputShape[2])
-            .arg(info.numClasses)
+            .arg(classes)
             .arg(QString::fromStdString(info.defaultDataset))
             .arg(QLocale().toString(model->trainingFlopsPerExample() * 1e-6, 'f', 1)));
     m_total->setText(tr("<b>%1</b> trainable").arg(QLocale().toString(model->parameterCount())));

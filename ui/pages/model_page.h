@@ -25,6 +25,10 @@ public:
     // Trainable parameters of the chosen model (the layer table's total).
     qint64 totalParameters() const;
     HyperparameterForm* form() const { return m_form; }
+    // The classes the model is built with: the loaded dataset's (0: the model's default). The
+    // layer table, parameter count and description follow.
+    void setClasses(int classes);
+    int classes() const { return m_classes; }
 
 signals:
     void modelChanged(const QString& name);
@@ -32,6 +36,7 @@ signals:
 private:
     void showModel();
 
+    int m_classes = 0;
     QComboBox* m_modelCombo;
     QLabel* m_description;
     QLabel* m_total;
