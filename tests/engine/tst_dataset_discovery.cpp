@@ -179,6 +179,70 @@ private slots:
     // Debian's dataset-fashion-mnist: the real files, checked against facts published with the
     // dataset (60,000 + 10,000 images, 6,000 / 1,000 per class, pixel mean 0.2860 and standard
     // deviation 0.3530 on the 0..1 scale).
+    // A dataset imported from a folder of images: found by its folder's name along the search path
+    // (after the table's), loaded with the manifest's classes and flips, refused with the
+    // manifest's name when the manifest is bad or does not match the files; a name of the table's
+    // is never an imported dataset.
+    void importedDatasets()
+    {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        const fs::path birds = root / "birds";
+        writeIdxDataset(birds, 12, 4, 28, 28, false, 9);
+        // writeIdxDataset's labels are of 10 classes: name 10.
+        std::vector<std::string> classes;
+        for (int c = 0; c < 10; ++c) classes.push_back("bird " + std::to_string(c));
+        const DatasetSpec spec = importedDatasetSpec("birds", {28, 28, 1}, classes, false, "mine");
+        writeText(birds / kDatasetManifest, datasetManifestJson(spec, {}));
+
+        QCOMPARE(importedDatasetNames({root}), std::vector<std::string>{"birds"});
+        QCOMPARE(datasetSpecAlong("birds", {root}).labels.names, classes);
+        const auto found = discoverDatasets({root});
+        QCOMPARE(found.size(), std::size_t(1));
+        QCOMPARE(found[0].name, std::string("birds"));
+        QCOMPARE(found[0].classNames, classes);
+        const Dataset d = loadDataset("birds", std::vector<fs::path>{root});
+        QCOMPARE(d.train.count, 12);
+        QVERIFY(!d.mirrorSafe);
+        QCOMPARE(datasetFolderIn("birds", birds).value(), birds); // the folder itself, named so
+        QCOMPARE(datasetFolderIn("birds", root).value(), birds);
+
+        // The manifest says 32x32x3, the files are 28x28x1.
+        writeText(birds / kDatasetManifest,
+                  datasetManifestJson(
+                      importedDatasetSpec("birds", {32, 32, 3}, classes, false, "mine"), {}));
+        try {
+            loadDataset("birds", birds);
+            QFAIL("a manifest that does not match the files was accepted");
+        } catch (const IoError& e) {
+            QVERIFY2(QString(e.what()).contains("towers-dataset.json says [32, 32, 3]"), e.what());
+        }
+        // Not JSON, another format, a class list too short for the labels.
+        for (const std::string& bad :
+             {std::string("{not json"), std::string(R"({"format": "other"})"),
+              datasetManifestJson(importedDatasetSpec("birds", {28, 28, 1}, {"a", "b"}, true, ""),
+                                  {})}) {
+            writeText(birds / kDatasetManifest, bad);
+            try {
+                loadDataset("birds", std::vector<fs::path>{root});
+                QFAIL("a bad manifest was accepted");
+            } catch (const Error& e) {
+                QVERIFY2(QString(e.what()).contains("birds"), e.what());
+            }
+        }
+        // A manifest that cannot be read is left out of the listings, not an error there.
+        writeText(birds / kDatasetManifest, "{not json");
+        QVERIFY(importedDatasetNames({root}).empty());
+        QVERIFY(discoverDatasets({root}).empty());
+        // The table's names, and names no folder can have, are refused.
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 importedDatasetSpec("mnist", {28, 28, 1}, classes, false, ""));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 importedDatasetSpec("a", {28, 28, 1}, {"x", "x"}, false, ""));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 importedDatasetSpec("a", {28, 28, 1}, {"x"}, false, ""));
+    }
+
     // A folder the user names: the dataset's sub-folder, or its files directly in it; otherwise the
     // reason. A folder where an IDX file belongs is named as such, not "file not found".
     void namedFolder()

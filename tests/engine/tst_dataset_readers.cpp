@@ -322,6 +322,41 @@ private slots:
         for (int i = 0; i < 7; ++i) QVERIFY(sameImage(set, i, i, kSeed));
     }
 
+    // 4-dimensional IDX (count, rows, columns, channels; what towers-cli import writes for
+    // colour): the pixels as they are, channels last; a header of other than 1 or 3 channels, or
+    // one cut before its fifth size, is refused; the same from gzip (a reader that took 20 bytes
+    // of a 3-dimensional gzip header as its header would shift every pixel: idxImages above).
+    void idxColourImages_data() { idxImages_data(); }
+    void idxColourImages()
+    {
+        QFETCH(bool, gz);
+        Bytes plain(20);
+        putBe32(plain, 0, 0x00000804);
+        putBe32(plain, 4, 2);
+        putBe32(plain, 8, 3);
+        putBe32(plain, 12, 4);
+        putBe32(plain, 16, 3);
+        for (int i = 0; i < 2 * 3 * 4 * 3; ++i) plain.push_back(std::uint8_t(i * 7 + 1));
+        const ImageSet set = parseIdxImages(gz ? gzip(plain) : plain, "colour");
+        QCOMPARE(set.count, 2);
+        QCOMPARE(set.imageShape(), (Shape{3, 4, 3}));
+        QCOMPARE(set.pixels, Bytes(plain.begin() + 20, plain.end()));
+        Bytes two = plain;
+        putBe32(two, 16, 2);
+        try {
+            parseIdxImages(gz ? gzip(two) : two, "two");
+            QFAIL("2 channels accepted");
+        } catch (const IoError& e) {
+            QVERIFY2(QString(e.what()).contains("says images have 2 channels: expected 1 or 3"),
+                     e.what());
+        }
+        const Bytes cut(plain.begin(), plain.begin() + 18);
+        QVERIFY_THROWS_EXCEPTION(IoError, parseIdxImages(gz ? gzip(cut) : cut, "cut"));
+        Bytes more = plain;
+        more.push_back(0);
+        QVERIFY_THROWS_EXCEPTION(IoError, parseIdxImages(gz ? gzip(more) : more, "more"));
+    }
+
     void idxLabels_data() { idxImages_data(); }
     void idxLabels()
     {
