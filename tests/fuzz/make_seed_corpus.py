@@ -24,6 +24,11 @@ def idx_images(count, rows, cols, dims=3):
     return struct.pack(">IIII", 0x800 | dims, count, rows, cols) + pixels(count * rows * cols)
 
 
+def idx_colour_images(count, rows, cols, channels=3):
+    """4-dimensional IDX, channels last (what towers-cli import writes for colour)."""
+    return struct.pack(">IIIII", 0x804, count, rows, cols, channels) + pixels(count * rows * cols * channels)
+
+
 def idx_labels(labels):
     return struct.pack(">II", 0x801, len(labels)) + bytes(labels)
 
@@ -43,6 +48,9 @@ write("idx", "images_truncated.gz", gz(idx_images(3, 4, 5)[:40]))
 write("idx", "gzip_stream_cut", gz(idx_images(2, 8, 8))[:30])
 write("idx", "header_only", struct.pack(">IIII", 0x803, 1000, 28, 28))
 write("idx", "four_dims", idx_images(2, 3, 3, dims=4))
+write("idx", "colour_2x3x4x3", idx_colour_images(2, 3, 4))
+write("idx", "colour_2x3x4x3.gz", gz(idx_colour_images(2, 3, 4)))
+write("idx", "colour_2_channels", idx_colour_images(1, 2, 2, channels=2))
 write("idx", "empty", b"")
 
 def cifar(count, label_bytes, bad_label=None):
