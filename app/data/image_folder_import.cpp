@@ -325,46 +325,53 @@ ImportResult importImageFolder(const ImportOptions& o,
                 items.push_back({f, c, true});
     }
 
-    // Decoded in parallel, in order; colour unless asked otherwise, then kept as gray when
-    // every image was.
-    const int decodeChannels = o.channels == 1 ? 1 : 3;
-    const int guessSide = o.size != 0 ? o.size : 32;
-    const engine::Shape shape{guessSide, guessSide, decodeChannels};
-    engine::ImageSet sets[2];
-    for (auto& s : sets) {
-        s.height = s.width = guessSide;
-        s.channels = decodeChannels;
-    }
+    // Decoded in parallel, in order. Without a size and channels, colour at 32x32 first; when
+    // every image was gray, decoded again at 28x28 from the files (never scaled twice).
     ImportResult result;
-    result.train.assign(std::size_t(scan.classes.size()), 0);
-    result.test.assign(std::size_t(scan.classes.size()), 0);
     result.ignored = scan.ignored;
+    engine::ImageSet sets[2];
     bool allGray = true;
-    const qint64 total = qint64(items.size());
+    const qint64 n = qint64(items.size());
     constexpr qint64 kChunk = 256;
-    if (progress) progress(0, total);
-    for (qint64 begin = 0; begin < total; begin += kChunk) {
-        if (cancel && cancel->load()) throw engine::Error("import cancelled: nothing was written");
-        const std::vector<Item> chunk(items.begin() + begin,
-                                      items.begin() + std::min(total, begin + kChunk));
-        const QList<Decoded> decoded = QtConcurrent::blockingMapped<QList<Decoded>>(
-            chunk, [&shape](const Item& item) { return decode(item, shape); });
-        for (qsizetype i = 0; i < decoded.size(); ++i) {
-            const Item& item = chunk[std::size_t(i)];
-            const Decoded& d = decoded[i];
-            if (!d.error.isEmpty()) {
-                result.skipped << d.error;
-                continue;
-            }
-            allGray = allGray && d.gray;
-            engine::ImageSet& set = sets[item.test ? 1 : 0];
-            set.pixels.insert(set.pixels.end(), d.pixels.begin(), d.pixels.end());
-            set.labels.push_back(item.label);
-            ++set.count;
-            ++(item.test ? result.test : result.train)[std::size_t(item.label)];
+    auto decodeAll = [&](const engine::Shape& shape, qint64 base, qint64 total) {
+        result.train.assign(std::size_t(scan.classes.size()), 0);
+        result.test.assign(std::size_t(scan.classes.size()), 0);
+        result.skipped.clear();
+        allGray = true;
+        for (auto& s : sets) {
+            s = engine::ImageSet();
+            s.height = shape[0];
+            s.width = shape[1];
+            s.channels = shape[2];
         }
-        if (progress) progress(std::min(total, begin + kChunk), total);
-    }
+        if (progress) progress(base, total);
+        for (qint64 begin = 0; begin < n; begin += kChunk) {
+            if (cancel && cancel->load())
+                throw engine::Error("import cancelled: nothing was written");
+            const std::vector<Item> chunk(items.begin() + begin,
+                                          items.begin() + std::min(n, begin + kChunk));
+            const QList<Decoded> decoded = QtConcurrent::blockingMapped<QList<Decoded>>(
+                chunk, [&shape](const Item& item) { return decode(item, shape); });
+            for (qsizetype i = 0; i < decoded.size(); ++i) {
+                const Item& item = chunk[std::size_t(i)];
+                const Decoded& d = decoded[i];
+                if (!d.error.isEmpty()) {
+                    result.skipped << d.error;
+                    continue;
+                }
+                allGray = allGray && d.gray;
+                engine::ImageSet& set = sets[item.test ? 1 : 0];
+                set.pixels.insert(set.pixels.end(), d.pixels.begin(), d.pixels.end());
+                set.labels.push_back(item.label);
+                ++set.count;
+                ++(item.test ? result.test : result.train)[std::size_t(item.label)];
+            }
+            if (progress) progress(base + std::min(n, begin + kChunk), total);
+        }
+    };
+    const bool twoPasses = o.size == 0 && o.channels == 0;
+    const int firstSide = o.size != 0 ? o.size : o.channels == 1 ? 28 : 32;
+    decodeAll({firstSide, firstSide, o.channels == 1 ? 1 : 3}, 0, n);
     for (int c = 0; c < scan.classes.size(); ++c)
         if (result.train[std::size_t(c)] == 0)
             throw InvalidArgument(
@@ -378,22 +385,11 @@ ImportResult importImageFolder(const ImportOptions& o,
                               ": no image is left for the test set (raise the test fraction, or "
                               "give a test/ folder)");
     const bool gray = o.channels == 1 || (o.channels == 0 && allGray);
-    if (gray && decodeChannels == 3)
+    if (gray && twoPasses)
+        decodeAll({28, 28, 1}, n, 2 * n); // the 28x28 networks' size for grayscale
+    else if (gray && sets[0].channels == 3)
         for (auto& s : sets) toOneChannel(s);
-    // The default size for grayscale is the 28x28 networks' (decoded at 32, so scaled again).
-    int side = guessSide;
-    if (o.size == 0 && gray) {
-        side = 28;
-        for (auto& s : sets) {
-            engine::ImageSet scaled;
-            scaled.height = scaled.width = side;
-            scaled.channels = 1;
-            for (std::int64_t i = 0; i < s.count; ++i)
-                appendImage(toQImage(s, i), {side, side, 1}, scaled);
-            scaled.labels = s.labels;
-            s = std::move(scaled);
-        }
-    }
+    const int side = int(sets[0].height);
     for (const auto& s : sets)
         if (std::uint64_t(s.pixels.size()) + 20 > engine::kMaxDatasetFileBytes)
             throw InvalidArgument("the images would need " + std::to_string(s.pixels.size()) +

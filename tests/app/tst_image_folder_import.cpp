@@ -218,6 +218,53 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(engine::InvalidArgument, app::scanImageFolder(src));
     }
 
+    // Images already of the dataset's size come through bit for bit, in file-name order per class:
+    // 28x28 grayscale PNGs (found gray, so decoded again at 28x28, never scaled twice) and 32x32
+    // colour ones.
+    void sameSizeImagesAreKeptExactly()
+    {
+        for (const bool colour : {false, true}) {
+            const int side = colour ? 32 : 28;
+            const QString src =
+                path(colour ? QStringLiteral("exact-rgb") : QStringLiteral("exact"));
+            std::vector<std::vector<std::uint8_t>> written[2];
+            for (int c = 0; c < 2; ++c)
+                for (int i = 0; i < 4; ++i) {
+                    QImage img(side, side,
+                               colour ? QImage::Format_RGB888 : QImage::Format_Grayscale8);
+                    std::vector<std::uint8_t> bytes;
+                    for (int y = 0; y < side; ++y) {
+                        auto* line = img.scanLine(y);
+                        for (int x = 0; x < side * (colour ? 3 : 1); ++x) {
+                            line[x] = std::uint8_t((x * 31 + y * 17 + i * 101 + c * 53) % 256);
+                            bytes.push_back(line[x]);
+                        }
+                    }
+                    const QString dir = src + (c ? QStringLiteral("/b") : QStringLiteral("/a"));
+                    QDir().mkpath(dir);
+                    QVERIFY(img.save(dir + QStringLiteral("/%1.png").arg(i)));
+                    written[c].push_back(std::move(bytes));
+                }
+            ImportOptions o;
+            o.source = src;
+            o.dataDir = path(QStringLiteral("exact-data"));
+            o.testFraction = 0.25;
+            const auto r = app::importImageFolder(o);
+            QCOMPARE(r.spec.imageShape, (engine::Shape{side, side, colour ? 3 : 1}));
+            const engine::Dataset d = load(QString::fromStdString(r.spec.name), o.dataDir);
+            for (const engine::ImageSet* set : {&d.train, &d.test})
+                for (std::int64_t k = 0; k < set->count; ++k) {
+                    const auto& candidates = written[set->labels[std::size_t(k)]];
+                    const bool same =
+                        std::any_of(candidates.begin(), candidates.end(), [&](const auto& w) {
+                            return std::equal(w.begin(), w.end(), set->image(k));
+                        });
+                    QVERIFY2(same, "an image changed on its way in");
+                }
+            QCOMPARE(d.train.count + d.test.count, 8);
+        }
+    }
+
     // Every refusal says what, and leaves the data folder as it was.
     void refusals()
     {
