@@ -208,12 +208,19 @@ ImageFolderScan scanImageFolder(const QString& source)
             break;
         }
     const QString classRoot = s.splitFolders ? trainDir : s.source;
-    s.classes = subfolders(classRoot);
-    for (const QString& c : s.classes) {
+    // A folder without a single image file is no class (an empty "unsorted/", say): left out.
+    for (const QString& c : subfolders(classRoot)) {
         if (c.contains(QLatin1Char('\n')))
             throw InvalidArgument(where + ": the folder name of a class spans lines");
-        s.train.push_back(
-            qint64(imageFiles(classRoot + QLatin1Char('/') + c, s.source, s.ignored).size()));
+        const qint64 n =
+            qint64(imageFiles(classRoot + QLatin1Char('/') + c, s.source, s.ignored).size());
+        if (n == 0) {
+            s.ignored << QDir(s.source).relativeFilePath(classRoot + QLatin1Char('/') + c) +
+                             QStringLiteral("/ (no image: no class)");
+            continue;
+        }
+        s.classes << c;
+        s.train.push_back(n);
     }
     // Files beside the class folders belong to no class.
     for (const QFileInfo& f : QDir(classRoot).entryInfoList(QDir::Files | QDir::NoDotAndDotDot))
@@ -233,8 +240,7 @@ ImageFolderScan scanImageFolder(const QString& source)
                 qint64(imageFiles(testRoot + QLatin1Char('/') + c, s.source, s.ignored).size());
         }
     }
-    int withImages = 0;
-    for (qint64 n : s.train) withImages += n > 0 ? 1 : 0;
+    const int withImages = int(s.classes.size());
     if (withImages < 2)
         throw InvalidArgument(
             where + ": " + std::to_string(withImages) + " class folder" +

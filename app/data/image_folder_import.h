@@ -49,7 +49,7 @@ struct ImageFolderScan
     QString source;
     bool splitFolders = false; // train/ and test/ (or val/) folders
     QString testFolder;        // "test", "val" or "validation" when splitFolders
-    QStringList classes;       // sorted
+    QStringList classes;       // sorted; a folder without image files is none
     std::vector<qint64> train; // image files per class (all of them without split folders)
     std::vector<qint64> test;  // with split folders: per class in the test folder
     QStringList ignored;       // files that are no image (by their suffix), relative paths

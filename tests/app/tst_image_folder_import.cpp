@@ -81,6 +81,7 @@ private slots:
         writeClass(m_pets + QStringLiteral("/dog"), 1, 10, false);
         writeClass(m_pets + QStringLiteral("/dog/puppies"), 1, 2, false, 50); // nested: still dogs
         writeClass(m_pets + QStringLiteral("/fox"), 2, 7, false);
+        QVERIFY(QDir().mkpath(m_pets + QStringLiteral("/unsorted"))); // no images: no class
         QFile junk(m_pets + QStringLiteral("/cat/Thumbs.db"));
         QVERIFY(junk.open(QIODevice::WriteOnly));
         junk.write("junk");
@@ -119,6 +120,7 @@ private slots:
         QVERIFY2(s.ignored.contains(QStringLiteral("cat/Thumbs.db")),
                  qPrintable(s.ignored.join(',')));
         QVERIFY(s.ignored.contains(QStringLiteral("notes.txt (in no class folder)")));
+        QVERIFY(s.ignored.contains(QStringLiteral("unsorted/ (no image: no class)")));
     }
 
     // The whole import, then the dataset as training reads it: every image is the file decoded as
