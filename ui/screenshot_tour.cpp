@@ -3,14 +3,19 @@
 #include <QCheckBox>
 #include <QDir>
 #include <QPixmap>
+#include <QPointer>
+#include <QTemporaryDir>
 #include <QTimer>
 #include <cstdio>
+#include <memory>
 
+#include "app/inference/image_files.h"
 #include "ui/main_window.h"
 #include "ui/models/sample_image_model.h"
 #include "ui/pages/classify_page.h"
 #include "ui/pages/data_page.h"
 #include "ui/pages/devices_page.h"
+#include "ui/pages/import_images_dialog.h"
 #include "ui/pages/model_page.h"
 #include "ui/pages/runs_page.h"
 #include "ui/pages/train_page.h"
@@ -30,6 +35,11 @@ ScreenshotTour::ScreenshotTour(MainWindow* window, QString directory, QObject* p
     connect(m_poll, &QTimer::timeout, this, &ScreenshotTour::poll);
 }
 
+ScreenshotTour::~ScreenshotTour()
+{
+    delete m_scratch;
+}
+
 void ScreenshotTour::addStandardSteps()
 {
     MainWindow* w = m_window;
@@ -38,16 +48,19 @@ void ScreenshotTour::addStandardSteps()
              [w] { w->showPage(MainWindow::Data); },
              [w] { return !w->dataPage()->isBusy() && w->dataPage()->loadedDataset() != nullptr; },
              60000,
+             {},
              {}});
     addStep({QStringLiteral("data-distortions"),
              [w] {
                  if (auto* box = w->dataPage()->findChild<QCheckBox*>()) box->setChecked(true);
              },
-             [w] { return w->dataPage()->sampleModel()->isDistorted(); }, 5000,
+             [w] { return w->dataPage()->sampleModel()->isDistorted(); },
+             5000,
              [w] {
                  if (auto* box = w->dataPage()->findChild<QCheckBox*>()) box->setChecked(false);
-             }});
-    addStep({QStringLiteral("model"), [w] { w->showPage(MainWindow::Model); }, {}, 1000, {}});
+             },
+             {}});
+    addStep({QStringLiteral("model"), [w] { w->showPage(MainWindow::Model); }, {}, 1000, {}, {}});
     // A short run on two CPU towers: enough steps and evaluations for every plot to show a curve.
     addStep({QStringLiteral("train"),
              [w] {
@@ -65,12 +78,14 @@ void ScreenshotTour::addStandardSteps()
              },
              [w] { return w->trainPage()->history().evalSteps().size() >= 3; },
              240000,
+             {},
              {}});
     addStep({QStringLiteral("devices"),
              [w] { w->showPage(MainWindow::Devices); },
              {},
              1000,
-             [w] { w->trainPage()->stop(); }});
+             [w] { w->trainPage()->stop(); },
+             {}});
     addStep({QStringLiteral("runs"),
              [w] { w->showPage(MainWindow::Runs); },
              [w] {
@@ -78,6 +93,7 @@ void ScreenshotTour::addStandardSteps()
                         !w->runsPage()->selectedCheckpoint().isEmpty();
              },
              60000,
+             {},
              {}});
     addStep({QStringLiteral("classify"),
              [w] { w->classifyWith(w->runsPage()->selectedCheckpoint()); },
@@ -91,6 +107,7 @@ void ScreenshotTour::addStandardSteps()
                  return true;
              },
              60000,
+             {},
              {}});
     addStep({QStringLiteral("classify-test-set"),
              [w] { w->classifyPage()->classifyTestSet(); },
@@ -111,7 +128,41 @@ void ScreenshotTour::addStandardSteps()
                  return true;
              },
              120000,
+             {},
              {}});
+    // Import images…: the dialog on a folder of class folders (some of the loaded test images as
+    // PNG files in a scratch folder; nothing is imported).
+    auto dialog = std::make_shared<QPointer<ImportImagesDialog>>();
+    addStep({QStringLiteral("import-images"),
+             [this, w, dialog] {
+                 m_scratch = new QTemporaryDir;
+                 const auto data = w->dataPage()->loadedDataset();
+                 const QString root = m_scratch->filePath(QStringLiteral("My Clothes"));
+                 if (data) {
+                     const engine::ImageSet& test = data->test;
+                     for (int c = 0; c < 4 && c < int(data->classNames.size()); ++c) {
+                         QString folder = QString::fromStdString(data->classNames[std::size_t(c)]);
+                         folder.replace(QLatin1Char('/'), QLatin1Char('-'));
+                         QDir().mkpath(root + QLatin1Char('/') + folder);
+                         int written = 0;
+                         for (std::int64_t i = 0; i < test.count && written < 40 + 7 * c; ++i)
+                             if (test.labels[std::size_t(i)] == c)
+                                 app::toQImage(test, i).save(
+                                     root +
+                                     QStringLiteral("/%1/%2.png").arg(folder).arg(written++));
+                     }
+                 }
+                 *dialog = new ImportImagesDialog(m_scratch->filePath(QStringLiteral("data")), w);
+                 (*dialog)->setSource(root);
+                 (*dialog)->show();
+             },
+             [dialog] { return *dialog && (*dialog)->isVisible(); }, 5000,
+             [this, dialog] {
+                 delete dialog->data();
+                 delete m_scratch;
+                 m_scratch = nullptr;
+             },
+             [dialog]() -> QWidget* { return dialog->data(); }});
 }
 
 void ScreenshotTour::start()
@@ -159,7 +210,8 @@ void ScreenshotTour::shoot()
     const Step& s = m_steps[m_index];
     const QString file = QDir(m_dir).filePath(
         QStringLiteral("%1-%2.png").arg(m_index + 1, 2, 10, QLatin1Char('0')).arg(s.name));
-    if (!m_window->grab().save(file)) {
+    QWidget* subject = s.subject ? s.subject() : nullptr;
+    if (!(subject ? subject : static_cast<QWidget*>(m_window))->grab().save(file)) {
         std::fprintf(stderr, "screenshot tour: cannot write %s\n", qPrintable(file));
         ++m_failures;
     }

@@ -1,15 +1,17 @@
 #pragma once
 // `towers --screenshot-tour DIR`: drives the real window through its pages, waits at each for
 // its work to settle (dataset loaded, training points on the plots, a test set classified) and
-// saves a screenshot of the whole window per step as DIR/NN-<name>.png. tools/screenshots.sh
-// runs it under Xvfb to produce docs/screenshots/.
+// saves a screenshot of the whole window (or of the step's dialog) per step as DIR/NN-<name>.png.
+// tools/screenshots.sh runs it under Xvfb to produce docs/screenshots/.
 #include <QObject>
 #include <QString>
 
 #include <functional>
 #include <vector>
 
+class QTemporaryDir;
 class QTimer;
+class QWidget;
 
 namespace towers::ui {
 
@@ -26,9 +28,12 @@ public:
         std::function<bool()> ready;   // polled until true (or timeout)
         int timeoutMs = 20000;
         std::function<void()> after; // after the screenshot
+        // What to photograph when not the whole window (a dialog); null: the window.
+        std::function<QWidget*()> subject;
     };
 
     ScreenshotTour(MainWindow* window, QString directory, QObject* parent = nullptr);
+    ~ScreenshotTour() override;
     void addStep(Step step) { m_steps.push_back(std::move(step)); }
     // The standard tour through every page.
     void addStandardSteps();
@@ -50,6 +55,7 @@ private:
     int m_failures = 0;
     int m_waitedMs = 0;
     QTimer* m_poll;
+    QTemporaryDir* m_scratch = nullptr; // the image folder of the import step
 };
 
 } // namespace towers::ui
