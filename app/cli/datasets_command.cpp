@@ -35,6 +35,19 @@ QString knownDatasetList(const QString& suffix)
     return names.join(QStringLiteral(", "));
 }
 
+// Where an imported dataset's images came from (its manifest's "source"); empty for the table's.
+QString importedFrom(const engine::DatasetInfo& d)
+{
+    if (engine::findDatasetSpec(d.name)) return {};
+    try {
+        engine::ManifestExtras extras;
+        if (engine::readDatasetManifest(d.location, &extras))
+            return QString::fromStdString(extras.source);
+    } catch (const engine::Error&) {
+    }
+    return {};
+}
+
 } // namespace
 
 int runDatasets(const QStringList& args, CommandIo& io)
@@ -102,13 +115,16 @@ int runDatasets(const QStringList& args, CommandIo& io)
         for (const auto& d : found) {
             QJsonArray classes;
             for (const auto& c : d.classNames) classes.append(QString::fromStdString(c));
-            list.append(QJsonObject{
+            QJsonObject entry{
                 {QStringLiteral("name"), QString::fromStdString(d.name)},
                 {QStringLiteral("location"), QString::fromStdString(d.location.string())},
                 {QStringLiteral("train"), qint64(d.trainCount)},
                 {QStringLiteral("test"), qint64(d.testCount)},
                 {QStringLiteral("image_shape"), shapeJson(d.imageShape)},
-                {QStringLiteral("classes"), classes}});
+                {QStringLiteral("classes"), classes}};
+            if (const QString from = importedFrom(d); !from.isEmpty())
+                entry.insert(QStringLiteral("imported_from"), from);
+            list.append(entry);
         }
         for (const auto& f : path) searched.append(QString::fromStdString(f.string()));
         for (const auto& m : missing) absent.append(m);
@@ -126,7 +142,11 @@ int runDatasets(const QStringList& args, CommandIo& io)
                << QString::fromStdString(d.location.string()) << "\n"
                << QString(15, QLatin1Char(' ')) << d.trainCount << " train + " << d.testCount
                << " test images of " << shapeText(d.imageShape) << " (HxWxC), "
-               << d.classNames.size() << " classes: "
+               << d.classNames.size() << " classes"
+               << (importedFrom(d).isEmpty()
+                       ? QString()
+                       : QStringLiteral(" (imported from ") + importedFrom(d) + QStringLiteral(")"))
+               << ": "
                << (classes.size() > 12
                        ? classes.mid(0, 12).join(QStringLiteral(", ")) + QStringLiteral(", ...")
                        : classes.join(QStringLiteral(", ")))

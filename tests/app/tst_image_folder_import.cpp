@@ -362,6 +362,9 @@ private slots:
         const auto listed = test::runCliProcess(
             TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("--data-dir"), data});
         QVERIFY2(listed.out.contains(QStringLiteral("pets ")), qPrintable(listed.out));
+        QVERIFY2(listed.out.contains(QStringLiteral("(imported from ") +
+                                     QDir::toNativeSeparators(m_pets)),
+                 qPrintable(listed.out));
 
         const auto train = test::runCliProcess(
             TOWERS_CLI,
