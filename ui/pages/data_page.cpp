@@ -164,6 +164,8 @@ void DataPage::buildUi()
     m_downloadStatus->setWordWrap(true);
     m_downloadStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
     form->addRow(QString(), m_downloadStatus);
+    m_sourceForm = form;
+    setDownloadStatus({}); // its row shows once a download says something
     m_importButton = new QPushButton(tr("&Import images…"), sourceBox);
     m_importButton->setToolTip(
         tr("Make a dataset from a folder of your images, one sub-folder per class (as "
@@ -551,7 +553,7 @@ void DataPage::startDownload()
         }
     });
     connect(downloader, &app::DatasetDownloader::statusMessage, this, [this](const QString& text) {
-        m_downloadStatus->setText(text);
+        setDownloadStatus(text);
         emit logMessage(text);
     });
     connect(downloader, &app::DatasetDownloader::finished, this, &DataPage::onDownloadFinished);
@@ -560,8 +562,14 @@ void DataPage::startDownload()
     m_cancelButton->setEnabled(true);
     m_progress->setRange(0, 1000);
     m_progress->setValue(0);
-    m_downloadStatus->setText(tr("Starting…"));
+    setDownloadStatus(tr("Starting…"));
     QMetaObject::invokeMethod(downloader, &app::DatasetDownloader::start, Qt::QueuedConnection);
+}
+
+void DataPage::setDownloadStatus(const QString& text)
+{
+    m_downloadStatus->setText(text);
+    m_sourceForm->setRowVisible(m_downloadStatus, !text.isEmpty());
 }
 
 void DataPage::cancelDownload()
@@ -584,7 +592,7 @@ void DataPage::onDownloadFinished(bool ok, const QString& message)
     m_progress->setRange(0, 1000);
     m_progress->setValue(ok ? 1000 : 0);
     m_progress->setFormat(QString());
-    m_downloadStatus->setText(ok ? tr("Done: %1 (every checksum verified)").arg(message) : message);
+    setDownloadStatus(ok ? tr("Done: %1 (every checksum verified)").arg(message) : message);
     emit logMessage(ok ? tr("Download finished: %1").arg(message)
                        : tr("Download stopped: %1").arg(message));
     if (!ok && !cancelled) emit errorOccurred(message);

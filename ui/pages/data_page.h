@@ -21,6 +21,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QFormLayout;
 class QLabel;
 class QLineEdit;
 class QListView;
@@ -98,6 +99,7 @@ private:
     void updateFoundLabel();
     void updateDownloadButton(); // its text and tooltip: found already or not
     void updatePaging();
+    void setDownloadStatus(const QString& text); // its row hidden while empty
     void updateDistortionControls();
     void browseDataDir();
 
@@ -124,6 +126,7 @@ private:
     QPushButton* m_importButton;
     QProgressBar* m_progress;
     QLabel* m_downloadStatus;
+    QFormLayout* m_sourceForm = nullptr;
     QComboBox* m_splitCombo;
     QComboBox* m_classCombo;
     QPushButton* m_prevButton;
