@@ -124,28 +124,21 @@ CheckpointInfo parseInfo(const std::map<std::string, std::string>& meta, const f
             if (!n.is_string()) throw bad("class_names", "holds something other than strings");
             info.classNames.push_back(n.get<std::string>());
         }
-        const Json shape = Json::parse(get("input_shape"));
-        if (!shape.is_array() || shape.size() != 3)
-            throw bad("input_shape", "is not a list [H, W, C]");
-        std::vector<std::int64_t> dims;
-        for (const auto& d : shape) {
-            if (!d.is_number_integer() || d.get<std::int64_t>() < 1)
-                throw bad("input_shape", "holds a non-positive size");
-            dims.push_back(d.get<std::int64_t>());
-        }
-        info.inputShape = Shape(dims);
-        if (const auto it = meta.find("image_shape"); it != meta.end()) {
-            const Json image = Json::parse(it->second);
-            if (!image.is_array() || image.size() != 3)
-                throw bad("image_shape", "is not a list [H, W, C]");
-            std::vector<std::int64_t> sizes;
-            for (const auto& d : image) {
+        // [H, W, C] of positive sizes.
+        auto shapeOf = [&](const char* key, const std::string& text) {
+            const Json shape = Json::parse(text);
+            if (!shape.is_array() || shape.size() != 3) throw bad(key, "is not a list [H, W, C]");
+            std::vector<std::int64_t> dims;
+            for (const auto& d : shape) {
                 if (!d.is_number_integer() || d.get<std::int64_t>() < 1)
-                    throw bad("image_shape", "holds a non-positive size");
-                sizes.push_back(d.get<std::int64_t>());
+                    throw bad(key, "holds a non-positive size");
+                dims.push_back(d.get<std::int64_t>());
             }
-            info.imageShape = Shape(sizes);
-        }
+            return Shape(dims);
+        };
+        info.inputShape = shapeOf("input_shape", get("input_shape"));
+        if (const auto it = meta.find("image_shape"); it != meta.end())
+            info.imageShape = shapeOf("image_shape", it->second); // absent before it was recorded
         const Json epoch = Json::parse(get("epoch"));
         if (!epoch.is_number() || epoch.get<double>() < 0)
             throw bad("epoch", "is not a number >= 0");

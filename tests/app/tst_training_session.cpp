@@ -72,6 +72,10 @@ private slots:
         }
         const RunDirectory run(dir);
         QCOMPARE(TrainConfig::fromJson(run.readConfig().value()).classes, 3);
+        // The checkpoint records the dataset's image shape (classify scales images to it).
+        const auto info = readCheckpoint(run.checkpoints().back().path).info;
+        QCOMPARE(info.imageShape, (Shape{28, 28, 1}));
+        QCOMPARE(sourceImageShape(info), (Shape{28, 28, 1}));
         Classifier classifier(run.checkpoints().back().path, false, 1);
         QCOMPARE(classifier.numClasses(), 3);
         QCOMPARE(classifier.classNames(), dataset->classNames);
