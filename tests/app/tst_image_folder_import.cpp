@@ -383,6 +383,11 @@ private slots:
             TOWERS_CLI, {QStringLiteral("classify"), QStringLiteral("--checkpoint"),
                          path(QStringLiteral("run")), m_pets + QStringLiteral("/fox/img002.jpg")});
         QVERIFY2(classify.exitCode == 0, qPrintable(classify.err + classify.out));
+        const auto exported = test::runCliProcess(
+            TOWERS_CLI,
+            {QStringLiteral("export"), QStringLiteral("--checkpoint"), path(QStringLiteral("run")),
+             QStringLiteral("--output"), path(QStringLiteral("pets.onnx"))});
+        QVERIFY2(exported.exitCode == 0, qPrintable(exported.err + exported.out));
         // The classes are the imported folder names.
         for (const char* c : {"cat", "dog", "fox"})
             QVERIFY2(classify.out.contains(QString::fromLatin1(c)), qPrintable(classify.out));

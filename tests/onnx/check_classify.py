@@ -30,6 +30,10 @@ test-set-like 32x32 photographs (a smooth two-colour background with low-frequen
 object of a class-dependent shape and colour with soft edges, lighting and sensor noise), and
 they train on 500 more such images in the CIFAR-10 binary format. The output says which.
 
+Then a dataset of the user's own images: 4 classes of those generated photographs as PNG files in
+train/ and test/ class folders, `towers-cli import`ed, and cifar10-tutorial trained on it with a
+4-class head, exported and checked as above (imported_dataset).
+
 Exit status: 0 passed, 1 failed, 77 skipped: the onnxruntime environment cannot be made (no
 network to PyPI), or Fashion-MNIST is not installed (packaging/install-deps.sh installs it),
 except under CI (CI=true), where either is a failure.
@@ -274,6 +278,39 @@ def run_model(model, data, work, images, onnx_run):
         os.unlink(onnx)  # mnist-convnet's are 80 MB each
 
 
+def imported_dataset(work, onnx_run):
+    """A dataset of the user's own images (`towers-cli import`): generated 32x32 photographs of 4
+    classes as PNG files in train/ and test/ class folders, imported, then cifar10-tutorial (24x24
+    crops of the 32x32 images: the checkpoint's recorded image shape decides the ONNX crop) with
+    a 4-class head, exported and run as every registered model is."""
+    import numpy as np
+    source = os.path.join(work, "imported", "photos")
+    names = ["disc", "square", "diamond", "oval"]
+    test_images = None
+    for split, seeds in (("train", range(11, 16)), ("test", [2024])):
+        kept = []
+        for seed in seeds:
+            images, labels = generated_cifar(100, seed)
+            for i, label in enumerate(labels):
+                if label < len(names):
+                    folder = os.path.join(source, split, names[label])
+                    os.makedirs(folder, exist_ok=True)
+                    write_png(os.path.join(folder, f"{seed}-{i:03d}.png"), images[i])
+                    kept.append(images[i])
+        if split == "test":
+            test_images = np.stack(kept)
+    data_dir = os.path.join(work, "imported", "data")
+    result = cli(["import", source, "--name", "shapes", "--data-dir", data_dir, "--json"],
+                 "a folder of PNG files", expect_json=True)
+    check(result["image_shape"] == [32, 32, 3] and [c["name"] for c in result["classes"]] == sorted(names),
+          f"import: 32x32x3 images of the 4 class folders ({result['image_shape']}, "
+          f"{[c['name'] for c in result['classes']]})")
+    data = {"dataset": "shapes", "folder": data_dir,
+            "what": f"{len(test_images)} generated 32x32 photographs imported from PNG files, 4 classes"}
+    run_model({"name": "cifar10-tutorial"}, data, os.path.join(work, "imported"), test_images,
+              onnx_run)
+
+
 def inner(args):
     import numpy as np
     sys.path.insert(0, HERE)
@@ -329,6 +366,11 @@ def inner(args):
             run_model(model, data, work, images, run_onnx.run)
         except Exception as e:  # a command that failed: that model fails, the others still run
             check(False, f"{model['name']}: {e}")
+    if not args.model or "imported" in args.model:
+        try:
+            imported_dataset(work, run_onnx.run)
+        except Exception as e:
+            check(False, f"imported dataset: {e}")
     if failures:
         print(f"\n{len(failures)} check(s) FAILED (work folder kept: {work}):")
         for f in failures:
@@ -345,7 +387,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cli", required=True, help="towers-cli")
     parser.add_argument("--venv", required=True, help="the onnxruntime virtual environment")
-    parser.add_argument("--model", action="append", help="only this model (repeatable; default: all)")
+    parser.add_argument("--model", action="append", help="only this model, or imported: the imported dataset (repeatable; default: all)")
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     ARGS = parser.parse_args()
     return inner(ARGS) if ARGS.inner else outer(ARGS)
