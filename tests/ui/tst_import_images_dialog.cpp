@@ -6,9 +6,12 @@
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDir>
+#include <QDragEnterEvent>
+#include <QDropEvent>
 #include <QImage>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMimeData>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -142,6 +145,35 @@ private slots:
         QVERIFY(download);
         QVERIFY(!download->isEnabled());
         QVERIFY(download->toolTip().contains(QStringLiteral("your images")));
+        // A folder dropped on the page: the dialog opens on it; Import chooses and loads the new
+        // dataset.
+        QMimeData mime;
+        mime.setUrls({QUrl::fromLocalFile(m_source)});
+        QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton,
+                              Qt::NoModifier);
+        QCoreApplication::sendEvent(&page, &enter);
+        QVERIFY(enter.isAccepted());
+        QMimeData file;
+        file.setUrls({QUrl::fromLocalFile(m_source + QStringLiteral("/robin/0.png"))});
+        QDragEnterEvent notAFolder(QPoint(10, 10), Qt::CopyAction, &file, Qt::LeftButton,
+                                   Qt::NoModifier);
+        notAFolder.setAccepted(false);
+        QCoreApplication::sendEvent(&page, &notAFolder);
+        QVERIFY(!notAFolder.isAccepted());
+        QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QCoreApplication::sendEvent(&page, &drop);
+        auto* dialog = page.findChild<ImportImagesDialog*>();
+        QVERIFY(dialog);
+        QTRY_VERIFY(dialog->isVisible());
+        QCOMPARE(dialog->sourceEdit()->text(), QDir::toNativeSeparators(m_source));
+        dialog->nameEdit()->setText(QStringLiteral("birds-2"));
+        QSignalSpy loadedAgain(&page, &DataPage::datasetLoaded);
+        importButton(*dialog)->click();
+        QVERIFY(loadedAgain.wait(20000));
+        QCOMPARE(page.datasetName(), QStringLiteral("birds-2"));
+        QCOMPARE(page.loadedDataset()->name, std::string("birds-2"));
+        QTRY_VERIFY(page.findChild<ImportImagesDialog*>() == nullptr); // gone once done
+
         // Another data folder without it: the list no longer has it.
         page.setDataDir(m_home.filePath(QStringLiteral("empty")));
         auto* combo = page.findChildren<QComboBox*>().front();

@@ -3,7 +3,10 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
+#include <QDragEnterEvent>
+#include <QDropEvent>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -11,6 +14,7 @@
 #include <QLineEdit>
 #include <QListView>
 #include <QLocale>
+#include <QMimeData>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRandomGenerator>
@@ -169,8 +173,10 @@ void DataPage::buildUi()
     m_importButton = new QPushButton(tr("&Import images…"), sourceBox);
     m_importButton->setToolTip(
         tr("Make a dataset from a folder of your images, one sub-folder per class (as "
-           "towers-cli import): it goes to the data folder and is trained like any other."));
+           "towers-cli import): it goes to the data folder and is trained like any other. "
+           "Dropping a folder on the page does the same."));
     connect(m_importButton, &QPushButton::clicked, this, [this] { importImages(); });
+    setAcceptDrops(true); // a folder dropped on the page is imported (the dialog, on it)
     auto* importRow = new QHBoxLayout;
     importRow->addWidget(m_importButton);
     importRow->addStretch(1);
@@ -285,10 +291,40 @@ void DataPage::refreshDatasetList()
 
 void DataPage::importImages(const QString& folder)
 {
-    ImportImagesDialog dialog(dataDir(), this);
-    if (!folder.isEmpty()) dialog.setSource(folder);
-    if (dialog.exec() != QDialog::Accepted || !dialog.result()) return;
-    const app::ImportResult& r = *dialog.result();
+    // Window-modal and asynchronous (no nested event loop): the page goes on when it is done.
+    auto* dialog = new ImportImagesDialog(dataDir(), this);
+    if (!folder.isEmpty()) dialog->setSource(folder);
+    connect(dialog, &QDialog::finished, this, [this, dialog](int code) {
+        dialog->deleteLater();
+        if (code == QDialog::Accepted && dialog->result()) onImported(*dialog->result());
+    });
+    dialog->open();
+}
+
+bool DataPage::droppedFolder(const QMimeData* mime, QString* folder)
+{
+    if (!mime || !mime->hasUrls() || mime->urls().size() != 1) return false;
+    const QUrl url = mime->urls().front();
+    if (!url.isLocalFile() || !QFileInfo(url.toLocalFile()).isDir()) return false;
+    if (folder) *folder = url.toLocalFile();
+    return true;
+}
+
+void DataPage::dragEnterEvent(QDragEnterEvent* event)
+{
+    if (droppedFolder(event->mimeData(), nullptr)) event->acceptProposedAction();
+}
+
+void DataPage::dropEvent(QDropEvent* event)
+{
+    QString folder;
+    if (!droppedFolder(event->mimeData(), &folder)) return;
+    event->acceptProposedAction();
+    importImages(folder);
+}
+
+void DataPage::onImported(const app::ImportResult& r)
+{
     qint64 train = 0, test = 0;
     for (qint64 n : r.train) train += n;
     for (qint64 n : r.test) test += n;

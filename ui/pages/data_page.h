@@ -15,11 +15,15 @@
 
 #include "app/data/dataset_catalog.h"
 #include "app/data/dataset_downloader.h"
+#include "app/data/image_folder_import.h"
 #include "app/jobs/latest_job.h"
 #include "engine/data/dataset.h"
 #include "engine/data/preprocessing.h"
 
 class QCheckBox;
+class QDragEnterEvent;
+class QDropEvent;
+class QMimeData;
 class QComboBox;
 class QFormLayout;
 class QLabel;
@@ -75,7 +79,8 @@ public:
 public slots:
     void rescan();
     void startDownload();
-    // "Import images…": the dialog (on `folder`, when given), then the new dataset chosen.
+    // "Import images…": the dialog (on `folder`, when given; window-modal, it returns at once),
+    // then the new dataset chosen and loaded. A folder dropped on the page opens it too.
     void importImages(const QString& folder = {});
     void cancelDownload();
 
@@ -93,6 +98,11 @@ signals:
 
 private:
     void buildUi();
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+    // Whether `mime` is one local folder (its path in `folder`).
+    static bool droppedFolder(const QMimeData* mime, QString* folder);
+    void onImported(const app::ImportResult& r);
     void onScanned(const app::JobResult<std::pair<std::optional<engine::DatasetInfo>, QString>>& r);
     void onLoaded(const app::JobResult<std::shared_ptr<const engine::Dataset>>& r);
     void onDownloadFinished(bool ok, const QString& message);
