@@ -133,36 +133,36 @@ void ScreenshotTour::addStandardSteps()
     // Import images…: the dialog on a folder of class folders (some of the loaded test images as
     // PNG files in a scratch folder; nothing is imported).
     auto dialog = std::make_shared<QPointer<ImportImagesDialog>>();
-    addStep({QStringLiteral("import-images"),
-             [this, w, dialog] {
-                 m_scratch = new QTemporaryDir;
-                 const auto data = w->dataPage()->loadedDataset();
-                 const QString root = m_scratch->filePath(QStringLiteral("My Clothes"));
-                 if (data) {
-                     const engine::ImageSet& test = data->test;
-                     for (int c = 0; c < 4 && c < int(data->classNames.size()); ++c) {
-                         QString folder = QString::fromStdString(data->classNames[std::size_t(c)]);
-                         folder.replace(QLatin1Char('/'), QLatin1Char('-'));
-                         QDir().mkpath(root + QLatin1Char('/') + folder);
-                         int written = 0;
-                         for (std::int64_t i = 0; i < test.count && written < 40 + 7 * c; ++i)
-                             if (test.labels[std::size_t(i)] == c)
-                                 app::toQImage(test, i).save(
-                                     root +
-                                     QStringLiteral("/%1/%2.png").arg(folder).arg(written++));
-                     }
+    addStep(
+        {QStringLiteral("import-images"),
+         [this, w, dialog] {
+             m_scratch = new QTemporaryDir;
+             const auto data = w->dataPage()->loadedDataset();
+             const QString root = m_scratch->filePath(QStringLiteral("My Clothes"));
+             if (data) {
+                 const engine::ImageSet& test = data->test;
+                 for (int c = 0; c < 4 && c < int(data->classNames.size()); ++c) {
+                     QString folder = QString::fromStdString(data->classNames[std::size_t(c)]);
+                     folder.replace(QLatin1Char('/'), QLatin1Char('-'));
+                     QDir().mkpath(root + QLatin1Char('/') + folder);
+                     int written = 0;
+                     for (std::int64_t i = 0; i < test.count && written < 40 + 7 * c; ++i)
+                         if (test.labels[std::size_t(i)] == c)
+                             app::toQImage(test, i).save(
+                                 root + QStringLiteral("/%1/%2.png").arg(folder).arg(written++));
                  }
-                 *dialog = new ImportImagesDialog(m_scratch->filePath(QStringLiteral("data")), w);
-                 (*dialog)->setSource(root);
-                 (*dialog)->show();
-             },
-             [dialog] { return *dialog && (*dialog)->isVisible(); }, 5000,
-             [this, dialog] {
-                 delete dialog->data();
-                 delete m_scratch;
-                 m_scratch = nullptr;
-             },
-             [dialog]() -> QWidget* { return dialog->data(); }});
+             }
+             *dialog = new ImportImagesDialog(m_scratch->filePath(QStringLiteral("data")), w);
+             (*dialog)->setSource(root);
+             (*dialog)->show();
+         },
+         [dialog] { return *dialog && (*dialog)->isVisible() && !(*dialog)->isScanning(); }, 5000,
+         [this, dialog] {
+             delete dialog->data();
+             delete m_scratch;
+             m_scratch = nullptr;
+         },
+         [dialog]() -> QWidget* { return dialog->data(); }});
 }
 
 void ScreenshotTour::start()

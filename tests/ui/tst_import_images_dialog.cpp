@@ -40,6 +40,12 @@ void writeImages(const QString& dir, int count, const QColor& colour)
     }
 }
 
+// setSource lists the folder on a worker thread: wait for it.
+void waitScanned(ImportImagesDialog& d)
+{
+    QTRY_VERIFY_WITH_TIMEOUT(!d.isScanning(), 20000);
+}
+
 QPushButton* importButton(ImportImagesDialog& d)
 {
     return d.findChild<QDialogButtonBox*>()->button(QDialogButtonBox::Ok);
@@ -72,6 +78,7 @@ private slots:
         ImportImagesDialog dialog(data);
         QVERIFY(!importButton(dialog)->isEnabled()); // no folder yet
         dialog.setSource(m_source);
+        waitScanned(dialog);
         QVERIFY2(dialog.summaryLabel()->text().contains(QStringLiteral("2 classes")),
                  qPrintable(dialog.summaryLabel()->text()));
         QVERIFY(dialog.summaryLabel()->text().contains(QStringLiteral("blue tit (5)")));
@@ -101,6 +108,7 @@ private slots:
         // The same name again: refused in the dialog, which stays open and says why.
         ImportImagesDialog again(data);
         again.setSource(m_source);
+        waitScanned(again);
         again.nameEdit()->setText(QStringLiteral("birds"));
         QSignalSpy rejected(&again, &QDialog::rejected);
         QSignalSpy acceptedAgain(&again, &QDialog::accepted);
@@ -126,6 +134,8 @@ private slots:
         {
             ImportImagesDialog dialog(data);
             dialog.setSource(m_source);
+            waitScanned(dialog);
+            waitScanned(dialog);
             QSignalSpy accepted(&dialog, &QDialog::accepted);
             importButton(dialog)->click();
             QVERIFY(accepted.wait(20000));
@@ -166,6 +176,7 @@ private slots:
         QVERIFY(dialog);
         QTRY_VERIFY(dialog->isVisible());
         QCOMPARE(dialog->sourceEdit()->text(), QDir::toNativeSeparators(m_source));
+        waitScanned(*dialog);
         dialog->nameEdit()->setText(QStringLiteral("birds-2"));
         QSignalSpy loadedAgain(&page, &DataPage::datasetLoaded);
         importButton(*dialog)->click();

@@ -138,14 +138,26 @@ void ImportImagesDialog::setSource(const QString& folder)
 void ImportImagesDialog::scan()
 {
     m_scan.reset();
+    m_scanJob.cancel();
     const QString folder = m_source->text().trimmed();
     if (folder.isEmpty()) {
         m_summary->setText(tr("Choose a folder."));
         updateButtons();
         return;
     }
-    try {
-        m_scan = app::scanImageFolder(folder);
+    // Listing a large folder (or one on a network share) takes a while: off the UI thread.
+    m_summary->setText(tr("Looking…"));
+    updateButtons();
+    m_scanJob.start([folder] { return app::scanImageFolder(folder); },
+                    [this](const app::JobResult<app::ImageFolderScan>& r) { onScanned(r); });
+}
+
+void ImportImagesDialog::onScanned(const app::JobResult<app::ImageFolderScan>& r)
+{
+    if (!r.ok()) {
+        m_summary->setText(QStringLiteral("<b>%1</b>").arg(r.error.toHtmlEscaped()));
+    } else {
+        m_scan = r.value;
         const auto& s = *m_scan;
         QStringList classes;
         for (qsizetype i = 0; i < s.classes.size(); ++i) {
@@ -170,14 +182,11 @@ void ImportImagesDialog::scan()
                         .arg(s.ignored.mid(0, 3).join(QStringLiteral(", ")).toHtmlEscaped() +
                              (s.ignored.size() > 3 ? QStringLiteral(", …") : QString()));
         m_summary->setText(text);
-        m_testPercent->setEnabled(!s.splitFolders);
         if (!m_nameEdited) m_name->setText(app::datasetNameFromFolder(s.source));
-    } catch (const std::exception& e) {
-        m_summary->setText(
-            QStringLiteral("<b>%1</b>").arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
     }
     updateButtons();
     growToFit();
+    emit scanFinished(m_scan.has_value());
 }
 
 void ImportImagesDialog::growToFit()
@@ -213,7 +222,7 @@ void ImportImagesDialog::updateButtons()
                            ? tr("Lowercase letters, digits, '-', '_' and '.'")
                            : QString::fromStdString(why));
     auto* ok = m_buttons->button(QDialogButtonBox::Ok);
-    ok->setEnabled(!isImporting() && m_scan.has_value() && nameOk);
+    ok->setEnabled(!isImporting() && !isScanning() && m_scan.has_value() && nameOk);
     for (QWidget* w :
          std::initializer_list<QWidget*>{m_source, m_name, m_size, m_channels, m_mirror, m_replace})
         w->setEnabled(!isImporting());

@@ -1,10 +1,10 @@
 #pragma once
 // "Import images…" on the Data page: a dataset from a folder of the user's images, as
 // `towers-cli import` makes one (app/data/image_folder_import.h). The folder's classes and image
-// counts show as soon as it is chosen; the name is made from the folder's (and may be changed);
-// image size, channels, the share held out for testing and whether mirrors keep the class are
-// the command's options. The import runs on a worker thread with a progress bar; Cancel (or
-// closing the dialog) stops it and leaves nothing behind.
+// counts show once it is listed (on a worker thread, as soon as it is chosen); the name is made
+// from the folder's (and may be changed); image size, channels, the share held out for testing and
+// whether mirrors keep the class are the command's options. The import runs on a worker thread with
+// a progress bar; Cancel (or closing the dialog) stops it and leaves nothing behind.
 #include <QDialog>
 #include <QFutureWatcher>
 
@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "app/data/image_folder_import.h"
+#include "app/jobs/latest_job.h"
 
 class QCheckBox;
 class QComboBox;
@@ -31,12 +32,13 @@ public:
     explicit ImportImagesDialog(const QString& dataDir, QWidget* parent = nullptr);
     ~ImportImagesDialog() override;
 
-    // Chooses the folder (as the Browse button does) and scans it.
+    // Chooses the folder (as the Browse button does) and lists it on a worker (scanFinished).
     void setSource(const QString& folder);
     app::ImportOptions options() const;
     // The dataset written, once the dialog is accepted.
     const std::optional<app::ImportResult>& result() const { return m_result; }
     bool isImporting() const { return m_watcher.isRunning(); }
+    bool isScanning() const { return m_scanJob.isRunning(); }
 
     QLineEdit* sourceEdit() const { return m_source; }
     QLineEdit* nameEdit() const { return m_name; }
@@ -48,6 +50,10 @@ public:
     QLabel* summaryLabel() const { return m_summary; }
     QLabel* statusLabel() const { return m_status; }
 
+signals:
+    // The chosen folder was listed (`ok`: classes were found; else the summary says why).
+    void scanFinished(bool ok);
+
 public slots:
     // Starts the import (the Import button); the dialog is accepted when it succeeds.
     void startImport();
@@ -56,7 +62,8 @@ public slots:
 
 private:
     void browse();
-    void scan();
+    void scan(); // on a worker; onScanned shows what it found
+    void onScanned(const app::JobResult<app::ImageFolderScan>& r);
     void onFinished();
     void updateButtons();
     void growToFit();
@@ -64,6 +71,7 @@ private:
     QString m_dataDir;
     bool m_nameEdited = false;
     std::optional<app::ImageFolderScan> m_scan;
+    app::LatestJob<app::ImageFolderScan> m_scanJob{this};
     std::optional<app::ImportResult> m_result;
     std::atomic<bool> m_cancel{false};
     std::atomic<qint64> m_done{0}, m_total{0};
