@@ -315,11 +315,7 @@ ImportResult importImageFolder(const ImportOptions& o,
             const auto n = files.size();
             const auto k = std::clamp<qsizetype>(
                 qsizetype(std::llround(double(n) * o.testFraction)), 1, n - 1);
-            std::vector<qsizetype> order(static_cast<std::size_t>(n));
-            for (qsizetype i = 0; i < n; ++i) order[std::size_t(i)] = i;
-            for (qsizetype i = n - 1; i > 0; --i)
-                std::swap(order[std::size_t(i)],
-                          order[std::size_t(rng.below(std::uint64_t(i + 1)))]);
+            const std::vector<std::int64_t> order = rng.permutation(n);
             for (qsizetype i = 0; i < k; ++i) test[std::size_t(order[std::size_t(i)])] = true;
         }
         for (qsizetype i = 0; i < files.size(); ++i)

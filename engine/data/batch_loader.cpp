@@ -11,7 +11,6 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
-#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -121,12 +120,9 @@ struct BatchLoader::Impl
         std::lock_guard lock(permutationMutex);
         for (const auto& [e, p] : permutations)
             if (e == epoch) return p;
-        // Fisher-Yates from the epoch's own generator.
-        auto p = std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(set.count));
-        std::iota(p->begin(), p->end(), std::int64_t(0));
-        Rng rng(permutationSeed(options.seed, epoch));
-        for (std::size_t i = p->size() - 1; i > 0; --i)
-            std::swap((*p)[i], (*p)[static_cast<std::size_t>(rng.below(i + 1))]);
+        // From the epoch's own generator.
+        auto p = std::make_shared<std::vector<std::int64_t>>(
+            Rng(permutationSeed(options.seed, epoch)).permutation(set.count));
         permutations.emplace_back(epoch, p);
         if (permutations.size() > 4) permutations.erase(permutations.begin());
         return p;

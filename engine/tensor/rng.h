@@ -4,6 +4,8 @@
 // platform and standard library.
 #include <cmath>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "engine/ops/dropout_mask.h"
 
@@ -47,6 +49,17 @@ public:
         while (u1 <= 0.0) u1 = uniform();
         const double u2 = uniform();
         return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    }
+
+    // 0 .. n-1 in a random order: Fisher-Yates, swapping each position from the last down with
+    // one at or before it (below(i + 1)). The input pipeline's epochs and the import's held-out
+    // images depend on this exact order.
+    std::vector<std::int64_t> permutation(std::int64_t n)
+    {
+        std::vector<std::int64_t> p(static_cast<std::size_t>(n > 0 ? n : 0));
+        for (std::size_t i = 0; i < p.size(); ++i) p[i] = std::int64_t(i);
+        for (std::size_t i = p.size(); i-- > 1;) std::swap(p[i], p[std::size_t(below(i + 1))]);
+        return p;
     }
 
     // TensorFlow's truncated normal: values beyond two standard deviations are redrawn.
