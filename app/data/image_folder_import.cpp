@@ -160,11 +160,18 @@ void toOneChannel(engine::ImageSet& set)
 
 } // namespace
 
+std::vector<qint64> ImageFolderScan::trainCounts() const
+{
+    std::vector<qint64> n;
+    for (const QStringList& f : trainFiles) n.push_back(qint64(f.size()));
+    return n;
+}
+
 qint64 ImageFolderScan::images() const
 {
     qint64 n = 0;
-    for (qint64 c : train) n += c;
-    for (qint64 c : test) n += c;
+    for (const auto* split : {&trainFiles, &testFiles})
+        for (const QStringList& f : *split) n += qint64(f.size());
     return n;
 }
 
@@ -212,32 +219,31 @@ ImageFolderScan scanImageFolder(const QString& source)
     for (const QString& c : subfolders(classRoot)) {
         if (c.contains(QLatin1Char('\n')))
             throw InvalidArgument(where + ": the folder name of a class spans lines");
-        const qint64 n =
-            qint64(imageFiles(classRoot + QLatin1Char('/') + c, s.source, s.ignored).size());
-        if (n == 0) {
+        QStringList files = imageFiles(classRoot + QLatin1Char('/') + c, s.source, s.ignored);
+        if (files.isEmpty()) {
             s.ignored << QDir(s.source).relativeFilePath(classRoot + QLatin1Char('/') + c) +
                              QStringLiteral("/ (no image: no class)");
             continue;
         }
         s.classes << c;
-        s.train.push_back(n);
+        s.trainFiles.push_back(std::move(files));
     }
     // Files beside the class folders belong to no class.
     for (const QFileInfo& f : QDir(classRoot).entryInfoList(QDir::Files | QDir::NoDotAndDotDot))
         if (!f.fileName().startsWith(QLatin1Char('.')))
             s.ignored << QDir(s.source).relativeFilePath(f.filePath()) +
                              QStringLiteral(" (in no class folder)");
+    s.testFiles.assign(std::size_t(s.classes.size()), {});
     if (s.splitFolders) {
         const QString testRoot = s.source + QLatin1Char('/') + s.testFolder;
-        s.test.assign(std::size_t(s.classes.size()), 0);
         for (const QString& c : subfolders(testRoot)) {
             const auto i = s.classes.indexOf(c);
             if (i < 0)
                 throw InvalidArgument(native(testRoot).toStdString() + ": class folder '" +
                                       c.toStdString() + "' is not in " +
                                       native(trainDir).toStdString());
-            s.test[std::size_t(i)] =
-                qint64(imageFiles(testRoot + QLatin1Char('/') + c, s.source, s.ignored).size());
+            s.testFiles[std::size_t(i)] =
+                imageFiles(testRoot + QLatin1Char('/') + c, s.source, s.ignored);
         }
     }
     const int withImages = int(s.classes.size());
@@ -303,13 +309,9 @@ ImportResult importImageFolder(const ImportOptions& o,
     // Which image goes where: without test folders, each class's share held out at random
     // (seeded), at least one of a class of two or more when the fraction is not 0.
     std::vector<Item> items;
-    QStringList ignored;
     engine::Rng rng(o.seed);
     for (int c = 0; c < scan.classes.size(); ++c) {
-        const QString root =
-            scan.splitFolders ? scan.source + QStringLiteral("/train") : scan.source;
-        QStringList files =
-            imageFiles(root + QLatin1Char('/') + scan.classes[c], scan.source, ignored);
+        const QStringList& files = scan.trainFiles[std::size_t(c)];
         std::vector<bool> test(std::size_t(files.size()), false);
         if (!scan.splitFolders && o.testFraction > 0 && files.size() >= 2) {
             const auto n = files.size();
@@ -320,11 +322,7 @@ ImportResult importImageFolder(const ImportOptions& o,
         }
         for (qsizetype i = 0; i < files.size(); ++i)
             items.push_back({files[i], c, test[std::size_t(i)]});
-        if (scan.splitFolders)
-            for (const QString& f : imageFiles(scan.source + QLatin1Char('/') + scan.testFolder +
-                                                   QLatin1Char('/') + scan.classes[c],
-                                               scan.source, ignored))
-                items.push_back({f, c, true});
+        for (const QString& f : scan.testFiles[std::size_t(c)]) items.push_back({f, c, true});
     }
 
     // Decoded in parallel, in order. Without a size and channels, colour at 32x32 first; when

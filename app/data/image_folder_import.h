@@ -50,9 +50,11 @@ struct ImageFolderScan
     bool splitFolders = false; // train/ and test/ (or val/) folders
     QString testFolder;        // "test", "val" or "validation" when splitFolders
     QStringList classes;       // sorted; a folder without image files is none
-    std::vector<qint64> train; // image files per class (all of them without split folders)
-    std::vector<qint64> test;  // with split folders: per class in the test folder
-    QStringList ignored;       // files that are no image (by their suffix), relative paths
+    // Each class's image files, sorted: all of them without split folders; with them, those of
+    // train/ and those of the test folder.
+    std::vector<QStringList> trainFiles, testFiles;
+    QStringList ignored; // files that are no image (by their suffix), relative paths
+    std::vector<qint64> trainCounts() const; // image files per class (of train/)
     qint64 images() const;
 };
 

@@ -115,7 +115,8 @@ private slots:
         const auto s = app::scanImageFolder(m_pets);
         QCOMPARE(s.classes, (QStringList{QStringLiteral("cat"), QStringLiteral("dog"),
                                          QStringLiteral("fox")}));
-        QCOMPARE(s.train, (std::vector<qint64>{10, 12, 8})); // the broken PNG is an image by name
+        QCOMPARE(s.trainCounts(),
+                 (std::vector<qint64>{10, 12, 8})); // the broken PNG: an image by name
         QVERIFY(!s.splitFolders);
         QVERIFY2(s.ignored.contains(QStringLiteral("cat/Thumbs.db")),
                  qPrintable(s.ignored.join(',')));

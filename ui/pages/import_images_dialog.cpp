@@ -162,7 +162,7 @@ void ImportImagesDialog::onScanned(const app::JobResult<app::ImageFolderScan>& r
         QStringList classes;
         for (qsizetype i = 0; i < s.classes.size(); ++i) {
             const qint64 n =
-                s.train[std::size_t(i)] + (s.test.empty() ? 0 : s.test[std::size_t(i)]);
+                qint64(s.trainFiles[std::size_t(i)].size() + s.testFiles[std::size_t(i)].size());
             classes << QStringLiteral("%1 (%2)").arg(s.classes[i].toHtmlEscaped(),
                                                      QLocale().toString(n));
         }
