@@ -145,9 +145,9 @@ std::optional<DatasetSpec> readDatasetManifest(const fs::path& folder, ManifestE
     }
 }
 
-std::vector<std::string> importedDatasetNames(const std::vector<fs::path>& searchPath)
+std::vector<DatasetSpec> importedDatasetSpecs(const std::vector<fs::path>& searchPath)
 {
-    std::vector<std::string> names;
+    std::vector<DatasetSpec> specs;
     for (const fs::path& dir : searchPath) {
         std::error_code ec;
         std::vector<fs::path> subs;
@@ -156,15 +156,34 @@ std::vector<std::string> importedDatasetNames(const std::vector<fs::path>& searc
         std::sort(subs.begin(), subs.end());
         for (const fs::path& sub : subs) {
             const std::string name = sub.filename().string();
-            if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+            if (std::any_of(specs.begin(), specs.end(),
+                            [&](const DatasetSpec& s) { return s.name == name; }))
+                continue;
             if (!isImportedDatasetName(name)) continue;
             try {
-                if (readDatasetManifest(sub)) names.push_back(name);
+                if (auto spec = readDatasetManifest(sub)) specs.push_back(std::move(*spec));
             } catch (const Error&) {
             }
         }
     }
+    return specs;
+}
+
+std::vector<std::string> importedDatasetNames(const std::vector<fs::path>& searchPath)
+{
+    std::vector<std::string> names;
+    for (const DatasetSpec& spec : importedDatasetSpecs(searchPath)) names.push_back(spec.name);
     return names;
+}
+
+UnknownName unknownDataset(const std::string& name, const std::vector<std::string>& imported,
+                           const std::string& hint)
+{
+    std::string known;
+    for (const std::string& n : knownDatasets()) known += (known.empty() ? "" : ", ") + n;
+    for (const std::string& n : imported) known += ", " + n;
+    return UnknownName("unknown dataset '" + name + "' (known datasets: " + known + "; " + hint +
+                       ")");
 }
 
 DatasetSpec datasetSpecAlong(const std::string& name, const std::vector<fs::path>& searchPath)
@@ -176,11 +195,8 @@ DatasetSpec datasetSpecAlong(const std::string& name, const std::vector<fs::path
             if (!fs::is_directory(dir / name, ec)) continue;
             if (auto spec = readDatasetManifest(dir / name)) return *spec;
         }
-    std::string known;
-    for (const std::string& n : knownDatasets()) known += (known.empty() ? "" : ", ") + n;
-    for (const std::string& n : importedDatasetNames(searchPath)) known += ", " + n;
-    throw UnknownName("unknown dataset '" + name + "' (known datasets: " + known +
-                      "; 'towers-cli import' makes one from a folder of images)");
+    throw unknownDataset(name, importedDatasetNames(searchPath),
+                         "'towers-cli import' makes one from a folder of images");
 }
 
 } // namespace towers::engine

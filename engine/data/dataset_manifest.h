@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/data/dataset_spec.h"
+#include "engine/errors.h"
 
 namespace towers::engine {
 
@@ -55,7 +56,14 @@ std::optional<DatasetSpec> readDatasetManifest(const std::filesystem::path& fold
 // The imported datasets along `searchPath`: each sub-folder of a search-path folder that holds a
 // manifest, the first of each name (a name of the table's is never an imported dataset). Folders
 // whose manifest is bad are left out (loading one by name says why).
+std::vector<DatasetSpec> importedDatasetSpecs(const std::vector<std::filesystem::path>& searchPath);
+// Their names.
 std::vector<std::string> importedDatasetNames(const std::vector<std::filesystem::path>& searchPath);
+
+// The UnknownName for a dataset `name` that is none of the table's nor of `imported`: it lists
+// them, then `hint` (where Towers looked, how to make one).
+UnknownName unknownDataset(const std::string& name, const std::vector<std::string>& imported,
+                           const std::string& hint);
 
 // The spec of `name`: the table's, else the manifest of the first folder of that name along
 // `searchPath` that has one. Throws UnknownName listing the table's datasets and the imported ones

@@ -108,6 +108,7 @@ Dataset load(const DatasetSpec& spec, const fs::path& folder, const DatasetLabel
     Dataset d;
     d.name = spec.name;
     d.location = folder;
+    d.mirrorSafe = spec.mirrorSafe;
     const int classes = labels.numClasses;
     switch (spec.reader) {
     case DatasetReader::CifarBinary: {
@@ -147,11 +148,9 @@ DatasetSpec specIn(const std::string& name, const fs::path& folder)
         throw IoError(folder.string() + " holds the imported dataset " + spec->name + ", not " +
                       name);
     }
-    std::string known;
-    for (const std::string& n : knownDatasets()) known += (known.empty() ? "" : ", ") + n;
-    throw UnknownName("unknown dataset '" + name + "' (known datasets: " + known + "; nor is " +
-                      (folder / kDatasetManifest).string() +
-                      " there, the manifest of a dataset made by towers-cli import)");
+    throw unknownDataset(name, {},
+                         "nor is " + (folder / kDatasetManifest).string() +
+                             " there, the manifest of a dataset made by towers-cli import");
 }
 
 std::string envString(const char* name)
@@ -280,16 +279,13 @@ std::vector<DatasetInfo> discoverDatasets(const std::vector<fs::path>& searchPat
 Dataset loadCifar100(const fs::path& folder, bool fineLabels)
 {
     const DatasetSpec& spec = datasetSpec("cifar100");
-    Dataset d = load(spec, folder, fineLabels ? spec.labels : spec.coarseLabels);
-    d.mirrorSafe = spec.mirrorSafe;
-    return d;
+    return load(spec, folder, fineLabels ? spec.labels : spec.coarseLabels);
 }
 
 Dataset loadDataset(const std::string& name, const fs::path& folder)
 {
     const DatasetSpec spec = specIn(name, folder);
     Dataset d = load(spec, folder, spec.labels);
-    d.mirrorSafe = spec.mirrorSafe;
     // An imported dataset's files must be what its manifest says (the table's sets are read as
     // their files are).
     if (!findDatasetSpec(name) && d.train.imageShape() != spec.imageShape)

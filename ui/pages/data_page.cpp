@@ -272,14 +272,10 @@ void DataPage::refreshDatasetList()
             QStringLiteral("%1 — %2").arg(name, QString::fromStdString(spec.description)), name);
     }
     const auto path = app::searchPathWith(dataDir());
-    for (const std::string& n : engine::importedDatasetNames(path)) {
-        QString description = tr("your images");
-        try {
-            description = QString::fromStdString(engine::datasetSpecAlong(n, path).description);
-        } catch (const std::exception&) {
-        }
-        const QString name = QString::fromStdString(n);
-        m_datasetCombo->addItem(QStringLiteral("%1 — %2").arg(name, description), name);
+    for (const engine::DatasetSpec& spec : engine::importedDatasetSpecs(path)) {
+        const QString name = QString::fromStdString(spec.name);
+        m_datasetCombo->addItem(
+            QStringLiteral("%1 — %2").arg(name, QString::fromStdString(spec.description)), name);
     }
     const int i = m_datasetCombo->findData(current);
     m_datasetCombo->setCurrentIndex(i >= 0 ? i : 0);
