@@ -163,9 +163,7 @@ int runImport(const QStringList& args, CommandIo& io)
 
     const ImportResult& r = *result;
     const engine::DatasetSpec& s = r.spec;
-    qint64 train = 0, test = 0;
-    for (qint64 n : r.train) train += n;
-    for (qint64 n : r.test) test += n;
+    const qint64 train = r.trainImages(), test = r.testImages();
     QString model;
     try {
         model = QString::fromStdString(engine::defaultModelFor(s));

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "app/data/data_dirs.h"
 #include "app/data/file_ops.h"
@@ -165,6 +166,16 @@ std::vector<qint64> ImageFolderScan::trainCounts() const
     std::vector<qint64> n;
     for (const QStringList& f : trainFiles) n.push_back(qint64(f.size()));
     return n;
+}
+
+qint64 ImportResult::trainImages() const
+{
+    return std::accumulate(train.begin(), train.end(), qint64(0));
+}
+
+qint64 ImportResult::testImages() const
+{
+    return std::accumulate(test.begin(), test.end(), qint64(0));
 }
 
 qint64 ImageFolderScan::images() const

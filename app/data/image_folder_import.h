@@ -65,6 +65,8 @@ struct ImportResult
     std::vector<qint64> train, test; // images per class written
     QStringList skipped;             // "file: reason" of each image that could not be read
     QStringList ignored;             // files that are no image
+    qint64 trainImages() const;      // the sums of `train` and `test`
+    qint64 testImages() const;
 };
 
 // A name made from `folder`'s name: lowercased, runs of other characters as '-', at most 64

@@ -321,9 +321,7 @@ void DataPage::dropEvent(QDropEvent* event)
 
 void DataPage::onImported(const app::ImportResult& r)
 {
-    qint64 train = 0, test = 0;
-    for (qint64 n : r.train) train += n;
-    for (qint64 n : r.test) test += n;
+    const qint64 train = r.trainImages(), test = r.testImages();
     const QString name = QString::fromStdString(r.spec.name);
     emit logMessage(tr("Imported %1 into %2: %3 training + %4 test images, %5 classes%6")
                         .arg(name, r.folder)
