@@ -170,8 +170,7 @@ void MainWindow::restoreConfig()
     if (!last) {
         std::string model = m_model->modelName().toStdString();
         try {
-            model = engine::defaultModelFor(engine::datasetSpecAlong(
-                m_data->datasetName().toStdString(), app::searchPathWith(m_data->dataDir())));
+            model = defaultModelOf(m_data->datasetName().toStdString());
         } catch (const std::exception&) {
         }
         last = engine::defaultConfigFor(model);
@@ -281,8 +280,7 @@ void MainWindow::onDatasetLoaded()
         engine::preprocessingFor(m_model->modelName().toStdString(), *dataset);
     } catch (const std::exception& e) {
         try {
-            const QString fallback = QString::fromStdString(engine::defaultModelFor(
-                engine::datasetSpecAlong(dataset->name, app::searchPathWith(m_data->dataDir()))));
+            const QString fallback = QString::fromStdString(defaultModelOf(dataset->name));
             appendLog(tr("%1; switching to %2").arg(QString::fromUtf8(e.what()), fallback));
             m_model->setModelName(fallback);
         } catch (const std::exception& none) {
@@ -290,6 +288,12 @@ void MainWindow::onDatasetLoaded()
         }
     }
     configChanged();
+}
+
+std::string MainWindow::defaultModelOf(const std::string& dataset) const
+{
+    return engine::defaultModelFor(
+        engine::datasetSpecAlong(dataset, app::searchPathWith(m_data->dataDir())));
 }
 
 engine::TrainConfig MainWindow::pagesConfig() const

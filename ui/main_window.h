@@ -92,6 +92,9 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
+    // The model `dataset` trains with by default: the table's, or an imported one's found along
+    // the Data page's search path (engine::defaultModelFor). Throws as it does.
+    std::string defaultModelOf(const std::string& dataset) const;
     // The run configuration the pages show: the hyperparameters, the model, the dataset and the
     // Devices page's options (not the GPUs, nor the data folder).
     engine::TrainConfig pagesConfig() const;

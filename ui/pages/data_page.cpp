@@ -266,13 +266,10 @@ void DataPage::refreshDatasetList()
     const QString current = datasetName().isEmpty() ? m_settings.datasetName() : datasetName();
     const QSignalBlocker block(m_datasetCombo);
     m_datasetCombo->clear();
-    for (const auto& spec : engine::datasetSpecs()) {
-        const QString name = QString::fromStdString(spec.name);
-        m_datasetCombo->addItem(
-            QStringLiteral("%1 — %2").arg(name, QString::fromStdString(spec.description)), name);
-    }
-    const auto path = app::searchPathWith(dataDir());
-    for (const engine::DatasetSpec& spec : engine::importedDatasetSpecs(path)) {
+    std::vector<engine::DatasetSpec> specs = engine::datasetSpecs();
+    const auto imported = engine::importedDatasetSpecs(app::searchPathWith(dataDir()));
+    specs.insert(specs.end(), imported.begin(), imported.end());
+    for (const engine::DatasetSpec& spec : specs) {
         const QString name = QString::fromStdString(spec.name);
         m_datasetCombo->addItem(
             QStringLiteral("%1 — %2").arg(name, QString::fromStdString(spec.description)), name);
