@@ -6,7 +6,9 @@
 #include <new>
 
 #include "app/cli/command.h"
+#include "app/data/dataset_catalog.h"
 #include "app/version/build_info.h"
+#include "engine/data/dataset.h"
 #include "engine/errors.h"
 
 namespace towers::app {
@@ -28,6 +30,27 @@ const Command kCommands[] = {
     {"devices", "List the CPU and GPUs that can run towers", runDevices},
     {"selftest", "Check every op against the reference, then a few training steps", runSelftest},
 };
+
+// How to get a dataset that was not found: its download, or an import for a name the table does
+// not have; either way the folder that holds it may be named.
+QString howToGet(const std::string& dataset)
+{
+    const QString name = QString::fromStdString(dataset);
+    if (const std::optional<DatasetSpec> spec = findBuiltInDataset(name)) {
+        qint64 bytes = 0;
+        for (const DatasetFile& f : spec->files)
+            bytes = (bytes < 0 || f.size < 0) ? -1 : bytes + f.size;
+        const QString size =
+            bytes > 0 ? QStringLiteral(" (%1 MB)").arg((bytes + 500000) / 1000000) : QString();
+        return QStringLiteral("Get it with 'towers-cli download %1'%2, or name the folder that "
+                              "holds it with --data-dir.")
+            .arg(name, size);
+    }
+    return QStringLiteral("Make it from a folder of images (one sub-folder per class) with "
+                          "'towers-cli import FOLDER --name %1', or name the folder that holds it "
+                          "with --data-dir.")
+        .arg(name);
+}
 
 void printUsage(QTextStream& s)
 {
@@ -65,6 +88,10 @@ int runCli(const QStringList& arguments)
         } catch (const engine::InvalidArgument& e) {
             err << "towers-cli " << first << ": error: " << e.what() << "\n";
             return ExitUsage;
+        } catch (const engine::DatasetNotFound& e) {
+            err << "towers-cli " << first << ": error: " << e.what() << "\n"
+                << howToGet(e.dataset()) << "\n";
+            return ExitFailure;
         } catch (const engine::Error& e) {
             err << "towers-cli " << first << ": error: " << e.what() << "\n";
             return ExitFailure;

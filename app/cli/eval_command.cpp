@@ -5,6 +5,7 @@
 #include <QJsonObject>
 
 #include "app/cli/command.h"
+#include "app/runs/run_builder.h"
 #include "engine/data/dataset.h"
 #include "engine/train/classifier.h"
 
@@ -45,6 +46,10 @@ int runEval(const QStringList& args, CommandIo& io)
     if (!intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io)) return ExitUsage;
     std::vector<std::filesystem::path> path;
     if (!searchPathOption(p, io, path)) return ExitUsage;
+    // Where the checkpoint's run found its dataset comes after --data-dir (which
+    // loadDatasetPreferring tries first), before the default folders.
+    if (const QString runData = runDataDirOf(checkpointFile); !runData.isEmpty())
+        path.insert(path.begin(), runData.toStdString());
 
     engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")));
     const auto& info = classifier.info();
@@ -69,6 +74,8 @@ int runEval(const QStringList& args, CommandIo& io)
                           {QStringLiteral("checkpoint"), checkpointFile},
                           {QStringLiteral("model"), QString::fromStdString(info.model)},
                           {QStringLiteral("dataset"), QString::fromStdString(info.dataset)},
+                          {QStringLiteral("data_folder"),
+                           QString::fromStdString(data.location.string())},
                           {QStringLiteral("step"), qint64(info.step)},
                           {QStringLiteral("ema"), r.ema},
                           {QStringLiteral("examples"), qint64(r.examples)},

@@ -124,6 +124,19 @@ TrainConfig readRunConfig(const QString& folder)
     }
 }
 
+QString runDataDirOf(const QString& checkpointFile)
+{
+    QDir dir = QFileInfo(checkpointFile).absoluteDir();
+    if (dir.dirName() != QLatin1String("checkpoints") || !dir.cdUp() ||
+        !dir.exists(QStringLiteral("config.json")))
+        return {};
+    try {
+        return QString::fromStdString(readRunConfig(dir.path()).dataDir);
+    } catch (const engine::Error&) {
+        return {}; // an unreadable configuration: the search path as it is
+    }
+}
+
 const QStringList& runDefiningOptions()
 {
     static const QStringList names = [] {

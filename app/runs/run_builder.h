@@ -30,6 +30,11 @@ QString newestRun(const QString& runsDir);
 // folder"), engine::InvalidArgument naming the file when it does not parse.
 engine::TrainConfig readRunConfig(const QString& folder);
 
+// The data folder of the run that wrote `checkpointFile` (config.json's dataDir, where the run
+// found its dataset), when the file lies in a run folder's checkpoints/; "" otherwise or when the
+// run's configuration cannot be read. Evaluating a checkpoint looks there too.
+QString runDataDirOf(const QString& checkpointFile);
+
 // The command-line options that define a run (its model, data, optimisation, seed): they cannot
 // change when it is resumed.
 const QStringList& runDefiningOptions();

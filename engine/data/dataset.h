@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/data/dataset_spec.h"
@@ -15,6 +16,21 @@
 #include "engine/tensor/shape.h"
 
 namespace towers::engine {
+
+// No folder of the search path holds the dataset `dataset()`; the message says where it looked and
+// why each folder did not do. The programs add how to get it (a download, an import).
+class TOWERS_VISIBLE DatasetNotFound : public IoError
+{
+public:
+    DatasetNotFound(std::string dataset, const std::string& message)
+        : IoError(message), m_dataset(std::move(dataset))
+    {
+    }
+    const std::string& dataset() const { return m_dataset; }
+
+private:
+    std::string m_dataset;
+};
 
 // Labelled 8-bit images held in memory, HWC per image (channels last), images back to back.
 struct ImageSet
@@ -80,7 +96,8 @@ Dataset loadDataset(const std::string& name, const std::filesystem::path& folder
 // CIFAR-100 with its 20 coarse classes (fineLabels = false: DatasetSpec::coarseLabels, names from
 // coarse_label_names.txt) or its 100 fine classes (true, what loadDataset gives).
 Dataset loadCifar100(const std::filesystem::path& folder, bool fineLabels);
-// findDataset, then loadDataset; throws IoError saying where it looked when nothing is found.
+// findDataset, then loadDataset; throws DatasetNotFound saying where it looked when nothing is
+// found.
 Dataset loadDataset(const std::string& name, const std::vector<std::filesystem::path>& searchPath);
 // Where `folder`, a folder a user named, holds `name`: a sub-folder of datasetFolderNames(name),
 // or the dataset's files directly in it. nullopt when it holds neither, with the reason in `why`

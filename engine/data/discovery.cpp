@@ -303,7 +303,7 @@ Dataset loadDataset(const std::string& name, const std::vector<fs::path>& search
         std::string where;
         for (const std::string& r : reasons) where += "\n  " + r;
         if (searchPath.empty()) where = " (the search path is empty)";
-        throw IoError("dataset \"" + name + "\" not found; looked in:" + where);
+        throw DatasetNotFound(name, "dataset \"" + name + "\" not found; looked in:" + where);
     }
     return loadDataset(name, info->location);
 }

@@ -210,6 +210,9 @@ private slots:
         QTest::newRow("eval without checkpoint") << QStringList{"eval"} << 2 << "--checkpoint";
         QTest::newRow("classify without images")
             << QStringList{"classify", "--checkpoint", "x"} << 2 << "image";
+        QTest::newRow("dataset to download")
+            << QStringList{"train", "--dataset", "cifar10"} << 1
+            << "Get it with 'towers-cli download cifar10' (170 MB)";
         QTest::newRow("missing data dir")
             << QStringList{"train", "--data-dir", "/nonexistent/towers"} << 2 << "not a folder";
     }
@@ -358,6 +361,35 @@ private slots:
         const CliRun notCkpt = run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), png});
         QCOMPARE(notCkpt.exitCode, 1);
         QVERIFY2(notCkpt.err.contains(QStringLiteral("shirt.png")), qPrintable(notCkpt.err));
+    }
+
+    // A run trained on a dataset in a folder named by --data-dir is evaluated on that folder's test
+    // set without naming it again, even where the default folders hold the same dataset; a copy of
+    // the checkpoint outside the run looks only along the search path.
+    void evalFindsTheRunsDataFolder()
+    {
+        const QString elsewhere = path(QStringLiteral("elsewhere"));
+        test::writeIdxDataset((elsewhere + QStringLiteral("/fashion-mnist")).toStdString(), 64, 48,
+                              28, 28, true, 11);
+        const QString dir = path(QStringLiteral("runs/elsewhere"));
+        const CliRun r = run(
+            small(dir) + QStringList{"--steps", "2", "--eval-every", "0", "--data-dir", elsewhere});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        const QString ckpt = dir + QStringLiteral("/checkpoints/ckpt-00000002.safetensors");
+        const CliRun e = run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), dir,
+                              QStringLiteral("--json")});
+        QVERIFY2(e.exitCode == 0, qPrintable(e.err));
+        const QJsonObject j = QJsonDocument::fromJson(e.out.toUtf8()).object();
+        QCOMPARE(j.value(QStringLiteral("examples")).toInt(), 48);
+        QCOMPARE(QDir(j.value(QStringLiteral("data_folder")).toString()).canonicalPath(),
+                 QDir(elsewhere + QStringLiteral("/fashion-mnist")).canonicalPath());
+
+        const QString copy = path(QStringLiteral("copied.safetensors"));
+        QVERIFY(QFile::copy(ckpt, copy));
+        const CliRun c = run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), copy,
+                              QStringLiteral("--json")});
+        QVERIFY2(c.exitCode == 0, qPrintable(c.err));
+        QVERIFY(QJsonDocument::fromJson(c.out.toUtf8()).object().value("examples").toInt() != 48);
     }
 
     // 4 steps, then --resume to 8, equals 8 steps in one go, bitwise (the loader seeks to step 4).

@@ -21,6 +21,7 @@
 #include <QVBoxLayout>
 
 #include "app/inference/image_files.h"
+#include "app/runs/run_builder.h"
 #include "ui/models/class_accuracy_model.h"
 #include "ui/models/sample_image_model.h"
 #include "ui/plots/bar_chart.h"
@@ -355,7 +356,10 @@ void ClassifyPage::withTestSet(std::function<void()> then)
         return;
     }
     m_summary->setText(tr("Loading %1…").arg(QString::fromStdString(name)));
-    const auto path = source.searchPath.empty() ? engine::defaultSearchPath() : source.searchPath;
+    auto path = source.searchPath.empty() ? engine::defaultSearchPath() : source.searchPath;
+    // The folder the checkpoint's run found its dataset in first: its test set is that one.
+    if (const QString runData = app::runDataDirOf(m_checkpointPath); !runData.isEmpty())
+        path.insert(path.begin(), runData.toStdString());
     m_datasetJob.start(
         [name, path] {
             return std::shared_ptr<const engine::Dataset>(
