@@ -248,7 +248,11 @@ BatchLoader::BatchLoader(const ImageSet& set, Preprocessing recipe, LoaderOption
     if (global > set.count)
         bad("a global batch of " + std::to_string(global) + " (" + std::to_string(globalTowers) +
             " towers x " + std::to_string(options.batchPerTower) + ") is larger than the " +
-            std::to_string(set.count) + " examples");
+            std::to_string(set.count) + " examples: " +
+            (set.count >= globalTowers
+                 ? "a batch size of at most " + std::to_string(set.count / globalTowers) +
+                       " per tower fits"
+                 : "at most " + std::to_string(set.count) + " towers of 1 example fit"));
     recipe.validateFor(set.imageShape());
 
     m = std::make_unique<Impl>(set, std::move(recipe), std::move(options));

@@ -95,18 +95,23 @@ TrainingSession::TrainingSession(SessionOptions options, TrainerObserver* observ
                               "'");
     if (m_options.loaderWorkers < 0) throw InvalidArgument("loader workers must be >= 0");
     const bool writer = !m_options.processes || m_options.processes->rank() == 0;
+    // A folder this session makes (a new one under the runs folder, or a named one that is not
+    // there yet) is removed again when the run is refused before it wrote anything.
+    bool made = false;
     if (m_options.newFolder && writer) {
         m_options.runDirectory = createNewFolder(m_options.runDirectory);
-        try {
-            build(observer);
-        } catch (...) {
-            m_trainer.reset();
-            discardIfUnused(m_options.runDirectory);
-            throw;
-        }
-        return;
+        made = true;
+    } else if (writer) {
+        std::error_code ec;
+        made = !std::filesystem::exists(m_options.runDirectory, ec) && !ec;
     }
-    build(observer);
+    try {
+        build(observer);
+    } catch (...) {
+        m_trainer.reset();
+        if (made) discardIfUnused(m_options.runDirectory);
+        throw;
+    }
 }
 
 void TrainingSession::build(TrainerObserver* observer)

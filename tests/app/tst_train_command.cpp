@@ -363,6 +363,25 @@ private slots:
         QVERIFY2(notCkpt.err.contains(QStringLiteral("shirt.png")), qPrintable(notCkpt.err));
     }
 
+    // A run refused once its data is known (a global batch larger than the training set) says
+    // which batch size fits and leaves no folder behind where it made one; a folder that was there
+    // stays.
+    void refusedRunLeavesNoFolder()
+    {
+        const QString dir = path(QStringLiteral("runs/too-big"));
+        QStringList args = small(dir);
+        args[args.indexOf(QStringLiteral("--batch-size")) + 1] = QStringLiteral("200");
+        const CliRun r = run(args);
+        QVERIFY2(r.exitCode == 2, qPrintable(r.err)); // bad usage
+        QVERIFY2(r.err.contains(QStringLiteral("a batch size of at most 128 per tower fits")),
+                 qPrintable(r.err));
+        QVERIFY(!QFileInfo::exists(dir));
+
+        QVERIFY(QDir().mkpath(dir));
+        QCOMPARE(run(args).exitCode, 2);
+        QVERIFY(QFileInfo(dir).isDir());
+    }
+
     // A run trained on a dataset in a folder named by --data-dir is evaluated on that folder's test
     // set without naming it again, even where the default folders hold the same dataset; a copy of
     // the checkpoint outside the run looks only along the search path.

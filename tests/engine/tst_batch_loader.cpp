@@ -420,7 +420,10 @@ private slots:
         QTest::newRow("empty batch") << 1 << 0 << 1 << "batch per tower is 0";
         QTest::newRow("negative workers") << 1 << 4 << -1 << "workers is -1";
         QTest::newRow("batch larger than the set")
-            << 3 << 4 << 1 << "a global batch of 12 (3 towers x 4) is larger than the 10 examples";
+            << 3 << 4 << 1
+            << "a global batch of 12 (3 towers x 4) is larger than the 10 examples: a batch size "
+               "of at "
+               "most 3 per tower fits";
     }
     void invalidOptions()
     {
