@@ -2,7 +2,6 @@
 
 #include <QDateTime>
 #include <QDir>
-#include <QDirIterator>
 #include <QFile>
 #include <QFileInfo>
 #include <QImageReader>
@@ -49,33 +48,68 @@ const QSet<QString>& imageSuffixes()
     return suffixes;
 }
 
-// The sub-folders of `dir` (not hidden, not links), sorted by name.
-QStringList subfolders(const QString& dir)
+// Whether the folder link `link` leads to `root` or a folder above it: followed, it would read the
+// whole of `root` again (or more).
+bool leadsAbove(const QFileInfo& link, const QString& root)
+{
+    const QString target = link.canonicalFilePath();
+    const QString canonicalRoot = QFileInfo(root).canonicalFilePath();
+    return target.isEmpty() || target == canonicalRoot || target == QLatin1String("/") ||
+           canonicalRoot.startsWith(target + QLatin1Char('/'));
+}
+
+// The sub-folders of `dir` (not hidden), sorted by name. A link to a folder counts as one (class
+// folders are often links into a collection) unless it leads to `root` (the folder being imported,
+// or above; those go to `ignored`, relative to `root`.
+QStringList subfolders(const QString& dir, const QString& root, QStringList& ignored)
 {
     QDir d(dir);
     QStringList out;
     const QFileInfoList entries =
         d.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name | QDir::IgnoreCase);
-    for (const QFileInfo& e : entries)
-        if (!e.isSymLink()) out << e.fileName();
+    for (const QFileInfo& e : entries) {
+        if (e.isSymLink() && leadsAbove(e, root))
+            ignored << QDir(root).relativeFilePath(e.filePath()) +
+                           QStringLiteral("/ (a link to the imported folder or above it)");
+        else
+            out << e.fileName();
+    }
     return out;
 }
 
-// Every image file under `dir` (sub-folders too, no links followed), sorted; files that are no
-// image go to `ignored`, relative to `base`.
-QStringList imageFiles(const QString& dir, const QString& base, QStringList& ignored)
+void collectImages(const QString& dir, const QString& root, QStringList& files,
+                   QStringList& ignored, QSet<QString>& visited)
+{
+    const QFileInfoList entries = QDir(dir).entryInfoList(QDir::AllEntries | QDir::NoDotAndDotDot);
+    for (const QFileInfo& e : entries) {
+        if (e.fileName().startsWith(QLatin1Char('.'))) continue; // .DS_Store and the like
+        const QString relative = QDir(root).relativeFilePath(e.filePath());
+        if (e.isDir()) {
+            const QString canonical = e.canonicalFilePath();
+            if (e.isSymLink() && leadsAbove(e, root))
+                ignored << relative +
+                               QStringLiteral("/ (a link to the imported folder or above it)");
+            else if (visited.contains(canonical))
+                ignored << relative + QStringLiteral("/ (a link to a folder read already)");
+            else {
+                visited.insert(canonical);
+                collectImages(e.filePath(), root, files, ignored, visited);
+            }
+        } else if (imageSuffixes().contains(e.suffix().toLower())) {
+            files << e.filePath();
+        } else {
+            ignored << relative;
+        }
+    }
+}
+
+// Every image file under `dir` (sub-folders and links to folders too, each folder once), sorted;
+// files that are no image go to `ignored`, relative to `root` (the imported folder).
+QStringList imageFiles(const QString& dir, const QString& root, QStringList& ignored)
 {
     QStringList files;
-    QDirIterator it(dir, QDir::Files | QDir::NoDotAndDotDot, QDirIterator::Subdirectories);
-    while (it.hasNext()) {
-        const QString path = it.next();
-        const QFileInfo info = it.fileInfo();
-        if (info.fileName().startsWith(QLatin1Char('.'))) continue; // .DS_Store and the like
-        if (imageSuffixes().contains(info.suffix().toLower()))
-            files << path;
-        else
-            ignored << QDir(base).relativeFilePath(path);
-    }
+    QSet<QString> visited{QFileInfo(dir).canonicalFilePath()};
+    collectImages(dir, root, files, ignored, visited);
     files.sort();
     return files;
 }
@@ -217,7 +251,8 @@ ImageFolderScan scanImageFolder(const QString& source)
     if (!info.isDir()) throw IoError(where + " is not a folder");
     if (!info.isReadable()) throw IoError(where + ": cannot read the folder (permission denied)");
 
-    const QStringList top = subfolders(s.source);
+    QStringList listedBelow; // what the class folders' listing below reports
+    const QStringList top = subfolders(s.source, s.source, listedBelow);
     const QString trainDir = s.source + QStringLiteral("/train");
     for (const char* t : {"test", "val", "validation"})
         if (top.contains(QString::fromLatin1(t)) && top.contains(QStringLiteral("train"))) {
@@ -227,7 +262,7 @@ ImageFolderScan scanImageFolder(const QString& source)
         }
     const QString classRoot = s.splitFolders ? trainDir : s.source;
     // A folder without a single image file is no class (an empty "unsorted/", say): left out.
-    for (const QString& c : subfolders(classRoot)) {
+    for (const QString& c : subfolders(classRoot, s.source, s.ignored)) {
         if (c.contains(QLatin1Char('\n')))
             throw InvalidArgument(where + ": the folder name of a class spans lines");
         QStringList files = imageFiles(classRoot + QLatin1Char('/') + c, s.source, s.ignored);
@@ -247,7 +282,7 @@ ImageFolderScan scanImageFolder(const QString& source)
     s.testFiles.assign(std::size_t(s.classes.size()), {});
     if (s.splitFolders) {
         const QString testRoot = s.source + QLatin1Char('/') + s.testFolder;
-        for (const QString& c : subfolders(testRoot)) {
+        for (const QString& c : subfolders(testRoot, s.source, s.ignored)) {
             const auto i = s.classes.indexOf(c);
             if (i < 0)
                 throw InvalidArgument(native(testRoot).toStdString() + ": class folder '" +

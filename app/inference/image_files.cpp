@@ -1,6 +1,8 @@
 #include "app/inference/image_files.h"
 
+#include <QCoreApplication>
 #include <QFile>
+#include <QGuiApplication>
 #include <QImageReader>
 #include <QPainter>
 
@@ -105,6 +107,13 @@ QImage readImage(const QString& file, int shortSide)
     }
     QImageReader reader(&device);
     reader.setAutoTransform(true);
+    // Qt's SVG reader draws text with the font database, which only a GUI application has: in
+    // towers-cli (a QCoreApplication) an SVG with text would abort the process.
+    if (const QByteArray format = reader.format().toLower();
+        (format == "svg" || format == "svgz") &&
+        !qobject_cast<QGuiApplication*>(QCoreApplication::instance()))
+        fail(file, "an SVG drawing, which towers-cli does not render (Qt draws SVG text only in a "
+                   "desktop application): convert it to PNG, or use the desktop application");
     // The header's size (before the EXIF orientation, which only swaps the sides): refused before
     // a single pixel is decoded. A format that cannot tell its size is checked once decoded, and
     // until then Qt's allocation limit (QImageReader::allocationLimit) bounds it.

@@ -17,6 +17,12 @@ void writeBlackPng(const QString& path, int width, int height);
 // A JPEG of `image`-like content with an EXIF APP1 segment holding `orientation` (1-8; 6 is
 // "rotate 90 degrees clockwise to display"): the left half red, the right half blue as stored.
 void writeOrientedJpeg(const QString& path, int width, int height, int orientation);
+// A 64 x 64 SVG drawing, red, with a line of text: Qt's SVG reader draws the text with the font
+// database, which only a GUI application has (in a plain QCoreApplication it aborts the process).
+inline constexpr char kSvgWithText[] =
+    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"64\" height=\"64\">"
+    "<rect width=\"64\" height=\"64\" fill=\"red\"/><text x=\"4\" y=\"30\">cat</text></svg>\n";
+
 // mkfifo; QFAILs-worthy false when it cannot.
 bool makeFifo(const QString& path);
 

@@ -8,8 +8,10 @@
 // address-space cap.
 #include <QDir>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QFileInfo>
 #include <QImage>
+#include <QImageReader>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
@@ -148,6 +150,15 @@ private slots:
             << path("wide.png") << QStringList{"1000000 x 1 pixels", "100:1"};
         QTest::newRow("128 MP PNG")
             << path("huge.png") << QStringList{"16000 x 8000 pixels", "128.0 megapixels"};
+        QFile svg(path("label.svg"));
+        QVERIFY(svg.open(QIODevice::WriteOnly));
+        svg.write(test::kSvgWithText);
+        svg.close();
+        QTest::newRow("SVG with text")
+            << path("label.svg")
+            << QStringList{QImageReader::supportedImageFormats().contains("svg")
+                               ? QStringLiteral("an SVG drawing, which towers-cli does not render")
+                               : QStringLiteral("cannot read the image")};
         QTest::newRow("FIFO") << path("x.png") << QStringList{"FIFO"};
         QTest::newRow("directory") << path("y.png") << QStringList{"directory"};
         QTest::newRow("device") << QStringLiteral("/dev/zero") << QStringList{"device"};

@@ -11,6 +11,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QGuiApplication>
+#include <QImageReader>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -317,6 +318,24 @@ private slots:
         const auto px = pixels(reduced, {28, 28, 3});
         QVERIFY(px[std::size_t((2 * 28 + 14) * 3)] > 200);
         QVERIFY(px[std::size_t((25 * 28 + 14) * 3 + 2)] > 200);
+    }
+
+    // An SVG drawing with text decodes in a GUI application (the Classify page's), where Qt has
+    // its fonts; towers-cli refuses one by name instead (tst_classify_command).
+    void svgWithTextDecodesInTheDesktopApplication()
+    {
+        if (!QImageReader::supportedImageFormats().contains("svg"))
+            QSKIP("Qt has no SVG image plugin here (libqt6svg6)");
+        QVERIFY(qobject_cast<QGuiApplication*>(QCoreApplication::instance()));
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("label.svg"));
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(test::kSvgWithText);
+        f.close();
+        const QImage image = readImageFile(file, {32, 32, 3});
+        QCOMPARE(image.size(), QSize(64, 64));
+        QVERIFY(isRed(image.pixel(60, 60)));
     }
 
     void setsGrowAndKeepTheirShape()

@@ -124,6 +124,34 @@ private slots:
         QVERIFY(s.ignored.contains(QStringLiteral("unsorted/ (no image: no class)")));
     }
 
+    // Class folders that are links into a collection count (as do links to folders inside a class
+    // and to image files), each folder read once; a link back to the imported folder, or above it,
+    // is left out and listed, never followed into a loop.
+    void linkedClassFolders()
+    {
+        const QString farm = path(QStringLiteral("farm"));
+        QVERIFY(QDir().mkpath(farm + QStringLiteral("/fox")));
+        QVERIFY(QFile::link(m_pets + QStringLiteral("/cat"), farm + QStringLiteral("/cat")));
+        QVERIFY(QFile::link(QStringLiteral("../My Pets!/dog"), farm + QStringLiteral("/dog")));
+        QVERIFY(QFile::link(m_pets + QStringLiteral("/fox/img000.png"),
+                            farm + QStringLiteral("/fox/linked.png")));
+        QVERIFY(QFile::link(m_pets + QStringLiteral("/cat"), farm + QStringLiteral("/fox/cats")));
+        QVERIFY(QFile::link(QStringLiteral(".."), farm + QStringLiteral("/fox/up")));
+        QVERIFY(QFile::link(QStringLiteral("../fox"), farm + QStringLiteral("/fox/again")));
+        QVERIFY(QFile::link(farm, farm + QStringLiteral("/everything")));
+        QVERIFY(QFile::link(QStringLiteral("/"), farm + QStringLiteral("/root")));
+        const auto s = app::scanImageFolder(farm);
+        QCOMPARE(s.classes, (QStringList{QStringLiteral("cat"), QStringLiteral("dog"),
+                                         QStringLiteral("fox")}));
+        QCOMPARE(s.trainCounts(), (std::vector<qint64>{10, 12, 11})); // fox: its link and 10 cats
+        for (const char* left : {"everything/ (a link to the imported folder or above it)",
+                                 "root/ (a link to the imported folder or above it)",
+                                 "fox/up/ (a link to the imported folder or above it)",
+                                 "fox/again/ (a link to a folder read already)"})
+            QVERIFY2(s.ignored.contains(QLatin1String(left)),
+                     qPrintable(left + QStringLiteral(" not in: ") + s.ignored.join(',')));
+    }
+
     // The whole import, then the dataset as training reads it: every image is the file decoded as
     // classify decodes it, each class's share held out, the same split for the same seed.
     void importsAndLoads()
