@@ -124,7 +124,13 @@ int checkpointOption(const QCommandLineParser& parser, const QString& command, C
                   "its newest checkpoint)\n";
         return ExitUsage;
     }
-    const QString given = parser.value(QStringLiteral("checkpoint"));
+    return resolveCheckpoint(parser.value(QStringLiteral("checkpoint")),
+                             QStringLiteral("--checkpoint"), command, io, file);
+}
+
+int resolveCheckpoint(const QString& given, const QString& option, const QString& command,
+                      CommandIo& io, QString& file)
+{
     QString folder;
     if (QFileInfo(given).isDir())
         folder = given;
@@ -139,14 +145,14 @@ int checkpointOption(const QCommandLineParser& parser, const QString& command, C
     if (!run.exists(QStringLiteral("checkpoints")) && run.dirName() == QLatin1String("checkpoints"))
         run.cdUp();
     if (!run.exists(QStringLiteral("checkpoints"))) {
-        io.err << command << ": --checkpoint: " << QDir(folder).absolutePath()
+        io.err << command << ": " << option << ": " << QDir(folder).absolutePath()
                << " is a folder, not a checkpoint, nor a run folder (it has no checkpoints/)\n";
         return ExitFailure;
     }
     QString problem;
     const auto checkpoints = runCheckpoints(run.absolutePath(), &problem);
     if (checkpoints.empty()) {
-        io.err << command << ": --checkpoint: the run " << run.absolutePath()
+        io.err << command << ": " << option << ": the run " << run.absolutePath()
                << " has no checkpoint yet" << (problem.isEmpty() ? QString() : ": " + problem)
                << "\n";
         return ExitFailure;

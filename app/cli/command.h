@@ -85,6 +85,11 @@ QString resumeCommandLine(const QString& runDir, int processes);
 // folder with no checkpoint. `command` is "towers-cli eval" and the like.
 int checkpointOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
                      QString& file);
+// The checkpoint file `given` names, as for --checkpoint: a file as given, a run folder or a run's
+// name for its newest checkpoint (named on stderr). ExitOk, or the error printed (naming `option`)
+// and ExitFailure.
+int resolveCheckpoint(const QString& given, const QString& option, const QString& command,
+                      CommandIo& io, QString& file);
 
 int runBench(const QStringList& args, CommandIo& io);
 int runDownload(const QStringList& args, CommandIo& io);

@@ -23,6 +23,7 @@
 #include "engine/dist/process_state.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
+#include "engine/train/checkpoint.h"
 #include "engine/train/recipe.h"
 #include "engine/train/training_session.h"
 
@@ -308,6 +309,13 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
          name},
         {QStringLiteral("seed"),
          QStringLiteral("Seed of the weights, dropout and data order (default 1)."), n},
+        {QStringLiteral("init-from"),
+         QStringLiteral("Start from the weights of this checkpoint of the same model (a file, or "
+                        "a run folder or name for its newest checkpoint), its moving averages "
+                        "where it has them: fine-tuning. The classifier starts afresh when the "
+                        "dataset's classes are not the checkpoint's; the optimizer and the step "
+                        "start anew."),
+         QStringLiteral("checkpoint")},
         {QStringLiteral("run-dir"),
          QStringLiteral("The run folder (default: a new folder under the runs folder)."),
          QStringLiteral("dir")},
@@ -450,6 +458,25 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                     io.err << "towers-cli train: " << why << "\n";
                     return ExitUsage;
                 }
+        // The same --init-from as the run's is accepted (a requeued job's command line); the
+        // weights it gave are in the run's checkpoints by now.
+        if (p.isSet(QStringLiteral("init-from"))) {
+            QString file;
+            if (const int r = resolveCheckpoint(p.value(QStringLiteral("init-from")),
+                                                QStringLiteral("--init-from"),
+                                                QStringLiteral("towers-cli train"), io, file);
+                r != ExitOk)
+                return r;
+            file = QFileInfo(file).absoluteFilePath();
+            if (file.toStdString() != c.initFrom) {
+                io.err << "towers-cli train: --init-from cannot change when resuming: the run "
+                          "started from "
+                       << (c.initFrom.empty() ? QStringLiteral("its seed's weights")
+                                              : QString::fromStdString(c.initFrom))
+                       << ", the command line says " << file << "\n";
+                return ExitUsage;
+            }
+        }
     } else if (!resume) {
         QString dataset = p.value(QStringLiteral("dataset"));
         if (dataset.isEmpty()) {
@@ -467,9 +494,23 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         // list.
         const engine::DatasetSpec spec =
             engine::datasetSpecAlong(dataset.toStdString(), searchPath);
+        // Rank 0 reads the checkpoint to start from (and sends its weights); the other processes
+        // take the configuration from it below. Its model is the run's unless --model says.
+        std::string initFrom, initModel;
+        if (p.isSet(QStringLiteral("init-from")) && lead) {
+            QString file;
+            if (const int r = resolveCheckpoint(p.value(QStringLiteral("init-from")),
+                                                QStringLiteral("--init-from"),
+                                                QStringLiteral("towers-cli train"), io, file);
+                r != ExitOk)
+                return r;
+            initFrom = QFileInfo(file).absoluteFilePath().toStdString();
+            initModel = engine::readCheckpoint(initFrom).info.model; // IoError naming the file
+        }
         const std::string model = p.isSet(QStringLiteral("model"))
                                       ? p.value(QStringLiteral("model")).toStdString()
-                                      : engine::defaultModelFor(spec);
+                                  : !initModel.empty() ? initModel
+                                                       : engine::defaultModelFor(spec);
         c = engine::defaultConfigFor(model);
         c.dataset = dataset.toStdString();
         int towers = 1, threads = 0, batch = c.batchPerTower;
@@ -503,6 +544,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         if (augment.isEmpty() || augment == QLatin1String("tutorial"))
             augment = QStringLiteral("default");
         c.augmentation = augment.toStdString();
+        c.initFrom = initFrom;
     }
     const int processes = group ? group->size() : 1;
     if (group) {

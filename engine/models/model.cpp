@@ -31,6 +31,19 @@ Model::Model(std::string name, Shape inputShape, int numClasses, std::unique_ptr
                          " per example, expected [1, " + std::to_string(numClasses) + "]");
 }
 
+std::vector<Parameter*> Model::classifierParameters() const
+{
+    const auto& layers = m_net->layers();
+    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+        const auto found = m_paramsOfLayer.find(it->get());
+        if (found == m_paramsOfLayer.end() || found->second.empty()) continue;
+        std::vector<Parameter*> out;
+        for (const std::size_t i : found->second) out.push_back(m_params[i]);
+        return out;
+    }
+    return {};
+}
+
 Parameter& Model::parameter(const std::string& name) const
 {
     for (auto* p : m_params)

@@ -50,6 +50,9 @@ public:
     // Every parameter and buffer, in state_dict order. Pointers stay valid for the model's life.
     const std::vector<Parameter*>& parameters() const { return m_params; }
     Parameter& parameter(const std::string& name) const; // UnknownName if absent
+    // The classifier's parameters: those of the last layer that has any (the final linear layer,
+    // whose outputs are the classes).
+    std::vector<Parameter*> classifierParameters() const;
     // Number of trainable elements.
     std::int64_t parameterCount() const;
     std::vector<LayerRow> layerTable() const;

@@ -255,6 +255,7 @@ std::string TrainConfig::toJson() const
     o["verifyEvery"] = verifyEvery;
     o["dataset"] = dataset;
     o["dataDir"] = dataDir;
+    o["initFrom"] = initFrom;
     o["augmentation"] = augmentation;
     o["runId"] = runId;
     return o.dump(2);
@@ -277,7 +278,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
                       "seed",          "checkpointEvery", "keepCheckpoints", "evalEvery",
                       "evalBatchSize", "logEvery",        "histogramEvery",  "verifyEvery",
                       "dataset",       "dataDir",         "augmentation",    "runId",
-                      "cudaGraphs",    "cudnnBenchmark",  "classes"},
+                      "cudaGraphs",    "cudnnBenchmark",  "classes",         "initFrom"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -387,6 +388,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     read(o, "verifyEvery", c.verifyEvery);
     read(o, "dataset", c.dataset);
     read(o, "dataDir", c.dataDir);
+    read(o, "initFrom", c.initFrom);
     read(o, "augmentation", c.augmentation);
     read(o, "runId", c.runId);
     c.validate();

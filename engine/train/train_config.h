@@ -80,6 +80,9 @@ struct TrainConfig
     // What the CLI or GUI reports about the data; carried into the checkpoints' metadata.
     std::string dataset; // e.g. "cifar10"
     std::string dataDir;
+    // A new run starts from this checkpoint's weights (fine-tuning) instead of the seed's draw:
+    // every tensor of the same model, except the classifier's when the classes differ; "" = none.
+    std::string initFrom;
     std::string augmentation; // e.g. "on", "off" or a description
     // The run's identity: made when a run starts (Trainer::startNew), kept by resumes, recorded in
     // every checkpoint. Checkpoint rotation removes only checkpoints of this run (never a copied-in

@@ -223,8 +223,9 @@ void Trainer::shareStart()
         start = {{"runId", m_config.runId},
                  {"step", m_step.load()},
                  {"restored", m_lastCheckpointStep >= 0},
+                 {"initialised", m_initialised},
                  {"resumed", m_start == Start::Resumed}};
-        if (m_lastCheckpointStep >= 0) {
+        if (m_lastCheckpointStep >= 0 || m_initialised) {
             NamedTensors all;
             for (const auto* p : m_towers->model().parameters())
                 all.emplace_back(p->name, p->value);
@@ -240,7 +241,8 @@ void Trainer::shareStart()
     if (m_group->rank() == 0) return;
     m_config.runId = start.at("runId").get<std::string>();
     m_start = start.at("resumed").get<bool>() ? Start::Resumed : Start::New;
-    if (!start.at("restored").get<bool>()) return;
+    const bool restored = start.at("restored").get<bool>();
+    if (!restored && !start.at("initialised").get<bool>()) return;
     NamedTensors weights, optimizer, ema;
     for (auto& [name, t] : unpackTensors(state)) {
         auto& to = name.rfind("optim.", 0) == 0 ? optimizer
@@ -249,6 +251,10 @@ void Trainer::shareStart()
         to.emplace_back(std::move(name), std::move(t));
     }
     m_towers->loadState(weights, optimizer, ema);
+    if (!restored) {
+        log("took the initial weights from rank 0 (" + m_config.initFrom + ")");
+        return;
+    }
     m_step = start.at("step").get<std::int64_t>();
     m_lastCheckpointStep = m_step.load();
     log("took the state of step " + std::to_string(m_step.load()) + " from rank 0");
@@ -316,8 +322,66 @@ void Trainer::startNew(bool setAsideExisting)
 {
     if (m_ran) throw InvalidArgument("startNew() must come before run()");
     if (m_start != Start::Unset) throw InvalidArgument("the trainer's start is already decided");
+    startFresh(setAsideExisting);
+}
+
+void Trainer::startFresh(bool setAsideExisting)
+{
     if (m_dir) beginNewRun(setAsideExisting);
+    if ((!m_group || m_group->rank() == 0) && !m_config.initFrom.empty())
+        initialiseFrom(m_config.initFrom);
     shareStart();
+}
+
+void Trainer::initialiseFrom(const std::filesystem::path& file)
+{
+    const Checkpoint c = readCheckpoint(file);
+    const std::string from = "cannot start from '" + file.string() + "': ";
+    Model& model = m_towers->model();
+    if (c.info.model != model.name())
+        throw InvalidArgument(from + "it is a checkpoint of " +
+                              (c.info.model.empty() ? "an unnamed model" : c.info.model) +
+                              ", this run trains " + model.name());
+    const bool sameClasses = c.info.classNames == m_data.classNames;
+    std::vector<Parameter*> head =
+        sameClasses ? std::vector<Parameter*>{} : model.classifierParameters();
+    const auto isHead = [&](const Parameter* p) {
+        return std::find(head.begin(), head.end(), p) != head.end();
+    };
+    bool averages = false;
+    NamedTensors weights;
+    for (Parameter* p : model.parameters()) {
+        if (isHead(p)) { // this run's own draw (the seed's)
+            weights.emplace_back(p->name, p->value.copyTo(Device::host()));
+            continue;
+        }
+        const Tensor* t = c.weight(p->name, /*useEma=*/true);
+        if (!t) throw InvalidArgument(from + "it has no tensor '" + p->name + "'");
+        if (t->shape() != p->value.shape() || t->dtype() != p->value.dtype()) {
+            std::string images;
+            if (c.info.imageShape.rank() > 0 && c.info.imageShape != m_data.imageShape)
+                images = " (it was trained on images of " + c.info.imageShape.str() +
+                         ", this dataset's are " + m_data.imageShape.str() + ")";
+            throw InvalidArgument(from + "its tensor '" + p->name + "' is " + t->describe() +
+                                  ", this run's model has " + p->value.describe() + images);
+        }
+        averages = averages || t != c.weight(p->name, false);
+        weights.emplace_back(p->name, t->clone());
+    }
+    m_towers->loadState(weights, m_towers->optimizer().state(model.parameters()), {});
+    m_initialised = true;
+    std::string headNote;
+    if (!head.empty()) {
+        headNote = "; the classifier (";
+        for (std::size_t i = 0; i < head.size(); ++i) headNote += (i ? ", " : "") + head[i]->name;
+        headNote += ") starts from this run's own draw, for " +
+                    std::to_string(m_data.classNames.size()) + " classes instead of " +
+                    std::to_string(c.info.classNames.size());
+    }
+    log("weights from " + file.string() + " (" + c.info.model + " at step " +
+        std::to_string(c.info.step) + " on " +
+        (c.info.dataset.empty() ? std::string("an unnamed dataset") : c.info.dataset) + ", " +
+        (averages ? "its moving averages" : "its weights") + ")" + headNote);
 }
 
 void Trainer::beginNewRun(bool setAsideExisting)
@@ -619,10 +683,8 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             } // a waiter between its check and its sleep still wakes
             m_cv.notify_all();
         });
-        if (m_start == Start::Unset) { // startNew(false)
-            if (m_dir) beginNewRun(false);
-            shareStart();
-        }
+        if (m_start == Start::Unset) // startNew(false)
+            startFresh(false);
         if (m_config.runId.empty()) m_config.runId = newRunId(); // a run from before run ids
         const std::int64_t from = m_step.load();
         const std::int64_t eventsStart = from == 0 ? 0 : from + 1;

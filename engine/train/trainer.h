@@ -151,6 +151,14 @@ private:
                           double waitMs) const;
     void report(const StepMetrics& m);
     void beginNewRun(bool setAsideExisting);
+    // A new run's start on every process: the folder (rank 0), the weights of
+    // TrainConfig::initFrom (rank 0, sent to the others), the shared start.
+    void startFresh(bool setAsideExisting);
+    // Sets every tower's weights from the checkpoint `file` (TrainConfig::initFrom): its moving
+    // averages where it has them, else its raw weights; the classifier keeps its fresh draw when
+    // the checkpoint's classes are not this dataset's. InvalidArgument naming the file and what
+    // does not fit (another model, another image shape).
+    void initialiseFrom(const std::filesystem::path& file);
     std::optional<std::int64_t> resumeHere(bool setAsideUnloadable);
     // Across processes: rank 0 sends how the run starts (and the state it restored); the others
     // take it.
@@ -189,6 +197,7 @@ private:
     double m_pausedSeconds = 0;
     bool m_ran = false;
     Start m_start = Start::Unset;
+    bool m_initialised = false; // the weights came from TrainConfig::initFrom (rank 0)
     std::map<std::filesystem::path, bool> m_rotatable; // what rotatable() found, per file
     std::unique_ptr<TensorBoardWriter> m_events;       // made by run(), one file per run()
     std::int64_t m_evalCount = 0;

@@ -18,7 +18,7 @@ _towers_cli()
         train)
             options="--dataset --data-dir --model --device --gpus --tf32 --precision --allreduce --gpu-data --cuda-graphs --cudnn-benchmark --bucket-mb --towers --threads-per-tower
                 --batch-size --steps --epochs --optimizer --lr --lr-schedule --momentum
-                --weight-decay --ema-decay --augment --seed --run-dir --checkpoint-every
+                --weight-decay --ema-decay --augment --seed --init-from --run-dir --checkpoint-every
                 --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --log-every --histogram-every --loader-workers --json --help" ;;
         eval) options="--checkpoint --data-dir --no-ema --batch-size --json --help" ;;
         classify) options="--checkpoint --top-k --no-ema --json --help" ;;
@@ -60,7 +60,7 @@ _towers_cli()
         --precision) COMPREPLY=($(compgen -W "fp32 bf16" -- "$cur")); return ;;
         --backend) COMPREPLY=($(compgen -W "onednn reference cuda" -- "$cur")); return ;;
         --data-dir | --run-dir | --runs-dir) _filedir -d; return ;;
-        --checkpoint) _filedir safetensors; return ;;
+        --checkpoint | --init-from) _filedir safetensors; return ;;
         --output) _filedir onnx; return ;;
         --layout) COMPREPLY=($(compgen -W "nhwc nchw" -- "$cur")); return ;;
         --channels) COMPREPLY=($(compgen -W "1 3 auto" -- "$cur")); return ;;

@@ -444,6 +444,30 @@ private slots:
         QVERIFY2(d.isEmpty(), qPrintable(d));
     }
 
+    // A run started from a checkpoint (--init-from): rank 0 reads it and sends its weights, so 2
+    // processes equal 1 process with 2 towers, bitwise.
+    void initFromEqualsOneProcess()
+    {
+        const QString base = path(QStringLiteral("runs/init-base"));
+        const Run first =
+            alone(trainArgs(base, QStringList{QStringLiteral("--steps"), QStringLiteral("2")}));
+        VERIFY_OK(first);
+        const QStringList more{QStringLiteral("--steps"),     QStringLiteral("3"),
+                               QStringLiteral("--seed"),      QStringLiteral("5"),
+                               QStringLiteral("--init-from"), base};
+        const QString a = path(QStringLiteral("runs/init-p2")),
+                      b = path(QStringLiteral("runs/init-p1"));
+        const Run two = mpirun(
+            2, train(a, QStringList{QStringLiteral("--towers"), QStringLiteral("1")} + more));
+        VERIFY_OK(two);
+        CHECK_RUN(two.out.contains(QStringLiteral("weights from ")), two);
+        const Run one = alone(
+            trainArgs(b, QStringList{QStringLiteral("--towers"), QStringLiteral("2")} + more));
+        VERIFY_OK(one);
+        const QString d = checkpointsDiffer(checkpointAt(a, 3), checkpointAt(b, 3));
+        QVERIFY2(d.isEmpty(), qPrintable(d));
+    }
+
     // 2 processes x 2 towers = 1 process x 4 towers, bitwise (4 towers on 2 cores: few steps).
     void twoByTwoEqualsOneByFour()
     {

@@ -1,10 +1,15 @@
 // TrainingSession with a dataset already in memory (what the desktop application's Data page
 // holds): it trains on that very object without reading any file, and refuses one whose name is
-// not the configuration's; a precision that cannot run is refused before any folder is made.
+// not the configuration's; a precision that cannot run is refused before any folder is made; a run
+// starts from another run's checkpoint (fine-tuning), the classifier afresh for other classes.
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
+#include <cstring>
+
 #include "engine/errors.h"
+#include "engine/models/registry.h"
 #include "engine/tensor/rng.h"
 #include "engine/train/classifier.h"
 #include "engine/train/run_directory.h"
@@ -86,6 +91,71 @@ private slots:
         TrainingSession resumed(o);
         QCOMPARE(resumed.startStep(), std::int64_t(3));
         QCOMPARE(resumed.run(), Trainer::Outcome::Finished);
+    }
+
+    // A run started from another run's checkpoint (fine-tuning, TrainConfig::initFrom): every
+    // tensor of the same model is the checkpoint's (its moving averages where it has them, its
+    // buffers), on every tower, except the classifier's when the classes are not the checkpoint's:
+    // that is the new run's own draw, as without initFrom. Another model is refused, before the
+    // run folder holds anything; then the run trains.
+    void startsFromAnotherRunsWeights()
+    {
+        const std::string base = m_root.filePath(QStringLiteral("ft-base")).toStdString();
+        auto o = towers::test::tinyRun({}, base, 3);
+        o.config.emaDecay = 0.5;
+        o.dataset = inMemoryMnist(96, 24, 10);
+        {
+            TrainingSession session(o);
+            QCOMPARE(session.run(), Trainer::Outcome::Finished);
+        }
+        const auto file = RunDirectory(base).checkpoints().back().path;
+        const Checkpoint ckpt = readCheckpoint(file);
+        QVERIFY(!ckpt.ema.empty());
+
+        for (const int classes : {10, 3}) {
+            const std::string dir =
+                m_root.filePath(QStringLiteral("ft-%1").arg(classes)).toStdString();
+            auto f = towers::test::tinyRun({}, dir, 2);
+            f.config.seed = 9;
+            f.config.initFrom = file.string();
+            f.dataset = inMemoryMnist(96, 24, classes);
+            TrainingSession session(f);
+            TowerSet& towers = session.trainer().towers();
+            QVERIFY2(towers.compareReplicas().empty(), towers.compareReplicas().c_str());
+            const Model& model = towers.model();
+            const auto head = model.classifierParameters();
+            QCOMPARE(head.size(), std::size_t(2)); // the last linear layer's weight and bias
+            auto fresh = buildModel("fashion-fast", classes);
+            fresh->initialize(9);
+            for (const Parameter* p : model.parameters()) {
+                const bool own =
+                    classes != 10 && std::find(head.begin(), head.end(), p) != head.end();
+                const Tensor& expected =
+                    own ? fresh->parameter(p->name).value : *ckpt.weight(p->name, true);
+                QVERIFY2(p->value.shape() == expected.shape(), p->name.c_str());
+                QVERIFY2(std::memcmp(p->value.raw(), expected.raw(), p->value.bytes()) == 0,
+                         p->name.c_str());
+            }
+            QCOMPARE(session.run(), Trainer::Outcome::Finished);
+            QCOMPARE(TrainConfig::fromJson(RunDirectory(dir).readConfig().value()).initFrom,
+                     file.string());
+        }
+
+        const std::string other = m_root.filePath(QStringLiteral("ft-other")).toStdString();
+        auto w = towers::test::tinyRun({}, other, 2);
+        w.config.model = "fashion-wide";
+        w.config.initFrom = file.string();
+        w.dataset = inMemoryMnist(96, 24, 10);
+        try {
+            TrainingSession session(w);
+            QFAIL("another model's checkpoint was taken");
+        } catch (const InvalidArgument& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(
+                         QStringLiteral("it is a checkpoint of fashion-fast, this run trains "
+                                        "fashion-wide")),
+                     e.what());
+        }
+        QVERIFY(!std::filesystem::exists(other));
     }
 
     void refusesAnotherDataset()
