@@ -242,6 +242,7 @@ void MainWindow::connectPages()
 
     connect(m_runs, &RunsPage::resumeRequested, this, &MainWindow::resumeRun);
     connect(m_runs, &RunsPage::classifyRequested, this, &MainWindow::classifyWith);
+    connect(m_runs, &RunsPage::fineTuneRequested, this, &MainWindow::fineTuneFrom);
 
     m_classify->setDatasetProvider([this](const std::string& name) {
         ClassifyPage::DatasetSource source;
@@ -418,6 +419,15 @@ void MainWindow::classifyWith(const QString& checkpoint)
 {
     m_classify->openCheckpoint(checkpoint);
     showPage(Classify);
+}
+
+void MainWindow::fineTuneFrom(const QString& checkpoint, const QString& model)
+{
+    // Choosing the model loads its defaults; the checkpoint comes after.
+    if (!model.isEmpty() && model != m_model->modelName()) m_model->setModelName(model);
+    m_model->form()->setInitFrom(checkpoint);
+    appendLog(tr("A new run will start from the weights of %1").arg(checkpoint));
+    showPage(Model);
 }
 
 void MainWindow::showPage(int page)

@@ -84,6 +84,8 @@ public slots:
     void appendLog(const QString& line);
     void resumeRun(const QString& folder);
     void classifyWith(const QString& checkpoint);
+    // The Model page set for a new run from `checkpoint`'s weights, with its run's `model`.
+    void fineTuneFrom(const QString& checkpoint, const QString& model);
     // Closes without asking, as SIGTERM or Ctrl-C in the terminal ask for: a training run stops
     // after its current step and writes its checkpoint first. `why` goes to the log.
     void closeWithoutAsking(const QString& why);

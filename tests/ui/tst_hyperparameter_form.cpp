@@ -122,6 +122,21 @@ private slots:
         QVERIFY(form.error().contains(QStringLiteral("final rate")));
     }
 
+    // The checkpoint a new run starts from (fine-tuning): empty by default, set, and cleared
+    // again by a configuration without one.
+    void startFrom()
+    {
+        HyperparameterForm form;
+        form.setConfig(towers::engine::defaultConfigFor("fashion-fast"));
+        QCOMPARE(form.config().initFrom, std::string());
+        form.setInitFrom(QStringLiteral("/runs/a/checkpoints/ckpt-00000100.safetensors"));
+        QVERIFY(form.isValid());
+        QCOMPARE(form.config().initFrom,
+                 std::string("/runs/a/checkpoints/ckpt-00000100.safetensors"));
+        form.setConfig(towers::engine::defaultConfigFor("fashion-fast"));
+        QCOMPARE(form.config().initFrom, std::string());
+    }
+
     void batchEpochsAndSchedulePlot()
     {
         HyperparameterForm form;

@@ -3,10 +3,12 @@
 // or classify with a checkpoint; resuming is refused while another run trains. A run that another
 // process trains (its folder's lock held) is followed live, read-only: curves, checkpoints and each
 // global tower's step times are read again on a timer until the lock is released.
+#include <QAction>
 #include <QFile>
 #include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTreeWidget>
@@ -147,6 +149,20 @@ private slots:
         QCOMPARE(classify.count(), 1);
         QVERIFY(
             classify.at(0).at(0).toString().endsWith(QStringLiteral("ckpt-00000040.safetensors")));
+
+        // The checkpoint's context menu: classify, and a new run from it with its run's model.
+        QSignalSpy fineTune(&page, &RunsPage::fineTuneRequested);
+        QAction* start = nullptr;
+        for (auto* view : page.findChildren<QTableView*>())
+            for (auto* a : view->actions())
+                if (a->text().startsWith(QStringLiteral("Start a new run from this checkpoint")))
+                    start = a;
+        QVERIFY(start);
+        start->trigger();
+        QCOMPARE(fineTune.count(), 1);
+        QVERIFY(
+            fineTune.at(0).at(0).toString().endsWith(QStringLiteral("ckpt-00000040.safetensors")));
+        QCOMPARE(fineTune.at(0).at(1).toString(), QStringLiteral("fashion-fast"));
 
         page.setResumeAllowed(false);
         QVERIFY(!button(page, QStringLiteral("Resume this run"))->isEnabled());

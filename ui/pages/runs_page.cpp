@@ -1,6 +1,7 @@
 #include "ui/pages/runs_page.h"
 #include <cmath>
 
+#include <QAction>
 #include <QDesktopServices>
 #include <QDir>
 #include <QFileDialog>
@@ -281,6 +282,24 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     });
     connect(m_checkpointTable, &QTableView::doubleClicked, this, [this] {
         if (!selectedCheckpoint().isEmpty()) emit classifyRequested(selectedCheckpoint());
+    });
+    // The checkpoint's other uses: its context menu.
+    m_checkpointTable->setContextMenuPolicy(Qt::ActionsContextMenu);
+    auto* classifyAction = new QAction(tr("Classify with this checkpoint"), m_checkpointTable);
+    auto* fineTuneAction =
+        new QAction(tr("Start a new run from this checkpoint…"), m_checkpointTable);
+    fineTuneAction->setToolTip(
+        tr("Fine-tuning: the Model & hyperparameters page's \"Start from\" gets this checkpoint; "
+           "pick the dataset and start as usual"));
+    m_checkpointTable->addAction(classifyAction);
+    m_checkpointTable->addAction(fineTuneAction);
+    connect(classifyAction, &QAction::triggered, m_classify, &QPushButton::click);
+    connect(fineTuneAction, &QAction::triggered, this, [this] {
+        const QString checkpoint = selectedCheckpoint();
+        if (checkpoint.isEmpty()) return;
+        const auto* r = m_runs->run(m_table->currentIndex().row());
+        emit fineTuneRequested(checkpoint, r && r->config ? QString::fromStdString(r->config->model)
+                                                          : QString());
     });
     connect(m_exportOnnx, &QPushButton::clicked, this, &RunsPage::openExportDialog);
     connect(m_openFolder, &QPushButton::clicked, this, [this] {

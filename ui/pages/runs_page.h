@@ -78,6 +78,8 @@ public slots:
 signals:
     void resumeRequested(const QString& folder);
     void classifyRequested(const QString& checkpoint);
+    // A new run from this checkpoint's weights (its run's model; "" when unknown).
+    void fineTuneRequested(const QString& checkpoint, const QString& model);
     // An ONNX export finished (the file written) or failed (the reason).
     void exported(const QString& output);
     void errorOccurred(const QString& message);

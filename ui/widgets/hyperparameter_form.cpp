@@ -3,12 +3,14 @@
 #include <QButtonGroup>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFileDialog>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
+#include <QPushButton>
 #include <QRadioButton>
 #include <QSpinBox>
 #include <QStackedWidget>
@@ -209,6 +211,29 @@ void HyperparameterForm::buildUi()
     m_seed = make("seed", F::Syntax::Integer, {},
                   tr("Seeds the weights, the data order and the distortions"));
     regForm->addRow(tr("See&d:"), m_seed);
+    // Fine-tuning: the weights of another run's checkpoint instead of the seed's draw.
+    m_initFrom = new QLineEdit(regBox);
+    m_initFrom->setObjectName(QStringLiteral("initFrom"));
+    m_initFrom->setClearButtonEnabled(true);
+    m_initFrom->setPlaceholderText(tr("the seed's draw"));
+    m_initFrom->setToolTip(
+        tr("Start from the weights of this checkpoint of the same model (fine-tuning): its moving "
+           "averages where it has them; the classifier starts afresh when the dataset's classes "
+           "are not the checkpoint's. Empty: the seed's draw. (towers-cli train --init-from)"));
+    auto* chooseInit = new QPushButton(tr("C&hoose…"), regBox);
+    connect(chooseInit, &QPushButton::clicked, this, [this] {
+        const QString file =
+            QFileDialog::getOpenFileName(this, tr("Start from a checkpoint"), m_initFrom->text(),
+                                         tr("Checkpoints (*.safetensors);;All files (*)"));
+        if (!file.isEmpty()) setInitFrom(file);
+    });
+    connect(m_initFrom, &QLineEdit::textChanged, this, &HyperparameterForm::update);
+    auto* initRow = new QWidget(regBox);
+    auto* initLayout = new QHBoxLayout(initRow);
+    initLayout->setContentsMargins(0, 0, 0, 0);
+    initLayout->addWidget(m_initFrom, 1);
+    initLayout->addWidget(chooseInit);
+    regForm->addRow(tr("Start &from:"), initRow);
     top->addWidget(regBox);
 
     // Checkpoints and logging
@@ -296,6 +321,7 @@ void HyperparameterForm::setConfig(const engine::TrainConfig& c)
     m_emaOn->setChecked(c.emaDecay > 0);
     m_emaDecay->setText(num(c.emaDecay > 0 ? c.emaDecay : 0.9999));
     m_seed->setText(QString::number(c.seed));
+    m_initFrom->setText(QString::fromStdString(c.initFrom));
     m_checkpointEvery->setText(QString::number(c.checkpointEvery));
     m_keep->setValue(c.keepCheckpoints);
     m_evalEvery->setText(QString::number(c.evalEvery));
@@ -333,11 +359,17 @@ engine::TrainConfig HyperparameterForm::config() const
     c.weightDecay = m_weightDecayOn->isChecked() ? m_weightDecay->value() : -1;
     c.emaDecay = m_emaOn->isChecked() ? m_emaDecay->value() : 0;
     c.seed = std::uint64_t(m_seed->text().toULongLong());
+    c.initFrom = m_initFrom->text().trimmed().toStdString();
     c.checkpointEvery = m_checkpointEvery->integer();
     c.keepCheckpoints = m_keep->value();
     c.evalEvery = m_evalEvery->integer();
     c.logEvery = m_logEvery->integer();
     return c;
+}
+
+void HyperparameterForm::setInitFrom(const QString& checkpoint)
+{
+    m_initFrom->setText(checkpoint);
 }
 
 void HyperparameterForm::setTowers(int towers)

@@ -13,6 +13,7 @@
 class QCheckBox;
 class QComboBox;
 class QLabel;
+class QLineEdit;
 class QRadioButton;
 class QSpinBox;
 class QStackedWidget;
@@ -46,6 +47,8 @@ public:
 
     PlotWidget* schedulePlot() const { return m_plot; }
     ValidatedField* field(const QString& name) const; // "lr", "momentum", ... (tests)
+    // The checkpoint a new run starts from (--init-from); empty: the seed's draw.
+    void setInitFrom(const QString& checkpoint);
 
 signals:
     void changed();
@@ -92,6 +95,7 @@ private:
     QCheckBox* m_emaOn;
     ValidatedField* m_emaDecay;
     ValidatedField* m_seed;
+    QLineEdit* m_initFrom; // TrainConfig::initFrom: a checkpoint file, or empty
     ValidatedField* m_checkpointEvery;
     QSpinBox* m_keep;
     ValidatedField* m_evalEvery;
