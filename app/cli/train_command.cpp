@@ -407,6 +407,14 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     std::vector<std::filesystem::path> searchPath;
     if (!searchPathOption(p, io, searchPath)) return ExitUsage;
     const bool lead = !group || group->rank() == 0; // decides, writes and prints
+    // The absolute path of the checkpoint --init-from names (a run gives its newest).
+    const auto initFromOption = [&](QString& file) {
+        const int r =
+            resolveCheckpoint(p.value(QStringLiteral("init-from")), QStringLiteral("--init-from"),
+                              QStringLiteral("towers-cli train"), io, file);
+        if (r == ExitOk) file = QFileInfo(file).absoluteFilePath();
+        return r;
+    };
     bool resume = p.isSet(QStringLiteral("resume"));
     const bool resumeOrStart = p.isSet(QStringLiteral("resume-or-start"));
     if (resumeOrStart) {
@@ -462,12 +470,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         // weights it gave are in the run's checkpoints by now.
         if (p.isSet(QStringLiteral("init-from"))) {
             QString file;
-            if (const int r = resolveCheckpoint(p.value(QStringLiteral("init-from")),
-                                                QStringLiteral("--init-from"),
-                                                QStringLiteral("towers-cli train"), io, file);
-                r != ExitOk)
-                return r;
-            file = QFileInfo(file).absoluteFilePath();
+            if (const int r = initFromOption(file); r != ExitOk) return r;
             if (file.toStdString() != c.initFrom) {
                 io.err << "towers-cli train: --init-from cannot change when resuming: the run "
                           "started from "
@@ -499,12 +502,8 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         std::string initFrom, initModel;
         if (p.isSet(QStringLiteral("init-from")) && lead) {
             QString file;
-            if (const int r = resolveCheckpoint(p.value(QStringLiteral("init-from")),
-                                                QStringLiteral("--init-from"),
-                                                QStringLiteral("towers-cli train"), io, file);
-                r != ExitOk)
-                return r;
-            initFrom = QFileInfo(file).absoluteFilePath().toStdString();
+            if (const int r = initFromOption(file); r != ExitOk) return r;
+            initFrom = file.toStdString();
             initModel = engine::readCheckpoint(initFrom).info.model; // IoError naming the file
         }
         const std::string model = p.isSet(QStringLiteral("model"))

@@ -213,6 +213,12 @@ private slots:
         QTest::newRow("dataset to download")
             << QStringList{"train", "--dataset", "cifar10"} << 1
             << "Get it with 'towers-cli download cifar10' (170 MB)";
+        QTest::newRow("init from no checkpoint")
+            << QStringList{"train", "--init-from", "/nonexistent/x.safetensors"} << 1
+            << "cannot read safetensors file '/nonexistent/x.safetensors'";
+        QTest::newRow("init from a folder without checkpoints")
+            << QStringList{"train", "--init-from", "/"} << 1
+            << "--init-from: / is a folder, not a checkpoint, nor a run folder";
         QTest::newRow("missing data dir")
             << QStringList{"train", "--data-dir", "/nonexistent/towers"} << 2 << "not a folder";
     }
