@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""Fashion-MNIST split by class into two folders of PNG files, for the fine-tuning figure.
+
+    /usr/bin/python3 bench/fine_tune_sets.py --out sets --per-class 100
+
+writes, in the layout `towers-cli import` reads (train/<class>/, test/<class>/):
+
+* sets/first5: classes 0-4 (T-shirt/top ... Coat), every training and test image;
+* sets/last5: classes 5-9 (Sandal ... Ankle boot), the first --per-class training images of each
+  class and every test image of those classes.
+
+A network trained on first5 is then the start (`towers-cli train --init-from`) for the few
+images of last5, whose classes it has never seen. Reads Debian's dataset-fashion-mnist (or
+--data); needs only the standard library.
+"""
+import argparse
+import gzip
+import os
+import struct
+import zlib
+
+NAMES = ['T-shirt_top', 'Trouser', 'Pullover', 'Dress', 'Coat',
+         'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle_boot']
+
+
+def read_idx(path):
+    """The images ([n] of 28*28 bytes) or labels ([n] ints) of an IDX file, gzip'ed or not."""
+    opener = gzip.open if path.endswith('.gz') else open
+    with opener(path, 'rb') as f:
+        data = f.read()
+    magic, n = struct.unpack('>II', data[:8])
+    if magic == 0x803:
+        rows, cols = struct.unpack('>II', data[8:16])
+        size = rows * cols
+        return [data[16 + i * size:16 + (i + 1) * size] for i in range(n)], (rows, cols)
+    if magic == 0x801:
+        return list(data[8:8 + n]), None
+    raise SystemExit(f'{path}: not an IDX file of unsigned bytes (magic {magic:#x})')
+
+
+def write_png(path, pixels, rows, cols):
+    """An 8-bit grayscale PNG."""
+    raw = b''.join(b'\x00' + pixels[y * cols:(y + 1) * cols] for y in range(rows))
+
+    def chunk(kind, body):
+        return (struct.pack('>I', len(body)) + kind + body +
+                struct.pack('>I', zlib.crc32(kind + body) & 0xffffffff))
+    with open(path, 'wb') as f:
+        f.write(b'\x89PNG\r\n\x1a\n' +
+                chunk(b'IHDR', struct.pack('>IIBBBBB', cols, rows, 8, 0, 0, 0, 0)) +
+                chunk(b'IDAT', zlib.compress(raw)) + chunk(b'IEND', b''))
+
+
+def find(folder, name):
+    for candidate in (name, name + '.gz'):
+        if os.path.exists(os.path.join(folder, candidate)):
+            return os.path.join(folder, candidate)
+    raise SystemExit(f'{folder}: no {name} (install dataset-fashion-mnist, or pass --data)')
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--data', default='/usr/share/datasets/fashion-mnist',
+                    help='the folder of Fashion-MNIST\'s IDX files')
+    ap.add_argument('--out', required=True, help='where first5/ and last5/ are written')
+    ap.add_argument('--per-class', type=int, default=100,
+                    help='training images of each class of last5 (default 100)')
+    args = ap.parse_args()
+    if args.per_class < 1:
+        raise SystemExit('--per-class must be at least 1')
+    for split, prefix in (('train', 'train'), ('test', 't10k')):
+        images, (rows, cols) = read_idx(find(args.data, f'{prefix}-images-idx3-ubyte'))
+        labels, _ = read_idx(find(args.data, f'{prefix}-labels-idx1-ubyte'))
+        kept = [0] * 10
+        for i, (pixels, label) in enumerate(zip(images, labels)):
+            if label >= 5:
+                kept[label] += 1
+                if split == 'train' and kept[label] > args.per_class:
+                    continue
+            folder = os.path.join(args.out, 'first5' if label < 5 else 'last5', split,
+                                  NAMES[label])
+            os.makedirs(folder, exist_ok=True)
+            write_png(os.path.join(folder, f'{i:05d}.png'), pixels, rows, cols)
+
+
+if __name__ == '__main__':
+    main()
