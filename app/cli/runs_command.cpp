@@ -84,6 +84,8 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
     if (r.config) {
         o.insert(QStringLiteral("model"), QString::fromStdString(r.config->model));
         o.insert(QStringLiteral("dataset"), QString::fromStdString(r.config->dataset));
+        if (!r.config->initFrom.empty())
+            o.insert(QStringLiteral("init_from"), QString::fromStdString(r.config->initFrom));
         o.insert(QStringLiteral("processes"), r.config->processes);
         o.insert(QStringLiteral("towers"), r.config->towers);
         o.insert(QStringLiteral("batch_per_tower"), r.config->batchPerTower);
@@ -169,6 +171,8 @@ void printRun(const RunSummary& r, CommandIo& io)
                           .arg(QString::fromStdString(r.config->model),
                                QString::fromStdString(r.config->dataset)));
         line("towers", layoutText(*r.config));
+        if (!r.config->initFrom.empty())
+            line("started from", QString::fromStdString(r.config->initFrom));
     }
     QString progress = QStringLiteral("step ") + stepText(r);
     if (r.lastStep > 0)

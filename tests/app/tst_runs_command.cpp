@@ -24,10 +24,12 @@ namespace eng = towers::engine;
 namespace {
 
 // A run of `steps` logged steps out of `total`, an evaluation at the end and two checkpoints.
-void makeRun(const QString& folder, std::int64_t steps, std::int64_t total, double accuracy)
+void makeRun(const QString& folder, std::int64_t steps, std::int64_t total, double accuracy,
+             const std::string& initFrom = {})
 {
     const eng::RunDirectory dir(folder.toStdString());
     eng::TrainConfig c;
+    c.initFrom = initFrom;
     c.model = "fashion-fast";
     c.dataset = "fashion-mnist";
     c.towers = 2;
@@ -182,6 +184,21 @@ private slots:
                     .value(QStringLiteral("path"))
                     .toString()
                     .endsWith(QStringLiteral("ckpt-00000040.safetensors")));
+        QVERIFY(!o.contains(QStringLiteral("init_from")));
+        QVERIFY(!out.contains(QStringLiteral("started from")));
+
+        // A run started from another's checkpoint (--init-from) says which.
+        const QString tuned = QDir(root.path()).filePath(QStringLiteral("tuned"));
+        makeRun(tuned, 10, 10, 0.5, "/runs/fm/checkpoints/ckpt-00000080.safetensors");
+        const Result t = run({tuned});
+        QVERIFY2(t.out.contains(QStringLiteral(
+                     "started from /runs/fm/checkpoints/ckpt-00000080.safetensors\n")),
+                 qPrintable(t.out));
+        QCOMPARE(QJsonDocument::fromJson(run({tuned, QStringLiteral("--json")}).out.toUtf8())
+                     .object()
+                     .value(QStringLiteral("init_from"))
+                     .toString(),
+                 QStringLiteral("/runs/fm/checkpoints/ckpt-00000080.safetensors"));
     }
 
     // A run another process trains (its lock held): the list and the detail say who.

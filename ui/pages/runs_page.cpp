@@ -442,6 +442,9 @@ void RunsPage::updateTitle()
         title += tr(", test accuracy %1 % at step %2")
                      .arg(QLocale().toString(*r->accuracy * 100, 'f', 2))
                      .arg(r->accuracyStep);
+    if (r->config && !r->config->initFrom.empty())
+        title += tr("; started from %1")
+                     .arg(QString::fromStdString(r->config->initFrom).toHtmlEscaped());
     if (!r->problem.isEmpty()) title += QStringLiteral("<br>⚠ ") + r->problem.toHtmlEscaped();
     m_title->setText(title);
 
