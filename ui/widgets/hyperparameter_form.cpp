@@ -42,6 +42,17 @@ QWidget* formPage(QWidget* parent, std::initializer_list<std::pair<QString, QWid
     return page;
 }
 
+// One line of a form made of several widgets side by side, without margins; each widget with its
+// stretch factor (0: its own size).
+QWidget* rowOf(QWidget* parent, std::initializer_list<std::pair<QWidget*, int>> widgets)
+{
+    auto* row = new QWidget(parent);
+    auto* layout = new QHBoxLayout(row);
+    layout->setContentsMargins(0, 0, 0, 0);
+    for (const auto& [w, stretch] : widgets) layout->addWidget(w, stretch);
+    return row;
+}
+
 } // namespace
 
 HyperparameterForm::HyperparameterForm(QWidget* parent) : QWidget(parent)
@@ -84,13 +95,10 @@ void HyperparameterForm::buildUi()
     optForm->addRow(tr("Momentum:"), m_momentum);
     m_beta1 = make("beta1", F::Syntax::Decimal, F::between(0, false, 1, true), tr("Adam's beta1"));
     m_beta2 = make("beta2", F::Syntax::Decimal, F::between(0, false, 1, true), tr("Adam's beta2"));
-    m_adamRow = new QWidget(optBox);
-    auto* adamLayout = new QHBoxLayout(m_adamRow);
-    adamLayout->setContentsMargins(0, 0, 0, 0);
-    adamLayout->addWidget(new QLabel(QStringLiteral("β₁"), m_adamRow));
-    adamLayout->addWidget(m_beta1);
-    adamLayout->addWidget(new QLabel(QStringLiteral("β₂"), m_adamRow));
-    adamLayout->addWidget(m_beta2);
+    m_adamRow = rowOf(optBox, {{new QLabel(QStringLiteral("β₁"), optBox), 0},
+                               {m_beta1, 0},
+                               {new QLabel(QStringLiteral("β₂"), optBox), 0},
+                               {m_beta2, 0}});
     optForm->addRow(tr("Betas:"), m_adamRow);
     top->addWidget(optBox);
 
@@ -172,14 +180,8 @@ void HyperparameterForm::buildUi()
     m_steps = make("steps", F::Syntax::Integer, F::atLeast(1), tr("Global steps of the run"));
     m_epochs =
         make("epochs", F::Syntax::Decimal, F::positive(), tr("Passes over the training set"));
-    auto* lengthRow = new QWidget(runBox);
-    auto* lengthLayout = new QHBoxLayout(lengthRow);
-    lengthLayout->setContentsMargins(0, 0, 0, 0);
-    lengthLayout->addWidget(m_bySteps);
-    lengthLayout->addWidget(m_steps, 1);
-    lengthLayout->addWidget(m_byEpochs);
-    lengthLayout->addWidget(m_epochs, 1);
-    runForm->addRow(tr("Length:"), lengthRow);
+    runForm->addRow(tr("Length:"),
+                    rowOf(runBox, {{m_bySteps, 0}, {m_steps, 1}, {m_byEpochs, 0}, {m_epochs, 1}}));
     top->addWidget(runBox);
 
     // Regularisation and seed
@@ -190,22 +192,13 @@ void HyperparameterForm::buildUi()
         tr("Off: each model's own weight decay (the tutorial's 0.004 on its fc layers)"));
     m_weightDecay = make("weightDecay", F::Syntax::Decimal, F::atLeast(0),
                          tr("Coefficient of 0.5·‖w‖² for the weights"));
-    auto* wdRow = new QWidget(regBox);
-    auto* wdLayout = new QHBoxLayout(wdRow);
-    wdLayout->setContentsMargins(0, 0, 0, 0);
-    wdLayout->addWidget(m_weightDecayOn);
-    wdLayout->addWidget(m_weightDecay, 1);
-    regForm->addRow(tr("&Weight decay:"), wdRow);
+    regForm->addRow(tr("&Weight decay:"),
+                    rowOf(regBox, {{m_weightDecayOn, 0}, {m_weightDecay, 1}}));
     m_emaOn = new QCheckBox(tr("on"), regBox);
     m_emaOn->setToolTip(tr("Evaluate with moving averages of the weights (the tutorial's 0.9999)"));
     m_emaDecay = make("emaDecay", F::Syntax::Decimal, F::between(0, true, 1, true),
                       tr("Decay of the moving average"));
-    auto* emaRow = new QWidget(regBox);
-    auto* emaLayout = new QHBoxLayout(emaRow);
-    emaLayout->setContentsMargins(0, 0, 0, 0);
-    emaLayout->addWidget(m_emaOn);
-    emaLayout->addWidget(m_emaDecay, 1);
-    regForm->addRow(tr("E&MA:"), emaRow);
+    regForm->addRow(tr("E&MA:"), rowOf(regBox, {{m_emaOn, 0}, {m_emaDecay, 1}}));
     connect(m_weightDecayOn, &QCheckBox::toggled, this, &HyperparameterForm::update);
     connect(m_emaOn, &QCheckBox::toggled, this, &HyperparameterForm::update);
     m_seed = make("seed", F::Syntax::Integer, {},
@@ -228,12 +221,7 @@ void HyperparameterForm::buildUi()
         if (!file.isEmpty()) setInitFrom(file);
     });
     connect(m_initFrom, &QLineEdit::textChanged, this, &HyperparameterForm::update);
-    auto* initRow = new QWidget(regBox);
-    auto* initLayout = new QHBoxLayout(initRow);
-    initLayout->setContentsMargins(0, 0, 0, 0);
-    initLayout->addWidget(m_initFrom, 1);
-    initLayout->addWidget(chooseInit);
-    regForm->addRow(tr("Start &from:"), initRow);
+    regForm->addRow(tr("Start &from:"), rowOf(regBox, {{m_initFrom, 1}, {chooseInit, 0}}));
     top->addWidget(regBox);
 
     // Checkpoints and logging
@@ -245,12 +233,7 @@ void HyperparameterForm::buildUi()
     m_keep->setRange(1, 1000);
     m_keep->setPrefix(tr("keep "));
     connect(m_keep, &QSpinBox::valueChanged, this, &HyperparameterForm::update);
-    auto* ckRow = new QWidget(ckBox);
-    auto* ckLayout = new QHBoxLayout(ckRow);
-    ckLayout->setContentsMargins(0, 0, 0, 0);
-    ckLayout->addWidget(m_checkpointEvery, 1);
-    ckLayout->addWidget(m_keep);
-    ckForm->addRow(tr("&Checkpoint every:"), ckRow);
+    ckForm->addRow(tr("&Checkpoint every:"), rowOf(ckBox, {{m_checkpointEvery, 1}, {m_keep, 0}}));
     m_evalEvery = make("evalEvery", F::Syntax::Integer, F::atLeast(0),
                        tr("Steps between test-set evaluations; 0 = at the end only"));
     ckForm->addRow(tr("E&valuate every:"), m_evalEvery);
