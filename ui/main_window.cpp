@@ -243,6 +243,7 @@ void MainWindow::connectPages()
     connect(m_runs, &RunsPage::resumeRequested, this, &MainWindow::resumeRun);
     connect(m_runs, &RunsPage::classifyRequested, this, &MainWindow::classifyWith);
     connect(m_runs, &RunsPage::fineTuneRequested, this, &MainWindow::fineTuneFrom);
+    connect(m_model->form(), &HyperparameterForm::initFromChosen, this, &MainWindow::fineTuneFrom);
 
     m_classify->setDatasetProvider([this](const std::string& name) {
         ClassifyPage::DatasetSource source;

@@ -504,7 +504,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             QString file;
             if (const int r = initFromOption(file); r != ExitOk) return r;
             initFrom = file.toStdString();
-            initModel = engine::readCheckpoint(initFrom).info.model; // IoError naming the file
+            initModel = engine::readCheckpointInfo(initFrom).model; // IoError naming the file
         }
         const std::string model = p.isSet(QStringLiteral("model"))
                                       ? p.value(QStringLiteral("model")).toStdString()

@@ -99,7 +99,9 @@ class Reader
 public:
     explicit Reader(const std::filesystem::path& path) : m_path(path) {}
 
-    SafeTensors read();
+    // The whole file, or (withData false) its header only: the metadata, and every tensor's
+    // entry checked but no tensor read.
+    SafeTensors read(bool withData = true);
 
 private:
     struct Entry
@@ -274,9 +276,11 @@ void Reader::checkCoverage(std::vector<Entry>& entries, std::uint64_t dataBytes,
              ") belong to no tensor");
 }
 
-SafeTensors Reader::read()
+SafeTensors Reader::read(bool withData)
 {
-    m_fd = ::open(m_path.c_str(), O_RDONLY | O_CLOEXEC);
+    // Non-blocking, so that a FIFO named like a checkpoint is refused below instead of waiting
+    // for a writer; a regular file's reads do not block either way.
+    m_fd = ::open(m_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (m_fd < 0) fail(osError(errno));
     Fd guard(m_fd);
     struct stat st = {};
@@ -313,6 +317,7 @@ SafeTensors Reader::read()
             entries.push_back(parseEntry(name, info, dataBytes));
     }
     checkCoverage(entries, dataBytes, dataStart);
+    if (!withData) return out;
 
     out.tensors.reserve(entries.size());
     for (const Entry& e : entries) {
@@ -471,6 +476,11 @@ void writeSafeTensors(const std::filesystem::path& path, const NamedTensors& ten
 SafeTensors readSafeTensors(const std::filesystem::path& path)
 {
     return Reader(path).read();
+}
+
+std::map<std::string, std::string> readSafeTensorsMetadata(const std::filesystem::path& path)
+{
+    return Reader(path).read(false).metadata;
 }
 
 } // namespace towers::engine

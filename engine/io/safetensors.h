@@ -43,5 +43,8 @@ void writeSafeTensors(const std::filesystem::path& path, const NamedTensors& ten
 // unsupported dtype, a shape that does not match its byte range, byte ranges out of bounds,
 // overlapping or leaving gaps, duplicate names. Never reads out of bounds on any input.
 SafeTensors readSafeTensors(const std::filesystem::path& path);
+// The metadata of a file whose header passes the same checks, without reading any tensor: what a
+// listing or a chooser shows (a few kilobytes read, whatever the file's size).
+std::map<std::string, std::string> readSafeTensorsMetadata(const std::filesystem::path& path);
 
 } // namespace towers::engine

@@ -218,6 +218,11 @@ void writeCheckpoint(const fs::path& path, const Checkpoint& c)
     writeSafeTensors(path, all, meta);
 }
 
+CheckpointInfo readCheckpointInfo(const fs::path& path)
+{
+    return parseInfo(readSafeTensorsMetadata(path), path);
+}
+
 Checkpoint readCheckpoint(const fs::path& path)
 {
     SafeTensors file = readSafeTensors(path); // IoError for anything wrong with the file itself

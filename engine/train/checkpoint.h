@@ -58,6 +58,9 @@ void writeCheckpoint(const std::filesystem::path& path, const Checkpoint& checkp
 // known format version, and a checksum that matches. Throws IoError naming the file and what is
 // wrong (truncated, corrupt header, checksum mismatch, missing metadata...).
 Checkpoint readCheckpoint(const std::filesystem::path& path);
+// A checkpoint's metadata (model, dataset, classes, step) from its header alone, without reading
+// or checking its tensors: for choosers and listings. IoError as readCheckpoint for what it reads.
+CheckpointInfo readCheckpointInfo(const std::filesystem::path& path);
 // The classes a checkpoint's model was built with: as many as its class names, else 0 (the
 // model's default, ModelInfo::numClasses: a checkpoint that names none).
 int checkpointClasses(const CheckpointInfo& info);

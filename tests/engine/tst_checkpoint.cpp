@@ -111,6 +111,12 @@ private slots:
         QCOMPARE(r.info.optimizer, std::string("momentum"));
         QCOMPARE(r.info.config, c.info.config);
         QCOMPARE(r.info.formatVersion, kCheckpointFormatVersion);
+        // The header alone says the same.
+        const CheckpointInfo header = readCheckpointInfo(file);
+        QCOMPARE(header.model, r.info.model);
+        QCOMPARE(header.classNames, r.info.classNames);
+        QCOMPARE(header.step, r.info.step);
+        QCOMPARE(header.config, r.info.config);
         QCOMPARE(r.weights.size(), m->parameters().size());
         QCOMPARE(r.ema.size(), c.ema.size());
         QCOMPARE(r.optimizer.size(), c.optimizer.size());

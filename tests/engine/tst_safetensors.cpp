@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/io/safetensors.h"
@@ -306,6 +307,30 @@ private slots:
         expectIoError([&] { (void)readSafeTensors(d / "none.safetensors"); },
                       {"none.safetensors", "No such file or directory"});
         expectIoError([&] { (void)readSafeTensors(d); }, {"not a regular file"});
+        // A FIFO named like a checkpoint is refused at once, never waited on for a writer (the
+        // test would hang there), by the whole read and the header read alike.
+        const fs::path fifo = d / "fifo.safetensors";
+        QCOMPARE(::mkfifo(fifo.c_str(), 0600), 0);
+        expectIoError([&] { (void)readSafeTensors(fifo); },
+                      {"fifo.safetensors", "not a regular file"});
+        expectIoError([&] { (void)readSafeTensorsMetadata(fifo); }, {"not a regular file"});
+    }
+
+    // The header alone: the metadata, without reading the tensors, and the same refusals for a
+    // header that does not fit the file (here, a truncated one).
+    void metadataAlone()
+    {
+        QTemporaryDir dir;
+        const fs::path file = dir.filePath(QStringLiteral("m.safetensors")).toStdString();
+        Tensor t(Shape{1000}, DType::Float32);
+        t.fill(1.5);
+        writeSafeTensors(file, {{"w", t}}, {{"model", "fashion-fast"}, {"step", "7"}});
+        const auto meta = readSafeTensorsMetadata(file);
+        QCOMPARE(meta.size(), std::size_t(2));
+        QCOMPARE(meta.at("model"), std::string("fashion-fast"));
+        QCOMPARE(meta.at("step"), std::string("7"));
+        std::filesystem::resize_file(file, std::filesystem::file_size(file) - 4);
+        expectIoError([&] { (void)readSafeTensorsMetadata(file); }, {"m.safetensors"});
     }
 
     // Every truncation of a valid file and many random byte flips: an IoError or a valid result,

@@ -7,10 +7,12 @@
 #include <QLineEdit>
 #include <QRadioButton>
 #include <QSpinBox>
+#include <QTemporaryDir>
 #include <QTest>
 #include <cmath>
 
 #include "engine/models/registry.h"
+#include "engine/train/checkpoint.h"
 #include "engine/train/recipe.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/widgets/hyperparameter_form.h"
@@ -123,18 +125,43 @@ private slots:
     }
 
     // The checkpoint a new run starts from (fine-tuning): empty by default, set, and cleared
-    // again by a configuration without one.
+    // again by a configuration without one. Under it, what the checkpoint's header says, a model
+    // that is not the page's, or why the file cannot be read.
     void startFrom()
     {
+        namespace eng = towers::engine;
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("ckpt-00000007.safetensors"));
+        auto model = eng::createModel("fashion-fast", 1, 3);
+        eng::CheckpointInfo info;
+        info.dataset = "shoes";
+        info.classNames = {"boot", "sandal", "sneaker"};
+        info.step = 7;
+        eng::writeCheckpoint(file.toStdString(), eng::makeCheckpoint(*model, info));
+
         HyperparameterForm form;
-        form.setConfig(towers::engine::defaultConfigFor("fashion-fast"));
+        form.show();
+        auto* label = form.findChild<QLabel*>(QStringLiteral("initInfo"));
+        QVERIFY(label);
+        form.setConfig(eng::defaultConfigFor("fashion-fast"));
         QCOMPARE(form.config().initFrom, std::string());
-        form.setInitFrom(QStringLiteral("/runs/a/checkpoints/ckpt-00000100.safetensors"));
+        QVERIFY(!label->isVisible());
+        form.setInitFrom(file);
         QVERIFY(form.isValid());
-        QCOMPARE(form.config().initFrom,
-                 std::string("/runs/a/checkpoints/ckpt-00000100.safetensors"));
-        form.setConfig(towers::engine::defaultConfigFor("fashion-fast"));
+        QCOMPARE(form.config().initFrom, file.toStdString());
+        QVERIFY(label->isVisible());
+        QCOMPARE(label->text(), QStringLiteral("fashion-fast at step 7 on shoes, 3 classes"));
+        form.setConfig(eng::defaultConfigFor("fashion-wide"));
         QCOMPARE(form.config().initFrom, std::string());
+        form.setInitFrom(file);
+        QVERIFY2(label->text().endsWith(QStringLiteral(
+                     "not this page's model (fashion-wide): the run would be refused")),
+                 qPrintable(label->text()));
+        form.setInitFrom(dir.filePath(QStringLiteral("none.safetensors")));
+        QVERIFY2(label->text().contains(QStringLiteral("none.safetensors")),
+                 qPrintable(label->text()));
+        form.setInitFrom(QString());
+        QVERIFY(!label->isVisible());
     }
 
     void batchEpochsAndSchedulePlot()

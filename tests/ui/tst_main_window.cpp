@@ -18,8 +18,11 @@
 #include "ui/models/device_model.h"
 #include "ui/pages/data_page.h"
 #include "ui/pages/devices_page.h"
+#include "ui/pages/model_page.h"
+#include "ui/pages/runs_page.h"
 #include "ui/pages/train_page.h"
 #include "ui/widgets/error_banner.h"
+#include "ui/widgets/hyperparameter_form.h"
 #include "ui_test_support.h"
 
 using towers::ui::DevicesPage;
@@ -195,6 +198,36 @@ private slots:
         QVERIFY(!saved.cudaGraphs);
         QVERIFY(saved.allowTf32 && saved.cudnnBenchmark);
         QCOMPARE(saved.bucketMb, 4.5);
+    }
+
+    // A checkpoint chosen as the start of a new run (the Model page's Start from, or the Runs
+    // page's context menu) brings its model, whose defaults then take the checkpoint again; the new
+    // run's configuration carries it.
+    void fineTuneTakesTheCheckpointsModel()
+    {
+        QTemporaryDir dir;
+        towers::test::writeTinyMnist(dir.filePath(QStringLiteral("data")).toStdString());
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        settings.setDatasetName(QStringLiteral("mnist"));
+        settings.setDataDir(dir.filePath(QStringLiteral("data")));
+        settings.setRunsDir(dir.filePath(QStringLiteral("runs")));
+        MainWindow w(settings);
+        if (!w.dataPage()->loadedDataset()) {
+            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
+            QVERIFY(loaded.wait(20000));
+        }
+        QVERIFY(w.modelPage()->modelName() != QStringLiteral("fashion-wide"));
+        const QString file = dir.filePath(QStringLiteral("wide.safetensors"));
+        emit w.modelPage()->form()->initFromChosen(file, QStringLiteral("fashion-wide"));
+        QCOMPARE(w.modelPage()->modelName(), QStringLiteral("fashion-wide"));
+        QString error;
+        const auto options = w.newRunOptions(&error);
+        QVERIFY2(options, qPrintable(error));
+        QCOMPARE(options->config.model, std::string("fashion-wide"));
+        QCOMPARE(options->config.initFrom, file.toStdString());
+        emit w.runsPage()->fineTuneRequested(file, QStringLiteral("fashion-fast"));
+        QCOMPARE(w.modelPage()->modelName(), QStringLiteral("fashion-fast"));
+        QCOMPARE(w.newRunOptions(&error)->config.initFrom, file.toStdString());
     }
 
     // A first start shows TrainConfig's defaults; a new run's configuration carries what the

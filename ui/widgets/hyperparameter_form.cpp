@@ -20,6 +20,7 @@
 
 #include "engine/errors.h"
 #include "engine/optim/optimizer.h"
+#include "engine/train/checkpoint.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/widgets/validated_field.h"
 
@@ -218,10 +219,19 @@ void HyperparameterForm::buildUi()
         const QString file =
             QFileDialog::getOpenFileName(this, tr("Start from a checkpoint"), m_initFrom->text(),
                                          tr("Checkpoints (*.safetensors);;All files (*)"));
-        if (!file.isEmpty()) setInitFrom(file);
+        if (file.isEmpty()) return;
+        m_initFrom->setText(file);
+        emit initFromChosen(file, describeInitFrom());
     });
     connect(m_initFrom, &QLineEdit::textChanged, this, &HyperparameterForm::update);
+    connect(m_initFrom, &QLineEdit::editingFinished, this, [this] { describeInitFrom(); });
     regForm->addRow(tr("Start &from:"), rowOf(regBox, {{m_initFrom, 1}, {chooseInit, 0}}));
+    m_initInfo = new QLabel(regBox);
+    m_initInfo->setObjectName(QStringLiteral("initInfo"));
+    m_initInfo->setWordWrap(true);
+    m_initInfo->setTextFormat(Qt::PlainText);
+    m_initInfo->hide();
+    regForm->addRow(QString(), m_initInfo);
     top->addWidget(regBox);
 
     // Checkpoints and logging
@@ -305,6 +315,7 @@ void HyperparameterForm::setConfig(const engine::TrainConfig& c)
     m_emaDecay->setText(num(c.emaDecay > 0 ? c.emaDecay : 0.9999));
     m_seed->setText(QString::number(c.seed));
     m_initFrom->setText(QString::fromStdString(c.initFrom));
+    describeInitFrom();
     m_checkpointEvery->setText(QString::number(c.checkpointEvery));
     m_keep->setValue(c.keepCheckpoints);
     m_evalEvery->setText(QString::number(c.evalEvery));
@@ -353,6 +364,31 @@ engine::TrainConfig HyperparameterForm::config() const
 void HyperparameterForm::setInitFrom(const QString& checkpoint)
 {
     m_initFrom->setText(checkpoint);
+    describeInitFrom();
+}
+
+QString HyperparameterForm::describeInitFrom()
+{
+    const QString file = m_initFrom->text().trimmed();
+    m_initInfo->setVisible(!file.isEmpty());
+    if (file.isEmpty()) return {};
+    try {
+        const engine::CheckpointInfo info = engine::readCheckpointInfo(file.toStdString());
+        const QString model = QString::fromStdString(info.model);
+        QString text = tr("%1 at step %2 on %3, %4 classes")
+                           .arg(model)
+                           .arg(info.step)
+                           .arg(QString::fromStdString(info.dataset))
+                           .arg(info.classNames.size());
+        if (info.model != m_base.model)
+            text += tr(" — not this page's model (%1): the run would be refused")
+                        .arg(QString::fromStdString(m_base.model));
+        m_initInfo->setText(text);
+        return model;
+    } catch (const std::exception& e) {
+        m_initInfo->setText(QString::fromUtf8(e.what()));
+        return {};
+    }
 }
 
 void HyperparameterForm::setTowers(int towers)

@@ -52,12 +52,18 @@ public:
 
 signals:
     void changed();
+    // A checkpoint was chosen in the file dialog as the start; `model` is its model ("" when its
+    // header cannot be read).
+    void initFromChosen(const QString& checkpoint, const QString& model);
 
 private:
     void buildUi();
     void update();
     void updatePlot(const engine::TrainConfig& c);
     void fitScheduleParams();
+    // Reads the header of the "Start from" checkpoint into m_initInfo; returns its model ("" when
+    // none or unreadable).
+    QString describeInitFrom();
 
     engine::TrainConfig m_base;
     int m_towers = 1;
@@ -96,6 +102,7 @@ private:
     ValidatedField* m_emaDecay;
     ValidatedField* m_seed;
     QLineEdit* m_initFrom; // TrainConfig::initFrom: a checkpoint file, or empty
+    QLabel* m_initInfo;    // what that checkpoint is (its header), or why it cannot be read
     ValidatedField* m_checkpointEvery;
     QSpinBox* m_keep;
     ValidatedField* m_evalEvery;
