@@ -165,8 +165,9 @@ void writeBytes(const QString& path, const QByteArray& header, const std::uint8_
     syncFile(f);
 }
 
-// One split as IDX files: images (3 dimensions for 1 channel, 4 for colour) and labels.
-void writeIdx(const QString& dir, const QString& prefix, const engine::ImageSet& set)
+// One split as IDX files: images (3 dimensions for 1 channel, 4 for colour) and labels (bytes, or
+// big-endian 32-bit integers for more than 256 classes).
+void writeIdx(const QString& dir, const QString& prefix, const engine::ImageSet& set, int classes)
 {
     QByteArray head;
     putBe32(head, set.channels == 1 ? 0x00000803u : 0x00000804u);
@@ -176,9 +177,17 @@ void writeIdx(const QString& dir, const QString& prefix, const engine::ImageSet&
     if (set.channels != 1) putBe32(head, std::uint32_t(set.channels));
     writeBytes(dir + QLatin1Char('/') + prefix + QStringLiteral("-images-idx3-ubyte"), head,
                set.pixels.data(), qint64(set.pixels.size()));
-    std::vector<std::uint8_t> labels(set.labels.begin(), set.labels.end());
+    const bool wide = classes > 256;
+    std::vector<std::uint8_t> labels;
+    labels.reserve(set.labels.size() * (wide ? 4 : 1));
+    for (const std::int32_t l : set.labels) {
+        if (wide)
+            for (const int shift : {24, 16, 8})
+                labels.push_back(std::uint8_t(std::uint32_t(l) >> shift));
+        labels.push_back(std::uint8_t(l));
+    }
     QByteArray lhead;
-    putBe32(lhead, 0x00000801u);
+    putBe32(lhead, wide ? 0x00000C01u : 0x00000801u);
     putBe32(lhead, std::uint32_t(set.count));
     writeBytes(dir + QLatin1Char('/') + prefix + QStringLiteral("-labels-idx1-ubyte"), lhead,
                labels.data(), qint64(labels.size()));
@@ -460,8 +469,8 @@ ImportResult importImageFolder(const ImportOptions& o,
         throw IoError(native(dataDir).toStdString() +
                       ": cannot make a folder there: " + temp.errorString().toStdString());
     if (cancel && cancel->load()) throw engine::Error("import cancelled: nothing was written");
-    writeIdx(temp.path(), QStringLiteral("train"), sets[0]);
-    writeIdx(temp.path(), QStringLiteral("t10k"), sets[1]);
+    writeIdx(temp.path(), QStringLiteral("train"), sets[0], int(classes.size()));
+    writeIdx(temp.path(), QStringLiteral("t10k"), sets[1], int(classes.size()));
     const std::string manifest = engine::datasetManifestJson(result.spec, extras);
     writeBytes(temp.path() + QLatin1Char('/') + QString::fromLatin1(engine::kDatasetManifest), {},
                reinterpret_cast<const std::uint8_t*>(manifest.data()), qint64(manifest.size()));

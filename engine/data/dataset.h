@@ -118,8 +118,9 @@ Dataset loadDatasetPreferring(const std::string& name, const std::filesystem::pa
 // The bytes are converted to HWC. `what` names the source in error messages.
 ImageSet parseCifarRecords(const std::uint8_t* data, std::size_t size, int labelBytes, bool fine,
                            int numClasses, const std::string& what);
-// IDX images (magic 0x00000803) and labels (0x00000801), big-endian headers; gzip-compressed
-// input (magic 1f 8b) is inflated first (zlib), with the inflated size bounded.
+// IDX images (magic 0x00000803, or 0x00000804 with channels) and labels (0x00000801 bytes, or
+// 0x00000C01 big-endian 32-bit integers), big-endian headers; gzip-compressed input (magic 1f 8b)
+// is inflated first (zlib), with the inflated size bounded.
 ImageSet parseIdxImages(const std::vector<std::uint8_t>& bytes, const std::string& what);
 std::vector<std::int32_t> parseIdxLabels(const std::vector<std::uint8_t>& bytes, int numClasses,
                                          const std::string& what);

@@ -21,10 +21,11 @@
 namespace towers::engine {
 
 inline constexpr const char* kDatasetManifest = "towers-dataset.json";
-// IDX labels are bytes.
-inline constexpr int kMaxImportedClasses = 256;
-// A manifest larger than this is no manifest (a class list of 256 long names is far smaller).
-inline constexpr std::uintmax_t kMaxManifestBytes = 1 << 20;
+// Up to 256 classes the IDX labels are bytes, beyond that 32-bit integers. 10,000 classes: more
+// than any classification set of small images (ImageNet's 1,000, downsampled to 32x32).
+inline constexpr int kMaxImportedClasses = 10000;
+// A manifest larger than this is no manifest (10,000 class names of 100 bytes are 1 MB).
+inline constexpr std::uintmax_t kMaxManifestBytes = 4 << 20;
 
 // What a manifest records besides the spec.
 struct ManifestExtras

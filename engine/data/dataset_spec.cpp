@@ -165,9 +165,12 @@ bool endsWith(const std::string& s, const std::string& tail)
 void checkLabels(const DatasetSpec& spec, const DatasetLabels& l, const char* which)
 {
     const std::string w = which;
-    if (l.numClasses < 1 || l.numClasses > 256)
-        invalid(spec, w + " has " + std::to_string(l.numClasses) +
-                          " classes, expected 1..256 (labels are bytes)");
+    // CIFAR's labels are bytes; IDX labels may be 32-bit integers (an import's, past 256).
+    const int most = spec.reader == DatasetReader::CifarBinary ? 256 : kMaxImportedClasses;
+    if (l.numClasses < 1 || l.numClasses > most)
+        invalid(spec, w + " has " + std::to_string(l.numClasses) + " classes, expected 1.." +
+                          std::to_string(most) +
+                          (spec.reader == DatasetReader::CifarBinary ? " (labels are bytes)" : ""));
     if (l.names.empty() == l.namesFile.empty())
         invalid(spec, w + ": give either the class names or the file that lists them, not " +
                           (l.names.empty() ? "neither" : "both"));

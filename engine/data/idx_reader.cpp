@@ -2,7 +2,8 @@
 // dimensions), one 32-bit big-endian size per dimension, then the elements. Only what MNIST and
 // Fashion-MNIST use is accepted, and colour: images of unsigned bytes with 3 dimensions (count,
 // rows, columns: MNIST's) or 4 (count, rows, columns, channels of 1 or 3, channels last: what
-// `towers-cli import` writes), and 1-dimensional labels of unsigned bytes.
+// `towers-cli import` writes), and 1-dimensional labels of unsigned bytes (0x08) or of big-endian
+// 32-bit integers (0x0C: what `towers-cli import` writes for more than 256 classes).
 #include "engine/data/idx_reader.h"
 
 #include <algorithm>
@@ -40,9 +41,13 @@ struct Layout
     std::int64_t count = 0, rows = 0, cols = 0;
     std::int64_t channels = 1; // a 4-dimensional images file's last size
     bool fourDims = false;
+    std::uint64_t labelBytes = 1; // 4 for 32-bit integer labels
 
     std::uint64_t headerBytes() const { return images ? (fourDims ? 20 : 16) : 8; }
-    std::uint64_t itemBytes() const { return images ? std::uint64_t(rows * cols * channels) : 1; }
+    std::uint64_t itemBytes() const
+    {
+        return images ? std::uint64_t(rows * cols * channels) : labelBytes;
+    }
     std::uint64_t totalBytes() const { return headerBytes() + std::uint64_t(count) * itemBytes(); }
     std::string kindName() const { return images ? "IDX images" : "IDX labels"; }
     std::string announce() const
@@ -62,7 +67,10 @@ Layout checkHeader(const std::uint8_t* head, std::size_t have, bool images, cons
     Layout l;
     l.images = images;
     const std::uint32_t expectedMagic = images ? 0x00000803u : 0x00000801u;
-    const std::string expected = hex32(expectedMagic) + " (" + l.kindName() + " of unsigned bytes)";
+    const std::string expected =
+        images ? hex32(expectedMagic) + " (" + l.kindName() + " of unsigned bytes)"
+               : hex32(expectedMagic) + " or 0x00000C01 (" + l.kindName() +
+                     " of unsigned bytes or 32-bit integers)";
     if (have == 0) throw IoError(what + ": the file is empty (expected " + l.kindName() + ")");
     if (have < 4)
         throw IoError(what + ": " + std::to_string(have) +
@@ -70,13 +78,15 @@ Layout checkHeader(const std::uint8_t* head, std::size_t have, bool images, cons
                       ")");
     const std::uint32_t magic = be32(head);
     l.fourDims = images && magic == 0x00000804u;
-    if (magic != expectedMagic && !l.fourDims) {
+    if (!images && magic == 0x00000C01u) l.labelBytes = 4;
+    if (magic != expectedMagic && !l.fourDims && l.labelBytes == 1) {
         std::string why;
         if (head[0] != 0 || head[1] != 0)
             why = "this is not an IDX file";
-        else if (head[2] != 0x08)
+        else if (head[2] != 0x08 && (images || head[2] != 0x0C))
             why = "the elements are of IDX type 0x" + hex32(head[2]).substr(8) +
-                  ", not unsigned bytes (0x08)";
+                  (images ? ", not unsigned bytes (0x08)"
+                          : ", not unsigned bytes (0x08) or 32-bit integers (0x0C)");
         else if (magic == (images ? 0x00000801u : 0x00000803u))
             why =
                 images ? "this is a labels file, not images" : "this is an images file, not labels";
@@ -222,21 +232,24 @@ ImageSet parseIdxImages(const std::vector<std::uint8_t>& bytes, const std::strin
 std::vector<std::int32_t> parseIdxLabels(const std::vector<std::uint8_t>& bytes, int numClasses,
                                          const std::string& what)
 {
-    if (numClasses < 1 || numClasses > 256)
+    if (numClasses < 1)
         throw InvalidArgument(what + ": " + std::to_string(numClasses) +
-                              " classes: IDX byte labels allow 1 to 256");
+                              " classes: a dataset has at least 1");
     Layout l;
     const std::vector<std::uint8_t> data = payload(bytes, false, what, l);
     const bool gzip = GzipReader::isGzip(bytes.data(), bytes.size());
-    std::vector<std::int32_t> labels(data.size());
-    for (std::size_t i = 0; i < data.size(); ++i) {
-        if (data[i] >= numClasses)
+    const std::size_t n = data.size() / l.labelBytes;
+    std::vector<std::int32_t> labels(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t label =
+            l.labelBytes == 4 ? be32(data.data() + 4 * i) : std::uint32_t(data[i]);
+        if (label >= std::uint32_t(numClasses))
             throw IoError(what + ": item " + std::to_string(i) + " (" +
                           (gzip ? "inflated byte offset " : "byte offset ") +
-                          std::to_string(l.headerBytes() + i) + "): label " +
-                          std::to_string(data[i]) + " is out of range 0.." +
+                          std::to_string(l.headerBytes() + i * l.labelBytes) + "): label " +
+                          std::to_string(label) + " is out of range 0.." +
                           std::to_string(numClasses - 1));
-        labels[i] = data[i];
+        labels[i] = std::int32_t(label);
     }
     return labels;
 }

@@ -249,6 +249,46 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(engine::InvalidArgument, app::scanImageFolder(src));
     }
 
+    // More than 256 classes: the labels are written as 32-bit integers (IDX type 0x0C) and read
+    // back, each image under its own class (classes sort by name; each holds one image of its
+    // own grey level in train/ and one in test/).
+    void moreThan256Classes()
+    {
+        const QString src = path(QStringLiteral("many"));
+        const int classes = 300;
+        for (int c = 0; c < classes; ++c)
+            for (const char* split : {"train", "test"}) {
+                const QString dir = src + QStringLiteral("/%1/c%2")
+                                              .arg(QLatin1String(split))
+                                              .arg(c, 3, 10, QLatin1Char('0'));
+                QVERIFY(QDir().mkpath(dir));
+                QImage img(8, 8, QImage::Format_Grayscale8);
+                img.fill(c % 251);
+                QVERIFY(img.save(dir + QStringLiteral("/i.png")));
+            }
+        ImportOptions o;
+        o.source = src;
+        o.dataDir = path(QStringLiteral("data-many"));
+        o.size = 8;
+        const auto r = app::importImageFolder(o);
+        QCOMPARE(r.spec.labels.names.size(), std::size_t(classes));
+        QFile labels(o.dataDir + QStringLiteral("/many/train-labels-idx1-ubyte"));
+        QVERIFY(labels.open(QIODevice::ReadOnly));
+        QCOMPARE(labels.read(4), QByteArray("\x00\x00\x0C\x01", 4));
+        QCOMPARE(labels.size(), 8 + 4 * classes);
+        const engine::Dataset d = load(QStringLiteral("many"), o.dataDir);
+        QCOMPARE(int(d.classNames.size()), classes);
+        QCOMPARE(d.train.count, classes);
+        QCOMPARE(d.test.count, classes);
+        for (const engine::ImageSet* set : {&d.train, &d.test})
+            for (int i = 0; i < classes; ++i) {
+                const int c = set->labels[std::size_t(i)];
+                QCOMPARE(QString::fromStdString(d.classNames[std::size_t(c)]),
+                         QStringLiteral("c%1").arg(c, 3, 10, QLatin1Char('0')));
+                QCOMPARE(int(set->pixels[std::size_t(i) * 64]), c % 251);
+            }
+    }
+
     // Images already of the dataset's size come through bit for bit, in file-name order per class:
     // 28x28 grayscale PNGs (found gray, so decoded again at 28x28, never scaled twice) and 32x32
     // colour ones.

@@ -45,12 +45,17 @@ Bytes idxImages(std::int64_t count, int rows, int cols, std::uint64_t seed)
     return b;
 }
 
-Bytes idxLabels(const std::vector<int>& labels)
+Bytes idxLabels(const std::vector<int>& labels, bool wide)
 {
-    Bytes b(8);
-    putBe32(b, 0, 0x00000801);
+    Bytes b(8 + labels.size() * (wide ? 4 : 1));
+    putBe32(b, 0, wide ? 0x00000C01 : 0x00000801);
     putBe32(b, 4, static_cast<std::uint32_t>(labels.size()));
-    for (int l : labels) b.push_back(static_cast<std::uint8_t>(l));
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+        if (wide)
+            putBe32(b, 8 + 4 * i, static_cast<std::uint32_t>(labels[i]));
+        else
+            b[8 + i] = static_cast<std::uint8_t>(labels[i]);
+    }
     return b;
 }
 

@@ -21,8 +21,9 @@ int labelValue(std::uint64_t seed, std::int64_t index, int classes);
 
 // An IDX images file: magic 0x00000803, count, rows, cols (big-endian), then the pixels.
 Bytes idxImages(std::int64_t count, int rows, int cols, std::uint64_t seed);
-// An IDX labels file: magic 0x00000801, count, then one byte per label.
-Bytes idxLabels(const std::vector<int>& labels);
+// An IDX labels file: magic 0x00000801, count, then one byte per label; with wide, magic
+// 0x00000C01 and a big-endian 32-bit integer per label.
+Bytes idxLabels(const std::vector<int>& labels, bool wide = false);
 std::vector<int> labelsFor(std::int64_t count, int classes, std::uint64_t seed);
 // gzip (RFC 1952) of `data`, by zlib.
 Bytes gzip(const Bytes& data);

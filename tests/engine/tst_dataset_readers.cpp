@@ -3,6 +3,7 @@
 // and every kind of corruption, each with its message checked for the file and the offset.
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
 
 #include <functional>
 
@@ -368,6 +369,48 @@ private slots:
         QCOMPARE(got.size(), want.size());
         for (std::size_t i = 0; i < want.size(); ++i) QCOMPARE(got[i], want[i]);
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, parseIdxLabels(plain, 0, "labels"));
+    }
+
+    // Labels as big-endian 32-bit integers (IDX type 0x0C: an import of more than 256 classes):
+    // read plain and gzip'ed; a label beyond the classes named with its item and offset (one
+    // of 2^32 - 1 too: never negative); IDX types other than bytes and 32-bit integers refused.
+    void idxWideLabels_data() { idxImages_data(); }
+    void idxWideLabels()
+    {
+        QFETCH(bool, gz);
+        const std::vector<int> want = labelsFor(700, 1000, kSeed);
+        QVERIFY(*std::max_element(want.begin(), want.end()) > 255);
+        const Bytes plain = towers::test::idxLabels(want, true);
+        const std::vector<std::int32_t> got =
+            parseIdxLabels(gz ? gzip(plain) : plain, 1000, "labels");
+        QCOMPARE(got.size(), want.size());
+        for (std::size_t i = 0; i < want.size(); ++i) QCOMPARE(got[i], want[i]);
+        for (const std::uint32_t bad : {1000u, 0xFFFFFFFFu}) {
+            Bytes b = plain;
+            for (int k = 0; k < 4; ++k) b[8 + 4 * 3 + k] = std::uint8_t(bad >> (24 - 8 * k));
+            try {
+                parseIdxLabels(gz ? gzip(b) : b, 1000, "labels");
+                QFAIL("a label beyond the classes was taken");
+            } catch (const IoError& e) {
+                QVERIFY2(
+                    QString(e.what()).contains(QStringLiteral("item 3 (") +
+                                               (gz ? "inflated " : "") + "byte offset 20): label " +
+                                               QString::number(bad) + " is out of range 0..999"),
+                    e.what());
+            }
+        }
+        Bytes shorts = plain;
+        shorts[2] = 0x0B;
+        try {
+            parseIdxLabels(gz ? gzip(shorts) : shorts, 1000, "labels");
+            QFAIL("16-bit labels were taken");
+        } catch (const IoError& e) {
+            QVERIFY2(
+                QString(e.what()).contains("not unsigned bytes (0x08) or 32-bit integers (0x0C)"),
+                e.what());
+        }
+        const Bytes cut(plain.begin(), plain.end() - 2);
+        QVERIFY_THROWS_EXCEPTION(IoError, parseIdxLabels(gz ? gzip(cut) : cut, 1000, "cut"));
     }
 
     void cifarRecords_data()

@@ -33,6 +33,10 @@ def idx_labels(labels):
     return struct.pack(">II", 0x801, len(labels)) + bytes(labels)
 
 
+def idx_wide_labels(labels):
+    return struct.pack(">II", 0xC01, len(labels)) + b"".join(struct.pack(">I", l) for l in labels)
+
+
 def gz(data):
     return gzip.compress(data, compresslevel=9, mtime=0)
 
@@ -43,6 +47,9 @@ write("idx", "labels_6", idx_labels([0, 1, 2, 9, 5, 3]))
 write("idx", "images_3x4x5.gz", gz(idx_images(3, 4, 5)))
 write("idx", "labels_6.gz", gz(idx_labels([0, 1, 2, 9, 5, 3])))
 write("idx", "labels_out_of_range", idx_labels([0, 12, 3]))
+write("idx", "wide_labels_5", idx_wide_labels([0, 9, 4, 1, 7]))
+write("idx", "wide_labels_5.gz", gz(idx_wide_labels([0, 9, 4, 1, 7])))
+write("idx", "wide_labels_out_of_range", idx_wide_labels([0, 300, 0xFFFFFFFF]))
 write("idx", "images_truncated", idx_images(3, 4, 5)[:40])
 write("idx", "images_truncated.gz", gz(idx_images(3, 4, 5)[:40]))
 write("idx", "gzip_stream_cut", gz(idx_images(2, 8, 8))[:30])
