@@ -327,9 +327,11 @@ void Trainer::startNew(bool setAsideExisting)
 
 void Trainer::startFresh(bool setAsideExisting)
 {
-    if (m_dir) beginNewRun(setAsideExisting);
+    // The weights first: a checkpoint that does not fit refuses the run before anything in the
+    // folder is moved, and one in the folder's own checkpoints/ is read before it is set aside.
     if ((!m_group || m_group->rank() == 0) && !m_config.initFrom.empty())
         initialiseFrom(m_config.initFrom);
+    if (m_dir) beginNewRun(setAsideExisting);
     shareStart();
 }
 

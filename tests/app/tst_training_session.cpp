@@ -156,6 +156,23 @@ private slots:
                      e.what());
         }
         QVERIFY(!std::filesystem::exists(other));
+
+        // Over the base run itself (--overwrite), from its own checkpoint: read before the run's
+        // files are set aside; a refusal (another model) leaves them where they are.
+        auto over = towers::test::tinyRun({}, base, 2);
+        over.setAside = true;
+        over.config.model = "fashion-wide";
+        over.config.initFrom = file.string();
+        over.dataset = inMemoryMnist(96, 24, 10);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, TrainingSession{over});
+        QVERIFY(std::filesystem::exists(file));
+        QVERIFY(!std::filesystem::exists(std::filesystem::path(base) / "set-aside"));
+        over.config.model = "fashion-fast";
+        {
+            TrainingSession session(over);
+            QCOMPARE(session.run(), Trainer::Outcome::Finished);
+        }
+        QVERIFY(std::filesystem::exists(std::filesystem::path(base) / "set-aside"));
     }
 
     void refusesAnotherDataset()
