@@ -40,6 +40,14 @@ towers::engine::Precision kPrecision()
     return towers::engine::cpu::bf16Unavailable().empty() ? towers::engine::Precision::BFloat16
                                                           : towers::engine::Precision::Float32;
 }
+// A window's settings for a tiny generated MNIST in `dir`, with its runs folder there too.
+void useTinyMnist(towers::app::AppSettings& settings, const QTemporaryDir& dir)
+{
+    towers::test::writeTinyMnist(dir.filePath(QStringLiteral("data")).toStdString());
+    settings.setDatasetName(QStringLiteral("mnist"));
+    settings.setDataDir(dir.filePath(QStringLiteral("data")));
+    settings.setRunsDir(dir.filePath(QStringLiteral("runs")));
+}
 } // namespace
 
 class TestMainWindow : public QObject
@@ -206,11 +214,8 @@ private slots:
     void fineTuneTakesTheCheckpointsModel()
     {
         QTemporaryDir dir;
-        towers::test::writeTinyMnist(dir.filePath(QStringLiteral("data")).toStdString());
         towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
-        settings.setDatasetName(QStringLiteral("mnist"));
-        settings.setDataDir(dir.filePath(QStringLiteral("data")));
-        settings.setRunsDir(dir.filePath(QStringLiteral("runs")));
+        useTinyMnist(settings, dir);
         MainWindow w(settings);
         if (!w.dataPage()->loadedDataset()) {
             QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
@@ -235,11 +240,8 @@ private slots:
     void newRunCarriesTheTowerOptions()
     {
         QTemporaryDir dir;
-        towers::test::writeTinyMnist(dir.filePath(QStringLiteral("data")).toStdString());
         towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
-        settings.setDatasetName(QStringLiteral("mnist"));
-        settings.setDataDir(dir.filePath(QStringLiteral("data")));
-        settings.setRunsDir(dir.filePath(QStringLiteral("runs")));
+        useTinyMnist(settings, dir);
         MainWindow w(settings);
         auto* devices = devicesOf(w);
         const towers::engine::TrainConfig defaults;
