@@ -123,25 +123,33 @@ struct Item
 
 struct Decoded
 {
-    std::vector<std::uint8_t> pixels; // HWC
+    std::vector<std::uint8_t> pixels;     // HWC
+    std::vector<std::uint8_t> grayPixels; // at the second shape, when one was asked for
     bool gray = true;
     QString error;
 };
 
-Decoded decode(const Item& item, const engine::Shape& shape)
+// One image as `shape` ([H, W, C]) and, when `grayShape` is given (its decoding size must be
+// `shape`'s: decodedShortSide), also as that from the same decoded image: what decoding the file
+// again for it would give, bit for bit.
+Decoded decode(const Item& item, const engine::Shape& shape, const engine::Shape* grayShape)
 {
     Decoded d;
     try {
         const QImage image = readImageFile(item.path, shape);
-        engine::ImageSet one;
-        one.height = shape[0];
-        one.width = shape[1];
-        one.channels = shape[2];
-        appendImage(image, shape, one);
-        d.pixels = std::move(one.pixels);
+        const auto bring = [&image](const engine::Shape& to) {
+            engine::ImageSet one;
+            one.height = to[0];
+            one.width = to[1];
+            one.channels = to[2];
+            appendImage(image, to, one);
+            return std::move(one.pixels);
+        };
+        d.pixels = bring(shape);
         if (shape[2] == 3)
             for (std::size_t i = 0; i + 2 < d.pixels.size() && d.gray; i += 3)
                 d.gray = d.pixels[i] == d.pixels[i + 1] && d.pixels[i] == d.pixels[i + 2];
+        if (grayShape && d.gray) d.grayPixels = bring(*grayShape);
     } catch (const std::exception& e) {
         d.error = QString::fromUtf8(e.what()).section(QLatin1Char('\n'), 0, 0);
     }
@@ -380,33 +388,38 @@ ImportResult importImageFolder(const ImportOptions& o,
         for (const QString& f : scan.testFiles[std::size_t(c)]) items.push_back({f, c, true});
     }
 
-    // Decoded in parallel, in order. Without a size and channels, colour at 32x32 first; when
-    // every image was gray, decoded again at 28x28 from the files (never scaled twice).
+    // Decoded in parallel, in order. Without a size and channels: colour at 32x32, and, while
+    // every image is gray, grayscale at 28x28 from the same decoding (the two sizes decode alike:
+    // decodedShortSide), which is kept when all were gray: never scaled twice.
     ImportResult result;
     result.ignored = scan.ignored;
-    engine::ImageSet sets[2];
+    engine::ImageSet sets[2], graySets[2];
     bool allGray = true;
     const qint64 n = qint64(items.size());
     constexpr qint64 kChunk = 256;
-    auto decodeAll = [&](const engine::Shape& shape, qint64 base, qint64 total) {
+    const engine::Shape grayShape{28, 28, 1}; // the 28x28 networks' size for grayscale
+    auto decodeAll = [&](const engine::Shape& shape, bool alsoGray, qint64 base, qint64 total) {
         result.train.assign(std::size_t(scan.classes.size()), 0);
         result.test.assign(std::size_t(scan.classes.size()), 0);
         result.skipped.clear();
         allGray = true;
-        for (auto& s : sets) {
-            s = engine::ImageSet();
-            s.height = shape[0];
-            s.width = shape[1];
-            s.channels = shape[2];
-        }
+        for (auto* group : {&sets, &graySets})
+            for (auto& s : *group) {
+                const engine::Shape& to = group == &sets ? shape : grayShape;
+                s = engine::ImageSet();
+                s.height = to[0];
+                s.width = to[1];
+                s.channels = to[2];
+            }
         if (progress) progress(base, total);
         for (qint64 begin = 0; begin < n; begin += kChunk) {
             if (cancel && cancel->load())
                 throw engine::Error("import cancelled: nothing was written");
             const std::vector<Item> chunk(items.begin() + begin,
                                           items.begin() + std::min(n, begin + kChunk));
+            const engine::Shape* second = alsoGray && allGray ? &grayShape : nullptr;
             const QList<Decoded> decoded = QtConcurrent::blockingMapped<QList<Decoded>>(
-                chunk, [&shape](const Item& item) { return decode(item, shape); });
+                chunk, [&shape, second](const Item& item) { return decode(item, shape, second); });
             for (qsizetype i = 0; i < decoded.size(); ++i) {
                 const Item& item = chunk[std::size_t(i)];
                 const Decoded& d = decoded[i];
@@ -419,14 +432,25 @@ ImportResult importImageFolder(const ImportOptions& o,
                 set.pixels.insert(set.pixels.end(), d.pixels.begin(), d.pixels.end());
                 set.labels.push_back(item.label);
                 ++set.count;
+                if (alsoGray && allGray) {
+                    engine::ImageSet& g = graySets[item.test ? 1 : 0];
+                    g.pixels.insert(g.pixels.end(), d.grayPixels.begin(), d.grayPixels.end());
+                    g.labels.push_back(item.label);
+                    ++g.count;
+                }
                 ++(item.test ? result.test : result.train)[std::size_t(item.label)];
             }
+            if (!allGray)
+                for (auto& g : graySets) g.pixels = {}; // colour after all: gives the memory back
             if (progress) progress(base + std::min(n, begin + kChunk), total);
         }
     };
-    const bool twoPasses = o.size == 0 && o.channels == 0;
+    const bool auto2 = o.size == 0 && o.channels == 0;
     const int firstSide = o.size != 0 ? o.size : o.channels == 1 ? 28 : 32;
-    decodeAll({firstSide, firstSide, o.channels == 1 ? 1 : 3}, 0, n);
+    const engine::Shape firstShape{firstSide, firstSide, o.channels == 1 ? 1 : 3};
+    // Both sizes from one decoding where they decode alike; else a second pass for gray sets.
+    const bool together = auto2 && decodedShortSide(firstShape) == decodedShortSide(grayShape);
+    decodeAll(firstShape, together, 0, n);
     for (int c = 0; c < scan.classes.size(); ++c)
         if (result.train[std::size_t(c)] == 0)
             throw InvalidArgument(
@@ -440,9 +464,11 @@ ImportResult importImageFolder(const ImportOptions& o,
                               ": no image is left for the test set (raise the test fraction, or "
                               "give a test/ folder)");
     const bool gray = o.channels == 1 || (o.channels == 0 && allGray);
-    if (gray && twoPasses)
-        decodeAll({28, 28, 1}, n, 2 * n); // the 28x28 networks' size for grayscale
-    else if (gray && sets[0].channels == 3)
+    if (gray && together) {
+        for (int i = 0; i < 2; ++i) sets[i] = std::move(graySets[i]);
+    } else if (gray && auto2) {
+        decodeAll(grayShape, false, n, 2 * n);
+    } else if (gray && sets[0].channels == 3)
         for (auto& s : sets) toOneChannel(s);
     const int side = int(sets[0].height);
     for (const auto& s : sets)
