@@ -173,6 +173,13 @@ private slots:
             QCOMPARE(session.run(), Trainer::Outcome::Finished);
         }
         QVERIFY(std::filesystem::exists(std::filesystem::path(base) / "set-aside"));
+        // config.json records the checkpoint where it now lies, in set-aside/<when>/checkpoints/.
+        const std::filesystem::path recorded =
+            TrainConfig::fromJson(RunDirectory(base).readConfig().value()).initFrom;
+        QVERIFY2(std::filesystem::exists(recorded), recorded.c_str());
+        QCOMPARE(recorded.filename(), file.filename());
+        QCOMPARE(recorded.parent_path().parent_path().parent_path(),
+                 std::filesystem::path(base) / "set-aside");
     }
 
     void refusesAnotherDataset()
