@@ -397,12 +397,14 @@ void Trainer::beginNewRun(bool setAsideExisting)
                                     "' already holds a run (" + what + "); nothing was changed");
         }
         // A start (initFrom) from the earlier run's own checkpoints is recorded where it goes.
-        std::error_code ec;
         const std::filesystem::path init(m_config.initFrom);
-        const bool initInside = !m_config.initFrom.empty() &&
-                                std::filesystem::weakly_canonical(init.parent_path(), ec) ==
-                                    std::filesystem::weakly_canonical(dir.checkpointDir(), ec) &&
-                                !ec;
+        bool initInside = false;
+        if (!m_config.initFrom.empty()) {
+            std::error_code a, b;
+            const auto from = std::filesystem::weakly_canonical(init.parent_path(), a);
+            const auto here = std::filesystem::weakly_canonical(dir.checkpointDir(), b);
+            initInside = !a && !b && from == here;
+        }
         const auto folder = dir.setAside();
         log("moved the earlier run's files to " + folder.string());
         if (initInside) m_config.initFrom = (folder / "checkpoints" / init.filename()).string();
