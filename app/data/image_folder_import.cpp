@@ -83,14 +83,15 @@ void collectImages(const QString& dir, const QString& root, QStringList& files,
     const QFileInfoList entries = QDir(dir).entryInfoList(QDir::AllEntries | QDir::NoDotAndDotDot);
     for (const QFileInfo& e : entries) {
         if (e.fileName().startsWith(QLatin1Char('.'))) continue; // .DS_Store and the like
-        const QString relative = QDir(root).relativeFilePath(e.filePath());
+        // Only for what is listed as left out: not for each of thousands of images.
+        const auto relative = [&] { return QDir(root).relativeFilePath(e.filePath()); };
         if (e.isDir()) {
             const QString canonical = e.canonicalFilePath();
             if (e.isSymLink() && leadsAbove(e, root))
-                ignored << relative +
+                ignored << relative() +
                                QStringLiteral("/ (a link to the imported folder or above it)");
             else if (visited.contains(canonical))
-                ignored << relative + QStringLiteral("/ (a link to a folder read already)");
+                ignored << relative() + QStringLiteral("/ (a link to a folder read already)");
             else {
                 visited.insert(canonical);
                 collectImages(e.filePath(), root, files, ignored, visited);
@@ -98,7 +99,7 @@ void collectImages(const QString& dir, const QString& root, QStringList& files,
         } else if (imageSuffixes().contains(e.suffix().toLower())) {
             files << e.filePath();
         } else {
-            ignored << relative;
+            ignored << relative();
         }
     }
 }
@@ -129,6 +130,16 @@ struct Decoded
     QString error;
 };
 
+// No images yet, of `shape` ([H, W, C]).
+engine::ImageSet emptySet(const engine::Shape& shape)
+{
+    engine::ImageSet set;
+    set.height = shape[0];
+    set.width = shape[1];
+    set.channels = shape[2];
+    return set;
+}
+
 // One image as `shape` ([H, W, C]) and, when `grayShape` is given (its decoding size must be
 // `shape`'s: decodedShortSide), also as that from the same decoded image: what decoding the file
 // again for it would give, bit for bit.
@@ -138,10 +149,7 @@ Decoded decode(const Item& item, const engine::Shape& shape, const engine::Shape
     try {
         const QImage image = readImageFile(item.path, shape);
         const auto bring = [&image](const engine::Shape& to) {
-            engine::ImageSet one;
-            one.height = to[0];
-            one.width = to[1];
-            one.channels = to[2];
+            engine::ImageSet one = emptySet(to);
             appendImage(image, to, one);
             return std::move(one.pixels);
         };
@@ -389,68 +397,55 @@ ImportResult importImageFolder(const ImportOptions& o,
     }
 
     // Decoded in parallel, in order. Without a size and channels: colour at 32x32, and, while
-    // every image is gray, grayscale at 28x28 from the same decoding (the two sizes decode alike:
-    // decodedShortSide), which is kept when all were gray: never scaled twice.
+    // every image is gray, grayscale at 28x28 from the same decoding, which is kept when all were
+    // gray: never scaled twice. The two sizes decode alike (decodedShortSide: the constant), so
+    // these are the bytes a second decoding at 28x28 would give.
+    static_assert(kDecodedShortSide >= 4 * 32);
+    const bool auto2 = o.size == 0 && o.channels == 0;
+    const int firstSide = o.size != 0 ? o.size : o.channels == 1 ? 28 : 32;
+    const engine::Shape shape{firstSide, firstSide, o.channels == 1 ? 1 : 3};
+    const engine::Shape grayShape{28, 28, 1}; // the 28x28 networks' size for grayscale
     ImportResult result;
     result.ignored = scan.ignored;
-    engine::ImageSet sets[2], graySets[2];
+    result.train.assign(std::size_t(scan.classes.size()), 0);
+    result.test.assign(std::size_t(scan.classes.size()), 0);
+    engine::ImageSet sets[2] = {emptySet(shape), emptySet(shape)};
+    engine::ImageSet graySets[2] = {emptySet(grayShape), emptySet(grayShape)};
     bool allGray = true;
     const qint64 n = qint64(items.size());
     constexpr qint64 kChunk = 256;
-    const engine::Shape grayShape{28, 28, 1}; // the 28x28 networks' size for grayscale
-    auto decodeAll = [&](const engine::Shape& shape, bool alsoGray, qint64 base, qint64 total) {
-        result.train.assign(std::size_t(scan.classes.size()), 0);
-        result.test.assign(std::size_t(scan.classes.size()), 0);
-        result.skipped.clear();
-        allGray = true;
-        for (auto* group : {&sets, &graySets})
-            for (auto& s : *group) {
-                const engine::Shape& to = group == &sets ? shape : grayShape;
-                s = engine::ImageSet();
-                s.height = to[0];
-                s.width = to[1];
-                s.channels = to[2];
+    if (progress) progress(0, n);
+    for (qint64 begin = 0; begin < n; begin += kChunk) {
+        if (cancel && cancel->load()) throw engine::Error("import cancelled: nothing was written");
+        const std::vector<Item> chunk(items.begin() + begin,
+                                      items.begin() + std::min(n, begin + kChunk));
+        const engine::Shape* second = auto2 && allGray ? &grayShape : nullptr;
+        const QList<Decoded> decoded = QtConcurrent::blockingMapped<QList<Decoded>>(
+            chunk, [&shape, second](const Item& item) { return decode(item, shape, second); });
+        for (qsizetype i = 0; i < decoded.size(); ++i) {
+            const Item& item = chunk[std::size_t(i)];
+            const Decoded& d = decoded[i];
+            if (!d.error.isEmpty()) {
+                result.skipped << d.error;
+                continue;
             }
-        if (progress) progress(base, total);
-        for (qint64 begin = 0; begin < n; begin += kChunk) {
-            if (cancel && cancel->load())
-                throw engine::Error("import cancelled: nothing was written");
-            const std::vector<Item> chunk(items.begin() + begin,
-                                          items.begin() + std::min(n, begin + kChunk));
-            const engine::Shape* second = alsoGray && allGray ? &grayShape : nullptr;
-            const QList<Decoded> decoded = QtConcurrent::blockingMapped<QList<Decoded>>(
-                chunk, [&shape, second](const Item& item) { return decode(item, shape, second); });
-            for (qsizetype i = 0; i < decoded.size(); ++i) {
-                const Item& item = chunk[std::size_t(i)];
-                const Decoded& d = decoded[i];
-                if (!d.error.isEmpty()) {
-                    result.skipped << d.error;
-                    continue;
-                }
-                allGray = allGray && d.gray;
-                engine::ImageSet& set = sets[item.test ? 1 : 0];
-                set.pixels.insert(set.pixels.end(), d.pixels.begin(), d.pixels.end());
-                set.labels.push_back(item.label);
-                ++set.count;
-                if (alsoGray && allGray) {
-                    engine::ImageSet& g = graySets[item.test ? 1 : 0];
-                    g.pixels.insert(g.pixels.end(), d.grayPixels.begin(), d.grayPixels.end());
-                    g.labels.push_back(item.label);
-                    ++g.count;
-                }
-                ++(item.test ? result.test : result.train)[std::size_t(item.label)];
+            allGray = allGray && d.gray;
+            engine::ImageSet& set = sets[item.test ? 1 : 0];
+            set.pixels.insert(set.pixels.end(), d.pixels.begin(), d.pixels.end());
+            set.labels.push_back(item.label);
+            ++set.count;
+            if (auto2 && allGray) {
+                engine::ImageSet& g = graySets[item.test ? 1 : 0];
+                g.pixels.insert(g.pixels.end(), d.grayPixels.begin(), d.grayPixels.end());
+                g.labels.push_back(item.label);
+                ++g.count;
             }
-            if (!allGray)
-                for (auto& g : graySets) g.pixels = {}; // colour after all: gives the memory back
-            if (progress) progress(base + std::min(n, begin + kChunk), total);
+            ++(item.test ? result.test : result.train)[std::size_t(item.label)];
         }
-    };
-    const bool auto2 = o.size == 0 && o.channels == 0;
-    const int firstSide = o.size != 0 ? o.size : o.channels == 1 ? 28 : 32;
-    const engine::Shape firstShape{firstSide, firstSide, o.channels == 1 ? 1 : 3};
-    // Both sizes from one decoding where they decode alike; else a second pass for gray sets.
-    const bool together = auto2 && decodedShortSide(firstShape) == decodedShortSide(grayShape);
-    decodeAll(firstShape, together, 0, n);
+        if (!allGray)
+            for (auto& g : graySets) g.pixels = {}; // colour after all: gives the memory back
+        if (progress) progress(std::min(n, begin + kChunk), n);
+    }
     for (int c = 0; c < scan.classes.size(); ++c)
         if (result.train[std::size_t(c)] == 0)
             throw InvalidArgument(
@@ -464,10 +459,8 @@ ImportResult importImageFolder(const ImportOptions& o,
                               ": no image is left for the test set (raise the test fraction, or "
                               "give a test/ folder)");
     const bool gray = o.channels == 1 || (o.channels == 0 && allGray);
-    if (gray && together) {
+    if (gray && auto2) {
         for (int i = 0; i < 2; ++i) sets[i] = std::move(graySets[i]);
-    } else if (gray && auto2) {
-        decodeAll(grayShape, false, n, 2 * n);
     } else if (gray && sets[0].channels == 3)
         for (auto& s : sets) toOneChannel(s);
     const int side = int(sets[0].height);
