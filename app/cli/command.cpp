@@ -160,6 +160,7 @@ int resolveCheckpoint(const QString& given, const QString& option, const QString
     file = QString::fromStdString(checkpoints.back().path.string());
     io.err << command << ": the newest checkpoint of " << run.absolutePath() << ": step "
            << checkpoints.back().step << ", " << file << "\n";
+    io.err.flush(); // before what the command prints on standard output
     return ExitOk;
 }
 

@@ -57,6 +57,26 @@ class CliObserver final : public engine::TrainerObserver
 {
 public:
     CliObserver(CommandIo& io, bool json) : m_json(json), m_output(io.out) {}
+    ~CliObserver() override { releaseLog(); }
+
+    // Log lines of the session's construction (the weights a run starts from, a checkpoint it
+    // resumes) are held until the run's header ("run folder", "dataset") is out, so that they
+    // read after it; a failure releases them before its message.
+    void holdLog()
+    {
+        std::lock_guard lock(m_mutex);
+        m_holding = true;
+    }
+    void releaseLog()
+    {
+        std::vector<QString> held;
+        {
+            std::lock_guard lock(m_mutex);
+            m_holding = false;
+            held.swap(m_held);
+        }
+        for (const QString& line : held) m_output.write(line);
+    }
 
     // While training runs, lines go out through a thread of their own (output_queue.h): a stalled
     // output never stalls the trainer.
@@ -106,6 +126,13 @@ public:
                    {QStringLiteral("message"), QString::fromStdString(line)}});
             return;
         }
+        {
+            std::lock_guard lock(m_mutex);
+            if (m_holding) {
+                m_held.push_back(QString::fromStdString(line));
+                return;
+            }
+        }
         m_output.write(QString::fromStdString(line));
     }
     void onCheckpoint(const std::filesystem::path& file, std::int64_t step) override
@@ -137,6 +164,8 @@ private:
     bool m_json;
     OutputQueue m_output;
     std::mutex m_mutex;
+    bool m_holding = false;
+    std::vector<QString> m_held;
     bool m_haveEval = false;
     engine::EvalResult m_lastEval;
     QString m_lastCheckpoint;
@@ -663,15 +692,19 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     so.processes = group;
     std::unique_ptr<engine::TrainingSession> sessionPtr;
     runDir = QString::fromStdString(so.runDirectory.string());
+    io.err.flush(); // the notes above come before what the run prints
+    if (!json) observer.holdLog();
     try {
         sessionPtr = std::make_unique<engine::TrainingSession>(so, &observer);
     } catch (const engine::RunFolderHoldsRun& e) {
+        observer.releaseLog();
         io.err << "towers-cli train: error: " << e.what()
                << ".\nContinue it with --resume, or start a new run "
                << "there with --overwrite (the earlier run's files are moved to " << runDir
                << "/set-aside/, never deleted).\n";
         return ExitUsage;
     } catch (const engine::NoCheckpointLoads& e) {
+        observer.releaseLog();
         io.err << "towers-cli train: error: " << e.what()
                << "\nTo start this run over from step 0, add --restart "
                << "(its files are moved to " << runDir << "/set-aside/, never deleted).\n";
@@ -686,6 +719,8 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                << QString::fromStdString(session.dataset().location.string()) << " ("
                << session.dataset().train.count << " train, " << session.dataset().test.count
                << " test)\n";
+    io.out.flush();
+    observer.releaseLog();
 
     // The trainer runs on its own thread so that Ctrl-C (delivered to this thread's event loop)
     // can ask it to stop; it then finishes the step, writes a checkpoint and returns.

@@ -248,6 +248,16 @@ private slots:
         QVERIFY2(r.out.contains(QStringLiteral("use it: towers-cli classify --checkpoint ") + ckpt +
                                 QStringLiteral(" IMAGE...")),
                  qPrintable(r.out));
+
+        // A run started from it prints its header first, then what the construction logged.
+        const QString tuned = path(QStringLiteral("runs/text-tuned"));
+        QStringList again = small(tuned);
+        again.removeAll(QStringLiteral("--json"));
+        const CliRun t = run(again + QStringList{"--steps", "1", "--init-from", dir});
+        QVERIFY2(t.exitCode == 0, qPrintable(t.err + t.out));
+        const qsizetype header = t.out.indexOf(QStringLiteral("run folder ") + tuned);
+        const qsizetype weights = t.out.indexOf(QStringLiteral("weights from ") + ckpt);
+        QVERIFY2(header == 0 && weights > header, qPrintable(t.out));
     }
 
     // --checkpoint may name a run folder (or its checkpoints/ folder, or a run's name in the runs
