@@ -12,6 +12,7 @@ const QString kRunsDir = QStringLiteral("paths/runsDir");
 const QString kDataset = QStringLiteral("data/dataset");
 const QString kLastConfig = QStringLiteral("train/lastConfig");
 const QString kGeometry = QStringLiteral("window/geometry");
+const QString kHiddenRunColumns = QStringLiteral("runs/hiddenColumns");
 const QString kPage = QStringLiteral("window/page");
 } // namespace
 
@@ -67,6 +68,18 @@ QString AppSettings::lastConfigJson() const
 void AppSettings::setLastConfigJson(const QString& json)
 {
     m_settings->setValue(kLastConfig, json);
+}
+
+QStringList AppSettings::hiddenRunColumns() const
+{
+    if (!m_settings->contains(kHiddenRunColumns))
+        return {QStringLiteral("model"), QStringLiteral("dataset"), QStringLiteral("checkpoints")};
+    return m_settings->value(kHiddenRunColumns).toStringList();
+}
+
+void AppSettings::setHiddenRunColumns(const QStringList& columns)
+{
+    m_settings->setValue(kHiddenRunColumns, columns);
 }
 
 QByteArray AppSettings::windowGeometry() const

@@ -5,6 +5,7 @@
 #include <QByteArray>
 #include <QSettings>
 #include <QString>
+#include <QStringList>
 
 #include <memory>
 
@@ -32,6 +33,11 @@ public:
     // The last run configuration as TrainConfig JSON; empty when none was saved.
     QString lastConfigJson() const;
     void setLastConfigJson(const QString& json);
+
+    // The Runs page's hidden columns, by RunListModel::columnKey; default: model, dataset and
+    // checkpoints (the run's name and the page's title say them).
+    QStringList hiddenRunColumns() const;
+    void setHiddenRunColumns(const QStringList& columns);
 
     QByteArray windowGeometry() const;
     void setWindowGeometry(const QByteArray& geometry);

@@ -66,6 +66,25 @@ private slots:
         QCOMPARE(model.rowCount(), 0);
     }
 
+    // "Last change" reads as short as it can: the time today, then yesterday, the day this year,
+    // else the date; its tooltip has the whole date and time.
+    void changedText()
+    {
+        QLocale::setDefault(QLocale::c());
+        const QDateTime now(QDate(2026, 11, 28), QTime(9, 30));
+        const QString time = QLocale().toString(QTime(8, 5), QLocale::ShortFormat);
+        QCOMPARE(ui::RunListModel::changedText(QDateTime(QDate(2026, 11, 28), QTime(8, 5)), now),
+                 time);
+        QCOMPARE(ui::RunListModel::changedText(QDateTime(QDate(2026, 11, 27), QTime(8, 5)), now),
+                 QStringLiteral("yesterday ") + time);
+        QCOMPARE(ui::RunListModel::changedText(QDateTime(QDate(2026, 3, 4), QTime(8, 5)), now),
+                 QStringLiteral("4 Mar ") + time);
+        QCOMPARE(ui::RunListModel::changedText(QDateTime(QDate(2025, 12, 31), QTime(8, 5)), now),
+                 QLocale().toString(QDate(2025, 12, 31), QLocale::ShortFormat));
+        QCOMPARE(ui::RunListModel::changedText(QDateTime(), now), QStringLiteral("–"));
+        QLocale::setDefault(QLocale::system());
+    }
+
     void checkpoints()
     {
         QTemporaryDir dir;

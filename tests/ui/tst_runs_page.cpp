@@ -5,9 +5,13 @@
 // global tower's step times are read again on a timer until the lock is released.
 #include <QAction>
 #include <QFile>
+#include <QHeaderView>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSignalSpy>
+#include <QSortFilterProxyModel>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
@@ -34,11 +38,12 @@ namespace eng = towers::engine;
 
 namespace {
 void makeRun(const QString& folder, std::int64_t steps,
-             eng::Precision precision = eng::Precision::Float32)
+             eng::Precision precision = eng::Precision::Float32, double accuracy = 0.5,
+             const std::string& model = "fashion-fast")
 {
     const eng::RunDirectory dir(folder.toStdString());
     eng::TrainConfig c;
-    c.model = "fashion-fast";
+    c.model = model;
     c.dataset = "mnist";
     c.steps = steps;
     c.precision = precision;
@@ -46,7 +51,8 @@ void makeRun(const QString& folder, std::int64_t steps,
     for (std::int64_t s = 1; s <= steps; ++s)
         dir.appendMetrics("{\"step\":" + std::to_string(s) +
                           ",\"loss\":" + std::to_string(1.0 / double(s)) + "}");
-    dir.appendEval("{\"step\":" + std::to_string(steps) + ",\"precisionAt1\":0.5}");
+    dir.appendEval("{\"step\":" + std::to_string(steps) +
+                   ",\"precisionAt1\":" + std::to_string(accuracy) + "}");
     for (std::int64_t s : {steps / 2, steps}) {
         QFile f(QString::fromStdString(dir.checkpointPath(s).string()));
         QVERIFY(f.open(QIODevice::WriteOnly));
@@ -173,6 +179,84 @@ private slots:
         QVERIFY(refreshed.wait(10000));
         QCOMPARE(page.runModel()->rowCount(), 3);
         QCOMPARE(page.selectedRun(), root.filePath(QStringLiteral("runs/two")));
+    }
+
+    // The table fits its pane (the run's name elided, never a sideways scroll), hides Model,
+    // Dataset and Checkpoints at first, remembers the columns chosen in its header's menu, sorts
+    // by a clicked column and filters by typed words, the selection always the run it shows.
+    void tableSortsFiltersAndFits()
+    {
+        QTemporaryDir root;
+        const QString runs = root.filePath(QStringLiteral("runs"));
+        makeRun(runs + QStringLiteral("/fashion-mnist-fashion-fast-20261128-033037-long-name-a"),
+                20, eng::Precision::Float32, 0.91);
+        makeRun(runs + QStringLiteral("/b"), 30, eng::Precision::Float32, 0.75, "mnist-convnet");
+        makeRun(runs + QStringLiteral("/c"), 10, eng::Precision::Float32, 0.83);
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(runs);
+        {
+            RunsPage page(settings);
+            page.resize(900, 600);
+            page.show();
+            QSignalSpy refreshed(&page, &RunsPage::refreshed);
+            QVERIFY(refreshed.wait(10000));
+            QTableView* table = page.runTable();
+            using towers::ui::RunListModel;
+            for (int c : {RunListModel::Model, RunListModel::Dataset, RunListModel::Checkpoints})
+                QVERIFY(table->isColumnHidden(c));
+            for (int c : {RunListModel::Run, RunListModel::Steps, RunListModel::Accuracy,
+                          RunListModel::Modified})
+                QVERIFY(!table->isColumnHidden(c));
+            QTRY_VERIFY(table->horizontalHeader()->length() <= table->viewport()->width());
+            QVERIFY(!table->horizontalScrollBar()->isVisible());
+
+            // Sorted by test accuracy, best first: the rows and the selection follow.
+            table->sortByColumn(RunListModel::Accuracy, Qt::DescendingOrder);
+            const auto folderAt = [&](int row) {
+                return page.shownRuns()
+                    ->index(row, 0)
+                    .data(RunListModel::FolderRole)
+                    .toString()
+                    .section(QLatin1Char('/'), -1);
+            };
+            QCOMPARE(folderAt(0),
+                     QStringLiteral("fashion-mnist-fashion-fast-20261128-033037-long-name-a"));
+            QCOMPARE(folderAt(1), QStringLiteral("c"));
+            QCOMPARE(folderAt(2), QStringLiteral("b"));
+            page.selectRun(runs + QStringLiteral("/c"));
+            QCOMPARE(table->currentIndex().row(), 1);
+            QCOMPARE(page.selectedRun(), runs + QStringLiteral("/c"));
+            QTRY_COMPARE(page.lossPlot()->pointCount(0), 10);
+            table->setCurrentIndex(page.shownRuns()->index(2, 0));
+            QCOMPARE(page.selectedRun(), runs + QStringLiteral("/b"));
+            QVERIFY(labelSaying(page, QStringLiteral("mnist-convnet on mnist")));
+
+            // Filtered by model: only b; a run filtered out and then selected is shown again.
+            page.runFilter()->setText(QStringLiteral("CONVNET"));
+            QCOMPARE(page.shownRuns()->rowCount(), 1);
+            QCOMPARE(page.selectedRun(), runs + QStringLiteral("/b"));
+            page.runFilter()->setText(QStringLiteral("no such run"));
+            QCOMPARE(page.shownRuns()->rowCount(), 0);
+            QVERIFY(page.selectedRun().isEmpty());
+            QVERIFY(labelSaying(page, QStringLiteral("Select a run.")));
+            page.selectRun(runs + QStringLiteral("/c"));
+            QVERIFY(page.runFilter()->text().isEmpty());
+            QCOMPARE(page.selectedRun(), runs + QStringLiteral("/c"));
+
+            // The header's menu shows a column; the choice is remembered.
+            const QList<QAction*> actions = page.columnActions();
+            QCOMPARE(actions.size(), RunListModel::ColumnCount - 1); // all but the run's name
+            for (QAction* a : actions)
+                if (a->text() == QStringLiteral("Model")) {
+                    QVERIFY(!a->isChecked());
+                    a->setChecked(true);
+                }
+            qDeleteAll(actions);
+            QVERIFY(!table->isColumnHidden(RunListModel::Model));
+        }
+        RunsPage again(settings);
+        QVERIFY(!again.runTable()->isColumnHidden(towers::ui::RunListModel::Model));
+        QVERIFY(again.runTable()->isColumnHidden(towers::ui::RunListModel::Dataset));
     }
 
     // The run's title says its precision when it is not float32; its config.json shows it too.

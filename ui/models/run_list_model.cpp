@@ -53,8 +53,19 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
     const auto& r = m_runs[std::size_t(index.row())];
     const QLocale locale;
     if (role == FolderRole) return r.folder;
+    if (role == FilterRole)
+        return r.config ? QStringLiteral("%1 %2 %3")
+                              .arg(r.name, QString::fromStdString(r.config->model),
+                                   QString::fromStdString(r.config->dataset))
+                        : r.name;
+    if (role == Qt::ToolTipRole && index.column() == Modified)
+        return locale.toString(r.modified, QLocale::LongFormat);
     if (role == Qt::ToolTipRole) {
-        const QString text = r.problem.isEmpty() ? r.folder : r.problem;
+        QString text = r.problem.isEmpty() ? r.folder : r.problem;
+        if (r.problem.isEmpty() && r.config)
+            text += tr("\n%1 on %2")
+                        .arg(QString::fromStdString(r.config->model),
+                             QString::fromStdString(r.config->dataset));
         return r.trainingBy ? tr("%1\nTraining now: %2").arg(text, *r.trainingBy) : text;
     }
     if (role == Qt::DecorationRole && index.column() == Run && r.trainingBy)
@@ -95,7 +106,41 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
     case Checkpoints:
         return locale.toString(int(r.checkpoints.size()));
     case Modified:
-        return locale.toString(r.modified, QLocale::ShortFormat);
+        return changedText(r.modified, QDateTime::currentDateTime());
+    default:
+        return {};
+    }
+}
+
+QString RunListModel::changedText(const QDateTime& when, const QDateTime& now)
+{
+    const QLocale locale;
+    if (!when.isValid()) return QStringLiteral("–");
+    const QString time = locale.toString(when.time(), QLocale::ShortFormat);
+    if (when.date() == now.date()) return time;
+    if (when.date() == now.date().addDays(-1)) return tr("yesterday %1").arg(time);
+    if (when.date().year() == now.date().year() && when.date() < now.date())
+        return locale.toString(when.date(), QStringLiteral("d MMM")) + QLatin1Char(' ') + time;
+    return locale.toString(when.date(), QLocale::ShortFormat);
+}
+
+QString RunListModel::columnKey(int column)
+{
+    switch (column) {
+    case Run:
+        return QStringLiteral("run");
+    case Model:
+        return QStringLiteral("model");
+    case Dataset:
+        return QStringLiteral("dataset");
+    case Steps:
+        return QStringLiteral("steps");
+    case Accuracy:
+        return QStringLiteral("accuracy");
+    case Checkpoints:
+        return QStringLiteral("checkpoints");
+    case Modified:
+        return QStringLiteral("modified");
     default:
         return {};
     }

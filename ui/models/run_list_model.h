@@ -3,6 +3,7 @@
 // accuracy, checkpoints and when it last changed; a run being trained right now has a "playing"
 // icon and says by whom in its tooltip.
 #include <QAbstractTableModel>
+#include <QDateTime>
 
 #include <vector>
 
@@ -27,8 +28,15 @@ public:
     };
     enum Role
     {
-        FolderRole = Qt::UserRole + 1
+        FolderRole = Qt::UserRole + 1,
+        // What a filter matches: the run's name, model and dataset.
+        FilterRole
     };
+    // A column's name in settings ("model", "checkpoints"), stable across translations.
+    static QString columnKey(int column);
+    // When a run last changed, as short as it reads unambiguously from `now`: the time today,
+    // "yesterday" and the time, the day, month and time this year, else the date.
+    static QString changedText(const QDateTime& when, const QDateTime& now);
 
     explicit RunListModel(QObject* parent = nullptr);
     void setRuns(std::vector<app::RunSummary> runs);

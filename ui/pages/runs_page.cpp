@@ -16,7 +16,9 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
+#include <QMenu>
 #include <QPushButton>
+#include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStyle>
 #include <QTableView>
@@ -147,16 +149,59 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     auto* split = new QSplitter(Qt::Horizontal, this);
     // The runs above the chosen run's configuration, the details on the right.
     auto* left = new QSplitter(Qt::Vertical, split);
-    m_table = new QTableView(left);
-    m_table->setModel(m_runs);
+    // The runs, sortable by any column (raw values: RunListModel's EditRole) and filtered by the
+    // words typed above them; newest change first, as the scan lists them.
+    m_sorted = new QSortFilterProxyModel(this);
+    m_sorted->setSourceModel(m_runs);
+    m_sorted->setSortRole(Qt::EditRole);
+    m_sorted->setFilterRole(RunListModel::FilterRole);
+    m_sorted->setFilterCaseSensitivity(Qt::CaseInsensitive);
+    auto* runsBox = new QWidget(left);
+    auto* rl = new QVBoxLayout(runsBox);
+    rl->setContentsMargins(0, 0, 0, 0);
+    m_filter = new QLineEdit(runsBox);
+    m_filter->setPlaceholderText(tr("Filter runs by name, model or dataset"));
+    m_filter->setClearButtonEnabled(true);
+    rl->addWidget(m_filter);
+    m_table = new QTableView(runsBox);
+    m_table->setModel(m_sorted);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_table->setSelectionMode(QAbstractItemView::SingleSelection);
     m_table->verticalHeader()->hide();
     // Rows as tall as their text, as the other tables.
     m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 6);
-    m_table->horizontalHeader()->setStretchLastSection(true);
+    // The run's name takes the room the figures leave (its middle elided, so that its dataset,
+    // model and time stay), so the table needs no sideways scroll; the header's context menu
+    // shows or hides the other columns (Model, Dataset and Checkpoints are hidden at first: the
+    // name and the title say them), and only columns shown beyond the pane's width scroll.
+    QHeaderView* header = m_table->horizontalHeader();
+    header->setSectionResizeMode(QHeaderView::ResizeToContents);
+    header->setSectionResizeMode(RunListModel::Run, QHeaderView::Stretch);
+    header->setStretchLastSection(false);
+    header->setSortIndicator(RunListModel::Modified, Qt::DescendingOrder);
+    m_table->setSortingEnabled(true);
     m_table->setTextElideMode(Qt::ElideMiddle);
     m_table->setWordWrap(false);
+    const QStringList hidden = m_settings.hiddenRunColumns();
+    for (int c = 0; c < RunListModel::ColumnCount; ++c)
+        m_table->setColumnHidden(c, c != RunListModel::Run &&
+                                        hidden.contains(RunListModel::columnKey(c)));
+    header->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(header, &QHeaderView::customContextMenuRequested, this, [this](const QPoint& at) {
+        QMenu menu(this);
+        for (QAction* a : columnActions()) {
+            a->setParent(&menu);
+            menu.addAction(a);
+        }
+        menu.exec(m_table->horizontalHeader()->mapToGlobal(at));
+    });
+    connect(m_filter, &QLineEdit::textChanged, this, [this](const QString& text) {
+        m_sorted->setFilterFixedString(text.trimmed());
+        if (!m_table->currentIndex().isValid() && m_sorted->rowCount() > 0)
+            m_table->setCurrentIndex(m_sorted->index(0, 0));
+        showSelected();
+    });
+    rl->addWidget(m_table, 1);
 
     auto* details = new QWidget(split);
     auto* dl = new QVBoxLayout(details);
@@ -248,7 +293,7 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     m_towerChart->setMinimumHeight(170);
     m_towerChart->hide();
     dl->addWidget(m_towerChart, 2);
-    left->addWidget(m_table);
+    left->addWidget(runsBox);
     left->addWidget(m_config);
     left->setStretchFactor(0, 1);
     left->setStretchFactor(1, 2);
@@ -297,7 +342,7 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     connect(fineTuneAction, &QAction::triggered, this, [this] {
         const QString checkpoint = selectedCheckpoint();
         if (checkpoint.isEmpty()) return;
-        const auto* r = m_runs->run(m_table->currentIndex().row());
+        const auto* r = currentRun();
         emit fineTuneRequested(checkpoint, r && r->config ? QString::fromStdString(r->config->model)
                                                           : QString());
     });
@@ -335,13 +380,48 @@ void RunsPage::selectRun(const QString& folder)
         return;
     }
     m_pendingSelection.clear();
-    m_table->selectRow(row);
-    m_table->setCurrentIndex(m_runs->index(row, 0));
+    const QModelIndex index = m_sorted->mapFromSource(m_runs->index(row, 0));
+    if (!index.isValid()) { // filtered out: shown again
+        m_filter->clear();
+        return selectRun(folder);
+    }
+    m_table->selectRow(index.row());
+    m_table->setCurrentIndex(index);
+}
+
+int RunsPage::currentRunRow() const
+{
+    return m_sorted->mapToSource(m_table->currentIndex()).row();
+}
+
+const app::RunSummary* RunsPage::currentRun() const
+{
+    return m_runs->run(currentRunRow());
+}
+
+QList<QAction*> RunsPage::columnActions()
+{
+    QList<QAction*> actions;
+    for (int c = 0; c < RunListModel::ColumnCount; ++c) {
+        if (c == RunListModel::Run) continue; // always shown
+        auto* a = new QAction(m_runs->headerData(c, Qt::Horizontal).toString(), this);
+        a->setCheckable(true);
+        a->setChecked(!m_table->isColumnHidden(c));
+        connect(a, &QAction::toggled, this, [this, c](bool shown) {
+            m_table->setColumnHidden(c, !shown);
+            QStringList hidden;
+            for (int i = 0; i < RunListModel::ColumnCount; ++i)
+                if (m_table->isColumnHidden(i)) hidden << RunListModel::columnKey(i);
+            m_settings.setHiddenRunColumns(hidden);
+        });
+        actions << a;
+    }
+    return actions;
 }
 
 QString RunsPage::selectedRun() const
 {
-    const auto* r = m_runs->run(m_table->currentIndex().row());
+    const auto* r = currentRun();
     return r ? r->folder : QString();
 }
 
@@ -386,13 +466,10 @@ void RunsPage::onScanned(const app::JobResult<std::vector<app::RunSummary>>& r)
 {
     const QString keep = m_pendingSelection;
     m_runs->setRuns(r.ok() ? *r.value : std::vector<app::RunSummary>{});
-    m_table->resizeColumnsToContents();
-    m_table->setColumnWidth(RunListModel::Run,
-                            std::min(m_table->columnWidth(RunListModel::Run), 200));
     if (!keep.isEmpty() && m_runs->rowOf(keep) >= 0)
         selectRun(keep);
-    else if (m_runs->rowCount() > 0)
-        selectRun(m_runs->run(0)->folder);
+    else if (m_sorted->rowCount() > 0)
+        selectRun(m_sorted->index(0, 0).data(RunListModel::FolderRole).toString());
     else
         showSelected();
     emit refreshed();
@@ -400,7 +477,7 @@ void RunsPage::onScanned(const app::JobResult<std::vector<app::RunSummary>>& r)
 
 void RunsPage::showSelected()
 {
-    const auto* r = m_runs->run(m_table->currentIndex().row());
+    const auto* r = currentRun();
     const QString folder = r ? r->folder : QString();
     if (folder != m_shownRun) {
         m_shownRun = folder;
@@ -424,7 +501,7 @@ void RunsPage::showSelected()
 
 void RunsPage::updateTitle()
 {
-    const auto* r = m_runs->run(m_table->currentIndex().row());
+    const auto* r = currentRun();
     if (!r) {
         m_title->setText(m_runs->rowCount() ? tr("Select a run.")
                                             : tr("No runs in %1 yet: start one on the Train page.")
@@ -489,7 +566,7 @@ QString RunsPage::followStatus() const
 
 void RunsPage::onFollowerUpdated()
 {
-    const auto* r = m_runs->run(m_table->currentIndex().row());
+    const auto* r = currentRun();
     if (!r || r->folder != m_follower->run()) return;
     const app::RunCurves& c = m_follower->curves();
     m_lossPlot->setData(0, c.steps, c.loss);
@@ -513,15 +590,14 @@ void RunsPage::onFollowerUpdated()
         now.trainingBy = m_follower->holder();
     else if (m_follower->state() == RunFollower::State::Ended)
         now.trainingBy.reset();
-    m_runs->updateRun(m_table->currentIndex().row(), std::move(now));
-    m_table->resizeColumnToContents(RunListModel::Steps);
+    m_runs->updateRun(currentRunRow(), std::move(now));
     updateTitle();
     updateButtons();
 }
 
 void RunsPage::showTowerTimes()
 {
-    const auto* r = m_runs->run(m_table->currentIndex().row());
+    const auto* r = currentRun();
     const app::RunCurves& c = m_follower->curves();
     if (!r || c.towerTimes.empty()) {
         m_towerChart->clear();
@@ -567,7 +643,7 @@ void RunsPage::showCheckpoints(const std::vector<engine::CheckpointFile>& checkp
 
 bool RunsPage::trainedElsewhere() const
 {
-    const auto* r = m_runs->run(m_table->currentIndex().row());
+    const auto* r = currentRun();
     if (!r) return false;
     if (m_follower->run() == r->folder && m_follower->state() != RunFollower::State::None)
         return m_follower->isLive();
@@ -577,7 +653,7 @@ bool RunsPage::trainedElsewhere() const
 
 void RunsPage::updateButtons()
 {
-    const auto* r = m_runs->run(m_table->currentIndex().row());
+    const auto* r = currentRun();
     const bool elsewhere = trainedElsewhere();
     m_resume->setEnabled(r && r->config && m_resumeAllowed && !elsewhere);
     m_resume->setToolTip(

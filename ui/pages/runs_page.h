@@ -12,10 +12,12 @@
 #include "app/runs/run_scanner.h"
 #include "engine/io/onnx_export.h"
 
+class QAction;
 class QLabel;
 class QLineEdit;
 class QTreeWidget;
 class QPushButton;
+class QSortFilterProxyModel;
 class QTableView;
 
 namespace towers::app {
@@ -41,6 +43,14 @@ public:
     QString runsDir() const;
     void setRunsDir(const QString& dir);
     RunListModel* runModel() const { return m_runs; }
+    // The runs as the table shows them: sorted by the clicked column, filtered by the words typed
+    // above the table.
+    QSortFilterProxyModel* shownRuns() const { return m_sorted; }
+    QTableView* runTable() const { return m_table; }
+    QLineEdit* runFilter() const { return m_filter; }
+    // One checkable action per column but the run's name, as the header's context menu offers
+    // them; toggling one shows or hides its column and remembers it in the settings.
+    QList<QAction*> columnActions();
     CheckpointListModel* checkpointModel() const { return m_checkpoints; }
     // Selects the run in `folder` once it is listed (after the next refresh if need be).
     void selectRun(const QString& folder);
@@ -100,6 +110,9 @@ private:
     void showTowerTimes();
     void showCheckpoints(const std::vector<engine::CheckpointFile>& checkpoints);
     bool trainedElsewhere() const;
+    // The selected run's row in m_runs (-1: none), and the run.
+    int currentRunRow() const;
+    const app::RunSummary* currentRun() const;
 
     app::AppSettings& m_settings;
     app::LatestJob<std::vector<app::RunSummary>> m_scan{this};
@@ -112,6 +125,8 @@ private:
     QLineEdit* m_dirEdit;
     QTableView* m_table;
     RunListModel* m_runs;
+    QSortFilterProxyModel* m_sorted;
+    QLineEdit* m_filter;
     QLabel* m_title;
     QLabel* m_followStatus;
     StackedBarChart* m_towerChart;
