@@ -254,6 +254,9 @@ void MainWindow::connectPages()
     });
     connect(m_classify, &ClassifyPage::errorOccurred, this, &MainWindow::showError);
     connect(m_runs, &RunsPage::errorOccurred, this, &MainWindow::showError);
+    connect(m_runs, &RunsPage::runTrashed, this, [this](const QString& folder, const QString& to) {
+        appendLog(tr("Moved the run %1 to the trash: %2 (restore it from there)").arg(folder, to));
+    });
     connect(m_classify, &ClassifyPage::logMessage, this, &MainWindow::appendLog);
     configChanged();
 }

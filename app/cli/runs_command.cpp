@@ -13,6 +13,7 @@
 #include "app/cli/command.h"
 #include "app/data/data_dirs.h"
 #include "app/runs/run_scanner.h"
+#include "app/runs/run_trash.h"
 #include "engine/ops/precision.h"
 
 namespace towers::app {
@@ -217,12 +218,15 @@ int runRuns(const QStringList& args, CommandIo& io)
         "trains it now, if any. With a run (a folder in the runs folder, by name, or any run\n"
         "folder's path), that run in detail with every checkpoint. The runs folder is\n"
         "$TOWERS_RUNS, else $XDG_DATA_HOME/towers/runs (~/.local/share/towers/runs), where\n"
-        "towers-cli train puts its runs."));
+        "towers-cli train puts its runs. With --trash, the run's folder goes to the desktop's\n"
+        "trash (the freedesktop.org trash that file managers restore from), nothing deleted;\n"
+        "a run that a process trains stays."));
     p.addOptions({
         {QStringLiteral("runs-dir"),
          QStringLiteral("The runs folder to list (default: $TOWERS_RUNS, else the user's)."),
          QStringLiteral("dir")},
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
+        {QStringLiteral("trash"), QStringLiteral("Move the run's folder to the trash.")},
     });
     p.addPositionalArgument(QStringLiteral("run"),
                             QStringLiteral("A run to show: its folder's name or path."),
@@ -238,6 +242,11 @@ int runRuns(const QStringList& args, CommandIo& io)
                                 ? p.value(QStringLiteral("runs-dir"))
                                 : defaultRunsDir();
     const bool json = p.isSet(QStringLiteral("json"));
+    const bool trash = p.isSet(QStringLiteral("trash"));
+    if (trash && positional.isEmpty()) {
+        io.err << "towers-cli runs: --trash needs the run to move, by name or path\n";
+        return ExitUsage;
+    }
 
     if (positional.isEmpty()) {
         if (p.isSet(QStringLiteral("runs-dir")) && !QFileInfo(runsDir).isDir()) {
@@ -271,6 +280,22 @@ int runRuns(const QStringList& args, CommandIo& io)
         io.err << "towers-cli runs: " << QDir(folder).absolutePath()
                << " is not a Towers run folder: it has no config.json\n";
         return ExitFailure;
+    }
+    if (trash) {
+        const TrashOutcome moved = moveRunToTrash(folder);
+        if (!moved.ok) {
+            io.err << "towers-cli runs: " << moved.error << "\n";
+            return ExitFailure;
+        }
+        if (json)
+            io.out << QJsonDocument(
+                          QJsonObject{{QStringLiteral("trashed"), QDir(folder).absolutePath()},
+                                      {QStringLiteral("trash_path"), moved.trashPath}})
+                          .toJson(QJsonDocument::Indented);
+        else
+            io.out << "moved " << QDir(folder).absolutePath()
+                   << " to the trash: " << moved.trashPath << " (restore it from there)\n";
+        return ExitOk;
     }
     const RunSummary r = readRun(folder);
     if (json)

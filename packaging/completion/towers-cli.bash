@@ -23,7 +23,7 @@ _towers_cli()
         eval) options="--checkpoint --data-dir --no-ema --batch-size --json --help" ;;
         classify) options="--checkpoint --top-k --no-ema --json --help" ;;
         export) options="--checkpoint --output --opset --layout --no-ema --force --json --help" ;;
-        runs) options="--runs-dir --json --help" ;;
+        runs) options="--runs-dir --json --trash --help" ;;
         datasets) options="--data-dir --json --help" ;;
         import) options="--name --data-dir --size --channels --test-fraction --no-flip --seed --force --json --help" ;;
         download) options="--data-dir --base-url --force --help" ;;

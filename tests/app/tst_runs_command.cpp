@@ -220,6 +220,41 @@ private slots:
         QVERIFY(run({folder}).out.contains(QStringLiteral("stopped; continue with: ")));
     }
 
+    // --trash: the run goes to the trash (here the test's own $XDG_DATA_HOME/Trash), where a file
+    // manager restores it from; refused while a process trains it, and without a run.
+    void trashesARun()
+    {
+        QTemporaryDir root;
+        const QString folder = QDir(root.path()).filePath(QStringLiteral("old run"));
+        makeRun(folder, 10, 100, 0.3);
+        const QString xdg = QStringLiteral("XDG_DATA_HOME=") + root.filePath(QStringLiteral("xdg"));
+        const auto trash = [&](const QStringList& args) {
+            return towers::test::runCliProcess(
+                QStringLiteral(TOWERS_CLI), QStringList{QStringLiteral("runs")} + args,
+                {xdg, QStringLiteral("TOWERS_RUNS=") + root.path()}, -1, 30000);
+        };
+        {
+            std::optional<eng::RunLock> lock =
+                eng::RunLock::acquire(folder.toStdString(), "towers-cli train");
+            const Result busy = trash({QStringLiteral("old run"), QStringLiteral("--trash")});
+            QCOMPARE(busy.exitCode, 1);
+            QVERIFY2(busy.err.contains(QStringLiteral("is being trained by process")),
+                     qPrintable(busy.err));
+            QVERIFY(QFile::exists(folder + QStringLiteral("/config.json")));
+        }
+        const Result moved = trash({QStringLiteral("old run"), QStringLiteral("--trash")});
+        QVERIFY2(moved.exitCode == 0, qPrintable(moved.err));
+        const QString there = root.filePath(QStringLiteral("xdg/Trash/files/old run"));
+        QVERIFY2(moved.out.contains(QStringLiteral("to the trash: ") + there),
+                 qPrintable(moved.out));
+        QVERIFY(QFile::exists(there + QStringLiteral("/config.json")));
+        QVERIFY(!QFile::exists(folder));
+        QVERIFY(!run({}, root.path()).out.contains(QStringLiteral("old run")));
+        const Result none = trash({QStringLiteral("--trash")});
+        QCOMPARE(none.exitCode, 2);
+        QVERIFY2(none.err.contains(QStringLiteral("--trash needs the run")), qPrintable(none.err));
+    }
+
     void badInput()
     {
         QTemporaryDir root;

@@ -4,10 +4,13 @@
 // process trains (its folder's lock held) is followed live, read-only: curves, checkpoints and each
 // global tower's step times are read again on a timer until the lock is released.
 #include <QAction>
+#include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QScrollBar>
 #include <QSignalSpy>
@@ -257,6 +260,94 @@ private slots:
         RunsPage again(settings);
         QVERIFY(!again.runTable()->isColumnHidden(towers::ui::RunListModel::Model));
         QVERIFY(again.runTable()->isColumnHidden(towers::ui::RunListModel::Dataset));
+    }
+
+    // "Move to trash…": asked first, the folder goes to the desktop's trash (restorable, nothing
+    // deleted) and the list forgets it; a run that this window or another process trains is
+    // refused, with the action disabled and saying why, and so is a folder that holds no run.
+    void movesARunToTheTrash()
+    {
+        QTemporaryDir root;
+        // The trash of the test's own "home", on the runs' file system.
+        qputenv("XDG_DATA_HOME", root.filePath(QStringLiteral("xdg")).toUtf8());
+        const QString runs = root.filePath(QStringLiteral("runs"));
+        makeRun(runs + QStringLiteral("/one"), 10);
+        makeRun(runs + QStringLiteral("/two"), 20);
+        makeRun(runs + QStringLiteral("/busy"), 5);
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(runs);
+        RunsPage page(settings);
+        page.show();
+        QSignalSpy refreshed(&page, &RunsPage::refreshed);
+        QSignalSpy trashed(&page, &RunsPage::runTrashed);
+        QSignalSpy errors(&page, &RunsPage::errorOccurred);
+        QVERIFY(refreshed.wait(10000));
+
+        // Cancel first: nothing moves.
+        page.selectRun(runs + QStringLiteral("/two"));
+        QVERIFY(page.trashAction()->isEnabled());
+        QMessageBox* box = page.askToTrashSelectedRun();
+        QVERIFY(box);
+        QVERIFY(box->text().contains(QStringLiteral("two (fashion-fast on mnist, step 20, 2 "
+                                                    "checkpoints)")));
+        box->button(QMessageBox::Cancel)->click();
+        QVERIFY(QFileInfo::exists(runs + QStringLiteral("/two/config.json")));
+        QCOMPARE(trashed.count(), 0);
+
+        // Confirmed: in the trash with everything in it, out of the list.
+        box = page.askToTrashSelectedRun();
+        QVERIFY(box);
+        QAbstractButton* yes = nullptr;
+        for (QAbstractButton* b : box->buttons())
+            if (b->text() == QStringLiteral("Move to trash")) yes = b;
+        QVERIFY(yes);
+        yes->click();
+        QCOMPARE(trashed.count(), 1);
+        QCOMPARE(trashed.at(0).at(0).toString(), runs + QStringLiteral("/two"));
+        const QString there = trashed.at(0).at(1).toString();
+        QVERIFY2(there.startsWith(root.filePath(QStringLiteral("xdg/Trash/files/"))),
+                 qPrintable(there));
+        QVERIFY(
+            QFileInfo::exists(there + QStringLiteral("/checkpoints/ckpt-00000020.safetensors")));
+        QVERIFY(QFileInfo::exists(there + QStringLiteral("/metrics.jsonl")));
+        QVERIFY(!QFileInfo::exists(runs + QStringLiteral("/two")));
+        QVERIFY(refreshed.wait(10000));
+        QCOMPARE(page.runModel()->rowCount(), 2);
+        QVERIFY(errors.isEmpty());
+
+        // Trained by another process (a lock held): refused, and it stays.
+        std::optional<eng::RunLock> lock = eng::RunLock::acquire(
+            (runs + QStringLiteral("/busy")).toStdString(), "towers-cli train");
+        page.refresh();
+        QVERIFY(refreshed.wait(10000));
+        page.selectRun(runs + QStringLiteral("/busy"));
+        QTRY_VERIFY(!page.trashAction()->isEnabled());
+        QVERIFY(page.trashAction()->toolTip().contains(QStringLiteral("Another process")));
+        QVERIFY(!page.askToTrashSelectedRun());
+        QVERIFY(!page.trashRun(runs + QStringLiteral("/busy")));
+        QCOMPARE(errors.count(), 1);
+        QVERIFY2(errors.at(0).at(0).toString().contains(QStringLiteral("is being trained by")) &&
+                     errors.at(0).at(0).toString().contains(QStringLiteral("towers-cli train")),
+                 qPrintable(errors.at(0).at(0).toString()));
+        QVERIFY(QFileInfo::exists(runs + QStringLiteral("/busy/config.json")));
+        lock.reset();
+
+        // This window's own run: disabled while it trains.
+        page.selectRun(runs + QStringLiteral("/one"));
+        page.setOwnRunFolder(runs + QStringLiteral("/one"));
+        QVERIFY(!page.trashAction()->isEnabled());
+        QVERIFY(page.trashAction()->toolTip().contains(QStringLiteral("This window trains")));
+        page.setOwnRunFolder(QString());
+        QVERIFY(page.trashAction()->isEnabled());
+
+        // A folder that holds no run, and one that is not there.
+        QVERIFY(QDir().mkpath(root.filePath(QStringLiteral("plain"))));
+        QVERIFY(!page.trashRun(root.filePath(QStringLiteral("plain"))));
+        QVERIFY(errors.last().at(0).toString().contains(QStringLiteral("is not a run folder")));
+        QVERIFY(QFileInfo::exists(root.filePath(QStringLiteral("plain"))));
+        QVERIFY(!page.trashRun(root.filePath(QStringLiteral("gone"))));
+        QVERIFY(errors.last().at(0).toString().contains(QStringLiteral("no such folder")));
+        qunsetenv("XDG_DATA_HOME");
     }
 
     // The run's title says its precision when it is not float32; its config.json shows it too.

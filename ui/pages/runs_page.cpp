@@ -17,6 +17,7 @@
 #include <QLineEdit>
 #include <QLocale>
 #include <QMenu>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
@@ -26,6 +27,7 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include "app/runs/run_trash.h"
 #include "app/settings/app_settings.h"
 #include "ui/models/checkpoint_list_model.h"
 #include "ui/models/run_list_model.h"
@@ -346,6 +348,17 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
         emit fineTuneRequested(checkpoint, r && r->config ? QString::fromStdString(r->config->model)
                                                           : QString());
     });
+    // The run's own context menu: its folder, and the trash (Delete).
+    m_table->setContextMenuPolicy(Qt::ActionsContextMenu);
+    auto* openFolderAction = new QAction(tr("Open folder"), m_table);
+    m_trashAction =
+        new QAction(style()->standardIcon(QStyle::SP_TrashIcon), tr("Move to trash…"), m_table);
+    m_trashAction->setShortcut(QKeySequence::Delete);
+    m_trashAction->setShortcutContext(Qt::WidgetShortcut);
+    m_table->addAction(openFolderAction);
+    m_table->addAction(m_trashAction);
+    connect(openFolderAction, &QAction::triggered, m_openFolder, &QPushButton::click);
+    connect(m_trashAction, &QAction::triggered, this, &RunsPage::askToTrashSelectedRun);
     connect(m_exportOnnx, &QPushButton::clicked, this, &RunsPage::openExportDialog);
     connect(m_openFolder, &QPushButton::clicked, this, [this] {
         if (!selectedRun().isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(selectedRun()));
@@ -664,6 +677,55 @@ void RunsPage::updateButtons()
     m_classify->setEnabled(!selectedCheckpoint().isEmpty());
     m_exportOnnx->setEnabled(!selectedCheckpoint().isEmpty() && !m_export.isRunning());
     m_openFolder->setEnabled(r != nullptr);
+    const bool own = r && QDir::cleanPath(r->folder) == m_follower->ownRunFolder();
+    m_trashAction->setEnabled(r && !elsewhere && !own);
+    m_trashAction->setToolTip(
+        own         ? tr("This window trains this run: stop it first")
+        : elsewhere ? tr("Another process trains this run: it can go once that stops")
+                    : tr("Moves the run's folder to the trash, from where it can be restored"));
+}
+
+QMessageBox* RunsPage::askToTrashSelectedRun()
+{
+    const auto* r = currentRun();
+    if (!r || !m_trashAction->isEnabled()) return nullptr;
+    const QString folder = r->folder;
+    QString what = r->name;
+    if (r->config)
+        what +=
+            tr(" (%1 on %2, step %3, %4)")
+                .arg(QString::fromStdString(r->config->model),
+                     QString::fromStdString(r->config->dataset),
+                     QLocale().toString(qint64(r->lastStep)),
+                     r->checkpoints.size() == 1 ? tr("1 checkpoint")
+                                                : tr("%1 checkpoints").arg(r->checkpoints.size()));
+    auto* box = new QMessageBox(QMessageBox::Question, tr("Move the run to the trash?"),
+                                tr("Move %1 to the trash?").arg(what), QMessageBox::Cancel, this);
+    box->setInformativeText(
+        tr("Its folder %1 goes to the desktop's trash with its configuration, logs and "
+           "checkpoints; restore it from there to list it again.")
+            .arg(folder));
+    QPushButton* yes = box->addButton(tr("Move to trash"), QMessageBox::DestructiveRole);
+    box->setDefaultButton(QMessageBox::Cancel);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->setWindowModality(Qt::WindowModal);
+    connect(box, &QMessageBox::buttonClicked, this, [this, yes, folder](QAbstractButton* b) {
+        if (b == yes) trashRun(folder);
+    });
+    box->open();
+    return box;
+}
+
+bool RunsPage::trashRun(const QString& folder)
+{
+    const app::TrashOutcome out = app::moveRunToTrash(folder);
+    if (!out.ok) {
+        emit errorOccurred(tr("The run was not moved to the trash: %1").arg(out.error));
+        return false;
+    }
+    emit runTrashed(folder, out.trashPath);
+    refresh();
+    return true;
 }
 
 ExportOnnxDialog* RunsPage::openExportDialog()

@@ -15,6 +15,7 @@
 class QAction;
 class QLabel;
 class QLineEdit;
+class QMessageBox;
 class QTreeWidget;
 class QPushButton;
 class QSortFilterProxyModel;
@@ -72,6 +73,14 @@ public:
     // checkpoint (nullptr when there is none or an export is running); accepted, it exports.
     ExportOnnxDialog* openExportDialog();
     bool isExporting() const { return m_export.isRunning(); }
+    // "Move to trash…" (the run's context menu, Delete): asks, window-modal, whether to move the
+    // selected run's folder to the trash (nullptr when no run is selected, or when this window or
+    // another process trains it); confirmed, trashRun() follows.
+    QMessageBox* askToTrashSelectedRun();
+    // Moves the run in `folder` to the trash (app::moveRunToTrash): runTrashed() and a refresh,
+    // or errorOccurred() with why it stays. Asks nothing.
+    bool trashRun(const QString& folder);
+    QAction* trashAction() const { return m_trashAction; }
     PlotWidget* lossPlot() const { return m_lossPlot; }
     PlotWidget* accuracyPlot() const { return m_accuracyPlot; }
     // Each tower's split of the selected run's latest logged step (hidden when it logged none).
@@ -94,6 +103,8 @@ signals:
     void exported(const QString& output);
     void errorOccurred(const QString& message);
     void runsDirChanged(const QString& dir);
+    // The run in `folder` went to the trash, where it is now `trashPath`.
+    void runTrashed(const QString& folder, const QString& trashPath);
     // After each refresh has been applied.
     void refreshed();
 
@@ -140,6 +151,7 @@ private:
     QPushButton* m_exportOnnx;
     QLabel* m_exportStatus;
     QPushButton* m_openFolder;
+    QAction* m_trashAction;
 };
 
 } // namespace towers::ui

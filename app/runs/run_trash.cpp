@@ -1,0 +1,203 @@
+#include "app/runs/run_trash.h"
+
+#include <QByteArray>
+#include <QDateTime>
+#include <QDir>
+#include <QFileInfo>
+#include <QStandardPaths>
+#include <QUrl>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/errors.h"
+#include "engine/train/run_lock.h"
+
+namespace towers::app {
+
+namespace {
+
+// Qt's QFile::moveToTrash is not used: Debian 12's Qt 6.4 moves the file into the *current
+// directory* ("./files/NAME") when it cannot settle on a trash directory. The freedesktop.org
+// trash specification (1.0) is short; what follows is its home trash and its per-volume
+// $topdir/.Trash/$uid and $topdir/.Trash-$uid trashes, by rename only, so nothing is ever copied
+// or half-moved.
+
+QString errnoText(int e)
+{
+    return QString::fromLocal8Bit(std::strerror(e));
+}
+
+std::optional<struct stat> lstatOf(const QString& path)
+{
+    struct stat st{};
+    if (::lstat(QFile::encodeName(path).constData(), &st) != 0) return std::nullopt;
+    return st;
+}
+
+// A trash directory we may use: a real directory (not a link) of this user's; made (0700) when
+// missing and `create`.
+bool usableTrash(const QString& dir, bool create)
+{
+    auto st = lstatOf(dir);
+    if (!st && create && ::mkdir(QFile::encodeName(dir).constData(), 0700) == 0) st = lstatOf(dir);
+    return st && S_ISDIR(st->st_mode) && st->st_uid == ::getuid();
+}
+
+// The mount point of the file system that holds `path`: the highest folder above it on its device.
+QString topDirOf(const QString& path, dev_t device)
+{
+    QString top = path;
+    for (QString up = QFileInfo(top).absolutePath(); up != top; up = QFileInfo(top).absolutePath()) {
+        const auto st = lstatOf(up);
+        if (!st || st->st_dev != device) break;
+        top = up;
+    }
+    return top;
+}
+
+// The trash directory for a file on `device`: the home trash when it is on the home trash's file
+// system, else the volume's own ($topdir/.Trash/$uid when an administrator made $topdir/.Trash,
+// sticky and not a link; else $topdir/.Trash-$uid). Empty with `why` set when there is none.
+QString trashFor(const QString& path, dev_t device, bool& relativePaths, QString& why)
+{
+    relativePaths = false;
+    const QString dataHome = QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation);
+    if (!dataHome.isEmpty() && QDir().mkpath(dataHome)) {
+        const QString home = dataHome + QStringLiteral("/Trash");
+        const auto st = lstatOf(dataHome);
+        if (st && st->st_dev == device) {
+            if (QDir().mkpath(home) && usableTrash(home, false)) return home;
+            why = QStringLiteral("the trash %1 is not a folder of yours").arg(home);
+            return {};
+        }
+    }
+    const QString top = topDirOf(path, device);
+    const QString uid = QString::number(::getuid());
+    relativePaths = true;
+    const QString shared = top + QStringLiteral("/.Trash");
+    if (const auto st = lstatOf(shared); st && S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX)) {
+        const QString mine = shared + QLatin1Char('/') + uid;
+        if (usableTrash(mine, true)) return mine;
+    }
+    const QString own = top + QStringLiteral("/.Trash-") + uid;
+    if (usableTrash(own, true)) return own;
+    why = QStringLiteral("its file system (mounted at %1) has no trash this user can use, and the "
+                         "home trash is on another one")
+              .arg(top);
+    return {};
+}
+
+// Moves `path` (absolute, existing) into the trash; its new path, or empty with `why` set.
+QString moveToTrash(const QString& path, QString& why)
+{
+    const auto st = lstatOf(path);
+    if (!st) {
+        why = errnoText(errno);
+        return {};
+    }
+    bool relative = false;
+    const QString trash = trashFor(path, st->st_dev, relative, why);
+    if (trash.isEmpty()) return {};
+    const QString files = trash + QStringLiteral("/files"), info = trash + QStringLiteral("/info");
+    if (!QDir().mkpath(files) || !QDir().mkpath(info)) {
+        why = QStringLiteral("cannot make %1/files and info").arg(trash);
+        return {};
+    }
+    const QString inTrash = relative ? QDir(topDirOf(path, st->st_dev)).relativeFilePath(path)
+                                     : path;
+    const QByteArray record =
+        "[Trash Info]\nPath=" + QUrl::toPercentEncoding(inTrash, "/") + "\nDeletionDate=" +
+        QDateTime::currentDateTime().toString(QStringLiteral("yyyy-MM-ddThh:mm:ss")).toLatin1() +
+        "\n";
+    const QString base = QFileInfo(path).fileName();
+    for (int n = 1; n < 10000; ++n) {
+        const QString name = n == 1 ? base : QStringLiteral("%1.%2").arg(base).arg(n);
+        // The .trashinfo file first, made exclusively: it reserves the name.
+        const QString infoFile = info + QLatin1Char('/') + name + QStringLiteral(".trashinfo");
+        const int fd = ::open(QFile::encodeName(infoFile).constData(),
+                              O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            if (errno == EEXIST) continue;
+            why = QStringLiteral("cannot write %1: %2").arg(infoFile, errnoText(errno));
+            return {};
+        }
+        const bool written = ::write(fd, record.constData(), std::size_t(record.size())) ==
+                                 ssize_t(record.size()) &&
+                             ::fsync(fd) == 0;
+        const int writeErrno = errno;
+        ::close(fd);
+        const QByteArray infoName = QFile::encodeName(infoFile);
+        if (!written) {
+            ::unlink(infoName.constData());
+            why = QStringLiteral("cannot write %1: %2").arg(infoFile, errnoText(writeErrno));
+            return {};
+        }
+        const QString target = files + QLatin1Char('/') + name;
+        // Never onto something there (a rename would replace an empty folder).
+        if (::renameat2(AT_FDCWD, QFile::encodeName(path).constData(), AT_FDCWD,
+                        QFile::encodeName(target).constData(), RENAME_NOREPLACE) == 0)
+            return target;
+        const int e = errno;
+        ::unlink(infoName.constData());
+        if (e == EEXIST) continue;
+        why = e == EXDEV ? QStringLiteral("the trash %1 is on another file system").arg(trash)
+                         : QStringLiteral("cannot move it to %1: %2").arg(target, errnoText(e));
+        return {};
+    }
+    why = QStringLiteral("the trash %1 has too many items named %2").arg(trash, base);
+    return {};
+}
+
+} // namespace
+
+TrashOutcome moveRunToTrash(const QString& folder)
+{
+    TrashOutcome out;
+    const QFileInfo info(folder);
+    const QString path = QDir::cleanPath(info.absoluteFilePath());
+    if (!info.exists() && !info.isSymLink()) {
+        out.error = QStringLiteral("%1: no such folder").arg(path);
+        return out;
+    }
+    if (!info.isDir() || info.isSymLink()) {
+        out.error = QStringLiteral("%1 is not a run folder (not a folder)").arg(path);
+        return out;
+    }
+    const QDir dir(path);
+    if (!dir.exists(QStringLiteral("config.json")) && !dir.exists(QStringLiteral("checkpoints"))) {
+        out.error =
+            QStringLiteral("%1 is not a run folder (it has neither config.json nor checkpoints/)")
+                .arg(path);
+        return out;
+    }
+    try {
+        // Held for the move: a training that starts meanwhile is refused instead of writing into
+        // a folder on its way to the trash. The lock file moves with the folder.
+        const engine::RunLock lock = engine::RunLock::acquire(path.toStdString());
+        QString why;
+        out.trashPath = moveToTrash(path, why);
+        out.ok = !out.trashPath.isEmpty();
+        if (!out.ok)
+            out.error = QStringLiteral("%1 could not be moved to the trash: %2; it is unchanged")
+                            .arg(path, why);
+    } catch (const engine::RunFolderBusy& e) {
+        const auto who = engine::RunLock::holder(path.toStdString());
+        out.error = who ? QStringLiteral("%1 is being trained by %2: it stays where it is (stop "
+                                         "that training first)")
+                              .arg(path, QString::fromStdString(*who))
+                        : QString::fromUtf8(e.what());
+    } catch (const engine::Error& e) {
+        out.error = QStringLiteral("%1 could not be moved to the trash: %2")
+                        .arg(path, QString::fromUtf8(e.what()));
+    }
+    return out;
+}
+
+} // namespace towers::app

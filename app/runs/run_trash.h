@@ -1,0 +1,24 @@
+#pragma once
+// Moving a run folder to the desktop's trash (the freedesktop.org trash specification), as
+// the Runs page's "Move to trash…" and `towers-cli runs RUN --trash` do: the run can be restored
+// from there, nothing is deleted. A run that a process trains (its lock held, this process's
+// own training included) is refused, and so is a folder that holds no run; the lock is held
+// while the folder moves, so that no training can start in it meanwhile. Never copies: the
+// folder is renamed into the home trash ($XDG_DATA_HOME/Trash) when it is on that file system,
+// else into its volume's trash ($topdir/.Trash/$uid or $topdir/.Trash-$uid), with the
+// .trashinfo record that file managers restore it from; where neither can be used the move is
+// refused and the folder stays as it was.
+#include <QString>
+
+namespace towers::app {
+
+struct TrashOutcome
+{
+    bool ok = false;
+    QString trashPath; // where the folder now is (ok)
+    QString error;     // why it was not moved, naming the folder (not ok)
+};
+
+TrashOutcome moveRunToTrash(const QString& folder);
+
+} // namespace towers::app
