@@ -36,7 +36,9 @@ QString errnoText(int e)
 
 std::optional<struct stat> lstatOf(const QString& path)
 {
-    struct stat st{};
+    struct stat st
+    {
+    };
     if (::lstat(QFile::encodeName(path).constData(), &st) != 0) return std::nullopt;
     return st;
 }
@@ -54,7 +56,8 @@ bool usableTrash(const QString& dir, bool create)
 QString topDirOf(const QString& path, dev_t device)
 {
     QString top = path;
-    for (QString up = QFileInfo(top).absolutePath(); up != top; up = QFileInfo(top).absolutePath()) {
+    for (QString up = QFileInfo(top).absolutePath(); up != top;
+         up = QFileInfo(top).absolutePath()) {
         const auto st = lstatOf(up);
         if (!st || st->st_dev != device) break;
         top = up;
@@ -110,8 +113,8 @@ QString moveToTrash(const QString& path, QString& why)
         why = QStringLiteral("cannot make %1/files and info").arg(trash);
         return {};
     }
-    const QString inTrash = relative ? QDir(topDirOf(path, st->st_dev)).relativeFilePath(path)
-                                     : path;
+    const QString inTrash =
+        relative ? QDir(topDirOf(path, st->st_dev)).relativeFilePath(path) : path;
     const QByteArray record =
         "[Trash Info]\nPath=" + QUrl::toPercentEncoding(inTrash, "/") + "\nDeletionDate=" +
         QDateTime::currentDateTime().toString(QStringLiteral("yyyy-MM-ddThh:mm:ss")).toLatin1() +
@@ -128,9 +131,9 @@ QString moveToTrash(const QString& path, QString& why)
             why = QStringLiteral("cannot write %1: %2").arg(infoFile, errnoText(errno));
             return {};
         }
-        const bool written = ::write(fd, record.constData(), std::size_t(record.size())) ==
-                                 ssize_t(record.size()) &&
-                             ::fsync(fd) == 0;
+        const bool written =
+            ::write(fd, record.constData(), std::size_t(record.size())) == ssize_t(record.size()) &&
+            ::fsync(fd) == 0;
         const int writeErrno = errno;
         ::close(fd);
         const QByteArray infoName = QFile::encodeName(infoFile);

@@ -157,6 +157,15 @@ const Tensor& Model::forward(ExecContext& ctx, const Tensor& images)
     return m_logits;
 }
 
+const Tensor& Model::layerOutput(std::size_t i) const
+{
+    const std::size_t n = m_net->layers().size();
+    if (i >= n)
+        throw InvalidArgument("model '" + m_name + "' has " + std::to_string(n) +
+                              " layers, no layer " + std::to_string(i));
+    return i + 1 == n ? m_logits : m_net->output(i);
+}
+
 LossValue Model::loss(ExecContext& ctx, const Tensor& labels)
 {
     computeLoss(ctx, labels);

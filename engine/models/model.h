@@ -79,6 +79,8 @@ public:
     // Runs the network on images [N, H, W, C]; returns the logits [N, classes]. `images` must stay
     // unchanged until backward().
     const Tensor& forward(ExecContext& ctx, const Tensor& images);
+    // What layer i of layerTable() gave in the latest forward() (the last layer's: the logits).
+    const Tensor& layerOutput(std::size_t i) const;
     // The loss of the latest forward against Int32 labels [N]: computeLoss() and readLoss().
     LossValue loss(ExecContext& ctx, const Tensor& labels);
     // Computes the loss where the model lives, without waiting for it: the cross-entropy and the

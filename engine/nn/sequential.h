@@ -34,6 +34,9 @@ public:
     void visit(const std::function<void(Layer&)>& f) override;
 
     const std::vector<std::unique_ptr<Layer>>& layers() const { return m_layers; }
+    // The output of layer i of the latest forward(), for every layer but the last (whose output
+    // is the caller's y).
+    const Tensor& output(std::size_t i) const { return m_acts.at(i); }
 
 private:
     std::vector<std::unique_ptr<Layer>> m_layers;

@@ -107,6 +107,97 @@ std::vector<ClassScore> Classifier::topK(const std::vector<double>& probabilitie
     return s;
 }
 
+void computeStatistics(LayerView& view)
+{
+    const auto n = static_cast<double>(view.values.size());
+    if (view.values.empty()) return;
+    double sum = 0, lo = INFINITY, hi = -INFINITY;
+    std::size_t zeros = 0;
+    for (float v : view.values) {
+        sum += v;
+        lo = std::min(lo, double(v));
+        hi = std::max(hi, double(v));
+        zeros += v == 0.0f;
+    }
+    view.mean = sum / n;
+    double squares = 0;
+    for (float v : view.values) squares += (v - view.mean) * (v - view.mean);
+    view.stddev = std::sqrt(squares / n);
+    view.min = lo;
+    view.max = hi;
+    view.zeroFraction = double(zeros) / n;
+}
+
+namespace {
+
+LayerView viewOf(std::string name, std::string description, const Tensor& t, std::int64_t index)
+{
+    LayerView v;
+    v.name = std::move(name);
+    v.description = std::move(description);
+    const Tensor host = t.onHost();
+    std::vector<std::int64_t> dims;
+    for (int d = 1; d < host.rank(); ++d) dims.push_back(host.dim(d));
+    v.shape = Shape(dims);
+    const std::int64_t per = v.shape.numel();
+    const Tensor one = host.slice(index, index + 1).to(DType::Float32);
+    const float* p = one.data<float>();
+    v.values.assign(p, p + per);
+    computeStatistics(v);
+    return v;
+}
+
+} // namespace
+
+std::vector<LayerView> Classifier::layerOutputs(const ImageSet& images, std::int64_t index)
+{
+    if (images.count > 0 && images.imageShape() != m_source)
+        throw ShapeError("classifier: images must be " + m_source.str() + ", got " +
+                         images.imageShape().str());
+    if (index < 0 || index >= images.count)
+        throw InvalidArgument("classifier: no image " + std::to_string(index) + " among " +
+                              std::to_string(images.count));
+    ExecContext ctx{*m_ops, false, 0};
+    Tensor x, labels;
+    evaluationBatch(images, m_recipe, index, index + 1, x, labels);
+    m_model->forward(ctx, x);
+    std::vector<LayerView> views;
+    const char* normalization = m_recipe.normalization == Preprocessing::Normalization::PerImage
+                                    ? "standardised per image"
+                                : m_recipe.normalization == Preprocessing::Normalization::MeanStd
+                                    ? "normalised by the training set's mean and deviation"
+                                    : "scaled to 0..1";
+    views.push_back(viewOf("input",
+                           "the image as the model gets it: its central " +
+                               std::to_string(m_recipe.height) + "x" +
+                               std::to_string(m_recipe.width) + ", " + normalization,
+                           x, 0));
+    const auto rows = m_model->layerTable();
+    for (std::size_t i = 0; i < rows.size(); ++i)
+        views.push_back(viewOf(rows[i].name, rows[i].description, m_model->layerOutput(i), 0));
+    return views;
+}
+
+std::vector<LayerView> Classifier::convolutionFilters() const
+{
+    std::vector<LayerView> views;
+    for (const Parameter* p : m_model->parameters()) {
+        if (p->value.rank() != 4) continue;
+        LayerView v;
+        v.name = p->name;
+        const Shape& s = p->value.shape();
+        v.description = std::to_string(s[0]) + " filters of " + std::to_string(s[2]) + "x" +
+                        std::to_string(s[3]) + " over " + std::to_string(s[1]) +
+                        (s[1] == 1 ? " channel" : " channels");
+        v.shape = s;
+        const Tensor host = p->value.onHost().to(DType::Float32);
+        v.values.assign(host.data<float>(), host.data<float>() + host.numel());
+        computeStatistics(v);
+        views.push_back(std::move(v));
+    }
+    return views;
+}
+
 EvalResult Classifier::evaluate(const ImageSet& set, int batchSize)
 {
     if (set.imageShape() != m_source)

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/data/preprocessing.h"
@@ -17,6 +18,24 @@ struct ClassScore
     int label = 0;
     double probability = 0;
 };
+
+// One image as a layer of the network sees it or makes it (Classifier::layerOutputs), or one
+// convolution's filters (Classifier::convolutionFilters), with the figures a look inside asks
+// for first: is a layer dead (all zeros after its ReLU), saturated, or exploding?
+struct LayerView
+{
+    std::string name;        // "input", a layer's name ("conv1", "layer1.res"), a parameter's
+    std::string description; // the layer table's description ("3x3 conv, 32 filters, ...")
+    // One example's: [H, W, C] for feature maps (channels last, as `values`), [F] for features;
+    // filters: [O, I, kH, kW] (PyTorch's layout, as the checkpoint keeps them).
+    Shape shape;
+    std::vector<float> values;
+    double mean = 0, stddev = 0, min = 0, max = 0;
+    double zeroFraction = 0; // of the values that are exactly 0 (a ReLU's inactive units)
+};
+
+// Fills `view`'s statistics from its values.
+void computeStatistics(LayerView& view);
 
 class Classifier
 {
@@ -47,6 +66,13 @@ public:
     static std::vector<double> softmax(const std::vector<double>& logits);
     // The k most probable classes, most probable first.
     static std::vector<ClassScore> topK(const std::vector<double>& probabilities, int k);
+
+    // Image `index` of `images` (as probabilities() takes them) through the network: the input
+    // as the model gets it (preprocessed), then every layer of the layer table's output, the
+    // last being the logits.
+    std::vector<LayerView> layerOutputs(const ImageSet& images, std::int64_t index = 0);
+    // The weights of every convolution (the moving averages when usesEma()), first layer first.
+    std::vector<LayerView> convolutionFilters() const;
 
     // Precision @ 1, per-class accuracy and confusion matrix over every example of `set`.
     EvalResult evaluate(const ImageSet& set, int batchSize = 250);

@@ -66,10 +66,10 @@ private slots:
                  QByteArray("weights"));
         QVERIFY(!QFileInfo::exists(folder));
         const QByteArray info = readAll(m_trash + QStringLiteral("/info/a run #1.trashinfo"));
-        QVERIFY2(info.startsWith("[Trash Info]\nPath=" +
-                                 QFile::encodeName(m_root.path()).replace(" ", "%20") +
-                                 "/runs/a%20run%20%231\nDeletionDate=" +
-                                 QDate::currentDate().toString(Qt::ISODate).toLatin1() + "T"),
+        QVERIFY2(info.startsWith(
+                     "[Trash Info]\nPath=" + QFile::encodeName(m_root.path()).replace(" ", "%20") +
+                     "/runs/a%20run%20%231\nDeletionDate=" +
+                     QDate::currentDate().toString(Qt::ISODate).toLatin1() + "T"),
                  info.constData());
         QVERIFY(info.endsWith("\n"));
 
@@ -123,10 +123,10 @@ private slots:
             eng::RunLock::acquire(run.toStdString(), "towers-cli train");
         out = moveRunToTrash(run);
         QVERIFY(!out.ok);
-        QVERIFY2(out.error.contains(QStringLiteral("is being trained by process %1")
-                                        .arg(::getpid())) &&
-                     out.error.contains(QStringLiteral("towers-cli train")),
-                 qPrintable(out.error));
+        QVERIFY2(
+            out.error.contains(QStringLiteral("is being trained by process %1").arg(::getpid())) &&
+                out.error.contains(QStringLiteral("towers-cli train")),
+            qPrintable(out.error));
         QVERIFY(QFileInfo::exists(run + QStringLiteral("/config.json")));
         lock.reset();
         QVERIFY(moveRunToTrash(run).ok);
@@ -156,7 +156,9 @@ private slots:
     // On another file system than the home trash (a tmpfs at /dev/shm): its own $topdir trash.
     void volumeTrash()
     {
-        struct stat shm{}, home{};
+        struct stat shm
+        {
+        }, home{};
         if (::stat("/dev/shm", &shm) != 0 || ::access("/dev/shm", W_OK) != 0)
             QSKIP("no writable /dev/shm: no second file system to trash from");
         QVERIFY(::stat(QFile::encodeName(m_root.path()).constData(), &home) == 0);
@@ -170,8 +172,7 @@ private slots:
         // The mount point is /dev/shm: its .Trash-$uid (or an administrator's .Trash/$uid).
         const QString uid = QString::number(::getuid());
         QVERIFY2(out.trashPath.startsWith(QStringLiteral("/dev/shm/.Trash-") + uid + "/files/") ||
-                     out.trashPath.startsWith(QStringLiteral("/dev/shm/.Trash/") + uid +
-                                              "/files/"),
+                     out.trashPath.startsWith(QStringLiteral("/dev/shm/.Trash/") + uid + "/files/"),
                  qPrintable(out.trashPath));
         QVERIFY(QFileInfo::exists(out.trashPath + QStringLiteral("/config.json")));
         const QString name = QFileInfo(out.trashPath).fileName();
@@ -179,16 +180,16 @@ private slots:
                                  QStringLiteral("/../info/") + name + QStringLiteral(".trashinfo");
         // A volume trash records the path relative to the volume's top.
         QVERIFY2(readAll(infoFile).contains(
-                     "\nPath=" + QFile::encodeName(QDir(QStringLiteral("/dev/shm"))
-                                                       .relativeFilePath(run)) +
+                     "\nPath=" +
+                     QFile::encodeName(QDir(QStringLiteral("/dev/shm")).relativeFilePath(run)) +
                      "\n"),
                  readAll(infoFile).constData());
         QDir(out.trashPath).removeRecursively();
         QFile::remove(infoFile);
         // The trash folders this made, when empty (rmdir leaves anything else's alone).
         const QString trash = QFileInfo(QFileInfo(out.trashPath).absolutePath()).absolutePath();
-        for (const QString& d : {trash + QStringLiteral("/files"), trash + QStringLiteral("/info"),
-                                 trash})
+        for (const QString& d :
+             {trash + QStringLiteral("/files"), trash + QStringLiteral("/info"), trash})
             ::rmdir(QFile::encodeName(d).constData());
     }
 };
