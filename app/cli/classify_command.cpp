@@ -3,12 +3,66 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include <algorithm>
+#include <cmath>
+
 #include "app/cli/command.h"
 #include "app/inference/image_files.h"
 #include "engine/errors.h"
 #include "engine/train/classifier.h"
 
 namespace towers::app {
+
+namespace {
+
+QString shapeText(const engine::Shape& s)
+{
+    QStringList dims;
+    for (int d = 0; d < s.rank(); ++d) dims << QString::number(s[d]);
+    return dims.join(QLatin1Char('x'));
+}
+
+// A figure in 9 characters: fixed point where it reads, else with an exponent.
+QString figure(double v)
+{
+    const double a = std::abs(v);
+    return (a != 0 && (a < 1e-3 || a >= 1e5) ? QString::number(v, 'e', 2)
+                                             : QString::number(v, 'f', 4))
+        .rightJustified(10);
+}
+
+void printLayers(const std::vector<engine::LayerView>& views, CommandIo& io)
+{
+    int width = 5;
+    for (const auto& v : views) width = std::max(width, int(v.name.size()));
+    io.out << "  " << QStringLiteral("layer").leftJustified(width) << "  "
+           << QStringLiteral("output").leftJustified(12) << "      mean       std       min"
+           << "       max   zeros\n";
+    for (const auto& v : views)
+        io.out << "  " << QString::fromStdString(v.name).leftJustified(width) << "  "
+               << shapeText(v.shape).leftJustified(12) << figure(v.mean) << figure(v.stddev)
+               << figure(v.min) << figure(v.max)
+               << QString::number(100 * v.zeroFraction, 'f', 1).rightJustified(7) << "%\n";
+}
+
+QJsonArray layersJson(const std::vector<engine::LayerView>& views)
+{
+    QJsonArray out;
+    for (const auto& v : views) {
+        QJsonArray shape;
+        for (int d = 0; d < v.shape.rank(); ++d) shape.append(qint64(v.shape[d]));
+        out.append(QJsonObject{{QStringLiteral("layer"), QString::fromStdString(v.name)},
+                               {QStringLiteral("shape"), shape},
+                               {QStringLiteral("mean"), v.mean},
+                               {QStringLiteral("stddev"), v.stddev},
+                               {QStringLiteral("min"), v.min},
+                               {QStringLiteral("max"), v.max},
+                               {QStringLiteral("zero_fraction"), v.zeroFraction}});
+    }
+    return out;
+}
+
+} // namespace
 
 int runClassify(const QStringList& args, CommandIo& io)
 {
@@ -34,8 +88,12 @@ int runClassify(const QStringList& args, CommandIo& io)
          QStringLiteral("k"), QStringLiteral("5")},
         {QStringLiteral("no-ema"),
          QStringLiteral("Use the raw weights, not their moving averages.")},
+        {QStringLiteral("layers"),
+         QStringLiteral("Also show what each layer makes of each image: its output's shape, mean, "
+                        "deviation, range and share of zeros (a ReLU's inactive units).")},
         {QStringLiteral("json"),
-         QStringLiteral("Print JSON: each image's top classes and all its logits.")},
+         QStringLiteral("Print JSON: each image's top classes and all its logits (and with "
+                        "--layers, each layer's figures).")},
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code)) return code;
@@ -70,9 +128,12 @@ int runClassify(const QStringList& args, CommandIo& io)
     for (const auto& l : logits) probs.push_back(engine::Classifier::softmax(l));
     const auto& names = classifier.classNames();
     const bool json = p.isSet(QStringLiteral("json"));
+    const bool layers = p.isSet(QStringLiteral("layers"));
     QJsonArray results;
     for (int i = 0; i < files.size(); ++i) {
         const auto top = engine::Classifier::topK(probs[std::size_t(i)], topK);
+        const auto views =
+            layers ? classifier.layerOutputs(images, i) : std::vector<engine::LayerView>{};
         if (json) {
             QJsonArray classes;
             for (const auto& s : top)
@@ -83,15 +144,18 @@ int runClassify(const QStringList& args, CommandIo& io)
             // Every class's logit, in label order (what an ONNX export's "logits" output gives).
             QJsonArray all;
             for (double v : logits[std::size_t(i)]) all.append(v);
-            results.append(QJsonObject{{QStringLiteral("image"), files[i]},
-                                       {QStringLiteral("top"), classes},
-                                       {QStringLiteral("logits"), all}});
+            QJsonObject result{{QStringLiteral("image"), files[i]},
+                               {QStringLiteral("top"), classes},
+                               {QStringLiteral("logits"), all}};
+            if (layers) result.insert(QStringLiteral("layers"), layersJson(views));
+            results.append(result);
             continue;
         }
         io.out << files[i] << "\n";
         for (const auto& s : top)
             io.out << "  " << QString::number(100 * s.probability, 'f', 2).rightJustified(6)
                    << "%  " << QString::fromStdString(names[std::size_t(s.label)]) << "\n";
+        if (layers) printLayers(views, io);
     }
     if (json)
         io.out << QJsonDocument(QJsonObject{{QStringLiteral("checkpoint"), checkpointFile},

@@ -21,7 +21,7 @@ _towers_cli()
                 --weight-decay --ema-decay --augment --seed --init-from --run-dir --checkpoint-every
                 --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --log-every --histogram-every --loader-workers --json --help" ;;
         eval) options="--checkpoint --data-dir --no-ema --batch-size --json --help" ;;
-        classify) options="--checkpoint --top-k --no-ema --json --help" ;;
+        classify) options="--checkpoint --top-k --no-ema --layers --json --help" ;;
         export) options="--checkpoint --output --opset --layout --no-ema --force --json --help" ;;
         runs) options="--runs-dir --json --trash --help" ;;
         datasets) options="--data-dir --json --help" ;;

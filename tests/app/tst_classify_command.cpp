@@ -12,7 +12,11 @@
 #include <QFileInfo>
 #include <QImage>
 #include <QImageReader>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -130,6 +134,42 @@ private slots:
         const double peak = childrenPeakRssMb();
         QVERIFY2(peak < kMaxRssMb,
                  qPrintable(QStringLiteral("peak resident size %1 MB").arg(peak)));
+    }
+
+    // --layers: each image's layers with their figures, as text and as JSON.
+    void layersOfEachImage()
+    {
+        QImage image(28, 28, QImage::Format_Grayscale8);
+        for (int y = 0; y < 28; ++y)
+            for (int x = 0; x < 28; ++x) image.setPixel(x, y, qRgb(x * 9, x * 9, x * 9));
+        QVERIFY(image.save(path("ramp.png")));
+        const Run text = classify({path("ramp.png"), QStringLiteral("--layers")});
+        QVERIFY2(text.exitCode == 0, qPrintable(text.err));
+        QVERIFY2(text.out.contains(QRegularExpression(
+                     QStringLiteral("\\n  layer +output +mean +std +min +max +zeros\\n"
+                                    "  input +28x28x1 .*\\n  conv1 +28x28x32 .*%\\n"))) &&
+                     text.out.contains(QRegularExpression(QStringLiteral("\\n  fc2 +10 "))),
+                 qPrintable(text.out));
+        const Run json =
+            classify({path("ramp.png"), QStringLiteral("--layers"), QStringLiteral("--json")});
+        QVERIFY2(json.exitCode == 0, qPrintable(json.err));
+        const QJsonArray layers = QJsonDocument::fromJson(json.out.toUtf8())
+                                      .object()
+                                      .value(QStringLiteral("results"))
+                                      .toArray()
+                                      .at(0)
+                                      .toObject()
+                                      .value(QStringLiteral("layers"))
+                                      .toArray();
+        QCOMPARE(layers.size(), 11); // the input and fashion-fast's 10 layers
+        const QJsonObject bn1 = layers.at(2).toObject();
+        QCOMPARE(bn1.value(QStringLiteral("layer")).toString(), QStringLiteral("bn1"));
+        QCOMPARE(bn1.value(QStringLiteral("shape")).toArray(), (QJsonArray{28, 28, 32}));
+        QCOMPARE(bn1.value(QStringLiteral("min")).toDouble(), 0.0); // after its ReLU
+        const double zeros = bn1.value(QStringLiteral("zero_fraction")).toDouble();
+        QVERIFY(zeros > 0 && zeros < 1);
+        QVERIFY(bn1.value(QStringLiteral("max")).toDouble() >
+                bn1.value(QStringLiteral("mean")).toDouble());
     }
 
     void hostileFilesAreRefused_data()

@@ -137,8 +137,8 @@ private slots:
                             sum += w.at(o * 9 + (dy + 1) * 3 + (dx + 1)) *
                                    input.values[std::size_t((y + dy) * 28 + x + dx)];
                         }
-                    worst = std::max(worst,
-                                     std::abs(sum - conv.values[std::size_t((y * 28 + x) * 32 + o)]));
+                    worst = std::max(
+                        worst, std::abs(sum - conv.values[std::size_t((y * 28 + x) * 32 + o)]));
                 }
         QVERIFY2(worst < 1e-5, qPrintable(QString::number(worst)));
 
@@ -151,9 +151,9 @@ private slots:
         worst = 0;
         for (std::size_t i = 0; i < conv.values.size(); ++i) {
             const std::int64_t ch = std::int64_t(i % 32);
-            const double z = (conv.values[i] - mean.at(ch)) / std::sqrt(var.at(ch) + 1e-5) *
-                                 gamma.at(ch) +
-                             beta.at(ch);
+            const double z =
+                (conv.values[i] - mean.at(ch)) / std::sqrt(var.at(ch) + 1e-5) * gamma.at(ch) +
+                beta.at(ch);
             worst = std::max(worst, std::abs(std::max(z, 0.0) - bn.values[i]));
         }
         QVERIFY2(worst < 1e-5, qPrintable(QString::number(worst)));
@@ -170,7 +170,8 @@ private slots:
                     for (int dy = 0; dy < 2; ++dy)
                         for (int dx = 0; dx < 2; ++dx)
                             top = std::max(
-                                top, bn.values[std::size_t(((2 * y + dy) * 28 + 2 * x + dx) * 32 + ch)]);
+                                top,
+                                bn.values[std::size_t(((2 * y + dy) * 28 + 2 * x + dx) * 32 + ch)]);
                     QCOMPARE(pool.values[std::size_t((y * 14 + x) * 32 + ch)], top);
                 }
 
@@ -178,8 +179,7 @@ private slots:
         const auto logits = classifier.logits(set)[1];
         const auto& last = views.back();
         QCOMPARE(last.shape, engine::Shape({10}));
-        for (std::size_t j = 0; j < 10; ++j)
-            QVERIFY(std::abs(logits[j] - last.values[j]) < 1e-5);
+        for (std::size_t j = 0; j < 10; ++j) QVERIFY(std::abs(logits[j] - last.values[j]) < 1e-5);
         QCOMPARE(named(views, "flatten").shape, engine::Shape({3136}));
 
         QVERIFY_THROWS_EXCEPTION(engine::InvalidArgument, classifier.layerOutputs(set, 3));
