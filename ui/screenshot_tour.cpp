@@ -16,6 +16,7 @@
 #include "ui/pages/data_page.h"
 #include "ui/pages/devices_page.h"
 #include "ui/pages/import_images_dialog.h"
+#include "ui/pages/layers_dialog.h"
 #include "ui/pages/model_page.h"
 #include "ui/pages/runs_page.h"
 #include "ui/pages/train_page.h"
@@ -163,6 +164,16 @@ void ScreenshotTour::addStandardSteps()
              m_scratch = nullptr;
          },
          [dialog]() -> QWidget* { return dialog->data(); }});
+    // Layers…: what each layer made of the image the Classify page classified.
+    auto layers = std::make_shared<QPointer<LayersDialog>>();
+    addStep({QStringLiteral("layers"),
+             [w, layers] {
+                 w->showPage(MainWindow::Classify);
+                 *layers = w->classifyPage()->openLayers();
+             },
+             [layers] { return *layers && (*layers)->isVisible(); }, 5000,
+             [layers] { delete layers->data(); },
+             [layers]() -> QWidget* { return layers->data(); }});
 }
 
 void ScreenshotTour::start()

@@ -4,10 +4,10 @@
 #include <QJsonObject>
 
 #include <algorithm>
-#include <cmath>
 
 #include "app/cli/command.h"
 #include "app/inference/image_files.h"
+#include "app/inference/layer_figures.h"
 #include "engine/errors.h"
 #include "engine/train/classifier.h"
 
@@ -15,20 +15,9 @@ namespace towers::app {
 
 namespace {
 
-QString shapeText(const engine::Shape& s)
-{
-    QStringList dims;
-    for (int d = 0; d < s.rank(); ++d) dims << QString::number(s[d]);
-    return dims.join(QLatin1Char('x'));
-}
-
-// A figure in 9 characters: fixed point where it reads, else with an exponent.
 QString figure(double v)
 {
-    const double a = std::abs(v);
-    return (a != 0 && (a < 1e-3 || a >= 1e5) ? QString::number(v, 'e', 2)
-                                             : QString::number(v, 'f', 4))
-        .rightJustified(10);
+    return layerFigure(v, 4).rightJustified(10);
 }
 
 void printLayers(const std::vector<engine::LayerView>& views, CommandIo& io)
@@ -40,8 +29,8 @@ void printLayers(const std::vector<engine::LayerView>& views, CommandIo& io)
            << "       max   zeros\n";
     for (const auto& v : views)
         io.out << "  " << QString::fromStdString(v.name).leftJustified(width) << "  "
-               << shapeText(v.shape).leftJustified(12) << figure(v.mean) << figure(v.stddev)
-               << figure(v.min) << figure(v.max)
+               << layerShapeText(v.shape, QStringLiteral("x")).leftJustified(12) << figure(v.mean)
+               << figure(v.stddev) << figure(v.min) << figure(v.max)
                << QString::number(100 * v.zeroFraction, 'f', 1).rightJustified(7) << "%\n";
 }
 

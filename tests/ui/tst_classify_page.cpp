@@ -8,7 +8,9 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QMimeData>
+#include <QPushButton>
 #include <QSignalSpy>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QUrl>
@@ -21,9 +23,11 @@
 #include "hostile_images.h"
 #include "ui/models/sample_image_model.h"
 #include "ui/pages/classify_page.h"
+#include "ui/pages/layers_dialog.h"
 #include "ui/plots/bar_chart.h"
 #include "ui/plots/heat_map.h"
 #include "ui/widgets/image_drop_area.h"
+#include "ui/widgets/layer_mosaic.h"
 #include <qcustomplot.h>
 
 using towers::ui::ClassifyPage;
@@ -93,6 +97,35 @@ private slots:
         QCOMPARE(page.topChart()->barCount(), 5);
         QCOMPARE(page.topChart()->value(0), best[0].probability);
 
+        // Layers…: every layer's output for this image, as the engine gives it; the first
+        // convolution shown first, its output or its filters.
+        QPushButton* layersButton = nullptr;
+        for (auto* b : page.findChildren<QPushButton*>())
+            if (b->text() == QStringLiteral("&Layers…")) layersButton = b;
+        QVERIFY(layersButton && layersButton->isEnabled());
+        ui::LayersDialog* layers = page.openLayers();
+        QVERIFY(layers && layers->isVisible());
+        const auto expected = oracle.layerOutputs(one, 0);
+        QCOMPARE(layers->table()->rowCount(), int(expected.size()));
+        QCOMPARE(layers->table()->item(0, 0)->text(), QStringLiteral("input"));
+        QCOMPARE(layers->table()->item(1, 0)->text(), QStringLiteral("conv1"));
+        QCOMPARE(layers->table()->item(1, 1)->text(), QStringLiteral("28 × 28 × 32"));
+        QCOMPARE(layers->shownLayer(), 1);
+        QVERIFY(layers->canShowFilters());
+        QCOMPARE(layers->picture(), ui::activationMosaic(expected[1]));
+        QVERIFY(layers->detailText().contains(QStringLiteral("32 channels of 28 × 28")));
+        layers->setShowFilters(true);
+        QCOMPARE(layers->picture(), ui::filterMosaic(oracle.convolutionFilters().at(0)));
+        QVERIFY(layers->detailText().contains(QStringLiteral("32 filters of 3x3 over 1 channel")));
+        layers->showLayer(3); // pool1: no filters, its output
+        QVERIFY(!layers->canShowFilters() && !layers->showsFilters());
+        QCOMPARE(layers->picture(), ui::activationMosaic(expected[3]));
+        QCOMPARE(layers->histogramChart()->barCount(), 20);
+        double share = 0;
+        for (int i = 0; i < 20; ++i) share += layers->histogramChart()->value(i);
+        QVERIFY(std::abs(share - 1) < 1e-9);
+        layers->close();
+
         // The same image as a PNG file: the same pixels, the same answer.
         const QString png = m_dir.filePath(QStringLiteral("seventeen.png"));
         QVERIFY(app::toQImage(m_data->test, 17).save(png));
@@ -110,6 +143,8 @@ private slots:
         page.classifyFile(text);
         QCOMPARE(errors.count(), 1);
         QVERIFY(errors.at(0).at(0).toString().contains(QStringLiteral("notes.png")));
+        QVERIFY(!layersButton->isEnabled()); // no image, no layers
+        QVERIFY(!page.openLayers());
     }
 
     void wholeTestSet()

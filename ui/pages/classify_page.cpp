@@ -24,6 +24,7 @@
 #include "app/runs/run_builder.h"
 #include "ui/models/class_accuracy_model.h"
 #include "ui/models/sample_image_model.h"
+#include "ui/pages/layers_dialog.h"
 #include "ui/plots/bar_chart.h"
 #include "ui/plots/heat_map.h"
 #include "ui/widgets/image_drop_area.h"
@@ -96,6 +97,12 @@ void ClassifyPage::buildUi()
     imageButtons->addWidget(m_testImage);
     imageButtons->addWidget(m_randomImage);
     imageButtons->addWidget(m_invert);
+    m_layersButton = new QPushButton(tr("&Layers…"), single);
+    m_layersButton->setToolTip(
+        tr("What each layer of the network makes of this image: its outputs as pictures, a "
+           "convolution's filters, and their figures"));
+    connect(m_layersButton, &QPushButton::clicked, this, &ClassifyPage::openLayers);
+    imageButtons->addWidget(m_layersButton);
     imageButtons->addStretch(1);
     imageColumn->addLayout(imageButtons);
     singleLayout->addLayout(imageColumn, 1);
@@ -212,6 +219,7 @@ void ClassifyPage::openCheckpoint(const QString& path)
             auto shared = std::make_shared<Shared>();
             shared->classifier =
                 std::make_unique<engine::Classifier>(path.toStdString(), /*useEma=*/true);
+            shared->filters = shared->classifier->convolutionFilters();
             return shared;
         },
         [this, path](const auto& r) { onCheckpoint(r, path); });
@@ -244,6 +252,7 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
     m_cellImages->setDataset(nullptr);
     m_topChart->clear();
     m_top.clear();
+    m_layers.clear();
     m_summary->clear();
     m_info->setText(
         tr("<b>%1</b> — %2 trained on %3 for %4 steps%5; %6 classes; images of %7 × %8 × %9")
@@ -302,8 +311,21 @@ void ClassifyPage::showImageError(const QString& message)
     m_inputView->clear();
     m_topChart->clear();
     m_top.clear();
+    m_layers.clear();
+    updateControls();
     m_caption->setText(tr("<b>Cannot classify:</b> %1").arg(message.toHtmlEscaped()));
     emit errorOccurred(message);
+}
+
+ClassifyPage::ImageAnswer ClassifyPage::answerFor(engine::Classifier& classifier,
+                                                  const engine::ImageSet& one)
+{
+    // One pass gives every layer's output; the last is the logits.
+    auto layers = classifier.layerOutputs(one, 0);
+    const std::vector<double> logits(layers.back().values.begin(), layers.back().values.end());
+    return ImageAnswer{app::toQImage(one, 0),
+                       engine::Classifier::topK(engine::Classifier::softmax(logits), 5),
+                       std::move(layers)};
 }
 
 void ClassifyPage::classifyImage(const QImage& image, const QString& caption)
@@ -322,8 +344,7 @@ void ClassifyPage::classifyImage(const QImage& image, const QString& caption)
             set.width = source[1];
             set.channels = source[2];
             app::appendImage(input, source, set);
-            const auto probs = shared->classifier->probabilities(set);
-            return ImageAnswer{app::toQImage(set, 0), engine::Classifier::topK(probs.at(0), 5)};
+            return answerFor(*shared->classifier, set);
         },
         [this, caption](const app::JobResult<ImageAnswer>& r) {
             if (!r.ok()) {
@@ -402,8 +423,7 @@ void ClassifyPage::classifyTestImage(qint64 index)
                 one.channels = t.channels;
                 one.pixels.assign(t.image(index), t.image(index) + t.imageBytes());
                 one.labels = {t.labels[std::size_t(index)]};
-                const auto probs = shared->classifier->probabilities(one);
-                return ImageAnswer{app::toQImage(one, 0), engine::Classifier::topK(probs.at(0), 5)};
+                return answerFor(*shared->classifier, one);
             },
             [this, caption](const app::JobResult<ImageAnswer>& r) {
                 if (!r.ok()) {
@@ -444,6 +464,9 @@ void ClassifyPage::showAnswer(const ImageAnswer& answer, const QString& caption)
                            : tr("%1<br><b>%2</b> (%3 %)")
                                  .arg(caption.toHtmlEscaped(), m_top.front().first.toHtmlEscaped(),
                                       QLocale().toString(m_top.front().second * 100, 'f', 1)));
+    m_layers = answer.layers;
+    m_layersCaption = m_caption->text();
+    updateControls();
     emit imageClassified();
 }
 
@@ -530,6 +553,19 @@ void ClassifyPage::updateControls()
     m_image->setEnabled(ready);
     m_cancelAll->setEnabled(m_testJob.isRunning());
     m_invert->setEnabled(ready && m_source.rank() == 3 && m_source[2] == 1);
+    m_layersButton->setEnabled(ready && !m_layers.empty());
+}
+
+LayersDialog* ClassifyPage::openLayers()
+{
+    if (m_layers.empty() || !m_classifier) return nullptr;
+    auto* dialog = new LayersDialog(
+        m_layers, m_classifier->filters,
+        tr("%1 — %2").arg(m_layersCaption, QFileInfo(m_checkpointPath).fileName().toHtmlEscaped()),
+        this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    dialog->show();
+    return dialog;
 }
 
 } // namespace towers::ui

@@ -1,7 +1,8 @@
 #pragma once
 // The Classify page: open a checkpoint (it names its model, classes and preprocessing), then
 // classify an image file (opened, or dropped on the image) or a test image of the checkpoint's
-// dataset, with the five most probable classes as a bar chart beside it; or classify the whole
+// dataset, with the five most probable classes as a bar chart beside it, and what each layer made
+// of it (Layers…: LayersDialog); or classify the whole
 // test set: accuracy, per-class accuracy and a confusion-matrix heat map whose cells, clicked,
 // show their images. Loading and classifying run off the UI thread; results of superseded jobs
 // are dropped. Image files (opened, or dropped: a file, or a folder, which is refused) are read by
@@ -39,6 +40,7 @@ class BarChart;
 class ClassAccuracyModel;
 class HeatMap;
 class ImageDropArea;
+class LayersDialog;
 class SampleImageModel;
 
 class ClassifyPage : public QWidget
@@ -75,6 +77,9 @@ public:
     QString summaryText() const;
     // The line under the image: its name and answer, or why it could not be classified.
     QString captionText() const;
+    // "Layers…": what each layer made of the latest classified image (nullptr before one was);
+    // a window of its own, non-modal.
+    LayersDialog* openLayers();
 
 public slots:
     void openCheckpoint(const QString& path);
@@ -103,12 +108,16 @@ private:
     {
         std::mutex mutex;
         std::unique_ptr<engine::Classifier> classifier;
+        std::vector<engine::LayerView> filters; // every convolution's, read once
     };
     struct ImageAnswer
     {
         QImage input; // what the model sees, before normalisation
         std::vector<engine::ClassScore> top;
+        std::vector<engine::LayerView> layers; // the input and every layer's output
     };
+    // Image 0 of `one` through the classifier: the five most probable classes and every layer.
+    static ImageAnswer answerFor(engine::Classifier& classifier, const engine::ImageSet& one);
     void buildUi();
     void onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r, const QString& path);
     void withTestSet(std::function<void()> then);
@@ -124,6 +133,8 @@ private:
     engine::Shape m_source;
     std::shared_ptr<const engine::Dataset> m_dataset;
     std::vector<std::pair<QString, double>> m_top;
+    std::vector<engine::LayerView> m_layers; // of the image the page shows
+    QString m_layersCaption;
     std::optional<app::TestSetPredictions> m_predictions;
     std::shared_ptr<std::atomic<bool>> m_cancel;
     std::shared_ptr<std::atomic<std::int64_t>> m_done;
@@ -143,6 +154,7 @@ private:
     QPushButton* m_testImage;
     QPushButton* m_randomImage;
     QCheckBox* m_invert;
+    QPushButton* m_layersButton;
     BarChart* m_topChart;
     QPushButton* m_classifyAll;
     QPushButton* m_cancelAll;

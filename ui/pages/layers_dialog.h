@@ -1,0 +1,66 @@
+#pragma once
+// The Classify page's "Layers…" window: what each layer of the network made of the classified
+// image (Classifier::layerOutputs), as NVIDIA DIGITS showed it. A table of the layers with their
+// output's shape, mean, deviation, range and share of zeros (a layer that is all but all zeros
+// after its ReLU is marked); the chosen layer's output as a mosaic of its channels, and, for a
+// convolution, its filters; the distribution of its values. Non-modal: the page stays usable.
+#include <QDialog>
+#include <QImage>
+
+#include <vector>
+
+#include "engine/train/classifier.h"
+
+class QCheckBox;
+class QLabel;
+class QScrollArea;
+class QTableWidget;
+
+namespace towers::ui {
+
+class BarChart;
+
+class LayersDialog : public QDialog
+{
+    Q_OBJECT
+public:
+    // `outputs`: the input, then each layer's output; `filters`: every convolution's weights
+    // (parameter "<layer>.weight"); `caption`: the image and its answer.
+    LayersDialog(std::vector<engine::LayerView> outputs, std::vector<engine::LayerView> filters,
+                 const QString& caption, QWidget* parent = nullptr);
+
+    QTableWidget* table() const { return m_table; }
+    // Shows layer `row` of the table (0: the input).
+    void showLayer(int row);
+    int shownLayer() const { return m_row; }
+    // Shows the chosen convolution's filters instead of its output (when it has filters).
+    void setShowFilters(bool filters);
+    bool canShowFilters() const;
+    bool showsFilters() const;
+    // The picture shown, at one pixel per value (the window scales it up).
+    const QImage& picture() const { return m_picture; }
+    QString detailText() const;
+    BarChart* histogramChart() const { return m_histogram; }
+
+    // A layer whose output is at least this share zeros is marked: it passes almost nothing on.
+    static constexpr double kMostlyZeros = 0.99;
+
+protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;
+
+private:
+    const engine::LayerView* filtersOf(int row) const;
+    void showPicture();
+
+    std::vector<engine::LayerView> m_outputs, m_filters;
+    int m_row = -1;
+    QImage m_picture;
+    QTableWidget* m_table;
+    QLabel* m_detail;
+    QCheckBox* m_filtersBox;
+    QScrollArea* m_scroll;
+    QLabel* m_view;
+    BarChart* m_histogram;
+};
+
+} // namespace towers::ui
