@@ -47,9 +47,9 @@ private slots:
         QCOMPARE(layout.columns, 2);
         const QImage m = activationMosaic(v);
         QCOMPARE(m.size(), QSize(2 * 3 + 1, 2 * 3 + 1)); // 2 x 2 tiles of 2 x 2, 1 pixel apart
-        QCOMPARE(greyAt(m, 1, 1), 0);                      // channel 0, (0, 0): the minimum
-        QCOMPARE(greyAt(m, 4 + 1, 4 + 1), 255);            // channel 3, (1, 1): the maximum
-        QCOMPARE(greyAt(m, 4 + 0, 1), qRound(255 * 10 / 33.0)); // channel 1, (0, 0)
+        QCOMPARE(greyAt(m, 1, 1), 0);                    // channel 0, (0, 0): the minimum
+        QCOMPARE(greyAt(m, 4 + 1, 4 + 1), 255);          // channel 3, (1, 1): the maximum
+        QCOMPARE(greyAt(m, 4 + 0, 1), qRound(255 * 10 / 33.0));          // channel 1, (0, 0)
         QVERIFY(greyAt(m, 0, 0) != 0 && m.pixel(0, 0) == m.pixel(3, 3)); // the background
     }
 
@@ -80,10 +80,10 @@ private slots:
         const auto v = view("conv2.weight", {2, 2, 1, 1}, {-1, 0.5f, 0, 1});
         const QImage m = filterMosaic(v);
         QCOMPARE(m.size(), QSize(2 * 2 + 1, 2 * 2 + 1));
-        QCOMPARE(m.pixel(1, 1), qRgb(0, 0, 255));       // -1: full blue
-        QCOMPARE(m.pixel(3, 1), qRgb(255, 128, 128));   // 0.5: half red
-        QCOMPARE(m.pixel(1, 3), qRgb(255, 255, 255));   // 0: white
-        QCOMPARE(m.pixel(3, 3), qRgb(255, 0, 0));       // 1: full red
+        QCOMPARE(m.pixel(1, 1), qRgb(0, 0, 255));     // -1: full blue
+        QCOMPARE(m.pixel(3, 1), qRgb(255, 128, 128)); // 0.5: half red
+        QCOMPARE(m.pixel(1, 3), qRgb(255, 255, 255)); // 0: white
+        QCOMPARE(m.pixel(3, 3), qRgb(255, 0, 0));     // 1: full red
     }
 
     void oneChannelFiltersInASquare()

@@ -1,11 +1,11 @@
 #include "ui/pages/layers_dialog.h"
 
 #include <QCheckBox>
+#include <QEvent>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLocale>
-#include <QEvent>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSplitter>
@@ -63,8 +63,8 @@ LayersDialog::LayersDialog(std::vector<engine::LayerView> outputs,
 
     auto* split = new QSplitter(Qt::Horizontal, this);
     m_table = new QTableWidget(int(m_outputs.size()), ColumnCount, split);
-    m_table->setHorizontalHeaderLabels(
-        {tr("Layer"), tr("Output"), tr("Mean"), tr("Deviation"), tr("Min"), tr("Max"), tr("Zeros")});
+    m_table->setHorizontalHeaderLabels({tr("Layer"), tr("Output"), tr("Mean"), tr("Deviation"),
+                                        tr("Min"), tr("Max"), tr("Zeros")});
     m_table->verticalHeader()->hide();
     m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 6);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -80,7 +80,8 @@ LayersDialog::LayersDialog(std::vector<engine::LayerView> outputs,
                                 figure(v.stddev),
                                 figure(v.min),
                                 figure(v.max),
-                                locale.toString(100 * v.zeroFraction, 'f', 1) + QStringLiteral(" %")};
+                                locale.toString(100 * v.zeroFraction, 'f', 1) +
+                                    QStringLiteral(" %")};
         const bool dead = v.name != "input" && v.zeroFraction >= kMostlyZeros;
         for (int c = 0; c < ColumnCount; ++c) {
             auto* item = new QTableWidgetItem(texts[c]);
@@ -136,8 +137,7 @@ LayersDialog::LayersDialog(std::vector<engine::LayerView> outputs,
     // The picture follows the room it has.
     m_scroll->viewport()->installEventFilter(this);
 
-    connect(m_table, &QTableWidget::currentCellChanged, this,
-            [this](int row) { showLayer(row); });
+    connect(m_table, &QTableWidget::currentCellChanged, this, [this](int row) { showLayer(row); });
     connect(m_filtersBox, &QCheckBox::toggled, this, [this] { showPicture(); });
     resize(1100, 700);
     // The first convolution's output, else the input.
@@ -194,10 +194,10 @@ void LayersDialog::showPicture()
     const engine::LayerView* filters = showsFilters() ? filtersOf(m_row) : nullptr;
     const engine::LayerView& v = filters ? *filters : out;
     m_picture = filters ? filterMosaic(v) : activationMosaic(v);
-    QString text = QStringLiteral("<b>%1</b> — %2<br>")
-                       .arg(QString::fromStdString(v.name).toHtmlEscaped(),
-                            QString::fromStdString(filters ? v.description : out.description)
-                                .toHtmlEscaped());
+    QString text =
+        QStringLiteral("<b>%1</b> — %2<br>")
+            .arg(QString::fromStdString(v.name).toHtmlEscaped(),
+                 QString::fromStdString(filters ? v.description : out.description).toHtmlEscaped());
     if (filters)
         text += tr("Weights %1: mean %2, deviation %3, from %4 to %5.")
                     .arg(shapeText(v.shape), figure(v.mean), figure(v.stddev), figure(v.min),
@@ -205,7 +205,8 @@ void LayersDialog::showPicture()
     else if (v.shape.rank() == 3)
         text += tr("%1 channels of %2 × %3, one tile each; black is the layer's minimum (%4), "
                    "white its maximum (%5).")
-                    .arg(v.name == "input" && v.shape[2] == 3 ? tr("3 colour") : QString::number(v.shape[2]))
+                    .arg(v.name == "input" && v.shape[2] == 3 ? tr("3 colour")
+                                                              : QString::number(v.shape[2]))
                     .arg(v.shape[0])
                     .arg(v.shape[1])
                     .arg(figure(v.min), figure(v.max));
@@ -221,8 +222,7 @@ void LayersDialog::showPicture()
     QVector<double> shares;
     const double width = (v.max - v.min) / kBins;
     // Bin centres with the decimals their spacing needs.
-    const int decimals =
-        width > 0 ? std::clamp(int(std::ceil(-std::log10(width))), 0, 6) : 2;
+    const int decimals = width > 0 ? std::clamp(int(std::ceil(-std::log10(width))), 0, 6) : 2;
     for (int b = 0; b < counts.size(); ++b) {
         labels << QLocale().toString(v.min + (b + 0.5) * width, 'f', decimals);
         shares << (v.values.empty() ? 0 : counts[b] / double(v.values.size()));
@@ -238,9 +238,8 @@ void LayersDialog::showPicture()
     const int factor = std::clamp(std::min(room.width() / std::max(m_picture.width(), 1),
                                            room.height() / std::max(m_picture.height(), 1)),
                                   1, 16);
-    m_view->setPixmap(QPixmap::fromImage(m_picture.scaled(m_picture.size() * factor,
-                                                          Qt::IgnoreAspectRatio,
-                                                          Qt::FastTransformation)));
+    m_view->setPixmap(QPixmap::fromImage(m_picture.scaled(
+        m_picture.size() * factor, Qt::IgnoreAspectRatio, Qt::FastTransformation)));
 }
 
 bool LayersDialog::eventFilter(QObject* watched, QEvent* event)

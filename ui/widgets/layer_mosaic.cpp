@@ -55,7 +55,8 @@ MosaicLayout activationLayout(const engine::LayerView& v)
         const auto n = v.values.size();
         l.tiles = n ? 1 : 0;
         l.tileWidth = int(std::ceil(std::sqrt(double(n))));
-        l.tileHeight = l.tileWidth ? int((n + std::size_t(l.tileWidth) - 1) / std::size_t(l.tileWidth)) : 0;
+        l.tileHeight =
+            l.tileWidth ? int((n + std::size_t(l.tileWidth) - 1) / std::size_t(l.tileWidth)) : 0;
     }
     l.columns = gridColumns(l.tiles, l.tileWidth, l.tileHeight);
     return l;
@@ -112,7 +113,8 @@ QImage filterMosaic(const engine::LayerView& v)
     for (int f = 0; f < o; ++f)
         for (int ch = 0; ch < (perFilter ? 1 : in); ++ch) {
             const int tile = perFilter ? f : f * in + ch;
-            const int x0 = 1 + (tile % l.columns) * (kw + 1), y0 = 1 + (tile / l.columns) * (kh + 1);
+            const int x0 = 1 + (tile % l.columns) * (kw + 1),
+                      y0 = 1 + (tile / l.columns) * (kh + 1);
             for (int y = 0; y < kh; ++y)
                 for (int x = 0; x < kw; ++x) {
                     const auto at = [&](int c) {
@@ -121,9 +123,10 @@ QImage filterMosaic(const engine::LayerView& v)
                     if (colour) {
                         // Each channel's weight as that colour's brightness around mid-grey.
                         const auto level = [&](int c) {
-                            return scale > 0 ? std::clamp(int(std::lround(128 + 127 * at(c) / scale)),
-                                                          0, 255)
-                                             : 128;
+                            return scale > 0
+                                       ? std::clamp(int(std::lround(128 + 127 * at(c) / scale)), 0,
+                                                    255)
+                                       : 128;
                         };
                         image.setPixel(x0 + x, y0 + y, qRgb(level(0), level(1), level(2)));
                     } else {

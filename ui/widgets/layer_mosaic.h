@@ -3,8 +3,8 @@
 // a feature map [H, W, C] as C grey tiles of H x W side by side, a feature vector [F] as one tile
 // of cells, and convolution filters [O, I, kH, kW] as a grid of kH x kW tiles (a row per filter,
 // a column per input channel; one tile per filter, in a square, when I is 1, and in colour when
-// I is 3), negative weights blue and positive red. Tiles are 1 pixel apart on a dark background; one scale serves a whole layer, so
-// tiles compare.
+// I is 3), negative weights blue and positive red. Tiles are 1 pixel apart on a dark background;
+// one scale serves a whole layer, so tiles compare.
 #include <QImage>
 
 #include "engine/train/classifier.h"
