@@ -262,6 +262,59 @@ private slots:
         QVERIFY(again.runTable()->isColumnHidden(towers::ui::RunListModel::Dataset));
     }
 
+    // Runs selected together: one curve per run on both plots, named by the run; back to one
+    // run, its own loss and accuracy again.
+    void comparesSelectedRuns()
+    {
+        QTemporaryDir root;
+        const QString runs = root.filePath(QStringLiteral("runs"));
+        makeRun(runs + QStringLiteral("/one"), 20, eng::Precision::Float32, 0.7);
+        makeRun(runs + QStringLiteral("/two"), 40, eng::Precision::Float32, 0.8);
+        makeRun(runs + QStringLiteral("/three"), 30);
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(runs);
+        RunsPage page(settings);
+        page.show();
+        QSignalSpy refreshed(&page, &RunsPage::refreshed);
+        QSignalSpy compared(&page, &RunsPage::comparisonShown);
+        QVERIFY(refreshed.wait(10000));
+        page.selectRun(runs + QStringLiteral("/one"));
+        QTRY_COMPARE(page.lossPlot()->pointCount(0), 20);
+        QCOMPARE(page.lossPlot()->seriesCount(), 1);
+
+        // Ctrl-click "two": both compared; the details stay the current run's.
+        const QModelIndex two = page.shownRuns()->index(
+            page.shownRuns()
+                ->mapFromSource(page.runModel()->index(
+                    page.runModel()->rowOf(runs + QStringLiteral("/two")), 0))
+                .row(),
+            0);
+        page.runTable()->selectionModel()->select(two, QItemSelectionModel::Select |
+                                                           QItemSelectionModel::Rows);
+        QVERIFY(compared.wait(10000));
+        QCOMPARE(page.comparedRuns().size(), 2);
+        QCOMPARE(page.lossPlot()->seriesCount(), 2);
+        QCOMPARE(page.accuracyPlot()->seriesCount(), 2);
+        QMap<QString, int> points;
+        for (int i = 0; i < 2; ++i) {
+            points[page.lossPlot()->seriesName(i)] = page.lossPlot()->pointCount(i);
+            QCOMPARE(page.accuracyPlot()->pointCount(i), 1);
+            QCOMPARE(page.accuracyPlot()->seriesName(i), page.lossPlot()->seriesName(i));
+        }
+        QCOMPARE(points,
+                 (QMap<QString, int>{{QStringLiteral("one"), 20}, {QStringLiteral("two"), 40}}));
+        QCOMPARE(page.selectedRun(), runs + QStringLiteral("/one"));
+        QVERIFY(
+            page.checkpointModel()->path(0).endsWith(QStringLiteral("ckpt-00000020.safetensors")));
+
+        // A plain click on "three": its own curves.
+        page.selectRun(runs + QStringLiteral("/three"));
+        QVERIFY(page.comparedRuns().isEmpty());
+        QCOMPARE(page.lossPlot()->seriesCount(), 1);
+        QTRY_COMPARE(page.lossPlot()->pointCount(0), 30);
+        QCOMPARE(page.lossPlot()->seriesName(0), QStringLiteral("loss"));
+    }
+
     // "Move to trash…": asked first, the folder goes to the desktop's trash (restorable, nothing
     // deleted) and the list forgets it; a run that this window or another process trains is
     // refused, with the action disabled and saying why, and so is a folder that holds no run.

@@ -168,7 +168,9 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     m_table = new QTableView(runsBox);
     m_table->setModel(m_sorted);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
-    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+    // Several runs selected (Ctrl- or Shift-click): their curves on the same plots.
+    m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
+    m_table->setToolTip(tr("Ctrl-click or Shift-click runs to compare their curves"));
     m_table->verticalHeader()->hide();
     // Rows as tall as their text, as the other tables.
     m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 6);
@@ -221,14 +223,10 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     dl->addWidget(m_followStatus);
     auto* plots = new QHBoxLayout;
     m_lossPlot = new PlotWidget(tr("Loss"), details);
-    m_lossPlot->addSeries(tr("loss"));
     m_lossPlot->setAxisLabels(tr("step"), QString());
     m_accuracyPlot = new PlotWidget(tr("Test accuracy"), details);
-    PlotWidget::SeriesStyle dots;
-    dots.markers = true;
-    dots.colorSlot = 2;
-    m_accuracyPlot->addSeries(tr("precision @ 1"), dots);
     m_accuracyPlot->setYRange(0, 1);
+    setPlotSeries({});
     m_accuracyPlot->setAxisLabels(tr("step"), QString());
     for (auto* p : {m_lossPlot, m_accuracyPlot}) {
         p->setMinimumHeight(170);
@@ -319,6 +317,8 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     });
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             &RunsPage::showSelected);
+    connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+            &RunsPage::updateComparison);
     connect(m_checkpointTable->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             &RunsPage::updateButtons);
     connect(m_resume, &QPushButton::clicked, this, [this] {
@@ -494,8 +494,10 @@ void RunsPage::showSelected()
     const QString folder = r ? r->folder : QString();
     if (folder != m_shownRun) {
         m_shownRun = folder;
-        m_lossPlot->clearData();
-        m_accuracyPlot->clearData();
+        if (m_compared.isEmpty()) {
+            m_lossPlot->clearData();
+            m_accuracyPlot->clearData();
+        }
         m_towerChart->clear();
         m_towerChart->hide();
     }
@@ -582,8 +584,10 @@ void RunsPage::onFollowerUpdated()
     const auto* r = currentRun();
     if (!r || r->folder != m_follower->run()) return;
     const app::RunCurves& c = m_follower->curves();
-    m_lossPlot->setData(0, c.steps, c.loss);
-    m_accuracyPlot->setData(0, c.evalSteps, c.accuracy);
+    if (m_compared.isEmpty()) {
+        m_lossPlot->setData(0, c.steps, c.loss);
+        m_accuracyPlot->setData(0, c.evalSteps, c.accuracy);
+    }
     showTowerTimes();
     showCheckpoints(m_follower->checkpoints());
 
@@ -652,6 +656,77 @@ void RunsPage::showCheckpoints(const std::vector<engine::CheckpointFile>& checkp
     for (int i = 0; chosen && i < m_checkpoints->rowCount(); ++i)
         if (m_checkpoints->path(i) == keep) row = i;
     if (m_checkpoints->rowCount() > 0) m_checkpointTable->selectRow(row);
+}
+
+QStringList RunsPage::selectedRuns() const
+{
+    QStringList folders;
+    for (const QModelIndex& index : m_table->selectionModel()->selectedRows())
+        folders << index.data(RunListModel::FolderRole).toString();
+    return folders;
+}
+
+void RunsPage::setPlotSeries(const QStringList& names)
+{
+    m_lossPlot->clearSeries();
+    m_accuracyPlot->clearSeries();
+    PlotWidget::SeriesStyle dots;
+    dots.markers = true;
+    if (names.isEmpty()) { // one run: its loss and accuracy, as the Train page draws them
+        m_lossPlot->addSeries(tr("loss"));
+        dots.colorSlot = 2;
+        m_accuracyPlot->addSeries(tr("precision @ 1"), dots);
+        m_lossPlot->setTitle(tr("Loss"));
+        m_accuracyPlot->setTitle(tr("Test accuracy"));
+        return;
+    }
+    for (const QString& name : names) {
+        m_lossPlot->addSeries(name);
+        m_accuracyPlot->addSeries(name, dots);
+    }
+    m_lossPlot->setTitle(tr("Loss of %1 runs").arg(names.size()));
+    m_accuracyPlot->setTitle(tr("Test accuracy of %1 runs").arg(names.size()));
+}
+
+void RunsPage::updateComparison()
+{
+    QStringList runs = selectedRuns();
+    if (runs.size() < 2) runs.clear();
+    if (runs == m_compared) return;
+    m_compared = runs;
+    if (runs.isEmpty()) {
+        // Back to the shown run's curves, as its follower read them.
+        m_compare.cancel();
+        setPlotSeries({});
+        const app::RunCurves& c = m_follower->curves();
+        if (!m_shownRun.isEmpty() && m_follower->run() == m_shownRun) {
+            m_lossPlot->setData(0, c.steps, c.loss);
+            m_accuracyPlot->setData(0, c.evalSteps, c.accuracy);
+        }
+        emit comparisonShown();
+        return;
+    }
+    m_compare.start(
+        [runs] {
+            std::vector<app::RunCurves> curves;
+            for (const QString& folder : runs) curves.push_back(app::readRunCurves(folder));
+            return curves;
+        },
+        [this, runs](const app::JobResult<std::vector<app::RunCurves>>& r) {
+            if (runs != m_compared) return;
+            QStringList names;
+            for (const QString& folder : runs) names << QFileInfo(folder).fileName();
+            setPlotSeries(names);
+            if (r.ok())
+                for (int i = 0; i < runs.size(); ++i) {
+                    const app::RunCurves& c = (*r.value)[std::size_t(i)];
+                    m_lossPlot->setData(i, c.steps, c.loss);
+                    m_accuracyPlot->setData(i, c.evalSteps, c.accuracy);
+                }
+            else
+                emit errorOccurred(tr("Cannot read the runs' curves: %1").arg(r.error));
+            emit comparisonShown();
+        });
 }
 
 bool RunsPage::trainedElsewhere() const

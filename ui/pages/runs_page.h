@@ -3,6 +3,7 @@
 // metrics.jsonl, eval.jsonl, checkpoints/), the selected run's configuration, its loss and
 // accuracy curves and its checkpoints; resume the run, load a checkpoint into Classify, or export
 // it as an ONNX file (off the UI thread, through engine::exportOnnx as `towers-cli export`).
+// Runs selected together share the plots, a curve each; a run goes to the trash on request.
 // The folder is read off the UI thread. A run that another process trains (a cluster job writing
 // to a shared folder) is followed live, read-only (RunFollower): its curves, checkpoints and each
 // tower's step times are read again every couple of seconds while the page is shown.
@@ -56,6 +57,10 @@ public:
     // Selects the run in `folder` once it is listed (after the next refresh if need be).
     void selectRun(const QString& folder);
     QString selectedRun() const;
+    // The runs selected in the table (the current one among them), in the table's order; with
+    // two or more, the plots compare their curves (comparedRuns()).
+    QStringList selectedRuns() const;
+    QStringList comparedRuns() const { return m_compared; }
     // The checkpoint chosen in the table, else the newest of the selected run.
     QString selectedCheckpoint() const;
     bool isBusy() const { return m_scan.isRunning(); }
@@ -107,6 +112,8 @@ signals:
     void runTrashed(const QString& folder, const QString& trashPath);
     // After each refresh has been applied.
     void refreshed();
+    // The plots show the compared runs' curves, or the shown run's again.
+    void comparisonShown();
 
 protected:
     void showEvent(QShowEvent* event) override;
@@ -121,6 +128,9 @@ private:
     void showTowerTimes();
     void showCheckpoints(const std::vector<engine::CheckpointFile>& checkpoints);
     bool trainedElsewhere() const;
+    // The plots' series: one per compared run (named), or the shown run's loss and accuracy.
+    void setPlotSeries(const QStringList& names);
+    void updateComparison();
     // The selected run's row in m_runs (-1: none), and the run.
     int currentRunRow() const;
     const app::RunSummary* currentRun() const;
@@ -128,6 +138,8 @@ private:
     app::AppSettings& m_settings;
     app::LatestJob<std::vector<app::RunSummary>> m_scan{this};
     app::LatestJob<engine::OnnxExportSummary> m_export{this};
+    app::LatestJob<std::vector<app::RunCurves>> m_compare{this};
+    QStringList m_compared; // the runs whose curves the plots compare (none: the shown run's)
     QString m_pendingSelection;
     QString m_shownRun; // the run whose details are shown
     bool m_resumeAllowed = true;
