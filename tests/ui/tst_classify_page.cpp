@@ -7,6 +7,7 @@
 // opened, and the page goes on working.
 #include <QDir>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QMimeData>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -22,6 +23,7 @@
 #include "engine/train/recipe.h"
 #include "hostile_images.h"
 #include "ui/models/sample_image_model.h"
+#include "ui/pages/classify_many_dialog.h"
 #include "ui/pages/classify_page.h"
 #include "ui/pages/layers_dialog.h"
 #include "ui/plots/bar_chart.h"
@@ -145,6 +147,65 @@ private slots:
         QVERIFY(errors.at(0).at(0).toString().contains(QStringLiteral("notes.png")));
         QVERIFY(!layersButton->isEnabled()); // no image, no layers
         QVERIFY(!page.openLayers());
+    }
+
+    // Several files dropped at once: "Classify many", a row each (thumbnail, class, probability,
+    // runner-up, or why it was not read), a summary, the CSV, and a row shown on the page.
+    void classifiesMany()
+    {
+        ClassifyPage page;
+        QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
+        QSignalSpy answered(&page, &ClassifyPage::imageClassified);
+        page.openCheckpoint(m_checkpoint);
+        QVERIFY(loaded.wait(20000));
+        QStringList files;
+        for (int i : {3, 4, 5}) {
+            files << m_dir.filePath(QStringLiteral("many-%1.png").arg(i));
+            QVERIFY(app::toQImage(m_data->test, i).save(files.back()));
+        }
+        files.insert(1, m_dir.filePath(QStringLiteral("many-missing.png")));
+        auto* dropArea = page.findChild<ui::ImageDropArea*>();
+        QMimeData mime;
+        QList<QUrl> urls;
+        for (const QString& f : files) urls << QUrl::fromLocalFile(f);
+        mime.setUrls(urls);
+        QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton,
+                              Qt::NoModifier);
+        QCoreApplication::sendEvent(dropArea, &enter);
+        QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QCoreApplication::sendEvent(dropArea, &drop);
+        auto* many = page.findChild<ui::ClassifyManyDialog*>();
+        QVERIFY(many && many->isVisible());
+        QTRY_VERIFY_WITH_TIMEOUT(!many->isRunning(), 20000);
+        QCOMPARE(many->table()->rowCount(), 4);
+        QCOMPARE(many->table()->item(0, 1)->text(), QStringLiteral("many-3.png"));
+        QVERIFY(many->table()->item(1, 2)->text().startsWith(QStringLiteral("⚠ ")));
+        QVERIFY(many->table()->item(1, 2)->toolTip().contains(QStringLiteral("many-missing.png")));
+        QVERIFY(!many->table()->item(0, 0)->icon().isNull());
+        QVERIFY(many->table()->item(0, 3)->text().endsWith(QStringLiteral(" %")));
+        QVERIFY2(many->summaryText().startsWith(QStringLiteral("3 images classified: ")) &&
+                     many->summaryText().endsWith(QStringLiteral("; 1 could not be read.")),
+                 qPrintable(many->summaryText()));
+        // The same answers as one file at a time on the page.
+        page.classifyFile(files[0]);
+        QVERIFY(answered.wait(20000));
+        QCOMPARE(many->table()->item(0, 2)->text(), page.topClasses().front().first);
+
+        const QString csv = m_dir.filePath(QStringLiteral("many.csv"));
+        QVERIFY(many->saveCsv(csv));
+        QFile f(csv);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QCOMPARE(f.readAll().count('\n'), 5);
+        QString error;
+        QVERIFY(!many->saveCsv(m_dir.filePath(QStringLiteral("no/such/folder/x.csv")), &error));
+        QVERIFY2(error.contains(QStringLiteral("no/such/folder/x.csv")), qPrintable(error));
+
+        // A double-click shows that image on the page.
+        answered.clear();
+        emit many->table()->cellDoubleClicked(2, 1);
+        QVERIFY(answered.wait(20000));
+        QVERIFY(page.captionText().contains(QStringLiteral("many-4.png")));
+        many->close();
     }
 
     void wholeTestSet()

@@ -40,6 +40,23 @@ private slots:
         QCoreApplication::sendEvent(&area, &drop);
         QCOMPARE(dropped.count(), 1);
         QCOMPARE(dropped.at(0).at(0).toString(), QStringLiteral("/tmp/cat.png"));
+
+        // Several files at once: all of them, in order, remote ones left out.
+        QSignalSpy many(&area, &ImageDropArea::filesDropped);
+        QMimeData several;
+        several.setUrls({QUrl::fromLocalFile(QStringLiteral("/tmp/b.png")),
+                         QUrl(QStringLiteral("https://example.org/x.png")),
+                         QUrl::fromLocalFile(QStringLiteral("/tmp/a.png"))});
+        QDragEnterEvent enterMany(QPoint(50, 50), Qt::CopyAction, &several, Qt::LeftButton,
+                                  Qt::NoModifier);
+        QCoreApplication::sendEvent(&area, &enterMany);
+        QDropEvent dropMany(QPointF(50, 50), Qt::CopyAction, &several, Qt::LeftButton,
+                            Qt::NoModifier);
+        QCoreApplication::sendEvent(&area, &dropMany);
+        QCOMPARE(many.count(), 1);
+        QCOMPARE(many.at(0).at(0).toStringList(),
+                 (QStringList{QStringLiteral("/tmp/b.png"), QStringLiteral("/tmp/a.png")}));
+        QCOMPARE(dropped.count(), 1);
     }
 
     void showsTheImage()

@@ -11,6 +11,7 @@
 #include <QLabel>
 #include <QListView>
 #include <QLocale>
+#include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRandomGenerator>
@@ -24,6 +25,7 @@
 #include "app/runs/run_builder.h"
 #include "ui/models/class_accuracy_model.h"
 #include "ui/models/sample_image_model.h"
+#include "ui/pages/classify_many_dialog.h"
 #include "ui/pages/layers_dialog.h"
 #include "ui/plots/bar_chart.h"
 #include "ui/plots/heat_map.h"
@@ -72,7 +74,8 @@ void ClassifyPage::buildUi()
     singleLayout->setContentsMargins(0, 0, 0, 0);
     auto* imageColumn = new QVBoxLayout;
     m_image = new ImageDropArea(single);
-    m_image->setHint(tr("Drop an image file here, or click to open one"));
+    m_image->setHint(
+        tr("Drop an image file here, or click to open one (several files: each in a table)"));
     imageColumn->addWidget(m_image, 1);
     auto* captionRow = new QHBoxLayout;
     m_inputView = new QLabel(single);
@@ -172,6 +175,7 @@ void ClassifyPage::buildUi()
     top->addWidget(split, 1);
 
     connect(m_image, &ImageDropArea::fileDropped, this, &ClassifyPage::classifyFile);
+    connect(m_image, &ImageDropArea::filesDropped, this, &ClassifyPage::classifyFiles);
     connect(m_image, &ImageDropArea::clicked, this, &ClassifyPage::chooseImage);
     connect(m_openImage, &QPushButton::clicked, this, &ClassifyPage::chooseImage);
     connect(m_testImage, &QPushButton::clicked, this,
@@ -277,10 +281,52 @@ void ClassifyPage::chooseImage()
     QStringList patterns;
     for (const QByteArray& f : QImageReader::supportedImageFormats())
         patterns << QStringLiteral("*.") + QString::fromLatin1(f);
-    const QString path = QFileDialog::getOpenFileName(
-        this, tr("Open an image"), QString(),
+    const QStringList paths = QFileDialog::getOpenFileNames(
+        this, tr("Open images (several: classify many)"), QString(),
         tr("Images (%1);;All files (*)").arg(patterns.join(QLatin1Char(' '))));
-    if (!path.isEmpty()) classifyFile(path);
+    if (paths.size() == 1)
+        classifyFile(paths.front());
+    else if (paths.size() > 1)
+        classifyFiles(paths);
+}
+
+ClassifyManyDialog* ClassifyPage::classifyFiles(const QStringList& paths)
+{
+    if (!hasClassifier()) {
+        emit errorOccurred(tr("Open a checkpoint before classifying images"));
+        return nullptr;
+    }
+    if (m_manyCancel) m_manyCancel->store(true); // the previous window's files stop
+    auto cancel = std::make_shared<std::atomic<bool>>(false);
+    m_manyCancel = cancel;
+    auto* dialog = new ClassifyManyDialog(m_classifier->classifier->classNames(), 5, this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    auto done = std::make_shared<std::atomic<int>>(0);
+    dialog->watchProgress(done, int(paths.size()));
+    connect(dialog, &ClassifyManyDialog::cancelRequested, this, [cancel] { cancel->store(true); });
+    connect(dialog, &QObject::destroyed, this, [cancel] { cancel->store(true); });
+    connect(dialog, &ClassifyManyDialog::imageChosen, this, &ClassifyPage::classifyFile);
+    dialog->show();
+    const QPointer<ClassifyManyDialog> guard(dialog);
+    const auto shared = m_classifier;
+    m_manyJob.start(
+        [shared, paths, cancel, done] {
+            std::lock_guard lock(shared->mutex);
+            return app::classifyFiles(*shared->classifier, paths, 5, cancel.get(),
+                                      [done](int n, int) { done->store(n); });
+        },
+        [this, guard, cancel,
+         n = paths.size()](const app::JobResult<std::vector<app::FileAnswer>>& r) {
+            if (!guard) return;
+            if (!r.ok()) {
+                guard->setAnswers({}, false);
+                emit errorOccurred(tr("Classifying the files failed: %1").arg(r.error));
+                return;
+            }
+            guard->setAnswers(*r.value, cancel->load() && qsizetype(r.value->size()) < n);
+            emit logMessage(tr("Classified %1 of %2 files").arg(r.value->size()).arg(n));
+        });
+    return dialog;
 }
 
 void ClassifyPage::classifyFile(const QString& path)

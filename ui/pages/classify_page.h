@@ -20,6 +20,7 @@
 #include <optional>
 #include <vector>
 
+#include "app/inference/classify_files.h"
 #include "app/inference/test_set_predictions.h"
 #include "app/jobs/latest_job.h"
 #include "engine/data/dataset.h"
@@ -37,6 +38,7 @@ class QTimer;
 namespace towers::ui {
 
 class BarChart;
+class ClassifyManyDialog;
 class ClassAccuracyModel;
 class HeatMap;
 class ImageDropArea;
@@ -85,6 +87,9 @@ public slots:
     void openCheckpoint(const QString& path);
     void chooseCheckpoint();
     void classifyFile(const QString& path);
+    // "Classify many": every file in a window of its own (ClassifyManyDialog), read and
+    // classified off the UI thread; the window (nullptr without a checkpoint).
+    ClassifyManyDialog* classifyFiles(const QStringList& paths);
     void chooseImage();
     void classifyImage(const QImage& image, const QString& caption);
     // Test image `index` of the checkpoint's dataset (loaded on first use).
@@ -144,6 +149,8 @@ private:
     app::LatestJob<std::shared_ptr<const engine::Dataset>> m_datasetJob{this};
     app::LatestJob<ImageAnswer> m_imageJob{this};
     app::LatestJob<app::TestSetPredictions> m_testJob{this};
+    app::LatestJob<std::vector<app::FileAnswer>> m_manyJob{this};
+    std::shared_ptr<std::atomic<bool>> m_manyCancel;
 
     QLabel* m_info;
     ImageDropArea* m_image;

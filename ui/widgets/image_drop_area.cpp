@@ -76,12 +76,15 @@ void ImageDropArea::dropEvent(QDropEvent* event)
 {
     m_dragging = false;
     update();
+    QStringList files;
     for (const QUrl& url : event->mimeData()->urls())
-        if (url.isLocalFile()) {
-            event->acceptProposedAction();
-            emit fileDropped(url.toLocalFile());
-            return;
-        }
+        if (url.isLocalFile()) files << url.toLocalFile();
+    if (files.isEmpty()) return;
+    event->acceptProposedAction();
+    if (files.size() == 1)
+        emit fileDropped(files.front());
+    else
+        emit filesDropped(files);
 }
 
 void ImageDropArea::mouseReleaseEvent(QMouseEvent* event)

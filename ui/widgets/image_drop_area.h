@@ -20,6 +20,8 @@ public:
 signals:
     // A local file was dropped (or chosen by clicking).
     void fileDropped(const QString& path);
+    // Several local files were dropped at once, in the order given.
+    void filesDropped(const QStringList& paths);
     void clicked();
 
 protected:

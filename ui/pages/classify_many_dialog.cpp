@@ -1,0 +1,194 @@
+#include "ui/pages/classify_many_dialog.h"
+
+#include <QDialogButtonBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLocale>
+#include <QPixmap>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSaveFile>
+#include <QTableWidget>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <map>
+
+namespace towers::ui {
+
+namespace {
+
+enum Column
+{
+    Image,
+    File,
+    Class,
+    Probability,
+    RunnerUp,
+    ColumnCount
+};
+
+constexpr int kThumb = 40;
+
+} // namespace
+
+ClassifyManyDialog::ClassifyManyDialog(std::vector<std::string> classNames, int k, QWidget* parent)
+    : QDialog(parent), m_classNames(std::move(classNames)), m_k(k)
+{
+    setWindowTitle(tr("Classify many"));
+    auto* top = new QVBoxLayout(this);
+    auto* progressRow = new QHBoxLayout;
+    m_summary = new QLabel(tr("Reading the images…"), this);
+    m_summary->setWordWrap(true);
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_progress = new QProgressBar(this);
+    m_cancel = new QPushButton(tr("Cancel"), this);
+    progressRow->addWidget(m_progress, 1);
+    progressRow->addWidget(m_cancel);
+    top->addWidget(m_summary);
+    top->addLayout(progressRow);
+    m_table = new QTableWidget(0, ColumnCount, this);
+    m_table->setHorizontalHeaderLabels(
+        {tr("Image"), tr("File"), tr("Class"), tr("Probability"), tr("Runner-up")});
+    m_table->verticalHeader()->hide();
+    m_table->verticalHeader()->setDefaultSectionSize(kThumb + 4);
+    m_table->setIconSize(QSize(kThumb, kThumb));
+    m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->setTextElideMode(Qt::ElideMiddle);
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->horizontalHeader()->setSectionResizeMode(Class, QHeaderView::Stretch);
+    m_table->setSortingEnabled(false);
+    m_table->setToolTip(tr("Double-click a row to show the image on the Classify page"));
+    top->addWidget(m_table, 1);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
+    m_save = buttons->addButton(tr("&Save CSV…"), QDialogButtonBox::ActionRole);
+    m_save->setEnabled(false);
+    top->addWidget(buttons);
+
+    connect(m_cancel, &QPushButton::clicked, this, [this] {
+        m_cancel->setEnabled(false);
+        emit cancelRequested();
+    });
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::close);
+    connect(m_save, &QPushButton::clicked, this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save the answers"),
+                                                          QStringLiteral("classified.csv"),
+                                                          tr("CSV files (*.csv);;All files (*)"));
+        QString error;
+        if (!path.isEmpty() && !saveCsv(path, &error))
+            m_summary->setText(tr("⚠ %1").arg(error.toHtmlEscaped()));
+    });
+    connect(m_table, &QTableWidget::cellDoubleClicked, this, [this](int row) {
+        if (row >= 0 && row < int(m_answers.size()) && m_answers[std::size_t(row)].error.isEmpty())
+            emit imageChosen(m_answers[std::size_t(row)].file);
+    });
+    m_poll = new QTimer(this);
+    m_poll->setInterval(100);
+    resize(820, 560);
+}
+
+void ClassifyManyDialog::watchProgress(std::shared_ptr<std::atomic<int>> done, int total)
+{
+    setProgress(0, total);
+    connect(m_poll, &QTimer::timeout, this, [this, done, total] {
+        if (!m_finished) setProgress(done->load(), total);
+    });
+    m_poll->start();
+}
+
+void ClassifyManyDialog::setProgress(int done, int total)
+{
+    m_progress->setRange(0, std::max(total, 1));
+    m_progress->setValue(done);
+    m_summary->setText(tr("Reading and classifying %1 of %2 images…")
+                           .arg(QLocale().toString(done), QLocale().toString(total)));
+}
+
+void ClassifyManyDialog::setAnswers(std::vector<app::FileAnswer> answers, bool cancelled)
+{
+    m_answers = std::move(answers);
+    m_finished = true;
+    m_poll->stop();
+    m_progress->hide();
+    m_cancel->hide();
+    m_save->setEnabled(!m_answers.empty());
+    const QLocale locale;
+    const auto className = [this](int label) {
+        return std::size_t(label) < m_classNames.size()
+                   ? QString::fromStdString(m_classNames[std::size_t(label)])
+                   : QString::number(label);
+    };
+    m_table->setRowCount(int(m_answers.size()));
+    std::map<QString, int> counts;
+    int failed = 0;
+    for (int r = 0; r < int(m_answers.size()); ++r) {
+        const app::FileAnswer& a = m_answers[std::size_t(r)];
+        auto* image = new QTableWidgetItem;
+        if (!a.input.isNull())
+            image->setIcon(QPixmap::fromImage(
+                a.input.scaled(kThumb, kThumb, Qt::KeepAspectRatio, Qt::FastTransformation)));
+        auto* file = new QTableWidgetItem(QFileInfo(a.file).fileName());
+        file->setToolTip(a.file);
+        m_table->setItem(r, Image, image);
+        m_table->setItem(r, File, file);
+        if (!a.error.isEmpty()) {
+            ++failed;
+            // The row names the file: the reason alone, the whole message as the tooltip.
+            QString reason = a.error;
+            if (reason.startsWith(a.file + QStringLiteral(": ")))
+                reason = reason.mid(a.file.size() + 2);
+            auto* why = new QTableWidgetItem(QStringLiteral("⚠ ") + reason);
+            why->setToolTip(a.error);
+            m_table->setItem(r, Class, why);
+            m_table->setSpan(r, Class, 1, ColumnCount - Class);
+            continue;
+        }
+        const auto& best = a.top.front();
+        ++counts[className(best.label)];
+        m_table->setItem(r, Class, new QTableWidgetItem(className(best.label)));
+        auto* p = new QTableWidgetItem(locale.toString(100 * best.probability, 'f', 1) +
+                                       QStringLiteral(" %"));
+        p->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+        m_table->setItem(r, Probability, p);
+        if (a.top.size() > 1)
+            m_table->setItem(r, RunnerUp,
+                             new QTableWidgetItem(
+                                 QStringLiteral("%1 (%2 %)")
+                                     .arg(className(a.top[1].label),
+                                          locale.toString(100 * a.top[1].probability, 'f', 1))));
+    }
+    // "12 images classified: Shirt (5), Coat (3), …; 1 could not be read."
+    std::vector<std::pair<QString, int>> byCount(counts.begin(), counts.end());
+    std::stable_sort(byCount.begin(), byCount.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    QStringList parts;
+    for (const auto& [name, n] : byCount) parts << QStringLiteral("%1 (%2)").arg(name).arg(n);
+    QString text = tr("%1 images classified").arg(int(m_answers.size()) - failed);
+    if (!parts.isEmpty()) text += QStringLiteral(": ") + parts.join(QStringLiteral(", "));
+    if (failed) text += tr("; %1 could not be read").arg(failed);
+    if (cancelled) text += tr("; cancelled before the rest");
+    m_summary->setText(text + QLatin1Char('.'));
+}
+
+QString ClassifyManyDialog::summaryText() const
+{
+    return m_summary->text();
+}
+
+bool ClassifyManyDialog::saveCsv(const QString& path, QString* error)
+{
+    QSaveFile out(path);
+    if (!out.open(QIODevice::WriteOnly) ||
+        out.write(app::answersCsv(m_answers, m_classNames, m_k)) < 0 || !out.commit()) {
+        if (error) *error = tr("Cannot write %1: %2").arg(path, out.errorString());
+        return false;
+    }
+    return true;
+}
+
+} // namespace towers::ui
