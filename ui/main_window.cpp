@@ -23,6 +23,7 @@
 #include "ui/pages/classify_page.h"
 #include "ui/pages/data_page.h"
 #include "ui/pages/devices_page.h"
+#include "ui/pages/lr_finder_dialog.h"
 #include "ui/pages/model_page.h"
 #include "ui/pages/runs_page.h"
 #include "ui/pages/train_page.h"
@@ -244,6 +245,8 @@ void MainWindow::connectPages()
     connect(m_runs, &RunsPage::classifyRequested, this, &MainWindow::classifyWith);
     connect(m_runs, &RunsPage::fineTuneRequested, this, &MainWindow::fineTuneFrom);
     connect(m_model->form(), &HyperparameterForm::initFromChosen, this, &MainWindow::fineTuneFrom);
+    connect(m_model->form(), &HyperparameterForm::findLearningRateRequested, this,
+            &MainWindow::findLearningRate);
 
     m_classify->setDatasetProvider([this](const std::string& name) {
         ClassifyPage::DatasetSource source;
@@ -423,6 +426,32 @@ void MainWindow::classifyWith(const QString& checkpoint)
 {
     m_classify->openCheckpoint(checkpoint);
     showPage(Classify);
+}
+
+LrFinderDialog* MainWindow::findLearningRate()
+{
+    if (m_train->isActive()) {
+        showError(tr("A run is training: the range test would share the cores with it. Stop the "
+                     "run first."));
+        return nullptr;
+    }
+    const auto dataset = m_data->loadedDataset();
+    if (!dataset || dataset->name != m_data->datasetName().toStdString()) {
+        showError(tr("Load a dataset on the Data page first: the range test trains on it."));
+        return nullptr;
+    }
+    if (!m_model->form()->isValid()) {
+        showError(tr("The hyperparameters are not valid: %1").arg(m_model->form()->error()));
+        return nullptr;
+    }
+    auto* dialog = new LrFinderDialog(pagesConfig(), dataset, {}, this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    connect(dialog, &LrFinderDialog::learningRateChosen, this, [this](double lr) {
+        m_model->form()->setLearningRate(lr);
+        appendLog(tr("Learning rate %1, from the range test").arg(lr));
+    });
+    dialog->show();
+    return dialog;
 }
 
 void MainWindow::fineTuneFrom(const QString& checkpoint, const QString& model)

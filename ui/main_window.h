@@ -27,6 +27,7 @@ class ClassifyPage;
 class DataPage;
 class DevicesPage;
 class ErrorBanner;
+class LrFinderDialog;
 class ModelPage;
 class RunsPage;
 class TrainPage;
@@ -86,6 +87,10 @@ public slots:
     void classifyWith(const QString& checkpoint);
     // The Model page set for a new run from `checkpoint`'s weights, with its run's `model`.
     void fineTuneFrom(const QString& checkpoint, const QString& model);
+    // "Find…" beside the learning rate: the range test with the pages' configuration on the
+    // loaded dataset, in a window of its own (nullptr, with the reason in the banner, while a run
+    // trains or before a dataset is loaded); its suggestion, used, goes into the form.
+    LrFinderDialog* findLearningRate();
     // Closes without asking, as SIGTERM or Ctrl-C in the terminal ask for: a training run stops
     // after its current step and writes its checkpoint first. `why` goes to the log.
     void closeWithoutAsking(const QString& why);

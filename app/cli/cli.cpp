@@ -21,6 +21,7 @@ const Command kCommands[] = {
      runDownload},
     {"models", "List the models, or show one model's layers", runModels},
     {"train", "Train a model with replicated towers on a dataset", runTrain},
+    {"lr-find", "Find a learning rate: the range test, the loss as the rate rises", runLrFind},
     {"eval", "Evaluate a checkpoint on its dataset's test set", runEval},
     {"classify", "Classify image files with a checkpoint", runClassify},
     {"export", "Write a checkpoint's model as an ONNX file", runExport},

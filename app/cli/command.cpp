@@ -5,6 +5,8 @@
 
 #include "app/data/data_dirs.h"
 #include "app/runs/run_scanner.h"
+#include "engine/data/dataset.h"
+#include "engine/data/dataset_spec.h"
 
 namespace towers::app {
 
@@ -42,6 +44,28 @@ QString helpTextFor(const QCommandLineParser& parser, const QString& program)
     if (text.startsWith(usage) && end >= usage.size())
         text.replace(usage.size(), end - usage.size(), program);
     return text;
+}
+
+QString firstDatasetFound(const std::vector<std::filesystem::path>& searchPath)
+{
+    for (const std::string& name : engine::autoTrainDatasets())
+        if (engine::findDataset(name, searchPath)) return QString::fromStdString(name);
+    return {};
+}
+
+bool doubleOption(const QCommandLineParser& parser, const QString& name, double min, double max,
+                  double& value, CommandIo& io)
+{
+    if (!parser.isSet(name)) return true;
+    bool ok = false;
+    const double v = parser.value(name).toDouble(&ok);
+    if (!ok || !(v >= min && v <= max)) {
+        io.err << "towers-cli: --" << name << " must be a number from " << min << " to " << max
+               << ", got '" << parser.value(name) << "'\n";
+        return false;
+    }
+    value = v;
+    return true;
 }
 
 bool intOption(const QCommandLineParser& parser, const QString& name, int min, int max, int& value,

@@ -54,6 +54,12 @@ QString helpTextFor(const QCommandLineParser& parser, const QString& program);
 // Reads an integer option, accepting [min, max]; prints an error naming the option otherwise.
 bool intOption(const QCommandLineParser& parser, const QString& name, int min, int max, int& value,
                CommandIo& io);
+// The first dataset found of those tried when none is named, in the dataset table's order of
+// preference (DatasetSpec::autoTrainRank); "" when none is.
+QString firstDatasetFound(const std::vector<std::filesystem::path>& searchPath);
+// Reads a number option, accepting [min, max]; prints an error naming the option otherwise.
+bool doubleOption(const QCommandLineParser& parser, const QString& name, double min, double max,
+                  double& value, CommandIo& io);
 // Reads an on|off option into `value` (left as it is when the option is not given); prints an
 // error naming the option otherwise.
 bool onOffOption(const QCommandLineParser& parser, const QString& name, bool& value, CommandIo& io);
@@ -99,6 +105,7 @@ int runDatasets(const QStringList& args, CommandIo& io);
 int runImport(const QStringList& args, CommandIo& io);
 int runRuns(const QStringList& args, CommandIo& io);
 int runTrain(const QStringList& args, CommandIo& io);
+int runLrFind(const QStringList& args, CommandIo& io);
 int runEval(const QStringList& args, CommandIo& io);
 int runClassify(const QStringList& args, CommandIo& io);
 int runExport(const QStringList& args, CommandIo& io);

@@ -171,21 +171,6 @@ private:
     QString m_lastCheckpoint;
 };
 
-bool doubleOption(const QCommandLineParser& p, const QString& name, double min, double max,
-                  double& value, CommandIo& io)
-{
-    if (!p.isSet(name)) return true;
-    bool ok = false;
-    const double v = p.value(name).toDouble(&ok);
-    if (!ok || !(v >= min && v <= max)) {
-        io.err << "towers-cli train: --" << name << " must be a number from " << min << " to "
-               << max << ", got '" << p.value(name) << "'\n";
-        return false;
-    }
-    value = v;
-    return true;
-}
-
 bool int64Option(const QCommandLineParser& p, const QString& name, qint64 min, qint64 max,
                  std::int64_t& value, CommandIo& io)
 {
@@ -199,15 +184,6 @@ bool int64Option(const QCommandLineParser& p, const QString& name, qint64 min, q
     }
     value = v;
     return true;
-}
-
-// The first dataset found of those tried when none is named, in the dataset table's order of
-// preference (DatasetSpec::autoTrainRank).
-QString firstDatasetFound(const std::vector<std::filesystem::path>& searchPath)
-{
-    for (const std::string& name : engine::autoTrainDatasets())
-        if (engine::findDataset(name, searchPath)) return QString::fromStdString(name);
-    return {};
 }
 
 QString joined(const std::vector<std::string>& names)

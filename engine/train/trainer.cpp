@@ -163,6 +163,30 @@ std::string runIdentity(TrainConfig c)
 
 } // namespace
 
+TowerSetOptions towerSetOptionsFor(const TrainConfig& c, ProcessGroup* processes)
+{
+    TowerSetOptions o;
+    o.model = c.model;
+    o.numClasses = c.classes;
+    o.backend = c.backend;
+    o.towers = c.towers;
+    o.gpus = c.gpus;
+    o.allowTf32 = c.allowTf32;
+    o.cudnnBenchmark = c.cudnnBenchmark;
+    o.precision = c.precision;
+    o.allreduce = c.allreduce;
+    o.bucketMb = c.bucketMb;
+    o.graphs = c.cudaGraphs;
+    o.threadsPerTower = c.resolvedThreadsPerTower(processes ? processes->localSize() : 1);
+    o.optimizer = c.optimizer;
+    o.weightDecay = c.weightDecay;
+    o.dropout = c.dropout;
+    o.emaDecay = c.emaDecay;
+    o.seed = c.seed;
+    o.processes = processes;
+    return o;
+}
+
 Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path runDirectory,
                  DataDescription data, TrainerObserver* observer, ProcessGroup* processes,
                  const std::function<void(TowerSetOptions&)>& towerOptions)
@@ -175,25 +199,7 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
     if (m_stepsPerEpoch < 1)
         throw InvalidArgument("the data source has no complete global batch per epoch");
     m_total = m_config.totalSteps(m_stepsPerEpoch);
-    TowerSetOptions o;
-    o.model = m_config.model;
-    o.numClasses = m_config.classes;
-    o.backend = m_config.backend;
-    o.towers = m_config.towers;
-    o.gpus = m_config.gpus;
-    o.allowTf32 = m_config.allowTf32;
-    o.cudnnBenchmark = m_config.cudnnBenchmark;
-    o.precision = m_config.precision;
-    o.allreduce = m_config.allreduce;
-    o.bucketMb = m_config.bucketMb;
-    o.graphs = m_config.cudaGraphs;
-    o.threadsPerTower = m_config.resolvedThreadsPerTower(m_group ? m_group->localSize() : 1);
-    o.optimizer = m_config.optimizer;
-    o.weightDecay = m_config.weightDecay;
-    o.dropout = m_config.dropout;
-    o.emaDecay = m_config.emaDecay;
-    o.seed = m_config.seed;
-    o.processes = m_group;
+    TowerSetOptions o = towerSetOptionsFor(m_config, m_group);
     if (towerOptions) towerOptions(o);
     m_towers = std::make_unique<TowerSet>(o);
     const int classes = m_towers->model().numClasses();

@@ -38,6 +38,10 @@ struct DataDescription
     Shape imageShape;                    // [H, W, C] of the dataset's images (may be empty)
 };
 
+// The towers' options a configuration asks for (model, devices, optimizer, precision, seed...);
+// the trainer builds its towers from them, and so does the learning-rate range test.
+TowerSetOptions towerSetOptionsFor(const TrainConfig& config, ProcessGroup* processes = nullptr);
+
 class Trainer
 {
 public:

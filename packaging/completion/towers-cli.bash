@@ -7,7 +7,7 @@ _towers_cli()
     local cur prev words cword
     _init_completion || return
 
-    local commands="train eval classify export runs datasets import download models devices selftest bench"
+    local commands="train lr-find eval classify export runs datasets import download models devices selftest bench"
     if ((cword == 1)); then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
         return
@@ -20,6 +20,7 @@ _towers_cli()
                 --batch-size --steps --epochs --optimizer --lr --lr-schedule --momentum
                 --weight-decay --ema-decay --augment --seed --init-from --run-dir --checkpoint-every
                 --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --log-every --histogram-every --loader-workers --json --help" ;;
+        lr-find) options="--dataset --data-dir --model --towers --batch-size --threads-per-tower --seed --min-lr --max-lr --steps --json --help" ;;
         eval) options="--checkpoint --data-dir --no-ema --batch-size --json --help" ;;
         classify) options="--checkpoint --top-k --no-ema --layers --json --help" ;;
         export) options="--checkpoint --output --opset --layout --no-ema --force --json --help" ;;

@@ -260,6 +260,40 @@ private slots:
         QVERIFY2(header == 0 && weights > header, qPrintable(t.out));
     }
 
+    // lr-find: the range test on the dataset with a run's towers and batch, every step in JSON
+    // with the suggestion; the text says what to train with; bad ranges are usage errors.
+    void lrFind()
+    {
+        const CliRun json =
+            run({QStringLiteral("lr-find"), QStringLiteral("--dataset"),
+                 QStringLiteral("fashion-mnist"), QStringLiteral("--towers"), QStringLiteral("2"),
+                 QStringLiteral("--batch-size"), QStringLiteral("16"), QStringLiteral("--steps"),
+                 QStringLiteral("20"), QStringLiteral("--json")});
+        QVERIFY2(json.exitCode == 0, qPrintable(json.err));
+        const QJsonObject o = QJsonDocument::fromJson(json.out.toUtf8()).object();
+        const QJsonArray points = o.value(QStringLiteral("points")).toArray();
+        QVERIFY(points.size() >= 5 && points.size() <= 20);
+        QCOMPARE(points.at(0).toObject().value(QStringLiteral("lr")).toDouble(), 1e-5);
+        QCOMPARE(o.value(QStringLiteral("model")).toString(), QStringLiteral("fashion-fast"));
+        QVERIFY(o.value(QStringLiteral("suggested_lr")).toDouble() > 0);
+        const CliRun text =
+            run({QStringLiteral("lr-find"), QStringLiteral("--dataset"),
+                 QStringLiteral("fashion-mnist"), QStringLiteral("--batch-size"),
+                 QStringLiteral("16"), QStringLiteral("--steps"), QStringLiteral("10")});
+        QVERIFY2(text.exitCode == 0, qPrintable(text.err));
+        QVERIFY2(text.out.contains(QStringLiteral("suggested learning rate: ")) &&
+                     text.out.contains(QStringLiteral("use it: towers-cli train --dataset "
+                                                      "fashion-mnist --model fashion-fast")),
+                 qPrintable(text.out));
+        QCOMPARE(run({QStringLiteral("lr-find"), QStringLiteral("--min-lr"), QStringLiteral("1"),
+                      QStringLiteral("--max-lr"), QStringLiteral("0.5")})
+                     .exitCode,
+                 2);
+        QCOMPARE(run({QStringLiteral("lr-find"), QStringLiteral("--steps"), QStringLiteral("3")})
+                     .exitCode,
+                 2);
+    }
+
     // --checkpoint may name a run folder (or its checkpoints/ folder, or a run's name in the runs
     // folder): eval, classify and export take its newest checkpoint and say which on stderr.
     void checkpointOfARunFolder()

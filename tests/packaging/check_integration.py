@@ -56,7 +56,7 @@ def man_sections(text):
 def completion_options(script):
     """{command: set of options} from the case arms of the completion script."""
     body = script.split('case $command in', 1)[1].split("esac", 1)[0]
-    arms = re.findall(r"^\s*([a-z]+)\)\s*(?:\n\s*)?options=\"([^\"]*)\"", body, flags=re.M)
+    arms = re.findall(r"^\s*([a-z][a-z-]*)\)\s*(?:\n\s*)?options=\"([^\"]*)\"", body, flags=re.M)
     return {name: set(opts.split()) for name, opts in arms}
 
 
@@ -109,7 +109,7 @@ def main():
 
     # Commands and their options.
     top = run([cli, "--help"]).stdout
-    commands = re.findall(r"^  ([a-z]+)\s{2,}", top, flags=re.M)
+    commands = re.findall(r"^  ([a-z][a-z-]*)\s{2,}", top, flags=re.M)
     check(len(commands) >= 8, f"towers-cli --help lists the commands ({', '.join(commands)})")
     check(set(commands) == set(sections), "towers-cli.1 has a section for each command, and no other")
     listed = set(re.search(r'commands="([^"]*)"', completion).group(1).split())

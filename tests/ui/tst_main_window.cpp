@@ -6,6 +6,7 @@
 #include <QComboBox>
 #include <QListWidget>
 #include <QPlainTextEdit>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -18,9 +19,11 @@
 #include "ui/models/device_model.h"
 #include "ui/pages/data_page.h"
 #include "ui/pages/devices_page.h"
+#include "ui/pages/lr_finder_dialog.h"
 #include "ui/pages/model_page.h"
 #include "ui/pages/runs_page.h"
 #include "ui/pages/train_page.h"
+#include "ui/plots/plot_widget.h"
 #include "ui/widgets/error_banner.h"
 #include "ui/widgets/hyperparameter_form.h"
 #include "ui_test_support.h"
@@ -233,6 +236,47 @@ private slots:
         emit w.runsPage()->fineTuneRequested(file, QStringLiteral("fashion-fast"));
         QCOMPARE(w.modelPage()->modelName(), QStringLiteral("fashion-fast"));
         QCOMPARE(w.newRunOptions(&error)->config.initFrom, file.toStdString());
+    }
+
+    // "Find…" beside the learning rate: the range test on the loaded dataset with the pages'
+    // settings, drawn as it runs; its suggestion goes into the form. Without a dataset, the
+    // banner says what to do.
+    void findsALearningRate()
+    {
+        QTemporaryDir dir;
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        settings.setDatasetName(QStringLiteral("mnist"));
+        settings.setDataDir(dir.filePath(QStringLiteral("nothing-here")));
+        {
+            MainWindow w(settings);
+            QVERIFY(!w.findLearningRate());
+            QVERIFY2(w.banner()->message().contains(QStringLiteral("Load a dataset")),
+                     qPrintable(w.banner()->message()));
+        }
+        useTinyMnist(settings, dir);
+        MainWindow w(settings);
+        if (!w.dataPage()->loadedDataset()) {
+            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
+            QVERIFY(loaded.wait(20000));
+        }
+        QSignalSpy clicked(w.modelPage()->form(),
+                           &towers::ui::HyperparameterForm::findLearningRateRequested);
+        w.modelPage()->form()->findLearningRateButton()->click();
+        QCOMPARE(clicked.count(), 1);
+        auto* dialog = w.findChild<towers::ui::LrFinderDialog*>();
+        QVERIFY(dialog && dialog->isVisible());
+        QTRY_VERIFY_WITH_TIMEOUT(!dialog->isRunning(), 60000);
+        QVERIFY2(dialog->result(), qPrintable(dialog->statusText()));
+        const auto& result = *dialog->result();
+        QCOMPARE(dialog->plot()->pointCount(1), int(result.points.size()));
+        QVERIFY2(result.suggestedLr > 0, qPrintable(dialog->statusText()));
+        QVERIFY(dialog->statusText().contains(QStringLiteral("Suggested learning rate")));
+        QVERIFY(dialog->useButton()->isEnabled());
+        dialog->useButton()->click();
+        const double lr = w.modelPage()->form()->config().schedule.lr;
+        QVERIFY2(std::abs(lr / result.suggestedLr - 1) < 1e-5,
+                 qPrintable(QStringLiteral("%1 %2").arg(lr).arg(result.suggestedLr)));
+        QVERIFY(w.log()->toPlainText().contains(QStringLiteral("from the range test")));
     }
 
     // A first start shows TrainConfig's defaults; a new run's configuration carries what the

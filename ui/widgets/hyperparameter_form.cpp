@@ -108,7 +108,12 @@ void HyperparameterForm::buildUi()
     auto* lrForm = new QFormLayout(lrBox);
     m_lr = make("lr", F::Syntax::Decimal, F::between(0, true, 100, false),
                 tr("The base learning rate (the peak for one-cycle)"));
-    lrForm->addRow(tr("&Learning rate:"), m_lr);
+    m_findLr = new QPushButton(tr("&Find…"), lrBox);
+    m_findLr->setToolTip(
+        tr("The range test: a few steps with the learning rate rising until the loss runs "
+           "away, on the loaded dataset with these settings; suggests a learning rate"));
+    connect(m_findLr, &QPushButton::clicked, this, &HyperparameterForm::findLearningRateRequested);
+    lrForm->addRow(tr("&Learning rate:"), rowOf(lrBox, {{m_lr, 1}, {m_findLr, 0}}));
     m_schedule = new QComboBox(lrBox);
     const std::pair<engine::LrSchedule::Kind, QString> kinds[] = {
         {engine::LrSchedule::Kind::Constant, tr("constant")},
@@ -359,6 +364,11 @@ engine::TrainConfig HyperparameterForm::config() const
     c.evalEvery = m_evalEvery->integer();
     c.logEvery = m_logEvery->integer();
     return c;
+}
+
+void HyperparameterForm::setLearningRate(double lr)
+{
+    m_lr->setText(QString::number(lr, 'g', 6));
 }
 
 void HyperparameterForm::setInitFrom(const QString& checkpoint)

@@ -14,6 +14,7 @@ class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineEdit;
+class QPushButton;
 class QRadioButton;
 class QSpinBox;
 class QStackedWidget;
@@ -47,11 +48,16 @@ public:
 
     PlotWidget* schedulePlot() const { return m_plot; }
     ValidatedField* field(const QString& name) const; // "lr", "momentum", ... (tests)
+    // Puts `lr` in the learning-rate field (the range test's suggestion).
+    void setLearningRate(double lr);
+    QPushButton* findLearningRateButton() const { return m_findLr; }
     // The checkpoint a new run starts from (--init-from); empty: the seed's draw.
     void setInitFrom(const QString& checkpoint);
 
 signals:
     void changed();
+    // "Find…" beside the learning rate: run the range test with the pages' configuration.
+    void findLearningRateRequested();
     // A checkpoint was chosen in the file dialog as the start; `model` is its model ("" when its
     // header cannot be read).
     void initFromChosen(const QString& checkpoint, const QString& model);
@@ -78,6 +84,7 @@ private:
     QWidget* m_momentumRow;
     QWidget* m_adamRow;
     ValidatedField* m_lr;
+    QPushButton* m_findLr;
     QComboBox* m_schedule;
     QStackedWidget* m_scheduleParams;
     ValidatedField* m_decayRate;

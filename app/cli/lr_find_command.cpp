@@ -1,0 +1,156 @@
+// towers-cli lr-find: the learning-rate range test (engine/train/lr_range_test.h) for a model on
+// a dataset, with the towers and batch a run would have: the loss as the rate rises, and the rate
+// to train with.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <cmath>
+
+#include "app/cli/command.h"
+#include "app/data/data_dirs.h"
+#include "engine/data/dataset.h"
+#include "engine/data/dataset_manifest.h"
+#include "engine/data/dataset_spec.h"
+#include "engine/train/lr_range_test.h"
+#include "engine/train/recipe.h"
+
+namespace towers::app {
+
+namespace {
+
+QString lrText(double lr)
+{
+    return QString::number(lr, 'g', 3);
+}
+
+} // namespace
+
+int runLrFind(const QStringList& args, CommandIo& io)
+{
+    QCommandLineParser p;
+    p.setApplicationDescription(QStringLiteral(
+        "Finds a learning rate by the range test (as fastai's lr_find): a few steps of the real\n"
+        "training, from the seed's weights, the learning rate rising exponentially from --min-lr\n"
+        "to --max-lr, stopped when the loss runs away. The rate where the smoothed loss falls\n"
+        "fastest is suggested (with the model's schedule it is the peak: --lr of train). Nothing\n"
+        "is written."));
+    const QString n = QStringLiteral("n");
+    p.addOptions({
+        {QStringLiteral("dataset"),
+         QStringLiteral("The dataset (default: the first found, as train)."),
+         QStringLiteral("name")},
+        {QStringLiteral("data-dir"), QStringLiteral("Look for the dataset in this folder first."),
+         QStringLiteral("dir")},
+        {QStringLiteral("model"), QStringLiteral("The model (default: the dataset's)."),
+         QStringLiteral("name")},
+        {QStringLiteral("towers"), QStringLiteral("Number of towers (default 1)."), n},
+        {QStringLiteral("batch-size"),
+         QStringLiteral("Examples per tower per step (default: the model's)."), n},
+        {QStringLiteral("threads-per-tower"),
+         QStringLiteral("CPU threads per tower (default: the cores shared out)."), n},
+        {QStringLiteral("seed"), QStringLiteral("The weights' and the batches' seed."), n},
+        {QStringLiteral("min-lr"), QStringLiteral("The lowest learning rate (default 1e-5)."),
+         QStringLiteral("lr")},
+        {QStringLiteral("max-lr"), QStringLiteral("The highest learning rate (default 10)."),
+         QStringLiteral("lr")},
+        {QStringLiteral("steps"),
+         QStringLiteral("Steps from the lowest to the highest (default "
+                        "100)."),
+         n},
+        {QStringLiteral("json"), QStringLiteral("Print JSON: every step's rate and losses.")},
+    });
+    int code = 0;
+    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
+    std::vector<std::filesystem::path> searchPath;
+    if (!searchPathOption(p, io, searchPath)) return ExitUsage;
+    QString dataset = p.value(QStringLiteral("dataset"));
+    if (dataset.isEmpty()) dataset = firstDatasetFound(searchPath);
+    if (dataset.isEmpty()) {
+        io.err << "towers-cli lr-find: no dataset found; name one with --dataset\n";
+        return ExitFailure;
+    }
+    const engine::DatasetSpec spec = engine::datasetSpecAlong(dataset.toStdString(), searchPath);
+    const std::string model = p.isSet(QStringLiteral("model"))
+                                  ? p.value(QStringLiteral("model")).toStdString()
+                                  : engine::defaultModelFor(spec);
+    engine::TrainConfig c = engine::defaultConfigFor(model);
+    c.dataset = dataset.toStdString();
+    engine::LrRangeOptions o;
+    int towers = 1, threads = 0, batch = c.batchPerTower;
+    int seed = int(std::min<std::uint64_t>(c.seed, 1u << 30));
+    if (!intOption(p, QStringLiteral("towers"), 1, engine::TrainConfig::kMaxTowers, towers, io) ||
+        !intOption(p, QStringLiteral("threads-per-tower"), 0,
+                   engine::TrainConfig::kMaxThreadsPerTower, threads, io) ||
+        !intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io) ||
+        !intOption(p, QStringLiteral("seed"), 0, 1 << 30, seed, io) ||
+        !intOption(p, QStringLiteral("steps"), 5, 100000, o.steps, io) ||
+        !doubleOption(p, QStringLiteral("min-lr"), 1e-12, 1e6, o.minLr, io) ||
+        !doubleOption(p, QStringLiteral("max-lr"), 1e-12, 1e6, o.maxLr, io))
+        return ExitUsage;
+    if (!(o.maxLr > o.minLr)) {
+        io.err << "towers-cli lr-find: --max-lr must be above --min-lr\n";
+        return ExitUsage;
+    }
+    c.towers = towers;
+    c.threadsPerTower = threads;
+    c.batchPerTower = batch;
+    c.seed = std::uint64_t(seed);
+    const engine::Dataset data =
+        engine::loadDatasetPreferring(c.dataset, {}, searchPath); // DatasetNotFound: exit 1
+    const bool json = p.isSet(QStringLiteral("json"));
+    if (!json) {
+        io.out << "learning-rate range test: " << QString::fromStdString(model) << " on " << dataset
+               << ", " << towers << " tower(s) x " << batch << ", "
+               << QString::fromStdString(c.optimizer.kind) << ", " << o.steps << " steps from "
+               << lrText(o.minLr) << " to " << lrText(o.maxLr)
+               << "\n  learning rate      loss  smoothed\n";
+        io.out.flush();
+    }
+    // About ten lines over the sweep, as they come.
+    const int every = std::max(1, o.steps / 10);
+    const auto result = engine::runLrRangeTest(c, data, o, [&](const engine::LrRangePoint& pt) {
+        if (!json && pt.step % every == 0) {
+            io.out << "  " << lrText(pt.lr).leftJustified(13)
+                   << QString::number(pt.loss, 'f', 4).rightJustified(10)
+                   << QString::number(pt.smoothed, 'f', 4).rightJustified(10) << "\n";
+            io.out.flush();
+        }
+        return true;
+    });
+    if (json) {
+        QJsonArray points;
+        for (const auto& pt : result.points)
+            points.append(QJsonObject{{QStringLiteral("step"), pt.step},
+                                      {QStringLiteral("lr"), pt.lr},
+                                      {QStringLiteral("loss"), pt.loss},
+                                      {QStringLiteral("smoothed"), pt.smoothed}});
+        io.out << QJsonDocument(
+                      QJsonObject{{QStringLiteral("model"), QString::fromStdString(model)},
+                                  {QStringLiteral("dataset"), dataset},
+                                  {QStringLiteral("points"), points},
+                                  {QStringLiteral("diverged"), result.diverged},
+                                  {QStringLiteral("steepest_lr"), result.steepestLr},
+                                  {QStringLiteral("minimum_lr"), result.minimumLr},
+                                  {QStringLiteral("suggested_lr"), result.suggestedLr},
+                                  {QStringLiteral("note"), QString::fromStdString(result.note)}})
+                      .toJson(QJsonDocument::Indented);
+        return ExitOk;
+    }
+    if (result.diverged && !result.points.empty())
+        io.out << "stopped at " << lrText(result.points.back().lr) << ": the loss ran away ("
+               << o.divergeFactor << " times its lowest)\n";
+    if (result.suggestedLr <= 0) {
+        io.out << "no suggestion: " << QString::fromStdString(result.note) << "\n";
+        return ExitOk;
+    }
+    io.out << "lowest smoothed loss at " << lrText(result.minimumLr) << "\n"
+           << "suggested learning rate: " << lrText(result.suggestedLr) << " ("
+           << QString::fromStdString(result.note) << ")\n"
+           << "use it: towers-cli train --dataset " << dataset << " --model "
+           << QString::fromStdString(model) << " --towers " << towers << " --lr "
+           << lrText(result.suggestedLr) << "\n";
+    return ExitOk;
+}
+
+} // namespace towers::app
