@@ -17,6 +17,7 @@
 #include "ui/pages/devices_page.h"
 #include "ui/pages/import_images_dialog.h"
 #include "ui/pages/layers_dialog.h"
+#include "ui/pages/lr_finder_dialog.h"
 #include "ui/pages/model_page.h"
 #include "ui/pages/runs_page.h"
 #include "ui/pages/train_page.h"
@@ -174,6 +175,16 @@ void ScreenshotTour::addStandardSteps()
              [layers] { return *layers && (*layers)->isVisible(); }, 5000,
              [layers] { delete layers->data(); },
              [layers]() -> QWidget* { return layers->data(); }});
+    // Find… beside the learning rate: the range test on the loaded dataset, finished.
+    auto finder = std::make_shared<QPointer<LrFinderDialog>>();
+    addStep({QStringLiteral("lr-find"),
+             [w, finder] {
+                 w->showPage(MainWindow::Model);
+                 *finder = w->findLearningRate();
+             },
+             [finder] { return *finder && !(*finder)->isRunning(); }, 120000,
+             [finder] { delete finder->data(); },
+             [finder]() -> QWidget* { return finder->data(); }});
 }
 
 void ScreenshotTour::start()
