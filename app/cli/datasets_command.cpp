@@ -48,6 +48,57 @@ QString importedFrom(const engine::DatasetInfo& d)
     return {};
 }
 
+// One dataset: where it is, its shape, and its images per class in both splits.
+int showDataset(const QString& name, const std::vector<std::filesystem::path>& path, bool json,
+                CommandIo& io)
+{
+    const engine::Dataset d = engine::loadDataset(name.toStdString(), path); // DatasetNotFound
+    const auto train = engine::classCounts(d.train, d.classNames.size());
+    const auto test = engine::classCounts(d.test, d.classNames.size());
+    if (json) {
+        QJsonArray classes;
+        for (std::size_t c = 0; c < d.classNames.size(); ++c)
+            classes.append(
+                QJsonObject{{QStringLiteral("class"), QString::fromStdString(d.classNames[c])},
+                            {QStringLiteral("train"), qint64(train[c])},
+                            {QStringLiteral("test"), qint64(test[c])}});
+        io.out << QJsonDocument(
+                      QJsonObject{
+                          {QStringLiteral("name"), QString::fromStdString(d.name)},
+                          {QStringLiteral("location"), QString::fromStdString(d.location.string())},
+                          {QStringLiteral("train"), qint64(d.train.count)},
+                          {QStringLiteral("test"), qint64(d.test.count)},
+                          {QStringLiteral("image_shape"), shapeJson(d.train.imageShape())},
+                          {QStringLiteral("classes"), classes}})
+                      .toJson(QJsonDocument::Indented);
+        return ExitOk;
+    }
+    io.out << QString::fromStdString(d.name) << " in "
+           << QString::fromStdString(d.location.string()) << ": " << d.train.count << " training + "
+           << d.test.count << " test images of " << shapeText(d.train.imageShape()) << ", "
+           << d.classNames.size() << " classes\n\n";
+    int width = 5;
+    for (const auto& c : d.classNames) width = std::max(width, int(c.size()));
+    io.out << "  " << QStringLiteral("class").leftJustified(width) << "     train      test\n";
+    for (std::size_t c = 0; c < d.classNames.size(); ++c)
+        io.out << "  " << QString::fromStdString(d.classNames[c]).leftJustified(width)
+               << QString::number(train[c]).rightJustified(10)
+               << QString::number(test[c]).rightJustified(10) << "\n";
+    if (train.empty()) return ExitOk;
+    const auto [few, many] = std::minmax_element(train.begin(), train.end());
+    const auto nameOf = [&](auto it) {
+        return QString::fromStdString(d.classNames[std::size_t(it - train.begin())]);
+    };
+    if (*few == 0)
+        io.out << "\n" << nameOf(few) << " has no training image\n";
+    else if (*many > *few)
+        io.out << "\nthe largest class has "
+               << QString::number(double(*many) / double(*few), 'f', 1)
+               << " times the training images of the smallest (" << nameOf(many) << " " << *many
+               << ", " << nameOf(few) << " " << *few << ")\n";
+    return ExitOk;
+}
+
 } // namespace
 
 int runDatasets(const QStringList& args, CommandIo& io)
@@ -59,17 +110,27 @@ int runDatasets(const QStringList& args, CommandIo& io)
             "the user's data folder ($XDG_DATA_HOME/towers/datasets) and /usr/share/datasets "
             "(Debian's\n"
             "dataset-fashion-mnist). Each folder holds one sub-folder per dataset:\n"
-            "%1. Get the missing ones with 'towers-cli download NAME'.")
+            "%1. Get the missing ones with 'towers-cli download NAME'. With a NAME, that dataset\n"
+            "in detail: its images per class in the training and test sets.")
             .arg(knownDatasetList(QString())));
+    p.addPositionalArgument(QStringLiteral("name"), QStringLiteral("A dataset to show in detail."),
+                            QStringLiteral("[name]"));
     p.addOptions({
         {QStringLiteral("data-dir"), QStringLiteral("Search this folder first."),
          QStringLiteral("dir")},
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
     int code = 0;
-    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
+    if (!parseOrExplain(p, args, io, code)) return code;
     std::vector<std::filesystem::path> path;
     if (!searchPathOption(p, io, path)) return ExitUsage;
+    if (p.positionalArguments().size() > 1) {
+        io.err << "towers-cli datasets: one dataset at a time\n";
+        return ExitUsage;
+    }
+    if (p.positionalArguments().size() == 1)
+        return showDataset(p.positionalArguments().front(), path, p.isSet(QStringLiteral("json")),
+                           io);
     const auto found = engine::discoverDatasets(path);
     // The folder the user named: say what of it was passed over, and why, rather than silently
     // listing copies from elsewhere.

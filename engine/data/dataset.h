@@ -56,6 +56,9 @@ struct Dataset
     bool mirrorSafe = false;
 };
 
+// How many images of `set` each of `classes` classes has (labels outside are not counted).
+std::vector<std::int64_t> classCounts(const ImageSet& set, std::size_t classes);
+
 // What discovery found, without loading the pixels (headers are validated, sizes checked).
 struct DatasetInfo
 {

@@ -346,4 +346,12 @@ Dataset loadDatasetPreferring(const std::string& name, const fs::path& preferred
     return loadDataset(name, searchPath);
 }
 
+std::vector<std::int64_t> classCounts(const ImageSet& set, std::size_t classes)
+{
+    std::vector<std::int64_t> counts(classes, 0);
+    for (const std::int32_t label : set.labels)
+        if (label >= 0 && std::size_t(label) < classes) ++counts[std::size_t(label)];
+    return counts;
+}
+
 } // namespace towers::engine

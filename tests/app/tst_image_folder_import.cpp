@@ -5,6 +5,10 @@
 // as it was.
 #include <QDir>
 #include <QImage>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -434,6 +438,37 @@ private slots:
         QVERIFY2(listed.out.contains(QStringLiteral("(imported from ") +
                                      QDir::toNativeSeparators(m_pets)),
                  qPrintable(listed.out));
+        // In detail: each class's images in both splits (cat 10, dog 12 with its puppies, fox 7
+        // readable), and how unequal they are.
+        const auto detail = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("pets"),
+                         QStringLiteral("--data-dir"), data, QStringLiteral("--json")});
+        QVERIFY2(detail.exitCode == 0, qPrintable(detail.err));
+        const QJsonArray classes = QJsonDocument::fromJson(detail.out.toUtf8())
+                                       .object()
+                                       .value(QStringLiteral("classes"))
+                                       .toArray();
+        QCOMPARE(classes.size(), 3);
+        const int expected[] = {10, 12, 7};
+        for (int c = 0; c < 3; ++c) {
+            const QJsonObject o = classes.at(c).toObject();
+            QCOMPARE(o.value(QStringLiteral("train")).toInt() +
+                         o.value(QStringLiteral("test")).toInt(),
+                     expected[c]);
+            QVERIFY(o.value(QStringLiteral("test")).toInt() >= 1);
+        }
+        QCOMPARE(classes.at(1).toObject().value(QStringLiteral("class")).toString(),
+                 QStringLiteral("dog"));
+        const auto text =
+            test::runCliProcess(TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("pets"),
+                                             QStringLiteral("--data-dir"), data});
+        QVERIFY2(text.out.contains(QRegularExpression(QStringLiteral("\\n  dog +\\d+ +\\d+\\n"))) &&
+                     text.out.contains(QStringLiteral("the largest class has ")),
+                 qPrintable(text.out));
+        QCOMPARE(test::runCliProcess(TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("a"),
+                                                  QStringLiteral("b")})
+                     .exitCode,
+                 2);
 
         const auto train = test::runCliProcess(
             TOWERS_CLI,

@@ -17,6 +17,7 @@
 #include "test_files.h"
 #include "ui/models/sample_image_model.h"
 #include "ui/pages/data_page.h"
+#include "ui/plots/stacked_bar_chart.h"
 #include "ui_test_support.h"
 
 using towers::ui::DataPage;
@@ -74,6 +75,20 @@ private slots:
         auto* model = page.sampleModel();
         QCOMPARE(model->matchCount(), 30); // the test split first
         QVERIFY(model->rowCount() > 0);
+
+        // Images per class: a bar per class, training and test counted.
+        auto* chart = page.classChart();
+        QCOMPARE(chart->barCount(), 10);
+        double trainTotal = 0, testTotal = 0;
+        for (int c = 0; c < 10; ++c) {
+            QCOMPARE(chart->label(c),
+                     QString::fromStdString(page.loadedDataset()->classNames[std::size_t(c)]));
+            trainTotal += chart->value(c, 0);
+            testTotal += chart->value(c, 1);
+        }
+        QCOMPARE(trainTotal, 100.0);
+        QCOMPARE(testTotal, 30.0);
+        QVERIFY(!page.classSummary().isEmpty());
 
         QComboBox* classes = classCombo(page);
         QVERIFY(classes);

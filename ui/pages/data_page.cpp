@@ -18,6 +18,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRandomGenerator>
+#include <QTabWidget>
 #include <QThread>
 #include <QVBoxLayout>
 
@@ -31,6 +32,7 @@
 #include "ui/models/layer_table_model.h"
 #include "ui/models/sample_image_model.h"
 #include "ui/pages/import_images_dialog.h"
+#include "ui/plots/stacked_bar_chart.h"
 
 namespace towers::ui {
 
@@ -183,7 +185,9 @@ void DataPage::buildUi()
     form->addRow(tr("Your images:"), importRow);
     top->addWidget(sourceBox);
 
-    auto* samplesBox = new QGroupBox(tr("Samples"), this);
+    // The images, and how many each class has.
+    auto* tabs = new QTabWidget(this);
+    auto* samplesBox = new QWidget(tabs);
     auto* samplesLayout = new QVBoxLayout(samplesBox);
     auto* controls = new QHBoxLayout;
     m_splitCombo = new QComboBox(samplesBox);
@@ -229,7 +233,23 @@ void DataPage::buildUi()
     m_grid->setWordWrap(true);
     m_grid->setModel(m_samples);
     samplesLayout->addWidget(m_grid, 1);
-    top->addWidget(samplesBox, 1);
+    tabs->addTab(samplesBox, tr("Sa&mples"));
+    auto* classesBox = new QWidget(tabs);
+    auto* classesLayout = new QVBoxLayout(classesBox);
+    m_classSummary = new QLabel(classesBox);
+    m_classSummary->setWordWrap(true);
+    m_classSummary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    classesLayout->addWidget(m_classSummary);
+    m_classChart = new StackedBarChart(tr("Images per class"), Qt::Horizontal, classesBox);
+    // The Train page's colours: training blue, test green.
+    m_classChart->setSegments({tr("training set"), tr("test set")}, {0, 2});
+    m_classChart->setUnit(tr("images"));
+    m_classChart->setDecimals(0);
+    m_classChart->setEmptyMessage(tr("No dataset loaded"));
+    m_classChart->setToolTip(tr("Hover a bar for its counts"));
+    classesLayout->addWidget(m_classChart, 1);
+    tabs->addTab(classesBox, tr("Images per &class"));
+    top->addWidget(tabs, 1);
 
     connect(m_splitCombo, &QComboBox::currentIndexChanged, this, [this] {
         m_samples->setSplit(SampleImageModel::Split(m_splitCombo->currentData().toInt()));
@@ -449,11 +469,60 @@ void DataPage::onLoaded(const app::JobResult<std::shared_ptr<const engine::Datas
     }
     m_samples->setDataset(m_dataset);
     m_samples->setSplit(SampleImageModel::Split(m_splitCombo->currentData().toInt()));
+    showClassCounts();
     refreshRecipe();
     emit logMessage(tr("Loaded %1 from %2")
                         .arg(QString::fromStdString(m_dataset->name),
                              QString::fromStdString(m_dataset->location.string())));
     emit datasetLoaded();
+}
+
+QString DataPage::classSummary() const
+{
+    return m_classSummary->text();
+}
+
+void DataPage::showClassCounts()
+{
+    const std::size_t n = m_dataset->classNames.size();
+    const auto train = engine::classCounts(m_dataset->train, n);
+    const auto test = engine::classCounts(m_dataset->test, n);
+    QStringList labels;
+    QVector<QVector<double>> values;
+    for (std::size_t c = 0; c < n; ++c) {
+        labels << QString::fromStdString(m_dataset->classNames[c]);
+        values.push_back({double(train[c]), double(test[c])});
+    }
+    // The counts on the bars where they fit; the total of a class with less than half the
+    // training images of the largest in bold, in the highlight colour.
+    m_classChart->setValueTextsVisible(n <= 30);
+    const std::int64_t most = train.empty() ? 0 : *std::max_element(train.begin(), train.end());
+    QVector<bool> small;
+    for (std::size_t c = 0; c < n; ++c) small << (2 * train[c] < most);
+    m_classChart->setBars(labels, values, small);
+    if (train.empty()) {
+        m_classSummary->clear();
+        return;
+    }
+    const auto [few, many] = std::minmax_element(train.begin(), train.end());
+    const auto nameOf = [&](auto it) {
+        return QString::fromStdString(m_dataset->classNames[std::size_t(it - train.begin())]);
+    };
+    const QLocale locale;
+    m_classSummary->setText(
+        *few == *many ? tr("Every class has %1 training images.").arg(locale.toString(qint64(*few)))
+        : *few == 0
+            ? tr("<b>%1 has no training image</b>: the network cannot learn it.").arg(nameOf(few))
+            : tr("The largest class (%1, %2 training images) has %3 times the images of the "
+                 "smallest (%4, %5)%6.")
+                  .arg(nameOf(many), locale.toString(qint64(*many)),
+                       locale.toString(double(*many) / double(*few), 'f', 1), nameOf(few),
+                       locale.toString(qint64(*few)),
+                       2 * *few < *many && n <= 30
+                           ? tr("; outlined: the classes with less than half the "
+                                "largest's images, which the network will see less "
+                                "often")
+                           : QString()));
 }
 
 void DataPage::updateDownloadButton()

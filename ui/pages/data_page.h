@@ -40,6 +40,7 @@ class AppSettings;
 namespace towers::ui {
 
 class SampleImageModel;
+class StackedBarChart;
 
 class DataPage : public QWidget
 {
@@ -68,6 +69,9 @@ public:
     const std::optional<engine::DatasetInfo>& found() const { return m_found; }
     std::shared_ptr<const engine::Dataset> loadedDataset() const { return m_dataset; }
     SampleImageModel* sampleModel() const { return m_samples; }
+    // The loaded dataset's images per class, training and test (the "Images per class" tab).
+    StackedBarChart* classChart() const { return m_classChart; }
+    QString classSummary() const;
     bool isBusy() const { return m_scan.isRunning() || m_load.isRunning(); }
     bool isDownloading() const { return m_downloader != nullptr; }
 
@@ -105,6 +109,7 @@ private:
     void onImported(const app::ImportResult& r);
     void onScanned(const app::JobResult<std::pair<std::optional<engine::DatasetInfo>, QString>>& r);
     void onLoaded(const app::JobResult<std::shared_ptr<const engine::Dataset>>& r);
+    void showClassCounts();
     void onDownloadFinished(bool ok, const QString& message);
     void updateFoundLabel();
     void updateDownloadButton(); // its text and tooltip: found already or not
@@ -146,6 +151,8 @@ private:
     QPushButton* m_redrawButton;
     QListView* m_grid;
     SampleImageModel* m_samples;
+    StackedBarChart* m_classChart;
+    QLabel* m_classSummary;
 };
 
 } // namespace towers::ui
