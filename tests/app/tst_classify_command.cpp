@@ -25,6 +25,7 @@
 
 #include <sys/resource.h>
 
+#include "checkpoint_files.h"
 #include "dataset_files.h"
 #include "engine/data/dataset.h"
 #include "engine/models/registry.h"
@@ -109,16 +110,8 @@ private slots:
         const std::filesystem::path root = m_dir.path().toStdString();
         test::writeIdxDataset(root / "mnist", 50, 20, 28, 28, false, 5);
         const engine::Dataset data = engine::loadDataset("mnist", root / "mnist");
-        auto model = engine::createModel("fashion-fast", 3);
-        engine::CheckpointInfo info;
-        info.model = "fashion-fast";
-        info.dataset = "mnist";
-        info.classNames = data.classNames;
-        info.inputShape = model->inputShape();
-        info.preprocessing = engine::preprocessingFor("fashion-fast", data).toJson();
-        info.step = 1;
         m_checkpoint = path("ckpt-00000001.safetensors");
-        engine::writeCheckpoint(m_checkpoint.toStdString(), engine::makeCheckpoint(*model, info));
+        test::writeFreshCheckpoint("fashion-fast", data, m_checkpoint.toStdString());
     }
 
     // The limits above leave room for the real work.

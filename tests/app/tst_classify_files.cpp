@@ -11,10 +11,8 @@
 
 #include "app/inference/classify_files.h"
 #include "app/inference/image_files.h"
+#include "checkpoint_files.h"
 #include "dataset_files.h"
-#include "engine/models/registry.h"
-#include "engine/train/checkpoint.h"
-#include "engine/train/recipe.h"
 
 using namespace towers;
 
@@ -31,15 +29,8 @@ private slots:
         const std::filesystem::path root = m_dir.path().toStdString();
         test::writeIdxDataset(root / "mnist", 20, 80, 28, 28, false, 5);
         const engine::Dataset data = engine::loadDataset("mnist", root / "mnist");
-        auto model = engine::createModel("fashion-fast", 3);
-        engine::CheckpointInfo info;
-        info.model = "fashion-fast";
-        info.dataset = "mnist";
-        info.classNames = data.classNames;
-        info.inputShape = model->inputShape();
-        info.preprocessing = engine::preprocessingFor("fashion-fast", data).toJson();
         m_checkpoint = m_dir.filePath(QStringLiteral("ckpt.safetensors"));
-        engine::writeCheckpoint(m_checkpoint.toStdString(), engine::makeCheckpoint(*model, info));
+        test::writeFreshCheckpoint("fashion-fast", data, m_checkpoint.toStdString());
         for (int i = 0; i < 70; ++i) {
             // One name with a comma and a quote, for the CSV.
             const QString name =

@@ -17,6 +17,7 @@
 #include <QUrl>
 
 #include "app/inference/image_files.h"
+#include "checkpoint_files.h"
 #include "dataset_files.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
@@ -48,16 +49,8 @@ private slots:
         const std::filesystem::path root = m_dir.path().toStdString();
         test::writeIdxDataset(root / "mnist", 100, 120, 28, 28, false, 5);
         m_data = std::make_shared<engine::Dataset>(engine::loadDataset("mnist", root / "mnist"));
-        auto model = engine::createModel("fashion-fast", 3);
-        engine::CheckpointInfo info;
-        info.model = "fashion-fast";
-        info.dataset = "mnist";
-        info.classNames = m_data->classNames;
-        info.inputShape = model->inputShape();
-        info.preprocessing = engine::preprocessingFor("fashion-fast", *m_data).toJson();
-        info.step = 42;
         m_checkpoint = m_dir.filePath(QStringLiteral("ckpt-00000042.safetensors"));
-        engine::writeCheckpoint(m_checkpoint.toStdString(), engine::makeCheckpoint(*model, info));
+        test::writeFreshCheckpoint("fashion-fast", *m_data, m_checkpoint.toStdString(), 3, 42);
     }
 
     void classifiesImages()

@@ -1,0 +1,23 @@
+#include "checkpoint_files.h"
+
+#include "engine/models/registry.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/recipe.h"
+
+namespace towers::test {
+
+void writeFreshCheckpoint(const std::string& model, const engine::Dataset& data,
+                          const std::filesystem::path& file, std::uint64_t seed, std::int64_t step)
+{
+    auto m = engine::createModel(model, seed);
+    engine::CheckpointInfo info;
+    info.model = model;
+    info.dataset = data.name;
+    info.classNames = data.classNames;
+    info.inputShape = m->inputShape();
+    info.preprocessing = engine::preprocessingFor(model, data).toJson();
+    info.step = step;
+    engine::writeCheckpoint(file, engine::makeCheckpoint(*m, info));
+}
+
+} // namespace towers::test
