@@ -112,6 +112,12 @@ private slots:
         layers->setShowFilters(true);
         QCOMPARE(layers->picture(), ui::filterMosaic(oracle.convolutionFilters().at(0)));
         QVERIFY(layers->detailText().contains(QStringLiteral("32 filters of 3x3 over 1 channel")));
+        const QString picture = m_dir.filePath(QStringLiteral("conv1-filters.png"));
+        QVERIFY(layers->savePicture(picture, 4));
+        QCOMPARE(QImage(picture).size(), layers->picture().size() * 4);
+        QString error;
+        QVERIFY(!layers->savePicture(m_dir.filePath(QStringLiteral("no/such/x.png")), 4, &error));
+        QVERIFY2(error.contains(QStringLiteral("no/such/x.png")), qPrintable(error));
         layers->showLayer(3); // pool1: no filters, its output
         QVERIFY(!layers->canShowFilters() && !layers->showsFilters());
         QCOMPARE(layers->picture(), ui::activationMosaic(expected[3]));
@@ -193,9 +199,21 @@ private slots:
         QVERIFY(!many->saveCsv(m_dir.filePath(QStringLiteral("no/such/folder/x.csv")), &error));
         QVERIFY2(error.contains(QStringLiteral("no/such/folder/x.csv")), qPrintable(error));
 
+        // Sorted by probability, least first: the unreadable file, then the answers rising.
+        many->table()->sortByColumn(3, Qt::AscendingOrder);
+        QVERIFY(many->table()->item(0, 2)->text().startsWith(QStringLiteral("⚠ ")));
+        for (int r = 2; r < 4; ++r)
+            QVERIFY(QLocale().toDouble(many->table()->item(r - 1, 3)->text().chopped(2)) <=
+                    QLocale().toDouble(many->table()->item(r, 3)->text().chopped(2)));
+        many->table()->sortByColumn(1, Qt::AscendingOrder); // by name: many-3, -4, -5, -missing
+        QCOMPARE(many->table()->item(1, 1)->text(), QStringLiteral("many-4.png"));
+        answered.clear();
+        emit many->table()->cellDoubleClicked(3, 1); // the unreadable one: nothing to show
+        QVERIFY(!answered.wait(300));
+
         // A double-click shows that image on the page.
         answered.clear();
-        emit many->table()->cellDoubleClicked(2, 1);
+        emit many->table()->cellDoubleClicked(1, 1);
         QVERIFY(answered.wait(20000));
         QVERIFY(page.captionText().contains(QStringLiteral("many-4.png")));
         many->close();

@@ -33,6 +33,22 @@ enum Column
 };
 
 constexpr int kThumb = 40;
+constexpr int kFileRole = Qt::UserRole + 1; // on the File column: the path, for a double-click
+constexpr int kSortRole = Qt::UserRole + 2; // what a column sorts by, where not its text
+
+// An item that sorts by kSortRole when it has one (probabilities as numbers).
+class SortedItem : public QTableWidgetItem
+{
+public:
+    using QTableWidgetItem::QTableWidgetItem;
+    bool operator<(const QTableWidgetItem& other) const override
+    {
+        const QVariant a = data(kSortRole), b = other.data(kSortRole);
+        if (a.isValid() && b.isValid()) return a.toDouble() < b.toDouble();
+        if (a.isValid() != b.isValid()) return b.isValid(); // unreadable files first
+        return QTableWidgetItem::operator<(other);
+    }
+};
 
 } // namespace
 
@@ -62,8 +78,8 @@ ClassifyManyDialog::ClassifyManyDialog(std::vector<std::string> classNames, int 
     m_table->setTextElideMode(Qt::ElideMiddle);
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_table->horizontalHeader()->setSectionResizeMode(Class, QHeaderView::Stretch);
-    m_table->setSortingEnabled(false);
-    m_table->setToolTip(tr("Double-click a row to show the image on the Classify page"));
+    m_table->setToolTip(tr("Click a column's header to sort by it (the least probable first, "
+                           "say); double-click a row to show the image on the Classify page"));
     top->addWidget(m_table, 1);
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
     m_save = buttons->addButton(tr("&Save CSV…"), QDialogButtonBox::ActionRole);
@@ -84,8 +100,10 @@ ClassifyManyDialog::ClassifyManyDialog(std::vector<std::string> classNames, int 
             m_summary->setText(tr("⚠ %1").arg(error.toHtmlEscaped()));
     });
     connect(m_table, &QTableWidget::cellDoubleClicked, this, [this](int row) {
-        if (row >= 0 && row < int(m_answers.size()) && m_answers[std::size_t(row)].error.isEmpty())
-            emit imageChosen(m_answers[std::size_t(row)].file);
+        const QTableWidgetItem* file = m_table->item(row, File);
+        const QTableWidgetItem* probability = m_table->item(row, Probability);
+        if (file && probability && probability->data(kSortRole).isValid())
+            emit imageChosen(file->data(kFileRole).toString());
     });
     m_poll = new QTimer(this);
     m_poll->setInterval(100);
@@ -123,17 +141,19 @@ void ClassifyManyDialog::setAnswers(std::vector<app::FileAnswer> answers, bool c
                    ? QString::fromStdString(m_classNames[std::size_t(label)])
                    : QString::number(label);
     };
+    m_table->setSortingEnabled(false); // rows stay where they are put while filling
     m_table->setRowCount(int(m_answers.size()));
     std::map<QString, int> counts;
     int failed = 0;
     for (int r = 0; r < int(m_answers.size()); ++r) {
         const app::FileAnswer& a = m_answers[std::size_t(r)];
-        auto* image = new QTableWidgetItem;
+        auto* image = new SortedItem;
         if (!a.input.isNull())
             image->setIcon(QPixmap::fromImage(
                 a.input.scaled(kThumb, kThumb, Qt::KeepAspectRatio, Qt::FastTransformation)));
-        auto* file = new QTableWidgetItem(QFileInfo(a.file).fileName());
+        auto* file = new SortedItem(QFileInfo(a.file).fileName());
         file->setToolTip(a.file);
+        file->setData(kFileRole, a.file);
         m_table->setItem(r, Image, image);
         m_table->setItem(r, File, file);
         if (!a.error.isEmpty()) {
@@ -142,17 +162,19 @@ void ClassifyManyDialog::setAnswers(std::vector<app::FileAnswer> answers, bool c
             QString reason = a.error;
             if (reason.startsWith(a.file + QStringLiteral(": ")))
                 reason = reason.mid(a.file.size() + 2);
-            auto* why = new QTableWidgetItem(QStringLiteral("⚠ ") + reason);
+            auto* why = new SortedItem(QStringLiteral("⚠ ") + reason);
             why->setToolTip(a.error);
             m_table->setItem(r, Class, why);
-            m_table->setSpan(r, Class, 1, ColumnCount - Class);
+            m_table->setItem(r, Probability, new SortedItem);
+            m_table->setItem(r, RunnerUp, new SortedItem);
             continue;
         }
         const auto& best = a.top.front();
         ++counts[className(best.label)];
-        m_table->setItem(r, Class, new QTableWidgetItem(className(best.label)));
-        auto* p = new QTableWidgetItem(locale.toString(100 * best.probability, 'f', 1) +
-                                       QStringLiteral(" %"));
+        m_table->setItem(r, Class, new SortedItem(className(best.label)));
+        auto* p =
+            new SortedItem(locale.toString(100 * best.probability, 'f', 1) + QStringLiteral(" %"));
+        p->setData(kSortRole, best.probability);
         p->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
         m_table->setItem(r, Probability, p);
         if (a.top.size() > 1)
@@ -162,6 +184,9 @@ void ClassifyManyDialog::setAnswers(std::vector<app::FileAnswer> answers, bool c
                                      .arg(className(a.top[1].label),
                                           locale.toString(100 * a.top[1].probability, 'f', 1))));
     }
+    // In the files' order until a header is clicked.
+    m_table->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);
+    m_table->setSortingEnabled(true);
     // "12 images classified: Shirt (5), Coat (3), …; 1 could not be read."
     std::vector<std::pair<QString, int>> byCount(counts.begin(), counts.end());
     std::stable_sort(byCount.begin(), byCount.end(),

@@ -2,10 +2,13 @@
 
 #include <QCheckBox>
 #include <QEvent>
+#include <QFileDialog>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QImageWriter>
 #include <QLabel>
 #include <QLocale>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSplitter>
@@ -111,7 +114,22 @@ LayersDialog::LayersDialog(std::vector<engine::LayerView> outputs,
     m_filtersBox->setToolTip(
         tr("A row per filter, a column per input channel (one tile per filter over one channel, "
            "in colour over a colour image): negative weights blue, positive red, white zero"));
-    rl->addWidget(m_filtersBox);
+    auto* pictureRow = new QHBoxLayout;
+    pictureRow->addWidget(m_filtersBox, 1);
+    auto* save = new QPushButton(tr("&Save picture…"), right);
+    save->setToolTip(tr("Writes the picture shown as an image file, four times larger"));
+    pictureRow->addWidget(save);
+    rl->addLayout(pictureRow);
+    connect(save, &QPushButton::clicked, this, [this] {
+        const QString name = QString::fromStdString(m_outputs[std::size_t(m_row)].name) +
+                             (showsFilters() ? QStringLiteral("-filters") : QString()) +
+                             QStringLiteral(".png");
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save the picture"), name,
+                                                          tr("Images (*.png *.jpg *.bmp)"));
+        QString error;
+        if (!path.isEmpty() && !savePicture(path, 4, &error))
+            m_detail->setText(m_detail->text() + QStringLiteral("<br>⚠ ") + error.toHtmlEscaped());
+    });
     m_scroll = new QScrollArea(right);
     m_view = new QLabel(m_scroll);
     m_view->setAlignment(Qt::AlignCenter);
@@ -240,6 +258,20 @@ void LayersDialog::showPicture()
                                   1, 16);
     m_view->setPixmap(QPixmap::fromImage(m_picture.scaled(
         m_picture.size() * factor, Qt::IgnoreAspectRatio, Qt::FastTransformation)));
+}
+
+bool LayersDialog::savePicture(const QString& path, int scale, QString* error) const
+{
+    QImageWriter writer(path);
+    if (m_picture.isNull() ||
+        !writer.write(m_picture.scaled(m_picture.size() * std::max(scale, 1), Qt::IgnoreAspectRatio,
+                                       Qt::FastTransformation))) {
+        if (error)
+            *error = m_picture.isNull() ? tr("there is no picture to save")
+                                        : tr("cannot write %1: %2").arg(path, writer.errorString());
+        return false;
+    }
+    return true;
 }
 
 bool LayersDialog::eventFilter(QObject* watched, QEvent* event)

@@ -41,6 +41,9 @@ public:
     const QImage& picture() const { return m_picture; }
     QString detailText() const;
     BarChart* histogramChart() const { return m_histogram; }
+    // Writes the picture shown, `scale` times larger (every value a sharp block), as an image
+    // file of the format its name says (PNG...); false with `error` set when it cannot.
+    bool savePicture(const QString& path, int scale = 4, QString* error = nullptr) const;
 
     // A layer whose output is at least this share zeros is marked: it passes almost nothing on.
     static constexpr double kMostlyZeros = 0.99;
