@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "app/cli/command.h"
+#include "app/inference/classify_files.h"
 #include "app/inference/image_files.h"
 #include "app/inference/layer_figures.h"
 #include "engine/errors.h"
@@ -101,47 +102,53 @@ int runClassify(const QStringList& args, CommandIo& io)
 
     engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")));
     // Each file is checked before it is decoded (a regular file, a size within the limits of
-    // app/inference/image_files.h) and decoded no larger than the model needs.
-    const engine::Shape shape = classifier.sourceShape();
-    engine::ImageSet images;
-    for (const QString& f : files) {
-        const QImage image = readImageFile(f, shape);
-        try {
-            appendImage(image, shape, images);
-        } catch (const engine::IoError& e) {
-            throw engine::IoError(f.toStdString() + ": " + e.what());
-        }
-    }
-    const auto logits = classifier.logits(images);
-    std::vector<std::vector<double>> probs;
-    for (const auto& l : logits) probs.push_back(engine::Classifier::softmax(l));
+    // app/inference/image_files.h) and decoded no larger than the model needs; one that cannot be
+    // read is named on standard error and the others are answered (exit 1 at the end).
+    const auto answers = classifyFiles(classifier, files, topK);
     const auto& names = classifier.classNames();
     const bool json = p.isSet(QStringLiteral("json"));
     const bool layers = p.isSet(QStringLiteral("layers"));
+    const engine::Shape shape = classifier.sourceShape();
     QJsonArray results;
-    for (int i = 0; i < files.size(); ++i) {
-        const auto top = engine::Classifier::topK(probs[std::size_t(i)], topK);
-        const auto views =
-            layers ? classifier.layerOutputs(images, i) : std::vector<engine::LayerView>{};
+    int failed = 0;
+    for (const FileAnswer& a : answers) {
+        if (!a.error.isEmpty()) {
+            ++failed;
+            io.err << "towers-cli classify: error: " << a.error << "\n";
+            io.err.flush();
+            if (json)
+                results.append(QJsonObject{{QStringLiteral("image"), a.file},
+                                           {QStringLiteral("error"), a.error}});
+            continue;
+        }
+        std::vector<engine::LayerView> views;
+        if (layers) { // the image the model saw, through every layer
+            engine::ImageSet one;
+            one.height = shape[0];
+            one.width = shape[1];
+            one.channels = shape[2];
+            appendImage(a.input, shape, one);
+            views = classifier.layerOutputs(one, 0);
+        }
         if (json) {
             QJsonArray classes;
-            for (const auto& s : top)
+            for (const auto& s : a.top)
                 classes.append(QJsonObject{
                     {QStringLiteral("label"), s.label},
                     {QStringLiteral("class"), QString::fromStdString(names[std::size_t(s.label)])},
                     {QStringLiteral("probability"), s.probability}});
             // Every class's logit, in label order (what an ONNX export's "logits" output gives).
             QJsonArray all;
-            for (double v : logits[std::size_t(i)]) all.append(v);
-            QJsonObject result{{QStringLiteral("image"), files[i]},
+            for (double v : a.logits) all.append(v);
+            QJsonObject result{{QStringLiteral("image"), a.file},
                                {QStringLiteral("top"), classes},
                                {QStringLiteral("logits"), all}};
             if (layers) result.insert(QStringLiteral("layers"), layersJson(views));
             results.append(result);
             continue;
         }
-        io.out << files[i] << "\n";
-        for (const auto& s : top)
+        io.out << a.file << "\n";
+        for (const auto& s : a.top)
             io.out << "  " << QString::number(100 * s.probability, 'f', 2).rightJustified(6)
                    << "%  " << QString::fromStdString(names[std::size_t(s.label)]) << "\n";
         if (layers) printLayers(views, io);
@@ -153,6 +160,11 @@ int runClassify(const QStringList& args, CommandIo& io)
                                             {QStringLiteral("ema"), classifier.usesEma()},
                                             {QStringLiteral("results"), results}})
                       .toJson(QJsonDocument::Indented);
+    if (failed) {
+        io.err << "towers-cli classify: " << failed << " of " << files.size()
+               << " files could not be classified\n";
+        return ExitFailure;
+    }
     return ExitOk;
 }
 

@@ -52,9 +52,12 @@ std::vector<FileAnswer> classifyFiles(engine::Classifier& classifier, const QStr
             answers.push_back(std::move(a));
         }
         if (set.count > 0) {
-            const auto probs = classifier.probabilities(set);
-            for (std::size_t j = 0; j < rows.size(); ++j)
-                answers[rows[j]].top = engine::Classifier::topK(probs[j], k);
+            const auto logits = classifier.logits(set);
+            for (std::size_t j = 0; j < rows.size(); ++j) {
+                FileAnswer& a = answers[rows[j]];
+                a.logits = logits[j];
+                a.top = engine::Classifier::topK(engine::Classifier::softmax(a.logits), k);
+            }
         }
         if (progress) progress(end, int(files.size()));
     }

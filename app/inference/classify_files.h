@@ -1,7 +1,8 @@
 #pragma once
-// Many image files through one classifier, for the Classify page's "Classify many" window: each
-// file read as app::readImageFile reads it (the same pixels and limits as `towers-cli classify`),
-// in batches; a file that cannot be read is answered with its reason and the others go on.
+// Many image files through one classifier, for `towers-cli classify` and the Classify page's
+// "Classify many" window: each file read by app::readImageFile (the same pixels and limits
+// everywhere), in batches; a file that cannot be read is answered with its reason and the others
+// go on.
 // Cancellable between batches; progress after each.
 #include <QImage>
 #include <QString>
@@ -20,6 +21,7 @@ struct FileAnswer
     QString file;
     QString error;                       // why it was not classified; empty when it was
     std::vector<engine::ClassScore> top; // most probable first
+    std::vector<double> logits;          // every class's, in label order
     QImage input;                        // what the model saw (the dataset's size), when read
 };
 
