@@ -98,6 +98,7 @@ int runLrFind(const QStringList& args, CommandIo& io)
     c.seed = std::uint64_t(seed);
     const engine::Dataset data =
         engine::loadDatasetPreferring(c.dataset, {}, searchPath); // DatasetNotFound: exit 1
+    engine::preprocessingFor(model, data); // a model that cannot take the images: exit 2 first
     const bool json = p.isSet(QStringLiteral("json"));
     if (!json) {
         io.out << "learning-rate range test: " << QString::fromStdString(model) << " on " << dataset
