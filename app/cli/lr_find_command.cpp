@@ -12,6 +12,7 @@
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_manifest.h"
 #include "engine/data/dataset_spec.h"
+#include "engine/train/checkpoint.h"
 #include "engine/train/lr_range_test.h"
 #include "engine/train/recipe.h"
 
@@ -31,7 +32,8 @@ int runLrFind(const QStringList& args, CommandIo& io)
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
         "Finds a learning rate by the range test (as fastai's lr_find): a few steps of the real\n"
-        "training, from the seed's weights, the learning rate rising exponentially from --min-lr\n"
+        "training, from the seed's weights (or --init-from's), the rate rising exponentially from "
+        "--min-lr\n"
         "to --max-lr, stopped when the loss runs away. The rate where the smoothed loss falls\n"
         "fastest is suggested (with the model's schedule it is the peak: --lr of train). Nothing\n"
         "is written."));
@@ -50,6 +52,10 @@ int runLrFind(const QStringList& args, CommandIo& io)
         {QStringLiteral("threads-per-tower"),
          QStringLiteral("CPU threads per tower (default: the cores shared out)."), n},
         {QStringLiteral("seed"), QStringLiteral("The weights' and the batches' seed."), n},
+        {QStringLiteral("init-from"),
+         QStringLiteral("Start from this checkpoint's weights, as train --init-from (a run's "
+                        "folder or name gives its newest); its model unless --model."),
+         QStringLiteral("checkpoint")},
         {QStringLiteral("min-lr"), QStringLiteral("The lowest learning rate (default 1e-5)."),
          QStringLiteral("lr")},
         {QStringLiteral("max-lr"), QStringLiteral("The highest learning rate (default 10)."),
@@ -71,11 +77,22 @@ int runLrFind(const QStringList& args, CommandIo& io)
         return ExitFailure;
     }
     const engine::DatasetSpec spec = engine::datasetSpecAlong(dataset.toStdString(), searchPath);
-    const std::string model = p.isSet(QStringLiteral("model"))
-                                  ? p.value(QStringLiteral("model")).toStdString()
-                                  : engine::defaultModelFor(spec);
+    QString initFrom;
+    if (p.isSet(QStringLiteral("init-from"))) {
+        if (const int r = resolveCheckpoint(p.value(QStringLiteral("init-from")),
+                                            QStringLiteral("--init-from"),
+                                            QStringLiteral("towers-cli lr-find"), io, initFrom);
+            r != ExitOk)
+            return r;
+    }
+    const std::string model =
+        p.isSet(QStringLiteral("model")) ? p.value(QStringLiteral("model")).toStdString()
+        : !initFrom.isEmpty()
+            ? engine::readCheckpointInfo(initFrom.toStdString()).model // IoError naming it
+            : engine::defaultModelFor(spec);
     engine::TrainConfig c = engine::defaultConfigFor(model);
     c.dataset = dataset.toStdString();
+    c.initFrom = initFrom.toStdString();
     engine::LrRangeOptions o;
     int towers = 1, threads = 0, batch = c.batchPerTower;
     int seed = int(std::min<std::uint64_t>(c.seed, 1u << 30));
@@ -149,8 +166,9 @@ int runLrFind(const QStringList& args, CommandIo& io)
            << "suggested learning rate: " << lrText(result.suggestedLr) << " ("
            << QString::fromStdString(result.note) << ")\n"
            << "use it: towers-cli train --dataset " << dataset << " --model "
-           << QString::fromStdString(model) << " --towers " << towers << " --lr "
-           << lrText(result.suggestedLr) << "\n";
+           << QString::fromStdString(model) << " --towers " << towers
+           << (initFrom.isEmpty() ? QString() : QStringLiteral(" --init-from ") + initFrom)
+           << " --lr " << lrText(result.suggestedLr) << "\n";
     return ExitOk;
 }
 

@@ -86,6 +86,14 @@ LrRangeResult runLrRangeTest(const TrainConfig& config, const Dataset& dataset,
         throw InvalidArgument("the training set has fewer examples than one global batch of " +
                               std::to_string(c.towers * c.batchPerTower));
     TowerSet towers(towerSetOptionsFor(c));
+    // A fine-tuning run's test starts where its run would: from the checkpoint's weights.
+    if (!c.initFrom.empty()) {
+        Model& model = towers.model();
+        towers.loadState(
+            startingWeights(c.initFrom, model, dataset.classNames, dataset.train.imageShape())
+                .weights,
+            towers.optimizer().state(model.parameters()), {});
+    }
 
     LrRangeResult r;
     double average = 0, lowest = INFINITY;

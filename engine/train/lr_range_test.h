@@ -1,7 +1,9 @@
 #pragma once
 // The learning-rate range test (Leslie Smith's, as fastai's lr_find and PyTorch Lightning's
 // Tuner.lr_find run it): a few steps of the real training (the configuration's model, towers,
-// optimizer, batch and distortions) from the seed's weights, the learning rate rising
+// optimizer, batch and distortions) from the seed's weights (or, for a run that starts from a
+// checkpoint, TrainConfig::initFrom, from that checkpoint's, as the run would), the learning rate
+// rising
 // exponentially from minLr to maxLr, stopped when the smoothed loss runs away. Where the smoothed
 // loss falls fastest (against log lr) is a good learning rate; the minimum's tenth, a safe one.
 // Nothing is written: no run folder, no checkpoint.

@@ -341,55 +341,63 @@ void Trainer::startFresh(bool setAsideExisting)
     shareStart();
 }
 
-void Trainer::initialiseFrom(const std::filesystem::path& file)
+StartingWeights startingWeights(const std::filesystem::path& file, const Model& model,
+                                const std::vector<std::string>& classNames, const Shape& imageShape)
 {
     const Checkpoint c = readCheckpoint(file);
     const std::string from = "cannot start from '" + file.string() + "': ";
-    Model& model = m_towers->model();
     if (c.info.model != model.name())
         throw InvalidArgument(from + "it is a checkpoint of " +
                               (c.info.model.empty() ? "an unnamed model" : c.info.model) +
                               ", this run trains " + model.name());
-    const bool sameClasses = c.info.classNames == m_data.classNames;
+    const bool sameClasses = c.info.classNames == classNames;
     std::vector<Parameter*> head =
         sameClasses ? std::vector<Parameter*>{} : model.classifierParameters();
     const auto isHead = [&](const Parameter* p) {
         return std::find(head.begin(), head.end(), p) != head.end();
     };
     bool averages = false;
-    NamedTensors weights;
+    StartingWeights out;
     for (Parameter* p : model.parameters()) {
         if (isHead(p)) { // this run's own draw (the seed's)
-            weights.emplace_back(p->name, p->value.copyTo(Device::host()));
+            out.weights.emplace_back(p->name, p->value.copyTo(Device::host()));
             continue;
         }
         const Tensor* t = c.weight(p->name, /*useEma=*/true);
         if (!t) throw InvalidArgument(from + "it has no tensor '" + p->name + "'");
         if (t->shape() != p->value.shape() || t->dtype() != p->value.dtype()) {
             std::string images;
-            if (c.info.imageShape.rank() > 0 && c.info.imageShape != m_data.imageShape)
+            if (c.info.imageShape.rank() > 0 && c.info.imageShape != imageShape)
                 images = " (it was trained on images of " + c.info.imageShape.str() +
-                         ", this dataset's are " + m_data.imageShape.str() + ")";
+                         ", this dataset's are " + imageShape.str() + ")";
             throw InvalidArgument(from + "its tensor '" + p->name + "' is " + t->describe() +
                                   ", this run's model has " + p->value.describe() + images);
         }
         averages = averages || t != c.weight(p->name, false);
-        weights.emplace_back(p->name, t->clone());
+        out.weights.emplace_back(p->name, t->clone());
     }
-    m_towers->loadState(weights, m_towers->optimizer().state(model.parameters()), {});
-    m_initialised = true;
     std::string headNote;
     if (!head.empty()) {
         headNote = "; the classifier (";
         for (std::size_t i = 0; i < head.size(); ++i) headNote += (i ? ", " : "") + head[i]->name;
-        headNote += ") starts from this run's own draw, for " +
-                    std::to_string(m_data.classNames.size()) + " classes instead of " +
-                    std::to_string(c.info.classNames.size());
+        headNote += ") starts from this run's own draw, for " + std::to_string(classNames.size()) +
+                    " classes instead of " + std::to_string(c.info.classNames.size());
     }
-    log("weights from " + file.string() + " (" + c.info.model + " at step " +
-        std::to_string(c.info.step) + " on " +
-        (c.info.dataset.empty() ? std::string("an unnamed dataset") : c.info.dataset) + ", " +
-        (averages ? "its moving averages" : "its weights") + ")" + headNote);
+    out.note = "weights from " + file.string() + " (" + c.info.model + " at step " +
+               std::to_string(c.info.step) + " on " +
+               (c.info.dataset.empty() ? std::string("an unnamed dataset") : c.info.dataset) +
+               ", " + (averages ? "its moving averages" : "its weights") + ")" + headNote;
+    return out;
+}
+
+void Trainer::initialiseFrom(const std::filesystem::path& file)
+{
+    Model& model = m_towers->model();
+    const StartingWeights start =
+        startingWeights(file, model, m_data.classNames, m_data.imageShape);
+    m_towers->loadState(start.weights, m_towers->optimizer().state(model.parameters()), {});
+    m_initialised = true;
+    log(start.note);
 }
 
 void Trainer::beginNewRun(bool setAsideExisting)

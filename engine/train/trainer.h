@@ -42,6 +42,19 @@ struct DataDescription
 // the trainer builds its towers from them, and so does the learning-rate range test.
 TowerSetOptions towerSetOptionsFor(const TrainConfig& config, ProcessGroup* processes = nullptr);
 
+// The weights a run started from a checkpoint (TrainConfig::initFrom) begins with: the
+// checkpoint's, its moving averages where it has them, except the classifier when the classes
+// differ (`model`'s own draw then); `note` says so for the log. InvalidArgument naming the file
+// and the tensor when the checkpoint is another model's or does not fit.
+struct StartingWeights
+{
+    NamedTensors weights;
+    std::string note;
+};
+StartingWeights startingWeights(const std::filesystem::path& file, const Model& model,
+                                const std::vector<std::string>& classNames,
+                                const Shape& imageShape);
+
 class Trainer
 {
 public:

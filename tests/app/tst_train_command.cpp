@@ -285,6 +285,18 @@ private slots:
                      text.out.contains(QStringLiteral("use it: towers-cli train --dataset "
                                                       "fashion-mnist --model fashion-fast")),
                  qPrintable(text.out));
+        // From a run's newest checkpoint: its model, and the command to train from it.
+        const QString base = path(QStringLiteral("runs/lr-base"));
+        const CliRun trained = run(small(base) + QStringList{"--steps", "2"});
+        QVERIFY2(trained.exitCode == 0, qPrintable(trained.err));
+        const CliRun tuned = run({QStringLiteral("lr-find"), QStringLiteral("--dataset"),
+                                  QStringLiteral("fashion-mnist"), QStringLiteral("--batch-size"),
+                                  QStringLiteral("16"), QStringLiteral("--steps"),
+                                  QStringLiteral("10"), QStringLiteral("--init-from"), base});
+        QVERIFY2(tuned.exitCode == 0, qPrintable(tuned.err));
+        QVERIFY2(tuned.out.contains(QStringLiteral(" --init-from ") + base +
+                                    QStringLiteral("/checkpoints/ckpt-00000002.safetensors --lr ")),
+                 qPrintable(tuned.out));
         QCOMPARE(run({QStringLiteral("lr-find"), QStringLiteral("--min-lr"), QStringLiteral("1"),
                       QStringLiteral("--max-lr"), QStringLiteral("0.5")})
                      .exitCode,

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "checkpoint_files.h"
 #include "dataset_files.h"
 #include "engine/data/dataset_spec.h"
 #include "engine/errors.h"
@@ -109,6 +110,33 @@ private slots:
             engine::runLrRangeTest(config(), m_data, o, [](const auto& p) { return p.step < 5; });
         QVERIFY(r.stopped && !r.diverged);
         QCOMPARE(r.points.size(), std::size_t(6));
+    }
+
+    // From a checkpoint (a fine-tuning run's test): its weights, not the seed's.
+    void startsFromTheCheckpoint()
+    {
+        engine::LrRangeOptions o;
+        o.minLr = 1e-6;
+        o.maxLr = 1e-5;
+        o.steps = 5;
+        const auto seedOnly = engine::runLrRangeTest(config(), m_data, o);
+        engine::TrainConfig c = config();
+        const std::filesystem::path same =
+            m_dir.filePath(QStringLiteral("same.safetensors")).toStdString();
+        const std::filesystem::path other =
+            m_dir.filePath(QStringLiteral("other.safetensors")).toStdString();
+        test::writeFreshCheckpoint("fashion-fast", m_data, same, c.seed);
+        test::writeFreshCheckpoint("fashion-fast", m_data, other, c.seed + 1);
+        c.initFrom = same.string();
+        const auto fromSame = engine::runLrRangeTest(c, m_data, o);
+        c.initFrom = other.string();
+        const auto fromOther = engine::runLrRangeTest(c, m_data, o);
+        QCOMPARE(fromSame.points.size(), seedOnly.points.size());
+        for (std::size_t i = 0; i < seedOnly.points.size(); ++i)
+            QCOMPARE(fromSame.points[i].loss, seedOnly.points[i].loss);
+        QVERIFY(fromOther.points.front().loss != seedOnly.points.front().loss);
+        c.initFrom = m_dir.filePath(QStringLiteral("missing.safetensors")).toStdString();
+        QVERIFY_THROWS_EXCEPTION(engine::Error, engine::runLrRangeTest(c, m_data, o));
     }
 
     void refusals()

@@ -30,15 +30,17 @@ LrFinderDialog::LrFinderDialog(const engine::TrainConfig& config,
     setWindowTitle(tr("Find a learning rate"));
     auto* top = new QVBoxLayout(this);
     auto* intro = new QLabel(
-        tr("The range test: %1 steps of %2 on %3 (%4 tower(s) × %5 examples per step), from the "
-           "seed's weights, "
-           "the learning rate rising from %6 to %7 until the loss runs away. Where the loss falls "
+        tr("The range test: %1 steps of %2 on %3 (%4 tower(s) × %5 examples per step), from %6, "
+           "the learning rate rising from %7 to %8 until the loss runs away. Where the loss falls "
            "fastest is a good learning rate (with one-cycle, the peak). Nothing is written.")
             .arg(options.steps)
             .arg(QString::fromStdString(config.model), QString::fromStdString(config.dataset))
             .arg(config.towers)
             .arg(config.batchPerTower)
-            .arg(lrText(options.minLr), lrText(options.maxLr)),
+            .arg(config.initFrom.empty()
+                     ? tr("the seed's weights")
+                     : tr("the weights of %1").arg(QString::fromStdString(config.initFrom)),
+                 lrText(options.minLr), lrText(options.maxLr)),
         this);
     intro->setWordWrap(true);
     top->addWidget(intro);
