@@ -32,11 +32,10 @@ int runLrFind(const QStringList& args, CommandIo& io)
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
         "Finds a learning rate by the range test (as fastai's lr_find): a few steps of the real\n"
-        "training, from the seed's weights (or --init-from's), the rate rising exponentially from "
-        "--min-lr\n"
-        "to --max-lr, stopped when the loss runs away. The rate where the smoothed loss falls\n"
-        "fastest is suggested (with the model's schedule it is the peak: --lr of train). Nothing\n"
-        "is written."));
+        "training, from the seed's weights (or --init-from's), the rate rising exponentially\n"
+        "from --min-lr to --max-lr, stopped when the loss runs away. The rate where the smoothed\n"
+        "loss falls fastest is suggested (with the model's schedule it is the peak: --lr of\n"
+        "train). Nothing is written."));
     const QString n = QStringLiteral("n");
     p.addOptions({
         {QStringLiteral("dataset"),
