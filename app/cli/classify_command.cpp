@@ -30,8 +30,8 @@ void printLayers(const std::vector<engine::LayerView>& views, CommandIo& io)
            << "       max   zeros\n";
     for (const auto& v : views)
         io.out << "  " << QString::fromStdString(v.name).leftJustified(width) << "  "
-               << layerShapeText(v.shape, QStringLiteral("x")).leftJustified(12) << figure(v.mean)
-               << figure(v.stddev) << figure(v.min) << figure(v.max)
+               << shapeText(v.shape).leftJustified(12) << figure(v.mean) << figure(v.stddev)
+               << figure(v.min) << figure(v.max)
                << QString::number(100 * v.zeroFraction, 'f', 1).rightJustified(7) << "%\n";
 }
 
@@ -39,10 +39,8 @@ QJsonArray layersJson(const std::vector<engine::LayerView>& views)
 {
     QJsonArray out;
     for (const auto& v : views) {
-        QJsonArray shape;
-        for (int d = 0; d < v.shape.rank(); ++d) shape.append(qint64(v.shape[d]));
         out.append(QJsonObject{{QStringLiteral("layer"), QString::fromStdString(v.name)},
-                               {QStringLiteral("shape"), shape},
+                               {QStringLiteral("shape"), shapeJson(v.shape)},
                                {QStringLiteral("mean"), v.mean},
                                {QStringLiteral("stddev"), v.stddev},
                                {QStringLiteral("min"), v.min},

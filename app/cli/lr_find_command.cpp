@@ -113,20 +113,18 @@ int runLrFind(const QStringList& args, CommandIo& io)
     c.batchPerTower = batch;
     c.seed = std::uint64_t(seed);
     const engine::Dataset data =
-        engine::loadDatasetPreferring(c.dataset, {}, searchPath); // DatasetNotFound: exit 1
-    engine::preprocessingFor(model, data); // a model that cannot take the images: exit 2 first
+        engine::loadDataset(c.dataset, searchPath); // DatasetNotFound: exit 1
     const bool json = p.isSet(QStringLiteral("json"));
-    if (!json) {
-        io.out << "learning-rate range test: " << QString::fromStdString(model) << " on " << dataset
-               << ", " << towers << " tower(s) x " << batch << ", "
-               << QString::fromStdString(c.optimizer.kind) << ", " << o.steps << " steps from "
-               << lrText(o.minLr) << " to " << lrText(o.maxLr)
-               << "\n  learning rate      loss  smoothed\n";
-        io.out.flush();
-    }
-    // About ten lines over the sweep, as they come.
+    // About ten lines over the sweep, as they come, under a header printed with the first: a
+    // configuration the test refuses (a model that cannot take the images) prints none.
     const int every = std::max(1, o.steps / 10);
     const auto result = engine::runLrRangeTest(c, data, o, [&](const engine::LrRangePoint& pt) {
+        if (!json && pt.step == 0)
+            io.out << "learning-rate range test: " << QString::fromStdString(model) << " on "
+                   << dataset << ", " << towers << " tower(s) x " << batch << ", "
+                   << QString::fromStdString(c.optimizer.kind) << ", " << o.steps << " steps from "
+                   << lrText(o.minLr) << " to " << lrText(o.maxLr)
+                   << "\n  learning rate      loss  smoothed\n";
         if (!json && pt.step % every == 0) {
             io.out << "  " << lrText(pt.lr).leftJustified(13)
                    << QString::number(pt.loss, 'f', 4).rightJustified(10)

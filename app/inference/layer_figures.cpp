@@ -1,18 +1,10 @@
 #include "app/inference/layer_figures.h"
 
 #include <QLocale>
-#include <QStringList>
 
 #include <cmath>
 
 namespace towers::app {
-
-QString layerShapeText(const engine::Shape& shape, const QString& separator)
-{
-    QStringList dims;
-    for (int d = 0; d < shape.rank(); ++d) dims << QString::number(shape[d]);
-    return dims.join(separator);
-}
 
 QString layerFigure(double value, int decimals, bool localized)
 {

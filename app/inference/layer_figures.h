@@ -3,12 +3,8 @@
 // `towers-cli classify --layers` and the Classify page's Layers window.
 #include <QString>
 
-#include "engine/tensor/shape.h"
-
 namespace towers::app {
 
-// "28x28x32" (separator "x"), "28 × 28 × 32" (" × ").
-QString layerShapeText(const engine::Shape& shape, const QString& separator);
 // A figure with `decimals` in fixed point where that reads, else with an exponent (1.23e-05,
 // 4.50e+06); in the C locale, or the user's with `localized`.
 QString layerFigure(double value, int decimals, bool localized = false);

@@ -67,10 +67,11 @@ QString topDirOf(const QString& path, dev_t device)
 
 // The trash directory for a file on `device`: the home trash when it is on the home trash's file
 // system, else the volume's own ($topdir/.Trash/$uid when an administrator made $topdir/.Trash,
-// sticky and not a link; else $topdir/.Trash-$uid). Empty with `why` set when there is none.
-QString trashFor(const QString& path, dev_t device, bool& relativePaths, QString& why)
+// sticky and not a link; else $topdir/.Trash-$uid), with `top` set to $topdir (its records' paths
+// are relative to it; left empty for the home trash). Empty with `why` set when there is none.
+QString trashFor(const QString& path, dev_t device, QString& top, QString& why)
 {
-    relativePaths = false;
+    top.clear();
     const QString dataHome = QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation);
     if (!dataHome.isEmpty() && QDir().mkpath(dataHome)) {
         const QString home = dataHome + QStringLiteral("/Trash");
@@ -81,9 +82,8 @@ QString trashFor(const QString& path, dev_t device, bool& relativePaths, QString
             return {};
         }
     }
-    const QString top = topDirOf(path, device);
+    top = topDirOf(path, device);
     const QString uid = QString::number(::getuid());
-    relativePaths = true;
     const QString shared = top + QStringLiteral("/.Trash");
     if (const auto st = lstatOf(shared); st && S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX)) {
         const QString mine = shared + QLatin1Char('/') + uid;
@@ -105,16 +105,15 @@ QString moveToTrash(const QString& path, QString& why)
         why = errnoText(errno);
         return {};
     }
-    bool relative = false;
-    const QString trash = trashFor(path, st->st_dev, relative, why);
+    QString top;
+    const QString trash = trashFor(path, st->st_dev, top, why);
     if (trash.isEmpty()) return {};
     const QString files = trash + QStringLiteral("/files"), info = trash + QStringLiteral("/info");
     if (!QDir().mkpath(files) || !QDir().mkpath(info)) {
         why = QStringLiteral("cannot make %1/files and info").arg(trash);
         return {};
     }
-    const QString inTrash =
-        relative ? QDir(topDirOf(path, st->st_dev)).relativeFilePath(path) : path;
+    const QString inTrash = top.isEmpty() ? path : QDir(top).relativeFilePath(path);
     const QByteArray record =
         "[Trash Info]\nPath=" + QUrl::toPercentEncoding(inTrash, "/") + "\nDeletionDate=" +
         QDateTime::currentDateTime().toString(QStringLiteral("yyyy-MM-ddThh:mm:ss")).toLatin1() +

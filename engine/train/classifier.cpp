@@ -50,6 +50,13 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
 
 Classifier::~Classifier() = default;
 
+void Classifier::requireSourceShape(const ImageSet& images) const
+{
+    if (images.count > 0 && images.imageShape() != m_source)
+        throw ShapeError("classifier: images must be " + m_source.str() + ", got " +
+                         images.imageShape().str());
+}
+
 int Classifier::numClasses() const
 {
     return m_model->numClasses();
@@ -57,9 +64,7 @@ int Classifier::numClasses() const
 
 std::vector<std::vector<double>> Classifier::logits(const ImageSet& images)
 {
-    if (images.count > 0 && images.imageShape() != m_source)
-        throw ShapeError("classifier: images must be " + m_source.str() + ", got " +
-                         images.imageShape().str());
+    requireSourceShape(images);
     std::vector<std::vector<double>> out;
     ExecContext ctx{*m_ops, false, 0};
     Tensor x, labels;
@@ -130,7 +135,8 @@ void computeStatistics(LayerView& view)
 
 namespace {
 
-LayerView viewOf(std::string name, std::string description, const Tensor& t, std::int64_t index)
+// The first example of `t` (a batch of one).
+LayerView viewOf(std::string name, std::string description, const Tensor& t)
 {
     LayerView v;
     v.name = std::move(name);
@@ -140,7 +146,7 @@ LayerView viewOf(std::string name, std::string description, const Tensor& t, std
     for (int d = 1; d < host.rank(); ++d) dims.push_back(host.dim(d));
     v.shape = Shape(dims);
     const std::int64_t per = v.shape.numel();
-    const Tensor one = host.slice(index, index + 1).to(DType::Float32);
+    const Tensor one = host.slice(0, 1).to(DType::Float32);
     const float* p = one.data<float>();
     v.values.assign(p, p + per);
     computeStatistics(v);
@@ -151,9 +157,7 @@ LayerView viewOf(std::string name, std::string description, const Tensor& t, std
 
 std::vector<LayerView> Classifier::layerOutputs(const ImageSet& images, std::int64_t index)
 {
-    if (images.count > 0 && images.imageShape() != m_source)
-        throw ShapeError("classifier: images must be " + m_source.str() + ", got " +
-                         images.imageShape().str());
+    requireSourceShape(images);
     if (index < 0 || index >= images.count)
         throw InvalidArgument("classifier: no image " + std::to_string(index) + " among " +
                               std::to_string(images.count));
@@ -171,10 +175,10 @@ std::vector<LayerView> Classifier::layerOutputs(const ImageSet& images, std::int
                            "the image as the model gets it: its central " +
                                std::to_string(m_recipe.height) + "x" +
                                std::to_string(m_recipe.width) + ", " + normalization,
-                           x, 0));
+                           x));
     const auto rows = m_model->layerTable();
     for (std::size_t i = 0; i < rows.size(); ++i)
-        views.push_back(viewOf(rows[i].name, rows[i].description, m_model->layerOutput(i), 0));
+        views.push_back(viewOf(rows[i].name, rows[i].description, m_model->layerOutput(i)));
     return views;
 }
 

@@ -78,6 +78,9 @@ public:
     EvalResult evaluate(const ImageSet& set, int batchSize = 250);
 
 private:
+    // ShapeError unless `images` are of sourceShape().
+    void requireSourceShape(const ImageSet& images) const;
+
     CheckpointInfo m_info;
     Preprocessing m_recipe;
     Shape m_source;

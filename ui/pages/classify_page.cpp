@@ -33,6 +33,13 @@
 
 namespace towers::ui {
 
+namespace {
+
+// The classes an answer shows: the chart's five, Classify many's and its CSV's.
+constexpr int kTopClasses = 5;
+
+} // namespace
+
 ClassifyPage::ClassifyPage(QWidget* parent)
     : QWidget(parent), m_progressTimer(new QTimer(this)),
       m_classModel(new ClassAccuracyModel(this)), m_cellImages(new SampleImageModel(this))
@@ -299,7 +306,8 @@ ClassifyManyDialog* ClassifyPage::classifyFiles(const QStringList& paths)
     if (m_manyCancel) m_manyCancel->store(true); // the previous window's files stop
     auto cancel = std::make_shared<std::atomic<bool>>(false);
     m_manyCancel = cancel;
-    auto* dialog = new ClassifyManyDialog(m_classifier->classifier->classNames(), 5, this);
+    auto* dialog =
+        new ClassifyManyDialog(m_classifier->classifier->classNames(), kTopClasses, this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
     auto done = std::make_shared<std::atomic<int>>(0);
     dialog->watchProgress(done, int(paths.size()));
@@ -312,7 +320,7 @@ ClassifyManyDialog* ClassifyPage::classifyFiles(const QStringList& paths)
     m_manyJob.start(
         [shared, paths, cancel, done] {
             std::lock_guard lock(shared->mutex);
-            return app::classifyFiles(*shared->classifier, paths, 5, cancel.get(),
+            return app::classifyFiles(*shared->classifier, paths, kTopClasses, cancel.get(),
                                       [done](int n, int) { done->store(n); });
         },
         [this, guard, cancel,
@@ -370,7 +378,7 @@ ClassifyPage::ImageAnswer ClassifyPage::answerFor(engine::Classifier& classifier
     auto layers = classifier.layerOutputs(one, 0);
     const std::vector<double> logits(layers.back().values.begin(), layers.back().values.end());
     return ImageAnswer{app::toQImage(one, 0),
-                       engine::Classifier::topK(engine::Classifier::softmax(logits), 5),
+                       engine::Classifier::topK(engine::Classifier::softmax(logits), kTopClasses),
                        std::move(layers)};
 }
 
@@ -511,7 +519,6 @@ void ClassifyPage::showAnswer(const ImageAnswer& answer, const QString& caption)
                                  .arg(caption.toHtmlEscaped(), m_top.front().first.toHtmlEscaped(),
                                       QLocale().toString(m_top.front().second * 100, 'f', 1)));
     m_layers = answer.layers;
-    m_layersCaption = m_caption->text();
     updateControls();
     emit imageClassified();
 }
@@ -605,10 +612,12 @@ void ClassifyPage::updateControls()
 LayersDialog* ClassifyPage::openLayers()
 {
     if (m_layers.empty() || !m_classifier) return nullptr;
-    auto* dialog = new LayersDialog(
-        m_layers, m_classifier->filters,
-        tr("%1 — %2").arg(m_layersCaption, QFileInfo(m_checkpointPath).fileName().toHtmlEscaped()),
-        this);
+    auto* dialog =
+        new LayersDialog(m_layers, m_classifier->filters,
+                         // The caption is this image's: an error clears the layers with the answer.
+                         tr("%1 — %2").arg(m_caption->text(),
+                                           QFileInfo(m_checkpointPath).fileName().toHtmlEscaped()),
+                         this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
     dialog->show();
     return dialog;

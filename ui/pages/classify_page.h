@@ -139,7 +139,6 @@ private:
     std::shared_ptr<const engine::Dataset> m_dataset;
     std::vector<std::pair<QString, double>> m_top;
     std::vector<engine::LayerView> m_layers; // of the image the page shows
-    QString m_layersCaption;
     std::optional<app::TestSetPredictions> m_predictions;
     std::shared_ptr<std::atomic<bool>> m_cancel;
     std::shared_ptr<std::atomic<std::int64_t>> m_done;

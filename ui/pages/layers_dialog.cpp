@@ -19,17 +19,13 @@
 #include <cmath>
 
 #include "app/inference/layer_figures.h"
+#include "ui/models/layer_table_model.h"
 #include "ui/plots/bar_chart.h"
 #include "ui/widgets/layer_mosaic.h"
 
 namespace towers::ui {
 
 namespace {
-
-QString shapeText(const engine::Shape& s)
-{
-    return app::layerShapeText(s, QStringLiteral(" × "));
-}
 
 QString figure(double v)
 {
@@ -78,7 +74,7 @@ LayersDialog::LayersDialog(std::vector<engine::LayerView> outputs,
     for (int r = 0; r < int(m_outputs.size()); ++r) {
         const engine::LayerView& v = m_outputs[std::size_t(r)];
         const QStringList texts{QString::fromStdString(v.name),
-                                shapeText(v.shape),
+                                shapeLabel(v.shape, false),
                                 figure(v.mean),
                                 figure(v.stddev),
                                 figure(v.min),
@@ -162,7 +158,6 @@ LayersDialog::LayersDialog(std::vector<engine::LayerView> outputs,
     int first = 0;
     for (int r = 1; r < int(m_outputs.size()) && first == 0; ++r)
         if (filtersOf(r)) first = r;
-    m_table->setCurrentCell(first, 0);
     showLayer(first);
 }
 
@@ -194,8 +189,12 @@ void LayersDialog::setShowFilters(bool filters)
 void LayersDialog::showLayer(int row)
 {
     if (row < 0 || row >= int(m_outputs.size())) return;
+    // Through the table's current cell, whose change comes back here once.
+    if (m_table->currentRow() != row) {
+        m_table->setCurrentCell(row, 0);
+        return;
+    }
     m_row = row;
-    if (m_table->currentRow() != row) m_table->setCurrentCell(row, 0);
     m_filtersBox->setEnabled(canShowFilters());
     showPicture();
 }
@@ -218,8 +217,8 @@ void LayersDialog::showPicture()
                  QString::fromStdString(filters ? v.description : out.description).toHtmlEscaped());
     if (filters)
         text += tr("Weights %1: mean %2, deviation %3, from %4 to %5.")
-                    .arg(shapeText(v.shape), figure(v.mean), figure(v.stddev), figure(v.min),
-                         figure(v.max));
+                    .arg(shapeLabel(v.shape, false), figure(v.mean), figure(v.stddev),
+                         figure(v.min), figure(v.max));
     else if (v.shape.rank() == 3)
         text += tr("%1 channels of %2 × %3, one tile each; black is the layer's minimum (%4), "
                    "white its maximum (%5).")
@@ -246,7 +245,11 @@ void LayersDialog::showPicture()
         shares << (v.values.empty() ? 0 : counts[b] / double(v.values.size()));
     }
     m_histogram->setBars(labels, shares);
+    scalePicture();
+}
 
+void LayersDialog::scalePicture()
+{
     // Scaled by a whole factor, so that every value stays a sharp block of pixels.
     if (m_picture.isNull()) {
         m_view->setPixmap({});
@@ -276,7 +279,7 @@ bool LayersDialog::savePicture(const QString& path, int scale, QString* error) c
 
 bool LayersDialog::eventFilter(QObject* watched, QEvent* event)
 {
-    if (watched == m_scroll->viewport() && event->type() == QEvent::Resize) showPicture();
+    if (watched == m_scroll->viewport() && event->type() == QEvent::Resize) scalePicture();
     return QDialog::eventFilter(watched, event);
 }
 

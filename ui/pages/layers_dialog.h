@@ -53,7 +53,10 @@ protected:
 
 private:
     const engine::LayerView* filtersOf(int row) const;
+    // Makes the chosen layer's picture, its text and its histogram, then scalePicture().
     void showPicture();
+    // Shows the picture scaled to the room the window gives it.
+    void scalePicture();
 
     std::vector<engine::LayerView> m_outputs, m_filters;
     int m_row = -1;
