@@ -70,8 +70,9 @@ int runClassify(const QStringList& args, CommandIo& io)
     p.addOptions({
         {QStringLiteral("checkpoint"),
          QStringLiteral("The checkpoint (.safetensors). A run folder, or a run's name in the runs "
-                        "folder, gives its newest checkpoint."),
+                        "folder, gives its newest checkpoint (with --best, its best)."),
          QStringLiteral("file")},
+        bestOption(),
         {QStringLiteral("top-k"), QStringLiteral("How many classes to show (default 5)."),
          QStringLiteral("k"), QStringLiteral("5")},
         {QStringLiteral("no-ema"),

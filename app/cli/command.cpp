@@ -139,6 +139,14 @@ QString resumeCommandLine(const QString& runDir, int processes)
            QStringLiteral("towers-cli train --resume --run-dir ") + runDir;
 }
 
+QCommandLineOption bestOption()
+{
+    return {QStringLiteral("best"),
+            QStringLiteral("With a run for --checkpoint: its best checkpoint (the highest test "
+                           "accuracy of its evaluations, which rotation keeps) instead of its "
+                           "newest.")};
+}
+
 int checkpointOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
                      QString& file)
 {
@@ -148,12 +156,13 @@ int checkpointOption(const QCommandLineParser& parser, const QString& command, C
                   "its newest checkpoint)\n";
         return ExitUsage;
     }
-    return resolveCheckpoint(parser.value(QStringLiteral("checkpoint")),
-                             QStringLiteral("--checkpoint"), command, io, file);
+    return resolveCheckpoint(
+        parser.value(QStringLiteral("checkpoint")), QStringLiteral("--checkpoint"), command, io,
+        file, parser.isSet(QStringLiteral("best")) ? RunCheckpoint::Best : RunCheckpoint::Newest);
 }
 
 int resolveCheckpoint(const QString& given, const QString& option, const QString& command,
-                      CommandIo& io, QString& file)
+                      CommandIo& io, QString& file, RunCheckpoint which)
 {
     QString folder;
     if (QFileInfo(given).isDir())
@@ -162,6 +171,13 @@ int resolveCheckpoint(const QString& given, const QString& option, const QString
              !named.isEmpty() && QFileInfo(named).isDir())
         folder = named; // a run's name, as 'runs' lists it
     if (folder.isEmpty()) {
+        if (which == RunCheckpoint::Best) {
+            io.err << command << ": --best picks among a run's checkpoints: give " << option
+                   << " a run (its folder, or its name as 'towers-cli runs' lists it), not the "
+                      "file "
+                   << given << "\n";
+            return ExitUsage;
+        }
         file = given; // a file (or nothing there: the reader says so, naming it)
         return ExitOk;
     }
@@ -180,6 +196,27 @@ int resolveCheckpoint(const QString& given, const QString& option, const QString
                << " has no checkpoint yet" << (problem.isEmpty() ? QString() : ": " + problem)
                << "\n";
         return ExitFailure;
+    }
+    if (which == RunCheckpoint::Best) {
+        const RunSummary summary = readRun(run.absolutePath());
+        if (!summary.best) {
+            io.err << command << ": --best: no checkpoint of the run " << run.absolutePath()
+                   << " was evaluated ("
+                   << (summary.evaluations.empty()
+                           ? QStringLiteral("eval.jsonl records no evaluation")
+                           : QStringLiteral("eval.jsonl's %1 evaluation(s) are at steps with no "
+                                            "checkpoint left")
+                                 .arg(summary.evaluations.size()))
+                   << "); without --best, " << option << " takes its newest\n";
+            return ExitFailure;
+        }
+        file = QString::fromStdString(summary.best->file.path.string());
+        io.err << command << ": the best checkpoint of " << run.absolutePath() << ": step "
+               << summary.best->file.step << ", test accuracy "
+               << QString::number(summary.best->precisionAt1 * 100, 'f', 2) << " %, " << file
+               << "\n";
+        io.err.flush();
+        return ExitOk;
     }
     file = QString::fromStdString(checkpoints.back().path.string());
     io.err << command << ": the newest checkpoint of " << run.absolutePath() << ": step "

@@ -84,18 +84,28 @@ QString runsDirEntry(const QString& given, const QString& runsDir);
 // --run-dir DIR" for a run of P processes).
 QString resumeCommandLine(const QString& runDir, int processes);
 
+// --best, for the commands that take --checkpoint (which defines it with bestOption()).
+QCommandLineOption bestOption();
 // The checkpoint file that --checkpoint names, for eval, classify and export: a file as given;
 // a run folder (or its checkpoints/ folder, or a run's name in the runs folder, as 'towers-cli
-// runs' lists them) gives its newest checkpoint, which a line on stderr names. Returns ExitOk, or
-// prints an error and returns the exit code: ExitUsage without --checkpoint, ExitFailure for a
-// folder with no checkpoint. `command` is "towers-cli eval" and the like.
+// runs' lists them) gives its newest checkpoint, or with --best its best (the checkpoint of its
+// highest test accuracy), which a line on stderr names. Returns ExitOk, or prints an error and
+// returns the exit code: ExitUsage without --checkpoint or for --best with a file, ExitFailure for
+// a folder with no checkpoint (with --best: none evaluated). `command` is "towers-cli eval" and
+// the like.
 int checkpointOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
                      QString& file);
+// Which of a run's checkpoints a run folder or name stands for.
+enum class RunCheckpoint
+{
+    Newest,
+    Best // the checkpoint of the run's highest test accuracy (eval.jsonl)
+};
 // The checkpoint file `given` names, as for --checkpoint: a file as given, a run folder or a run's
-// name for its newest checkpoint (named on stderr). ExitOk, or the error printed (naming `option`)
-// and ExitFailure.
+// name for its newest or best checkpoint (named on stderr). ExitOk, or the error printed (naming
+// `option`) and ExitFailure (ExitUsage: Best with a file).
 int resolveCheckpoint(const QString& given, const QString& option, const QString& command,
-                      CommandIo& io, QString& file);
+                      CommandIo& io, QString& file, RunCheckpoint which = RunCheckpoint::Newest);
 
 int runBench(const QStringList& args, CommandIo& io);
 int runDownload(const QStringList& args, CommandIo& io);

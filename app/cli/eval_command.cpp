@@ -26,8 +26,9 @@ int runEval(const QStringList& args, CommandIo& io)
         {QStringLiteral("checkpoint"),
          QStringLiteral(
              "The checkpoint (.safetensors) to evaluate. A run folder, or a run's name in the runs "
-             "folder, gives its newest checkpoint."),
+             "folder, gives its newest checkpoint (with --best, its best)."),
          QStringLiteral("file")},
+        bestOption(),
         {QStringLiteral("data-dir"), QStringLiteral("Look for the dataset in this folder first."),
          QStringLiteral("dir")},
         {QStringLiteral("no-ema"),

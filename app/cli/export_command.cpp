@@ -32,8 +32,9 @@ int runExport(const QStringList& args, CommandIo& io)
         {QStringLiteral("checkpoint"),
          QStringLiteral(
              "The checkpoint (.safetensors) to export. A run folder, or a run's name in the runs "
-             "folder, gives its newest checkpoint."),
+             "folder, gives its newest checkpoint (with --best, its best)."),
          QStringLiteral("file")},
+        bestOption(),
         {QStringLiteral("output"),
          QStringLiteral("The ONNX file to write (default: the checkpoint's path with .onnx)."),
          QStringLiteral("file")},

@@ -76,6 +76,19 @@ QString sizeText(const std::filesystem::path& p)
     return QLocale::c().formattedDataSize(qint64(bytes), 1, QLocale::DataSizeIecFormat);
 }
 
+// The test accuracy eval.jsonl records at `step`, when that step was evaluated.
+std::optional<double> accuracyAt(const RunSummary& r, std::int64_t step)
+{
+    for (const auto& e : r.evaluations)
+        if (e.step == step) return e.precisionAt1;
+    return std::nullopt;
+}
+
+bool isBest(const RunSummary& r, const engine::CheckpointFile& c)
+{
+    return r.best && r.best->file.step == c.step;
+}
+
 QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
 {
     QJsonObject o{{QStringLiteral("name"), r.name},
@@ -104,6 +117,12 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
         o.insert(QStringLiteral("test_accuracy"), *r.accuracy);
         o.insert(QStringLiteral("test_accuracy_step"), qint64(r.accuracyStep));
     }
+    if (r.best)
+        o.insert(QStringLiteral("best_checkpoint"),
+                 QJsonObject{
+                     {QStringLiteral("step"), qint64(r.best->file.step)},
+                     {QStringLiteral("test_accuracy"), r.best->precisionAt1},
+                     {QStringLiteral("path"), QString::fromStdString(r.best->file.path.string())}});
     if (r.modified.isValid())
         o.insert(QStringLiteral("modified"), r.modified.toString(Qt::ISODate));
     o.insert(QStringLiteral("state"), stateText(r));
@@ -115,10 +134,13 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
         for (auto it = r.checkpoints.rbegin(); it != r.checkpoints.rend(); ++it) {
             std::error_code ec;
             const auto bytes = std::filesystem::file_size(it->path, ec);
-            list.append(
-                QJsonObject{{QStringLiteral("step"), qint64(it->step)},
-                            {QStringLiteral("path"), QString::fromStdString(it->path.string())},
-                            {QStringLiteral("bytes"), ec ? QJsonValue() : qint64(bytes)}});
+            QJsonObject c{{QStringLiteral("step"), qint64(it->step)},
+                          {QStringLiteral("path"), QString::fromStdString(it->path.string())},
+                          {QStringLiteral("bytes"), ec ? QJsonValue() : qint64(bytes)}};
+            if (const auto a = accuracyAt(r, it->step))
+                c.insert(QStringLiteral("test_accuracy"), *a);
+            c.insert(QStringLiteral("best"), isBest(r, *it));
+            list.append(c);
         }
         o.insert(QStringLiteral("checkpoint_files"), list);
     }
@@ -193,17 +215,27 @@ void printRun(const RunSummary& r, CommandIo& io)
                           resumeCommandLine(r.folder, r.config->processes));
     else
         line("state", state);
+    if (r.best)
+        line("best",
+             QStringLiteral("%1 % at step %2: the checkpoint --best picks, kept by rotation")
+                 .arg(r.best->precisionAt1 * 100, 0, 'f', 2)
+                 .arg(r.best->file.step));
     line("changed", changedText(r));
     if (!r.problem.isEmpty()) line("problem", r.problem);
     if (r.checkpoints.empty()) {
         line("checkpoints", QStringLiteral("none"));
         return;
     }
-    io.out << "checkpoints (newest first):\n";
-    for (auto it = r.checkpoints.rbegin(); it != r.checkpoints.rend(); ++it)
-        io.out << "  " << QString::number(it->step).rightJustified(9) << "  "
-               << sizeText(it->path).rightJustified(9) << "  "
-               << QString::fromStdString(it->path.string()) << "\n";
+    io.out << "checkpoints (newest first; the test accuracy at their step where evaluated):\n";
+    for (auto it = r.checkpoints.rbegin(); it != r.checkpoints.rend(); ++it) {
+        const auto a = accuracyAt(r, it->step);
+        io.out
+            << "  " << QString::number(it->step).rightJustified(9) << "  "
+            << sizeText(it->path).rightJustified(9) << "  "
+            << (a ? QStringLiteral("%1 %").arg(*a * 100, 0, 'f', 2) : QString()).rightJustified(8)
+            << (isBest(r, *it) ? QStringLiteral(" best") : QStringLiteral("     ")) << "  "
+            << QString::fromStdString(it->path.string()) << "\n";
+    }
 }
 
 } // namespace

@@ -327,7 +327,9 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         {QStringLiteral("checkpoint-every"),
          QStringLiteral("Steps between checkpoints (0 = only at the end and on stop)."), n},
         {QStringLiteral("keep-checkpoints"),
-         QStringLiteral("How many checkpoints to keep (default 5)."), n},
+         QStringLiteral("How many checkpoints to keep (default 5), and the best evaluated "
+                        "one besides."),
+         n},
         {QStringLiteral("resume"),
          QStringLiteral("Continue the run in --run-dir (default: the newest run) from its newest "
                         "checkpoint that loads. Run-defining options may be repeated with the "

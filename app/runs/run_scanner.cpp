@@ -7,6 +7,7 @@
 #include <QJsonObject>
 
 #include <exception>
+#include <map>
 
 #include "app/runs/run_log_reader.h"
 #include "engine/train/run_lock.h"
@@ -83,6 +84,9 @@ RunSummary readRun(const QString& folder)
     r.checkpoints = runCheckpoints(r.folder, r.problem.isEmpty() ? &r.problem : nullptr);
     for (const auto& c : r.checkpoints) newer(r.modified, QString::fromStdString(c.path.string()));
     if (!r.checkpoints.empty()) r.lastStep = std::max(r.lastStep, r.checkpoints.back().step);
+    r.evaluations =
+        engine::readEvaluations(dir.filePath(QStringLiteral("eval.jsonl")).toStdString());
+    r.best = engine::bestCheckpoint(r.checkpoints, r.evaluations);
     r.trainingBy = runHolder(r.folder);
     return r;
 }
@@ -123,6 +127,16 @@ std::optional<QString> runHolder(const QString& folder)
 RunCurves readRunCurves(const QString& folder)
 {
     return RunLogReader(folder).read();
+}
+
+std::vector<engine::EvaluationMark> evaluationsOf(const RunCurves& curves)
+{
+    std::map<std::int64_t, double> byStep;
+    for (qsizetype i = 0; i < curves.evalSteps.size() && i < curves.accuracy.size(); ++i)
+        byStep[std::int64_t(curves.evalSteps[i])] = curves.accuracy[i];
+    std::vector<engine::EvaluationMark> out;
+    for (const auto& [step, accuracy] : byStep) out.push_back({step, accuracy});
+    return out;
 }
 
 } // namespace towers::app

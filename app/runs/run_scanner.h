@@ -32,6 +32,10 @@ struct RunSummary
     std::optional<double> accuracy; // the latest evaluation's precision @ 1 (eval.jsonl)
     std::int64_t accuracyStep = 0;
     std::vector<engine::CheckpointFile> checkpoints; // oldest first
+    // Every evaluation of eval.jsonl by step (the last record of a step), and the checkpoint of
+    // the best one that has a checkpoint: what rotation keeps besides the newest.
+    std::vector<engine::EvaluationMark> evaluations;
+    std::optional<engine::BestCheckpoint> best;
     QDateTime modified; // newest of config.json, metrics.jsonl and the checkpoints
     // Who trains the run right now (RunLock::holder: "process 1234 on host h since ... (towers-cli
     // train)"), or nullopt when nobody holds its lock. This process's own training counts too.
@@ -72,5 +76,8 @@ struct RunCurves
 };
 // Reads the whole logs once (app::RunLogReader follows a growing run).
 RunCurves readRunCurves(const QString& folder);
+// The curves' evaluations by step, as engine::readEvaluations gives eval.jsonl's (the last of a
+// step).
+std::vector<engine::EvaluationMark> evaluationsOf(const RunCurves& curves);
 
 } // namespace towers::app

@@ -124,6 +124,66 @@ void keepLinesUpTo(const fs::path& file, std::int64_t step)
 
 } // namespace
 
+std::vector<EvaluationMark> readEvaluations(const fs::path& evalFile) noexcept
+{
+    std::vector<EvaluationMark> out;
+    try {
+        std::ifstream in(evalFile, std::ios::binary);
+        std::string line;
+        while (in && std::getline(in, line)) {
+            if (in.eof()) break; // no newline after it: a partial last line
+            try {
+                const auto j = nlohmann::json::parse(line);
+                if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
+                    !j.contains("precisionAt1") || !j["precisionAt1"].is_number())
+                    continue;
+                const EvaluationMark m{j["step"].get<std::int64_t>(),
+                                       j["precisionAt1"].get<double>()};
+                const auto at = std::find_if(out.begin(), out.end(), [&](const EvaluationMark& e) {
+                    return e.step == m.step;
+                });
+                if (at != out.end())
+                    *at = m;
+                else
+                    out.push_back(m);
+            } catch (const nlohmann::json::exception&) {
+                continue; // a damaged line
+            }
+        }
+    } catch (...) {
+        // what was read so far
+    }
+    std::stable_sort(out.begin(), out.end(), [](const EvaluationMark& a, const EvaluationMark& b) {
+        return a.step < b.step;
+    });
+    return out;
+}
+
+std::optional<EvaluationMark> bestEvaluation(const std::vector<EvaluationMark>& evaluations)
+{
+    std::optional<EvaluationMark> best;
+    for (const auto& e : evaluations)
+        if (!best || e.precisionAt1 > best->precisionAt1 ||
+            (e.precisionAt1 == best->precisionAt1 && e.step < best->step))
+            best = e;
+    return best;
+}
+
+std::optional<BestCheckpoint> bestCheckpoint(const std::vector<CheckpointFile>& checkpoints,
+                                             const std::vector<EvaluationMark>& evaluations)
+{
+    std::vector<EvaluationMark> evaluated;
+    for (const auto& e : evaluations)
+        if (std::any_of(checkpoints.begin(), checkpoints.end(),
+                        [&](const CheckpointFile& c) { return c.step == e.step; }))
+            evaluated.push_back(e);
+    const auto best = bestEvaluation(evaluated);
+    if (!best) return std::nullopt;
+    for (const auto& c : checkpoints)
+        if (c.step == best->step) return BestCheckpoint{c, best->precisionAt1};
+    return std::nullopt;
+}
+
 fs::path createNewFolder(const fs::path& proposed)
 {
     std::error_code ec;

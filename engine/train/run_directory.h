@@ -40,6 +40,30 @@ struct CheckpointFile
     std::filesystem::path path;
 };
 
+// One evaluation as eval.jsonl records it: the step and its precision @ 1 (test accuracy).
+struct EvaluationMark
+{
+    std::int64_t step = 0;
+    double precisionAt1 = 0;
+};
+
+// The evaluations recorded in `evalFile` (eval.jsonl), by step; a step evaluated more than once
+// has its last record. Lines that do not parse (a partial last line a kill left) are skipped; a
+// missing file gives none. Reads only; never throws.
+std::vector<EvaluationMark> readEvaluations(const std::filesystem::path& evalFile) noexcept;
+
+// The run's best checkpoint: of `checkpoints`, the one whose step's evaluation has the highest
+// precision @ 1 (the earliest of equals). nullopt when no checkpoint's step was evaluated.
+struct BestCheckpoint
+{
+    CheckpointFile file;
+    double precisionAt1 = 0;
+};
+std::optional<BestCheckpoint> bestCheckpoint(const std::vector<CheckpointFile>& checkpoints,
+                                             const std::vector<EvaluationMark>& evaluations);
+// The highest precision @ 1 of `evaluations` (the earliest of equals); nullopt when there are none.
+std::optional<EvaluationMark> bestEvaluation(const std::vector<EvaluationMark>& evaluations);
+
 // Makes a new, empty folder at `proposed`, or when that name is taken at "<proposed>-2", "-3", ...
 // with a mkdir that fails when the folder exists, so two runs started at the same moment never
 // get one folder. Creates the parent folders. Returns the folder made; IoError naming it when it

@@ -553,7 +553,15 @@ std::filesystem::path Trainer::writeCheckpoint()
     m_lastCheckpointStep = s;
     rotateCheckpoints(s);
     if (m_observer) m_observer->onCheckpoint(path, s);
-    log("wrote checkpoint " + path.string());
+    const auto& best = bestEvaluationSoFar();
+    if (best && best->step == s) {
+        char accuracy[64];
+        std::snprintf(accuracy, sizeof accuracy, "%.3f", best->precisionAt1);
+        log("wrote checkpoint " + path.string() +
+            ", kept as the run's best (precision @ 1 = " + accuracy + ")");
+    } else {
+        log("wrote checkpoint " + path.string());
+    }
     return path;
 }
 
@@ -571,12 +579,23 @@ bool Trainer::rotatable(const std::filesystem::path& file)
     return ours;
 }
 
+const std::optional<EvaluationMark>& Trainer::bestEvaluationSoFar()
+{
+    if (!m_bestRead && m_dir) {
+        m_best = bestEvaluation(readEvaluations(m_dir->evalPath()));
+        m_bestRead = true;
+    }
+    return m_best;
+}
+
 void Trainer::rotateCheckpoints(std::int64_t newest)
 {
     if (m_config.keepCheckpoints < 1) throw InvalidArgument("keepCheckpoints: must be at least 1");
+    const auto& best = bestEvaluationSoFar();
     std::vector<CheckpointFile> ours;
     for (const auto& c : m_dir->checkpoints())
-        if (c.step < newest && rotatable(c.path)) ours.push_back(c);
+        if (c.step < newest && !(best && best->step == c.step) && rotatable(c.path))
+            ours.push_back(c);
     const std::size_t keepOlder = std::size_t(m_config.keepCheckpoints - 1);
     for (std::size_t i = 0; i + keepOlder < ours.size(); ++i) {
         m_dir->removeCheckpoint(ours[i].path);
@@ -606,6 +625,7 @@ bool Trainer::runEvaluation(const std::stop_token& stop)
         return false;
     }
     m_lastEvalStep = r.step;
+    const std::optional<EvaluationMark> best = bestEvaluationSoFar(); // before this one
     if (m_dir) m_dir->appendEval(evalJson(r).dump());
     if (m_events) m_events->evaluation(r);
     char buf[160];
@@ -614,6 +634,16 @@ bool Trainer::runEvaluation(const std::stop_token& stop)
                   static_cast<long long>(r.examples), r.ema ? ", moving averages" : "", r.seconds);
     log(buf);
     if (m_observer) m_observer->onEvaluation(r);
+    // The best evaluation so far keeps its weights: rotation spares its checkpoint, written now
+    // when the step has none (an evaluation between checkpoints); the former best's goes when
+    // it is beyond keepCheckpoints.
+    if (m_dir && (!best || r.precisionAt1 > best->precisionAt1)) {
+        m_best = EvaluationMark{r.step, r.precisionAt1};
+        if (m_lastCheckpointStep != r.step)
+            writeCheckpoint();
+        else
+            rotateCheckpoints(r.step);
+    }
     return true;
 }
 
@@ -723,6 +753,7 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             // not pick it up, nor the logs show it twice. The checkpoints are moved aside, never
             // deleted.
             dir.truncateLogs(from);
+            m_bestRead = false; // the best of what is left
             std::vector<std::filesystem::path> beyond;
             for (const auto& c : dir.checkpoints())
                 if (c.step > from) beyond.push_back(c.path);

@@ -146,7 +146,8 @@ public:
     // Writes the checkpoint of the current step into the run directory now, reads it back
     // (IoError when it does not load), then removes this run's checkpoints beyond the newest
     // config.keepCheckpoints: only ones of this run id that read, never another run's or an
-    // unreadable file. Returns its path.
+    // unreadable file, nor the run's best (the checkpoint of its best evaluation so far, kept
+    // besides the newest keepCheckpoints). Returns its path.
     std::filesystem::path writeCheckpoint();
     // Throws Error if the replicas are not bitwise identical (weights, buffers, optimizer state).
     void verifyReplicas() { m_towers->verifyReplicas(); }
@@ -188,6 +189,9 @@ private:
     // Whether `file` is a checkpoint of this run that may be rotated away.
     bool rotatable(const std::filesystem::path& file);
     void rotateCheckpoints(std::int64_t newest);
+    // The run's best evaluation so far (eval.jsonl's highest precision @ 1, read once), whose
+    // checkpoint rotation keeps; nullopt before the first, and on the ranks that write no run.
+    const std::optional<EvaluationMark>& bestEvaluationSoFar();
 
     enum class Start
     {
@@ -208,6 +212,8 @@ private:
     std::atomic<std::int64_t> m_step{0};
     std::int64_t m_lastCheckpointStep = -1;
     std::int64_t m_lastEvalStep = -1;
+    std::optional<EvaluationMark> m_best; // bestEvaluationSoFar()
+    bool m_bestRead = false;
     // Pace of this run() for the ETA: when it started, at which step, and time spent paused.
     std::chrono::steady_clock::time_point m_runStart{};
     std::int64_t m_runStartStep = 0;

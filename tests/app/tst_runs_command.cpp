@@ -7,6 +7,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -199,6 +200,85 @@ private slots:
                      .value(QStringLiteral("init_from"))
                      .toString(),
                  QStringLiteral("/runs/fm/checkpoints/ckpt-00000080.safetensors"));
+    }
+
+    // The best checkpoint: the detail names it and marks it among the checkpoints with the test
+    // accuracy at each evaluated step; --json has it; --best of eval, classify and export picks it
+    // from a run (by name or folder), and says why not for a file or a run with none evaluated.
+    void bestCheckpointOfARun()
+    {
+        QTemporaryDir root;
+        const QString folder = QDir(root.path()).filePath(QStringLiteral("fm"));
+        makeRun(folder, 80, 80, 0.9); // checkpoints at 40 and 80, evaluated at 80
+        const eng::RunDirectory dir(folder.toStdString());
+        dir.appendEval(R"({"step":40,"precisionAt1":0.925})");
+        dir.appendEval(R"({"step":60,"precisionAt1":0.95})"); // no checkpoint at 60
+        const Result r = run({QStringLiteral("fm")}, root.path());
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.out.contains(QStringLiteral("best         92.50 % at step 40")),
+                 qPrintable(r.out));
+        QVERIFY2(r.out.contains(QRegularExpression(QStringLiteral(
+                     R"(\n +80 +2\.0 KiB +90\.00 % +\S+ckpt-00000080\.safetensors\n)"))),
+                 qPrintable(r.out));
+        QVERIFY2(r.out.contains(QRegularExpression(QStringLiteral(
+                     R"(\n +40 +2\.0 KiB +92\.50 % best +\S+ckpt-00000040\.safetensors\n)"))),
+                 qPrintable(r.out));
+        const QJsonObject o =
+            QJsonDocument::fromJson(run({folder, QStringLiteral("--json")}).out.toUtf8()).object();
+        const QJsonObject best = o.value(QStringLiteral("best_checkpoint")).toObject();
+        QCOMPARE(best.value(QStringLiteral("step")).toInteger(), 40);
+        QCOMPARE(best.value(QStringLiteral("test_accuracy")).toDouble(), 0.925);
+        const QJsonArray files = o.value(QStringLiteral("checkpoint_files")).toArray();
+        QCOMPARE(files[0].toObject().value(QStringLiteral("best")).toBool(), false);
+        QCOMPARE(files[0].toObject().value(QStringLiteral("test_accuracy")).toDouble(), 0.9);
+        QCOMPARE(files[1].toObject().value(QStringLiteral("best")).toBool(), true);
+
+        const auto cli = [&](const QString& command, const QStringList& args) {
+            return towers::test::runCliProcess(QStringLiteral(TOWERS_CLI),
+                                               QStringList{command} + args,
+                                               {QStringLiteral("TOWERS_RUNS=") + root.path()});
+        };
+        for (const QString& command :
+             {QStringLiteral("eval"), QStringLiteral("classify"), QStringLiteral("export")}) {
+            // The files here are not real checkpoints: what matters is which one is read.
+            // classify also takes an image (not read: the checkpoint fails first).
+            const QStringList image = command == QLatin1String("classify")
+                                          ? QStringList{QStringLiteral("image.png")}
+                                          : QStringList{};
+            const Result picked =
+                cli(command, QStringList{QStringLiteral("--checkpoint"), QStringLiteral("fm"),
+                                         QStringLiteral("--best")} +
+                                 image);
+            QVERIFY2(picked.err.contains(QStringLiteral("the best checkpoint of ") +
+                                         QDir(folder).absolutePath() +
+                                         QStringLiteral(": step 40, test accuracy 92.50 %")),
+                     qPrintable(picked.err));
+            QVERIFY2(picked.err.contains(QStringLiteral("ckpt-00000040.safetensors")),
+                     qPrintable(picked.err));
+            QVERIFY2(!picked.err.contains(QStringLiteral("ckpt-00000080")), qPrintable(picked.err));
+            // A file is one checkpoint already.
+            const QString file = QString::fromStdString(dir.checkpointPath(80).string());
+            const Result onFile = cli(command, QStringList{QStringLiteral("--checkpoint"), file,
+                                                           QStringLiteral("--best")} +
+                                                   image);
+            QCOMPARE(onFile.exitCode, 2);
+            QVERIFY2(onFile.err.contains(QStringLiteral("--best picks among a run's checkpoints")),
+                     qPrintable(onFile.err));
+        }
+        // A run whose evaluations are at steps with no checkpoint left.
+        const QString other = QDir(root.path()).filePath(QStringLiteral("other"));
+        makeRun(other, 10, 10, 0.5);
+        QVERIFY(QFile::remove(QString::fromStdString(
+            eng::RunDirectory(other.toStdString()).checkpointPath(10).string())));
+        const Result none = cli(QStringLiteral("eval"),
+                                {QStringLiteral("--checkpoint"), other, QStringLiteral("--best")});
+        QCOMPARE(none.exitCode, 1);
+        QVERIFY2(none.err.contains(QStringLiteral("no checkpoint of the run ") +
+                                   QDir(other).absolutePath() +
+                                   QStringLiteral(" was evaluated (eval.jsonl's 1 evaluation(s) "
+                                                  "are at steps with no checkpoint left); "
+                                                  "without --best, --checkpoint takes its newest")),
+                 qPrintable(none.err));
     }
 
     // A run another process trains (its lock held): the list and the detail say who.

@@ -88,10 +88,13 @@ private slots:
                  qPrintable(QStringLiteral("%1 drains in %2 ms").arg(got.drains).arg(elapsed)));
         QVERIFY(!got.log.isEmpty());
         QVERIFY(got.log.join(QLatin1Char('\n')).contains(QStringLiteral("step 30, loss = ")));
-        QCOMPARE(got.checkpointSteps, std::vector<std::int64_t>{30});
+        // The end's checkpoint, and step 15's: its evaluation, the first, was the best so far.
+        QCOMPARE(got.checkpointSteps, (std::vector<std::int64_t>{15, 30}));
         const auto run = towers::app::readRun(runs.filePath(QStringLiteral("r")));
         QCOMPARE(run.lastStep, 30);
         QCOMPARE(run.checkpoints.back().step, 30);
+        QCOMPARE(run.evaluations.size(), std::size_t(2));
+        QVERIFY(run.best);
     }
 
     void stopWithinAStepAndResume()

@@ -279,6 +279,145 @@ private slots:
         for (const auto& [s, content] : kept) QVERIFY(readAll(run.checkpointPath(s)) == content);
     }
 
+    // eval.jsonl as the run folder's readers take it: the last record of a step, damaged and
+    // partial lines skipped; the best is the highest precision @ 1, the earliest of equals, and
+    // the best checkpoint the best of the evaluated checkpoints.
+    void evaluationsAndTheBestCheckpoint()
+    {
+        QTemporaryDir dir;
+        const fs::path file = fs::path(dir.path().toStdString()) / "eval.jsonl";
+        QVERIFY(readEvaluations(file).empty()); // none yet
+        std::ofstream(file) << R"({"step": 2, "precisionAt1": 0.5})"
+                               "\n"
+                            << "not json\n"
+                            << R"({"step": 4, "precisionAt1": 0.8})"
+                               "\n"
+                            << R"({"step": 3, "precisionAt1": 0.8})"
+                               "\n"
+                            << R"({"step": 2, "precisionAt1": 0.9})"
+                               "\n" // evaluated again
+                            << R"({"step": 6})"
+                               "\n"
+                            << R"({"step": 5, "precisionAt1": 0.99)"; // a kill's partial line
+        const auto e = readEvaluations(file);
+        QCOMPARE(e.size(), std::size_t(3));
+        QCOMPARE(e[0].step, std::int64_t(2));
+        QCOMPARE(e[0].precisionAt1, 0.9);
+        QCOMPARE(e[1].step, std::int64_t(3));
+        QCOMPARE(e[2].step, std::int64_t(4));
+        QCOMPARE(bestEvaluation(e)->step, std::int64_t(2));
+        const std::vector<CheckpointFile> some{{1, "a"}, {3, "b"}, {4, "c"}};
+        const auto best = bestCheckpoint(some, e);
+        QVERIFY(best);
+        QCOMPARE(best->file.step, std::int64_t(3)); // 3 and 4 tie: the earlier
+        QCOMPARE(best->precisionAt1, 0.8);
+        QVERIFY(!bestCheckpoint({{1, "a"}, {5, "d"}}, e));
+        QVERIFY(!bestEvaluation({}));
+    }
+
+    // Rotation keeps the checkpoint of the run's best evaluation besides the newest
+    // keepCheckpoints, across a resume that reads the best from eval.jsonl.
+    void rotationKeepsTheBestCheckpoint()
+    {
+        QTemporaryDir dir;
+        const fs::path root = dir.path().toStdString();
+        TrainConfig c = smallConfig(); // a checkpoint every step, two kept
+        trainToEnd(c, root);
+        RunDirectory run(root);
+        auto steps = [&] {
+            std::vector<std::int64_t> s;
+            for (const auto& f : run.checkpoints()) s.push_back(f.step);
+            return s;
+        };
+        QCOMPARE(steps(), (std::vector<std::int64_t>{3, 4}));
+        // Step 3 measured better than anything the synthetic evaluations below reach.
+        std::ofstream(run.evalPath()) << R"({"step": 3, "precisionAt1": 1.5})"
+                                         "\n"
+                                      << R"({"step": 4, "precisionAt1": 0.25})"
+                                         "\n";
+        {
+            auto src = syntheticBatchesFor(c);
+            TrainConfig longer = readConfigOf(run);
+            longer.steps = 8;
+            longer.evalEvery = 1;
+            Trainer t(longer, src, root);
+            t.setEvaluator(40, src.evaluationBatches());
+            QCOMPARE(t.resumeFromNewest(), std::optional<std::int64_t>(4));
+            QCOMPARE(t.run(), Trainer::Outcome::Finished);
+        }
+        QCOMPARE(steps(), (std::vector<std::int64_t>{3, 7, 8}));
+        QCOMPARE(readEvaluations(run.evalPath()).size(), std::size_t(6)); // 3 to 8
+    }
+
+    // When the newest checkpoint's evaluation beats the best, the former best's checkpoint goes
+    // at once (beyond keepCheckpoints), not at the next checkpoint: a run's end leaves no extra.
+    void theFormerBestGoesWhenTheNewestIsBetter()
+    {
+        QTemporaryDir dir;
+        const fs::path root = dir.path().toStdString();
+        TrainConfig c = smallConfig();
+        c.keepCheckpoints = 1;
+        trainToEnd(c, root);
+        RunDirectory run(root);
+        // Below any real evaluation: step 4 is the best so far, and the evaluation of step 5 beats
+        // it.
+        std::ofstream(run.evalPath()) << R"({"step": 4, "precisionAt1": -0.5})"
+                                         "\n";
+        {
+            auto src = syntheticBatchesFor(c);
+            TrainConfig longer = readConfigOf(run);
+            longer.steps = 5;
+            longer.evalEvery = 1;
+            Trainer t(longer, src, root);
+            t.setEvaluator(40, src.evaluationBatches());
+            QCOMPARE(t.resumeFromNewest(), std::optional<std::int64_t>(4));
+            QCOMPARE(t.run(), Trainer::Outcome::Finished);
+        }
+        std::vector<std::int64_t> steps;
+        for (const auto& f : run.checkpoints()) steps.push_back(f.step);
+        QCOMPARE(steps, std::vector<std::int64_t>{5});
+    }
+
+    // An evaluation better than every earlier one between checkpoints gets its own checkpoint,
+    // kept: the run's best weights are never rotated away.
+    void aBestEvaluationBetweenCheckpointsIsSaved()
+    {
+        QTemporaryDir dir;
+        const fs::path root = dir.path().toStdString();
+        TrainConfig c = smallConfig();
+        c.steps = 6;
+        c.checkpointEvery = 0; // at the end only
+        c.keepCheckpoints = 1;
+        c.evalEvery = 2;
+        struct Log : TrainerObserver
+        {
+            QStringList lines;
+            void onLog(const std::string& line) override { lines << QString::fromStdString(line); }
+        } log;
+        {
+            auto src = syntheticBatchesFor(c);
+            Trainer t(c, src, root, {}, &log);
+            t.setEvaluator(40, src.evaluationBatches());
+            QCOMPARE(t.run(), Trainer::Outcome::Finished);
+        }
+        RunDirectory run(root);
+        const auto evaluations = readEvaluations(run.evalPath());
+        QCOMPARE(evaluations.size(), std::size_t(3)); // 2, 4, 6
+        const auto best = bestEvaluation(evaluations);
+        std::vector<std::int64_t> expected{best->step};
+        if (best->step != 6) expected.push_back(6);
+        std::vector<std::int64_t> steps;
+        for (const auto& f : run.checkpoints()) steps.push_back(f.step);
+        QCOMPARE(steps, expected);
+        const auto kept = bestCheckpoint(run.checkpoints(), evaluations);
+        QVERIFY(kept);
+        QCOMPARE(kept->file.step, best->step);
+        validateCheckpoint(readCheckpoint(kept->file.path), *buildModel(c.model), kept->file.path);
+        // The first evaluation is the best so far by definition: step 2 was written for it.
+        QVERIFY2(log.lines.join('\n').contains("ckpt-00000002.safetensors, kept as the run's best"),
+                 qPrintable(log.lines.join('\n')));
+    }
+
     // A stop during an evaluation ends it at the next batch: the checkpoint of the step is already
     // written, nothing of the partial evaluation is recorded, and the outcome is Stopped.
     void stopEndsAnEvaluation()

@@ -1,6 +1,8 @@
 // The item models of the Runs and Classify pages (run list, checkpoints, per-class accuracy):
 // consistent as item models, and showing what their data says.
 #include <QAbstractItemModelTester>
+#include <QFile>
+#include <QFont>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -28,7 +30,9 @@ private slots:
         runs[0].config->steps = 500;
         runs[0].lastStep = 250;
         runs[0].accuracy = 0.9123;
+        runs[0].accuracyStep = 250;
         runs[0].checkpoints = {{100, "/r/a/checkpoints/ckpt-00000100.safetensors"}};
+        runs[0].best = engine::BestCheckpoint{runs[0].checkpoints[0], 0.925};
         runs[1].folder = QStringLiteral("/r/b");
         runs[1].name = QStringLiteral("b");
         runs[1].problem = QStringLiteral("config.json: bad");
@@ -44,6 +48,9 @@ private slots:
                  1);
         QCOMPARE(model.data(model.index(1, ui::RunListModel::Accuracy)).toString(),
                  QStringLiteral("–"));
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Accuracy), Qt::ToolTipRole).toString(),
+                 QStringLiteral("Test accuracy 91.23 % at step 250, the latest evaluation\n"
+                                "Best checkpoint: 92.50 % at step 100"));
         QCOMPARE(model.data(model.index(1, ui::RunListModel::Run), Qt::ToolTipRole).toString(),
                  QStringLiteral("config.json: bad"));
         QVERIFY(model.data(model.index(0, ui::RunListModel::Run), Qt::DecorationRole).isNull());
@@ -112,6 +119,30 @@ private slots:
         QCOMPARE(model.data(model.index(0, ui::CheckpointListModel::File)).toString(),
                  QStringLiteral("ckpt-00000300.safetensors"));
         QVERIFY(model.path(3).isEmpty());
+
+        // Evaluations: each checkpoint's accuracy at its step, the best one marked (an
+        // evaluation at a step without a checkpoint does not count).
+        QCOMPARE(model.bestRow(), -1);
+        QVERIFY(model.data(model.index(0, ui::CheckpointListModel::Accuracy)).toString().isEmpty());
+        model.setEvaluations({{100, 0.8}, {150, 0.99}, {200, 0.875}, {300, 0.85}});
+        QCOMPARE(model.bestRow(), 1); // step 200
+        QCOMPARE(model.data(model.index(1, ui::CheckpointListModel::Accuracy)).toString(),
+                 QStringLiteral("87.50 % best"));
+        QCOMPARE(model.data(model.index(0, ui::CheckpointListModel::Accuracy)).toString(),
+                 QStringLiteral("85.00 %"));
+        QVERIFY(model.data(model.index(1, 0), ui::CheckpointListModel::BestRole).toBool());
+        QVERIFY(!model.data(model.index(0, 0), ui::CheckpointListModel::BestRole).toBool());
+        QVERIFY(model.data(model.index(1, ui::CheckpointListModel::Accuracy), Qt::FontRole)
+                    .value<QFont>()
+                    .bold());
+        QCOMPARE(
+            model.data(model.index(2, ui::CheckpointListModel::Accuracy), Qt::EditRole).toDouble(),
+            0.8);
+        // A later evaluation may make the newest the best.
+        model.setEvaluations({{100, 0.8}, {200, 0.875}, {300, 0.9}});
+        QCOMPARE(model.bestRow(), 0);
+        model.setCheckpoints(files); // without evaluations
+        QCOMPARE(model.bestRow(), -1);
     }
 
     void classAccuracy()

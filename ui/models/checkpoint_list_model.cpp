@@ -2,6 +2,7 @@
 
 #include <QDateTime>
 #include <QFileInfo>
+#include <QFont>
 #include <QLocale>
 
 #include "ui/models/device_model.h"
@@ -10,16 +11,35 @@ namespace towers::ui {
 
 CheckpointListModel::CheckpointListModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void CheckpointListModel::setCheckpoints(const std::vector<engine::CheckpointFile>& checkpoints)
+void CheckpointListModel::setCheckpoints(const std::vector<engine::CheckpointFile>& checkpoints,
+                                         const std::vector<engine::EvaluationMark>& evaluations)
 {
     beginResetModel();
     m_rows.clear();
     for (auto it = checkpoints.rbegin(); it != checkpoints.rend(); ++it) {
         const QString p = QString::fromStdString(it->path.string());
         const QFileInfo info(p);
-        m_rows.push_back({qint64(it->step), p, info.size(), info.lastModified()});
+        m_rows.push_back({qint64(it->step), p, info.size(), info.lastModified(), std::nullopt});
     }
+    m_best = -1;
     endResetModel();
+    setEvaluations(evaluations);
+}
+
+void CheckpointListModel::setEvaluations(const std::vector<engine::EvaluationMark>& evaluations)
+{
+    std::vector<engine::CheckpointFile> files;
+    for (Row& r : m_rows) {
+        r.accuracy.reset();
+        for (const auto& e : evaluations)
+            if (e.step == r.step) r.accuracy = e.precisionAt1;
+        files.push_back({r.step, r.path.toStdString()});
+    }
+    m_best = -1;
+    if (const auto best = engine::bestCheckpoint(files, evaluations))
+        for (std::size_t i = 0; i < m_rows.size(); ++i)
+            if (m_rows[i].step == best->file.step) m_best = int(i);
+    if (!m_rows.empty()) emit dataChanged(index(0, 0), index(rowCount() - 1, ColumnCount - 1));
 }
 
 QString CheckpointListModel::path(int row) const
@@ -42,7 +62,23 @@ QVariant CheckpointListModel::data(const QModelIndex& index, int role) const
     if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
         return {};
     const Row& r = m_rows[std::size_t(index.row())];
+    const bool best = index.row() == m_best;
+    if (role == BestRole) return best;
+    if (role == Qt::ToolTipRole && index.column() == Accuracy)
+        return best ? tr("The run's best checkpoint: the highest test accuracy of its evaluations. "
+                         "Rotation keeps it besides the newest; towers-cli picks it with --best.")
+               : r.accuracy ? tr("The test accuracy (precision @ 1) measured at this step")
+                            : tr("Not evaluated at this step");
     if (role == PathRole || role == Qt::ToolTipRole) return r.path;
+    if (role == Qt::FontRole && best && index.column() == Accuracy) {
+        QFont bold;
+        bold.setBold(true);
+        return bold;
+    }
+    if (role == Qt::TextAlignmentRole && index.column() == Accuracy)
+        return int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role == Qt::EditRole && index.column() == Accuracy)
+        return r.accuracy ? QVariant(*r.accuracy) : QVariant();
     if (role == Qt::TextAlignmentRole && (index.column() == Step || index.column() == Size))
         return int(Qt::AlignRight | Qt::AlignVCenter);
     if (role == Qt::EditRole && index.column() == Step) return r.step;
@@ -51,6 +87,10 @@ QVariant CheckpointListModel::data(const QModelIndex& index, int role) const
     switch (index.column()) {
     case Step:
         return QLocale().toString(r.step);
+    case Accuracy:
+        if (!r.accuracy) return QString();
+        return best ? tr("%1 % best").arg(QLocale().toString(*r.accuracy * 100, 'f', 2))
+                    : tr("%1 %").arg(QLocale().toString(*r.accuracy * 100, 'f', 2));
     case File:
         return QFileInfo(r.path).fileName();
     case Size:
@@ -68,6 +108,8 @@ QVariant CheckpointListModel::headerData(int section, Qt::Orientation orientatio
     switch (section) {
     case Step:
         return tr("Step");
+    case Accuracy:
+        return tr("Test accuracy");
     case File:
         return tr("File");
     case Size:

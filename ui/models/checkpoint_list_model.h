@@ -1,8 +1,11 @@
 #pragma once
-// The checkpoints of one run (newest first): step, file, size, time.
+// The checkpoints of one run (newest first): step, the test accuracy measured at that step (the
+// run's best checkpoint marked: what `towers-cli ... --best` picks and rotation keeps), file, size,
+// time.
 #include <QAbstractTableModel>
 #include <QDateTime>
 
+#include <optional>
 #include <vector>
 
 #include "engine/train/run_directory.h"
@@ -16,6 +19,7 @@ public:
     enum Column
     {
         Step,
+        Accuracy,
         File,
         Size,
         Modified,
@@ -23,13 +27,20 @@ public:
     };
     enum Role
     {
-        PathRole = Qt::UserRole + 1
+        PathRole = Qt::UserRole + 1,
+        BestRole // bool: the run's best checkpoint
     };
 
     explicit CheckpointListModel(QObject* parent = nullptr);
-    // `checkpoints` oldest first (as RunDirectory lists them); shown newest first.
-    void setCheckpoints(const std::vector<engine::CheckpointFile>& checkpoints);
+    // `checkpoints` oldest first (as RunDirectory lists them); shown newest first. `evaluations`
+    // (eval.jsonl's, readEvaluations) give each its accuracy and the best.
+    void setCheckpoints(const std::vector<engine::CheckpointFile>& checkpoints,
+                        const std::vector<engine::EvaluationMark>& evaluations = {});
+    // New evaluations for the same checkpoints: the rows stay (and the selection with them).
+    void setEvaluations(const std::vector<engine::EvaluationMark>& evaluations);
     QString path(int row) const;
+    // The row of the run's best checkpoint; -1 when none was evaluated.
+    int bestRow() const { return m_best; }
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
@@ -44,8 +55,10 @@ private:
         QString path;
         qint64 size;
         QDateTime modified;
+        std::optional<double> accuracy;
     };
     std::vector<Row> m_rows;
+    int m_best = -1;
 };
 
 } // namespace towers::ui

@@ -60,6 +60,15 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
                         : r.name;
     if (role == Qt::ToolTipRole && index.column() == Modified)
         return locale.toString(r.modified, QLocale::LongFormat);
+    if (role == Qt::ToolTipRole && index.column() == Accuracy && r.accuracy) {
+        const QString latest = tr("Test accuracy %1 % at step %2, the latest evaluation")
+                                   .arg(locale.toString(*r.accuracy * 100, 'f', 2))
+                                   .arg(locale.toString(qint64(r.accuracyStep)));
+        return r.best ? latest + tr("\nBest checkpoint: %1 % at step %2")
+                                     .arg(locale.toString(r.best->precisionAt1 * 100, 'f', 2))
+                                     .arg(locale.toString(qint64(r.best->file.step)))
+                      : latest;
+    }
     if (role == Qt::ToolTipRole) {
         QString text = r.problem.isEmpty() ? r.folder : r.problem;
         if (r.problem.isEmpty() && r.config)

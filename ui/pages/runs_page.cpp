@@ -507,7 +507,7 @@ void RunsPage::showSelected()
         m_checkpoints->setCheckpoints({});
     } else {
         showConfig(m_config, r->configJson);
-        m_checkpoints->setCheckpoints(r->checkpoints);
+        m_checkpoints->setCheckpoints(r->checkpoints, r->evaluations);
         if (m_checkpoints->rowCount() > 0) m_checkpointTable->selectRow(0);
     }
     updateTitle();
@@ -589,7 +589,7 @@ void RunsPage::onFollowerUpdated()
         m_accuracyPlot->setData(0, c.evalSteps, c.accuracy);
     }
     showTowerTimes();
-    showCheckpoints(m_follower->checkpoints());
+    showCheckpoints(m_follower->checkpoints(), app::evaluationsOf(c));
 
     // The list's row says what the logs say now (the scan is older).
     app::RunSummary now = *r;
@@ -641,17 +641,21 @@ void RunsPage::showTowerTimes()
     m_towerChart->show();
 }
 
-void RunsPage::showCheckpoints(const std::vector<engine::CheckpointFile>& checkpoints)
+void RunsPage::showCheckpoints(const std::vector<engine::CheckpointFile>& checkpoints,
+                               const std::vector<engine::EvaluationMark>& evaluations)
 {
     // Only when they changed: a new model would lose the row the user chose.
     bool same = int(checkpoints.size()) == m_checkpoints->rowCount();
     for (std::size_t i = 0; same && i < checkpoints.size(); ++i)
         same = m_checkpoints->path(int(checkpoints.size() - 1 - i)) ==
                QString::fromStdString(checkpoints[i].path.string());
-    if (same) return;
+    if (same) {
+        m_checkpoints->setEvaluations(evaluations); // an evaluation after its checkpoint
+        return;
+    }
     const bool chosen = m_checkpointTable->currentIndex().row() > 0;
     const QString keep = selectedCheckpoint();
-    m_checkpoints->setCheckpoints(checkpoints);
+    m_checkpoints->setCheckpoints(checkpoints, evaluations);
     int row = 0;
     for (int i = 0; chosen && i < m_checkpoints->rowCount(); ++i)
         if (m_checkpoints->path(i) == keep) row = i;

@@ -126,7 +126,8 @@ private:
     void updateTitle();
     void onFollowerUpdated();
     void showTowerTimes();
-    void showCheckpoints(const std::vector<engine::CheckpointFile>& checkpoints);
+    void showCheckpoints(const std::vector<engine::CheckpointFile>& checkpoints,
+                         const std::vector<engine::EvaluationMark>& evaluations);
     bool trainedElsewhere() const;
     // The plots' series: one per compared run (named), or the shown run's loss and accuracy.
     void setPlotSeries(const QStringList& names);

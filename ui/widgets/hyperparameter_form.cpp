@@ -247,6 +247,8 @@ void HyperparameterForm::buildUi()
     m_keep = new QSpinBox(ckBox);
     m_keep->setRange(1, 1000);
     m_keep->setPrefix(tr("keep "));
+    m_keep->setToolTip(tr("How many of the newest checkpoints to keep; the checkpoint of the best "
+                          "test accuracy so far is kept besides them"));
     connect(m_keep, &QSpinBox::valueChanged, this, &HyperparameterForm::update);
     ckForm->addRow(tr("&Checkpoint every:"), rowOf(ckBox, {{m_checkpointEvery, 1}, {m_keep, 0}}));
     m_evalEvery = make("evalEvery", F::Syntax::Integer, F::atLeast(0),
