@@ -139,6 +139,54 @@ QString resumeCommandLine(const QString& runDir, int processes)
            QStringLiteral("towers-cli train --resume --run-dir ") + runDir;
 }
 
+QList<QCommandLineOption> deviceOptions(const QString& deviceHelp)
+{
+    return {{QStringLiteral("device"), deviceHelp, QStringLiteral("name")},
+            {QStringLiteral("gpus"),
+             QStringLiteral(
+                 "cuda: the GPUs of the towers, e.g. 0,1,3 (one tower each, unless --towers "
+                 "says more: then round-robin); default: tower t on GPU t mod the GPU count."),
+             QStringLiteral("list")}};
+}
+
+bool readDeviceOptions(const QCommandLineParser& parser, const QString& command, CommandIo& io,
+                       DeviceChoice& out)
+{
+    QString device = parser.value(QStringLiteral("device"));
+    if (!choiceOption(parser, QStringLiteral("device"), {"cpu", "cuda"}, device, io)) return false;
+    out = {};
+    out.deviceSet = parser.isSet(QStringLiteral("device"));
+    out.cuda = out.deviceSet && device == QLatin1String("cuda");
+    if (!parser.isSet(QStringLiteral("gpus"))) return true;
+    for (const QString& item : parser.value(QStringLiteral("gpus")).split(QLatin1Char(','))) {
+        bool ok = false;
+        const int g = item.trimmed().toInt(&ok);
+        if (!ok || g < 0) {
+            io.err << command
+                   << ": --gpus takes GPU numbers separated by commas (e.g. 0,1,3), got '"
+                   << parser.value(QStringLiteral("gpus")) << "'\n";
+            return false;
+        }
+        out.gpus.push_back(g);
+    }
+    if (out.deviceSet && !out.cuda) {
+        io.err << command << ": --gpus is for --device cuda\n";
+        return false;
+    }
+    out.cuda = true;
+    return true;
+}
+
+void applyDeviceChoice(const DeviceChoice& d, engine::TrainConfig& c, bool keepTowers)
+{
+    if (!d.deviceSet && d.gpus.empty()) return;
+    c.backend = d.cuda ? "cuda" : "onednn";
+    c.gpus.clear();
+    if (d.gpus.empty()) return;
+    if (!keepTowers) c.towers = int(d.gpus.size());
+    for (int t = 0; t < c.towers; ++t) c.gpus.push_back(d.gpus[std::size_t(t) % d.gpus.size()]);
+}
+
 QCommandLineOption bestOption()
 {
     return {QStringLiteral("best"),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/tensor/shape.h"
+#include "engine/train/train_config.h"
 
 namespace towers::app {
 
@@ -83,6 +84,24 @@ QString runsDirEntry(const QString& given, const QString& runsDir);
 // The command that continues the run in `runDir` ("mpirun -np P towers-cli train --resume
 // --run-dir DIR" for a run of P processes).
 QString resumeCommandLine(const QString& runDir, int processes);
+
+// --device cpu|cuda and --gpus LIST, as train and lr-find take them.
+struct DeviceChoice
+{
+    bool deviceSet = false; // --device given
+    bool cuda = false;      // --device cuda, or --gpus
+    std::vector<int> gpus;  // --gpus, in order
+};
+// The two options' definitions; `deviceHelp` says what --device is (its default).
+QList<QCommandLineOption> deviceOptions(const QString& deviceHelp);
+// Reads them; false after printing the usage error (naming `command`): a device not cpu or cuda,
+// a --gpus that is not numbers separated by commas, --gpus with --device cpu.
+bool readDeviceOptions(const QCommandLineParser& parser, const QString& command, CommandIo& io,
+                       DeviceChoice& out);
+// Sets `c`'s backend (cuda or onednn) and GPUs from a choice that names a device: with --gpus,
+// towers round-robin over them, and one tower per listed GPU unless `keepTowers`. A choice that
+// names none leaves `c` as it is.
+void applyDeviceChoice(const DeviceChoice& d, engine::TrainConfig& c, bool keepTowers);
 
 // --best, for the commands that take --checkpoint (which defines it with bestOption()).
 QCommandLineOption bestOption();

@@ -9,6 +9,7 @@
 
 #include "app/cli/command.h"
 #include "app/data/data_dirs.h"
+#include "app/devices/device_list.h"
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_manifest.h"
 #include "engine/data/dataset_spec.h"
@@ -45,7 +46,11 @@ int runLrFind(const QStringList& args, CommandIo& io)
          QStringLiteral("dir")},
         {QStringLiteral("model"), QStringLiteral("The model (default: the dataset's)."),
          QStringLiteral("name")},
-        {QStringLiteral("towers"), QStringLiteral("Number of towers (default 1)."), n},
+    });
+    p.addOptions(deviceOptions(QStringLiteral("cpu or cuda (default cpu).")));
+    p.addOptions({
+        {QStringLiteral("towers"),
+         QStringLiteral("Number of towers (default 1; with --gpus, one per GPU)."), n},
         {QStringLiteral("batch-size"),
          QStringLiteral("Examples per tower per step (default: the model's)."), n},
         {QStringLiteral("threads-per-tower"),
@@ -67,6 +72,8 @@ int runLrFind(const QStringList& args, CommandIo& io)
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
+    DeviceChoice device;
+    if (!readDeviceOptions(p, QStringLiteral("towers-cli lr-find"), io, device)) return ExitUsage;
     std::vector<std::filesystem::path> searchPath;
     if (!searchPathOption(p, io, searchPath)) return ExitUsage;
     QString dataset = p.value(QStringLiteral("dataset"));
@@ -109,6 +116,13 @@ int runLrFind(const QStringList& args, CommandIo& io)
         return ExitUsage;
     }
     c.towers = towers;
+    applyDeviceChoice(device, c, p.isSet(QStringLiteral("towers")));
+    towers = c.towers;
+    if (c.backend == "cuda" && !gpuBackendAvailable()) {
+        io.err << "towers-cli lr-find: error: --device cuda: " << gpuBackendNote()
+               << " Run the test on the CPU with --device cpu.\n";
+        return ExitFailure;
+    }
     c.threadsPerTower = threads;
     c.batchPerTower = batch;
     c.seed = std::uint64_t(seed);
@@ -164,6 +178,9 @@ int runLrFind(const QStringList& args, CommandIo& io)
            << QString::fromStdString(result.note) << ")\n"
            << "use it: towers-cli train --dataset " << dataset << " --model "
            << QString::fromStdString(model) << " --towers " << towers
+           << (c.backend != "cuda"   ? QString()
+               : device.gpus.empty() ? QStringLiteral(" --device cuda")
+                                     : QStringLiteral(" --gpus ") + p.value(QStringLiteral("gpus")))
            << (initFrom.isEmpty() ? QString() : QStringLiteral(" --init-from ") + initFrom)
            << " --lr " << lrText(result.suggestedLr) << "\n";
     return ExitOk;

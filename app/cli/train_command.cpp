@@ -245,13 +245,10 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
          QStringLiteral("dir")},
         {QStringLiteral("model"),
          QStringLiteral("Model (see 'towers-cli models'); default: the dataset's."), name},
-        {QStringLiteral("device"),
-         QStringLiteral("cpu or cuda (default cpu; a resumed run keeps its own)."), name},
-        {QStringLiteral("gpus"),
-         QStringLiteral(
-             "cuda: the GPUs of the towers, e.g. 0,1,3 (one tower each, unless --towers "
-             "says more: then round-robin); default: tower t on GPU t mod the GPU count."),
-         QStringLiteral("list")},
+    });
+    p.addOptions(
+        deviceOptions(QStringLiteral("cpu or cuda (default cpu; a resumed run keeps its own).")));
+    p.addOptions({
         {QStringLiteral("tf32"),
          QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores for float32.")},
         {QStringLiteral("precision"),
@@ -378,32 +375,14 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                                           .toStdString(),
                                       "build or command line");
     }
-    QString device = p.value(QStringLiteral("device"));
-    if (!choiceOption(p, QStringLiteral("device"), {"cpu", "cuda"}, device, io)) return ExitUsage;
+    DeviceChoice device;
+    if (!readDeviceOptions(p, QStringLiteral("towers-cli train"), io, device)) return ExitUsage;
     std::optional<engine::Precision> precision;
     if (p.isSet(QStringLiteral("precision"))) {
         try {
             precision = engine::parsePrecision(p.value(QStringLiteral("precision")).toStdString());
         } catch (const engine::InvalidArgument& e) {
             io.err << "towers-cli train: --precision: " << e.what() << "\n";
-            return ExitUsage;
-        }
-    }
-    std::vector<int> gpuList;
-    if (p.isSet(QStringLiteral("gpus"))) {
-        for (const QString& item : p.value(QStringLiteral("gpus")).split(QLatin1Char(','))) {
-            bool ok = false;
-            const int g = item.trimmed().toInt(&ok);
-            if (!ok || g < 0) {
-                io.err << "towers-cli train: --gpus takes GPU numbers separated by commas (e.g. "
-                          "0,1,3), got '"
-                       << p.value(QStringLiteral("gpus")) << "'\n";
-                return ExitUsage;
-            }
-            gpuList.push_back(g);
-        }
-        if (p.isSet(QStringLiteral("device")) && device != QLatin1String("cuda")) {
-            io.err << "towers-cli train: --gpus is for --device cuda\n";
             return ExitUsage;
         }
     }
@@ -594,16 +573,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     c.keepCheckpoints = keep;
     // The device may change on resume (a checkpoint holds host tensors): a GPU run continues on
     // the CPU when its GPU is gone, and the other way round.
-    if (p.isSet(QStringLiteral("device")) || !gpuList.empty()) {
-        const bool cuda = device == QLatin1String("cuda") || !gpuList.empty();
-        c.backend = cuda ? "cuda" : "onednn";
-        c.gpus.clear();
-        if (!gpuList.empty()) {
-            if (!resume && !p.isSet(QStringLiteral("towers"))) c.towers = int(gpuList.size());
-            for (int t = 0; t < c.towers; ++t)
-                c.gpus.push_back(gpuList[std::size_t(t) % gpuList.size()]);
-        }
-    }
+    applyDeviceChoice(device, c, resume || p.isSet(QStringLiteral("towers")));
     if (p.isSet(QStringLiteral("tf32"))) c.allowTf32 = true;
     // The precision too: the checkpoints are float32, whatever the precision they were trained in
     // (the trainer logs a change).

@@ -184,6 +184,17 @@ private slots:
         QTest::newRow("bad gpus") << QStringList{"train", "--gpus", "0,x"} << 2 << "--gpus";
         QTest::newRow("gpus on the cpu")
             << QStringList{"train", "--device", "cpu", "--gpus", "0"} << 2 << "--gpus";
+        // lr-find takes the same device options.
+        QTest::newRow("lr-find: bad device") << QStringList{"lr-find", "--device", "tpu"} << 2
+                                             << "--device must be cpu or cuda, got 'tpu'";
+        QTest::newRow("lr-find: no cuda") << QStringList{"lr-find", "--gpus", "0"} << 1
+                                          << "towers-cli lr-find: error: --device cuda: ";
+        QTest::newRow("lr-find: bad gpus")
+            << QStringList{"lr-find", "--gpus", "1,,2"} << 2
+            << "towers-cli lr-find: --gpus takes GPU numbers separated by commas";
+        QTest::newRow("lr-find: gpus on the cpu")
+            << QStringList{"lr-find", "--device", "cpu", "--gpus", "0"} << 2
+            << "towers-cli lr-find: --gpus is for --device cuda";
         QTest::newRow("tf32 on the cpu") << QStringList{"train", "--tf32"} << 2 << "--tf32";
         QTest::newRow("cudnn benchmark on the cpu")
             << QStringList{"train", "--cudnn-benchmark", "on"} << 2
