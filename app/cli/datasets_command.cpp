@@ -84,18 +84,15 @@ int showDataset(const QString& name, const std::vector<std::filesystem::path>& p
         io.out << "  " << QString::fromStdString(d.classNames[c]).leftJustified(width)
                << QString::number(train[c]).rightJustified(10)
                << QString::number(test[c]).rightJustified(10) << "\n";
-    if (train.empty()) return ExitOk;
-    const auto [few, many] = std::minmax_element(train.begin(), train.end());
-    const auto nameOf = [&](auto it) {
-        return QString::fromStdString(d.classNames[std::size_t(it - train.begin())]);
-    };
-    if (*few == 0)
-        io.out << "\n" << nameOf(few) << " has no training image\n";
-    else if (*many > *few)
-        io.out << "\nthe largest class has "
-               << QString::number(double(*many) / double(*few), 'f', 1)
-               << " times the training images of the smallest (" << nameOf(many) << " " << *many
-               << ", " << nameOf(few) << " " << *few << ")\n";
+    const auto b = engine::classBalance(train);
+    if (!b) return ExitOk;
+    const auto nameOf = [&](std::size_t c) { return QString::fromStdString(d.classNames[c]); };
+    if (b->fewestImages == 0)
+        io.out << "\n" << nameOf(b->smallest) << " has no training image\n";
+    else if (!b->even())
+        io.out << "\nthe largest class has " << QString::number(b->ratio(), 'f', 1)
+               << " times the training images of the smallest (" << nameOf(b->largest) << " "
+               << b->mostImages << ", " << nameOf(b->smallest) << " " << b->fewestImages << ")\n";
     return ExitOk;
 }
 

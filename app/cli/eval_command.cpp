@@ -33,6 +33,9 @@ int runEval(const QStringList& args, CommandIo& io)
          QStringLiteral("dir")},
         {QStringLiteral("no-ema"),
          QStringLiteral("Use the raw weights, not their moving averages.")},
+        {QStringLiteral("layers"),
+         QStringLiteral("Also count, per layer, the channels that are zero on every test image "
+                        "(dead: a ReLU that passes nothing on, whatever the input).")},
         {QStringLiteral("batch-size"), QStringLiteral("Examples per forward pass (default 250)."),
          QStringLiteral("n"), QStringLiteral("250")},
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
@@ -61,6 +64,17 @@ int runEval(const QStringList& args, CommandIo& io)
         info.dataset, p.value(QStringLiteral("data-dir")).toStdString(), path);
     const engine::EvalResult r = classifier.evaluate(data.test, batch);
     const int k = r.numClasses;
+    std::vector<engine::LayerActivity> activity;
+    if (p.isSet(QStringLiteral("layers"))) activity = classifier.layerActivity(data.test, 0, batch);
+    // A channel list, the first few when long: "3, 17, 40 and 12 more".
+    const auto channelList = [](const std::vector<std::int64_t>& channels) {
+        QStringList names;
+        for (std::size_t i = 0; i < channels.size() && i < 8; ++i)
+            names << QString::number(channels[i]);
+        QString text = names.join(QStringLiteral(", "));
+        if (channels.size() > 8) text += QStringLiteral(" and %1 more").arg(channels.size() - 8);
+        return text;
+    };
     if (p.isSet(QStringLiteral("json"))) {
         QJsonArray perClass, confusion, names;
         for (int i = 0; i < k; ++i) {
@@ -70,24 +84,34 @@ int runEval(const QStringList& args, CommandIo& io)
             for (int j = 0; j < k; ++j) row.append(qint64(r.confusionAt(i, j)));
             confusion.append(row);
         }
-        io.out << QJsonDocument(
-                      QJsonObject{
-                          {QStringLiteral("checkpoint"), checkpointFile},
-                          {QStringLiteral("model"), QString::fromStdString(info.model)},
-                          {QStringLiteral("dataset"), QString::fromStdString(info.dataset)},
-                          {QStringLiteral("data_folder"),
-                           QString::fromStdString(data.location.string())},
-                          {QStringLiteral("step"), qint64(info.step)},
-                          {QStringLiteral("ema"), r.ema},
-                          {QStringLiteral("examples"), qint64(r.examples)},
-                          {QStringLiteral("correct"), qint64(r.correct)},
-                          {QStringLiteral("precision_at_1"), r.precisionAt1},
-                          {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
-                          {QStringLiteral("classes"), names},
-                          {QStringLiteral("per_class_accuracy"), perClass},
-                          {QStringLiteral("confusion"), confusion},
-                      })
-                      .toJson(QJsonDocument::Indented);
+        QJsonObject o{
+            {QStringLiteral("checkpoint"), checkpointFile},
+            {QStringLiteral("model"), QString::fromStdString(info.model)},
+            {QStringLiteral("dataset"), QString::fromStdString(info.dataset)},
+            {QStringLiteral("data_folder"), QString::fromStdString(data.location.string())},
+            {QStringLiteral("step"), qint64(info.step)},
+            {QStringLiteral("ema"), r.ema},
+            {QStringLiteral("examples"), qint64(r.examples)},
+            {QStringLiteral("correct"), qint64(r.correct)},
+            {QStringLiteral("precision_at_1"), r.precisionAt1},
+            {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
+            {QStringLiteral("classes"), names},
+            {QStringLiteral("per_class_accuracy"), perClass},
+            {QStringLiteral("confusion"), confusion},
+        };
+        if (!activity.empty()) {
+            QJsonArray layers;
+            for (const auto& a : activity) {
+                QJsonArray dead;
+                for (const std::int64_t c : a.deadChannels()) dead.append(qint64(c));
+                layers.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(a.name)},
+                                          {QStringLiteral("channels"), qint64(a.channels())},
+                                          {QStringLiteral("images"), qint64(a.images)},
+                                          {QStringLiteral("dead_channels"), dead}});
+            }
+            o.insert(QStringLiteral("layers"), layers);
+        }
+        io.out << QJsonDocument(o).toJson(QJsonDocument::Indented);
         return ExitOk;
     }
     io.out << QString::fromStdString(info.model) << " at step " << info.step << " on "
@@ -119,6 +143,21 @@ int runEval(const QStringList& args, CommandIo& io)
             for (int j = 0; j < k; ++j)
                 io.out << QString::number(r.confusionAt(i, j)).rightJustified(6);
             io.out << "\n";
+        }
+    }
+    if (!activity.empty()) {
+        io.out << "\nlayers over the " << activity.front().images
+               << " test images (a dead channel is zero on every one: it passes nothing on)\n";
+        int nameWidth = 5;
+        for (const auto& a : activity) nameWidth = std::max(nameWidth, int(a.name.size()));
+        io.out << QStringLiteral("layer").leftJustified(nameWidth) << "  channels   dead\n";
+        for (const auto& a : activity) {
+            const auto dead = a.deadChannels();
+            io.out << QString::fromStdString(a.name).leftJustified(nameWidth) << "  "
+                   << QString::number(a.channels()).rightJustified(8) << "  "
+                   << QString::number(dead.size()).rightJustified(5)
+                   << (dead.empty() ? QString() : QStringLiteral("  (") + channelList(dead) + ')')
+                   << "\n";
         }
     }
     return ExitOk;

@@ -59,6 +59,24 @@ struct Dataset
 // How many images of `set` each of `classes` classes has (labels outside are not counted).
 std::vector<std::int64_t> classCounts(const ImageSet& set, std::size_t classes);
 
+// The largest and the smallest of classCounts (the first of equals), for the sentence the Data
+// page and `towers-cli datasets NAME` say under the counts.
+struct ClassBalance
+{
+    std::size_t largest = 0, smallest = 0; // classes
+    std::int64_t mostImages = 0, fewestImages = 0;
+    bool even() const { return mostImages == fewestImages; }
+    // The largest's images over the smallest's; 0 when the smallest has none.
+    double ratio() const
+    {
+        return fewestImages > 0 ? double(mostImages) / double(fewestImages) : 0;
+    }
+    // A class with less than half the largest's images: the network sees it less often.
+    bool small(std::int64_t images) const { return 2 * images < mostImages; }
+};
+// nullopt for no classes.
+std::optional<ClassBalance> classBalance(const std::vector<std::int64_t>& counts);
+
 // What discovery found, without loading the pixels (headers are validated, sizes checked).
 struct DatasetInfo
 {

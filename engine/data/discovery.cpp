@@ -1,6 +1,7 @@
 // Which datasets exist where: the search path, the folder layout, header-only inspection, and
 // loading a whole dataset with every file validated; what each dataset's files are is its entry
 // in the dataset table (dataset_spec.cpp).
+#include <algorithm>
 #include <cstdlib>
 #include <system_error>
 
@@ -352,6 +353,18 @@ std::vector<std::int64_t> classCounts(const ImageSet& set, std::size_t classes)
     for (const std::int32_t label : set.labels)
         if (label >= 0 && std::size_t(label) < classes) ++counts[std::size_t(label)];
     return counts;
+}
+
+std::optional<ClassBalance> classBalance(const std::vector<std::int64_t>& counts)
+{
+    if (counts.empty()) return std::nullopt;
+    const auto [few, many] = std::minmax_element(counts.begin(), counts.end());
+    ClassBalance b;
+    b.smallest = std::size_t(few - counts.begin());
+    b.largest = std::size_t(many - counts.begin());
+    b.fewestImages = *few;
+    b.mostImages = *many;
+    return b;
 }
 
 } // namespace towers::engine

@@ -182,6 +182,59 @@ std::vector<LayerView> Classifier::layerOutputs(const ImageSet& images, std::int
     return views;
 }
 
+std::vector<std::int64_t> LayerActivity::deadChannels() const
+{
+    std::vector<std::int64_t> dead;
+    for (std::size_t c = 0; c < activeIn.size(); ++c)
+        if (activeIn[c] == 0) dead.push_back(std::int64_t(c));
+    return dead;
+}
+
+std::vector<LayerActivity> Classifier::layerActivity(const ImageSet& images, std::int64_t count,
+                                                     int batchSize,
+                                                     const std::function<bool()>& stop)
+{
+    requireSourceShape(images);
+    if (batchSize < 1) throw InvalidArgument("classifier: the batch size must be at least 1");
+    const std::int64_t n = count <= 0 ? images.count : std::min(count, images.count);
+    const auto rows = m_model->layerTable();
+    std::vector<LayerActivity> out(rows.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) out[i].name = rows[i].name;
+    ExecContext ctx{*m_ops, false, 0};
+    Tensor x, labels;
+    for (std::int64_t b = 0; b < n; b += batchSize) {
+        if (stop && stop()) break;
+        const std::int64_t e = std::min(n, b + batchSize);
+        evaluationBatch(images, m_recipe, b, e, x, labels);
+        m_model->forward(ctx, x);
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+            Tensor host = m_model->layerOutput(i).onHost();
+            if (host.dtype() != DType::Float32) host = host.to(DType::Float32);
+            const std::int64_t channels = host.dim(host.rank() - 1);
+            const std::int64_t per = host.numel() / host.dim(0); // one image's values
+            LayerActivity& a = out[i];
+            if (a.activeIn.empty()) a.activeIn.assign(std::size_t(channels), 0);
+            std::vector<char> active(static_cast<std::size_t>(channels));
+            for (std::int64_t k = 0; k < e - b; ++k) {
+                std::fill(active.begin(), active.end(), 0);
+                const float* v = host.data<float>() + k * per;
+                // Each position's channels, until every channel is seen active on this image.
+                std::int64_t left = channels;
+                for (std::int64_t at = 0; at < per && left > 0; at += channels)
+                    for (std::int64_t c = 0; c < channels; ++c)
+                        if (!active[std::size_t(c)] && v[at + c] != 0.0f) {
+                            active[std::size_t(c)] = 1;
+                            --left;
+                        }
+                for (std::int64_t c = 0; c < channels; ++c)
+                    a.activeIn[std::size_t(c)] += active[std::size_t(c)];
+            }
+            a.images = e;
+        }
+    }
+    return out;
+}
+
 std::vector<LayerView> Classifier::convolutionFilters() const
 {
     std::vector<LayerView> views;

@@ -3,6 +3,7 @@
 // needs nothing else. Used by `towers-cli classify` and `eval` and by the GUI's Classify page.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,21 @@ struct LayerView
 
 // Fills `view`'s statistics from its values.
 void computeStatistics(LayerView& view);
+
+// How often each channel of one layer is active over many images (Classifier::layerActivity):
+// a channel that is zero everywhere on every image (a ReLU that has switched it off for good) is
+// dead, and passes nothing on whatever the input.
+struct LayerActivity
+{
+    std::string name;
+    std::int64_t images = 0; // how many were looked at
+    // Per channel (the last axis of the layer's output: the feature maps' channels, a dense
+    // layer's features), the images on which it is non-zero somewhere.
+    std::vector<std::int64_t> activeIn;
+    std::int64_t channels() const { return std::int64_t(activeIn.size()); }
+    // The channels active on no image.
+    std::vector<std::int64_t> deadChannels() const;
+};
 
 class Classifier
 {
@@ -71,6 +87,12 @@ public:
     // as the model gets it (preprocessed), then every layer of the layer table's output, the
     // last being the logits.
     std::vector<LayerView> layerOutputs(const ImageSet& images, std::int64_t index = 0);
+    // The first `count` images of `images` (every one when count <= 0) through the network in
+    // batches of `batchSize`: per layer of the layer table, on how many images each channel is
+    // active. `stop`, asked between batches, ends it early with what was counted.
+    std::vector<LayerActivity> layerActivity(const ImageSet& images, std::int64_t count = 0,
+                                             int batchSize = 100,
+                                             const std::function<bool()>& stop = {});
     // The weights of every convolution (the moving averages when usesEma()), first layer first.
     std::vector<LayerView> convolutionFilters() const;
 

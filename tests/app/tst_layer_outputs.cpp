@@ -5,6 +5,7 @@
 // filters are the checkpoint's (its moving averages when used); the statistics are exact.
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -20,7 +21,7 @@ namespace {
 
 // fashion-fast with batch-norm statistics and scales far from their defaults, and moving averages
 // that are the weights times 1.5, as a checkpoint with a 0..1 scaling recipe.
-void writeCheckpoint(const fs::path& path)
+void writeCheckpoint(const fs::path& path, int deadChannel = -1)
 {
     auto model = engine::createModel("fashion-fast", 7);
     engine::Rng rng(3);
@@ -32,6 +33,8 @@ void writeCheckpoint(const fs::path& path)
             if (p->name.ends_with(".running_var")) v[i] = float(rng.uniform(0.3, 2.5));
             if (p->name.starts_with("bn") && p->name.ends_with(".bias"))
                 v[i] = float(0.3 * rng.normal());
+            // A channel batch norm shifts far below zero: its ReLU lets nothing through.
+            if (p->name == "bn1.bias" && i == deadChannel) v[i] = -1000.0f;
         }
     }
     engine::NamedTensors ema;
@@ -183,6 +186,62 @@ private slots:
         QCOMPARE(named(views, "flatten").shape, engine::Shape({3136}));
 
         QVERIFY_THROWS_EXCEPTION(engine::InvalidArgument, classifier.layerOutputs(set, 3));
+    }
+
+    // layerActivity counts, per layer and channel, the images where the channel is non-zero
+    // somewhere: the same counts as each image's layerOutputs give, in batches that do not divide
+    // the images; a channel switched off for good is dead on bn1 and on what follows from it.
+    void activityOverManyImages()
+    {
+        const fs::path file = fs::path(m_dir.path().toStdString()) / "dead.safetensors";
+        writeCheckpoint(file, 5);
+        engine::Classifier classifier(file, true, 1);
+        const engine::ImageSet set = images(23);
+        const auto activity = classifier.layerActivity(set, 0, 7);
+        const auto rows = engine::createModel("fashion-fast", 1)->layerTable();
+        QCOMPARE(activity.size(), rows.size());
+        std::vector<std::vector<std::int64_t>> expected(rows.size());
+        for (std::int64_t k = 0; k < set.count; ++k) {
+            const auto views = classifier.layerOutputs(set, k);
+            for (std::size_t i = 0; i < rows.size(); ++i) {
+                const engine::LayerView& v = views[i + 1]; // after the input
+                const std::int64_t channels = v.shape[v.shape.rank() - 1];
+                expected[i].resize(std::size_t(channels));
+                std::vector<bool> active(static_cast<std::size_t>(channels));
+                for (std::size_t j = 0; j < v.values.size(); ++j)
+                    if (v.values[j] != 0.0f) active[j % std::size_t(channels)] = true;
+                for (std::int64_t c = 0; c < channels; ++c)
+                    expected[i][std::size_t(c)] += active[std::size_t(c)];
+            }
+        }
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+            QCOMPARE(activity[i].name, rows[i].name);
+            QCOMPARE(activity[i].images, std::int64_t(23));
+            QCOMPARE(activity[i].activeIn, expected[i]);
+        }
+        const auto layer = [&](const char* name) {
+            for (const auto& a : activity)
+                if (a.name == name) return a;
+            throw std::runtime_error(name);
+        };
+        QCOMPARE(layer("conv1").deadChannels(), std::vector<std::int64_t>{}); // before batch norm
+        // The same checkpoint without the shifted channel: its dead channels (this random draw
+        // has some of its own), and channel 5 besides.
+        engine::Classifier plain(m_checkpoint, true, 1);
+        std::vector<std::int64_t> dead;
+        for (const auto& a : plain.layerActivity(set, 0, 7))
+            if (a.name == "bn1") dead = a.deadChannels();
+        QVERIFY(std::find(dead.begin(), dead.end(), 5) == dead.end());
+        dead.insert(std::upper_bound(dead.begin(), dead.end(), 5), 5);
+        QCOMPARE(layer("bn1").deadChannels(), dead);
+        QCOMPARE(layer("pool1").deadChannels(), dead);
+        QCOMPARE(layer("bn1").channels(), std::int64_t(32));
+        // The first images only, and a stop between batches.
+        QCOMPARE(classifier.layerActivity(set, 10, 4)[0].images, std::int64_t(10));
+        int asked = 0;
+        const auto stopped = classifier.layerActivity(set, 0, 4, [&] { return ++asked > 2; });
+        QCOMPARE(stopped[0].images, std::int64_t(8));
+        QVERIFY_THROWS_EXCEPTION(engine::InvalidArgument, classifier.layerActivity(set, 0, 0));
     }
 
     void filtersAreTheCheckpoints()

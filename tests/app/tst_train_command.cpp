@@ -22,6 +22,7 @@
 
 #include "dataset_files.h"
 #include "engine/cpu/onednn_ops.h"
+#include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -475,6 +476,36 @@ private slots:
         QCOMPARE(j.value(QStringLiteral("examples")).toInt(), 48);
         QCOMPARE(QDir(j.value(QStringLiteral("data_folder")).toString()).canonicalPath(),
                  QDir(elsewhere + QStringLiteral("/fashion-mnist")).canonicalPath());
+        QVERIFY(!j.contains(QStringLiteral("layers")));
+        // --layers: every layer of the model's table over the 48 test images, dead channels
+        // listed (tst_layer_outputs checks the counts).
+        const CliRun l = run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), dir,
+                              QStringLiteral("--layers"), QStringLiteral("--json")});
+        QVERIFY2(l.exitCode == 0, qPrintable(l.err));
+        const QJsonArray layers = QJsonDocument::fromJson(l.out.toUtf8())
+                                      .object()
+                                      .value(QStringLiteral("layers"))
+                                      .toArray();
+        const auto table = engine::createModel(QJsonDocument::fromJson(l.out.toUtf8())
+                                                   .object()
+                                                   .value(QStringLiteral("model"))
+                                                   .toString()
+                                                   .toStdString(),
+                                               1)
+                               ->layerTable();
+        QCOMPARE(qsizetype(layers.size()), qsizetype(table.size()));
+        for (qsizetype i = 0; i < layers.size(); ++i) {
+            const QJsonObject layer = layers[i].toObject();
+            QCOMPARE(layer.value(QStringLiteral("name")).toString().toStdString(),
+                     table[std::size_t(i)].name);
+            QCOMPARE(layer.value(QStringLiteral("images")).toInt(), 48);
+            QVERIFY(layer.value(QStringLiteral("channels")).toInt() > 0);
+            QVERIFY(layer.value(QStringLiteral("dead_channels")).isArray());
+        }
+        const CliRun text = run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), dir,
+                                 QStringLiteral("--layers")});
+        QVERIFY2(text.out.contains(QStringLiteral("layers over the 48 test images")),
+                 qPrintable(text.out));
 
         const QString copy = path(QStringLiteral("copied.safetensors"));
         QVERIFY(QFile::copy(ckpt, copy));

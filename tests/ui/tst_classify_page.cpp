@@ -125,7 +125,25 @@ private slots:
         double share = 0;
         for (int i = 0; i < 20; ++i) share += layers->histogramChart()->value(i);
         QVERIFY(std::abs(share - 1) < 1e-9);
+        // Dead channels: counted over the first 1000 test images (here all 120) off the UI
+        // thread, as the engine counts them.
+        QTRY_VERIFY_WITH_TIMEOUT(layers->deadChannels(1) >= 0, 20000);
+        const auto activity = oracle.layerActivity(m_data->test, 1000, 100);
+        QCOMPARE(layers->deadChannels(0), std::int64_t(-1)); // the input
+        for (std::size_t i = 0; i < activity.size(); ++i) {
+            QCOMPARE(layers->deadChannels(int(i) + 1),
+                     std::int64_t(activity[i].deadChannels().size()));
+            QCOMPARE(layers->table()->item(int(i) + 1, 7)->text(),
+                     QStringLiteral("%1 of %2")
+                         .arg(QLocale().toString(qint64(activity[i].deadChannels().size())),
+                              QLocale().toString(qint64(activity[i].channels()))));
+        }
+        QVERIFY(layers->table()->item(1, 7)->toolTip().contains(QStringLiteral("120 test images")));
         layers->close();
+        // Counted once per checkpoint: a second window has them at once.
+        ui::LayersDialog* again = page.openLayers();
+        QCOMPARE(again->deadChannels(1), std::int64_t(activity[0].deadChannels().size()));
+        again->close();
 
         // The same image as a PNG file: the same pixels, the same answer.
         const QString png = m_dir.filePath(QStringLiteral("seventeen.png"));
@@ -146,6 +164,34 @@ private slots:
         QVERIFY(errors.at(0).at(0).toString().contains(QStringLiteral("notes.png")));
         QVERIFY(!layersButton->isEnabled()); // no image, no layers
         QVERIFY(!page.openLayers());
+    }
+
+    // Without the checkpoint's test set the Layers window says why it has no dead channels, and
+    // no error banner interrupts.
+    void layersWithoutTheTestSet()
+    {
+        engine::Dataset elsewhere = *m_data;
+        elsewhere.name = "no-such-set";
+        const QString file = m_dir.filePath(QStringLiteral("elsewhere.safetensors"));
+        test::writeFreshCheckpoint("fashion-fast", elsewhere, file.toStdString(), 3, 1);
+        ClassifyPage page;
+        QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
+        QSignalSpy answered(&page, &ClassifyPage::imageClassified);
+        QSignalSpy errors(&page, &ClassifyPage::errorOccurred);
+        page.openCheckpoint(file);
+        QVERIFY(loaded.wait(20000));
+        const QString png = m_dir.filePath(QStringLiteral("three.png"));
+        QVERIFY(app::toQImage(m_data->test, 3).save(png));
+        page.classifyFile(png);
+        QVERIFY(answered.wait(20000));
+        ui::LayersDialog* layers = page.openLayers();
+        QVERIFY(layers);
+        QTRY_COMPARE_WITH_TIMEOUT(layers->table()->item(1, 7)->text(), QStringLiteral("–"), 20000);
+        QVERIFY2(layers->table()->item(1, 7)->toolTip().contains(QStringLiteral("no-such-set")),
+                 qPrintable(layers->table()->item(1, 7)->toolTip()));
+        QCOMPARE(layers->deadChannels(1), std::int64_t(-1));
+        QCOMPARE(errors.count(), 0);
+        layers->close();
     }
 
     // Several files dropped at once: "Classify many", a row each (thumbnail, class, probability,

@@ -258,6 +258,7 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
     m_source = c.sourceShape();
     if (m_dataset && m_dataset->name != info.dataset) m_dataset.reset();
     m_predictions.reset();
+    m_activity.reset();
     m_classModel->clear();
     m_heatMap->clear();
     m_cellImages->setDataset(nullptr);
@@ -409,7 +410,8 @@ void ClassifyPage::classifyImage(const QImage& image, const QString& caption)
         });
 }
 
-void ClassifyPage::withTestSet(std::function<void()> then)
+void ClassifyPage::withTestSet(std::function<void()> then,
+                               std::function<void(const QString&)> failed)
 {
     if (!hasClassifier()) return;
     const std::string name = m_classifier->classifier->info().dataset;
@@ -418,8 +420,12 @@ void ClassifyPage::withTestSet(std::function<void()> then)
         return;
     }
     if (name.empty()) {
-        emit errorOccurred(
-            tr("This checkpoint does not name its dataset, so it has no test set here"));
+        const QString why =
+            tr("This checkpoint does not name its dataset, so it has no test set here");
+        if (failed)
+            failed(why);
+        else
+            emit errorOccurred(why);
         return;
     }
     DatasetSource source;
@@ -440,10 +446,14 @@ void ClassifyPage::withTestSet(std::function<void()> then)
             return std::shared_ptr<const engine::Dataset>(
                 std::make_shared<engine::Dataset>(engine::loadDataset(name, path)));
         },
-        [this, then](const app::JobResult<std::shared_ptr<const engine::Dataset>>& r) {
+        [this, then, failed](const app::JobResult<std::shared_ptr<const engine::Dataset>>& r) {
             m_summary->clear();
             if (!r.ok()) {
-                emit errorOccurred(tr("The test set is not available: %1").arg(r.error));
+                const QString why = tr("The test set is not available: %1").arg(r.error);
+                if (failed)
+                    failed(why);
+                else
+                    emit errorOccurred(why);
                 updateControls();
                 return;
             }
@@ -620,7 +630,66 @@ LayersDialog* ClassifyPage::openLayers()
                          this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
     dialog->show();
+    countDeadChannels(dialog);
     return dialog;
+}
+
+void ClassifyPage::countDeadChannels(LayersDialog* dialog)
+{
+    if (m_activity) { // counted for this checkpoint already: it does not depend on the image
+        dialog->setActivity(*m_activity);
+        return;
+    }
+    // Enough images that a channel silent on all is dead, not just quiet on one image; about a
+    // second for the small models on two cores.
+    constexpr std::int64_t kImages = 1000;
+    // The count ends early when every Layers window is closed: a flag shared with the worker,
+    // set when the last window watching it goes. A window opened during a count watches it too.
+    const auto watch = [this](LayersDialog* w) {
+        ++m_activityWatchers->open;
+        connect(w, &QObject::destroyed, this, [watchers = m_activityWatchers] {
+            if (--watchers->open <= 0) watchers->unwatched.store(true);
+        });
+    };
+    if (m_activityJob.isRunning() && !m_activityWatchers->unwatched.load() &&
+        m_activityWatchers->classifier == m_classifier.get()) {
+        watch(dialog); // its answer goes to every window open then
+        return;
+    }
+    m_activityWatchers = std::make_shared<ActivityWatchers>();
+    m_activityWatchers->classifier = m_classifier.get();
+    watch(dialog);
+    const QPointer<LayersDialog> shown(dialog);
+    withTestSet(
+        [this] {
+            const auto shared = m_classifier;
+            const auto dataset = m_dataset;
+            const auto watchers = m_activityWatchers;
+            m_activityJob.start(
+                [shared, dataset, watchers] {
+                    std::lock_guard lock(shared->mutex);
+                    return shared->classifier->layerActivity(
+                        dataset->test, kImages, 100,
+                        [watchers] { return watchers->unwatched.load(); });
+                },
+                [this, watchers](const app::JobResult<std::vector<engine::LayerActivity>>& r) {
+                    // Another checkpoint since: its windows wait for their own count.
+                    if (watchers->classifier != m_classifier.get()) return;
+                    if (r.ok() && !watchers->unwatched.load()) m_activity = *r.value;
+                    for (LayersDialog* w : findChildren<LayersDialog*>()) {
+                        if (r.ok() && m_activity)
+                            w->setActivity(*m_activity);
+                        else if (!r.ok())
+                            w->setActivityNote(
+                                tr("Counting the dead channels failed: %1").arg(r.error));
+                    }
+                });
+        },
+        [shown](const QString& why) {
+            if (shown)
+                shown->setActivityNote(
+                    tr("Dead channels are counted over the checkpoint's test images. %1").arg(why));
+        });
 }
 
 } // namespace towers::ui

@@ -125,7 +125,11 @@ private:
     static ImageAnswer answerFor(engine::Classifier& classifier, const engine::ImageSet& one);
     void buildUi();
     void onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r, const QString& path);
-    void withTestSet(std::function<void()> then);
+    // Runs `then` once the checkpoint's test set is loaded (m_dataset); when it cannot be, says
+    // why in the error banner, or with `failed` (no banner) when given.
+    void withTestSet(std::function<void()> then, std::function<void(const QString&)> failed = {});
+    // Counts the dead channels of every layer over the first test images into `dialog`.
+    void countDeadChannels(LayersDialog* dialog);
     void showAnswer(const ImageAnswer& answer, const QString& caption);
     // `message` in the caption, in place of the previous image and its answer; errorOccurred.
     void showImageError(const QString& message);
@@ -140,6 +144,15 @@ private:
     std::vector<std::pair<QString, double>> m_top;
     std::vector<engine::LayerView> m_layers; // of the image the page shows
     std::optional<app::TestSetPredictions> m_predictions;
+    // The checkpoint's dead channels over its first test images, once counted (the Layers window).
+    std::optional<std::vector<engine::LayerActivity>> m_activity;
+    struct ActivityWatchers // of the count m_activityJob runs
+    {
+        const Shared* classifier = nullptr; // whose count
+        int open = 0;                       // Layers windows waiting for it (the UI thread's)
+        std::atomic<bool> unwatched{false};
+    };
+    std::shared_ptr<ActivityWatchers> m_activityWatchers = std::make_shared<ActivityWatchers>();
     std::shared_ptr<std::atomic<bool>> m_cancel;
     std::shared_ptr<std::atomic<std::int64_t>> m_done;
     std::function<void()> m_afterDataset;
@@ -149,6 +162,7 @@ private:
     app::LatestJob<ImageAnswer> m_imageJob{this};
     app::LatestJob<app::TestSetPredictions> m_testJob{this};
     app::LatestJob<std::vector<app::FileAnswer>> m_manyJob{this};
+    app::LatestJob<std::vector<engine::LayerActivity>> m_activityJob{this};
     std::shared_ptr<std::atomic<bool>> m_manyCancel;
 
     QLabel* m_info;

@@ -496,29 +496,30 @@ void DataPage::showClassCounts()
     // The counts on the bars where they fit; the total of a class with less than half the
     // training images of the largest in bold, in the highlight colour.
     m_classChart->setValueTextsVisible(n <= 30);
-    const std::int64_t most = train.empty() ? 0 : *std::max_element(train.begin(), train.end());
+    const auto b = engine::classBalance(train);
     QVector<bool> small;
-    for (std::size_t c = 0; c < n; ++c) small << (2 * train[c] < most);
+    for (std::size_t c = 0; c < n; ++c) small << (b && b->small(train[c]));
     m_classChart->setBars(labels, values, small);
-    if (train.empty()) {
+    if (!b) {
         m_classSummary->clear();
         return;
     }
-    const auto [few, many] = std::minmax_element(train.begin(), train.end());
-    const auto nameOf = [&](auto it) {
-        return QString::fromStdString(m_dataset->classNames[std::size_t(it - train.begin())]);
+    const auto nameOf = [&](std::size_t c) {
+        return QString::fromStdString(m_dataset->classNames[c]);
     };
     const QLocale locale;
     m_classSummary->setText(
-        *few == *many ? tr("Every class has %1 training images.").arg(locale.toString(qint64(*few)))
-        : *few == 0
-            ? tr("<b>%1 has no training image</b>: the network cannot learn it.").arg(nameOf(few))
+        b->even() ? tr("Every class has %1 training images.")
+                        .arg(locale.toString(qint64(b->fewestImages)))
+        : b->fewestImages == 0
+            ? tr("<b>%1 has no training image</b>: the network cannot learn it.")
+                  .arg(nameOf(b->smallest))
             : tr("The largest class (%1, %2 training images) has %3 times the images of the "
                  "smallest (%4, %5)%6.")
-                  .arg(nameOf(many), locale.toString(qint64(*many)),
-                       locale.toString(double(*many) / double(*few), 'f', 1), nameOf(few),
-                       locale.toString(qint64(*few)),
-                       2 * *few < *many && n <= 30
+                  .arg(nameOf(b->largest), locale.toString(qint64(b->mostImages)),
+                       locale.toString(b->ratio(), 'f', 1), nameOf(b->smallest),
+                       locale.toString(qint64(b->fewestImages)),
+                       b->small(b->fewestImages) && n <= 30
                            ? tr("; outlined: the classes with less than half the "
                                 "largest's images, which the network will see less "
                                 "often")

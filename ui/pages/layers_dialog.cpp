@@ -41,6 +41,7 @@ enum Column
     Minimum,
     Maximum,
     Zeros,
+    Dead, // channels zero on every one of many test images (setActivity)
     ColumnCount
 };
 
@@ -63,7 +64,10 @@ LayersDialog::LayersDialog(std::vector<engine::LayerView> outputs,
     auto* split = new QSplitter(Qt::Horizontal, this);
     m_table = new QTableWidget(int(m_outputs.size()), ColumnCount, split);
     m_table->setHorizontalHeaderLabels({tr("Layer"), tr("Output"), tr("Mean"), tr("Deviation"),
-                                        tr("Min"), tr("Max"), tr("Zeros")});
+                                        tr("Min"), tr("Max"), tr("Zeros"), tr("Dead")});
+    m_table->horizontalHeaderItem(Dead)->setToolTip(
+        tr("Channels that are zero on every one of many test images: dead units, which pass "
+           "nothing on whatever the input"));
     m_table->verticalHeader()->hide();
     m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 6);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -80,7 +84,8 @@ LayersDialog::LayersDialog(std::vector<engine::LayerView> outputs,
                                 figure(v.min),
                                 figure(v.max),
                                 locale.toString(100 * v.zeroFraction, 'f', 1) +
-                                    QStringLiteral(" %")};
+                                    QStringLiteral(" %"),
+                                QString()};
         const bool dead = v.name != "input" && v.zeroFraction >= kMostlyZeros;
         for (int c = 0; c < ColumnCount; ++c) {
             auto* item = new QTableWidgetItem(texts[c]);
@@ -168,6 +173,49 @@ const engine::LayerView* LayersDialog::filtersOf(int row) const
     for (const auto& f : m_filters)
         if (f.name == weight) return &f;
     return nullptr;
+}
+
+void LayersDialog::setActivity(const std::vector<engine::LayerActivity>& activity)
+{
+    const QLocale locale;
+    m_deadChannels.assign(m_outputs.size(), -1);
+    for (int r = 0; r < int(m_outputs.size()); ++r) {
+        QTableWidgetItem* item = m_table->item(r, Dead);
+        const engine::LayerView& v = m_outputs[std::size_t(r)];
+        const auto it =
+            std::find_if(activity.begin(), activity.end(),
+                         [&](const engine::LayerActivity& a) { return a.name == v.name; });
+        if (it == activity.end()) { // the input
+            item->setText(QString());
+            continue;
+        }
+        const auto dead = it->deadChannels();
+        m_deadChannels[std::size_t(r)] = std::int64_t(dead.size());
+        item->setText(
+            tr("%1 of %2")
+                .arg(locale.toString(qint64(dead.size())), locale.toString(it->channels())));
+        item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+        QStringList numbers;
+        for (std::size_t i = 0; i < dead.size() && i < 40; ++i) numbers << QString::number(dead[i]);
+        if (dead.size() > 40) numbers << QStringLiteral("…");
+        item->setToolTip(
+            dead.empty()
+                ? tr("Every channel is active on some of the %1 test images")
+                      .arg(locale.toString(it->images))
+                : tr("%n channel(s) zero on every one of the %1 test images: %2", nullptr,
+                     int(dead.size()))
+                      .arg(locale.toString(it->images), numbers.join(QStringLiteral(", "))));
+        if (!dead.empty()) item->setForeground(palette().color(QPalette::Link));
+    }
+}
+
+void LayersDialog::setActivityNote(const QString& note)
+{
+    for (int r = 0; r < m_table->rowCount(); ++r) {
+        QTableWidgetItem* item = m_table->item(r, Dead);
+        item->setText(r == 0 ? QString() : QStringLiteral("–"));
+        item->setToolTip(note);
+    }
 }
 
 bool LayersDialog::canShowFilters() const

@@ -3,7 +3,8 @@
 // image (Classifier::layerOutputs), as NVIDIA DIGITS showed it. A table of the layers with their
 // output's shape, mean, deviation, range and share of zeros (a layer that is all but all zeros
 // after its ReLU is marked); the chosen layer's output as a mosaic of its channels, and, for a
-// convolution, its filters; the distribution of its values. Non-modal: the page stays usable.
+// convolution, its filters; the distribution of its values; the channels dead over many test
+// images (setActivity). Non-modal: the page stays usable.
 #include <QDialog>
 #include <QImage>
 
@@ -30,6 +31,18 @@ public:
                  const QString& caption, QWidget* parent = nullptr);
 
     QTableWidget* table() const { return m_table; }
+    // Fills the Dead column: per layer, the channels zero on every one of many images
+    // (Classifier::layerActivity), with their numbers as its tooltip.
+    void setActivity(const std::vector<engine::LayerActivity>& activity);
+    // The Dead column is not to be had (no test set): why, as its tooltip.
+    void setActivityNote(const QString& note);
+    // The dead channels setActivity gave layer `row`; -1 before it, and for the input.
+    std::int64_t deadChannels(int row) const
+    {
+        return row >= 0 && std::size_t(row) < m_deadChannels.size()
+                   ? m_deadChannels[std::size_t(row)]
+                   : -1;
+    }
     // Shows layer `row` of the table (0: the input).
     void showLayer(int row);
     int shownLayer() const { return m_row; }
@@ -59,6 +72,7 @@ private:
     void scalePicture();
 
     std::vector<engine::LayerView> m_outputs, m_filters;
+    std::vector<std::int64_t> m_deadChannels;
     int m_row = -1;
     QImage m_picture;
     QTableWidget* m_table;
