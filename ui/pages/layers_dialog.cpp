@@ -85,7 +85,7 @@ LayersDialog::LayersDialog(std::vector<engine::LayerView> outputs,
                                 figure(v.max),
                                 locale.toString(100 * v.zeroFraction, 'f', 1) +
                                     QStringLiteral(" %"),
-                                QString()};
+                                r == 0 ? QString() : tr("…")};
         const bool dead = v.name != "input" && v.zeroFraction >= kMostlyZeros;
         for (int c = 0; c < ColumnCount; ++c) {
             auto* item = new QTableWidgetItem(texts[c]);
@@ -148,11 +148,8 @@ LayersDialog::LayersDialog(std::vector<engine::LayerView> outputs,
     split->setStretchFactor(0, 0);
     split->setStretchFactor(1, 1);
     top->addWidget(split, 1);
-    // The table as wide as its columns; the pictures take the rest.
-    m_table->resizeColumnsToContents();
-    const int tableWidth = m_table->horizontalHeader()->length() + 2 * m_table->frameWidth() +
-                           m_table->verticalScrollBar()->sizeHint().width();
-    split->setSizes({tableWidth, 1100 - tableWidth});
+    m_split = split;
+    fitTable(1100);
     // The picture follows the room it has.
     m_scroll->viewport()->installEventFilter(this);
 
@@ -173,6 +170,17 @@ const engine::LayerView* LayersDialog::filtersOf(int row) const
     for (const auto& f : m_filters)
         if (f.name == weight) return &f;
     return nullptr;
+}
+
+void LayersDialog::fitTable(int total)
+{
+    // The table as wide as its columns; the pictures take the rest.
+    m_table->resizeColumnsToContents();
+    const int tableWidth = m_table->horizontalHeader()->length() + 2 * m_table->frameWidth() +
+                           m_table->verticalScrollBar()->sizeHint().width();
+    if (total <= 0)
+        for (const int size : m_split->sizes()) total += size;
+    m_split->setSizes({tableWidth, std::max(0, total - tableWidth)});
 }
 
 void LayersDialog::setActivity(const std::vector<engine::LayerActivity>& activity)
@@ -207,6 +215,7 @@ void LayersDialog::setActivity(const std::vector<engine::LayerActivity>& activit
                       .arg(locale.toString(it->images), numbers.join(QStringLiteral(", "))));
         if (!dead.empty()) item->setForeground(palette().color(QPalette::Link));
     }
+    fitTable();
 }
 
 void LayersDialog::setActivityNote(const QString& note)
@@ -216,6 +225,7 @@ void LayersDialog::setActivityNote(const QString& note)
         item->setText(r == 0 ? QString() : QStringLiteral("–"));
         item->setToolTip(note);
     }
+    fitTable();
 }
 
 bool LayersDialog::canShowFilters() const

@@ -15,6 +15,7 @@
 class QCheckBox;
 class QLabel;
 class QScrollArea;
+class QSplitter;
 class QTableWidget;
 
 namespace towers::ui {
@@ -70,11 +71,14 @@ private:
     void showPicture();
     // Shows the picture scaled to the room the window gives it.
     void scalePicture();
+    // The table as wide as its columns, of `total` (0: the splitter's width now).
+    void fitTable(int total = 0);
 
     std::vector<engine::LayerView> m_outputs, m_filters;
     std::vector<std::int64_t> m_deadChannels;
     int m_row = -1;
     QImage m_picture;
+    QSplitter* m_split;
     QTableWidget* m_table;
     QLabel* m_detail;
     QCheckBox* m_filtersBox;
