@@ -46,13 +46,8 @@ LrFinderDialog::LrFinderDialog(const engine::TrainConfig& config,
     top->addWidget(intro);
     m_plot = new PlotWidget(tr("Loss against the learning rate"), this);
     m_plot->setAxisLabels(tr("log₁₀ learning rate"), tr("loss"));
-    PlotWidget::SeriesStyle raw;
-    raw.alpha = 90;
-    raw.colorSlot = 0;
-    m_plot->addSeries(tr("loss"), raw);
-    PlotWidget::SeriesStyle smooth;
-    smooth.colorSlot = 0;
-    m_plot->addSeries(tr("smoothed"), smooth);
+    m_plot->addSeries(tr("loss"), PlotWidget::SeriesStyle::raw());
+    m_plot->addSeries(tr("smoothed"), PlotWidget::SeriesStyle::smoothed());
     PlotWidget::SeriesStyle mark;
     mark.markers = true;
     mark.colorSlot = 3;

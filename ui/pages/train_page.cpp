@@ -67,14 +67,8 @@ TrainPage::TrainPage(QWidget* parent)
     grid->setContentsMargins(0, 0, 0, 0);
     m_loss = new PlotWidget(tr("Loss"), plots);
     m_loss->setAxisLabels(tr("step"), tr("cross-entropy + weight decay"));
-    PlotWidget::SeriesStyle raw;
-    raw.alpha = 80;
-    raw.width = 1;
-    m_loss->addSeries(tr("raw"), raw);
-    PlotWidget::SeriesStyle smooth;
-    smooth.colorSlot = 0;
-    smooth.width = 2;
-    m_loss->addSeries(tr("smoothed"), smooth);
+    m_loss->addSeries(tr("raw"), PlotWidget::SeriesStyle::raw());
+    m_loss->addSeries(tr("smoothed"), PlotWidget::SeriesStyle::smoothed());
     m_accuracy = new PlotWidget(tr("Test accuracy"), plots);
     m_accuracy->setAxisLabels(tr("step"), tr("precision @ 1"));
     m_accuracy->setYRange(0, 1);

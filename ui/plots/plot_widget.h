@@ -43,6 +43,24 @@ public:
         bool markers = false; // a dot at every point (sparse series: evaluations)
         bool inLegend = true;
         int alpha = 255; // raw curves under their smoothed twin are translucent
+
+        // A noisy curve and its smoothed twin in one colour (`colorSlot`): the raw one thin and
+        // translucent underneath, the smoothed one on top (the Train page's loss, the range test).
+        static SeriesStyle raw(int colorSlot = 0)
+        {
+            SeriesStyle s;
+            s.colorSlot = colorSlot;
+            s.width = 1;
+            s.alpha = 80;
+            return s;
+        }
+        static SeriesStyle smoothed(int colorSlot = 0)
+        {
+            SeriesStyle s;
+            s.colorSlot = colorSlot;
+            s.width = 2;
+            return s;
+        }
     };
     // Adds a series and returns its index; the legend shows once there are two or more.
     int addSeries(const QString& name, SeriesStyle style);
