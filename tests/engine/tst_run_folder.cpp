@@ -61,6 +61,27 @@ TrainConfig readConfigOf(const RunDirectory& run)
     return TrainConfig::fromJson(*run.readConfig());
 }
 
+// The steps of the run's checkpoint files, oldest first.
+std::vector<std::int64_t> checkpointSteps(const RunDirectory& run)
+{
+    std::vector<std::int64_t> steps;
+    for (const auto& f : run.checkpoints()) steps.push_back(f.step);
+    return steps;
+}
+
+// The run in `root` (trained to step 4) resumed to `steps`, evaluated after every step.
+void resumeEvaluatingEveryStep(const fs::path& root, std::int64_t steps)
+{
+    TrainConfig longer = readConfigOf(RunDirectory(root));
+    longer.steps = steps;
+    longer.evalEvery = 1;
+    auto src = syntheticBatchesFor(longer);
+    Trainer t(longer, src, root);
+    t.setEvaluator(40, src.evaluationBatches());
+    QCOMPARE(t.resumeFromNewest(), std::optional<std::int64_t>(4));
+    QCOMPARE(t.run(), Trainer::Outcome::Finished);
+}
+
 // Every file under `root` (relative path -> content).
 std::map<std::string, std::string> snapshot(const fs::path& root)
 {
@@ -246,11 +267,7 @@ private slots:
         c.keepCheckpoints = 2;
         trainToEnd(c, root);
         RunDirectory run(root);
-        auto steps = [&] {
-            std::vector<std::int64_t> s;
-            for (const auto& f : run.checkpoints()) s.push_back(f.step);
-            return s;
-        };
+        const auto steps = [&] { return checkpointSteps(run); };
         QCOMPARE(steps(), (std::vector<std::int64_t>{3, 4}));
         auto model = buildModel(c.model);
         model->initialize(1);
@@ -324,27 +341,14 @@ private slots:
         TrainConfig c = smallConfig(); // a checkpoint every step, two kept
         trainToEnd(c, root);
         RunDirectory run(root);
-        auto steps = [&] {
-            std::vector<std::int64_t> s;
-            for (const auto& f : run.checkpoints()) s.push_back(f.step);
-            return s;
-        };
+        const auto steps = [&] { return checkpointSteps(run); };
         QCOMPARE(steps(), (std::vector<std::int64_t>{3, 4}));
         // Step 3 measured better than anything the synthetic evaluations below reach.
         std::ofstream(run.evalPath()) << R"({"step": 3, "precisionAt1": 1.5})"
                                          "\n"
                                       << R"({"step": 4, "precisionAt1": 0.25})"
                                          "\n";
-        {
-            auto src = syntheticBatchesFor(c);
-            TrainConfig longer = readConfigOf(run);
-            longer.steps = 8;
-            longer.evalEvery = 1;
-            Trainer t(longer, src, root);
-            t.setEvaluator(40, src.evaluationBatches());
-            QCOMPARE(t.resumeFromNewest(), std::optional<std::int64_t>(4));
-            QCOMPARE(t.run(), Trainer::Outcome::Finished);
-        }
+        resumeEvaluatingEveryStep(root, 8);
         QCOMPARE(steps(), (std::vector<std::int64_t>{3, 7, 8}));
         QCOMPARE(readEvaluations(run.evalPath()).size(), std::size_t(6)); // 3 to 8
     }
@@ -363,19 +367,8 @@ private slots:
         // it.
         std::ofstream(run.evalPath()) << R"({"step": 4, "precisionAt1": -0.5})"
                                          "\n";
-        {
-            auto src = syntheticBatchesFor(c);
-            TrainConfig longer = readConfigOf(run);
-            longer.steps = 5;
-            longer.evalEvery = 1;
-            Trainer t(longer, src, root);
-            t.setEvaluator(40, src.evaluationBatches());
-            QCOMPARE(t.resumeFromNewest(), std::optional<std::int64_t>(4));
-            QCOMPARE(t.run(), Trainer::Outcome::Finished);
-        }
-        std::vector<std::int64_t> steps;
-        for (const auto& f : run.checkpoints()) steps.push_back(f.step);
-        QCOMPARE(steps, std::vector<std::int64_t>{5});
+        resumeEvaluatingEveryStep(root, 5);
+        QCOMPARE(checkpointSteps(run), std::vector<std::int64_t>{5});
     }
 
     // An evaluation better than every earlier one between checkpoints gets its own checkpoint,
@@ -406,9 +399,7 @@ private slots:
         const auto best = bestEvaluation(evaluations);
         std::vector<std::int64_t> expected{best->step};
         if (best->step != 6) expected.push_back(6);
-        std::vector<std::int64_t> steps;
-        for (const auto& f : run.checkpoints()) steps.push_back(f.step);
-        QCOMPARE(steps, expected);
+        QCOMPARE(checkpointSteps(run), expected);
         const auto kept = bestCheckpoint(run.checkpoints(), evaluations);
         QVERIFY(kept);
         QCOMPARE(kept->file.step, best->step);
