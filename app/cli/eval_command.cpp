@@ -4,7 +4,10 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include <optional>
+
 #include "app/cli/command.h"
+#include "app/inference/test_set_predictions.h"
 #include "app/runs/run_builder.h"
 #include "engine/data/dataset.h"
 #include "engine/train/classifier.h"
@@ -36,6 +39,11 @@ int runEval(const QStringList& args, CommandIo& io)
         {QStringLiteral("layers"),
          QStringLiteral("Also count, per layer, the channels that are zero on every test image "
                         "(dead: a ReLU that passes nothing on, whatever the input).")},
+        {QStringLiteral("mistakes"),
+         QStringLiteral("Also list the n wrong answers the network was surest of (test image, "
+                        "true and predicted class, probability): mislabelled images and "
+                        "look-alike classes show first."),
+         QStringLiteral("n")},
         {QStringLiteral("batch-size"), QStringLiteral("Examples per forward pass (default 250)."),
          QStringLiteral("n"), QStringLiteral("250")},
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
@@ -46,8 +54,10 @@ int runEval(const QStringList& args, CommandIo& io)
     if (const int c = checkpointOption(p, QStringLiteral("towers-cli eval"), io, checkpointFile);
         c != ExitOk)
         return c;
-    int batch = 250;
-    if (!intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io)) return ExitUsage;
+    int batch = 250, mistakeCount = 0;
+    if (!intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io) ||
+        !intOption(p, QStringLiteral("mistakes"), 1, 1000000, mistakeCount, io))
+        return ExitUsage;
     std::vector<std::filesystem::path> path;
     if (!searchPathOption(p, io, path)) return ExitUsage;
     // Where the checkpoint's run found its dataset comes after --data-dir (which
@@ -66,6 +76,15 @@ int runEval(const QStringList& args, CommandIo& io)
     const int k = r.numClasses;
     std::vector<engine::LayerActivity> activity;
     if (p.isSet(QStringLiteral("layers"))) activity = classifier.layerActivity(data.test, 0, batch);
+    std::optional<TestSetPredictions> predictions;
+    std::vector<std::int64_t> mistakes;
+    if (p.isSet(QStringLiteral("mistakes"))) {
+        predictions = classifyTestSet(classifier, data.test, nullptr, nullptr, batch);
+        mistakes = predictions->confidentMistakes(std::size_t(mistakeCount));
+    }
+    const auto className = [&](int c) {
+        return QString::fromStdString(classifier.classNames()[std::size_t(c)]);
+    };
     // A channel list, the first few when long: "3, 17, 40 and 12 more".
     const auto channelList = [](const std::vector<std::int64_t>& channels) {
         QStringList names;
@@ -111,6 +130,18 @@ int runEval(const QStringList& args, CommandIo& io)
             }
             o.insert(QStringLiteral("layers"), layers);
         }
+        if (predictions) {
+            QJsonArray list;
+            for (const std::int64_t i : mistakes)
+                list.append(QJsonObject{
+                    {QStringLiteral("index"), qint64(i)},
+                    {QStringLiteral("truth"), className(predictions->truth[std::size_t(i)])},
+                    {QStringLiteral("predicted"),
+                     className(predictions->predicted[std::size_t(i)])},
+                    {QStringLiteral("probability"),
+                     double(predictions->confidence[std::size_t(i)])}});
+            o.insert(QStringLiteral("mistakes"), list);
+        }
         io.out << QJsonDocument(o).toJson(QJsonDocument::Indented);
         return ExitOk;
     }
@@ -144,6 +175,21 @@ int runEval(const QStringList& args, CommandIo& io)
                 io.out << QString::number(r.confusionAt(i, j)).rightJustified(6);
             io.out << "\n";
         }
+    }
+    if (predictions) {
+        io.out << "\n";
+        if (mistakes.empty())
+            io.out << "no test image is classified wrongly\n";
+        else
+            io.out << "the " << mistakes.size()
+                   << " wrong answer(s) the network was surest of (test image: true class -> "
+                      "predicted, probability)\n";
+        for (const std::int64_t i : mistakes)
+            io.out << QString::number(i).rightJustified(8) << "  "
+                   << className(predictions->truth[std::size_t(i)]) << " -> "
+                   << className(predictions->predicted[std::size_t(i)]) << "  "
+                   << QString::number(100.0 * predictions->confidence[std::size_t(i)], 'f', 1)
+                   << " %\n";
     }
     if (!activity.empty()) {
         io.out << "\nlayers over the " << activity.front().images

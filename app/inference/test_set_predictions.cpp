@@ -13,11 +13,35 @@ double TestSetPredictions::classAccuracy(int c) const
     return n > 0 ? double(classCorrect[std::size_t(c)]) / double(n) : 0;
 }
 
+namespace {
+
+// Most confident first, set order among equals.
+void byConfidence(std::vector<std::int64_t>& indices, const std::vector<float>& confidence)
+{
+    if (confidence.empty()) return;
+    std::stable_sort(indices.begin(), indices.end(), [&](std::int64_t a, std::int64_t b) {
+        return confidence[std::size_t(a)] > confidence[std::size_t(b)];
+    });
+}
+
+} // namespace
+
 std::vector<std::int64_t> TestSetPredictions::cell(int t, int p) const
 {
     std::vector<std::int64_t> out;
     for (std::size_t i = 0; i < truth.size(); ++i)
         if (truth[i] == t && predicted[i] == p) out.push_back(std::int64_t(i));
+    byConfidence(out, confidence);
+    return out;
+}
+
+std::vector<std::int64_t> TestSetPredictions::confidentMistakes(std::size_t count) const
+{
+    std::vector<std::int64_t> out;
+    for (std::size_t i = 0; i < truth.size(); ++i)
+        if (truth[i] != predicted[i]) out.push_back(std::int64_t(i));
+    byConfidence(out, confidence);
+    if (out.size() > count) out.resize(count);
     return out;
 }
 
@@ -34,6 +58,7 @@ TestSetPredictions classifyTestSet(engine::Classifier& classifier, const engine:
     r.numClasses = classes;
     r.truth.reserve(std::size_t(set.count));
     r.predicted.reserve(std::size_t(set.count));
+    r.confidence.reserve(std::size_t(set.count));
     r.confusion.assign(std::size_t(classes) * std::size_t(classes), 0);
     r.classCounts.assign(std::size_t(classes), 0);
     r.classCorrect.assign(std::size_t(classes), 0);
@@ -60,6 +85,7 @@ TestSetPredictions classifyTestSet(engine::Classifier& classifier, const engine:
             const int predicted = int(std::max_element(p.begin(), p.end()) - p.begin());
             r.truth.push_back(truth);
             r.predicted.push_back(predicted);
+            r.confidence.push_back(float(p[std::size_t(predicted)]));
             ++r.confusion[std::size_t(truth) * std::size_t(classes) + std::size_t(predicted)];
             ++r.classCounts[std::size_t(truth)];
             if (truth == predicted) {

@@ -15,6 +15,7 @@ struct TestSetPredictions
 {
     int numClasses = 0;
     std::vector<int> truth, predicted;   // per example of the set
+    std::vector<float> confidence;       // per example: the predicted class's probability
     std::vector<std::int64_t> confusion; // numClasses x numClasses, row = truth, column = predicted
     std::vector<std::int64_t> classCounts, classCorrect;
     std::int64_t correct = 0;
@@ -22,8 +23,12 @@ struct TestSetPredictions
     std::int64_t examples() const { return std::int64_t(truth.size()); }
     double accuracy() const { return truth.empty() ? 0 : double(correct) / double(truth.size()); }
     double classAccuracy(int c) const;
-    // Indices of the examples of true class `truth` predicted as `predicted`, in set order.
+    // Indices of the examples of true class `truth` predicted as `predicted`, the most
+    // confident prediction first (set order among equals).
     std::vector<std::int64_t> cell(int truth, int predicted) const;
+    // The `count` wrong predictions the network was most sure of, most confident first: where
+    // mislabelled examples and look-alike classes show first.
+    std::vector<std::int64_t> confidentMistakes(std::size_t count) const;
 };
 
 // Classifies every example of `set` (images of classifier.sourceShape()) in chunks of `chunk`.

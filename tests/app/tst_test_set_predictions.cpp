@@ -4,6 +4,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <atomic>
 
 #include "app/inference/test_set_predictions.h"
@@ -62,13 +63,36 @@ private slots:
             for (int q = 0; q < p.numClasses; ++q) {
                 const auto cell = p.cell(t, q);
                 QCOMPARE(std::int64_t(cell.size()), p.confusion[std::size_t(t * p.numClasses + q)]);
-                for (auto i : cell) {
-                    QCOMPARE(m_data.test.labels[std::size_t(i)], t);
-                    QCOMPARE(p.predicted[std::size_t(i)], q);
+                for (std::size_t k = 0; k < cell.size(); ++k) {
+                    const std::size_t i = std::size_t(cell[k]);
+                    QCOMPARE(m_data.test.labels[i], t);
+                    QCOMPARE(p.predicted[i], q);
+                    if (k > 0) // the most confident first
+                        QVERIFY(p.confidence[std::size_t(cell[k - 1])] >= p.confidence[i]);
                 }
                 listed += std::int64_t(cell.size());
             }
         QCOMPARE(listed, m_data.test.count);
+        // Each confidence is the predicted class's probability, as the classifier gives it.
+        const auto probs = classifier.probabilities(m_data.test);
+        for (std::size_t i = 0; i < probs.size(); ++i)
+            QCOMPARE(p.confidence[i], float(probs[i][std::size_t(p.predicted[i])]));
+        // The confident mistakes: wrong ones only, the most confident first, no sure mistake
+        // left out.
+        const auto mistakes = p.confidentMistakes(10);
+        QCOMPARE(mistakes.size(), std::size_t(10));
+        float least = 2;
+        for (std::size_t k = 0; k < mistakes.size(); ++k) {
+            const std::size_t i = std::size_t(mistakes[k]);
+            QVERIFY(p.truth[i] != p.predicted[i]);
+            if (k > 0) QVERIFY(p.confidence[std::size_t(mistakes[k - 1])] >= p.confidence[i]);
+            least = std::min(least, p.confidence[i]);
+        }
+        for (std::size_t i = 0; i < p.truth.size(); ++i)
+            if (p.truth[i] != p.predicted[i] &&
+                std::find(mistakes.begin(), mistakes.end(), std::int64_t(i)) == mistakes.end())
+                QVERIFY(p.confidence[i] <= least);
+        QCOMPARE(p.confidentMistakes(100000).size(), std::size_t(p.examples() - p.correct));
     }
 
     void cancelStopsEarly()

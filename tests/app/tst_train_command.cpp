@@ -502,6 +502,29 @@ private slots:
             QVERIFY(layer.value(QStringLiteral("channels")).toInt() > 0);
             QVERIFY(layer.value(QStringLiteral("dead_channels")).isArray());
         }
+        // --mistakes: the surest wrong answers, the surest first.
+        const CliRun m =
+            run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), dir,
+                 QStringLiteral("--mistakes"), QStringLiteral("5"), QStringLiteral("--json")});
+        QVERIFY2(m.exitCode == 0, qPrintable(m.err));
+        const QJsonObject mj = QJsonDocument::fromJson(m.out.toUtf8()).object();
+        const QJsonArray wrong = mj.value(QStringLiteral("mistakes")).toArray();
+        QCOMPARE(wrong.size(),
+                 std::min<qsizetype>(5, 48 - mj.value(QStringLiteral("correct")).toInt()));
+        QVERIFY(!wrong.isEmpty()); // two steps of training on random images
+        double before = 2;
+        for (const QJsonValue& w : wrong) {
+            const QJsonObject o = w.toObject();
+            QVERIFY(o.value(QStringLiteral("truth")) != o.value(QStringLiteral("predicted")));
+            const double probability = o.value(QStringLiteral("probability")).toDouble();
+            QVERIFY(probability > 0 && probability <= before);
+            before = probability;
+            QVERIFY(o.value(QStringLiteral("index")).toInt() < 48);
+        }
+        QCOMPARE(run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), dir,
+                      QStringLiteral("--mistakes"), QStringLiteral("0")})
+                     .exitCode,
+                 2);
         const CliRun text = run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), dir,
                                  QStringLiteral("--layers")});
         QVERIFY2(text.out.contains(QStringLiteral("layers over the 48 test images")),

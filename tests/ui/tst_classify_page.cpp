@@ -311,6 +311,30 @@ private slots:
             QCOMPARE(m_data->test.labels[std::size_t(i)], bestT);
             QCOMPARE(p.predicted[std::size_t(i)], bestP);
         }
+
+        // Surest mistakes: the wrong answers, the surest first, each saying what it was taken for.
+        QPushButton* mistakes = nullptr;
+        for (auto* b : page.findChildren<QPushButton*>())
+            if (b->text() == QStringLiteral("Surest &mistakes")) mistakes = b;
+        QVERIFY(mistakes && mistakes->isEnabled());
+        mistakes->click();
+        const std::int64_t wrong = p.examples() - p.correct;
+        QCOMPARE(cells->matchCount(),
+                 std::min<std::int64_t>(wrong, std::int64_t(ClassifyPage::kSurestMistakes)));
+        QVERIFY(wrong > 0); // a fresh network on 120 images
+        float before = 2;
+        for (int r = 0; r < cells->rowCount(); ++r) {
+            const auto i =
+                cells->data(cells->index(r), towers::ui::SampleImageModel::DatasetIndexRole)
+                    .toLongLong();
+            QVERIFY(p.predicted[std::size_t(i)] != m_data->test.labels[std::size_t(i)]);
+            QVERIFY(p.confidence[std::size_t(i)] <= before);
+            before = p.confidence[std::size_t(i)];
+            QVERIFY(cells->data(cells->index(r), Qt::ToolTipRole)
+                        .toString()
+                        .contains(QStringLiteral("predicted %1 with ")
+                                      .arg(page.classNames().value(p.predicted[std::size_t(i)]))));
+        }
     }
 
     // What the user may drop or open: refused with the reason on the page, never a hang or a crash.

@@ -41,6 +41,12 @@ void SampleImageModel::setClassFilter(int label)
     resetPage();
 }
 
+void SampleImageModel::setNotes(std::map<std::int64_t, QString> notes)
+{
+    m_notes = std::move(notes);
+    if (rowCount() > 0) emit dataChanged(index(0), index(rowCount() - 1), {Qt::ToolTipRole});
+}
+
 void SampleImageModel::setIndexList(std::optional<std::vector<std::int64_t>> indices)
 {
     m_indexList = std::move(indices);
@@ -175,11 +181,15 @@ QVariant SampleImageModel::data(const QModelIndex& index, int role) const
     switch (role) {
     case Qt::DisplayRole:
         return m_labels ? name : QString();
-    case Qt::ToolTipRole:
-        return tr("%1 image %2: %3")
-            .arg(m_split == Split::Train ? tr("Training") : tr("Test"))
-            .arg(i)
-            .arg(name);
+    case Qt::ToolTipRole: {
+        QString text = tr("%1 image %2: %3")
+                           .arg(m_split == Split::Train ? tr("Training") : tr("Test"))
+                           .arg(i)
+                           .arg(name);
+        if (const auto note = m_notes.find(i); note != m_notes.end())
+            text += QLatin1Char('\n') + note->second;
+        return text;
+    }
     case Qt::DecorationRole: {
         QPixmap& cached = m_cache[std::size_t(index.row())];
         if (cached.isNull())

@@ -7,6 +7,7 @@
 #include <QPixmap>
 #include <QStringList>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -44,6 +45,9 @@ public:
     // Shows exactly these indices of the split, in this order (the class filter then applies
     // within them); nullopt goes back to the whole split.
     void setIndexList(std::optional<std::vector<std::int64_t>> indices);
+    // A line added to the tooltip of these indices of the split ("predicted Shirt, 97 %"); until
+    // the next call (or an empty map).
+    void setNotes(std::map<std::int64_t, QString> notes);
     void setPageSize(int size);
     int pageSize() const { return m_pageSize; }
     void setPage(int page); // clamped to [0, pageCount() - 1]
@@ -90,6 +94,7 @@ private:
     Split m_split = Split::Test;
     int m_classFilter = -1;
     std::optional<std::vector<std::int64_t>> m_indexList;
+    std::map<std::int64_t, QString> m_notes;
     std::vector<std::int64_t> m_matches;
     int m_pageSize = 48;
     int m_page = 0;

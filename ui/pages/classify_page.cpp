@@ -156,6 +156,11 @@ void ClassifyPage::buildUi()
         tr("Click a cell of the matrix to see its images; double-click an image to classify it."),
         cellBox);
     m_cellLabel->setWordWrap(true);
+    m_surestMistakes = new QPushButton(tr("Surest &mistakes"), cellBox);
+    m_surestMistakes->setToolTip(
+        tr("The %1 wrong answers the network was most sure of: where mislabelled test images "
+           "and classes that look alike show first")
+            .arg(kSurestMistakes));
     m_cellView = new QListView(cellBox);
     m_cellView->setViewMode(QListView::IconMode);
     m_cellView->setMovement(QListView::Static);
@@ -167,7 +172,10 @@ void ClassifyPage::buildUi()
     m_cellView->setIconSize(QSize(56, 56));
     m_cellView->setGridSize(QSize(64, 64));
     m_cellView->setModel(m_cellImages);
-    cellLayout->addWidget(m_cellLabel);
+    auto* cellTop = new QHBoxLayout;
+    cellTop->addWidget(m_cellLabel, 1);
+    cellTop->addWidget(m_surestMistakes, 0, Qt::AlignTop);
+    cellLayout->addLayout(cellTop);
     cellLayout->addWidget(m_cellView, 1);
     results->addWidget(m_classTable);
     results->addWidget(m_heatMap);
@@ -191,6 +199,7 @@ void ClassifyPage::buildUi()
     connect(m_classifyAll, &QPushButton::clicked, this, &ClassifyPage::classifyTestSet);
     connect(m_cancelAll, &QPushButton::clicked, this, &ClassifyPage::cancelTestSet);
     connect(m_heatMap, &HeatMap::cellClicked, this, &ClassifyPage::showCell);
+    connect(m_surestMistakes, &QPushButton::clicked, this, &ClassifyPage::showSurestMistakes);
     connect(m_cellView, &QListView::doubleClicked, this, [this](const QModelIndex& i) {
         classifyTestImage(m_cellImages->data(i, SampleImageModel::DatasetIndexRole).toLongLong());
     });
@@ -594,17 +603,43 @@ void ClassifyPage::cancelTestSet()
     if (m_cancel) m_cancel->store(true);
 }
 
+void ClassifyPage::showTestImages(const std::vector<std::int64_t>& indices)
+{
+    const auto& p = *m_predictions;
+    std::map<std::int64_t, QString> notes;
+    for (const std::int64_t i : indices)
+        notes[i] = tr("predicted %1 with %2 %")
+                       .arg(m_classNames.value(p.predicted[std::size_t(i)]),
+                            QLocale().toString(100.0 * p.confidence[std::size_t(i)], 'f', 1));
+    m_cellImages->setDataset(m_dataset);
+    m_cellImages->setSplit(SampleImageModel::Split::Test);
+    m_cellImages->setIndexList(indices);
+    m_cellImages->setNotes(std::move(notes));
+}
+
 void ClassifyPage::showCell(int truth, int predicted)
 {
     if (!m_predictions || !m_dataset) return;
     const auto indices = m_predictions->cell(truth, predicted);
-    m_cellImages->setDataset(m_dataset);
-    m_cellImages->setSplit(SampleImageModel::Split::Test);
-    m_cellImages->setIndexList(indices);
+    showTestImages(indices);
+    m_cellLabel->setText(tr("True <b>%1</b>, predicted <b>%2</b>: %n image(s), the surest first",
+                            nullptr, int(indices.size()))
+                             .arg(m_classNames.value(truth).toHtmlEscaped(),
+                                  m_classNames.value(predicted).toHtmlEscaped()));
+}
+
+void ClassifyPage::showSurestMistakes()
+{
+    if (!m_predictions || !m_dataset) return;
+    const auto indices = m_predictions->confidentMistakes(kSurestMistakes);
+    showTestImages(indices);
     m_cellLabel->setText(
-        tr("True <b>%1</b>, predicted <b>%2</b>: %n image(s)", nullptr, int(indices.size()))
-            .arg(m_classNames.value(truth).toHtmlEscaped(),
-                 m_classNames.value(predicted).toHtmlEscaped()));
+        indices.empty()
+            ? tr("No test image is classified wrongly.")
+            : tr("The %n wrong answer(s) the network was surest of, the surest first (each "
+                 "image's tooltip says what it was taken for): mislabelled images and look-alike "
+                 "classes show here.",
+                 nullptr, int(indices.size())));
 }
 
 void ClassifyPage::updateControls()
@@ -617,6 +652,7 @@ void ClassifyPage::updateControls()
     m_cancelAll->setEnabled(m_testJob.isRunning());
     m_invert->setEnabled(ready && m_source.rank() == 3 && m_source[2] == 1);
     m_layersButton->setEnabled(ready && !m_layers.empty());
+    m_surestMistakes->setEnabled(m_predictions.has_value() && m_dataset != nullptr);
 }
 
 LayersDialog* ClassifyPage::openLayers()

@@ -97,8 +97,13 @@ public slots:
     void classifyRandomTestImage();
     void classifyTestSet();
     void cancelTestSet();
-    // Shows the test images of true class `truth` predicted as `predicted`.
+    // Shows the test images of true class `truth` predicted as `predicted`, the surest first.
     void showCell(int truth, int predicted);
+    // Shows the kSurestMistakes wrong answers the network was surest of, the surest first.
+    void showSurestMistakes();
+
+public:
+    static constexpr std::size_t kSurestMistakes = 200;
 
 signals:
     void checkpointLoaded(bool ok);
@@ -134,6 +139,8 @@ private:
     // `message` in the caption, in place of the previous image and its answer; errorOccurred.
     void showImageError(const QString& message);
     void updateControls();
+    // Test images in the cell view, each with what it was taken for in its tooltip.
+    void showTestImages(const std::vector<std::int64_t>& indices);
 
     DatasetProvider m_datasetProvider;
     std::shared_ptr<Shared> m_classifier;
@@ -185,6 +192,7 @@ private:
     ClassAccuracyModel* m_classModel;
     HeatMap* m_heatMap;
     QLabel* m_cellLabel;
+    QPushButton* m_surestMistakes;
     QListView* m_cellView;
     SampleImageModel* m_cellImages;
 };
