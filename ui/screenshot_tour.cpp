@@ -116,17 +116,7 @@ void ScreenshotTour::addStandardSteps()
              [w] {
                  auto* page = w->classifyPage();
                  if (page->isBusy() || !page->predictions()) return false;
-                 // Show the most frequent confusion.
-                 const auto& p = *page->predictions();
-                 int bestT = 0, bestP = 1;
-                 for (int t = 0; t < p.numClasses; ++t)
-                     for (int q = 0; q < p.numClasses; ++q)
-                         if (t != q && p.confusion[std::size_t(t * p.numClasses + q)] >
-                                           p.confusion[std::size_t(bestT * p.numClasses + bestP)]) {
-                             bestT = t;
-                             bestP = q;
-                         }
-                 page->showCell(bestT, bestP);
+                 page->showSurestMistakes();
                  return true;
              },
              120000,
