@@ -22,7 +22,8 @@ int runEval(const QStringList& args, CommandIo& io)
                        "on (found along\n"
                        "the search path, see 'towers-cli datasets'): precision @ 1 with every "
                        "example counted once,\n"
-                       "per-class accuracy and the confusion matrix. Uses the moving averages of "
+                       "per class its accuracy (recall), precision and F1, and the confusion "
+                       "matrix. Uses the moving averages of "
                        "the weights when the\n"
                        "checkpoint has them (as the tutorial's evaluator does) unless --no-ema."));
     p.addOptions({
@@ -74,6 +75,7 @@ int runEval(const QStringList& args, CommandIo& io)
         info.dataset, p.value(QStringLiteral("data-dir")).toStdString(), path);
     const engine::EvalResult r = classifier.evaluate(data.test, batch);
     const int k = r.numClasses;
+    const auto scores = engine::classScores(r.confusion, k);
     std::vector<engine::LayerActivity> activity;
     if (p.isSet(QStringLiteral("layers"))) activity = classifier.layerActivity(data.test, 0, batch);
     std::optional<TestSetPredictions> predictions;
@@ -95,9 +97,11 @@ int runEval(const QStringList& args, CommandIo& io)
         return text;
     };
     if (p.isSet(QStringLiteral("json"))) {
-        QJsonArray perClass, confusion, names;
+        QJsonArray perClass, precision, f1, confusion, names;
         for (int i = 0; i < k; ++i) {
             perClass.append(r.perClassAccuracy[std::size_t(i)]);
+            precision.append(scores[std::size_t(i)].precision);
+            f1.append(scores[std::size_t(i)].f1);
             names.append(QString::fromStdString(classifier.classNames()[std::size_t(i)]));
             QJsonArray row;
             for (int j = 0; j < k; ++j) row.append(qint64(r.confusionAt(i, j)));
@@ -116,6 +120,9 @@ int runEval(const QStringList& args, CommandIo& io)
             {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
             {QStringLiteral("classes"), names},
             {QStringLiteral("per_class_accuracy"), perClass},
+            {QStringLiteral("per_class_precision"), precision},
+            {QStringLiteral("per_class_f1"), f1},
+            {QStringLiteral("macro_f1"), engine::macroF1(scores)},
             {QStringLiteral("confusion"), confusion},
         };
         if (!activity.empty()) {
@@ -154,13 +161,21 @@ int runEval(const QStringList& args, CommandIo& io)
            << QString::number(r.meanCrossEntropy, 'f', 4) << "\n\n";
     int width = 5;
     for (const auto& n : classifier.classNames()) width = std::max(width, int(n.size()));
-    io.out << QStringLiteral("class").leftJustified(width) << "  accuracy  examples\n";
+    // Accuracy is the class's recall: its images found; precision, its answers right.
+    io.out << QStringLiteral("class").leftJustified(width)
+           << "  accuracy  precision      F1  examples\n";
+    const auto percent = [](double v, int w) {
+        return QString::number(100 * v, 'f', 2).rightJustified(w) + QLatin1Char('%');
+    };
     for (int i = 0; i < k; ++i)
         io.out
             << QString::fromStdString(classifier.classNames()[std::size_t(i)]).leftJustified(width)
-            << "  "
-            << QString::number(100 * r.perClassAccuracy[std::size_t(i)], 'f', 2).rightJustified(7)
-            << "%  " << QString::number(r.classCounts[std::size_t(i)]).rightJustified(8) << "\n";
+            << "  " << percent(r.perClassAccuracy[std::size_t(i)], 7) << "  "
+            << percent(scores[std::size_t(i)].precision, 8) << "  "
+            << QString::number(scores[std::size_t(i)].f1, 'f', 3).rightJustified(6) << "  "
+            << QString::number(r.classCounts[std::size_t(i)]).rightJustified(8) << "\n";
+    io.out << "macro F1 = " << QString::number(engine::macroF1(scores), 'f', 4)
+           << " (the mean of the classes' F1)\n";
     if (k <= 20) {
         io.out << "\nconfusion matrix (rows: true class, columns: predicted)\n"
                << QString(width, QLatin1Char(' '));

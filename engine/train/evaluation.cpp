@@ -1,6 +1,7 @@
 #include "engine/train/evaluation.h"
 
 #include <chrono>
+#include <string>
 
 #include "engine/ops/op_checks.h"
 
@@ -69,6 +70,42 @@ void EvalResult::finish()
         const std::int64_t n = classCounts[std::size_t(c)];
         perClassAccuracy[std::size_t(c)] = n ? double(confusionAt(c, c)) / double(n) : 0.0;
     }
+}
+
+std::vector<ClassScores> classScores(const std::vector<std::int64_t>& confusion, int classes)
+{
+    if (classes < 0 || confusion.size() != std::size_t(classes) * std::size_t(classes))
+        throw InvalidArgument("a confusion matrix of " + std::to_string(confusion.size()) +
+                              " cells is not " + std::to_string(classes) + " x " +
+                              std::to_string(classes));
+    std::vector<ClassScores> out(static_cast<std::size_t>(classes));
+    for (int t = 0; t < classes; ++t)
+        for (int p = 0; p < classes; ++p) {
+            const std::int64_t n =
+                confusion[std::size_t(t) * std::size_t(classes) + std::size_t(p)];
+            out[std::size_t(t)].images += n;
+            out[std::size_t(p)].predicted += n;
+            if (t == p) out[std::size_t(t)].correct += n;
+        }
+    for (ClassScores& c : out) {
+        c.recall = c.images ? double(c.correct) / double(c.images) : 0.0;
+        c.precision = c.predicted ? double(c.correct) / double(c.predicted) : 0.0;
+        c.f1 = c.precision + c.recall > 0 ? 2 * c.precision * c.recall / (c.precision + c.recall)
+                                          : 0.0;
+    }
+    return out;
+}
+
+double macroF1(const std::vector<ClassScores>& scores)
+{
+    double sum = 0;
+    int n = 0;
+    for (const ClassScores& c : scores)
+        if (c.images > 0) {
+            sum += c.f1;
+            ++n;
+        }
+    return n ? sum / n : 0.0;
 }
 
 EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,

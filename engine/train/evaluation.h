@@ -42,6 +42,21 @@ struct EvalResult
     void finish();
 };
 
+// One class's scores from a confusion matrix (row = true, column = predicted), as scikit-learn's
+// classification_report gives them: recall is the class's accuracy (its images found), precision
+// the share of the answers "this class" that are right, F1 their harmonic mean; 0 where a
+// denominator is 0 (a class never predicted has precision 0).
+struct ClassScores
+{
+    std::int64_t images = 0, predicted = 0, correct = 0;
+    double precision = 0, recall = 0, f1 = 0;
+};
+// Per class of the `classes` x `classes` `confusion`; InvalidArgument when its size does not fit.
+std::vector<ClassScores> classScores(const std::vector<std::int64_t>& confusion, int classes);
+// The unweighted mean of the classes' F1 over the classes with images (scikit-learn's macro
+// average leaves none out; here a class without test images does not drag the mean down).
+double macroF1(const std::vector<ClassScores>& scores);
+
 // Evaluates `model` in inference mode on examples [0, count) in batches of `batchSize` drawn from
 // `batches`. With parts > 1, only the batches b with b % parts == part are evaluated (the share of
 // one tower; merge the parts and finish()). `cancelled`, when given, is asked before each batch:

@@ -95,6 +95,41 @@ private slots:
         QCOMPARE(p.confidentMistakes(100000).size(), std::size_t(p.examples() - p.correct));
     }
 
+    // Precision, recall and F1 per class from a confusion matrix, worked out by hand; a class
+    // never predicted, or without images, scores 0 without dividing by zero.
+    void classScoresFromTheConfusion()
+    {
+        // rows: true class; 4 classes, the last with no images and never predicted.
+        const std::vector<std::int64_t> confusion{8, 2, 0, 0, //
+                                                  1, 3, 1, 0, //
+                                                  4, 0, 0, 0, //
+                                                  0, 0, 0, 0};
+        const auto s = engine::classScores(confusion, 4);
+        QCOMPARE(s.size(), std::size_t(4));
+        QCOMPARE(s[0].images, std::int64_t(10));
+        QCOMPARE(s[0].predicted, std::int64_t(13));
+        QCOMPARE(s[0].recall, 0.8);
+        QCOMPARE(s[0].precision, 8.0 / 13.0);
+        QCOMPARE(s[0].f1, 2 * (8.0 / 13.0) * 0.8 / (8.0 / 13.0 + 0.8));
+        QCOMPARE(s[1].precision, 0.6);
+        QCOMPARE(s[1].recall, 0.6);
+        QCOMPARE(s[1].f1, 0.6);
+        QCOMPARE(s[2].recall, 0.0); // predicted once, wrongly; none of its 4 found
+        QCOMPARE(s[2].precision, 0.0);
+        QCOMPARE(s[2].f1, 0.0);
+        QCOMPARE(s[3].images, std::int64_t(0));
+        QCOMPARE(s[3].f1, 0.0);
+        // The mean over the three classes with images.
+        QCOMPARE(engine::macroF1(s), (s[0].f1 + s[1].f1 + s[2].f1) / 3);
+        QVERIFY_THROWS_EXCEPTION(engine::InvalidArgument, engine::classScores(confusion, 3));
+        // On a real evaluation, recall is the per-class accuracy the evaluation reports.
+        engine::Classifier classifier(m_checkpoint);
+        const engine::EvalResult r = classifier.evaluate(m_data.test, 100);
+        const auto real = engine::classScores(r.confusion, r.numClasses);
+        for (int c = 0; c < r.numClasses; ++c)
+            QCOMPARE(real[std::size_t(c)].recall, r.perClassAccuracy[std::size_t(c)]);
+    }
+
     void cancelStopsEarly()
     {
         engine::Classifier classifier(m_checkpoint);

@@ -151,6 +151,7 @@ private slots:
         p.numClasses = 3;
         p.classCounts = {10, 5, 0};
         p.classCorrect = {9, 1, 0};
+        p.confusion = {9, 1, 0, 3, 1, 1, 0, 0, 0}; // rows: true class
         ui::ClassAccuracyModel model;
         QAbstractItemModelTester tester(&model,
                                         QAbstractItemModelTester::FailureReportingMode::QtTest);
@@ -166,6 +167,15 @@ private slots:
             0.2);
         QCOMPARE(model.data(model.index(2, ui::ClassAccuracyModel::Accuracy)).toString(),
                  QStringLiteral("–"));
+        // Precision: of the 12 answers "cat", 9 right; F1 their harmonic mean with recall.
+        QCOMPARE(model.data(model.index(0, ui::ClassAccuracyModel::Precision)).toString(),
+                 QStringLiteral("75.0 %"));
+        QCOMPARE(model.data(model.index(0, ui::ClassAccuracyModel::F1)).toString(),
+                 QStringLiteral("0.818"));
+        QCOMPARE(model.data(model.index(2, ui::ClassAccuracyModel::Precision)).toString(),
+                 QStringLiteral("0.0 %")); // answered once, wrongly
+        QCOMPARE(model.data(model.index(1, ui::ClassAccuracyModel::F1), Qt::EditRole).toDouble(),
+                 2 * 0.5 * 0.2 / 0.7);
         model.clear();
         QCOMPARE(model.rowCount(), 0);
     }

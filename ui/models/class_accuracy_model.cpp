@@ -12,6 +12,7 @@ void ClassAccuracyModel::setResults(const QStringList& classNames, const app::Te
     m_names = classNames;
     m_counts = p.classCounts;
     m_correct = p.classCorrect;
+    m_scores = engine::classScores(p.confusion, p.numClasses);
     while (m_names.size() < qsizetype(m_counts.size())) m_names << QString::number(m_names.size());
     endResetModel();
 }
@@ -22,6 +23,7 @@ void ClassAccuracyModel::clear()
     m_names.clear();
     m_counts.clear();
     m_correct.clear();
+    m_scores.clear();
     endResetModel();
 }
 
@@ -51,6 +53,10 @@ QVariant ClassAccuracyModel::data(const QModelIndex& index, int role) const
             return qint64(m_correct[r]);
         case Accuracy:
             return accuracy;
+        case Precision:
+            return m_scores[r].precision;
+        case F1:
+            return m_scores[r].f1;
         default:
             return m_names.value(index.row());
         }
@@ -67,6 +73,14 @@ QVariant ClassAccuracyModel::data(const QModelIndex& index, int role) const
     case Accuracy:
         return m_counts[r] > 0 ? QStringLiteral("%1 %").arg(locale.toString(accuracy * 100, 'f', 1))
                                : QStringLiteral("–");
+    case Precision:
+        return m_scores[r].predicted > 0 ? QStringLiteral("%1 %").arg(
+                                               locale.toString(m_scores[r].precision * 100, 'f', 1))
+                                         : QStringLiteral("–");
+    case F1:
+        return m_counts[r] > 0 || m_scores[r].predicted > 0
+                   ? locale.toString(m_scores[r].f1, 'f', 3)
+                   : QStringLiteral("–");
     default:
         return {};
     }
@@ -74,6 +88,18 @@ QVariant ClassAccuracyModel::data(const QModelIndex& index, int role) const
 
 QVariant ClassAccuracyModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
+    if (orientation == Qt::Horizontal && role == Qt::ToolTipRole) {
+        switch (section) {
+        case Accuracy:
+            return tr("Recall: the share of the class's images classified as it");
+        case Precision:
+            return tr("The share of the answers \"this class\" that are right");
+        case F1:
+            return tr("The harmonic mean of precision and recall");
+        default:
+            return {};
+        }
+    }
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
     switch (section) {
     case Class:
@@ -84,6 +110,10 @@ QVariant ClassAccuracyModel::headerData(int section, Qt::Orientation orientation
         return tr("Correct");
     case Accuracy:
         return tr("Accuracy");
+    case Precision:
+        return tr("Precision");
+    case F1:
+        return tr("F1");
     default:
         return {};
     }

@@ -1,5 +1,6 @@
 #pragma once
-// Per-class results of classifying a test set: class, images, correct, accuracy.
+// Per-class results of classifying a test set: class, images, correct, accuracy (recall: its
+// images found), precision (its answers right) and F1 (engine::classScores).
 #include <QAbstractTableModel>
 #include <QStringList>
 
@@ -17,6 +18,8 @@ public:
         Images,
         Correct,
         Accuracy,
+        Precision,
+        F1,
         ColumnCount
     };
     explicit ClassAccuracyModel(QObject* parent = nullptr);
@@ -33,6 +36,7 @@ public:
 private:
     QStringList m_names;
     std::vector<std::int64_t> m_counts, m_correct;
+    std::vector<engine::ClassScores> m_scores;
 };
 
 } // namespace towers::ui
