@@ -176,6 +176,9 @@ private slots:
                  QStringLiteral("0.0 %")); // answered once, wrongly
         QCOMPARE(model.data(model.index(1, ui::ClassAccuracyModel::F1), Qt::EditRole).toDouble(),
                  2 * 0.5 * 0.2 / 0.7);
+        QCOMPARE(
+            model.data(model.index(0, ui::ClassAccuracyModel::Class), Qt::ToolTipRole).toString(),
+            QStringLiteral("cat: 10 test images, 9 right; answered 12 times"));
         model.clear();
         QCOMPARE(model.rowCount(), 0);
     }

@@ -43,6 +43,11 @@ QVariant ClassAccuracyModel::data(const QModelIndex& index, int role) const
         return {};
     const auto r = std::size_t(index.row());
     const double accuracy = m_counts[r] > 0 ? double(m_correct[r]) / double(m_counts[r]) : 0;
+    if (role == Qt::ToolTipRole)
+        return tr("%1: %2 test images, %3 right; answered %4 times")
+            .arg(m_names.value(index.row()), QLocale().toString(qint64(m_counts[r])),
+                 QLocale().toString(qint64(m_correct[r])),
+                 QLocale().toString(qint64(m_scores[r].predicted)));
     if (role == Qt::TextAlignmentRole && index.column() != Class)
         return int(Qt::AlignRight | Qt::AlignVCenter);
     if (role == Qt::EditRole) {

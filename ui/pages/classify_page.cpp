@@ -146,7 +146,9 @@ void ClassifyPage::buildUi()
     m_classTable->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_classTable->horizontalHeader()->setSectionResizeMode(ClassAccuracyModel::Class,
                                                            QHeaderView::Stretch);
-    m_classTable->setColumnHidden(ClassAccuracyModel::Correct, true); // images x accuracy says it
+    // The counts are each row's tooltip: the scores need the room.
+    m_classTable->setColumnHidden(ClassAccuracyModel::Images, true);
+    m_classTable->setColumnHidden(ClassAccuracyModel::Correct, true);
     m_heatMap = new HeatMap(results);
     m_heatMap->setToolTip(tr("Click a cell to see its images"));
     auto* cellBox = new QWidget(results);
@@ -180,7 +182,7 @@ void ClassifyPage::buildUi()
     results->addWidget(m_classTable);
     results->addWidget(m_heatMap);
     results->addWidget(cellBox);
-    results->setStretchFactor(0, 2);
+    results->setStretchFactor(0, 3);
     results->setStretchFactor(1, 5);
     results->setStretchFactor(2, 3);
     allLayout->addWidget(results, 1);
