@@ -246,23 +246,24 @@ int resolveCheckpoint(const QString& given, const QString& option, const QString
         return ExitFailure;
     }
     if (which == RunCheckpoint::Best) {
-        const RunSummary summary = readRun(run.absolutePath());
-        if (!summary.best) {
+        const auto evaluations =
+            engine::readEvaluations(run.filePath(QStringLiteral("eval.jsonl")).toStdString());
+        const auto best = engine::bestCheckpoint(checkpoints, evaluations);
+        if (!best) {
             io.err << command << ": --best: no checkpoint of the run " << run.absolutePath()
                    << " was evaluated ("
-                   << (summary.evaluations.empty()
+                   << (evaluations.empty()
                            ? QStringLiteral("eval.jsonl records no evaluation")
                            : QStringLiteral("eval.jsonl's %1 evaluation(s) are at steps with no "
                                             "checkpoint left")
-                                 .arg(summary.evaluations.size()))
+                                 .arg(evaluations.size()))
                    << "); without --best, " << option << " takes its newest\n";
             return ExitFailure;
         }
-        file = QString::fromStdString(summary.best->file.path.string());
+        file = QString::fromStdString(best->file.path.string());
         io.err << command << ": the best checkpoint of " << run.absolutePath() << ": step "
-               << summary.best->file.step << ", test accuracy "
-               << QString::number(summary.best->precisionAt1 * 100, 'f', 2) << " %, " << file
-               << "\n";
+               << best->file.step << ", test accuracy "
+               << QString::number(best->precisionAt1 * 100, 'f', 2) << " %, " << file << "\n";
         io.err.flush();
         return ExitOk;
     }

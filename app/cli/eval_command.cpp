@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "app/cli/command.h"
+#include "app/inference/layer_figures.h"
 #include "app/inference/test_set_predictions.h"
 #include "app/runs/run_builder.h"
 #include "engine/data/dataset.h"
@@ -76,6 +77,9 @@ int runEval(const QStringList& args, CommandIo& io)
     const engine::EvalResult r = classifier.evaluate(data.test, batch);
     const int k = r.numClasses;
     const auto scores = engine::classScores(r.confusion, k);
+    const auto className = [&](int c) {
+        return QString::fromStdString(classifier.classNames()[std::size_t(c)]);
+    };
     std::vector<engine::LayerActivity> activity;
     if (p.isSet(QStringLiteral("layers"))) activity = classifier.layerActivity(data.test, 0, batch);
     std::optional<TestSetPredictions> predictions;
@@ -84,25 +88,13 @@ int runEval(const QStringList& args, CommandIo& io)
         predictions = classifyTestSet(classifier, data.test, nullptr, nullptr, batch);
         mistakes = predictions->confidentMistakes(std::size_t(mistakeCount));
     }
-    const auto className = [&](int c) {
-        return QString::fromStdString(classifier.classNames()[std::size_t(c)]);
-    };
-    // A channel list, the first few when long: "3, 17, 40 and 12 more".
-    const auto channelList = [](const std::vector<std::int64_t>& channels) {
-        QStringList names;
-        for (std::size_t i = 0; i < channels.size() && i < 8; ++i)
-            names << QString::number(channels[i]);
-        QString text = names.join(QStringLiteral(", "));
-        if (channels.size() > 8) text += QStringLiteral(" and %1 more").arg(channels.size() - 8);
-        return text;
-    };
     if (p.isSet(QStringLiteral("json"))) {
         QJsonArray perClass, precision, f1, confusion, names;
         for (int i = 0; i < k; ++i) {
             perClass.append(r.perClassAccuracy[std::size_t(i)]);
             precision.append(scores[std::size_t(i)].precision);
             f1.append(scores[std::size_t(i)].f1);
-            names.append(QString::fromStdString(classifier.classNames()[std::size_t(i)]));
+            names.append(className(i));
             QJsonArray row;
             for (int j = 0; j < k; ++j) row.append(qint64(r.confusionAt(i, j)));
             confusion.append(row);
@@ -168,12 +160,11 @@ int runEval(const QStringList& args, CommandIo& io)
         return QString::number(100 * v, 'f', 2).rightJustified(w) + QLatin1Char('%');
     };
     for (int i = 0; i < k; ++i)
-        io.out
-            << QString::fromStdString(classifier.classNames()[std::size_t(i)]).leftJustified(width)
-            << "  " << percent(r.perClassAccuracy[std::size_t(i)], 7) << "  "
-            << percent(scores[std::size_t(i)].precision, 8) << "  "
-            << QString::number(scores[std::size_t(i)].f1, 'f', 3).rightJustified(6) << "  "
-            << QString::number(r.classCounts[std::size_t(i)]).rightJustified(8) << "\n";
+        io.out << className(i).leftJustified(width) << "  "
+               << percent(r.perClassAccuracy[std::size_t(i)], 7) << "  "
+               << percent(scores[std::size_t(i)].precision, 8) << "  "
+               << QString::number(scores[std::size_t(i)].f1, 'f', 3).rightJustified(6) << "  "
+               << QString::number(r.classCounts[std::size_t(i)]).rightJustified(8) << "\n";
     io.out << "macro F1 = " << QString::number(engine::macroF1(scores), 'f', 4)
            << " (the mean of the classes' F1)\n";
     if (k <= 20) {
@@ -182,8 +173,7 @@ int runEval(const QStringList& args, CommandIo& io)
         for (int j = 0; j < k; ++j) io.out << QString::number(j).rightJustified(6);
         io.out << "\n";
         for (int i = 0; i < k; ++i) {
-            io.out << (QString::number(i) + QLatin1Char(' ') +
-                       QString::fromStdString(classifier.classNames()[std::size_t(i)]))
+            io.out << (QString::number(i) + QLatin1Char(' ') + className(i))
                           .left(width)
                           .leftJustified(width);
             for (int j = 0; j < k; ++j)
@@ -217,7 +207,8 @@ int runEval(const QStringList& args, CommandIo& io)
             io.out << QString::fromStdString(a.name).leftJustified(nameWidth) << "  "
                    << QString::number(a.channels()).rightJustified(8) << "  "
                    << QString::number(dead.size()).rightJustified(5)
-                   << (dead.empty() ? QString() : QStringLiteral("  (") + channelList(dead) + ')')
+                   << (dead.empty() ? QString()
+                                    : QStringLiteral("  (") + channelList(dead, 8) + ')')
                    << "\n";
         }
     }

@@ -7,7 +7,6 @@
 #include <QJsonObject>
 
 #include <exception>
-#include <map>
 
 #include "app/runs/run_log_reader.h"
 #include "engine/train/run_lock.h"
@@ -131,12 +130,10 @@ RunCurves readRunCurves(const QString& folder)
 
 std::vector<engine::EvaluationMark> evaluationsOf(const RunCurves& curves)
 {
-    std::map<std::int64_t, double> byStep;
+    std::vector<engine::EvaluationMark> records;
     for (qsizetype i = 0; i < curves.evalSteps.size() && i < curves.accuracy.size(); ++i)
-        byStep[std::int64_t(curves.evalSteps[i])] = curves.accuracy[i];
-    std::vector<engine::EvaluationMark> out;
-    for (const auto& [step, accuracy] : byStep) out.push_back({step, accuracy});
-    return out;
+        records.push_back({std::int64_t(curves.evalSteps[i]), curves.accuracy[i]});
+    return engine::latestByStep(records);
 }
 
 } // namespace towers::app

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <fcntl.h>
@@ -124,6 +125,15 @@ void keepLinesUpTo(const fs::path& file, std::int64_t step)
 
 } // namespace
 
+std::vector<EvaluationMark> latestByStep(const std::vector<EvaluationMark>& records)
+{
+    std::map<std::int64_t, double> byStep;
+    for (const EvaluationMark& e : records) byStep[e.step] = e.precisionAt1;
+    std::vector<EvaluationMark> out;
+    for (const auto& [step, accuracy] : byStep) out.push_back({step, accuracy});
+    return out;
+}
+
 std::vector<EvaluationMark> readEvaluations(const fs::path& evalFile) noexcept
 {
     std::vector<EvaluationMark> out;
@@ -137,15 +147,7 @@ std::vector<EvaluationMark> readEvaluations(const fs::path& evalFile) noexcept
                 if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
                     !j.contains("precisionAt1") || !j["precisionAt1"].is_number())
                     continue;
-                const EvaluationMark m{j["step"].get<std::int64_t>(),
-                                       j["precisionAt1"].get<double>()};
-                const auto at = std::find_if(out.begin(), out.end(), [&](const EvaluationMark& e) {
-                    return e.step == m.step;
-                });
-                if (at != out.end())
-                    *at = m;
-                else
-                    out.push_back(m);
+                out.push_back({j["step"].get<std::int64_t>(), j["precisionAt1"].get<double>()});
             } catch (const nlohmann::json::exception&) {
                 continue; // a damaged line
             }
@@ -153,10 +155,11 @@ std::vector<EvaluationMark> readEvaluations(const fs::path& evalFile) noexcept
     } catch (...) {
         // what was read so far
     }
-    std::stable_sort(out.begin(), out.end(), [](const EvaluationMark& a, const EvaluationMark& b) {
-        return a.step < b.step;
-    });
-    return out;
+    try {
+        return latestByStep(out);
+    } catch (...) { // out of memory
+        return {};
+    }
 }
 
 std::optional<EvaluationMark> bestEvaluation(const std::vector<EvaluationMark>& evaluations)

@@ -47,9 +47,13 @@ struct EvaluationMark
     double precisionAt1 = 0;
 };
 
-// The evaluations recorded in `evalFile` (eval.jsonl), by step; a step evaluated more than once
-// has its last record. Lines that do not parse (a partial last line a kill left) are skipped; a
-// missing file gives none. Reads only; never throws.
+// `records` in the order they were made, reduced to one per step (a step evaluated more than once
+// keeps its last), in step order.
+std::vector<EvaluationMark> latestByStep(const std::vector<EvaluationMark>& records);
+
+// The evaluations recorded in `evalFile` (eval.jsonl), by step (latestByStep). Lines that do not
+// parse (a partial last line a kill left) are skipped; a missing file gives none. Reads only; never
+// throws.
 std::vector<EvaluationMark> readEvaluations(const std::filesystem::path& evalFile) noexcept;
 
 // The run's best checkpoint: of `checkpoints`, the one whose step's evaluation has the highest

@@ -203,16 +203,12 @@ void LayersDialog::setActivity(const std::vector<engine::LayerActivity>& activit
             tr("%1 of %2")
                 .arg(locale.toString(qint64(dead.size())), locale.toString(it->channels())));
         item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-        QStringList numbers;
-        for (std::size_t i = 0; i < dead.size() && i < 40; ++i) numbers << QString::number(dead[i]);
-        if (dead.size() > 40) numbers << QStringLiteral("…");
-        item->setToolTip(
-            dead.empty()
-                ? tr("Every channel is active on some of the %1 test images")
-                      .arg(locale.toString(it->images))
-                : tr("%n channel(s) zero on every one of the %1 test images: %2", nullptr,
-                     int(dead.size()))
-                      .arg(locale.toString(it->images), numbers.join(QStringLiteral(", "))));
+        item->setToolTip(dead.empty()
+                             ? tr("Every channel is active on some of the %1 test images")
+                                   .arg(locale.toString(it->images))
+                             : tr("%n channel(s) zero on every one of the %1 test images: %2",
+                                  nullptr, int(dead.size()))
+                                   .arg(locale.toString(it->images), app::channelList(dead, 40)));
         if (!dead.empty()) item->setForeground(palette().color(QPalette::Link));
     }
     fitTable();
