@@ -281,7 +281,8 @@ void MainWindow::onDatasetLoaded()
 {
     const auto dataset = m_data->loadedDataset();
     if (!dataset) return;
-    m_model->form()->setTrainingSetSize(dataset->train.count);
+    m_model->form()->setTrainingSetSize(
+        dataset->train.count, engine::classCounts(dataset->train, dataset->classNames.size()));
     m_model->setClasses(int(dataset->classNames.size()));
     // A model that cannot take these images gives way to the dataset's default model.
     try {

@@ -4,6 +4,7 @@
 #include <QFileInfo>
 
 #include "app/data/data_dirs.h"
+#include "app/runs/run_builder.h"
 #include "app/runs/run_scanner.h"
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_spec.h"
@@ -261,8 +262,14 @@ int resolveCheckpoint(const QString& given, const QString& option, const QString
             return ExitFailure;
         }
         file = QString::fromStdString(best->file.path.string());
+        bool validation = false;
+        try {
+            validation = readRunConfig(run.absolutePath()).validation > 0;
+        } catch (const engine::Error&) {
+            // an unreadable config.json: its evaluations are named as a test set's
+        }
         io.err << command << ": the best checkpoint of " << run.absolutePath() << ": step "
-               << best->file.step << ", test accuracy "
+               << best->file.step << (validation ? ", validation accuracy " : ", test accuracy ")
                << QString::number(best->precisionAt1 * 100, 'f', 2) << " %, " << file << "\n";
         io.err.flush();
         return ExitOk;

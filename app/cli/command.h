@@ -108,7 +108,8 @@ QCommandLineOption bestOption();
 // The checkpoint file that --checkpoint names, for eval, classify and export: a file as given;
 // a run folder (or its checkpoints/ folder, or a run's name in the runs folder, as 'towers-cli
 // runs' lists them) gives its newest checkpoint, or with --best its best (the checkpoint of its
-// highest test accuracy), which a line on stderr names. Returns ExitOk, or prints an error and
+// highest accuracy on the set it evaluated: its validation set, else the test set), which a line
+// on stderr names. Returns ExitOk, or prints an error and
 // returns the exit code: ExitUsage without --checkpoint or for --best with a file, ExitFailure for
 // a folder with no checkpoint (with --best: none evaluated). `command` is "towers-cli eval" and
 // the like.
@@ -118,7 +119,7 @@ int checkpointOption(const QCommandLineParser& parser, const QString& command, C
 enum class RunCheckpoint
 {
     Newest,
-    Best // the checkpoint of the run's highest test accuracy (eval.jsonl)
+    Best // the checkpoint of the run's highest evaluated accuracy (eval.jsonl)
 };
 // The checkpoint file `given` names, as for --checkpoint: a file as given, a run folder or a run's
 // name for its newest or best checkpoint (named on stderr). ExitOk, or the error printed (naming

@@ -28,21 +28,34 @@ QString stepText(const RunSummary& r)
                      : QString::number(r.lastStep);
 }
 
-// "training" (a process holds its lock), "finished" (it reached its length), "stopped" (it can be
-// resumed) or "unreadable" (its config.json does not parse).
+// "training" (a process holds its lock), "finished" (it reached its length), "stopped early" (its
+// patience ran out), "stopped" (it can be resumed) or "unreadable" (its config.json does not
+// parse).
 QString stateText(const RunSummary& r)
 {
     if (!r.config) return QStringLiteral("unreadable");
     if (r.trainingBy) return QStringLiteral("training");
+    if (r.stoppedEarly) return QStringLiteral("stopped early");
     const std::int64_t total = runLength(r);
     return total > 0 && r.lastStep >= total ? QStringLiteral("finished")
                                             : QStringLiteral("stopped");
 }
 
+// "91.20 % @ 1000", with " val" when measured on a validation set.
 QString accuracyText(const RunSummary& r)
 {
     if (!r.accuracy) return QStringLiteral("-");
-    return QStringLiteral("%1 % @ %2").arg(*r.accuracy * 100, 0, 'f', 2).arg(r.accuracyStep);
+    return QStringLiteral("%1 % @ %2%3")
+        .arg(*r.accuracy * 100, 0, 'f', 2)
+        .arg(r.accuracyStep)
+        .arg(r.config && r.config->validation > 0 ? QStringLiteral(" val") : QString());
+}
+
+// The JSON key of an accuracy of the run's evaluations: "test_accuracy" or
+// "validation_accuracy".
+QString accuracyKey(const RunSummary& r)
+{
+    return evaluatedSet(r) + QStringLiteral("_accuracy");
 }
 
 QString changedText(const RunSummary& r)
@@ -76,7 +89,7 @@ QString sizeText(const std::filesystem::path& p)
     return QLocale::c().formattedDataSize(qint64(bytes), 1, QLocale::DataSizeIecFormat);
 }
 
-// The test accuracy eval.jsonl records at `step`, when that step was evaluated.
+// The accuracy eval.jsonl records at `step`, when that step was evaluated.
 std::optional<double> accuracyAt(const RunSummary& r, std::int64_t step)
 {
     for (const auto& e : r.evaluations)
@@ -106,6 +119,10 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
         o.insert(QStringLiteral("backend"), QString::fromStdString(r.config->backend));
         o.insert(QStringLiteral("precision"),
                  QString::fromStdString(std::string(precisionName(r.config->precision))));
+        o.insert(QStringLiteral("evaluated_on"), evaluatedSet(r));
+        if (r.config->validation > 0)
+            o.insert(QStringLiteral("validation_share"), r.config->validation);
+        if (r.config->patience > 0) o.insert(QStringLiteral("patience"), r.config->patience);
     }
     if (const std::int64_t total = runLength(r); total > 0)
         o.insert(QStringLiteral("total_steps"), qint64(total));
@@ -114,14 +131,14 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
         o.insert(QStringLiteral("epoch"), r.lastEpoch);
     }
     if (r.accuracy) {
-        o.insert(QStringLiteral("test_accuracy"), *r.accuracy);
-        o.insert(QStringLiteral("test_accuracy_step"), qint64(r.accuracyStep));
+        o.insert(accuracyKey(r), *r.accuracy);
+        o.insert(accuracyKey(r) + QStringLiteral("_step"), qint64(r.accuracyStep));
     }
     if (r.best)
         o.insert(QStringLiteral("best_checkpoint"),
                  QJsonObject{
                      {QStringLiteral("step"), qint64(r.best->file.step)},
-                     {QStringLiteral("test_accuracy"), r.best->precisionAt1},
+                     {accuracyKey(r), r.best->precisionAt1},
                      {QStringLiteral("path"), QString::fromStdString(r.best->file.path.string())}});
     if (r.modified.isValid())
         o.insert(QStringLiteral("modified"), r.modified.toString(Qt::ISODate));
@@ -137,8 +154,7 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
             QJsonObject c{{QStringLiteral("step"), qint64(it->step)},
                           {QStringLiteral("path"), QString::fromStdString(it->path.string())},
                           {QStringLiteral("bytes"), ec ? QJsonValue() : qint64(bytes)}};
-            if (const auto a = accuracyAt(r, it->step))
-                c.insert(QStringLiteral("test_accuracy"), *a);
+            if (const auto a = accuracyAt(r, it->step)) c.insert(accuracyKey(r), *a);
             c.insert(QStringLiteral("best"), isBest(r, *it));
             list.append(c);
         }
@@ -161,11 +177,11 @@ void printList(const QString& runsDir, const std::vector<RunSummary>& runs, Comm
                          const QString& ckpts, const QString& changed) {
         return name.leftJustified(nameWidth + 2) + model.leftJustified(18) +
                dataset.leftJustified(15) + step.rightJustified(15) + QStringLiteral("  ") +
-               state.leftJustified(12) + acc.leftJustified(18) + ckpts.rightJustified(5) +
+               state.leftJustified(14) + acc.leftJustified(22) + ckpts.rightJustified(5) +
                QStringLiteral("  ") + changed;
     };
     io.out << row(QStringLiteral("run"), QStringLiteral("model"), QStringLiteral("dataset"),
-                  QStringLiteral("step"), QStringLiteral("state"), QStringLiteral("test accuracy"),
+                  QStringLiteral("step"), QStringLiteral("state"), QStringLiteral("accuracy"),
                   QStringLiteral("ckpts"), QStringLiteral("changed"))
                   .trimmed()
            << "\n";
@@ -203,13 +219,24 @@ void printRun(const RunSummary& r, CommandIo& io)
                         .arg(r.lastEpoch, 0, 'f', 2)
                         .arg(r.lastLoss, 0, 'g', 4);
     line("progress", progress);
-    line("accuracy", r.accuracy ? QStringLiteral("%1 % (test precision @ 1) at step %2")
+    line("accuracy", r.accuracy ? QStringLiteral("%1 % (%2 precision @ 1) at step %3")
                                       .arg(*r.accuracy * 100, 0, 'f', 2)
+                                      .arg(evaluatedSet(r))
                                       .arg(r.accuracyStep)
                                 : QStringLiteral("not evaluated yet"));
+    if (r.config && r.config->validation > 0)
+        line("validation", QStringLiteral("%1 % of each class's training images held out; the "
+                                          "test set is left for eval --best")
+                               .arg(r.config->validation * 100, 0, 'g', 3));
     const QString state = stateText(r);
     if (state == QLatin1String("training"))
         line("state", QStringLiteral("training now: ") + *r.trainingBy);
+    else if (r.stoppedEarly)
+        line("state", QStringLiteral("stopped early at step %1: %2 evaluations in a row "
+                                     "without a better one (patience %3)")
+                          .arg(r.lastStep)
+                          .arg(engine::evaluationsSinceBest(r.evaluations))
+                          .arg(r.config->patience));
     else if (state == QLatin1String("stopped"))
         line("state", QStringLiteral("stopped; continue with: ") +
                           resumeCommandLine(r.folder, r.config->processes));
@@ -226,7 +253,8 @@ void printRun(const RunSummary& r, CommandIo& io)
         line("checkpoints", QStringLiteral("none"));
         return;
     }
-    io.out << "checkpoints (newest first; the test accuracy at their step where evaluated):\n";
+    io.out << "checkpoints (newest first; the " << evaluatedSet(r)
+           << " accuracy at their step where evaluated):\n";
     for (auto it = r.checkpoints.rbegin(); it != r.checkpoints.rend(); ++it) {
         const auto a = accuracyAt(r, it->step);
         io.out
@@ -246,7 +274,8 @@ int runRuns(const QStringList& args, CommandIo& io)
     p.setApplicationDescription(QStringLiteral(
         "Lists the training runs in the runs folder, the most recently changed first, as the\n"
         "desktop application's Runs & checkpoints page does: each run's model and dataset,\n"
-        "its latest step, its latest test accuracy, its checkpoints, and the process that\n"
+        "its latest step, its latest accuracy (on the test set, or on the validation set of\n"
+        "a run that holds one out), its checkpoints, and the process that\n"
         "trains it now, if any. With a run (a folder in the runs folder, by name, or any run\n"
         "folder's path), that run in detail with every checkpoint. The runs folder is\n"
         "$TOWERS_RUNS, else $XDG_DATA_HOME/towers/runs (~/.local/share/towers/runs), where\n"

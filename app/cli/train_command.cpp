@@ -112,6 +112,7 @@ public:
         if (!m_json) return;
         printLocked({{QStringLiteral("event"), QStringLiteral("eval")},
                      {QStringLiteral("step"), qint64(r.step)},
+                     {QStringLiteral("set"), QString::fromStdString(r.set)},
                      {QStringLiteral("precision_at_1"), r.precisionAt1},
                      {QStringLiteral("examples"), qint64(r.examples)},
                      {QStringLiteral("ema"), r.ema},
@@ -343,7 +344,21 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
              "Start a new run in a --run-dir that holds one, moving the earlier run's files "
              "to <run>/set-aside/ (nothing is deleted).")},
         {QStringLiteral("eval-every"),
-         QStringLiteral("Steps between test-set evaluations (0 = only at the end)."), n},
+         QStringLiteral("Steps between evaluations on the test set, or on the validation set "
+                        "with --validation (0 = only at the end)."),
+         n},
+        {QStringLiteral("validation"),
+         QStringLiteral("Hold out this share of each class's training images (0.1 or 10%, at "
+                        "most half) as a validation set: the run evaluates on it and keeps the "
+                        "checkpoint best on it, and the test set stays unseen until eval measures "
+                        "that checkpoint on it. The same images for every run with the "
+                        "same share (default 0: evaluate on the test set)."),
+         QStringLiteral("share")},
+        {QStringLiteral("patience"),
+         QStringLiteral("Stop early once this many evaluations in a row were no better than the "
+                        "best before them (0 = never; needs --eval-every; a resumed run may "
+                        "change it)."),
+         n},
         {QStringLiteral("log-every"), QStringLiteral("Steps between log lines."), n},
         {QStringLiteral("histogram-every"),
          QStringLiteral("Steps between TensorBoard histograms of the weights and gradients "
@@ -530,6 +545,16 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             augment = QStringLiteral("default");
         c.augmentation = augment.toStdString();
         c.initFrom = initFrom;
+        if (p.isSet(QStringLiteral("validation"))) {
+            const auto share = validationShare(p.value(QStringLiteral("validation")));
+            if (!share) {
+                io.err << "towers-cli train: --validation: expected a share of the training "
+                          "images from 0 to 0.5 (0.1) or a percentage up to 50% (10%), got '"
+                       << p.value(QStringLiteral("validation")) << "'\n";
+                return ExitUsage;
+            }
+            c.validation = *share;
+        }
     }
     const int processes = group ? group->size() : 1;
     if (group) {
@@ -568,6 +593,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         !int64Option(p, QStringLiteral("histogram-every"), 0, std::numeric_limits<qint64>::max(),
                      c.histogramEvery, io) ||
         !intOption(p, QStringLiteral("keep-checkpoints"), 1, 1000000, keep, io) ||
+        !intOption(p, QStringLiteral("patience"), 0, 1000000, c.patience, io) ||
         !intOption(p, QStringLiteral("loader-workers"), 0, 64, workers, io))
         return ExitUsage;
     c.keepCheckpoints = keep;
@@ -710,26 +736,51 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     }
     const auto& t = session.trainer();
     const bool stopped = outcome == engine::Trainer::Outcome::Stopped;
+    const bool early = outcome == engine::Trainer::Outcome::StoppedEarly;
+    // With a validation set, the checkpoint to keep is the one best on it (rotation kept it);
+    // the test set measures it once, afterwards.
+    std::optional<engine::BestCheckpoint> best;
+    if (!stopped && t.config().validation > 0 && t.writesRun())
+        best = engine::bestCheckpoint(
+            session.trainer().runDirectory().checkpoints(),
+            engine::readEvaluations(session.trainer().runDirectory().evalPath()));
     if (json) {
         QJsonObject end{{QStringLiteral("event"),
                          stopped ? QStringLiteral("stopped") : QStringLiteral("finished")},
                         {QStringLiteral("step"), qint64(t.step())},
                         {QStringLiteral("run_dir"), runDir},
                         {QStringLiteral("checkpoint"), observer.lastCheckpoint()}};
-        if (observer.haveEval())
+        if (!stopped) end.insert(QStringLiteral("stopped_early"), early);
+        if (observer.haveEval()) {
             end.insert(QStringLiteral("precision_at_1"), observer.lastEval().precisionAt1);
+            end.insert(QStringLiteral("set"), QString::fromStdString(observer.lastEval().set));
+        }
+        if (best) {
+            end.insert(QStringLiteral("best_checkpoint"),
+                       QString::fromStdString(best->file.path.string()));
+            end.insert(QStringLiteral("best_precision_at_1"), best->precisionAt1);
+        }
         observer.print(end);
     } else {
-        io.out << (stopped ? "stopped" : "finished") << " at step " << t.step() << " of "
-               << t.totalSteps();
+        io.out << (stopped ? "stopped"
+                   : early ? "stopped early"
+                           : "finished")
+               << " at step " << t.step() << " of " << t.totalSteps();
         if (observer.haveEval())
-            io.out << ", test precision @ 1 = "
+            io.out << ", " << QString::fromStdString(observer.lastEval().set) << " precision @ 1 = "
                    << QString::number(100 * observer.lastEval().precisionAt1, 'f', 2) << "%"
                    << (observer.lastEval().ema ? " (moving averages)" : "");
         io.out << "\ncheckpoint " << observer.lastCheckpoint() << "\n";
-        if (!stopped && !observer.lastCheckpoint().isEmpty())
+        if (best) {
+            io.out << "best on the validation set: step " << best->file.step << " ("
+                   << QString::number(100 * best->precisionAt1, 'f', 2) << "%), "
+                   << QString::fromStdString(best->file.path.string()) << "\n"
+                   << "measure it on the test set: towers-cli eval --checkpoint " << runDir
+                   << " --best\n";
+        } else if (!stopped && !observer.lastCheckpoint().isEmpty()) {
             io.out << "use it: towers-cli classify --checkpoint " << observer.lastCheckpoint()
                    << " IMAGE... (or eval, export; towers-cli runs lists the runs)\n";
+        }
         if (stopped) io.out << "continue with: " << resumeCommandLine(runDir, processes) << "\n";
     }
     // 128 + the signal's number, as a shell reports a program the signal ended (130 for Ctrl-C,

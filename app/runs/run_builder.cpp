@@ -1,5 +1,7 @@
 #include "app/runs/run_builder.h"
 
+#include <cmath>
+
 #include <QDateTime>
 #include <QDir>
 #include <QFile>
@@ -70,6 +72,13 @@ const Defining kDefining[] = {
      augmentName},
     {"seed", Kind::Integer,
      [](const TrainConfig& c) { return QString::number(qulonglong(c.seed)); }},
+    // Another share would train on other images.
+    {"validation", Kind::Text,
+     [](const TrainConfig& c) { return QString::number(c.validation, 'g', 9); },
+     [](const QString& s) {
+         const auto share = validationShare(s);
+         return share ? QString::number(*share, 'g', 9) : s;
+     }},
 };
 
 bool sameValue(const Defining& d, const QString& given, const QString& run)
@@ -135,6 +144,19 @@ QString runDataDirOf(const QString& checkpointFile)
     } catch (const engine::Error&) {
         return {}; // an unreadable configuration: the search path as it is
     }
+}
+
+std::optional<double> validationShare(const QString& text)
+{
+    QString t = text.trimmed();
+    const bool percent = t.endsWith(QLatin1Char('%'));
+    if (percent) t.chop(1);
+    bool ok = false;
+    double v = t.trimmed().toDouble(&ok);
+    if (!ok || !std::isfinite(v)) return std::nullopt;
+    if (percent) v /= 100;
+    if (v < 0 || v > 0.5) return std::nullopt;
+    return v;
 }
 
 const QStringList& runDefiningOptions()

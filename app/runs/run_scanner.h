@@ -29,7 +29,8 @@ struct RunSummary
     double lastLoss = 0;
     double lastEpoch = 0;
     std::int64_t totalSteps = 0; // the run's length as it logged it (metrics.jsonl); 0 = not logged
-    std::optional<double> accuracy; // the latest evaluation's precision @ 1 (eval.jsonl)
+    // The latest evaluation's precision @ 1 (eval.jsonl), on evaluatedSet().
+    std::optional<double> accuracy;
     std::int64_t accuracyStep = 0;
     std::vector<engine::CheckpointFile> checkpoints; // oldest first
     // Every evaluation of eval.jsonl by step (the last record of a step), and the checkpoint of
@@ -40,7 +41,16 @@ struct RunSummary
     // Who trains the run right now (RunLock::holder: "process 1234 on host h since ... (towers-cli
     // train)"), or nullopt when nobody holds its lock. This process's own training counts too.
     std::optional<QString> trainingBy;
+    // Its patience ran out before its last step (TrainConfig::patience): it ended there.
+    bool stoppedEarly = false;
 };
+
+// Whether its patience (TrainConfig::patience) ran out before its last step: the evaluations after
+// the best are as many as the patience (what sets RunSummary::stoppedEarly).
+bool ranOutOfPatience(const RunSummary& run);
+// The set its evaluations are on: "validation" for a run that holds one out
+// (TrainConfig::validation), else "test".
+QString evaluatedSet(const RunSummary& run);
 
 // The run's length when known: the totalSteps it logged (an epochs run's too), else its configured
 // steps; 0 when neither is known.

@@ -36,11 +36,19 @@ void TrainingWorker::run(engine::SessionOptions options)
             emit started(QString::fromStdString(session->options().runDirectory.string()),
                          session->startStep(), trainer.totalSteps());
             const auto result = session->run(m_stop.get_token());
+            // An early stop (TrainConfig::patience) ends the run as finishing does.
             outcome =
-                result == engine::Trainer::Outcome::Finished ? Outcome::Finished : Outcome::Stopped;
-            message = outcome == Outcome::Finished
-                          ? tr("finished at step %1").arg(trainer.step())
-                          : tr("stopped at step %1; its checkpoint is saved").arg(trainer.step());
+                result == engine::Trainer::Outcome::Stopped ? Outcome::Stopped : Outcome::Finished;
+            message =
+                result == engine::Trainer::Outcome::StoppedEarly
+                    ? tr("stopped early at step %1 of %2: %n evaluation(s) in a row without a "
+                         "better one",
+                         nullptr, trainer.config().patience)
+                          .arg(trainer.step())
+                          .arg(trainer.totalSteps())
+                : outcome == Outcome::Finished
+                    ? tr("finished at step %1").arg(trainer.step())
+                    : tr("stopped at step %1; its checkpoint is saved").arg(trainer.step());
         }
     } catch (const std::bad_alloc&) {
         message = tr("out of memory: try a smaller batch or fewer towers");

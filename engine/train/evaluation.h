@@ -28,6 +28,9 @@ struct EvalResult
     std::vector<std::int64_t> confusion; // numClasses x numClasses, row = true, column = predicted
     std::int64_t step = 0; // the global step the weights are from (set by the trainer)
     bool ema = false;      // evaluated with the moving averages of the weights
+    // The set evaluated, as the trainer names it: "test", or "validation" for a run that holds
+    // one out of its training images (TrainConfig::validation).
+    std::string set = "test";
     double seconds = 0;
     bool complete = true; // false: cancelled part-way (the counts cover only what ran)
 

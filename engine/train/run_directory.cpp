@@ -172,6 +172,14 @@ std::optional<EvaluationMark> bestEvaluation(const std::vector<EvaluationMark>& 
     return best;
 }
 
+int evaluationsSinceBest(const std::vector<EvaluationMark>& evaluations)
+{
+    const auto best = bestEvaluation(evaluations);
+    if (!best) return 0;
+    return int(std::count_if(evaluations.begin(), evaluations.end(),
+                             [&](const EvaluationMark& e) { return e.step > best->step; }));
+}
+
 std::optional<BestCheckpoint> bestCheckpoint(const std::vector<CheckpointFile>& checkpoints,
                                              const std::vector<EvaluationMark>& evaluations)
 {

@@ -40,7 +40,8 @@ struct CheckpointFile
     std::filesystem::path path;
 };
 
-// One evaluation as eval.jsonl records it: the step and its precision @ 1 (test accuracy).
+// One evaluation as eval.jsonl records it: the step and its precision @ 1 (on the test set, or on
+// the validation set of a run that holds one out: TrainConfig::validation).
 struct EvaluationMark
 {
     std::int64_t step = 0;
@@ -67,6 +68,9 @@ std::optional<BestCheckpoint> bestCheckpoint(const std::vector<CheckpointFile>& 
                                              const std::vector<EvaluationMark>& evaluations);
 // The highest precision @ 1 of `evaluations` (the earliest of equals); nullopt when there are none.
 std::optional<EvaluationMark> bestEvaluation(const std::vector<EvaluationMark>& evaluations);
+// How many of `evaluations` (by step) come after the best (bestEvaluation): the evaluations in a
+// row that were no better, which TrainConfig::patience counts. 0 when there are none.
+int evaluationsSinceBest(const std::vector<EvaluationMark>& evaluations);
 
 // Makes a new, empty folder at `proposed`, or when that name is taken at "<proposed>-2", "-3", ...
 // with a mkdir that fails when the folder exists, so two runs started at the same moment never

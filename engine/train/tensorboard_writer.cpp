@@ -126,8 +126,9 @@ void TensorBoardWriter::stepMetrics(const StepMetrics& m, int batchPerTower)
 void TensorBoardWriter::evaluation(const EvalResult& r)
 {
     const std::string suffix = r.ema ? "_ema" : "";
-    m_file.scalars(r.step, {{"test/precision_at_1" + suffix, r.precisionAt1},
-                            {"test/cross_entropy" + suffix, r.meanCrossEntropy}});
+    // "test/..." or, for a run that holds a validation set out, "validation/...".
+    m_file.scalars(r.step, {{r.set + "/precision_at_1" + suffix, r.precisionAt1},
+                            {r.set + "/cross_entropy" + suffix, r.meanCrossEntropy}});
 }
 
 void TensorBoardWriter::parameters(std::int64_t step, const Model& model, bool gradients)

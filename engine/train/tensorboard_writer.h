@@ -6,7 +6,8 @@
 //   throughput/examples_per_sec, throughput/tower_<t>/examples_per_sec (a tower's slice over its
 //   compute time), time/step_ms, time/data_wait_ms, time/compute_ms, time/allreduce_ms (the
 //   averaging the slowest tower waits for), time/update_ms, time/tower_<t>/compute_ms;
-// * at evaluations: test/precision_at_1, test/cross_entropy (..._ema with the moving averages);
+// * at evaluations: test/precision_at_1, test/cross_entropy (validation/... for a run that holds a
+//   validation set out; ..._ema with the moving averages);
 // * every histogramEvery steps: <layer>/<parameter> and <layer>/<parameter>/gradients histograms;
 // * at the start: input/training_images, a grid of the first batch after the recipe's
 //   distortions, and config, the run's configuration (TensorBoard's text plugin).

@@ -120,6 +120,13 @@ void TrainConfig::validate() const
     if (keepCheckpoints < 1)
         fail("keepCheckpoints", "must be at least 1, got " + std::to_string(keepCheckpoints));
     if (evalEvery < 0) fail("evalEvery", "must be >= 0 (0 = at the end only)");
+    if (!(validation >= 0 && validation <= 0.5))
+        fail("validation", "must be a share in [0, 0.5] of the training images (0 = none), got " +
+                               std::to_string(validation));
+    if (patience < 0) fail("patience", "must be >= 0 (0 = never stop early)");
+    if (patience > 0 && evalEvery == 0)
+        fail("patience", "counts evaluations, and evalEvery is 0 (only one, at the end): give "
+                         "evalEvery too");
     if (evalBatchSize < 0) fail("evalBatchSize", "must be >= 0 (0 = batchPerTower)");
     if (logEvery < 1) fail("logEvery", "must be at least 1, got " + std::to_string(logEvery));
     if (histogramEvery < 0)
@@ -250,6 +257,8 @@ std::string TrainConfig::toJson() const
     o["keepCheckpoints"] = keepCheckpoints;
     o["evalEvery"] = evalEvery;
     o["evalBatchSize"] = evalBatchSize;
+    o["validation"] = validation;
+    o["patience"] = patience;
     o["logEvery"] = logEvery;
     o["histogramEvery"] = histogramEvery;
     o["verifyEvery"] = verifyEvery;
@@ -278,7 +287,8 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
                       "seed",          "checkpointEvery", "keepCheckpoints", "evalEvery",
                       "evalBatchSize", "logEvery",        "histogramEvery",  "verifyEvery",
                       "dataset",       "dataDir",         "augmentation",    "runId",
-                      "cudaGraphs",    "cudnnBenchmark",  "classes",         "initFrom"},
+                      "cudaGraphs",    "cudnnBenchmark",  "classes",         "initFrom",
+                      "validation",    "patience"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -383,6 +393,8 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     read(o, "keepCheckpoints", c.keepCheckpoints);
     read(o, "evalEvery", c.evalEvery);
     read(o, "evalBatchSize", c.evalBatchSize);
+    read(o, "validation", c.validation);
+    read(o, "patience", c.patience);
     read(o, "logEvery", c.logEvery);
     read(o, "histogramEvery", c.histogramEvery);
     read(o, "verifyEvery", c.verifyEvery);

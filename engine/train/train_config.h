@@ -64,6 +64,15 @@ struct TrainConfig
     std::int64_t checkpointEvery = 1000; // steps; 0 = only at the end and on stop
     int keepCheckpoints = 5;
     std::int64_t evalEvery = 0; // steps; 0 = only at the end (when an evaluator is set)
+    // The share of each class's training images held out as a validation set (splitValidation,
+    // the same images for every run with the same share): the run evaluates on it instead of the
+    // test set, and its best checkpoint is the best on it. 0 = none: the run evaluates on the test
+    // set. At most 0.5. JSON "validation"; absent (a run from before it): 0.
+    double validation = 0;
+    // Stops the run early (Trainer::Outcome::StoppedEarly) once this many evaluations in a row
+    // were no better than the best before them (Keras' EarlyStopping patience); 0 = never. Needs
+    // evalEvery > 0. JSON "patience"; absent: 0.
+    int patience = 0;
     int evalBatchSize = 0;      // 0 = batchPerTower
     std::int64_t logEvery = 10; // steps between metrics (and log lines)
     // Steps between TensorBoard histograms of every layer's weights and gradients (as the

@@ -77,6 +77,7 @@ Json evalJson(const EvalResult& r)
         confusion.push_back(row);
     }
     return {{"step", r.step},
+            {"set", r.set},
             {"examples", r.examples},
             {"correct", r.correct},
             {"precisionAt1", r.precisionAt1},
@@ -278,12 +279,13 @@ std::filesystem::path Trainer::eventsFile() const
     return m_events ? m_events->path() : std::filesystem::path();
 }
 
-void Trainer::setEvaluator(std::int64_t count, EvalBatchFn batches)
+void Trainer::setEvaluator(std::int64_t count, EvalBatchFn batches, std::string set)
 {
-    if (count < 1) throw InvalidArgument("the evaluation set is empty");
+    if (count < 1) throw InvalidArgument("the " + set + " set is empty");
     if (!batches) throw InvalidArgument("the evaluator needs a batch callback");
     m_evalCount = count;
     m_evalBatches = std::move(batches);
+    m_evalSet = std::move(set);
 }
 
 void Trainer::holdTrainingSet(const ImageSet& set, const Preprocessing& recipe)
@@ -557,8 +559,8 @@ std::filesystem::path Trainer::writeCheckpoint()
     if (best && best->step == s) {
         char accuracy[64];
         std::snprintf(accuracy, sizeof accuracy, "%.3f", best->precisionAt1);
-        log("wrote checkpoint " + path.string() +
-            ", kept as the run's best (precision @ 1 = " + accuracy + ")");
+        log("wrote checkpoint " + path.string() + ", kept as the run's best (" + m_evalSet +
+            " precision @ 1 = " + accuracy + ")");
     } else {
         log("wrote checkpoint " + path.string());
     }
@@ -620,6 +622,7 @@ bool Trainer::runEvaluation(const std::stop_token& stop)
     EvalResult r = m_towers->evaluate(m_evalCount, batch, m_evalBatches, ema,
                                       [&] { return stopRequested(stop); });
     r.step = m_step.load();
+    r.set = m_evalSet;
     if (!r.complete) {
         log("evaluation at step " + std::to_string(r.step) + " stopped part-way");
         return false;
@@ -629,9 +632,10 @@ bool Trainer::runEvaluation(const std::stop_token& stop)
     if (m_dir) m_dir->appendEval(evalJson(r).dump());
     if (m_events) m_events->evaluation(r);
     char buf[160];
-    std::snprintf(buf, sizeof buf, "%s: step %lld, precision @ 1 = %.3f (%lld examples%s, %.1f s)",
-                  timestamp().c_str(), static_cast<long long>(r.step), r.precisionAt1,
-                  static_cast<long long>(r.examples), r.ema ? ", moving averages" : "", r.seconds);
+    std::snprintf(
+        buf, sizeof buf, "%s: step %lld, %s precision @ 1 = %.3f (%lld examples%s, %.1f s)",
+        timestamp().c_str(), static_cast<long long>(r.step), r.set.c_str(), r.precisionAt1,
+        static_cast<long long>(r.examples), r.ema ? ", moving averages" : "", r.seconds);
     log(buf);
     if (m_observer) m_observer->onEvaluation(r);
     // The best evaluation so far keeps its weights: rotation spares its checkpoint, written now
@@ -644,7 +648,38 @@ bool Trainer::runEvaluation(const std::stop_token& stop)
         else
             rotateCheckpoints(r.step);
     }
+    if (m_config.patience > 0) {
+        std::string why;
+        if (patienceRanOut(why)) {
+            m_stopEarly = true;
+            log("stopping early at step " + std::to_string(r.step) + ": " + why);
+        }
+    }
     return true;
+}
+
+bool Trainer::patienceRanOut(std::string& why)
+{
+    if (m_config.patience <= 0) return false;
+    bool out = false;
+    if (m_dir) {
+        const auto marks = readEvaluations(m_dir->evalPath());
+        const int since = evaluationsSinceBest(marks);
+        out = since >= m_config.patience;
+        if (out) {
+            const auto best = bestEvaluation(marks);
+            char text[200];
+            std::snprintf(text, sizeof text,
+                          "the last %d evaluations were no better than step %lld's (%s precision "
+                          "@ 1 = %.3f; patience %d)",
+                          since, static_cast<long long>(best->step), m_evalSet.c_str(),
+                          best->precisionAt1, m_config.patience);
+            why = text;
+        }
+    }
+    if (m_group && m_group->size() > 1) out = m_group->any(out);
+    if (out && why.empty()) why = "rank 0's evaluations ran out of patience";
+    return out;
 }
 
 StepMetrics Trainer::metricsOf(std::int64_t done, const TowerStepResult& r, double lr,
@@ -761,6 +796,18 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
                 log("moved " + std::to_string(beyond.size()) + " checkpoint(s) beyond step " +
                     std::to_string(from) + ", the step this run continues from, to " +
                     dir.setAsideCheckpoints(beyond).string());
+        }
+        // A run that stopped early stays stopped: a resume of it has nothing to do (and writes
+        // no events file), unless the patience grew.
+        if (std::string why; from > 0 && from < m_total && patienceRanOut(why)) {
+            if (m_lastCheckpointStep != from) writeCheckpoint();
+            log("the run stopped early at step " + std::to_string(from) + ": " + why +
+                "; give a larger patience to train it on");
+            if (m_observer) m_observer->onFinished(from);
+            return Outcome::StoppedEarly;
+        }
+        if (m_dir) {
+            RunDirectory& dir = *m_dir;
             // TensorBoard: a new events file for this run(). A resumed run continues the curves
             // after its checkpoint's step S: what earlier files hold beyond S goes, as from the
             // logs above (and the restart marker at S + 1 tells TensorBoard so); a run from step 0
@@ -877,7 +924,7 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             if (then.checkpoint) writeCheckpoint();
             return !then.evaluate || runEvaluation(stop);
         };
-        while (m_step.load() < m_total) {
+        while (m_step.load() < m_total && !m_stopEarly) {
             const std::int64_t s = m_step.load() + std::int64_t(flight.size()); // to issue next
             if (s >= m_total) { // every step issued: what is left in flight
                 if (!finishOldest()) return stopped();
@@ -920,7 +967,15 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             while (flight.size() > keep)
                 if (!finishOldest()) return stopped();
         }
+        // After an evaluation every issued step is done (it reads the towers' state), so an early
+        // stop leaves nothing in flight.
         if (m_lastCheckpointStep != m_step.load()) writeCheckpoint();
+        if (m_stopEarly) {
+            log("stopped early at step " + std::to_string(m_step.load()) + " of " +
+                std::to_string(m_total));
+            if (m_observer) m_observer->onFinished(m_step.load());
+            return Outcome::StoppedEarly;
+        }
         if (m_evalBatches && m_lastEvalStep != m_step.load() && !runEvaluation(stop))
             return stopped();
         log("finished at step " + std::to_string(m_step.load()));

@@ -61,7 +61,10 @@ public:
     enum class Outcome
     {
         Finished,
-        Stopped
+        Stopped,
+        // TrainConfig::patience ran out: the last evaluations were no better than the best
+        // (observer->onFinished; a resume of it stops again at once unless the patience grows).
+        StoppedEarly
     };
 
     // Validates the configuration (InvalidArgument naming the field), takes the run directory's
@@ -90,8 +93,9 @@ public:
     Trainer& operator=(const Trainer&) = delete;
 
     // Evaluates on `count` examples every config.evalEvery steps and at the end of the run
-    // (results to the observer and eval.jsonl), with the moving averages when EMA is on.
-    void setEvaluator(std::int64_t count, EvalBatchFn batches);
+    // (results to the observer and eval.jsonl), with the moving averages when EMA is on. `set`
+    // names them in the log, eval.jsonl and EvalResult::set: "test" or "validation".
+    void setEvaluator(std::int64_t count, EvalBatchFn batches, std::string set = "test");
 
     // Before run(), when `source` delivers draws (LoaderOptions::drawsOnly): the towers hold
     // `set` where they compute and preprocess it themselves (TowerSet::holdTrainingSet); the run's
@@ -185,6 +189,9 @@ private:
     bool stopVote(const std::stop_token& stop);
     // false when a stop ended it part-way (nothing is recorded then).
     bool runEvaluation(const std::stop_token& stop);
+    // Whether TrainConfig::patience has run out by eval.jsonl (rank 0's reading, on every
+    // process); `why` gets rank 0's reason ("the last 3 evaluations were no better than ...").
+    bool patienceRanOut(std::string& why);
     void log(const std::string& line);
     // Whether `file` is a checkpoint of this run that may be rotated away.
     bool rotatable(const std::filesystem::path& file);
@@ -225,6 +232,8 @@ private:
     std::unique_ptr<TensorBoardWriter> m_events;       // made by run(), one file per run()
     std::int64_t m_evalCount = 0;
     EvalBatchFn m_evalBatches;
+    std::string m_evalSet = "test";
+    bool m_stopEarly = false; // patienceRanOut() after an evaluation
     // The set the towers hold (holdTrainingSet) and its recipe, for TensorBoard's image grid.
     const ImageSet* m_heldSet = nullptr;
     Preprocessing m_heldRecipe;

@@ -51,7 +51,7 @@ public:
     }
     virtual void onPaused(std::int64_t step) { (void)step; }
     virtual void onResumed(std::int64_t step) { (void)step; }
-    // The run reached its last step.
+    // The run reached its last step, or stopped early (TrainConfig::patience).
     virtual void onFinished(std::int64_t step) { (void)step; }
     // A stop was requested; the checkpoint of `step` was written.
     virtual void onStopped(std::int64_t step) { (void)step; }

@@ -3,8 +3,10 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
+#include "engine/data/validation_split.h"
 #include "engine/dist/process_state.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/ops/backends.h"
@@ -137,6 +139,19 @@ void TrainingSession::build(TrainerObserver* observer)
     m_recipe = preprocessingFor(c.model, *m_dataset);
     // The classifier has the dataset's classes (CIFAR-100's 100, an imported folder's).
     c.classes = int(m_dataset->classNames.size());
+    // The images it trains on and the set it evaluates on while it trains.
+    const ImageSet* train = &m_dataset->train;
+    const ImageSet* evaluated = &m_dataset->test;
+    if (c.validation > 0) {
+        m_split = std::make_unique<ValidationSplit>(
+            splitValidation(m_dataset->train, c.classes, c.validation));
+        if (m_split->validation.count == 0)
+            throw InvalidArgument("a validation share of " + std::to_string(c.validation) +
+                                  " holds out no image of " + c.dataset +
+                                  "'s training set: each class needs two images or more");
+        train = &m_split->train;
+        evaluated = &m_split->validation;
+    }
 
     LoaderOptions lo;
     lo.towers = c.towers;
@@ -150,22 +165,29 @@ void TrainingSession::build(TrainerObserver* observer)
     lo.workers = m_options.loaderWorkers;
     lo.pinned = !isHostBackend(c.backend);
     std::string dataNote;
-    lo.drawsOnly = holdOnGpus(c, m_dataset->train, dataNote);
-    m_loader = std::make_unique<BatchLoader>(m_dataset->train, m_recipe, lo);
+    lo.drawsOnly = holdOnGpus(c, *train, dataNote);
+    m_loader = std::make_unique<BatchLoader>(*train, m_recipe, lo);
 
-    DataDescription data{m_dataset->classNames, m_recipe.toJson(), m_dataset->train.imageShape()};
+    DataDescription data{m_dataset->classNames, m_recipe.toJson(), train->imageShape()};
     m_trainer =
         std::make_unique<Trainer>(c, *m_loader, m_options.runDirectory, data, observer, group);
     if (lo.drawsOnly)
-        m_trainer->holdTrainingSet(m_dataset->train, m_recipe);
+        m_trainer->holdTrainingSet(*train, m_recipe);
     else
         m_trainer->setDataNote(dataNote);
-    const ImageSet& test = m_dataset->test;
+    if (m_split && observer)
+        observer->onLog("holding out " + std::to_string(m_split->validation.count) + " of " +
+                        std::to_string(m_dataset->train.count) +
+                        " training images as the validation set (" +
+                        std::to_string(int(std::lround(c.validation * 100))) +
+                        " % of each class); the test set is left for after the run");
     const Preprocessing recipe = m_recipe;
-    m_trainer->setEvaluator(test.count, [&test, recipe](std::int64_t begin, std::int64_t end,
-                                                        Tensor& images, Tensor& labels) {
-        evaluationBatch(test, recipe, begin, end, images, labels);
-    });
+    m_trainer->setEvaluator(
+        evaluated->count,
+        [evaluated, recipe](std::int64_t begin, std::int64_t end, Tensor& images, Tensor& labels) {
+            evaluationBatch(*evaluated, recipe, begin, end, images, labels);
+        },
+        m_split ? "validation" : "test");
     if (m_options.resume) {
         if (auto step = m_trainer->resumeFromNewest(m_options.setAside))
             m_startStep = *step;

@@ -1,6 +1,7 @@
 #pragma once
 // One training job from a TrainConfig: finds and loads the dataset, builds the preprocessing
-// recipe, the batch loader, the trainer and its evaluator on the test set, and resumes when asked.
+// recipe, the batch loader, the trainer and its evaluator (on the test set, or on a validation set
+// held out of the training images), and resumes when asked.
 // The one glue object behind `towers-cli train` and the GUI's training worker.
 #include <filesystem>
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "engine/data/batch_loader.h"
 #include "engine/data/dataset.h"
+#include "engine/data/validation_split.h"
 #include "engine/train/trainer.h"
 
 namespace towers::engine {
@@ -73,6 +75,9 @@ private:
 
     SessionOptions m_options;
     std::shared_ptr<const Dataset> m_dataset;
+    // The training images and the validation set held out of them (TrainConfig::validation);
+    // null without one.
+    std::unique_ptr<ValidationSplit> m_split;
     Preprocessing m_recipe;
     std::unique_ptr<BatchLoader> m_loader;
     std::unique_ptr<Trainer> m_trainer;

@@ -488,6 +488,42 @@ private slots:
         QVERIFY2(d.isEmpty(), qPrintable(d));
     }
 
+    // A validation set and an early stop across processes: every rank holds out the same images
+    // and stops at the step rank 0's eval.jsonl decides, as one process with as many towers does.
+    void earlyStopEqualsOneProcess()
+    {
+        const QString a = path(QStringLiteral("runs/p2-early")),
+                      b = path(QStringLiteral("runs/p1-early"));
+        const QStringList early{QStringLiteral("--steps"),      QStringLiteral("40"),
+                                QStringLiteral("--eval-every"), QStringLiteral("2"),
+                                QStringLiteral("--validation"), QStringLiteral("0.25"),
+                                QStringLiteral("--patience"),   QStringLiteral("1")};
+        const Run two = mpirun(
+            2, train(a, QStringList{QStringLiteral("--towers"), QStringLiteral("1")} + early));
+        VERIFY_OK(two);
+        const Run one = alone(
+            trainArgs(b, QStringList{QStringLiteral("--towers"), QStringLiteral("2")} + early));
+        VERIFY_OK(one);
+        CHECK_RUN(two.out.contains(QStringLiteral("holding out 80 of 320 training images")), two);
+        const auto ea = jsonLinesOf(a + QStringLiteral("/eval.jsonl"));
+        const auto eb = jsonLinesOf(b + QStringLiteral("/eval.jsonl"));
+        QCOMPARE(ea.size(), eb.size());
+        for (int i = 0; i < ea.size(); ++i) {
+            QCOMPARE(ea[i].value(QStringLiteral("set")).toString(), QStringLiteral("validation"));
+            QCOMPARE(ea[i].value(QStringLiteral("step")), eb[i].value(QStringLiteral("step")));
+            QCOMPARE(ea[i].value(QStringLiteral("correct")),
+                     eb[i].value(QStringLiteral("correct")));
+        }
+        const qint64 last = ea.last().value(QStringLiteral("step")).toInteger();
+        CHECK_RUN(last < 40, two); // patience 1: the first evaluation no better stops it
+        CHECK_RUN(two.out.contains(QStringLiteral("stopped early at step %1 of 40").arg(last)),
+                  two);
+        CHECK_RUN(one.out.contains(QStringLiteral("stopped early at step %1 of 40").arg(last)),
+                  one);
+        const QString d = checkpointsDiffer(checkpointAt(a, int(last)), checkpointAt(b, int(last)));
+        QVERIFY2(d.isEmpty(), qPrintable(d));
+    }
+
     // SIGTERM to mpirun (what a scheduler sends) stops every rank after a step; rank 0 writes a
     // checkpoint of that step; --resume under mpirun continues it to the tensors and losses of an
     // uninterrupted run.

@@ -233,6 +233,18 @@ private slots:
             << "--init-from: / is a folder, not a checkpoint, nor a run folder";
         QTest::newRow("missing data dir")
             << QStringList{"train", "--data-dir", "/nonexistent/towers"} << 2 << "not a folder";
+        QTest::newRow("validation share too large")
+            << QStringList{"train", "--validation", "0.6"} << 2
+            << "--validation: expected a share of the training images from 0 to 0.5";
+        QTest::newRow("validation percentage too large")
+            << QStringList{"train", "--validation", "60%"} << 2 << "got '60%'";
+        QTest::newRow("validation not a share")
+            << QStringList{"train", "--validation", "some"} << 2 << "--validation";
+        QTest::newRow("patience without evaluations")
+            << QStringList{"train", "--patience", "3", "--eval-every", "0", "--steps", "5"} << 2
+            << "patience: counts evaluations, and evalEvery is 0";
+        QTest::newRow("patience negative")
+            << QStringList{"train", "--patience", "-1"} << 2 << "--patience";
     }
     void usageErrors()
     {
@@ -270,6 +282,118 @@ private slots:
         const qsizetype header = t.out.indexOf(QStringLiteral("run folder ") + tuned);
         const qsizetype weights = t.out.indexOf(QStringLiteral("weights from ") + ckpt);
         QVERIFY2(header == 0 && weights > header, qPrintable(t.out));
+    }
+
+    // --validation holds a share of each class out of the training images: the run evaluates on
+    // it (the log, eval.jsonl and the events say so) and keeps the checkpoint best on it, which
+    // eval --best then measures on the untouched test set. --patience stops the run early; a
+    // resume of it stays stopped; the share cannot change on resume; runs shows it all.
+    void validationSetAndEarlyStop()
+    {
+        const QString dir = path(QStringLiteral("runs/validation"));
+        const QStringList options =
+            small(dir) +
+            QStringList{"--steps",    "60", "--eval-every",       "2", "--validation", "25%",
+                        "--patience", "2",  "--keep-checkpoints", "1"};
+        const CliRun r = run(options);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        // 25 % of each class of the 256 images: 64 held out.
+        QVERIFY2(logged(r, QStringLiteral("holding out 64 of 256 training images as the "
+                                          "validation set (25 % of each class)")),
+                 qPrintable(r.out));
+        QList<QJsonObject> evals;
+        for (const auto& e : r.events)
+            if (e.value(QStringLiteral("event")).toString() == QLatin1String("eval")) evals << e;
+        QVERIFY(evals.size() >= 3);
+        for (const auto& e : evals) {
+            QCOMPARE(e.value(QStringLiteral("set")).toString(), QStringLiteral("validation"));
+            QCOMPARE(e.value(QStringLiteral("examples")).toInteger(), qint64(64));
+        }
+        const QJsonObject end = r.events.last();
+        QCOMPARE(end.value(QStringLiteral("event")).toString(), QStringLiteral("finished"));
+        // 192 images train: with patience 2 over 30 evaluations the run stops early.
+        QVERIFY2(end.value(QStringLiteral("stopped_early")).toBool(), qPrintable(r.out));
+        const qint64 stoppedAt = end.value(QStringLiteral("step")).toInteger();
+        QVERIFY(stoppedAt < 60);
+        QCOMPARE(evals.last().value(QStringLiteral("step")).toInteger(), stoppedAt);
+        QVERIFY(logged(r, QStringLiteral("stopping early at step %1: the last 2 evaluations "
+                                         "were no better than step ")
+                              .arg(stoppedAt)));
+        // The best on the validation set is kept and named; it is the highest of eval.jsonl.
+        const QString best = end.value(QStringLiteral("best_checkpoint")).toString();
+        QVERIFY2(QFileInfo::exists(best), qPrintable(best));
+        double highest = -1;
+        qint64 highestStep = 0;
+        for (const QByteArray& line : readFile(dir + QStringLiteral("/eval.jsonl")).split('\n')) {
+            if (line.isEmpty()) continue;
+            const QJsonObject e = QJsonDocument::fromJson(line).object();
+            QCOMPARE(e.value(QStringLiteral("set")).toString(), QStringLiteral("validation"));
+            if (e.value(QStringLiteral("precisionAt1")).toDouble() > highest) {
+                highest = e.value(QStringLiteral("precisionAt1")).toDouble();
+                highestStep = e.value(QStringLiteral("step")).toInteger();
+            }
+        }
+        QCOMPARE(end.value(QStringLiteral("best_precision_at_1")).toDouble(), highest);
+        QVERIFY2(
+            best.endsWith(
+                QStringLiteral("ckpt-%1.safetensors").arg(highestStep, 8, 10, QLatin1Char('0'))),
+            qPrintable(best));
+        QCOMPARE(highestStep, stoppedAt - 4); // patience 2 of evaluations every 2 steps
+
+        // Resumed: nothing to do; the logs stay as they are.
+        const QByteArray metrics = readFile(dir + QStringLiteral("/metrics.jsonl"));
+        QStringList again = options;
+        again.removeAll(QStringLiteral("--json"));
+        const CliRun resumed = run(again + QStringList{"--resume"});
+        QVERIFY2(resumed.exitCode == 0, qPrintable(resumed.err + resumed.out));
+        QVERIFY2(
+            resumed.out.contains(QStringLiteral("the run stopped early at step %1").arg(stoppedAt)),
+            qPrintable(resumed.out));
+        QVERIFY2(
+            resumed.out.contains(QStringLiteral("stopped early at step %1 of 60").arg(stoppedAt)),
+            qPrintable(resumed.out));
+        QVERIFY2(resumed.out.contains(
+                     QStringLiteral("best on the validation set: step %1").arg(highestStep)),
+                 qPrintable(resumed.out));
+        QVERIFY2(
+            resumed.out.contains(QStringLiteral("towers-cli eval --checkpoint %1 --best").arg(dir)),
+            qPrintable(resumed.out));
+        QCOMPARE(readFile(dir + QStringLiteral("/metrics.jsonl")), metrics);
+        // Another share would train on other images.
+        const CliRun changed =
+            run({QStringLiteral("train"), QStringLiteral("--resume"), QStringLiteral("--run-dir"),
+                 dir, QStringLiteral("--validation"), QStringLiteral("0.1")});
+        QCOMPARE(changed.exitCode, 2);
+        QVERIFY2(changed.err.contains(QStringLiteral("--validation cannot change when resuming: "
+                                                     "the run has 0.25")),
+                 qPrintable(changed.err));
+
+        // runs: the state, the set and its accuracy.
+        const CliRun listed = run({QStringLiteral("runs"), dir, QStringLiteral("--json")});
+        QCOMPARE(listed.exitCode, 0);
+        const QJsonObject o = QJsonDocument::fromJson(listed.out.toUtf8()).object();
+        QCOMPARE(o.value(QStringLiteral("state")).toString(), QStringLiteral("stopped early"));
+        QCOMPARE(o.value(QStringLiteral("evaluated_on")).toString(), QStringLiteral("validation"));
+        QCOMPARE(o.value(QStringLiteral("validation_share")).toDouble(), 0.25);
+        QCOMPARE(o.value(QStringLiteral("best_checkpoint"))
+                     .toObject()
+                     .value(QStringLiteral("validation_accuracy"))
+                     .toDouble(),
+                 highest);
+        QVERIFY(!o.contains(QStringLiteral("test_accuracy")));
+
+        // eval --best measures the kept checkpoint on the test set (64 images).
+        const CliRun measured = run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), dir,
+                                     QStringLiteral("--best"), QStringLiteral("--json")});
+        QVERIFY2(measured.exitCode == 0, qPrintable(measured.err + measured.out));
+        QVERIFY2(
+            measured.err.contains(QStringLiteral("step %1, validation accuracy ").arg(highestStep)),
+            qPrintable(measured.err));
+        QCOMPARE(QJsonDocument::fromJson(measured.out.toUtf8())
+                     .object()
+                     .value(QStringLiteral("examples"))
+                     .toInteger(),
+                 qint64(64));
     }
 
     // lr-find: the range test on the dataset with a run's towers and batch, every step in JSON

@@ -409,6 +409,79 @@ private slots:
                  qPrintable(log.lines.join('\n')));
     }
 
+    // Patience: once that many evaluations in a row are no better than the best, the run stops
+    // early (a checkpoint of its step written, every issued step done); resumed, it stays
+    // stopped unless the patience grows, and then goes on to the next run-out.
+    void patienceStopsTheRunEarly()
+    {
+        QTemporaryDir dir;
+        const fs::path root = dir.path().toStdString();
+        TrainConfig c = smallConfig(); // 4 steps, a checkpoint every step
+        trainToEnd(c, root);
+        RunDirectory run(root);
+        // Step 4 measured better than anything the synthetic evaluations reach.
+        std::ofstream(run.evalPath()) << R"({"step": 4, "precisionAt1": 1.5})"
+                                         "\n";
+        struct Log : TrainerObserver
+        {
+            QStringList lines;
+            std::int64_t finished = -1;
+            void onLog(const std::string& line) override { lines << QString::fromStdString(line); }
+            void onFinished(std::int64_t step) override { finished = step; }
+        };
+        const auto resume = [&](int patience, Log& log) {
+            TrainConfig longer = readConfigOf(run);
+            longer.steps = 20;
+            longer.evalEvery = 1;
+            longer.patience = patience;
+            auto src = syntheticBatchesFor(longer);
+            Trainer t(longer, src, root, {}, &log);
+            t.setEvaluator(40, src.evaluationBatches());
+            t.resumeFromNewest();
+            const Trainer::Outcome outcome = t.run();
+            return std::make_pair(outcome, t.step());
+        };
+        Log first;
+        const auto [outcome, step] = resume(3, first);
+        QCOMPARE(outcome, Trainer::Outcome::StoppedEarly);
+        QCOMPARE(step, std::int64_t(7)); // evaluations 5, 6 and 7 no better than step 4's
+        QCOMPARE(first.finished, std::int64_t(7));
+        QCOMPARE(checkpointSteps(run).back(), std::int64_t(7));
+        QCOMPARE(readEvaluations(run.evalPath()).size(), std::size_t(4));
+        const QString log = first.lines.join('\n');
+        QVERIFY2(log.contains("stopping early at step 7: the last 3 evaluations were no better "
+                              "than step 4's (test precision @ 1 = 1.500; patience 3)"),
+                 qPrintable(log));
+        QVERIFY2(log.contains("stopped early at step 7 of 20"), qPrintable(log));
+
+        // Resumed with the same patience: nothing to do, nothing written.
+        const auto before = snapshot(root);
+        Log again;
+        QCOMPARE(resume(3, again), std::make_pair(Trainer::Outcome::StoppedEarly, std::int64_t(7)));
+        QVERIFY2(again.lines.join('\n').contains("the run stopped early at step 7"),
+                 qPrintable(again.lines.join('\n')));
+        for (const char* file : {"metrics.jsonl", "eval.jsonl"})
+            QCOMPARE(snapshot(root).at(file), before.at(file));
+        QCOMPARE(checkpointSteps(run).back(), std::int64_t(7));
+
+        // A larger patience trains on, to its own run-out.
+        Log more;
+        QCOMPARE(resume(5, more), std::make_pair(Trainer::Outcome::StoppedEarly, std::int64_t(9)));
+        // Without patience, to the end.
+        Log rest;
+        QCOMPARE(resume(0, rest), std::make_pair(Trainer::Outcome::Finished, std::int64_t(20)));
+        QCOMPARE(evaluationsSinceBest(readEvaluations(run.evalPath())), 16);
+    }
+
+    void evaluationsSinceTheBest()
+    {
+        QCOMPARE(evaluationsSinceBest({}), 0);
+        QCOMPARE(evaluationsSinceBest({{1, 0.5}}), 0);
+        QCOMPARE(evaluationsSinceBest({{1, 0.5}, {2, 0.6}, {3, 0.6}, {4, 0.55}}),
+                 2); // equal: no better
+        QCOMPARE(evaluationsSinceBest({{1, 0.9}, {2, 0.6}, {3, 0.95}}), 0);
+    }
+
     // A stop during an evaluation ends it at the next batch: the checkpoint of the step is already
     // written, nothing of the partial evaluation is recorded, and the outcome is Stopped.
     void stopEndsAnEvaluation()

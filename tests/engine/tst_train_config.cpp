@@ -87,6 +87,8 @@ private slots:
         c.keepCheckpoints = 2;
         c.evalEvery = 100;
         c.evalBatchSize = 500;
+        c.validation = 0.125;
+        c.patience = 4;
         c.logEvery = 7;
         c.verifyEvery = 9;
         c.dataset = "fashion-mnist";
@@ -99,6 +101,8 @@ private slots:
         QCOMPARE(r.toJson(), c.toJson());
         QCOMPARE(r.seed, c.seed);
         QCOMPARE(r.processes, 4);
+        QCOMPARE(r.validation, 0.125);
+        QCOMPARE(r.patience, 4);
         QCOMPARE(s_processesDefault(), 1);
         QCOMPARE(r.schedule.milestones, c.schedule.milestones);
         QCOMPARE(r.optimizer.kind, std::string("nesterov"));
@@ -135,6 +139,8 @@ private slots:
         QCOMPARE(s.gpuData, std::string("auto")); // absent (a run from before it): auto
         QVERIFY(s.cudaGraphs);                    // absent (a run from before it): on
         QVERIFY(!s.cudnnBenchmark);               // absent: cuDNN's heuristics
+        QCOMPARE(s.validation, 0.0);              // absent (a run from before it): the test set
+        QCOMPARE(s.patience, 0);                  // absent: never stops early
         QVERIFY(TrainConfig::fromJson(R"({"steps": 1, "cudaGraphs": true})").cudaGraphs);
         // A run from before --precision is float32; the name as --precision spells it.
         QVERIFY(s.precision == Precision::Float32);
@@ -256,6 +262,15 @@ private slots:
                                    << "precision: unknown precision 'fp16' (known: fp32, bf16)";
         QTest::newRow("precision type") << R"({"steps": 1, "precision": 16})"
                                         << "precision: expected a string";
+        QTest::newRow("validation") << R"({"steps": 1, "validation": 0.6})"
+                                    << "validation: must be a share in [0, 0.5]";
+        QTest::newRow("validation negative") << R"({"steps": 1, "validation": -0.1})"
+                                             << "validation: must be a share in [0, 0.5]";
+        QTest::newRow("patience") << R"({"steps": 1, "evalEvery": 5, "patience": -1})"
+                                  << "patience: must be >= 0";
+        QTest::newRow("patience without evaluations")
+            << R"({"steps": 1, "patience": 3})"
+            << "patience: counts evaluations, and evalEvery is 0";
     }
     void refusedNamingTheField()
     {

@@ -2,7 +2,9 @@
 // unchanged; typing is refused where the syntax is wrong; out-of-range values are refused at the
 // field with the reason, and the form says which field; rules between fields come from the
 // engine's own validation; the global batch, steps per epoch and the schedule plot follow the
-// towers, the batch and the training set size (the plot checked against LrSchedule::at).
+// towers, the batch and the training set size less a validation share (the plot checked against
+// LrSchedule::at); the patience of an early stop needs evaluations.
+#include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QRadioButton>
@@ -205,6 +207,58 @@ private slots:
         batch->setValue(100);
         QCOMPARE(form.config().batchPerTower, 100);
         QCOMPARE(form.stepsPerEpoch(), 60000 / 200);
+    }
+
+    // The validation share and the patience: in the configuration, the steps per epoch of the
+    // images left to train on (exact with the class counts, estimated without), the summary, and
+    // the engine's rule that patience needs evaluations.
+    void validationAndPatience()
+    {
+        HyperparameterForm form;
+        eng::TrainConfig c = eng::defaultConfigFor("fashion-fast");
+        c.evalEvery = 100;
+        form.setConfig(c);
+        form.setTowers(1);
+        auto* validation = form.findChild<QDoubleSpinBox*>(QStringLiteral("validation"));
+        auto* patience = form.findChild<QSpinBox*>(QStringLiteral("patience"));
+        QVERIFY(validation && patience);
+        QCOMPARE(validation->value(), 0.0);
+        QCOMPARE(validation->text(), QStringLiteral("none: evaluate on the test set"));
+        // Classes of 6,001 and 5,999 images: 10 % holds out 600 of each.
+        form.setTrainingSetSize(12000, {6001, 5999});
+        QCOMPARE(form.stepsPerEpoch(), 12000 / 64);
+        validation->setValue(10);
+        QCOMPARE(form.config().validation, 0.1);
+        QCOMPARE(form.trainingImages(), std::int64_t(12000 - 1200));
+        QCOMPARE(form.stepsPerEpoch(), (12000 - 1200) / 64);
+        QString summary;
+        for (auto* l : form.findChildren<QLabel*>())
+            if (l->text().contains(QStringLiteral("held out"))) summary = l->text();
+        QVERIFY2(summary.contains(QStringLiteral("%1 of the %2 training images held out for "
+                                                 "validation")
+                                      .arg(QLocale().toString(1200), QLocale().toString(12000))),
+                 qPrintable(summary));
+        // Without the class counts, from the size.
+        form.setTrainingSetSize(1000);
+        QCOMPARE(form.trainingImages(), std::int64_t(900));
+
+        patience->setValue(3);
+        QCOMPARE(form.config().patience, 3);
+        QVERIFY2(form.isValid(), qPrintable(form.error()));
+        type(form.field(QStringLiteral("evalEvery")), QStringLiteral("0"));
+        QVERIFY(!form.isValid());
+        QVERIFY2(form.error().contains(QStringLiteral("patience")), qPrintable(form.error()));
+        patience->setValue(0);
+        QVERIFY2(form.isValid(), qPrintable(form.error()));
+
+        // Back from a configuration that has them.
+        c.validation = 0.2;
+        c.patience = 5;
+        form.setConfig(c);
+        QCOMPARE(validation->value(), 20.0);
+        QCOMPARE(patience->value(), 5);
+        QCOMPARE(QString::fromStdString(form.config().toJson()),
+                 QString::fromStdString(c.toJson()));
     }
 };
 

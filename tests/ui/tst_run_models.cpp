@@ -66,6 +66,21 @@ private slots:
                     .toString()
                     .contains(QStringLiteral("Training now: process 7 on node1")));
         QVERIFY(!model.data(model.index(0, ui::RunListModel::Run), Qt::DecorationRole).isNull());
+        // A run evaluated on its validation set says so; one whose patience ran out, that it
+        // stopped early.
+        app::RunSummary validated = *model.run(0);
+        validated.config->validation = 0.1;
+        validated.stoppedEarly = true;
+        model.updateRun(0, validated);
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Accuracy)).toString(),
+                 QStringLiteral("91.23 % val"));
+        QVERIFY(model.data(model.index(0, ui::RunListModel::Accuracy), Qt::ToolTipRole)
+                    .toString()
+                    .startsWith(QStringLiteral("Validation accuracy 91.23 % at step 250")));
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Steps)).toString(),
+                 QStringLiteral("300 / 500, stopped early"));
+        QCOMPARE(model.headerData(ui::RunListModel::Accuracy, Qt::Horizontal).toString(),
+                 QStringLiteral("Accuracy"));
         QCOMPARE(model.rowOf(QStringLiteral("/r/b/")), 1);
         QCOMPARE(model.rowOf(QStringLiteral("/r/c")), -1);
         QCOMPARE(model.run(5), nullptr);
@@ -143,6 +158,12 @@ private slots:
         QCOMPARE(model.bestRow(), 0);
         model.setCheckpoints(files); // without evaluations
         QCOMPARE(model.bestRow(), -1);
+        // The evaluations of a run that holds a validation set out are on it.
+        QCOMPARE(model.headerData(ui::CheckpointListModel::Accuracy, Qt::Horizontal).toString(),
+                 QStringLiteral("Test accuracy"));
+        model.setValidation(true);
+        QCOMPARE(model.headerData(ui::CheckpointListModel::Accuracy, Qt::Horizontal).toString(),
+                 QStringLiteral("Validation accuracy"));
     }
 
     void classAccuracy()

@@ -42,6 +42,14 @@ void CheckpointListModel::setEvaluations(const std::vector<engine::EvaluationMar
     if (!m_rows.empty()) emit dataChanged(index(0, 0), index(rowCount() - 1, ColumnCount - 1));
 }
 
+void CheckpointListModel::setValidation(bool validation)
+{
+    if (validation == m_validation) return;
+    m_validation = validation;
+    emit headerDataChanged(Qt::Horizontal, Accuracy, Accuracy);
+    if (!m_rows.empty()) emit dataChanged(index(0, Accuracy), index(rowCount() - 1, Accuracy));
+}
+
 QString CheckpointListModel::path(int row) const
 {
     return row >= 0 && row < rowCount() ? m_rows[std::size_t(row)].path : QString();
@@ -65,10 +73,20 @@ QVariant CheckpointListModel::data(const QModelIndex& index, int role) const
     const bool best = index.row() == m_best;
     if (role == BestRole) return best;
     if (role == Qt::ToolTipRole && index.column() == Accuracy)
-        return best ? tr("The run's best checkpoint: the highest test accuracy of its evaluations. "
-                         "Rotation keeps it besides the newest; towers-cli picks it with --best.")
-               : r.accuracy ? tr("The test accuracy (precision @ 1) measured at this step")
-                            : tr("Not evaluated at this step");
+        return best
+                   ? (m_validation
+                          ? tr("The run's best checkpoint: the highest validation accuracy of "
+                               "its evaluations. Rotation keeps it besides the newest; "
+                               "towers-cli picks it with --best. Measure it on the test set "
+                               "(Use for classifying, or towers-cli eval --checkpoint RUN --best).")
+                          : tr("The run's best checkpoint: the highest test accuracy of its "
+                               "evaluations. Rotation keeps it besides the newest; towers-cli "
+                               "picks it with --best."))
+               : r.accuracy
+                   ? (m_validation ? tr("The validation accuracy (precision @ 1) measured at "
+                                        "this step")
+                                   : tr("The test accuracy (precision @ 1) measured at this step"))
+                   : tr("Not evaluated at this step");
     if (role == PathRole || role == Qt::ToolTipRole) return r.path;
     if (role == Qt::FontRole && best && index.column() == Accuracy) {
         QFont bold;
@@ -109,7 +127,7 @@ QVariant CheckpointListModel::headerData(int section, Qt::Orientation orientatio
     case Step:
         return tr("Step");
     case Accuracy:
-        return tr("Test accuracy");
+        return m_validation ? tr("Validation accuracy") : tr("Test accuracy");
     case File:
         return tr("File");
     case Size:

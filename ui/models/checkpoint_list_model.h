@@ -38,6 +38,9 @@ public:
                         const std::vector<engine::EvaluationMark>& evaluations = {});
     // New evaluations for the same checkpoints: the rows stay (and the selection with them).
     void setEvaluations(const std::vector<engine::EvaluationMark>& evaluations);
+    // Which set the evaluations are on (the header, the tooltips): the run's validation set
+    // (TrainConfig::validation) or, by default, the test set.
+    void setValidation(bool validation);
     QString path(int row) const;
     // The row of the run's best checkpoint; -1 when none was evaluated.
     int bestRow() const { return m_best; }
@@ -59,6 +62,7 @@ private:
     };
     std::vector<Row> m_rows;
     int m_best = -1;
+    bool m_validation = false;
 };
 
 } // namespace towers::ui

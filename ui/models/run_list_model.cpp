@@ -61,7 +61,10 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
     if (role == Qt::ToolTipRole && index.column() == Modified)
         return locale.toString(r.modified, QLocale::LongFormat);
     if (role == Qt::ToolTipRole && index.column() == Accuracy && r.accuracy) {
-        const QString latest = tr("Test accuracy %1 % at step %2, the latest evaluation")
+        const QString latest = (r.config && r.config->validation > 0
+                                    ? tr("Validation accuracy %1 % at step %2, the latest "
+                                         "evaluation (the test set is left for after the run)")
+                                    : tr("Test accuracy %1 % at step %2, the latest evaluation"))
                                    .arg(locale.toString(*r.accuracy * 100, 'f', 2))
                                    .arg(locale.toString(qint64(r.accuracyStep)));
         return r.best ? latest + tr("\nBest checkpoint: %1 % at step %2")
@@ -107,11 +110,14 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
         QString text = locale.toString(qint64(r.lastStep));
         if (const std::int64_t total = app::runLength(r); total > 0)
             text += QStringLiteral(" / ") + locale.toString(qint64(total));
+        if (r.stoppedEarly) text += tr(", stopped early");
         return text;
     }
     case Accuracy:
-        return r.accuracy ? QStringLiteral("%1 %").arg(locale.toString(*r.accuracy * 100, 'f', 2))
-                          : QStringLiteral("–");
+        if (!r.accuracy) return QStringLiteral("–");
+        return r.config && r.config->validation > 0
+                   ? tr("%1 % val").arg(locale.toString(*r.accuracy * 100, 'f', 2))
+                   : QStringLiteral("%1 %").arg(locale.toString(*r.accuracy * 100, 'f', 2));
     case Checkpoints:
         return locale.toString(int(r.checkpoints.size()));
     case Modified:
@@ -157,6 +163,9 @@ QString RunListModel::columnKey(int column)
 
 QVariant RunListModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
+    if (orientation == Qt::Horizontal && role == Qt::ToolTipRole && section == Accuracy)
+        return tr("The latest evaluation's precision @ 1: on the test set, or on the validation "
+                  "set (\"val\") of a run that holds one out of its training images");
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
     switch (section) {
     case Run:
@@ -168,7 +177,7 @@ QVariant RunListModel::headerData(int section, Qt::Orientation orientation, int 
     case Steps:
         return tr("Steps");
     case Accuracy:
-        return tr("Test accuracy");
+        return tr("Accuracy");
     case Checkpoints:
         return tr("Checkpoints");
     case Modified:

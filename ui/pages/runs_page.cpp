@@ -530,10 +530,17 @@ void RunsPage::updateTitle()
                      .arg(QString::fromStdString(r->config->model),
                           QString::fromStdString(r->config->dataset), layoutText(*r->config),
                           QLocale().toString(qint64(r->lastStep)));
+    const bool validation = r->config && r->config->validation > 0;
     if (r->accuracy)
-        title += tr(", test accuracy %1 % at step %2")
+        title += (validation ? tr(", validation accuracy %1 % at step %2")
+                             : tr(", test accuracy %1 % at step %2"))
                      .arg(QLocale().toString(*r->accuracy * 100, 'f', 2))
                      .arg(r->accuracyStep);
+    if (r->stoppedEarly)
+        title += tr(", stopped early (%1 evaluations in a row without a better one)")
+                     .arg(r->config->patience);
+    if (m_compared.isEmpty())
+        m_accuracyPlot->setTitle(validation ? tr("Validation accuracy") : tr("Test accuracy"));
     if (r->config && !r->config->initFrom.empty())
         title += tr("; started from %1")
                      .arg(QString::fromStdString(r->config->initFrom).toHtmlEscaped());
@@ -603,6 +610,8 @@ void RunsPage::onFollowerUpdated()
         now.accuracy = c.accuracy.back();
         now.accuracyStep = std::int64_t(c.evalSteps.back());
     }
+    now.evaluations = app::evaluationsOf(c);
+    now.stoppedEarly = app::ranOutOfPatience(now);
     if (m_follower->isLive())
         now.trainingBy = m_follower->holder();
     else if (m_follower->state() == RunFollower::State::Ended)
@@ -649,6 +658,8 @@ void RunsPage::showCheckpoints(const std::vector<engine::CheckpointFile>& checkp
     for (std::size_t i = 0; same && i < checkpoints.size(); ++i)
         same = m_checkpoints->path(int(checkpoints.size() - 1 - i)) ==
                QString::fromStdString(checkpoints[i].path.string());
+    const auto* r = currentRun();
+    m_checkpoints->setValidation(r && r->config && r->config->validation > 0);
     if (same) {
         m_checkpoints->setEvaluations(evaluations); // an evaluation after its checkpoint
         return;
@@ -689,7 +700,7 @@ void RunsPage::setPlotSeries(const QStringList& names)
         m_accuracyPlot->addSeries(name, dots);
     }
     m_lossPlot->setTitle(tr("Loss of %1 runs").arg(names.size()));
-    m_accuracyPlot->setTitle(tr("Test accuracy of %1 runs").arg(names.size()));
+    m_accuracyPlot->setTitle(tr("Accuracy of %1 runs").arg(names.size()));
 }
 
 void RunsPage::updateComparison()
@@ -702,6 +713,7 @@ void RunsPage::updateComparison()
         // Back to the shown run's curves, as its follower read them.
         m_compare.cancel();
         setPlotSeries({});
+        updateTitle(); // the plot's title names the shown run's evaluated set
         const app::RunCurves& c = m_follower->curves();
         if (!m_shownRun.isEmpty() && m_follower->run() == m_shownRun) {
             m_lossPlot->setData(0, c.steps, c.loss);
@@ -750,8 +762,12 @@ void RunsPage::updateButtons()
     m_resume->setEnabled(r && r->config && m_resumeAllowed && !elsewhere);
     m_resume->setToolTip(
         elsewhere ? tr("Another process trains this run: it can be resumed once that stops")
-        : !m_resumeAllowed
-            ? tr("A run is training: stop it first")
+        : !m_resumeAllowed ? tr("A run is training: stop it first")
+        : r && r->stoppedEarly
+            ? tr("It stopped early (patience %1): resumed with its own configuration it ends at "
+                 "once; to train it on, resume it with a larger patience (towers-cli train "
+                 "--resume --run-dir RUN --patience N)")
+                  .arg(r->config->patience)
             : tr("Continues from the newest good checkpoint with the run's own configuration"));
     m_classify->setEnabled(!selectedCheckpoint().isEmpty());
     m_exportOnnx->setEnabled(!selectedCheckpoint().isEmpty() && !m_export.isRunning());

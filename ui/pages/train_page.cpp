@@ -162,6 +162,9 @@ bool TrainPage::startSession(engine::SessionOptions options)
     m_runDirectory = QString::fromStdString(options.runDirectory.string());
     m_outcomeText.clear();
     clearPlots();
+    const bool validation = options.config.validation > 0;
+    m_accuracy->setTitle(validation ? tr("Validation accuracy") : tr("Test accuracy"));
+    m_accuracy->setSeriesName(0, validation ? tr("validation set") : tr("test set"));
     m_history.reset(0, 0, options.config.batchPerTower);
     appendLog(options.resume
                   ? tr("Resuming the run in %1").arg(m_runDirectory)

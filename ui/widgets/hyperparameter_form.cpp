@@ -18,6 +18,7 @@
 
 #include <cmath>
 
+#include "engine/data/validation_split.h"
 #include "engine/errors.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/checkpoint.h"
@@ -248,12 +249,38 @@ void HyperparameterForm::buildUi()
     m_keep->setRange(1, 1000);
     m_keep->setPrefix(tr("keep "));
     m_keep->setToolTip(tr("How many of the newest checkpoints to keep; the checkpoint of the best "
-                          "test accuracy so far is kept besides them"));
+                          "evaluation so far (on the validation set when one is held out, else "
+                          "on the test set) is kept besides them"));
     connect(m_keep, &QSpinBox::valueChanged, this, &HyperparameterForm::update);
     ckForm->addRow(tr("&Checkpoint every:"), rowOf(ckBox, {{m_checkpointEvery, 1}, {m_keep, 0}}));
     m_evalEvery = make("evalEvery", F::Syntax::Integer, F::atLeast(0),
-                       tr("Steps between test-set evaluations; 0 = at the end only"));
+                       tr("Steps between evaluations (on the validation set when one is held "
+                          "out, else on the test set); 0 = at the end only"));
     ckForm->addRow(tr("E&valuate every:"), m_evalEvery);
+    m_validation = new QDoubleSpinBox(ckBox);
+    m_validation->setObjectName(QStringLiteral("validation"));
+    m_validation->setRange(0, 50);
+    m_validation->setDecimals(1);
+    m_validation->setSingleStep(5);
+    m_validation->setSuffix(tr(" %"));
+    m_validation->setSpecialValueText(tr("none: evaluate on the test set"));
+    m_validation->setToolTip(
+        tr("The share of each class's training images held out as a validation set: the run "
+           "evaluates on it, its best checkpoint is the best on it, and the test set stays "
+           "unseen until you measure that checkpoint on it (Classify page, or towers-cli eval "
+           "--checkpoint RUN --best). Every run with the same share holds out the same images."));
+    connect(m_validation, &QDoubleSpinBox::valueChanged, this, &HyperparameterForm::update);
+    ckForm->addRow(tr("&Validation set:"), m_validation);
+    m_patience = new QSpinBox(ckBox);
+    m_patience->setObjectName(QStringLiteral("patience"));
+    m_patience->setRange(0, 1000000);
+    m_patience->setSpecialValueText(tr("never"));
+    m_patience->setSuffix(tr(" evaluations without a better one"));
+    m_patience->setToolTip(tr("Stop the run early once this many evaluations in a row were no "
+                              "better than the best before them (its checkpoint is kept); needs "
+                              "evaluations during the run"));
+    connect(m_patience, &QSpinBox::valueChanged, this, &HyperparameterForm::update);
+    ckForm->addRow(tr("Stop &early after:"), m_patience);
     m_logEvery = make("logEvery", F::Syntax::Integer, F::atLeast(1),
                       tr("Steps between metrics and log lines"));
     ckForm->addRow(tr("Lo&g every:"), m_logEvery);
@@ -326,6 +353,8 @@ void HyperparameterForm::setConfig(const engine::TrainConfig& c)
     m_checkpointEvery->setText(QString::number(c.checkpointEvery));
     m_keep->setValue(c.keepCheckpoints);
     m_evalEvery->setText(QString::number(c.evalEvery));
+    m_validation->setValue(100 * c.validation);
+    m_patience->setValue(c.patience);
     m_logEvery->setText(QString::number(c.logEvery));
     m_loading = false;
     update();
@@ -364,6 +393,8 @@ engine::TrainConfig HyperparameterForm::config() const
     c.checkpointEvery = m_checkpointEvery->integer();
     c.keepCheckpoints = m_keep->value();
     c.evalEvery = m_evalEvery->integer();
+    c.validation = m_validation->value() / 100;
+    c.patience = m_patience->value();
     c.logEvery = m_logEvery->integer();
     return c;
 }
@@ -409,16 +440,27 @@ void HyperparameterForm::setTowers(int towers)
     update();
 }
 
-void HyperparameterForm::setTrainingSetSize(std::int64_t examples)
+void HyperparameterForm::setTrainingSetSize(std::int64_t examples,
+                                            std::vector<std::int64_t> classCounts)
 {
     m_trainCount = std::max<std::int64_t>(0, examples);
+    m_classCounts = std::move(classCounts);
     update();
+}
+
+std::int64_t HyperparameterForm::trainingImages() const
+{
+    const double share = m_validation->value() / 100;
+    if (!m_classCounts.empty())
+        return m_trainCount - engine::validationImages(m_classCounts, share);
+    return m_trainCount - std::llround(double(m_trainCount) * share);
 }
 
 std::int64_t HyperparameterForm::stepsPerEpoch() const
 {
     const std::int64_t global = std::int64_t(m_towers) * m_batch->value();
-    return m_trainCount > 0 ? m_trainCount / global : 0; // the last partial batch is dropped
+    const std::int64_t images = trainingImages();
+    return images > 0 ? images / global : 0; // the last partial batch is dropped
 }
 
 std::int64_t HyperparameterForm::totalSteps() const
@@ -490,11 +532,16 @@ void HyperparameterForm::update()
         const std::int64_t total = totalSteps();
         m_summary->setText(
             total > 0
-                ? tr("%1 steps, %2 examples in all%3.")
+                ? tr("%1 steps, %2 examples in all%3%4.")
                       .arg(QLocale().toString(total))
                       .arg(QLocale().toString(double(total) * double(global), 'g', 4))
                       .arg(stepsPerEpoch() > 0
                                ? tr(", %1 steps per epoch").arg(QLocale().toString(stepsPerEpoch()))
+                               : QString())
+                      .arg(c.validation > 0 && m_trainCount > 0
+                               ? tr("; %1 of the %2 training images held out for validation")
+                                     .arg(QLocale().toString(m_trainCount - trainingImages()))
+                                     .arg(QLocale().toString(m_trainCount))
                                : QString())
                 : tr("Load the dataset to see how many steps the epochs make."));
         updatePlot(c);

@@ -2,16 +2,19 @@
 // The run's hyperparameters, edited as a TrainConfig: optimizer and its constants, learning rate
 // and schedule (with a plot of the rate over the whole run), batch per tower and the resulting
 // global batch, length in steps or epochs, weight decay, EMA, seed, checkpoint, evaluation and
-// log intervals. Values are refused at the field with the reason; rules between fields come from
-// TrainConfig::validate() and are shown under the form.
+// log intervals, the validation set held out and the patience of an early stop. Values are refused
+// at the field with the reason; rules between fields come from TrainConfig::validate() and are
+// shown under the form.
 #include <QWidget>
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/train/train_config.h"
 
 class QCheckBox;
 class QComboBox;
+class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QPushButton;
@@ -42,9 +45,13 @@ public:
 
     // What the global batch and the schedule plot depend on, set by the other pages.
     void setTowers(int towers);
-    void setTrainingSetSize(std::int64_t examples); // 0: unknown
-    std::int64_t stepsPerEpoch() const;             // 0 when the set size is unknown
-    std::int64_t totalSteps() const;                // 0 when it cannot be told yet
+    // The training set's size (0: unknown) and, when known, its images per class, which tell
+    // exactly how many a validation share holds out (else it is estimated from the size).
+    void setTrainingSetSize(std::int64_t examples, std::vector<std::int64_t> classCounts = {});
+    // The images the run trains on: the set less the validation share's.
+    std::int64_t trainingImages() const;
+    std::int64_t stepsPerEpoch() const; // 0 when the set size is unknown
+    std::int64_t totalSteps() const;    // 0 when it cannot be told yet
 
     PlotWidget* schedulePlot() const { return m_plot; }
     ValidatedField* field(const QString& name) const; // "lr", "momentum", ... (tests)
@@ -74,6 +81,7 @@ private:
     engine::TrainConfig m_base;
     int m_towers = 1;
     std::int64_t m_trainCount = 0;
+    std::vector<std::int64_t> m_classCounts;
     QString m_error;
     bool m_loading = false;
 
@@ -113,6 +121,8 @@ private:
     ValidatedField* m_checkpointEvery;
     QSpinBox* m_keep;
     ValidatedField* m_evalEvery;
+    QDoubleSpinBox* m_validation; // TrainConfig::validation, in percent
+    QSpinBox* m_patience;
     ValidatedField* m_logEvery;
     QLabel* m_summary;
     PlotWidget* m_plot;
