@@ -275,7 +275,7 @@ void HyperparameterForm::buildUi()
     m_patience->setObjectName(QStringLiteral("patience"));
     m_patience->setRange(0, 1000000);
     m_patience->setSpecialValueText(tr("never"));
-    m_patience->setSuffix(tr(" evaluations without a better one"));
+    m_patience->setSuffix(tr(" evaluation(s) without a better one"));
     m_patience->setToolTip(tr("Stop the run early once this many evaluations in a row were no "
                               "better than the best before them (its checkpoint is kept); needs "
                               "evaluations during the run"));
