@@ -166,6 +166,39 @@ private slots:
         QVERIFY(!page.openLayers());
     }
 
+    // Test-set actions while the test set loads wait for the same load, none drops another's:
+    // the Layers window's dead channels, counted over the test set, still arrive when a test
+    // image is asked for during the load (each used to start a load that superseded the other).
+    void actionsWhileTheTestSetLoads()
+    {
+        ClassifyPage page;
+        const std::filesystem::path root = m_dir.path().toStdString();
+        page.setDatasetProvider([root](const std::string&) {
+            return ClassifyPage::DatasetSource{nullptr, {root}}; // loaded from disk, off the UI
+        });
+        QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
+        QSignalSpy answered(&page, &ClassifyPage::imageClassified);
+        QSignalSpy errors(&page, &ClassifyPage::errorOccurred);
+        page.openCheckpoint(m_checkpoint);
+        QVERIFY(loaded.wait(20000));
+        const QString png = m_dir.filePath(QStringLiteral("seventeen-again.png"));
+        QVERIFY(app::toQImage(m_data->test, 17).save(png));
+        page.classifyFile(png); // an image, so that Layers… opens; no test set needed
+        QVERIFY(answered.wait(20000));
+        answered.clear();
+        ui::LayersDialog* layers = page.openLayers(); // starts loading the test set
+        QVERIFY(layers);
+        page.classifyTestImage(5); // during that load
+        QVERIFY(answered.wait(20000));
+        QTRY_VERIFY_WITH_TIMEOUT(layers->deadChannels(1) >= 0, 20000);
+        const auto activity =
+            engine::Classifier(m_checkpoint.toStdString()).layerActivity(m_data->test, 1000, 100);
+        QCOMPARE(layers->deadChannels(1), std::int64_t(activity[0].deadChannels().size()));
+        QVERIFY(page.captionText().contains(QStringLiteral("test image 5")));
+        QCOMPARE(errors.count(), 0);
+        layers->close();
+    }
+
     // Without the checkpoint's test set the Layers window says why it has no dead channels, and
     // no error banner interrupts.
     void layersWithoutTheTestSet()

@@ -21,6 +21,8 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include <utility>
+
 #include "app/inference/image_files.h"
 #include "app/runs/run_builder.h"
 #include "ui/models/class_accuracy_model.h"
@@ -447,6 +449,15 @@ void ClassifyPage::withTestSet(std::function<void()> then,
         then();
         return;
     }
+    // A load of this dataset under way: this waits for it too, rather than starting another that
+    // would drop what the first one was for.
+    if (m_datasetJob.isRunning() && m_loadingDataset == name) {
+        m_testSetWaiters.push_back({std::move(then), std::move(failed)});
+        return;
+    }
+    m_testSetWaiters.clear(); // a load of another dataset: theirs is superseded
+    m_testSetWaiters.push_back({std::move(then), std::move(failed)});
+    m_loadingDataset = name;
     m_summary->setText(tr("Loading %1…").arg(QString::fromStdString(name)));
     auto path = source.searchPath.empty() ? engine::defaultSearchPath() : source.searchPath;
     // The folder the checkpoint's run found its dataset in first: its test set is that one.
@@ -457,20 +468,32 @@ void ClassifyPage::withTestSet(std::function<void()> then,
             return std::shared_ptr<const engine::Dataset>(
                 std::make_shared<engine::Dataset>(engine::loadDataset(name, path)));
         },
-        [this, then, failed](const app::JobResult<std::shared_ptr<const engine::Dataset>>& r) {
+        [this, name](const app::JobResult<std::shared_ptr<const engine::Dataset>>& r) {
+            const std::vector<TestSetWaiter> waiters = std::exchange(m_testSetWaiters, {});
+            m_loadingDataset.clear();
             m_summary->clear();
             if (!r.ok()) {
                 const QString why = tr("The test set is not available: %1").arg(r.error);
-                if (failed)
-                    failed(why);
-                else
-                    emit errorOccurred(why);
+                bool reported = false; // one banner for all that wait without their own answer
+                for (const TestSetWaiter& w : waiters) {
+                    if (w.failed) {
+                        w.failed(why);
+                    } else if (!reported) {
+                        emit errorOccurred(why);
+                        reported = true;
+                    }
+                }
                 updateControls();
                 return;
             }
             m_dataset = *r.value;
             m_testIndex->setRange(0, int(std::max<std::int64_t>(0, m_dataset->test.count - 1)));
-            then();
+            // Another checkpoint, of another dataset, since: what waited was for the former one.
+            if (!hasClassifier() || m_classifier->classifier->info().dataset != name) {
+                updateControls();
+                return;
+            }
+            for (const TestSetWaiter& w : waiters) w.then();
         });
     updateControls();
 }

@@ -131,7 +131,8 @@ private:
     void buildUi();
     void onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r, const QString& path);
     // Runs `then` once the checkpoint's test set is loaded (m_dataset); when it cannot be, says
-    // why in the error banner, or with `failed` (no banner) when given.
+    // why in the error banner, or with `failed` (no banner) when given. Calls while the set
+    // loads wait for that load, each `then` in turn.
     void withTestSet(std::function<void()> then, std::function<void(const QString&)> failed = {});
     // Counts the dead channels of every layer over the first test images into `dialog`.
     void countDeadChannels(LayersDialog* dialog);
@@ -166,6 +167,15 @@ private:
 
     app::LatestJob<std::shared_ptr<Shared>> m_load{this};
     app::LatestJob<std::shared_ptr<const engine::Dataset>> m_datasetJob{this};
+    // What waits for the test set m_datasetJob loads (withTestSet calls during the load, each
+    // then run in order), and the dataset it loads.
+    struct TestSetWaiter
+    {
+        std::function<void()> then;
+        std::function<void(const QString&)> failed;
+    };
+    std::vector<TestSetWaiter> m_testSetWaiters;
+    std::string m_loadingDataset;
     app::LatestJob<ImageAnswer> m_imageJob{this};
     app::LatestJob<app::TestSetPredictions> m_testJob{this};
     app::LatestJob<std::vector<app::FileAnswer>> m_manyJob{this};
