@@ -305,6 +305,19 @@ def inner(args):
         check(len(load_events(broken)) == cut_record, "a record with a flipped bit fails its CRC: reading stops before it")
         raw = event_pb2.Event.FromString(data[spans[0][0] + 12:spans[0][1] - 4])
         check(raw.file_version == "brain.Event:2", "the first record is the file version, brain.Event:2")
+
+        # A run that holds a validation set out: its evaluations are validation/ scalars.
+        validated = os.path.join(tmp, "validated")
+        cli("train", "--dataset", "fashion-mnist", "--steps", "4", "--towers", "2", "--batch-size", "16",
+            "--eval-every", "2", "--validation", "0.25", "--histogram-every", "0", "--run-dir", validated, "--json")
+        vevals = json_lines(os.path.join(validated, "eval.jsonl"))
+        check([e["set"] for e in vevals] == ["validation", "validation"], "eval.jsonl names the validation set")
+        vtags = accumulate(validated).Tags()["scalars"]
+        check("test/precision_at_1" not in vtags, "no test/ scalars for a run evaluated on its validation set")
+        for name, key in [("precision_at_1", "precisionAt1"), ("cross_entropy", "meanCrossEntropy")]:
+            got = [(s.step, s.value) for s in accumulate(validated).Scalars("validation/" + name)] \
+                if "validation/" + name in vtags else []
+            check(got == [(e["step"], f32(e[key])) for e in vevals], f"validation/{name}: eval.jsonl's values at steps 2, 4")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"check_events: {'FAILED: ' + str(len(failures)) + ' check(s)' if failures else 'all checks passed'}")
