@@ -97,6 +97,35 @@ private slots:
         QVERIFY(run.best);
     }
 
+    // A run that holds a validation set out and stops early ends as a finished run does, with
+    // the reason in its message; its evaluations are on the validation set.
+    void earlyStopEndsAsFinished()
+    {
+        QTemporaryDir runs;
+        TrainingController c;
+        Collected got;
+        collect(c, got);
+        QSignalSpy finished(&c, &TrainingController::finished);
+        auto options =
+            tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 80, 2, 2);
+        options.config.validation = 0.25;
+        options.config.patience = 1;
+        QVERIFY(c.start(options));
+        QVERIFY(finished.wait(60000));
+        QCOMPARE(finished.at(0).at(0).value<TrainingWorker::Outcome>(),
+                 TrainingWorker::Outcome::Finished);
+        const auto run = towers::app::readRun(runs.filePath(QStringLiteral("r")));
+        QVERIFY2(run.stoppedEarly, qPrintable(got.log.join(QLatin1Char('\n'))));
+        QCOMPARE(finished.at(0).at(1).toString(),
+                 QStringLiteral("stopped early at step %1 of 80: 1 evaluation(s) in a row "
+                                "without a better one")
+                     .arg(run.lastStep));
+        QCOMPARE(got.evalSteps.back(), run.lastStep);
+        QCOMPARE(towers::app::evaluatedSet(run), QStringLiteral("validation"));
+        QVERIFY(got.log.join(QLatin1Char('\n'))
+                    .contains(QStringLiteral("validation precision @ 1 = ")));
+    }
+
     void stopWithinAStepAndResume()
     {
         QTemporaryDir runs;
