@@ -166,7 +166,14 @@ void TrainingSession::build(TrainerObserver* observer)
     lo.pinned = !isHostBackend(c.backend);
     std::string dataNote;
     lo.drawsOnly = holdOnGpus(c, *train, dataNote);
-    m_loader = std::make_unique<BatchLoader>(*train, m_recipe, lo);
+    try {
+        m_loader = std::make_unique<BatchLoader>(*train, m_recipe, lo);
+    } catch (const InvalidArgument& e) {
+        if (!m_split) throw;
+        throw InvalidArgument(std::string(e.what()) + " (the training images left after " +
+                              std::to_string(m_split->validation.count) +
+                              " were held out for validation)");
+    }
 
     DataDescription data{m_dataset->classNames, m_recipe.toJson(), train->imageShape()};
     m_trainer =

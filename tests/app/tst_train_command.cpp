@@ -243,6 +243,10 @@ private slots:
         QTest::newRow("patience without evaluations")
             << QStringList{"train", "--patience", "3", "--eval-every", "0", "--steps", "5"} << 2
             << "patience: counts evaluations, and evalEvery is 0";
+        QTest::newRow("validation leaves less than a batch")
+            << QStringList{"train", "--validation", "0.5", "--batch-size", "200", "--towers",
+                           "1",     "--steps",      "1"}
+            << 2 << "were held out for validation";
         QTest::newRow("patience negative")
             << QStringList{"train", "--patience", "-1"} << 2 << "--patience";
     }
