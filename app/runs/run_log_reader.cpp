@@ -122,10 +122,12 @@ RunCurves RunLogReader::read()
     if (eval.restarted) {
         c.evalSteps.clear();
         c.accuracy.clear();
+        c.evalLoss.clear();
     }
     for (const QJsonObject& o : eval.objects) {
         c.evalSteps << double(o.value(QStringLiteral("step")).toInteger());
         c.accuracy << o.value(QStringLiteral("precisionAt1")).toDouble();
+        c.evalLoss << o.value(QStringLiteral("meanCrossEntropy")).toDouble();
     }
     return c;
 }

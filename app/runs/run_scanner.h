@@ -72,11 +72,12 @@ std::vector<engine::CheckpointFile> runCheckpoints(const QString& folder,
 std::optional<QString> runHolder(const QString& folder);
 
 // The logged curves of a run for its history plot: (step, loss) from metrics.jsonl and (step,
-// precision @ 1) from eval.jsonl, and where the latest logged step's time went. Lines that do not
-// parse are skipped.
+// precision @ 1) and (step, mean cross-entropy) from eval.jsonl, and where the latest logged step's
+// time went. Lines that do not parse are skipped.
 struct RunCurves
 {
     QVector<double> steps, loss, evalSteps, accuracy;
+    QVector<double> evalLoss;    // each evaluation's mean cross-entropy, beside evalSteps
     std::int64_t totalSteps = 0; // of the last metrics line; 0 when not logged
     double stepMs = 0, examplesPerSec = 0;
     // Each global tower's split of the latest step that logged one ("towerTimes": rank by rank,

@@ -147,6 +147,9 @@ private slots:
         QCOMPARE(configValue(page, QStringLiteral("optimizer/momentum")), QStringLiteral("0.9"));
         QTRY_COMPARE(page.lossPlot()->pointCount(0), 40);
         QCOMPARE(page.accuracyPlot()->pointCount(0), 1);
+        // The evaluation's cross-entropy beside the training loss, at its step.
+        QCOMPARE(page.lossPlot()->pointCount(1), 1);
+        QCOMPARE(page.lossPlot()->seriesName(1), QStringLiteral("test cross-entropy"));
 
         QSignalSpy resume(&page, &RunsPage::resumeRequested);
         QSignalSpy classify(&page, &RunsPage::classifyRequested);
@@ -280,7 +283,7 @@ private slots:
         QVERIFY(refreshed.wait(10000));
         page.selectRun(runs + QStringLiteral("/one"));
         QTRY_COMPARE(page.lossPlot()->pointCount(0), 20);
-        QCOMPARE(page.lossPlot()->seriesCount(), 1);
+        QCOMPARE(page.lossPlot()->seriesCount(), 2); // the loss, the evaluations' cross-entropy
 
         // Ctrl-click "two": both compared; the details stay the current run's.
         const QModelIndex two = page.shownRuns()->index(
@@ -310,7 +313,7 @@ private slots:
         // A plain click on "three": its own curves.
         page.selectRun(runs + QStringLiteral("/three"));
         QVERIFY(page.comparedRuns().isEmpty());
-        QCOMPARE(page.lossPlot()->seriesCount(), 1);
+        QCOMPARE(page.lossPlot()->seriesCount(), 2);
         QTRY_COMPARE(page.lossPlot()->pointCount(0), 30);
         QCOMPARE(page.lossPlot()->seriesName(0), QStringLiteral("loss"));
     }

@@ -85,6 +85,9 @@ private slots:
         QCOMPARE(page.lossPlot()->pointCount(1), 40);
         QCOMPARE(page.lrPlot()->pointCount(0), 40);
         QCOMPARE(page.accuracyPlot()->pointCount(0), 2);
+        // Each evaluation's cross-entropy beside the training loss.
+        QCOMPARE(page.lossPlot()->pointCount(2), 2);
+        QCOMPARE(page.lossPlot()->seriesName(2), QStringLiteral("test cross-entropy"));
         QCOMPARE(page.speedPlot()->seriesCount(), 3); // total + two towers
         QCOMPARE(page.speedPlot()->pointCount(2), 40);
         QCOMPARE(page.history().lastStep(), 40);

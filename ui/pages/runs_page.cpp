@@ -539,8 +539,11 @@ void RunsPage::updateTitle()
     if (r->stoppedEarly)
         title += tr(", stopped early (%1 evaluations in a row without a better one)")
                      .arg(r->config->patience);
-    if (m_compared.isEmpty())
+    if (m_compared.isEmpty()) {
         m_accuracyPlot->setTitle(validation ? tr("Validation accuracy") : tr("Test accuracy"));
+        m_lossPlot->setSeriesName(1, validation ? tr("validation cross-entropy")
+                                                : tr("test cross-entropy"));
+    }
     if (r->config && !r->config->initFrom.empty())
         title += tr("; started from %1")
                      .arg(QString::fromStdString(r->config->initFrom).toHtmlEscaped());
@@ -593,6 +596,7 @@ void RunsPage::onFollowerUpdated()
     const app::RunCurves& c = m_follower->curves();
     if (m_compared.isEmpty()) {
         m_lossPlot->setData(0, c.steps, c.loss);
+        m_lossPlot->setData(1, c.evalSteps, c.evalLoss);
         m_accuracyPlot->setData(0, c.evalSteps, c.accuracy);
     }
     showTowerTimes();
@@ -690,6 +694,7 @@ void RunsPage::setPlotSeries(const QStringList& names)
     if (names.isEmpty()) { // one run: its loss and accuracy, as the Train page draws them
         m_lossPlot->addSeries(tr("loss"));
         dots.colorSlot = 2;
+        m_lossPlot->addSeries(tr("test cross-entropy"), dots);
         m_accuracyPlot->addSeries(tr("precision @ 1"), dots);
         m_lossPlot->setTitle(tr("Loss"));
         m_accuracyPlot->setTitle(tr("Test accuracy"));
@@ -717,6 +722,7 @@ void RunsPage::updateComparison()
         const app::RunCurves& c = m_follower->curves();
         if (!m_shownRun.isEmpty() && m_follower->run() == m_shownRun) {
             m_lossPlot->setData(0, c.steps, c.loss);
+            m_lossPlot->setData(1, c.evalSteps, c.evalLoss);
             m_accuracyPlot->setData(0, c.evalSteps, c.accuracy);
         }
         emit comparisonShown();

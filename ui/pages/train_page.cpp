@@ -69,6 +69,11 @@ TrainPage::TrainPage(QWidget* parent)
     m_loss->setAxisLabels(tr("step"), tr("cross-entropy + weight decay"));
     m_loss->addSeries(tr("raw"), PlotWidget::SeriesStyle::raw());
     m_loss->addSeries(tr("smoothed"), PlotWidget::SeriesStyle::smoothed());
+    // The evaluations' cross-entropy beside the training loss: a gap that opens is overfitting.
+    PlotWidget::SeriesStyle evalLoss;
+    evalLoss.markers = true;
+    evalLoss.colorSlot = 2;
+    m_loss->addSeries(tr("test cross-entropy"), evalLoss);
     m_accuracy = new PlotWidget(tr("Test accuracy"), plots);
     m_accuracy->setAxisLabels(tr("step"), tr("precision @ 1"));
     m_accuracy->setYRange(0, 1);
@@ -165,6 +170,8 @@ bool TrainPage::startSession(engine::SessionOptions options)
     const bool validation = options.config.validation > 0;
     m_accuracy->setTitle(validation ? tr("Validation accuracy") : tr("Test accuracy"));
     m_accuracy->setSeriesName(0, validation ? tr("validation set") : tr("test set"));
+    m_loss->setSeriesName(2,
+                          validation ? tr("validation cross-entropy") : tr("test cross-entropy"));
     m_history.reset(0, 0, options.config.batchPerTower);
     appendLog(options.resume
                   ? tr("Resuming the run in %1").arg(m_runDirectory)
@@ -292,6 +299,7 @@ void TrainPage::onEvents(const app::TrainingEvents& events)
     for (const auto& r : events.evaluations) {
         m_history.addEvaluation(r);
         m_accuracy->addPoint(0, double(r.step), r.precisionAt1); // the trainer logs it too
+        m_loss->addPoint(2, double(r.step), r.meanCrossEntropy);
     }
     for (const auto& line : events.logLines) appendLog(line);
     for (const auto& [file, step] : events.checkpoints) emit checkpointWritten(file, step);
