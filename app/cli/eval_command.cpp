@@ -1,5 +1,5 @@
 // towers-cli eval: precision @ 1, per-class accuracy and confusion matrix of a checkpoint on its
-// dataset's test set.
+// dataset's test set, or on the validation set its run held out of the training images.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -11,6 +11,8 @@
 #include "app/inference/test_set_predictions.h"
 #include "app/runs/run_builder.h"
 #include "engine/data/dataset.h"
+#include "engine/data/validation_split.h"
+#include "engine/train/checkpoint.h"
 #include "engine/train/classifier.h"
 
 namespace towers::app {
@@ -26,7 +28,11 @@ int runEval(const QStringList& args, CommandIo& io)
                        "per class its accuracy (recall), precision and F1, and the confusion "
                        "matrix. Uses the moving averages of "
                        "the weights when the\n"
-                       "checkpoint has them (as the tutorial's evaluator does) unless --no-ema."));
+                       "checkpoint has them (as the tutorial's evaluator does) unless --no-ema.\n"
+                       "With --set validation, on the validation set its run held out instead "
+                       "(train --validation):\n"
+                       "the same images the run evaluated on, so that the test set stays unseen "
+                       "while you choose."));
     p.addOptions({
         {QStringLiteral("checkpoint"),
          QStringLiteral(
@@ -36,6 +42,10 @@ int runEval(const QStringList& args, CommandIo& io)
         bestOption(),
         {QStringLiteral("data-dir"), QStringLiteral("Look for the dataset in this folder first."),
          QStringLiteral("dir")},
+        {QStringLiteral("set"),
+         QStringLiteral("test (default) or validation: the share of the training images the "
+                        "checkpoint's run held out (train --validation)."),
+         QStringLiteral("name")},
         {QStringLiteral("no-ema"),
          QStringLiteral("Use the raw weights, not their moving averages.")},
         {QStringLiteral("layers"),
@@ -52,6 +62,11 @@ int runEval(const QStringList& args, CommandIo& io)
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
+    QString setName;
+    if (!choiceOption(p, QStringLiteral("set"), {"test", "validation"}, setName, io))
+        return ExitUsage;
+    if (setName.isEmpty()) setName = QStringLiteral("test");
+    const bool validation = setName == QLatin1String("validation");
     QString checkpointFile;
     if (const int c = checkpointOption(p, QStringLiteral("towers-cli eval"), io, checkpointFile);
         c != ExitOk)
@@ -72,20 +87,34 @@ int runEval(const QStringList& args, CommandIo& io)
     if (info.dataset.empty())
         throw engine::IoError(checkpointFile.toStdString() +
                               ": the checkpoint does not say which dataset it was trained on");
+    // The run's validation set: its share of the training images, drawn as the run drew it.
+    double share = 0;
+    if (validation) {
+        if (!info.config.empty()) share = engine::TrainConfig::fromJson(info.config).validation;
+        if (share <= 0) {
+            io.err << "towers-cli eval: --set validation: the run of " << checkpointFile
+                   << " held out no validation set (train with --validation to hold one out); "
+                      "without --set, eval measures the test set\n";
+            return ExitFailure;
+        }
+    }
     const engine::Dataset data = engine::loadDatasetPreferring(
         info.dataset, p.value(QStringLiteral("data-dir")).toStdString(), path);
-    const engine::EvalResult r = classifier.evaluate(data.test, batch);
+    std::optional<engine::ValidationSplit> split;
+    if (validation) split = engine::splitValidation(data.train, int(data.classNames.size()), share);
+    const engine::ImageSet& set = split ? split->validation : data.test;
+    const engine::EvalResult r = classifier.evaluate(set, batch);
     const int k = r.numClasses;
     const auto scores = engine::classScores(r.confusion, k);
     const auto className = [&](int c) {
         return QString::fromStdString(classifier.classNames()[std::size_t(c)]);
     };
     std::vector<engine::LayerActivity> activity;
-    if (p.isSet(QStringLiteral("layers"))) activity = classifier.layerActivity(data.test, 0, batch);
+    if (p.isSet(QStringLiteral("layers"))) activity = classifier.layerActivity(set, 0, batch);
     std::optional<TestSetPredictions> predictions;
     std::vector<std::int64_t> mistakes;
     if (p.isSet(QStringLiteral("mistakes"))) {
-        predictions = classifyTestSet(classifier, data.test, nullptr, nullptr, batch);
+        predictions = classifyTestSet(classifier, set, nullptr, nullptr, batch);
         mistakes = predictions->confidentMistakes(std::size_t(mistakeCount));
     }
     if (p.isSet(QStringLiteral("json"))) {
@@ -104,6 +133,7 @@ int runEval(const QStringList& args, CommandIo& io)
             {QStringLiteral("model"), QString::fromStdString(info.model)},
             {QStringLiteral("dataset"), QString::fromStdString(info.dataset)},
             {QStringLiteral("data_folder"), QString::fromStdString(data.location.string())},
+            {QStringLiteral("set"), setName},
             {QStringLiteral("step"), qint64(info.step)},
             {QStringLiteral("ema"), r.ema},
             {QStringLiteral("examples"), qint64(r.examples)},
@@ -149,7 +179,7 @@ int runEval(const QStringList& args, CommandIo& io)
            << QString::fromStdString(data.location.string()) << "), "
            << (r.ema ? "moving averages of the weights" : "raw weights") << "\n"
            << "precision @ 1 = " << QString::number(r.precisionAt1, 'f', 4) << " (" << r.correct
-           << " of " << r.examples << " test examples), mean cross-entropy "
+           << " of " << r.examples << " " << setName << " examples), mean cross-entropy "
            << QString::number(r.meanCrossEntropy, 'f', 4) << "\n\n";
     int width = 5;
     for (const auto& n : classifier.classNames()) width = std::max(width, int(n.size()));
@@ -184,11 +214,10 @@ int runEval(const QStringList& args, CommandIo& io)
     if (predictions) {
         io.out << "\n";
         if (mistakes.empty())
-            io.out << "no test image is classified wrongly\n";
+            io.out << "no " << setName << " image is classified wrongly\n";
         else
-            io.out << "the " << mistakes.size()
-                   << " wrong answer(s) the network was surest of (test image: true class -> "
-                      "predicted, probability)\n";
+            io.out << "the " << mistakes.size() << " wrong answer(s) the network was surest of ("
+                   << setName << " image: true class -> predicted, probability)\n";
         for (const std::int64_t i : mistakes)
             io.out << QString::number(i).rightJustified(8) << "  "
                    << className(predictions->truth[std::size_t(i)]) << " -> "
@@ -197,8 +226,8 @@ int runEval(const QStringList& args, CommandIo& io)
                    << " %\n";
     }
     if (!activity.empty()) {
-        io.out << "\nlayers over the " << activity.front().images
-               << " test images (a dead channel is zero on every one: it passes nothing on)\n";
+        io.out << "\nlayers over the " << activity.front().images << " " << setName
+               << " images (a dead channel is zero on every one: it passes nothing on)\n";
         int nameWidth = 5;
         for (const auto& a : activity) nameWidth = std::max(nameWidth, int(a.name.size()));
         io.out << QStringLiteral("layer").leftJustified(nameWidth) << "  channels   dead\n";

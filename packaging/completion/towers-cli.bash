@@ -21,7 +21,7 @@ _towers_cli()
                 --weight-decay --ema-decay --augment --seed --init-from --run-dir --checkpoint-every
                 --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --validation --patience --log-every --histogram-every --loader-workers --json --help" ;;
         lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --threads-per-tower --seed --init-from --min-lr --max-lr --steps --json --help" ;;
-        eval) options="--checkpoint --best --data-dir --no-ema --layers --mistakes --batch-size --json --help" ;;
+        eval) options="--checkpoint --best --data-dir --set --no-ema --layers --mistakes --batch-size --json --help" ;;
         classify) options="--checkpoint --best --top-k --no-ema --layers --json --help" ;;
         export) options="--checkpoint --best --output --opset --layout --no-ema --force --json --help" ;;
         runs) options="--runs-dir --json --trash --help" ;;
@@ -55,6 +55,7 @@ _towers_cli()
         --optimizer) COMPREPLY=($(compgen -W "sgd momentum nesterov adam" -- "$cur")); return ;;
         --lr-schedule) COMPREPLY=($(compgen -W "constant exponential step cosine onecycle" -- "$cur")); return ;;
         --augment) COMPREPLY=($(compgen -W "default none" -- "$cur")); return ;;
+        --set) COMPREPLY=($(compgen -W "test validation" -- "$cur")); return ;;
         --allreduce) COMPREPLY=($(compgen -W "auto host" -- "$cur")); return ;;
         --gpu-data) COMPREPLY=($(compgen -W "auto off" -- "$cur")); return ;;
         --cuda-graphs|--cudnn-benchmark) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;

@@ -247,6 +247,8 @@ private slots:
             << QStringList{"train", "--validation", "0.5", "--batch-size", "200", "--towers",
                            "1",     "--steps",      "1"}
             << 2 << "were held out for validation";
+        QTest::newRow("eval: bad set") << QStringList{"eval", "--set", "train"} << 2
+                                       << "--set must be test or validation, got 'train'";
         QTest::newRow("patience negative")
             << QStringList{"train", "--patience", "-1"} << 2 << "--patience";
     }
@@ -398,6 +400,22 @@ private slots:
                      .value(QStringLiteral("examples"))
                      .toInteger(),
                  qint64(64));
+        // --set validation: the run's own validation images again, the run's own answer.
+        const CliRun again2 = run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), dir,
+                                   QStringLiteral("--best"), QStringLiteral("--set"),
+                                   QStringLiteral("validation"), QStringLiteral("--json")});
+        QVERIFY2(again2.exitCode == 0, qPrintable(again2.err + again2.out));
+        const QJsonObject v = QJsonDocument::fromJson(again2.out.toUtf8()).object();
+        QCOMPARE(v.value(QStringLiteral("set")).toString(), QStringLiteral("validation"));
+        QCOMPARE(v.value(QStringLiteral("examples")).toInteger(), qint64(64));
+        QCOMPARE(v.value(QStringLiteral("precision_at_1")).toDouble(), highest);
+        // A run without a validation set has none to measure.
+        const CliRun none = run({QStringLiteral("eval"), QStringLiteral("--checkpoint"),
+                                 path(QStringLiteral("runs/text")), QStringLiteral("--set"),
+                                 QStringLiteral("validation")});
+        QCOMPARE(none.exitCode, 1);
+        QVERIFY2(none.err.contains(QStringLiteral("held out no validation set")),
+                 qPrintable(none.err));
     }
 
     // lr-find: the range test on the dataset with a run's towers and batch, every step in JSON
