@@ -29,8 +29,8 @@ int runEval(const QStringList& args, CommandIo& io)
                        "matrix. Uses the moving averages of "
                        "the weights when the\n"
                        "checkpoint has them (as the tutorial's evaluator does) unless --no-ema.\n"
-                       "With --set validation, on the validation set its run held out instead "
-                       "(train --validation):\n"
+                       "With --set validation, on the validation set its run held out of "
+                       "the training images instead:\n"
                        "the same images the run evaluated on, so that the test set stays unseen "
                        "while you choose."));
     p.addOptions({
@@ -44,7 +44,7 @@ int runEval(const QStringList& args, CommandIo& io)
          QStringLiteral("dir")},
         {QStringLiteral("set"),
          QStringLiteral("test (default) or validation: the share of the training images the "
-                        "checkpoint's run held out (train --validation)."),
+                        "checkpoint's run held out for validation."),
          QStringLiteral("name")},
         {QStringLiteral("no-ema"),
          QStringLiteral("Use the raw weights, not their moving averages.")},
