@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "engine/data/batch_loader.h"
+#include "engine/data/validation_split.h"
 #include "engine/errors.h"
 #include "engine/ops/backends.h"
 #include "engine/train/recipe.h"
@@ -81,7 +83,10 @@ LrRangeResult runLrRangeTest(const TrainConfig& config, const Dataset& dataset,
     lo.seed = c.seed;
     lo.augment = c.augmentation != "none";
     lo.pinned = !isHostBackend(c.backend);
-    BatchLoader loader(dataset.train, recipe, lo);
+    // The images the run would train on: without its validation share (TrainConfig::validation).
+    std::optional<ValidationSplit> split;
+    if (c.validation > 0) split = splitValidation(dataset.train, c.classes, c.validation);
+    BatchLoader loader(split ? split->train : dataset.train, recipe, lo);
     if (loader.stepsPerEpoch() < 1)
         throw InvalidArgument("the training set has fewer examples than one global batch of " +
                               std::to_string(c.towers * c.batchPerTower));

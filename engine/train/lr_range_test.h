@@ -48,7 +48,8 @@ struct LrRangeResult
     std::string note; // how the suggestion was made, or why there is none
 };
 
-// Runs the test for `config` (its dataset already loaded as `dataset`) on its towers.
+// Runs the test for `config` (its dataset already loaded as `dataset`) on its towers, on the images
+// its run would train on (without the validation share of TrainConfig::validation).
 // `onPoint` after each step; returning false stops the test there. Throws like a Trainer for a
 // configuration that cannot train.
 LrRangeResult runLrRangeTest(const TrainConfig& config, const Dataset& dataset,
