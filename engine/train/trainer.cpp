@@ -650,7 +650,8 @@ bool Trainer::runEvaluation(const std::stop_token& stop)
     }
     if (m_config.patience > 0) {
         std::string why;
-        if (patienceRanOut(why)) {
+        // (Asked on every process alike; at the last step the run simply finishes.)
+        if (patienceRanOut(why) && r.step < m_total) {
             m_stopEarly = true;
             log("stopping early at step " + std::to_string(r.step) + ": " + why);
         }

@@ -429,9 +429,9 @@ private slots:
             void onLog(const std::string& line) override { lines << QString::fromStdString(line); }
             void onFinished(std::int64_t step) override { finished = step; }
         };
-        const auto resume = [&](int patience, Log& log) {
+        const auto resume = [&](int patience, Log& log, std::int64_t steps = 20) {
             TrainConfig longer = readConfigOf(run);
-            longer.steps = 20;
+            longer.steps = steps;
             longer.evalEvery = 1;
             longer.patience = patience;
             auto src = syntheticBatchesFor(longer);
@@ -467,6 +467,10 @@ private slots:
         // A larger patience trains on, to its own run-out.
         Log more;
         QCOMPARE(resume(5, more), std::make_pair(Trainer::Outcome::StoppedEarly, std::int64_t(9)));
+        // Patience that runs out at the last step: the run simply finishes there.
+        Log last;
+        QCOMPARE(resume(6, last, 10), std::make_pair(Trainer::Outcome::Finished, std::int64_t(10)));
+        QVERIFY(!last.lines.join('\n').contains("stop"));
         // Without patience, to the end.
         Log rest;
         QCOMPARE(resume(0, rest), std::make_pair(Trainer::Outcome::Finished, std::int64_t(20)));
