@@ -584,7 +584,9 @@ bool Trainer::rotatable(const std::filesystem::path& file)
 const std::optional<EvaluationMark>& Trainer::bestEvaluationSoFar()
 {
     if (!m_bestRead && m_dir) {
-        m_best = bestEvaluation(readEvaluations(m_dir->evalPath()));
+        const auto marks = readEvaluations(m_dir->evalPath());
+        m_best = bestEvaluation(marks);
+        m_sinceBest = evaluationsSinceBest(marks);
         m_bestRead = true;
     }
     return m_best;
@@ -643,10 +645,13 @@ bool Trainer::runEvaluation(const std::stop_token& stop)
     // it is beyond keepCheckpoints.
     if (m_dir && (!best || r.precisionAt1 > best->precisionAt1)) {
         m_best = EvaluationMark{r.step, r.precisionAt1};
+        m_sinceBest = 0;
         if (m_lastCheckpointStep != r.step)
             writeCheckpoint();
         else
             rotateCheckpoints(r.step);
+    } else if (m_dir) {
+        ++m_sinceBest; // no better (an equal one neither)
     }
     if (m_config.patience > 0) {
         std::string why;
@@ -664,11 +669,10 @@ bool Trainer::patienceRanOut(std::string& why)
     if (m_config.patience <= 0) return false;
     bool out = false;
     if (m_dir) {
-        const auto marks = readEvaluations(m_dir->evalPath());
-        const int since = evaluationsSinceBest(marks);
-        out = since >= m_config.patience;
+        const auto& best = bestEvaluationSoFar();
+        const int since = m_sinceBest;
+        out = best && since >= m_config.patience;
         if (out) {
-            const auto best = bestEvaluation(marks);
             char text[200];
             std::snprintf(text, sizeof text,
                           "the last %d evaluations were no better than step %lld's (%s precision "

@@ -189,15 +189,17 @@ private:
     bool stopVote(const std::stop_token& stop);
     // false when a stop ended it part-way (nothing is recorded then).
     bool runEvaluation(const std::stop_token& stop);
-    // Whether TrainConfig::patience has run out by eval.jsonl (rank 0's reading, on every
-    // process); `why` gets rank 0's reason ("the last 3 evaluations were no better than ...").
+    // Whether TrainConfig::patience has run out: rank 0's count of the evaluations since the best
+    // (read from eval.jsonl once with the best, then kept), on every process; `why` gets rank 0's
+    // reason ("the last 3 evaluations were no better than ...").
     bool patienceRanOut(std::string& why);
     void log(const std::string& line);
     // Whether `file` is a checkpoint of this run that may be rotated away.
     bool rotatable(const std::filesystem::path& file);
     void rotateCheckpoints(std::int64_t newest);
-    // The run's best evaluation so far (eval.jsonl's highest precision @ 1, read once), whose
-    // checkpoint rotation keeps; nullopt before the first, and on the ranks that write no run.
+    // The run's best evaluation so far (eval.jsonl's highest precision @ 1, read once, with
+    // m_sinceBest), whose checkpoint rotation keeps; nullopt before the first, and on the ranks
+    // that write no run.
     const std::optional<EvaluationMark>& bestEvaluationSoFar();
 
     enum class Start
@@ -220,6 +222,7 @@ private:
     std::int64_t m_lastCheckpointStep = -1;
     std::int64_t m_lastEvalStep = -1;
     std::optional<EvaluationMark> m_best; // bestEvaluationSoFar()
+    int m_sinceBest = 0; // the evaluations after m_best (evaluationsSinceBest), kept with it
     bool m_bestRead = false;
     // Pace of this run() for the ETA: when it started, at which step, and time spent paused.
     std::chrono::steady_clock::time_point m_runStart{};
