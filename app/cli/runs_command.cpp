@@ -35,7 +35,7 @@ QString stateText(const RunSummary& r)
 {
     if (!r.config) return QStringLiteral("unreadable");
     if (r.trainingBy) return QStringLiteral("training");
-    if (r.stoppedEarly) return QStringLiteral("stopped early");
+    if (stoppedEarly(r)) return QStringLiteral("stopped early");
     const std::int64_t total = runLength(r);
     return total > 0 && r.lastStep >= total ? QStringLiteral("finished")
                                             : QStringLiteral("stopped");
@@ -48,7 +48,7 @@ QString accuracyText(const RunSummary& r)
     return QStringLiteral("%1 % @ %2%3")
         .arg(*r.accuracy * 100, 0, 'f', 2)
         .arg(r.accuracyStep)
-        .arg(r.config && r.config->validation > 0 ? QStringLiteral(" val") : QString());
+        .arg(evaluatesOnValidation(r) ? QStringLiteral(" val") : QString());
 }
 
 // The JSON key of an accuracy of the run's evaluations: "test_accuracy" or
@@ -120,7 +120,7 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
         o.insert(QStringLiteral("precision"),
                  QString::fromStdString(std::string(precisionName(r.config->precision))));
         o.insert(QStringLiteral("evaluated_on"), evaluatedSet(r));
-        if (r.config->validation > 0)
+        if (evaluatesOnValidation(r))
             o.insert(QStringLiteral("validation_share"), r.config->validation);
         if (r.config->patience > 0) o.insert(QStringLiteral("patience"), r.config->patience);
     }
@@ -224,14 +224,14 @@ void printRun(const RunSummary& r, CommandIo& io)
                                       .arg(evaluatedSet(r))
                                       .arg(r.accuracyStep)
                                 : QStringLiteral("not evaluated yet"));
-    if (r.config && r.config->validation > 0)
+    if (evaluatesOnValidation(r))
         line("validation", QStringLiteral("%1 % of each class's training images held out; the "
                                           "test set is left for eval --best")
                                .arg(r.config->validation * 100, 0, 'g', 3));
     const QString state = stateText(r);
     if (state == QLatin1String("training"))
         line("state", QStringLiteral("training now: ") + *r.trainingBy);
-    else if (r.stoppedEarly)
+    else if (stoppedEarly(r))
         line("state", QStringLiteral("stopped early at step %1: %2 evaluations in a row "
                                      "without a better one (patience %3)")
                           .arg(r.lastStep)

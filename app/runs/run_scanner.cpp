@@ -87,20 +87,23 @@ RunSummary readRun(const QString& folder)
         engine::readEvaluations(dir.filePath(QStringLiteral("eval.jsonl")).toStdString());
     r.best = engine::bestCheckpoint(r.checkpoints, r.evaluations);
     r.trainingBy = runHolder(r.folder);
-    r.stoppedEarly = ranOutOfPatience(r);
     return r;
 }
 
-bool ranOutOfPatience(const RunSummary& r)
+bool stoppedEarly(const RunSummary& r)
 {
     return r.config && r.config->patience > 0 && r.lastStep < runLength(r) &&
            engine::evaluationsSinceBest(r.evaluations) >= r.config->patience;
 }
 
+bool evaluatesOnValidation(const RunSummary& r)
+{
+    return r.config && r.config->validation > 0;
+}
+
 QString evaluatedSet(const RunSummary& r)
 {
-    return r.config && r.config->validation > 0 ? QStringLiteral("validation")
-                                                : QStringLiteral("test");
+    return evaluatesOnValidation(r) ? QStringLiteral("validation") : QStringLiteral("test");
 }
 
 std::vector<RunSummary> scanRuns(const QString& runsDir)

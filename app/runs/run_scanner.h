@@ -41,15 +41,15 @@ struct RunSummary
     // Who trains the run right now (RunLock::holder: "process 1234 on host h since ... (towers-cli
     // train)"), or nullopt when nobody holds its lock. This process's own training counts too.
     std::optional<QString> trainingBy;
-    // Its patience ran out before its last step (TrainConfig::patience): it ended there.
-    bool stoppedEarly = false;
 };
 
-// Whether its patience (TrainConfig::patience) ran out before its last step: the evaluations after
-// the best are as many as the patience (what sets RunSummary::stoppedEarly).
-bool ranOutOfPatience(const RunSummary& run);
-// The set its evaluations are on: "validation" for a run that holds one out
-// (TrainConfig::validation), else "test".
+// Whether its patience (TrainConfig::patience) ran out before its last step, so that it ended
+// there: the evaluations after the best are as many as the patience.
+bool stoppedEarly(const RunSummary& run);
+// Whether it evaluates on a validation set held out of its training images
+// (TrainConfig::validation) rather than on the test set.
+bool evaluatesOnValidation(const RunSummary& run);
+// The set its evaluations are on: "validation" or "test".
 QString evaluatedSet(const RunSummary& run);
 
 // The run's length when known: the totalSteps it logged (an epochs run's too), else its configured

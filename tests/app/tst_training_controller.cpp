@@ -115,7 +115,7 @@ private slots:
         QCOMPARE(finished.at(0).at(0).value<TrainingWorker::Outcome>(),
                  TrainingWorker::Outcome::Finished);
         const auto run = towers::app::readRun(runs.filePath(QStringLiteral("r")));
-        QVERIFY2(run.stoppedEarly, qPrintable(got.log.join(QLatin1Char('\n'))));
+        QVERIFY2(towers::app::stoppedEarly(run), qPrintable(got.log.join(QLatin1Char('\n'))));
         QCOMPARE(finished.at(0).at(1).toString(),
                  QStringLiteral("stopped early at step %1 of 80: 1 evaluation(s) in a row "
                                 "without a better one")

@@ -70,7 +70,8 @@ private slots:
         // stopped early.
         app::RunSummary validated = *model.run(0);
         validated.config->validation = 0.1;
-        validated.stoppedEarly = true;
+        validated.config->patience = 1;
+        validated.evaluations = {{100, 0.95}, {250, 0.9123}}; // one no better, before step 500
         model.updateRun(0, validated);
         QCOMPARE(model.data(model.index(0, ui::RunListModel::Accuracy)).toString(),
                  QStringLiteral("91.23 % val"));

@@ -61,7 +61,7 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
     if (role == Qt::ToolTipRole && index.column() == Modified)
         return locale.toString(r.modified, QLocale::LongFormat);
     if (role == Qt::ToolTipRole && index.column() == Accuracy && r.accuracy) {
-        const QString latest = (r.config && r.config->validation > 0
+        const QString latest = (app::evaluatesOnValidation(r)
                                     ? tr("Validation accuracy %1 % at step %2, the latest "
                                          "evaluation (the test set is left for after the run)")
                                     : tr("Test accuracy %1 % at step %2, the latest evaluation"))
@@ -110,12 +110,12 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
         QString text = locale.toString(qint64(r.lastStep));
         if (const std::int64_t total = app::runLength(r); total > 0)
             text += QStringLiteral(" / ") + locale.toString(qint64(total));
-        if (r.stoppedEarly) text += tr(", stopped early");
+        if (app::stoppedEarly(r)) text += tr(", stopped early");
         return text;
     }
     case Accuracy:
         if (!r.accuracy) return QStringLiteral("–");
-        return r.config && r.config->validation > 0
+        return app::evaluatesOnValidation(r)
                    ? tr("%1 % val").arg(locale.toString(*r.accuracy * 100, 'f', 2))
                    : QStringLiteral("%1 %").arg(locale.toString(*r.accuracy * 100, 'f', 2));
     case Checkpoints:

@@ -530,13 +530,13 @@ void RunsPage::updateTitle()
                      .arg(QString::fromStdString(r->config->model),
                           QString::fromStdString(r->config->dataset), layoutText(*r->config),
                           QLocale().toString(qint64(r->lastStep)));
-    const bool validation = r->config && r->config->validation > 0;
+    const bool validation = app::evaluatesOnValidation(*r);
     if (r->accuracy)
         title += (validation ? tr(", validation accuracy %1 % at step %2")
                              : tr(", test accuracy %1 % at step %2"))
                      .arg(QLocale().toString(*r->accuracy * 100, 'f', 2))
                      .arg(r->accuracyStep);
-    if (r->stoppedEarly)
+    if (app::stoppedEarly(*r))
         title += tr(", stopped early (%1 evaluations in a row without a better one)")
                      .arg(r->config->patience);
     if (m_compared.isEmpty()) {
@@ -615,7 +615,6 @@ void RunsPage::onFollowerUpdated()
         now.accuracyStep = std::int64_t(c.evalSteps.back());
     }
     now.evaluations = app::evaluationsOf(c);
-    now.stoppedEarly = app::ranOutOfPatience(now);
     if (m_follower->isLive())
         now.trainingBy = m_follower->holder();
     else if (m_follower->state() == RunFollower::State::Ended)
@@ -663,7 +662,7 @@ void RunsPage::showCheckpoints(const std::vector<engine::CheckpointFile>& checkp
         same = m_checkpoints->path(int(checkpoints.size() - 1 - i)) ==
                QString::fromStdString(checkpoints[i].path.string());
     const auto* r = currentRun();
-    m_checkpoints->setValidation(r && r->config && r->config->validation > 0);
+    m_checkpoints->setValidation(r && app::evaluatesOnValidation(*r));
     if (same) {
         m_checkpoints->setEvaluations(evaluations); // an evaluation after its checkpoint
         return;
@@ -769,7 +768,7 @@ void RunsPage::updateButtons()
     m_resume->setToolTip(
         elsewhere ? tr("Another process trains this run: it can be resumed once that stops")
         : !m_resumeAllowed ? tr("A run is training: stop it first")
-        : r && r->stoppedEarly
+        : r && app::stoppedEarly(*r)
             ? tr("It stopped early (patience %1): resumed with its own configuration it ends at "
                  "once; to train it on, resume it with a larger patience (towers-cli train "
                  "--resume --run-dir RUN --patience N)")
