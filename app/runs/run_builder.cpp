@@ -7,6 +7,7 @@
 #include <QFile>
 
 #include "app/runs/run_scanner.h"
+#include "engine/data/validation_split.h"
 #include "engine/errors.h"
 #include "engine/models/registry.h"
 #include "engine/train/run_directory.h"
@@ -155,7 +156,7 @@ std::optional<double> validationShare(const QString& text)
     double v = t.trimmed().toDouble(&ok);
     if (!ok || !std::isfinite(v)) return std::nullopt;
     if (percent) v /= 100;
-    if (v < 0 || v > 0.5) return std::nullopt;
+    if (v < 0 || v > engine::kMaxValidationShare) return std::nullopt;
     return v;
 }
 

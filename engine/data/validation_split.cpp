@@ -48,7 +48,7 @@ std::int64_t validationImages(const std::vector<std::int64_t>& classCounts, doub
 
 ValidationSplit splitValidation(const ImageSet& set, int classes, double share, std::uint64_t seed)
 {
-    if (!(share >= 0 && share <= 0.5))
+    if (!(share >= 0 && share <= kMaxValidationShare))
         throw InvalidArgument("the validation share must be in [0, 0.5], got " +
                               std::to_string(share));
     if (classes < 1) throw InvalidArgument("a validation split needs at least one class");

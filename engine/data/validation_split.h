@@ -15,6 +15,10 @@ std::int64_t heldOutOfClass(std::int64_t images, double share);
 // How many images of a set with these class counts a share holds out.
 std::int64_t validationImages(const std::vector<std::int64_t>& classCounts, double share);
 
+// The largest share a validation set may take of a training set (TrainConfig::validation, the
+// command line, the form): half.
+inline constexpr double kMaxValidationShare = 0.5;
+
 // The draw TrainConfig::validation uses: one fixed seed, so that every run on a dataset with the
 // same share holds out the same images and their validation accuracies compare.
 inline constexpr std::uint64_t kValidationSeed = 0x7a11d;

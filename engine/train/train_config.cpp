@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/data/validation_split.h"
 #include "engine/errors.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
@@ -120,7 +121,7 @@ void TrainConfig::validate() const
     if (keepCheckpoints < 1)
         fail("keepCheckpoints", "must be at least 1, got " + std::to_string(keepCheckpoints));
     if (evalEvery < 0) fail("evalEvery", "must be >= 0 (0 = at the end only)");
-    if (!(validation >= 0 && validation <= 0.5))
+    if (!(validation >= 0 && validation <= kMaxValidationShare))
         fail("validation", "must be a share in [0, 0.5] of the training images (0 = none), got " +
                                std::to_string(validation));
     if (patience < 0) fail("patience", "must be >= 0 (0 = never stop early)");

@@ -259,7 +259,7 @@ void HyperparameterForm::buildUi()
     ckForm->addRow(tr("E&valuate every:"), m_evalEvery);
     m_validation = new QDoubleSpinBox(ckBox);
     m_validation->setObjectName(QStringLiteral("validation"));
-    m_validation->setRange(0, 50);
+    m_validation->setRange(0, 100 * engine::kMaxValidationShare);
     m_validation->setDecimals(1);
     m_validation->setSingleStep(5);
     m_validation->setSuffix(tr(" %"));
