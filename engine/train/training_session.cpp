@@ -3,7 +3,6 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 
 #include "engine/data/validation_split.h"
@@ -182,12 +181,14 @@ void TrainingSession::build(TrainerObserver* observer)
         m_trainer->holdTrainingSet(*train, m_recipe);
     else
         m_trainer->setDataNote(dataNote);
-    if (m_split && observer)
+    if (m_split && observer) {
+        char share[32]; // 12.5, not rounded to 13
+        std::snprintf(share, sizeof share, "%g", c.validation * 100);
         observer->onLog("holding out " + std::to_string(m_split->validation.count) + " of " +
                         std::to_string(m_dataset->train.count) +
-                        " training images as the validation set (" +
-                        std::to_string(int(std::lround(c.validation * 100))) +
+                        " training images as the validation set (" + share +
                         " % of each class); the test set is left for after the run");
+    }
     const Preprocessing recipe = m_recipe;
     m_trainer->setEvaluator(
         evaluated->count,
