@@ -103,7 +103,7 @@ void ScreenshotTour::addStandardSteps()
                  auto* page = w->classifyPage();
                  if (!page->hasClassifier() || page->isBusy()) return false;
                  if (page->topClasses().empty()) {
-                     page->classifyTestImage(7);
+                     page->classifySetImage(7);
                      return false;
                  }
                  return true;
@@ -112,7 +112,7 @@ void ScreenshotTour::addStandardSteps()
              {},
              {}});
     addStep({QStringLiteral("classify-test-set"),
-             [w] { w->classifyPage()->classifyTestSet(); },
+             [w] { w->classifyPage()->classifyWholeSet(); },
              [w] {
                  auto* page = w->classifyPage();
                  if (page->isBusy() || !page->predictions()) return false;

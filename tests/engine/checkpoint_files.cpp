@@ -7,7 +7,8 @@
 namespace towers::test {
 
 void writeFreshCheckpoint(const std::string& model, const engine::Dataset& data,
-                          const std::filesystem::path& file, std::uint64_t seed, std::int64_t step)
+                          const std::filesystem::path& file, std::uint64_t seed, std::int64_t step,
+                          const std::string& config)
 {
     auto m = engine::createModel(model, seed);
     engine::CheckpointInfo info;
@@ -17,6 +18,7 @@ void writeFreshCheckpoint(const std::string& model, const engine::Dataset& data,
     info.inputShape = m->inputShape();
     info.preprocessing = engine::preprocessingFor(model, data).toJson();
     info.step = step;
+    info.config = config; // the run's TrainConfig as JSON; empty: none recorded
     engine::writeCheckpoint(file, engine::makeCheckpoint(*m, info));
 }
 

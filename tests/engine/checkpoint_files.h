@@ -13,6 +13,6 @@ namespace towers::test {
 // preprocessingFor(model, data)), at `step`.
 void writeFreshCheckpoint(const std::string& model, const engine::Dataset& data,
                           const std::filesystem::path& file, std::uint64_t seed = 3,
-                          std::int64_t step = 1);
+                          std::int64_t step = 1, const std::string& config = {});
 
 } // namespace towers::test

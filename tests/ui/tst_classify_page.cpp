@@ -5,6 +5,7 @@
 // clicked cell. Hostile files (a 3,300,000 x 1 BMP, a 1,000,000 x 1 PNG, a FIFO and a folder named
 // like images), dropped or opened, are refused at once with the reason on the page, the FIFO never
 // opened, and the page goes on working.
+#include <QComboBox>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -19,9 +20,11 @@
 #include "app/inference/image_files.h"
 #include "checkpoint_files.h"
 #include "dataset_files.h"
+#include "engine/data/validation_split.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/recipe.h"
+#include "engine/train/train_config.h"
 #include "hostile_images.h"
 #include "ui/models/sample_image_model.h"
 #include "ui/pages/classify_many_dialog.h"
@@ -68,7 +71,7 @@ private slots:
         QVERIFY(page.hasClassifier());
         QCOMPARE(page.classNames().size(), 10);
 
-        page.classifyTestImage(17);
+        page.classifySetImage(17);
         QVERIFY(answered.wait(20000));
         const auto top = page.topClasses();
         QCOMPARE(top.size(), std::size_t(5));
@@ -188,7 +191,7 @@ private slots:
         answered.clear();
         ui::LayersDialog* layers = page.openLayers(); // starts loading the test set
         QVERIFY(layers);
-        page.classifyTestImage(5); // during that load
+        page.classifySetImage(5); // during that load
         QVERIFY(answered.wait(20000));
         QTRY_VERIFY_WITH_TIMEOUT(layers->deadChannels(1) >= 0, 20000);
         const auto activity =
@@ -310,8 +313,8 @@ private slots:
         QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
         page.openCheckpoint(m_checkpoint);
         QVERIFY(loaded.wait(20000));
-        QSignalSpy done(&page, &ClassifyPage::testSetClassified);
-        page.classifyTestSet();
+        QSignalSpy done(&page, &ClassifyPage::wholeSetClassified);
+        page.classifyWholeSet();
         QVERIFY(done.wait(30000));
         QCOMPARE(done.at(0).at(0).toBool(), true);
         const auto& p = *page.predictions();
@@ -368,6 +371,117 @@ private slots:
                         .contains(QStringLiteral("predicted %1 with ")
                                       .arg(page.classNames().value(p.predicted[std::size_t(i)]))));
         }
+    }
+
+    // A checkpoint whose run held a validation set out: the page classifies that set (drawn again
+    // as the run drew it, as towers-cli eval --set validation), one image or all of it, its
+    // texts saying so; a checkpoint without one offers only the test set, and says why.
+    void validationSet()
+    {
+        engine::TrainConfig config;
+        config.model = "fashion-fast";
+        config.dataset = "mnist";
+        config.validation = 0.25;
+        config.steps = 10;
+        const QString file = m_dir.filePath(QStringLiteral("validation.safetensors"));
+        test::writeFreshCheckpoint("fashion-fast", *m_data, file.toStdString(), 3, 42,
+                                   config.toJson());
+        const auto split = engine::splitValidation(m_data->train, 10, 0.25);
+        // The oracle's draw: a quarter of each class of the 100 training images, rounded.
+        QVERIFY(split.validation.count >= 20 && split.validation.count <= 30);
+
+        ClassifyPage page;
+        page.resize(1100, 800);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        page.setDatasetProvider([this](const std::string&) {
+            return ClassifyPage::DatasetSource{m_data, {}};
+        });
+        QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
+        QSignalSpy answered(&page, &ClassifyPage::imageClassified);
+        QSignalSpy done(&page, &ClassifyPage::wholeSetClassified);
+        QSignalSpy errors(&page, &ClassifyPage::errorOccurred);
+        page.openCheckpoint(file);
+        QVERIFY(loaded.wait(20000));
+        QVERIFY2(page.validationShare() == 0.25,
+                 qPrintable(page.findChild<QComboBox*>(QStringLiteral("evalSet"))->toolTip()));
+        auto* choice = page.findChild<QComboBox*>(QStringLiteral("evalSet"));
+        QVERIFY(choice && choice->isEnabled());
+        QCOMPARE(page.evalSet(), ClassifyPage::EvalSet::Test); // as eval without --set
+        choice->setCurrentIndex(choice->findText(QStringLiteral("Validation set")));
+        emit choice->activated(choice->currentIndex());
+        QCOMPARE(page.evalSet(), ClassifyPage::EvalSet::Validation);
+        QPushButton* whole = nullptr;
+        for (auto* b : page.findChildren<QPushButton*>())
+            if (b->text().contains(QStringLiteral("whole"))) whole = b;
+        QVERIFY(whole);
+        QCOMPARE(whole->text(), QStringLiteral("Classify the &whole validation set"));
+
+        whole->click();
+        QVERIFY(done.wait(30000));
+        QCOMPARE(done.at(0).at(0).toBool(), true);
+        const auto& p = *page.predictions();
+        QCOMPARE(p.examples(), split.validation.count);
+        engine::Classifier oracle(file.toStdString());
+        QCOMPARE(p.correct, oracle.evaluate(split.validation).correct);
+        QVERIFY2(page.summaryText().contains(QStringLiteral("%1 of %2 validation images right")
+                                                 .arg(p.correct)
+                                                 .arg(split.validation.count)),
+                 qPrintable(page.summaryText()));
+
+        // The surest mistakes are validation images, each named so.
+        QPushButton* mistakes = nullptr;
+        for (auto* b : page.findChildren<QPushButton*>())
+            if (b->text() == QStringLiteral("Surest &mistakes")) mistakes = b;
+        QVERIFY(mistakes && mistakes->isEnabled());
+        mistakes->click();
+        auto* cells = page.cellImages();
+        QVERIFY(cells->rowCount() > 0); // a fresh network gets some of them wrong
+        for (int r = 0; r < cells->rowCount(); ++r) {
+            const auto i =
+                cells->data(cells->index(r), towers::ui::SampleImageModel::DatasetIndexRole)
+                    .toLongLong();
+            QVERIFY(p.predicted[std::size_t(i)] != split.validation.labels[std::size_t(i)]);
+            QVERIFY(cells->data(cells->index(r), Qt::ToolTipRole)
+                        .toString()
+                        .startsWith(QStringLiteral("Validation image %1: ").arg(i)));
+            QCOMPARE(cells->data(cells->index(r), towers::ui::SampleImageModel::ImageRole)
+                         .value<QImage>(),
+                     app::toQImage(split.validation, i));
+        }
+
+        // One image of the set: its caption names it and its true class.
+        page.classifySetImage(7);
+        QVERIFY(answered.wait(20000));
+        const QString truly = page.classNames().value(split.validation.labels[7]);
+        QVERIFY2(
+            page.captionText().contains(QStringLiteral("validation image 7, truly %1").arg(truly)),
+            qPrintable(page.captionText()));
+        // The engine's answer for that image (in a batch of the whole set: float rounding apart).
+        const auto best =
+            engine::Classifier::topK(oracle.probabilities(split.validation).at(7), 1).front();
+        QCOMPARE(page.topClasses().front().first, page.classNames().value(best.label));
+        QVERIFY(std::abs(page.topClasses().front().second - best.probability) < 1e-6);
+
+        // Back to the test set: the validation results are gone, the texts the test set's.
+        choice->setCurrentIndex(choice->findText(QStringLiteral("Test set")));
+        emit choice->activated(choice->currentIndex());
+        QVERIFY(!page.predictions().has_value());
+        QCOMPARE(whole->text(), QStringLiteral("Classify the &whole test set"));
+
+        // A checkpoint whose run held out nothing (this one records no configuration): the test
+        // set only, and the reason on the choice.
+        page.setEvalSet(ClassifyPage::EvalSet::Validation);
+        page.openCheckpoint(m_checkpoint);
+        QVERIFY(loaded.wait(20000));
+        QCOMPARE(page.validationShare(), 0.0);
+        QCOMPARE(page.evalSet(), ClassifyPage::EvalSet::Test);
+        QVERIFY(!choice->isEnabled());
+        QVERIFY2(choice->toolTip().contains(QStringLiteral("configuration")),
+                 qPrintable(choice->toolTip()));
+        page.setEvalSet(ClassifyPage::EvalSet::Validation); // refused: stays on the test set
+        QCOMPARE(page.evalSet(), ClassifyPage::EvalSet::Test);
+        QCOMPARE(errors.count(), 0);
     }
 
     // What the user may drop or open: refused with the reason on the page, never a hang or a crash.

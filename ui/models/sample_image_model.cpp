@@ -12,7 +12,23 @@ SampleImageModel::SampleImageModel(QObject* parent) : QAbstractListModel(parent)
 const engine::ImageSet* SampleImageModel::set() const
 {
     if (!m_dataset) return nullptr;
-    return m_split == Split::Train ? &m_dataset->train : &m_dataset->test;
+    switch (m_split) {
+    case Split::Train:
+        return &m_dataset->train;
+    case Split::Validation:
+        return m_validation.get();
+    case Split::Test:
+        break;
+    }
+    return &m_dataset->test;
+}
+
+void SampleImageModel::setValidationSet(std::shared_ptr<const engine::ImageSet> images)
+{
+    m_validation = std::move(images);
+    if (m_split != Split::Validation) return;
+    m_page = 0;
+    resetPage();
 }
 
 void SampleImageModel::setDataset(std::shared_ptr<const engine::Dataset> dataset)
@@ -182,10 +198,10 @@ QVariant SampleImageModel::data(const QModelIndex& index, int role) const
     case Qt::DisplayRole:
         return m_labels ? name : QString();
     case Qt::ToolTipRole: {
-        QString text = tr("%1 image %2: %3")
-                           .arg(m_split == Split::Train ? tr("Training") : tr("Test"))
-                           .arg(i)
-                           .arg(name);
+        const QString split = m_split == Split::Train        ? tr("Training")
+                              : m_split == Split::Validation ? tr("Validation")
+                                                             : tr("Test");
+        QString text = tr("%1 image %2: %3").arg(split).arg(i).arg(name);
         if (const auto note = m_notes.find(i); note != m_notes.end())
             text += QLatin1Char('\n') + note->second;
         return text;

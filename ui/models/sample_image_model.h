@@ -30,7 +30,8 @@ public:
     enum class Split
     {
         Train,
-        Test
+        Test,
+        Validation // the images setValidationSet gave: a run's held-out share of Train
     };
 
     explicit SampleImageModel(QObject* parent = nullptr);
@@ -39,6 +40,9 @@ public:
     const engine::Dataset* dataset() const { return m_dataset.get(); }
     void setSplit(Split split);
     Split split() const { return m_split; }
+    // The images Split::Validation shows (engine::splitValidation's of the dataset's training
+    // set, the class names the dataset's); nullptr: none.
+    void setValidationSet(std::shared_ptr<const engine::ImageSet> images);
     // -1: every class.
     void setClassFilter(int label);
     int classFilter() const { return m_classFilter; }
@@ -92,6 +96,7 @@ private:
 
     std::shared_ptr<const engine::Dataset> m_dataset;
     Split m_split = Split::Test;
+    std::shared_ptr<const engine::ImageSet> m_validation;
     int m_classFilter = -1;
     std::optional<std::vector<std::int64_t>> m_indexList;
     std::map<std::int64_t, QString> m_notes;

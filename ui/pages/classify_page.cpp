@@ -1,6 +1,7 @@
 #include "ui/pages/classify_page.h"
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QGridLayout>
@@ -25,6 +26,8 @@
 
 #include "app/inference/image_files.h"
 #include "app/runs/run_builder.h"
+#include "engine/data/validation_split.h"
+#include "engine/train/train_config.h"
 #include "ui/models/class_accuracy_model.h"
 #include "ui/models/sample_image_model.h"
 #include "ui/pages/classify_many_dialog.h"
@@ -49,16 +52,16 @@ ClassifyPage::ClassifyPage(QWidget* parent)
     buildUi();
     m_progressTimer->setInterval(100);
     connect(m_progressTimer, &QTimer::timeout, this, [this] {
-        if (m_done && m_dataset)
+        if (m_done && m_images)
             m_progress->setValue(int(1000 * double(m_done->load()) /
-                                     double(std::max<std::int64_t>(1, m_dataset->test.count))));
+                                     double(std::max<std::int64_t>(1, m_images->count))));
     });
     updateControls();
 }
 
 ClassifyPage::~ClassifyPage()
 {
-    if (m_cancel) m_cancel->store(true); // a test-set job still running stops after its chunk
+    if (m_cancel) m_cancel->store(true); // a whole-set job still running stops after its chunk
 }
 
 void ClassifyPage::buildUi()
@@ -96,17 +99,16 @@ void ClassifyPage::buildUi()
     imageColumn->addLayout(captionRow);
     auto* imageButtons = new QHBoxLayout;
     m_openImage = new QPushButton(tr("Open &image…"), single);
-    m_testIndex = new QSpinBox(single);
-    m_testIndex->setPrefix(tr("test image "));
-    m_testIndex->setRange(0, 0);
-    m_testImage = new QPushButton(tr("Cla&ssify"), single);
-    m_randomImage = new QPushButton(tr("&Random test image"), single);
+    m_imageIndex = new QSpinBox(single);
+    m_imageIndex->setRange(0, 0);
+    m_classifyIndex = new QPushButton(tr("Cla&ssify"), single);
+    m_randomImage = new QPushButton(single);
     m_invert = new QCheckBox(tr("In&vert"), single);
     m_invert->setToolTip(
         tr("For grey-scale models: dark strokes on white become light on black, as in MNIST"));
     imageButtons->addWidget(m_openImage);
-    imageButtons->addWidget(m_testIndex);
-    imageButtons->addWidget(m_testImage);
+    imageButtons->addWidget(m_imageIndex);
+    imageButtons->addWidget(m_classifyIndex);
     imageButtons->addWidget(m_randomImage);
     imageButtons->addWidget(m_invert);
     m_layersButton = new QPushButton(tr("&Layers…"), single);
@@ -125,16 +127,22 @@ void ClassifyPage::buildUi()
     singleLayout->addWidget(m_topChart, 1);
     split->addWidget(single);
 
-    // The whole test set.
-    auto* all = new QGroupBox(tr("Test set"), split);
+    // A whole set.
+    auto* all = new QGroupBox(split);
+    m_setBox = all;
     auto* allLayout = new QVBoxLayout(all);
     auto* allRow = new QHBoxLayout;
-    m_classifyAll = new QPushButton(tr("Classify the &whole test set"), all);
+    m_setChoice = new QComboBox(all);
+    m_setChoice->setObjectName(QStringLiteral("evalSet"));
+    m_setChoice->addItem(tr("Test set"), int(EvalSet::Test));
+    m_setChoice->addItem(tr("Validation set"), int(EvalSet::Validation));
+    m_classifyAll = new QPushButton(all);
     m_cancelAll = new QPushButton(tr("Cancel"), all);
     m_progress = new QProgressBar(all);
     m_progress->setRange(0, 1000);
     m_summary = new QLabel(all);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    allRow->addWidget(m_setChoice);
     allRow->addWidget(m_classifyAll);
     allRow->addWidget(m_cancelAll);
     allRow->addWidget(m_progress, 1);
@@ -162,8 +170,8 @@ void ClassifyPage::buildUi()
     m_cellLabel->setWordWrap(true);
     m_surestMistakes = new QPushButton(tr("Surest &mistakes"), cellBox);
     m_surestMistakes->setToolTip(
-        tr("The %1 wrong answers the network was most sure of: where mislabelled test images "
-           "and classes that look alike show first")
+        tr("The %1 wrong answers the network was most sure of: where mislabelled images and "
+           "classes that look alike show first")
             .arg(kSurestMistakes));
     m_cellView = new QListView(cellBox);
     m_cellView->setViewMode(QListView::IconMode);
@@ -197,22 +205,72 @@ void ClassifyPage::buildUi()
     connect(m_image, &ImageDropArea::filesDropped, this, &ClassifyPage::classifyFiles);
     connect(m_image, &ImageDropArea::clicked, this, &ClassifyPage::chooseImage);
     connect(m_openImage, &QPushButton::clicked, this, &ClassifyPage::chooseImage);
-    connect(m_testImage, &QPushButton::clicked, this,
-            [this] { classifyTestImage(m_testIndex->value()); });
-    connect(m_randomImage, &QPushButton::clicked, this, &ClassifyPage::classifyRandomTestImage);
-    connect(m_classifyAll, &QPushButton::clicked, this, &ClassifyPage::classifyTestSet);
-    connect(m_cancelAll, &QPushButton::clicked, this, &ClassifyPage::cancelTestSet);
+    connect(m_classifyIndex, &QPushButton::clicked, this,
+            [this] { classifySetImage(m_imageIndex->value()); });
+    connect(m_randomImage, &QPushButton::clicked, this, &ClassifyPage::classifyRandomSetImage);
+    connect(m_classifyAll, &QPushButton::clicked, this, &ClassifyPage::classifyWholeSet);
+    connect(m_cancelAll, &QPushButton::clicked, this, &ClassifyPage::cancelWholeSet);
+    connect(m_setChoice, &QComboBox::activated, this,
+            [this] { setEvalSet(EvalSet(m_setChoice->currentData().toInt())); });
     connect(m_heatMap, &HeatMap::cellClicked, this, &ClassifyPage::showCell);
     connect(m_surestMistakes, &QPushButton::clicked, this, &ClassifyPage::showSurestMistakes);
     connect(m_cellView, &QListView::doubleClicked, this, [this](const QModelIndex& i) {
-        classifyTestImage(m_cellImages->data(i, SampleImageModel::DatasetIndexRole).toLongLong());
+        classifySetImage(m_cellImages->data(i, SampleImageModel::DatasetIndexRole).toLongLong());
     });
+    updateSetTexts();
+}
+
+void ClassifyPage::updateSetTexts()
+{
+    const bool validation = m_set == EvalSet::Validation;
+    m_setChoice->setCurrentIndex(m_setChoice->findData(int(m_set)));
+    m_setBox->setTitle(validation ? tr("Validation set") : tr("Test set"));
+    m_imageIndex->setPrefix(validation ? tr("validation image ") : tr("test image "));
+    m_randomImage->setText(validation ? tr("&Random validation image") : tr("&Random test image"));
+    m_classifyAll->setText(validation ? tr("Classify the &whole validation set")
+                                      : tr("Classify the &whole test set"));
+    if (m_validationShare > 0) {
+        m_setChoice->setToolTip(
+            tr("The test set, or the %1 % of the training images the checkpoint's run held out "
+               "for validation (as towers-cli eval --set validation): a run's mistakes studied "
+               "without looking at the test set")
+                .arg(QLocale().toString(100 * m_validationShare, 'g', 4)));
+    } else {
+        m_setChoice->setToolTip(
+            hasClassifier() ? tr("Only the test set: %1").arg(m_classifier->noValidation)
+                            : tr("The test set, or the validation set the checkpoint's run held "
+                                 "out of its training images"));
+    }
+}
+
+void ClassifyPage::setEvalSet(EvalSet set)
+{
+    if (set == EvalSet::Validation && m_validationShare <= 0) set = EvalSet::Test;
+    if (set != m_set) {
+        cancelWholeSet();
+        m_set = set;
+        m_images.reset();
+        clearWholeSetResults();
+    }
+    updateSetTexts();
+    updateControls();
+}
+
+void ClassifyPage::clearWholeSetResults()
+{
+    m_predictions.reset();
+    m_classModel->clear();
+    m_heatMap->clear();
+    m_cellImages->setDataset(nullptr);
+    m_cellImages->setValidationSet(nullptr);
+    m_summary->clear();
+    m_progress->setValue(0);
 }
 
 bool ClassifyPage::isBusy() const
 {
     return m_load.isRunning() || m_datasetJob.isRunning() || m_imageJob.isRunning() ||
-           m_testJob.isRunning();
+           m_wholeSetJob.isRunning();
 }
 
 QString ClassifyPage::summaryText() const
@@ -235,7 +293,7 @@ void ClassifyPage::chooseCheckpoint()
 
 void ClassifyPage::openCheckpoint(const QString& path)
 {
-    cancelTestSet();
+    cancelWholeSet();
     m_imageJob.cancel();
     m_info->setText(tr("Loading %1…").arg(path.toHtmlEscaped()));
     m_load.start(
@@ -244,6 +302,24 @@ void ClassifyPage::openCheckpoint(const QString& path)
             shared->classifier =
                 std::make_unique<engine::Classifier>(path.toStdString(), /*useEma=*/true);
             shared->filters = shared->classifier->convolutionFilters();
+            // The validation set its run held out (TrainConfig::validation), drawn again as the
+            // run drew it when it is chosen.
+            const std::string& config = shared->classifier->info().config;
+            if (config.empty()) {
+                shared->noValidation = tr("the checkpoint does not carry its run's configuration");
+            } else {
+                try {
+                    shared->validationShare = engine::TrainConfig::fromJson(config).validation;
+                    if (shared->validationShare <= 0)
+                        shared->noValidation =
+                            tr("the checkpoint's run held out no validation set (train with a "
+                               "validation set to hold one out)");
+                } catch (const std::exception& e) {
+                    shared->noValidation =
+                        tr("the checkpoint's run configuration cannot be read: %1")
+                            .arg(QString::fromUtf8(e.what()));
+                }
+            }
             return shared;
         },
         [this, path](const auto& r) { onCheckpoint(r, path); });
@@ -270,15 +346,16 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
         m_classNames << QString::number(m_classNames.size());
     m_source = c.sourceShape();
     if (m_dataset && m_dataset->name != info.dataset) m_dataset.reset();
-    m_predictions.reset();
+    // The set stays chosen where this checkpoint's run has it too; its images are drawn again,
+    // as another run may have held out another share.
+    m_validationShare = m_classifier->validationShare;
+    if (m_validationShare <= 0) m_set = EvalSet::Test;
+    m_images.reset();
     m_activity.reset();
-    m_classModel->clear();
-    m_heatMap->clear();
-    m_cellImages->setDataset(nullptr);
+    clearWholeSetResults();
     m_topChart->clear();
     m_top.clear();
     m_layers.clear();
-    m_summary->clear();
     m_info->setText(
         tr("<b>%1</b> — %2 trained on %3 for %4 steps%5; %6 classes; images of %7 × %8 × %9")
             .arg(QFileInfo(path).fileName().toHtmlEscaped(), QString::fromStdString(info.model),
@@ -291,6 +368,7 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
             .arg(m_source[1])
             .arg(m_source[2]));
     m_invert->setEnabled(m_source[2] == 1);
+    updateSetTexts();
     emit logMessage(tr("Classifier loaded from %1").arg(path));
     emit checkpointLoaded(true);
     updateControls();
@@ -423,7 +501,26 @@ void ClassifyPage::classifyImage(const QImage& image, const QString& caption)
         });
 }
 
-void ClassifyPage::withTestSet(std::function<void()> then,
+void ClassifyPage::withImages(std::function<void()> then)
+{
+    withDataset([this, then = std::move(then)] {
+        if (!m_images) {
+            if (m_set == EvalSet::Validation) {
+                m_images = std::make_shared<const engine::ImageSet>(
+                    engine::splitValidation(m_dataset->train, int(m_dataset->classNames.size()),
+                                            m_validationShare)
+                        .validation);
+            } else {
+                // The dataset's own test set, kept alive with it.
+                m_images = std::shared_ptr<const engine::ImageSet>(m_dataset, &m_dataset->test);
+            }
+            m_imageIndex->setRange(0, int(std::max<std::int64_t>(0, m_images->count - 1)));
+        }
+        then();
+    });
+}
+
+void ClassifyPage::withDataset(std::function<void()> then,
                                std::function<void(const QString&)> failed)
 {
     if (!hasClassifier()) return;
@@ -434,7 +531,7 @@ void ClassifyPage::withTestSet(std::function<void()> then,
     }
     if (name.empty()) {
         const QString why =
-            tr("This checkpoint does not name its dataset, so it has no test set here");
+            tr("This checkpoint does not name its dataset, so it has no test images here");
         if (failed)
             failed(why);
         else
@@ -444,23 +541,23 @@ void ClassifyPage::withTestSet(std::function<void()> then,
     DatasetSource source;
     if (m_datasetProvider) source = m_datasetProvider(name);
     if (source.loaded && source.loaded->name == name) {
+        if (m_dataset != source.loaded) m_images.reset();
         m_dataset = source.loaded;
-        m_testIndex->setRange(0, int(std::max<std::int64_t>(0, m_dataset->test.count - 1)));
         then();
         return;
     }
     // A load of this dataset under way: this waits for it too, rather than starting another that
     // would drop what the first one was for.
     if (m_datasetJob.isRunning() && m_loadingDataset == name) {
-        m_testSetWaiters.push_back({std::move(then), std::move(failed)});
+        m_datasetWaiters.push_back({std::move(then), std::move(failed)});
         return;
     }
-    m_testSetWaiters.clear(); // a load of another dataset: theirs is superseded
-    m_testSetWaiters.push_back({std::move(then), std::move(failed)});
+    m_datasetWaiters.clear(); // a load of another dataset: theirs is superseded
+    m_datasetWaiters.push_back({std::move(then), std::move(failed)});
     m_loadingDataset = name;
     m_summary->setText(tr("Loading %1…").arg(QString::fromStdString(name)));
     auto path = source.searchPath.empty() ? engine::defaultSearchPath() : source.searchPath;
-    // The folder the checkpoint's run found its dataset in first: its test set is that one.
+    // The folder the checkpoint's run found its dataset in first: its images are those.
     if (const QString runData = app::runDataDirOf(m_checkpointPath); !runData.isEmpty())
         path.insert(path.begin(), runData.toStdString());
     m_datasetJob.start(
@@ -469,13 +566,13 @@ void ClassifyPage::withTestSet(std::function<void()> then,
                 std::make_shared<engine::Dataset>(engine::loadDataset(name, path)));
         },
         [this, name](const app::JobResult<std::shared_ptr<const engine::Dataset>>& r) {
-            const std::vector<TestSetWaiter> waiters = std::exchange(m_testSetWaiters, {});
+            const std::vector<DatasetWaiter> waiters = std::exchange(m_datasetWaiters, {});
             m_loadingDataset.clear();
             m_summary->clear();
             if (!r.ok()) {
-                const QString why = tr("The test set is not available: %1").arg(r.error);
+                const QString why = tr("The dataset is not available: %1").arg(r.error);
                 bool reported = false; // one banner for all that wait without their own answer
-                for (const TestSetWaiter& w : waiters) {
+                for (const DatasetWaiter& w : waiters) {
                     if (w.failed) {
                         w.failed(why);
                     } else if (!reported) {
@@ -487,33 +584,33 @@ void ClassifyPage::withTestSet(std::function<void()> then,
                 return;
             }
             m_dataset = *r.value;
-            m_testIndex->setRange(0, int(std::max<std::int64_t>(0, m_dataset->test.count - 1)));
+            m_images.reset();
             // Another checkpoint, of another dataset, since: what waited was for the former one.
             if (!hasClassifier() || m_classifier->classifier->info().dataset != name) {
                 updateControls();
                 return;
             }
-            for (const TestSetWaiter& w : waiters) w.then();
+            for (const DatasetWaiter& w : waiters) w.then();
         });
     updateControls();
 }
 
-void ClassifyPage::classifyTestImage(qint64 index)
+void ClassifyPage::classifySetImage(qint64 index)
 {
-    withTestSet([this, index] {
-        const auto& test = m_dataset->test;
-        if (index < 0 || index >= test.count) return;
-        m_testIndex->setValue(int(index));
+    withImages([this, index] {
+        const auto images = m_images;
+        if (index < 0 || index >= images->count) return;
+        m_imageIndex->setValue(int(index));
         const auto shared = m_classifier;
-        const auto dataset = m_dataset;
-        m_image->setImage(app::toQImage(test, index));
-        const int label = test.labels[std::size_t(index)];
-        const QString caption =
-            tr("test image %1, truly %2").arg(index).arg(m_classNames.value(label));
+        m_image->setImage(app::toQImage(*images, index));
+        const QString truly = m_classNames.value(images->labels[std::size_t(index)]);
+        const QString caption = m_set == EvalSet::Validation
+                                    ? tr("validation image %1, truly %2").arg(index).arg(truly)
+                                    : tr("test image %1, truly %2").arg(index).arg(truly);
         m_imageJob.start(
-            [shared, dataset, index] {
+            [shared, images, index] {
                 std::lock_guard lock(shared->mutex);
-                const auto& t = dataset->test;
+                const auto& t = *images;
                 engine::ImageSet one;
                 one.count = 1;
                 one.height = t.height;
@@ -533,12 +630,11 @@ void ClassifyPage::classifyTestImage(qint64 index)
     });
 }
 
-void ClassifyPage::classifyRandomTestImage()
+void ClassifyPage::classifyRandomSetImage()
 {
-    withTestSet([this] {
-        if (m_dataset->test.count > 0)
-            classifyTestImage(
-                qint64(QRandomGenerator::global()->bounded(quint64(m_dataset->test.count))));
+    withImages([this] {
+        if (m_images->count > 0)
+            classifySetImage(qint64(QRandomGenerator::global()->bounded(quint64(m_images->count))));
     });
 }
 
@@ -567,68 +663,80 @@ void ClassifyPage::showAnswer(const ImageAnswer& answer, const QString& caption)
     emit imageClassified();
 }
 
-void ClassifyPage::classifyTestSet()
+void ClassifyPage::classifyWholeSet()
 {
-    withTestSet([this] {
+    withImages([this] {
         if (m_cancel) m_cancel->store(true);
         m_cancel = std::make_shared<std::atomic<bool>>(false);
         m_done = std::make_shared<std::atomic<std::int64_t>>(0);
         const auto shared = m_classifier;
-        const auto dataset = m_dataset;
+        const auto images = m_images;
         const auto cancel = m_cancel;
         const auto done = m_done;
+        const bool validation = m_set == EvalSet::Validation;
         m_progress->setValue(0);
         m_progressTimer->start();
-        m_summary->setText(
-            tr("Classifying %1 test images…").arg(QLocale().toString(qint64(dataset->test.count))));
-        m_testJob.start(
-            [shared, dataset, cancel, done] {
+        const QString count = QLocale().toString(qint64(images->count));
+        m_summary->setText(validation ? tr("Classifying %1 validation images…").arg(count)
+                                      : tr("Classifying %1 test images…").arg(count));
+        m_wholeSetJob.start(
+            [shared, images, cancel, done] {
                 std::lock_guard lock(shared->mutex);
-                return app::classifyTestSet(*shared->classifier, dataset->test, cancel.get(),
-                                            done.get());
+                return app::classifyTestSet(*shared->classifier, *images, cancel.get(), done.get());
             },
-            [this](const app::JobResult<app::TestSetPredictions>& r) {
+            [this, images, validation](const app::JobResult<app::TestSetPredictions>& r) {
                 m_progressTimer->stop();
+                if (images != m_images) { // of a set or checkpoint chosen away from since
+                    emit wholeSetClassified(false);
+                    updateControls();
+                    return;
+                }
                 if (!r.ok()) {
                     const bool cancelled = m_cancel && m_cancel->load();
                     m_summary->setText(cancelled ? tr("Cancelled.")
                                                  : tr("Failed: %1").arg(r.error));
                     m_progress->setValue(0);
                     if (!cancelled)
-                        emit errorOccurred(tr("Classifying the test set failed: %1").arg(r.error));
-                    emit testSetClassified(false);
+                        emit errorOccurred(
+                            validation
+                                ? tr("Classifying the validation set failed: %1").arg(r.error)
+                                : tr("Classifying the test set failed: %1").arg(r.error));
+                    emit wholeSetClassified(false);
                     updateControls();
                     return;
                 }
                 m_predictions = *r.value;
                 const auto& p = *m_predictions;
                 m_progress->setValue(1000);
-                m_summary->setText(tr("<b>Accuracy %1 %</b>: %2 of %3 test images right.")
-                                       .arg(QLocale().toString(p.accuracy() * 100, 'f', 2),
-                                            QLocale().toString(qint64(p.correct)),
-                                            QLocale().toString(qint64(p.examples()))));
+                const QString accuracy = QLocale().toString(p.accuracy() * 100, 'f', 2);
+                const QString correct = QLocale().toString(qint64(p.correct));
+                const QString examples = QLocale().toString(qint64(p.examples()));
+                m_summary->setText(
+                    validation ? tr("<b>Accuracy %1 %</b>: %2 of %3 validation images right.")
+                                     .arg(accuracy, correct, examples)
+                               : tr("<b>Accuracy %1 %</b>: %2 of %3 test images right.")
+                                     .arg(accuracy, correct, examples));
                 m_classModel->setResults(m_classNames, p);
                 m_heatMap->setMatrix(m_classNames,
                                      QVector<std::int64_t>(p.confusion.begin(), p.confusion.end()));
-                m_cellImages->setDataset(m_dataset);
-                m_cellImages->setSplit(SampleImageModel::Split::Test);
-                m_cellImages->setIndexList(std::vector<std::int64_t>{});
-                emit logMessage(tr("Test set: accuracy %1 % with %2")
+                showSetImages({});
+                emit logMessage((validation ? tr("Validation set: accuracy %1 % with %2")
+                                            : tr("Test set: accuracy %1 % with %2"))
                                     .arg(p.accuracy() * 100, 0, 'f', 2)
                                     .arg(m_checkpointPath));
-                emit testSetClassified(true);
+                emit wholeSetClassified(true);
                 updateControls();
             });
         updateControls();
     });
 }
 
-void ClassifyPage::cancelTestSet()
+void ClassifyPage::cancelWholeSet()
 {
     if (m_cancel) m_cancel->store(true);
 }
 
-void ClassifyPage::showTestImages(const std::vector<std::int64_t>& indices)
+void ClassifyPage::showSetImages(const std::vector<std::int64_t>& indices)
 {
     const auto& p = *m_predictions;
     std::map<std::int64_t, QString> notes;
@@ -637,7 +745,10 @@ void ClassifyPage::showTestImages(const std::vector<std::int64_t>& indices)
                        .arg(m_classNames.value(p.predicted[std::size_t(i)]),
                             QLocale().toString(100.0 * p.confidence[std::size_t(i)], 'f', 1));
     m_cellImages->setDataset(m_dataset);
-    m_cellImages->setSplit(SampleImageModel::Split::Test);
+    const bool validation = m_set == EvalSet::Validation;
+    m_cellImages->setValidationSet(validation ? m_images : nullptr);
+    m_cellImages->setSplit(validation ? SampleImageModel::Split::Validation
+                                      : SampleImageModel::Split::Test);
     m_cellImages->setIndexList(indices);
     m_cellImages->setNotes(std::move(notes));
 }
@@ -646,7 +757,7 @@ void ClassifyPage::showCell(int truth, int predicted)
 {
     if (!m_predictions || !m_dataset) return;
     const auto indices = m_predictions->cell(truth, predicted);
-    showTestImages(indices);
+    showSetImages(indices);
     m_cellLabel->setText(tr("True <b>%1</b>, predicted <b>%2</b>: %n image(s), the surest first",
                             nullptr, int(indices.size()))
                              .arg(m_classNames.value(truth).toHtmlEscaped(),
@@ -657,10 +768,11 @@ void ClassifyPage::showSurestMistakes()
 {
     if (!m_predictions || !m_dataset) return;
     const auto indices = m_predictions->confidentMistakes(kSurestMistakes);
-    showTestImages(indices);
+    showSetImages(indices);
     m_cellLabel->setText(
         indices.empty()
-            ? tr("No test image is classified wrongly.")
+            ? (m_set == EvalSet::Validation ? tr("No validation image is classified wrongly.")
+                                            : tr("No test image is classified wrongly."))
             : tr("The %n wrong answer(s) the network was surest of, the surest first (each "
                  "image's tooltip says what it was taken for): mislabelled images and look-alike "
                  "classes show here.",
@@ -670,11 +782,12 @@ void ClassifyPage::showSurestMistakes()
 void ClassifyPage::updateControls()
 {
     const bool ready = hasClassifier() && !m_load.isRunning();
-    for (QWidget* w : std::initializer_list<QWidget*>{m_openImage, m_testIndex, m_testImage,
+    for (QWidget* w : std::initializer_list<QWidget*>{m_openImage, m_imageIndex, m_classifyIndex,
                                                       m_randomImage, m_classifyAll})
         w->setEnabled(ready);
+    m_setChoice->setEnabled(ready && m_validationShare > 0);
     m_image->setEnabled(ready);
-    m_cancelAll->setEnabled(m_testJob.isRunning());
+    m_cancelAll->setEnabled(m_wholeSetJob.isRunning());
     m_invert->setEnabled(ready && m_source.rank() == 3 && m_source[2] == 1);
     m_layersButton->setEnabled(ready && !m_layers.empty());
     m_surestMistakes->setEnabled(m_predictions.has_value() && m_dataset != nullptr);
@@ -721,7 +834,7 @@ void ClassifyPage::countDeadChannels(LayersDialog* dialog)
     m_activityWatchers->classifier = m_classifier.get();
     watch(dialog);
     const QPointer<LayersDialog> shown(dialog);
-    withTestSet(
+    withDataset(
         [this] {
             const auto shared = m_classifier;
             const auto dataset = m_dataset;

@@ -1,14 +1,16 @@
 #pragma once
 // The Classify page: open a checkpoint (it names its model, classes and preprocessing), then
-// classify an image file (opened, or dropped on the image) or a test image of the checkpoint's
+// classify an image file (opened, or dropped on the image) or an image of the checkpoint's
 // dataset, with the five most probable classes as a bar chart beside it, and what each layer made
-// of it (Layers…: LayersDialog); or classify the whole
-// test set: accuracy, per-class accuracy and a confusion-matrix heat map whose cells, clicked,
-// show their images. Loading and classifying run off the UI thread; results of superseded jobs
-// are dropped. Image files (opened, or dropped: a file, or a folder, which is refused) are read by
-// app::readImageFile, as towers-cli reads them: a file that is not a regular one, or an image over
-// the size limits, is refused before it is decoded, and the reason shows on the page (and in
-// errorOccurred).
+// of it (Layers…: LayersDialog); or classify a whole set: accuracy, per-class accuracy and a
+// confusion-matrix heat map whose cells, clicked, show their images. The set is the dataset's test
+// set, or, for a checkpoint whose run held a validation set out of its training images, that
+// validation set (as `towers-cli eval --set validation`), so that a run's mistakes can be studied
+// without looking at the test set. Loading and classifying run off the UI thread; results of
+// superseded jobs are dropped. Image files (opened, or dropped: a file, or a folder, which is
+// refused) are read by app::readImageFile, as towers-cli reads them: a file that is not a regular
+// one, or an image over the size limits, is refused before it is decoded, and the reason shows on
+// the page (and in errorOccurred).
 #include <QImage>
 #include <QWidget>
 
@@ -27,6 +29,8 @@
 #include "engine/train/classifier.h"
 
 class QCheckBox;
+class QComboBox;
+class QGroupBox;
 class QLabel;
 class QListView;
 class QProgressBar;
@@ -49,7 +53,14 @@ class ClassifyPage : public QWidget
 {
     Q_OBJECT
 public:
-    // Where the test images of a dataset come from: the one already in memory (the Data page's)
+    // The images the page's dataset actions use.
+    enum class EvalSet
+    {
+        Test,
+        Validation // the share of the training images the checkpoint's run held out
+    };
+
+    // Where the images of a dataset come from: the one already in memory (the Data page's)
     // when it is that dataset, else loaded from the search path.
     struct DatasetSource
     {
@@ -69,9 +80,15 @@ public:
     bool isBusy() const;
     // The latest single-image answer: (class name, probability), most probable first.
     const std::vector<std::pair<QString, double>>& topClasses() const { return m_top; }
-    // The latest test-set run; nullopt before one finished.
+    // The latest whole-set run; nullopt before one finished.
     const std::optional<app::TestSetPredictions>& predictions() const { return m_predictions; }
-    std::shared_ptr<const engine::Dataset> testDataset() const { return m_dataset; }
+    std::shared_ptr<const engine::Dataset> dataset() const { return m_dataset; }
+    EvalSet evalSet() const { return m_set; }
+    // The checkpoint's run's validation share (TrainConfig::validation); 0: none, and only the
+    // test set is offered.
+    double validationShare() const { return m_validationShare; }
+    // The chosen set's images, once the dataset is loaded (else nullptr).
+    std::shared_ptr<const engine::ImageSet> images() const { return m_images; }
 
     BarChart* topChart() const { return m_topChart; }
     HeatMap* heatMap() const { return m_heatMap; }
@@ -92,12 +109,15 @@ public slots:
     ClassifyManyDialog* classifyFiles(const QStringList& paths);
     void chooseImage();
     void classifyImage(const QImage& image, const QString& caption);
-    // Test image `index` of the checkpoint's dataset (loaded on first use).
-    void classifyTestImage(qint64 index);
-    void classifyRandomTestImage();
-    void classifyTestSet();
-    void cancelTestSet();
-    // Shows the test images of true class `truth` predicted as `predicted`, the surest first.
+    // The set the dataset actions use; the validation set only where the checkpoint's run held
+    // one out (else ignored). Clears the results of the other set.
+    void setEvalSet(EvalSet set);
+    // Image `index` of the chosen set of the checkpoint's dataset (loaded on first use).
+    void classifySetImage(qint64 index);
+    void classifyRandomSetImage();
+    void classifyWholeSet();
+    void cancelWholeSet();
+    // Shows the set's images of true class `truth` predicted as `predicted`, the surest first.
     void showCell(int truth, int predicted);
     // Shows the kSurestMistakes wrong answers the network was surest of, the surest first.
     void showSurestMistakes();
@@ -108,7 +128,7 @@ public:
 signals:
     void checkpointLoaded(bool ok);
     void imageClassified();
-    void testSetClassified(bool ok);
+    void wholeSetClassified(bool ok);
     void errorOccurred(const QString& message);
     void logMessage(const QString& line);
 
@@ -119,6 +139,8 @@ private:
         std::mutex mutex;
         std::unique_ptr<engine::Classifier> classifier;
         std::vector<engine::LayerView> filters; // every convolution's, read once
+        double validationShare = 0;             // of the run's configuration
+        QString noValidation; // why there is no validation set, when there is none
     };
     struct ImageAnswer
     {
@@ -130,18 +152,24 @@ private:
     static ImageAnswer answerFor(engine::Classifier& classifier, const engine::ImageSet& one);
     void buildUi();
     void onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r, const QString& path);
-    // Runs `then` once the checkpoint's test set is loaded (m_dataset); when it cannot be, says
-    // why in the error banner, or with `failed` (no banner) when given. Calls while the set
+    // Runs `then` once the checkpoint's dataset is loaded (m_dataset); when it cannot be, says
+    // why in the error banner, or with `failed` (no banner) when given. Calls while the dataset
     // loads wait for that load, each `then` in turn.
-    void withTestSet(std::function<void()> then, std::function<void(const QString&)> failed = {});
+    void withDataset(std::function<void()> then, std::function<void(const QString&)> failed = {});
+    // withDataset, then the chosen set's images drawn (m_images) before `then`.
+    void withImages(std::function<void()> then);
+    // The chosen set's texts: the group's title, the buttons, the image number's prefix.
+    void updateSetTexts();
+    // Forgets the whole-set results (they were of another set or checkpoint).
+    void clearWholeSetResults();
     // Counts the dead channels of every layer over the first test images into `dialog`.
     void countDeadChannels(LayersDialog* dialog);
     void showAnswer(const ImageAnswer& answer, const QString& caption);
     // `message` in the caption, in place of the previous image and its answer; errorOccurred.
     void showImageError(const QString& message);
     void updateControls();
-    // Test images in the cell view, each with what it was taken for in its tooltip.
-    void showTestImages(const std::vector<std::int64_t>& indices);
+    // Images of the set in the cell view, each with what it was taken for in its tooltip.
+    void showSetImages(const std::vector<std::int64_t>& indices);
 
     DatasetProvider m_datasetProvider;
     std::shared_ptr<Shared> m_classifier;
@@ -149,6 +177,11 @@ private:
     QStringList m_classNames;
     engine::Shape m_source;
     std::shared_ptr<const engine::Dataset> m_dataset;
+    EvalSet m_set = EvalSet::Test;
+    double m_validationShare = 0;
+    // The chosen set of m_dataset (its test set, or the validation set drawn from its training
+    // images as the run drew it); reset when the dataset, the checkpoint or the set changes.
+    std::shared_ptr<const engine::ImageSet> m_images;
     std::vector<std::pair<QString, double>> m_top;
     std::vector<engine::LayerView> m_layers; // of the image the page shows
     std::optional<app::TestSetPredictions> m_predictions;
@@ -167,28 +200,30 @@ private:
 
     app::LatestJob<std::shared_ptr<Shared>> m_load{this};
     app::LatestJob<std::shared_ptr<const engine::Dataset>> m_datasetJob{this};
-    // What waits for the test set m_datasetJob loads (withTestSet calls during the load, each
+    // What waits for the dataset m_datasetJob loads (withDataset calls during the load, each
     // then run in order), and the dataset it loads.
-    struct TestSetWaiter
+    struct DatasetWaiter
     {
         std::function<void()> then;
         std::function<void(const QString&)> failed;
     };
-    std::vector<TestSetWaiter> m_testSetWaiters;
+    std::vector<DatasetWaiter> m_datasetWaiters;
     std::string m_loadingDataset;
     app::LatestJob<ImageAnswer> m_imageJob{this};
-    app::LatestJob<app::TestSetPredictions> m_testJob{this};
+    app::LatestJob<app::TestSetPredictions> m_wholeSetJob{this};
     app::LatestJob<std::vector<app::FileAnswer>> m_manyJob{this};
     app::LatestJob<std::vector<engine::LayerActivity>> m_activityJob{this};
     std::shared_ptr<std::atomic<bool>> m_manyCancel;
 
     QLabel* m_info;
+    QComboBox* m_setChoice;
+    QGroupBox* m_setBox;
     ImageDropArea* m_image;
     QLabel* m_inputView;
     QLabel* m_caption;
     QPushButton* m_openImage;
-    QSpinBox* m_testIndex;
-    QPushButton* m_testImage;
+    QSpinBox* m_imageIndex;
+    QPushButton* m_classifyIndex;
     QPushButton* m_randomImage;
     QCheckBox* m_invert;
     QPushButton* m_layersButton;
