@@ -125,6 +125,10 @@ RunCurves RunLogReader::read()
         c.evalLoss.clear();
     }
     for (const QJsonObject& o : eval.objects) {
+        // A record without its step or accuracy (a damaged line) is no point of the curves.
+        if (!o.value(QStringLiteral("step")).isDouble() ||
+            !o.value(QStringLiteral("precisionAt1")).isDouble())
+            continue;
         c.evalSteps << double(o.value(QStringLiteral("step")).toInteger());
         c.accuracy << o.value(QStringLiteral("precisionAt1")).toDouble();
         c.evalLoss << o.value(QStringLiteral("meanCrossEntropy")).toDouble();

@@ -76,15 +76,17 @@ RunSummary readRun(const QString& folder)
         r.totalSteps = last->value(QStringLiteral("totalSteps")).toInteger();
     }
     newer(r.modified, metrics);
-    if (const auto eval = lastJsonLine(dir.filePath(QStringLiteral("eval.jsonl")))) {
-        r.accuracy = eval->value(QStringLiteral("precisionAt1")).toDouble();
-        r.accuracyStep = eval->value(QStringLiteral("step")).toInteger();
-    }
     r.checkpoints = runCheckpoints(r.folder, r.problem.isEmpty() ? &r.problem : nullptr);
     for (const auto& c : r.checkpoints) newer(r.modified, QString::fromStdString(c.path.string()));
     if (!r.checkpoints.empty()) r.lastStep = std::max(r.lastStep, r.checkpoints.back().step);
+    // The engine's reading of eval.jsonl (a damaged or partial line skipped, the latest record of a
+    // step kept), as the trainer's own: the accuracy shown is the latest step's.
     r.evaluations =
         engine::readEvaluations(dir.filePath(QStringLiteral("eval.jsonl")).toStdString());
+    if (!r.evaluations.empty()) {
+        r.accuracy = r.evaluations.back().precisionAt1;
+        r.accuracyStep = r.evaluations.back().step;
+    }
     r.best = engine::bestCheckpoint(r.checkpoints, r.evaluations);
     r.trainingBy = runHolder(r.folder);
     return r;

@@ -127,6 +127,16 @@ private slots:
         QVERIFY2(r.problem.contains(QStringLiteral("config.json")), qPrintable(r.problem));
         QCOMPARE(r.lastStep, 100); // the last complete line
         QCOMPARE(readRunCurves(folder).steps.size(), 10);
+
+        // An evaluation record without a number for its accuracy, then a line that is no JSON:
+        // neither is the run's accuracy, nor a point of its curve.
+        append(folder + QStringLiteral("/eval.jsonl"),
+               "{\"step\":150,\"precisionAt1\":\"x\"}\nnot json\n");
+        const RunSummary again = readRun(folder);
+        QVERIFY(again.accuracy.has_value());
+        QCOMPARE(*again.accuracy, 0.6);
+        QCOMPARE(again.accuracyStep, 100);
+        QCOMPARE(readRunCurves(folder).evalSteps, (QVector<double>{50, 100}));
     }
 
     void scanListsRunsNewestFirst()
