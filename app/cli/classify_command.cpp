@@ -86,11 +86,6 @@ int runClassify(const QStringList& args, CommandIo& io)
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code)) return code;
-    QString checkpointFile;
-    if (const int c =
-            checkpointOption(p, QStringLiteral("towers-cli classify"), io, checkpointFile);
-        c != ExitOk)
-        return c;
     const QStringList files = p.positionalArguments();
     if (files.isEmpty()) {
         io.err << "towers-cli classify: give at least one image file\n";
@@ -98,6 +93,12 @@ int runClassify(const QStringList& args, CommandIo& io)
     }
     int topK = 5;
     if (!intOption(p, QStringLiteral("top-k"), 1, 100000, topK, io)) return ExitUsage;
+    // The checkpoint last: a run given for it is resolved (and named) only with the rest usable.
+    QString checkpointFile;
+    if (const int c =
+            checkpointOption(p, QStringLiteral("towers-cli classify"), io, checkpointFile);
+        c != ExitOk)
+        return c;
 
     engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")));
     // Each file is checked before it is decoded (a regular file, a size within the limits of

@@ -67,16 +67,17 @@ int runEval(const QStringList& args, CommandIo& io)
         return ExitUsage;
     if (setName.isEmpty()) setName = QStringLiteral("test");
     const bool validation = setName == QLatin1String("validation");
-    QString checkpointFile;
-    if (const int c = checkpointOption(p, QStringLiteral("towers-cli eval"), io, checkpointFile);
-        c != ExitOk)
-        return c;
     int batch = 250, mistakeCount = 0;
     if (!intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io) ||
         !intOption(p, QStringLiteral("mistakes"), 1, 1000000, mistakeCount, io))
         return ExitUsage;
     std::vector<std::filesystem::path> path;
     if (!searchPathOption(p, io, path)) return ExitUsage;
+    // The checkpoint last: a run given for it is resolved (and named) only with the rest usable.
+    QString checkpointFile;
+    if (const int c = checkpointOption(p, QStringLiteral("towers-cli eval"), io, checkpointFile);
+        c != ExitOk)
+        return c;
     // Where the checkpoint's run found its dataset comes after --data-dir (which
     // loadDatasetPreferring tries first), before the default folders.
     if (const QString runData = runDataDirOf(checkpointFile); !runData.isEmpty())

@@ -50,10 +50,6 @@ int runExport(const QStringList& args, CommandIo& io)
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
-    QString checkpointFile;
-    if (const int c = checkpointOption(p, QStringLiteral("towers-cli export"), io, checkpointFile);
-        c != ExitOk)
-        return c;
     engine::OnnxExportOptions options;
     options.opset = engine::onnxDefaultOpset();
     if (!intOption(p, QStringLiteral("opset"), engine::kOnnxMinOpset, engine::onnxMaxOpset(),
@@ -64,15 +60,20 @@ int runExport(const QStringList& args, CommandIo& io)
     options.layout = engine::parseOnnxLayout(layout.toStdString());
     options.useEma = !p.isSet(QStringLiteral("no-ema"));
     options.overwrite = p.isSet(QStringLiteral("force"));
+    if (p.isSet(QStringLiteral("output")) && p.value(QStringLiteral("output")).isEmpty()) {
+        io.err << "towers-cli export: --output must name a file\n";
+        return ExitUsage;
+    }
+    // The checkpoint last: a run given for it is resolved (and named) only with the rest usable.
+    QString checkpointFile;
+    if (const int c = checkpointOption(p, QStringLiteral("towers-cli export"), io, checkpointFile);
+        c != ExitOk)
+        return c;
     const std::filesystem::path checkpoint = checkpointFile.toStdString();
     const std::filesystem::path output =
         p.isSet(QStringLiteral("output"))
             ? std::filesystem::path(p.value(QStringLiteral("output")).toStdString())
             : engine::defaultOnnxPath(checkpoint);
-    if (output.empty()) {
-        io.err << "towers-cli export: --output must name a file\n";
-        return ExitUsage;
-    }
 
     const engine::OnnxExportSummary s = engine::exportOnnx(checkpoint, output, options);
     const QString path = QString::fromStdString(s.output.string());
