@@ -123,6 +123,8 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
         if (evaluatesOnValidation(r))
             o.insert(QStringLiteral("validation_share"), r.config->validation);
         if (r.config->patience > 0) o.insert(QStringLiteral("patience"), r.config->patience);
+        if (r.config->patience > 0 && r.config->minDelta > 0)
+            o.insert(QStringLiteral("min_delta"), r.config->minDelta);
     }
     if (const std::int64_t total = runLength(r); total > 0)
         o.insert(QStringLiteral("total_steps"), qint64(total));
@@ -232,11 +234,15 @@ void printRun(const RunSummary& r, CommandIo& io)
     if (state == QLatin1String("training"))
         line("state", QStringLiteral("training now: ") + *r.trainingBy);
     else if (stoppedEarly(r))
-        line("state", QStringLiteral("stopped early at step %1: %2 evaluations in a row "
-                                     "without a better one (patience %3)")
-                          .arg(r.lastStep)
-                          .arg(engine::evaluationsSinceBest(r.evaluations))
-                          .arg(r.config->patience));
+        line("state",
+             QStringLiteral("stopped early at step %1: %2 evaluations in a row "
+                            "without a better one (patience %3%4)")
+                 .arg(r.lastStep)
+                 .arg(engine::evaluationsSinceBest(r.evaluations, r.config->minDelta))
+                 .arg(r.config->patience)
+                 .arg(r.config->minDelta > 0 ? QStringLiteral(", better by more than %1 points")
+                                                   .arg(r.config->minDelta * 100, 0, 'g', 3)
+                                             : QString()));
     else if (state == QLatin1String("stopped"))
         line("state", QStringLiteral("stopped; continue with: ") +
                           resumeCommandLine(r.folder, r.config->processes));

@@ -359,6 +359,11 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                         "best before them (0 = never; needs --eval-every; a resumed run may "
                         "change it)."),
          n},
+        {QStringLiteral("min-delta"),
+         QStringLiteral("What an evaluation must gain on the best before it to count as better "
+                        "for the patience: 0.2% (points of precision @ 1) or 0.002, at most 50% "
+                        "(default 0; a resumed run may change it)."),
+         QStringLiteral("share")},
         {QStringLiteral("log-every"), QStringLiteral("Steps between log lines."), n},
         {QStringLiteral("histogram-every"),
          QStringLiteral("Steps between TensorBoard histograms of the weights and gradients "
@@ -596,6 +601,16 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         !intOption(p, QStringLiteral("patience"), 0, 1000000, c.patience, io) ||
         !intOption(p, QStringLiteral("loader-workers"), 0, 64, workers, io))
         return ExitUsage;
+    if (p.isSet(QStringLiteral("min-delta"))) {
+        const auto delta = shareOf(p.value(QStringLiteral("min-delta")), engine::kMaxMinDelta);
+        if (!delta) {
+            io.err << "towers-cli train: --min-delta: expected a gain in precision @ 1 from 0 to "
+                      "50% (0.2%) or as a share from 0 to 0.5 (0.002), got '"
+                   << p.value(QStringLiteral("min-delta")) << "'\n";
+            return ExitUsage;
+        }
+        c.minDelta = *delta;
+    }
     c.keepCheckpoints = keep;
     // The device may change on resume (a checkpoint holds host tensors): a GPU run continues on
     // the CPU when its GPU is gone, and the other way round.
@@ -744,12 +759,13 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         best = engine::bestCheckpoint(
             session.trainer().runDirectory().checkpoints(),
             engine::readEvaluations(session.trainer().runDirectory().evalPath()));
+    const QString checkpoint = observer.lastCheckpoint();
     if (json) {
         QJsonObject end{{QStringLiteral("event"),
                          stopped ? QStringLiteral("stopped") : QStringLiteral("finished")},
                         {QStringLiteral("step"), qint64(t.step())},
                         {QStringLiteral("run_dir"), runDir},
-                        {QStringLiteral("checkpoint"), observer.lastCheckpoint()}};
+                        {QStringLiteral("checkpoint"), checkpoint}};
         if (!stopped) end.insert(QStringLiteral("stopped_early"), early);
         if (observer.haveEval()) {
             end.insert(QStringLiteral("precision_at_1"), observer.lastEval().precisionAt1);
@@ -770,15 +786,15 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             io.out << ", " << QString::fromStdString(observer.lastEval().set) << " precision @ 1 = "
                    << QString::number(100 * observer.lastEval().precisionAt1, 'f', 2) << "%"
                    << (observer.lastEval().ema ? " (moving averages)" : "");
-        io.out << "\ncheckpoint " << observer.lastCheckpoint() << "\n";
+        io.out << "\ncheckpoint " << checkpoint << "\n";
         if (best) {
             io.out << "best on the validation set: step " << best->file.step << " ("
                    << QString::number(100 * best->precisionAt1, 'f', 2) << "%), "
                    << QString::fromStdString(best->file.path.string()) << "\n"
                    << "measure it on the test set: towers-cli eval --checkpoint " << runDir
                    << " --best\n";
-        } else if (!stopped && !observer.lastCheckpoint().isEmpty()) {
-            io.out << "use it: towers-cli classify --checkpoint " << observer.lastCheckpoint()
+        } else if (!stopped && !checkpoint.isEmpty()) {
+            io.out << "use it: towers-cli classify --checkpoint " << checkpoint
                    << " IMAGE... (or eval, export; towers-cli runs lists the runs)\n";
         }
         if (stopped) io.out << "continue with: " << resumeCommandLine(runDir, processes) << "\n";

@@ -147,7 +147,7 @@ QString runDataDirOf(const QString& checkpointFile)
     }
 }
 
-std::optional<double> validationShare(const QString& text)
+std::optional<double> shareOf(const QString& text, double most)
 {
     QString t = text.trimmed();
     const bool percent = t.endsWith(QLatin1Char('%'));
@@ -156,8 +156,13 @@ std::optional<double> validationShare(const QString& text)
     double v = t.trimmed().toDouble(&ok);
     if (!ok || !std::isfinite(v)) return std::nullopt;
     if (percent) v /= 100;
-    if (v < 0 || v > engine::kMaxValidationShare) return std::nullopt;
+    if (v < 0 || v > most) return std::nullopt;
     return v;
+}
+
+std::optional<double> validationShare(const QString& text)
+{
+    return shareOf(text, engine::kMaxValidationShare);
 }
 
 const QStringList& runDefiningOptions()

@@ -35,8 +35,10 @@ engine::TrainConfig readRunConfig(const QString& folder);
 // run's configuration cannot be read. Evaluating a checkpoint looks there too.
 QString runDataDirOf(const QString& checkpointFile);
 
-// A validation share as the command line gives it (TrainConfig::validation): "0.1" or "10%", from 0
-// to 0.5 (50%); nullopt for anything else.
+// A share as the command line gives it: "0.1" or "10%", from 0 to `most`; nullopt for anything
+// else.
+std::optional<double> shareOf(const QString& text, double most);
+// A validation share (TrainConfig::validation): shareOf up to 0.5 (50%).
 std::optional<double> validationShare(const QString& text);
 
 // The command-line options that define a run (its model, data, optimisation, seed): they cannot

@@ -95,7 +95,7 @@ RunSummary readRun(const QString& folder)
 bool stoppedEarly(const RunSummary& r)
 {
     return r.config && r.config->patience > 0 && r.lastStep < runLength(r) &&
-           engine::evaluationsSinceBest(r.evaluations) >= r.config->patience;
+           engine::evaluationsSinceBest(r.evaluations, r.config->minDelta) >= r.config->patience;
 }
 
 bool evaluatesOnValidation(const RunSummary& r)

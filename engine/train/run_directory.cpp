@@ -172,12 +172,21 @@ std::optional<EvaluationMark> bestEvaluation(const std::vector<EvaluationMark>& 
     return best;
 }
 
-int evaluationsSinceBest(const std::vector<EvaluationMark>& evaluations)
+void PatienceCount::add(double precisionAt1, double minDelta)
 {
-    const auto best = bestEvaluation(evaluations);
-    if (!best) return 0;
-    return int(std::count_if(evaluations.begin(), evaluations.end(),
-                             [&](const EvaluationMark& e) { return e.step > best->step; }));
+    if (!best || precisionAt1 > *best + minDelta) {
+        best = precisionAt1;
+        since = 0;
+    } else {
+        ++since; // no better (an equal one neither)
+    }
+}
+
+int evaluationsSinceBest(const std::vector<EvaluationMark>& evaluations, double minDelta)
+{
+    PatienceCount count;
+    for (const auto& e : evaluations) count.add(e.precisionAt1, minDelta);
+    return count.since;
 }
 
 std::optional<BestCheckpoint> bestCheckpoint(const std::vector<CheckpointFile>& checkpoints,

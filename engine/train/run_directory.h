@@ -68,9 +68,19 @@ std::optional<BestCheckpoint> bestCheckpoint(const std::vector<CheckpointFile>& 
                                              const std::vector<EvaluationMark>& evaluations);
 // The highest precision @ 1 of `evaluations` (the earliest of equals); nullopt when there are none.
 std::optional<EvaluationMark> bestEvaluation(const std::vector<EvaluationMark>& evaluations);
-// How many of `evaluations` (by step) come after the best (bestEvaluation): the evaluations in a
-// row that were no better, which TrainConfig::patience counts. 0 when there are none.
-int evaluationsSinceBest(const std::vector<EvaluationMark>& evaluations);
+// The evaluations in a row, at the end of `evaluations` (by step), that were no better than the
+// best before them, which TrainConfig::patience counts: as Keras' EarlyStopping, an evaluation is
+// better when it beats the best so far by more than `minDelta` (TrainConfig::minDelta), and only
+// a better one becomes the best that the next are measured against. With minDelta 0, those after
+// bestEvaluation. 0 when there are none.
+int evaluationsSinceBest(const std::vector<EvaluationMark>& evaluations, double minDelta = 0);
+// That count, one evaluation at a time (the trainer's, as its evaluations come).
+struct PatienceCount
+{
+    std::optional<double> best; // the precision @ 1 of the last better evaluation
+    int since = 0;              // the evaluations after it
+    void add(double precisionAt1, double minDelta);
+};
 
 // Makes a new, empty folder at `proposed`, or when that name is taken at "<proposed>-2", "-3", ...
 // with a mkdir that fails when the folder exists, so two runs started at the same moment never

@@ -125,6 +125,9 @@ void TrainConfig::validate() const
         fail("validation", "must be a share in [0, 0.5] of the training images (0 = none), got " +
                                std::to_string(validation));
     if (patience < 0) fail("patience", "must be >= 0 (0 = never stop early)");
+    if (!(minDelta >= 0 && minDelta <= kMaxMinDelta))
+        fail("minDelta", "must be a share of precision @ 1 in [0, 0.5] (0.002 = 0.2 points), got " +
+                             std::to_string(minDelta));
     if (patience > 0 && evalEvery == 0)
         fail("patience", "counts evaluations, and evalEvery is 0 (only one, at the end): give "
                          "evalEvery too");
@@ -260,6 +263,7 @@ std::string TrainConfig::toJson() const
     o["evalBatchSize"] = evalBatchSize;
     o["validation"] = validation;
     o["patience"] = patience;
+    o["minDelta"] = minDelta;
     o["logEvery"] = logEvery;
     o["histogramEvery"] = histogramEvery;
     o["verifyEvery"] = verifyEvery;
@@ -289,7 +293,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
                       "evalBatchSize", "logEvery",        "histogramEvery",  "verifyEvery",
                       "dataset",       "dataDir",         "augmentation",    "runId",
                       "cudaGraphs",    "cudnnBenchmark",  "classes",         "initFrom",
-                      "validation",    "patience"},
+                      "validation",    "patience",        "minDelta"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -396,6 +400,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     read(o, "evalBatchSize", c.evalBatchSize);
     read(o, "validation", c.validation);
     read(o, "patience", c.patience);
+    read(o, "minDelta", c.minDelta);
     read(o, "logEvery", c.logEvery);
     read(o, "histogramEvery", c.histogramEvery);
     read(o, "verifyEvery", c.verifyEvery);

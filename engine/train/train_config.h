@@ -11,6 +11,9 @@
 
 namespace towers::engine {
 
+// The largest TrainConfig::minDelta: half of precision @ 1.
+inline constexpr double kMaxMinDelta = 0.5;
+
 struct TrainConfig
 {
     std::string model = "cifar10-tutorial";
@@ -73,6 +76,10 @@ struct TrainConfig
     // were no better than the best before them (Keras' EarlyStopping patience); 0 = never. Needs
     // evalEvery > 0. JSON "patience"; absent: 0.
     int patience = 0;
+    // What an evaluation must gain on the best before it to count as better, for patience: a
+    // share of precision @ 1 (0.002 = 0.2 points), as Keras' EarlyStopping min_delta; at most
+    // kMaxMinDelta. The best checkpoint is still the highest. JSON "minDelta"; absent: 0.
+    double minDelta = 0;
     int evalBatchSize = 0;      // 0 = batchPerTower
     std::int64_t logEvery = 10; // steps between metrics (and log lines)
     // Steps between TensorBoard histograms of every layer's weights and gradients (as the

@@ -586,7 +586,8 @@ const std::optional<EvaluationMark>& Trainer::bestEvaluationSoFar()
     if (!m_bestRead && m_dir) {
         const auto marks = readEvaluations(m_dir->evalPath());
         m_best = bestEvaluation(marks);
-        m_sinceBest = evaluationsSinceBest(marks);
+        m_patience = {};
+        for (const auto& e : marks) m_patience.add(e.precisionAt1, m_config.minDelta);
         m_bestRead = true;
     }
     return m_best;
@@ -645,14 +646,12 @@ bool Trainer::runEvaluation(const std::stop_token& stop)
     // it is beyond keepCheckpoints.
     if (m_dir && (!best || r.precisionAt1 > best->precisionAt1)) {
         m_best = EvaluationMark{r.step, r.precisionAt1};
-        m_sinceBest = 0;
         if (m_lastCheckpointStep != r.step)
             writeCheckpoint();
         else
             rotateCheckpoints(r.step);
-    } else if (m_dir) {
-        ++m_sinceBest; // no better (an equal one neither)
     }
+    if (m_dir) m_patience.add(r.precisionAt1, m_config.minDelta);
     if (m_config.patience > 0) {
         std::string why;
         // (Asked on every process alike; at the last step the run simply finishes.)
@@ -670,15 +669,23 @@ bool Trainer::patienceRanOut(std::string& why)
     bool out = false;
     if (m_dir) {
         const auto& best = bestEvaluationSoFar();
-        const int since = m_sinceBest;
-        out = best && since >= m_config.patience;
+        const int since = m_patience.since;
+        out = best && m_patience.best && since >= m_config.patience;
         if (out) {
-            char text[200];
-            std::snprintf(text, sizeof text,
-                          "the last %d evaluations were no better than step %lld's (%s precision "
-                          "@ 1 = %.3f; patience %d)",
-                          since, static_cast<long long>(best->step), m_evalSet.c_str(),
-                          best->precisionAt1, m_config.patience);
+            char text[240];
+            if (m_config.minDelta > 0)
+                std::snprintf(text, sizeof text,
+                              "the last %d evaluations did not beat %s precision @ 1 = %.4f by "
+                              "more than %g (min delta; the best: step %lld's %.4f; patience %d)",
+                              since, m_evalSet.c_str(), *m_patience.best, m_config.minDelta,
+                              static_cast<long long>(best->step), best->precisionAt1,
+                              m_config.patience);
+            else
+                std::snprintf(text, sizeof text,
+                              "the last %d evaluations were no better than step %lld's (%s "
+                              "precision @ 1 = %.3f; patience %d)",
+                              since, static_cast<long long>(best->step), m_evalSet.c_str(),
+                              best->precisionAt1, m_config.patience);
             why = text;
         }
     }

@@ -198,7 +198,7 @@ private:
     bool rotatable(const std::filesystem::path& file);
     void rotateCheckpoints(std::int64_t newest);
     // The run's best evaluation so far (eval.jsonl's highest precision @ 1, read once, with
-    // m_sinceBest), whose checkpoint rotation keeps; nullopt before the first, and on the ranks
+    // m_patience), whose checkpoint rotation keeps; nullopt before the first, and on the ranks
     // that write no run.
     const std::optional<EvaluationMark>& bestEvaluationSoFar();
 
@@ -222,7 +222,9 @@ private:
     std::int64_t m_lastCheckpointStep = -1;
     std::int64_t m_lastEvalStep = -1;
     std::optional<EvaluationMark> m_best; // bestEvaluationSoFar()
-    int m_sinceBest = 0; // the evaluations after m_best (evaluationsSinceBest), kept with it
+    // What TrainConfig::patience counts (evaluationsSinceBest with TrainConfig::minDelta), kept
+    // with m_best.
+    PatienceCount m_patience;
     bool m_bestRead = false;
     // Pace of this run() for the ETA: when it started, at which step, and time spent paused.
     std::chrono::steady_clock::time_point m_runStart{};

@@ -19,7 +19,7 @@ _towers_cli()
             options="--dataset --data-dir --model --device --gpus --tf32 --precision --allreduce --gpu-data --cuda-graphs --cudnn-benchmark --bucket-mb --towers --threads-per-tower
                 --batch-size --steps --epochs --optimizer --lr --lr-schedule --momentum
                 --weight-decay --ema-decay --augment --seed --init-from --run-dir --checkpoint-every
-                --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --validation --patience --log-every --histogram-every --loader-workers --json --help" ;;
+                --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --validation --patience --min-delta --log-every --histogram-every --loader-workers --json --help" ;;
         lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --threads-per-tower --seed --init-from --min-lr --max-lr --steps --json --help" ;;
         eval) options="--checkpoint --best --data-dir --set --no-ema --layers --mistakes --batch-size --json --help" ;;
         classify) options="--checkpoint --best --top-k --no-ema --layers --json --help" ;;
@@ -68,7 +68,7 @@ _towers_cli()
         --channels) COMPREPLY=($(compgen -W "1 3 auto" -- "$cur")); return ;;
         --towers | --threads-per-tower | --batch-size | --steps | --epochs | --lr | --momentum | \
             --weight-decay | --ema-decay | --seed | --checkpoint-every | --keep-checkpoints | \
-            --eval-every | --validation | --patience | --log-every | --histogram-every | --loader-workers | --top-k | --threads | --warmup | --base-url | --count | \
+            --eval-every | --validation | --patience | --min-delta | --log-every | --histogram-every | --loader-workers | --top-k | --threads | --warmup | --base-url | --count | \
             --gpus | --opset | --bucket-mb | --name | --size | --test-fraction)
             return ;;
     esac

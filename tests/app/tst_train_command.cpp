@@ -249,6 +249,10 @@ private slots:
             << 2 << "were held out for validation";
         QTest::newRow("eval: bad set") << QStringList{"eval", "--set", "train"} << 2
                                        << "--set must be test or validation, got 'train'";
+        QTest::newRow("min delta not a share")
+            << QStringList{"train", "--min-delta", "abc"} << 2 << "--min-delta: expected a gain";
+        QTest::newRow("min delta above half")
+            << QStringList{"train", "--min-delta", "60%"} << 2 << "got '60%'";
         QTest::newRow("patience negative")
             << QStringList{"train", "--patience", "-1"} << 2 << "--patience";
     }
@@ -358,6 +362,7 @@ private slots:
         QVERIFY2(
             resumed.out.contains(QStringLiteral("stopped early at step %1 of 60").arg(stoppedAt)),
             qPrintable(resumed.out));
+
         QVERIFY2(resumed.out.contains(
                      QStringLiteral("best on the validation set: step %1").arg(highestStep)),
                  qPrintable(resumed.out));

@@ -477,6 +477,61 @@ private slots:
         QCOMPARE(evaluationsSinceBest(readEvaluations(run.evalPath())), 16);
     }
 
+    // TrainConfig::minDelta: evaluations that beat the best by less do not keep the run going,
+    // while the best checkpoint is still the highest.
+    void minDeltaStopsGainsTooSmall()
+    {
+        QTemporaryDir dir;
+        const fs::path root = dir.path().toStdString();
+        TrainConfig c = smallConfig(); // 4 steps, a checkpoint every step
+        trainToEnd(c, root);
+        RunDirectory run(root);
+        // Step 4 measured at 0: every evaluation after it is at least as good.
+        std::ofstream(run.evalPath()) << R"({"step": 4, "precisionAt1": 0})"
+                                         "\n";
+        const auto resume = [&](double minDelta, QStringList& lines) {
+            TrainConfig longer = readConfigOf(run);
+            longer.steps = 20;
+            longer.evalEvery = 1;
+            longer.patience = 3;
+            longer.minDelta = minDelta;
+            auto src = syntheticBatchesFor(longer);
+            struct Log : TrainerObserver
+            {
+                QStringList* lines;
+                void onLog(const std::string& line) override
+                {
+                    *lines << QString::fromStdString(line);
+                }
+            } log;
+            log.lines = &lines;
+            Trainer t(longer, src, root, {}, &log);
+            t.setEvaluator(40, src.evaluationBatches());
+            t.resumeFromNewest();
+            const Trainer::Outcome outcome = t.run();
+            return std::make_pair(outcome, t.step());
+        };
+        // A gain of more than half of precision @ 1 is out of reach of these 40 examples: the
+        // evaluations at steps 5, 6 and 7 are no better than step 4's 0.
+        QStringList lines;
+        QCOMPARE(resume(0.5, lines),
+                 std::make_pair(Trainer::Outcome::StoppedEarly, std::int64_t(7)));
+        const auto marks = readEvaluations(run.evalPath());
+        QCOMPARE(marks.size(), std::size_t(4));
+        const auto best = bestEvaluation(marks);
+        QVERIFY(best && best->precisionAt1 > 0); // an evaluation beat 0, by less than 0.5
+        const QString log = lines.join('\n');
+        QVERIFY2(log.contains(QStringLiteral("stopping early at step 7: the last 3 evaluations "
+                                             "did not beat test precision @ 1 = 0.0000 by more "
+                                             "than 0.5 (min delta; the best: step %1's")
+                                  .arg(best->step)),
+                 qPrintable(log));
+        // The best checkpoint is the highest evaluation's, kept by rotation.
+        QCOMPARE(bestCheckpoint(run.checkpoints(), marks)->file.step, best->step);
+        QCOMPARE(evaluationsSinceBest(marks, 0.5), 3);
+        QVERIFY(evaluationsSinceBest(marks) < 3); // without the min delta, the run goes on
+    }
+
     void evaluationsSinceTheBest()
     {
         QCOMPARE(evaluationsSinceBest({}), 0);
@@ -484,6 +539,13 @@ private slots:
         QCOMPARE(evaluationsSinceBest({{1, 0.5}, {2, 0.6}, {3, 0.6}, {4, 0.55}}),
                  2); // equal: no better
         QCOMPARE(evaluationsSinceBest({{1, 0.9}, {2, 0.6}, {3, 0.95}}), 0);
+        // A min delta (Keras' min_delta): better is more than that above the last better one.
+        QCOMPARE(evaluationsSinceBest({{1, 0.5}, {2, 0.505}, {3, 0.509}}), 0);
+        QCOMPARE(evaluationsSinceBest({{1, 0.5}, {2, 0.505}, {3, 0.509}}, 0.01), 2);
+        QCOMPARE(evaluationsSinceBest({{1, 0.5}, {2, 0.505}, {3, 0.509}, {4, 0.52}}, 0.01), 0);
+        // 0.509 was no better, so 0.515 is measured against 0.5, not against it.
+        QCOMPARE(evaluationsSinceBest({{1, 0.5}, {2, 0.509}, {3, 0.515}}, 0.01), 0);
+        QCOMPARE(evaluationsSinceBest({{1, 0.5}, {2, 0.51}}, 0.01), 1); // exactly: no better
     }
 
     // A stop during an evaluation ends it at the next batch: the checkpoint of the step is already

@@ -89,6 +89,7 @@ private slots:
         c.evalBatchSize = 500;
         c.validation = 0.125;
         c.patience = 4;
+        c.minDelta = 0.0025;
         c.logEvery = 7;
         c.verifyEvery = 9;
         c.dataset = "fashion-mnist";
@@ -103,6 +104,7 @@ private slots:
         QCOMPARE(r.processes, 4);
         QCOMPARE(r.validation, 0.125);
         QCOMPARE(r.patience, 4);
+        QCOMPARE(r.minDelta, 0.0025);
         QCOMPARE(s_processesDefault(), 1);
         QCOMPARE(r.schedule.milestones, c.schedule.milestones);
         QCOMPARE(r.optimizer.kind, std::string("nesterov"));
@@ -141,6 +143,7 @@ private slots:
         QVERIFY(!s.cudnnBenchmark);               // absent: cuDNN's heuristics
         QCOMPARE(s.validation, 0.0);              // absent (a run from before it): the test set
         QCOMPARE(s.patience, 0);                  // absent: never stops early
+        QCOMPARE(s.minDelta, 0.0);                // absent: any gain is better
         QVERIFY(TrainConfig::fromJson(R"({"steps": 1, "cudaGraphs": true})").cudaGraphs);
         // A run from before --precision is float32; the name as --precision spells it.
         QVERIFY(s.precision == Precision::Float32);
@@ -268,6 +271,11 @@ private slots:
                                              << "validation: must be a share in [0, 0.5]";
         QTest::newRow("patience") << R"({"steps": 1, "evalEvery": 5, "patience": -1})"
                                   << "patience: must be >= 0";
+        QTest::newRow("minDelta negative")
+            << R"({"steps": 1, "evalEvery": 5, "patience": 2, "minDelta": -0.01})"
+            << "minDelta: must be a share of precision @ 1 in [0, 0.5]";
+        QTest::newRow("minDelta above half") << R"({"steps": 1, "minDelta": 0.6})"
+                                             << "minDelta: must be a share of precision @ 1";
         QTest::newRow("patience without evaluations")
             << R"({"steps": 1, "patience": 3})"
             << "patience: counts evaluations, and evalEvery is 0";

@@ -242,8 +242,16 @@ private slots:
         form.setTrainingSetSize(1000);
         QCOMPARE(form.trainingImages(), std::int64_t(900));
 
+        // The gain that counts as better: points of accuracy, only with a patience.
+        auto* minDelta = form.findChild<QDoubleSpinBox*>(QStringLiteral("minDelta"));
+        QVERIFY(minDelta);
+        QVERIFY(!minDelta->isEnabled());
+        QCOMPARE(minDelta->text(), QStringLiteral("better: any gain"));
         patience->setValue(3);
         QCOMPARE(form.config().patience, 3);
+        QVERIFY(minDelta->isEnabled());
+        minDelta->setValue(0.2);
+        QCOMPARE(form.config().minDelta, 0.002);
         QVERIFY2(form.isValid(), qPrintable(form.error()));
         type(form.field(QStringLiteral("evalEvery")), QStringLiteral("0"));
         QVERIFY(!form.isValid());
@@ -254,9 +262,11 @@ private slots:
         // Back from a configuration that has them.
         c.validation = 0.2;
         c.patience = 5;
+        c.minDelta = 0.005;
         form.setConfig(c);
         QCOMPARE(validation->value(), 20.0);
         QCOMPARE(patience->value(), 5);
+        QCOMPARE(minDelta->value(), 0.5);
         QCOMPARE(QString::fromStdString(form.config().toJson()),
                  QString::fromStdString(c.toJson()));
     }

@@ -280,7 +280,20 @@ void HyperparameterForm::buildUi()
                               "better than the best before them (its checkpoint is kept); needs "
                               "evaluations during the run"));
     connect(m_patience, &QSpinBox::valueChanged, this, &HyperparameterForm::update);
-    ckForm->addRow(tr("Stop &early after:"), m_patience);
+    m_minDelta = new QDoubleSpinBox(ckBox);
+    m_minDelta->setObjectName(QStringLiteral("minDelta"));
+    m_minDelta->setRange(0, 100 * engine::kMaxMinDelta);
+    m_minDelta->setDecimals(2);
+    m_minDelta->setSingleStep(0.1);
+    m_minDelta->setPrefix(tr("better by more than "));
+    m_minDelta->setSuffix(tr(" points"));
+    m_minDelta->setSpecialValueText(tr("better: any gain"));
+    m_minDelta->setToolTip(
+        tr("What an evaluation must gain on the best before it, in points of accuracy, to count "
+           "as better for the early stop (Keras' min_delta): a noisy accuracy that creeps up by "
+           "hundredths no longer keeps a run going. The best checkpoint is still the highest."));
+    connect(m_minDelta, &QDoubleSpinBox::valueChanged, this, &HyperparameterForm::update);
+    ckForm->addRow(tr("Stop &early after:"), rowOf(ckBox, {{m_patience, 1}, {m_minDelta, 0}}));
     m_logEvery = make("logEvery", F::Syntax::Integer, F::atLeast(1),
                       tr("Steps between metrics and log lines"));
     ckForm->addRow(tr("Lo&g every:"), m_logEvery);
@@ -355,6 +368,7 @@ void HyperparameterForm::setConfig(const engine::TrainConfig& c)
     m_evalEvery->setText(QString::number(c.evalEvery));
     m_validation->setValue(100 * c.validation);
     m_patience->setValue(c.patience);
+    m_minDelta->setValue(100 * c.minDelta);
     m_logEvery->setText(QString::number(c.logEvery));
     m_loading = false;
     update();
@@ -395,6 +409,7 @@ engine::TrainConfig HyperparameterForm::config() const
     c.evalEvery = m_evalEvery->integer();
     c.validation = m_validation->value() / 100;
     c.patience = m_patience->value();
+    c.minDelta = m_minDelta->value() / 100;
     c.logEvery = m_logEvery->integer();
     return c;
 }
@@ -481,6 +496,7 @@ void HyperparameterForm::update()
     m_epochs->setEnabled(m_byEpochs->isChecked());
     m_weightDecay->setEnabled(m_weightDecayOn->isChecked());
     m_emaDecay->setEnabled(m_emaOn->isChecked());
+    m_minDelta->setEnabled(m_patience->value() > 0);
     m_minLr->setExternalError(
         m_minLr->value() > m_lr->value() ? tr("must not exceed the learning rate") : QString());
 

@@ -123,6 +123,7 @@ private:
     ValidatedField* m_evalEvery;
     QDoubleSpinBox* m_validation; // TrainConfig::validation, in percent
     QSpinBox* m_patience;
+    QDoubleSpinBox* m_minDelta; // TrainConfig::minDelta, in points of accuracy
     ValidatedField* m_logEvery;
     QLabel* m_summary;
     PlotWidget* m_plot;
