@@ -759,7 +759,13 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         best = engine::bestCheckpoint(
             session.trainer().runDirectory().checkpoints(),
             engine::readEvaluations(session.trainer().runDirectory().evalPath()));
-    const QString checkpoint = observer.lastCheckpoint();
+    // The run's newest checkpoint: the one this process wrote last, or, when it wrote none (a
+    // resume of a finished or stopped-early run, which ends at once), the one it restored.
+    QString checkpoint = observer.lastCheckpoint();
+    if (checkpoint.isEmpty() && t.writesRun()) {
+        const auto all = session.trainer().runDirectory().checkpoints();
+        if (!all.empty()) checkpoint = QString::fromStdString(all.back().path.string());
+    }
     if (json) {
         QJsonObject end{{QStringLiteral("event"),
                          stopped ? QStringLiteral("stopped") : QStringLiteral("finished")},

@@ -362,7 +362,12 @@ private slots:
         QVERIFY2(
             resumed.out.contains(QStringLiteral("stopped early at step %1 of 60").arg(stoppedAt)),
             qPrintable(resumed.out));
-
+        // The checkpoint it ends with is the one it restored (it wrote none).
+        QVERIFY2(
+            resumed.out.contains(QStringLiteral("checkpoint %1/checkpoints/ckpt-%2.safetensors")
+                                     .arg(dir)
+                                     .arg(stoppedAt, 8, 10, QLatin1Char('0'))),
+            qPrintable(resumed.out));
         QVERIFY2(resumed.out.contains(
                      QStringLiteral("best on the validation set: step %1").arg(highestStep)),
                  qPrintable(resumed.out));
