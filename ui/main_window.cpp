@@ -14,6 +14,8 @@
 #include <QStyle>
 #include <QVBoxLayout>
 
+#include <utility>
+
 #include "app/data/data_dirs.h"
 #include "app/runs/run_builder.h"
 #include "app/settings/app_settings.h"
@@ -176,19 +178,48 @@ void MainWindow::restoreConfig()
         }
         last = engine::defaultConfigFor(model);
     }
-    m_model->setModelName(QString::fromStdString(last->model));
-    m_devices->setTowers(last->towers);
-    m_devices->setThreadsPerTower(last->threadsPerTower);
-    m_devices->setPrecision(last->precision);
-    m_devices->setGpuData(last->gpuData);
-    m_devices->setAllreduce(last->allreduce);
-    m_devices->setCudaGraphs(last->cudaGraphs);
-    m_devices->setTf32(last->allowTf32);
-    m_devices->setCudnnBenchmark(last->cudnnBenchmark);
-    m_devices->setBucketMb(last->bucketMb);
-    m_model->form()->setConfig(*last);
-    m_model->form()->setTowers(last->towers);
+    applyConfig(*last);
     m_restoring = false;
+}
+
+void MainWindow::applyConfig(const engine::TrainConfig& c)
+{
+    const bool restoring = std::exchange(m_restoring, true); // no model defaults over it
+    m_model->setModelName(QString::fromStdString(c.model));
+    m_devices->setTowers(c.towers);
+    m_devices->setThreadsPerTower(c.threadsPerTower);
+    m_devices->setPrecision(c.precision);
+    m_devices->setGpuData(c.gpuData);
+    m_devices->setAllreduce(c.allreduce);
+    m_devices->setCudaGraphs(c.cudaGraphs);
+    m_devices->setTf32(c.allowTf32);
+    m_devices->setCudnnBenchmark(c.cudnnBenchmark);
+    m_devices->setBucketMb(c.bucketMb);
+    m_model->form()->setConfig(c);
+    m_model->form()->setTowers(c.towers);
+    m_restoring = restoring;
+}
+
+bool MainWindow::newRunLike(const QString& folder)
+{
+    engine::TrainConfig c;
+    try {
+        c = app::likeRunConfig(folder);
+    } catch (const std::exception& e) {
+        showError(tr("Cannot start a run like %1: %2").arg(folder, QString::fromUtf8(e.what())));
+        return false;
+    }
+    if (!c.dataDir.empty()) m_data->setDataDir(QString::fromStdString(c.dataDir));
+    m_data->setDatasetName(QString::fromStdString(c.dataset));
+    applyConfig(c);
+    configChanged();
+    appendLog(tr("A new run like %1: its dataset, model, hyperparameters and towers; change what "
+                 "you will and start it")
+                  .arg(folder));
+    if (c.backend == "cuda")
+        appendLog(tr("That run trained on GPUs: check them on the Devices page"));
+    showPage(Model);
+    return true;
 }
 
 void MainWindow::connectPages()
@@ -244,6 +275,7 @@ void MainWindow::connectPages()
     connect(m_runs, &RunsPage::resumeRequested, this, &MainWindow::resumeRun);
     connect(m_runs, &RunsPage::classifyRequested, this, &MainWindow::classifyWith);
     connect(m_runs, &RunsPage::fineTuneRequested, this, &MainWindow::fineTuneFrom);
+    connect(m_runs, &RunsPage::newRunLikeRequested, this, &MainWindow::newRunLike);
     connect(m_model->form(), &HyperparameterForm::initFromChosen, this, &MainWindow::fineTuneFrom);
     connect(m_model->form(), &HyperparameterForm::findLearningRateRequested, this,
             &MainWindow::findLearningRate);

@@ -87,6 +87,11 @@ public slots:
     void classifyWith(const QString& checkpoint);
     // The Model page set for a new run from `checkpoint`'s weights, with its run's `model`.
     void fineTuneFrom(const QString& checkpoint, const QString& model);
+    // The pages set for a new run like the one in `folder` (DIGITS' "Clone job";
+    // app::likeRunConfig): its dataset and data folder, model, hyperparameters and towers, shown
+    // on the Model & hyperparameters page to change and start. False, with the reason in the
+    // banner, when its configuration cannot be read.
+    bool newRunLike(const QString& folder);
     // "Find…" beside the learning rate: the range test with the pages' configuration on the
     // loaded dataset, in a window of its own (nullptr, with the reason in the banner, while a run
     // trains or before a dataset is loaded); its suggestion, used, goes into the form.
@@ -108,6 +113,8 @@ private:
     void buildPages();
     void connectPages();
     void restoreConfig();
+    // The Model and Devices pages set to `c` (not the dataset, nor the GPUs).
+    void applyConfig(const engine::TrainConfig& c);
     void onModelChosen(const QString& model);
     void onDatasetLoaded();
     void configChanged();

@@ -319,6 +319,11 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                         "dataset's classes are not the checkpoint's; the optimizer and the step "
                         "start anew."),
          QStringLiteral("checkpoint")},
+        {QStringLiteral("like"),
+         QStringLiteral("A new run like this one (a run folder, or its name as runs lists "
+                        "it): its model, dataset, hyperparameters, towers and devices, with the "
+                        "options given changed (another seed: --like RUN --seed 2)."),
+         QStringLiteral("run")},
         {QStringLiteral("run-dir"),
          QStringLiteral("The run folder (default: a new folder under the runs folder)."),
          QStringLiteral("dir")},
@@ -445,6 +450,11 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             << "towers-cli train: --restart is for --resume (a new run starts at step 0 anyway)\n";
         return ExitUsage;
     }
+    if (p.isSet(QStringLiteral("like")) && (resume || resumeOrStart)) {
+        io.err << "towers-cli train: --like is for a new run (a resumed run keeps its own "
+                  "configuration)\n";
+        return ExitUsage;
+    }
     if (p.isSet(QStringLiteral("overwrite")) && resume) {
         io.err << "towers-cli train: --overwrite is for a new run; to start a resumed run over, "
                   "use --restart\n";
@@ -487,7 +497,30 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             }
         }
     } else if (!resume) {
+        // --like: the configuration of the run named, which the options given then change.
+        std::optional<TrainConfig> like;
+        if (p.isSet(QStringLiteral("like"))) {
+            QString folder = p.value(QStringLiteral("like"));
+            if (!QFileInfo(folder).isDir())
+                if (const QString named = runsDirEntry(folder, defaultRunsDir());
+                    !named.isEmpty() && QFileInfo(named).isDir())
+                    folder = named; // a run's name, as 'runs' lists it
+            if (!QFileInfo(folder).isDir()) {
+                io.err << "towers-cli train: --like: no run '" << folder
+                       << "': neither a folder nor a run in " << defaultRunsDir()
+                       << " (towers-cli runs lists them)\n";
+                return ExitUsage;
+            }
+            try {
+                like = likeRunConfig(folder);
+            } catch (const engine::Error& e) {
+                io.err << "towers-cli train: --like: " << e.what() << "\n";
+                return ExitUsage;
+            }
+            io.err << "towers-cli train: a new run like " << QDir(folder).absolutePath() << "\n";
+        }
         QString dataset = p.value(QStringLiteral("dataset"));
+        if (dataset.isEmpty() && like) dataset = QString::fromStdString(like->dataset);
         if (dataset.isEmpty()) {
             dataset = firstDatasetFound(searchPath);
             if (dataset.isEmpty()) {
@@ -511,14 +544,23 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             if (const int r = initFromOption(file); r != ExitOk) return r;
             initFrom = file.toStdString();
             initModel = engine::readCheckpointInfo(initFrom).model; // IoError naming the file
+        } else if (like) {
+            initFrom = like->initFrom; // the weights that run started from, if any
         }
         const std::string model = p.isSet(QStringLiteral("model"))
                                       ? p.value(QStringLiteral("model")).toStdString()
                                   : !initModel.empty() ? initModel
+                                  : like               ? like->model
                                                        : engine::defaultModelFor(spec);
-        c = engine::defaultConfigFor(model);
+        c = like ? *like : engine::defaultConfigFor(model);
+        c.model = model;
+        if (like && like->dataset != dataset.toStdString()) {
+            c.dataDir.clear(); // where that run found its own dataset
+            c.classes = 0;     // the new dataset's, when the run is built
+        }
         c.dataset = dataset.toStdString();
-        int towers = 1, threads = 0, batch = c.batchPerTower;
+        int towers = like ? like->towers : 1, threads = like ? like->threadsPerTower : 0,
+            batch = c.batchPerTower;
         std::int64_t seed = std::int64_t(c.seed);
         if (!intOption(p, QStringLiteral("towers"), 1, TrainConfig::kMaxTowers, towers, io) ||
             !intOption(p, QStringLiteral("threads-per-tower"), 0, TrainConfig::kMaxThreadsPerTower,
@@ -542,7 +584,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             if (s == QLatin1String("one-cycle")) s = QStringLiteral("onecycle");
             c.schedule.kind = engine::LrSchedule::kindFromName(s.toStdString());
         }
-        QString augment;
+        QString augment = like ? QString::fromStdString(like->augmentation) : QString();
         if (!choiceOption(p, QStringLiteral("augment"), {"default", "tutorial", "none"}, augment,
                           io))
             return ExitUsage;

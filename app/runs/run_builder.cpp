@@ -147,6 +147,14 @@ QString runDataDirOf(const QString& checkpointFile)
     }
 }
 
+TrainConfig likeRunConfig(const QString& folder)
+{
+    TrainConfig c = readRunConfig(folder);
+    c.runId.clear();
+    c.processes = 1;
+    return c;
+}
+
 std::optional<double> shareOf(const QString& text, double most)
 {
     QString t = text.trimmed();

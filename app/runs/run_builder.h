@@ -30,6 +30,12 @@ QString newestRun(const QString& runsDir);
 // folder"), engine::InvalidArgument naming the file when it does not parse.
 engine::TrainConfig readRunConfig(const QString& folder);
 
+// The configuration of a new run like the one in `folder` (DIGITS' "Clone job": the same model,
+// dataset, hyperparameters, towers and devices, to change what one will): its config.json less
+// what was that run's alone, its id (a new run gets its own) and its process count (the
+// launcher's). Throws as readRunConfig.
+engine::TrainConfig likeRunConfig(const QString& folder);
+
 // The data folder of the run that wrote `checkpointFile` (config.json's dataDir, where the run
 // found its dataset), when the file lies in a run folder's checkpoints/; "" otherwise or when the
 // run's configuration cannot be read. Evaluating a checkpoint looks there too.

@@ -18,7 +18,7 @@ _towers_cli()
         train)
             options="--dataset --data-dir --model --device --gpus --tf32 --precision --allreduce --gpu-data --cuda-graphs --cudnn-benchmark --bucket-mb --towers --threads-per-tower
                 --batch-size --steps --epochs --optimizer --lr --lr-schedule --momentum
-                --weight-decay --ema-decay --augment --seed --init-from --run-dir --checkpoint-every
+                --weight-decay --ema-decay --augment --seed --init-from --like --run-dir --checkpoint-every
                 --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --validation --patience --min-delta --log-every --histogram-every --loader-workers --json --help" ;;
         lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --threads-per-tower --seed --init-from --min-lr --max-lr --steps --json --help" ;;
         eval) options="--checkpoint --best --data-dir --set --no-ema --layers --mistakes --batch-size --json --help" ;;
@@ -62,6 +62,21 @@ _towers_cli()
         --precision) COMPREPLY=($(compgen -W "fp32 bf16" -- "$cur")); return ;;
         --backend) COMPREPLY=($(compgen -W "onednn reference cuda" -- "$cur")); return ;;
         --data-dir | --run-dir | --runs-dir) _filedir -d; return ;;
+        --like)
+            # A run by name (the runs folder's), or any folder by path.
+            if [[ $cur == */* ]]; then
+                _filedir -d
+            else
+                local like_run like_names=()
+                for like_run in "${TOWERS_RUNS:-${XDG_DATA_HOME:-$HOME/.local/share}/towers/runs}"/*/; do
+                    [[ -d $like_run ]] || continue
+                    like_run=${like_run%/}
+                    like_names+=("${like_run##*/}")
+                done
+                COMPREPLY=($(compgen -W "${like_names[*]}" -- "$cur"))
+            fi
+            return
+            ;;
         --checkpoint | --init-from) _filedir safetensors; return ;;
         --output) _filedir onnx; return ;;
         --layout) COMPREPLY=($(compgen -W "nhwc nchw" -- "$cur")); return ;;

@@ -24,6 +24,7 @@
 #include "engine/cpu/onednn_ops.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/train_config.h"
 
 namespace fs = std::filesystem;
 using namespace towers;
@@ -249,6 +250,10 @@ private slots:
             << 2 << "were held out for validation";
         QTest::newRow("eval: bad set") << QStringList{"eval", "--set", "train"} << 2
                                        << "--set must be test or validation, got 'train'";
+        QTest::newRow("like no run")
+            << QStringList{"train", "--like", "no-such-run"} << 2 << "--like: no run 'no-such-run'";
+        QTest::newRow("like and resume")
+            << QStringList{"train", "--like", "x", "--resume"} << 2 << "--like is for a new run";
         QTest::newRow("min delta not a share")
             << QStringList{"train", "--min-delta", "abc"} << 2 << "--min-delta: expected a gain";
         QTest::newRow("min delta above half")
@@ -292,6 +297,38 @@ private slots:
         const qsizetype header = t.out.indexOf(QStringLiteral("run folder ") + tuned);
         const qsizetype weights = t.out.indexOf(QStringLiteral("weights from ") + ckpt);
         QVERIFY2(header == 0 && weights > header, qPrintable(t.out));
+    }
+
+    // --like RUN: a new run with the run's configuration (run by name, as runs lists it), the
+    // options given changing it; the earlier run stays as it was.
+    void newRunLike()
+    {
+        const QString first = path(QStringLiteral("runs/like-me"));
+        CliRun r = run(small(first) + QStringList{"--steps", "4", "--lr", "0.0123", "--validation",
+                                                  "20%", "--eval-every", "2", "--patience", "3"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        const QByteArray before = readFile(first + QStringLiteral("/config.json"));
+        const QString second = path(QStringLiteral("runs/like-it"));
+        r = run({QStringLiteral("train"), QStringLiteral("--like"), QStringLiteral("like-me"),
+                 QStringLiteral("--seed"), QStringLiteral("5"), QStringLiteral("--run-dir"), second,
+                 QStringLiteral("--json")});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        QVERIFY2(r.err.contains(QStringLiteral("a new run like %1").arg(first)), qPrintable(r.err));
+        QCOMPARE(readFile(first + QStringLiteral("/config.json")), before);
+        const auto a = engine::TrainConfig::fromJson(before.toStdString());
+        auto b = engine::TrainConfig::fromJson(
+            readFile(second + QStringLiteral("/config.json")).toStdString());
+        QCOMPARE(b.seed, std::uint64_t(5));
+        QVERIFY(!b.runId.empty() && b.runId != a.runId);
+        QCOMPARE(b.towers, 2);
+        QCOMPARE(b.batchPerTower, 16);
+        QCOMPARE(b.schedule.lr, 0.0123);
+        QCOMPARE(b.validation, 0.2);
+        QCOMPARE(b.augmentation, std::string("none"));
+        // Everything else is the first run's.
+        b.seed = a.seed;
+        b.runId = a.runId;
+        QCOMPARE(QString::fromStdString(b.toJson()), QString::fromStdString(a.toJson()));
     }
 
     // --validation holds a share of each class out of the training images: the run evaluates on

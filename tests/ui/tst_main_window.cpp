@@ -13,6 +13,7 @@
 
 #include "app/settings/app_settings.h"
 #include "engine/cpu/onednn_ops.h"
+#include "engine/train/recipe.h"
 #include "engine/train/run_directory.h"
 #include "training_fixture.h"
 #include "ui/main_window.h"
@@ -236,6 +237,61 @@ private slots:
         emit w.runsPage()->fineTuneRequested(file, QStringLiteral("fashion-fast"));
         QCOMPARE(w.modelPage()->modelName(), QStringLiteral("fashion-fast"));
         QCOMPARE(w.newRunOptions(&error)->config.initFrom, file.toStdString());
+    }
+
+    // "New run like this…" (the Runs page's run menu; DIGITS' Clone job): the run's dataset,
+    // model, hyperparameters and towers on the pages, ready to change and start as a new run; a
+    // folder that is no run is refused in the banner.
+    void newRunLikeARun()
+    {
+        QTemporaryDir dir;
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        useTinyMnist(settings, dir);
+        towers::engine::TrainConfig c = towers::engine::defaultConfigFor("fashion-fast");
+        c.dataset = "mnist";
+        c.dataDir = dir.filePath(QStringLiteral("data")).toStdString();
+        c.towers = 2;
+        c.seed = 9;
+        c.schedule.lr = 0.0123;
+        c.steps = 50;
+        c.epochs = 0;
+        c.evalEvery = 10;
+        c.validation = 0.2;
+        c.patience = 2;
+        c.minDelta = 0.001;
+        c.runId = "an-earlier-run";
+        const QString run = dir.filePath(QStringLiteral("runs/mnist-fashion-fast-1"));
+        QVERIFY(QDir().mkpath(run));
+        towers::engine::RunDirectory(run.toStdString()).writeConfig(c.toJson());
+
+        MainWindow w(settings);
+        if (!w.dataPage()->loadedDataset()) {
+            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
+            QVERIFY(loaded.wait(20000));
+        }
+        w.modelPage()->setModelName(QStringLiteral("mnist-convnet"));
+        emit w.runsPage()->newRunLikeRequested(run);
+        QCOMPARE(w.currentPage(), int(MainWindow::Model));
+        QCOMPARE(w.modelPage()->modelName(), QStringLiteral("fashion-fast"));
+        QString error;
+        const auto options = w.newRunOptions(&error);
+        QVERIFY2(options, qPrintable(error));
+        const auto& n = options->config;
+        QCOMPARE(n.model, std::string("fashion-fast"));
+        QCOMPARE(n.dataset, std::string("mnist"));
+        QCOMPARE(n.towers, 2);
+        QCOMPARE(n.seed, std::uint64_t(9));
+        QCOMPARE(n.schedule.lr, 0.0123);
+        QCOMPARE(n.steps, std::int64_t(50));
+        QCOMPARE(n.validation, 0.2);
+        QCOMPARE(n.patience, 2);
+        QCOMPARE(n.minDelta, 0.001);
+        QVERIFY(n.runId.empty()); // a new run, with an id of its own when it starts
+        QVERIFY(options->runDirectory.string() != run.toStdString()); // in a new folder
+
+        QVERIFY(!w.newRunLike(dir.filePath(QStringLiteral("no-run-here"))));
+        QVERIFY2(w.banner()->message().contains(QStringLiteral("no-run-here")),
+                 qPrintable(w.banner()->message()));
     }
 
     // "Find…" beside the learning rate: the range test on the loaded dataset with the pages'

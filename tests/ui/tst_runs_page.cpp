@@ -175,6 +175,16 @@ private slots:
         QVERIFY(
             fineTune.at(0).at(0).toString().endsWith(QStringLiteral("ckpt-00000040.safetensors")));
         QCOMPARE(fineTune.at(0).at(1).toString(), QStringLiteral("fashion-fast"));
+        // The run's context menu: a new run like it.
+        QSignalSpy like(&page, &RunsPage::newRunLikeRequested);
+        QAction* likeAction = nullptr;
+        for (auto* view : page.findChildren<QTableView*>())
+            for (auto* a : view->actions())
+                if (a->text() == QStringLiteral("New run like this…")) likeAction = a;
+        QVERIFY(likeAction);
+        likeAction->trigger();
+        QCOMPARE(like.count(), 1);
+        QCOMPARE(like.at(0).at(0).toString(), root.filePath(QStringLiteral("runs/two")));
 
         page.setResumeAllowed(false);
         QVERIFY(!button(page, QStringLiteral("Resume this run"))->isEnabled());

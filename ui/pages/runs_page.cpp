@@ -350,13 +350,21 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     });
     // The run's own context menu: its folder, and the trash (Delete).
     m_table->setContextMenuPolicy(Qt::ActionsContextMenu);
+    auto* likeAction = new QAction(tr("New run like this…"), m_table);
+    likeAction->setToolTip(tr("A new run with this run's dataset, model, hyperparameters and "
+                              "towers, set on the Model & hyperparameters page to change and "
+                              "start (towers-cli train --like RUN)"));
     auto* openFolderAction = new QAction(tr("Open folder"), m_table);
     m_trashAction =
         new QAction(style()->standardIcon(QStyle::SP_TrashIcon), tr("Move to trash…"), m_table);
     m_trashAction->setShortcut(QKeySequence::Delete);
     m_trashAction->setShortcutContext(Qt::WidgetShortcut);
+    m_table->addAction(likeAction);
     m_table->addAction(openFolderAction);
     m_table->addAction(m_trashAction);
+    connect(likeAction, &QAction::triggered, this, [this] {
+        if (!selectedRun().isEmpty()) emit newRunLikeRequested(selectedRun());
+    });
     connect(openFolderAction, &QAction::triggered, m_openFolder, &QPushButton::click);
     connect(m_trashAction, &QAction::triggered, this, &RunsPage::askToTrashSelectedRun);
     connect(m_exportOnnx, &QPushButton::clicked, this, &RunsPage::openExportDialog);

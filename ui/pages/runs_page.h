@@ -104,6 +104,9 @@ signals:
     void classifyRequested(const QString& checkpoint);
     // A new run from this checkpoint's weights (its run's model; "" when unknown).
     void fineTuneRequested(const QString& checkpoint, const QString& model);
+    // A new run with the configuration of the run in `folder` (its context menu's "New run like
+    // this…").
+    void newRunLikeRequested(const QString& folder);
     // An ONNX export finished (the file written) or failed (the reason).
     void exported(const QString& output);
     void errorOccurred(const QString& message);
