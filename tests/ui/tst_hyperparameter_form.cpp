@@ -246,7 +246,7 @@ private slots:
         auto* minDelta = form.findChild<QDoubleSpinBox*>(QStringLiteral("minDelta"));
         QVERIFY(minDelta);
         QVERIFY(!minDelta->isEnabled());
-        QCOMPARE(minDelta->text(), QStringLiteral("better: any gain"));
+        QCOMPARE(minDelta->text(), QStringLiteral("any gain"));
         patience->setValue(3);
         QCOMPARE(form.config().patience, 3);
         QVERIFY(minDelta->isEnabled());

@@ -2,6 +2,7 @@
 // parameter count (checked against the engine's own count).
 #include <QComboBox>
 #include <QLabel>
+#include <QScrollArea>
 #include <QSignalSpy>
 #include <QTest>
 
@@ -32,6 +33,23 @@ private slots:
         }
         QCOMPARE(changed.count(),
                  int(towers::engine::modelRegistry().size()) - 1); // the first was current
+    }
+
+    // The hyperparameter form is never cut off on the right (its scroll area scrolls only up and
+    // down), at the window's smallest sensible size.
+    void formFitsItsColumn()
+    {
+        ModelPage page;
+        page.resize(1000, 700);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        auto* scroll = page.findChild<QScrollArea*>();
+        QVERIFY(scroll && scroll->widget());
+        QTRY_VERIFY(scroll->widget()->width() <= scroll->viewport()->width());
+        QVERIFY2(scroll->widget()->width() >= scroll->widget()->minimumSizeHint().width(),
+                 qPrintable(QStringLiteral("%1 < %2")
+                                .arg(scroll->widget()->width())
+                                .arg(scroll->widget()->minimumSizeHint().width())));
     }
 
     // With a dataset of 100 classes (CIFAR-100), the classifier has 100 outputs: the parameter

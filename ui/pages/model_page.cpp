@@ -8,6 +8,7 @@
 #include <QLabel>
 #include <QLocale>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QTableView>
 #include <QVBoxLayout>
 
@@ -51,7 +52,10 @@ ModelPage::ModelPage(QWidget* parent)
     scroll->setWidgetResizable(true);
     scroll->setFrameShape(QFrame::NoFrame);
     scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-    scroll->setMinimumWidth(430);
+    // Never narrower than the form: with no horizontal scroll bar, its fields' right edge would be
+    // cut off.
+    scroll->setMinimumWidth(std::max(430, m_form->minimumSizeHint().width() +
+                                              scroll->verticalScrollBar()->sizeHint().width() + 4));
     top->addWidget(scroll, 2);
 
     connect(m_modelCombo, &QComboBox::currentIndexChanged, this, [this] {

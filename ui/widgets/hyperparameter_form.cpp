@@ -273,9 +273,9 @@ void HyperparameterForm::buildUi()
     ckForm->addRow(tr("&Validation set:"), m_validation);
     m_patience = new QSpinBox(ckBox);
     m_patience->setObjectName(QStringLiteral("patience"));
-    m_patience->setRange(0, 1000000);
+    m_patience->setRange(0, 99999);
     m_patience->setSpecialValueText(tr("never"));
-    m_patience->setSuffix(tr(" evaluation(s) without a better one"));
+    m_patience->setSuffix(tr(" evaluation(s) without gain"));
     m_patience->setToolTip(tr("Stop the run early once this many evaluations in a row were no "
                               "better than the best before them (its checkpoint is kept); needs "
                               "evaluations during the run"));
@@ -285,15 +285,15 @@ void HyperparameterForm::buildUi()
     m_minDelta->setRange(0, 100 * engine::kMaxMinDelta);
     m_minDelta->setDecimals(2);
     m_minDelta->setSingleStep(0.1);
-    m_minDelta->setPrefix(tr("better by more than "));
     m_minDelta->setSuffix(tr(" points"));
-    m_minDelta->setSpecialValueText(tr("better: any gain"));
+    m_minDelta->setSpecialValueText(tr("any gain"));
     m_minDelta->setToolTip(
         tr("What an evaluation must gain on the best before it, in points of accuracy, to count "
            "as better for the early stop (Keras' min_delta): a noisy accuracy that creeps up by "
            "hundredths no longer keeps a run going. The best checkpoint is still the highest."));
     connect(m_minDelta, &QDoubleSpinBox::valueChanged, this, &HyperparameterForm::update);
-    ckForm->addRow(tr("Stop &early after:"), rowOf(ckBox, {{m_patience, 1}, {m_minDelta, 0}}));
+    ckForm->addRow(tr("Stop &early after:"), m_patience);
+    ckForm->addRow(tr("Better by more th&an:"), m_minDelta);
     m_logEvery = make("logEvery", F::Syntax::Integer, F::atLeast(1),
                       tr("Steps between metrics and log lines"));
     ckForm->addRow(tr("Lo&g every:"), m_logEvery);
