@@ -21,7 +21,7 @@ std::int64_t EvalResult::confusionAt(int truth, int predicted) const
     return confusion[std::size_t(truth) * std::size_t(numClasses) + std::size_t(predicted)];
 }
 
-void EvalResult::add(const Tensor& logits, const Tensor& labels, double crossEntropySum)
+void EvalResult::add(const Tensor& logits, const Tensor& labels, double batchCrossEntropy)
 {
     const std::int64_t n = labels.numel();
     requireShape(logits, Shape{n, numClasses}, "evaluation logits");
@@ -47,7 +47,7 @@ void EvalResult::add(const Tensor& logits, const Tensor& labels, double crossEnt
         if (best == truth) ++correct;
     }
     examples += n;
-    meanCrossEntropy += crossEntropySum; // a sum until finish()
+    crossEntropySum += batchCrossEntropy;
 }
 
 void EvalResult::merge(const EvalResult& o)
@@ -56,7 +56,7 @@ void EvalResult::merge(const EvalResult& o)
         throw InvalidArgument("merging evaluation results of different class counts");
     examples += o.examples;
     correct += o.correct;
-    meanCrossEntropy += o.meanCrossEntropy;
+    crossEntropySum += o.crossEntropySum;
     complete = complete && o.complete;
     for (std::size_t i = 0; i < classCounts.size(); ++i) classCounts[i] += o.classCounts[i];
     for (std::size_t i = 0; i < confusion.size(); ++i) confusion[i] += o.confusion[i];
@@ -65,7 +65,8 @@ void EvalResult::merge(const EvalResult& o)
 void EvalResult::finish()
 {
     precisionAt1 = examples ? double(correct) / double(examples) : 0.0;
-    meanCrossEntropy = examples ? meanCrossEntropy / double(examples) : 0.0;
+    // From the sums, so that finishing again (a merged part that finished itself) changes nothing.
+    meanCrossEntropy = examples ? crossEntropySum / double(examples) : 0.0;
     for (int c = 0; c < numClasses; ++c) {
         const std::int64_t n = classCounts[std::size_t(c)];
         perClassAccuracy[std::size_t(c)] = n ? double(confusionAt(c, c)) / double(n) : 0.0;
@@ -147,7 +148,7 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
         const Tensor& logits = model.forward(ctx, *x);
         r.add(logits.onHost(), labels, 0);
         ops.softmaxCrossEntropyForward(logits, *lab, probs, loss);
-        r.meanCrossEntropy += loss.onHost().at(0) * double(end - begin);
+        r.crossEntropySum += loss.onHost().at(0) * double(end - begin);
     }
     if (parts == 1) r.finish();
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -21,8 +21,9 @@ struct EvalResult
 {
     int numClasses = 0;
     std::int64_t examples = 0, correct = 0;
-    double precisionAt1 = 0;               // correct / examples
-    double meanCrossEntropy = 0;           // over the examples
+    double precisionAt1 = 0;     // correct / examples
+    double meanCrossEntropy = 0; // over the examples (finish(): crossEntropySum / examples)
+    double crossEntropySum = 0;  // the examples' summed cross-entropy (add, merge)
     std::vector<std::int64_t> classCounts; // examples per true class
     std::vector<double> perClassAccuracy;  // correct / count per class (0 without examples)
     std::vector<std::int64_t> confusion; // numClasses x numClasses, row = true, column = predicted
@@ -38,7 +39,7 @@ struct EvalResult
     std::int64_t confusionAt(int truth, int predicted) const;
     // Counts a batch: logits [N, classes] (float), labels Int32 [N] in [0, classes), and the
     // batch's summed cross-entropy. The prediction is the arg max (the first on ties).
-    void add(const Tensor& logits, const Tensor& labels, double crossEntropySum);
+    void add(const Tensor& logits, const Tensor& labels, double batchCrossEntropy);
     // Adds another partial result of the same class count.
     void merge(const EvalResult& other);
     // Computes the ratios from the counts.

@@ -86,7 +86,7 @@ std::string packEval(const EvalResult& r)
     putBytes(out, std::int64_t(r.numClasses));
     putBytes(out, r.examples);
     putBytes(out, r.correct);
-    putBytes(out, r.meanCrossEntropy); // a sum before finish()
+    putBytes(out, r.crossEntropySum);
     putBytes(out, r.seconds);
     putBytes(out, std::int64_t(r.complete));
     for (auto c : r.classCounts) putBytes(out, c);
@@ -99,7 +99,7 @@ EvalResult unpackEval(ByteReader& in)
     EvalResult r(int(in.take<std::int64_t>()));
     r.examples = in.take<std::int64_t>();
     r.correct = in.take<std::int64_t>();
-    r.meanCrossEntropy = in.take<double>();
+    r.crossEntropySum = in.take<double>();
     r.seconds = in.take<double>();
     r.complete = in.take<std::int64_t>() != 0;
     for (auto& c : r.classCounts) c = in.take<std::int64_t>();

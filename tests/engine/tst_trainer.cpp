@@ -171,6 +171,34 @@ class TestTrainer : public QObject
 {
     Q_OBJECT
 private slots:
+    // One tower's evaluation gives the mean cross-entropy that two towers' give for the same
+    // weights (it was divided by the example count twice: its part finished itself before the
+    // merge finished it again), and a plausible one: a fresh network's is near ln(10).
+    void oneTowerEvaluationEqualsTwo()
+    {
+        QTemporaryDir dirA, dirB;
+        TrainConfig one = smallTrainConfig();
+        one.towers = 1;
+        TrainConfig two = smallTrainConfig();
+        auto srcA = syntheticBatchesFor(one);
+        auto srcB = syntheticBatchesFor(two);
+        Trainer a(one, srcA, dirA.path().toStdString());
+        Trainer b(two, srcB, dirB.path().toStdString());
+        const EvalResult ea = a.evaluate(40, srcA.evaluationBatches());
+        const EvalResult eb = b.evaluate(40, srcB.evaluationBatches());
+        QCOMPARE(ea.examples, std::int64_t(40));
+        QCOMPARE(ea.correct, eb.correct);
+        QVERIFY2(std::abs(ea.meanCrossEntropy - eb.meanCrossEntropy) <= 1e-12 * eb.meanCrossEntropy,
+                 qPrintable(
+                     QStringLiteral("%1 != %2").arg(ea.meanCrossEntropy).arg(eb.meanCrossEntropy)));
+        QVERIFY2(ea.meanCrossEntropy > 1 && ea.meanCrossEntropy < 5,
+                 qPrintable(QString::number(ea.meanCrossEntropy)));
+        // Finishing again changes nothing.
+        EvalResult again = ea;
+        again.finish();
+        QCOMPARE(again.meanCrossEntropy, ea.meanCrossEntropy);
+    }
+
     // Train 6 steps with a checkpoint at 3; a fresh trainer resumes from step 3 and runs to 6.
     // Every tensor of the final state is bitwise the same (augmentation-free data, dropout on).
     void resumeEqualsUninterrupted_data()
