@@ -13,6 +13,7 @@
 
 #include "engine/errors.h"
 #include "io/tensorboard/event.pb.h"
+#include "io/tensorboard/hparams.pb.h"
 
 namespace towers::engine {
 
@@ -22,6 +23,7 @@ namespace tb = towers::tensorboard;
 namespace {
 
 constexpr const char* kPrefix = "events.out.tfevents.";
+constexpr const char* kSessionStartTag = "_hparams_/session_start_info";
 
 double wallTime()
 {
@@ -154,7 +156,11 @@ int EventFileWriter::dropEventsAfter(const fs::path& folder, std::int64_t step)
         bool dropped = !complete;
         for (auto& r : records) {
             tb::Event e;
-            if (e.ParseFromString(r) && e.step() > step && !e.has_file_version()) {
+            // Beyond `step`; or the HParams session start, which the new file writes again with the
+            // resumed run's configuration (the plugin takes a tag's first one).
+            if (e.ParseFromString(r) && !e.has_file_version() &&
+                (e.step() > step || (e.summary().value_size() == 1 &&
+                                     e.summary().value(0).tag() == kSessionStartTag))) {
                 dropped = true;
                 continue;
             }
@@ -271,6 +277,38 @@ void EventFileWriter::text(std::int64_t step, const std::string& tag, const std:
     tensor->set_dtype(tb::DT_STRING);
     tensor->mutable_tensor_shape();
     tensor->add_string_val(markdown);
+    writeEvent(e.SerializeAsString());
+}
+
+void EventFileWriter::hparams(const std::vector<std::pair<std::string, HParamValue>>& values,
+                              const std::string& modelUri)
+{
+    tb::HParamsPluginData data;
+    data.set_version(0);
+    auto* start = data.mutable_session_start_info();
+    start->set_model_uri(modelUri);
+    start->set_start_time_secs(wallTime());
+    for (const auto& [name, value] : values) {
+        tb::HParamValue& v = (*start->mutable_hparams())[name];
+        if (const auto* number = std::get_if<double>(&value))
+            v.set_number_value(*number);
+        else if (const auto* text = std::get_if<std::string>(&value))
+            v.set_string_value(*text);
+        else
+            v.set_bool_value(std::get<bool>(value));
+    }
+    tb::Event e;
+    e.set_wall_time(wallTime());
+    e.set_step(0);
+    auto* v = e.mutable_summary()->add_value();
+    v->set_tag(kSessionStartTag);
+    auto* metadata = v->mutable_metadata();
+    metadata->mutable_plugin_data()->set_plugin_name("hparams");
+    metadata->mutable_plugin_data()->set_content(data.SerializeAsString());
+    // The plugin's empty tensor: float32 of shape [0].
+    auto* tensor = v->mutable_tensor();
+    tensor->set_dtype(tb::DT_FLOAT);
+    tensor->mutable_tensor_shape()->add_dim()->set_size(0);
     writeEvent(e.SerializeAsString());
 }
 

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "engine/io/tfrecord.h"
@@ -57,9 +58,18 @@ public:
                int width, int channels);
     // Markdown for TensorBoard's text plugin (a string tensor, as tf.summary.text).
     void text(std::int64_t step, const std::string& tag, const std::string& markdown);
+    // A hyperparameter's value for the HParams plugin: a number, a string or a boolean.
+    using HParamValue = std::variant<double, std::string, bool>;
+    // The HParams plugin's session start (as its hparams summary writes it: the tag
+    // "_hparams_/session_start_info", an empty float tensor, the plugin data): the run's
+    // hyperparameters, which TensorBoard's HParams dashboard shows as a row per run beside its
+    // scalars; `modelUri`, where its checkpoints are.
+    void hparams(const std::vector<std::pair<std::string, HParamValue>>& values,
+                 const std::string& modelUri);
 
     // Rewrites the event files of `folder` without their records of steps after `step` (the file
-    // version stays) and without a partial last record a killed writer left: the abandoned future
+    // version stays), without their HParams session starts (the resumed run writes its own) and
+    // without a partial last record a killed writer left: the abandoned future
     // a run resumed at `step` replaces, as truncateLogs drops it from metrics.jsonl. (TensorBoard's
     // Python loader drops it anyway at sessionStart(); its fast loader does not.) Each file is
     // replaced atomically (temporary file, fsync, rename); one that does not read (a CRC fails) is

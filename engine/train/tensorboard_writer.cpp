@@ -39,10 +39,42 @@ std::string TensorBoardWriter::tagOf(const std::string& parameterName)
     return tag;
 }
 
-void TensorBoardWriter::start(std::int64_t step, const std::string& configJson)
+void TensorBoardWriter::start(std::int64_t step, const TrainConfig& config,
+                              const std::filesystem::path& checkpoints)
 {
     m_file.sessionStart(step);
-    m_file.text(step, "config", codeBlock(configJson));
+    m_file.text(step, "config", codeBlock(config.toJson()));
+    m_file.hparams(hparamsOf(config), checkpoints.string());
+}
+
+std::vector<std::pair<std::string, EventFileWriter::HParamValue>> hparamsOf(const TrainConfig& c)
+{
+    // Numbers as doubles, text as strings: each name keeps one type in every run, as the
+    // dashboard's columns need.
+    std::vector<std::pair<std::string, EventFileWriter::HParamValue>> h = {
+        {"model", c.model},
+        {"dataset", c.dataset},
+        {"optimizer", c.optimizer.kind},
+        {"lr", c.schedule.lr},
+        {"lr_schedule", LrSchedule::kindName(c.schedule.kind)},
+        {"batch_per_tower", double(c.batchPerTower)},
+        {"towers", double(c.towers)},
+        {"processes", double(c.processes)},
+        {"global_batch", double(c.batchPerTower) * c.towers * c.processes},
+        {"ema_decay", c.emaDecay},
+        {"seed", double(c.seed)},
+        {"precision", std::string(precisionName(c.precision))},
+        {"augmentation", c.augmentation},
+        {"steps", double(c.steps)},
+        {"epochs", c.epochs},
+        {"validation", c.validation},
+        {"patience", double(c.patience)},
+        {"dropout", c.dropout},
+        {"device", std::string(c.backend == "cuda" ? "cuda" : "cpu")},
+    };
+    if (c.weightDecay >= 0) h.emplace_back("weight_decay", c.weightDecay);
+    if (!c.initFrom.empty()) h.emplace_back("init_from", c.initFrom);
+    return h;
 }
 
 std::vector<std::uint8_t> imageGrid(const Batch& batch, int maxImages, int& height, int& width,

@@ -10,7 +10,8 @@
 //   validation set out; ..._ema with the moving averages);
 // * every histogramEvery steps: <layer>/<parameter> and <layer>/<parameter>/gradients histograms;
 // * at the start: input/training_images, a grid of the first batch after the recipe's
-//   distortions, and config, the run's configuration (TensorBoard's text plugin).
+//   distortions, config, the run's configuration (TensorBoard's text plugin), and
+//   _hparams_/session_start_info, its hyperparameters (hparamsOf) for the HParams dashboard.
 // The values are those of metrics.jsonl and eval.jsonl (as float32). Writes are unbuffered, so a
 // killed run's file reads up to its last whole record.
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include "engine/io/event_file_writer.h"
 #include "engine/models/model.h"
 #include "engine/train/evaluation.h"
+#include "engine/train/train_config.h"
 #include "engine/train/trainer_observer.h"
 
 namespace towers::engine {
@@ -35,8 +37,10 @@ public:
     const std::filesystem::path& path() const { return m_file.path(); }
 
     // The start of a run at `step` (0 for a new run): the restart marker (what earlier files hold
-    // at `step` or later is an abandoned future TensorBoard then drops) and the configuration.
-    void start(std::int64_t step, const std::string& configJson);
+    // at `step` or later is an abandoned future TensorBoard then drops), the configuration, and
+    // its hyperparameters for the HParams plugin, with `checkpoints`, where the run keeps them.
+    void start(std::int64_t step, const TrainConfig& config,
+               const std::filesystem::path& checkpoints);
     // A grid of at most `maxImages` images of `batch` (per image rescaled from its own minimum and
     // maximum to 0..255, as the GUI shows them), as one PNG; nothing for images that are not
     // Float32 NHWC grayscale or RGB.
@@ -52,6 +56,13 @@ public:
 private:
     EventFileWriter m_file;
 };
+
+// The hyperparameters a run shows in TensorBoard's HParams dashboard, one column each, named as
+// the command line's options: model, dataset, optimizer, lr, lr_schedule, batch_per_tower,
+// towers, processes, global_batch, weight_decay (when it replaces the model's), ema_decay, seed,
+// precision, augmentation, steps, epochs, validation, patience, dropout, device and init_from
+// (when the run started from a checkpoint).
+std::vector<std::pair<std::string, EventFileWriter::HParamValue>> hparamsOf(const TrainConfig& c);
 
 // The images of a batch tiled into one grid, 8-bit, 2 pixels of black between tiles; `height`,
 // `width` and `channels` receive its size.

@@ -826,7 +826,7 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             // replaces all.
             EventFileWriter::dropEventsAfter(dir.root(), eventsStart - 1);
             m_events = std::make_unique<TensorBoardWriter>(dir.root());
-            m_events->start(eventsStart, m_config.toJson());
+            m_events->start(eventsStart, m_config, dir.checkpointDir());
             if (from == 0 && m_config.histogramEvery > 0) // the initial weights
                 m_events->parameters(0, m_towers->model(), false);
             log("TensorBoard events in " + m_events->path().string());

@@ -26,6 +26,7 @@
 #include "engine/train/trainer.h"
 #include "error_message.h"
 #include "io/tensorboard/event.pb.h"
+#include "io/tensorboard/hparams.pb.h"
 #include "synthetic_batches.h"
 
 using namespace towers::engine;
@@ -364,6 +365,30 @@ private slots:
         QVERIFY(!runId.empty());
         QVERIFY2(text.tensor().string_val(0).find(runId) != std::string::npos,
                  text.tensor().string_val(0).c_str());
+        // The hyperparameters, for the HParams dashboard: as TensorBoard's hparams summary writes
+        // them (its tag, plugin name and data version, an empty float tensor of shape [0]).
+        const auto& session = events[3].summary().value(0);
+        QCOMPARE(session.tag(), std::string("_hparams_/session_start_info"));
+        QCOMPARE(session.metadata().plugin_data().plugin_name(), std::string("hparams"));
+        QCOMPARE(session.tensor().dtype(), tb::DT_FLOAT);
+        QCOMPARE(session.tensor().tensor_shape().dim_size(), 1);
+        QCOMPARE(session.tensor().tensor_shape().dim(0).size(), std::int64_t(0));
+        tb::HParamsPluginData data;
+        QVERIFY(data.ParseFromString(session.metadata().plugin_data().content()));
+        QCOMPARE(data.version(), 0);
+        QVERIFY(data.has_session_start_info());
+        const auto& hparams = data.session_start_info().hparams();
+        QCOMPARE(hparams.at("model").string_value(), c.model);
+        QCOMPARE(hparams.at("lr").number_value(), c.schedule.lr);
+        QCOMPARE(hparams.at("towers").number_value(), double(c.towers));
+        QCOMPARE(hparams.at("global_batch").number_value(), double(c.towers * c.batchPerTower));
+        QCOMPARE(hparams.at("seed").number_value(), double(c.seed));
+        QCOMPARE(hparams.at("precision").string_value(), std::string("fp32"));
+        QCOMPARE(hparams.at("dropout").bool_value(), c.dropout);
+        QCOMPARE(hparams.at("device").string_value(), std::string("cpu"));
+        QVERIFY(!hparams.contains("init_from")); // from the seed's weights
+        QCOMPARE(hparams.size(), hparamsOf(c).size());
+        QCOMPARE(data.session_start_info().model_uri(), (root / "checkpoints").string());
         // The image grid of the first batch: 8 images of 28x28x1.
         bool image = false;
         for (const auto& e : events)

@@ -260,6 +260,25 @@ def inner(args):
         for plugin, tag in [("scalars", "train/loss"), ("histograms", "conv1/weight"),
                             ("images", "input/training_images"), ("text", "config")]:
             check(tag in plugins.PluginTagToContent(plugin), f"TensorBoard's {plugin} plugin lists {tag}")
+        # The hyperparameters, as TensorBoard's HParams plugin parses its session start: the run's
+        # configuration, a column each in the HParams dashboard.
+        from tensorboard.plugins.hparams import metadata as hparams_metadata
+        try:
+            content = plugins.PluginTagToContent("hparams")["_hparams_/session_start_info"]
+            start = hparams_metadata.parse_session_start_info_plugin_data(content)
+            hp = dict((k, v.WhichOneof("kind") and getattr(v, v.WhichOneof("kind"))) for k, v in start.hparams.items())
+        except Exception as e:  # noqa: BLE001 (whatever fails, the check below names it)
+            hp, start = {"error": repr(e)}, None
+        want_hp = {"model": "fashion-fast", "dataset": "fashion-mnist", "lr": config["lr"], "towers": 2,
+                   "batch_per_tower": 16, "global_batch": 32, "processes": 1, "ema_decay": 0.9, "precision": "fp32",
+                   "device": "cpu", "seed": 1, "dropout": True, "validation": 0, "steps": 9}
+        check(all(hp.get(k) == v for k, v in want_hp.items()),
+              f"the HParams plugin reads the resumed run's hyperparameters, 9 steps ({hp})")
+        starts = [e for f in files for e in load_events(os.path.join(run_dir, f))
+                  if any(v.tag == "_hparams_/session_start_info" for v in e.summary.value)]
+        check(len(starts) == 1, f"one session start, the resumed run's: the first file's was dropped ({len(starts)})")
+        check(start is not None and start.model_uri == os.path.join(run_dir, "checkpoints"),
+              "the session start names where the run keeps its checkpoints")
         loss = [(e.step, tensor_util.make_ndarray(e.tensor_proto).item()) for e in plugins.Tensors("train/loss")]
         check(loss == expected["train/loss"], "the scalars plugin's train/loss curve is one continuous curve, steps 1 to 9")
 
