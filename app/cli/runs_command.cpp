@@ -12,6 +12,7 @@
 
 #include "app/cli/command.h"
 #include "app/data/data_dirs.h"
+#include "app/runs/config_difference.h"
 #include "app/runs/run_scanner.h"
 #include "app/runs/run_trash.h"
 #include "engine/ops/precision.h"
@@ -95,6 +96,61 @@ std::optional<double> accuracyAt(const RunSummary& r, std::int64_t step)
     for (const auto& e : r.evaluations)
         if (e.step == step) return e.precisionAt1;
     return std::nullopt;
+}
+
+// Runs side by side: a column each, the settings that differ, then how each went.
+void printComparison(const std::vector<RunSummary>& runs, CommandIo& io)
+{
+    QStringList configs;
+    for (const auto& r : runs) configs << r.configJson;
+    const auto differences = configDifferences(configs);
+    // Rows of cells: the header (each run's name), the settings, then the outcome.
+    std::vector<QStringList> rows;
+    QStringList header{QStringLiteral("run")};
+    for (const auto& r : runs) header << r.name;
+    rows.push_back(header);
+    for (const auto& d : differences) {
+        QStringList cells{d.setting};
+        for (const QString& v : d.values) cells << (v.isEmpty() ? QStringLiteral("-") : v);
+        rows.push_back(cells);
+    }
+    const std::size_t outcome = rows.size();
+    const auto row = [&](const QString& name, auto cell) {
+        QStringList cells{name};
+        for (const auto& r : runs) cells << cell(r);
+        rows.push_back(cells);
+    };
+    row(QStringLiteral("step"), [](const RunSummary& r) { return stepText(r); });
+    row(QStringLiteral("state"), [](const RunSummary& r) { return stateText(r); });
+    row(QStringLiteral("accuracy"), [](const RunSummary& r) { return accuracyText(r); });
+    row(QStringLiteral("best"), [](const RunSummary& r) {
+        return r.best ? QStringLiteral("%1 % @ %2")
+                            .arg(r.best->precisionAt1 * 100, 0, 'f', 2)
+                            .arg(r.best->file.step)
+                      : QStringLiteral("-");
+    });
+    // Columns as wide as their widest cell, up to 40 characters (a longer one keeps its end,
+    // where a run's name has its time).
+    constexpr qsizetype kWidest = 40;
+    const auto fit = [](const QString& s) {
+        return s.size() <= kWidest ? s : QStringLiteral("…") + s.right(kWidest - 1);
+    };
+    std::vector<qsizetype> width(std::size_t(header.size()), 0);
+    for (const auto& cells : rows)
+        for (qsizetype i = 0; i < cells.size(); ++i)
+            width[std::size_t(i)] = std::max(width[std::size_t(i)], fit(cells[i]).size());
+    const auto print = [&](const QStringList& cells) {
+        QString line;
+        for (qsizetype i = 0; i < cells.size(); ++i)
+            line += fit(cells[i]).leftJustified(width[std::size_t(i)] + 2);
+        io.out << line.trimmed() << "\n";
+    };
+    print(rows.front());
+    if (differences.empty()) io.out << "(the same configuration, but for each run's id)\n";
+    for (std::size_t i = 1; i < rows.size(); ++i) {
+        if (i == outcome) io.out << "\n";
+        print(rows[i]);
+    }
 }
 
 bool isBest(const RunSummary& r, const engine::CheckpointFile& c)
@@ -295,14 +351,17 @@ int runRuns(const QStringList& args, CommandIo& io)
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
         {QStringLiteral("trash"), QStringLiteral("Move the run's folder to the trash.")},
     });
-    p.addPositionalArgument(QStringLiteral("run"),
-                            QStringLiteral("A run to show: its folder's name or path."),
-                            QStringLiteral("[run]"));
+    p.addPositionalArgument(
+        QStringLiteral("run"),
+        QStringLiteral("A run to show: its folder's name or path. Several: side by side, the "
+                       "settings that differ and how each went."),
+        QStringLiteral("[run...]"));
     int code = 0;
     if (!parseOrExplain(p, args, io, code)) return code;
     const QStringList positional = p.positionalArguments();
-    if (positional.size() > 1) {
-        io.err << "towers-cli runs: one run at a time, got " << positional.size() << "\n";
+    if (positional.size() > 1 && p.isSet(QStringLiteral("trash"))) {
+        io.err << "towers-cli runs: --trash moves one run at a time, got " << positional.size()
+               << "\n";
         return ExitUsage;
     }
     const QString runsDir = p.isSet(QStringLiteral("runs-dir"))
@@ -334,20 +393,44 @@ int runRuns(const QStringList& args, CommandIo& io)
         return ExitOk;
     }
 
-    // A run by name in the runs folder, else by path.
-    const QString given = positional.front();
-    const QString named = runsDirEntry(given, runsDir);
-    const QString folder = named.isEmpty() ? given : named;
-    if (!QFileInfo(folder).isDir()) {
-        io.err << "towers-cli runs: no run '" << given << "': " << folder
-               << " is not a folder (towers-cli runs lists the runs in " << runsDir << ")\n";
-        return ExitFailure;
+    // Each run by name in the runs folder, else by path.
+    QStringList folders;
+    for (const QString& given : positional) {
+        const QString named = runsDirEntry(given, runsDir);
+        const QString folder = named.isEmpty() ? given : named;
+        if (!QFileInfo(folder).isDir()) {
+            io.err << "towers-cli runs: no run '" << given << "': " << folder
+                   << " is not a folder (towers-cli runs lists the runs in " << runsDir << ")\n";
+            return ExitFailure;
+        }
+        if (!QFileInfo::exists(QDir(folder).filePath(QStringLiteral("config.json")))) {
+            io.err << "towers-cli runs: " << QDir(folder).absolutePath()
+                   << " is not a Towers run folder: it has no config.json\n";
+            return ExitFailure;
+        }
+        folders << folder;
     }
-    if (!QFileInfo::exists(QDir(folder).filePath(QStringLiteral("config.json")))) {
-        io.err << "towers-cli runs: " << QDir(folder).absolutePath()
-               << " is not a Towers run folder: it has no config.json\n";
-        return ExitFailure;
+    if (folders.size() > 1) {
+        std::vector<RunSummary> runs;
+        for (const QString& f : folders) runs.push_back(readRun(f));
+        if (json) {
+            QJsonArray list, differences;
+            for (const auto& r : runs) list.append(runJson(r, false));
+            QStringList configs;
+            for (const auto& r : runs) configs << r.configJson;
+            for (const auto& d : configDifferences(configs))
+                differences.append(
+                    QJsonObject{{QStringLiteral("setting"), d.setting},
+                                {QStringLiteral("values"), QJsonArray::fromStringList(d.values)}});
+            io.out << QJsonDocument(QJsonObject{{QStringLiteral("runs"), list},
+                                                {QStringLiteral("differences"), differences}})
+                          .toJson(QJsonDocument::Indented);
+        } else {
+            printComparison(runs, io);
+        }
+        return ExitOk;
     }
+    const QString folder = folders.front();
     if (trash) {
         const TrashOutcome moved = moveRunToTrash(folder);
         if (!moved.ok) {

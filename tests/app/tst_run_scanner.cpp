@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "app/runs/config_difference.h"
 #include "app/runs/run_log_reader.h"
 #include "app/runs/run_scanner.h"
 #include "engine/train/run_directory.h"
@@ -107,6 +108,29 @@ private slots:
         QCOMPARE(c.loss.front(), 0.2);
         QCOMPARE(c.evalSteps, (QVector<double>{50, 100, 150, 200}));
         QCOMPARE(c.accuracy.back(), 0.7);
+    }
+
+    // What differs between configurations: nested settings by path, a setting one lacks (""),
+    // text that is no JSON object as no settings; never the run id.
+    void configDifferencesBetweenRuns()
+    {
+        const QStringList configs{
+            QStringLiteral(
+                R"({"runId": "a", "lr": 0.1, "optimizer": {"kind": "momentum", "momentum": 0.9}, "seed": 1})"),
+            QStringLiteral(
+                R"({"runId": "b", "lr": 0.1, "optimizer": {"kind": "momentum", "momentum": 0.95}, "seed": 1, "patience": 3})"),
+            QStringLiteral("not json")};
+        const auto d = towers::app::configDifferences(configs.mid(0, 2));
+        QCOMPARE(d.size(), std::size_t(2));
+        QCOMPARE(d[0].setting, QStringLiteral("optimizer/momentum"));
+        QCOMPARE(d[0].values, (QStringList{QStringLiteral("0.9"), QStringLiteral("0.95")}));
+        QCOMPARE(d[1].setting, QStringLiteral("patience"));
+        QCOMPARE(d[1].values, (QStringList{QString(), QStringLiteral("3")}));
+        const auto all = towers::app::configDifferences(configs);
+        QCOMPARE(all.size(), std::size_t(5)); // lr, optimizer/kind, momentum, seed, patience
+        QCOMPARE(all[0].values,
+                 (QStringList{QStringLiteral("0.1"), QStringLiteral("0.1"), QString()}));
+        QVERIFY(towers::app::configDifferences({configs[0], configs[0]}).empty());
     }
 
     void damagedFilesAreReportedNotThrown()

@@ -335,6 +335,45 @@ private slots:
         QVERIFY2(none.err.contains(QStringLiteral("--trash needs the run")), qPrintable(none.err));
     }
 
+    // Several runs: side by side, the settings that differ (never the run id), then how each
+    // went; --json has the same.
+    void comparesRuns()
+    {
+        QTemporaryDir root;
+        makeRun(root.filePath(QStringLiteral("fm")), 100, 200, 0.8);
+        makeRun(root.filePath(QStringLiteral("tuned")), 50, 300, 0.6,
+                "/somewhere/ckpt-00000100.safetensors");
+        const Result r = run({QStringLiteral("fm"), QStringLiteral("tuned")}, root.path());
+        QCOMPARE(r.exitCode, 0);
+        const QStringList lines = r.out.split(QLatin1Char('\n'));
+        const auto line = [&](const QString& first) {
+            for (const QString& l : lines)
+                if (l.startsWith(first + QLatin1Char(' '))) return l.simplified();
+            return QString();
+        };
+        QCOMPARE(line(QStringLiteral("run")), QStringLiteral("run fm tuned"));
+        QCOMPARE(line(QStringLiteral("steps")), QStringLiteral("steps 200 300"));
+        QCOMPARE(line(QStringLiteral("initFrom")),
+                 QStringLiteral("initFrom - /somewhere/ckpt-00000100.safetensors"));
+        QCOMPARE(line(QStringLiteral("step")), QStringLiteral("step 100 / 200 50 / 300"));
+        QCOMPARE(line(QStringLiteral("accuracy")),
+                 QStringLiteral("accuracy 80.00 % @ 100 60.00 % @ 50"));
+        QVERIFY2(line(QStringLiteral("model")).isEmpty() && line(QStringLiteral("runId")).isEmpty(),
+                 qPrintable(r.out)); // the same model; run ids always differ
+
+        const QJsonObject o =
+            QJsonDocument::fromJson(
+                run({QStringLiteral("fm"), QStringLiteral("tuned"), QStringLiteral("--json")},
+                    root.path())
+                    .out.toUtf8())
+                .object();
+        QCOMPARE(o.value(QStringLiteral("runs")).toArray().size(), 2);
+        QStringList settings;
+        for (const QJsonValue& d : o.value(QStringLiteral("differences")).toArray())
+            settings << d.toObject().value(QStringLiteral("setting")).toString();
+        QCOMPARE(settings, (QStringList{QStringLiteral("initFrom"), QStringLiteral("steps")}));
+    }
+
     void badInput()
     {
         QTemporaryDir root;
@@ -353,7 +392,11 @@ private slots:
         QCOMPARE(noFolder.exitCode, 2);
         QVERIFY2(noFolder.err.contains(QStringLiteral("is not a folder")),
                  qPrintable(noFolder.err));
-        QCOMPARE(run({QStringLiteral("a"), QStringLiteral("b")}, root.path()).exitCode, 2);
+        QCOMPARE(run({QStringLiteral("a"), QStringLiteral("b")}, root.path()).exitCode, 1);
+        QCOMPARE(
+            run({QStringLiteral("a"), QStringLiteral("b"), QStringLiteral("--trash")}, root.path())
+                .exitCode,
+            2);
         QCOMPARE(run({QStringLiteral("--bogus")}, root.path()).exitCode, 2);
     }
 };

@@ -319,6 +319,17 @@ private slots:
         QCOMPARE(page.selectedRun(), runs + QStringLiteral("/one"));
         QVERIFY(
             page.checkpointModel()->path(0).endsWith(QStringLiteral("ckpt-00000020.safetensors")));
+        // The configuration pane: what differs between the two, a column each (their steps).
+        auto* tree = page.findChild<QTreeWidget*>();
+        QVERIFY(tree);
+        QCOMPARE(tree->columnCount(), 3);
+        QCOMPARE(tree->topLevelItemCount(), 1);
+        const QTreeWidgetItem* steps = tree->topLevelItem(0);
+        QCOMPARE(steps->text(0), QStringLiteral("steps"));
+        const int oneColumn = tree->headerItem()->text(1) == QLatin1String("one") ? 1 : 2;
+        QCOMPARE(tree->headerItem()->text(3 - oneColumn), QStringLiteral("two"));
+        QCOMPARE(steps->text(oneColumn), QStringLiteral("20"));
+        QCOMPARE(steps->text(3 - oneColumn), QStringLiteral("40"));
 
         // A plain click on "three": its own curves.
         page.selectRun(runs + QStringLiteral("/three"));
@@ -326,6 +337,8 @@ private slots:
         QCOMPARE(page.lossPlot()->seriesCount(), 2);
         QTRY_COMPARE(page.lossPlot()->pointCount(0), 30);
         QCOMPARE(page.lossPlot()->seriesName(0), QStringLiteral("loss"));
+        QCOMPARE(tree->columnCount(), 2); // its whole configuration again
+        QCOMPARE(configValue(page, QStringLiteral("steps")), QStringLiteral("30"));
     }
 
     // "Move to trash…": asked first, the folder goes to the desktop's trash (restorable, nothing

@@ -27,6 +27,7 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include "app/runs/config_difference.h"
 #include "app/runs/run_trash.h"
 #include "app/settings/app_settings.h"
 #include "ui/models/checkpoint_list_model.h"
@@ -42,30 +43,6 @@ namespace {
 
 // A config.json value as one line: strings as they are, whole numbers as integers, others to 10
 // significant digits, arrays and objects as compact JSON.
-QString configValueText(const QJsonValue& v)
-{
-    switch (v.type()) {
-    case QJsonValue::String:
-        return v.toString();
-    case QJsonValue::Double: {
-        const double d = v.toDouble();
-        if (d == std::trunc(d) && std::abs(d) < 1e15)
-            return QString::number(static_cast<qint64>(d));
-        return QString::number(d, 'g', 10);
-    }
-    case QJsonValue::Bool:
-        return v.toBool() ? QStringLiteral("true") : QStringLiteral("false");
-    case QJsonValue::Null:
-        return QStringLiteral("null");
-    case QJsonValue::Array:
-        return QString::fromUtf8(QJsonDocument(v.toArray()).toJson(QJsonDocument::Compact));
-    case QJsonValue::Object:
-        return QString::fromUtf8(QJsonDocument(v.toObject()).toJson(QJsonDocument::Compact));
-    case QJsonValue::Undefined:
-        break;
-    }
-    return {};
-}
 
 // Adds o's members under parent (the tree's top level when null); true when one is a branch.
 bool addConfigItems(QTreeWidgetItem* parent, QTreeWidget* tree, const QJsonObject& o)
@@ -80,7 +57,7 @@ bool addConfigItems(QTreeWidgetItem* parent, QTreeWidget* tree, const QJsonObjec
             branches = true;
             continue;
         }
-        const QString text = configValueText(*it);
+        const QString text = app::configValueText(*it);
         item->setText(1, text);
         item->setToolTip(1, text);
     }
@@ -91,6 +68,9 @@ bool addConfigItems(QTreeWidgetItem* parent, QTreeWidget* tree, const QJsonObjec
 void showConfig(QTreeWidget* tree, const QString& json)
 {
     tree->clear();
+    tree->setColumnCount(2);
+    tree->setHeaderLabels({RunsPage::tr("Setting"), RunsPage::tr("Value")});
+    tree->setToolTip(RunsPage::tr("The run's configuration, from config.json in its folder"));
     tree->setRootIsDecorated(false);
     if (json.isEmpty()) return;
     QJsonParseError error{};
@@ -272,13 +252,12 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     // The run's config.json as settings and values (a nested object as a branch).
     m_config = new QTreeWidget(left);
     m_config->setColumnCount(2);
-    m_config->setHeaderLabels({tr("Setting"), tr("Value")});
+    m_config->setHeaderLabels({tr("Setting"), tr("Value")}); // showConfiguration's
     m_config->setRootIsDecorated(false);
     m_config->setAlternatingRowColors(true);
     m_config->setUniformRowHeights(true);
     m_config->setTextElideMode(Qt::ElideMiddle); // a path keeps its both ends
     m_config->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
-    m_config->setToolTip(tr("The run's configuration, from config.json in its folder"));
     // The Devices page's parts and colours: compute blue, communication orange, data purple,
     // update green.
     m_towerChart = new StackedBarChart(tr("Latest logged step"), Qt::Horizontal, details);
@@ -510,16 +489,51 @@ void RunsPage::showSelected()
         m_towerChart->hide();
     }
     m_follower->setRun(folder); // reads it (again: only what was appended), follows it if live
+    showConfiguration();
     if (!r) {
-        m_config->clear();
         m_checkpoints->setCheckpoints({});
     } else {
-        showConfig(m_config, r->configJson);
         m_checkpoints->setCheckpoints(r->checkpoints, r->evaluations);
         if (m_checkpoints->rowCount() > 0) m_checkpointTable->selectRow(0);
     }
     updateTitle();
     updateButtons();
+}
+
+void RunsPage::showConfiguration()
+{
+    if (m_compared.size() < 2) {
+        const auto* r = currentRun();
+        showConfig(m_config, r ? r->configJson : QString());
+        return;
+    }
+    QStringList names, configs;
+    for (const QString& folder : m_compared)
+        for (int row = 0; row < m_runs->rowCount(); ++row)
+            if (const auto* r = m_runs->run(row); r && r->folder == folder) {
+                names << r->name;
+                configs << r->configJson;
+            }
+    m_config->clear();
+    m_config->setRootIsDecorated(false);
+    m_config->setColumnCount(1 + int(names.size()));
+    m_config->setHeaderLabels(QStringList{tr("Setting")} + names);
+    m_config->setToolTip(tr("What differs between the configurations of the runs selected "
+                            "together (towers-cli runs RUN RUN…)"));
+    const auto differences = app::configDifferences(configs);
+    if (differences.empty()) {
+        auto* item = new QTreeWidgetItem(m_config);
+        item->setText(0, tr("(the same configuration, but for each run's id)"));
+        item->setFirstColumnSpanned(true);
+    }
+    for (const auto& d : differences) {
+        auto* item = new QTreeWidgetItem(m_config);
+        item->setText(0, d.setting);
+        for (int i = 0; i < d.values.size(); ++i) {
+            item->setText(1 + i, d.values[i].isEmpty() ? QStringLiteral("–") : d.values[i]);
+            item->setToolTip(1 + i, names.value(i) + QStringLiteral(": ") + d.values[i]);
+        }
+    }
 }
 
 void RunsPage::updateTitle()
@@ -721,6 +735,7 @@ void RunsPage::updateComparison()
     if (runs.size() < 2) runs.clear();
     if (runs == m_compared) return;
     m_compared = runs;
+    showConfiguration();
     if (runs.isEmpty()) {
         // Back to the shown run's curves, as its follower read them.
         m_compare.cancel();

@@ -125,6 +125,9 @@ protected:
 private:
     void onScanned(const app::JobResult<std::vector<app::RunSummary>>& r);
     void showSelected();
+    // The configuration pane: the shown run's config.json, or for runs selected together the
+    // settings that differ between them, a column each (app::configDifferences).
+    void showConfiguration();
     void updateButtons();
     void updateTitle();
     void onFollowerUpdated();

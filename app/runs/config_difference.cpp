@@ -1,0 +1,79 @@
+#include "app/runs/config_difference.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <cmath>
+#include <map>
+
+namespace towers::app {
+
+namespace {
+
+// The leaves of `o` as (path, text), in its order; a non-empty object is a branch ("a/b").
+void flatten(const QJsonObject& o, const QString& prefix,
+             std::vector<std::pair<QString, QString>>& out)
+{
+    for (auto it = o.begin(); it != o.end(); ++it) {
+        const QString path = prefix.isEmpty() ? it.key() : prefix + QLatin1Char('/') + it.key();
+        if (it->isObject() && !it->toObject().isEmpty())
+            flatten(it->toObject(), path, out);
+        else
+            out.emplace_back(path, configValueText(*it));
+    }
+}
+
+} // namespace
+
+QString configValueText(const QJsonValue& v)
+{
+    switch (v.type()) {
+    case QJsonValue::String:
+        return v.toString();
+    case QJsonValue::Double: {
+        const double d = v.toDouble();
+        if (d == std::trunc(d) && std::abs(d) < 1e15)
+            return QString::number(static_cast<qint64>(d));
+        return QString::number(d, 'g', 10);
+    }
+    case QJsonValue::Bool:
+        return v.toBool() ? QStringLiteral("true") : QStringLiteral("false");
+    case QJsonValue::Null:
+        return QStringLiteral("null");
+    case QJsonValue::Array:
+        return QString::fromUtf8(QJsonDocument(v.toArray()).toJson(QJsonDocument::Compact));
+    case QJsonValue::Object:
+        return QString::fromUtf8(QJsonDocument(v.toObject()).toJson(QJsonDocument::Compact));
+    case QJsonValue::Undefined:
+        break;
+    }
+    return {};
+}
+
+std::vector<ConfigDifference> configDifferences(const QStringList& configs)
+{
+    std::vector<QString> order;            // every setting, first seen first
+    std::map<QString, QStringList> values; // setting -> each run's text
+    for (qsizetype run = 0; run < configs.size(); ++run) {
+        std::vector<std::pair<QString, QString>> leaves;
+        flatten(QJsonDocument::fromJson(configs[run].toUtf8()).object(), {}, leaves);
+        for (auto& [setting, text] : leaves) {
+            auto [it, added] = values.try_emplace(setting);
+            if (added) {
+                order.push_back(setting);
+                for (qsizetype i = 0; i < configs.size(); ++i) it->second << QString();
+            }
+            it->second[run] = std::move(text);
+        }
+    }
+    std::vector<ConfigDifference> out;
+    for (const QString& setting : order) {
+        if (setting == QLatin1String("runId")) continue;
+        const QStringList& v = values.at(setting);
+        if (v.count(v.front()) != v.size()) out.push_back({setting, v});
+    }
+    return out;
+}
+
+} // namespace towers::app
