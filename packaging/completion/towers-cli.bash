@@ -2,6 +2,22 @@
 # Completes the commands, each command's options, and the values the options take: dataset and
 # model names, choices, folders and files.
 
+# The runs of the runs folder $1 by name, or any folder by path (a word with a slash).
+_towers_cli_runs()
+{
+    if [[ $cur == */* ]]; then
+        _filedir -d
+        return
+    fi
+    local run names=()
+    for run in "$1"/*/; do
+        [[ -d $run ]] || continue
+        run=${run%/}
+        names+=("${run##*/}")
+    done
+    COMPREPLY=($(compgen -W "${names[*]}" -- "$cur"))
+}
+
 _towers_cli()
 {
     local cur prev words cword
@@ -62,21 +78,7 @@ _towers_cli()
         --precision) COMPREPLY=($(compgen -W "fp32 bf16" -- "$cur")); return ;;
         --backend) COMPREPLY=($(compgen -W "onednn reference cuda" -- "$cur")); return ;;
         --data-dir | --run-dir | --runs-dir) _filedir -d; return ;;
-        --like)
-            # A run by name (the runs folder's), or any folder by path.
-            if [[ $cur == */* ]]; then
-                _filedir -d
-            else
-                local like_run like_names=()
-                for like_run in "${TOWERS_RUNS:-${XDG_DATA_HOME:-$HOME/.local/share}/towers/runs}"/*/; do
-                    [[ -d $like_run ]] || continue
-                    like_run=${like_run%/}
-                    like_names+=("${like_run##*/}")
-                done
-                COMPREPLY=($(compgen -W "${like_names[*]}" -- "$cur"))
-            fi
-            return
-            ;;
+        --like) _towers_cli_runs "${TOWERS_RUNS:-${XDG_DATA_HOME:-$HOME/.local/share}/towers/runs}"; return ;;
         --checkpoint | --init-from) _filedir safetensors; return ;;
         --output) _filedir onnx; return ;;
         --layout) COMPREPLY=($(compgen -W "nhwc nchw" -- "$cur")); return ;;
@@ -104,17 +106,7 @@ _towers_cli()
             for ((i = 2; i < cword; i++)); do
                 [[ ${words[i]} == --runs-dir ]] && runs_dir=${words[i + 1]}
             done
-            if [[ $cur == */* ]]; then
-                _filedir -d
-            else
-                local run names=()
-                for run in "$runs_dir"/*/; do
-                    [[ -d $run ]] || continue
-                    run=${run%/}
-                    names+=("${run##*/}")
-                done
-                COMPREPLY=($(compgen -W "${names[*]}" -- "$cur"))
-            fi
+            _towers_cli_runs "$runs_dir"
             ;;
     esac
 } && complete -F _towers_cli towers-cli

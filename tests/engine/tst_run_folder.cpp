@@ -82,6 +82,34 @@ void resumeEvaluatingEveryStep(const fs::path& root, std::int64_t steps)
     QCOMPARE(t.run(), Trainer::Outcome::Finished);
 }
 
+// What a resumed run logged, and the step it finished at.
+struct RunLog : TrainerObserver
+{
+    QStringList lines;
+    std::int64_t finished = -1;
+    void onLog(const std::string& line) override { lines << QString::fromStdString(line); }
+    void onFinished(std::int64_t step) override { finished = step; }
+};
+
+// The run in `root` resumed to `steps`, evaluated after every step, with this patience and min
+// delta: its outcome and step.
+std::pair<Trainer::Outcome, std::int64_t> resumeWithPatience(const fs::path& root, int patience,
+                                                             double minDelta, RunLog& log,
+                                                             std::int64_t steps = 20)
+{
+    TrainConfig longer = readConfigOf(RunDirectory(root));
+    longer.steps = steps;
+    longer.evalEvery = 1;
+    longer.patience = patience;
+    longer.minDelta = minDelta;
+    auto src = syntheticBatchesFor(longer);
+    Trainer t(longer, src, root, {}, &log);
+    t.setEvaluator(40, src.evaluationBatches());
+    t.resumeFromNewest();
+    const Trainer::Outcome outcome = t.run();
+    return {outcome, t.step()};
+}
+
 // Every file under `root` (relative path -> content).
 std::map<std::string, std::string> snapshot(const fs::path& root)
 {
@@ -422,26 +450,10 @@ private slots:
         // Step 4 measured better than anything the synthetic evaluations reach.
         std::ofstream(run.evalPath()) << R"({"step": 4, "precisionAt1": 1.5})"
                                          "\n";
-        struct Log : TrainerObserver
-        {
-            QStringList lines;
-            std::int64_t finished = -1;
-            void onLog(const std::string& line) override { lines << QString::fromStdString(line); }
-            void onFinished(std::int64_t step) override { finished = step; }
+        const auto resume = [&](int patience, RunLog& log, std::int64_t steps = 20) {
+            return resumeWithPatience(root, patience, 0, log, steps);
         };
-        const auto resume = [&](int patience, Log& log, std::int64_t steps = 20) {
-            TrainConfig longer = readConfigOf(run);
-            longer.steps = steps;
-            longer.evalEvery = 1;
-            longer.patience = patience;
-            auto src = syntheticBatchesFor(longer);
-            Trainer t(longer, src, root, {}, &log);
-            t.setEvaluator(40, src.evaluationBatches());
-            t.resumeFromNewest();
-            const Trainer::Outcome outcome = t.run();
-            return std::make_pair(outcome, t.step());
-        };
-        Log first;
+        RunLog first;
         const auto [outcome, step] = resume(3, first);
         QCOMPARE(outcome, Trainer::Outcome::StoppedEarly);
         QCOMPARE(step, std::int64_t(7)); // evaluations 5, 6 and 7 no better than step 4's
@@ -456,7 +468,7 @@ private slots:
 
         // Resumed with the same patience: nothing to do, nothing written.
         const auto before = snapshot(root);
-        Log again;
+        RunLog again;
         QCOMPARE(resume(3, again), std::make_pair(Trainer::Outcome::StoppedEarly, std::int64_t(7)));
         QVERIFY2(again.lines.join('\n').contains("the run stopped early at step 7"),
                  qPrintable(again.lines.join('\n')));
@@ -465,14 +477,14 @@ private slots:
         QCOMPARE(checkpointSteps(run).back(), std::int64_t(7));
 
         // A larger patience trains on, to its own run-out.
-        Log more;
+        RunLog more;
         QCOMPARE(resume(5, more), std::make_pair(Trainer::Outcome::StoppedEarly, std::int64_t(9)));
         // Patience that runs out at the last step: the run simply finishes there.
-        Log last;
+        RunLog last;
         QCOMPARE(resume(6, last, 10), std::make_pair(Trainer::Outcome::Finished, std::int64_t(10)));
         QVERIFY(!last.lines.join('\n').contains("stop"));
         // Without patience, to the end.
-        Log rest;
+        RunLog rest;
         QCOMPARE(resume(0, rest), std::make_pair(Trainer::Outcome::Finished, std::int64_t(20)));
         QCOMPARE(evaluationsSinceBest(readEvaluations(run.evalPath())), 16);
     }
@@ -489,38 +501,16 @@ private slots:
         // Step 4 measured at 0: every evaluation after it is at least as good.
         std::ofstream(run.evalPath()) << R"({"step": 4, "precisionAt1": 0})"
                                          "\n";
-        const auto resume = [&](double minDelta, QStringList& lines) {
-            TrainConfig longer = readConfigOf(run);
-            longer.steps = 20;
-            longer.evalEvery = 1;
-            longer.patience = 3;
-            longer.minDelta = minDelta;
-            auto src = syntheticBatchesFor(longer);
-            struct Log : TrainerObserver
-            {
-                QStringList* lines;
-                void onLog(const std::string& line) override
-                {
-                    *lines << QString::fromStdString(line);
-                }
-            } log;
-            log.lines = &lines;
-            Trainer t(longer, src, root, {}, &log);
-            t.setEvaluator(40, src.evaluationBatches());
-            t.resumeFromNewest();
-            const Trainer::Outcome outcome = t.run();
-            return std::make_pair(outcome, t.step());
-        };
         // A gain of more than half of precision @ 1 is out of reach of these 40 examples: the
         // evaluations at steps 5, 6 and 7 are no better than step 4's 0.
-        QStringList lines;
-        QCOMPARE(resume(0.5, lines),
+        RunLog resumed;
+        QCOMPARE(resumeWithPatience(root, 3, 0.5, resumed),
                  std::make_pair(Trainer::Outcome::StoppedEarly, std::int64_t(7)));
         const auto marks = readEvaluations(run.evalPath());
         QCOMPARE(marks.size(), std::size_t(4));
         const auto best = bestEvaluation(marks);
         QVERIFY(best && best->precisionAt1 > 0); // an evaluation beat 0, by less than 0.5
-        const QString log = lines.join('\n');
+        const QString log = resumed.lines.join('\n');
         QVERIFY2(log.contains(QStringLiteral("stopping early at step 7: the last 3 evaluations "
                                              "did not beat test precision @ 1 = 0.0000 by more "
                                              "than 0.5 (min delta; the best: step %1's")
