@@ -46,6 +46,17 @@ class TestClassifyPage : public QObject
     QString m_checkpoint;
     std::shared_ptr<const engine::Dataset> m_data;
 
+    // `page` shown at a size where its matrix is drawn, with the generated set as its dataset.
+    bool showWithTheData(ClassifyPage& page)
+    {
+        page.resize(1100, 800);
+        page.show();
+        page.setDatasetProvider([this](const std::string&) {
+            return ClassifyPage::DatasetSource{m_data, {}};
+        });
+        return QTest::qWaitForWindowExposed(&page);
+    }
+
 private slots:
     void initTestCase()
     {
@@ -304,12 +315,7 @@ private slots:
     void wholeTestSet()
     {
         ClassifyPage page;
-        page.resize(1100, 800);
-        page.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&page));
-        page.setDatasetProvider([this](const std::string&) {
-            return ClassifyPage::DatasetSource{m_data, {}};
-        });
+        QVERIFY(showWithTheData(page));
         QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
         page.openCheckpoint(m_checkpoint);
         QVERIFY(loaded.wait(20000));
@@ -391,12 +397,7 @@ private slots:
         QVERIFY(split.validation.count >= 20 && split.validation.count <= 30);
 
         ClassifyPage page;
-        page.resize(1100, 800);
-        page.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&page));
-        page.setDatasetProvider([this](const std::string&) {
-            return ClassifyPage::DatasetSource{m_data, {}};
-        });
+        QVERIFY(showWithTheData(page));
         QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
         QSignalSpy answered(&page, &ClassifyPage::imageClassified);
         QSignalSpy done(&page, &ClassifyPage::wholeSetClassified);
