@@ -497,9 +497,10 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             }
         }
     } else if (!resume) {
-        // --like: the configuration of the run named, which the options given then change.
+        // --like: the configuration of the run named, which the options given then change. Rank
+        // 0 reads it; the other processes take the configuration from it below.
         std::optional<TrainConfig> like;
-        if (p.isSet(QStringLiteral("like"))) {
+        if (p.isSet(QStringLiteral("like")) && lead) {
             QString folder = p.value(QStringLiteral("like"));
             if (!QFileInfo(folder).isDir())
                 if (const QString named = runsDirEntry(folder, defaultRunsDir());

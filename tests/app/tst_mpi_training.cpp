@@ -468,6 +468,27 @@ private slots:
         QVERIFY2(d.isEmpty(), qPrintable(d));
     }
 
+    // --like across processes: rank 0 reads the run's configuration and every process trains
+    // with it (another process need not see the run's folder).
+    void likeAcrossProcesses()
+    {
+        const QString base = path(QStringLiteral("runs/like-base"));
+        const Run first = alone(trainArgs(base, {QStringLiteral("--steps"), QStringLiteral("2"),
+                                                 QStringLiteral("--lr"), QStringLiteral("0.02")}));
+        VERIFY_OK(first);
+        const QString c = path(QStringLiteral("runs/like-p2"));
+        const Run two =
+            mpirun(2, train(c, QStringList{QStringLiteral("--like"), base,
+                                           QStringLiteral("--towers"), QStringLiteral("1"),
+                                           QStringLiteral("--seed"), QStringLiteral("4")}));
+        VERIFY_OK(two);
+        const QJsonObject config = jsonFile(c + QStringLiteral("/config.json"));
+        QCOMPARE(config.value(QStringLiteral("processes")).toInt(), 2);
+        QCOMPARE(config.value(QStringLiteral("lr")).toDouble(), 0.02); // the run's, not the model's
+        QCOMPARE(config.value(QStringLiteral("seed")).toInt(), 4);
+        QCOMPARE(config.value(QStringLiteral("steps")).toInt(), 2);
+    }
+
     // 2 processes x 2 towers = 1 process x 4 towers, bitwise (4 towers on 2 cores: few steps).
     void twoByTwoEqualsOneByFour()
     {
