@@ -556,11 +556,14 @@ void MainWindow::closeEvent(QCloseEvent* event)
         if (m_closeAnswer) {
             stop = *m_closeAnswer;
         } else {
-            stop = QMessageBox::question(
-                       this, tr("A run is training"),
-                       tr("Stop the run and close? The run stops after its current step and "
-                          "writes a checkpoint, so you can resume it later."),
-                       QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
+            QString text = tr("Stop the run and close? The run stops after its current step and "
+                              "writes a checkpoint, so you can resume it later.");
+            if (const int queued = m_train->queuedRuns(); queued > 0)
+                text +=
+                    QLatin1Char(' ') + tr("The %n queued run(s) will not start.", nullptr, queued);
+            stop = QMessageBox::question(this, tr("A run is training"), text,
+                                         QMessageBox::Yes | QMessageBox::No,
+                                         QMessageBox::No) == QMessageBox::Yes;
         }
         event->ignore();
         if (stop) {
@@ -570,6 +573,20 @@ void MainWindow::closeEvent(QCloseEvent* event)
             m_train->stop(); // runFinished closes the window
         }
         return;
+    }
+    if (const int queued = m_train->queuedRuns(); queued > 0 && !m_closeAfterStop) {
+        const bool close =
+            m_closeAnswer
+                ? *m_closeAnswer
+                : QMessageBox::question(
+                      this, tr("Runs are queued"),
+                      tr("%n run(s) wait in the queue and will not start. Close anyway?", nullptr,
+                         queued),
+                      QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
+        if (!close) {
+            event->ignore();
+            return;
+        }
     }
     m_settings.setWindowGeometry(saveGeometry());
     m_settings.sync();

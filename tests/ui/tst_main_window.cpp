@@ -294,6 +294,28 @@ private slots:
                  qPrintable(w.banner()->message()));
     }
 
+    // Closing the window with runs in the queue asks first: No keeps the window and the queue.
+    void closingWithQueuedRunsAsks()
+    {
+        QTemporaryDir dir;
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        useTinyMnist(settings, dir);
+        MainWindow w(settings);
+        w.show();
+        if (!w.dataPage()->loadedDataset()) {
+            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
+            QVERIFY(loaded.wait(20000));
+        }
+        w.trainPage()->enqueue();
+        QCOMPARE(w.trainPage()->queuedRuns(), 1);
+        w.setCloseQuestionAnswer(false);
+        QVERIFY(!w.close());
+        QVERIFY(w.isVisible());
+        QCOMPARE(w.trainPage()->queuedRuns(), 1);
+        w.setCloseQuestionAnswer(true);
+        QVERIFY(w.close());
+    }
+
     // "Find…" beside the learning rate: the range test on the loaded dataset with the pages'
     // settings, drawn as it runs; its suggestion goes into the form. Without a dataset, the
     // banner says what to do.

@@ -3,6 +3,7 @@
 // points while redrawing at most 25 times a second; the buttons follow the state; the log holds
 // the trainer's lines; a failure reaches errorOccurred.
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -134,6 +135,70 @@ private slots:
         QCOMPARE(finished.at(0).at(0).value<towers::app::TrainingWorker::Outcome>(),
                  towers::app::TrainingWorker::Outcome::Stopped);
         QVERIFY(page.statusText().contains(QStringLiteral("Stopped at step")));
+    }
+
+    // The queue: while a run trains, "Add to queue" takes the pages' configuration of that moment;
+    // each queued run starts when the one before finishes, in order; a stop holds the queue until
+    // Start next; Clear queue empties it.
+    void queuedRunsStartInTurn()
+    {
+        QTemporaryDir runs;
+        TrainPage page;
+        // What the pages say next: a run's folder name and its length.
+        QString name = QStringLiteral("r1");
+        std::int64_t steps = 100000;
+        page.setOptionsProvider([&](QString*) {
+            return std::optional(tt::tinyRun(fs(m_data.path()), fs(runs.filePath(name)), steps, 1));
+        });
+        QSignalSpy started(&page, &TrainPage::runStarted);
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        auto* enqueue = page.findChild<QPushButton*>(QStringLiteral("enqueue"));
+        QVERIFY(enqueue);
+        QVERIFY(enqueue->isHidden()); // nothing trains: Start
+        page.start();                 // r1, long
+        QTRY_VERIFY_WITH_TIMEOUT(page.history().lastStep() >= 1, 30000);
+        QVERIFY(!enqueue->isHidden() && enqueue->isEnabled());
+        name = QStringLiteral("r2");
+        steps = 6;
+        QTest::mouseClick(enqueue, Qt::LeftButton);
+        name = QStringLiteral("r3");
+        QTest::mouseClick(enqueue, Qt::LeftButton);
+        QCOMPARE(page.queuedRuns(), 2);
+        // A stop holds the queue.
+        page.stop();
+        QVERIFY(finished.wait(30000));
+        QTest::qWait(100);
+        QCOMPARE(page.queuedRuns(), 2);
+        QVERIFY(page.queueHeld());
+        QVERIFY(!page.isActive());
+        QVERIFY(button(page, QStringLiteral("Start next"))->isEnabled());
+        // Start next: r2, then r3 on its own once r2 finished.
+        QTest::mouseClick(button(page, QStringLiteral("Start next")), Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 3, 60000);
+        QTRY_VERIFY_WITH_TIMEOUT(!page.isActive(), 30000);
+        QCOMPARE(page.queuedRuns(), 0);
+        QStringList order;
+        for (const auto& s : started) order << QFileInfo(s.at(0).toString()).fileName();
+        QCOMPARE(order,
+                 (QStringList{QStringLiteral("r1"), QStringLiteral("r2"), QStringLiteral("r3")}));
+        for (int i = 1; i < 3; ++i)
+            QCOMPARE(finished.at(i).at(0).value<towers::app::TrainingWorker::Outcome>(),
+                     towers::app::TrainingWorker::Outcome::Finished);
+        QVERIFY(page.logView()->toPlainText().contains(QStringLiteral("Queued run 2")));
+
+        // Clear queue: queued, then cleared; nothing more starts.
+        name = QStringLiteral("r4");
+        steps = 100000;
+        page.start();
+        QTRY_VERIFY_WITH_TIMEOUT(page.history().lastStep() >= 1, 30000);
+        name = QStringLiteral("r5");
+        QTest::mouseClick(enqueue, Qt::LeftButton);
+        QTest::mouseClick(button(page, QStringLiteral("Clear queue")), Qt::LeftButton);
+        QCOMPARE(page.queuedRuns(), 0);
+        page.stop();
+        QTRY_VERIFY_WITH_TIMEOUT(!page.isActive(), 30000);
+        QTest::qWait(100);
+        QCOMPARE(started.count(), 4);
     }
 
     void divergedLossIsReported()

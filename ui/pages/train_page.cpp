@@ -12,6 +12,7 @@
 #include <QPushButton>
 #include <QSplitter>
 #include <QStyle>
+#include <QTimer>
 #include <QUrl>
 #include <QVBoxLayout>
 
@@ -44,13 +45,26 @@ TrainPage::TrainPage(QWidget* parent)
     m_stop->setToolTip(tr("Stops after the current step and writes a checkpoint"));
     m_runLabel = new QLabel(this);
     m_runLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_enqueue = new QPushButton(tr("Add to &queue"), this);
+    m_enqueue->setObjectName(QStringLiteral("enqueue"));
     buttons->addWidget(m_start);
+    buttons->addWidget(m_enqueue);
     buttons->addWidget(m_pause);
     buttons->addWidget(m_stop);
     buttons->addSpacing(12);
     buttons->addWidget(m_folder);
     buttons->addWidget(m_runLabel, 1);
     top->addLayout(buttons);
+    auto* queueRow = new QHBoxLayout;
+    m_queueLabel = new QLabel(this);
+    m_queueLabel->setWordWrap(true);
+    m_startQueued = new QPushButton(tr("Start &next"), this);
+    m_startQueued->setToolTip(tr("Starts the queue's next run now"));
+    m_clearQueue = new QPushButton(tr("C&lear queue"), this);
+    queueRow->addWidget(m_queueLabel, 1);
+    queueRow->addWidget(m_startQueued);
+    queueRow->addWidget(m_clearQueue);
+    top->addLayout(queueRow);
 
     m_progress = new QProgressBar(this);
     m_progress->setRange(0, 1000);
@@ -112,6 +126,9 @@ TrainPage::TrainPage(QWidget* parent)
     top->addWidget(split, 1);
 
     connect(m_start, &QPushButton::clicked, this, &TrainPage::start);
+    connect(m_enqueue, &QPushButton::clicked, this, &TrainPage::enqueue);
+    connect(m_startQueued, &QPushButton::clicked, this, &TrainPage::startNextQueued);
+    connect(m_clearQueue, &QPushButton::clicked, this, &TrainPage::clearQueue);
     connect(m_pause, &QPushButton::clicked, this, &TrainPage::togglePause);
     connect(m_stop, &QPushButton::clicked, this, &TrainPage::stop);
     connect(m_folder, &QPushButton::clicked, this, &TrainPage::openRunFolder);
@@ -160,9 +177,70 @@ void TrainPage::start()
     startSession(*options);
 }
 
+void TrainPage::enqueue()
+{
+    if (!m_provider) return;
+    QString error;
+    auto options = m_provider(&error);
+    if (!options) {
+        emit errorOccurred(tr("Cannot queue the run: %1").arg(error));
+        return;
+    }
+    const auto& c = options->config;
+    m_queue.push_back(std::move(*options));
+    appendLog(
+        tr("Queued run %1: %2 on %3, %n tower(s), learning rate %4, seed %5", nullptr, c.towers)
+            .arg(m_queue.size())
+            .arg(QString::fromStdString(c.model), QString::fromStdString(c.dataset))
+            .arg(c.schedule.lr)
+            .arg(c.seed));
+    updateQueue();
+}
+
+void TrainPage::startNextQueued()
+{
+    if (m_queue.empty() || m_controller->isActive()) return;
+    engine::SessionOptions next = std::move(m_queue.front());
+    m_queue.pop_front();
+    startSession(std::move(next));
+}
+
+void TrainPage::clearQueue()
+{
+    if (m_queue.empty()) return;
+    appendLog(tr("Cleared the queue: %n run(s) will not start", nullptr, int(m_queue.size())));
+    m_queue.clear();
+    m_queueHeld = false;
+    updateQueue();
+}
+
+void TrainPage::updateQueue()
+{
+    const bool active = m_controller->isActive();
+    m_enqueue->setVisible(active || !m_queue.empty());
+    m_enqueue->setEnabled(m_startError.isEmpty());
+    m_enqueue->setToolTip(m_startError.isEmpty()
+                              ? tr("Queues a new run with the chosen data, model and "
+                                   "hyperparameters, started when the runs before it end")
+                              : tr("Cannot queue: %1").arg(m_startError));
+    m_startQueued->setVisible(!m_queue.empty());
+    m_startQueued->setEnabled(!active);
+    m_clearQueue->setVisible(!m_queue.empty());
+    m_queueLabel->setVisible(!m_queue.empty());
+    if (m_queue.empty()) return;
+    const auto& c = m_queue.front().config;
+    QString text = tr("%n run(s) queued; next: %1 on %2, %3 tower(s)", nullptr, int(m_queue.size()))
+                       .arg(QString::fromStdString(c.model), QString::fromStdString(c.dataset))
+                       .arg(c.towers);
+    if (m_queueHeld && !active)
+        text += tr(" — waiting, as the last run was stopped: Start next continues the queue");
+    m_queueLabel->setText(text);
+}
+
 bool TrainPage::startSession(engine::SessionOptions options)
 {
     if (m_controller->isActive()) return false;
+    m_queueHeld = false; // a run started: the queue follows it
     m_options = options;
     m_runDirectory = QString::fromStdString(options.runDirectory.string());
     m_outcomeText.clear();
@@ -195,7 +273,12 @@ void TrainPage::togglePause()
 
 void TrainPage::stop()
 {
+    if (!m_queue.empty() && !m_queueHeld)
+        appendLog(tr("The queue waits: %n run(s) will not start after this one", nullptr,
+                     int(m_queue.size())));
+    m_queueHeld = true;
     m_controller->stop();
+    updateQueue();
 }
 
 void TrainPage::openRunFolder()
@@ -217,6 +300,7 @@ void TrainPage::onStateChanged(app::TrainingController::State state)
         style()->standardIcon(state == S::Paused ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
     m_stop->setEnabled(state == S::Running || state == S::Loading || state == S::Paused);
     m_folder->setEnabled(!m_runDirectory.isEmpty());
+    updateQueue();
     switch (state) {
     case S::Idle: {
         const QString start =
@@ -322,6 +406,11 @@ void TrainPage::onFinished(app::TrainingWorker::Outcome outcome, const QString& 
     emit runFinished(outcome, message, m_runDirectory);
     emit activeChanged(false);
     refreshStartability();
+    // The queue's next run, once what follows this one's end has run (a run stopped holds it).
+    if (!m_queue.empty() && !m_queueHeld && outcome != O::Stopped)
+        QTimer::singleShot(0, this, [this] {
+            if (!m_queueHeld) startNextQueued();
+        });
 }
 
 void TrainPage::updateProgress()

@@ -4,8 +4,14 @@
 // with the remaining time; the trainer's log in the tutorial's format; the run's folder one click
 // away. Training runs on a worker thread (app::TrainingController); the plots take what arrived
 // at most 25 times a second, so the window stays responsive however fast the steps are.
+//
+// While a run trains, "Add to queue" queues a new run with the pages' configuration of that
+// moment (as DIGITS queued jobs): each queued run starts when the one before finishes (or fails),
+// in order; a run stopped by the user (Stop, closing the window) holds the queue, which "Start
+// next" then continues, and "Clear queue" empties.
 #include <QWidget>
 
+#include <deque>
 #include <functional>
 #include <optional>
 
@@ -42,6 +48,10 @@ public:
     bool isActive() const { return m_controller->isActive(); }
     QString runDirectory() const { return m_runDirectory; }
 
+    // The runs waiting in the queue, and whether a stop holds it.
+    int queuedRuns() const { return int(m_queue.size()); }
+    bool queueHeld() const { return m_queueHeld; }
+
     PlotWidget* lossPlot() const { return m_loss; }
     PlotWidget* accuracyPlot() const { return m_accuracy; }
     PlotWidget* speedPlot() const { return m_speed; }
@@ -55,7 +65,13 @@ public slots:
     // Any session: a new run, or options.resume to continue the run in options.runDirectory.
     bool startSession(engine::SessionOptions options);
     void togglePause();
+    // Stops the run after its current step; the queue, if any, waits.
     void stop();
+    // "Add to queue": a new run with the provider's options, started after the runs before it.
+    void enqueue();
+    // Starts the queue's next run now (when no run trains).
+    void startNextQueued();
+    void clearQueue();
     void openRunFolder();
 
 signals:
@@ -78,6 +94,7 @@ private:
     void updateProgress();
     void appendLog(const QString& line);
     void clearPlots();
+    void updateQueue();
 
     app::TrainingController* m_controller;
     OptionsProvider m_provider;
@@ -88,7 +105,14 @@ private:
     QString m_outcomeText; // how the last run ended, shown while idle
     double m_lastExamplesPerSec = 0;
 
+    std::deque<engine::SessionOptions> m_queue;
+    bool m_queueHeld = false;
+
     QPushButton* m_start;
+    QPushButton* m_enqueue;
+    QLabel* m_queueLabel;
+    QPushButton* m_startQueued;
+    QPushButton* m_clearQueue;
     QPushButton* m_pause;
     QPushButton* m_stop;
     QPushButton* m_folder;
