@@ -534,6 +534,7 @@ QIcon MainWindow::applicationIcon()
 void MainWindow::closeWithoutAsking(const QString& why)
 {
     appendLog(why);
+    m_train->clearQueue(); // nothing more starts, and nothing asks
     if (!m_train->isActive()) {
         close();
         return;

@@ -314,6 +314,14 @@ private slots:
         QCOMPARE(w.trainPage()->queuedRuns(), 1);
         w.setCloseQuestionAnswer(true);
         QVERIFY(w.close());
+        // SIGTERM or Ctrl-C in the terminal (closeWithoutAsking): the queue is dropped, nothing
+        // asks.
+        w.show();
+        w.trainPage()->enqueue();
+        w.setCloseQuestionAnswer(false); // would keep the window, were it asked
+        w.closeWithoutAsking(QStringLiteral("SIGTERM"));
+        QVERIFY(!w.isVisible());
+        QCOMPARE(w.trainPage()->queuedRuns(), 0);
     }
 
     // "Find…" beside the learning rate: the range test on the loaded dataset with the pages'
