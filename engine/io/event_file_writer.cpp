@@ -24,6 +24,13 @@ namespace {
 
 constexpr const char* kPrefix = "events.out.tfevents.";
 constexpr const char* kSessionStartTag = "_hparams_/session_start_info";
+constexpr const char* kSessionEndTag = "_hparams_/session_end_info";
+
+// A summary of one value tagged `tag`.
+bool isTagged(const tb::Event& e, const char* tag)
+{
+    return e.summary().value_size() == 1 && e.summary().value(0).tag() == tag;
+}
 
 double wallTime()
 {
@@ -156,11 +163,10 @@ int EventFileWriter::dropEventsAfter(const fs::path& folder, std::int64_t step)
         bool dropped = !complete;
         for (auto& r : records) {
             tb::Event e;
-            // Beyond `step`; or the HParams session start, which the new file writes again with the
-            // resumed run's configuration (the plugin takes a tag's first one).
+            // Beyond `step`; or the HParams session start and end, which the resumed run writes
+            // again (the plugin takes a tag's first one).
             if (e.ParseFromString(r) && !e.has_file_version() &&
-                (e.step() > step || (e.summary().value_size() == 1 &&
-                                     e.summary().value(0).tag() == kSessionStartTag))) {
+                (e.step() > step || isTagged(e, kSessionStartTag) || isTagged(e, kSessionEndTag))) {
                 dropped = true;
                 continue;
             }
@@ -297,14 +303,29 @@ void EventFileWriter::hparams(const std::vector<std::pair<std::string, HParamVal
         else
             v.set_bool_value(std::get<bool>(value));
     }
+    writeHParams(kSessionStartTag, data.SerializeAsString());
+}
+
+void EventFileWriter::hparamsEnd(bool success)
+{
+    tb::HParamsPluginData data;
+    data.set_version(0);
+    auto* end = data.mutable_session_end_info();
+    end->set_status(success ? tb::STATUS_SUCCESS : tb::STATUS_FAILURE);
+    end->set_end_time_secs(wallTime());
+    writeHParams(kSessionEndTag, data.SerializeAsString());
+}
+
+void EventFileWriter::writeHParams(const std::string& tag, const std::string& pluginData)
+{
     tb::Event e;
     e.set_wall_time(wallTime());
     e.set_step(0);
     auto* v = e.mutable_summary()->add_value();
-    v->set_tag(kSessionStartTag);
+    v->set_tag(tag);
     auto* metadata = v->mutable_metadata();
     metadata->mutable_plugin_data()->set_plugin_name("hparams");
-    metadata->mutable_plugin_data()->set_content(data.SerializeAsString());
+    metadata->mutable_plugin_data()->set_content(pluginData);
     // The plugin's empty tensor: float32 of shape [0].
     auto* tensor = v->mutable_tensor();
     tensor->set_dtype(tb::DT_FLOAT);

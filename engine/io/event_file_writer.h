@@ -66,9 +66,14 @@ public:
     // scalars; `modelUri`, where its checkpoints are.
     void hparams(const std::vector<std::pair<std::string, HParamValue>>& values,
                  const std::string& modelUri);
+    // The HParams plugin's session end ("_hparams_/session_end_info"): the run succeeded (it
+    // reached its end, or stopped early) or failed; the dashboard's Status column. A run stopped
+    // to be resumed writes none (its status stays unknown).
+    void hparamsEnd(bool success);
 
     // Rewrites the event files of `folder` without their records of steps after `step` (the file
-    // version stays), without their HParams session starts (the resumed run writes its own) and
+    // version stays), without their HParams session starts and ends (the resumed run writes its
+    // own) and
     // without a partial last record a killed writer left: the abandoned future
     // a run resumed at `step` replaces, as truncateLogs drops it from metrics.jsonl. (TensorBoard's
     // Python loader drops it anyway at sessionStart(); its fast loader does not.) Each file is
@@ -84,6 +89,8 @@ public:
 
 private:
     void writeEvent(const std::string& serialized);
+    // An HParams plugin summary: `tag`, the serialized HParamsPluginData, the empty tensor.
+    void writeHParams(const std::string& tag, const std::string& pluginData);
     TfRecordFile m_file;
 };
 

@@ -41,6 +41,9 @@ public:
     // its hyperparameters for the HParams plugin, with `checkpoints`, where the run keeps them.
     void start(std::int64_t step, const TrainConfig& config,
                const std::filesystem::path& checkpoints);
+    // The end of a run that reached its end or stopped early (success) or failed, for the
+    // HParams dashboard's status (EventFileWriter::hparamsEnd).
+    void end(bool success) { m_file.hparamsEnd(success); }
     // A grid of at most `maxImages` images of `batch` (per image rescaled from its own minimum and
     // maximum to 0..255, as the GUI shows them), as one PNG; nothing for images that are not
     // Float32 NHWC grayscale or RGB.

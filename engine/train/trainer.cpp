@@ -985,15 +985,24 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         if (m_stopEarly) {
             log("stopped early at step " + std::to_string(m_step.load()) + " of " +
                 std::to_string(m_total));
+            if (m_events) m_events->end(true);
             if (m_observer) m_observer->onFinished(m_step.load());
             return Outcome::StoppedEarly;
         }
         if (m_evalBatches && m_lastEvalStep != m_step.load() && !runEvaluation(stop))
             return stopped();
         log("finished at step " + std::to_string(m_step.load()));
+        if (m_events) m_events->end(true);
         if (m_observer) m_observer->onFinished(m_step.load());
         return Outcome::Finished;
     } catch (const std::exception& e) {
+        if (m_events) {
+            try {
+                m_events->end(false);
+            } catch (const std::exception&) {
+                // the events file failing too (a full disk): the first error is the one to say
+            }
+        }
         if (m_observer) m_observer->onFailed(e.what());
         throw;
     }

@@ -389,6 +389,12 @@ private slots:
         QVERIFY(!hparams.contains("init_from")); // from the seed's weights
         QCOMPARE(hparams.size(), hparamsOf(c).size());
         QCOMPARE(data.session_start_info().model_uri(), (root / "checkpoints").string());
+        // The run's end, last: it reached its end.
+        const auto& last = events.back().summary().value(0);
+        QCOMPARE(last.tag(), std::string("_hparams_/session_end_info"));
+        tb::HParamsPluginData end;
+        QVERIFY(end.ParseFromString(last.metadata().plugin_data().content()));
+        QCOMPARE(end.session_end_info().status(), tb::STATUS_SUCCESS);
         // The image grid of the first batch: 8 images of 28x28x1.
         bool image = false;
         for (const auto& e : events)

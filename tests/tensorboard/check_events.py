@@ -277,6 +277,11 @@ def inner(args):
         starts = [e for f in files for e in load_events(os.path.join(run_dir, f))
                   if any(v.tag == "_hparams_/session_start_info" for v in e.summary.value)]
         check(len(starts) == 1, f"one session start, the resumed run's: the first file's was dropped ({len(starts)})")
+        ends = [hparams_metadata.parse_session_end_info_plugin_data(v.metadata.plugin_data.content)
+                for f in files for e in load_events(os.path.join(run_dir, f))
+                for v in e.summary.value if v.tag == "_hparams_/session_end_info"]
+        check([end.status for end in ends] == [1],
+              f"one session end, the resumed run's, STATUS_SUCCESS ({[end.status for end in ends]})")
         check(start is not None and start.model_uri == os.path.join(run_dir, "checkpoints"),
               "the session start names where the run keeps its checkpoints")
         loss = [(e.step, tensor_util.make_ndarray(e.tensor_proto).item()) for e in plugins.Tensors("train/loss")]
@@ -324,6 +329,20 @@ def inner(args):
         check(len(load_events(broken)) == cut_record, "a record with a flipped bit fails its CRC: reading stops before it")
         raw = event_pb2.Event.FromString(data[spans[0][0] + 12:spans[0][1] - 4])
         check(raw.file_version == "brain.Event:2", "the first record is the file version, brain.Event:2")
+
+        # A run that diverges ends as a failure in the HParams dashboard.
+        diverged = os.path.join(tmp, "diverged")
+        cli("train", "--dataset", "fashion-mnist", "--steps", "30", "--lr", "1e6", "--lr-schedule", "constant",
+            "--batch-size", "16", "--histogram-every", "0", "--run-dir", diverged, expect=1)
+        try:
+            dplugins = pea.EventAccumulator(diverged)
+            dplugins.Reload()
+            dend = hparams_metadata.parse_session_end_info_plugin_data(
+                dplugins.PluginTagToContent("hparams")["_hparams_/session_end_info"])
+            status = dend.status
+        except Exception as e:  # noqa: BLE001 (whatever fails, the check below names it)
+            status = repr(e)
+        check(status == 2, f"a diverged run's session ends with STATUS_FAILURE ({status})")
 
         # A run that holds a validation set out: its evaluations are validation/ scalars.
         validated = os.path.join(tmp, "validated")
