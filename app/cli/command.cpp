@@ -196,6 +196,34 @@ QCommandLineOption bestOption()
                            "newest.")};
 }
 
+QCommandLineOption initBestOption()
+{
+    return {QStringLiteral("best"),
+            QStringLiteral("With a run for --init-from: its best checkpoint (the highest "
+                           "accuracy of its evaluations, which rotation keeps) instead of its "
+                           "newest.")};
+}
+
+int initFromOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
+                   QString& file)
+{
+    const bool best = parser.isSet(QStringLiteral("best"));
+    if (!parser.isSet(QStringLiteral("init-from"))) {
+        if (best) {
+            io.err << command
+                   << ": --best picks a run's best checkpoint to start from: give "
+                      "--init-from RUN too\n";
+            return ExitUsage;
+        }
+        return ExitOk;
+    }
+    const int r =
+        resolveCheckpoint(parser.value(QStringLiteral("init-from")), QStringLiteral("--init-from"),
+                          command, io, file, best ? RunCheckpoint::Best : RunCheckpoint::Newest);
+    if (r == ExitOk) file = QFileInfo(file).absoluteFilePath();
+    return r;
+}
+
 int checkpointOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
                      QString& file)
 {

@@ -105,6 +105,13 @@ void applyDeviceChoice(const DeviceChoice& d, engine::TrainConfig& c, bool keepT
 
 // --best, for the commands that take --checkpoint (which defines it with bestOption()).
 QCommandLineOption bestOption();
+// --best, for the commands that take --init-from (train, lr-find): a run's best checkpoint.
+QCommandLineOption initBestOption();
+// The absolute path of the checkpoint --init-from names: a file, or a run (folder or name) for
+// its newest checkpoint, or its best with --best. ExitOk, or the error printed and its exit code
+// (ExitUsage: --best without --init-from, or with a file).
+int initFromOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
+                   QString& file);
 // The checkpoint file that --checkpoint names, for eval, classify and export: a file as given;
 // a run folder (or its checkpoints/ folder, or a run's name in the runs folder, as 'towers-cli
 // runs' lists them) gives its newest checkpoint, or with --best its best (the checkpoint of its

@@ -60,6 +60,7 @@ int runLrFind(const QStringList& args, CommandIo& io)
          QStringLiteral("Start from this checkpoint's weights, as train --init-from (a run's "
                         "folder or name gives its newest); its model unless --model."),
          QStringLiteral("checkpoint")},
+        initBestOption(),
         {QStringLiteral("min-lr"), QStringLiteral("The lowest learning rate (default 1e-5)."),
          QStringLiteral("lr")},
         {QStringLiteral("max-lr"), QStringLiteral("The highest learning rate (default 10)."),
@@ -84,13 +85,9 @@ int runLrFind(const QStringList& args, CommandIo& io)
     }
     const engine::DatasetSpec spec = engine::datasetSpecAlong(dataset.toStdString(), searchPath);
     QString initFrom;
-    if (p.isSet(QStringLiteral("init-from"))) {
-        if (const int r = resolveCheckpoint(p.value(QStringLiteral("init-from")),
-                                            QStringLiteral("--init-from"),
-                                            QStringLiteral("towers-cli lr-find"), io, initFrom);
-            r != ExitOk)
-            return r;
-    }
+    if (const int r = initFromOption(p, QStringLiteral("towers-cli lr-find"), io, initFrom);
+        r != ExitOk)
+        return r;
     const std::string model =
         p.isSet(QStringLiteral("model")) ? p.value(QStringLiteral("model")).toStdString()
         : !initFrom.isEmpty()

@@ -319,6 +319,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                         "dataset's classes are not the checkpoint's; the optimizer and the step "
                         "start anew."),
          QStringLiteral("checkpoint")},
+        initBestOption(),
         {QStringLiteral("like"),
          QStringLiteral("A new run like this one (a run folder, or its name as runs lists "
                         "it): its model, dataset, hyperparameters, towers and devices, with the "
@@ -418,14 +419,16 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     std::vector<std::filesystem::path> searchPath;
     if (!searchPathOption(p, io, searchPath)) return ExitUsage;
     const bool lead = !group || group->rank() == 0; // decides, writes and prints
-    // The absolute path of the checkpoint --init-from names (a run gives its newest).
-    const auto initFromOption = [&](QString& file) {
-        const int r =
-            resolveCheckpoint(p.value(QStringLiteral("init-from")), QStringLiteral("--init-from"),
-                              QStringLiteral("towers-cli train"), io, file);
-        if (r == ExitOk) file = QFileInfo(file).absoluteFilePath();
-        return r;
+    // The absolute path of the checkpoint --init-from names (a run gives its newest, or its best
+    // with --best).
+    const auto resolveInitFrom = [&](QString& file) {
+        return initFromOption(p, QStringLiteral("towers-cli train"), io, file);
     };
+    if (p.isSet(QStringLiteral("best")) && !p.isSet(QStringLiteral("init-from"))) {
+        io.err << "towers-cli train: --best picks a run's best checkpoint to start from: give "
+                  "--init-from RUN too\n";
+        return ExitUsage;
+    }
     bool resume = p.isSet(QStringLiteral("resume"));
     const bool resumeOrStart = p.isSet(QStringLiteral("resume-or-start"));
     if (resumeOrStart) {
@@ -486,7 +489,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         // weights it gave are in the run's checkpoints by now.
         if (p.isSet(QStringLiteral("init-from"))) {
             QString file;
-            if (const int r = initFromOption(file); r != ExitOk) return r;
+            if (const int r = resolveInitFrom(file); r != ExitOk) return r;
             if (file.toStdString() != c.initFrom) {
                 io.err << "towers-cli train: --init-from cannot change when resuming: the run "
                           "started from "
@@ -542,7 +545,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         std::string initFrom, initModel;
         if (p.isSet(QStringLiteral("init-from")) && lead) {
             QString file;
-            if (const int r = initFromOption(file); r != ExitOk) return r;
+            if (const int r = resolveInitFrom(file); r != ExitOk) return r;
             initFrom = file.toStdString();
             initModel = engine::readCheckpointInfo(initFrom).model; // IoError naming the file
         } else if (like) {

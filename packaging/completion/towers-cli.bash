@@ -34,9 +34,9 @@ _towers_cli()
         train)
             options="--dataset --data-dir --model --device --gpus --tf32 --precision --allreduce --gpu-data --cuda-graphs --cudnn-benchmark --bucket-mb --towers --threads-per-tower
                 --batch-size --steps --epochs --optimizer --lr --lr-schedule --momentum
-                --weight-decay --ema-decay --augment --seed --init-from --like --run-dir --checkpoint-every
+                --weight-decay --ema-decay --augment --seed --init-from --best --like --run-dir --checkpoint-every
                 --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --validation --patience --min-delta --log-every --histogram-every --loader-workers --json --help" ;;
-        lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --threads-per-tower --seed --init-from --min-lr --max-lr --steps --json --help" ;;
+        lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --threads-per-tower --seed --init-from --best --min-lr --max-lr --steps --json --help" ;;
         eval) options="--checkpoint --best --data-dir --set --no-ema --layers --mistakes --batch-size --json --help" ;;
         classify) options="--checkpoint --best --top-k --no-ema --layers --json --help" ;;
         export) options="--checkpoint --best --output --opset --layout --no-ema --force --json --help" ;;

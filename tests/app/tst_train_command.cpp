@@ -250,6 +250,10 @@ private slots:
             << 2 << "were held out for validation";
         QTest::newRow("eval: bad set") << QStringList{"eval", "--set", "train"} << 2
                                        << "--set must be test or validation, got 'train'";
+        QTest::newRow("best without init-from")
+            << QStringList{"train", "--best"} << 2 << "--best picks a run's best checkpoint";
+        QTest::newRow("lr-find best without init-from")
+            << QStringList{"lr-find", "--best"} << 2 << "give --init-from RUN too";
         QTest::newRow("like no run")
             << QStringList{"train", "--like", "no-such-run"} << 2 << "--like: no run 'no-such-run'";
         QTest::newRow("like and resume")
@@ -447,6 +451,20 @@ private slots:
                      .value(QStringLiteral("examples"))
                      .toInteger(),
                  qint64(64));
+        // Fine-tuning from the run's best rather than its newest: --init-from RUN --best.
+        const QString tuned = path(QStringLiteral("runs/from-best"));
+        const CliRun fromBest = run({QStringLiteral("train"), QStringLiteral("--init-from"), dir,
+                                     QStringLiteral("--best"), QStringLiteral("--steps"),
+                                     QStringLiteral("1"), QStringLiteral("--batch-size"),
+                                     QStringLiteral("16"), QStringLiteral("--run-dir"), tuned});
+        QVERIFY2(fromBest.exitCode == 0, qPrintable(fromBest.err + fromBest.out));
+        QCOMPARE(QJsonDocument::fromJson(readFile(tuned + QStringLiteral("/config.json")))
+                     .object()
+                     .value(QStringLiteral("initFrom"))
+                     .toString(),
+                 QStringLiteral("%1/checkpoints/ckpt-%2.safetensors")
+                     .arg(dir)
+                     .arg(highestStep, 8, 10, QLatin1Char('0')));
         // --set validation: the run's own validation images again, the run's own answer.
         const CliRun again2 = run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), dir,
                                    QStringLiteral("--best"), QStringLiteral("--set"),
