@@ -134,6 +134,15 @@ QString runsDirEntry(const QString& given, const QString& runsDir)
     return QDir(runsDir).filePath(given);
 }
 
+QString runFolderOf(const QString& given, const QString& runsDir)
+{
+    if (QFileInfo(given).isDir()) return given;
+    if (const QString named = runsDirEntry(given, runsDir);
+        !named.isEmpty() && QFileInfo(named).isDir())
+        return named; // a run's name, as 'runs' lists it
+    return {};
+}
+
 QString resumeCommandLine(const QString& runDir, int processes)
 {
     return (processes > 1 ? QStringLiteral("mpirun -np %1 ").arg(processes) : QString()) +
@@ -241,12 +250,7 @@ int checkpointOption(const QCommandLineParser& parser, const QString& command, C
 int resolveCheckpoint(const QString& given, const QString& option, const QString& command,
                       CommandIo& io, QString& file, RunCheckpoint which)
 {
-    QString folder;
-    if (QFileInfo(given).isDir())
-        folder = given;
-    else if (const QString named = runsDirEntry(given, defaultRunsDir());
-             !named.isEmpty() && QFileInfo(named).isDir())
-        folder = named; // a run's name, as 'runs' lists it
+    const QString folder = runFolderOf(given, defaultRunsDir());
     if (folder.isEmpty()) {
         if (which == RunCheckpoint::Best) {
             io.err << command << ": --best picks among a run's checkpoints: give " << option

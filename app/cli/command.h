@@ -81,6 +81,9 @@ bool searchPathOption(const QCommandLineParser& parser, CommandIo& io,
 // The path of a run named as 'towers-cli runs' lists it: runsDir/given when `given` is a bare
 // name (no slash) that names nothing here; otherwise "" (it is a path).
 QString runsDirEntry(const QString& given, const QString& runsDir);
+// The run folder `given` names: the folder as given, else the run of that name in `runsDir`
+// (runsDirEntry); "" when it names no folder.
+QString runFolderOf(const QString& given, const QString& runsDir);
 // The command that continues the run in `runDir` ("mpirun -np P towers-cli train --resume
 // --run-dir DIR" for a run of P processes).
 QString resumeCommandLine(const QString& runDir, int processes);

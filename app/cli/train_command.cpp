@@ -504,13 +504,10 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         // 0 reads it; the other processes take the configuration from it below.
         std::optional<TrainConfig> like;
         if (p.isSet(QStringLiteral("like")) && lead) {
-            QString folder = p.value(QStringLiteral("like"));
-            if (!QFileInfo(folder).isDir())
-                if (const QString named = runsDirEntry(folder, defaultRunsDir());
-                    !named.isEmpty() && QFileInfo(named).isDir())
-                    folder = named; // a run's name, as 'runs' lists it
-            if (!QFileInfo(folder).isDir()) {
-                io.err << "towers-cli train: --like: no run '" << folder
+            const QString given = p.value(QStringLiteral("like"));
+            const QString folder = runFolderOf(given, defaultRunsDir());
+            if (folder.isEmpty()) {
+                io.err << "towers-cli train: --like: no run '" << given
                        << "': neither a folder nor a run in " << defaultRunsDir()
                        << " (towers-cli runs lists them)\n";
                 return ExitUsage;
