@@ -73,9 +73,8 @@ public:
 
     // Rewrites the event files of `folder` without their records of steps after `step` (the file
     // version stays), without their HParams session starts and ends (the resumed run writes its
-    // own) and
-    // without a partial last record a killed writer left: the abandoned future
-    // a run resumed at `step` replaces, as truncateLogs drops it from metrics.jsonl. (TensorBoard's
+    // own) and without a partial last record a killed writer left: the abandoned future a run
+    // resumed at `step` replaces, as truncateLogs drops it from metrics.jsonl. (TensorBoard's
     // Python loader drops it anyway at sessionStart(); its fast loader does not.) Each file is
     // replaced atomically (temporary file, fsync, rename); one that does not read (a CRC fails) is
     // left as it is. Returns how many files were rewritten; IoError naming the file when one

@@ -182,11 +182,16 @@ void PatienceCount::add(double precisionAt1, double minDelta)
     }
 }
 
-int evaluationsSinceBest(const std::vector<EvaluationMark>& evaluations, double minDelta)
+PatienceCount patienceCount(const std::vector<EvaluationMark>& evaluations, double minDelta)
 {
     PatienceCount count;
     for (const auto& e : evaluations) count.add(e.precisionAt1, minDelta);
-    return count.since;
+    return count;
+}
+
+int evaluationsSinceBest(const std::vector<EvaluationMark>& evaluations, double minDelta)
+{
+    return patienceCount(evaluations, minDelta).since;
 }
 
 std::optional<BestCheckpoint> bestCheckpoint(const std::vector<CheckpointFile>& checkpoints,

@@ -81,6 +81,8 @@ struct PatienceCount
     int since = 0;              // the evaluations after it
     void add(double precisionAt1, double minDelta);
 };
+// The count over `evaluations` (by step); evaluationsSinceBest is its `since`.
+PatienceCount patienceCount(const std::vector<EvaluationMark>& evaluations, double minDelta);
 
 // Makes a new, empty folder at `proposed`, or when that name is taken at "<proposed>-2", "-3", ...
 // with a mkdir that fails when the folder exists, so two runs started at the same moment never

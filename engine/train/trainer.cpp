@@ -586,8 +586,7 @@ const std::optional<EvaluationMark>& Trainer::bestEvaluationSoFar()
     if (!m_bestRead && m_dir) {
         const auto marks = readEvaluations(m_dir->evalPath());
         m_best = bestEvaluation(marks);
-        m_patience = {};
-        for (const auto& e : marks) m_patience.add(e.precisionAt1, m_config.minDelta);
+        m_patience = patienceCount(marks, m_config.minDelta);
         m_bestRead = true;
     }
     return m_best;
