@@ -213,19 +213,21 @@ QCommandLineOption initBestOption()
                            "newest.")};
 }
 
+bool initBestUsable(const QCommandLineParser& parser, const QString& command, CommandIo& io)
+{
+    if (!parser.isSet(QStringLiteral("best")) || parser.isSet(QStringLiteral("init-from")))
+        return true;
+    io.err << command
+           << ": --best picks a run's best checkpoint to start from: give --init-from RUN too\n";
+    return false;
+}
+
 int initFromOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
                    QString& file)
 {
+    if (!initBestUsable(parser, command, io)) return ExitUsage;
+    if (!parser.isSet(QStringLiteral("init-from"))) return ExitOk;
     const bool best = parser.isSet(QStringLiteral("best"));
-    if (!parser.isSet(QStringLiteral("init-from"))) {
-        if (best) {
-            io.err << command
-                   << ": --best picks a run's best checkpoint to start from: give "
-                      "--init-from RUN too\n";
-            return ExitUsage;
-        }
-        return ExitOk;
-    }
     const int r =
         resolveCheckpoint(parser.value(QStringLiteral("init-from")), QStringLiteral("--init-from"),
                           command, io, file, best ? RunCheckpoint::Best : RunCheckpoint::Newest);

@@ -110,6 +110,8 @@ void applyDeviceChoice(const DeviceChoice& d, engine::TrainConfig& c, bool keepT
 QCommandLineOption bestOption();
 // --best, for the commands that take --init-from (train, lr-find): a run's best checkpoint.
 QCommandLineOption initBestOption();
+// False, with the error printed, for --best without --init-from (initFromOption checks it too).
+bool initBestUsable(const QCommandLineParser& parser, const QString& command, CommandIo& io);
 // The absolute path of the checkpoint --init-from names: a file, or a run (folder or name) for
 // its newest checkpoint, or its best with --best. ExitOk, or the error printed and its exit code
 // (ExitUsage: --best without --init-from, or with a file).

@@ -424,11 +424,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     const auto resolveInitFrom = [&](QString& file) {
         return initFromOption(p, QStringLiteral("towers-cli train"), io, file);
     };
-    if (p.isSet(QStringLiteral("best")) && !p.isSet(QStringLiteral("init-from"))) {
-        io.err << "towers-cli train: --best picks a run's best checkpoint to start from: give "
-                  "--init-from RUN too\n";
-        return ExitUsage;
-    }
+    if (!initBestUsable(p, QStringLiteral("towers-cli train"), io)) return ExitUsage;
     bool resume = p.isSet(QStringLiteral("resume"));
     const bool resumeOrStart = p.isSet(QStringLiteral("resume-or-start"));
     if (resumeOrStart) {
