@@ -229,12 +229,12 @@ void ClassifyPage::updateSetTexts()
     m_randomImage->setText(validation ? tr("&Random validation image") : tr("&Random test image"));
     m_classifyAll->setText(validation ? tr("Classify the &whole validation set")
                                       : tr("Classify the &whole test set"));
-    if (m_validationShare > 0) {
+    if (validationShare() > 0) {
         m_setChoice->setToolTip(
             tr("The test set, or the %1 % of the training images the checkpoint's run held out "
                "for validation (as towers-cli eval --set validation): a run's mistakes studied "
                "without looking at the test set")
-                .arg(QLocale().toString(100 * m_validationShare, 'g', 4)));
+                .arg(QLocale().toString(100 * validationShare(), 'g', 4)));
     } else {
         m_setChoice->setToolTip(
             hasClassifier() ? tr("Only the test set: %1").arg(m_classifier->noValidation)
@@ -245,7 +245,7 @@ void ClassifyPage::updateSetTexts()
 
 void ClassifyPage::setEvalSet(EvalSet set)
 {
-    if (set == EvalSet::Validation && m_validationShare <= 0) set = EvalSet::Test;
+    if (set == EvalSet::Validation && validationShare() <= 0) set = EvalSet::Test;
     if (set != m_set) {
         cancelWholeSet();
         m_set = set;
@@ -348,8 +348,7 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
     if (m_dataset && m_dataset->name != info.dataset) m_dataset.reset();
     // The set stays chosen where this checkpoint's run has it too; its images are drawn again,
     // as another run may have held out another share.
-    m_validationShare = m_classifier->validationShare;
-    if (m_validationShare <= 0) m_set = EvalSet::Test;
+    if (validationShare() <= 0) m_set = EvalSet::Test;
     m_images.reset();
     m_activity.reset();
     clearWholeSetResults();
@@ -508,7 +507,7 @@ void ClassifyPage::withImages(std::function<void()> then)
             if (m_set == EvalSet::Validation) {
                 m_images = std::make_shared<const engine::ImageSet>(
                     engine::splitValidation(m_dataset->train, int(m_dataset->classNames.size()),
-                                            m_validationShare)
+                                            validationShare())
                         .validation);
             } else {
                 // The dataset's own test set, kept alive with it.
@@ -785,7 +784,7 @@ void ClassifyPage::updateControls()
     for (QWidget* w : std::initializer_list<QWidget*>{m_openImage, m_imageIndex, m_classifyIndex,
                                                       m_randomImage, m_classifyAll})
         w->setEnabled(ready);
-    m_setChoice->setEnabled(ready && m_validationShare > 0);
+    m_setChoice->setEnabled(ready && validationShare() > 0);
     m_image->setEnabled(ready);
     m_cancelAll->setEnabled(m_wholeSetJob.isRunning());
     m_invert->setEnabled(ready && m_source.rank() == 3 && m_source[2] == 1);

@@ -86,7 +86,7 @@ public:
     EvalSet evalSet() const { return m_set; }
     // The checkpoint's run's validation share (TrainConfig::validation); 0: none, and only the
     // test set is offered.
-    double validationShare() const { return m_validationShare; }
+    double validationShare() const { return m_classifier ? m_classifier->validationShare : 0; }
     // The chosen set's images, once the dataset is loaded (else nullptr).
     std::shared_ptr<const engine::ImageSet> images() const { return m_images; }
 
@@ -178,7 +178,6 @@ private:
     engine::Shape m_source;
     std::shared_ptr<const engine::Dataset> m_dataset;
     EvalSet m_set = EvalSet::Test;
-    double m_validationShare = 0;
     // The chosen set of m_dataset (its test set, or the validation set drawn from its training
     // images as the run drew it); reset when the dataset, the checkpoint or the set changes.
     std::shared_ptr<const engine::ImageSet> m_images;

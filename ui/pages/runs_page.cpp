@@ -509,11 +509,10 @@ void RunsPage::showConfiguration()
     }
     QStringList names, configs;
     for (const QString& folder : m_compared)
-        for (int row = 0; row < m_runs->rowCount(); ++row)
-            if (const auto* r = m_runs->run(row); r && r->folder == folder) {
-                names << r->name;
-                configs << r->configJson;
-            }
+        if (const auto* r = m_runs->run(m_runs->rowOf(folder))) {
+            names << r->name;
+            configs << r->configJson;
+        }
     m_config->clear();
     m_config->setRootIsDecorated(false);
     m_config->setColumnCount(1 + int(names.size()));
