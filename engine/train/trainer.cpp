@@ -862,7 +862,6 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         auto stopped = [&] {
             const std::int64_t s = m_step.load();
             if (m_lastCheckpointStep != s) writeCheckpoint();
-            log("stopped at step " + std::to_string(s));
             if (m_observer) m_observer->onStopped(s);
             return Outcome::Stopped;
         };
@@ -982,15 +981,12 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         // stop leaves nothing in flight.
         if (m_lastCheckpointStep != m_step.load()) writeCheckpoint();
         if (m_stopEarly) {
-            log("stopped early at step " + std::to_string(m_step.load()) + " of " +
-                std::to_string(m_total));
             if (m_events) m_events->end(true);
             if (m_observer) m_observer->onFinished(m_step.load());
             return Outcome::StoppedEarly;
         }
         if (m_evalBatches && m_lastEvalStep != m_step.load() && !runEvaluation(stop))
             return stopped();
-        log("finished at step " + std::to_string(m_step.load()));
         if (m_events) m_events->end(true);
         if (m_observer) m_observer->onFinished(m_step.load());
         return Outcome::Finished;

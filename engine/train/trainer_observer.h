@@ -43,6 +43,8 @@ public:
     virtual void onStep(const StepMetrics& metrics) { (void)metrics; }
     virtual void onEvaluation(const EvalResult& result) { (void)result; }
     // A human-readable line (the tutorial's "step 10, loss = 2.30 (...)", checkpoints, resume).
+    // The run's end is not one: run()'s Outcome and onFinished/onStopped say it, and each front
+    // end words it once.
     virtual void onLog(const std::string& line) { (void)line; }
     virtual void onCheckpoint(const std::filesystem::path& file, std::int64_t step)
     {

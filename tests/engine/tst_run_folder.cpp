@@ -464,7 +464,7 @@ private slots:
         QVERIFY2(log.contains("stopping early at step 7: the last 3 evaluations were no better "
                               "than step 4's (test precision @ 1 = 1.500; patience 3)"),
                  qPrintable(log));
-        QVERIFY2(log.contains("stopped early at step 7 of 20"), qPrintable(log));
+        QVERIFY2(!log.contains("stopped early at step"), qPrintable(log)); // the front end's say
 
         // Resumed with the same patience: nothing to do, nothing written.
         const auto before = snapshot(root);
