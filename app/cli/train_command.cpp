@@ -6,6 +6,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <csignal>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -226,17 +227,14 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             "it\n"
             "trains the default model of the first dataset found (%1).\n"
             "Writes a run folder: config.json, metrics.jsonl, eval.jsonl, checkpoints/; one "
-            "training "
-            "at a\n"
-            "time per folder (a second one is refused). Ctrl-C, SIGTERM or SIGHUP stop after the "
-            "current\n"
-            "step and write a checkpoint; --resume continues from the newest one that loads. "
-            "Towers "
-            "never\n"
-            "deletes a checkpoint it cannot read or that another run wrote: --overwrite and "
-            "--restart "
-            "move\n"
-            "an earlier run's files to the folder's set-aside/.")
+            "training at a\n"
+            "time per folder (a second one is refused). Ctrl-C, SIGTERM, SIGHUP or a closed "
+            "output (| head)\n"
+            "stop after the current step and write a checkpoint; --resume continues from the "
+            "newest one\n"
+            "that loads. Towers never deletes a checkpoint it cannot read or that another run "
+            "wrote:\n"
+            "--overwrite and --restart move an earlier run's files to the folder's set-aside/.")
             .arg(joined(engine::autoTrainDatasets())));
     const QString n = QStringLiteral("n"), x = QStringLiteral("x"), name = QStringLiteral("name");
     p.addOptions({
@@ -752,11 +750,19 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
 
     // The trainer runs on its own thread so that Ctrl-C (delivered to this thread's event loop)
     // can ask it to stop; it then finishes the step, writes a checkpoint and returns.
-    InterruptNotifier interrupts;
+    // Its output's reader going away (`towers-cli train | head`) stops it so too: a run killed by
+    // SIGPIPE would leave no checkpoint of what it trained.
+    InterruptNotifier interrupts(InterruptNotifier::ClosedOutput::Interrupts);
     QEventLoop loop;
-    QObject::connect(&interrupts, &InterruptNotifier::interrupted, &loop, [&] {
-        observer.onLog("interrupted: stopping after this step and writing a checkpoint (Ctrl-C "
-                       "again to kill)");
+    QObject::connect(&interrupts, &InterruptNotifier::interrupted, &loop, [&](int sig) {
+        if (sig == SIGPIPE) {
+            io.err << "towers-cli train: the output was closed: stopping after this step and "
+                      "writing a checkpoint\n";
+            io.err.flush();
+        } else {
+            observer.onLog("interrupted: stopping after this step and writing a checkpoint "
+                           "(Ctrl-C again to kill)");
+        }
         session.trainer().requestStop();
     });
     engine::Trainer::Outcome outcome = engine::Trainer::Outcome::Finished;
@@ -822,27 +828,31 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             end.insert(QStringLiteral("best_precision_at_1"), best->precisionAt1);
         }
         observer.print(end);
-    } else {
-        io.out << (stopped ? "stopped"
-                   : early ? "stopped early"
-                           : "finished")
-               << " at step " << t.step() << " of " << t.totalSteps();
+    }
+    // With its output closed, the end still reaches the user: on the error stream.
+    const bool outputClosed = interrupts.received() == SIGPIPE;
+    if (!json || outputClosed) {
+        QTextStream& say = outputClosed ? io.err : io.out;
+        say << (stopped ? "stopped"
+                : early ? "stopped early"
+                        : "finished")
+            << " at step " << t.step() << " of " << t.totalSteps();
         if (observer.haveEval())
-            io.out << ", " << QString::fromStdString(observer.lastEval().set) << " precision @ 1 = "
-                   << QString::number(100 * observer.lastEval().precisionAt1, 'f', 2) << "%"
-                   << (observer.lastEval().ema ? " (moving averages)" : "");
-        io.out << "\ncheckpoint " << checkpoint << "\n";
+            say << ", " << QString::fromStdString(observer.lastEval().set) << " precision @ 1 = "
+                << QString::number(100 * observer.lastEval().precisionAt1, 'f', 2) << "%"
+                << (observer.lastEval().ema ? " (moving averages)" : "");
+        say << "\ncheckpoint " << checkpoint << "\n";
         if (best) {
-            io.out << "best on the validation set: step " << best->file.step << " ("
-                   << QString::number(100 * best->precisionAt1, 'f', 2) << "%), "
-                   << QString::fromStdString(best->file.path.string()) << "\n"
-                   << "measure it on the test set: towers-cli eval --checkpoint " << runDir
-                   << " --best\n";
+            say << "best on the validation set: step " << best->file.step << " ("
+                << QString::number(100 * best->precisionAt1, 'f', 2) << "%), "
+                << QString::fromStdString(best->file.path.string()) << "\n"
+                << "measure it on the test set: towers-cli eval --checkpoint " << runDir
+                << " --best\n";
         } else if (!stopped && !checkpoint.isEmpty()) {
-            io.out << "use it: towers-cli classify --checkpoint " << checkpoint
-                   << " IMAGE... (or eval, export; towers-cli runs lists the runs)\n";
+            say << "use it: towers-cli classify --checkpoint " << checkpoint
+                << " IMAGE... (or eval, export; towers-cli runs lists the runs)\n";
         }
-        if (stopped) io.out << "continue with: " << resumeCommandLine(runDir, processes) << "\n";
+        if (stopped) say << "continue with: " << resumeCommandLine(runDir, processes) << "\n";
     }
     // 128 + the signal's number, as a shell reports a program the signal ended (130 for Ctrl-C,
     // 143 for SIGTERM, 129 for SIGHUP).

@@ -16,11 +16,12 @@ namespace {
 // byte, the event loop reads it.
 int g_fds[2] = {-1, -1};
 volatile sig_atomic_t g_pending = 0;
-struct sigaction g_oldInt, g_oldTerm, g_oldHup;
+struct sigaction g_oldInt, g_oldTerm, g_oldHup, g_oldPipe;
 
 extern "C" void onSignal(int sig)
 {
-    if (g_pending) { // the second one: give up on a clean stop
+    if (g_pending && sig == SIGPIPE) return; // one more write to the closed output
+    if (g_pending) {                         // the second one: give up on a clean stop
         ::signal(sig, SIG_DFL);
         ::raise(sig);
         return;
@@ -34,7 +35,8 @@ extern "C" void onSignal(int sig)
 
 } // namespace
 
-InterruptNotifier::InterruptNotifier(QObject* parent) : QObject(parent)
+InterruptNotifier::InterruptNotifier(ClosedOutput closedOutput, QObject* parent)
+    : QObject(parent), m_pipe(closedOutput == ClosedOutput::Interrupts)
 {
     if (g_fds[0] >= 0) throw engine::Error("only one InterruptNotifier may exist at a time");
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, g_fds) != 0)
@@ -50,6 +52,7 @@ InterruptNotifier::InterruptNotifier(QObject* parent) : QObject(parent)
     ::sigaction(SIGTERM, &sa, &g_oldTerm);
     ::sigaction(SIGHUP, &sa,
                 &g_oldHup); // a closed terminal or a dropped ssh session: stop cleanly too
+    if (m_pipe) ::sigaction(SIGPIPE, &sa, &g_oldPipe);
 }
 
 InterruptNotifier::~InterruptNotifier()
@@ -57,6 +60,7 @@ InterruptNotifier::~InterruptNotifier()
     ::sigaction(SIGINT, &g_oldInt, nullptr);
     ::sigaction(SIGTERM, &g_oldTerm, nullptr);
     ::sigaction(SIGHUP, &g_oldHup, nullptr);
+    if (m_pipe) ::sigaction(SIGPIPE, &g_oldPipe, nullptr);
     delete m_notifier;
     ::close(g_fds[0]);
     ::close(g_fds[1]);

@@ -2,6 +2,9 @@
 // Turns SIGINT, SIGTERM and SIGHUP into a Qt signal, so Ctrl-C can cancel work cleanly through the
 // event loop (a signal handler itself may do almost nothing). A second signal while the first is
 // being handled ends the process the default way, so a stuck cancel never traps the user.
+// A command whose output goes to a pipe may ask for SIGPIPE too (its reader went away: `towers-cli
+// train | head`): the first one cancels as Ctrl-C does, later ones (the next writes to the closed
+// pipe) are ignored rather than ending the process while it finishes cleanly.
 #include <QObject>
 
 class QSocketNotifier;
@@ -14,7 +17,13 @@ class InterruptNotifier : public QObject
 public:
     // Installs the handlers; at most one notifier exists at a time (a second one throws
     // engine::Error). The previous handlers come back when it is destroyed.
-    explicit InterruptNotifier(QObject* parent = nullptr);
+    enum class ClosedOutput
+    {
+        Default,
+        Interrupts
+    };
+    explicit InterruptNotifier(ClosedOutput closedOutput = ClosedOutput::Default,
+                               QObject* parent = nullptr);
     ~InterruptNotifier() override;
 
     // The signal that arrived first, or 0.
@@ -27,6 +36,7 @@ private:
     void onReadable();
 
     QSocketNotifier* m_notifier = nullptr;
+    bool m_pipe = false;
     int m_received = 0;
 };
 

@@ -15,6 +15,7 @@
 #include <QJsonObject>
 #include <QMap>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 #include <csignal>
@@ -1107,6 +1108,40 @@ private slots:
                  QStringLiteral("stopped"));
         const int step = r.events.last().value(QStringLiteral("step")).toInt();
         QCOMPARE(checkpointAt(dir, step).info.step, std::int64_t(step));
+    }
+
+    // Its output's reader going away (`towers-cli train | head`) stops a run as SIGTERM does: a
+    // checkpoint of the step it reached (killed by SIGPIPE, it would leave none with
+    // --checkpoint-every 0), 141 = 128 + SIGPIPE, and the end on the error stream.
+    void closedOutputStops()
+    {
+        const QString dir = path(QStringLiteral("runs/closed-output"));
+        QStringList args =
+            small(dir) + QStringList{"--steps", "1000000", "--checkpoint-every", "0"};
+        args.removeAll(QStringLiteral("--json"));
+        QProcess p;
+        p.setProgram(QStringLiteral("/bin/bash"));
+        // grep leaves after the second step line; the pipeline's status is towers-cli's.
+        p.setArguments(QStringList{QStringLiteral("-c"),
+                                   QStringLiteral("\"$0\" \"$@\" | grep -m 2 ', loss = '; "
+                                                  "exit ${PIPESTATUS[0]}"),
+                                   QStringLiteral(TOWERS_CLI)} +
+                       args);
+        p.setProcessEnvironment(environment());
+        p.start();
+        QVERIFY(p.waitForFinished(120000));
+        const QString out = QString::fromUtf8(p.readAllStandardOutput());
+        const QString err = QString::fromUtf8(p.readAllStandardError());
+        QCOMPARE(p.exitCode(), 128 + SIGPIPE);
+        QCOMPARE(out.count(QStringLiteral(", loss = ")), 2);
+        QVERIFY2(err.contains(QStringLiteral("the output was closed")), qPrintable(err));
+        const auto stopped =
+            QRegularExpression(QStringLiteral("stopped at step (\\d+) of ")).match(err);
+        QVERIFY2(stopped.hasMatch(), qPrintable(err));
+        const int step = stopped.captured(1).toInt();
+        QCOMPARE(checkpointAt(dir, step).info.step, std::int64_t(step));
+        QVERIFY2(err.contains(QStringLiteral("continue with: towers-cli train --resume")),
+                 qPrintable(err));
     }
 
     // A stop during the final evaluation ends it at once (the checkpoint is already written) and
