@@ -6,6 +6,7 @@
 #include <QFileInfo>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -199,6 +200,44 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(!page.isActive(), 30000);
         QTest::qWait(100);
         QCOMPARE(started.count(), 4);
+    }
+
+    // A queued run in a new folder is named when it starts (<dataset>-<model>-<now>), not when it
+    // was queued.
+    void queuedNewFolderIsNamedWhenItStarts()
+    {
+        QTemporaryDir runs;
+        TrainPage page;
+        std::int64_t steps = 100000;
+        page.setOptionsProvider([&](QString*) {
+            auto o = tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("first"))),
+                                 steps, 1);
+            if (steps < 100000) { // the queued one: a new folder, proposed long ago
+                o.newFolder = true;
+                o.runDirectory =
+                    fs(runs.filePath(QStringLiteral("%1-%2-20000101-000000")
+                                         .arg(QString::fromStdString(o.config.dataset),
+                                              QString::fromStdString(o.config.model))));
+            }
+            return std::optional(o);
+        });
+        QSignalSpy started(&page, &TrainPage::runStarted);
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        page.start();
+        QTRY_VERIFY_WITH_TIMEOUT(page.history().lastStep() >= 1, 30000);
+        steps = 2;
+        page.enqueue();
+        QCOMPARE(page.queuedRuns(), 1);
+        page.stop();
+        QVERIFY(finished.wait(30000));
+        page.startNextQueued();
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, 60000);
+        QCOMPARE(started.count(), 2);
+        const QString folder = QFileInfo(started.at(1).at(0).toString()).fileName();
+        QVERIFY2(!folder.contains(QStringLiteral("20000101")) &&
+                     QRegularExpression(QStringLiteral("-\\d{8}-\\d{6}$")).match(folder).hasMatch(),
+                 qPrintable(folder));
+        QVERIFY(QFileInfo(started.at(1).at(0).toString()).isDir());
     }
 
     void divergedLossIsReported()

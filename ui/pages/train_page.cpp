@@ -16,6 +16,7 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include "app/runs/run_builder.h"
 #include "ui/plots/plot_widget.h"
 
 namespace towers::ui {
@@ -202,6 +203,13 @@ void TrainPage::startNextQueued()
     if (m_queue.empty() || m_controller->isActive()) return;
     engine::SessionOptions next = std::move(m_queue.front());
     m_queue.pop_front();
+    // A new folder's name carries the time its run starts, not the time it was queued.
+    if (next.newFolder)
+        next.runDirectory =
+            app::proposedRunFolder(QString::fromStdString(next.runDirectory.parent_path().string()),
+                                   QString::fromStdString(next.config.dataset),
+                                   QString::fromStdString(next.config.model))
+                .toStdString();
     startSession(std::move(next));
 }
 
