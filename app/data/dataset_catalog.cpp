@@ -16,6 +16,7 @@ DatasetSpec fromEngine(const engine::DatasetSpec& e)
     DatasetSpec spec;
     spec.name = QString::fromStdString(e.name);
     spec.description = QString::fromStdString(e.description);
+    spec.folder = QString::fromStdString(e.folderNames.front());
     for (const engine::PublishedFile& f : e.downloads.files)
         spec.files.append({QString::fromStdString(f.name),
                            QUrl(QString::fromStdString(e.downloads.baseUrl + f.name)),
@@ -87,6 +88,10 @@ void validateDatasetSpec(const DatasetSpec& spec)
     if (!isPlainName(spec.name))
         invalid(spec, QStringLiteral("the name must be a plain folder name (no '/', not starting "
                                      "with '.')"));
+    if (!isPlainName(spec.folderName()))
+        invalid(
+            spec,
+            QStringLiteral("the folder '%1' is not a plain folder name").arg(spec.folderName()));
     if (spec.files.isEmpty()) invalid(spec, QStringLiteral("no files to download"));
     for (const auto& f : spec.files) {
         if (!isPlainName(f.name))

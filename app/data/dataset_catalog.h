@@ -24,7 +24,7 @@ struct DatasetFile
 
 struct DatasetSpec
 {
-    QString name;        // "cifar10"; also the dataset's folder under the data directory
+    QString name;        // "cifar10"
     QString description; // one line for listings
     QList<DatasetFile> files;
     // Empty: the files themselves, as published, make up the dataset folder.
@@ -33,20 +33,26 @@ struct DatasetSpec
     QString archiveRoot;
     // The files a complete dataset folder holds (what the readers need).
     QStringList requiredFiles;
+    // The dataset's folder under the data directory; the name when empty. Datasets that read the
+    // same files (cifar100 and cifar100-coarse) share it: one download serves both.
+    QString folder;
+    QString folderName() const { return folder.isEmpty() ? name : folder; }
 };
 
 // Every dataset of the engine's table that has downloads, in its order: CIFAR-10 and CIFAR-100
-// (binary tar.gz), MNIST (the ossci mirror) and Fashion-MNIST (.gz files). A plain download's
-// required files are its published files; an archive's, the files the engine's reader needs.
+// (binary tar.gz; CIFAR-100 twice, by its fine and its coarse labels, in one folder), MNIST (the
+// ossci mirror) and Fashion-MNIST (.gz files). A plain download's required files are its
+// published files; an archive's, the files the engine's reader needs. The folder is the first of
+// the entry's folder names.
 const QList<DatasetSpec>& builtInDatasets();
-// "cifar10, cifar100, mnist, fashion-mnist" in that order.
+// "cifar10, cifar100, cifar100-coarse, mnist, fashion-mnist" in that order.
 QStringList builtInDatasetNames();
 // The built-in spec called `name`, or nullopt.
 std::optional<DatasetSpec> findBuiltInDataset(const QString& name);
 
-// Checks that `spec` is usable: a name that is a plain folder name, at least one file, every
-// file with a plain name, a URL and a 32-digit hex MD5, exactly one .tar.gz when archiveRoot is
-// set, required files that are plain relative paths. Throws engine::InvalidArgument saying what
+// Checks that `spec` is usable: a name and a folder that are plain folder names, at least one file,
+// every file with a plain name, a URL and a 32-digit hex MD5, exactly one .tar.gz when archiveRoot
+// is set, required files that are plain relative paths. Throws engine::InvalidArgument saying what
 // is wrong.
 void validateDatasetSpec(const DatasetSpec& spec);
 

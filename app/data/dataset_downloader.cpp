@@ -25,12 +25,12 @@ DatasetDownloader::~DatasetDownloader() = default;
 
 QString DatasetDownloader::datasetFolder() const
 {
-    return m_dataDir + QLatin1Char('/') + m_spec.name;
+    return m_dataDir + QLatin1Char('/') + m_spec.folderName();
 }
 
 QString DatasetDownloader::partialFolder() const
 {
-    return m_dataDir + QStringLiteral("/.") + m_spec.name + QStringLiteral(".partial");
+    return m_dataDir + QStringLiteral("/.") + m_spec.folderName() + QStringLiteral(".partial");
 }
 
 QUrl DatasetDownloader::fileUrl(const DatasetFile& file, const QUrl& baseUrl)
@@ -101,7 +101,9 @@ void DatasetDownloader::begin()
 
 void DatasetDownloader::acquireLock()
 {
-    const QString path = m_dataDir + QStringLiteral("/.") + m_spec.name + QStringLiteral(".lock");
+    // By folder: a download of cifar100 and one of cifar100-coarse write the same folder.
+    const QString path =
+        m_dataDir + QStringLiteral("/.") + m_spec.folderName() + QStringLiteral(".lock");
     m_lock = std::make_unique<QLockFile>(path);
     // Stale only when its process is gone: a download may rightly hold it for hours.
     m_lock->setStaleLockTime(0);
@@ -109,9 +111,9 @@ void DatasetDownloader::acquireLock()
     const auto error = m_lock->error();
     m_lock.reset();
     if (error == QLockFile::LockFailedError)
-        throw engine::IoError(QStringLiteral("another download of %1 into %2 is running (it holds "
-                                             "the lock file %3)")
-                                  .arg(m_spec.name, m_dataDir, path)
+        throw engine::IoError(QStringLiteral("another download into %1 is running (it holds "
+                                             "the lock file %2)")
+                                  .arg(datasetFolder(), path)
                                   .toStdString());
     throw engine::IoError(QStringLiteral("cannot create the lock file %1: %2")
                               .arg(path, error == QLockFile::PermissionError
@@ -263,7 +265,8 @@ void DatasetDownloader::install(const QString& source)
     }
     // An incomplete (or, with --force, complete) dataset is there: move it aside, put the new
     // one in place, then delete the old one, so the folder is never half-written.
-    const QString old = m_dataDir + QStringLiteral("/.") + m_spec.name + QStringLiteral(".old");
+    const QString old =
+        m_dataDir + QStringLiteral("/.") + m_spec.folderName() + QStringLiteral(".old");
     removeAll(old);
     renamePath(target, old);
     try {

@@ -114,9 +114,6 @@ std::filesystem::path userDatasetDirectory();
 // Reads and validates a whole dataset from `folder` (the folder that holds the files), as its
 // DatasetSpec says (reader, files, classes).
 Dataset loadDataset(const std::string& name, const std::filesystem::path& folder);
-// CIFAR-100 with its 20 coarse classes (fineLabels = false: DatasetSpec::coarseLabels, names from
-// coarse_label_names.txt) or its 100 fine classes (true, what loadDataset gives).
-Dataset loadCifar100(const std::filesystem::path& folder, bool fineLabels);
 // findDataset, then loadDataset; throws DatasetNotFound saying where it looked when nothing is
 // found.
 Dataset loadDataset(const std::string& name, const std::vector<std::filesystem::path>& searchPath);

@@ -55,13 +55,20 @@ std::vector<DatasetSpec> makeTable()
     cifar100.testFiles = {"test.bin"};
     cifar100.labelBytes = 2; // coarse, fine
     cifar100.labels = {100, {}, "fine_label_names.txt", 1};
-    cifar100.coarseLabels = {20, {}, "coarse_label_names.txt", 0};
     cifar100.imageShape = {32, 32, 3};
     cifar100.downloads = {
         toronto,
         {{"cifar-100-binary.tar.gz", "03b5dce01913d631647c71ecec9e9cb8", 168513733}},
         "cifar-100-binary"};
     table.push_back(cifar100);
+
+    // The same files, each record's first label byte: the 20 superclasses (Keras's
+    // label_mode="coarse"). Its folders are CIFAR-100's: one download serves both.
+    DatasetSpec coarse = cifar100;
+    coarse.name = "cifar100-coarse";
+    coarse.description = "CIFAR-100 by its 20 superclasses: the same 50,000 + 10,000 images";
+    coarse.labels = {20, {}, "coarse_label_names.txt", 0};
+    table.push_back(coarse);
 
     // The sizes of the .gz files only size the progress bar before the server answers.
     DatasetSpec mnist;
@@ -191,7 +198,6 @@ std::vector<std::string> DatasetSpec::readerFiles() const
 {
     std::vector<std::string> files = trainFiles;
     files.insert(files.end(), testFiles.begin(), testFiles.end());
-    if (!coarseLabels.namesFile.empty()) files.push_back(coarseLabels.namesFile);
     if (!labels.namesFile.empty()) files.push_back(labels.namesFile);
     return files;
 }
@@ -225,8 +231,9 @@ void validateDatasetSpec(const DatasetSpec& spec)
     case DatasetReader::Idx:
         if (spec.trainFiles.size() != 2 || spec.testFiles.size() != 2)
             invalid(spec, "an IDX split is two files, {images, labels}");
-        if (spec.coarseLabels.numClasses != 0)
-            invalid(spec, "IDX files hold one label per image; there is no coarse labelling");
+        if (spec.labelBytes != 1)
+            invalid(spec, "IDX files hold one label per image, the table says " +
+                              std::to_string(spec.labelBytes));
         if (spec.imageShape[2] != 1 && spec.imageShape[2] != 3)
             invalid(spec,
                     "IDX images have 1 or 3 channels, the table says " + spec.imageShape.str());
@@ -242,8 +249,6 @@ void validateDatasetSpec(const DatasetSpec& spec)
         break;
     }
     checkLabels(spec, spec.labels, "the labelling");
-    if (spec.coarseLabels.numClasses != 0)
-        checkLabels(spec, spec.coarseLabels, "the coarse labelling");
     if (spec.autoTrainRank < 0)
         invalid(spec, "autoTrainRank is " + std::to_string(spec.autoTrainRank) +
                           ", expected 0 (never) or more");

@@ -57,10 +57,12 @@ struct DatasetDownloads
 
 struct DatasetSpec
 {
-    std::string name;        // "cifar10": the name users type, and its folder under a data folder
+    std::string name;        // "cifar10": the name users type
     std::string description; // one line for listings
-    // The sub-folders of a search-path folder that may hold it, in the order they are tried
-    // (name first: where downloads put it; then e.g. the archive's own "cifar-10-batches-bin").
+    // The sub-folders of a search-path folder that may hold it, in the order they are tried (the
+    // first is where downloads put it, usually the name; then e.g. the archive's own
+    // "cifar-10-batches-bin"). Two entries that read the same files another way (CIFAR-100's fine
+    // and coarse labels) share their folders, so one download serves both.
     std::vector<std::string> folderNames;
 
     DatasetReader reader = DatasetReader::Idx;
@@ -70,9 +72,6 @@ struct DatasetSpec
     bool gzipAccepted = false;
     int labelBytes = 1;   // CifarBinary: label bytes per record (2 for CIFAR-100: coarse, fine)
     DatasetLabels labels; // the classes loadDataset gives
-    // A second, coarser labelling of the same records (CIFAR-100's 20 superclasses), or none
-    // (numClasses 0).
-    DatasetLabels coarseLabels;
 
     Shape imageShape; // [H, W, C] of the published images
     // Whether a left-right mirror keeps an image's class (clothes, objects: yes; digits: no). The
@@ -87,15 +86,16 @@ struct DatasetSpec
 
     DatasetDownloads downloads; // no files: Towers cannot download it
 
-    // Every file the reader needs (the split files, then the class-name files, coarse first), as
-    // named in the folder (without ".gz").
+    // Every file the reader needs (the split files, then the class-names file), as named in the
+    // folder (without ".gz").
     std::vector<std::string> readerFiles() const;
     // The files whose presence marks a folder as holding this dataset's files directly: the first
     // training file (and its .gz form where gzip is accepted).
     std::vector<std::string> markerFiles() const;
 };
 
-// The table, in the order listings show it: cifar10, cifar100, mnist, fashion-mnist.
+// The table, in the order listings show it: cifar10, cifar100, cifar100-coarse, mnist,
+// fashion-mnist.
 const std::vector<DatasetSpec>& datasetSpecs();
 // The entry called `name`, or nullptr.
 const DatasetSpec* findDatasetSpec(const std::string& name);
@@ -107,7 +107,8 @@ const DatasetSpec& datasetSpec(const std::string& name);
 // InvalidArgument naming the dataset and what is wrong.
 void validateDatasetSpec(const DatasetSpec& spec);
 
-// The dataset names Towers knows, in table order: "cifar10", "cifar100", "mnist", "fashion-mnist".
+// The dataset names Towers knows, in table order: "cifar10", "cifar100", "cifar100-coarse",
+// "mnist", "fashion-mnist".
 const std::vector<std::string>& knownDatasets();
 // Throws UnknownName listing the known datasets.
 void requireKnownDataset(const std::string& name);

@@ -103,9 +103,10 @@ bool cifarFine(const DatasetLabels& labels)
     return labels.labelByte == 1;
 }
 
-// Reads `spec`'s files in `folder` with the labelling `labels` (its classes, or its coarse ones).
-Dataset load(const DatasetSpec& spec, const fs::path& folder, const DatasetLabels& labels)
+// Reads `spec`'s files in `folder` with its labelling.
+Dataset load(const DatasetSpec& spec, const fs::path& folder)
 {
+    const DatasetLabels& labels = spec.labels;
     Dataset d;
     d.name = spec.name;
     d.location = folder;
@@ -277,16 +278,10 @@ std::vector<DatasetInfo> discoverDatasets(const std::vector<fs::path>& searchPat
     return found;
 }
 
-Dataset loadCifar100(const fs::path& folder, bool fineLabels)
-{
-    const DatasetSpec& spec = datasetSpec("cifar100");
-    return load(spec, folder, fineLabels ? spec.labels : spec.coarseLabels);
-}
-
 Dataset loadDataset(const std::string& name, const fs::path& folder)
 {
     const DatasetSpec spec = specIn(name, folder);
-    Dataset d = load(spec, folder, spec.labels);
+    Dataset d = load(spec, folder);
     // An imported dataset's files must be what its manifest says (the table's sets are read as
     // their files are).
     if (!findDatasetSpec(name) && d.train.imageShape() != spec.imageShape)

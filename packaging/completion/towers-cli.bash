@@ -63,7 +63,7 @@ _towers_cli()
                     imported+=("${manifest##*/}")
                 done
             done
-            COMPREPLY=($(compgen -W "cifar10 cifar100 mnist fashion-mnist ${imported[*]}" -- "$cur"))
+            COMPREPLY=($(compgen -W "cifar10 cifar100 cifar100-coarse mnist fashion-mnist ${imported[*]}" -- "$cur"))
             return
             ;;
         --model) COMPREPLY=($(compgen -W "$models" -- "$cur")); return ;;
@@ -96,7 +96,7 @@ _towers_cli()
     fi
     case $command in
         classify) _filedir '@(png|PNG|jpg|JPG|jpeg|JPEG|bmp|BMP|ppm|PPM|pgm|PGM|gif|GIF)' ;;
-        download) COMPREPLY=($(compgen -W "cifar10 cifar100 mnist fashion-mnist" -- "$cur")) ;;
+        download) COMPREPLY=($(compgen -W "cifar10 cifar100 cifar100-coarse mnist fashion-mnist" -- "$cur")) ;;
         import) _filedir -d ;;
         models) COMPREPLY=($(compgen -W "$models" -- "$cur")) ;;
         runs)

@@ -25,14 +25,15 @@ class TestDatasetCatalog : public QObject
                 {{QStringLiteral("a.gz"), QUrl(QStringLiteral("https://example.org/a.gz")),
                   QByteArray(32, 'a'), 10}},
                 QString(),
-                {QStringLiteral("a.gz")}};
+                {QStringLiteral("a.gz")},
+                QString()};
     }
 
 private slots:
     void namesInOrder()
     {
         QCOMPARE(app::builtInDatasetNames(),
-                 (QStringList{"cifar10", "cifar100", "mnist", "fashion-mnist"}));
+                 (QStringList{"cifar10", "cifar100", "cifar100-coarse", "mnist", "fashion-mnist"}));
         QVERIFY(!app::findBuiltInDataset(QStringLiteral("cifar11")));
         QCOMPARE(app::findBuiltInDataset(QStringLiteral("mnist"))->name, QStringLiteral("mnist"));
     }
@@ -115,8 +116,15 @@ private slots:
         const auto cifar100 = app::findBuiltInDataset(QStringLiteral("cifar100"));
         QCOMPARE(cifar100->archiveRoot, QStringLiteral("cifar-100-binary"));
         QCOMPARE(cifar100->requiredFiles,
-                 (QStringList{"train.bin", "test.bin", "coarse_label_names.txt",
-                              "fine_label_names.txt"}));
+                 (QStringList{"train.bin", "test.bin", "fine_label_names.txt"}));
+        QCOMPARE(cifar100->folderName(), QStringLiteral("cifar100"));
+        // The same archive, read by the other label byte, into the same folder.
+        const auto coarse = app::findBuiltInDataset(QStringLiteral("cifar100-coarse"));
+        QCOMPARE(coarse->archiveRoot, cifar100->archiveRoot);
+        QCOMPARE(coarse->files.first().url, cifar100->files.first().url);
+        QCOMPARE(coarse->requiredFiles,
+                 (QStringList{"train.bin", "test.bin", "coarse_label_names.txt"}));
+        QCOMPARE(coarse->folderName(), QStringLiteral("cifar100"));
         for (const char* plain : {"mnist", "fashion-mnist"}) {
             const auto spec = app::findBuiltInDataset(QString::fromLatin1(plain));
             QVERIFY(spec->archiveRoot.isEmpty());
@@ -168,6 +176,7 @@ private slots:
         QTest::newRow("archive of two files") << 7 << "exactly one .tar.gz";
         QTest::newRow("climbing required file") << 8 << "plain relative path";
         QTest::newRow("no required files") << 9 << "no required files";
+        QTest::newRow("climbing folder") << 10 << "the folder '..' is not a plain folder name";
     }
 
     void validationRejects()
@@ -209,6 +218,9 @@ private slots:
             break;
         case 9:
             spec.requiredFiles.clear();
+            break;
+        case 10:
+            spec.folder = QStringLiteral("..");
             break;
         }
         try {

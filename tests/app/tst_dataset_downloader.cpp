@@ -1,6 +1,7 @@
 // DatasetDownloader against a local HTTP server, with the built-in CIFAR-10 and MNIST layouts and
 // test-made files (their MD5s injected): exact final layouts, atomicity (no dataset folder after
 // any failure), resume, cancel (also from another thread), the lock, and hostile archives.
+#include <QFileInfo>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -124,6 +125,14 @@ private slots:
                                      ? test::randomBytes(2 * 3073, ++seed)
                                      : f.toLatin1() + " text\n";
         m_server->setFile("cifar-10-binary.tar.gz", cifarArchive());
+        QList<TarEntry> cifar100{{"cifar-100-binary/", {}, TarEntry::Dir, {}}};
+        for (const char* f :
+             {"train.bin", "test.bin", "coarse_label_names.txt", "fine_label_names.txt"})
+            cifar100 << TarEntry{QByteArray("cifar-100-binary/") + f,
+                                 test::randomBytes(3074, ++seed),
+                                 TarEntry::File,
+                                 {}};
+        m_server->setFile("cifar-100-binary.tar.gz", test::makeTarGz(cifar100));
         const auto mnist = app::findBuiltInDataset(QStringLiteral("mnist"));
         for (const auto& f : mnist->files)
             m_server->setFile(f.name.toLatin1(), test::gzipBytes(test::randomBytes(30000, ++seed)));
@@ -369,6 +378,36 @@ private slots:
         QVERIFY(m_server->requests().isEmpty());
     }
 
+    // CIFAR-100 by its coarse labels reads CIFAR-100's files: its download goes to cifar100/,
+    // and the other is then already there (one 168 MB download, not two).
+    void datasetsOfOneFolderShareTheDownload()
+    {
+        const auto coarse = servedSpec(QStringLiteral("cifar100-coarse"));
+        QCOMPARE(coarse.folderName(), QStringLiteral("cifar100"));
+        const Run r = run(coarse, options("ok"));
+        QCOMPARE(r.outcome, Outcome::Downloaded);
+        QCOMPARE(r.message, m_dataDir + QStringLiteral("/cifar100"));
+        QVERIFY(QFileInfo::exists(m_dataDir + QStringLiteral("/cifar100/fine_label_names.txt")));
+        QVERIFY(!QFileInfo::exists(m_dataDir + QStringLiteral("/cifar100-coarse")));
+        QCOMPARE(m_server->requests().size(), 1);
+        const Run fine = run(servedSpec(QStringLiteral("cifar100")), options("ok"));
+        QCOMPARE(fine.outcome, Outcome::AlreadyPresent);
+        QCOMPARE(m_server->requests().size(), 1);
+        // One lock for the folder: a download of the other is refused while one runs.
+        DatasetDownloader first(servedSpec(QStringLiteral("cifar100")), options("stall", true));
+        QSignalSpy firstDone(&first, &DatasetDownloader::finished);
+        QSignalSpy requested(m_server, &test::HttpTestServer::requestReceived);
+        first.start();
+        QVERIFY(requested.wait(10000));
+        const Run second = run(coarse, options("ok", true));
+        QCOMPARE(second.outcome, Outcome::Failed);
+        QVERIFY2(second.message.contains(
+                     QStringLiteral("another download into %1/cifar100").arg(m_dataDir)),
+                 qPrintable(second.message));
+        first.cancel();
+        QVERIFY(firstDone.wait(10000));
+    }
+
     void secondDownloadIntoTheSameFolderFails()
     {
         const auto spec = servedSpec(QStringLiteral("mnist"));
@@ -379,7 +418,8 @@ private slots:
         QVERIFY(requested.wait(10000));
         const Run second = run(spec, options("ok"));
         QCOMPARE(second.outcome, Outcome::Failed);
-        QVERIFY2(second.message.contains(QStringLiteral("another download of mnist")),
+        QVERIFY2(second.message.contains(
+                     QStringLiteral("another download into %1/mnist").arg(m_dataDir)),
                  qPrintable(second.message));
         first.cancel();
         QVERIFY(firstDone.wait(10000));

@@ -93,7 +93,7 @@ private slots:
     {
         QTest::addColumn<QStringList>("args");
         QTest::addColumn<QString>("expected");
-        const QString names = "cifar10, cifar100, mnist, fashion-mnist";
+        const QString names = "cifar10, cifar100, cifar100-coarse, mnist, fashion-mnist";
         QTest::newRow("no dataset") << QStringList{} << "name a dataset: " + names;
         QTest::newRow("unknown dataset")
             << QStringList{"cifar11"} << "unknown dataset 'cifar11'; known datasets: " + names;

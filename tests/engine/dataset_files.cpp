@@ -183,7 +183,13 @@ void writeDatasetFolder(const engine::DatasetSpec& spec, const fs::path& folder,
         const bool zip = gz && spec.gzipAccepted;
         writeFile(folder / (zip ? name + ".gz" : name), zip ? gzip(bytes) : bytes);
     };
-    for (const DatasetLabels* l : {&spec.labels, &spec.coarseLabels}) {
+    // The labellings of the entries that read this folder's files (cifar100 and cifar100-coarse):
+    // the folder is whole for each of them.
+    std::vector<const DatasetLabels*> labellings{&spec.labels};
+    for (const engine::DatasetSpec& other : engine::datasetSpecs())
+        if (other.name != spec.name && other.folderNames == spec.folderNames)
+            labellings.push_back(&other.labels);
+    for (const DatasetLabels* l : labellings) {
         if (l->namesFile.empty()) continue;
         std::string names;
         for (int c = 0; c < l->numClasses; ++c) names += "class " + std::to_string(c) + "\n";
@@ -215,8 +221,8 @@ void writeDatasetFolder(const engine::DatasetSpec& spec, const fs::path& folder,
                 for (std::int64_t i = 0; i < perFile; ++i, ++index) {
                     for (int byte = 0; byte < spec.labelBytes; ++byte) {
                         int classes = 1;
-                        for (const DatasetLabels* l : {&spec.labels, &spec.coarseLabels})
-                            if (l->numClasses > 0 && l->labelByte == byte) classes = l->numClasses;
+                        for (const DatasetLabels* l : labellings)
+                            if (l->labelByte == byte) classes = l->numClasses;
                         b.push_back(static_cast<std::uint8_t>(labelValue(seed, index, classes)));
                     }
                     for (int c = 0; c < channels; ++c)

@@ -130,13 +130,21 @@ private slots:
         QCOMPARE(cifar100->location, user / "cifar100" / "cifar-100-binary");
         QCOMPARE(cifar100->classNames.size(), std::size_t(100));
 
+        // CIFAR-100's files hold its coarse labels too: found as cifar100-coarse in the same
+        // folder, by its 20 classes.
+        const auto coarse = findDataset("cifar100-coarse", path);
+        QVERIFY(coarse);
+        QCOMPARE(coarse->location, cifar100->location);
+        QCOMPARE(coarse->classNames.size(), std::size_t(20));
+
         const std::vector<DatasetInfo> all = discoverDatasets(path);
-        QCOMPARE(all.size(), std::size_t(4));
-        QCOMPARE(all[3].name, std::string("fashion-mnist"));
-        QCOMPARE(all[3].location, user / "fashion-mnist");
-        QCOMPARE(all[3].trainCount, 7);
-        QCOMPARE(all[3].testCount, 3);
-        QCOMPARE(all[3].imageShape, Shape({28, 28, 1}));
+        QCOMPARE(all.size(), std::size_t(5));
+        QCOMPARE(all[2].name, std::string("cifar100-coarse"));
+        QCOMPARE(all[4].name, std::string("fashion-mnist"));
+        QCOMPARE(all[4].location, user / "fashion-mnist");
+        QCOMPARE(all[4].trainCount, 7);
+        QCOMPARE(all[4].testCount, 3);
+        QCOMPARE(all[4].imageShape, Shape({28, 28, 1}));
 
         const Dataset loaded = loadDataset("cifar10", path);
         QCOMPARE(loaded.location, second / "cifar-10-batches-bin");

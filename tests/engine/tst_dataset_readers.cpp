@@ -478,7 +478,7 @@ private slots:
         QCOMPARE(fine.classNames[42], std::string("fine_42"));
         QCOMPARE(fine.train.count, 6);
         QCOMPARE(fine.test.count, 3);
-        const Dataset coarse = towers::engine::loadCifar100(folder, false);
+        const Dataset coarse = loadDataset("cifar100-coarse", folder); // the same files
         QCOMPARE(coarse.classNames.size(), std::size_t(20));
         QCOMPARE(coarse.classNames[19], std::string("coarse_19")); // "\r\n" lines
         for (int i = 0; i < 6; ++i) {
@@ -487,6 +487,10 @@ private slots:
             QVERIFY(sameImage(coarse.train, i, i, kSeed));
         }
         QCOMPARE(inspectDataset("cifar100", folder).trainCount, 6);
+        QCOMPARE(inspectDataset("cifar100-coarse", folder).classNames, coarse.classNames);
+        // Found by the same folder names.
+        QCOMPARE(findDataset("cifar100-coarse", {folder.parent_path()})->location,
+                 findDataset("cifar100", {folder.parent_path()})->location);
     }
 
     void loadIdx_data()
@@ -580,9 +584,10 @@ private slots:
             loadDataset("cifar-10", fs::path("/nonexistent"));
             QFAIL("no exception");
         } catch (const UnknownName& e) {
-            QVERIFY(QString(e.what()).contains("cifar10, cifar100, mnist, fashion-mnist"));
+            QVERIFY(QString(e.what()).contains(
+                "cifar10, cifar100, cifar100-coarse, mnist, fashion-mnist"));
         }
-        QCOMPARE(knownDatasets().size(), std::size_t(4));
+        QCOMPARE(knownDatasets().size(), std::size_t(5));
     }
 };
 

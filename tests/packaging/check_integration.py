@@ -137,7 +137,7 @@ def main():
           "offers train's options after '--'")
     check(complete(completion_path, ["towers-cli", "train", "--optimizer", "n"]) == {"nesterov"},
           "completes an optimizer name")
-    check(complete(completion_path, ["towers-cli", "download", "c"]) == {"cifar10", "cifar100"},
+    check(complete(completion_path, ["towers-cli", "download", "c"]) == {"cifar10", "cifar100", "cifar100-coarse"},
           "completes a dataset to download")
 
     # The GUI's options.
