@@ -393,39 +393,42 @@ private slots:
         const Run fine = run(servedSpec(QStringLiteral("cifar100")), options("ok"));
         QCOMPARE(fine.outcome, Outcome::AlreadyPresent);
         QCOMPARE(m_server->requests().size(), 1);
-        // One lock for the folder: a download of the other is refused while one runs.
-        DatasetDownloader first(servedSpec(QStringLiteral("cifar100")), options("stall", true));
-        QSignalSpy firstDone(&first, &DatasetDownloader::finished);
-        QSignalSpy requested(m_server, &test::HttpTestServer::requestReceived);
-        first.start();
-        QVERIFY(requested.wait(10000));
-        const Run second = run(coarse, options("ok", true));
-        QCOMPARE(second.outcome, Outcome::Failed);
-        QVERIFY2(second.message.contains(
-                     QStringLiteral("another download into %1/cifar100").arg(m_dataDir)),
-                 qPrintable(second.message));
-        first.cancel();
-        QVERIFY(firstDone.wait(10000));
     }
 
+    // One lock per folder: a second download into it is refused while one runs, of the same
+    // dataset or of another that shares the folder.
+    void secondDownloadIntoTheSameFolderFails_data()
+    {
+        QTest::addColumn<QString>("first");
+        QTest::addColumn<QString>("second");
+        QTest::addColumn<QString>("folder");
+        QTest::newRow("the same dataset") << "mnist"
+                                          << "mnist"
+                                          << "mnist";
+        QTest::newRow("a dataset of the same folder") << "cifar100"
+                                                      << "cifar100-coarse"
+                                                      << "cifar100";
+    }
     void secondDownloadIntoTheSameFolderFails()
     {
-        const auto spec = servedSpec(QStringLiteral("mnist"));
-        DatasetDownloader first(spec, options("stall"));
-        QSignalSpy firstDone(&first, &DatasetDownloader::finished);
+        QFETCH(QString, first);
+        QFETCH(QString, second);
+        QFETCH(QString, folder);
+        DatasetDownloader running(servedSpec(first), options("stall"));
+        QSignalSpy runningDone(&running, &DatasetDownloader::finished);
         QSignalSpy requested(m_server, &test::HttpTestServer::requestReceived);
-        first.start();
+        running.start();
         QVERIFY(requested.wait(10000));
-        const Run second = run(spec, options("ok"));
-        QCOMPARE(second.outcome, Outcome::Failed);
-        QVERIFY2(second.message.contains(
-                     QStringLiteral("another download into %1/mnist").arg(m_dataDir)),
-                 qPrintable(second.message));
-        first.cancel();
-        QVERIFY(firstDone.wait(10000));
-        QCOMPARE(first.outcome(), Outcome::Cancelled);
+        const Run refused = run(servedSpec(second), options("ok"));
+        QCOMPARE(refused.outcome, Outcome::Failed);
+        QVERIFY2(refused.message.contains(
+                     QStringLiteral("another download into %1/%2").arg(m_dataDir, folder)),
+                 qPrintable(refused.message));
+        running.cancel();
+        QVERIFY(runningDone.wait(10000));
+        QCOMPARE(running.outcome(), Outcome::Cancelled);
         // The lock went with the first one.
-        QCOMPARE(run(spec, options("ok")).outcome, Outcome::Downloaded);
+        QCOMPARE(run(servedSpec(second), options("ok")).outcome, Outcome::Downloaded);
     }
 
     void runsInAWorkerThreadAndCancelsFromAnother()
