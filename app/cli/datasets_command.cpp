@@ -102,13 +102,15 @@ int runDatasets(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;
     p.setApplicationDescription(
-        QStringLiteral(
-            "Lists the datasets found along the search path: --data-dir first, then $TOWERS_DATA,\n"
-            "the user's data folder ($XDG_DATA_HOME/towers/datasets) and /usr/share/datasets "
-            "(Debian's\n"
-            "dataset-fashion-mnist). Each folder holds one sub-folder per dataset:\n"
-            "%1. Get the missing ones with 'towers-cli download NAME'. With a NAME, that dataset\n"
-            "in detail: its images per class in the training and test sets.")
+        QStringLiteral("Lists the datasets found along the search path: --data-dir first, then "
+                       "$TOWERS_DATA, the\n"
+                       "user's data folder ($XDG_DATA_HOME/towers/datasets) and "
+                       "/usr/share/datasets (Debian's\n"
+                       "dataset-fashion-mnist). Each folder holds one sub-folder per dataset:\n"
+                       "  %1.\n"
+                       "Get the missing ones with 'towers-cli download NAME'. With a NAME, that "
+                       "dataset in detail:\n"
+                       "its images per class in the training and test sets.")
             .arg(knownDatasetList(QString())));
     p.addPositionalArgument(QStringLiteral("name"), QStringLiteral("A dataset to show in detail."),
                             QStringLiteral("[name]"));
@@ -193,12 +195,14 @@ int runDatasets(const QStringList& args, CommandIo& io)
         return ExitOk;
     }
     if (found.empty()) io.out << "No dataset found.\n";
+    qsizetype width = 14; // the names' column: the longest name and a space
+    for (const auto& d : found) width = std::max(width, qsizetype(d.name.size()));
     for (const auto& d : found) {
         QStringList classes;
         for (const auto& c : d.classNames) classes << QString::fromStdString(c);
-        io.out << QString::fromStdString(d.name).leftJustified(14) << " "
+        io.out << QString::fromStdString(d.name).leftJustified(width) << " "
                << QString::fromStdString(d.location.string()) << "\n"
-               << QString(15, QLatin1Char(' ')) << d.trainCount << " train + " << d.testCount
+               << QString(width + 1, QLatin1Char(' ')) << d.trainCount << " train + " << d.testCount
                << " test images of " << shapeText(d.imageShape) << " (HxWxC), "
                << d.classNames.size() << " classes"
                << (importedFrom(d).isEmpty()

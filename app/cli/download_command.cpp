@@ -4,6 +4,7 @@
 #include <QEventLoop>
 #include <QPair>
 #include <QQueue>
+#include <algorithm>
 #include <cstdio>
 #include <unistd.h>
 
@@ -134,9 +135,11 @@ int runDownload(const QStringList& args, CommandIo& io)
         "Downloads a dataset, checks every file against its published MD5, unpacks it, and puts\n"
         "it in <data-dir>/<dataset>/. An interrupted download resumes where it stopped; a\n"
         "complete dataset is not downloaded again unless --force. Datasets:\n");
+    qsizetype width = 0;
+    for (const auto& spec : builtInDatasets()) width = std::max(width, spec.name.size());
     for (const auto& spec : builtInDatasets())
         description +=
-            QStringLiteral("  %1 %2\n").arg(spec.name.leftJustified(14), spec.description);
+            QStringLiteral("  %1  %2\n").arg(spec.name.leftJustified(width), spec.description);
     description += QStringLiteral(
         "The data directory defaults to the first folder of $TOWERS_DATA, else\n"
         "$XDG_DATA_HOME/towers/datasets (~/.local/share/towers/datasets). Files come from their\n"

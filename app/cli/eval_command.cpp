@@ -20,19 +20,17 @@ namespace towers::app {
 int runEval(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;
-    p.setApplicationDescription(
-        QStringLiteral("Evaluates a checkpoint on the whole test set of the dataset it was trained "
-                       "on (found along\n"
-                       "the search path, see 'towers-cli datasets'): precision @ 1 with every "
-                       "example counted once,\n"
-                       "per class its accuracy (recall), precision and F1, and the confusion "
-                       "matrix. Uses the moving averages of "
-                       "the weights when the\n"
-                       "checkpoint has them (as the tutorial's evaluator does) unless --no-ema.\n"
-                       "With --set validation, on the validation set its run held out of "
-                       "the training images instead:\n"
-                       "the same images the run evaluated on, so that the test set stays unseen "
-                       "while you choose."));
+    p.setApplicationDescription(QStringLiteral(
+        "Evaluates a checkpoint on the whole test set of the dataset it was trained on (found "
+        "along\n"
+        "the search path, see 'towers-cli datasets'): precision @ 1 with every example counted\n"
+        "once, per class its accuracy (recall), precision and F1, and the confusion matrix. Uses\n"
+        "the moving averages of the weights when the checkpoint has them (as the tutorial's\n"
+        "evaluator does) unless --no-ema.\n"
+        "With --set validation, on the validation set its run held out of the training images\n"
+        "instead: the same images the run evaluated on, so that the test set stays unseen while "
+        "you\n"
+        "choose."));
     p.addOptions({
         {QStringLiteral("checkpoint"),
          QStringLiteral(

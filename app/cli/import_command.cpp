@@ -26,13 +26,14 @@ int runImport(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
-        "Makes a dataset from a folder of your images, one sub-folder per class (named after "
-        "the class), or train/ and test/ (or val/) folders that each hold the class folders. "
-        "Every image (PNG, JPEG, BMP, GIF, PPM/PGM, ...; sub-folders of a class too) is cropped "
-        "to its central square and scaled, as 'towers-cli classify' reads an image, and the "
-        "dataset is written to the data folder under its name, where 'towers-cli train "
-        "--dataset NAME', eval, the desktop application and 'towers-cli datasets' find it. Files "
-        "that are no image, and images that cannot be read, are passed over and listed."));
+        "Makes a dataset from a folder of your images, one sub-folder per class (named after the\n"
+        "class), or train/ and test/ (or val/) folders that each hold the class folders. Every\n"
+        "image (PNG, JPEG, BMP, GIF, PPM/PGM, ...; sub-folders of a class too) is cropped to its\n"
+        "central square and scaled, as 'towers-cli classify' reads an image, and the dataset is\n"
+        "written to the data folder under its name, where 'towers-cli train --dataset NAME', "
+        "eval,\n"
+        "the desktop application and 'towers-cli datasets' find it. Files that are no image, and\n"
+        "images that cannot be read, are passed over and listed."));
     p.addPositionalArgument(QStringLiteral("folder"), QStringLiteral("The folder of images."));
     p.addOptions({
         {QStringLiteral("name"),

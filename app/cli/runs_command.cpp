@@ -335,15 +335,16 @@ int runRuns(const QStringList& args, CommandIo& io)
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
         "Lists the training runs in the runs folder, the most recently changed first, as the\n"
-        "desktop application's Runs & checkpoints page does: each run's model and dataset,\n"
-        "its latest step, its latest accuracy (on the test set, or on the validation set of\n"
-        "a run that holds one out), its checkpoints, and the process that\n"
-        "trains it now, if any. With a run (a folder in the runs folder, by name, or any run\n"
-        "folder's path), that run in detail with every checkpoint. The runs folder is\n"
-        "$TOWERS_RUNS, else $XDG_DATA_HOME/towers/runs (~/.local/share/towers/runs), where\n"
-        "towers-cli train puts its runs. With --trash, the run's folder goes to the desktop's\n"
-        "trash (the freedesktop.org trash that file managers restore from), nothing deleted;\n"
-        "a run that a process trains stays."));
+        "desktop application's Runs & checkpoints page does: each run's model and dataset, its\n"
+        "latest step, its latest accuracy (on the test set, or on the validation set of a run "
+        "that\n"
+        "holds one out), its checkpoints, and the process that trains it now, if any. With a run "
+        "(a\n"
+        "folder in the runs folder, by name, or any run folder's path), that run in detail with\n"
+        "every checkpoint. The runs folder is $TOWERS_RUNS, else $XDG_DATA_HOME/towers/runs\n"
+        "(~/.local/share/towers/runs), where towers-cli train puts its runs. With --trash, the\n"
+        "run's folder goes to the desktop's trash (the freedesktop.org trash that file managers\n"
+        "restore from), nothing deleted; a run that a process trains stays."));
     p.addOptions({
         {QStringLiteral("runs-dir"),
          QStringLiteral("The runs folder to list (default: $TOWERS_RUNS, else the user's)."),
