@@ -4,6 +4,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include <algorithm>
 #include <optional>
 
 #include "app/cli/command.h"
@@ -16,6 +17,35 @@
 #include "engine/train/classifier.h"
 
 namespace towers::app {
+
+namespace {
+
+// A class name as folders can spell it: lowercase letters and digits only ("T-shirt/top",
+// "t-shirt_top" and "T shirt top" are one class; a folder's name has no '/').
+QString looseClassName(const std::string& name)
+{
+    QString loose;
+    for (const QChar c : QString::fromStdString(name).toLower())
+        if (c.isLetterOrNumber()) loose += c;
+    return loose;
+}
+
+// Where `name` is among `known`: the same name, else the one name that is the same loosely
+// (looseClassName); -1 when none is, or several are.
+int classIndexOf(const std::string& name, const std::vector<std::string>& known)
+{
+    const auto at = std::find(known.begin(), known.end(), name);
+    if (at != known.end()) return int(at - known.begin());
+    int found = -1;
+    for (std::size_t i = 0; i < known.size(); ++i) {
+        if (looseClassName(known[i]) != looseClassName(name)) continue;
+        if (found >= 0) return -1;
+        found = int(i);
+    }
+    return found;
+}
+
+} // namespace
 
 int runEval(const QStringList& args, CommandIo& io)
 {
@@ -30,7 +60,11 @@ int runEval(const QStringList& args, CommandIo& io)
         "With --set validation, on the validation set its run held out of the training images\n"
         "instead: the same images the run evaluated on, so that the test set stays unseen while "
         "you\n"
-        "choose."));
+        "choose. With --set train, on the training images (as the network saw them, without\n"
+        "distortions): far above the test set's, the network learnt its training images by "
+        "heart.\n"
+        "With --dataset, on another dataset of the same image size whose classes are among the\n"
+        "checkpoint's, matched by name: your own images, imported with 'towers-cli import'."));
     p.addOptions({
         {QStringLiteral("checkpoint"),
          QStringLiteral(
@@ -41,8 +75,14 @@ int runEval(const QStringList& args, CommandIo& io)
         {QStringLiteral("data-dir"), QStringLiteral("Look for the dataset in this folder first."),
          QStringLiteral("dir")},
         {QStringLiteral("set"),
-         QStringLiteral("test (default) or validation: the share of the training images the "
-                        "checkpoint's run held out for validation."),
+         QStringLiteral("test (default); validation: the share of the training images the "
+                        "checkpoint's run held out for validation; train: the training images; "
+                        "all: the training and the test images."),
+         QStringLiteral("name")},
+        {QStringLiteral("dataset"),
+         QStringLiteral("Evaluate on this dataset instead of the checkpoint's own: one of the "
+                        "same image size whose classes are among the checkpoint's, by name (case, "
+                        "spaces and punctuation aside: a folder 'T-shirt_top' is 'T-shirt/top')."),
          QStringLiteral("name")},
         {QStringLiteral("no-ema"),
          QStringLiteral("Use the raw weights, not their moving averages.")},
@@ -61,10 +101,15 @@ int runEval(const QStringList& args, CommandIo& io)
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
     QString setName;
-    if (!choiceOption(p, QStringLiteral("set"), {"test", "validation"}, setName, io))
+    if (!choiceOption(p, QStringLiteral("set"), {"test", "validation", "train", "all"}, setName,
+                      io))
         return ExitUsage;
     if (setName.isEmpty()) setName = QStringLiteral("test");
     const bool validation = setName == QLatin1String("validation");
+    // The images' word in sentences: "test examples", "training images".
+    const QString setWord = setName == QLatin1String("train") ? QStringLiteral("training")
+                            : setName == QLatin1String("all") ? QStringLiteral("training and test")
+                                                              : setName;
     int batch = 250, mistakeCount = 0;
     if (!intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io) ||
         !intOption(p, QStringLiteral("mistakes"), 1, 1000000, mistakeCount, io))
@@ -83,9 +128,20 @@ int runEval(const QStringList& args, CommandIo& io)
 
     engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")));
     const auto& info = classifier.info();
-    if (info.dataset.empty())
+    if (info.dataset.empty() && !p.isSet(QStringLiteral("dataset")))
         throw engine::IoError(checkpointFile.toStdString() +
-                              ": the checkpoint does not say which dataset it was trained on");
+                              ": the checkpoint does not say which dataset it was trained on "
+                              "(name one with --dataset)");
+    const std::string datasetName = p.isSet(QStringLiteral("dataset"))
+                                        ? p.value(QStringLiteral("dataset")).toStdString()
+                                        : info.dataset;
+    const bool otherDataset = datasetName != info.dataset;
+    if (otherDataset && validation) {
+        io.err << "towers-cli eval: --set validation is the share of " << checkpointFile
+               << "'s own dataset that its run held out; on --dataset "
+               << QString::fromStdString(datasetName) << " use test, train or all\n";
+        return ExitUsage;
+    }
     // The run's validation set: its share of the training images, drawn as the run drew it.
     double share = 0;
     if (validation) {
@@ -98,10 +154,56 @@ int runEval(const QStringList& args, CommandIo& io)
         }
     }
     const engine::Dataset data = engine::loadDatasetPreferring(
-        info.dataset, p.value(QStringLiteral("data-dir")).toStdString(), path);
+        datasetName, p.value(QStringLiteral("data-dir")).toStdString(), path);
+    if (data.test.imageShape() != classifier.sourceShape()) {
+        const engine::Shape want = classifier.sourceShape();
+        io.err << "towers-cli eval: " << QString::fromStdString(datasetName) << "'s images are "
+               << shapeText(data.test.imageShape()) << ", " << checkpointFile << " takes "
+               << shapeText(want) << " (import your images with --size " << want[0]
+               << " --channels " << want[2] << ")\n";
+        return ExitFailure;
+    }
+    // Another dataset's classes, as the checkpoint's: each of its names must be one of them.
+    std::vector<int> asCheckpointClass;
+    if (otherDataset) {
+        const auto& known = classifier.classNames();
+        QStringList missing;
+        for (const std::string& name : data.classNames) {
+            asCheckpointClass.push_back(classIndexOf(name, known));
+            if (asCheckpointClass.back() < 0) missing << QString::fromStdString(name);
+        }
+        if (!missing.isEmpty()) {
+            QStringList names;
+            for (const std::string& n : known) names << QString::fromStdString(n);
+            io.err << "towers-cli eval: " << QString::fromStdString(datasetName) << " has "
+                   << (missing.size() == 1 ? "a class" : "classes") << " that " << checkpointFile
+                   << " does not know: " << missing.join(QStringLiteral(", "))
+                   << " (its classes: " << names.join(QStringLiteral(", ")) << ")\n";
+            return ExitFailure;
+        }
+    }
+    // The images measured: the test set, the run's validation share, the training set or both.
     std::optional<engine::ValidationSplit> split;
-    if (validation) split = engine::splitValidation(data.train, int(data.classNames.size()), share);
-    const engine::ImageSet& set = split ? split->validation : data.test;
+    engine::ImageSet owned;
+    const engine::ImageSet* chosen = &data.test;
+    if (validation) {
+        split = engine::splitValidation(data.train, int(data.classNames.size()), share);
+        chosen = &split->validation;
+    } else if (setName == QLatin1String("train")) {
+        chosen = &data.train;
+    } else if (setName == QLatin1String("all")) {
+        owned = data.train;
+        owned.count += data.test.count;
+        owned.pixels.insert(owned.pixels.end(), data.test.pixels.begin(), data.test.pixels.end());
+        owned.labels.insert(owned.labels.end(), data.test.labels.begin(), data.test.labels.end());
+        chosen = &owned;
+    }
+    if (otherDataset) {
+        if (chosen != &owned) owned = *chosen;
+        for (auto& label : owned.labels) label = asCheckpointClass[std::size_t(label)];
+        chosen = &owned;
+    }
+    const engine::ImageSet& set = *chosen;
     const engine::EvalResult r = classifier.evaluate(set, batch);
     const int k = r.numClasses;
     const auto scores = engine::classScores(r.confusion, k);
@@ -117,9 +219,10 @@ int runEval(const QStringList& args, CommandIo& io)
         mistakes = predictions->confidentMistakes(std::size_t(mistakeCount));
     }
     if (p.isSet(QStringLiteral("json"))) {
-        QJsonArray perClass, precision, f1, confusion, names;
+        QJsonArray perClass, precision, f1, confusion, names, counts;
         for (int i = 0; i < k; ++i) {
             perClass.append(r.perClassAccuracy[std::size_t(i)]);
+            counts.append(qint64(r.classCounts[std::size_t(i)]));
             precision.append(scores[std::size_t(i)].precision);
             f1.append(scores[std::size_t(i)].f1);
             names.append(className(i));
@@ -130,7 +233,8 @@ int runEval(const QStringList& args, CommandIo& io)
         QJsonObject o{
             {QStringLiteral("checkpoint"), checkpointFile},
             {QStringLiteral("model"), QString::fromStdString(info.model)},
-            {QStringLiteral("dataset"), QString::fromStdString(info.dataset)},
+            {QStringLiteral("dataset"), QString::fromStdString(datasetName)},
+            {QStringLiteral("checkpoint_dataset"), QString::fromStdString(info.dataset)},
             {QStringLiteral("data_folder"), QString::fromStdString(data.location.string())},
             {QStringLiteral("set"), setName},
             {QStringLiteral("step"), qint64(info.step)},
@@ -141,6 +245,7 @@ int runEval(const QStringList& args, CommandIo& io)
             {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
             {QStringLiteral("classes"), names},
             {QStringLiteral("per_class_accuracy"), perClass},
+            {QStringLiteral("per_class_examples"), counts},
             {QStringLiteral("per_class_precision"), precision},
             {QStringLiteral("per_class_f1"), f1},
             {QStringLiteral("macro_f1"), engine::macroF1(scores)},
@@ -174,11 +279,13 @@ int runEval(const QStringList& args, CommandIo& io)
         return ExitOk;
     }
     io.out << QString::fromStdString(info.model) << " at step " << info.step << " on "
-           << QString::fromStdString(info.dataset) << " ("
-           << QString::fromStdString(data.location.string()) << "), "
-           << (r.ema ? "moving averages of the weights" : "raw weights") << "\n"
+           << QString::fromStdString(datasetName) << " ("
+           << QString::fromStdString(data.location.string()) << ")"
+           << (otherDataset ? QStringLiteral(", trained on ") + QString::fromStdString(info.dataset)
+                            : QString())
+           << ", " << (r.ema ? "moving averages of the weights" : "raw weights") << "\n"
            << "precision @ 1 = " << QString::number(r.precisionAt1, 'f', 4) << " (" << r.correct
-           << " of " << r.examples << " " << setName << " examples), mean cross-entropy "
+           << " of " << r.examples << " " << setWord << " examples), mean cross-entropy "
            << QString::number(r.meanCrossEntropy, 'f', 4) << "\n\n";
     int width = 5;
     for (const auto& n : classifier.classNames()) width = std::max(width, int(n.size()));
@@ -188,10 +295,13 @@ int runEval(const QStringList& args, CommandIo& io)
     const auto percent = [](double v, int w) {
         return QString::number(100 * v, 'f', 2).rightJustified(w) + QLatin1Char('%');
     };
+    // A class without examples (another dataset's classes may be fewer) has no accuracy.
     for (int i = 0; i < k; ++i)
         io.out << className(i).leftJustified(width) << "  "
-               << percent(r.perClassAccuracy[std::size_t(i)], 7) << "  "
-               << percent(scores[std::size_t(i)].precision, 8) << "  "
+               << (r.classCounts[std::size_t(i)] > 0
+                       ? percent(r.perClassAccuracy[std::size_t(i)], 7)
+                       : QStringLiteral("-").rightJustified(8))
+               << "  " << percent(scores[std::size_t(i)].precision, 8) << "  "
                << QString::number(scores[std::size_t(i)].f1, 'f', 3).rightJustified(6) << "  "
                << QString::number(r.classCounts[std::size_t(i)]).rightJustified(8) << "\n";
     io.out << "macro F1 = " << QString::number(engine::macroF1(scores), 'f', 4)
@@ -213,10 +323,10 @@ int runEval(const QStringList& args, CommandIo& io)
     if (predictions) {
         io.out << "\n";
         if (mistakes.empty())
-            io.out << "no " << setName << " image is classified wrongly\n";
+            io.out << "no " << setWord << " image is classified wrongly\n";
         else
             io.out << "the " << mistakes.size() << " wrong answer(s) the network was surest of ("
-                   << setName << " image: true class -> predicted, probability)\n";
+                   << setWord << " image: true class -> predicted, probability)\n";
         for (const std::int64_t i : mistakes)
             io.out << QString::number(i).rightJustified(8) << "  "
                    << className(predictions->truth[std::size_t(i)]) << " -> "
@@ -225,7 +335,7 @@ int runEval(const QStringList& args, CommandIo& io)
                    << " %\n";
     }
     if (!activity.empty()) {
-        io.out << "\nlayers over the " << activity.front().images << " " << setName
+        io.out << "\nlayers over the " << activity.front().images << " " << setWord
                << " images (a dead channel is zero on every one: it passes nothing on)\n";
         int nameWidth = 5;
         for (const auto& a : activity) nameWidth = std::max(nameWidth, int(a.name.size()));

@@ -37,7 +37,7 @@ _towers_cli()
                 --weight-decay --ema-decay --augment --seed --init-from --best --like --run-dir --checkpoint-every
                 --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --validation --patience --min-delta --log-every --histogram-every --loader-workers --json --help" ;;
         lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --threads-per-tower --seed --init-from --best --min-lr --max-lr --steps --json --help" ;;
-        eval) options="--checkpoint --best --data-dir --set --no-ema --layers --mistakes --batch-size --json --help" ;;
+        eval) options="--checkpoint --best --data-dir --set --dataset --no-ema --layers --mistakes --batch-size --json --help" ;;
         classify) options="--checkpoint --best --top-k --no-ema --layers --json --help" ;;
         export) options="--checkpoint --best --output --opset --layout --no-ema --force --json --help" ;;
         runs) options="--runs-dir --json --trash --help" ;;
@@ -71,7 +71,7 @@ _towers_cli()
         --optimizer) COMPREPLY=($(compgen -W "sgd momentum nesterov adam" -- "$cur")); return ;;
         --lr-schedule) COMPREPLY=($(compgen -W "constant exponential step cosine onecycle" -- "$cur")); return ;;
         --augment) COMPREPLY=($(compgen -W "default none" -- "$cur")); return ;;
-        --set) COMPREPLY=($(compgen -W "test validation" -- "$cur")); return ;;
+        --set) COMPREPLY=($(compgen -W "test validation train all" -- "$cur")); return ;;
         --allreduce) COMPREPLY=($(compgen -W "auto host" -- "$cur")); return ;;
         --gpu-data) COMPREPLY=($(compgen -W "auto off" -- "$cur")); return ;;
         --cuda-graphs|--cudnn-benchmark) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;

@@ -483,6 +483,71 @@ private slots:
                          path(QStringLiteral("run")), QStringLiteral("--data-dir"), data});
         QVERIFY2(eval.exitCode == 0, qPrintable(eval.err + eval.out));
         QVERIFY2(eval.out.contains(QStringLiteral("on pets")), qPrintable(eval.out));
+
+        // eval --dataset: the checkpoint on another imported dataset, its classes matched by
+        // name (case and punctuation aside). The same cat and fox images give the same rows of
+        // the confusion matrix as on pets itself (--set all: every image of both splits).
+        const auto evalJson = [&](const QStringList& extra) {
+            const auto e = test::runCliProcess(
+                TOWERS_CLI, QStringList{QStringLiteral("eval"), QStringLiteral("--checkpoint"),
+                                        path(QStringLiteral("run")), QStringLiteral("--data-dir"),
+                                        data, QStringLiteral("--set"), QStringLiteral("all"),
+                                        QStringLiteral("--json")} +
+                                extra);
+            return std::make_pair(e, QJsonDocument::fromJson(e.out.toUtf8()).object());
+        };
+        const QString two = path(QStringLiteral("two pets"));
+        writeClass(two + QStringLiteral("/Cat"), 0, 10, false);
+        writeClass(two + QStringLiteral("/fox!"), 2, 7, false);
+        QCOMPARE(test::runCliProcess(TOWERS_CLI,
+                                     {QStringLiteral("import"), two, QStringLiteral("--data-dir"),
+                                      data, QStringLiteral("--name"), QStringLiteral("two")})
+                     .exitCode,
+                 0);
+        const auto [onPets, pets] = evalJson({});
+        const auto [onTwo, twoPets] =
+            evalJson({QStringLiteral("--dataset"), QStringLiteral("two")});
+        QVERIFY2(onPets.exitCode == 0 && onTwo.exitCode == 0, qPrintable(onPets.err + onTwo.err));
+        QCOMPARE(pets.value(QStringLiteral("examples")).toInt(), 29);
+        QCOMPARE(twoPets.value(QStringLiteral("examples")).toInt(), 17);
+        QCOMPARE(twoPets.value(QStringLiteral("dataset")).toString(), QStringLiteral("two"));
+        QCOMPARE(twoPets.value(QStringLiteral("checkpoint_dataset")).toString(),
+                 QStringLiteral("pets"));
+        QCOMPARE(twoPets.value(QStringLiteral("classes")), pets.value(QStringLiteral("classes")));
+        QCOMPARE(twoPets.value(QStringLiteral("per_class_examples")).toArray(),
+                 (QJsonArray{10, 0, 7}));
+        const QJsonArray petsRows = pets.value(QStringLiteral("confusion")).toArray(),
+                         twoRows = twoPets.value(QStringLiteral("confusion")).toArray();
+        QCOMPARE(twoRows[0], petsRows[0]); // cat
+        QCOMPARE(twoRows[1], (QJsonValue(QJsonArray{0, 0, 0})));
+        QCOMPARE(twoRows[2], petsRows[2]); // fox
+        // A class the checkpoint does not know, and images of another size, are named.
+        const QString horses = path(QStringLiteral("horses"));
+        writeClass(horses + QStringLiteral("/cat"), 0, 4, false);
+        writeClass(horses + QStringLiteral("/horse"), 1, 4, false);
+        QCOMPARE(test::runCliProcess(
+                     TOWERS_CLI, {QStringLiteral("import"), horses, QStringLiteral("--data-dir"),
+                                  data, QStringLiteral("--name"), QStringLiteral("horses")})
+                     .exitCode,
+                 0);
+        const auto unknown =
+            evalJson({QStringLiteral("--dataset"), QStringLiteral("horses")}).first;
+        QCOMPARE(unknown.exitCode, 1);
+        QVERIFY2(unknown.err.contains(QStringLiteral("horses has a class that")) &&
+                     unknown.err.contains(QStringLiteral("does not know: horse (its classes: cat, "
+                                                         "dog, fox)")),
+                 qPrintable(unknown.err));
+        QCOMPARE(test::runCliProcess(TOWERS_CLI,
+                                     {QStringLiteral("import"), two, QStringLiteral("--data-dir"),
+                                      data, QStringLiteral("--name"), QStringLiteral("small"),
+                                      QStringLiteral("--size"), QStringLiteral("16")})
+                     .exitCode,
+                 0);
+        const auto small = evalJson({QStringLiteral("--dataset"), QStringLiteral("small")}).first;
+        QCOMPARE(small.exitCode, 1);
+        QVERIFY2(small.err.contains(QStringLiteral("small's images are 16x16x3")) &&
+                     small.err.contains(QStringLiteral("--size 32 --channels 3")),
+                 qPrintable(small.err));
         const auto classify = test::runCliProcess(
             TOWERS_CLI, {QStringLiteral("classify"), QStringLiteral("--checkpoint"),
                          path(QStringLiteral("run")), m_pets + QStringLiteral("/fox/img002.jpg")});

@@ -249,8 +249,9 @@ private slots:
             << QStringList{"train", "--validation", "0.5", "--batch-size", "200", "--towers",
                            "1",     "--steps",      "1"}
             << 2 << "were held out for validation";
-        QTest::newRow("eval: bad set") << QStringList{"eval", "--set", "train"} << 2
-                                       << "--set must be test or validation, got 'train'";
+        QTest::newRow("eval: bad set") << QStringList{"eval", "--set", "every"} << 2
+                                       << "--set must be test, validation, train or all, got "
+                                          "'every'";
         QTest::newRow("best without init-from")
             << QStringList{"train", "--best"} << 2 << "--best picks a run's best checkpoint";
         QTest::newRow("lr-find best without init-from")
@@ -689,6 +690,14 @@ private slots:
         QCOMPARE(QDir(j.value(QStringLiteral("data_folder")).toString()).canonicalPath(),
                  QDir(elsewhere + QStringLiteral("/fashion-mnist")).canonicalPath());
         QVERIFY(!j.contains(QStringLiteral("layers")));
+        // --set train: the 64 training images, as the network saw them undistorted.
+        const CliRun t =
+            run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), dir,
+                 QStringLiteral("--set"), QStringLiteral("train"), QStringLiteral("--json")});
+        QVERIFY2(t.exitCode == 0, qPrintable(t.err));
+        const QJsonObject tj = QJsonDocument::fromJson(t.out.toUtf8()).object();
+        QCOMPARE(tj.value(QStringLiteral("examples")).toInt(), 64);
+        QCOMPARE(tj.value(QStringLiteral("set")).toString(), QStringLiteral("train"));
         // --layers: every layer of the model's table over the 48 test images, dead channels
         // listed (tst_layer_outputs checks the counts).
         const CliRun l = run({QStringLiteral("eval"), QStringLiteral("--checkpoint"), dir,
