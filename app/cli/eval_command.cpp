@@ -1,5 +1,6 @@
 // towers-cli eval: precision @ 1, per-class accuracy and confusion matrix of a checkpoint on its
-// dataset's test set, or on the validation set its run held out of the training images.
+// dataset's test set, on the validation set its run held out of the training images, on the
+// training images or on both splits; or on another dataset whose classes are among its own.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
