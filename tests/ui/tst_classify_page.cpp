@@ -12,6 +12,7 @@
 #include <QMimeData>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QStandardItemModel>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
@@ -470,14 +471,40 @@ private slots:
         QVERIFY(!page.predictions().has_value());
         QCOMPARE(whole->text(), QStringLiteral("Classify the &whole test set"));
 
-        // A checkpoint whose run held out nothing (this one records no configuration): the test
-        // set only, and the reason on the choice.
+        // The training set: its images undistorted, as towers-cli eval --set train measures them.
+        choice->setCurrentIndex(choice->findText(QStringLiteral("Training set")));
+        emit choice->activated(choice->currentIndex());
+        QCOMPARE(page.evalSet(), ClassifyPage::EvalSet::Train);
+        QCOMPARE(whole->text(), QStringLiteral("Classify the &whole training set"));
+        whole->click();
+        QVERIFY(done.wait(30000));
+        QCOMPARE(done.last().at(0).toBool(), true);
+        QCOMPARE(page.predictions()->examples(), m_data->train.count);
+        QCOMPARE(page.predictions()->correct, oracle.evaluate(m_data->train).correct);
+        QVERIFY2(page.summaryText().contains(
+                     QStringLiteral("of %1 training images right").arg(m_data->train.count)),
+                 qPrintable(page.summaryText()));
+        mistakes->click();
+        QVERIFY(cells->rowCount() > 0);
+        const auto first =
+            cells->data(cells->index(0), towers::ui::SampleImageModel::DatasetIndexRole)
+                .toLongLong();
+        QCOMPARE(
+            cells->data(cells->index(0), towers::ui::SampleImageModel::ImageRole).value<QImage>(),
+            app::toQImage(m_data->train, first));
+
+        // A checkpoint whose run held out nothing (this one records no configuration): no
+        // validation set, and the reason on the choice; the test and training sets stay.
         page.setEvalSet(ClassifyPage::EvalSet::Validation);
         page.openCheckpoint(m_checkpoint);
         QVERIFY(loaded.wait(20000));
         QCOMPARE(page.validationShare(), 0.0);
         QCOMPARE(page.evalSet(), ClassifyPage::EvalSet::Test);
-        QVERIFY(!choice->isEnabled());
+        QVERIFY(choice->isEnabled());
+        const auto* items = qobject_cast<QStandardItemModel*>(choice->model());
+        QVERIFY(items &&
+                !items->item(choice->findText(QStringLiteral("Validation set")))->isEnabled());
+        QVERIFY(items->item(choice->findText(QStringLiteral("Training set")))->isEnabled());
         QVERIFY2(choice->toolTip().contains(QStringLiteral("configuration")),
                  qPrintable(choice->toolTip()));
         page.setEvalSet(ClassifyPage::EvalSet::Validation); // refused: stays on the test set

@@ -18,6 +18,7 @@
 #include <QRandomGenerator>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QStandardItemModel>
 #include <QTableView>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -136,6 +137,7 @@ void ClassifyPage::buildUi()
     m_setChoice->setObjectName(QStringLiteral("evalSet"));
     m_setChoice->addItem(tr("Test set"), int(EvalSet::Test));
     m_setChoice->addItem(tr("Validation set"), int(EvalSet::Validation));
+    m_setChoice->addItem(tr("Training set"), int(EvalSet::Train));
     m_classifyAll = new QPushButton(all);
     m_cancelAll = new QPushButton(tr("Cancel"), all);
     m_progress = new QProgressBar(all);
@@ -220,26 +222,71 @@ void ClassifyPage::buildUi()
     updateSetTexts();
 }
 
+ClassifyPage::SetWords ClassifyPage::setWords() const
+{
+    switch (m_set) {
+    case EvalSet::Validation:
+        return {tr("Validation set"),
+                tr("validation image "),
+                tr("&Random validation image"),
+                tr("Classify the &whole validation set"),
+                tr("validation image %1, truly %2"),
+                tr("Classifying %1 validation images…"),
+                tr("Classifying the validation set failed: %1"),
+                tr("<b>Accuracy %1 %</b>: %2 of %3 validation images right."),
+                tr("Validation set: accuracy %1 % with %2"),
+                tr("No validation image is classified wrongly.")};
+    case EvalSet::Train:
+        return {tr("Training set"),
+                tr("training image "),
+                tr("&Random training image"),
+                tr("Classify the &whole training set"),
+                tr("training image %1, truly %2"),
+                tr("Classifying %1 training images…"),
+                tr("Classifying the training set failed: %1"),
+                tr("<b>Accuracy %1 %</b>: %2 of %3 training images right."),
+                tr("Training set: accuracy %1 % with %2"),
+                tr("No training image is classified wrongly.")};
+    case EvalSet::Test:
+        break;
+    }
+    return {tr("Test set"),
+            tr("test image "),
+            tr("&Random test image"),
+            tr("Classify the &whole test set"),
+            tr("test image %1, truly %2"),
+            tr("Classifying %1 test images…"),
+            tr("Classifying the test set failed: %1"),
+            tr("<b>Accuracy %1 %</b>: %2 of %3 test images right."),
+            tr("Test set: accuracy %1 % with %2"),
+            tr("No test image is classified wrongly.")};
+}
+
 void ClassifyPage::updateSetTexts()
 {
-    const bool validation = m_set == EvalSet::Validation;
+    const SetWords words = setWords();
     m_setChoice->setCurrentIndex(m_setChoice->findData(int(m_set)));
-    m_setBox->setTitle(validation ? tr("Validation set") : tr("Test set"));
-    m_imageIndex->setPrefix(validation ? tr("validation image ") : tr("test image "));
-    m_randomImage->setText(validation ? tr("&Random validation image") : tr("&Random test image"));
-    m_classifyAll->setText(validation ? tr("Classify the &whole validation set")
-                                      : tr("Classify the &whole test set"));
+    m_setBox->setTitle(words.title);
+    m_imageIndex->setPrefix(words.imagePrefix);
+    m_randomImage->setText(words.random);
+    m_classifyAll->setText(words.classifyAll);
+    const QString train = tr("the training images as the network learnt from them, undistorted "
+                             "(as towers-cli eval --set train: far above the test set's "
+                             "accuracy, it learnt them by heart)");
     if (validationShare() > 0) {
         m_setChoice->setToolTip(
-            tr("The test set, or the %1 % of the training images the checkpoint's run held out "
-               "for validation (as towers-cli eval --set validation): a run's mistakes studied "
-               "without looking at the test set")
-                .arg(QLocale().toString(100 * validationShare(), 'g', 4)));
+            tr("The test set; the %1 % of the training images the checkpoint's run held out for "
+               "validation (as towers-cli eval --set validation): a run's mistakes studied "
+               "without looking at the test set; or %2")
+                .arg(QLocale().toString(100 * validationShare(), 'g', 4), train));
     } else {
         m_setChoice->setToolTip(
-            hasClassifier() ? tr("Only the test set: %1").arg(m_classifier->noValidation)
-                            : tr("The test set, or the validation set the checkpoint's run held "
-                                 "out of its training images"));
+            hasClassifier()
+                ? tr("The test set or %1; no validation set: %2")
+                      .arg(train, m_classifier->noValidation)
+                : tr("The test set, the validation set the checkpoint's run held out of its "
+                     "training images, or %1")
+                      .arg(train));
     }
 }
 
@@ -348,7 +395,7 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
     if (m_dataset && m_dataset->name != info.dataset) m_dataset.reset();
     // The set stays chosen where this checkpoint's run has it too; its images are drawn again,
     // as another run may have held out another share.
-    if (validationShare() <= 0) m_set = EvalSet::Test;
+    if (m_set == EvalSet::Validation && validationShare() <= 0) m_set = EvalSet::Test;
     m_images.reset();
     m_activity.reset();
     clearWholeSetResults();
@@ -510,8 +557,9 @@ void ClassifyPage::withImages(std::function<void()> then)
                                             validationShare())
                         .validation);
             } else {
-                // The dataset's own test set, kept alive with it.
-                m_images = std::shared_ptr<const engine::ImageSet>(m_dataset, &m_dataset->test);
+                // The dataset's own test or training set, kept alive with it.
+                m_images = std::shared_ptr<const engine::ImageSet>(
+                    m_dataset, m_set == EvalSet::Train ? &m_dataset->train : &m_dataset->test);
             }
             m_imageIndex->setRange(0, int(std::max<std::int64_t>(0, m_images->count - 1)));
         }
@@ -603,9 +651,7 @@ void ClassifyPage::classifySetImage(qint64 index)
         const auto shared = m_classifier;
         m_image->setImage(app::toQImage(*images, index));
         const QString truly = m_classNames.value(images->labels[std::size_t(index)]);
-        const QString caption = m_set == EvalSet::Validation
-                                    ? tr("validation image %1, truly %2").arg(index).arg(truly)
-                                    : tr("test image %1, truly %2").arg(index).arg(truly);
+        const QString caption = setWords().caption.arg(index).arg(truly);
         m_imageJob.start(
             [shared, images, index] {
                 std::lock_guard lock(shared->mutex);
@@ -672,18 +718,16 @@ void ClassifyPage::classifyWholeSet()
         const auto images = m_images;
         const auto cancel = m_cancel;
         const auto done = m_done;
-        const bool validation = m_set == EvalSet::Validation;
+        const SetWords words = setWords();
         m_progress->setValue(0);
         m_progressTimer->start();
-        const QString count = QLocale().toString(qint64(images->count));
-        m_summary->setText(validation ? tr("Classifying %1 validation images…").arg(count)
-                                      : tr("Classifying %1 test images…").arg(count));
+        m_summary->setText(words.classifying.arg(QLocale().toString(qint64(images->count))));
         m_wholeSetJob.start(
             [shared, images, cancel, done] {
                 std::lock_guard lock(shared->mutex);
                 return app::classifyTestSet(*shared->classifier, *images, cancel.get(), done.get());
             },
-            [this, images, validation](const app::JobResult<app::TestSetPredictions>& r) {
+            [this, images, words](const app::JobResult<app::TestSetPredictions>& r) {
                 m_progressTimer->stop();
                 if (images != m_images) { // of a set or checkpoint chosen away from since
                     emit wholeSetClassified(false);
@@ -695,11 +739,7 @@ void ClassifyPage::classifyWholeSet()
                     m_summary->setText(cancelled ? tr("Cancelled.")
                                                  : tr("Failed: %1").arg(r.error));
                     m_progress->setValue(0);
-                    if (!cancelled)
-                        emit errorOccurred(
-                            validation
-                                ? tr("Classifying the validation set failed: %1").arg(r.error)
-                                : tr("Classifying the test set failed: %1").arg(r.error));
+                    if (!cancelled) emit errorOccurred(words.failed.arg(r.error));
                     emit wholeSetClassified(false);
                     updateControls();
                     return;
@@ -710,19 +750,13 @@ void ClassifyPage::classifyWholeSet()
                 const QString accuracy = QLocale().toString(p.accuracy() * 100, 'f', 2);
                 const QString correct = QLocale().toString(qint64(p.correct));
                 const QString examples = QLocale().toString(qint64(p.examples()));
-                m_summary->setText(
-                    validation ? tr("<b>Accuracy %1 %</b>: %2 of %3 validation images right.")
-                                     .arg(accuracy, correct, examples)
-                               : tr("<b>Accuracy %1 %</b>: %2 of %3 test images right.")
-                                     .arg(accuracy, correct, examples));
+                m_summary->setText(words.accuracy.arg(accuracy, correct, examples));
                 m_classModel->setResults(m_classNames, p);
                 m_heatMap->setMatrix(m_classNames,
                                      QVector<std::int64_t>(p.confusion.begin(), p.confusion.end()));
                 showSetImages({});
-                emit logMessage((validation ? tr("Validation set: accuracy %1 % with %2")
-                                            : tr("Test set: accuracy %1 % with %2"))
-                                    .arg(p.accuracy() * 100, 0, 'f', 2)
-                                    .arg(m_checkpointPath));
+                emit logMessage(
+                    words.logged.arg(p.accuracy() * 100, 0, 'f', 2).arg(m_checkpointPath));
                 emit wholeSetClassified(true);
                 updateControls();
             });
@@ -746,8 +780,9 @@ void ClassifyPage::showSetImages(const std::vector<std::int64_t>& indices)
     m_cellImages->setDataset(m_dataset);
     const bool validation = m_set == EvalSet::Validation;
     m_cellImages->setValidationSet(validation ? m_images : nullptr);
-    m_cellImages->setSplit(validation ? SampleImageModel::Split::Validation
-                                      : SampleImageModel::Split::Test);
+    m_cellImages->setSplit(validation                ? SampleImageModel::Split::Validation
+                           : m_set == EvalSet::Train ? SampleImageModel::Split::Train
+                                                     : SampleImageModel::Split::Test);
     m_cellImages->setIndexList(indices);
     m_cellImages->setNotes(std::move(notes));
 }
@@ -770,8 +805,7 @@ void ClassifyPage::showSurestMistakes()
     showSetImages(indices);
     m_cellLabel->setText(
         indices.empty()
-            ? (m_set == EvalSet::Validation ? tr("No validation image is classified wrongly.")
-                                            : tr("No test image is classified wrongly."))
+            ? setWords().noMistakes
             : tr("The %n wrong answer(s) the network was surest of, the surest first (each "
                  "image's tooltip says what it was taken for): mislabelled images and look-alike "
                  "classes show here.",
@@ -784,7 +818,11 @@ void ClassifyPage::updateControls()
     for (QWidget* w : std::initializer_list<QWidget*>{m_openImage, m_imageIndex, m_classifyIndex,
                                                       m_randomImage, m_classifyAll})
         w->setEnabled(ready);
-    m_setChoice->setEnabled(ready && validationShare() > 0);
+    m_setChoice->setEnabled(ready);
+    // The validation set only where the checkpoint's run held one out (setEvalSet's rule).
+    if (auto* items = qobject_cast<QStandardItemModel*>(m_setChoice->model()))
+        items->item(m_setChoice->findData(int(EvalSet::Validation)))
+            ->setEnabled(validationShare() > 0);
     m_image->setEnabled(ready);
     m_cancelAll->setEnabled(m_wholeSetJob.isRunning());
     m_invert->setEnabled(ready && m_source.rank() == 3 && m_source[2] == 1);

@@ -57,7 +57,8 @@ public:
     enum class EvalSet
     {
         Test,
-        Validation // the share of the training images the checkpoint's run held out
+        Validation, // the share of the training images the checkpoint's run held out
+        Train       // the training images, undistorted (as towers-cli eval --set train)
     };
 
     // Where the images of a dataset come from: the one already in memory (the Data page's)
@@ -159,6 +160,18 @@ private:
     // withDataset, then the chosen set's images drawn (m_images) before `then`.
     void withImages(std::function<void()> then);
     // The chosen set's texts: the group's title, the buttons, the image number's prefix.
+    // What the page calls the chosen set's images, in each sentence that names them.
+    struct SetWords
+    {
+        QString title, imagePrefix, random, classifyAll;
+        QString caption;     // %1 the image's index, %2 its true class
+        QString classifying; // %1 the count
+        QString failed;      // %1 the error
+        QString accuracy;    // %1 the accuracy, %2 right, %3 of
+        QString logged;      // %1 the accuracy, %2 the checkpoint
+        QString noMistakes;
+    };
+    SetWords setWords() const;
     void updateSetTexts();
     // Forgets the whole-set results (they were of another set or checkpoint).
     void clearWholeSetResults();
