@@ -865,6 +865,12 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             if (m_observer) m_observer->onStopped(s);
             return Outcome::Stopped;
         };
+        // The run reached its end, or stopped early: the same close for both.
+        auto ended = [&](Outcome outcome) {
+            if (m_events) m_events->end(true);
+            if (m_observer) m_observer->onFinished(m_step.load());
+            return outcome;
+        };
         // Steps are issued ahead of their results where the towers allow it (TowerSet::
         // pipelines(): GPU towers, whose host prepares and issues step s + 1 while the GPUs still
         // compute step s); the results come one step late. A step after which the towers' state
@@ -980,16 +986,10 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         // After an evaluation every issued step is done (it reads the towers' state), so an early
         // stop leaves nothing in flight.
         if (m_lastCheckpointStep != m_step.load()) writeCheckpoint();
-        if (m_stopEarly) {
-            if (m_events) m_events->end(true);
-            if (m_observer) m_observer->onFinished(m_step.load());
-            return Outcome::StoppedEarly;
-        }
+        if (m_stopEarly) return ended(Outcome::StoppedEarly);
         if (m_evalBatches && m_lastEvalStep != m_step.load() && !runEvaluation(stop))
             return stopped();
-        if (m_events) m_events->end(true);
-        if (m_observer) m_observer->onFinished(m_step.load());
-        return Outcome::Finished;
+        return ended(Outcome::Finished);
     } catch (const std::exception& e) {
         if (m_events) {
             try {

@@ -41,9 +41,6 @@ namespace towers::ui {
 
 namespace {
 
-// A config.json value as one line: strings as they are, whole numbers as integers, others to 10
-// significant digits, arrays and objects as compact JSON.
-
 // Adds o's members under parent (the tree's top level when null); true when one is a branch.
 bool addConfigItems(QTreeWidgetItem* parent, QTreeWidget* tree, const QJsonObject& o)
 {
