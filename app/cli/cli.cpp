@@ -84,6 +84,7 @@ int runCli(const QStringList& arguments)
         if (first != QLatin1String(c.name)) continue;
         QStringList args = arguments.mid(1);
         args[0] = QStringLiteral("towers-cli ") + first;
+        io.program = args[0];
         try {
             return c.run(args, io);
         } catch (const engine::InvalidArgument& e) {

@@ -18,7 +18,7 @@ bool parseOrExplain(QCommandLineParser& parser, const QStringList& args, Command
                                   QStringLiteral("Show this help."));
     parser.addOption(help);
     if (!parser.parse(args)) {
-        io.err << "towers-cli: " << parser.errorText() << "\n"
+        io.err << io.program << ": " << parser.errorText() << "\n"
                << "Run '" << args.value(0) << " --help' for usage.\n";
         exitCode = ExitUsage;
         return false;
@@ -61,7 +61,7 @@ bool doubleOption(const QCommandLineParser& parser, const QString& name, double 
     bool ok = false;
     const double v = parser.value(name).toDouble(&ok);
     if (!ok || !(v >= min && v <= max)) {
-        io.err << "towers-cli: --" << name << " must be a number from " << min << " to " << max
+        io.err << io.program << ": --" << name << " must be a number from " << min << " to " << max
                << ", got '" << parser.value(name) << "'\n";
         return false;
     }
@@ -77,8 +77,8 @@ bool intOption(const QCommandLineParser& parser, const QString& name, int min, i
     const QString text = parser.value(name);
     const int v = text.toInt(&ok);
     if (!ok || v < min || v > max) {
-        io.err << "towers-cli: --" << name << " must be an integer from " << min << " to " << max
-               << ", got '" << text << "'\n";
+        io.err << io.program << ": --" << name << " must be an integer from " << min << " to "
+               << max << ", got '" << text << "'\n";
         return false;
     }
     value = v;
@@ -110,7 +110,7 @@ bool choiceOption(const QCommandLineParser& parser, const QString& name,
         if (i > 1) list += i == int(choices.size()) ? QStringLiteral(" or ") : QStringLiteral(", ");
         list += QLatin1String(c);
     }
-    io.err << "towers-cli: --" << name << " must be " << list << ", got '" << text << "'\n";
+    io.err << io.program << ": --" << name << " must be " << list << ", got '" << text << "'\n";
     return false;
 }
 

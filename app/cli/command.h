@@ -28,6 +28,9 @@ struct CommandIo
 {
     QTextStream& out;
     QTextStream& err;
+    // The command's name in its messages ("towers-cli train"): the option checks below start
+    // theirs with it, as the command's own messages do.
+    QString program = QStringLiteral("towers-cli");
 };
 
 struct Command
@@ -65,7 +68,8 @@ bool doubleOption(const QCommandLineParser& parser, const QString& name, double 
 // error naming the option otherwise.
 bool onOffOption(const QCommandLineParser& parser, const QString& name, bool& value, CommandIo& io);
 // Reads an option whose value is one of `choices` into `value` (left as it is when the option is
-// not given); otherwise prints "towers-cli: --name must be a, b or c, got 'x'" and returns false.
+// not given); otherwise prints "towers-cli train: --name must be a, b or c, got 'x'" and returns
+// false.
 bool choiceOption(const QCommandLineParser& parser, const QString& name,
                   std::initializer_list<const char*> choices, QString& value, CommandIo& io);
 

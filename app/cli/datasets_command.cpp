@@ -17,7 +17,7 @@ bool searchPathOption(const QCommandLineParser& parser, CommandIo& io,
     const QString dir = parser.value(QStringLiteral("data-dir"));
     std::error_code ec;
     if (!dir.isEmpty() && !std::filesystem::is_directory(dir.toStdString(), ec)) {
-        io.err << "towers-cli: --data-dir: '" << dir << "' is not a folder\n";
+        io.err << io.program << ": --data-dir: '" << dir << "' is not a folder\n";
         return false;
     }
     path = searchPathWith(dir);

@@ -180,7 +180,7 @@ bool int64Option(const QCommandLineParser& p, const QString& name, qint64 min, q
     bool ok = false;
     const qint64 v = p.value(name).toLongLong(&ok);
     if (!ok || v < min || v > max) {
-        io.err << "towers-cli train: --" << name << " must be an integer from " << min << " to "
+        io.err << io.program << ": --" << name << " must be an integer from " << min << " to "
                << max << ", got '" << p.value(name) << "'\n";
         return false;
     }

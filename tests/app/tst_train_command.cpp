@@ -156,6 +156,12 @@ private slots:
         QTest::addColumn<int>("exitCode");
         QTest::addColumn<QString>("message");
         QTest::newRow("towers 0") << QStringList{"train", "--towers", "0"} << 2 << "--towers";
+        // The shared option checks name the command, as the commands' own messages do.
+        QTest::newRow("lr not a number")
+            << QStringList{"train", "--lr", "nan"} << 2
+            << "towers-cli train: --lr must be a number from 1e-12 to 1e+06, got 'nan'";
+        QTest::newRow("eval: batch 0") << QStringList{"eval", "--batch-size", "0"} << 2
+                                       << "towers-cli eval: --batch-size must be an integer";
         QTest::newRow("batch not a number")
             << QStringList{"train", "--batch-size", "many"} << 2 << "--batch-size";
         QTest::newRow("steps and epochs")
@@ -164,12 +170,12 @@ private slots:
             << QStringList{"train", "--dataset", "imagenet"} << 2 << "fashion-mnist";
         QTest::newRow("unknown model")
             << QStringList{"train", "--model", "vgg"} << 2 << "cifar10-tutorial";
-        QTest::newRow("unknown option")
-            << QStringList{"train", "--frobnicate"} << 2 << "frobnicate";
+        QTest::newRow("unknown option") << QStringList{"train", "--frobnicate"} << 2
+                                        << "towers-cli train: Unknown option 'frobnicate'.";
         QTest::newRow("bad augment") << QStringList{"train", "--augment", "lots"} << 2
                                      << "--augment must be default, tutorial or none, got 'lots'";
         QTest::newRow("bad device") << QStringList{"train", "--device", "tpu"} << 2
-                                    << "--device must be cpu or cuda, got 'tpu'";
+                                    << "towers-cli train: --device must be cpu or cuda, got 'tpu'";
         QTest::newRow("bad allreduce") << QStringList{"train", "--allreduce", "ring"} << 2
                                        << "--allreduce must be auto or host, got 'ring'";
         QTest::newRow("bad gpu data") << QStringList{"train", "--gpu-data", "always"} << 2
