@@ -20,7 +20,8 @@ int runBench(const QStringList& args, CommandIo& io)
         "step split into forward, backward and update. Compare with PyTorch on the\n"
         "same machine with bench/compare.py."));
     p.addOptions({
-        {QStringLiteral("model"), QStringLiteral("Model to time (see 'towers-cli models')."),
+        {QStringLiteral("model"),
+         QStringLiteral("Model to time (see 'towers-cli models'), or a model file (.json)."),
          QStringLiteral("name"), QStringLiteral("cifar10-tutorial")},
         {QStringLiteral("batch-size"), QStringLiteral("Images per step."), QStringLiteral("n"),
          QStringLiteral("128")},
@@ -57,7 +58,9 @@ int runBench(const QStringList& args, CommandIo& io)
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
     engine::TrainStepBenchOptions o;
-    o.model = p.value(QStringLiteral("model")).toStdString();
+    const engine::ModelInfo& model = modelOption(p.value(QStringLiteral("model")));
+    o.model = model.name;
+    o.modelDefinition = model.definition;
     o.backend = p.value(QStringLiteral("backend")).toStdString();
     o.allowTf32 = p.isSet(QStringLiteral("tf32"));
     o.perLayer = p.isSet(QStringLiteral("per-layer"));

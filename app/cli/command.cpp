@@ -8,6 +8,8 @@
 #include "app/runs/run_scanner.h"
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_spec.h"
+#include "engine/models/model_file.h"
+#include "engine/train/recipe.h"
 
 namespace towers::app {
 
@@ -112,6 +114,19 @@ bool choiceOption(const QCommandLineParser& parser, const QString& name,
     }
     io.err << io.program << ": --" << name << " must be " << list << ", got '" << text << "'\n";
     return false;
+}
+
+const engine::ModelInfo& modelOption(const QString& value)
+{
+    const std::string model = value.toStdString();
+    if (!engine::namesModelFile(model)) return engine::findModel(model);
+    const engine::ModelInfo& info = engine::readModelFile(model);
+    try {
+        (void)engine::defaultConfigFor(info); // its recipe, before anything starts
+    } catch (const engine::InvalidArgument& e) {
+        throw engine::IoError(model + ": " + e.what());
+    }
+    return info;
 }
 
 QString shapeText(const engine::Shape& s)

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "engine/models/registry.h"
 #include "engine/tensor/shape.h"
 #include "engine/train/train_config.h"
 
@@ -72,6 +73,11 @@ bool onOffOption(const QCommandLineParser& parser, const QString& name, bool& va
 // false.
 bool choiceOption(const QCommandLineParser& parser, const QString& name,
                   std::initializer_list<const char*> choices, QString& value, CommandIo& io);
+
+// The model a --model value names: a built-in model, or a model file (engine::namesModelFile:
+// a path with a '/' or ending in ".json") read now. UnknownName listing the built-in models;
+// IoError naming the file when it cannot be read or describes no valid network or recipe.
+const engine::ModelInfo& modelOption(const QString& value);
 
 // "28x28x1" and [28, 28, 1]
 QString shapeText(const engine::Shape& s);

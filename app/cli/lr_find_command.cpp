@@ -44,7 +44,8 @@ int runLrFind(const QStringList& args, CommandIo& io)
          QStringLiteral("name")},
         {QStringLiteral("data-dir"), QStringLiteral("Look for the dataset in this folder first."),
          QStringLiteral("dir")},
-        {QStringLiteral("model"), QStringLiteral("The model (default: the dataset's)."),
+        {QStringLiteral("model"),
+         QStringLiteral("The model, or a model file (.json) (default: the dataset's)."),
          QStringLiteral("name")},
     });
     p.addOptions(deviceOptions(QStringLiteral("cpu or cuda (default cpu).")));
@@ -88,12 +89,20 @@ int runLrFind(const QStringList& args, CommandIo& io)
     if (const int r = initFromOption(p, QStringLiteral("towers-cli lr-find"), io, initFrom);
         r != ExitOk)
         return r;
-    const std::string model =
-        p.isSet(QStringLiteral("model")) ? p.value(QStringLiteral("model")).toStdString()
-        : !initFrom.isEmpty()
-            ? engine::readCheckpointInfo(initFrom.toStdString()).model // IoError naming it
-            : engine::defaultModelFor(spec);
+    std::optional<engine::CheckpointInfo> init;
+    if (!initFrom.isEmpty())
+        init = engine::readCheckpointInfo(initFrom.toStdString()); // IoError naming it
+    const engine::ModelInfo& model =
+        p.isSet(QStringLiteral("model")) ? modelOption(p.value(QStringLiteral("model")))
+        : init                           ? engine::resolveModel(init->model, init->modelDefinition)
+                                         : engine::findModel(engine::defaultModelFor(spec));
     engine::TrainConfig c = engine::defaultConfigFor(model);
+    // How the suggestion names the model: as given (a model file's path), by name, or not at all
+    // for a model file's network that --init-from brings along.
+    const QString modelArgument = p.isSet(QStringLiteral("model"))
+                                      ? p.value(QStringLiteral("model"))
+                                  : model.definition.empty() ? QString::fromStdString(model.name)
+                                                             : QString();
     c.dataset = dataset.toStdString();
     c.initFrom = initFrom.toStdString();
     engine::LrRangeOptions o;
@@ -131,7 +140,7 @@ int runLrFind(const QStringList& args, CommandIo& io)
     const int every = std::max(1, o.steps / 10);
     const auto result = engine::runLrRangeTest(c, data, o, [&](const engine::LrRangePoint& pt) {
         if (!json && pt.step == 0)
-            io.out << "learning-rate range test: " << QString::fromStdString(model) << " on "
+            io.out << "learning-rate range test: " << QString::fromStdString(model.name) << " on "
                    << dataset << ", " << towers << " tower(s) x " << batch << ", "
                    << QString::fromStdString(c.optimizer.kind) << ", " << o.steps << " steps from "
                    << lrText(o.minLr) << " to " << lrText(o.maxLr)
@@ -152,7 +161,7 @@ int runLrFind(const QStringList& args, CommandIo& io)
                                       {QStringLiteral("loss"), pt.loss},
                                       {QStringLiteral("smoothed"), pt.smoothed}});
         io.out << QJsonDocument(
-                      QJsonObject{{QStringLiteral("model"), QString::fromStdString(model)},
+                      QJsonObject{{QStringLiteral("model"), QString::fromStdString(model.name)},
                                   {QStringLiteral("dataset"), dataset},
                                   {QStringLiteral("points"), points},
                                   {QStringLiteral("diverged"), result.diverged},
@@ -173,8 +182,9 @@ int runLrFind(const QStringList& args, CommandIo& io)
     io.out << "lowest smoothed loss at " << lrText(result.minimumLr) << "\n"
            << "suggested learning rate: " << lrText(result.suggestedLr) << " ("
            << QString::fromStdString(result.note) << ")\n"
-           << "use it: towers-cli train --dataset " << dataset << " --model "
-           << QString::fromStdString(model) << " --towers " << towers
+           << "use it: towers-cli train --dataset " << dataset
+           << (modelArgument.isEmpty() ? QString() : QStringLiteral(" --model ") + modelArgument)
+           << " --towers " << towers
            << (c.backend != "cuda"   ? QString()
                : device.gpus.empty() ? QStringLiteral(" --device cuda")
                                      : QStringLiteral(" --gpus ") + p.value(QStringLiteral("gpus")))

@@ -12,10 +12,13 @@ int runModels(const QStringList& args, CommandIo& io)
 {
     QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
-        "Without a name, lists the models. With a name, shows that model's layers, output shapes\n"
-        "and parameter counts (names as in the equivalent PyTorch module's state_dict)."));
-    p.addPositionalArgument(QStringLiteral("name"), QStringLiteral("A model to describe."),
-                            QStringLiteral("[name]"));
+        "Without a name, lists the models. With a name, or a model file (your own network: see\n"
+        "docs/models.md), shows that model's layers, output shapes and parameter counts (names\n"
+        "as in the equivalent PyTorch module's state_dict); a model file is checked as train\n"
+        "would check it, its recipe too."));
+    p.addPositionalArgument(QStringLiteral("name"),
+                            QStringLiteral("A model to describe: a name, or a model file (.json)."),
+                            QStringLiteral("[name | file.json]"));
     p.addOption({QStringLiteral("json"), QStringLiteral("Print JSON.")});
     int code = 0;
     if (!parseOrExplain(p, args, io, code)) return code;
@@ -49,7 +52,8 @@ int runModels(const QStringList& args, CommandIo& io)
         return ExitOk;
     }
 
-    const auto model = engine::createModel(pos.first().toStdString());
+    const engine::ModelInfo& info = modelOption(pos.first());
+    const auto model = engine::buildModel(info);
     const auto rows = model->layerTable();
     if (json) {
         QJsonArray layers;

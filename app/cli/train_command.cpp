@@ -243,7 +243,9 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         {QStringLiteral("data-dir"), QStringLiteral("Look for the dataset in this folder first."),
          QStringLiteral("dir")},
         {QStringLiteral("model"),
-         QStringLiteral("Model (see 'towers-cli models'); default: the dataset's."), name},
+         QStringLiteral("Model (see 'towers-cli models'), or a model file of your own network "
+                        "(.json, docs/models.md); default: the dataset's."),
+         name},
     });
     p.addOptions(
         deviceOptions(QStringLiteral("cpu or cuda (default cpu; a resumed run keeps its own).")));
@@ -533,22 +535,24 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             engine::datasetSpecAlong(dataset.toStdString(), searchPath);
         // Rank 0 reads the checkpoint to start from (and sends its weights); the other processes
         // take the configuration from it below. Its model is the run's unless --model says.
-        std::string initFrom, initModel;
+        std::string initFrom;
+        std::optional<engine::CheckpointInfo> init;
         if (p.isSet(QStringLiteral("init-from")) && lead) {
             QString file;
             if (const int r = resolveInitFrom(file); r != ExitOk) return r;
             initFrom = file.toStdString();
-            initModel = engine::readCheckpointInfo(initFrom).model; // IoError naming the file
+            init = engine::readCheckpointInfo(initFrom); // IoError naming the file
         } else if (like) {
             initFrom = like->initFrom; // the weights that run started from, if any
         }
-        const std::string model = p.isSet(QStringLiteral("model"))
-                                      ? p.value(QStringLiteral("model")).toStdString()
-                                  : !initModel.empty() ? initModel
-                                  : like               ? like->model
-                                                       : engine::defaultModelFor(spec);
+        const engine::ModelInfo& model =
+            p.isSet(QStringLiteral("model")) ? modelOption(p.value(QStringLiteral("model")))
+            : init ? engine::resolveModel(init->model, init->modelDefinition)
+            : like ? engine::resolveModel(like->model, like->modelDefinition)
+                   : engine::findModel(engine::defaultModelFor(spec));
         c = like ? *like : engine::defaultConfigFor(model);
-        c.model = model;
+        c.model = model.name;
+        c.modelDefinition = model.definition;
         if (like && like->dataset != dataset.toStdString()) {
             c.dataDir.clear(); // where that run found its own dataset
             c.classes = 0;     // the new dataset's, when the run is built

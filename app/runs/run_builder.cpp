@@ -247,7 +247,9 @@ QStringList unloadableCheckpoints(const engine::SessionOptions& resume)
     try {
         const engine::RunDirectory dir(resume.runDirectory);
         if (dir.checkpoints().empty()) return out;
-        const auto model = engine::buildModel(resume.config.model, resume.config.classes);
+        const auto model = engine::buildModel(
+            engine::resolveModel(resume.config.model, resume.config.modelDefinition),
+            resume.config.classes);
         std::vector<std::string> skipped;
         if (dir.newestGoodCheckpoint(model.get(), &skipped)) return out;
         for (const auto& s : skipped) out << QString::fromStdString(s);

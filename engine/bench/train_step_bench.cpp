@@ -112,7 +112,8 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     auto finish = [&] { ops->synchronize(); };
     const bool onGpu = !ops->device().isHost();
 
-    auto model = createModel(o.model, o.seed);
+    auto model = buildModel(resolveModel(o.model, o.modelDefinition));
+    model->initialize(o.seed);
     const Shape& in = model->inputShape();
     Rng rng(o.seed + 1);
     Tensor images({o.batchSize, in[0], in[1], in[2]}, DType::Float32);

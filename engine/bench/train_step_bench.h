@@ -17,6 +17,7 @@ namespace towers::engine {
 struct TrainStepBenchOptions
 {
     std::string model = "cifar10-tutorial";
+    std::string modelDefinition; // a model file's network (resolveModel), "" for a built-in one
     int batchSize = 128;
     int threads = 0;                // 0 = every core
     int steps = 20;                 // timed steps

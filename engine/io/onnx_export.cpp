@@ -317,7 +317,8 @@ OnnxExportSummary exportOnnx(const fs::path& checkpoint, const fs::path& output,
     const Checkpoint c = readCheckpoint(checkpoint);
     std::unique_ptr<Model> model;
     try {
-        model = buildModel(c.info.model, checkpointClasses(c.info));
+        model = buildModel(resolveModel(c.info.model, c.info.modelDefinition),
+                           checkpointClasses(c.info));
         validateCheckpoint(c, *model, checkpoint);
     } catch (const InvalidArgument& e) {
         // The file is the problem, not the command line.

@@ -1,5 +1,10 @@
 #include "engine/models/registry.h"
 
+#include <map>
+#include <mutex>
+
+#include "engine/models/model_file.h"
+
 namespace towers::engine {
 
 namespace {
@@ -142,9 +147,32 @@ bool modelFits(const ModelInfo& model, const Shape& imageShape)
            imageShape[1] >= in[1];
 }
 
+const ModelInfo& resolveModel(const std::string& name, const std::string& definition)
+{
+    if (definition.empty()) return findModel(name);
+    static std::mutex mutex;
+    // Keyed by the text: two versions of one file are two networks of one name.
+    static std::map<std::string, std::unique_ptr<const ModelInfo>> read;
+    const std::lock_guard lock(mutex);
+    auto it = read.find(definition);
+    if (it == read.end())
+        it = read.emplace(definition, std::make_unique<const ModelInfo>(modelFromDefinition(
+                                          definition, "the model definition of '" + name + "'")))
+                 .first;
+    if (it->second->name != name)
+        throw InvalidArgument("the model definition of '" + name + "' describes a model called '" +
+                              it->second->name + "'");
+    return *it->second;
+}
+
 std::unique_ptr<Model> buildModel(const std::string& name, int classes)
 {
-    const ModelInfo& info = findModel(name);
+    return buildModel(findModel(name), classes);
+}
+
+std::unique_ptr<Model> buildModel(const ModelInfo& info, int classes)
+{
+    const std::string& name = info.name;
     if (classes == 0) classes = info.numClasses;
     if (classes < 2 || classes > kMaxClasses)
         throw InvalidArgument("model '" + name + "': " + std::to_string(classes) +

@@ -69,11 +69,21 @@ struct ModelInfo
     std::function<std::unique_ptr<Model>(int classes)> build;
     ModelRecipe recipe;
     ModelAugmentation augmentation;
+    // A network from a model file (model_file.h): its canonical definition, and its "recipe"
+    // object (the fields of config.json it sets over `recipe`, as compact JSON; "" for none).
+    // Both "" for a built-in model.
+    std::string definition = {};
+    std::string recipeJson = {};
 };
 
 const std::vector<ModelInfo>& modelRegistry();
 // Throws UnknownName listing the known models.
 const ModelInfo& findModel(const std::string& name);
+// The model a run or a checkpoint names: the built-in model `name` when `definition` is empty,
+// else the network that `definition` (a model file's canonical text, TrainConfig::modelDefinition)
+// describes, which must be called `name`. Read once per definition and kept for the process, so
+// the reference stays valid. UnknownName or InvalidArgument saying why not.
+const ModelInfo& resolveModel(const std::string& name, const std::string& definition);
 // Whether `model` takes images of `imageShape` [H, W, C]: the same channels, and at least its
 // input's height and width (larger images are cropped to it).
 bool modelFits(const ModelInfo& model, const Shape& imageShape);
@@ -82,6 +92,8 @@ bool modelFits(const ModelInfo& model, const Shape& imageShape);
 constexpr int kMaxClasses = 100000;
 // Builds a model with `classes` outputs (0: ModelInfo::numClasses); throws InvalidArgument for a
 // count below 2 or above kMaxClasses.
+std::unique_ptr<Model> buildModel(const ModelInfo& info, int classes = 0);
+// The same for a built-in model.
 std::unique_ptr<Model> buildModel(const std::string& name, int classes = 0);
 // buildModel, then initialises it from `seed`.
 std::unique_ptr<Model> createModel(const std::string& name, std::uint64_t seed = 1,

@@ -115,6 +115,10 @@ CheckpointInfo parseInfo(const std::map<std::string, std::string>& meta, const f
     info.preprocessing = get("preprocessing");
     info.optimizer = get("optimizer");
     info.config = get("config");
+    // A model file's network travels in the run's configuration (TrainConfig::modelDefinition).
+    if (const Json config = Json::parse(info.config, nullptr, false); config.is_object())
+        if (const auto d = config.find("modelDefinition"); d != config.end() && d->is_object())
+            info.modelDefinition = d->dump();
     info.step = parseInt(get("step"), path, "step");
     if (info.step < 0) throw bad("step", "is negative");
     try {

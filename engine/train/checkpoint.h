@@ -33,6 +33,9 @@ struct CheckpointInfo
     double epoch = 0;          // step / steps per epoch
     std::string optimizer;     // "sgd", "momentum", "nesterov", "adam"
     std::string config;        // the run configuration as JSON (TrainConfig::toJson)
+    // A model file's network (TrainConfig::modelDefinition, read from `config`); "" for a built-in
+    // model. resolveModel(model, modelDefinition) is the checkpoint's model.
+    std::string modelDefinition;
 };
 
 struct Checkpoint

@@ -14,7 +14,8 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
     const Checkpoint c = readCheckpoint(checkpoint);
     m_info = c.info;
     try {
-        m_model = buildModel(m_info.model, checkpointClasses(m_info));
+        m_model = buildModel(resolveModel(m_info.model, m_info.modelDefinition),
+                             checkpointClasses(m_info));
     } catch (const std::exception& e) {
         throw InvalidArgument(checkpoint.string() + ": " + e.what());
     }

@@ -74,7 +74,8 @@ LrRangeResult runLrRangeTest(const TrainConfig& config, const Dataset& dataset,
     TrainConfig c = config;
     c.validate();
     c.checkPrecision();
-    const Preprocessing recipe = preprocessingFor(c.model, dataset);
+    const Preprocessing recipe =
+        preprocessingFor(resolveModel(c.model, c.modelDefinition), dataset);
     c.classes = int(dataset.classNames.size());
 
     LoaderOptions lo;

@@ -1,6 +1,9 @@
 #include "engine/train/recipe.h"
 
 #include <algorithm>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/data/dataset_spec.h"
 #include "engine/models/registry.h"
@@ -33,9 +36,15 @@ std::string defaultModelFor(const DatasetSpec& spec)
 
 TrainConfig defaultConfigFor(const std::string& model)
 {
-    const ModelRecipe& r = findModel(model).recipe; // UnknownName listing the models
+    return defaultConfigFor(findModel(model)); // UnknownName listing the models
+}
+
+TrainConfig defaultConfigFor(const ModelInfo& info)
+{
+    const ModelRecipe& r = info.recipe;
     TrainConfig c;
-    c.model = model;
+    c.model = info.name;
+    c.modelDefinition = info.definition;
     c.optimizer = r.optimizer;
     c.schedule = r.schedule;
     c.batchPerTower = r.batchPerTower;
@@ -46,12 +55,46 @@ TrainConfig defaultConfigFor(const std::string& model)
     c.checkpointEvery = r.checkpointEvery;
     c.evalEvery = r.evalEvery;
     c.logEvery = r.logEvery;
-    return c;
+    if (info.recipeJson.empty()) return c;
+    // A model file's "recipe": config.json's fields over the recipe above, the optimizer's and
+    // the schedule's field by field; a length given replaces the other.
+    using Json = nlohmann::json;
+    const Json recipe = Json::parse(info.recipeJson);
+    const std::set<std::string> known = {
+        "optimizer",   "lr",       "schedule",        "batchPerTower", "steps",   "epochs",
+        "weightDecay", "emaDecay", "checkpointEvery", "evalEvery",     "logEvery"};
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    Json merged = Json::parse(c.toJson());
+    for (const auto& [key, value] : recipe.items()) {
+        if (!known.count(key))
+            throw InvalidArgument("model '" + info.name + "': recipe: " + key +
+                                  ": unknown field (a recipe sets " + list + ")");
+        if ((key == "optimizer" || key == "schedule") && value.is_object())
+            merged[key].update(value);
+        else
+            merged[key] = value;
+    }
+    if (recipe.contains("steps") && !recipe.contains("epochs")) merged["epochs"] = 0;
+    if (recipe.contains("epochs") && !recipe.contains("steps")) merged["steps"] = 0;
+    try {
+        return TrainConfig::fromJson(merged.dump());
+    } catch (const InvalidArgument& e) {
+        std::string what = e.what();
+        const std::string prefix = "training configuration: ";
+        if (what.starts_with(prefix)) what.erase(0, prefix.size());
+        throw InvalidArgument("model '" + info.name + "': recipe: " + what);
+    }
 }
 
 Preprocessing preprocessingFor(const std::string& model, const Dataset& dataset)
 {
-    const ModelInfo& info = findModel(model);
+    return preprocessingFor(findModel(model), dataset);
+}
+
+Preprocessing preprocessingFor(const ModelInfo& info, const Dataset& dataset)
+{
+    const std::string& model = info.name;
     const Shape& in = info.inputShape; // [H, W, C]
     const Shape source = dataset.train.imageShape();
     auto shapeText = [](const Shape& s) {

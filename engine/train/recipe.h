@@ -9,6 +9,7 @@
 
 #include "engine/data/dataset_spec.h"
 #include "engine/data/preprocessing.h"
+#include "engine/models/registry.h"
 #include "engine/train/train_config.h"
 
 namespace towers::engine {
@@ -27,6 +28,11 @@ std::string defaultModelFor(const DatasetSpec& spec);
 // TrainConfig's defaults; the caller fills dataset, towers and anything the user overrides.
 // UnknownName listing the models for an unknown one.
 TrainConfig defaultConfigFor(const std::string& model);
+// The same for any model, one of a model file too: its ModelRecipe, then the file's "recipe"
+// (config.json's fields: optimizer, lr, schedule, batchPerTower, steps or epochs, weightDecay,
+// emaDecay, checkpointEvery, evalEvery, logEvery) over it. InvalidArgument naming the model and
+// the field for a recipe that is not valid.
+TrainConfig defaultConfigFor(const ModelInfo& info);
 
 // The preprocessing of `model` on `dataset` (its training set gives the normalisation
 // statistics), from the model's ModelAugmentation: the seeds' distorted_inputs (random crops to
@@ -38,5 +44,6 @@ TrainConfig defaultConfigFor(const std::string& model);
 // takes 24x24x3 images; fashion-mnist has 28x28x1"), or for fewer than 2 classes (any count from
 // 2 to kMaxClasses is the dataset's: the model is built with it).
 Preprocessing preprocessingFor(const std::string& model, const Dataset& dataset);
+Preprocessing preprocessingFor(const ModelInfo& model, const Dataset& dataset);
 
 } // namespace towers::engine

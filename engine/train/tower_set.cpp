@@ -219,9 +219,9 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
                               std::to_string(m_opt.emaDecay));
     std::function<std::unique_ptr<Model>()> build = m_opt.build;
     if (!build) {
-        buildModel(m_opt.model,
-                   m_opt.numClasses); // an unknown model or class count, before any tower
-        build = [this] { return buildModel(m_opt.model, m_opt.numClasses); };
+        const ModelInfo& info = resolveModel(m_opt.model, m_opt.modelDefinition);
+        buildModel(info, m_opt.numClasses); // an unknown model or class count, before any tower
+        build = [this, &info] { return buildModel(info, m_opt.numClasses); };
     }
     if (m_opt.dtype != DType::Float32 &&
         !(m_opt.dtype == DType::Float64 && m_opt.backend == "reference"))

@@ -28,6 +28,7 @@ namespace towers::engine {
 struct TowerSetOptions
 {
     std::string model = "cifar10-tutorial"; // a registered model
+    std::string modelDefinition;            // or a model file's network (resolveModel)
     // When set, builds each replica instead of the registry (a network that is not registered:
     // tests, experiments). `model` is then only a name.
     std::function<std::unique_ptr<Model>()> build;

@@ -63,8 +63,8 @@ void rejectUnknown(const Json& obj, const std::set<std::string>& known, const st
 void TrainConfig::validate() const
 {
     try {
-        findModel(model);
-    } catch (const UnknownName& e) {
+        resolveModel(model, modelDefinition);
+    } catch (const InvalidArgument& e) {
         fail("model", e.what());
     }
     if (classes != 0 && (classes < 2 || classes > kMaxClasses))
@@ -221,6 +221,7 @@ std::string TrainConfig::toJson() const
 {
     Json o;
     o["model"] = model;
+    if (!modelDefinition.empty()) o["modelDefinition"] = Json::parse(modelDefinition);
     o["classes"] = classes;
     o["backend"] = backend;
     o["towers"] = towers;
@@ -293,10 +294,15 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
                       "evalBatchSize", "logEvery",        "histogramEvery",  "verifyEvery",
                       "dataset",       "dataDir",         "augmentation",    "runId",
                       "cudaGraphs",    "cudnnBenchmark",  "classes",         "initFrom",
-                      "validation",    "patience",        "minDelta"},
+                      "validation",    "patience",        "minDelta",        "modelDefinition"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
+    if (const auto it = o.find("modelDefinition"); it != o.end()) {
+        if (!it->is_object())
+            fail("modelDefinition", "expected a model file's object, got " + it->dump());
+        c.modelDefinition = it->dump();
+    }
     read(o, "classes", c.classes);
     read(o, "backend", c.backend);
     read(o, "towers", c.towers);

@@ -17,6 +17,10 @@ inline constexpr double kMaxMinDelta = 0.5;
 struct TrainConfig
 {
     std::string model = "cifar10-tutorial";
+    // A network from a model file (engine/models/model_file.h): its canonical definition, so that
+    // config.json and every checkpoint hold it and the run needs the file no more. "" for a
+    // built-in model. JSON "modelDefinition": the definition's object; absent: "".
+    std::string modelDefinition;
     // The classifier's outputs: the dataset's class count, set when the run is built
     // (TrainingSession). 0: the model's default (ModelInfo::numClasses), as in a run from before
     // it was recorded.

@@ -168,6 +168,7 @@ TowerSetOptions towerSetOptionsFor(const TrainConfig& c, ProcessGroup* processes
 {
     TowerSetOptions o;
     o.model = c.model;
+    o.modelDefinition = c.modelDefinition;
     o.numClasses = c.classes;
     o.backend = c.backend;
     o.towers = c.towers;

@@ -135,7 +135,7 @@ void TrainingSession::build(TrainerObserver* observer)
             loadDatasetPreferring(c.dataset, c.dataDir, m_options.searchPath));
     }
     if (group) requireSameEverywhere(*group, fingerprint(*m_dataset), "dataset");
-    m_recipe = preprocessingFor(c.model, *m_dataset);
+    m_recipe = preprocessingFor(resolveModel(c.model, c.modelDefinition), *m_dataset);
     // The classifier has the dataset's classes (CIFAR-100's 100, an imported folder's).
     c.classes = int(m_dataset->classNames.size());
     // The images it trains on and the set it evaluates on while it trains.

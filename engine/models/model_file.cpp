@@ -1,0 +1,602 @@
+#include "engine/models/model_file.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/errors.h"
+#include "engine/nn/batch_norm.h"
+#include "engine/nn/conv2d.h"
+#include "engine/nn/dropout.h"
+#include "engine/nn/flatten.h"
+#include "engine/nn/linear.h"
+#include "engine/nn/lrn.h"
+#include "engine/nn/max_pool2d.h"
+
+namespace towers::engine {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// The largest sizes a model file may ask for: far above any sensible network, low enough that a
+// typing slip is refused before it allocates.
+constexpr std::int64_t kMaxWidth = 65536; // filters, units
+constexpr int kMaxKernel = 64;
+constexpr std::int64_t kMaxInputSide = 4096;
+constexpr std::int64_t kMaxInputChannels = 64;
+constexpr int kMaxDepth = 8; // residual blocks inside residual blocks
+
+// Where in the file a value is, for messages: "layers[2] (conv2)".
+struct Place
+{
+    std::string where; // the source: a file's path, "the run's configuration"
+    std::string path;  // "layers[2] (conv2)", "" for the top level
+
+    [[noreturn]] void fail(const std::string& field, const std::string& what) const
+    {
+        std::string at = where + ": ";
+        if (!path.empty()) at += path + ": ";
+        if (!field.empty()) at += field + ": ";
+        throw InvalidArgument(at + what);
+    }
+};
+
+void rejectUnknown(const Json& obj, const std::set<std::string>& known, const Place& at)
+{
+    for (const auto& [key, value] : obj.items())
+        if (!known.count(key)) {
+            std::string list;
+            for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+            at.fail(key, "unknown field (this one takes " + list + ")");
+        }
+}
+
+std::int64_t intField(const Json& obj, const char* key, std::int64_t fallback, std::int64_t min,
+                      std::int64_t max, const Place& at)
+{
+    const auto it = obj.find(key);
+    if (it == obj.end()) return fallback;
+    if (!it->is_number_integer() || it->get<std::int64_t>() < min || it->get<std::int64_t>() > max)
+        at.fail(key, "expected an integer from " + std::to_string(min) + " to " +
+                         std::to_string(max) + ", got " + it->dump());
+    return it->get<std::int64_t>();
+}
+
+double numberField(const Json& obj, const char* key, double fallback, double min, double max,
+                   bool maxIncluded, const Place& at)
+{
+    const auto it = obj.find(key);
+    if (it == obj.end()) return fallback;
+    const double v = it->is_number() ? it->get<double>() : NAN;
+    if (!(v >= min && (maxIncluded ? v <= max : v < max))) {
+        std::ostringstream range;
+        range << min << (maxIncluded ? " to " : " to below ") << max;
+        at.fail(key, "expected a number from " + range.str() + ", got " + it->dump());
+    }
+    return v;
+}
+
+bool boolField(const Json& obj, const char* key, bool fallback, const Place& at)
+{
+    const auto it = obj.find(key);
+    if (it == obj.end()) return fallback;
+    if (!it->is_boolean()) at.fail(key, "expected true or false, got " + it->dump());
+    return it->get<bool>();
+}
+
+std::string stringField(const Json& obj, const char* key, const std::string& fallback,
+                        const Place& at)
+{
+    const auto it = obj.find(key);
+    if (it == obj.end()) return fallback;
+    if (!it->is_string()) at.fail(key, "expected a string, got " + it->dump());
+    return it->get<std::string>();
+}
+
+// "relu" or "none"; a batch norm's "relu": true is the same as "activation": "relu".
+Activation activationField(const Json& obj, const Place& at)
+{
+    const std::string a = stringField(obj, "activation", "none", at);
+    if (a == "relu") return Activation::Relu;
+    if (a != "none") at.fail("activation", "expected \"relu\" or \"none\", got \"" + a + "\"");
+    return Activation::None;
+}
+
+// "torch" (PyTorch's default, U(+-1/sqrt(fan_in))), "glorot", {"normal": stddev} (TensorFlow's
+// truncated normal) or {"constant": value}.
+Init initField(const Json& obj, const char* key, const Place& at)
+{
+    const auto it = obj.find(key);
+    if (it == obj.end()) return Init::torchDefault();
+    if (it->is_string()) {
+        if (*it == "torch") return Init::torchDefault();
+        if (*it == "glorot") return Init::glorotUniform();
+    } else if (it->is_object() && it->size() == 1) {
+        const auto& [kind, value] = *it->items().begin();
+        if (value.is_number() && std::isfinite(value.get<double>())) {
+            if (kind == "normal" && value.get<double>() > 0)
+                return Init::truncatedNormal(value.get<double>());
+            if (kind == "constant") return Init::constant(value.get<double>());
+        }
+    }
+    at.fail(key,
+            "expected \"torch\", \"glorot\", {\"normal\": stddev > 0} or {\"constant\": value}, "
+            "got " +
+                it->dump());
+}
+
+// A layer name: what its parameters are called in checkpoints ("<name>.weight"), so unique in
+// the network, and none of the checkpoint's own prefixes.
+void checkName(const std::string& name, std::set<std::string>& taken, const Place& at)
+{
+    const bool charsOk = !name.empty() && name.size() <= 64 &&
+                         name.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
+                                                "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                "0123456789_.-") == std::string::npos;
+    if (!charsOk || name.front() == '.' || name.back() == '.')
+        at.fail("name", "expected 1 to 64 letters, digits, '_', '-' or '.' (not first or last), "
+                        "got \"" +
+                            name + "\"");
+    for (const char* reserved : {"ema", "optim"})
+        if (name == reserved || name.starts_with(std::string(reserved) + "."))
+            at.fail("name", "\"" + name + "\" is kept for the checkpoint's own tensors (" +
+                                reserved + ".*); choose another");
+    if (!taken.insert(name).second) at.fail("name", "\"" + name + "\" names another layer too");
+}
+
+// The layer types, each with the default name prefix of its layers (numbered from 1 per type).
+const std::map<std::string, std::string>& layerTypes()
+{
+    static const std::map<std::string, std::string> types = {
+        {"conv2d", "conv"},     {"batchnorm", "bn"}, {"maxpool", "pool"}, {"lrn", "norm"},
+        {"flatten", "flatten"}, {"linear", "fc"},    {"dropout", "drop"}, {"residual", "res"}};
+    return types;
+}
+
+std::string typeList()
+{
+    std::string list;
+    for (const auto& [type, prefix] : layerTypes()) list += (list.empty() ? "" : ", ") + type;
+    return list;
+}
+
+// The layers of a definition, checked against the shape flowing through them; `build` makes
+// them again for each replica with the classes of the run.
+class LayerList
+{
+public:
+    LayerList(const Json& layers, const Shape& input, const Place& at) : m_where(at.where)
+    {
+        std::set<std::string> taken;
+        std::map<std::string, int> counts;
+        Shape out = input;
+        m_specs = parse(layers, "layers", out, taken, counts, 0);
+        if (m_specs.empty()) at.fail("layers", "a network needs at least one layer");
+        for (std::size_t i = 0; i + 1 < m_specs.size(); ++i)
+            if (m_specs[i].classes)
+                Place{at.where, m_specs[i].path}.fail(
+                    "units", "\"classes\" is for the last layer, the classifier");
+        const Spec& last = m_specs.back();
+        if (last.type != "linear" || !last.classes)
+            Place{at.where, last.path}.fail(
+                "", "the last layer must be the classifier: a linear layer with \"units\": "
+                    "\"classes\" (one output per class of the dataset)");
+    }
+
+    std::unique_ptr<Sequential> build(int classes) const
+    {
+        auto net = std::make_unique<Sequential>();
+        add(*net, m_specs, classes);
+        return net;
+    }
+
+private:
+    struct Spec
+    {
+        std::string type, name, path;
+        Json options;
+        std::int64_t in = 0; // input channels or features
+        bool classes = false;
+        std::vector<Spec> body; // residual
+    };
+
+    std::vector<Spec> parse(const Json& layers, const std::string& field, Shape& shape,
+                            std::set<std::string>& taken, std::map<std::string, int>& counts,
+                            int depth) const
+    {
+        const Place top{m_where, ""};
+        if (!layers.is_array())
+            top.fail(field, "expected an array of layers, got " + layers.dump());
+        std::vector<Spec> specs;
+        for (std::size_t i = 0; i < layers.size(); ++i) {
+            const Json& l = layers[i];
+            const std::string at = field + "[" + std::to_string(i) + "]";
+            if (!l.is_object()) top.fail(at, "expected a layer object, got " + l.dump());
+            const auto type = l.find("type");
+            if (type == l.end() || !type->is_string() || !layerTypes().count(*type))
+                top.fail(at, "\"type\": expected one of " + typeList() +
+                                 (type == l.end() ? std::string(", got none")
+                                                  : ", got " + type->dump()));
+            Spec s;
+            s.type = *type;
+            s.options = l;
+            const std::string prefix = layerTypes().at(s.type);
+            const int n = ++counts[s.type];
+            s.name = s.type == "flatten" && n == 1 ? prefix : prefix + std::to_string(n);
+            if (l.contains("name")) s.name = stringField(l, "name", "", Place{m_where, at});
+            s.path = at + " (" + s.name + ")";
+            const Place p{m_where, s.path};
+            checkName(s.name, taken, p);
+            try {
+                layerFor(s, shape, taken, counts, depth, p);
+            } catch (const InvalidArgument& e) {
+                const std::string what = e.what();
+                if (what.starts_with(m_where + ": ")) throw;
+                p.fail("", what);
+            }
+            specs.push_back(std::move(s));
+        }
+        return specs;
+    }
+
+    // Checks a layer's options and its input, and moves `shape` to its output.
+    void layerFor(Spec& s, Shape& shape, std::set<std::string>& taken,
+                  std::map<std::string, int>& counts, int depth, const Place& p) const
+    {
+        const Json& o = s.options;
+        const bool image = shape.rank() == 4;
+        auto needImage = [&] {
+            if (!image)
+                p.fail("", "takes images [H, W, C], but its input is " + featuresText(shape) +
+                               " (a " + s.type + " layer goes before the flatten)");
+        };
+        if (s.type == "conv2d") {
+            rejectUnknown(o,
+                          {"type", "name", "filters", "kernel", "stride", "padding", "bias",
+                           "activation", "weight_init", "bias_init", "weight_decay"},
+                          p);
+            needImage();
+            if (!o.contains("filters")) p.fail("filters", "missing (the output channels)");
+            intField(o, "filters", 0, 1, kMaxWidth, p);
+            intField(o, "kernel", 3, 1, kMaxKernel, p);
+            intField(o, "stride", 1, 1, kMaxKernel, p);
+            paddingField(o, p);
+            boolField(o, "bias", true, p);
+            activationField(o, p);
+            initField(o, "weight_init", p);
+            initField(o, "bias_init", p);
+            numberField(o, "weight_decay", 0, 0, 1, true, p);
+            s.in = shape[3];
+        } else if (s.type == "batchnorm") {
+            rejectUnknown(o, {"type", "name", "relu", "epsilon", "momentum"}, p);
+            needImage();
+            boolField(o, "relu", false, p);
+            numberField(o, "epsilon", 1e-5, 1e-12, 1, true, p);
+            numberField(o, "momentum", 0.1, 0, 1, true, p);
+            s.in = shape[3];
+        } else if (s.type == "maxpool") {
+            rejectUnknown(o, {"type", "name", "size", "stride", "padding", "global"}, p);
+            needImage();
+            if (boolField(o, "global", false, p) &&
+                (o.contains("size") || o.contains("stride") || o.contains("padding")))
+                p.fail("global", "a global pool takes no size, stride or padding");
+            const auto size = intField(o, "size", 2, 1, kMaxKernel, p);
+            intField(o, "stride", size, 1, kMaxKernel, p);
+            const std::string pad = stringField(o, "padding", "valid", p);
+            if (pad != "valid" && pad != "same")
+                p.fail("padding", "expected \"same\" or \"valid\", got \"" + pad + "\"");
+        } else if (s.type == "lrn") {
+            rejectUnknown(o, {"type", "name", "radius", "bias", "alpha", "beta"}, p);
+            needImage();
+            intField(o, "radius", 5, 0, 64, p);
+            numberField(o, "bias", 1, 1e-6, 1e6, true, p);
+            numberField(o, "alpha", 1, 0, 1e6, true, p);
+            numberField(o, "beta", 0.5, 0, 10, true, p);
+        } else if (s.type == "flatten") {
+            rejectUnknown(o, {"type", "name"}, p);
+            needImage();
+        } else if (s.type == "linear") {
+            rejectUnknown(o,
+                          {"type", "name", "units", "bias", "activation", "weight_init",
+                           "bias_init", "weight_decay"},
+                          p);
+            if (image)
+                p.fail("", "takes features, but its input is the image " + imageText(shape) +
+                               ": put a {\"type\": \"flatten\"} (or a global maxpool and a "
+                               "flatten) before it");
+            const auto units = o.find("units");
+            if (units == o.end()) p.fail("units", "missing (the outputs, or \"classes\")");
+            s.classes = units->is_string() && *units == "classes";
+            if (!s.classes) intField(o, "units", 0, 1, kMaxWidth, p);
+            boolField(o, "bias", true, p);
+            activationField(o, p);
+            initField(o, "weight_init", p);
+            initField(o, "bias_init", p);
+            numberField(o, "weight_decay", 0, 0, 1, true, p);
+            s.in = shape[1];
+        } else if (s.type == "dropout") {
+            rejectUnknown(o, {"type", "name", "rate"}, p);
+            if (!o.contains("rate")) p.fail("rate", "missing (the share of values dropped)");
+            numberField(o, "rate", 0, 0, 1, false, p);
+        } else if (s.type == "residual") {
+            rejectUnknown(o, {"type", "name", "layers"}, p);
+            needImage();
+            if (depth + 1 >= kMaxDepth)
+                p.fail("",
+                       "residual blocks nest at most " + std::to_string(kMaxDepth - 1) + " deep");
+            if (!o.contains("layers")) p.fail("layers", "missing (the block's layers)");
+            Shape inner = shape;
+            s.body = parse(o.at("layers"), s.path + ": layers", inner, taken, counts, depth + 1);
+            if (s.body.empty()) p.fail("layers", "a residual block needs at least one layer");
+            if (inner != shape)
+                p.fail("", "its layers turn " + imageText(shape) + " into " +
+                               featuresOrImage(inner) +
+                               "; a residual block adds its input to their output, so they must "
+                               "keep the shape (padding \"same\", stride 1, as many filters as "
+                               "channels)");
+            return;
+        }
+        if (s.classes) {
+            shape = Shape{1, 2}; // the classes are the dataset's; checked in build()
+            return;
+        }
+        // The layer's own shape rules (a window larger than the image, ...).
+        const auto layer = makeLayer(s, 2);
+        shape = layer->outputShape(shape);
+        if (shape.numel() == 0) p.fail("", "leaves nothing of its input " + featuresOrImage(shape));
+    }
+
+    static Padding paddingOf(const Json& o, ExplicitPads& pads)
+    {
+        const auto it = o.find("padding");
+        if (it == o.end()) return Padding::Same;
+        if (it->is_number_integer()) {
+            const int n = it->get<int>();
+            pads = {n, n, n, n};
+            return Padding::Explicit;
+        }
+        return *it == "valid" ? Padding::Valid : Padding::Same;
+    }
+
+    static void paddingField(const Json& o, const Place& p)
+    {
+        const auto it = o.find("padding");
+        if (it == o.end()) return;
+        if (it->is_string() && (*it == "same" || *it == "valid")) return;
+        if (it->is_number_integer() && it->get<std::int64_t>() >= 0 &&
+            it->get<std::int64_t>() <= kMaxKernel)
+            return;
+        p.fail("padding", "expected \"same\", \"valid\" or the zeros added on each side (0 to " +
+                              std::to_string(kMaxKernel) + "), got " + it->dump());
+    }
+
+    static std::string imageText(const Shape& s)
+    {
+        return std::to_string(s[1]) + "x" + std::to_string(s[2]) + "x" + std::to_string(s[3]);
+    }
+    static std::string featuresText(const Shape& s) { return std::to_string(s[1]) + " features"; }
+    static std::string featuresOrImage(const Shape& s)
+    {
+        return s.rank() == 4 ? imageText(s) : featuresText(s);
+    }
+
+    // The layer a checked spec describes, `classes` outputs for the classifier.
+    static std::unique_ptr<Layer> makeLayer(const Spec& s, int classes)
+    {
+        const Json& o = s.options;
+        const Place none{"", ""};
+        if (s.type == "conv2d") {
+            Conv2dOptions c;
+            c.inChannels = s.in;
+            c.outChannels = o.at("filters").get<std::int64_t>();
+            c.kernel = int(intField(o, "kernel", 3, 1, kMaxKernel, none));
+            c.stride = int(intField(o, "stride", 1, 1, kMaxKernel, none));
+            c.padding = paddingOf(o, c.pads);
+            c.bias = boolField(o, "bias", true, none);
+            c.activation = activationField(o, none);
+            c.weightInit = initField(o, "weight_init", none);
+            c.biasInit = initField(o, "bias_init", none);
+            c.weightDecay = numberField(o, "weight_decay", 0, 0, 1, true, none);
+            return std::make_unique<Conv2d>(s.name, c);
+        }
+        if (s.type == "batchnorm")
+            return std::make_unique<BatchNorm>(
+                s.name, s.in, numberField(o, "epsilon", 1e-5, 1e-12, 1, true, none),
+                numberField(o, "momentum", 0.1, 0, 1, true, none),
+                boolField(o, "relu", false, none) ? Activation::Relu : Activation::None);
+        if (s.type == "maxpool") {
+            if (boolField(o, "global", false, none)) return MaxPool2d::global(s.name);
+            const int size = int(intField(o, "size", 2, 1, kMaxKernel, none));
+            return std::make_unique<MaxPool2d>(
+                s.name, size, int(intField(o, "stride", size, 1, kMaxKernel, none)),
+                stringField(o, "padding", "valid", none) == "same" ? Padding::Same
+                                                                   : Padding::Valid);
+        }
+        if (s.type == "lrn")
+            return std::make_unique<Lrn>(s.name, int(intField(o, "radius", 5, 0, 64, none)),
+                                         numberField(o, "bias", 1, 1e-6, 1e6, true, none),
+                                         numberField(o, "alpha", 1, 0, 1e6, true, none),
+                                         numberField(o, "beta", 0.5, 0, 10, true, none));
+        if (s.type == "flatten") return std::make_unique<Flatten>(s.name);
+        if (s.type == "linear") {
+            LinearOptions l;
+            l.inFeatures = s.in;
+            l.outFeatures = s.classes ? classes : o.at("units").get<std::int64_t>();
+            l.bias = boolField(o, "bias", true, none);
+            l.activation = activationField(o, none);
+            l.weightInit = initField(o, "weight_init", none);
+            l.biasInit = initField(o, "bias_init", none);
+            l.weightDecay = numberField(o, "weight_decay", 0, 0, 1, true, none);
+            return std::make_unique<Linear>(s.name, l);
+        }
+        if (s.type == "dropout")
+            return std::make_unique<Dropout>(s.name, numberField(o, "rate", 0, 0, 1, false, none));
+        auto body = std::make_unique<Sequential>(s.name);
+        add(*body, s.body, classes);
+        return std::make_unique<Residual>(s.name, std::move(body));
+    }
+
+    static void add(Sequential& seq, const std::vector<Spec>& specs, int classes)
+    {
+        for (const Spec& s : specs) seq.add(makeLayer(s, classes));
+    }
+
+    std::string m_where;
+    std::vector<Spec> m_specs;
+};
+
+Json parseDefinition(const std::string& text, const Place& top)
+{
+    Json o;
+    try {
+        o = Json::parse(text);
+    } catch (const Json::exception& e) {
+        top.fail("", std::string("not valid JSON: ") + e.what());
+    }
+    if (!o.is_object())
+        top.fail("", "expected a JSON object with \"name\", \"input\" and \"layers\"");
+    return o;
+}
+
+Shape inputOf(const Json& o, const Place& top)
+{
+    const auto it = o.find("input");
+    if (it == o.end()) top.fail("input", "missing ([height, width, channels] of the images)");
+    const bool ok =
+        it->is_array() && it->size() == 3 && std::all_of(it->begin(), it->end(), [](const Json& d) {
+            return d.is_number_integer() && d.get<std::int64_t>() >= 1;
+        });
+    if (!ok || (*it)[0].get<std::int64_t>() > kMaxInputSide ||
+        (*it)[1].get<std::int64_t>() > kMaxInputSide ||
+        (*it)[2].get<std::int64_t>() > kMaxInputChannels)
+        top.fail("input", "expected [height, width, channels] (sides 1 to " +
+                              std::to_string(kMaxInputSide) + ", channels 1 to " +
+                              std::to_string(kMaxInputChannels) + "), got " + it->dump());
+    return Shape{(*it)[0].get<std::int64_t>(), (*it)[1].get<std::int64_t>(),
+                 (*it)[2].get<std::int64_t>()};
+}
+
+ModelAugmentation augmentationOf(const Json& o, const Place& top)
+{
+    ModelAugmentation a; // no shift, flips where the dataset allows them
+    const auto it = o.find("augmentation");
+    if (it == o.end()) return a;
+    const Place p{top.where, "augmentation"};
+    if (!it->is_object()) top.fail("augmentation", "expected an object, got " + it->dump());
+    rejectUnknown(*it, {"kind", "translate", "flip"}, p);
+    const std::string kind = stringField(*it, "kind", "translate", p);
+    if (kind == "distorted-inputs") {
+        if (it->contains("translate"))
+            p.fail("translate",
+                   "is for \"kind\": \"translate\" (distorted-inputs crops at random)");
+        a.kind = ModelAugmentation::Kind::DistortedInputs;
+    } else if (kind != "translate") {
+        p.fail("kind", "expected \"translate\" or \"distorted-inputs\", got \"" + kind + "\"");
+    }
+    a.translate = int(intField(*it, "translate", 0, 0, 64, p));
+    a.flip = boolField(*it, "flip", true, p);
+    return a;
+}
+
+// What a model file's network trains with unless its "recipe" says otherwise: the fast trainers'
+// recipe of the built-in batch-norm models (Nesterov 0.9, a linear one-cycle to 0.1, weight decay
+// 5e-4 on the conv and linear weights), batch 128 per tower, 10 epochs.
+ModelRecipe defaultRecipe()
+{
+    ModelRecipe r;
+    r.optimizer.kind = "nesterov";
+    r.optimizer.momentum = 0.9;
+    r.schedule.kind = LrSchedule::Kind::OneCycle;
+    r.schedule.lr = 0.1;
+    r.schedule.warmupFraction = 0.15;
+    r.schedule.cosineAnneal = false;
+    r.weightDecay = 5e-4;
+    r.batchPerTower = 128;
+    r.epochs = 10;
+    r.checkpointEvery = 500;
+    r.evalEvery = 500;
+    r.logEvery = 50;
+    return r;
+}
+
+} // namespace
+
+ModelInfo modelFromDefinition(const std::string& text, const std::string& where)
+{
+    const Place top{where, ""};
+    const Json o = parseDefinition(text, top);
+    rejectUnknown(
+        o, {"name", "description", "input", "layers", "dataset", "augmentation", "recipe"}, top);
+    if (!o.contains("name")) top.fail("name", "missing (what runs and checkpoints call it)");
+    ModelInfo info;
+    info.name = stringField(o, "name", "", top);
+    {
+        std::set<std::string> none;
+        checkName(info.name, none, Place{where, ""});
+    }
+    for (const ModelInfo& m : modelRegistry())
+        if (m.name == info.name)
+            top.fail("name", "\"" + info.name + "\" is a built-in model's; name yours otherwise");
+    info.description = stringField(o, "description", "", top);
+    info.inputShape = inputOf(o, top);
+    info.defaultDataset = stringField(o, "dataset", "", top);
+    if (!o.contains("layers")) top.fail("layers", "missing (the network's layers, in order)");
+    auto layers = std::make_shared<const LayerList>(
+        o.at("layers"), Shape{1, info.inputShape[0], info.inputShape[1], info.inputShape[2]}, top);
+    const std::string name = info.name;
+    const Shape input = info.inputShape;
+    info.build = [layers, name, input](int classes) {
+        return std::make_unique<Model>(name, input, classes, layers->build(classes));
+    };
+    if (info.description.empty()) {
+        // What `towers-cli models` lists: the layers' own descriptions are in the table.
+        const auto model = info.build(2);
+        info.description =
+            "your network from a model file: " + std::to_string(model->net().layers().size()) +
+            " layers";
+    }
+    info.recipe = defaultRecipe();
+    info.augmentation = augmentationOf(o, top);
+    if (const auto r = o.find("recipe"); r != o.end()) {
+        if (!r->is_object()) top.fail("recipe", "expected an object, got " + r->dump());
+        info.recipeJson = r->dump();
+    }
+    info.definition = o.dump();
+    return info;
+}
+
+std::string canonicalModelDefinition(const std::string& text, const std::string& where)
+{
+    return modelFromDefinition(text, where).definition;
+}
+
+const ModelInfo& readModelFile(const std::filesystem::path& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        throw IoError("model file '" + path.string() + "' is a folder");
+    if (!in) throw IoError("cannot read the model file '" + path.string() + "'");
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) throw IoError("cannot read the model file '" + path.string() + "'");
+    try {
+        const ModelInfo info = modelFromDefinition(text.str(), path.string());
+        return resolveModel(info.name, info.definition);
+    } catch (const InvalidArgument& e) {
+        throw IoError(e.what()); // the file is wrong, not the command line
+    }
+}
+
+bool namesModelFile(const std::string& model)
+{
+    return model.find('/') != std::string::npos || model.ends_with(".json");
+}
+
+} // namespace towers::engine

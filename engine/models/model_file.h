@@ -1,0 +1,41 @@
+#pragma once
+// Networks of the user's own, described in a model file: JSON naming the input and listing the
+// layers, each one's sizes given and the rest (input channels, features) worked out from the shape
+// before it, as Keras' Sequential does. For example:
+//
+//   {"name": "my-net", "input": [28, 28, 1],
+//    "layers": [{"type": "conv2d", "filters": 32, "kernel": 3, "bias": false},
+//               {"type": "batchnorm", "relu": true},
+//               {"type": "maxpool", "size": 2},
+//               {"type": "flatten"},
+//               {"type": "linear", "units": "classes"}]}
+//
+// docs/models.md describes every field. A run of such a model keeps the definition in its
+// configuration (TrainConfig::modelDefinition), so its config.json and every checkpoint carry
+// it: the run resumes, and its checkpoints evaluate, classify and export, without the file.
+#include <filesystem>
+#include <string>
+
+#include "engine/models/registry.h"
+
+namespace towers::engine {
+
+// The network that `text` (a model file's JSON) describes. `where` names the source in messages
+// (the file's path, "the run's configuration"). Throws InvalidArgument naming the source, the
+// layer and the field: "net.json: layers[2] (conv2): kernel: expected an integer from 1 to 64,
+// got 0". The result's `definition` is the canonical text (canonicalModelDefinition).
+ModelInfo modelFromDefinition(const std::string& text, const std::string& where);
+
+// The definition's canonical text: compact JSON with its keys sorted, so that one network has
+// one text whatever the file's spacing and order. InvalidArgument as modelFromDefinition.
+std::string canonicalModelDefinition(const std::string& text, const std::string& where);
+
+// The network of a model file (resolveModel of its name and canonical text: kept for the
+// process). IoError naming the file when it cannot be read or describes no valid network.
+const ModelInfo& readModelFile(const std::filesystem::path& path);
+
+// Whether a model given by the user (--model) names a file rather than a built-in model: a path
+// with a '/' in it or a name ending in ".json".
+bool namesModelFile(const std::string& model);
+
+} // namespace towers::engine

@@ -1,0 +1,421 @@
+// Networks from model files (engine/models/model_file.h): a file that writes out a built-in model
+// builds that model exactly (layers, names, the same weights from a seed); a network with every
+// layer type has the right gradients by finite differences and runs on oneDNN as on the
+// reference; every mistake in a file is refused with a message naming the field; the definition
+// travels in a run's configuration and its checkpoints, and one text is one network.
+#include <QtTest>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/cpu/onednn_ops.h"
+#include "engine/models/model_file.h"
+#include "engine/models/registry.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/classifier.h"
+#include "engine/train/recipe.h"
+#include "gradcheck.h"
+#include "model_files.h"
+
+using namespace towers::engine;
+using namespace towers::test;
+
+namespace {
+
+// A definition with `layers` (JSON text of the array) on 12x12x3 input.
+std::string withLayers(const std::string& layers, const std::string& extra = {})
+{
+    return R"({"name": "t", "input": [12, 12, 3], "layers": )" + layers + extra + "}";
+}
+
+const char* kHead = R"([{"type": "conv2d", "filters": 4}, {"type": "flatten"}, )";
+
+} // namespace
+
+class TestModelFile : public QObject
+{
+    Q_OBJECT
+    QTemporaryDir m_dir;
+
+private slots:
+    // fashion-fast written as a file is fashion-fast: the same table, state_dict and weights.
+    void sameAsBuiltIn()
+    {
+        const ModelInfo info = modelFromDefinition(fashionFastDefinition(), "fast.json");
+        QCOMPARE(info.name, std::string("fast-file"));
+        QCOMPARE(info.inputShape, (Shape{28, 28, 1}));
+        auto mine = buildModel(info, 10);
+        auto builtIn = buildModel("fashion-fast", 10);
+        const auto a = mine->layerTable(), b = builtIn->layerTable();
+        QCOMPARE(a.size(), b.size());
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            QCOMPARE(a[i].name, b[i].name);
+            QCOMPARE(a[i].kind, b[i].kind);
+            QCOMPARE(a[i].description, b[i].description);
+            QCOMPARE(a[i].outputShape, b[i].outputShape);
+            QCOMPARE(a[i].parameters, b[i].parameters);
+        }
+        mine->initialize(5);
+        builtIn->initialize(5);
+        QCOMPARE(mine->parameters().size(), builtIn->parameters().size());
+        for (std::size_t i = 0; i < mine->parameters().size(); ++i) {
+            const Parameter& p = *mine->parameters()[i];
+            const Parameter& q = *builtIn->parameters()[i];
+            QCOMPARE(p.name, q.name);
+            QCOMPARE(p.value.shape(), q.value.shape());
+            QCOMPARE(p.trainable, q.trainable);
+            QCOMPARE(maxAbsDiff(p.value, q.value), 0.0);
+        }
+        // Another class count builds another classifier.
+        QCOMPARE(buildModel(info, 3)->parameter("fc2.weight").value.shape(), (Shape{3, 128}));
+        // No recipe: the fast trainers' (TrainConfig's fields where it says nothing).
+        const TrainConfig c = defaultConfigFor(info);
+        QCOMPARE(c.model, std::string("fast-file"));
+        QCOMPARE(c.modelDefinition, info.definition);
+        QCOMPARE(c.optimizer.kind, std::string("nesterov"));
+        QCOMPARE(c.schedule.kind, LrSchedule::Kind::OneCycle);
+        QCOMPARE(c.batchPerTower, 128);
+        QCOMPARE(c.epochs, 10.0);
+        QCOMPARE(c.weightDecay, 5e-4);
+    }
+
+    // Every layer type's options reach the layer, and the file's recipe and augmentation reach
+    // the run's configuration.
+    void everyLayer()
+    {
+        const ModelInfo info = modelFromDefinition(everyLayerDefinition(), "every.json");
+        QCOMPARE(info.description, std::string("every layer type"));
+        auto m = buildModel(info, 5);
+        m->initialize(3);
+        QStringList names;
+        for (const auto& row : m->layerTable()) names << QString::fromStdString(row.name);
+        QCOMPARE(names, (QStringList{"conv1", "bn1", "norm1", "pool1", "res1", "conv3", "pool2",
+                                     "flatten", "drop1", "fc1", "fc2"}));
+        const auto rows = m->layerTable();
+        QCOMPARE(rows[0].outputShape, (Shape{1, 6, 6, 6})); // stride 2, one pixel of padding
+        QCOMPARE(rows[3].outputShape, (Shape{1, 6, 6, 6})); // 3x3 SAME, stride 1
+        QCOMPARE(rows[6].outputShape, (Shape{1, 1, 1, 8})); // global
+        QVERIFY(m->parameter("inner.weight").value.numel() == 6 * 6 * 9);
+        QVERIFY_THROWS_EXCEPTION(UnknownName, m->parameter("fc2.bias"));
+        QCOMPARE(m->parameter("conv1.weight").weightDecay, 0.01);
+        QCOMPARE(m->parameter("conv1.bias").value.at(3), 0.05f);
+        QVERIFY(QString::fromStdString(rows[2].description).contains("radius 2"));
+        QCOMPARE(info.augmentation.translate, 2);
+        QCOMPARE(info.augmentation.flip, false);
+        const TrainConfig c = defaultConfigFor(info);
+        QCOMPARE(c.optimizer.kind, std::string("adam"));
+        QCOMPARE(c.schedule.lr, 0.002);
+        QCOMPARE(c.schedule.kind, LrSchedule::Kind::Constant);
+        QCOMPARE(c.steps, std::int64_t(300));
+        QCOMPARE(c.epochs, 0.0); // the file's length replaces the default's
+        QCOMPARE(c.batchPerTower, 16);
+        QCOMPARE(c.weightDecay, 5e-4); // the default recipe's, which the file left alone
+    }
+
+    // d(loss)/d(parameter) of the every-layer network by central differences in double precision
+    // on the reference backend, and oneDNN's forward and backward against the reference.
+    void gradients()
+    {
+        const ModelInfo& info =
+            resolveModel("every-layer", canonicalModelDefinition(everyLayerDefinition(), "test"));
+        auto m = buildModel(info, 4);
+        m->initialize(11);
+        m->convertTo(DType::Float64);
+        auto ops = makeReferenceOps();
+        ExecContext ctx{*ops, true, 7};
+        Rng rng(9);
+        const Tensor images = randomTensor({3, 12, 12, 3}, DType::Float64, rng);
+        const Tensor labels = randomLabels(3, 4, rng);
+        m->forward(ctx, images);
+        m->loss(ctx, labels);
+        m->backward(ctx);
+        auto lossOnly = [&] {
+            m->forward(ctx, images);
+            return m->loss(ctx, labels).total();
+        };
+        for (auto* p : m->parameters()) {
+            if (!p->trainable) continue;
+            const Tensor analytic = p->grad.clone();
+            const auto d = checkDirectionalGradient(lossOnly, p->value, analytic, 1e-5, 4);
+            QVERIFY2(d.maxRelError < 1e-3, (p->name + " (direction): " + d.str()).c_str());
+            const auto r = checkGradient(lossOnly, p->value, analytic, 1e-6, 4, 3, 1e-7);
+            QVERIFY2(r.maxRelError < 1e-4, (p->name + ": " + r.str()).c_str());
+        }
+
+        // oneDNN against the reference, in float32, from the same weights.
+        auto ref = buildModel(info, 4), dnn = buildModel(info, 4);
+        ref->initialize(11);
+        dnn->initialize(11);
+        auto onednn = cpu::makeOneDnnOps();
+        ExecContext refCtx{*ops, true, 7}, dnnCtx{*onednn, true, 7};
+        const Tensor x = randomTensor({5, 12, 12, 3}, DType::Float32, rng);
+        const Tensor y = randomLabels(5, 4, rng);
+        const double lossRef = [&] {
+            ref->forward(refCtx, x);
+            return ref->loss(refCtx, y).total();
+        }();
+        dnn->forward(dnnCtx, x);
+        const double lossDnn = dnn->loss(dnnCtx, y).total();
+        QVERIFY2(std::abs(lossRef - lossDnn) < 1e-4 * std::max(1.0, std::abs(lossRef)),
+                 qPrintable(QString("%1 against %2").arg(lossDnn).arg(lossRef)));
+        ref->backward(refCtx);
+        dnn->backward(dnnCtx);
+        for (std::size_t i = 0; i < ref->parameters().size(); ++i) {
+            const Parameter& p = *ref->parameters()[i];
+            if (!p.trainable) continue;
+            const Parameter& q = *dnn->parameters()[i];
+            // conv1's bias feeds batch norm, which takes the mean away: its gradient is 0 up to
+            // rounding, and only an absolute measure means anything there.
+            const double e = normalisedError(q.grad, p.grad), d = maxAbsDiff(q.grad, p.grad);
+            QVERIFY2(e < 1e-4 || (p.name == "conv1.bias" && d < 1e-6),
+                     (p.name + ": normalised error " + std::to_string(e) + ", largest difference " +
+                      std::to_string(d))
+                         .c_str());
+        }
+    }
+
+    void mistakes_data()
+    {
+        QTest::addColumn<QString>("definition");
+        QTest::addColumn<QString>("message");
+        const QString head = QString::fromLatin1(kHead);
+        auto layers = [](const QString& l) {
+            return QString::fromStdString(withLayers(l.toStdString()));
+        };
+        QTest::newRow("not json") << "{\"name\": "
+                                  << "t.json: not valid JSON";
+        QTest::newRow("not an object") << "[1]"
+                                       << "t.json: expected a JSON object";
+        QTest::newRow("no name") << R"({"input": [12, 12, 3], "layers": []})"
+                                 << "t.json: name: missing";
+        QTest::newRow("built-in name")
+            << R"({"name": "cifar10-resnet", "input": [12, 12, 3], "layers": []})"
+            << "t.json: name: \"cifar10-resnet\" is a built-in model's";
+        QTest::newRow("bad model name")
+            << R"({"name": "my net", "input": [12, 12, 3], "layers": []})"
+            << "t.json: name: expected";
+        QTest::newRow("unknown top field")
+            << QString::fromStdString(withLayers("[]", R"(, "optimiser": {})"))
+            << "t.json: optimiser: unknown field";
+        QTest::newRow("no input") << R"({"name": "t", "layers": []})"
+                                  << "t.json: input: missing";
+        QTest::newRow("input of two") << R"({"name": "t", "input": [12, 12], "layers": []})"
+                                      << "t.json: input: expected [height, width, channels]";
+        QTest::newRow("no layers") << layers("[]") << "a network needs at least one layer";
+        QTest::newRow("layers not a list") << layers("{}") << "layers: expected an array";
+        QTest::newRow("unknown type")
+            << layers(R"([{"type": "dense", "units": 3}])")
+            << R"(t.json: layers[0]: "type": expected one of batchnorm, conv2d, dropout, flatten, linear, lrn, maxpool, residual, got "dense")";
+        QTest::newRow("no type") << layers(R"([{"units": 3}])") << "layers[0]: \"type\"";
+        QTest::newRow("unknown field")
+            << layers(head + R"({"type": "linear", "units": "classes", "unit": 3}])")
+            << "t.json: layers[2] (fc1): unit: unknown field (this one takes activation, bias";
+        QTest::newRow("filters missing")
+            << layers(R"([{"type": "conv2d"}])") << "layers[0] (conv1): filters: missing";
+        QTest::newRow("kernel 0")
+            << layers(R"([{"type": "conv2d", "filters": 3, "kernel": 0}])")
+            << "layers[0] (conv1): kernel: expected an integer from 1 to 64, got 0";
+        QTest::newRow("filters not a number")
+            << layers(R"([{"type": "conv2d", "filters": "many"}])")
+            << "filters: expected an integer from 1 to 65536, got \"many\"";
+        QTest::newRow("bad padding")
+            << layers(R"([{"type": "conv2d", "filters": 3, "padding": "full"}])")
+            << "padding: expected \"same\", \"valid\" or the zeros added on each side";
+        QTest::newRow("bad activation")
+            << layers(R"([{"type": "conv2d", "filters": 3, "activation": "gelu"}])")
+            << "activation: expected \"relu\" or \"none\", got \"gelu\"";
+        QTest::newRow("bad init")
+            << layers(R"([{"type": "conv2d", "filters": 3, "weight_init": {"normal": 0}}])")
+            << "weight_init: expected \"torch\", \"glorot\"";
+        QTest::newRow("window too large")
+            << layers(R"([{"type": "maxpool", "size": 13}])") << "layers[0] (pool1): ";
+        QTest::newRow("global with a size")
+            << layers(R"([{"type": "maxpool", "global": true, "size": 2}])")
+            << "global: a global pool takes no size, stride or padding";
+        QTest::newRow("linear on an image")
+            << layers(R"([{"type": "linear", "units": "classes"}])")
+            << "layers[0] (fc1): takes features, but its input is the image 12x12x3: put a "
+               "{\"type\": \"flatten\"}";
+        QTest::newRow("conv on features")
+            << layers(head + R"({"type": "conv2d", "filters": 3}])")
+            << "layers[2] (conv2): takes images [H, W, C], but its input is 576 features";
+        QTest::newRow("no classifier") << layers(head + R"({"type": "linear", "units": 10}])")
+                                       << "layers[2] (fc1): the last layer must be the classifier";
+        QTest::newRow("classes in the middle")
+            << layers(
+                   head +
+                   R"({"type": "linear", "units": "classes"}, {"type": "linear", "units": "classes"}])")
+            << "layers[2] (fc1): units: \"classes\" is for the last layer";
+        QTest::newRow("dropout rate 1")
+            << layers(head +
+                      R"({"type": "dropout", "rate": 1}, {"type": "linear", "units": "classes"}])")
+            << "rate: expected a number from 0 to below 1, got 1";
+        QTest::newRow("residual changes the shape")
+            << layers(R"([{"type": "residual", "layers": [{"type": "conv2d", "filters": 8}]}])")
+            << "layers[0] (res1): its layers turn 12x12x3 into 12x12x8";
+        QTest::newRow("mistake inside a residual")
+            << layers(
+                   R"([{"type": "residual", "layers": [{"type": "conv2d", "filters": 3, "kernel": 99}]}])")
+            << "t.json: layers[0] (res1): layers[0] (conv1): kernel: expected an integer";
+        QTest::newRow("two layers of a name")
+            << layers(
+                   R"([{"type": "conv2d", "filters": 4, "name": "a"}, {"type": "flatten", "name": "a"}, {"type": "linear", "units": "classes"}])")
+            << "layers[1] (a): name: \"a\" names another layer too";
+        QTest::newRow("a checkpoint's own name")
+            << layers(
+                   R"([{"type": "flatten", "name": "ema.x"}, {"type": "linear", "units": "classes"}])")
+            << "\"ema.x\" is kept for the checkpoint's own tensors";
+        QTest::newRow("augmentation kind")
+            << QString::fromStdString(
+                   withLayers(R"([{"type": "flatten"}, {"type": "linear", "units": "classes"}])",
+                              R"(, "augmentation": {"kind": "mixup"})"))
+            << "t.json: augmentation: kind: expected \"translate\" or \"distorted-inputs\"";
+        QTest::newRow("recipe not an object")
+            << QString::fromStdString(
+                   withLayers(R"([{"type": "flatten"}, {"type": "linear", "units": "classes"}])",
+                              R"(, "recipe": 3)"))
+            << "t.json: recipe: expected an object";
+    }
+    void mistakes()
+    {
+        QFETCH(QString, definition);
+        QFETCH(QString, message);
+        try {
+            (void)modelFromDefinition(definition.toStdString(), "t.json");
+            QFAIL("accepted");
+        } catch (const InvalidArgument& e) {
+            QVERIFY2(QString::fromStdString(e.what()).contains(message), e.what());
+        }
+    }
+
+    // A recipe's mistakes are the configuration's, named with the model.
+    void recipeMistakes()
+    {
+        const auto info = [](const std::string& recipe) {
+            return modelFromDefinition(
+                withLayers(R"([{"type": "flatten"}, {"type": "linear", "units": "classes"}])",
+                           R"(, "recipe": )" + recipe),
+                "t.json");
+        };
+        auto refused = [&](const std::string& recipe, const char* message) {
+            try {
+                (void)defaultConfigFor(info(recipe));
+                return QString("accepted");
+            } catch (const InvalidArgument& e) {
+                return QString::fromStdString(e.what()).contains(QLatin1String(message))
+                           ? QString()
+                           : QString::fromStdString(e.what());
+            }
+        };
+        QVERIFY(refused(R"({"towers": 2})", "model 't': recipe: towers: unknown field").isEmpty());
+        QVERIFY(refused(R"({"lr": -1})", "model 't': recipe: schedule.lr").isEmpty());
+        QVERIFY(refused(R"({"optimizer": {"kind": "rmsprop"}})", "unknown optimizer 'rmsprop'")
+                    .isEmpty());
+        QCOMPARE(defaultConfigFor(info(R"({"optimizer": {"momentum": 0.8}})")).optimizer.kind,
+                 std::string("nesterov")); // the default's kind, the file's momentum
+        QCOMPARE(defaultConfigFor(info(R"({"optimizer": {"momentum": 0.8}})")).optimizer.momentum,
+                 0.8);
+    }
+
+    // One network, one text: spacing and key order do not matter; another text of the same name
+    // is another network; the text must name the model it is resolved for.
+    void oneTextOneNetwork()
+    {
+        const std::string a =
+            withLayers(R"([{"type": "flatten"}, {"type": "linear", "units": "classes"}])");
+        const std::string b =
+            R"({ "layers" : [ {"type":"flatten"}, {"units":"classes","type":"linear"} ],
+                                   "input":[12,12,3], "name":"t" })";
+        const std::string flat =
+            R"({"input":[12,12,3],"layers":[{"type":"flatten"},{"type":"linear","units":"classes"}],"name":"t"})";
+        QCOMPARE(canonicalModelDefinition(a, "a"), flat);
+        QCOMPARE(canonicalModelDefinition(b, "b"), flat);
+        const std::string other = withLayers(
+            R"([{"type": "flatten"}, {"type": "linear", "units": "classes", "bias": false}])");
+        const ModelInfo& first = resolveModel("t", canonicalModelDefinition(a, "a"));
+        QCOMPARE(&resolveModel("t", flat), &first);
+        const ModelInfo& second = resolveModel("t", canonicalModelDefinition(other, "other"));
+        QVERIFY(&second != &first); // the same name, another network
+        QCOMPARE(buildModel(second, 3)->parameters().size(), std::size_t(1));
+        QCOMPARE(buildModel(first, 3)->parameters().size(), std::size_t(2));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, resolveModel("u", flat));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, resolveModel("t", "{"));
+        QCOMPARE(&resolveModel("fashion-fast", ""), &findModel("fashion-fast"));
+        QVERIFY(namesModelFile("net.json"));
+        QVERIFY(namesModelFile("models/net"));
+        QVERIFY(!namesModelFile("fashion-fast"));
+    }
+
+    // The run's configuration keeps the definition (config.json and every checkpoint), so a
+    // checkpoint classifies without the file.
+    void travelsWithTheRun()
+    {
+        const ModelInfo info = modelFromDefinition(everyLayerDefinition(), "every.json");
+        TrainConfig c = defaultConfigFor(info);
+        c.classes = 4;
+        const TrainConfig back = TrainConfig::fromJson(c.toJson());
+        QCOMPARE(back.modelDefinition, info.definition);
+        QCOMPARE(back.model, std::string("every-layer"));
+        QVERIFY(nlohmann::json::parse(c.toJson())["modelDefinition"].is_object());
+        // A configuration whose definition is not valid names the field.
+        auto broken = nlohmann::json::parse(c.toJson());
+        broken["modelDefinition"]["layers"] = nlohmann::json::array();
+        try {
+            (void)TrainConfig::fromJson(broken.dump());
+            QFAIL("accepted");
+        } catch (const InvalidArgument& e) {
+            QVERIFY2(QString(e.what()).contains("model: the model definition of 'every-layer': "
+                                                "layers: a network needs at least one layer"),
+                     e.what());
+        }
+
+        auto model = buildModel(info, 4);
+        model->initialize(2);
+        CheckpointInfo ci;
+        ci.dataset = "tiny";
+        ci.classNames = {"a", "b", "c", "d"};
+        ci.preprocessing = distortedInputs({12, 12, 3}).toJson();
+        ci.config = c.toJson();
+        const std::filesystem::path file = m_dir.filePath("every.safetensors").toStdString();
+        writeCheckpoint(file, makeCheckpoint(*model, ci));
+        QCOMPARE(readCheckpointInfo(file).modelDefinition, info.definition);
+        Classifier classifier(file, false, 1);
+        QCOMPARE(classifier.info().model, std::string("every-layer"));
+        QCOMPARE(classifier.numClasses(), 4);
+    }
+
+    // readModelFile: a file's problems are IoErrors naming it.
+    void readsAFile()
+    {
+        const QString path = m_dir.filePath("net.json");
+        {
+            std::ofstream out(path.toStdString());
+            out << fashionFastDefinition("from-file");
+        }
+        const ModelInfo& info = readModelFile(path.toStdString());
+        QCOMPARE(info.name, std::string("from-file"));
+        QCOMPARE(&readModelFile(path.toStdString()), &info);
+        try {
+            (void)readModelFile(m_dir.filePath("none.json").toStdString());
+            QFAIL("accepted");
+        } catch (const IoError& e) {
+            QVERIFY2(QString(e.what()).contains("cannot read the model file"), e.what());
+        }
+        {
+            std::ofstream out(path.toStdString());
+            out << R"({"name": "from-file", "input": [1, 1, 1], "layers": [{"type": "flatten"}]})";
+        }
+        try {
+            (void)readModelFile(path.toStdString());
+            QFAIL("accepted");
+        } catch (const IoError& e) {
+            QVERIFY2(QString(e.what()).startsWith(path + ": layers[0] (flatten): the last layer"),
+                     e.what());
+        }
+    }
+};
+
+QTEST_APPLESS_MAIN(TestModelFile)
+#include "tst_model_file.moc"
