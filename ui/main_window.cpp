@@ -20,6 +20,7 @@
 #include "app/runs/run_builder.h"
 #include "app/settings/app_settings.h"
 #include "engine/data/dataset_manifest.h"
+#include "engine/train/checkpoint.h"
 #include "engine/train/recipe.h"
 #include "ui/models/device_model.h"
 #include "ui/pages/classify_page.h"
@@ -185,7 +186,11 @@ void MainWindow::restoreConfig()
 void MainWindow::applyConfig(const engine::TrainConfig& c)
 {
     const bool restoring = std::exchange(m_restoring, true); // no model defaults over it
-    m_model->setModelName(QString::fromStdString(c.model));
+    try {
+        m_model->setModel(engine::resolveModel(c.model, c.modelDefinition));
+    } catch (const std::exception& e) {
+        appendLog(tr("The model was not chosen: %1").arg(QString::fromUtf8(e.what())));
+    }
     m_devices->setTowers(c.towers);
     m_devices->setThreadsPerTower(c.threadsPerTower);
     m_devices->setPrecision(c.precision);
@@ -226,8 +231,7 @@ void MainWindow::connectPages()
 {
     auto* form = m_model->form();
     m_data->setRecipeProvider([this](const engine::Dataset& d) {
-        return std::optional<engine::Preprocessing>(
-            engine::preprocessingFor(m_model->modelName().toStdString(), d));
+        return std::optional<engine::Preprocessing>(engine::preprocessingFor(m_model->model(), d));
     });
     connect(m_data, &DataPage::errorOccurred, this, &MainWindow::showError);
     connect(m_data, &DataPage::logMessage, this, &MainWindow::appendLog);
@@ -239,6 +243,7 @@ void MainWindow::connectPages()
         configChanged();
     });
     connect(m_model, &ModelPage::modelChanged, this, &MainWindow::onModelChosen);
+    connect(m_model, &ModelPage::errorOccurred, this, &MainWindow::showError);
     connect(form, &HyperparameterForm::changed, this, &MainWindow::configChanged);
     connect(m_devices, &DevicesPage::towerSetupChanged, this, [this, form](int towers, int) {
         form->setTowers(towers);
@@ -300,7 +305,7 @@ void MainWindow::onModelChosen(const QString& model)
 {
     if (m_restoring) return;
     // A model comes with its own optimizer, schedule, batch and length; the towers stay.
-    engine::TrainConfig c = engine::defaultConfigFor(model.toStdString());
+    engine::TrainConfig c = engine::defaultConfigFor(m_model->model());
     c.towers = m_devices->towers();
     c.threadsPerTower = m_devices->threadsPerTower();
     m_model->form()->setConfig(c);
@@ -318,7 +323,7 @@ void MainWindow::onDatasetLoaded()
     m_model->setClasses(int(dataset->classNames.size()));
     // A model that cannot take these images gives way to the dataset's default model.
     try {
-        engine::preprocessingFor(m_model->modelName().toStdString(), *dataset);
+        engine::preprocessingFor(m_model->model(), *dataset);
     } catch (const std::exception& e) {
         try {
             const QString fallback = QString::fromStdString(defaultModelOf(dataset->name));
@@ -340,7 +345,8 @@ std::string MainWindow::defaultModelOf(const std::string& dataset) const
 engine::TrainConfig MainWindow::pagesConfig() const
 {
     engine::TrainConfig c = m_model->form()->config();
-    c.model = m_model->modelName().toStdString();
+    c.model = m_model->model().name;
+    c.modelDefinition = m_model->model().definition;
     c.dataset = m_data->datasetName().toStdString();
     c.towers = m_devices->towers();
     c.threadsPerTower = m_devices->threadsPerTower();
@@ -385,7 +391,8 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
     try {
         c.validate();
         if (const auto dataset = m_data->loadedDataset(); dataset && dataset->name == c.dataset)
-            engine::preprocessingFor(c.model, *dataset); // the model must take these images
+            engine::preprocessingFor(engine::resolveModel(c.model, c.modelDefinition),
+                                     *dataset); // the model must take these images
         app::NewRunRequest r;
         r.config = c;
         r.runsDir = m_runs->runsDir();
@@ -489,8 +496,14 @@ LrFinderDialog* MainWindow::findLearningRate()
 
 void MainWindow::fineTuneFrom(const QString& checkpoint, const QString& model)
 {
-    // Choosing the model loads its defaults; the checkpoint comes after.
-    if (!model.isEmpty() && model != m_model->modelName()) m_model->setModelName(model);
+    // Choosing the model loads its defaults; the checkpoint comes after. The checkpoint's own
+    // model: a model file's network comes with it.
+    try {
+        const engine::CheckpointInfo info = engine::readCheckpointInfo(checkpoint.toStdString());
+        m_model->setModel(engine::resolveModel(info.model, info.modelDefinition));
+    } catch (const std::exception&) {
+        if (!model.isEmpty() && model != m_model->modelName()) m_model->setModelName(model);
+    }
     m_model->form()->setInitFrom(checkpoint);
     appendLog(tr("A new run will start from the weights of %1").arg(checkpoint));
     showPage(Model);

@@ -87,11 +87,6 @@ TrainConfig defaultConfigFor(const ModelInfo& info)
     }
 }
 
-Preprocessing preprocessingFor(const std::string& model, const Dataset& dataset)
-{
-    return preprocessingFor(findModel(model), dataset);
-}
-
 Preprocessing preprocessingFor(const ModelInfo& info, const Dataset& dataset)
 {
     const std::string& model = info.name;

@@ -34,16 +34,15 @@ TrainConfig defaultConfigFor(const std::string& model);
 // the field for a recipe that is not valid.
 TrainConfig defaultConfigFor(const ModelInfo& info);
 
-// The preprocessing of `model` on `dataset` (its training set gives the normalisation
-// statistics), from the model's ModelAugmentation: the seeds' distorted_inputs (random crops to
-// the model's input, flips, brightness, contrast, per-image standardisation), or translation by
-// up to N pixels and per-channel normalisation; flips only on datasets whose classes survive a
-// mirror (DatasetSpec::mirrorSafe: Fashion-MNIST and CIFAR, not digits, nor a dataset not in the
-// table).
-// Throws InvalidArgument when the model cannot take the dataset's images ("cifar10-tutorial
-// takes 24x24x3 images; fashion-mnist has 28x28x1"), or for fewer than 2 classes (any count from
-// 2 to kMaxClasses is the dataset's: the model is built with it).
-Preprocessing preprocessingFor(const std::string& model, const Dataset& dataset);
+// The preprocessing of `model` (resolveModel: a built-in one, or a model file's) on `dataset` (its
+// training set gives the normalisation statistics), from the model's ModelAugmentation: the seeds'
+// distorted_inputs (random crops to the model's input, flips, brightness, contrast, per-image
+// standardisation), or translation by up to N pixels and per-channel normalisation; flips only on
+// datasets whose classes survive a mirror (DatasetSpec::mirrorSafe: Fashion-MNIST and CIFAR, not
+// digits, nor a dataset not in the table). Throws InvalidArgument when the model cannot take the
+// dataset's images ("cifar10-tutorial takes 24x24x3 images; fashion-mnist has 28x28x1"), or for
+// fewer than 2 classes (any count from 2 to kMaxClasses is the dataset's: the model is built with
+// it).
 Preprocessing preprocessingFor(const ModelInfo& model, const Dataset& dataset);
 
 } // namespace towers::engine

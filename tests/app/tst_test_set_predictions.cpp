@@ -35,7 +35,8 @@ private slots:
         info.dataset = "mnist";
         info.classNames = m_data.classNames;
         info.inputShape = model->inputShape();
-        info.preprocessing = engine::preprocessingFor("fashion-fast", m_data).toJson();
+        info.preprocessing =
+            engine::preprocessingFor(engine::findModel("fashion-fast"), m_data).toJson();
         m_checkpoint = root / "ckpt.safetensors";
         engine::writeCheckpoint(m_checkpoint, engine::makeCheckpoint(*model, info));
     }

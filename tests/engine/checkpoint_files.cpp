@@ -16,7 +16,7 @@ void writeFreshCheckpoint(const std::string& model, const engine::Dataset& data,
     info.dataset = data.name;
     info.classNames = data.classNames;
     info.inputShape = m->inputShape();
-    info.preprocessing = engine::preprocessingFor(model, data).toJson();
+    info.preprocessing = engine::preprocessingFor(engine::findModel(model), data).toJson();
     info.step = step;
     info.config = config; // the run's TrainConfig as JSON; empty: none recorded
     engine::writeCheckpoint(file, engine::makeCheckpoint(*m, info));

@@ -66,7 +66,7 @@ private slots:
             const Shape& s = spec.imageShape;
             QCOMPARE(s[0], s[1]);
             const Preprocessing p = preprocessingFor(
-                model, dataset(spec.name, int(s[0]), int(s[2]), spec.labels.numClasses));
+                findModel(model), dataset(spec.name, int(s[0]), int(s[2]), spec.labels.numClasses));
             QCOMPARE(p.channels, int(s[2]));
         }
     }
@@ -177,37 +177,38 @@ private slots:
     {
         const Dataset cifar = dataset("cifar10", 32, 3), fashion = dataset("fashion-mnist", 28, 1),
                       mnist = dataset("mnist", 28, 1);
-        const Preprocessing tutorial = preprocessingFor("cifar10-tutorial", cifar);
+        const Preprocessing tutorial = preprocessingFor(findModel("cifar10-tutorial"), cifar);
         QCOMPARE(tutorial.height, 24); // the seeds' 24x24 crops
         QVERIFY(tutorial.flip && tutorial.brightnessDelta == 63);
         QVERIFY(tutorial.normalization == Preprocessing::Normalization::PerImage);
-        const Preprocessing resnet = preprocessingFor("cifar10-resnet", cifar);
+        const Preprocessing resnet = preprocessingFor(findModel("cifar10-resnet"), cifar);
         QCOMPARE(resnet.height, 32);
         QCOMPARE(resnet.translate, 4);
-        QVERIFY(preprocessingFor("fashion-fast", fashion).flip); // clothes mirror
-        QVERIFY(!preprocessingFor("fashion-fast", mnist).flip);  // digits do not
-        QCOMPARE(preprocessingFor("fashion-wide", fashion).translate, 2);
-        QVERIFY(preprocessingFor("fashion-fast", fashion).normalization ==
+        QVERIFY(preprocessingFor(findModel("fashion-fast"), fashion).flip); // clothes mirror
+        QVERIFY(!preprocessingFor(findModel("fashion-fast"), mnist).flip);  // digits do not
+        QCOMPARE(preprocessingFor(findModel("fashion-wide"), fashion).translate, 2);
+        QVERIFY(preprocessingFor(findModel("fashion-fast"), fashion).normalization ==
                 Preprocessing::Normalization::MeanStd);
     }
 
     void refusals()
     {
         try {
-            preprocessingFor("cifar10-tutorial", dataset("fashion-mnist", 28, 1));
+            preprocessingFor(findModel("cifar10-tutorial"), dataset("fashion-mnist", 28, 1));
             QFAIL("a 3-channel model accepted 1-channel images");
         } catch (const InvalidArgument& e) {
             QVERIFY2(QString::fromUtf8(e.what()).contains(
                          "takes 24x24x3 images; fashion-mnist has 28x28x1"),
                      e.what());
         }
-        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                                 preprocessingFor("fashion-fast", dataset("cifar10", 32, 3)));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, preprocessingFor(findModel("fashion-fast"),
+                                                                   dataset("cifar10", 32, 3)));
         // Any class count from 2 is the dataset's to choose (the model is built with it); one
         // class is nothing to learn.
-        QCOMPARE(preprocessingFor("fashion-fast", dataset("emnist", 28, 1, 26)).channels, 1);
+        QCOMPARE(preprocessingFor(findModel("fashion-fast"), dataset("emnist", 28, 1, 26)).channels,
+                 1);
         try {
-            preprocessingFor("fashion-fast", dataset("one-class", 28, 1, 1));
+            preprocessingFor(findModel("fashion-fast"), dataset("one-class", 28, 1, 1));
             QFAIL("a dataset of one class was accepted");
         } catch (const InvalidArgument& e) {
             QVERIFY2(QString::fromUtf8(e.what()).contains("1 classes; a model classifies 2 to"),

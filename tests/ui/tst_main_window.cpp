@@ -4,6 +4,7 @@
 // configuration.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFile>
 #include <QListWidget>
 #include <QPlainTextEdit>
 #include <QPushButton>
@@ -15,6 +16,7 @@
 #include "engine/cpu/onednn_ops.h"
 #include "engine/train/recipe.h"
 #include "engine/train/run_directory.h"
+#include "model_files.h"
 #include "training_fixture.h"
 #include "ui/main_window.h"
 #include "ui/models/device_model.h"
@@ -237,6 +239,49 @@ private slots:
         emit w.runsPage()->fineTuneRequested(file, QStringLiteral("fashion-fast"));
         QCOMPARE(w.modelPage()->modelName(), QStringLiteral("fashion-fast"));
         QCOMPARE(w.newRunOptions(&error)->config.initFrom, file.toStdString());
+    }
+
+    // A network from a model file: its recipe on the form, its definition in the new run's
+    // configuration and in the remembered one, so the next window opens with it (the file gone).
+    void modelFileRun()
+    {
+        QTemporaryDir dir;
+        const QString file = towers::test::settingsFile(dir.path());
+        const QString net = dir.filePath(QStringLiteral("net.json"));
+        {
+            towers::app::AppSettings settings(file);
+            useTinyMnist(settings, dir);
+            MainWindow w(settings);
+            if (!w.dataPage()->loadedDataset()) {
+                QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
+                QVERIFY(loaded.wait(20000));
+            }
+            QFile out(net);
+            QVERIFY(out.open(QIODevice::WriteOnly));
+            out.write(towers::test::fashionFastDefinition("mine").c_str());
+            out.close();
+            QString error;
+            QVERIFY2(w.modelPage()->openModelFile(net, &error), qPrintable(error));
+            const auto options = w.newRunOptions(&error);
+            QVERIFY2(options, qPrintable(error));
+            QCOMPARE(options->config.model, std::string("mine"));
+            QCOMPARE(options->config.modelDefinition, w.modelPage()->model().definition);
+            QCOMPARE(options->config.batchPerTower, 128); // a model file's default recipe
+            w.close();
+        }
+        QVERIFY(QFile::remove(net));
+        towers::app::AppSettings settings(file);
+        MainWindow again(settings);
+        if (!again.dataPage()->loadedDataset()) {
+            QSignalSpy loaded(again.dataPage(), &towers::ui::DataPage::datasetLoaded);
+            QVERIFY(loaded.wait(20000));
+        }
+        QCOMPARE(again.modelPage()->modelName(), QStringLiteral("mine"));
+        QString error;
+        const auto options = again.newRunOptions(&error);
+        QVERIFY2(options, qPrintable(error));
+        QCOMPARE(options->config.model, std::string("mine"));
+        QVERIFY(!options->config.modelDefinition.empty());
     }
 
     // "New run like this…" (the Runs page's run menu; DIGITS' Clone job): the run's dataset,

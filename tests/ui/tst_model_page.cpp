@@ -1,12 +1,17 @@
 // ModelPage: the picker lists every registered model; choosing one shows its layer table and its
-// parameter count (checked against the engine's own count).
+// parameter count (checked against the engine's own count); a model file's network joins the
+// list, and a file that describes none is refused with the reason.
 #include <QComboBox>
 #include <QLabel>
 #include <QScrollArea>
 #include <QSignalSpy>
+#include <QTemporaryDir>
 #include <QTest>
 
+#include <fstream>
+
 #include "engine/models/registry.h"
+#include "model_files.h"
 #include "ui/models/layer_table_model.h"
 #include "ui/pages/model_page.h"
 
@@ -67,6 +72,63 @@ private slots:
         for (auto* l : page.findChildren<QLabel*>())
             said = said || l->text().contains(QStringLiteral("100 classes"));
         QVERIFY(said);
+    }
+
+    void opensAModelFile()
+    {
+        QTemporaryDir dir;
+        const auto write = [&](const char* name, const std::string& text) {
+            const QString path = dir.filePath(QLatin1String(name));
+            std::ofstream(path.toStdString()) << text;
+            return path;
+        };
+        ModelPage page;
+        auto* combo = page.findChild<QComboBox*>();
+        const int builtIn = combo->count();
+        QSignalSpy changed(&page, &ModelPage::modelChanged);
+        QString error;
+        QVERIFY2(page.openModelFile(write("net.json", towers::test::everyLayerDefinition("mine")),
+                                    &error),
+                 qPrintable(error));
+        QCOMPARE(combo->count(), builtIn + 1);
+        QCOMPARE(combo->currentText(), QStringLiteral("mine (model file)"));
+        QCOMPARE(page.modelName(), QStringLiteral("mine"));
+        QVERIFY(!page.model().definition.empty());
+        QCOMPARE(changed.count(), 1);
+        const auto model = page.model().build(10);
+        QCOMPARE(page.layerModel()->rowCount(), int(model->layerTable().size()));
+        QCOMPARE(page.totalParameters(), qint64(model->parameterCount()));
+        bool said = false;
+        for (auto* l : page.findChildren<QLabel*>())
+            said = said || l->text().contains(QStringLiteral("every layer type"));
+        QVERIFY(said);
+
+        // Back to a built-in model and to the file's network by name.
+        page.setModelName(QStringLiteral("fashion-fast"));
+        QCOMPARE(page.model().definition, std::string());
+        page.setModelName(QStringLiteral("mine"));
+        QCOMPARE(page.modelName(), QStringLiteral("mine"));
+
+        // Another version of the file takes the place of the first.
+        QVERIFY(page.openModelFile(write("net2.json", towers::test::fashionFastDefinition("mine")),
+                                   &error));
+        QCOMPARE(combo->count(), builtIn + 1);
+        QCOMPARE(page.model().inputShape, (towers::engine::Shape{28, 28, 1}));
+        QCOMPARE(page.layerModel()->rowCount(), 10);
+
+        // A file that describes no network: refused, naming the file and the layer; the choice
+        // stays.
+        QVERIFY(!page.openModelFile(
+            write("bad.json",
+                  R"({"name": "bad", "input": [8, 8, 1], "layers": [{"type": "flatten"}]})"),
+            &error));
+        QVERIFY2(error.contains(dir.filePath(QStringLiteral("bad.json")) +
+                                QStringLiteral(": layers[0] (flatten): the last layer must be")),
+                 qPrintable(error));
+        QVERIFY(!page.openModelFile(dir.filePath(QStringLiteral("none.json")), &error));
+        QVERIFY2(error.contains(QStringLiteral("cannot read the model file")), qPrintable(error));
+        QCOMPARE(page.modelName(), QStringLiteral("mine"));
+        QCOMPARE(combo->count(), builtIn + 1);
     }
 };
 

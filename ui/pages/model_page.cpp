@@ -1,18 +1,24 @@
 #include "ui/pages/model_page.h"
 
 #include <QComboBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLocale>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "engine/models/model_file.h"
 #include "engine/models/registry.h"
+#include "engine/train/recipe.h"
 #include "ui/models/layer_table_model.h"
 #include "ui/widgets/hyperparameter_form.h"
 
@@ -27,8 +33,15 @@ ModelPage::ModelPage(QWidget* parent)
     auto* form = new QFormLayout;
     m_modelCombo = new QComboBox(modelBox);
     for (const auto& info : engine::modelRegistry())
-        m_modelCombo->addItem(QString::fromStdString(info.name), QString::fromStdString(info.name));
-    form->addRow(tr("&Model:"), m_modelCombo);
+        m_modelCombo->addItem(QString::fromStdString(info.name),
+                              QVariant::fromValue(quintptr(&info)));
+    m_openFile = new QPushButton(tr("Open model file…"), modelBox);
+    m_openFile->setToolTip(tr("A network of your own: a model file (.json) listing its layers "
+                              "(see docs/models.md)"));
+    auto* picker = new QHBoxLayout;
+    picker->addWidget(m_modelCombo, 1);
+    picker->addWidget(m_openFile);
+    form->addRow(tr("&Model:"), picker);
     m_total = new QLabel(modelBox);
     form->addRow(tr("Parameters:"), m_total);
     modelLayout->addLayout(form);
@@ -58,6 +71,7 @@ ModelPage::ModelPage(QWidget* parent)
                                               scroll->verticalScrollBar()->sizeHint().width() + 4));
     top->addWidget(scroll, 2);
 
+    connect(m_openFile, &QPushButton::clicked, this, &ModelPage::chooseModelFile);
     connect(m_modelCombo, &QComboBox::currentIndexChanged, this, [this] {
         showModel();
         emit modelChanged(modelName());
@@ -67,15 +81,74 @@ ModelPage::ModelPage(QWidget* parent)
 
 ModelPage::~ModelPage() = default;
 
+const engine::ModelInfo& ModelPage::model() const
+{
+    return *reinterpret_cast<const engine::ModelInfo*>(
+        m_modelCombo->currentData().value<quintptr>());
+}
+
 QString ModelPage::modelName() const
 {
-    return m_modelCombo->currentData().toString();
+    return QString::fromStdString(model().name);
 }
 
 void ModelPage::setModelName(const QString& name)
 {
-    const int i = m_modelCombo->findData(name);
+    const int i = m_modelCombo->findText(name);
     if (i >= 0) m_modelCombo->setCurrentIndex(i);
+    for (int j = 0; i < 0 && j < m_modelCombo->count(); ++j)
+        if (m_modelCombo->itemText(j) == tr("%1 (model file)").arg(name))
+            m_modelCombo->setCurrentIndex(j);
+}
+
+void ModelPage::setModel(const engine::ModelInfo& info)
+{
+    const QVariant item = QVariant::fromValue(quintptr(&info));
+    int i = m_modelCombo->findData(item);
+    if (i < 0) {
+        // A model file's network: in place of an earlier one of its name (another version of the
+        // file), else after the built-in models.
+        const QString text = tr("%1 (model file)").arg(QString::fromStdString(info.name));
+        i = m_modelCombo->findText(text);
+        if (i < 0) {
+            m_modelCombo->addItem(text, item);
+            i = m_modelCombo->count() - 1;
+        } else {
+            m_modelCombo->setItemData(i, item);
+            if (i == m_modelCombo->currentIndex()) {
+                showModel();
+                emit modelChanged(modelName());
+                return;
+            }
+        }
+        m_modelCombo->setItemData(i, tr("Your network from a model file"), Qt::ToolTipRole);
+    }
+    m_modelCombo->setCurrentIndex(i);
+}
+
+bool ModelPage::openModelFile(const QString& path, QString* error)
+{
+    try {
+        const engine::ModelInfo& info = engine::readModelFile(path.toStdString());
+        (void)engine::defaultConfigFor(info); // its recipe, before it is chosen
+        m_lastFolder = QFileInfo(path).absolutePath();
+        setModel(info);
+        return true;
+    } catch (const std::exception& e) {
+        if (error) *error = QString::fromUtf8(e.what());
+        return false;
+    }
+}
+
+void ModelPage::chooseModelFile()
+{
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Open a model file"), m_lastFolder.isEmpty() ? QDir::homePath() : m_lastFolder,
+        tr("Model files (*.json);;All files (*)"));
+    if (path.isEmpty()) return;
+    QString error;
+    if (!openModelFile(path, &error))
+        emit errorOccurred(tr("The model file was not opened: %1").arg(error));
 }
 
 qint64 ModelPage::totalParameters() const
@@ -92,22 +165,26 @@ void ModelPage::setClasses(int classes)
 
 void ModelPage::showModel()
 {
-    const auto& info = engine::findModel(modelName().toStdString());
+    const auto& info = model();
     const int classes = m_classes >= 2 ? m_classes : info.numClasses;
     // Building allocates the parameters (no initialisation): quick even for the 20M-parameter net.
-    const auto model = info.build(classes);
-    m_layers->setRows(model->layerTable());
+    const auto built = info.build(classes);
+    m_layers->setRows(built->layerTable());
+    const QString meantFor =
+        info.defaultDataset.empty()
+            ? QString()
+            : tr("; meant for <b>%1</b>")
+                  .arg(QString::fromStdString(info.defaultDataset).toHtmlEscaped());
     m_description->setText(
-        tr("%1<br>Input %2 × %3 × %4, %5 classes; meant for <b>%6</b>; %7 MFLOP per "
-           "training example.")
+        tr("%1<br>Input %2 × %3 × %4, %5 classes%6; %7 MFLOP per training example.")
             .arg(QString::fromStdString(info.description).toHtmlEscaped())
             .arg(info.inputShape[0])
             .arg(info.inputShape[1])
             .arg(info.inputShape[2])
             .arg(classes)
-            .arg(QString::fromStdString(info.defaultDataset))
-            .arg(QLocale().toString(model->trainingFlopsPerExample() * 1e-6, 'f', 1)));
-    m_total->setText(tr("<b>%1</b> trainable").arg(QLocale().toString(model->parameterCount())));
+            .arg(meantFor)
+            .arg(QLocale().toString(built->trainingFlopsPerExample() * 1e-6, 'f', 1)));
+    m_total->setText(tr("<b>%1</b> trainable").arg(QLocale().toString(built->parameterCount())));
 }
 
 } // namespace towers::ui

@@ -1,11 +1,17 @@
 #pragma once
-// The Model & hyperparameters page: the model picker with its layer table (layer, output shape,
-// parameters) and total parameter count, beside the run's hyperparameters.
+// The Model & hyperparameters page: the model picker (the built-in models, and networks of the
+// user's own opened from model files) with its layer table (layer, output shape, parameters) and
+// total parameter count, beside the run's hyperparameters.
 #include <QWidget>
 
 class QComboBox;
+class QPushButton;
 class QLabel;
 class QTableView;
+
+namespace towers::engine {
+struct ModelInfo;
+}
 
 namespace towers::ui {
 
@@ -19,8 +25,19 @@ public:
     explicit ModelPage(QWidget* parent = nullptr);
     ~ModelPage() override;
 
+    // The chosen model: a built-in one, or a model file's network (engine::ModelInfo::definition
+    // set), which a run's configuration carries.
+    const engine::ModelInfo& model() const;
     QString modelName() const;
+    // Chooses a built-in model, or a model file's network listed already, by name (nothing for a
+    // name not listed).
     void setModelName(const QString& name);
+    // Chooses `info`; a model file's network is listed as "<name> (model file)", in place of an
+    // earlier one of its name.
+    void setModel(const engine::ModelInfo& info);
+    // Reads a model file (engine::readModelFile, its recipe checked too) and chooses its network;
+    // false with `error` saying why not (the file, the layer and the field).
+    bool openModelFile(const QString& path, QString* error);
     LayerTableModel* layerModel() const { return m_layers; }
     // Trainable parameters of the chosen model (the layer table's total).
     qint64 totalParameters() const;
@@ -32,12 +49,16 @@ public:
 
 signals:
     void modelChanged(const QString& name);
+    void errorOccurred(const QString& message);
 
 private:
     void showModel();
+    void chooseModelFile();
 
     int m_classes = 0;
     QComboBox* m_modelCombo;
+    QPushButton* m_openFile;
+    QString m_lastFolder; // where the last model file was opened
     QLabel* m_description;
     QLabel* m_total;
     QTableView* m_table;
