@@ -32,11 +32,14 @@
 #include "engine/data/dataset.h"
 #include "engine/errors.h"
 #include "engine/io/onnx_export.h"
+#include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor/rng.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/classifier.h"
+#include "engine/train/recipe.h"
+#include "model_files.h"
 
 using namespace towers;
 namespace fs = std::filesystem;
@@ -45,9 +48,17 @@ namespace {
 
 constexpr double kRelativeTolerance = 1e-4;
 
+// The models checked: the built-in ones, and a model file's network with every layer type.
+const engine::ModelInfo& modelNamed(const std::string& name)
+{
+    if (name != "every-layer") return engine::findModel(name);
+    return engine::resolveModel(
+        name, engine::canonicalModelDefinition(test::everyLayerDefinition(name), "test"));
+}
+
 std::string datasetFor(const std::string& model)
 {
-    return engine::findModel(model).defaultDataset;
+    return modelNamed(model).defaultDataset;
 }
 
 // The evaluation form of a recipe like the model's own (engine/train/recipe.h), with made-up
@@ -75,7 +86,9 @@ engine::Preprocessing recipeFor(const engine::ModelInfo& m)
 void writeModelCheckpoint(const std::string& name, bool trained, const fs::path& path,
                           double convGain = 4.0)
 {
-    auto model = engine::createModel(name, 7);
+    const engine::ModelInfo& info = modelNamed(name);
+    auto model = engine::buildModel(info);
+    model->initialize(7);
     engine::Rng rng(trained ? 11 : 12);
     std::set<std::string> names;
     for (const engine::Parameter* p : model->parameters()) names.insert(p->name);
@@ -106,8 +119,11 @@ void writeModelCheckpoint(const std::string& name, bool trained, const fs::path&
             ema.emplace_back("ema." + p->name, t);
         }
     }
-    const engine::ModelInfo& info = engine::findModel(name);
     engine::CheckpointInfo ci;
+    if (!info.definition.empty()) { // the run's configuration carries a model file's network
+        engine::TrainConfig config = engine::defaultConfigFor(info);
+        ci.config = config.toJson();
+    }
     ci.dataset = datasetFor(name);
     for (int i = 0; i < info.numClasses; ++i) ci.classNames.push_back("class-" + std::to_string(i));
     ci.preprocessing = recipeFor(info).toJson();
@@ -126,7 +142,7 @@ Logits engineLogits(const fs::path& checkpoint, bool useEma, const std::vector<f
                     std::int64_t n)
 {
     const engine::Checkpoint c = engine::readCheckpoint(checkpoint);
-    auto model = engine::buildModel(c.info.model);
+    auto model = engine::buildModel(engine::resolveModel(c.info.model, c.info.modelDefinition));
     engine::loadCheckpoint(checkpoint, *model, useEma);
     auto ops = engine::makeReferenceOps();
     engine::ExecContext ctx{*ops, false, 0};
@@ -265,6 +281,8 @@ private slots:
             QTest::addRow("%s fresh", m.name.c_str()) << QString::fromStdString(m.name) << false;
             QTest::addRow("%s trained", m.name.c_str()) << QString::fromStdString(m.name) << true;
         }
+        QTest::newRow("model file fresh") << QStringLiteral("every-layer") << false;
+        QTest::newRow("model file trained") << QStringLiteral("every-layer") << true;
     }
 
     // onnxruntime's logits equal the engine's, NHWC and NCHW, batches of 1 and 3, with and
@@ -279,7 +297,7 @@ private slots:
             model + (trained ? QStringLiteral("-trained") : QStringLiteral("-fresh"));
         const fs::path checkpoint = path(tag + QStringLiteral(".safetensors")).toStdString();
         writeModelCheckpoint(name, trained, checkpoint);
-        const engine::Shape hwc = engine::findModel(name).inputShape;
+        const engine::Shape hwc = modelNamed(name).inputShape;
 
         // A random batch of 3 (preprocessed images are about N(0, 1)); the batch of 1 is its first.
         engine::Rng rng(99);

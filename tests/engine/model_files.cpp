@@ -17,9 +17,10 @@ std::string fashionFastDefinition(const std::string& name)
         {"type": "linear", "units": "classes"}]})";
 }
 
-std::string everyLayerDefinition(const std::string& name)
+std::string everyLayerDefinition(const std::string& name, const std::string& input)
 {
-    return R"({"name": ")" + name + R"(", "description": "every layer type", "input": [12, 12, 3],
+    return R"({"name": ")" + name + R"(", "description": "every layer type", "input": )" + input +
+           R"(,
       "layers": [
         {"type": "conv2d", "filters": 6, "kernel": 3, "stride": 2, "padding": 1,
          "weight_init": {"normal": 0.2}, "bias_init": {"constant": 0.05}, "weight_decay": 0.01},

@@ -8,10 +8,12 @@ namespace towers::test {
 // the defaults (conv1, bn1, pool1, ..., fc2).
 std::string fashionFastDefinition(const std::string& name = "fast-file");
 
-// A small network (12x12x3 in) with every layer type and option a model file offers: a strided
-// convolution with explicit padding and its bias, batch norm without ReLU, LRN, max pooling with
-// SAME padding, a residual block (conv-BN-ReLU, a named conv), a global max pool, dropout, a
+// A small network (12x12x3 in by default) with every layer type and option a model file offers: a
+// strided convolution with explicit padding and its bias, batch norm without ReLU, LRN, max pooling
+// with SAME padding, a residual block (conv-BN-ReLU, a named conv), a global max pool, dropout, a
 // hidden linear layer with ReLU and Glorot weights, and the classifier.
-std::string everyLayerDefinition(const std::string& name = "every-layer");
+// `input`: the JSON of [height, width, channels].
+std::string everyLayerDefinition(const std::string& name = "every-layer",
+                                 const std::string& input = "[12, 12, 3]");
 
 } // namespace towers::test

@@ -1,0 +1,189 @@
+// A network of the user's own, from a model file, through towers-cli as a user runs it: models
+// shows it, train trains it; with the file gone, the run's checkpoints evaluate, classify and
+// export, the run resumes, and new runs start like it or from its weights (the definition travels
+// in the run). A file that describes no network stops the command with exit code 1, naming the
+// file, the layer and the field.
+#include <QDir>
+#include <QFile>
+#include <QImage>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "cli_process.h"
+#include "dataset_files.h"
+#include "model_files.h"
+
+using namespace towers;
+
+class TestModelFileCommand : public QObject
+{
+    Q_OBJECT
+    QTemporaryDir m_tmp;
+
+    QString path(const QString& name) const { return m_tmp.filePath(name); }
+
+    test::CliResult cli(const QStringList& args) const
+    {
+        return test::runCliProcess(
+            QStringLiteral(TOWERS_CLI), args,
+            {QStringLiteral("HOME=") + path(QStringLiteral("home")),
+             QStringLiteral("XDG_DATA_HOME=") + path(QStringLiteral("xdg")),
+             QStringLiteral("TOWERS_DATA=") + path(QStringLiteral("data")),
+             QStringLiteral("TOWERS_RUNS=") + path(QStringLiteral("runs")),
+             QStringLiteral("OMP_NUM_THREADS=1"),
+             // The CPU's runs on any machine.
+             QStringLiteral("TOWERS_CUDA_PLUGIN=/nonexistent/libtowers-cuda.so")});
+    }
+
+    void write(const QString& name, const std::string& text) const
+    {
+        QFile f(path(name));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(text.c_str());
+    }
+
+    static QJsonObject config(const QString& run)
+    {
+        QFile f(run + QStringLiteral("/config.json"));
+        if (!f.open(QIODevice::ReadOnly)) return {};
+        return QJsonDocument::fromJson(f.readAll()).object();
+    }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_tmp.isValid());
+        // 256 training and 64 test images of 28x28 in the real (gzip'ed IDX) format.
+        test::writeIdxDataset(path(QStringLiteral("data/fashion-mnist")).toStdString(), 256, 64, 28,
+                              28, true, 7);
+        QImage image(28, 28, QImage::Format_Grayscale8);
+        image.fill(90);
+        QVERIFY(image.save(path(QStringLiteral("shirt.png"))));
+    }
+
+    void trainsAndTravelsWithTheRun()
+    {
+        const QString net = path(QStringLiteral("net.json"));
+        write(QStringLiteral("net.json"), test::everyLayerDefinition("mine", "[24, 24, 1]"));
+        auto r = cli({"models", net});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.out.startsWith(QStringLiteral("mine: input 24x24x1")), qPrintable(r.out));
+        QVERIFY2(r.out.contains(QStringLiteral("inner.weight")), qPrintable(r.out));
+
+        const QString run = path(QStringLiteral("runs/mine"));
+        r = cli({"train", "--dataset", "fashion-mnist", "--model", net, "--steps", "4", "--run-dir",
+                 run, "--log-every", "2"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        QVERIFY2(r.out.contains(QStringLiteral("training mine on 1 tower(s) x 16 examples")),
+                 qPrintable(r.out)); // the file's recipe: batch 16
+        const QJsonObject c = config(run);
+        QCOMPARE(c.value(QStringLiteral("model")).toString(), QStringLiteral("mine"));
+        QCOMPARE(c.value(QStringLiteral("optimizer")).toObject().value("kind").toString(),
+                 QStringLiteral("adam"));
+        QCOMPARE(c.value(QStringLiteral("modelDefinition"))
+                     .toObject()
+                     .value(QStringLiteral("name"))
+                     .toString(),
+                 QStringLiteral("mine"));
+
+        // The file goes; the run keeps its network.
+        QVERIFY(QFile::remove(net));
+        r = cli({"eval", "--checkpoint", run});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains(QStringLiteral("mine at step 4 on fashion-mnist")),
+                 qPrintable(r.out));
+        r = cli({"classify", "--checkpoint", run, path(QStringLiteral("shirt.png"))});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains(QStringLiteral("shirt.png")), qPrintable(r.out));
+        r = cli({"export", "--checkpoint", run, "--output", path(QStringLiteral("mine.onnx"))});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY(QFileInfo(path(QStringLiteral("mine.onnx"))).size() > 1000);
+        r = cli({"train", "--resume", "--run-dir", run, "--steps", "6"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        QVERIFY2(r.out.contains(QStringLiteral("finished at step 6 of 6")), qPrintable(r.out));
+        r = cli({"runs", run});
+        QVERIFY2(r.exitCode == 0 && r.out.contains(QStringLiteral("mine on fashion-mnist")),
+                 qPrintable(r.err + r.out));
+
+        // A new run like it, and one from its weights: the same network, from the run alone.
+        const QString like = path(QStringLiteral("runs/like"));
+        r = cli({"train", "--like", run, "--steps", "2", "--run-dir", like});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        QCOMPARE(config(like).value(QStringLiteral("modelDefinition")),
+                 c.value(QStringLiteral("modelDefinition")));
+        const QString tuned = path(QStringLiteral("runs/tuned"));
+        r = cli({"train", "--dataset", "fashion-mnist", "--init-from", run, "--steps", "2",
+                 "--run-dir", tuned});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        QCOMPARE(config(tuned).value(QStringLiteral("model")).toString(), QStringLiteral("mine"));
+        QCOMPARE(config(tuned).value(QStringLiteral("modelDefinition")),
+                 c.value(QStringLiteral("modelDefinition")));
+    }
+
+    void refusesWhatIsNoNetwork_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<QStringList>("command");
+        QTest::addColumn<int>("exitCode");
+        QTest::addColumn<QString>("message");
+        const QString flat =
+            R"({"name": "bad", "input": [28, 28, 1], "layers": [{"type": "flatten"}, )";
+        QTest::newRow("missing file") << "none.json" << QString() << QStringList{"models"} << 1
+                                      << "cannot read the model file '%1'";
+        QTest::newRow("not json") << "broken.json"
+                                  << "{\"name\": " << QStringList{"models"} << 1
+                                  << "%1: not valid JSON";
+        QTest::newRow("a layer's mistake")
+            << "kernel.json"
+            << flat + R"({"type": "linear", "units": "classes", "activation": "gelu"}]})"
+            << QStringList{"train", "--steps", "1"} << 1
+            << "towers-cli train: error: %1: layers[1] (fc1): activation: expected \"relu\" or "
+               "\"none\", got \"gelu\"";
+        QTest::newRow("a recipe's mistake")
+            << "recipe.json"
+            << flat + R"({"type": "linear", "units": "classes"}], "recipe": {"lr": 0}})"
+            << QStringList{"lr-find"} << 1 << "%1: model 'bad': recipe: schedule.lr";
+        QTest::newRow("bench")
+            << "bench.json"
+            << R"({"name": "bad", "input": [28, 28, 1], "layers": [{"type": "flatten"}]})"
+            << QStringList{"bench"} << 1
+            << "%1: layers[0] (flatten): the last layer must be the classifier";
+        // A network for other images, as a built-in model that does not fit: a usage error.
+        QTest::newRow("other images")
+            << "colour.json"
+            << QString::fromStdString(test::everyLayerDefinition("colour", "[24, 24, 3]"))
+            << QStringList{"train", "--steps", "1"} << 2 << "colour takes 24x24x3 images";
+    }
+    void refusesWhatIsNoNetwork()
+    {
+        QFETCH(QString, file);
+        QFETCH(QString, text);
+        QFETCH(QStringList, command);
+        QFETCH(int, exitCode);
+        QFETCH(QString, message);
+        if (!text.isEmpty()) write(file, text.toStdString());
+        const QString modelFile = path(file);
+        QStringList args = command;
+        if (command.first() == QLatin1String("models"))
+            args << modelFile;
+        else if (command.first() == QLatin1String("bench"))
+            args << QStringList{"--model", modelFile};
+        else
+            args << QStringList{"--dataset", "fashion-mnist", "--model", modelFile};
+        if (command.first() == QLatin1String("train"))
+            args << QStringList{"--run-dir", path(QStringLiteral("runs/refused-") + file)};
+        const auto r = cli(args);
+        QCOMPARE(r.exitCode, exitCode);
+        QVERIFY2(r.err.contains(message.contains(QLatin1String("%1")) ? message.arg(modelFile)
+                                                                      : message),
+                 qPrintable(r.err));
+        // Nothing half-made.
+        QVERIFY(!QFileInfo::exists(path(QStringLiteral("runs/refused-") + file)));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestModelFileCommand)
+#include "tst_model_file_command.moc"
