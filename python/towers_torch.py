@@ -5,7 +5,7 @@ weights OIHW, linear weights [out, in], flatten in C,H,W order), so a checkpoint
 
     import towers_torch as tt
     tensors, meta = tt.load_safetensors("run/checkpoints/step-1000.safetensors")
-    model = tt.build(meta.get("model", "cifar10-tutorial"))
+    model = tt.build_for_checkpoint(meta)  # a built-in model, or your model file's network
     model.load_state_dict(tensors)
     model.eval()
     logits = model(images_nchw)
@@ -26,6 +26,7 @@ from torch import nn
 
 __all__ = [
     "MODELS", "INPUT_SHAPES", "build", "weight_decay", "total_loss", "tf_same_max_pool",
+    "FromDefinition", "from_definition", "build_for_checkpoint",
     "load_safetensors", "save_safetensors",
 ]
 
@@ -34,16 +35,19 @@ __all__ = [
 # Building blocks
 
 
-def tf_same_max_pool(x, kernel, stride):
-    """Max pooling with TensorFlow's SAME padding (extra padding goes bottom/right, as -inf)."""
+def _tf_same_pad(x, kernel, stride, value):
+    """TensorFlow's SAME padding of a window (the odd pixel at the bottom and right)."""
     pads = []
     for size in (x.shape[-1], x.shape[-2]):  # F.pad wants the last dim first
         out = math.ceil(size / stride)
         total = max((out - 1) * stride + kernel - size, 0)
         pads += [total // 2, total - total // 2]
-    if any(pads):
-        x = F.pad(x, pads, value=-math.inf)
-    return F.max_pool2d(x, kernel, stride)
+    return F.pad(x, pads, value=value) if any(pads) else x
+
+
+def tf_same_max_pool(x, kernel, stride):
+    """Max pooling with TensorFlow's SAME padding (extra padding goes bottom/right, as -inf)."""
+    return F.max_pool2d(_tf_same_pad(x, kernel, stride, -math.inf), kernel, stride)
 
 
 def tf_lrn(depth_radius=4, bias=1.0, alpha=0.001 / 9.0, beta=0.75):
@@ -200,6 +204,131 @@ class Cifar10Resnet(nn.Module):
         return self.fc(x)
 
 
+class FromDefinition(nn.Module):
+    """A network of a Towers model file (docs/models.md): its layers as this module's children,
+    under the file's layer names (none has a dot), so its state_dict is the checkpoint's."""
+
+    def __init__(self, definition, num_classes=10):
+        super().__init__()
+        if isinstance(definition, str):
+            definition = json.loads(definition)
+        self.model_name = definition["name"]
+        h, w, c = definition["input"]
+        self.input_shape = (c, h, w)
+        self.weight_decays = {}
+        self._counts = {}
+        self._plan = self._build(definition["layers"], (c, h, w), num_classes)
+        del self._counts
+
+    _PREFIX = {"conv2d": "conv", "batchnorm": "bn", "maxpool": "pool", "lrn": "norm",
+               "flatten": "flatten", "linear": "fc", "dropout": "drop", "residual": "res"}
+
+    def _name(self, layer):
+        kind = layer["type"]
+        n = self._counts[kind] = self._counts.get(kind, 0) + 1
+        prefix = self._PREFIX[kind]
+        return layer.get("name", prefix if kind == "flatten" and n == 1 else f"{prefix}{n}")
+
+    def _build(self, layers, shape, num_classes):
+        """[(kind, name, options, body)], registering the modules; `shape` is (C, H, W) or (F,)."""
+        plan = []
+        for layer in layers:
+            kind, name = layer["type"], self._name(layer)
+            body = None
+            if kind == "conv2d":
+                module = nn.Conv2d(shape[0], layer["filters"], layer.get("kernel", 3),
+                                   layer.get("stride", 1), bias=layer.get("bias", True))
+                self.add_module(name, module)
+                if layer.get("weight_decay", 0):
+                    self.weight_decays[f"{name}.weight"] = layer["weight_decay"]
+            elif kind == "batchnorm":
+                self.add_module(name, nn.BatchNorm2d(shape[0], eps=layer.get("epsilon", 1e-5),
+                                                     momentum=layer.get("momentum", 0.1)))
+            elif kind == "linear":
+                units = num_classes if layer["units"] == "classes" else layer["units"]
+                self.add_module(name, nn.Linear(shape[0], units, bias=layer.get("bias", True)))
+                if layer.get("weight_decay", 0):
+                    self.weight_decays[f"{name}.weight"] = layer["weight_decay"]
+            elif kind == "lrn":
+                self.add_module(name, tf_lrn(layer.get("radius", 5), layer.get("bias", 1.0),
+                                             layer.get("alpha", 1.0), layer.get("beta", 0.5)))
+            elif kind == "dropout":
+                self.add_module(name, nn.Dropout(layer["rate"]))
+            elif kind == "residual":
+                body = self._build(layer["layers"], shape, num_classes)
+            plan.append((kind, name, layer, body))
+            shape = self._shape_after(plan[-1], shape)
+        return plan
+
+    def _shape_after(self, step, shape):
+        """The shape after one step, by running it on zeros (no gradient, evaluation mode)."""
+        probe = torch.zeros((1,) + tuple(shape))
+        was = self.training
+        self.eval()
+        with torch.no_grad():
+            out = self._run([step], probe)
+        self.train(was)
+        return tuple(out.shape[1:])
+
+    def _run(self, plan, x):
+        for kind, name, layer, body in plan:
+            if kind == "conv2d":
+                conv = getattr(self, name)
+                pad = layer.get("padding", "same")
+                if pad == "same":
+                    x = _tf_same_pad(x, conv.kernel_size[0], conv.stride[0], 0.0)
+                elif isinstance(pad, int) and pad:
+                    x = F.pad(x, [pad] * 4)
+                x = conv(x)
+                if layer.get("activation") == "relu":
+                    x = F.relu(x)
+            elif kind == "batchnorm":
+                x = getattr(self, name)(x)
+                if layer.get("relu", False):
+                    x = F.relu(x)
+            elif kind == "maxpool":
+                if layer.get("global", False):
+                    x = F.adaptive_max_pool2d(x, 1)
+                else:
+                    size = layer.get("size", 2)
+                    stride = layer.get("stride", size)
+                    if layer.get("padding", "valid") == "same":
+                        x = tf_same_max_pool(x, size, stride)
+                    else:
+                        x = F.max_pool2d(x, size, stride)
+            elif kind == "flatten":
+                x = torch.flatten(x, 1)
+            elif kind == "linear":
+                x = getattr(self, name)(x)
+                if layer.get("activation") == "relu":
+                    x = F.relu(x)
+            elif kind in ("lrn", "dropout"):
+                x = getattr(self, name)(x)
+            elif kind == "residual":
+                x = x + self._run(body, x)
+        return x
+
+    def forward(self, x):
+        return self._run(self._plan, x)
+
+
+def from_definition(definition, num_classes=10):
+    """The PyTorch twin of a model file's network: `definition` is the file's JSON (text or
+    dict), as a run keeps it in config.json's "modelDefinition" and every checkpoint's "config"
+    metadata (see build_for_checkpoint)."""
+    return FromDefinition(definition, num_classes)
+
+
+def build_for_checkpoint(meta):
+    """The module for a checkpoint's metadata (load_safetensors' second result): a built-in
+    model by name, or the network of the model file its run was trained from."""
+    classes = len(json.loads(meta.get("class_names", "[]"))) or 10
+    config = json.loads(meta.get("config") or "{}")
+    if "modelDefinition" in config:
+        return from_definition(config["modelDefinition"], classes)
+    return build(meta["model"], classes)
+
+
 MODELS = {
     "cifar10-tutorial": Cifar10Tutorial,
     "mnist-convnet": MnistConvnet,
@@ -238,10 +367,12 @@ def weight_decay(name):
 
 
 def total_loss(name, module, logits, labels):
-    """Mean cross-entropy + sum of wd * 0.5 * ||w||^2 (TensorFlow's l2_loss) over decayed params."""
+    """Mean cross-entropy + sum of wd * 0.5 * ||w||^2 (TensorFlow's l2_loss) over decayed params
+    (a model file's network: its layers' "weight_decay")."""
     loss = F.cross_entropy(logits, labels.long())
     params = dict(module.named_parameters())
-    for pname, wd in weight_decay(name).items():
+    decays = module.weight_decays if isinstance(module, FromDefinition) else weight_decay(name)
+    for pname, wd in decays.items():
         loss = loss + wd * 0.5 * params[pname].pow(2).sum()
     return loss
 

@@ -6,7 +6,8 @@
 The exchange file (written by the C++ side) holds every parameter and buffer under its
 state_dict name, "input" F32 NHWC, "labels" I32 [N], "expected.logits", "expected.loss" [1],
 "expected.grad.<param>", "expected.buffer.<bn buffer>" (after the forward pass) and
-"dropout.<module>" U8 keep-masks; metadata {"model": name}. The step is recomputed in float64
+"dropout.<module>" U8 keep-masks; metadata {"model": name}, and for a model file's network
+{"model_definition": the file's JSON}. The step is recomputed in float64
 in train() mode and every expected tensor is compared by
     max|ours - torch| / max(max|torch|, 1e-12) < tol.
 
@@ -77,9 +78,18 @@ def check(path, tol, out=sys.stdout):
     except (OSError, ValueError) as e:
         raise BadInput(str(e)) from None
     name = meta.get("model")
-    if name not in tt.MODELS:
-        raise BadInput(f"metadata 'model' is {name!r}, not one of {', '.join(tt.MODELS)}")
-    module = tt.build(name).double()
+    if "model_definition" in meta:  # a model file's network
+        try:
+            module = tt.from_definition(meta["model_definition"]).double()
+        except (ValueError, KeyError, TypeError) as e:
+            raise BadInput(f"metadata 'model_definition' describes no network: {e}") from None
+        c, h, w = module.input_shape
+    elif name in tt.MODELS:
+        module = tt.build(name).double()
+        c, h, w = tt.INPUT_SHAPES[name]
+    else:
+        raise BadInput(f"metadata 'model' is {name!r}, not one of {', '.join(tt.MODELS)}, and "
+                       "there is no 'model_definition'")
     state = module.state_dict()
     loaded = {}
     for key, ref in state.items():
@@ -93,7 +103,6 @@ def check(path, tol, out=sys.stdout):
                            if k.startswith("dropout.")})
 
     x = need(tensors, "input")
-    c, h, w = tt.INPUT_SHAPES[name]
     if x.dim() != 4 or tuple(x.shape[1:]) != (h, w, c):
         raise BadInput(f"'input' has shape {list(x.shape)}, expected NHWC [N, {h}, {w}, {c}]")
     labels = need(tensors, "labels")

@@ -131,20 +131,21 @@ Init initField(const Json& obj, const char* key, const Place& at)
                 it->dump());
 }
 
-// A layer name: what its parameters are called in checkpoints ("<name>.weight"), so unique in
-// the network, and none of the checkpoint's own prefixes.
-void checkName(const std::string& name, std::set<std::string>& taken, const Place& at)
+// A name: what a layer's parameters are called in checkpoints ("<name>.weight"), so unique in the
+// network, none of the checkpoint's own prefixes, and without dots (a module of the PyTorch twin,
+// python/towers_torch.py). A model's name may have dots.
+void checkName(const std::string& name, std::set<std::string>& taken, const Place& at,
+               bool dots = false)
 {
-    const bool charsOk = !name.empty() && name.size() <= 64 &&
-                         name.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
-                                                "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                "0123456789_.-") == std::string::npos;
-    if (!charsOk || name.front() == '.' || name.back() == '.')
-        at.fail("name", "expected 1 to 64 letters, digits, '_', '-' or '.' (not first or last), "
-                        "got \"" +
-                            name + "\"");
+    const std::string chars =
+        std::string("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") +
+        (dots ? "." : "");
+    if (name.empty() || name.size() > 64 || name.find_first_not_of(chars) != std::string::npos ||
+        name.front() == '.' || name.back() == '.')
+        at.fail("name", std::string("expected 1 to 64 letters, digits, '_' or '-'") +
+                            (dots ? " or '.' (not first or last)" : "") + ", got \"" + name + "\"");
     for (const char* reserved : {"ema", "optim"})
-        if (name == reserved || name.starts_with(std::string(reserved) + "."))
+        if (name == reserved)
             at.fail("name", "\"" + name + "\" is kept for the checkpoint's own tensors (" +
                                 reserved + ".*); choose another");
     if (!taken.insert(name).second) at.fail("name", "\"" + name + "\" names another layer too");
@@ -538,7 +539,7 @@ ModelInfo modelFromDefinition(const std::string& text, const std::string& where)
     info.name = stringField(o, "name", "", top);
     {
         std::set<std::string> none;
-        checkName(info.name, none, Place{where, ""});
+        checkName(info.name, none, Place{where, ""}, true);
     }
     for (const ModelInfo& m : modelRegistry())
         if (m.name == info.name)

@@ -265,8 +265,12 @@ private slots:
             << "layers[1] (a): name: \"a\" names another layer too";
         QTest::newRow("a checkpoint's own name")
             << layers(
-                   R"([{"type": "flatten", "name": "ema.x"}, {"type": "linear", "units": "classes"}])")
-            << "\"ema.x\" is kept for the checkpoint's own tensors";
+                   R"([{"type": "flatten", "name": "optim"}, {"type": "linear", "units": "classes"}])")
+            << "\"optim\" is kept for the checkpoint's own tensors";
+        QTest::newRow("a dotted layer name")
+            << layers(
+                   R"([{"type": "flatten", "name": "a.b"}, {"type": "linear", "units": "classes"}])")
+            << "layers[0] (a.b): name: expected 1 to 64 letters, digits, '_' or '-', got \"a.b\"";
         QTest::newRow("augmentation kind")
             << QString::fromStdString(
                    withLayers(R"([{"type": "flatten"}, {"type": "linear", "units": "classes"}])",

@@ -9,9 +9,11 @@
 #include <QtTest>
 
 #include "engine/io/safetensors.h"
+#include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "engine/nn/dropout.h"
 #include "gradcheck.h"
+#include "model_files.h"
 
 using namespace towers::engine;
 using namespace towers::test;
@@ -38,13 +40,19 @@ private slots:
     void model_data()
     {
         QTest::addColumn<QString>("name");
+        QTest::addColumn<QString>("definition"); // a model file's, for its network
         for (const auto& info : modelRegistry())
-            QTest::newRow(info.name.c_str()) << QString::fromStdString(info.name);
+            QTest::newRow(info.name.c_str()) << QString::fromStdString(info.name) << QString();
+        QTest::newRow("model file")
+            << QStringLiteral("every-layer")
+            << QString::fromStdString(canonicalModelDefinition(everyLayerDefinition(), "test"));
     }
     void model()
     {
         QFETCH(QString, name);
-        auto m = createModel(name.toStdString(), 17);
+        QFETCH(QString, definition);
+        auto m = buildModel(resolveModel(name.toStdString(), definition.toStdString()), 10);
+        m->initialize(17);
         NamedTensors ex;
         for (auto* p : m->parameters())
             ex.emplace_back(p->name, p->value.clone()); // before the step
@@ -78,7 +86,9 @@ private slots:
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         const QString file = dir.filePath(QStringLiteral("exchange.safetensors"));
-        writeSafeTensors(file.toStdString(), ex, {{"model", m->name()}});
+        std::map<std::string, std::string> meta{{"model", m->name()}};
+        if (!definition.isEmpty()) meta["model_definition"] = definition.toStdString();
+        writeSafeTensors(file.toStdString(), ex, meta);
         QProcess py;
         py.setProcessChannelMode(QProcess::MergedChannels);
         py.start(QStringLiteral("/usr/bin/python3"),
