@@ -184,6 +184,12 @@ out=$(in_root towers-cli eval --checkpoint "$ckpt") || fail "evaluation failed"
 echo "$out" | head -n 3
 grep -q "precision @ 1" <<<"$out" || fail "eval printed no precision"
 
+step "towers-cli models on the example model file"
+example=/usr/share/doc/towers/examples/fashion-resnet.json
+out=$(in_root towers-cli models "$example") || fail "towers-cli models $example failed"
+echo "$out" | head -n 1
+grep -q "^fashion-resnet: input 28x28x1" <<<"$out" || fail "the example model file's network is not described"
+
 step "the desktop application starts (offscreen platform)"
 install -d -m 700 "$root/tmp/xdg-runtime"
 in_root env QT_QPA_PLATFORM=offscreen XDG_RUNTIME_DIR=/tmp/xdg-runtime towers --measure-startup --settings /tmp/towers.ini ||

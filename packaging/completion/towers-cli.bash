@@ -66,7 +66,12 @@ _towers_cli()
             COMPREPLY=($(compgen -W "cifar10 cifar100 cifar100-coarse mnist fashion-mnist ${imported[*]}" -- "$cur"))
             return
             ;;
-        --model) COMPREPLY=($(compgen -W "$models" -- "$cur")); return ;;
+        --model)
+            # The built-in models, or a model file of your own network.
+            COMPREPLY=($(compgen -W "$models" -- "$cur"))
+            _filedir json # adds to COMPREPLY
+            return
+            ;;
         --device) COMPREPLY=($(compgen -W "cpu cuda" -- "$cur")); return ;;
         --optimizer) COMPREPLY=($(compgen -W "sgd momentum nesterov adam" -- "$cur")); return ;;
         --lr-schedule) COMPREPLY=($(compgen -W "constant exponential step cosine onecycle" -- "$cur")); return ;;
@@ -98,7 +103,10 @@ _towers_cli()
         classify) _filedir '@(png|PNG|jpg|JPG|jpeg|JPEG|bmp|BMP|ppm|PPM|pgm|PGM|gif|GIF)' ;;
         download) COMPREPLY=($(compgen -W "cifar10 cifar100 cifar100-coarse mnist fashion-mnist" -- "$cur")) ;;
         import) _filedir -d ;;
-        models) COMPREPLY=($(compgen -W "$models" -- "$cur")) ;;
+        models)
+            COMPREPLY=($(compgen -W "$models" -- "$cur"))
+            _filedir json
+            ;;
         runs)
             # The runs of the runs folder (--runs-dir, else $TOWERS_RUNS, else the user's) by
             # name, or any folder by path.

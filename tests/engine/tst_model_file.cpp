@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/cpu/onednn_ops.h"
+#include "engine/data/dataset_spec.h"
 #include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
@@ -388,6 +389,26 @@ private slots:
         Classifier classifier(file, false, 1);
         QCOMPARE(classifier.info().model, std::string("every-layer"));
         QCOMPARE(classifier.numClasses(), 4);
+    }
+
+    // The examples docs/models.md starts from (installed in /usr/share/doc/towers/examples) are
+    // valid networks, their recipes too, each for its dataset's images.
+    void examples()
+    {
+        int checked = 0;
+        for (const auto& entry : std::filesystem::directory_iterator(TOWERS_MODEL_FILES)) {
+            if (entry.path().extension() != ".json") continue;
+            const ModelInfo& info = readModelFile(entry.path());
+            QCOMPARE(info.name, entry.path().stem().string());
+            const TrainConfig c = defaultConfigFor(info);
+            QVERIFY(c.epochs > 0);
+            const DatasetSpec* spec = findDatasetSpec(info.defaultDataset);
+            QVERIFY2(spec, info.defaultDataset.c_str());
+            QVERIFY(modelFits(info, spec->imageShape));
+            QVERIFY(buildModel(info, int(spec->labels.numClasses))->parameterCount() > 0);
+            ++checked;
+        }
+        QCOMPARE(checked, 2);
     }
 
     // readModelFile: a file's problems are IoErrors naming it.
