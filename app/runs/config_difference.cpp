@@ -1,5 +1,6 @@
 #include "app/runs/config_difference.h"
 
+#include <QCryptographicHash>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -11,13 +12,28 @@ namespace towers::app {
 
 namespace {
 
-// The leaves of `o` as (path, text), in its order; a non-empty object is a branch ("a/b").
+// A model file's network in one line: its name, its layer count and a digest of its definition,
+// so that two versions of one file differ at a glance ("my-net: 9 layers (#1f0c2a9b)").
+QString networkText(const QJsonObject& definition)
+{
+    const QByteArray text = QJsonDocument(definition).toJson(QJsonDocument::Compact);
+    return QStringLiteral("%1: %2 layers (#%3)")
+        .arg(definition.value(QLatin1String("name")).toString())
+        .arg(definition.value(QLatin1String("layers")).toArray().size())
+        .arg(QString::fromLatin1(
+            QCryptographicHash::hash(text, QCryptographicHash::Sha256).toHex().left(8)));
+}
+
+// The leaves of `o` as (path, text), in its order; a non-empty object is a branch ("a/b"), except
+// a model file's network, one setting.
 void flatten(const QJsonObject& o, const QString& prefix,
              std::vector<std::pair<QString, QString>>& out)
 {
     for (auto it = o.begin(); it != o.end(); ++it) {
         const QString path = prefix.isEmpty() ? it.key() : prefix + QLatin1Char('/') + it.key();
-        if (it->isObject() && !it->toObject().isEmpty())
+        if (prefix.isEmpty() && it.key() == QLatin1String("modelDefinition") && it->isObject())
+            out.emplace_back(path, networkText(it->toObject()));
+        else if (it->isObject() && !it->toObject().isEmpty())
             flatten(it->toObject(), path, out);
         else
             out.emplace_back(path, configValueText(*it));

@@ -25,7 +25,7 @@ struct ConfigDifference
 // The settings whose values differ among `configs` (each a run's config.json; text that is not a
 // JSON object counts as no settings): the first configuration's settings by name (as QJsonObject
 // orders them), then those only the later ones have; never runId, which differs between any two
-// runs.
+// runs. A model file's network (modelDefinition) is one setting: "<name>: N layers (#digest)".
 std::vector<ConfigDifference> configDifferences(const QStringList& configs);
 
 } // namespace towers::app

@@ -131,6 +131,24 @@ private slots:
         QCOMPARE(all[0].values,
                  (QStringList{QStringLiteral("0.1"), QStringLiteral("0.1"), QString()}));
         QVERIFY(towers::app::configDifferences({configs[0], configs[0]}).empty());
+
+        // A model file's network is one setting: its name, its layers and a digest, so two
+        // versions of one file differ, and the same network does not.
+        const QString a = QStringLiteral(
+            R"({"model": "n", "modelDefinition": {"name": "n", "input": [8, 8, 1], "layers": [{"type": "flatten"}, {"type": "linear", "units": "classes"}]}})");
+        QString b = a;
+        b.replace(QStringLiteral(R"("units": "classes"})"),
+                  QStringLiteral(R"("units": "classes", "bias": false})"));
+        const auto net =
+            towers::app::configDifferences({a, b, QStringLiteral(R"({"model": "m"})")});
+        QCOMPARE(net.size(), std::size_t(2)); // model, modelDefinition
+        QCOMPARE(net[1].setting, QStringLiteral("modelDefinition"));
+        QVERIFY2(net[1].values[0].startsWith(QStringLiteral("n: 2 layers (#")),
+                 qPrintable(net[1].values[0]));
+        QCOMPARE(net[1].values[0].size(), net[1].values[1].size());
+        QVERIFY(net[1].values[0] != net[1].values[1]);
+        QCOMPARE(net[1].values[2], QString());
+        QVERIFY(towers::app::configDifferences({a, a}).empty());
     }
 
     void damagedFilesAreReportedNotThrown()

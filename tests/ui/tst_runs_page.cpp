@@ -20,6 +20,9 @@
 #include <QTest>
 #include <QTreeWidget>
 
+#include "engine/models/model_file.h"
+#include "model_files.h"
+
 #include "app/settings/app_settings.h"
 #include "engine/train/run_directory.h"
 #include "engine/train/run_lock.h"
@@ -430,6 +433,37 @@ private slots:
     }
 
     // The run's title says its precision when it is not float32; its config.json shows it too.
+    // A model file's network in config.json: one folded branch that names it and counts its layers.
+    void modelFileNetworkIsFolded()
+    {
+        QTemporaryDir root;
+        const QString folder = root.filePath(QStringLiteral("runs/mine"));
+        const eng::RunDirectory dir(folder.toStdString());
+        eng::TrainConfig c;
+        c.model = "mine";
+        c.modelDefinition =
+            eng::canonicalModelDefinition(towers::test::fashionFastDefinition("mine"), "test");
+        c.dataset = "mnist";
+        c.steps = 10;
+        dir.writeConfig(c.toJson());
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(root.filePath(QStringLiteral("runs")));
+        RunsPage page(settings);
+        page.show();
+        QSignalSpy refreshed(&page, &RunsPage::refreshed);
+        QVERIFY(refreshed.wait(10000));
+        page.selectRun(folder);
+        QCOMPARE(configValue(page, QStringLiteral("modelDefinition")),
+                 QStringLiteral("mine: 10 layers, from a model file"));
+        QCOMPARE(configValue(page, QStringLiteral("modelDefinition/name")), QStringLiteral("mine"));
+        auto* tree = page.findChild<QTreeWidget*>();
+        const auto found = tree->findItems(QStringLiteral("modelDefinition"), Qt::MatchExactly);
+        QCOMPARE(found.size(), 1);
+        QVERIFY(!found.first()->isExpanded());
+        QVERIFY(
+            tree->findItems(QStringLiteral("optimizer"), Qt::MatchExactly).first()->isExpanded());
+    }
+
     void titleSaysThePrecision()
     {
         QTemporaryDir root;

@@ -41,7 +41,9 @@ ModelPage::ModelPage(QWidget* parent)
     auto* picker = new QHBoxLayout;
     picker->addWidget(m_modelCombo, 1);
     picker->addWidget(m_openFile);
-    form->addRow(tr("&Model:"), picker);
+    auto* modelLabel = new QLabel(tr("&Model:"), modelBox);
+    modelLabel->setBuddy(m_modelCombo); // a layout as the field: the mnemonic needs its buddy
+    form->addRow(modelLabel, picker);
     m_total = new QLabel(modelBox);
     form->addRow(tr("Parameters:"), m_total);
     modelLayout->addLayout(form);

@@ -50,7 +50,18 @@ bool addConfigItems(QTreeWidgetItem* parent, QTreeWidget* tree, const QJsonObjec
         item->setText(0, it.key());
         if (it->isObject() && !it->toObject().isEmpty()) {
             addConfigItems(item, tree, it->toObject());
-            item->setExpanded(true);
+            // A model file's network is long: folded, its name and layer count beside it.
+            const bool network = it.key() == QLatin1String("modelDefinition");
+            if (network) {
+                const auto layers = it->toObject().value(QLatin1String("layers")).toArray().size();
+                const QString name = it->toObject().value(QLatin1String("name")).toString();
+                item->setText(
+                    1,
+                    layers == 1
+                        ? RunsPage::tr("%1: 1 layer, from a model file").arg(name)
+                        : RunsPage::tr("%1: %2 layers, from a model file").arg(name).arg(layers));
+            }
+            item->setExpanded(!network);
             branches = true;
             continue;
         }
