@@ -48,7 +48,12 @@ int runModels(const QStringList& args, CommandIo& io)
                        << QString::fromStdString(info.description) << "\n";
             }
         }
-        if (json) io.out << QJsonDocument(list).toJson(QJsonDocument::Indented);
+        if (json)
+            io.out << QJsonDocument(list).toJson(QJsonDocument::Indented);
+        else
+            io.out << "\nYour own network: a model file (docs/models.md; examples in "
+                      "/usr/share/doc/towers/examples);\n'towers-cli models FILE.json' shows one, "
+                      "'towers-cli train --model FILE.json' trains it.\n";
         return ExitOk;
     }
 

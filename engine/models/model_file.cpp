@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -193,18 +194,18 @@ public:
     std::unique_ptr<Sequential> build(int classes) const
     {
         auto net = std::make_unique<Sequential>();
-        add(*net, m_specs, classes);
+        for (const Spec& s : m_specs) net->add(s.make(classes));
         return net;
     }
 
 private:
+    // One layer, checked: `make` builds it (with `classes` outputs for the classifier) from the
+    // options read once from the file.
     struct Spec
     {
         std::string type, name, path;
-        Json options;
-        std::int64_t in = 0; // input channels or features
         bool classes = false;
-        std::vector<Spec> body; // residual
+        std::function<std::unique_ptr<Layer>(int classes)> make;
     };
 
     std::vector<Spec> parse(const Json& layers, const std::string& field, Shape& shape,
@@ -226,7 +227,6 @@ private:
                                                   : ", got " + type->dump()));
             Spec s;
             s.type = *type;
-            s.options = l;
             const std::string prefix = layerTypes().at(s.type);
             const int n = ++counts[s.type];
             s.name = s.type == "flatten" && n == 1 ? prefix : prefix + std::to_string(n);
@@ -235,7 +235,7 @@ private:
             const Place p{m_where, s.path};
             checkName(s.name, taken, p);
             try {
-                layerFor(s, shape, taken, counts, depth, p);
+                layerFor(s, l, shape, taken, counts, depth, p);
             } catch (const InvalidArgument& e) {
                 const std::string what = e.what();
                 if (what.starts_with(m_where + ": ")) throw;
@@ -246,17 +246,17 @@ private:
         return specs;
     }
 
-    // Checks a layer's options and its input, and moves `shape` to its output.
-    void layerFor(Spec& s, Shape& shape, std::set<std::string>& taken,
+    // Reads a layer's options `o` into s.make, checks its input, and moves `shape` to its output.
+    void layerFor(Spec& s, const Json& o, Shape& shape, std::set<std::string>& taken,
                   std::map<std::string, int>& counts, int depth, const Place& p) const
     {
-        const Json& o = s.options;
         const bool image = shape.rank() == 4;
         auto needImage = [&] {
             if (!image)
                 p.fail("", "takes images [H, W, C], but its input is " + featuresText(shape) +
                                " (a " + s.type + " layer goes before the flatten)");
         };
+        const std::string name = s.name;
         if (s.type == "conv2d") {
             rejectUnknown(o,
                           {"type", "name", "filters", "kernel", "stride", "padding", "bias",
@@ -264,44 +264,59 @@ private:
                           p);
             needImage();
             if (!o.contains("filters")) p.fail("filters", "missing (the output channels)");
-            intField(o, "filters", 0, 1, kMaxWidth, p);
-            intField(o, "kernel", 3, 1, kMaxKernel, p);
-            intField(o, "stride", 1, 1, kMaxKernel, p);
-            paddingField(o, p);
-            boolField(o, "bias", true, p);
-            activationField(o, p);
-            initField(o, "weight_init", p);
-            initField(o, "bias_init", p);
-            numberField(o, "weight_decay", 0, 0, 1, true, p);
-            s.in = shape[3];
+            Conv2dOptions c;
+            c.inChannels = shape[3];
+            c.outChannels = intField(o, "filters", 0, 1, kMaxWidth, p);
+            c.kernel = int(intField(o, "kernel", 3, 1, kMaxKernel, p));
+            c.stride = int(intField(o, "stride", 1, 1, kMaxKernel, p));
+            c.padding = paddingField(o, c.pads, p);
+            c.bias = boolField(o, "bias", true, p);
+            c.activation = activationField(o, p);
+            c.weightInit = initField(o, "weight_init", p);
+            c.biasInit = initField(o, "bias_init", p);
+            c.weightDecay = numberField(o, "weight_decay", 0, 0, 1, true, p);
+            s.make = [name, c](int) { return std::make_unique<Conv2d>(name, c); };
         } else if (s.type == "batchnorm") {
             rejectUnknown(o, {"type", "name", "relu", "epsilon", "momentum"}, p);
             needImage();
-            boolField(o, "relu", false, p);
-            numberField(o, "epsilon", 1e-5, 1e-12, 1, true, p);
-            numberField(o, "momentum", 0.1, 0, 1, true, p);
-            s.in = shape[3];
+            const std::int64_t channels = shape[3];
+            const Activation relu =
+                boolField(o, "relu", false, p) ? Activation::Relu : Activation::None;
+            const double epsilon = numberField(o, "epsilon", 1e-5, 1e-12, 1, true, p);
+            const double momentum = numberField(o, "momentum", 0.1, 0, 1, true, p);
+            s.make = [=](int) {
+                return std::make_unique<BatchNorm>(name, channels, epsilon, momentum, relu);
+            };
         } else if (s.type == "maxpool") {
             rejectUnknown(o, {"type", "name", "size", "stride", "padding", "global"}, p);
             needImage();
-            if (boolField(o, "global", false, p) &&
-                (o.contains("size") || o.contains("stride") || o.contains("padding")))
-                p.fail("global", "a global pool takes no size, stride or padding");
-            const auto size = intField(o, "size", 2, 1, kMaxKernel, p);
-            intField(o, "stride", size, 1, kMaxKernel, p);
-            const std::string pad = stringField(o, "padding", "valid", p);
-            if (pad != "valid" && pad != "same")
-                p.fail("padding", "expected \"same\" or \"valid\", got \"" + pad + "\"");
+            if (boolField(o, "global", false, p)) {
+                if (o.contains("size") || o.contains("stride") || o.contains("padding"))
+                    p.fail("global", "a global pool takes no size, stride or padding");
+                s.make = [name](int) { return MaxPool2d::global(name); };
+            } else {
+                const int size = int(intField(o, "size", 2, 1, kMaxKernel, p));
+                const int stride = int(intField(o, "stride", size, 1, kMaxKernel, p));
+                const std::string pad = stringField(o, "padding", "valid", p);
+                if (pad != "valid" && pad != "same")
+                    p.fail("padding", "expected \"same\" or \"valid\", got \"" + pad + "\"");
+                const Padding padding = pad == "same" ? Padding::Same : Padding::Valid;
+                s.make = [=](int) {
+                    return std::make_unique<MaxPool2d>(name, size, stride, padding);
+                };
+            }
         } else if (s.type == "lrn") {
             rejectUnknown(o, {"type", "name", "radius", "bias", "alpha", "beta"}, p);
             needImage();
-            intField(o, "radius", 5, 0, 64, p);
-            numberField(o, "bias", 1, 1e-6, 1e6, true, p);
-            numberField(o, "alpha", 1, 0, 1e6, true, p);
-            numberField(o, "beta", 0.5, 0, 10, true, p);
+            const int radius = int(intField(o, "radius", 5, 0, 64, p));
+            const double bias = numberField(o, "bias", 1, 1e-6, 1e6, true, p);
+            const double alpha = numberField(o, "alpha", 1, 0, 1e6, true, p);
+            const double beta = numberField(o, "beta", 0.5, 0, 10, true, p);
+            s.make = [=](int) { return std::make_unique<Lrn>(name, radius, bias, alpha, beta); };
         } else if (s.type == "flatten") {
             rejectUnknown(o, {"type", "name"}, p);
             needImage();
+            s.make = [name](int) { return std::make_unique<Flatten>(name); };
         } else if (s.type == "linear") {
             rejectUnknown(o,
                           {"type", "name", "units", "bias", "activation", "weight_init",
@@ -314,17 +329,25 @@ private:
             const auto units = o.find("units");
             if (units == o.end()) p.fail("units", "missing (the outputs, or \"classes\")");
             s.classes = units->is_string() && *units == "classes";
-            if (!s.classes) intField(o, "units", 0, 1, kMaxWidth, p);
-            boolField(o, "bias", true, p);
-            activationField(o, p);
-            initField(o, "weight_init", p);
-            initField(o, "bias_init", p);
-            numberField(o, "weight_decay", 0, 0, 1, true, p);
-            s.in = shape[1];
+            LinearOptions l;
+            l.inFeatures = shape[1];
+            l.outFeatures = s.classes ? 0 : intField(o, "units", 0, 1, kMaxWidth, p);
+            l.bias = boolField(o, "bias", true, p);
+            l.activation = activationField(o, p);
+            l.weightInit = initField(o, "weight_init", p);
+            l.biasInit = initField(o, "bias_init", p);
+            l.weightDecay = numberField(o, "weight_decay", 0, 0, 1, true, p);
+            const bool classes = s.classes;
+            s.make = [name, l, classes](int outputs) {
+                LinearOptions mine = l;
+                if (classes) mine.outFeatures = outputs;
+                return std::make_unique<Linear>(name, mine);
+            };
         } else if (s.type == "dropout") {
             rejectUnknown(o, {"type", "name", "rate"}, p);
             if (!o.contains("rate")) p.fail("rate", "missing (the share of values dropped)");
-            numberField(o, "rate", 0, 0, 1, false, p);
+            const double rate = numberField(o, "rate", 0, 0, 1, false, p);
+            s.make = [name, rate](int) { return std::make_unique<Dropout>(name, rate); };
         } else if (s.type == "residual") {
             rejectUnknown(o, {"type", "name", "layers"}, p);
             needImage();
@@ -333,46 +356,44 @@ private:
                        "residual blocks nest at most " + std::to_string(kMaxDepth - 1) + " deep");
             if (!o.contains("layers")) p.fail("layers", "missing (the block's layers)");
             Shape inner = shape;
-            s.body = parse(o.at("layers"), s.path + ": layers", inner, taken, counts, depth + 1);
-            if (s.body.empty()) p.fail("layers", "a residual block needs at least one layer");
+            auto body = std::make_shared<const std::vector<Spec>>(
+                parse(o.at("layers"), s.path + ": layers", inner, taken, counts, depth + 1));
+            if (body->empty()) p.fail("layers", "a residual block needs at least one layer");
             if (inner != shape)
                 p.fail("", "its layers turn " + imageText(shape) + " into " +
                                featuresOrImage(inner) +
                                "; a residual block adds its input to their output, so they must "
                                "keep the shape (padding \"same\", stride 1, as many filters as "
                                "channels)");
+            s.make = [name, body](int classes) {
+                auto seq = std::make_unique<Sequential>(name);
+                for (const Spec& b : *body) seq->add(b.make(classes));
+                return std::make_unique<Residual>(name, std::move(seq));
+            };
             return;
         }
         if (s.classes) {
-            shape = Shape{1, 2}; // the classes are the dataset's; checked in build()
+            shape = Shape{1, 2}; // the classes are the dataset's; the last layer (checked above)
             return;
         }
         // The layer's own shape rules (a window larger than the image, ...).
-        const auto layer = makeLayer(s, 2);
-        shape = layer->outputShape(shape);
+        shape = s.make(2)->outputShape(shape);
         if (shape.numel() == 0) p.fail("", "leaves nothing of its input " + featuresOrImage(shape));
     }
 
-    static Padding paddingOf(const Json& o, ExplicitPads& pads)
+    // "same" (the default), "valid", or the zeros added on each side.
+    static Padding paddingField(const Json& o, ExplicitPads& pads, const Place& p)
     {
         const auto it = o.find("padding");
         if (it == o.end()) return Padding::Same;
-        if (it->is_number_integer()) {
+        if (it->is_string() && (*it == "same" || *it == "valid"))
+            return *it == "same" ? Padding::Same : Padding::Valid;
+        if (it->is_number_integer() && it->get<std::int64_t>() >= 0 &&
+            it->get<std::int64_t>() <= kMaxKernel) {
             const int n = it->get<int>();
             pads = {n, n, n, n};
             return Padding::Explicit;
         }
-        return *it == "valid" ? Padding::Valid : Padding::Same;
-    }
-
-    static void paddingField(const Json& o, const Place& p)
-    {
-        const auto it = o.find("padding");
-        if (it == o.end()) return;
-        if (it->is_string() && (*it == "same" || *it == "valid")) return;
-        if (it->is_number_integer() && it->get<std::int64_t>() >= 0 &&
-            it->get<std::int64_t>() <= kMaxKernel)
-            return;
         p.fail("padding", "expected \"same\", \"valid\" or the zeros added on each side (0 to " +
                               std::to_string(kMaxKernel) + "), got " + it->dump());
     }
@@ -385,67 +406,6 @@ private:
     static std::string featuresOrImage(const Shape& s)
     {
         return s.rank() == 4 ? imageText(s) : featuresText(s);
-    }
-
-    // The layer a checked spec describes, `classes` outputs for the classifier.
-    static std::unique_ptr<Layer> makeLayer(const Spec& s, int classes)
-    {
-        const Json& o = s.options;
-        const Place none{"", ""};
-        if (s.type == "conv2d") {
-            Conv2dOptions c;
-            c.inChannels = s.in;
-            c.outChannels = o.at("filters").get<std::int64_t>();
-            c.kernel = int(intField(o, "kernel", 3, 1, kMaxKernel, none));
-            c.stride = int(intField(o, "stride", 1, 1, kMaxKernel, none));
-            c.padding = paddingOf(o, c.pads);
-            c.bias = boolField(o, "bias", true, none);
-            c.activation = activationField(o, none);
-            c.weightInit = initField(o, "weight_init", none);
-            c.biasInit = initField(o, "bias_init", none);
-            c.weightDecay = numberField(o, "weight_decay", 0, 0, 1, true, none);
-            return std::make_unique<Conv2d>(s.name, c);
-        }
-        if (s.type == "batchnorm")
-            return std::make_unique<BatchNorm>(
-                s.name, s.in, numberField(o, "epsilon", 1e-5, 1e-12, 1, true, none),
-                numberField(o, "momentum", 0.1, 0, 1, true, none),
-                boolField(o, "relu", false, none) ? Activation::Relu : Activation::None);
-        if (s.type == "maxpool") {
-            if (boolField(o, "global", false, none)) return MaxPool2d::global(s.name);
-            const int size = int(intField(o, "size", 2, 1, kMaxKernel, none));
-            return std::make_unique<MaxPool2d>(
-                s.name, size, int(intField(o, "stride", size, 1, kMaxKernel, none)),
-                stringField(o, "padding", "valid", none) == "same" ? Padding::Same
-                                                                   : Padding::Valid);
-        }
-        if (s.type == "lrn")
-            return std::make_unique<Lrn>(s.name, int(intField(o, "radius", 5, 0, 64, none)),
-                                         numberField(o, "bias", 1, 1e-6, 1e6, true, none),
-                                         numberField(o, "alpha", 1, 0, 1e6, true, none),
-                                         numberField(o, "beta", 0.5, 0, 10, true, none));
-        if (s.type == "flatten") return std::make_unique<Flatten>(s.name);
-        if (s.type == "linear") {
-            LinearOptions l;
-            l.inFeatures = s.in;
-            l.outFeatures = s.classes ? classes : o.at("units").get<std::int64_t>();
-            l.bias = boolField(o, "bias", true, none);
-            l.activation = activationField(o, none);
-            l.weightInit = initField(o, "weight_init", none);
-            l.biasInit = initField(o, "bias_init", none);
-            l.weightDecay = numberField(o, "weight_decay", 0, 0, 1, true, none);
-            return std::make_unique<Linear>(s.name, l);
-        }
-        if (s.type == "dropout")
-            return std::make_unique<Dropout>(s.name, numberField(o, "rate", 0, 0, 1, false, none));
-        auto body = std::make_unique<Sequential>(s.name);
-        add(*body, s.body, classes);
-        return std::make_unique<Residual>(s.name, std::move(body));
-    }
-
-    static void add(Sequential& seq, const std::vector<Spec>& specs, int classes)
-    {
-        for (const Spec& s : specs) seq.add(makeLayer(s, classes));
     }
 
     std::string m_where;
