@@ -465,27 +465,6 @@ ModelAugmentation augmentationOf(const Json& o, const Place& top)
     return a;
 }
 
-// What a model file's network trains with unless its "recipe" says otherwise: the fast trainers'
-// recipe of the built-in batch-norm models (Nesterov 0.9, a linear one-cycle to 0.1, weight decay
-// 5e-4 on the conv and linear weights), batch 128 per tower, 10 epochs.
-ModelRecipe defaultRecipe()
-{
-    ModelRecipe r;
-    r.optimizer.kind = "nesterov";
-    r.optimizer.momentum = 0.9;
-    r.schedule.kind = LrSchedule::Kind::OneCycle;
-    r.schedule.lr = 0.1;
-    r.schedule.warmupFraction = 0.15;
-    r.schedule.cosineAnneal = false;
-    r.weightDecay = 5e-4;
-    r.batchPerTower = 128;
-    r.epochs = 10;
-    r.checkpointEvery = 500;
-    r.evalEvery = 500;
-    r.logEvery = 50;
-    return r;
-}
-
 } // namespace
 
 ModelInfo modelFromDefinition(const std::string& text, const std::string& where)
@@ -522,7 +501,9 @@ ModelInfo modelFromDefinition(const std::string& text, const std::string& where)
             "your network from a model file: " + std::to_string(model->net().layers().size()) +
             " layers";
     }
-    info.recipe = defaultRecipe();
+    // Unless its "recipe" says otherwise: the built-in batch-norm models' recipe, batch 128 per
+    // tower, 10 epochs, an evaluation every 500 steps and a log line every 50.
+    info.recipe = nesterovOneCycle(0.1, 0.15, 128, 10, 500, 50);
     info.augmentation = augmentationOf(o, top);
     if (const auto r = o.find("recipe"); r != o.end()) {
         if (!r->is_object()) top.fail("recipe", "expected an object, got " + r->dump());

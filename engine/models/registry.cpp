@@ -9,27 +9,6 @@ namespace towers::engine {
 
 namespace {
 
-// The fast trainers' recipe: Nesterov 0.9, a linear one-cycle to `peak` (warm-up over `warmup` of
-// the run), weight decay 5e-4 on the conv/linear weights, checkpoints every 500 steps.
-ModelRecipe nesterovOneCycle(double peak, double warmup, int batch, double epochs,
-                             std::int64_t evalEvery, std::int64_t logEvery)
-{
-    ModelRecipe r;
-    r.optimizer.kind = "nesterov";
-    r.optimizer.momentum = 0.9;
-    r.schedule.kind = LrSchedule::Kind::OneCycle;
-    r.schedule.lr = peak;
-    r.schedule.warmupFraction = warmup;
-    r.schedule.cosineAnneal = false;
-    r.weightDecay = 5e-4;
-    r.batchPerTower = batch;
-    r.epochs = epochs;
-    r.checkpointEvery = 500;
-    r.evalEvery = evalEvery;
-    r.logEvery = logEvery;
-    return r;
-}
-
 // The tutorial's: plain SGD, lr 0.1 decayed x0.1 every 350 epochs (staircase), batch 128, EMA
 // 0.9999, 10,000 steps (the tutorial runs 1,000,000).
 ModelRecipe tutorialRecipe()
@@ -123,6 +102,25 @@ std::vector<ModelInfo> makeRegistry()
 }
 
 } // namespace
+
+ModelRecipe nesterovOneCycle(double peak, double warmup, int batch, double epochs,
+                             std::int64_t evalEvery, std::int64_t logEvery)
+{
+    ModelRecipe r;
+    r.optimizer.kind = "nesterov";
+    r.optimizer.momentum = 0.9;
+    r.schedule.kind = LrSchedule::Kind::OneCycle;
+    r.schedule.lr = peak;
+    r.schedule.warmupFraction = warmup;
+    r.schedule.cosineAnneal = false;
+    r.weightDecay = 5e-4;
+    r.batchPerTower = batch;
+    r.epochs = epochs;
+    r.checkpointEvery = 500;
+    r.evalEvery = evalEvery;
+    r.logEvery = logEvery;
+    return r;
+}
 
 const std::vector<ModelInfo>& modelRegistry()
 {

@@ -32,6 +32,12 @@ struct ModelRecipe
     std::int64_t logEvery = 10;
 };
 
+// The fast trainers' recipe: Nesterov 0.9, a linear one-cycle to `peak` (warm-up over `warmup` of
+// the run), weight decay 5e-4 on the conv/linear weights, checkpoints every 500 steps: the
+// batch-norm models', and a model file's unless its recipe says otherwise.
+ModelRecipe nesterovOneCycle(double peak, double warmup, int batch, double epochs,
+                             std::int64_t evalEvery, std::int64_t logEvery);
+
 // How a model's training images are distorted and normalised; preprocessingFor (recipe.h) turns
 // it into a Preprocessing for a dataset.
 struct ModelAugmentation

@@ -24,8 +24,8 @@ std::string everyLayerDefinition(const std::string& name, const std::string& inp
       "layers": [
         {"type": "conv2d", "filters": 6, "kernel": 3, "stride": 2, "padding": 1,
          "weight_init": {"normal": 0.2}, "bias_init": {"constant": 0.05}, "weight_decay": 0.01},
-        {"type": "batchnorm", "epsilon": 0.001, "momentum": 0.2},
         {"type": "lrn", "radius": 2, "bias": 1, "alpha": 0.1, "beta": 0.75},
+        {"type": "batchnorm", "epsilon": 0.001, "momentum": 0.2},
         {"type": "maxpool", "size": 3, "stride": 1, "padding": "same"},
         {"type": "residual", "layers": [
             {"type": "conv2d", "filters": 6, "bias": false, "name": "inner"},

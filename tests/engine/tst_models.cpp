@@ -1,20 +1,35 @@
 // The registered models: structure, whole-model gradients by finite differences on the float64
-// reference backend, the oneDNN backend against the reference, and that SGD steps learn.
+// reference backend, the oneDNN backend against the reference (both also for a model file's network
+// with every layer type), and that SGD steps learn.
 #include <QtTest>
 
 #include <algorithm>
 #include <set>
 
 #include "engine/cpu/onednn_ops.h"
+#include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "engine/nn/dropout.h"
 #include "engine/optim/sgd.h"
 #include "gradcheck.h"
+#include "model_files.h"
 
 using namespace towers::engine;
 using namespace towers::test;
 
 namespace {
+
+// A registered model, or "every-layer": the model file's network with every layer type
+// (model_files.h), initialised from `seed`.
+std::unique_ptr<Model> modelNamed(const QString& name, std::uint64_t seed)
+{
+    const std::string n = name.toStdString();
+    auto m = buildModel(n != "every-layer"
+                            ? findModel(n)
+                            : resolveModel(n, canonicalModelDefinition(everyLayerDefinition(), n)));
+    m->initialize(seed);
+    return m;
+}
 
 Tensor imagesFor(const Model& m, std::int64_t n, DType dtype, std::uint64_t seed)
 {
@@ -133,6 +148,7 @@ private slots:
         QTest::newRow("fashion-fast") << "fashion-fast" << 3 << 4;
         QTest::newRow("fashion-wide") << "fashion-wide" << 2 << 2;
         QTest::newRow("cifar10-resnet") << "cifar10-resnet" << 1 << 0;
+        QTest::newRow("model file") << "every-layer" << 3 << 4;
     }
     void wholeModelGradients()
     {
@@ -141,7 +157,7 @@ private slots:
         QFETCH(int, samples);
         auto ops = makeReferenceOps();
         ExecContext ctx{*ops, true, 7};
-        auto m = createModel(name.toStdString(), 11);
+        auto m = modelNamed(name, 11);
         m->convertTo(DType::Float64);
         // The tutorial's fc layers carry weight decay; make it large enough to matter.
         for (auto* p : m->parameters())
@@ -176,6 +192,7 @@ private slots:
         QTest::addColumn<int>("batch");
         for (const auto& info : modelRegistry())
             QTest::newRow(info.name.c_str()) << QString::fromStdString(info.name) << 2;
+        QTest::newRow("model file") << QStringLiteral("every-layer") << 2;
     }
     void onednnMatchesReference()
     {
@@ -184,8 +201,8 @@ private slots:
         cpu::setCpuThreads(2);
         auto ref = makeReferenceOps();
         auto dnn = cpu::makeOneDnnOps();
-        auto a = createModel(name.toStdString(), 21);
-        auto b = createModel(name.toStdString(), 21);
+        auto a = modelNamed(name, 21);
+        auto b = modelNamed(name, 21);
         const Tensor images = imagesFor(*a, batch + 1, DType::Float32, 6);
         Rng rng(10);
         const Tensor labels = randomLabels(batch + 1, a->numClasses(), rng);
