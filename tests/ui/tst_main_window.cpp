@@ -14,6 +14,8 @@
 
 #include "app/settings/app_settings.h"
 #include "engine/cpu/onednn_ops.h"
+#include "engine/models/model_file.h"
+#include "engine/train/checkpoint.h"
 #include "engine/train/recipe.h"
 #include "engine/train/run_directory.h"
 #include "model_files.h"
@@ -282,6 +284,25 @@ private slots:
         QVERIFY2(options, qPrintable(error));
         QCOMPARE(options->config.model, std::string("mine"));
         QVERIFY(!options->config.modelDefinition.empty());
+
+        // A checkpoint of another model file's network, chosen to start from, brings its network
+        // (from the run's configuration it holds).
+        const auto& other = towers::engine::resolveModel(
+            "other", towers::engine::canonicalModelDefinition(
+                         towers::test::fashionFastDefinition("other"), "test"));
+        auto model = towers::engine::buildModel(other, 10);
+        model->initialize(1);
+        towers::engine::CheckpointInfo info;
+        info.config = towers::engine::defaultConfigFor(other).toJson();
+        const QString checkpoint = dir.filePath(QStringLiteral("other.safetensors"));
+        towers::engine::writeCheckpoint(checkpoint.toStdString(),
+                                        towers::engine::makeCheckpoint(*model, info));
+        emit again.runsPage()->fineTuneRequested(checkpoint, QStringLiteral("other"));
+        QCOMPARE(again.modelPage()->modelName(), QStringLiteral("other"));
+        const auto tuned = again.newRunOptions(&error);
+        QVERIFY2(tuned, qPrintable(error));
+        QCOMPARE(tuned->config.modelDefinition, other.definition);
+        QCOMPARE(tuned->config.initFrom, checkpoint.toStdString());
     }
 
     // "New run like this…" (the Runs page's run menu; DIGITS' Clone job): the run's dataset,
