@@ -23,6 +23,7 @@
 #include "engine/data/dataset_manifest.h"
 #include "engine/dist/process_state.h"
 #include "engine/gpu/gpu_backend.h"
+#include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/recipe.h"
@@ -545,11 +546,16 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         } else if (like) {
             initFrom = like->initFrom; // the weights that run started from, if any
         }
+        // Rank 0 reads a model file too: the other processes take its network with the
+        // configuration below (another machine need not see the file).
+        const bool modelHere =
+            p.isSet(QStringLiteral("model")) &&
+            (lead || !engine::namesModelFile(p.value(QStringLiteral("model")).toStdString()));
         const engine::ModelInfo& model =
-            p.isSet(QStringLiteral("model")) ? modelOption(p.value(QStringLiteral("model")))
-            : init ? engine::resolveModel(init->model, init->modelDefinition)
-            : like ? engine::resolveModel(like->model, like->modelDefinition)
-                   : engine::findModel(engine::defaultModelFor(spec));
+            modelHere ? modelOption(p.value(QStringLiteral("model")))
+            : init    ? engine::resolveModel(init->model, init->modelDefinition)
+            : like    ? engine::resolveModel(like->model, like->modelDefinition)
+                      : engine::findModel(engine::defaultModelFor(spec));
         c = like ? *like : engine::defaultConfigFor(model);
         c.model = model.name;
         c.modelDefinition = model.definition;

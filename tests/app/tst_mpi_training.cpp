@@ -28,6 +28,7 @@
 
 #include "dataset_files.h"
 #include "engine/train/checkpoint.h"
+#include "model_files.h"
 
 namespace fs = std::filesystem;
 using namespace towers;
@@ -487,6 +488,38 @@ private slots:
         QCOMPARE(config.value(QStringLiteral("lr")).toDouble(), 0.02); // the run's, not the model's
         QCOMPARE(config.value(QStringLiteral("seed")).toInt(), 4);
         QCOMPARE(config.value(QStringLiteral("steps")).toInt(), 2);
+    }
+
+    // A model file across processes: rank 0 reads it and every process trains its network. The
+    // same relative path names no file where rank 1 runs (another folder), as on a machine that
+    // lacks the file.
+    void modelFileAcrossProcesses()
+    {
+        QVERIFY(QDir().mkpath(path(QStringLiteral("here"))));
+        QVERIFY(QDir().mkpath(path(QStringLiteral("elsewhere"))));
+        QFile f(path(QStringLiteral("here/net.json")));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(towers::test::fashionFastDefinition("mine").c_str());
+        f.close();
+        const QString c = path(QStringLiteral("runs/model-file-p2"));
+        const QStringList command =
+            train(c, {QStringLiteral("--towers"), QStringLiteral("1"), QStringLiteral("--steps"),
+                      QStringLiteral("2"), QStringLiteral("--model"), QStringLiteral("net.json")});
+        const Run two = mpirun(
+            2, QStringList{QStringLiteral("sh"), QStringLiteral("-c"),
+                           QStringLiteral("if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then cd \"$1\"; "
+                                          "else cd \"$0\"; fi && shift && exec \"$@\""),
+                           path(QStringLiteral("here")), path(QStringLiteral("elsewhere"))} +
+                   command);
+        VERIFY_OK(two);
+        const QJsonObject config = jsonFile(c + QStringLiteral("/config.json"));
+        QCOMPARE(config.value(QStringLiteral("processes")).toInt(), 2);
+        QCOMPARE(config.value(QStringLiteral("model")).toString(), QStringLiteral("mine"));
+        QCOMPARE(config.value(QStringLiteral("modelDefinition"))
+                     .toObject()
+                     .value(QStringLiteral("name"))
+                     .toString(),
+                 QStringLiteral("mine"));
     }
 
     // 2 processes x 2 towers = 1 process x 4 towers, bitwise (4 towers on 2 cores: few steps).
