@@ -119,7 +119,18 @@ bool choiceOption(const QCommandLineParser& parser, const QString& name,
 const engine::ModelInfo& modelOption(const QString& value)
 {
     const std::string model = value.toStdString();
-    if (!engine::namesModelFile(model)) return engine::findModel(model);
+    if (!engine::namesModelFile(model)) {
+        try {
+            return engine::findModel(model);
+        } catch (const engine::UnknownName& e) {
+            // A file named like a model: say how to give it.
+            if (!QFileInfo(value).isFile()) throw;
+            throw engine::UnknownName(std::string(e.what()) + "; for the model file " + model +
+                                      ", give it as ./" + model +
+                                      " (a path with a '/', or a name "
+                                      "ending in .json, is a model file)");
+        }
+    }
     const engine::ModelInfo& info = engine::readModelFile(model);
     try {
         (void)engine::defaultConfigFor(info); // its recipe, before anything starts

@@ -151,6 +151,10 @@ private slots:
             << R"({"name": "bad", "input": [28, 28, 1], "layers": [{"type": "flatten"}]})"
             << QStringList{"bench"} << 1
             << "%1: layers[0] (flatten): the last layer must be the classifier";
+        // A model file whose name looks like a model's: the message says how to give it.
+        QTest::newRow("file named like a model")
+            << "mynet" << QString::fromStdString(test::fashionFastDefinition("mynet"))
+            << QStringList{"bench"} << 2 << "give it as ./mynet";
         // A network for other images, as a built-in model that does not fit: a usage error.
         QTest::newRow("other images")
             << "colour.json"
@@ -165,7 +169,9 @@ private slots:
         QFETCH(int, exitCode);
         QFETCH(QString, message);
         if (!text.isEmpty()) write(file, text.toStdString());
-        const QString modelFile = path(file);
+        // A name without ".json" is given as it is, from the folder it is in.
+        QVERIFY(QDir::setCurrent(m_tmp.path()));
+        const QString modelFile = file.endsWith(QLatin1String(".json")) ? path(file) : file;
         QStringList args = command;
         if (command.first() == QLatin1String("models"))
             args << modelFile;
