@@ -32,6 +32,10 @@ constexpr int kMaxKernel = 64;
 constexpr std::int64_t kMaxInputSide = 4096;
 constexpr std::int64_t kMaxInputChannels = 64;
 constexpr int kMaxDepth = 8; // residual blocks inside residual blocks
+// A layer's weights at most (1 GiB of float32): a typing slip is refused before it allocates.
+constexpr std::int64_t kMaxLayerWeights = std::int64_t(1) << 28;
+// A model file's size at most: a network of a thousand layers takes a few hundred KiB.
+constexpr std::uintmax_t kMaxFileBytes = 4 << 20;
 
 // Where in the file a value is, for messages: "layers[2] (conv2)".
 struct Place
@@ -275,6 +279,7 @@ private:
             c.weightInit = initField(o, "weight_init", p);
             c.biasInit = initField(o, "bias_init", p);
             c.weightDecay = numberField(o, "weight_decay", 0, 0, 1, true, p);
+            checkWeights(c.outChannels * c.inChannels * c.kernel * c.kernel, p);
             s.make = [name, c](int) { return std::make_unique<Conv2d>(name, c); };
         } else if (s.type == "batchnorm") {
             rejectUnknown(o, {"type", "name", "relu", "epsilon", "momentum"}, p);
@@ -337,10 +342,16 @@ private:
             l.weightInit = initField(o, "weight_init", p);
             l.biasInit = initField(o, "bias_init", p);
             l.weightDecay = numberField(o, "weight_decay", 0, 0, 1, true, p);
+            checkWeights(l.outFeatures * l.inFeatures, p); // the classifier's: in build()
             const bool classes = s.classes;
             s.make = [name, l, classes](int outputs) {
                 LinearOptions mine = l;
                 if (classes) mine.outFeatures = outputs;
+                if (mine.outFeatures * mine.inFeatures > kMaxLayerWeights)
+                    throw InvalidArgument(name + ": " + std::to_string(outputs) + " classes of " +
+                                          std::to_string(mine.inFeatures) +
+                                          " features each: more weights than a layer may have (" +
+                                          std::to_string(kMaxLayerWeights) + ")");
                 return std::make_unique<Linear>(name, mine);
             };
         } else if (s.type == "dropout") {
@@ -379,6 +390,13 @@ private:
         // The layer's own shape rules (a window larger than the image, ...).
         shape = s.make(2)->outputShape(shape);
         if (shape.numel() == 0) p.fail("", "leaves nothing of its input " + featuresOrImage(shape));
+    }
+
+    static void checkWeights(std::int64_t weights, const Place& p)
+    {
+        if (weights > kMaxLayerWeights)
+            p.fail("", std::to_string(weights) + " weights, more than a layer may have (" +
+                           std::to_string(kMaxLayerWeights) + ")");
     }
 
     // "same" (the default), "valid", or the zeros added on each side.
@@ -525,6 +543,10 @@ const ModelInfo& readModelFile(const std::filesystem::path& path)
     if (std::filesystem::is_directory(path, ec))
         throw IoError("model file '" + path.string() + "' is a folder");
     if (!in) throw IoError("cannot read the model file '" + path.string() + "'");
+    if (const auto size = std::filesystem::file_size(path, ec); !ec && size > kMaxFileBytes)
+        throw IoError("model file '" + path.string() + "': " + std::to_string(size) +
+                      " bytes, more than a model file may have (" + std::to_string(kMaxFileBytes) +
+                      ")");
     std::ostringstream text;
     text << in.rdbuf();
     if (in.bad()) throw IoError("cannot read the model file '" + path.string() + "'");

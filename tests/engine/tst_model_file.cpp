@@ -113,6 +113,15 @@ private slots:
         QCOMPARE(c.epochs, 0.0); // the file's length replaces the default's
         QCOMPARE(c.batchPerTower, 16);
         QCOMPARE(c.weightDecay, 5e-4); // the default recipe's, which the file left alone
+
+        // A classifier of more weights than a layer may have, for a dataset of many classes:
+        // refused when the model is built with them, before it allocates.
+        const ModelInfo wide = modelFromDefinition(
+            R"({"name": "w", "input": [64, 64, 1], "layers": [{"type": "flatten"},
+                {"type": "linear", "units": "classes", "bias": false}]})",
+            "w.json");
+        QCOMPARE(buildModel(wide, 1000)->parameterCount(), 4096 * 1000);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, buildModel(wide, 100000));
     }
 
     void mistakes_data()
@@ -168,6 +177,9 @@ private slots:
         QTest::newRow("bad init")
             << layers(R"([{"type": "conv2d", "filters": 3, "weight_init": {"normal": 0}}])")
             << "weight_init: expected \"torch\", \"glorot\"";
+        QTest::newRow("too many weights")
+            << layers(R"([{"type": "conv2d", "filters": 65536, "kernel": 64}])")
+            << "layers[0] (conv1): 805306368 weights, more than a layer may have (268435456)";
         QTest::newRow("window too large")
             << layers(R"([{"type": "maxpool", "size": 13}])") << "layers[0] (pool1): ";
         QTest::newRow("global with a size")
@@ -365,6 +377,17 @@ private slots:
             QFAIL("accepted");
         } catch (const IoError& e) {
             QVERIFY2(QString(e.what()).contains("cannot read the model file"), e.what());
+        }
+        {
+            std::ofstream out(path.toStdString());
+            out << std::string(5 << 20, ' ') << fashionFastDefinition("from-file");
+        }
+        try {
+            (void)readModelFile(path.toStdString());
+            QFAIL("accepted");
+        } catch (const IoError& e) {
+            QVERIFY2(QString(e.what()).contains("bytes, more than a model file may have"),
+                     e.what());
         }
         {
             std::ofstream out(path.toStdString());
