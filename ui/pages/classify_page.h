@@ -159,7 +159,6 @@ private:
     void withDataset(std::function<void()> then, std::function<void(const QString&)> failed = {});
     // withDataset, then the chosen set's images drawn (m_images) before `then`.
     void withImages(std::function<void()> then);
-    // The chosen set's texts: the group's title, the buttons, the image number's prefix.
     // What the page calls the chosen set's images, in each sentence that names them.
     struct SetWords
     {
@@ -172,6 +171,7 @@ private:
         QString noMistakes;
     };
     SetWords setWords() const;
+    // The chosen set's texts: the group's title, the buttons, the image number's prefix.
     void updateSetTexts();
     // Forgets the whole-set results (they were of another set or checkpoint).
     void clearWholeSetResults();
