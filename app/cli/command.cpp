@@ -131,13 +131,7 @@ const engine::ModelInfo& modelOption(const QString& value)
                                       "ending in .json, is a model file)");
         }
     }
-    const engine::ModelInfo& info = engine::readModelFile(model);
-    try {
-        (void)engine::defaultConfigFor(info); // its recipe, before anything starts
-    } catch (const engine::InvalidArgument& e) {
-        throw engine::IoError(model + ": " + e.what());
-    }
-    return info;
+    return engine::loadModelFile(model);
 }
 
 QString shapeText(const engine::Shape& s)

@@ -195,6 +195,9 @@ public:
                     "\"classes\" (one output per class of the dataset)");
     }
 
+    // The layers at the top level (a residual block counts as one).
+    std::size_t size() const { return m_specs.size(); }
+
     std::unique_ptr<Sequential> build(int classes) const
     {
         auto net = std::make_unique<Sequential>();
@@ -512,13 +515,10 @@ ModelInfo modelFromDefinition(const std::string& text, const std::string& where)
     info.build = [layers, name, input](int classes) {
         return std::make_unique<Model>(name, input, classes, layers->build(classes));
     };
-    if (info.description.empty()) {
-        // What `towers-cli models` lists: the layers' own descriptions are in the table.
-        const auto model = info.build(2);
+    // What `towers-cli models` lists: the layers' own descriptions are in the table.
+    if (info.description.empty())
         info.description =
-            "your network from a model file: " + std::to_string(model->net().layers().size()) +
-            " layers";
-    }
+            "your network from a model file: " + std::to_string(layers->size()) + " layers";
     // Unless its "recipe" says otherwise: the built-in batch-norm models' recipe, batch 128 per
     // tower, 10 epochs, an evaluation every 500 steps and a log line every 50.
     info.recipe = nesterovOneCycle(0.1, 0.15, 128, 10, 500, 50);
@@ -551,8 +551,7 @@ const ModelInfo& readModelFile(const std::filesystem::path& path)
     text << in.rdbuf();
     if (in.bad()) throw IoError("cannot read the model file '" + path.string() + "'");
     try {
-        const ModelInfo info = modelFromDefinition(text.str(), path.string());
-        return resolveModel(info.name, info.definition);
+        return keepModel(modelFromDefinition(text.str(), path.string()));
     } catch (const InvalidArgument& e) {
         throw IoError(e.what()); // the file is wrong, not the command line
     }

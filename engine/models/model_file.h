@@ -30,8 +30,8 @@ ModelInfo modelFromDefinition(const std::string& text, const std::string& where)
 // one text whatever the file's spacing and order. InvalidArgument as modelFromDefinition.
 std::string canonicalModelDefinition(const std::string& text, const std::string& where);
 
-// The network of a model file (resolveModel of its name and canonical text: kept for the
-// process). IoError naming the file when it cannot be read or describes no valid network.
+// The network of a model file (keepModel: kept for the process, where resolveModel finds it).
+// IoError naming the file when it cannot be read or describes no valid network.
 const ModelInfo& readModelFile(const std::filesystem::path& path);
 
 // Whether a model given by the user (--model) names a file rather than a built-in model: a path

@@ -145,22 +145,39 @@ bool modelFits(const ModelInfo& model, const Shape& imageShape)
            imageShape[1] >= in[1];
 }
 
+namespace {
+
+// The model files' networks read in this process, by definition: two versions of one file are two
+// networks of one name.
+std::mutex modelsReadMutex;
+std::map<std::string, std::unique_ptr<const ModelInfo>> modelsRead;
+
+} // namespace
+
+const ModelInfo& keepModel(ModelInfo info)
+{
+    const std::lock_guard lock(modelsReadMutex);
+    auto& kept = modelsRead[info.definition];
+    if (!kept) kept = std::make_unique<const ModelInfo>(std::move(info));
+    return *kept;
+}
+
 const ModelInfo& resolveModel(const std::string& name, const std::string& definition)
 {
     if (definition.empty()) return findModel(name);
-    static std::mutex mutex;
-    // Keyed by the text: two versions of one file are two networks of one name.
-    static std::map<std::string, std::unique_ptr<const ModelInfo>> read;
-    const std::lock_guard lock(mutex);
-    auto it = read.find(definition);
-    if (it == read.end())
-        it = read.emplace(definition, std::make_unique<const ModelInfo>(modelFromDefinition(
-                                          definition, "the model definition of '" + name + "'")))
-                 .first;
-    if (it->second->name != name)
+    const ModelInfo* found = nullptr;
+    {
+        const std::lock_guard lock(modelsReadMutex);
+        if (const auto it = modelsRead.find(definition); it != modelsRead.end())
+            found = it->second.get();
+    }
+    if (!found)
+        found =
+            &keepModel(modelFromDefinition(definition, "the model definition of '" + name + "'"));
+    if (found->name != name)
         throw InvalidArgument("the model definition of '" + name + "' describes a model called '" +
-                              it->second->name + "'");
-    return *it->second;
+                              found->name + "'");
+    return *found;
 }
 
 std::unique_ptr<Model> buildModel(const std::string& name, int classes)

@@ -90,6 +90,9 @@ const ModelInfo& findModel(const std::string& name);
 // describes, which must be called `name`. Read once per definition and kept for the process, so
 // the reference stays valid. UnknownName or InvalidArgument saying why not.
 const ModelInfo& resolveModel(const std::string& name, const std::string& definition);
+// Keeps a model file's network (modelFromDefinition's) for the process, where resolveModel finds
+// it by its definition, and returns the one kept: the first read of that definition.
+const ModelInfo& keepModel(ModelInfo info);
 // Whether `model` takes images of `imageShape` [H, W, C]: the same channels, and at least its
 // input's height and width (larger images are cropped to it).
 bool modelFits(const ModelInfo& model, const Shape& imageShape);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/data/dataset_spec.h"
+#include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 
 namespace towers::engine {
@@ -85,6 +86,17 @@ TrainConfig defaultConfigFor(const ModelInfo& info)
         if (what.starts_with(prefix)) what.erase(0, prefix.size());
         throw InvalidArgument("model '" + info.name + "': recipe: " + what);
     }
+}
+
+const ModelInfo& loadModelFile(const std::filesystem::path& path)
+{
+    const ModelInfo& info = readModelFile(path);
+    try {
+        (void)defaultConfigFor(info);
+    } catch (const InvalidArgument& e) {
+        throw IoError(path.string() + ": " + e.what()); // the file is wrong, not the caller
+    }
+    return info;
 }
 
 Preprocessing preprocessingFor(const ModelInfo& info, const Dataset& dataset)

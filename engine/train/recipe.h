@@ -5,6 +5,7 @@
 // registry entry (engine/models/registry.cpp: ModelInfo::recipe, ::augmentation,
 // ::defaultDataset) and the dataset's table entry (engine/data/dataset_spec.cpp); nothing here
 // names a model or a dataset.
+#include <filesystem>
 #include <string>
 
 #include "engine/data/dataset_spec.h"
@@ -33,6 +34,9 @@ TrainConfig defaultConfigFor(const std::string& model);
 // emaDecay, checkpointEvery, evalEvery, logEvery) over it. InvalidArgument naming the model and
 // the field for a recipe that is not valid.
 TrainConfig defaultConfigFor(const ModelInfo& info);
+// A model file's network (readModelFile), its recipe checked too (defaultConfigFor), before a run
+// is set up with it. IoError naming the file for either's mistakes.
+const ModelInfo& loadModelFile(const std::filesystem::path& path);
 
 // The preprocessing of `model` (resolveModel: a built-in one, or a model file's) on `dataset` (its
 // training set gives the normalisation statistics), from the model's ModelAugmentation: the seeds'

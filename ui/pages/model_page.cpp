@@ -16,7 +16,6 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
-#include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "engine/train/recipe.h"
 #include "ui/models/layer_table_model.h"
@@ -94,13 +93,16 @@ QString ModelPage::modelName() const
     return QString::fromStdString(model().name);
 }
 
+QString ModelPage::modelFileItem(const QString& name)
+{
+    return tr("%1 (model file)").arg(name);
+}
+
 void ModelPage::setModelName(const QString& name)
 {
-    const int i = m_modelCombo->findText(name);
+    int i = m_modelCombo->findText(name);
+    if (i < 0) i = m_modelCombo->findText(modelFileItem(name));
     if (i >= 0) m_modelCombo->setCurrentIndex(i);
-    for (int j = 0; i < 0 && j < m_modelCombo->count(); ++j)
-        if (m_modelCombo->itemText(j) == tr("%1 (model file)").arg(name))
-            m_modelCombo->setCurrentIndex(j);
 }
 
 void ModelPage::setModel(const engine::ModelInfo& info)
@@ -110,7 +112,7 @@ void ModelPage::setModel(const engine::ModelInfo& info)
     if (i < 0) {
         // A model file's network: in place of an earlier one of its name (another version of the
         // file), else after the built-in models.
-        const QString text = tr("%1 (model file)").arg(QString::fromStdString(info.name));
+        const QString text = modelFileItem(QString::fromStdString(info.name));
         i = m_modelCombo->findText(text);
         if (i < 0) {
             m_modelCombo->addItem(text, item);
@@ -131,8 +133,7 @@ void ModelPage::setModel(const engine::ModelInfo& info)
 bool ModelPage::openModelFile(const QString& path, QString* error)
 {
     try {
-        const engine::ModelInfo& info = engine::readModelFile(path.toStdString());
-        (void)engine::defaultConfigFor(info); // its recipe, before it is chosen
+        const engine::ModelInfo& info = engine::loadModelFile(path.toStdString());
         m_lastFolder = QFileInfo(path).absolutePath();
         setModel(info);
         return true;

@@ -54,6 +54,8 @@ signals:
 private:
     void showModel();
     void chooseModelFile();
+    // The picker's text for a model file's network: "<name> (model file)".
+    static QString modelFileItem(const QString& name);
 
     int m_classes = 0;
     QComboBox* m_modelCombo;
