@@ -9,6 +9,7 @@
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_spec.h"
 #include "engine/models/model_file.h"
+#include "engine/train/checkpoint.h"
 #include "engine/train/recipe.h"
 
 namespace towers::app {
@@ -132,6 +133,20 @@ const engine::ModelInfo& modelOption(const QString& value)
         }
     }
     return engine::loadModelFile(model);
+}
+
+const engine::ModelInfo& chosenModel(const QCommandLineParser& parser,
+                                     const engine::CheckpointInfo* init,
+                                     const engine::TrainConfig* like,
+                                     const engine::DatasetSpec& spec, bool readFile)
+{
+    const QString given = parser.value(QStringLiteral("model"));
+    if (parser.isSet(QStringLiteral("model")) &&
+        (readFile || !engine::namesModelFile(given.toStdString())))
+        return modelOption(given);
+    if (init) return engine::resolveModel(init->model, init->modelDefinition);
+    if (like) return engine::resolveModel(like->model, like->modelDefinition);
+    return engine::findModel(engine::defaultModelFor(spec));
 }
 
 QString shapeText(const engine::Shape& s)

@@ -12,6 +12,11 @@
 #include "engine/tensor/shape.h"
 #include "engine/train/train_config.h"
 
+namespace towers::engine {
+struct CheckpointInfo;
+struct DatasetSpec;
+} // namespace towers::engine
+
 namespace towers::app {
 
 // Exit codes: 0 success, 1 the work failed (bad data, diverged, I/O), 2 bad usage, 128 + the
@@ -78,6 +83,14 @@ bool choiceOption(const QCommandLineParser& parser, const QString& name,
 // a path with a '/' or ending in ".json") read now. UnknownName listing the built-in models;
 // IoError naming the file when it cannot be read or describes no valid network or recipe.
 const engine::ModelInfo& modelOption(const QString& value);
+// The model a new run trains (train, lr-find): --model's (modelOption), else that of the
+// checkpoint it starts from (`init`), else that of the run it is like (`like`), else `spec`'s
+// default. Without `readFile`, a model file named by --model is left to another process (rank 0
+// reads it and sends the configuration) and the fallbacks answer.
+const engine::ModelInfo& chosenModel(const QCommandLineParser& parser,
+                                     const engine::CheckpointInfo* init,
+                                     const engine::TrainConfig* like,
+                                     const engine::DatasetSpec& spec, bool readFile = true);
 
 // "28x28x1" and [28, 28, 1]
 QString shapeText(const engine::Shape& s);

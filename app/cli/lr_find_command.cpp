@@ -92,10 +92,7 @@ int runLrFind(const QStringList& args, CommandIo& io)
     std::optional<engine::CheckpointInfo> init;
     if (!initFrom.isEmpty())
         init = engine::readCheckpointInfo(initFrom.toStdString()); // IoError naming it
-    const engine::ModelInfo& model =
-        p.isSet(QStringLiteral("model")) ? modelOption(p.value(QStringLiteral("model")))
-        : init                           ? engine::resolveModel(init->model, init->modelDefinition)
-                                         : engine::findModel(engine::defaultModelFor(spec));
+    const engine::ModelInfo& model = chosenModel(p, init ? &*init : nullptr, nullptr, spec);
     engine::TrainConfig c = engine::defaultConfigFor(model);
     // How the suggestion names the model: as given (a model file's path), by name, or not at all
     // for a model file's network that --init-from brings along.

@@ -23,7 +23,6 @@
 #include "engine/data/dataset_manifest.h"
 #include "engine/dist/process_state.h"
 #include "engine/gpu/gpu_backend.h"
-#include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/recipe.h"
@@ -548,14 +547,8 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         }
         // Rank 0 reads a model file too: the other processes take its network with the
         // configuration below (another machine need not see the file).
-        const bool modelHere =
-            p.isSet(QStringLiteral("model")) &&
-            (lead || !engine::namesModelFile(p.value(QStringLiteral("model")).toStdString()));
         const engine::ModelInfo& model =
-            modelHere ? modelOption(p.value(QStringLiteral("model")))
-            : init    ? engine::resolveModel(init->model, init->modelDefinition)
-            : like    ? engine::resolveModel(like->model, like->modelDefinition)
-                      : engine::findModel(engine::defaultModelFor(spec));
+            chosenModel(p, init ? &*init : nullptr, like ? &*like : nullptr, spec, lead);
         c = like ? *like : engine::defaultConfigFor(model);
         c.model = model.name;
         c.modelDefinition = model.definition;
