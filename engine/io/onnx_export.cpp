@@ -4,20 +4,13 @@
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
 #include "engine/data/dataset.h"
 #include "engine/data/preprocessing.h"
 #include "engine/errors.h"
 #include "engine/io/onnx_graph.h"
+#include "engine/io/output_file.h"
 #include "engine/models/registry.h"
 
 namespace towers::engine {
@@ -26,16 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
-
-std::string inQuotes(const fs::path& p)
-{
-    return "'" + p.string() + "'";
-}
-
-std::string osError(int err)
-{
-    return std::strerror(err);
-}
 
 // The IR version each opset came with (onnx/helper.py's VERSION_TABLE), so that a file for an
 // older opset also loads in the runtimes of its time.
@@ -126,93 +109,6 @@ void describe(::onnx::ModelProto& m, const Model& model, const CheckpointInfo& i
         "towers.crop [top, left, height, width] cut from it, then " +
         how);
 }
-
-// A temporary file in `target`'s folder, removed unless released.
-class TempFile
-{
-public:
-    explicit TempFile(const fs::path& target) : m_target(target)
-    {
-        const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-        std::string pattern = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
-        m_fd = ::mkostemp(pattern.data(), O_CLOEXEC);
-        if (m_fd < 0)
-            throw IoError("cannot write " + inQuotes(target) +
-                          ": cannot create a temporary file in " + inQuotes(dir) + ": " +
-                          osError(errno));
-        m_path = pattern;
-    }
-    ~TempFile()
-    {
-        if (m_fd >= 0) ::close(m_fd);
-        if (!m_path.empty()) ::unlink(m_path.c_str());
-    }
-    TempFile(const TempFile&) = delete;
-    TempFile& operator=(const TempFile&) = delete;
-
-    void write(const std::string& bytes)
-    {
-        const char* p = bytes.data();
-        std::size_t left = bytes.size();
-        while (left > 0) {
-            const ssize_t n = ::write(m_fd, p, left);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) fail("cannot write " + inQuotes(m_path), errno);
-            p += n;
-            left -= std::size_t(n);
-        }
-        if (::fchmod(m_fd, 0644) != 0)
-            fail("cannot set the permissions of " + inQuotes(m_path), errno);
-        if (::fsync(m_fd) != 0) fail("cannot sync " + inQuotes(m_path), errno);
-        if (::close(m_fd) != 0) {
-            m_fd = -1;
-            fail("cannot close " + inQuotes(m_path), errno);
-        }
-        m_fd = -1;
-    }
-    // Moves the file to the target; refuses to replace an existing one unless `overwrite`.
-    void commit(bool overwrite)
-    {
-        if (overwrite) {
-            if (::rename(m_path.c_str(), m_target.c_str()) != 0)
-                fail("cannot rename " + inQuotes(m_path), errno);
-        } else if (::renameat2(AT_FDCWD, m_path.c_str(), AT_FDCWD, m_target.c_str(),
-                               RENAME_NOREPLACE) != 0) {
-            const int err = errno;
-            if (err == EEXIST) throw IoError(existsMessage(m_target));
-            if (err != EINVAL && err != ENOSYS) fail("cannot rename " + inQuotes(m_path), err);
-            // A file system without RENAME_NOREPLACE: link() refuses an existing target too.
-            if (::link(m_path.c_str(), m_target.c_str()) != 0) {
-                if (errno == EEXIST) throw IoError(existsMessage(m_target));
-                fail("cannot link " + inQuotes(m_path), errno);
-            }
-            ::unlink(m_path.c_str());
-        }
-        m_path.clear();
-        // Make the rename durable; some file systems cannot sync a directory (EINVAL).
-        const fs::path dir = m_target.has_parent_path() ? m_target.parent_path() : fs::path(".");
-        const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd >= 0) {
-            const int rc = ::fsync(fd), err = errno;
-            ::close(fd);
-            if (rc != 0 && err != EINVAL)
-                throw IoError("cannot sync the folder " + inQuotes(dir) + ": " + osError(err));
-        }
-    }
-    static std::string existsMessage(const fs::path& p)
-    {
-        return inQuotes(p) + " already exists; choose another output or pass --force to replace it";
-    }
-
-private:
-    [[noreturn]] void fail(const std::string& what, int err)
-    {
-        throw IoError("cannot write " + inQuotes(m_target) + ": " + what + ": " + osError(err));
-    }
-    fs::path m_target;
-    std::string m_path;
-    int m_fd = -1;
-};
 
 } // namespace
 
@@ -307,12 +203,7 @@ OnnxExportSummary exportOnnx(const fs::path& checkpoint, const fs::path& output,
         throw InvalidArgument("opset " + std::to_string(opset) +
                               " is not one this build can write (" + std::to_string(kOnnxMinOpset) +
                               " to " + std::to_string(onnxMaxOpset()) + ")");
-    // Refuse early what would be refused at the end; the rename itself is the final word.
-    std::error_code ec;
-    if (!options.overwrite && fs::exists(fs::symlink_status(output, ec)))
-        throw IoError(TempFile::existsMessage(output));
-    if (fs::is_directory(output, ec))
-        throw IoError(inQuotes(output) + " is a folder, not a file name");
+    checkOutputFile(output, options.overwrite);
 
     const Checkpoint c = readCheckpoint(checkpoint);
     std::unique_ptr<Model> model;
@@ -340,9 +231,7 @@ OnnxExportSummary exportOnnx(const fs::path& checkpoint, const fs::path& output,
     for (Parameter* p : model->parameters())
         p->value.copyFrom(*c.weight(p->name, useEma && p->trainable));
     const std::string bytes = onnxModelBytes(*model, c.info, useEma, options, &summary);
-    TempFile file(output);
-    file.write(bytes);
-    file.commit(options.overwrite);
+    writeOutputFile(output, bytes, options.overwrite);
     summary.output = output;
     return summary;
 }

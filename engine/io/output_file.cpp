@@ -1,0 +1,142 @@
+#include "engine/io/output_file.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/errors.h"
+
+namespace towers::engine {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string inQuotes(const fs::path& p)
+{
+    std::string quoted = p.string(); // not "'" + ...: GCC 12 warns of a false overlap there
+    quoted.insert(quoted.begin(), '\'');
+    quoted.push_back('\'');
+    return quoted;
+}
+
+std::string osError(int err)
+{
+    return std::strerror(err);
+}
+
+// A temporary file in `target`'s folder, removed unless released.
+class TempFile
+{
+public:
+    explicit TempFile(const fs::path& target) : m_target(target)
+    {
+        const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+        std::string hidden = target.filename().string();
+        hidden.insert(hidden.begin(), '.');
+        std::string pattern = (dir / (hidden + ".tmp-XXXXXX")).string();
+        m_fd = ::mkostemp(pattern.data(), O_CLOEXEC);
+        if (m_fd < 0)
+            throw IoError("cannot write " + inQuotes(target) +
+                          ": cannot create a temporary file in " + inQuotes(dir) + ": " +
+                          osError(errno));
+        m_path = pattern;
+    }
+    ~TempFile()
+    {
+        if (m_fd >= 0) ::close(m_fd);
+        if (!m_path.empty()) ::unlink(m_path.c_str());
+    }
+    TempFile(const TempFile&) = delete;
+    TempFile& operator=(const TempFile&) = delete;
+
+    void write(const std::string& bytes)
+    {
+        const char* p = bytes.data();
+        std::size_t left = bytes.size();
+        while (left > 0) {
+            const ssize_t n = ::write(m_fd, p, left);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) fail("cannot write " + inQuotes(m_path), errno);
+            p += n;
+            left -= std::size_t(n);
+        }
+        if (::fchmod(m_fd, 0644) != 0)
+            fail("cannot set the permissions of " + inQuotes(m_path), errno);
+        if (::fsync(m_fd) != 0) fail("cannot sync " + inQuotes(m_path), errno);
+        if (::close(m_fd) != 0) {
+            m_fd = -1;
+            fail("cannot close " + inQuotes(m_path), errno);
+        }
+        m_fd = -1;
+    }
+    // Moves the file to the target; refuses to replace an existing one unless `overwrite`.
+    void commit(bool overwrite)
+    {
+        if (overwrite) {
+            if (::rename(m_path.c_str(), m_target.c_str()) != 0)
+                fail("cannot rename " + inQuotes(m_path), errno);
+        } else if (::renameat2(AT_FDCWD, m_path.c_str(), AT_FDCWD, m_target.c_str(),
+                               RENAME_NOREPLACE) != 0) {
+            const int err = errno;
+            if (err == EEXIST) throw IoError(outputExistsMessage(m_target));
+            if (err != EINVAL && err != ENOSYS) fail("cannot rename " + inQuotes(m_path), err);
+            // A file system without RENAME_NOREPLACE: link() refuses an existing target too.
+            if (::link(m_path.c_str(), m_target.c_str()) != 0) {
+                if (errno == EEXIST) throw IoError(outputExistsMessage(m_target));
+                fail("cannot link " + inQuotes(m_path), errno);
+            }
+            ::unlink(m_path.c_str());
+        }
+        m_path.clear();
+        // Make the rename durable; some file systems cannot sync a directory (EINVAL).
+        const fs::path dir = m_target.has_parent_path() ? m_target.parent_path() : fs::path(".");
+        const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+            const int rc = ::fsync(fd), err = errno;
+            ::close(fd);
+            if (rc != 0 && err != EINVAL)
+                throw IoError("cannot sync the folder " + inQuotes(dir) + ": " + osError(err));
+        }
+    }
+
+private:
+    [[noreturn]] void fail(const std::string& what, int err)
+    {
+        throw IoError("cannot write " + inQuotes(m_target) + ": " + what + ": " + osError(err));
+    }
+    fs::path m_target;
+    std::string m_path;
+    int m_fd = -1;
+};
+
+} // namespace
+
+std::string outputExistsMessage(const fs::path& target)
+{
+    return inQuotes(target) +
+           " already exists; choose another output or pass --force to replace it";
+}
+
+void checkOutputFile(const fs::path& target, bool overwrite)
+{
+    std::error_code ec;
+    if (!overwrite && fs::exists(fs::symlink_status(target, ec)))
+        throw IoError(outputExistsMessage(target));
+    if (fs::is_directory(target, ec))
+        throw IoError(inQuotes(target) + " is a folder, not a file name");
+}
+
+void writeOutputFile(const fs::path& target, const std::string& bytes, bool overwrite)
+{
+    checkOutputFile(target, overwrite);
+    TempFile file(target);
+    file.write(bytes);
+    file.commit(overwrite);
+}
+
+} // namespace towers::engine
