@@ -4,9 +4,40 @@
 #include <QJsonObject>
 
 #include "app/cli/command.h"
+#include "engine/models/model_file.h"
 #include "engine/models/registry.h"
+#include "engine/train/recipe.h"
 
 namespace towers::app {
+
+namespace {
+
+// models NAME --save FILE: the model as a model file to start from.
+int saveModel(const QCommandLineParser& p, const engine::ModelInfo& info, CommandIo& io)
+{
+    const std::filesystem::path file = p.value(QStringLiteral("save")).toStdString();
+    const std::string name = p.isSet(QStringLiteral("name"))
+                                 ? p.value(QStringLiteral("name")).toStdString()
+                                 : engine::modelNameForFile(file, info.name);
+    engine::saveModelFile(info, name, file, p.isSet(QStringLiteral("force")));
+    const QString path = QString::fromStdString(file.string());
+    const QString shown = path.contains(QLatin1Char('/')) ? path : QStringLiteral("./") + path;
+    if (p.isSet(QStringLiteral("json"))) {
+        io.out << QJsonDocument(
+                      QJsonObject{{QStringLiteral("from"), QString::fromStdString(info.name)},
+                                  {QStringLiteral("name"), QString::fromStdString(name)},
+                                  {QStringLiteral("file"), path}})
+                      .toJson(QJsonDocument::Indented);
+        return ExitOk;
+    }
+    io.out << "Wrote " << QString::fromStdString(info.name) << " as the model file " << path
+           << " (network '" << QString::fromStdString(name) << "').\n"
+           << "Edit it (docs/models.md), then 'towers-cli models " << shown
+           << "' checks it and 'towers-cli train --model " << shown << "' trains it.\n";
+    return ExitOk;
+}
+
+} // namespace
 
 int runModels(const QStringList& args, CommandIo& io)
 {
@@ -15,11 +46,24 @@ int runModels(const QStringList& args, CommandIo& io)
         "Without a name, lists the models. With a name, or a model file (your own network: see\n"
         "docs/models.md), shows that model's layers, output shapes and parameter counts (names\n"
         "as in the equivalent PyTorch module's state_dict); a model file is checked as train\n"
-        "would check it, its recipe too."));
+        "would check it, its recipe too. With --save, writes that model as a model file to\n"
+        "start a network of your own from: its layers, augmentation and recipe, which\n"
+        "'towers-cli train --model FILE.json' trains as the model itself."));
     p.addPositionalArgument(QStringLiteral("name"),
                             QStringLiteral("A model to describe: a name, or a model file (.json)."),
                             QStringLiteral("[name | file.json]"));
-    p.addOption({QStringLiteral("json"), QStringLiteral("Print JSON.")});
+    p.addOptions({
+        {QStringLiteral("save"),
+         QStringLiteral("Write the model as a model file (written whole or not at all; an existing "
+                        "file is replaced only with --force)."),
+         QStringLiteral("file.json")},
+        {QStringLiteral("name"),
+         QStringLiteral("With --save: the network's name (default: the file's name, or "
+                        "my-<model> when that is a built-in model's or no model's name)."),
+         QStringLiteral("name")},
+        {QStringLiteral("force"), QStringLiteral("With --save: replace the file if it exists.")},
+        {QStringLiteral("json"), QStringLiteral("Print JSON.")},
+    });
     int code = 0;
     if (!parseOrExplain(p, args, io, code)) return code;
     const bool json = p.isSet(QStringLiteral("json"));
@@ -28,6 +72,18 @@ int runModels(const QStringList& args, CommandIo& io)
         io.err << "towers-cli models: expected at most one model name\n";
         return ExitUsage;
     }
+    const bool save = p.isSet(QStringLiteral("save"));
+    for (const char* option : {"name", "force"})
+        if (p.isSet(QString::fromLatin1(option)) && !save) {
+            io.err << "towers-cli models: --" << option << " goes with --save\n";
+            return ExitUsage;
+        }
+    if (save && (pos.isEmpty() || p.value(QStringLiteral("save")).isEmpty())) {
+        io.err << "towers-cli models: --save takes a model and a file to write: 'towers-cli "
+                  "models cifar10-resnet --save mine.json'\n";
+        return ExitUsage;
+    }
+    if (save) return saveModel(p, modelOption(pos.first()), io);
 
     if (pos.isEmpty()) {
         QJsonArray list;

@@ -138,21 +138,30 @@ Init initField(const Json& obj, const char* key, const Place& at)
 
 // A name: what a layer's parameters are called in checkpoints ("<name>.weight"), so unique in the
 // network, none of the checkpoint's own prefixes, and without dots (a module of the PyTorch twin,
-// python/towers_torch.py). A model's name may have dots.
-void checkName(const std::string& name, std::set<std::string>& taken, const Place& at,
-               bool dots = false)
+// python/towers_torch.py). A model's name may have dots. What is wrong with `name` ("" for
+// nothing).
+std::string nameProblem(const std::string& name, bool dots)
 {
     const std::string chars =
         std::string("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") +
         (dots ? "." : "");
     if (name.empty() || name.size() > 64 || name.find_first_not_of(chars) != std::string::npos ||
         name.front() == '.' || name.back() == '.')
-        at.fail("name", std::string("expected 1 to 64 letters, digits, '_' or '-'") +
-                            (dots ? " or '.' (not first or last)" : "") + ", got \"" + name + "\"");
+        return std::string("expected 1 to 64 letters, digits, '_' or '-'") +
+               (dots ? " or '.' (not first or last)" : "") + ", got \"" + name + "\"";
     for (const char* reserved : {"ema", "optim"})
         if (name == reserved)
-            at.fail("name", "\"" + name + "\" is kept for the checkpoint's own tensors (" +
-                                reserved + ".*); choose another");
+            return "\"" + name + "\" is kept for the checkpoint's own tensors (" + reserved +
+                   ".*); choose another";
+    return {};
+}
+
+// Refuses a wrong name at `at`, and one of `taken`, which it joins.
+void checkName(const std::string& name, std::set<std::string>& taken, const Place& at,
+               bool dots = false)
+{
+    if (const std::string problem = nameProblem(name, dots); !problem.empty())
+        at.fail("name", problem);
     if (!taken.insert(name).second) at.fail("name", "\"" + name + "\" names another layer too");
 }
 
@@ -163,6 +172,14 @@ const std::map<std::string, std::string>& layerTypes()
         {"conv2d", "conv"},     {"batchnorm", "bn"}, {"maxpool", "pool"}, {"lrn", "norm"},
         {"flatten", "flatten"}, {"linear", "fc"},    {"dropout", "drop"}, {"residual", "res"}};
     return types;
+}
+
+// The name a file's layer gets when it gives none: the type's prefix numbered per type in file
+// order ("conv1", "bn2"), the first flatten plain "flatten".
+std::string defaultLayerName(const std::string& type, int n)
+{
+    const std::string& prefix = layerTypes().at(type);
+    return type == "flatten" && n == 1 ? prefix : prefix + std::to_string(n);
 }
 
 std::string typeList()
@@ -234,9 +251,7 @@ private:
                                                   : ", got " + type->dump()));
             Spec s;
             s.type = *type;
-            const std::string prefix = layerTypes().at(s.type);
-            const int n = ++counts[s.type];
-            s.name = s.type == "flatten" && n == 1 ? prefix : prefix + std::to_string(n);
+            s.name = defaultLayerName(s.type, ++counts[s.type]);
             if (l.contains("name")) s.name = stringField(l, "name", "", Place{m_where, at});
             s.path = at + " (" + s.name + ")";
             const Place p{m_where, s.path};
@@ -486,6 +501,152 @@ ModelAugmentation augmentationOf(const Json& o, const Place& top)
     return a;
 }
 
+// Writing a network as a model file: the mirror of LayerList's reading, every option a layer was
+// made with that differs from the file's default for it.
+using OrderedJson = nlohmann::ordered_json;
+
+OrderedJson initJson(const Init& init)
+{
+    switch (init.kind) {
+    case Init::Kind::TorchDefault:
+        return "torch";
+    case Init::Kind::GlorotUniform:
+        return "glorot";
+    case Init::Kind::TruncatedNormal:
+        return OrderedJson{{"normal", init.value}};
+    case Init::Kind::Constant:
+        return OrderedJson{{"constant", init.value}};
+    }
+    throw Error("an initialiser of unknown kind");
+}
+
+// The options conv2d and linear layers share.
+void addWeightOptions(OrderedJson& o, bool bias, Activation activation, const Init& weightInit,
+                      const Init& biasInit, double weightDecay)
+{
+    if (!bias) o["bias"] = false;
+    if (activation == Activation::Relu) o["activation"] = "relu";
+    if (weightInit.kind != Init::Kind::TorchDefault) o["weight_init"] = initJson(weightInit);
+    if (bias && biasInit.kind != Init::Kind::TorchDefault) o["bias_init"] = initJson(biasInit);
+    if (weightDecay != 0) o["weight_decay"] = weightDecay;
+}
+
+class LayerWriter
+{
+public:
+    // The entries of `layers`; `classifier`: the last of them is written as the classifier.
+    OrderedJson entries(const Sequential& layers, bool classifier)
+    {
+        OrderedJson out = OrderedJson::array();
+        const auto& list = layers.layers();
+        for (std::size_t i = 0; i < list.size(); ++i)
+            out.push_back(entry(*list[i], classifier && i + 1 == list.size()));
+        return out;
+    }
+
+private:
+    OrderedJson entry(const Layer& layer, bool classifier)
+    {
+        const std::string type = layer.kind();
+        if (!layerTypes().count(type))
+            throw InvalidArgument(layer.name() + ": a " + type +
+                                  " layer has no model file type (they are " + typeList() + ")");
+        if (classifier && type != "linear")
+            throw InvalidArgument(layer.name() +
+                                  ": a model file's last layer is a linear classifier, not a " +
+                                  type + " layer");
+        OrderedJson o;
+        o["type"] = type;
+        // A model file's names have no dots ("layer1.res1.conv" is "layer1_res1_conv"); the name
+        // the layer would get anyway is left out.
+        std::string name = layer.name();
+        std::replace(name.begin(), name.end(), '.', '_');
+        if (name != defaultLayerName(type, ++m_counts[type])) o["name"] = name;
+        if (const auto* c = dynamic_cast<const Conv2d*>(&layer)) {
+            const Conv2dOptions& opt = c->options();
+            o["filters"] = opt.outChannels;
+            o["kernel"] = opt.kernel;
+            if (opt.stride != 1) o["stride"] = opt.stride;
+            if (opt.padding == Padding::Valid) o["padding"] = "valid";
+            if (opt.padding == Padding::Explicit) {
+                const ExplicitPads& p = opt.pads;
+                if (p.top != p.left || p.top != p.bottom || p.top != p.right)
+                    throw InvalidArgument(layer.name() +
+                                          ": a model file pads every side alike, this layer not");
+                o["padding"] = p.top;
+            }
+            addWeightOptions(o, opt.bias, opt.activation, opt.weightInit, opt.biasInit,
+                             opt.weightDecay);
+        } else if (const auto* b = dynamic_cast<const BatchNorm*>(&layer)) {
+            if (b->activation() == Activation::Relu) o["relu"] = true;
+            if (b->epsilon() != 1e-5) o["epsilon"] = b->epsilon();
+            if (b->momentum() != 0.1) o["momentum"] = b->momentum();
+        } else if (const auto* m = dynamic_cast<const MaxPool2d*>(&layer)) {
+            if (m->isGlobal()) {
+                o["global"] = true;
+            } else {
+                o["size"] = m->kernel();
+                if (m->stride() != m->kernel()) o["stride"] = m->stride();
+                if (m->padding() == Padding::Same) o["padding"] = "same";
+            }
+        } else if (const auto* n = dynamic_cast<const Lrn*>(&layer)) {
+            o["radius"] = n->depthRadius();
+            o["bias"] = n->bias();
+            o["alpha"] = n->alpha();
+            o["beta"] = n->beta();
+        } else if (const auto* l = dynamic_cast<const Linear*>(&layer)) {
+            const LinearOptions& opt = l->options();
+            o["units"] = classifier ? OrderedJson("classes") : OrderedJson(opt.outFeatures);
+            addWeightOptions(o, opt.bias, opt.activation, opt.weightInit, opt.biasInit,
+                             opt.weightDecay);
+        } else if (const auto* d = dynamic_cast<const Dropout*>(&layer)) {
+            o["rate"] = d->rate();
+        } else if (const auto* r = dynamic_cast<const Residual*>(&layer)) {
+            o["layers"] = entries(r->body(), false);
+        }
+        return o;
+    }
+
+    std::map<std::string, int> m_counts;
+};
+
+// `value` on one line, with a space after each ':' and ',' as people write JSON.
+std::string oneLine(const OrderedJson& value)
+{
+    std::string out;
+    if (value.is_object()) {
+        for (const auto& [key, v] : value.items())
+            out += (out.empty() ? "{" : ", ") + OrderedJson(key).dump() + ": " + oneLine(v);
+        return out.empty() ? "{}" : out + "}";
+    }
+    if (value.is_array()) {
+        for (const auto& v : value) out += (out.empty() ? "[" : ", ") + oneLine(v);
+        return out.empty() ? "[]" : out + "]";
+    }
+    return value.dump();
+}
+
+// The layers a line each, a residual block's own layers indented under it.
+void writeLayers(std::string& out, const OrderedJson& layers, const std::string& indent)
+{
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        OrderedJson layer = layers[i];
+        const auto body = layer.find("layers");
+        if (body == layer.end()) {
+            out += indent + oneLine(layer);
+        } else {
+            const OrderedJson inner = *body;
+            layer.erase("layers");
+            std::string head = oneLine(layer);
+            head.pop_back(); // the '}'
+            out += indent + head + ", \"layers\": [\n";
+            writeLayers(out, inner, indent + "  ");
+            out += indent + "]}";
+        }
+        out += i + 1 < layers.size() ? ",\n" : "\n";
+    }
+}
+
 } // namespace
 
 ModelInfo modelFromDefinition(const std::string& text, const std::string& where)
@@ -519,9 +680,8 @@ ModelInfo modelFromDefinition(const std::string& text, const std::string& where)
     if (info.description.empty())
         info.description =
             "your network from a model file: " + std::to_string(layers->size()) + " layers";
-    // Unless its "recipe" says otherwise: the built-in batch-norm models' recipe, batch 128 per
-    // tower, 10 epochs, an evaluation every 500 steps and a log line every 50.
-    info.recipe = nesterovOneCycle(0.1, 0.15, 128, 10, 500, 50);
+    // Unless its "recipe" says otherwise.
+    info.recipe = modelFileRecipe();
     info.augmentation = augmentationOf(o, top);
     if (const auto r = o.find("recipe"); r != o.end()) {
         if (!r->is_object()) top.fail("recipe", "expected an object, got " + r->dump());
@@ -529,6 +689,77 @@ ModelInfo modelFromDefinition(const std::string& text, const std::string& where)
     }
     info.definition = o.dump();
     return info;
+}
+
+ModelRecipe modelFileRecipe()
+{
+    return nesterovOneCycle(0.1, 0.15, 128, 10, 500, 50);
+}
+
+std::string modelFileText(const ModelInfo& info, const std::string& name, const std::string& recipe)
+{
+    if (const std::string problem = nameProblem(name, true); !problem.empty())
+        throw InvalidArgument("the network's name: " + problem);
+    for (const ModelInfo& m : modelRegistry())
+        if (m.name == name)
+            throw InvalidArgument("the network's name: \"" + name +
+                                  "\" is a built-in model's; name yours otherwise");
+    const std::unique_ptr<Model> model = buildModel(info);
+    OrderedJson layers = LayerWriter().entries(model->net(), true);
+
+    std::string description = info.description;
+    if (info.definition.empty()) {
+        description += " (from the built-in " + info.name + ")";
+    } else {
+        // A model file's own description, not the one made up for it.
+        const Json d = Json::parse(info.definition);
+        description = d.value("description", std::string());
+    }
+    const Shape& in = info.inputShape;
+    std::string out = "{\n  \"name\": " + OrderedJson(name).dump() + ",\n";
+    if (!description.empty())
+        out += "  \"description\": " + OrderedJson(description).dump() + ",\n";
+    out += "  \"input\": " + oneLine(OrderedJson{in[0], in[1], in[2]}) + ",\n";
+    if (!info.defaultDataset.empty())
+        out += "  \"dataset\": " + OrderedJson(info.defaultDataset).dump() + ",\n";
+    out += "  \"layers\": [\n";
+    writeLayers(out, layers, "    ");
+    out += "  ],\n";
+    OrderedJson augmentation;
+    if (info.augmentation.kind == ModelAugmentation::Kind::DistortedInputs)
+        augmentation["kind"] = "distorted-inputs";
+    else
+        augmentation["translate"] = info.augmentation.translate;
+    augmentation["flip"] = info.augmentation.flip;
+    out += "  \"augmentation\": " + oneLine(augmentation);
+    if (!recipe.empty()) {
+        const OrderedJson r = OrderedJson::parse(recipe);
+        std::string fields;
+        for (const auto& [key, value] : r.items())
+            fields += (fields.empty() ? "" : ",\n") + std::string("    ") +
+                      OrderedJson(key).dump() + ": " + oneLine(value);
+        out += ",\n  \"recipe\": {\n" + fields + "\n  }";
+    }
+    return out + "\n}\n";
+}
+
+namespace {
+
+// "my-cifar10-resnet": a name of 64 characters at most.
+std::string mine(const std::string& name)
+{
+    return ("my-" + name).substr(0, 64);
+}
+
+} // namespace
+
+std::string modelNameForFile(const std::filesystem::path& file, const std::string& from)
+{
+    const std::string stem = file.stem().string();
+    if (!nameProblem(stem, true).empty()) return mine(from);
+    for (const ModelInfo& m : modelRegistry())
+        if (m.name == stem) return mine(from);
+    return stem;
 }
 
 std::string canonicalModelDefinition(const std::string& text, const std::string& where)

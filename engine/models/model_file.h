@@ -34,6 +34,26 @@ std::string canonicalModelDefinition(const std::string& text, const std::string&
 // IoError naming the file when it cannot be read or describes no valid network.
 const ModelInfo& readModelFile(const std::filesystem::path& path);
 
+// The recipe of a model file that has no "recipe" (or leaves fields out of it): the built-in
+// batch-norm models' (nesterovOneCycle), batch 128 per tower, 10 epochs, an evaluation every 500
+// steps and a log line every 50.
+ModelRecipe modelFileRecipe();
+
+// The model file of `info`'s network (a built-in model's, or a model file's written out again),
+// called `name`: its layers (the last one the classifier, "units": "classes"), input, dataset,
+// augmentation and description, and `recipe` (the "recipe" object as JSON text, its fields in the
+// order given; "" for none). modelFromDefinition reads it back as the same network: the same
+// layers and options, the same parameters in the same order, so the same weights from a seed.
+// Names a model file cannot have (the built-in models' "layer1.res1.conv") are written with '_'
+// for '.'; a name the layer would get anyway is left out. A layer a line, as people write them.
+// InvalidArgument for a `name` a model may not have or a layer no model file type describes.
+std::string modelFileText(const ModelInfo& info, const std::string& name,
+                          const std::string& recipe);
+
+// The name of a network saved as `file` from the model `from`: the file's stem ("wide.json":
+// "wide") when that is a model's name and not a built-in one's, else "my-<from>".
+std::string modelNameForFile(const std::filesystem::path& file, const std::string& from);
+
 // Whether a model given by the user (--model) names a file rather than a built-in model: a path
 // with a '/' in it or a name ending in ".json".
 bool namesModelFile(const std::string& model);

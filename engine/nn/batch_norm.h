@@ -21,6 +21,10 @@ public:
     void collectParameters(std::vector<Parameter*>& out) override;
     void initialize(Rng& rng) override;
 
+    double epsilon() const { return m_epsilon; }
+    double momentum() const { return m_momentum; }
+    Activation activation() const { return m_activation; }
+
 private:
     BatchNormDesc desc(const Shape& input) const;
     std::int64_t m_channels;

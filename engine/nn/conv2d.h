@@ -33,6 +33,9 @@ public:
     void collectParameters(std::vector<Parameter*>& out) override;
     void initialize(Rng& rng) override;
 
+    // What it was made with (a model file writes it back: model_file.h).
+    const Conv2dOptions& options() const { return m_opt; }
+
 private:
     Conv2dDesc desc(const Shape& input) const;
     Conv2dOptions m_opt;

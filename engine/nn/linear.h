@@ -29,6 +29,9 @@ public:
     void collectParameters(std::vector<Parameter*>& out) override;
     void initialize(Rng& rng) override;
 
+    // What it was made with (a model file writes it back: model_file.h).
+    const LinearOptions& options() const { return m_opt; }
+
 private:
     LinearOptions m_opt;
     Parameter m_weight, m_bias;

@@ -16,6 +16,11 @@ public:
     void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                   Tensor* dx) override;
 
+    int depthRadius() const { return m_radius; }
+    double bias() const { return m_bias; }
+    double alpha() const { return m_alpha; }
+    double beta() const { return m_beta; }
+
 private:
     int m_radius;
     double m_bias, m_alpha, m_beta;

@@ -17,6 +17,11 @@ public:
     void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                   Tensor* dx) override;
 
+    int kernel() const { return m_kernel; }
+    int stride() const { return m_stride; }
+    Padding padding() const { return m_padding; }
+    bool isGlobal() const { return m_global; }
+
 private:
     Pool2dDesc desc(const Shape& input) const;
     int m_kernel, m_stride;

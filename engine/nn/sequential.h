@@ -62,6 +62,7 @@ public:
     void visit(const std::function<void(Layer&)>& f) override;
 
     Sequential& body() { return *m_body; }
+    const Sequential& body() const { return *m_body; }
 
 private:
     std::unique_ptr<Sequential> m_body;

@@ -22,6 +22,23 @@ bool finite(double v)
 
 } // namespace
 
+std::vector<std::string> LrSchedule::fieldsOf(Kind kind)
+{
+    switch (kind) {
+    case Kind::Constant:
+        return {};
+    case Kind::Exponential:
+        return {"decayRate", "decayEpochs", "staircase"};
+    case Kind::Step:
+        return {"gamma", "milestones"};
+    case Kind::Cosine:
+        return {"warmupEpochs", "minLr"};
+    case Kind::OneCycle:
+        return {"warmupFraction", "anneal", "divFactor", "finalDivFactor"};
+    }
+    return {};
+}
+
 std::string LrSchedule::kindName(Kind kind)
 {
     switch (kind) {

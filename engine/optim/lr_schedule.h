@@ -50,6 +50,10 @@ struct LrSchedule
 
     // "constant", "exponential", "step", "cosine", "onecycle".
     static std::string kindName(Kind kind);
+    // The fields `kind` uses, by their names in a training configuration's "schedule" object
+    // (exponential: "decayRate", "decayEpochs", "staircase"; one-cycle: "warmupFraction",
+    // "anneal", "divFactor", "finalDivFactor"; ...), besides the rate.
+    static std::vector<std::string> fieldsOf(Kind kind);
     // Throws UnknownName listing the known kinds.
     static Kind kindFromName(const std::string& name);
 };

@@ -118,6 +118,14 @@ const std::vector<std::string>& optimizerKinds()
     return kinds;
 }
 
+std::vector<std::string> optimizerFields(const std::string& kind)
+{
+    if (kind == "momentum") return {"momentum", "dampening"};
+    if (kind == "nesterov") return {"momentum"}; // its dampening is 0
+    if (kind == "adam") return {"beta1", "beta2", "epsilon"};
+    return {};
+}
+
 std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions& o)
 {
     if (o.kind == "sgd") return std::make_unique<Sgd>();

@@ -86,5 +86,8 @@ private:
 std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions& options);
 // The kinds makeOptimizer knows: sgd, momentum, nesterov, adam.
 const std::vector<std::string>& optimizerKinds();
+// The fields of OptimizerOptions that `kind` uses, by their names in a training configuration's
+// "optimizer" object: momentum's "momentum" and "dampening", adam's "beta1", "beta2", "epsilon".
+std::vector<std::string> optimizerFields(const std::string& kind);
 
 } // namespace towers::engine

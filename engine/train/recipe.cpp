@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/data/dataset_spec.h"
+#include "engine/errors.h"
+#include "engine/io/output_file.h"
 #include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 
@@ -97,6 +99,46 @@ const ModelInfo& loadModelFile(const std::filesystem::path& path)
         throw IoError(path.string() + ": " + e.what()); // the file is wrong, not the caller
     }
     return info;
+}
+
+std::string modelFileRecipeFields(const ModelInfo& info)
+{
+    using Json = nlohmann::ordered_json;
+    const TrainConfig c = defaultConfigFor(info);
+    const Json mine = Json::parse(c.toJson());
+    Json r;
+    // The optimizer's and the schedule's kind and the fields it uses (the others are ignored).
+    auto kindAndFields = [&](const char* key, const std::vector<std::string>& fields) {
+        Json o;
+        o["kind"] = mine[key]["kind"];
+        for (const auto& field : fields) o[field] = mine[key][field];
+        r[key] = o;
+    };
+    kindAndFields("optimizer", optimizerFields(c.optimizer.kind));
+    r["lr"] = mine["lr"];
+    kindAndFields("schedule", LrSchedule::fieldsOf(c.schedule.kind));
+    for (const char* key : {"weightDecay", "emaDecay", "batchPerTower"}) r[key] = mine[key];
+    if (mine["steps"] != 0)
+        r["steps"] = mine["steps"];
+    else
+        r["epochs"] = mine["epochs"];
+    for (const char* key : {"evalEvery", "checkpointEvery", "logEvery"}) r[key] = mine[key];
+    return r.dump();
+}
+
+void saveModelFile(const ModelInfo& info, const std::string& name,
+                   const std::filesystem::path& path, bool overwrite)
+{
+    checkOutputFile(path, overwrite);
+    const std::string text = modelFileText(info, name, modelFileRecipeFields(info));
+    // What is written reads back: a network and a recipe (a failure here is Towers' bug).
+    try {
+        (void)defaultConfigFor(modelFromDefinition(text, path.string()));
+    } catch (const InvalidArgument& e) {
+        throw Error(std::string("the model file written for ") + info.name +
+                    " does not read back: " + e.what());
+    }
+    writeOutputFile(path, text, overwrite);
 }
 
 Preprocessing preprocessingFor(const ModelInfo& info, const Dataset& dataset)

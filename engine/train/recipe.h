@@ -38,6 +38,18 @@ TrainConfig defaultConfigFor(const ModelInfo& info);
 // is set up with it. IoError naming the file for either's mistakes.
 const ModelInfo& loadModelFile(const std::filesystem::path& path);
 
+// The "recipe" of a model file that trains as `info` does (defaultConfigFor): the optimizer's and
+// the schedule's kind and the fields that kind uses (optimizerFields, LrSchedule::fieldsOf), the
+// rate, weight decay, moving-average decay, batch per tower, length and intervals; JSON text, its
+// fields in that order.
+std::string modelFileRecipeFields(const ModelInfo& info);
+// Writes `info`'s network and recipe as the model file `path` (modelFileText: a built-in model to
+// start a network of your own from, or a model file written out again), calling it `name`;
+// whole or not at all (writeOutputFile), an existing file replaced only when `overwrite`. IoError
+// naming the file for a failure on disk or an existing file, InvalidArgument for a bad `name`.
+void saveModelFile(const ModelInfo& info, const std::string& name,
+                   const std::filesystem::path& path, bool overwrite);
+
 // The preprocessing of `model` (resolveModel: a built-in one, or a model file's) on `dataset` (its
 // training set gives the normalisation statistics), from the model's ModelAugmentation: the seeds'
 // distorted_inputs (random crops to the model's input, flips, brightness, contrast, per-image

@@ -1,8 +1,8 @@
 // A network of the user's own, from a model file, through towers-cli as a user runs it: models
-// shows it, train trains it; with the file gone, the run's checkpoints evaluate, classify and
-// export, the run resumes, and new runs start like it or from its weights (the definition travels
-// in the run). A file that describes no network stops the command with exit code 1, naming the
-// file, the layer and the field.
+// shows it (and saves a built-in model as one to start from), train trains it; with the file gone,
+// the run's checkpoints evaluate, classify and export, the run resumes, and new runs start like it
+// or from its weights (the definition travels in the run). A file that describes no network stops
+// the command with exit code 1, naming the file, the layer and the field.
 #include <QDir>
 #include <QFile>
 #include <QImage>
@@ -120,6 +120,88 @@ private slots:
         QCOMPARE(config(tuned).value(QStringLiteral("model")).toString(), QStringLiteral("mine"));
         QCOMPARE(config(tuned).value(QStringLiteral("modelDefinition")),
                  c.value(QStringLiteral("modelDefinition")));
+    }
+
+    // A built-in model saved as a model file to start from (models NAME --save), edited and
+    // trained; an existing file is kept unless --force; the option's mistakes are usage errors.
+    void customisesABuiltIn()
+    {
+        const QString file = path(QStringLiteral("narrow.json"));
+        auto r = cli({"models", "fashion-fast", "--save", file});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains(QStringLiteral("Wrote fashion-fast as the model file %1 (network "
+                                               "'narrow')")
+                                    .arg(file)),
+                 qPrintable(r.out));
+        QVERIFY2(
+            r.out.contains(QStringLiteral("'towers-cli train --model %1' trains it").arg(file)),
+            qPrintable(r.out));
+        // The user's edit: half the first convolution's filters.
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QString text = QString::fromUtf8(f.readAll());
+        f.close();
+        QCOMPARE(text.count(QStringLiteral("\"filters\": 32")), 1);
+        text.replace(QStringLiteral("\"filters\": 32"), QStringLiteral("\"filters\": 16"));
+        write(QStringLiteral("narrow.json"), text.toStdString());
+        r = cli({"models", file});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains(QStringLiteral("conv1.weight")) &&
+                     r.out.contains(QStringLiteral("16x1x3x3")),
+                 qPrintable(r.out));
+        const QString run = path(QStringLiteral("runs/narrow"));
+        r = cli({"train", "--dataset", "fashion-mnist", "--model", file, "--steps", "2",
+                 "--run-dir", run});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QCOMPARE(config(run).value(QStringLiteral("model")).toString(), QStringLiteral("narrow"));
+        QCOMPARE(config(run).value(QStringLiteral("batchPerTower")).toInt(), 64); // the recipe's
+
+        // Saved again: the edited file is kept.
+        r = cli({"models", "fashion-fast", "--save", file});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(QStringLiteral("towers-cli models: error: '%1' already exists; "
+                                               "choose another output or pass --force")
+                                    .arg(file)),
+                 qPrintable(r.err));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QVERIFY(f.readAll().contains("\"filters\": 16"));
+        f.close();
+        r = cli({"models", "fashion-fast", "--save", file, "--force", "--name", "wide", "--json"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const QJsonObject o = QJsonDocument::fromJson(r.out.toUtf8()).object();
+        QCOMPARE(o.value(QStringLiteral("name")).toString(), QStringLiteral("wide"));
+        QCOMPARE(o.value(QStringLiteral("from")).toString(), QStringLiteral("fashion-fast"));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QVERIFY(f.readAll().contains("\"name\": \"wide\""));
+        f.close();
+
+        struct Refusal
+        {
+            QStringList args;
+            int exitCode;
+            QString message;
+        };
+        const QString other = path(QStringLiteral("other.json"));
+        for (const Refusal& bad : {
+                 Refusal{{"models", "--save", other}, 2, "--save takes a model and a file"},
+                 Refusal{{"models", "fashion-fast", "--name", "x"}, 2, "--name goes with --save"},
+                 Refusal{{"models", "fashion-fast", "--save", other, "--name", "a b"},
+                         2,
+                         "the network's name: expected 1 to 64 letters"},
+                 Refusal{{"models", "fashion-fast", "--save", other, "--name", "cifar10-resnet"},
+                         2,
+                         "is a built-in model's"},
+                 Refusal{{"models", "nonesuch", "--save", other}, 2, "unknown model"},
+                 Refusal{{"models", "fashion-fast", "--save", path(QStringLiteral("no/such.json"))},
+                         1,
+                         "cannot write"},
+             }) {
+            r = cli(bad.args);
+            QVERIFY2(
+                r.exitCode == bad.exitCode && r.err.contains(bad.message),
+                qPrintable(bad.args.join(' ') + ": " + QString::number(r.exitCode) + ": " + r.err));
+            QVERIFY(!QFile::exists(other));
+        }
     }
 
     void refusesWhatIsNoNetwork_data()

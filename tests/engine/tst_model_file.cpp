@@ -1,5 +1,6 @@
 // Networks from model files (engine/models/model_file.h): a file that writes out a built-in model
-// builds that model exactly (layers, names, the same weights from a seed); every layer type's
+// builds that model exactly (layers, names, the same weights from a seed), and so does every
+// built-in model written as a file by Towers (modelFileText, saveModelFile); every layer type's
 // options reach the layer (tst_models checks the gradients of that network and oneDNN against the
 // reference, as for every built-in model); every mistake in a file is refused with a message
 // naming the field; the definition travels in a run's configuration and its checkpoints, and one
@@ -33,6 +34,59 @@ std::string withLayers(const std::string& layers, const std::string& extra = {})
 
 const char* kHead = R"([{"type": "conv2d", "filters": 4}, {"type": "flatten"}, )";
 
+// A model file's name for a built-in model's layer ("layer1.res1.conv": "layer1_res1_conv").
+std::string fileName(std::string name)
+{
+    std::replace(name.begin(), name.end(), '.', '_');
+    return name;
+}
+
+// `mine` is `builtIn` (its names as a model file writes them): the same layer table, and from one
+// seed the same state_dict, bitwise, with the same weight decay on each tensor.
+void compareNetworks(Model& mine, Model& builtIn)
+{
+    const auto a = mine.layerTable(), b = builtIn.layerTable();
+    QCOMPARE(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        QCOMPARE(a[i].name, fileName(b[i].name));
+        QCOMPARE(a[i].kind, b[i].kind);
+        QCOMPARE(a[i].description, b[i].description);
+        QCOMPARE(a[i].outputShape, b[i].outputShape);
+        QCOMPARE(a[i].parameters, b[i].parameters);
+    }
+    mine.initialize(5);
+    builtIn.initialize(5);
+    QCOMPARE(mine.parameters().size(), builtIn.parameters().size());
+    for (std::size_t i = 0; i < mine.parameters().size(); ++i) {
+        const Parameter& p = *mine.parameters()[i];
+        const Parameter& q = *builtIn.parameters()[i];
+        const std::size_t dot = q.name.rfind('.'); // "<layer>.<tensor>"
+        QCOMPARE(p.name, fileName(q.name.substr(0, dot)) + q.name.substr(dot));
+        QCOMPARE(p.value.shape(), q.value.shape());
+        QCOMPARE(p.trainable, q.trainable);
+        QCOMPARE(p.weightDecay, q.weightDecay);
+        QCOMPARE(maxAbsDiff(p.value, q.value), 0.0);
+    }
+}
+
+// A run's configuration as JSON, less what tells the models apart (its name and definition) and
+// the optimizer's and schedule's fields their kinds ignore.
+nlohmann::json trainingOf(const TrainConfig& c)
+{
+    nlohmann::json o = nlohmann::json::parse(c.toJson());
+    o.erase("model");
+    o.erase("modelDefinition");
+    auto keep = [&](const char* key, std::vector<std::string> fields) {
+        fields.push_back("kind");
+        nlohmann::json kept;
+        for (const auto& f : fields) kept[f] = o[key][f];
+        o[key] = kept;
+    };
+    keep("optimizer", optimizerFields(c.optimizer.kind));
+    keep("schedule", LrSchedule::fieldsOf(c.schedule.kind));
+    return o;
+}
+
 } // namespace
 
 class TestModelFile : public QObject
@@ -49,26 +103,7 @@ private slots:
         QCOMPARE(info.inputShape, (Shape{28, 28, 1}));
         auto mine = buildModel(info, 10);
         auto builtIn = buildModel("fashion-fast", 10);
-        const auto a = mine->layerTable(), b = builtIn->layerTable();
-        QCOMPARE(a.size(), b.size());
-        for (std::size_t i = 0; i < a.size(); ++i) {
-            QCOMPARE(a[i].name, b[i].name);
-            QCOMPARE(a[i].kind, b[i].kind);
-            QCOMPARE(a[i].description, b[i].description);
-            QCOMPARE(a[i].outputShape, b[i].outputShape);
-            QCOMPARE(a[i].parameters, b[i].parameters);
-        }
-        mine->initialize(5);
-        builtIn->initialize(5);
-        QCOMPARE(mine->parameters().size(), builtIn->parameters().size());
-        for (std::size_t i = 0; i < mine->parameters().size(); ++i) {
-            const Parameter& p = *mine->parameters()[i];
-            const Parameter& q = *builtIn->parameters()[i];
-            QCOMPARE(p.name, q.name);
-            QCOMPARE(p.value.shape(), q.value.shape());
-            QCOMPARE(p.trainable, q.trainable);
-            QCOMPARE(maxAbsDiff(p.value, q.value), 0.0);
-        }
+        compareNetworks(*mine, *builtIn);
         // Another class count builds another classifier.
         QCOMPARE(buildModel(info, 3)->parameter("fc2.weight").value.shape(), (Shape{3, 128}));
         // No recipe: the fast trainers' (TrainConfig's fields where it says nothing).
@@ -339,6 +374,85 @@ private slots:
         Classifier classifier(file, false, 1);
         QCOMPARE(classifier.info().model, std::string("every-layer"));
         QCOMPARE(classifier.numClasses(), 4);
+    }
+
+    // Every built-in model written as a model file (towers-cli models NAME --save) reads back as
+    // that model: the same network and weights from a seed, the same training configuration,
+    // augmentation, input and dataset; and written again, the same text.
+    void builtInsWrittenAsFiles_data()
+    {
+        QTest::addColumn<QString>("model");
+        for (const ModelInfo& m : modelRegistry())
+            QTest::newRow(m.name.c_str()) << QString::fromStdString(m.name);
+    }
+    void builtInsWrittenAsFiles()
+    {
+        QFETCH(QString, model);
+        const ModelInfo& builtIn = findModel(model.toStdString());
+        const std::string name = "my-" + builtIn.name;
+        const std::string text = modelFileText(builtIn, name, modelFileRecipeFields(builtIn));
+        const ModelInfo file = modelFromDefinition(text, "mine.json");
+        QCOMPARE(file.name, name);
+        QCOMPARE(file.inputShape, builtIn.inputShape);
+        QCOMPARE(file.defaultDataset, builtIn.defaultDataset);
+        QVERIFY(file.description.starts_with(builtIn.description));
+        QCOMPARE(file.augmentation.kind, builtIn.augmentation.kind);
+        QCOMPARE(file.augmentation.translate, builtIn.augmentation.translate);
+        QCOMPARE(file.augmentation.flip, builtIn.augmentation.flip);
+        for (const int classes : {builtIn.numClasses, 3}) {
+            auto mine = buildModel(file, classes);
+            auto theirs = buildModel(builtIn, classes);
+            compareNetworks(*mine, *theirs);
+        }
+        QCOMPARE(trainingOf(defaultConfigFor(file)), trainingOf(defaultConfigFor(builtIn)));
+        QCOMPARE(modelFileText(file, name, modelFileRecipeFields(file)), text);
+        // A layer a line: the file is for people to edit.
+        const auto lines = std::count(text.begin(), text.end(), '\n');
+        QVERIFY2(lines >= std::int64_t(buildModel(builtIn)->layerTable().size()), text.c_str());
+    }
+
+    // saveModelFile writes the file whole, and replaces one only when told to; the names it
+    // takes and the name a file suggests.
+    void savesAFile()
+    {
+        const std::filesystem::path path = m_dir.filePath("saved.json").toStdString();
+        const ModelInfo& from = findModel("cifar10-resnet");
+        saveModelFile(from, "saved", path, false);
+        const ModelInfo& saved = readModelFile(path);
+        QCOMPARE(saved.name, std::string("saved"));
+        try {
+            saveModelFile(findModel("fashion-fast"), "saved", path, false);
+            QFAIL("replaced the file");
+        } catch (const IoError& e) {
+            QVERIFY2(QString(e.what()).contains("already exists; choose another output or pass "
+                                                "--force to replace it"),
+                     e.what());
+        }
+        QCOMPARE(&readModelFile(path), &saved); // untouched: the same text
+        saveModelFile(findModel("fashion-fast"), "saved", path, true);
+        QCOMPARE(readModelFile(path).inputShape, (Shape{28, 28, 1}));
+        // Nothing but the file in the folder: no temporary file left behind.
+        QCOMPARE(QDir(m_dir.path()).entryList(QDir::Files | QDir::Hidden).filter("saved"),
+                 QStringList{"saved.json"});
+        for (const char* bad : {"has space", "", "cifar10-resnet", ".dot"}) {
+            try {
+                saveModelFile(from, bad, m_dir.filePath("bad.json").toStdString(), false);
+                QFAIL(bad);
+            } catch (const InvalidArgument& e) {
+                QVERIFY2(QString(e.what()).startsWith("the network's name: "), e.what());
+            }
+        }
+        QVERIFY(!QFile::exists(m_dir.filePath("bad.json")));
+        try {
+            saveModelFile(from, "x", m_dir.path().toStdString(), true);
+            QFAIL("wrote over a folder");
+        } catch (const IoError& e) {
+            QVERIFY2(QString(e.what()).contains("is a folder"), e.what());
+        }
+        QCOMPARE(modelNameForFile("nets/wide.json", "cifar10-resnet"), std::string("wide"));
+        QCOMPARE(modelNameForFile("cifar10-resnet.json", "cifar10-resnet"),
+                 std::string("my-cifar10-resnet"));
+        QCOMPARE(modelNameForFile("a b.json", "fashion-fast"), std::string("my-fashion-fast"));
     }
 
     // The examples docs/models.md starts from (installed in /usr/share/doc/towers/examples) are
