@@ -244,6 +244,7 @@ void MainWindow::connectPages()
     });
     connect(m_model, &ModelPage::modelChanged, this, &MainWindow::onModelChosen);
     connect(m_model, &ModelPage::errorOccurred, this, &MainWindow::showError);
+    connect(m_model, &ModelPage::logMessage, this, &MainWindow::appendLog);
     connect(form, &HyperparameterForm::changed, this, &MainWindow::configChanged);
     connect(m_devices, &DevicesPage::towerSetupChanged, this, [this, form](int towers, int) {
         form->setTowers(towers);

@@ -1,8 +1,11 @@
 // ModelPage: the picker lists every registered model; choosing one shows its layer table and its
 // parameter count (checked against the engine's own count); a model file's network joins the
-// list, and a file that describes none is refused with the reason.
+// list, and a file that describes none is refused with the reason; the chosen model saves as a
+// model file to start from.
 #include <QComboBox>
+#include <QFile>
 #include <QLabel>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -129,6 +132,48 @@ private slots:
         QVERIFY2(error.contains(QStringLiteral("cannot read the model file")), qPrintable(error));
         QCOMPARE(page.modelName(), QStringLiteral("mine"));
         QCOMPARE(combo->count(), builtIn + 1);
+    }
+
+    // A built-in model saved as a model file becomes the chosen network, named after the file,
+    // the same layers; a file that cannot be written leaves the choice as it was.
+    void savesAModelFile()
+    {
+        QTemporaryDir dir;
+        ModelPage page;
+        auto* combo = page.findChild<QComboBox*>();
+        const int builtIn = combo->count();
+        page.setModelName(QStringLiteral("cifar10-resnet"));
+        const int rows = page.layerModel()->rowCount();
+        const qint64 parameters = page.totalParameters();
+        QSignalSpy logged(&page, &ModelPage::logMessage);
+        QString error;
+        const QString path = dir.filePath(QStringLiteral("wide.json"));
+        QVERIFY2(page.saveModelFile(path, &error), qPrintable(error));
+        QVERIFY(QFile::exists(path));
+        QCOMPARE(combo->count(), builtIn + 1);
+        QCOMPARE(combo->currentText(), QStringLiteral("wide (model file)"));
+        QVERIFY(!page.model().definition.empty());
+        QCOMPARE(page.layerModel()->rowCount(), rows);
+        QCOMPARE(page.totalParameters(), parameters);
+        QCOMPARE(logged.count(), 1);
+        QVERIFY2(logged.first().first().toString().contains(path),
+                 qPrintable(logged.first().first().toString()));
+
+        // Saved again from the file's network, over the file: still that network.
+        QVERIFY2(page.saveModelFile(path, &error), qPrintable(error));
+        QCOMPARE(combo->count(), builtIn + 1);
+        QCOMPARE(page.modelName(), QStringLiteral("wide"));
+
+        page.setModelName(QStringLiteral("fashion-fast"));
+        QVERIFY(!page.saveModelFile(dir.filePath(QStringLiteral("none/x.json")), &error));
+        QVERIFY2(error.contains(QStringLiteral("cannot write")), qPrintable(error));
+        QCOMPARE(page.modelName(), QStringLiteral("fashion-fast"));
+        QCOMPARE(logged.count(), 2);
+        // The buttons are there for the user.
+        bool found = false;
+        for (auto* b : page.findChildren<QPushButton*>())
+            found = found || b->text() == QStringLiteral("Save as model file…");
+        QVERIFY(found);
     }
 };
 

@@ -16,6 +16,7 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "engine/train/recipe.h"
 #include "ui/models/layer_table_model.h"
@@ -37,9 +38,14 @@ ModelPage::ModelPage(QWidget* parent)
     m_openFile = new QPushButton(tr("Open model file…"), modelBox);
     m_openFile->setToolTip(tr("A network of your own: a model file (.json) listing its layers "
                               "(see docs/models.md)"));
+    m_saveFile = new QPushButton(tr("Save as model file…"), modelBox);
+    m_saveFile->setToolTip(tr("Write this network, its augmentation and its recipe as a model "
+                              "file (.json) to start a network of your own from: edit it, then "
+                              "open it again"));
     auto* picker = new QHBoxLayout;
     picker->addWidget(m_modelCombo, 1);
     picker->addWidget(m_openFile);
+    picker->addWidget(m_saveFile);
     auto* modelLabel = new QLabel(tr("&Model:"), modelBox);
     modelLabel->setBuddy(m_modelCombo); // a layout as the field: the mnemonic needs its buddy
     form->addRow(modelLabel, picker);
@@ -73,6 +79,7 @@ ModelPage::ModelPage(QWidget* parent)
     top->addWidget(scroll, 2);
 
     connect(m_openFile, &QPushButton::clicked, this, &ModelPage::chooseModelFile);
+    connect(m_saveFile, &QPushButton::clicked, this, &ModelPage::chooseSaveFile);
     connect(m_modelCombo, &QComboBox::currentIndexChanged, this, [this] {
         showModel();
         emit modelChanged(modelName());
@@ -152,6 +159,38 @@ void ModelPage::chooseModelFile()
     QString error;
     if (!openModelFile(path, &error))
         emit errorOccurred(tr("The model file was not opened: %1").arg(error));
+}
+
+bool ModelPage::saveModelFile(const QString& path, QString* error)
+{
+    const engine::ModelInfo& from = model();
+    try {
+        const std::string name = engine::modelNameForFile(path.toStdString(), from.name);
+        engine::saveModelFile(from, name, path.toStdString(), true);
+    } catch (const std::exception& e) {
+        if (error) *error = QString::fromUtf8(e.what());
+        return false;
+    }
+    if (!openModelFile(path, error)) return false;
+    emit logMessage(tr("Saved %1 as the model file %2 (the network %3): edit it, then open it "
+                       "with \"Open model file…\" to train your version")
+                        .arg(QString::fromStdString(from.name), path, modelName()));
+    return true;
+}
+
+void ModelPage::chooseSaveFile()
+{
+    const QString folder = m_lastFolder.isEmpty() ? QDir::homePath() : m_lastFolder;
+    const QString name = QString::fromStdString(engine::modelNameForFile("", model().name)) +
+                         QStringLiteral(".json");
+    QFileDialog dialog(this, tr("Save as a model file"), QDir(folder).filePath(name),
+                       tr("Model files (*.json)"));
+    dialog.setAcceptMode(QFileDialog::AcceptSave);
+    dialog.setDefaultSuffix(QStringLiteral("json"));
+    if (dialog.exec() != QDialog::Accepted || dialog.selectedFiles().isEmpty()) return;
+    QString error;
+    if (!saveModelFile(dialog.selectedFiles().first(), &error))
+        emit errorOccurred(tr("The model file was not saved: %1").arg(error));
 }
 
 qint64 ModelPage::totalParameters() const

@@ -1,7 +1,8 @@
 #pragma once
 // The Model & hyperparameters page: the model picker (the built-in models, and networks of the
-// user's own opened from model files) with its layer table (layer, output shape, parameters) and
-// total parameter count, beside the run's hyperparameters.
+// user's own opened from model files, or saved as one from a built-in model to start from) with
+// its layer table (layer, output shape, parameters) and total parameter count, beside the run's
+// hyperparameters.
 #include <QWidget>
 
 class QComboBox;
@@ -38,6 +39,12 @@ public:
     // Reads a model file (engine::readModelFile, its recipe checked too) and chooses its network;
     // false with `error` saying why not (the file, the layer and the field).
     bool openModelFile(const QString& path, QString* error);
+    // Writes the chosen model as the model file `path` (engine::saveModelFile: its layers,
+    // augmentation and recipe, the network named after the file unless that is a built-in
+    // model's name: engine::modelNameForFile), replacing an existing file (the save dialog has
+    // asked), and chooses the saved network, so that the user's edits start from it; false with
+    // `error` saying why not, the choice unchanged.
+    bool saveModelFile(const QString& path, QString* error);
     LayerTableModel* layerModel() const { return m_layers; }
     // Trainable parameters of the chosen model (the layer table's total).
     qint64 totalParameters() const;
@@ -50,17 +57,21 @@ public:
 signals:
     void modelChanged(const QString& name);
     void errorOccurred(const QString& message);
+    // What the page did, for the window's log (a model file saved).
+    void logMessage(const QString& message);
 
 private:
     void showModel();
     void chooseModelFile();
+    void chooseSaveFile();
     // The picker's text for a model file's network: "<name> (model file)".
     static QString modelFileItem(const QString& name);
 
     int m_classes = 0;
     QComboBox* m_modelCombo;
     QPushButton* m_openFile;
-    QString m_lastFolder; // where the last model file was opened
+    QPushButton* m_saveFile;
+    QString m_lastFolder; // where the last model file was opened or saved
     QLabel* m_description;
     QLabel* m_total;
     QTableView* m_table;
