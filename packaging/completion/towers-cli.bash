@@ -44,7 +44,7 @@ _towers_cli()
         datasets) options="--data-dir --json --help" ;;
         import) options="--name --data-dir --size --channels --test-fraction --no-flip --seed --force --json --help" ;;
         download) options="--data-dir --base-url --force --help" ;;
-        models) options="--json --help" ;;
+        models) options="--save --name --force --json --help" ;;
         devices) options="--json --watch --count --help" ;;
         selftest) options="--device --tf32 --precision --no-training --filter --list --json --help" ;;
         bench) options="--model --batch-size --threads --steps --warmup --backend --tf32 --cuda-graphs --cudnn-benchmark --precision --per-layer --json --help" ;;
@@ -86,6 +86,7 @@ _towers_cli()
         --like) _towers_cli_runs "${TOWERS_RUNS:-${XDG_DATA_HOME:-$HOME/.local/share}/towers/runs}"; return ;;
         --checkpoint | --init-from) _filedir safetensors; return ;;
         --output) _filedir onnx; return ;;
+        --save) _filedir json; return ;;
         --layout) COMPREPLY=($(compgen -W "nhwc nchw" -- "$cur")); return ;;
         --channels) COMPREPLY=($(compgen -W "1 3 auto" -- "$cur")); return ;;
         --towers | --threads-per-tower | --batch-size | --steps | --epochs | --lr | --momentum | \
