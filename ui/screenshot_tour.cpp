@@ -18,6 +18,7 @@
 #include "ui/pages/import_images_dialog.h"
 #include "ui/pages/layers_dialog.h"
 #include "ui/pages/lr_finder_dialog.h"
+#include "ui/pages/model_file_editor.h"
 #include "ui/pages/model_page.h"
 #include "ui/pages/runs_page.h"
 #include "ui/pages/train_page.h"
@@ -175,6 +176,18 @@ void ScreenshotTour::addStandardSteps()
              [finder] { return *finder && !(*finder)->isRunning(); }, 120000,
              [finder] { delete finder->data(); },
              [finder]() -> QWidget* { return finder->data(); }});
+    // Edit… beside the model: the chosen model as a model file's text, checked.
+    auto editor = std::make_shared<QPointer<ModelFileEditor>>();
+    addStep({QStringLiteral("edit-network"),
+             [w, editor] {
+                 w->showPage(MainWindow::Model);
+                 ModelPage* page = w->modelPage();
+                 *editor = new ModelFileEditor(page->model(), page->modelFilePath(), w);
+                 (*editor)->show();
+             },
+             [editor] { return *editor && (*editor)->isVisible(); }, 5000,
+             [editor] { delete editor->data(); },
+             [editor]() -> QWidget* { return editor->data(); }});
 }
 
 void ScreenshotTour::start()

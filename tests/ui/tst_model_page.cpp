@@ -1,10 +1,12 @@
 // ModelPage: the picker lists every registered model; choosing one shows its layer table and its
 // parameter count (checked against the engine's own count); a model file's network joins the
 // list, and a file that describes none is refused with the reason; the chosen model saves as a
-// model file to start from.
+// model file to start from, and edits in the Edit… window.
 #include <QComboBox>
 #include <QFile>
 #include <QLabel>
+#include <QLocale>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSignalSpy>
@@ -16,6 +18,7 @@
 #include "engine/models/registry.h"
 #include "model_files.h"
 #include "ui/models/layer_table_model.h"
+#include "ui/pages/model_file_editor.h"
 #include "ui/pages/model_page.h"
 
 using towers::ui::ModelPage;
@@ -174,6 +177,70 @@ private slots:
         for (auto* b : page.findChildren<QPushButton*>())
             found = found || b->text() == QStringLiteral("Save as model file…");
         QVERIFY(found);
+    }
+
+    // The Edit… window: a built-in model as a model file's text, checked as it is typed (the
+    // mistake named, "Use" disabled), the edited network chosen; saved, its file is remembered
+    // and opens again as written.
+    void editsANetwork()
+    {
+        QTemporaryDir dir;
+        ModelPage page;
+        page.setModelName(QStringLiteral("fashion-fast"));
+        towers::ui::ModelFileEditor editor(page.model(), page.modelFilePath());
+        QVERIFY2(editor.status().startsWith(
+                     QStringLiteral("✓ my-fashion-fast: 10 layers, %1 trainable parameters")
+                         .arg(QLocale().toString(qint64(421738)))),
+                 qPrintable(editor.status()));
+        QVERIFY(editor.network());
+        QVERIFY(!editor.isModified());
+        QPushButton* use = nullptr;
+        for (auto* b : editor.findChildren<QPushButton*>())
+            if (b->text() == QStringLiteral("Use this network")) use = b;
+        QVERIFY(use && use->isEnabled());
+
+        const QString text = editor.text();
+        QCOMPARE(text.count(QStringLiteral("\"filters\": 32")), 1);
+        editor.setText(QString(text).replace(QStringLiteral("\"filters\": 32"),
+                                             QStringLiteral("\"filters\": 0")));
+        QVERIFY(!editor.network());
+        QVERIFY(!use->isEnabled());
+        QVERIFY2(editor.status().contains(QStringLiteral(
+                     "the network: layers[0] (conv1): filters: expected an integer from 1")),
+                 qPrintable(editor.status()));
+        // Typing checks after a pause.
+        editor.editor()->setPlainText(QStringLiteral("{\"name\": "));
+        QTRY_VERIFY2(editor.status().contains(QStringLiteral("not valid JSON")),
+                     qPrintable(editor.status()));
+        QVERIFY(editor.isModified());
+
+        editor.setText(QString(text).replace(QStringLiteral("\"filters\": 32"),
+                                             QStringLiteral("\"filters\": 16")));
+        QVERIFY(use->isEnabled());
+        page.useEdited(editor);
+        QCOMPARE(page.model().name, std::string("my-fashion-fast"));
+        QCOMPARE(page.findChild<QComboBox*>()->currentText(),
+                 QStringLiteral("my-fashion-fast (model file)"));
+        QCOMPARE(page.layerModel()->rowCount(), 10);
+        QCOMPARE(page.model().build(10)->parameters().front()->value.shape(),
+                 (towers::engine::Shape{16, 1, 3, 3}));
+        QCOMPARE(page.modelFilePath(), QString()); // not saved: no file
+
+        QString error;
+        QVERIFY(!editor.saveAs(dir.filePath(QStringLiteral("no/net.json")), &error));
+        QVERIFY2(error.contains(QStringLiteral("cannot write")), qPrintable(error));
+        const QString path = dir.filePath(QStringLiteral("net.json"));
+        QVERIFY2(editor.saveAs(path, &error), qPrintable(error));
+        QVERIFY(!editor.isModified());
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QCOMPARE(QString::fromUtf8(f.readAll()), editor.text());
+        page.useEdited(editor);
+        QCOMPARE(page.modelFilePath(), path);
+        // Edited again: the file's own text, and Save writes there.
+        towers::ui::ModelFileEditor again(page.model(), page.modelFilePath());
+        QCOMPARE(again.text(), editor.text());
+        QCOMPARE(again.path(), path);
     }
 };
 

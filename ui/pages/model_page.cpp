@@ -20,6 +20,7 @@
 #include "engine/models/registry.h"
 #include "engine/train/recipe.h"
 #include "ui/models/layer_table_model.h"
+#include "ui/pages/model_file_editor.h"
 #include "ui/widgets/hyperparameter_form.h"
 
 namespace towers::ui {
@@ -42,13 +43,16 @@ ModelPage::ModelPage(QWidget* parent)
     m_saveFile->setToolTip(tr("Write this network, its augmentation and its recipe as a model "
                               "file (.json) to start a network of your own from: edit it, then "
                               "open it again"));
-    auto* picker = new QHBoxLayout;
-    picker->addWidget(m_modelCombo, 1);
-    picker->addWidget(m_openFile);
-    picker->addWidget(m_saveFile);
-    auto* modelLabel = new QLabel(tr("&Model:"), modelBox);
-    modelLabel->setBuddy(m_modelCombo); // a layout as the field: the mnemonic needs its buddy
-    form->addRow(modelLabel, picker);
+    m_edit = new QPushButton(tr("Edit…"), modelBox);
+    m_edit->setToolTip(tr("Edit the chosen network as a model file, checked as you type"));
+    // The model files' buttons under the picker: beside it they would widen the page.
+    auto* files = new QHBoxLayout;
+    files->addWidget(m_edit);
+    files->addWidget(m_openFile);
+    files->addWidget(m_saveFile);
+    files->addStretch(1);
+    form->addRow(tr("&Model:"), m_modelCombo);
+    form->addRow(QString(), files);
     m_total = new QLabel(modelBox);
     form->addRow(tr("Parameters:"), m_total);
     modelLayout->addLayout(form);
@@ -80,6 +84,7 @@ ModelPage::ModelPage(QWidget* parent)
 
     connect(m_openFile, &QPushButton::clicked, this, &ModelPage::chooseModelFile);
     connect(m_saveFile, &QPushButton::clicked, this, &ModelPage::chooseSaveFile);
+    connect(m_edit, &QPushButton::clicked, this, &ModelPage::editModel);
     connect(m_modelCombo, &QComboBox::currentIndexChanged, this, [this] {
         showModel();
         emit modelChanged(modelName());
@@ -142,6 +147,7 @@ bool ModelPage::openModelFile(const QString& path, QString* error)
     try {
         const engine::ModelInfo& info = engine::loadModelFile(path.toStdString());
         m_lastFolder = QFileInfo(path).absolutePath();
+        m_paths[&info] = path;
         setModel(info);
         return true;
     } catch (const std::exception& e) {
@@ -191,6 +197,33 @@ void ModelPage::chooseSaveFile()
     QString error;
     if (!saveModelFile(dialog.selectedFiles().first(), &error))
         emit errorOccurred(tr("The model file was not saved: %1").arg(error));
+}
+
+void ModelPage::editModel()
+{
+    ModelFileEditor editor(model(), modelFilePath(), this);
+    if (editor.exec() == QDialog::Accepted) useEdited(editor);
+}
+
+void ModelPage::useEdited(const ModelFileEditor& editor)
+{
+    if (!editor.network()) return;
+    const engine::ModelInfo& kept = engine::keepModel(*editor.network());
+    if (!editor.path().isEmpty() && !editor.isModified()) {
+        m_paths[&kept] = editor.path();
+        m_lastFolder = QFileInfo(editor.path()).absolutePath();
+    }
+    setModel(kept);
+    emit logMessage(editor.path().isEmpty() || editor.isModified()
+                        ? tr("Chose the edited network %1 (not saved in a file: the run keeps "
+                             "its definition)")
+                              .arg(modelName())
+                        : tr("Chose the edited network %1 (%2)").arg(modelName(), editor.path()));
+}
+
+QString ModelPage::modelFilePath() const
+{
+    return m_paths.value(&model());
 }
 
 qint64 ModelPage::totalParameters() const

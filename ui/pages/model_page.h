@@ -3,6 +3,7 @@
 // user's own opened from model files, or saved as one from a built-in model to start from) with
 // its layer table (layer, output shape, parameters) and total parameter count, beside the run's
 // hyperparameters.
+#include <QHash>
 #include <QWidget>
 
 class QComboBox;
@@ -18,6 +19,7 @@ namespace towers::ui {
 
 class HyperparameterForm;
 class LayerTableModel;
+class ModelFileEditor;
 
 class ModelPage : public QWidget
 {
@@ -45,6 +47,12 @@ public:
     // asked), and chooses the saved network, so that the user's edits start from it; false with
     // `error` saying why not, the choice unchanged.
     bool saveModelFile(const QString& path, QString* error);
+    // Chooses the network an editor (the Edit… window) has checked, and remembers the editor's
+    // file for it when the file holds that text; nothing while its text has a mistake.
+    void useEdited(const ModelFileEditor& editor);
+    // The model file the chosen network was opened from or saved to ("" for none, or when it
+    // came from elsewhere: a checkpoint, an edit not saved).
+    QString modelFilePath() const;
     LayerTableModel* layerModel() const { return m_layers; }
     // Trainable parameters of the chosen model (the layer table's total).
     qint64 totalParameters() const;
@@ -64,6 +72,7 @@ private:
     void showModel();
     void chooseModelFile();
     void chooseSaveFile();
+    void editModel();
     // The picker's text for a model file's network: "<name> (model file)".
     static QString modelFileItem(const QString& name);
 
@@ -71,6 +80,10 @@ private:
     QComboBox* m_modelCombo;
     QPushButton* m_openFile;
     QPushButton* m_saveFile;
+    QPushButton* m_edit;
+    // The file each model file's network was opened from or saved to (the networks are kept for
+    // the process: engine::keepModel).
+    QHash<const engine::ModelInfo*, QString> m_paths;
     QString m_lastFolder; // where the last model file was opened or saved
     QLabel* m_description;
     QLabel* m_total;

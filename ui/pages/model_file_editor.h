@@ -1,0 +1,58 @@
+#pragma once
+// The Model page's "Edit…" window: the chosen network as a model file's text (a built-in model's
+// written out to start from, or the model file it was opened from), edited in place as NVIDIA
+// DIGITS' custom networks were. Checked as the user types (engine::modelFromDefinition and its
+// recipe, as train checks a file): the layer count and parameters, or the mistake naming the
+// layer and the field. "Use this network" chooses the edited network (a run keeps its definition,
+// so it needs no file); Save and Save as… write the text, whole or not at all, valid or not.
+#include <QDialog>
+
+#include <optional>
+
+#include "engine/models/registry.h"
+
+class QLabel;
+class QPlainTextEdit;
+class QPushButton;
+class QTimer;
+
+namespace towers::ui {
+
+class ModelFileEditor : public QDialog
+{
+    Q_OBJECT
+public:
+    // Edits `from`; `path`: the model file it was opened from ("" for none), whose text is shown
+    // when it still describes `from`, and where Save writes.
+    ModelFileEditor(const engine::ModelInfo& from, const QString& path, QWidget* parent = nullptr);
+
+    QPlainTextEdit* editor() const { return m_text; }
+    QString text() const;
+    void setText(const QString& text);
+    // Checks the text now (typing checks it after a pause); true when it describes a network.
+    bool check();
+    // What the check says: "my-net: 10 layers, 421,738 trainable parameters" or the mistake.
+    QString status() const;
+    // The network of the text as last checked (none while it has a mistake).
+    const std::optional<engine::ModelInfo>& network() const { return m_network; }
+    // The file Save writes ("" until saved as one), and whether the text differs from it.
+    QString path() const { return m_path; }
+    bool isModified() const;
+    // Writes the text to `path` (replacing it: the caller has asked) and makes it the editor's
+    // file; false with `error` saying why not.
+    bool saveAs(const QString& path, QString* error);
+
+private:
+    void save();
+    void chooseSaveFile();
+    void reject() override; // asks before unsaved edits are dropped
+
+    QPlainTextEdit* m_text;
+    QLabel* m_status;
+    QPushButton* m_use;
+    QTimer* m_checkTimer;
+    QString m_path, m_savedText;
+    std::optional<engine::ModelInfo> m_network;
+};
+
+} // namespace towers::ui
