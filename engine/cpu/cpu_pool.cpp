@@ -1,10 +1,10 @@
 // Max pooling on NHWC memory: Towers' own kernels (pool_hwy.h) for windows of up to 256
-// positions, oneDNN's for larger ones. TensorFlow's SAME padding maps directly onto oneDNN's
-// asymmetric padding_l / padding_r, and both ignore padded positions, as the descriptor requires.
-// The workspace, opaque UInt8 bytes to the caller, is the chosen kernel's own: Towers' one byte
-// per output element (the winner's position in its window), or oneDNN's argmax positions in the
-// primitive's format. Which one runs is a function of the descriptor alone, so the backward of a
-// descriptor reads the workspace its forward wrote.
+// positions, oneDNN's for larger ones; average pooling: oneDNN's (pooling_avg_exclude_padding).
+// TensorFlow's SAME padding maps directly onto oneDNN's asymmetric padding_l / padding_r, and both
+// ignore padded positions, as the descriptor requires. The workspace, opaque UInt8 bytes to the
+// caller, is the chosen kernel's own: Towers' one byte per output element (the winner's position in
+// its window), or oneDNN's argmax positions in the primitive's format. Which one runs is a function
+// of the descriptor alone, so the backward of a descriptor reads the workspace its forward wrote.
 #include "engine/cpu/cpu_common.h"
 #include "engine/cpu/pool_hwy.h"
 #include "engine/cpu/simd_target.h"
@@ -35,13 +35,16 @@ PoolMds poolMds(const Pool2dDesc& d)
 }
 
 dnnl::pooling_forward::primitive_desc forwardPd(const dnnl::engine& eng, const PoolMds& m,
-                                                const dnnl::primitive_attr& attr)
+                                                const dnnl::primitive_attr& attr,
+                                                dnnl::algorithm algorithm)
 {
-    const dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_training,
-                                           dnnl::algorithm::pooling_max, m.src, m.dst, m.strides,
-                                           m.kernel, m.padL, m.padR);
+    const dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_training, algorithm, m.src,
+                                           m.dst, m.strides, m.kernel, m.padL, m.padR);
     return dnnl::pooling_forward::primitive_desc(desc, attr, eng);
 }
+
+// Average pooling leaves the pads out of each window's count, as the op requires.
+constexpr auto kAverage = dnnl::algorithm::pooling_avg_exclude_padding;
 
 // A pooling primitive and the size of the workspace it reads or writes.
 struct PoolEntry
@@ -91,7 +94,8 @@ void OneDnnOps::maxPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor&
     PoolEntry* e = nullptr;
     guarded("building a max pooling", [&] {
         e = &cached<PoolEntry>(poolKey("maxpool fwd", d), [&] {
-            const auto pd = forwardPd(m_engine, poolMds(d), BoundPrimitive::scratchpadAttr());
+            const auto pd = forwardPd(m_engine, poolMds(d), BoundPrimitive::scratchpadAttr(),
+                                      dnnl::algorithm::pooling_max);
             auto s = std::make_shared<PoolEntry>();
             s->p.prim = dnnl::pooling_forward(pd);
             s->p.addArg(DNNL_ARG_SRC, pd.src_desc(), m_engine);
@@ -143,7 +147,7 @@ void OneDnnOps::maxPoolBackwardImpl(const Pool2dDesc& d, const Tensor& /*x*/, co
         e = &cached<PoolEntry>(poolKey("maxpool bwd", d), [&] {
             const PoolMds m = poolMds(d);
             const auto attr = BoundPrimitive::scratchpadAttr();
-            const auto hint = forwardPd(m_engine, m, attr);
+            const auto hint = forwardPd(m_engine, m, attr, dnnl::algorithm::pooling_max);
             const dnnl::pooling_backward::desc desc(dnnl::algorithm::pooling_max, m.src, m.dst,
                                                     m.strides, m.kernel, m.padL, m.padR);
             const dnnl::pooling_backward::primitive_desc pd(desc, attr, m_engine, hint);
@@ -164,6 +168,56 @@ void OneDnnOps::maxPoolBackwardImpl(const Pool2dDesc& d, const Tensor& /*x*/, co
         e->p.bind(DNNL_ARG_DIFF_SRC, dx);
         e->p.bind(DNNL_ARG_WORKSPACE, workspace);
         e->p.execute(m_stream);
+    });
+}
+
+void OneDnnOps::avgPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor& y)
+{
+    Tensor::ensure(y, d.outputShape(), DType::Float32);
+    BoundPrimitive* p = nullptr;
+    guarded("building an average pooling", [&] {
+        p = &cached<BoundPrimitive>(poolKey("avgpool fwd", d), [&] {
+            const auto pd =
+                forwardPd(m_engine, poolMds(d), BoundPrimitive::scratchpadAttr(), kAverage);
+            auto s = std::make_shared<BoundPrimitive>();
+            s->prim = dnnl::pooling_forward(pd);
+            s->addArg(DNNL_ARG_SRC, pd.src_desc(), m_engine);
+            s->addArg(DNNL_ARG_DST, pd.dst_desc(), m_engine);
+            s->addScratchpad(pd.scratchpad_desc(), m_engine);
+            return s;
+        });
+    });
+    guarded("running an average pooling", [&] {
+        p->bind(DNNL_ARG_SRC, x);
+        p->bind(DNNL_ARG_DST, y);
+        p->execute(m_stream);
+    });
+}
+
+void OneDnnOps::avgPoolBackwardImpl(const Pool2dDesc& d, const Tensor& dy, Tensor& dx)
+{
+    Tensor::ensure(dx, d.inputShape(), DType::Float32);
+    BoundPrimitive* p = nullptr;
+    guarded("building an average pooling backward", [&] {
+        p = &cached<BoundPrimitive>(poolKey("avgpool bwd", d), [&] {
+            const PoolMds m = poolMds(d);
+            const auto attr = BoundPrimitive::scratchpadAttr();
+            const auto hint = forwardPd(m_engine, m, attr, kAverage);
+            const dnnl::pooling_backward::desc desc(kAverage, m.src, m.dst, m.strides, m.kernel,
+                                                    m.padL, m.padR);
+            const dnnl::pooling_backward::primitive_desc pd(desc, attr, m_engine, hint);
+            auto s = std::make_shared<BoundPrimitive>();
+            s->prim = dnnl::pooling_backward(pd);
+            s->addArg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), m_engine);
+            s->addArg(DNNL_ARG_DIFF_SRC, pd.diff_src_desc(), m_engine);
+            s->addScratchpad(pd.scratchpad_desc(), m_engine);
+            return s;
+        });
+    });
+    guarded("running an average pooling backward", [&] {
+        p->bind(DNNL_ARG_DIFF_DST, dy);
+        p->bind(DNNL_ARG_DIFF_SRC, dx);
+        p->execute(m_stream);
     });
 }
 

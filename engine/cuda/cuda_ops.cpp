@@ -493,6 +493,20 @@ void CudaOps::maxPoolBackwardImpl(const Pool2dDesc& d, const Tensor& /*x*/, cons
                           static_cast<const std::int32_t*>(workspace.raw()), floats(dx));
 }
 
+void CudaOps::avgPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor& y)
+{
+    const OpScope scope(m_device, m_stream);
+    ensure(y, d.outputShape());
+    cuda::avgPoolForward(m_stream, geometry(d.win), floats(x), floats(y));
+}
+
+void CudaOps::avgPoolBackwardImpl(const Pool2dDesc& d, const Tensor& dy, Tensor& dx)
+{
+    const OpScope scope(m_device, m_stream);
+    ensure(dx, d.inputShape());
+    cuda::avgPoolBackward(m_stream, geometry(d.win), floats(dy), floats(dx));
+}
+
 void CudaOps::lrnForwardImpl(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
 {
     const OpScope scope(m_device, m_stream);

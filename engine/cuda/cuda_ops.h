@@ -49,6 +49,8 @@ inline float* floats(Tensor& t)
     X(conv2dBackwardWeights)                                                                       \
     X(maxPoolForward)                                                                              \
     X(maxPoolBackward)                                                                             \
+    X(avgPoolForward)                                                                              \
+    X(avgPoolBackward)                                                                             \
     X(lrnForward)                                                                                  \
     X(lrnBackward)                                                                                 \
     X(linearForward)                                                                               \

@@ -140,6 +140,55 @@ TOWERS_HD inline void maxPoolBackwardAt(std::int64_t i, const WindowGeometry& g,
     dx[i] = sum;
 }
 
+// ---- average pooling: a window's mean over its real elements (pads do not count) ----
+
+// The real elements of output (oy, ox)'s window: rows [y0, y1), columns [x0, x1).
+TOWERS_HD inline std::int64_t avgPoolCount(const WindowGeometry& g, std::int64_t oy,
+                                           std::int64_t ox, std::int64_t* y0, std::int64_t* x0,
+                                           std::int64_t* y1, std::int64_t* x1)
+{
+    const std::int64_t top = oy * g.sh - g.padTop, left = ox * g.sw - g.padLeft;
+    *y0 = top > 0 ? top : 0;
+    *x0 = left > 0 ? left : 0;
+    *y1 = top + g.kh < g.h ? top + g.kh : g.h;
+    *x1 = left + g.kw < g.w ? left + g.kw : g.w;
+    return (*y1 - *y0) * (*x1 - *x0);
+}
+
+TOWERS_HD inline void avgPoolForwardAt(std::int64_t i, const WindowGeometry& g, const float* x,
+                                       float* y)
+{
+    const std::int64_t c = i % g.c, ox = (i / g.c) % g.ow, oy = (i / (g.c * g.ow)) % g.oh,
+                       n = i / (g.c * g.ow * g.oh);
+    std::int64_t y0, x0, y1, x1;
+    const std::int64_t count = avgPoolCount(g, oy, ox, &y0, &x0, &y1, &x1);
+    float sum = 0.f;
+    for (std::int64_t iy = y0; iy < y1; ++iy)
+        for (std::int64_t ix = x0; ix < x1; ++ix) sum += x[((n * g.h + iy) * g.w + ix) * g.c + c];
+    y[i] = sum / static_cast<float>(count);
+}
+
+// dx[i] gathers its share of dy from every window that covers input i: no atomics.
+TOWERS_HD inline void avgPoolBackwardAt(std::int64_t i, const WindowGeometry& g, const float* dy,
+                                        float* dx)
+{
+    const std::int64_t c = i % g.c, ix = (i / g.c) % g.w, iy = (i / (g.c * g.w)) % g.h,
+                       n = i / (g.c * g.w * g.h);
+    const std::int64_t py = iy + g.padTop, px = ix + g.padLeft;
+    const std::int64_t oyLo = py >= g.kh ? (py - g.kh) / g.sh + 1 : 0;
+    const std::int64_t oyHi = py / g.sh < g.oh - 1 ? py / g.sh : g.oh - 1;
+    const std::int64_t oxLo = px >= g.kw ? (px - g.kw) / g.sw + 1 : 0;
+    const std::int64_t oxHi = px / g.sw < g.ow - 1 ? px / g.sw : g.ow - 1;
+    float sum = 0.f;
+    for (std::int64_t oy = oyLo; oy <= oyHi; ++oy)
+        for (std::int64_t ox = oxLo; ox <= oxHi; ++ox) {
+            std::int64_t y0, x0, y1, x1;
+            const std::int64_t count = avgPoolCount(g, oy, ox, &y0, &x0, &y1, &x1);
+            sum += dy[((n * g.oh + oy) * g.ow + ox) * g.c + c] / static_cast<float>(count);
+        }
+    dx[i] = sum;
+}
+
 // ---- TensorFlow's LRN over the channels of rows of c values ----
 
 TOWERS_HD inline void lrnForwardAt(std::int64_t i, const float* x, float* y, float* scale,

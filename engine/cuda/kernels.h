@@ -52,6 +52,9 @@ void maxPoolForward(cudaStream_t s, const WindowGeometry& g, const float* x, flo
                     std::int32_t* argmax);
 void maxPoolBackward(cudaStream_t s, const WindowGeometry& g, const float* dy,
                      const std::int32_t* argmax, float* dx);
+// A window's mean over its real elements, and its backward.
+void avgPoolForward(cudaStream_t s, const WindowGeometry& g, const float* x, float* y);
+void avgPoolBackward(cudaStream_t s, const WindowGeometry& g, const float* dy, float* dx);
 // TensorFlow's LRN over the channels of rows of c values; scale (workspace) keeps
 // bias + alpha * sum of squares for backward.
 void lrnForward(cudaStream_t s, const float* x, float* y, float* scale, std::int64_t rows,

@@ -1,4 +1,5 @@
-// Max pooling (any padding: padded positions never win) and TensorFlow's LRN, NHWC.
+// Max pooling (any padding: padded positions never win), average pooling (pads do not count) and
+// TensorFlow's LRN, NHWC.
 #include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
@@ -17,6 +18,16 @@ __global__ void maxPoolBackwardKernel(WindowGeometry g, const float* dy, const s
                                       float* dx)
 {
     TOWERS_GRID_STRIDE(i, g.n * g.h * g.w * g.c) maxPoolBackwardAt(i, g, dy, argmax, dx);
+}
+
+__global__ void avgPoolForwardKernel(WindowGeometry g, const float* x, float* y)
+{
+    TOWERS_GRID_STRIDE(i, g.n * g.oh * g.ow * g.c) avgPoolForwardAt(i, g, x, y);
+}
+
+__global__ void avgPoolBackwardKernel(WindowGeometry g, const float* dy, float* dx)
+{
+    TOWERS_GRID_STRIDE(i, g.n * g.h * g.w * g.c) avgPoolBackwardAt(i, g, dy, dx);
 }
 
 __global__ void lrnForwardKernel(const float* x, float* y, float* scale, std::int64_t rows,
@@ -49,6 +60,22 @@ void maxPoolBackward(cudaStream_t s, const WindowGeometry& g, const float* dy,
     const std::int64_t total = g.n * g.h * g.w * g.c;
     if (total == 0) return;
     maxPoolBackwardKernel<<<gridFor(total), kThreads, 0, s>>>(g, dy, argmax, dx);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void avgPoolForward(cudaStream_t s, const WindowGeometry& g, const float* x, float* y)
+{
+    const std::int64_t total = g.n * g.oh * g.ow * g.c;
+    if (total == 0) return;
+    avgPoolForwardKernel<<<gridFor(total), kThreads, 0, s>>>(g, x, y);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void avgPoolBackward(cudaStream_t s, const WindowGeometry& g, const float* dy, float* dx)
+{
+    const std::int64_t total = g.n * g.h * g.w * g.c;
+    if (total == 0) return;
+    avgPoolBackwardKernel<<<gridFor(total), kThreads, 0, s>>>(g, dy, dx);
     TOWERS_CUDA_LAUNCHED();
 }
 

@@ -5,7 +5,7 @@
 #include "engine/nn/flatten.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/lrn.h"
-#include "engine/nn/max_pool2d.h"
+#include "engine/nn/pool2d.h"
 
 namespace towers::engine {
 

@@ -3,7 +3,7 @@
 // initialisation.
 #include "engine/models/blocks.h"
 #include "engine/models/registry.h"
-#include "engine/nn/max_pool2d.h"
+#include "engine/nn/pool2d.h"
 
 namespace towers::engine {
 

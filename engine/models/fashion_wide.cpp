@@ -4,7 +4,7 @@
 // initialisation. About 4.7 times fashion-fast's arithmetic per example.
 #include "engine/models/blocks.h"
 #include "engine/models/registry.h"
-#include "engine/nn/max_pool2d.h"
+#include "engine/nn/pool2d.h"
 
 namespace towers::engine {
 

@@ -7,7 +7,7 @@
 #include "engine/nn/dropout.h"
 #include "engine/nn/flatten.h"
 #include "engine/nn/linear.h"
-#include "engine/nn/max_pool2d.h"
+#include "engine/nn/pool2d.h"
 
 namespace towers::engine {
 

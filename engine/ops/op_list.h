@@ -72,6 +72,14 @@
        const Tensor& workspace, Tensor& dx),                                                       \
       (d, x, y, dy, workspace, dx))
 
+// --- average pooling: a window's mean over its real elements (pads do not count, as TensorFlow's
+// SAME, ONNX's AveragePool and PyTorch's count_include_pad=False); backward spreads each dy evenly
+// over its window's real elements ---
+#define TOWERS_OP_avgPoolForward(M)                                                                \
+    M(avgPoolForward, void, (const Pool2dDesc& d, const Tensor& x, Tensor& y), (d, x, y))
+#define TOWERS_OP_avgPoolBackward(M)                                                               \
+    M(avgPoolBackward, void, (const Pool2dDesc& d, const Tensor& dy, Tensor& dx), (d, dy, dx))
+
 // --- local response normalisation (TensorFlow semantics, see LrnDesc) ---
 #define TOWERS_OP_lrnForward(M)                                                                    \
     M(lrnForward, void, (const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace),         \
@@ -248,6 +256,8 @@
     X(conv2dBackwardWeights)                                                                       \
     X(maxPoolForward)                                                                              \
     X(maxPoolBackward)                                                                             \
+    X(avgPoolForward)                                                                              \
+    X(avgPoolBackward)                                                                             \
     X(lrnForward)                                                                                  \
     X(lrnBackward)                                                                                 \
     X(linearForward)                                                                               \

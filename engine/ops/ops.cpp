@@ -267,6 +267,16 @@ void maxPoolBackward(Args& a, const Pool2dDesc& d, const Tensor& x, const Tensor
     a.state(workspace, "max pool workspace");
 }
 
+void avgPoolForward(Args& a, const Pool2dDesc& d, const Tensor& x, Tensor&)
+{
+    a.floats(x, "average pool x", d.inputShape());
+}
+
+void avgPoolBackward(Args& a, const Pool2dDesc& d, const Tensor& dy, Tensor&)
+{
+    a.floats(dy, "average pool dy", d.outputShape());
+}
+
 void lrnForward(Args& a, const LrnDesc& d, const Tensor& x, Tensor&, Tensor&)
 {
     a.floats(x, "lrn x", d.shape);

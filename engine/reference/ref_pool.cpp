@@ -1,5 +1,7 @@
-// Reference max pooling over NHWC. The workspace holds, for every output element, the flat index
-// into x of the element that won (Int32, shaped like y), so backward just routes dy there.
+// Reference max and average pooling over NHWC. Max pooling's workspace holds, for every output
+// element, the flat index into x of the element that won (Int32, shaped like y), so backward just
+// routes dy there. Average pooling divides by the window's real elements (pads do not count).
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -59,7 +61,83 @@ template <class T> void backward(const Tensor& dy, const Tensor& argmax, Tensor&
     for (std::int64_t k = 0; k < nx; ++k) dxp[k] = static_cast<T>(acc[static_cast<std::size_t>(k)]);
 }
 
+// The real (not padded) rows [y0, y1) and columns [x0, x1) of output (oy, ox)'s window.
+struct WindowSpan
+{
+    std::int64_t y0, y1, x0, x1;
+    std::int64_t count() const { return (y1 - y0) * (x1 - x0); }
+};
+
+WindowSpan spanOf(const Window2d& g, std::int64_t oy, std::int64_t ox)
+{
+    const std::int64_t top = oy * g.sh - g.padTop, left = ox * g.sw - g.padLeft;
+    WindowSpan s{std::max<std::int64_t>(top, 0), std::min<std::int64_t>(top + g.kh, g.h),
+                 std::max<std::int64_t>(left, 0), std::min<std::int64_t>(left + g.kw, g.w)};
+    if (s.y1 <= s.y0 || s.x1 <= s.x0)
+        throw ShapeError("average pool window without a real element: " + g.str());
+    return s;
+}
+
+template <class T> void avgForward(const Window2d& g, const Tensor& x, Tensor& y)
+{
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    for (std::int64_t n = 0; n < g.n; ++n)
+        for (std::int64_t oy = 0; oy < g.oh; ++oy)
+            for (std::int64_t ox = 0; ox < g.ow; ++ox) {
+                const WindowSpan s = spanOf(g, oy, ox);
+                for (std::int64_t c = 0; c < g.c; ++c) {
+                    double sum = 0;
+                    for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
+                        for (std::int64_t ix = s.x0; ix < s.x1; ++ix)
+                            sum += static_cast<double>(xp[((n * g.h + iy) * g.w + ix) * g.c + c]);
+                    yp[((n * g.oh + oy) * g.ow + ox) * g.c + c] =
+                        static_cast<T>(sum / static_cast<double>(s.count()));
+                }
+            }
+}
+
+template <class T> void avgBackward(const Window2d& g, const Tensor& dy, Tensor& dx)
+{
+    const T* dyp = dy.data<T>();
+    std::vector<double> acc(static_cast<std::size_t>(dx.numel()), 0.0);
+    for (std::int64_t n = 0; n < g.n; ++n)
+        for (std::int64_t oy = 0; oy < g.oh; ++oy)
+            for (std::int64_t ox = 0; ox < g.ow; ++ox) {
+                const WindowSpan s = spanOf(g, oy, ox);
+                for (std::int64_t c = 0; c < g.c; ++c) {
+                    const double share =
+                        static_cast<double>(dyp[((n * g.oh + oy) * g.ow + ox) * g.c + c]) /
+                        static_cast<double>(s.count());
+                    for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
+                        for (std::int64_t ix = s.x0; ix < s.x1; ++ix)
+                            acc[static_cast<std::size_t>(((n * g.h + iy) * g.w + ix) * g.c + c)] +=
+                                share;
+                }
+            }
+    T* dxp = dx.data<T>();
+    for (std::size_t k = 0; k < acc.size(); ++k) dxp[k] = static_cast<T>(acc[k]);
+}
+
 } // namespace
+
+void ReferenceOps::avgPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor& y)
+{
+    Tensor::ensure(y, d.outputShape(), x.dtype());
+    if (x.dtype() == DType::Float64)
+        avgForward<double>(d.win, x, y);
+    else
+        avgForward<float>(d.win, x, y);
+}
+
+void ReferenceOps::avgPoolBackwardImpl(const Pool2dDesc& d, const Tensor& dy, Tensor& dx)
+{
+    Tensor::ensure(dx, d.inputShape(), dy.dtype());
+    if (dy.dtype() == DType::Float64)
+        avgBackward<double>(d.win, dy, dx);
+    else
+        avgBackward<float>(d.win, dy, dx);
+}
 
 void ReferenceOps::maxPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor& y,
                                       Tensor& workspace)

@@ -313,6 +313,36 @@ void addPooling(std::vector<OpCase>& cases, const std::vector<PoolGeometry>& geo
     }
 }
 
+// Average pooling on the max-pool geometries (pads do not count: a SAME border window averages
+// fewer elements) and a global one. Sums of up to a window's elements (forward) or of the shares
+// of up to as many windows (backward), in another order: a reduction's tolerance.
+void addAveragePooling(std::vector<OpCase>& cases, std::vector<PoolGeometry> geometries)
+{
+    geometries.push_back({"global, 64 channels", {3, 7, 7, 64}, 7, 7, 7, 7, Padding::Valid});
+    for (const auto& g : geometries) {
+        const Pool2dDesc d = g.desc();
+        cases.push_back(
+            {"average-pool forward", g.text(), Tolerance::reductions(),
+             [d](Rng& rng) { return std::vector<Tensor>{distinct(d.inputShape(), rng)}; },
+             [d](Ops& ops, const std::vector<Tensor>& in) {
+                 Tensor y;
+                 ops.avgPoolForward(d, in[0], y);
+                 return std::vector<OpOutput>{{"y", y}};
+             }});
+    }
+    for (const auto& g : geometries) {
+        const Pool2dDesc d = g.desc();
+        cases.push_back(
+            {"average-pool backward", g.text(), Tolerance::reductions(),
+             [d](Rng& rng) { return std::vector<Tensor>{uniform(d.outputShape(), rng)}; },
+             [d](Ops& ops, const std::vector<Tensor>& in) {
+                 Tensor dx;
+                 ops.avgPoolBackward(d, in[0], dx);
+                 return std::vector<OpOutput>{{"dx", dx}};
+             }});
+    }
+}
+
 // ---- LRN ----
 
 struct LrnGeometry
@@ -401,6 +431,7 @@ void addConvolutionCases(std::vector<OpCase>& cases)
 void addPoolingCases(std::vector<OpCase>& cases)
 {
     addPooling(cases, poolGeometries());
+    addAveragePooling(cases, poolGeometries());
 }
 
 void addLrnCases(std::vector<OpCase>& cases)

@@ -100,6 +100,37 @@ private slots:
                  qPrintable(QString::number(normalisedError(dx, wantDx))));
     }
 
+    // Average pooling: every window's real elements (pads do not count), and each input's shares.
+    void avgPool_data() { maxPool_data(); }
+    void avgPool()
+    {
+        QFETCH(int, which);
+        const PoolCase cases[] = {
+            {{2, 7, 8, 3}, 3, 2, Padding::Same, {}},
+            {{1, 8, 8, 4}, 3, 2, Padding::Same, {}},
+            {{1, 7, 7, 2}, 2, 2, Padding::Valid, {}},
+            {{2, 5, 6, 3}, 3, 1, Padding::Same, {}},
+            {{1, 6, 5, 2}, 3, 2, Padding::Explicit, {2, 0, 0, 1}},
+        };
+        const PoolCase& pc = cases[which];
+        const auto d = makePool2dDesc(pc.x, pc.k, pc.k, pc.s, pc.s, pc.padding, pc.pads);
+        Rng rng(17 + std::uint64_t(which));
+        const Tensor x = randomTensor(d.inputShape(), DType::Float32, rng);
+        const Tensor dy = randomTensor(d.outputShape(), DType::Float32, rng);
+        Tensor want, wantDx;
+        m_ref->avgPoolForward(d, x, want);
+        m_ref->avgPoolBackward(d, dy, wantDx);
+
+        const WindowGeometry g = geometry(d.win);
+        Tensor y(d.outputShape(), DType::Float32), dx(d.inputShape(), DType::Float32);
+        for (std::int64_t i = 0; i < y.numel(); ++i) cuda::avgPoolForwardAt(i, g, f(x), f(y));
+        QVERIFY2(normalisedError(y, want) < 1e-6,
+                 qPrintable(QString::number(normalisedError(y, want))));
+        for (std::int64_t i = 0; i < dx.numel(); ++i) cuda::avgPoolBackwardAt(i, g, f(dy), f(dx));
+        QVERIFY2(normalisedError(dx, wantDx) < 1e-6,
+                 qPrintable(QString::number(normalisedError(dx, wantDx))));
+    }
+
     void lrn_data()
     {
         QTest::addColumn<int>("radius");

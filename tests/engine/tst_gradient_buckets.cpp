@@ -19,7 +19,7 @@
 #include "engine/nn/conv2d.h"
 #include "engine/nn/flatten.h"
 #include "engine/nn/linear.h"
-#include "engine/nn/max_pool2d.h"
+#include "engine/nn/pool2d.h"
 #include "engine/train/gradient_buckets.h"
 #include "engine/train/host_communicator.h"
 #include "engine/train/tower_set.h"

@@ -62,6 +62,8 @@ const std::vector<std::string>& expectedOps()
         "conv2d backward without saved state",     // conv2dBackward
         "max-pool forward",                        // maxPoolForward
         "max-pool forward + backward",             // maxPoolBackward
+        "average-pool forward",                    // avgPoolForward
+        "average-pool backward",                   // avgPoolBackward
         "LRN forward",                             // lrnForward
         "LRN forward + backward",                  // lrnBackward
         "linear forward",                          // linearForward

@@ -327,6 +327,32 @@ private slots:
         compareValues(dx, {0, 7, 0}, 0);
     }
 
+    // Average pooling leaves pads out of a window's count: SAME 3x3/2 on 4x4 (pads 0 top/left, 1
+    // bottom/right) averages 9, 6, 6 and 4 elements; backward gives each its window's share.
+    void referenceAvgPoolByHand()
+    {
+        const auto d = makePool2dDesc({1, 4, 4, 1}, 3, 3, 2, 2, Padding::Same);
+        std::vector<double> v;
+        for (int i = 1; i <= 16; ++i) v.push_back(i);
+        for (DType dt : {DType::Float64, DType::Float32}) {
+            const Tensor x = fromValues({1, 4, 4, 1}, dt, v);
+            Tensor y, dx;
+            m_ref->avgPoolForward(d, x, y);
+            // (1+2+3+5+6+7+9+10+11)/9, (3+4+7+8+11+12)/6, (9+10+11+13+14+15)/6, (11+12+15+16)/4
+            compareValues(y, {6, 7.5, 12, 13.5}, 1e-6);
+            const Tensor dy = fromValues({1, 2, 2, 1}, dt, {9, 6, 6, 4});
+            m_ref->avgPoolBackward(d, dy, dx);
+            // Shares of 1 from each covering window: the middle row and column overlap.
+            compareValues(dx, {1, 1, 2, 1, 1, 1, 2, 1, 2, 2, 4, 2, 1, 1, 2, 1}, 1e-6);
+        }
+        // Global: each channel's mean.
+        const auto g = makePool2dDesc({1, 2, 2, 2}, 2, 2, 2, 2, Padding::Valid);
+        Tensor y;
+        m_ref->avgPoolForward(
+            g, fromValues({1, 2, 2, 2}, DType::Float64, {1, 10, 2, 20, 3, 30, 4, 40}), y);
+        compareValues(y, {2.5, 25}, 0);
+    }
+
     void referenceLrnByHand()
     {
         // One pixel, channels (1, 2, 3), r = 1, bias 1, alpha 0.1, beta 0.5:
@@ -407,6 +433,30 @@ private slots:
         };
         f();
         m_ref->maxPoolBackward(d, x, y, r, ws, dx);
+        const auto g = checkGradient(f, x, dx, kPoolStep, 256, 1);
+        QVERIFY2(g.maxRelError < kGradTolerance, g.str().c_str());
+    }
+
+    // f = <avgpool(x), r> is linear in x: the difference quotient is exact but for rounding.
+    void referenceAvgPoolGradients_data()
+    {
+        QTest::addColumn<PoolCase>("pool");
+        for (const auto& p : smallPoolCases()) QTest::newRow(p.name) << p.p;
+    }
+    void referenceAvgPoolGradients()
+    {
+        QFETCH(PoolCase, pool);
+        const Pool2dDesc d = pool.desc();
+        Rng rng(13);
+        Tensor x = randomTensor(d.inputShape(), DType::Float64, rng);
+        const Tensor r = randomTensor(d.outputShape(), DType::Float64, rng);
+        Tensor y, dx;
+        const auto f = [&] {
+            m_ref->avgPoolForward(d, x, y);
+            return dot(y, r);
+        };
+        f();
+        m_ref->avgPoolBackward(d, r, dx);
         const auto g = checkGradient(f, x, dx, kPoolStep, 256, 1);
         QVERIFY2(g.maxRelError < kGradTolerance, g.str().c_str());
     }
@@ -583,6 +633,37 @@ private slots:
         QVERIFY2(err < 1e-6,
                  qPrintable(
                      QStringLiteral("%1: normalised gradient error %2").arg(targetName).arg(err)));
+    }
+
+    // oneDNN's average pooling (pooling_avg_exclude_padding) against central differences of its
+    // own forward in float32, on every SIMD target, and against the reference.
+    void onednnAvgPoolGradients_data() { addTargetRows(poolKernelCases(), &NamedPool::p, "pool"); }
+    void onednnAvgPoolGradients()
+    {
+        TOWERS_RUN_ON_TARGET();
+        QFETCH(PoolCase, pool);
+        const Pool2dDesc d = pool.desc();
+        Rng rng(26);
+        Tensor x = randomTensor(d.inputShape(), DType::Float32, rng);
+        const Tensor r = randomTensor(d.outputShape(), DType::Float32, rng);
+        Tensor y, dx, want, wantDx;
+        const auto f = [&] {
+            m_dnn->avgPoolForward(d, x, y);
+            return dot(y, r);
+        };
+        f();
+        m_dnn->avgPoolBackward(d, r, dx);
+        // f is linear in x: a large step is exact but for f's rounding, which it keeps small
+        // against the slope; a share missed or sent twice is off by a window's 1/count or more.
+        const double err = float32GradientError(f, x, dx, 0.25, 512, rng);
+        QVERIFY2(err < 1e-4,
+                 qPrintable(
+                     QStringLiteral("%1: normalised gradient error %2").arg(targetName).arg(err)));
+        f(); // y of x itself, not of a step
+        m_ref->avgPoolForward(d, x, want);
+        m_ref->avgPoolBackward(d, r, wantDx);
+        QVERIFY(towers::test::maxAbsDiff(y, want) < 1e-5);
+        QVERIFY(towers::test::maxAbsDiff(dx, wantDx) < 1e-5);
     }
 
     // --- the oneDNN backend's LRN (Towers' Highway kernel) on every SIMD target ---

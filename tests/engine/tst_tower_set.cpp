@@ -12,7 +12,7 @@
 #include "engine/nn/flatten.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/lrn.h"
-#include "engine/nn/max_pool2d.h"
+#include "engine/nn/pool2d.h"
 #include "engine/train/tower_set.h"
 #include "gradcheck.h"
 #include "synthetic_batches.h"
