@@ -26,6 +26,7 @@ from torch import nn
 
 __all__ = [
     "MODELS", "INPUT_SHAPES", "build", "weight_decay", "total_loss", "tf_same_max_pool",
+    "tf_same_avg_pool",
     "FromDefinition", "from_definition", "build_for_checkpoint",
     "load_safetensors", "save_safetensors",
 ]
@@ -48,6 +49,14 @@ def _tf_same_pad(x, kernel, stride, value):
 def tf_same_max_pool(x, kernel, stride):
     """Max pooling with TensorFlow's SAME padding (extra padding goes bottom/right, as -inf)."""
     return F.max_pool2d(_tf_same_pad(x, kernel, stride, -math.inf), kernel, stride)
+
+
+def tf_same_avg_pool(x, kernel, stride):
+    """Average pooling with TensorFlow's SAME padding, the pads not counted (a border window
+    averages its real elements only): the zero-padded windows' means over those of a mask of ones."""
+    ones = torch.ones_like(x[:1, :1])
+    return (F.avg_pool2d(_tf_same_pad(x, kernel, stride, 0.0), kernel, stride)
+            / F.avg_pool2d(_tf_same_pad(ones, kernel, stride, 0.0), kernel, stride))
 
 
 def tf_lrn(depth_radius=4, bias=1.0, alpha=0.001 / 9.0, beta=0.75):
@@ -220,8 +229,9 @@ class FromDefinition(nn.Module):
         self._plan = self._build(definition["layers"], (c, h, w), num_classes)
         del self._counts
 
-    _PREFIX = {"conv2d": "conv", "batchnorm": "bn", "maxpool": "pool", "lrn": "norm",
-               "flatten": "flatten", "linear": "fc", "dropout": "drop", "residual": "res"}
+    _PREFIX = {"conv2d": "conv", "batchnorm": "bn", "maxpool": "pool", "avgpool": "avgpool",
+               "lrn": "norm", "flatten": "flatten", "linear": "fc", "dropout": "drop",
+               "residual": "res"}
 
     def _name(self, layer):
         kind = layer["type"]
@@ -296,6 +306,16 @@ class FromDefinition(nn.Module):
                         x = tf_same_max_pool(x, size, stride)
                     else:
                         x = F.max_pool2d(x, size, stride)
+            elif kind == "avgpool":
+                if layer.get("global", False):
+                    x = F.adaptive_avg_pool2d(x, 1)
+                else:
+                    size = layer.get("size", 2)
+                    stride = layer.get("stride", size)
+                    if layer.get("padding", "valid") == "same":
+                        x = tf_same_avg_pool(x, size, stride)
+                    else:
+                        x = F.avg_pool2d(x, size, stride)
             elif kind == "flatten":
                 x = torch.flatten(x, 1)
             elif kind == "linear":

@@ -2,11 +2,11 @@
 // RecordingOps, whose calls become ONNX nodes; then batch norms are folded into the convolutions
 // before them.
 //
-// Layouts: the engine's image tensors are NHWC, ONNX's Conv, MaxPool, LRN and BatchNormalization
-// want NCHW. Each traced value remembers whether its ONNX tensor is the engine's tensor as it is
-// or, for a 4-D tensor, its NCHW permutation; transposes are inserted only where an op needs the
-// other form (the NHWC input's first one, none where the engine's Flatten turns NHWC into C, H, W
-// order, which is what the NCHW graph already holds).
+// Layouts: the engine's image tensors are NHWC, ONNX's Conv, MaxPool, AveragePool, LRN and
+// BatchNormalization want NCHW. Each traced value remembers whether its ONNX tensor is the
+// engine's tensor as it is or, for a 4-D tensor, its NCHW permutation; transposes are inserted
+// only where an op needs the other form (the NHWC input's first one, none where the engine's
+// Flatten turns NHWC into C, H, W order, which is what the NCHW graph already holds).
 #include "engine/io/onnx_graph.h"
 
 #include <cmath>
@@ -98,6 +98,7 @@ public:
     void conv(const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
               Activation act);
     void maxPool(const Pool2dDesc& d, const Tensor& x, Tensor& y);
+    void avgPool(const Pool2dDesc& d, const Tensor& x, Tensor& y);
     void lrn(const LrnDesc& d, const Tensor& x, Tensor& y);
     void linear(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, Activation act);
     void relu(const Tensor& x, Tensor& y);
@@ -262,6 +263,7 @@ private:
 #define TOWERS_RECORDED_OPS(X)                                                                     \
     X(conv2dForward)                                                                               \
     X(maxPoolForward)                                                                              \
+    X(avgPoolForward)                                                                              \
     X(lrnForward)                                                                                  \
     X(linearForward)                                                                               \
     X(reluForward)                                                                                 \
@@ -299,6 +301,10 @@ protected:
     {
         workspace = Tensor();
         m_b.maxPool(d, x, y);
+    }
+    void avgPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor& y) override
+    {
+        m_b.avgPool(d, x, y);
     }
     void lrnForwardImpl(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace) override
     {
@@ -384,6 +390,17 @@ void GraphBuilder::maxPool(const Pool2dDesc& d, const Tensor& x, Tensor& y)
     Value out{{}, d.outputShape(), true};
     // Padded positions never win, in ONNX's MaxPool as in the engine.
     setWindow(node("MaxPool", {asNchw(lookup(x))}, &out.name), d.win);
+    Tensor::ensure(y, d.outputShape(), x.dtype());
+    bind(y, out);
+}
+
+void GraphBuilder::avgPool(const Pool2dDesc& d, const Tensor& x, Tensor& y)
+{
+    checkWindow(d.win, "average-pool");
+    Value out{{}, d.outputShape(), true};
+    // count_include_pad's default, 0: pads do not count, in ONNX's AveragePool as in the engine. A
+    // global pool is a window of the whole image (the graph's spatial size is fixed).
+    setWindow(node("AveragePool", {asNchw(lookup(x))}, &out.name), d.win);
     Tensor::ensure(y, d.outputShape(), x.dtype());
     bind(y, out);
 }

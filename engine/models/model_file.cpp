@@ -169,8 +169,9 @@ void checkName(const std::string& name, std::set<std::string>& taken, const Plac
 const std::map<std::string, std::string>& layerTypes()
 {
     static const std::map<std::string, std::string> types = {
-        {"conv2d", "conv"},     {"batchnorm", "bn"}, {"maxpool", "pool"}, {"lrn", "norm"},
-        {"flatten", "flatten"}, {"linear", "fc"},    {"dropout", "drop"}, {"residual", "res"}};
+        {"conv2d", "conv"},     {"batchnorm", "bn"}, {"maxpool", "pool"},
+        {"avgpool", "avgpool"}, {"lrn", "norm"},     {"flatten", "flatten"},
+        {"linear", "fc"},       {"dropout", "drop"}, {"residual", "res"}};
     return types;
 }
 
@@ -310,13 +311,17 @@ private:
             s.make = [=](int) {
                 return std::make_unique<BatchNorm>(name, channels, epsilon, momentum, relu);
             };
-        } else if (s.type == "maxpool") {
+        } else if (s.type == "maxpool" || s.type == "avgpool") {
             rejectUnknown(o, {"type", "name", "size", "stride", "padding", "global"}, p);
             needImage();
+            const bool max = s.type == "maxpool";
             if (boolField(o, "global", false, p)) {
                 if (o.contains("size") || o.contains("stride") || o.contains("padding"))
                     p.fail("global", "a global pool takes no size, stride or padding");
-                s.make = [name](int) { return MaxPool2d::global(name); };
+                s.make = [name, max](int) -> std::unique_ptr<Layer> {
+                    if (max) return MaxPool2d::global(name);
+                    return AvgPool2d::global(name);
+                };
             } else {
                 const int size = int(intField(o, "size", 2, 1, kMaxKernel, p));
                 const int stride = int(intField(o, "stride", size, 1, kMaxKernel, p));
@@ -324,8 +329,9 @@ private:
                 if (pad != "valid" && pad != "same")
                     p.fail("padding", "expected \"same\" or \"valid\", got \"" + pad + "\"");
                 const Padding padding = pad == "same" ? Padding::Same : Padding::Valid;
-                s.make = [=](int) {
-                    return std::make_unique<MaxPool2d>(name, size, stride, padding);
+                s.make = [=](int) -> std::unique_ptr<Layer> {
+                    if (max) return std::make_unique<MaxPool2d>(name, size, stride, padding);
+                    return std::make_unique<AvgPool2d>(name, size, stride, padding);
                 };
             }
         } else if (s.type == "lrn") {
@@ -346,9 +352,10 @@ private:
                            "bias_init", "weight_decay"},
                           p);
             if (image)
-                p.fail("", "takes features, but its input is the image " + imageText(shape) +
-                               ": put a {\"type\": \"flatten\"} (or a global maxpool and a "
-                               "flatten) before it");
+                p.fail("",
+                       "takes features, but its input is the image " + imageText(shape) +
+                           ": put a {\"type\": \"flatten\"} (or a global avgpool or maxpool and a "
+                           "flatten) before it");
             const auto units = o.find("units");
             if (units == o.end()) p.fail("units", "missing (the outputs, or \"classes\")");
             s.classes = units->is_string() && *units == "classes";
@@ -581,7 +588,7 @@ private:
             if (b->activation() == Activation::Relu) o["relu"] = true;
             if (b->epsilon() != 1e-5) o["epsilon"] = b->epsilon();
             if (b->momentum() != 0.1) o["momentum"] = b->momentum();
-        } else if (const auto* m = dynamic_cast<const MaxPool2d*>(&layer)) {
+        } else if (const auto* m = dynamic_cast<const Pool2d*>(&layer)) {
             if (m->isGlobal()) {
                 o["global"] = true;
             } else {

@@ -30,8 +30,9 @@ std::string everyLayerDefinition(const std::string& name, const std::string& inp
         {"type": "residual", "layers": [
             {"type": "conv2d", "filters": 6, "bias": false, "name": "inner"},
             {"type": "batchnorm", "relu": true}]},
+        {"type": "avgpool", "size": 3, "stride": 2, "padding": "same"},
         {"type": "conv2d", "filters": 8, "kernel": 1, "padding": "valid", "activation": "relu"},
-        {"type": "maxpool", "global": true},
+        {"type": "avgpool", "global": true},
         {"type": "flatten"},
         {"type": "dropout", "rate": 0.2},
         {"type": "linear", "units": 7, "activation": "relu", "weight_init": "glorot"},

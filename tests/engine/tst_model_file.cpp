@@ -127,12 +127,15 @@ private slots:
         m->initialize(3);
         QStringList names;
         for (const auto& row : m->layerTable()) names << QString::fromStdString(row.name);
-        QCOMPARE(names, (QStringList{"conv1", "norm1", "bn1", "pool1", "res1", "conv3", "pool2",
-                                     "flatten", "drop1", "fc1", "fc2"}));
+        QCOMPARE(names, (QStringList{"conv1", "norm1", "bn1", "pool1", "res1", "avgpool1", "conv3",
+                                     "avgpool2", "flatten", "drop1", "fc1", "fc2"}));
         const auto rows = m->layerTable();
         QCOMPARE(rows[0].outputShape, (Shape{1, 6, 6, 6})); // stride 2, one pixel of padding
         QCOMPARE(rows[3].outputShape, (Shape{1, 6, 6, 6})); // 3x3 SAME, stride 1
-        QCOMPARE(rows[6].outputShape, (Shape{1, 1, 1, 8})); // global
+        QCOMPARE(rows[5].outputShape, (Shape{1, 3, 3, 6})); // 3x3 SAME, stride 2
+        QCOMPARE(rows[5].description, std::string("3x3 average pool, stride 2, SAME"));
+        QCOMPARE(rows[7].outputShape, (Shape{1, 1, 1, 8})); // global
+        QCOMPARE(rows[7].description, std::string("global average pool"));
         QVERIFY(m->parameter("inner.weight").value.numel() == 6 * 6 * 9);
         QVERIFY_THROWS_EXCEPTION(UnknownName, m->parameter("fc2.bias"));
         QCOMPARE(m->parameter("conv1.weight").weightDecay, 0.01);
@@ -190,7 +193,7 @@ private slots:
         QTest::newRow("layers not a list") << layers("{}") << "layers: expected an array";
         QTest::newRow("unknown type")
             << layers(R"([{"type": "dense", "units": 3}])")
-            << R"(t.json: layers[0]: "type": expected one of batchnorm, conv2d, dropout, flatten, linear, lrn, maxpool, residual, got "dense")";
+            << R"(t.json: layers[0]: "type": expected one of avgpool, batchnorm, conv2d, dropout, flatten, linear, lrn, maxpool, residual, got "dense")";
         QTest::newRow("no type") << layers(R"([{"units": 3}])") << "layers[0]: \"type\"";
         QTest::newRow("unknown field")
             << layers(head + R"({"type": "linear", "units": "classes", "unit": 3}])")
