@@ -233,6 +233,10 @@ class FromDefinition(nn.Module):
                "lrn": "norm", "flatten": "flatten", "linear": "fc", "dropout": "drop",
                "residual": "res"}
 
+    # A pool's global, SAME and VALID forms.
+    _POOLS = {"maxpool": (F.adaptive_max_pool2d, tf_same_max_pool, F.max_pool2d),
+              "avgpool": (F.adaptive_avg_pool2d, tf_same_avg_pool, F.avg_pool2d)}
+
     def _name(self, layer):
         kind = layer["type"]
         n = self._counts[kind] = self._counts.get(kind, 0) + 1
@@ -296,26 +300,15 @@ class FromDefinition(nn.Module):
                 x = getattr(self, name)(x)
                 if layer.get("relu", False):
                     x = F.relu(x)
-            elif kind == "maxpool":
+            elif kind in self._POOLS:
+                global_pool, same_pool, valid_pool = self._POOLS[kind]
                 if layer.get("global", False):
-                    x = F.adaptive_max_pool2d(x, 1)
+                    x = global_pool(x, 1)
                 else:
                     size = layer.get("size", 2)
                     stride = layer.get("stride", size)
-                    if layer.get("padding", "valid") == "same":
-                        x = tf_same_max_pool(x, size, stride)
-                    else:
-                        x = F.max_pool2d(x, size, stride)
-            elif kind == "avgpool":
-                if layer.get("global", False):
-                    x = F.adaptive_avg_pool2d(x, 1)
-                else:
-                    size = layer.get("size", 2)
-                    stride = layer.get("stride", size)
-                    if layer.get("padding", "valid") == "same":
-                        x = tf_same_avg_pool(x, size, stride)
-                    else:
-                        x = F.avg_pool2d(x, size, stride)
+                    same = layer.get("padding", "valid") == "same"
+                    x = (same_pool if same else valid_pool)(x, size, stride)
             elif kind == "flatten":
                 x = torch.flatten(x, 1)
             elif kind == "linear":

@@ -119,22 +119,36 @@ TOWERS_HD inline void maxPoolForwardAt(std::int64_t i, const WindowGeometry& g, 
     argmax[i] = static_cast<std::int32_t>(best);
 }
 
-// dx[i] gathers dy of every window that picked input i: deterministic, no atomics.
-TOWERS_HD inline void maxPoolBackwardAt(std::int64_t i, const WindowGeometry& g, const float* dy,
-                                        const std::int32_t* argmax, float* dx)
+// The outputs whose windows cover input i (NHWC): rows oyLo..oyHi, columns oxLo..oxHi, of image
+// n and channel c.
+struct CoveringWindows
+{
+    std::int64_t n, c, oyLo, oyHi, oxLo, oxHi;
+};
+
+TOWERS_HD inline CoveringWindows coveringWindows(std::int64_t i, const WindowGeometry& g)
 {
     const std::int64_t c = i % g.c, ix = (i / g.c) % g.w, iy = (i / (g.c * g.w)) % g.h,
                        n = i / (g.c * g.w * g.h);
     // Output rows whose window covers iy: oy * sh - padTop <= iy < oy * sh - padTop + kh.
     const std::int64_t py = iy + g.padTop, px = ix + g.padLeft;
-    const std::int64_t oyLo = py >= g.kh ? (py - g.kh) / g.sh + 1 : 0;
-    const std::int64_t oyHi = py / g.sh < g.oh - 1 ? py / g.sh : g.oh - 1;
-    const std::int64_t oxLo = px >= g.kw ? (px - g.kw) / g.sw + 1 : 0;
-    const std::int64_t oxHi = px / g.sw < g.ow - 1 ? px / g.sw : g.ow - 1;
+    return {n,
+            c,
+            py >= g.kh ? (py - g.kh) / g.sh + 1 : 0,
+            py / g.sh < g.oh - 1 ? py / g.sh : g.oh - 1,
+            px >= g.kw ? (px - g.kw) / g.sw + 1 : 0,
+            px / g.sw < g.ow - 1 ? px / g.sw : g.ow - 1};
+}
+
+// dx[i] gathers dy of every window that picked input i: deterministic, no atomics.
+TOWERS_HD inline void maxPoolBackwardAt(std::int64_t i, const WindowGeometry& g, const float* dy,
+                                        const std::int32_t* argmax, float* dx)
+{
+    const CoveringWindows w = coveringWindows(i, g);
     float sum = 0.f;
-    for (std::int64_t oy = oyLo; oy <= oyHi; ++oy)
-        for (std::int64_t ox = oxLo; ox <= oxHi; ++ox) {
-            const std::int64_t o = ((n * g.oh + oy) * g.ow + ox) * g.c + c;
+    for (std::int64_t oy = w.oyLo; oy <= w.oyHi; ++oy)
+        for (std::int64_t ox = w.oxLo; ox <= w.oxHi; ++ox) {
+            const std::int64_t o = ((w.n * g.oh + oy) * g.ow + ox) * g.c + w.c;
             if (argmax[o] == i) sum += dy[o];
         }
     dx[i] = sum;
@@ -172,19 +186,13 @@ TOWERS_HD inline void avgPoolForwardAt(std::int64_t i, const WindowGeometry& g, 
 TOWERS_HD inline void avgPoolBackwardAt(std::int64_t i, const WindowGeometry& g, const float* dy,
                                         float* dx)
 {
-    const std::int64_t c = i % g.c, ix = (i / g.c) % g.w, iy = (i / (g.c * g.w)) % g.h,
-                       n = i / (g.c * g.w * g.h);
-    const std::int64_t py = iy + g.padTop, px = ix + g.padLeft;
-    const std::int64_t oyLo = py >= g.kh ? (py - g.kh) / g.sh + 1 : 0;
-    const std::int64_t oyHi = py / g.sh < g.oh - 1 ? py / g.sh : g.oh - 1;
-    const std::int64_t oxLo = px >= g.kw ? (px - g.kw) / g.sw + 1 : 0;
-    const std::int64_t oxHi = px / g.sw < g.ow - 1 ? px / g.sw : g.ow - 1;
+    const CoveringWindows w = coveringWindows(i, g);
     float sum = 0.f;
-    for (std::int64_t oy = oyLo; oy <= oyHi; ++oy)
-        for (std::int64_t ox = oxLo; ox <= oxHi; ++ox) {
+    for (std::int64_t oy = w.oyLo; oy <= w.oyHi; ++oy)
+        for (std::int64_t ox = w.oxLo; ox <= w.oxHi; ++ox) {
             std::int64_t y0, x0, y1, x1;
             const std::int64_t count = avgPoolCount(g, oy, ox, &y0, &x0, &y1, &x1);
-            sum += dy[((n * g.oh + oy) * g.ow + ox) * g.c + c] / static_cast<float>(count);
+            sum += dy[((w.n * g.oh + oy) * g.ow + ox) * g.c + w.c] / static_cast<float>(count);
         }
     dx[i] = sum;
 }

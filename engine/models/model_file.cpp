@@ -156,6 +156,20 @@ std::string nameProblem(const std::string& name, bool dots)
     return {};
 }
 
+// Whether `name` is a built-in model's, which a model file's network may not take.
+bool builtInName(const std::string& name)
+{
+    for (const ModelInfo& m : modelRegistry())
+        if (m.name == name) return true;
+    return false;
+}
+
+// "my-cifar10-resnet": a name for the user's version of `name`, 64 characters at most.
+std::string mine(const std::string& name)
+{
+    return ("my-" + name).substr(0, 64);
+}
+
 // Refuses a wrong name at `at`, and one of `taken`, which it joins.
 void checkName(const std::string& name, std::set<std::string>& taken, const Place& at,
                bool dots = false)
@@ -669,9 +683,8 @@ ModelInfo modelFromDefinition(const std::string& text, const std::string& where)
         std::set<std::string> none;
         checkName(info.name, none, Place{where, ""}, true);
     }
-    for (const ModelInfo& m : modelRegistry())
-        if (m.name == info.name)
-            top.fail("name", "\"" + info.name + "\" is a built-in model's; name yours otherwise");
+    if (builtInName(info.name))
+        top.fail("name", "\"" + info.name + "\" is a built-in model's; name yours otherwise");
     info.description = stringField(o, "description", "", top);
     info.inputShape = inputOf(o, top);
     info.defaultDataset = stringField(o, "dataset", "", top);
@@ -707,10 +720,9 @@ std::string modelFileText(const ModelInfo& info, const std::string& name, const 
 {
     if (const std::string problem = nameProblem(name, true); !problem.empty())
         throw InvalidArgument("the network's name: " + problem);
-    for (const ModelInfo& m : modelRegistry())
-        if (m.name == name)
-            throw InvalidArgument("the network's name: \"" + name +
-                                  "\" is a built-in model's; name yours otherwise");
+    if (builtInName(name))
+        throw InvalidArgument("the network's name: \"" + name +
+                              "\" is a built-in model's; name yours otherwise");
     const std::unique_ptr<Model> model = buildModel(info);
     OrderedJson layers = LayerWriter().entries(model->net(), true);
 
@@ -750,23 +762,10 @@ std::string modelFileText(const ModelInfo& info, const std::string& name, const 
     return out + "\n}\n";
 }
 
-namespace {
-
-// "my-cifar10-resnet": a name of 64 characters at most.
-std::string mine(const std::string& name)
-{
-    return ("my-" + name).substr(0, 64);
-}
-
-} // namespace
-
 std::string modelNameForFile(const std::filesystem::path& file, const std::string& from)
 {
     const std::string stem = file.stem().string();
-    if (!nameProblem(stem, true).empty()) return mine(from);
-    for (const ModelInfo& m : modelRegistry())
-        if (m.name == stem) return mine(from);
-    return stem;
+    return nameProblem(stem, true).empty() && !builtInName(stem) ? stem : mine(from);
 }
 
 std::string canonicalModelDefinition(const std::string& text, const std::string& where)

@@ -56,6 +56,20 @@ class TestCudaKernelMath : public QObject
     Q_OBJECT
     std::unique_ptr<Ops> m_ref = makeReferenceOps();
 
+    // The pooling rows' geometries (maxPool_data's rows, in order).
+    static Pool2dDesc poolCase(int which)
+    {
+        const PoolCase cases[] = {
+            {{2, 7, 8, 3}, 3, 2, Padding::Same, {}},
+            {{1, 8, 8, 4}, 3, 2, Padding::Same, {}},
+            {{1, 7, 7, 2}, 2, 2, Padding::Valid, {}},
+            {{2, 5, 6, 3}, 3, 1, Padding::Same, {}},
+            {{1, 6, 5, 2}, 3, 2, Padding::Explicit, {2, 0, 0, 1}},
+        };
+        const PoolCase& pc = cases[which];
+        return makePool2dDesc(pc.x, pc.k, pc.k, pc.s, pc.s, pc.padding, pc.pads);
+    }
+
 private slots:
     void maxPool_data()
     {
@@ -69,15 +83,7 @@ private slots:
     void maxPool()
     {
         QFETCH(int, which);
-        const PoolCase cases[] = {
-            {{2, 7, 8, 3}, 3, 2, Padding::Same, {}},
-            {{1, 8, 8, 4}, 3, 2, Padding::Same, {}},
-            {{1, 7, 7, 2}, 2, 2, Padding::Valid, {}},
-            {{2, 5, 6, 3}, 3, 1, Padding::Same, {}},
-            {{1, 6, 5, 2}, 3, 2, Padding::Explicit, {2, 0, 0, 1}},
-        };
-        const PoolCase& pc = cases[which];
-        const auto d = makePool2dDesc(pc.x, pc.k, pc.k, pc.s, pc.s, pc.padding, pc.pads);
+        const Pool2dDesc d = poolCase(which);
         Rng rng(7 + std::uint64_t(which));
         // Distinct values, and a few exact ties (the first maximum in scan order must win).
         Tensor x = distinctTensor(d.inputShape(), DType::Float32, rng);
@@ -105,15 +111,7 @@ private slots:
     void avgPool()
     {
         QFETCH(int, which);
-        const PoolCase cases[] = {
-            {{2, 7, 8, 3}, 3, 2, Padding::Same, {}},
-            {{1, 8, 8, 4}, 3, 2, Padding::Same, {}},
-            {{1, 7, 7, 2}, 2, 2, Padding::Valid, {}},
-            {{2, 5, 6, 3}, 3, 1, Padding::Same, {}},
-            {{1, 6, 5, 2}, 3, 2, Padding::Explicit, {2, 0, 0, 1}},
-        };
-        const PoolCase& pc = cases[which];
-        const auto d = makePool2dDesc(pc.x, pc.k, pc.k, pc.s, pc.s, pc.padding, pc.pads);
+        const Pool2dDesc d = poolCase(which);
         Rng rng(17 + std::uint64_t(which));
         const Tensor x = randomTensor(d.inputShape(), DType::Float32, rng);
         const Tensor dy = randomTensor(d.outputShape(), DType::Float32, rng);

@@ -22,8 +22,7 @@ namespace towers::ui {
 
 namespace {
 
-// The file's text when it still describes `from` (the user's own layout and comments-free JSON
-// as written), else "".
+// The file's text, laid out as its author wrote it, when it still describes `from`; else "".
 QString fileText(const engine::ModelInfo& from, const QString& path)
 {
     if (path.isEmpty()) return {};
