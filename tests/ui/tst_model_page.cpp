@@ -213,10 +213,17 @@ private slots:
         QTRY_VERIFY2(editor.status().contains(QStringLiteral("not valid JSON")),
                      qPrintable(editor.status()));
         QVERIFY(editor.isModified());
+        // A JSON mistake's line is marked.
+        editor.setText(QStringLiteral("{\n  \"name\": \"x\",\n  \"layers\": [,]\n}"));
+        QCOMPARE(editor.mistakeLine(), 3);
+        QCOMPARE(editor.editor()->extraSelections().size(), 1);
+        QCOMPARE(editor.editor()->extraSelections().first().cursor.blockNumber(), 2);
 
         editor.setText(QString(text).replace(QStringLiteral("\"filters\": 32"),
                                              QStringLiteral("\"filters\": 16")));
         QVERIFY(use->isEnabled());
+        QCOMPARE(editor.mistakeLine(), 0);
+        QVERIFY(editor.editor()->extraSelections().isEmpty());
         page.useEdited(editor);
         QCOMPARE(page.model().name, std::string("my-fashion-fast"));
         QCOMPARE(page.findChild<QComboBox*>()->currentText(),

@@ -11,6 +11,8 @@
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QRegularExpression>
+#include <QTextBlock>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -129,8 +131,27 @@ bool ModelFileEditor::check()
     }
     m_status->setText(status);
     m_status->setStyleSheet(m_network ? QString() : QStringLiteral("color: #c62828"));
+    // nlohmann's parse errors say "at line L, column C": mark that line.
+    static const QRegularExpression at(QStringLiteral("parse error at line (\\d+), column \\d+"));
+    const QRegularExpressionMatch line = at.match(status);
+    markLine(m_network || !line.hasMatch() ? 0 : line.captured(1).toInt());
     m_use->setEnabled(bool(m_network));
     return bool(m_network);
+}
+
+void ModelFileEditor::markLine(int line)
+{
+    m_mistakeLine = line;
+    QList<QTextEdit::ExtraSelection> marks;
+    const QTextBlock block = m_text->document()->findBlockByNumber(line - 1);
+    if (line > 0 && block.isValid()) {
+        QTextEdit::ExtraSelection mark;
+        mark.cursor = QTextCursor(block);
+        mark.format.setBackground(QColor(198, 40, 40, 48)); // the status's red, faint
+        mark.format.setProperty(QTextFormat::FullWidthSelection, true);
+        marks.append(mark);
+    }
+    m_text->setExtraSelections(marks);
 }
 
 QString ModelFileEditor::status() const

@@ -33,6 +33,9 @@ public:
     bool check();
     // What the check says: "my-net: 10 layers, 421,738 trainable parameters" or the mistake.
     QString status() const;
+    // The line (from 1) the text's JSON breaks on, marked in the editor; 0 when the JSON reads
+    // (a mistake in a layer names the layer instead).
+    int mistakeLine() const { return m_mistakeLine; }
     // The network of the text as last checked (none while it has a mistake).
     const std::optional<engine::ModelInfo>& network() const { return m_network; }
     // The file Save writes ("" until saved as one), and whether the text differs from it.
@@ -51,7 +54,10 @@ private:
     QLabel* m_status;
     QPushButton* m_use;
     QTimer* m_checkTimer;
+    void markLine(int line);
+
     QString m_path, m_savedText;
+    int m_mistakeLine = 0;
     std::optional<engine::ModelInfo> m_network;
 };
 
