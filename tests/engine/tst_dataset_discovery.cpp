@@ -18,30 +18,33 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Sets an environment variable for one scope.
+// Sets an environment variable for one scope. Through Qt's qputenv, not ::setenv: QtTest's
+// watchdog thread reads the environment (QTEST_FUNCTION_TIMEOUT) as the first test function
+// starts, and Qt's environment functions share a lock; a bare setenv meanwhile can move the
+// environment under its getenv (a crash seen once in CI).
 class ScopedEnv
 {
 public:
     ScopedEnv(const char* name, const char* value) : m_name(name)
     {
-        if (const char* old = std::getenv(name)) m_old = old;
-        m_had = std::getenv(name) != nullptr;
+        m_had = qEnvironmentVariableIsSet(name);
+        m_old = qgetenv(name);
         if (value)
-            ::setenv(name, value, 1);
+            qputenv(name, QByteArray(value));
         else
-            ::unsetenv(name);
+            qunsetenv(name);
     }
     ~ScopedEnv()
     {
         if (m_had)
-            ::setenv(m_name, m_old.c_str(), 1);
+            qputenv(m_name, m_old);
         else
-            ::unsetenv(m_name);
+            qunsetenv(m_name);
     }
 
 private:
     const char* m_name;
-    std::string m_old;
+    QByteArray m_old;
     bool m_had = false;
 };
 

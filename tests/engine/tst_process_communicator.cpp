@@ -379,40 +379,40 @@ private slots:
                                "PMIX_RANK",
                                "SLURM_NTASKS",
                                "PMIX_SIZE"};
-        for (const char* n : names) unsetenv(n);
+        for (const char* n : names) qunsetenv(n);
         QVERIFY(!detectLaunch().launched);
-        setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
-        setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+        qputenv("OMPI_COMM_WORLD_SIZE", "4");
+        qputenv("OMPI_COMM_WORLD_RANK", "3");
         LaunchInfo l = detectLaunch();
         QVERIFY(l.launched);
         QCOMPARE(l.rank, 3);
         QCOMPARE(l.size, 4);
         QCOMPARE(l.launcher, std::string("Open MPI"));
-        setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
-        setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+        qputenv("OMPI_COMM_WORLD_SIZE", "1");
+        qputenv("OMPI_COMM_WORLD_RANK", "0");
         QVERIFY(!detectLaunch().launched); // mpirun -np 1: alone
-        unsetenv("OMPI_COMM_WORLD_SIZE");
-        unsetenv("OMPI_COMM_WORLD_RANK");
-        setenv("PMI_SIZE", "2", 1);
-        setenv("PMI_RANK", "1", 1);
+        qunsetenv("OMPI_COMM_WORLD_SIZE");
+        qunsetenv("OMPI_COMM_WORLD_RANK");
+        qputenv("PMI_SIZE", "2");
+        qputenv("PMI_RANK", "1");
         l = detectLaunch();
         QVERIFY(l.launched);
         QCOMPARE(l.launcher, std::string("PMI"));
         QCOMPARE(l.rank, 1);
-        unsetenv("PMI_SIZE");
-        unsetenv("PMI_RANK");
-        setenv("PMIX_RANK", "5", 1);
+        qunsetenv("PMI_SIZE");
+        qunsetenv("PMI_RANK");
+        qputenv("PMIX_RANK", "5");
         QVERIFY(!detectLaunch().launched); // no size known
-        setenv("SLURM_NTASKS", "8", 1);
+        qputenv("SLURM_NTASKS", "8");
         l = detectLaunch();
         QVERIFY(l.launched);
         QCOMPARE(l.size, 8);
         QCOMPARE(l.launcher, std::string("PMIx"));
-        setenv("SLURM_NTASKS", "4", 1); // a rank beyond the size is not a launch
+        qputenv("SLURM_NTASKS", "4"); // a rank beyond the size is not a launch
         QVERIFY(!detectLaunch().launched);
-        setenv("SLURM_NTASKS", "x", 1);
+        qputenv("SLURM_NTASKS", "x");
         QVERIFY(!detectLaunch().launched);
-        for (const char* n : names) unsetenv(n);
+        for (const char* n : names) qunsetenv(n);
         // Alone, joining is nothing (no MPI start-up at all).
         QVERIFY(joinProcessGroup() == nullptr);
     }
