@@ -1,6 +1,7 @@
 #pragma once
 // Typed exceptions of the engine. The engine never aborts or exits: it throws one of these with a
 // message a user understands; the app layer turns it into a dialog or a non-zero exit code.
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
@@ -83,5 +84,15 @@ class TOWERS_VISIBLE CollectiveAborted : public Error
 public:
     using Error::Error;
 };
+
+// A file's path as messages quote it: 'runs/a/config.json'. (Not "'" + path + "'": GCC 12 warns
+// of a false overlap, -Wrestrict, in that operator+ where it is inlined.)
+inline std::string quotedPath(const std::filesystem::path& p)
+{
+    std::string s = p.string();
+    s.insert(s.begin(), '\'');
+    s.push_back('\'');
+    return s;
+}
 
 } // namespace towers::engine

@@ -18,11 +18,6 @@ namespace {
 constexpr const char* kFormat = "towers-dataset";
 constexpr int kVersion = 1;
 
-std::string quoted(const fs::path& p)
-{
-    return "'" + p.string() + "'";
-}
-
 } // namespace
 
 bool isImportedDatasetName(const std::string& name, std::string* why)
@@ -99,7 +94,8 @@ std::optional<DatasetSpec> readDatasetManifest(const fs::path& folder, ManifestE
     std::error_code ec;
     if (!fs::exists(fs::symlink_status(path, ec))) return std::nullopt;
     auto bad = [&](const std::string& why) {
-        return IoError(quoted(path) + ": " + why + " (a dataset manifest of towers-cli import)");
+        return IoError(quotedPath(path) + ": " + why +
+                       " (a dataset manifest of towers-cli import)");
     };
     const std::uint64_t size = regularFileSize(path); // IoError: not a regular file, unreadable
     if (size > kMaxManifestBytes)

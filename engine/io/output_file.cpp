@@ -16,14 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string inQuotes(const fs::path& p)
-{
-    std::string quoted = p.string(); // not "'" + ...: GCC 12 warns of a false overlap there
-    quoted.insert(quoted.begin(), '\'');
-    quoted.push_back('\'');
-    return quoted;
-}
-
 std::string osError(int err)
 {
     return std::strerror(err);
@@ -41,8 +33,8 @@ public:
         std::string pattern = (dir / (hidden + ".tmp-XXXXXX")).string();
         m_fd = ::mkostemp(pattern.data(), O_CLOEXEC);
         if (m_fd < 0)
-            throw IoError("cannot write " + inQuotes(target) +
-                          ": cannot create a temporary file in " + inQuotes(dir) + ": " +
+            throw IoError("cannot write " + quotedPath(target) +
+                          ": cannot create a temporary file in " + quotedPath(dir) + ": " +
                           osError(errno));
         m_path = pattern;
     }
@@ -61,16 +53,16 @@ public:
         while (left > 0) {
             const ssize_t n = ::write(m_fd, p, left);
             if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) fail("cannot write " + inQuotes(m_path), errno);
+            if (n <= 0) fail("cannot write " + quotedPath(m_path), errno);
             p += n;
             left -= std::size_t(n);
         }
         if (::fchmod(m_fd, 0644) != 0)
-            fail("cannot set the permissions of " + inQuotes(m_path), errno);
-        if (::fsync(m_fd) != 0) fail("cannot sync " + inQuotes(m_path), errno);
+            fail("cannot set the permissions of " + quotedPath(m_path), errno);
+        if (::fsync(m_fd) != 0) fail("cannot sync " + quotedPath(m_path), errno);
         if (::close(m_fd) != 0) {
             m_fd = -1;
-            fail("cannot close " + inQuotes(m_path), errno);
+            fail("cannot close " + quotedPath(m_path), errno);
         }
         m_fd = -1;
     }
@@ -79,16 +71,16 @@ public:
     {
         if (overwrite) {
             if (::rename(m_path.c_str(), m_target.c_str()) != 0)
-                fail("cannot rename " + inQuotes(m_path), errno);
+                fail("cannot rename " + quotedPath(m_path), errno);
         } else if (::renameat2(AT_FDCWD, m_path.c_str(), AT_FDCWD, m_target.c_str(),
                                RENAME_NOREPLACE) != 0) {
             const int err = errno;
             if (err == EEXIST) throw IoError(outputExistsMessage(m_target));
-            if (err != EINVAL && err != ENOSYS) fail("cannot rename " + inQuotes(m_path), err);
+            if (err != EINVAL && err != ENOSYS) fail("cannot rename " + quotedPath(m_path), err);
             // A file system without RENAME_NOREPLACE: link() refuses an existing target too.
             if (::link(m_path.c_str(), m_target.c_str()) != 0) {
                 if (errno == EEXIST) throw IoError(outputExistsMessage(m_target));
-                fail("cannot link " + inQuotes(m_path), errno);
+                fail("cannot link " + quotedPath(m_path), errno);
             }
             ::unlink(m_path.c_str());
         }
@@ -100,14 +92,14 @@ public:
             const int rc = ::fsync(fd), err = errno;
             ::close(fd);
             if (rc != 0 && err != EINVAL)
-                throw IoError("cannot sync the folder " + inQuotes(dir) + ": " + osError(err));
+                throw IoError("cannot sync the folder " + quotedPath(dir) + ": " + osError(err));
         }
     }
 
 private:
     [[noreturn]] void fail(const std::string& what, int err)
     {
-        throw IoError("cannot write " + inQuotes(m_target) + ": " + what + ": " + osError(err));
+        throw IoError("cannot write " + quotedPath(m_target) + ": " + what + ": " + osError(err));
     }
     fs::path m_target;
     std::string m_path;
@@ -118,7 +110,7 @@ private:
 
 std::string outputExistsMessage(const fs::path& target)
 {
-    return inQuotes(target) +
+    return quotedPath(target) +
            " already exists; choose another output or pass --force to replace it";
 }
 
@@ -128,7 +120,7 @@ void checkOutputFile(const fs::path& target, bool overwrite)
     if (!overwrite && fs::exists(fs::symlink_status(target, ec)))
         throw IoError(outputExistsMessage(target));
     if (fs::is_directory(target, ec))
-        throw IoError(inQuotes(target) + " is a folder, not a file name");
+        throw IoError(quotedPath(target) + " is a folder, not a file name");
 }
 
 void writeOutputFile(const fs::path& target, const std::string& bytes, bool overwrite)

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/errors.h"
+
 namespace towers::engine {
 
 static_assert(std::endian::native == std::endian::little,
@@ -55,13 +57,6 @@ std::optional<DType> dtypeFromCode(std::string_view code)
     return std::nullopt;
 }
 
-std::string quoted(const std::filesystem::path& p)
-{
-    std::string s = p.string();
-    s.insert(s.begin(), '\'');
-    s.push_back('\'');
-    return s;
-}
 std::string osError(int err)
 {
     return std::strerror(err);
@@ -115,7 +110,7 @@ private:
 
     [[noreturn]] void fail(const std::string& what) const
     {
-        throw IoError("cannot read safetensors file " + quoted(m_path) + ": " + what);
+        throw IoError("cannot read safetensors file " + quotedPath(m_path) + ": " + what);
     }
     void readAt(void* dst, std::uint64_t bytes, std::uint64_t offset, const char* what) const;
     Json parseHeader(std::uint64_t headerBytes) const;
@@ -393,9 +388,10 @@ public:
             m_temp = m_dir / name;
             m_fd = ::open(m_temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
             if (m_fd < 0 && errno != EEXIST)
-                fail("cannot create a temporary file in " + quoted(m_dir) + ": " + osError(errno));
+                fail("cannot create a temporary file in " + quotedPath(m_dir) + ": " +
+                     osError(errno));
         }
-        if (m_fd < 0) fail("cannot create a unique temporary file in " + quoted(m_dir));
+        if (m_fd < 0) fail("cannot create a unique temporary file in " + quotedPath(m_dir));
     }
     ~AtomicWriter()
     {
@@ -412,7 +408,7 @@ public:
             const ssize_t n = ::write(m_fd, p, std::min<std::size_t>(bytes, 1 << 30));
             if (n < 0) {
                 if (errno == EINTR) continue;
-                fail("writing " + quoted(m_temp) + " failed: " + osError(errno));
+                fail("writing " + quotedPath(m_temp) + " failed: " + osError(errno));
             }
             p += n;
             bytes -= static_cast<std::size_t>(n);
@@ -421,24 +417,25 @@ public:
 
     void commit()
     {
-        if (::fsync(m_fd) != 0) fail("fsync of " + quoted(m_temp) + " failed: " + osError(errno));
+        if (::fsync(m_fd) != 0)
+            fail("fsync of " + quotedPath(m_temp) + " failed: " + osError(errno));
         const int fd = m_fd;
         m_fd = -1;
-        if (::close(fd) != 0) fail("closing " + quoted(m_temp) + " failed: " + osError(errno));
+        if (::close(fd) != 0) fail("closing " + quotedPath(m_temp) + " failed: " + osError(errno));
         if (::rename(m_temp.c_str(), m_path.c_str()) != 0)
-            fail("renaming " + quoted(m_temp) + " failed: " + osError(errno));
+            fail("renaming " + quotedPath(m_temp) + " failed: " + osError(errno));
         m_committed = true;
         // Make the rename itself durable. Some file systems cannot fsync a directory (EINVAL).
         Fd dir(::open(m_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         if (dir.get() < 0 || (::fsync(dir.get()) != 0 && errno != EINVAL))
-            fail("the file was written, but syncing its directory " + quoted(m_dir) +
+            fail("the file was written, but syncing its directory " + quotedPath(m_dir) +
                  " failed: " + osError(errno));
     }
 
 private:
     [[noreturn]] void fail(const std::string& what) const
     {
-        throw IoError("cannot write " + quoted(m_path) + ": " + what);
+        throw IoError("cannot write " + quotedPath(m_path) + ": " + what);
     }
 
     std::filesystem::path m_path;

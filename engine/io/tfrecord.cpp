@@ -25,11 +25,6 @@ std::uint64_t getLe(const char* p, int bytes)
     return v;
 }
 
-std::string quoted(const std::filesystem::path& p)
-{
-    return "'" + p.string() + "'";
-}
-
 } // namespace
 
 std::string tfRecordFrame(std::string_view data)
@@ -74,7 +69,7 @@ TfRecordFile::TfRecordFile(std::filesystem::path path, Open how) : m_path(std::m
     m_fd = ::open(m_path.c_str(), flags, 0666);
     if (m_fd < 0)
         throw IoError("cannot " + std::string(how == Open::CreateNew ? "create " : "open ") +
-                      quoted(m_path) + ": " + std::strerror(errno));
+                      quotedPath(m_path) + ": " + std::strerror(errno));
 }
 
 TfRecordFile::~TfRecordFile()
@@ -84,7 +79,7 @@ TfRecordFile::~TfRecordFile()
 
 void TfRecordFile::writeBytes(const std::string& bytes)
 {
-    if (m_failed) throw IoError("cannot write " + quoted(m_path) + ": an earlier write failed");
+    if (m_failed) throw IoError("cannot write " + quotedPath(m_path) + ": an earlier write failed");
     const char* p = bytes.data();
     std::size_t left = bytes.size();
     while (left > 0) {
@@ -92,7 +87,7 @@ void TfRecordFile::writeBytes(const std::string& bytes)
         if (n < 0) {
             if (errno == EINTR) continue;
             m_failed = true;
-            throw IoError("cannot write " + quoted(m_path) + ": " + std::strerror(errno));
+            throw IoError("cannot write " + quotedPath(m_path) + ": " + std::strerror(errno));
         }
         p += n;
         left -= std::size_t(n);
@@ -114,7 +109,7 @@ void TfRecordFile::write(const std::vector<std::string>& records)
 void TfRecordFile::sync()
 {
     if (::fsync(m_fd) != 0)
-        throw IoError("cannot sync " + quoted(m_path) + ": " + std::strerror(errno));
+        throw IoError("cannot sync " + quotedPath(m_path) + ": " + std::strerror(errno));
 }
 
 } // namespace towers::engine

@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "engine/data/dataset_spec.h"
+#include "engine/errors.h"
 
 namespace towers::engine {
 
@@ -19,14 +20,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kFormat = "towers-checkpoint";
 constexpr const char* kChecksumKey = "crc32";
-
-std::string quoted(const fs::path& p)
-{
-    std::string s = p.string();
-    s.insert(s.begin(), '\'');
-    s.push_back('\'');
-    return s;
-}
 
 // CRC-32 (zlib) of everything the file says except the checksum itself: the metadata in key
 // order, then each tensor's name, dtype, shape and bytes in file order.
@@ -82,7 +75,7 @@ std::int64_t parseInt(const std::string& s, const fs::path& path, const char* ke
     std::int64_t v = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc() || end != s.data() + s.size())
-        throw IoError("checkpoint " + quoted(path) + ": metadata '" + key +
+        throw IoError("checkpoint " + quotedPath(path) + ": metadata '" + key +
                       "' is not an integer: '" + s + "'");
     return v;
 }
@@ -92,15 +85,15 @@ CheckpointInfo parseInfo(const std::map<std::string, std::string>& meta, const f
     auto get = [&](const char* key) -> const std::string& {
         const auto it = meta.find(key);
         if (it == meta.end())
-            throw IoError("checkpoint " + quoted(path) + ": metadata '" + key +
+            throw IoError("checkpoint " + quotedPath(path) + ": metadata '" + key +
                           "' is missing (not a Towers checkpoint, or a damaged one)");
         return it->second;
     };
     auto bad = [&](const char* key, const std::string& why) {
-        return IoError("checkpoint " + quoted(path) + ": metadata '" + key + "' " + why);
+        return IoError("checkpoint " + quotedPath(path) + ": metadata '" + key + "' " + why);
     };
     if (get("format") != kFormat)
-        throw IoError("checkpoint " + quoted(path) + ": not a Towers checkpoint (format '" +
+        throw IoError("checkpoint " + quotedPath(path) + ": not a Towers checkpoint (format '" +
                       get("format") + "')");
     CheckpointInfo info;
     const std::int64_t version = parseInt(get("format_version"), path, "format_version");
@@ -148,7 +141,7 @@ CheckpointInfo parseInfo(const std::map<std::string, std::string>& meta, const f
             throw bad("epoch", "is not a number >= 0");
         info.epoch = epoch.get<double>();
     } catch (const Json::exception& e) {
-        throw IoError("checkpoint " + quoted(path) + ": malformed metadata: " + e.what());
+        throw IoError("checkpoint " + quotedPath(path) + ": malformed metadata: " + e.what());
     }
     return info;
 }
@@ -232,10 +225,10 @@ Checkpoint readCheckpoint(const fs::path& path)
     SafeTensors file = readSafeTensors(path); // IoError for anything wrong with the file itself
     const auto sum = file.metadata.find(kChecksumKey);
     if (sum == file.metadata.end())
-        throw IoError("checkpoint " + quoted(path) +
+        throw IoError("checkpoint " + quotedPath(path) +
                       ": metadata 'crc32' is missing (not a Towers checkpoint?)");
     if (sum->second != checksum(file.metadata, file.tensors))
-        throw IoError("checkpoint " + quoted(path) +
+        throw IoError("checkpoint " + quotedPath(path) +
                       " is damaged: its content does not match its checksum (a corrupted or partly "
                       "copied file)");
     Checkpoint c;
@@ -253,7 +246,7 @@ Checkpoint readCheckpoint(const fs::path& path)
 
 void validateCheckpoint(const Checkpoint& c, const Model& model, const fs::path& path)
 {
-    const std::string where = "checkpoint " + quoted(path);
+    const std::string where = "checkpoint " + quotedPath(path);
     if (c.info.model != model.name())
         throw InvalidArgument(where + " is of model '" + c.info.model + "', not '" + model.name() +
                               "'");

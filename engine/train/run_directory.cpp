@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/errors.h"
 #include "engine/train/checkpoint.h"
 
 namespace towers::engine {
@@ -22,14 +23,6 @@ namespace towers::engine {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string quoted(const fs::path& p)
-{
-    std::string s = p.string();
-    s.insert(s.begin(), '\'');
-    s.push_back('\'');
-    return s;
-}
 
 [[noreturn]] void ioFail(const std::string& what, int err)
 {
@@ -44,7 +37,7 @@ void writeAll(int fd, const std::string& text, const fs::path& path)
         const ssize_t n = ::write(fd, p, left);
         if (n < 0) {
             if (errno == EINTR) continue;
-            ioFail("cannot write " + quoted(path), errno);
+            ioFail("cannot write " + quotedPath(path), errno);
         }
         p += n;
         left -= std::size_t(n);
@@ -59,10 +52,10 @@ void writeAtomically(const fs::path& path, const std::string& text)
     name += ".tmp-" + std::to_string(::getpid());
     const fs::path temp = path.parent_path() / name;
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) ioFail("cannot create " + quoted(temp), errno);
+    if (fd < 0) ioFail("cannot create " + quotedPath(temp), errno);
     try {
         writeAll(fd, text, temp);
-        if (::fsync(fd) != 0) ioFail("cannot sync " + quoted(temp), errno);
+        if (::fsync(fd) != 0) ioFail("cannot sync " + quotedPath(temp), errno);
     } catch (...) {
         ::close(fd);
         ::unlink(temp.c_str());
@@ -71,12 +64,12 @@ void writeAtomically(const fs::path& path, const std::string& text)
     if (::close(fd) != 0) {
         const int err = errno;
         ::unlink(temp.c_str());
-        ioFail("cannot close " + quoted(temp), err);
+        ioFail("cannot close " + quotedPath(temp), err);
     }
     if (::rename(temp.c_str(), path.c_str()) != 0) {
         const int err = errno;
         ::unlink(temp.c_str());
-        ioFail("cannot rename " + quoted(temp) + " to " + quoted(path), err);
+        ioFail("cannot rename " + quotedPath(temp) + " to " + quotedPath(path), err);
     }
 }
 
@@ -214,16 +207,16 @@ fs::path createNewFolder(const fs::path& proposed)
     std::error_code ec;
     if (proposed.has_parent_path()) fs::create_directories(proposed.parent_path(), ec);
     if (ec)
-        throw IoError("cannot create the folder " + quoted(proposed.parent_path()) + ": " +
+        throw IoError("cannot create the folder " + quotedPath(proposed.parent_path()) + ": " +
                       ec.message());
     for (int n = 1; n < 100000; ++n) {
         const fs::path p =
             n == 1 ? proposed : fs::path(proposed.string() + "-" + std::to_string(n));
         if (::mkdir(p.c_str(), 0777) == 0) return p;
-        if (errno != EEXIST) ioFail("cannot create the folder " + quoted(p), errno);
+        if (errno != EEXIST) ioFail("cannot create the folder " + quotedPath(p), errno);
     }
-    throw IoError("cannot create a new folder named " + quoted(proposed) + " or " +
-                  quoted(proposed) + "-N");
+    throw IoError("cannot create a new folder named " + quotedPath(proposed) + " or " +
+                  quotedPath(proposed) + "-N");
 }
 
 RunDirectory::RunDirectory(fs::path root) : m_root(std::move(root))
@@ -231,7 +224,7 @@ RunDirectory::RunDirectory(fs::path root) : m_root(std::move(root))
     std::error_code ec;
     fs::create_directories(checkpointDir(), ec);
     if (ec)
-        throw IoError("cannot create the run folder " + quoted(checkpointDir()) + ": " +
+        throw IoError("cannot create the run folder " + quotedPath(checkpointDir()) + ": " +
                       ec.message());
 }
 
@@ -262,7 +255,7 @@ void RunDirectory::appendLine(const fs::path& file, const std::string& line) con
     if (line.find('\n') != std::string::npos)
         throw InvalidArgument("a JSON line must not contain a newline");
     const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-    if (fd < 0) ioFail("cannot open " + quoted(file), errno);
+    if (fd < 0) ioFail("cannot open " + quotedPath(file), errno);
     try {
         writeAll(fd, line + "\n", file); // one write: a line is never interleaved
     } catch (...) {
@@ -295,7 +288,7 @@ std::vector<CheckpointFile> RunDirectory::checkpoints() const
         const std::int64_t step = stepOf(it->path().filename().string());
         if (step >= 0 && it->is_regular_file(ec)) out.push_back({step, it->path()});
     }
-    if (ec) throw IoError("cannot list " + quoted(checkpointDir()) + ": " + ec.message());
+    if (ec) throw IoError("cannot list " + quotedPath(checkpointDir()) + ": " + ec.message());
     std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
     return out;
 }
@@ -330,22 +323,22 @@ fs::path newSetAsideFolder(const fs::path& root)
     std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
     std::error_code ec;
     fs::create_directories(root / "set-aside", ec);
-    if (ec) throw IoError("cannot create " + quoted(root / "set-aside") + ": " + ec.message());
+    if (ec) throw IoError("cannot create " + quotedPath(root / "set-aside") + ": " + ec.message());
     for (int n = 1; n < 10000; ++n) {
         const fs::path p =
             root / "set-aside" /
             (n == 1 ? std::string(stamp) : std::string(stamp) + "-" + std::to_string(n));
         if (::mkdir(p.c_str(), 0777) == 0) return p;
-        if (errno != EEXIST) ioFail("cannot create " + quoted(p), errno);
+        if (errno != EEXIST) ioFail("cannot create " + quotedPath(p), errno);
     }
-    throw IoError("cannot create a new folder under " + quoted(root / "set-aside"));
+    throw IoError("cannot create a new folder under " + quotedPath(root / "set-aside"));
 }
 
 void moveInto(const fs::path& from, const fs::path& folder)
 {
     const fs::path to = folder / from.filename();
     if (::rename(from.c_str(), to.c_str()) != 0)
-        ioFail("cannot move " + quoted(from) + " to " + quoted(to), errno);
+        ioFail("cannot move " + quotedPath(from) + " to " + quotedPath(to), errno);
 }
 
 } // namespace
@@ -362,7 +355,7 @@ fs::path RunDirectory::setAside() const
             events.push_back(it->path());
     for (const auto& e : events) moveInto(e, folder);
     fs::create_directories(checkpointDir(), ec);
-    if (ec) throw IoError("cannot create " + quoted(checkpointDir()) + ": " + ec.message());
+    if (ec) throw IoError("cannot create " + quotedPath(checkpointDir()) + ": " + ec.message());
     return folder;
 }
 
@@ -371,7 +364,7 @@ fs::path RunDirectory::setAsideCheckpoints(const std::vector<fs::path>& files) c
     const fs::path folder = newSetAsideFolder(m_root) / "checkpoints";
     std::error_code ec;
     fs::create_directories(folder, ec);
-    if (ec) throw IoError("cannot create " + quoted(folder) + ": " + ec.message());
+    if (ec) throw IoError("cannot create " + quotedPath(folder) + ": " + ec.message());
     for (const auto& f : files) moveInto(f, folder);
     return folder;
 }
@@ -380,7 +373,8 @@ void RunDirectory::removeCheckpoint(const fs::path& file) const
 {
     std::error_code ec;
     fs::remove(file, ec);
-    if (ec) throw IoError("cannot delete the old checkpoint " + quoted(file) + ": " + ec.message());
+    if (ec)
+        throw IoError("cannot delete the old checkpoint " + quotedPath(file) + ": " + ec.message());
 }
 
 void RunDirectory::removeStaleTemporaries() const

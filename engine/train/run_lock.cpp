@@ -12,16 +12,13 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "engine/errors.h"
+
 namespace towers::engine {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string quoted(const fs::path& p)
-{
-    return "'" + p.string() + "'";
-}
 
 std::string hostName()
 {
@@ -94,11 +91,11 @@ RunLock RunLock::acquire(const fs::path& root, const std::string& program)
 {
     std::error_code ec;
     fs::create_directories(root, ec);
-    if (ec) throw IoError("cannot create the run folder " + quoted(root) + ": " + ec.message());
+    if (ec) throw IoError("cannot create the run folder " + quotedPath(root) + ": " + ec.message());
     const fs::path file = root / kFileName;
     const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0)
-        throw IoError("cannot open the run folder's lock file " + quoted(file) + ": " +
+        throw IoError("cannot open the run folder's lock file " + quotedPath(file) + ": " +
                       std::strerror(errno));
     // A reader asking who holds the folder (RunLock::holder: the Runs page, another scan) holds a
     // shared lock for a moment: retries over 0.1 s tell that from a trainer that holds it.
@@ -116,10 +113,10 @@ RunLock RunLock::acquire(const fs::path& root, const std::string& program)
         ::close(fd);
         if (err == EWOULDBLOCK)
             throw RunFolderBusy(
-                "the run folder " + quoted(root) + " is in use by " + who +
+                "the run folder " + quotedPath(root) + " is in use by " + who +
                 ": one training at a time per run folder (wait for it to end or stop it; "
                 "a process that dies releases it at once)");
-        throw IoError("cannot lock the run folder " + quoted(root) + " (" + quoted(file) +
+        throw IoError("cannot lock the run folder " + quotedPath(root) + " (" + quotedPath(file) +
                       "): " + std::strerror(err));
     }
     const std::string text = "pid " + std::to_string(::getpid()) + "\nhost " + hostName() +
