@@ -231,7 +231,7 @@ class FromDefinition(nn.Module):
 
     _PREFIX = {"conv2d": "conv", "batchnorm": "bn", "maxpool": "pool", "avgpool": "avgpool",
                "lrn": "norm", "flatten": "flatten", "linear": "fc", "dropout": "drop",
-               "residual": "res"}
+               "residual": "res", "concat": "concat"}
 
     # A pool's global, SAME and VALID forms.
     _POOLS = {"maxpool": (F.adaptive_max_pool2d, tf_same_max_pool, F.max_pool2d),
@@ -270,6 +270,8 @@ class FromDefinition(nn.Module):
                 self.add_module(name, nn.Dropout(layer["rate"]))
             elif kind == "residual":
                 body = self._build(layer["layers"], shape, num_classes)
+            elif kind == "concat":  # each branch's own plan; an empty one passes its input
+                body = [self._build(branch, shape, num_classes) for branch in layer["branches"]]
             plan.append((kind, name, layer, body))
             shape = self._shape_after(plan[-1], shape)
         return plan
@@ -319,6 +321,8 @@ class FromDefinition(nn.Module):
                 x = getattr(self, name)(x)
             elif kind == "residual":
                 x = x + self._run(body, x)
+            elif kind == "concat":
+                x = torch.cat([self._run(branch, x) for branch in body], 1)
         return x
 
     def forward(self, x):

@@ -7,6 +7,7 @@
 // bytes.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "engine/cpu/cpu_common.h"
 #include "engine/ops/dropout_mask.h"
@@ -129,6 +130,19 @@ void OneDnnOps::nchwToNhwcImpl(const Tensor& x, Tensor& y)
     Tensor::ensure(y, {x.dim(0), x.dim(2), x.dim(3), x.dim(1)}, DType::Float32);
     reorder4d(*this, "reordering NCHW to NHWC", x.shape(), dnnl::memory::format_tag::nchw,
               dnnl::memory::format_tag::nhwc, x, y);
+}
+
+void OneDnnOps::copyChannelsImpl(const Tensor& x, std::int64_t xOffset, std::int64_t count,
+                                 Tensor& y, std::int64_t yOffset)
+{
+    // A run of `count` floats per pixel: memory-bound, in chunks of pixels over the threads.
+    const std::int64_t pixels = x.dim(0) * x.dim(1) * x.dim(2), cx = x.dim(3), cy = y.dim(3);
+    const float* px = x.data<float>() + xOffset;
+    float* py = y.data<float>() + yOffset;
+    const std::size_t run = static_cast<std::size_t>(count) * sizeof(float);
+    parallelItems(pixels, count, [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
+        for (std::int64_t p = begin; p < end; ++p) std::memcpy(py + p * cy, px + p * cx, run);
+    });
 }
 
 void OneDnnOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,

@@ -698,6 +698,14 @@ void CudaOps::nchwToNhwcImpl(const Tensor& x, Tensor& y)
     cuda::nchwToNhwc(m_stream, floats(x), floats(y), x.dim(0), x.dim(2), x.dim(3), x.dim(1));
 }
 
+void CudaOps::copyChannelsImpl(const Tensor& x, std::int64_t xOffset, std::int64_t count, Tensor& y,
+                               std::int64_t yOffset)
+{
+    const OpScope scope(m_device, m_stream);
+    cuda::copyChannels(m_stream, floats(x) + xOffset, floats(y) + yOffset,
+                       x.dim(0) * x.dim(1) * x.dim(2), count, x.dim(3), y.dim(3));
+}
+
 // ---- loss ----
 
 void CudaOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,

@@ -66,6 +66,7 @@ inline float* floats(Tensor& t)
     X(batchNormBackward)                                                                           \
     X(nhwcToNchw)                                                                                  \
     X(nchwToNhwc)                                                                                  \
+    X(copyChannels)                                                                                \
     X(softmaxCrossEntropyForward)                                                                  \
     X(softmaxCrossEntropyBackward)                                                                 \
     X(sumSquares)                                                                                  \

@@ -93,6 +93,15 @@ TOWERS_HD inline void cropAt(std::int64_t i, const float* x, float* y, std::int6
     y[i] = x[((ni * h2 + iy + top) * w2 + ix + left) * c + ci];
 }
 
+// Element i of count * pixels: channel c = i % count of pixel p = i / count, from x's channel
+// c (x, y already offset to the first channel copied) with cx and cy channels per pixel.
+TOWERS_HD inline void copyChannelsAt(std::int64_t i, const float* x, float* y, std::int64_t count,
+                                     std::int64_t cx, std::int64_t cy)
+{
+    const std::int64_t p = i / count, c = i - p * count;
+    y[p * cy + c] = x[p * cx + c];
+}
+
 // ---- max pooling: padded positions never win; argmax is the flat index into x ----
 
 TOWERS_HD inline void maxPoolForwardAt(std::int64_t i, const WindowGeometry& g, const float* x,

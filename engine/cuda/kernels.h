@@ -39,6 +39,9 @@ void oihwToOhwi(cudaStream_t s, const float* x, float* y, std::int64_t o, std::i
                 std::int64_t kh, std::int64_t kw);
 void ohwiToOihw(cudaStream_t s, const float* x, float* y, std::int64_t o, std::int64_t i,
                 std::int64_t kh, std::int64_t kw);
+// count channels per pixel of x (cx channels a pixel, from the first copied) into y's (cy).
+void copyChannels(cudaStream_t s, const float* x, float* y, std::int64_t pixels, std::int64_t count,
+                  std::int64_t cx, std::int64_t cy);
 // NHWC x [n,h,w,c] into y [n,h2,w2,c] at (top, left), zeros elsewhere.
 void padNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h,
              std::int64_t w, std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left);

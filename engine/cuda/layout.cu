@@ -1,5 +1,6 @@
-// Layout kernels: NHWC <-> NCHW, OIHW <-> OHWI filters, and the zero padding / cropping that
-// gives cuDNN (symmetric pads only) TensorFlow's asymmetric SAME padding.
+// Layout kernels: NHWC <-> NCHW, OIHW <-> OHWI filters, channels copied between tensors (a
+// concatenation), and the zero padding / cropping that gives cuDNN (symmetric pads only)
+// TensorFlow's asymmetric SAME padding.
 #include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
@@ -25,6 +26,12 @@ __global__ void cropKernel(const float* x, float* y, std::int64_t n, std::int64_
                            std::int64_t c, std::int64_t h2, std::int64_t w2, int top, int left)
 {
     TOWERS_GRID_STRIDE(i, n * h * w * c) cropAt(i, x, y, h, w, c, h2, w2, top, left);
+}
+
+__global__ void copyChannelsKernel(const float* x, float* y, std::int64_t pixels,
+                                   std::int64_t count, std::int64_t cx, std::int64_t cy)
+{
+    TOWERS_GRID_STRIDE(i, pixels * count) copyChannelsAt(i, x, y, count, cx, cy);
 }
 
 void transposeInner(cudaStream_t s, const float* x, float* y, std::int64_t outer, std::int64_t b,
@@ -60,6 +67,15 @@ void ohwiToOihw(cudaStream_t s, const float* x, float* y, std::int64_t o, std::i
                 std::int64_t kh, std::int64_t kw)
 {
     transposeInner(s, x, y, o, kh * kw, i);
+}
+
+void copyChannels(cudaStream_t s, const float* x, float* y, std::int64_t pixels, std::int64_t count,
+                  std::int64_t cx, std::int64_t cy)
+{
+    const std::int64_t total = pixels * count;
+    if (total == 0) return;
+    copyChannelsKernel<<<gridFor(total), kThreads, 0, s>>>(x, y, pixels, count, cx, cy);
+    TOWERS_CUDA_LAUNCHED();
 }
 
 void padNhwc(cudaStream_t s, const float* x, float* y, std::int64_t n, std::int64_t h,

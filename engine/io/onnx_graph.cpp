@@ -352,6 +352,20 @@ Value GraphBuilder::emit(Layer& layer, const Value& in)
         add(x, b, y);
         return m_bound.at(y.raw());
     }
+    if (auto* cat = dynamic_cast<Concat*>(&layer)) {
+        std::vector<std::string> parts;
+        std::int64_t channels = 0;
+        for (const auto& branch : cat->branches()) {
+            const Value v = emit(*branch, in);
+            m_layer = cat->name();
+            parts.push_back(asNchw(v));
+            channels += v.shape[3];
+        }
+        m_layer = cat->name();
+        Value out{{}, {in.shape[0], in.shape[1], in.shape[2], channels}, true};
+        setInt(node("Concat", parts, &out.name), "axis", 1); // NCHW's channels
+        return out;
+    }
     // A leaf: run its inference forward on a batch of 1 and follow the tensors it passes to ops.
     m_layer = layer.name();
     m_bound.clear();

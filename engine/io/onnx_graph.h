@@ -15,8 +15,8 @@ struct GraphStats
 // Fills `graph` with `model` in inference form: the input "input" ([batch, H, W, C] or
 // [batch, C, H, W]), the nodes, the weights as initializers, and the outputs "logits" and
 // "probabilities". Each leaf layer's inference forward runs through a recording Ops whose calls
-// become nodes; Sequential and Residual containers are walked here. Throws Unsupported naming
-// the layer for anything ONNX cannot express.
+// become nodes; Sequential, Residual and Concat containers are walked here. Throws Unsupported
+// naming the layer for anything ONNX cannot express.
 GraphStats buildGraph(Model& model, OnnxLayout layout, ::onnx::GraphProto& graph);
 
 } // namespace towers::engine::onnx_graph

@@ -31,7 +31,7 @@ constexpr std::int64_t kMaxWidth = 65536; // filters, units
 constexpr int kMaxKernel = 64;
 constexpr std::int64_t kMaxInputSide = 4096;
 constexpr std::int64_t kMaxInputChannels = 64;
-constexpr int kMaxDepth = 8; // residual blocks inside residual blocks
+constexpr int kMaxDepth = 8; // blocks (residual, concat) inside blocks
 // A layer's weights at most (1 GiB of float32): a typing slip is refused before it allocates.
 constexpr std::int64_t kMaxLayerWeights = std::int64_t(1) << 28;
 // A model file's size at most: a network of a thousand layers takes a few hundred KiB.
@@ -183,9 +183,9 @@ void checkName(const std::string& name, std::set<std::string>& taken, const Plac
 const std::map<std::string, std::string>& layerTypes()
 {
     static const std::map<std::string, std::string> types = {
-        {"conv2d", "conv"},     {"batchnorm", "bn"}, {"maxpool", "pool"},
-        {"avgpool", "avgpool"}, {"lrn", "norm"},     {"flatten", "flatten"},
-        {"linear", "fc"},       {"dropout", "drop"}, {"residual", "res"}};
+        {"conv2d", "conv"},  {"batchnorm", "bn"},    {"maxpool", "pool"}, {"avgpool", "avgpool"},
+        {"lrn", "norm"},     {"flatten", "flatten"}, {"linear", "fc"},    {"dropout", "drop"},
+        {"residual", "res"}, {"concat", "concat"}};
     return types;
 }
 
@@ -402,8 +402,8 @@ private:
             rejectUnknown(o, {"type", "name", "layers"}, p);
             needImage();
             if (depth + 1 >= kMaxDepth)
-                p.fail("",
-                       "residual blocks nest at most " + std::to_string(kMaxDepth - 1) + " deep");
+                p.fail("", "blocks (residual, concat) nest at most " +
+                               std::to_string(kMaxDepth - 1) + " deep");
             if (!o.contains("layers")) p.fail("layers", "missing (the block's layers)");
             Shape inner = shape;
             auto body = std::make_shared<const std::vector<Spec>>(
@@ -420,6 +420,42 @@ private:
                 for (const Spec& b : *body) seq->add(b.make(classes));
                 return std::make_unique<Residual>(name, std::move(seq));
             };
+            return;
+        } else if (s.type == "concat") {
+            rejectUnknown(o, {"type", "name", "branches"}, p);
+            needImage();
+            if (depth + 1 >= kMaxDepth)
+                p.fail("", "blocks (residual, concat) nest at most " +
+                               std::to_string(kMaxDepth - 1) + " deep");
+            const auto branches = o.find("branches");
+            if (branches == o.end()) p.fail("branches", "missing (arrays of layers, side by side)");
+            if (!branches->is_array() || branches->size() < 2)
+                p.fail("branches", "expected two or more arrays of layers (an empty one passes the "
+                                   "input through), got " +
+                                       branches->dump());
+            auto parts = std::make_shared<std::vector<std::vector<Spec>>>();
+            std::int64_t channels = 0;
+            for (std::size_t b = 0; b < branches->size(); ++b) {
+                const std::string field = s.path + ": branches[" + std::to_string(b) + "]";
+                Shape inner = shape;
+                parts->push_back(parse((*branches)[b], field, inner, taken, counts, depth + 1));
+                if (inner.rank() != 4 || inner[1] != shape[1] || inner[2] != shape[2])
+                    Place{m_where, field}.fail(
+                        "", "turns " + imageText(shape) + " into " + featuresOrImage(inner) +
+                                "; the branches are joined along the channels, so each must keep "
+                                "the height and width (padding \"same\", stride 1)");
+                channels += inner[3];
+            }
+            s.make = [name, parts](int classes) {
+                std::vector<std::unique_ptr<Sequential>> seqs;
+                for (std::size_t b = 0; b < parts->size(); ++b) {
+                    auto seq = std::make_unique<Sequential>(name + ".branch" + std::to_string(b));
+                    for (const Spec& l : (*parts)[b]) seq->add(l.make(classes));
+                    seqs.push_back(std::move(seq));
+                }
+                return std::make_unique<Concat>(name, std::move(seqs));
+            };
+            shape = Shape{shape[0], shape[1], shape[2], channels};
             return;
         }
         if (s.classes) {
@@ -624,6 +660,10 @@ private:
             o["rate"] = d->rate();
         } else if (const auto* r = dynamic_cast<const Residual*>(&layer)) {
             o["layers"] = entries(r->body(), false);
+        } else if (const auto* k = dynamic_cast<const Concat*>(&layer)) {
+            OrderedJson branches = OrderedJson::array();
+            for (const auto& branch : k->branches()) branches.push_back(entries(*branch, false));
+            o["branches"] = branches;
         }
         return o;
     }
@@ -647,15 +687,15 @@ std::string oneLine(const OrderedJson& value)
     return value.dump();
 }
 
-// The layers a line each, a residual block's own layers indented under it.
+// The layers a line each, a block's own layers indented under it (a concat's, each branch's in
+// brackets of their own).
 void writeLayers(std::string& out, const OrderedJson& layers, const std::string& indent)
 {
     for (std::size_t i = 0; i < layers.size(); ++i) {
         OrderedJson layer = layers[i];
         const auto body = layer.find("layers");
-        if (body == layer.end()) {
-            out += indent + oneLine(layer);
-        } else {
+        const auto branches = layer.find("branches");
+        if (body != layer.end()) {
             const OrderedJson inner = *body;
             layer.erase("layers");
             std::string head = oneLine(layer);
@@ -663,6 +703,25 @@ void writeLayers(std::string& out, const OrderedJson& layers, const std::string&
             out += indent + head + ", \"layers\": [\n";
             writeLayers(out, inner, indent + "  ");
             out += indent + "]}";
+        } else if (branches != layer.end()) {
+            const OrderedJson parts = *branches;
+            layer.erase("branches");
+            std::string head = oneLine(layer);
+            head.pop_back();
+            out += indent + head + ", \"branches\": [\n";
+            for (std::size_t b = 0; b < parts.size(); ++b) {
+                if (parts[b].empty()) {
+                    out += indent + "  []";
+                } else {
+                    out += indent + "  [\n";
+                    writeLayers(out, parts[b], indent + "    ");
+                    out += indent + "  ]";
+                }
+                out += b + 1 < parts.size() ? ",\n" : "\n";
+            }
+            out += indent + "]}";
+        } else {
+            out += indent + oneLine(layer);
         }
         out += i + 1 < layers.size() ? ",\n" : "\n";
     }

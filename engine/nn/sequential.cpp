@@ -136,4 +136,122 @@ void Residual::visit(const std::function<void(Layer&)>& f)
     m_body->visit(f);
 }
 
+Concat::Concat(std::string name, std::vector<std::unique_ptr<Sequential>> branches)
+    : Layer(std::move(name)), m_branches(std::move(branches))
+{
+    if (m_branches.empty())
+        throw InvalidArgument("concat '" + this->name() + "' needs at least one branch");
+    for (const auto& b : m_branches)
+        if (!b) throw InvalidArgument("concat '" + this->name() + "': a branch is missing");
+    m_outs.resize(m_branches.size());
+    m_dys.resize(m_branches.size());
+}
+
+std::string Concat::describe() const
+{
+    std::string sizes;
+    for (const auto& b : m_branches)
+        sizes += (sizes.empty() ? "" : " | ") + std::to_string(b->layers().size());
+    return "concat of " + std::to_string(m_branches.size()) + " branches (" + sizes + " layers)";
+}
+
+std::vector<Shape> Concat::branchShapes(const Shape& input) const
+{
+    if (input.rank() != 4)
+        throw ShapeError("concat '" + name() + "' expects NHWC input, got " + input.str());
+    std::vector<Shape> shapes;
+    for (std::size_t i = 0; i < m_branches.size(); ++i) {
+        const Shape s = m_branches[i]->outputShape(input);
+        if (s.rank() != 4 || s[0] != input[0] || s[1] != input[1] || s[2] != input[2])
+            throw ShapeError("concat '" + name() + "': branch " + std::to_string(i + 1) + " maps " +
+                             input.str() + " to " + s.str() +
+                             ", and every branch must keep the height and width");
+        shapes.push_back(s);
+    }
+    return shapes;
+}
+
+Shape Concat::outputShape(const Shape& input) const
+{
+    std::int64_t channels = 0;
+    for (const Shape& s : branchShapes(input)) channels += s[3];
+    return {input[0], input[1], input[2], channels};
+}
+
+double Concat::forwardFlops(const Shape& input) const
+{
+    double f = 0;
+    for (const auto& b : m_branches) f += b->forwardFlops(input);
+    return f;
+}
+
+void Concat::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
+{
+    const Shape out = outputShape(x.shape());
+    for (std::size_t i = 0; i < m_branches.size(); ++i)
+        if (!m_branches[i]->layers().empty()) m_branches[i]->forward(ctx, x, m_outs[i]);
+    Tensor::ensure(y, out, x.dtype(), x.device());
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < m_branches.size(); ++i) {
+        const Tensor& part = m_branches[i]->layers().empty() ? x : m_outs[i];
+        ctx.ops.copyChannels(part, 0, part.dim(3), y, offset);
+        offset += part.dim(3);
+    }
+}
+
+void Concat::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                      Tensor* dx)
+{
+    (void)y;
+    std::vector<std::int64_t> offsets; // each branch's first channel in y
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < m_branches.size(); ++i) {
+        offsets.push_back(offset);
+        offset += m_branches[i]->layers().empty() ? x.dim(3) : m_outs[i].dim(3);
+    }
+    // dx is the sum of the branches' dx: the first one computed is written into it, the others
+    // are added.
+    bool dxHeld = false;
+    for (std::size_t i = m_branches.size(); i-- > 0;) {
+        Sequential& branch = *m_branches[i];
+        const bool passThrough = branch.layers().empty();
+        const Shape part = passThrough ? x.shape() : m_outs[i].shape();
+        if (passThrough && !dx) continue;
+        if (passThrough && !dxHeld) { // its dx is its part of dy
+            Tensor::ensure(*dx, part, dy.dtype(), dy.device());
+            ctx.ops.copyChannels(dy, offsets[i], part[3], *dx, 0);
+            dxHeld = true;
+            continue;
+        }
+        Tensor::ensure(m_dys[i], part, dy.dtype(), dy.device());
+        ctx.ops.copyChannels(dy, offsets[i], part[3], m_dys[i], 0);
+        if (passThrough) {
+            ctx.ops.add(*dx, m_dys[i], *dx);
+        } else if (dx && !dxHeld) {
+            branch.backward(ctx, x, m_outs[i], m_dys[i], dx);
+            dxHeld = true;
+        } else {
+            // A branch's parameters get their gradients even when the caller needs no dx.
+            branch.backward(ctx, x, m_outs[i], m_dys[i], dx ? &m_dx : nullptr);
+            if (dx) ctx.ops.add(*dx, m_dx, *dx);
+        }
+    }
+}
+
+void Concat::collectParameters(std::vector<Parameter*>& out)
+{
+    for (auto& b : m_branches) b->collectParameters(out);
+}
+
+void Concat::initialize(Rng& rng)
+{
+    for (auto& b : m_branches) b->initialize(rng);
+}
+
+void Concat::visit(const std::function<void(Layer&)>& f)
+{
+    f(*this);
+    for (auto& b : m_branches) b->visit(f);
+}
+
 } // namespace towers::engine

@@ -69,4 +69,36 @@ private:
     Tensor m_bodyOut, m_bodyDx;
 };
 
+// Branches side by side (an Inception module): each branch maps x to an image of x's height and
+// width, and y is their outputs one after the other along the channels (torch.cat(dim=1) in
+// PyTorch's NCHW). An empty branch passes x itself. Backward runs the branches last to first, so
+// their parameters' gradients are final in the reverse of state_dict order, as a Sequential's.
+class Concat final : public Layer
+{
+public:
+    Concat(std::string name, std::vector<std::unique_ptr<Sequential>> branches);
+
+    std::string kind() const override { return "concat"; }
+    std::string describe() const override;
+    Shape outputShape(const Shape& input) const override;
+    double forwardFlops(const Shape& input) const override;
+    void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override;
+    void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                  Tensor* dx) override;
+    void collectParameters(std::vector<Parameter*>& out) override;
+    void initialize(Rng& rng) override;
+    void visit(const std::function<void(Layer&)>& f) override;
+
+    const std::vector<std::unique_ptr<Sequential>>& branches() const { return m_branches; }
+
+private:
+    // Each branch's output shape for `input`, checked to share its N, H and W.
+    std::vector<Shape> branchShapes(const Shape& input) const;
+
+    std::vector<std::unique_ptr<Sequential>> m_branches;
+    std::vector<Tensor> m_outs; // each branch's output (an empty branch's is x: none kept)
+    std::vector<Tensor> m_dys;  // each branch's part of dy
+    Tensor m_dx;                // a branch's dx before it is added to the others'
+};
+
 } // namespace towers::engine

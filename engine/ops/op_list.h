@@ -174,6 +174,15 @@
 // --- layout: [N,H,W,C] <-> [N,C,H,W] (flatten in PyTorch's C,H,W order); y must not be x ---
 #define TOWERS_OP_nhwcToNchw(M) M(nhwcToNchw, void, (const Tensor& x, Tensor& y), (x, y))
 #define TOWERS_OP_nchwToNhwc(M) M(nchwToNhwc, void, (const Tensor& x, Tensor& y), (x, y))
+// Channels of one image tensor copied into another's: y[n,h,w,yOffset + c] = x[n,h,w,xOffset + c]
+// for c in [0, count), x and y of the same N, H and W. y is an in-place argument: it has its shape
+// already, and keeps its other channels. A concatenation along the channels copies each part in;
+// its backward copies each part's gradient out. y must not be x.
+#define TOWERS_OP_copyChannels(M)                                                                  \
+    M(copyChannels, void,                                                                          \
+      (const Tensor& x, std::int64_t xOffset, std::int64_t count, Tensor& y,                       \
+       std::int64_t yOffset),                                                                      \
+      (x, xOffset, count, y, yOffset))
 
 // --- loss: logits [N,K], labels Int32 [N] in [0, K) ---
 // loss (Float64 [1], where the logits live) gets the mean cross-entropy over the batch, probs the
@@ -273,6 +282,7 @@
     X(batchNormBackward)                                                                           \
     X(nhwcToNchw)                                                                                  \
     X(nchwToNhwc)                                                                                  \
+    X(copyChannels)                                                                                \
     X(softmaxCrossEntropyForward)                                                                  \
     X(softmaxCrossEntropyBackward)                                                                 \
     X(sumSquares)                                                                                  \

@@ -435,6 +435,27 @@ void nchwToNhwc(Args& a, const Tensor& x, Tensor& y)
     notAliased(x, y, "nchwToNhwc");
 }
 
+void copyChannels(Args& a, const Tensor& x, std::int64_t xOffset, std::int64_t count, Tensor& y,
+                  std::int64_t yOffset)
+{
+    a.floats(x, "copyChannels x");
+    a.floats(y, "copyChannels y");
+    checks::requireRank(x, 4, "copyChannels x");
+    checks::requireRank(y, 4, "copyChannels y");
+    if (x.dim(0) != y.dim(0) || x.dim(1) != y.dim(1) || x.dim(2) != y.dim(2))
+        throw ShapeError("copyChannels: x " + x.shape().str() + " and y " + y.shape().str() +
+                         " differ in N, H or W");
+    const auto range = [count](std::int64_t offset, std::int64_t channels, const char* what) {
+        if (count < 1 || offset < 0 || offset > channels - count)
+            throw ShapeError(std::string("copyChannels: ") + std::to_string(count) +
+                             " channels from " + what + "'s channel " + std::to_string(offset) +
+                             " do not fit its " + std::to_string(channels));
+    };
+    range(xOffset, x.dim(3), "x");
+    range(yOffset, y.dim(3), "y");
+    notAliased(x, y, "copyChannels");
+}
+
 void softmaxCrossEntropyForward(Args& a, const Tensor& logits, const Tensor& l, Tensor&,
                                 Tensor& loss)
 {

@@ -130,6 +130,20 @@ void ReferenceOps::nchwToNhwcImpl(const Tensor& x, Tensor& y)
     byDType(x.dtype(), [&](auto tag) { moveSecondToLast<decltype(tag)>(x, y); });
 }
 
+void ReferenceOps::copyChannelsImpl(const Tensor& x, std::int64_t xOffset, std::int64_t count,
+                                    Tensor& y, std::int64_t yOffset)
+{
+    const std::int64_t pixels = x.dim(0) * x.dim(1) * x.dim(2), cx = x.dim(3), cy = y.dim(3);
+    byDType(x.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* px = x.data<T>();
+        T* py = y.data<T>();
+        for (std::int64_t p = 0; p < pixels; ++p)
+            for (std::int64_t c = 0; c < count; ++c)
+                py[p * cy + yOffset + c] = px[p * cx + xOffset + c];
+    });
+}
+
 void ReferenceOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,
                                                   Tensor& probs, Tensor& lossOut)
 {

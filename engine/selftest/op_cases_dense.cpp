@@ -1,8 +1,8 @@
 // The op-case table's dense and element-wise ops: linear (forward, backward data, backward
-// weights, the fused linearBackward), ReLU, add, dropout, batch norm, the layout transposes, the
-// softmax cross-entropy loss, the sum of squares, axpy, the optimizer updates (plain SGD, momentum,
-// Adam, each also with its skip flag clear and set), the moving average's step, and the
-// preprocessing of dataset images into model input.
+// weights, the fused linearBackward), ReLU, add, dropout, batch norm, the layout transposes and
+// channel copies, the softmax cross-entropy loss, the sum of squares, axpy, the optimizer updates
+// (plain SGD, momentum, Adam, each also with its skip flag clear and set), the moving average's
+// step, and the preprocessing of dataset images into model input.
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -553,6 +553,38 @@ void addLayout(std::vector<OpCase>& cases)
                              ops.nchwToNhwc(in[0], y);
                              return std::vector<OpOutput>{{"y", y}};
                          }});
+
+    // Channels of x into y's (a concatenation's part, or its gradient's): y keeps the rest.
+    struct ChannelCopy
+    {
+        std::string what;
+        Shape x;
+        std::int64_t yChannels, xOffset, count, yOffset;
+    };
+    const std::vector<ChannelCopy> copies = {
+        {"one channel", {1, 1, 1, 1}, 1, 0, 1, 0},
+        {"odd sizes, into the middle", {3, 5, 7, 3}, 8, 0, 3, 2},
+        {"out of the middle", {2, 3, 4, 9}, 4, 3, 4, 0},
+        {"the last channels", {2, 6, 6, 5}, 12, 2, 3, 9},
+        {"a 3x3 branch of an inception module", {16, 14, 14, 48}, 112, 0, 48, 32},
+        {"its gradient", {16, 14, 14, 112}, 48, 32, 48, 0},
+    };
+    for (const auto& c : copies) {
+        const Shape ys{c.x[0], c.x[1], c.x[2], c.yChannels};
+        cases.push_back({"copy channels",
+                         shapeText(c.x) + "[" + std::to_string(c.xOffset) + ":+" +
+                             std::to_string(c.count) + "]->" + shapeText(ys) + "[" +
+                             std::to_string(c.yOffset) + "] (" + c.what + ")",
+                         Tolerance::exact(),
+                         [c, ys](Rng& rng) {
+                             return std::vector<Tensor>{uniform(c.x, rng), uniform(ys, rng)};
+                         },
+                         [c](Ops& ops, const std::vector<Tensor>& in) {
+                             Tensor y = in[1].clone();
+                             ops.copyChannels(in[0], c.xOffset, c.count, y, c.yOffset);
+                             return std::vector<OpOutput>{{"y", y}};
+                         }});
+    }
 }
 
 // ---- loss ----

@@ -32,6 +32,11 @@ std::string everyLayerDefinition(const std::string& name, const std::string& inp
             {"type": "batchnorm", "relu": true}]},
         {"type": "avgpool", "size": 3, "stride": 2, "padding": "same"},
         {"type": "conv2d", "filters": 8, "kernel": 1, "padding": "valid", "activation": "relu"},
+        {"type": "concat", "branches": [
+            [{"type": "conv2d", "filters": 4, "kernel": 1, "activation": "relu"}],
+            [{"type": "maxpool", "size": 3, "stride": 1, "padding": "same"},
+             {"type": "conv2d", "filters": 3, "kernel": 3, "bias": false, "name": "tower"}],
+            []]},
         {"type": "avgpool", "global": true},
         {"type": "flatten"},
         {"type": "dropout", "rate": 0.2},

@@ -191,6 +191,21 @@ private slots:
         QVERIFY(sameBytes(back, x));
     }
 
+    void copyChannels()
+    {
+        // Channels 1..3 of x [2,3,4,5] into channels 2..4 of y [2,3,4,6], against the reference.
+        Rng rng(12);
+        const Tensor x = randomTensor({2, 3, 4, 5}, DType::Float32, rng);
+        const Tensor y0 = randomTensor({2, 3, 4, 6}, DType::Float32, rng);
+        Tensor want = y0.clone(), y = y0.clone();
+        m_ref->copyChannels(x, 1, 3, want, 2);
+        for (std::int64_t i = 0; i < 2 * 3 * 4 * 3; ++i)
+            cuda::copyChannelsAt(i, f(x) + 1, f(y) + 2, 3, 5, 6);
+        QVERIFY(sameBytes(y, want));
+        QCOMPARE(y.at(((1 * 3 + 2) * 4 + 3) * 6 + 4), x.at(((1 * 3 + 2) * 4 + 3) * 5 + 3));
+        QCOMPARE(y.at(((1 * 3 + 2) * 4 + 3) * 6 + 5), y0.at(((1 * 3 + 2) * 4 + 3) * 6 + 5));
+    }
+
     void layouts()
     {
         Rng rng(9);

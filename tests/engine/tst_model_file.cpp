@@ -128,14 +128,19 @@ private slots:
         QStringList names;
         for (const auto& row : m->layerTable()) names << QString::fromStdString(row.name);
         QCOMPARE(names, (QStringList{"conv1", "norm1", "bn1", "pool1", "res1", "avgpool1", "conv3",
-                                     "avgpool2", "flatten", "drop1", "fc1", "fc2"}));
+                                     "concat1", "avgpool2", "flatten", "drop1", "fc1", "fc2"}));
         const auto rows = m->layerTable();
         QCOMPARE(rows[0].outputShape, (Shape{1, 6, 6, 6})); // stride 2, one pixel of padding
         QCOMPARE(rows[3].outputShape, (Shape{1, 6, 6, 6})); // 3x3 SAME, stride 1
         QCOMPARE(rows[5].outputShape, (Shape{1, 3, 3, 6})); // 3x3 SAME, stride 2
         QCOMPARE(rows[5].description, std::string("3x3 average pool, stride 2, SAME"));
-        QCOMPARE(rows[7].outputShape, (Shape{1, 1, 1, 8})); // global
-        QCOMPARE(rows[7].description, std::string("global average pool"));
+        // The branches side by side: 4 + 3 channels and the 8 passed through.
+        QCOMPARE(rows[7].outputShape, (Shape{1, 3, 3, 15}));
+        QCOMPARE(rows[7].description, std::string("concat of 3 branches (1 | 2 | 0 layers)"));
+        QVERIFY(m->parameter("conv4.weight").value.shape() == (Shape{4, 8, 1, 1}));
+        QVERIFY(m->parameter("tower.weight").value.shape() == (Shape{3, 8, 3, 3}));
+        QCOMPARE(rows[8].outputShape, (Shape{1, 1, 1, 15})); // global
+        QCOMPARE(rows[8].description, std::string("global average pool"));
         QVERIFY(m->parameter("inner.weight").value.numel() == 6 * 6 * 9);
         QVERIFY_THROWS_EXCEPTION(UnknownName, m->parameter("fc2.bias"));
         QCOMPARE(m->parameter("conv1.weight").weightDecay, 0.01);
@@ -193,7 +198,7 @@ private slots:
         QTest::newRow("layers not a list") << layers("{}") << "layers: expected an array";
         QTest::newRow("unknown type")
             << layers(R"([{"type": "dense", "units": 3}])")
-            << R"(t.json: layers[0]: "type": expected one of avgpool, batchnorm, conv2d, dropout, flatten, linear, lrn, maxpool, residual, got "dense")";
+            << R"(t.json: layers[0]: "type": expected one of avgpool, batchnorm, concat, conv2d, dropout, flatten, linear, lrn, maxpool, residual, got "dense")";
         QTest::newRow("no type") << layers(R"([{"units": 3}])") << "layers[0]: \"type\"";
         QTest::newRow("unknown field")
             << layers(head + R"({"type": "linear", "units": "classes", "unit": 3}])")
@@ -248,6 +253,28 @@ private slots:
             << layers(
                    R"([{"type": "residual", "layers": [{"type": "conv2d", "filters": 3, "kernel": 99}]}])")
             << "t.json: layers[0] (res1): layers[0] (conv1): kernel: expected an integer";
+        QTest::newRow("concat without branches")
+            << layers(R"([{"type": "concat"}])") << "layers[0] (concat1): branches: missing";
+        QTest::newRow("concat of one branch")
+            << layers(R"([{"type": "concat", "branches": [[]]}])")
+            << "layers[0] (concat1): branches: expected two or more arrays of layers";
+        QTest::newRow("concat branch not a list")
+            << layers(R"([{"type": "concat", "branches": [[], {"type": "flatten"}]}])")
+            << "t.json: layers[0] (concat1): branches[1]: expected an array of layers";
+        QTest::newRow("concat branch shrinks the image")
+            << layers(R"([{"type": "concat", "branches": [[], [{"type": "maxpool", "size": 2}]]}])")
+            << "t.json: layers[0] (concat1): branches[1]: turns 12x12x3 into 6x6x3; the branches "
+               "are joined along the channels";
+        QTest::newRow("concat branch flattens")
+            << layers(R"([{"type": "concat", "branches": [[], [{"type": "flatten"}]]}])")
+            << "branches[1]: turns 12x12x3 into 432 features";
+        QTest::newRow("mistake inside a branch")
+            << layers(
+                   R"([{"type": "concat", "branches": [[], [{"type": "conv2d", "filters": 0}]]}])")
+            << "t.json: layers[0] (concat1): branches[1][0] (conv1): filters: expected an integer";
+        QTest::newRow("concat of features")
+            << layers(head + R"({"type": "concat", "branches": [[], []]}])")
+            << "layers[2] (concat1): takes images [H, W, C], but its input is 576 features";
         QTest::newRow("two layers of a name")
             << layers(
                    R"([{"type": "conv2d", "filters": 4, "name": "a"}, {"type": "flatten", "name": "a"}, {"type": "linear", "units": "classes"}])")
@@ -475,7 +502,7 @@ private slots:
             QVERIFY(buildModel(info, int(spec->labels.numClasses))->parameterCount() > 0);
             ++checked;
         }
-        QCOMPARE(checked, 2);
+        QCOMPARE(checked, 3);
     }
 
     // readModelFile: a file's problems are IoErrors naming it.

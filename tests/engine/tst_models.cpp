@@ -9,7 +9,9 @@
 #include "engine/cpu/onednn_ops.h"
 #include "engine/models/model_file.h"
 #include "engine/models/registry.h"
+#include "engine/nn/conv2d.h"
 #include "engine/nn/dropout.h"
+#include "engine/nn/pool2d.h"
 #include "engine/optim/sgd.h"
 #include "gradcheck.h"
 #include "model_files.h"
@@ -183,6 +185,91 @@ private slots:
             QVERIFY2(r.checked == std::min<std::int64_t>(samples, p->value.numel()),
                      (p->name + ": too many kinks: " + r.str()).c_str());
         }
+    }
+
+    // A concat's branches in every arrangement: 'c' a 1x1 convolution (4 filters), 'p' a SAME 3x3
+    // max pool then a 3x3 convolution (3 filters), 'e' an empty branch (x itself). Its output is
+    // each branch's in order along the channels, and dx (the sum of the branches', however many
+    // pass x through and wherever they are) and every weight's gradient agree with central
+    // differences, on the float64 reference backend.
+    void concatBranches_data()
+    {
+        QTest::addColumn<QString>("pattern");
+        for (const char* p : {"cp", "ecp", "cep", "cpe", "ece", "pc"}) QTest::newRow(p) << p;
+    }
+    void concatBranches()
+    {
+        QFETCH(QString, pattern);
+        std::vector<std::unique_ptr<Sequential>> branches;
+        int n = 0;
+        for (const QChar k : pattern) {
+            auto seq = std::make_unique<Sequential>();
+            const std::string id = std::to_string(++n);
+            Conv2dOptions o;
+            o.inChannels = 3;
+            if (k == 'c') {
+                o.outChannels = 4;
+                o.kernel = 1;
+                seq->add(std::make_unique<Conv2d>("c" + id, o));
+            } else if (k == 'p') {
+                seq->add(std::make_unique<MaxPool2d>("p" + id, 3, 1, Padding::Same));
+                o.outChannels = 3;
+                o.bias = false;
+                seq->add(std::make_unique<Conv2d>("pc" + id, o));
+            }
+            branches.push_back(std::move(seq));
+        }
+        Concat cat("cat", std::move(branches));
+        Rng rng(21);
+        cat.initialize(rng);
+        std::vector<Parameter*> params;
+        cat.collectParameters(params);
+        for (auto* p : params) p->value = p->value.to(DType::Float64);
+
+        auto ops = makeReferenceOps();
+        ExecContext ctx{*ops, true, 0};
+        Tensor x = distinctTensor({2, 5, 5, 3}, DType::Float64, rng);
+        const Shape out = cat.outputShape(x.shape());
+        const Tensor w = randomTensor(out, DType::Float64, rng); // loss = <y, w>, so dy = w
+        Tensor y, dx;
+        cat.forward(ctx, x, y);
+        QCOMPARE(y.shape(), out);
+        // Each branch's output, run alone, is its channels of y.
+        std::int64_t offset = 0;
+        for (const auto& b : cat.branches()) {
+            Tensor part;
+            if (b->layers().empty())
+                part = x;
+            else
+                b->forward(ctx, x, part);
+            const std::int64_t c = part.dim(3);
+            for (std::int64_t i = 0; i < part.numel(); ++i)
+                QCOMPARE(y.at(i / c * out[3] + offset + i % c), part.at(i));
+            offset += c;
+        }
+        QCOMPARE(offset, out[3]);
+        cat.forward(ctx, x, y);
+        cat.backward(ctx, x, y, w, &dx);
+        auto loss = [&] {
+            Tensor yy;
+            cat.forward(ctx, x, yy);
+            return dot(yy, w);
+        };
+        const Tensor analytic = dx.clone();
+        const auto r = checkGradient(loss, x, analytic, 1e-6, 150);
+        QVERIFY2(r.maxRelError < 1e-6, ("dx: " + r.str()).c_str());
+        for (auto* p : params) {
+            const Tensor g = p->grad.clone();
+            const auto d = checkGradient(loss, p->value, g, 1e-6, 40);
+            QVERIFY2(d.maxRelError < 1e-6, (p->name + ": " + d.str()).c_str());
+        }
+        // Without dx the weights' gradients are the same.
+        std::vector<Tensor> before;
+        for (auto* p : params) before.push_back(p->grad.clone());
+        cat.forward(ctx, x, y);
+        cat.backward(ctx, x, y, w, nullptr);
+        for (std::size_t i = 0; i < params.size(); ++i)
+            QCOMPARE(maxAbsDiff(params[i]->grad, before[i]), 0.0);
     }
 
     // The oneDNN backend runs the same model to the reference's numbers.

@@ -82,6 +82,7 @@ const std::vector<std::string>& expectedOps()
         "batch norm backward without saved state", // batchNormActBackward
         "layout NHWC to NCHW",                     // nhwcToNchw
         "layout NCHW to NHWC",                     // nchwToNhwc
+        "copy channels",                           // copyChannels
         "softmax cross-entropy forward",           // softmaxCrossEntropyForward
         "softmax cross-entropy backward",          // softmaxCrossEntropyBackward
         "sum of squares",                          // sumSquares
