@@ -37,11 +37,13 @@ __all__ = [
 
 
 def _tf_same_pad(x, kernel, stride, value):
-    """TensorFlow's SAME padding of a window (the odd pixel at the bottom and right)."""
+    """TensorFlow's SAME padding of a window (the odd pixel at the bottom and right); `kernel` is
+    a side or (height, width)."""
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
     pads = []
-    for size in (x.shape[-1], x.shape[-2]):  # F.pad wants the last dim first
+    for size, k in ((x.shape[-1], kw), (x.shape[-2], kh)):  # F.pad wants the last dim first
         out = math.ceil(size / stride)
-        total = max((out - 1) * stride + kernel - size, 0)
+        total = max((out - 1) * stride + k - size, 0)
         pads += [total // 2, total - total // 2]
     return F.pad(x, pads, value=value) if any(pads) else x
 
@@ -250,7 +252,9 @@ class FromDefinition(nn.Module):
             kind, name = layer["type"], self._name(layer)
             body = None
             if kind == "conv2d":
-                module = nn.Conv2d(shape[0], layer["filters"], layer.get("kernel", 3),
+                kernel = layer.get("kernel", 3)  # a side, or [height, width]
+                module = nn.Conv2d(shape[0], layer["filters"],
+                                   kernel if isinstance(kernel, int) else tuple(kernel),
                                    layer.get("stride", 1), bias=layer.get("bias", True))
                 self.add_module(name, module)
                 if layer.get("weight_decay", 0):
@@ -292,7 +296,7 @@ class FromDefinition(nn.Module):
                 conv = getattr(self, name)
                 pad = layer.get("padding", "same")
                 if pad == "same":
-                    x = _tf_same_pad(x, conv.kernel_size[0], conv.stride[0], 0.0)
+                    x = _tf_same_pad(x, tuple(conv.kernel_size), conv.stride[0], 0.0)
                 elif isinstance(pad, int) and pad:
                     x = F.pad(x, [pad] * 4)
                 x = conv(x)

@@ -14,7 +14,7 @@ void addConv3x3BnRelu(Sequential& seq, const std::string& conv, const std::strin
     Conv2dOptions o;
     o.inChannels = in;
     o.outChannels = out;
-    o.kernel = 3;
+    o.kernelH = o.kernelW = 3;
     o.padding = Padding::Same;
     o.bias = false;
     seq.add(std::make_unique<Conv2d>(conv, o));

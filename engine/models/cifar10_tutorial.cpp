@@ -18,7 +18,7 @@ std::unique_ptr<Model> buildCifar10Tutorial(int classes)
         Conv2dOptions o;
         o.inChannels = in;
         o.outChannels = 64;
-        o.kernel = 5;
+        o.kernelH = o.kernelW = 5;
         o.padding = Padding::Same;
         o.activation = Activation::Relu;
         o.weightInit = Init::truncatedNormal(5e-2);

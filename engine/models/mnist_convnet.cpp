@@ -17,7 +17,7 @@ std::unique_ptr<Model> buildMnistConvnet(int classes)
         Conv2dOptions o;
         o.inChannels = in;
         o.outChannels = out;
-        o.kernel = k;
+        o.kernelH = o.kernelW = k;
         o.padding = Padding::Valid;
         o.activation = Activation::Relu;
         o.weightInit = Init::glorotUniform();

@@ -304,7 +304,7 @@ private:
             Conv2dOptions c;
             c.inChannels = shape[3];
             c.outChannels = intField(o, "filters", 0, 1, kMaxWidth, p);
-            c.kernel = int(intField(o, "kernel", 3, 1, kMaxKernel, p));
+            kernelField(o, c.kernelH, c.kernelW, p);
             c.stride = int(intField(o, "stride", 1, 1, kMaxKernel, p));
             c.padding = paddingField(o, c.pads, p);
             c.bias = boolField(o, "bias", true, p);
@@ -312,7 +312,7 @@ private:
             c.weightInit = initField(o, "weight_init", p);
             c.biasInit = initField(o, "bias_init", p);
             c.weightDecay = numberField(o, "weight_decay", 0, 0, 1, true, p);
-            checkWeights(c.outChannels * c.inChannels * c.kernel * c.kernel, p);
+            checkWeights(c.outChannels * c.inChannels * c.kernelH * c.kernelW, p);
             s.make = [name, c](int) { return std::make_unique<Conv2d>(name, c); };
         } else if (s.type == "batchnorm") {
             rejectUnknown(o, {"type", "name", "relu", "epsilon", "momentum"}, p);
@@ -474,6 +474,25 @@ private:
                            std::to_string(kMaxLayerWeights) + ")");
     }
 
+    // A square kernel's side (3 by default), or [height, width].
+    static void kernelField(const Json& o, int& kh, int& kw, const Place& p)
+    {
+        const auto it = o.find("kernel");
+        if (it == o.end() || !it->is_array()) {
+            kh = kw = int(intField(o, "kernel", 3, 1, kMaxKernel, p));
+            return;
+        }
+        const auto side = [](const Json& v) {
+            return v.is_number_integer() && v.get<std::int64_t>() >= 1 &&
+                   v.get<std::int64_t>() <= kMaxKernel;
+        };
+        if (it->size() != 2 || !side((*it)[0]) || !side((*it)[1]))
+            p.fail("kernel", "expected a side or [height, width], each from 1 to " +
+                                 std::to_string(kMaxKernel) + ", got " + it->dump());
+        kh = (*it)[0].get<int>();
+        kw = (*it)[1].get<int>();
+    }
+
     // "same" (the default), "valid", or the zeros added on each side.
     static Padding paddingField(const Json& o, ExplicitPads& pads, const Place& p)
     {
@@ -622,7 +641,8 @@ private:
         if (const auto* c = dynamic_cast<const Conv2d*>(&layer)) {
             const Conv2dOptions& opt = c->options();
             o["filters"] = opt.outChannels;
-            o["kernel"] = opt.kernel;
+            o["kernel"] = opt.kernelH == opt.kernelW ? OrderedJson(opt.kernelH)
+                                                     : OrderedJson{opt.kernelH, opt.kernelW};
             if (opt.stride != 1) o["stride"] = opt.stride;
             if (opt.padding == Padding::Valid) o["padding"] = "valid";
             if (opt.padding == Padding::Explicit) {

@@ -19,12 +19,13 @@ const char* paddingName(Padding p)
 
 Conv2d::Conv2d(std::string name, Conv2dOptions options) : Layer(std::move(name)), m_opt(options)
 {
-    if (m_opt.inChannels <= 0 || m_opt.outChannels <= 0 || m_opt.kernel <= 0 || m_opt.stride <= 0)
+    if (m_opt.inChannels <= 0 || m_opt.outChannels <= 0 || m_opt.kernelH <= 0 ||
+        m_opt.kernelW <= 0 || m_opt.stride <= 0)
         throw InvalidArgument("conv2d '" + this->name() +
                               "': channels, kernel and stride must be positive");
     m_weight.name = this->name() + ".weight";
     m_weight.value = Tensor::zeros(
-        {m_opt.outChannels, m_opt.inChannels, m_opt.kernel, m_opt.kernel}, DType::Float32);
+        {m_opt.outChannels, m_opt.inChannels, m_opt.kernelH, m_opt.kernelW}, DType::Float32);
     m_weight.weightDecay = m_opt.weightDecay;
     if (m_opt.bias) {
         m_bias.name = this->name() + ".bias";
@@ -34,8 +35,8 @@ Conv2d::Conv2d(std::string name, Conv2dOptions options) : Layer(std::move(name))
 
 std::string Conv2d::describe() const
 {
-    std::string s = std::to_string(m_opt.kernel) + "x" + std::to_string(m_opt.kernel) + " conv, " +
-                    std::to_string(m_opt.outChannels) + " filters, stride " +
+    std::string s = std::to_string(m_opt.kernelH) + "x" + std::to_string(m_opt.kernelW) +
+                    " conv, " + std::to_string(m_opt.outChannels) + " filters, stride " +
                     std::to_string(m_opt.stride) + ", " + paddingName(m_opt.padding);
     if (!m_opt.bias) s += ", no bias";
     if (m_opt.activation == Activation::Relu) s += ", ReLU";
@@ -47,7 +48,7 @@ Conv2dDesc Conv2d::desc(const Shape& input) const
     if (input.rank() != 4 || input[3] != m_opt.inChannels)
         throw ShapeError("conv2d '" + name() + "' expects input [N, H, W, " +
                          std::to_string(m_opt.inChannels) + "], got " + input.str());
-    return makeConv2dDesc(input, m_opt.outChannels, m_opt.kernel, m_opt.kernel, m_opt.stride,
+    return makeConv2dDesc(input, m_opt.outChannels, m_opt.kernelH, m_opt.kernelW, m_opt.stride,
                           m_opt.stride, m_opt.padding, m_opt.pads);
 }
 
@@ -59,8 +60,8 @@ Shape Conv2d::outputShape(const Shape& input) const
 double Conv2d::forwardFlops(const Shape& input) const
 {
     const Conv2dDesc d = desc(input);
-    return 2.0 * double(d.outputShape().numel()) * double(m_opt.inChannels) * m_opt.kernel *
-           m_opt.kernel;
+    return 2.0 * double(d.outputShape().numel()) * double(m_opt.inChannels) * m_opt.kernelH *
+           m_opt.kernelW;
 }
 
 void Conv2d::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
@@ -91,7 +92,7 @@ void Conv2d::collectParameters(std::vector<Parameter*>& out)
 
 void Conv2d::initialize(Rng& rng)
 {
-    const std::int64_t area = std::int64_t{m_opt.kernel} * m_opt.kernel;
+    const std::int64_t area = std::int64_t{m_opt.kernelH} * m_opt.kernelW;
     const std::int64_t fanIn = m_opt.inChannels * area, fanOut = m_opt.outChannels * area;
     m_opt.weightInit.apply(m_weight.value, fanIn, fanOut, rng);
     if (m_opt.bias) m_opt.biasInit.apply(m_bias.value, fanIn, fanOut, rng);

@@ -6,7 +6,8 @@ namespace towers::engine {
 struct Conv2dOptions
 {
     std::int64_t inChannels = 0, outChannels = 0;
-    int kernel = 3, stride = 1;
+    int kernelH = 3, kernelW = 3; // the kernel's height and width (Inception's 1x7 and 7x1)
+    int stride = 1;
     Padding padding = Padding::Same;
     ExplicitPads pads{};
     bool bias = true;

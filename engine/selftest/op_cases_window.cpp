@@ -66,6 +66,8 @@ std::vector<ConvGeometry> convGeometries()
         {"1x1 strided, batch 1", {1, 5, 5, 3}, 2, 1, 1, 2, 2, valid, {}},
         {"", {1, 6, 7, 5}, 3, 5, 5, 1, 1, valid, {}},
         {"non-square kernel and stride", {2, 7, 6, 3}, 4, 3, 2, 2, 1, expl, {1, 0, 2, 1}},
+        {"Inception's 1x7", {2, 9, 9, 8}, 6, 1, 7, 1, 1, same, {}},
+        {"Inception's 7x1", {2, 9, 9, 6}, 8, 7, 1, 1, 1, same, {}},
         {"even kernel, SAME pads 0/0", {1, 6, 6, 5}, 3, 2, 2, 2, 2, same, {}},
         {"a partial channel block", {2, 6, 6, 20}, 20, 3, 3, 1, 1, same, {}},
         // Where oneDNN's or Towers' Winograd run (tests/engine/tst_ops_fused.cpp).

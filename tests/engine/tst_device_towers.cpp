@@ -107,7 +107,7 @@ std::unique_ptr<Sequential> withoutBuffersNet()
     Conv2dOptions c;
     c.inChannels = 1;
     c.outChannels = 4;
-    c.kernel = 3;
+    c.kernelH = c.kernelW = 3;
     c.padding = Padding::Same;
     c.activation = Activation::Relu;
     LinearOptions l;

@@ -101,7 +101,7 @@ std::unique_ptr<Model> buildProbed(const ProbePlan& plan)
     Conv2dOptions c1;
     c1.inChannels = 1;
     c1.outChannels = 8;
-    c1.kernel = 5;
+    c1.kernelH = c1.kernelW = 5;
     c1.bias = false;
     net->add(std::make_unique<Conv2d>("conv1", c1));
     net->add(std::make_unique<BatchNorm>("bn1", 8));
@@ -110,7 +110,7 @@ std::unique_ptr<Model> buildProbed(const ProbePlan& plan)
     Conv2dOptions c2;
     c2.inChannels = 8;
     c2.outChannels = 16;
-    c2.kernel = 3;
+    c2.kernelH = c2.kernelW = 3;
     c2.activation = Activation::Relu;
     c2.weightDecay = 0.001;
     net->add(std::make_unique<Conv2d>("conv2", c2));

@@ -137,7 +137,7 @@ private slots:
         // The branches side by side: 4 + 3 channels and the 8 passed through.
         QCOMPARE(rows[7].outputShape, (Shape{1, 3, 3, 15}));
         QCOMPARE(rows[7].description, std::string("concat of 3 branches (1 | 2 | 0 layers)"));
-        QVERIFY(m->parameter("conv4.weight").value.shape() == (Shape{4, 8, 1, 1}));
+        QVERIFY(m->parameter("conv4.weight").value.shape() == (Shape{4, 8, 1, 3})); // [1, 3]
         QVERIFY(m->parameter("tower.weight").value.shape() == (Shape{3, 8, 3, 3}));
         QCOMPARE(rows[8].outputShape, (Shape{1, 1, 1, 15})); // global
         QCOMPARE(rows[8].description, std::string("global average pool"));
@@ -208,6 +208,13 @@ private slots:
         QTest::newRow("kernel 0")
             << layers(R"([{"type": "conv2d", "filters": 3, "kernel": 0}])")
             << "layers[0] (conv1): kernel: expected an integer from 1 to 64, got 0";
+        QTest::newRow("kernel of three sides")
+            << layers(R"([{"type": "conv2d", "filters": 3, "kernel": [1, 3, 3]}])")
+            << "layers[0] (conv1): kernel: expected a side or [height, width], each from 1 to 64, "
+               "got [1,3,3]";
+        QTest::newRow("kernel side 0")
+            << layers(R"([{"type": "conv2d", "filters": 3, "kernel": [0, 3]}])")
+            << "kernel: expected a side or [height, width]";
         QTest::newRow("filters not a number")
             << layers(R"([{"type": "conv2d", "filters": "many"}])")
             << "filters: expected an integer from 1 to 65536, got \"many\"";

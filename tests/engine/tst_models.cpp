@@ -209,7 +209,7 @@ private slots:
             o.inChannels = 3;
             if (k == 'c') {
                 o.outChannels = 4;
-                o.kernel = 1;
+                o.kernelH = o.kernelW = 1;
                 seq->add(std::make_unique<Conv2d>("c" + id, o));
             } else if (k == 'p') {
                 seq->add(std::make_unique<MaxPool2d>("p" + id, 3, 1, Padding::Same));

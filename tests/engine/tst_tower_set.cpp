@@ -52,7 +52,7 @@ std::unique_ptr<Model> buildSmallTutorial()
     Conv2dOptions c1;
     c1.inChannels = 3;
     c1.outChannels = 8;
-    c1.kernel = 5;
+    c1.kernelH = c1.kernelW = 5;
     c1.activation = Activation::Relu;
     c1.weightInit = Init::truncatedNormal(0.05);
     c1.biasInit = Init::constant(0.0);
