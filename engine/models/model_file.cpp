@@ -1,12 +1,16 @@
 #include "engine/models/model_file.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -871,6 +875,116 @@ const ModelInfo& readModelFile(const std::filesystem::path& path)
     } catch (const InvalidArgument& e) {
         throw IoError(e.what()); // the file is wrong, not the command line
     }
+}
+
+namespace {
+
+// Where the values of a JSON text begin, by path ("layers", 3, "kernel"): a scan of the text's
+// structure (it parsed, so it is valid JSON), counting lines.
+class JsonLines
+{
+public:
+    using Step = std::variant<std::string, std::size_t>;
+
+    explicit JsonLines(const std::string& text) : m_text(text) {}
+
+    // The line of the deepest value along `path` that the text has (0 for none).
+    int lineOf(const std::vector<Step>& path)
+    {
+        m_pos = 0;
+        m_line = 1;
+        m_best = 0;
+        m_path = &path;
+        value(0, true);
+        return m_best;
+    }
+
+private:
+    void space()
+    {
+        while (m_pos < m_text.size() && std::isspace(static_cast<unsigned char>(m_text[m_pos])))
+            if (m_text[m_pos++] == '\n') ++m_line;
+    }
+    std::string string() // at the opening quote; the raw characters, escapes kept
+    {
+        std::string out;
+        ++m_pos;
+        while (m_pos < m_text.size() && m_text[m_pos] != '"') {
+            if (m_text[m_pos] == '\\') out += m_text[m_pos++];
+            if (m_pos < m_text.size()) out += m_text[m_pos++];
+        }
+        ++m_pos;
+        return out;
+    }
+    // The value at m_pos, `depth` steps along the path; `onPath`: the steps so far are the path's.
+    void value(std::size_t depth, bool onPath)
+    {
+        space();
+        if (onPath && depth > 0) m_best = m_line;
+        const bool deeper = onPath && depth < m_path->size();
+        if (m_pos >= m_text.size()) return;
+        const char c = m_text[m_pos];
+        if (c == '{' || c == '[') {
+            ++m_pos;
+            std::size_t index = 0;
+            for (space(); m_pos < m_text.size() && m_text[m_pos] != (c == '{' ? '}' : ']');
+                 space()) {
+                if (m_text[m_pos] == ',') {
+                    ++m_pos;
+                    continue;
+                }
+                bool match = false;
+                if (c == '{') {
+                    const std::string key = string();
+                    space();
+                    ++m_pos; // ':'
+                    const auto* step =
+                        deeper ? std::get_if<std::string>(&(*m_path)[depth]) : nullptr;
+                    match = step && *step == key;
+                } else {
+                    const auto* step =
+                        deeper ? std::get_if<std::size_t>(&(*m_path)[depth]) : nullptr;
+                    match = step && *step == index++;
+                }
+                value(depth + 1, match);
+            }
+            ++m_pos;
+        } else if (c == '"') {
+            (void)string();
+        } else {
+            while (m_pos < m_text.size() && !std::strchr(",]} \t\r\n", m_text[m_pos])) ++m_pos;
+        }
+    }
+
+    const std::string& m_text;
+    std::size_t m_pos = 0;
+    int m_line = 1, m_best = 0;
+    const std::vector<Step>* m_path = nullptr;
+};
+
+} // namespace
+
+int mistakeLine(const std::string& text, const std::string& where, const std::string& message)
+{
+    if (!message.starts_with(where + ": ")) return 0;
+    // "layers[3] (conv2): ", "branches[1][0] (conv5): ", then perhaps "kernel: ".
+    static const std::regex step(R"(^([A-Za-z_]+)((?:\[\d+\])+)(?: \([^)]*\))?: )");
+    static const std::regex field(R"(^([A-Za-z_]+): )");
+    static const std::regex index(R"(\[(\d+)\])");
+    std::vector<JsonLines::Step> path;
+    std::string rest = message.substr(where.size() + 2);
+    std::smatch m;
+    while (std::regex_search(rest, m, step)) {
+        path.emplace_back(m[1].str());
+        const std::string indices = m[2].str();
+        for (auto it = std::sregex_iterator(indices.begin(), indices.end(), index);
+             it != std::sregex_iterator(); ++it)
+            path.emplace_back(static_cast<std::size_t>(std::stoul((*it)[1].str())));
+        rest = m.suffix().str();
+    }
+    if (std::regex_search(rest, m, field)) path.emplace_back(m[1].str());
+    if (path.empty()) return 0;
+    return JsonLines(text).lineOf(path);
 }
 
 bool namesModelFile(const std::string& model)

@@ -492,6 +492,68 @@ private slots:
         QCOMPARE(modelNameForFile("a b.json", "fashion-fast"), std::string("my-fashion-fast"));
     }
 
+    // The line a mistake points at, for the editor to mark: the field it names, else its layer
+    // (nested in a residual block or a concat's branch too), a top-level field; nothing for what
+    // the text lacks at the top or a message of another source.
+    void mistakeLines_data()
+    {
+        QTest::addColumn<QString>("change"); // "old=>new" in the text below
+        QTest::addColumn<int>("line");
+        QTest::newRow("a field") << R"("kernel": 3=>"kernel": 0)" << 7;
+        QTest::newRow("a missing field: its layer") << R"("filters": 8, =>)" << 5;
+        QTest::newRow("a field on its own line") << R"("rate": 0.2=>"rate": 2)" << 17;
+        QTest::newRow("a layer's type") << R"("type": "flatten"=>"type": "flat")" << 15;
+        QTest::newRow("inside a residual block")
+            << R"("filters": 4, "name": "inner"=>"filters": 4, "name": "inner", "bias": 1)" << 10;
+        QTest::newRow("inside a branch")
+            << R"("filters": 2, "kernel": [1, 3]=>"filters": 2, "kernel": [1, 0])" << 13;
+        QTest::newRow("the shape a block makes") << R"("filters": 8}]}=>"filters": 9}]})" << 8;
+        QTest::newRow("a top-level field") << R"("input": [12, 12, 3]=>"input": [12, 12])" << 3;
+        QTest::newRow("a top-level field missing") << R"("input": [12, 12, 3],=>)" << 0;
+        QTest::newRow("unknown top-level field")
+            << R"("name": "t",=>"name": "t", "extra": 1,)" << 2;
+    }
+    void mistakeLines()
+    {
+        QFETCH(QString, change);
+        QFETCH(int, line);
+        std::string text = R"({
+  "name": "t",
+  "input": [12, 12, 3],
+  "layers": [
+    {"type": "conv2d",
+     "bias": false,
+     "filters": 8, "kernel": 3},
+    {"type": "residual", "layers": [
+      {"type": "conv2d",
+       "filters": 4, "name": "inner"},
+      {"type": "conv2d", "filters": 8}]},
+    {"type": "concat", "branches": [[],
+      [{"type": "conv2d", "filters": 2, "kernel": [1, 3]}]]},
+    {"type": "maxpool", "global": true},
+    {"type": "flatten"},
+    {"type": "dropout",
+     "rate": 0.2},
+    {"type": "linear", "units": "classes"}]
+})";
+        QVERIFY(modelFromDefinition(text, "t.json").name == "t");
+        const QStringList parts = change.split(QStringLiteral("=>"));
+        const std::string from = parts[0].toStdString();
+        QVERIFY2(text.find(from) != std::string::npos, from.c_str());
+        text.replace(text.find(from), from.size(), parts[1].toStdString());
+        try {
+            (void)modelFromDefinition(text, "t.json");
+            QFAIL("accepted");
+        } catch (const InvalidArgument& e) {
+            QVERIFY2(mistakeLine(text, "t.json", e.what()) == line,
+                     (e.what() + std::string(": line ") +
+                      std::to_string(mistakeLine(text, "t.json", e.what())))
+                         .c_str());
+        }
+        QCOMPARE(mistakeLine(text, "t.json", "other.json: layers[0] (conv1): kernel: x"), 0);
+        QCOMPARE(mistakeLine(text, "t.json", "t.json: model 't': recipe: lr: x"), 0);
+    }
+
     // The examples docs/models.md starts from (installed in /usr/share/doc/towers/examples) are
     // valid networks, their recipes too, each for its dataset's images.
     void examples()

@@ -208,6 +208,12 @@ private slots:
         QVERIFY2(editor.status().contains(QStringLiteral(
                      "the network: layers[0] (conv1): filters: expected an integer from 1")),
                  qPrintable(editor.status()));
+        // The layer's line is marked (its fields are on one line).
+        const int conv1 = int(text.left(text.indexOf(QStringLiteral("\"filters\": 32")))
+                                  .count(QLatin1Char('\n'))) +
+                          1;
+        QCOMPARE(editor.mistakeLine(), conv1);
+        QCOMPARE(editor.editor()->extraSelections().size(), 1);
         // Typing checks after a pause.
         editor.editor()->setPlainText(QStringLiteral("{\"name\": "));
         QTRY_VERIFY2(editor.status().contains(QStringLiteral("not valid JSON")),

@@ -116,6 +116,7 @@ bool ModelFileEditor::check()
     m_checkTimer->stop();
     const std::string where = m_path.isEmpty() ? "the network" : m_path.toStdString();
     QString status;
+    int line = 0;
     try {
         engine::ModelInfo info = engine::modelFromDefinition(text().toStdString(), where);
         (void)engine::defaultConfigFor(info); // its recipe, as train checks it
@@ -128,13 +129,16 @@ bool ModelFileEditor::check()
     } catch (const std::exception& e) {
         status = tr("✗ %1").arg(QString::fromUtf8(e.what()));
         m_network.reset();
+        line = engine::mistakeLine(text().toStdString(), where, e.what());
     }
     m_status->setText(status);
     m_status->setStyleSheet(m_network ? QString() : QStringLiteral("color: #c62828"));
-    // nlohmann's parse errors say "at line L, column C": mark that line.
+    // The line of the field or layer the mistake names; nlohmann's parse errors say "at line L,
+    // column C".
     static const QRegularExpression at(QStringLiteral("parse error at line (\\d+), column \\d+"));
-    const QRegularExpressionMatch line = at.match(status);
-    markLine(m_network || !line.hasMatch() ? 0 : line.captured(1).toInt());
+    if (const QRegularExpressionMatch parse = at.match(status); !m_network && parse.hasMatch())
+        line = parse.captured(1).toInt();
+    markLine(line);
     m_use->setEnabled(bool(m_network));
     return bool(m_network);
 }

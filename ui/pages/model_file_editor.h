@@ -33,8 +33,8 @@ public:
     bool check();
     // What the check says: "my-net: 10 layers, 421,738 trainable parameters" or the mistake.
     QString status() const;
-    // The line (from 1) the text's JSON breaks on, marked in the editor; 0 when the JSON reads
-    // (a mistake in a layer names the layer instead).
+    // The line (from 1) of the mistake, marked in the editor: where the JSON breaks, or the field
+    // or layer the mistake names (engine::mistakeLine); 0 for none.
     int mistakeLine() const { return m_mistakeLine; }
     // The network of the text as last checked (none while it has a mistake).
     const std::optional<engine::ModelInfo>& network() const { return m_network; }
