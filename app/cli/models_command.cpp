@@ -3,6 +3,9 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include <algorithm>
+#include <functional>
+
 #include "app/cli/command.h"
 #include "engine/models/model_file.h"
 #include "engine/models/registry.h"
@@ -117,15 +120,25 @@ int runModels(const QStringList& args, CommandIo& io)
     const auto model = engine::buildModel(info);
     const auto rows = model->layerTable();
     if (json) {
-        QJsonArray layers;
-        for (const auto& r : rows)
-            layers.append(
-                QJsonObject{{QStringLiteral("name"), QString::fromStdString(r.name)},
-                            {QStringLiteral("kind"), QString::fromStdString(r.kind)},
-                            {QStringLiteral("description"), QString::fromStdString(r.description)},
-                            {QStringLiteral("output_shape"), shapeJson(r.outputShape)},
-                            {QStringLiteral("parameters"), qint64(r.parameters)},
-                            {QStringLiteral("forward_flops"), r.forwardFlops}});
+        // A block's layers (a concat's branches) under it, as "layers".
+        const std::function<QJsonArray(const std::vector<engine::LayerRow>&)> layersJson =
+            [&](const std::vector<engine::LayerRow>& list) {
+                QJsonArray out;
+                for (const auto& r : list) {
+                    QJsonObject o{
+                        {QStringLiteral("name"), QString::fromStdString(r.name)},
+                        {QStringLiteral("kind"), QString::fromStdString(r.kind)},
+                        {QStringLiteral("description"), QString::fromStdString(r.description)},
+                        {QStringLiteral("output_shape"), shapeJson(r.outputShape)},
+                        {QStringLiteral("parameters"), qint64(r.parameters)},
+                        {QStringLiteral("forward_flops"), r.forwardFlops}};
+                    if (!r.children.empty())
+                        o.insert(QStringLiteral("layers"), layersJson(r.children));
+                    out.append(o);
+                }
+                return out;
+            };
+        const QJsonArray layers = layersJson(rows);
         QJsonArray params;
         for (auto* prm : model->parameters())
             params.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(prm->name)},
@@ -145,14 +158,33 @@ int runModels(const QStringList& args, CommandIo& io)
            << " trainable parameters, "
            << QString::number(model->trainingFlopsPerExample() * 1e-6, 'f', 1)
            << " MFLOP per training example\n\n";
-    io.out << QStringLiteral("layer").leftJustified(16)
-           << QStringLiteral("output").leftJustified(12)
+    // A block's layers (a concat's branches, then their layers) indented under it; the columns
+    // as wide as their widest entry.
+    int nameWidth = 16, shapeWidth = 12;
+    const std::function<void(const std::vector<engine::LayerRow>&, int)> measure =
+        [&](const std::vector<engine::LayerRow>& list, int depth) {
+            for (const auto& r : list) {
+                nameWidth = std::max(nameWidth, 2 * depth + int(r.name.size()) + 2);
+                shapeWidth = std::max(shapeWidth, int(shapeText(r.outputShape).size()) + 2);
+                measure(r.children, depth + 1);
+            }
+        };
+    measure(rows, 0);
+    io.out << QStringLiteral("layer").leftJustified(nameWidth)
+           << QStringLiteral("output").leftJustified(shapeWidth)
            << QStringLiteral("params").rightJustified(10) << "  description\n";
-    for (const auto& r : rows)
-        io.out << QString::fromStdString(r.name).leftJustified(16)
-               << shapeText(r.outputShape).leftJustified(12)
-               << QString::number(r.parameters).rightJustified(10) << "  "
-               << QString::fromStdString(r.description) << "\n";
+    const std::function<void(const std::vector<engine::LayerRow>&, int)> print =
+        [&](const std::vector<engine::LayerRow>& list, int depth) {
+            for (const auto& r : list) {
+                io.out << (QString(2 * depth, QLatin1Char(' ')) + QString::fromStdString(r.name))
+                              .leftJustified(nameWidth)
+                       << shapeText(r.outputShape).leftJustified(shapeWidth)
+                       << QString::number(r.parameters).rightJustified(10) << "  "
+                       << QString::fromStdString(r.description) << "\n";
+                print(r.children, depth + 1);
+            }
+        };
+    print(rows, 0);
     io.out << "\nstate_dict:\n";
     for (auto* prm : model->parameters())
         io.out << "  " << QString::fromStdString(prm->name).leftJustified(32)

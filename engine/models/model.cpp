@@ -59,21 +59,61 @@ std::int64_t Model::parameterCount() const
     return n;
 }
 
-std::vector<LayerRow> Model::layerTable() const
+namespace {
+
+std::vector<LayerRow> rowsOf(const Sequential& layers, Shape s);
+
+std::int64_t trainableElements(Layer& layer)
+{
+    std::vector<Parameter*> ps;
+    layer.collectParameters(ps);
+    std::int64_t n = 0;
+    for (auto* p : ps)
+        if (p->trainable) n += p->value.numel();
+    return n;
+}
+
+// The row of `layer` taking `in`, with its block's layers or branches under it.
+LayerRow rowOf(Layer& layer, const Shape& in)
+{
+    LayerRow row{layer.name(),
+                 layer.kind(),
+                 layer.describe(),
+                 layer.outputShape(in),
+                 trainableElements(layer),
+                 layer.forwardFlops(in),
+                 {}};
+    if (const auto* res = dynamic_cast<const Residual*>(&layer)) {
+        row.children = rowsOf(res->body(), in);
+    } else if (const auto* cat = dynamic_cast<const Concat*>(&layer)) {
+        int n = 0;
+        for (const auto& branch : cat->branches()) {
+            const std::size_t size = branch->layers().size();
+            row.children.push_back({"branch " + std::to_string(++n), "branch",
+                                    size ? std::to_string(size) + " layer" + (size > 1 ? "s" : "")
+                                         : std::string("the input itself"),
+                                    branch->outputShape(in), trainableElements(*branch),
+                                    branch->forwardFlops(in), rowsOf(*branch, in)});
+        }
+    }
+    return row;
+}
+
+std::vector<LayerRow> rowsOf(const Sequential& layers, Shape s)
 {
     std::vector<LayerRow> rows;
-    Shape s{1, m_inputShape[0], m_inputShape[1], m_inputShape[2]};
-    for (const auto& layer : m_net->layers()) {
-        const double flops = layer->forwardFlops(s);
-        s = layer->outputShape(s);
-        std::vector<Parameter*> ps;
-        layer->collectParameters(ps);
-        std::int64_t n = 0;
-        for (auto* p : ps)
-            if (p->trainable) n += p->value.numel();
-        rows.push_back({layer->name(), layer->kind(), layer->describe(), s, n, flops});
+    for (const auto& layer : layers.layers()) {
+        rows.push_back(rowOf(*layer, s));
+        s = rows.back().outputShape;
     }
     return rows;
+}
+
+} // namespace
+
+std::vector<LayerRow> Model::layerTable() const
+{
+    return rowsOf(*m_net, Shape{1, m_inputShape[0], m_inputShape[1], m_inputShape[2]});
 }
 
 double Model::trainingFlopsPerExample() const

@@ -31,8 +31,11 @@ struct LayerRow
 {
     std::string name, kind, description;
     Shape outputShape;           // for a batch of 1
-    std::int64_t parameters = 0; // trainable elements
-    double forwardFlops = 0;     // per example
+    std::int64_t parameters = 0; // trainable elements, its children's included
+    double forwardFlops = 0;     // per example, its children's included
+    // What a block holds: a residual block's layers; a concat's branches, each a row of kind
+    // "branch" ("branch 1", ...) whose children are its layers (none: it passes the input).
+    std::vector<LayerRow> children;
 };
 
 class Model

@@ -6,6 +6,7 @@
 #include <QDir>
 #include <QFile>
 #include <QImage>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QTemporaryDir>
@@ -71,6 +72,25 @@ private slots:
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         QVERIFY2(r.out.startsWith(QStringLiteral("mine: input 24x24x1")), qPrintable(r.out));
         QVERIFY2(r.out.contains(QStringLiteral("inner.weight")), qPrintable(r.out));
+        // A block's layers and a concat's branches indented under it, with their shapes.
+        QVERIFY2(r.out.contains(QRegularExpression(QStringLiteral("\n  inner +1x12x12x6 +324 "))),
+                 qPrintable(r.out));
+        QVERIFY2(r.out.contains(QRegularExpression(
+                     QStringLiteral("\n  branch 2 +1x6x6x3 +216  2 layers\n    pool2 +1x6x6x8 +0 "
+                                    ".*\n    tower +1x6x6x3 +216 .*\n  branch 3 +1x6x6x8 +0  "
+                                    "the input itself\n"))),
+                 qPrintable(r.out));
+        r = cli({"models", net, "--json"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const QJsonArray layers =
+            QJsonDocument::fromJson(r.out.toUtf8()).object().value("layers").toArray();
+        QJsonObject concat;
+        for (const auto& l : layers)
+            if (l.toObject().value("kind") == QStringLiteral("concat")) concat = l.toObject();
+        const QJsonArray branches = concat.value("layers").toArray();
+        QCOMPARE(branches.size(), 3);
+        QCOMPARE(branches[1].toObject().value("layers").toArray()[1].toObject().value("name"),
+                 QStringLiteral("tower"));
 
         const QString run = path(QStringLiteral("runs/mine"));
         r = cli({"train", "--dataset", "fashion-mnist", "--model", net, "--steps", "4", "--run-dir",

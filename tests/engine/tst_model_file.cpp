@@ -43,9 +43,8 @@ std::string fileName(std::string name)
 
 // `mine` is `builtIn` (its names as a model file writes them): the same layer table, and from one
 // seed the same state_dict, bitwise, with the same weight decay on each tensor.
-void compareNetworks(Model& mine, Model& builtIn)
+void compareRows(const std::vector<LayerRow>& a, const std::vector<LayerRow>& b)
 {
-    const auto a = mine.layerTable(), b = builtIn.layerTable();
     QCOMPARE(a.size(), b.size());
     for (std::size_t i = 0; i < a.size(); ++i) {
         QCOMPARE(a[i].name, fileName(b[i].name));
@@ -53,7 +52,13 @@ void compareNetworks(Model& mine, Model& builtIn)
         QCOMPARE(a[i].description, b[i].description);
         QCOMPARE(a[i].outputShape, b[i].outputShape);
         QCOMPARE(a[i].parameters, b[i].parameters);
+        compareRows(a[i].children, b[i].children); // a block's layers
     }
+}
+
+void compareNetworks(Model& mine, Model& builtIn)
+{
+    compareRows(mine.layerTable(), builtIn.layerTable());
     mine.initialize(5);
     builtIn.initialize(5);
     QCOMPARE(mine.parameters().size(), builtIn.parameters().size());
@@ -137,6 +142,20 @@ private slots:
         // The branches side by side: 4 + 3 channels and the 8 passed through.
         QCOMPARE(rows[7].outputShape, (Shape{1, 3, 3, 15}));
         QCOMPARE(rows[7].description, std::string("concat of 3 branches (1 | 2 | 0 layers)"));
+        // Its branches under it, each with its layers; the residual block's layers under it.
+        const auto& branches = rows[7].children;
+        QCOMPARE(branches.size(), std::size_t(3));
+        QCOMPARE(branches[1].name, std::string("branch 2"));
+        QCOMPARE(branches[1].kind, std::string("branch"));
+        QCOMPARE(branches[1].outputShape, (Shape{1, 3, 3, 3}));
+        QCOMPARE(branches[1].parameters, std::int64_t(3 * 8 * 9));
+        QCOMPARE(branches[1].children.size(), std::size_t(2));
+        QCOMPARE(branches[1].children[1].name, std::string("tower"));
+        QCOMPARE(branches[2].description, std::string("the input itself"));
+        QCOMPARE(branches[2].outputShape, (Shape{1, 3, 3, 8}));
+        QVERIFY(branches[2].children.empty());
+        QCOMPARE(rows[4].children.size(), std::size_t(2));
+        QCOMPARE(rows[4].children[0].name, std::string("inner"));
         QVERIFY(m->parameter("conv4.weight").value.shape() == (Shape{4, 8, 1, 3})); // [1, 3]
         QVERIFY(m->parameter("tower.weight").value.shape() == (Shape{3, 8, 3, 3}));
         QCOMPARE(rows[8].outputShape, (Shape{1, 1, 1, 15})); // global

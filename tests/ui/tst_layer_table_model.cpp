@@ -3,6 +3,8 @@
 #include <QAbstractItemModelTester>
 #include <QTest>
 
+#include <functional>
+
 #include "engine/models/registry.h"
 #include "ui/models/layer_table_model.h"
 
@@ -28,7 +30,20 @@ private slots:
         const auto net = towers::engine::buildModel(name.toStdString());
         const auto rows = net->layerTable();
         model.setRows(rows);
-        QCOMPARE(model.rowCount(), int(rows.size()));
+        // A residual block's layers follow it, one level deeper.
+        int shown = 0, deeper = 0;
+        const std::function<void(const std::vector<towers::engine::LayerRow>&)> count =
+            [&](const std::vector<towers::engine::LayerRow>& list) {
+                for (const auto& r : list) {
+                    ++shown;
+                    count(r.children);
+                }
+            };
+        count(rows);
+        QCOMPARE(model.rowCount(), shown);
+        for (int r = 0; r < model.rowCount(); ++r) deeper += model.depth(r) > 0;
+        QCOMPARE(deeper, shown - int(rows.size()));
+        QCOMPARE(deeper > 0, name == QStringLiteral("cifar10-resnet"));
         QCOMPARE(model.columnCount(), int(LayerTableModel::ColumnCount));
         // The table's total is the model's trainable parameter count, an independent sum over
         // its parameters.
@@ -37,10 +52,11 @@ private slots:
         for (auto* p : net->parameters())
             if (p->trainable) fromParams += p->value.numel();
         QCOMPARE(model.totalParameters(), fromParams);
-        qint64 column = 0;
+        qint64 column = 0; // the network's own layers: a block's count holds its layers'
         for (int r = 0; r < model.rowCount(); ++r)
-            column +=
-                model.data(model.index(r, LayerTableModel::Parameters), Qt::EditRole).toLongLong();
+            if (model.depth(r) == 0)
+                column += model.data(model.index(r, LayerTableModel::Parameters), Qt::EditRole)
+                              .toLongLong();
         QCOMPARE(column, fromParams);
         // Names and the last layer's output: the class count.
         QCOMPARE(model.data(model.index(0, LayerTableModel::Layer)).toString(),

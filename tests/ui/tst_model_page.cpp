@@ -23,6 +23,18 @@
 
 using towers::ui::ModelPage;
 
+namespace {
+
+// The table's rows for a layer table: every row and, under it, its children's.
+int shownRows(const std::vector<towers::engine::LayerRow>& rows)
+{
+    int n = 0;
+    for (const auto& r : rows) n += 1 + shownRows(r.children);
+    return n;
+}
+
+} // namespace
+
 class TestModelPage : public QObject
 {
     Q_OBJECT
@@ -40,7 +52,7 @@ private slots:
             QCOMPARE(page.modelName(), name);
             const auto model = info.build(info.numClasses);
             QCOMPARE(page.totalParameters(), qint64(model->parameterCount()));
-            QCOMPARE(page.layerModel()->rowCount(), int(model->layerTable().size()));
+            QCOMPARE(page.layerModel()->rowCount(), shownRows(model->layerTable()));
         }
         QCOMPARE(changed.count(),
                  int(towers::engine::modelRegistry().size()) - 1); // the first was current
@@ -102,7 +114,20 @@ private slots:
         QVERIFY(!page.model().definition.empty());
         QCOMPARE(changed.count(), 1);
         const auto model = page.model().build(10);
-        QCOMPARE(page.layerModel()->rowCount(), int(model->layerTable().size()));
+        // The residual block's two layers under it; the concat's three branches, each with its
+        // layers, under it.
+        QCOMPARE(page.layerModel()->rowCount(), int(model->layerTable().size()) + 2 + 3 + 1 + 2);
+        QCOMPARE(page.layerModel()->rowCount(), shownRows(model->layerTable()));
+        const auto* layers = page.layerModel();
+        int tower = -1;
+        for (int r = 0; r < layers->rowCount(); ++r)
+            if (layers->index(r, 0).data().toString().trimmed() == QStringLiteral("tower"))
+                tower = r;
+        QVERIFY(tower > 0);
+        QCOMPARE(layers->depth(tower), 2); // concat1, branch 2, tower
+        QCOMPARE(layers->index(tower - 2, 0).data().toString().trimmed(),
+                 QStringLiteral("branch 2"));
+        QCOMPARE(layers->index(tower, 2).data().toString(), QStringLiteral("3 × 3 × 3"));
         QCOMPARE(page.totalParameters(), qint64(model->parameterCount()));
         bool said = false;
         for (auto* l : page.findChildren<QLabel*>())

@@ -1,6 +1,9 @@
 #include "ui/models/layer_table_model.h"
 
+#include <QFont>
 #include <QLocale>
+
+#include <functional>
 
 namespace towers::ui {
 
@@ -18,6 +21,15 @@ void LayerTableModel::setRows(std::vector<engine::LayerRow> rows)
 {
     beginResetModel();
     m_rows = std::move(rows);
+    m_shown.clear();
+    const std::function<void(const std::vector<engine::LayerRow>&, int)> add =
+        [&](const std::vector<engine::LayerRow>& list, int depth) {
+            for (const auto& r : list) {
+                m_shown.push_back({&r, depth});
+                add(r.children, depth + 1);
+            }
+        };
+    add(m_rows, 0);
     endResetModel();
 }
 
@@ -30,7 +42,7 @@ qint64 LayerTableModel::totalParameters() const
 
 int LayerTableModel::rowCount(const QModelIndex& parent) const
 {
-    return parent.isValid() ? 0 : int(m_rows.size());
+    return parent.isValid() ? 0 : int(m_shown.size());
 }
 
 int LayerTableModel::columnCount(const QModelIndex& parent) const
@@ -42,12 +54,13 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const
 {
     if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
         return {};
-    const auto& r = m_rows[std::size_t(index.row())];
+    const Shown& shown = m_shown[std::size_t(index.row())];
+    const auto& r = *shown.row;
     const QLocale locale;
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
         case Layer:
-            return QString::fromStdString(r.name);
+            return QString(3 * shown.depth, QLatin1Char(' ')) + QString::fromStdString(r.name);
         case Kind:
             return QString::fromStdString(r.kind);
         case OutputShape:
@@ -79,6 +92,11 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const
     if (role == Qt::TextAlignmentRole && (index.column() == Parameters || index.column() == MFlops))
         return int(Qt::AlignRight | Qt::AlignVCenter);
     if (role == Qt::ToolTipRole) return QString::fromStdString(r.description);
+    if (role == Qt::FontRole && r.kind == "branch") { // a concat's branch, not a layer
+        QFont italic;
+        italic.setItalic(true);
+        return italic;
+    }
     return {};
 }
 

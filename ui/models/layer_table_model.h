@@ -1,7 +1,8 @@
 #pragma once
 // The layer table of a model (Model::layerTable()): layer, kind, output shape, parameters,
 // forward MFLOPs per example and a description, with a total in the parameter column's header
-// tool tip and totalParameters().
+// tool tip and totalParameters(). A block's layers (a residual block's; a concat's branches, each
+// with its layers) follow it as rows of their own, their names indented.
 #include <QAbstractTableModel>
 
 #include <vector>
@@ -29,7 +30,9 @@ public:
 
     void setRows(std::vector<engine::LayerRow> rows);
     const std::vector<engine::LayerRow>& rows() const { return m_rows; }
-    // The sum of the rows' parameters.
+    // How deep row `row` of the table is in its blocks (0: a layer of the network itself).
+    int depth(int row) const { return m_shown.at(std::size_t(row)).depth; }
+    // The sum of the network's layers' parameters.
     qint64 totalParameters() const;
 
     int rowCount(const QModelIndex& parent = {}) const override;
@@ -39,7 +42,13 @@ public:
                         int role = Qt::DisplayRole) const override;
 
 private:
+    struct Shown
+    {
+        const engine::LayerRow* row;
+        int depth;
+    };
     std::vector<engine::LayerRow> m_rows;
+    std::vector<Shown> m_shown; // the table's rows: m_rows and, under each, its children
 };
 
 // "24 × 24 × 64" for [1, 24, 24, 64] (the batch dimension of 1 dropped).
