@@ -297,6 +297,13 @@ private:
                 p.fail("", "takes images [H, W, C], but its input is " + featuresText(shape) +
                                " (a " + s.type + " layer goes before the flatten)");
         };
+        // A block (residual, concat) takes an image, inside at most kMaxDepth - 1 others.
+        auto needBlockRoom = [&] {
+            needImage();
+            if (depth + 1 >= kMaxDepth)
+                p.fail("", "blocks (residual, concat) nest at most " +
+                               std::to_string(kMaxDepth - 1) + " deep");
+        };
         const std::string name = s.name;
         if (s.type == "conv2d") {
             rejectUnknown(o,
@@ -404,10 +411,7 @@ private:
             s.make = [name, rate](int) { return std::make_unique<Dropout>(name, rate); };
         } else if (s.type == "residual") {
             rejectUnknown(o, {"type", "name", "layers"}, p);
-            needImage();
-            if (depth + 1 >= kMaxDepth)
-                p.fail("", "blocks (residual, concat) nest at most " +
-                               std::to_string(kMaxDepth - 1) + " deep");
+            needBlockRoom();
             if (!o.contains("layers")) p.fail("layers", "missing (the block's layers)");
             Shape inner = shape;
             auto body = std::make_shared<const std::vector<Spec>>(
@@ -427,10 +431,7 @@ private:
             return;
         } else if (s.type == "concat") {
             rejectUnknown(o, {"type", "name", "branches"}, p);
-            needImage();
-            if (depth + 1 >= kMaxDepth)
-                p.fail("", "blocks (residual, concat) nest at most " +
-                               std::to_string(kMaxDepth - 1) + " deep");
+            needBlockRoom();
             const auto branches = o.find("branches");
             if (branches == o.end()) p.fail("branches", "missing (arrays of layers, side by side)");
             if (!branches->is_array() || branches->size() < 2)

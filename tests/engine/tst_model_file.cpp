@@ -301,6 +301,18 @@ private slots:
         QTest::newRow("concat of features")
             << layers(head + R"({"type": "concat", "branches": [[], []]}])")
             << "layers[2] (concat1): takes images [H, W, C], but its input is 576 features";
+        {
+            // Eight blocks, residual and concat by turns, one inside the other.
+            QString nested = QStringLiteral(R"({"type": "conv2d", "filters": 3})");
+            for (int i = 0; i < 8; ++i)
+                nested = i % 2
+                             ? QStringLiteral(R"({"type": "residual", "layers": [%1]})").arg(nested)
+                             : QStringLiteral(R"({"type": "concat", "branches": [[%1], []]})")
+                                   .arg(nested);
+            QTest::newRow("blocks nested too deep")
+                << layers("[" + nested + "]")
+                << "(concat4): blocks (residual, concat) nest at most 7 deep";
+        }
         QTest::newRow("two layers of a name")
             << layers(
                    R"([{"type": "conv2d", "filters": 4, "name": "a"}, {"type": "flatten", "name": "a"}, {"type": "linear", "units": "classes"}])")
