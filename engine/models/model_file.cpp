@@ -881,7 +881,8 @@ const ModelInfo& readModelFile(const std::filesystem::path& path)
 namespace {
 
 // Where the values of a JSON text begin, by path ("layers", 3, "kernel"): a scan of the text's
-// structure (it parsed, so it is valid JSON), counting lines.
+// structure, counting lines. Meant for text that parsed; any other ends the scan without a hang
+// (every step reads at least one character).
 class JsonLines
 {
 public:
@@ -953,7 +954,11 @@ private:
         } else if (c == '"') {
             (void)string();
         } else {
-            while (m_pos < m_text.size() && !std::strchr(",]} \t\r\n", m_text[m_pos])) ++m_pos;
+            const std::size_t start = m_pos;
+            while (m_pos < m_text.size() && m_text[m_pos] != '\0' &&
+                   !std::strchr(",]} \t\r\n", m_text[m_pos]))
+                ++m_pos;
+            if (m_pos == start) ++m_pos; // a character no JSON value starts with
         }
     }
 

@@ -582,6 +582,13 @@ private slots:
                          .c_str());
         }
         QCOMPARE(mistakeLine(text, "t.json", "other.json: layers[0] (conv1): kernel: x"), 0);
+        // Text that is not JSON ends the scan, never hangs it.
+        const std::string nul("{\"layers\": [\n\0, }", 17);
+        QCOMPARE(nul.size(), std::size_t(17));
+        for (const std::string& broken :
+             {nul, std::string("{\"layers\": [}}}"), std::string("[[[\n"),
+              std::string("{\"a\" 1, \"layers\": [{\"type\": x}]}")})
+            QVERIFY(mistakeLine(broken, "t.json", "t.json: layers[0] (c): kernel: x") >= 0);
         QCOMPARE(mistakeLine(text, "t.json", "t.json: model 't': recipe: lr: x"), 0);
     }
 
