@@ -160,31 +160,21 @@ int runModels(const QStringList& args, CommandIo& io)
            << " MFLOP per training example\n\n";
     // A block's layers (a concat's branches, then their layers) indented under it; the columns
     // as wide as their widest entry.
+    const auto shown = engine::shownLayerRows(rows);
     int nameWidth = 16, shapeWidth = 12;
-    const std::function<void(const std::vector<engine::LayerRow>&, int)> measure =
-        [&](const std::vector<engine::LayerRow>& list, int depth) {
-            for (const auto& r : list) {
-                nameWidth = std::max(nameWidth, 2 * depth + int(r.name.size()) + 2);
-                shapeWidth = std::max(shapeWidth, int(shapeText(r.outputShape).size()) + 2);
-                measure(r.children, depth + 1);
-            }
-        };
-    measure(rows, 0);
+    for (const auto& [r, depth] : shown) {
+        nameWidth = std::max(nameWidth, 2 * depth + int(r->name.size()) + 2);
+        shapeWidth = std::max(shapeWidth, int(shapeText(r->outputShape).size()) + 2);
+    }
     io.out << QStringLiteral("layer").leftJustified(nameWidth)
            << QStringLiteral("output").leftJustified(shapeWidth)
            << QStringLiteral("params").rightJustified(10) << "  description\n";
-    const std::function<void(const std::vector<engine::LayerRow>&, int)> print =
-        [&](const std::vector<engine::LayerRow>& list, int depth) {
-            for (const auto& r : list) {
-                io.out << (QString(2 * depth, QLatin1Char(' ')) + QString::fromStdString(r.name))
-                              .leftJustified(nameWidth)
-                       << shapeText(r.outputShape).leftJustified(shapeWidth)
-                       << QString::number(r.parameters).rightJustified(10) << "  "
-                       << QString::fromStdString(r.description) << "\n";
-                print(r.children, depth + 1);
-            }
-        };
-    print(rows, 0);
+    for (const auto& [r, depth] : shown)
+        io.out << (QString(2 * depth, QLatin1Char(' ')) + QString::fromStdString(r->name))
+                      .leftJustified(nameWidth)
+               << shapeText(r->outputShape).leftJustified(shapeWidth)
+               << QString::number(r->parameters).rightJustified(10) << "  "
+               << QString::fromStdString(r->description) << "\n";
     io.out << "\nstate_dict:\n";
     for (auto* prm : model->parameters())
         io.out << "  " << QString::fromStdString(prm->name).leftJustified(32)

@@ -111,6 +111,20 @@ std::vector<LayerRow> rowsOf(const Sequential& layers, Shape s)
 
 } // namespace
 
+std::vector<ShownLayerRow> shownLayerRows(const std::vector<LayerRow>& rows)
+{
+    std::vector<ShownLayerRow> out;
+    const std::function<void(const std::vector<LayerRow>&, int)> add =
+        [&](const std::vector<LayerRow>& list, int depth) {
+            for (const auto& r : list) {
+                out.push_back({&r, depth});
+                add(r.children, depth + 1);
+            }
+        };
+    add(rows, 0);
+    return out;
+}
+
 std::vector<LayerRow> Model::layerTable() const
 {
     return rowsOf(*m_net, Shape{1, m_inputShape[0], m_inputShape[1], m_inputShape[2]});

@@ -38,6 +38,15 @@ struct LayerRow
     std::vector<LayerRow> children;
 };
 
+// A layer table's rows in the order they are shown: each row, then its children's, with how deep
+// it is in its blocks (0: a layer of the network itself).
+struct ShownLayerRow
+{
+    const LayerRow* row;
+    int depth;
+};
+std::vector<ShownLayerRow> shownLayerRows(const std::vector<LayerRow>& rows);
+
 class Model
 {
 public:

@@ -3,8 +3,6 @@
 #include <QFont>
 #include <QLocale>
 
-#include <functional>
-
 namespace towers::ui {
 
 QString shapeLabel(const engine::Shape& shape, bool dropBatch)
@@ -21,15 +19,7 @@ void LayerTableModel::setRows(std::vector<engine::LayerRow> rows)
 {
     beginResetModel();
     m_rows = std::move(rows);
-    m_shown.clear();
-    const std::function<void(const std::vector<engine::LayerRow>&, int)> add =
-        [&](const std::vector<engine::LayerRow>& list, int depth) {
-            for (const auto& r : list) {
-                m_shown.push_back({&r, depth});
-                add(r.children, depth + 1);
-            }
-        };
-    add(m_rows, 0);
+    m_shown = engine::shownLayerRows(m_rows);
     endResetModel();
 }
 
@@ -54,7 +44,7 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const
 {
     if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
         return {};
-    const Shown& shown = m_shown[std::size_t(index.row())];
+    const engine::ShownLayerRow& shown = m_shown[std::size_t(index.row())];
     const auto& r = *shown.row;
     const QLocale locale;
     if (role == Qt::DisplayRole) {

@@ -42,13 +42,8 @@ public:
                         int role = Qt::DisplayRole) const override;
 
 private:
-    struct Shown
-    {
-        const engine::LayerRow* row;
-        int depth;
-    };
     std::vector<engine::LayerRow> m_rows;
-    std::vector<Shown> m_shown; // the table's rows: m_rows and, under each, its children
+    std::vector<engine::ShownLayerRow> m_shown; // the table's rows (engine::shownLayerRows)
 };
 
 // "24 × 24 × 64" for [1, 24, 24, 64] (the batch dimension of 1 dropped).
