@@ -361,7 +361,6 @@ Value GraphBuilder::emit(Layer& layer, const Value& in)
             parts.push_back(asNchw(v));
             channels += v.shape[3];
         }
-        m_layer = cat->name();
         Value out{{}, {in.shape[0], in.shape[1], in.shape[2], channels}, true};
         setInt(node("Concat", parts, &out.name), "axis", 1); // NCHW's channels
         return out;

@@ -185,17 +185,25 @@ double Concat::forwardFlops(const Shape& input) const
     return f;
 }
 
+const Tensor& Concat::part(std::size_t i, const Tensor& x) const
+{
+    return m_branches[i]->layers().empty() ? x : m_outs[i];
+}
+
 void Concat::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 {
-    const Shape out = outputShape(x.shape());
-    for (std::size_t i = 0; i < m_branches.size(); ++i)
+    // y's channels are the parts'; copyChannels refuses a part of another height or width.
+    std::int64_t channels = 0;
+    for (std::size_t i = 0; i < m_branches.size(); ++i) {
         if (!m_branches[i]->layers().empty()) m_branches[i]->forward(ctx, x, m_outs[i]);
-    Tensor::ensure(y, out, x.dtype(), x.device());
+        channels += part(i, x).dim(3);
+    }
+    Tensor::ensure(y, {x.dim(0), x.dim(1), x.dim(2), channels}, x.dtype(), x.device());
     std::int64_t offset = 0;
     for (std::size_t i = 0; i < m_branches.size(); ++i) {
-        const Tensor& part = m_branches[i]->layers().empty() ? x : m_outs[i];
-        ctx.ops.copyChannels(part, 0, part.dim(3), y, offset);
-        offset += part.dim(3);
+        const Tensor& p = part(i, x);
+        ctx.ops.copyChannels(p, 0, p.dim(3), y, offset);
+        offset += p.dim(3);
     }
 }
 
@@ -207,7 +215,7 @@ void Concat::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const 
     std::int64_t offset = 0;
     for (std::size_t i = 0; i < m_branches.size(); ++i) {
         offsets.push_back(offset);
-        offset += m_branches[i]->layers().empty() ? x.dim(3) : m_outs[i].dim(3);
+        offset += part(i, x).dim(3);
     }
     // dx is the sum of the branches' dx: the first one computed is written into it, the others
     // are added.
@@ -215,16 +223,16 @@ void Concat::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const 
     for (std::size_t i = m_branches.size(); i-- > 0;) {
         Sequential& branch = *m_branches[i];
         const bool passThrough = branch.layers().empty();
-        const Shape part = passThrough ? x.shape() : m_outs[i].shape();
+        const Shape shape = part(i, x).shape();
         if (passThrough && !dx) continue;
         if (passThrough && !dxHeld) { // its dx is its part of dy
-            Tensor::ensure(*dx, part, dy.dtype(), dy.device());
-            ctx.ops.copyChannels(dy, offsets[i], part[3], *dx, 0);
+            Tensor::ensure(*dx, shape, dy.dtype(), dy.device());
+            ctx.ops.copyChannels(dy, offsets[i], shape[3], *dx, 0);
             dxHeld = true;
             continue;
         }
-        Tensor::ensure(m_dys[i], part, dy.dtype(), dy.device());
-        ctx.ops.copyChannels(dy, offsets[i], part[3], m_dys[i], 0);
+        Tensor::ensure(m_dys[i], shape, dy.dtype(), dy.device());
+        ctx.ops.copyChannels(dy, offsets[i], shape[3], m_dys[i], 0);
         if (passThrough) {
             ctx.ops.add(*dx, m_dys[i], *dx);
         } else if (dx && !dxHeld) {

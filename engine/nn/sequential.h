@@ -94,6 +94,8 @@ public:
 private:
     // Each branch's output shape for `input`, checked to share its N, H and W.
     std::vector<Shape> branchShapes(const Shape& input) const;
+    // Branch i's output of the latest forward: x itself for an empty branch.
+    const Tensor& part(std::size_t i, const Tensor& x) const;
 
     std::vector<std::unique_ptr<Sequential>> m_branches;
     std::vector<Tensor> m_outs; // each branch's output (an empty branch's is x: none kept)
