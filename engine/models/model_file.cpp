@@ -973,13 +973,15 @@ private:
 int mistakeLine(const std::string& text, const std::string& where, const std::string& message)
 {
     if (!message.starts_with(where + ": ")) return 0;
+    static const std::regex parse(R"(parse error at line (\d+), column \d+)");
+    std::smatch m;
+    if (std::regex_search(message, m, parse)) return std::stoi(m[1].str());
     // "layers[3] (conv2): ", "branches[1][0] (conv5): ", then perhaps "kernel: ".
     static const std::regex step(R"(^([A-Za-z_]+)((?:\[\d+\])+)(?: \([^)]*\))?: )");
     static const std::regex field(R"(^([A-Za-z_]+): )");
     static const std::regex index(R"(\[(\d+)\])");
     std::vector<JsonLines::Step> path;
     std::string rest = message.substr(where.size() + 2);
-    std::smatch m;
     while (std::regex_search(rest, m, step)) {
         path.emplace_back(m[1].str());
         const std::string indices = m[2].str();

@@ -55,11 +55,11 @@ std::string modelFileText(const ModelInfo& info, const std::string& name,
 std::string modelNameForFile(const std::filesystem::path& file, const std::string& from);
 
 // The line (from 1) of `text` that a mistake modelFromDefinition(text, where) refused it with
-// points at: the field it names, else the layer ("net.json: layers[3] (conv2): kernel: ..." is
-// conv2's "kernel", "net.json: layers[0] (res1): layers[1] (bn2): ..." the residual block's second
-// layer, a missing field its layer's first line), or a top-level field ("input: ..."); 0 when the
-// message points at nothing in the text (a JSON mistake, whose message says its own line; the
-// recipe's; a missing top-level field).
+// points at: where the JSON breaks (nlohmann's "parse error at line L"), the field it names, else
+// the layer ("net.json: layers[3] (conv2): kernel: ..." is conv2's "kernel", "net.json: layers[0]
+// (res1): layers[1] (bn2): ..." the residual block's second layer, a missing field its layer's
+// first line), or a top-level field ("input: ..."); 0 when the message points at nothing in the
+// text (the recipe's mistakes, a missing top-level field).
 int mistakeLine(const std::string& text, const std::string& where, const std::string& message);
 
 // Whether a model given by the user (--model) names a file rather than a built-in model: a path

@@ -590,6 +590,14 @@ private slots:
               std::string("{\"a\" 1, \"layers\": [{\"type\": x}]}")})
             QVERIFY(mistakeLine(broken, "t.json", "t.json: layers[0] (c): kernel: x") >= 0);
         QCOMPARE(mistakeLine(text, "t.json", "t.json: model 't': recipe: lr: x"), 0);
+        // Where the JSON breaks, as its parser says.
+        const std::string unread = "{\n  \"name\": \"x\",\n  \"layers\": [,]\n}";
+        try {
+            (void)modelFromDefinition(unread, "t.json");
+            QFAIL("accepted");
+        } catch (const InvalidArgument& e) {
+            QCOMPARE(mistakeLine(unread, "t.json", e.what()), 3);
+        }
     }
 
     // The examples docs/models.md starts from (installed in /usr/share/doc/towers/examples) are

@@ -11,7 +11,6 @@
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
-#include <QRegularExpression>
 #include <QTextBlock>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -115,10 +114,11 @@ bool ModelFileEditor::check()
 {
     m_checkTimer->stop();
     const std::string where = m_path.isEmpty() ? "the network" : m_path.toStdString();
+    const std::string source = text().toStdString();
     QString status;
-    int line = 0;
+    int line = 0; // of the mistake
     try {
-        engine::ModelInfo info = engine::modelFromDefinition(text().toStdString(), where);
+        engine::ModelInfo info = engine::modelFromDefinition(source, where);
         (void)engine::defaultConfigFor(info); // its recipe, as train checks it
         const auto model = engine::buildModel(info);
         status = tr("✓ %1: %2 layers, %3 trainable parameters")
@@ -129,15 +129,10 @@ bool ModelFileEditor::check()
     } catch (const std::exception& e) {
         status = tr("✗ %1").arg(QString::fromUtf8(e.what()));
         m_network.reset();
-        line = engine::mistakeLine(text().toStdString(), where, e.what());
+        line = engine::mistakeLine(source, where, e.what());
     }
     m_status->setText(status);
     m_status->setStyleSheet(m_network ? QString() : QStringLiteral("color: #c62828"));
-    // The line of the field or layer the mistake names; nlohmann's parse errors say "at line L,
-    // column C".
-    static const QRegularExpression at(QStringLiteral("parse error at line (\\d+), column \\d+"));
-    if (const QRegularExpressionMatch parse = at.match(status); !m_network && parse.hasMatch())
-        line = parse.captured(1).toInt();
     markLine(line);
     m_use->setEnabled(bool(m_network));
     return bool(m_network);
