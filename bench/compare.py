@@ -9,6 +9,9 @@
     python3 bench/compare.py --device cuda --models cifar10-tutorial,cifar10-resnet \\
         --torch-variants default,channels-last,channels-last+bf16
 
+    /usr/bin/python3 bench/compare.py --models fashion-fast,cifar10-resnet --inference \\
+        --batch-size 250
+
 For each model runs `towers-cli bench ... --json`, then bench/torch_bench.py with the same
 settings (one after the other, never concurrently), and prints a table; --json prints the rows.
 On a GPU (--device cuda) both run on GPU 0, float32 without TF32 unless --tf32, each with the
@@ -27,6 +30,10 @@ each JSON row's towers_precision and pytorch_precision say what each side ran. b
 AVX512_BF16 or AMX: under --isa avx2 it fails on both sides, under --isa avx512 on the Towers
 side (PyTorch emulates it there); the table then shows "-", the error line below it says why,
 and the exit status is 1.
+
+--inference compares the forward pass alone in evaluation mode (what eval and classify run):
+`towers-cli bench --inference` against torch_bench.py --inference (eval() under
+torch.inference_mode()); the fwd/bwd/upd columns then show the pass and two zeros.
 """
 
 import argparse
@@ -105,6 +112,7 @@ def compare(args, model, variant=""):
     row = {"model": model + (f" [torch {variant}]" if variant and variant != "default" else "")
                     + (f" [{args.isa}]" if args.isa != "native" else ""),
            "batch_size": args.batch_size, "threads": args.threads, "steps": args.steps,
+           "mode": "inference" if args.inference else "training",
            "towers_precision": args.precision, "pytorch_precision": None,
            "towers": None, "pytorch": None}
     try:
@@ -113,7 +121,8 @@ def compare(args, model, variant=""):
         row["error"] = str(e)
         return row
     common = ["--model", model, "--batch-size", str(args.batch_size), "--threads",
-              str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup)]
+              str(args.threads), "--steps", str(args.steps), "--warmup", str(args.warmup)] + (
+        ["--inference"] if args.inference else [])
     gpu = args.device == "cuda"
     # fp32 is towers-cli's default: left unsaid, so that builds without --precision still run.
     towers_extra = ((["--backend", "cuda", "--cudnn-benchmark", "on"] if gpu else []) +
@@ -124,6 +133,9 @@ def compare(args, model, variant=""):
                             args.timeout, env)
     if towers and towers.get("precision", args.precision) != args.precision:
         terr = f"towers-cli ran {towers['precision']}, not the {args.precision} asked for"
+        towers = None
+    elif towers and args.inference and towers.get("mode") != "inference":
+        terr = "towers-cli timed a training step, not the inference asked for"
         towers = None
     torch_cmd = [args.python, os.path.join(HERE, "torch_bench.py")] + common + [
         "--json", "--device", args.device] + (
@@ -181,6 +193,9 @@ def print_table(rows):
         print("backends: " + ", ".join(sorted(backends)))
     print("precision = Towers/PyTorch: fp32, or bf16 mixed precision (PyTorch: autocast)")
     print("ratio = Towers / PyTorch images/s (above 1: Towers is faster)")
+    if any(x and x.get("mode") == "inference" for r in rows for x in (r["towers"], r["pytorch"])):
+        print("inference: the forward pass in evaluation mode (PyTorch: eval() under "
+              "inference_mode)")
     if graphs:
         print("graphs = Towers' step replayed from one capture (CUDA graphs), as a GPU "
               "tower trains")
@@ -210,6 +225,8 @@ def main():
     ap.add_argument("--isa", choices=sorted(ISAS), default="native",
                     help="cpu: hold both sides to this instruction set (avx2: what an AVX2 machine "
                          "runs, emulated on a newer one; see bench/isa_env.py)")
+    ap.add_argument("--inference", action="store_true",
+                    help="compare the forward pass in evaluation mode instead of the training step")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = ap.parse_args()
     if not os.path.isfile(args.towers_cli):

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Times a PyTorch training step (forward, backward, SGD update) of a Towers model.
+"""Times a PyTorch training step (forward, backward, SGD update) of a Towers model, or its forward
+pass in evaluation mode (--inference).
 
     /usr/bin/python3 bench/torch_bench.py --model cifar10-tutorial --batch-size 128 --threads 2 \\
         [--precision bf16]
@@ -22,6 +23,11 @@ weights, no loss scaling. On the CPU it wants AVX512_BF16 or AMX to be fast; --b
 
 On a GPU, TF32 is off unless --tf32 (PyTorch lets cuDNN use it by default; Towers does not), and
 --channels-last stores activations NHWC as Towers does.
+
+--inference times the forward pass alone as `towers-cli bench --inference` does: eval() mode
+(BatchNorm with its running statistics, dropout off) under torch.inference_mode(), no loss,
+backward or update, with bf16 autocast for --precision bf16; forward_ms is the pass, backward_ms
+and update_ms are 0.
 """
 
 import argparse
@@ -58,7 +64,7 @@ def autocast(device, precision):
 
 
 def bench(model_name, batch_size, threads, steps, warmup, seed=0, device="cpu", channels_last=False,
-          precision="fp32", tf32=False):
+          precision="fp32", tf32=False, inference=False):
     """Returns the result dict (same keys as `towers-cli bench --json`)."""
     _import_torch(threads)
     bf16 = precision == "bf16"
@@ -83,6 +89,10 @@ def bench(model_name, batch_size, threads, steps, warmup, seed=0, device="cpu", 
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
+    if inference:
+        return _bench_inference(model, x, steps, warmup, sync, gpu, precision, device) | {
+            "model": model_name, "batch_size": batch_size, "threads": threads,
+            "backend": _backend_name(gpu, channels_last, bf16, tf32)}
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.0)
     fwd, bwd, upd = [], [], []
     for step in range(warmup + steps):
@@ -136,10 +146,53 @@ def bench(model_name, batch_size, threads, steps, warmup, seed=0, device="cpu", 
         "phases_ms": phases_ms,
         "back_to_back": gpu,
         "precision": precision,
-        "backend": f"pytorch {torch.__version__}" + (
-            f" ({torch.cuda.get_device_name(0)}" + (", channels-last" if channels_last else "") +
-            (", bf16 autocast" if bf16 else "") + (", TF32" if tf32 else "") + ")" if gpu else
-            (" (bf16 autocast)" if bf16 else "")),
+        "mode": "training",
+        "backend": _backend_name(gpu, channels_last, bf16, tf32),
+    }
+
+
+def _backend_name(gpu, channels_last, bf16, tf32):
+    return f"pytorch {torch.__version__}" + (
+        f" ({torch.cuda.get_device_name(0)}" + (", channels-last" if channels_last else "") +
+        (", bf16 autocast" if bf16 else "") + (", TF32" if tf32 else "") + ")" if gpu else
+        (" (bf16 autocast)" if bf16 else ""))
+
+
+def _bench_inference(model, x, steps, warmup, sync, gpu, precision, device):
+    """The forward pass in eval() mode under inference_mode, each pass timed up to its end; on a
+    GPU, --steps more issued back to back give step_ms."""
+    model.eval()
+    passes = []
+    with torch.inference_mode(), autocast(device, precision):
+        for step in range(warmup + steps):
+            sync()
+            t0 = time.perf_counter()
+            logits = model(x)
+            sync()
+            if step >= warmup:
+                passes.append(time.perf_counter() - t0)
+        step_ms = 1000.0 * statistics.fmean(passes)
+        phases_ms = step_ms
+        if gpu:
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                logits = model(x)
+            sync()
+            step_ms = 1000.0 * (time.perf_counter() - t0) / steps
+        if not torch.isfinite(logits.float()).all():
+            raise RuntimeError("a logit is not finite after the timed passes")
+    return {
+        "steps": steps,
+        "images_per_sec": x.shape[0] / (step_ms / 1000.0),
+        "step_ms": step_ms,
+        "forward_ms": phases_ms,
+        "backward_ms": 0.0,
+        "update_ms": 0.0,
+        "phases_ms": phases_ms,
+        "back_to_back": gpu,
+        "precision": precision,
+        "mode": "inference",
     }
 
 
@@ -165,6 +218,8 @@ def main():
     ap.add_argument("--bf16", dest="precision", action="store_const", const="bf16",
                     help="short for --precision bf16")
     ap.add_argument("--tf32", action="store_true", help="let cuDNN and cuBLAS use TF32 (cuda)")
+    ap.add_argument("--inference", action="store_true",
+                    help="time the forward pass alone in eval() mode under inference_mode")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     if min(args.batch_size, args.threads, args.steps) < 1 or args.warmup < 0:
@@ -172,13 +227,19 @@ def main():
     try:
         r = bench(args.model, args.batch_size, args.threads, args.steps, args.warmup,
                   device=args.device, channels_last=args.channels_last, precision=args.precision,
-                  tf32=args.tf32)
+                  tf32=args.tf32, inference=args.inference)
     except RuntimeError as e:  # no GPU, a kernel oneDNN cannot make, a diverged loss: one line
         print(f"torch_bench.py: error: {str(e).strip().splitlines()[0]}{bf16_hint(args)}",
               file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(r))
+    elif args.inference:
+        print(f"{r['model']}  batch {r['batch_size']}  threads {r['threads']}  {r['precision']}  "
+              f"{r['backend']}, inference\n"
+              f"  {r['images_per_sec']:.1f} images/s, forward {r['step_ms']:.2f} ms" +
+              (" issued back to back" if r["back_to_back"] else "") +
+              f" (mean of {r['steps']} passes)")
     else:
         print(f"{r['model']}  batch {r['batch_size']}  threads {r['threads']}  {r['precision']}  "
               f"{r['backend']}\n"

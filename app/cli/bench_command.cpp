@@ -17,8 +17,9 @@ int runBench(const QStringList& args, CommandIo& io)
     p.setApplicationDescription(QStringLiteral(
         "Times full training steps (forward + loss, backward, SGD update) of a model\n"
         "on synthetic data after a warm-up, and prints images per second with the\n"
-        "step split into forward, backward and update. Compare with PyTorch on the\n"
-        "same machine with bench/compare.py."));
+        "step split into forward, backward and update; with --inference, its forward\n"
+        "pass in evaluation mode instead (what eval and classify run). Compare with\n"
+        "PyTorch on the same machine with bench/compare.py."));
     p.addOptions({
         {QStringLiteral("model"),
          QStringLiteral("Model to time (see 'towers-cli models'), or a model file (.json)."),
@@ -53,6 +54,10 @@ int runBench(const QStringList& args, CommandIo& io)
          QStringLiteral("Also time each layer's forward and backward and name the "
                         "implementation its primitives ran on (a reference loop shows "
                         "as '...ref...').")},
+        {QStringLiteral("inference"),
+         QStringLiteral("Time the forward pass alone in evaluation mode (batch norms with "
+                        "their running statistics, no dropout, loss, backward or update), as "
+                        "eval, classify and the evaluations during training run it.")},
         {QStringLiteral("json"), QStringLiteral("Print the result as JSON.")},
     });
     int code = 0;
@@ -64,6 +69,7 @@ int runBench(const QStringList& args, CommandIo& io)
     o.backend = p.value(QStringLiteral("backend")).toStdString();
     o.allowTf32 = p.isSet(QStringLiteral("tf32"));
     o.perLayer = p.isSet(QStringLiteral("per-layer"));
+    o.inference = p.isSet(QStringLiteral("inference"));
     if (!onOffOption(p, QStringLiteral("cuda-graphs"), o.graphs, io) ||
         !onOffOption(p, QStringLiteral("cudnn-benchmark"), o.cudnnBenchmark, io))
         return ExitUsage;
@@ -93,6 +99,8 @@ int runBench(const QStringList& args, CommandIo& io)
             {QStringLiteral("model"), QString::fromStdString(o.model)},
             {QStringLiteral("batch_size"), o.batchSize},
             {QStringLiteral("threads"), r.threads},
+            {QStringLiteral("mode"),
+             o.inference ? QStringLiteral("inference") : QStringLiteral("training")},
             {QStringLiteral("steps"), o.steps},
             {QStringLiteral("warmup"), o.warmup},
             {QStringLiteral("backend"), QString::fromStdString(r.backend)},
@@ -143,13 +151,20 @@ int runBench(const QStringList& args, CommandIo& io)
     }
     io.out << "model      " << QString::fromStdString(o.model) << ", batch " << o.batchSize << ", "
            << r.threads << " thread(s), " << QString::fromStdString(r.backend) << "\n"
-           << "steps      " << o.steps << " timed after " << o.warmup << " warm-up\n"
+           << (o.inference ? "passes     " : "steps      ") << o.steps << " timed after "
+           << o.warmup << " warm-up" << (o.inference ? ", forward in evaluation mode" : "") << "\n"
            << "images/s   " << QString::number(r.imagesPerSec, 'f', 1) << "\n";
     const QString phases = QStringLiteral("forward %1, backward %2, update %3")
                                .arg(r.forwardMs, 0, 'f', 2)
                                .arg(r.backwardMs, 0, 'f', 2)
                                .arg(r.updateMs, 0, 'f', 2);
-    if (!r.backToBack) // the CPU: ops finish before they return
+    if (o.inference)
+        io.out << "forward    " << QString::number(r.stepMs, 'f', 2) << " ms"
+               << (r.backToBack ? QStringLiteral(", issued back to back (%1 ms each waited for)")
+                                      .arg(r.phasesMs, 0, 'f', 2)
+                                : QString())
+               << "\n";
+    else if (!r.backToBack) // the CPU: ops finish before they return
         io.out << "step       " << QString::number(r.stepMs, 'f', 2) << " ms (" << phases << ")\n";
     else // a GPU: the steps issued back to back, the phases each waited for
         io.out << "step       " << QString::number(r.stepMs, 'f', 2) << " ms, issued back to back\n"
@@ -167,26 +182,41 @@ int runBench(const QStringList& args, CommandIo& io)
         io.out << "cpu        oneDNN kernels for " << QString::fromStdString(r.isa)
                << ", Towers' own for " << QString::fromStdString(r.simdTarget) << "\n";
     if (o.perLayer) {
-        io.out << "\nper layer (ms per step; each timed alone, so they add up to a little more "
-                  "than the step)\n"
-               << QStringLiteral("%1 %2 %3 %4  %5\n")
-                      .arg(QStringLiteral("layer"), -16)
-                      .arg(QStringLiteral("kind"), -10)
-                      .arg(QStringLiteral("forward"), 9)
-                      .arg(QStringLiteral("backward"), 9)
-                      .arg(QStringLiteral("implementation (forward | backward)"));
+        io.out << "\nper layer (ms per " << (o.inference ? "pass" : "step")
+               << "; each timed alone, so they add up to a little more than the "
+               << (o.inference ? "pass" : "step") << ")\n";
         auto join = [](const std::vector<std::string>& v) {
             QStringList l;
             for (const auto& x : v) l << QString::fromStdString(x);
             return l.isEmpty() ? QStringLiteral("-") : l.join(QStringLiteral(", "));
         };
-        for (const auto& l : r.layers)
-            io.out << QStringLiteral("%1 %2 %3 %4  %5 | %6\n")
-                          .arg(QString::fromStdString(l.name), -16)
-                          .arg(QString::fromStdString(l.kind), -10)
-                          .arg(l.forwardMs, 9, 'f', 2)
-                          .arg(l.backwardMs, 9, 'f', 2)
-                          .arg(join(l.forwardImpl), join(l.backwardImpl));
+        if (o.inference) {
+            io.out << QStringLiteral("%1 %2 %3  %4\n")
+                          .arg(QStringLiteral("layer"), -16)
+                          .arg(QStringLiteral("kind"), -10)
+                          .arg(QStringLiteral("forward"), 9)
+                          .arg(QStringLiteral("implementation"));
+            for (const auto& l : r.layers)
+                io.out << QStringLiteral("%1 %2 %3  %4\n")
+                              .arg(QString::fromStdString(l.name), -16)
+                              .arg(QString::fromStdString(l.kind), -10)
+                              .arg(l.forwardMs, 9, 'f', 2)
+                              .arg(join(l.forwardImpl));
+        } else {
+            io.out << QStringLiteral("%1 %2 %3 %4  %5\n")
+                          .arg(QStringLiteral("layer"), -16)
+                          .arg(QStringLiteral("kind"), -10)
+                          .arg(QStringLiteral("forward"), 9)
+                          .arg(QStringLiteral("backward"), 9)
+                          .arg(QStringLiteral("implementation (forward | backward)"));
+            for (const auto& l : r.layers)
+                io.out << QStringLiteral("%1 %2 %3 %4  %5 | %6\n")
+                              .arg(QString::fromStdString(l.name), -16)
+                              .arg(QString::fromStdString(l.kind), -10)
+                              .arg(l.forwardMs, 9, 'f', 2)
+                              .arg(l.backwardMs, 9, 'f', 2)
+                              .arg(join(l.forwardImpl), join(l.backwardImpl));
+        }
     }
     return ExitOk;
 }

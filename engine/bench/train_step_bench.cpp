@@ -131,7 +131,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     if (!(o.learningRate > 0) || !std::isfinite(o.learningRate))
         throw InvalidArgument("learning rate must be a positive number");
     Sgd sgd;
-    ExecContext ctx{*ops, true, 0};
+    ExecContext ctx{*ops, !o.inference, 0};
     Profiler profiler(*ops, o.backend == "onednn");
     if (o.perLayer) ctx.profiler = &profiler;
     TrainStepBenchResult r;
@@ -151,6 +151,46 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
         sgd.step(*ops, model->parameters(), o.learningRate);
     };
     const int reported = total + (onGpu ? o.steps : 0); // the steps progress counts
+    // The rates from stepMs, the layers' rows and the instruction sets: the result.
+    const auto complete = [&](double flopsPerImage) {
+        r.imagesPerSec = o.batchSize * 1000.0 / r.stepMs;
+        r.gflopsPerImage = flopsPerImage * 1e-9;
+        r.achievedGflops = r.gflopsPerImage * r.imagesPerSec;
+        if (o.perLayer) r.layers = profiler.rows(o.steps);
+        if (o.backend == "onednn") {
+            const cpu::CpuInfo info = cpu::cpuInfo();
+            r.isa = info.isa;
+            r.simdTarget = info.simdTarget;
+        }
+        return r;
+    };
+    if (o.inference) {
+        // The forward pass alone, as eval and classify run it; on a GPU issued back to back.
+        for (int step = 0; step < total; ++step) {
+            ctx.step = std::uint64_t(step);
+            profiler.setPhase(step == 0, step >= o.warmup);
+            const auto t0 = Clock::now();
+            model->forward(ctx, images);
+            finish();
+            if (step >= o.warmup) fwd += msSince(t0);
+            if (progress) progress(step + 1, reported);
+        }
+        r.forwardMs = r.phasesMs = r.stepMs = fwd / o.steps;
+        if (onGpu) {
+            const auto t0 = Clock::now();
+            for (int step = 0; step < o.steps; ++step) {
+                model->forward(ctx, images);
+                if (progress) progress(total + step + 1, reported);
+            }
+            finish();
+            r.stepMs = msSince(t0) / o.steps;
+            r.backToBack = true;
+            r.graphsUnavailable = "inference is not captured";
+        }
+        r.lastLoss = model->loss(ctx, labels).total(); // of the last pass, untimed
+        if (!std::isfinite(r.lastLoss)) diverged(r.lastLoss, "after the timed passes");
+        return complete(model->inferenceFlopsPerExample());
+    }
     for (int step = 0; step < total; ++step) {
         ctx.step = std::uint64_t(step);
         profiler.setPhase(step == 0, step >= o.warmup);
@@ -223,16 +263,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
             if (!std::isfinite(loss)) diverged(loss, "after the replayed steps");
         }
     }
-    r.imagesPerSec = o.batchSize * 1000.0 / r.stepMs;
-    r.gflopsPerImage = model->trainingFlopsPerExample() * 1e-9;
-    r.achievedGflops = r.gflopsPerImage * r.imagesPerSec;
-    if (o.perLayer) r.layers = profiler.rows(o.steps);
-    if (o.backend == "onednn") {
-        const cpu::CpuInfo info = cpu::cpuInfo();
-        r.isa = info.isa;
-        r.simdTarget = info.simdTarget;
-    }
-    return r;
+    return complete(model->trainingFlopsPerExample());
 }
 
 } // namespace towers::engine

@@ -1,6 +1,6 @@
 #pragma once
 // Times a full training step (forward + loss, backward, SGD update) of a registered model on
-// synthetic data: the engine side of `towers-cli bench`.
+// synthetic data, or its forward pass in evaluation mode: the engine side of `towers-cli bench`.
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,6 +31,10 @@ struct TrainStepBenchOptions
     // Also time each layer's forward and backward (synchronising around each; the step is
     // slightly slower for it) and name the implementations its primitives ran on.
     bool perLayer = false;
+    // Time the forward pass alone in evaluation mode instead of the training step: what eval,
+    // classify and the evaluations during training run (batch norms with their running
+    // statistics, dropout off, no loss, backward or update).
+    bool inference = false;
     // On a GPU whose ops can capture: also time as many steps again replayed from one capture
     // (CUDA graphs, as a GPU tower's training replays them).
     bool graphs = true;
@@ -68,11 +72,11 @@ struct TrainStepBenchResult
     // why ("" when timed or on the CPU).
     double graphStepMs = 0, graphImagesPerSec = 0;
     std::string graphsUnavailable;
-    double gflopsPerImage = 0; // training FLOPs per image (analytic), in GFLOP
+    double gflopsPerImage = 0; // training (inference: forward) FLOPs per image, in GFLOP
     double achievedGflops = 0; // gflopsPerImage * imagesPerSec
-    double lastLoss = 0;
-    std::string isa;        // the CPU's instruction set oneDNN ran on ("avx2", "avx512_core")
-    std::string simdTarget; // the one Towers' own kernels ran on ("AVX2", "AVX3")
+    double lastLoss = 0;       // of the last step (inference: of the last pass, in evaluation mode)
+    std::string isa;           // the CPU's instruction set oneDNN ran on ("avx2", "avx512_core")
+    std::string simdTarget;    // the one Towers' own kernels ran on ("AVX2", "AVX3")
     std::vector<LayerTiming> layers; // with options.perLayer, in forward order
 };
 

@@ -142,6 +142,13 @@ double Model::trainingFlopsPerExample() const
     return total;
 }
 
+double Model::inferenceFlopsPerExample() const
+{
+    double total = 0;
+    for (const auto& row : layerTable()) total += row.forwardFlops;
+    return total;
+}
+
 void Model::initialize(std::uint64_t seed)
 {
     Rng rng(seed);

@@ -71,6 +71,8 @@ public:
     // Floating-point operations of one training step per example: forward, backward data (except
     // for the first layer, whose input needs no gradient) and backward weights.
     double trainingFlopsPerExample() const;
+    // Floating-point operations of one forward pass per example (inference: eval and classify).
+    double inferenceFlopsPerExample() const;
 
     // Draws every parameter from its initialiser with a generator seeded by `seed`.
     void initialize(std::uint64_t seed);

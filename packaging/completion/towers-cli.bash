@@ -47,7 +47,7 @@ _towers_cli()
         models) options="--save --name --force --json --help" ;;
         devices) options="--json --watch --count --help" ;;
         selftest) options="--device --tf32 --precision --no-training --filter --list --json --help" ;;
-        bench) options="--model --batch-size --threads --steps --warmup --backend --tf32 --cuda-graphs --cudnn-benchmark --precision --per-layer --json --help" ;;
+        bench) options="--model --batch-size --threads --steps --warmup --backend --tf32 --cuda-graphs --cudnn-benchmark --precision --per-layer --inference --json --help" ;;
         *) return ;;
     esac
 

@@ -112,6 +112,48 @@ private slots:
                  qPrintable(text.out));
     }
 
+    // --inference: the forward pass alone, in evaluation mode; every layer's backward 0, the
+    // arithmetic one forward pass's, and the text says what was timed.
+    void inference()
+    {
+        const QStringList tiny{QStringLiteral("--model"),      QStringLiteral("fashion-fast"),
+                               QStringLiteral("--batch-size"), QStringLiteral("8"),
+                               QStringLiteral("--steps"),      QStringLiteral("2"),
+                               QStringLiteral("--warmup"),     QStringLiteral("1"),
+                               QStringLiteral("--per-layer")};
+        const auto r =
+            bench(tiny + QStringList{QStringLiteral("--inference"), QStringLiteral("--json")});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+        QCOMPARE(j.value(QStringLiteral("mode")).toString(), QStringLiteral("inference"));
+        QVERIFY(j.value(QStringLiteral("images_per_sec")).toDouble() > 0);
+        QCOMPARE(j.value(QStringLiteral("step_ms")).toDouble(),
+                 j.value(QStringLiteral("forward_ms")).toDouble());
+        QCOMPARE(j.value(QStringLiteral("backward_ms")).toDouble(), 0.0);
+        const QJsonArray layers = j.value(QStringLiteral("layers")).toArray();
+        QCOMPARE(layers.size(), 10);
+        for (const auto& v : layers) {
+            QCOMPARE(v.toObject().value(QStringLiteral("backward_ms")).toDouble(), 0.0);
+            QVERIFY(v.toObject().value(QStringLiteral("backward_impl")).toArray().isEmpty());
+        }
+        const auto training = bench(tiny + QStringList{QStringLiteral("--json")});
+        QVERIFY2(training.exitCode == 0, qPrintable(training.err));
+        const QJsonObject t = QJsonDocument::fromJson(training.out.toUtf8()).object();
+        QCOMPARE(t.value(QStringLiteral("mode")).toString(), QStringLiteral("training"));
+        const double flops = j.value(QStringLiteral("gflop_per_image")).toDouble();
+        const double trainingFlops = t.value(QStringLiteral("gflop_per_image")).toDouble();
+        QVERIFY2(flops > trainingFlops / 3 && flops < trainingFlops / 2,
+                 qPrintable(QStringLiteral("%1 against %2").arg(flops).arg(trainingFlops)));
+
+        const auto text = bench(tiny + QStringList{QStringLiteral("--inference")});
+        QVERIFY2(text.exitCode == 0, qPrintable(text.err));
+        QVERIFY2(text.out.contains(QStringLiteral("forward in evaluation mode")) &&
+                     text.out.contains(QStringLiteral("\nforward    ")) &&
+                     !text.out.contains(QStringLiteral("backward")) &&
+                     text.out.contains(QStringLiteral("ms per pass")),
+                 qPrintable(text.out));
+    }
+
     void badOptions()
     {
         QCOMPARE(bench({QStringLiteral("--steps"), QStringLiteral("0")}).exitCode, 2);

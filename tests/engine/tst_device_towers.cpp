@@ -1172,6 +1172,48 @@ private slots:
         QCOMPARE(QString::fromStdString(off.graphsUnavailable), QString("graphs off"));
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }
+
+    // towers-cli bench --inference on a GPU: the forward passes alone, each waited for, then as
+    // many issued back to back; the loss of the last pass, in evaluation mode, equals the host's.
+    void benchInferenceIssuesGpuPassesBackToBack()
+    {
+        FakeDeviceScope scope;
+        TrainStepBenchOptions o;
+        o.model = "fashion-fast";
+        o.backend = "reference";
+        o.batchSize = 4;
+        o.warmup = 1;
+        o.steps = 3;
+        o.inference = true;
+        const TrainStepBenchOptions host = o;
+        o.makeOps = [] { return makeFakeDeviceOps("reference", 0, true); };
+        std::vector<std::pair<int, int>> progress;
+        const auto gpu = benchmarkTrainStep(o, [&](int s, int n) { progress.emplace_back(s, n); });
+        const auto cpu = benchmarkTrainStep(host);
+        QVERIFY(gpu.backToBack && !cpu.backToBack);
+        QVERIFY(gpu.stepMs > 0 && gpu.forwardMs > 0);
+        QCOMPARE(gpu.phasesMs, gpu.forwardMs);
+        QCOMPARE(gpu.backwardMs + gpu.updateMs + cpu.backwardMs + cpu.updateMs, 0.0);
+        QCOMPARE(cpu.stepMs, cpu.forwardMs);
+        QCOMPARE(gpu.imagesPerSec, 4 * 1000.0 / gpu.stepMs);
+        QCOMPARE(progress.size(), std::size_t(7));
+        QCOMPARE(progress.back(), (std::pair<int, int>{7, 7}));
+        QVERIFY(std::isfinite(cpu.lastLoss) && cpu.lastLoss > 0);
+        QCOMPARE(gpu.lastLoss, cpu.lastLoss);
+        QVERIFY(!gpu.graphsUnavailable.empty() && gpu.graphStepMs == 0);
+        // A forward pass's arithmetic: a third of the training step's but for the first layer,
+        // whose input needs no gradient (2x its forward there, 3x elsewhere).
+        TrainStepBenchOptions training = host;
+        training.inference = false;
+        training.steps = 1;
+        const auto step = benchmarkTrainStep(training);
+        QVERIFY(cpu.gflopsPerImage > step.gflopsPerImage / 3 &&
+                cpu.gflopsPerImage < step.gflopsPerImage / 2);
+        // Evaluation mode: the batch norms normalise with their running statistics (fresh: mean
+        // 0, variance 1), not the batch's, so the loss differs from a training forward's.
+        QVERIFY(cpu.lastLoss != step.lastLoss);
+        QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
 };
 
 QTEST_APPLESS_MAIN(TestDeviceTowers)
