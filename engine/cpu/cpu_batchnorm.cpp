@@ -223,16 +223,30 @@ void OneDnnOps::batchNormForwardInferenceImpl(const BatchNormDesc& d, const Tens
                                               const Tensor& runningMean, const Tensor& runningVar,
                                               Tensor& y)
 {
+    batchNormActForwardInferenceImpl(d, x, gamma, beta, runningMean, runningVar, Activation::None,
+                                     y);
+}
+
+void OneDnnOps::batchNormActForwardInferenceImpl(const BatchNormDesc& d, const Tensor& x,
+                                                 const Tensor& gamma, const Tensor& beta,
+                                                 const Tensor& runningMean,
+                                                 const Tensor& runningVar, Activation act,
+                                                 Tensor& y)
+{
+    // With ReLU, one pass (fuse_norm_relu; in inference it needs no workspace, as nothing reads
+    // a mask) instead of the batch norm's and a second over y.
+    const bool relu = act == Activation::Relu;
     Tensor::ensure(y, d.shape, DType::Float32);
     guarded("running a batch norm forward (inference)", [&] {
-        auto& p = cached<BoundPrimitive>(bnKey("infer", d), [&] {
-            const auto pd =
-                forwardPd(d, prop_kind::forward_inference,
-                          normalization_flags::use_global_stats | normalization_flags::use_scale |
-                              normalization_flags::use_shift,
-                          m_engine);
+        auto& p = cached<BoundPrimitive>(bnKey(relu ? "infer relu" : "infer", d), [&] {
+            auto flags = normalization_flags::use_global_stats | normalization_flags::use_scale |
+                         normalization_flags::use_shift;
+            if (relu) flags = flags | normalization_flags::fuse_norm_relu;
+            const auto pd = forwardPd(d, prop_kind::forward_inference, flags, m_engine);
             auto bp = std::make_shared<BoundPrimitive>();
             makeForward(*bp, pd, d, m_engine);
+            if (pd.workspace_desc().get_size() != 0) // not in oneDNN 2.6; should a later need one
+                bp->addOwnedArg(DNNL_ARG_WORKSPACE, pd.workspace_desc(), m_engine);
             return bp;
         });
         bindForward(p, x, y, gamma, beta, runningMean, runningVar);

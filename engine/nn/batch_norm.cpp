@@ -53,9 +53,8 @@ void BatchNorm::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
         // Counted on the host, at every replay of a captured step too.
         ctx.ops.hostWork([this] { m_batches.value.data<std::int64_t>()[0] += 1; });
     } else {
-        ctx.ops.batchNormForwardInference(d, x, m_gamma.value, m_beta.value, m_runningMean.value,
-                                          m_runningVar.value, y);
-        if (m_activation == Activation::Relu) ctx.ops.reluForward(y, y);
+        ctx.ops.batchNormActForwardInference(d, x, m_gamma.value, m_beta.value, m_runningMean.value,
+                                             m_runningVar.value, m_activation, y);
     }
 }
 

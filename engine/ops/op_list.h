@@ -171,6 +171,14 @@
        Tensor& dx, Tensor& dgamma, Tensor& dbeta),                                                 \
       (d, x, y, dy, act, gamma, saveMean, saveVar, saved, dx, dgamma, dbeta))
 
+// batchNormForwardInference, then y = act(y): a batch-norm layer in evaluation mode. The default
+// composes batchNormForwardInference and reluForward.
+#define TOWERS_OP_batchNormActForwardInference(M)                                                  \
+    M(batchNormActForwardInference, void,                                                          \
+      (const BatchNormDesc& d, const Tensor& x, const Tensor& gamma, const Tensor& beta,           \
+       const Tensor& runningMean, const Tensor& runningVar, Activation act, Tensor& y),            \
+      (d, x, gamma, beta, runningMean, runningVar, act, y))
+
 // --- layout: [N,H,W,C] <-> [N,C,H,W] (flatten in PyTorch's C,H,W order); y must not be x ---
 #define TOWERS_OP_nhwcToNchw(M) M(nhwcToNchw, void, (const Tensor& x, Tensor& y), (x, y))
 #define TOWERS_OP_nchwToNhwc(M) M(nchwToNhwc, void, (const Tensor& x, Tensor& y), (x, y))
@@ -299,7 +307,8 @@
     X(conv2dBackward)                                                                              \
     X(linearBackward)                                                                              \
     X(batchNormActForwardTraining)                                                                 \
-    X(batchNormActBackward)
+    X(batchNormActBackward)                                                                        \
+    X(batchNormActForwardInference)
 #define TOWERS_OPS(X) TOWERS_SINGLE_OPS(X) TOWERS_COMPOSITE_OPS(X)
 
 // --- the generators ---

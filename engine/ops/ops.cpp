@@ -408,6 +408,14 @@ void batchNormActForwardTraining(Args& a, const BatchNormDesc& d, const Tensor& 
     batchNormForwardTraining(a, d, x, gamma, beta, y, runningMean, runningVar, saveMean, saveVar);
 }
 
+void batchNormActForwardInference(Args& a, const BatchNormDesc& d, const Tensor& x,
+                                  const Tensor& gamma, const Tensor& beta,
+                                  const Tensor& runningMean, const Tensor& runningVar, Activation,
+                                  Tensor& y)
+{
+    batchNormForwardInference(a, d, x, gamma, beta, runningMean, runningVar, y);
+}
+
 void batchNormActBackward(Args& a, const BatchNormDesc& d, const Tensor& x, const Tensor& y,
                           const Tensor& dy, Activation act, const Tensor& gamma,
                           const Tensor& saveMean, const Tensor& saveVar, const Tensor& saved,
@@ -943,6 +951,15 @@ void Ops::batchNormActForwardTrainingImpl(const BatchNormDesc& d, const Tensor& 
     batchNormForwardTraining(d, x, gamma, beta, y, runningMean, runningVar, saveMean, saveVar);
     if (act == Activation::Relu) reluForward(y, y);
     saved = Tensor();
+}
+
+void Ops::batchNormActForwardInferenceImpl(const BatchNormDesc& d, const Tensor& x,
+                                           const Tensor& gamma, const Tensor& beta,
+                                           const Tensor& runningMean, const Tensor& runningVar,
+                                           Activation act, Tensor& y)
+{
+    batchNormForwardInference(d, x, gamma, beta, runningMean, runningVar, y);
+    if (act == Activation::Relu) reluForward(y, y);
 }
 
 void Ops::batchNormActBackwardImpl(const BatchNormDesc& d, const Tensor& x, const Tensor& y,

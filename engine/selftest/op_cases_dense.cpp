@@ -434,6 +434,20 @@ void addBatchNorm(std::vector<OpCase>& cases)
                              return std::vector<OpOutput>{{"y", y}};
                          }});
     }
+    // As a batch-norm layer runs in evaluation mode: with its activation, fused or composed.
+    for (const auto& b : all)
+        for (const bool relu : {true, false}) {
+            const BatchNormDesc d = b.desc();
+            const Activation act = relu ? Activation::Relu : Activation::None;
+            cases.push_back(
+                {"batch norm inference forward + activation", b.text() + (relu ? ", relu" : ""),
+                 tol, [d](Rng& rng) { return batchNormInputs(d, rng); },
+                 [d, act](Ops& ops, const std::vector<Tensor>& in) {
+                     Tensor y;
+                     ops.batchNormActForwardInference(d, in[0], in[1], in[2], in[3], in[4], act, y);
+                     return std::vector<OpOutput>{{"y", y}};
+                 }});
+        }
     // Backward from the saved statistics the contract defines (the batch mean and biased
     // variance), computed here in float64.
     for (const auto& b : all) {

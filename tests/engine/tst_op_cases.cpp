@@ -55,44 +55,45 @@ GpuBackend* gpuOrWhy(std::string& why)
 const std::vector<std::string>& expectedOps()
 {
     static const std::vector<std::string> ops = {
-        "conv2d forward",                          // conv2dForward
-        "conv2d backward data",                    // conv2dBackwardData
-        "conv2d backward weights",                 // conv2dBackwardWeights
-        "conv2d training forward + backward",      // conv2dForwardTraining, conv2dBackward
-        "conv2d backward without saved state",     // conv2dBackward
-        "max-pool forward",                        // maxPoolForward
-        "max-pool forward + backward",             // maxPoolBackward
-        "average-pool forward",                    // avgPoolForward
-        "average-pool backward",                   // avgPoolBackward
-        "LRN forward",                             // lrnForward
-        "LRN forward + backward",                  // lrnBackward
-        "linear forward",                          // linearForward
-        "linear backward data",                    // linearBackwardData
-        "linear backward weights",                 // linearBackwardWeights
-        "linear fused backward",                   // linearBackward
-        "relu forward",                            // reluForward
-        "relu backward",                           // reluBackward
-        "add",                                     // add
-        "dropout forward",                         // dropoutForward
-        "dropout backward",                        // dropoutBackward
-        "batch norm training forward",             // batchNormForwardTraining
-        "batch norm inference forward",            // batchNormForwardInference
-        "batch norm backward",                     // batchNormBackward
-        "batch norm training forward + backward",  // batchNormActForwardTraining, -ActBackward
-        "batch norm backward without saved state", // batchNormActBackward
-        "layout NHWC to NCHW",                     // nhwcToNchw
-        "layout NCHW to NHWC",                     // nchwToNhwc
-        "copy channels",                           // copyChannels
-        "softmax cross-entropy forward",           // softmaxCrossEntropyForward
-        "softmax cross-entropy backward",          // softmaxCrossEntropyBackward
-        "sum of squares",                          // sumSquares
-        "non-finite flag",                         // flagNonFinite
-        "axpy",                                    // axpy
-        "optimizer SGD update",                    // sgdUpdate
-        "optimizer momentum update",               // momentumUpdate
-        "optimizer Adam update",                   // adamUpdate
-        "moving average update",                   // emaUpdate
-        "preprocess images",                       // preprocessImages
+        "conv2d forward",                            // conv2dForward
+        "conv2d backward data",                      // conv2dBackwardData
+        "conv2d backward weights",                   // conv2dBackwardWeights
+        "conv2d training forward + backward",        // conv2dForwardTraining, conv2dBackward
+        "conv2d backward without saved state",       // conv2dBackward
+        "max-pool forward",                          // maxPoolForward
+        "max-pool forward + backward",               // maxPoolBackward
+        "average-pool forward",                      // avgPoolForward
+        "average-pool backward",                     // avgPoolBackward
+        "LRN forward",                               // lrnForward
+        "LRN forward + backward",                    // lrnBackward
+        "linear forward",                            // linearForward
+        "linear backward data",                      // linearBackwardData
+        "linear backward weights",                   // linearBackwardWeights
+        "linear fused backward",                     // linearBackward
+        "relu forward",                              // reluForward
+        "relu backward",                             // reluBackward
+        "add",                                       // add
+        "dropout forward",                           // dropoutForward
+        "dropout backward",                          // dropoutBackward
+        "batch norm training forward",               // batchNormForwardTraining
+        "batch norm inference forward",              // batchNormForwardInference
+        "batch norm inference forward + activation", // batchNormActForwardInference
+        "batch norm backward",                       // batchNormBackward
+        "batch norm training forward + backward",    // batchNormActForwardTraining, -ActBackward
+        "batch norm backward without saved state",   // batchNormActBackward
+        "layout NHWC to NCHW",                       // nhwcToNchw
+        "layout NCHW to NHWC",                       // nchwToNhwc
+        "copy channels",                             // copyChannels
+        "softmax cross-entropy forward",             // softmaxCrossEntropyForward
+        "softmax cross-entropy backward",            // softmaxCrossEntropyBackward
+        "sum of squares",                            // sumSquares
+        "non-finite flag",                           // flagNonFinite
+        "axpy",                                      // axpy
+        "optimizer SGD update",                      // sgdUpdate
+        "optimizer momentum update",                 // momentumUpdate
+        "optimizer Adam update",                     // adamUpdate
+        "moving average update",                     // emaUpdate
+        "preprocess images",                         // preprocessImages
     };
     return ops;
 }
