@@ -55,6 +55,14 @@ public:
         }
     }
 
+    void folded(ExecContext&, const Layer& layer, const Layer& into) override
+    {
+        if (m_depth > 0) return; // inside a block: the block's row has the time
+        LayerTiming& row = rowOf(layer);
+        const std::string note = "folded into " + into.name();
+        if (row.forwardImpl.empty()) row.forwardImpl.push_back(note);
+    }
+
     // Implementations are noted in the first step (when the primitives are made); time is summed in
     // the timed ones.
     void setPhase(bool noting, bool timing)
@@ -132,6 +140,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
         throw InvalidArgument("learning rate must be a positive number");
     Sgd sgd;
     ExecContext ctx{*ops, !o.inference, 0};
+    ctx.foldBatchNorms = o.inference; // as evaluation runs
     Profiler profiler(*ops, o.backend == "onednn");
     if (o.perLayer) ctx.profiler = &profiler;
     TrainStepBenchResult r;

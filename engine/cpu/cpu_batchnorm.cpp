@@ -5,6 +5,7 @@
 // the batch norm of a training step is fused into its primitives (fuse_norm_relu), whose
 // workspace, the ReLU's mask, is the op's `saved` state.
 #include <bit>
+#include <cmath>
 
 #include "engine/cpu/cpu_common.h"
 #include "engine/ops/op_checks.h"
@@ -251,6 +252,33 @@ void OneDnnOps::batchNormActForwardInferenceImpl(const BatchNormDesc& d, const T
         });
         bindForward(p, x, y, gamma, beta, runningMean, runningVar);
         p.execute(m_stream);
+    });
+}
+
+void OneDnnOps::foldBatchNormImpl(const Tensor& w, const Tensor& b, const Tensor& gamma,
+                                  const Tensor& beta, const Tensor& runningMean,
+                                  const Tensor& runningVar, double epsilon, Tensor& wOut,
+                                  Tensor& bOut)
+{
+    // The weights of one layer (thousands to a few million floats, once per evaluation batch):
+    // over the output channels across the threads, the scale of each in double.
+    const std::int64_t channels = w.dim(0), per = w.numel() / channels;
+    Tensor::ensure(wOut, w.shape(), DType::Float32);
+    Tensor::ensure(bOut, {channels}, DType::Float32);
+    const float* pw = w.data<float>();
+    const float* pb = b.empty() ? nullptr : b.data<float>();
+    const float *pg = gamma.data<float>(), *pbeta = beta.data<float>();
+    const float *pm = runningMean.data<float>(), *pv = runningVar.data<float>();
+    float* pwo = wOut.data<float>();
+    float* pbo = bOut.data<float>();
+    parallelItems(channels, per, [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
+        for (std::int64_t o = begin; o < end; ++o) {
+            const double s = double(pg[o]) / std::sqrt(double(pv[o]) + epsilon);
+            for (std::int64_t k = 0; k < per; ++k)
+                pwo[o * per + k] = static_cast<float>(double(pw[o * per + k]) * s);
+            pbo[o] = static_cast<float>(((pb ? double(pb[o]) : 0.0) - double(pm[o])) * s +
+                                        double(pbeta[o]));
+        }
     });
 }
 

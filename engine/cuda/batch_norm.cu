@@ -114,6 +114,14 @@ __global__ void runningKernel(float* runningMean, float* runningVar, const float
     batchNormRunningAt(ch, runningMean, runningVar, mean, var, unbias, momentum);
 }
 
+__global__ void foldKernel(const float* w, const float* b, const float* gamma, const float* beta,
+                           const float* mean, const float* var, double epsilon, float* wOut,
+                           float* bOut, std::int64_t channels, std::int64_t per)
+{
+    TOWERS_GRID_STRIDE(i, channels * per)
+    foldBatchNormAt(i, per, w, b, gamma, beta, mean, var, epsilon, wOut, bOut);
+}
+
 __global__ void backwardKernel(const float* x, const float* dy, const float* mean, const float* var,
                                const float* gamma, const float* dgamma, const float* dbeta,
                                float* dx, std::int64_t rows, std::int64_t c, float epsilon)
@@ -160,6 +168,16 @@ void batchNormRunningUpdate(cudaStream_t s, float* runningMean, float* runningVa
     const double unbias = rows > 1 ? double(rows) / double(rows - 1) : 1.0;
     runningKernel<<<gridFor(c), kThreads, 0, s>>>(runningMean, runningVar, mean, var, c, unbias,
                                                   momentum);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void foldBatchNorm(cudaStream_t s, const float* w, const float* b, const float* gamma,
+                   const float* beta, const float* mean, const float* var, double epsilon,
+                   float* wOut, float* bOut, std::int64_t channels, std::int64_t per)
+{
+    if (channels * per == 0) return;
+    foldKernel<<<gridFor(channels * per), kThreads, 0, s>>>(w, b, gamma, beta, mean, var, epsilon,
+                                                            wOut, bOut, channels, per);
     TOWERS_CUDA_LAUNCHED();
 }
 

@@ -667,6 +667,20 @@ void CudaOps::batchNormForwardInferenceImpl(const BatchNormDesc& d, const Tensor
                    floats(beta), floats(y), d.rows(), d.channels(), float(d.epsilon));
 }
 
+void CudaOps::foldBatchNormImpl(const Tensor& w, const Tensor& b, const Tensor& gamma,
+                                const Tensor& beta, const Tensor& runningMean,
+                                const Tensor& runningVar, double epsilon, Tensor& wOut,
+                                Tensor& bOut)
+{
+    const OpScope scope(m_device, m_stream);
+    const std::int64_t channels = w.dim(0);
+    ensure(wOut, w.shape());
+    ensure(bOut, {channels});
+    cuda::foldBatchNorm(m_stream, floats(w), b.empty() ? nullptr : floats(b), floats(gamma),
+                        floats(beta), floats(runningMean), floats(runningVar), epsilon,
+                        floats(wOut), floats(bOut), channels, w.numel() / channels);
+}
+
 void CudaOps::batchNormBackwardImpl(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
                                     const Tensor& gamma, const Tensor& saveMean,
                                     const Tensor& saveVar, Tensor& dx, Tensor& dgamma,

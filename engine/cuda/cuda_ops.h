@@ -63,6 +63,7 @@ inline float* floats(Tensor& t)
     X(dropoutBackward)                                                                             \
     X(batchNormForwardTraining)                                                                    \
     X(batchNormForwardInference)                                                                   \
+    X(foldBatchNorm)                                                                               \
     X(batchNormBackward)                                                                           \
     X(nhwcToNchw)                                                                                  \
     X(nchwToNhwc)                                                                                  \

@@ -253,6 +253,21 @@ TOWERS_HD inline void batchNormApplyAt(std::int64_t i, const float* x, const flo
     y[i] = (x[i] - mean[ch]) / sqrtf(var[ch] + epsilon) * gamma[ch] + beta[ch];
 }
 
+// Element i of w [channels, per] folded with its channel o's batch norm (inference): scaled by
+// s = gamma[o] / sqrt(var[o] + epsilon) in double, and the first element of each channel also
+// writes the channel's bias (b[o] - mean[o]) * s + beta[o] (b null: a layer without bias, 0).
+TOWERS_HD inline void foldBatchNormAt(std::int64_t i, std::int64_t per, const float* w,
+                                      const float* b, const float* gamma, const float* beta,
+                                      const float* mean, const float* var, double epsilon,
+                                      float* wOut, float* bOut)
+{
+    const std::int64_t o = i / per;
+    const double s = double(gamma[o]) / sqrt(double(var[o]) + epsilon);
+    wOut[i] = float(double(w[i]) * s);
+    if (i == o * per)
+        bOut[o] = float(((b ? double(b[o]) : 0.0) - double(mean[o])) * s + double(beta[o]));
+}
+
 // running = (1 - m) running + m batch, the variance unbiased by `unbias` (n / (n - 1)).
 TOWERS_HD inline void batchNormRunningAt(std::int64_t ch, float* runningMean, float* runningVar,
                                          const float* mean, const float* var, double unbias,

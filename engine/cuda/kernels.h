@@ -82,6 +82,10 @@ void batchNormRunningUpdate(cudaStream_t s, float* runningMean, float* runningVa
 void batchNormBackward(cudaStream_t s, const float* x, const float* dy, const float* mean,
                        const float* var, const float* gamma, float* dx, float* dgamma, float* dbeta,
                        std::int64_t rows, std::int64_t c, float epsilon);
+// A batch norm folded into the weights w [channels, per] and bias b (null: none) before it.
+void foldBatchNorm(cudaStream_t s, const float* w, const float* b, const float* gamma,
+                   const float* beta, const float* mean, const float* var, double epsilon,
+                   float* wOut, float* bOut, std::int64_t channels, std::int64_t per);
 
 // ---- loss.cu ----
 // probs = softmax(logits); rowLoss[r] = -log p[r, label]; firstBadRow = the lowest row whose label

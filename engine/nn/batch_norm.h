@@ -24,6 +24,12 @@ public:
     double epsilon() const { return m_epsilon; }
     double momentum() const { return m_momentum; }
     Activation activation() const { return m_activation; }
+    std::int64_t channels() const { return m_channels; }
+    // Its parameters and running statistics (a convolution before it folds them in).
+    const Tensor& gamma() const { return m_gamma.value; }
+    const Tensor& beta() const { return m_beta.value; }
+    const Tensor& runningMean() const { return m_runningMean.value; }
+    const Tensor& runningVar() const { return m_runningVar.value; }
 
 private:
     BatchNormDesc desc(const Shape& input) const;

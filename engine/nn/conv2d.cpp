@@ -1,5 +1,7 @@
 #include "engine/nn/conv2d.h"
 
+#include "engine/nn/batch_norm.h"
+
 namespace towers::engine {
 
 namespace {
@@ -73,6 +75,24 @@ void Conv2d::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
                                       m_saved);
     else
         ctx.ops.conv2dForward(d, x, m_weight.value, m_bias.value, y, m_opt.activation);
+}
+
+bool Conv2d::canFold(const BatchNorm& bn) const
+{
+    return m_opt.activation == Activation::None && bn.channels() == m_opt.outChannels;
+}
+
+void Conv2d::forwardFolding(ExecContext& ctx, const Tensor& x, const BatchNorm& bn, Tensor& y)
+{
+    if (ctx.training || !canFold(bn))
+        throw InvalidArgument("conv2d '" + name() + "': batch norm '" + bn.name() +
+                              "' folds in only in evaluation mode, after a convolution without "
+                              "activation of its own channels");
+    const Conv2dDesc d = desc(x.shape());
+    m_savedValid = false;
+    ctx.ops.foldBatchNorm(m_weight.value, m_bias.value, bn.gamma(), bn.beta(), bn.runningMean(),
+                          bn.runningVar(), bn.epsilon(), m_foldedW, m_foldedB);
+    ctx.ops.conv2dForward(d, x, m_foldedW, m_foldedB, y, bn.activation());
 }
 
 void Conv2d::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,

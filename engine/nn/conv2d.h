@@ -3,6 +3,8 @@
 
 namespace towers::engine {
 
+class BatchNorm;
+
 struct Conv2dOptions
 {
     std::int64_t inChannels = 0, outChannels = 0;
@@ -37,12 +39,20 @@ public:
     // What it was made with (a model file writes it back: model_file.h).
     const Conv2dOptions& options() const { return m_opt; }
 
+    // Whether `bn`, right after this convolution, can be folded into it in evaluation mode: this
+    // convolution has no activation of its own, and bn normalises its output channels.
+    bool canFold(const BatchNorm& bn) const;
+    // Evaluation mode (ctx.training false): y = bn(this(x)), bn's activation included, as one
+    // convolution with bn folded into the weights and bias (ExecContext::foldBatchNorms).
+    void forwardFolding(ExecContext& ctx, const Tensor& x, const BatchNorm& bn, Tensor& y);
+
 private:
     Conv2dDesc desc(const Shape& input) const;
     Conv2dOptions m_opt;
     Parameter m_weight, m_bias;
-    Tensor m_saved;            // the backend's state from a training forward for backward
-    bool m_savedValid = false; // m_saved belongs to the latest forward
+    Tensor m_saved;              // the backend's state from a training forward for backward
+    bool m_savedValid = false;   // m_saved belongs to the latest forward
+    Tensor m_foldedW, m_foldedB; // forwardFolding's weights and bias
 };
 
 } // namespace towers::engine

@@ -60,6 +60,8 @@ public:
     virtual ~LayerProfiler() = default;
     virtual void begin(ExecContext& ctx, const Layer& layer, bool backward) = 0;
     virtual void end(ExecContext& ctx, const Layer& layer, bool backward) = 0;
+    // `layer`'s forward ran inside `into`'s (a batch norm folded into the convolution before it).
+    virtual void folded(ExecContext& ctx, const Layer& layer, const Layer& into) = 0;
 };
 
 class Layer

@@ -1,5 +1,8 @@
 #include "engine/nn/sequential.h"
 
+#include "engine/nn/batch_norm.h"
+#include "engine/nn/conv2d.h"
+
 namespace towers::engine {
 
 std::string Sequential::describe() const
@@ -35,6 +38,23 @@ void Sequential::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
     const std::size_t n = m_layers.size();
     for (std::size_t i = 0; i < n; ++i) {
         const Tensor& in = i == 0 ? x : m_acts[i - 1];
+        if (ctx.foldBatchNorms && !ctx.training && i + 1 < n) {
+            // A convolution and the batch norm after it as one convolution: the batch norm's
+            // output is the pair's (the profiler sees the pair's time as the convolution's).
+            auto* conv = dynamic_cast<Conv2d*>(m_layers[i].get());
+            const auto* bn = dynamic_cast<const BatchNorm*>(m_layers[i + 1].get());
+            if (conv && bn && conv->canFold(*bn)) {
+                Tensor& out = i + 2 == n ? y : m_acts[i + 1];
+                if (ctx.profiler) ctx.profiler->begin(ctx, *conv, false);
+                conv->forwardFolding(ctx, in, *bn, out);
+                if (ctx.profiler) {
+                    ctx.profiler->end(ctx, *conv, false);
+                    ctx.profiler->folded(ctx, *bn, *conv);
+                }
+                ++i;
+                continue;
+            }
+        }
         Tensor& out = i + 1 == n ? y : m_acts[i];
         if (ctx.profiler) ctx.profiler->begin(ctx, *m_layers[i], false);
         m_layers[i]->forward(ctx, in, out);

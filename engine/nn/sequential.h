@@ -35,7 +35,8 @@ public:
 
     const std::vector<std::unique_ptr<Layer>>& layers() const { return m_layers; }
     // The output of layer i of the latest forward(), for every layer but the last (whose output
-    // is the caller's y).
+    // is the caller's y). Not computed for a convolution with a batch norm folded into it
+    // (ExecContext::foldBatchNorms).
     const Tensor& output(std::size_t i) const { return m_acts.at(i); }
 
 private:

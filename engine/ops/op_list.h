@@ -148,6 +148,18 @@
        const Tensor& saveMean, const Tensor& saveVar, Tensor& dx, Tensor& dgamma, Tensor& dbeta),  \
       (d, x, dy, gamma, saveMean, saveVar, dx, dgamma, dbeta))
 
+// Inference: a batch norm folded into the convolution or linear layer before it. With the scale
+// s = gamma / sqrt(runningVar + epsilon) of each output channel o: wOut = w * s[o] along w's first
+// dimension (the output channels: [O, I, KH, KW] or [O, I]), bOut = (b - runningMean) * s + beta
+// ([O]; b may be empty, a layer without bias: 0). The layer with wOut and bOut computes what it and
+// the batch norm in evaluation mode did, up to rounding. wOut must not be w.
+#define TOWERS_OP_foldBatchNorm(M)                                                                 \
+    M(foldBatchNorm, void,                                                                         \
+      (const Tensor& w, const Tensor& b, const Tensor& gamma, const Tensor& beta,                  \
+       const Tensor& runningMean, const Tensor& runningVar, double epsilon, Tensor& wOut,          \
+       Tensor& bOut),                                                                              \
+      (w, b, gamma, beta, runningMean, runningVar, epsilon, wOut, bOut))
+
 // --- batch normalisation as a training layer runs it, with the activation after it ---
 // batchNormForwardTraining, then y = act(y) (ReLU: max(y, 0)), which may leave backend-private
 // state in `saved` (opaque UInt8 bytes the caller keeps until batchNormActBackward, like a pooling
@@ -288,6 +300,7 @@
     X(batchNormForwardTraining)                                                                    \
     X(batchNormForwardInference)                                                                   \
     X(batchNormBackward)                                                                           \
+    X(foldBatchNorm)                                                                               \
     X(nhwcToNchw)                                                                                  \
     X(nchwToNhwc)                                                                                  \
     X(copyChannels)                                                                                \

@@ -400,6 +400,26 @@ void batchNormBackward(Args& a, const BatchNormDesc& d, const Tensor& x, const T
     batchNormChannels(a, d, saveVar, "batch norm saved variance");
 }
 
+void foldBatchNorm(Args& a, const Tensor& w, const Tensor& b, const Tensor& gamma,
+                   const Tensor& beta, const Tensor& runningMean, const Tensor& runningVar,
+                   double epsilon, Tensor& wOut, Tensor& bOut)
+{
+    a.floats(w, "foldBatchNorm w");
+    if (w.rank() < 1) throw ShapeError("foldBatchNorm w: a scalar has no output channels");
+    const Shape channels{w.dim(0)};
+    a.optionalFloats(b, "foldBatchNorm b", channels);
+    a.floats(gamma, "foldBatchNorm gamma", channels);
+    a.floats(beta, "foldBatchNorm beta", channels);
+    a.floats(runningMean, "foldBatchNorm running mean", channels);
+    a.floats(runningVar, "foldBatchNorm running variance", channels);
+    if (!(epsilon >= 0) || !std::isfinite(epsilon))
+        throw InvalidArgument("foldBatchNorm: epsilon must be a finite number >= 0, got " +
+                              std::to_string(epsilon));
+    a.output(wOut, "foldBatchNorm wOut");
+    a.output(bOut, "foldBatchNorm bOut");
+    notAliased(w, wOut, "foldBatchNorm");
+}
+
 void batchNormActForwardTraining(Args& a, const BatchNormDesc& d, const Tensor& x,
                                  const Tensor& gamma, const Tensor& beta, Activation, Tensor& y,
                                  Tensor& runningMean, Tensor& runningVar, Tensor& saveMean,

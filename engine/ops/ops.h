@@ -233,6 +233,12 @@ struct ExecContext
     // When set, the step's StepScalars where the ops compute (step_scalar_values.h): the ops that
     // take them read the step from there (dropout's masks) rather than from `step`, the same masks.
     const Tensor* scalars = nullptr;
+    // In evaluation mode (training false): a convolution followed by a batch norm runs as one
+    // convolution with the batch norm folded into its weights and bias (foldBatchNorm) and the
+    // batch norm's activation, as inference engines and the ONNX export do; the convolution's own
+    // output is then not computed. Set by evaluation and classification, left off where a layer's
+    // output or a backward after the pass is wanted (layer views, gradient checks).
+    bool foldBatchNorms = false;
 };
 
 // The plain reference backend: naive loops accumulating in double, float32 and float64. The test

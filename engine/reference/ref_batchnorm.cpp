@@ -88,6 +88,29 @@ void ReferenceOps::batchNormForwardInferenceImpl(const BatchNormDesc& d, const T
     });
 }
 
+void ReferenceOps::foldBatchNormImpl(const Tensor& w, const Tensor& b, const Tensor& gamma,
+                                     const Tensor& beta, const Tensor& runningMean,
+                                     const Tensor& runningVar, double epsilon, Tensor& wOut,
+                                     Tensor& bOut)
+{
+    const DType dt = w.dtype();
+    const std::int64_t channels = w.dim(0), per = w.numel() / channels;
+    Tensor::ensure(wOut, w.shape(), dt);
+    Tensor::ensure(bOut, {channels}, dt);
+    byDType(dt, [&](auto tag) {
+        using T = decltype(tag);
+        for (std::int64_t o = 0; o < channels; ++o) {
+            const double s =
+                double(gamma.data<T>()[o]) / std::sqrt(double(runningVar.data<T>()[o]) + epsilon);
+            for (std::int64_t k = 0; k < per; ++k)
+                wOut.data<T>()[o * per + k] = static_cast<T>(double(w.data<T>()[o * per + k]) * s);
+            const double bias = b.empty() ? 0.0 : double(b.data<T>()[o]);
+            bOut.data<T>()[o] = static_cast<T>((bias - double(runningMean.data<T>()[o])) * s +
+                                               double(beta.data<T>()[o]));
+        }
+    });
+}
+
 void ReferenceOps::batchNormBackwardImpl(const BatchNormDesc& d, const Tensor& x, const Tensor& dy,
                                          const Tensor& gamma, const Tensor& saveMean,
                                          const Tensor& saveVar, Tensor& dx, Tensor& dgamma,

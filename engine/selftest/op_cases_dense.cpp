@@ -1040,10 +1040,49 @@ void addElementwiseCases(std::vector<OpCase>& cases)
     addElementwise(cases);
 }
 
+// A batch norm folded into the weights before it, as evaluation runs a convolution followed by a
+// batch norm: convolution and linear weights, with a bias and without.
+void addBatchNormFolding(std::vector<OpCase>& cases)
+{
+    struct Fold
+    {
+        const char* name;
+        Shape w;
+        bool bias;
+    };
+    const std::vector<Fold> all = {
+        {"3x3 conv [8,3,3,3], bias", {8, 3, 3, 3}, true},
+        {"1x7 conv [16,4,1,7], no bias", {16, 4, 1, 7}, false},
+        {"linear [10,20], bias", {10, 20}, true},
+        {"3x3 conv [64,64,3,3], no bias (cifar10-resnet layer1.res)", {64, 64, 3, 3}, false},
+    };
+    for (const auto& f : all) {
+        const Shape w = f.w;
+        const bool bias = f.bias;
+        cases.push_back({"batch norm folded into weights", f.name, Tolerance::elementwise(),
+                         [w, bias](Rng& rng) {
+                             const Shape c{w[0]};
+                             std::vector<Tensor> in{uniform(w, rng), uniform(c, rng, 0.5, 1.5),
+                                                    uniform(c, rng, -0.5, 0.5),
+                                                    uniform(c, rng, -0.5, 0.5),
+                                                    uniform(c, rng, 0.5, 2)};
+                             if (bias) in.push_back(uniform(c, rng));
+                             return in;
+                         },
+                         [bias](Ops& ops, const std::vector<Tensor>& in) {
+                             Tensor wOut, bOut;
+                             ops.foldBatchNorm(in[0], bias ? in[5] : Tensor(), in[1], in[2], in[3],
+                                               in[4], 1e-3, wOut, bOut);
+                             return std::vector<OpOutput>{{"w", wOut}, {"b", bOut}};
+                         }});
+    }
+}
+
 void addBatchNormCases(std::vector<OpCase>& cases)
 {
     addBatchNorm(cases);
     addBatchNormActivation(cases);
+    addBatchNormFolding(cases);
 }
 
 void addLayoutCases(std::vector<OpCase>& cases)

@@ -206,6 +206,32 @@ private slots:
         QCOMPARE(y.at(((1 * 3 + 2) * 4 + 3) * 6 + 5), y0.at(((1 * 3 + 2) * 4 + 3) * 6 + 5));
     }
 
+    void foldBatchNorm()
+    {
+        // A batch norm folded into conv weights [6,3,2,2], with a bias and without, against the
+        // reference.
+        Rng rng(13);
+        const Tensor w = randomTensor({6, 3, 2, 2}, DType::Float32, rng);
+        const Tensor b = randomTensor({6}, DType::Float32, rng);
+        const Tensor gamma = randomTensor({6}, DType::Float32, rng);
+        const Tensor beta = randomTensor({6}, DType::Float32, rng);
+        const Tensor mean = randomTensor({6}, DType::Float32, rng);
+        Tensor var = randomTensor({6}, DType::Float32, rng);
+        for (std::int64_t i = 0; i < 6; ++i) var.data<float>()[i] = 0.5f + std::abs(var.at(i));
+        for (const bool bias : {true, false}) {
+            Tensor wantW, wantB;
+            m_ref->foldBatchNorm(w, bias ? b : Tensor(), gamma, beta, mean, var, 1e-3, wantW,
+                                 wantB);
+            Tensor wOut = Tensor::zeros(w.shape(), DType::Float32);
+            Tensor bOut = Tensor::zeros({6}, DType::Float32);
+            for (std::int64_t i = 0; i < w.numel(); ++i)
+                cuda::foldBatchNormAt(i, 12, f(w), bias ? f(b) : nullptr, f(gamma), f(beta),
+                                      f(mean), f(var), 1e-3, f(wOut), f(bOut));
+            QVERIFY(sameBytes(wOut, wantW));
+            QVERIFY(sameBytes(bOut, wantB));
+        }
+    }
+
     void layouts()
     {
         Rng rng(9);

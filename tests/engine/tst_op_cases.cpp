@@ -81,6 +81,7 @@ const std::vector<std::string>& expectedOps()
         "batch norm backward",                       // batchNormBackward
         "batch norm training forward + backward",    // batchNormActForwardTraining, -ActBackward
         "batch norm backward without saved state",   // batchNormActBackward
+        "batch norm folded into weights",            // foldBatchNorm
         "layout NHWC to NCHW",                       // nhwcToNchw
         "layout NCHW to NHWC",                       // nchwToNhwc
         "copy channels",                             // copyChannels

@@ -512,11 +512,11 @@ void ClassifyPage::showImageError(const QString& message)
 ClassifyPage::ImageAnswer ClassifyPage::answerFor(engine::Classifier& classifier,
                                                   const engine::ImageSet& one)
 {
-    // One pass gives every layer's output; the last is the logits.
+    // The answer as towers-cli classify and eval give it (batch norms folded into the
+    // convolutions before them); every layer's output from a pass of its own, layer by layer.
     auto layers = classifier.layerOutputs(one, 0);
-    const std::vector<double> logits(layers.back().values.begin(), layers.back().values.end());
     return ImageAnswer{app::toQImage(one, 0),
-                       engine::Classifier::topK(engine::Classifier::softmax(logits), kTopClasses),
+                       engine::Classifier::topK(classifier.probabilities(one).at(0), kTopClasses),
                        std::move(layers)};
 }
 
