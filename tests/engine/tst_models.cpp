@@ -40,6 +40,28 @@ Tensor imagesFor(const Model& m, std::int64_t n, DType dtype, std::uint64_t seed
     return randomTensor({n, s[0], s[1], s[2]}, dtype, rng, -1.0, 1.0);
 }
 
+// Counts the batch norms folded into the convolution before them, and fails a folded one that
+// also ran on its own.
+class FoldCounter final : public LayerProfiler
+{
+public:
+    void begin(ExecContext&, const Layer& layer, bool) override
+    {
+        if (m_folded.count(&layer)) m_ranAlone = true;
+    }
+    void end(ExecContext&, const Layer&, bool) override {}
+    void folded(ExecContext&, const Layer& layer, const Layer& into) override
+    {
+        if (layer.kind() == "batchnorm" && into.kind() == "conv2d") m_folded.insert(&layer);
+    }
+    std::size_t count() const { return m_folded.size(); }
+    bool ranAlone() const { return m_ranAlone; }
+
+private:
+    std::set<const Layer*> m_folded;
+    bool m_ranAlone = false;
+};
+
 } // namespace
 
 class TestModels : public QObject
@@ -354,6 +376,74 @@ private slots:
         }
         QVERIFY2(best < 0.75 * first && last < first,
                  qPrintable(QStringLiteral("losses ") + trace));
+    }
+
+    // Evaluation with the batch norms folded into the convolutions before them (what eval and
+    // classify run) gives the logits of the unfolded pass, up to rounding, on the reference and
+    // oneDNN backends; every conv-then-batch-norm pair folds (those in residual blocks and concat
+    // branches too), with running statistics, scales and shifts far from a fresh model's.
+    void foldedBatchNormsMatchUnfolded_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<QString>("backend");
+        QTest::addColumn<int>("pairs");
+        for (const char* backend : {"reference", "onednn"}) {
+            QTest::addRow("fashion-fast %s", backend) << "fashion-fast" << backend << 2;
+            // prep, layer1, layer2 and layer3, and two in each of the residual blocks.
+            QTest::addRow("cifar10-resnet %s", backend) << "cifar10-resnet" << backend << 8;
+            // The residual block's inner convolution; the first one's batch norm follows an LRN.
+            QTest::addRow("every-layer %s", backend) << "every-layer" << backend << 1;
+            // A convolution with a bias folds; one with a ReLU of its own keeps its batch norm.
+            QTest::addRow("bias, relu %s", backend) << "fold-cases" << backend << 1;
+        }
+    }
+    void foldedBatchNormsMatchUnfolded()
+    {
+        QFETCH(QString, name);
+        QFETCH(QString, backend);
+        QFETCH(int, pairs);
+        cpu::setCpuThreads(2);
+        auto ops = backend == "reference" ? makeReferenceOps() : cpu::makeOneDnnOps();
+        auto m =
+            name != "fold-cases"
+                ? modelNamed(name, 5)
+                : buildModel(resolveModel("fold-cases", canonicalModelDefinition(R"({
+            "name": "fold-cases", "input": [8, 8, 2], "layers": [
+                {"type": "conv2d", "filters": 5, "kernel": 3},
+                {"type": "batchnorm", "relu": true},
+                {"type": "conv2d", "filters": 4, "kernel": 3, "activation": "relu"},
+                {"type": "batchnorm"},
+                {"type": "flatten"},
+                {"type": "linear", "units": "classes"}]})",
+                                                                                 "fold-cases")));
+        if (name == "fold-cases") m->initialize(5);
+        Rng rng(31);
+        for (auto* p : m->parameters()) {
+            const std::string& n = p->name;
+            const auto bn =
+                n.rfind('.') == std::string::npos ? std::string() : n.substr(0, n.rfind('.'));
+            const bool isBatchNorm =
+                m->parameters().end() !=
+                std::find_if(m->parameters().begin(), m->parameters().end(),
+                             [&](const Parameter* q) { return q->name == bn + ".running_var"; });
+            if (!isBatchNorm || p->value.dtype() != DType::Float32) continue;
+            const bool var = n.ends_with(".running_var") || n.ends_with(".weight");
+            p->value = var ? randomTensor(p->value.shape(), DType::Float32, rng, 0.5, 2.0)
+                           : randomTensor(p->value.shape(), DType::Float32, rng, -0.5, 0.5);
+        }
+        const Tensor images = imagesFor(*m, 3, DType::Float32, 7);
+        ExecContext plain{*ops, false, 0}, folding{*ops, false, 0};
+        folding.foldBatchNorms = true;
+        FoldCounter counter;
+        folding.profiler = &counter;
+        const Tensor want = m->forward(plain, images).clone();
+        const Tensor got = m->forward(folding, images).clone();
+        QCOMPARE(counter.count(), std::size_t(pairs));
+        QVERIFY(!counter.ranAlone());
+        const double e = normalisedError(got, want);
+        QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("normalised error %1").arg(e)));
+        // The unfolded pass afterwards still computes every layer's output.
+        QCOMPARE(maxAbsDiff(m->forward(plain, images), want), 0.0);
     }
 
     // Evaluation mode: dropout is the identity and batch norm uses running statistics, so two
