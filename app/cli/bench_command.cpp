@@ -190,33 +190,23 @@ int runBench(const QStringList& args, CommandIo& io)
             for (const auto& x : v) l << QString::fromStdString(x);
             return l.isEmpty() ? QStringLiteral("-") : l.join(QStringLiteral(", "));
         };
-        if (o.inference) {
-            io.out << QStringLiteral("%1 %2 %3  %4\n")
-                          .arg(QStringLiteral("layer"), -16)
-                          .arg(QStringLiteral("kind"), -10)
-                          .arg(QStringLiteral("forward"), 9)
-                          .arg(QStringLiteral("implementation"));
-            for (const auto& l : r.layers)
-                io.out << QStringLiteral("%1 %2 %3  %4\n")
-                              .arg(QString::fromStdString(l.name), -16)
-                              .arg(QString::fromStdString(l.kind), -10)
-                              .arg(l.forwardMs, 9, 'f', 2)
-                              .arg(join(l.forwardImpl));
-        } else {
-            io.out << QStringLiteral("%1 %2 %3 %4  %5\n")
-                          .arg(QStringLiteral("layer"), -16)
-                          .arg(QStringLiteral("kind"), -10)
-                          .arg(QStringLiteral("forward"), 9)
-                          .arg(QStringLiteral("backward"), 9)
-                          .arg(QStringLiteral("implementation (forward | backward)"));
-            for (const auto& l : r.layers)
-                io.out << QStringLiteral("%1 %2 %3 %4  %5 | %6\n")
-                              .arg(QString::fromStdString(l.name), -16)
-                              .arg(QString::fromStdString(l.kind), -10)
-                              .arg(l.forwardMs, 9, 'f', 2)
-                              .arg(l.backwardMs, 9, 'f', 2)
-                              .arg(join(l.forwardImpl), join(l.backwardImpl));
-        }
+        // Inference has no backward: no column for it.
+        const bool backward = !o.inference;
+        auto line = [&](const QString& name, const QString& kind, const QString& forward,
+                        const QString& back, const QString& impl) {
+            io.out << QStringLiteral("%1 %2 %3").arg(name, -16).arg(kind, -10).arg(forward, 9)
+                   << (backward ? QStringLiteral(" %1").arg(back, 9) : QString()) << "  " << impl
+                   << "\n";
+        };
+        line(QStringLiteral("layer"), QStringLiteral("kind"), QStringLiteral("forward"),
+             QStringLiteral("backward"),
+             backward ? QStringLiteral("implementation (forward | backward)")
+                      : QStringLiteral("implementation"));
+        for (const auto& l : r.layers)
+            line(QString::fromStdString(l.name), QString::fromStdString(l.kind),
+                 QString::number(l.forwardMs, 'f', 2), QString::number(l.backwardMs, 'f', 2),
+                 backward ? join(l.forwardImpl) + QStringLiteral(" | ") + join(l.backwardImpl)
+                          : join(l.forwardImpl));
     }
     return ExitOk;
 }

@@ -1132,15 +1132,23 @@ private slots:
     // towers-cli bench on a GPU: after the phases, each waited for, the steps issued back to back
     // (the loss read once, at the end), whose time is the step's; on the stand-in GPU the same
     // steps as the host's, to the bit.
-    void benchIssuesGpuStepsBackToBack()
+    // A bench of fashion-fast on the reference backend: 4 images, one step of warm-up, three timed.
+    static TrainStepBenchOptions smallBench(bool inference)
     {
-        FakeDeviceScope scope;
         TrainStepBenchOptions o;
         o.model = "fashion-fast";
         o.backend = "reference";
         o.batchSize = 4;
         o.warmup = 1;
         o.steps = 3;
+        o.inference = inference;
+        return o;
+    }
+
+    void benchIssuesGpuStepsBackToBack()
+    {
+        FakeDeviceScope scope;
+        TrainStepBenchOptions o = smallBench(false);
         TrainStepBenchOptions host = o;
         host.steps = 6; // as many steps as the GPU's phases and its steps back to back
         o.makeOps = [] { return makeFakeDeviceOps("reference"); };
@@ -1178,13 +1186,7 @@ private slots:
     void benchInferenceIssuesGpuPassesBackToBack()
     {
         FakeDeviceScope scope;
-        TrainStepBenchOptions o;
-        o.model = "fashion-fast";
-        o.backend = "reference";
-        o.batchSize = 4;
-        o.warmup = 1;
-        o.steps = 3;
-        o.inference = true;
+        TrainStepBenchOptions o = smallBench(true);
         const TrainStepBenchOptions host = o;
         o.makeOps = [] { return makeFakeDeviceOps("reference", 0, true); };
         std::vector<std::pair<int, int>> progress;
