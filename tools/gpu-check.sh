@@ -26,7 +26,9 @@
 #                         off (the same losses, bitwise); CUDA graphs on against off for 1 and 2
 #                         towers (the same losses, bitwise)
 #   compare               bench/compare.py --device cuda against PyTorch (default, channels-last,
-#                         channels-last+bf16) for cifar10-tutorial and cifar10-resnet
+#                         channels-last+bf16) for cifar10-tutorial and cifar10-resnet, and the
+#                         forward pass in evaluation mode (--inference: batch norms folded, as
+#                         eval runs) for fashion-fast and cifar10-resnet
 #   bf16                  --precision bf16 on the GPU (bf16_part below)
 #   race                  the Fashion-MNIST time-to-accuracy race against PyTorch (race_part)
 # Each run is one call of the device tool: carry .carry, command `tools/gpu-check.sh run [PARTS]`,
@@ -206,6 +208,9 @@ compare_part() {
     step -t 540 compare python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" --python python3 \
         --models cifar10-tutorial,cifar10-resnet --batch-size 128 --steps 50 --warmup 10 \
         --torch-variants default,channels-last,channels-last+bf16
+    step -t 240 compare-inference python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" \
+        --python python3 --inference --models fashion-fast,cifar10-resnet --batch-size 250 \
+        --steps 50 --warmup 10 --torch-variants default,channels-last
 }
 
 # --precision bf16 on the GPU (tools/gpu-check.sh run bf16): the op-case table and training
