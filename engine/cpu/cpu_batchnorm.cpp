@@ -5,9 +5,9 @@
 // the batch norm of a training step is fused into its primitives (fuse_norm_relu), whose
 // workspace, the ReLU's mask, is the op's `saved` state.
 #include <bit>
-#include <cmath>
 
 #include "engine/cpu/cpu_common.h"
+#include "engine/ops/batch_norm_fold.h"
 #include "engine/ops/op_checks.h"
 
 namespace towers::engine::cpu {
@@ -261,7 +261,7 @@ void OneDnnOps::foldBatchNormImpl(const Tensor& w, const Tensor& b, const Tensor
                                   Tensor& bOut)
 {
     // The weights of one layer (thousands to a few million floats, once per evaluation batch):
-    // over the output channels across the threads, the scale of each in double.
+    // over the output channels across the threads, each value as batch_norm_fold.h has it.
     const std::int64_t channels = w.dim(0), per = w.numel() / channels;
     Tensor::ensure(wOut, w.shape(), DType::Float32);
     Tensor::ensure(bOut, {channels}, DType::Float32);
@@ -273,11 +273,10 @@ void OneDnnOps::foldBatchNormImpl(const Tensor& w, const Tensor& b, const Tensor
     float* pbo = bOut.data<float>();
     parallelItems(channels, per, [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
         for (std::int64_t o = begin; o < end; ++o) {
-            const double s = double(pg[o]) / std::sqrt(double(pv[o]) + epsilon);
+            const double s = foldedScale(pg[o], pv[o], epsilon);
             for (std::int64_t k = 0; k < per; ++k)
-                pwo[o * per + k] = static_cast<float>(double(pw[o * per + k]) * s);
-            pbo[o] = static_cast<float>(((pb ? double(pb[o]) : 0.0) - double(pm[o])) * s +
-                                        double(pbeta[o]));
+                pwo[o * per + k] = foldedWeight(pw[o * per + k], s);
+            pbo[o] = foldedBias(pb ? pb[o] : 0.f, pm[o], pbeta[o], s);
         }
     });
 }

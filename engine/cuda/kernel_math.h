@@ -10,6 +10,7 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "engine/ops/batch_norm_fold.h"
 #include "engine/ops/dropout_mask.h"
 #include "engine/ops/step_scalar_values.h"
 
@@ -253,19 +254,18 @@ TOWERS_HD inline void batchNormApplyAt(std::int64_t i, const float* x, const flo
     y[i] = (x[i] - mean[ch]) / sqrtf(var[ch] + epsilon) * gamma[ch] + beta[ch];
 }
 
-// Element i of w [channels, per] folded with its channel o's batch norm (inference): scaled by
-// s = gamma[o] / sqrt(var[o] + epsilon) in double, and the first element of each channel also
-// writes the channel's bias (b[o] - mean[o]) * s + beta[o] (b null: a layer without bias, 0).
+// Element i of w [channels, per] folded with its channel o's batch norm (inference,
+// batch_norm_fold.h), and the first element of each channel also writes the channel's bias (b
+// null: a layer without bias, 0).
 TOWERS_HD inline void foldBatchNormAt(std::int64_t i, std::int64_t per, const float* w,
                                       const float* b, const float* gamma, const float* beta,
                                       const float* mean, const float* var, double epsilon,
                                       float* wOut, float* bOut)
 {
     const std::int64_t o = i / per;
-    const double s = double(gamma[o]) / sqrt(double(var[o]) + epsilon);
-    wOut[i] = float(double(w[i]) * s);
-    if (i == o * per)
-        bOut[o] = float(((b ? double(b[o]) : 0.0) - double(mean[o])) * s + double(beta[o]));
+    const double s = foldedScale(gamma[o], var[o], epsilon);
+    wOut[i] = foldedWeight(w[i], s);
+    if (i == o * per) bOut[o] = foldedBias(b ? b[o] : 0.f, mean[o], beta[o], s);
 }
 
 // running = (1 - m) running + m batch, the variance unbiased by `unbias` (n / (n - 1)).

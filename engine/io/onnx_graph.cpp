@@ -9,7 +9,6 @@
 // Flatten turns NHWC into C, H, W order, which is what the NCHW graph already holds).
 #include "engine/io/onnx_graph.h"
 
-#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -17,6 +16,7 @@
 
 #include "engine/errors.h"
 #include "engine/nn/sequential.h"
+#include "engine/ops/batch_norm_fold.h"
 
 namespace towers::engine::onnx_graph {
 
@@ -548,11 +548,10 @@ int GraphBuilder::foldBatchNorms()
         b.data.assign(channels, 0.0f);
         if (conv.input_size() > 2) b = m_inits.at(conv.input(2));
         for (std::size_t o = 0; o < channels; ++o) {
-            const double s = double(gamma.data[o]) / std::sqrt(double(var.data[o]) + eps);
+            const double s = foldedScale(gamma.data[o], var.data[o], eps);
             for (std::size_t k = 0; k < per; ++k)
-                w.data[o * per + k] = float(double(w.data[o * per + k]) * s);
-            b.data[o] =
-                float((double(b.data[o]) - double(mean.data[o])) * s + double(beta.data[o]));
+                w.data[o * per + k] = foldedWeight(w.data[o * per + k], s);
+            b.data[o] = foldedBias(b.data[o], mean.data[o], beta.data[o], s);
         }
         // New initializers (the old ones may be shared), named after the convolution's weights.
         const std::string wName = conv.input(1);
