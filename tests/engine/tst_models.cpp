@@ -418,15 +418,17 @@ private slots:
                                                                                  "fold-cases")));
         if (name == "fold-cases") m->initialize(5);
         Rng rng(31);
+        const std::string runningVar = ".running_var";
+        std::set<std::string> batchNorms; // the batch norms' names, from their running variances
+        for (const auto* p : m->parameters())
+            if (p->name.ends_with(runningVar))
+                batchNorms.insert(p->name.substr(0, p->name.size() - runningVar.size()));
         for (auto* p : m->parameters()) {
             const std::string& n = p->name;
-            const auto bn =
-                n.rfind('.') == std::string::npos ? std::string() : n.substr(0, n.rfind('.'));
-            const bool isBatchNorm =
-                m->parameters().end() !=
-                std::find_if(m->parameters().begin(), m->parameters().end(),
-                             [&](const Parameter* q) { return q->name == bn + ".running_var"; });
-            if (!isBatchNorm || p->value.dtype() != DType::Float32) continue;
+            const auto dot = n.rfind('.');
+            if (dot == std::string::npos || !batchNorms.count(n.substr(0, dot)) ||
+                p->value.dtype() != DType::Float32)
+                continue;
             const bool var = n.ends_with(".running_var") || n.ends_with(".weight");
             p->value = var ? randomTensor(p->value.shape(), DType::Float32, rng, 0.5, 2.0)
                            : randomTensor(p->value.shape(), DType::Float32, rng, -0.5, 0.5);
