@@ -73,12 +73,9 @@ int runBench(const QStringList& args, CommandIo& io)
     if (!onOffOption(p, QStringLiteral("cuda-graphs"), o.graphs, io) ||
         !onOffOption(p, QStringLiteral("cudnn-benchmark"), o.cudnnBenchmark, io))
         return ExitUsage;
-    try {
-        o.precision = engine::parsePrecision(p.value(QStringLiteral("precision")).toStdString());
-    } catch (const engine::InvalidArgument& e) {
-        io.err << "towers-cli bench: --precision: " << e.what() << "\n";
-        return ExitUsage;
-    }
+    std::optional<engine::Precision> precision;
+    if (!precisionOption(p, precision, io)) return ExitUsage;
+    o.precision = precision.value_or(engine::Precision::Float32);
     if (!intOption(p, QStringLiteral("batch-size"), 1, 65536, o.batchSize, io) ||
         !intOption(p, QStringLiteral("threads"), 0, 1024, o.threads, io) ||
         !intOption(p, QStringLiteral("steps"), 1, 1000000, o.steps, io) ||

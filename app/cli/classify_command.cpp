@@ -77,6 +77,7 @@ int runClassify(const QStringList& args, CommandIo& io)
          QStringLiteral("k"), QStringLiteral("5")},
         {QStringLiteral("no-ema"),
          QStringLiteral("Use the raw weights, not their moving averages.")},
+        inferencePrecisionOption(),
         {QStringLiteral("layers"),
          QStringLiteral("Also show what each layer makes of each image: its output's shape, mean, "
                         "deviation, range and share of zeros (a ReLU's inactive units).")},
@@ -93,6 +94,8 @@ int runClassify(const QStringList& args, CommandIo& io)
     }
     int topK = 5;
     if (!intOption(p, QStringLiteral("top-k"), 1, 100000, topK, io)) return ExitUsage;
+    std::optional<engine::Precision> arithmetic;
+    if (!precisionOption(p, arithmetic, io)) return ExitUsage;
     // The checkpoint last: a run given for it is resolved (and named) only with the rest usable.
     QString checkpointFile;
     if (const int c =
@@ -100,7 +103,8 @@ int runClassify(const QStringList& args, CommandIo& io)
         c != ExitOk)
         return c;
 
-    engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")));
+    engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")),
+                                  0, arithmetic.value_or(engine::Precision::Float32));
     // Each file is checked before it is decoded (a regular file, a size within the limits of
     // app/inference/image_files.h) and decoded no larger than the model needs; one that cannot be
     // read is named on standard error and the others are answered (exit 1 at the end).
@@ -158,6 +162,9 @@ int runClassify(const QStringList& args, CommandIo& io)
                                             {QStringLiteral("model"),
                                              QString::fromStdString(classifier.info().model)},
                                             {QStringLiteral("ema"), classifier.usesEma()},
+                                            {QStringLiteral("precision"),
+                                             QString::fromStdString(std::string(
+                                                 engine::precisionName(classifier.precision())))},
                                             {QStringLiteral("results"), results}})
                       .toJson(QJsonDocument::Indented);
     if (failed) {

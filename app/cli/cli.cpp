@@ -16,7 +16,7 @@ namespace towers::app {
 namespace {
 
 const Command kCommands[] = {
-    {"bench", "Time full training steps of a model on synthetic data (images/s)", runBench},
+    {"bench", "Time training steps (or, --inference, forward passes) on synthetic data", runBench},
     {"download", "Download, verify and unpack a dataset (cifar10, cifar100, mnist, ...)",
      runDownload},
     {"models", "List the models, or show one model's layers", runModels},

@@ -117,6 +117,19 @@ bool choiceOption(const QCommandLineParser& parser, const QString& name,
     return false;
 }
 
+bool precisionOption(const QCommandLineParser& parser, std::optional<engine::Precision>& value,
+                     CommandIo& io)
+{
+    if (!parser.isSet(QStringLiteral("precision"))) return true;
+    try {
+        value = engine::parsePrecision(parser.value(QStringLiteral("precision")).toStdString());
+        return true;
+    } catch (const engine::InvalidArgument& e) {
+        io.err << io.program << ": --precision: " << e.what() << "\n";
+        return false;
+    }
+}
+
 const engine::ModelInfo& modelOption(const QString& value)
 {
     const std::string model = value.toStdString();
@@ -238,6 +251,16 @@ QCommandLineOption bestOption()
             QStringLiteral("With a run for --checkpoint: its best checkpoint (the highest test "
                            "accuracy of its evaluations, which rotation keeps) instead of its "
                            "newest.")};
+}
+
+QCommandLineOption inferencePrecisionOption()
+{
+    return {QStringLiteral("precision"),
+            QStringLiteral("fp32 (default) or bf16: the convolutions and matrix products in "
+                           "bfloat16 with float32 accumulation, as the evaluations of a run "
+                           "trained with --precision bf16 ran them; faster on a CPU with AMX "
+                           "(needs AVX512_BF16 or AMX)."),
+            QStringLiteral("name")};
 }
 
 QCommandLineOption initBestOption()

@@ -6,6 +6,7 @@
 #include <QTextStream>
 
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "engine/models/registry.h"
@@ -78,6 +79,11 @@ bool onOffOption(const QCommandLineParser& parser, const QString& name, bool& va
 // false.
 bool choiceOption(const QCommandLineParser& parser, const QString& name,
                   std::initializer_list<const char*> choices, QString& value, CommandIo& io);
+// Reads --precision (fp32 or bf16, engine::parsePrecision) into `value`, left as it is when the
+// option is not given; otherwise prints "towers-cli eval: --precision: unknown precision 'x'
+// (known: fp32, bf16)" and returns false. Whether this machine runs it is the backend's question.
+bool precisionOption(const QCommandLineParser& parser, std::optional<engine::Precision>& value,
+                     CommandIo& io);
 
 // The model a --model value names: a built-in model, or a model file (engine::namesModelFile:
 // a path with a '/' or ending in ".json") read now. UnknownName listing the built-in models;
@@ -131,6 +137,8 @@ void applyDeviceChoice(const DeviceChoice& d, engine::TrainConfig& c, bool keepT
 
 // --best, for the commands that take --checkpoint (which defines it with bestOption()).
 QCommandLineOption bestOption();
+// --precision for eval and classify: the forward pass in fp32 or bf16 (precisionOption reads it).
+QCommandLineOption inferencePrecisionOption();
 // --best, for the commands that take --init-from (train, lr-find): a run's best checkpoint.
 QCommandLineOption initBestOption();
 // False, with the error printed, for --best without --init-from (initFromOption checks it too).

@@ -97,6 +97,7 @@ int runEval(const QStringList& args, CommandIo& io)
          QStringLiteral("n")},
         {QStringLiteral("batch-size"), QStringLiteral("Examples per forward pass (default 250)."),
          QStringLiteral("n"), QStringLiteral("250")},
+        inferencePrecisionOption(),
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
     int code = 0;
@@ -115,6 +116,8 @@ int runEval(const QStringList& args, CommandIo& io)
     if (!intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io) ||
         !intOption(p, QStringLiteral("mistakes"), 1, 1000000, mistakeCount, io))
         return ExitUsage;
+    std::optional<engine::Precision> arithmetic;
+    if (!precisionOption(p, arithmetic, io)) return ExitUsage;
     std::vector<std::filesystem::path> path;
     if (!searchPathOption(p, io, path)) return ExitUsage;
     // The checkpoint last: a run given for it is resolved (and named) only with the rest usable.
@@ -127,7 +130,8 @@ int runEval(const QStringList& args, CommandIo& io)
     if (const QString runData = runDataDirOf(checkpointFile); !runData.isEmpty())
         path.insert(path.begin(), runData.toStdString());
 
-    engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")));
+    engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")),
+                                  0, arithmetic.value_or(engine::Precision::Float32));
     const auto& info = classifier.info();
     if (info.dataset.empty() && !p.isSet(QStringLiteral("dataset")))
         throw engine::IoError(checkpointFile.toStdString() +
@@ -205,6 +209,8 @@ int runEval(const QStringList& args, CommandIo& io)
         chosen = &owned;
     }
     const engine::ImageSet& set = *chosen;
+    // The precision the checkpoint's run trained (and evaluated) in.
+    const QString trained = QString::fromStdString(engine::trainedPrecision(info));
     const engine::EvalResult r = classifier.evaluate(set, batch);
     const int k = r.numClasses;
     const auto scores = engine::classScores(r.confusion, k);
@@ -240,6 +246,9 @@ int runEval(const QStringList& args, CommandIo& io)
             {QStringLiteral("set"), setName},
             {QStringLiteral("step"), qint64(info.step)},
             {QStringLiteral("ema"), r.ema},
+            {QStringLiteral("precision"),
+             QString::fromStdString(std::string(engine::precisionName(classifier.precision())))},
+            {QStringLiteral("trained_precision"), trained},
             {QStringLiteral("examples"), qint64(r.examples)},
             {QStringLiteral("correct"), qint64(r.correct)},
             {QStringLiteral("precision_at_1"), r.precisionAt1},
@@ -284,7 +293,16 @@ int runEval(const QStringList& args, CommandIo& io)
            << QString::fromStdString(data.location.string()) << ")"
            << (otherDataset ? QStringLiteral(", trained on ") + QString::fromStdString(info.dataset)
                             : QString())
-           << ", " << (r.ema ? "moving averages of the weights" : "raw weights") << "\n"
+           << ", " << (r.ema ? "moving averages of the weights" : "raw weights")
+           << (classifier.precision() == engine::Precision::BFloat16
+                   ? QStringLiteral(", bf16 convolutions and matrix products")
+                   : QString())
+           << "\n"
+           << (trained == QLatin1String("bf16") &&
+                       classifier.precision() != engine::Precision::BFloat16
+                   ? QStringLiteral("(trained in bf16: its run's own evaluations ran in bf16, "
+                                    "as --precision bf16 does)\n")
+                   : QString())
            << "precision @ 1 = " << QString::number(r.precisionAt1, 'f', 4) << " (" << r.correct
            << " of " << r.examples << " " << setWord << " examples), mean cross-entropy "
            << QString::number(r.meanCrossEntropy, 'f', 4) << "\n\n";

@@ -128,12 +128,9 @@ int runSelftest(const QStringList& args, CommandIo& io)
         io.err << "towers-cli selftest: --tf32 is for --device cuda\n";
         return ExitUsage;
     }
-    try {
-        o.precision = engine::parsePrecision(p.value(QStringLiteral("precision")).toStdString());
-    } catch (const engine::Error& e) {
-        io.err << "towers-cli selftest: --precision: " << e.what() << "\n";
-        return ExitUsage;
-    }
+    std::optional<engine::Precision> precision;
+    if (!precisionOption(p, precision, io)) return ExitUsage;
+    o.precision = precision.value_or(engine::Precision::Float32);
     // The backend's own refusal, as training gives it.
     if (const std::string no = engine::TrainConfig::precisionUnavailable(o.backend, o.precision);
         !no.empty()) {

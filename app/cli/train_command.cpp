@@ -404,14 +404,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     DeviceChoice device;
     if (!readDeviceOptions(p, QStringLiteral("towers-cli train"), io, device)) return ExitUsage;
     std::optional<engine::Precision> precision;
-    if (p.isSet(QStringLiteral("precision"))) {
-        try {
-            precision = engine::parsePrecision(p.value(QStringLiteral("precision")).toStdString());
-        } catch (const engine::InvalidArgument& e) {
-            io.err << "towers-cli train: --precision: " << e.what() << "\n";
-            return ExitUsage;
-        }
-    }
+    if (!precisionOption(p, precision, io)) return ExitUsage;
     if (p.isSet(QStringLiteral("steps")) && p.isSet(QStringLiteral("epochs"))) {
         io.err << "towers-cli train: give --steps or --epochs, not both\n";
         return ExitUsage;

@@ -321,6 +321,21 @@ int checkpointClasses(const CheckpointInfo& info)
     return int(info.classNames.size());
 }
 
+std::string checkpointConfigField(const CheckpointInfo& info, const char* key,
+                                  const std::string& otherwise)
+{
+    const Json j = Json::parse(info.config, nullptr, false);
+    if (j.is_object())
+        if (const auto it = j.find(key); it != j.end() && it->is_string())
+            return it->get<std::string>();
+    return otherwise;
+}
+
+std::string trainedPrecision(const CheckpointInfo& info)
+{
+    return checkpointConfigField(info, "precision", "fp32");
+}
+
 Shape sourceImageShape(const CheckpointInfo& info)
 {
     if (info.imageShape.rank() == 3) return info.imageShape;

@@ -70,6 +70,13 @@ int checkpointClasses(const CheckpointInfo& info);
 // The size images are brought to before the recipe's central crop, for a model of `info`: the
 // recorded imageShape, else the dataset table's for `info.dataset`, else the model's input.
 Shape sourceImageShape(const CheckpointInfo& info);
+// A string field of the run configuration a checkpoint records (TrainConfig's JSON: "runId",
+// "precision"...), or `otherwise` where it has none or it cannot be read.
+std::string checkpointConfigField(const CheckpointInfo& info, const char* key,
+                                  const std::string& otherwise);
+// The precision ("fp32", "bf16") a checkpoint's weights were trained in: "fp32" where its
+// configuration names none (a checkpoint from before --precision, or of no run).
+std::string trainedPrecision(const CheckpointInfo& info);
 
 // Checks that `checkpoint` (read from `path`, named in messages) fits `model`: the same model,
 // every parameter and buffer present with the model's shape and dtype and no other weight, the

@@ -9,7 +9,9 @@
 
 namespace towers::engine {
 
-Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int threads)
+Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int threads,
+                       Precision precision)
+    : m_precision(precision)
 {
     const Checkpoint c = readCheckpoint(checkpoint);
     m_info = c.info;
@@ -46,7 +48,7 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
         for (int i = 0; i < m_model->numClasses(); ++i)
             m_info.classNames.push_back("class " + std::to_string(i));
     cpu::setCpuThreads(threads);
-    m_ops = cpu::makeOneDnnOps();
+    m_ops = cpu::makeOneDnnOps(precision);
 }
 
 Classifier::~Classifier() = default;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/data/preprocessing.h"
+#include "engine/ops/precision.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/evaluation.h"
 
@@ -59,9 +60,11 @@ public:
     // Reads and validates the checkpoint (IoError / InvalidArgument naming the file and what is
     // wrong: not a Towers checkpoint, an unknown model, a tensor that does not fit) and loads its
     // weights, the moving averages when `useEma` and the checkpoint has them. `threads`: CPU
-    // threads for the ops (0 = every core).
+    // threads for the ops (0 = every core). `precision`: the convolutions and matrix products in
+    // float32, or in bfloat16 as a --precision bf16 run's evaluations ran them (Unsupported with
+    // the reason where this CPU cannot: cpu::bf16Unavailable).
     explicit Classifier(const std::filesystem::path& checkpoint, bool useEma = true,
-                        int threads = 0);
+                        int threads = 0, Precision precision = Precision::Float32);
     ~Classifier();
 
     const CheckpointInfo& info() const { return m_info; }
@@ -71,6 +74,7 @@ public:
     // (the evaluation crop is taken from it), or the model's input when the dataset is unknown.
     const Shape& sourceShape() const { return m_source; }
     bool usesEma() const { return m_usesEma; }
+    Precision precision() const { return m_precision; }
     int numClasses() const;
 
     // Class probabilities (softmax of the logits) of every image of `images` (8-bit HWC of
@@ -107,6 +111,7 @@ private:
     Preprocessing m_recipe;
     Shape m_source;
     bool m_usesEma = false;
+    Precision m_precision = Precision::Float32;
     std::unique_ptr<Model> m_model;
     std::unique_ptr<Ops> m_ops;
 };

@@ -102,29 +102,10 @@ std::string newRunId()
     return id;
 }
 
-// A string field of a checkpoint's configuration, or `otherwise` (absent, or not readable).
-std::string configField(const Checkpoint& c, const char* key, const std::string& otherwise)
-{
-    try {
-        const Json j = Json::parse(c.info.config);
-        if (j.is_object() && j.contains(key) && j[key].is_string())
-            return j[key].get<std::string>();
-    } catch (const Json::exception&) {
-    }
-    return otherwise;
-}
-
 // The run id recorded in a checkpoint's configuration, or "".
 std::string runIdOf(const Checkpoint& c)
 {
-    return configField(c, "runId", "");
-}
-
-// The precision a checkpoint's weights were trained in: "fp32" when it names none (a checkpoint
-// from before --precision).
-std::string precisionOf(const Checkpoint& c)
-{
-    return configField(c, "precision", std::string(precisionName(Precision::Float32)));
+    return checkpointConfigField(c.info, "runId", "");
 }
 
 // Validates before the run directory is created.
@@ -320,7 +301,7 @@ std::int64_t Trainer::restore(const std::filesystem::path& file)
     m_lastCheckpointStep = c.info.step;
     log("restored " + file.string() + " at step " + std::to_string(c.info.step));
     // Checkpoints are float32 whatever the precision they were trained in: a run may change it.
-    const std::string before = precisionOf(c), now(precisionName(m_config.precision));
+    const std::string before = trainedPrecision(c.info), now(precisionName(m_config.precision));
     if (before != now)
         log("precision: " + now + " from step " + std::to_string(c.info.step) +
             " on (the run so far: " + before + ")");

@@ -37,8 +37,8 @@ _towers_cli()
                 --weight-decay --ema-decay --augment --seed --init-from --best --like --run-dir --checkpoint-every
                 --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --validation --patience --min-delta --log-every --histogram-every --loader-workers --json --help" ;;
         lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --threads-per-tower --seed --init-from --best --min-lr --max-lr --steps --json --help" ;;
-        eval) options="--checkpoint --best --data-dir --set --dataset --no-ema --layers --mistakes --batch-size --json --help" ;;
-        classify) options="--checkpoint --best --top-k --no-ema --layers --json --help" ;;
+        eval) options="--checkpoint --best --data-dir --set --dataset --no-ema --layers --mistakes --batch-size --precision --json --help" ;;
+        classify) options="--checkpoint --best --top-k --no-ema --precision --layers --json --help" ;;
         export) options="--checkpoint --best --output --opset --layout --no-ema --force --json --help" ;;
         runs) options="--runs-dir --json --trash --help" ;;
         datasets) options="--data-dir --json --help" ;;

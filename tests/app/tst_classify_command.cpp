@@ -20,6 +20,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
@@ -31,6 +33,7 @@
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/recipe.h"
+#include "engine/train/train_config.h"
 #include "hostile_images.h"
 
 using namespace towers;
@@ -72,11 +75,21 @@ class TestClassifyCommand : public QObject
 
     Run classify(const QStringList& images)
     {
+        return cli(
+            QStringList{QStringLiteral("classify"), QStringLiteral("--checkpoint"), m_checkpoint} +
+            images);
+    }
+
+    // towers-cli with `args`, in the address space above; `isa`, when given, holds oneDNN to
+    // that instruction set (ONEDNN_MAX_CPU_ISA).
+    Run cli(const QStringList& args, const QString& isa = {})
+    {
         QProcess p;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(QStringLiteral("OMP_NUM_THREADS"), QStringLiteral("1"));
         env.insert(QStringLiteral("TOWERS_CUDA_PLUGIN"),
                    QStringLiteral("/nonexistent/libtowers-cuda.so"));
+        if (!isa.isEmpty()) env.insert(QStringLiteral("ONEDNN_MAX_CPU_ISA"), isa);
         p.setProcessEnvironment(env);
         p.setChildProcessModifier([] {
             const rlimit limit{kAddressSpace, kAddressSpace};
@@ -84,10 +97,7 @@ class TestClassifyCommand : public QObject
         });
         QElapsedTimer clock;
         clock.start();
-        p.start(
-            QStringLiteral(TOWERS_CLI),
-            QStringList{QStringLiteral("classify"), QStringLiteral("--checkpoint"), m_checkpoint} +
-                images);
+        p.start(QStringLiteral(TOWERS_CLI), args);
         Run r;
         if (!p.waitForStarted(10000)) return r;
         if (!p.waitForFinished(30000)) {
@@ -235,6 +245,123 @@ private slots:
         QCOMPARE(r.out.count(path("good.png") + QLatin1Char('\n')), 2);
         QVERIFY2(r.err.contains(QStringLiteral("1 of 3 files could not be classified")),
                  qPrintable(r.err));
+    }
+
+    // --precision bf16: eval and classify run their forward pass in bfloat16 where the CPU has
+    // AVX512_BF16 or AMX, and say so; the logits move by what bfloat16's rounding gives and no
+    // more. Where it cannot (held to AVX2 here), both end with exit code 1 and the reason; a
+    // precision that does not exist is a usage error.
+    void bf16EvalAndClassify()
+    {
+        QImage image(28, 28, QImage::Format_Grayscale8);
+        for (int y = 0; y < 28; ++y)
+            for (int x = 0; x < 28; ++x) image.setPixel(x, y, qRgb(9 * x, 9 * y, 5 * (x + y)));
+        QVERIFY(image.save(path("ramp.png")));
+        const QStringList classify{QStringLiteral("classify"), QStringLiteral("--checkpoint"),
+                                   m_checkpoint, QStringLiteral("--json"), path("ramp.png")};
+        const QStringList eval{QStringLiteral("eval"), QStringLiteral("--checkpoint"),
+                               m_checkpoint,           QStringLiteral("--data-dir"),
+                               m_dir.path(),           QStringLiteral("--json")};
+        const QStringList bf16{QStringLiteral("--precision"), QStringLiteral("bf16")};
+
+        for (const QStringList& args : {classify, eval}) {
+            const Run bad =
+                cli(args + QStringList{QStringLiteral("--precision"), QStringLiteral("fp16")});
+            QVERIFY(!bad.crashed);
+            QCOMPARE(bad.exitCode, 2);
+            QVERIFY2(bad.err.contains(QStringLiteral("--precision: unknown precision 'fp16' "
+                                                     "(known: fp32, bf16)")),
+                     qPrintable(bad.err));
+            const Run held = cli(args + bf16, QStringLiteral("AVX2"));
+            QVERIFY(!held.crashed);
+            QCOMPARE(held.exitCode, 1);
+            QVERIFY2(held.err.contains(QStringLiteral("error: --precision bf16 needs a CPU with "
+                                                      "AVX512_BF16 or AMX")),
+                     qPrintable(held.err));
+            QVERIFY2(held.out.isEmpty(), qPrintable(held.out));
+        }
+
+        const auto json = [](const Run& r) {
+            return QJsonDocument::fromJson(r.out.toUtf8()).object();
+        };
+        const Run fp32 = cli(classify);
+        QVERIFY2(!fp32.crashed && fp32.exitCode == 0, qPrintable(fp32.err));
+        QCOMPARE(json(fp32).value(QStringLiteral("precision")).toString(), QStringLiteral("fp32"));
+        const Run fp32Eval = cli(eval);
+        QVERIFY2(!fp32Eval.crashed && fp32Eval.exitCode == 0, qPrintable(fp32Eval.err));
+        QCOMPARE(json(fp32Eval).value(QStringLiteral("precision")).toString(),
+                 QStringLiteral("fp32"));
+
+        // A checkpoint of a run trained in bf16: eval in fp32 says that its run measured in bf16.
+        engine::TrainConfig config;
+        config.precision = engine::Precision::BFloat16;
+        const std::filesystem::path root = m_dir.path().toStdString();
+        const QString trained = path("trained-in-bf16.safetensors");
+        test::writeFreshCheckpoint("fashion-fast", engine::loadDataset("mnist", root / "mnist"),
+                                   trained.toStdString(), 3, 1, config.toJson());
+        const QStringList evalTrained{QStringLiteral("eval"), QStringLiteral("--checkpoint"),
+                                      trained, QStringLiteral("--data-dir"), m_dir.path()};
+        const Run told = cli(evalTrained);
+        QVERIFY2(!told.crashed && told.exitCode == 0, qPrintable(told.err));
+        QVERIFY2(told.out.contains(QStringLiteral("(trained in bf16: its run's own evaluations "
+                                                  "ran in bf16, as --precision bf16 does)")),
+                 qPrintable(told.out));
+        const Run toldJson = cli(evalTrained + QStringList{QStringLiteral("--json")});
+        QCOMPARE(json(toldJson).value(QStringLiteral("trained_precision")).toString(),
+                 QStringLiteral("bf16"));
+        QCOMPARE(json(toldJson).value(QStringLiteral("precision")).toString(),
+                 QStringLiteral("fp32"));
+
+        const Run b = cli(classify + bf16);
+        QVERIFY(!b.crashed);
+        if (b.exitCode == 1 && b.err.contains(QStringLiteral("--precision bf16 needs")))
+            QSKIP(qPrintable(QStringLiteral("bf16 does not run on this CPU (its refusal is "
+                                            "checked above): ") +
+                             b.err.trimmed()));
+        QVERIFY2(b.exitCode == 0, qPrintable(b.err));
+        QCOMPARE(json(b).value(QStringLiteral("precision")).toString(), QStringLiteral("bf16"));
+        const auto logits = [&](const Run& r) {
+            return json(r)
+                .value(QStringLiteral("results"))
+                .toArray()
+                .first()
+                .toObject()
+                .value(QStringLiteral("logits"))
+                .toArray();
+        };
+        const QJsonArray want = logits(fp32), got = logits(b);
+        QCOMPARE(got.size(), want.size());
+        QVERIFY(!want.isEmpty());
+        double scale = 0, error = 0;
+        for (qsizetype i = 0; i < want.size(); ++i) {
+            scale = std::max(scale, std::abs(want[i].toDouble()));
+            error = std::max(error, std::abs(got[i].toDouble() - want[i].toDouble()));
+        }
+        // bfloat16 keeps 8 bits of mantissa: each product's operands are off by up to 2^-9 of
+        // themselves. The error stays within a few percent of the logits' size, and is not 0
+        // (float32 arithmetic would give the same logits to the last bit).
+        QVERIFY2(error > 0, "the bf16 logits equal the fp32 ones bit for bit");
+        QVERIFY2(error < 0.05 * scale + 1e-3,
+                 qPrintable(QStringLiteral("error %1, logits up to %2").arg(error).arg(scale)));
+
+        const Run e = cli(eval + bf16);
+        QVERIFY2(!e.crashed && e.exitCode == 0, qPrintable(e.err));
+        const QJsonObject je = json(e);
+        QCOMPARE(je.value(QStringLiteral("precision")).toString(), QStringLiteral("bf16"));
+        QCOMPARE(je.value(QStringLiteral("examples")).toInt(),
+                 json(fp32Eval).value(QStringLiteral("examples")).toInt());
+        const Run text = cli(QStringList{QStringLiteral("eval"), QStringLiteral("--checkpoint"),
+                                         m_checkpoint, QStringLiteral("--data-dir"), m_dir.path()} +
+                             bf16);
+        QVERIFY2(!text.crashed && text.exitCode == 0, qPrintable(text.err));
+        QVERIFY2(text.out.contains(QStringLiteral(", bf16 convolutions and matrix products\n")),
+                 qPrintable(text.out));
+        QVERIFY2(!text.out.contains(QStringLiteral("trained in bf16")), qPrintable(text.out));
+        QCOMPARE(je.value(QStringLiteral("trained_precision")).toString(), QStringLiteral("fp32"));
+
+        const Run same = cli(evalTrained + bf16);
+        QVERIFY2(!same.crashed && same.exitCode == 0, qPrintable(same.err));
+        QVERIFY2(!same.out.contains(QStringLiteral("trained in bf16")), qPrintable(same.out));
     }
 
     // Last, as it is the one large child (the peak resident size of children is the largest
