@@ -104,7 +104,9 @@ int runClassify(const QStringList& args, CommandIo& io)
         return c;
 
     engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")),
-                                  0, arithmetic.value_or(engine::Precision::Float32));
+                                  0, arithmetic);
+    if (!classifier.precisionNote().empty())
+        io.err << io.program << ": " << QString::fromStdString(classifier.precisionNote()) << "\n";
     // Each file is checked before it is decoded (a regular file, a size within the limits of
     // app/inference/image_files.h) and decoded no larger than the model needs; one that cannot be
     // read is named on standard error and the others are answered (exit 1 at the end).

@@ -256,10 +256,11 @@ QCommandLineOption bestOption()
 QCommandLineOption inferencePrecisionOption()
 {
     return {QStringLiteral("precision"),
-            QStringLiteral("fp32 (default) or bf16: the convolutions and matrix products in "
-                           "bfloat16 with float32 accumulation, as the evaluations of a run "
-                           "trained with --precision bf16 ran them; faster on a CPU with AMX "
-                           "(needs AVX512_BF16 or AMX)."),
+            QStringLiteral("fp32 or bf16 (convolutions and matrix products in bfloat16 with "
+                           "float32 accumulation; needs a CPU with AVX512_BF16 or AMX, faster "
+                           "with AMX). Default: the precision the checkpoint was trained in, so "
+                           "that the figures are its run's own, where this CPU runs it (else "
+                           "fp32, saying so)."),
             QStringLiteral("name")};
 }
 

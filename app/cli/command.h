@@ -137,7 +137,8 @@ void applyDeviceChoice(const DeviceChoice& d, engine::TrainConfig& c, bool keepT
 
 // --best, for the commands that take --checkpoint (which defines it with bestOption()).
 QCommandLineOption bestOption();
-// --precision for eval and classify: the forward pass in fp32 or bf16 (precisionOption reads it).
+// --precision for eval and classify: the forward pass in fp32 or bf16, by default the checkpoint's
+// own (precisionOption reads it; engine::Classifier decides the default).
 QCommandLineOption inferencePrecisionOption();
 // --best, for the commands that take --init-from (train, lr-find): a run's best checkpoint.
 QCommandLineOption initBestOption();

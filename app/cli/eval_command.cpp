@@ -131,7 +131,9 @@ int runEval(const QStringList& args, CommandIo& io)
         path.insert(path.begin(), runData.toStdString());
 
     engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")),
-                                  0, arithmetic.value_or(engine::Precision::Float32));
+                                  0, arithmetic);
+    if (!classifier.precisionNote().empty())
+        io.err << io.program << ": " << QString::fromStdString(classifier.precisionNote()) << "\n";
     const auto& info = classifier.info();
     if (info.dataset.empty() && !p.isSet(QStringLiteral("dataset")))
         throw engine::IoError(checkpointFile.toStdString() +
@@ -298,11 +300,6 @@ int runEval(const QStringList& args, CommandIo& io)
                    ? QStringLiteral(", bf16 convolutions and matrix products")
                    : QString())
            << "\n"
-           << (trained == QLatin1String("bf16") &&
-                       classifier.precision() != engine::Precision::BFloat16
-                   ? QStringLiteral("(trained in bf16: its run's own evaluations ran in bf16, "
-                                    "as --precision bf16 does)\n")
-                   : QString())
            << "precision @ 1 = " << QString::number(r.precisionAt1, 'f', 4) << " (" << r.correct
            << " of " << r.examples << " " << setWord << " examples), mean cross-entropy "
            << QString::number(r.meanCrossEntropy, 'f', 4) << "\n\n";

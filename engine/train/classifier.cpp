@@ -10,8 +10,7 @@
 namespace towers::engine {
 
 Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int threads,
-                       Precision precision)
-    : m_precision(precision)
+                       std::optional<Precision> precision)
 {
     const Checkpoint c = readCheckpoint(checkpoint);
     m_info = c.info;
@@ -48,7 +47,23 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
         for (int i = 0; i < m_model->numClasses(); ++i)
             m_info.classNames.push_back("class " + std::to_string(i));
     cpu::setCpuThreads(threads);
-    m_ops = cpu::makeOneDnnOps(precision);
+    if (precision) {
+        m_precision = *precision;
+    } else if (trainedPrecision(m_info) == precisionName(Precision::BFloat16)) {
+        std::string why = cpu::bf16Unavailable();
+        m_precision = why.empty() ? Precision::BFloat16 : Precision::Float32;
+        if (!why.empty()) {
+            // The reason without its advice to train in fp32 ("--precision bf16 needs a CPU
+            // with ...; oneDNN's kernels here are for avx2: use --precision fp32").
+            const std::string advice = ": use --precision fp32", option = "--precision ";
+            if (why.size() > advice.size() &&
+                why.compare(why.size() - advice.size(), advice.size(), advice) == 0)
+                why.resize(why.size() - advice.size());
+            if (why.compare(0, option.size(), option) == 0) why.erase(0, option.size());
+            m_precisionNote = "trained in bf16, evaluated in float32 here: " + why;
+        }
+    }
+    m_ops = cpu::makeOneDnnOps(m_precision);
 }
 
 Classifier::~Classifier() = default;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,9 +63,11 @@ public:
     // weights, the moving averages when `useEma` and the checkpoint has them. `threads`: CPU
     // threads for the ops (0 = every core). `precision`: the convolutions and matrix products in
     // float32, or in bfloat16 as a --precision bf16 run's evaluations ran them (Unsupported with
-    // the reason where this CPU cannot: cpu::bf16Unavailable).
+    // the reason where this CPU cannot: cpu::bf16Unavailable). None: the precision the checkpoint
+    // was trained in (trainedPrecision), so that its figures are its run's own, where this CPU
+    // runs it; else float32, and precisionNote() says why.
     explicit Classifier(const std::filesystem::path& checkpoint, bool useEma = true,
-                        int threads = 0, Precision precision = Precision::Float32);
+                        int threads = 0, std::optional<Precision> precision = std::nullopt);
     ~Classifier();
 
     const CheckpointInfo& info() const { return m_info; }
@@ -75,6 +78,11 @@ public:
     const Shape& sourceShape() const { return m_source; }
     bool usesEma() const { return m_usesEma; }
     Precision precision() const { return m_precision; }
+    // Why precision() is not the one the checkpoint was trained in, when it was left to the
+    // checkpoint and this CPU cannot run that ("" otherwise): "trained in bf16, evaluated in
+    // float32 here: bf16 needs a CPU with AVX512_BF16 or AMX (...); oneDNN's kernels here are
+    // for avx2".
+    const std::string& precisionNote() const { return m_precisionNote; }
     int numClasses() const;
 
     // Class probabilities (softmax of the logits) of every image of `images` (8-bit HWC of
@@ -112,6 +120,7 @@ private:
     Shape m_source;
     bool m_usesEma = false;
     Precision m_precision = Precision::Float32;
+    std::string m_precisionNote;
     std::unique_ptr<Model> m_model;
     std::unique_ptr<Ops> m_ops;
 };

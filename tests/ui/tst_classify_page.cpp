@@ -21,6 +21,7 @@
 #include "app/inference/image_files.h"
 #include "checkpoint_files.h"
 #include "dataset_files.h"
+#include "engine/cpu/onednn_ops.h"
 #include "engine/data/validation_split.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
@@ -596,6 +597,56 @@ private slots:
         drop(good);
         QVERIFY(answered.wait(20000));
         QCOMPARE(page.topClasses().size(), std::size_t(5));
+    }
+
+    // A checkpoint of a run trained in bf16 is evaluated in bf16, as its run evaluated itself,
+    // where the CPU runs it (the page's answers are the engine's default classifier's, to the
+    // double), and the page says so; elsewhere in float32, saying why.
+    void bf16CheckpointAsTrained()
+    {
+        engine::TrainConfig config;
+        config.precision = engine::Precision::BFloat16;
+        const QString file = m_dir.filePath(QStringLiteral("bf16-00000042.safetensors"));
+        test::writeFreshCheckpoint("fashion-fast", *m_data, file.toStdString(), 3, 42,
+                                   config.toJson());
+        ClassifyPage page;
+        page.setDatasetProvider([this](const std::string&) {
+            return ClassifyPage::DatasetSource{m_data, {}};
+        });
+        QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
+        QSignalSpy answered(&page, &ClassifyPage::imageClassified);
+        page.openCheckpoint(file);
+        QVERIFY(loaded.wait(20000));
+        QCOMPARE(loaded.at(0).at(0).toBool(), true);
+        engine::Classifier oracle(file.toStdString());
+        if (engine::cpu::bf16Unavailable().empty()) {
+            QCOMPARE(oracle.precision(), engine::Precision::BFloat16);
+            QVERIFY2(page.checkpointText().contains(
+                         QStringLiteral("; bf16 convolutions and matrix products, as its run "
+                                        "evaluated")),
+                     qPrintable(page.checkpointText()));
+        } else {
+            QCOMPARE(oracle.precision(), engine::Precision::Float32);
+            QVERIFY2(page.checkpointText().contains(
+                         QStringLiteral("; trained in bf16, evaluated in float32 here: bf16 "
+                                        "needs a CPU")),
+                     qPrintable(page.checkpointText()));
+        }
+        page.classifySetImage(3);
+        QVERIFY(answered.wait(20000));
+        engine::ImageSet one;
+        one.count = 1;
+        one.height = one.width = 28;
+        one.channels = 1;
+        one.pixels.assign(m_data->test.image(3), m_data->test.image(3) + 28 * 28);
+        one.labels = {0};
+        const auto best = engine::Classifier::topK(oracle.probabilities(one).at(0), 5);
+        QCOMPARE(page.topClasses().front().second, best.front().probability);
+        // A float32 checkpoint's line says nothing of precision.
+        page.openCheckpoint(m_checkpoint);
+        QVERIFY(loaded.wait(20000));
+        QVERIFY2(!page.checkpointText().contains(QStringLiteral("bf16")),
+                 qPrintable(page.checkpointText()));
     }
 
     void badCheckpoint()

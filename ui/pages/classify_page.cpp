@@ -325,6 +325,11 @@ QString ClassifyPage::summaryText() const
     return m_summary->text();
 }
 
+QString ClassifyPage::checkpointText() const
+{
+    return m_info->text();
+}
+
 QString ClassifyPage::captionText() const
 {
     return m_caption->text();
@@ -412,7 +417,13 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
                  QString::number(c.numClasses()))
             .arg(m_source[0])
             .arg(m_source[1])
-            .arg(m_source[2]));
+            .arg(m_source[2]) +
+        // A run trained in bf16 is evaluated as it evaluated itself, where this CPU can.
+        (!c.precisionNote().empty()
+             ? QStringLiteral("; ") + QString::fromStdString(c.precisionNote()).toHtmlEscaped()
+         : c.precision() == engine::Precision::BFloat16
+             ? tr("; bf16 convolutions and matrix products, as its run evaluated")
+             : QString()));
     m_invert->setEnabled(m_source[2] == 1);
     updateSetTexts();
     emit logMessage(tr("Classifier loaded from %1").arg(path));

@@ -95,6 +95,9 @@ public:
     HeatMap* heatMap() const { return m_heatMap; }
     SampleImageModel* cellImages() const { return m_cellImages; }
     QString summaryText() const;
+    // The line about the loaded checkpoint: its file, model, dataset, steps, classes, image size
+    // and the precision it is evaluated in when that is not plain float32.
+    QString checkpointText() const;
     // The line under the image: its name and answer, or why it could not be classified.
     QString captionText() const;
     // "Layers…": what each layer made of the latest classified image (nullptr before one was);
