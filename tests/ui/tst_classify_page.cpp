@@ -622,15 +622,16 @@ private slots:
         if (engine::cpu::bf16Unavailable().empty()) {
             QCOMPARE(oracle.precision(), engine::Precision::BFloat16);
             QVERIFY2(page.checkpointText().contains(
-                         QStringLiteral("; bf16 convolutions and matrix products, as its run "
-                                        "evaluated")),
+                         QStringLiteral("; evaluated in bf16, as its run was")),
                      qPrintable(page.checkpointText()));
         } else {
             QCOMPARE(oracle.precision(), engine::Precision::Float32);
             QVERIFY2(page.checkpointText().contains(
-                         QStringLiteral("; trained in bf16, evaluated in float32 here: bf16 "
-                                        "needs a CPU")),
+                         QStringLiteral("; trained in bf16, evaluated in float32 (this CPU does "
+                                        "not run bf16)")),
                      qPrintable(page.checkpointText()));
+            QCOMPARE(page.checkpointToolTip(), QString::fromStdString(oracle.precisionNote()));
+            QVERIFY(page.checkpointToolTip().contains(QStringLiteral("needs a CPU with")));
         }
         page.classifySetImage(3);
         QVERIFY(answered.wait(20000));
@@ -647,6 +648,7 @@ private slots:
         QVERIFY(loaded.wait(20000));
         QVERIFY2(!page.checkpointText().contains(QStringLiteral("bf16")),
                  qPrintable(page.checkpointText()));
+        QVERIFY(page.checkpointToolTip().isEmpty());
     }
 
     void badCheckpoint()

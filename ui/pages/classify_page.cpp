@@ -330,6 +330,11 @@ QString ClassifyPage::checkpointText() const
     return m_info->text();
 }
 
+QString ClassifyPage::checkpointToolTip() const
+{
+    return m_info->toolTip();
+}
+
 QString ClassifyPage::captionText() const
 {
     return m_caption->text();
@@ -348,6 +353,7 @@ void ClassifyPage::openCheckpoint(const QString& path)
     cancelWholeSet();
     m_imageJob.cancel();
     m_info->setText(tr("Loading %1…").arg(path.toHtmlEscaped()));
+    m_info->setToolTip(QString());
     m_load.start(
         [path] {
             auto shared = std::make_shared<Shared>();
@@ -418,12 +424,13 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
             .arg(m_source[0])
             .arg(m_source[1])
             .arg(m_source[2]) +
-        // A run trained in bf16 is evaluated as it evaluated itself, where this CPU can.
+        // A run trained in bf16 is evaluated as it evaluated itself, where this CPU can; the
+        // reason why not in the tooltip.
         (!c.precisionNote().empty()
-             ? QStringLiteral("; ") + QString::fromStdString(c.precisionNote()).toHtmlEscaped()
-         : c.precision() == engine::Precision::BFloat16
-             ? tr("; bf16 convolutions and matrix products, as its run evaluated")
-             : QString()));
+             ? tr("; trained in bf16, evaluated in float32 (this CPU does not run bf16)")
+         : c.precision() == engine::Precision::BFloat16 ? tr("; evaluated in bf16, as its run was")
+                                                        : QString()));
+    m_info->setToolTip(QString::fromStdString(c.precisionNote()));
     m_invert->setEnabled(m_source[2] == 1);
     updateSetTexts();
     emit logMessage(tr("Classifier loaded from %1").arg(path));

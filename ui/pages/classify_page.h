@@ -98,6 +98,8 @@ public:
     // The line about the loaded checkpoint: its file, model, dataset, steps, classes, image size
     // and the precision it is evaluated in when that is not plain float32.
     QString checkpointText() const;
+    // Its tooltip: why a checkpoint trained in bf16 is evaluated in float32 here ("" otherwise).
+    QString checkpointToolTip() const;
     // The line under the image: its name and answer, or why it could not be classified.
     QString captionText() const;
     // "Layers…": what each layer made of the latest classified image (nullptr before one was);
