@@ -64,7 +64,7 @@ std::string cpuModelName()
 
 } // namespace
 
-std::string bf16Unavailable()
+std::string bf16Needs()
 {
     std::string isa;
     try {
@@ -76,13 +76,19 @@ std::string bf16Unavailable()
     } catch (const dnnl::error&) {
         isa = "unknown";
     }
-    std::string why = "--precision bf16 needs a CPU with AVX512_BF16 or AMX (Intel Cooper Lake, "
-                      "Sapphire Rapids or later; AMD Zen 4 or later), where oneDNN runs bfloat16 "
-                      "natively; oneDNN's kernels here are for " +
-                      isa;
+    std::string needs = "a CPU with AVX512_BF16 or AMX (Intel Cooper Lake, Sapphire Rapids or "
+                        "later; AMD Zen 4 or later), where oneDNN runs bfloat16 natively; "
+                        "oneDNN's kernels here are for " +
+                        isa;
     if (std::getenv("ONEDNN_MAX_CPU_ISA") || std::getenv("DNNL_MAX_CPU_ISA"))
-        why += " (held there by ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA)";
-    return why + ": use --precision fp32";
+        needs += " (held there by ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA)";
+    return needs;
+}
+
+std::string bf16Unavailable()
+{
+    const std::string needs = bf16Needs();
+    return needs.empty() ? needs : "--precision bf16 needs " + needs + ": use --precision fp32";
 }
 
 CpuInfo cpuInfo()

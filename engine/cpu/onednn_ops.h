@@ -14,8 +14,12 @@ namespace towers::engine::cpu {
 std::unique_ptr<Ops> makeOneDnnOps(Precision precision = Precision::Float32);
 
 // Empty where oneDNN runs bfloat16 convolutions and matrix products natively here (AVX512_BF16
-// or AMX, within ONEDNN_MAX_CPU_ISA); else why not, in words a user can act on.
+// or AMX, within ONEDNN_MAX_CPU_ISA); else why not, in words a user can act on: "--precision bf16
+// needs " + bf16Needs() + ": use --precision fp32".
 std::string bf16Unavailable();
+// What bfloat16 needs that this CPU lacks ("" where it runs): "a CPU with AVX512_BF16 or AMX
+// (...), where oneDNN runs bfloat16 natively; oneDNN's kernels here are for avx2".
+std::string bf16Needs();
 
 // Sets the number of OpenMP threads used by ops called from this thread (0 = all cores).
 void setCpuThreads(int threads);

@@ -50,18 +50,10 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
     if (precision) {
         m_precision = *precision;
     } else if (trainedPrecision(m_info) == precisionName(Precision::BFloat16)) {
-        std::string why = cpu::bf16Unavailable();
-        m_precision = why.empty() ? Precision::BFloat16 : Precision::Float32;
-        if (!why.empty()) {
-            // The reason without its advice to train in fp32 ("--precision bf16 needs a CPU
-            // with ...; oneDNN's kernels here are for avx2: use --precision fp32").
-            const std::string advice = ": use --precision fp32", option = "--precision ";
-            if (why.size() > advice.size() &&
-                why.compare(why.size() - advice.size(), advice.size(), advice) == 0)
-                why.resize(why.size() - advice.size());
-            if (why.compare(0, option.size(), option) == 0) why.erase(0, option.size());
-            m_precisionNote = "trained in bf16, evaluated in float32 here: " + why;
-        }
+        const std::string needs = cpu::bf16Needs();
+        m_precision = needs.empty() ? Precision::BFloat16 : Precision::Float32;
+        if (!needs.empty())
+            m_precisionNote = "trained in bf16, evaluated in float32 here: bf16 needs " + needs;
     }
     m_ops = cpu::makeOneDnnOps(m_precision);
 }
