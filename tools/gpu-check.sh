@@ -21,7 +21,10 @@
 #                         oneDNN's rows); tst_gpu_backend; tst_process_communicator; tst_bf16 on
 #                         the host's CPU (AMX where a Xeon has it)
 #   sanitizer             parts of tst_gpu_backend under compute-sanitizer (memcheck, racecheck,
-#                         synccheck); skipped, saying so, where compute-sanitizer is not found
+#                         synccheck); skipped, saying so, where compute-sanitizer is not found.
+#                         The device library's KINDS.md saw it refuse the lent H200 under gVisor
+#                         ("Device not supported", then error 999 at the first allocation,
+#                         2026-11-04): there these steps fail for that reason, not Towers'.
 #   train                 a real training run on Fashion-MNIST on the GPU; --gpu-data auto against
 #                         off (the same losses, bitwise); CUDA graphs on against off for 1 and 2
 #                         towers (the same losses, bitwise)
