@@ -406,6 +406,11 @@ void foldBatchNorm(Args& a, const Tensor& w, const Tensor& b, const Tensor& gamm
 {
     a.floats(w, "foldBatchNorm w");
     if (w.rank() < 1) throw ShapeError("foldBatchNorm w: a scalar has no output channels");
+    // Every output channel has weights: the implementations divide by the channels, and the
+    // CUDA kernel writes each channel's bias beside its first weight.
+    if (w.numel() == 0)
+        throw ShapeError("foldBatchNorm w: " + w.shape().str() +
+                         " has no weights (a dimension of 0)");
     const Shape channels{w.dim(0)};
     a.optionalFloats(b, "foldBatchNorm b", channels);
     a.floats(gamma, "foldBatchNorm gamma", channels);
@@ -418,6 +423,9 @@ void foldBatchNorm(Args& a, const Tensor& w, const Tensor& b, const Tensor& gamm
     a.output(wOut, "foldBatchNorm wOut");
     a.output(bOut, "foldBatchNorm bOut");
     notAliased(w, wOut, "foldBatchNorm");
+    // The CUDA kernel writes a channel's bias while other threads still read its statistics.
+    for (const Tensor* in : {&b, &gamma, &beta, &runningMean, &runningVar})
+        notAliased(*in, bOut, "foldBatchNorm");
 }
 
 void batchNormActForwardTraining(Args& a, const BatchNormDesc& d, const Tensor& x,

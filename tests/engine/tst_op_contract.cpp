@@ -294,6 +294,51 @@ private slots:
     // preprocessImages' checks: the recipe, the shapes and dtypes, and, for draws in host memory,
     // every row (a row that does not fit is named); on every backend alike, the stand-in GPU's
     // rows checked by the host backend that runs them.
+    // foldBatchNorm refuses, on every backend alike, weights with a dimension of 0 (no output
+    // channel, or none of its weights: the CUDA kernel would leave the biases unwritten) and
+    // outputs in its inputs' memory, and folds what fits.
+    void foldBatchNormChecksItsArguments_data() { everyBackendRefusesTheSameCalls_data(); }
+    void foldBatchNormChecksItsArguments()
+    {
+        QFETCH(QString, backend);
+        FakeDeviceScope scope;
+        std::unique_ptr<Ops> ops = opsFor(backend);
+        const Device dev = ops->device();
+        const auto on = [&](const Tensor& t) { return t.copyTo(dev); };
+        const Tensor w = on(ramp({3, 2, 2, 2})), b = on(ramp({3})),
+                     gamma = on(Tensor::filled({3}, DType::Float32, 2.0)),
+                     beta = on(Tensor::filled({3}, DType::Float32, 0.5)),
+                     mean = on(Tensor::filled({3}, DType::Float32, 0.25)),
+                     var = on(Tensor::filled({3}, DType::Float32, 4.0));
+        Tensor wOut, bOut;
+        ops->foldBatchNorm(w, b, gamma, beta, mean, var, 0.0, wOut, bOut);
+        QCOMPARE(wOut.shape(), w.shape());
+        QCOMPARE(bOut.shape(), Shape({3}));
+        // γ/√σ² = 1: the weights as they were, the bias (b - μ) + β.
+        QVERIFY(sameBytes(wOut.onHost(), w.onHost()));
+        const Tensor folded = bOut.onHost(), bias = b.onHost();
+        for (int o = 0; o < 3; ++o)
+            QCOMPARE(folded.data<float>()[o], bias.data<float>()[o] - 0.25f + 0.5f);
+
+        for (const Shape& empty : {Shape({0, 2, 2, 2}), Shape({3, 0, 2, 2}), Shape({3, 0})}) {
+            const Tensor none = on(Tensor::zeros(empty, DType::Float32));
+            const std::string msg = towers::test::messageOf([&] {
+                ops->foldBatchNorm(none, Tensor(), gamma, beta, mean, var, 0.0, wOut, bOut);
+            });
+            QVERIFY2(msg.find("foldBatchNorm w: " + empty.str() + " has no weights") !=
+                         std::string::npos,
+                     msg.c_str());
+        }
+        for (const Tensor* in : {&b, &gamma, &beta, &mean, &var}) {
+            Tensor into = *in;
+            QVERIFY_THROWS_EXCEPTION(
+                InvalidArgument, ops->foldBatchNorm(w, b, gamma, beta, mean, var, 0.0, wOut, into));
+        }
+        Tensor same = w;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 ops->foldBatchNorm(w, b, gamma, beta, mean, var, 0.0, same, bOut));
+    }
+
     void preprocessImagesChecksItsArguments_data() { everyBackendRefusesTheSameCalls_data(); }
     void preprocessImagesChecksItsArguments()
     {
