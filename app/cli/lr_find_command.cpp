@@ -57,6 +57,10 @@ int runLrFind(const QStringList& args, CommandIo& io)
         {QStringLiteral("threads-per-tower"),
          QStringLiteral("CPU threads per tower (default: the cores shared out)."), n},
         {QStringLiteral("seed"), QStringLiteral("The weights' and the batches' seed."), n},
+        {QStringLiteral("precision"),
+         QStringLiteral("fp32 (default) or bf16, as train: the precision of the run the test is "
+                        "for."),
+         QStringLiteral("name")},
         {QStringLiteral("init-from"),
          QStringLiteral("Start from this checkpoint's weights, as train --init-from (a run's "
                         "folder or name gives its newest); its model unless --model."),
@@ -76,6 +80,8 @@ int runLrFind(const QStringList& args, CommandIo& io)
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
     DeviceChoice device;
     if (!readDeviceOptions(p, QStringLiteral("towers-cli lr-find"), io, device)) return ExitUsage;
+    std::optional<engine::Precision> precision;
+    if (!precisionOption(p, precision, io)) return ExitUsage;
     std::vector<std::filesystem::path> searchPath;
     if (!searchPathOption(p, io, searchPath)) return ExitUsage;
     QString dataset = p.value(QStringLiteral("dataset"));
@@ -129,6 +135,8 @@ int runLrFind(const QStringList& args, CommandIo& io)
     c.threadsPerTower = threads;
     c.batchPerTower = batch;
     c.seed = std::uint64_t(seed);
+    if (precision) c.precision = *precision;
+    const bool bf16 = c.precision == engine::Precision::BFloat16;
     const engine::Dataset data =
         engine::loadDataset(c.dataset, searchPath); // DatasetNotFound: exit 1
     const bool json = p.isSet(QStringLiteral("json"));
@@ -139,8 +147,8 @@ int runLrFind(const QStringList& args, CommandIo& io)
         if (!json && pt.step == 0)
             io.out << "learning-rate range test: " << QString::fromStdString(model.name) << " on "
                    << dataset << ", " << towers << " tower(s) x " << batch << ", "
-                   << QString::fromStdString(c.optimizer.kind) << ", " << o.steps << " steps from "
-                   << lrText(o.minLr) << " to " << lrText(o.maxLr)
+                   << (bf16 ? "bf16, " : "") << QString::fromStdString(c.optimizer.kind) << ", "
+                   << o.steps << " steps from " << lrText(o.minLr) << " to " << lrText(o.maxLr)
                    << "\n  learning rate      loss  smoothed\n";
         if (!json && pt.step % every == 0) {
             io.out << "  " << lrText(pt.lr).leftJustified(13)
@@ -158,14 +166,17 @@ int runLrFind(const QStringList& args, CommandIo& io)
                                       {QStringLiteral("loss"), pt.loss},
                                       {QStringLiteral("smoothed"), pt.smoothed}});
         io.out << QJsonDocument(
-                      QJsonObject{{QStringLiteral("model"), QString::fromStdString(model.name)},
-                                  {QStringLiteral("dataset"), dataset},
-                                  {QStringLiteral("points"), points},
-                                  {QStringLiteral("diverged"), result.diverged},
-                                  {QStringLiteral("steepest_lr"), result.steepestLr},
-                                  {QStringLiteral("minimum_lr"), result.minimumLr},
-                                  {QStringLiteral("suggested_lr"), result.suggestedLr},
-                                  {QStringLiteral("note"), QString::fromStdString(result.note)}})
+                      QJsonObject{
+                          {QStringLiteral("model"), QString::fromStdString(model.name)},
+                          {QStringLiteral("dataset"), dataset},
+                          {QStringLiteral("precision"),
+                           QString::fromStdString(std::string(engine::precisionName(c.precision)))},
+                          {QStringLiteral("points"), points},
+                          {QStringLiteral("diverged"), result.diverged},
+                          {QStringLiteral("steepest_lr"), result.steepestLr},
+                          {QStringLiteral("minimum_lr"), result.minimumLr},
+                          {QStringLiteral("suggested_lr"), result.suggestedLr},
+                          {QStringLiteral("note"), QString::fromStdString(result.note)}})
                       .toJson(QJsonDocument::Indented);
         return ExitOk;
     }
@@ -186,7 +197,7 @@ int runLrFind(const QStringList& args, CommandIo& io)
                : device.gpus.empty() ? QStringLiteral(" --device cuda")
                                      : QStringLiteral(" --gpus ") + p.value(QStringLiteral("gpus")))
            << (initFrom.isEmpty() ? QString() : QStringLiteral(" --init-from ") + initFrom)
-           << " --lr " << lrText(result.suggestedLr) << "\n";
+           << (bf16 ? " --precision bf16" : "") << " --lr " << lrText(result.suggestedLr) << "\n";
     return ExitOk;
 }
 

@@ -528,6 +528,34 @@ private slots:
         QVERIFY2(tuned.out.contains(QStringLiteral(" --init-from ") + base +
                                     QStringLiteral("/checkpoints/ckpt-00000002.safetensors --lr ")),
                  qPrintable(tuned.out));
+        // --precision as train's: said in the header and the command to train with, refused
+        // with the reason where the CPU has no bf16 (held to AVX2 here).
+        const QStringList bf16{QStringLiteral("lr-find"),
+                               QStringLiteral("--dataset"),
+                               QStringLiteral("fashion-mnist"),
+                               QStringLiteral("--batch-size"),
+                               QStringLiteral("16"),
+                               QStringLiteral("--steps"),
+                               QStringLiteral("10"),
+                               QStringLiteral("--precision"),
+                               QStringLiteral("bf16")};
+        const CliRun held = run(bf16, 120000, {}, {QStringLiteral("ONEDNN_MAX_CPU_ISA=AVX2")});
+        QCOMPARE(held.exitCode, 1);
+        QVERIFY2(held.err.contains(QStringLiteral("towers-cli lr-find: error: --precision bf16 "
+                                                  "needs a CPU with AVX512_BF16 or AMX")),
+                 qPrintable(held.err));
+        QVERIFY2(held.out.isEmpty(), qPrintable(held.out));
+        QCOMPARE(
+            run({QStringLiteral("lr-find"), QStringLiteral("--precision"), QStringLiteral("fp8")})
+                .exitCode,
+            2);
+        if (engine::cpu::bf16Unavailable().empty()) {
+            const CliRun mixed = run(bf16);
+            QVERIFY2(mixed.exitCode == 0, qPrintable(mixed.err));
+            QVERIFY2(mixed.out.contains(QStringLiteral("1 tower(s) x 16, bf16, ")) &&
+                         mixed.out.contains(QStringLiteral(" --precision bf16 --lr ")),
+                     qPrintable(mixed.out));
+        }
         QCOMPARE(run({QStringLiteral("lr-find"), QStringLiteral("--min-lr"), QStringLiteral("1"),
                       QStringLiteral("--max-lr"), QStringLiteral("0.5")})
                      .exitCode,
