@@ -208,27 +208,34 @@ private slots:
 
     void foldBatchNorm()
     {
-        // A batch norm folded into conv weights [6,3,2,2], with a bias and without, against the
-        // reference.
+        // A batch norm folded into conv weights [O,I,kH,kW] and dense weights [O,I] (one weight
+        // per channel too, and one channel), with a bias and without, against the reference:
+        // every weight, and every channel's bias written once by its first weight's thread.
         Rng rng(13);
-        const Tensor w = randomTensor({6, 3, 2, 2}, DType::Float32, rng);
-        const Tensor b = randomTensor({6}, DType::Float32, rng);
-        const Tensor gamma = randomTensor({6}, DType::Float32, rng);
-        const Tensor beta = randomTensor({6}, DType::Float32, rng);
-        const Tensor mean = randomTensor({6}, DType::Float32, rng);
-        Tensor var = randomTensor({6}, DType::Float32, rng);
-        for (std::int64_t i = 0; i < 6; ++i) var.data<float>()[i] = 0.5f + std::abs(var.at(i));
-        for (const bool bias : {true, false}) {
-            Tensor wantW, wantB;
-            m_ref->foldBatchNorm(w, bias ? b : Tensor(), gamma, beta, mean, var, 1e-3, wantW,
-                                 wantB);
-            Tensor wOut = Tensor::zeros(w.shape(), DType::Float32);
-            Tensor bOut = Tensor::zeros({6}, DType::Float32);
-            for (std::int64_t i = 0; i < w.numel(); ++i)
-                cuda::foldBatchNormAt(i, 12, f(w), bias ? f(b) : nullptr, f(gamma), f(beta),
-                                      f(mean), f(var), 1e-3, f(wOut), f(bOut));
-            QVERIFY(sameBytes(wOut, wantW));
-            QVERIFY(sameBytes(bOut, wantB));
+        for (const Shape& shape :
+             {Shape({6, 3, 2, 2}), Shape({6, 5}), Shape({6, 1}), Shape({1, 4, 3, 3})}) {
+            const std::int64_t channels = shape[0], per = shape.numel() / channels;
+            const Shape c{channels};
+            const Tensor w = randomTensor(shape, DType::Float32, rng);
+            const Tensor b = randomTensor(c, DType::Float32, rng);
+            const Tensor gamma = randomTensor(c, DType::Float32, rng);
+            const Tensor beta = randomTensor(c, DType::Float32, rng);
+            const Tensor mean = randomTensor(c, DType::Float32, rng);
+            Tensor var = randomTensor(c, DType::Float32, rng);
+            for (std::int64_t i = 0; i < channels; ++i)
+                var.data<float>()[i] = 0.5f + std::abs(var.at(i));
+            for (const bool bias : {true, false}) {
+                Tensor wantW, wantB;
+                m_ref->foldBatchNorm(w, bias ? b : Tensor(), gamma, beta, mean, var, 1e-3, wantW,
+                                     wantB);
+                Tensor wOut = Tensor::zeros(w.shape(), DType::Float32);
+                Tensor bOut = Tensor::filled(c, DType::Float32, 1e30);
+                for (std::int64_t i = 0; i < w.numel(); ++i)
+                    cuda::foldBatchNormAt(i, per, f(w), bias ? f(b) : nullptr, f(gamma), f(beta),
+                                          f(mean), f(var), 1e-3, f(wOut), f(bOut));
+                QVERIFY2(sameBytes(wOut, wantW), qPrintable(QString::fromStdString(shape.str())));
+                QVERIFY2(sameBytes(bOut, wantB), qPrintable(QString::fromStdString(shape.str())));
+            }
         }
     }
 
