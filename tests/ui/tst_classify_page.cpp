@@ -59,6 +59,18 @@ class TestClassifyPage : public QObject
         return QTest::qWaitForWindowExposed(&page);
     }
 
+    // Test image `index` of the generated set alone, as Classifier::probabilities takes it.
+    engine::ImageSet testImage(std::int64_t index) const
+    {
+        engine::ImageSet one;
+        one.count = 1;
+        one.height = one.width = 28;
+        one.channels = 1;
+        one.pixels.assign(m_data->test.image(index), m_data->test.image(index) + 28 * 28);
+        one.labels = {0};
+        return one;
+    }
+
 private slots:
     void initTestCase()
     {
@@ -91,12 +103,7 @@ private slots:
         for (std::size_t i = 1; i < top.size(); ++i) QVERIFY(top[i - 1].second >= top[i].second);
         // The oracle: the engine's classifier on the same image.
         engine::Classifier oracle(m_checkpoint.toStdString());
-        engine::ImageSet one;
-        one.count = 1;
-        one.height = one.width = 28;
-        one.channels = 1;
-        one.pixels.assign(m_data->test.image(17), m_data->test.image(17) + 28 * 28);
-        one.labels = {0};
+        const engine::ImageSet one = testImage(17);
         const auto probs = oracle.probabilities(one).at(0);
         const auto best = engine::Classifier::topK(probs, 5);
         for (int i = 0; i < 5; ++i) {
@@ -635,13 +642,7 @@ private slots:
         }
         page.classifySetImage(3);
         QVERIFY(answered.wait(20000));
-        engine::ImageSet one;
-        one.count = 1;
-        one.height = one.width = 28;
-        one.channels = 1;
-        one.pixels.assign(m_data->test.image(3), m_data->test.image(3) + 28 * 28);
-        one.labels = {0};
-        const auto best = engine::Classifier::topK(oracle.probabilities(one).at(0), 5);
+        const auto best = engine::Classifier::topK(oracle.probabilities(testImage(3)).at(0), 5);
         QCOMPARE(page.topClasses().front().second, best.front().probability);
         // A float32 checkpoint's line says nothing of precision.
         page.openCheckpoint(m_checkpoint);
