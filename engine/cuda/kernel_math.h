@@ -10,15 +10,10 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "engine/host_device.h"
 #include "engine/ops/batch_norm_fold.h"
 #include "engine/ops/dropout_mask.h"
 #include "engine/ops/step_scalar_values.h"
-
-#ifdef __CUDACC__
-#define TOWERS_HD __host__ __device__
-#else
-#define TOWERS_HD
-#endif
 
 namespace towers::engine::cuda {
 

@@ -10,13 +10,7 @@
 
 #include <cstdint>
 
-#ifndef TOWERS_HD
-#ifdef __CUDACC__
-#define TOWERS_HD __host__ __device__
-#else
-#define TOWERS_HD
-#endif
-#endif
+#include "engine/host_device.h"
 
 namespace towers::engine::preprocess {
 

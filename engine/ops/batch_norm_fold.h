@@ -6,13 +6,7 @@
 // op cases hold them to). C++17, no CUDA header.
 #include <math.h>
 
-#ifndef TOWERS_HD
-#ifdef __CUDACC__
-#define TOWERS_HD __host__ __device__
-#else
-#define TOWERS_HD
-#endif
-#endif
+#include "engine/host_device.h"
 
 namespace towers::engine {
 
