@@ -152,7 +152,8 @@
 // s = gamma / sqrt(runningVar + epsilon) of each output channel o: wOut = w * s[o] along w's first
 // dimension (the output channels: [O, I, KH, KW] or [O, I]), bOut = (b - runningMean) * s + beta
 // ([O]; b may be empty, a layer without bias: 0). The layer with wOut and bOut computes what it and
-// the batch norm in evaluation mode did, up to rounding. wOut must not be w.
+// the batch norm in evaluation mode did, up to rounding. w has no dimension of 0; wOut must not be
+// w, nor bOut any of the per-channel inputs.
 #define TOWERS_OP_foldBatchNorm(M)                                                                 \
     M(foldBatchNorm, void,                                                                         \
       (const Tensor& w, const Tensor& b, const Tensor& gamma, const Tensor& beta,                  \
