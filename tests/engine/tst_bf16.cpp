@@ -19,6 +19,7 @@
 
 #include "engine/cpu/cpu_info.h"
 #include "engine/cpu/onednn_ops.h"
+#include "engine/cpu/primitive_implementations.h"
 #include "engine/errors.h"
 #include "engine/ops/backends.h"
 #include "engine/ops/ops.h"
@@ -105,6 +106,14 @@ const ConvShape kConvShapes[] = {
     {"mnist-convnet conv2 (3x3 valid)", {2, 12, 12, 64}, 256, 3, 1, Padding::Valid},
     {"fashion-fast conv1 (1 channel)", {4, 28, 28, 1}, 32, 3, 1, Padding::Same},
     {"3x3 stride 2, 20 channels (a partial block)", {3, 9, 8, 20}, 20, 3, 2, Padding::Same},
+    // Images of at most 64 output pixels: backward weights by a matrix product on AMX.
+    {"cifar10-resnet layer3 residual (4x4, 256 channels)",
+     {4, 4, 4, 256},
+     256,
+     3,
+     1,
+     Padding::Same},
+    {"8x8, 5x5 window, 24 -> 40 channels", {2, 8, 8, 24}, 40, 5, 1, Padding::Same},
 };
 
 } // namespace
@@ -185,6 +194,46 @@ private slots:
         const std::string want = !amx && f32 == "winograd 3x3" ? f32 : "direct bf16";
         QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*m_bf16, wide)),
                  QString::fromStdString(want));
+    }
+
+    // On AMX, the backward weights of a convolution on an image of at most 64 output pixels is
+    // oneDNN's matrix product over the input's patches (conv_plan.cpp: 3x oneDNN's convolution
+    // kernel at 4x4); elsewhere, and on larger images, the convolution kernel. Either way the
+    // fused backward (from the forward's bfloat16 input) and backward weights alone (converting x
+    // itself) give the same bits.
+    void smallImagesBackwardWeightsByMatrixProductOnAmx()
+    {
+        requireBf16();
+        const bool amx = cpu::cpuInfo().isa.find("amx") != std::string::npos;
+        for (const Shape& input : {Shape{4, 4, 4, 256}, Shape{4, 16, 16, 64}}) {
+            const Conv2dDesc d = makeConv2dDesc(input, 64, 3, 3, 1, 1, Padding::Same);
+            const bool small = d.win.oh * d.win.ow <= 64;
+            Rng rng(31);
+            const Tensor x = operand(d.inputShape(), rng, false);
+            const Tensor w = operand(d.weightShape(), rng, false);
+            const Tensor b = operand({64}, rng, false);
+            const Tensor dy = operand(d.outputShape(), rng, false);
+            const auto ops = cpu::makeOneDnnOps(Precision::BFloat16);
+            const ConvResult fused =
+                convolve(*ops, DType::Float32, d, x, w, b, Activation::None, dy, Tensor());
+            const auto fresh = cpu::makeOneDnnOps(Precision::BFloat16);
+            Tensor dw, db;
+            fresh->conv2dBackwardWeights(d, x, dy, dw, &db);
+            QVERIFY(std::memcmp(dw.raw(), fused.dw.raw(), dw.bytes()) == 0);
+            QVERIFY(std::memcmp(db.raw(), fused.db.raw(), db.bytes()) == 0);
+            for (Ops* o : {ops.get(), fresh.get()}) {
+                QStringList matmuls;
+                for (const auto& i : cpu::primitiveImplementations(*o))
+                    if (i.primitive.rfind("matmul", 0) == 0)
+                        matmuls << QString::fromStdString(i.primitive + ": " + i.impl);
+                QVERIFY2(matmuls.size() == (amx && small ? 1 : 0),
+                         qPrintable(QStringLiteral("%1 (AMX: %2): %3")
+                                        .arg(QString::fromStdString(d.win.str()))
+                                        .arg(amx)
+                                        .arg(matmuls.join(u"; "))));
+                if (!matmuls.isEmpty()) QVERIFY(matmuls.front().contains(u"amx"));
+            }
+        }
     }
 
     void linearIsExactOnBf16Operands_data()
