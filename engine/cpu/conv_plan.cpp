@@ -283,12 +283,13 @@ namespace {
 
 // The backward weights of a bfloat16 convolution on images of at most this many output pixels
 // runs as a matrix product over the input's patches where oneDNN's product runs on AMX: its
-// convolution kernel (jit:avx512_core_amx_bf16) spends most of such a pass on per-image setup.
-// Intel Xeon with AMX, 2 cores, batch 128, 3x3 ms: 256 -> 256 at 4x4 6.1 against 1.1 + 0.25 for
-// the patches; 128 -> 256 at 8x8 5.0 against 2.2 + 0.5; but 64 -> 64 at 16x16 2.5 against
-// 2.4 + 1.1. Without AMX the two are as fast (avx512_core_bf16: 11.9 against 12.3 at 4x4), and
-// the convolution needs no patches.
-constexpr std::int64_t kMatmulMaxPixels = 64;
+// convolution kernel (jit:avx512_core_amx_bf16) spends most of such a pass on per-image work.
+// Intel Xeon with AMX, 2 cores, batch 128, 3x3, ms a call in cifar10-resnet's bf16 step: 256 ->
+// 256 at 4x4 6.7 against about 2.4 with the patches. At 8x8 (128 -> 256) the step was no faster
+// either way (six pairs of runs), and at 16x16 the convolution kernel is faster; without AMX the
+// two run at the same rate (avx512_core_bf16, 4x4: 11.9 against 12.3), and the kernel needs no
+// patches.
+constexpr std::int64_t kMatmulMaxPixels = 16;
 // The patches are (n oh ow) x (kh kw c) bfloat16 values; larger ones stay with the convolution.
 constexpr std::size_t kMatmulMaxPatchBytes = std::size_t(64) << 20;
 
