@@ -38,10 +38,11 @@
 //    (2 Zen 4 cores, the tutorial's conv2: 6.7 / 6.6 / 8.3 ms forward / backward data / backward
 //    weights against 13.6 / 13.2 / 13.7 in float32 direct). A training forward keeps the converted
 //    input and weights in `saved` for backward. Shapes oneDNN runs only by a reference loop in
-//    bfloat16 stay float32. On AMX, the backward weights of an image of at most 16 output pixels
-//    (cifar10-resnet's 4x4 layers) is oneDNN's bfloat16 matrix product g^T x patches (im2col.h)
-//    instead of its convolution kernel, which spends most of such a pass on per-image work (about
-//    3x faster at 4x4 with 256 channels, the patches included).
+//    bfloat16 stay float32, and so do convolutions of a single input channel (conv_plan.cpp). On
+//    AMX, the backward weights of an image of at most 16 output pixels (cifar10-resnet's 4x4
+//    layers) is oneDNN's bfloat16 matrix product g^T x patches (im2col.h) instead of its
+//    convolution kernel, which spends most of such a pass on per-image work (about 3x faster at 4x4
+//    with 256 channels, the patches included).
 // Backward starts from g = dy masked by the fused ReLU, written in one pass straight into the
 // layout the backward primitives asked for (NHWC, nChw8c or nChw16c; masked_gradient.h; any other
 // goes through a oneDNN reorder), or masked as Towers' Winograd reads it.
