@@ -237,6 +237,43 @@ private slots:
         }
     }
 
+    // On AMX, the backward data of a stride-1 convolution is oneDNN's forward convolution of g with
+    // the weights transposed and turned (conv_plan.cpp: its forward kernel is the faster); with a
+    // stride, or without AMX, its backward-data kernel. Backward data alone and the fused backward
+    // give the same bits either way.
+    void strideOneBackwardDataByForwardOnAmx()
+    {
+        requireBf16();
+        const bool amx = cpu::cpuInfo().isa.find("amx") != std::string::npos;
+        for (const int stride : {1, 2}) {
+            const Conv2dDesc d =
+                makeConv2dDesc({4, 9, 8, 24}, 40, 3, 3, stride, stride, Padding::Same);
+            Rng rng(41);
+            const Tensor x = operand(d.inputShape(), rng, false);
+            const Tensor w = operand(d.weightShape(), rng, false);
+            const Tensor dy = operand(d.outputShape(), rng, false);
+            const auto ops = cpu::makeOneDnnOps(Precision::BFloat16);
+            const ConvResult fused =
+                convolve(*ops, DType::Float32, d, x, w, Tensor(), Activation::None, dy, Tensor());
+            const auto fresh = cpu::makeOneDnnOps(Precision::BFloat16);
+            Tensor dx;
+            fresh->conv2dBackwardData(d, dy, w, dx);
+            QVERIFY(std::memcmp(dx.raw(), fused.dx.raw(), dx.bytes()) == 0);
+            // What backward data alone ran.
+            QStringList convolutions;
+            for (const auto& i : cpu::primitiveImplementations(*fresh))
+                if (i.primitive.rfind("convolution", 0) == 0)
+                    convolutions << QString::fromStdString(i.primitive + ": " + i.impl);
+            const bool viaForward = amx && stride == 1;
+            QVERIFY2(convolutions.size() == 1 &&
+                         convolutions.front().contains(viaForward ? u"forward" : u"backward_data"),
+                     qPrintable(QStringLiteral("stride %1 (AMX: %2): %3")
+                                    .arg(stride)
+                                    .arg(amx)
+                                    .arg(convolutions.join(u"; "))));
+        }
+    }
+
     void linearIsExactOnBf16Operands_data()
     {
         QTest::addColumn<int>("n");
