@@ -286,15 +286,26 @@ struct ConvPlan::BackwardWeights
 
 namespace {
 
-// The backward weights of a bfloat16 convolution on images of at most this many output pixels
-// runs as a matrix product over the input's patches where oneDNN's product runs on AMX: its
-// convolution kernel (jit:avx512_core_amx_bf16) spends most of such a pass on per-image work.
-// Intel Xeon with AMX, 2 cores, batch 128, 3x3, ms a call in cifar10-resnet's bf16 step: 256 ->
-// 256 at 4x4 6.7 against about 2.4 with the patches. At 8x8 (128 -> 256) the step was no faster
-// either way (six pairs of runs), and at 16x16 the convolution kernel is faster; without AMX the
-// two run at the same rate (avx512_core_bf16, 4x4: 11.9 against 12.3), and the kernel needs no
-// patches.
-constexpr std::int64_t kMatmulMaxPixels = 16;
+// Whether the backward weights of a bfloat16 convolution runs as a matrix product over the
+// input's patches (where oneDNN's product runs on AMX) instead of oneDNN's AMX convolution kernel
+// (jit:avx512_core_amx_bf16), which runs far below its rate on small images. Intel Xeon with AMX,
+// 2 cores, batch 128, 3x3, ms a call on random data, the kernel against the product (the patches,
+// written and read once more, cost about 0.1 ms a MB besides):
+//  * images of at most 16 output pixels: 256 -> 256 at 4x4 6.9 against 2.0, 512 -> 512 36 against
+//    8.5-9.2 (the kernel at 270-350 GFLOP/s);
+//  * stride 1 with an output smaller than the input (VALID padding), up to 100 output pixels: 10x10
+//    -> 8x8 at 64, 128 or 256 -> 256 and 256 -> 512 4.8-43 against 1.8-18 (2.4-2.9x: the kernel
+//    at 450-510 GFLOP/s); mnist-convnet's conv2 (12x12 -> 10x10, 64 -> 256) 6.2-6.8 against
+//    2.9-3.1. Its bf16 step: 1.24x (six pairs of runs);
+//  * but an 8x8 image padded to keep its size runs the kernel at 800-940 GFLOP/s: the product
+//    gains 1.2-1.7x before the patches, and cifar10-resnet's step (128 -> 256 at 8x8) was no
+//    faster with it (eight pairs, median 0.98); at 16x16 the kernel is the faster.
+// Without AMX the two run at the same rate (avx512_core_bf16, 4x4: 11.9 against 12.3).
+bool patchMatmulShape(const Window2d& g)
+{
+    const std::int64_t pixels = g.oh * g.ow;
+    return pixels <= 16 || (g.sh == 1 && g.sw == 1 && pixels <= 100 && pixels < g.h * g.w);
+}
 // The patches are (n oh ow) x (kh kw c) bfloat16 values; larger ones stay with the convolution.
 constexpr std::size_t kMatmulMaxPatchBytes = std::size_t(64) << 20;
 
@@ -309,7 +320,7 @@ std::optional<dnnl::matmul::primitive_desc> patchMatmul(const dnnl::engine& eng,
                                                         const Conv2dDesc& d)
 {
     const Window2d& g = d.win;
-    if (g.oh * g.ow > kMatmulMaxPixels || patchBytes(g) > kMatmulMaxPatchBytes) return {};
+    if (!patchMatmulShape(g) || patchBytes(g) > kMatmulMaxPatchBytes) return {};
     const memory::dim m = g.n * g.oh * g.ow, k = g.kh * g.kw * g.c, o = d.outChannels;
     const memory::desc a({o, m}, bf16, memory::dims{1, o}), b({m, k}, bf16, Tag::ab),
         c({o, k}, f32, Tag::ab);

@@ -39,12 +39,12 @@
 //    weights against 13.6 / 13.2 / 13.7 in float32 direct). A training forward keeps the converted
 //    input and weights in `saved` for backward. Shapes oneDNN runs only by a reference loop in
 //    bfloat16 stay float32, and so do convolutions of a single input channel (conv_plan.cpp). On
-//    AMX, the backward weights of an image of at most 16 output pixels (cifar10-resnet's 4x4
-//    layers) is oneDNN's bfloat16 matrix product g^T x patches (im2col.h) instead of its
-//    convolution kernel, which spends most of such a pass on per-image work (about 3x faster at 4x4
-//    with 256 channels, the patches included); and the backward data of a stride-1 convolution is
-//    oneDNN's forward convolution of g with the weights transposed and turned by 180 degrees
-//    (brgconv, faster than its backward-data kernel).
+//    AMX, the backward weights of a small image (at most 16 output pixels, or at most 100 and
+//    fewer than the input's: cifar10-resnet's 4x4 layers, mnist-convnet's VALID conv2 and conv3)
+//    is oneDNN's bfloat16 matrix product g^T x patches (im2col.h) instead of its convolution
+//    kernel, which runs far below its rate there (2.4-4x slower, the patches included); and the
+//    backward data of a stride-1 convolution is oneDNN's forward convolution of g with the weights
+//    transposed and turned by 180 degrees (brgconv, faster than its backward-data kernel).
 // Backward starts from g = dy masked by the fused ReLU, written in one pass straight into the
 // layout the backward primitives asked for (NHWC, nChw8c or nChw16c; masked_gradient.h; any other
 // goes through a oneDNN reorder), or masked as Towers' Winograd reads it.

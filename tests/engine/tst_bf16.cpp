@@ -106,10 +106,12 @@ const ConvShape kConvShapes[] = {
     {"mnist-convnet conv2 (3x3 valid)", {2, 12, 12, 64}, 256, 3, 1, Padding::Valid},
     {"fashion-fast conv1 (1 channel)", {4, 28, 28, 1}, 32, 3, 1, Padding::Same},
     {"3x3 stride 2, 20 channels (a partial block)", {3, 9, 8, 20}, 20, 3, 2, Padding::Same},
-    // Images of at most 16 output pixels: backward weights by a matrix product on AMX.
+    // Images of at most 16 output pixels, or smaller than their input: backward weights by a
+    // matrix product on AMX.
     {"cifar10-resnet layer3.res (4x4)", {4, 4, 4, 256}, 256, 3, 1, Padding::Same},
     {"4x4, 5x5 window, 24 -> 40 channels", {2, 4, 4, 24}, 40, 5, 1, Padding::Same},
     {"3x3 stride 2 to 4x4, 20 -> 24 channels", {2, 7, 8, 20}, 24, 3, 2, Padding::Same},
+    {"mnist-convnet conv3 (10x10 valid to 8x8)", {2, 10, 10, 64}, 96, 3, 1, Padding::Valid},
 };
 
 } // namespace
@@ -197,18 +199,22 @@ private slots:
                  QString::fromStdString(want));
     }
 
-    // On AMX, the backward weights of a convolution on an image of at most 16 output pixels is
-    // oneDNN's matrix product over the input's patches (conv_plan.cpp: 3x oneDNN's convolution
-    // kernel at 4x4); elsewhere, and on larger images, the convolution kernel. Either way the
-    // fused backward (from the forward's bfloat16 input) and backward weights alone (converting x
-    // itself) give the same bits.
+    // On AMX, the backward weights of a convolution on an image of at most 16 output pixels, or of
+    // a stride-1 one whose output (at most 100 pixels) is smaller than its input, is oneDNN's
+    // matrix product over the input's patches (conv_plan.cpp: 2.4-4x oneDNN's convolution kernel
+    // there); elsewhere, and on larger or same-size 8x8 images, the convolution kernel. Either way
+    // the fused backward (from the forward's bfloat16 input) and backward weights alone (converting
+    // x itself) give the same bits.
     void smallImagesBackwardWeightsByMatrixProductOnAmx()
     {
         requireBf16();
         const bool amx = cpu::cpuInfo().isa.find("amx") != std::string::npos;
-        for (const Shape& input : {Shape{4, 4, 4, 256}, Shape{4, 8, 8, 64}}) {
-            const Conv2dDesc d = makeConv2dDesc(input, 64, 3, 3, 1, 1, Padding::Same);
-            const bool small = d.win.oh * d.win.ow <= 16;
+        for (const auto& [input, padding, small] :
+             {std::tuple{Shape{4, 4, 4, 256}, Padding::Same, true},
+              std::tuple{Shape{4, 8, 8, 64}, Padding::Same, false},
+              std::tuple{Shape{4, 10, 10, 64}, Padding::Valid, true},
+              std::tuple{Shape{2, 13, 13, 32}, Padding::Valid, false}}) {
+            const Conv2dDesc d = makeConv2dDesc(input, 64, 3, 3, 1, 1, padding);
             Rng rng(31);
             const Tensor x = operand(d.inputShape(), rng, false);
             const Tensor w = operand(d.weightShape(), rng, false);
