@@ -296,7 +296,7 @@ namespace {
 //  * stride 1 with an output smaller than the input (VALID padding), up to 100 output pixels: 10x10
 //    -> 8x8 at 64, 128 or 256 -> 256 and 256 -> 512 4.8-43 against 1.8-18 (2.4-2.9x: the kernel
 //    at 450-510 GFLOP/s); mnist-convnet's conv2 (12x12 -> 10x10, 64 -> 256) 6.2-6.8 against
-//    2.9-3.1. Its bf16 step: 1.24x (six pairs of runs);
+//    2.9-3.1. Its bf16 step: 1.22x (six pairs of runs);
 //  * but an 8x8 image padded to keep its size runs the kernel at 800-940 GFLOP/s: the product
 //    gains 1.2-1.7x before the patches, and cifar10-resnet's step (128 -> 256 at 8x8) was no
 //    faster with it (eight pairs, median 0.98); at 16x16 the kernel is the faster.
