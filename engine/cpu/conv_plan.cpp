@@ -282,6 +282,19 @@ struct ConvPlan::BackwardWeights
     // diffWeightsReorder turns into OIHW.
     bool viaMatmul = false;
     AlignedBuffer col;
+
+    // x as the primitive reads it: x itself (NHWC float32), the forward's converted copy in its
+    // saved state, or a copy converted here by srcReorder.
+    const void* input(dnnl::stream& s, const Tensor& x, const char* state)
+    {
+        if (srcIsNhwc) return x.raw();
+        if (state && srcMatchesSaved) return state;
+        void* own = ownSrc.get(srcReorder.arg(DNNL_ARG_TO).get_desc().get_size());
+        srcReorder.bind(DNNL_ARG_FROM, x);
+        srcReorder.bind(DNNL_ARG_TO, own);
+        srcReorder.execute(s);
+        return own;
+    }
 };
 
 namespace {
@@ -359,15 +372,17 @@ std::optional<dnnl::convolution_forward::primitive_desc> transposedForward(const
     if (g.sh != 1 || g.sw != 1 || g.padTop > g.kh - 1 || g.padBottom > g.kh - 1 ||
         g.padLeft > g.kw - 1 || g.padRight > g.kw - 1)
         return {};
-    const memory::desc src({g.n, d.outChannels, g.oh, g.ow}, bf16, Tag::nhwc);
-    const memory::desc weights({g.c, d.outChannels, g.kh, g.kw}, bf16, Tag::any);
-    const memory::desc dst({g.n, g.c, g.h, g.w}, f32, Tag::nhwc);
-    const dnnl::convolution_forward::desc desc(
-        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src, weights, dst,
-        {1, 1}, {g.kh - 1 - g.padTop, g.kw - 1 - g.padLeft},
-        {g.kh - 1 - g.padBottom, g.kw - 1 - g.padRight});
+    // The convolution from g (the output's shape) to dx (the input's), as a DirectBf16 forward.
+    const Geometry forward = geometry(d);
+    Geometry t = forward;
+    t.src = forward.dst;
+    t.dst = forward.src;
+    t.weights = {g.c, d.outChannels, g.kh, g.kw};
+    t.bias = {g.c};
+    t.padL = {g.kh - 1 - g.padTop, g.kw - 1 - g.padLeft};
+    t.padR = {g.kh - 1 - g.padBottom, g.kw - 1 - g.padRight};
     try {
-        dnnl::convolution_forward::primitive_desc pd(desc, BoundPrimitive::scratchpadAttr(), eng);
+        auto pd = forwardPd(eng, t, ConvAlgorithm::DirectBf16, false, Activation::None);
         if (!std::strstr(pd.impl_info_str(), "amx")) return {};
         return pd;
     } catch (const dnnl::error&) {
@@ -738,16 +753,8 @@ void ConvPlan::backward(dnnl::stream& s, const Tensor& dy, const Gradients& a)
 
     if (a.dw && m_bwdW->viaMatmul) {
         BackwardWeights& w = *m_bwdW;
-        const void* xb = state && w.srcMatchesSaved ? state : nullptr;
-        if (!xb) {
-            void* own = w.ownSrc.get(w.srcReorder.arg(DNNL_ARG_TO).get_desc().get_size());
-            w.srcReorder.bind(DNNL_ARG_FROM, *a.x);
-            w.srcReorder.bind(DNNL_ARG_TO, own);
-            w.srcReorder.execute(s);
-            xb = own;
-        }
         auto* col = static_cast<std::uint16_t*>(w.col.get(patchBytes(m_desc.win)));
-        im2col16(m_desc.win, static_cast<const std::uint16_t*>(xb), col);
+        im2col16(m_desc.win, static_cast<const std::uint16_t*>(w.input(s, *a.x, state)), col);
         w.conv.bind(DNNL_ARG_SRC, m_gradPtr);
         w.conv.bind(DNNL_ARG_WEIGHTS, col);
         w.conv.execute(s);
@@ -755,17 +762,7 @@ void ConvPlan::backward(dnnl::stream& s, const Tensor& dy, const Gradients& a)
         w.diffWeightsReorder.execute(s);
     } else if (a.dw) {
         BackwardWeights& w = *m_bwdW;
-        if (w.srcIsNhwc) {
-            w.conv.bind(DNNL_ARG_SRC, *a.x);
-        } else if (state && w.srcMatchesSaved) {
-            w.conv.bind(DNNL_ARG_SRC, state);
-        } else {
-            void* xb = w.ownSrc.get(w.conv.arg(DNNL_ARG_SRC).get_desc().get_size());
-            w.srcReorder.bind(DNNL_ARG_FROM, *a.x);
-            w.srcReorder.bind(DNNL_ARG_TO, xb);
-            w.srcReorder.execute(s);
-            w.conv.bind(DNNL_ARG_SRC, xb);
-        }
+        w.conv.bind(DNNL_ARG_SRC, w.input(s, *a.x, state));
         w.conv.bind(DNNL_ARG_DIFF_DST, m_gradPtr);
         if (m_bwdBias)
             w.conv.bind(DNNL_ARG_DIFF_BIAS,

@@ -76,6 +76,16 @@ struct ConvResult
     Tensor y, dx, dw, db;
 };
 
+// The primitives of one kind ("matmul", "convolution") that `ops` ran, as "description: impl".
+QStringList primitivesRun(Ops& ops, const std::string& kind)
+{
+    QStringList out;
+    for (const auto& i : cpu::primitiveImplementations(ops))
+        if (i.primitive.rfind(kind, 0) == 0)
+            out << QString::fromStdString(i.primitive + ": " + i.impl);
+    return out;
+}
+
 // Forward (training) and the fused backward of one convolution on `ops`, in its float type.
 ConvResult convolve(Ops& ops, DType dtype, const Conv2dDesc& d, const Tensor& x, const Tensor& w,
                     const Tensor& b, Activation act, const Tensor& dy, const Tensor& reluY)
@@ -229,10 +239,7 @@ private slots:
             QVERIFY(std::memcmp(dw.raw(), fused.dw.raw(), dw.bytes()) == 0);
             QVERIFY(std::memcmp(db.raw(), fused.db.raw(), db.bytes()) == 0);
             for (Ops* o : {ops.get(), fresh.get()}) {
-                QStringList matmuls;
-                for (const auto& i : cpu::primitiveImplementations(*o))
-                    if (i.primitive.rfind("matmul", 0) == 0)
-                        matmuls << QString::fromStdString(i.primitive + ": " + i.impl);
+                const QStringList matmuls = primitivesRun(*o, "matmul");
                 QVERIFY2(matmuls.size() == (amx && small ? 1 : 0),
                          qPrintable(QStringLiteral("%1 (AMX: %2): %3")
                                         .arg(QString::fromStdString(d.win.str()))
@@ -266,10 +273,7 @@ private slots:
             fresh->conv2dBackwardData(d, dy, w, dx);
             QVERIFY(std::memcmp(dx.raw(), fused.dx.raw(), dx.bytes()) == 0);
             // What backward data alone ran.
-            QStringList convolutions;
-            for (const auto& i : cpu::primitiveImplementations(*fresh))
-                if (i.primitive.rfind("convolution", 0) == 0)
-                    convolutions << QString::fromStdString(i.primitive + ": " + i.impl);
+            const QStringList convolutions = primitivesRun(*fresh, "convolution");
             const bool viaForward = amx && stride == 1;
             QVERIFY2(convolutions.size() == 1 &&
                          convolutions.front().contains(viaForward ? u"forward" : u"backward_data"),
