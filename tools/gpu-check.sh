@@ -5,7 +5,9 @@
 # has 15 minutes of device time in all, every start of the machine included).
 #
 #   tools/gpu-check.sh pack [BUILD_DIR]   # here: BUILD_DIR (default build/ci) -> .carry/gpu.tar.xz,
-#                                         # and a check that it and the working tree fit the carry
+#                                         # the programs started in a root with nothing but the C
+#                                         # runtime and the pack (bare_check), and a check that the
+#                                         # tarball and the working tree fit the carry
 #   tools/gpu-check.sh run [PART[,PART...]]   # there, from the repository root, with .carry carried
 #
 # A run unpacks the tarball afresh, shows the machine (nvidia-smi; towers-cli --version and
@@ -67,7 +69,70 @@ usage() {
     exit 2
 }
 
+# The C and C++ runtimes (and the dynamic loader): every machine has them, so the pack leaves them
+# to the machine.
+c_runtime='/(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libgcc_s|libstdc\+\+)\.so'
+
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
+
+# bare_check STAGE: the carried programs run where nothing but the C runtime is installed, as on the
+# device machine (no Qt, no oneDNN, no Open MPI): in a root of their own (chroot; unshare -r where
+# not root) that holds only the C and C++ runtimes, the dynamic loader and STAGE, each program
+# must start with the carried libraries alone (towers-cli --version and devices; the tests' list
+# of functions), and towers-cli must train 3 steps on the carried Fashion-MNIST. A library left
+# out of the carry fails here, in seconds, instead of on the GPU machine's clock. Skipped, saying
+# why, where neither chroot nor a user namespace is allowed.
+bare_check() {
+    local stage=$1 root=.carry/bare chroot_cmd
+    chroot_cmd=$(command -v chroot || true)
+    local -a enter=()
+    if [[ -z $chroot_cmd ]]; then
+        echo "gpu-check: the bare-root check is skipped: no chroot program" >&2
+        return 0
+    elif [[ $(id -u) == 0 ]]; then
+        enter=("$chroot_cmd")
+    elif unshare -r true 2>/dev/null; then
+        enter=(unshare -r "$chroot_cmd")
+    else
+        echo "gpu-check: the bare-root check is skipped: chroot needs root or user namespaces" >&2
+        return 0
+    fi
+    rm -rf "$root" && mkdir -p "$root/tmp"
+    # The C runtime that the pack leaves to the machine, with the loader, at the paths they have here.
+    local lib
+    ldd "$stage"/bin/* "$stage/lib/libtowers-cuda.so" | awk '/=> \// {print $3} /^[ \t]*\/[^ ]*ld-linux/ {print $1}' |
+        sort -u | grep -E "$c_runtime" |
+        while read -r lib; do
+            mkdir -p "$root$(dirname "$lib")" && cp -L "$lib" "$root$lib"
+        done
+    cp -al "$stage" "$root/g" 2>/dev/null || cp -a "$stage" "$root/g"
+    local -a env=(env -i LD_LIBRARY_PATH=/g/lib HOME=/tmp TOWERS_DATA=/g/data TOWERS_RUNS=/tmp/runs
+        TOWERS_CUDA_PLUGIN=/g/lib/libtowers-cuda.so QT_QPA_PLATFORM=offscreen)
+    local failed=0 prog
+    check_in_root() { # a command in the bare root; its output on failure
+        local log
+        if ! log=$("${env[@]}" "${enter[@]}" "$root" "$@" 2>&1); then
+            echo "gpu-check: in a root with only the C runtime and the carry, '$*' failed:" >&2
+            echo "$log" | tail -n 8 >&2
+            failed=1
+        fi
+    }
+    check_in_root /g/bin/towers-cli --version
+    check_in_root /g/bin/towers-cli devices
+    for prog in "$stage"/bin/tst_*; do
+        check_in_root "/g/bin/$(basename "$prog")" -functions
+    done
+    if [[ -d $stage/data/fashion-mnist ]]; then
+        check_in_root /g/bin/towers-cli train --dataset fashion-mnist --steps 3 --log-every 1 --run-dir /tmp/runs/bare
+    fi
+    rm -rf "$root"
+    if ((failed)); then
+        echo "gpu-check: the carry lacks what a program loads (above): add it to pack's libraries" >&2
+        rm -rf "$stage"
+        exit 1
+    fi
+    echo "gpu-check: the carried programs start and train in a root with nothing but the C runtime and the carry"
+}
 
 pack() {
     local build=${1:-build/ci}
@@ -76,6 +141,8 @@ pack() {
         [[ -f $f ]] || { echo "gpu-check: $f is missing: build a CUDA build first (cmake --preset ci && cmake --build --preset ci)" >&2; exit 1; }
     done
     local stage=.carry/gpu
+    # No tarball of an earlier pack is left to be carried by mistake when this one fails.
+    rm -f .carry/gpu.tar.xz
     rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib" "$stage/data"
     cp "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$build/tests/engine/tst_op_cases" \
         "$build/tests/engine/tst_process_communicator" "$build/tests/engine/tst_bf16" "$stage/bin/"
@@ -84,7 +151,7 @@ pack() {
     ldd "$stage/bin/towers-cli" "$stage/bin/tst_gpu_backend" "$stage/bin/tst_op_cases" \
         "$stage/bin/tst_process_communicator" "$stage/bin/tst_bf16" "$plugin" |
         awk '/=> \// {print $3}' | sort -u |
-        grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libgcc_s|libstdc\+\+)\.so|/libcu|/libnccl|/libnvidia|/libcudnn' |
+        grep -Ev "$c_runtime|/libcu|/libnccl|/libnvidia|/libcudnn" |
         while read -r lib; do cp -L "$lib" "$stage/lib/"; done
     strip --strip-unneeded "$stage"/bin/* "$stage"/lib/*.so* 2>/dev/null || true
     # Fashion-MNIST as plain IDX files: its .gz files (31 MB) do not shrink under xz, the raw
@@ -94,6 +161,7 @@ pack() {
         find "$stage/data/fashion-mnist" -name '*.gz' -exec gunzip -f {} +
     fi
     mkdir -p "$stage/bench" "$stage/python" && cp bench/*.py "$stage/bench/" && cp python/towers_torch.py "$stage/python/"
+    bare_check "$stage"
     XZ_OPT=-9 tar -C .carry -cJf .carry/gpu.tar.xz gpu
     rm -rf "$stage"
     # What travels: the working tree (tracked and untracked files that git does not ignore) and
