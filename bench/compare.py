@@ -23,10 +23,12 @@ precision: Towers with `--precision bf16` (convolutions and matrix products in b
 float32 accumulation; the CPU needs AVX512_BF16 or AMX), PyTorch with forward and loss under
 torch.autocast(dtype=torch.bfloat16) on the same device; float32 master weights on both sides.
 PyTorch runs once per --torch-variants entry: default, channels-last (NHWC, as Towers stores
-activations), bf16 (autocast on the PyTorch side alone), or combinations joined by + such as
-channels-last+bf16; --precision bf16 adds bf16 to every entry. Towers runs again for each entry,
-and each row's ratio is Towers against that row's PyTorch. The table's precision column and
-each JSON row's towers_precision and pytorch_precision say what each side ran. bf16 needs
+activations), bf16 (autocast on the PyTorch side alone), compile (the model through torch.compile,
+PyTorch 2.0 or later, compiled during the warm-up and never timed), or combinations joined by +
+such as channels-last+bf16 or channels-last+compile; --precision bf16 adds bf16 to every entry.
+Towers runs again for each entry, and each row's ratio is Towers against that row's PyTorch. The
+table's precision column and each JSON row's towers_precision and pytorch_precision say what each
+side ran. bf16 needs
 AVX512_BF16 or AMX: under --isa avx2 it fails on both sides, under --isa avx512 on the Towers
 side (PyTorch emulates it there); the table then shows "-", the error line below it says why,
 and the exit status is 1.
@@ -48,7 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 KEYS = ("images_per_sec", "step_ms", "forward_ms", "backward_ms", "update_ms")
 PRECISIONS = ("fp32", "bf16")
-VARIANT_PARTS = ("default", "channels-last", "bf16")
+VARIANT_PARTS = ("default", "channels-last", "bf16", "compile")
 
 
 def run_json(cmd, timeout, env=None, name=None):
@@ -103,7 +105,8 @@ def torch_options(variant, precision):
             raise ValueError(f"unknown PyTorch variant '{part}' (known: {', '.join(VARIANT_PARTS)}, "
                              f"joined by +)")
     torch_precision = "bf16" if precision == "bf16" or "bf16" in parts else "fp32"
-    options = (["--channels-last"] if "channels-last" in parts else []) + [
+    options = (["--channels-last"] if "channels-last" in parts else []) + (
+        ["--compile"] if "compile" in parts else []) + [
         "--precision", torch_precision]
     return options, torch_precision
 
@@ -220,8 +223,9 @@ def main():
                          "PyTorch bf16 autocast)")
     ap.add_argument("--torch-variants", default="default",
                     help="comma-separated PyTorch runs per model: default, channels-last, bf16 "
-                         "(autocast on the PyTorch side only), or combinations joined by + "
-                         "(channels-last+bf16); --precision bf16 adds bf16 to each")
+                         "(autocast on the PyTorch side only), compile (torch.compile), or "
+                         "combinations joined by + (channels-last+bf16); --precision bf16 adds "
+                         "bf16 to each")
     ap.add_argument("--isa", choices=sorted(ISAS), default="native",
                     help="cpu: hold both sides to this instruction set (avx2: what an AVX2 machine "
                          "runs, emulated on a newer one; see bench/isa_env.py)")

@@ -24,6 +24,12 @@ weights, no loss scaling. On the CPU it wants AVX512_BF16 or AMX to be fast; --b
 On a GPU, TF32 is off unless --tf32 (PyTorch lets cuDNN use it by default; Towers does not), and
 --channels-last stores activations NHWC as Towers does.
 
+--compile runs the model through torch.compile (PyTorch 2.0 or later; TorchInductor, the default
+backend: fused kernels, on a GPU Triton's, and on the CPU C++ that it compiles with the machine's
+compiler): forward and backward compiled, the SGD update as before. The compilation happens in the
+first warm-up steps, so --warmup must be at least 1; it is never timed. A PyTorch too old for it,
+or a compilation that fails, is an error of one line.
+
 --inference times the forward pass alone as `towers-cli bench --inference` does: eval() mode
 (BatchNorm with its running statistics, dropout off) under torch.inference_mode(), no loss,
 backward or update, with bf16 autocast for --precision bf16; forward_ms is the pass, backward_ms
@@ -64,9 +70,12 @@ def autocast(device, precision):
 
 
 def bench(model_name, batch_size, threads, steps, warmup, seed=0, device="cpu", channels_last=False,
-          precision="fp32", tf32=False, inference=False):
+          precision="fp32", tf32=False, inference=False, compile=False):
     """Returns the result dict (same keys as `towers-cli bench --json`)."""
     _import_torch(threads)
+    if compile and not hasattr(torch, "compile"):
+        raise RuntimeError(f"--compile: torch.compile needs PyTorch 2.0 or later, this is "
+                           f"{torch.__version__}")
     bf16 = precision == "bf16"
     gpu = device == "cuda"
     if gpu:
@@ -89,17 +98,21 @@ def bench(model_name, batch_size, threads, steps, warmup, seed=0, device="cpu", 
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
-    if inference:
-        return _bench_inference(model, x, steps, warmup, sync, gpu, precision, device) | {
-            "model": model_name, "batch_size": batch_size, "threads": threads,
-            "backend": _backend_name(gpu, channels_last, bf16, tf32)}
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.0)
+    # The loss reads the module's own weights (weight decay), so the compiled model is another
+    # object that shares them: the same parameters, trained by the same optimizer.
+    net = _compiled(model) if compile else model
+    backend = _backend_name(gpu, channels_last, bf16, tf32, compile)
+    if inference:
+        return _bench_inference(net, x, steps, warmup, sync, gpu, precision, device) | {
+            "model": model_name, "batch_size": batch_size, "threads": threads,
+            "backend": backend}
     fwd, bwd, upd = [], [], []
     for step in range(warmup + steps):
         sync()
         t0 = time.perf_counter()
         with autocast(device, precision):
-            logits = model(x)
+            logits = net(x)
             # Cross-entropy and weight decay in float32, as Towers computes its loss.
             loss = tt.total_loss(model_name, model, logits.float(), y)
         sync()
@@ -125,7 +138,7 @@ def bench(model_name, batch_size, threads, steps, warmup, seed=0, device="cpu", 
         t0 = time.perf_counter()
         for _ in range(steps):
             with autocast(device, precision):
-                loss = tt.total_loss(model_name, model, model(x).float(), y)
+                loss = tt.total_loss(model_name, model, net(x).float(), y)
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -147,15 +160,27 @@ def bench(model_name, batch_size, threads, steps, warmup, seed=0, device="cpu", 
         "back_to_back": gpu,
         "precision": precision,
         "mode": "training",
-        "backend": _backend_name(gpu, channels_last, bf16, tf32),
+        "backend": backend,
     }
 
 
-def _backend_name(gpu, channels_last, bf16, tf32):
-    return f"pytorch {torch.__version__}" + (
-        f" ({torch.cuda.get_device_name(0)}" + (", channels-last" if channels_last else "") +
-        (", bf16 autocast" if bf16 else "") + (", TF32" if tf32 else "") + ")" if gpu else
-        (" (bf16 autocast)" if bf16 else ""))
+def _compiled(model):
+    """torch.compile(model); the compilation itself runs at the first calls, where its errors
+    come too (bench() turns them into one line)."""
+    try:
+        return torch.compile(model)
+    except Exception as e:  # noqa: BLE001 - any failure of the compiler is the variant's
+        raise RuntimeError(f"torch.compile failed: {type(e).__name__}: {e}") from e
+
+
+def _backend_name(gpu, channels_last, bf16, tf32, compiled=False):
+    if gpu:
+        details = [torch.cuda.get_device_name(0)] + (["channels-last"] if channels_last else []) + (
+            ["bf16 autocast"] if bf16 else []) + (["TF32"] if tf32 else []) + (
+            ["torch.compile"] if compiled else [])
+    else:
+        details = (["bf16 autocast"] if bf16 else []) + (["torch.compile"] if compiled else [])
+    return f"pytorch {torch.__version__}" + (f" ({', '.join(details)})" if details else "")
 
 
 def _bench_inference(model, x, steps, warmup, sync, gpu, precision, device):
@@ -220,15 +245,21 @@ def main():
     ap.add_argument("--tf32", action="store_true", help="let cuDNN and cuBLAS use TF32 (cuda)")
     ap.add_argument("--inference", action="store_true",
                     help="time the forward pass alone in eval() mode under inference_mode")
+    ap.add_argument("--compile", action="store_true",
+                    help="the model through torch.compile (PyTorch 2.0 or later), compiled in the "
+                         "warm-up")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     if min(args.batch_size, args.threads, args.steps) < 1 or args.warmup < 0:
         ap.error("batch size, threads and steps must be positive, warmup non-negative")
+    if args.compile and args.warmup < 1:
+        ap.error("--compile needs --warmup of at least 1: the compilation must not be timed")
     try:
         r = bench(args.model, args.batch_size, args.threads, args.steps, args.warmup,
                   device=args.device, channels_last=args.channels_last, precision=args.precision,
-                  tf32=args.tf32, inference=args.inference)
-    except RuntimeError as e:  # no GPU, a kernel oneDNN cannot make, a diverged loss: one line
+                  tf32=args.tf32, inference=args.inference, compile=args.compile)
+    except RuntimeError as e:  # no GPU, a kernel oneDNN cannot make, a diverged loss, a failed
+        # compilation: one line
         print(f"torch_bench.py: error: {str(e).strip().splitlines()[0]}{bf16_hint(args)}",
               file=sys.stderr)
         return 1

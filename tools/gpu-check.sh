@@ -34,14 +34,18 @@
 #                         channels-last+bf16) for cifar10-tutorial and cifar10-resnet, and the
 #                         forward pass in evaluation mode (--inference: batch norms folded, as
 #                         eval runs) for fashion-fast and cifar10-resnet
+#   compile               the same two models against PyTorch's torch.compile (channels-last, in
+#                         float32 and bf16 autocast; TorchInductor's Triton kernels, compiled in
+#                         the warm-up), issue 17's "torch.compile if it works there"
 #   bf16                  --precision bf16 on the GPU (bf16_part below)
 #   race                  the Fashion-MNIST time-to-accuracy race against PyTorch (race_part)
 # Each run is one call of the device tool: carry .carry, command `tools/gpu-check.sh run [PARTS]`,
 # timeout_s a little over the budget (GPU_CHECK_BUDGET: 330 s for `first` alone, else 570). With
 # 15 minutes of device time, a machine's start taking one or two of them: `run` (the part
 # `first`) once, leaving time to fix what failed and run it again; a later session with a GPU
-# takes the other parts one command each, checks and train before compare, then bf16, race and
-# sanitizer. give_back the machine when no run follows at once (an idle machine's time counts).
+# takes the other parts one command each, checks and train before compare, then bf16, race,
+# compile and sanitizer. give_back the machine when no run follows at once (an idle machine's time
+# counts).
 #
 # What comes back ($OUT, else .carry/out): summary.txt, a line "NAME EXIT SECONDS" per step
 # written as each step ends ("NAME skipped (time)" where the budget ran out, "NAME 124 ... timed
@@ -65,7 +69,7 @@ mode=${1:-}
 
 usage() {
     echo "usage: tools/gpu-check.sh pack [BUILD_DIR] | run [PART[,PART...]]" \
-        "(PART: first, checks, sanitizer, train, compare, bf16 or race; default first)" >&2
+        "(PART: first, checks, sanitizer, train, compare, compile, bf16 or race; default first)" >&2
     exit 2
 }
 
@@ -284,6 +288,15 @@ compare_part() {
         --steps 50 --warmup 10 --torch-variants default,channels-last
 }
 
+# The step against PyTorch's torch.compile (tools/gpu-check.sh run compile): TorchInductor compiles
+# forward and backward into Triton kernels in the warm-up steps (a minute or more each), never
+# timed; a PyTorch whose compiler fails there shows "-" and the reason in the table.
+compile_part() {
+    step -t 540 compare-compile python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" \
+        --python python3 --models cifar10-tutorial,cifar10-resnet --batch-size 128 --steps 50 \
+        --warmup 10 --torch-variants channels-last+compile,channels-last+bf16+compile
+}
+
 # --precision bf16 on the GPU (tools/gpu-check.sh run bf16): the op-case table and training
 # checks in bf16, the default Fashion-MNIST recipe on one GPU tower in fp32 and bf16 (issue 17's
 # parity: within 0.3 points of test precision), and the step against PyTorch's bf16 autocast.
@@ -390,7 +403,7 @@ run() {
     ((${#list[@]} > 0)) || usage
     for part in "${list[@]}"; do
         case $part in
-            first | checks | sanitizer | train | compare | bf16 | race) ;;
+            first | checks | sanitizer | train | compare | compile | bf16 | race) ;;
             *) usage ;;
         esac
     done
