@@ -104,8 +104,8 @@ bare_check() {
     rm -rf "$root" && mkdir -p "$root/tmp"
     # The C runtime that the pack leaves to the machine, with the loader, at the paths they have here.
     local lib
-    ldd "$stage"/bin/* "$stage/lib/libtowers-cuda.so" | awk '/=> \// {print $3} /^[ \t]*\/[^ ]*ld-linux/ {print $1}' |
-        sort -u | grep -E "$c_runtime" |
+    ldd "$stage"/bin/* "$stage/lib/libtowers-cuda.so" |
+        awk '/=> \// {print $3} /^[ \t]*\/[^ ]*ld-linux/ {print $1}' | sort -u | grep -E "$c_runtime" |
         while read -r lib; do
             mkdir -p "$root$(dirname "$lib")" && cp -L "$lib" "$root$lib"
         done
@@ -127,7 +127,8 @@ bare_check() {
         check_in_root "/g/bin/$(basename "$prog")" -functions
     done
     if [[ -d $stage/data/fashion-mnist ]]; then
-        check_in_root /g/bin/towers-cli train --dataset fashion-mnist --steps 3 --log-every 1 --run-dir /tmp/runs/bare
+        check_in_root /g/bin/towers-cli train --dataset fashion-mnist --steps 3 --log-every 1 \
+            --run-dir /tmp/runs/bare
     fi
     rm -rf "$root"
     if ((failed)); then
@@ -135,7 +136,8 @@ bare_check() {
         rm -rf "$stage"
         exit 1
     fi
-    echo "gpu-check: the carried programs start and train in a root with nothing but the C runtime and the carry"
+    echo "gpu-check: the carried programs start and train in a root with nothing but the C runtime" \
+        "and the carry"
 }
 
 pack() {
