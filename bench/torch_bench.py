@@ -174,12 +174,11 @@ def _compiled(model):
 
 
 def _backend_name(gpu, channels_last, bf16, tf32, compiled=False):
-    if gpu:
-        details = [torch.cuda.get_device_name(0)] + (["channels-last"] if channels_last else []) + (
-            ["bf16 autocast"] if bf16 else []) + (["TF32"] if tf32 else []) + (
-            ["torch.compile"] if compiled else [])
-    else:
-        details = (["bf16 autocast"] if bf16 else []) + (["torch.compile"] if compiled else [])
+    # The GPU, its layout and TF32 are said on a GPU only (on the CPU TF32 does not apply).
+    details = [part for part, on in ((torch.cuda.get_device_name(0) if gpu else "", gpu),
+                                     ("channels-last", gpu and channels_last),
+                                     ("bf16 autocast", bf16), ("TF32", gpu and tf32),
+                                     ("torch.compile", compiled)) if on]
     return f"pytorch {torch.__version__}" + (f" ({', '.join(details)})" if details else "")
 
 
