@@ -141,6 +141,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     Sgd sgd;
     ExecContext ctx{*ops, !o.inference, 0};
     ctx.foldBatchNorms = o.inference; // as evaluation runs
+    ctx.bf16Activations = o.inference && ops->bf16Activations();
     Profiler profiler(*ops, o.backend == "onednn");
     if (o.perLayer) ctx.profiler = &profiler;
     TrainStepBenchResult r;

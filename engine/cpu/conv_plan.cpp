@@ -77,7 +77,8 @@ Tag activationTag(ConvAlgorithm a)
 
 dnnl::convolution_forward::primitive_desc forwardPd(const dnnl::engine& eng, const Geometry& g,
                                                     ConvAlgorithm a, bool bias, Activation act,
-                                                    dnnl::algorithm algo)
+                                                    dnnl::algorithm algo,
+                                                    memory::data_type out = f32)
 {
     using dnnl::convolution_forward;
     dnnl::primitive_attr attr = BoundPrimitive::scratchpadAttr();
@@ -91,11 +92,11 @@ dnnl::convolution_forward::primitive_desc forwardPd(const dnnl::engine& eng, con
     const Tag t = activationTag(a);
     const auto in = inputType(a);
     const auto desc =
-        bias
-            ? convolution_forward::desc(kind, algo, md(g.src, t, in), md(g.weights, Tag::any, in),
-                                        md(g.bias, Tag::x), md(g.dst, t), g.strides, g.padL, g.padR)
-            : convolution_forward::desc(kind, algo, md(g.src, t, in), md(g.weights, Tag::any, in),
-                                        md(g.dst, t), g.strides, g.padL, g.padR);
+        bias ? convolution_forward::desc(kind, algo, md(g.src, t, in), md(g.weights, Tag::any, in),
+                                         md(g.bias, Tag::x), md(g.dst, t, out), g.strides, g.padL,
+                                         g.padR)
+             : convolution_forward::desc(kind, algo, md(g.src, t, in), md(g.weights, Tag::any, in),
+                                         md(g.dst, t, out), g.strides, g.padL, g.padR);
     return convolution_forward::primitive_desc(desc, attr, eng);
 }
 
@@ -267,6 +268,23 @@ struct ConvPlan::Forward
     memory::desc srcDesc, weightsDesc;
     std::size_t srcBytes = 0, weightsBytes = 0;
     AlignedBuffer ownSrc, ownWeights; // when no saved state is given
+};
+
+// The forward of evaluation's bfloat16 activations (the oneDNN backend's bf16Activations): Direct
+// and DirectBf16 as one primitive that writes y in its dtype, reading x as it comes where that is
+// the type the primitive reads (a bfloat16 x into DirectBf16), else converting it (a float32 x to
+// bfloat16: the first layer's image; a bfloat16 x to float32 for Direct, a single input channel).
+// Null for the other algorithms, and where oneDNN has no kernel for the pair of types but a
+// reference loop or none (2.6: a float32 input with a bfloat16 output): the plan's own forward
+// then runs on float32 copies.
+struct ConvPlan::TypedForward
+{
+    BoundPrimitive conv;
+    BoundPrimitive weightsReorder; // OIHW float32 to the primitive's weights, when they differ
+    bool reorderWeights = false;
+    memory::data_type src = f32;
+    Tensor convertedX; // x in the type the primitive reads, when it comes in the other
+    AlignedBuffer ownWeights;
 };
 
 struct ConvPlan::BackwardWeights
@@ -464,9 +482,87 @@ void ConvPlan::buildForward()
     m_fwd = f;
 }
 
+void ConvPlan::buildTypedForward(DType out)
+{
+    auto& slot = m_typed[out == DType::BFloat16];
+    slot.built = true;
+    if (m_algorithm != ConvAlgorithm::Direct && m_algorithm != ConvAlgorithm::DirectBf16) return;
+    const Geometry g = geometry(m_desc);
+    std::optional<dnnl::convolution_forward::primitive_desc> found;
+    try {
+        found = forwardPd(m_engine, g, m_algorithm, m_bias, m_act, onednnAlgorithm(m_algorithm),
+                          out == DType::BFloat16 ? bf16 : f32);
+    } catch (const dnnl::error&) {
+        return; // no kernel for these types (2.6: float32 input, bfloat16 output)
+    }
+    const auto& pd = *found;
+    if (std::strstr(pd.impl_info_str(), "ref")) return; // the float32 copies are faster
+    auto f = std::make_shared<TypedForward>();
+    f->conv.prim = dnnl::convolution_forward(pd);
+    f->src = inputType(m_algorithm);
+    f->conv.addArg(DNNL_ARG_SRC, pd.src_desc(), m_engine);
+    f->conv.addArg(DNNL_ARG_DST, pd.dst_desc(), m_engine);
+    if (m_bias) f->conv.addArg(DNNL_ARG_BIAS, pd.bias_desc(), m_engine);
+    f->conv.addScratchpad(pd.scratchpad_desc(), m_engine);
+    const memory::desc oihw = md(g.weights, Tag::oihw);
+    f->reorderWeights = pd.weights_desc() != oihw;
+    f->conv.addArg(DNNL_ARG_WEIGHTS, pd.weights_desc(), m_engine);
+    if (f->reorderWeights) f->weightsReorder = makeReorder(oihw, pd.weights_desc(), m_engine);
+    slot.fwd = f;
+}
+
+void ConvPlan::forwardActivations(dnnl::stream& s, const Tensor& x, const Tensor& w,
+                                  const Tensor& b, Tensor& y)
+{
+    auto& slot = m_typed[y.dtype() == DType::BFloat16];
+    if (!slot.built) buildTypedForward(y.dtype());
+    if (!slot.fwd) {
+        // The plan's own forward on float32 copies of what is bfloat16.
+        const Tensor* in = &x;
+        if (x.dtype() != DType::Float32) {
+            Tensor::ensure(m_stagedX, x.shape(), DType::Float32);
+            convertActivations(x, m_stagedX);
+            in = &m_stagedX;
+        }
+        Tensor* out = &y;
+        if (y.dtype() != DType::Float32) {
+            Tensor::ensure(m_stagedY, y.shape(), DType::Float32);
+            out = &m_stagedY;
+        }
+        forward(s, *in, w, b, *out, nullptr);
+        if (out != &y) convertActivations(*out, y);
+        return;
+    }
+    TypedForward& f = *slot.fwd;
+    const DType src = f.src == bf16 ? DType::BFloat16 : DType::Float32;
+    const Tensor* in = &x;
+    if (x.dtype() != src) {
+        Tensor::ensure(f.convertedX, x.shape(), src);
+        convertActivations(x, f.convertedX);
+        in = &f.convertedX;
+    }
+    f.conv.bind(DNNL_ARG_SRC, *in);
+    f.conv.bind(DNNL_ARG_DST, y);
+    if (m_bias) f.conv.bind(DNNL_ARG_BIAS, b.data<float>());
+    if (f.reorderWeights) {
+        void* wb = f.ownWeights.get(f.conv.arg(DNNL_ARG_WEIGHTS).get_desc().get_size());
+        f.weightsReorder.bind(DNNL_ARG_FROM, w);
+        f.weightsReorder.bind(DNNL_ARG_TO, wb);
+        f.weightsReorder.execute(s);
+        f.conv.bind(DNNL_ARG_WEIGHTS, wb);
+    } else {
+        f.conv.bind(DNNL_ARG_WEIGHTS, w);
+    }
+    f.conv.execute(s);
+}
+
 void ConvPlan::forward(dnnl::stream& s, const Tensor& x, const Tensor& w, const Tensor& b,
                        Tensor& y, Tensor* saved)
 {
+    if (x.dtype() == DType::BFloat16 || y.dtype() == DType::BFloat16) {
+        forwardActivations(s, x, w, b, y); // evaluation's bfloat16 activations: no saved state
+        return;
+    }
     if (!m_fwd) buildForward();
     Forward& f = *m_fwd;
     char* state = nullptr;

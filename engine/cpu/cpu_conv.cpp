@@ -34,8 +34,13 @@ ConvPlan& planFor(OneDnnOps& ops, const Conv2dDesc& d, bool bias, Activation act
 void OneDnnOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
                                   const Tensor& b, Tensor& y, Activation act)
 {
-    Tensor::ensure(y, d.outputShape(), DType::Float32);
     ConvPlan& plan = planFor(*this, d, !b.empty(), act, "forward");
+    // Evaluation's bfloat16 y where the plan computes in bfloat16; a convolution that stays
+    // float32 in bf16 (a single input channel, a shape oneDNN runs only by a reference loop in
+    // bfloat16) writes float32 as in training, which costs no conversion (op_list.h lets it).
+    const bool bf16 =
+        d.outputDType == DType::BFloat16 && plan.algorithm() == ConvAlgorithm::DirectBf16;
+    Tensor::ensure(y, d.outputShape(), bf16 ? DType::BFloat16 : DType::Float32);
     guarded("running a convolution", [&] { plan.forward(m_stream, x, w, b, y, nullptr); });
 }
 

@@ -183,7 +183,10 @@ void OneDnnOps::linearForwardImpl(const Tensor& x, const Tensor& w, const Tensor
     if (m_precision == Precision::BFloat16) {
         // y[N,Out] = x[N,In] * w^T[In,Out]; the copies stay for linearBackward.
         guarded("running a linear forward in bfloat16", [&] {
-            const void* x16 = bf16Copy(*this, "x", x).of(m_stream, m_engine, x);
+            // Evaluation's bfloat16 activations are read as they are.
+            const void* x16 = x.dtype() == DType::BFloat16
+                                  ? x.raw()
+                                  : bf16Copy(*this, "x", x).of(m_stream, m_engine, x);
             const void* w16 = bf16Copy(*this, "w", w).of(m_stream, m_engine, w);
             auto& p = cached<Bf16Product>(key + " bf16", [&] {
                 return std::make_shared<Bf16Product>(m_engine, bf16Matrix(d.n, d.in),

@@ -48,6 +48,18 @@ void OneDnnOps::reluBackwardImpl(const Tensor& y, const Tensor& dy, Tensor& dx)
 void OneDnnOps::addImpl(const Tensor& a, const Tensor& b, Tensor& y)
 {
     const Tensor aIn = a, bIn = b;
+    if (aIn.dtype() == DType::BFloat16) { // evaluation's activations: the sum rounded once
+        Tensor::ensure(y, aIn.shape(), DType::BFloat16);
+        const auto* pa = static_cast<const std::uint16_t*>(aIn.raw());
+        const auto* pb = static_cast<const std::uint16_t*>(bIn.raw());
+        auto* py = static_cast<std::uint16_t*>(y.raw());
+        parallelChunks(aIn.numel(), [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
+#pragma omp simd
+            for (std::int64_t i = begin; i < end; ++i)
+                py[i] = floatToBf16(bf16ToFloat(pa[i]) + bf16ToFloat(pb[i]));
+        });
+        return;
+    }
     Tensor::ensure(y, aIn.shape(), DType::Float32);
     const float* pa = aIn.data<float>();
     const float* pb = bIn.data<float>();
@@ -96,17 +108,19 @@ void OneDnnOps::dropoutBackwardImpl(const Tensor& dy, const Tensor& mask, double
 
 namespace {
 
-// A cached reorder between two 4-D layouts of the same logical N,C,H,W tensor.
+// A cached reorder between two 4-D layouts of the same logical N,C,H,W tensor, float32 or bfloat16.
 void reorder4d(OneDnnOps& ops, const char* what, const Shape& nchwDims,
                dnnl::memory::format_tag from, dnnl::memory::format_tag to, const Tensor& x,
                Tensor& y)
 {
     guarded(what, [&] {
-        const std::string key = std::string(what) + " " + dimsKey(nchwDims);
+        const bool bf16 = x.dtype() == DType::BFloat16;
+        const std::string key = std::string(what) + " " + dimsKey(nchwDims) + (bf16 ? " bf16" : "");
         auto& p = ops.cached<BoundPrimitive>(key, [&] {
             const dnnl::memory::dims dims(nchwDims.dims().begin(), nchwDims.dims().end());
-            const dnnl::memory::desc src(dims, dnnl::memory::data_type::f32, from);
-            const dnnl::memory::desc dst(dims, dnnl::memory::data_type::f32, to);
+            const auto type = bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+            const dnnl::memory::desc src(dims, type, from);
+            const dnnl::memory::desc dst(dims, type, to);
             return std::make_shared<BoundPrimitive>(makeReorder(src, dst, ops.dnnlEngine()));
         });
         p.bind(DNNL_ARG_FROM, x);
@@ -117,10 +131,41 @@ void reorder4d(OneDnnOps& ops, const char* what, const Shape& nchwDims,
 
 } // namespace
 
+void OneDnnOps::convertFloatImpl(const Tensor& x, DType dtype, Tensor& y)
+{
+    const Tensor in = x;
+    Tensor::ensure(y, in.shape(), dtype);
+    convertActivations(in, y);
+}
+
+void convertActivations(const Tensor& in, Tensor& y)
+{
+    const std::int64_t n = in.numel();
+    if (in.dtype() == y.dtype()) {
+        if (n) std::memcpy(y.raw(), in.raw(), y.bytes());
+        return;
+    }
+    if (y.dtype() == DType::BFloat16) {
+        const float* px = in.data<float>();
+        auto* py = static_cast<std::uint16_t*>(y.raw());
+        parallelChunks(n, [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
+#pragma omp simd
+            for (std::int64_t i = begin; i < end; ++i) py[i] = floatToBf16(px[i]);
+        });
+        return;
+    }
+    const auto* px = static_cast<const std::uint16_t*>(in.raw());
+    float* py = y.data<float>();
+    parallelChunks(n, [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
+#pragma omp simd
+        for (std::int64_t i = begin; i < end; ++i) py[i] = bf16ToFloat(px[i]);
+    });
+}
+
 void OneDnnOps::nhwcToNchwImpl(const Tensor& x, Tensor& y)
 {
     const Shape nchw{x.dim(0), x.dim(3), x.dim(1), x.dim(2)};
-    Tensor::ensure(y, nchw, DType::Float32);
+    Tensor::ensure(y, nchw, x.dtype()); // float32, or evaluation's bfloat16
     reorder4d(*this, "reordering NHWC to NCHW", nchw, dnnl::memory::format_tag::nhwc,
               dnnl::memory::format_tag::nchw, x, y);
 }

@@ -27,6 +27,7 @@ public:
     std::string name() const override { return "onednn"; }
     Device device() const override { return Device::host(); }
     Precision precision() const override { return m_precision; }
+    bool bf16Activations() const override { return m_precision == Precision::BFloat16; }
 
     dnnl::engine& dnnlEngine() { return m_engine; }
     dnnl::stream& dnnlStream() { return m_stream; }

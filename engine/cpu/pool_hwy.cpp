@@ -116,6 +116,66 @@ void forward(const Window2d& g, const float* x, float* y, std::uint8_t* ws, std:
     }
 }
 
+// n (<= a vector's lanes) bfloat16 values from p as float32 (exact: a bfloat16 is a float32's upper
+// half), zeros after them; and the converse store of n lanes, exact for values bfloat16 holds.
+using DU16 = hn::Rebind<std::uint16_t, D>;
+using DU32 = hn::Rebind<std::uint32_t, D>;
+HWY_INLINE V loadBf16(D d, const std::uint16_t* p, std::int64_t n)
+{
+    const DU16 du16;
+    const DU32 du32;
+    hn::Vec<DU16> half;
+    if (n >= static_cast<std::int64_t>(hn::Lanes(d))) {
+        half = hn::LoadU(du16, p);
+    } else {
+        HWY_ALIGN std::uint16_t part[hn::MaxLanes(DU16())] = {};
+        std::memcpy(part, p, static_cast<std::size_t>(n) * sizeof(std::uint16_t));
+        half = hn::Load(du16, part);
+    }
+    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du32, half)));
+}
+HWY_INLINE void storeBf16(D d, V v, std::uint16_t* p, std::int64_t n)
+{
+    const DU16 du16;
+    // The upper halves, below 2^16 as int32 (Highway 1.0 demotes signed lanes to uint16).
+    const auto upper = hn::ShiftRight<16>(hn::BitCast(DU32(), v));
+    const auto half = hn::DemoteTo(du16, hn::BitCast(hn::Rebind<std::int32_t, D>(), upper));
+    if (n >= static_cast<std::int64_t>(hn::Lanes(d))) {
+        hn::StoreU(half, du16, p);
+        return;
+    }
+    HWY_ALIGN std::uint16_t part[hn::MaxLanes(DU16())];
+    hn::Store(half, du16, part);
+    std::memcpy(p, part, static_cast<std::size_t>(n) * sizeof(std::uint16_t));
+}
+
+// forward() on bfloat16 images without the positions (evaluation: no backward follows): the same
+// comparisons in float32, so the same element wins (the first maximum in scan order).
+void forwardBf16(const Window2d& g, const std::uint16_t* x, std::uint16_t* y, std::int64_t begin,
+                 std::int64_t end)
+{
+    const D d;
+    const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
+    const std::int64_t c = g.c;
+    std::int64_t ox = begin % g.ow, oy = (begin / g.ow) % g.oh, n = begin / (g.ow * g.oh);
+    for (std::int64_t p = begin; p < end; ++p, advance(ox, oy, n, g.ow, g.oh)) {
+        const std::int64_t iy0 = oy * g.sh - g.padTop, ix0 = ox * g.sw - g.padLeft;
+        const Span rows = clip(iy0, g.kh, g.h), cols = clip(ix0, g.kw, g.w);
+        const std::int64_t window = ((n * g.h + iy0) * g.w + ix0) * c;
+        std::uint16_t* out = y + p * c;
+        for (std::int64_t k = 0; k < c; k += lanes) {
+            const std::int64_t m = std::min(lanes, c - k);
+            V best = loadBf16(d, x + (window + (rows.lo * g.w + cols.lo) * c + k), m);
+            for (int i = rows.lo; i < rows.hi; ++i)
+                for (int j = i == rows.lo ? cols.lo + 1 : cols.lo; j < cols.hi; ++j) {
+                    const V v = loadBf16(d, x + (window + (i * g.w + j) * c + k), m);
+                    best = hn::IfThenElse(hn::Gt(v, best), v, best);
+                }
+            storeBf16(d, best, out + k, m);
+        }
+    }
+}
+
 void backward(const Window2d& g, const float* dy, const std::uint8_t* ws, float* dx,
               std::int64_t begin, std::int64_t end)
 {
@@ -167,6 +227,12 @@ void PoolBackward(const Window2d& g, const float* dy, const std::uint8_t* ws, fl
     backward(g, dy, ws, dx, begin, end);
 }
 
+void PoolForwardBf16(const Window2d& g, const std::uint16_t* x, std::uint16_t* y,
+                     std::int64_t begin, std::int64_t end)
+{
+    forwardBf16(g, x, y, begin, end);
+}
+
 const char* PoolTarget()
 {
     return hwy::TargetName(HWY_TARGET);
@@ -181,6 +247,7 @@ namespace towers::engine::cpu {
 
 HWY_EXPORT(PoolForward);
 HWY_EXPORT(PoolBackward);
+HWY_EXPORT(PoolForwardBf16);
 HWY_EXPORT(PoolTarget);
 
 void maxPoolForwardPixels(const Window2d& g, const float* x, float* y, std::uint8_t* ws,
@@ -193,6 +260,12 @@ void maxPoolBackwardPixels(const Window2d& g, const float* dy, const std::uint8_
                            std::int64_t begin, std::int64_t end)
 {
     HWY_DYNAMIC_DISPATCH(PoolBackward)(g, dy, ws, dx, begin, end);
+}
+
+void maxPoolForwardBf16Pixels(const Window2d& g, const std::uint16_t* x, std::uint16_t* y,
+                              std::int64_t begin, std::int64_t end)
+{
+    HWY_DYNAMIC_DISPATCH(PoolForwardBf16)(g, x, y, begin, end);
 }
 
 std::string poolTargetName()

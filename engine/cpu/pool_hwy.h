@@ -31,6 +31,11 @@ void maxPoolBackwardPixels(const Window2d& g, const float* dy, const std::uint8_
                            std::int64_t begin, std::int64_t end);
 
 // The instruction set the kernels run on now, in Highway's words (as lrnTargetName()).
+// Evaluation's bfloat16 max pooling (ExecContext::bf16Activations): output pixels [begin, end) as
+// maxPoolForwardPixels computes them, the same element winning, without the workspace.
+void maxPoolForwardBf16Pixels(const Window2d& g, const std::uint16_t* x, std::uint16_t* y,
+                              std::int64_t begin, std::int64_t end);
+
 std::string poolTargetName();
 
 } // namespace towers::engine::cpu

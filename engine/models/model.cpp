@@ -175,7 +175,7 @@ void Model::moveTo(const Device& device)
         if (p->value.device() != device) p->value = p->value.copyTo(device);
         p->grad = Tensor();
     }
-    m_logits = m_probs = m_dlogits = Tensor();
+    m_logits = m_probs = m_dlogits = m_netOutput = Tensor();
     m_device = device;
 }
 
@@ -214,7 +214,11 @@ const Tensor& Model::forward(ExecContext& ctx, const Tensor& images)
         throw InvalidArgument("model '" + m_name + "' is on " + m_device.str() +
                               ", its input images on " + images.device().str());
     m_images = images;
-    m_net->forward(ctx, images, m_logits);
+    m_net->forward(ctx, images, m_netOutput);
+    if (m_netOutput.dtype() == DType::BFloat16) // evaluation's activations, up to the last
+        ctx.ops.convertFloat(m_netOutput, DType::Float32, m_logits);
+    else
+        m_logits = m_netOutput;
     return m_logits;
 }
 

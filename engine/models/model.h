@@ -127,6 +127,7 @@ private:
     DType m_dtype = DType::Float32;
     Device m_device;
     Tensor m_images, m_labels, m_logits, m_probs, m_dlogits;
+    Tensor m_netOutput; // the network's y: the logits, or their bfloat16 before conversion
     Tensor m_crossEntropy, m_weightDecay, m_zero; // Float64 [1]: the loss's terms, and a 0
 };
 

@@ -66,9 +66,18 @@ double Conv2d::forwardFlops(const Shape& input) const
            m_opt.kernelW;
 }
 
+namespace {
+// The type of an evaluation forward's y: bfloat16 with bf16Activations.
+DType evaluationOutput(const ExecContext& ctx)
+{
+    return ctx.bf16Activations && !ctx.training ? DType::BFloat16 : DType::Float32;
+}
+} // namespace
+
 void Conv2d::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 {
-    const Conv2dDesc d = desc(x.shape());
+    Conv2dDesc d = desc(x.shape());
+    d.outputDType = evaluationOutput(ctx);
     m_savedValid = ctx.training;
     if (ctx.training)
         ctx.ops.conv2dForwardTraining(d, x, m_weight.value, m_bias.value, y, m_opt.activation,
@@ -88,7 +97,8 @@ void Conv2d::forwardFolding(ExecContext& ctx, const Tensor& x, const BatchNorm& 
         throw InvalidArgument("conv2d '" + name() + "': batch norm '" + bn.name() +
                               "' folds in only in evaluation mode, after a convolution without "
                               "activation of its own channels");
-    const Conv2dDesc d = desc(x.shape());
+    Conv2dDesc d = desc(x.shape());
+    d.outputDType = evaluationOutput(ctx);
     m_savedValid = false;
     ctx.ops.foldBatchNorm(m_weight.value, m_bias.value, bn.gamma(), bn.beta(), bn.runningMean(),
                           bn.runningVar(), bn.epsilon(), m_foldedW, m_foldedB);

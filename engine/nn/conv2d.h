@@ -31,6 +31,8 @@ public:
     Shape outputShape(const Shape& input) const override;
     double forwardFlops(const Shape& input) const override;
     void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override;
+    // In evaluation with bfloat16 activations it also writes bfloat16.
+    bool takesBf16() const override { return true; }
     void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                   Tensor* dx) override;
     void collectParameters(std::vector<Parameter*>& out) override;

@@ -83,6 +83,10 @@ public:
 
     // Computes y from x. ctx.training selects training behaviour (dropout, batch statistics).
     virtual void forward(ExecContext& ctx, const Tensor& x, Tensor& y) = 0;
+    // Whether forward() takes a bfloat16 x (ExecContext::bf16Activations; its y is then bfloat16
+    // or float32 as the layer's op writes it). A container that runs a layer that does not gives
+    // it x converted to float32.
+    virtual bool takesBf16() const { return false; }
     // Given the x and y of the latest forward and dL/dy, overwrites the gradients of this layer's
     // parameters and, when dx is not null, computes dL/dx.
     virtual void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,

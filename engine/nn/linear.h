@@ -24,6 +24,8 @@ public:
     Shape outputShape(const Shape& input) const override;
     double forwardFlops(const Shape& input) const override;
     void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override;
+    // y is float32 either way.
+    bool takesBf16() const override { return true; }
     void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                   Tensor* dx) override;
     void collectParameters(std::vector<Parameter*>& out) override;

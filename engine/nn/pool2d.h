@@ -38,6 +38,7 @@ public:
 
     std::string kind() const override { return "maxpool"; }
     void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override;
+    bool takesBf16() const override { return true; }
     void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                   Tensor* dx) override;
 

@@ -37,7 +37,11 @@ void Sequential::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
     }
     const std::size_t n = m_layers.size();
     for (std::size_t i = 0; i < n; ++i) {
-        const Tensor& in = i == 0 ? x : m_acts[i - 1];
+        const Tensor* in = i == 0 ? &x : &m_acts[i - 1];
+        if (in->dtype() == DType::BFloat16 && !m_layers[i]->takesBf16()) {
+            ctx.ops.convertFloat(*in, DType::Float32, m_converted[i]);
+            in = &m_converted[i];
+        }
         if (ctx.foldBatchNorms && !ctx.training && i + 1 < n) {
             // A convolution and the batch norm after it as one convolution: the batch norm's
             // output is the pair's (the profiler sees the pair's time as the convolution's).
@@ -46,7 +50,7 @@ void Sequential::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
             if (conv && bn && conv->canFold(*bn)) {
                 Tensor& out = i + 2 == n ? y : m_acts[i + 1];
                 if (ctx.profiler) ctx.profiler->begin(ctx, *conv, false);
-                conv->forwardFolding(ctx, in, *bn, out);
+                conv->forwardFolding(ctx, *in, *bn, out);
                 if (ctx.profiler) {
                     ctx.profiler->end(ctx, *conv, false);
                     ctx.profiler->folded(ctx, *bn, *conv);
@@ -57,7 +61,7 @@ void Sequential::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
         }
         Tensor& out = i + 1 == n ? y : m_acts[i];
         if (ctx.profiler) ctx.profiler->begin(ctx, *m_layers[i], false);
-        m_layers[i]->forward(ctx, in, out);
+        m_layers[i]->forward(ctx, *in, out);
         if (ctx.profiler) ctx.profiler->end(ctx, *m_layers[i], false);
     }
 }
@@ -129,7 +133,12 @@ double Residual::forwardFlops(const Shape& input) const
 void Residual::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 {
     m_body->forward(ctx, x, m_bodyOut);
-    ctx.ops.add(x, m_bodyOut, y);
+    if (x.dtype() == m_bodyOut.dtype()) return ctx.ops.add(x, m_bodyOut, y);
+    // Evaluation's bfloat16 activations on one side only (a body that ends in a layer writing
+    // float32): the sum in float32.
+    const bool xIsBf16 = x.dtype() == DType::BFloat16;
+    ctx.ops.convertFloat(xIsBf16 ? x : m_bodyOut, DType::Float32, m_converted);
+    ctx.ops.add(xIsBf16 ? m_converted : x, xIsBf16 ? m_bodyOut : m_converted, y);
 }
 
 void Residual::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -165,6 +174,7 @@ Concat::Concat(std::string name, std::vector<std::unique_ptr<Sequential>> branch
         if (!b) throw InvalidArgument("concat '" + this->name() + "': a branch is missing");
     m_outs.resize(m_branches.size());
     m_dys.resize(m_branches.size());
+    m_converted.resize(m_branches.size());
 }
 
 std::string Concat::describe() const
@@ -214,14 +224,20 @@ void Concat::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 {
     // y's channels are the parts'; copyChannels refuses a part of another height or width.
     std::int64_t channels = 0;
+    std::vector<const Tensor*> parts;
     for (std::size_t i = 0; i < m_branches.size(); ++i) {
         if (!m_branches[i]->layers().empty()) m_branches[i]->forward(ctx, x, m_outs[i]);
-        channels += part(i, x).dim(3);
+        parts.push_back(&part(i, x));
+        if (parts.back()->dtype() == DType::BFloat16) { // evaluation's, and y is x's float32
+            ctx.ops.convertFloat(*parts.back(), DType::Float32, m_converted[i]);
+            parts.back() = &m_converted[i];
+        }
+        channels += parts.back()->dim(3);
     }
     Tensor::ensure(y, {x.dim(0), x.dim(1), x.dim(2), channels}, x.dtype(), x.device());
     std::int64_t offset = 0;
     for (std::size_t i = 0; i < m_branches.size(); ++i) {
-        const Tensor& p = part(i, x);
+        const Tensor& p = *parts[i];
         ctx.ops.copyChannels(p, 0, p.dim(3), y, offset);
         offset += p.dim(3);
     }

@@ -19,6 +19,7 @@ public:
         m_layers.push_back(std::move(layer));
         m_acts.emplace_back();
         m_grads.emplace_back();
+        m_converted.emplace_back();
         return ref;
     }
 
@@ -27,6 +28,8 @@ public:
     Shape outputShape(const Shape& input) const override;
     double forwardFlops(const Shape& input) const override;
     void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override;
+    // Its y is in the type its last layer writes.
+    bool takesBf16() const override { return true; }
     void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                   Tensor* dx) override;
     void collectParameters(std::vector<Parameter*>& out) override;
@@ -41,8 +44,9 @@ public:
 
 private:
     std::vector<std::unique_ptr<Layer>> m_layers;
-    std::vector<Tensor> m_acts;  // output of layer i (the last one is the caller's y)
-    std::vector<Tensor> m_grads; // dL/d(output of layer i)
+    std::vector<Tensor> m_acts;      // output of layer i (the last one is the caller's y)
+    std::vector<Tensor> m_grads;     // dL/d(output of layer i)
+    std::vector<Tensor> m_converted; // layer i's bfloat16 input in float32, when it takes no other
 };
 
 // y = x + body(x): a residual block whose body keeps the shape.
@@ -56,6 +60,8 @@ public:
     Shape outputShape(const Shape& input) const override;
     double forwardFlops(const Shape& input) const override;
     void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override;
+    // y is bfloat16 when x and the body's output are; float32 when either is.
+    bool takesBf16() const override { return true; }
     void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                   Tensor* dx) override;
     void collectParameters(std::vector<Parameter*>& out) override;
@@ -68,6 +74,7 @@ public:
 private:
     std::unique_ptr<Sequential> m_body;
     Tensor m_bodyOut, m_bodyDx;
+    Tensor m_converted; // x or the body's output in float32, when the other is float32
 };
 
 // Branches side by side (an Inception module): each branch maps x to an image of x's height and
@@ -99,9 +106,10 @@ private:
     const Tensor& part(std::size_t i, const Tensor& x) const;
 
     std::vector<std::unique_ptr<Sequential>> m_branches;
-    std::vector<Tensor> m_outs; // each branch's output (an empty branch's is x: none kept)
-    std::vector<Tensor> m_dys;  // each branch's part of dy
-    Tensor m_dx;                // a branch's dx before it is added to the others'
+    std::vector<Tensor> m_outs;      // each branch's output (an empty branch's is x: none kept)
+    std::vector<Tensor> m_dys;       // each branch's part of dy
+    std::vector<Tensor> m_converted; // a branch's bfloat16 output in float32 (evaluation)
+    Tensor m_dx;                     // a branch's dx before it is added to the others'
 };
 
 } // namespace towers::engine

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/ops/step_scalar_values.h" // StepScalars
+#include "engine/tensor/dtype.h"
 #include "engine/tensor/shape.h"
 
 namespace towers::engine {
@@ -50,6 +51,9 @@ struct Conv2dDesc
 {
     Window2d win;
     std::int64_t outChannels = 0;
+    // conv2dForward's y: Float32, or BFloat16 on a backend that takes bfloat16 activations
+    // (op_list.h). The other directions ignore it.
+    DType outputDType = DType::Float32;
     Shape inputShape() const { return {win.n, win.h, win.w, win.c}; }
     Shape outputShape() const { return {win.n, win.oh, win.ow, outChannels}; }
     Shape weightShape() const { return {outChannels, win.c, win.kh, win.kw}; } // OIHW

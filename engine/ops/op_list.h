@@ -19,11 +19,20 @@
 //  * parameter gradients are overwritten, not accumulated;
 //  * the public entry checks shapes, dtypes and devices before the backend sees the call: a shape
 //    that does not fit throws ShapeError naming the argument, a wrong dtype or device
-//    InvalidArgument, a dtype the backend cannot run Unsupported.
+//    InvalidArgument, a dtype the backend cannot run Unsupported;
+//  * bfloat16 activations (Ops::bf16Activations(): the forward pass of evaluation with --precision
+//    bf16 on the oneDNN backend): the ops marked [bf16 x] below also take a bfloat16 image x there,
+//    their other float arguments float32; conv2dForward writes y as d.outputDType asks (below),
+//    linearForward float32, the others y in x's dtype. Everywhere else a bfloat16 float argument is
+//    Unsupported.
 #include <bitset>
 #include <initializer_list>
 
 // --- convolution: x [N,H,W,C], w [O,C,KH,KW], b [O] or empty, y [N,OH,OW,O] ---
+// conv2dForward: [bf16 x]; y is float32 unless d.outputDType asks for bfloat16 (where the backend
+// takes bfloat16 activations; the training ops take float32 only), which it writes where it
+// computes the convolution in bfloat16 (elsewhere float32, as the training forward: a layer of a
+// single input channel on oneDNN, conv_plan.h).
 #define TOWERS_OP_conv2dForward(M)                                                                 \
     M(conv2dForward, void,                                                                         \
       (const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,          \
@@ -63,6 +72,7 @@
 // --- max pooling; `workspace` is backend-private state from forward for backward ---
 // A window's maximum over its real elements (pads never win); where it appears more than once,
 // the first in scan order (row by row, left to right) wins, and backward routes dy to it alone.
+// maxPoolForward: [bf16 x], which leaves the workspace empty (there is no backward in bfloat16).
 #define TOWERS_OP_maxPoolForward(M)                                                                \
     M(maxPoolForward, void, (const Pool2dDesc& d, const Tensor& x, Tensor& y, Tensor& workspace),  \
       (d, x, y, workspace))
@@ -91,6 +101,7 @@
       (d, x, y, dy, workspace, dx))
 
 // --- fully connected: x [N,In], w [Out,In], b [Out] or empty, y [N,Out] ---
+// linearForward: [bf16 x], y float32.
 #define TOWERS_OP_linearForward(M)                                                                 \
     M(linearForward, void,                                                                         \
       (const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, Activation act),              \
@@ -115,7 +126,7 @@
 // dx = dy where y > 0, else 0. dx may be the same tensor as dy.
 #define TOWERS_OP_reluBackward(M)                                                                  \
     M(reluBackward, void, (const Tensor& y, const Tensor& dy, Tensor& dx), (y, dy, dx))
-// y = a + b (same shapes); y may be a or b.
+// y = a + b (same shapes); y may be a or b. [bf16 x]: a and b of one dtype.
 #define TOWERS_OP_add(M) M(add, void, (const Tensor& a, const Tensor& b, Tensor& y), (a, b, y))
 // Inverted dropout: element i is kept when dropoutKeeps(seed, i, rate) (ops/dropout_mask.h), kept
 // values are scaled by 1 / (1 - rate). mask: UInt8 0/1 of x's shape. With `scalars` (a step's
@@ -192,7 +203,15 @@
        const Tensor& runningMean, const Tensor& runningVar, Activation act, Tensor& y),            \
       (d, x, gamma, beta, runningMean, runningVar, act, y))
 
+// --- conversion: y [x's shape] of `dtype` holds x's values (float32, float64 or bfloat16 each way,
+// those the backend runs and bfloat16; to bfloat16 rounded to nearest even, from float64 by way of
+// float32; a NaN stays a NaN); y must not be x. The bfloat16 activations of evaluation
+// (Ops::bf16Activations) go back to float32 by it where a layer takes float32 only ---
+#define TOWERS_OP_convertFloat(M)                                                                  \
+    M(convertFloat, void, (const Tensor& x, DType dtype, Tensor& y), (x, dtype, y))
+
 // --- layout: [N,H,W,C] <-> [N,C,H,W] (flatten in PyTorch's C,H,W order); y must not be x ---
+// nhwcToNchw: [bf16 x].
 #define TOWERS_OP_nhwcToNchw(M) M(nhwcToNchw, void, (const Tensor& x, Tensor& y), (x, y))
 #define TOWERS_OP_nchwToNhwc(M) M(nchwToNhwc, void, (const Tensor& x, Tensor& y), (x, y))
 // Channels of one image tensor copied into another's: y[n,h,w,yOffset + c] = x[n,h,w,xOffset + c]
@@ -302,6 +321,7 @@
     X(batchNormForwardInference)                                                                   \
     X(batchNormBackward)                                                                           \
     X(foldBatchNorm)                                                                               \
+    X(convertFloat)                                                                                \
     X(nhwcToNchw)                                                                                  \
     X(nchwToNhwc)                                                                                  \
     X(copyChannels)                                                                                \

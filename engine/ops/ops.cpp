@@ -85,6 +85,31 @@ public:
         floats(t, what);
         requireShape(t, shape, what);
     }
+    // An image activation of a forward op of evaluation ([bf16 x] in op_list.h): bfloat16 where
+    // the backend takes bfloat16 activations (its other float arguments float32 all the same),
+    // else a float tensor as floats() takes it.
+    void activation(const Tensor& t, const char* what, const Shape& shape)
+    {
+        if (t.dtype() != DType::BFloat16) return floats(t, what, shape);
+        present(t, what);
+        bf16Allowed(what);
+        requireShape(t, shape, what);
+    }
+    void activation(const Tensor& t, const char* what)
+    {
+        if (t.dtype() != DType::BFloat16) return floats(t, what);
+        present(t, what);
+        bf16Allowed(what);
+    }
+    // Unsupported unless the backend takes bfloat16 activations.
+    void bf16Allowed(const char* what) const
+    {
+        if (!m_ops.bf16Activations())
+            throw Unsupported(m_ops.name() + " backend: " + what +
+                              " is bfloat16, and this backend takes bfloat16 activations " +
+                              "nowhere (the oneDNN backend does with --precision bf16, in the "
+                              "forward pass of evaluation)");
+    }
     // A float tensor that may be left empty (a bias; y when no activation reads it).
     void optionalFloats(const Tensor& t, const char* what, const Shape& shape)
     {
@@ -96,6 +121,8 @@ public:
         present(t, what);
         requireDType(t, dtype, what);
     }
+    // Whether the backend runs float dtype t.
+    bool runs(DType t) const { return m_ops.runsFloat(t); }
     // An output the op (re)allocates: when given, it must live where the backend runs.
     void output(const Tensor& t, const char* what)
     {
@@ -215,9 +242,15 @@ namespace {
 void conv2dForward(Args& a, const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
                    Tensor&, Activation)
 {
-    a.floats(x, "conv2d x", d.inputShape());
+    a.activation(x, "conv2d x", d.inputShape());
     a.floats(w, "conv2d w", d.weightShape());
     a.optionalFloats(b, "conv2d b", {d.outChannels});
+    if (d.outputDType == DType::BFloat16)
+        a.bf16Allowed("conv2d y");
+    else if (d.outputDType != DType::Float32)
+        throw InvalidArgument("conv2d y: the descriptor asks for " +
+                              std::string(dtypeName(d.outputDType)) +
+                              ", where float32 or bfloat16 is possible");
 }
 
 void conv2dBackwardData(Args& a, const Conv2dDesc& d, const Tensor& dy, const Tensor& w, Tensor&)
@@ -234,9 +267,15 @@ void conv2dBackwardWeights(Args& a, const Conv2dDesc& d, const Tensor& x, const 
 }
 
 void conv2dForwardTraining(Args& a, const Conv2dDesc& d, const Tensor& x, const Tensor& w,
-                           const Tensor& b, Tensor& y, Activation act, Tensor&)
+                           const Tensor& b, Tensor&, Activation, Tensor&)
 {
-    conv2dForward(a, d, x, w, b, y, act);
+    a.floats(x, "conv2d x", d.inputShape());
+    a.floats(w, "conv2d w", d.weightShape());
+    a.optionalFloats(b, "conv2d b", {d.outChannels});
+    if (d.outputDType != DType::Float32)
+        throw Unsupported("conv2d y: a training forward writes float32, and the descriptor asks "
+                          "for " +
+                          std::string(dtypeName(d.outputDType)));
 }
 
 void conv2dBackward(Args& a, const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& y,
@@ -255,7 +294,7 @@ void conv2dBackward(Args& a, const Conv2dDesc& d, const Tensor& x, const Tensor&
 
 void maxPoolForward(Args& a, const Pool2dDesc& d, const Tensor& x, Tensor&, Tensor&)
 {
-    a.floats(x, "max pool x", d.inputShape());
+    a.activation(x, "max pool x", d.inputShape());
 }
 
 void maxPoolBackward(Args& a, const Pool2dDesc& d, const Tensor& x, const Tensor& y,
@@ -293,7 +332,11 @@ void lrnBackward(Args& a, const LrnDesc& d, const Tensor& x, const Tensor& y, co
 
 void linearForward(Args& a, const Tensor& x, const Tensor& w, const Tensor& b, Tensor&, Activation)
 {
-    linearInputs(a, x, w);
+    a.activation(x, "linear x");
+    a.floats(w, "linear w");
+    checks::requireRank(x, 2, "linear x");
+    checks::requireRank(w, 2, "linear w");
+    requireShape(w, {w.dim(0), x.dim(1)}, "linear w");
     a.optionalFloats(b, "linear b", {w.dim(0)});
 }
 
@@ -341,8 +384,9 @@ void reluBackward(Args& a, const Tensor& y, const Tensor& dy, Tensor&)
 
 void add(Args& a, const Tensor& x, const Tensor& b, Tensor&)
 {
-    a.floats(x, "add a");
-    a.floats(b, "add b");
+    a.activation(x, "add a");
+    a.activation(b, "add b");
+    requireDType(b, x.dtype(), "add b");
     checks::requireSameShape(b, x, "add b", "a");
 }
 
@@ -457,9 +501,25 @@ void batchNormActBackward(Args& a, const BatchNormDesc& d, const Tensor& x, cons
     a.state(saved, "batch norm saved state");
 }
 
+void convertFloat(Args& a, const Tensor& x, DType dtype, Tensor& y)
+{
+    const auto convertible = [&](DType t) { return t == DType::BFloat16 || a.runs(t); };
+    if (x.empty()) throw ShapeError("convertFloat x: tensor is empty");
+    a.output(x, "convertFloat x");
+    if (!convertible(x.dtype()))
+        throw Unsupported("convertFloat x: " + x.describe() +
+                          " is not a float tensor this backend "
+                          "converts");
+    if (!convertible(dtype))
+        throw Unsupported("convertFloat: no conversion to " + std::string(dtypeName(dtype)) +
+                          " here");
+    a.output(y, "convertFloat y");
+    notAliased(x, y, "convertFloat");
+}
+
 void nhwcToNchw(Args& a, const Tensor& x, Tensor& y)
 {
-    a.floats(x, "nhwcToNchw x");
+    a.activation(x, "nhwcToNchw x");
     checks::requireRank(x, 4, "nhwcToNchw x");
     notAliased(x, y, "nhwcToNchw");
 }

@@ -59,8 +59,12 @@ public:
     // others float32); a call with floats of another dtype throws Unsupported.
     virtual bool runsFloat(DType dtype) const { return dtype == DType::Float32; }
     // The precision of its convolutions and matrix products (precision.h); the tensors between
-    // ops are float32 either way.
+    // the ops of training are float32 either way.
     virtual Precision precision() const { return Precision::Float32; }
+    // Whether the forward ops of evaluation take bfloat16 image activations ([bf16 x] in
+    // op_list.h), so that an evaluation pass keeps its images bfloat16 from one op to the next
+    // (ExecContext::bf16Activations): the oneDNN backend in Precision::BFloat16.
+    virtual bool bf16Activations() const { return false; }
     // Waits until every op issued through this context has finished: a no-op for the CPU
     // backends, which finish each op before returning; a GPU's asynchronous work (and its faults,
     // as BackendError) surfaces here. For timing, and before a host reads what ops wrote.
@@ -239,6 +243,13 @@ struct ExecContext
     // output is then not computed. Set by evaluation and classification, left off where a layer's
     // output or a backward after the pass is wanted (layer views, gradient checks).
     bool foldBatchNorms = false;
+    // In evaluation mode (training false), on a backend whose bf16Activations(): the images
+    // between the layers stay bfloat16, as TorchInductor and inference engines keep them:
+    // convolutions write bfloat16, pooling, flattening and residual sums pass it on, linear layers
+    // read it and write float32; a layer that takes float32 only gets its input converted
+    // (Layer::takesBf16), and the model's logits are float32. Set with foldBatchNorms by evaluation
+    // and classification.
+    bool bf16Activations = false;
 };
 
 // The plain reference backend: naive loops accumulating in double, float32 and float64. The test

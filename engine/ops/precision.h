@@ -4,7 +4,9 @@
 // convolutions and matrix products reading bfloat16 copies of their inputs (activations, weights,
 // gradients, rounded to nearest even) and accumulating and writing float32; everything else
 // (normalisation, pooling, the loss, the master weights, the optimizer state, the checkpoints)
-// stays float32, and no loss scaling is needed. Tensors between ops stay float32.
+// stays float32, and no loss scaling is needed. Tensors between the ops of training stay float32;
+// the forward pass of evaluation keeps its images bfloat16 where the backend takes them
+// (Ops::bf16Activations, ExecContext::bf16Activations).
 #include <cstdint>
 #include <string>
 #include <string_view>

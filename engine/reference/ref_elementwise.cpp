@@ -118,6 +118,13 @@ void ReferenceOps::dropoutBackwardImpl(const Tensor& dy, const Tensor& mask, dou
     });
 }
 
+void ReferenceOps::convertFloatImpl(const Tensor& x, DType dtype, Tensor& y)
+{
+    const Tensor in = x;
+    Tensor::ensure(y, in.shape(), dtype);
+    for (std::int64_t i = 0; i < in.numel(); ++i) y.setAt(i, in.at(i));
+}
+
 void ReferenceOps::nhwcToNchwImpl(const Tensor& x, Tensor& y)
 {
     Tensor::ensure(y, {x.dim(0), x.dim(3), x.dim(1), x.dim(2)}, x.dtype());

@@ -568,6 +568,19 @@ void addLayout(std::vector<OpCase>& cases)
                              return std::vector<OpOutput>{{"y", y}};
                          }});
 
+    // To bfloat16 and back (evaluation's activations, ExecContext::bf16Activations): each value
+    // rounded to nearest even at 8 bits, on every backend alike (a GPU's staged).
+    for (const auto& s : shapes)
+        cases.push_back(
+            {"convert to bfloat16 and back", s.text(), Tolerance::exact(),
+             [s](Rng& rng) { return std::vector<Tensor>{uniform(s.shape, rng, -5, 5)}; },
+             [](Ops& ops, const std::vector<Tensor>& in) {
+                 Tensor half, y;
+                 ops.convertFloat(in[0], DType::BFloat16, half);
+                 ops.convertFloat(half, in[0].dtype(), y);
+                 return std::vector<OpOutput>{{"y", y}};
+             }});
+
     // Channels of x into y's (a concatenation's part, or its gradient's): y keeps the rest.
     struct ChannelCopy
     {

@@ -170,7 +170,10 @@ void Tensor::setAt(std::int64_t i, double v)
         float f = static_cast<float>(v);
         std::uint32_t bits;
         std::memcpy(&bits, &f, 4);
-        bits += 0x7FFF + ((bits >> 16) & 1); // round to nearest even
+        if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
+            bits |= 0x400000u; // a NaN stays a NaN (quiet), whatever its low bits
+        else
+            bits += 0x7FFF + ((bits >> 16) & 1); // round to nearest even
         static_cast<std::uint16_t*>(raw())[i] = static_cast<std::uint16_t>(bits >> 16);
         break;
     }

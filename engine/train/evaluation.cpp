@@ -122,6 +122,7 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
     EvalResult r(model.numClasses());
     ExecContext ctx{ops, false, 0, std::uint64_t(part)};
     ctx.foldBatchNorms = true;
+    ctx.bf16Activations = ops.bf16Activations();
     Tensor images, labels, probs, loss, deviceImages, deviceLabels;
     const Device& device = model.device();
     const std::int64_t numBatches = (count + batchSize - 1) / batchSize;

@@ -82,6 +82,7 @@ const std::vector<std::string>& expectedOps()
         "batch norm training forward + backward",    // batchNormActForwardTraining, -ActBackward
         "batch norm backward without saved state",   // batchNormActBackward
         "batch norm folded into weights",            // foldBatchNorm
+        "convert to bfloat16 and back",              // convertFloat
         "layout NHWC to NCHW",                       // nhwcToNchw
         "layout NCHW to NHWC",                       // nchwToNhwc
         "copy channels",                             // copyChannels
