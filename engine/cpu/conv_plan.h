@@ -47,7 +47,7 @@
 //    transposed and turned by 180 degrees (brgconv, faster than its backward-data kernel). In
 //    evaluation with bfloat16 images between the layers (ExecContext::bf16Activations), its
 //    forward reads a bfloat16 x as it comes and writes a bfloat16 y from the same kernel, no
-//    conversion on either side (cifar10-resnet's forward pass 1.55x faster on AMX).
+//    conversion on either side (cifar10-resnet's forward pass 1.52x faster on AMX).
 // Backward starts from g = dy masked by the fused ReLU, written in one pass straight into the
 // layout the backward primitives asked for (NHWC, nChw8c or nChw16c; masked_gradient.h; any other
 // goes through a oneDNN reorder), or masked as Towers' Winograd reads it.
