@@ -277,6 +277,23 @@ struct ConvPlan::Forward
 // Null for the other algorithms, and where oneDNN has no kernel for the pair of types but a
 // reference loop or none (2.6: a float32 input with a bfloat16 output): the plan's own forward
 // then runs on float32 copies.
+namespace {
+// Gives `conv` its weights: w itself, or, with a reorder, w reordered into `to` (the layout the
+// primitive reads).
+void bindWeights(dnnl::stream& s, BoundPrimitive& conv, BoundPrimitive* reorder, const Tensor& w,
+                 void* to)
+{
+    if (!reorder) {
+        conv.bind(DNNL_ARG_WEIGHTS, w);
+        return;
+    }
+    reorder->bind(DNNL_ARG_FROM, w);
+    reorder->bind(DNNL_ARG_TO, to);
+    reorder->execute(s);
+    conv.bind(DNNL_ARG_WEIGHTS, to);
+}
+} // namespace
+
 struct ConvPlan::TypedForward
 {
     BoundPrimitive conv;
@@ -544,15 +561,9 @@ void ConvPlan::forwardActivations(dnnl::stream& s, const Tensor& x, const Tensor
     f.conv.bind(DNNL_ARG_SRC, *in);
     f.conv.bind(DNNL_ARG_DST, y);
     if (m_bias) f.conv.bind(DNNL_ARG_BIAS, b.data<float>());
-    if (f.reorderWeights) {
-        void* wb = f.ownWeights.get(f.conv.arg(DNNL_ARG_WEIGHTS).get_desc().get_size());
-        f.weightsReorder.bind(DNNL_ARG_FROM, w);
-        f.weightsReorder.bind(DNNL_ARG_TO, wb);
-        f.weightsReorder.execute(s);
-        f.conv.bind(DNNL_ARG_WEIGHTS, wb);
-    } else {
-        f.conv.bind(DNNL_ARG_WEIGHTS, w);
-    }
+    const std::size_t weightBytes = f.conv.arg(DNNL_ARG_WEIGHTS).get_desc().get_size();
+    bindWeights(s, f.conv, f.reorderWeights ? &f.weightsReorder : nullptr, w,
+                f.reorderWeights ? f.ownWeights.get(weightBytes) : nullptr);
     f.conv.execute(s);
 }
 
@@ -588,14 +599,7 @@ void ConvPlan::forward(dnnl::stream& s, const Tensor& x, const Tensor& w, const 
         f.srcReorder.bind(DNNL_ARG_TO, xb);
         f.srcReorder.execute(s);
         f.conv.bind(DNNL_ARG_SRC, xb);
-        if (f.reorderWeights) {
-            f.weightsReorder.bind(DNNL_ARG_FROM, w);
-            f.weightsReorder.bind(DNNL_ARG_TO, wb);
-            f.weightsReorder.execute(s);
-            f.conv.bind(DNNL_ARG_WEIGHTS, wb);
-        } else {
-            f.conv.bind(DNNL_ARG_WEIGHTS, w);
-        }
+        bindWeights(s, f.conv, f.reorderWeights ? &f.weightsReorder : nullptr, w, wb);
         if (m_bias) f.conv.bind(DNNL_ARG_BIAS, bias);
         if (m_algorithm == ConvAlgorithm::DirectBf16) {
             f.conv.bind(DNNL_ARG_DST, y);
@@ -901,11 +905,7 @@ void ConvPlan::backward(dnnl::stream& s, const Tensor& dy, const Gradients& a)
         d.conv.bind(DNNL_ARG_WEIGHTS, state + roundUp64(m_fwd->srcBytes));
     } else {
         const std::size_t bytes = d.conv.arg(DNNL_ARG_WEIGHTS).get_desc().get_size();
-        void* wb = d.ownWeights.get(bytes);
-        d.weightsReorder.bind(DNNL_ARG_FROM, *a.w);
-        d.weightsReorder.bind(DNNL_ARG_TO, wb);
-        d.weightsReorder.execute(s);
-        d.conv.bind(DNNL_ARG_WEIGHTS, wb);
+        bindWeights(s, d.conv, &d.weightsReorder, *a.w, d.ownWeights.get(bytes));
     }
     if (d.diffSrcIsNhwc) d.conv.bind(DNNL_ARG_DIFF_SRC, *a.dx);
     d.conv.execute(s);

@@ -69,6 +69,31 @@ std::int64_t towersWorkspaceBytes(const Pool2dDesc& d)
     return d.outputShape().numel();
 }
 
+// y from x by oneDNN's pooling primitive of `makePd` that needs no workspace (average pooling,
+// evaluation's bfloat16 max pooling), built once per cache key.
+template <class MakePd>
+void poolWithoutWorkspace(OneDnnOps& ops, const std::string& key, const char* what, const Tensor& x,
+                          Tensor& y, const MakePd& makePd)
+{
+    BoundPrimitive* p = nullptr;
+    guarded((std::string("building ") + what).c_str(), [&] {
+        p = &ops.cached<BoundPrimitive>(key, [&] {
+            const auto pd = makePd();
+            auto s = std::make_shared<BoundPrimitive>();
+            s->prim = dnnl::pooling_forward(pd);
+            s->addArg(DNNL_ARG_SRC, pd.src_desc(), ops.dnnlEngine());
+            s->addArg(DNNL_ARG_DST, pd.dst_desc(), ops.dnnlEngine());
+            s->addScratchpad(pd.scratchpad_desc(), ops.dnnlEngine());
+            return s;
+        });
+    });
+    guarded((std::string("running ") + what).c_str(), [&] {
+        p->bind(DNNL_ARG_SRC, x);
+        p->bind(DNNL_ARG_DST, y);
+        p->execute(ops.dnnlStream());
+    });
+}
+
 } // namespace
 
 void OneDnnOps::maxPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor& y,
@@ -95,24 +120,10 @@ void OneDnnOps::maxPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor&
                 [&](std::int64_t b, std::int64_t e) { maxPoolForwardBf16Pixels(g, px, py, b, e); });
             return;
         }
-        BoundPrimitive* p = nullptr;
-        guarded("building a max pooling", [&] {
-            p = &cached<BoundPrimitive>(poolKey("maxpool fwd bf16", d), [&] {
-                const auto pd = forwardPd(
-                    m_engine, poolMds(d, memory::data_type::bf16), BoundPrimitive::scratchpadAttr(),
-                    dnnl::algorithm::pooling_max, dnnl::prop_kind::forward_inference);
-                auto s = std::make_shared<BoundPrimitive>();
-                s->prim = dnnl::pooling_forward(pd);
-                s->addArg(DNNL_ARG_SRC, pd.src_desc(), m_engine);
-                s->addArg(DNNL_ARG_DST, pd.dst_desc(), m_engine);
-                s->addScratchpad(pd.scratchpad_desc(), m_engine);
-                return s;
-            });
-        });
-        guarded("running a max pooling", [&] {
-            p->bind(DNNL_ARG_SRC, x);
-            p->bind(DNNL_ARG_DST, y);
-            p->execute(m_stream);
+        poolWithoutWorkspace(*this, poolKey("maxpool fwd bf16", d), "a max pooling", x, y, [&] {
+            return forwardPd(m_engine, poolMds(d, memory::data_type::bf16),
+                             BoundPrimitive::scratchpadAttr(), dnnl::algorithm::pooling_max,
+                             dnnl::prop_kind::forward_inference);
         });
         return;
     }
@@ -216,23 +227,8 @@ void OneDnnOps::maxPoolBackwardImpl(const Pool2dDesc& d, const Tensor& /*x*/, co
 void OneDnnOps::avgPoolForwardImpl(const Pool2dDesc& d, const Tensor& x, Tensor& y)
 {
     Tensor::ensure(y, d.outputShape(), DType::Float32);
-    BoundPrimitive* p = nullptr;
-    guarded("building an average pooling", [&] {
-        p = &cached<BoundPrimitive>(poolKey("avgpool fwd", d), [&] {
-            const auto pd =
-                forwardPd(m_engine, poolMds(d), BoundPrimitive::scratchpadAttr(), kAverage);
-            auto s = std::make_shared<BoundPrimitive>();
-            s->prim = dnnl::pooling_forward(pd);
-            s->addArg(DNNL_ARG_SRC, pd.src_desc(), m_engine);
-            s->addArg(DNNL_ARG_DST, pd.dst_desc(), m_engine);
-            s->addScratchpad(pd.scratchpad_desc(), m_engine);
-            return s;
-        });
-    });
-    guarded("running an average pooling", [&] {
-        p->bind(DNNL_ARG_SRC, x);
-        p->bind(DNNL_ARG_DST, y);
-        p->execute(m_stream);
+    poolWithoutWorkspace(*this, poolKey("avgpool fwd", d), "an average pooling", x, y, [&] {
+        return forwardPd(m_engine, poolMds(d), BoundPrimitive::scratchpadAttr(), kAverage);
     });
 }
 

@@ -81,41 +81,6 @@ HWY_INLINE Covering covering(std::int64_t t, int k, int s, std::int64_t count)
     return {t - k + 1 > 0 ? (t - k + s) / s : 0, std::min(count - 1, t / s)};
 }
 
-void forward(const Window2d& g, const float* x, float* y, std::uint8_t* ws, std::int64_t begin,
-             std::int64_t end)
-{
-    const D d;
-    const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
-    const std::int64_t c = g.c;
-    // The output pixel's coordinates, counted on from begin's (no divisions per pixel).
-    std::int64_t ox = begin % g.ow, oy = (begin / g.ow) % g.oh, n = begin / (g.ow * g.oh);
-    for (std::int64_t p = begin; p < end; ++p, advance(ox, oy, n, g.ow, g.oh)) {
-        const std::int64_t iy0 = oy * g.sh - g.padTop, ix0 = ox * g.sw - g.padLeft;
-        const Span rows = clip(iy0, g.kh, g.h), cols = clip(ix0, g.kw, g.w);
-        // Pixel (i, j) of the window is at x + window + (i * W + j) * C (window < 0 where pads
-        // lead; only real pixels are read).
-        const std::int64_t window = ((n * g.h + iy0) * g.w + ix0) * c;
-        float* out = y + p * c;
-        std::uint8_t* pos = ws + p * c;
-        for (std::int64_t k = 0; k < c; k += lanes) {
-            const std::int64_t m = std::min(lanes, c - k);
-            // The first real element, then strictly greater ones: the first maximum in scan order
-            // wins, and pads are never looked at.
-            V best = loadChannels(d, x + (window + (rows.lo * g.w + cols.lo) * c + k), m);
-            V at = hn::Set(d, static_cast<float>(rows.lo * g.kw + cols.lo));
-            for (int i = rows.lo; i < rows.hi; ++i)
-                for (int j = i == rows.lo ? cols.lo + 1 : cols.lo; j < cols.hi; ++j) {
-                    const V v = loadChannels(d, x + (window + (i * g.w + j) * c + k), m);
-                    const auto greater = hn::Gt(v, best);
-                    best = hn::IfThenElse(greater, v, best);
-                    at = hn::IfThenElse(greater, hn::Set(d, static_cast<float>(i * g.kw + j)), at);
-                }
-            storeChannels(d, best, out + k, m);
-            storePositions(d, at, pos + k, m);
-        }
-    }
-}
-
 // n (<= a vector's lanes) bfloat16 values from p as float32 (exact: a bfloat16 is a float32's upper
 // half), zeros after them; and the converse store of n lanes, exact for values bfloat16 holds.
 using DU16 = hn::Rebind<std::uint16_t, D>;
@@ -149,29 +114,59 @@ HWY_INLINE void storeBf16(D d, V v, std::uint16_t* p, std::int64_t n)
     std::memcpy(p, part, static_cast<std::size_t>(n) * sizeof(std::uint16_t));
 }
 
-// forward() on bfloat16 images without the positions (evaluation: no backward follows): the same
-// comparisons in float32, so the same element wins (the first maximum in scan order).
-void forwardBf16(const Window2d& g, const std::uint16_t* x, std::uint16_t* y, std::int64_t begin,
-                 std::int64_t end)
+// A row's channels by element type: float32 as it is, bfloat16 as float32.
+HWY_INLINE V loadRow(D d, const float* p, std::int64_t n)
+{
+    return loadChannels(d, p, n);
+}
+HWY_INLINE V loadRow(D d, const std::uint16_t* p, std::int64_t n)
+{
+    return loadBf16(d, p, n);
+}
+HWY_INLINE void storeRow(D d, V v, float* p, std::int64_t n)
+{
+    storeChannels(d, v, p, n);
+}
+HWY_INLINE void storeRow(D d, V v, std::uint16_t* p, std::int64_t n)
+{
+    storeBf16(d, v, p, n);
+}
+
+// Output pixels [begin, end) of float32 (T float) or bfloat16 (T uint16_t, compared as float32)
+// images, and with kPositions the winners' positions in ws (training's workspace).
+template <class T, bool kPositions>
+void forward(const Window2d& g, const T* x, T* y, std::uint8_t* ws, std::int64_t begin,
+             std::int64_t end)
 {
     const D d;
     const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
     const std::int64_t c = g.c;
+    // The output pixel's coordinates, counted on from begin's (no divisions per pixel).
     std::int64_t ox = begin % g.ow, oy = (begin / g.ow) % g.oh, n = begin / (g.ow * g.oh);
     for (std::int64_t p = begin; p < end; ++p, advance(ox, oy, n, g.ow, g.oh)) {
         const std::int64_t iy0 = oy * g.sh - g.padTop, ix0 = ox * g.sw - g.padLeft;
         const Span rows = clip(iy0, g.kh, g.h), cols = clip(ix0, g.kw, g.w);
+        // Pixel (i, j) of the window is at x + window + (i * W + j) * C (window < 0 where pads
+        // lead; only real pixels are read).
         const std::int64_t window = ((n * g.h + iy0) * g.w + ix0) * c;
-        std::uint16_t* out = y + p * c;
+        T* out = y + p * c;
         for (std::int64_t k = 0; k < c; k += lanes) {
             const std::int64_t m = std::min(lanes, c - k);
-            V best = loadBf16(d, x + (window + (rows.lo * g.w + cols.lo) * c + k), m);
+            // The first real element, then strictly greater ones: the first maximum in scan order
+            // wins, and pads are never looked at.
+            V best = loadRow(d, x + (window + (rows.lo * g.w + cols.lo) * c + k), m);
+            V at = hn::Set(d, static_cast<float>(rows.lo * g.kw + cols.lo));
             for (int i = rows.lo; i < rows.hi; ++i)
                 for (int j = i == rows.lo ? cols.lo + 1 : cols.lo; j < cols.hi; ++j) {
-                    const V v = loadBf16(d, x + (window + (i * g.w + j) * c + k), m);
-                    best = hn::IfThenElse(hn::Gt(v, best), v, best);
+                    const V v = loadRow(d, x + (window + (i * g.w + j) * c + k), m);
+                    const auto greater = hn::Gt(v, best);
+                    best = hn::IfThenElse(greater, v, best);
+                    if constexpr (kPositions)
+                        at = hn::IfThenElse(greater, hn::Set(d, static_cast<float>(i * g.kw + j)),
+                                            at);
                 }
-            storeBf16(d, best, out + k, m);
+            storeRow(d, best, out + k, m);
+            if constexpr (kPositions) storePositions(d, at, ws + p * c + k, m);
         }
     }
 }
@@ -218,7 +213,7 @@ void backward(const Window2d& g, const float* dy, const std::uint8_t* ws, float*
 void PoolForward(const Window2d& g, const float* x, float* y, std::uint8_t* ws, std::int64_t begin,
                  std::int64_t end)
 {
-    forward(g, x, y, ws, begin, end);
+    forward<float, true>(g, x, y, ws, begin, end);
 }
 
 void PoolBackward(const Window2d& g, const float* dy, const std::uint8_t* ws, float* dx,
@@ -230,7 +225,7 @@ void PoolBackward(const Window2d& g, const float* dy, const std::uint8_t* ws, fl
 void PoolForwardBf16(const Window2d& g, const std::uint16_t* x, std::uint16_t* y,
                      std::int64_t begin, std::int64_t end)
 {
-    forwardBf16(g, x, y, begin, end);
+    forward<std::uint16_t, false>(g, x, y, nullptr, begin, end);
 }
 
 const char* PoolTarget()

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 
+#include "bf16_operands.h"
 #include "engine/cpu/cpu_info.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/cpu/primitive_implementations.h"
@@ -33,24 +34,10 @@ using namespace towers::test;
 
 namespace {
 
-// Round to nearest even at bfloat16's 8-bit mantissa (finite values).
-float roundToBf16(float f)
-{
-    std::uint32_t u;
-    std::memcpy(&u, &f, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    u &= 0xFFFF0000u;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
-
 // Float32 values drawn in [-1, 1], rounded to bfloat16 when `exact`.
 Tensor operand(const Shape& shape, Rng& rng, bool exact)
 {
-    Tensor t = randomTensor(shape, DType::Float32, rng);
-    if (exact)
-        for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = roundToBf16(t.at(i));
-    return t;
+    return bf16Operand(shape, rng, exact);
 }
 
 Tensor f64(const Tensor& t)
@@ -101,15 +88,6 @@ ConvResult convolve(Ops& ops, DType dtype, const Conv2dDesc& d, const Tensor& x,
 }
 
 // Sizes that exercise the layers the registered models have.
-struct ConvShape
-{
-    const char* name;
-    Shape input;
-    std::int64_t out;
-    int k, stride;
-    Padding padding;
-};
-
 const ConvShape kConvShapes[] = {
     {"cifar10-tutorial conv1 (3 channels, 5x5)", {4, 24, 24, 3}, 64, 5, 1, Padding::Same},
     {"cifar10-tutorial conv2 (5x5)", {4, 12, 12, 64}, 64, 5, 1, Padding::Same},
@@ -157,8 +135,7 @@ private slots:
         QFETCH(int, shape);
         QFETCH(bool, relu);
         const ConvShape& s = kConvShapes[shape];
-        const Conv2dDesc d =
-            makeConv2dDesc(s.input, s.out, s.k, s.k, s.stride, s.stride, s.padding);
+        const Conv2dDesc d = s.desc();
         Rng rng(7 + std::uint64_t(shape));
         const Tensor x = operand(d.inputShape(), rng, true);
         const Tensor w = operand(d.weightShape(), rng, true);

@@ -17,6 +17,7 @@
 #include <limits>
 #include <memory>
 
+#include "bf16_operands.h"
 #include "engine/cpu/cpu_info.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/cpu/primitive_implementations.h"
@@ -45,23 +46,10 @@ std::uint32_t bitsOf(float f)
     return u;
 }
 
-// Round to nearest even at bfloat16's 8-bit mantissa (finite values).
-float roundToBf16(double v)
-{
-    std::uint32_t u = bitsOf(static_cast<float>(v));
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    u &= 0xFFFF0000u;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
-
-// Float32 values in [lo, hi] that bfloat16 holds exactly.
+// Float32 values in [lo, hi) that bfloat16 holds exactly.
 Tensor exactOperand(const Shape& shape, Rng& rng, double lo = -1, double hi = 1)
 {
-    Tensor t = randomTensor(shape, DType::Float32, rng, lo, hi);
-    for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = roundToBf16(t.at(i));
-    return t;
+    return bf16Operand(shape, rng, true, lo, hi);
 }
 
 Tensor asFloat32(const Tensor& t)
@@ -100,15 +88,6 @@ QString bitwiseDifferences(const Tensor& got, const Tensor& want)
     }
     return out;
 }
-
-struct ConvShape
-{
-    const char* name;
-    Shape input;
-    std::int64_t out;
-    int k, stride;
-    Padding padding;
-};
 
 const ConvShape kConvShapes[] = {
     {"cifar10-resnet prep (3 channels)", {2, 32, 32, 3}, 32, 3, 1, Padding::Same},
@@ -170,7 +149,7 @@ private slots:
         QFETCH(bool, yBf16);
         QFETCH(bool, relu);
         const ConvShape& s = kConvShapes[shape];
-        Conv2dDesc d = makeConv2dDesc(s.input, s.out, s.k, s.k, s.stride, s.stride, s.padding);
+        Conv2dDesc d = s.desc();
         Rng rng(11 + std::uint64_t(shape));
         const Tensor x = exactOperand(d.inputShape(), rng);
         const Tensor w = exactOperand(d.weightShape(), rng);
