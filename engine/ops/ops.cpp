@@ -121,8 +121,9 @@ public:
         present(t, what);
         requireDType(t, dtype, what);
     }
-    // Whether the backend runs float dtype t.
+    // Whether the backend runs float dtype t, and its name.
     bool runs(DType t) const { return m_ops.runsFloat(t); }
+    std::string backendName() const { return m_ops.name(); }
     // An output the op (re)allocates: when given, it must live where the backend runs.
     void output(const Tensor& t, const char* what)
     {
@@ -506,13 +507,12 @@ void convertFloat(Args& a, const Tensor& x, DType dtype, Tensor& y)
     const auto convertible = [&](DType t) { return t == DType::BFloat16 || a.runs(t); };
     if (x.empty()) throw ShapeError("convertFloat x: tensor is empty");
     a.output(x, "convertFloat x");
-    if (!convertible(x.dtype()))
-        throw Unsupported("convertFloat x: " + x.describe() +
-                          " is not a float tensor this backend "
-                          "converts");
-    if (!convertible(dtype))
-        throw Unsupported("convertFloat: no conversion to " + std::string(dtypeName(dtype)) +
-                          " here");
+    const auto refuse = [&](const std::string& what) {
+        throw Unsupported(what + ": the " + a.backendName() +
+                          " backend converts between bfloat16 and the float types it runs");
+    };
+    if (!convertible(x.dtype())) refuse("convertFloat x is " + x.describe());
+    if (!convertible(dtype)) refuse("convertFloat to " + std::string(dtypeName(dtype)));
     a.output(y, "convertFloat y");
     notAliased(x, y, "convertFloat");
 }

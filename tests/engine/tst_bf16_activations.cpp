@@ -542,6 +542,15 @@ private slots:
                                        y);
             },
             "must be float32");
+        // Conversions go between bfloat16 and the float types a backend runs, nowhere else.
+        refuses(
+            "a conversion to int32", [&] { m_bf16->convertFloat(x, DType::Int32, y); },
+            "convertFloat to int32: the onednn backend converts between bfloat16 and the "
+            "float types it runs");
+        refuses(
+            "a conversion of float64 on oneDNN",
+            [&] { m_bf16->convertFloat(x.to(DType::Float64), DType::BFloat16, y); },
+            "convertFloat x is float64");
         // A sum of two types, and a descriptor asking for what no convolution writes.
         try {
             m_bf16->add(x16, x, y);
