@@ -40,6 +40,21 @@ std::string lrnLabel(const char* op, const LrnDesc& d)
 void OneDnnOps::lrnForwardImpl(const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace)
 {
     applySimdTargetLimit();
+    if (x.dtype() == DType::BFloat16) { // evaluation's images: no workspace, no backward
+        Tensor::ensure(y, d.shape, DType::BFloat16);
+        workspace = Tensor();
+        noteImplementation(lrnLabel("lrn fwd bf16", d),
+                           "lrn forward_inference src:acdb dst:acdb bf16",
+                           "towers:" + lrnTargetName());
+        const LrnGeometry g = geometry(d);
+        const auto* px = static_cast<const std::uint16_t*>(x.raw());
+        auto* py = static_cast<std::uint16_t*>(y.raw());
+        parallelItems(d.shape.numel() / g.channels, g.channels,
+                      [&](std::int64_t begin, std::int64_t end) {
+                          lrnForwardBf16Pixels(g, px, py, begin, end);
+                      });
+        return;
+    }
     Tensor::ensure(y, d.shape, DType::Float32);
     Tensor::ensure(workspace, Shape{workspaceBytes(d)}, DType::UInt8);
     noteImplementation(lrnLabel("lrn fwd", d), "lrn forward_training src:acdb dst:acdb",

@@ -109,8 +109,29 @@ struct BetaAny
     }
 };
 
-template <class Power>
-void forward(const LrnGeometry& g, const Power& power, const float* x, float* y, float* r,
+// A row's channels by element type: float32 as it is, bfloat16 (evaluation's images) as float32,
+// y rounded to nearest even.
+HWY_INLINE V loadRow(D d, const float* p, std::int64_t n)
+{
+    return loadChannels(d, p, n);
+}
+HWY_INLINE V loadRow(D d, const std::uint16_t* p, std::int64_t n)
+{
+    return loadBf16(d, p, n);
+}
+HWY_INLINE void storeRow(D d, V v, float* p, std::int64_t n)
+{
+    storeChannels(d, v, p, n);
+}
+HWY_INLINE void storeRow(D d, V v, std::uint16_t* p, std::int64_t n)
+{
+    storeBf16Rounded(d, v, p, n);
+}
+
+// y from x of T (float, or uint16_t for bfloat16), and r = 1/s into r unless it is null (no
+// backward follows).
+template <class Power, class T>
+void forward(const LrnGeometry& g, const Power& power, const T* x, T* y, float* r,
              std::int64_t begin, std::int64_t end)
 {
     const D d;
@@ -122,10 +143,10 @@ void forward(const LrnGeometry& g, const Power& power, const float* x, float* y,
     for (std::int64_t p0 = begin; p0 < end; p0 += block.pixels()) {
         const std::int64_t n = std::min(block.pixels(), end - p0);
         for (std::int64_t i = 0; i < n; ++i) {
-            const float* xp = x + (p0 + i) * channels;
+            const T* xp = x + (p0 + i) * channels;
             float* t = block.terms(i);
             for (std::int64_t c = 0; c < channels; c += lanes) {
-                const V v = loadChannels(d, xp + c, std::min(lanes, channels - c));
+                const V v = loadRow(d, xp + c, std::min(lanes, channels - c));
                 hn::StoreU(hn::Mul(v, v), d, t + c);
             }
         }
@@ -136,9 +157,8 @@ void forward(const LrnGeometry& g, const Power& power, const float* x, float* y,
                 const std::int64_t m = std::min(lanes, channels - c);
                 const V s = hn::MulAdd(alpha, windowSum(d, w + c, width), bias);
                 const V rv = hn::Div(one, s);
-                storeChannels(d, hn::Mul(loadChannels(d, x + o + c, m), power(d, rv)), y + o + c,
-                              m);
-                storeChannels(d, rv, r + o + c, m);
+                storeRow(d, hn::Mul(loadRow(d, x + o + c, m), power(d, rv)), y + o + c, m);
+                if (r) storeChannels(d, rv, r + o + c, m);
             }
         }
     }
@@ -212,6 +232,12 @@ void LrnBackward(const LrnGeometry& g, const float* x, const float* dy, const fl
     withPower(g, [&](const auto& power) { backward(g, power, x, dy, r, dx, begin, end); });
 }
 
+void LrnForwardBf16(const LrnGeometry& g, const std::uint16_t* x, std::uint16_t* y,
+                    std::int64_t begin, std::int64_t end)
+{
+    withPower(g, [&](const auto& power) { forward(g, power, x, y, nullptr, begin, end); });
+}
+
 const char* LrnTarget()
 {
     return hwy::TargetName(HWY_TARGET);
@@ -226,6 +252,7 @@ namespace towers::engine::cpu {
 
 HWY_EXPORT(LrnForward);
 HWY_EXPORT(LrnBackward);
+HWY_EXPORT(LrnForwardBf16);
 HWY_EXPORT(LrnTarget);
 
 void lrnForwardPixels(const LrnGeometry& g, const float* x, float* y, float* r, std::int64_t begin,
@@ -238,6 +265,12 @@ void lrnBackwardPixels(const LrnGeometry& g, const float* x, const float* dy, co
                        float* dx, std::int64_t begin, std::int64_t end)
 {
     HWY_DYNAMIC_DISPATCH(LrnBackward)(g, x, dy, r, dx, begin, end);
+}
+
+void lrnForwardBf16Pixels(const LrnGeometry& g, const std::uint16_t* x, std::uint16_t* y,
+                          std::int64_t begin, std::int64_t end)
+{
+    HWY_DYNAMIC_DISPATCH(LrnForwardBf16)(g, x, y, begin, end);
 }
 
 std::string lrnTargetName()

@@ -37,6 +37,11 @@ void lrnBackwardPixels(const LrnGeometry& g, const float* x, const float* dy, co
 
 // The instruction set the kernels run on now, in Highway's words: "AVX3" (AVX-512), "AVX2",
 // "SSE4", "SSSE3" or "SCALAR".
+// Evaluation's bfloat16 images (ExecContext::bf16Activations): y as lrnForwardPixels computes it
+// in float32 from the bfloat16 x, rounded to nearest even; no r (no backward follows).
+void lrnForwardBf16Pixels(const LrnGeometry& g, const std::uint16_t* x, std::uint16_t* y,
+                          std::int64_t begin, std::int64_t end);
+
 std::string lrnTargetName();
 
 } // namespace towers::engine::cpu

@@ -81,39 +81,6 @@ HWY_INLINE Covering covering(std::int64_t t, int k, int s, std::int64_t count)
     return {t - k + 1 > 0 ? (t - k + s) / s : 0, std::min(count - 1, t / s)};
 }
 
-// n (<= a vector's lanes) bfloat16 values from p as float32 (exact: a bfloat16 is a float32's upper
-// half), zeros after them; and the converse store of n lanes, exact for values bfloat16 holds.
-using DU16 = hn::Rebind<std::uint16_t, D>;
-using DU32 = hn::Rebind<std::uint32_t, D>;
-HWY_INLINE V loadBf16(D d, const std::uint16_t* p, std::int64_t n)
-{
-    const DU16 du16;
-    const DU32 du32;
-    hn::Vec<DU16> half;
-    if (n >= static_cast<std::int64_t>(hn::Lanes(d))) {
-        half = hn::LoadU(du16, p);
-    } else {
-        HWY_ALIGN std::uint16_t part[hn::MaxLanes(DU16())] = {};
-        std::memcpy(part, p, static_cast<std::size_t>(n) * sizeof(std::uint16_t));
-        half = hn::Load(du16, part);
-    }
-    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du32, half)));
-}
-HWY_INLINE void storeBf16(D d, V v, std::uint16_t* p, std::int64_t n)
-{
-    const DU16 du16;
-    // The upper halves, below 2^16 as int32 (Highway 1.0 demotes signed lanes to uint16).
-    const auto upper = hn::ShiftRight<16>(hn::BitCast(DU32(), v));
-    const auto half = hn::DemoteTo(du16, hn::BitCast(hn::Rebind<std::int32_t, D>(), upper));
-    if (n >= static_cast<std::int64_t>(hn::Lanes(d))) {
-        hn::StoreU(half, du16, p);
-        return;
-    }
-    HWY_ALIGN std::uint16_t part[hn::MaxLanes(DU16())];
-    hn::Store(half, du16, part);
-    std::memcpy(p, part, static_cast<std::size_t>(n) * sizeof(std::uint16_t));
-}
-
 // A row's channels by element type: float32 as it is, bfloat16 as float32.
 HWY_INLINE V loadRow(D d, const float* p, std::int64_t n)
 {
@@ -129,7 +96,7 @@ HWY_INLINE void storeRow(D d, V v, float* p, std::int64_t n)
 }
 HWY_INLINE void storeRow(D d, V v, std::uint16_t* p, std::int64_t n)
 {
-    storeBf16(d, v, p, n);
+    storeBf16(d, v, p, n); // a maximum is one of the inputs: nothing to round
 }
 
 // Output pixels [begin, end) of float32 (T float) or bfloat16 (T uint16_t, compared as float32)

@@ -13,6 +13,7 @@ public:
     std::string describe() const override;
     Shape outputShape(const Shape& input) const override;
     void forward(ExecContext& ctx, const Tensor& x, Tensor& y) override;
+    bool takesBf16() const override { return true; }
     void backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                   Tensor* dx) override;
 

@@ -91,6 +91,7 @@
     M(avgPoolBackward, void, (const Pool2dDesc& d, const Tensor& dy, Tensor& dx), (d, dy, dx))
 
 // --- local response normalisation (TensorFlow semantics, see LrnDesc) ---
+// lrnForward: [bf16 x], y computed in float32 and rounded once; the workspace left empty.
 #define TOWERS_OP_lrnForward(M)                                                                    \
     M(lrnForward, void, (const LrnDesc& d, const Tensor& x, Tensor& y, Tensor& workspace),         \
       (d, x, y, workspace))

@@ -319,7 +319,7 @@ void avgPoolBackward(Args& a, const Pool2dDesc& d, const Tensor& dy, Tensor&)
 
 void lrnForward(Args& a, const LrnDesc& d, const Tensor& x, Tensor&, Tensor&)
 {
-    a.floats(x, "lrn x", d.shape);
+    a.activation(x, "lrn x", d.shape);
 }
 
 void lrnBackward(Args& a, const LrnDesc& d, const Tensor& x, const Tensor& y, const Tensor& dy,

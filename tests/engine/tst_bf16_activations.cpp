@@ -3,8 +3,8 @@
 // between the layers, as TorchInductor and inference engines do.
 //  * Ops: each op that takes a bfloat16 x equals the float64 reference on operands bfloat16 holds,
 //    rounded once to bfloat16 where it writes bfloat16 (the convolutions in every pair of input
-//    and output types, pooling, sums, the layout change, linear layers, the conversions both
-//    ways, ties, NaN and infinities included).
+//    and output types, pooling, LRN, sums, the layout change, linear layers, the conversions both
+//    ways, ties, NaN and infinities included); Towers' own kernels on every SIMD target.
 //  * Models: every registered model's evaluation with bfloat16 activations stays within
 //    bfloat16's rounding of the same pass in float32 activations, its images really bfloat16
 //    between the layers; containers convert where a layer takes float32 only.
@@ -372,6 +372,57 @@ private slots:
         QCOMPARE(std::memcmp(same.raw(), big.raw(), big.bytes()), 0);
     }
 
+    // LRN on a bfloat16 image computes in float32 what Towers' float32 kernel computes from the
+    // same values and rounds it once to nearest even: bit for bit that output converted, on every
+    // SIMD target this CPU runs, each power of beta's code path included; and within bfloat16's
+    // rounding of the float64 reference.
+    void lrnRoundsTheFloat32Result_data()
+    {
+        QTest::addColumn<int>("channels");
+        QTest::addColumn<int>("radius");
+        QTest::addColumn<double>("beta");
+        QTest::newRow("cifar10-tutorial norm1 (64 channels, radius 4, beta 0.75)")
+            << 64 << 4 << 0.75;
+        QTest::newRow("19 channels (a partial vector), radius 2, beta 0.5") << 19 << 2 << 0.5;
+        QTest::newRow("any beta (0.6), radius 5") << 40 << 5 << 0.6;
+    }
+    void lrnRoundsTheFloat32Result()
+    {
+        requireBf16();
+        QFETCH(int, channels);
+        QFETCH(int, radius);
+        QFETCH(double, beta);
+        const Shape shape{3, 5, 7, channels};
+        const LrnDesc d = makeLrnDesc(shape, radius, 1.0, 0.001 / 9.0, beta);
+        Rng rng(12);
+        const Tensor x = exactOperand(shape, rng, -3, 3);
+        Tensor want;
+        Tensor refWs;
+        m_ref->lrnForward(d, x.to(DType::Float64), want, refWs);
+        int ran = 0;
+        for (const auto& target : cpu::simdTargets()) {
+            if (!target.supported) {
+                qInfo("%s: not run, this CPU cannot (or TOWERS_SIMD_TARGET excludes it)",
+                      target.name.c_str());
+                continue;
+            }
+            const cpu::ForcedSimdTarget forced(target.id);
+            Tensor y32, ws32, rounded, y16, ws16 = Tensor(Shape{3}, DType::UInt8);
+            m_bf16->lrnForward(d, x, y32, ws32);
+            m_bf16->convertFloat(y32, DType::BFloat16, rounded);
+            m_bf16->lrnForward(d, x.to(DType::BFloat16), y16, ws16);
+            QCOMPARE(y16.dtype(), DType::BFloat16);
+            QVERIFY(ws16.empty());
+            QVERIFY2(std::memcmp(y16.raw(), rounded.raw(), rounded.bytes()) == 0,
+                     qPrintable(QString::fromStdString(target.name) + ": " +
+                                bitwiseDifferences(y16, rounded)));
+            const double e = worstError(asFloat32(y16), want);
+            QVERIFY2(e < std::ldexp(1.0, -8), qPrintable(QString::number(e)));
+            ++ran;
+        }
+        QVERIFY(ran > 0);
+    }
+
     // Flattening moves bfloat16 as it is; a linear layer reads it as the bfloat16 copy of the same
     // values that its float32 x would have given, so the two agree bit for bit.
     void flattenAndLinearReadBf16()
@@ -402,8 +453,8 @@ private slots:
     // that take them. Where every activation goes on into a maximum (which commutes with rounding)
     // or a convolution or linear layer (which rounds its input to bfloat16 anyway), nothing is
     // rounded that was not before: the pass is the float32 activations' bit for bit. A residual
-    // sum (cifar10-resnet) or a float32 layer reading a rounded input (cifar10-tutorial's LRN)
-    // rounds once more.
+    // sum (cifar10-resnet) or an LRN reading a rounded input (cifar10-tutorial's) rounds once
+    // more.
     void modelsEvaluateWithBf16Activations_data()
     {
         QTest::addColumn<QString>("model");
