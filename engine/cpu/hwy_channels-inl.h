@@ -107,6 +107,30 @@ HWY_INLINE void storeBf16Rounded(D d, hwy::HWY_NAMESPACE::Vec<D> v, std::uint16_
     storeBf16(d, hn::BitCast(d, out), p, n);
 }
 
+// A row's n channels by element type, for kernels written once for both: float32 as it is,
+// bfloat16 (uint16 bits) as float32, stored rounded to nearest even (which leaves a value
+// bfloat16 holds, a maximum of bfloat16 inputs, as it is).
+template <class D>
+HWY_INLINE hwy::HWY_NAMESPACE::Vec<D> loadRow(D d, const float* p, std::int64_t n)
+{
+    return loadChannels(d, p, n);
+}
+template <class D>
+HWY_INLINE hwy::HWY_NAMESPACE::Vec<D> loadRow(D d, const std::uint16_t* p, std::int64_t n)
+{
+    return loadBf16(d, p, n);
+}
+template <class D>
+HWY_INLINE void storeRow(D d, hwy::HWY_NAMESPACE::Vec<D> v, float* p, std::int64_t n)
+{
+    storeChannels(d, v, p, n);
+}
+template <class D>
+HWY_INLINE void storeRow(D d, hwy::HWY_NAMESPACE::Vec<D> v, std::uint16_t* p, std::int64_t n)
+{
+    storeBf16Rounded(d, v, p, n);
+}
+
 } // namespace HWY_NAMESPACE
 } // namespace towers::engine::cpu
 HWY_AFTER_NAMESPACE();

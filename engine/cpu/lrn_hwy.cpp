@@ -109,25 +109,6 @@ struct BetaAny
     }
 };
 
-// A row's channels by element type: float32 as it is, bfloat16 (evaluation's images) as float32,
-// y rounded to nearest even.
-HWY_INLINE V loadRow(D d, const float* p, std::int64_t n)
-{
-    return loadChannels(d, p, n);
-}
-HWY_INLINE V loadRow(D d, const std::uint16_t* p, std::int64_t n)
-{
-    return loadBf16(d, p, n);
-}
-HWY_INLINE void storeRow(D d, V v, float* p, std::int64_t n)
-{
-    storeChannels(d, v, p, n);
-}
-HWY_INLINE void storeRow(D d, V v, std::uint16_t* p, std::int64_t n)
-{
-    storeBf16Rounded(d, v, p, n);
-}
-
 // y from x of T (float, or uint16_t for bfloat16), and r = 1/s into r unless it is null (no
 // backward follows).
 template <class Power, class T>

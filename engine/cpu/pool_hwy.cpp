@@ -81,24 +81,6 @@ HWY_INLINE Covering covering(std::int64_t t, int k, int s, std::int64_t count)
     return {t - k + 1 > 0 ? (t - k + s) / s : 0, std::min(count - 1, t / s)};
 }
 
-// A row's channels by element type: float32 as it is, bfloat16 as float32.
-HWY_INLINE V loadRow(D d, const float* p, std::int64_t n)
-{
-    return loadChannels(d, p, n);
-}
-HWY_INLINE V loadRow(D d, const std::uint16_t* p, std::int64_t n)
-{
-    return loadBf16(d, p, n);
-}
-HWY_INLINE void storeRow(D d, V v, float* p, std::int64_t n)
-{
-    storeChannels(d, v, p, n);
-}
-HWY_INLINE void storeRow(D d, V v, std::uint16_t* p, std::int64_t n)
-{
-    storeBf16(d, v, p, n); // a maximum is one of the inputs: nothing to round
-}
-
 // Output pixels [begin, end) of float32 (T float) or bfloat16 (T uint16_t, compared as float32)
 // images, and with kPositions the winners' positions in ws (training's workspace).
 template <class T, bool kPositions>

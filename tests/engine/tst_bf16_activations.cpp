@@ -98,6 +98,24 @@ const ConvShape kConvShapes[] = {
     {"mnist-convnet conv3 (10x10 valid)", {2, 10, 10, 64}, 96, 3, 1, Padding::Valid},
 };
 
+// Runs check(target name) with Towers' Highway kernels forced to each SIMD target this CPU runs
+// (saying which it cannot); fails when there is none.
+template <class Check> void onEverySimdTarget(const Check& check)
+{
+    int ran = 0;
+    for (const auto& target : cpu::simdTargets()) {
+        if (!target.supported) {
+            qInfo("%s: not run, this CPU cannot (or TOWERS_SIMD_TARGET excludes it)",
+                  target.name.c_str());
+            continue;
+        }
+        const cpu::ForcedSimdTarget forced(target.id);
+        check(target.name);
+        ++ran;
+    }
+    QVERIFY(ran > 0);
+}
+
 // The ExecContext of an evaluation, with or without bfloat16 activations.
 ExecContext evaluation(Ops& ops, bool bf16)
 {
@@ -263,24 +281,15 @@ private slots:
                 x.data<float>()[i] = std::array{-1.0f, -0.0f, 0.0f, 0.5f}[rng.below(4)];
         Tensor want, wantWs;
         m_ref->maxPoolForward(d, x.to(DType::Float64), want, wantWs);
-        int ran = 0;
-        for (const auto& target : cpu::simdTargets()) {
-            if (!target.supported) {
-                qInfo("%s: not run, this CPU cannot (or TOWERS_SIMD_TARGET excludes it)",
-                      target.name.c_str());
-                continue;
-            }
-            const cpu::ForcedSimdTarget forced(target.id);
+        onEverySimdTarget([&](const std::string& target) {
             Tensor y, ws = Tensor(Shape{3}, DType::UInt8);
             m_bf16->maxPoolForward(d, x.to(DType::BFloat16), y, ws);
             QCOMPARE(y.dtype(), DType::BFloat16);
             QCOMPARE(y.shape(), d.outputShape());
             QVERIFY(ws.empty());
             const QString diff = bitwiseDifferences(y, want);
-            QVERIFY2(diff.isEmpty(), qPrintable(QString::fromStdString(target.name) + ": " + diff));
-            ++ran;
-        }
-        QVERIFY(ran > 0);
+            QVERIFY2(diff.isEmpty(), qPrintable(QString::fromStdString(target) + ": " + diff));
+        });
     }
 
     // The sum of two bfloat16 activations (a residual block's) is rounded once, to nearest even.
@@ -399,14 +408,7 @@ private slots:
         Tensor want;
         Tensor refWs;
         m_ref->lrnForward(d, x.to(DType::Float64), want, refWs);
-        int ran = 0;
-        for (const auto& target : cpu::simdTargets()) {
-            if (!target.supported) {
-                qInfo("%s: not run, this CPU cannot (or TOWERS_SIMD_TARGET excludes it)",
-                      target.name.c_str());
-                continue;
-            }
-            const cpu::ForcedSimdTarget forced(target.id);
+        onEverySimdTarget([&](const std::string& target) {
             Tensor y32, ws32, rounded, y16, ws16 = Tensor(Shape{3}, DType::UInt8);
             m_bf16->lrnForward(d, x, y32, ws32);
             m_bf16->convertFloat(y32, DType::BFloat16, rounded);
@@ -414,13 +416,11 @@ private slots:
             QCOMPARE(y16.dtype(), DType::BFloat16);
             QVERIFY(ws16.empty());
             QVERIFY2(std::memcmp(y16.raw(), rounded.raw(), rounded.bytes()) == 0,
-                     qPrintable(QString::fromStdString(target.name) + ": " +
+                     qPrintable(QString::fromStdString(target) + ": " +
                                 bitwiseDifferences(y16, rounded)));
             const double e = worstError(asFloat32(y16), want);
             QVERIFY2(e < std::ldexp(1.0, -8), qPrintable(QString::number(e)));
-            ++ran;
-        }
-        QVERIFY(ran > 0);
+        });
     }
 
     // Flattening moves bfloat16 as it is; a linear layer reads it as the bfloat16 copy of the same
