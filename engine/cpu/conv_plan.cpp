@@ -270,13 +270,6 @@ struct ConvPlan::Forward
     AlignedBuffer ownSrc, ownWeights; // when no saved state is given
 };
 
-// The forward of evaluation's bfloat16 activations (the oneDNN backend's bf16Activations): Direct
-// and DirectBf16 as one primitive that writes y in its dtype, reading x as it comes where that is
-// the type the primitive reads (a bfloat16 x into DirectBf16), else converting it (a float32 x to
-// bfloat16: the first layer's image; a bfloat16 x to float32 for Direct, a single input channel).
-// Null for the other algorithms, and where oneDNN has no kernel for the pair of types but a
-// reference loop or none (2.6: a float32 input with a bfloat16 output): the plan's own forward
-// then runs on float32 copies.
 namespace {
 // Gives `conv` its weights: w itself, or, with a reorder, w reordered into `to` (the layout the
 // primitive reads).
@@ -294,6 +287,13 @@ void bindWeights(dnnl::stream& s, BoundPrimitive& conv, BoundPrimitive* reorder,
 }
 } // namespace
 
+// The forward of evaluation's bfloat16 activations (the oneDNN backend's bf16Activations): Direct
+// and DirectBf16 as one primitive that writes y in its dtype, reading x as it comes where that is
+// the type the primitive reads (a bfloat16 x into DirectBf16), else converting it (a float32 x to
+// bfloat16: the first layer's image; a bfloat16 x to float32 for Direct, a single input channel).
+// Null for the other algorithms, and where oneDNN has no kernel for the pair of types but a
+// reference loop or none (2.6: a float32 input with a bfloat16 output): the plan's own forward
+// then runs on float32 copies.
 struct ConvPlan::TypedForward
 {
     BoundPrimitive conv;

@@ -52,24 +52,6 @@ template <class K> auto runBaseline(K k, std::int64_t b, std::int64_t e)
     return k(b, e);
 }
 
-// bfloat16 (the upper half of a float32) to float32 and back, rounded to nearest even (a NaN stays
-// a NaN), for the element-wise loops on bfloat16 activations: plain integer code that vectorises.
-inline float bf16ToFloat(std::uint16_t v)
-{
-    const std::uint32_t bits = std::uint32_t{v} << 16;
-    float f;
-    std::memcpy(&f, &bits, sizeof f);
-    return f;
-}
-inline std::uint16_t floatToBf16(float f)
-{
-    std::uint32_t bits;
-    std::memcpy(&bits, &f, sizeof bits);
-    const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
-    const std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
-    return static_cast<std::uint16_t>(nan ? (bits >> 16) | 0x40u : rounded);
-}
-
 // y = x converted between float32 and bfloat16 (either way, or copied when the two agree), y
 // already of x's shape and of its own dtype (OneDnnOps::convertFloat's loop).
 void convertActivations(const Tensor& x, Tensor& y);

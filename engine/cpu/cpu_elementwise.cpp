@@ -13,6 +13,7 @@
 #include "engine/ops/dropout_mask.h"
 #include "engine/ops/op_checks.h"
 #include "engine/ops/step_scalars.h"
+#include "engine/tensor/bfloat16.h"
 
 namespace towers::engine::cpu {
 
@@ -56,7 +57,7 @@ void OneDnnOps::addImpl(const Tensor& a, const Tensor& b, Tensor& y)
         parallelChunks(aIn.numel(), [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
 #pragma omp simd
             for (std::int64_t i = begin; i < end; ++i)
-                py[i] = floatToBf16(bf16ToFloat(pa[i]) + bf16ToFloat(pb[i]));
+                py[i] = bfloat16Bits(fromBfloat16Bits(pa[i]) + fromBfloat16Bits(pb[i]));
         });
         return;
     }
@@ -150,7 +151,7 @@ void convertActivations(const Tensor& in, Tensor& y)
         auto* py = static_cast<std::uint16_t*>(y.raw());
         parallelChunks(n, [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
 #pragma omp simd
-            for (std::int64_t i = begin; i < end; ++i) py[i] = floatToBf16(px[i]);
+            for (std::int64_t i = begin; i < end; ++i) py[i] = bfloat16Bits(px[i]);
         });
         return;
     }
@@ -158,7 +159,7 @@ void convertActivations(const Tensor& in, Tensor& y)
     float* py = y.data<float>();
     parallelChunks(n, [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
 #pragma omp simd
-        for (std::int64_t i = begin; i < end; ++i) py[i] = bf16ToFloat(px[i]);
+        for (std::int64_t i = begin; i < end; ++i) py[i] = fromBfloat16Bits(px[i]);
     });
 }
 

@@ -14,6 +14,7 @@
 #include "engine/ops/batch_norm_fold.h"
 #include "engine/ops/dropout_mask.h"
 #include "engine/ops/step_scalar_values.h"
+#include "engine/tensor/bfloat16.h"
 
 namespace towers::engine::cuda {
 
@@ -374,38 +375,10 @@ TOWERS_HD inline void adamAt(std::int64_t i, const float* g, float* m, float* v,
 
 // ---- bfloat16 (--precision bf16): what cuDNN and cuBLAS read and what cuDNN writes ----
 
-TOWERS_HD inline std::uint32_t floatBits(float f)
-{
-#ifdef __CUDA_ARCH__
-    return __float_as_uint(f);
-#else
-    std::uint32_t b;
-    memcpy(&b, &f, sizeof b);
-    return b;
-#endif
-}
-
-// The bfloat16 of a float32: its upper 16 bits, rounded to nearest, ties to even (as oneDNN's
-// reorders and CUDA's __float2bfloat16_rn round); a NaN stays a NaN (quiet, its sign kept), an
-// overflow rounds to infinity.
-TOWERS_HD inline std::uint16_t bfloat16Bits(float f)
-{
-    const std::uint32_t b = floatBits(f);
-    if ((b & 0x7fffffffu) > 0x7f800000u) return std::uint16_t((b >> 16) | 0x0040u);
-    return std::uint16_t((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
-}
-
-TOWERS_HD inline float fromBfloat16Bits(std::uint16_t h)
-{
-    const std::uint32_t b = std::uint32_t(h) << 16;
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(b);
-#else
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f;
-#endif
-}
+// The rounding and its inverse are the engine's own (engine/tensor/bfloat16.h), named here too.
+using ::towers::engine::bfloat16Bits;
+using ::towers::engine::floatBits;
+using ::towers::engine::fromBfloat16Bits;
 
 TOWERS_HD inline void toBfloat16At(std::int64_t i, const float* x, std::uint16_t* y)
 {

@@ -270,7 +270,7 @@ void conv2dBackwardWeights(Args& a, const Conv2dDesc& d, const Tensor& x, const 
 void conv2dForwardTraining(Args& a, const Conv2dDesc& d, const Tensor& x, const Tensor& w,
                            const Tensor& b, Tensor&, Activation, Tensor&)
 {
-    a.floats(x, "conv2d x", d.inputShape());
+    a.floats(x, "conv2d x", d.inputShape()); // float32 only: no [bf16 x] in training
     a.floats(w, "conv2d w", d.weightShape());
     a.optionalFloats(b, "conv2d b", {d.outChannels});
     if (d.outputDType != DType::Float32)

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "engine/tensor/bfloat16.h"
 #include "engine/tensor/device_memory.h"
 
 namespace towers::engine {
@@ -137,12 +138,8 @@ double Tensor::at(std::int64_t i) const
         return static_cast<double>(static_cast<const std::int64_t*>(raw())[i]);
     case DType::UInt8:
         return static_cast<const std::uint8_t*>(raw())[i];
-    case DType::BFloat16: {
-        std::uint32_t bits = std::uint32_t(static_cast<const std::uint16_t*>(raw())[i]) << 16;
-        float f;
-        std::memcpy(&f, &bits, 4);
-        return f;
-    }
+    case DType::BFloat16:
+        return fromBfloat16Bits(static_cast<const std::uint16_t*>(raw())[i]);
     }
     return 0;
 }
@@ -166,17 +163,9 @@ void Tensor::setAt(std::int64_t i, double v)
     case DType::UInt8:
         static_cast<std::uint8_t*>(raw())[i] = static_cast<std::uint8_t>(v);
         break;
-    case DType::BFloat16: {
-        float f = static_cast<float>(v);
-        std::uint32_t bits;
-        std::memcpy(&bits, &f, 4);
-        if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
-            bits |= 0x400000u; // a NaN stays a NaN (quiet), whatever its low bits
-        else
-            bits += 0x7FFF + ((bits >> 16) & 1); // round to nearest even
-        static_cast<std::uint16_t*>(raw())[i] = static_cast<std::uint16_t>(bits >> 16);
+    case DType::BFloat16: // by way of float32, rounded to nearest even
+        static_cast<std::uint16_t*>(raw())[i] = bfloat16Bits(static_cast<float>(v));
         break;
-    }
     }
 }
 
