@@ -1,10 +1,10 @@
 #include "engine/cpu/masked_gradient.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "engine/cpu/cpu_common.h"
+#include "engine/tensor/bfloat16.h"
 
 namespace towers::engine::cpu {
 
@@ -78,10 +78,9 @@ void maskedGradientBf16(const float* dy, const float* y, std::int64_t rows, std:
                         std::uint16_t* out, float* channelSums)
 {
     // Chunks of rows spread over the team. Each element: masked by a select, not a branch (ReLU's
-    // mask is a coin toss per element), rounded to nearest even on the bits (finite gradients; a
-    // NaN stays non-finite, which the step's check catches either way), and added to its chunk's
-    // float sum for its channel. The chunks' sums are added in order in double: the same result
-    // whatever the thread count.
+    // mask is a coin toss per element), rounded as every bfloat16 in Towers is (bfloat16Bits:
+    // nearest even, a NaN kept a NaN), and added to its chunk's float sum for its channel. The
+    // chunks' sums are added in order in double: the same result whatever the thread count.
     constexpr std::int64_t chunkRows = 256;
     const std::int64_t chunks = (rows + chunkRows - 1) / chunkRows;
     std::vector<float> partial(channelSums ? static_cast<std::size_t>(chunks * c) : 0);
@@ -100,10 +99,7 @@ void maskedGradientBf16(const float* dy, const float* y, std::int64_t rows, std:
                 for (std::int64_t k = 0; k < c; ++k) {
                     const float v = !y || m[k] > 0.0f ? g[k] : 0.0f;
                     if (sum) sum[k] += v;
-                    std::uint32_t u;
-                    std::memcpy(&u, &v, 4);
-                    u += 0x7FFFu + ((u >> 16) & 1u);
-                    o[k] = static_cast<std::uint16_t>(u >> 16);
+                    o[k] = bfloat16Bits(v);
                 }
             }
         }

@@ -19,12 +19,14 @@
 
 #include "bf16_operands.h"
 #include "engine/cpu/cpu_info.h"
+#include "engine/cpu/masked_gradient.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/cpu/primitive_implementations.h"
 #include "engine/errors.h"
 #include "engine/ops/backends.h"
 #include "engine/ops/ops.h"
 #include "engine/selftest/op_cases.h"
+#include "engine/tensor/bfloat16.h"
 #include "engine/train/tower_set.h"
 #include "engine/train/train_config.h"
 #include "gradcheck.h"
@@ -363,6 +365,71 @@ private slots:
         QVERIFY2(e > 1e-4 && e < 1e-2, qPrintable(QStringLiteral("linear y: %1").arg(e)));
         QCOMPARE(m_bf16->precision(), Precision::BFloat16);
         QCOMPARE(m_f32->precision(), Precision::Float32);
+    }
+
+    void maskedGradientRoundsAsEveryBfloat16()
+    {
+        // The gradient a bf16 convolution's backward reads (dy masked by its fused ReLU), rounded
+        // as every bfloat16 in Towers: nearest even, ties both ways, an overflow to infinity, and
+        // a NaN kept a NaN even where its payload is only in the low half (a plain rounding add
+        // carries it into infinity). The bias sums are the masked float32 values'. No bf16 CPU
+        // needed: the loop is plain C++.
+        const std::uint32_t special[] = {
+            0x3f808000u, // a tie, to the even below
+            0x3f818000u, // a tie, to the even above
+            0x3f808001u, // just above a tie
+            0x7f7fffffu, // the largest float: rounds to infinity
+            0x7f800001u, // a NaN with its payload in the low half
+            0xff800001u, // the same, negative
+            0x7fc00000u, // a quiet NaN
+            0x7f800000u, // infinity
+            0x80000000u, // -0
+            0x00000001u, // the smallest subnormal
+        };
+        const std::int64_t c = 7, rows = 600; // rows over two chunks and a partial one
+        Rng rng(11);
+        std::vector<float> dy(static_cast<std::size_t>(rows * c)), y(dy.size());
+        for (std::size_t i = 0; i < dy.size(); ++i) {
+            dy[i] = static_cast<float>(rng.uniform(-4, 4));
+            y[i] = static_cast<float>(rng.uniform(-1, 1));
+        }
+        for (std::size_t i = 0; i < std::size(special); ++i) {
+            std::memcpy(&dy[i * 3], &special[i], 4);
+            y[i * 3] = 1.0f; // through the mask
+        }
+        for (const bool masked : {false, true}) {
+            std::vector<std::uint16_t> out(dy.size());
+            std::vector<float> sums(static_cast<std::size_t>(c));
+            cpu::maskedGradientBf16(dy.data(), masked ? y.data() : nullptr, rows, c, out.data(),
+                                    sums.data());
+            std::vector<double> expectedSums(static_cast<std::size_t>(c));
+            for (std::size_t i = 0; i < dy.size(); ++i) {
+                const float v = !masked || y[i] > 0.0f ? dy[i] : 0.0f;
+                expectedSums[i % std::size_t(c)] += v;
+                QVERIFY2(out[i] == bfloat16Bits(v),
+                         qPrintable(QStringLiteral("element %1 (%2, masked %3): %4, expected %5")
+                                        .arg(i)
+                                        .arg(double(v))
+                                        .arg(masked)
+                                        .arg(out[i], 4, 16, QChar('0'))
+                                        .arg(bfloat16Bits(v), 4, 16, QChar('0'))));
+            }
+            QVERIFY(std::isnan(fromBfloat16Bits(out[4 * 3])));
+            QVERIFY(std::isnan(fromBfloat16Bits(out[5 * 3])));
+            QVERIFY(std::isinf(fromBfloat16Bits(out[3 * 3])));
+            // The NaNs and infinities make every channel they are in non-finite; the others are
+            // sums of finite floats, equal within the chunks' float32 accumulation.
+            for (std::int64_t k = 0; k < c; ++k) {
+                const double e = expectedSums[std::size_t(k)], s = sums[std::size_t(k)];
+                if (!std::isfinite(e)) {
+                    QVERIFY2(!std::isfinite(s), qPrintable(QStringLiteral("channel %1").arg(k)));
+                    continue;
+                }
+                QVERIFY2(
+                    std::fabs(s - e) <= 1e-4 * (1 + std::fabs(e)),
+                    qPrintable(QStringLiteral("channel %1: %2, expected %3").arg(k).arg(s).arg(e)));
+            }
+        }
     }
 
     void towersTrainInBf16()
