@@ -25,17 +25,26 @@ double msSince(Clock::time_point t)
     return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 // Times the model's top-level layers (nested containers count as their parent), synchronising the
-// device around each, and notes which implementations each one's primitives first ran on.
+// device around each, and notes which implementations each one's primitives ran on.
 class Profiler final : public LayerProfiler
 {
 public:
     Profiler(Ops& ops, bool onednn) : m_ops(ops), m_onednn(onednn) {}
+    ~Profiler() override
+    {
+        if (m_onednn) cpu::recordImplementations(m_ops, nullptr); // a layer's pass that threw
+    }
+    Profiler(const Profiler&) = delete;
+    Profiler& operator=(const Profiler&) = delete;
 
     void begin(ExecContext&, const Layer& layer, bool) override
     {
         if (m_depth++ > 0) return;
         m_ops.synchronize();
-        if (m_noting) m_implsBefore = implementationCount();
+        if (m_noting) {
+            m_ran.clear();
+            cpu::recordImplementations(m_ops, &m_ran);
+        }
         m_t0 = Clock::now();
         (void)layer;
     }
@@ -47,11 +56,11 @@ public:
         LayerTiming& row = rowOf(layer);
         if (m_timing) (backward ? row.backwardMs : row.forwardMs) += ms;
         if (m_noting) {
+            cpu::recordImplementations(m_ops, nullptr);
             auto& impls = backward ? row.backwardImpl : row.forwardImpl;
-            const auto all = cpu::primitiveImplementations(m_ops);
-            for (std::size_t i = m_implsBefore; i < all.size(); ++i)
-                if (std::find(impls.begin(), impls.end(), all[i].impl) == impls.end())
-                    impls.push_back(all[i].impl);
+            for (const std::string& impl : m_ran)
+                if (std::find(impls.begin(), impls.end(), impl) == impls.end())
+                    impls.push_back(impl);
         }
     }
 
@@ -63,8 +72,7 @@ public:
         if (row.forwardImpl.empty()) row.forwardImpl.push_back(note);
     }
 
-    // Implementations are noted in the first step (when the primitives are made); time is summed in
-    // the timed ones.
+    // Implementations are noted in the first step; time is summed in the timed ones.
     void setPhase(bool noting, bool timing)
     {
         m_noting = noting && m_onednn;
@@ -81,7 +89,6 @@ public:
     }
 
 private:
-    std::size_t implementationCount() { return cpu::primitiveImplementations(m_ops).size(); }
     LayerTiming& rowOf(const Layer& layer)
     {
         const auto it = m_index.find(&layer);
@@ -95,7 +102,7 @@ private:
     bool m_onednn;
     int m_depth = 0;
     bool m_noting = false, m_timing = false;
-    std::size_t m_implsBefore = 0;
+    std::vector<std::string> m_ran; // what the layer being noted ran (cpu::recordImplementations)
     Clock::time_point m_t0{};
     std::map<const Layer*, std::size_t> m_index;
     std::vector<LayerTiming> m_rows;

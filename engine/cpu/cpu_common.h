@@ -145,7 +145,7 @@ struct BoundPrimitive
     const dnnl::memory& arg(int a) const { return args.at(a); }
     void execute(dnnl::stream& s)
     {
-        if (!noted) {
+        if (!noted || OneDnnOps::recording()) {
             OneDnnOps::notePrimitive(prim);
             noted = true;
         }

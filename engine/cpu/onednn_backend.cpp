@@ -83,9 +83,15 @@ void OneDnnOps::enterEntry(const std::string& key)
     t_current = {this, &key};
 }
 
+bool OneDnnOps::recording()
+{
+    return t_current.ops && t_current.ops->m_recorded;
+}
+
 void OneDnnOps::noteImplementation(const std::string& label, const std::string& primitive,
                                    const std::string& impl)
 {
+    if (m_recorded) m_recorded->push_back(impl);
     const auto same = [&](const PrimitiveImplementation& r) {
         return r.label == label && r.primitive == primitive && r.impl == impl;
     };
@@ -111,6 +117,15 @@ std::vector<PrimitiveImplementation> primitiveImplementations(Ops& ops)
         throw InvalidArgument("primitiveImplementations: '" + ops.name() +
                               "' is not the oneDNN backend");
     return dnn->implementations();
+}
+
+void recordImplementations(Ops& ops, std::vector<std::string>* impls)
+{
+    auto* dnn = dynamic_cast<OneDnnOps*>(&ops);
+    if (!dnn)
+        throw InvalidArgument("recordImplementations: '" + ops.name() +
+                              "' is not the oneDNN backend");
+    dnn->recordImplementations(impls);
 }
 
 bool isReferenceImplementation(const std::string& impl)

@@ -52,9 +52,16 @@ public:
     // Records a kernel of Towers' own, once per distinct entry.
     void noteImplementation(const std::string& label, const std::string& primitive,
                             const std::string& impl);
+    // While `impls` is set, the implementation of every primitive and kernel this backend runs
+    // is appended to it, each time, not only the first: what one stretch of work ran, including
+    // the geometries an earlier one ran first (primitive_implementations.h).
+    void recordImplementations(std::vector<std::string>* impls) { m_recorded = impls; }
+    // Whether the backend whose cache entry the calling thread looked up last is recording
+    // (BoundPrimitive then notes every run, not only its first).
+    static bool recording();
     // Records the implementation of `p` under the cache entry the calling thread looked up last:
-    // BoundPrimitive calls it when it first runs. Every primitive lives in a cache entry and runs
-    // right after the op looked that entry up on the same thread.
+    // BoundPrimitive calls it when it first runs (and every run while recording). Every primitive
+    // lives in a cache entry and runs right after the op looked that entry up on the same thread.
     static void notePrimitive(const dnnl::primitive& p);
 
 protected:
@@ -68,6 +75,7 @@ private:
     dnnl::stream m_stream;
     std::unordered_map<std::string, std::shared_ptr<void>> m_cache;
     std::vector<PrimitiveImplementation> m_implementations;
+    std::vector<std::string>* m_recorded = nullptr;
 };
 
 // Wraps a host tensor's bytes as a oneDNN memory with the given descriptor (no copy).

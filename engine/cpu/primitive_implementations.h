@@ -27,6 +27,13 @@ struct PrimitiveImplementation
 // distinct entry once, in the order they first ran.
 std::vector<PrimitiveImplementation> primitiveImplementations(Ops& ops);
 
+// From now on (impls set) until recordImplementations(ops, nullptr), `impls` gets the
+// implementation (PrimitiveImplementation::impl) of every primitive and kernel `ops`
+// (makeOneDnnOps) runs, each time it runs: what one stretch of work, such as a layer's forward
+// pass, ran, even where an earlier stretch ran the same geometry first. The vector must outlive
+// the recording; the recording thread alone runs `ops` meanwhile.
+void recordImplementations(Ops& ops, std::vector<std::string>* impls);
+
 // Whether `impl` is a reference implementation (a plain loop, no SIMD kernel).
 bool isReferenceImplementation(const std::string& impl);
 

@@ -65,6 +65,13 @@ private slots:
         QVERIFY2(!implOf(1, "forward_impl").isEmpty(), qPrintable(r.out));
         QVERIFY2(implOf(2, "forward_impl").startsWith(QStringLiteral("towers:")),
                  qPrintable(implOf(2, "forward_impl")));
+        // Every layer names what it ran, in both directions, also a layer whose geometry an
+        // earlier one ran first: norm2 runs norm1's kernels on the same 12x12x64 images.
+        for (int i = 0; i < layers.size(); ++i)
+            for (const char* dir : {"forward_impl", "backward_impl"})
+                QVERIFY2(!implOf(i, dir).isEmpty(), qPrintable(names[i] + " " + dir));
+        QCOMPARE(implOf(4, "forward_impl"), implOf(2, "forward_impl"));
+        QCOMPARE(implOf(4, "backward_impl"), implOf(2, "backward_impl"));
     }
 
     void perLayerText()
