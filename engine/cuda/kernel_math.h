@@ -360,8 +360,10 @@ TOWERS_HD inline void momentumAt(std::int64_t i, const float* g, float* buf, flo
     w[i] -= lr * (nesterov ? gi + momentum * b : b);
 }
 
+// The betas and epsilon in double, as the step gives them: 1 - beta2 from a beta2 rounded to float
+// first would be 1.3e-5 off (0.999), an error the size of the op cases' whole tolerance on v.
 TOWERS_HD inline void adamAt(std::int64_t i, const float* g, float* m, float* v, float* w, float lr,
-                             float beta1, float beta2, float epsilon, double correction1,
+                             double beta1, double beta2, double epsilon, double correction1,
                              double correction2Sqrt)
 {
     const double gi = g[i];

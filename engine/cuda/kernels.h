@@ -124,7 +124,7 @@ void emaUpdate(cudaStream_t s, const float* value, float* shadow, std::int64_t n
                const float* skip, const double* scalars);
 // correction1 and correction2Sqrt: adamCorrections (ops/step_scalars.h).
 void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n,
-                float lr, float beta1, float beta2, float epsilon, double correction1,
+                float lr, double beta1, double beta2, double epsilon, double correction1,
                 double correction2Sqrt, const float* skip, const double* scalars);
 
 // ---- preprocess.cu ----

@@ -45,7 +45,7 @@ __global__ void momentumKernel(const float* g, float* buf, float* w, std::int64_
 }
 
 __global__ void adamKernel(const float* g, float* m, float* v, float* w, std::int64_t n, float lr,
-                           float beta1, float beta2, float epsilon, double correction1,
+                           double beta1, double beta2, double epsilon, double correction1,
                            double correction2Sqrt, const float* skip, const double* scalars)
 {
     if (updateSkipped(skip)) return;
@@ -99,7 +99,7 @@ void momentumUpdate(cudaStream_t s, const float* g, float* buf, float* w, std::i
 }
 
 void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n,
-                float lr, float beta1, float beta2, float epsilon, double correction1,
+                float lr, double beta1, double beta2, double epsilon, double correction1,
                 double correction2Sqrt, const float* skip, const double* scalars)
 {
     if (n == 0) return;
