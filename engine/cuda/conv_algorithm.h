@@ -17,6 +17,9 @@
 //    algorithm excluded by the rules above): NotSupported, and an NHWC plan falls back to NCHW.
 //    Any other status (an execution failure, out of memory, a driver or library cuDNN cannot
 //    use) is Failed: an error naming the status, never a silent fallback.
+//  * An algorithm that cuDNN ranked but then refused to run (its first run's status
+//    isRefusedRunStatus) is passed over when the pass ranks again, as PyTorch's algorithm iterator
+//    does; when none is left, NotSupported (NCHW for an NHWC plan).
 #include <cstddef>
 #include <span>
 #include <string>
@@ -44,13 +47,24 @@ constexpr bool isNotSupportedStatus(int status)
     return status / 1000 * 1000 == kCudnnNotSupported && !isInstallationStatus(status);
 }
 
+// The status of an algorithm's first run after which the pass takes the next algorithm of the
+// ranking instead of failing: not supported, a parameter cuDNN took exception to for this
+// algorithm (the 2000s: a pointer's alignment, ...), an execution failure (the 5000s). Out of
+// memory, a library not initialised and an installation cuDNN cannot use are errors still.
+constexpr bool isRefusedRunStatus(int status)
+{
+    const int category = status / 1000 * 1000;
+    return isNotSupportedStatus(status) || category == 2000 || category == 5000;
+}
+
 // One entry of cuDNN's ranking, in the rules' terms.
 struct MeasuredAlgorithm
 {
-    int status = kCudnnSuccess; // of this algorithm's trial run, or of asking its workspace size
-    std::size_t memory = 0;     // workspace bytes
-    bool deterministic = true;  // determinism == CUDNN_DETERMINISTIC
-    bool exactFloat = true;     // mathType == CUDNN_FMA_MATH (no TF32 tensor cores)
+    int status = kCudnnSuccess;  // of this algorithm's trial run, or of asking its workspace size
+    std::size_t memory = 0;      // workspace bytes
+    bool deterministic = true;   // determinism == CUDNN_DETERMINISTIC
+    bool exactFloat = true;      // mathType == CUDNN_FMA_MATH (no TF32 tensor cores)
+    bool refusedWhenRun = false; // its first run on this plan was refused (isRefusedRunStatus)
 };
 
 struct AlgorithmRules
@@ -84,11 +98,13 @@ inline AlgorithmVerdict chooseAlgorithm(int findStatus, std::span<const Measured
         return {isNotSupportedStatus(findStatus) ? AlgorithmChoice::NotSupported
                                                  : AlgorithmChoice::Failed,
                 -1, findStatus, "cuDNN's ranking itself failed"};
-    int unsupported = 0, failed = 0, tooLarge = 0, nondeterministic = 0, tf32 = 0;
+    int unsupported = 0, failed = 0, tooLarge = 0, nondeterministic = 0, tf32 = 0, refused = 0;
     int firstFailure = kCudnnSuccess;
     for (std::size_t i = 0; i < results.size(); ++i) {
         const MeasuredAlgorithm& r = results[i];
-        if (r.status == kCudnnWorkspaceTooSmall) {
+        if (r.refusedWhenRun) {
+            ++refused;
+        } else if (r.status == kCudnnWorkspaceTooSmall) {
             ++tooLarge; // it ran out of the workspace it was measured with
         } else if (r.status != kCudnnSuccess) {
             if (isNotSupportedStatus(r.status)) {
@@ -116,6 +132,7 @@ inline AlgorithmVerdict chooseAlgorithm(int findStatus, std::span<const Measured
     count(tooLarge, "needing more workspace than the limit");
     count(nondeterministic, "not deterministic");
     count(tf32, "using TF32");
+    count(refused, "refused when run");
     if (why.empty()) why = "no algorithm";
     if (firstFailure != kCudnnSuccess) return {AlgorithmChoice::Failed, -1, firstFailure, why};
     return {AlgorithmChoice::NotSupported, -1, kCudnnSuccess, why};

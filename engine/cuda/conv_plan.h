@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "engine/ops/descriptors.h"
 
@@ -44,6 +45,23 @@ struct ConvPlan
     cudnnMathType_t forwardMath = CUDNN_FMA_MATH, backwardDataMath = CUDNN_FMA_MATH,
                     backwardFilterMath = CUDNN_FMA_MATH;
     void setMath(cudnnMathType_t math);
+
+    // Per pass (forward, backward data, backward filter): whether its algorithm has run, and the
+    // algorithms cuDNN ranked but refused to run on a first run (passed over when the pass ranks
+    // again; conv_algorithm.h), with the first refusal's status. A change of layout forgets them.
+    enum Pass
+    {
+        Forward,
+        BackwardData,
+        BackwardFilter,
+    };
+    struct PassRuns
+    {
+        bool ran = false;
+        std::vector<int> refused;
+        cudnnStatus_t firstRefusal = CUDNN_STATUS_SUCCESS;
+    };
+    PassRuns runs[3];
 
     ConvPlan(const Conv2dDesc& d, bool allowTf32, bool bf16);
     ~ConvPlan();

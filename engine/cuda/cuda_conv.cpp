@@ -54,10 +54,10 @@ template <class Perf> struct Ranked
 // `heuristics(n, &count, results)` (cudnnGet..._v7; `workspaceOf(algo, &bytes)` then asks each
 // one's workspace of cuDNN, under the entry's math type), or with o.measureAlgorithms its
 // measurement, `measure(n, &count, results)` (cudnnFind...AlgorithmEx, which reports each one's
-// workspace); and the algorithm chosen from it by rulesFor(o). Leaves the descriptor's math type
-// unspecified: each pass sets its own.
+// workspace); and the algorithm chosen from it by rulesFor(o), passing over those this pass's
+// first runs were refused. Leaves the descriptor's math type unspecified: each pass sets its own.
 template <class Perf, class Heuristics, class Measure, class WorkspaceOf>
-Ranked<Perf> rankAndChoose(ConvPlan& p, cudnnHandle_t handle,
+Ranked<Perf> rankAndChoose(ConvPlan& p, ConvPlan::Pass pass, cudnnHandle_t handle,
                            cudnnStatus_t (*maxCount)(cudnnHandle_t, int*), const GpuOpsOptions& o,
                            Heuristics heuristics, Measure measure, WorkspaceOf workspaceOf)
 {
@@ -83,25 +83,50 @@ Ranked<Perf> rankAndChoose(ConvPlan& p, cudnnHandle_t handle,
             r.status = workspaceOf(r.algo, &bytes);
             if (r.status == CUDNN_STATUS_SUCCESS) r.memory = bytes;
         }
+        const auto& refused = p.runs[pass].refused;
         entries[std::size_t(i)] = {int(r.status), r.memory, r.determinism == CUDNN_DETERMINISTIC,
-                                   r.mathType == CUDNN_FMA_MATH};
+                                   r.mathType == CUDNN_FMA_MATH,
+                                   std::find(refused.begin(), refused.end(), int(r.algo)) !=
+                                       refused.end()};
     }
     Ranked<Perf> m{chooseAlgorithm(int(status), entries, rulesFor(o))};
     if (m.verdict.choice == AlgorithmChoice::Chosen) m.best = results[std::size_t(m.verdict.index)];
     return m;
 }
 
+// After a pass ran its algorithm (`status`: what the call of cuDNN, `call`, returned): true when it
+// ran. A first run that cuDNN refused (isRefusedRunStatus) marks the algorithm refused, clears
+// `have` and returns false: the caller ranks again and takes the next (an NHWC plan turns NCHW
+// when none is left). Any other failure, or one of an algorithm that has run before, throws as
+// TOWERS_CUDNN does.
+bool ranOrRefused(ConvPlan& p, ConvPlan::Pass pass, int algo, bool& have, cudnnStatus_t status,
+                  const char* call, int line)
+{
+    ConvPlan::PassRuns& r = p.runs[pass];
+    if (status == CUDNN_STATUS_SUCCESS) {
+        r.ran = true;
+        return true;
+    }
+    if (r.ran || !isRefusedRunStatus(int(status))) throwCudnn(status, call, __FILE__, line);
+    r.refused.push_back(algo);
+    if (r.firstRefusal == CUDNN_STATUS_SUCCESS) r.firstRefusal = status;
+    have = false;
+    return false;
+}
+
 // After a ranking gave nothing usable: an NHWC plan turns NCHW when cuDNN does not support the
 // case there (the caller ranks again); anything else is an error that says what and where.
-void fallBackOrThrow(ConvPlan& p, const AlgorithmVerdict& v, const char* pass)
+void fallBackOrThrow(ConvPlan& p, ConvPlan::Pass pass, const AlgorithmVerdict& v,
+                     const char* passName)
 {
     if (v.choice == AlgorithmChoice::NotSupported && !p.nchw) {
         p.useNchw();
         return;
     }
-    std::string what = std::string("cuDNN has no usable ") + pass + " algorithm for convolution " +
-                       p.desc.win.str() + " with " + std::to_string(p.desc.outChannels) +
-                       " filters in " + (p.nchw ? "NCHW" : "NHWC") + ": ";
+    std::string what = std::string("cuDNN has no usable ") + passName +
+                       " algorithm for convolution " + p.desc.win.str() + " with " +
+                       std::to_string(p.desc.outChannels) + " filters in " +
+                       (p.nchw ? "NCHW" : "NHWC") + ": ";
     if (v.choice == AlgorithmChoice::Failed) {
         what += cudnnGetErrorString(static_cast<cudnnStatus_t>(v.status)) + std::string(" (") +
                 v.why + ")";
@@ -111,7 +136,10 @@ void fallBackOrThrow(ConvPlan& p, const AlgorithmVerdict& v, const char* pass)
     }
     if (v.status != kCudnnSuccess) // the ranking itself was refused
         what += cudnnGetErrorString(static_cast<cudnnStatus_t>(v.status)) + std::string(": ");
-    throw BackendError(what + v.why + (p.nchw ? " (nor in NHWC)" : ""));
+    what += v.why;
+    if (const cudnnStatus_t first = p.runs[pass].firstRefusal; first != CUDNN_STATUS_SUCCESS)
+        what += std::string(" (the first refusal: ") + cudnnGetErrorString(first) + ")";
+    throw BackendError(what + (p.nchw ? " (nor in NHWC)" : ""));
 }
 } // namespace
 
@@ -173,6 +201,7 @@ void ConvPlan::useNchw()
                                             int(g.c), g.kh, g.kw));
     nchw = true;
     haveForward = haveBackwardData = haveBackwardFilter = false;
+    for (PassRuns& r : runs) r = {};
 }
 
 void ConvPlan::setMath(cudnnMathType_t math)
@@ -270,7 +299,8 @@ void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tens
                                 "once before capturing)");
         if (!p.haveForward) {
             const auto m = rankAndChoose<cudnnConvolutionFwdAlgoPerf_t>(
-                p, m_cudnn, cudnnGetConvolutionForwardAlgorithmMaxCount, m_options,
+                p, ConvPlan::Forward, m_cudnn, cudnnGetConvolutionForwardAlgorithmMaxCount,
+                m_options,
                 [&](int n, int* count, cudnnConvolutionFwdAlgoPerf_t* results) {
                     return cudnnGetConvolutionForwardAlgorithm_v7(m_cudnn, p.x, p.w, p.conv, p.y, n,
                                                                   count, results);
@@ -285,7 +315,7 @@ void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tens
                                                                    algo, bytes);
                 });
             if (m.verdict.choice != AlgorithmChoice::Chosen) {
-                fallBackOrThrow(p, m.verdict, "forward");
+                fallBackOrThrow(p, ConvPlan::Forward, m.verdict, "forward");
                 continue;
             }
             p.forward = m.best.algo;
@@ -294,9 +324,12 @@ void CudaOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tens
             p.haveForward = true;
         }
         p.setMath(p.forwardMath);
-        TOWERS_CUDNN(cudnnConvolutionForward(m_cudnn, &one, p.x, xp.raw(), p.w, wf.raw(), p.conv,
-                                             p.forward, workspace(p.forwardWorkspace),
-                                             p.forwardWorkspace, &zero, p.y, out.raw()));
+        if (!ranOrRefused(p, ConvPlan::Forward, int(p.forward), p.haveForward,
+                          cudnnConvolutionForward(m_cudnn, &one, p.x, xp.raw(), p.w, wf.raw(),
+                                                  p.conv, p.forward, workspace(p.forwardWorkspace),
+                                                  p.forwardWorkspace, &zero, p.y, out.raw()),
+                          "cudnnConvolutionForward", __LINE__))
+            continue;
         fromCudnn(out, out32);
         if (p.nchw) fromNchw(m_stream, out32, y);
         break;
@@ -328,7 +361,8 @@ void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, cons
                                 "once before capturing)");
         if (!p.haveBackwardData) {
             const auto m = rankAndChoose<cudnnConvolutionBwdDataAlgoPerf_t>(
-                p, m_cudnn, cudnnGetConvolutionBackwardDataAlgorithmMaxCount, m_options,
+                p, ConvPlan::BackwardData, m_cudnn,
+                cudnnGetConvolutionBackwardDataAlgorithmMaxCount, m_options,
                 [&](int n, int* count, cudnnConvolutionBwdDataAlgoPerf_t* results) {
                     return cudnnGetConvolutionBackwardDataAlgorithm_v7(m_cudnn, p.w, p.y, p.conv,
                                                                        p.x, n, count, results);
@@ -343,7 +377,7 @@ void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, cons
                                                                         p.x, algo, bytes);
                 });
             if (m.verdict.choice != AlgorithmChoice::Chosen) {
-                fallBackOrThrow(p, m.verdict, "backward-data");
+                fallBackOrThrow(p, ConvPlan::BackwardData, m.verdict, "backward-data");
                 continue;
             }
             p.backwardData = m.best.algo;
@@ -352,9 +386,13 @@ void CudaOps::conv2dBackwardDataImpl(const Conv2dDesc& d, const Tensor& dy, cons
             p.haveBackwardData = true;
         }
         p.setMath(p.backwardDataMath);
-        TOWERS_CUDNN(cudnnConvolutionBackwardData(
-            m_cudnn, &one, p.w, wf.raw(), p.y, dyl.raw(), p.conv, p.backwardData,
-            workspace(p.backwardDataWorkspace), p.backwardDataWorkspace, &zero, p.x, dxl.raw()));
+        if (!ranOrRefused(
+                p, ConvPlan::BackwardData, int(p.backwardData), p.haveBackwardData,
+                cudnnConvolutionBackwardData(m_cudnn, &one, p.w, wf.raw(), p.y, dyl.raw(), p.conv,
+                                             p.backwardData, workspace(p.backwardDataWorkspace),
+                                             p.backwardDataWorkspace, &zero, p.x, dxl.raw()),
+                "cudnnConvolutionBackwardData", __LINE__))
+            continue;
         fromCudnn(dxl, dxl32);
         Tensor dxp = dxl32; // NHWC, padded or not
         if (p.nchw) {
@@ -393,7 +431,8 @@ void CudaOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, co
                                 "once before capturing)");
         if (!p.haveBackwardFilter) {
             const auto m = rankAndChoose<cudnnConvolutionBwdFilterAlgoPerf_t>(
-                p, m_cudnn, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount, m_options,
+                p, ConvPlan::BackwardFilter, m_cudnn,
+                cudnnGetConvolutionBackwardFilterAlgorithmMaxCount, m_options,
                 [&](int n, int* count, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
                     return cudnnGetConvolutionBackwardFilterAlgorithm_v7(m_cudnn, p.x, p.y, p.conv,
                                                                          p.w, n, count, results);
@@ -408,7 +447,7 @@ void CudaOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, co
                                                                           p.w, algo, bytes);
                 });
             if (m.verdict.choice != AlgorithmChoice::Chosen) {
-                fallBackOrThrow(p, m.verdict, "backward-filter");
+                fallBackOrThrow(p, ConvPlan::BackwardFilter, m.verdict, "backward-filter");
                 continue;
             }
             p.backwardFilter = m.best.algo;
@@ -417,10 +456,13 @@ void CudaOps::conv2dBackwardWeightsImpl(const Conv2dDesc& d, const Tensor& x, co
             p.haveBackwardFilter = true;
         }
         p.setMath(p.backwardFilterMath);
-        TOWERS_CUDNN(
-            cudnnConvolutionBackwardFilter(m_cudnn, &one, p.x, xp.raw(), p.y, dyl.raw(), p.conv,
-                                           p.backwardFilter, workspace(p.backwardFilterWorkspace),
-                                           p.backwardFilterWorkspace, &zero, p.w, dwl.raw()));
+        if (!ranOrRefused(p, ConvPlan::BackwardFilter, int(p.backwardFilter), p.haveBackwardFilter,
+                          cudnnConvolutionBackwardFilter(
+                              m_cudnn, &one, p.x, xp.raw(), p.y, dyl.raw(), p.conv,
+                              p.backwardFilter, workspace(p.backwardFilterWorkspace),
+                              p.backwardFilterWorkspace, &zero, p.w, dwl.raw()),
+                          "cudnnConvolutionBackwardFilter", __LINE__))
+            continue;
         fromCudnn(dwl, dwl32);
         if (!p.nchw)
             ohwiToOihw(m_stream, floats(dwl32), floats(dw), d.outChannels, d.win.c, d.win.kh,

@@ -227,6 +227,34 @@ private slots:
         QCOMPARE(v.index, 1);
     }
 
+    // An algorithm cuDNN ranked but refused to run when the pass first ran it is passed over when
+    // the pass ranks again, as PyTorch's algorithm iterator does: the next one is taken, and with
+    // none left the case is NotSupported (an NHWC plan tries NCHW). Which first-run statuses are
+    // refusals: not supported, a parameter, an execution failure; never out of memory, an
+    // uninitialised library or an installation cuDNN cannot use.
+    void refusedAlgorithmsArePassedOver()
+    {
+        for (int s : {3000, kNotSupportedShape, kNotSupportedLayout, kBadParam, 2003, 2011,
+                      kExecutionFailed, 5003})
+            QVERIFY2(isRefusedRunStatus(s), qPrintable(QString::number(s)));
+        for (int s : {kCudnnSuccess, 1001, 3005, 3009, 4000, kDeviceAllocationFailed,
+                      kCudnnWorkspaceTooSmall})
+            QVERIFY2(!isRefusedRunStatus(s), qPrintable(QString::number(s)));
+        MeasuredAlgorithm refused = ok();
+        refused.refusedWhenRun = true;
+        auto v = chooseAlgorithm(kCudnnSuccess, std::vector{refused, ok(0, false), ok()}, rules());
+        QCOMPARE(int(v.choice), int(AlgorithmChoice::Chosen));
+        QCOMPARE(v.index, 2);
+        v = chooseAlgorithm(kCudnnSuccess, std::vector{refused, refused, ok(0, false)}, rules());
+        QCOMPARE(int(v.choice), int(AlgorithmChoice::NotSupported));
+        QCOMPARE(QString::fromStdString(v.why),
+                 QStringLiteral("1 not deterministic, 2 refused when run"));
+        // A failure among them is still an error with its status.
+        v = chooseAlgorithm(kCudnnSuccess, std::vector{refused, failed(kExecutionFailed)}, rules());
+        QCOMPARE(int(v.choice), int(AlgorithmChoice::Failed));
+        QCOMPARE(v.status, kExecutionFailed);
+    }
+
     // Any other status is an error with that status: never a silent fallback.
     void otherStatusesAreErrors()
     {
