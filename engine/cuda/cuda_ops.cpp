@@ -238,10 +238,13 @@ double CudaOps::millisecondsBetween(int a, int b)
 
 std::string CudaOps::captureUnavailable() const
 {
-    if (!memoryPoolsSupported(m_device))
+    if (!memoryPoolsSupported(m_device)) {
+        const std::string failure = memoryPoolFailure(m_device);
         return "cuda:" + std::to_string(m_device) +
                " has no stream-ordered memory pool, from which captured work's temporaries are "
-               "allocated";
+               "allocated" +
+               (failure.empty() ? std::string() : " (" + failure + ")");
+    }
     return {};
 }
 

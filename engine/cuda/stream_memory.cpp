@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,43 @@ PoolSupport& pools()
 {
     static auto* support = new PoolSupport;
     return *support;
+}
+
+// Each device's pool is tried once, at its first pooled allocation (not when the plugin loads:
+// that would start a CUDA context on every GPU for a run on the CPU); why a device that says it
+// has pools allocates without them after all. Set up by configureDeviceMemory, before any use.
+struct PoolTrials
+{
+    std::unique_ptr<std::once_flag[]> once;
+    std::vector<std::string> failure;
+};
+PoolTrials& poolTrials()
+{
+    static auto* trials = new PoolTrials;
+    return *trials;
+}
+
+// The trial: a block from the pool, zeroed, freed and waited for, on the legacy stream. A driver
+// may say it has pools and refuse them all the same, and not always with the cudaErrorNotSupported
+// that allocateDevice expects (a virtualised GPU's, such as gVisor's, answers calls it does not
+// pass on with errors of its own). "" when it worked, else what failed.
+std::string tryPool(int device)
+{
+    constexpr std::size_t bytes = std::size_t(1) << 20;
+    void* p = nullptr;
+    cudaError_t status = cudaMallocAsync(&p, bytes, cudaStreamLegacy);
+    if (status == cudaSuccess) {
+        status = cudaMemsetAsync(p, 0, bytes, cudaStreamLegacy);
+        const cudaError_t freed = cudaFreeAsync(p, cudaStreamLegacy);
+        const cudaError_t synced = cudaStreamSynchronize(cudaStreamLegacy);
+        if (status == cudaSuccess) status = freed;
+        if (status == cudaSuccess) status = synced;
+    }
+    if (status == cudaSuccess) return {};
+    cudaGetLastError();
+    return "cuda:" + std::to_string(device) +
+           "'s trial of its memory pool failed: " + cudaGetErrorName(status) + " (" +
+           cudaGetErrorString(status) + ")";
 }
 
 std::string mib(std::size_t bytes)
@@ -89,11 +128,20 @@ void configureDeviceMemory(int count)
         cudaGetLastError();
     }
     pools().configure(supported);
+    poolTrials().once = std::make_unique<std::once_flag[]>(supported.size());
+    poolTrials().failure.assign(supported.size(), {});
 }
 
 bool memoryPoolsSupported(int device)
 {
     return pools().use(device);
+}
+
+std::string memoryPoolFailure(int device)
+{
+    const PoolTrials& t = poolTrials();
+    return device >= 0 && std::size_t(device) < t.failure.size() ? t.failure[std::size_t(device)]
+                                                                 : std::string();
 }
 
 cudaStream_t streamFor(int device)
@@ -116,6 +164,15 @@ void* allocateDevice(int device, std::size_t bytes)
     DeviceGuard guard(device);
     const cudaStream_t s = streamFor(device);
     void* p = nullptr;
+    // The first pooled allocation of a device tries its pool (never inside a capture: a tensor is
+    // made outside one first).
+    if (pools().use(device) && !capturing(s)) {
+        PoolTrials& t = poolTrials();
+        std::call_once(t.once[std::size_t(device)], [&] {
+            t.failure[std::size_t(device)] = tryPool(device);
+            if (!t.failure[std::size_t(device)].empty()) pools().disable(device);
+        });
+    }
     if (pools().use(device)) {
         cudaError_t status = cudaMallocAsync(&p, bytes, s);
         if (status == cudaErrorMemoryAllocation) {

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <string>
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/stream_policy.h"
@@ -20,8 +21,11 @@ namespace towers::engine::cuda {
 // Once, before any allocation: which of the `count` devices have memory pools (their pools then
 // keep freed blocks for the next step instead of returning them to the driver).
 void configureDeviceMemory(int count);
-// Whether device `device`'s allocations come from its pool (false once it refused one).
+// Whether device `device`'s allocations come from its pool (false once it refused one, or failed
+// the trial its first allocation makes of it).
 bool memoryPoolsSupported(int device);
+// What that trial said when it failed (naming the device and CUDA's error), else "".
+std::string memoryPoolFailure(int device);
 
 // The stream that memory work on `device` goes on now: the one bound on this thread, else the
 // legacy default stream.
