@@ -770,6 +770,7 @@ public:
         for (const auto& p : m_parts) n += p->size();
         return n;
     }
+    bool launchesAtOnce() const override { return false; }
 
 protected:
     void launch() override

@@ -35,6 +35,10 @@ public:
     void replay();
     // The ops and copies it holds.
     virtual std::size_t size() const = 0;
+    // Whether a replay that throws has run nothing of it: one graph, launched at once (a launch
+    // CUDA refuses runs nothing). A capture in parts (Ops::outsideCapture) runs its first part
+    // and the work after it before it launches the next.
+    virtual bool launchesAtOnce() const { return true; }
 
 protected:
     CapturedWork() = default;

@@ -241,8 +241,9 @@ class RecordedWork final : public CapturedWork
 {
 public:
     RecordedWork(std::vector<std::function<void()>> calls, HeldStorage held,
-                 std::shared_ptr<CaptureHolds> holds)
-        : m_calls(std::move(calls)), m_held(std::move(held)), m_holds(std::move(holds))
+                 std::shared_ptr<CaptureHolds> holds, std::shared_ptr<int> refusals)
+        : m_calls(std::move(calls)), m_held(std::move(held)), m_holds(std::move(holds)),
+          m_refusals(std::move(refusals))
     {
         m_held.enter(*m_holds);
     }
@@ -256,6 +257,11 @@ public:
 protected:
     void launch() override
     {
+        if (*m_refusals > 0) {
+            --*m_refusals;
+            throw BackendError("the stand-in device refused to launch the graph (as a GPU can "
+                               "refuse one it made and uploaded)");
+        }
         if (const std::string gone = m_held.released(*m_holds, true); !gone.empty())
             throw Error("a replayed capture uses " + gone +
                         ", which nothing but the capture holds any more: on a GPU the graph would "
@@ -267,14 +273,15 @@ private:
     std::vector<std::function<void()>> m_calls;
     HeldStorage m_held;
     std::shared_ptr<CaptureHolds> m_holds;
+    std::shared_ptr<int> m_refusals; // launches still to refuse, shared with its StagedOps
 };
 
 class StagedOps final : public Ops, private Stager
 {
 public:
-    StagedOps(std::unique_ptr<Ops> inner, const Device& outer, bool capture)
+    StagedOps(std::unique_ptr<Ops> inner, const Device& outer, bool capture, int refusedLaunches)
         : Ops(allOps()), Stager(inner->device(), outer), m_ops(std::move(inner)),
-          m_canCapture(capture)
+          m_canCapture(capture), m_refusals(std::make_shared<int>(refusedLaunches))
     {
     }
 
@@ -342,7 +349,8 @@ protected:
         if (const std::string gone = held.released(*m_holds, false); !gone.empty())
             throw Unsupported("the capture uses " + gone +
                               ", made during it and gone by its end (" + name() + ")");
-        return std::make_unique<RecordedWork>(std::move(calls), std::move(held), m_holds);
+        return std::make_unique<RecordedWork>(std::move(calls), std::move(held), m_holds,
+                                              m_refusals);
     }
     void abandonCaptureImpl() noexcept override
     {
@@ -396,6 +404,7 @@ private:
 
     std::unique_ptr<Ops> m_ops;
     bool m_canCapture;
+    std::shared_ptr<int> m_refusals; // the launches of its captures still to refuse
     bool m_recording = false;
     std::vector<std::function<void()>> m_calls; // recorded since beginCapture
     HeldStorage m_held;
@@ -404,9 +413,10 @@ private:
 
 } // namespace
 
-std::unique_ptr<Ops> makeStagedOps(std::unique_ptr<Ops> inner, const Device& outer, bool capture)
+std::unique_ptr<Ops> makeStagedOps(std::unique_ptr<Ops> inner, const Device& outer, bool capture,
+                                   int refusedLaunches)
 {
-    return std::make_unique<StagedOps>(std::move(inner), outer, capture);
+    return std::make_unique<StagedOps>(std::move(inner), outer, capture, refusedLaunches);
 }
 
 } // namespace towers::engine

@@ -21,8 +21,10 @@ namespace towers::engine {
 // strictly as a GPU would make them matter: nothing that waits is allowed in a capture
 // (synchronize, marks: Unsupported), and a replay throws Error naming the op when a tensor it
 // writes would be made anew, or when a tensor it uses has been let go of by everyone but the
-// capture (on a GPU, freed memory the graph would still write: a stale capture).
+// capture (on a GPU, freed memory the graph would still write: a stale capture). The first
+// `refusedLaunches` launches of its captures throw BackendError having run nothing, as CUDA can
+// refuse a graph it made and uploaded (for tests of what follows).
 std::unique_ptr<Ops> makeStagedOps(std::unique_ptr<Ops> inner, const Device& outer = Device::host(),
-                                   bool capture = false);
+                                   bool capture = false, int refusedLaunches = 0);
 
 } // namespace towers::engine

@@ -530,6 +530,18 @@ bool TowerSet::issueCaptured(Tower& tw, StepSlot& sl, const std::string& key,
             throw;
         }
         sl.graph = ops.endCapture();
+        // Its first run. A graph launched at once that CUDA refuses to launch (having made and
+        // uploaded it) has run nothing either: the same fallback. A capture in parts has run
+        // work by the time a later part fails: that failure is the step's, as any other.
+        if (sl.graph->launchesAtOnce()) {
+            try {
+                sl.graph->replay();
+            } catch (const Error& e) {
+                throw Error(std::string("its first launch: ") + e.what());
+            }
+            ++tw.replayed;
+            return true;
+        }
     } catch (const Error& e) {
         // Nothing of the capture has run: the step goes op by op, as every later one of every
         // tower (issue() stops the others' captures). The collectives are the same either way, in
@@ -540,7 +552,7 @@ bool TowerSet::issueCaptured(Tower& tw, StepSlot& sl, const std::string& key,
         work(true);
         return false;
     }
-    sl.graph->replay(); // its first run
+    sl.graph->replay(); // its first run, in parts
     ++tw.replayed;
     return true;
 }

@@ -108,10 +108,12 @@ std::unique_ptr<Communicator> makeStagingCommunicator(int ranks)
     return std::make_unique<StagingCommunicator>(ranks);
 }
 
-std::unique_ptr<Ops> makeFakeDeviceOps(const std::string& backend, int index, bool capture)
+std::unique_ptr<Ops> makeFakeDeviceOps(const std::string& backend, int index, bool capture,
+                                       int refusedLaunches)
 {
     auto inner = backend == "onednn" ? cpu::makeOneDnnOps() : makeReferenceOps();
-    return makeStagedOps(std::move(inner), Device{DeviceKind::Cuda, index}, capture);
+    return makeStagedOps(std::move(inner), Device{DeviceKind::Cuda, index}, capture,
+                         refusedLaunches);
 }
 
 } // namespace towers::test

@@ -51,9 +51,10 @@ private:
 };
 
 // Reference or oneDNN ops (by name) computing for tensors on the fake device `cuda:index`;
-// with `capture`, they capture as a GPU's do (CUDA graphs: makeStagedOps' emulation).
+// with `capture`, they capture as a GPU's do (CUDA graphs: makeStagedOps' emulation), the first
+// `refusedLaunches` launches of their graphs refused.
 std::unique_ptr<engine::Ops> makeFakeDeviceOps(const std::string& backend, int index = 0,
-                                               bool capture = false);
+                                               bool capture = false, int refusedLaunches = 0);
 
 // A communicator that takes the ranks' tensors where they live (as NCCL does on GPUs) and
 // averages them through host copies with the host communicator: the stand-in for the GPU

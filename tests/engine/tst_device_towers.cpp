@@ -619,6 +619,38 @@ private slots:
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }
 
+    // A graph that the device made and uploaded but refuses to launch has run nothing: that step
+    // goes op by op, as every later one, with one line saying why; the run is the same.
+    void aRefusedFirstLaunchFallsBackToStepsOpByOp()
+    {
+        FakeDeviceScope scope;
+        {
+            TowerSetOptions plain = options(1, true, 0.9), graphed = plain;
+            plain.makeOps = [](int t) { return makeFakeDeviceOps("reference", t, true); };
+            graphed.makeOps = [](int t) { return makeFakeDeviceOps("reference", t, true, 1); };
+            plain.graphs = false;
+            TowerSet one(plain), two(graphed);
+            SyntheticBatches data(one.model().inputShape(), one.model().numClasses(), 1, 4, 64, 5);
+            const auto batch = [&](std::int64_t s) -> const Batch& {
+                data.seek(s);
+                return data.next();
+            };
+            std::vector<TowerStepResult> a, b;
+            drive(one, 0, 6, batch, true, a);
+            drive(two, 0, 6, batch, true, b);
+            QCOMPARE(two.replayedSteps(), std::int64_t(0));
+            const QString said = QString::fromStdString(two.graphDescription());
+            QVERIFY2(said.startsWith(QStringLiteral(
+                         "issued op by op: capturing a step failed (its first launch: the "
+                         "stand-in device refused to launch the graph")),
+                     qPrintable(said));
+            QCOMPARE(b.size(), a.size());
+            for (std::size_t i = 0; i < a.size(); ++i) QCOMPARE(b[i].loss, a[i].loss);
+            expectSameState(one, two);
+        }
+        QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
+
     void towersOnTheDeviceEqualTowersOnTheHost()
     {
         FakeDeviceScope scope;
