@@ -224,8 +224,11 @@ ConvPlan& CudaOps::plan(const Conv2dDesc& d)
 {
     const std::string key = d.win.str() + " o" + std::to_string(d.outChannels);
     auto it = m_plans.find(key);
-    if (it == m_plans.end())
-        it = m_plans.emplace(key, std::make_unique<ConvPlan>(d, m_options.allowTf32, bf16())).first;
+    if (it == m_plans.end()) {
+        auto p = std::make_unique<ConvPlan>(d, m_options.allowTf32, bf16());
+        if (m_options.convolutionsInNchw) p->useNchw();
+        it = m_plans.emplace(key, std::move(p)).first;
+    }
     return *it->second;
 }
 

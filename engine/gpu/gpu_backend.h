@@ -46,6 +46,10 @@ struct GpuOpsOptions
     // float32 again, as autocast leaves it); everything else float32. Needs compute capability 8.0
     // (makeOps refuses with Unsupported saying so on an older GPU).
     Precision precision = Precision::Float32;
+    // Every convolution in NCHW from the start (the data transposed around cuDNN), as where cuDNN
+    // has no NHWC algorithm for a shape: for tests of that path, which no shape may take on a
+    // given GPU otherwise.
+    bool convolutionsInNchw = false;
 };
 
 // "" when a GPU of compute capability major.minor runs --precision bf16 (8.0 and later), else
@@ -129,7 +133,7 @@ public:
 //   extern "C" GpuBackend* towers_cuda_backend(int abi, const char* buildId, char* error, size_t n)
 // and refuses (returning nullptr with the reason in `error`) unless both match what the program
 // was built with, since it shares the engine's classes (Tensor, Ops) by layout.
-constexpr int kGpuBackendAbi = 12;
+constexpr int kGpuBackendAbi = 13;
 #ifndef TOWERS_BUILD_VERSION
 #define TOWERS_BUILD_VERSION "unknown"
 #endif

@@ -31,7 +31,9 @@
 #include <thread>
 
 #include "engine/gpu/gpu_backend.h"
+#include "engine/ops/precision.h"
 #include "engine/ops/step_scalar_values.h"
+#include "engine/selftest/op_cases.h"
 #include "engine/selftest/selftest.h"
 #include "engine/tensor/rng.h"
 #include "engine/train/tower_set.h"
@@ -392,6 +394,48 @@ private slots:
     {
         REQUIRE_GPU(gpu);
         runSelfTest(true);
+    }
+
+    // The convolutions in NCHW, the layout a plan falls back to where cuDNN supports no NHWC
+    // algorithm for a shape (or refuses every one): the transposes around cuDNN, the OIHW filter
+    // as stored, the padded gradient's crop. No shape may take that path on a given GPU otherwise.
+    void convolutionsInNchwMatchTheReference()
+    {
+        REQUIRE_GPU(gpu);
+        for (const Precision precision : {Precision::Float32, Precision::BFloat16}) {
+            if (precision == Precision::BFloat16) {
+                if (const std::string no =
+                        TrainConfig::precisionUnavailable("cuda", Precision::BFloat16);
+                    !no.empty()) {
+                    qInfo().noquote() << "NCHW convolutions in bf16 not run:" << no.c_str();
+                    continue;
+                }
+            }
+            GpuOpsOptions o;
+            o.convolutionsInNchw = true;
+            o.precision = precision;
+            auto ops = gpu->makeOps(0, o);
+            const MathMode mode =
+                precision == Precision::BFloat16 ? MathMode::BFloat16 : MathMode::Float32Fast;
+            int ran = 0, failed = 0;
+            for (const OpCase& c : opCases()) {
+                if (c.op.rfind("conv2d", 0) != 0) continue;
+                const OpCaseResult r = runOpCase(c, *ops, mode);
+                ++ran;
+                if (!r.passed) {
+                    ++failed;
+                    qWarning().noquote() << "FAIL" << QString::fromStdString(c.label())
+                                         << QString::fromStdString(r.detail());
+                }
+            }
+            const std::string_view name = precisionName(precision);
+            qInfo().noquote() << "NCHW convolutions,"
+                              << QString::fromUtf8(name.data(), qsizetype(name.size())) << ":"
+                              << ran << "cases," << failed << "failed";
+            QVERIFY(ran >= 10);
+            QCOMPARE(failed, 0);
+        }
+        gpu->synchronize(0); // nothing faulted
     }
 
     void towersOnEveryGpu()
