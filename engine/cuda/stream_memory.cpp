@@ -173,7 +173,7 @@ void* allocateDevice(int device, std::size_t bytes)
             if (!t.failure[std::size_t(device)].empty()) pools().disable(device);
         });
     }
-    if (pools().use(device)) {
+    while (pools().use(device)) {
         cudaError_t status = cudaMallocAsync(&p, bytes, s);
         if (status == cudaErrorMemoryAllocation) {
             // Blocks freed on other streams may wait idle in the pool, and graphs' memory in
@@ -190,8 +190,18 @@ void* allocateDevice(int device, std::size_t bytes)
         }
         if (status == cudaSuccess) {
             // During a capture, an allocation node of the graph (stream_policy.h).
-            liveBlocks().add(p, {asRecorded(s), true, capturing(s)});
-            return p;
+            const bool captured = capturing(s);
+            if (liveBlocks().add(p, {asRecorded(s), true, captured})) return p;
+            // A void block's address: outside a capture the block waits quarantined and another
+            // is allocated; in one, the capture fails (its free recorded, as it must be).
+            if (captured) {
+                cudaFreeAsync(p, s);
+                cudaGetLastError();
+                throw Unsupported("making a tensor on cuda:" + std::to_string(device) +
+                                  " during a capture: CUDA gave the address of a tensor still held "
+                                  "from a capture that made no graph (let such tensors go)");
+            }
+            continue;
         }
         if (status == cudaErrorMemoryAllocation) throwOutOfMemory(device, bytes);
         if (status != cudaErrorNotSupported)
@@ -206,11 +216,12 @@ void* allocateDevice(int device, std::size_t bytes)
         throw Unsupported("making a tensor on cuda:" + std::to_string(device) +
                           " during a capture: without a stream-ordered memory pool there, "
                           "nothing allocates inside a CUDA graph");
-    const cudaError_t status = cudaMalloc(&p, bytes);
-    if (status == cudaErrorMemoryAllocation) throwOutOfMemory(device, bytes);
-    TOWERS_CUDA(status);
-    liveBlocks().add(p, {nullptr, false});
-    return p;
+    for (;;) { // past void blocks' addresses, as above
+        const cudaError_t status = cudaMalloc(&p, bytes);
+        if (status == cudaErrorMemoryAllocation) throwOutOfMemory(device, bytes);
+        TOWERS_CUDA(status);
+        if (liveBlocks().add(p, {nullptr, false})) return p;
+    }
 }
 
 void releaseDevice(int device, void* p) noexcept

@@ -113,17 +113,34 @@ struct Allocation
 };
 
 // The live blocks of the backend, by address. Thread-safe.
+//
+// A void block's address is free as far as CUDA knows (its graph is gone), and may be handed out
+// again while the tensor that holds the void block lives: two owners of one address, whose
+// releases the table could not tell apart. So the second one never gets it: add() refuses it,
+// and keeps a block allocated there quarantined, held, until the void one is let go, when
+// release() frees the two together; the caller allocates again (CUDA cannot hand out a held
+// address). A graph allocation is not quarantined (it could not be freed outside its graph
+// later): add() refuses it, and the capture fails.
 class AllocationTable
 {
 public:
-    void add(void* p, Allocation a)
+    // Records a new live block: true. False where p is a void block's address: a block of a
+    // capture then is not recorded; any other is quarantined (see above).
+    bool add(void* p, Allocation a)
     {
         std::lock_guard lock(m_mutex);
+        const auto it = m_live.find(p);
+        if (it != m_live.end() && it->second.voided) {
+            if (!a.captured) m_quarantined[p] = a;
+            return false;
+        }
         m_live[p] = a;
+        return true;
     }
     // Forgets p and calls free(p, its Allocation) under the table's lock, so that the stream it
     // names cannot be retired (and destroyed) meanwhile; false (nothing called) for an address the
-    // table does not know. A void block is forgotten with nothing called (true).
+    // table does not know. A void block is forgotten with nothing called (true), and a block
+    // quarantined at its address freed.
     template <class Free> bool release(void* p, Free&& free)
     {
         std::lock_guard lock(m_mutex);
@@ -131,7 +148,13 @@ public:
         if (it == m_live.end()) return false;
         const Allocation a = it->second;
         m_live.erase(it);
-        if (!a.voided) free(p, a);
+        if (!a.voided) {
+            free(p, a);
+        } else if (const auto q = m_quarantined.find(p); q != m_quarantined.end()) {
+            const Allocation held = q->second;
+            m_quarantined.erase(q);
+            free(p, held);
+        }
         return true;
     }
     // The blocks of `stream` are freed on the legacy stream from now on (the stream is about to be
@@ -139,8 +162,9 @@ public:
     void retire(void* stream)
     {
         std::lock_guard lock(m_mutex);
-        for (auto& [p, a] : m_live)
-            if (a.stream == stream) a.stream = nullptr;
+        for (auto* blocks : {&m_live, &m_quarantined})
+            for (auto& [p, a] : *blocks)
+                if (a.stream == stream) a.stream = nullptr;
     }
     // The live graph allocations of the capture under way on `stream`: those that would outlive
     // it, at its end.
@@ -172,15 +196,17 @@ public:
         if (it == m_live.end()) return std::nullopt;
         return it->second;
     }
+    // The blocks held: live, void and quarantined.
     std::size_t size() const
     {
         std::lock_guard lock(m_mutex);
-        return m_live.size();
+        return m_live.size() + m_quarantined.size();
     }
 
 private:
     mutable std::mutex m_mutex;
     std::unordered_map<void*, Allocation> m_live;
+    std::unordered_map<void*, Allocation> m_quarantined; // by the void block's address
 };
 
 // Whether each device's allocations come from CUDA's stream-ordered pool (cudaMallocAsync) or

@@ -403,6 +403,41 @@ private slots:
         QCOMPARE(table.size(), std::size_t(2));
     }
 
+    // A void block's address that CUDA hands out again while the void block is held never gets a
+    // second owner: the new block is quarantined (add refuses it; the caller allocates again)
+    // and freed when the void one goes, once; a capture's block there is refused, not kept.
+    void aVoidBlocksAddressGetsNoSecondOwner()
+    {
+        AllocationTable table;
+        int kept = 0;
+        void* const capture = stream(0x30);
+        QVERIFY(table.add(&kept, {capture, true, true}));
+        QCOMPARE(table.voidCaptured(capture), std::size_t(1));
+        std::vector<std::pair<void*, Allocation>> freed;
+        auto record = [&](void* p, const Allocation& x) { freed.emplace_back(p, x); };
+        // A graph allocation of a later capture at that address: refused, nothing kept.
+        QVERIFY(!table.add(&kept, {stream(0x40), true, true}));
+        QCOMPARE(table.size(), std::size_t(1));
+        // A block of the pool there: refused and quarantined, held with the void one.
+        QVERIFY(!table.add(&kept, {stream(0x10), true}));
+        QCOMPARE(table.size(), std::size_t(2));
+        QVERIFY(table.find(&kept)->voided); // the void block still answers for the address
+        table.retire(stream(0x10));         // its stream goes: freed on the legacy one then
+        // The void block let go: the quarantined one is freed with it, once.
+        QVERIFY(table.release(&kept, record));
+        QCOMPARE(freed.size(), std::size_t(1));
+        QCOMPARE(freed.front().first, static_cast<void*>(&kept));
+        QCOMPARE(freed.front().second.stream, nullptr);
+        QVERIFY(freed.front().second.pooled);
+        QCOMPARE(table.size(), std::size_t(0));
+        QVERIFY(!table.release(&kept, record));
+        // The address is free again: a new owner has it.
+        QVERIFY(table.add(&kept, {stream(0x10), false}));
+        QVERIFY(table.release(&kept, record));
+        QCOMPARE(freed.size(), std::size_t(2));
+        QVERIFY(!freed.back().second.pooled);
+    }
+
     // The count is exact while other threads allocate and free, captured or not, at once.
     void capturedBlocksCountAcrossThreads()
     {
