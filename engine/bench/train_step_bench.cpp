@@ -32,7 +32,11 @@ public:
     Profiler(Ops& ops, bool onednn) : m_ops(ops), m_onednn(onednn) {}
     ~Profiler() override
     {
-        if (m_onednn) cpu::recordImplementations(m_ops, nullptr); // a layer's pass that threw
+        if (!m_recording) return;
+        try { // a layer's pass threw while recording
+            cpu::recordImplementations(m_ops, nullptr);
+        } catch (...) {
+        }
     }
     Profiler(const Profiler&) = delete;
     Profiler& operator=(const Profiler&) = delete;
@@ -44,6 +48,7 @@ public:
         if (m_noting) {
             m_ran.clear();
             cpu::recordImplementations(m_ops, &m_ran);
+            m_recording = true;
         }
         m_t0 = Clock::now();
         (void)layer;
@@ -57,6 +62,7 @@ public:
         if (m_timing) (backward ? row.backwardMs : row.forwardMs) += ms;
         if (m_noting) {
             cpu::recordImplementations(m_ops, nullptr);
+            m_recording = false;
             auto& impls = backward ? row.backwardImpl : row.forwardImpl;
             for (const std::string& impl : m_ran)
                 if (std::find(impls.begin(), impls.end(), impl) == impls.end())
@@ -103,6 +109,7 @@ private:
     int m_depth = 0;
     bool m_noting = false, m_timing = false;
     std::vector<std::string> m_ran; // what the layer being noted ran (cpu::recordImplementations)
+    bool m_recording = false;
     Clock::time_point m_t0{};
     std::map<const Layer*, std::size_t> m_index;
     std::vector<LayerTiming> m_rows;
