@@ -175,9 +175,13 @@ void labels(Args& a, const Tensor& scores, const Tensor& labels, const char* sco
     if (labels.device().isHost()) checks::labelsInRange(labels, scores.dim(1));
 }
 
-void linearInputs(Args& a, const Tensor& x, const Tensor& w)
+// x and w of a linear op; `bf16X`: x may be an evaluation forward's bfloat16 activation.
+void linearInputs(Args& a, const Tensor& x, const Tensor& w, bool bf16X = false)
 {
-    a.floats(x, "linear x");
+    if (bf16X)
+        a.activation(x, "linear x");
+    else
+        a.floats(x, "linear x");
     a.floats(w, "linear w");
     checks::requireRank(x, 2, "linear x");
     checks::requireRank(w, 2, "linear w");
@@ -240,12 +244,23 @@ void stepScalars(Args& a, const Tensor& scalars, const char* what)
 namespace check {
 namespace {
 
+// x, w and b of a convolution's forward; `bf16X`: x may be an evaluation forward's bfloat16
+// activation.
+void convInputs(Args& a, const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
+                bool bf16X)
+{
+    if (bf16X)
+        a.activation(x, "conv2d x", d.inputShape());
+    else
+        a.floats(x, "conv2d x", d.inputShape());
+    a.floats(w, "conv2d w", d.weightShape());
+    a.optionalFloats(b, "conv2d b", {d.outChannels});
+}
+
 void conv2dForward(Args& a, const Conv2dDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
                    Tensor&, Activation)
 {
-    a.activation(x, "conv2d x", d.inputShape());
-    a.floats(w, "conv2d w", d.weightShape());
-    a.optionalFloats(b, "conv2d b", {d.outChannels});
+    convInputs(a, d, x, w, b, true);
     if (d.outputDType == DType::BFloat16)
         a.bf16Allowed("conv2d y");
     else if (d.outputDType != DType::Float32)
@@ -270,9 +285,7 @@ void conv2dBackwardWeights(Args& a, const Conv2dDesc& d, const Tensor& x, const 
 void conv2dForwardTraining(Args& a, const Conv2dDesc& d, const Tensor& x, const Tensor& w,
                            const Tensor& b, Tensor&, Activation, Tensor&)
 {
-    a.floats(x, "conv2d x", d.inputShape()); // float32 only: no [bf16 x] in training
-    a.floats(w, "conv2d w", d.weightShape());
-    a.optionalFloats(b, "conv2d b", {d.outChannels});
+    convInputs(a, d, x, w, b, false); // float32 only: no [bf16 x] in training
     if (d.outputDType != DType::Float32)
         throw Unsupported("conv2d y: a training forward writes float32, and the descriptor asks "
                           "for " +
@@ -333,11 +346,7 @@ void lrnBackward(Args& a, const LrnDesc& d, const Tensor& x, const Tensor& y, co
 
 void linearForward(Args& a, const Tensor& x, const Tensor& w, const Tensor& b, Tensor&, Activation)
 {
-    a.activation(x, "linear x");
-    a.floats(w, "linear w");
-    checks::requireRank(x, 2, "linear x");
-    checks::requireRank(w, 2, "linear w");
-    requireShape(w, {w.dim(0), x.dim(1)}, "linear w");
+    linearInputs(a, x, w, true);
     a.optionalFloats(b, "linear b", {w.dim(0)});
 }
 
