@@ -33,6 +33,7 @@
 #include "engine/ops/ops.h"
 #include "engine/selftest/op_cases.h"
 #include "gradcheck.h"
+#include "simd_targets.h"
 
 using namespace towers::engine;
 using namespace towers::test;
@@ -97,24 +98,6 @@ const ConvShape kConvShapes[] = {
     {"3x3 stride 2, 20 channels (a partial block)", {3, 9, 8, 20}, 20, 3, 2, Padding::Same},
     {"mnist-convnet conv3 (10x10 valid)", {2, 10, 10, 64}, 96, 3, 1, Padding::Valid},
 };
-
-// Runs check(target name) with Towers' Highway kernels forced to each SIMD target this CPU runs
-// (saying which it cannot); fails when there is none.
-template <class Check> void onEverySimdTarget(const Check& check)
-{
-    int ran = 0;
-    for (const auto& target : cpu::simdTargets()) {
-        if (!target.supported) {
-            qInfo("%s: not run, this CPU cannot (or TOWERS_SIMD_TARGET excludes it)",
-                  target.name.c_str());
-            continue;
-        }
-        const cpu::ForcedSimdTarget forced(target.id);
-        check(target.name);
-        ++ran;
-    }
-    QVERIFY(ran > 0);
-}
 
 // The ExecContext of an evaluation, with or without bfloat16 activations.
 ExecContext evaluation(Ops& ops, bool bf16)

@@ -24,6 +24,7 @@
 #include "engine/ops/staged_ops.h"
 #include "engine/selftest/op_cases.h"
 #include "engine/train/train_config.h"
+#include "simd_targets.h"
 
 using namespace towers::engine;
 
@@ -393,8 +394,7 @@ private slots:
             else
                 QTest::newRow(qPrintable(name + QStringLiteral(": every case")))
                     << int(BackendKind::OneDnnTarget) << qint64(t.id) << name << -1
-                    << name + QStringLiteral(": this CPU cannot run it (or TOWERS_SIMD_TARGET "
-                                             "excludes it)");
+                    << towers::test::notRunnableHere(name);
         }
         present.push_back({BackendKind::Staged, 0, QStringLiteral("onednn staged")});
         if (const std::string no = cpu::bf16Unavailable(); no.empty())

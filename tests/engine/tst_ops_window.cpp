@@ -18,6 +18,7 @@
 #include "engine/cpu/simd_target.h"
 #include "engine/ops/ops.h"
 #include "gradcheck.h"
+#include "simd_targets.h" // TOWERS_RUN_ON_TARGET, for addTargetRows' rows
 
 using namespace towers::engine;
 using towers::test::checkGradient;
@@ -159,17 +160,6 @@ std::vector<NamedPool> poolKernelCases()
     cases.push_back({"mnist pool2", {{2, 8, 8, 512}, 2, 2, 2, 2, Padding::Valid, {}}});
     return cases;
 }
-
-// In a test with addTargetRows' columns: skips a target this CPU cannot run, saying so, and runs
-// the rest of the test with every Highway kernel forced to the row's target.
-#define TOWERS_RUN_ON_TARGET()                                                                     \
-    QFETCH(qint64, target);                                                                        \
-    QFETCH(QString, targetName);                                                                   \
-    QFETCH(bool, supported);                                                                       \
-    if (!supported)                                                                                \
-        QSKIP(qPrintable(targetName +                                                              \
-                         ": this CPU cannot run it (or TOWERS_SIMD_TARGET excludes it)"));         \
-    const cpu::ForcedSimdTarget forced(target)
 
 constexpr double kGradTolerance = 1e-6;
 // Convolution is linear in each of x, w and b, so a central difference is exact for any step; a

@@ -26,6 +26,7 @@
 #include "engine/cpu/winograd_5x5.h"
 #include "engine/ops/ops.h"
 #include "gradcheck.h"
+#include "simd_targets.h"
 
 using namespace towers::engine;
 using towers::test::checkGradient;
@@ -106,12 +107,7 @@ Q_DECLARE_METATYPE(WinoCase)
     } while (false)
 
 #define TOWERS_SKIP_UNLESS_SUPPORTED()                                                             \
-    QFETCH(qint64, target);                                                                        \
-    QFETCH(QString, targetName);                                                                   \
-    QFETCH(bool, supported);                                                                       \
-    if (!supported)                                                                                \
-        QSKIP(qPrintable(targetName + " is not supported by this CPU: its kernels cannot run"));   \
-    const cpu::ForcedSimdTarget forced(target);                                                    \
+    TOWERS_RUN_ON_TARGET();                                                                        \
     QCOMPARE(QString::fromStdString(cpu::Winograd5x5::targetName()), targetName);                  \
     QCOMPARE(QString::fromStdString(cpu::Winograd3x3::targetName()), targetName)
 
