@@ -153,9 +153,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     if (!(o.learningRate > 0) || !std::isfinite(o.learningRate))
         throw InvalidArgument("learning rate must be a positive number");
     Sgd sgd;
-    ExecContext ctx{*ops, !o.inference, 0};
-    ctx.foldBatchNorms = o.inference; // as evaluation runs
-    ctx.bf16Activations = o.inference && ops->bf16Activations();
+    ExecContext ctx = o.inference ? ExecContext::forEvaluation(*ops) : ExecContext{*ops, true, 0};
     Profiler profiler(*ops, o.backend == "onednn");
     if (o.perLayer) ctx.profiler = &profiler;
     TrainStepBenchResult r;

@@ -254,6 +254,17 @@ struct ExecContext
     // (Layer::takesBf16), and the model's logits are float32. Set with foldBatchNorms by evaluation
     // and classification.
     bool bf16Activations = false;
+
+    // The context of an evaluation's forward pass, as evaluation, classification and bench
+    // --inference run it: not training, batch norms folded, and bfloat16 images between the
+    // layers where the backend takes them.
+    static ExecContext forEvaluation(Ops& ops, std::uint64_t replica = 0)
+    {
+        ExecContext ctx{ops, false, 0, replica};
+        ctx.foldBatchNorms = true;
+        ctx.bf16Activations = ops.bf16Activations();
+        return ctx;
+    }
 };
 
 // The plain reference backend: naive loops accumulating in double, float32 and float64. The test

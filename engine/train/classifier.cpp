@@ -76,9 +76,7 @@ std::vector<std::vector<double>> Classifier::logits(const ImageSet& images)
 {
     requireSourceShape(images);
     std::vector<std::vector<double>> out;
-    ExecContext ctx{*m_ops, false, 0};
-    ctx.foldBatchNorms = true;
-    ctx.bf16Activations = m_ops->bf16Activations();
+    ExecContext ctx = ExecContext::forEvaluation(*m_ops);
     Tensor x, labels;
     constexpr std::int64_t batch = 256;
     for (std::int64_t begin = 0; begin < images.count; begin += batch) {

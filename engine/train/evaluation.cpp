@@ -120,9 +120,7 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
     const auto t0 = std::chrono::steady_clock::now();
     const Shape& in = model.inputShape();
     EvalResult r(model.numClasses());
-    ExecContext ctx{ops, false, 0, std::uint64_t(part)};
-    ctx.foldBatchNorms = true;
-    ctx.bf16Activations = ops.bf16Activations();
+    ExecContext ctx = ExecContext::forEvaluation(ops, std::uint64_t(part));
     Tensor images, labels, probs, loss, deviceImages, deviceLabels;
     const Device& device = model.device();
     const std::int64_t numBatches = (count + batchSize - 1) / batchSize;

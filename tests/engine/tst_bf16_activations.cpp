@@ -102,8 +102,7 @@ const ConvShape kConvShapes[] = {
 // The ExecContext of an evaluation, with or without bfloat16 activations.
 ExecContext evaluation(Ops& ops, bool bf16)
 {
-    ExecContext ctx{ops, false, 0};
-    ctx.foldBatchNorms = true;
+    ExecContext ctx = ExecContext::forEvaluation(ops);
     ctx.bf16Activations = bf16;
     return ctx;
 }
