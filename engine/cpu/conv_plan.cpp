@@ -285,6 +285,15 @@ void bindWeights(dnnl::stream& s, BoundPrimitive& conv, BoundPrimitive* reorder,
     reorder->execute(s);
     conv.bind(DNNL_ARG_WEIGHTS, to);
 }
+
+// x in `type`: x itself, or x converted into `copy`.
+const Tensor& inType(const Tensor& x, DType type, Tensor& copy)
+{
+    if (x.dtype() == type) return x;
+    Tensor::ensure(copy, x.shape(), type);
+    convertActivations(x, copy);
+    return copy;
+}
 } // namespace
 
 // The forward of evaluation's bfloat16 activations (the oneDNN backend's bf16Activations): Direct
@@ -535,30 +544,18 @@ void ConvPlan::forwardActivations(dnnl::stream& s, const Tensor& x, const Tensor
     if (!slot.built) buildTypedForward(y.dtype());
     if (!slot.fwd) {
         // The plan's own forward on float32 copies of what is bfloat16.
-        const Tensor* in = &x;
-        if (x.dtype() != DType::Float32) {
-            Tensor::ensure(m_stagedX, x.shape(), DType::Float32);
-            convertActivations(x, m_stagedX);
-            in = &m_stagedX;
-        }
         Tensor* out = &y;
         if (y.dtype() != DType::Float32) {
             Tensor::ensure(m_stagedY, y.shape(), DType::Float32);
             out = &m_stagedY;
         }
-        forward(s, *in, w, b, *out, nullptr);
+        forward(s, inType(x, DType::Float32, m_stagedX), w, b, *out, nullptr);
         if (out != &y) convertActivations(*out, y);
         return;
     }
     TypedForward& f = *slot.fwd;
     const DType src = f.src == bf16 ? DType::BFloat16 : DType::Float32;
-    const Tensor* in = &x;
-    if (x.dtype() != src) {
-        Tensor::ensure(f.convertedX, x.shape(), src);
-        convertActivations(x, f.convertedX);
-        in = &f.convertedX;
-    }
-    f.conv.bind(DNNL_ARG_SRC, *in);
+    f.conv.bind(DNNL_ARG_SRC, inType(x, src, f.convertedX));
     f.conv.bind(DNNL_ARG_DST, y);
     if (m_bias) f.conv.bind(DNNL_ARG_BIAS, b.data<float>());
     const std::size_t weightBytes = f.conv.arg(DNNL_ARG_WEIGHTS).get_desc().get_size();
