@@ -26,6 +26,7 @@
 #include "engine/train/host_communicator.h"
 #include "engine/train/tower_thread.h"
 #include "gradcheck.h"
+#include "replication.h"
 
 using namespace towers::engine;
 using namespace towers::test;
@@ -58,12 +59,6 @@ std::vector<Tensor> rankTensors(int rank)
     return {randomTensor({100003}, DType::Float32, rng, -10, 10),
             randomTensor({7, 9}, DType::Float64, rng),
             randomTensor(Shape(std::vector<std::int64_t>{}), DType::Float32, rng)};
-}
-
-bool sameBytes(const Tensor& a, const Tensor& b)
-{
-    return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-           std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
 }
 
 // onRanks, failing the whole test (not hanging it) when the ranks are not all back within

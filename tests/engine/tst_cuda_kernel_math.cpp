@@ -13,12 +13,14 @@
 #include "engine/ops/dropout_mask.h"
 #include "engine/ops/ops.h"
 #include "gradcheck.h"
+#include "replication.h"
 
 using namespace towers::engine;
 using towers::engine::cuda::WindowGeometry;
 using towers::test::distinctTensor;
 using towers::test::normalisedError;
 using towers::test::randomTensor;
+using towers::test::sameBytes;
 
 namespace {
 
@@ -34,11 +36,6 @@ const float* f(const Tensor& t)
 WindowGeometry geometry(const Window2d& w)
 {
     return {w.n, w.h, w.w, w.c, w.oh, w.ow, w.kh, w.kw, w.sh, w.sw, w.padTop, w.padLeft};
-}
-
-bool sameBytes(const Tensor& a, const Tensor& b)
-{
-    return a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
 }
 
 struct PoolCase

@@ -22,6 +22,7 @@
 #include "error_message.h"
 #include "fake_device.h"
 #include "gradcheck.h"
+#include "replication.h"
 #include "synthetic_batches.h"
 
 using namespace towers::engine;
@@ -30,13 +31,6 @@ using namespace towers::test;
 namespace {
 
 const Device kGpu0{DeviceKind::Cuda, 0};
-
-bool sameBytes(const Tensor& a, const Tensor& b)
-{
-    const Tensor ha = a.onHost(), hb = b.onHost();
-    return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() &&
-           std::memcmp(ha.raw(), hb.raw(), ha.bytes()) == 0;
-}
 
 // Checks that `got` holds what `want` holds, byte for byte: every parameter and buffer, the
 // optimizer's state and step count, the moving averages.
@@ -125,36 +119,6 @@ std::unique_ptr<Sequential> withoutBuffersNet()
 std::unique_ptr<Model> withoutBuffers()
 {
     return std::make_unique<Model>("without-buffers", Shape{28, 28, 1}, 10, withoutBuffersNet());
-}
-
-// Steps host and dev towers on the same batches (a NaN in step nanStep) and checks that dev
-// computes what host does, bitwise: the losses, the skipped step, the weights and the optimizer
-// state, its replicas identical. The learning rate changes every step (a gated step reads it, as
-// its other scalars, on the device).
-void expectSameTraining(TowerSet& host, TowerSet& dev, std::uint64_t seed, int steps, int nanStep)
-{
-    SyntheticBatches data(host.model().inputShape(), host.model().numClasses(), host.size(), 4, 64,
-                          seed);
-    data.injectNanAt(nanStep);
-    for (int s = 0; s < steps; ++s) {
-        const Batch& batch = data.next();
-        const double lr = 0.05 / (1 + s);
-        const auto a = host.step(batch, s, lr);
-        const auto b = dev.step(batch, s, lr);
-        QCOMPARE(b.finite, s != nanStep); // the NaN step is skipped everywhere
-        QCOMPARE(a.finite, b.finite);
-        if (a.finite) QCOMPARE(b.loss, a.loss);
-    }
-    QCOMPARE(QString::fromStdString(dev.compareReplicas()), QString());
-    const auto& hp = host.model().parameters();
-    const auto& dp = dev.model().parameters();
-    for (std::size_t i = 0; i < hp.size(); ++i)
-        QVERIFY2(sameBytes(dp[i]->value, hp[i]->value), hp[i]->name.c_str());
-    const auto hs = host.optimizer().state(hp);
-    const auto ds = dev.optimizer().state(dp);
-    QCOMPARE(ds.size(), hs.size());
-    for (std::size_t i = 0; i < hs.size(); ++i)
-        QVERIFY2(sameBytes(ds[i].second, hs[i].second), hs[i].first.c_str());
 }
 
 // A set of fashion-fast's 28x28 grayscale images, larger than the input (a crop is drawn), and a

@@ -23,6 +23,7 @@
 #include "engine/train/gradient_buckets.h"
 #include "engine/train/host_communicator.h"
 #include "engine/train/tower_set.h"
+#include "replication.h"
 #include "synthetic_batches.h"
 
 using namespace towers::engine;
@@ -143,12 +144,6 @@ TowerSetOptions options(const ProbePlan& plan, int towers, double bucketMb,
     o.firstBucketMb = std::min(bucketMb, 1.0);
     o.emaDecay = 0.99;
     return o;
-}
-
-bool sameBytes(const Tensor& a, const Tensor& b)
-{
-    return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-           std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
 }
 
 // Every parameter, buffer and optimizer tensor of a's tower 0 equals b's, byte for byte; "" or

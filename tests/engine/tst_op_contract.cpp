@@ -18,10 +18,12 @@
 #include "engine/ops/step_scalars.h"
 #include "error_message.h"
 #include "fake_device.h"
+#include "replication.h"
 
 using namespace towers::engine;
 using towers::test::FakeDeviceScope;
 using towers::test::makeFakeDeviceOps;
+using towers::test::sameBytes;
 
 namespace {
 
@@ -48,13 +50,6 @@ Tensor ramp(const Shape& shape)
     Tensor t(shape, DType::Float32);
     for (std::int64_t i = 0; i < t.numel(); ++i) t.setAt(i, double(i % 7) - 3.0);
     return t;
-}
-
-bool sameBytes(const Tensor& a, const Tensor& b)
-{
-    const Tensor ha = a.onHost(), hb = b.onHost();
-    return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() &&
-           std::memcmp(ha.raw(), hb.raw(), ha.bytes()) == 0;
 }
 
 // The state of the four optimizer updates on one backend's device, each update changing it.

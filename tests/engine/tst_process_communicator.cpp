@@ -16,6 +16,7 @@
 #include "engine/train/host_communicator.h"
 #include "engine/train/process_communicator.h"
 #include "engine/train/tower_set.h"
+#include "replication.h"
 #include "synthetic_batches.h"
 #include "thread_process_group.h"
 
@@ -39,11 +40,6 @@ Tensor wideRandom(Shape shape, DType dtype, std::uint64_t seed)
             t.data<double>()[i] = v;
     }
     return t;
-}
-
-bool sameBytes(const Tensor& a, const Tensor& b)
-{
-    return a.bytes() == b.bytes() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
 }
 
 // Runs job(process, rank) on processes x towers threads and rethrows the first error.

@@ -15,6 +15,7 @@
 #include "engine/nn/pool2d.h"
 #include "engine/train/tower_set.h"
 #include "gradcheck.h"
+#include "replication.h"
 #include "synthetic_batches.h"
 
 using namespace towers::engine;
@@ -31,17 +32,6 @@ TowerSetOptions options(const std::string& model, int towers, const std::string&
     o.optimizer.kind = optimizer;
     o.seed = 5;
     return o;
-}
-
-// max |a - b| / max |b| (the crosscheck's measure).
-double relDiff(const Tensor& a, const Tensor& b)
-{
-    double num = 0, den = 0;
-    for (std::int64_t i = 0; i < b.numel(); ++i) {
-        num = std::max(num, std::fabs(a.at(i) - b.at(i)));
-        den = std::max(den, std::fabs(b.at(i)));
-    }
-    return num / std::max(den, 1e-30);
 }
 
 // A small network of the tutorial's layer types (no batch norm, no dropout), for exact float64
@@ -81,98 +71,6 @@ std::unique_ptr<Model> buildSmallTutorial()
     f2.biasInit = Init::constant(0.0);
     net->add(std::make_unique<Linear>("softmax_linear", f2));
     return std::make_unique<Model>("tutorial-small", Shape{24, 24, 3}, 10, std::move(net));
-}
-
-struct Comparison
-{
-    double worst = 0; // the largest per-tensor max |a - b| / max |b|
-    std::string where;
-    double normalised = 0;  // |a - b| / |b| over the whole model
-    double maxRelative = 0; // max |a - b| / max |b| over the whole model
-    double travelled = 0;   // |a - b| / |b - w0| over the whole model
-    double lossDiff = 0;    // the largest relative loss difference over the steps
-};
-
-// Weights of a replica (trainable parameters, in order).
-std::vector<Tensor> weightsOf(Model& m)
-{
-    std::vector<Tensor> out;
-    for (auto* p : m.parameters())
-        if (p->trainable) out.push_back(p->value.clone());
-    return out;
-}
-
-// b against a (the reference), and a's distance from w0.
-Comparison compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
-                   const std::vector<Tensor>& w0, const std::vector<std::string>& names)
-{
-    Comparison c;
-    double diff2 = 0, norm2 = 0, travel2 = 0, maxDiff = 0, maxAbs = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        const double d = relDiff(b[i], a[i]);
-        if (d > c.worst) {
-            c.worst = d;
-            c.where = names[i];
-        }
-        for (std::int64_t k = 0; k < a[i].numel(); ++k) {
-            const double x = a[i].at(k), y = b[i].at(k);
-            diff2 += (x - y) * (x - y);
-            maxDiff = std::max(maxDiff, std::fabs(x - y));
-            maxAbs = std::max(maxAbs, std::fabs(x));
-            norm2 += x * x;
-            travel2 += (x - w0[i].at(k)) * (x - w0[i].at(k));
-        }
-    }
-    c.normalised = std::sqrt(diff2 / norm2);
-    c.maxRelative = maxDiff / maxAbs;
-    c.travelled = std::sqrt(diff2 / travel2);
-    return c;
-}
-
-// 10 steps of 1 x 64 and of 2 x 32 and 4 x 16 on the same global batches; every split compared
-// with the single tower. `previous` gets the 2 x 32 replica's weights one step before the end.
-struct Replication
-{
-    Comparison two, four;
-    double firstLoss = 0, lastLoss = 0;
-    Comparison previousStep; // the single tower's final weights against 2 x 32's one step earlier
-};
-
-Replication replicate(TowerSetOptions single, TowerSetOptions multi, int steps = 10)
-{
-    const Shape in{24, 24, 3};
-    const double lr = 0.05;
-    TowerSet one(single);
-    multi.towers = 2;
-    TowerSet two(multi);
-    multi.towers = 4;
-    TowerSet four(multi);
-    SyntheticBatches s1(in, 10, 1, 64, 640, 3), s2(in, 10, 2, 32, 640, 3),
-        s4(in, 10, 4, 16, 640, 3);
-    const auto w0 = weightsOf(one.model());
-    std::vector<std::string> names;
-    for (auto* p : one.model().parameters())
-        if (p->trainable) names.push_back(p->name);
-    Replication r;
-    std::vector<Tensor> twoBefore;
-    for (int s = 0; s < steps; ++s) {
-        if (s == steps - 1) twoBefore = weightsOf(two.model());
-        const auto a = one.step(s1.next(), s, lr);
-        const auto b = two.step(s2.next(), s, lr);
-        const auto c = four.step(s4.next(), s, lr);
-        r.two.lossDiff = std::max(r.two.lossDiff, std::fabs(a.loss - b.loss) / std::fabs(a.loss));
-        r.four.lossDiff = std::max(r.four.lossDiff, std::fabs(a.loss - c.loss) / std::fabs(a.loss));
-        if (s == 0) r.firstLoss = a.loss;
-        r.lastLoss = a.loss;
-    }
-    const auto wa = weightsOf(one.model());
-    const double l2 = r.two.lossDiff, l4 = r.four.lossDiff;
-    r.two = compare(wa, weightsOf(two.model()), w0, names);
-    r.four = compare(wa, weightsOf(four.model()), w0, names);
-    r.two.lossDiff = l2;
-    r.four.lossDiff = l4;
-    r.previousStep = compare(wa, twoBefore, w0, names);
-    return r;
 }
 
 } // namespace

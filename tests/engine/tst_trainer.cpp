@@ -20,6 +20,7 @@
 #include "error_message.h"
 #include "fake_device.h"
 #include "gradcheck.h"
+#include "replication.h"
 #include "synthetic_batches.h"
 
 using namespace towers::engine;
@@ -110,12 +111,6 @@ private:
     std::mutex m_mutex;
     std::condition_variable m_cv;
 };
-
-bool sameBytes(const Tensor& a, const Tensor& b)
-{
-    return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-           std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
-}
 
 // Towers on stand-in GPUs (fake_device.h) with the stand-in for NCCL: they issue steps ahead of
 // their results, as GPU towers do (TowerSet::pipelines), computing what host towers compute
