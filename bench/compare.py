@@ -156,7 +156,26 @@ def compare(args, model, variant=""):
         row["ratio"] = towers["images_per_sec"] / torch["images_per_sec"]
         if towers.get("graph_images_per_sec", 0) > 0:  # a GPU: the step replayed from a capture
             row["graph_ratio"] = towers["graph_images_per_sec"] / torch["images_per_sec"]
+    if gpu and towers and not args.inference and towers.get("graphs_unavailable"):
+        row["graphs_note"] = towers["graphs_unavailable"]  # why its graphs column is empty
     return row
+
+
+def progress(row):
+    """One line on stderr as each row finishes, so that a run killed before the table (a time
+    limit) keeps the rows it had."""
+    t, p = row["towers"], row["pytorch"]
+    line = (f"compare: {row['model']} ({row['towers_precision']}/{row['pytorch_precision'] or '-'})"
+            f": Towers {t['images_per_sec']:.1f} img/s" if t else
+            f"compare: {row['model']}: Towers -")
+    line += f", PyTorch {p['images_per_sec']:.1f} img/s" if p else ", PyTorch -"
+    if "ratio" in row:
+        line += f", ratio {row['ratio']:.2f}x"
+    if "graph_ratio" in row:
+        line += f", graphs {t['graph_images_per_sec']:.1f} img/s ({row['graph_ratio']:.2f}x)"
+    if "error" in row:
+        line += f" [{row['error']}]"
+    print(line, file=sys.stderr, flush=True)
 
 
 def split(r):
@@ -190,6 +209,8 @@ def print_table(rows):
     for r in rows:
         if "error" in r:
             print(f"{r['model']}: {r['error']}", file=sys.stderr)
+        if "graphs_note" in r:
+            print(f"{r['model']}: no CUDA graphs: {r['graphs_note']}")
     backends = {x["backend"] for r in rows for x in (r["towers"], r["pytorch"]) if x and
                 "backend" in x}
     if backends:
@@ -239,7 +260,11 @@ def main():
         return 2
     models = [m for m in args.models.split(",") if m]
     variants = [v for v in args.torch_variants.split(",") if v] or ["default"]
-    rows = [compare(args, m, v) for m in models for v in variants]
+    rows = []
+    for m in models:
+        for v in variants:
+            rows.append(compare(args, m, v))
+            progress(rows[-1])
     if args.json:
         print(json.dumps(rows, indent=2))
     else:

@@ -228,6 +228,12 @@ def bf16_hint(args):
     return f" (bf16 autocast wants oneDNN's bf16 kernels; ONEDNN_MAX_CPU_ISA={held} may rule them out)"
 
 
+def first_lines(e, n=3):
+    """An error's first n non-empty lines as one: a failed torch.compile says only "backend=
+    'inductor' raised:" on its first line, its cause on the next."""
+    return " | ".join([line.strip() for line in str(e).splitlines() if line.strip()][:n])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True, choices=MODEL_NAMES)
@@ -259,8 +265,7 @@ def main():
                   tf32=args.tf32, inference=args.inference, compile=args.compile)
     except RuntimeError as e:  # no GPU, a kernel oneDNN cannot make, a diverged loss, a failed
         # compilation: one line
-        print(f"torch_bench.py: error: {str(e).strip().splitlines()[0]}{bf16_hint(args)}",
-              file=sys.stderr)
+        print(f"torch_bench.py: error: {first_lines(e)}{bf16_hint(args)}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(r))

@@ -4,7 +4,8 @@
 # each run one command of the device tool (at most 10 minutes each; a task that is lent a machine
 # has 15 minutes of device time in all, every start of the machine included).
 #
-#   tools/gpu-check.sh pack [BUILD_DIR]   # here: BUILD_DIR (default build/ci) -> .carry/gpu.tar.xz,
+#   tools/gpu-check.sh pack [BUILD_DIR]   # here: BUILD_DIR (default build/ci, built first so that
+#                                         # it is its sources') -> .carry/gpu.tar.xz,
 #                                         # the programs started in a root with nothing but the C
 #                                         # runtime and the pack (bare_check), and a check that the
 #                                         # tarball and the working tree fit the carry
@@ -15,7 +16,8 @@
 #   first (the default)   what a first GPU session must learn, in about five minutes, the most
 #                         important first: towers-cli selftest --device cuda (the op-case table and
 #                         the training checks on the GPU); tst_gpu_backend (every op, GPU towers,
-#                         device errors, NCCL aborts); 300 steps of the main job on 2 GPU towers
+#                         device errors, captures; then its NCCL worlds, a step of their own);
+#                         300 steps of the main job on 2 GPU towers
 #                         (CUDA graphs, buckets); the cifar10-tutorial step against PyTorch
 #                         (default, channels-last)
 #   checks                towers-cli selftest --device cuda (also with --tf32, and the bf16 ops);
@@ -24,7 +26,8 @@
 #                         the host's CPU (AMX where a Xeon has it)
 #   sanitizer             parts of tst_gpu_backend under compute-sanitizer (memcheck, racecheck,
 #                         synccheck); skipped, saying so, where compute-sanitizer is not found.
-#                         The device library's KINDS.md saw it refuse the lent H200 under gVisor
+#                         The device library's KINDS.md saw it work on the lent H200 under
+#                         Firecracker (the runtime it lists now) and refuse it under gVisor
 #                         ("Device not supported", then error 999 at the first allocation,
 #                         2026-11-04): there these steps fail for that reason, not Towers'.
 #   train                 a real training run on Fashion-MNIST on the GPU; --gpu-data auto against
@@ -52,7 +55,9 @@
 # out" where a step ran past its limit), and logs.tgz, the step logs (/tmp/towers-gpu/logs/NAME.log)
 # archived afresh after every step, so that both survive the command being killed at its limit.
 # The output shows the last lines of each step's log and, at the end, the summary table. The exit
-# status is 1 when a step failed, timed out or was skipped for time.
+# status is 1 when a step failed, timed out or was skipped for time; a test step whose GPU tests
+# all skipped ("needs an NVIDIA GPU") counts as failed. The Python steps run the working tree's
+# bench/ (it travels with the carry), so an edit there needs no new pack.
 # Time limits: each step runs under `timeout` (its own limit, by default GPU_CHECK_STEP_LIMIT,
 # 300 s), and the whole command keeps within GPU_CHECK_BUDGET seconds (default 570) from its start:
 # a step gets at most what is left of it less a margin of 15 s, and is skipped when that is under
@@ -146,6 +151,17 @@ pack() {
     for f in "$build/app/towers-cli" "$build/tests/engine/tst_gpu_backend" "$build/tests/engine/tst_op_cases" "$build/tests/engine/tst_process_communicator" "$build/tests/engine/tst_bf16" "$plugin"; do
         [[ -f $f ]] || { echo "gpu-check: $f is missing: build a CUDA build first (cmake --preset ci && cmake --build --preset ci)" >&2; exit 1; }
     done
+    # A build older than its sources would carry what was (the GPU run would check old code): the
+    # build brought up to date first (nothing to do when it is).
+    mkdir -p .carry
+    if [[ -f $build/CMakeCache.txt ]]; then
+        if ! cmake --build "$build" > .carry/build.log 2>&1; then
+            tail -n 20 .carry/build.log >&2
+            echo "gpu-check: building $build failed (above; all of it in .carry/build.log)" >&2
+            exit 1
+        fi
+        rm -f .carry/build.log
+    fi
     local stage=.carry/gpu
     # No tarball of an earlier pack is left to be carried by mistake when this one fails.
     rm -f .carry/gpu.tar.xz
@@ -166,7 +182,6 @@ pack() {
         cp -rL /usr/share/datasets/fashion-mnist "$stage/data/"
         find "$stage/data/fashion-mnist" -name '*.gz' -exec gunzip -f {} +
     fi
-    mkdir -p "$stage/bench" "$stage/python" && cp bench/*.py "$stage/bench/" && cp python/towers_torch.py "$stage/python/"
     bare_check "$stage"
     # xz's x86 filter before LZMA2 (-9e): the programs and libraries, most of the bytes after
     # the dataset, shrink by a tenth more (1.6 MiB of the 64 the device tool carries); unpacking
@@ -198,12 +213,32 @@ pack() {
 # own, about five minutes in all (tools/gpu-check.sh run, or run first).
 first_part() {
     step -t 90 selftest "$cli" selftest --device cuda
-    step -t 120 tst_gpu_backend "$g/bin/tst_gpu_backend"
+    gpu_backend_steps 120 60
     step -t 60 train-300 "$cli" train --dataset fashion-mnist --device cuda --towers 2 --steps 300 \
         --log-every 50 --run-dir /tmp/towers-gpu/runs/first
-    step -t 120 compare-tutorial python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" \
+    step -t 120 compare-tutorial python3 bench/compare.py --device cuda --towers-cli "$cli" \
         --python python3 --models cifar10-tutorial --batch-size 128 --steps 30 --warmup 5 \
-        --torch-variants default,channels-last
+        --torch-variants default,channels-last --timeout 100
+}
+
+# gpu_backend_steps LIMIT NCCL_LIMIT: tst_gpu_backend in two steps, its NCCL worlds (ncclWorld*:
+# NCCL's start-up, its bootstrap sockets and its probes of the machine) after the rest, so that a
+# crash or a stall there cannot take the op, tower and capture tests' results with it.
+gpu_backend_steps() {
+    local f
+    local -a nccl=() rest=()
+    while read -r f; do
+        f=${f%"()"}
+        if [[ $f == nccl* ]]; then nccl+=("$f"); elif [[ -n $f ]]; then rest+=("$f"); fi
+    done < <("$g/bin/tst_gpu_backend" -functions 2> /dev/null || true)
+    if ((${#rest[@]} == 0)); then # no list: the whole test, as one step
+        step -t "$1" tst_gpu_backend "$g/bin/tst_gpu_backend"
+        return 0
+    fi
+    step -t "$1" tst_gpu_backend "$g/bin/tst_gpu_backend" "${rest[@]}"
+    if ((${#nccl[@]} > 0)); then
+        step -t "$2" tst_gpu_backend-nccl "$g/bin/tst_gpu_backend" "${nccl[@]}"
+    fi
 }
 
 # The checks part (tools/gpu-check.sh run checks).
@@ -212,7 +247,7 @@ checks_part() {
     step selftest-tf32 "$cli" selftest --device cuda --tf32 --no-training
     step selftest-bf16-ops "$cli" selftest --device cuda --precision bf16 --no-training
     step tst_op_cases "$g/bin/tst_op_cases"
-    step tst_gpu_backend "$g/bin/tst_gpu_backend"
+    gpu_backend_steps "$step_limit" 120
     # Two "processes" (threads with a stand-in for MPI) of GPU towers on one GPU against one.
     step tst_process_communicator "$g/bin/tst_process_communicator"
     # --precision bf16 on the host's CPU (a GPU server's Xeon may have AMX: other oneDNN kernels
@@ -232,13 +267,15 @@ sanitizer_part() {
         echo "=== sanitizer: skipped: compute-sanitizer not found (on PATH or in /usr/local/cuda/bin)"
         return 0
     fi
-    step -t 540 sanitizer env LD_LIBRARY_PATH="$libs" "$sanitizer" --tool memcheck --error-exitcode 3 \
+    # Instrumented kernels run 10 to 100 times slower: memcheck gets under half the budget, so
+    # that the two tools after it run too.
+    step -t 240 sanitizer env LD_LIBRARY_PATH="$libs" "$sanitizer" --tool memcheck --error-exitcode 3 \
         "$g/bin/tst_gpu_backend.bin" everyOpMatchesTheReference deviceErrorsAreTypedAndSayWhat \
         convolutionsRepeatBitwise twoContextsShareAGpu
     # Shared-memory races and barriers in the backend's own kernels (the column sums of batch
     # norm and bias gradients loop over chunks between __syncthreads).
     for tool in racecheck synccheck; do
-        step -t 540 "sanitizer-$tool" env LD_LIBRARY_PATH="$libs" "$sanitizer" --tool "$tool" \
+        step -t 150 "sanitizer-$tool" env LD_LIBRARY_PATH="$libs" "$sanitizer" --tool "$tool" \
             --error-exitcode 3 "$g/bin/tst_gpu_backend.bin" everyOpMatchesTheReference
     done
 }
@@ -252,14 +289,17 @@ train_part() {
         step "gpu-data-$data" "$cli" train --dataset fashion-mnist --device cuda --towers 2 \
             --steps 300 --log-every 20 --gpu-data $data --run-dir /tmp/towers-gpu/runs/data-$data
     done
-    step -t 60 gpu-data-same python3 - /tmp/towers-gpu/runs/data-auto /tmp/towers-gpu/runs/data-off <<'PY'
+    step -t 60 gpu-data-same python3 - "$logs/gpu-data-auto.log" /tmp/towers-gpu/runs/data-auto \
+        /tmp/towers-gpu/runs/data-off <<'PY'
 import json, sys
-runs = [[json.loads(l) for l in open(d + "/metrics.jsonl")] for d in sys.argv[1:]]
+held_line = [l for l in open(sys.argv[1]).read().splitlines() if "the training set held on" in l]
+print(held_line or "the auto run's log does not say the training set was held on the GPU")
+runs = [[json.loads(l) for l in open(d + "/metrics.jsonl")] for d in sys.argv[2:]]
 held, host = ([(m["step"], m["loss"]) for m in r] for r in runs)
 print("held on the GPU:", held[-3:]); print("made on the host:", host[-3:])
 waits = [m["dataWaitMs"] for m in runs[0]]
 print("data wait (ms) with the set on the GPU:", waits[-5:])
-sys.exit(0 if held == host and len(held) >= 10 else 1)
+sys.exit(0 if held == host and len(held) >= 10 and held_line else 1)
 PY
     # CUDA graphs: the steps of one GPU tower, and of two sharing the GPU (captured in parts, the
     # bucket averages started between them), captured and replayed against the same steps issued
@@ -274,32 +314,34 @@ PY
             /tmp/towers-gpu/runs/graphs-$towers-on /tmp/towers-gpu/runs/graphs-$towers-off <<'PY'
 import json, sys
 log = open(sys.argv[1]).read()
-print([l for l in log.splitlines() if "steps:" in l])
+steps = [l for l in log.splitlines() if l.startswith("steps:")]
+print(steps)  # a capture that failed later says so in a line of its own, after the first
 runs = [[json.loads(l) for l in open(d + "/metrics.jsonl")] for d in sys.argv[2:]]
 on, off = ([(m["step"], m["loss"]) for m in r] for r in runs)
 print("graphs on:", on[-3:]); print("graphs off:", off[-3:])
-sys.exit(0 if on == off and len(on) >= 10 and "steps: captured as CUDA graphs" in log else 1)
+captured = bool(steps) and steps[-1].startswith("steps: captured as CUDA graphs")
+sys.exit(0 if on == off and len(on) >= 10 and captured else 1)
 PY
     done
 }
 
 # The step against PyTorch (tools/gpu-check.sh run compare).
 compare_part() {
-    step -t 540 compare python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" --python python3 \
+    step -t 540 compare python3 bench/compare.py --device cuda --towers-cli "$cli" --python python3 \
         --models cifar10-tutorial,cifar10-resnet --batch-size 128 --steps 50 --warmup 10 \
-        --torch-variants default,channels-last,channels-last+bf16
-    step -t 240 compare-inference python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" \
+        --torch-variants default,channels-last,channels-last+bf16 --timeout 200
+    step -t 240 compare-inference python3 bench/compare.py --device cuda --towers-cli "$cli" \
         --python python3 --inference --models fashion-fast,cifar10-resnet --batch-size 250 \
-        --steps 50 --warmup 10 --torch-variants default,channels-last
+        --steps 50 --warmup 10 --torch-variants default,channels-last --timeout 100
 }
 
 # The step against PyTorch's torch.compile (tools/gpu-check.sh run compile): TorchInductor compiles
 # forward and backward into Triton kernels in the warm-up steps (a minute or more each), never
 # timed; a PyTorch whose compiler fails there shows "-" and the reason in the table.
 compile_part() {
-    step -t 540 compare-compile python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" \
+    step -t 540 compare-compile python3 bench/compare.py --device cuda --towers-cli "$cli" \
         --python python3 --models cifar10-tutorial,cifar10-resnet --batch-size 128 --steps 50 \
-        --warmup 10 --torch-variants channels-last+compile,channels-last+bf16+compile
+        --warmup 10 --torch-variants channels-last+compile,channels-last+bf16+compile --timeout 240
 }
 
 # --precision bf16 on the GPU (tools/gpu-check.sh run bf16): the op-case table and training
@@ -316,20 +358,21 @@ import json, sys
 last = [json.loads(open(d + "/eval.jsonl").read().splitlines()[-1]) for d in sys.argv[1:]]
 fp32, bf16 = (e["precisionAt1"] for e in last)
 print(f"test precision @ 1 at step {last[0]['step']}: fp32 {fp32:.4f}, bf16 {bf16:.4f} "
-      f"(difference {100 * (bf16 - fp32):+.2f} points)")
+      f"(difference {100 * (bf16 - fp32):+.2f} points; one run of each: a run's own spread "
+      f"is of that order too, so a failure here asks for more seeds before a verdict)")
 sys.exit(0 if abs(bf16 - fp32) <= 0.003 else 1)
 PY
-    step -t 540 compare-bf16 python3 "$g/bench/compare.py" --device cuda --towers-cli "$cli" --python python3 \
+    step -t 540 compare-bf16 python3 bench/compare.py --device cuda --towers-cli "$cli" --python python3 \
         --models cifar10-tutorial,cifar10-resnet --batch-size 128 --steps 50 --warmup 10 \
-        --precision bf16 --torch-variants default,channels-last
+        --precision bf16 --torch-variants default,channels-last --timeout 200
 }
 
 # The time-to-accuracy race on Fashion-MNIST (tools/gpu-check.sh run race): Towers' default recipe
 # on one GPU tower against PyTorch's twin on the same GPU, float32 and bf16.
 race_part() {
-    step -t 540 race-fp32 python3 "$g/bench/compare_train.py" --device cuda --towers-cli "$cli" \
+    step -t 540 race-fp32 python3 bench/compare_train.py --device cuda --towers-cli "$cli" \
         --python python3 --data-dir "$g/data"
-    step -t 540 race-bf16 python3 "$g/bench/compare_train.py" --device cuda --towers-cli "$cli" \
+    step -t 540 race-bf16 python3 bench/compare_train.py --device cuda --towers-cli "$cli" \
         --python python3 --data-dir "$g/data" --precision bf16
 }
 
@@ -389,6 +432,13 @@ step() {
     timeout -k 10 "$limit" "$@" > "$logs/$name.log" 2>&1 || rc=$?
     local secs=$((SECONDS - t0))
     tail -n 6 "$logs/$name.log" | cut -c1-160
+    # A test whose GPU functions all skipped exits 0: here, where a GPU is the point, that fails
+    # the step (the plugin or NVIDIA's libraries not found, say), with the test's reason.
+    if ((rc == 0)) && [[ $base == tst_* || $base == sanitizer* ]] &&
+        grep -q '^SKIP .*needs an NVIDIA GPU' "$logs/$name.log"; then
+        echo "=== $name: its GPU tests skipped: $(grep -m1 -o 'needs an NVIDIA GPU.*' "$logs/$name.log" | cut -c1-140)"
+        rc=1
+    fi
     if ((rc == 124 || rc == 137)); then
         echo "=== $name: timed out after $secs s (limit $limit s; exit $rc)"
         note "$name" "$rc" "$secs" "timed out (limit $limit s)"
@@ -444,9 +494,14 @@ PY
     local nvlibs
     nvlibs=$(python3 - <<'EOF' 2>/dev/null || true
 import glob, os, site
+try:  # the namespace package spans every folder of sys.path (a user site, a venv's system site)
+    import nvidia
+    roots = list(nvidia.__path__)
+except ImportError:
+    roots = [os.path.join(r, "nvidia") for r in site.getsitepackages()]
 dirs = set()
-for root in site.getsitepackages():
-    for lib in glob.glob(os.path.join(root, "nvidia", "**", "lib*.so*"), recursive=True):
+for root in roots:
+    for lib in glob.glob(os.path.join(root, "**", "lib*.so*"), recursive=True):
         dirs.add(os.path.dirname(lib))
 print(":".join(sorted(dirs)))
 EOF
