@@ -37,6 +37,7 @@
 
 #include "engine/cuda/ticket_board.h"
 #include "engine/errors.h"
+#include "engine/ops/poll_backoff.h"
 #include "engine/train/communicator.h"
 #include "engine/train/rendezvous.h"
 
@@ -147,27 +148,6 @@ private:
     int m_leases = 0;
     std::string m_reason; // set by abort()
     inline static thread_local int t_leasesHeld = 0;
-};
-
-// Pauses between polls: yields first (a collective of a few microseconds is seen at once), then
-// sleeps, doubling up to a fifth of a millisecond (a long one costs next to no CPU, and is seen
-// finished within that).
-class PollBackoff
-{
-public:
-    void pause()
-    {
-        if (m_polls++ < 64) {
-            std::this_thread::yield();
-            return;
-        }
-        std::this_thread::sleep_for(m_sleep);
-        m_sleep = std::min(m_sleep * 2, std::chrono::microseconds(200));
-    }
-
-private:
-    int m_polls = 0;
-    std::chrono::microseconds m_sleep{10};
 };
 
 enum class CollectiveKind

@@ -221,6 +221,19 @@ void CudaOps::waitFor(int mark)
     TOWERS_CUDA(cudaEventSynchronize(m_events[std::size_t(mark % kMarkWindow)]));
 }
 
+bool CudaOps::reached(int mark)
+{
+    refuseDuringCapture("reached", "captured work does not run until replayed");
+    requireMark(mark, m_marks);
+    DeviceGuard guard(m_device);
+    const cudaError_t e = cudaEventQuery(m_events[std::size_t(mark % kMarkWindow)]);
+    if (e == cudaErrorNotReady) return false;
+    // A fault of the work before it: reported as waitFor reports it (the wait returns at once).
+    if (e != cudaSuccess)
+        TOWERS_CUDA(cudaEventSynchronize(m_events[std::size_t(mark % kMarkWindow)]));
+    return true;
+}
+
 // Allowed during a capture: the marks were made, and waited for, before it.
 double CudaOps::millisecondsBetween(int a, int b)
 {

@@ -98,6 +98,7 @@ public:
     void clearMarks() override;
     int mark() override;
     void waitFor(int mark) override;
+    bool reached(int mark) override;
     double millisecondsBetween(int a, int b) override;
 
     // The stream every op of this context runs on (the communicators order their collectives

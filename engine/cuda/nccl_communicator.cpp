@@ -195,9 +195,9 @@ void releaseStreams(std::vector<RankStreams>& ranks) noexcept
 }
 
 // Waits, at most `limit` in all, until the communication streams are idle (or failed). A rank
-// whose stream still runs then (an aborted kernel that did not end) keeps its tensors for the
-// process's life: freed on their own streams, which do not wait for this one, their memory could
-// be handed out while the kernel still writes it.
+// whose stream still runs then (an aborted kernel that did not end) keeps its tensors (and its
+// barrier's cell) for the process's life: freed on their own streams, which do not wait for this
+// one, their memory could be handed out while the kernel still writes it.
 void drain(std::vector<RankStreams>& ranks, std::chrono::milliseconds limit) noexcept
 {
     const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -208,10 +208,13 @@ void drain(std::vector<RankStreams>& ranks, std::chrono::milliseconds limit) noe
         while (cudaStreamQuery(s.comm) == cudaErrorNotReady &&
                std::chrono::steady_clock::now() < deadline)
             backoff.pause();
-        if (cudaStreamQuery(s.comm) == cudaErrorNotReady && !s.held.empty()) {
+        if (cudaStreamQuery(s.comm) == cudaErrorNotReady) {
+            // The world barrier's cell too: an aborted barrier may still write it.
             try {
-                static_cast<void>(new std::vector<std::vector<Tensor>>(std::move(s.held))); // kept
-            } catch (...) { // no memory for the vector: the tensors go as before
+                if (!s.held.empty())
+                    static_cast<void>(new std::vector<std::vector<Tensor>>(std::move(s.held)));
+                if (s.barrierCell.bytes()) static_cast<void>(new Tensor(std::move(s.barrierCell)));
+            } catch (...) { // no memory for the holder: the tensors go as before
             }
             s.held.clear();
         }

@@ -14,6 +14,7 @@
 
 #include "engine/data/distortion_math.h"
 #include "engine/ops/op_checks.h"
+#include "engine/ops/poll_backoff.h"
 #include "engine/ops/staged_ops.h"
 
 namespace towers::engine {
@@ -1072,6 +1073,16 @@ void Ops::batchNormActBackwardImpl(const BatchNormDesc& d, const Tensor& x, cons
             batchNormBackward(d, x, g, gamma, saveMean, saveVar, dx, dgamma, dbeta);
         },
         [](const Tensor&) {});
+}
+
+void waitWatching(Ops& ops, int mark, const std::function<void()>& watch)
+{
+    PollBackoff backoff;
+    while (!ops.reached(mark)) {
+        watch();
+        backoff.pause();
+    }
+    ops.waitFor(mark);
 }
 
 } // namespace towers::engine

@@ -106,11 +106,14 @@ public:
     // after it, millisecondsBetween(a, b) for marks a <= m and b <= m is the time from mark a to
     // mark b. A mark stays readable until kMarkWindow newer ones have been made, so that the
     // marks of a step issued ahead do not overwrite those of the step before it (InvalidArgument
-    // for a mark not made since clearMarks() or overwritten). Only waitFor() waits.
+    // for a mark not made since clearMarks() or overwritten). Only waitFor() waits; reached(m)
+    // says, without waiting, whether it would return at once (the default, for ops that finish
+    // before they return: true).
     static constexpr int kMarkWindow = 64;
     virtual void clearMarks();
     virtual int mark();
     virtual void waitFor(int mark);
+    virtual bool reached(int mark);
     virtual double millisecondsBetween(int a, int b);
 
     // Capture (CUDA graphs). Between beginCapture() and endCapture(), the ops and copies issued
@@ -287,6 +290,12 @@ inline void Ops::waitFor(int mark)
     if (m_capturing) refuseDuringCapture("waitFor", "captured work does not run until replayed");
     requireMark(mark, m_markCount);
 }
+inline bool Ops::reached(int mark)
+{
+    if (m_capturing) refuseDuringCapture("reached", "captured work does not run until replayed");
+    requireMark(mark, m_markCount);
+    return true;
+}
 inline double Ops::millisecondsBetween(int a, int b)
 {
     requireMark(a, m_markCount);
@@ -295,5 +304,11 @@ inline double Ops::millisecondsBetween(int a, int b)
                                                      m_marks[std::size_t(a % kMarkWindow)])
         .count();
 }
+
+// waitFor(mark) for a wait that something else may have to end: polls reached(mark), calling
+// `watch` between polls, and once the work is done waits for it (its faults surface as from
+// waitFor). A step whose collectives wait for another process that failed never ends on its own;
+// the watch, throwing that process's failure, ends the wait instead.
+void waitWatching(Ops& ops, int mark, const std::function<void()>& watch);
 
 } // namespace towers::engine

@@ -376,6 +376,15 @@ TowerSet::~TowerSet()
     // Steps still in flight write into the towers' page-locked memory: let them finish before it
     // goes (a device's error then is the one its step would have reported; it is not thrown here).
     if (m_flight.empty()) return;
+    // Towers torn down with steps in flight are leaving on an error (the trainer collects every
+    // step otherwise), which may be another process's failure: their collectives may then wait
+    // for it for ever. Aborted first (NCCL's abort ends its kernels), they let the steps finish.
+    if (m_deviceCollectives) {
+        try {
+            m_comm->abort("the towers were torn down with steps in flight");
+        } catch (...) {
+        }
+    }
     for (auto& tw : m_towers) {
         try {
             if (tw->ops) tw->ops->synchronize();
@@ -922,12 +931,20 @@ TowerStepResult TowerSet::collect()
     bool nonFinite = issued.nonFinite;
     if (m_gated) {
         const bool behind = m_flight.size() > 1; // a later step, issued with this one's flag
+        const bool acrossProcesses =
+            m_deviceCollectives && m_opt.processes && m_opt.processes->size() > 1;
         m_nonFinite = false;
         runOnAll([&](int t) {
             Tower& tw = *m_towers[std::size_t(t)];
             StepSlot& sl = tw.slots[issued.slot];
             Ops& ops = *tw.ops;
-            ops.waitFor(sl.endMark); // the tower's one wait for its step
+            // The tower's one wait for its step. Across processes, the step's collectives wait
+            // for every process; one that failed leaves them waiting for ever, so the wait
+            // watches for its failure (announced to the group), which ends it.
+            if (acrossProcesses)
+                waitWatching(ops, sl.endMark, [this] { m_opt.processes->throwIfFailed(); });
+            else
+                ops.waitFor(sl.endMark);
             sl.loss = sl.lossCopy.value();
             sl.times = sl.timesFrom(ops);
             const bool skipped = sl.flagHost.at(0) != 0; // the updates left everything as it was

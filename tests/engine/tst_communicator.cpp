@@ -9,7 +9,8 @@
 // started and completed in order on every rank, synchronous collectives keeping their place,
 // no NCCL call while the last one is still being enqueued, no host wait for the GPU; an abort
 // releases a rank waiting in complete(), an asynchronous error surfaces from complete() and
-// releases the others, and tickets out of order or completed twice are refused.
+// releases the others, and tickets out of order or completed twice are refused. A tower's wait
+// for its step across processes ends when another process's failure is announced.
 #include <QtTest>
 
 #include <atomic>
@@ -23,6 +24,7 @@
 
 #include "engine/cuda/abortable_communicator.h"
 #include "engine/ops/backends.h"
+#include "engine/reference/reference_ops.h"
 #include "engine/train/host_communicator.h"
 #include "engine/train/tower_thread.h"
 #include "gradcheck.h"
@@ -828,6 +830,55 @@ private slots:
                                 "out of memory"));
         QCOMPARE(waiting->aborts.load(), 1);
         QCOMPARE(waiting->usesAfterTeardown.load(), 0);
+    }
+
+    // A tower's wait for its step across processes (waitWatching): a device wait that nothing
+    // interrupts (a step whose collectives wait for a process that failed) is polled instead,
+    // and ends when the watch throws that process's failure; a step that ends is waited for.
+    void aWatchedWaitEndsWithTheWatch()
+    {
+        // Ops whose marks complete when the test says: waitFor blocks until then, as a GPU's
+        // event wait does, and reached() says whether it would return.
+        class HeldOps final : public reference::ReferenceOps
+        {
+        public:
+            std::atomic<bool> done{false};
+            std::atomic<int> blockingWaits{0};
+            bool reached(int mark) override
+            {
+                reference::ReferenceOps::reached(mark);
+                return done.load();
+            }
+            void waitFor(int mark) override
+            {
+                ++blockingWaits;
+                while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                reference::ReferenceOps::waitFor(mark);
+            }
+        };
+        HeldOps ops;
+        const int m = ops.mark();
+        int polls = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+            waitWatching(ops, m, [&] {
+                if (++polls == 20) throw ProcessFailed(1, "process 1 failed: out of memory");
+            });
+            QFAIL("the wait returned while the work was not done");
+        } catch (const ProcessFailed& e) {
+            QCOMPARE(QString(e.what()), QStringLiteral("process 1 failed: out of memory"));
+        }
+        QCOMPARE(polls, 20);
+        QCOMPARE(ops.blockingWaits.load(), 0);
+        QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+        // Work that ends: the wait returns, having waited for it (its faults surface there).
+        std::thread finish([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            ops.done = true;
+        });
+        waitWatching(ops, m, [] {});
+        finish.join();
+        QCOMPARE(ops.blockingWaits.load(), 1);
     }
 
     void towerThread()

@@ -70,10 +70,14 @@ public:
         m_inner->broadcast(rank, root, tensors);
     }
     void barrier(int rank) override { m_inner->barrier(rank); }
-    void abort(const std::string& reason) override { m_inner->abort(reason); }
+    void abort(const std::string& reason) override
+    {
+        ++aborts;
+        m_inner->abort(reason);
+    }
     bool aborted() const override { return m_inner->aborted(); }
 
-    inline static std::atomic<int> allReduces{0}, broadcasts{0};
+    inline static std::atomic<int> allReduces{0}, broadcasts{0}, aborts{0};
 
 private:
     std::unique_ptr<Communicator> m_inner;
@@ -836,8 +840,11 @@ private slots:
     void stepsInFlightGuardTheState()
     {
         FakeDeviceScope scope;
+        CountingCommunicator::aborts = 0;
         {
-            TowerSet set(options(2, true, 0, true));
+            auto o = options(2, true, 0, true);
+            o.makeCommunicator = [](int n) { return std::make_unique<CountingCommunicator>(n); };
+            TowerSet set(o);
             SyntheticBatches data(set.model().inputShape(), set.model().numClasses(), 2, 4, 64, 5);
             QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.collect());
             set.issue(data.next(), 0, 0.01);
@@ -853,10 +860,14 @@ private slots:
             QCOMPARE(set.collect().step, std::int64_t(0));
             QCOMPARE(set.collect().step, std::int64_t(1));
             QCOMPARE(set.evaluate(8, 4, data.evaluationBatches(), false).examples, std::int64_t(8));
-            // Towers destroyed with steps in flight let them finish, and free everything.
+            // Towers destroyed with steps in flight (leaving on an error) abort their device
+            // collectives first (which may wait for a process that failed), let the steps
+            // finish, and free everything; collected steps abort nothing.
             set.issue(data.next(), 2, 0.01);
             set.issue(data.next(), 3, 0.01);
+            QCOMPARE(CountingCommunicator::aborts.load(), 0);
         }
+        QCOMPARE(CountingCommunicator::aborts.load(), 1);
         QCOMPARE(scope.memory().liveAllocations(), std::int64_t(0));
         QCOMPARE(scope.memory().livePinned(), std::int64_t(0));
     }
