@@ -182,7 +182,7 @@ def split(r):
     return (f"{r['forward_ms']:.1f}/{r['backward_ms']:.1f}/{r['update_ms']:.1f}" if r else "-")
 
 
-def print_table(rows):
+def print_table(rows, args=None):
     head = ["model", "batch", "threads", "precision", "Towers img/s", "PyTorch img/s", "ratio",
             "Towers fwd/bwd/upd ms", "PyTorch fwd/bwd/upd ms"]
     graphs = any("graph_ratio" in r for r in rows)  # GPU rows with CUDA graphs
@@ -215,6 +215,10 @@ def print_table(rows):
                 "backend" in x}
     if backends:
         print("backends: " + ", ".join(sorted(backends)))
+    if args is not None and args.device == "cuda":
+        print("TF32: " + ("on, both sides (--tf32)" if args.tf32 else
+                          "off, both sides (PyTorch's own default lets cuDNN use it; --tf32 turns "
+                          "it on for both)") + "; threads: the host's, which a GPU row does not use")
     print("precision = Towers/PyTorch: fp32, or bf16 mixed precision (PyTorch: autocast)")
     print("ratio = Towers / PyTorch images/s (above 1: Towers is faster)")
     if any(x and x.get("mode") == "inference" for r in rows for x in (r["towers"], r["pytorch"])):
@@ -268,7 +272,7 @@ def main():
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        print_table(rows)
+        print_table(rows, args)
     return 1 if any("error" in r for r in rows) else 0
 
 
