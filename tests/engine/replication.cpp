@@ -105,6 +105,23 @@ Replication replicate(TowerSetOptions single, TowerSetOptions multi, int steps)
     return r;
 }
 
+void expectFloat32Replication(const Replication& r)
+{
+    for (const auto& [name, c] : {std::pair{"2 x 32", r.two}, std::pair{"4 x 16", r.four}}) {
+        qInfo("%s: model-wide max |a - b| / max |b| = %.3g, |a - b| / |b| = %.3g, |a - b| / |b - "
+              "w0| = %.3g; worst tensor %.3g (%s); losses within %.3g",
+              name, c.maxRelative, c.normalised, c.travelled, c.worst, c.where.c_str(), c.lossDiff);
+        QVERIFY2(c.maxRelative <= 1e-3, qPrintable(QString::number(c.maxRelative)));
+        QVERIFY2(c.lossDiff <= 1e-5, qPrintable(QString::number(c.lossDiff)));
+        QVERIFY2(c.normalised <= 1e-4, qPrintable(QString::number(c.normalised)));
+        QVERIFY2(c.travelled <= 1e-2, qPrintable(QString::number(c.travelled)));
+    }
+    QVERIFY2(r.lastLoss < r.firstLoss, "the runs did not learn, so their agreement proves little");
+    qInfo("one step short: |a - b| / |b - w0| = %.3g", r.previousStep.travelled);
+    QVERIFY2(r.previousStep.travelled > 5e-2,
+             qPrintable(QString::number(r.previousStep.travelled)));
+}
+
 void expectSameTraining(TowerSet& want, TowerSet& got, std::uint64_t seed, int steps, int nanStep)
 {
     SyntheticBatches data(want.model().inputShape(), want.model().numClasses(), want.size(), 4, 64,

@@ -44,6 +44,13 @@ struct Replication
 Replication replicate(engine::TowerSetOptions single, engine::TowerSetOptions multi,
                       int steps = 10);
 
+// Float32 replication (QtTest checks): rounding differs between a batch of 64 and two of 32, and
+// now and then lands on a ReLU or max-pool kink, so each split is held on the whole model: losses
+// within 1e-5 at every step, weights within 1e-3 of the largest weight, 1e-4 of their norm and
+// 1e-2 of the distance they travelled; the runs learned; and, the negative control, 2 x 32 one
+// step short is told apart (over 5e-2 of the distance).
+void expectFloat32Replication(const Replication& r);
+
 // Steps `want` and `got` (the same tower count) on the same batches (4 examples a tower, a NaN in
 // step nanStep), checking that got computes what want does, bitwise: the losses, the skipped step,
 // the weights and the optimizer state, its replicas identical (QtTest checks). The learning rate

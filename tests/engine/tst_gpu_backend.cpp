@@ -70,6 +70,19 @@ GpuBackend* gpuOrWhy(QString& why)
     GpuBackend* gpu = gpuOrWhy(why_);                                                              \
     if (!gpu) QSKIP(qPrintable(QStringLiteral("needs an NVIDIA GPU and the CUDA backend: ") + why_))
 
+// Towers of `model` on the GPU (GPU 0 for all of them, or one each), trained by `optimizer`.
+TowerSetOptions onTheGpu(const char* model, int towers, const char* optimizer,
+                         std::uint64_t seed = 1)
+{
+    TowerSetOptions o;
+    o.model = model;
+    o.backend = "cuda";
+    o.towers = towers;
+    o.optimizer.kind = optimizer;
+    o.seed = seed;
+    return o;
+}
+
 void runSelfTest(bool tf32)
 {
     SelfTestOptions o;
@@ -438,11 +451,8 @@ private slots:
     {
         REQUIRE_GPU(gpu);
         // One tower per GPU, or two on the one GPU: replicas identical after real steps, bitwise.
-        TowerSetOptions o;
-        o.model = "cifar10-resnet";
-        o.backend = "cuda";
-        o.towers = std::max(2, gpu->deviceCount());
-        o.optimizer.kind = "nesterov";
+        const TowerSetOptions o =
+            onTheGpu("cifar10-resnet", std::max(2, gpu->deviceCount()), "nesterov");
         TowerSet set(o);
         towers::test::SyntheticBatches data(set.model().inputShape(), set.model().numClasses(),
                                             o.towers, 16, 256, 3);
@@ -473,12 +483,8 @@ private slots:
     {
         REQUIRE_GPU(gpu);
         QFETCH(double, bucketMb);
-        TowerSetOptions o;
-        o.model = "fashion-fast"; // convolutions, batch norm, max-pool, dropout, linear layers
-        o.backend = "cuda";
-        o.towers = 2;
-        o.optimizer.kind = "nesterov";
-        o.seed = 3;
+        // fashion-fast: convolutions, batch norm, max-pool, dropout, linear layers
+        TowerSetOptions o = onTheGpu("fashion-fast", 2, "nesterov", 3);
         o.bucketMb = bucketMb;
         TowerSetOptions h = o;
         h.allreduce = "host";
@@ -496,27 +502,8 @@ private slots:
     void replicationEqualsSingleTowerOnTheGpu()
     {
         REQUIRE_GPU(gpu);
-        TowerSetOptions o;
-        o.model = "cifar10-tutorial";
-        o.backend = "cuda";
-        o.towers = 1;
-        o.optimizer.kind = "momentum";
-        o.seed = 5;
-        const auto r = towers::test::replicate(o, o, 5);
-        for (const auto& [name, c] : {std::pair{"2 x 32", r.two}, std::pair{"4 x 16", r.four}}) {
-            qInfo("%s: max |a - b| / max |b| = %.3g, |a - b| / |b| = %.3g, |a - b| / |b - w0| = "
-                  "%.3g; worst tensor %.3g (%s); losses within %.3g",
-                  name, c.maxRelative, c.normalised, c.travelled, c.worst, c.where.c_str(),
-                  c.lossDiff);
-            QVERIFY2(c.maxRelative <= 1e-3, qPrintable(QString::number(c.maxRelative)));
-            QVERIFY2(c.lossDiff <= 1e-5, qPrintable(QString::number(c.lossDiff)));
-            QVERIFY2(c.normalised <= 1e-4, qPrintable(QString::number(c.normalised)));
-            QVERIFY2(c.travelled <= 1e-2, qPrintable(QString::number(c.travelled)));
-        }
-        QVERIFY2(r.lastLoss < r.firstLoss, "the runs did not learn");
-        qInfo("one step short: |a - b| / |b - w0| = %.3g", r.previousStep.travelled);
-        QVERIFY2(r.previousStep.travelled > 5e-2,
-                 qPrintable(QString::number(r.previousStep.travelled)));
+        const TowerSetOptions o = onTheGpu("cifar10-tutorial", 1, "momentum", 5);
+        towers::test::expectFloat32Replication(towers::test::replicate(o, o, 5));
     }
 
     // Steps issued one ahead of their results, as the trainer drives GPU towers (the host issues
@@ -526,11 +513,7 @@ private slots:
     void stepsIssuedAheadOnTheGpu()
     {
         REQUIRE_GPU(gpu);
-        TowerSetOptions o;
-        o.model = "fashion-fast";
-        o.backend = "cuda";
-        o.towers = 2;
-        o.optimizer.kind = "adam";
+        TowerSetOptions o = onTheGpu("fashion-fast", 2, "adam");
         o.emaDecay = 0.99;
         TowerSet one(o), ahead(o);
         QVERIFY(ahead.pipelines());
