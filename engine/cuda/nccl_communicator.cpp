@@ -554,7 +554,7 @@ std::unique_ptr<Communicator> makeNcclWorldCommunicator(const std::vector<int>& 
             return r == ncclSuccess ? std::string()
                                     : "NCCL could not make the world's id: " + ncclText(r);
         },
-        world.shareId);
+        world.shareId, world.anyRefuses);
     if (check.verdict == WorldVerdict::Invalid) throw InvalidArgument(check.why);
     if (!notJoining.empty()) {
         if (whyNot) *whyNot = notJoining;

@@ -69,12 +69,16 @@ inline bool allZeroBytes(const void* bytes, std::size_t size)
 // process of global rank 0 (`root`) makes the id with makeId ("" or why not) unless it failed
 // already (`localFailure`: checkNcclWorld's reason), and shares it, all zeros when it has none,
 // so that the others fail at once instead of waiting for it inside NCCL; every other process
-// receives it. Returns "" when `id` holds the world's id and this process goes on to start NCCL,
-// else why not (localFailure first). An exception of shareId (the launcher's collective failed)
-// reaches the caller: nothing was started.
+// receives it. Then, with `anyRefuses` (true on every process when its argument is true on any),
+// every process says once whether it will not start NCCL, so that where one cannot (its own
+// towers, which only it checks) none does, instead of the others waiting in NCCL's start for a
+// rank that never comes. Returns "" when `id` holds the world's id and this process goes on to
+// start NCCL, else why not (localFailure first). An exception of shareId or anyRefuses (the
+// launcher's collective failed) reaches the caller: nothing was started.
 inline std::string exchangeNcclId(bool root, const std::string& localFailure, void* id,
                                   std::size_t size, const std::function<std::string(void*)>& makeId,
-                                  const std::function<void(void*, std::size_t)>& shareId)
+                                  const std::function<void(void*, std::size_t)>& shareId,
+                                  const std::function<bool(bool)>& anyRefuses = {})
 {
     std::memset(id, 0, size);
     std::string rootFailure;
@@ -89,11 +93,13 @@ inline std::string exchangeNcclId(bool root, const std::string& localFailure, vo
         if (!rootFailure.empty()) std::memset(id, 0, size);
     }
     shareId(id, size);
-    if (!localFailure.empty()) return localFailure;
-    if (!rootFailure.empty()) return rootFailure;
-    if (!root && allZeroBytes(id, size))
-        return "the process of global rank 0 could not start NCCL (it shared no id)";
-    return {};
+    std::string why = localFailure;
+    if (why.empty()) why = rootFailure;
+    if (why.empty() && !root && allZeroBytes(id, size))
+        why = "the process of global rank 0 could not start NCCL (it shared no id)";
+    if (anyRefuses && anyRefuses(!why.empty()) && why.empty())
+        why = "another process of the world cannot start NCCL (its log says why)";
+    return why;
 }
 
 } // namespace towers::engine::cuda

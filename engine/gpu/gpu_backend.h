@@ -95,6 +95,9 @@ public:
         int worldSize = 0;
         int firstRank = 0;
         std::function<void(void* bytes, std::size_t size)> shareId;
+        // Optional: true on every process when `mine` is true on any (ProcessGroup::any), called
+        // once by every process after shareId, whatever failed, to agree before any starts NCCL.
+        std::function<bool(bool mine)> anyRefuses;
     };
 
     // Collectives between towers whose tensors stay on their GPUs: rank r on GPU deviceOfRank[r].
@@ -116,10 +119,12 @@ public:
     // takes root 0 only, global rank 0, whose tensors every rank of the world receives (another
     // root: InvalidArgument). Two towers of this process on one GPU: nullptr ("two towers of this
     // process on GPU g: NCCL takes one rank per GPU"); NCCL refusing two processes on one GPU, a
-    // process that never joins (2 minutes) or an NCCL failure: nullptr with NCCL's reason. One
-    // process failing after the id was shared can leave the others waiting for it until that
-    // limit: the caller agrees on the outcome (ProcessGroup::any) before using the communicator,
-    // and falls back to averaging through the host everywhere when any process has none.
+    // process that never joins (2 minutes) or an NCCL failure: nullptr with NCCL's reason. With
+    // anyRefuses, a process that cannot join (its own towers, checked only there) keeps every
+    // process from starting NCCL ("another process of the world cannot start NCCL"); one failing
+    // inside NCCL's start can still leave the others waiting for it until that limit. The caller
+    // agrees on the outcome (ProcessGroup::any) before using the communicator, and falls back to
+    // averaging through the host everywhere when any process has none.
     // InvalidArgument (after shareId) for no ranks, a GPU out of range, or ranks outside the
     // world; at once for a world without shareId. An exception of shareId goes to the caller.
     // abort() aborts this process's NCCL communicators only: the other processes learn of the

@@ -251,6 +251,7 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
         world.shareId = [group](void* bytes, std::size_t size) {
             group->broadcast(bytes, size, 0);
         };
+        world.anyRefuses = [group](bool mine) { return group->any(mine); };
         m_comm = gpu->makeCommunicator(gpuOf, &why, &world);
         if (group->any(!m_comm)) {
             if (m_comm) {

@@ -14,9 +14,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -750,6 +752,76 @@ private slots:
         QVERIFY(!allZeroBytes("\0\0\1", 3));
         QVERIFY(allZeroBytes("\0\0\0", 3));
         QVERIFY(allZeroBytes(nullptr, 0));
+    }
+
+    // After the id, every process says once whether it will not start NCCL (anyRefuses, the
+    // launcher's "any"): a process that cannot join (two of its towers on one GPU, which only it
+    // checks) keeps the others from starting NCCL and waiting there for a rank that never comes.
+    void ncclWorldAgreesBeforeStarting()
+    {
+        const std::string twoOnOne = "two towers of this process on GPU 1: NCCL takes one rank "
+                                     "per GPU";
+        // Processes 0 (the root, fine) and 1 (refusing), played as threads; the vote is theirs.
+        std::vector<unsigned char> ids[2] = {std::vector<unsigned char>(16, 0xEE),
+                                             std::vector<unsigned char>(16, 0xEE)};
+        std::string results[2];
+        int votes[2] = {0, 0};
+        bool said[2] = {false, false};
+        std::mutex m;
+        std::condition_variable cv;
+        int arrived = 0, shared = 0;
+        bool anyTrue = false;
+        std::vector<unsigned char> box(16, 0);
+        auto process = [&](int k) {
+            results[k] = exchangeNcclId(
+                k == 0, k == 1 ? twoOnOne : "", ids[k].data(), 16,
+                [](void* id) {
+                    std::memset(id, 0x5A, 16);
+                    return std::string();
+                },
+                [&](void* bytes, std::size_t size) { // rank 0's bytes to both
+                    std::unique_lock lock(m);
+                    if (k == 0) std::memcpy(box.data(), bytes, size);
+                    ++shared;
+                    cv.notify_all();
+                    cv.wait(lock, [&] { return shared == 2; });
+                    if (k != 0) std::memcpy(bytes, box.data(), size);
+                },
+                [&](bool mine) {
+                    std::unique_lock lock(m);
+                    ++votes[k];
+                    said[k] = mine;
+                    anyTrue = anyTrue || mine;
+                    ++arrived;
+                    cv.notify_all();
+                    cv.wait(lock, [&] { return arrived == 2; });
+                    return anyTrue;
+                });
+        };
+        std::thread p0(process, 0), p1(process, 1);
+        p0.join();
+        p1.join();
+        QCOMPARE(votes[0], 1);
+        QCOMPARE(votes[1], 1);
+        QVERIFY(!said[0]);
+        QVERIFY(said[1]);
+        QCOMPARE(results[1], twoOnOne);
+        QCOMPARE(QString::fromStdString(results[0]),
+                 QStringLiteral("another process of the world cannot start NCCL (its log says "
+                                "why)"));
+        // Everyone fine: the vote says so, and every process goes on with the root's id.
+        int calls = 0;
+        std::vector<unsigned char> id(16, 0xEE);
+        const std::string fine = exchangeNcclId(
+            false, "", id.data(), id.size(), [](void*) { return std::string(); },
+            [](void* bytes, std::size_t size) { std::memset(bytes, 0x5A, size); },
+            [&](bool mine) {
+                ++calls;
+                return mine;
+            });
+        QCOMPARE(calls, 1);
+        QCOMPARE(fine, std::string());
+        QCOMPARE(id[15], static_cast<unsigned char>(0x5A));
     }
 
     // An enqueue that fails (the ranks' tensors do not match, a CUDA error) aborts the board

@@ -1075,7 +1075,7 @@ private slots:
         std::string whyNoPlugin;
         GpuBackend* gpu = cudaBackend(&whyNoPlugin);
         if (!gpu) QSKIP(qPrintable(QStringLiteral("no CUDA backend: ") + whyNoPlugin.c_str()));
-        GpuBackend::NcclWorld silent{2, 0, {}};
+        GpuBackend::NcclWorld silent{2, 0, {}, {}};
         std::string why;
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, gpu->makeCommunicator({0}, &why, &silent));
         const int missing = gpu->deviceCount(); // no such GPU
