@@ -58,11 +58,12 @@ struct Tolerance
 
     double in(MathMode mode) const;
     // Convolutions and matrix products: sums of many products, TF32 and bfloat16 apply. In
-    // bfloat16 (two operands each rounded by up to 2^-9) the table's cases measure 1.3e-3 to
+    // bfloat16 (two operands each rounded by up to 2^-8) the table's cases measure 1.3e-3 to
     // 5.4e-3 on oneDNN.
     static Tolerance products() { return {1e-5, 1e-4, 1e-2, 1e-2}; }
-    // Reductions and transcendental functions: TF32 and bfloat16 do not apply.
-    static Tolerance reductions() { return {1e-5, 1e-4, 1e-4, 1e-5}; }
+    // Reductions and transcendental functions: TF32 and bfloat16 do not apply (in bfloat16 the
+    // float32 kernels run, a GPU's as in Float32Fast).
+    static Tolerance reductions() { return {1e-5, 1e-4, 1e-4, 1e-4}; }
     // A few roundings per element (add, dropout's scale, axpy, the optimizer updates, max-pool
     // backward's sums over overlapping windows).
     static Tolerance elementwise() { return {1e-6, 1e-6, 1e-6, 1e-6}; }

@@ -162,7 +162,12 @@ SelfTestResult replicationCheck(const SelfTestOptions& o)
         one.step(oneSlice, s, 0.05);
     }
     r.error = updateError(start, two, one);
-    r.tolerance = 1e-4;
+    // In bf16 on cuDNN, whose bfloat16 convolutions write their weight gradients in bfloat16 too
+    // (its one bf16 configuration; PyTorch's autocast gets the same), each tower's gradient is
+    // rounded to bfloat16 before the average, the single tower's once: towers agree to that
+    // rounding (up to 2^-8 of each element of the convolutions' gradients), not to float32's.
+    // oneDNN writes them in float32.
+    r.tolerance = o.precision == Precision::BFloat16 && o.backend == "cuda" ? 5e-3 : 1e-4;
     r.passed = r.error <= r.tolerance;
     return r;
 }

@@ -366,7 +366,7 @@ private slots:
             scale = std::max(scale, std::abs(want[i].toDouble()));
             error = std::max(error, std::abs(got[i].toDouble() - want[i].toDouble()));
         }
-        // bfloat16 keeps 8 bits of mantissa: each product's operands are off by up to 2^-9 of
+        // bfloat16 keeps 8 bits of mantissa: each product's operands are off by up to 2^-8 of
         // themselves. The error stays within a few percent of the logits' size, and is not 0
         // (float32 arithmetic would give the same logits to the last bit).
         QVERIFY2(error > 0, "the bf16 logits equal the fp32 ones bit for bit");

@@ -59,7 +59,7 @@ Tensor asFloat32(const Tensor& t)
 }
 
 // The largest |got - want| over |want|'s largest element: a rounding at bfloat16's 8 bits is at
-// most 2^-9 of an element, so of the largest.
+// most 2^-8 of an element, so of the largest.
 double worstError(const Tensor& got, const Tensor& want)
 {
     double worst = 0, scale = 0;
