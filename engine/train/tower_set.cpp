@@ -166,9 +166,13 @@ struct TowerSet::Tower
     Tensor images, labels;       // a GPU tower's slice of the batch
     Tensor source, draws;        // the held training set (shared on a device), the step's draws
     Tensor flagZero;             // a GPU tower's page-locked 0 to reset a step's flag
+    // A step slot per step in flight: a slot's buffers (its pinned copies, its device inputs) are
+    // written again only once its previous step was collected, which holds while no more steps
+    // are in flight than there are slots (and resetFlag's "the step before is slot ^ 1").
     StepSlot slots[2];
+    static_assert(TowerSet::kMaxInFlight == 2, "one step slot per step in flight, two of them");
     std::unique_ptr<TowerBuckets> buckets;          // null with one tower or bucketMb = 0
-    std::string graphKey;                           // the shapes of its captured steps
+    std::string graphKey;                           // the inputs of its captured steps
     std::string graphFailure;                       // why its last capture failed, for issue()
     std::int64_t replayed = 0;                      // its steps replayed from a capture
     std::chrono::steady_clock::time_point finished; // when its part of the step ended
@@ -374,18 +378,18 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
 
 TowerSet::~TowerSet()
 {
-    // Steps still in flight write into the towers' page-locked memory: let them finish before it
-    // goes (a device's error then is the one its step would have reported; it is not thrown here).
-    if (m_flight.empty()) return;
     // Towers torn down with steps in flight are leaving on an error (the trainer collects every
     // step otherwise), which may be another process's failure: their collectives may then wait
     // for it for ever. Aborted first (NCCL's abort ends its kernels), they let the steps finish.
-    if (m_deviceCollectives) {
+    if (!m_flight.empty() && m_deviceCollectives) {
         try {
             m_comm->abort("the towers were torn down with steps in flight");
         } catch (...) {
         }
     }
+    // Work the towers queued (steps in flight, or a step whose issue failed part way on another
+    // tower) writes into their page-locked memory and reads it: let it finish before that memory
+    // goes (a device's error then is the one its step would have reported; it is not thrown here).
     for (auto& tw : m_towers) {
         try {
             if (tw->ops) tw->ops->synchronize();
@@ -829,7 +833,11 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
             sl.computeMark = ops.mark();
             // A replay runs the buckets' collectives, timed from here.
             if (tw.buckets) tw.buckets->begin();
-            const std::string shapes = images.describe() + " " + labels.describe();
+            // The key of a capture: what the step's work depends on besides the slot's values,
+            // which input buffer included (the images preprocessed from draws are the tower's,
+            // a batch's images the slot's: a capture bakes one address or the other).
+            const std::string shapes = images.describe() + " " + labels.describe() +
+                                       (drawn ? " preprocessed here" : " as given");
             const bool captured = issueCaptured(tw, sl, shapes, [&](bool marks) {
                 forwardBackward();
                 if (marks) sl.backwardMark = ops.mark();

@@ -929,12 +929,16 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
                 continue;
             }
             const bool halt = stopVote(stop);
-            if (halt || m_pauseRequested.load()) { // the towers' state as of the last step issued
+            // Read once: a pause asked for after this waits for the next turn, so that the run
+            // never pauses (nor, stopped while paused, checkpoints) with a step in flight, whose
+            // state the towers already hold and whose step the checkpoint would not count.
+            const bool pausing = m_pauseRequested.load();
+            if (halt || pausing) { // the towers' state as of the last step issued
                 while (!flight.empty())
                     if (!finishOldest()) return stopped();
                 if (m_step.load() >= m_total) break;
             }
-            if (halt || !waitWhilePaused(stop)) return stopped();
+            if (halt || (pausing && !waitWhilePaused(stop))) return stopped();
             const auto t0 = Clock::now();
             const Batch& batch = m_source.next();
             const double waitMs = m_source.lastWaitMs();

@@ -1081,6 +1081,39 @@ private slots:
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }
 
+    // A captured step bakes the address of its input: the images the towers preprocess from a
+    // batch's draws (theirs) or a batch's own images (the slot's). Batches of draws, then of
+    // images, then of draws again: each change captures anew, and the steps are bitwise those
+    // issued op by op (a replay of the draws' capture would read the last draws' images).
+    void aCaptureIsKeyedByItsInput()
+    {
+        FakeDeviceScope scope;
+        {
+            const ImageSet set = heldSet(64);
+            const Preprocessing recipe = heldRecipe();
+            TowerSetOptions plain = options(2, true, 0, true), graphed = plain;
+            graphed.makeOps = [](int t) { return makeFakeDeviceOps("reference", t, true); };
+            plain.graphs = false;
+            TowerSet one(plain), two(graphed);
+            one.holdTrainingSet(set, recipe);
+            two.holdTrainingSet(set, recipe);
+            BatchLoader images(set, recipe, heldLoader(false)),
+                draws(set, recipe, heldLoader(true));
+            for (int s = 0; s < 12; ++s) {
+                BatchLoader& from = s >= 4 && s < 8 ? images : draws;
+                from.seek(s);
+                const Batch& b = from.next();
+                const auto a = one.step(b, s, 0.05);
+                const auto c = two.step(b, s, 0.05);
+                QVERIFY(a.finite);
+                QCOMPARE(c.loss, a.loss);
+            }
+            QVERIFY2(two.replayedSteps() >= 4, std::to_string(two.replayedSteps()).c_str());
+            expectSameState(one, two);
+        }
+        QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
+
     void heldSetRefusals()
     {
         FakeDeviceScope scope;
