@@ -32,7 +32,8 @@
 #                         2026-11-04): there these steps fail for that reason, not Towers'.
 #   train                 a real training run on Fashion-MNIST on the GPU; --gpu-data auto against
 #                         off (the same losses, bitwise); CUDA graphs on against off for 1 and 2
-#                         towers (the same losses, bitwise)
+#                         towers (the same losses, bitwise); 2 towers with every launch waited for
+#                         (CUDA_LAUNCH_BLOCKING=1) against asynchronous (the same losses, bitwise)
 #   compare               bench/compare.py --device cuda against PyTorch (default, channels-last,
 #                         channels-last+bf16) for cifar10-tutorial and cifar10-resnet, and the
 #                         forward pass in evaluation mode (--inference: batch norms folded, as
@@ -323,6 +324,19 @@ captured = bool(steps) and steps[-1].startswith("steps: captured as CUDA graphs"
 sys.exit(0 if on == off and len(on) >= 10 and captured else 1)
 PY
     done
+    # The same two towers with every launch waited for (CUDA_LAUNCH_BLOCKING=1): the host never
+    # runs ahead of the GPU, so a missing order between the host and the device (a page-locked
+    # buffer written again too soon, a result read too early), which the tests' stand-in device
+    # cannot show (its ops finish before they return), would make the losses differ.
+    step blocking-2 env CUDA_LAUNCH_BLOCKING=1 "$cli" train --dataset fashion-mnist --device cuda \
+        --towers 2 --steps 300 --log-every 20 --cuda-graphs off --run-dir /tmp/towers-gpu/runs/blocking-2
+    step -t 60 blocking-2-same python3 - /tmp/towers-gpu/runs/blocking-2 /tmp/towers-gpu/runs/graphs-2-off <<'PY'
+import json, sys
+runs = [[json.loads(l) for l in open(d + "/metrics.jsonl")] for d in sys.argv[1:]]
+blocking, free = ([(m["step"], m["loss"]) for m in r] for r in runs)
+print("launches waited for:", blocking[-3:]); print("asynchronous:", free[-3:])
+sys.exit(0 if blocking == free and len(blocking) >= 10 else 1)
+PY
 }
 
 # The step against PyTorch (tools/gpu-check.sh run compare).
