@@ -1044,17 +1044,30 @@ private slots:
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }
 
+    void heldSetTrainsAsLoaderBatches_data()
+    {
+        QTest::addColumn<bool>("oneGpu");
+        QTest::newRow("a tower per GPU") << false;
+        QTest::newRow("two towers sharing a GPU (one copy of the set)") << true;
+    }
     void heldSetTrainsAsLoaderBatches()
     {
+        QFETCH(bool, oneGpu);
         FakeDeviceScope scope;
         {
             const ImageSet set = heldSet(64);
             const Preprocessing recipe = heldRecipe();
             BatchLoader images(set, recipe, heldLoader(false)),
                 draws(set, recipe, heldLoader(true));
-            TowerSet host(options(2, false)), dev(options(2, true));
+            TowerSetOptions onDevice = options(2, true);
+            if (oneGpu) onDevice.makeOps = [](int) { return makeFakeDeviceOps("reference", 0); };
+            TowerSet host(options(2, false)), dev(onDevice);
+            const std::int64_t before = scope.memory().liveAllocations();
             const std::string where = dev.holdTrainingSet(set, recipe);
-            QVERIFY2(where.find("cuda:0, cuda:1") != std::string::npos, where.c_str());
+            QVERIFY2(where.find(oneGpu ? "cuda:0 (" : "cuda:0, cuda:1") != std::string::npos,
+                     where.c_str());
+            // One copy per device holding towers.
+            QCOMPARE(scope.memory().liveAllocations() - before, std::int64_t(oneGpu ? 1 : 2));
             // Towers on the host may hold it too (one copy for all).
             TowerSet hostHeld(options(2, false));
             QVERIFY(hostHeld.holdTrainingSet(set, recipe).find("host") != std::string::npos);
