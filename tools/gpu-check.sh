@@ -16,7 +16,8 @@
 #   first (the default)   what a first GPU session must learn, in about five minutes, the most
 #                         important first: towers-cli selftest --device cuda (the op-case table and
 #                         the training checks on the GPU); tst_gpu_backend (every op, GPU towers,
-#                         device errors, captures; then its NCCL worlds, a step of their own);
+#                         device errors, captures; then its NCCL worlds, a step of their own,
+#                         once more without NCCL's cuMem host probe where they fail);
 #                         300 steps of the main job on 2 GPU towers
 #                         (CUDA graphs, buckets); the cifar10-tutorial step against PyTorch
 #                         (default, channels-last)
@@ -239,6 +240,13 @@ gpu_backend_steps() {
     step -t "$1" tst_gpu_backend "$g/bin/tst_gpu_backend" "${rest[@]}"
     if ((${#nccl[@]} > 0)); then
         step -t "$2" tst_gpu_backend-nccl "$g/bin/tst_gpu_backend" "${nccl[@]}"
+        # NVIDIA/nccl#2106: NCCL's start-up probe of host memory through cuMem crashed with drivers
+        # before r595 on some machines. Where the worlds failed, once more without that probe and
+        # with NCCL's reasons, so that one run tells the two apart.
+        if ((last_rc != 0 && last_rc != 124 && last_rc != 137)); then
+            step -t "$2" tst_gpu_backend-nccl-cumem-host-off env NCCL_CUMEM_HOST_ENABLE=0 \
+                NCCL_DEBUG=INFO "$g/bin/tst_gpu_backend" "${nccl[@]}"
+        fi
     fi
 }
 
@@ -398,6 +406,7 @@ cli=
 libs=
 deadline=0
 status=0
+last_rc=0     # the exit code of the last step that ran
 step_limit=300
 margin=15     # seconds of the budget kept back from a step: timeout's -k 10, the archive, the summary
 min_step=30   # a step that would get less is skipped
@@ -436,6 +445,7 @@ step() {
         echo "=== $name: skipped (time: $((deadline - SECONDS)) s of the budget left)"
         note "$name" "skipped (time)"
         status=1
+        last_rc=0 # nothing ran: nothing to retry
         return 0
     fi
     if ((limit > left)); then
@@ -463,6 +473,7 @@ step() {
     if ((rc != 0)); then
         status=1
     fi
+    last_rc=$rc
 }
 
 run() {
