@@ -146,8 +146,9 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
             lab = &deviceLabels;
         }
         const Tensor& logits = model.forward(ctx, *x);
-        r.add(logits.onHost(), labels, 0);
+        // The loss issued before the host waits for the logits: on a GPU, one wait for both.
         ops.softmaxCrossEntropyForward(logits, *lab, probs, loss);
+        r.add(logits.onHost(), labels, 0);
         r.crossEntropySum += loss.onHost().at(0) * double(end - begin);
     }
     if (parts == 1) r.finish();
