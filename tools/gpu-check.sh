@@ -298,18 +298,8 @@ train_part() {
         step "gpu-data-$data" "$cli" train --dataset fashion-mnist --device cuda --towers 2 \
             --steps 300 --log-every 20 --gpu-data $data --run-dir /tmp/towers-gpu/runs/data-$data
     done
-    step -t 60 gpu-data-same python3 - "$logs/gpu-data-auto.log" /tmp/towers-gpu/runs/data-auto \
-        /tmp/towers-gpu/runs/data-off <<'PY'
-import json, sys
-held_line = [l for l in open(sys.argv[1]).read().splitlines() if "the training set held on" in l]
-print(held_line or "the auto run's log does not say the training set was held on the GPU")
-runs = [[json.loads(l) for l in open(d + "/metrics.jsonl")] for d in sys.argv[2:]]
-held, host = ([(m["step"], m["loss"]) for m in r] for r in runs)
-print("held on the GPU:", held[-3:]); print("made on the host:", host[-3:])
-waits = [m["dataWaitMs"] for m in runs[0]]
-print("data wait (ms) with the set on the GPU:", waits[-5:])
-sys.exit(0 if held == host and len(held) >= 10 and held_line else 1)
-PY
+    same_losses gpu-data-same /tmp/towers-gpu/runs/data-auto /tmp/towers-gpu/runs/data-off \
+        "$logs/gpu-data-auto.log" "the training set held on" "the training set held on cuda"
     # CUDA graphs: the steps of one GPU tower, and of two sharing the GPU (captured in parts, the
     # bucket averages started between them), captured and replayed against the same steps issued
     # op by op: the same losses, bitwise, and the log says which it was.
@@ -319,18 +309,10 @@ PY
                 --towers $towers --steps 300 --log-every 20 --cuda-graphs $graphs \
                 --run-dir /tmp/towers-gpu/runs/graphs-$towers-$graphs
         done
-        step -t 60 "graphs-$towers-same" python3 - "$logs/graphs-$towers-on.log" \
-            /tmp/towers-gpu/runs/graphs-$towers-on /tmp/towers-gpu/runs/graphs-$towers-off <<'PY'
-import json, sys
-log = open(sys.argv[1]).read()
-steps = [l for l in log.splitlines() if l.startswith("steps:")]
-print(steps)  # a capture that failed later says so in a line of its own, after the first
-runs = [[json.loads(l) for l in open(d + "/metrics.jsonl")] for d in sys.argv[2:]]
-on, off = ([(m["step"], m["loss"]) for m in r] for r in runs)
-print("graphs on:", on[-3:]); print("graphs off:", off[-3:])
-captured = bool(steps) and steps[-1].startswith("steps: captured as CUDA graphs")
-sys.exit(0 if on == off and len(on) >= 10 and captured else 1)
-PY
+        # A capture that fails later says so in a "steps:" line of its own, after the first.
+        same_losses "graphs-$towers-same" /tmp/towers-gpu/runs/graphs-$towers-on \
+            /tmp/towers-gpu/runs/graphs-$towers-off "$logs/graphs-$towers-on.log" "steps: " \
+            "steps: captured as CUDA graphs"
     done
     # The same two towers with every launch waited for (CUDA_LAUNCH_BLOCKING=1): the host never
     # runs ahead of the GPU, so a missing order between the host and the device (a page-locked
@@ -338,12 +320,30 @@ PY
     # cannot show (its ops finish before they return), would make the losses differ.
     step blocking-2 env CUDA_LAUNCH_BLOCKING=1 "$cli" train --dataset fashion-mnist --device cuda \
         --towers 2 --steps 300 --log-every 20 --cuda-graphs off --run-dir /tmp/towers-gpu/runs/blocking-2
-    step -t 60 blocking-2-same python3 - /tmp/towers-gpu/runs/blocking-2 /tmp/towers-gpu/runs/graphs-2-off <<'PY'
-import json, sys
-runs = [[json.loads(l) for l in open(d + "/metrics.jsonl")] for d in sys.argv[1:]]
-blocking, free = ([(m["step"], m["loss"]) for m in r] for r in runs)
-print("launches waited for:", blocking[-3:]); print("asynchronous:", free[-3:])
-sys.exit(0 if blocking == free and len(blocking) >= 10 else 1)
+    same_losses blocking-2-same /tmp/towers-gpu/runs/blocking-2 /tmp/towers-gpu/runs/graphs-2-off
+}
+
+# same_losses NAME RUN_A RUN_B [LOG KEY WANT]: a step that passes when the two runs logged the
+# same (step, loss) pairs in metrics.jsonl, bitwise, at least 10 of them, and, given LOG, when the
+# last of its lines that contain KEY contains WANT (what the log says the run did). It prints the
+# last pairs, RUN_A's data waits and those lines.
+same_losses() {
+    local name=$1
+    shift
+    step -t 60 "$name" python3 - "$@" <<'PY'
+import json, os, sys
+runs = [[json.loads(l) for l in open(d + "/metrics.jsonl")] for d in sys.argv[1:3]]
+a, b = ([(m["step"], m["loss"]) for m in r] for r in runs)
+for d, pairs in zip(sys.argv[1:3], (a, b)):
+    print(os.path.basename(d) + ":", pairs[-3:])
+print("data wait (ms),", os.path.basename(sys.argv[1]) + ":", [m["dataWaitMs"] for m in runs[0]][-5:])
+said = True
+if len(sys.argv) > 3:
+    log, key, want = sys.argv[3:6]
+    lines = [l for l in open(log).read().splitlines() if key in l]
+    print(lines[-3:] or f"{log}: no line with '{key}'")
+    said = bool(lines) and want in lines[-1]
+sys.exit(0 if a == b and len(a) >= 10 and said else 1)
 PY
 }
 
