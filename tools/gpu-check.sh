@@ -31,7 +31,8 @@
 #                         Firecracker (the runtime it lists now) and refuse it under gVisor
 #                         ("Device not supported", then error 999 at the first allocation,
 #                         2026-11-04): there these steps fail for that reason, not Towers'.
-#   train                 a real training run on Fashion-MNIST on the GPU; --gpu-data auto against
+#   train                 a real training run on Fashion-MNIST on the GPU, its checkpoint evaluated
+#                         on the GPU against the CPU (eval --device cuda); --gpu-data auto against
 #                         off (the same losses, bitwise); CUDA graphs on against off for 1 and 2
 #                         towers (the same losses, bitwise); 2 towers with every launch waited for
 #                         (CUDA_LAUNCH_BLOCKING=1) against asynchronous (the same losses, bitwise)
@@ -292,6 +293,29 @@ sanitizer_part() {
 # Training on the GPU (tools/gpu-check.sh run train).
 train_part() {
     step train "$cli" train --dataset fashion-mnist --device cuda --towers 2 --epochs 1 --run-dir /tmp/towers-gpu/runs/fashion
+    # Its checkpoint evaluated on the GPU (eval --device cuda) against the CPU: the same test set,
+    # the same answers but for images on a decision boundary, and the logits (--mistakes reads
+    # them) alike.
+    for device in cuda cpu; do
+        step "eval-$device" "$cli" eval --checkpoint /tmp/towers-gpu/runs/fashion --device $device \
+            --mistakes 20 --json
+    done
+    step -t 30 eval-cuda-same python3 - "$logs/eval-cuda.log" "$logs/eval-cpu.log" <<'PY'
+import json, sys
+def result(log):
+    text = open(log).read()
+    return json.loads(text[text.index("{\n"):])
+g, c = (result(f) for f in sys.argv[1:3])
+print({k: (g[k], c[k]) for k in ("device", "examples", "correct", "mean_cross_entropy")})
+same_mistakes = [m["index"] for m in g["mistakes"]] == [m["index"] for m in c["mistakes"]]
+print("the same 20 surest mistakes:", same_mistakes)
+ok = (g["device"] == "cuda:0" and c["device"] == "cpu" and g["examples"] == c["examples"]
+      and abs(g["correct"] - c["correct"]) <= max(2, c["examples"] // 2000)
+      and abs(g["mean_cross_entropy"] - c["mean_cross_entropy"]) <= 1e-4 * (1 + c["mean_cross_entropy"])
+      and all(abs(a["probability"] - b["probability"]) <= 1e-4
+              for a, b in zip(g["mistakes"], c["mistakes"]) if a["index"] == b["index"]))
+sys.exit(0 if ok else 1)
+PY
     # The training set held on the GPU and distorted there (--gpu-data auto, the log says so)
     # against batches made on the host and copied: the same images, so the same losses, bitwise.
     for data in auto off; do

@@ -85,6 +85,7 @@ int runClassify(const QStringList& args, CommandIo& io)
          QStringLiteral("Print JSON: each image's top classes and all its logits (and with "
                         "--layers, each layer's figures).")},
     });
+    p.addOptions(inferenceDeviceOptions());
     int code = 0;
     if (!parseOrExplain(p, args, io, code)) return code;
     const QStringList files = p.positionalArguments();
@@ -96,6 +97,10 @@ int runClassify(const QStringList& args, CommandIo& io)
     if (!intOption(p, QStringLiteral("top-k"), 1, 100000, topK, io)) return ExitUsage;
     std::optional<engine::Precision> arithmetic;
     if (!precisionOption(p, arithmetic, io)) return ExitUsage;
+    engine::InferenceDevice device;
+    if (const int c = inferenceDeviceOption(p, QStringLiteral("towers-cli classify"), io, device);
+        c != ExitOk)
+        return c;
     // The checkpoint last: a run given for it is resolved (and named) only with the rest usable.
     QString checkpointFile;
     if (const int c =
@@ -104,7 +109,7 @@ int runClassify(const QStringList& args, CommandIo& io)
         return c;
 
     engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")),
-                                  0, arithmetic);
+                                  0, arithmetic, device);
     if (!classifier.precisionNote().empty())
         io.err << io.program << ": " << QString::fromStdString(classifier.precisionNote()) << "\n";
     // Each file is checked before it is decoded (a regular file, a size within the limits of
@@ -160,14 +165,16 @@ int runClassify(const QStringList& args, CommandIo& io)
         if (layers) printLayers(views, io);
     }
     if (json)
-        io.out << QJsonDocument(QJsonObject{{QStringLiteral("checkpoint"), checkpointFile},
-                                            {QStringLiteral("model"),
-                                             QString::fromStdString(classifier.info().model)},
-                                            {QStringLiteral("ema"), classifier.usesEma()},
-                                            {QStringLiteral("precision"),
-                                             QString::fromStdString(std::string(
-                                                 engine::precisionName(classifier.precision())))},
-                                            {QStringLiteral("results"), results}})
+        io.out << QJsonDocument(
+                      QJsonObject{{QStringLiteral("checkpoint"), checkpointFile},
+                                  {QStringLiteral("model"),
+                                   QString::fromStdString(classifier.info().model)},
+                                  {QStringLiteral("ema"), classifier.usesEma()},
+                                  {QStringLiteral("device"), deviceName(classifier.device())},
+                                  {QStringLiteral("precision"),
+                                   QString::fromStdString(
+                                       std::string(engine::precisionName(classifier.precision())))},
+                                  {QStringLiteral("results"), results}})
                       .toJson(QJsonDocument::Indented);
     if (failed) {
         io.err << "towers-cli classify: " << failed << " of " << files.size()

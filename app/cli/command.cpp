@@ -4,12 +4,14 @@
 #include <QFileInfo>
 
 #include "app/data/data_dirs.h"
+#include "app/devices/device_list.h"
 #include "app/runs/run_builder.h"
 #include "app/runs/run_scanner.h"
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_spec.h"
 #include "engine/models/model_file.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/classifier.h"
 #include "engine/train/recipe.h"
 
 namespace towers::app {
@@ -243,6 +245,44 @@ void applyDeviceChoice(const DeviceChoice& d, engine::TrainConfig& c, bool keepT
     if (d.gpus.empty()) return;
     if (!keepTowers) c.towers = int(d.gpus.size());
     for (int t = 0; t < c.towers; ++t) c.gpus.push_back(d.gpus[std::size_t(t) % d.gpus.size()]);
+}
+
+QList<QCommandLineOption> inferenceDeviceOptions()
+{
+    return {{QStringLiteral("device"),
+             QStringLiteral("cpu (default) or cuda: where the network runs (on a GPU as a GPU "
+                            "tower evaluates during training)."),
+             QStringLiteral("name")},
+            {QStringLiteral("gpu"), QStringLiteral("cuda: the GPU, by number (default 0)."),
+             QStringLiteral("n")}};
+}
+
+int inferenceDeviceOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
+                          engine::InferenceDevice& out)
+{
+    QString device = QStringLiteral("cpu");
+    if (!choiceOption(parser, QStringLiteral("device"), {"cpu", "cuda"}, device, io))
+        return ExitUsage;
+    out = {};
+    const bool gpuSet = parser.isSet(QStringLiteral("gpu"));
+    if (gpuSet && parser.isSet(QStringLiteral("device")) && device != QLatin1String("cuda")) {
+        io.err << command << ": --gpu is for --device cuda\n";
+        return ExitUsage;
+    }
+    if (gpuSet && !intOption(parser, QStringLiteral("gpu"), 0, 1023, out.gpu, io)) return ExitUsage;
+    if (device != QLatin1String("cuda") && !gpuSet) return ExitOk;
+    if (!gpuBackendAvailable()) {
+        io.err << command << ": error: --device cuda: " << gpuBackendNote()
+               << " Run it on the CPU without --device.\n";
+        return ExitFailure;
+    }
+    out.backend = "cuda";
+    return ExitOk;
+}
+
+QString deviceName(const engine::Device& device)
+{
+    return device.isHost() ? QStringLiteral("cpu") : QString::fromStdString(device.str());
 }
 
 QCommandLineOption bestOption()

@@ -14,6 +14,11 @@
 #include "engine/train/train_config.h"
 
 namespace towers::engine {
+struct Device;
+struct InferenceDevice;
+} // namespace towers::engine
+
+namespace towers::engine {
 struct CheckpointInfo;
 struct DatasetSpec;
 } // namespace towers::engine
@@ -134,6 +139,18 @@ bool readDeviceOptions(const QCommandLineParser& parser, const QString& command,
 // towers round-robin over them, and one tower per listed GPU unless `keepTowers`. A choice that
 // names none leaves `c` as it is.
 void applyDeviceChoice(const DeviceChoice& d, engine::TrainConfig& c, bool keepTowers);
+
+// --device and --gpu for the commands that run one network (eval, classify).
+QList<QCommandLineOption> inferenceDeviceOptions();
+// Reads them into `out` (backend "onednn", or "cuda" and its GPU). ExitOk, or the error printed
+// (naming `command`) and its exit code: ExitUsage for a device not cpu or cuda, a --gpu that is
+// not a GPU number, --gpu with --device cpu; ExitFailure for cuda where this build or machine
+// has no GPU to run on (why, and that the CPU runs it without --device).
+int inferenceDeviceOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
+                          engine::InferenceDevice& out);
+
+// Where a network runs, as eval and classify say it: "cpu" or "cuda:N".
+QString deviceName(const engine::Device& device);
 
 // --best, for the commands that take --checkpoint (which defines it with bestOption()).
 QCommandLineOption bestOption();

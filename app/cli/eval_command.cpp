@@ -100,6 +100,7 @@ int runEval(const QStringList& args, CommandIo& io)
         inferencePrecisionOption(),
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
+    p.addOptions(inferenceDeviceOptions());
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
     QString setName;
@@ -118,6 +119,10 @@ int runEval(const QStringList& args, CommandIo& io)
         return ExitUsage;
     std::optional<engine::Precision> arithmetic;
     if (!precisionOption(p, arithmetic, io)) return ExitUsage;
+    engine::InferenceDevice device;
+    if (const int c = inferenceDeviceOption(p, QStringLiteral("towers-cli eval"), io, device);
+        c != ExitOk)
+        return c;
     std::vector<std::filesystem::path> path;
     if (!searchPathOption(p, io, path)) return ExitUsage;
     // The checkpoint last: a run given for it is resolved (and named) only with the rest usable.
@@ -131,7 +136,7 @@ int runEval(const QStringList& args, CommandIo& io)
         path.insert(path.begin(), runData.toStdString());
 
     engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")),
-                                  0, arithmetic);
+                                  0, arithmetic, device);
     if (!classifier.precisionNote().empty())
         io.err << io.program << ": " << QString::fromStdString(classifier.precisionNote()) << "\n";
     const auto& info = classifier.info();
@@ -251,6 +256,7 @@ int runEval(const QStringList& args, CommandIo& io)
             {QStringLiteral("precision"),
              QString::fromStdString(std::string(engine::precisionName(classifier.precision())))},
             {QStringLiteral("trained_precision"), trained},
+            {QStringLiteral("device"), deviceName(classifier.device())},
             {QStringLiteral("examples"), qint64(r.examples)},
             {QStringLiteral("correct"), qint64(r.correct)},
             {QStringLiteral("precision_at_1"), r.precisionAt1},
@@ -299,6 +305,9 @@ int runEval(const QStringList& args, CommandIo& io)
            << (classifier.precision() == engine::Precision::BFloat16
                    ? QStringLiteral(", bf16 convolutions and matrix products")
                    : QString())
+           << (classifier.device().isHost()
+                   ? QString()
+                   : QStringLiteral(", on ") + deviceName(classifier.device()))
            << "\n"
            << "precision @ 1 = " << QString::number(r.precisionAt1, 'f', 4) << " (" << r.correct
            << " of " << r.examples << " " << setWord << " examples), mean cross-entropy "

@@ -287,6 +287,7 @@ public:
 
     std::string name() const override { return m_ops->name() + " (staged)"; }
     Device device() const override { return m_outer; }
+    Precision precision() const override { return m_ops->precision(); }
     bool runsFloat(DType dtype) const override { return m_ops->runsFloat(dtype); }
     void synchronize() override
     {

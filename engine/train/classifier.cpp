@@ -6,12 +6,14 @@
 #include "engine/cpu/onednn_ops.h"
 #include "engine/data/batch_loader.h"
 #include "engine/models/registry.h"
+#include "engine/ops/backends.h"
 
 namespace towers::engine {
 
 Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int threads,
-                       std::optional<Precision> precision)
+                       std::optional<Precision> precision, const InferenceDevice& device)
 {
+    requireBackendName(device.backend);
     const Checkpoint c = readCheckpoint(checkpoint);
     m_info = c.info;
     try {
@@ -47,15 +49,44 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
         for (int i = 0; i < m_model->numClasses(); ++i)
             m_info.classNames.push_back("class " + std::to_string(i));
     cpu::setCpuThreads(threads);
+    const bool host = isHostBackend(device.backend);
+    const auto makeOps = [&](Precision p) {
+        if (device.makeOps) return device.makeOps(p);
+        if (device.backend == "onednn") return cpu::makeOneDnnOps(p);
+        return makeBackendOps(device.backend, BackendOptions{device.gpu, false, p});
+    };
     if (precision) {
         m_precision = *precision;
     } else if (trainedPrecision(m_info) == precisionName(Precision::BFloat16)) {
-        const std::string needs = cpu::bf16Needs();
-        m_precision = needs.empty() ? Precision::BFloat16 : Precision::Float32;
-        if (!needs.empty())
-            m_precisionNote = "trained in bf16, evaluated in float32 here: bf16 needs " + needs;
+        // The checkpoint's own precision where the device runs it, else float32, saying why.
+        std::string why;
+        if (host && !device.makeOps) {
+            if (const std::string needs = cpu::bf16Needs(); !needs.empty())
+                why = "bf16 needs " + needs;
+        } else { // the device's ops refuse a precision they cannot run, saying why
+            try {
+                m_ops = makeOps(Precision::BFloat16);
+            } catch (const Unsupported& e) {
+                why = e.what();
+            }
+        }
+        m_precision = why.empty() ? Precision::BFloat16 : Precision::Float32;
+        if (!why.empty()) m_precisionNote = "trained in bf16, evaluated in float32 here: " + why;
     }
-    m_ops = cpu::makeOneDnnOps(m_precision);
+    if (!m_ops) m_ops = makeOps(m_precision);
+    if (!m_ops->device().isHost()) m_model->moveTo(m_ops->device());
+}
+
+Device Classifier::device() const
+{
+    return m_ops->device();
+}
+
+const Tensor& Classifier::forward(ExecContext& ctx, const Tensor& x)
+{
+    if (m_ops->device().isHost()) return m_model->forward(ctx, x);
+    m_ops->upload(x, m_deviceInput);
+    return m_model->forward(ctx, m_deviceInput);
 }
 
 Classifier::~Classifier() = default;
@@ -82,7 +113,7 @@ std::vector<std::vector<double>> Classifier::logits(const ImageSet& images)
     for (std::int64_t begin = 0; begin < images.count; begin += batch) {
         const std::int64_t end = std::min(images.count, begin + batch);
         evaluationBatch(images, m_recipe, begin, end, x, labels);
-        const Tensor& logits = m_model->forward(ctx, x);
+        const Tensor logits = forward(ctx, x).onHost();
         const std::int64_t k = logits.dim(1);
         for (std::int64_t i = 0; i < end - begin; ++i) {
             std::vector<double> row(static_cast<std::size_t>(k));
@@ -174,7 +205,7 @@ std::vector<LayerView> Classifier::layerOutputs(const ImageSet& images, std::int
     ExecContext ctx{*m_ops, false, 0};
     Tensor x, labels;
     evaluationBatch(images, m_recipe, index, index + 1, x, labels);
-    m_model->forward(ctx, x);
+    forward(ctx, x);
     std::vector<LayerView> views;
     const char* normalization = m_recipe.normalization == Preprocessing::Normalization::PerImage
                                     ? "standardised per image"
@@ -216,7 +247,7 @@ std::vector<LayerActivity> Classifier::layerActivity(const ImageSet& images, std
         if (stop && stop()) break;
         const std::int64_t e = std::min(n, b + batchSize);
         evaluationBatch(images, m_recipe, b, e, x, labels);
-        m_model->forward(ctx, x);
+        forward(ctx, x);
         for (std::size_t i = 0; i < rows.size(); ++i) {
             Tensor host = m_model->layerOutput(i).onHost();
             if (host.dtype() != DType::Float32) host = host.to(DType::Float32);

@@ -55,6 +55,16 @@ struct LayerActivity
     std::vector<std::int64_t> deadChannels() const;
 };
 
+// Where a Classifier computes: the CPU (oneDNN), or one GPU (the CUDA backend, as a GPU tower
+// evaluates during training).
+struct InferenceDevice
+{
+    std::string backend = "onednn"; // "onednn" or "cuda"
+    int gpu = 0;                    // for "cuda"
+    // Tests: the ops of a stand-in device for the precision decided, instead of makeBackendOps.
+    std::function<std::unique_ptr<Ops>(Precision)> makeOps;
+};
+
 class Classifier
 {
 public:
@@ -65,9 +75,12 @@ public:
     // float32, or in bfloat16 as a --precision bf16 run's evaluations ran them (Unsupported with
     // the reason where this CPU cannot: cpu::bf16Unavailable). None: the precision the checkpoint
     // was trained in (trainedPrecision), so that its figures are its run's own, where this CPU
-    // runs it; else float32, and precisionNote() says why.
+    // runs it; else float32, and precisionNote() says why. `device`: where it computes (the
+    // weights go there once; each batch is copied there and its logits back); Unsupported with
+    // the reason where there is no such GPU, or it cannot run the precision asked for.
     explicit Classifier(const std::filesystem::path& checkpoint, bool useEma = true,
-                        int threads = 0, std::optional<Precision> precision = std::nullopt);
+                        int threads = 0, std::optional<Precision> precision = std::nullopt,
+                        const InferenceDevice& device = {});
     ~Classifier();
 
     const CheckpointInfo& info() const { return m_info; }
@@ -78,6 +91,8 @@ public:
     const Shape& sourceShape() const { return m_source; }
     bool usesEma() const { return m_usesEma; }
     Precision precision() const { return m_precision; }
+    // Where it computes: "cpu" or "cuda:N".
+    Device device() const;
     // Why precision() is not the one the checkpoint was trained in, when it was left to the
     // checkpoint and this CPU cannot run that ("" otherwise): "trained in bf16, evaluated in
     // float32 here: bf16 needs a CPU with AVX512_BF16 or AMX (...); oneDNN's kernels here are
@@ -114,6 +129,8 @@ public:
 private:
     // ShapeError unless `images` are of sourceShape().
     void requireSourceShape(const ImageSet& images) const;
+    // The network's forward pass in evaluation mode on `x` (host images), on the device.
+    const Tensor& forward(ExecContext& ctx, const Tensor& x);
 
     CheckpointInfo m_info;
     Preprocessing m_recipe;
@@ -121,8 +138,10 @@ private:
     bool m_usesEma = false;
     Precision m_precision = Precision::Float32;
     std::string m_precisionNote;
-    std::unique_ptr<Model> m_model;
+    // Declared first, destroyed last: on a GPU, the tensors go before their stream.
     std::unique_ptr<Ops> m_ops;
+    std::unique_ptr<Model> m_model;
+    Tensor m_deviceInput; // the batch on the device, reused
 };
 
 } // namespace towers::engine

@@ -388,6 +388,96 @@ private slots:
         QCOMPARE(je.value(QStringLiteral("trained_precision")).toString(), QStringLiteral("fp32"));
     }
 
+    // --device cuda: eval and classify on a GPU, the same answers as on the CPU where this
+    // machine has one; elsewhere exit code 1 with why there is none and what to do instead. A
+    // device that is not one, a GPU that is not a number and --gpu with --device cpu are usage
+    // errors. The JSON names where the network ran.
+    void deviceChoice()
+    {
+        QImage image(28, 28, QImage::Format_Grayscale8);
+        for (int y = 0; y < 28; ++y)
+            for (int x = 0; x < 28; ++x) image.setPixel(x, y, qRgb(7 * x, 3 * y, 4 * (x + y)));
+        QVERIFY(image.save(path("device.png")));
+        const QStringList classify{QStringLiteral("classify"), QStringLiteral("--checkpoint"),
+                                   m_checkpoint, QStringLiteral("--json"), path("device.png")};
+        const QStringList eval{QStringLiteral("eval"), QStringLiteral("--checkpoint"),
+                               m_checkpoint,           QStringLiteral("--data-dir"),
+                               m_dir.path(),           QStringLiteral("--json")};
+        const auto json = [](const Run& r) {
+            return QJsonDocument::fromJson(r.out.toUtf8()).object();
+        };
+        const QStringList cuda{QStringLiteral("--device"), QStringLiteral("cuda")};
+        for (const QStringList& args : {classify, eval}) {
+            const QString command = QStringLiteral("towers-cli ") + args.first();
+            const struct
+            {
+                QStringList extra;
+                QString error;
+            } usage[] = {
+                {{QStringLiteral("--device"), QStringLiteral("tpu")},
+                 QStringLiteral("--device must be cpu or cuda, got 'tpu'")},
+                {{QStringLiteral("--gpu"), QStringLiteral("first")},
+                 QStringLiteral("--gpu must be an integer from 0 to 1023, got 'first'")},
+                {{QStringLiteral("--device"), QStringLiteral("cpu"), QStringLiteral("--gpu"),
+                  QStringLiteral("1")},
+                 command + QStringLiteral(": --gpu is for --device cuda")},
+            };
+            for (const auto& u : usage) {
+                const Run bad = cli(args + u.extra);
+                QVERIFY(!bad.crashed);
+                QCOMPARE(bad.exitCode, 2);
+                QVERIFY2(bad.err.contains(u.error), qPrintable(bad.err));
+                QVERIFY2(bad.out.isEmpty(), qPrintable(bad.out));
+            }
+            const Run onCpu = cli(args);
+            QVERIFY2(!onCpu.crashed && onCpu.exitCode == 0, qPrintable(onCpu.err));
+            QCOMPARE(json(onCpu).value(QStringLiteral("device")).toString(), QStringLiteral("cpu"));
+            const Run chosenCpu =
+                cli(args + QStringList{QStringLiteral("--device"), QStringLiteral("cpu")});
+            QVERIFY2(!chosenCpu.crashed && chosenCpu.exitCode == 0, qPrintable(chosenCpu.err));
+            QCOMPARE(chosenCpu.out, onCpu.out);
+
+            const Run gpu = cli(args + cuda);
+            QVERIFY(!gpu.crashed);
+            if (gpu.exitCode == 1) { // no GPU here: why, and the way on
+                QVERIFY2(
+                    gpu.err.contains(command + QStringLiteral(": error: --device cuda: ")) &&
+                        gpu.err.contains(QStringLiteral("Run it on the CPU without --device.")),
+                    qPrintable(gpu.err));
+                QVERIFY2(gpu.out.isEmpty(), qPrintable(gpu.out));
+                // --gpu alone means a GPU too.
+                const Run alone =
+                    cli(args + QStringList{QStringLiteral("--gpu"), QStringLiteral("0")});
+                QCOMPARE(alone.exitCode, 1);
+                QVERIFY2(alone.err.contains(QStringLiteral("error: --device cuda: ")),
+                         qPrintable(alone.err));
+                continue;
+            }
+            QVERIFY2(gpu.exitCode == 0, qPrintable(gpu.err));
+            const QJsonObject g = json(gpu), c = json(onCpu);
+            QCOMPARE(g.value(QStringLiteral("device")).toString(), QStringLiteral("cuda:0"));
+            if (args.first() == QLatin1String("eval")) {
+                QCOMPARE(g.value(QStringLiteral("examples")), c.value(QStringLiteral("examples")));
+                QVERIFY(std::abs(g.value(QStringLiteral("mean_cross_entropy")).toDouble() -
+                                 c.value(QStringLiteral("mean_cross_entropy")).toDouble()) < 1e-4);
+            } else { // cuDNN's float32 against oneDNN's: the same logits to float rounding
+                const auto logits = [](const QJsonObject& o) {
+                    return o.value(QStringLiteral("results"))
+                        .toArray()
+                        .first()
+                        .toObject()
+                        .value(QStringLiteral("logits"))
+                        .toArray();
+                };
+                const QJsonArray want = logits(c), got = logits(g);
+                QCOMPARE(got.size(), want.size());
+                for (qsizetype i = 0; i < want.size(); ++i)
+                    QVERIFY(std::abs(got[i].toDouble() - want[i].toDouble()) <
+                            1e-4 * (1 + std::abs(want[i].toDouble())));
+            }
+        }
+    }
+
     // Last, as it is the one large child (the peak resident size of children is the largest
     // one's): 40 megapixels, within the budget, is decoded, reduced and classified. A grey PNG is
     // decoded whole (40 MB), then Qt's smooth reduction works on a 32-bit copy (160 MB).

@@ -1,0 +1,219 @@
+// A Classifier on a GPU (`towers-cli eval --device cuda`, `classify --device cuda`), run on the
+// stand-in device (fake_device.h), whose tensors the host cannot read: its weights go there once,
+// each batch is copied there and its logits back, and it answers bitwise as the same Classifier on
+// the CPU (the stand-in computes with the same oneDNN kernels), in evaluation, logits, the look
+// inside (every layer's output, channel activity) and the filters (in bfloat16, as the same ops
+// on the host: a GPU's evaluation keeps float32 images between the layers). A precision the device
+// refuses is left for float32 with the device's reason when the checkpoint asked for it, an error
+// when the user did. On a real GPU, tools/gpu-check.sh compares `eval --device cuda` with the
+// CPU's.
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <filesystem>
+
+#include "checkpoint_files.h"
+#include "dataset_files.h"
+#include "engine/cpu/cpu_info.h"
+#include "engine/cpu/onednn_ops.h"
+#include "engine/data/dataset.h"
+#include "engine/errors.h"
+#include "engine/ops/staged_ops.h"
+#include "engine/train/classifier.h"
+#include "engine/train/train_config.h"
+#include "fake_device.h"
+
+using namespace towers;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The stand-in GPU's ops in `precision`: oneDNN's, computing on copies of the device's tensors.
+engine::InferenceDevice standInGpu()
+{
+    engine::InferenceDevice d;
+    d.backend = "cuda";
+    d.makeOps = [](engine::Precision p) {
+        return engine::makeStagedOps(engine::cpu::makeOneDnnOps(p),
+                                     engine::Device{engine::DeviceKind::Cuda, 0});
+    };
+    return d;
+}
+
+// The same ops on the host. In bfloat16 this is the CPU's arithmetic of a GPU's evaluation: the
+// oneDNN backend's own evaluation keeps its images bfloat16 between the layers
+// (Ops::bf16Activations), a GPU's keeps them float32, as its training's evaluations do.
+engine::InferenceDevice stagedOnTheHost()
+{
+    engine::InferenceDevice d;
+    d.makeOps = [](engine::Precision p) {
+        return engine::makeStagedOps(engine::cpu::makeOneDnnOps(p), engine::Device::host());
+    };
+    return d;
+}
+
+// A device that runs float32 only, and says so for bfloat16.
+engine::InferenceDevice float32OnlyGpu()
+{
+    engine::InferenceDevice d = standInGpu();
+    d.makeOps = [](engine::Precision p) -> std::unique_ptr<engine::Ops> {
+        if (p != engine::Precision::Float32)
+            throw engine::Unsupported("--precision bf16 on GPUs: GPU 0 (a stand-in) cannot");
+        return engine::makeStagedOps(engine::cpu::makeOneDnnOps(p),
+                                     engine::Device{engine::DeviceKind::Cuda, 0});
+    };
+    return d;
+}
+
+void expectSameViews(const std::vector<engine::LayerView>& a,
+                     const std::vector<engine::LayerView>& b)
+{
+    QCOMPARE(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        QCOMPARE(a[i].name, b[i].name);
+        QCOMPARE(a[i].shape, b[i].shape);
+        QVERIFY2(a[i].values == b[i].values, a[i].name.c_str());
+    }
+}
+
+} // namespace
+
+class TestClassifierDevice : public QObject
+{
+    Q_OBJECT
+    QTemporaryDir m_dir;
+    test::FakeDeviceScope m_device;
+
+    struct Case
+    {
+        engine::Dataset data;
+        fs::path checkpoint;
+    };
+    Case m_mnist, m_cifar;
+
+    const Case& caseOf(const QString& model) const
+    {
+        return model == QLatin1String("fashion-fast") ? m_mnist : m_cifar;
+    }
+
+private slots:
+    void initTestCase()
+    {
+        const fs::path root = m_dir.path().toStdString();
+        test::writeIdxDataset(root / "mnist", 100, 300, 28, 28, false, 3);
+        m_mnist.data = engine::loadDataset("mnist", root / "mnist");
+        m_mnist.checkpoint = root / "fashion-fast.safetensors";
+        // Batch norms (folded for evaluation), 28x28 scaled to 0..1.
+        test::writeFreshCheckpoint("fashion-fast", m_mnist.data, m_mnist.checkpoint, 7);
+        test::writeCifar10(root / "cifar10", 20, 300, 5);
+        m_cifar.data = engine::loadDataset("cifar10", root / "cifar10");
+        m_cifar.checkpoint = root / "cifar10-tutorial.safetensors";
+        // LRN, the central 24x24 of 32x32 images standardised per image.
+        test::writeFreshCheckpoint("cifar10-tutorial", m_cifar.data, m_cifar.checkpoint, 11);
+    }
+
+    void answersAsOnTheCpu_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<bool>("bf16");
+        QTest::newRow("fashion-fast") << QStringLiteral("fashion-fast") << false;
+        QTest::newRow("cifar10-tutorial") << QStringLiteral("cifar10-tutorial") << false;
+        QTest::newRow("cifar10-tutorial bf16") << QStringLiteral("cifar10-tutorial") << true;
+    }
+
+    void answersAsOnTheCpu()
+    {
+        QFETCH(QString, model);
+        QFETCH(bool, bf16);
+        if (bf16)
+            if (const std::string no = engine::cpu::bf16Unavailable(); !no.empty())
+                QSKIP(no.c_str());
+        const Case& c = caseOf(model);
+        const auto precision = bf16 ? engine::Precision::BFloat16 : engine::Precision::Float32;
+        engine::Classifier cpu(c.checkpoint, true, 0, precision,
+                               bf16 ? stagedOnTheHost() : engine::InferenceDevice{});
+        const std::int64_t copiesBefore = m_device.memory().copies();
+        engine::Classifier gpu(c.checkpoint, true, 0, precision, standInGpu());
+        QVERIFY(cpu.device().isHost());
+        QCOMPARE(gpu.device().str(), std::string("cuda:0"));
+        QCOMPARE(gpu.precision(), precision);
+        QVERIFY(gpu.precisionNote().empty());
+        // The weights went to the device: the host cannot read them there.
+        QVERIFY(m_device.memory().copies() > copiesBefore);
+        QVERIFY(m_device.memory().liveAllocations() > 0);
+
+        const engine::ImageSet& set = c.data.test;
+        // A last partial batch (300 = 2 x 128 + 44; the logits go in batches of 256).
+        const auto expected = cpu.logits(set);
+        const auto got = gpu.logits(set);
+        QCOMPARE(got.size(), std::size_t(set.count));
+        QVERIFY(got == expected);
+
+        const engine::EvalResult a = cpu.evaluate(set, 128), b = gpu.evaluate(set, 128);
+        QCOMPARE(b.examples, set.count);
+        QCOMPARE(b.correct, a.correct);
+        QCOMPARE(b.confusion, a.confusion);
+        QCOMPARE(b.meanCrossEntropy, a.meanCrossEntropy);
+
+        expectSameViews(gpu.layerOutputs(set, 17), cpu.layerOutputs(set, 17));
+        expectSameViews(gpu.convolutionFilters(), cpu.convolutionFilters());
+        const auto activityCpu = cpu.layerActivity(set, 250, 64);
+        const auto activityGpu = gpu.layerActivity(set, 250, 64);
+        QCOMPARE(activityGpu.size(), activityCpu.size());
+        for (std::size_t i = 0; i < activityCpu.size(); ++i) {
+            QCOMPARE(activityGpu[i].images, std::int64_t(250));
+            QCOMPARE(activityGpu[i].activeIn, activityCpu[i].activeIn);
+        }
+    }
+
+    // A checkpoint trained in bf16, on a device that cannot run it: float32, and why.
+    void aPrecisionTheDeviceRefusesIsExplained()
+    {
+        const fs::path root = m_dir.path().toStdString();
+        engine::TrainConfig config;
+        config.model = "fashion-fast";
+        config.dataset = "mnist";
+        config.precision = engine::Precision::BFloat16;
+        const fs::path file = root / "trained-in-bf16.safetensors";
+        test::writeFreshCheckpoint("fashion-fast", m_mnist.data, file, 7, 1, config.toJson());
+
+        engine::Classifier left(file, true, 0, std::nullopt, float32OnlyGpu());
+        QCOMPARE(left.precision(), engine::Precision::Float32);
+        QCOMPARE(left.precisionNote(), std::string("trained in bf16, evaluated in float32 here: "
+                                                   "--precision bf16 on GPUs: GPU 0 (a "
+                                                   "stand-in) cannot"));
+        engine::Classifier cpu(file, true, 0, engine::Precision::Float32);
+        QVERIFY(left.logits(m_mnist.data.test) == cpu.logits(m_mnist.data.test));
+
+        // Asked for by the user, it is an error with the device's reason.
+        try {
+            engine::Classifier asked(file, true, 0, engine::Precision::BFloat16, float32OnlyGpu());
+            QFAIL("bf16 on a float32-only device was accepted");
+        } catch (const engine::Unsupported& e) {
+            QVERIFY2(std::string(e.what()).find("GPU 0 (a stand-in) cannot") != std::string::npos,
+                     e.what());
+        }
+
+        // Where the device runs bf16, the checkpoint's precision, as on the CPU.
+        if (engine::cpu::bf16Unavailable().empty()) {
+            engine::Classifier own(file, true, 0, std::nullopt, standInGpu());
+            QCOMPARE(own.precision(), engine::Precision::BFloat16);
+            QVERIFY(own.precisionNote().empty());
+        }
+    }
+
+    void anUnknownBackendIsRefused()
+    {
+        engine::InferenceDevice d;
+        d.backend = "tpu";
+        try {
+            engine::Classifier c(m_mnist.checkpoint, true, 0, std::nullopt, d);
+            QFAIL("an unknown backend was accepted");
+        } catch (const engine::UnknownName& e) {
+            QVERIFY2(std::string(e.what()).find("'tpu'") != std::string::npos, e.what());
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestClassifierDevice)
+#include "tst_classifier_device.moc"
