@@ -121,7 +121,7 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
     const Shape& in = model.inputShape();
     EvalResult r(model.numClasses());
     ExecContext ctx = ExecContext::forEvaluation(ops, std::uint64_t(part));
-    Tensor images, labels, probs, loss, deviceImages, deviceLabels;
+    Tensor images, labels, probs, loss, deviceImages, deviceLabels, hostLogits, hostLoss;
     const Device& device = model.device();
     const std::int64_t numBatches = (count + batchSize - 1) / batchSize;
     for (std::int64_t b = part; b < numBatches; b += parts) {
@@ -148,8 +148,20 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
         const Tensor& logits = model.forward(ctx, *x);
         // The loss issued before the host waits for the logits: on a GPU, one wait for both.
         ops.softmaxCrossEntropyForward(logits, *lab, probs, loss);
-        r.add(logits.onHost(), labels, 0);
-        r.crossEntropySum += loss.onHost().at(0) * double(end - begin);
+        if (device.isHost()) {
+            r.add(logits, labels, 0);
+            r.crossEntropySum += loss.at(0) * double(end - begin);
+            continue;
+        }
+        // Copied back on this context's stream, which the host waits for (into pageable memory a
+        // GPU's copy returns once the bytes are there), not through the host's copy, which waits
+        // for the whole device: two towers sharing a GPU evaluate side by side.
+        Tensor::ensure(hostLogits, logits.shape(), logits.dtype());
+        Tensor::ensure(hostLoss, loss.shape(), loss.dtype());
+        ops.download(logits, hostLogits);
+        ops.download(loss, hostLoss);
+        r.add(hostLogits, labels, 0);
+        r.crossEntropySum += hostLoss.at(0) * double(end - begin);
     }
     if (parts == 1) r.finish();
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
