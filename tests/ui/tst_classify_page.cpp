@@ -24,9 +24,11 @@
 #include "engine/cpu/onednn_ops.h"
 #include "engine/data/validation_split.h"
 #include "engine/models/registry.h"
+#include "engine/ops/staged_ops.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/recipe.h"
 #include "engine/train/train_config.h"
+#include "fake_device.h"
 #include "hostile_images.h"
 #include "ui/models/sample_image_model.h"
 #include "ui/pages/classify_many_dialog.h"
@@ -650,6 +652,67 @@ private slots:
         QVERIFY2(!page.checkpointText().contains(QStringLiteral("bf16")),
                  qPrintable(page.checkpointText()));
         QVERIFY(page.checkpointToolTip().isEmpty());
+    }
+
+    // "Run on" a GPU this build can run on (here a stand-in, whose tensors the host cannot read):
+    // chosen, the open checkpoint is loaded again there and the line says where; one image and
+    // the whole test set are answered as on the CPU; back on the CPU, the GPU's memory is given
+    // back. With the CPU alone, "Run on" is not shown.
+    void runsOnAGpu()
+    {
+        ClassifyPage page; // it lists the GPUs, which may load the CUDA plugin, before:
+        test::FakeDeviceScope device;
+        QVERIFY(showWithTheData(page));
+        engine::InferenceDevice standIn;
+        standIn.backend = "cuda";
+        standIn.makeOps = [](engine::Precision p) {
+            return engine::makeStagedOps(engine::cpu::makeOneDnnOps(p),
+                                         engine::Device{engine::DeviceKind::Cuda, 0});
+        };
+        page.setRunOnChoices(
+            {{QStringLiteral("CPU"), {}}, {QStringLiteral("GPU 0 (a stand-in)"), standIn}});
+        QVERIFY(page.runOnChoice()->isVisibleTo(&page));
+        QCOMPARE(page.runOnChoice()->count(), 2);
+        QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
+        QSignalSpy answered(&page, &ClassifyPage::imageClassified);
+        QSignalSpy done(&page, &ClassifyPage::wholeSetClassified);
+        QSignalSpy errors(&page, &ClassifyPage::errorOccurred);
+        page.openCheckpoint(m_checkpoint);
+        QVERIFY(loaded.wait(20000));
+        QVERIFY2(!page.checkpointText().contains(QStringLiteral("; on ")),
+                 qPrintable(page.checkpointText()));
+        QCOMPARE(device.memory().liveAllocations(), std::int64_t(0));
+
+        emit page.runOnChoice()->activated(1); // as the user chooses it
+        QVERIFY(loaded.wait(20000));
+        QCOMPARE(loaded.last().at(0).toBool(), true);
+        QCOMPARE(page.runOn(), 1);
+        QVERIFY2(page.checkpointText().endsWith(QStringLiteral("; on GPU 0 (a stand-in)")),
+                 qPrintable(page.checkpointText()));
+        QVERIFY(device.memory().liveAllocations() > 0); // the weights are there
+
+        engine::Classifier oracle(m_checkpoint.toStdString());
+        page.classifySetImage(3);
+        QVERIFY(answered.wait(20000));
+        const auto best = engine::Classifier::topK(oracle.probabilities(testImage(3)).at(0), 5);
+        QCOMPARE(page.topClasses().size(), best.size());
+        for (std::size_t i = 0; i < best.size(); ++i)
+            QCOMPARE(page.topClasses()[i].second, best[i].probability);
+        page.classifyWholeSet();
+        QVERIFY(done.wait(30000));
+        QCOMPARE(done.at(0).at(0).toBool(), true);
+        const engine::EvalResult e = oracle.evaluate(m_data->test);
+        QCOMPARE(page.predictions()->correct, e.correct);
+        QCOMPARE(page.predictions()->confusion, e.confusion);
+
+        page.setRunOn(0);
+        QVERIFY(loaded.wait(20000));
+        QVERIFY(!page.checkpointText().contains(QStringLiteral("; on ")));
+        QCOMPARE(device.memory().liveAllocations(), std::int64_t(0));
+        QCOMPARE(errors.count(), 0);
+
+        page.setRunOnChoices({{QStringLiteral("CPU"), {}}});
+        QVERIFY(!page.runOnChoice()->isVisibleTo(&page));
     }
 
     void badCheckpoint()

@@ -25,6 +25,7 @@
 
 #include <utility>
 
+#include "app/devices/device_list.h"
 #include "app/inference/image_files.h"
 #include "app/runs/run_builder.h"
 #include "engine/data/validation_split.h"
@@ -51,6 +52,15 @@ ClassifyPage::ClassifyPage(QWidget* parent)
       m_classModel(new ClassAccuracyModel(this)), m_cellImages(new SampleImageModel(this))
 {
     buildUi();
+    std::vector<RunOn> runOn{{tr("CPU"), {}}};
+    for (const app::DeviceDescription& d : app::listDevices()) {
+        if (d.kind != app::DeviceDescription::Kind::Gpu || !d.trainable) continue;
+        engine::InferenceDevice gpu;
+        gpu.backend = "cuda";
+        gpu.gpu = d.id.mid(3).toInt(); // "gpu3"
+        runOn.push_back({tr("GPU %1 (%2)").arg(gpu.gpu).arg(d.name), gpu});
+    }
+    setRunOnChoices(std::move(runOn));
     m_progressTimer->setInterval(100);
     connect(m_progressTimer, &QTimer::timeout, this, [this] {
         if (m_done && m_images)
@@ -76,8 +86,21 @@ void ClassifyPage::buildUi()
         this);
     m_info->setWordWrap(true);
     m_info->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_runOnBox = new QWidget(this);
+    auto* runOnRow = new QHBoxLayout(m_runOnBox);
+    runOnRow->setContentsMargins(0, 0, 0, 0);
+    m_runOn = new QComboBox(m_runOnBox);
+    m_runOn->setObjectName(QStringLiteral("runOn"));
+    m_runOn->setToolTip(tr("Where the network runs: the CPU, or a GPU (as towers-cli eval "
+                           "--device cuda --gpu N)"));
+    connect(m_runOn, &QComboBox::activated, this, &ClassifyPage::setRunOn);
+    auto* runOnLabel = new QLabel(tr("Ru&n on"), m_runOnBox);
+    runOnLabel->setBuddy(m_runOn);
+    runOnRow->addWidget(runOnLabel);
+    runOnRow->addWidget(m_runOn);
     ckRow->addWidget(openCk, 0, Qt::AlignTop);
     ckRow->addWidget(m_info, 1);
+    ckRow->addWidget(m_runOnBox, 0, Qt::AlignTop);
     top->addLayout(ckRow);
 
     auto* split = new QSplitter(Qt::Vertical, this);
@@ -348,17 +371,40 @@ void ClassifyPage::chooseCheckpoint()
     if (!path.isEmpty()) openCheckpoint(path);
 }
 
+void ClassifyPage::setRunOnChoices(std::vector<RunOn> choices)
+{
+    if (choices.empty()) choices.push_back({tr("CPU"), {}});
+    m_runOnChoices = std::move(choices);
+    m_runOn->clear();
+    for (const RunOn& r : m_runOnChoices) m_runOn->addItem(r.name);
+    m_runOnBox->setVisible(m_runOnChoices.size() > 1);
+    setRunOn(0);
+}
+
+void ClassifyPage::setRunOn(int index)
+{
+    if (index < 0 || index >= int(m_runOnChoices.size())) return;
+    const bool changed = index != m_runOnIndex;
+    m_runOnIndex = index;
+    m_runOn->setCurrentIndex(index);
+    if (changed && !m_requestedPath.isEmpty()) openCheckpoint(m_requestedPath);
+}
+
 void ClassifyPage::openCheckpoint(const QString& path)
 {
     cancelWholeSet();
     m_imageJob.cancel();
-    m_info->setText(tr("Loading %1…").arg(path.toHtmlEscaped()));
+    m_requestedPath = path;
+    const RunOn& where = m_runOnChoices.at(std::size_t(m_runOnIndex));
+    m_info->setText(where.device.backend == "onednn"
+                        ? tr("Loading %1…").arg(path.toHtmlEscaped())
+                        : tr("Loading %1 on %2…").arg(path.toHtmlEscaped(), where.name));
     m_info->setToolTip(QString());
     m_load.start(
-        [path] {
+        [path, device = where.device] {
             auto shared = std::make_shared<Shared>();
-            shared->classifier =
-                std::make_unique<engine::Classifier>(path.toStdString(), /*useEma=*/true);
+            shared->classifier = std::make_unique<engine::Classifier>(
+                path.toStdString(), /*useEma=*/true, 0, std::nullopt, device);
             shared->filters = shared->classifier->convolutionFilters();
             // The validation set its run held out (TrainConfig::validation), drawn again as the
             // run drew it when it is chosen.
@@ -427,9 +473,15 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
         // A run trained in bf16 is evaluated as it evaluated itself, where this CPU can; the
         // reason why not in the tooltip.
         (!c.precisionNote().empty()
-             ? tr("; trained in bf16, evaluated in float32 (this CPU does not run bf16)")
+             ? (c.device().isHost()
+                    ? tr("; trained in bf16, evaluated in float32 (this CPU does not run bf16)")
+                    : tr("; trained in bf16, evaluated in float32 (this GPU does not run bf16)"))
          : c.precision() == engine::Precision::BFloat16 ? tr("; evaluated in bf16, as its run was")
-                                                        : QString()));
+                                                        : QString()) +
+        (c.device().isHost()
+             ? QString()
+             : tr("; on %1").arg(
+                   m_runOnChoices.at(std::size_t(m_runOnIndex)).name.toHtmlEscaped())));
     m_info->setToolTip(QString::fromStdString(c.precisionNote()));
     m_invert->setEnabled(m_source[2] == 1);
     updateSetTexts();

@@ -75,6 +75,20 @@ public:
 
     void setDatasetProvider(DatasetProvider provider) { m_datasetProvider = std::move(provider); }
 
+    // Where the network runs: the CPU, then each GPU this build can run on (app::listDevices'
+    // trainable GPUs), an item each of "Run on", which shows where there is more than one.
+    struct RunOn
+    {
+        QString name; // "CPU", "GPU 0 (NVIDIA H200)"
+        engine::InferenceDevice device;
+    };
+    // Replaces the choices (tests: a stand-in GPU) and chooses the first.
+    void setRunOnChoices(std::vector<RunOn> choices);
+    // Chooses choice `index`: the checkpoint open (or opening) is loaded again there.
+    void setRunOn(int index);
+    int runOn() const { return m_runOnIndex; }
+    QComboBox* runOnChoice() const { return m_runOn; }
+
     bool hasClassifier() const { return m_classifier != nullptr; }
     QString checkpointPath() const { return m_checkpointPath; }
     QStringList classNames() const { return m_classNames; }
@@ -190,8 +204,13 @@ private:
     void showSetImages(const std::vector<std::int64_t>& indices);
 
     DatasetProvider m_datasetProvider;
+    std::vector<RunOn> m_runOnChoices;
+    int m_runOnIndex = 0;
+    QWidget* m_runOnBox = nullptr; // "Run on" and its choice
+    QComboBox* m_runOn = nullptr;
     std::shared_ptr<Shared> m_classifier;
     QString m_checkpointPath;
+    QString m_requestedPath; // the checkpoint last opened, loaded or loading
     QStringList m_classNames;
     engine::Shape m_source;
     std::shared_ptr<const engine::Dataset> m_dataset;
