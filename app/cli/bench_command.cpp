@@ -32,8 +32,15 @@ int runBench(const QStringList& args, CommandIo& io)
          QStringLiteral("20")},
         {QStringLiteral("warmup"), QStringLiteral("Untimed steps before timing."),
          QStringLiteral("n"), QStringLiteral("3")},
-        {QStringLiteral("backend"), QStringLiteral("onednn, reference or cuda (GPU 0)."),
-         QStringLiteral("name"), QStringLiteral("onednn")},
+        {QStringLiteral("backend"),
+         QStringLiteral("onednn, reference or cuda (the GPU --gpu names; default onednn, or cuda "
+                        "with --device cuda)."),
+         QStringLiteral("name")},
+        {QStringLiteral("device"),
+         QStringLiteral("cpu (oneDNN; default) or cuda, as training's --device."),
+         QStringLiteral("name")},
+        {QStringLiteral("gpu"), QStringLiteral("cuda: the GPU, by number (default 0)."),
+         QStringLiteral("n")},
         {QStringLiteral("tf32"),
          QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores.")},
         {QStringLiteral("cuda-graphs"),
@@ -66,7 +73,26 @@ int runBench(const QStringList& args, CommandIo& io)
     const engine::ModelInfo& model = modelOption(p.value(QStringLiteral("model")));
     o.model = model.name;
     o.modelDefinition = model.definition;
-    o.backend = p.value(QStringLiteral("backend")).toStdString();
+    // --device says where, --backend which arithmetic: both must agree where both are given.
+    QString device;
+    if (!choiceOption(p, QStringLiteral("device"), {"cpu", "cuda"}, device, io)) return ExitUsage;
+    if (p.isSet(QStringLiteral("gpu")) && !intOption(p, QStringLiteral("gpu"), 0, 1023, o.gpu, io))
+        return ExitUsage;
+    const bool cuda =
+        device == QLatin1String("cuda") || (device.isEmpty() && p.isSet(QStringLiteral("gpu")));
+    o.backend = p.isSet(QStringLiteral("backend"))
+                    ? p.value(QStringLiteral("backend")).toStdString()
+                : cuda ? "cuda"
+                       : "onednn";
+    if (!device.isEmpty() && cuda != (o.backend == "cuda")) {
+        io.err << "towers-cli bench: --backend " << QString::fromStdString(o.backend)
+               << " does not run on --device " << device << "\n";
+        return ExitUsage;
+    }
+    if (p.isSet(QStringLiteral("gpu")) && o.backend != "cuda") {
+        io.err << "towers-cli bench: --gpu is for --device cuda\n";
+        return ExitUsage;
+    }
     o.allowTf32 = p.isSet(QStringLiteral("tf32"));
     o.perLayer = p.isSet(QStringLiteral("per-layer"));
     o.inference = p.isSet(QStringLiteral("inference"));

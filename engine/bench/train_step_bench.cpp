@@ -125,7 +125,7 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     if (o.warmup < 0) throw InvalidArgument("warm-up steps must be >= 0");
     if (o.threads < 0) throw InvalidArgument("threads must be >= 0 (0 = every core)");
 
-    const BackendOptions backend{0, o.allowTf32, o.precision, o.cudnnBenchmark};
+    const BackendOptions backend{o.gpu, o.allowTf32, o.precision, o.cudnnBenchmark};
     const bool host = isHostBackend(o.backend);
     if (host) cpu::setCpuThreads(o.threads);
     std::unique_ptr<Ops> ops = o.makeOps ? o.makeOps() : makeBackendOps(o.backend, backend);

@@ -22,7 +22,8 @@ struct TrainStepBenchOptions
     int threads = 0;                // 0 = every core
     int steps = 20;                 // timed steps
     int warmup = 3;                 // untimed steps first (primitive creation, caches)
-    std::string backend = "onednn"; // "onednn", "reference" or "cuda" (GPU 0)
+    std::string backend = "onednn"; // "onednn", "reference" or "cuda"
+    int gpu = 0;                    // for "cuda"
     bool allowTf32 = false;         // "cuda": TF32 tensor cores for float32
     bool cudnnBenchmark = false;    // "cuda": convolution algorithms measured (--cudnn-benchmark)
     Precision precision = Precision::Float32; // bf16: convolutions and matrix products

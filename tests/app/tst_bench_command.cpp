@@ -171,6 +171,65 @@ private slots:
             precision.err.contains(QStringLiteral("unknown precision 'fp16' (known: fp32, bf16)")),
             qPrintable(precision.err));
     }
+
+    // --device and --gpu, as training's: where and which GPU; --backend, which arithmetic, must
+    // agree with them. Where there is no GPU (the children load no CUDA plugin here), exit 1
+    // saying why.
+    void deviceChoice()
+    {
+        const struct
+        {
+            QStringList args;
+            int exitCode;
+            QString error;
+        } cases[] = {
+            {{QStringLiteral("--device"), QStringLiteral("gpu")},
+             2,
+             QStringLiteral("--device must be cpu or cuda, got 'gpu'")},
+            {{QStringLiteral("--gpu"), QStringLiteral("-1")},
+             2,
+             QStringLiteral("--gpu must be an integer from 0 to 1023, got '-1'")},
+            {{QStringLiteral("--device"), QStringLiteral("cpu"), QStringLiteral("--backend"),
+              QStringLiteral("cuda")},
+             2,
+             QStringLiteral("--backend cuda does not run on --device cpu")},
+            {{QStringLiteral("--device"), QStringLiteral("cuda"), QStringLiteral("--backend"),
+              QStringLiteral("reference")},
+             2,
+             QStringLiteral("--backend reference does not run on --device cuda")},
+            {{QStringLiteral("--backend"), QStringLiteral("reference"), QStringLiteral("--gpu"),
+              QStringLiteral("0")},
+             2,
+             QStringLiteral("--gpu is for --device cuda")},
+            {{QStringLiteral("--device"), QStringLiteral("cuda")},
+             1,
+             QStringLiteral("error: the cuda backend: ")},
+            {{QStringLiteral("--gpu"), QStringLiteral("1")},
+             1,
+             QStringLiteral("error: the cuda backend: ")},
+        };
+        const QStringList noPlugin{QStringLiteral("TOWERS_CUDA_PLUGIN=/nonexistent/plugin.so")};
+        for (const auto& c : cases) {
+            const auto r =
+                bench(c.args + QStringList{QStringLiteral("--steps"), QStringLiteral("1"),
+                                           QStringLiteral("--warmup"), QStringLiteral("0")},
+                      noPlugin);
+            QCOMPARE(r.exitCode, c.exitCode);
+            QVERIFY2(r.err.contains(c.error), qPrintable(r.err));
+        }
+        const auto cpu =
+            bench({QStringLiteral("--device"), QStringLiteral("cpu"), QStringLiteral("--model"),
+                   QStringLiteral("fashion-fast"), QStringLiteral("--batch-size"),
+                   QStringLiteral("8"), QStringLiteral("--steps"), QStringLiteral("1"),
+                   QStringLiteral("--warmup"), QStringLiteral("0"), QStringLiteral("--json")});
+        QCOMPARE(cpu.exitCode, 0);
+        QVERIFY2(QJsonDocument::fromJson(cpu.out.toUtf8())
+                     .object()
+                     .value(QStringLiteral("backend"))
+                     .toString()
+                     .startsWith(QStringLiteral("onednn")),
+                 qPrintable(cpu.out));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestBenchCommand)
