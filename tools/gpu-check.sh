@@ -257,6 +257,9 @@ checks_part() {
     step selftest-tf32 "$cli" selftest --device cuda --tf32 --no-training
     step selftest-bf16-ops "$cli" selftest --device cuda --precision bf16 --no-training
     step tst_op_cases "$g/bin/tst_op_cases"
+    # A GPU that is not there is named as such, with how many there are (exit 1, no crash).
+    step -t 30 gpu-number-checked bash -c '"$1" selftest --gpu 99 --no-training 2>&1 |
+        tee /dev/stderr | grep -q "error: --gpu 99: this machine has"' _ "$cli"
     gpu_backend_steps "$step_limit" 120
     # Two "processes" (threads with a stand-in for MPI) of GPU towers on one GPU against one.
     step tst_process_communicator "$g/bin/tst_process_communicator"

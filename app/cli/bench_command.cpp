@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "app/cli/command.h"
+#include "app/devices/device_list.h"
 #include "engine/bench/train_step_bench.h"
 #include "engine/errors.h"
 
@@ -93,6 +94,9 @@ int runBench(const QStringList& args, CommandIo& io)
         io.err << "towers-cli bench: --gpu is for --device cuda\n";
         return ExitUsage;
     }
+    if (o.backend == "cuda" && gpuBackendAvailable() &&
+        !gpuNumberUsable(o.gpu, QStringLiteral("towers-cli bench"), io))
+        return ExitFailure;
     o.allowTf32 = p.isSet(QStringLiteral("tf32"));
     o.perLayer = p.isSet(QStringLiteral("per-layer"));
     o.inference = p.isSet(QStringLiteral("inference"));

@@ -9,6 +9,7 @@
 #include "app/runs/run_scanner.h"
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_spec.h"
+#include "engine/gpu/gpu_backend.h"
 #include "engine/models/model_file.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/classifier.h"
@@ -276,8 +277,22 @@ int inferenceDeviceOption(const QCommandLineParser& parser, const QString& comma
                << " Run it on the CPU without --device.\n";
         return ExitFailure;
     }
+    if (!gpuNumberUsable(out.gpu, command, io)) return ExitFailure;
     out.backend = "cuda";
     return ExitOk;
+}
+
+bool gpuNumberUsable(int gpu, const QString& command, CommandIo& io)
+{
+    const engine::GpuBackend* backend = engine::cudaBackend();
+    const int count = backend ? backend->deviceCount() : 0;
+    if (gpu < count) return true;
+    io.err << command << ": error: --gpu " << gpu << ": "
+           << (count == 1
+                   ? QStringLiteral("this machine has one GPU, GPU 0")
+                   : QStringLiteral("this machine has %1 GPUs, 0 to %2").arg(count).arg(count - 1))
+           << " ('towers-cli devices' lists them)\n";
+    return false;
 }
 
 QString deviceName(const engine::Device& device)

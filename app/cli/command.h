@@ -149,6 +149,10 @@ QList<QCommandLineOption> inferenceDeviceOptions();
 int inferenceDeviceOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
                           engine::InferenceDevice& out);
 
+// Whether GPU `gpu` is one of this machine's (where the GPU backend runs); else false after
+// printing, naming `command`, how many there are.
+bool gpuNumberUsable(int gpu, const QString& command, CommandIo& io);
+
 // Where a network runs, as eval and classify say it: "cpu" or "cuda:N".
 QString deviceName(const engine::Device& device);
 

@@ -76,6 +76,10 @@ int runSelftest(const QStringList& args, CommandIo& io)
     p.addOptions({
         {QStringLiteral("device"), QStringLiteral("cpu or cuda (default cpu)."),
          QStringLiteral("name"), QStringLiteral("cpu")},
+        {QStringLiteral("gpu"),
+         QStringLiteral("cuda: the GPU the op cases and both training towers run on (default: "
+                        "the op cases on GPU 0, the towers on GPUs 0 and 1 where there are two)."),
+         QStringLiteral("n")},
         {QStringLiteral("tf32"),
          QStringLiteral("cuda: let cuDNN and cuBLAS use TF32 tensor cores (convolution and "
                         "linear cases to 1e-2).")},
@@ -115,14 +119,26 @@ int runSelftest(const QStringList& args, CommandIo& io)
     }
     QString device = QStringLiteral("cpu");
     if (!choiceOption(p, QStringLiteral("device"), {"cpu", "cuda"}, device, io)) return ExitUsage;
+    int gpu = -1;
+    if (p.isSet(QStringLiteral("gpu"))) {
+        if (!intOption(p, QStringLiteral("gpu"), 0, 1023, gpu, io)) return ExitUsage;
+        if (p.isSet(QStringLiteral("device")) && device != QLatin1String("cuda")) {
+            io.err << "towers-cli selftest: --gpu is for --device cuda\n";
+            return ExitUsage;
+        }
+        device = QStringLiteral("cuda");
+    }
     if (device == QLatin1String("cuda") && !gpuBackendAvailable()) {
         io.err << "towers-cli selftest: error: --device cuda: " << gpuBackendNote() << "\n";
         return ExitFailure;
     }
+    if (gpu >= 0 && !gpuNumberUsable(gpu, QStringLiteral("towers-cli selftest"), io))
+        return ExitFailure;
 
     engine::SelfTestOptions o;
     const bool cuda = device == QLatin1String("cuda");
     o.backend = cuda ? "cuda" : "onednn";
+    o.gpu = gpu;
     o.allowTf32 = p.isSet(QStringLiteral("tf32"));
     if (o.allowTf32 && !cuda) {
         io.err << "towers-cli selftest: --tf32 is for --device cuda\n";
@@ -156,13 +172,14 @@ int runSelftest(const QStringList& args, CommandIo& io)
                  QString::fromStdString(engine::cpu::cpuInfo().isa),
                  o.precision == engine::Precision::BFloat16 ? QStringLiteral(", bf16") : QString());
     if (cuda) {
-        auto* gpu = engine::cudaBackend();
-        const auto info = gpu->deviceInfo(0);
-        backendName = QStringLiteral("GPU 0 %1, compute capability %2.%3; %4%5")
+        auto* backend = engine::cudaBackend();
+        const auto info = backend->deviceInfo(std::max(gpu, 0));
+        backendName = QStringLiteral("GPU %1 %2, compute capability %3.%4; %5%6")
+                          .arg(std::max(gpu, 0))
                           .arg(QString::fromStdString(info.name))
                           .arg(info.computeMajor)
                           .arg(info.computeMinor)
-                          .arg(QString::fromStdString(gpu->versions()),
+                          .arg(QString::fromStdString(backend->versions()),
                                o.allowTf32 ? QStringLiteral(", TF32") : QString());
     }
     const QString mathMode = QString::fromStdString(mathModeName(engine::selfTestMathMode(o)));

@@ -45,7 +45,7 @@ Tensor labelsTensor(std::int64_t n, int classes, Rng& rng)
 // and gives its outputs back, as in training.
 std::unique_ptr<Ops> makeBackend(const SelfTestOptions& o)
 {
-    return makeBackendOps(o.backend, {0, o.allowTf32, o.precision});
+    return makeBackendOps(o.backend, {std::max(o.gpu, 0), o.allowTf32, o.precision});
 }
 
 // ---- training ----
@@ -101,6 +101,7 @@ TowerSetOptions towerOptions(const SelfTestOptions& o, const std::string& model,
     t.allowTf32 = o.allowTf32;
     t.precision = o.precision;
     t.towers = 2;
+    if (o.backend == "cuda" && o.gpu >= 0) t.gpus = {o.gpu, o.gpu};
     t.optimizer.kind = optimizer;
     t.seed = o.seed;
     t.dropout = false;
@@ -151,6 +152,7 @@ SelfTestResult replicationCheck(const SelfTestOptions& o)
     const TowerSetOptions t = towerOptions(o, "cifar10-tutorial", "momentum");
     TowerSetOptions single = t;
     single.towers = 1;
+    if (!single.gpus.empty()) single.gpus.resize(1);
     TowerSet two(t), one(single);
     const auto start = weights(one);
     const Batch twoSlices =

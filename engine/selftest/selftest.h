@@ -55,6 +55,9 @@ struct SelfTestOptions
     // algorithms), or TF32). Exact outputs (masks, copies) stay exact.
     double tolerance = 0;
     bool allowTf32 = false; // "cuda": let the ops use TF32 tensor cores
+    // "cuda": the GPU the op cases and both training towers run on; -1: the op cases on GPU 0,
+    // the towers on the GPUs in turn (GPUs 0 and 1 where there are two).
+    int gpu = -1;
     // bf16: the backend's convolutions and matrix products in bfloat16 (judged in the bfloat16
     // math mode), the training checks too.
     Precision precision = Precision::Float32;

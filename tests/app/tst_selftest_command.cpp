@@ -136,6 +136,20 @@ private slots:
         QVERIFY2(cuda.err.contains(QStringLiteral("No GPU backend")), qPrintable(cuda.err));
         QVERIFY2(cuda.err.contains(missing + QStringLiteral(" could not be loaded")),
                  qPrintable(cuda.err));
+        // --gpu means a GPU too; it is a number, and not for the CPU.
+        const Result gpu = run({QStringLiteral("--gpu"), QStringLiteral("1")},
+                               {QStringLiteral("TOWERS_CUDA_PLUGIN=") + missing});
+        QCOMPARE(gpu.exitCode, 1);
+        QVERIFY2(gpu.err.contains(QStringLiteral("No GPU backend")), qPrintable(gpu.err));
+        const Result gpuWord = run({QStringLiteral("--gpu"), QStringLiteral("one")});
+        QCOMPARE(gpuWord.exitCode, 2);
+        QVERIFY2(gpuWord.err.contains(QStringLiteral("--gpu must be an integer")),
+                 qPrintable(gpuWord.err));
+        const Result gpuOnCpu = run({QStringLiteral("--device"), QStringLiteral("cpu"),
+                                     QStringLiteral("--gpu"), QStringLiteral("0")});
+        QCOMPARE(gpuOnCpu.exitCode, 2);
+        QVERIFY2(gpuOnCpu.err.contains(QStringLiteral("--gpu is for --device cuda")),
+                 qPrintable(gpuOnCpu.err));
         const Result tf32 = run({QStringLiteral("--tf32")});
         QCOMPARE(tf32.exitCode, 2);
         const Result bad = run({QStringLiteral("--device"), QStringLiteral("tpu")});
