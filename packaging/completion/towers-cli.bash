@@ -37,8 +37,8 @@ _towers_cli()
                 --weight-decay --ema-decay --augment --seed --init-from --best --like --run-dir --checkpoint-every
                 --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --validation --patience --min-delta --log-every --histogram-every --loader-workers --json --help" ;;
         lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --threads-per-tower --seed --precision --init-from --best --min-lr --max-lr --steps --json --help" ;;
-        eval) options="--checkpoint --best --data-dir --set --dataset --no-ema --layers --mistakes --batch-size --precision --json --help" ;;
-        classify) options="--checkpoint --best --top-k --no-ema --precision --layers --json --help" ;;
+        eval) options="--checkpoint --best --data-dir --set --dataset --no-ema --layers --mistakes --batch-size --precision --device --gpu --json --help" ;;
+        classify) options="--checkpoint --best --top-k --no-ema --precision --device --gpu --layers --json --help" ;;
         export) options="--checkpoint --best --output --opset --layout --no-ema --force --json --help" ;;
         runs) options="--runs-dir --json --trash --help" ;;
         datasets) options="--data-dir --json --help" ;;
@@ -46,8 +46,8 @@ _towers_cli()
         download) options="--data-dir --base-url --force --help" ;;
         models) options="--save --name --force --json --help" ;;
         devices) options="--json --watch --count --help" ;;
-        selftest) options="--device --tf32 --precision --no-training --filter --list --json --help" ;;
-        bench) options="--model --batch-size --threads --steps --warmup --backend --tf32 --cuda-graphs --cudnn-benchmark --precision --per-layer --inference --json --help" ;;
+        selftest) options="--device --gpu --tf32 --precision --no-training --filter --list --json --help" ;;
+        bench) options="--model --batch-size --threads --steps --warmup --backend --device --gpu --tf32 --cuda-graphs --cudnn-benchmark --precision --per-layer --inference --json --help" ;;
         *) return ;;
     esac
 
@@ -92,7 +92,7 @@ _towers_cli()
         --towers | --threads-per-tower | --batch-size | --steps | --epochs | --lr | --momentum | \
             --weight-decay | --ema-decay | --seed | --checkpoint-every | --keep-checkpoints | \
             --eval-every | --validation | --patience | --min-delta | --log-every | --histogram-every | --loader-workers | --top-k | --threads | --warmup | --base-url | --count | \
-            --gpus | --opset | --bucket-mb | --name | --size | --test-fraction)
+            --gpus | --gpu | --opset | --bucket-mb | --name | --size | --test-fraction)
             return ;;
     esac
 
