@@ -258,8 +258,9 @@ checks_part() {
     step selftest-bf16-ops "$cli" selftest --device cuda --precision bf16 --no-training
     step tst_op_cases "$g/bin/tst_op_cases"
     # A GPU that is not there is named as such, with how many there are (exit 1, no crash).
-    step -t 30 gpu-number-checked bash -c '"$1" selftest --gpu 99 --no-training 2>&1 |
-        tee /dev/stderr | grep -q "error: --gpu 99: this machine has"' _ "$cli"
+    step -t 30 gpu-number-checked bash -c 'rc=0; out=$("$1" selftest --gpu 99 --no-training 2>&1) ||
+        rc=$?; printf "%s\n(exit %s)\n" "$out" "$rc"; ((rc == 1)) &&
+        grep -q "error: --gpu 99: CUDA sees " <<< "$out"' _ "$cli"
     gpu_backend_steps "$step_limit" 120
     # Two "processes" (threads with a stand-in for MPI) of GPU towers on one GPU against one.
     step tst_process_communicator "$g/bin/tst_process_communicator"
@@ -307,7 +308,7 @@ train_part() {
 import json, sys
 def result(log):
     text = open(log).read()
-    return json.loads(text[text.index("{\n"):])
+    return json.JSONDecoder().raw_decode(text, text.index("{\n"))[0]
 g, c = (result(f) for f in sys.argv[1:3])
 print({k: (g[k], c[k]) for k in ("device", "examples", "correct", "mean_cross_entropy")})
 same_mistakes = [m["index"] for m in g["mistakes"]] == [m["index"] for m in c["mistakes"]]

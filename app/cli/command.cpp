@@ -274,7 +274,7 @@ int inferenceDeviceOption(const QCommandLineParser& parser, const QString& comma
     if (device != QLatin1String("cuda") && !gpuSet) return ExitOk;
     if (!gpuBackendAvailable()) {
         io.err << command << ": error: --device cuda: " << gpuBackendNote()
-               << " Run it on the CPU without --device.\n";
+               << " Leave out --device cuda and --gpu to run it on the CPU.\n";
         return ExitFailure;
     }
     if (!gpuNumberUsable(out.gpu, command, io)) return ExitFailure;
@@ -289,8 +289,8 @@ bool gpuNumberUsable(int gpu, const QString& command, CommandIo& io)
     if (gpu < count) return true;
     io.err << command << ": error: --gpu " << gpu << ": "
            << (count == 1
-                   ? QStringLiteral("this machine has one GPU, GPU 0")
-                   : QStringLiteral("this machine has %1 GPUs, 0 to %2").arg(count).arg(count - 1))
+                   ? QStringLiteral("CUDA sees one GPU here, GPU 0")
+                   : QStringLiteral("CUDA sees %1 GPUs here, 0 to %2").arg(count).arg(count - 1))
            << " ('towers-cli devices' lists them)\n";
     return false;
 }

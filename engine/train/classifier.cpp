@@ -49,9 +49,8 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
         for (int i = 0; i < m_model->numClasses(); ++i)
             m_info.classNames.push_back("class " + std::to_string(i));
     cpu::setCpuThreads(threads);
-    const bool host = isHostBackend(device.backend);
     const auto makeOps = [&](Precision p) {
-        if (device.makeOps) return device.makeOps(p);
+        if (device.makeOps) return device.makeOps(p, device.gpu);
         if (device.backend == "onednn") return cpu::makeOneDnnOps(p);
         return makeBackendOps(device.backend, BackendOptions{device.gpu, false, p});
     };
@@ -60,7 +59,7 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
     } else if (trainedPrecision(m_info) == precisionName(Precision::BFloat16)) {
         // The checkpoint's own precision where the device runs it, else float32, saying why.
         std::string why;
-        if (host && !device.makeOps) {
+        if (device.backend == "onednn" && !device.makeOps) {
             if (const std::string needs = cpu::bf16Needs(); !needs.empty())
                 why = "bf16 needs " + needs;
         } else { // the device's ops refuse a precision they cannot run, saying why

@@ -61,8 +61,9 @@ struct InferenceDevice
 {
     std::string backend = "onednn"; // "onednn" or "cuda"
     int gpu = 0;                    // for "cuda"
-    // Tests: the ops of a stand-in device for the precision decided, instead of makeBackendOps.
-    std::function<std::unique_ptr<Ops>(Precision)> makeOps;
+    // Tests: the ops of a stand-in device for the precision decided and `gpu`, instead of
+    // makeBackendOps.
+    std::function<std::unique_ptr<Ops>(Precision, int gpu)> makeOps;
 };
 
 class Classifier

@@ -153,13 +153,14 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
             r.crossEntropySum += loss.at(0) * double(end - begin);
             continue;
         }
-        // Copied back on this context's stream, which the host waits for (into pageable memory a
-        // GPU's copy returns once the bytes are there), not through the host's copy, which waits
-        // for the whole device: two towers sharing a GPU evaluate side by side.
+        // Copied back on this context's stream and waited for there (Ops::download: the bytes
+        // are in place once synchronize() has returned), not through the host's copy, which
+        // waits for the whole device: two towers sharing a GPU evaluate side by side.
         Tensor::ensure(hostLogits, logits.shape(), logits.dtype());
         Tensor::ensure(hostLoss, loss.shape(), loss.dtype());
         ops.download(logits, hostLogits);
         ops.download(loss, hostLoss);
+        ops.synchronize();
         r.add(hostLogits, labels, 0);
         r.crossEntropySum += hostLoss.at(0) * double(end - begin);
     }

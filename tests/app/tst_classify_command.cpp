@@ -443,9 +443,9 @@ private slots:
                 QCOMPARE(bad.exitCode, r.exitCode);
                 QVERIFY2(bad.err.contains(r.error), qPrintable(bad.err));
                 if (r.exitCode == 1)
-                    QVERIFY2(
-                        bad.err.contains(QStringLiteral("Run it on the CPU without --device.")),
-                        qPrintable(bad.err));
+                    QVERIFY2(bad.err.contains(QStringLiteral(
+                                 "Leave out --device cuda and --gpu to run it on the CPU.")),
+                             qPrintable(bad.err));
                 QVERIFY2(bad.out.isEmpty(), qPrintable(bad.out));
             }
             const Run onCpu = cli(args);

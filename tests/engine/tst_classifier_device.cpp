@@ -28,14 +28,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The stand-in GPU's ops in `precision`: oneDNN's, computing on copies of the device's tensors.
-engine::InferenceDevice standInGpu()
+// Stand-in GPU `gpu`'s ops in the precision asked for: oneDNN's, computing on copies of the
+// device's tensors, on the GPU the classifier asks for.
+engine::InferenceDevice standInGpu(int gpu = 0)
 {
     engine::InferenceDevice d;
     d.backend = "cuda";
-    d.makeOps = [](engine::Precision p) {
+    d.gpu = gpu;
+    d.makeOps = [](engine::Precision p, int g) {
         return engine::makeStagedOps(engine::cpu::makeOneDnnOps(p),
-                                     engine::Device{engine::DeviceKind::Cuda, 0});
+                                     engine::Device{engine::DeviceKind::Cuda, g});
     };
     return d;
 }
@@ -46,7 +48,7 @@ engine::InferenceDevice standInGpu()
 engine::InferenceDevice stagedOnTheHost()
 {
     engine::InferenceDevice d;
-    d.makeOps = [](engine::Precision p) {
+    d.makeOps = [](engine::Precision p, int) {
         return engine::makeStagedOps(engine::cpu::makeOneDnnOps(p), engine::Device::host());
     };
     return d;
@@ -56,7 +58,7 @@ engine::InferenceDevice stagedOnTheHost()
 engine::InferenceDevice float32OnlyGpu()
 {
     engine::InferenceDevice d = standInGpu();
-    d.makeOps = [](engine::Precision p) -> std::unique_ptr<engine::Ops> {
+    d.makeOps = [](engine::Precision p, int) -> std::unique_ptr<engine::Ops> {
         if (p != engine::Precision::Float32)
             throw engine::Unsupported("--precision bf16 on GPUs: GPU 0 (a stand-in) cannot");
         return engine::makeStagedOps(engine::cpu::makeOneDnnOps(p),
@@ -116,15 +118,18 @@ private slots:
     {
         QTest::addColumn<QString>("model");
         QTest::addColumn<bool>("bf16");
-        QTest::newRow("fashion-fast") << QStringLiteral("fashion-fast") << false;
-        QTest::newRow("cifar10-tutorial") << QStringLiteral("cifar10-tutorial") << false;
-        QTest::newRow("cifar10-tutorial bf16") << QStringLiteral("cifar10-tutorial") << true;
+        QTest::addColumn<int>("gpu");
+        QTest::newRow("fashion-fast") << QStringLiteral("fashion-fast") << false << 0;
+        QTest::newRow("cifar10-tutorial, GPU 1")
+            << QStringLiteral("cifar10-tutorial") << false << 1;
+        QTest::newRow("cifar10-tutorial bf16") << QStringLiteral("cifar10-tutorial") << true << 0;
     }
 
     void answersAsOnTheCpu()
     {
         QFETCH(QString, model);
         QFETCH(bool, bf16);
+        QFETCH(int, gpu);
         if (bf16)
             if (const std::string no = engine::cpu::bf16Unavailable(); !no.empty())
                 QSKIP(no.c_str());
@@ -133,11 +138,11 @@ private slots:
         engine::Classifier cpu(c.checkpoint, true, 0, precision,
                                bf16 ? stagedOnTheHost() : engine::InferenceDevice{});
         const std::int64_t copiesBefore = m_device.memory().copies();
-        engine::Classifier gpu(c.checkpoint, true, 0, precision, standInGpu());
+        engine::Classifier onGpu(c.checkpoint, true, 0, precision, standInGpu(gpu));
         QVERIFY(cpu.device().isHost());
-        QCOMPARE(gpu.device().str(), std::string("cuda:0"));
-        QCOMPARE(gpu.precision(), precision);
-        QVERIFY(gpu.precisionNote().empty());
+        QCOMPARE(onGpu.device().str(), "cuda:" + std::to_string(gpu));
+        QCOMPARE(onGpu.precision(), precision);
+        QVERIFY(onGpu.precisionNote().empty());
         // The weights went to the device: the host cannot read them there.
         QVERIFY(m_device.memory().copies() > copiesBefore);
         QVERIFY(m_device.memory().liveAllocations() > 0);
@@ -145,20 +150,20 @@ private slots:
         const engine::ImageSet& set = c.data.test;
         // A last partial batch (300 = 2 x 128 + 44; the logits go in batches of 256).
         const auto expected = cpu.logits(set);
-        const auto got = gpu.logits(set);
+        const auto got = onGpu.logits(set);
         QCOMPARE(got.size(), std::size_t(set.count));
         QVERIFY(got == expected);
 
-        const engine::EvalResult a = cpu.evaluate(set, 128), b = gpu.evaluate(set, 128);
+        const engine::EvalResult a = cpu.evaluate(set, 128), b = onGpu.evaluate(set, 128);
         QCOMPARE(b.examples, set.count);
         QCOMPARE(b.correct, a.correct);
         QCOMPARE(b.confusion, a.confusion);
         QCOMPARE(b.meanCrossEntropy, a.meanCrossEntropy);
 
-        expectSameViews(gpu.layerOutputs(set, 17), cpu.layerOutputs(set, 17));
-        expectSameViews(gpu.convolutionFilters(), cpu.convolutionFilters());
+        expectSameViews(onGpu.layerOutputs(set, 17), cpu.layerOutputs(set, 17));
+        expectSameViews(onGpu.convolutionFilters(), cpu.convolutionFilters());
         const auto activityCpu = cpu.layerActivity(set, 250, 64);
-        const auto activityGpu = gpu.layerActivity(set, 250, 64);
+        const auto activityGpu = onGpu.layerActivity(set, 250, 64);
         QCOMPARE(activityGpu.size(), activityCpu.size());
         for (std::size_t i = 0; i < activityCpu.size(); ++i) {
             QCOMPARE(activityGpu[i].images, std::int64_t(250));

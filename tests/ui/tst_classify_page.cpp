@@ -23,6 +23,7 @@
 #include "dataset_files.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/data/validation_split.h"
+#include "engine/errors.h"
 #include "engine/models/registry.h"
 #include "engine/ops/staged_ops.h"
 #include "engine/train/checkpoint.h"
@@ -665,14 +666,20 @@ private slots:
         QVERIFY(showWithTheData(page));
         engine::InferenceDevice standIn;
         standIn.backend = "cuda";
-        standIn.makeOps = [](engine::Precision p) {
+        standIn.makeOps = [](engine::Precision p, int gpu) {
             return engine::makeStagedOps(engine::cpu::makeOneDnnOps(p),
-                                         engine::Device{engine::DeviceKind::Cuda, 0});
+                                         engine::Device{engine::DeviceKind::Cuda, gpu});
         };
-        page.setRunOnChoices(
-            {{QStringLiteral("CPU"), {}}, {QStringLiteral("GPU 0 (a stand-in)"), standIn}});
+        engine::InferenceDevice broken = standIn;
+        broken.gpu = 1;
+        broken.makeOps = [](engine::Precision, int) -> std::unique_ptr<engine::Ops> {
+            throw engine::DeviceOutOfMemory("cuda:1 is out of memory (a stand-in)");
+        };
+        page.setRunOnChoices({{QStringLiteral("CPU"), {}},
+                              {QStringLiteral("GPU 0 (a stand-in)"), standIn},
+                              {QStringLiteral("GPU 1 (full)"), broken}});
         QVERIFY(page.runOnChoice()->isVisibleTo(&page));
-        QCOMPARE(page.runOnChoice()->count(), 2);
+        QCOMPARE(page.runOnChoice()->count(), 3);
         QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
         QSignalSpy answered(&page, &ClassifyPage::imageClassified);
         QSignalSpy done(&page, &ClassifyPage::wholeSetClassified);
@@ -708,11 +715,30 @@ private slots:
         page.setRunOn(0);
         QVERIFY(loaded.wait(20000));
         QVERIFY(!page.checkpointText().contains(QStringLiteral("; on ")));
-        QCOMPARE(device.memory().liveAllocations(), std::int64_t(0));
+        // The GPU classifier goes with the last job that held it (on a pool thread).
+        QTRY_COMPARE(device.memory().liveAllocations(), std::int64_t(0));
         QCOMPARE(errors.count(), 0);
+
+        // A GPU that fails: said, with where; the page goes on on the CPU, and says so.
+        emit page.runOnChoice()->activated(2);
+        QVERIFY(loaded.wait(20000));
+        QCOMPARE(loaded.last().at(0).toBool(), false);
+        QCOMPARE(errors.count(), 1);
+        QVERIFY2(errors.at(0).at(0).toString().contains(
+                     QStringLiteral("Cannot load the checkpoint on GPU 1 (full): cuda:1 is out "
+                                    "of memory (a stand-in)")),
+                 qPrintable(errors.at(0).at(0).toString()));
+        QCOMPARE(page.runOn(), 0);
+        QCOMPARE(page.runOnChoice()->currentIndex(), 0);
+        QVERIFY(page.hasClassifier());
+        page.classifySetImage(3);
+        QVERIFY(answered.wait(20000));
+        QCOMPARE(page.topClasses().front().second, best.front().probability);
 
         page.setRunOnChoices({{QStringLiteral("CPU"), {}}});
         QVERIFY(!page.runOnChoice()->isVisibleTo(&page));
+        QVERIFY(loaded.wait(20000)); // the checkpoint again, on the one choice
+        QCOMPARE(loaded.last().at(0).toBool(), true);
     }
 
     void badCheckpoint()

@@ -378,16 +378,22 @@ void ClassifyPage::setRunOnChoices(std::vector<RunOn> choices)
     m_runOn->clear();
     for (const RunOn& r : m_runOnChoices) m_runOn->addItem(r.name);
     m_runOnBox->setVisible(m_runOnChoices.size() > 1);
-    setRunOn(0);
+    setRunOnChoiceShown(0);
+    if (!m_requestedPath.isEmpty()) openCheckpoint(m_requestedPath); // on the first choice
 }
 
 void ClassifyPage::setRunOn(int index)
 {
     if (index < 0 || index >= int(m_runOnChoices.size())) return;
     const bool changed = index != m_runOnIndex;
+    setRunOnChoiceShown(index);
+    if (changed && !m_requestedPath.isEmpty()) openCheckpoint(m_requestedPath);
+}
+
+void ClassifyPage::setRunOnChoiceShown(int index)
+{
     m_runOnIndex = index;
     m_runOn->setCurrentIndex(index);
-    if (changed && !m_requestedPath.isEmpty()) openCheckpoint(m_requestedPath);
 }
 
 void ClassifyPage::openCheckpoint(const QString& path)
@@ -401,8 +407,9 @@ void ClassifyPage::openCheckpoint(const QString& path)
                         : tr("Loading %1 on %2…").arg(path.toHtmlEscaped(), where.name));
     m_info->setToolTip(QString());
     m_load.start(
-        [path, device = where.device] {
+        [path, device = where.device, runOn = m_runOnIndex] {
             auto shared = std::make_shared<Shared>();
+            shared->runOn = runOn;
             shared->classifier = std::make_unique<engine::Classifier>(
                 path.toStdString(), /*useEma=*/true, 0, std::nullopt, device);
             shared->filters = shared->classifier->convolutionFilters();
@@ -434,8 +441,19 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
                                 const QString& path)
 {
     if (!r.ok()) {
-        m_info->setText(tr("<b>Cannot use this checkpoint:</b> %1").arg(r.error.toHtmlEscaped()));
-        emit errorOccurred(tr("Cannot load the checkpoint: %1").arg(r.error));
+        // On a GPU the device may be what failed (its memory, its driver): the page says where,
+        // and goes on with what it had, on the device that had it.
+        const QString where =
+            m_runOnIndex == 0 ? QString() : m_runOnChoices.at(std::size_t(m_runOnIndex)).name;
+        if (m_classifier) setRunOnChoiceShown(m_classifier->runOn);
+        m_info->setText(
+            where.isEmpty()
+                ? tr("<b>Cannot use this checkpoint:</b> %1").arg(r.error.toHtmlEscaped())
+                : tr("<b>Cannot use this checkpoint on %1:</b> %2")
+                      .arg(where.toHtmlEscaped(), r.error.toHtmlEscaped()));
+        emit errorOccurred(where.isEmpty()
+                               ? tr("Cannot load the checkpoint: %1").arg(r.error)
+                               : tr("Cannot load the checkpoint on %1: %2").arg(where, r.error));
         emit checkpointLoaded(false);
         updateControls();
         return;
@@ -481,7 +499,7 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
         (c.device().isHost()
              ? QString()
              : tr("; on %1").arg(
-                   m_runOnChoices.at(std::size_t(m_runOnIndex)).name.toHtmlEscaped())));
+                   m_runOnChoices.at(std::size_t(m_classifier->runOn)).name.toHtmlEscaped())));
     m_info->setToolTip(QString::fromStdString(c.precisionNote()));
     m_invert->setEnabled(m_source[2] == 1);
     updateSetTexts();

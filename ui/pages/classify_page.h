@@ -82,9 +82,12 @@ public:
         QString name; // "CPU", "GPU 0 (NVIDIA H200)"
         engine::InferenceDevice device;
     };
-    // Replaces the choices (tests: a stand-in GPU) and chooses the first.
+    // Replaces the choices (tests: a stand-in GPU) and chooses the first, loading the checkpoint
+    // open (or opening) again there.
     void setRunOnChoices(std::vector<RunOn> choices);
-    // Chooses choice `index`: the checkpoint open (or opening) is loaded again there.
+    // Chooses choice `index`: the checkpoint open (or opening) is loaded again there. Where that
+    // fails (the GPU's memory, its driver), the page says so and goes on with the classifier it
+    // had, "Run on" showing that one's device again.
     void setRunOn(int index);
     int runOn() const { return m_runOnIndex; }
     QComboBox* runOnChoice() const { return m_runOn; }
@@ -161,6 +164,7 @@ private:
         std::vector<engine::LayerView> filters; // every convolution's, read once
         double validationShare = 0;             // of the run's configuration
         QString noValidation; // why there is no validation set, when there is none
+        int runOn = 0;        // the choice of "Run on" it runs on
     };
     struct ImageAnswer
     {
@@ -171,6 +175,8 @@ private:
     // Image 0 of `one` through the classifier: the five most probable classes and every layer.
     static ImageAnswer answerFor(engine::Classifier& classifier, const engine::ImageSet& one);
     void buildUi();
+    // Shows choice `index` of "Run on" as chosen, without loading anything again.
+    void setRunOnChoiceShown(int index);
     void onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r, const QString& path);
     // Runs `then` once the checkpoint's dataset is loaded (m_dataset); when it cannot be, says
     // why in the error banner, or with `failed` (no banner) when given. Calls while the dataset
