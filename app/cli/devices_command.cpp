@@ -36,14 +36,46 @@ QString gib(double bytes)
                              : QString::number(bytes / double(1LL << 30), 'f', 1);
 }
 
-QJsonObject gpuJson(const engine::monitor::Nvml& nvml, const engine::monitor::GpuInfo& g)
+// CUDA's number of each of NVML's GPUs (by NVML index), -1 for one CUDA does not see
+// (listDevices: CUDA_VISIBLE_DEVICES narrows and reorders CUDA's GPUs, not NVML's); why not.
+struct CudaView
+{
+    std::vector<int> number;
+    std::vector<QString> why;
+};
+
+CudaView cudaView()
+{
+    CudaView v;
+    for (const DeviceDescription& d : listDevices()) {
+        if (d.kind != DeviceDescription::Kind::Gpu) continue;
+        const auto n = std::size_t(d.id.mid(3).toInt());
+        if (n >= v.number.size()) {
+            v.number.resize(n + 1, -1);
+            v.why.resize(n + 1);
+        }
+        v.number[n] = d.cudaNumber;
+        v.why[n] = d.notTrainable;
+    }
+    return v;
+}
+
+int cudaNumberOf(const CudaView& v, int nvmlIndex)
+{
+    return nvmlIndex < int(v.number.size()) ? v.number[std::size_t(nvmlIndex)] : -1;
+}
+
+QJsonObject gpuJson(const engine::monitor::Nvml& nvml, const engine::monitor::GpuInfo& g,
+                    const CudaView& cuda)
 {
     const auto r = nvml.read(g.index);
+    const int cudaNumber = cudaNumberOf(cuda, g.index);
     return QJsonObject{
         {QStringLiteral("index"), g.index},
         {QStringLiteral("name"), QString::fromStdString(g.name)},
         {QStringLiteral("compute_capability"), QString::fromStdString(g.computeCapability())},
-        {QStringLiteral("trainable"), gpuBackendAvailable()},
+        {QStringLiteral("trainable"), cudaNumber >= 0},
+        {QStringLiteral("cuda_number"), cudaNumber >= 0 ? QJsonValue(cudaNumber) : QJsonValue()},
         {QStringLiteral("utilisation_percent"), number(r.utilisation)},
         {QStringLiteral("memory_used_bytes"), number(r.memoryUsed)},
         {QStringLiteral("memory_total_bytes"), number(r.memoryTotal)},
@@ -56,18 +88,28 @@ QJsonObject gpuJson(const engine::monitor::Nvml& nvml, const engine::monitor::Gp
         {QStringLiteral("process_memory_bytes"), number(nvml.processMemory(g.index))}};
 }
 
-void printGpus(QTextStream& out, const engine::monitor::Nvml& nvml)
+void printGpus(QTextStream& out, const engine::monitor::Nvml& nvml, const CudaView& cuda)
 {
     if (nvml.gpus().empty()) {
         out << "GPUs  none. " << gpuBackendNote() << "\n";
         return;
     }
+    const bool backend = gpuBackendAvailable();
     for (const auto& g : nvml.gpus()) {
         const auto r = nvml.read(g.index);
+        const int cudaNumber = cudaNumberOf(cuda, g.index);
+        // CUDA's number (what --gpus takes) where it differs from NVML's, or why CUDA has none.
+        const QString cudaText =
+            !backend ? QString()
+            : cudaNumber < 0
+                ? QStringLiteral("; ") +
+                      (g.index < int(cuda.why.size()) ? cuda.why[std::size_t(g.index)] : QString())
+            : cudaNumber != g.index ? QStringLiteral("; CUDA GPU %1 (--gpus %1)").arg(cudaNumber)
+                                    : QString();
         out << "GPU " << g.index << " " << QString::fromStdString(g.name) << ", compute capability "
             << (g.ccMajor < 0 ? QStringLiteral("n/a")
                               : QString::fromStdString(g.computeCapability()))
-            << "\n"
+            << cudaText << "\n"
             << "      " << figure(r.utilisation, QStringLiteral("%1%")) << " busy, memory "
             << gib(r.memoryUsed) << " / " << gib(r.memoryTotal) << " GiB (this process "
             << gib(nvml.processMemory(g.index)) << "), "
@@ -117,7 +159,8 @@ int runDevices(const QStringList& args, CommandIo& io)
     const QString bf16Why =
         cpu.bf16 ? QString() : QString::fromStdString(engine::cpu::bf16Unavailable());
     const auto& gpus = nvml();
-    InterruptNotifier interrupts; // Ctrl-C ends --watch normally
+    const CudaView cuda = cudaView(); // fixed while the process runs
+    InterruptNotifier interrupts;     // Ctrl-C ends --watch normally
     for (int refresh = 0; count == 0 || refresh < count; ++refresh) {
         if (refresh > 0) {
             QElapsedTimer waited;
@@ -130,7 +173,7 @@ int runDevices(const QStringList& args, CommandIo& io)
         }
         if (json) {
             QJsonArray gpuList;
-            for (const auto& g : gpus.gpus()) gpuList.append(gpuJson(gpus, g));
+            for (const auto& g : gpus.gpus()) gpuList.append(gpuJson(gpus, g, cuda));
             QJsonObject cpuJson{
                 {QStringLiteral("model"), QString::fromStdString(cpu.model)},
                 {QStringLiteral("logical_cores"), cpu.logicalCores},
@@ -173,7 +216,7 @@ int runDevices(const QStringList& args, CommandIo& io)
                                                  "convolutions and matrix products in bfloat16")
                                 : QStringLiteral("bf16 not available: ") + bf16Why)
                    << "\n";
-            printGpus(io.out, gpus);
+            printGpus(io.out, gpus, cuda);
         }
         io.out.flush();
     }

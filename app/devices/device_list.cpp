@@ -34,8 +34,24 @@ std::vector<DeviceDescription> listDevices()
         gpu.name = QString::fromStdString(g.name);
         gpu.memoryBytes = g.memoryTotal;
         gpu.computeCapability = QString::fromStdString(g.computeCapability());
-        gpu.trainable = gpuBackendAvailable();
+        gpu.trainable = false;
+        gpu.notTrainable =
+            QStringLiteral("Monitored only: Towers has no GPU backend to train on it "
+                           "here.");
         devices.push_back(gpu);
+    }
+    if (!gpus.empty() && gpuBackendAvailable()) {
+        auto* backend = engine::cudaBackend();
+        assignCudaNumbers(
+            devices, backend->deviceCount(),
+            [backend](int c) {
+                try {
+                    return backend->pciBusId(c);
+                } catch (const std::exception&) {
+                    return std::string();
+                }
+            },
+            [](const std::string& bus) { return nvml().indexOfPciBusId(bus); });
     }
     // GPUs CUDA can drive but NVML cannot see (NVML missing or failing): listed, not monitored.
     if (gpus.empty() && gpuBackendAvailable()) {
@@ -50,6 +66,7 @@ std::vector<DeviceDescription> listDevices()
                 gpu.memoryBytes = qint64(info.totalMemory);
                 gpu.computeCapability =
                     QStringLiteral("%1.%2").arg(info.computeMajor).arg(info.computeMinor);
+                gpu.cudaNumber = i;
                 devices.push_back(gpu);
             } catch (const std::exception&) {
                 // A GPU whose query fails is left out, never a crash.
@@ -57,6 +74,42 @@ std::vector<DeviceDescription> listDevices()
         }
     }
     return devices;
+}
+
+void assignCudaNumbers(std::vector<DeviceDescription>& devices, int cudaCount,
+                       const std::function<std::string(int)>& busIdOf,
+                       const std::function<int(const std::string&)>& nvmlIndexOf)
+{
+    std::vector<DeviceDescription*> byNvml; // NVML index -> its row
+    for (DeviceDescription& d : devices) {
+        if (d.kind != DeviceDescription::Kind::Gpu) continue;
+        const int n = d.id.mid(3).toInt(); // "gpu3"
+        if (n >= int(byNvml.size())) byNvml.resize(std::size_t(n) + 1, nullptr);
+        byNvml[std::size_t(n)] = &d;
+    }
+    bool found = false;
+    for (int c = 0; c < cudaCount; ++c) {
+        const int n = nvmlIndexOf(busIdOf(c));
+        if (n < 0 || n >= int(byNvml.size()) || !byNvml[std::size_t(n)] ||
+            byNvml[std::size_t(n)]->cudaNumber >= 0)
+            continue; // a GPU NVML does not list, or a second CUDA device on it (MIG)
+        byNvml[std::size_t(n)]->cudaNumber = c;
+        found = true;
+    }
+    if (!found)
+        for (int c = 0; c < cudaCount && c < int(byNvml.size()); ++c)
+            if (byNvml[std::size_t(c)]) byNvml[std::size_t(c)]->cudaNumber = c;
+    const QByteArray visible = qgetenv("CUDA_VISIBLE_DEVICES");
+    for (DeviceDescription* d : byNvml) {
+        if (!d) continue;
+        d->trainable = d->cudaNumber >= 0;
+        d->notTrainable =
+            d->trainable ? QString()
+            : visible.isNull()
+                ? QStringLiteral("CUDA does not see this GPU here.")
+                : QStringLiteral("CUDA does not see this GPU here (CUDA_VISIBLE_DEVICES=%1).")
+                      .arg(QString::fromLocal8Bit(visible));
+    }
 }
 
 bool gpuBackendAvailable()

@@ -3,6 +3,8 @@
 // page shows one row per entry, so a GPU backend adds rows here, not widgets.
 #include <QString>
 
+#include <functional>
+#include <string>
 #include <vector>
 
 namespace towers::engine::monitor {
@@ -27,13 +29,24 @@ struct DeviceDescription
     QString simdTarget;        // the CPU: what Towers' own (Highway) kernels run on, e.g. "AVX2"
     int logicalCores = 0;      // CPU: cores this process may use
     // Whether towers can run on it in this build (a GPU NVML sees is listed, and monitored, even
-    // when there is no GPU backend to train on it).
+    // when there is no GPU backend to train on it, or CUDA does not see it), and why not.
     bool trainable = true;
+    QString notTrainable;
+    // GPUs: CUDA's number for it, what --gpus and --gpu take (CUDA_VISIBLE_DEVICES narrows and
+    // reorders CUDA's GPUs, not NVML's, whose index `id` has); -1 where CUDA does not see it.
+    int cudaNumber = -1;
 };
 
 // The CPU first, then the NVIDIA GPUs NVML sees (ids "gpu0", "gpu1", ... by NVML index), marked
 // trainable when this build has a GPU backend.
 std::vector<DeviceDescription> listDevices();
+// Gives each GPU of `devices` (NVML's, by index) its CUDA number: CUDA's GPU c of `cudaCount` is
+// the one NVML finds at the PCI bus id busIdOf(c) (nvmlIndexOf: its NVML index, or -1). Where that
+// finds none of them (NVML without the lookup, say), CUDA's order is taken as NVML's, the PCI bus
+// order the backend loader sets. GPUs CUDA does not see are not trainable, saying why.
+void assignCudaNumbers(std::vector<DeviceDescription>& devices, int cudaCount,
+                       const std::function<std::string(int)>& busIdOf,
+                       const std::function<int(const std::string&)>& nvmlIndexOf);
 // True when this build has a GPU backend that can enumerate and drive GPUs.
 bool gpuBackendAvailable();
 // What can and cannot be done with GPUs here, in words for the Devices page, `towers-cli devices`

@@ -115,12 +115,22 @@ public:
         info.computeMinor = prop.minor;
         info.totalMemory = prop.totalGlobalMem;
         info.multiprocessors = prop.multiProcessorCount;
-        char bus[32] = {};
-        if (cudaDeviceGetPCIBusId(bus, sizeof bus, index) == cudaSuccess) info.pciBusId = bus;
+        info.pciBusId = pciBusId(index);
         DeviceGuard guard(index);
         std::size_t freeBytes = 0, total = 0;
         if (cudaMemGetInfo(&freeBytes, &total) == cudaSuccess) info.freeMemory = freeBytes;
         return info;
+    }
+
+    std::string pciBusId(int index) const override
+    {
+        requireIndex(index);
+        char bus[32] = {};
+        if (cudaDeviceGetPCIBusId(bus, sizeof bus, index) != cudaSuccess) {
+            cudaGetLastError();
+            return {};
+        }
+        return bus;
     }
 
     DeviceMemory& memory() override { return m_memory; }

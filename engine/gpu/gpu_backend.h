@@ -76,6 +76,11 @@ public:
     virtual std::string unavailableReason() const = 0;
     // InvalidArgument for an index out of range.
     virtual GpuDeviceInfo deviceInfo(int index) const = 0;
+    // GPU `index`'s PCI bus id ("0000:41:00.0"; "" when CUDA cannot say), without starting a CUDA
+    // context on it (deviceInfo's free memory does): what matches CUDA's numbers, which
+    // CUDA_VISIBLE_DEVICES may narrow and reorder, with NVML's, which it does not. InvalidArgument
+    // for an index out of range.
+    virtual std::string pciBusId(int index) const = 0;
     // The allocator and copies of the GPUs' memory (also registered for DeviceKind::Cuda).
     virtual DeviceMemory& memory() = 0;
     // An execution context on one GPU: its own stream, cuDNN and cuBLAS handles and workspace.
@@ -138,7 +143,7 @@ public:
 //   extern "C" GpuBackend* towers_cuda_backend(int abi, const char* buildId, char* error, size_t n)
 // and refuses (returning nullptr with the reason in `error`) unless both match what the program
 // was built with, since it shares the engine's classes (Tensor, Ops) by layout.
-constexpr int kGpuBackendAbi = 14;
+constexpr int kGpuBackendAbi = 15;
 #ifndef TOWERS_BUILD_VERSION
 #define TOWERS_BUILD_VERSION "unknown"
 #endif

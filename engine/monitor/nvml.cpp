@@ -70,6 +70,7 @@ struct Nvml::Api
     Return (*getProcesses)(Device, unsigned*, void*) = nullptr;
     int processesVersion = 0; // 1: ProcessInfoV1 entries, 2: ProcessInfoV2 (also _v3)
     Return (*driverVersion)(char*, unsigned) = nullptr;
+    Return (*getHandleByBusId)(const char*, Device*) = nullptr;
     std::vector<Device> devices; // parallel to Nvml::m_gpus
 
     std::string error(Return r) const
@@ -123,6 +124,8 @@ Nvml::Nvml(const std::string& library) : m_api(std::make_unique<Api>())
                   a.handle, {"nvmlDeviceGetComputeRunningProcesses"})))
         a.processesVersion = 1;
     a.driverVersion = lookup<decltype(a.driverVersion)>(a.handle, {"nvmlSystemGetDriverVersion"});
+    a.getHandleByBusId = lookup<decltype(a.getHandleByBusId)>(
+        a.handle, {"nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetHandleByPciBusId"});
     if (!a.init || !a.getCount || !a.getHandle) {
         m_reason = path + " lacks nvmlInit, nvmlDeviceGetCount or nvmlDeviceGetHandleByIndex";
         return;
@@ -168,6 +171,21 @@ Nvml::~Nvml()
 bool Nvml::available() const
 {
     return m_reason.empty();
+}
+
+bool Nvml::findsByPciBusId() const
+{
+    return available() && m_api->getHandleByBusId;
+}
+
+int Nvml::indexOfPciBusId(const std::string& busId) const
+{
+    if (!findsByPciBusId() || busId.empty()) return -1;
+    Device d = nullptr;
+    if (m_api->getHandleByBusId(busId.c_str(), &d) != kSuccess) return -1;
+    for (std::size_t i = 0; i < m_api->devices.size(); ++i)
+        if (m_api->devices[i] == d) return m_gpus[i].index;
+    return -1;
 }
 
 std::string Nvml::driverVersion() const

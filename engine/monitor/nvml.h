@@ -62,6 +62,10 @@ public:
     // The GPUs NVML sees, in its order; empty when not available. A GPU whose handle cannot be
     // had is left out.
     const std::vector<GpuInfo>& gpus() const { return m_gpus; }
+    // The index (GpuInfo::index) of the GPU at PCI bus id `busId` ("0000:41:00.0", as CUDA gives
+    // it), -1 when none of gpus() is there or NVML cannot look it up (findsByPciBusId()).
+    int indexOfPciBusId(const std::string& busId) const;
+    bool findsByPciBusId() const;
     // A reading of GPU `index` (an index of gpus()). All NaN for an unknown index or when not
     // available.
     GpuReading read(int index) const;

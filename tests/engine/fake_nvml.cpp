@@ -5,6 +5,7 @@
 // Environment: FAKE_NVML_GPUS (default 2), FAKE_NVML_INIT=fail (nvmlInit fails: driver not
 // loaded), FAKE_NVML_UNSUPPORTED=<query> (that query answers "not supported" for every GPU:
 // temperature, power, utilization, processes, clock, pcie, memory).
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -105,6 +106,26 @@ template <class Entry> int processes(void* device, unsigned* n, Entry* out)
     return kSuccess;
 }
 
+// GPU i sits at PCI bus 0x41 + i of domain 0: "00000000:41:00.0" as NVML writes it; the lookup
+// takes any of NVML's forms (domain:bus:device.function, domain:bus:device, bus:device.function).
+int byBusId(const char* busId, void** device)
+{
+    if (!g_initialised) return kUninitialized;
+    unsigned a = 0, b = 0, c = 0, f = 0;
+    unsigned bus = 0;
+    if (std::sscanf(busId, "%x:%x:%x.%x", &a, &b, &c, &f) == 4 ||
+        std::sscanf(busId, "%x:%x:%x", &a, &b, &c) == 3)
+        bus = b;
+    else if (std::sscanf(busId, "%x:%x.%x", &a, &b, &f) == 3)
+        bus = a;
+    else
+        return kInvalidArgument;
+    const int i = int(bus) - 0x41;
+    if (i < 0 || i >= gpuCount() || i >= 16) return 6; // NVML_ERROR_NOT_FOUND
+    *device = &g_devices[i];
+    return kSuccess;
+}
+
 } // namespace
 
 extern "C" {
@@ -121,6 +142,10 @@ int nvmlDeviceGetCount(unsigned* n)
 int nvmlDeviceGetHandleByIndex(unsigned i, void** d)
 {
     return handle(i, d);
+}
+int nvmlDeviceGetHandleByPciBusId(const char* busId, void** d)
+{
+    return byBusId(busId, d);
 }
 int nvmlDeviceGetComputeRunningProcesses(void* d, unsigned* n, ProcessV1* p)
 {
@@ -144,6 +169,10 @@ int nvmlDeviceGetCount_v2(unsigned* n)
 int nvmlDeviceGetHandleByIndex_v2(unsigned i, void** d)
 {
     return handle(i, d);
+}
+int nvmlDeviceGetHandleByPciBusId_v2(const char* busId, void** d)
+{
+    return byBusId(busId, d);
 }
 int nvmlDeviceGetComputeRunningProcesses_v3(void* d, unsigned* n, ProcessV2* p)
 {

@@ -34,6 +34,34 @@ private slots:
         QCOMPARE(nvml.driverVersion(), std::string());
     }
 
+    // CUDA numbers its GPUs as CUDA_VISIBLE_DEVICES says, NVML all of them: a GPU is found by the
+    // PCI bus id CUDA gives ("0000:42:00.0"), in each of NVML's forms, with today's names and the
+    // old ones; a bus id of no GPU, or none, finds nothing.
+    void gpuByPciBusId_data()
+    {
+        QTest::addColumn<QString>("library");
+        QTest::newRow("current names") << QStringLiteral(FAKE_NVML);
+        QTest::newRow("old names") << QStringLiteral(FAKE_NVML_OLD);
+    }
+
+    void gpuByPciBusId()
+    {
+        QFETCH(QString, library);
+        qputenv("FAKE_NVML_GPUS", "3");
+        Nvml nvml(library.toStdString());
+        QVERIFY2(nvml.available(), nvml.unavailableReason().c_str());
+        QVERIFY(nvml.findsByPciBusId());
+        QCOMPARE(nvml.indexOfPciBusId("0000:41:00.0"), 0);
+        QCOMPARE(nvml.indexOfPciBusId("0000:43:00.0"), 2);
+        QCOMPARE(nvml.indexOfPciBusId("00000000:42:00.0"), 1);
+        QCOMPARE(nvml.indexOfPciBusId("42:00.0"), 1);
+        QCOMPARE(nvml.indexOfPciBusId("0000:44:00.0"), -1); // no fourth GPU
+        QCOMPARE(nvml.indexOfPciBusId(""), -1);
+        Nvml none("/nonexistent/libnvidia-ml.so.1");
+        QVERIFY(!none.findsByPciBusId());
+        QCOMPARE(none.indexOfPciBusId("0000:41:00.0"), -1);
+    }
+
     void libraryWithoutNvml()
     {
         Nvml nvml("libz.so.1");

@@ -71,6 +71,7 @@ std::vector<towers::app::DeviceDescription> machineWith(int gpus)
         gpu.kind = towers::app::DeviceDescription::Kind::Gpu;
         gpu.id = QStringLiteral("gpu%1").arg(g);
         gpu.name = QStringLiteral("NVIDIA H100");
+        gpu.cudaNumber = g;
         devices.push_back(gpu);
     }
     return devices;
@@ -165,6 +166,53 @@ private slots:
         QVERIFY(boxes >= 1);
     }
 
+    // CUDA_VISIBLE_DEVICES=2,1: CUDA numbers the GPUs it lets through, NVML all of them. Each of
+    // NVML's GPUs gets CUDA's number for it by PCI bus id (what the towers take), and shows both
+    // where they differ; one CUDA does not see cannot be checked, and says why. Where NVML cannot
+    // look bus ids up, CUDA's order is NVML's.
+    void cudaNumbersFollowBusIds()
+    {
+        auto devices = machineWith(3); // NVML's GPUs 0, 1, 2 at buses 41, 42, 43
+        for (auto& d : devices) d.cudaNumber = -1;
+        const std::vector<std::string> cudaBus{"0000:43:00.0", "0000:42:00.0"};
+        const auto nvmlIndexOf = [](const std::string& bus) {
+            for (int n = 0; n < 3; ++n)
+                if (bus == QStringLiteral("0000:%1:00.0").arg(0x41 + n, 0, 16).toStdString())
+                    return n;
+            return -1;
+        };
+        towers::app::assignCudaNumbers(
+            devices, 2, [&](int c) { return cudaBus[std::size_t(c)]; }, nvmlIndexOf);
+        QCOMPARE(devices[1].cudaNumber, -1);
+        QVERIFY(!devices[1].trainable);
+        QVERIFY2(devices[1].notTrainable.startsWith(QStringLiteral("CUDA does not see this GPU")),
+                 qPrintable(devices[1].notTrainable));
+        QCOMPARE(devices[2].cudaNumber, 1);
+        QCOMPARE(devices[3].cudaNumber, 0);
+        QVERIFY(devices[2].trainable && devices[3].trainable);
+
+        DevicesPage page;
+        auto* model = page.deviceModel();
+        model->setDevices(devices);
+        QCOMPARE(page.selectedGpus(), (std::vector<int>{1, 0})); // rows NVML 1 and 2
+        const auto use = [&](int row, int role) {
+            return model->data(model->index(row, towers::ui::DeviceModel::Use), role).toString();
+        };
+        QCOMPARE(use(2, Qt::DisplayRole), QStringLiteral("GPU 1"));
+        QCOMPARE(use(3, Qt::DisplayRole), QStringLiteral("GPU 2 (CUDA 0)"));
+        QCOMPARE(use(1, Qt::ToolTipRole), devices[1].notTrainable);
+        QVERIFY(!model->setData(model->index(1, towers::ui::DeviceModel::Use), Qt::Checked,
+                                Qt::CheckStateRole));
+
+        auto plain = machineWith(3);
+        for (auto& d : plain) d.cudaNumber = -1;
+        towers::app::assignCudaNumbers(
+            plain, 2, [](int) { return std::string(); }, [](const std::string&) { return -1; });
+        QCOMPARE(plain[1].cudaNumber, 0);
+        QCOMPARE(plain[2].cudaNumber, 1);
+        QCOMPARE(plain[3].cudaNumber, -1);
+    }
+
     // Checked GPUs (a GPU backend is there) make the towers: one per GPU, the CPU spin boxes
     // off; unchecking them gives the CPU towers back.
     void gpuTowers()
@@ -178,6 +226,7 @@ private slots:
             gpu.kind = towers::app::DeviceDescription::Kind::Gpu;
             gpu.id = QStringLiteral("gpu%1").arg(g);
             gpu.name = QStringLiteral("NVIDIA H100");
+            gpu.cudaNumber = g;
             devices.push_back(gpu);
         }
         auto* model = page.deviceModel();
@@ -224,6 +273,7 @@ private slots:
         devices[1].kind = towers::app::DeviceDescription::Kind::Gpu;
         devices[1].id = QStringLiteral("gpu0");
         devices[1].name = QStringLiteral("NVIDIA H100");
+        devices[1].cudaNumber = 0;
         page.deviceModel()->setDevices(devices); // the GPU checked: a GPU tower
         QCOMPARE(page.selectedGpus(), std::vector<int>{0});
         // This machine's GPUs, not the list's: without one of compute capability 8.0, why not.

@@ -58,6 +58,16 @@ void DeviceModel::setIncluded(int row, bool included)
     emit inclusionChanged();
 }
 
+std::vector<int> DeviceModel::includedCudaNumbers() const
+{
+    std::vector<int> gpus;
+    for (std::size_t i = 0; i < m_devices.size(); ++i)
+        if (m_included[i] && m_devices[i].kind == app::DeviceDescription::Kind::Gpu &&
+            m_devices[i].cudaNumber >= 0)
+            gpus.push_back(m_devices[i].cudaNumber);
+    return gpus;
+}
+
 QStringList DeviceModel::includedIds() const
 {
     QStringList ids;
@@ -86,13 +96,19 @@ QVariant DeviceModel::data(const QModelIndex& index, int role) const
     if (role == Qt::CheckStateRole && index.column() == Use)
         return m_included[std::size_t(index.row())] ? Qt::Checked : Qt::Unchecked;
     if (role == Qt::ToolTipRole && index.column() == Use && isLocked(index.row()))
-        return d.trainable
-                   ? tr("With no GPU to train on, the towers run on the CPU.")
+        return d.trainable ? tr("With no GPU to train on, the towers run on the CPU.")
+               : !d.notTrainable.isEmpty()
+                   ? d.notTrainable
                    : tr("Monitored only: this build of Towers has no GPU backend to train on it.");
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
         case Use:
-            return cpu ? tr("CPU") : tr("GPU %1").arg(d.id.mid(3));
+            // NVML's number; CUDA's, which --gpus takes, beside it where CUDA_VISIBLE_DEVICES
+            // makes them differ.
+            return cpu ? tr("CPU")
+                   : d.cudaNumber < 0 || QString::number(d.cudaNumber) == d.id.mid(3)
+                       ? tr("GPU %1").arg(d.id.mid(3))
+                       : tr("GPU %1 (CUDA %2)").arg(d.id.mid(3)).arg(d.cudaNumber);
         case Device:
             return d.name;
         case Memory:

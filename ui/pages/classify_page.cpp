@@ -54,10 +54,10 @@ ClassifyPage::ClassifyPage(QWidget* parent)
     buildUi();
     std::vector<RunOn> runOn{{tr("CPU"), {}}};
     for (const app::DeviceDescription& d : app::listDevices()) {
-        if (d.kind != app::DeviceDescription::Kind::Gpu || !d.trainable) continue;
+        if (d.kind != app::DeviceDescription::Kind::Gpu || d.cudaNumber < 0) continue;
         engine::InferenceDevice gpu;
         gpu.backend = "cuda";
-        gpu.gpu = d.id.mid(3).toInt(); // "gpu3"
+        gpu.gpu = d.cudaNumber;
         runOn.push_back({tr("GPU %1 (%2)").arg(gpu.gpu).arg(d.name), gpu});
     }
     setRunOnChoices(std::move(runOn));

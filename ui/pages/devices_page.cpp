@@ -363,10 +363,7 @@ int DevicesPage::towers() const
 
 std::vector<int> DevicesPage::selectedGpus() const
 {
-    std::vector<int> gpus;
-    for (const QString& id : m_devices->includedIds())
-        if (id.startsWith(QLatin1String("gpu"))) gpus.push_back(id.mid(3).toInt());
-    return gpus;
+    return m_devices->includedCudaNumbers();
 }
 
 int DevicesPage::threadsPerTower() const
