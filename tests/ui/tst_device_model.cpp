@@ -27,6 +27,7 @@ std::vector<DeviceDescription> cpuAndGpus(int gpus)
         gpu.name = QStringLiteral("NVIDIA H100");
         gpu.memoryBytes = 80LL << 30;
         gpu.computeCapability = QStringLiteral("9.0");
+        gpu.cudaNumber = g;
         d.push_back(gpu);
     }
     return d;

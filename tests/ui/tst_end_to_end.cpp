@@ -84,6 +84,7 @@ private slots:
                 towers::app::DeviceDescription gpu;
                 gpu.kind = towers::app::DeviceDescription::Kind::Gpu;
                 gpu.id = QStringLiteral("gpu%1").arg(g);
+                gpu.cudaNumber = g;
                 list.push_back(gpu);
             }
             devices->setDevices(list);
