@@ -205,8 +205,9 @@ QList<QCommandLineOption> deviceOptions(const QString& deviceHelp)
     return {{QStringLiteral("device"), deviceHelp, QStringLiteral("name")},
             {QStringLiteral("gpus"),
              QStringLiteral(
-                 "cuda: the GPUs of the towers, e.g. 0,1,3 (one tower each, unless --towers "
-                 "says more: then round-robin); default: tower t on GPU t mod the GPU count."),
+                 "cuda: the GPUs of the towers, e.g. 0,1,3, or all: every GPU CUDA sees (one "
+                 "tower each, unless --towers says more: then round-robin); default: tower t on "
+                 "GPU t mod the GPU count."),
              QStringLiteral("list")}};
 }
 
@@ -219,12 +220,24 @@ bool readDeviceOptions(const QCommandLineParser& parser, const QString& command,
     out.deviceSet = parser.isSet(QStringLiteral("device"));
     out.cuda = out.deviceSet && device == QLatin1String("cuda");
     if (!parser.isSet(QStringLiteral("gpus"))) return true;
+    out.gpusSet = true;
+    if (parser.value(QStringLiteral("gpus")).trimmed() == QLatin1String("all")) {
+        if (out.deviceSet && !out.cuda) {
+            io.err << command << ": --gpus is for --device cuda\n";
+            return false;
+        }
+        out.cuda = true;
+        // Where there is none, the command says why when it asks for the GPU backend.
+        if (gpuBackendAvailable())
+            for (int g = 0; g < engine::cudaBackend()->deviceCount(); ++g) out.gpus.push_back(g);
+        return true;
+    }
     for (const QString& item : parser.value(QStringLiteral("gpus")).split(QLatin1Char(','))) {
         bool ok = false;
         const int g = item.trimmed().toInt(&ok);
         if (!ok || g < 0) {
             io.err << command
-                   << ": --gpus takes GPU numbers separated by commas (e.g. 0,1,3), got '"
+                   << ": --gpus takes GPU numbers separated by commas (e.g. 0,1,3) or all, got '"
                    << parser.value(QStringLiteral("gpus")) << "'\n";
             return false;
         }
@@ -240,7 +253,7 @@ bool readDeviceOptions(const QCommandLineParser& parser, const QString& command,
 
 void applyDeviceChoice(const DeviceChoice& d, engine::TrainConfig& c, bool keepTowers)
 {
-    if (!d.deviceSet && d.gpus.empty()) return;
+    if (!d.deviceSet && !d.gpusSet) return;
     c.backend = d.cuda ? "cuda" : "onednn";
     c.gpus.clear();
     if (d.gpus.empty()) return;

@@ -191,6 +191,12 @@ private slots:
         QTest::newRow("no cuda for --gpus")
             << QStringList{"train", "--gpus", "0,1"} << 1 << "--device cpu";
         QTest::newRow("bad gpus") << QStringList{"train", "--gpus", "0,x"} << 2 << "--gpus";
+        // --gpus all: every GPU CUDA sees; none here, which training says.
+        QTest::newRow("no cuda for --gpus all")
+            << QStringList{"train", "--gpus", "all"} << 1 << "--device cpu";
+        QTest::newRow("all gpus on the cpu")
+            << QStringList{"train", "--device", "cpu", "--gpus", "all"} << 2
+            << "--gpus is for --device cuda";
         QTest::newRow("gpus on the cpu")
             << QStringList{"train", "--device", "cpu", "--gpus", "0"} << 2 << "--gpus";
         // lr-find takes the same device options.
