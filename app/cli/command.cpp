@@ -207,7 +207,8 @@ QList<QCommandLineOption> deviceOptions(const QString& deviceHelp)
              QStringLiteral(
                  "cuda: the GPUs of the towers, e.g. 0,1,3, or all: every GPU CUDA sees (one "
                  "tower each, unless --towers says more: then round-robin); default: tower t on "
-                 "GPU t mod the GPU count."),
+                 "GPU t mod the GPU count (several processes on a machine share its GPUs out by "
+                 "their local rank: give them no --gpus)."),
              QStringLiteral("list")}};
 }
 
