@@ -257,12 +257,14 @@ checks_part() {
     step selftest-tf32 "$cli" selftest --device cuda --tf32 --no-training
     step selftest-bf16-ops "$cli" selftest --device cuda --precision bf16 --no-training
     step tst_op_cases "$g/bin/tst_op_cases"
-    # NVML's GPU 0 is CUDA's GPU 0, matched by PCI bus id (towers-cli devices --json).
+    # Each GPU CUDA sees is one of NVML's, matched by PCI bus id (towers-cli devices --json).
     step -t 30 devices-cuda-number bash -c '"$1" devices --json | python3 -c "
 import json, sys
 gpus = json.load(sys.stdin)[\"gpus\"]
-print([(g[\"index\"], g[\"name\"], g[\"cuda_number\"], g[\"trainable\"]) for g in gpus])
-sys.exit(0 if gpus and gpus[0][\"cuda_number\"] == 0 and gpus[0][\"trainable\"] else 1)"' _ "$cli"
+print([(g[\"index\"], g[\"name\"], g[\"cuda_number\"], g[\"cuda_matched_by\"]) for g in gpus])
+numbers = sorted(g[\"cuda_number\"] for g in gpus if g[\"trainable\"])
+by_bus = all(g[\"cuda_matched_by\"] == \"pci bus id\" for g in gpus if g[\"trainable\"])
+sys.exit(0 if numbers and numbers == list(range(len(numbers))) and by_bus else 1)"' _ "$cli"
     # A GPU that is not there is named as such, with how many there are (exit 1, no crash).
     step -t 30 gpu-number-checked bash -c 'rc=0; out=$("$1" selftest --gpu 99 --no-training 2>&1) ||
         rc=$?; printf "%s\n(exit %s)\n" "$out" "$rc"; ((rc == 1)) &&

@@ -223,6 +223,7 @@ bool readDeviceOptions(const QCommandLineParser& parser, const QString& command,
     if (!parser.isSet(QStringLiteral("gpus"))) return true;
     out.gpusSet = true;
     if (parser.value(QStringLiteral("gpus")).trimmed() == QLatin1String("all")) {
+        out.allGpus = true;
         if (out.deviceSet && !out.cuda) {
             io.err << command << ": --gpus is for --device cuda\n";
             return false;

@@ -127,7 +127,8 @@ struct DeviceChoice
 {
     bool deviceSet = false; // --device given
     bool cuda = false;      // --device cuda, or --gpus
-    bool gpusSet = false;   // --gpus given (all: every GPU CUDA sees, none where there is none)
+    bool gpusSet = false;   // --gpus given
+    bool allGpus = false;   // --gpus all: every GPU CUDA sees (none where there is none)
     std::vector<int> gpus;  // --gpus, in order
 };
 // The two options' definitions; `deviceHelp` says what --device is (its default).

@@ -42,6 +42,7 @@ struct CudaView
 {
     std::vector<int> number;
     std::vector<QString> why;
+    std::vector<bool> byOrder;
 };
 
 CudaView cudaView()
@@ -53,9 +54,11 @@ CudaView cudaView()
         if (n >= v.number.size()) {
             v.number.resize(n + 1, -1);
             v.why.resize(n + 1);
+            v.byOrder.resize(n + 1, false);
         }
         v.number[n] = d.cudaNumber;
         v.why[n] = d.notTrainable;
+        v.byOrder[n] = d.cudaByOrder;
     }
     return v;
 }
@@ -76,6 +79,11 @@ QJsonObject gpuJson(const engine::monitor::Nvml& nvml, const engine::monitor::Gp
         {QStringLiteral("compute_capability"), QString::fromStdString(g.computeCapability())},
         {QStringLiteral("trainable"), cudaNumber >= 0},
         {QStringLiteral("cuda_number"), cudaNumber >= 0 ? QJsonValue(cudaNumber) : QJsonValue()},
+        // How CUDA's number was found: "pci bus id", or "order" where NVML cannot look it up.
+        {QStringLiteral("cuda_matched_by"), cudaNumber < 0 ? QJsonValue()
+                                            : cuda.byOrder[std::size_t(g.index)]
+                                                ? QJsonValue(QStringLiteral("order"))
+                                                : QJsonValue(QStringLiteral("pci bus id"))},
         {QStringLiteral("utilisation_percent"), number(r.utilisation)},
         {QStringLiteral("memory_used_bytes"), number(r.memoryUsed)},
         {QStringLiteral("memory_total_bytes"), number(r.memoryTotal)},

@@ -403,6 +403,12 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     }
     DeviceChoice device;
     if (!readDeviceOptions(p, QStringLiteral("towers-cli train"), io, device)) return ExitUsage;
+    if (device.allGpus && group && group->localSize() > 1) { // every process says so, and stops
+        io.err << "towers-cli train: --gpus all would give each of the " << group->localSize()
+               << " processes on this machine every GPU; leave out --gpus and they share them "
+                  "out by local rank\n";
+        return ExitUsage;
+    }
     std::optional<engine::Precision> precision;
     if (!precisionOption(p, precision, io)) return ExitUsage;
     if (p.isSet(QStringLiteral("steps")) && p.isSet(QStringLiteral("epochs"))) {

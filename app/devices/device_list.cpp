@@ -6,6 +6,19 @@
 
 namespace towers::app {
 
+namespace {
+
+// `sentence` with the CUDA_VISIBLE_DEVICES that decides what CUDA sees, where it is set.
+QString visibleDevicesNote(const QString& sentence)
+{
+    const QByteArray visible = qgetenv("CUDA_VISIBLE_DEVICES");
+    return visible.isNull() ? sentence + QLatin1Char('.')
+                            : QStringLiteral("%1 (CUDA_VISIBLE_DEVICES=%2).")
+                                  .arg(sentence, QString::fromLocal8Bit(visible));
+}
+
+} // namespace
+
 const engine::monitor::Nvml& nvml()
 {
     static const engine::monitor::Nvml instance; // thread-safe, on first use
@@ -40,10 +53,16 @@ std::vector<DeviceDescription> listDevices()
                            "here.");
         devices.push_back(gpu);
     }
+    if (const auto* backend = engine::cudaBackend(); backend && backend->deviceCount() == 0)
+        for (DeviceDescription& row : devices) // the backend is there, CUDA sees no GPU: why
+            if (row.kind == DeviceDescription::Kind::Gpu)
+                row.notTrainable = visibleDevicesNote(
+                    QStringLiteral("CUDA sees no GPU here: %1")
+                        .arg(QString::fromStdString(backend->unavailableReason())));
     if (!gpus.empty() && gpuBackendAvailable()) {
         auto* backend = engine::cudaBackend();
         assignCudaNumbers(
-            devices, backend->deviceCount(),
+            devices, backend->deviceCount(), nvml().findsByPciBusId(),
             [backend](int c) {
                 try {
                     return backend->pciBusId(c);
@@ -76,7 +95,7 @@ std::vector<DeviceDescription> listDevices()
     return devices;
 }
 
-void assignCudaNumbers(std::vector<DeviceDescription>& devices, int cudaCount,
+void assignCudaNumbers(std::vector<DeviceDescription>& devices, int cudaCount, bool byBusId,
                        const std::function<std::string(int)>& busIdOf,
                        const std::function<int(const std::string&)>& nvmlIndexOf)
 {
@@ -87,29 +106,33 @@ void assignCudaNumbers(std::vector<DeviceDescription>& devices, int cudaCount,
         if (n >= int(byNvml.size())) byNvml.resize(std::size_t(n) + 1, nullptr);
         byNvml[std::size_t(n)] = &d;
     }
-    bool found = false;
-    for (int c = 0; c < cudaCount; ++c) {
+    for (int c = 0; byBusId && c < cudaCount; ++c) {
         const int n = nvmlIndexOf(busIdOf(c));
         if (n < 0 || n >= int(byNvml.size()) || !byNvml[std::size_t(n)] ||
             byNvml[std::size_t(n)]->cudaNumber >= 0)
             continue; // a GPU NVML does not list, or a second CUDA device on it (MIG)
         byNvml[std::size_t(n)]->cudaNumber = c;
-        found = true;
     }
-    if (!found)
-        for (int c = 0; c < cudaCount && c < int(byNvml.size()); ++c)
-            if (byNvml[std::size_t(c)]) byNvml[std::size_t(c)]->cudaNumber = c;
-    const QByteArray visible = qgetenv("CUDA_VISIBLE_DEVICES");
+    for (int c = 0; !byBusId && c < cudaCount && c < int(byNvml.size()); ++c)
+        if (byNvml[std::size_t(c)]) {
+            byNvml[std::size_t(c)]->cudaNumber = c;
+            byNvml[std::size_t(c)]->cudaByOrder = true;
+        }
     for (DeviceDescription* d : byNvml) {
         if (!d) continue;
         d->trainable = d->cudaNumber >= 0;
         d->notTrainable =
             d->trainable ? QString()
-            : visible.isNull()
-                ? QStringLiteral("CUDA does not see this GPU here.")
-                : QStringLiteral("CUDA does not see this GPU here (CUDA_VISIBLE_DEVICES=%1).")
-                      .arg(QString::fromLocal8Bit(visible));
+                         : visibleDevicesNote(QStringLiteral("CUDA does not see this GPU here"));
     }
+}
+
+QString gpuLabel(const DeviceDescription& gpu)
+{
+    const QString nvmlNumber = gpu.id.mid(3); // "gpu2"
+    return gpu.cudaNumber < 0 || QString::number(gpu.cudaNumber) == nvmlNumber
+               ? QStringLiteral("GPU %1").arg(nvmlNumber)
+               : QStringLiteral("GPU %1 (CUDA %2)").arg(nvmlNumber).arg(gpu.cudaNumber);
 }
 
 bool gpuBackendAvailable()

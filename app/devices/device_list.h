@@ -35,18 +35,24 @@ struct DeviceDescription
     // GPUs: CUDA's number for it, what --gpus and --gpu take (CUDA_VISIBLE_DEVICES narrows and
     // reorders CUDA's GPUs, not NVML's, whose index `id` has); -1 where CUDA does not see it.
     int cudaNumber = -1;
+    // How cudaNumber was found: by PCI bus id, or (where NVML cannot look bus ids up) by order.
+    bool cudaByOrder = false;
 };
 
 // The CPU first, then the NVIDIA GPUs NVML sees (ids "gpu0", "gpu1", ... by NVML index), marked
 // trainable when this build has a GPU backend.
 std::vector<DeviceDescription> listDevices();
 // Gives each GPU of `devices` (NVML's, by index) its CUDA number: CUDA's GPU c of `cudaCount` is
-// the one NVML finds at the PCI bus id busIdOf(c) (nvmlIndexOf: its NVML index, or -1). Where that
-// finds none of them (NVML without the lookup, say), CUDA's order is taken as NVML's, the PCI bus
-// order the backend loader sets. GPUs CUDA does not see are not trainable, saying why.
-void assignCudaNumbers(std::vector<DeviceDescription>& devices, int cudaCount,
+// the one NVML finds at the PCI bus id busIdOf(c) (nvmlIndexOf: its NVML index, or -1), when
+// `byBusId` (NVML can look bus ids up); else CUDA's order is taken as NVML's, the PCI bus order
+// the backend loader sets, and cudaByOrder says so. GPUs CUDA does not see are not trainable,
+// saying why.
+void assignCudaNumbers(std::vector<DeviceDescription>& devices, int cudaCount, bool byBusId,
                        const std::function<std::string(int)>& busIdOf,
                        const std::function<int(const std::string&)>& nvmlIndexOf);
+// A GPU's name in the lists: "GPU 2" (NVML's number), with CUDA's beside it where they differ,
+// "GPU 2 (CUDA 0)".
+QString gpuLabel(const DeviceDescription& gpu);
 // True when this build has a GPU backend that can enumerate and drive GPUs.
 bool gpuBackendAvailable();
 // What can and cannot be done with GPUs here, in words for the Devices page, `towers-cli devices`

@@ -71,6 +71,7 @@ struct Nvml::Api
     int processesVersion = 0; // 1: ProcessInfoV1 entries, 2: ProcessInfoV2 (also _v3)
     Return (*driverVersion)(char*, unsigned) = nullptr;
     Return (*getHandleByBusId)(const char*, Device*) = nullptr;
+    Return (*getIndex)(Device, unsigned*) = nullptr;
     std::vector<Device> devices; // parallel to Nvml::m_gpus
 
     std::string error(Return r) const
@@ -126,6 +127,7 @@ Nvml::Nvml(const std::string& library) : m_api(std::make_unique<Api>())
     a.driverVersion = lookup<decltype(a.driverVersion)>(a.handle, {"nvmlSystemGetDriverVersion"});
     a.getHandleByBusId = lookup<decltype(a.getHandleByBusId)>(
         a.handle, {"nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetHandleByPciBusId"});
+    a.getIndex = lookup<decltype(a.getIndex)>(a.handle, {"nvmlDeviceGetIndex"});
     if (!a.init || !a.getCount || !a.getHandle) {
         m_reason = path + " lacks nvmlInit, nvmlDeviceGetCount or nvmlDeviceGetHandleByIndex";
         return;
@@ -175,16 +177,25 @@ bool Nvml::available() const
 
 bool Nvml::findsByPciBusId() const
 {
-    return available() && m_api->getHandleByBusId;
+    return available() && m_api->getHandleByBusId && m_api->getIndex;
 }
 
 int Nvml::indexOfPciBusId(const std::string& busId) const
 {
     if (!findsByPciBusId() || busId.empty()) return -1;
     Device d = nullptr;
-    if (m_api->getHandleByBusId(busId.c_str(), &d) != kSuccess) return -1;
-    for (std::size_t i = 0; i < m_api->devices.size(); ++i)
-        if (m_api->devices[i] == d) return m_gpus[i].index;
+    unsigned index = 0;
+    // The GPU's own index, not its handle compared with ours: NVML promises no handle identity.
+    if (m_api->getHandleByBusId(busId.c_str(), &d) != kSuccess ||
+        m_api->getIndex(d, &index) != kSuccess)
+        return -1;
+    return position(int(index)) >= 0 ? int(index) : -1;
+}
+
+int Nvml::position(int index) const
+{
+    for (std::size_t i = 0; i < m_gpus.size(); ++i)
+        if (m_gpus[i].index == index) return int(i);
     return -1;
 }
 
@@ -201,8 +212,9 @@ GpuReading Nvml::read(int index) const
 {
     GpuReading r;
     const Api& a = *m_api;
-    if (!available() || index < 0 || std::size_t(index) >= a.devices.size()) return r;
-    const Device d = a.devices[std::size_t(index)];
+    const int at = position(index); // NVML's index: GPUs without a handle leave gaps
+    if (!available() || at < 0) return r;
+    const Device d = a.devices[std::size_t(at)];
     Utilization u{};
     if (a.getUtilization && a.getUtilization(d, &u) == kSuccess) r.utilisation = u.gpu;
     Memory m{};
@@ -225,9 +237,9 @@ GpuReading Nvml::read(int index) const
 double Nvml::processMemory(int index, int pid) const
 {
     const Api& a = *m_api;
-    if (!available() || !a.getProcesses || index < 0 || std::size_t(index) >= a.devices.size())
-        return GpuReading::kNone;
-    const Device d = a.devices[std::size_t(index)];
+    const int at = position(index);
+    if (!available() || !a.getProcesses || at < 0) return GpuReading::kNone;
+    const Device d = a.devices[std::size_t(at)];
     const unsigned self = unsigned(pid > 0 ? pid : getpid());
     const std::size_t entry =
         a.processesVersion == 1 ? sizeof(ProcessInfoV1) : sizeof(ProcessInfoV2);

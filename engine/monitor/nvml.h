@@ -63,11 +63,11 @@ public:
     // had is left out.
     const std::vector<GpuInfo>& gpus() const { return m_gpus; }
     // The index (GpuInfo::index) of the GPU at PCI bus id `busId` ("0000:41:00.0", as CUDA gives
-    // it), -1 when none of gpus() is there or NVML cannot look it up (findsByPciBusId()).
+    // it), -1 when none of gpus() is there or NVML cannot look bus ids up (findsByPciBusId()).
     int indexOfPciBusId(const std::string& busId) const;
     bool findsByPciBusId() const;
-    // A reading of GPU `index` (an index of gpus()). All NaN for an unknown index or when not
-    // available.
+    // A reading of GPU `index` (a GpuInfo::index of gpus(): NVML's index, which has gaps where a
+    // GPU's handle could not be had). All NaN for an unknown index or when not available.
     GpuReading read(int index) const;
     // Bytes of GPU `index`'s memory that process `pid` (0: this process) uses: 0 when it uses none,
     // NaN when that cannot be read. Separate from read() because listing the GPU's processes is
@@ -75,6 +75,8 @@ public:
     double processMemory(int index, int pid = 0) const;
 
 private:
+    // Where GPU `index` (GpuInfo::index) is in gpus(), -1 when it is not there.
+    int position(int index) const;
     struct Api;
     std::unique_ptr<Api> m_api;
     std::string m_reason;

@@ -73,6 +73,7 @@ _towers_cli()
             return
             ;;
         --device) COMPREPLY=($(compgen -W "cpu cuda" -- "$cur")); return ;;
+        --gpus) COMPREPLY=($(compgen -W "all" -- "$cur")); return ;;
         --optimizer) COMPREPLY=($(compgen -W "sgd momentum nesterov adam" -- "$cur")); return ;;
         --lr-schedule) COMPREPLY=($(compgen -W "constant exponential step cosine onecycle" -- "$cur")); return ;;
         --augment) COMPREPLY=($(compgen -W "default none" -- "$cur")); return ;;
@@ -92,7 +93,7 @@ _towers_cli()
         --towers | --threads-per-tower | --batch-size | --steps | --epochs | --lr | --momentum | \
             --weight-decay | --ema-decay | --seed | --checkpoint-every | --keep-checkpoints | \
             --eval-every | --validation | --patience | --min-delta | --log-every | --histogram-every | --loader-workers | --top-k | --threads | --warmup | --base-url | --count | \
-            --gpus | --gpu | --opset | --bucket-mb | --name | --size | --test-fraction)
+            --gpu | --opset | --bucket-mb | --name | --size | --test-fraction)
             return ;;
     esac
 

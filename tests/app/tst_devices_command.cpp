@@ -18,7 +18,9 @@ class TestDevicesCommand : public QObject
     Result run(const QStringList& args, const QString& library, QStringList env = {},
                int interruptAfterMs = -1)
     {
-        env << QStringLiteral("TOWERS_NVML_LIBRARY=") + library;
+        env << QStringLiteral("TOWERS_NVML_LIBRARY=") + library
+            // No GPU backend whatever the machine: the GPUs are NVML's stand-ins.
+            << QStringLiteral("TOWERS_CUDA_PLUGIN=/nonexistent/libtowers-cuda.so");
         return towers::test::runCliProcess(QStringLiteral(TOWERS_CLI),
                                            QStringList{QStringLiteral("devices")} + args, env,
                                            interruptAfterMs, 30000);

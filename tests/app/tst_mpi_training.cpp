@@ -727,6 +727,23 @@ private slots:
         CHECK_RUN(unmarked == 1 && marked == 1, r);
     }
 
+    // --gpus all with two processes on one machine would give both every GPU: both refuse it
+    // (exit 2), saying how the processes share the GPUs instead, before any folder is made.
+    void allGpusForSeveralProcessesIsRefused()
+    {
+        const QString dir = path(QStringLiteral("runs/all-gpus"));
+        const Run r = mpirun(2,
+                             train(dir, {QStringLiteral("--gpus"), QStringLiteral("all"),
+                                         QStringLiteral("--steps"), QStringLiteral("2")}),
+                             30000);
+        VERIFY_RAN(r);
+        CHECK_RUN(r.exitCode == 2, r);
+        CHECK_RUN(r.output().contains(QStringLiteral(
+                      "--gpus all would give each of the 2 processes on this machine every GPU")),
+                  r);
+        CHECK_RUN(!QFileInfo::exists(dir), r);
+    }
+
     // A 2-process run resumed by towers-cli alone is refused, saying how to continue it.
     void resumeWithAnotherProcessCountIsRefused()
     {

@@ -2,9 +2,10 @@
 // (dlopen, symbol fallbacks, every query, every failure) runs on machines without a GPU. Built
 // twice: with today's names (nvmlInit_v2, ..._v3) and, with FAKE_NVML_OLD_NAMES, with only the
 // old ones (nvmlInit, ...GetComputeRunningProcesses v1, ...PowerManagementLimit).
-// Environment: FAKE_NVML_GPUS (default 2), FAKE_NVML_INIT=fail (nvmlInit fails: driver not
-// loaded), FAKE_NVML_UNSUPPORTED=<query> (that query answers "not supported" for every GPU:
-// temperature, power, utilization, processes, clock, pcie, memory).
+// Environment: FAKE_NVML_GPUS (default 2), FAKE_NVML_HIDDEN=<i> (GPU i's handle refused),
+// FAKE_NVML_INIT=fail (nvmlInit fails: driver not loaded), FAKE_NVML_UNSUPPORTED=<query> (that
+// query answers "not supported" for every GPU: temperature, power, utilization, processes, clock,
+// pcie, memory).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,10 +37,16 @@ struct FakeDevice
 FakeDevice g_devices[16] = {{0}, {1}, {2},  {3},  {4},  {5},  {6},  {7},
                             {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
 
+// The handles nvmlDeviceGetHandleByPciBusId gives: others than by index, as NVML promises no
+// identity between them.
+FakeDevice g_byBus[16] = {{0}, {1}, {2},  {3},  {4},  {5},  {6},  {7},
+                          {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
+
 int indexOf(void* device)
 {
-    for (auto& d : g_devices)
-        if (&d == device) return d.index;
+    for (auto* list : {g_devices, g_byBus})
+        for (int i = 0; i < 16; ++i)
+            if (&list[i] == device) return list[i].index;
     return -1;
 }
 
@@ -78,10 +85,19 @@ int count(unsigned* n)
     return kSuccess;
 }
 
+// FAKE_NVML_HIDDEN=<i>: GPU i's handle is refused (NO_PERMISSION), as for a GPU this user may
+// not use: NVML counts it, and its index leaves a gap.
+bool hidden(unsigned i)
+{
+    const char* h = std::getenv("FAKE_NVML_HIDDEN");
+    return h && *h && unsigned(std::atoi(h)) == i;
+}
+
 int handle(unsigned i, void** device)
 {
     if (!g_initialised) return kUninitialized;
     if (int(i) >= gpuCount() || i >= 16) return kInvalidArgument;
+    if (hidden(i)) return 4; // NVML_ERROR_NO_PERMISSION
     *device = &g_devices[i];
     return kSuccess;
 }
@@ -122,7 +138,8 @@ int byBusId(const char* busId, void** device)
         return kInvalidArgument;
     const int i = int(bus) - 0x41;
     if (i < 0 || i >= gpuCount() || i >= 16) return 6; // NVML_ERROR_NOT_FOUND
-    *device = &g_devices[i];
+    if (hidden(unsigned(i))) return 4;
+    *device = &g_byBus[i];
     return kSuccess;
 }
 
@@ -194,6 +211,15 @@ int nvmlSystemGetDriverVersion(char* text, unsigned length)
 int nvmlShutdown()
 {
     g_initialised = false;
+    return kSuccess;
+}
+
+int nvmlDeviceGetIndex(void* d, unsigned* index)
+{
+    if (!g_initialised) return kUninitialized;
+    const int i = indexOf(d);
+    if (i < 0) return kInvalidArgument;
+    *index = unsigned(i);
     return kSuccess;
 }
 

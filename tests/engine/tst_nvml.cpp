@@ -17,8 +17,8 @@ class TestNvml : public QObject
 private slots:
     void init()
     {
-        for (const char* v :
-             {"FAKE_NVML_GPUS", "FAKE_NVML_INIT", "FAKE_NVML_UNSUPPORTED", "TOWERS_NVML_LIBRARY"})
+        for (const char* v : {"FAKE_NVML_GPUS", "FAKE_NVML_INIT", "FAKE_NVML_UNSUPPORTED",
+                              "FAKE_NVML_HIDDEN", "TOWERS_NVML_LIBRARY"})
             qunsetenv(v);
     }
 
@@ -60,6 +60,25 @@ private slots:
         Nvml none("/nonexistent/libnvidia-ml.so.1");
         QVERIFY(!none.findsByPciBusId());
         QCOMPARE(none.indexOfPciBusId("0000:41:00.0"), -1);
+    }
+
+    // A GPU this user may not use (its handle refused) is left out, and its index leaves a gap:
+    // GPU 2 is still GPU 2, read and found by bus id as such; the hidden one is found nowhere.
+    void aHiddenGpuLeavesAGap()
+    {
+        qputenv("FAKE_NVML_GPUS", "3");
+        qputenv("FAKE_NVML_HIDDEN", "1");
+        Nvml nvml(FAKE_NVML);
+        QVERIFY2(nvml.available(), nvml.unavailableReason().c_str());
+        QCOMPARE(nvml.gpus().size(), std::size_t(2));
+        QCOMPARE(nvml.gpus()[1].index, 2);
+        QCOMPARE(nvml.gpus()[1].name, std::string("Fake GPU 2"));
+        QCOMPARE(nvml.read(2).utilisation, 39.0); // GPU 2's, not the next in the list
+        QVERIFY(std::isnan(nvml.read(1).utilisation));
+        QCOMPARE(nvml.processMemory(2), double(3ull * (256ull << 20)));
+        QVERIFY(std::isnan(nvml.processMemory(1)));
+        QCOMPARE(nvml.indexOfPciBusId("0000:43:00.0"), 2);
+        QCOMPARE(nvml.indexOfPciBusId("0000:42:00.0"), -1);
     }
 
     void libraryWithoutNvml()

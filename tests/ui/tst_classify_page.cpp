@@ -676,8 +676,8 @@ private slots:
             throw engine::DeviceOutOfMemory("cuda:1 is out of memory (a stand-in)");
         };
         page.setRunOnChoices({{QStringLiteral("CPU"), {}},
-                              {QStringLiteral("GPU 0 (a stand-in)"), standIn},
-                              {QStringLiteral("GPU 1 (full)"), broken}});
+                              {QStringLiteral("GPU 0, a stand-in"), standIn},
+                              {QStringLiteral("GPU 1, full"), broken}});
         QVERIFY(page.runOnChoice()->isVisibleTo(&page));
         QCOMPARE(page.runOnChoice()->count(), 3);
         QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
@@ -694,7 +694,7 @@ private slots:
         QVERIFY(loaded.wait(20000));
         QCOMPARE(loaded.last().at(0).toBool(), true);
         QCOMPARE(page.runOn(), 1);
-        QVERIFY2(page.checkpointText().endsWith(QStringLiteral("; on GPU 0 (a stand-in)")),
+        QVERIFY2(page.checkpointText().endsWith(QStringLiteral("; on GPU 0, a stand-in")),
                  qPrintable(page.checkpointText()));
         QVERIFY(device.memory().liveAllocations() > 0); // the weights are there
 
@@ -725,7 +725,7 @@ private slots:
         QCOMPARE(loaded.last().at(0).toBool(), false);
         QCOMPARE(errors.count(), 1);
         QVERIFY2(errors.at(0).at(0).toString().contains(
-                     QStringLiteral("Cannot load the checkpoint on GPU 1 (full): cuda:1 is out "
+                     QStringLiteral("Cannot load the checkpoint on GPU 1, full: cuda:1 is out "
                                     "of memory (a stand-in)")),
                  qPrintable(errors.at(0).at(0).toString()));
         QCOMPARE(page.runOn(), 0);

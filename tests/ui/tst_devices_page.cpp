@@ -182,7 +182,7 @@ private slots:
             return -1;
         };
         towers::app::assignCudaNumbers(
-            devices, 2, [&](int c) { return cudaBus[std::size_t(c)]; }, nvmlIndexOf);
+            devices, 2, true, [&](int c) { return cudaBus[std::size_t(c)]; }, nvmlIndexOf);
         QCOMPARE(devices[1].cudaNumber, -1);
         QVERIFY(!devices[1].trainable);
         QVERIFY2(devices[1].notTrainable.startsWith(QStringLiteral("CUDA does not see this GPU")),
@@ -204,13 +204,35 @@ private slots:
         QVERIFY(!model->setData(model->index(1, towers::ui::DeviceModel::Use), Qt::Checked,
                                 Qt::CheckStateRole));
 
+        QVERIFY(!devices[2].cudaByOrder && !devices[3].cudaByOrder);
+
+        // NVML cannot look bus ids up: CUDA's order, said so.
         auto plain = machineWith(3);
         for (auto& d : plain) d.cudaNumber = -1;
         towers::app::assignCudaNumbers(
-            plain, 2, [](int) { return std::string(); }, [](const std::string&) { return -1; });
+            plain, 2, false, [](int) { return std::string(); },
+            [](const std::string&) { return -1; });
         QCOMPARE(plain[1].cudaNumber, 0);
         QCOMPARE(plain[2].cudaNumber, 1);
         QCOMPARE(plain[3].cudaNumber, -1);
+        QVERIFY(plain[1].cudaByOrder);
+
+        // NVML looks them up and finds none of CUDA's GPUs: none is taken for another.
+        auto lost = machineWith(2);
+        for (auto& d : lost) d.cudaNumber = -1;
+        towers::app::assignCudaNumbers(
+            lost, 2, true, [&](int c) { return cudaBus[std::size_t(c)]; },
+            [](const std::string&) { return -1; });
+        QCOMPARE(lost[1].cudaNumber, -1);
+        QCOMPARE(lost[2].cudaNumber, -1);
+        QVERIFY(!lost[1].trainable && !lost[2].trainable);
+
+        // Two CUDA devices on one GPU (MIG instances share its bus id): the first is the GPU's.
+        auto mig = machineWith(1);
+        mig[1].cudaNumber = -1;
+        towers::app::assignCudaNumbers(
+            mig, 2, true, [](int) { return std::string("0000:41:00.0"); }, nvmlIndexOf);
+        QCOMPARE(mig[1].cudaNumber, 0);
     }
 
     // Checked GPUs (a GPU backend is there) make the towers: one per GPU, the CPU spin boxes

@@ -105,10 +105,7 @@ QVariant DeviceModel::data(const QModelIndex& index, int role) const
         case Use:
             // NVML's number; CUDA's, which --gpus takes, beside it where CUDA_VISIBLE_DEVICES
             // makes them differ.
-            return cpu ? tr("CPU")
-                   : d.cudaNumber < 0 || QString::number(d.cudaNumber) == d.id.mid(3)
-                       ? tr("GPU %1").arg(d.id.mid(3))
-                       : tr("GPU %1 (CUDA %2)").arg(d.id.mid(3)).arg(d.cudaNumber);
+            return cpu ? tr("CPU") : app::gpuLabel(d);
         case Device:
             return d.name;
         case Memory:

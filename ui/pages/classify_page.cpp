@@ -58,7 +58,7 @@ ClassifyPage::ClassifyPage(QWidget* parent)
         engine::InferenceDevice gpu;
         gpu.backend = "cuda";
         gpu.gpu = d.cudaNumber;
-        runOn.push_back({tr("GPU %1 (%2)").arg(gpu.gpu).arg(d.name), gpu});
+        runOn.push_back({tr("%1, %2").arg(app::gpuLabel(d), d.name), gpu});
     }
     setRunOnChoices(std::move(runOn));
     m_progressTimer->setInterval(100);

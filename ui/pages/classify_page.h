@@ -79,7 +79,7 @@ public:
     // trainable GPUs), an item each of "Run on", which shows where there is more than one.
     struct RunOn
     {
-        QString name; // "CPU", "GPU 0 (NVIDIA H200)"
+        QString name; // "CPU", "GPU 0, NVIDIA H200"
         engine::InferenceDevice device;
     };
     // Replaces the choices (tests: a stand-in GPU) and chooses the first, loading the checkpoint

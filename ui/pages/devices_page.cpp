@@ -556,7 +556,10 @@ void DevicesPage::updateSummary()
     updatePrecisionChoice();
     if (const auto gpus = selectedGpus(); !gpus.empty()) {
         QStringList names;
-        for (int g : gpus) names << tr("GPU %1").arg(g);
+        for (const auto& d : m_devices->devices())
+            if (d.cudaNumber >= 0 &&
+                std::find(gpus.begin(), gpus.end(), d.cudaNumber) != gpus.end())
+                names << app::gpuLabel(d);
         m_summary->setText(tr("%n tower(s), one per checked GPU: %1", nullptr, int(gpus.size()))
                                .arg(names.join(QStringLiteral(", "))));
         updateEnabled();
