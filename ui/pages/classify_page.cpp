@@ -392,6 +392,7 @@ void ClassifyPage::setRunOn(int index)
 
 void ClassifyPage::setRunOnChoiceShown(int index)
 {
+    if (index < 0 || index >= int(m_runOnChoices.size())) index = 0; // of choices since replaced
     m_runOnIndex = index;
     m_runOn->setCurrentIndex(index);
 }
@@ -460,6 +461,7 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
     }
     m_classifier = *r.value;
     m_checkpointPath = path;
+    setRunOnChoiceShown(m_classifier->runOn);
     const engine::Classifier& c = *m_classifier->classifier;
     const auto& info = c.info();
     m_classNames.clear();
@@ -499,7 +501,7 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
         (c.device().isHost()
              ? QString()
              : tr("; on %1").arg(
-                   m_runOnChoices.at(std::size_t(m_classifier->runOn)).name.toHtmlEscaped())));
+                   m_runOnChoices.at(std::size_t(m_runOnIndex)).name.toHtmlEscaped())));
     m_info->setToolTip(QString::fromStdString(c.precisionNote()));
     m_invert->setEnabled(m_source[2] == 1);
     updateSetTexts();
