@@ -23,8 +23,10 @@
 #                         (default, channels-last)
 #   checks                towers-cli selftest --device cuda (also with --tf32, and the bf16 ops);
 #                         tst_op_cases (the op-case table on CUDA, float32, TF32 and bf16, beside
-#                         oneDNN's rows); tst_gpu_backend; tst_process_communicator; tst_bf16 on
-#                         the host's CPU (AMX where a Xeon has it)
+#                         oneDNN's rows); CUDA's GPU numbers matched to NVML's by PCI bus id
+#                         (devices --json); selftest --gpu 99 refused; tst_gpu_backend;
+#                         tst_process_communicator; tst_bf16 on the host's CPU (AMX where a Xeon
+#                         has it)
 #   sanitizer             parts of tst_gpu_backend under compute-sanitizer (memcheck, racecheck,
 #                         synccheck); skipped, saying so, where compute-sanitizer is not found.
 #                         The device library's KINDS.md saw it work on the lent H200 under
