@@ -77,15 +77,15 @@ int runBench(const QStringList& args, CommandIo& io)
     // --device says where, --backend which arithmetic: both must agree where both are given.
     QString device;
     if (!choiceOption(p, QStringLiteral("device"), {"cpu", "cuda"}, device, io)) return ExitUsage;
-    if (p.isSet(QStringLiteral("gpu")) && !intOption(p, QStringLiteral("gpu"), 0, 1023, o.gpu, io))
+    const bool deviceGiven = !device.isEmpty();
+    if (gpuOption(p, QStringLiteral("towers-cli bench"), io, device, o.gpu) != ExitOk)
         return ExitUsage;
-    const bool cuda =
-        device == QLatin1String("cuda") || (device.isEmpty() && p.isSet(QStringLiteral("gpu")));
+    const bool cuda = device == QLatin1String("cuda");
     o.backend = p.isSet(QStringLiteral("backend"))
                     ? p.value(QStringLiteral("backend")).toStdString()
                 : cuda ? "cuda"
                        : "onednn";
-    if (!device.isEmpty() && cuda != (o.backend == "cuda")) {
+    if (deviceGiven && cuda != (o.backend == "cuda")) {
         io.err << "towers-cli bench: --backend " << QString::fromStdString(o.backend)
                << " does not run on --device " << device << "\n";
         return ExitUsage;

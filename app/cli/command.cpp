@@ -273,6 +273,19 @@ QList<QCommandLineOption> inferenceDeviceOptions()
              QStringLiteral("n")}};
 }
 
+int gpuOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
+              QString& device, int& gpu)
+{
+    if (!parser.isSet(QStringLiteral("gpu"))) return ExitOk;
+    if (!intOption(parser, QStringLiteral("gpu"), 0, 1023, gpu, io)) return ExitUsage;
+    if (parser.isSet(QStringLiteral("device")) && device != QLatin1String("cuda")) {
+        io.err << command << ": --gpu is for --device cuda\n";
+        return ExitUsage;
+    }
+    device = QStringLiteral("cuda");
+    return ExitOk;
+}
+
 int inferenceDeviceOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
                           engine::InferenceDevice& out)
 {
@@ -280,13 +293,8 @@ int inferenceDeviceOption(const QCommandLineParser& parser, const QString& comma
     if (!choiceOption(parser, QStringLiteral("device"), {"cpu", "cuda"}, device, io))
         return ExitUsage;
     out = {};
-    const bool gpuSet = parser.isSet(QStringLiteral("gpu"));
-    if (gpuSet && parser.isSet(QStringLiteral("device")) && device != QLatin1String("cuda")) {
-        io.err << command << ": --gpu is for --device cuda\n";
-        return ExitUsage;
-    }
-    if (gpuSet && !intOption(parser, QStringLiteral("gpu"), 0, 1023, out.gpu, io)) return ExitUsage;
-    if (device != QLatin1String("cuda") && !gpuSet) return ExitOk;
+    if (const int c = gpuOption(parser, command, io, device, out.gpu); c != ExitOk) return c;
+    if (device != QLatin1String("cuda")) return ExitOk;
     if (!gpuBackendAvailable()) {
         io.err << command << ": error: --device cuda: " << gpuBackendNote()
                << " Leave out --device cuda and --gpu to run it on the CPU.\n";

@@ -142,6 +142,13 @@ bool readDeviceOptions(const QCommandLineParser& parser, const QString& command,
 // names none leaves `c` as it is.
 void applyDeviceChoice(const DeviceChoice& d, engine::TrainConfig& c, bool keepTowers);
 
+// --gpu n, where a command takes it beside --device: a GPU number (0 to 1023) into `gpu`, which
+// means --device cuda (`device` becomes "cuda"); with --device given as anything else, a usage
+// error. Not given: `gpu` and `device` stay as they are. ExitOk, or ExitUsage after printing
+// the error (naming `command`).
+int gpuOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
+              QString& device, int& gpu);
+
 // --device and --gpu for the commands that run one network (eval, classify).
 QList<QCommandLineOption> inferenceDeviceOptions();
 // Reads them into `out` (backend "onednn", or "cuda" and its GPU). ExitOk, or the error printed

@@ -8,6 +8,7 @@
 #include <QThread>
 
 #include <cmath>
+#include <map>
 
 #include "app/cli/command.h"
 #include "app/devices/device_list.h"
@@ -36,43 +37,36 @@ QString gib(double bytes)
                              : QString::number(bytes / double(1LL << 30), 'f', 1);
 }
 
-// CUDA's number of each of NVML's GPUs (by NVML index), -1 for one CUDA does not see
-// (listDevices: CUDA_VISIBLE_DEVICES narrows and reorders CUDA's GPUs, not NVML's); why not.
-struct CudaView
-{
-    std::vector<int> number;
-    std::vector<QString> why;
-    std::vector<bool> byOrder;
-};
+// listDevices' GPU rows by NVML index (their ids "gpuN"): CUDA's number for each, or why it has
+// none (CUDA_VISIBLE_DEVICES narrows and reorders CUDA's GPUs, not NVML's).
+using GpuRows = std::map<int, DeviceDescription>;
 
-CudaView cudaView()
+GpuRows gpuRows()
 {
-    CudaView v;
-    for (const DeviceDescription& d : listDevices()) {
-        if (d.kind != DeviceDescription::Kind::Gpu) continue;
-        const auto n = std::size_t(d.id.mid(3).toInt());
-        if (n >= v.number.size()) {
-            v.number.resize(n + 1, -1);
-            v.why.resize(n + 1);
-            v.byOrder.resize(n + 1, false);
-        }
-        v.number[n] = d.cudaNumber;
-        v.why[n] = d.notTrainable;
-        v.byOrder[n] = d.cudaByOrder;
-    }
-    return v;
+    GpuRows rows;
+    for (const DeviceDescription& d : listDevices())
+        if (d.kind == DeviceDescription::Kind::Gpu) rows.emplace(d.id.mid(3).toInt(), d);
+    return rows;
 }
 
-int cudaNumberOf(const CudaView& v, int nvmlIndex)
+// NVML's GPU `index`'s row; a GPU with none (not listed) has no CUDA number.
+const DeviceDescription& rowOf(const GpuRows& rows, int index)
 {
-    return nvmlIndex < int(v.number.size()) ? v.number[std::size_t(nvmlIndex)] : -1;
+    static const DeviceDescription none = [] {
+        DeviceDescription d;
+        d.kind = DeviceDescription::Kind::Gpu;
+        return d;
+    }();
+    const auto at = rows.find(index);
+    return at == rows.end() ? none : at->second;
 }
 
 QJsonObject gpuJson(const engine::monitor::Nvml& nvml, const engine::monitor::GpuInfo& g,
-                    const CudaView& cuda)
+                    const GpuRows& rows)
 {
     const auto r = nvml.read(g.index);
-    const int cudaNumber = cudaNumberOf(cuda, g.index);
+    const DeviceDescription& row = rowOf(rows, g.index);
+    const int cudaNumber = row.cudaNumber;
     return QJsonObject{
         {QStringLiteral("index"), g.index},
         {QStringLiteral("name"), QString::fromStdString(g.name)},
@@ -81,7 +75,7 @@ QJsonObject gpuJson(const engine::monitor::Nvml& nvml, const engine::monitor::Gp
         {QStringLiteral("cuda_number"), cudaNumber >= 0 ? QJsonValue(cudaNumber) : QJsonValue()},
         // How CUDA's number was found: "pci bus id", or "order" where NVML cannot look it up.
         {QStringLiteral("cuda_matched_by"), cudaNumber < 0 ? QJsonValue()
-                                            : cuda.byOrder[std::size_t(g.index)]
+                                            : row.cudaByOrder
                                                 ? QJsonValue(QStringLiteral("order"))
                                                 : QJsonValue(QStringLiteral("pci bus id"))},
         {QStringLiteral("utilisation_percent"), number(r.utilisation)},
@@ -96,7 +90,7 @@ QJsonObject gpuJson(const engine::monitor::Nvml& nvml, const engine::monitor::Gp
         {QStringLiteral("process_memory_bytes"), number(nvml.processMemory(g.index))}};
 }
 
-void printGpus(QTextStream& out, const engine::monitor::Nvml& nvml, const CudaView& cuda)
+void printGpus(QTextStream& out, const engine::monitor::Nvml& nvml, const GpuRows& rows)
 {
     if (nvml.gpus().empty()) {
         out << "GPUs  none. " << gpuBackendNote() << "\n";
@@ -105,15 +99,14 @@ void printGpus(QTextStream& out, const engine::monitor::Nvml& nvml, const CudaVi
     const bool backend = gpuBackendAvailable();
     for (const auto& g : nvml.gpus()) {
         const auto r = nvml.read(g.index);
-        const int cudaNumber = cudaNumberOf(cuda, g.index);
+        const DeviceDescription& row = rowOf(rows, g.index);
         // CUDA's number (what --gpus takes) where it differs from NVML's, or why CUDA has none.
         const QString cudaText =
-            !backend ? QString()
-            : cudaNumber < 0
-                ? QStringLiteral("; ") +
-                      (g.index < int(cuda.why.size()) ? cuda.why[std::size_t(g.index)] : QString())
-            : cudaNumber != g.index ? QStringLiteral("; CUDA GPU %1 (--gpus %1)").arg(cudaNumber)
-                                    : QString();
+            !backend             ? QString()
+            : row.cudaNumber < 0 ? QStringLiteral("; ") + row.notTrainable
+            : row.cudaNumber != g.index
+                ? QStringLiteral("; CUDA GPU %1 (--gpus %1)").arg(row.cudaNumber)
+                : QString();
         out << "GPU " << g.index << " " << QString::fromStdString(g.name) << ", compute capability "
             << (g.ccMajor < 0 ? QStringLiteral("n/a")
                               : QString::fromStdString(g.computeCapability()))
@@ -167,8 +160,8 @@ int runDevices(const QStringList& args, CommandIo& io)
     const QString bf16Why =
         cpu.bf16 ? QString() : QString::fromStdString(engine::cpu::bf16Unavailable());
     const auto& gpus = nvml();
-    const CudaView cuda = cudaView(); // fixed while the process runs
-    InterruptNotifier interrupts;     // Ctrl-C ends --watch normally
+    const GpuRows rows = gpuRows(); // CUDA's numbers: fixed while the process runs
+    InterruptNotifier interrupts;   // Ctrl-C ends --watch normally
     for (int refresh = 0; count == 0 || refresh < count; ++refresh) {
         if (refresh > 0) {
             QElapsedTimer waited;
@@ -181,7 +174,7 @@ int runDevices(const QStringList& args, CommandIo& io)
         }
         if (json) {
             QJsonArray gpuList;
-            for (const auto& g : gpus.gpus()) gpuList.append(gpuJson(gpus, g, cuda));
+            for (const auto& g : gpus.gpus()) gpuList.append(gpuJson(gpus, g, rows));
             QJsonObject cpuJson{
                 {QStringLiteral("model"), QString::fromStdString(cpu.model)},
                 {QStringLiteral("logical_cores"), cpu.logicalCores},
@@ -224,7 +217,7 @@ int runDevices(const QStringList& args, CommandIo& io)
                                                  "convolutions and matrix products in bfloat16")
                                 : QStringLiteral("bf16 not available: ") + bf16Why)
                    << "\n";
-            printGpus(io.out, gpus, cuda);
+            printGpus(io.out, gpus, rows);
         }
         io.out.flush();
     }

@@ -120,14 +120,8 @@ int runSelftest(const QStringList& args, CommandIo& io)
     QString device = QStringLiteral("cpu");
     if (!choiceOption(p, QStringLiteral("device"), {"cpu", "cuda"}, device, io)) return ExitUsage;
     int gpu = -1;
-    if (p.isSet(QStringLiteral("gpu"))) {
-        if (!intOption(p, QStringLiteral("gpu"), 0, 1023, gpu, io)) return ExitUsage;
-        if (p.isSet(QStringLiteral("device")) && device != QLatin1String("cuda")) {
-            io.err << "towers-cli selftest: --gpu is for --device cuda\n";
-            return ExitUsage;
-        }
-        device = QStringLiteral("cuda");
-    }
+    if (gpuOption(p, QStringLiteral("towers-cli selftest"), io, device, gpu) != ExitOk)
+        return ExitUsage;
     if (device == QLatin1String("cuda") && !gpuBackendAvailable()) {
         io.err << "towers-cli selftest: error: --device cuda: " << gpuBackendNote() << "\n";
         return ExitFailure;

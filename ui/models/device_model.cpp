@@ -58,13 +58,13 @@ void DeviceModel::setIncluded(int row, bool included)
     emit inclusionChanged();
 }
 
-std::vector<int> DeviceModel::includedCudaNumbers() const
+std::vector<app::DeviceDescription> DeviceModel::includedGpus() const
 {
-    std::vector<int> gpus;
+    std::vector<app::DeviceDescription> gpus;
     for (std::size_t i = 0; i < m_devices.size(); ++i)
         if (m_included[i] && m_devices[i].kind == app::DeviceDescription::Kind::Gpu &&
             m_devices[i].cudaNumber >= 0)
-            gpus.push_back(m_devices[i].cudaNumber);
+            gpus.push_back(m_devices[i]);
     return gpus;
 }
 

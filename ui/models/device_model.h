@@ -38,8 +38,8 @@ public:
     void setIncluded(int row, bool included);
     // The ids of the included devices, in row order.
     QStringList includedIds() const;
-    // CUDA's numbers of the included GPUs (what a run's towers take), in row order.
-    std::vector<int> includedCudaNumbers() const;
+    // The included GPUs CUDA sees (a run's towers take their cudaNumber), in row order.
+    std::vector<app::DeviceDescription> includedGpus() const;
     int gpuCount() const;
 
     int rowCount(const QModelIndex& parent = {}) const override;

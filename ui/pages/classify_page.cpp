@@ -444,8 +444,8 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
     if (!r.ok()) {
         // On a GPU the device may be what failed (its memory, its driver): the page says where,
         // and goes on with what it had, on the device that had it.
-        const QString where =
-            m_runOnIndex == 0 ? QString() : m_runOnChoices.at(std::size_t(m_runOnIndex)).name;
+        const RunOn& tried = m_runOnChoices.at(std::size_t(m_runOnIndex));
+        const QString where = tried.device.backend == "onednn" ? QString() : tried.name;
         if (m_classifier) setRunOnChoiceShown(m_classifier->runOn);
         m_info->setText(
             where.isEmpty()

@@ -363,7 +363,9 @@ int DevicesPage::towers() const
 
 std::vector<int> DevicesPage::selectedGpus() const
 {
-    return m_devices->includedCudaNumbers();
+    std::vector<int> gpus;
+    for (const auto& d : m_devices->includedGpus()) gpus.push_back(d.cudaNumber);
+    return gpus;
 }
 
 int DevicesPage::threadsPerTower() const
@@ -554,12 +556,9 @@ void DevicesPage::onSampled()
 void DevicesPage::updateSummary()
 {
     updatePrecisionChoice();
-    if (const auto gpus = selectedGpus(); !gpus.empty()) {
+    if (const auto gpus = m_devices->includedGpus(); !gpus.empty()) {
         QStringList names;
-        for (const auto& d : m_devices->devices())
-            if (d.cudaNumber >= 0 &&
-                std::find(gpus.begin(), gpus.end(), d.cudaNumber) != gpus.end())
-                names << app::gpuLabel(d);
+        for (const auto& d : gpus) names << app::gpuLabel(d);
         m_summary->setText(tr("%n tower(s), one per checked GPU: %1", nullptr, int(gpus.size()))
                                .arg(names.join(QStringLiteral(", "))));
         updateEnabled();
