@@ -1,9 +1,11 @@
 #include <QCoreApplication>
 
 #include "app/cli/cli.h"
+#include "engine/gpu/gpu_backend.h"
 
 int main(int argc, char** argv)
 {
+    towers::engine::setCudaDeviceOrder(); // before any thread
     QCoreApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("towers-cli"));
     QCoreApplication::setApplicationVersion(QStringLiteral(TOWERS_VERSION));

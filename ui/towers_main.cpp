@@ -12,6 +12,7 @@
 #include "app/process/interrupt_notifier.h"
 #include "app/settings/app_settings.h"
 #include "app/version/build_info.h"
+#include "engine/gpu/gpu_backend.h"
 #include "ui/main_window.h"
 #include "ui/pages/data_page.h"
 #include "ui/pages/devices_page.h"
@@ -95,6 +96,7 @@ int main(int argc, char** argv)
 {
     QElapsedTimer sinceMain;
     sinceMain.start();
+    towers::engine::setCudaDeviceOrder(); // before any thread
     if (const int code = answerWithoutDisplay(argc, argv); code >= 0) return code;
     QApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("Towers"));

@@ -116,10 +116,19 @@ public:
         info.totalMemory = prop.totalGlobalMem;
         info.multiprocessors = prop.multiProcessorCount;
         info.pciBusId = pciBusId(index);
+        return info;
+    }
+
+    std::uint64_t freeMemory(int index) const override
+    {
+        requireIndex(index);
         DeviceGuard guard(index);
         std::size_t freeBytes = 0, total = 0;
-        if (cudaMemGetInfo(&freeBytes, &total) == cudaSuccess) info.freeMemory = freeBytes;
-        return info;
+        if (cudaMemGetInfo(&freeBytes, &total) != cudaSuccess) {
+            cudaGetLastError();
+            return 0;
+        }
+        return freeBytes;
     }
 
     std::string pciBusId(int index) const override

@@ -67,9 +67,7 @@ Loaded load()
             "toolkit)";
         return result;
     }
-    // Number the GPUs in PCI bus order, as NVML does, so that "GPU 1" is the same card in
-    // `towers-cli devices`, on the Devices page and in --gpus (unless the user chose an order).
-    setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
+    setCudaDeviceOrder();
     const auto paths = candidates(chosen);
     std::string tried;
     for (const auto& path : paths) {
@@ -114,6 +112,14 @@ Loaded load()
 }
 
 } // namespace
+
+void setCudaDeviceOrder()
+{
+    // Number the GPUs in PCI bus order, as NVML does, so that "GPU 1" is the same card in
+    // `towers-cli devices`, on the Devices page and in --gpus (unless the user chose an order).
+    // With the variable already set, glibc's setenv changes nothing.
+    setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
+}
 
 GpuBackend* cudaBackend(std::string* whyNot)
 {

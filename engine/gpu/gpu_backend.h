@@ -23,7 +23,6 @@ struct GpuDeviceInfo
     std::string name; // "NVIDIA H100 80GB HBM3"
     int computeMajor = 0, computeMinor = 0;
     std::uint64_t totalMemory = 0; // bytes
-    std::uint64_t freeMemory = 0;  // bytes, when asked
     int multiprocessors = 0;
     std::string pciBusId; // "0000:41:00.0", matches NVML's
 };
@@ -74,10 +73,16 @@ public:
     virtual int deviceCount() const = 0;
     // Why deviceCount() is 0, in words ("no NVIDIA driver is loaded", ...); empty otherwise.
     virtual std::string unavailableReason() const = 0;
+    // What GPU `index` is, without starting a CUDA context on it (listing the GPUs or checking
+    // their compute capability takes no memory on them, nor on another user's GPU).
     // InvalidArgument for an index out of range.
     virtual GpuDeviceInfo deviceInfo(int index) const = 0;
+    // The bytes free on GPU `index` now, as CUDA reports them: this starts CUDA's context on it
+    // (hundreds of MB of its memory, kept until the process ends), so ask only of a GPU this
+    // process is about to use. 0 when CUDA cannot say. InvalidArgument for an index out of range.
+    virtual std::uint64_t freeMemory(int index) const = 0;
     // GPU `index`'s PCI bus id ("0000:41:00.0"; "" when CUDA cannot say), without starting a CUDA
-    // context on it (deviceInfo's free memory does): what matches CUDA's numbers, which
+    // context on it (freeMemory does): what matches CUDA's numbers, which
     // CUDA_VISIBLE_DEVICES may narrow and reorder, with NVML's, which it does not. InvalidArgument
     // for an index out of range.
     virtual std::string pciBusId(int index) const = 0;
@@ -143,7 +148,7 @@ public:
 //   extern "C" GpuBackend* towers_cuda_backend(int abi, const char* buildId, char* error, size_t n)
 // and refuses (returning nullptr with the reason in `error`) unless both match what the program
 // was built with, since it shares the engine's classes (Tensor, Ops) by layout.
-constexpr int kGpuBackendAbi = 15;
+constexpr int kGpuBackendAbi = 16;
 #ifndef TOWERS_BUILD_VERSION
 #define TOWERS_BUILD_VERSION "unknown"
 #endif
@@ -161,5 +166,11 @@ inline const char* gpuBackendBuildId()
 // where NVIDIA's packages and wheels put them (engine/gpu/nvidia_libraries.h), and one found
 // nowhere is named in `whyNot` with how to get it. The plugin is never unloaded.
 GpuBackend* cudaBackend(std::string* whyNot = nullptr);
+
+// Sets CUDA_DEVICE_ORDER=PCI_BUS_ID unless the user chose an order, so that CUDA numbers the GPUs
+// in NVML's order. cudaBackend() does it too, but setenv is not safe against another thread's
+// getenv: programs call this first thing in main(), before any thread exists, which makes
+// cudaBackend()'s call a no-op that writes nothing.
+void setCudaDeviceOrder();
 
 } // namespace towers::engine

@@ -180,6 +180,12 @@ struct TowerSet::Tower
     TowerThread thread; // declared last: joined before the model and ops it uses are destroyed
 };
 
+int gpuOfTower(const std::vector<int>& gpus, int towers, int localRank, int t, int gpuCount)
+{
+    if (!gpus.empty()) return gpus[std::size_t(t)];
+    return (localRank * towers + t) % gpuCount;
+}
+
 TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
 {
     if (m_opt.towers < 1)
@@ -207,10 +213,8 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
             throw InvalidArgument("gpus: " + std::to_string(m_opt.gpus.size()) +
                                   " GPUs given for " + std::to_string(m_opt.towers) + " towers");
         for (int t = 0; t < m_opt.towers; ++t) {
-            // Without a list, the processes of one machine take its GPUs in turn by local rank.
-            const int first = group ? group->localRank() * m_opt.towers : 0;
-            const int g =
-                m_opt.gpus.empty() ? (first + t) % gpu->deviceCount() : m_opt.gpus[std::size_t(t)];
+            const int g = gpuOfTower(m_opt.gpus, m_opt.towers, group ? group->localRank() : 0, t,
+                                     gpu->deviceCount());
             if (g < 0 || g >= gpu->deviceCount())
                 throw InvalidArgument("gpus: there is no GPU " + std::to_string(g) +
                                       " (this machine has " + std::to_string(gpu->deviceCount()) +

@@ -25,6 +25,11 @@
 
 namespace towers::engine {
 
+// The GPU of tower t of this process's `towers` (TowerSetOptions::gpus): gpus[t] when a list is
+// given, else GPU (localRank x towers + t) modulo `gpuCount`, so that the processes of one
+// machine take its GPUs in turn by local rank. The number is not checked against gpuCount.
+int gpuOfTower(const std::vector<int>& gpus, int towers, int localRank, int t, int gpuCount);
+
 struct TowerSetOptions
 {
     std::string model = "cifar10-tutorial"; // a registered model

@@ -11,6 +11,7 @@
 #include "engine/ops/backends.h"
 #include "engine/train/recipe.h"
 #include "engine/train/run_lock.h"
+#include "engine/train/tower_set.h"
 
 namespace towers::engine {
 
@@ -50,8 +51,11 @@ std::string fingerprint(const Dataset& d)
 }
 
 // Whether GPU towers hold the training set (TrainConfig::gpuData): when it takes at most a quarter
-// of the free memory of every GPU the towers may use. `note` says why not, when it matters.
-bool holdOnGpus(const TrainConfig& c, const ImageSet& train, std::string& note)
+// of the free memory of each GPU this process's towers use (only those: asking a GPU's free memory
+// starts CUDA's context on it, which on a GPU of another process of the run would take its memory,
+// or, in exclusive-process mode, the GPU itself). `note` says why not, when it matters.
+bool holdOnGpus(const TrainConfig& c, const ProcessGroup* group, const ImageSet& train,
+                std::string& note)
 {
     if (isHostBackend(c.backend)) return false;
     if (c.gpuData == "off") {
@@ -59,15 +63,22 @@ bool holdOnGpus(const TrainConfig& c, const ImageSet& train, std::string& note)
         return false;
     }
     GpuBackend* gpu = cudaBackend();
-    if (!gpu || gpu->deviceCount() < 1) return false; // the towers say why
-    std::vector<int> gpus = c.gpus;
-    if (gpus.empty())
-        for (int g = 0; g < std::min(gpu->deviceCount(), c.towers * c.processes); ++g)
-            gpus.push_back(g);
+    if (!gpu || gpu->deviceCount() < 1) return false;                    // the towers say why
+    if (!c.gpus.empty() && int(c.gpus.size()) != c.towers) return false; // the towers say why
     const double bytes = double(train.pixels.size());
-    for (const int g : gpus) {
+    std::vector<int> asked;
+    for (int t = 0; t < c.towers; ++t) {
+        const int g =
+            gpuOfTower(c.gpus, c.towers, group ? group->localRank() : 0, t, gpu->deviceCount());
         if (g < 0 || g >= gpu->deviceCount()) return false; // the towers say why
-        const double free = double(gpu->deviceInfo(g).freeMemory);
+        if (std::find(asked.begin(), asked.end(), g) != asked.end()) continue;
+        asked.push_back(g);
+        const double free = double(gpu->freeMemory(g));
+        if (free <= 0) {
+            note = "the training images made on the host: CUDA cannot say how much of GPU " +
+                   std::to_string(g) + "'s memory is free";
+            return false;
+        }
         if (bytes > free / 4) {
             char text[160];
             std::snprintf(text, sizeof text,
@@ -164,7 +175,7 @@ void TrainingSession::build(TrainerObserver* observer)
     lo.workers = m_options.loaderWorkers;
     lo.pinned = !isHostBackend(c.backend);
     std::string dataNote;
-    lo.drawsOnly = holdOnGpus(c, *train, dataNote);
+    lo.drawsOnly = holdOnGpus(c, group, *train, dataNote);
     try {
         m_loader = std::make_unique<BatchLoader>(*train, m_recipe, lo);
     } catch (const InvalidArgument& e) {

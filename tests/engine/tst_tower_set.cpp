@@ -220,6 +220,21 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(UnknownName, TowerSet{o});
     }
 
+    // The GPU of each tower: the list where one is given; else the processes of one machine take
+    // its GPUs in turn by local rank, wrapping around (the same numbers the training session asks
+    // the free memory of, so that no process starts CUDA on another's GPU).
+    void gpusOfTowers()
+    {
+        QCOMPARE(gpuOfTower({3, 1}, 2, 5, 0, 4), 3); // a list: the local rank plays no part
+        QCOMPARE(gpuOfTower({3, 1}, 2, 5, 1, 4), 1);
+        QCOMPARE(gpuOfTower({}, 2, 0, 0, 4), 0);
+        QCOMPARE(gpuOfTower({}, 2, 0, 1, 4), 1);
+        QCOMPARE(gpuOfTower({}, 2, 1, 0, 4), 2); // local rank 1: GPUs 2 and 3
+        QCOMPARE(gpuOfTower({}, 2, 1, 1, 4), 3);
+        QCOMPARE(gpuOfTower({}, 2, 2, 1, 4), 1); // local rank 2 wraps around: 0 and 1
+        QCOMPARE(gpuOfTower({}, 3, 0, 2, 2), 0); // three towers on two GPUs: 0, 1, 0
+    }
+
     // Evaluation shared by 2 towers over 37 examples in batches of 8 (the last one partial)
     // against an independent count: one example at a time on a separate replica.
     void evaluationCountsEveryExample()
