@@ -251,7 +251,7 @@ QStringList unloadableCheckpoints(const engine::SessionOptions& resume)
             engine::resolveModel(resume.config.model, resume.config.modelDefinition),
             resume.config.classes);
         std::vector<std::string> skipped;
-        if (dir.newestGoodCheckpoint(model.get(), &skipped)) return out;
+        if (dir.newestGoodCheckpoint(model.get(), &skipped, resume.config.runId)) return out;
         for (const auto& s : skipped) out << QString::fromStdString(s);
     } catch (const std::exception& e) {
         out << QString::fromUtf8(e.what());

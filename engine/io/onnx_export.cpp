@@ -204,6 +204,16 @@ OnnxExportSummary exportOnnx(const fs::path& checkpoint, const fs::path& output,
                               " is not one this build can write (" + std::to_string(kOnnxMinOpset) +
                               " to " + std::to_string(onnxMaxOpset()) + ")");
     checkOutputFile(output, options.overwrite);
+    // --force replaces an ONNX file, never a checkpoint: neither the one exported nor another
+    // (an ONNX file in its place would lose the run's weights and optimizer state).
+    std::error_code ec;
+    if (fs::exists(output, ec) && fs::equivalent(output, checkpoint, ec))
+        throw IoError(quotedPath(output) +
+                      " is the checkpoint being exported: name another file for the ONNX model");
+    if (fs::exists(output, ec) && output.extension() == ".safetensors")
+        throw IoError(quotedPath(output) +
+                      " is a checkpoint (a .safetensors file), which export never replaces: name "
+                      "a .onnx file");
 
     const Checkpoint c = readCheckpoint(checkpoint);
     std::unique_ptr<Model> model;

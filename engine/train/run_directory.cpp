@@ -389,14 +389,23 @@ void RunDirectory::removeStaleTemporaries() const
     }
 }
 
-std::optional<CheckpointFile>
-RunDirectory::newestGoodCheckpoint(const Model* model, std::vector<std::string>* skipped) const
+std::optional<CheckpointFile> RunDirectory::newestGoodCheckpoint(const Model* model,
+                                                                 std::vector<std::string>* skipped,
+                                                                 const std::string& runId) const
 {
     auto all = checkpoints();
     for (auto it = all.rbegin(); it != all.rend(); ++it) {
         try {
             const Checkpoint c = readCheckpoint(it->path);
             if (model) validateCheckpoint(c, *model, it->path);
+            if (const std::string theirs = checkpointConfigField(c.info, "runId", "");
+                !runId.empty() && !theirs.empty() && theirs != runId) {
+                if (skipped)
+                    skipped->push_back(quotedPath(it->path) +
+                                       " is a checkpoint of another run (run id " + theirs +
+                                       "; this run's is " + runId + ")");
+                continue;
+            }
             return *it;
         } catch (const Error& e) {
             if (skipped) skipped->push_back(e.what());

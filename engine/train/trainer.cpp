@@ -429,8 +429,8 @@ std::optional<std::int64_t> Trainer::resumeHere(bool setAsideUnloadable)
 {
     RunDirectory& dir = *m_dir;
     std::vector<std::string> skipped;
-    const auto found = dir.newestGoodCheckpoint(&m_towers->model(), &skipped);
-    for (const auto& s : skipped) log("skipping a checkpoint that does not load: " + s);
+    const auto found = dir.newestGoodCheckpoint(&m_towers->model(), &skipped, m_config.runId);
+    for (const auto& s : skipped) log("skipping a checkpoint: " + s);
     if (found) {
         m_start = Start::Resumed;
         return restore(found->path);

@@ -68,6 +68,31 @@ private slots:
         QVERIFY2(forced.exitCode == 0, qPrintable(forced.err));
     }
 
+    // --force replaces an ONNX file, never a checkpoint: the one exported (also by another path
+    // to it) or another run's. Each is refused, named, and left as it was.
+    void neverReplacesACheckpoint()
+    {
+        const QString other = path("ckpt-00000007.safetensors");
+        QVERIFY(QFile::copy(m_checkpoint, other));
+        const QString viaDots = m_dir.path() + QStringLiteral("/./ckpt-00000042.safetensors");
+        for (const QString& target : {m_checkpoint, viaDots, other}) {
+            const QByteArray before = [&] {
+                QFile f(target);
+                return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+            }();
+            QVERIFY(!before.isEmpty());
+            const auto r =
+                exportCli({QStringLiteral("--checkpoint"), m_checkpoint, QStringLiteral("--output"),
+                           target, QStringLiteral("--force")});
+            QCOMPARE(r.exitCode, 1);
+            QVERIFY2(r.err.contains(target) && r.err.contains(QLatin1String("checkpoint")),
+                     qPrintable(r.err));
+            QFile f(target);
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            QCOMPARE(f.readAll(), before);
+        }
+    }
+
     void outputLayoutOpsetJson()
     {
         const QString onnx = path("model.onnx");

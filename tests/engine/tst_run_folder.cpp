@@ -285,6 +285,64 @@ private slots:
                  std::size_t(1 + 5 + 1)); // step 4 from before, the five damaged, the foreign one
     }
 
+    // A checkpoint of another run copied into a run's folder is never continued from (the two runs
+    // would be mixed): a resume passes over it, saying whose it is, and moves it aside when it
+    // lies beyond the step it continues from; with nothing of its own, a resume refuses.
+    void aCheckpointOfAnotherRunIsPassedOver()
+    {
+        QTemporaryDir dirA, dirB;
+        const fs::path a = dirA.path().toStdString(), b = dirB.path().toStdString();
+        TrainConfig c = smallConfig();
+        c.keepCheckpoints = 10;
+        trainToEnd(c, a);
+        TrainConfig other = c;
+        other.steps = 6;
+        other.seed = 7;
+        trainToEnd(other, b);
+        const RunDirectory runA(a), runB(b);
+        c.runId = TrainConfig::fromJson(*runA.readConfig()).runId;
+        const std::string otherId = TrainConfig::fromJson(*runB.readConfig()).runId;
+        QVERIFY(!c.runId.empty() && !otherId.empty() && c.runId != otherId);
+        fs::copy_file(runB.checkpointPath(6), runA.checkpointPath(6));
+        const std::string foreign = readAll(runA.checkpointPath(6));
+
+        std::vector<std::string> skipped;
+        const auto found = runA.newestGoodCheckpoint(nullptr, &skipped, c.runId);
+        QVERIFY(found);
+        QCOMPARE(found->step, std::int64_t(4));
+        QCOMPARE(skipped.size(), std::size_t(1));
+        QVERIFY2(skipped[0].find("another run") != std::string::npos &&
+                     skipped[0].find(otherId) != std::string::npos,
+                 skipped[0].c_str());
+        {
+            auto src = syntheticBatchesFor(c);
+            TrainConfig longer = c;
+            longer.steps = 8;
+            Trainer t(longer, src, a);
+            QCOMPARE(t.resumeFromNewest(), std::optional<std::int64_t>(4));
+            QCOMPARE(t.run(), Trainer::Outcome::Finished);
+        }
+        bool kept = false;
+        for (const auto& e : fs::recursive_directory_iterator(a / "set-aside"))
+            kept = kept || (e.is_regular_file() && readAll(e.path()) == foreign);
+        QVERIFY2(kept, "the other run's checkpoint was not kept in set-aside/");
+        QVERIFY(readAll(runA.checkpointPath(6)) != foreign); // step 6 is this run's own now
+
+        // Only the other run's checkpoint: nothing to continue from, and nothing changed.
+        for (const auto& f : runA.checkpoints()) fs::remove(f.path);
+        fs::copy_file(runB.checkpointPath(6), runA.checkpointPath(6));
+        const auto before = snapshot(a);
+        {
+            auto src = syntheticBatchesFor(c);
+            TrainConfig longer = c;
+            longer.steps = 8;
+            Trainer t(longer, src, a);
+            const std::string m = messageOf([&] { t.resumeFromNewest(); });
+            QVERIFY2(m.find("another run") != std::string::npos, m.c_str());
+        }
+        QCOMPARE(snapshot(a), before);
+    }
+
     // Rotation keeps this run's newest keepCheckpoints and never touches a file of another run, one
     // from before run ids, or one that does not read, even across a resume.
     void rotationRemovesOnlyThisRunsCheckpoints()
