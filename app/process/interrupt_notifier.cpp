@@ -48,10 +48,18 @@ InterruptNotifier::InterruptNotifier(ClosedOutput closedOutput, QObject* parent)
     sa.sa_handler = onSignal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    ::sigaction(SIGINT, &sa, &g_oldInt);
-    ::sigaction(SIGTERM, &sa, &g_oldTerm);
-    ::sigaction(SIGHUP, &sa,
-                &g_oldHup); // a closed terminal or a dropped ssh session: stop cleanly too
+    // A signal the process was started with ignored stays ignored (the POSIX convention): nohup
+    // ignores SIGHUP so that a run outlives its terminal, and a shell ignores SIGINT for the
+    // background jobs of a script.
+    const auto handle = [&sa](int sig, struct sigaction* old) {
+        ::sigaction(sig, nullptr, old);
+        if (old->sa_handler != SIG_IGN) ::sigaction(sig, &sa, nullptr);
+    };
+    handle(SIGINT, &g_oldInt);
+    handle(SIGTERM, &g_oldTerm);
+    handle(SIGHUP, &g_oldHup); // a closed terminal or a dropped ssh session: stop cleanly too
+    // A closed output stops the run whatever: ignoring SIGPIPE is rarely the user's choice, and
+    // with it ignored a run would go on writing into nothing.
     if (m_pipe) ::sigaction(SIGPIPE, &sa, &g_oldPipe);
 }
 

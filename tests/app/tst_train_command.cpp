@@ -1159,6 +1159,38 @@ private slots:
         QCOMPARE(checkpointAt(dir, step).info.step, std::int64_t(step));
     }
 
+    // A signal ignored when towers-cli starts stays ignored: under nohup a SIGHUP (the terminal
+    // closing) leaves the run training, and SIGTERM still stops it with a checkpoint.
+    void nohupKeepsTraining()
+    {
+        const QString dir = path(QStringLiteral("runs/nohup"));
+        QProcess p;
+        p.setProgram(QStringLiteral("nohup"));
+        p.setArguments(QStringList{QStringLiteral(TOWERS_CLI)} + small(dir) +
+                       QStringList{"--steps", "1000000", "--checkpoint-every", "0"});
+        p.setProcessEnvironment(environment());
+        p.start();
+        QVERIFY(p.waitForStarted(10000));
+        QVERIFY(waitForEvent(p, "\"event\":\"step\""));
+        const pid_t pid = static_cast<pid_t>(p.processId()); // nohup runs towers-cli in its place
+        ::kill(pid, SIGHUP);
+        const int seen = int(p.peek(1 << 24).count("\"event\":\"step\""));
+        QElapsedTimer t;
+        t.start();
+        while (int(p.peek(1 << 24).count("\"event\":\"step\"")) < seen + 2 && t.elapsed() < 60000)
+            QVERIFY2(p.waitForReadyRead(1000) || p.state() == QProcess::Running,
+                     "towers-cli stopped after a SIGHUP it was started ignoring");
+        QCOMPARE(p.state(), QProcess::Running);
+        ::kill(pid, SIGTERM);
+        QVERIFY(p.waitForFinished(120000));
+        QCOMPARE(p.exitCode(), 128 + SIGTERM);
+        const auto events = jsonLines(QString::fromUtf8(p.readAllStandardOutput()));
+        QCOMPARE(events.last().value(QStringLiteral("event")).toString(),
+                 QStringLiteral("stopped"));
+        const int step = events.last().value(QStringLiteral("step")).toInt();
+        QCOMPARE(checkpointAt(dir, step).info.step, std::int64_t(step));
+    }
+
     // Its output's reader going away (`towers-cli train | head`) stops a run as SIGTERM does: a
     // checkpoint of the step it reached (killed by SIGPIPE, it would leave none with
     // --checkpoint-every 0), 141 = 128 + SIGPIPE, and the end on the error stream.
