@@ -7,6 +7,7 @@
 
 #include "engine/data/file_bytes.h"
 #include "engine/errors.h"
+#include "engine/io/json_depth.h"
 
 namespace towers::engine {
 
@@ -103,6 +104,8 @@ std::optional<DatasetSpec> readDatasetManifest(const fs::path& folder, ManifestE
     const std::vector<std::uint8_t> bytes = readFileBytes(path);
     Json o;
     try {
+        requireJsonDepth(
+            std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
         o = Json::parse(bytes.begin(), bytes.end());
     } catch (const Json::exception& e) {
         throw bad(std::string("not valid JSON: ") + e.what());

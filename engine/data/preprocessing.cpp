@@ -1,6 +1,7 @@
 // Preprocessing recipes: the named recipes, validation, and the JSON form stored in checkpoints.
 // The per-image work (the hot path) is in distortion.cpp.
 #include "engine/data/preprocessing.h"
+#include "engine/io/json_depth.h"
 
 #include <algorithm>
 #include <cmath>
@@ -175,6 +176,7 @@ Preprocessing Preprocessing::fromJson(const std::string& text)
 {
     json j;
     try {
+        requireJsonDepth(text);
         j = json::parse(text);
     } catch (const json::exception& e) {
         throw InvalidArgument(std::string("preprocessing: not valid JSON: ") + e.what());

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/errors.h"
+#include "engine/io/json_depth.h"
 
 namespace towers::engine {
 
@@ -159,6 +160,7 @@ Json Reader::parseHeader(std::uint64_t headerBytes) const
     };
     Json header;
     try {
+        requireJsonDepth(text);
         header = Json::parse(text, onEvent);
     } catch (const Json::parse_error& e) {
         // e.byte is 1-based within the header; report the file offset.

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/errors.h"
+#include "engine/io/json_depth.h"
 #include "engine/nn/batch_norm.h"
 #include "engine/nn/conv2d.h"
 #include "engine/nn/dropout.h"
@@ -533,6 +534,7 @@ Json parseDefinition(const std::string& text, const Place& top)
 {
     Json o;
     try {
+        requireJsonDepth(text);
         o = Json::parse(text);
     } catch (const Json::exception& e) {
         top.fail("", std::string("not valid JSON: ") + e.what());

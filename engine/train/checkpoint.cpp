@@ -10,6 +10,7 @@
 
 #include "engine/data/dataset_spec.h"
 #include "engine/errors.h"
+#include "engine/io/json_depth.h"
 
 namespace towers::engine {
 
@@ -108,6 +109,8 @@ CheckpointInfo parseInfo(const std::map<std::string, std::string>& meta, const f
     info.preprocessing = get("preprocessing");
     info.optimizer = get("optimizer");
     info.config = get("config");
+    if (jsonTooDeepAt(info.config))
+        throw bad("config", "nests more than " + std::to_string(kMaxJsonDepth) + " levels deep");
     // A model file's network travels in the run's configuration (TrainConfig::modelDefinition).
     if (const Json config = Json::parse(info.config, nullptr, false); config.is_object())
         if (const auto d = config.find("modelDefinition"); d != config.end() && d->is_object())
@@ -324,7 +327,7 @@ int checkpointClasses(const CheckpointInfo& info)
 std::string checkpointConfigField(const CheckpointInfo& info, const char* key,
                                   const std::string& otherwise)
 {
-    const Json j = Json::parse(info.config, nullptr, false);
+    const Json j = jsonTooDeepAt(info.config) ? Json() : Json::parse(info.config, nullptr, false);
     if (j.is_object())
         if (const auto it = j.find(key); it != j.end() && it->is_string())
             return it->get<std::string>();

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/errors.h"
+#include "engine/io/json_depth.h"
 #include "engine/train/checkpoint.h"
 
 namespace towers::engine {
@@ -103,6 +104,7 @@ void keepLinesUpTo(const fs::path& file, std::int64_t step)
         const std::string line = text.substr(begin, end - begin);
         begin = end + 1;
         try {
+            requireJsonDepth(line);
             const auto j = nlohmann::json::parse(line);
             if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
                 j["step"].get<std::int64_t>() > step)
@@ -136,6 +138,7 @@ std::vector<EvaluationMark> readEvaluations(const fs::path& evalFile) noexcept
         while (in && std::getline(in, line)) {
             if (in.eof()) break; // no newline after it: a partial last line
             try {
+                requireJsonDepth(line);
                 const auto j = nlohmann::json::parse(line);
                 if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
                     !j.contains("precisionAt1") || !j["precisionAt1"].is_number())

@@ -13,6 +13,7 @@
 #include "engine/data/validation_split.h"
 #include "engine/errors.h"
 #include "engine/gpu/gpu_backend.h"
+#include "engine/io/json_depth.h"
 #include "engine/models/registry.h"
 #include "engine/ops/backends.h"
 
@@ -280,6 +281,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
 {
     Json o;
     try {
+        requireJsonDepth(text);
         o = Json::parse(text);
     } catch (const Json::exception& e) {
         throw InvalidArgument(std::string("training configuration: not valid JSON: ") + e.what());

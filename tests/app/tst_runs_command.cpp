@@ -146,6 +146,33 @@ private slots:
         QCOMPARE(newest.value(QStringLiteral("state")).toString(), QStringLiteral("finished"));
     }
 
+    // A config.json of brackets nested 100,000 deep (200 KB, whose quote in a message overflowed
+    // the stack) is one unreadable run, named with its problem; the others are still listed.
+    // Brackets inside a string are text, not nesting.
+    void aDeeplyNestedConfigIsUnreadable()
+    {
+        QTemporaryDir root;
+        const QDir dir(root.path());
+        makeRun(dir.filePath(QStringLiteral("good")), 40, 100, 0.5);
+        QVERIFY(dir.mkpath(QStringLiteral("deep")));
+        QFile deep(dir.filePath(QStringLiteral("deep/config.json")));
+        QVERIFY(deep.open(QIODevice::WriteOnly));
+        deep.write("{\"runId\": \"" + QByteArray(300, '[') +
+                   "\", \"seed\": " + QByteArray(100000, '[') + QByteArray(100000, ']') + "}");
+        deep.close();
+        for (const QStringList& args : {QStringList{QStringLiteral("--runs-dir"), root.path()},
+                                        QStringList{dir.filePath(QStringLiteral("deep"))}}) {
+            const Result r = run(args);
+            QCOMPARE(r.exitCode, 0); // shown, with its problem
+            const QString all = r.out + r.err;
+            QVERIFY2(all.contains(QStringLiteral("nested more than 128 levels deep")) &&
+                         all.contains(QStringLiteral("config.json")),
+                     qPrintable(all));
+            if (args.size() == 2)
+                QVERIFY2(r.out.contains(QStringLiteral("good ")), qPrintable(r.out));
+        }
+    }
+
     void showsOneRun()
     {
         QTemporaryDir root;

@@ -198,6 +198,17 @@ private slots:
                                   << "t.json: not valid JSON";
         QTest::newRow("not an object") << "[1]"
                                        << "t.json: expected a JSON object";
+        // Brackets 100,000 deep (200 KB): refused as they are read, never quoted back (a quote
+        // of them recursed once per level and overflowed the stack).
+        QTest::newRow("nested too deep")
+            << QStringLiteral(R"({"name": "deep", "input": [12, 12, 3], "layers": %1})")
+                   .arg(QString(100000, QLatin1Char('[')) + QString(100000, QLatin1Char(']')))
+            << "t.json: not valid JSON: [json.exception.parse_error.101] parse error at byte 177: "
+               "nested more than 128 levels deep";
+        QTest::newRow("deep but within bounds")
+            << QStringLiteral(R"({"name": "deep", "input": [12, 12, 3], "layers": %1})")
+                   .arg(QString(127, QLatin1Char('[')) + QString(127, QLatin1Char(']')))
+            << "t.json: layers[0]: expected a layer object, got [[[[";
         QTest::newRow("no name") << R"({"input": [12, 12, 3], "layers": []})"
                                  << "t.json: name: missing";
         QTest::newRow("built-in name")
