@@ -124,6 +124,8 @@ TrainConfig readRunConfig(const QString& folder)
     if (!f.exists())
         throw engine::IoError("'" + folder.toStdString() +
                               "' has no config.json: it is not a Towers run folder");
+    if (!QFileInfo(file).isFile()) // a FIFO's open would block
+        throw engine::IoError("'" + file.toStdString() + "' is not a plain file");
     if (!f.open(QIODevice::ReadOnly))
         throw engine::IoError("cannot read '" + file.toStdString() +
                               "': " + f.errorString().toStdString());

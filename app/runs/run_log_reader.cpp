@@ -2,6 +2,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QMutexLocker>
@@ -48,7 +49,7 @@ JsonlTail::Read JsonlTail::readNew()
         m_tail.clear();
     };
     QFile f(m_path);
-    if (!f.open(QIODevice::ReadOnly)) {
+    if (!QFileInfo(m_path).isFile() || !f.open(QIODevice::ReadOnly)) { // a FIFO's open blocks
         if (m_offset > 0) restart();
         return out;
     }

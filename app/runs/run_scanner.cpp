@@ -18,6 +18,7 @@ namespace {
 // The last complete JSON object line of a .jsonl file (reads only its tail: logs grow long).
 std::optional<QJsonObject> lastJsonLine(const QString& path)
 {
+    if (!QFileInfo(path).isFile()) return std::nullopt; // nor a FIFO's open, which would block
     QFile f(path);
     if (!f.open(QIODevice::ReadOnly)) return std::nullopt;
     const qint64 tail = 64 * 1024;
@@ -55,6 +56,10 @@ RunSummary readRun(const QString& folder)
     r.folder = dir.absolutePath();
     r.name = dir.dirName();
     QFile config(dir.filePath(QStringLiteral("config.json")));
+    if (!QFileInfo(config.fileName()).isFile()) { // a FIFO's open would block
+        r.problem = QStringLiteral("%1: not a plain file").arg(config.fileName());
+        return r;
+    }
     if (!config.open(QIODevice::ReadOnly)) {
         r.problem =
             QStringLiteral("%1: cannot read: %2").arg(config.fileName(), config.errorString());

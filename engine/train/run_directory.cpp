@@ -89,8 +89,29 @@ std::int64_t stepOf(const std::string& name)
     return std::stoll(digits);
 }
 
+// IoError unless `file` is absent or a plain file (also through a link): a FIFO would block its
+// reader or writer for good, a device never end.
+void requirePlainFile(const fs::path& file)
+{
+    std::error_code ec;
+    const fs::file_status st = fs::status(file, ec);
+    if (ec || !fs::exists(st) || fs::is_regular_file(st)) return;
+    const char* kind = fs::is_directory(st)                                 ? "a folder"
+                       : fs::is_fifo(st)                                    ? "a FIFO"
+                       : fs::is_socket(st)                                  ? "a socket"
+                       : fs::is_character_file(st) || fs::is_block_file(st) ? "a device"
+                                                                            : "not a file";
+    throw IoError(
+        quotedPath(file) + " is " + kind +
+        ", not a plain file: Towers reads and writes a run folder's configuration and logs "
+        "as plain files");
+}
+
+// Drops the records beyond `step` (and a partial last line); every other line stays, one this
+// build cannot read too (a log is the user's).
 void keepLinesUpTo(const fs::path& file, std::int64_t step)
 {
+    requirePlainFile(file);
     std::ifstream in(file, std::ios::binary);
     if (!in) return;
     std::stringstream all;
@@ -110,7 +131,7 @@ void keepLinesUpTo(const fs::path& file, std::int64_t step)
                 j["step"].get<std::int64_t>() > step)
                 continue;
         } catch (const nlohmann::json::exception&) {
-            continue; // a damaged line
+            // not a record: kept as it is
         }
         kept += line;
         kept += '\n';
@@ -133,6 +154,7 @@ std::vector<EvaluationMark> readEvaluations(const fs::path& evalFile) noexcept
 {
     std::vector<EvaluationMark> out;
     try {
+        requirePlainFile(evalFile); // else none
         std::ifstream in(evalFile, std::ios::binary);
         std::string line;
         while (in && std::getline(in, line)) {
@@ -246,6 +268,7 @@ void RunDirectory::writeConfig(const std::string& json) const
 
 std::optional<std::string> RunDirectory::readConfig() const
 {
+    requirePlainFile(configPath());
     std::ifstream in(configPath(), std::ios::binary);
     if (!in) return std::nullopt;
     std::stringstream s;
@@ -257,8 +280,16 @@ void RunDirectory::appendLine(const fs::path& file, const std::string& line) con
 {
     if (line.find('\n') != std::string::npos)
         throw InvalidArgument("a JSON line must not contain a newline");
-    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    requirePlainFile(file);
+    // O_NONBLOCK: a FIFO put there since would block the open until it had a reader.
+    const int fd =
+        ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0666);
     if (fd < 0) ioFail("cannot open " + quotedPath(file), errno);
+    if (struct stat st{}; ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        requirePlainFile(file);
+        throw IoError(quotedPath(file) + " is not a plain file");
+    }
     try {
         writeAll(fd, line + "\n", file); // one write: a line is never interleaved
     } catch (...) {

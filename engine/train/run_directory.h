@@ -106,13 +106,15 @@ public:
 
     // Writes config.json atomically (temporary file, fsync, rename).
     void writeConfig(const std::string& json) const;
-    // config.json's text, or nullopt when there is none.
+    // config.json's text, or nullopt when there is none. IoError naming it when it is there but
+    // not a plain file (a FIFO, a device, a folder), as for each file below.
     std::optional<std::string> readConfig() const;
     // Appends one line (a JSON object without newline) to metrics.jsonl / eval.jsonl.
     void appendMetrics(const std::string& jsonLine) const;
     void appendEval(const std::string& jsonLine) const;
-    // Keeps only the lines of metrics.jsonl and eval.jsonl whose "step" is <= step (a run resumed
-    // at `step` logs the later steps again), and drops a partial last line a kill left behind.
+    // Drops the records of metrics.jsonl and eval.jsonl whose "step" is > step (a run resumed at
+    // `step` logs the later steps again) and a partial last line a kill left behind; every other
+    // line stays, one that is not a record too.
     void truncateLogs(std::int64_t step) const;
 
     // The checkpoint files (names ckpt-<digits>.safetensors), oldest step first. Files are not

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sys/stat.h>
 
 #include "engine/cpu/onednn_ops.h"
 #include "engine/models/registry.h"
@@ -344,26 +345,45 @@ private slots:
         QVERIFY(!fs::exists(run.checkpointDir() / ".ckpt-00000200.safetensors.tmp-123-0"));
         QVERIFY(fs::exists(run.checkpointDir() / "notes.txt"));
 
-        // Logs: lines after a resumed step and a partial last line are dropped.
-        for (int s = 1; s <= 5; ++s)
+        // Logs: records after a resumed step and a partial last line are dropped; a line that is
+        // not a record (a user's note) stays where it was.
+        for (int s = 1; s <= 5; ++s) {
             run.appendMetrics("{\"step\":" + std::to_string(s) + ",\"loss\":1.5}");
+            if (s == 2) std::ofstream(run.metricsPath(), std::ios::app) << "# my note\n";
+        }
         run.appendEval(R"({"step":2,"precisionAt1":0.5})");
         run.appendEval(R"({"step":4,"precisionAt1":0.6})");
         std::ofstream(run.metricsPath(), std::ios::app) << "{\"step\":6,\"lo";
         run.truncateLogs(3);
         std::ifstream metrics(run.metricsPath());
         std::string line;
-        int lines = 0;
-        while (std::getline(metrics, line)) {
-            ++lines;
-            QCOMPARE(line, "{\"step\":" + std::to_string(lines) + ",\"loss\":1.5}");
-        }
-        QCOMPARE(lines, 3);
+        std::vector<std::string> lines;
+        while (std::getline(metrics, line)) lines.push_back(line);
+        QCOMPARE(lines,
+                 (std::vector<std::string>{R"({"step":1,"loss":1.5})", R"({"step":2,"loss":1.5})",
+                                           "# my note", R"({"step":3,"loss":1.5})"}));
         std::ifstream eval(run.evalPath());
         std::getline(eval, line);
         QCOMPARE(line, std::string(R"({"step":2,"precisionAt1":0.5})"));
         QVERIFY(!std::getline(eval, line));
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, run.appendMetrics("{\n}"));
+        // A log or configuration that is not a plain file (a FIFO, which would block its reader or
+        // writer for good; a device) is refused, named, at once.
+        {
+            QTemporaryDir other;
+            const RunDirectory odd(fs::path(other.path().toStdString()));
+            QCOMPARE(::mkfifo(odd.metricsPath().c_str(), 0600), 0);
+            QCOMPARE(::mkfifo(odd.configPath().c_str(), 0600), 0);
+            fs::create_symlink("/dev/zero", odd.evalPath());
+            expectError<IoError>(
+                [&] { odd.truncateLogs(3); },
+                {QString::fromStdString(odd.metricsPath().string()), QStringLiteral("a FIFO")});
+            expectError<IoError>([&] { odd.appendMetrics("{}"); }, {QStringLiteral("a FIFO")});
+            expectError<IoError>([&] { (void)odd.readConfig(); },
+                                 {QString::fromStdString(odd.configPath().string())});
+            expectError<IoError>([&] { odd.appendEval("{}"); }, {QStringLiteral("a device")});
+            QVERIFY(readEvaluations(odd.evalPath()).empty());
+        }
         // Set aside: the run's files move, byte for byte, and the folder holds no run any more.
         const std::string config = *run.readConfig();
         const fs::path aside = run.setAside();
