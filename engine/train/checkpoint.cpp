@@ -1,6 +1,7 @@
 #include "engine/train/checkpoint.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -247,6 +248,25 @@ Checkpoint readCheckpoint(const fs::path& path)
     return c;
 }
 
+namespace {
+
+// Weights a checkpoint holds are finite (a run never writes others: Trainer's check before each
+// write); a NaN there is a damaged or forged file, whose answers would look plausible.
+void requireFinite(const std::string& where, const std::string& name, const Tensor& t)
+{
+    bool finite = true;
+    if (t.dtype() == DType::Float32)
+        for (const float v : t.span<float>()) finite = finite && std::isfinite(v);
+    else if (t.dtype() == DType::Float64)
+        for (const double v : t.span<double>()) finite = finite && std::isfinite(v);
+    if (!finite)
+        throw InvalidArgument(where + ": tensor '" + name +
+                              "' holds a value that is not finite "
+                              "(NaN or infinite)");
+}
+
+} // namespace
+
 void validateCheckpoint(const Checkpoint& c, const Model& model, const fs::path& path)
 {
     const std::string where = "checkpoint " + quotedPath(path);
@@ -271,6 +291,12 @@ void validateCheckpoint(const Checkpoint& c, const Model& model, const fs::path&
         if (t.shape() != p->value.shape())
             throw InvalidArgument(where + ": tensor '" + p->name + "' has shape " +
                                   t.shape().str() + ", the model's is " + p->value.shape().str());
+        requireFinite(where, p->name, t);
+        if (p->name.ends_with("running_var") && t.dtype() == DType::Float32)
+            for (const float v : t.span<float>())
+                if (v < 0)
+                    throw InvalidArgument(where + ": tensor '" + p->name +
+                                          "' holds a negative variance");
         weights.erase(it);
         if (p->trainable) trainable[p->name] = p;
     }
@@ -291,6 +317,7 @@ void validateCheckpoint(const Checkpoint& c, const Model& model, const fs::path&
                 throw InvalidArgument(where + ": tensor '" + n +
                                       "' averages no trainable parameter of the model");
             checkLike(n, t, *it->second);
+            requireFinite(where, n, t);
             seen.insert(it->first);
         }
         for (const auto& [name, p] : trainable)

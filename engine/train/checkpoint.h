@@ -81,7 +81,8 @@ std::string trainedPrecision(const CheckpointInfo& info);
 // Checks that `checkpoint` (read from `path`, named in messages) fits `model`: the same model,
 // every parameter and buffer present with the model's shape and dtype and no other weight, the
 // averages (if any) covering exactly the trainable parameters, and every "optim.<parameter>.<slot>"
-// tensor shaped as its parameter. Throws InvalidArgument naming the file and the tensor.
+// tensor shaped as its parameter, the weights and averages finite and the batch norms' running
+// variances not negative. Throws InvalidArgument naming the file and the tensor.
 void validateCheckpoint(const Checkpoint& checkpoint, const Model& model,
                         const std::filesystem::path& path);
 

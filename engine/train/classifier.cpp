@@ -20,31 +20,39 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
         m_model = buildModel(resolveModel(m_info.model, m_info.modelDefinition),
                              checkpointClasses(m_info));
     } catch (const std::exception& e) {
-        throw InvalidArgument(checkpoint.string() + ": " + e.what());
+        throw IoError(checkpoint.string() + ": " + e.what());
     }
-    validateCheckpoint(c, *m_model, checkpoint);
+    // What the checkpoint holds not fitting its own model is the file's fault, not the caller's:
+    // IoError, as for a file that does not read (towers-cli's exit code 1, not 2).
+    try {
+        validateCheckpoint(c, *m_model, checkpoint);
+    } catch (const InvalidArgument& e) {
+        throw IoError(e.what());
+    }
     m_usesEma = useEma && !c.ema.empty();
     for (Parameter* p : m_model->parameters()) {
         const Tensor* t = c.weight(p->name, m_usesEma);
         p->value.copyFrom(*t);
     }
     if (m_info.preprocessing.empty())
-        throw InvalidArgument(
-            checkpoint.string() +
-            ": the checkpoint has no preprocessing recipe, so its inputs are unknown");
+        throw IoError(checkpoint.string() +
+                      ": the checkpoint has no preprocessing recipe, so its inputs are unknown");
     try {
         m_recipe = Preprocessing::fromJson(m_info.preprocessing);
     } catch (const InvalidArgument& e) {
-        throw InvalidArgument(checkpoint.string() +
-                              ": its preprocessing recipe is invalid: " + e.what());
+        throw IoError(checkpoint.string() + ": its preprocessing recipe is invalid: " + e.what());
     }
     m_source = sourceImageShape(m_info);
-    m_recipe.validateFor(m_source);
+    try {
+        m_recipe.validateFor(m_source);
+    } catch (const InvalidArgument& e) {
+        throw IoError(checkpoint.string() + ": its preprocessing recipe is invalid: " + e.what());
+    }
     if (!m_info.classNames.empty() &&
         static_cast<int>(m_info.classNames.size()) != m_model->numClasses())
-        throw InvalidArgument(checkpoint.string() + ": it names " +
-                              std::to_string(m_info.classNames.size()) +
-                              " classes, its model has " + std::to_string(m_model->numClasses()));
+        throw IoError(checkpoint.string() + ": it names " +
+                      std::to_string(m_info.classNames.size()) + " classes, its model has " +
+                      std::to_string(m_model->numClasses()));
     if (m_info.classNames.empty())
         for (int i = 0; i < m_model->numClasses(); ++i)
             m_info.classNames.push_back("class " + std::to_string(i));

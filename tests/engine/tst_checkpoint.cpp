@@ -8,8 +8,10 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sys/stat.h>
 
 #include "engine/cpu/onednn_ops.h"
@@ -237,6 +239,14 @@ private slots:
             << "'ema.bn1.running_mean' averages no trainable parameter";
         QTest::newRow("optimizer shape") << "optim"
                                          << "'optim.fc1.weight.momentum_buffer' is float32 [3]";
+        // Values no run writes: a forged or damaged file whose checksum was made again.
+        QTest::newRow("NaN weight") << "nan"
+                                    << "tensor 'fc1.weight' holds a value that is not finite";
+        QTest::newRow("infinite average")
+            << "emaInf"
+            << "tensor 'ema.conv1.weight' holds a value that is not finite";
+        QTest::newRow("negative variance") << "variance"
+                                           << "tensor 'bn1.running_var' holds a negative variance";
     }
     void mismatchRefused()
     {
@@ -264,6 +274,12 @@ private slots:
         if (edit == "optim")
             find(c.optimizer, "optim.fc1.weight.momentum_buffer") =
                 Tensor::zeros({3}, DType::Float32);
+        if (edit == "nan") find(c.weights, "fc1.weight").span<float>()[7] = std::nanf("");
+        if (edit == "emaInf")
+            find(c.ema, "ema.conv1.weight").span<float>()[0] =
+                std::numeric_limits<float>::infinity();
+        if (edit == "variance")
+            for (float& v : find(c.weights, "bn1.running_var").span<float>()) v = -1;
         writeCheckpoint(file, c); // a well-formed file with a valid checksum
         const Checkpoint r = readCheckpoint(file);
         expectError<InvalidArgument>([&] { validateCheckpoint(r, *m, file); },
