@@ -4,6 +4,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QRegularExpression>
 
 #include <cmath>
 
@@ -24,6 +25,17 @@ namespace {
 QString lrText(double lr)
 {
     return QString::number(lr, 'g', 3);
+}
+
+// `word` as one word of a POSIX shell's command line: as it is when it holds nothing the shell
+// reads, else in single quotes.
+QString shellWord(const QString& word)
+{
+    static const QRegularExpression plain(QStringLiteral("^[A-Za-z0-9_@%+=:,./-]+$"));
+    if (plain.match(word).hasMatch()) return word;
+    QString quoted = word;
+    quoted.replace(QLatin1Char('\''), QStringLiteral("'\\''"));
+    return QLatin1Char('\'') + quoted + QLatin1Char('\'');
 }
 
 } // namespace
@@ -190,13 +202,25 @@ int runLrFind(const QStringList& args, CommandIo& io)
     io.out << "lowest smoothed loss at " << lrText(result.minimumLr) << "\n"
            << "suggested learning rate: " << lrText(result.suggestedLr) << " ("
            << QString::fromStdString(result.note) << ")\n"
-           << "use it: towers-cli train --dataset " << dataset
-           << (modelArgument.isEmpty() ? QString() : QStringLiteral(" --model ") + modelArgument)
-           << " --towers " << towers
+           << "use it: towers-cli train --dataset " << shellWord(dataset)
+           << (p.isSet(QStringLiteral("data-dir"))
+                   ? QStringLiteral(" --data-dir ") + shellWord(p.value(QStringLiteral("data-dir")))
+                   : QString())
+           << (modelArgument.isEmpty() ? QString()
+                                       : QStringLiteral(" --model ") + shellWord(modelArgument))
+           << " --towers "
+           << towers
+           // The batch and threads the rate was measured with, where they are not the recipe's.
+           << (p.isSet(QStringLiteral("batch-size")) ? QStringLiteral(" --batch-size %1").arg(batch)
+                                                     : QString())
+           << (p.isSet(QStringLiteral("threads-per-tower"))
+                   ? QStringLiteral(" --threads-per-tower %1").arg(threads)
+                   : QString())
            << (c.backend != "cuda"   ? QString()
                : device.gpus.empty() ? QStringLiteral(" --device cuda")
                                      : QStringLiteral(" --gpus ") + p.value(QStringLiteral("gpus")))
-           << (initFrom.isEmpty() ? QString() : QStringLiteral(" --init-from ") + initFrom)
+           << (initFrom.isEmpty() ? QString()
+                                  : QStringLiteral(" --init-from ") + shellWord(initFrom))
            << (bf16 ? " --precision bf16" : "") << " --lr " << lrText(result.suggestedLr) << "\n";
     return ExitOk;
 }

@@ -522,6 +522,10 @@ private slots:
                      text.out.contains(QStringLiteral("use it: towers-cli train --dataset "
                                                       "fashion-mnist --model fashion-fast")),
                  qPrintable(text.out));
+        // The batch the rate was measured at goes with it (a rate for batch 16 is not one for the
+        // recipe's batch).
+        QVERIFY2(text.out.contains(QStringLiteral(" --towers 1 --batch-size 16 --lr ")),
+                 qPrintable(text.out));
         // From a run's newest checkpoint: its model, and the command to train from it.
         const QString base = path(QStringLiteral("runs/lr-base"));
         const CliRun trained = run(small(base) + QStringList{"--steps", "2"});
