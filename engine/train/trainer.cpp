@@ -7,6 +7,7 @@
 #include <ctime>
 #include <deque>
 #include <random>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -832,6 +833,23 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             (m_dataNote.empty() ? std::string() : ", " + m_dataNote) + ", " +
             m_towers->averagingDescription() + ", steps " + std::to_string(m_step.load()) + " to " +
             std::to_string(m_total));
+        // More compute threads than cores: each step waits on threads the cores cannot run
+        // (OpenMP's teams meet at every op), many times slower. Said, not refused: the user may
+        // know better (cores this process cannot see, say).
+        if (isHostBackend(m_config.backend)) {
+            const int here = m_group ? m_group->localSize() : 1;
+            const long threads =
+                long(m_towers->size()) * m_towers->options().threadsPerTower * here;
+            const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+            if (threads > cores)
+                log("note: " + std::to_string(threads) + " compute threads (" +
+                    (here > 1 ? std::to_string(here) + " processes x " : std::string()) +
+                    std::to_string(m_towers->size()) + " tower(s) x " +
+                    std::to_string(m_towers->options().threadsPerTower) + " per tower) on " +
+                    std::to_string(cores) +
+                    " cores: each step waits for threads the cores cannot run, and runs many "
+                    "times slower; --threads-per-tower 0 shares the cores out");
+        }
         // How the GPU towers' steps are issued (nothing for host towers), and again when that
         // changes after a step (a capture failed: op by op from then on).
         std::string graphs = m_towers->graphDescription();

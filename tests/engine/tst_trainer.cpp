@@ -5,6 +5,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -192,6 +193,30 @@ private slots:
         EvalResult again = ea;
         again.finish();
         QCOMPARE(again.meanCrossEntropy, ea.meanCrossEntropy);
+    }
+
+    // More compute threads than cores is said at the start (each step waits on threads the cores
+    // cannot run), and trains; threads the cores can run are not.
+    void moreThreadsThanCoresIsSaid()
+    {
+        const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+        for (const int threads : {1, cores + 1}) {
+            TrainConfig c = baseConfig();
+            c.towers = 1;
+            c.steps = 1;
+            c.threadsPerTower = threads;
+            QTemporaryDir dir;
+            auto src = syntheticBatchesFor(c);
+            Recorder rec;
+            Trainer t(c, src, dir.path().toStdString(), {}, &rec);
+            QCOMPARE(t.run(), Trainer::Outcome::Finished);
+            const std::string expected =
+                "note: " + std::to_string(threads) + " compute threads (1 tower(s) x " +
+                std::to_string(threads) + " per tower) on " + std::to_string(cores) + " cores";
+            const bool said = std::any_of(rec.logs.begin(), rec.logs.end(),
+                                          [&](const auto& l) { return l.rfind(expected, 0) == 0; });
+            QCOMPARE(said, threads > cores);
+        }
     }
 
     // Train 6 steps with a checkpoint at 3; a fresh trainer resumes from step 3 and runs to 6.
