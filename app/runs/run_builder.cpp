@@ -120,10 +120,10 @@ TrainConfig readRunConfig(const QString& folder)
     const QString file = folder + QStringLiteral("/config.json");
     QFile f(file);
     if (!QFileInfo(folder).isDir())
-        throw engine::IoError("'" + folder.toStdString() + "' is not a folder");
+        throw engine::InvalidArgument("'" + folder.toStdString() + "' is not a folder");
     if (!f.exists())
-        throw engine::IoError("'" + folder.toStdString() +
-                              "' has no config.json: it is not a Towers run folder");
+        throw engine::InvalidArgument("'" + folder.toStdString() +
+                                      "' has no config.json: it is not a Towers run folder");
     if (!QFileInfo(file).isFile()) // a FIFO's open would block
         throw engine::IoError("'" + file.toStdString() + "' is not a plain file");
     if (!f.open(QIODevice::ReadOnly))
@@ -132,7 +132,7 @@ TrainConfig readRunConfig(const QString& folder)
     try {
         return TrainConfig::fromJson(f.readAll().toStdString());
     } catch (const engine::InvalidArgument& e) {
-        throw engine::InvalidArgument(file.toStdString() + ": " + e.what());
+        throw engine::IoError(file.toStdString() + ": " + e.what()); // the file is damaged
     }
 }
 

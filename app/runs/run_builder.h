@@ -26,8 +26,9 @@ QString proposedRunFolder(const QString& runsDir, const QString& dataset, const 
 // The most recently modified run folder under `runsDir` (the Runs page's order), or "".
 QString newestRun(const QString& runsDir);
 
-// A run folder's config.json. engine::IoError when there is none ("... is not a Towers run
-// folder"), engine::InvalidArgument naming the file when it does not parse.
+// A run folder's config.json. engine::InvalidArgument when `folder` is not a folder or has none
+// ("... is not a Towers run folder": the caller named something else); engine::IoError naming the
+// file when it cannot be read or does not parse (the run's file is damaged).
 engine::TrainConfig readRunConfig(const QString& folder);
 
 // The configuration of a new run like the one in `folder` (DIGITS' "Clone job": the same model,

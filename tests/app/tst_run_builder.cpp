@@ -163,7 +163,7 @@ private slots:
         try {
             app::planResume(r);
             QFAIL("resumed a folder without config.json");
-        } catch (const engine::IoError& e) {
+        } catch (const engine::InvalidArgument& e) { // the caller named no run
             QVERIFY2(
                 QString::fromUtf8(e.what()).contains(QStringLiteral("not a Towers run folder")),
                 e.what());
@@ -175,7 +175,7 @@ private slots:
         try {
             app::readRunConfig(older);
             QFAIL("a damaged config.json was read");
-        } catch (const engine::InvalidArgument& e) {
+        } catch (const engine::IoError& e) { // the run's file is damaged
             QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("config.json")), e.what());
         }
         r.runsDir = dir.filePath(QStringLiteral("empty"));

@@ -1108,6 +1108,31 @@ private slots:
         QCOMPARE(aside, before); // every byte of the earlier run
     }
 
+    // --resume and --like of a run whose config.json is damaged: the run's file is at fault
+    // (exit 1, naming it); of a folder that is no run: the command line is (exit 2).
+    void damagedConfigIsNotAUsageError()
+    {
+        const QString dir = path(QStringLiteral("runs/damaged-config"));
+        QCOMPARE(run(small(dir) + QStringList{"--steps", "2"}).exitCode, 0);
+        const QString config = dir + QStringLiteral("/config.json");
+        QVERIFY(QFile::resize(config, 100));
+        const CliRun resumed = run({QStringLiteral("train"), QStringLiteral("--resume"),
+                                    QStringLiteral("--run-dir"), dir});
+        QCOMPARE(resumed.exitCode, 1);
+        QVERIFY2(resumed.err.contains(config), qPrintable(resumed.err));
+        const CliRun like = run({QStringLiteral("train"), QStringLiteral("--like"), dir,
+                                 QStringLiteral("--run-dir"), path(QStringLiteral("runs/like"))});
+        QCOMPARE(like.exitCode, 1);
+        QVERIFY2(like.err.contains(config), qPrintable(like.err));
+        QVERIFY(QDir().mkpath(path(QStringLiteral("runs/no-run"))));
+        const CliRun noRun =
+            run({QStringLiteral("train"), QStringLiteral("--resume"), QStringLiteral("--run-dir"),
+                 path(QStringLiteral("runs/no-run"))});
+        QCOMPARE(noRun.exitCode, 2);
+        QVERIFY2(noRun.err.contains(QStringLiteral("not a Towers run folder")),
+                 qPrintable(noRun.err));
+    }
+
     // A resume where no checkpoint loads stops, listing each file, and deletes nothing; --restart
     // moves them to set-aside/ and starts over.
     void unloadableCheckpointsSurviveAResume()
