@@ -49,10 +49,13 @@ QString importedFrom(const engine::DatasetInfo& d)
 }
 
 // One dataset: where it is, its shape, and its images per class in both splits.
-int showDataset(const QString& name, const std::vector<std::filesystem::path>& path, bool json,
-                CommandIo& io)
+int showDataset(const QString& name, const QString& dataDir,
+                const std::vector<std::filesystem::path>& path, bool json, CommandIo& io)
 {
-    const engine::Dataset d = engine::loadDataset(name.toStdString(), path); // DatasetNotFound
+    // As train and eval load it: a copy in --data-dir is the one shown, and a damaged one there is
+    // reported, never passed over for a copy elsewhere. DatasetNotFound, IoError.
+    const engine::Dataset d =
+        engine::loadDatasetPreferring(name.toStdString(), dataDir.toStdString(), path);
     const auto train = engine::classCounts(d.train, d.classNames.size());
     const auto test = engine::classCounts(d.test, d.classNames.size());
     if (json) {
@@ -128,8 +131,8 @@ int runDatasets(const QStringList& args, CommandIo& io)
         return ExitUsage;
     }
     if (p.positionalArguments().size() == 1)
-        return showDataset(p.positionalArguments().front(), path, p.isSet(QStringLiteral("json")),
-                           io);
+        return showDataset(p.positionalArguments().front(), p.value(QStringLiteral("data-dir")),
+                           path, p.isSet(QStringLiteral("json")), io);
     const auto found = engine::discoverDatasets(path);
     // The folder the user named: say what of it was passed over, and why, rather than silently
     // listing copies from elsewhere.

@@ -78,6 +78,28 @@ class TestImageFolderImport : public QObject
     QString path(const QString& p) const { return m_root.filePath(p); }
 
 private slots:
+    // One dataset shown from --data-dir is the copy train would load: a damaged copy there is
+    // reported (exit 1, naming the file), never passed over for the system's.
+    void aDamagedCopyInTheDataFolderIsReported()
+    {
+        const QString system = QStringLiteral("/usr/share/datasets/fashion-mnist");
+        if (!QFileInfo::exists(system + QStringLiteral("/train-images-idx3-ubyte.gz")))
+            QSKIP("Debian's dataset-fashion-mnist is not installed here");
+        QTemporaryDir data;
+        QVERIFY(QDir(data.path()).mkpath(QStringLiteral("fashion-mnist")));
+        for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                              "t10k-labels-idx1-ubyte.gz"}) // the test images left out
+            QVERIFY(
+                QFile::link(system + QLatin1Char('/') + QLatin1String(f),
+                            data.filePath(QStringLiteral("fashion-mnist/")) + QLatin1String(f)));
+        const auto shown = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("fashion-mnist"),
+                         QStringLiteral("--data-dir"), data.path()});
+        QCOMPARE(shown.exitCode, 1);
+        QVERIFY2(shown.err.contains(data.filePath(QStringLiteral("fashion-mnist/t10k-images"))),
+                 qPrintable(shown.err));
+    }
+
     void initTestCase()
     {
         m_pets = path(QStringLiteral("My Pets!"));
