@@ -29,13 +29,14 @@ QString stepText(const RunSummary& r)
                      : QString::number(r.lastStep);
 }
 
-// "training" (a process holds its lock), "finished" (it reached its length), "stopped early" (its
-// patience ran out), "stopped" (it can be resumed) or "unreadable" (its config.json does not
-// parse).
+// "training" (a process holds its lock), "failed" (its last training ended in an error),
+// "finished" (it reached its length), "stopped early" (its patience ran out), "stopped" (it can be
+// resumed) or "unreadable" (its config.json does not parse).
 QString stateText(const RunSummary& r)
 {
     if (!r.config) return QStringLiteral("unreadable");
     if (r.trainingBy) return QStringLiteral("training");
+    if (failed(r)) return QStringLiteral("failed");
     if (stoppedEarly(r)) return QStringLiteral("stopped early");
     const std::int64_t total = runLength(r);
     return total > 0 && r.lastStep >= total ? QStringLiteral("finished")
@@ -204,6 +205,10 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
     o.insert(QStringLiteral("training_now"),
              r.trainingBy ? QJsonValue(*r.trainingBy) : QJsonValue());
     if (!r.problem.isEmpty()) o.insert(QStringLiteral("problem"), r.problem);
+    if (failed(r))
+        o.insert(QStringLiteral("failure"),
+                 QJsonObject{{QStringLiteral("step"), qint64(r.failure->step)},
+                             {QStringLiteral("error"), r.failure->error}});
     if (withCheckpoints) {
         QJsonArray list;
         for (auto it = r.checkpoints.rbegin(); it != r.checkpoints.rend(); ++it) {
@@ -253,6 +258,7 @@ void printList(const QString& runsDir, const std::vector<RunSummary>& runs, Comm
                       .trimmed()
                << "\n";
         if (r.trainingBy) io.out << "    training now: " << *r.trainingBy << "\n";
+        if (failed(r)) io.out << "    failed: " << r.failure->error << "\n";
         if (!r.problem.isEmpty()) io.out << "    problem: " << r.problem << "\n";
     }
 }
@@ -299,6 +305,19 @@ void printRun(const RunSummary& r, CommandIo& io)
                  .arg(r.config->minDelta > 0 ? QStringLiteral(", better by more than %1 points")
                                                    .arg(r.config->minDelta * 100, 0, 'g', 3)
                                              : QString()));
+    else if (diverged(r))
+        // A resume would diverge again: the same checkpoint, data and rate.
+        line("state", QStringLiteral("failed after step %1: %2; a resume would diverge again: "
+                                     "start a new run like it with a lower learning rate, e.g. "
+                                     "towers-cli train --like %3 --lr %4")
+                          .arg(r.failure->step)
+                          .arg(r.failure->error, r.folder)
+                          .arg(r.config->schedule.lr / 10, 0, 'g', 3));
+    else if (failed(r))
+        line("state",
+             QStringLiteral("failed after step %1: %2; once that is fixed, continue with: %3")
+                 .arg(r.failure->step)
+                 .arg(r.failure->error, resumeCommandLine(r.folder, r.config->processes)));
     else if (state == QLatin1String("stopped"))
         line("state", QStringLiteral("stopped; continue with: ") +
                           resumeCommandLine(r.folder, r.config->processes));

@@ -94,7 +94,27 @@ RunSummary readRun(const QString& folder)
     }
     r.best = engine::bestCheckpoint(r.checkpoints, r.evaluations);
     r.trainingBy = runHolder(r.folder);
+    if (const QString failure = dir.filePath(QStringLiteral("failure.json"));
+        QFileInfo(failure).isFile()) {
+        QFile f(failure);
+        const QJsonObject o = f.open(QIODevice::ReadOnly) && f.size() < (1 << 20)
+                                  ? QJsonDocument::fromJson(f.readAll()).object()
+                                  : QJsonObject();
+        r.failure = RunSummary::Failure{o.value(QStringLiteral("step")).toInteger(),
+                                        o.value(QStringLiteral("error")).toString()};
+        if (r.failure->error.isEmpty()) r.failure->error = QStringLiteral("(not recorded)");
+    }
     return r;
+}
+
+bool failed(const RunSummary& r)
+{
+    return r.failure && !r.trainingBy;
+}
+
+bool diverged(const RunSummary& r)
+{
+    return failed(r) && r.failure->error.startsWith(QLatin1String("model diverged"));
 }
 
 bool stoppedEarly(const RunSummary& r)

@@ -41,7 +41,21 @@ struct RunSummary
     // Who trains the run right now (RunLock::holder: "process 1234 on host h since ... (towers-cli
     // train)"), or nullopt when nobody holds its lock. This process's own training counts too.
     std::optional<QString> trainingBy;
+    // How its last training ended in an error (failure.json: a divergence, a full disk), while
+    // nothing has trained it since; nullopt otherwise.
+    struct Failure
+    {
+        std::int64_t step = 0;
+        QString error;
+    };
+    std::optional<Failure> failure;
 };
+
+// Whether its last training failed (RunSummary::failure) and nothing trains it now.
+bool failed(const RunSummary& run);
+// Whether that failure was a divergence ("model diverged ..."): a resume repeats it (the same
+// data, the same rate); a new run with a lower learning rate is the way on.
+bool diverged(const RunSummary& run);
 
 // Whether its patience (TrainConfig::patience) ran out before its last step, so that it ended
 // there: the evaluations after the best are as many as the patience.

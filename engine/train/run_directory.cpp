@@ -266,6 +266,19 @@ void RunDirectory::writeConfig(const std::string& json) const
     writeAtomically(configPath(), json + "\n");
 }
 
+void RunDirectory::writeFailure(std::int64_t step, const std::string& error) const
+{
+    writeAtomically(failurePath(), nlohmann::json{{"step", step}, {"error", error}}.dump(
+                                       2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                                       "\n");
+}
+
+void RunDirectory::clearFailure() const
+{
+    std::error_code ec;
+    fs::remove(failurePath(), ec);
+}
+
 std::optional<std::string> RunDirectory::readConfig() const
 {
     requirePlainFile(configPath());
@@ -381,7 +394,8 @@ fs::path RunDirectory::setAside() const
 {
     const fs::path folder = newSetAsideFolder(m_root);
     std::error_code ec;
-    for (const fs::path& p : {configPath(), metricsPath(), evalPath(), checkpointDir()})
+    for (const fs::path& p :
+         {configPath(), metricsPath(), evalPath(), failurePath(), checkpointDir()})
         if (fs::exists(p, ec)) moveInto(p, folder);
     std::vector<fs::path> events;
     for (fs::directory_iterator it(m_root, ec), end; !ec && it != end; it.increment(ec))

@@ -100,6 +100,9 @@ public:
     std::filesystem::path configPath() const { return m_root / "config.json"; }
     std::filesystem::path metricsPath() const { return m_root / "metrics.jsonl"; }
     std::filesystem::path evalPath() const { return m_root / "eval.jsonl"; }
+    // failure.json: how the run's last training ended in an error, while nothing has trained it
+    // since ({"step": N, "error": "..."}).
+    std::filesystem::path failurePath() const { return m_root / "failure.json"; }
     std::filesystem::path checkpointDir() const { return m_root / "checkpoints"; }
     // checkpoints/ckpt-00001000.safetensors
     std::filesystem::path checkpointPath(std::int64_t step) const;
@@ -109,6 +112,10 @@ public:
     // config.json's text, or nullopt when there is none. IoError naming it when it is there but
     // not a plain file (a FIFO, a device, a folder), as for each file below.
     std::optional<std::string> readConfig() const;
+    // Records that training failed at `step` with `error` (written atomically), so that the run
+    // is shown as failed, and why, rather than as one to resume; clearFailure when it trains again.
+    void writeFailure(std::int64_t step, const std::string& error) const;
+    void clearFailure() const;
     // Appends one line (a JSON object without newline) to metrics.jsonl / eval.jsonl.
     void appendMetrics(const std::string& jsonLine) const;
     void appendEval(const std::string& jsonLine) const;

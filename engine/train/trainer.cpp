@@ -777,6 +777,7 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             RunDirectory& dir = *m_dir;
             dir.removeStaleTemporaries();
             dir.writeConfig(m_config.toJson());
+            dir.clearFailure(); // it trains again
             // What lies beyond the starting step belongs to an abandoned future (a run resumed
             // from an older checkpoint because the newer ones did not load): a later resume must
             // not pick it up, nor the logs show it twice. The checkpoints are moved aside, never
@@ -1000,6 +1001,13 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
                 m_events->end(false);
             } catch (const std::exception&) {
                 // the events file failing too (a full disk): the first error is the one to say
+            }
+        }
+        if (m_dir && m_start != Start::Unset) {
+            try {
+                m_dir->writeFailure(m_step.load(), e.what()); // runs shows it failed, and why
+            } catch (const std::exception&) {
+                // a full disk: the error itself is said
             }
         }
         if (m_observer) m_observer->onFailed(e.what());

@@ -173,6 +173,43 @@ private slots:
         }
     }
 
+    // A run whose training failed (failure.json) is shown failed, with the error and the way on:
+    // after a divergence a resume would diverge again, so a new run like it with a lower rate;
+    // after another error (a full disk), the resume once it is fixed.
+    void aFailedRunSaysWhyAndWhatNext()
+    {
+        QTemporaryDir root;
+        const QDir dir(root.path());
+        const QString div = dir.filePath(QStringLiteral("div")), full = dir.filePath("full");
+        makeRun(div, 40, 100, 0.5);
+        makeRun(full, 40, 100, 0.5);
+        const auto fail = [](const QString& run, const char* error) {
+            QFile f(run + QStringLiteral("/failure.json"));
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(QByteArray("{\"step\": 40, \"error\": \"") + error + "\"}\n");
+        };
+        fail(div, "model diverged at step 41: its gradients are NaN or infinite (loss = 3e+27)");
+        fail(full, "cannot write ckpt: No space left on device");
+        const Result list = run({QStringLiteral("--runs-dir"), root.path()});
+        QCOMPARE(list.exitCode, 0);
+        QVERIFY2(list.out.contains(QStringLiteral("40 / 100  failed")) &&
+                     list.out.contains(QStringLiteral("    failed: model diverged at step 41")),
+                 qPrintable(list.out));
+        const Result d = run({div});
+        QVERIFY2(d.out.contains(QStringLiteral("failed after step 40: model diverged")) &&
+                     d.out.contains(QStringLiteral("a resume would diverge again")) &&
+                     d.out.contains(QStringLiteral("towers-cli train --like ") + div + " --lr "),
+                 qPrintable(d.out));
+        const Result f = run({full, QStringLiteral("--json")});
+        const QJsonObject o = QJsonDocument::fromJson(f.out.toUtf8()).object();
+        QCOMPARE(o.value(QStringLiteral("state")).toString(), QStringLiteral("failed"));
+        QCOMPARE(o.value(QStringLiteral("failure")).toObject().value("step").toInt(), 40);
+        const Result ft = run({full});
+        QVERIFY2(ft.out.contains(QStringLiteral("No space left on device; once that is fixed, "
+                                                "continue with: towers-cli train --resume")),
+                 qPrintable(ft.out));
+    }
+
     void showsOneRun()
     {
         QTemporaryDir root;

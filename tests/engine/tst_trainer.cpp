@@ -294,10 +294,11 @@ private slots:
         auto src = syntheticBatchesFor(c);
         src.injectNanAt(4); // the batch of global step 4, i.e. the 5th step
         Recorder rec;
-        Trainer t(c, src, dir.path().toStdString(), {}, &rec);
+        auto t =
+            std::make_unique<Trainer>(c, src, dir.path().toStdString(), DataDescription{}, &rec);
         QString message;
         try {
-            t.run();
+            t->run();
             QFAIL("a NaN did not stop training");
         } catch (const DivergedError& e) {
             message = QString::fromUtf8(e.what());
@@ -308,9 +309,9 @@ private slots:
                      message.contains(QLatin1String("at step 5")),
                  qPrintable(message));
         QCOMPARE(QString::fromStdString(rec.failed), message);
-        QCOMPARE(t.step(), std::int64_t(4));
+        QCOMPARE(t->step(), std::int64_t(4));
         // The update of step 5 was skipped: the live replicas still hold finite weights.
-        for (const auto* p : t.towers().model(1).parameters())
+        for (const auto* p : t->towers().model(1).parameters())
             for (std::int64_t i = 0; i < p->value.numel(); ++i)
                 QVERIFY(std::isfinite(p->value.at(i)));
         QCOMPARE(rec.finished, std::int64_t(-1));
@@ -326,6 +327,22 @@ private slots:
         for (const auto* p : model->parameters())
             for (std::int64_t i = 0; i < p->value.numel(); ++i)
                 QVERIFY(std::isfinite(p->value.at(i)));
+        // The run says how it ended (failure.json: the last step done and the error) until it
+        // trains again.
+        std::ifstream in(run.failurePath());
+        const auto failure = nlohmann::json::parse(in);
+        QCOMPARE(failure.at("step").get<std::int64_t>(), std::int64_t(4));
+        QCOMPARE(QString::fromStdString(failure.at("error").get<std::string>()), message);
+        t.reset(); // its lock
+        {
+            auto clean = syntheticBatchesFor(c);
+            TrainConfig longer = c;
+            longer.runId = TrainConfig::fromJson(*run.readConfig()).runId;
+            Trainer again(longer, clean, dir.path().toStdString());
+            QCOMPARE(again.resumeFromNewest(), std::optional<std::int64_t>(4));
+            QCOMPARE(again.run(), Trainer::Outcome::Finished);
+        }
+        QVERIFY(!fs::exists(run.failurePath()));
     }
 
     // An absurd learning rate: training stops with DivergedError, and every checkpoint on disk

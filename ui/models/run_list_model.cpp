@@ -111,6 +111,7 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
         if (const std::int64_t total = app::runLength(r); total > 0)
             text += QStringLiteral(" / ") + locale.toString(qint64(total));
         if (app::stoppedEarly(r)) text += tr(", stopped early");
+        if (app::failed(r)) text += tr(", failed");
         return text;
     }
     case Accuracy:

@@ -568,6 +568,8 @@ void RunsPage::updateTitle()
     if (app::stoppedEarly(*r))
         title += tr(", stopped early (%1 evaluations in a row without a better one)")
                      .arg(r->config->patience);
+    if (app::failed(*r))
+        title += tr(", failed after step %1: %2").arg(r->failure->step).arg(r->failure->error);
     if (m_compared.isEmpty()) {
         m_accuracyPlot->setTitle(validation ? tr("Validation accuracy") : tr("Test accuracy"));
         m_lossPlot->setSeriesName(1, validation ? tr("validation cross-entropy")
