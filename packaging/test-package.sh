@@ -159,7 +159,7 @@ if [[ -n $cuda_deb ]]; then
     # No NVIDIA library in the root: the plugin is found where installed, and the reason names
     # each library it lacks and how to get it.
     for want in "the CUDA backend $plugin cannot load" "not found" "apt install" "pip install" \
-        "Towers run on the CPU" $nvidia_libs; do
+        "Only the CPU can run towers here" $nvidia_libs; do
         grep -qF -- "$want" <<<"$gpus" || fail "the GPUs line does not say \"$want\""
     done
     echo "the GPUs line names what the plugin lacks and how to get it"

@@ -308,7 +308,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
          x},
         {QStringLiteral("augment"),
          QStringLiteral("default (the model's recipe; for cifar10-tutorial the tutorial's "
-                        "distortions) or none."),
+                        "distortions; 'tutorial' is another name for it) or none."),
          name},
         {QStringLiteral("seed"),
          QStringLiteral("Seed of the weights, dropout and data order (default 1)."), n},

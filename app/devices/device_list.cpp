@@ -147,10 +147,11 @@ QString gpuBackendNote()
     const auto* gpu = engine::cudaBackend(&why);
     QString backend;
     if (!gpu)
-        backend = QStringLiteral("No GPU backend: %1. Towers run on the CPU.")
+        backend = QStringLiteral("No GPU backend: %1. Only the CPU can run towers here.")
                       .arg(QString::fromStdString(why));
     else if (gpu->deviceCount() == 0)
-        backend = QStringLiteral("The CUDA backend is loaded (%1), but %2. Towers run on the CPU.")
+        backend = QStringLiteral(
+                      "The CUDA backend is loaded (%1), but %2. Only the CPU can run towers here.")
                       .arg(QString::fromStdString(gpu->versions()),
                            QString::fromStdString(gpu->unavailableReason()));
     else

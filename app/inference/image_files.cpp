@@ -67,9 +67,12 @@ int openRegularFile(const QString& file)
     return fd;
 }
 
-QString megapixels(std::int64_t pixels)
+// "64,008,000": every digit, so that an image just over the limit never reads as the limit.
+std::string pixelCount(std::int64_t pixels)
 {
-    return QString::number(double(pixels) / 1e6, 'f', 1);
+    std::string digits = std::to_string(pixels);
+    for (int i = int(digits.size()) - 3; i > 0; i -= 3) digits.insert(std::size_t(i), ",");
+    return digits;
 }
 
 // `image` with its shorter side at most `shortSide`, aspect ratio kept (the image itself when it
@@ -149,9 +152,9 @@ void checkImageSize(const QString& file, std::int64_t width, std::int64_t height
     if (width < 1 || height < 1) fail(file, size + ", an empty image");
     const std::int64_t pixels = width * height; // each side < 2^31: no overflow
     if (pixels > kMaxImagePixels)
-        fail(file, size + " (" + megapixels(pixels).toStdString() +
-                       " megapixels); Towers decodes images of up to " +
-                       std::to_string(kMaxImagePixels / 1'000'000) + " megapixels");
+        fail(file, size + " (" + pixelCount(pixels) + " pixels); Towers decodes images of up to " +
+                       pixelCount(kMaxImagePixels) + " pixels (" +
+                       std::to_string(kMaxImagePixels / 1'000'000) + " megapixels)");
     if (std::max(width, height) > kMaxImageAspect * std::min(width, height))
         fail(file, size + ", an aspect ratio over " + std::to_string(kMaxImageAspect) +
                        ":1; Towers classifies images of up to " + std::to_string(kMaxImageAspect) +

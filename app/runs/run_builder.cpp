@@ -5,6 +5,7 @@
 #include <QDateTime>
 #include <QDir>
 #include <QFile>
+#include <QLocale>
 
 #include "app/runs/run_scanner.h"
 #include "engine/data/validation_split.h"
@@ -19,9 +20,10 @@ namespace {
 using engine::TrainConfig;
 
 // A number as config.json writes it, for comparing and for messages.
+// The shortest text that reads back as exactly `v` ("0.1", not 0.10000000000000001).
 QString number(double v)
 {
-    return QString::number(v, 'g', 17);
+    return QString::number(v, 'g', QLocale::FloatingPointShortest);
 }
 
 enum class Kind
