@@ -185,8 +185,8 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
     }
     if (const std::int64_t total = runLength(r); total > 0)
         o.insert(QStringLiteral("total_steps"), qint64(total));
-    if (r.lastStep > 0) {
-        o.insert(QStringLiteral("loss"), r.lastLoss);
+    if (r.lastLoss) {
+        o.insert(QStringLiteral("loss"), *r.lastLoss);
         o.insert(QStringLiteral("epoch"), r.lastEpoch);
     }
     if (r.accuracy) {
@@ -278,10 +278,10 @@ void printRun(const RunSummary& r, CommandIo& io)
             line("started from", QString::fromStdString(r.config->initFrom));
     }
     QString progress = QStringLiteral("step ") + stepText(r);
-    if (r.lastStep > 0)
+    if (r.lastLoss) // a log whose records were all lost gives none, not a loss of 0
         progress += QStringLiteral(", epoch %1, loss %2")
                         .arg(r.lastEpoch, 0, 'f', 2)
-                        .arg(r.lastLoss, 0, 'g', 4);
+                        .arg(*r.lastLoss, 0, 'g', 4);
     line("progress", progress);
     line("accuracy", r.accuracy ? QStringLiteral("%1 % (%2 precision @ 1) at step %3")
                                       .arg(*r.accuracy * 100, 0, 'f', 2)

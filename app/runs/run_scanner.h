@@ -26,7 +26,7 @@ struct RunSummary
     std::optional<engine::TrainConfig> config; // nullopt when config.json does not parse
     QString problem;           // why config.json or the logs could not be read; empty when fine
     std::int64_t lastStep = 0; // the latest logged step (metrics.jsonl), 0 when none
-    double lastLoss = 0;
+    std::optional<double> lastLoss; // the latest logged record's (nullopt: none read)
     double lastEpoch = 0;
     std::int64_t totalSteps = 0; // the run's length as it logged it (metrics.jsonl); 0 = not logged
     // The latest evaluation's precision @ 1 (eval.jsonl), on evaluatedSet().

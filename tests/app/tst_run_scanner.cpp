@@ -92,7 +92,7 @@ private slots:
         QCOMPARE(r.config->model, std::string("fashion-fast"));
         QCOMPARE(r.config->towers, 2);
         QCOMPARE(r.lastStep, 200);
-        QCOMPARE(r.lastLoss, 2.0 / 200);
+        QCOMPARE(r.lastLoss, std::optional<double>(2.0 / 200));
         QCOMPARE(r.lastEpoch, 2.0);
         QCOMPARE(r.totalSteps, 200); // as logged: an epochs run's length is known only so
         QVERIFY(r.accuracy.has_value());
