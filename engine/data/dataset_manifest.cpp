@@ -194,8 +194,14 @@ DatasetSpec datasetSpecAlong(const std::string& name, const std::vector<fs::path
             if (!fs::is_directory(dir / name, ec)) continue;
             if (auto spec = readDatasetManifest(dir / name)) return *spec;
         }
+    std::string searched;
+    for (const fs::path& dir : searchPath)
+        searched += (searched.empty() ? "" : ", ") + dir.string();
     throw unknownDataset(name, importedDatasetNames(searchPath),
-                         "'towers-cli import' makes one from a folder of images");
+                         "no folder " + name + "/ with a dataset.json in " +
+                             (searched.empty() ? std::string("no folder") : searched) +
+                             "; 'towers-cli import' makes one from a folder of images, and "
+                             "--data-dir names where one is");
 }
 
 } // namespace towers::engine
