@@ -332,14 +332,18 @@ int runEval(const QStringList& args, CommandIo& io)
     io.out << "macro F1 = " << QString::number(engine::macroF1(scores), 'f', 4)
            << " (the mean of the classes' F1)\n";
     if (k <= 20) {
+        // Each row named by its number and whole name ("9 Ankle boot").
+        const auto rowName = [&](int i) {
+            return QString::number(i) + QLatin1Char(' ') + className(i);
+        };
+        int rowWidth = width;
+        for (int i = 0; i < k; ++i) rowWidth = std::max(rowWidth, int(rowName(i).size()));
         io.out << "\nconfusion matrix (rows: true class, columns: predicted)\n"
-               << QString(width, QLatin1Char(' '));
+               << QString(rowWidth, QLatin1Char(' '));
         for (int j = 0; j < k; ++j) io.out << QString::number(j).rightJustified(6);
         io.out << "\n";
         for (int i = 0; i < k; ++i) {
-            io.out << (QString::number(i) + QLatin1Char(' ') + className(i))
-                          .left(width)
-                          .leftJustified(width);
+            io.out << rowName(i).leftJustified(rowWidth);
             for (int j = 0; j < k; ++j)
                 io.out << QString::number(r.confusionAt(i, j)).rightJustified(6);
             io.out << "\n";
