@@ -77,6 +77,11 @@ int runImport(const QStringList& args, CommandIo& io)
     ImportOptions o;
     o.source = pos.front();
     o.name = p.value(QStringLiteral("name"));
+    for (const char* option : {"name", "data-dir"})
+        if (p.isSet(QLatin1String(option)) && p.value(QLatin1String(option)).isEmpty()) {
+            io.err << "towers-cli import: --" << option << " must not be empty\n";
+            return ExitUsage;
+        }
     o.dataDir = p.value(QStringLiteral("data-dir"));
     if (!intOption(p, QStringLiteral("size"), kMinImportSide, kMaxImportSide, o.size, io))
         return ExitUsage;

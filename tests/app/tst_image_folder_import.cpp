@@ -491,6 +491,11 @@ private slots:
                                                   QStringLiteral("b")})
                      .exitCode,
                  2);
+        const auto unnamed = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--name"), QString()});
+        QCOMPARE(unnamed.exitCode, 2);
+        QVERIFY2(unnamed.err.contains(QStringLiteral("--name must not be empty")),
+                 qPrintable(unnamed.err));
 
         const auto train = test::runCliProcess(
             TOWERS_CLI,
