@@ -48,16 +48,17 @@ InterruptNotifier::InterruptNotifier(ClosedOutput closedOutput, QObject* parent)
     sa.sa_handler = onSignal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    // A signal the process was started with ignored stays ignored (the POSIX convention): nohup
+    // SIGINT and SIGHUP the process was started with ignored stay ignored (the convention): nohup
     // ignores SIGHUP so that a run outlives its terminal, and a shell ignores SIGINT for the
-    // background jobs of a script.
-    const auto handle = [&sa](int sig, struct sigaction* old) {
+    // background jobs of a script. SIGTERM is always handled: it is how a scheduler preempts a job
+    // (then SIGKILL), and a SIGTERM ignored by accident would cost the run its last checkpoint.
+    const auto unlessIgnored = [&sa](int sig, struct sigaction* old) {
         ::sigaction(sig, nullptr, old);
         if (old->sa_handler != SIG_IGN) ::sigaction(sig, &sa, nullptr);
     };
-    handle(SIGINT, &g_oldInt);
-    handle(SIGTERM, &g_oldTerm);
-    handle(SIGHUP, &g_oldHup); // a closed terminal or a dropped ssh session: stop cleanly too
+    unlessIgnored(SIGINT, &g_oldInt);
+    unlessIgnored(SIGHUP, &g_oldHup); // a closed terminal or a dropped ssh session: stop cleanly
+    ::sigaction(SIGTERM, &sa, &g_oldTerm);
     // A closed output stops the run whatever: ignoring SIGPIPE is rarely the user's choice, and
     // with it ignored a run would go on writing into nothing.
     if (m_pipe) ::sigaction(SIGPIPE, &sa, &g_oldPipe);

@@ -5,6 +5,8 @@
 // A command whose output goes to a pipe may ask for SIGPIPE too (its reader went away: `towers-cli
 // train | head`): the first one cancels as Ctrl-C does, later ones (the next writes to the closed
 // pipe) are ignored rather than ending the process while it finishes cleanly.
+// SIGINT and SIGHUP that the process was started with ignored (nohup, a script's background job)
+// stay ignored; SIGTERM and SIGPIPE are handled whatever.
 #include <QObject>
 
 class QSocketNotifier;

@@ -8,6 +8,14 @@
 
 namespace towers::test {
 
+void withDefaultSignals(QProcess& p)
+{
+    p.setChildProcessModifier([] {
+        ::signal(SIGINT, SIG_DFL);
+        ::signal(SIGHUP, SIG_DFL);
+    });
+}
+
 CliResult runCliProcess(const QString& program, const QStringList& args, const QStringList& env,
                         int interruptAfterMs, int timeoutMs)
 {
@@ -16,6 +24,7 @@ CliResult runCliProcess(const QString& program, const QStringList& args, const Q
     for (const QString& kv : env)
         e.insert(kv.section(QLatin1Char('='), 0, 0), kv.section(QLatin1Char('='), 1));
     p.setProcessEnvironment(e);
+    withDefaultSignals(p);
     p.start(program, args);
     if (interruptAfterMs >= 0 && p.waitForStarted()) {
         QTest::qWait(interruptAfterMs);

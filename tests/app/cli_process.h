@@ -4,7 +4,14 @@
 #include <QString>
 #include <QStringList>
 
+class QProcess;
+
 namespace towers::test {
+
+// The child `p` starts with SIGINT and SIGHUP at their default actions, whatever this test was
+// started with (a script's background job ignores SIGINT, nohup SIGHUP): towers-cli keeps a
+// signal ignored at its start ignored, so the tests that send one would otherwise wait in vain.
+void withDefaultSignals(QProcess& p);
 
 struct CliResult
 {

@@ -8,6 +8,7 @@
 #include <QTest>
 #include <csignal>
 
+#include "cli_process.h"
 #include "http_test_server.h"
 #include "test_files.h"
 
@@ -53,6 +54,7 @@ class TestDownloadCommand : public QObject
         p.setProgram(QStringLiteral(TOWERS_CLI));
         p.setArguments(QStringList{QStringLiteral("download")} + args);
         p.setProcessEnvironment(env);
+        test::withDefaultSignals(p);
         QSignalSpy finished(&p, &QProcess::finished);
         p.start();
         if (!p.waitForStarted(10000)) qFatal("cannot start towers-cli");

@@ -21,6 +21,7 @@
 #include <csignal>
 #include <filesystem>
 
+#include "cli_process.h"
 #include "dataset_files.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/models/registry.h"
@@ -83,6 +84,7 @@ class TestTrainCommand : public QObject
         p.setProgram(QStringLiteral(TOWERS_CLI));
         p.setArguments(args);
         p.setProcessEnvironment(environment(env));
+        test::withDefaultSignals(p);
         p.start();
         if (!p.waitForStarted(10000)) qFatal("cannot start towers-cli");
         if (during) during(p);
