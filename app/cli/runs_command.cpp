@@ -295,6 +295,18 @@ void printRun(const RunSummary& r, CommandIo& io)
     const QString state = stateText(r);
     if (state == QLatin1String("training"))
         line("state", QStringLiteral("training now: ") + *r.trainingBy);
+    else if (diverged(r))
+        // A resume would diverge again: the same checkpoint, data and rate.
+        line("state", QStringLiteral("failed after step %1: %2; a resume would diverge again: "
+                                     "start a new run like it with a lower learning rate, e.g. "
+                                     "towers-cli train --like %3 --lr %4")
+                          .arg(QString::number(r.failure->step), r.failure->error, r.folder,
+                               QString::number(r.config->schedule.lr / 10, 'g', 3)));
+    else if (failed(r))
+        line("state",
+             QStringLiteral("failed after step %1: %2; once that is fixed, continue with: %3")
+                 .arg(QString::number(r.failure->step), r.failure->error,
+                      resumeCommandLine(r.folder, r.config->processes)));
     else if (stoppedEarly(r))
         line("state",
              QStringLiteral("stopped early at step %1: %2 evaluations in a row "
@@ -305,19 +317,6 @@ void printRun(const RunSummary& r, CommandIo& io)
                  .arg(r.config->minDelta > 0 ? QStringLiteral(", better by more than %1 points")
                                                    .arg(r.config->minDelta * 100, 0, 'g', 3)
                                              : QString()));
-    else if (diverged(r))
-        // A resume would diverge again: the same checkpoint, data and rate.
-        line("state", QStringLiteral("failed after step %1: %2; a resume would diverge again: "
-                                     "start a new run like it with a lower learning rate, e.g. "
-                                     "towers-cli train --like %3 --lr %4")
-                          .arg(r.failure->step)
-                          .arg(r.failure->error, r.folder)
-                          .arg(r.config->schedule.lr / 10, 0, 'g', 3));
-    else if (failed(r))
-        line("state",
-             QStringLiteral("failed after step %1: %2; once that is fixed, continue with: %3")
-                 .arg(r.failure->step)
-                 .arg(r.failure->error, resumeCommandLine(r.folder, r.config->processes)));
     else if (state == QLatin1String("stopped"))
         line("state", QStringLiteral("stopped; continue with: ") +
                           resumeCommandLine(r.folder, r.config->processes));

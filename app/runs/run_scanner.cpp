@@ -15,8 +15,9 @@ namespace towers::app {
 
 namespace {
 
-// The last complete JSON object line of a .jsonl file (reads only its tail: logs grow long).
-std::optional<QJsonObject> lastJsonLine(const QString& path)
+// The last step record (a JSON object with a "step") of a .jsonl file; other lines, a user's
+// note among them, are passed over. Reads only its tail: logs grow long.
+std::optional<QJsonObject> lastStepRecord(const QString& path)
 {
     if (!QFileInfo(path).isFile()) return std::nullopt; // nor a FIFO's open, which would block
     QFile f(path);
@@ -29,7 +30,9 @@ std::optional<QJsonObject> lastJsonLine(const QString& path)
         if (line.isEmpty()) continue;
         QJsonParseError error{};
         const QJsonDocument doc = QJsonDocument::fromJson(line, &error);
-        if (error.error == QJsonParseError::NoError && doc.isObject()) return doc.object();
+        if (error.error == QJsonParseError::NoError && doc.isObject() &&
+            doc.object().contains(QStringLiteral("step")))
+            return doc.object();
     }
     return std::nullopt;
 }
@@ -74,9 +77,10 @@ RunSummary readRun(const QString& folder)
     newer(r.modified, config.fileName());
 
     const QString metrics = dir.filePath(QStringLiteral("metrics.jsonl"));
-    if (const auto last = lastJsonLine(metrics)) {
+    if (const auto last = lastStepRecord(metrics)) {
         r.lastStep = last->value(QStringLiteral("step")).toInteger();
-        r.lastLoss = last->value(QStringLiteral("loss")).toDouble();
+        if (last->contains(QStringLiteral("loss")))
+            r.lastLoss = last->value(QStringLiteral("loss")).toDouble();
         r.lastEpoch = last->value(QStringLiteral("epoch")).toDouble();
         r.totalSteps = last->value(QStringLiteral("totalSteps")).toInteger();
     }
@@ -109,7 +113,7 @@ RunSummary readRun(const QString& folder)
 
 bool failed(const RunSummary& r)
 {
-    return r.failure && !r.trainingBy;
+    return r.failure && !r.trainingBy && r.config; // an unreadable run is that first
 }
 
 bool diverged(const RunSummary& r)

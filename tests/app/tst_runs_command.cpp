@@ -208,6 +208,12 @@ private slots:
         QVERIFY2(ft.out.contains(QStringLiteral("No space left on device; once that is fixed, "
                                                 "continue with: towers-cli train --resume")),
                  qPrintable(ft.out));
+        // Failed, then its config.json damaged: unreadable first, shown without its settings.
+        QFile config(full + QStringLiteral("/config.json"));
+        QVERIFY(config.resize(20));
+        const Result damaged = run({full});
+        QCOMPARE(damaged.exitCode, 0);
+        QVERIFY2(damaged.out.contains(QStringLiteral("unreadable")), qPrintable(damaged.out));
     }
 
     void showsOneRun()

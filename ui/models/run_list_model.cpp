@@ -110,8 +110,10 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
         QString text = locale.toString(qint64(r.lastStep));
         if (const std::int64_t total = app::runLength(r); total > 0)
             text += QStringLiteral(" / ") + locale.toString(qint64(total));
-        if (app::stoppedEarly(r)) text += tr(", stopped early");
-        if (app::failed(r)) text += tr(", failed");
+        if (app::failed(r))
+            text += tr(", failed");
+        else if (app::stoppedEarly(r))
+            text += tr(", stopped early");
         return text;
     }
     case Accuracy:

@@ -565,11 +565,12 @@ void RunsPage::updateTitle()
                              : tr(", test accuracy %1 % at step %2"))
                      .arg(QLocale().toString(*r->accuracy * 100, 'f', 2))
                      .arg(r->accuracyStep);
-    if (app::stoppedEarly(*r))
+    if (app::failed(*r))
+        title += tr(", failed after step %1: %2")
+                     .arg(QString::number(r->failure->step), r->failure->error.toHtmlEscaped());
+    else if (app::stoppedEarly(*r))
         title += tr(", stopped early (%1 evaluations in a row without a better one)")
                      .arg(r->config->patience);
-    if (app::failed(*r))
-        title += tr(", failed after step %1: %2").arg(r->failure->step).arg(r->failure->error);
     if (m_compared.isEmpty()) {
         m_accuracyPlot->setTitle(validation ? tr("Validation accuracy") : tr("Test accuracy"));
         m_lossPlot->setSeriesName(1, validation ? tr("validation cross-entropy")
