@@ -149,8 +149,14 @@ int runLrFind(const QStringList& args, CommandIo& io)
     c.seed = std::uint64_t(seed);
     if (precision) c.precision = *precision;
     const bool bf16 = c.precision == engine::Precision::BFloat16;
-    const engine::Dataset data =
-        engine::loadDataset(c.dataset, searchPath); // DatasetNotFound: exit 1
+    // As train loads it: the copy in --data-dir where that folder holds one (a damaged one there
+    // is reported, never passed over), so that the rate is measured on the images train would use.
+    const QString dataDir = p.value(QStringLiteral("data-dir"));
+    const engine::Dataset data = engine::loadDatasetPreferring(
+        c.dataset, dataDir.toStdString(), searchPath); // DatasetNotFound: exit 1
+    // train --data-dir requires the dataset there: the suggestion names it only then.
+    const bool dataInDir =
+        !dataDir.isEmpty() && engine::datasetFolderIn(c.dataset, dataDir.toStdString());
     const bool json = p.isSet(QStringLiteral("json"));
     // About ten lines over the sweep, as they come, under a header printed with the first: a
     // configuration the test refuses (a model that cannot take the images) prints none.
@@ -203,9 +209,7 @@ int runLrFind(const QStringList& args, CommandIo& io)
            << "suggested learning rate: " << lrText(result.suggestedLr) << " ("
            << QString::fromStdString(result.note) << ")\n"
            << "use it: towers-cli train --dataset " << shellWord(dataset)
-           << (p.isSet(QStringLiteral("data-dir"))
-                   ? QStringLiteral(" --data-dir ") + shellWord(p.value(QStringLiteral("data-dir")))
-                   : QString())
+           << (dataInDir ? QStringLiteral(" --data-dir ") + shellWord(dataDir) : QString())
            << (modelArgument.isEmpty() ? QString()
                                        : QStringLiteral(" --model ") + shellWord(modelArgument))
            << " --towers "

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "engine/cuda/communicators.h"
@@ -122,13 +123,20 @@ public:
     std::uint64_t freeMemory(int index) const override
     {
         requireIndex(index);
-        DeviceGuard guard(index);
-        std::size_t freeBytes = 0, total = 0;
-        if (cudaMemGetInfo(&freeBytes, &total) != cudaSuccess) {
-            cudaGetLastError();
-            return 0;
-        }
-        return freeBytes;
+        // On a thread of its own: it sets GPU `index` current and ends, so no caller's current
+        // device is switched back (a cudaSetDevice(0) to restore the default would start a context
+        // on GPU 0 too, since CUDA 12, for a process that never uses it).
+        std::uint64_t result = 0;
+        std::thread ask([index, &result] {
+            std::size_t freeBytes = 0, total = 0;
+            if (cudaSetDevice(index) == cudaSuccess &&
+                cudaMemGetInfo(&freeBytes, &total) == cudaSuccess)
+                result = freeBytes;
+            else
+                cudaGetLastError(); // CUDA cannot say: 0
+        });
+        ask.join();
+        return result;
     }
 
     std::string pciBusId(int index) const override

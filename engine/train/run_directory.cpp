@@ -303,6 +303,7 @@ void RunDirectory::appendLine(const fs::path& file, const std::string& line) con
         requirePlainFile(file);
         throw IoError(quotedPath(file) + " is not a plain file");
     }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK); // a plain file: the writes block
     try {
         writeAll(fd, line + "\n", file); // one write: a line is never interleaved
     } catch (...) {

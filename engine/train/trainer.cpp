@@ -849,7 +849,10 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
                     std::to_string(m_towers->options().threadsPerTower) + " per tower) on " +
                     std::to_string(cores) +
                     " cores: each step waits for threads the cores cannot run, and runs many "
-                    "times slower; --threads-per-tower 0 shares the cores out");
+                    "times slower; " +
+                    (m_config.threadsPerTower > 0
+                         ? std::string("--threads-per-tower 0 shares the cores out")
+                         : std::string("fewer towers or processes would use them better")));
         }
         // How the GPU towers' steps are issued (nothing for host towers), and again when that
         // changes after a step (a capture failed: op by op from then on).

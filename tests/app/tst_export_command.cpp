@@ -75,7 +75,9 @@ private slots:
         const QString other = path("ckpt-00000007.safetensors");
         QVERIFY(QFile::copy(m_checkpoint, other));
         const QString viaDots = m_dir.path() + QStringLiteral("/./ckpt-00000042.safetensors");
-        for (const QString& target : {m_checkpoint, viaDots, other}) {
+        const QString link = path("a-link.onnx"); // another name of the checkpoint itself
+        QVERIFY(QFile::link(m_checkpoint, link));
+        for (const QString& target : {m_checkpoint, viaDots, other, link}) {
             const QByteArray before = [&] {
                 QFile f(target);
                 return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
