@@ -481,6 +481,37 @@ private slots:
         QVERIFY(labelSaying(page, QStringLiteral("fashion-fast on mnist, 1 tower, step 10")));
     }
 
+    // A run whose training failed (failure.json) says so in its row and its title, with the error
+    // (escaped: the title is rich text, the error may hold '<' or '&').
+    void aFailedRunSaysSo()
+    {
+        QTemporaryDir root;
+        const QString run = root.filePath(QStringLiteral("runs/div"));
+        makeRun(run, 10);
+        QFile failure(run + QStringLiteral("/failure.json"));
+        QVERIFY(failure.open(QIODevice::WriteOnly));
+        failure.write(R"({"step": 10, "error": "model diverged at step 11: <loss> & more"})");
+        failure.close();
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(root.filePath(QStringLiteral("runs")));
+        RunsPage page(settings);
+        QSignalSpy refreshed(&page, &RunsPage::refreshed);
+        QVERIFY(refreshed.wait(10000));
+        page.selectRun(run);
+        QLabel* title = labelSaying(page, QStringLiteral("failed after step 10"));
+        QVERIFY(title);
+        QVERIFY2(title->text().contains(QStringLiteral("&lt;loss&gt; &amp; more")),
+                 qPrintable(title->text()));
+        const QAbstractItemModel* model = page.runTable()->model();
+        bool listed = false;
+        for (int r = 0; r < model->rowCount(); ++r)
+            listed = listed || model->index(r, towers::ui::RunListModel::Steps)
+                                   .data()
+                                   .toString()
+                                   .endsWith(QStringLiteral(", failed"));
+        QVERIFY(listed);
+    }
+
     void emptyFolder()
     {
         QTemporaryDir root;
