@@ -1,5 +1,6 @@
 #include "engine/tensor/tensor.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "engine/tensor/bfloat16.h"
@@ -199,6 +200,16 @@ void requireShape(const Tensor& t, const Shape& expected, const char* what)
     if (t.shape() != expected)
         throw ShapeError(std::string(what) + ": expected shape " + expected.str() + ", got " +
                          t.shape().str());
+}
+
+bool allFinite(const Tensor& t)
+{
+    bool finite = true;
+    if (t.dtype() == DType::Float32)
+        for (const float v : t.span<float>()) finite = finite && std::isfinite(v);
+    else if (t.dtype() == DType::Float64)
+        for (const double v : t.span<double>()) finite = finite && std::isfinite(v);
+    return finite;
 }
 
 void requireDType(const Tensor& t, DType expected, const char* what)

@@ -106,5 +106,8 @@ private:
 // Throws ShapeError "<what>: expected <a>, got <b>" unless equal.
 void requireShape(const Tensor& t, const Shape& expected, const char* what);
 void requireDType(const Tensor& t, DType expected, const char* what);
+// Whether every value of host tensor `t` is finite (no NaN, no infinity); true for a dtype that
+// holds no floating point values (integers).
+bool allFinite(const Tensor& t);
 
 } // namespace towers::engine

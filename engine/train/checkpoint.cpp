@@ -1,7 +1,6 @@
 #include "engine/train/checkpoint.h"
 
 #include <charconv>
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -254,12 +253,7 @@ namespace {
 // write); a NaN there is a damaged or forged file, whose answers would look plausible.
 void requireFinite(const std::string& where, const std::string& name, const Tensor& t)
 {
-    bool finite = true;
-    if (t.dtype() == DType::Float32)
-        for (const float v : t.span<float>()) finite = finite && std::isfinite(v);
-    else if (t.dtype() == DType::Float64)
-        for (const double v : t.span<double>()) finite = finite && std::isfinite(v);
-    if (!finite)
+    if (!allFinite(t))
         throw InvalidArgument(where + ": tensor '" + name +
                               "' holds a value that is not finite "
                               "(NaN or infinite)");

@@ -55,18 +55,10 @@ std::string lossText(double loss)
 // Weights that are not finite must never reach a checkpoint (they would be the "last good" one).
 void requireFiniteWeights(const Model& model, std::int64_t step)
 {
-    for (const auto* p : model.parameters()) {
-        const Tensor t = p->value.onHost();
-        bool ok = true;
-        if (t.dtype() == DType::Float32) {
-            for (float v : t.span<float>()) ok = ok && std::isfinite(v);
-        } else if (t.dtype() == DType::Float64) {
-            for (double v : t.span<double>()) ok = ok && std::isfinite(v);
-        }
-        if (!ok)
+    for (const auto* p : model.parameters())
+        if (!allFinite(p->value.onHost()))
             throw DivergedError("model diverged: weight '" + p->name + "' is not finite at step " +
                                 std::to_string(step));
-    }
 }
 
 Json evalJson(const EvalResult& r)

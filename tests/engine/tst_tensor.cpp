@@ -1,6 +1,9 @@
 // Tensor, shape, descriptors (padding arithmetic) and the RNG.
 #include <QtTest>
 
+#include <cmath>
+#include <limits>
+
 #include "engine/ops/descriptors.h"
 #include "engine/ops/dropout_mask.h"
 #include "engine/tensor/rng.h"
@@ -111,6 +114,26 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, makeLrnDesc({1, 3, 3, 4}, 2, 0.0, 1, 0.75));
         QVERIFY_THROWS_EXCEPTION(ShapeError, makeBatchNormDesc({4, 3, 2}, 1e-5, 0.1));
     }
+    // Finite everywhere: float32 and float64 each fail on one NaN or one infinity anywhere;
+    // integers always pass.
+    void allFiniteSeesEveryValue()
+    {
+        for (const DType t : {DType::Float32, DType::Float64}) {
+            Tensor x = Tensor::zeros({3, 5}, t);
+            QVERIFY(allFinite(x));
+            for (const double bad : {std::nan(""), std::numeric_limits<double>::infinity(),
+                                     -std::numeric_limits<double>::infinity()}) {
+                Tensor y = Tensor::zeros({3, 5}, t);
+                if (t == DType::Float32)
+                    y.span<float>()[14] = float(bad);
+                else
+                    y.span<double>()[14] = bad;
+                QVERIFY(!allFinite(y));
+            }
+        }
+        QVERIFY(allFinite(Tensor::zeros({4}, DType::Int32)));
+    }
+
     void rngIsReproducible()
     {
         Rng a(7), b(7), c(8);
