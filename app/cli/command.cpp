@@ -9,6 +9,7 @@
 #include "app/runs/run_scanner.h"
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_spec.h"
+#include "engine/errors.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/models/model_file.h"
 #include "engine/train/checkpoint.h"
@@ -192,6 +193,11 @@ QString runFolderOf(const QString& given, const QString& runsDir)
         !named.isEmpty() && QFileInfo(named).isDir())
         return named; // a run's name, as 'runs' lists it
     return {};
+}
+
+int exitCodeOf(const std::exception& e)
+{
+    return dynamic_cast<const engine::InvalidArgument*>(&e) ? ExitUsage : ExitFailure;
 }
 
 QString resumeCommandLine(const QString& runDir, int processes)

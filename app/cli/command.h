@@ -5,6 +5,7 @@
 #include <QStringList>
 #include <QTextStream>
 
+#include <exception>
 #include <filesystem>
 #include <optional>
 #include <vector>
@@ -35,6 +36,10 @@ enum ExitCode
     ExitUsage = 2,
     ExitInterrupted = 130
 };
+
+// The exit code of an error that ends a command: ExitUsage for engine::InvalidArgument (the
+// command line asked for something wrong), ExitFailure for any other (the work or its files).
+int exitCodeOf(const std::exception& e);
 
 struct CommandIo
 {

@@ -473,7 +473,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         } catch (const engine::Error& e) {
             // Not a run: the command line's mistake; a damaged config.json: the run's.
             io.err << "towers-cli train: --resume: " << e.what() << "\n";
-            return dynamic_cast<const engine::InvalidArgument*>(&e) ? ExitUsage : ExitFailure;
+            return exitCodeOf(e);
         }
         for (const QString& o : runDefiningOptions())
             if (p.isSet(o))
@@ -512,7 +512,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                 like = likeRunConfig(folder);
             } catch (const engine::Error& e) {
                 io.err << "towers-cli train: --like: " << e.what() << "\n";
-                return dynamic_cast<const engine::InvalidArgument*>(&e) ? ExitUsage : ExitFailure;
+                return exitCodeOf(e);
             }
             io.err << "towers-cli train: a new run like " << QDir(folder).absolutePath() << "\n";
         }

@@ -56,7 +56,7 @@ int runTrain(const QStringList& args, CommandIo& io)
     } catch (const std::exception& e) {
         // towers-cli's message and exit code (cli.cpp's), marked with the rank.
         errorStream << "towers-cli train: error: " << e.what() << "\n";
-        code = dynamic_cast<const engine::InvalidArgument*>(&e) ? ExitUsage : ExitFailure;
+        code = exitCodeOf(e);
     }
     errorStream.flush();
     // A failure (not a stop by a signal, 128 + its number) is news for the other processes.
