@@ -37,13 +37,9 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
     if (m_info.preprocessing.empty())
         throw IoError(checkpoint.string() +
                       ": the checkpoint has no preprocessing recipe, so its inputs are unknown");
-    try {
-        m_recipe = Preprocessing::fromJson(m_info.preprocessing);
-    } catch (const InvalidArgument& e) {
-        throw IoError(checkpoint.string() + ": its preprocessing recipe is invalid: " + e.what());
-    }
     m_source = sourceImageShape(m_info);
     try {
+        m_recipe = Preprocessing::fromJson(m_info.preprocessing);
         m_recipe.validateFor(m_source);
     } catch (const InvalidArgument& e) {
         throw IoError(checkpoint.string() + ": its preprocessing recipe is invalid: " + e.what());
