@@ -209,6 +209,37 @@ private slots:
         QCOMPARE(form.stepsPerEpoch(), 60000 / 200);
     }
 
+    // The range test's "Use <rate>" counts as an edit: changed() (what saves the settings), the
+    // schedule plot's peak and the rules between fields follow the new rate.
+    void setLearningRateUpdatesThePage()
+    {
+        HyperparameterForm form;
+        eng::TrainConfig c = eng::defaultConfigFor("fashion-fast"); // one-cycle, peak = lr
+        c.schedule.lr = 0.1;
+        form.setConfig(c);
+        form.setTrainingSetSize(60000);
+        int changes = 0;
+        connect(&form, &HyperparameterForm::changed, this, [&changes] { ++changes; });
+        form.setLearningRate(0.00613591);
+        QVERIFY(changes > 0);
+        QCOMPARE(form.config().schedule.lr, 0.00613591);
+        auto* graph = form.schedulePlot()->customPlot()->graph(0);
+        QVERIFY(graph->dataCount() > 100);
+        double peak = 0;
+        for (int i = 0; i < graph->dataCount(); ++i)
+            peak = std::max(peak, graph->data()->at(i)->value);
+        QVERIFY2(std::abs(peak - 0.00613591) < 1e-4, qPrintable(QString::number(peak)));
+
+        // Cosine with a final rate of 0.01: a chosen rate under it is refused at once.
+        c.schedule.kind = eng::LrSchedule::Kind::Cosine;
+        c.schedule.minLr = 0.01;
+        form.setConfig(c);
+        QVERIFY2(form.isValid(), qPrintable(form.error()));
+        form.setLearningRate(0.005);
+        QVERIFY(!form.isValid());
+        QVERIFY2(form.error().contains(QStringLiteral("final rate")), qPrintable(form.error()));
+    }
+
     // The validation share and the patience: in the configuration, the steps per epoch of the
     // images left to train on (exact with the class counts, estimated without), the summary, and
     // the engine's rule that patience needs evaluations.

@@ -417,6 +417,7 @@ engine::TrainConfig HyperparameterForm::config() const
 void HyperparameterForm::setLearningRate(double lr)
 {
     m_lr->setText(QString::number(lr, 'g', 6));
+    update(); // as an edit: the checks, the summary, the plot and (through changed()) the settings
 }
 
 void HyperparameterForm::setInitFrom(const QString& checkpoint)
