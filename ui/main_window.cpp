@@ -33,6 +33,7 @@
 #include "ui/plots/plot_theme.h"
 #include "ui/widgets/error_banner.h"
 #include "ui/widgets/hyperparameter_form.h"
+#include "ui/widgets/wheel_guard.h"
 
 namespace towers::ui {
 
@@ -150,6 +151,7 @@ void MainWindow::buildPages()
         QStyle::SP_MediaPlay,   QStyle::SP_FileDialogListView,     QStyle::SP_DialogApplyButton};
     QWidget* pages[] = {m_data, m_model, m_devices, m_train, m_runs, m_classify};
     for (int p = 0; p < PageCount; ++p) {
+        guardWheel(pages[p]); // every page's boxes: the wheel scrolls, it does not edit
         m_stack->addWidget(pages[p]);
         auto* item = new QListWidgetItem(
             paletteIcon(icons[p]), pageTitle(p).replace(QStringLiteral("&&"), QStringLiteral("&")));

@@ -2,6 +2,8 @@
 // a widget), tower setup, precision, GPU towers' data, averaging and CUDA graphs, the gradient
 // buckets, and where each tower's step goes: the stacked bars of the latest step, the timeline of
 // the last reports, the verdict in words, the slow towers outlined.
+#include <QAbstractSpinBox>
+#include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -12,6 +14,7 @@
 #include <QSpinBox>
 #include <QStandardItemModel>
 #include <QTest>
+#include <QWheelEvent>
 #include <qcustomplot.h>
 
 #include "app/devices/telemetry.h"
@@ -131,6 +134,27 @@ private slots:
         QCOMPARE(changed.last(), (QList<QVariant>{3, 2}));
         page.setTowerSetupEnabled(false);
         for (auto* spin : page.findChildren<QSpinBox*>()) QVERIFY(!spin->isEnabled());
+    }
+
+    // The wheel over the page's boxes (towers, threads, bucket size, the choices) scrolls the page:
+    // a box that does not have the focus is left as it is.
+    void wheelLeavesUnfocusedBoxes()
+    {
+        DevicesPage page;
+        page.setTowers(3);
+        QList<QWidget*> boxes;
+        for (auto* b : page.findChildren<QAbstractSpinBox*>()) boxes << b;
+        for (auto* b : page.findChildren<QComboBox*>()) boxes << b;
+        QVERIFY(boxes.size() >= 4);
+        for (QWidget* w : boxes) {
+            QCOMPARE(w->focusPolicy(), Qt::StrongFocus);
+            const QPointF at(5, 5);
+            QWheelEvent e(at, w->mapToGlobal(at), QPoint(), QPoint(0, -120), Qt::NoButton,
+                          Qt::NoModifier, Qt::NoScrollPhase, false);
+            QApplication::sendEvent(w, &e);
+            QVERIFY2(!e.isAccepted(), w->metaObject()->className());
+        }
+        QCOMPARE(page.towers(), 3);
     }
 
     // Every label's Alt shortcut on the page is its own, and leads to a control.

@@ -4,6 +4,8 @@
 // engine's own validation; the global batch, steps per epoch and the schedule plot follow the
 // towers, the batch and the training set size less a validation share (the plot checked against
 // LrSchedule::at); the patience of an early stop needs evaluations.
+#include <QApplication>
+#include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -11,6 +13,7 @@
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QWheelEvent>
 #include <cmath>
 
 #include "engine/models/registry.h"
@@ -238,6 +241,42 @@ private slots:
         form.setLearningRate(0.005);
         QVERIFY(!form.isValid());
         QVERIFY2(form.error().contains(QStringLiteral("final rate")), qPrintable(form.error()));
+    }
+
+    // The wheel over a box the pointer passes while scrolling the form changes nothing (it goes on
+    // to the scroll area); once the box has the focus, the wheel turns it.
+    void wheelTurnsOnlyAFocusedBox()
+    {
+        HyperparameterForm form;
+        form.setConfig(eng::defaultConfigFor("fashion-fast"));
+        form.show();
+        QVERIFY(QTest::qWaitForWindowActive(&form));
+        auto wheel = [](QWidget* w) {
+            const QPointF at(5, 5);
+            QWheelEvent e(at, w->mapToGlobal(at), QPoint(), QPoint(0, 120), Qt::NoButton,
+                          Qt::NoModifier, Qt::NoScrollPhase, false);
+            QApplication::sendEvent(w, &e);
+            return e.isAccepted();
+        };
+        auto* batch = form.findChild<QSpinBox*>();
+        auto* validation = form.findChild<QDoubleSpinBox*>(QStringLiteral("validation"));
+        auto* optimizer = form.findChild<QComboBox*>();
+        QVERIFY(batch && validation && optimizer);
+        for (QWidget* w : std::initializer_list<QWidget*>{batch, validation, optimizer})
+            QCOMPARE(w->focusPolicy(), Qt::StrongFocus); // the wheel does not give the focus
+        form.field(QStringLiteral("lr"))->setFocus();    // the focus elsewhere, in a text field
+        const int before = batch->value();
+        const QString optimizerBefore = optimizer->currentText();
+        QVERIFY(!wheel(batch));
+        QVERIFY(!wheel(validation));
+        QVERIFY(!wheel(optimizer));
+        QCOMPARE(batch->value(), before);
+        QCOMPARE(validation->value(), 0.0);
+        QCOMPARE(optimizer->currentText(), optimizerBefore);
+        batch->setFocus();
+        QVERIFY(batch->hasFocus());
+        wheel(batch);
+        QCOMPARE(batch->value(), before + 1);
     }
 
     // The validation share and the patience: in the configuration, the steps per epoch of the

@@ -29,6 +29,7 @@
 #include "ui/models/telemetry_history.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/plots/stacked_bar_chart.h"
+#include "ui/widgets/wheel_guard.h"
 
 namespace towers::ui {
 
@@ -351,6 +352,7 @@ DevicesPage::DevicesPage(QWidget* parent)
     updateSummary();
     m_timer->start(1000);
     sampleNow();
+    guardWheel(this); // the wheel scrolls the page; a box takes it only once it has the focus
 }
 
 DevicesPage::~DevicesPage() = default;

@@ -24,6 +24,7 @@
 #include "engine/train/checkpoint.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/widgets/validated_field.h"
+#include "ui/widgets/wheel_guard.h"
 
 namespace towers::ui {
 
@@ -313,6 +314,7 @@ void HyperparameterForm::buildUi()
     connect(m_scheduleParams, &QStackedWidget::currentChanged, this,
             &HyperparameterForm::fitScheduleParams);
     fitScheduleParams();
+    guardWheel(this); // the form scrolls: the wheel turns a box only once it has the focus
 }
 
 void HyperparameterForm::fitScheduleParams()
