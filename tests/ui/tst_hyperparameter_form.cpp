@@ -15,6 +15,7 @@
 #include <QTest>
 #include <QWheelEvent>
 #include <cmath>
+#include <limits>
 
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
@@ -277,6 +278,34 @@ private slots:
         QVERIFY(batch->hasFocus());
         wheel(batch);
         QCOMPARE(batch->value(), before + 1);
+    }
+
+    // An integer beyond int64 is refused at its field with the limit (it was read as 0, and the
+    // summary blamed "steps > 0"); the summary shows messages as plain text, "<" and ">" as they
+    // are.
+    void integerBeyondInt64()
+    {
+        HyperparameterForm form;
+        form.setConfig(eng::defaultConfigFor("fashion-fast"));
+        form.show();
+        form.findChildren<QRadioButton*>().at(0)->setChecked(true); // "steps"
+        auto* steps = form.field(QStringLiteral("steps"));
+        type(steps, QStringLiteral("9999999999999999999"));
+        QVERIFY(!steps->isValid());
+        const QString limit = QLocale().toString(std::numeric_limits<qint64>::max());
+        QCOMPARE(steps->error(), QStringLiteral("at most %1").arg(limit));
+        QCOMPARE(form.error(), QStringLiteral("steps: at most %1").arg(limit));
+        type(steps, QStringLiteral("9223372036854775807"));
+        QVERIFY2(steps->isValid(), qPrintable(steps->error()));
+        QCOMPARE(steps->integer(), std::numeric_limits<qint64>::max());
+
+        auto* summary = form.findChild<QLabel*>(QStringLiteral("summary"));
+        QVERIFY(summary);
+        QCOMPARE(summary->textFormat(), Qt::PlainText);
+        type(steps, QStringLiteral("99999999999999999999")); // 20 digits: not even typed
+        QVERIFY(summary->text().startsWith(QStringLiteral("⚠ ")));
+        QVERIFY2(!summary->text().contains(QStringLiteral("&")), qPrintable(summary->text()));
+        QCOMPARE(summary->text(), QStringLiteral("⚠ ") + form.error());
     }
 
     // The validation share and the patience: in the configuration, the steps per epoch of the

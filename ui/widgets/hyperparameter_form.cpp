@@ -301,7 +301,9 @@ void HyperparameterForm::buildUi()
     top->addWidget(ckBox);
 
     m_summary = new QLabel(this);
+    m_summary->setObjectName(QStringLiteral("summary"));
     m_summary->setWordWrap(true);
+    m_summary->setTextFormat(Qt::PlainText); // messages with "<" and ">" shown as they are
     top->addWidget(m_summary);
     top->addStretch(1);
 
@@ -565,8 +567,9 @@ void HyperparameterForm::update()
                 : tr("Load the dataset to see how many steps the epochs make."));
         updatePlot(c);
     } else {
-        m_summary->setText(QStringLiteral("⚠ ") + m_error.toHtmlEscaped());
+        m_summary->setText(QStringLiteral("⚠ ") + m_error);
         m_plot->clearData();
+        m_plot->setEmptyMessage(tr("No schedule while a setting is refused (see under the form)"));
     }
     emit changed();
 }

@@ -7,6 +7,7 @@
 #include <QVBoxLayout>
 
 #include <cmath>
+#include <limits>
 
 namespace towers::ui {
 
@@ -104,6 +105,13 @@ void ValidatedField::revalidate()
             part.trimmed().toLongLong(&ok);
             parsed = parsed && ok;
         }
+    } else if (m_syntax == Syntax::Integer && !t.isEmpty()) {
+        // Read as the integer it is: toDouble() would take 20 digits that integer() reads as 0.
+        bool ok = false;
+        t.toLongLong(&ok);
+        if (!ok)
+            m_ownError =
+                tr("at most %1").arg(QLocale().toString(std::numeric_limits<qint64>::max()));
     } else {
         bool ok = false;
         const double v = t.toDouble(&ok);
