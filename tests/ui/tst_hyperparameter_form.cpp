@@ -308,6 +308,40 @@ private slots:
         QCOMPARE(summary->text(), QStringLiteral("⚠ ") + form.error());
     }
 
+    // A global batch the training set cannot fill once is refused, saying so, not "Load the
+    // dataset".
+    void batchLargerThanTheTrainingSet()
+    {
+        HyperparameterForm form;
+        form.setConfig(eng::defaultConfigFor("fashion-fast")); // in epochs
+        form.setTowers(1);
+        form.setTrainingSetSize(60000);
+        auto* batch = form.findChild<QSpinBox*>();
+        batch->setValue(65536);
+        QVERIFY(!form.isValid());
+        const QString expected =
+            QStringLiteral("a global batch of %1 is larger than the %2 training images")
+                .arg(QLocale().toString(65536), QLocale().toString(60000));
+        QVERIFY2(form.error().contains(expected), qPrintable(form.error()));
+        auto* summary = form.findChild<QLabel*>(QStringLiteral("summary"));
+        QVERIFY2(summary->text().contains(expected), qPrintable(summary->text()));
+        QVERIFY(!summary->text().contains(QStringLiteral("Load the dataset")));
+        // Two towers of 64 on 91 images: the same, in steps too.
+        form.findChildren<QRadioButton*>().at(0)->setChecked(true);
+        form.setTowers(2);
+        batch->setValue(64);
+        form.setTrainingSetSize(91);
+        QVERIFY2(form.error().contains(QStringLiteral("a global batch of 128 is larger than the 91 "
+                                                      "training images")),
+                 qPrintable(form.error()));
+        batch->setValue(45);
+        QVERIFY2(form.isValid(), qPrintable(form.error()));
+        // Unknown set size: nothing to say yet.
+        form.setTrainingSetSize(0);
+        batch->setValue(65536);
+        QVERIFY2(form.isValid(), qPrintable(form.error()));
+    }
+
     // The validation share and the patience: in the configuration, the steps per epoch of the
     // images left to train on (exact with the class counts, estimated without), the summary, and
     // the engine's rule that patience needs evaluations.

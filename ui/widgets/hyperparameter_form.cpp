@@ -540,6 +540,11 @@ void HyperparameterForm::update()
             m_error = tr("%1: %2").arg(name, f->error());
             break;
         }
+    // A batch the training set cannot fill once: no step could be made (the batch loader refuses
+    // it at the start).
+    if (m_error.isEmpty() && m_trainCount > 0 && global > trainingImages())
+        m_error = tr("batch: a global batch of %1 is larger than the %2 training images")
+                      .arg(QLocale().toString(global), QLocale().toString(trainingImages()));
     engine::TrainConfig c;
     if (m_error.isEmpty()) {
         c = config();
