@@ -27,6 +27,7 @@ bool TrainingController::start(engine::SessionOptions options)
     m_buffer.drain(); // nothing of an earlier session
     m_runDirectory = QString::fromStdString(options.runDirectory.string());
     m_startStep = m_totalSteps = 0;
+    m_pausedStep = -1;
     m_thread = new QThread(this);
     m_thread->setObjectName(QStringLiteral("training"));
     auto* worker = new TrainingWorker(m_buffer);
@@ -42,6 +43,12 @@ bool TrainingController::start(engine::SessionOptions options)
                 if (m_state == State::Loading) setState(State::Running);
                 emit started(dir, startStep, totalSteps);
             });
+    connect(worker, &TrainingWorker::paused, this, [this](qint64 step) {
+        // A pause already resumed again (or stopped) by the time it arrives is old news.
+        if (m_state != State::Paused) return;
+        m_pausedStep = step;
+        emit pausedAt(step);
+    });
     connect(worker, &TrainingWorker::finished, this, &TrainingController::onWorkerFinished);
     m_thread->start();
     setState(State::Loading);
@@ -55,6 +62,7 @@ bool TrainingController::start(engine::SessionOptions options)
 void TrainingController::pause()
 {
     if (m_state != State::Running && m_state != State::Loading) return;
+    m_pausedStep = -1; // until the trainer says where it paused
     m_worker->pause();
     setState(State::Paused);
 }
@@ -62,6 +70,7 @@ void TrainingController::pause()
 void TrainingController::resume()
 {
     if (m_state != State::Paused) return;
+    m_pausedStep = -1;
     m_worker->resume();
     setState(m_totalSteps > 0 ? State::Running : State::Loading);
 }

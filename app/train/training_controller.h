@@ -36,6 +36,8 @@ public:
 
     // Starts a session; false (nothing happens) while one is active.
     bool start(engine::SessionOptions options);
+    // The state is Paused at once; the trainer pauses after the step under way, and pausedStep()
+    // is -1 until it says at which step (pausedAt()).
     void pause();
     void resume();
     void stop();
@@ -45,6 +47,8 @@ public:
     QString runDirectory() const { return m_runDirectory; }
     qint64 startStep() const { return m_startStep; }
     qint64 totalSteps() const { return m_totalSteps; }
+    // The step the trainer paused at while Paused; -1 while it is still pausing (or not paused).
+    qint64 pausedStep() const { return m_pausedStep; }
     // Drains so far (tests check the coalescing).
     int drainCount() const { return m_drains; }
 
@@ -56,6 +60,8 @@ signals:
     void stateChanged(towers::app::TrainingController::State state);
     void started(const QString& runDirectory, qint64 startStep, qint64 totalSteps);
     void eventsReady(const towers::app::TrainingEvents& events);
+    // The trainer has paused after `step` (only while the state is Paused).
+    void pausedAt(qint64 step);
     // After the last eventsReady of the session.
     void finished(towers::app::TrainingWorker::Outcome outcome, const QString& message);
 
@@ -73,6 +79,7 @@ private:
     State m_state = State::Idle;
     QString m_runDirectory;
     qint64 m_startStep = 0, m_totalSteps = 0;
+    qint64 m_pausedStep = -1;
     int m_drains = 0;
 };
 

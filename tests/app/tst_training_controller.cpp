@@ -175,8 +175,10 @@ private slots:
         QVERIFY(c.start(
             tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 100000)));
         QTRY_VERIFY_WITH_TIMEOUT(got.steps.size() >= 2, 30000);
+        QSignalSpy pausedAt(&c, &TrainingController::pausedAt);
         c.pause();
         QCOMPARE(c.state(), TrainingController::State::Paused);
+        QCOMPARE(c.pausedStep(), qint64(-1)); // pausing: the trainer has not said where yet
         // The step under way finishes and its metrics arrive; after that, nothing more.
         std::size_t held = 0;
         int quietChecks = 0;
@@ -188,7 +190,12 @@ private slots:
         QCOMPARE(quietChecks, 2);
         QTest::qWait(300);
         QCOMPARE(got.steps.size(), held);
+        // The step the trainer paused at: the last one it reported (every step is logged).
+        QCOMPARE(pausedAt.count(), 1);
+        QCOMPARE(pausedAt.at(0).at(0).toLongLong(), got.steps.back());
+        QCOMPARE(c.pausedStep(), got.steps.back());
         c.resume();
+        QCOMPARE(c.pausedStep(), qint64(-1));
         QCOMPARE(c.state(), TrainingController::State::Running);
         QTRY_VERIFY_WITH_TIMEOUT(got.steps.size() > held + 2, 30000);
         // Stop while paused works too.

@@ -4,6 +4,7 @@
 // the trainer's lines; a failure reaches errorOccurred.
 #include <QElapsedTimer>
 #include <QFileInfo>
+#include <QLocale>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QRegularExpression>
@@ -129,6 +130,18 @@ private slots:
         QTest::mouseClick(pause, Qt::LeftButton);
         QCOMPARE(page.controller()->state(), towers::app::TrainingController::State::Paused);
         QCOMPARE(pause->text().remove(QLatin1Char('&')), QStringLiteral("Resume"));
+        // "Pausing…" until the trainer says where it paused, then that step, which later
+        // reports (the step that was under way) do not overwrite.
+        QVERIFY2(page.statusText().startsWith(QStringLiteral("Pausing")),
+                 qPrintable(page.statusText()));
+        QTRY_VERIFY_WITH_TIMEOUT(page.controller()->pausedStep() >= 2, 30000);
+        const QString paused = QStringLiteral("Paused at step %1.")
+                                   .arg(QLocale().toString(page.controller()->pausedStep()));
+        QCOMPARE(page.statusText(), paused);
+        QTRY_COMPARE_WITH_TIMEOUT(page.history().lastStep(), page.controller()->pausedStep(),
+                                  30000);
+        QTest::qWait(300);
+        QCOMPARE(page.statusText(), paused);
         QTest::mouseClick(pause, Qt::LeftButton);
         QCOMPARE(page.controller()->state(), towers::app::TrainingController::State::Running);
         QTest::mouseClick(button(page, QStringLiteral("Stop")), Qt::LeftButton);

@@ -135,6 +135,9 @@ TrainPage::TrainPage(QWidget* parent)
     connect(m_folder, &QPushButton::clicked, this, &TrainPage::openRunFolder);
     connect(m_controller, &app::TrainingController::stateChanged, this, &TrainPage::onStateChanged);
     connect(m_controller, &app::TrainingController::started, this, &TrainPage::onStarted);
+    connect(m_controller, &app::TrainingController::pausedAt, this, [this] {
+        onStateChanged(m_controller->state()); // "Pausing…" becomes "Paused at step N."
+    });
     connect(m_controller, &app::TrainingController::eventsReady, this, &TrainPage::onEvents);
     connect(m_controller, &app::TrainingController::finished, this, &TrainPage::onFinished);
     onStateChanged(app::TrainingController::State::Idle);
@@ -326,7 +329,12 @@ void TrainPage::onStateChanged(app::TrainingController::State state)
         updateProgress();
         break;
     case S::Paused:
-        m_status->setText(tr("Paused at step %1.").arg(QLocale().toString(m_history.lastStep())));
+        // The step the trainer itself paused at, once it has: the last drained report may be
+        // older, and the step under way still finishes.
+        m_status->setText(
+            m_controller->pausedStep() < 0
+                ? tr("Pausing: finishing the step under way…")
+                : tr("Paused at step %1.").arg(QLocale().toString(m_controller->pausedStep())));
         break;
     case S::Stopping:
         m_status->setText(tr("Stopping: finishing the step and writing the checkpoint…"));
@@ -340,7 +348,8 @@ void TrainPage::onStarted(const QString& runDirectory, qint64 startStep, qint64 
     m_runLabel->setText(runDirectory);
     m_history.reset(startStep, totalSteps, m_options.config.batchPerTower);
     m_folder->setEnabled(true);
-    updateProgress();
+    // Paused while loading: the status says so rather than "Step 0 of N".
+    if (m_controller->state() != app::TrainingController::State::Paused) updateProgress();
 }
 
 void TrainPage::onEvents(const app::TrainingEvents& events)
