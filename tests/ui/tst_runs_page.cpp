@@ -4,9 +4,11 @@
 // process trains (its folder's lock held) is followed live, read-only: curves, checkpoints and each
 // global tower's step times are read again on a timer until the lock is released.
 #include <QAction>
+#include <QClipboard>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QGuiApplication>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
@@ -19,6 +21,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTreeWidget>
+#include <QUrl>
 
 #include "engine/models/model_file.h"
 #include "model_files.h"
@@ -32,6 +35,7 @@
 #include "ui/pages/runs_page.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/plots/stacked_bar_chart.h"
+#include "ui/widgets/open_folder.h"
 #include "ui_test_support.h"
 
 #include <optional>
@@ -198,6 +202,27 @@ private slots:
         QVERIFY(refreshed.wait(10000));
         QCOMPARE(page.runModel()->rowCount(), 3);
         QCOMPARE(page.selectedRun(), root.filePath(QStringLiteral("runs/two")));
+
+        // Open folder with no file manager to open it: the window says so, naming the folder,
+        // whose path is on the clipboard.
+        QSignalSpy errors(&page, &RunsPage::errorOccurred);
+        QList<QUrl> asked;
+        towers::ui::setFolderOpenerForTests([&asked](const QUrl& url) {
+            asked << url;
+            return false;
+        });
+        QTest::mouseClick(button(page, QStringLiteral("Open folder")), Qt::LeftButton);
+        QCOMPARE(asked, QList<QUrl>{QUrl::fromLocalFile(page.selectedRun())});
+        QCOMPARE(errors.count(), 1);
+        QVERIFY2(errors.at(0).at(0).toString().contains(
+                     QDir::toNativeSeparators(root.filePath(QStringLiteral("runs/two")))),
+                 qPrintable(errors.at(0).at(0).toString()));
+        QCOMPARE(QGuiApplication::clipboard()->text(), root.filePath(QStringLiteral("runs/two")));
+        // A file manager that opens it: nothing to say.
+        towers::ui::setFolderOpenerForTests([](const QUrl&) { return true; });
+        QTest::mouseClick(button(page, QStringLiteral("Open folder")), Qt::LeftButton);
+        QCOMPARE(errors.count(), 1);
+        towers::ui::setFolderOpenerForTests({});
     }
 
     // The table fits its pane (the run's name elided, never a sideways scroll), hides Model,

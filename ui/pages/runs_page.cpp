@@ -2,7 +2,6 @@
 #include <cmath>
 
 #include <QAction>
-#include <QDesktopServices>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -24,7 +23,6 @@
 #include <QStyle>
 #include <QTableView>
 #include <QTreeWidget>
-#include <QUrl>
 #include <QVBoxLayout>
 
 #include "app/runs/config_difference.h"
@@ -36,6 +34,7 @@
 #include "ui/pages/runs_page_export_dialog.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/plots/stacked_bar_chart.h"
+#include "ui/widgets/open_folder.h"
 
 namespace towers::ui {
 
@@ -356,7 +355,8 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     connect(m_trashAction, &QAction::triggered, this, &RunsPage::askToTrashSelectedRun);
     connect(m_exportOnnx, &QPushButton::clicked, this, &RunsPage::openExportDialog);
     connect(m_openFolder, &QPushButton::clicked, this, [this] {
-        if (!selectedRun().isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(selectedRun()));
+        if (selectedRun().isEmpty()) return;
+        if (const QString why = openFolder(selectedRun()); !why.isEmpty()) emit errorOccurred(why);
     });
     connect(m_follower, &RunFollower::updated, this, &RunsPage::onFollowerUpdated);
     connect(m_follower, &RunFollower::stateChanged, this, [this](RunFollower::State state) {

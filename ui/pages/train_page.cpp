@@ -1,6 +1,5 @@
 #include "ui/pages/train_page.h"
 
-#include <QDesktopServices>
 #include <QDir>
 #include <QFontDatabase>
 #include <QGridLayout>
@@ -13,11 +12,11 @@
 #include <QSplitter>
 #include <QStyle>
 #include <QTimer>
-#include <QUrl>
 #include <QVBoxLayout>
 
 #include "app/runs/run_builder.h"
 #include "ui/plots/plot_widget.h"
+#include "ui/widgets/open_folder.h"
 
 namespace towers::ui {
 
@@ -294,7 +293,8 @@ void TrainPage::stop()
 
 void TrainPage::openRunFolder()
 {
-    if (!m_runDirectory.isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(m_runDirectory));
+    if (m_runDirectory.isEmpty()) return;
+    if (const QString why = openFolder(m_runDirectory); !why.isEmpty()) emit errorOccurred(why);
 }
 
 void TrainPage::onStateChanged(app::TrainingController::State state)
