@@ -260,6 +260,7 @@ private slots:
         ClassifyPage page;
         QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
         QSignalSpy answered(&page, &ClassifyPage::imageClassified);
+        QSignalSpy logged(&page, &ClassifyPage::logMessage);
         page.openCheckpoint(m_checkpoint);
         QVERIFY(loaded.wait(20000));
         QStringList files;
@@ -290,6 +291,11 @@ private slots:
         QVERIFY2(many->summaryText().startsWith(QStringLiteral("3 images classified: ")) &&
                      many->summaryText().endsWith(QStringLiteral("; 1 could not be read.")),
                  qPrintable(many->summaryText()));
+        // The log counts only the files classified, and names the unreadable apart.
+        QStringList lines;
+        for (const auto& args : logged) lines << args.at(0).toString();
+        QVERIFY2(lines.contains(QStringLiteral("Classified 3 of 4 files; 1 could not be read")),
+                 qPrintable(lines.join(QLatin1Char('\n'))));
         // The same answers as one file at a time on the page.
         page.classifyFile(files[0]);
         QVERIFY(answered.wait(20000));

@@ -23,6 +23,7 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <utility>
 
 #include "app/devices/device_list.h"
@@ -560,7 +561,13 @@ ClassifyManyDialog* ClassifyPage::classifyFiles(const QStringList& paths)
                 return;
             }
             guard->setAnswers(*r.value, cancel->load() && qsizetype(r.value->size()) < n);
-            emit logMessage(tr("Classified %1 of %2 files").arg(r.value->size()).arg(n));
+            // Only the files answered count as classified; the unreadable ones are named apart.
+            const auto unread = std::count_if(r.value->begin(), r.value->end(),
+                                              [](const auto& a) { return !a.error.isEmpty(); });
+            const qsizetype classified = qsizetype(r.value->size()) - qsizetype(unread);
+            QString line = tr("Classified %1 of %2 files").arg(classified).arg(n);
+            if (unread > 0) line += tr("; %n could not be read", nullptr, int(unread));
+            emit logMessage(line);
         });
     return dialog;
 }
