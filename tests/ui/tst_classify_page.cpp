@@ -9,6 +9,7 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QLabel>
 #include <QMimeData>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -763,6 +764,23 @@ private slots:
         QVERIFY(!page.hasClassifier());
         QCOMPARE(errors.count(), 1);
         QVERIFY(errors.at(0).at(0).toString().contains(QStringLiteral("broken.safetensors")));
+
+        // With a checkpoint loaded, the page goes on with it: the header names it, and why the
+        // new one failed.
+        page.openCheckpoint(m_checkpoint);
+        QVERIFY(loaded.wait(20000));
+        QVERIFY(page.hasClassifier());
+        page.openCheckpoint(bad);
+        QVERIFY(loaded.wait(20000));
+        QCOMPARE(loaded.last().at(0).toBool(), false);
+        QVERIFY(page.hasClassifier());
+        QCOMPARE(page.checkpointPath(), m_checkpoint);
+        QString header;
+        for (auto* l : page.findChildren<QLabel*>())
+            if (l->text().contains(QStringLiteral("Still using"))) header = l->text();
+        QVERIFY2(header.startsWith(QStringLiteral("<b>Still using ckpt-00000042.safetensors</b>")),
+                 qPrintable(header));
+        QVERIFY2(header.contains(QStringLiteral("cannot use %1: ").arg(bad)), qPrintable(header));
     }
 };
 

@@ -448,11 +448,17 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
         const RunOn& tried = m_runOnChoices.at(std::size_t(m_runOnIndex));
         const QString where = tried.device.backend == "onednn" ? QString() : tried.name;
         if (m_classifier) setRunOnChoiceShown(m_classifier->runOn);
-        m_info->setText(
+        const QString why =
             where.isEmpty()
-                ? tr("<b>Cannot use this checkpoint:</b> %1").arg(r.error.toHtmlEscaped())
-                : tr("<b>Cannot use this checkpoint on %1:</b> %2")
-                      .arg(where.toHtmlEscaped(), r.error.toHtmlEscaped()));
+                ? tr("cannot use %1: %2").arg(path.toHtmlEscaped(), r.error.toHtmlEscaped())
+                : tr("cannot use %1 on %2: %3")
+                      .arg(path.toHtmlEscaped(), where.toHtmlEscaped(), r.error.toHtmlEscaped());
+        // The page answers with the checkpoint it had: the header names it, then the failure.
+        m_info->setText(
+            m_classifier ? tr("<b>Still using %1</b> (in %2); %3")
+                               .arg(QFileInfo(m_checkpointPath).fileName().toHtmlEscaped(),
+                                    QFileInfo(m_checkpointPath).absolutePath().toHtmlEscaped(), why)
+                         : tr("<b>No checkpoint:</b> %1").arg(why));
         emit errorOccurred(where.isEmpty()
                                ? tr("Cannot load the checkpoint: %1").arg(r.error)
                                : tr("Cannot load the checkpoint on %1: %2").arg(where, r.error));
