@@ -37,35 +37,6 @@
 
 namespace towers::ui {
 
-namespace {
-// Some of the style's standard icons are black glyphs (the media icons): on a dark palette they
-// are drawn in the palette's text colour instead, so they stay visible.
-QIcon paletteIcon(QStyle::StandardPixmap which)
-{
-    const QIcon icon = QApplication::style()->standardIcon(which);
-    const QPalette palette = QApplication::palette();
-    if (!isDarkPalette(palette)) return icon;
-    QImage image = icon.pixmap(32, 32).toImage().convertToFormat(QImage::Format_ARGB32);
-    qint64 lightness = 0, opaque = 0;
-    for (int y = 0; y < image.height(); ++y)
-        for (int x = 0; x < image.width(); ++x) {
-            const QColor c = image.pixelColor(x, y);
-            if (c.alpha() < 128) continue;
-            lightness += c.lightness();
-            ++opaque;
-        }
-    if (opaque == 0 || lightness / opaque > 80) return icon; // coloured or light: fine as it is
-    const QColor text = palette.color(QPalette::WindowText);
-    for (int y = 0; y < image.height(); ++y)
-        for (int x = 0; x < image.width(); ++x) {
-            QColor c = text;
-            c.setAlpha(image.pixelColor(x, y).alpha());
-            image.setPixelColor(x, y, c);
-        }
-    return QIcon(QPixmap::fromImage(image));
-}
-} // namespace
-
 MainWindow::MainWindow(app::AppSettings& settings, QWidget* parent)
     : QMainWindow(parent), m_settings(settings), m_banner(new ErrorBanner(this)),
       m_sidebar(new QListWidget(this)), m_stack(new QStackedWidget(this)),

@@ -1,14 +1,18 @@
 // The item models of the Runs and Classify pages (run list, checkpoints, per-class accuracy):
 // consistent as item models, and showing what their data says.
 #include <QAbstractItemModelTester>
+#include <QApplication>
 #include <QFile>
 #include <QFont>
+#include <QIcon>
+#include <QImage>
 #include <QTemporaryDir>
 #include <QTest>
 
 #include "ui/models/checkpoint_list_model.h"
 #include "ui/models/class_accuracy_model.h"
 #include "ui/models/run_list_model.h"
+#include "ui_test_support.h"
 
 using namespace towers;
 
@@ -66,6 +70,25 @@ private slots:
                     .toString()
                     .contains(QStringLiteral("Training now: process 7 on node1")));
         QVERIFY(!model.data(model.index(0, ui::RunListModel::Run), Qt::DecorationRole).isNull());
+        // On a dark palette the marker is drawn in the palette's text colour: the style's glyph
+        // is black, dark on dark.
+        const QPalette light = QApplication::palette();
+        QApplication::setPalette(towers::test::darkPalette());
+        const QImage marker = model.data(model.index(0, ui::RunListModel::Run), Qt::DecorationRole)
+                                  .value<QIcon>()
+                                  .pixmap(32, 32)
+                                  .toImage()
+                                  .convertToFormat(QImage::Format_ARGB32);
+        QApplication::setPalette(light);
+        qint64 lightness = 0, opaque = 0;
+        for (int y = 0; y < marker.height(); ++y)
+            for (int x = 0; x < marker.width(); ++x)
+                if (marker.pixelColor(x, y).alpha() >= 128) {
+                    lightness += marker.pixelColor(x, y).lightness();
+                    ++opaque;
+                }
+        QVERIFY(opaque > 0);
+        QVERIFY2(lightness / opaque > 160, qPrintable(QString::number(lightness / opaque)));
         // A run evaluated on its validation set says so; one whose patience ran out, that it
         // stopped early.
         app::RunSummary validated = *model.run(0);

@@ -1,9 +1,10 @@
 #include "ui/models/run_list_model.h"
 
-#include <QApplication>
 #include <QDir>
 #include <QLocale>
 #include <QStyle>
+
+#include "ui/plots/plot_theme.h"
 
 namespace towers::ui {
 
@@ -81,7 +82,7 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
         return r.trainingBy ? tr("%1\nTraining now: %2").arg(text, *r.trainingBy) : text;
     }
     if (role == Qt::DecorationRole && index.column() == Run && r.trainingBy)
-        return QApplication::style()->standardIcon(QStyle::SP_MediaPlay);
+        return paletteIcon(QStyle::SP_MediaPlay); // visible on a dark palette too
     if (role == Qt::TextAlignmentRole && index.column() >= Steps && index.column() <= Checkpoints)
         return int(Qt::AlignRight | Qt::AlignVCenter);
     if (role == Qt::EditRole) { // raw values for sorting and tests

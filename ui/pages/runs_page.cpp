@@ -32,6 +32,7 @@
 #include "ui/models/run_list_model.h"
 #include "ui/pages/run_follower.h"
 #include "ui/pages/runs_page_export_dialog.h"
+#include "ui/plots/plot_theme.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/plots/stacked_bar_chart.h"
 #include "ui/widgets/open_folder.h"
@@ -233,8 +234,7 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     dl->addWidget(new QLabel(tr("Checkpoints (newest first):"), details));
     dl->addWidget(m_checkpointTable, 1);
     auto* buttons = new QHBoxLayout;
-    m_resume = new QPushButton(style()->standardIcon(QStyle::SP_MediaPlay), tr("Re&sume this run"),
-                               details);
+    m_resume = new QPushButton(paletteIcon(QStyle::SP_MediaPlay), tr("Re&sume this run"), details);
     m_classify = new QPushButton(tr("&Classify with this checkpoint"), details);
     m_openFolder =
         new QPushButton(style()->standardIcon(QStyle::SP_DirOpenIcon), tr("Open &folder"), details);

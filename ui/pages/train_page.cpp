@@ -15,6 +15,7 @@
 #include <QVBoxLayout>
 
 #include "app/runs/run_builder.h"
+#include "ui/plots/plot_theme.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/widgets/open_folder.h"
 
@@ -37,9 +38,9 @@ TrainPage::TrainPage(QWidget* parent)
 {
     auto* top = new QVBoxLayout(this);
     auto* buttons = new QHBoxLayout;
-    m_start = new QPushButton(style()->standardIcon(QStyle::SP_MediaPlay), tr("&Start"), this);
-    m_pause = new QPushButton(style()->standardIcon(QStyle::SP_MediaPause), tr("&Pause"), this);
-    m_stop = new QPushButton(style()->standardIcon(QStyle::SP_MediaStop), tr("S&top"), this);
+    m_start = new QPushButton(paletteIcon(QStyle::SP_MediaPlay), tr("&Start"), this);
+    m_pause = new QPushButton(paletteIcon(QStyle::SP_MediaPause), tr("&Pause"), this);
+    m_stop = new QPushButton(paletteIcon(QStyle::SP_MediaStop), tr("S&top"), this);
     m_folder = new QPushButton(style()->standardIcon(QStyle::SP_DirOpenIcon),
                                tr("Open run &folder"), this);
     m_stop->setToolTip(tr("Stops after the current step and writes a checkpoint"));
@@ -308,7 +309,7 @@ void TrainPage::onStateChanged(app::TrainingController::State state)
     m_pause->setEnabled(state == S::Running || state == S::Loading || state == S::Paused);
     m_pause->setText(state == S::Paused ? tr("&Resume") : tr("&Pause"));
     m_pause->setIcon(
-        style()->standardIcon(state == S::Paused ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
+        paletteIcon(state == S::Paused ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
     m_stop->setEnabled(state == S::Running || state == S::Loading || state == S::Paused);
     m_folder->setEnabled(!m_runDirectory.isEmpty());
     updateQueue();

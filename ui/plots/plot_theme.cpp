@@ -1,5 +1,11 @@
 #include "ui/plots/plot_theme.h"
 
+#include <QApplication>
+#include <QIcon>
+#include <QImage>
+#include <QPixmap>
+#include <QStyle>
+
 #include <qcustomplot.h>
 
 namespace towers::ui {
@@ -35,6 +41,31 @@ QPalette darkPalette()
 bool isDarkPalette(const QPalette& palette)
 {
     return palette.color(QPalette::Base).lightness() < 128;
+}
+
+QIcon paletteIcon(QStyle::StandardPixmap which)
+{
+    const QIcon icon = QApplication::style()->standardIcon(which);
+    const QPalette palette = QApplication::palette();
+    if (!isDarkPalette(palette)) return icon;
+    QImage image = icon.pixmap(32, 32).toImage().convertToFormat(QImage::Format_ARGB32);
+    qint64 lightness = 0, opaque = 0;
+    for (int y = 0; y < image.height(); ++y)
+        for (int x = 0; x < image.width(); ++x) {
+            const QColor c = image.pixelColor(x, y);
+            if (c.alpha() < 128) continue;
+            lightness += c.lightness();
+            ++opaque;
+        }
+    if (opaque == 0 || lightness / opaque > 80) return icon; // coloured or light: fine as it is
+    const QColor text = palette.color(QPalette::WindowText);
+    for (int y = 0; y < image.height(); ++y)
+        for (int x = 0; x < image.width(); ++x) {
+            QColor c = text;
+            c.setAlpha(image.pixelColor(x, y).alpha());
+            image.setPixelColor(x, y, c);
+        }
+    return QIcon(QPixmap::fromImage(image));
 }
 
 QColor seriesColor(int slot, const QPalette& palette)

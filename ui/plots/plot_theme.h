@@ -3,7 +3,9 @@
 // grid and text come from the palette; data series take hues from a fixed cycle, lightened on a
 // dark background so they keep their contrast.
 #include <QColor>
+#include <QIcon>
 #include <QPalette>
+#include <QStyle>
 
 class QCustomPlot;
 class QCPAxis;
@@ -18,6 +20,10 @@ namespace towers::ui {
 QPalette darkPalette();
 // True when the palette's base (the plot background) is dark.
 bool isDarkPalette(const QPalette& palette);
+// The style's standard icon `which`; where it is a black glyph (the media icons) and the
+// application's palette is dark, drawn in the palette's text colour instead, so that it stays
+// visible (the sidebar, the Start/Pause/Stop buttons, the live run's marker).
+QIcon paletteIcon(QStyle::StandardPixmap which);
 // Colour number `slot` of the data cycle (blue, orange, green, red, purple, ...), for `palette`.
 QColor seriesColor(int slot, const QPalette& palette);
 // Applies `palette` to the plot's background, axes, tick labels, grid and legend.
