@@ -626,7 +626,8 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     }
     if (p.isSet(QStringLiteral("epochs"))) {
         c.steps = 0;
-        if (!doubleOption(p, QStringLiteral("epochs"), 1e-6, 1e6, c.epochs, io)) return ExitUsage;
+        if (!doubleOption(p, QStringLiteral("epochs"), 1e-6, TrainConfig::kMaxEpochs, c.epochs, io))
+            return ExitUsage;
     }
     int keep = c.keepCheckpoints, workers = 1;
     if (!int64Option(p, QStringLiteral("checkpoint-every"), 0, std::numeric_limits<qint64>::max(),
@@ -699,6 +700,13 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
 
     const bool json = p.isSet(QStringLiteral("json"));
     CliObserver observer(io, json);
+    // Ctrl-C, SIGTERM or a closed output from here on stops the run cleanly: the handlers are set
+    // before the run folder is made, so that a signal while the session starts (the dataset
+    // loading, the towers being built) cannot kill the process with a folder half made (a lock
+    // and nothing else, which no listing shows). The byte waits in the notifier's pipe until the
+    // event loop below reads it; the trainer then stops after its first step, writing a
+    // checkpoint.
+    InterruptNotifier interrupts(InterruptNotifier::ClosedOutput::Interrupts);
     engine::SessionOptions so;
     if (resume) {
         ResumeRequest r;
@@ -755,7 +763,6 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     // can ask it to stop; it then finishes the step, writes a checkpoint and returns.
     // Its output's reader going away (`towers-cli train | head`) stops it so too: a run killed by
     // SIGPIPE would leave no checkpoint of what it trained.
-    InterruptNotifier interrupts(InterruptNotifier::ClosedOutput::Interrupts);
     QEventLoop loop;
     QObject::connect(&interrupts, &InterruptNotifier::interrupted, &loop, [&](int sig) {
         if (sig == SIGPIPE) {

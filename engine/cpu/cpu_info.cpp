@@ -1,5 +1,6 @@
 #include "engine/cpu/cpu_info.h"
 
+#include "engine/cpu/cores.h"
 #include "engine/cpu/lrn_hwy.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/cpu/simd_target.h"
@@ -7,9 +8,7 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <thread>
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -95,11 +94,7 @@ CpuInfo cpuInfo()
 {
     CpuInfo info;
     info.model = cpuModelName();
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    info.logicalCores = sched_getaffinity(0, sizeof set, &set) == 0
-                            ? CPU_COUNT(&set)
-                            : static_cast<int>(std::thread::hardware_concurrency());
+    info.logicalCores = usableCores();
     try {
         info.isa = isaName(dnnl::get_effective_cpu_isa());
     } catch (const dnnl::error&) {

@@ -8,7 +8,7 @@ namespace towers::engine::cpu {
 struct CpuInfo
 {
     std::string model;    // "AMD EPYC 9654 96-Core Processor" (from /proc/cpuinfo), or ""
-    int logicalCores = 0; // what this process may run on (its affinity mask)
+    int logicalCores = 0; // what this process may keep busy (usableCores(): affinity, quota)
     std::string isa;      // the instruction set oneDNN's kernels use: "avx512_core", ...
     std::string
         simdTarget; // the one Towers' own kernels (Highway) run on: "AVX3" (AVX-512), "AVX2", ...

@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
+#include "engine/cpu/cores.h"
 #include "engine/cpu/onednn_ops.h"
 
 namespace towers::engine::cpu {
@@ -148,7 +149,7 @@ std::unique_ptr<Ops> makeOneDnnOps(Precision precision)
 void setCpuThreads(int threads)
 {
     if (threads < 0) throw InvalidArgument("thread count must be >= 0");
-    omp_set_num_threads(threads == 0 ? omp_get_num_procs() : threads);
+    omp_set_num_threads(threads == 0 ? usableCores() : threads);
 }
 
 int cpuThreads()

@@ -1,15 +1,16 @@
 #include "engine/train/train_config.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <set>
-#include <thread>
 
 #include <sys/resource.h>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/cpu/cores.h"
 #include "engine/data/validation_split.h"
 #include "engine/errors.h"
 #include "engine/gpu/gpu_backend.h"
@@ -22,6 +23,14 @@ namespace towers::engine {
 namespace {
 
 using Json = nlohmann::json;
+
+// The shortest text that reads back as exactly `v` ("1e+06", "0.1").
+std::string shortestNumber(double v)
+{
+    char text[32];
+    const auto [end, ec] = std::to_chars(text, text + sizeof text, v);
+    return ec == std::errc() ? std::string(text, end) : std::to_string(v);
+}
 
 [[noreturn]] void fail(const std::string& field, const std::string& what)
 {
@@ -101,7 +110,9 @@ void TrainConfig::validate() const
     if (batchPerTower < 1)
         fail("batchPerTower", "must be at least 1, got " + std::to_string(batchPerTower));
     if (steps < 0) fail("steps", "must be >= 0, got " + std::to_string(steps));
-    if (!std::isfinite(epochs) || epochs < 0) fail("epochs", "must be a number >= 0");
+    if (!(epochs >= 0 && epochs <= kMaxEpochs))
+        fail("epochs", "must be a number from 0 to " + shortestNumber(kMaxEpochs) + ", got " +
+                           shortestNumber(epochs));
     if (steps == 0 && epochs <= 0)
         fail("steps", "give the length of the run: steps > 0 or epochs > 0");
     try {
@@ -163,7 +174,7 @@ void TrainConfig::checkThreadBudget() const
             std::to_string(towers) + " towers x " + std::to_string(resolvedThreadsPerTower()) +
             " threads per tower = " + std::to_string(total) +
             " compute threads: more than this machine can start (at most " + std::to_string(limit) +
-            " here; it has " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
+            " here; it may use " + std::to_string(cpu::usableCores()) +
             " cores). Ask for fewer towers or threads per tower (0 threads per tower shares the "
             "cores out)");
 }
@@ -207,15 +218,20 @@ std::int64_t TrainConfig::totalSteps(std::int64_t stepsPerEpoch) const
 {
     if (steps > 0) return steps;
     if (stepsPerEpoch < 1) throw InvalidArgument("the data source has no complete batch per epoch");
-    return std::max<std::int64_t>(1,
-                                  std::int64_t(std::ceil(epochs * double(stepsPerEpoch) - 1e-9)));
+    const double total = std::ceil(epochs * double(stepsPerEpoch) - 1e-9);
+    // A double at or beyond 2^63 has no int64 (the cast would be undefined: a run of 1 step).
+    if (!(total < 9.2e18))
+        throw InvalidArgument(shortestNumber(epochs) + " epochs of " +
+                              std::to_string(stepsPerEpoch) +
+                              " steps: more steps than a run can count");
+    return std::max<std::int64_t>(1, std::int64_t(total));
 }
 
-int TrainConfig::resolvedThreadsPerTower(int processesHere) const
+int TrainConfig::resolvedThreadsPerTower(int processesSharingCores) const
 {
     if (threadsPerTower > 0) return threadsPerTower;
-    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-    return std::max(1, cores / (std::max(1, towers) * std::max(1, processesHere)));
+    return std::max(1, cpu::usableCores() /
+                           (std::max(1, towers) * std::max(1, processesSharingCores)));
 }
 
 std::string TrainConfig::toJson() const

@@ -114,6 +114,7 @@ struct TrainConfig
     static constexpr int kMaxProcesses = 65536;
     static constexpr int kMaxThreadsPerTower = 1024;
     static constexpr double kMaxBucketMb = 65536;
+    static constexpr double kMaxEpochs = 1e6;
 
     // Throws InvalidArgument naming the field ("batchPerTower: must be at least 1, got 0").
     void validate() const;
@@ -134,9 +135,11 @@ struct TrainConfig
     void checkPrecision() const;
     // The number of steps of the run for a source of `stepsPerEpoch` steps per epoch.
     std::int64_t totalSteps(std::int64_t stepsPerEpoch) const;
-    // The threads each tower gets once 0 ("share the cores") is resolved: the cores shared out
-    // among the towers of `processesHere` processes of a run on this machine.
-    int resolvedThreadsPerTower(int processesHere = 1) const;
+    // The threads each tower gets once 0 ("share the cores") is resolved: the cores this process
+    // may use (cpu::usableCores(): its affinity mask, its control group's quota) shared out among
+    // the towers of the `processesSharingCores` processes of a run that run on those cores
+    // (cpu::processesSharingCores: 1 where a launcher bound each process to cores of its own).
+    int resolvedThreadsPerTower(int processesSharingCores = 1) const;
 
     std::string toJson() const; // pretty-printed, every field
     // Reads a JSON object; absent fields keep their defaults, unknown fields and wrong types

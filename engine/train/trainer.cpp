@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/cpu/cores.h"
 #include "engine/data/batch_loader.h"
 #include "engine/dist/process_state.h"
 #include "engine/gpu/gpu_backend.h"
@@ -138,7 +139,8 @@ std::string runIdentity(TrainConfig c)
 
 } // namespace
 
-TowerSetOptions towerSetOptionsFor(const TrainConfig& c, ProcessGroup* processes)
+TowerSetOptions towerSetOptionsFor(const TrainConfig& c, ProcessGroup* processes,
+                                   int processesSharingCores)
 {
     TowerSetOptions o;
     o.model = c.model;
@@ -153,7 +155,7 @@ TowerSetOptions towerSetOptionsFor(const TrainConfig& c, ProcessGroup* processes
     o.allreduce = c.allreduce;
     o.bucketMb = c.bucketMb;
     o.graphs = c.cudaGraphs;
-    o.threadsPerTower = c.resolvedThreadsPerTower(processes ? processes->localSize() : 1);
+    o.threadsPerTower = c.resolvedThreadsPerTower(processesSharingCores);
     o.optimizer = c.optimizer;
     o.weightDecay = c.weightDecay;
     o.dropout = c.dropout;
@@ -175,7 +177,14 @@ Trainer::Trainer(TrainConfig config, BatchSource& source, std::filesystem::path 
     if (m_stepsPerEpoch < 1)
         throw InvalidArgument("the data source has no complete global batch per epoch");
     m_total = m_config.totalSteps(m_stepsPerEpoch);
-    TowerSetOptions o = towerSetOptionsFor(m_config, m_group);
+    if (m_group && m_group->size() > 1) {
+        // Which of the run's processes compute on this one's cores (every process asks: a
+        // collective). A launcher that binds each process to cores of its own (mpirun's
+        // default binding, srun's cpusets) leaves each its cores; unbound ones share them.
+        const std::string mine = cpu::coreSetDescription(m_group->hostName());
+        m_coreSharers = cpu::processesSharingCores(mine, m_group->allGatherStrings(mine));
+    }
+    TowerSetOptions o = towerSetOptionsFor(m_config, m_group, m_coreSharers);
     if (towerOptions) towerOptions(o);
     m_towers = std::make_unique<TowerSet>(o);
     const int classes = m_towers->model().numClasses();
@@ -830,10 +839,10 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         // (OpenMP's teams meet at every op), many times slower. Said, not refused: the user may
         // know better (cores this process cannot see, say).
         if (isHostBackend(m_config.backend)) {
-            const int here = m_group ? m_group->localSize() : 1;
+            const int here = m_coreSharers;
             const long threads =
                 long(m_towers->size()) * m_towers->options().threadsPerTower * here;
-            const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+            const int cores = cpu::usableCores();
             if (threads > cores)
                 log("note: " + std::to_string(threads) + " compute threads (" +
                     (here > 1 ? std::to_string(here) + " processes x " : std::string()) +

@@ -40,7 +40,10 @@ struct DataDescription
 
 // The towers' options a configuration asks for (model, devices, optimizer, precision, seed...);
 // the trainer builds its towers from them, and so does the learning-rate range test.
-TowerSetOptions towerSetOptionsFor(const TrainConfig& config, ProcessGroup* processes = nullptr);
+// `processesSharingCores`: the run's processes on this process's cores, this one included, among
+// which 0 threads per tower shares the cores out (TrainConfig::resolvedThreadsPerTower).
+TowerSetOptions towerSetOptionsFor(const TrainConfig& config, ProcessGroup* processes = nullptr,
+                                   int processesSharingCores = 1);
 
 // The weights a run started from a checkpoint (TrainConfig::initFrom) begins with: the
 // checkpoint's, its moving averages where it has them, except the classifier when the classes
@@ -217,6 +220,7 @@ private:
     DataDescription m_data;
     TrainerObserver* m_observer;
     std::unique_ptr<TowerSet> m_towers;
+    int m_coreSharers = 1; // the run's processes on this process's cores, this one included
     std::int64_t m_stepsPerEpoch = 1, m_total = 1;
     std::atomic<std::int64_t> m_step{0};
     std::int64_t m_lastCheckpointStep = -1;

@@ -18,6 +18,7 @@
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QThread>
 #include <csignal>
 #include <filesystem>
 
@@ -1216,6 +1217,39 @@ private slots:
         QVERIFY(p.waitForFinished(120000));
         QCOMPARE(p.exitCode(), 128 + SIGTERM);
         const auto events = jsonLines(QString::fromUtf8(p.readAllStandardOutput()));
+        QCOMPARE(events.last().value(QStringLiteral("event")).toString(),
+                 QStringLiteral("stopped"));
+        const int step = events.last().value(QStringLiteral("step")).toInt();
+        QCOMPARE(checkpointAt(dir, step).info.step, std::int64_t(step));
+    }
+
+    // A Ctrl-C the moment the run folder appears (its lock taken, while the session still starts:
+    // the towers being built) stops the run as one later does: exit 130, the folder a listed run
+    // with its configuration and a checkpoint, not a lock and nothing else. With the handlers set
+    // only once the session had started, SIGINT killed the process there.
+    void aSignalWhileStartingStopsCleanly()
+    {
+        const QString dir = path(QStringLiteral("runs/early-signal"));
+        QProcess p;
+        p.setProgram(QStringLiteral(TOWERS_CLI));
+        p.setArguments(small(dir) + QStringList{"--steps", "1000000", "--checkpoint-every", "0"});
+        p.setProcessEnvironment(environment());
+        test::withDefaultSignals(p);
+        p.start();
+        QVERIFY(p.waitForStarted(10000));
+        const QString lock = dir + QStringLiteral("/towers.lock");
+        QElapsedTimer t;
+        t.start();
+        while (!QFileInfo::exists(lock) && p.state() == QProcess::Running && t.elapsed() < 60000)
+            QThread::usleep(200);
+        QVERIFY2(QFileInfo::exists(lock), "the run folder's lock never appeared");
+        ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+        QVERIFY(p.waitForFinished(120000));
+        QCOMPARE(p.exitStatus(), QProcess::NormalExit); // not killed by the signal
+        QCOMPARE(p.exitCode(), 128 + SIGINT);
+        QVERIFY(QFileInfo::exists(dir + QStringLiteral("/config.json")));
+        const auto events = jsonLines(QString::fromUtf8(p.readAllStandardOutput()));
+        QVERIFY(!events.isEmpty());
         QCOMPARE(events.last().value(QStringLiteral("event")).toString(),
                  QStringLiteral("stopped"));
         const int step = events.last().value(QStringLiteral("step")).toInt();

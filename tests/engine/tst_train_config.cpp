@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "engine/cpu/cores.h"
 #include "engine/cpu/cpu_info.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/gpu/gpu_backend.h"
@@ -48,11 +49,16 @@ private slots:
         QCOMPARE(c.totalSteps(390), std::int64_t(975));
         c.epochs = 0.001;
         QCOMPARE(c.totalSteps(390), std::int64_t(1));
+        // Beyond what an int64 counts: refused, never a run of 1 step (the cast's undefined
+        // result, INT64_MIN, raised to 1).
+        c.epochs = TrainConfig::kMaxEpochs;
+        QCOMPARE(c.totalSteps(390), std::int64_t(390000000));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, c.totalSteps(std::int64_t(1) << 62));
         c.threadsPerTower = 0;
         c.towers = 2;
         QVERIFY(c.resolvedThreadsPerTower() >= 1);
-        // The cores are shared out among the towers of every process of a run on this machine.
-        const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+        // The cores are shared out among the towers of every process of a run on those cores.
+        const int cores = towers::engine::cpu::usableCores();
         QCOMPARE(c.resolvedThreadsPerTower(2), std::max(1, cores / 4));
         c.threadsPerTower = 3;
         QCOMPARE(c.resolvedThreadsPerTower(2), 3);
@@ -218,6 +224,8 @@ private slots:
                                << "batchPerTower: must be at least 1";
         QTest::newRow("length") << R"({"steps": 0, "epochs": 0})"
                                 << "steps: give the length of the run";
+        QTest::newRow("epochs") << R"({"epochs": 1e16})"
+                                << "epochs: must be a number from 0 to 1e+06, got 1e+16";
         QTest::newRow("model") << R"({"steps": 1, "model": "resnet-1000"})"
                                << "model: unknown model 'resnet-1000'";
         QTest::newRow("backend") << R"({"steps": 1, "backend": "tpu"})"

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/cpu/cores.h"
 #include "engine/data/batch_loader.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
@@ -199,7 +200,7 @@ private slots:
     // cannot run), and trains; threads the cores can run are not.
     void moreThreadsThanCoresIsSaid()
     {
-        const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+        const int cores = cpu::usableCores();
         for (const int threads : {1, cores + 1}) {
             TrainConfig c = baseConfig();
             c.towers = 1;

@@ -1,0 +1,189 @@
+#include "engine/cpu/cores.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace towers::engine::cpu {
+
+namespace {
+
+std::optional<double> number(std::string_view text)
+{
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+    while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+    double v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v))
+        return std::nullopt;
+    return v;
+}
+
+std::string fileText(const std::filesystem::path& path)
+{
+    std::ifstream in(path);
+    if (!in) return {};
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+std::optional<double> tighter(std::optional<double> a, std::optional<double> b)
+{
+    if (!a) return b;
+    if (!b) return a;
+    return std::min(*a, *b);
+}
+
+// The tightest quota at `root`/`relative` and each folder between it and `root`, read by
+// `quotaAt` (a limit on a parent holds its children too).
+template <typename QuotaAt>
+std::optional<double> tightestUpTo(const std::filesystem::path& root, std::string_view relative,
+                                   QuotaAt quotaAt)
+{
+    std::filesystem::path dir = root;
+    std::optional<double> quota = quotaAt(dir);
+    for (const auto& part : std::filesystem::path(relative).relative_path()) {
+        if (part.empty() || part == ".") continue;
+        if (part == "..") break; // not a cgroup path
+        dir /= part;
+        quota = tighter(quota, quotaAt(dir));
+    }
+    return quota;
+}
+
+std::vector<int> parseCpuList(std::string_view list)
+{
+    std::vector<int> cpus;
+    std::size_t at = 0;
+    while (at < list.size()) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        const std::string_view item = list.substr(at, comma - at);
+        int v = 0;
+        if (std::from_chars(item.data(), item.data() + item.size(), v).ec == std::errc())
+            cpus.push_back(v);
+        at = comma + 1;
+    }
+    std::sort(cpus.begin(), cpus.end());
+    return cpus;
+}
+
+} // namespace
+
+std::vector<int> affinityCpus()
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return {};
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    return cpus;
+}
+
+std::optional<double> cpuMaxQuota(std::string_view cpuMax)
+{
+    const std::size_t space = cpuMax.find(' ');
+    if (space == std::string_view::npos) return std::nullopt;
+    const auto quota = number(cpuMax.substr(0, space)); // "max" (no limit) does not parse
+    const auto period = number(cpuMax.substr(space + 1));
+    if (!quota || !period || *quota <= 0 || *period <= 0) return std::nullopt;
+    return *quota / *period;
+}
+
+std::optional<double> cfsQuota(std::string_view quotaUs, std::string_view periodUs)
+{
+    const auto quota = number(quotaUs); // -1: no limit
+    const auto period = number(periodUs);
+    if (!quota || !period || *quota <= 0 || *period <= 0) return std::nullopt;
+    return *quota / *period;
+}
+
+std::optional<double> cgroupCpuQuota(const std::string& procSelfCgroup,
+                                     const std::string& cgroupRoot)
+{
+    namespace fs = std::filesystem;
+    const fs::path root(cgroupRoot);
+    std::optional<double> quota;
+    std::istringstream lines(procSelfCgroup);
+    for (std::string line; std::getline(lines, line);) {
+        // "hierarchy-ID:controller-list:cgroup-path"; v2's is "0::/path".
+        const std::size_t first = line.find(':');
+        const std::size_t second =
+            first == std::string::npos ? std::string::npos : line.find(':', first + 1);
+        if (second == std::string::npos) continue;
+        const std::string controllers = line.substr(first + 1, second - first - 1);
+        const std::string path = line.substr(second + 1);
+        if (controllers.empty()) {
+            quota = tighter(quota, tightestUpTo(root, path, [](const fs::path& dir) {
+                                return cpuMaxQuota(fileText(dir / "cpu.max"));
+                            }));
+            continue;
+        }
+        std::istringstream names(controllers);
+        bool cpu = false;
+        for (std::string name; std::getline(names, name, ',');) cpu = cpu || name == "cpu";
+        if (!cpu) continue;
+        for (const char* mount : {"cpu,cpuacct", "cpu"}) {
+            if (!fs::is_directory(root / mount)) continue;
+            quota = tighter(quota, tightestUpTo(root / mount, path, [](const fs::path& dir) {
+                                return cfsQuota(fileText(dir / "cpu.cfs_quota_us"),
+                                                fileText(dir / "cpu.cfs_period_us"));
+                            }));
+            break;
+        }
+    }
+    return quota;
+}
+
+int coresUnderQuota(int affinityCount, std::optional<double> quota)
+{
+    int cores = std::max(1, affinityCount);
+    if (quota && *quota > 0) cores = std::min(cores, int(std::ceil(*quota - 1e-9)));
+    return std::max(1, cores);
+}
+
+int usableCores()
+{
+    const std::vector<int> cpus = affinityCpus();
+    const int affinity =
+        cpus.empty() ? int(std::max(1u, std::thread::hardware_concurrency())) : int(cpus.size());
+    return coresUnderQuota(affinity, cgroupCpuQuota(fileText("/proc/self/cgroup")));
+}
+
+std::string coreSetDescription(const std::string& hostName)
+{
+    std::string text = hostName + "|";
+    const std::vector<int> cpus = affinityCpus();
+    for (std::size_t i = 0; i < cpus.size(); ++i) text += (i ? "," : "") + std::to_string(cpus[i]);
+    return text;
+}
+
+int processesSharingCores(const std::string& mine, const std::vector<std::string>& everyones)
+{
+    const auto split = [](const std::string& d) {
+        const std::size_t bar = d.rfind('|');
+        return bar == std::string::npos
+                   ? std::pair{d, std::vector<int>{}}
+                   : std::pair{d.substr(0, bar), parseCpuList(std::string_view(d).substr(bar + 1))};
+    };
+    const auto [host, cpus] = split(mine);
+    int sharing = 0;
+    for (const std::string& other : everyones) {
+        const auto [otherHost, otherCpus] = split(other);
+        if (otherHost != host) continue;
+        std::vector<int> common;
+        std::set_intersection(cpus.begin(), cpus.end(), otherCpus.begin(), otherCpus.end(),
+                              std::back_inserter(common));
+        if (cpus.empty() || otherCpus.empty() || !common.empty()) ++sharing;
+    }
+    return std::max(1, sharing);
+}
+
+} // namespace towers::engine::cpu
