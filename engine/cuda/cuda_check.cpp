@@ -1,5 +1,7 @@
 #include "engine/cuda/cuda_check.h"
 
+#include <cuda.h> // CUcontext, CUresult: the driver's cuCtxGetCurrent, had through the runtime
+
 #include <cstring>
 
 namespace towers::engine::cuda {
@@ -42,17 +44,71 @@ void throwCublas(cublasStatus_t status, const char* call, const char* file, int 
     throw BackendError(text);
 }
 
-DeviceGuard::DeviceGuard(int index)
+int deviceToRestore() noexcept
 {
-    TOWERS_CUDA(cudaGetDevice(&m_previous));
-    if (m_previous != index) TOWERS_CUDA(cudaSetDevice(index));
+    // The driver's cuCtxGetCurrent, through the runtime (the plugin links no libcuda): whether
+    // the thread has a current context. Where it cannot be had, the device is put back as
+    // before CUDA 12.
+    using CtxGetCurrent = CUresult (*)(CUcontext*);
+    static const CtxGetCurrent ctxGetCurrent = [] {
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult found{};
+        if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault,
+                                             &found) != cudaSuccess ||
+            found != cudaDriverEntryPointSuccess) {
+            cudaGetLastError();
+            fn = nullptr;
+        }
+        return reinterpret_cast<CtxGetCurrent>(fn);
+    }();
+    int device = -1;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    if (ctxGetCurrent) {
+        CUcontext current = nullptr;
+        if (ctxGetCurrent(&current) != CUDA_SUCCESS || !current) return -1;
+    }
+    return device;
+}
+
+namespace {
+// Makes `device` current, never throwing; a failure's error is cleared (not another call's).
+void makeCurrent(int device) noexcept
+{
+    int now = -1;
+    if (cudaGetDevice(&now) != cudaSuccess ||
+        (now != device && cudaSetDevice(device) != cudaSuccess))
+        cudaGetLastError();
+}
+
+void putBack(int previous) noexcept
+{
+    if (previous >= 0) makeCurrent(previous);
+}
+} // namespace
+
+DeviceGuard::DeviceGuard(int index) : m_previous(deviceToRestore())
+{
+    int now = -1;
+    TOWERS_CUDA(cudaGetDevice(&now));
+    if (now != index) TOWERS_CUDA(cudaSetDevice(index));
 }
 
 DeviceGuard::~DeviceGuard()
 {
-    int now = -1;
-    if (cudaGetDevice(&now) == cudaSuccess && now != m_previous && m_previous >= 0)
-        cudaSetDevice(m_previous);
+    putBack(m_previous);
+}
+
+QuietDeviceGuard::QuietDeviceGuard(int index) noexcept : m_previous(deviceToRestore())
+{
+    makeCurrent(index);
+}
+
+QuietDeviceGuard::~QuietDeviceGuard()
+{
+    putBack(m_previous);
 }
 
 } // namespace towers::engine::cuda

@@ -15,7 +15,15 @@ namespace towers::engine::cuda {
 [[noreturn]] void throwCudnn(cudnnStatus_t status, const char* call, const char* file, int line);
 [[noreturn]] void throwCublas(cublasStatus_t status, const char* call, const char* file, int line);
 
-// Makes `index` the calling thread's current device for the guard's lifetime.
+// The device a guard puts back when it ends: the calling thread's current device where a CUDA
+// context is current on the thread, else -1. A thread that has chosen no device stays on the
+// guard's: putting back the device 0 that cudaGetDevice reports for it would start a context on
+// GPU 0 (since CUDA 12 cudaSetDevice initializes the device's primary context), hundreds of MB
+// of GPU 0's memory for every process that computes on another GPU.
+int deviceToRestore() noexcept;
+
+// Makes `index` the calling thread's current device for the guard's lifetime; throws where CUDA
+// cannot make it current.
 class DeviceGuard
 {
 public:
@@ -23,6 +31,20 @@ public:
     ~DeviceGuard();
     DeviceGuard(const DeviceGuard&) = delete;
     DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+private:
+    int m_previous = -1;
+};
+
+// The same, never throwing, for the paths that must not (destructors, a teardown, the end of a
+// capture being given up): an error is cleared, to show at the next synchronisation.
+class QuietDeviceGuard
+{
+public:
+    explicit QuietDeviceGuard(int index) noexcept;
+    ~QuietDeviceGuard();
+    QuietDeviceGuard(const QuietDeviceGuard&) = delete;
+    QuietDeviceGuard& operator=(const QuietDeviceGuard&) = delete;
 
 private:
     int m_previous = -1;

@@ -25,29 +25,6 @@ std::size_t cublasWorkspaceBytes(int computeMajor)
     return std::size_t(computeMajor >= 9 ? 32 : 4) << 20;
 }
 
-// Makes `device` current for the scope's lifetime, for the paths that must not throw (the end of
-// a capture that is being given up, destructors).
-class CurrentDevice
-{
-public:
-    explicit CurrentDevice(int device) noexcept
-    {
-        if (cudaGetDevice(&m_previous) != cudaSuccess) m_previous = -1;
-        if (m_previous != device) cudaSetDevice(device);
-    }
-    ~CurrentDevice()
-    {
-        int now = -1;
-        if (m_previous >= 0 && cudaGetDevice(&now) == cudaSuccess && now != m_previous)
-            cudaSetDevice(m_previous);
-    }
-    CurrentDevice(const CurrentDevice&) = delete;
-    CurrentDevice& operator=(const CurrentDevice&) = delete;
-
-private:
-    int m_previous = -1;
-};
-
 // Whether a failed capture failed for what was in it (a call CUDA cannot capture, work joined
 // from another stream) rather than for the device.
 bool captureRefused(cudaError_t status)
@@ -83,7 +60,7 @@ public:
     {
         // A replay still running finishes first (CUDA frees the graph when it is done); the kept
         // tensors are freed on their streams, after it.
-        const CurrentDevice current(m_device);
+        const QuietDeviceGuard current(m_device);
         if (cudaGraphExecDestroy(m_exec) != cudaSuccess) cudaGetLastError();
     }
     std::size_t size() const override { return m_nodes; }
@@ -227,7 +204,10 @@ bool CudaOps::reached(int mark)
     requireMark(mark, m_marks);
     DeviceGuard guard(m_device);
     const cudaError_t e = cudaEventQuery(m_events[std::size_t(mark % kMarkWindow)]);
-    if (e == cudaErrorNotReady) return false;
+    if (e == cudaErrorNotReady) {
+        cudaGetLastError(); // not an error: never reported by the next launch's check
+        return false;
+    }
     // A fault of the work before it: reported as waitFor reports it (the wait returns at once).
     if (e != cudaSuccess)
         TOWERS_CUDA(cudaEventSynchronize(m_events[std::size_t(mark % kMarkWindow)]));
@@ -323,7 +303,7 @@ std::unique_ptr<CapturedWork> CudaOps::endCaptureImpl()
                               ": the capture was begun on another thread, the only one CUDA "
                               "ends it on; it is lost");
     }
-    const CurrentDevice current(m_device);
+    const QuietDeviceGuard current(m_device);
     auto [graph, status] = stopCapture();
     if (status != cudaSuccess || !graph) {
         if (graph) cudaGraphDestroy(graph);
@@ -385,7 +365,7 @@ void CudaOps::abandonCaptureImpl() noexcept
         m_captureStream = nullptr;
         return;
     }
-    const CurrentDevice current(m_device);
+    const QuietDeviceGuard current(m_device);
     auto [graph, status] = stopCapture();
     (void)status;
     if (graph) cudaGraphDestroy(graph);

@@ -115,26 +115,6 @@ std::string cudaText(cudaError_t e)
     return std::string("CUDA error: ") + cudaGetErrorString(e);
 }
 
-// Makes `device` current for the scope, never throwing (for the teardown).
-class QuietDevice
-{
-public:
-    explicit QuietDevice(int device)
-    {
-        if (cudaGetDevice(&m_previous) != cudaSuccess) m_previous = -1;
-        if (device != m_previous) cudaSetDevice(device);
-    }
-    ~QuietDevice()
-    {
-        if (m_previous >= 0) cudaSetDevice(m_previous);
-    }
-    QuietDevice(const QuietDevice&) = delete;
-    QuietDevice& operator=(const QuietDevice&) = delete;
-
-private:
-    int m_previous = -1;
-};
-
 // One rank's streams and events (see the top of this file).
 struct RankStreams
 {
@@ -159,7 +139,7 @@ std::string createStreams(std::vector<RankStreams>& ranks, const std::vector<int
     for (std::size_t i = 0; i < devices.size(); ++i) {
         RankStreams& s = ranks[i];
         s.device = devices[i];
-        const QuietDevice guard(s.device);
+        const QuietDeviceGuard guard(s.device);
         cudaError_t e = cudaStreamCreateWithFlags(&s.comm, cudaStreamNonBlocking);
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s.ready, cudaEventDisableTiming);
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s.legacyReady, cudaEventDisableTiming);
@@ -175,7 +155,7 @@ std::string createStreams(std::vector<RankStreams>& ranks, const std::vector<int
 void releaseStreams(std::vector<RankStreams>& ranks) noexcept
 {
     for (RankStreams& s : ranks) {
-        const QuietDevice guard(s.device);
+        const QuietDeviceGuard guard(s.device);
         s.held.clear(); // freed on their own streams, after what was issued there
         s.barrierCell = Tensor();
         // Both return at once with work pending, and CUDA releases them once it is done.
@@ -203,7 +183,7 @@ void drain(std::vector<RankStreams>& ranks, std::chrono::milliseconds limit) noe
     const auto deadline = std::chrono::steady_clock::now() + limit;
     for (RankStreams& s : ranks) {
         if (!s.comm) continue;
-        const QuietDevice guard(s.device);
+        const QuietDeviceGuard guard(s.device);
         PollBackoff backoff;
         while (cudaStreamQuery(s.comm) == cudaErrorNotReady &&
                std::chrono::steady_clock::now() < deadline)
@@ -275,7 +255,10 @@ public:
         if (const CollectiveStatus a = asyncState(rank); a.state != CollectiveState::Done) return a;
         const cudaError_t q = cudaStreamQuery(s.comm);
         if (q == cudaSuccess) return {};
-        if (q == cudaErrorNotReady) return {CollectiveState::Pending, {}};
+        if (q == cudaErrorNotReady) {
+            cudaGetLastError(); // not an error: never reported by the next launch's check
+            return {CollectiveState::Pending, {}};
+        }
         return {CollectiveState::Failed, cudaText(q)};
     }
 
@@ -473,8 +456,7 @@ std::unique_ptr<Communicator> startNccl(const std::vector<int>& devices, const n
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0; // every call returns at once: see the top of this file
     std::vector<ncclComm_t> comms(devices.size(), nullptr);
-    int previous = -1;
-    cudaGetDevice(&previous);
+    const int previous = deviceToRestore();
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess) return fail("NCCL could not start: " + ncclText(r));
     for (int i = 0; i < n && (r == ncclSuccess || r == ncclInProgress); ++i) {

@@ -52,11 +52,8 @@ public:
     explicit EventPool(int device) : m_device(device) {}
     ~EventPool()
     {
-        int previous = -1;
-        if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
-        cudaSetDevice(m_device);
+        const QuietDeviceGuard guard(m_device);
         for (cudaEvent_t e : m_all) cudaEventDestroy(e); // safe while recorded work is pending
-        if (previous >= 0) cudaSetDevice(previous);
         cudaGetLastError();
     }
     EventPool(const EventPool&) = delete;
@@ -107,14 +104,11 @@ public:
     }
     ~SameDeviceCommunicator() override
     {
-        int previous = -1;
-        if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
-        cudaSetDevice(m_device);
+        const QuietDeviceGuard guard(m_device);
         // The kernels of an aborted collective may still read tensors the board holds, which are
         // freed on their compute streams when the board goes: let them finish first.
         cudaStreamSynchronize(m_stream);
         cudaStreamDestroy(m_stream);
-        if (previous >= 0) cudaSetDevice(previous);
         cudaGetLastError();
     }
 

@@ -119,13 +119,8 @@ void configureDeviceMemory(int count)
             continue;
         }
         supported[std::size_t(i)] = value != 0;
-        cudaMemPool_t pool;
-        if (value && cudaDeviceGetDefaultMemPool(&pool, i) == cudaSuccess) {
-            // Freed blocks stay in the pool for the next step instead of going back to the driver.
-            std::uint64_t keep = UINT64_MAX;
-            cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-        }
-        cudaGetLastError();
+        // Nothing more per device here: the plugin loads for `towers-cli devices` and CPU runs
+        // too, which must start no context on a GPU (the pool's settings wait for its first use).
     }
     pools().configure(supported);
     poolTrials().once = std::make_unique<std::once_flag[]>(supported.size());
@@ -169,6 +164,14 @@ void* allocateDevice(int device, std::size_t bytes)
     if (pools().use(device) && !capturing(s)) {
         PoolTrials& t = poolTrials();
         std::call_once(t.once[std::size_t(device)], [&] {
+            cudaMemPool_t pool;
+            if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+                // Freed blocks stay in the pool for the next step instead of going back to the
+                // driver.
+                std::uint64_t keep = UINT64_MAX;
+                cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+            }
+            cudaGetLastError();
             t.failure[std::size_t(device)] = tryPool(device);
             if (!t.failure[std::size_t(device)].empty()) pools().disable(device);
         });
@@ -227,9 +230,7 @@ void* allocateDevice(int device, std::size_t bytes)
 void releaseDevice(int device, void* p) noexcept
 {
     if (!p) return;
-    int previous = -1;
-    cudaGetDevice(&previous);
-    if (previous != device) cudaSetDevice(device);
+    const QuietDeviceGuard guard(device);
     cudaError_t status = cudaSuccess;
     bool freeNow = false;
     const bool known = liveBlocks().release(p, [&](void* q, const Allocation& a) {
@@ -242,7 +243,6 @@ void releaseDevice(int device, void* p) noexcept
     });
     if (freeNow || !known) status = cudaFree(p);   // !known: frees a block of either kind
     if (status != cudaSuccess) cudaGetLastError(); // a sticky error shows at the next sync
-    if (previous >= 0 && previous != device) cudaSetDevice(previous);
 }
 
 void retireStream(cudaStream_t s)
