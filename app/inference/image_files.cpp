@@ -99,6 +99,27 @@ void allowTheBudget()
     });
 }
 
+// Qt refuses to decode an image whose pixels would take more than its allocation limit, saying
+// only "Unable to read image data": a 16-bit colour image takes 8 bytes a pixel, twice what the
+// budget allows for, so one of 33 to 64 megapixels is refused. Said here, with the reason.
+void checkDecodedBytes(const QString& file, QSize size, QImage::Format format)
+{
+    const int limitMb = QImageReader::allocationLimit();
+    if (format == QImage::Format_Invalid || limitMb <= 0) return;
+    const int bits = QImage::toPixelFormat(format).bitsPerPixel();
+    const std::int64_t bytes = std::int64_t(size.width()) * size.height() * bits / 8;
+    if (bytes <= std::int64_t(limitMb) << 20) return;
+    const std::int64_t mb = (bytes + (1 << 20) - 1) >> 20;
+    fail(file,
+         "the image is " + std::to_string(size.width()) + " x " + std::to_string(size.height()) +
+             " pixels at " + std::to_string(bits) + " bits a pixel: " + std::to_string(mb) +
+             " MB decoded, more than the " + std::to_string(limitMb) +
+             " MB that images may take (" +
+             pixelCount(std::int64_t(limitMb) * (1 << 20) * 8 / bits) +
+             " pixels at this depth; QT_IMAGEIO_MAXALLOC sets it)" +
+             (bits > 32 ? ": save it with 8 bits a channel, or smaller" : ": save it smaller"));
+}
+
 QImage readImage(const QString& file, int shortSide)
 {
     allowTheBudget();
@@ -123,6 +144,7 @@ QImage readImage(const QString& file, int shortSide)
     const QSize header = reader.size();
     if (header.isValid()) {
         checkImageSize(file, header.width(), header.height());
+        checkDecodedBytes(file, header, reader.imageFormat());
         const QSize reduced = reducedSize(header, shortSide);
         if (reduced != header) reader.setScaledSize(reduced);
     }

@@ -295,6 +295,40 @@ private slots:
         QCOMPARE(readImageFile(png, {28, 28, 1}).size(), QSize(410, 256));
     }
 
+    // An image whose pixels at its depth take more than Qt decodes (a 16-bit colour image takes 8
+    // bytes a pixel) is refused naming its size, its depth and the limit, where Qt says only
+    // "Unable to read image data". The limit lowered for the test: 1 MB, and the budget's raise
+    // done first by reading another image.
+    void tooManyBytesAtItsDepthSaysWhy()
+    {
+        QTemporaryDir dir;
+        const QString small = dir.filePath(QStringLiteral("small.png"));
+        test::writeBlackPng(small, 8, 8);
+        readImageFile(small);
+        const int limit = QImageReader::allocationLimit();
+        QImageReader::setAllocationLimit(1);
+        const QString deep = dir.filePath(QStringLiteral("deep.png"));
+        QImage rgb64(400, 400, QImage::Format_RGBX64); // 1.22 MB decoded
+        rgb64.fill(Qt::gray);
+        QVERIFY(rgb64.save(deep));
+        const QString error = ioErrorOf([&] { readImageFile(deep); });
+        const QString error28 = ioErrorOf([&] { readImageFile(deep, {28, 28, 1}); });
+        QImage rgb8(400, 400, QImage::Format_RGB32); // 0.61 MB: decodes
+        rgb8.fill(Qt::gray);
+        const QString shallow = dir.filePath(QStringLiteral("shallow.png"));
+        QVERIFY(rgb8.save(shallow));
+        const QSize shallowSize = readImageFile(shallow).size();
+        QImageReader::setAllocationLimit(limit);
+        QVERIFY2(error.startsWith(deep + QStringLiteral(": the image is 400 x 400 pixels at 64 "
+                                                        "bits a pixel: 2 MB decoded, more than "
+                                                        "the 1 MB")) &&
+                     error.contains(QStringLiteral("8 bits a channel")),
+                 qPrintable(error));
+        QCOMPARE(error28, error);
+        QCOMPARE(shallowSize, QSize(400, 400));
+        QCOMPARE(readImageFile(deep).size(), QSize(400, 400)); // within the limit again
+    }
+
     // EXIF orientation 6 (stored left half red, displayed rotated 90 degrees clockwise: red on
     // top), at full size and decoded reduced.
     void exifOrientationSurvivesReduction()
