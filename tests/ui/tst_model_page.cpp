@@ -280,6 +280,47 @@ private slots:
         QCOMPARE(again.text(), editor.text());
         QCOMPARE(again.path(), path);
     }
+
+    // Typing checks off the GUI thread: a mistake in the text at once, a network's layers and
+    // parameters (which take building it: seconds and gigabytes for a large one, which froze the
+    // window) once the build answers, "Use" waiting for it; an answer for text changed since is
+    // dropped.
+    void typingBuildsTheNetworkInTheBackground()
+    {
+        ModelPage page;
+        page.setModelName(QStringLiteral("fashion-fast"));
+        towers::ui::ModelFileEditor editor(page.model(), page.modelFilePath());
+        QPushButton* use = nullptr;
+        for (auto* b : editor.findChildren<QPushButton*>())
+            if (b->text() == QStringLiteral("Use this network")) use = b;
+        QVERIFY(use);
+        const QString text = editor.text();
+        const QString sixteen = QString(text).replace(QStringLiteral("\"filters\": 32"),
+                                                      QStringLiteral("\"filters\": 16"));
+        editor.editor()->setPlainText(sixteen);
+        editor.checkInBackground();
+        QCOMPARE(editor.status(), QStringLiteral("Checking…"));
+        QVERIFY(!use->isEnabled());
+        QVERIFY(!editor.network());
+        // Changed while the build runs: the first answer is not shown, the second is.
+        const QString eight = QString(text).replace(QStringLiteral("\"filters\": 32"),
+                                                    QStringLiteral("\"filters\": 8"));
+        editor.editor()->setPlainText(eight);
+        editor.checkInBackground();
+        QTRY_VERIFY2(editor.status().startsWith(QStringLiteral("✓")), qPrintable(editor.status()));
+        QVERIFY(use->isEnabled());
+        QCOMPARE(editor.network()->build(10)->parameters().front()->value.shape(),
+                 (towers::engine::Shape{8, 1, 3, 3}));
+        QTest::qWait(400); // nothing later overwrites it
+        QCOMPARE(editor.network()->build(10)->parameters().front()->value.shape(),
+                 (towers::engine::Shape{8, 1, 3, 3}));
+        // A mistake needs no build: shown at once.
+        editor.editor()->setPlainText(QStringLiteral("{\"name\": "));
+        editor.checkInBackground();
+        QVERIFY2(editor.status().contains(QStringLiteral("not valid JSON")),
+                 qPrintable(editor.status()));
+        QVERIFY(!use->isEnabled());
+    }
 };
 
 QTEST_MAIN(TestModelPage)

@@ -1,5 +1,6 @@
 #include "ui/pages/model_file_editor.h"
 
+#include <QCoreApplication>
 #include <QDialogButtonBox>
 #include <QDir>
 #include <QFile>
@@ -10,8 +11,10 @@
 #include <QLocale>
 #include <QMessageBox>
 #include <QPlainTextEdit>
+#include <QPointer>
 #include <QPushButton>
 #include <QTextBlock>
+#include <QThreadPool>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -80,7 +83,11 @@ ModelFileEditor::ModelFileEditor(const engine::ModelInfo& from, const QString& p
     buttons->addButton(QDialogButtonBox::Cancel);
     layout->addWidget(buttons);
     connect(m_use, &QPushButton::clicked, this, [this] {
-        if (check()) accept();
+        // Enabled once the text, as it is, was checked.
+        if (m_network && !m_checkTimer->isActive() && !m_building)
+            accept();
+        else if (check())
+            accept();
     });
     connect(save, &QPushButton::clicked, this, &ModelFileEditor::save);
     connect(saveAs, &QPushButton::clicked, this, &ModelFileEditor::chooseSaveFile);
@@ -88,7 +95,7 @@ ModelFileEditor::ModelFileEditor(const engine::ModelInfo& from, const QString& p
 
     m_checkTimer->setSingleShot(true);
     m_checkTimer->setInterval(300);
-    connect(m_checkTimer, &QTimer::timeout, this, &ModelFileEditor::check);
+    connect(m_checkTimer, &QTimer::timeout, this, &ModelFileEditor::checkInBackground);
     connect(m_text, &QPlainTextEdit::textChanged, m_checkTimer, qOverload<>(&QTimer::start));
 
     QString text = fileText(from, path);
@@ -110,32 +117,100 @@ void ModelFileEditor::setText(const QString& text)
     check();
 }
 
-bool ModelFileEditor::check()
+std::string ModelFileEditor::where() const
 {
-    m_checkTimer->stop();
-    const std::string where = m_path.isEmpty() ? "the network" : m_path.toStdString();
-    const std::string source = text().toStdString();
-    QString status;
-    int line = 0; // of the mistake
+    return m_path.isEmpty() ? "the network" : m_path.toStdString();
+}
+
+ModelFileEditor::Checked ModelFileEditor::read(const std::string& source, const std::string& where)
+{
+    Checked c;
     try {
         engine::ModelInfo info = engine::modelFromDefinition(source, where);
         (void)engine::defaultConfigFor(info); // its recipe, as train checks it
-        const auto model = engine::buildModel(info);
-        status = tr("✓ %1: %2 layers, %3 trainable parameters")
-                     .arg(QString::fromStdString(info.name))
-                     .arg(model->layerTable().size())
-                     .arg(QLocale().toString(qint64(model->parameterCount())));
-        m_network = std::move(info);
+        c.network = std::move(info);
     } catch (const std::exception& e) {
-        status = tr("✗ %1").arg(QString::fromUtf8(e.what()));
-        m_network.reset();
-        line = engine::mistakeLine(source, where, e.what());
+        c.status = tr("✗ %1").arg(QString::fromUtf8(e.what()));
+        c.line = engine::mistakeLine(source, where, e.what());
     }
-    m_status->setText(status);
+    return c;
+}
+
+ModelFileEditor::Checked ModelFileEditor::counted(engine::ModelInfo info, const std::string& source,
+                                                  const std::string& where)
+{
+    Checked c;
+    try {
+        const auto model = engine::buildModel(info);
+        c.status = tr("✓ %1: %2 layers, %3 trainable parameters")
+                       .arg(QString::fromStdString(info.name))
+                       .arg(model->layerTable().size())
+                       .arg(QLocale().toString(qint64(model->parameterCount())));
+        c.network = std::move(info);
+    } catch (const std::exception& e) { // out of memory, say
+        c.status = tr("✗ %1").arg(QString::fromUtf8(e.what()));
+        c.line = engine::mistakeLine(source, where, e.what());
+    }
+    return c;
+}
+
+void ModelFileEditor::showChecked(Checked checked)
+{
+    m_network = std::move(checked.network);
+    m_status->setText(checked.status);
     m_status->setStyleSheet(m_network ? QString() : QStringLiteral("color: #c62828"));
-    markLine(line);
+    markLine(checked.line);
     m_use->setEnabled(bool(m_network));
+}
+
+bool ModelFileEditor::check()
+{
+    m_checkTimer->stop();
+    ++m_generation; // a background build under way answers too late
+    const std::string source = text().toStdString();
+    Checked c = read(source, where());
+    if (c.network) c = counted(std::move(*c.network), source, where());
+    showChecked(std::move(c));
     return bool(m_network);
+}
+
+void ModelFileEditor::checkInBackground()
+{
+    m_checkTimer->stop();
+    if (m_building) { // one build at a time: the next begins when this one ends
+        m_buildAgain = true;
+        m_use->setEnabled(false);
+        return;
+    }
+    const quint64 generation = ++m_generation;
+    const std::string source = text().toStdString();
+    Checked c = read(source, where());
+    if (!c.network) {
+        showChecked(std::move(c));
+        return;
+    }
+    m_network.reset();
+    m_status->setText(tr("Checking…"));
+    m_status->setStyleSheet(QString());
+    markLine(0);
+    m_use->setEnabled(false);
+    m_building = true;
+    QPointer<ModelFileEditor> self(this);
+    QThreadPool::globalInstance()->start(
+        [self, generation, info = std::move(*c.network), source, where = where()]() mutable {
+            Checked done = counted(std::move(info), source, where);
+            // Back on the GUI thread (through the application: the window may be gone by then).
+            QMetaObject::invokeMethod(qApp, [self, generation, done = std::move(done)]() mutable {
+                if (!self) return;
+                self->m_building = false;
+                if (self->m_buildAgain) {
+                    self->m_buildAgain = false;
+                    self->checkInBackground();
+                } else if (generation == self->m_generation) {
+                    self->showChecked(std::move(done));
+                }
+            });
+        });
 }
 
 void ModelFileEditor::markLine(int line)

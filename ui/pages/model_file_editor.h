@@ -29,8 +29,13 @@ public:
     QPlainTextEdit* editor() const { return m_text; }
     QString text() const;
     void setText(const QString& text);
-    // Checks the text now (typing checks it after a pause); true when it describes a network.
+    // Checks the text now; true when it describes a network.
     bool check();
+    // What typing does after a pause: the text read at once (a mistake in it shown), the network
+    // built off the GUI thread to count its layers and parameters (a large one takes seconds and
+    // gigabytes: the window stays live, "Use" waiting for the answer). One build at a time; a
+    // build whose text has changed since is dropped.
+    void checkInBackground();
     // What the check says: "my-net: 10 layers, 421,738 trainable parameters" or the mistake.
     QString status() const;
     // The line (from 1) of the mistake, marked in the editor: where the JSON breaks, or the field
@@ -46,6 +51,20 @@ public:
     bool saveAs(const QString& path, QString* error);
 
 private:
+    struct Checked
+    {
+        QString status;
+        int line = 0; // of the mistake
+        std::optional<engine::ModelInfo> network;
+    };
+    // Reads the text into a network or the mistake (fast: no tensors made).
+    static Checked read(const std::string& source, const std::string& where);
+    // Counts a read network's layers and parameters by building it (slow for a large one).
+    static Checked counted(engine::ModelInfo info, const std::string& source,
+                           const std::string& where);
+    void showChecked(Checked checked);
+    std::string where() const;
+
     void save();
     void chooseSaveFile();
     void reject() override; // asks before unsaved edits are dropped
@@ -58,6 +77,9 @@ private:
 
     QString m_path, m_savedText;
     int m_mistakeLine = 0;
+    quint64 m_generation = 0;  // of the latest check begun; an older one's answer is dropped
+    bool m_building = false;   // a background build runs
+    bool m_buildAgain = false; // and the text changed meanwhile
     std::optional<engine::ModelInfo> m_network;
 };
 
