@@ -198,7 +198,7 @@ DatasetSpec datasetSpecAlong(const std::string& name, const std::vector<fs::path
     for (const fs::path& dir : searchPath)
         searched += (searched.empty() ? "" : ", ") + dir.string();
     throw unknownDataset(name, importedDatasetNames(searchPath),
-                         "no folder " + name + "/ with a dataset.json in " +
+                         "no folder " + name + "/ with a " + kDatasetManifest + " in " +
                              (searched.empty() ? std::string("no folder") : searched) +
                              "; 'towers-cli import' makes one from a folder of images, and "
                              "--data-dir names where one is");

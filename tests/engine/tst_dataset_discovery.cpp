@@ -11,6 +11,7 @@
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_manifest.h"
 #include "engine/data/preprocessing.h"
+#include "error_message.h"
 
 using namespace towers::engine;
 using namespace towers::test;
@@ -184,6 +185,11 @@ private slots:
         // A name of no table entry may be an imported dataset's: not found, and unknown.
         QVERIFY(!findDataset("svhn", {root}));
         QVERIFY_THROWS_EXCEPTION(UnknownName, datasetSpecAlong("svhn", {root}));
+        // It names the manifest an import writes (towers-dataset.json), not another file.
+        const std::string unknown = messageOf([&] { datasetSpecAlong("svhn", {root}); });
+        QVERIFY2(unknown.find("no folder svhn/ with a towers-dataset.json in ") !=
+                     std::string::npos,
+                 unknown.c_str());
         QVERIFY_THROWS_EXCEPTION(UnknownName, findDataset("Not a name/", {root}));
     }
 
