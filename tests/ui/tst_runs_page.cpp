@@ -15,6 +15,7 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QScrollBar>
+#include <QSet>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTableView>
@@ -39,6 +40,7 @@
 #include "ui_test_support.h"
 
 #include <optional>
+#include <qcustomplot.h>
 
 #include <unistd.h>
 
@@ -367,6 +369,56 @@ private slots:
         QCOMPARE(page.lossPlot()->seriesName(0), QStringLiteral("loss"));
         QCOMPARE(tree->columnCount(), 2); // its whole configuration again
         QCOMPARE(configValue(page, QStringLiteral("steps")), QStringLiteral("30"));
+    }
+
+    // Runs with the tool's long names compared: the legend sits under each plot, never over the
+    // curves; the names there and over the configuration's columns are shortened in the middle,
+    // keeping the end where they differ, and given in full in the tooltips.
+    void comparesLongNamedRuns()
+    {
+        QTemporaryDir root;
+        const QString runs = root.filePath(QStringLiteral("runs"));
+        const QString a = QStringLiteral("fashion-mnist-fashion-fast-20261130-101500");
+        const QString b = QStringLiteral("fashion-mnist-fashion-fast-20261130-114233");
+        makeRun(runs + QLatin1Char('/') + a, 20, eng::Precision::Float32, 0.7);
+        makeRun(runs + QLatin1Char('/') + b, 40, eng::Precision::Float32, 0.8);
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(runs);
+        RunsPage page(settings);
+        page.resize(1200, 800);
+        page.show();
+        QSignalSpy refreshed(&page, &RunsPage::refreshed);
+        QSignalSpy compared(&page, &RunsPage::comparisonShown);
+        QVERIFY(refreshed.wait(10000));
+        page.selectRun(runs + QLatin1Char('/') + a);
+        page.runTable()->selectAll();
+        QVERIFY(compared.wait(10000));
+        QCOMPARE(page.lossPlot()->seriesCount(), 2);
+        QStringList shown;
+        for (int i = 0; i < 2; ++i) {
+            const QString name = page.lossPlot()->seriesName(i);
+            const QString full = page.lossPlot()->seriesToolTip(i);
+            QVERIFY2(name.size() < full.size() && name.contains(QStringLiteral("…")),
+                     qPrintable(name));
+            QVERIFY2(full == a || full == b, qPrintable(full));
+            QVERIFY2(name.endsWith(full.right(6)), qPrintable(name)); // the time of day
+            shown << name;
+        }
+        QVERIFY(shown[0] != shown[1]);
+        for (towers::ui::PlotWidget* plot : {page.lossPlot(), page.accuracyPlot()}) {
+            QVERIFY(plot->isLegendBelow());
+            plot->replotNow();
+            QCustomPlot* cp = plot->customPlot();
+            QVERIFY(cp->legend->visible());
+            QVERIFY2(!cp->legend->outerRect().intersects(cp->axisRect()->rect()),
+                     qPrintable(plot->title()));
+        }
+        auto* tree = page.findChild<QTreeWidget*>();
+        QCOMPARE(tree->columnCount(), 3);
+        const QString h1 = tree->headerItem()->text(1), h2 = tree->headerItem()->text(2);
+        QVERIFY2(h1 != h2 && h1.size() < a.size(), qPrintable(h1 + QLatin1Char(' ') + h2));
+        QCOMPARE(QSet<QString>({tree->headerItem()->toolTip(1), tree->headerItem()->toolTip(2)}),
+                 QSet<QString>({a, b}));
     }
 
     // "Move to trash…": asked first, the folder goes to the desktop's trash (restorable, nothing

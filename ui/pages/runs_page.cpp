@@ -1,4 +1,5 @@
 #include "ui/pages/runs_page.h"
+#include <algorithm>
 #include <cmath>
 
 #include <QAction>
@@ -18,6 +19,7 @@
 #include <QMenu>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QSet>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStyle>
@@ -40,6 +42,35 @@
 namespace towers::ui {
 
 namespace {
+
+// Run names short enough for a legend entry or a column header. What all the names start with
+// goes, up to the separator before where they differ ("…101500" and "…114233" for the tool's
+// "fashion-mnist-fashion-fast-20261130-101500" and "-114233"); what is still long keeps its start
+// and its end, shortened in the middle, as short as the names stay distinct (in full where they
+// would not).
+QStringList shortRunNames(const QStringList& names)
+{
+    if (names.size() < 2) return names;
+    qsizetype common = names.front().size();
+    for (const QString& n : names) {
+        qsizetype k = 0;
+        while (k < common && k < n.size() && n[k] == names.front()[k]) ++k;
+        common = k;
+    }
+    // Back to just after a separator, so that a word is never cut.
+    qsizetype cut = common;
+    while (cut > 0 && !QStringLiteral("-_. ").contains(names.front()[cut - 1])) --cut;
+    QStringList tails;
+    for (const QString& n : names)
+        tails << (cut > 3 && cut < n.size() ? QStringLiteral("…") + n.mid(cut) : n);
+    for (const int most : {16, 24, 32}) {
+        QStringList out;
+        for (const QString& n : tails)
+            out << (n.size() <= most ? n : n.left(5) + QStringLiteral("…") + n.right(most - 6));
+        if (QSet<QString>(out.begin(), out.end()).size() == names.size()) return out;
+    }
+    return names;
+}
 
 // Adds o's members under parent (the tree's top level when null); true when one is a branch.
 bool addConfigItems(QTreeWidgetItem* parent, QTreeWidget* tree, const QJsonObject& o)
@@ -214,6 +245,9 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     m_lossPlot->setAxisLabels(tr("step"), QString());
     m_accuracyPlot = new PlotWidget(tr("Test accuracy"), details);
     m_accuracyPlot->setYRange(0, 1);
+    // Under the plots, two entries a row: many runs' names would cover the curves.
+    m_lossPlot->setLegendBelow(2);
+    m_accuracyPlot->setLegendBelow(2);
     setPlotSeries({});
     m_accuracyPlot->setAxisLabels(tr("step"), QString());
     for (auto* p : {m_lossPlot, m_accuracyPlot}) {
@@ -524,7 +558,8 @@ void RunsPage::showConfiguration()
     m_config->clear();
     m_config->setRootIsDecorated(false);
     m_config->setColumnCount(1 + int(names.size()));
-    m_config->setHeaderLabels(QStringList{tr("Setting")} + names);
+    m_config->setHeaderLabels(QStringList{tr("Setting")} + shortRunNames(names));
+    for (int i = 0; i < names.size(); ++i) m_config->headerItem()->setToolTip(1 + i, names[i]);
     m_config->setToolTip(tr("What differs between the configurations of the runs selected "
                             "together (towers-cli runs RUN RUN…)"));
     const auto differences = app::configDifferences(configs);
@@ -731,9 +766,18 @@ void RunsPage::setPlotSeries(const QStringList& names)
         m_accuracyPlot->setTitle(tr("Test accuracy"));
         return;
     }
-    for (const QString& name : names) {
-        m_lossPlot->addSeries(name);
-        m_accuracyPlot->addSeries(name, dots);
+    // The legend under the plots, never over the curves; names shortened there, in full in the
+    // entries' tooltips.
+    const QStringList shown = shortRunNames(names);
+    qsizetype longest = 0;
+    for (const QString& n : shown) longest = std::max(longest, n.size());
+    // Short names side by side, long ones one a row, so that each entry fits the plot's width.
+    const int columns = longest <= 4 ? 3 : longest <= 12 ? 2 : 1;
+    m_lossPlot->setLegendBelow(columns);
+    m_accuracyPlot->setLegendBelow(columns);
+    for (int i = 0; i < names.size(); ++i) {
+        m_lossPlot->setSeriesToolTip(m_lossPlot->addSeries(shown[i]), names[i]);
+        m_accuracyPlot->setSeriesToolTip(m_accuracyPlot->addSeries(shown[i], dots), names[i]);
     }
     m_lossPlot->setTitle(tr("Loss of %1 runs").arg(names.size()));
     m_accuracyPlot->setTitle(tr("Accuracy of %1 runs").arg(names.size()));

@@ -1,11 +1,14 @@
 #include "ui/plots/plot_widget.h"
 
 #include <QEvent>
+#include <QHelpEvent>
 #include <QLabel>
 #include <QTimer>
+#include <QToolTip>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "ui/plots/plot_theme.h"
@@ -41,6 +44,50 @@ PlotWidget::PlotWidget(const QString& title, QWidget* parent)
     m_timer->setSingleShot(true);
     connect(m_timer, &QTimer::timeout, this, &PlotWidget::doReplot);
     applyPlotPalette(m_plot, palette());
+    m_plot->installEventFilter(this); // the legend entries' tooltips
+}
+
+bool PlotWidget::eventFilter(QObject* watched, QEvent* event)
+{
+    if (watched != m_plot || event->type() != QEvent::ToolTip)
+        return QWidget::eventFilter(watched, event);
+    auto* help = static_cast<QHelpEvent*>(event);
+    auto* item = qobject_cast<QCPPlottableLegendItem*>(m_plot->layoutElementAt(help->pos()));
+    const int series =
+        item ? int(m_graphs.indexOf(qobject_cast<QCPGraph*>(item->plottable()))) : -1;
+    if (series < 0) {
+        QToolTip::hideText();
+        return false; // the plot's own tooltip, if any
+    }
+    QToolTip::showText(help->globalPos(), seriesToolTip(series), m_plot);
+    return true;
+}
+
+void PlotWidget::setSeriesToolTip(int series, const QString& text)
+{
+    if (m_toolTips.size() < m_graphs.size()) m_toolTips.resize(m_graphs.size());
+    m_toolTips[series] = text;
+}
+
+QString PlotWidget::seriesToolTip(int series) const
+{
+    const QString tip = series < m_toolTips.size() ? m_toolTips.at(series) : QString();
+    return tip.isEmpty() ? m_graphs.at(series)->name() : tip;
+}
+
+void PlotWidget::setLegendBelow(int columns)
+{
+    if (!m_legendBelow) {
+        m_plot->axisRect()->insetLayout()->take(m_plot->legend);
+        m_plot->plotLayout()->addElement(m_plot->plotLayout()->rowCount(), 0, m_plot->legend);
+        m_plot->plotLayout()->setRowStretchFactor(m_plot->plotLayout()->rowCount() - 1, 0.001);
+        m_plot->legend->setMargins(QMargins(4, 2, 4, 2));
+        m_plot->legend->setIconSize(20, 10); // the names need the width more
+        m_legendBelow = true;
+    }
+    m_plot->legend->setFillOrder(QCPLegend::foColumnsFirst);
+    m_plot->legend->setWrap(std::max(1, columns));
+    requestReplot();
 }
 
 PlotWidget::~PlotWidget() = default;
@@ -177,6 +224,7 @@ void PlotWidget::clearSeries()
     m_plot->clearGraphs();
     m_graphs.clear();
     m_styles.clear();
+    m_toolTips.clear();
     m_plot->legend->setVisible(false);
     updateEmptyMessage();
     requestReplot();

@@ -69,6 +69,15 @@ public:
     QString seriesName(int series) const;
     void setSeriesName(int series, const QString& name);
     void setSeriesVisible(int series, bool visible);
+    // What the series' legend entry shows as its tooltip (a name shortened in the legend in
+    // full); the series' name when none is set.
+    void setSeriesToolTip(int series, const QString& text);
+    QString seriesToolTip(int series) const;
+    // The legend in a row of its own under the plot, entries side by side (`columns` a row), so
+    // that it never covers the curves (the Runs page's comparison of many runs); else it sits in
+    // the plot's top right corner.
+    void setLegendBelow(int columns);
+    bool isLegendBelow() const { return m_legendBelow; }
 
     // Points must come in increasing x (the plots are over steps or time).
     void addPoint(int series, double x, double y);
@@ -93,6 +102,7 @@ public:
     QCustomPlot* customPlot() const { return m_plot; }
 
 protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;
     void changeEvent(QEvent* event) override;
     void showEvent(QShowEvent* event) override;
     void resizeEvent(QResizeEvent* event) override;
@@ -109,6 +119,8 @@ private:
     QElapsedTimer m_sinceReplot;
     QVector<QCPGraph*> m_graphs;
     QVector<SeriesStyle> m_styles;
+    QVector<QString> m_toolTips; // per series; empty: its name
+    bool m_legendBelow = false;
     bool m_dirty = false;
     bool m_fixedY = false;
     double m_yLower = 0, m_yUpper = 1;
