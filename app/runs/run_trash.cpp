@@ -4,6 +4,8 @@
 #include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QStandardPaths>
 #include <QUrl>
 
@@ -18,6 +20,7 @@
 
 #include "engine/errors.h"
 #include "engine/train/run_lock.h"
+#include "engine/train/train_config.h"
 
 namespace towers::app {
 
@@ -157,6 +160,55 @@ QString moveToTrash(const QString& path, QString& why)
     return {};
 }
 
+// Whether `dir` holds a Towers run: a config.json that reads as a run configuration (or, from
+// another version of Towers, one with a run id), or one of the files only Towers writes into a run
+// (checkpoints/ckpt-*.safetensors, metrics.jsonl, towers.lock, a TensorBoard event file). A folder
+// that merely holds a file named config.json (a web project's, say) is none. Empty when it holds
+// one; else why not, naming what was looked for.
+QString whyNoRun(const QDir& dir)
+{
+    QString configProblem;
+    QFile config(dir.filePath(QStringLiteral("config.json")));
+    const bool hasConfig = config.exists();
+    if (hasConfig) {
+        if (!config.open(QIODevice::ReadOnly)) {
+            configProblem = QStringLiteral("cannot be read: %1").arg(config.errorString());
+        } else {
+            constexpr qint64 kMaxConfigBytes = 4 << 20; // a run's is a few kilobytes
+            const QByteArray text = config.read(kMaxConfigBytes + 1);
+            if (text.size() > kMaxConfigBytes)
+                configProblem = QStringLiteral("is larger than a run configuration");
+            else
+                try {
+                    engine::TrainConfig::fromJson(text.toStdString());
+                    return {};
+                } catch (const std::exception& e) {
+                    const QJsonObject o = QJsonDocument::fromJson(text).object();
+                    if (o.value(QStringLiteral("runId")).isString() &&
+                        !o.value(QStringLiteral("runId")).toString().isEmpty())
+                        return {}; // another version's configuration of a run
+                    configProblem = QString::fromUtf8(e.what());
+                }
+        }
+    }
+    if (!QDir(dir.filePath(QStringLiteral("checkpoints")))
+             .entryList({QStringLiteral("ckpt-*.safetensors")}, QDir::Files)
+             .isEmpty() ||
+        QFileInfo::exists(dir.filePath(QStringLiteral("metrics.jsonl"))) ||
+        QFileInfo::exists(dir.filePath(QString::fromLatin1(engine::RunLock::kFileName))) ||
+        !dir.entryList({QStringLiteral("events.out.tfevents.*")}, QDir::Files).isEmpty())
+        return {};
+    const QString files = QStringLiteral("checkpoints/ckpt-*.safetensors, metrics.jsonl, %1, "
+                                         "events.out.tfevents.*")
+                              .arg(QString::fromLatin1(engine::RunLock::kFileName));
+    return hasConfig ? QStringLiteral("its config.json is no Towers run configuration (%1), and "
+                                      "it holds none of the files Towers writes into a run (%2)")
+                           .arg(configProblem, files)
+                     : QStringLiteral("it has no config.json, and none of the files Towers "
+                                      "writes into a run (%1)")
+                           .arg(files);
+}
+
 } // namespace
 
 TrashOutcome moveRunToTrash(const QString& folder)
@@ -172,11 +224,10 @@ TrashOutcome moveRunToTrash(const QString& folder)
         out.error = QStringLiteral("%1 is not a run folder (not a folder)").arg(path);
         return out;
     }
-    const QDir dir(path);
-    if (!dir.exists(QStringLiteral("config.json")) && !dir.exists(QStringLiteral("checkpoints"))) {
+    // Before the lock below, which would leave a towers.lock in any folder.
+    if (const QString why = whyNoRun(QDir(path)); !why.isEmpty()) {
         out.error =
-            QStringLiteral("%1 is not a run folder (it has neither config.json nor checkpoints/)")
-                .arg(path);
+            QStringLiteral("%1 is not a run folder: %2; it stays where it is").arg(path, why);
         return out;
     }
     try {

@@ -101,7 +101,9 @@ private slots:
         QVERIFY(QDir().mkpath(plain));
         auto out = moveRunToTrash(plain);
         QVERIFY(!out.ok);
-        QVERIFY2(out.error.contains(QStringLiteral("is not a run folder")), qPrintable(out.error));
+        QVERIFY2(out.error.contains(QStringLiteral("is not a run folder: it has no "
+                                                   "config.json")),
+                 qPrintable(out.error));
         QVERIFY(QFileInfo::exists(plain));
 
         out = moveRunToTrash(m_root.filePath(QStringLiteral("missing")));
@@ -130,6 +132,65 @@ private slots:
         QVERIFY(QFileInfo::exists(run + QStringLiteral("/config.json")));
         lock.reset();
         QVERIFY(moveRunToTrash(run).ok);
+    }
+
+    // A folder that merely holds a file named config.json (a web project's) is no run: refused,
+    // naming why, and left as it was (no towers.lock made in it either). A run's own files, or a
+    // configuration of Towers', make one.
+    void refusesAFolderThatHoldsNoRun()
+    {
+        const QString project = m_root.filePath(QStringLiteral("project"));
+        QVERIFY(QDir().mkpath(project + QStringLiteral("/src")));
+        const auto write = [](const QString& file, const QByteArray& text) {
+            QFile f(file);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(text);
+        };
+        write(project + QStringLiteral("/config.json"), R"({"name":"my web app","version":"1.0"})");
+        write(project + QStringLiteral("/src/main.c"), "int main(){}");
+        auto out = moveRunToTrash(project);
+        QVERIFY(!out.ok);
+        QVERIFY2(out.error.contains(QStringLiteral("is not a run folder: its config.json "
+                                                   "is no Towers run configuration (")) &&
+                     out.error.contains(QStringLiteral("unknown field")) &&
+                     out.error.contains(QStringLiteral("metrics.jsonl")) &&
+                     out.error.contains(QStringLiteral("it stays where it is")),
+                 qPrintable(out.error));
+        QVERIFY(QFileInfo::exists(project + QStringLiteral("/src/main.c")));
+        QVERIFY(!QFileInfo::exists(project + QStringLiteral("/towers.lock")));
+        // Not JSON at all, and an empty checkpoints/ folder: still no run.
+        write(project + QStringLiteral("/config.json"), "port = 8080\n");
+        QVERIFY(QDir().mkpath(project + QStringLiteral("/checkpoints")));
+        QVERIFY(!moveRunToTrash(project).ok);
+        QVERIFY(QFileInfo::exists(project + QStringLiteral("/src/main.c")));
+
+        // Each of a run's own files makes one.
+        for (const QString& file : {QStringLiteral("metrics.jsonl"), QStringLiteral("towers.lock"),
+                                    QStringLiteral("events.out.tfevents.1700000000.host"),
+                                    QStringLiteral("checkpoints/ckpt-00000010.safetensors")}) {
+            const QString run =
+                m_root.filePath(QStringLiteral("runs/with ") + QFileInfo(file).fileName());
+            QVERIFY(QDir().mkpath(run + QStringLiteral("/checkpoints")));
+            write(run + QStringLiteral("/config.json"), R"({"name":"not ours"})");
+            write(run + QLatin1Char('/') + file, "");
+            const auto moved = moveRunToTrash(run);
+            QVERIFY2(moved.ok, qPrintable(file + QStringLiteral(": ") + moved.error));
+        }
+        // A configuration of Towers' alone (a run that has not logged a step yet) makes one; so
+        // does one with a run id that this version does not read (another version's).
+        const QString fresh = m_root.filePath(QStringLiteral("runs/fresh"));
+        QVERIFY(QDir().mkpath(fresh));
+        eng::TrainConfig config;
+        config.steps = 10;
+        write(fresh + QStringLiteral("/config.json"), QByteArray::fromStdString(config.toJson()));
+        auto moved = moveRunToTrash(fresh);
+        QVERIFY2(moved.ok, qPrintable(moved.error));
+        const QString newer = m_root.filePath(QStringLiteral("runs/newer"));
+        QVERIFY(QDir().mkpath(newer));
+        write(newer + QStringLiteral("/config.json"),
+              R"({"runId":"20260101-000000-abcd","aFieldOfLater":1})");
+        moved = moveRunToTrash(newer);
+        QVERIFY2(moved.ok, qPrintable(moved.error));
     }
 
     // A home trash that is no folder of ours (a file in its place): refused, the run unchanged.

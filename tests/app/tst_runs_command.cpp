@@ -403,6 +403,21 @@ private slots:
         const Result none = trash({QStringLiteral("--trash")});
         QCOMPARE(none.exitCode, 2);
         QVERIFY2(none.err.contains(QStringLiteral("--trash needs the run")), qPrintable(none.err));
+
+        // A folder with a config.json that is no run's (a web project's): refused as one without
+        // config.json is, naming why; it stays.
+        const QString project = root.filePath(QStringLiteral("project"));
+        QVERIFY(QDir().mkpath(project));
+        QFile config(project + QStringLiteral("/config.json"));
+        QVERIFY(config.open(QIODevice::WriteOnly));
+        config.write(R"({"name":"my web app","version":"1.0"})");
+        config.close();
+        const Result web = trash({project, QStringLiteral("--trash")});
+        QCOMPARE(web.exitCode, 1);
+        QVERIFY2(web.err.contains(QStringLiteral("is not a run folder: its config.json is no "
+                                                 "Towers run configuration")),
+                 qPrintable(web.err));
+        QVERIFY(QFile::exists(project + QStringLiteral("/config.json")));
     }
 
     // Several runs: side by side, the settings that differ (never the run id), then how each
