@@ -308,6 +308,26 @@ private slots:
         QCOMPARE(summary->text(), QStringLiteral("⚠ ") + form.error());
     }
 
+    // More epochs than the configuration allows (1e16 ran one step) are refused at the field.
+    void epochsAboveTheLimit()
+    {
+        HyperparameterForm form;
+        form.setConfig(eng::defaultConfigFor("fashion-fast")); // in epochs
+        form.setTrainingSetSize(60000);
+        form.show();
+        auto* epochs = form.field(QStringLiteral("epochs"));
+        for (const QString& text :
+             {QStringLiteral("1e16"), QStringLiteral("1e300"), QStringLiteral("1000001")}) {
+            type(epochs, text);
+            QVERIFY2(!epochs->isValid(), qPrintable(text));
+            QCOMPARE(epochs->error(), QStringLiteral("must be in (0, 1e+06]"));
+            QVERIFY2(form.error().startsWith(QStringLiteral("epochs: ")), qPrintable(form.error()));
+        }
+        type(epochs, QStringLiteral("1e6"));
+        QVERIFY2(form.isValid(), qPrintable(form.error()));
+        QCOMPARE(form.config().epochs, eng::TrainConfig::kMaxEpochs);
+    }
+
     // A global batch the training set cannot fill once is refused, saying so, not "Load the
     // dataset".
     void batchLargerThanTheTrainingSet()

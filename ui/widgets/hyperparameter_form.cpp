@@ -186,8 +186,10 @@ void HyperparameterForm::buildUi()
     group->addButton(m_byEpochs);
     connect(m_bySteps, &QRadioButton::toggled, this, &HyperparameterForm::update);
     m_steps = make("steps", F::Syntax::Integer, F::atLeast(1), tr("Global steps of the run"));
-    m_epochs =
-        make("epochs", F::Syntax::Decimal, F::positive(), tr("Passes over the training set"));
+    // The configuration's own limit (towers-cli's --epochs too), refused here with the reason.
+    m_epochs = make("epochs", F::Syntax::Decimal,
+                    F::between(0, true, engine::TrainConfig::kMaxEpochs, false),
+                    tr("Passes over the training set"));
     runForm->addRow(tr("Length:"),
                     rowOf(runBox, {{m_bySteps, 0}, {m_steps, 1}, {m_byEpochs, 0}, {m_epochs, 1}}));
     top->addWidget(runBox);
