@@ -4,6 +4,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QHash>
 #include <QImageReader>
 #include <QSet>
 #include <QTemporaryDir>
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <numeric>
 
 #include "app/data/data_dirs.h"
@@ -77,43 +79,116 @@ QStringList subfolders(const QString& dir, const QString& root, QStringList& ign
     return out;
 }
 
-void collectImages(const QString& dir, const QString& root, QStringList& files,
-                   QStringList& ignored, QSet<QString>& visited)
+// Reads the image files of the class folders (and of their sub-folders, and where links lead),
+// each folder and each image file once across all classes and both splits: the same picture never
+// lands in two classes, nor in the training and the test set. What is really in a class folder is
+// read first, links after, so that a link in one class to another class's folder (or image) leaves
+// that folder to its own class; the link is listed as passed over, naming the class that read it.
+class ImageCollector
 {
-    const QFileInfoList entries = QDir(dir).entryInfoList(QDir::AllEntries | QDir::NoDotAndDotDot);
-    for (const QFileInfo& e : entries) {
-        if (e.fileName().startsWith(QLatin1Char('.'))) continue; // .DS_Store and the like
-        // Only for what is listed as left out: not for each of thousands of images.
-        const auto relative = [&] { return QDir(root).relativeFilePath(e.filePath()); };
-        if (e.isDir()) {
-            const QString canonical = e.canonicalFilePath();
-            if (e.isSymLink() && leadsAbove(e, root))
-                ignored << relative() +
-                               QStringLiteral("/ (a link to the imported folder or above it)");
-            else if (visited.contains(canonical))
-                ignored << relative() + QStringLiteral("/ (a link to a folder read already)");
-            else {
-                visited.insert(canonical);
-                collectImages(e.filePath(), root, files, ignored, visited);
+public:
+    ImageCollector(const QString& root, QStringList& ignored) : m_root(root), m_ignored(ignored) {}
+
+    // Reads class folder `dir` for `owner` ("class b") into `files` (which must stay in place
+    // until followLinks() returned); links in it are followed by followLinks(). False, and listed,
+    // when the folder was claimed already (a class folder that is a link to another's).
+    bool readClassFolder(const QString& dir, const QString& owner, QStringList& files)
+    {
+        const QString canonical = QFileInfo(dir).canonicalFilePath();
+        if (const auto it = m_folders.constFind(canonical); it != m_folders.cend()) {
+            m_ignored << relative(dir) +
+                             QStringLiteral("/ (a link to a folder read already: %1)").arg(*it);
+            return false;
+        }
+        m_folders.insert(canonical, owner);
+        walk(dir, owner, files);
+        return true;
+    }
+
+    // Follows the links found so far, and those found through them, in the order found.
+    void followLinks()
+    {
+        while (!m_links.empty()) {
+            const Link link = m_links.front();
+            m_links.pop_front();
+            const QFileInfo& e = link.entry;
+            if (e.isDir()) {
+                const QString canonical = e.canonicalFilePath();
+                if (leadsAbove(e, m_root)) {
+                    m_ignored << relative(e.filePath()) +
+                                     QStringLiteral(
+                                         "/ (a link to the imported folder or above it)");
+                } else if (const auto it = m_folders.constFind(canonical); it != m_folders.cend()) {
+                    m_ignored
+                        << relative(e.filePath()) +
+                               QStringLiteral("/ (a link to a folder read already: %1)").arg(*it);
+                } else {
+                    m_folders.insert(canonical, link.owner);
+                    walk(e.filePath(), link.owner, *link.files);
+                }
+            } else if (imageSuffixes().contains(e.suffix().toLower())) {
+                const QString canonical = e.canonicalFilePath();
+                if (canonical.isEmpty()) { // a broken link: reported as unreadable
+                    *link.files << e.filePath();
+                } else if (const auto it = m_images.constFind(canonical); it != m_images.cend()) {
+                    m_ignored
+                        << relative(e.filePath()) +
+                               QStringLiteral(" (a link to an image read already: %1)").arg(*it);
+                } else {
+                    m_images.insert(canonical, link.owner);
+                    *link.files << e.filePath();
+                }
+            } else {
+                m_ignored << relative(e.filePath());
             }
-        } else if (imageSuffixes().contains(e.suffix().toLower())) {
-            files << e.filePath();
-        } else {
-            ignored << relative();
         }
     }
-}
 
-// Every image file under `dir` (sub-folders and links to folders too, each folder once), sorted;
-// files that are no image go to `ignored`, relative to `root` (the imported folder).
-QStringList imageFiles(const QString& dir, const QString& root, QStringList& ignored)
-{
-    QStringList files;
-    QSet<QString> visited{QFileInfo(dir).canonicalFilePath()};
-    collectImages(dir, root, files, ignored, visited);
-    files.sort();
-    return files;
-}
+private:
+    struct Link
+    {
+        QFileInfo entry;
+        QString owner;
+        QStringList* files;
+    };
+
+    // Only for what is listed as left out: not for each of thousands of images.
+    QString relative(const QString& path) const { return QDir(m_root).relativeFilePath(path); }
+
+    // What is really in `dir` (its folders, recursively, and files); its links are queued.
+    void walk(const QString& dir, const QString& owner, QStringList& files)
+    {
+        const QFileInfoList entries =
+            QDir(dir).entryInfoList(QDir::AllEntries | QDir::NoDotAndDotDot);
+        for (const QFileInfo& e : entries) {
+            if (e.fileName().startsWith(QLatin1Char('.'))) continue; // .DS_Store and the like
+            if (e.isSymLink()) {
+                m_links.push_back({e, owner, &files});
+            } else if (e.isDir()) {
+                const QString canonical = e.canonicalFilePath();
+                if (const auto it = m_folders.constFind(canonical); it != m_folders.cend()) {
+                    // Inside a folder reached before by a link to it (another class's claim).
+                    m_ignored << relative(e.filePath()) +
+                                     QStringLiteral("/ (a folder read already: %1)").arg(*it);
+                    continue;
+                }
+                m_folders.insert(canonical, owner);
+                walk(e.filePath(), owner, files);
+            } else if (imageSuffixes().contains(e.suffix().toLower())) {
+                m_images.insert(e.canonicalFilePath(), owner);
+                files << e.filePath();
+            } else {
+                m_ignored << relative(e.filePath());
+            }
+        }
+    }
+
+    QString m_root;
+    QStringList& m_ignored;
+    QHash<QString, QString> m_folders; // canonical path: whose ("class b")
+    QHash<QString, QString> m_images;  // canonical path of an image file read: whose
+    std::deque<Link> m_links;
+};
 
 struct Item
 {
@@ -286,17 +361,37 @@ ImageFolderScan scanImageFolder(const QString& source)
             break;
         }
     const QString classRoot = s.splitFolders ? trainDir : s.source;
-    // A folder without a single image file is no class (an empty "unsorted/", say): left out.
-    for (const QString& c : subfolders(classRoot, s.source, s.ignored)) {
+    const QStringList names = subfolders(classRoot, s.source, s.ignored);
+    for (const QString& c : names)
         if (c.contains(QLatin1Char('\n')))
             throw InvalidArgument(where + ": the folder name of a class spans lines");
-        QStringList files = imageFiles(classRoot + QLatin1Char('/') + c, s.source, s.ignored);
+    const QString testRoot = s.source + QLatin1Char('/') + s.testFolder;
+    const QStringList testNames =
+        s.splitFolders ? subfolders(testRoot, s.source, s.ignored) : QStringList();
+    // Every class folder of both splits, then the links in them: each folder and image once.
+    ImageCollector collector(s.source, s.ignored);
+    std::deque<QStringList> train(std::size_t(names.size())), test(std::size_t(testNames.size()));
+    const auto owner = [&](const QString& c, const QString& split) {
+        return s.splitFolders ? QStringLiteral("class %1 of %2/").arg(c, split)
+                              : QStringLiteral("class %1").arg(c);
+    };
+    for (qsizetype i = 0; i < names.size(); ++i)
+        collector.readClassFolder(classRoot + QLatin1Char('/') + names[i],
+                                  owner(names[i], QStringLiteral("train")), train[std::size_t(i)]);
+    for (qsizetype i = 0; i < testNames.size(); ++i)
+        collector.readClassFolder(testRoot + QLatin1Char('/') + testNames[i],
+                                  owner(testNames[i], s.testFolder), test[std::size_t(i)]);
+    collector.followLinks();
+    // A folder without a single image file is no class (an empty "unsorted/", say): left out.
+    for (qsizetype i = 0; i < names.size(); ++i) {
+        QStringList& files = train[std::size_t(i)];
         if (files.isEmpty()) {
-            s.ignored << QDir(s.source).relativeFilePath(classRoot + QLatin1Char('/') + c) +
+            s.ignored << QDir(s.source).relativeFilePath(classRoot + QLatin1Char('/') + names[i]) +
                              QStringLiteral("/ (no image: no class)");
             continue;
         }
-        s.classes << c;
+        files.sort();
+        s.classes << names[i];
         s.trainFiles.push_back(std::move(files));
     }
     // Files beside the class folders belong to no class.
@@ -305,17 +400,15 @@ ImageFolderScan scanImageFolder(const QString& source)
             s.ignored << QDir(s.source).relativeFilePath(f.filePath()) +
                              QStringLiteral(" (in no class folder)");
     s.testFiles.assign(std::size_t(s.classes.size()), {});
-    if (s.splitFolders) {
-        const QString testRoot = s.source + QLatin1Char('/') + s.testFolder;
-        for (const QString& c : subfolders(testRoot, s.source, s.ignored)) {
-            const auto i = s.classes.indexOf(c);
-            if (i < 0)
-                throw InvalidArgument(native(testRoot).toStdString() + ": class folder '" +
-                                      c.toStdString() + "' is not in " +
-                                      native(trainDir).toStdString());
-            s.testFiles[std::size_t(i)] =
-                imageFiles(testRoot + QLatin1Char('/') + c, s.source, s.ignored);
-        }
+    for (qsizetype j = 0; j < testNames.size(); ++j) {
+        const auto i = s.classes.indexOf(testNames[j]);
+        if (i < 0)
+            throw InvalidArgument(native(testRoot).toStdString() + ": class folder '" +
+                                  testNames[j].toStdString() + "' is not in " +
+                                  native(trainDir).toStdString());
+        QStringList& files = test[std::size_t(j)];
+        files.sort();
+        s.testFiles[std::size_t(i)] = std::move(files);
     }
     const int withImages = int(s.classes.size());
     if (withImages < 2)

@@ -53,7 +53,11 @@ struct ImageFolderScan
     // Each class's image files, sorted: all of them without split folders; with them, those of
     // train/ and those of the test folder.
     std::vector<QStringList> trainFiles, testFiles;
-    QStringList ignored; // files that are no image (by their suffix), relative paths
+    // Files that are no image (by their suffix), and links passed over (to the imported folder or
+    // above it; to a folder or image read already, each folder and image file being read for one
+    // class of one split only: "a/more/ (a link to a folder read already: class b)"), relative
+    // paths.
+    QStringList ignored;
     std::vector<qint64> trainCounts() const; // image files per class (of train/)
     qint64 images() const;
 };

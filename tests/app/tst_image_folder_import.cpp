@@ -169,13 +169,65 @@ private slots:
         const auto s = app::scanImageFolder(farm);
         QCOMPARE(s.classes, (QStringList{QStringLiteral("cat"), QStringLiteral("dog"),
                                          QStringLiteral("fox")}));
-        QCOMPARE(s.trainCounts(), (std::vector<qint64>{10, 12, 11})); // fox: its link and 10 cats
+        // fox: its link only; the cats are class cat's.
+        QCOMPARE(s.trainCounts(), (std::vector<qint64>{10, 12, 1}));
         for (const char* left : {"everything/ (a link to the imported folder or above it)",
                                  "root/ (a link to the imported folder or above it)",
                                  "fox/up/ (a link to the imported folder or above it)",
-                                 "fox/again/ (a link to a folder read already)"})
+                                 "fox/cats/ (a link to a folder read already: class cat)",
+                                 "fox/again/ (a link to a folder read already: class fox)"})
             QVERIFY2(s.ignored.contains(QLatin1String(left)),
                      qPrintable(left + QStringLiteral(" not in: ") + s.ignored.join(',')));
+    }
+
+    // A link in one class folder to another class's folder (or to one of its images) gives that
+    // class's images no second label: each image file is read once across all classes and both
+    // splits, the link listed as passed over with the class that has the images.
+    void anImageIsReadForOneClassOnly()
+    {
+        const QString src = path(QStringLiteral("linked twice"));
+        writeClass(src + QStringLiteral("/a"), 0, 4, true);
+        writeClass(src + QStringLiteral("/b"), 1, 4, true);
+        QVERIFY(QFile::link(QStringLiteral("../b"), src + QStringLiteral("/a/more")));
+        QVERIFY(QFile::link(QStringLiteral("../b/img001.bmp"), src + QStringLiteral("/a/one.bmp")));
+        // In b, a link to b's own image: not read twice either.
+        QVERIFY(QFile::link(QStringLiteral("img002.jpg"), src + QStringLiteral("/b/again.jpg")));
+        const auto s = app::scanImageFolder(src);
+        QCOMPARE(s.classes, (QStringList{QStringLiteral("a"), QStringLiteral("b")}));
+        QCOMPARE(s.trainCounts(), (std::vector<qint64>{4, 4}));
+        for (const char* left : {"a/more/ (a link to a folder read already: class b)",
+                                 "a/one.bmp (a link to an image read already: class b)",
+                                 "b/again.jpg (a link to an image read already: class b)"})
+            QVERIFY2(s.ignored.contains(QLatin1String(left)),
+                     qPrintable(left + QStringLiteral(" not in: ") + s.ignored.join(',')));
+
+        const QString data = path(QStringLiteral("data linked twice"));
+        ImportOptions o;
+        o.source = src;
+        o.dataDir = data;
+        o.testFraction = 0.5;
+        const auto r = app::importImageFolder(o);
+        QCOMPARE(r.trainImages() + r.testImages(), qint64(8));
+
+        // With train/ and test/: a test class folder that links into train/ (or a test image
+        // that links to a training one) never puts a training image into the test set.
+        const QString split = path(QStringLiteral("split linked"));
+        writeClass(split + QStringLiteral("/train/a"), 0, 3, true);
+        writeClass(split + QStringLiteral("/train/b"), 1, 3, true);
+        writeClass(split + QStringLiteral("/test/b"), 1, 2, true, 10);
+        QVERIFY(QFile::link(QStringLiteral("../train/a"), split + QStringLiteral("/test/a")));
+        QVERIFY(QFile::link(QStringLiteral("../../train/b/img000.png"),
+                            split + QStringLiteral("/test/b/copy.png")));
+        const auto t = app::scanImageFolder(split);
+        QVERIFY(t.splitFolders);
+        QCOMPARE(t.trainCounts(), (std::vector<qint64>{3, 3}));
+        QCOMPARE(t.testFiles[0].size(), 0);
+        QCOMPARE(t.testFiles[1].size(), 2);
+        for (const char* left :
+             {"test/a/ (a link to a folder read already: class a of train/)",
+              "test/b/copy.png (a link to an image read already: class b of train/)"})
+            QVERIFY2(t.ignored.contains(QLatin1String(left)),
+                     qPrintable(left + QStringLiteral(" not in: ") + t.ignored.join(',')));
     }
 
     // The whole import, then the dataset as training reads it: every image is the file decoded as
