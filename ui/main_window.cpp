@@ -10,6 +10,7 @@
 #include <QListWidget>
 #include <QMessageBox>
 #include <QPlainTextEdit>
+#include <QScrollArea>
 #include <QStackedWidget>
 #include <QStyle>
 #include <QVBoxLayout>
@@ -123,7 +124,14 @@ void MainWindow::buildPages()
     QWidget* pages[] = {m_data, m_model, m_devices, m_train, m_runs, m_classify};
     for (int p = 0; p < PageCount; ++p) {
         guardWheel(pages[p]); // every page's boxes: the wheel scrolls, it does not edit
-        m_stack->addWidget(pages[p]);
+        // Each page scrolls where the window is smaller than it: the window's minimum is not the
+        // largest page's (about 1211 x 742, more than a laptop's screen gives it).
+        auto* scroll = new QScrollArea(m_stack);
+        scroll->setObjectName(QStringLiteral("pageScroll"));
+        scroll->setWidget(pages[p]);
+        scroll->setWidgetResizable(true);
+        scroll->setFrameShape(QFrame::NoFrame);
+        m_stack->addWidget(scroll);
         auto* item = new QListWidgetItem(
             paletteIcon(icons[p]), pageTitle(p).replace(QStringLiteral("&&"), QStringLiteral("&")));
         item->setToolTip(tr("%1 (Ctrl+%2)").arg(item->text()).arg(p + 1));
@@ -497,7 +505,8 @@ int MainWindow::currentPage() const
 
 QWidget* MainWindow::page(int page) const
 {
-    return m_stack->widget(page);
+    const auto* scroll = qobject_cast<QScrollArea*>(m_stack->widget(page));
+    return scroll ? scroll->widget() : nullptr;
 }
 
 void MainWindow::showError(const QString& message)

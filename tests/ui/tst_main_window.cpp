@@ -111,6 +111,27 @@ private slots:
         QCOMPARE(settings.lastPage(), 1);
     }
 
+    // The window fits a small laptop screen: after every page has been shown its minimum is at
+    // most 1024 x 640 (it was 1211 x 742), and at that size the pages scroll instead.
+    void fitsASmallScreen()
+    {
+        QTemporaryDir dir;
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        MainWindow w(settings);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        for (int p = 0; p < MainWindow::PageCount; ++p) {
+            w.showPage(p);
+            QCoreApplication::processEvents();
+        }
+        const QSize least = w.minimumSizeHint().expandedTo(w.minimumSize());
+        QVERIFY2(least.width() <= 1024 && least.height() <= 640,
+                 qPrintable(QStringLiteral("%1 x %2").arg(least.width()).arg(least.height())));
+        w.resize(1024, 640);
+        QTRY_COMPARE(w.size(), QSize(1024, 640));
+        for (int p = 0; p < MainWindow::PageCount; ++p) QVERIFY(w.page(p)->isWindow() == false);
+    }
+
     void errorsGoToBannerAndLog()
     {
         QTemporaryDir dir;
