@@ -177,13 +177,18 @@ int runImport(const QStringList& args, CommandIo& io)
     }
     const QString name = QString::fromStdString(s.name);
     if (json) {
-        QJsonArray classes, skipped, ignored;
+        QJsonArray classes, skipped, unreadable, ignored;
         for (std::size_t c = 0; c < s.labels.names.size(); ++c)
             classes.append(
                 QJsonObject{{QStringLiteral("name"), QString::fromStdString(s.labels.names[c])},
                             {QStringLiteral("train"), r.train[c]},
                             {QStringLiteral("test"), r.test[c]}});
-        for (const QString& f : r.skipped) skipped.append(f);
+        // "skipped" as before ("file: reason", the path exact); "unreadable" has them apart.
+        for (const auto& u : r.unreadable) {
+            skipped.append(u.path + QStringLiteral(": ") + u.reason);
+            unreadable.append(QJsonObject{{QStringLiteral("path"), u.path},
+                                          {QStringLiteral("reason"), u.reason}});
+        }
         for (const QString& f : r.ignored) ignored.append(f);
         io.out << QJsonDocument(
                       QJsonObject{{QStringLiteral("name"), name},
@@ -195,6 +200,7 @@ int runImport(const QStringList& args, CommandIo& io)
                                   {QStringLiteral("flips"), s.mirrorSafe},
                                   {QStringLiteral("model"), model},
                                   {QStringLiteral("skipped"), skipped},
+                                  {QStringLiteral("unreadable"), unreadable},
                                   {QStringLiteral("ignored"), ignored}})
                       .toJson(QJsonDocument::Indented);
         return ExitOk;
@@ -207,8 +213,8 @@ int runImport(const QStringList& args, CommandIo& io)
                << " more images that could not be read\n";
     if (!r.ignored.isEmpty())
         io.err << "towers-cli import: " << r.ignored.size() << " file"
-               << (r.ignored.size() == 1 ? " is no image and was" : "s are no images and were")
-               << " left out (" << r.ignored.mid(0, 3).join(QStringLiteral(", "))
+               << (r.ignored.size() == 1 ? " or link was" : "s or links were") << " passed over ("
+               << r.ignored.mid(0, 3).join(QStringLiteral(", "))
                << (r.ignored.size() > 3 ? QStringLiteral(", ...") : QString()) << ")\n";
     io.out << "dataset " << name << " in " << r.folder << "\n"
            << train << " train + " << test << " test images of " << shapeText(s.imageShape)

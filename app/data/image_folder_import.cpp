@@ -71,7 +71,7 @@ QStringList subfolders(const QString& dir, const QString& root, QStringList& ign
         d.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name | QDir::IgnoreCase);
     for (const QFileInfo& e : entries) {
         if (e.isSymLink() && leadsAbove(e, root))
-            ignored << QDir(root).relativeFilePath(e.filePath()) +
+            ignored << quotedPath(QDir(root).relativeFilePath(e.filePath())) +
                            QStringLiteral("/ (a link to the imported folder or above it)");
         else
             out << e.fileName();
@@ -153,7 +153,10 @@ private:
     };
 
     // Only for what is listed as left out: not for each of thousands of images.
-    QString relative(const QString& path) const { return QDir(m_root).relativeFilePath(path); }
+    QString relative(const QString& path) const
+    {
+        return quotedPath(QDir(m_root).relativeFilePath(path));
+    }
 
     // What is really in `dir` (its folders, recursively, and files); its links are queued.
     void walk(const QString& dir, const QString& owner, QStringList& files)
@@ -234,7 +237,14 @@ Decoded decode(const Item& item, const engine::Shape& shape, const engine::Shape
                 d.gray = d.pixels[i] == d.pixels[i + 1] && d.pixels[i] == d.pixels[i + 2];
         if (grayShape && d.gray) d.grayPixels = bring(*grayShape);
     } catch (const std::exception& e) {
-        d.error = QString::fromUtf8(e.what()).section(QLatin1Char('\n'), 0, 0);
+        // The reason alone: the path is kept apart (it may hold any character, a newline too).
+        d.error = QString::fromUtf8(e.what());
+        for (const QString& path : {item.path, native(item.path)})
+            if (d.error.startsWith(path + QStringLiteral(": "))) {
+                d.error.remove(0, path.size() + 2);
+                break;
+            }
+        if (d.error.isEmpty()) d.error = QStringLiteral("cannot read the image");
     }
     return d;
 }
@@ -320,6 +330,38 @@ qint64 ImageFolderScan::images() const
     return n;
 }
 
+QString quotedPath(const QString& path)
+{
+    const auto odd = [](QChar c) { return !c.isPrint() && !c.isSurrogate(); };
+    if (std::none_of(path.begin(), path.end(), odd)) return path;
+    QString out(QLatin1Char('"'));
+    for (const QChar c : path) {
+        switch (c.unicode()) {
+        case '\n':
+            out += QStringLiteral("\\n");
+            break;
+        case '\r':
+            out += QStringLiteral("\\r");
+            break;
+        case '\t':
+            out += QStringLiteral("\\t");
+            break;
+        case '"':
+            out += QStringLiteral("\\\"");
+            break;
+        case '\\':
+            out += QStringLiteral("\\\\");
+            break;
+        default:
+            if (odd(c))
+                out += QStringLiteral("\\u%1").arg(c.unicode(), 4, 16, QLatin1Char('0'));
+            else
+                out += c;
+        }
+    }
+    return out + QLatin1Char('"');
+}
+
 QString datasetNameFromFolder(const QString& folder)
 {
     const QString base = QFileInfo(QDir::cleanPath(folder)).fileName().toLower();
@@ -397,7 +439,7 @@ ImageFolderScan scanImageFolder(const QString& source)
     // Files beside the class folders belong to no class.
     for (const QFileInfo& f : QDir(classRoot).entryInfoList(QDir::Files | QDir::NoDotAndDotDot))
         if (!f.fileName().startsWith(QLatin1Char('.')))
-            s.ignored << QDir(s.source).relativeFilePath(f.filePath()) +
+            s.ignored << quotedPath(QDir(s.source).relativeFilePath(f.filePath())) +
                              QStringLiteral(" (in no class folder)");
     s.testFiles.assign(std::size_t(s.classes.size()), {});
     for (qsizetype j = 0; j < testNames.size(); ++j) {
@@ -519,7 +561,8 @@ ImportResult importImageFolder(const ImportOptions& o,
             const Item& item = chunk[std::size_t(i)];
             const Decoded& d = decoded[i];
             if (!d.error.isEmpty()) {
-                result.skipped << d.error;
+                result.unreadable.push_back({item.path, d.error});
+                result.skipped << quotedPath(native(item.path)) + QStringLiteral(": ") + d.error;
                 continue;
             }
             allGray = allGray && d.gray;

@@ -67,11 +67,24 @@ struct ImportResult
     QString folder; // the dataset's folder
     engine::DatasetSpec spec;
     std::vector<qint64> train, test; // images per class written
-    QStringList skipped;             // "file: reason" of each image that could not be read
-    QStringList ignored;             // files that are no image
-    qint64 trainImages() const;      // the sums of `train` and `test`
+    // Each image that could not be read: its path, exactly, and why.
+    struct Unreadable
+    {
+        QString path;
+        QString reason;
+    };
+    std::vector<Unreadable> unreadable;
+    // The same as lines to show, "file: reason", the file as quotedPath() shows it.
+    QStringList skipped;
+    QStringList ignored;        // files that are no image, links passed over (the scan's)
+    qint64 trainImages() const; // the sums of `train` and `test`
     qint64 testImages() const;
 };
+
+// `path` as it is when it holds only printable characters; else in double quotes, a newline, tab
+// or carriage return as \n, \t, \r, a quote or backslash escaped, any other unprintable
+// character as \uXXXX: so that a file name with a newline shows on one line as what it is.
+QString quotedPath(const QString& path);
 
 // A name made from `folder`'s name: lowercased, runs of other characters as '-', at most 64
 // characters; "images" when nothing is left, and "<name>-images" for a name of the table's.

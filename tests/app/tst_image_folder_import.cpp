@@ -230,6 +230,63 @@ private slots:
                      qPrintable(left + QStringLiteral(" not in: ") + t.ignored.join(',')));
     }
 
+    // An image that cannot be read is reported with its whole path and the reason apart, however
+    // odd its name: a newline in it is shown as \n in quotes, and JSON has the exact path.
+    void anUnreadableFileIsNamedWhole()
+    {
+        const QString src = path(QStringLiteral("odd names"));
+        writeClass(src + QStringLiteral("/a"), 0, 3, true);
+        writeClass(src + QStringLiteral("/b"), 1, 3, true);
+        const QString bad = src + QStringLiteral("/a/bad\nname.png");
+        QFile f(bad);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("not an image");
+        f.close();
+        QCOMPARE(app::quotedPath(QStringLiteral("a b/c.png")), QStringLiteral("a b/c.png"));
+        QCOMPARE(app::quotedPath(QStringLiteral("a\nb\t\"\\c")),
+                 QStringLiteral("\"a\\nb\\t\\\"\\\\c\""));
+
+        ImportOptions o;
+        o.source = src;
+        o.dataDir = path(QStringLiteral("data odd"));
+        o.testFraction = 0.3;
+        const auto r = app::importImageFolder(o);
+        QCOMPARE(r.unreadable.size(), std::size_t(1));
+        QCOMPARE(r.unreadable[0].path, bad);
+        QVERIFY2(r.unreadable[0].reason.startsWith(QStringLiteral("cannot read the image")),
+                 qPrintable(r.unreadable[0].reason));
+        QCOMPARE(r.skipped,
+                 QStringList{app::quotedPath(bad) + QStringLiteral(": ") + r.unreadable[0].reason});
+        QVERIFY(r.skipped[0].contains(QStringLiteral("/a/bad\\nname.png\": cannot read")));
+
+        const auto text = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("import"), src, QStringLiteral("--data-dir"),
+                         path(QStringLiteral("data odd cli")), QStringLiteral("--test-fraction"),
+                         QStringLiteral("0.3")});
+        QVERIFY2(text.exitCode == 0, qPrintable(text.err));
+        QVERIFY2(text.err.contains(QStringLiteral("passed over \"") + src +
+                                   QStringLiteral("/a/bad\\nname.png\": cannot read the image")),
+                 qPrintable(text.err));
+        const auto json = test::runCliProcess(
+            TOWERS_CLI,
+            {QStringLiteral("import"), src, QStringLiteral("--data-dir"),
+             path(QStringLiteral("data odd cli")), QStringLiteral("--test-fraction"),
+             QStringLiteral("0.3"), QStringLiteral("--force"), QStringLiteral("--json")});
+        QVERIFY2(json.exitCode == 0, qPrintable(json.err));
+        const QJsonObject out = QJsonDocument::fromJson(json.out.toUtf8()).object();
+        const QJsonArray unreadable = out.value(QStringLiteral("unreadable")).toArray();
+        QCOMPARE(unreadable.size(), 1);
+        QCOMPARE(unreadable[0].toObject().value(QStringLiteral("path")).toString(), bad);
+        QVERIFY(unreadable[0]
+                    .toObject()
+                    .value(QStringLiteral("reason"))
+                    .toString()
+                    .startsWith(QStringLiteral("cannot read the image")));
+        const QJsonArray skipped = out.value(QStringLiteral("skipped")).toArray();
+        QCOMPARE(skipped.size(), 1);
+        QVERIFY(skipped[0].toString().startsWith(bad + QStringLiteral(": cannot read the image")));
+    }
+
     // The whole import, then the dataset as training reads it: every image is the file decoded as
     // classify decodes it, each class's share held out, the same split for the same seed.
     void importsAndLoads()
