@@ -9,6 +9,7 @@
 
 #include "engine/cpu/onednn_ops.h"
 #include "engine/dist/byte_message.h"
+#include "engine/dist/stop_vote.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
 #include "engine/ops/backends.h"
@@ -601,7 +602,7 @@ const Ema* TowerSet::ema() const
     return m_ema.get();
 }
 
-void TowerSet::runOnAll(const std::function<void(int)>& job)
+void TowerSet::runOnAll(const std::function<void(int)>& job, const std::function<void()>& meanwhile)
 {
     if (m_comm->aborted())
         throw Error("the towers stopped after an earlier error; build a new trainer to continue");
@@ -629,7 +630,14 @@ void TowerSet::runOnAll(const std::function<void(int)>& job)
         });
     }
     // The tower's own error matters, not the "aborted" the others got because of it.
-    std::exception_ptr first, aborted;
+    std::exception_ptr first, aborted, besides;
+    if (meanwhile) {
+        try {
+            meanwhile();
+        } catch (...) {
+            besides = std::current_exception();
+        }
+    }
     for (auto& tw : m_towers) {
         try {
             tw->thread.wait();
@@ -640,6 +648,7 @@ void TowerSet::runOnAll(const std::function<void(int)>& job)
         }
     }
     if (first) std::rethrow_exception(first);
+    if (besides) std::rethrow_exception(besides);
     if (aborted) std::rethrow_exception(aborted);
 }
 
@@ -1027,13 +1036,31 @@ EvalResult TowerSet::evaluate(std::int64_t count, int batchSize, const EvalBatch
         throw InvalidArgument(
             "evaluation with the moving averages, but the run keeps none (emaDecay = 0)");
     if (count < 1) throw InvalidArgument("evaluation needs at least one example");
-    runOnAll([&](int t) {
+    const auto evaluateOn = [&](int t, const CancelFn& cancel) {
         Tower& tw = *m_towers[std::size_t(t)];
         std::unique_ptr<EmaSwap> swap;
         if (useEma) swap = std::make_unique<EmaSwap>(*m_ema, tw.model->parameters());
         tw.eval = engine::evaluate(*tw.model, *tw.ops, count, batchSize, batches, m_firstTower + t,
-                                   m_globalTowers, cancelled);
-    });
+                                   m_globalTowers, cancel);
+    };
+    if (cancelled && m_opt.processes && m_opt.processes->size() > 1) {
+        // The towers ask only this process; this thread votes with the others meanwhile.
+        StopVote vote(*m_opt.processes, cancelled, size());
+        const CancelFn cancel = [&] { return vote.stopped() || cancelled(); };
+        runOnAll(
+            [&](int t) {
+                try {
+                    evaluateOn(t, cancel);
+                } catch (...) {
+                    vote.workerDone(true);
+                    throw;
+                }
+                vote.workerDone(false);
+            },
+            [&] { vote.run(); });
+    } else {
+        runOnAll([&](int t) { evaluateOn(t, cancelled); });
+    }
     EvalResult r(model().numClasses());
     double seconds = 0;
     const auto mergeIn = [&](const EvalResult& part) {

@@ -161,6 +161,10 @@ public:
     // Evaluates on all towers at once (global tower g takes every globalTowers()-th batch, from
     // the g-th) and merges the results (across processes too: a collective there);
     // with the moving averages of the weights when useEma (InvalidArgument without EMA).
+    // `cancelled`, asked before each batch, ends the evaluation part-way (complete = false).
+    // Across processes every process passes one or none: the processes then vote while their
+    // towers evaluate (StopVote), so that a stop asked on any ends every process's share within
+    // about a batch and StopVote::kInterval, and all merge the same part-way result.
     EvalResult evaluate(std::int64_t count, int batchSize, const EvalBatchFn& batches, bool useEma,
                         const CancelFn& cancelled = {});
 
@@ -215,7 +219,10 @@ private:
     // InvalidArgument naming `what` when steps are in flight.
     void requireIdle(const char* what) const;
     // Runs job(t) on every tower's thread and waits; rethrows the most meaningful error.
-    void runOnAll(const std::function<void(int tower)>& job);
+    // `meanwhile`, when given, runs on the calling thread once the jobs are posted (its error
+    // comes after the towers').
+    void runOnAll(const std::function<void(int tower)>& job,
+                  const std::function<void()>& meanwhile = {});
     // Issues a GPU tower's step `work` (its forward to its update; `marks`: whether it may mark
     // its split, not in a capture) through the slot's capture when graphs are on: replays it, or
     // captures it once the slot is warm with shapes `key`, else runs it op by op. True when the

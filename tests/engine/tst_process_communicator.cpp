@@ -2,9 +2,12 @@
 // stands in for MPI): the ProcessCommunicator's means are bitwise those of one HostCommunicator of
 // every tower, however the towers are spread; a global broadcast; a failure in one process stops
 // the others with its message, a local abort releases the waiting towers; TowerSets of 2 processes
-// x 1 and 2 x 2 towers train and evaluate bitwise as one of 2 and 4 towers; the launch detection.
+// x 1 and 2 x 2 towers train and evaluate bitwise as one of 2 and 4 towers; a stop asked on one
+// process during an evaluation ends every process's; the launch detection.
 #include <QTest>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -331,6 +334,102 @@ private slots:
         QCOMPARE(many.eval.correct, one.eval.correct);
         QCOMPARE(many.eval.confusion, one.eval.confusion);
         QCOMPARE(many.eval.meanCrossEntropy, one.eval.meanCrossEntropy);
+    }
+
+    // A stop asked on one process while the processes evaluate (its cancel callback, as a signal
+    // to one rank sets it) ends every process's share within a bound, where the others evaluated
+    // theirs to the end before the one exchange (a slow batch source: a share takes 10 s and
+    // more). Every process merges the same part-way result. The shares differ by a batch (an odd
+    // count); without a stop every process completes. A watchdog fails a hang instead of
+    // blocking on it.
+    void aStopOnOneProcessEndsEveryEvaluation_data()
+    {
+        QTest::addColumn<int>("processes");
+        QTest::addColumn<int>("towers");
+        QTest::addColumn<int>("stopper"); // -1: nobody stops
+        QTest::addColumn<int>("batches");
+        QTest::newRow("2 x 1, stop on rank 0") << 2 << 1 << 0 << 1001;
+        QTest::newRow("2 x 1, stop on rank 1") << 2 << 1 << 1 << 1001;
+        QTest::newRow("2 x 2, stop on rank 1") << 2 << 2 << 1 << 2001;
+        QTest::newRow("3 x 1, stop on rank 2") << 3 << 1 << 2 << 1501;
+        QTest::newRow("2 x 1, no stop") << 2 << 1 << -1 << 21;
+    }
+    void aStopOnOneProcessEndsEveryEvaluation()
+    {
+        using namespace std::chrono;
+        QFETCH(int, processes);
+        QFETCH(int, towers);
+        QFETCH(int, stopper);
+        QFETCH(int, batches);
+        constexpr int kBatch = 4;
+        const std::int64_t count = std::int64_t(batches) * kBatch - 1; // the last batch short
+        constexpr auto kBatchTime = milliseconds(20);
+        constexpr auto kBound = seconds(3); // from the stop to every process's end
+        constexpr int kStopAfter = 5;       // batches of the stopping process
+        SyntheticBatches source({28, 28, 1}, 10, processes * towers, 6, 600, 11);
+        const EvalBatchFn slowly = source.evaluationBatches();
+        std::vector<std::atomic<bool>> stopAsked(static_cast<std::size_t>(processes));
+        std::atomic<int> served{0};
+        std::atomic<bool> abandon{false};
+        std::atomic<steady_clock::rep> stoppedAt{0};
+        auto world = makeThreadWorld(processes, 20);
+        struct Ended
+        {
+            EvalResult eval;
+            steady_clock::time_point at;
+        };
+        std::vector<std::future<Ended>> results;
+        for (int p = 0; p < processes; ++p)
+            results.push_back(std::async(std::launch::async, [&, p] {
+                auto group = joinThreadWorld(world, p);
+                auto o = towerOptions(towers);
+                o.processes = group.get();
+                TowerSet set(o);
+                const EvalBatchFn batchesOf = [&, p](std::int64_t begin, std::int64_t end,
+                                                     Tensor& images, Tensor& labels) {
+                    if (abandon) throw Error("abandoned by the watchdog");
+                    std::this_thread::sleep_for(kBatchTime);
+                    slowly(begin, end, images, labels);
+                    if (p == stopper && ++served == kStopAfter) {
+                        stoppedAt = steady_clock::now().time_since_epoch().count();
+                        stopAsked[std::size_t(p)] = true;
+                    }
+                };
+                Ended e;
+                e.eval = set.evaluate(count, kBatch, batchesOf, false,
+                                      [&, p] { return stopAsked[std::size_t(p)].load(); });
+                e.at = steady_clock::now();
+                return e;
+            }));
+        // The watchdog: a process still evaluating long after the bound is a hang.
+        const auto deadline = steady_clock::now() + seconds(60);
+        for (auto& r : results)
+            if (r.wait_until(deadline) != std::future_status::ready) abandon = true;
+        QVERIFY2(!abandon, "an evaluation still ran 60 s on: the processes hang");
+        std::vector<Ended> ended;
+        for (auto& r : results) ended.push_back(r.get());
+        for (int p = 0; p < processes; ++p) {
+            const EvalResult& e = ended[std::size_t(p)].eval;
+            QCOMPARE(e.complete, stopper < 0);
+            QCOMPARE(e.examples, ended[0].eval.examples); // the same merge everywhere
+            QCOMPARE(e.correct, ended[0].eval.correct);
+            QCOMPARE(e.confusion, ended[0].eval.confusion);
+        }
+        if (stopper < 0) {
+            QCOMPARE(ended[0].eval.examples, count);
+            return;
+        }
+        QVERIFY(ended[0].eval.examples < count);
+        const steady_clock::time_point stop{steady_clock::duration(stoppedAt.load())};
+        for (int p = 0; p < processes; ++p) {
+            const double after = duration<double>(ended[std::size_t(p)].at - stop).count();
+            qInfo("rank %d ended its evaluation %.3f s after the stop on rank %d", p, after,
+                  stopper);
+            QVERIFY2(ended[std::size_t(p)].at - stop < kBound,
+                     qPrintable(QStringLiteral("rank %1 evaluated on for %2 s after the stop")
+                                    .arg(p)
+                                    .arg(after)));
+        }
     }
 
     // GPU towers of 2 "processes" on one GPU (threads here, the NCCL world or, where NCCL refuses
