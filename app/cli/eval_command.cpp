@@ -13,9 +13,11 @@
 #include "app/inference/test_set_predictions.h"
 #include "app/runs/run_builder.h"
 #include "engine/data/dataset.h"
+#include "engine/data/dataset_content.h"
 #include "engine/data/validation_split.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/classifier.h"
+#include "engine/train/train_config.h"
 
 namespace towers::app {
 
@@ -175,9 +177,39 @@ int runEval(const QStringList& args, CommandIo& io)
                << " --channels " << want[2] << ")\n";
         return ExitFailure;
     }
+    // The checkpoint's own dataset, changed since its run trained on it (imported again under its
+    // name, replaced on disk): said, naming what changed (from the run's record of it), and its
+    // classes matched to the checkpoint's by name where they differ, as another dataset's are.
+    bool byName = otherDataset || data.classNames != classifier.classNames();
+    if (!otherDataset) {
+        std::string change;
+        try {
+            if (!info.config.empty())
+                if (const std::string trainedOn =
+                        engine::TrainConfig::fromJson(info.config).datasetContent;
+                    !trainedOn.empty())
+                    change = engine::datasetContentChange(trainedOn, engine::datasetContent(data));
+        } catch (const engine::InvalidArgument&) { // a record this version cannot read: none
+        }
+        if (change.empty() && byName) change = "its classes are not the checkpoint's";
+        if (!change.empty()) {
+            if (validation) {
+                io.err << "towers-cli eval: --set validation: "
+                       << QString::fromStdString(datasetName) << " is not the dataset the run of "
+                       << checkpointFile << " trained on (" << QString::fromStdString(change)
+                       << "), so its validation share is not the run's\n";
+                return ExitFailure;
+            }
+            io.err << "towers-cli eval: note: " << QString::fromStdString(datasetName)
+                   << " is not the dataset the run of " << checkpointFile
+                   << " trained on: " << QString::fromStdString(change)
+                   << (byName ? "; its classes are matched to the checkpoint's by name" : "")
+                   << "\n";
+        }
+    }
     // Another dataset's classes, as the checkpoint's: each of its names must be one of them.
     std::vector<int> asCheckpointClass;
-    if (otherDataset) {
+    if (byName) {
         const auto& known = classifier.classNames();
         QStringList missing;
         for (const std::string& name : data.classNames) {
@@ -210,7 +242,7 @@ int runEval(const QStringList& args, CommandIo& io)
         owned.labels.insert(owned.labels.end(), data.test.labels.begin(), data.test.labels.end());
         chosen = &owned;
     }
-    if (otherDataset) {
+    if (byName) {
         if (chosen != &owned) owned = *chosen;
         for (auto& label : owned.labels) label = asCheckpointClass[std::size_t(label)];
         chosen = &owned;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/cpu/cores.h"
+#include "engine/data/dataset_content.h"
 #include "engine/data/validation_split.h"
 #include "engine/errors.h"
 #include "engine/gpu/gpu_backend.h"
@@ -287,6 +288,7 @@ std::string TrainConfig::toJson() const
     o["verifyEvery"] = verifyEvery;
     o["dataset"] = dataset;
     o["dataDir"] = dataDir;
+    if (!datasetContent.empty()) o["datasetContent"] = Json::parse(datasetContent);
     o["initFrom"] = initFrom;
     o["augmentation"] = augmentation;
     o["runId"] = runId;
@@ -312,7 +314,8 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
                       "evalBatchSize", "logEvery",        "histogramEvery",  "verifyEvery",
                       "dataset",       "dataDir",         "augmentation",    "runId",
                       "cudaGraphs",    "cudnnBenchmark",  "classes",         "initFrom",
-                      "validation",    "patience",        "minDelta",        "modelDefinition"},
+                      "validation",    "patience",        "minDelta",        "modelDefinition",
+                      "datasetContent"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -430,6 +433,12 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     read(o, "verifyEvery", c.verifyEvery);
     read(o, "dataset", c.dataset);
     read(o, "dataDir", c.dataDir);
+    if (const auto it = o.find("datasetContent"); it != o.end()) {
+        if (!it->is_object() || !datasetContentClasses(it->dump()))
+            fail("datasetContent",
+                 "expected the record of a dataset's content, got " + it->dump().substr(0, 200));
+        c.datasetContent = it->dump();
+    }
     read(o, "initFrom", c.initFrom);
     read(o, "augmentation", c.augmentation);
     read(o, "runId", c.runId);

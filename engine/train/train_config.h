@@ -100,6 +100,11 @@ struct TrainConfig
     // What the CLI or GUI reports about the data; carried into the checkpoints' metadata.
     std::string dataset; // e.g. "cifar10"
     std::string dataDir;
+    // What the run trains on (engine/data/dataset_content.h: the classes, each set's examples and
+    // CRC-32), set when the run is built; a resume refuses a dataset of the same name whose
+    // content differs. JSON "datasetContent": the record's object; absent ("": a run from before
+    // it was recorded): not checked.
+    std::string datasetContent;
     // A new run starts from this checkpoint's weights (fine-tuning) instead of the seed's draw:
     // every tensor of the same model, except the classifier's when the classes differ; "" = none.
     std::string initFrom;

@@ -1,10 +1,9 @@
 #include "engine/train/training_session.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstdio>
 
+#include "engine/data/dataset_content.h"
 #include "engine/data/validation_split.h"
 #include "engine/dist/process_state.h"
 #include "engine/gpu/gpu_backend.h"
@@ -38,13 +37,7 @@ void discardIfUnused(const std::filesystem::path& folder)
 // What identifies a dataset's content: every process of a run must train on the same examples.
 std::string fingerprint(const Dataset& d)
 {
-    const auto crc = [](const ImageSet& s) {
-        uLong c = crc32(0L, Z_NULL, 0);
-        c = crc32_z(c, reinterpret_cast<const Bytef*>(s.pixels.data()), s.pixels.size());
-        c = crc32_z(c, reinterpret_cast<const Bytef*>(s.labels.data()),
-                    s.labels.size() * sizeof(s.labels[0]));
-        return std::to_string(c);
-    };
+    const auto crc = [](const ImageSet& s) { return std::to_string(imageSetCrc(s)); };
     return "dataset " + d.name + "\ntraining examples " + std::to_string(d.train.count) +
            ", CRC-32 " + crc(d.train) + "\ntest examples " + std::to_string(d.test.count) +
            ", CRC-32 " + crc(d.test);
@@ -146,6 +139,18 @@ void TrainingSession::build(TrainerObserver* observer)
             loadDatasetPreferring(c.dataset, c.dataDir, m_options.searchPath));
     }
     if (group) requireSameEverywhere(*group, fingerprint(*m_dataset), "dataset");
+    // A resumed run goes on with the data it trained on, not another under the same name (imported
+    // again, replaced on disk): its record says what that was (runs from before it have none).
+    const std::string content = datasetContent(*m_dataset);
+    if (m_options.resume && !c.datasetContent.empty()) {
+        if (const std::string change = datasetContentChange(c.datasetContent, content);
+            !change.empty())
+            throw Error("the dataset " + c.dataset + " (" + m_dataset->location.string() +
+                        ") is not the one this run trained on: " + change +
+                        ". Continue the run on the data it trained on, or start a new run on "
+                        "this one (train --like the run)");
+    }
+    c.datasetContent = content;
     m_recipe = preprocessingFor(resolveModel(c.model, c.modelDefinition), *m_dataset);
     // The classifier has the dataset's classes (CIFAR-100's 100, an imported folder's).
     c.classes = int(m_dataset->classNames.size());

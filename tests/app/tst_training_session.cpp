@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/data/dataset_content.h"
 #include "engine/errors.h"
 #include "engine/models/registry.h"
 #include "engine/tensor/rng.h"
@@ -180,6 +181,74 @@ private slots:
         QCOMPARE(recorded.filename(), file.filename());
         QCOMPARE(recorded.parent_path().parent_path().parent_path(),
                  std::filesystem::path(base) / "set-aside");
+    }
+
+    // The run records what it trained on (config.json's datasetContent): a resume on a dataset of
+    // the same name whose classes or images changed (imported again, replaced on disk) is
+    // refused naming what changed, and the run's files stay; the same data resumes. A run from
+    // before the record resumes and gets one.
+    void aResumeRefusesAChangedDataset()
+    {
+        const std::string dir = m_root.filePath(QStringLiteral("changed")).toStdString();
+        auto o = towers::test::tinyRun({}, dir, 2);
+        const auto dataset = inMemoryMnist(96, 24, 3);
+        o.dataset = dataset;
+        {
+            TrainingSession session(o);
+            QCOMPARE(session.run(), Trainer::Outcome::Finished);
+        }
+        const RunDirectory run(dir);
+        const std::string recorded = TrainConfig::fromJson(run.readConfig().value()).datasetContent;
+        QCOMPARE(recorded, datasetContent(*dataset));
+        o.resume = true;
+        o.config = TrainConfig::fromJson(run.readConfig().value()); // as a resume reads it
+        o.config.steps = 3;
+        auto renamed = std::make_shared<Dataset>(*dataset); // the classes in another order
+        std::swap(renamed->classNames[0], renamed->classNames[2]);
+        auto fewer = std::make_shared<Dataset>(*dataset); // one training image less
+        fewer->train.count -= 1;
+        fewer->train.pixels.resize(fewer->train.pixels.size() - 28 * 28);
+        fewer->train.labels.pop_back();
+        auto relabelled = std::make_shared<Dataset>(*dataset); // a test label changed
+        relabelled->test.labels[0] = (relabelled->test.labels[0] + 1) % 3;
+        for (const auto& [changed, words] :
+             {std::pair{renamed, "its classes were class 0, class 1, class 2, they are class 2, "
+                                 "class 1, class 0"},
+              std::pair{fewer, "its training set had 96 examples, it has 95"},
+              std::pair{relabelled, "its test set has the same number of examples (24) but "
+                                    "other images or labels"}}) {
+            o.dataset = changed;
+            try {
+                TrainingSession session(o);
+                QFAIL("a changed dataset was resumed on");
+            } catch (const InvalidArgument& e) {
+                QFAIL(e.what());
+            } catch (const Error& e) {
+                const QString what = QString::fromUtf8(e.what());
+                QVERIFY2(what.contains(QStringLiteral("is not the one this run trained on")) &&
+                             what.contains(QLatin1String(words)),
+                         e.what());
+            }
+            QCOMPARE(run.checkpoints().back().step, std::int64_t(2));
+        }
+        o.dataset = dataset;
+        {
+            TrainingSession session(o);
+            QCOMPARE(session.run(), Trainer::Outcome::Finished);
+        }
+        // A run from before the record: resumed, then recorded.
+        auto config = TrainConfig::fromJson(run.readConfig().value());
+        config.datasetContent.clear();
+        RunDirectory(dir).writeConfig(config.toJson());
+        o.config = config;
+        o.config.steps = 4;
+        o.dataset = fewer;
+        {
+            TrainingSession session(o);
+            QCOMPARE(session.run(), Trainer::Outcome::Finished);
+        }
+        QCOMPARE(TrainConfig::fromJson(run.readConfig().value()).datasetContent,
+                 datasetContent(*fewer));
     }
 
     void refusesAnotherDataset()

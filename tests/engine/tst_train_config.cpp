@@ -8,6 +8,7 @@
 #include "engine/cpu/cores.h"
 #include "engine/cpu/cpu_info.h"
 #include "engine/cpu/onednn_ops.h"
+#include "engine/data/dataset_content.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/train/train_config.h"
 
@@ -100,12 +101,16 @@ private slots:
         c.verifyEvery = 9;
         c.dataset = "fashion-mnist";
         c.dataDir = "/data/fashion";
+        c.datasetContent =
+            R"({"classes":["a","b"],"test":{"crc32":7,"examples":2},"train":{"crc32":9,"examples":4}})";
         c.augmentation = "off";
         c.precision = Precision::BFloat16;
         const TrainConfig r = TrainConfig::fromJson(c.toJson());
         QVERIFY(r.precision == Precision::BFloat16);
         QVERIFY(c.toJson().find(R"("precision": "bf16")") != std::string::npos);
         QCOMPARE(r.toJson(), c.toJson());
+        QCOMPARE(r.datasetContent, c.datasetContent);
+        QVERIFY(c.toJson().find(R"("datasetContent": {)") != std::string::npos); // an object
         QCOMPARE(r.seed, c.seed);
         QCOMPARE(r.processes, 4);
         QCOMPARE(r.validation, 0.125);
@@ -161,6 +166,35 @@ private slots:
     // Float32 runs on every backend; bfloat16 on onednn where the CPU has it (what cpuInfo() and
     // `towers-cli devices` say, with the same reason), on cuda where a GPU of compute capability
     // 8.0 or later is, never on the reference backend.
+    // The record of what a run trained on, and how another differs from it, in words.
+    void datasetContentRecords()
+    {
+        Dataset d;
+        d.name = "x";
+        d.classNames = {"cat", "dog"};
+        d.train.count = 2;
+        d.train.height = d.train.width = d.train.channels = 1;
+        d.train.pixels = {1, 2};
+        d.train.labels = {0, 1};
+        d.test = d.train;
+        const std::string record = datasetContent(d);
+        QCOMPARE(datasetContentChange(record, record), std::string());
+        QCOMPARE(*datasetContentClasses(record), d.classNames);
+        Dataset e = d;
+        e.classNames = {"dog", "cat"};
+        e.test.pixels[0] = 9;
+        e.train.count = 1;
+        e.train.pixels.pop_back();
+        e.train.labels.pop_back();
+        const std::string change = datasetContentChange(record, datasetContent(e));
+        QVERIFY2(change.find("its classes were cat, dog, they are dog, cat; its training set had "
+                             "2 examples, it has 1; its test set has the same number of examples "
+                             "(2) but other images or labels (CRC-32 ") == 0,
+                 change.c_str());
+        QVERIFY(!datasetContentClasses("{}"));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, datasetContentChange("nonsense", record));
+    }
+
     void precisionWhereItRuns()
     {
         for (const char* backend : {"onednn", "reference", "cuda"})
@@ -224,6 +258,8 @@ private slots:
                                << "batchPerTower: must be at least 1";
         QTest::newRow("length") << R"({"steps": 0, "epochs": 0})"
                                 << "steps: give the length of the run";
+        QTest::newRow("dataset content") << R"({"steps": 1, "datasetContent": {"classes": 3}})"
+                                         << "datasetContent: expected the record of a dataset's";
         QTest::newRow("epochs") << R"({"epochs": 1e16})"
                                 << "epochs: must be a number from 0 to 1e+06, got 1e+16";
         QTest::newRow("model") << R"({"steps": 1, "model": "resnet-1000"})"
