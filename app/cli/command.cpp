@@ -2,6 +2,7 @@
 
 #include <QDir>
 #include <QFileInfo>
+#include <QRegularExpression>
 
 #include "app/data/data_dirs.h"
 #include "app/devices/device_list.h"
@@ -200,10 +201,19 @@ int exitCodeOf(const std::exception& e)
     return dynamic_cast<const engine::InvalidArgument*>(&e) ? ExitUsage : ExitFailure;
 }
 
+QString shellWord(const QString& word)
+{
+    static const QRegularExpression plain(QStringLiteral("^[A-Za-z0-9_@%+=:,./-]+$"));
+    if (plain.match(word).hasMatch()) return word;
+    QString quoted = word;
+    quoted.replace(QLatin1Char('\''), QStringLiteral("'\\''"));
+    return QLatin1Char('\'') + quoted + QLatin1Char('\'');
+}
+
 QString resumeCommandLine(const QString& runDir, int processes)
 {
     return (processes > 1 ? QStringLiteral("mpirun -np %1 ").arg(processes) : QString()) +
-           QStringLiteral("towers-cli train --resume --run-dir ") + runDir;
+           QStringLiteral("towers-cli train --resume --run-dir ") + shellWord(runDir);
 }
 
 QList<QCommandLineOption> deviceOptions(const QString& deviceHelp)

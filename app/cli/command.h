@@ -123,6 +123,9 @@ QString runsDirEntry(const QString& given, const QString& runsDir);
 // The run folder `given` names: the folder as given, else the run of that name in `runsDir`
 // (runsDirEntry); "" when it names no folder.
 QString runFolderOf(const QString& given, const QString& runsDir);
+// `word` as one word of a POSIX shell's command line: as it is when it holds nothing the shell
+// reads, else in single quotes ("my run" -> 'my run'), for the commands Towers suggests.
+QString shellWord(const QString& word);
 // The command that continues the run in `runDir` ("mpirun -np P towers-cli train --resume
 // --run-dir DIR" for a run of P processes).
 QString resumeCommandLine(const QString& runDir, int processes);

@@ -27,17 +27,6 @@ QString lrText(double lr)
     return QString::number(lr, 'g', 3);
 }
 
-// `word` as one word of a POSIX shell's command line: as it is when it holds nothing the shell
-// reads, else in single quotes.
-QString shellWord(const QString& word)
-{
-    static const QRegularExpression plain(QStringLiteral("^[A-Za-z0-9_@%+=:,./-]+$"));
-    if (plain.match(word).hasMatch()) return word;
-    QString quoted = word;
-    quoted.replace(QLatin1Char('\''), QStringLiteral("'\\''"));
-    return QLatin1Char('\'') + quoted + QLatin1Char('\'');
-}
-
 } // namespace
 
 int runLrFind(const QStringList& args, CommandIo& io)

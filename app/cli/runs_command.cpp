@@ -297,11 +297,12 @@ void printRun(const RunSummary& r, CommandIo& io)
         line("state", QStringLiteral("training now: ") + *r.trainingBy);
     else if (diverged(r))
         // A resume would diverge again: the same checkpoint, data and rate.
-        line("state", QStringLiteral("failed after step %1: %2; a resume would diverge again: "
-                                     "start a new run like it with a lower learning rate, e.g. "
-                                     "towers-cli train --like %3 --lr %4")
-                          .arg(QString::number(r.failure->step), r.failure->error, r.folder,
-                               QString::number(r.config->schedule.lr / 10, 'g', 3)));
+        line("state",
+             QStringLiteral("failed after step %1: %2; a resume would diverge again: "
+                            "start a new run like it with a lower learning rate, e.g. "
+                            "towers-cli train --like %3 --lr %4")
+                 .arg(QString::number(r.failure->step), r.failure->error, shellWord(r.folder),
+                      QString::number(r.config->schedule.lr / 10, 'g', 3)));
     else if (failed(r))
         line("state",
              QStringLiteral("failed after step %1: %2; once that is fixed, continue with: %3")

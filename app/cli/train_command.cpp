@@ -461,6 +461,9 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
 
     TrainConfig c;
     QString runDir = p.value(QStringLiteral("run-dir"));
+    // The process count of --like's run and its examples a step in each, as rank 0 read them.
+    int likeProcesses = 0;
+    qint64 likeBatchPerProcess = 0;
     if (resume && lead) { // the other processes take the run's configuration from rank 0
         if (runDir.isEmpty()) runDir = newestRun(defaultRunsDir());
         if (runDir.isEmpty()) {
@@ -509,7 +512,8 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                 return ExitUsage;
             }
             try {
-                like = likeRunConfig(folder);
+                like = likeRunConfig(folder, &likeProcesses);
+                likeBatchPerProcess = qint64(like->towers) * like->batchPerTower;
             } catch (const engine::Error& e) {
                 io.err << "towers-cli train: --like: " << e.what() << "\n";
                 return exitCodeOf(e);
@@ -518,6 +522,11 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         }
         QString dataset = p.value(QStringLiteral("dataset"));
         if (dataset.isEmpty() && like) dataset = QString::fromStdString(like->dataset);
+        // The run's own dataset is looked for where that run found it first (an imported one
+        // need not be on the search path), unless --data-dir says where.
+        if (like && !like->dataDir.empty() && like->dataset == dataset.toStdString() &&
+            !p.isSet(QStringLiteral("data-dir")))
+            searchPath.insert(searchPath.begin(), std::filesystem::path(like->dataDir));
         if (dataset.isEmpty()) {
             dataset = firstDatasetFound(searchPath);
             if (dataset.isEmpty()) {
@@ -616,6 +625,19 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                << "\n";
         return ExitUsage;
     }
+    // A run like one of another process count: its global batch differs (processes x towers x
+    // batch), which the user may not mean. Said, not refused: it is a new run.
+    if (likeProcesses > 0 && likeProcesses != processes)
+        io.err << "towers-cli train: note: the run trained on " << likeProcesses
+               << (likeProcesses == 1 ? " process" : " processes") << " (a global batch of "
+               << likeProcesses * likeBatchPerProcess << "), this is " << processes
+               << (processes == 1 ? " process" : " processes") << " (a global batch of "
+               << qint64(processes) * c.towers * c.batchPerTower
+               << "); to train as it did, start it with "
+               << (likeProcesses == 1
+                       ? QStringLiteral("towers-cli alone")
+                       : QStringLiteral("mpirun -np %1 (or srun -n %1)").arg(likeProcesses))
+               << "\n";
     c.processes = processes;
     // What may change on resume too: the length (to extend a run), logging and checkpointing.
     if (p.isSet(QStringLiteral("steps"))) {
@@ -856,10 +878,10 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             say << "best on the validation set: step " << best->file.step << " ("
                 << QString::number(100 * best->precisionAt1, 'f', 2) << "%), "
                 << QString::fromStdString(best->file.path.string()) << "\n"
-                << "measure it on the test set: towers-cli eval --checkpoint " << runDir
+                << "measure it on the test set: towers-cli eval --checkpoint " << shellWord(runDir)
                 << " --best\n";
         } else if (!stopped && !checkpoint.isEmpty()) {
-            say << "use it: towers-cli classify --checkpoint " << checkpoint
+            say << "use it: towers-cli classify --checkpoint " << shellWord(checkpoint)
                 << " IMAGE... (or eval, export; towers-cli runs lists the runs)\n";
         }
         if (stopped) say << "continue with: " << resumeCommandLine(runDir, processes) << "\n";

@@ -151,9 +151,10 @@ QString runDataDirOf(const QString& checkpointFile)
     }
 }
 
-TrainConfig likeRunConfig(const QString& folder)
+TrainConfig likeRunConfig(const QString& folder, int* processes)
 {
     TrainConfig c = readRunConfig(folder);
+    if (processes) *processes = c.processes;
     c.runId.clear();
     c.processes = 1;
     return c;

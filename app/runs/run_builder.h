@@ -34,8 +34,9 @@ engine::TrainConfig readRunConfig(const QString& folder);
 // The configuration of a new run like the one in `folder` (DIGITS' "Clone job": the same model,
 // dataset, hyperparameters, towers and devices, to change what one will): its config.json less
 // what was that run's alone, its id (a new run gets its own) and its process count (the
-// launcher's). Throws as readRunConfig.
-engine::TrainConfig likeRunConfig(const QString& folder);
+// launcher's; `processes`, when given, gets the count that run trained on). Throws as
+// readRunConfig.
+engine::TrainConfig likeRunConfig(const QString& folder, int* processes = nullptr);
 
 // The data folder of the run that wrote `checkpointFile` (config.json's dataDir, where the run
 // found its dataset), when the file lies in a run folder's checkpoints/; "" otherwise or when the

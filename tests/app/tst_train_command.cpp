@@ -352,6 +352,70 @@ private slots:
         QCOMPARE(QString::fromStdString(b.toJson()), QString::fromStdString(a.toJson()));
     }
 
+    // --like finds the run's own dataset where that run found it (an imported one, in a folder off
+    // the search path: "unknown dataset" before), and says when the run trained on another number
+    // of processes, whose global batch this one does not have.
+    void likeFindsTheRunsDataAndSaysItsProcesses()
+    {
+        const QString images = path(QStringLiteral("like-images"));
+        for (const char* cls : {"dark", "light"})
+            for (int i = 0; i < 8; ++i) {
+                QImage image(8, 8, QImage::Format_Grayscale8);
+                image.fill(QString::fromLatin1(cls) == QLatin1String("dark") ? 20 + i : 200 + i);
+                QVERIFY(QDir().mkpath(images + QLatin1Char('/') + QLatin1String(cls)));
+                QVERIFY(image.save(QStringLiteral("%1/%2/%3.png").arg(images).arg(cls).arg(i)));
+            }
+        const QString mine = path(QStringLiteral("like-data"));
+        CliRun r = run({QStringLiteral("import"), images, QStringLiteral("--name"),
+                        QStringLiteral("likeds"), QStringLiteral("--data-dir"), mine});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        const QString first = path(QStringLiteral("runs/like-data-1"));
+        r = run({QStringLiteral("train"), QStringLiteral("--dataset"), QStringLiteral("likeds"),
+                 QStringLiteral("--data-dir"), mine, QStringLiteral("--steps"), QStringLiteral("2"),
+                 QStringLiteral("--batch-size"), QStringLiteral("4"), QStringLiteral("--run-dir"),
+                 first});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        const QString second = path(QStringLiteral("runs/like-data-2"));
+        r = run({QStringLiteral("train"), QStringLiteral("--like"), first,
+                 QStringLiteral("--run-dir"), second});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        const auto b = engine::TrainConfig::fromJson(
+            readFile(second + QStringLiteral("/config.json")).toStdString());
+        QCOMPARE(QDir(QString::fromStdString(b.dataDir)).canonicalPath(),
+                 QDir(mine).canonicalPath());
+        QVERIFY2(!r.err.contains(QStringLiteral("note: the run trained on")), qPrintable(r.err));
+        // A run of two processes, copied by one.
+        auto two = engine::TrainConfig::fromJson(
+            readFile(first + QStringLiteral("/config.json")).toStdString());
+        two.processes = 2;
+        QFile f(first + QStringLiteral("/config.json"));
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        f.write(QByteArray::fromStdString(two.toJson()));
+        f.close();
+        r = run({QStringLiteral("train"), QStringLiteral("--like"), first,
+                 QStringLiteral("--run-dir"), path(QStringLiteral("runs/like-data-3"))});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        QVERIFY2(r.err.contains(QStringLiteral(
+                     "note: the run trained on 2 processes (a global batch of 8), this is 1 "
+                     "process (a global batch of 4); to train as it did, start it with mpirun -np "
+                     "2")),
+                 qPrintable(r.err));
+    }
+
+    // The commands Towers suggests are ready to paste: a path with a space is quoted for the shell.
+    void suggestedCommandsQuoteTheirPaths()
+    {
+        const QString dir = path(QStringLiteral("runs/my run"));
+        QStringList args = small(dir) + QStringList{"--steps", "1"};
+        args.removeAll(QStringLiteral("--json"));
+        const CliRun r = run(args);
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        const QString said = r.out + r.err;
+        QVERIFY2(
+            said.contains(QStringLiteral("use it: towers-cli classify --checkpoint '%1/").arg(dir)),
+            qPrintable(said));
+    }
+
     // --validation holds a share of each class out of the training images: the run evaluates on
     // it (the log, eval.jsonl and the events say so) and keeps the checkpoint best on it, which
     // eval --best then measures on the untouched test set. --patience stops the run early; a
