@@ -201,7 +201,8 @@ int runImport(const QStringList& args, CommandIo& io)
                                   {QStringLiteral("model"), model},
                                   {QStringLiteral("skipped"), skipped},
                                   {QStringLiteral("unreadable"), unreadable},
-                                  {QStringLiteral("ignored"), ignored}})
+                                  {QStringLiteral("ignored"), ignored},
+                                  {QStringLiteral("name_note"), r.nameNote}})
                       .toJson(QJsonDocument::Indented);
         return ExitOk;
     }
@@ -216,6 +217,7 @@ int runImport(const QStringList& args, CommandIo& io)
                << (r.ignored.size() == 1 ? " or link was" : "s or links were") << " passed over ("
                << r.ignored.mid(0, 3).join(QStringLiteral(", "))
                << (r.ignored.size() > 3 ? QStringLiteral(", ...") : QString()) << ")\n";
+    if (!r.nameNote.isEmpty()) io.err << "towers-cli import: " << r.nameNote << "\n";
     io.out << "dataset " << name << " in " << r.folder << "\n"
            << train << " train + " << test << " test images of " << shapeText(s.imageShape)
            << " (HxWxC), " << s.labels.names.size() << " classes"

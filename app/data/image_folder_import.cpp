@@ -362,16 +362,39 @@ QString quotedPath(const QString& path)
     return out + QLatin1Char('"');
 }
 
-QString datasetNameFromFolder(const QString& folder)
+QString datasetNameFromFolder(const QString& folder, QString* note)
 {
-    const QString base = QFileInfo(QDir::cleanPath(folder)).fileName().toLower();
+    // Dataset names are ASCII (engine isImportedDatasetName: a folder and a command-line word
+    // alike on every system, and a part of run folder names), so other letters are written in
+    // ASCII where Unicode gives them a form: accents dropped (compatibility decomposition, the
+    // marks left out: "ÜBER" is "uber", "ﬁ" is "fi"), a few letters spelt out ("ß" is "ss").
+    const QString base = QFileInfo(QDir::cleanPath(folder)).fileName();
+    const QString decomposed = base.toLower().normalized(QString::NormalizationForm_KD);
+    static const QHash<QChar, QString> spelt = {
+        {QChar(0x00DF), QStringLiteral("ss")}, {QChar(0x00E6), QStringLiteral("ae")},
+        {QChar(0x00F8), QStringLiteral("o")},  {QChar(0x0153), QStringLiteral("oe")},
+        {QChar(0x0111), QStringLiteral("d")},  {QChar(0x0142), QStringLiteral("l")},
+        {QChar(0x00FE), QStringLiteral("th")}, {QChar(0x00F0), QStringLiteral("d")},
+        {QChar(0x0131), QStringLiteral("i")}};
+    const auto ascii = [](QChar c) {
+        return (c >= QLatin1Char('a') && c <= QLatin1Char('z')) ||
+               (c >= QLatin1Char('0') && c <= QLatin1Char('9')) || c == QLatin1Char('_') ||
+               c == QLatin1Char('.');
+    };
     QString name;
-    for (const QChar c : base) {
-        const bool ok = (c >= QLatin1Char('a') && c <= QLatin1Char('z')) ||
-                        (c >= QLatin1Char('0') && c <= QLatin1Char('9')) || c == QLatin1Char('_') ||
-                        c == QLatin1Char('.');
-        if (ok)
-            name += c;
+    bool lost = false; // letters or digits with no ASCII form
+    for (qsizetype i = 0; i < decomposed.size(); ++i) {
+        const QChar c = decomposed[i];
+        if (c.isMark()) continue; // an accent of the letter before
+        QString as = ascii(c) ? QString(c) : spelt.value(c);
+        if (as.isEmpty() && c.isHighSurrogate() && i + 1 < decomposed.size()) {
+            lost = lost || QChar::isLetterOrNumber(QChar::surrogateToUcs4(c, decomposed[i + 1]));
+            ++i;
+        } else if (as.isEmpty()) {
+            lost = lost || c.isLetterOrNumber();
+        }
+        if (!as.isEmpty())
+            name += as;
         else if (!name.endsWith(QLatin1Char('-')))
             name += QLatin1Char('-');
     }
@@ -380,6 +403,13 @@ QString datasetNameFromFolder(const QString& folder)
     name.truncate(64);
     if (name.isEmpty()) name = QStringLiteral("images");
     if (engine::findDatasetSpec(name.toStdString())) name += QStringLiteral("-images");
+    if (note)
+        *note = lost ? QStringLiteral("the dataset is named %1: a dataset name is made of "
+                                      "lowercase ASCII letters, digits, '-', '_' and '.', and the "
+                                      "letters of the folder name '%2' that have no such form "
+                                      "were left out (--name chooses another)")
+                           .arg(name, base)
+                     : QString();
     return name;
 }
 
@@ -472,7 +502,8 @@ ImportResult importImageFolder(const ImportOptions& o,
                                const std::atomic<bool>* cancel)
 {
     // The options first, before anything is read or written.
-    const QString name = o.name.isEmpty() ? datasetNameFromFolder(o.source) : o.name;
+    QString nameNote;
+    const QString name = o.name.isEmpty() ? datasetNameFromFolder(o.source, &nameNote) : o.name;
     std::string why;
     if (!engine::isImportedDatasetName(name.toStdString(), &why)) throw InvalidArgument(why);
     if (o.size != 0 && (o.size < kMinImportSide || o.size > kMaxImportSide))
@@ -654,6 +685,7 @@ ImportResult importImageFolder(const ImportOptions& o,
                                       QFile::ExeOther);
     syncFolder(dataDir);
     result.folder = target;
+    result.nameNote = nameNote;
     return result;
 }
 

@@ -76,7 +76,10 @@ struct ImportResult
     std::vector<Unreadable> unreadable;
     // The same as lines to show, "file: reason", the file as quotedPath() shows it.
     QStringList skipped;
-    QStringList ignored;        // files that are no image, links passed over (the scan's)
+    QStringList ignored; // files that are no image, links passed over (the scan's)
+    // Why the name is what it is, when it was made from the folder's name and letters of that
+    // had to be left out (datasetNameFromFolder's note); empty otherwise.
+    QString nameNote;
     qint64 trainImages() const; // the sums of `train` and `test`
     qint64 testImages() const;
 };
@@ -86,9 +89,12 @@ struct ImportResult
 // character as \uXXXX: so that a file name with a newline shows on one line as what it is.
 QString quotedPath(const QString& path);
 
-// A name made from `folder`'s name: lowercased, runs of other characters as '-', at most 64
-// characters; "images" when nothing is left, and "<name>-images" for a name of the table's.
-QString datasetNameFromFolder(const QString& folder);
+// A name made from `folder`'s name: lowercased, other letters in ASCII where Unicode gives them a
+// form ("ÜBER" is "uber", "Straße" "strasse": dataset names are ASCII), runs of other characters
+// as '-', at most 64 characters; "images" when nothing is left, and "<name>-images" for a name of
+// the table's. `note`, when given, is set to why the name is what it is when letters or digits of
+// the folder's name had no ASCII form and were left out ("日本" is "images"), else cleared.
+QString datasetNameFromFolder(const QString& folder, QString* note = nullptr);
 
 // Lists the classes and image files of `source`. Throws engine::IoError naming the folder when it
 // is missing or unreadable, engine::InvalidArgument when it holds fewer than two classes with

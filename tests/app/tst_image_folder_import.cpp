@@ -129,6 +129,27 @@ private slots:
         QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/mnist")),
                  QStringLiteral("mnist-images"));
         QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/___")), QStringLiteral("images"));
+        // Other letters in ASCII where they have a form; where none, left out and said so.
+        QString note = QStringLiteral("stale");
+        QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/ÜBER"), &note),
+                 QStringLiteral("uber"));
+        QVERIFY2(note.isEmpty(), qPrintable(note));
+        QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/Café Crème")),
+                 QStringLiteral("cafe-creme"));
+        QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/Straße ﬁsh")),
+                 QStringLiteral("strasse-fish"));
+        QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/日本"), &note),
+                 QStringLiteral("images"));
+        QVERIFY2(note.contains(QStringLiteral("the dataset is named images")) &&
+                     note.contains(QStringLiteral("'日本'")) &&
+                     note.contains(QStringLiteral("--name")),
+                 qPrintable(note));
+        QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/鳥 birds 2"), &note),
+                 QStringLiteral("birds-2"));
+        QVERIFY(note.contains(QStringLiteral("named birds-2")));
+        QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/My Pets!"), &note),
+                 QStringLiteral("my-pets"));
+        QVERIFY(note.isEmpty());
         QVERIFY(!engine::isImportedDatasetName("cifar10"));
         QVERIFY(!engine::isImportedDatasetName("Pets"));
         QVERIFY(!engine::isImportedDatasetName("-pets"));
