@@ -34,6 +34,30 @@ namespace {
 
 using engine::TrainConfig;
 
+// A resume that changes a run's length lays a schedule over the whole run (cosine, one-cycle)
+// out again for the new one: what that does to the learning rate where the run goes on, in words;
+// "" where nothing changes (the same length, a schedule of epochs or none, no step done yet).
+QString scheduleChange(const TrainConfig& before, const engine::Trainer& trainer)
+{
+    using Kind = engine::LrSchedule::Kind;
+    const engine::LrSchedule& s = before.schedule;
+    if (s.kind != Kind::Cosine && s.kind != Kind::OneCycle) return {};
+    const std::int64_t perEpoch = trainer.stepsPerEpoch(), done = trainer.step();
+    const std::int64_t was = before.totalSteps(perEpoch), now = trainer.totalSteps();
+    if (was == now || done < 1 || done >= now) return {};
+    const double last = s.at(done - 1, perEpoch, was), next = s.at(done, perEpoch, now);
+    const auto rate = [](double lr) { return QString::number(lr, 'g', 3); };
+    return QStringLiteral("the %1 learning-rate schedule is laid out again for %2 steps (it was "
+                          "for %3): step %4 trained at %5, step %6 trains at %7")
+        .arg(QString::fromStdString(engine::LrSchedule::kindName(s.kind)))
+        .arg(now)
+        .arg(was)
+        .arg(done)
+        .arg(rate(last))
+        .arg(done + 1)
+        .arg(rate(next));
+}
+
 QJsonArray doubles(const std::vector<double>& v)
 {
     QJsonArray a;
@@ -640,6 +664,8 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                << "\n";
     c.processes = processes;
     // What may change on resume too: the length (to extend a run), logging and checkpointing.
+    // A resumed run's configuration before the length given now changes it.
+    const std::optional<TrainConfig> lengthBefore = resume ? std::optional(c) : std::nullopt;
     if (p.isSet(QStringLiteral("steps"))) {
         c.epochs = 0;
         if (!int64Option(p, QStringLiteral("steps"), 1, std::numeric_limits<qint64>::max(), c.steps,
@@ -780,6 +806,10 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                << " test)\n";
     io.out.flush();
     observer.releaseLog();
+    if (lengthBefore && lead)
+        if (const QString change = scheduleChange(*lengthBefore, session.trainer());
+            !change.isEmpty())
+            io.err << "towers-cli train: note: " << change << "\n";
 
     // The trainer runs on its own thread so that Ctrl-C (delivered to this thread's event loop)
     // can ask it to stop; it then finishes the step, writes a checkpoint and returns.

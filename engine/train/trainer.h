@@ -144,6 +144,7 @@ public:
     // Global steps done (thread-safe) and the run's length.
     std::int64_t step() const { return m_step.load(); }
     std::int64_t totalSteps() const { return m_total; }
+    std::int64_t stepsPerEpoch() const { return m_stepsPerEpoch; }
 
     // Evaluates now on `count` examples (not while run() is stepping; from an observer's
     // onCheckpoint or onEvaluation is fine; from onStep, GPU towers may have the next step in

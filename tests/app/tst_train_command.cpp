@@ -402,6 +402,30 @@ private slots:
                  qPrintable(r.err));
     }
 
+    // Extending a run whose schedule is laid over its whole length (one-cycle, cosine) lays it out
+    // again: said, with the rate where it was and where it goes on; a constant one says nothing.
+    void extendingARunSaysWhatItsScheduleDoes()
+    {
+        const QString dir = path(QStringLiteral("runs/extend-onecycle"));
+        CliRun r = run(small(dir) + QStringList{"--steps", "4", "--lr-schedule", "onecycle"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        r = run({QStringLiteral("train"), QStringLiteral("--resume"), QStringLiteral("--run-dir"),
+                 dir, QStringLiteral("--steps"), QStringLiteral("8"), QStringLiteral("--json")});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        QVERIFY2(r.err.contains(QStringLiteral("note: the onecycle learning-rate schedule is laid "
+                                               "out again for 8 steps (it was for 4): step 4 "
+                                               "trained at ")),
+                 qPrintable(r.err));
+        const QString constant = path(QStringLiteral("runs/extend-constant"));
+        r = run(small(constant) + QStringList{"--steps", "2", "--lr-schedule", "constant"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        r = run({QStringLiteral("train"), QStringLiteral("--resume"), QStringLiteral("--run-dir"),
+                 constant, QStringLiteral("--steps"), QStringLiteral("4"),
+                 QStringLiteral("--json")});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        QVERIFY2(!r.err.contains(QStringLiteral("laid out again")), qPrintable(r.err));
+    }
+
     // The commands Towers suggests are ready to paste: a path with a space is quoted for the shell.
     void suggestedCommandsQuoteTheirPaths()
     {
