@@ -1,5 +1,6 @@
 #include "engine/cpu/cores.h"
 
+#include <omp.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -151,9 +152,12 @@ int coresUnderQuota(int affinityCount, std::optional<double> quota)
 
 int usableCores()
 {
-    const std::vector<int> cpus = affinityCpus();
+    // OpenMP's count of the process's processors: the calling thread's mask, except where
+    // OMP_PROC_BIND or OMP_PLACES bind threads, whose runtime pins the main thread to one place
+    // when it loads; its count is then the mask the process started with.
+    const int processors = omp_get_num_procs();
     const int affinity =
-        cpus.empty() ? int(std::max(1u, std::thread::hardware_concurrency())) : int(cpus.size());
+        processors > 0 ? processors : int(std::max(1u, std::thread::hardware_concurrency()));
     return coresUnderQuota(affinity, cgroupCpuQuota(fileText("/proc/self/cgroup")));
 }
 
@@ -161,6 +165,9 @@ std::string coreSetDescription(const std::string& hostName)
 {
     std::string text = hostName + "|";
     const std::vector<int> cpus = affinityCpus();
+    // A mask narrower than the process's (the main thread pinned by OpenMP's binding) says
+    // nothing of the process's cores: none, which overlaps every set.
+    if (int(cpus.size()) != omp_get_num_procs()) return text;
     for (std::size_t i = 0; i < cpus.size(); ++i) text += (i ? "," : "") + std::to_string(cpus[i]);
     return text;
 }

@@ -11,7 +11,9 @@
 
 namespace towers::engine::cpu {
 
-// The cores this process may keep busy at once: at least 1.
+// The cores this process may keep busy at once: at least 1. The calling thread's mask (OpenMP's
+// omp_get_num_procs: the mask the process started with where OMP_PROC_BIND or OMP_PLACES pinned
+// the main thread).
 int usableCores();
 
 // The CPUs of this process's affinity mask, ascending ({} where the system does not say).

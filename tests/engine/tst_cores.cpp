@@ -7,6 +7,7 @@
 #include <sched.h>
 
 #include <fstream>
+#include <thread>
 
 #include "engine/cpu/cores.h"
 #include "engine/cpu/cpu_info.h"
@@ -109,6 +110,9 @@ private slots:
     // than the machine has.
     void usableCoresFollowTheAffinityMask()
     {
+        if (qEnvironmentVariableIsSet("OMP_PROC_BIND"))
+            QSKIP("OpenMP binds threads here: the count is the mask the process started with "
+                  "(openMpBindingPinsNotTheCount)");
         const std::vector<int> all = affinityCpus();
         QVERIFY(!all.empty());
         QVERIFY(usableCores() >= 1);
@@ -122,6 +126,20 @@ private slots:
             c.towers = 1;
             QCOMPARE(c.resolvedThreadsPerTower(), 1);
         });
+    }
+
+    // With OMP_PROC_BIND (tst_cores_omp_proc_bind), OpenMP pins the main thread to one place when
+    // it loads: the process may still use every core it started with, and its mask says nothing
+    // of the cores it shares.
+    void openMpBindingPinsNotTheCount()
+    {
+        if (!qEnvironmentVariableIsSet("OMP_PROC_BIND"))
+            QSKIP("for a run with OMP_PROC_BIND set (ctest's tst_cores_omp_proc_bind)");
+        const int pinned = int(affinityCpus().size());
+        if (pinned >= int(std::thread::hardware_concurrency()))
+            QSKIP("the place OpenMP pinned the main thread to holds every CPU here");
+        QVERIFY2(usableCores() > pinned, qPrintable(QString::number(usableCores())));
+        QCOMPARE(coreSetDescription("h"), std::string("h|"));
     }
 
     void processesOnTheSameCores()
