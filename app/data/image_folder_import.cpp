@@ -447,12 +447,20 @@ ImageFolderScan scanImageFolder(const QString& source)
         return s.splitFolders ? QStringLiteral("class %1 of %2/").arg(c, split)
                               : QStringLiteral("class %1").arg(c);
     };
-    for (qsizetype i = 0; i < names.size(); ++i)
-        collector.readClassFolder(classRoot + QLatin1Char('/') + names[i],
-                                  owner(names[i], QStringLiteral("train")), train[std::size_t(i)]);
-    for (qsizetype i = 0; i < testNames.size(); ++i)
-        collector.readClassFolder(testRoot + QLatin1Char('/') + testNames[i],
-                                  owner(testNames[i], s.testFolder), test[std::size_t(i)]);
+    // The class folders that are folders first, then those that are links: a link "a -> b" is
+    // passed over as b's, whichever name sorts first, and b keeps its images.
+    for (const bool links : {false, true}) {
+        for (qsizetype i = 0; i < names.size(); ++i)
+            if (const QString dir = classRoot + QLatin1Char('/') + names[i];
+                QFileInfo(dir).isSymLink() == links)
+                collector.readClassFolder(dir, owner(names[i], QStringLiteral("train")),
+                                          train[std::size_t(i)]);
+        for (qsizetype i = 0; i < testNames.size(); ++i)
+            if (const QString dir = testRoot + QLatin1Char('/') + testNames[i];
+                QFileInfo(dir).isSymLink() == links)
+                collector.readClassFolder(dir, owner(testNames[i], s.testFolder),
+                                          test[std::size_t(i)]);
+    }
     collector.followLinks();
     // A folder without a single image file is no class (an empty "unsorted/", say): left out.
     for (qsizetype i = 0; i < names.size(); ++i) {

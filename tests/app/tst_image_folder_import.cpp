@@ -222,6 +222,19 @@ private slots:
             QVERIFY2(s.ignored.contains(QLatin1String(left)),
                      qPrintable(left + QStringLiteral(" not in: ") + s.ignored.join(',')));
 
+        // A class folder that is a link to another class's, sorting before it: the real folder
+        // keeps its images and its class, the link is passed over.
+        const QString first = path(QStringLiteral("link sorts first"));
+        writeClass(first + QStringLiteral("/b"), 0, 4, true);
+        writeClass(first + QStringLiteral("/c"), 1, 3, true);
+        QVERIFY(QFile::link(QStringLiteral("b"), first + QStringLiteral("/a")));
+        const auto f = app::scanImageFolder(first);
+        QCOMPARE(f.classes, (QStringList{QStringLiteral("b"), QStringLiteral("c")}));
+        QCOMPARE(f.trainCounts(), (std::vector<qint64>{4, 3}));
+        QVERIFY2(
+            f.ignored.contains(QStringLiteral("a/ (a link to a folder read already: class b)")),
+            qPrintable(f.ignored.join(',')));
+
         const QString data = path(QStringLiteral("data linked twice"));
         ImportOptions o;
         o.source = src;
