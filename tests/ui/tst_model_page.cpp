@@ -320,6 +320,18 @@ private slots:
         QVERIFY2(editor.status().contains(QStringLiteral("not valid JSON")),
                  qPrintable(editor.status()));
         QVERIFY(!use->isEnabled());
+        // "Use" clicked right after typing (before the pause's check): the window takes the
+        // network once its check, off the GUI thread, answers.
+        editor.setText(eight); // checked: "Use" enabled
+        QVERIFY(use->isEnabled());
+        editor.editor()->setPlainText(sixteen);
+        QVERIFY(use->isEnabled()); // still, until the pause's check
+        QCOMPARE(editor.result(), int(QDialog::Rejected));
+        use->click();
+        QCOMPARE(editor.result(), int(QDialog::Rejected));
+        QTRY_COMPARE(editor.result(), int(QDialog::Accepted));
+        QCOMPARE(editor.network()->build(10)->parameters().front()->value.shape(),
+                 (towers::engine::Shape{16, 1, 3, 3}));
     }
 };
 

@@ -83,11 +83,14 @@ ModelFileEditor::ModelFileEditor(const engine::ModelInfo& from, const QString& p
     buttons->addButton(QDialogButtonBox::Cancel);
     layout->addWidget(buttons);
     connect(m_use, &QPushButton::clicked, this, [this] {
-        // Enabled once the text, as it is, was checked.
-        if (m_network && !m_checkTimer->isActive() && !m_building)
+        // Enabled once the text, as it is, was checked; clicked before a pause's check: accepted
+        // when that check, off the GUI thread, finds the network.
+        if (m_network && !m_checkTimer->isActive() && !m_building) {
             accept();
-        else if (check())
-            accept();
+        } else {
+            m_acceptWhenChecked = true;
+            checkInBackground();
+        }
     });
     connect(save, &QPushButton::clicked, this, &ModelFileEditor::save);
     connect(saveAs, &QPushButton::clicked, this, &ModelFileEditor::chooseSaveFile);
@@ -161,12 +164,17 @@ void ModelFileEditor::showChecked(Checked checked)
     m_status->setStyleSheet(m_network ? QString() : QStringLiteral("color: #c62828"));
     markLine(checked.line);
     m_use->setEnabled(bool(m_network));
+    if (m_acceptWhenChecked) {
+        m_acceptWhenChecked = false;
+        if (m_network) accept();
+    }
 }
 
 bool ModelFileEditor::check()
 {
     m_checkTimer->stop();
-    ++m_generation; // a background build under way answers too late
+    ++m_generation;       // a background build under way answers too late
+    m_buildAgain = false; // and need not build again: this answer is the text's
     const std::string source = text().toStdString();
     Checked c = read(source, where());
     if (c.network) c = counted(std::move(*c.network), source, where());
@@ -249,7 +257,7 @@ bool ModelFileEditor::saveAs(const QString& path, QString* error)
     }
     m_path = path;
     m_savedText = text;
-    check(); // its messages name the file now
+    if (!m_network) check(); // its mistake names the file now (a network's status names none)
     return true;
 }
 

@@ -77,9 +77,10 @@ private:
 
     QString m_path, m_savedText;
     int m_mistakeLine = 0;
-    quint64 m_generation = 0;  // of the latest check begun; an older one's answer is dropped
-    bool m_building = false;   // a background build runs
-    bool m_buildAgain = false; // and the text changed meanwhile
+    quint64 m_generation = 0;         // of the latest check begun; an older one's answer is dropped
+    bool m_building = false;          // a background build runs
+    bool m_buildAgain = false;        // and the text changed meanwhile
+    bool m_acceptWhenChecked = false; // "Use" clicked before the text's check answered
     std::optional<engine::ModelInfo> m_network;
 };
 
