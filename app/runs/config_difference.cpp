@@ -24,8 +24,28 @@ QString networkText(const QJsonObject& definition)
             QCryptographicHash::hash(text, QCryptographicHash::Sha256).toHex().left(8)));
 }
 
+// What a run trained on (config.json's datasetContent) in one line: its classes, its examples and
+// a digest of the record, so that a dataset imported again differs at a glance ("10 classes, 60000
+// training and 10000 test examples (#5e1d03aa)").
+QString datasetContentText(const QJsonObject& record)
+{
+    const QByteArray text = QJsonDocument(record).toJson(QJsonDocument::Compact);
+    return QStringLiteral("%1 classes, %2 training and %3 test examples (#%4)")
+        .arg(record.value(QLatin1String("classes")).toArray().size())
+        .arg(record.value(QLatin1String("train"))
+                 .toObject()
+                 .value(QLatin1String("examples"))
+                 .toInteger())
+        .arg(record.value(QLatin1String("test"))
+                 .toObject()
+                 .value(QLatin1String("examples"))
+                 .toInteger())
+        .arg(QString::fromLatin1(
+            QCryptographicHash::hash(text, QCryptographicHash::Sha256).toHex().left(8)));
+}
+
 // The leaves of `o` as (path, text), in its order; a non-empty object is a branch ("a/b"), except
-// a model file's network, one setting.
+// a model file's network and the record of the dataset's content, one setting each.
 void flatten(const QJsonObject& o, const QString& prefix,
              std::vector<std::pair<QString, QString>>& out)
 {
@@ -33,6 +53,8 @@ void flatten(const QJsonObject& o, const QString& prefix,
         const QString path = prefix.isEmpty() ? it.key() : prefix + QLatin1Char('/') + it.key();
         if (prefix.isEmpty() && it.key() == QLatin1String("modelDefinition") && it->isObject())
             out.emplace_back(path, networkText(it->toObject()));
+        else if (prefix.isEmpty() && it.key() == QLatin1String("datasetContent") && it->isObject())
+            out.emplace_back(path, datasetContentText(it->toObject()));
         else if (it->isObject() && !it->toObject().isEmpty())
             flatten(it->toObject(), path, out);
         else

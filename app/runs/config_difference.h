@@ -25,7 +25,9 @@ struct ConfigDifference
 // The settings whose values differ among `configs` (each a run's config.json; text that is not a
 // JSON object counts as no settings): the first configuration's settings by name (as QJsonObject
 // orders them), then those only the later ones have; never runId, which differs between any two
-// runs. A model file's network (modelDefinition) is one setting: "<name>: N layers (#digest)".
+// runs. A model file's network (modelDefinition) is one setting: "<name>: N layers (#digest)";
+// so is the record of what a run trained on (datasetContent): "N classes, T training and E test
+// examples (#digest)".
 std::vector<ConfigDifference> configDifferences(const QStringList& configs);
 
 } // namespace towers::app

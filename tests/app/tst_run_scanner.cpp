@@ -149,6 +149,21 @@ private slots:
         QVERIFY(net[1].values[0] != net[1].values[1]);
         QCOMPARE(net[1].values[2], QString());
         QVERIFY(towers::app::configDifferences({a, a}).empty());
+
+        // What a run trained on is one setting too: its classes and examples and a digest; a run
+        // from before the record has none.
+        const QString x = QStringLiteral(
+            R"({"datasetContent": {"classes": ["a", "b"], "train": {"examples": 4, "crc32": 1}, "test": {"examples": 2, "crc32": 2}}})");
+        QString y = x;
+        y.replace(QStringLiteral(R"("crc32": 2)"), QStringLiteral(R"("crc32": 3)"));
+        const auto data = towers::app::configDifferences({x, y, QStringLiteral("{}")});
+        QCOMPARE(data.size(), std::size_t(1));
+        QCOMPARE(data[0].setting, QStringLiteral("datasetContent"));
+        QVERIFY2(data[0].values[0].startsWith(
+                     QStringLiteral("2 classes, 4 training and 2 test examples (#")),
+                 qPrintable(data[0].values[0]));
+        QVERIFY(data[0].values[0] != data[0].values[1]);
+        QCOMPARE(data[0].values[2], QString());
     }
 
     void damagedFilesAreReportedNotThrown()
