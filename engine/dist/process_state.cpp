@@ -87,15 +87,19 @@ NamedTensors unpackTensors(const std::string& bytes)
     return out;
 }
 
-void requireSameEverywhere(ProcessGroup& group, const std::string& mine, const std::string& what)
+void requireSameEverywhere(ProcessGroup& group, const std::string& mine, const std::string& what,
+                           bool usage)
 {
     const std::vector<std::string> all = group.allGatherStrings(mine);
     for (std::size_t r = 1; r < all.size(); ++r)
-        if (all[r] != all.front())
-            throw InvalidArgument("rank " + std::to_string(r) + " runs another " + what +
-                                  " than rank 0: " + firstDifferentLine(all[r], all.front()) +
-                                  ". Every process of a run must run the same Towers with the "
-                                  "same options and data.");
+        if (all[r] != all.front()) {
+            const std::string message =
+                "rank " + std::to_string(r) + " runs another " + what +
+                " than rank 0: " + firstDifferentLine(all[r], all.front()) +
+                ". Every process of a run must run the same Towers with the same options and data.";
+            if (usage) throw InvalidArgument(message);
+            throw Error(message);
+        }
 }
 
 } // namespace towers::engine

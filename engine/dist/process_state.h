@@ -18,7 +18,9 @@ NamedTensors unpackTensors(const std::string& bytes);
 // id, a configuration as JSON lines, a dataset's fingerprint); throws InvalidArgument on every
 // process when one differs from rank 0's, naming the first rank that differs, `what` and the first
 // line where they differ ("rank 1 runs another configuration than rank 0: "towers": 2 there,
-// "towers": 1 on rank 0").
-void requireSameEverywhere(ProcessGroup& group, const std::string& mine, const std::string& what);
+// "towers": 1 on rank 0"). `usage`: whether a difference is the command line's (InvalidArgument:
+// exit 2), else the data's or the installation's (Error: exit 1).
+void requireSameEverywhere(ProcessGroup& group, const std::string& mine, const std::string& what,
+                           bool usage = true);
 
 } // namespace towers::engine

@@ -138,7 +138,8 @@ void TrainingSession::build(TrainerObserver* observer)
         m_dataset = std::make_shared<const Dataset>(
             loadDatasetPreferring(c.dataset, c.dataDir, m_options.searchPath));
     }
-    if (group) requireSameEverywhere(*group, fingerprint(*m_dataset), "dataset");
+    // Another dataset on a process is the data's fault, not the command line's (exit 1).
+    if (group) requireSameEverywhere(*group, fingerprint(*m_dataset), "dataset", false);
     // A resumed run goes on with the data it trained on, not another under the same name (imported
     // again, replaced on disk): its record says what that was (runs from before it have none).
     const std::string content = datasetContent(*m_dataset);

@@ -15,6 +15,7 @@
 #include <random>
 #include <thread>
 
+#include "engine/dist/process_state.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/train/host_communicator.h"
 #include "engine/train/process_communicator.h"
@@ -202,6 +203,46 @@ private slots:
             for (std::size_t i = 0; i < 3; ++i)
                 QVERIFY2(sameBytes(given[std::size_t(g)][i], expected[std::size_t(g)][i]),
                          qPrintable(QStringLiteral("tower %1, tensor %2").arg(g).arg(i)));
+    }
+
+    // Processes that differ are refused on every process, naming the first that differs: a
+    // command line's difference as a usage error (exit 2), the data's as a failure (exit 1).
+    void sameEverywhereOrRefused()
+    {
+        for (const bool usage : {true, false}) {
+            auto world = makeThreadWorld(3);
+            std::vector<std::string> errors(3);
+            std::vector<int> usageErrors(3, -1);
+            std::vector<std::thread> threads;
+            for (int p = 0; p < 3; ++p)
+                threads.emplace_back([&, p] {
+                    auto group = joinThreadWorld(world, p);
+                    try {
+                        requireSameEverywhere(*group, p == 2 ? "a\nc" : "a\nb", "dataset", usage);
+                    } catch (const InvalidArgument& e) {
+                        errors[std::size_t(p)] = e.what();
+                        usageErrors[std::size_t(p)] = 1;
+                    } catch (const Error& e) {
+                        errors[std::size_t(p)] = e.what();
+                        usageErrors[std::size_t(p)] = 0;
+                    }
+                });
+            for (auto& t : threads) t.join();
+            for (int p = 0; p < 3; ++p) {
+                QCOMPARE(usageErrors[std::size_t(p)], usage ? 1 : 0);
+                QVERIFY2(
+                    errors[std::size_t(p)].rfind("rank 2 runs another dataset than rank 0", 0) == 0,
+                    errors[std::size_t(p)].c_str());
+            }
+        }
+        auto world = makeThreadWorld(2);
+        std::vector<std::thread> same;
+        for (int p = 0; p < 2; ++p)
+            same.emplace_back([&, p] {
+                auto group = joinThreadWorld(world, p);
+                requireSameEverywhere(*group, "a", "dataset", false);
+            });
+        for (auto& t : same) t.join();
     }
 
     // broadcast takes a global root tower: tower 3 (process 1's second) to all.
