@@ -171,7 +171,9 @@ QString whyNoRun(const QDir& dir)
     QFile config(dir.filePath(QStringLiteral("config.json")));
     const bool hasConfig = config.exists();
     if (hasConfig) {
-        if (!config.open(QIODevice::ReadOnly)) {
+        if (!QFileInfo(config.fileName()).isFile()) { // a FIFO's open would block
+            configProblem = QStringLiteral("is not a plain file");
+        } else if (!config.open(QIODevice::ReadOnly)) {
             configProblem = QStringLiteral("cannot be read: %1").arg(config.errorString());
         } else {
             constexpr qint64 kMaxConfigBytes = 4 << 20; // a run's is a few kilobytes

@@ -158,6 +158,17 @@ private slots:
                  qPrintable(out.error));
         QVERIFY(QFileInfo::exists(project + QStringLiteral("/src/main.c")));
         QVERIFY(!QFileInfo::exists(project + QStringLiteral("/towers.lock")));
+        // A config.json that is a FIFO is not opened (that would block): no run, said at once.
+        QVERIFY(QFile::remove(project + QStringLiteral("/config.json")));
+        QCOMPARE(
+            ::mkfifo(QFile::encodeName(project + QStringLiteral("/config.json")).constData(), 0600),
+            0);
+        out = moveRunToTrash(project);
+        QVERIFY(!out.ok);
+        QVERIFY2(out.error.contains(QStringLiteral("its config.json is no Towers run "
+                                                   "configuration (is not a plain file)")),
+                 qPrintable(out.error));
+        QVERIFY(QFile::remove(project + QStringLiteral("/config.json")));
         // Not JSON at all, and an empty checkpoints/ folder: still no run.
         write(project + QStringLiteral("/config.json"), "port = 8080\n");
         QVERIFY(QDir().mkpath(project + QStringLiteral("/checkpoints")));
