@@ -89,20 +89,20 @@ class ImageCollector
 public:
     ImageCollector(const QString& root, QStringList& ignored) : m_root(root), m_ignored(ignored) {}
 
-    // Reads class folder `dir` for `owner` ("class b") into `files` (which must stay in place
-    // until followLinks() returned); links in it are followed by followLinks(). False, and listed,
-    // when the folder was claimed already (a class folder that is a link to another's).
-    bool readClassFolder(const QString& dir, const QString& owner, QStringList& files)
+    // Reads folder `dir` (a class folder, or where a link in one leads) for `owner` ("class b")
+    // into `files` (which must stay in place until followLinks() returned); links in it are
+    // followed by followLinks(). Listed as passed over when the folder was claimed already (a
+    // link to another class's folder, or to one read before).
+    void readFolder(const QString& dir, const QString& owner, QStringList& files)
     {
         const QString canonical = QFileInfo(dir).canonicalFilePath();
         if (const auto it = m_folders.constFind(canonical); it != m_folders.cend()) {
             m_ignored << relative(dir) +
                              QStringLiteral("/ (a link to a folder read already: %1)").arg(*it);
-            return false;
+            return;
         }
         m_folders.insert(canonical, owner);
         walk(dir, owner, files);
-        return true;
     }
 
     // Follows the links found so far, and those found through them, in the order found.
@@ -113,19 +113,12 @@ public:
             m_links.pop_front();
             const QFileInfo& e = link.entry;
             if (e.isDir()) {
-                const QString canonical = e.canonicalFilePath();
-                if (leadsAbove(e, m_root)) {
+                if (leadsAbove(e, m_root))
                     m_ignored << relative(e.filePath()) +
                                      QStringLiteral(
                                          "/ (a link to the imported folder or above it)");
-                } else if (const auto it = m_folders.constFind(canonical); it != m_folders.cend()) {
-                    m_ignored
-                        << relative(e.filePath()) +
-                               QStringLiteral("/ (a link to a folder read already: %1)").arg(*it);
-                } else {
-                    m_folders.insert(canonical, link.owner);
-                    walk(e.filePath(), link.owner, *link.files);
-                }
+                else
+                    readFolder(e.filePath(), link.owner, *link.files);
             } else if (imageSuffixes().contains(e.suffix().toLower())) {
                 const QString canonical = e.canonicalFilePath();
                 if (canonical.isEmpty()) { // a broken link: reported as unreadable
@@ -449,17 +442,16 @@ ImageFolderScan scanImageFolder(const QString& source)
     };
     // The class folders that are folders first, then those that are links: a link "a -> b" is
     // passed over as b's, whichever name sorts first, and b keeps its images.
+    const auto readClasses = [&](const QString& root, const QStringList& classes,
+                                 const QString& split, std::deque<QStringList>& files, bool links) {
+        for (qsizetype i = 0; i < classes.size(); ++i)
+            if (const QString dir = root + QLatin1Char('/') + classes[i];
+                QFileInfo(dir).isSymLink() == links)
+                collector.readFolder(dir, owner(classes[i], split), files[std::size_t(i)]);
+    };
     for (const bool links : {false, true}) {
-        for (qsizetype i = 0; i < names.size(); ++i)
-            if (const QString dir = classRoot + QLatin1Char('/') + names[i];
-                QFileInfo(dir).isSymLink() == links)
-                collector.readClassFolder(dir, owner(names[i], QStringLiteral("train")),
-                                          train[std::size_t(i)]);
-        for (qsizetype i = 0; i < testNames.size(); ++i)
-            if (const QString dir = testRoot + QLatin1Char('/') + testNames[i];
-                QFileInfo(dir).isSymLink() == links)
-                collector.readClassFolder(dir, owner(testNames[i], s.testFolder),
-                                          test[std::size_t(i)]);
+        readClasses(classRoot, names, QStringLiteral("train"), train, links);
+        readClasses(testRoot, testNames, s.testFolder, test, links);
     }
     collector.followLinks();
     // A folder without a single image file is no class (an empty "unsorted/", say): left out.
