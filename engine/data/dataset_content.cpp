@@ -1,5 +1,7 @@
 #include "engine/data/dataset_content.h"
 
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
@@ -30,8 +32,7 @@ std::string joined(const Json& names)
     return text;
 }
 
-} // namespace
-
+// CRC-32 (zlib's) of a set's pixels, then its labels.
 unsigned long imageSetCrc(const ImageSet& set)
 {
     uLong c = crc32(0L, Z_NULL, 0);
@@ -40,6 +41,8 @@ unsigned long imageSetCrc(const ImageSet& set)
                 set.labels.size() * sizeof(set.labels[0]));
     return c;
 }
+
+} // namespace
 
 std::string datasetContent(const Dataset& dataset)
 {
@@ -76,6 +79,17 @@ std::string datasetContentChange(const std::string& before, const std::string& n
                 std::to_string(y.value("crc32", 0UL)) + ")");
     }
     return change.empty() ? "its record differs" : change;
+}
+
+std::string datasetContentLines(const std::string& record)
+{
+    const Json o = parsedRecord(record);
+    const auto line = [&o](const char* set, const char* name) {
+        return std::string(name) + " examples " +
+               std::to_string(o[set].value("examples", std::int64_t(-1))) + ", CRC-32 " +
+               std::to_string(o[set].value("crc32", 0UL));
+    };
+    return line("train", "training") + "\n" + line("test", "test");
 }
 
 std::optional<std::vector<std::string>> datasetContentClasses(const std::string& record)

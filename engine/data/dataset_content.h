@@ -11,12 +11,14 @@
 
 namespace towers::engine {
 
-// CRC-32 (zlib's) of a set's pixels, then its labels.
-unsigned long imageSetCrc(const ImageSet& set);
-
 // The record, as compact JSON: {"classes": [...], "train": {"examples": N, "crc32": C},
-// "test": {...}}.
+// "test": {...}}; the CRC-32 (zlib's) of each set's pixels, then its labels.
 std::string datasetContent(const Dataset& dataset);
+
+// A record's examples and checksums as lines ("training examples N, CRC-32 C\ntest examples M,
+// CRC-32 D"): what every process of a run compares (the classes are the configuration's).
+// Throws InvalidArgument for a record that is not one.
+std::string datasetContentLines(const std::string& record);
 
 // In words, how `now` differs from `before` (both datasetContent records): the classes, the
 // examples and the checksums that changed; "" when they are the same. Throws InvalidArgument for

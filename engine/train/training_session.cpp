@@ -34,13 +34,11 @@ void discardIfUnused(const std::filesystem::path& folder)
     fs::remove(folder, ec);
 }
 
-// What identifies a dataset's content: every process of a run must train on the same examples.
-std::string fingerprint(const Dataset& d)
+// What identifies a dataset's content, from its record (datasetContent): every process of a run
+// must train on the same examples.
+std::string fingerprint(const Dataset& d, const std::string& content)
 {
-    const auto crc = [](const ImageSet& s) { return std::to_string(imageSetCrc(s)); };
-    return "dataset " + d.name + "\ntraining examples " + std::to_string(d.train.count) +
-           ", CRC-32 " + crc(d.train) + "\ntest examples " + std::to_string(d.test.count) +
-           ", CRC-32 " + crc(d.test);
+    return "dataset " + d.name + "\n" + datasetContentLines(content);
 }
 
 // Whether GPU towers hold the training set (TrainConfig::gpuData): when it takes at most a quarter
@@ -138,11 +136,12 @@ void TrainingSession::build(TrainerObserver* observer)
         m_dataset = std::make_shared<const Dataset>(
             loadDatasetPreferring(c.dataset, c.dataDir, m_options.searchPath));
     }
+    // One pass over the images for their checksums: what the run trains on, recorded with it.
+    const std::string content = datasetContent(*m_dataset);
     // Another dataset on a process is the data's fault, not the command line's (exit 1).
-    if (group) requireSameEverywhere(*group, fingerprint(*m_dataset), "dataset", false);
+    if (group) requireSameEverywhere(*group, fingerprint(*m_dataset, content), "dataset", false);
     // A resumed run goes on with the data it trained on, not another under the same name (imported
     // again, replaced on disk): its record says what that was (runs from before it have none).
-    const std::string content = datasetContent(*m_dataset);
     if (m_options.resume && !c.datasetContent.empty()) {
         if (const std::string change = datasetContentChange(c.datasetContent, content);
             !change.empty())

@@ -180,6 +180,13 @@ private slots:
         const std::string record = datasetContent(d);
         QCOMPARE(datasetContentChange(record, record), std::string());
         QCOMPARE(*datasetContentClasses(record), d.classNames);
+        // What the processes of a run compare: the examples and checksums, a line each.
+        const QString lines = QString::fromStdString(datasetContentLines(record));
+        QVERIFY2(QRegularExpression(QStringLiteral("^training examples 2, CRC-32 \\d+\ntest "
+                                                   "examples 2, CRC-32 \\d+$"))
+                     .match(lines)
+                     .hasMatch(),
+                 qPrintable(lines));
         Dataset e = d;
         e.classNames = {"dog", "cat"};
         e.test.pixels[0] = 9;
