@@ -876,6 +876,25 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             if (m_observer) m_observer->onFinished(m_step.load());
             return outcome;
         };
+        // A resumed run's evaluation at its starting step: one that was recorded is not made
+        // again (a finished run resumed); one that a stop cut short (the checkpoint at its step
+        // is written first) is made now, so that the curves, the best checkpoint and the
+        // patience miss no evaluation. Rank 0's eval.jsonl decides for every process.
+        if (m_evalBatches && from > 0) {
+            bool recorded = false;
+            if (m_dir)
+                for (const EvaluationMark& mark : readEvaluations(m_dir->evalPath()))
+                    recorded = recorded || mark.step == from;
+            if (m_group && m_group->size() > 1) recorded = m_group->any(recorded);
+            if (recorded) {
+                m_lastEvalStep = from;
+            } else if (m_config.evalEvery > 0 && from % m_config.evalEvery == 0 && from < m_total &&
+                       !m_stopEarly) {
+                log("the evaluation at step " + std::to_string(from) +
+                    " was cut short when the run stopped: it is made now");
+                if (!runEvaluation(stop)) return stopped();
+            }
+        }
         // Steps are issued ahead of their results where the towers allow it (TowerSet::
         // pipelines(): GPU towers, whose host prepares and issues step s + 1 while the GPUs still
         // compute step s); the results come one step late. A step after which the towers' state

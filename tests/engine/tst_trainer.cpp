@@ -284,6 +284,61 @@ private slots:
         QVERIFY(!sameBytes(*c3.weight("fc1.weight"), *ca.weight("fc1.weight")));
     }
 
+    // A resume makes the evaluation at its starting step that a stop cut short (the run's
+    // checkpoint at that step is written before it), with the numbers the uninterrupted run
+    // had; a finished run resumed makes no evaluation again.
+    void resumeMakesTheEvaluationAStopCutShort()
+    {
+        TrainConfig c = baseConfig();
+        c.evalEvery = 3;
+        c.keepCheckpoints = 10;
+        QTemporaryDir dirA, dirB;
+        const fs::path rootA = dirA.path().toStdString(), rootB = dirB.path().toStdString();
+        auto srcA = syntheticBatchesFor(c);
+        {
+            Trainer a(c, srcA, rootA);
+            a.setEvaluator(20, srcA.evaluationBatches());
+            QCOMPARE(a.run(), Trainer::Outcome::Finished);
+        }
+        RunDirectory runA(rootA), runB(rootB);
+        const auto evalsA = jsonLines(runA.evalPath());
+        QCOMPARE(evalsA.size(), std::size_t(2)); // steps 3 and 6
+
+        // Run B stopped during its evaluation at step 3: the checkpoint, no record.
+        fs::copy_file(runA.checkpointPath(3), runB.checkpointPath(3));
+        auto srcB = syntheticBatchesFor(c);
+        {
+            Recorder rec;
+            Trainer b(c, srcB, rootB, {}, &rec);
+            b.setEvaluator(20, srcB.evaluationBatches());
+            QCOMPARE(b.resumeFromNewest(), std::optional<std::int64_t>(3));
+            QCOMPARE(b.run(), Trainer::Outcome::Finished);
+            QCOMPARE(rec.evals.size(), std::size_t(2));
+            QCOMPARE(rec.evals[0].step, std::int64_t(3));
+            QCOMPARE(rec.evals[1].step, std::int64_t(6));
+            bool said = false;
+            for (const auto& l : rec.logs)
+                said = said || l.find("evaluation at step 3 was cut short") != std::string::npos;
+            QVERIFY(said);
+        }
+        const auto evalsB = jsonLines(runB.evalPath());
+        QCOMPARE(evalsB.size(), std::size_t(2));
+        for (std::size_t i = 0; i < 2; ++i) {
+            QCOMPARE(evalsB[i]["step"], evalsA[i]["step"]);
+            QCOMPARE(evalsB[i]["precisionAt1"], evalsA[i]["precisionAt1"]);
+        }
+
+        // The finished run A resumed: nothing to train, and its last evaluation is not repeated.
+        auto srcA2 = syntheticBatchesFor(c);
+        Recorder rec;
+        Trainer again(c, srcA2, rootA, {}, &rec);
+        again.setEvaluator(20, srcA2.evaluationBatches());
+        QCOMPARE(again.resumeFromNewest(), std::optional<std::int64_t>(6));
+        QCOMPARE(again.run(), Trainer::Outcome::Finished);
+        QVERIFY(rec.evals.empty());
+        QCOMPARE(jsonLines(runA.evalPath()).size(), std::size_t(2));
+    }
+
     // A NaN in the batch of step 5: DivergedError naming the step, no checkpoint of the
     // diverged state, the last good one (step 4) intact.
     void divergedStopsWithError()
