@@ -6,6 +6,7 @@
 int main(int argc, char** argv)
 {
     towers::engine::setCudaDeviceOrder(); // before any thread
+    if (towers::app::refuseUndecodableArgument("towers-cli", argc, argv)) return 2;
     QCoreApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("towers-cli"));
     QCoreApplication::setApplicationVersion(QStringLiteral(TOWERS_VERSION));

@@ -1,7 +1,9 @@
 #include "app/cli/cli.h"
 
 #include <QCoreApplication>
+#include <QStringDecoder>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <new>
 
@@ -65,6 +67,46 @@ void printUsage(QTextStream& s)
 }
 
 } // namespace
+
+QString undecodableArgument(int argc, const char* const* argv)
+{
+    for (int i = 1; i < argc; ++i) {
+        const QByteArray bytes(argv[i]);
+        QStringDecoder utf8(QStringDecoder::Utf8, QStringDecoder::Flag::Stateless);
+        const QString text = utf8(bytes);
+        if (!utf8.hasError()) continue;
+        // Valid runs as they are, each invalid byte as \xNN (what `ls -b` shows).
+        QString shown;
+        for (qsizetype at = 0; at < bytes.size();) {
+            qsizetype length = 1;
+            const auto lead = static_cast<unsigned char>(bytes[at]);
+            if (lead >= 0xc2 && lead <= 0xf4) length = lead < 0xe0 ? 2 : lead < 0xf0 ? 3 : 4;
+            QStringDecoder one(QStringDecoder::Utf8, QStringDecoder::Flag::Stateless);
+            const QString piece = one(bytes.mid(at, length));
+            if (lead >= 0x80 && (one.hasError() || at + length > bytes.size())) {
+                shown += QStringLiteral("\\x%1").arg(lead, 2, 16, QLatin1Char('0'));
+                ++at;
+            } else {
+                shown += lead < 0x80 ? QString(QLatin1Char(char(lead))) : piece;
+                at += lead < 0x80 ? 1 : length;
+            }
+        }
+        return QStringLiteral("argument %1, '%2'").arg(i).arg(shown);
+    }
+    return {};
+}
+
+bool refuseUndecodableArgument(const char* program, int argc, const char* const* argv)
+{
+    const QString bad = undecodableArgument(argc, argv);
+    if (bad.isEmpty()) return false;
+    std::fprintf(stderr,
+                 "%s: error: %s, is not UTF-8 text (its invalid bytes shown as \\xNN): %s "
+                 "reads its arguments as UTF-8 and would take this one for another name. Rename "
+                 "the file or folder, or give it through a link whose name is UTF-8.\n",
+                 program, qPrintable(bad), program);
+    return true;
+}
 
 int runCli(const QStringList& arguments)
 {
