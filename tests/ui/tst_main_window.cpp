@@ -8,11 +8,14 @@
 #include <QListWidget>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
 
 #include "app/settings/app_settings.h"
+#include "dataset_files.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/models/model_file.h"
 #include "engine/train/checkpoint.h"
@@ -62,6 +65,26 @@ class TestMainWindow : public QObject
 {
     Q_OBJECT
     QTemporaryDir m_home;
+
+    // Every page, shown in turn, is as wide as its scroll area at most: no horizontal scroll bar.
+    static void checkNoSidewaysScrolling(MainWindow& w)
+    {
+        QStringList wide;
+        for (int p = 0; p < MainWindow::PageCount; ++p) {
+            w.showPage(p);
+            QCoreApplication::processEvents();
+            auto* scroll = qobject_cast<QScrollArea*>(w.page(p)->parentWidget()->parentWidget());
+            QVERIFY(scroll);
+            QTRY_VERIFY(w.page(p)->isVisible());
+            if (const int over = scroll->horizontalScrollBar()->maximum(); over > 0)
+                wide << QStringLiteral("%1 scrolls %2 px sideways (it needs %3 px, it has %4)")
+                            .arg(MainWindow::pageTitle(p))
+                            .arg(over)
+                            .arg(w.page(p)->minimumSizeHint().width())
+                            .arg(scroll->viewport()->width());
+        }
+        QVERIFY2(wide.isEmpty(), qPrintable(wide.join(QStringLiteral("; "))));
+    }
 
 private slots:
     void initTestCase()
@@ -130,6 +153,32 @@ private slots:
         w.resize(1024, 640);
         QTRY_COMPARE(w.size(), QSize(1024, 640));
         for (int p = 0; p < MainWindow::PageCount; ++p) QVERIFY(w.page(p)->isWindow() == false);
+        checkNoSidewaysScrolling(w);
+    }
+
+    // At 1024 wide every page fits the window's width with a dataset loaded too (the Data page's
+    // list of datasets with their long descriptions, its samples): a page may scroll down, never
+    // sideways.
+    void fitsASmallScreenWithADataset()
+    {
+        QTemporaryDir dir;
+        towers::test::writeIdxDataset(
+            towers::test::fsPath(dir.filePath(QStringLiteral("data/fashion-mnist"))), 64, 32, 28,
+            28, /*gz=*/false, /*seed=*/5);
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        settings.setDatasetName(QStringLiteral("fashion-mnist"));
+        settings.setDataDir(dir.filePath(QStringLiteral("data")));
+        settings.setRunsDir(dir.filePath(QStringLiteral("runs")));
+        MainWindow w(settings);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        if (!w.dataPage()->loadedDataset()) {
+            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
+            QVERIFY(loaded.wait(20000));
+        }
+        w.resize(1024, 640);
+        QTRY_COMPARE(w.size(), QSize(1024, 640));
+        checkNoSidewaysScrolling(w);
     }
 
     void errorsGoToBannerAndLog()

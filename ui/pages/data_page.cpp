@@ -129,6 +129,10 @@ void DataPage::buildUi()
     auto* sourceBox = new QGroupBox(tr("Dataset"), this);
     auto* form = new QFormLayout(sourceBox);
     m_datasetCombo = new QComboBox(sourceBox); // filled by refreshDatasetList
+    // Its entries' descriptions are long: the list shows them whole, the closed box as much as
+    // the page's width gives it (its longest entry would widen the page past a 1024-pixel screen).
+    m_datasetCombo->setMinimumContentsLength(32);
+    m_datasetCombo->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     form->addRow(tr("&Dataset:"), m_datasetCombo);
     auto* dirRow = new QHBoxLayout;
     m_dataDirEdit = new QLineEdit(sourceBox);
@@ -210,14 +214,18 @@ void DataPage::buildUi()
     controls->addWidget(m_splitCombo);
     controls->addWidget(classLabel);
     controls->addWidget(m_classCombo);
-    controls->addSpacing(12);
-    controls->addWidget(m_prevButton);
-    controls->addWidget(m_pageLabel);
-    controls->addWidget(m_nextButton);
     controls->addStretch(1);
     controls->addWidget(m_distortCheck);
     controls->addWidget(m_redrawButton);
     samplesLayout->addLayout(controls);
+    // The pages under the grid: on the row above, the filters, the distortions and the pages
+    // together are wider than a 1024-pixel screen gives the page.
+    auto* paging = new QHBoxLayout;
+    paging->addStretch(1);
+    paging->addWidget(m_prevButton);
+    paging->addWidget(m_pageLabel);
+    paging->addWidget(m_nextButton);
+    paging->addStretch(1);
 
     m_grid = new QListView(samplesBox);
     m_grid->setViewMode(QListView::IconMode);
@@ -233,6 +241,10 @@ void DataPage::buildUi()
     m_grid->setWordWrap(true);
     m_grid->setModel(m_samples);
     samplesLayout->addWidget(m_grid, 1);
+    samplesLayout->addLayout(paging);
+    setTabOrder(m_redrawButton, m_grid); // in the order they show: the pages under the grid
+    setTabOrder(m_grid, m_prevButton);
+    setTabOrder(m_prevButton, m_nextButton);
     tabs->addTab(samplesBox, tr("Sa&mples"));
     auto* classesBox = new QWidget(tabs);
     auto* classesLayout = new QVBoxLayout(classesBox);

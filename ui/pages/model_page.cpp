@@ -45,14 +45,23 @@ ModelPage::ModelPage(QWidget* parent)
                               "open it again"));
     m_edit = new QPushButton(tr("Edit…"), modelBox);
     m_edit->setToolTip(tr("Edit the chosen network as a model file, checked as you type"));
-    // The model files' buttons under the picker: beside it they would widen the page.
+    // Edit… beside the picker, the model files' buttons on a row of their own under it, from the
+    // box's left edge: the three on one row beside a label's column would make the page wider than
+    // a 1024-pixel screen gives it.
+    auto* picker = new QHBoxLayout;
+    picker->addWidget(m_modelCombo, 1);
+    picker->addWidget(m_edit);
     auto* files = new QHBoxLayout;
-    files->addWidget(m_edit);
     files->addWidget(m_openFile);
     files->addWidget(m_saveFile);
     files->addStretch(1);
-    form->addRow(tr("&Model:"), m_modelCombo);
-    form->addRow(QString(), files);
+    auto* modelLabel = new QLabel(tr("&Model:"), modelBox);
+    modelLabel->setBuddy(m_modelCombo);
+    form->addRow(modelLabel, picker);
+    form->addRow(files);
+    setTabOrder(m_modelCombo, m_edit); // in the order they show
+    setTabOrder(m_edit, m_openFile);
+    setTabOrder(m_openFile, m_saveFile);
     m_total = new QLabel(modelBox);
     form->addRow(tr("Parameters:"), m_total);
     modelLayout->addLayout(form);
@@ -77,9 +86,9 @@ ModelPage::ModelPage(QWidget* parent)
     scroll->setFrameShape(QFrame::NoFrame);
     scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     // Never narrower than the form: with no horizontal scroll bar, its fields' right edge would be
-    // cut off.
-    scroll->setMinimumWidth(std::max(430, m_form->minimumSizeHint().width() +
-                                              scroll->verticalScrollBar()->sizeHint().width() + 4));
+    // cut off. No wider either: the page fits a 1024-pixel screen beside the sidebar.
+    scroll->setMinimumWidth(m_form->minimumSizeHint().width() +
+                            scroll->verticalScrollBar()->sizeHint().width() + 4);
     top->addWidget(scroll, 2);
 
     connect(m_openFile, &QPushButton::clicked, this, &ModelPage::chooseModelFile);
