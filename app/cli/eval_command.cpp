@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "app/cli/command.h"
+#include "app/data/image_folder_import.h"
 #include "app/inference/layer_figures.h"
 #include "app/inference/test_set_predictions.h"
 #include "app/runs/run_builder.h"
@@ -94,8 +95,9 @@ int runEval(const QStringList& args, CommandIo& io)
                         "(dead: a ReLU that passes nothing on, whatever the input).")},
         {QStringLiteral("mistakes"),
          QStringLiteral("Also list the n wrong answers the network was surest of (test image, "
-                        "true and predicted class, probability): mislabelled images and "
-                        "look-alike classes show first."),
+                        "true and predicted class, probability; for a dataset imported from "
+                        "image files, the image's file): mislabelled images and look-alike "
+                        "classes show first."),
          QStringLiteral("n")},
         {QStringLiteral("batch-size"), QStringLiteral("Examples per forward pass (default 250)."),
          QStringLiteral("n"), QStringLiteral("250")},
@@ -156,10 +158,29 @@ int runEval(const QStringList& args, CommandIo& io)
                << QString::fromStdString(datasetName) << " use test, train or all\n";
         return ExitUsage;
     }
+    // The run's configuration as the checkpoint records it, read once: its validation share and
+    // its record of the dataset it trained on. One that does not read (written by a newer Towers,
+    // say) is said once; only --set validation needs it.
+    std::optional<engine::TrainConfig> runConfig;
+    if (!info.config.empty()) {
+        try {
+            runConfig = engine::TrainConfig::fromJson(info.config);
+        } catch (const engine::InvalidArgument& e) {
+            if (validation) {
+                io.err << "towers-cli eval: --set validation: the run's configuration in "
+                       << checkpointFile << " does not read (" << QString::fromUtf8(e.what())
+                       << "), so its validation share is unknown\n";
+                return ExitFailure;
+            }
+            io.err << "towers-cli eval: note: the run's configuration in " << checkpointFile
+                   << " does not read (" << QString::fromUtf8(e.what())
+                   << "): the dataset is not compared with the one it trained on\n";
+        }
+    }
     // The run's validation set: its share of the training images, drawn as the run drew it.
     double share = 0;
     if (validation) {
-        if (!info.config.empty()) share = engine::TrainConfig::fromJson(info.config).validation;
+        if (runConfig) share = runConfig->validation;
         if (share <= 0) {
             io.err << "towers-cli eval: --set validation: the run of " << checkpointFile
                    << " held out no validation set (train with --validation to hold one out); "
@@ -184,11 +205,9 @@ int runEval(const QStringList& args, CommandIo& io)
     if (!otherDataset) {
         std::string change;
         try {
-            if (!info.config.empty())
-                if (const std::string trainedOn =
-                        engine::TrainConfig::fromJson(info.config).datasetContent;
-                    !trainedOn.empty())
-                    change = engine::datasetContentChange(trainedOn, engine::datasetContent(data));
+            if (runConfig && !runConfig->datasetContent.empty())
+                change = engine::datasetContentChange(runConfig->datasetContent,
+                                                      engine::datasetContent(data));
         } catch (const engine::InvalidArgument&) { // a record this version cannot read: none
         }
         if (change.empty() && byName) change = "its classes are not the checkpoint's";
@@ -264,6 +283,26 @@ int runEval(const QStringList& args, CommandIo& io)
         predictions = classifyTestSet(classifier, set, nullptr, nullptr, batch);
         mistakes = predictions->confidentMistakes(std::size_t(mistakeCount));
     }
+    // Each example's image file, for a dataset imported from one (its record of them, when it is
+    // the dataset that record was written with): a mistake names its file, not just its index.
+    QStringList exampleFiles;
+    if (predictions)
+        if (const auto files = readImportedFiles(QString::fromStdString(data.location.string()));
+            files && files->train.size() == data.train.count &&
+            files->test.size() == data.test.count) {
+            if (validation)
+                for (const std::int64_t i : split->validationIndex)
+                    exampleFiles << files->train[qsizetype(i)];
+            else if (setName == QLatin1String("train"))
+                exampleFiles = files->train;
+            else if (setName == QLatin1String("all"))
+                exampleFiles = files->train + files->test;
+            else
+                exampleFiles = files->test;
+        }
+    const auto fileOf = [&](std::int64_t i) {
+        return i < exampleFiles.size() ? exampleFiles[qsizetype(i)] : QString();
+    };
     if (p.isSet(QStringLiteral("json"))) {
         QJsonArray perClass, precision, f1, confusion, names, counts;
         for (int i = 0; i < k; ++i) {
@@ -315,14 +354,18 @@ int runEval(const QStringList& args, CommandIo& io)
         }
         if (predictions) {
             QJsonArray list;
-            for (const std::int64_t i : mistakes)
-                list.append(QJsonObject{
+            for (const std::int64_t i : mistakes) {
+                QJsonObject m{
                     {QStringLiteral("index"), qint64(i)},
                     {QStringLiteral("truth"), className(predictions->truth[std::size_t(i)])},
                     {QStringLiteral("predicted"),
                      className(predictions->predicted[std::size_t(i)])},
                     {QStringLiteral("probability"),
-                     double(predictions->confidence[std::size_t(i)])}});
+                     double(predictions->confidence[std::size_t(i)])}};
+                if (const QString file = fileOf(i); !file.isEmpty())
+                    m.insert(QStringLiteral("file"), file);
+                list.append(m);
+            }
             o.insert(QStringLiteral("mistakes"), list);
         }
         io.out << QJsonDocument(o).toJson(QJsonDocument::Indented);
@@ -387,13 +430,17 @@ int runEval(const QStringList& args, CommandIo& io)
             io.out << "no " << setWord << " image is classified wrongly\n";
         else
             io.out << "the " << mistakes.size() << " wrong answer(s) the network was surest of ("
-                   << setWord << " image: true class -> predicted, probability)\n";
-        for (const std::int64_t i : mistakes)
+                   << setWord << " image: true class -> predicted, probability"
+                   << (exampleFiles.isEmpty() ? "" : ", file") << ")\n";
+        for (const std::int64_t i : mistakes) {
             io.out << QString::number(i).rightJustified(8) << "  "
                    << className(predictions->truth[std::size_t(i)]) << " -> "
                    << className(predictions->predicted[std::size_t(i)]) << "  "
                    << QString::number(100.0 * predictions->confidence[std::size_t(i)], 'f', 1)
-                   << " %\n";
+                   << " %";
+            if (const QString file = fileOf(i); !file.isEmpty()) io.out << "  " << quotedPath(file);
+            io.out << "\n";
+        }
     }
     if (!activity.empty()) {
         io.out << "\nlayers over the " << activity.front().images << " " << setWord

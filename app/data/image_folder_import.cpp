@@ -6,6 +6,9 @@
 #include <QFileInfo>
 #include <QHash>
 #include <QImageReader>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QSet>
 #include <QTemporaryDir>
 #include <QtConcurrent/QtConcurrentMap>
@@ -323,6 +326,27 @@ qint64 ImageFolderScan::images() const
     return n;
 }
 
+std::optional<ImportedFiles> readImportedFiles(const QString& folder)
+{
+    QFile f(folder + QLatin1Char('/') + QString::fromLatin1(kImportedFilesName));
+    // A list larger than 1 GiB is no list an import wrote (that would be millions of images of
+    // paths hundreds of characters long).
+    if (!QFileInfo(f).isFile() || f.size() > (qint64(1) << 30) || !f.open(QIODevice::ReadOnly))
+        return std::nullopt;
+    const QJsonDocument doc = QJsonDocument::fromJson(f.readAll());
+    if (!doc.isObject()) return std::nullopt;
+    ImportedFiles files;
+    for (auto [key, list] : {std::pair{"train", &files.train}, std::pair{"test", &files.test}}) {
+        const QJsonValue v = doc.object().value(QLatin1String(key));
+        if (!v.isArray()) return std::nullopt;
+        for (const QJsonValue& p : v.toArray()) {
+            if (!p.isString()) return std::nullopt;
+            *list << p.toString();
+        }
+    }
+    return files;
+}
+
 QString quotedPath(const QString& path)
 {
     const auto odd = [](QChar c) { return !c.isPrint() && !c.isSurrogate(); };
@@ -482,6 +506,22 @@ ImageFolderScan scanImageFolder(const QString& source)
         files.sort();
         s.testFiles[std::size_t(i)] = std::move(files);
     }
+    // Class folders whose names differ only in case ("Cat" and "cat") would be two classes that
+    // one case-insensitive filesystem cannot hold apart, and that eval --dataset matches by name
+    // as one: refused, naming both (which of them to merge or rename is the user's choice).
+    {
+        QHash<QString, QString> byFolded;
+        for (const QString& c : std::as_const(s.classes)) {
+            const QString folded = c.toCaseFolded();
+            if (const auto it = byFolded.constFind(folded); it != byFolded.cend())
+                throw InvalidArgument(
+                    native(classRoot).toStdString() + ": the class folders '" + it->toStdString() +
+                    "' and '" + c.toStdString() +
+                    "' differ only in case: one class or two? Merge their images into one "
+                    "folder, or rename one (class names must differ in more than case)");
+            byFolded.insert(folded, c);
+        }
+    }
     const int withImages = int(s.classes.size());
     if (withImages < 2)
         throw InvalidArgument(
@@ -576,6 +616,7 @@ ImportResult importImageFolder(const ImportOptions& o,
     result.train.assign(std::size_t(scan.classes.size()), 0);
     result.test.assign(std::size_t(scan.classes.size()), 0);
     engine::ImageSet sets[2] = {emptySet(shape), emptySet(shape)};
+    QJsonArray setFiles[2]; // each record's file, in order (kImportedFilesName)
     engine::ImageSet graySets[2] = {emptySet(grayShape), emptySet(grayShape)};
     bool allGray = true;
     const qint64 n = qint64(items.size());
@@ -601,6 +642,7 @@ ImportResult importImageFolder(const ImportOptions& o,
             set.pixels.insert(set.pixels.end(), d.pixels.begin(), d.pixels.end());
             set.labels.push_back(item.label);
             ++set.count;
+            setFiles[item.test ? 1 : 0].append(item.path);
             if (auto2 && allGray) {
                 engine::ImageSet& g = graySets[item.test ? 1 : 0];
                 g.pixels.insert(g.pixels.end(), d.grayPixels.begin(), d.grayPixels.end());
@@ -660,6 +702,11 @@ ImportResult importImageFolder(const ImportOptions& o,
     const std::string manifest = engine::datasetManifestJson(result.spec, extras);
     writeBytes(temp.path() + QLatin1Char('/') + QString::fromLatin1(engine::kDatasetManifest), {},
                reinterpret_cast<const std::uint8_t*>(manifest.data()), qint64(manifest.size()));
+    const QByteArray files = QJsonDocument(QJsonObject{{QStringLiteral("train"), setFiles[0]},
+                                                       {QStringLiteral("test"), setFiles[1]}})
+                                 .toJson(QJsonDocument::Compact);
+    writeBytes(temp.path() + QLatin1Char('/') + QString::fromLatin1(kImportedFilesName), {},
+               reinterpret_cast<const std::uint8_t*>(files.constData()), qint64(files.size()));
     syncFolder(temp.path());
     if (existing.exists() || existing.isSymLink()) {
         QTemporaryDir old(dataDir + QStringLiteral("/.") + name + QStringLiteral(".old-XXXXXX"));

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "engine/data/dataset_spec.h"
@@ -83,6 +84,19 @@ struct ImportResult
     qint64 trainImages() const; // the sums of `train` and `test`
     qint64 testImages() const;
 };
+
+// The image file each example of an imported dataset was decoded from, in the order of its IDX
+// records: written by importImageFolder into the dataset's folder beside the manifest, as JSON
+// {"train": [paths], "test": [paths]} (the paths as the import read them: under the imported
+// folder), so that an example named by its index (eval --mistakes) is traced back to its file.
+inline constexpr const char* kImportedFilesName = "towers-files.json";
+struct ImportedFiles
+{
+    QStringList train, test;
+};
+// The lists of the dataset in `folder`; nullopt when it has none (a dataset imported before they
+// were written, or one of the table's) or when they do not read as such lists.
+std::optional<ImportedFiles> readImportedFiles(const QString& folder);
 
 // `path` as it is when it holds only printable characters; else in double quotes, a newline, tab
 // or carriage return as \n, \t, \r, a quote or backslash escaped, any other unprintable

@@ -72,15 +72,18 @@ ValidationSplit splitValidation(const ImageSet& set, int classes, double share, 
         for (std::int64_t j = 0; j < k; ++j)
             held[std::size_t(m[std::size_t(order[std::size_t(j)])])] = true;
     }
-    ValidationSplit split{emptyLike(set), emptyLike(set)};
+    ValidationSplit split{emptyLike(set), emptyLike(set), {}};
     const auto heldCount = std::size_t(std::count(held.begin(), held.end(), true));
     const auto bytes = std::size_t(set.imageBytes());
     split.validation.pixels.reserve(heldCount * bytes);
     split.validation.labels.reserve(heldCount);
     split.train.pixels.reserve((std::size_t(set.count) - heldCount) * bytes);
     split.train.labels.reserve(std::size_t(set.count) - heldCount);
-    for (std::int64_t i = 0; i < set.count; ++i)
+    split.validationIndex.reserve(heldCount);
+    for (std::int64_t i = 0; i < set.count; ++i) {
         append(held[std::size_t(i)] ? split.validation : split.train, set, i);
+        if (held[std::size_t(i)]) split.validationIndex.push_back(i);
+    }
     return split;
 }
 

@@ -26,6 +26,9 @@ inline constexpr std::uint64_t kValidationSeed = 0x7a11d;
 struct ValidationSplit
 {
     ImageSet train, validation;
+    // Where each validation image is in the set split, ascending: validation image i is image
+    // validationIndex[i] of it (what an index into the validation set names, traced back).
+    std::vector<std::int64_t> validationIndex;
 };
 
 // The same share of each class's images of `set`, drawn at random: round(count x share) of a

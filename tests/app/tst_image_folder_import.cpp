@@ -20,6 +20,7 @@
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_manifest.h"
 #include "engine/errors.h"
+#include "engine/train/checkpoint.h"
 
 using namespace towers;
 using towers::app::ImportOptions;
@@ -169,6 +170,42 @@ private slots:
                  qPrintable(s.ignored.join(',')));
         QVERIFY(s.ignored.contains(QStringLiteral("notes.txt (in no class folder)")));
         QVERIFY(s.ignored.contains(QStringLiteral("unsorted/ (no image: no class)")));
+    }
+
+    // Class folders whose names differ only in case are refused, both named: on a
+    // case-insensitive filesystem they are one folder, and eval matches classes by name as one.
+    void classFoldersDifferingOnlyInCase()
+    {
+        const QString src = path(QStringLiteral("cased"));
+        writeClass(src + QStringLiteral("/Cat"), 0, 3, false);
+        writeClass(src + QStringLiteral("/cat"), 0, 3, false, 10);
+        writeClass(src + QStringLiteral("/dog"), 1, 3, false);
+        const QString words =
+            QStringLiteral("the class folders 'Cat' and 'cat' differ only in case");
+        try {
+            app::scanImageFolder(src);
+            QFAIL("class folders 'Cat' and 'cat' were accepted");
+        } catch (const engine::InvalidArgument& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(words), e.what());
+        }
+        const QString data = path(QStringLiteral("data-cased"));
+        const auto r = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("import"), src, QStringLiteral("--data-dir"), data});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(words), qPrintable(r.err));
+        QVERIFY(!QFileInfo::exists(data + QStringLiteral("/cased")));
+        // In the test folder too: a test class 'CAT' is no class of train/.
+        const QString split = path(QStringLiteral("cased split"));
+        writeClass(split + QStringLiteral("/train/cat"), 0, 3, false);
+        writeClass(split + QStringLiteral("/train/dog"), 1, 3, false);
+        writeClass(split + QStringLiteral("/test/CAT"), 0, 1, false, 20);
+        try {
+            app::scanImageFolder(split);
+            QFAIL("a test class folder 'CAT' for train/cat was accepted");
+        } catch (const engine::InvalidArgument& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("'CAT' is not in")),
+                     e.what());
+        }
     }
 
     // Class folders that are links into a collection count (as do links to folders inside a class
@@ -370,6 +407,28 @@ private slots:
         }
         QVERIFY2(found, "the first training image is none of the cat files as classify reads them");
         QCOMPARE(d.train.labels.front(), 0);
+        // Each example's file, in the order of the records: that file, decoded as classify
+        // decodes it, is the example, in its class's folder.
+        const auto files = app::readImportedFiles(r.folder);
+        QVERIFY(files);
+        QCOMPARE(files->train.size(), d.train.count);
+        QCOMPARE(files->test.size(), d.test.count);
+        for (const auto& [list, set] :
+             {std::pair{&files->train, &d.train}, std::pair{&files->test, &d.test}})
+            for (qsizetype i = 0; i < list->size(); ++i) {
+                const QString& file = (*list)[i];
+                QVERIFY2(
+                    file.startsWith(m_pets + QLatin1Char('/') +
+                                    QString::fromStdString(
+                                        d.classNames[std::size_t(set->labels[std::size_t(i)])]) +
+                                    QLatin1Char('/')),
+                    qPrintable(file));
+                engine::ImageSet one = expected;
+                app::appendImage(app::readImageFile(file, {32, 32, 3}), {32, 32, 3}, one);
+                QVERIFY2(std::equal(one.pixels.begin(), one.pixels.end(), set->image(i)),
+                         qPrintable(file + QStringLiteral(" is not its example")));
+            }
+        QVERIFY(!app::readImportedFiles(data)); // no dataset there: no lists
 
         // Listed by discovery with its shape and classes; the manifest says where it came from.
         const auto all = engine::discoverDatasets({data.toStdString()});
@@ -730,6 +789,90 @@ private slots:
         // The classes are the imported folder names.
         for (const char* c : {"cat", "dog", "fox"})
             QVERIFY2(classify.out.contains(QString::fromLatin1(c)), qPrintable(classify.out));
+    }
+
+    // eval --mistakes on an imported dataset names each wrong answer's image file (the one in the
+    // folder of its true class), beside its index; on the test set and on both splits.
+    void evalNamesTheFilesOfItsMistakes()
+    {
+        const QString data = path(QStringLiteral("data4")), run = path(QStringLiteral("run"));
+        QVERIFY2(QFileInfo::exists(run + QStringLiteral("/config.json")), "command() trains it");
+        const auto files = app::readImportedFiles(data + QStringLiteral("/pets"));
+        QVERIFY(files);
+        for (const QString& set : {QStringLiteral("all"), QStringLiteral("test")}) {
+            const auto e = test::runCliProcess(
+                TOWERS_CLI,
+                {QStringLiteral("eval"), QStringLiteral("--checkpoint"), run,
+                 QStringLiteral("--data-dir"), data, QStringLiteral("--set"), set,
+                 QStringLiteral("--mistakes"), QStringLiteral("100"), QStringLiteral("--json")});
+            QVERIFY2(e.exitCode == 0, qPrintable(e.err));
+            const QJsonArray mistakes = QJsonDocument::fromJson(e.out.toUtf8())
+                                            .object()
+                                            .value(QStringLiteral("mistakes"))
+                                            .toArray();
+            QVERIFY2(!mistakes.isEmpty(), "a network trained 4 steps answers some images wrongly");
+            const QStringList listed =
+                set == QLatin1String("all") ? files->train + files->test : files->test;
+            for (const QJsonValue& v : mistakes) {
+                const QJsonObject m = v.toObject();
+                const QString file = m.value(QStringLiteral("file")).toString();
+                QCOMPARE(file, listed.value(m.value(QStringLiteral("index")).toInt()));
+                QVERIFY2(file.startsWith(m_pets + QLatin1Char('/') +
+                                         m.value(QStringLiteral("truth")).toString() +
+                                         QLatin1Char('/')),
+                         qPrintable(file));
+            }
+            // In words: the file after the probability.
+            const auto text = test::runCliProcess(
+                TOWERS_CLI, {QStringLiteral("eval"), QStringLiteral("--checkpoint"), run,
+                             QStringLiteral("--data-dir"), data, QStringLiteral("--set"), set,
+                             QStringLiteral("--mistakes"), QStringLiteral("1")});
+            QVERIFY2(text.exitCode == 0, qPrintable(text.err));
+            const QJsonObject first = mistakes.first().toObject();
+            QVERIFY2(text.out.contains(QRegularExpression(
+                         QStringLiteral("\\n +%1  [a-z]+ -> [a-z]+  [0-9.]+ %  %2\\n")
+                             .arg(first.value(QStringLiteral("index")).toInt())
+                             .arg(QRegularExpression::escape(
+                                 first.value(QStringLiteral("file")).toString())))),
+                     qPrintable(text.out));
+        }
+    }
+
+    // eval reads the run's configuration in the checkpoint once: one that does not read (a newer
+    // Towers' field) is said once, and --set validation, which needs its share, is refused once.
+    void evalReadsTheRunsConfigurationOnce()
+    {
+        const QString data = path(QStringLiteral("data4"));
+        const QDir checkpoints(path(QStringLiteral("run/checkpoints")));
+        const QStringList all =
+            checkpoints.entryList({QStringLiteral("ckpt-*.safetensors")}, QDir::Files, QDir::Name);
+        QVERIFY(!all.isEmpty());
+        engine::Checkpoint c =
+            engine::readCheckpoint(checkpoints.filePath(all.last()).toStdString());
+        QJsonObject config =
+            QJsonDocument::fromJson(QByteArray::fromStdString(c.info.config)).object();
+        QVERIFY(!config.isEmpty());
+        config.insert(QStringLiteral("fromTheFuture"), 1);
+        c.info.config = QJsonDocument(config).toJson().toStdString();
+        const QString future = path(QStringLiteral("future.safetensors"));
+        engine::writeCheckpoint(future.toStdString(), c);
+        const auto count = [](const QString& text, const QString& words) {
+            return text.count(words);
+        };
+        const auto e =
+            test::runCliProcess(TOWERS_CLI, {QStringLiteral("eval"), QStringLiteral("--checkpoint"),
+                                             future, QStringLiteral("--data-dir"), data});
+        QVERIFY2(e.exitCode == 0, qPrintable(e.err));
+        QCOMPARE(count(e.err, QStringLiteral("does not read")), 1);
+        QVERIFY2(e.err.contains(QStringLiteral("fromTheFuture")), qPrintable(e.err));
+        const auto v = test::runCliProcess(TOWERS_CLI,
+                                           {QStringLiteral("eval"), QStringLiteral("--checkpoint"),
+                                            future, QStringLiteral("--data-dir"), data,
+                                            QStringLiteral("--set"), QStringLiteral("validation")});
+        QCOMPARE(v.exitCode, 1);
+        QCOMPARE(count(v.err, QStringLiteral("does not read")), 1);
+        QVERIFY2(v.err.contains(QStringLiteral("so its validation share is unknown")),
+                 qPrintable(v.err));
     }
 };
 

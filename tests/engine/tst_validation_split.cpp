@@ -92,6 +92,8 @@ private slots:
             QCOMPARE(std::int64_t(part->pixels.size()), part->count * part->imageBytes());
         }
         QCOMPARE(std::int64_t(seen.size()), set.count);
+        // validationIndex traces each validation image back to its place in the set.
+        QCOMPARE(split.validationIndex, indices(split.validation));
     }
 
     // The draw depends on the seed, not on the call: a resume and every process of a run hold
