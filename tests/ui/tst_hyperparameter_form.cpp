@@ -346,6 +346,18 @@ private slots:
         auto* summary = form.findChild<QLabel*>(QStringLiteral("summary"));
         QVERIFY2(summary->text().contains(expected), qPrintable(summary->text()));
         QVERIFY(!summary->text().contains(QStringLiteral("Load the dataset")));
+        // At the batch field too, as a field refuses its value: the field to change.
+        auto* message = form.findChild<QLabel*>(QStringLiteral("batchMessage"));
+        QVERIFY(message);
+        QVERIFY(message->isVisibleTo(&form));
+        QCOMPARE(message->text(), QStringLiteral("⚠ ") + expected);
+        QVERIFY(batch->toolTip().contains(expected));
+        // Shown there even while another field's refusal comes first under the form.
+        type(form.field(QStringLiteral("lr")), QStringLiteral("0"));
+        QVERIFY2(form.error().startsWith(QStringLiteral("learning rate: ")),
+                 qPrintable(form.error()));
+        QVERIFY(message->isVisibleTo(&form));
+        type(form.field(QStringLiteral("lr")), QStringLiteral("0.1"));
         // Two towers of 64 on 91 images: the same, in steps too.
         form.findChildren<QRadioButton*>().at(0)->setChecked(true);
         form.setTowers(2);
@@ -354,12 +366,16 @@ private slots:
         QVERIFY2(form.error().contains(QStringLiteral("a global batch of 128 is larger than the 91 "
                                                       "training images")),
                  qPrintable(form.error()));
+        QVERIFY(message->isVisibleTo(&form));
         batch->setValue(45);
         QVERIFY2(form.isValid(), qPrintable(form.error()));
+        QVERIFY(!message->isVisibleTo(&form));
+        QVERIFY(!batch->toolTip().contains(QStringLiteral("larger than")));
         // Unknown set size: nothing to say yet.
         form.setTrainingSetSize(0);
         batch->setValue(65536);
         QVERIFY2(form.isValid(), qPrintable(form.error()));
+        QVERIFY(!message->isVisibleTo(&form));
     }
 
     // The validation share and the patience: in the configuration, the steps per epoch of the

@@ -10,6 +10,7 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -20,6 +21,7 @@
 #include "ui/models/layer_table_model.h"
 #include "ui/pages/model_file_editor.h"
 #include "ui/pages/model_page.h"
+#include "ui/widgets/hyperparameter_form.h"
 
 using towers::ui::ModelPage;
 
@@ -73,6 +75,38 @@ private slots:
                  qPrintable(QStringLiteral("%1 < %2")
                                 .arg(scroll->widget()->width())
                                 .arg(scroll->widget()->minimumSizeHint().width())));
+    }
+
+    // At the page's narrowest, the form's column follows the form's own width as its texts
+    // change (each schedule's constants, a large global batch refused at its field): never cut
+    // off.
+    void formColumnFollowsTheForm()
+    {
+        ModelPage page;
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        auto* scroll = page.findChild<QScrollArea*>();
+        QVERIFY(scroll && scroll->widget());
+        auto fits = [&] {
+            page.resize(page.minimumSizeHint().width(), 700);
+            QTRY_COMPARE(page.width(), page.minimumSizeHint().width());
+            QTRY_VERIFY(scroll->widget()->width() <= scroll->viewport()->width());
+            QVERIFY2(scroll->widget()->width() >= scroll->widget()->minimumSizeHint().width(),
+                     qPrintable(QStringLiteral("%1 < %2")
+                                    .arg(scroll->widget()->width())
+                                    .arg(scroll->widget()->minimumSizeHint().width())));
+        };
+        fits();
+        auto* schedule = page.form()->findChildren<QComboBox*>().at(1);
+        for (int i = 0; i < schedule->count(); ++i) {
+            schedule->setCurrentIndex(i);
+            fits();
+        }
+        page.form()->setTowers(64);
+        page.form()->setTrainingSetSize(100);
+        page.form()->findChild<QSpinBox*>()->setValue(65536);
+        QVERIFY(!page.form()->isValid());
+        fits();
     }
 
     // With a dataset of 100 classes (CIFAR-100), the classifier has 100 outputs: the parameter

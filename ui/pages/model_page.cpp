@@ -2,6 +2,7 @@
 
 #include <QComboBox>
 #include <QDir>
+#include <QEvent>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -85,10 +86,12 @@ ModelPage::ModelPage(QWidget* parent)
     scroll->setWidgetResizable(true);
     scroll->setFrameShape(QFrame::NoFrame);
     scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-    // Never narrower than the form: with no horizontal scroll bar, its fields' right edge would be
-    // cut off. No wider either: the page fits a 1024-pixel screen beside the sidebar.
-    scroll->setMinimumWidth(m_form->minimumSizeHint().width() +
-                            scroll->verticalScrollBar()->sizeHint().width() + 4);
+    // Never narrower than the form, whose fields' texts change its width: with no horizontal
+    // scroll bar, its fields' right edge would be cut off. No wider either: the page fits a
+    // 1024-pixel screen beside the sidebar.
+    m_formScroll = scroll;
+    fitFormColumn();
+    m_form->installEventFilter(this);
     top->addWidget(scroll, 2);
 
     connect(m_openFile, &QPushButton::clicked, this, &ModelPage::chooseModelFile);
@@ -102,6 +105,18 @@ ModelPage::ModelPage(QWidget* parent)
 }
 
 ModelPage::~ModelPage() = default;
+
+void ModelPage::fitFormColumn()
+{
+    m_formScroll->setMinimumWidth(m_form->minimumSizeHint().width() +
+                                  m_formScroll->verticalScrollBar()->sizeHint().width() + 4);
+}
+
+bool ModelPage::eventFilter(QObject* watched, QEvent* event)
+{
+    if (watched == m_form && event->type() == QEvent::LayoutRequest) fitFormColumn();
+    return QWidget::eventFilter(watched, event);
+}
 
 const engine::ModelInfo& ModelPage::model() const
 {

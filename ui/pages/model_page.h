@@ -9,6 +9,7 @@
 class QComboBox;
 class QPushButton;
 class QLabel;
+class QScrollArea;
 class QTableView;
 
 namespace towers::engine {
@@ -68,7 +69,12 @@ signals:
     // What the page did, for the window's log (a model file saved).
     void logMessage(const QString& message);
 
+protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;
+
 private:
+    // The form's column as wide as the form's minimum (its fields' texts change it).
+    void fitFormColumn();
     void showModel();
     void chooseModelFile();
     void chooseSaveFile();
@@ -90,6 +96,7 @@ private:
     QTableView* m_table;
     LayerTableModel* m_layers;
     HyperparameterForm* m_form;
+    QScrollArea* m_formScroll;
 };
 
 } // namespace towers::ui

@@ -174,10 +174,23 @@ void HyperparameterForm::buildUi()
     auto* runForm = new QFormLayout(runBox);
     m_batch = new QSpinBox(runBox);
     m_batch->setRange(1, 65536);
-    m_batch->setToolTip(tr("Examples each tower computes per step"));
+    m_batchTip = tr("Examples each tower computes per step");
+    m_batch->setToolTip(m_batchTip);
     connect(m_batch, &QSpinBox::valueChanged, this, &HyperparameterForm::update);
-    runForm->addRow(tr("&Batch per tower:"), m_batch);
+    // A global batch larger than the training set is refused at this field too, as the fields
+    // refuse their values: the field to change.
+    m_batchMessage = ValidatedField::newMessageLabel(runBox);
+    m_batchMessage->setObjectName(QStringLiteral("batchMessage"));
+    auto* batchField = new QWidget(runBox);
+    auto* batchLayout = new QVBoxLayout(batchField);
+    batchLayout->setContentsMargins(0, 0, 0, 0);
+    batchLayout->setSpacing(1);
+    batchLayout->addWidget(m_batch);
+    batchLayout->addWidget(m_batchMessage);
+    batchField->setFocusProxy(m_batch);
+    runForm->addRow(tr("&Batch per tower:"), batchField);
     m_globalBatch = new QLabel(runBox);
+    m_globalBatch->setWordWrap(true); // a large batch's digits do not widen the form
     runForm->addRow(tr("Global batch:"), m_globalBatch);
     m_bySteps = new QRadioButton(tr("s&teps"), runBox);
     m_byEpochs = new QRadioButton(tr("&epochs"), runBox);
@@ -544,9 +557,16 @@ void HyperparameterForm::update()
         }
     // A batch the training set cannot fill once: no step could be made (the batch loader refuses
     // it at the start).
-    if (m_error.isEmpty() && m_trainCount > 0 && global > trainingImages())
-        m_error = tr("batch: a global batch of %1 is larger than the %2 training images")
-                      .arg(QLocale().toString(global), QLocale().toString(trainingImages()));
+    const QString batchError =
+        m_trainCount > 0 && global > trainingImages()
+            ? tr("a global batch of %1 is larger than the %2 training images")
+                  .arg(QLocale().toString(global), QLocale().toString(trainingImages()))
+            : QString();
+    ValidatedField::showMessage(m_batchMessage, batchError);
+    m_batch->setToolTip(batchError.isEmpty() ? m_batchTip
+                                             : QStringLiteral("%1\n%2").arg(
+                                                   QStringLiteral("⚠ ") + batchError, m_batchTip));
+    if (m_error.isEmpty() && !batchError.isEmpty()) m_error = tr("batch: %1").arg(batchError);
     engine::TrainConfig c;
     if (m_error.isEmpty()) {
         c = config();

@@ -106,6 +106,8 @@ private:
     ValidatedField* m_divFactor;
     QCheckBox* m_cosineAnneal;
     QSpinBox* m_batch;
+    QString m_batchTip;     // its tooltip
+    QLabel* m_batchMessage; // under it: why the global batch is refused
     QLabel* m_globalBatch;
     QRadioButton* m_bySteps;
     QRadioButton* m_byEpochs;

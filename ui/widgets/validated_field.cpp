@@ -36,7 +36,7 @@ QString number(double v)
 
 ValidatedField::ValidatedField(Syntax syntax, Check check, QWidget* parent)
     : QWidget(parent), m_syntax(syntax), m_check(std::move(check)), m_edit(new QLineEdit(this)),
-      m_message(new QLabel(this))
+      m_message(newMessageLabel(this))
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
@@ -44,12 +44,6 @@ ValidatedField::ValidatedField(Syntax syntax, Check check, QWidget* parent)
     layout->addWidget(m_edit);
     layout->addWidget(m_message);
     m_edit->setValidator(new QRegularExpressionValidator(syntaxPattern(syntax), m_edit));
-    m_message->setWordWrap(true);
-    QFont f = m_message->font();
-    f.setPointSizeF(f.pointSizeF() * 0.9);
-    f.setBold(true);
-    m_message->setFont(f);
-    m_message->hide();
     setFocusProxy(m_edit);
     connect(m_edit, &QLineEdit::textEdited, this, [this] {
         revalidate();
@@ -121,9 +115,27 @@ void ValidatedField::revalidate()
     if (m_ownError.isEmpty() && !parsed) m_ownError = tr("not a number");
     if (m_ownError.isEmpty() && m_check) m_ownError = m_check(t);
     m_error = m_ownError.isEmpty() ? m_externalError : m_ownError;
-    m_message->setText(m_error.isEmpty() ? QString() : QStringLiteral("⚠ ") + m_error);
-    m_message->setVisible(!m_error.isEmpty());
+    showMessage(m_message, m_error);
     m_edit->setToolTip(m_error);
+}
+
+QLabel* ValidatedField::newMessageLabel(QWidget* parent)
+{
+    auto* label = new QLabel(parent);
+    label->setWordWrap(true);
+    label->setTextFormat(Qt::PlainText);
+    QFont f = label->font();
+    f.setPointSizeF(f.pointSizeF() * 0.9);
+    f.setBold(true);
+    label->setFont(f);
+    label->hide();
+    return label;
+}
+
+void ValidatedField::showMessage(QLabel* label, const QString& reason)
+{
+    label->setText(reason.isEmpty() ? QString() : QStringLiteral("⚠ ") + reason);
+    label->setVisible(!reason.isEmpty());
 }
 
 ValidatedField::Check ValidatedField::positive()

@@ -40,6 +40,12 @@ public:
     void setExternalError(const QString& reason);
     QLineEdit* lineEdit() const { return m_edit; }
 
+    // The reason under a field, as this field shows its own: for another kind of field (a spin
+    // box) refused by a rule of the form's. A new label, hidden; showMessage shows `reason` in it
+    // ("⚠ reason"), or hides it for an empty one.
+    static QLabel* newMessageLabel(QWidget* parent);
+    static void showMessage(QLabel* label, const QString& reason);
+
     // Checks for the usual ranges.
     static Check positive();
     static Check atLeast(double min);
