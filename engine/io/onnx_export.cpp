@@ -4,6 +4,9 @@
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/data/dataset.h"
@@ -71,6 +74,22 @@ void describe(::onnx::ModelProto& m, const Model& model, const CheckpointInfo& i
     addMetadata(m, "towers.class_names", Json(classes).dump());
     addMetadata(m, "towers.source_shape", shapeJson(source).dump());
     addMetadata(m, "towers.crop", crop.dump());
+    // How classify makes an image file into those 8-bit pixels (app/inference/image_files.h:
+    // readImageFile, appendImage), so that another program feeds the model the same: the EXIF
+    // orientation applied; an image whose shorter side is longer than towers.image_decode_side
+    // first reduced to it (aspect kept); the largest centre rectangle of towers.source_shape's
+    // aspect cut; transparency on black; that scaled to towers.source_shape's H x W "smooth"
+    // (Qt::SmoothTransformation: area averaging where it reduces, bilinear where it enlarges);
+    // then RGB, or gray as (11 R + 16 G + 5 B) / 32 (Qt's qGray, the quotient's integer part).
+    // The decode side is app/inference's decodedShortSide: tst_onnx_export ties the two.
+    addMetadata(m, "towers.image_orientation", "exif");
+    addMetadata(m, "towers.image_decode_side",
+                std::to_string(std::max<std::int64_t>(256, 4 * std::max(source[0], source[1]))));
+    addMetadata(m, "towers.image_crop", "centre");
+    addMetadata(m, "towers.image_resize", "smooth");
+    addMetadata(m, "towers.image_alpha", "black");
+    addMetadata(m, "towers.channel_order", source[2] == 1 ? "gray" : "RGB");
+    if (source[2] == 1) addMetadata(m, "towers.gray", "(11 * R + 16 * G + 5 * B) // 32");
 
     std::string how;
     if (info.preprocessing.empty()) {
@@ -104,19 +123,42 @@ void describe(::onnx::ModelProto& m, const Model& model, const CheckpointInfo& i
         " weights) in inference form. Input 'input': float32 " +
         (layout == OnnxLayout::Nhwc ? "[batch, H, W, C]" : "[batch, C, H, W]") +
         " of preprocessed images; outputs 'logits' and 'probabilities' [batch, classes], class i "
-        "named by towers.class_names[i]. Preprocessing, as towers-cli classify: the image as "
-        "8-bit pixels of towers.source_shape [H, W, C] (grayscale or RGB), the rectangle "
-        "towers.crop [top, left, height, width] cut from it, then " +
+        "named by towers.class_names[i]. Preprocessing, as towers-cli classify: the image file "
+        "turned upright by its EXIF orientation, reduced (aspect kept) when its shorter side is "
+        "longer than towers.image_decode_side, its largest centre rectangle of "
+        "towers.source_shape's aspect cut, transparency put on black, scaled to "
+        "towers.source_shape's height and width with area averaging (bilinear where it "
+        "enlarges), as 8-bit pixels of towers.source_shape [H, W, C] (towers.channel_order: RGB, "
+        "or gray as towers.gray); the rectangle towers.crop [top, left, height, width] cut from "
+        "it, then " +
         how);
 }
 
 } // namespace
 
 const std::vector<std::string> kOnnxMetadataKeys = {
-    "towers.format_version", "towers.model",        "towers.dataset",       "towers.step",
-    "towers.weights",        "towers.input_layout", "towers.input_shape",   "towers.class_names",
-    "towers.source_shape",   "towers.crop",         "towers.normalization",
+    "towers.format_version",    "towers.model",
+    "towers.dataset",           "towers.step",
+    "towers.weights",           "towers.input_layout",
+    "towers.input_shape",       "towers.class_names",
+    "towers.source_shape",      "towers.crop",
+    "towers.normalization",     "towers.image_orientation",
+    "towers.image_decode_side", "towers.image_crop",
+    "towers.image_resize",      "towers.image_alpha",
+    "towers.channel_order",
 };
+
+OnnxFileInfo readOnnxInfo(const fs::path& path)
+{
+    ::onnx::ModelProto m;
+    std::ifstream in(path, std::ios::binary);
+    if (!in || !m.ParseFromIstream(&in))
+        throw IoError(path.string() + ": cannot read it as an ONNX model");
+    OnnxFileInfo info;
+    for (const auto& p : m.metadata_props()) info.metadata[p.key()] = p.value();
+    info.docString = m.doc_string();
+    return info;
+}
 
 const char* onnxLayoutName(OnnxLayout layout)
 {

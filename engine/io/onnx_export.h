@@ -22,6 +22,7 @@
 // (an identity in inference).
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -69,8 +70,19 @@ struct OnnxExportSummary
 };
 
 // The metadata_props keys every exported file has (plus "towers.mean" and "towers.std" with the
-// mean_std normalisation, and "towers.preprocessing" when the checkpoint has a recipe).
+// mean_std normalisation, "towers.preprocessing" when the checkpoint has a recipe, and
+// "towers.gray" for grayscale images): among them how classify reads an image file
+// (towers.image_*, towers.channel_order).
 extern const std::vector<std::string> kOnnxMetadataKeys;
+
+// What an ONNX file says of itself: its metadata_props and its doc_string. IoError naming the
+// file when it does not read as an ONNX model.
+struct OnnxFileInfo
+{
+    std::map<std::string, std::string> metadata;
+    std::string docString;
+};
+OnnxFileInfo readOnnxInfo(const std::filesystem::path& path);
 
 // Where `towers-cli export` writes without --output: the checkpoint's path with ".onnx" in
 // place of its extension.

@@ -13,8 +13,10 @@
 // onnxruntime and numpy come from PyPI in a virtual environment made once by
 // tests/onnx/setup_venv.sh; where it cannot be made the onnxruntime cases are skipped with the
 // reason, except with CI=true, where they fail.
+#include <QColor>
 #include <QDir>
 #include <QFile>
+#include <QImage>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -27,8 +29,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 
+#include "app/inference/image_files.h"
 #include "engine/data/dataset.h"
 #include "engine/errors.h"
 #include "engine/io/onnx_export.h"
@@ -271,6 +275,87 @@ private slots:
             m_why = QStringLiteral(
                         "tests/onnx/setup_venv.sh %1 failed (pip install onnxruntime numpy): %2")
                         .arg(venv, finished ? log.right(1500) : QStringLiteral("timed out"));
+    }
+
+    // The metadata says how classify reads an image file (app/inference/image_files.h), and
+    // what it says is what classify does: an image of twice the model's size and of another
+    // aspect, brought to the source shape by the metadata's recipe (the centre rectangle cut,
+    // 2 x 2 area averages, gray as towers.gray), is appendImage's within two levels (Qt's smooth
+    // scaling rounds down).
+    void saysHowClassifyReadsImages_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::newRow("fashion-fast (gray)") << QStringLiteral("fashion-fast");
+        QTest::newRow("cifar10-tutorial (RGB)") << QStringLiteral("cifar10-tutorial");
+    }
+
+    void saysHowClassifyReadsImages()
+    {
+        QFETCH(QString, model);
+        const fs::path checkpoint =
+            path(model + QStringLiteral("-images.safetensors")).toStdString();
+        writeModelCheckpoint(model.toStdString(), false, checkpoint);
+        const QString file = path(model + QStringLiteral("-images.onnx"));
+        engine::exportOnnx(checkpoint, file.toStdString(), {});
+        const engine::OnnxFileInfo onnx = engine::readOnnxInfo(file.toStdString());
+        std::map<std::string, std::string> meta = onnx.metadata;
+        for (const std::string& key : engine::kOnnxMetadataKeys)
+            QVERIFY2(meta.count(key), key.c_str());
+        const engine::Shape source = engine::Classifier(checkpoint, true, 1).sourceShape();
+        const bool gray = source[2] == 1;
+        QCOMPARE(meta["towers.image_orientation"], std::string("exif"));
+        QCOMPARE(meta["towers.image_crop"], std::string("centre"));
+        QCOMPARE(meta["towers.image_resize"], std::string("smooth"));
+        QCOMPARE(meta["towers.image_alpha"], std::string("black"));
+        QCOMPARE(meta["towers.channel_order"], std::string(gray ? "gray" : "RGB"));
+        QCOMPARE(meta.count("towers.gray"), std::size_t(gray ? 1 : 0));
+        QCOMPARE(meta["towers.image_decode_side"], std::to_string(app::decodedShortSide(source)));
+        QVERIFY(onnx.docString.find("centre rectangle") != std::string::npos);
+
+        // A colour image 2H high and 2W + 10 wide: its centre 2H x 2W, averaged 2 x 2.
+        const int h = int(source[0]), w = int(source[1]);
+        QImage image(2 * w + 10, 2 * h, QImage::Format_RGB888);
+        engine::Rng rng(3);
+        for (int y = 0; y < image.height(); ++y)
+            for (int x = 0; x < image.width(); ++x)
+                image.setPixelColor(
+                    x, y,
+                    QColor(int(rng.next() >> 56), int(rng.next() >> 56), int(rng.next() >> 56)));
+        engine::ImageSet got;
+        app::appendImage(image, source, got);
+        int worst = 0;
+        double total = 0;
+        std::int64_t values = 0;
+        for (int y = 0; y < h; ++y)
+            for (int x = 0; x < w; ++x) {
+                double rgb[3] = {0, 0, 0};
+                for (int dy = 0; dy < 2; ++dy)
+                    for (int dx = 0; dx < 2; ++dx) {
+                        const QColor c = image.pixelColor(5 + 2 * x + dx, 2 * y + dy);
+                        rgb[0] += c.red() / 4.0;
+                        rgb[1] += c.green() / 4.0;
+                        rgb[2] += c.blue() / 4.0;
+                    }
+                // Each average's integer part, and gray as qGray of those: (11 R + 16 G + 5 B)
+                // / 32, truncated.
+                std::vector<int> want{int(rgb[0]), int(rgb[1]), int(rgb[2])};
+                if (gray) want = {(11 * want[0] + 16 * want[1] + 5 * want[2]) / 32};
+                for (std::size_t c = 0; c < want.size(); ++c) {
+                    const int v = got.pixels[(std::size_t(y) * w + x) * want.size() + c];
+                    worst = std::max(worst, std::abs(v - want[c]));
+                    total += std::abs(v - want[c]);
+                    ++values;
+                }
+            }
+        // Qt's fixed-point smooth scaling: a level or two below the exact average.
+        const double mean = total / double(values);
+        qInfo("%s: %.3f levels from the metadata's recipe on average, %d at most",
+              qPrintable(model), mean, worst);
+        QVERIFY2(worst <= 2 && mean <= 1.25,
+                 qPrintable(QStringLiteral("%1 levels from the metadata's recipe at most, %2 on "
+                                           "average")
+                                .arg(worst)
+                                .arg(mean)));
     }
 
     void matchesEngine_data()
