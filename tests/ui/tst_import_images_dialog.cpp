@@ -72,6 +72,59 @@ private slots:
         notes.write("seen in May");
     }
 
+    // A folder whose name has letters with no ASCII form: the name made from it says why it is
+    // what it is, under the name (as towers-cli import's note), until the name is changed; the
+    // result carries the note and the Data page's log shows it.
+    void namesNoteLettersLeftOut()
+    {
+        const QString source = m_home.filePath(QStringLiteral("日本 photos"));
+        writeImages(source + QStringLiteral("/cats"), 3, Qt::red);
+        writeImages(source + QStringLiteral("/dogs"), 3, Qt::blue);
+        const QString data = m_home.filePath(QStringLiteral("data-note"));
+        ImportImagesDialog dialog(data);
+        dialog.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&dialog));
+        QVERIFY(!dialog.nameNoteLabel()->isVisible());
+        dialog.setSource(source);
+        waitScanned(dialog);
+        QCOMPARE(dialog.nameEdit()->text(), QStringLiteral("photos"));
+        QVERIFY(dialog.nameNoteLabel()->isVisible());
+        const QString note = dialog.nameNoteLabel()->text();
+        QVERIFY2(note.contains(QStringLiteral("left out")) &&
+                     note.contains(QStringLiteral("日本 photos")),
+                 qPrintable(note));
+        // Another name: the note no longer applies; the folder's name again: it does.
+        dialog.nameEdit()->setText(QStringLiteral("nippon"));
+        QVERIFY(!dialog.nameNoteLabel()->isVisible());
+        dialog.nameEdit()->setText(QStringLiteral("photos"));
+        QVERIFY(dialog.nameNoteLabel()->isVisible());
+
+        QSignalSpy accepted(&dialog, &QDialog::accepted);
+        importButton(dialog)->click();
+        QVERIFY(accepted.wait(20000));
+        QVERIFY(dialog.result().has_value());
+        QCOMPARE(dialog.result()->nameNote, note);
+
+        // The Data page logs it with the import.
+        QTemporaryDir settingsDir;
+        towers::app::AppSettings settings(tt::settingsFile(settingsDir.path()));
+        settings.setDataDir(m_home.filePath(QStringLiteral("data-note-page")));
+        DataPage page(settings);
+        QSignalSpy logged(&page, &DataPage::logMessage);
+        page.importImages(source);
+        auto* pageDialog = page.findChild<ImportImagesDialog*>();
+        QVERIFY(pageDialog);
+        waitScanned(*pageDialog);
+        pageDialog->startImport();
+        const auto log = [&logged] {
+            QStringList lines;
+            for (const auto& args : logged) lines << args.at(0).toString();
+            return lines.join(QLatin1Char('\n'));
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(log().contains(QStringLiteral("Imported photos")), 20000);
+        QVERIFY2(log().contains(note), qPrintable(log()));
+    }
+
     void scansNamesAndImports()
     {
         const QString data = m_home.filePath(QStringLiteral("data"));

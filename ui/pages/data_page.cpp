@@ -362,6 +362,7 @@ void DataPage::onImported(const app::ImportResult& r)
                                  : tr("; %1 images could not be read, the first: %2")
                                        .arg(r.skipped.size())
                                        .arg(r.skipped.front())));
+    if (!r.nameNote.isEmpty()) emit logMessage(tr("Import: %1").arg(r.nameNote));
     refreshDatasetList();
     if (datasetName() == name)
         rescan(); // replaced: read it again

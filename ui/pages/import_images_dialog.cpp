@@ -54,7 +54,20 @@ ImportImagesDialog::ImportImagesDialog(const QString& dataDir, QWidget* parent)
     m_name = new QLineEdit(this);
     m_name->setToolTip(tr("Lowercase letters, digits, '-', '_' and '.': what towers-cli train "
                           "--dataset and the dataset list call it."));
-    form->addRow(tr("&Name:"), m_name);
+    m_nameNote = new QLabel(this);
+    m_nameNote->setObjectName(QStringLiteral("nameNote"));
+    m_nameNote->setWordWrap(true);
+    m_nameNote->setTextFormat(Qt::PlainText);
+    m_nameNote->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_nameNote->hide();
+    auto* nameField = new QWidget(this); // the name, its note under it
+    auto* nameLayout = new QVBoxLayout(nameField);
+    nameLayout->setContentsMargins(0, 0, 0, 0);
+    nameLayout->setSpacing(2);
+    nameLayout->addWidget(m_name);
+    nameLayout->addWidget(m_nameNote);
+    nameField->setFocusProxy(m_name);
+    form->addRow(tr("&Name:"), nameField);
     m_size = new QSpinBox(this);
     m_size->setRange(app::kMinImportSide - 1, app::kMaxImportSide);
     m_size->setSpecialValueText(tr("automatic (28 grayscale, 32 colour)"));
@@ -94,12 +107,14 @@ ImportImagesDialog::ImportImagesDialog(const QString& dataDir, QWidget* parent)
     top->addWidget(m_status);
     m_buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
     m_buttons->button(QDialogButtonBox::Ok)->setText(tr("&Import"));
+    top->addStretch(1); // a taller dialog's room above the buttons, not between the rows
     top->addWidget(m_buttons);
 
     connect(browseButton, &QPushButton::clicked, this, &ImportImagesDialog::browse);
     connect(m_source, &QLineEdit::editingFinished, this, &ImportImagesDialog::scan);
     connect(m_name, &QLineEdit::textEdited, this, [this] { m_nameEdited = true; });
     connect(m_name, &QLineEdit::textChanged, this, &ImportImagesDialog::updateButtons);
+    connect(m_name, &QLineEdit::textChanged, this, &ImportImagesDialog::showNameNote);
     connect(m_buttons, &QDialogButtonBox::accepted, this, &ImportImagesDialog::startImport);
     connect(m_buttons, &QDialogButtonBox::rejected, this, &ImportImagesDialog::reject);
     connect(&m_watcher, &QFutureWatcher<Outcome>::finished, this, &ImportImagesDialog::onFinished);
@@ -138,6 +153,9 @@ void ImportImagesDialog::setSource(const QString& folder)
 void ImportImagesDialog::scan()
 {
     m_scan.reset();
+    m_folderName.clear();
+    m_folderNameNote.clear();
+    showNameNote();
     m_scanJob.cancel();
     const QString folder = m_source->text().trimmed();
     if (folder.isEmpty()) {
@@ -182,11 +200,23 @@ void ImportImagesDialog::onScanned(const app::JobResult<app::ImageFolderScan>& r
                         .arg(s.ignored.mid(0, 3).join(QStringLiteral(", ")).toHtmlEscaped() +
                              (s.ignored.size() > 3 ? QStringLiteral(", …") : QString()));
         m_summary->setText(text);
-        if (!m_nameEdited) m_name->setText(app::datasetNameFromFolder(s.source));
+        m_folderName = app::datasetNameFromFolder(s.source, &m_folderNameNote);
+        if (!m_nameEdited) m_name->setText(m_folderName);
+        showNameNote();
     }
     updateButtons();
     growToFit();
     emit scanFinished(m_scan.has_value());
+}
+
+void ImportImagesDialog::showNameNote()
+{
+    const bool shown = !m_folderNameNote.isEmpty() && m_name->text().trimmed() == m_folderName;
+    const QString note = shown ? m_folderNameNote : QString();
+    if (note == m_nameNote->text() && shown == !m_nameNote->isHidden()) return;
+    m_nameNote->setText(note);
+    m_nameNote->setVisible(shown);
+    if (shown) growToFit();
 }
 
 void ImportImagesDialog::growToFit()
@@ -271,6 +301,11 @@ void ImportImagesDialog::onFinished()
         return;
     }
     m_result = out.result;
+    // The note of the name made from the folder's, as the command's result carries it (the dialog
+    // gives the import that name: the import itself makes none).
+    if (m_result->nameNote.isEmpty() && !m_folderNameNote.isEmpty() &&
+        QString::fromStdString(m_result->spec.name) == m_folderName)
+        m_result->nameNote = m_folderNameNote;
     m_progress->setValue(1000);
     updateButtons();
     QDialog::accept();

@@ -48,6 +48,10 @@ public:
     QCheckBox* mirrorBox() const { return m_mirror; }
     QCheckBox* replaceBox() const { return m_replace; }
     QLabel* summaryLabel() const { return m_summary; }
+    // Under the name: why the name made from the folder's is what it is, when letters of the
+    // folder's name were left out (app::datasetNameFromFolder's note, as towers-cli import prints
+    // it); hidden otherwise, and once the name is changed.
+    QLabel* nameNoteLabel() const { return m_nameNote; }
     QLabel* statusLabel() const { return m_status; }
 
 signals:
@@ -67,9 +71,13 @@ private:
     void onFinished();
     void updateButtons();
     void growToFit();
+    void showNameNote();
 
     QString m_dataDir;
     bool m_nameEdited = false;
+    // The name made from the folder's, and its note (empty: none); the result carries the note
+    // when the dataset was imported under that name.
+    QString m_folderName, m_folderNameNote;
     std::optional<app::ImageFolderScan> m_scan;
     app::LatestJob<app::ImageFolderScan> m_scanJob{this};
     std::optional<app::ImportResult> m_result;
@@ -85,6 +93,7 @@ private:
 
     QLineEdit* m_source;
     QLineEdit* m_name;
+    QLabel* m_nameNote;
     QSpinBox* m_size;
     QComboBox* m_channels;
     QSpinBox* m_testPercent;
