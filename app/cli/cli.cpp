@@ -1,14 +1,13 @@
 #include "app/cli/cli.h"
 
 #include <QCoreApplication>
-#include <QStringDecoder>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <new>
 
 #include "app/cli/command.h"
 #include "app/data/dataset_catalog.h"
+#include "app/data/file_names.h"
 #include "app/version/build_info.h"
 #include "engine/data/dataset.h"
 #include "engine/errors.h"
@@ -70,29 +69,9 @@ void printUsage(QTextStream& s)
 
 QString undecodableArgument(int argc, const char* const* argv)
 {
-    for (int i = 1; i < argc; ++i) {
-        const QByteArray bytes(argv[i]);
-        QStringDecoder utf8(QStringDecoder::Utf8, QStringDecoder::Flag::Stateless);
-        const QString text = utf8(bytes);
-        if (!utf8.hasError()) continue;
-        // Valid runs as they are, each invalid byte as \xNN (what `ls -b` shows).
-        QString shown;
-        for (qsizetype at = 0; at < bytes.size();) {
-            qsizetype length = 1;
-            const auto lead = static_cast<unsigned char>(bytes[at]);
-            if (lead >= 0xc2 && lead <= 0xf4) length = lead < 0xe0 ? 2 : lead < 0xf0 ? 3 : 4;
-            QStringDecoder one(QStringDecoder::Utf8, QStringDecoder::Flag::Stateless);
-            const QString piece = one(bytes.mid(at, length));
-            if (lead >= 0x80 && (one.hasError() || at + length > bytes.size())) {
-                shown += QStringLiteral("\\x%1").arg(lead, 2, 16, QLatin1Char('0'));
-                ++at;
-            } else {
-                shown += lead < 0x80 ? QString(QLatin1Char(char(lead))) : piece;
-                at += lead < 0x80 ? 1 : length;
-            }
-        }
-        return QStringLiteral("argument %1, '%2'").arg(i).arg(shown);
-    }
+    for (int i = 1; i < argc; ++i)
+        if (const QByteArray bytes(argv[i]); !isUtf8(bytes))
+            return QStringLiteral("argument %1, '%2'").arg(i).arg(escapedName(bytes));
     return {};
 }
 

@@ -19,6 +19,7 @@
 #include <numeric>
 
 #include "app/data/data_dirs.h"
+#include "app/data/file_names.h"
 #include "app/data/file_ops.h"
 #include "app/inference/image_files.h"
 #include "engine/data/dataset.h"
@@ -63,6 +64,13 @@ bool leadsAbove(const QFileInfo& link, const QString& root)
            canonicalRoot.startsWith(target + QLatin1Char('/'));
 }
 
+// An entry whose name is not UTF-8 (`path` relative to the imported folder, by escapedName), as
+// listed as left out: Qt lists no such entry, and could open none by the name it would read.
+QString notUtf8(const QString& path)
+{
+    return quotedPath(path) + QStringLiteral(" (a name that is not UTF-8: rename it to import it)");
+}
+
 // The sub-folders of `dir` (not hidden), sorted by name. A link to a folder counts as one (class
 // folders are often links into a collection) unless it leads to `root` (the folder being imported,
 // or above; those go to `ignored`, relative to `root`.
@@ -79,6 +87,8 @@ QStringList subfolders(const QString& dir, const QString& root, QStringList& ign
         else
             out << e.fileName();
     }
+    for (const QString& name : namesNotUtf8(dir))
+        ignored << notUtf8(QDir(root).relativeFilePath(dir + QLatin1Char('/') + name));
     return out;
 }
 
@@ -157,6 +167,8 @@ private:
     // What is really in `dir` (its folders, recursively, and files); its links are queued.
     void walk(const QString& dir, const QString& owner, QStringList& files)
     {
+        for (const QString& name : namesNotUtf8(dir))
+            m_ignored << notUtf8(QDir(m_root).relativeFilePath(dir + QLatin1Char('/') + name));
         const QFileInfoList entries =
             QDir(dir).entryInfoList(QDir::AllEntries | QDir::NoDotAndDotDot);
         for (const QFileInfo& e : entries) {
