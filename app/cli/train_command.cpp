@@ -233,6 +233,97 @@ std::vector<std::string> trainableDatasets()
     return names;
 }
 
+// What the processes of a run compare before anything else: the build, and each option given
+// (all but --data-dir: each machine keeps its data where it likes; the session compares the
+// datasets' contents) by its long name and its meaning in one spelling, so that --lr 0.1, --lr=0.1
+// and --lr 1e-1 agree, the options' order does not matter, and the last of a repeated option is
+// the one compared, as it is the one used. A value that does not read is compared as given (its
+// process then refuses it itself).
+std::vector<engine::Setting> settingsGiven(const QCommandLineParser& p)
+{
+    static const QStringList integers{QStringLiteral("towers"),
+                                      QStringLiteral("threads-per-tower"),
+                                      QStringLiteral("batch-size"),
+                                      QStringLiteral("steps"),
+                                      QStringLiteral("seed"),
+                                      QStringLiteral("checkpoint-every"),
+                                      QStringLiteral("keep-checkpoints"),
+                                      QStringLiteral("eval-every"),
+                                      QStringLiteral("patience"),
+                                      QStringLiteral("log-every"),
+                                      QStringLiteral("histogram-every"),
+                                      QStringLiteral("loader-workers")};
+    static const QStringList numbers{QStringLiteral("epochs"),    QStringLiteral("lr"),
+                                     QStringLiteral("momentum"),  QStringLiteral("weight-decay"),
+                                     QStringLiteral("ema-decay"), QStringLiteral("bucket-mb")};
+    static const QStringList paths{QStringLiteral("run-dir"), QStringLiteral("init-from"),
+                                   QStringLiteral("like"), QStringLiteral("model")};
+    const auto number = [](double v) { return QString::number(v, 'g', 17); };
+    const auto meaning = [&](const QString& name, const QString& given) -> QString {
+        bool ok = false;
+        const QString t = given.trimmed();
+        if (integers.contains(name)) {
+            const qint64 v = t.toLongLong(&ok);
+            if (ok) return QString::number(v);
+        } else if (numbers.contains(name)) {
+            const double v = t.toDouble(&ok);
+            if (ok) return number(v);
+        } else if (name == QLatin1String("validation")) {
+            if (const auto v = validationShare(given)) return number(*v);
+        } else if (name == QLatin1String("min-delta")) {
+            if (const auto v = shareOf(given, engine::kMaxMinDelta)) return number(*v);
+        } else if (name == QLatin1String("lr-schedule")) {
+            if (given == QLatin1String("one-cycle")) return QStringLiteral("onecycle");
+        } else if (name == QLatin1String("augment")) {
+            if (given == QLatin1String("tutorial")) return QStringLiteral("default");
+        } else if (name == QLatin1String("precision")) {
+            try {
+                return QString::fromStdString(std::string(
+                    engine::precisionName(engine::parsePrecision(given.toStdString()))));
+            } catch (const engine::Error&) {
+            }
+        } else if (name == QLatin1String("gpus")) {
+            if (t == QLatin1String("all")) return t;
+            QStringList gpus;
+            for (const QString& item : given.split(QLatin1Char(','))) {
+                const int g = item.trimmed().toInt(&ok);
+                if (!ok) return given;
+                gpus << QString::number(g);
+            }
+            return gpus.join(QLatin1Char(','));
+        } else if (paths.contains(name)) {
+            // Rank 0's to read or make, wherever the others started (another machine need not
+            // see the file): the same path, however spelt ("runs/a/" and "runs/./a").
+            if (!given.isEmpty()) return QDir::cleanPath(given);
+        }
+        return given;
+    };
+    const std::string build =
+        (versionLine(QStringLiteral("towers-cli")) + QStringLiteral(", GPU backend ") +
+         QString::fromLatin1(engine::gpuBackendBuildId()))
+            .toStdString();
+    std::vector<engine::Setting> out{{"the Towers build", build, build}};
+    QStringList names = p.optionNames();
+    names.removeDuplicates();
+    names.sort();
+    for (const QString& name : names) {
+        if (name == QLatin1String("data-dir")) continue;
+        const QStringList values = p.values(name);
+        engine::Setting s;
+        s.name = QStringLiteral("--%1").arg(name).toStdString();
+        if (values.isEmpty()) { // a switch
+            s.canonical = "on";
+            s.given = "given";
+        } else {
+            const QString canonical = meaning(name, values.back());
+            s.canonical = canonical.toStdString();
+            s.given = shellWord(values.back()).toStdString();
+        }
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
 } // namespace
 
 int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* group)
@@ -406,25 +497,8 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
-    if (group) {
-        // Every process must be given the same options (all but --data-dir: each machine keeps
-        // its data where it likes; the session compares the datasets' contents) by the same build.
-        QStringList given;
-        for (const QString& option : p.optionNames())
-            if (option != QLatin1String("data-dir"))
-                given << QStringLiteral("--%1 %2")
-                             .arg(option, p.values(option).join(QLatin1Char(',')))
-                             .trimmed();
-        given.removeDuplicates();
-        given.sort();
-        engine::requireSameEverywhere(*group,
-                                      (versionLine(QStringLiteral("towers-cli")) +
-                                       QLatin1Char('\n') +
-                                       QString::fromLatin1(engine::gpuBackendBuildId()) +
-                                       QLatin1Char('\n') + given.join(QLatin1Char('\n')))
-                                          .toStdString(),
-                                      "build or command line");
-    }
+    // Every process must be started with the same options, by the same build.
+    if (group) engine::requireSameSettings(*group, settingsGiven(p));
     DeviceChoice device;
     if (!readDeviceOptions(p, QStringLiteral("towers-cli train"), io, device)) return ExitUsage;
     if (device.allGpus && group && group->localSize() > 1) { // every process says so, and stops

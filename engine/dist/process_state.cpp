@@ -44,6 +44,42 @@ std::string firstDifferentLine(const std::string& there, const std::string& rank
     return "they differ";
 }
 
+std::string packSettings(const std::vector<Setting>& settings)
+{
+    std::string out;
+    const auto put = [&](const std::string& text) {
+        putBytes(out, std::uint64_t(text.size()));
+        out += text;
+    };
+    putBytes(out, std::uint64_t(settings.size()));
+    for (const Setting& s : settings) {
+        put(s.name);
+        put(s.canonical);
+        put(s.given);
+    }
+    return out;
+}
+
+std::vector<Setting> unpackSettings(const std::string& bytes, std::size_t rank)
+{
+    ByteReader r(bytes, "the settings of rank " + std::to_string(rank));
+    const auto take = [&] {
+        const auto n = r.take<std::uint64_t>();
+        return std::string(r.bytes(n), n);
+    };
+    const auto count = r.take<std::uint64_t>();
+    std::vector<Setting> out;
+    for (std::uint64_t i = 0; i < count; ++i) {
+        Setting s;
+        s.name = take();
+        s.canonical = take();
+        s.given = take();
+        out.push_back(std::move(s));
+    }
+    if (!r.atEnd()) throw Error("the settings of rank " + std::to_string(rank) + " are damaged");
+    return out;
+}
+
 } // namespace
 
 std::string packTensors(const NamedTensors& tensors)
@@ -100,6 +136,53 @@ void requireSameEverywhere(ProcessGroup& group, const std::string& mine, const s
             if (usage) throw InvalidArgument(message);
             throw Error(message);
         }
+}
+
+void requireSameSettings(ProcessGroup& group, const std::vector<Setting>& mine)
+{
+    const std::vector<std::string> packed = group.allGatherStrings(packSettings(mine));
+    std::vector<std::vector<Setting>> all;
+    for (std::size_t r = 0; r < packed.size(); ++r) all.push_back(unpackSettings(packed[r], r));
+    const auto find = [](const std::vector<Setting>& settings, const std::string& name) {
+        const auto it = std::find_if(settings.begin(), settings.end(),
+                                     [&](const Setting& s) { return s.name == name; });
+        return it == settings.end() ? nullptr : &*it;
+    };
+    // The names in rank 0's order, then those only the others have.
+    std::vector<std::string> names;
+    for (const auto& settings : all)
+        for (const Setting& s : settings)
+            if (std::find(names.begin(), names.end(), s.name) == names.end())
+                names.push_back(s.name);
+    for (const std::string& name : names) {
+        // Each meaning with the ranks that have it (nullptr: not given), in order of first rank.
+        std::vector<std::pair<const Setting*, std::vector<std::size_t>>> meanings;
+        for (std::size_t r = 0; r < all.size(); ++r) {
+            const Setting* s = find(all[r], name);
+            auto it = std::find_if(meanings.begin(), meanings.end(), [&](const auto& m) {
+                return (m.first == nullptr) == (s == nullptr) &&
+                       (!s || m.first->canonical == s->canonical);
+            });
+            if (it == meanings.end())
+                meanings.push_back({s, {r}});
+            else
+                it->second.push_back(r);
+        }
+        if (meanings.size() < 2) continue;
+        std::string message = "the processes of the run were started differently: " + name + " is ";
+        for (std::size_t m = 0; m < meanings.size(); ++m) {
+            const auto& [s, ranks] = meanings[m];
+            if (m) message += ", ";
+            message += s ? s->given : std::string("not given");
+            message += ranks.size() == 1 ? " on rank " : " on ranks ";
+            for (std::size_t i = 0; i < ranks.size(); ++i) {
+                if (i) message += i + 1 == ranks.size() ? " and " : ", ";
+                message += std::to_string(ranks[i]);
+            }
+        }
+        throw InvalidArgument(message + ". Every process of a run must run the same Towers with "
+                                        "the same options.");
+    }
 }
 
 } // namespace towers::engine

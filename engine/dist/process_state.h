@@ -3,6 +3,7 @@
 // a checkpoint (no shared file system needed), and the start-up checks that every process runs
 // the same build, configuration and data.
 #include <string>
+#include <vector>
 
 #include "engine/dist/process_group.h"
 #include "engine/io/safetensors.h"
@@ -22,5 +23,20 @@ NamedTensors unpackTensors(const std::string& bytes);
 // exit 2), else the data's or the installation's (Error: exit 1).
 void requireSameEverywhere(ProcessGroup& group, const std::string& mine, const std::string& what,
                            bool usage = true);
+
+// One setting a process was started with, for requireSameSettings: its name as the user knows it
+// ("--lr", "the Towers build"), its meaning in one spelling (what is compared: "0.1" for --lr 0.1,
+// --lr=0.10 and --lr 1e-1) and how it was given on this process (what a refusal shows).
+struct Setting
+{
+    std::string name, canonical, given;
+};
+
+// Collective: every process passes the settings it was started with (in any order); throws
+// InvalidArgument on every process when they differ, naming the first setting (in rank 0's
+// order, then the others') whose meaning differs and what it is on each rank: "the processes
+// were started differently: --lr is 0.1 on rank 0, 0.5 on rank 1 (...)"; a setting one process
+// lacks is "not given" there. Equal meanings spelt differently pass.
+void requireSameSettings(ProcessGroup& group, const std::vector<Setting>& mine);
 
 } // namespace towers::engine

@@ -347,6 +347,16 @@ class TestMpiTraining : public QObject
                command.mid(1);
     }
 
+    // mpirun -np 1 A : -np 1 B: rank 0 runs `rank0`, rank 1 `rank1`.
+    Run mpmd(const QStringList& rank0, const QStringList& rank1)
+    {
+        const QStringList one{QStringLiteral("-np"), QStringLiteral("1")};
+        return launch(m_mpirun,
+                      QStringList{QStringLiteral("--oversubscribe")} + one + rank0 +
+                          QStringList{QStringLiteral(":")} + one + rank1,
+                      30000);
+    }
+
 private slots:
     void initTestCase()
     {
@@ -717,14 +727,53 @@ private slots:
         VERIFY_RAN(r);
         qInfo("refused after %lld ms", ms);
         CHECK_RUN(ms < 30000, r);
-        CHECK_RUN(r.exitCode != 0, r);
-        // Both ranks refuse, saying what differs: rank 0 and rank 1 (its lines marked).
+        CHECK_RUN(r.exitCode == 2, r);
+        // Both ranks refuse, naming the setting and what it is on each rank: rank 0 and rank 1
+        // (its lines marked).
         int unmarked = 0, marked = 0;
         for (const QString& line : r.output().split(QLatin1Char('\n')))
-            if (line.contains(QStringLiteral("rank 1 runs another")) &&
-                line.contains(QStringLiteral("--lr 0.5")))
+            if (line.contains(QStringLiteral("the processes of the run were started differently: "
+                                             "--lr is not given on rank 0, 0.5 on rank 1.")))
                 ++(line.startsWith(QStringLiteral("[rank 1] ")) ? marked : unmarked);
         CHECK_RUN(unmarked == 1 && marked == 1, r);
+    }
+
+    // The same settings spelt otherwise on each rank (--lr=0.1 and --lr 1e-1, 10% and 0.1, the
+    // options in another order, the run folder by another path) are the same run; the same words
+    // that mean different things are not.
+    void settingsCompareByMeaning()
+    {
+        const QString dir = path(QStringLiteral("runs/spelt"));
+        const Run same = mpmd(
+            train(dir, {QStringLiteral("--towers"), QStringLiteral("1"), QStringLiteral("--steps"),
+                        QStringLiteral("2"), QStringLiteral("--lr=0.1"),
+                        QStringLiteral("--validation"), QStringLiteral("10%")}),
+            QStringList{QStringLiteral(TOWERS_CLI), QStringLiteral("train"),
+                        QStringLiteral("--validation"), QStringLiteral("0.1"),
+                        QStringLiteral("--lr"), QStringLiteral("1e-1"), QStringLiteral("--steps"),
+                        QStringLiteral("2"), QStringLiteral("--towers"), QStringLiteral("01")} +
+                trainArgs(dir + QStringLiteral("/../spelt/")).mid(1));
+        VERIFY_OK(same);
+        const QJsonObject config = jsonFile(dir + QStringLiteral("/config.json"));
+        QCOMPARE(config.value(QStringLiteral("processes")), QJsonValue(2));
+        QCOMPARE(checkpointSteps(dir).last(), qint64(2));
+
+        // --gpus 0,1 and --gpus 0 --gpus 1 were the same text to the comparison of command
+        // lines, but the second means GPU 1 (the last given, as for every option): refused before
+        // anything looks for a GPU.
+        const QStringList gpus{QStringLiteral("--towers"), QStringLiteral("1"),
+                               QStringLiteral("--steps"), QStringLiteral("2"),
+                               QStringLiteral("--gpus")};
+        const QString other = path(QStringLiteral("runs/gpus"));
+        const Run apart =
+            mpmd(train(other, gpus + QStringList{QStringLiteral("0,1")}),
+                 train(other, gpus + QStringList{QStringLiteral("0"), QStringLiteral("--gpus"),
+                                                 QStringLiteral("1")}));
+        VERIFY_RAN(apart);
+        CHECK_RUN(apart.exitCode == 2, apart);
+        CHECK_RUN(apart.err.contains(QStringLiteral("--gpus is 0,1 on rank 0, 1 on rank 1.")),
+                  apart);
+        CHECK_RUN(!QFileInfo::exists(other), apart);
     }
 
     // --gpus all with two processes on one machine would give both every GPU: both refuse it

@@ -245,6 +245,74 @@ private slots:
         for (auto& t : same) t.join();
     }
 
+    // The settings the processes were started with agree by meaning, not spelling: the same
+    // meanings given otherwise and in another order pass; a difference is refused on every
+    // process (a usage error), naming the first setting that differs and what it is on each rank,
+    // a setting one rank lacks as "not given" there.
+    void sameSettingsOrRefused()
+    {
+        const auto onThree = [](const std::function<std::vector<Setting>(int)>& settingsOf) {
+            auto world = makeThreadWorld(3);
+            std::vector<std::string> errors(3);
+            std::vector<std::thread> threads;
+            for (int p = 0; p < 3; ++p)
+                threads.emplace_back([&, p] {
+                    auto group = joinThreadWorld(world, p);
+                    try {
+                        requireSameSettings(*group, settingsOf(p));
+                    } catch (const InvalidArgument& e) {
+                        errors[std::size_t(p)] = e.what();
+                    } catch (const Error& e) {
+                        errors[std::size_t(p)] = std::string("not a usage error: ") + e.what();
+                    }
+                });
+            for (auto& t : threads) t.join();
+            // Every process says the same (rank 0's words), or "differ" for the test to show.
+            for (int p = 1; p < 3; ++p)
+                if (errors[std::size_t(p)] != errors[0])
+                    return "the processes differ: '" + errors[0] + "' and '" +
+                           errors[std::size_t(p)] + "'";
+            return errors[0];
+        };
+        const Setting build{"the Towers build", "towers-cli 1", "towers-cli 1"};
+        QCOMPARE(
+            onThree([&](int p) {
+                std::vector<Setting> s{
+                    build, {"--lr", "0.10000000000000001", "0.1"}, {"--towers", "2", "2"}};
+                if (p == 1)
+                    s = {{"--towers", "2", "02"}, build, {"--lr", "0.10000000000000001", "1e-1"}};
+                return s;
+            }),
+            std::string());
+        const std::string lr = onThree([&](int p) {
+            return std::vector<Setting>{build,
+                                        {"--towers", "2", "2"},
+                                        {"--lr", p == 1 ? "0.5" : "0.1", p == 1 ? "0.5" : "1e-1"}};
+        });
+        QVERIFY2(lr.rfind("the processes of the run were started differently: --lr is 1e-1 on "
+                          "ranks 0 and 2, 0.5 on rank 1.",
+                          0) == 0,
+                 lr.c_str());
+        const std::string missing = onThree([&](int p) {
+            std::vector<Setting> s{build};
+            if (p == 2) s.push_back({"--resume", "on", "given"});
+            return s;
+        });
+        QVERIFY2(missing.rfind("the processes of the run were started differently: --resume is "
+                               "not given on ranks 0 and 1, given on rank 2.",
+                               0) == 0,
+                 missing.c_str());
+        const std::string builds = onThree([&](int p) {
+            return std::vector<Setting>{
+                p == 0 ? build : Setting{"the Towers build", "towers-cli 2", "towers-cli 2"},
+                {"--lr", "0.2", "0.2"}};
+        });
+        QVERIFY2(builds.rfind("the processes of the run were started differently: the Towers "
+                              "build is towers-cli 1 on rank 0, towers-cli 2 on ranks 1 and 2.",
+                              0) == 0,
+                 builds.c_str());
+    }
+
     // broadcast takes a global root tower: tower 3 (process 1's second) to all.
     void broadcastFromAGlobalRoot()
     {
