@@ -6,6 +6,10 @@
 
 namespace towers::app {
 
+// What a process of a run marks its messages with: "[rank r] ", nothing on rank 0 (whose output is
+// the run's).
+QString rankPrefix(int rank);
+
 int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* group);
 
 } // namespace towers::app

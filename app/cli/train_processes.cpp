@@ -21,14 +21,22 @@ QString failureMessage(const QString& errors, int code)
 
 } // namespace
 
+QString rankPrefix(int rank)
+{
+    return rank == 0 ? QString() : QStringLiteral("[rank %1] ").arg(rank);
+}
+
 int runTrain(const QStringList& args, CommandIo& io)
 {
     std::unique_ptr<engine::ProcessGroup> group;
     try {
         group = engine::joinProcessGroup();
     } catch (const engine::Error& e) {
-        io.err << "towers-cli train: error: " << e.what() << "\n";
-        return ExitFailure;
+        // Every process says so (MPI did not start, srun gave no PMI, a bad TOWERS_MPI_TIMEOUT):
+        // marked with the rank its launcher gave it, as its other messages are.
+        io.err << rankPrefix(engine::detectLaunch().rank) << "towers-cli train: error: " << e.what()
+               << "\n";
+        return exitCodeOf(e);
     }
     if (!group) return runTrainIn(args, io, nullptr);
 
@@ -44,7 +52,7 @@ int runTrain(const QStringList& args, CommandIo& io)
     const auto printErrors = [&] {
         errorStream.flush();
         if (errors.isEmpty()) return;
-        const QString prefix = rank == 0 ? QString() : QStringLiteral("[rank %1] ").arg(rank);
+        const QString prefix = rankPrefix(rank);
         for (const QString& line : errors.split(QLatin1Char('\n'), Qt::SkipEmptyParts))
             io.err << prefix << line << "\n";
         io.err.flush();

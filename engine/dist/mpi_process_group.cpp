@@ -365,7 +365,9 @@ bool processGroupsAvailable(std::string* whyNot)
 
 std::unique_ptr<ProcessGroup> joinProcessGroup()
 {
-    if (!detectLaunch().launched) return nullptr;
+    const LaunchInfo launch = detectLaunch();
+    if (launch.unjoinable) throw InvalidArgument(unjoinableReason(launch));
+    if (!launch.launched) return nullptr;
     return std::make_unique<MpiProcessGroup>();
 }
 

@@ -17,6 +17,7 @@ bool processGroupsAvailable(std::string* whyNot)
 std::unique_ptr<ProcessGroup> joinProcessGroup()
 {
     const LaunchInfo launch = detectLaunch();
+    if (launch.unjoinable) throw InvalidArgument(unjoinableReason(launch));
     if (!launch.launched) return nullptr;
     throw Unsupported("started by " + launch.launcher + " as rank " + std::to_string(launch.rank) +
                       " of " + std::to_string(launch.size) + ", but " + kWhy);

@@ -87,16 +87,24 @@ struct LaunchInfo
 {
     bool launched = false; // started by a launcher with a world of size > 1
     int rank = 0, size = 1;
-    std::string launcher; // "Open MPI", "PMI" (MPICH, Slurm), "PMIx"
+    std::string launcher; // "Open MPI", "PMI" (MPICH, Slurm), "PMIx"; "Slurm" when unjoinable
+    // Started by srun as task `rank` of `size` (> 1), but without the PMI that lets MPI join the
+    // tasks (srun without --mpi=pmix or pmi2): MPI would make every task a run of its own, all
+    // writing the same run folder. launched is false then; unjoinableReason() says what to do.
+    bool unjoinable = false;
 };
 LaunchInfo detectLaunch();
+// For a launch that cannot be joined (LaunchInfo::unjoinable): why, and the command that works
+// ("srun started 4 tasks without MPI's process management: ... srun --mpi=pmix ..."); "" else.
+std::string unjoinableReason(const LaunchInfo& launch);
 
 // Whether this build can join processes (built with MPI), and if not why.
 bool processGroupsAvailable(std::string* whyNot = nullptr);
 
 // Initialises MPI when a launcher started this process (detectLaunch().launched), and returns the
 // group; nullptr when the process runs alone. Throws Unsupported when launched as one of several
-// but this build has no MPI, Error when MPI fails to start. The group finalises MPI when
+// but this build has no MPI, InvalidArgument when srun started several tasks that MPI cannot join
+// (unjoinableReason), Error when MPI fails to start. The group finalises MPI when
 // destroyed (or, after a failure, leaves the process to exit at once).
 std::unique_ptr<ProcessGroup> joinProcessGroup();
 

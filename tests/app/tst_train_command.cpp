@@ -788,6 +788,34 @@ private slots:
     // A run refused once its data is known (a global batch larger than the training set) says
     // which batch size fits and leaves no folder behind where it made one; a folder that was there
     // stays.
+    // srun -n 2 without --mpi=pmix (faked by Slurm's variables, no MPI here): each task would
+    // train alone in the same folder. Every task refuses (exit 2) with the srun option that
+    // works, marked with its rank as a run's other messages are, and no folder is made.
+    void srunWithoutPmiIsRefused()
+    {
+        const QString dir = path(QStringLiteral("runs/srun-no-pmi"));
+        for (const int rank : {0, 1}) {
+            const CliRun r = run(
+                small(dir) + QStringList{"--steps", "2"}, 120000, {},
+                {QStringLiteral("SLURM_STEP_NUM_TASKS=2"), QStringLiteral("SLURM_NTASKS=2"),
+                 QStringLiteral("SLURM_STEP_ID=0"), QStringLiteral("SLURM_PROCID=%1").arg(rank)});
+            QVERIFY2(r.exitCode == 2, qPrintable(r.err));
+            QVERIFY2(r.err.startsWith(rank == 0 ? QStringLiteral("towers-cli train: error: srun "
+                                                                 "started 2 tasks")
+                                                : QStringLiteral("[rank 1] towers-cli train: "
+                                                                 "error: srun started 2 tasks")),
+                     qPrintable(r.err));
+            QVERIFY2(r.err.contains(QStringLiteral("srun --mpi=pmix")), qPrintable(r.err));
+            QVERIFY(r.out.isEmpty());
+            QVERIFY(!QFileInfo::exists(dir));
+        }
+        // A batch script's own shell (SLURM_NTASKS, SLURM_PROCID, no step of srun's) trains.
+        const CliRun batch =
+            run(small(dir) + QStringList{"--steps", "1"}, 120000, {},
+                {QStringLiteral("SLURM_NTASKS=2"), QStringLiteral("SLURM_PROCID=0")});
+        QVERIFY2(batch.exitCode == 0, qPrintable(batch.err));
+    }
+
     void refusedRunLeavesNoFolder()
     {
         const QString dir = path(QStringLiteral("runs/too-big"));

@@ -620,6 +620,60 @@ private slots:
         // Alone, joining is nothing (no MPI start-up at all).
         QVERIFY(joinProcessGroup() == nullptr);
     }
+
+    // srun without --mpi=pmix or pmi2: Slurm numbers its tasks but gives MPI nothing to join
+    // them with, so each would be a world of one. Such a task is told so when it joins (every
+    // build), with the srun option that works; a batch script's own shell (SLURM_NTASKS and
+    // SLURM_PROCID, but no step of srun's) and a task of one are not refused.
+    void srunWithoutPmiIsRefused()
+    {
+        const char* names[] = {"OMPI_COMM_WORLD_SIZE",
+                               "OMPI_COMM_WORLD_RANK",
+                               "PMI_SIZE",
+                               "PMI_RANK",
+                               "PMIX_RANK",
+                               "PMIX_SIZE",
+                               "SLURM_NTASKS",
+                               "SLURM_PROCID",
+                               "SLURM_STEP_ID",
+                               "SLURM_STEPID",
+                               "SLURM_STEP_NUM_TASKS"};
+        for (const char* n : names) qunsetenv(n);
+        qputenv("SLURM_NTASKS", "4"); // sbatch --ntasks=4: the batch script itself
+        qputenv("SLURM_PROCID", "0");
+        QVERIFY(!detectLaunch().unjoinable);
+        QVERIFY(joinProcessGroup() == nullptr);
+        qputenv("SLURM_STEP_NUM_TASKS", "4"); // srun -n 4 without --mpi
+        qputenv("SLURM_STEP_ID", "0");
+        qputenv("SLURM_PROCID", "2");
+        LaunchInfo l = detectLaunch();
+        QVERIFY(l.unjoinable);
+        QVERIFY(!l.launched);
+        QCOMPARE(l.rank, 2);
+        QCOMPARE(l.size, 4);
+        QCOMPARE(l.launcher, std::string("Slurm"));
+        try {
+            joinProcessGroup();
+            QFAIL("a task of srun without PMI joined");
+        } catch (const InvalidArgument& e) {
+            const std::string what = e.what();
+            QVERIFY2(what.find("srun started 4 tasks") != std::string::npos, e.what());
+            QVERIFY2(what.find("srun --mpi=pmix") != std::string::npos, e.what());
+        }
+        qunsetenv("SLURM_STEP_NUM_TASKS"); // an older srun: its step id and the task count
+        QVERIFY(detectLaunch().unjoinable);
+        qputenv("SLURM_STEP_ID", "batch");
+        QVERIFY(!detectLaunch().unjoinable);
+        qputenv("SLURM_STEP_NUM_TASKS", "1"); // srun -n 1: one process, nothing to join
+        qputenv("SLURM_STEP_ID", "0");
+        QVERIFY(!detectLaunch().unjoinable);
+        qputenv("SLURM_STEP_NUM_TASKS", "4"); // srun --mpi=pmix: PMIx joins them
+        qputenv("PMIX_RANK", "2");
+        l = detectLaunch();
+        QVERIFY(l.launched && !l.unjoinable);
+        QCOMPARE(l.launcher, std::string("PMIx"));
+        for (const char* n : names) qunsetenv(n);
+    }
 };
 
 QTEST_APPLESS_MAIN(TestProcessCommunicator)
