@@ -1,8 +1,10 @@
 // The processes of a run joined with MPI. Three duplicated communicators keep the kinds of traffic
 // apart: control (the trainer's thread), gradients (the tower threads' buckets) and failures (a
-// receive posted for the whole run: the message of a process that failed). Every wait is a loop
-// of MPI_Test calls that also looks at the failure receive, this process's abort and a timeout,
-// so that no process ever blocks in MPI on a peer that will not come.
+// receive posted for the whole run: the message of a process that failed), and a fourth, status,
+// on which a process whose wait timed out asks the others how far they got. Every wait is a loop
+// of MPI_Test calls that also looks at the failure receive, this process's abort, the status
+// questions (answered at once) and a timeout, so that no process ever blocks in MPI on a peer
+// that will not come, and a timeout names the processes that did not come.
 // The C API only (Open MPI and MPICH would otherwise pull in their deprecated C++ bindings).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -14,11 +16,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "engine/dist/process_group.h"
 
@@ -28,7 +32,34 @@ namespace {
 
 constexpr int kFailureTag = 77;
 constexpr std::size_t kFailureBytes = 4096;
+// A question "how far did you get?" carries the tag its answer is to come back with (from
+// kAnswerTag on, one per question, so that the answers of two questions never mix).
+constexpr int kQuestionTag = 78, kAnswerTag = 100;
 using Clock = std::chrono::steady_clock;
+
+// The collectives a process has started on each ordered channel (the same sequence everywhere,
+// so a count beyond another's wait means it came to that one), and the wait it is in.
+struct Position
+{
+    std::uint64_t control = 0, gradients = 0;
+    char waitingIn[112] = {};
+};
+
+enum class Channel
+{
+    Control,
+    Gradients
+};
+
+std::string rankList(const std::vector<int>& ranks)
+{
+    std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+        if (i) out += i + 1 == ranks.size() ? " and " : ", ";
+        out += std::to_string(ranks[i]);
+    }
+    return out;
+}
 
 std::string mpiError(int code)
 {
@@ -73,7 +104,7 @@ public:
                         "better is needed: the towers are threads)");
         check(MPI_Comm_rank(MPI_COMM_WORLD, &m_rank), "MPI_Comm_rank");
         check(MPI_Comm_size(MPI_COMM_WORLD, &m_size), "MPI_Comm_size");
-        for (MPI_Comm* c : {&m_control, &m_gradients, &m_failures}) {
+        for (MPI_Comm* c : {&m_control, &m_gradients, &m_failures, &m_status}) {
             check(MPI_Comm_dup(MPI_COMM_WORLD, c), "MPI_Comm_dup");
             MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
         }
@@ -88,6 +119,16 @@ public:
         int length = 0;
         MPI_Get_processor_name(name, &length);
         m_host.assign(name, std::size_t(length));
+        // Every process's machine, for the messages that name a process.
+        std::vector<char> names(std::size_t(m_size) * MPI_MAX_PROCESSOR_NAME, '\0');
+        std::memset(name + length, 0, std::size_t(MPI_MAX_PROCESSOR_NAME - length));
+        check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(),
+                            MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD),
+              "MPI_Allgather");
+        for (int r = 0; r < m_size; ++r) {
+            const char* n = names.data() + std::size_t(r) * MPI_MAX_PROCESSOR_NAME;
+            m_hosts.emplace_back(n, strnlen(n, MPI_MAX_PROCESSOR_NAME));
+        }
         char library[MPI_MAX_LIBRARY_VERSION_STRING];
         MPI_Get_library_version(library, &length);
         m_library.assign(library, std::size_t(length));
@@ -95,6 +136,9 @@ public:
             m_library.resize(nl);
         check(MPI_Irecv(m_failureText.data(), int(kFailureBytes), MPI_CHAR, MPI_ANY_SOURCE,
                         kFailureTag, m_failures, &m_failureRequest),
+              "MPI_Irecv");
+        check(MPI_Irecv(&m_question, 1, MPI_INT, MPI_ANY_SOURCE, kQuestionTag, m_status,
+                        &m_questionRequest),
               "MPI_Irecv");
     }
 
@@ -112,9 +156,12 @@ public:
         } catch (const Error&) {
             return;
         }
-        MPI_Cancel(&m_failureRequest);
-        MPI_Wait(&m_failureRequest, MPI_STATUS_IGNORE);
-        for (MPI_Comm* c : {&m_control, &m_gradients, &m_failures}) MPI_Comm_free(c);
+        for (MPI_Request* r : {&m_failureRequest, &m_questionRequest}) {
+            MPI_Cancel(r);
+            MPI_Wait(r, MPI_STATUS_IGNORE);
+        }
+        for (auto& answer : m_answers) MPI_Request_free(&answer.second);
+        for (MPI_Comm* c : {&m_control, &m_gradients, &m_failures, &m_status}) MPI_Comm_free(c);
         MPI_Finalize();
     }
 
@@ -129,11 +176,13 @@ public:
     void barrier() override
     {
         MPI_Request r;
+        std::uint64_t seq;
         {
             std::lock_guard lock(m_mpi);
             check(MPI_Ibarrier(m_control, &r), "MPI_Ibarrier");
+            seq = m_controlStarted++;
         }
-        waitOn(r, "a barrier");
+        waitOn(r, "a barrier", Channel::Control, seq);
     }
 
     void broadcast(void* data, std::size_t bytes, int root) override
@@ -146,11 +195,15 @@ public:
         for (std::size_t done = 0, n = 0; done < bytes; done += n) {
             n = std::min(piece, bytes - done);
             MPI_Request r;
+            std::uint64_t seq;
             {
                 std::lock_guard lock(m_mpi);
                 check(MPI_Ibcast(p + done, int(n), MPI_BYTE, root, m_control, &r), "MPI_Ibcast");
+                seq = m_controlStarted++;
             }
-            waitOn(r, "a broadcast");
+            waitOn(r,
+                   root == m_rank ? "a broadcast" : "a broadcast from rank " + std::to_string(root),
+                   Channel::Control, seq);
         }
     }
 
@@ -183,11 +236,13 @@ public:
     {
         int in = mine ? 1 : 0, out = 0;
         MPI_Request r;
+        std::uint64_t seq;
         {
             std::lock_guard lock(m_mpi);
             check(MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MAX, m_control, &r), "MPI_Iallreduce");
+            seq = m_controlStarted++;
         }
-        waitOn(r, "the stop vote");
+        waitOn(r, "the stop vote", Channel::Control, seq);
         return out != 0;
     }
 
@@ -218,7 +273,7 @@ public:
             r = it->second;
             m_pending.erase(it);
         }
-        waitOn(r, "averaging gradients");
+        waitOn(r, "averaging gradients", Channel::Gradients, request);
     }
 
     void announceFailure(const std::string& message) override
@@ -277,13 +332,15 @@ private:
     void allGatherControl(const void* send, std::size_t bytes, void* recv)
     {
         MPI_Request r;
+        std::uint64_t seq;
         {
             std::lock_guard lock(m_mpi);
             check(MPI_Iallgather(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, m_control,
                                  &r),
                   "MPI_Iallgather");
+            seq = m_controlStarted++;
         }
-        waitOn(r, "an exchange between the processes");
+        waitOn(r, "an exchange between the processes", Channel::Control, seq);
     }
 
     // Under m_mpi. Looks at the failure receive once.
@@ -309,8 +366,9 @@ private:
         throw CollectiveAborted(m_abortReason);
     }
 
-    // The one wait: polls the request, the failure receive, this process's abort and the clock.
-    void waitOn(MPI_Request& r, const char* what)
+    // The one wait: polls the request, the failure receive, the others' questions, this
+    // process's abort and the clock. `seq`: the collective's place on its channel.
+    void waitOn(MPI_Request& r, const std::string& what, Channel channel, std::uint64_t seq)
     {
         const auto start = Clock::now();
         auto pause = std::chrono::microseconds(1);
@@ -320,18 +378,15 @@ private:
                 std::lock_guard lock(m_mpi);
                 const int code = MPI_Test(&r, &done, MPI_STATUS_IGNORE);
                 if (code != MPI_SUCCESS)
-                    throw ProcessFailed(-1, std::string("MPI failed while ") + what + ": " +
+                    throw ProcessFailed(-1, "MPI failed while waiting in " + what + ": " +
                                                 mpiError(code));
                 if (done) return;
                 throwIfFailedLocked();
+                answerQuestionsLocked(what);
             }
             throwIfAborted();
             const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-            if (waited > m_timeout)
-                throw ProcessFailed(-1, "no answer from the other processes for " +
-                                            std::to_string(int(waited)) + " s while " + what +
-                                            " (rank " + std::to_string(m_rank) + " on " + m_host +
-                                            "; TOWERS_MPI_TIMEOUT sets the limit)");
+            if (waited > m_timeout) timedOut(what, channel, seq, waited);
             // Spin briefly (a bucket's gather between processes on one machine takes
             // microseconds), then back off to at most a millisecond.
             std::this_thread::sleep_for(pause);
@@ -339,11 +394,141 @@ private:
         }
     }
 
+    // Under m_mpi: answers every question that came (how far this process got), and lets go of
+    // the answers that left.
+    void answerQuestionsLocked(const std::string& waitingIn)
+    {
+        for (auto it = m_answers.begin(); it != m_answers.end();) {
+            int sent = 0;
+            MPI_Test(&it->second, &sent, MPI_STATUS_IGNORE);
+            it = sent ? m_answers.erase(it) : std::next(it);
+        }
+        for (;;) {
+            int asked = 0;
+            MPI_Status status;
+            if (MPI_Test(&m_questionRequest, &asked, &status) != MPI_SUCCESS || !asked) return;
+            auto& [position, request] = m_answers.emplace_back();
+            position.control = m_controlStarted;
+            position.gradients = m_nextRequest;
+            std::strncpy(position.waitingIn, waitingIn.c_str(), sizeof position.waitingIn - 1);
+            if (MPI_Isend(&position, int(sizeof position), MPI_BYTE, status.MPI_SOURCE, m_question,
+                          m_status, &request) != MPI_SUCCESS)
+                m_answers.pop_back();
+            if (MPI_Irecv(&m_question, 1, MPI_INT, MPI_ANY_SOURCE, kQuestionTag, m_status,
+                          &m_questionRequest) != MPI_SUCCESS)
+                return; // no more questions answered; the waits still end by themselves
+        }
+    }
+
+    // How far every other process got: asked, and answered by those in a wait of their own within
+    // a couple of seconds; nothing for those that do not answer (busy outside MPI, stopped, gone).
+    std::vector<std::optional<Position>> askPositions(const std::string& what)
+    {
+        const auto n = std::size_t(m_size);
+        std::vector<Position> answers(n);
+        std::vector<std::optional<Position>> out(n);
+        std::vector<MPI_Request> questions(n, MPI_REQUEST_NULL), replies(n, MPI_REQUEST_NULL);
+        int tag = 0;
+        {
+            std::lock_guard lock(m_mpi);
+            tag = kAnswerTag + int(m_asked++ % 30000);
+            m_tagAsked = tag;
+            for (int r = 0; r < m_size; ++r) {
+                if (r == m_rank) continue;
+                MPI_Irecv(&answers[std::size_t(r)], int(sizeof(Position)), MPI_BYTE, r, tag,
+                          m_status, &replies[std::size_t(r)]);
+                MPI_Isend(&m_tagAsked, 1, MPI_INT, r, kQuestionTag, m_status,
+                          &questions[std::size_t(r)]);
+            }
+        }
+        const auto deadline = Clock::now() + std::chrono::duration<double>(
+                                                 std::min(2.0, std::max(0.5, m_timeout / 2)));
+        for (bool all = false; !all && Clock::now() < deadline;) {
+            {
+                std::lock_guard lock(m_mpi);
+                all = true;
+                for (std::size_t r = 0; r < n; ++r) {
+                    if (replies[r] == MPI_REQUEST_NULL) continue;
+                    int got = 0;
+                    MPI_Test(&replies[r], &got, MPI_STATUS_IGNORE);
+                    if (got) {
+                        answers[r].waitingIn[sizeof answers[r].waitingIn - 1] = '\0';
+                        out[r] = answers[r];
+                    } else {
+                        all = false;
+                    }
+                }
+                answerQuestionsLocked(what); // another process may be asking this one
+            }
+            if (!all) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        std::lock_guard lock(m_mpi);
+        for (std::size_t r = 0; r < n; ++r) {
+            if (replies[r] != MPI_REQUEST_NULL) {
+                MPI_Cancel(&replies[r]);
+                MPI_Wait(&replies[r], MPI_STATUS_IGNORE);
+            }
+            if (questions[r] != MPI_REQUEST_NULL) {
+                int sent = 0;
+                MPI_Test(&questions[r], &sent, MPI_STATUS_IGNORE);
+                if (!sent) MPI_Request_free(&questions[r]);
+            }
+        }
+        return out;
+    }
+
+    // A wait that timed out: which processes never came to it, as far as they can be asked, and
+    // what this one waited for. Throws ProcessFailed (with the rank when one alone is missing).
+    [[noreturn]] void timedOut(const std::string& what, Channel channel, std::uint64_t seq,
+                               double waited)
+    {
+        const auto positions = askPositions(what);
+        std::vector<int> missing;
+        std::vector<std::string> why;
+        const auto host = [&](int r) { return m_hosts.at(std::size_t(r)); };
+        for (int r = 0; r < m_size; ++r) {
+            if (r == m_rank) continue;
+            const auto& p = positions[std::size_t(r)];
+            if (p && (channel == Channel::Control ? p->control : p->gradients) > seq)
+                continue; // it came (and waits there too, or went on: a broadcast's root)
+            missing.push_back(r);
+            std::string note = "rank " + std::to_string(r) + " on " + host(r);
+            if (!p)
+                note += " does not answer: it is busy outside MPI (computing, reading data), "
+                        "stopped, or gone";
+            else if (p->waitingIn[0])
+                note += std::string(" waits in ") + p->waitingIn + ", an earlier step";
+            else
+                note += " has not come to it yet";
+            why.push_back(note);
+        }
+        const std::string limit = "; TOWERS_MPI_TIMEOUT sets the limit";
+        const std::string waiter = "rank " + std::to_string(m_rank) + " (on " + m_host +
+                                   ") waited " + std::to_string(int(waited)) + " s";
+        if (missing.empty())
+            throw ProcessFailed(-1, "no answer from the other processes while waiting in " + what +
+                                        ": " + waiter +
+                                        ", though every other rank says it came to it" + limit);
+        std::string message = rankList(missing) + " did" + " not come to " + what + ": " + waiter +
+                              " for " + (missing.size() == 1 ? "it" : "them") + " there (";
+        for (std::size_t i = 0; i < why.size(); ++i) message += (i ? "; " : "") + why[i];
+        throw ProcessFailed(missing.size() == 1 ? missing.front() : -1, message + ")" + limit);
+    }
+
     bool m_initialised = false;
     int m_rank = 0, m_size = 1, m_localRank = 0, m_localSize = 1;
     double m_timeout = 300;
     std::string m_host, m_library;
-    MPI_Comm m_control = MPI_COMM_NULL, m_gradients = MPI_COMM_NULL, m_failures = MPI_COMM_NULL;
+    MPI_Comm m_control = MPI_COMM_NULL, m_gradients = MPI_COMM_NULL, m_failures = MPI_COMM_NULL,
+             m_status = MPI_COMM_NULL;
+    std::vector<std::string> m_hosts; // by rank
+    // Under m_mpi: the collectives started on the control channel (the gradients' are
+    // m_nextRequest), the question received (its answer's tag), the answers on their way, the
+    // questions this process asked and the tag of the last.
+    std::uint64_t m_controlStarted = 0, m_asked = 0;
+    int m_question = 0, m_tagAsked = 0;
+    MPI_Request m_questionRequest = MPI_REQUEST_NULL;
+    std::list<std::pair<Position, MPI_Request>> m_answers;
     std::mutex m_mpi; // one thread in MPI at a time (the order of calls stays as issued)
     std::map<Request, MPI_Request> m_pending;
     Request m_nextRequest = 0;

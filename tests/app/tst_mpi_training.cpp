@@ -776,6 +776,47 @@ private slots:
         CHECK_RUN(!QFileInfo::exists(other), apart);
     }
 
+    // Rank 1 stops (SIGSTOP) in the middle of a run: rank 0's wait ends after TOWERS_MPI_TIMEOUT
+    // with rank 1 named as the one that did not come, and why it cannot say (it does not
+    // answer), not with rank 0 named as if it were at fault.
+    void timeoutNamesTheRankThatDidNotCome()
+    {
+        const QString dir = path(QStringLiteral("runs/stalled"));
+        const QString metrics = dir + QStringLiteral("/metrics.jsonl");
+        pid_t stopped = 0;
+        const Run r = mpirun(
+            2,
+            train(dir, {QStringLiteral("--towers"), QStringLiteral("1"), QStringLiteral("--steps"),
+                        QStringLiteral("1000000")}),
+            60000, {QStringLiteral("TOWERS_MPI_TIMEOUT=2")},
+            [&](QProcess& p, QElapsedTimer& clock) {
+                while (lineCount(metrics) < 3 && clock.elapsed() < 30000 &&
+                       p.state() == QProcess::Running)
+                    p.waitForFinished(20);
+                for (const pid_t pid : descendants(static_cast<pid_t>(p.processId()))) {
+                    QFile variables(QStringLiteral("/proc/%1/environ").arg(pid));
+                    QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
+                    if (variables.open(QIODevice::ReadOnly) && cmdline.open(QIODevice::ReadOnly) &&
+                        cmdline.readAll().contains("towers-cli") &&
+                        variables.readAll().contains(QByteArray("OMPI_COMM_WORLD_RANK=1\0", 23)))
+                        stopped = pid;
+                }
+                if (stopped) ::kill(stopped, SIGSTOP);
+            });
+        if (stopped) ::kill(stopped, SIGKILL); // in case mpirun left it
+        VERIFY_RAN(r);
+        CHECK_RUN(stopped != 0, r);
+        CHECK_RUN(r.exitCode != 0, r);
+        const QString said = r.output();
+        CHECK_RUN(said.contains(QRegularExpression(
+                      QStringLiteral("towers-cli train: error: rank 1 did not come to (averaging "
+                                     "gradients|the stop vote|an exchange between the processes): "
+                                     "rank 0 \\(on [^)]*\\) waited [0-9]+ s for it there \\(rank "
+                                     "1 on \\S+ does not answer"))),
+                  r);
+        CHECK_RUN(!said.contains(QStringLiteral("while averaging gradients (rank 0")), r);
+    }
+
     // --gpus all with two processes on one machine would give both every GPU: both refuse it
     // (exit 2), saying how the processes share the GPUs instead, before any folder is made.
     void allGpusForSeveralProcessesIsRefused()
