@@ -14,6 +14,7 @@
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_manifest.h"
 #include "engine/data/dataset_spec.h"
+#include "engine/dist/process_group.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/lr_range_test.h"
 #include "engine/train/recipe.h"
@@ -79,6 +80,30 @@ int runLrFind(const QStringList& args, CommandIo& io)
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
+    // The test runs in one process. Under mpirun or srun every process would run all of it, each
+    // printing; P processes of T towers train bitwise what one process of P x T towers trains, so
+    // one process measures the rate of such a run. Refused, saying so, on rank 0 (the others
+    // leave quietly with the same code, so that the refusal is printed once).
+    if (const engine::LaunchInfo launch = engine::detectLaunch();
+        launch.launched || launch.unjoinable) {
+        if (launch.rank == 0) {
+            bool ok = false;
+            const int towers = p.isSet(QStringLiteral("towers"))
+                                   ? p.value(QStringLiteral("towers")).toInt(&ok)
+                                   : 1;
+            const QString total = p.isSet(QStringLiteral("towers")) && !ok
+                                      ? QStringLiteral("%1 x your towers").arg(launch.size)
+                                      : QString::number(qint64(launch.size) * std::max(towers, 1));
+            io.err << "towers-cli lr-find: error: the range test runs in one process, but "
+                   << QString::fromStdString(launch.launcher) << " started " << launch.size
+                   << " (each would run the whole test and print it). A run of " << launch.size
+                   << " processes trains bitwise what one process of all their towers trains: "
+                      "run the test alone, without mpirun or srun, with the run's towers in "
+                      "total (towers-cli lr-find --towers "
+                   << total << " ...), then train with its rate across the processes.\n";
+        }
+        return ExitUsage;
+    }
     DeviceChoice device;
     if (!readDeviceOptions(p, QStringLiteral("towers-cli lr-find"), io, device)) return ExitUsage;
     std::optional<engine::Precision> precision;

@@ -776,6 +776,25 @@ private slots:
         CHECK_RUN(!QFileInfo::exists(other), apart);
     }
 
+    // lr-find under mpirun would run the whole test on each rank: refused once (rank 0), saying
+    // how to measure the rate of the run's towers in one process.
+    void lrFindIsRefusedOnce()
+    {
+        const Run r = mpirun(2,
+                             {QStringLiteral(TOWERS_CLI), QStringLiteral("lr-find"),
+                              QStringLiteral("--dataset"), QStringLiteral("fashion-mnist"),
+                              QStringLiteral("--towers"), QStringLiteral("1"),
+                              QStringLiteral("--steps"), QStringLiteral("10")},
+                             30000);
+        VERIFY_RAN(r);
+        CHECK_RUN(r.exitCode == 2, r);
+        CHECK_RUN(r.output().count(QStringLiteral("towers-cli lr-find: error: the range test runs "
+                                                  "in one process")) == 1,
+                  r);
+        CHECK_RUN(r.output().contains(QStringLiteral("towers-cli lr-find --towers 2 ...")), r);
+        CHECK_RUN(!r.output().contains(QStringLiteral("learning-rate range test")), r);
+    }
+
     // Rank 1 stops (SIGSTOP) in the middle of a run: rank 0's wait ends after TOWERS_MPI_TIMEOUT
     // with rank 1 named as the one that did not come, and why it cannot say (it does not
     // answer), not with rank 0 named as if it were at fault.

@@ -816,6 +816,37 @@ private slots:
         QVERIFY2(batch.exitCode == 0, qPrintable(batch.err));
     }
 
+    // lr-find under a launcher (faked: Open MPI's variables, which lr-find reads without starting
+    // MPI) would run the whole test on every process: refused (exit 2), said once, by rank 0,
+    // with the one-process command for the run's towers; the other ranks leave quietly.
+    void lrFindUnderALauncherIsRefused()
+    {
+        const QStringList args{QStringLiteral("lr-find"),
+                               QStringLiteral("--dataset"),
+                               QStringLiteral("fashion-mnist"),
+                               QStringLiteral("--towers"),
+                               QStringLiteral("3"),
+                               QStringLiteral("--steps"),
+                               QStringLiteral("10")};
+        for (const int rank : {0, 1}) {
+            const CliRun r = run(args, 120000, {},
+                                 {QStringLiteral("OMPI_COMM_WORLD_SIZE=2"),
+                                  QStringLiteral("OMPI_COMM_WORLD_RANK=%1").arg(rank)});
+            QCOMPARE(r.exitCode, 2);
+            QVERIFY2(r.out.isEmpty(), qPrintable(r.out));
+            if (rank == 1) {
+                QVERIFY2(r.err.isEmpty(), qPrintable(r.err));
+                continue;
+            }
+            QVERIFY2(r.err.startsWith(QStringLiteral("towers-cli lr-find: error: the range test "
+                                                     "runs in one process, but Open MPI started "
+                                                     "2")),
+                     qPrintable(r.err));
+            QVERIFY2(r.err.contains(QStringLiteral("towers-cli lr-find --towers 6 ...")),
+                     qPrintable(r.err));
+        }
+    }
+
     void refusedRunLeavesNoFolder()
     {
         const QString dir = path(QStringLiteral("runs/too-big"));
