@@ -15,6 +15,7 @@
 #include "app/runs/run_builder.h"
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_content.h"
+#include "engine/data/dataset_spec.h"
 #include "engine/data/validation_split.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/classifier.h"
@@ -186,6 +187,19 @@ int runEval(const QStringList& args, CommandIo& io)
                    << " held out no validation set (train with --validation to hold one out); "
                       "without --set, eval measures the test set\n";
             return ExitFailure;
+        }
+    }
+    // The checkpoint's own dataset name, when it is no name of a dataset (a damaged or forged
+    // file's), is the file's fault, not the command line's: exit 1 naming the file.
+    if (!p.isSet(QStringLiteral("dataset"))) {
+        try {
+            (void)engine::datasetFolderNames(datasetName);
+        } catch (const engine::InvalidArgument& e) {
+            throw engine::IoError(checkpointFile.toStdString() +
+                                  ": the checkpoint says it was "
+                                  "trained on dataset '" +
+                                  datasetName + "', which is no dataset's name (" + e.what() +
+                                  "); name the dataset with --dataset");
         }
     }
     const engine::Dataset data = engine::loadDatasetPreferring(

@@ -904,6 +904,31 @@ private slots:
         QVERIFY2(v.err.contains(QStringLiteral("so its validation share is unknown")),
                  qPrintable(v.err));
     }
+
+    // A checkpoint whose dataset field is no dataset's name (a forged or damaged file with a
+    // valid checksum) is the file's fault: exit 1 naming the file, where it was a usage error.
+    void aCheckpointNamingNoDatasetIsTheFilesFault()
+    {
+        const QDir checkpoints(path(QStringLiteral("run/checkpoints")));
+        const QStringList all =
+            checkpoints.entryList({QStringLiteral("ckpt-*.safetensors")}, QDir::Files, QDir::Name);
+        QVERIFY(!all.isEmpty());
+        engine::Checkpoint c =
+            engine::readCheckpoint(checkpoints.filePath(all.last()).toStdString());
+        for (const char* bogus : {"../../etc", "No Such Set!"}) {
+            c.info.dataset = bogus;
+            const QString forged = path(QStringLiteral("forged.safetensors"));
+            engine::writeCheckpoint(forged.toStdString(), c);
+            const auto e = test::runCliProcess(
+                TOWERS_CLI, {QStringLiteral("eval"), QStringLiteral("--checkpoint"), forged});
+            QVERIFY2(e.exitCode == 1, qPrintable(e.err));
+            QVERIFY2(
+                e.err.contains(QStringLiteral("the checkpoint says it was trained on dataset '") +
+                               QLatin1String(bogus) + QStringLiteral("', which is no")),
+                qPrintable(e.err));
+            QVERIFY2(e.err.contains(forged), qPrintable(e.err));
+        }
+    }
 };
 
 QTEST_GUILESS_MAIN(TestImageFolderImport)
