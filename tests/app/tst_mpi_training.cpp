@@ -488,11 +488,37 @@ private slots:
                                                  QStringLiteral("--lr"), QStringLiteral("0.02")}));
         VERIFY_OK(first);
         const QString c = path(QStringLiteral("runs/like-p2"));
+        // Rank 0's note on stderr ("a new run like ...", written before the dataset loads) goes
+        // out when written, not held until the process ends (after its training's lines).
+        QString outBefore, out, err;
+        bool noted = false;
         const Run two =
-            mpirun(2, train(c, QStringList{QStringLiteral("--like"), base,
-                                           QStringLiteral("--towers"), QStringLiteral("1"),
-                                           QStringLiteral("--seed"), QStringLiteral("4")}));
-        VERIFY_OK(two);
+            mpirun(2,
+                   train(c, QStringList{QStringLiteral("--like"), base, QStringLiteral("--towers"),
+                                        QStringLiteral("1"), QStringLiteral("--seed"),
+                                        QStringLiteral("4")}),
+                   kTimeoutMs, {}, [&](QProcess& p, QElapsedTimer& clock) {
+                       while (p.state() == QProcess::Running && clock.elapsed() < kTimeoutMs) {
+                           p.waitForReadyRead(20);
+                           out += QString::fromUtf8(p.readAllStandardOutput());
+                           err += QString::fromUtf8(p.readAllStandardError());
+                           if (!noted && err.contains(QStringLiteral("a new run like"))) {
+                               noted = true;
+                               outBefore = out;
+                           }
+                       }
+                   });
+        out += two.out;
+        err += two.err;
+        if (!noted && err.contains(QStringLiteral("a new run like"))) {
+            noted = true;
+            outBefore = out;
+        }
+        QVERIFY2(two.exitCode == 0, qPrintable(out + err));
+        QVERIFY2(noted, qPrintable(err));
+        QVERIFY2(
+            !outBefore.contains(QStringLiteral("wrote checkpoint")),
+            qPrintable(QStringLiteral("rank 0's note came after its training:\n") + out + err));
         const QJsonObject config = jsonFile(c + QStringLiteral("/config.json"));
         QCOMPARE(config.value(QStringLiteral("processes")).toInt(), 2);
         QCOMPARE(config.value(QStringLiteral("lr")).toDouble(), 0.02); // the run's, not the model's
