@@ -6,9 +6,11 @@
 #include <cudnn.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -27,6 +29,20 @@ std::string versionText(int v, int majorDiv, int minorDiv)
     return std::to_string(v / majorDiv) + "." + std::to_string(v % majorDiv / minorDiv);
 }
 
+// On a thread with no context current, makes `home` (>= 0) current for the scope: the CUDA
+// runtime would otherwise start (and keep) GPU 0's primary context for the call.
+class PinnedDeviceScope
+{
+public:
+    explicit PinnedDeviceScope(int home) noexcept
+    {
+        if (home >= 0 && deviceToRestore() < 0) m_guard.emplace(home);
+    }
+
+private:
+    std::optional<QuietDeviceGuard> m_guard;
+};
+
 // The engine's view of the GPUs' memory (tensors allocate, free, zero and copy through it):
 // stream_memory.h does the work, on the running op's stream where there is one.
 class CudaMemory final : public DeviceMemory
@@ -36,6 +52,7 @@ public:
     void release(int index, void* p) noexcept override { releaseDevice(index, p); }
     void* allocatePinned(std::size_t bytes) override
     {
+        const PinnedDeviceScope scope(m_pinnedDevice.load());
         void* p = nullptr;
         // Portable: page-locked for every GPU's context, since a batch feeds several towers.
         if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
@@ -44,13 +61,27 @@ public:
         }
         return p;
     }
-    void releasePinned(void* p) noexcept override { cudaFreeHost(p); }
+    void releasePinned(void* p) noexcept override
+    {
+        const PinnedDeviceScope scope(m_pinnedDevice.load());
+        cudaFreeHost(p);
+    }
+    void setPinnedDevice(int index) noexcept override { m_pinnedDevice.store(index); }
+    // An execution context's device, when none was set (DeviceMemory::setPinnedDevice).
+    void usesDevice(int index) noexcept
+    {
+        int unset = -1;
+        m_pinnedDevice.compare_exchange_strong(unset, index);
+    }
     void setZero(int index, void* p, std::size_t bytes) override { setZeroDevice(index, p, bytes); }
     void copy(void* dst, const Device& dstDevice, const void* src, const Device& srcDevice,
               std::size_t bytes) override
     {
         copyDevice(dst, dstDevice, src, srcDevice, bytes);
     }
+
+private:
+    std::atomic<int> m_pinnedDevice{-1};
 };
 
 class CudaBackend final : public GpuBackend
@@ -155,6 +186,7 @@ public:
     std::unique_ptr<Ops> makeOps(int device, const GpuOpsOptions& options) override
     {
         requireIndex(device);
+        m_memory.usesDevice(device);
         return std::make_unique<CudaOps>(device, options);
     }
 

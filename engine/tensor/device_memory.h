@@ -31,6 +31,12 @@ public:
         return nullptr;
     }
     virtual void releasePinned(void* p) noexcept { (void)p; }
+    // The device whose context makes and frees page-locked memory on a thread that has none
+    // current (a loader's worker, the main thread before the towers start): one the process
+    // computes on. Unset, the first device an execution context is made for; before that the
+    // backend's default, which for CUDA would start a context on GPU 0 in a process that
+    // computes on another GPU (hundreds of MB of GPU 0's memory for each such process).
+    virtual void setPinnedDevice(int index) noexcept { (void)index; }
     // Copies between any two places of which at least one is on this backend's devices. Returns
     // when the bytes are in place, after every op already issued on either device (a copy is an
     // explicit synchronisation point, never a hidden one); from inside an op, after every op

@@ -187,6 +187,16 @@ int gpuOfTower(const std::vector<int>& gpus, int towers, int localRank, int t, i
     return (localRank * towers + t) % gpuCount;
 }
 
+void choosePinnedDevice(const std::string& backend, const std::vector<int>& gpus, int towers,
+                        int localRank)
+{
+    if (isHostBackend(backend) || towers < 1) return;
+    GpuBackend* gpu = cudaBackend();
+    if (!gpu || gpu->deviceCount() < 1) return; // the towers say why
+    const int g = gpuOfTower(gpus, towers, localRank, 0, gpu->deviceCount());
+    if (g >= 0 && g < gpu->deviceCount()) gpu->memory().setPinnedDevice(g);
+}
+
 TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
 {
     if (m_opt.towers < 1)

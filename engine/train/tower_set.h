@@ -30,6 +30,13 @@ namespace towers::engine {
 // machine take its GPUs in turn by local rank. The number is not checked against gpuCount.
 int gpuOfTower(const std::vector<int>& gpus, int towers, int localRank, int t, int gpuCount);
 
+// For GPU towers (`backend` not a host one, a GPU backend loaded): page-locked host memory is
+// made in the context of this process's first tower's GPU (DeviceMemory::setPinnedDevice), so
+// that a batch loader's threads, which choose no GPU, start no context on GPU 0 in a process
+// that computes on another. Called before anything page-locked is made.
+void choosePinnedDevice(const std::string& backend, const std::vector<int>& gpus, int towers,
+                        int localRank);
+
 struct TowerSetOptions
 {
     std::string model = "cifar10-tutorial"; // a registered model

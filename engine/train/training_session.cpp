@@ -179,6 +179,7 @@ void TrainingSession::build(TrainerObserver* observer)
     lo.augment = c.augmentation != "none";
     lo.workers = m_options.loaderWorkers;
     lo.pinned = !isHostBackend(c.backend);
+    choosePinnedDevice(c.backend, c.gpus, c.towers, group ? group->localRank() : 0);
     std::string dataNote;
     lo.drawsOnly = holdOnGpus(c, group, *train, dataNote);
     try {
