@@ -32,9 +32,8 @@ void Dropout::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
             ctx.ops.dropoutForward(x, m_rate, seed, y, m_mask, *ctx.scalars);
         else
             ctx.ops.dropoutForward(x, m_rate, dropoutSeed(seed, ctx.step), y, m_mask, Tensor());
-    } else {
-        Tensor::ensure(y, x.shape(), x.dtype(), x.device());
-        y.copyFrom(x);
+    } else { // on the context's stream: a copy outside its ops would wait for every stream
+        ctx.ops.copy(x, y);
     }
 }
 
@@ -45,8 +44,7 @@ void Dropout::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const
     (void)y;
     if (!dx) return;
     if (!m_enabled) {
-        Tensor::ensure(*dx, dy.shape(), dy.dtype(), dy.device());
-        if (dx->raw() != dy.raw()) dx->copyFrom(dy);
+        if (dx->raw() != dy.raw()) ctx.ops.copy(dy, *dx);
         return;
     }
     if (!m_lastWasTraining)

@@ -31,8 +31,7 @@ double Sequential::forwardFlops(const Shape& input) const
 void Sequential::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
 {
     if (m_layers.empty()) {
-        Tensor::ensure(y, x.shape(), x.dtype(), x.device());
-        y.copyFrom(x);
+        ctx.ops.copy(x, y); // on the context's stream, as its layers' ops
         return;
     }
     const std::size_t n = m_layers.size();
@@ -70,10 +69,7 @@ void Sequential::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, co
                           Tensor* dx)
 {
     if (m_layers.empty()) {
-        if (dx) {
-            Tensor::ensure(*dx, dy.shape(), dy.dtype(), dy.device());
-            dx->copyFrom(dy);
-        }
+        if (dx) ctx.ops.copy(dy, *dx);
         return;
     }
     const std::size_t n = m_layers.size();
