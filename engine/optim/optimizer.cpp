@@ -8,12 +8,21 @@
 
 namespace towers::engine {
 
-void Optimizer::step(Ops& ops, const std::vector<Parameter*>& params, double lr, const Tensor& skip,
-                     const Tensor& scalars)
+namespace {
+
+void requireLearningRate(double lr)
 {
     if (!(lr >= 0) || !std::isfinite(lr))
         throw InvalidArgument("learning rate must be a finite number >= 0, got " +
                               std::to_string(lr));
+}
+
+} // namespace
+
+void Optimizer::step(Ops& ops, const std::vector<Parameter*>& params, double lr, const Tensor& skip,
+                     const Tensor& scalars)
+{
+    requireLearningRate(lr);
     for (auto* p : params) {
         if (!p->trainable) continue;
         if (p->grad.empty())
@@ -27,6 +36,7 @@ void Optimizer::step(Ops& ops, const std::vector<Parameter*>& params, double lr,
 
 void Optimizer::fillScalars(StepScalars& scalars, double lr) const
 {
+    requireLearningRate(lr); // a replayed step reads it here, not through step()
     scalars.values[StepScalars::LearningRate] = lr;
     scalars.values[StepScalars::MomentumFirst] = m_steps == 0 ? 1 : 0;
 }

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "engine/cpu/onednn_ops.h"
 #include "engine/io/safetensors.h"
@@ -380,6 +381,15 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, sgd.step(*ops, ps.list, std::nan("")));
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, sgd.step(*ops, ps.list, -0.1));
         sgd.step(*ops, ps.list, 0.0); // a schedule may reach 0
+        // A replayed step (CUDA graphs) reads its rate from the step's scalars: checked there too.
+        StepScalars scalars;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, sgd.fillScalars(scalars, std::nan("")));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, sgd.fillScalars(scalars, -0.1));
+        Adam adam;
+        QVERIFY_THROWS_EXCEPTION(
+            InvalidArgument, adam.fillScalars(scalars, std::numeric_limits<double>::infinity()));
+        sgd.fillScalars(scalars, 0.5);
+        QCOMPARE(scalars.values[StepScalars::LearningRate], 0.5);
     }
 
     // The override replaces the coefficient of conv and linear weights only.
