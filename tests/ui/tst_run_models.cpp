@@ -3,12 +3,15 @@
 #include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QFile>
+#include <QFileInfo>
 #include <QFont>
 #include <QIcon>
 #include <QImage>
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "checkpoint_files.h"
+#include "engine/data/dataset.h"
 #include "ui/models/checkpoint_list_model.h"
 #include "ui/models/class_accuracy_model.h"
 #include "ui/models/run_list_model.h"
@@ -135,12 +138,20 @@ private slots:
     {
         QTemporaryDir dir;
         std::vector<engine::CheckpointFile> files;
+        engine::Dataset data; // what a checkpoint names: 28x28 grey images of 10 classes
+        data.name = "fashion-mnist";
+        for (int c = 0; c < 10; ++c) data.classNames.push_back("class " + std::to_string(c));
+        for (engine::ImageSet* set : {&data.train, &data.test}) {
+            set->count = 1;
+            set->height = set->width = 28;
+            set->channels = 1;
+            set->pixels.assign(28 * 28, 7);
+            set->labels = {0};
+        }
         for (int s : {100, 200, 300}) {
             const QString p =
                 dir.filePath(QStringLiteral("ckpt-%1.safetensors").arg(s, 8, 10, QLatin1Char('0')));
-            QFile f(p);
-            QVERIFY(f.open(QIODevice::WriteOnly));
-            f.write(QByteArray(s, 'x'));
+            test::writeFreshCheckpoint("fashion-fast", data, p.toStdString(), 3, s);
             files.push_back({s, p.toStdString()});
         }
         ui::CheckpointListModel model;
@@ -153,7 +164,7 @@ private slots:
             300); // newest first
         QCOMPARE(
             model.data(model.index(2, ui::CheckpointListModel::Size), Qt::EditRole).toLongLong(),
-            100);
+            QFileInfo(QString::fromStdString(files[0].path.string())).size());
         QCOMPARE(model.path(1), QString::fromStdString(files[1].path.string()));
         QCOMPARE(model.data(model.index(0, ui::CheckpointListModel::File)).toString(),
                  QStringLiteral("ckpt-00000300.safetensors"));
@@ -188,6 +199,30 @@ private slots:
         model.setValidation(true);
         QCOMPARE(model.headerData(ui::CheckpointListModel::Accuracy, Qt::Horizontal).toString(),
                  QStringLiteral("Validation accuracy"));
+
+        // A checkpoint cut short (a full disk, an interrupted copy) is marked damaged, the best
+        // one too: it still is the run's best by its evaluation, but it does not load.
+        for (int row = 0; row < 3; ++row)
+            QVERIFY(model.data(model.index(row, 0), ui::CheckpointListModel::DamagedRole)
+                        .toString()
+                        .isEmpty());
+        QVERIFY(QFile::resize(QString::fromStdString(files[1].path.string()), 4000));
+        model.setCheckpoints(files, {{100, 0.8}, {200, 0.875}, {300, 0.85}});
+        QCOMPARE(model.bestRow(), 1);
+        const QString why =
+            model.data(model.index(1, 0), ui::CheckpointListModel::DamagedRole).toString();
+        QVERIFY2(why.contains(QStringLiteral("truncated")), qPrintable(why));
+        QCOMPARE(model.data(model.index(1, ui::CheckpointListModel::Accuracy)).toString(),
+                 QStringLiteral("87.50 % best, damaged"));
+        QCOMPARE(model.data(model.index(1, ui::CheckpointListModel::File)).toString(),
+                 QStringLiteral("ckpt-00000200.safetensors (damaged)"));
+        QVERIFY(!model.data(model.index(1, ui::CheckpointListModel::File), Qt::DecorationRole)
+                     .isNull());
+        QVERIFY(model.data(model.index(1, ui::CheckpointListModel::Step), Qt::ToolTipRole)
+                    .toString()
+                    .startsWith(QStringLiteral("This file does not read as a checkpoint: ")));
+        QCOMPARE(model.data(model.index(0, ui::CheckpointListModel::File)).toString(),
+                 QStringLiteral("ckpt-00000300.safetensors"));
     }
 
     void classAccuracy()

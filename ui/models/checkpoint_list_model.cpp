@@ -1,10 +1,14 @@
 #include "ui/models/checkpoint_list_model.h"
 
+#include <QApplication>
 #include <QDateTime>
 #include <QFileInfo>
 #include <QFont>
 #include <QLocale>
+#include <QStyle>
 
+#include "engine/errors.h"
+#include "engine/train/checkpoint.h"
 #include "ui/models/device_model.h"
 
 namespace towers::ui {
@@ -19,7 +23,14 @@ void CheckpointListModel::setCheckpoints(const std::vector<engine::CheckpointFil
     for (auto it = checkpoints.rbegin(); it != checkpoints.rend(); ++it) {
         const QString p = QString::fromStdString(it->path.string());
         const QFileInfo info(p);
-        m_rows.push_back({qint64(it->step), p, info.size(), info.lastModified(), std::nullopt});
+        QString damaged;
+        try {
+            (void)engine::readCheckpointInfo(it->path);
+        } catch (const engine::Error& e) {
+            damaged = QString::fromUtf8(e.what());
+        }
+        m_rows.push_back(
+            {qint64(it->step), p, info.size(), info.lastModified(), std::nullopt, damaged});
     }
     m_best = -1;
     endResetModel();
@@ -72,6 +83,13 @@ QVariant CheckpointListModel::data(const QModelIndex& index, int role) const
     const Row& r = m_rows[std::size_t(index.row())];
     const bool best = index.row() == m_best;
     if (role == BestRole) return best;
+    if (role == DamagedRole) return r.damaged;
+    if (!r.damaged.isEmpty()) {
+        if (role == Qt::ToolTipRole)
+            return tr("This file does not read as a checkpoint: %1").arg(r.damaged);
+        if (role == Qt::DecorationRole && index.column() == File)
+            return QApplication::style()->standardIcon(QStyle::SP_MessageBoxWarning);
+    }
     if (role == Qt::ToolTipRole && index.column() == Accuracy)
         return best
                    ? (m_validation
@@ -107,10 +125,13 @@ QVariant CheckpointListModel::data(const QModelIndex& index, int role) const
         return QLocale().toString(r.step);
     case Accuracy:
         if (!r.accuracy) return QString();
+        if (best && !r.damaged.isEmpty())
+            return tr("%1 % best, damaged").arg(QLocale().toString(*r.accuracy * 100, 'f', 2));
         return best ? tr("%1 % best").arg(QLocale().toString(*r.accuracy * 100, 'f', 2))
                     : tr("%1 %").arg(QLocale().toString(*r.accuracy * 100, 'f', 2));
     case File:
-        return QFileInfo(r.path).fileName();
+        return r.damaged.isEmpty() ? QFileInfo(r.path).fileName()
+                                   : tr("%1 (damaged)").arg(QFileInfo(r.path).fileName());
     case Size:
         return bytesLabel(double(r.size));
     case Modified:

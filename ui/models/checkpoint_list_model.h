@@ -28,12 +28,15 @@ public:
     enum Role
     {
         PathRole = Qt::UserRole + 1,
-        BestRole // bool: the run's best checkpoint
+        BestRole,   // bool: the run's best checkpoint
+        DamagedRole // QString: why the file does not read as a checkpoint, or empty
     };
 
     explicit CheckpointListModel(QObject* parent = nullptr);
     // `checkpoints` oldest first (as RunDirectory lists them); shown newest first. `evaluations`
-    // (eval.jsonl's, readEvaluations) give each its accuracy and the best.
+    // (eval.jsonl's, readEvaluations) give each its accuracy and the best. Each file's header is
+    // read (a few kB): one that does not read as a checkpoint (truncated by a full disk, an
+    // interrupted copy) is marked damaged, the run's best too.
     void setCheckpoints(const std::vector<engine::CheckpointFile>& checkpoints,
                         const std::vector<engine::EvaluationMark>& evaluations = {});
     // New evaluations for the same checkpoints: the rows stay (and the selection with them).
@@ -59,6 +62,7 @@ private:
         qint64 size;
         QDateTime modified;
         std::optional<double> accuracy;
+        QString damaged; // why the file does not read as a checkpoint (its header), or empty
     };
     std::vector<Row> m_rows;
     int m_best = -1;
