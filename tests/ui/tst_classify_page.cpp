@@ -9,6 +9,9 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QMimeData>
 #include <QPushButton>
@@ -19,6 +22,7 @@
 #include <QTest>
 #include <QUrl>
 
+#include "app/data/image_folder_import.h"
 #include "app/inference/image_files.h"
 #include "checkpoint_files.h"
 #include "dataset_files.h"
@@ -81,6 +85,20 @@ private slots:
         const std::filesystem::path root = m_dir.path().toStdString();
         test::writeIdxDataset(root / "mnist", 100, 120, 28, 28, false, 5);
         m_data = std::make_shared<engine::Dataset>(engine::loadDataset("mnist", root / "mnist"));
+        // The record of image files an import keeps (towers-files.json), as if it were one: the
+        // surest mistakes name their files.
+        QJsonArray train, test;
+        for (std::int64_t i = 0; i < m_data->train.count; ++i)
+            train.append(QStringLiteral("/images/train/img%1.png").arg(i));
+        for (std::int64_t i = 0; i < m_data->test.count; ++i)
+            test.append(QStringLiteral("/images/test/img%1.png").arg(i));
+        QFile list(QString::fromStdString((root / "mnist").string()) + QLatin1Char('/') +
+                   QLatin1String(app::kImportedFilesName));
+        QVERIFY(list.open(QIODevice::WriteOnly));
+        list.write(QJsonDocument(QJsonObject{{QStringLiteral("train"), train},
+                                             {QStringLiteral("test"), test}})
+                       .toJson());
+        list.close();
         m_checkpoint = m_dir.filePath(QStringLiteral("ckpt-00000042.safetensors"));
         test::writeFreshCheckpoint("fashion-fast", *m_data, m_checkpoint.toStdString(), 3, 42);
     }
@@ -391,10 +409,11 @@ private slots:
             QVERIFY(p.predicted[std::size_t(i)] != m_data->test.labels[std::size_t(i)]);
             QVERIFY(p.confidence[std::size_t(i)] <= before);
             before = p.confidence[std::size_t(i)];
-            QVERIFY(cells->data(cells->index(r), Qt::ToolTipRole)
-                        .toString()
-                        .contains(QStringLiteral("predicted %1 with ")
-                                      .arg(page.classNames().value(p.predicted[std::size_t(i)]))));
+            const QString tip = cells->data(cells->index(r), Qt::ToolTipRole).toString();
+            QVERIFY(tip.contains(QStringLiteral("predicted %1 with ")
+                                     .arg(page.classNames().value(p.predicted[std::size_t(i)]))));
+            QVERIFY2(tip.endsWith(QStringLiteral("\n/images/test/img%1.png").arg(i)),
+                     qPrintable(tip));
         }
     }
 
@@ -462,9 +481,12 @@ private slots:
                 cells->data(cells->index(r), towers::ui::SampleImageModel::DatasetIndexRole)
                     .toLongLong();
             QVERIFY(p.predicted[std::size_t(i)] != split.validation.labels[std::size_t(i)]);
-            QVERIFY(cells->data(cells->index(r), Qt::ToolTipRole)
-                        .toString()
-                        .startsWith(QStringLiteral("Validation image %1: ").arg(i)));
+            const QString tip = cells->data(cells->index(r), Qt::ToolTipRole).toString();
+            QVERIFY(tip.startsWith(QStringLiteral("Validation image %1: ").arg(i)));
+            // Its file: the training image it is, traced back through the split.
+            QVERIFY2(tip.endsWith(QStringLiteral("\n/images/train/img%1.png")
+                                      .arg(split.validationIndex[std::size_t(i)])),
+                     qPrintable(tip));
             QCOMPARE(cells->data(cells->index(r), towers::ui::SampleImageModel::ImageRole)
                          .value<QImage>(),
                      app::toQImage(split.validation, i));

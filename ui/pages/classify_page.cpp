@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "app/data/image_folder_import.h"
 #include "app/devices/device_list.h"
 #include "app/inference/image_files.h"
 #include "app/runs/run_builder.h"
@@ -654,15 +655,25 @@ void ClassifyPage::withImages(std::function<void()> then)
 {
     withDataset([this, then = std::move(then)] {
         if (!m_images) {
+            // The image files of a dataset imported from them, as the import recorded them (a
+            // list that does not match the dataset's counts is another import's: none).
+            const auto files =
+                app::readImportedFiles(QString::fromStdString(m_dataset->location.string()));
+            const bool listed = files && files->train.size() == m_dataset->train.count &&
+                                files->test.size() == m_dataset->test.count;
+            m_imageFiles.clear();
             if (m_set == EvalSet::Validation) {
-                m_images = std::make_shared<const engine::ImageSet>(
-                    engine::splitValidation(m_dataset->train, int(m_dataset->classNames.size()),
-                                            validationShare())
-                        .validation);
+                engine::ValidationSplit split = engine::splitValidation(
+                    m_dataset->train, int(m_dataset->classNames.size()), validationShare());
+                if (listed)
+                    for (const std::int64_t i : split.validationIndex)
+                        m_imageFiles << files->train[qsizetype(i)];
+                m_images = std::make_shared<const engine::ImageSet>(std::move(split.validation));
             } else {
                 // The dataset's own test or training set, kept alive with it.
                 m_images = std::shared_ptr<const engine::ImageSet>(
                     m_dataset, m_set == EvalSet::Train ? &m_dataset->train : &m_dataset->test);
+                if (listed) m_imageFiles = m_set == EvalSet::Train ? files->train : files->test;
             }
             m_imageIndex->setRange(0, int(std::max<std::int64_t>(0, m_images->count - 1)));
         }
@@ -876,10 +887,14 @@ void ClassifyPage::showSetImages(const std::vector<std::int64_t>& indices)
 {
     const auto& p = *m_predictions;
     std::map<std::int64_t, QString> notes;
-    for (const std::int64_t i : indices)
+    for (const std::int64_t i : indices) {
         notes[i] = tr("predicted %1 with %2 %")
                        .arg(m_classNames.value(p.predicted[std::size_t(i)]),
                             QLocale().toString(100.0 * p.confidence[std::size_t(i)], 'f', 1));
+        // An imported image's file, to find (and relabel or remove) it where it came from.
+        if (i < m_imageFiles.size())
+            notes[i] += QLatin1Char('\n') + app::quotedPath(m_imageFiles[qsizetype(i)]);
+    }
     m_cellImages->setDataset(m_dataset);
     const bool validation = m_set == EvalSet::Validation;
     m_cellImages->setValidationSet(validation ? m_images : nullptr);

@@ -224,6 +224,9 @@ private:
     // The chosen set of m_dataset (its test set, or the validation set drawn from its training
     // images as the run drew it); reset when the dataset, the checkpoint or the set changes.
     std::shared_ptr<const engine::ImageSet> m_images;
+    // m_images' image files, index by index, for a dataset imported from image files (its
+    // towers-files.json, app::readImportedFiles); empty for others. Made with m_images.
+    QStringList m_imageFiles;
     std::vector<std::pair<QString, double>> m_top;
     std::vector<engine::LayerView> m_layers; // of the image the page shows
     std::optional<app::TestSetPredictions> m_predictions;
