@@ -185,8 +185,8 @@ void ScreenshotTour::addStandardSteps()
                  *editor = new ModelFileEditor(page->model(), page->modelFilePath(), w);
                  (*editor)->show();
              },
-             [editor] { return *editor && (*editor)->isVisible(); }, 5000,
-             [editor] { delete editor->data(); },
+             [editor] { return *editor && (*editor)->isVisible() && !(*editor)->isChecking(); },
+             5000, [editor] { delete editor->data(); },
              [editor]() -> QWidget* { return editor->data(); }});
 }
 

@@ -6,6 +6,7 @@
 #include <QTimer>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "app/cli/command.h"
@@ -16,6 +17,7 @@
 #include "ui/main_window.h"
 #include "ui/pages/data_page.h"
 #include "ui/pages/devices_page.h"
+#include "ui/pages/model_file_editor.h"
 #include "ui/pages/train_page.h"
 #include "ui/plots/plot_theme.h"
 #include "ui/screenshot_tour.h"
@@ -90,6 +92,8 @@ int answerWithoutDisplay(int argc, char** argv)
     return -1;
 }
 
+int run(int argc, char** argv, const QElapsedTimer& sinceMain);
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -98,6 +102,21 @@ int main(int argc, char** argv)
     sinceMain.start();
     towers::engine::setCudaDeviceOrder(); // before any thread
     if (const int code = answerWithoutDisplay(argc, argv); code >= 0) return code;
+    const int code = run(argc, argv, sinceMain);
+    // The window is closed, the settings written. A model file editor's check may still be
+    // building a large network on its own thread (seconds, and it cannot be stopped): the process
+    // ends without waiting for it, and without the static destructors, which it could outlive.
+    if (towers::ui::ModelFileEditor::buildsRunning() > 0) {
+        std::fflush(nullptr);
+        std::_Exit(code);
+    }
+    return code;
+}
+
+namespace {
+
+int run(int argc, char** argv, const QElapsedTimer& sinceMain)
+{
     QApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("Towers"));
     QApplication::setApplicationName(QStringLiteral("towers"));
@@ -186,3 +205,5 @@ int main(int argc, char** argv)
     const int code = app.exec();
     return interrupts.received() ? 128 + interrupts.received() : code;
 }
+
+} // namespace

@@ -13,9 +13,11 @@
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QThreadPool>
 
 #include <fstream>
 
+#include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "model_files.h"
 #include "ui/models/layer_table_model.h"
@@ -23,6 +25,7 @@
 #include "ui/pages/model_page.h"
 #include "ui/widgets/hyperparameter_form.h"
 
+using towers::ui::ModelFileEditor;
 using towers::ui::ModelPage;
 
 namespace {
@@ -37,10 +40,27 @@ int shownRows(const std::vector<towers::engine::LayerRow>& rows)
 
 } // namespace
 
+namespace {
+// A network whose build takes a moment (30 million parameters, 120 MB).
+const QString kSlowNet = QStringLiteral(
+    R"({"name": "slow", "input": [28, 28, 1], "layers": [{"type": "flatten"},
+ {"type": "linear", "units": 16384}, {"type": "linear", "units": 1024},
+ {"type": "linear", "units": "classes"}]})");
+
+// Waits for the editor's check (a build runs on a thread of its own) to answer.
+bool waitChecked(const towers::ui::ModelFileEditor& editor)
+{
+    return QTest::qWaitFor([&editor] { return !editor.isChecking(); }, 20000);
+}
+} // namespace
+
 class TestModelPage : public QObject
 {
     Q_OBJECT
 private slots:
+    // No editor's build outlives a test (nor the process's static objects).
+    void cleanup() { QTRY_COMPARE_WITH_TIMEOUT(ModelFileEditor::buildsRunning(), 0, 20000); }
+
     void pickerShowsEveryModel()
     {
         ModelPage page;
@@ -247,6 +267,7 @@ private slots:
         ModelPage page;
         page.setModelName(QStringLiteral("fashion-fast"));
         towers::ui::ModelFileEditor editor(page.model(), page.modelFilePath());
+        QVERIFY(waitChecked(editor));
         QVERIFY2(editor.status().startsWith(
                      QStringLiteral("✓ my-fashion-fast: 10 layers, %1 trainable parameters")
                          .arg(QLocale().toString(qint64(421738)))),
@@ -262,6 +283,7 @@ private slots:
         QCOMPARE(text.count(QStringLiteral("\"filters\": 32")), 1);
         editor.setText(QString(text).replace(QStringLiteral("\"filters\": 32"),
                                              QStringLiteral("\"filters\": 0")));
+        QVERIFY(waitChecked(editor));
         QVERIFY(!editor.network());
         QVERIFY(!use->isEnabled());
         QVERIFY2(editor.status().contains(QStringLiteral(
@@ -280,12 +302,14 @@ private slots:
         QVERIFY(editor.isModified());
         // A JSON mistake's line is marked.
         editor.setText(QStringLiteral("{\n  \"name\": \"x\",\n  \"layers\": [,]\n}"));
+        QVERIFY(waitChecked(editor));
         QCOMPARE(editor.mistakeLine(), 3);
         QCOMPARE(editor.editor()->extraSelections().size(), 1);
         QCOMPARE(editor.editor()->extraSelections().first().cursor.blockNumber(), 2);
 
         editor.setText(QString(text).replace(QStringLiteral("\"filters\": 32"),
                                              QStringLiteral("\"filters\": 16")));
+        QVERIFY(waitChecked(editor));
         QVERIFY(use->isEnabled());
         QCOMPARE(editor.mistakeLine(), 0);
         QVERIFY(editor.editor()->extraSelections().isEmpty());
@@ -324,6 +348,7 @@ private slots:
         ModelPage page;
         page.setModelName(QStringLiteral("fashion-fast"));
         towers::ui::ModelFileEditor editor(page.model(), page.modelFilePath());
+        QVERIFY(waitChecked(editor));
         QPushButton* use = nullptr;
         for (auto* b : editor.findChildren<QPushButton*>())
             if (b->text() == QStringLiteral("Use this network")) use = b;
@@ -348,15 +373,17 @@ private slots:
         QTest::qWait(400); // nothing later overwrites it
         QCOMPARE(editor.network()->build(10)->parameters().front()->value.shape(),
                  (towers::engine::Shape{8, 1, 3, 3}));
-        // A mistake needs no build: shown at once.
+        // A mistake: named once its check answers.
         editor.editor()->setPlainText(QStringLiteral("{\"name\": "));
         editor.checkInBackground();
+        QVERIFY(waitChecked(editor));
         QVERIFY2(editor.status().contains(QStringLiteral("not valid JSON")),
                  qPrintable(editor.status()));
         QVERIFY(!use->isEnabled());
         // "Use" clicked right after typing (before the pause's check): the window takes the
         // network once its check, off the GUI thread, answers.
-        editor.setText(eight); // checked: "Use" enabled
+        editor.setText(eight);
+        QVERIFY(waitChecked(editor)); // checked: "Use" enabled
         QVERIFY(use->isEnabled());
         editor.editor()->setPlainText(sixteen);
         QVERIFY(use->isEnabled()); // still, until the pause's check
@@ -366,6 +393,68 @@ private slots:
         QTRY_COMPARE(editor.result(), int(QDialog::Accepted));
         QCOMPARE(editor.network()->build(10)->parameters().front()->value.shape(),
                  (towers::engine::Shape{16, 1, 3, 3}));
+    }
+
+    // Opening a model file's network in the editor, and saving while its check runs, check it
+    // off the GUI thread as typing does (a large network held the window for seconds). A text
+    // with a mistake, saved, is checked again: its mistake names the file.
+    void opensAndSavesWithoutBuildingOnTheGuiThread()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("slow.json"));
+        {
+            QFile f(path);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(kSlowNet.toUtf8());
+        }
+        ModelPage page;
+        QString error;
+        QVERIFY2(page.openModelFile(path, &error), qPrintable(error));
+        ModelFileEditor editor(page.model(), page.modelFilePath());
+        QCOMPARE(editor.path(), path);
+        QCOMPARE(editor.text(), kSlowNet);
+        // No event handled yet: only a check off the GUI thread leaves it unanswered.
+        QCOMPARE(editor.status(), QStringLiteral("Checking…"));
+        QVERIFY(editor.isChecking());
+        QVERIFY(!editor.network());
+        QVERIFY2(editor.saveAs(dir.filePath(QStringLiteral("copy.json")), &error),
+                 qPrintable(error));
+        QCOMPARE(editor.status(), QStringLiteral("Checking…"));
+        QVERIFY(waitChecked(editor));
+        QVERIFY2(editor.status().startsWith(QStringLiteral("✓ slow: ")),
+                 qPrintable(editor.status()));
+        QVERIFY(editor.network());
+
+        editor.setText(QString(kSlowNet).replace(QStringLiteral("16384"), QStringLiteral("0")));
+        QVERIFY(waitChecked(editor));
+        QVERIFY2(editor.status().startsWith(
+                     QStringLiteral("✗ %1: ").arg(dir.filePath(QStringLiteral("copy.json")))),
+                 qPrintable(editor.status()));
+        const QString broken = dir.filePath(QStringLiteral("broken.json"));
+        QVERIFY2(editor.saveAs(broken, &error), qPrintable(error));
+        QVERIFY(waitChecked(editor));
+        QVERIFY2(editor.status().startsWith(QStringLiteral("✗ %1: ").arg(broken)),
+                 qPrintable(editor.status()));
+    }
+
+    // A check's build runs on a thread of its own, not in the global thread pool, which the
+    // application waits for as it quits (a large network's build held the closed window's
+    // process for seconds); the editor closed first, the build's answer is dropped.
+    void aCheckDoesNotHoldUpQuitting()
+    {
+        const auto slow = towers::engine::modelFromDefinition(kSlowNet.toStdString(), "slow");
+        auto* editor = new ModelFileEditor(slow, QString());
+        QCOMPARE(editor->status(), QStringLiteral("Checking…"));
+        QCOMPARE(ModelFileEditor::buildsRunning(), 1);
+        QCOMPARE(QThreadPool::globalInstance()->activeThreadCount(), 0);
+        delete editor; // closed while it builds
+        QTRY_COMPARE_WITH_TIMEOUT(ModelFileEditor::buildsRunning(), 0, 20000);
+        QTest::qWait(50); // its answer, posted or not, reaches no one
+
+        // The same with the window open: the answer arrives.
+        ModelFileEditor open(slow, QString());
+        QVERIFY(waitChecked(open));
+        QVERIFY2(open.status().startsWith(QStringLiteral("✓ slow: ")), qPrintable(open.status()));
     }
 };
 

@@ -7,16 +7,19 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFontDatabase>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QLocale>
 #include <QMessageBox>
 #include <QPlainTextEdit>
-#include <QPointer>
 #include <QPushButton>
 #include <QTextBlock>
-#include <QThreadPool>
 #include <QTimer>
 #include <QVBoxLayout>
+
+#include <atomic>
+#include <thread>
 
 #include "engine/io/output_file.h"
 #include "engine/models/model_file.h"
@@ -33,12 +36,14 @@ QString fileText(const engine::ModelInfo& from, const QString& path)
     QFile f(path);
     if (!f.open(QIODevice::ReadOnly)) return {};
     const QString text = QString::fromUtf8(f.readAll());
-    try {
-        if (engine::canonicalModelDefinition(text.toStdString(), path.toStdString()) ==
-            from.definition)
-            return text;
-    } catch (const std::exception&) {
-    }
+    // The same JSON as the network's definition (its canonical text: the file's object, keys
+    // sorted). Compared as JSON, not read as a network, which makes its layers: seconds and
+    // gigabytes for a large one, as the window opens.
+    const QJsonDocument file = QJsonDocument::fromJson(text.toUtf8());
+    const QJsonDocument definition =
+        QJsonDocument::fromJson(QByteArray::fromStdString(from.definition));
+    if (file.isObject() && definition.isObject() && file.object() == definition.object())
+        return text;
     return {};
 }
 
@@ -101,12 +106,36 @@ ModelFileEditor::ModelFileEditor(const engine::ModelInfo& from, const QString& p
     connect(m_checkTimer, &QTimer::timeout, this, &ModelFileEditor::checkInBackground);
     connect(m_text, &QPlainTextEdit::textChanged, m_checkTimer, qOverload<>(&QTimer::start));
 
+    m_link = std::make_shared<Link>();
+    m_link->editor = this;
     QString text = fileText(from, path);
     if (!text.isEmpty()) m_path = path;
     if (text.isEmpty()) text = writtenText(from);
+    // Checked as typing is: a large network's build would hold the window up as it opens.
     setText(text);
     m_savedText = text;
     resize(820, 640);
+}
+
+ModelFileEditor::~ModelFileEditor()
+{
+    // A build still running answers no one: what it posted already goes with this object.
+    const std::lock_guard<std::mutex> lock(m_link->mutex);
+    m_link->editor = nullptr;
+}
+
+namespace {
+std::atomic<int> g_buildsRunning{0};
+} // namespace
+
+int ModelFileEditor::buildsRunning()
+{
+    return g_buildsRunning.load();
+}
+
+bool ModelFileEditor::isChecking() const
+{
+    return m_building || m_checkTimer->isActive();
 }
 
 QString ModelFileEditor::text() const
@@ -117,7 +146,7 @@ QString ModelFileEditor::text() const
 void ModelFileEditor::setText(const QString& text)
 {
     m_text->setPlainText(text);
-    check();
+    checkInBackground();
 }
 
 std::string ModelFileEditor::where() const
@@ -125,34 +154,38 @@ std::string ModelFileEditor::where() const
     return m_path.isEmpty() ? "the network" : m_path.toStdString();
 }
 
-ModelFileEditor::Checked ModelFileEditor::read(const std::string& source, const std::string& where)
+ModelFileEditor::Examined ModelFileEditor::examine(const std::string& source,
+                                                   const std::string& where)
 {
-    Checked c;
+    Examined e;
     try {
+        // Reading works the layers' shapes out by making them (seconds and gigabytes for a large
+        // network), building counts their parameters.
         engine::ModelInfo info = engine::modelFromDefinition(source, where);
         (void)engine::defaultConfigFor(info); // its recipe, as train checks it
-        c.network = std::move(info);
-    } catch (const std::exception& e) {
-        c.status = tr("✗ %1").arg(QString::fromUtf8(e.what()));
-        c.line = engine::mistakeLine(source, where, e.what());
+        const auto model = engine::buildModel(info);
+        e.layers = model->layerTable().size();
+        e.parameters = model->parameterCount();
+        e.network = std::move(info);
+    } catch (const std::exception& x) { // a mistake in the text, or out of memory
+        e.error = x.what();
     }
-    return c;
+    return e;
 }
 
-ModelFileEditor::Checked ModelFileEditor::counted(engine::ModelInfo info, const std::string& source,
+ModelFileEditor::Checked ModelFileEditor::checked(Examined examined, const std::string& source,
                                                   const std::string& where)
 {
     Checked c;
-    try {
-        const auto model = engine::buildModel(info);
+    if (examined.network) {
         c.status = tr("✓ %1: %2 layers, %3 trainable parameters")
-                       .arg(QString::fromStdString(info.name))
-                       .arg(model->layerTable().size())
-                       .arg(QLocale().toString(qint64(model->parameterCount())));
-        c.network = std::move(info);
-    } catch (const std::exception& e) { // out of memory, say
-        c.status = tr("✗ %1").arg(QString::fromUtf8(e.what()));
-        c.line = engine::mistakeLine(source, where, e.what());
+                       .arg(QString::fromStdString(examined.network->name))
+                       .arg(examined.layers)
+                       .arg(QLocale().toString(qint64(examined.parameters)));
+        c.network = std::move(examined.network);
+    } else {
+        c.status = tr("✗ %1").arg(QString::fromStdString(examined.error));
+        c.line = engine::mistakeLine(source, where, examined.error);
     }
     return c;
 }
@@ -173,52 +206,55 @@ void ModelFileEditor::showChecked(Checked checked)
 bool ModelFileEditor::check()
 {
     m_checkTimer->stop();
-    ++m_generation;       // a background build under way answers too late
-    m_buildAgain = false; // and need not build again: this answer is the text's
+    ++m_generation;       // a background check under way answers too late
+    m_buildAgain = false; // and need not check again: this answer is the text's
     const std::string source = text().toStdString();
-    Checked c = read(source, where());
-    if (c.network) c = counted(std::move(*c.network), source, where());
-    showChecked(std::move(c));
+    showChecked(checked(examine(source, where()), source, where()));
     return bool(m_network);
 }
 
 void ModelFileEditor::checkInBackground()
 {
     m_checkTimer->stop();
-    if (m_building) { // one build at a time: the next begins when this one ends
+    if (m_building) { // one check at a time: the next begins when this one ends
         m_buildAgain = true;
         m_use->setEnabled(false);
         return;
     }
     const quint64 generation = ++m_generation;
-    const std::string source = text().toStdString();
-    Checked c = read(source, where());
-    if (!c.network) {
-        showChecked(std::move(c));
-        return;
-    }
     m_network.reset();
     m_status->setText(tr("Checking…"));
     m_status->setStyleSheet(QString());
     markLine(0);
     m_use->setEnabled(false);
     m_building = true;
-    QPointer<ModelFileEditor> self(this);
-    QThreadPool::globalInstance()->start(
-        [self, generation, info = std::move(*c.network), source, where = where()]() mutable {
-            Checked done = counted(std::move(info), source, where);
-            // Back on the GUI thread (through the application: the window may be gone by then).
-            QMetaObject::invokeMethod(qApp, [self, generation, done = std::move(done)]() mutable {
-                if (!self) return;
-                self->m_building = false;
-                if (self->m_buildAgain) {
-                    self->m_buildAgain = false;
-                    self->checkInBackground();
-                } else if (generation == self->m_generation) {
-                    self->showChecked(std::move(done));
-                }
-            });
-        });
+    // A thread of its own, not the global pool's: the application waits for the pool's work as
+    // it quits, and a large network's check takes seconds and cannot be stopped. Nothing waits
+    // for this thread; its answer reaches the editor only while the editor lives.
+    ++g_buildsRunning;
+    std::thread([link = m_link, generation, source = text().toStdString(),
+                 where = where()]() mutable {
+        Examined examined = examine(source, where);
+        {
+            const std::lock_guard<std::mutex> lock(link->mutex);
+            if (ModelFileEditor* editor = link->editor)
+                // Queued to the editor's thread: dropped with the editor if it goes first.
+                QMetaObject::invokeMethod(
+                    editor,
+                    [editor, generation, examined = std::move(examined), source = std::move(source),
+                     where = std::move(where)]() mutable {
+                        editor->m_building = false;
+                        if (editor->m_buildAgain) {
+                            editor->m_buildAgain = false;
+                            editor->checkInBackground();
+                        } else if (generation == editor->m_generation) {
+                            editor->showChecked(checked(std::move(examined), source, where));
+                        }
+                    },
+                    Qt::QueuedConnection);
+        }
+        --g_buildsRunning;
+    }).detach();
 }
 
 void ModelFileEditor::markLine(int line)
@@ -257,7 +293,9 @@ bool ModelFileEditor::saveAs(const QString& path, QString* error)
     }
     m_path = path;
     m_savedText = text;
-    if (!m_network) check(); // its mistake names the file now (a network's status names none)
+    // Its mistake names the file now (a network's status names none): checked again, as typing
+    // is (a large network's build would hold the window up).
+    if (!m_network && !m_building) checkInBackground();
     return true;
 }
 

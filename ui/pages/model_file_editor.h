@@ -7,7 +7,11 @@
 // so it needs no file); Save and Save as… write the text, whole or not at all, valid or not.
 #include <QDialog>
 
+#include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 
 #include "engine/models/registry.h"
 
@@ -26,16 +30,27 @@ public:
     // when it still describes `from`, and where Save writes.
     ModelFileEditor(const engine::ModelInfo& from, const QString& path, QWidget* parent = nullptr);
 
+    ~ModelFileEditor() override;
+
     QPlainTextEdit* editor() const { return m_text; }
     QString text() const;
+    // Puts `text` in the editor and checks it as typing does (checkInBackground), as the window
+    // does with the text it opens with.
     void setText(const QString& text);
-    // Checks the text now; true when it describes a network.
+    // Checks the text now, on the calling thread (a large network's build takes seconds); true
+    // when it describes a network.
     bool check();
-    // What typing does after a pause: the text read at once (a mistake in it shown), the network
-    // built off the GUI thread to count its layers and parameters (a large one takes seconds and
-    // gigabytes: the window stays live, "Use" waiting for the answer). One build at a time; a
-    // build whose text has changed since is dropped.
+    // What typing does after a pause: the text read and the network built off the GUI thread, to
+    // name a mistake or count its layers and parameters (a large one takes seconds and gigabytes:
+    // the window stays live, "Checking…", "Use" waiting for the answer). One check at a time; a
+    // check whose text has changed since is dropped. It runs on a thread of its own that nothing
+    // waits for: the window closed or the application quit, its answer is dropped.
     void checkInBackground();
+    // Whether the text's check has not answered yet (a pause's check to come, or a build).
+    bool isChecking() const;
+    // Builds running for editors' checks in this process, the windows of some of them closed
+    // already: the application exits without waiting for them (towers_main).
+    static int buildsRunning();
     // What the check says: "my-net: 10 layers, 421,738 trainable parameters" or the mistake.
     QString status() const;
     // The line (from 1) of the mistake, marked in the editor: where the JSON breaks, or the field
@@ -57,11 +72,28 @@ private:
         int line = 0; // of the mistake
         std::optional<engine::ModelInfo> network;
     };
-    // Reads the text into a network or the mistake (fast: no tensors made).
-    static Checked read(const std::string& source, const std::string& where);
-    // Counts a read network's layers and parameters by building it (slow for a large one).
-    static Checked counted(engine::ModelInfo info, const std::string& source,
-                           const std::string& where);
+    // What reading and building the text told: the network, its layers and parameters, or the
+    // mistake (or out of memory). Made without Qt: on a check's own thread.
+    struct Examined
+    {
+        std::optional<engine::ModelInfo> network;
+        std::size_t layers = 0;
+        std::int64_t parameters = 0;
+        std::string error;
+    };
+    // Reads the text into a network and builds it to count its layers and parameters (seconds
+    // and gigabytes for a large one: reading makes the layers too).
+    static Examined examine(const std::string& source, const std::string& where);
+    // What the check says of it, with the mistake's line.
+    static Checked checked(Examined examined, const std::string& source, const std::string& where);
+    // What a check's thread shares with its editor: the editor while it lives (cleared, under
+    // the lock, as it is destroyed), to which the thread posts its answer.
+    struct Link
+    {
+        std::mutex mutex;
+        ModelFileEditor* editor = nullptr;
+    };
+    std::shared_ptr<Link> m_link;
     void showChecked(Checked checked);
     std::string where() const;
 
@@ -78,7 +110,7 @@ private:
     QString m_path, m_savedText;
     int m_mistakeLine = 0;
     quint64 m_generation = 0;         // of the latest check begun; an older one's answer is dropped
-    bool m_building = false;          // a background build runs
+    bool m_building = false;          // a background check runs
     bool m_buildAgain = false;        // and the text changed meanwhile
     bool m_acceptWhenChecked = false; // "Use" clicked before the text's check answered
     std::optional<engine::ModelInfo> m_network;
