@@ -203,16 +203,6 @@ void ModelFileEditor::showChecked(Checked checked)
     }
 }
 
-bool ModelFileEditor::check()
-{
-    m_checkTimer->stop();
-    ++m_generation;       // a background check under way answers too late
-    m_buildAgain = false; // and need not check again: this answer is the text's
-    const std::string source = text().toStdString();
-    showChecked(checked(examine(source, where()), source, where()));
-    return bool(m_network);
-}
-
 void ModelFileEditor::checkInBackground()
 {
     m_checkTimer->stop();

@@ -37,9 +37,6 @@ public:
     // Puts `text` in the editor and checks it as typing does (checkInBackground), as the window
     // does with the text it opens with.
     void setText(const QString& text);
-    // Checks the text now, on the calling thread (a large network's build takes seconds); true
-    // when it describes a network.
-    bool check();
     // What typing does after a pause: the text read and the network built off the GUI thread, to
     // name a mistake or count its layers and parameters (a large one takes seconds and gigabytes:
     // the window stays live, "Checking…", "Use" waiting for the answer). One check at a time; a
