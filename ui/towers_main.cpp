@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "app/cli/cli.h"
 #include "app/cli/command.h"
 #include "app/process/interrupt_notifier.h"
 #include "app/settings/app_settings.h"
@@ -101,6 +102,8 @@ int main(int argc, char** argv)
     QElapsedTimer sinceMain;
     sinceMain.start();
     towers::engine::setCudaDeviceOrder(); // before any thread
+    // A settings file or folder named in bytes that are not UTF-8 would be read as another.
+    if (towers::app::refuseUndecodableArgument("towers", argc, argv)) return 2;
     if (const int code = answerWithoutDisplay(argc, argv); code >= 0) return code;
     const int code = run(argc, argv, sinceMain);
     // The window is closed, the settings written. A model file editor's check may still be

@@ -30,9 +30,26 @@ private slots:
                  QStringLiteral("argument 1, '\\xed\\xa0\\x80'"));
     }
 
-    // As a user would meet it: a folder name typed in a Latin-1 terminal.
+    // As a user would meet it: a folder name typed in a Latin-1 terminal; the desktop
+    // application's settings file alike (before it needs a display).
+    void towersCliRefusesItAndWritesNothing_data()
+    {
+        QTest::addColumn<QString>("program");
+        QTest::addColumn<QString>("arguments");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("towers-cli")
+            << QStringLiteral(TOWERS_CLI)
+            << QStringLiteral("train --dataset synthetic --steps 1 --run-dir")
+            << QStringLiteral("towers-cli: error: argument 7, 'caf\\xe9', is not UTF-8 text");
+        QTest::newRow("towers") << QStringLiteral(TOWERS_GUI) << QStringLiteral("--settings")
+                                << QStringLiteral(
+                                       "towers: error: argument 2, 'caf\\xe9', is not UTF-8 text");
+    }
     void towersCliRefusesItAndWritesNothing()
     {
+        QFETCH(QString, program);
+        QFETCH(QString, arguments);
+        QFETCH(QString, message);
         QTemporaryDir dir;
         QProcess p;
         towers::test::withDefaultSignals(p);
@@ -40,20 +57,19 @@ private slots:
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(QStringLiteral("XDG_DATA_HOME"), dir.filePath(QStringLiteral("data")));
         env.insert(QStringLiteral("XDG_CONFIG_HOME"), dir.filePath(QStringLiteral("config")));
+        env.remove(QStringLiteral("DISPLAY")); // the refusal comes before any display is needed
+        env.remove(QStringLiteral("WAYLAND_DISPLAY"));
         p.setProcessEnvironment(env);
         // The shell makes the byte: QProcess passes its arguments as UTF-8.
         p.start(QStringLiteral("/bin/sh"),
                 {QStringLiteral("-c"),
-                 QStringLiteral("exec \"$0\" train --dataset synthetic --steps 1 --run-dir "
-                                "\"$(printf 'caf\\351')\""),
-                 QStringLiteral(TOWERS_CLI)});
+                 QStringLiteral("exec \"$0\" %1 \"$(printf 'caf\\351')\"").arg(arguments),
+                 program});
         QVERIFY(p.waitForFinished(60000));
         const QString err = QString::fromUtf8(p.readAllStandardError());
         QCOMPARE(p.exitStatus(), QProcess::NormalExit);
         QVERIFY2(p.exitCode() == 2, qPrintable(err));
-        QVERIFY2(err.contains(QStringLiteral("towers-cli: error: argument 7, 'caf\\xe9', is not "
-                                             "UTF-8 text")),
-                 qPrintable(err));
+        QVERIFY2(err.contains(message), qPrintable(err));
         QCOMPARE(QDir(dir.path()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot),
                  QStringList()); // no folder, no data, no settings
     }
