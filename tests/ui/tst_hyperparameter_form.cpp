@@ -347,6 +347,15 @@ private slots:
         QVERIFY2(summary->text().contains(expected), qPrintable(summary->text()));
         QVERIFY(!summary->text().contains(QStringLiteral("Load the dataset")));
         // At the batch field too, as a field refuses its value: the field to change.
+        // A field's tooltip says what it is, a refused value's reason before it.
+        auto* lr = form.field(QStringLiteral("lr"));
+        QCOMPARE(lr->lineEdit()->toolTip(),
+                 QStringLiteral("The base learning rate (the peak for one-cycle)"));
+        type(lr, QStringLiteral("0"));
+        QCOMPARE(lr->lineEdit()->toolTip(),
+                 QStringLiteral("⚠ must be in (0, 100]\nThe base learning rate (the peak for "
+                                "one-cycle)"));
+        type(lr, QStringLiteral("0.1"));
         auto* message = form.findChild<QLabel*>(QStringLiteral("batchMessage"));
         QVERIFY(message);
         QVERIFY(message->isVisibleTo(&form));

@@ -75,7 +75,7 @@ void HyperparameterForm::buildUi()
     auto make = [this](const char* name, F::Syntax syntax, F::Check check, const QString& tip) {
         auto* f = new F(syntax, std::move(check), this);
         f->setObjectName(QString::fromLatin1(name));
-        f->lineEdit()->setToolTip(tip);
+        f->setHint(tip);
         connect(f, &F::edited, this, &HyperparameterForm::update);
         return f;
     };

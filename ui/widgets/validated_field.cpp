@@ -81,6 +81,12 @@ QList<qint64> ValidatedField::integers() const
     return out;
 }
 
+void ValidatedField::setHint(const QString& hint)
+{
+    m_hint = hint;
+    revalidate();
+}
+
 void ValidatedField::setExternalError(const QString& reason)
 {
     if (m_externalError == reason) return;
@@ -116,7 +122,9 @@ void ValidatedField::revalidate()
     if (m_ownError.isEmpty() && m_check) m_ownError = m_check(t);
     m_error = m_ownError.isEmpty() ? m_externalError : m_ownError;
     showMessage(m_message, m_error);
-    m_edit->setToolTip(m_error);
+    m_edit->setToolTip(m_error.isEmpty()  ? m_hint
+                       : m_hint.isEmpty() ? QStringLiteral("⚠ ") + m_error
+                                          : QStringLiteral("⚠ %1\n%2").arg(m_error, m_hint));
 }
 
 QLabel* ValidatedField::newMessageLabel(QWidget* parent)

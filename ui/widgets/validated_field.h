@@ -39,6 +39,8 @@ public:
     // An error from outside (a rule that involves other fields); empty clears it.
     void setExternalError(const QString& reason);
     QLineEdit* lineEdit() const { return m_edit; }
+    // What the field is, its tooltip; a refused value's reason goes before it.
+    void setHint(const QString& hint);
 
     // The reason under a field, as this field shows its own: for another kind of field (a spin
     // box) refused by a rule of the form's. A new label, hidden; showMessage shows `reason` in it
@@ -62,7 +64,7 @@ private:
     Check m_check;
     QLineEdit* m_edit;
     QLabel* m_message;
-    QString m_error, m_ownError, m_externalError;
+    QString m_error, m_ownError, m_externalError, m_hint;
 };
 
 } // namespace towers::ui
