@@ -36,18 +36,22 @@ QString looseClassName(const std::string& name)
 }
 
 // Where `name` is among `known`: the same name, else the one name that is the same loosely
-// (looseClassName); -1 when none is, or several are.
-int classIndexOf(const std::string& name, const std::vector<std::string>& known)
+// (looseClassName); -1 when none is, or several are (those go to `several`).
+int classIndexOf(const std::string& name, const std::vector<std::string>& known,
+                 QStringList* several = nullptr)
 {
     const auto at = std::find(known.begin(), known.end(), name);
     if (at != known.end()) return int(at - known.begin());
+    QStringList matches;
     int found = -1;
     for (std::size_t i = 0; i < known.size(); ++i) {
         if (looseClassName(known[i]) != looseClassName(name)) continue;
-        if (found >= 0) return -1;
+        matches << QStringLiteral("'%1'").arg(QString::fromStdString(known[i]));
         found = int(i);
     }
-    return found;
+    if (matches.size() < 2) return found;
+    if (several) *several = matches;
+    return -1;
 }
 
 } // namespace
@@ -246,8 +250,15 @@ int runEval(const QStringList& args, CommandIo& io)
         const auto& known = classifier.classNames();
         QStringList missing;
         for (const std::string& name : data.classNames) {
-            asCheckpointClass.push_back(classIndexOf(name, known));
-            if (asCheckpointClass.back() < 0) missing << QString::fromStdString(name);
+            QStringList several;
+            asCheckpointClass.push_back(classIndexOf(name, known, &several));
+            if (asCheckpointClass.back() >= 0) continue;
+            missing << (several.isEmpty()
+                            ? QString::fromStdString(name)
+                            : QStringLiteral("%1 (case, spaces and punctuation aside, it is each "
+                                             "of %2: which one is ambiguous)")
+                                  .arg(QString::fromStdString(name),
+                                       several.join(QStringLiteral(" and "))));
         }
         if (!missing.isEmpty()) {
             QStringList names;

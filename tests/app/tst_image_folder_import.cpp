@@ -929,6 +929,31 @@ private slots:
             QVERIFY2(e.err.contains(forged), qPrintable(e.err));
         }
     }
+
+    // eval --dataset matches classes by name, case, spaces and punctuation aside: a class that
+    // matches two of the checkpoint's so is named with both, not said to be unknown.
+    void ambiguousClassNamesAreSaid()
+    {
+        const QDir checkpoints(path(QStringLiteral("run/checkpoints")));
+        const QStringList all =
+            checkpoints.entryList({QStringLiteral("ckpt-*.safetensors")}, QDir::Files, QDir::Name);
+        QVERIFY(!all.isEmpty());
+        engine::Checkpoint c =
+            engine::readCheckpoint(checkpoints.filePath(all.last()).toStdString());
+        QCOMPARE(c.info.classNames.size(), std::size_t(3));
+        c.info.classNames = {"cat", "CAT!", "fox"};
+        const QString twins = path(QStringLiteral("twins.safetensors"));
+        engine::writeCheckpoint(twins.toStdString(), c);
+        const auto e = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("eval"), QStringLiteral("--checkpoint"), twins,
+                         QStringLiteral("--data-dir"), path(QStringLiteral("data4")),
+                         QStringLiteral("--dataset"), QStringLiteral("two")});
+        QCOMPARE(e.exitCode, 1);
+        QVERIFY2(e.err.contains(QStringLiteral("Cat (case, spaces and punctuation aside, it is "
+                                               "each of 'cat' and 'CAT!': which one is "
+                                               "ambiguous)")),
+                 qPrintable(e.err));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestImageFolderImport)
