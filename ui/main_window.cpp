@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDateTime>
+#include <QDialog>
 #include <QDir>
 #include <QDockWidget>
 #include <QHBoxLayout>
@@ -530,6 +531,18 @@ QIcon MainWindow::applicationIcon()
 void MainWindow::closeWithoutAsking(const QString& why)
 {
     appendLog(why);
+    // A dialog open (a file chooser, the model file editor, a question it asks) runs an event
+    // loop of its own, which would keep the application up after the window closed: each is
+    // dismissed as cancelled, the innermost first, without the questions a cancel may ask (done,
+    // not reject).
+    for (int i = 0; i < 32; ++i) {
+        QWidget* modal = QApplication::activeModalWidget();
+        if (!modal) break;
+        if (auto* dialog = qobject_cast<QDialog*>(modal))
+            dialog->done(QDialog::Rejected);
+        else
+            modal->hide();
+    }
     m_train->clearQueue(); // nothing more starts, and nothing asks
     if (!m_train->isActive()) {
         close();

@@ -4,6 +4,7 @@
 // configuration.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDialog>
 #include <QFile>
 #include <QListWidget>
 #include <QPlainTextEdit>
@@ -13,6 +14,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTimer>
 
 #include "app/settings/app_settings.h"
 #include "dataset_files.h"
@@ -458,6 +460,49 @@ private slots:
         w.closeWithoutAsking(QStringLiteral("SIGTERM"));
         QVERIFY(!w.isVisible());
         QCOMPARE(w.trainPage()->queuedRuns(), 0);
+
+        // With dialogs open, a question in a dialog (the model file editor's "Drop your
+        // edits?"): each is dismissed, innermost first, without asking again, so that their
+        // event loops end and the application with the window.
+        class Asking : public QDialog
+        {
+        public:
+            using QDialog::QDialog;
+            int asked = 0;
+            void reject() override // asks, as the editor does with edits, and stays
+            {
+                ++asked;
+                QDialog question(this);
+                question.setModal(true);
+                question.exec();
+            }
+        };
+        w.show();
+        int outer = -1;
+        bool forced = false;
+        Asking* dialog = nullptr;
+        QTimer::singleShot(0, &w, [&] {
+            Asking editor(&w);
+            dialog = &editor;
+            QTimer::singleShot(0, &editor, [&editor] { editor.reject(); });
+            QTimer::singleShot(100, &w, [&w] { w.closeWithoutAsking(QStringLiteral("SIGTERM")); });
+            // Were they not dismissed, the test would hang here: ended by force, and failed.
+            QTimer::singleShot(10000, &editor, [&] {
+                forced = true;
+                while (QWidget* m = QApplication::activeModalWidget())
+                    if (auto* d = qobject_cast<QDialog*>(m))
+                        d->done(QDialog::Accepted);
+                    else
+                        break;
+            });
+            outer = editor.exec();
+            dialog = nullptr;
+        });
+        QTRY_VERIFY_WITH_TIMEOUT(outer != -1, 15000);
+        QVERIFY(!forced);
+        QCOMPARE(outer, int(QDialog::Rejected));
+        QVERIFY(!w.isVisible());
+        QVERIFY(!QApplication::activeModalWidget());
     }
 
     // "Find…" beside the learning rate: the range test on the loaded dataset with the pages'
