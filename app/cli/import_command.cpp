@@ -217,7 +217,8 @@ int runImport(const QStringList& args, CommandIo& io)
                << (r.ignored.size() == 1 ? " or link was" : "s or links were") << " passed over ("
                << r.ignored.mid(0, 3).join(QStringLiteral(", "))
                << (r.ignored.size() > 3 ? QStringLiteral(", ...") : QString()) << ")\n";
-    if (!r.nameNote.isEmpty()) io.err << "towers-cli import: " << r.nameNote << "\n";
+    if (!r.nameNote.isEmpty())
+        io.err << "towers-cli import: " << r.nameNote << " (--name chooses another)\n";
     io.out << "dataset " << name << " in " << r.folder << "\n"
            << train << " train + " << test << " test images of " << shapeText(s.imageShape)
            << " (HxWxC), " << s.labels.names.size() << " classes"

@@ -436,7 +436,7 @@ QString datasetNameFromFolder(const QString& folder, QString* note)
         *note = lost ? QStringLiteral("the dataset is named %1: a dataset name is made of "
                                       "lowercase ASCII letters, digits, '-', '_' and '.', and the "
                                       "letters of the folder name '%2' that have no such form "
-                                      "were left out (--name chooses another)")
+                                      "were left out")
                            .arg(name, base)
                      : QString();
     return name;

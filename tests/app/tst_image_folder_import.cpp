@@ -143,10 +143,22 @@ private slots:
                  QStringLiteral("strasse-fish"));
         QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/日本"), &note),
                  QStringLiteral("images"));
+        // (The option that chooses another name is towers-cli's to add, not the dialog's.)
         QVERIFY2(note.contains(QStringLiteral("the dataset is named images")) &&
                      note.contains(QStringLiteral("'日本'")) &&
-                     note.contains(QStringLiteral("--name")),
+                     !note.contains(QStringLiteral("--name")),
                  qPrintable(note));
+        const QString japanese = path(QStringLiteral("日本 birds"));
+        writeClass(japanese + QStringLiteral("/crow"), 0, 2, false);
+        writeClass(japanese + QStringLiteral("/owl"), 1, 2, false);
+        const auto r = test::runCliProcess(TOWERS_CLI, {QStringLiteral("import"), japanese,
+                                                        QStringLiteral("--data-dir"),
+                                                        path(QStringLiteral("data-named"))});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(
+            r.err.contains(QStringLiteral("towers-cli import: the dataset is named birds: ")) &&
+                r.err.contains(QStringLiteral("were left out (--name chooses another)\n")),
+            qPrintable(r.err));
         QCOMPARE(app::datasetNameFromFolder(QStringLiteral("/a/鳥 birds 2"), &note),
                  QStringLiteral("birds-2"));
         QVERIFY(note.contains(QStringLiteral("named birds-2")));
