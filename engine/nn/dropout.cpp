@@ -44,7 +44,7 @@ void Dropout::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const
     (void)y;
     if (!dx) return;
     if (!m_enabled) {
-        if (dx->raw() != dy.raw()) ctx.ops.copy(dy, *dx);
+        if (dx->empty() || dx->raw() != dy.raw()) ctx.ops.copy(dy, *dx);
         return;
     }
     if (!m_lastWasTraining)
