@@ -82,8 +82,10 @@ int runLrFind(const QStringList& args, CommandIo& io)
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
     // The test runs in one process. Under mpirun or srun every process would run all of it, each
     // printing; P processes of T towers train bitwise what one process of P x T towers trains, so
-    // one process measures the rate of such a run. Refused, saying so, on rank 0 (the others
-    // leave quietly with the same code, so that the refusal is printed once).
+    // one process measures the rate of such a run. Refused, saying so, on rank 0 (exit 2, which
+    // the launcher reports); the others leave quietly with 0, so that the refusal is printed once
+    // and is not lost: a launcher kills every process as soon as one exits with an error, which
+    // could be before rank 0 has said why.
     if (const engine::LaunchInfo launch = engine::detectLaunch();
         launch.launched || launch.unjoinable) {
         if (launch.rank == 0) {
@@ -101,8 +103,9 @@ int runLrFind(const QStringList& args, CommandIo& io)
                       "run the test alone, without mpirun or srun, with the run's towers in "
                       "total (towers-cli lr-find --towers "
                    << total << " ...), then train with its rate across the processes.\n";
+            return ExitUsage;
         }
-        return ExitUsage;
+        return ExitOk;
     }
     DeviceChoice device;
     if (!readDeviceOptions(p, QStringLiteral("towers-cli lr-find"), io, device)) return ExitUsage;
