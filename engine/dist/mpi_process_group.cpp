@@ -432,13 +432,14 @@ private:
         {
             std::lock_guard lock(m_mpi);
             tag = kAnswerTag + int(m_asked++ % 30000);
-            m_tagAsked = tag;
+            // The question's buffer is its own, kept for the process's life: two threads may
+            // time out together, and a send may still be on its way when this returns.
+            const int& sent = m_tagsAsked.emplace_back(tag);
             for (int r = 0; r < m_size; ++r) {
                 if (r == m_rank) continue;
                 MPI_Irecv(&answers[std::size_t(r)], int(sizeof(Position)), MPI_BYTE, r, tag,
                           m_status, &replies[std::size_t(r)]);
-                MPI_Isend(&m_tagAsked, 1, MPI_INT, r, kQuestionTag, m_status,
-                          &questions[std::size_t(r)]);
+                MPI_Isend(&sent, 1, MPI_INT, r, kQuestionTag, m_status, &questions[std::size_t(r)]);
             }
         }
         const auto deadline = Clock::now() + std::chrono::duration<double>(
@@ -497,7 +498,7 @@ private:
                 note += " does not answer: it is busy outside MPI (computing, reading data), "
                         "stopped, or gone";
             else if (p->waitingIn[0])
-                note += std::string(" waits in ") + p->waitingIn + ", an earlier step";
+                note += std::string(" waits in ") + p->waitingIn + ", an earlier wait";
             else
                 note += " has not come to it yet";
             why.push_back(note);
@@ -524,9 +525,10 @@ private:
     std::vector<std::string> m_hosts; // by rank
     // Under m_mpi: the collectives started on the control channel (the gradients' are
     // m_nextRequest), the question received (its answer's tag), the answers on their way, the
-    // questions this process asked and the tag of the last.
+    // questions this process asked and their tags.
     std::uint64_t m_controlStarted = 0, m_asked = 0;
-    int m_question = 0, m_tagAsked = 0;
+    int m_question = 0;
+    std::list<int> m_tagsAsked; // each question's tag, sent from here
     MPI_Request m_questionRequest = MPI_REQUEST_NULL;
     std::list<std::pair<Position, MPI_Request>> m_answers;
     std::mutex m_mpi; // one thread in MPI at a time (the order of calls stays as issued)
