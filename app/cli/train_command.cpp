@@ -882,8 +882,10 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     observer.releaseLog();
     if (lengthBefore && lead)
         if (const QString change = scheduleChange(*lengthBefore, session.trainer());
-            !change.isEmpty())
+            !change.isEmpty()) {
             io.err << "towers-cli train: note: " << change << "\n";
+            io.err.flush(); // now, not when the run is over
+        }
 
     // The trainer runs on its own thread so that Ctrl-C (delivered to this thread's event loop)
     // can ask it to stop; it then finishes the step, writes a checkpoint and returns.

@@ -890,8 +890,9 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
                 m_lastEvalStep = from;
             } else if (m_config.evalEvery > 0 && from % m_config.evalEvery == 0 && from < m_total &&
                        !m_stopEarly) {
-                log("the evaluation at step " + std::to_string(from) +
-                    " was cut short when the run stopped: it is made now");
+                log("no evaluation is recorded at step " + std::to_string(from) +
+                    ", where the run continues (one a stop cut short, or a new --eval-every): it "
+                    "is made now");
                 if (!runEvaluation(stop)) return stopped();
             }
         }
