@@ -284,8 +284,9 @@ bool ModelFileEditor::saveAs(const QString& path, QString* error)
     m_path = path;
     m_savedText = text;
     // Its mistake names the file now (a network's status names none): checked again, as typing
-    // is (a large network's build would hold the window up).
-    if (!m_network && !m_building) checkInBackground();
+    // is (a large network's build would hold the window up); a check under way, of the old
+    // place, is followed by another.
+    if (!m_network) checkInBackground();
     return true;
 }
 
