@@ -98,10 +98,13 @@ CheckpointInfo parseInfo(const std::map<std::string, std::string>& meta, const f
                       get("format") + "')");
     CheckpointInfo info;
     const std::int64_t version = parseInt(get("format_version"), path, "format_version");
-    if (version < 1 || version > kCheckpointFormatVersion)
-        throw bad("format_version",
-                  "is " + std::to_string(version) + "; this build reads versions 1 to " +
-                      std::to_string(kCheckpointFormatVersion) + " (written by a newer Towers?)");
+    if (version < 1)
+        throw bad("format_version", "is " + std::to_string(version) + "; versions start at 1");
+    if (version > kCheckpointFormatVersion) // no damage: Unsupported, for those who tell apart
+        throw Unsupported("checkpoint " + quotedPath(path) + ": metadata 'format_version' is " +
+                          std::to_string(version) + "; this build reads versions 1 to " +
+                          std::to_string(kCheckpointFormatVersion) +
+                          " (written by a newer Towers?)");
     info.formatVersion = int(version);
     info.model = get("model");
     if (info.model.empty()) throw bad("model", "is empty");

@@ -12,6 +12,7 @@
 
 #include "checkpoint_files.h"
 #include "engine/data/dataset.h"
+#include "engine/train/checkpoint.h"
 #include "ui/models/checkpoint_list_model.h"
 #include "ui/models/class_accuracy_model.h"
 #include "ui/models/run_list_model.h"
@@ -223,6 +224,20 @@ private slots:
                     .startsWith(QStringLiteral("This file does not read as a checkpoint: ")));
         QCOMPARE(model.data(model.index(0, ui::CheckpointListModel::File)).toString(),
                  QStringLiteral("ckpt-00000300.safetensors"));
+        // One a newer Towers wrote (a later format, in a shared runs folder) is not damaged.
+        engine::Checkpoint newer = engine::readCheckpoint(files[2].path);
+        newer.info.formatVersion = 99;
+        engine::writeCheckpoint(files[2].path, newer);
+        model.setCheckpoints(files);
+        QVERIFY(model.data(model.index(0, 0), ui::CheckpointListModel::DamagedRole)
+                    .toString()
+                    .isEmpty());
+        QCOMPARE(model.data(model.index(0, ui::CheckpointListModel::File)).toString(),
+                 QStringLiteral("ckpt-00000300.safetensors (a newer Towers')"));
+        QVERIFY2(model.data(model.index(0, ui::CheckpointListModel::Step), Qt::ToolTipRole)
+                     .toString()
+                     .contains(QStringLiteral("written by a newer Towers?")),
+                 qPrintable(model.data(model.index(0, 0), Qt::ToolTipRole).toString()));
     }
 
     void classAccuracy()

@@ -23,14 +23,16 @@ void CheckpointListModel::setCheckpoints(const std::vector<engine::CheckpointFil
     for (auto it = checkpoints.rbegin(); it != checkpoints.rend(); ++it) {
         const QString p = QString::fromStdString(it->path.string());
         const QFileInfo info(p);
-        QString damaged;
+        QString damaged, newer;
         try {
             (void)engine::readCheckpointInfo(it->path);
+        } catch (const engine::Unsupported& e) { // a newer Towers' format: not damaged
+            newer = QString::fromUtf8(e.what());
         } catch (const engine::Error& e) {
             damaged = QString::fromUtf8(e.what());
         }
         m_rows.push_back(
-            {qint64(it->step), p, info.size(), info.lastModified(), std::nullopt, damaged});
+            {qint64(it->step), p, info.size(), info.lastModified(), std::nullopt, damaged, newer});
     }
     m_best = -1;
     endResetModel();
@@ -84,6 +86,8 @@ QVariant CheckpointListModel::data(const QModelIndex& index, int role) const
     const bool best = index.row() == m_best;
     if (role == BestRole) return best;
     if (role == DamagedRole) return r.damaged;
+    if (!r.newer.isEmpty() && role == Qt::ToolTipRole)
+        return tr("This build cannot read this checkpoint: %1").arg(r.newer);
     if (!r.damaged.isEmpty()) {
         if (role == Qt::ToolTipRole)
             return tr("This file does not read as a checkpoint: %1").arg(r.damaged);
@@ -130,8 +134,9 @@ QVariant CheckpointListModel::data(const QModelIndex& index, int role) const
         return best ? tr("%1 % best").arg(QLocale().toString(*r.accuracy * 100, 'f', 2))
                     : tr("%1 %").arg(QLocale().toString(*r.accuracy * 100, 'f', 2));
     case File:
-        return r.damaged.isEmpty() ? QFileInfo(r.path).fileName()
-                                   : tr("%1 (damaged)").arg(QFileInfo(r.path).fileName());
+        if (!r.damaged.isEmpty()) return tr("%1 (damaged)").arg(QFileInfo(r.path).fileName());
+        if (!r.newer.isEmpty()) return tr("%1 (a newer Towers')").arg(QFileInfo(r.path).fileName());
+        return QFileInfo(r.path).fileName();
     case Size:
         return bytesLabel(double(r.size));
     case Modified:

@@ -63,6 +63,7 @@ private:
         QDateTime modified;
         std::optional<double> accuracy;
         QString damaged; // why the file does not read as a checkpoint (its header), or empty
+        QString newer;   // why this build cannot read it (a newer Towers' format), or empty
     };
     std::vector<Row> m_rows;
     int m_best = -1;
