@@ -462,6 +462,8 @@ ImageFolderScan scanImageFolder(const QString& source)
             break;
         }
     const QString classRoot = s.splitFolders ? trainDir : s.source;
+    if (s.splitFolders) // beside train/ and test/: the listing below reads neither
+        for (const QString& name : namesNotUtf8(s.source)) s.ignored << notUtf8(name);
     const QStringList names = subfolders(classRoot, s.source, s.ignored);
     for (const QString& c : names)
         if (c.contains(QLatin1Char('\n')))

@@ -80,6 +80,17 @@ class TestImageFolderImport : public QObject
 
     QString path(const QString& p) const { return m_root.filePath(p); }
 
+    // The newest checkpoint of the run command() trains (run/), into `c`; false when there is none.
+    bool newestRunCheckpoint(engine::Checkpoint& c)
+    {
+        const QDir checkpoints(path(QStringLiteral("run/checkpoints")));
+        const QStringList all =
+            checkpoints.entryList({QStringLiteral("ckpt-*.safetensors")}, QDir::Files, QDir::Name);
+        if (all.isEmpty()) return false;
+        c = engine::readCheckpoint(checkpoints.filePath(all.last()).toStdString());
+        return true;
+    }
+
 private slots:
     // One dataset shown from --data-dir is the copy train would load: a damaged copy there is
     // reported (exit 1, naming the file), never passed over for the system's.
@@ -210,6 +221,21 @@ private slots:
               "caf\\xe9 (a name that is not UTF-8: rename it to import it)"})
             QVERIFY2(s.ignored.contains(QLatin1String(left)),
                      qPrintable(left + QStringLiteral(" not in: ") + s.ignored.join(',')));
+        // Beside the train/ and test/ folders of a split layout too.
+        const QString split = path(QStringLiteral("latin1 split"));
+        writeClass(split + QStringLiteral("/train/cat"), 0, 2, false);
+        writeClass(split + QStringLiteral("/train/dog"), 1, 2, false);
+        writeClass(split + QStringLiteral("/test/cat"), 0, 1, false, 5);
+        writeClass(split + QStringLiteral("/test/dog"), 1, 1, false, 5);
+        QVERIFY(QDir().mkpath(split + QStringLiteral("/extra")));
+        QCOMPARE(::rename((QFile::encodeName(split) + "/extra").constData(),
+                          (QFile::encodeName(split) + "/extr\xe4").constData()),
+                 0);
+        const auto t = app::scanImageFolder(split);
+        QVERIFY(t.splitFolders);
+        QVERIFY2(t.ignored.contains(QStringLiteral(
+                     "extr\\xe4 (a name that is not UTF-8: rename it to import it)")),
+                 qPrintable(t.ignored.join(',')));
         QCOMPARE(app::escapedName(QByteArray("\xc3\xa9t\xc3\xa9 \xff\xe2\x82\xac\xe2\x82")),
                  QStringLiteral("\u00e9t\u00e9 \\xff\u20ac\\xe2\\x82"));
     }
@@ -885,12 +911,8 @@ private slots:
     void evalReadsTheRunsConfigurationOnce()
     {
         const QString data = path(QStringLiteral("data4"));
-        const QDir checkpoints(path(QStringLiteral("run/checkpoints")));
-        const QStringList all =
-            checkpoints.entryList({QStringLiteral("ckpt-*.safetensors")}, QDir::Files, QDir::Name);
-        QVERIFY(!all.isEmpty());
-        engine::Checkpoint c =
-            engine::readCheckpoint(checkpoints.filePath(all.last()).toStdString());
+        engine::Checkpoint c;
+        QVERIFY(newestRunCheckpoint(c));
         QJsonObject config =
             QJsonDocument::fromJson(QByteArray::fromStdString(c.info.config)).object();
         QVERIFY(!config.isEmpty());
@@ -921,12 +943,8 @@ private slots:
     // valid checksum) is the file's fault: exit 1 naming the file, where it was a usage error.
     void aCheckpointNamingNoDatasetIsTheFilesFault()
     {
-        const QDir checkpoints(path(QStringLiteral("run/checkpoints")));
-        const QStringList all =
-            checkpoints.entryList({QStringLiteral("ckpt-*.safetensors")}, QDir::Files, QDir::Name);
-        QVERIFY(!all.isEmpty());
-        engine::Checkpoint c =
-            engine::readCheckpoint(checkpoints.filePath(all.last()).toStdString());
+        engine::Checkpoint c;
+        QVERIFY(newestRunCheckpoint(c));
         for (const char* bogus : {"../../etc", "No Such Set!"}) {
             c.info.dataset = bogus;
             const QString forged = path(QStringLiteral("forged.safetensors"));
@@ -946,12 +964,8 @@ private slots:
     // matches two of the checkpoint's so is named with both, not said to be unknown.
     void ambiguousClassNamesAreSaid()
     {
-        const QDir checkpoints(path(QStringLiteral("run/checkpoints")));
-        const QStringList all =
-            checkpoints.entryList({QStringLiteral("ckpt-*.safetensors")}, QDir::Files, QDir::Name);
-        QVERIFY(!all.isEmpty());
-        engine::Checkpoint c =
-            engine::readCheckpoint(checkpoints.filePath(all.last()).toStdString());
+        engine::Checkpoint c;
+        QVERIFY(newestRunCheckpoint(c));
         QCOMPARE(c.info.classNames.size(), std::size_t(3));
         c.info.classNames = {"cat", "CAT!", "fox"};
         const QString twins = path(QStringLiteral("twins.safetensors"));
