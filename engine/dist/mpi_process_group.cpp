@@ -232,7 +232,7 @@ public:
         return out;
     }
 
-    bool any(bool mine) override
+    bool any(bool mine, const std::string& what) override
     {
         int in = mine ? 1 : 0, out = 0;
         MPI_Request r;
@@ -242,7 +242,7 @@ public:
             check(MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MAX, m_control, &r), "MPI_Iallreduce");
             seq = m_controlStarted++;
         }
-        waitOn(r, "the stop vote", Channel::Control, seq);
+        waitOn(r, what, Channel::Control, seq);
         return out != 0;
     }
 

@@ -60,8 +60,9 @@ public:
     virtual void allGather(const void* mine, std::size_t bytes, void* all) = 0;
     // Every process's string, by rank (lengths may differ).
     virtual std::vector<std::string> allGatherStrings(const std::string& mine) = 0;
-    // True on every process when `mine` is true on any.
-    virtual bool any(bool mine) = 0;
+    // True on every process when `mine` is true on any. `what` names the question in a message of
+    // a wait that timed out ("the stop vote").
+    virtual bool any(bool mine, const std::string& what) = 0;
 
     // Non-blocking all-gather on the Gradients channel: `bytes` from each process into `recv`
     // (size() x bytes, by rank). `send` and `recv` stay untouched by the caller until wait().

@@ -270,9 +270,11 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
         world.shareId = [group](void* bytes, std::size_t size) {
             group->broadcast(bytes, size, 0);
         };
-        world.anyRefuses = [group](bool mine) { return group->any(mine); };
+        world.anyRefuses = [group](bool mine) {
+            return group->any(mine, "the check that NCCL starts on every process");
+        };
         m_comm = gpu->makeCommunicator(gpuOf, &why, &world);
-        if (group->any(!m_comm)) {
+        if (group->any(!m_comm, "the check that NCCL started on every process")) {
             if (m_comm) {
                 m_comm->abort("another process could not join the NCCL world");
                 m_comm.reset();

@@ -255,7 +255,7 @@ bool Trainer::stopVote(const std::stop_token& stop)
 {
     const bool mine = stopRequested(stop);
     if (!m_group || m_group->size() == 1) return mine;
-    return m_group->any(mine);
+    return m_group->any(mine, "the stop vote");
 }
 
 std::filesystem::path Trainer::eventsFile() const
@@ -672,7 +672,7 @@ bool Trainer::patienceRanOut(std::string& why)
             why = text;
         }
     }
-    if (m_group && m_group->size() > 1) out = m_group->any(out);
+    if (m_group && m_group->size() > 1) out = m_group->any(out, "the patience check");
     if (out && why.empty()) why = "rank 0's evaluations ran out of patience";
     return out;
 }
@@ -885,7 +885,9 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             if (m_dir)
                 for (const EvaluationMark& mark : readEvaluations(m_dir->evalPath()))
                     recorded = recorded || mark.step == from;
-            if (m_group && m_group->size() > 1) recorded = m_group->any(recorded);
+            if (m_group && m_group->size() > 1)
+                recorded =
+                    m_group->any(recorded, "the check for an evaluation at the resumed step");
             if (recorded) {
                 m_lastEvalStep = from;
             } else if (m_config.evalEvery > 0 && from % m_config.evalEvery == 0 && from < m_total &&

@@ -146,7 +146,7 @@ public:
     {
         return exchange(Control, mine);
     }
-    bool any(bool mine) override
+    bool any(bool mine, const std::string&) override
     {
         for (const auto& s : exchange(Control, mine ? "1" : "0"))
             if (s == "1") return true;
