@@ -175,14 +175,8 @@ public:
 
     void barrier() override
     {
-        MPI_Request r;
-        std::uint64_t seq;
-        {
-            std::lock_guard lock(m_mpi);
-            check(MPI_Ibarrier(m_control, &r), "MPI_Ibarrier");
-            seq = m_controlStarted++;
-        }
-        waitOn(r, "a barrier", Channel::Control, seq);
+        onControl("MPI_Ibarrier", "a barrier",
+                  [&](MPI_Request* r) { return MPI_Ibarrier(m_control, r); });
     }
 
     void broadcast(void* data, std::size_t bytes, int root) override
@@ -194,16 +188,12 @@ public:
         auto* p = static_cast<char*>(data);
         for (std::size_t done = 0, n = 0; done < bytes; done += n) {
             n = std::min(piece, bytes - done);
-            MPI_Request r;
-            std::uint64_t seq;
-            {
-                std::lock_guard lock(m_mpi);
-                check(MPI_Ibcast(p + done, int(n), MPI_BYTE, root, m_control, &r), "MPI_Ibcast");
-                seq = m_controlStarted++;
-            }
-            waitOn(r,
-                   root == m_rank ? "a broadcast" : "a broadcast from rank " + std::to_string(root),
-                   Channel::Control, seq);
+            onControl("MPI_Ibcast",
+                      root == m_rank ? "a broadcast"
+                                     : "a broadcast from rank " + std::to_string(root),
+                      [&](MPI_Request* r) {
+                          return MPI_Ibcast(p + done, int(n), MPI_BYTE, root, m_control, r);
+                      });
         }
     }
 
@@ -235,14 +225,9 @@ public:
     bool any(bool mine, const std::string& what) override
     {
         int in = mine ? 1 : 0, out = 0;
-        MPI_Request r;
-        std::uint64_t seq;
-        {
-            std::lock_guard lock(m_mpi);
-            check(MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MAX, m_control, &r), "MPI_Iallreduce");
-            seq = m_controlStarted++;
-        }
-        waitOn(r, what, Channel::Control, seq);
+        onControl("MPI_Iallreduce", what, [&](MPI_Request* r) {
+            return MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MAX, m_control, r);
+        });
         return out != 0;
     }
 
@@ -331,16 +316,24 @@ private:
 
     void allGatherControl(const void* send, std::size_t bytes, void* recv)
     {
+        onControl("MPI_Iallgather", "an exchange between the processes", [&](MPI_Request* r) {
+            return MPI_Iallgather(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, m_control,
+                                  r);
+        });
+    }
+
+    // Starts a collective on the control channel (`start`, the MPI call named `call`), counted
+    // in the channel's sequence, and waits for it as `what`.
+    template <class Start> void onControl(const char* call, const std::string& what, Start&& start)
+    {
         MPI_Request r;
         std::uint64_t seq;
         {
             std::lock_guard lock(m_mpi);
-            check(MPI_Iallgather(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, m_control,
-                                 &r),
-                  "MPI_Iallgather");
+            check(start(&r), call);
             seq = m_controlStarted++;
         }
-        waitOn(r, "an exchange between the processes", Channel::Control, seq);
+        waitOn(r, what, Channel::Control, seq);
     }
 
     // Under m_mpi. Looks at the failure receive once.
