@@ -311,20 +311,12 @@ int runEval(const QStringList& args, CommandIo& io)
     // Each example's image file, for a dataset imported from one (its record of them, when it is
     // the dataset that record was written with): a mistake names its file, not just its index.
     QStringList exampleFiles;
-    if (predictions)
-        if (const auto files = readImportedFiles(QString::fromStdString(data.location.string()));
-            files && files->train.size() == data.train.count &&
-            files->test.size() == data.test.count) {
-            if (validation)
-                for (const std::int64_t i : split->validationIndex)
-                    exampleFiles << files->train[qsizetype(i)];
-            else if (setName == QLatin1String("train"))
-                exampleFiles = files->train;
-            else if (setName == QLatin1String("all"))
-                exampleFiles = files->train + files->test;
-            else
-                exampleFiles = files->test;
-        }
+    if (predictions) {
+        const bool all = setName == QLatin1String("all");
+        exampleFiles = importedImageFiles(data, all || setName == QLatin1String("train"),
+                                          all || setName == QLatin1String("test"),
+                                          validation ? &split->validationIndex : nullptr);
+    }
     const auto fileOf = [&](std::int64_t i) {
         return i < exampleFiles.size() ? exampleFiles[qsizetype(i)] : QString();
     };

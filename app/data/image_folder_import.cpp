@@ -359,6 +359,21 @@ std::optional<ImportedFiles> readImportedFiles(const QString& folder)
     return files;
 }
 
+QStringList importedImageFiles(const engine::Dataset& data, bool train, bool test,
+                               const std::vector<std::int64_t>* validationIndex)
+{
+    const auto files = readImportedFiles(QString::fromStdString(data.location.string()));
+    if (!files || files->train.size() != data.train.count || files->test.size() != data.test.count)
+        return {};
+    QStringList out;
+    if (validationIndex)
+        for (const std::int64_t i : *validationIndex) out << files->train[qsizetype(i)];
+    else if (train)
+        out = files->train;
+    if (!validationIndex && test) out += files->test;
+    return out;
+}
+
 QString quotedPath(const QString& path)
 {
     const auto odd = [](QChar c) { return !c.isPrint() && !c.isSurrogate(); };

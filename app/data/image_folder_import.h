@@ -19,6 +19,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/data/dataset.h"
 #include "engine/data/dataset_spec.h"
 
 namespace towers::app {
@@ -97,6 +98,13 @@ struct ImportedFiles
 // The lists of the dataset in `folder`; nullopt when it has none (a dataset imported before they
 // were written, or one of the table's) or when they do not read as such lists.
 std::optional<ImportedFiles> readImportedFiles(const QString& folder);
+// The image files of examples of `data` as its import recorded them (readImportedFiles of its
+// folder): those of its training set, its test set, or both (training then test, as eval --set
+// all orders them); with `validationIndex`, the training images it names (a validation set drawn
+// from them, ValidationSplit::validationIndex), in its order. Empty when the dataset has no record
+// of its files, or a record of other examples (the counts differ).
+QStringList importedImageFiles(const engine::Dataset& data, bool train, bool test,
+                               const std::vector<std::int64_t>* validationIndex = nullptr);
 
 // `path` as it is when it holds only printable characters; else in double quotes, a newline, tab
 // or carriage return as \n, \t, \r, a quote or backslash escaped, any other unprintable

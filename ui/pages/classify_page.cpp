@@ -655,25 +655,19 @@ void ClassifyPage::withImages(std::function<void()> then)
 {
     withDataset([this, then = std::move(then)] {
         if (!m_images) {
-            // The image files of a dataset imported from them, as the import recorded them (a
-            // list that does not match the dataset's counts is another import's: none).
-            const auto files =
-                app::readImportedFiles(QString::fromStdString(m_dataset->location.string()));
-            const bool listed = files && files->train.size() == m_dataset->train.count &&
-                                files->test.size() == m_dataset->test.count;
-            m_imageFiles.clear();
+            // The image files of a dataset imported from them, as the import recorded them.
             if (m_set == EvalSet::Validation) {
                 engine::ValidationSplit split = engine::splitValidation(
                     m_dataset->train, int(m_dataset->classNames.size()), validationShare());
-                if (listed)
-                    for (const std::int64_t i : split.validationIndex)
-                        m_imageFiles << files->train[qsizetype(i)];
+                m_imageFiles =
+                    app::importedImageFiles(*m_dataset, false, false, &split.validationIndex);
                 m_images = std::make_shared<const engine::ImageSet>(std::move(split.validation));
             } else {
                 // The dataset's own test or training set, kept alive with it.
+                const bool train = m_set == EvalSet::Train;
                 m_images = std::shared_ptr<const engine::ImageSet>(
-                    m_dataset, m_set == EvalSet::Train ? &m_dataset->train : &m_dataset->test);
-                if (listed) m_imageFiles = m_set == EvalSet::Train ? files->train : files->test;
+                    m_dataset, train ? &m_dataset->train : &m_dataset->test);
+                m_imageFiles = app::importedImageFiles(*m_dataset, train, !train);
             }
             m_imageIndex->setRange(0, int(std::max<std::int64_t>(0, m_images->count - 1)));
         }
