@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/dist/process_group.h"
+#include "engine/dist/process_state.h"
 
 namespace towers::engine {
 
@@ -50,16 +51,6 @@ enum class Channel
     Control,
     Gradients
 };
-
-std::string rankList(const std::vector<int>& ranks)
-{
-    std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-        if (i) out += i + 1 == ranks.size() ? " and " : ", ";
-        out += std::to_string(ranks[i]);
-    }
-    return out;
-}
 
 std::string mpiError(int code)
 {

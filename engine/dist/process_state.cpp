@@ -138,6 +138,16 @@ void requireSameEverywhere(ProcessGroup& group, const std::string& mine, const s
         }
 }
 
+std::string rankList(const std::vector<int>& ranks)
+{
+    std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+        if (i) out += i + 1 == ranks.size() ? " and " : ", ";
+        out += std::to_string(ranks[i]);
+    }
+    return out;
+}
+
 void requireSameSettings(ProcessGroup& group, const std::vector<Setting>& mine)
 {
     const std::vector<std::string> packed = group.allGatherStrings(packSettings(mine));
@@ -156,7 +166,7 @@ void requireSameSettings(ProcessGroup& group, const std::vector<Setting>& mine)
                 names.push_back(s.name);
     for (const std::string& name : names) {
         // Each meaning with the ranks that have it (nullptr: not given), in order of first rank.
-        std::vector<std::pair<const Setting*, std::vector<std::size_t>>> meanings;
+        std::vector<std::pair<const Setting*, std::vector<int>>> meanings;
         for (std::size_t r = 0; r < all.size(); ++r) {
             const Setting* s = find(all[r], name);
             auto it = std::find_if(meanings.begin(), meanings.end(), [&](const auto& m) {
@@ -164,9 +174,9 @@ void requireSameSettings(ProcessGroup& group, const std::vector<Setting>& mine)
                        (!s || m.first->canonical == s->canonical);
             });
             if (it == meanings.end())
-                meanings.push_back({s, {r}});
+                meanings.push_back({s, {int(r)}});
             else
-                it->second.push_back(r);
+                it->second.push_back(int(r));
         }
         if (meanings.size() < 2) continue;
         std::string message = "the processes of the run were started differently: " + name + " is ";
@@ -174,11 +184,7 @@ void requireSameSettings(ProcessGroup& group, const std::vector<Setting>& mine)
             const auto& [s, ranks] = meanings[m];
             if (m) message += ", ";
             message += s ? s->given : std::string("not given");
-            message += ranks.size() == 1 ? " on rank " : " on ranks ";
-            for (std::size_t i = 0; i < ranks.size(); ++i) {
-                if (i) message += i + 1 == ranks.size() ? " and " : ", ";
-                message += std::to_string(ranks[i]);
-            }
+            message += " on " + rankList(ranks);
         }
         throw InvalidArgument(message + ". Every process of a run must run the same Towers with "
                                         "the same options.");

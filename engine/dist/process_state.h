@@ -24,6 +24,9 @@ NamedTensors unpackTensors(const std::string& bytes);
 void requireSameEverywhere(ProcessGroup& group, const std::string& mine, const std::string& what,
                            bool usage = true);
 
+// "rank 2", "ranks 0 and 2", "ranks 0, 1 and 3": the processes a message names.
+std::string rankList(const std::vector<int>& ranks);
+
 // One setting a process was started with, for requireSameSettings: its name as the user knows it
 // ("--lr", "the Towers build"), its meaning in one spelling (what is compared: "0.1" for --lr 0.1,
 // --lr=0.10 and --lr 1e-1) and how it was given on this process (what a refusal shows).
