@@ -273,9 +273,9 @@ std::vector<engine::Setting> settingsGiven(const QCommandLineParser& p)
         } else if (name == QLatin1String("min-delta")) {
             if (const auto v = shareOf(given, engine::kMaxMinDelta)) return number(*v);
         } else if (name == QLatin1String("lr-schedule")) {
-            if (given == QLatin1String("one-cycle")) return QStringLiteral("onecycle");
+            return scheduleName(given);
         } else if (name == QLatin1String("augment")) {
-            if (given == QLatin1String("tutorial")) return QStringLiteral("default");
+            if (!given.isEmpty()) return augmentName(given);
         } else if (name == QLatin1String("precision")) {
             try {
                 return QString::fromStdString(std::string(
@@ -685,17 +685,14 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         if (p.isSet(QStringLiteral("optimizer")))
             c.optimizer.kind = p.value(QStringLiteral("optimizer")).toStdString();
         if (p.isSet(QStringLiteral("lr-schedule"))) {
-            QString s = p.value(QStringLiteral("lr-schedule"));
-            if (s == QLatin1String("one-cycle")) s = QStringLiteral("onecycle");
-            c.schedule.kind = engine::LrSchedule::kindFromName(s.toStdString());
+            c.schedule.kind = engine::LrSchedule::kindFromName(
+                scheduleName(p.value(QStringLiteral("lr-schedule"))).toStdString());
         }
         QString augment = like ? QString::fromStdString(like->augmentation) : QString();
         if (!choiceOption(p, QStringLiteral("augment"), {"default", "tutorial", "none"}, augment,
                           io))
             return ExitUsage;
-        if (augment.isEmpty() || augment == QLatin1String("tutorial"))
-            augment = QStringLiteral("default");
-        c.augmentation = augment.toStdString();
+        c.augmentation = augmentName(augment).toStdString();
         c.initFrom = initFrom;
         if (p.isSet(QStringLiteral("validation"))) {
             const auto share = validationShare(p.value(QStringLiteral("validation")));

@@ -42,15 +42,6 @@ struct Defining
     QString (*normalise)(const QString&) = nullptr;
 };
 
-QString augmentName(const QString& s)
-{
-    return s.isEmpty() || s == QLatin1String("tutorial") ? QStringLiteral("default") : s;
-}
-QString scheduleName(const QString& s)
-{
-    return s == QLatin1String("one-cycle") ? QStringLiteral("onecycle") : s;
-}
-
 const Defining kDefining[] = {
     {"dataset", Kind::Text, [](const TrainConfig& c) { return QString::fromStdString(c.dataset); }},
     {"model", Kind::Text, [](const TrainConfig& c) { return QString::fromStdString(c.model); }},
@@ -104,6 +95,15 @@ bool sameValue(const Defining& d, const QString& given, const QString& run)
 }
 
 } // namespace
+
+QString augmentName(const QString& s)
+{
+    return s.isEmpty() || s == QLatin1String("tutorial") ? QStringLiteral("default") : s;
+}
+QString scheduleName(const QString& s)
+{
+    return s == QLatin1String("one-cycle") ? QStringLiteral("onecycle") : s;
+}
 
 QString proposedRunFolder(const QString& runsDir, const QString& dataset, const QString& model)
 {

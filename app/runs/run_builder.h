@@ -49,6 +49,11 @@ std::optional<double> shareOf(const QString& text, double most);
 // A validation share (TrainConfig::validation): shareOf up to 0.5 (50%).
 std::optional<double> validationShare(const QString& text);
 
+// The run's names for what the command line also spells otherwise: --augment tutorial (or none
+// given) is "default", --lr-schedule one-cycle is "onecycle"; any other text as it is.
+QString augmentName(const QString& s);
+QString scheduleName(const QString& s);
+
 // The command-line options that define a run (its model, data, optimisation, seed): they cannot
 // change when it is resumed.
 const QStringList& runDefiningOptions();
