@@ -563,9 +563,7 @@ void HyperparameterForm::update()
                   .arg(QLocale().toString(global), QLocale().toString(trainingImages()))
             : QString();
     ValidatedField::showMessage(m_batchMessage, batchError);
-    m_batch->setToolTip(batchError.isEmpty() ? m_batchTip
-                                             : QStringLiteral("%1\n%2").arg(
-                                                   QStringLiteral("⚠ ") + batchError, m_batchTip));
+    m_batch->setToolTip(ValidatedField::tooltip(batchError, m_batchTip));
     if (m_error.isEmpty() && !batchError.isEmpty()) m_error = tr("batch: %1").arg(batchError);
     engine::TrainConfig c;
     if (m_error.isEmpty()) {

@@ -122,9 +122,14 @@ void ValidatedField::revalidate()
     if (m_ownError.isEmpty() && m_check) m_ownError = m_check(t);
     m_error = m_ownError.isEmpty() ? m_externalError : m_ownError;
     showMessage(m_message, m_error);
-    m_edit->setToolTip(m_error.isEmpty()  ? m_hint
-                       : m_hint.isEmpty() ? QStringLiteral("⚠ ") + m_error
-                                          : QStringLiteral("⚠ %1\n%2").arg(m_error, m_hint));
+    m_edit->setToolTip(tooltip(m_error, m_hint));
+}
+
+QString ValidatedField::tooltip(const QString& reason, const QString& hint)
+{
+    if (reason.isEmpty()) return hint;
+    return hint.isEmpty() ? QStringLiteral("⚠ ") + reason
+                          : QStringLiteral("⚠ %1\n%2").arg(reason, hint);
 }
 
 QLabel* ValidatedField::newMessageLabel(QWidget* parent)

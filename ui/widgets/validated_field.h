@@ -47,6 +47,8 @@ public:
     // ("⚠ reason"), or hides it for an empty one.
     static QLabel* newMessageLabel(QWidget* parent);
     static void showMessage(QLabel* label, const QString& reason);
+    // A field's tooltip: what it is (`hint`), a refused value's reason before it ("⚠ reason").
+    static QString tooltip(const QString& reason, const QString& hint);
 
     // Checks for the usual ranges.
     static Check positive();
