@@ -148,7 +148,7 @@ public:
 //   extern "C" GpuBackend* towers_cuda_backend(int abi, const char* buildId, char* error, size_t n)
 // and refuses (returning nullptr with the reason in `error`) unless both match what the program
 // was built with, since it shares the engine's classes (Tensor, Ops) by layout.
-constexpr int kGpuBackendAbi = 17;
+constexpr int kGpuBackendAbi = 18;
 #ifndef TOWERS_BUILD_VERSION
 #define TOWERS_BUILD_VERSION "unknown"
 #endif

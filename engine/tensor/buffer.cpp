@@ -1,19 +1,54 @@
 #include "engine/tensor/buffer.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "engine/tensor/device_memory.h"
 
 namespace towers::engine {
 
+namespace {
+constexpr std::size_t kAlign = 64;
+
+std::size_t roundedUp(std::size_t bytes)
+{
+    return (bytes + kAlign - 1) / kAlign * kAlign;
+}
+} // namespace
+
 std::shared_ptr<Buffer> Buffer::allocateHost(std::size_t bytes)
 {
-    constexpr std::size_t align = 64;
-    const std::size_t rounded = (bytes + align - 1) / align * align;
-    void* p = rounded ? std::aligned_alloc(align, rounded) : nullptr;
+    const std::size_t rounded = roundedUp(bytes);
+    void* p = rounded ? std::aligned_alloc(kAlign, rounded) : nullptr;
     if (rounded && !p) throw std::bad_alloc();
-    return std::shared_ptr<Buffer>(new Buffer(p, bytes, Device::host(), nullptr));
+    try {
+        return std::shared_ptr<Buffer>(new Buffer(p, bytes, Device::host(), nullptr, Source::Heap));
+    } catch (...) {
+        std::free(p);
+        throw;
+    }
+}
+
+std::shared_ptr<Buffer> Buffer::allocateHostZeroed(std::size_t bytes)
+{
+    if (bytes < kMappedBytes) {
+        auto buffer = allocateHost(bytes);
+        if (bytes) std::memset(buffer->data(), 0, bytes);
+        return buffer;
+    }
+    // Anonymous pages read as zero, and the system gives each one its memory when first written.
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    try {
+        return std::shared_ptr<Buffer>(
+            new Buffer(p, bytes, Device::host(), nullptr, Source::Mapped));
+    } catch (...) {
+        munmap(p, bytes);
+        throw;
+    }
 }
 
 std::shared_ptr<Buffer> Buffer::allocate(const Device& device, std::size_t bytes)
@@ -22,7 +57,7 @@ std::shared_ptr<Buffer> Buffer::allocate(const Device& device, std::size_t bytes
     DeviceMemory& memory = requireDeviceMemory(device);
     void* p = bytes ? memory.allocate(device.index, bytes) : nullptr;
     try {
-        return std::shared_ptr<Buffer>(new Buffer(p, bytes, device, &memory));
+        return std::shared_ptr<Buffer>(new Buffer(p, bytes, device, &memory, Source::Device));
     } catch (...) {
         if (p) memory.release(device.index, p);
         throw;
@@ -35,7 +70,8 @@ std::shared_ptr<Buffer> Buffer::allocatePinnedHost(std::size_t bytes)
     void* p = memory && bytes ? memory->allocatePinned(bytes) : nullptr;
     if (!p) return allocateHost(bytes);
     try {
-        return std::shared_ptr<Buffer>(new Buffer(p, bytes, Device::host(), memory, true));
+        return std::shared_ptr<Buffer>(
+            new Buffer(p, bytes, Device::host(), memory, Source::Pinned));
     } catch (...) {
         memory->releasePinned(p);
         throw;
@@ -44,12 +80,20 @@ std::shared_ptr<Buffer> Buffer::allocatePinnedHost(std::size_t bytes)
 
 Buffer::~Buffer()
 {
-    if (m_pinned)
-        m_memory->releasePinned(m_data);
-    else if (!m_memory)
+    switch (m_source) {
+    case Source::Heap:
         std::free(m_data);
-    else if (m_data)
-        m_memory->release(m_device.index, m_data);
+        break;
+    case Source::Mapped:
+        munmap(m_data, m_size);
+        break;
+    case Source::Pinned:
+        m_memory->releasePinned(m_data);
+        break;
+    case Source::Device:
+        if (m_data) m_memory->release(m_device.index, m_data);
+        break;
+    }
 }
 
 } // namespace towers::engine

@@ -32,8 +32,11 @@ Tensor Tensor::pinned(Shape shape, DType dtype)
 
 Tensor Tensor::zeros(Shape shape, DType dtype)
 {
-    Tensor t(std::move(shape), dtype);
-    if (t.bytes()) std::memset(t.raw(), 0, t.bytes());
+    Tensor t;
+    t.m_shape = std::move(shape);
+    t.m_dtype = dtype;
+    t.m_buffer =
+        Buffer::allocateHostZeroed(static_cast<std::size_t>(t.m_shape.numel()) * dtypeSize(dtype));
     return t;
 }
 

@@ -23,6 +23,8 @@ public:
     Tensor(Shape shape, DType dtype);
     // Allocates an uninitialised tensor on `device` (Unsupported when its backend is not loaded).
     Tensor(Shape shape, DType dtype, const Device& device);
+    // A host tensor of zeros. A large one's memory is only taken when written
+    // (Buffer::allocateHostZeroed): a layer's parameters are made so.
     static Tensor zeros(Shape shape, DType dtype);
     // An uninitialised host tensor in page-locked memory when a GPU backend is loaded (batches
     // on their way to GPU towers), else in plain host memory.

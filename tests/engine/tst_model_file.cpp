@@ -20,6 +20,7 @@
 #include "engine/train/recipe.h"
 #include "gradcheck.h"
 #include "model_files.h"
+#include "resident_memory.h"
 
 using namespace towers::engine;
 using namespace towers::test;
@@ -629,6 +630,26 @@ private slots:
             ++checked;
         }
         QCOMPARE(checked, 3);
+    }
+
+    // A network of 3 GiB of weights is read, checked, built and counted without taking their
+    // memory (the GUI's model page and model file editor do this as the user picks or types):
+    // parameters take memory when initialised.
+    void hugeNetworkTakesNoMemoryUntilInitialised()
+    {
+        const std::string text =
+            R"({"name": "huge", "input": [128, 128, 1], "layers": [{"type": "flatten"},
+                {"type": "linear", "units": 16384}, {"type": "linear", "units": 16384},
+                {"type": "linear", "units": 16384}, {"type": "linear", "units": "classes"}]})";
+        const std::int64_t before = residentBytes();
+        const ModelInfo info = modelFromDefinition(text, "huge.json");
+        const auto model = buildModel(info, 10);
+        QCOMPARE(model->parameterCount(), 3 * (std::int64_t(16384) * 16384 + 16384) + 163850);
+        QCOMPARE(model->layerTable().size(), std::size_t(5));
+        QVERIFY(model->trainingFlopsPerExample() > 1e9);
+        QVERIFY2(residentBytes() - before < (std::int64_t(64) << 20),
+                 qPrintable(QStringLiteral("%1 MiB resident after building a 3 GiB network")
+                                .arg((residentBytes() - before) >> 20)));
     }
 
     // readModelFile: a file's problems are IoErrors naming it.

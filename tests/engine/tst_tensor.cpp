@@ -1,6 +1,7 @@
 // Tensor, shape, descriptors (padding arithmetic) and the RNG.
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -8,8 +9,11 @@
 #include "engine/ops/dropout_mask.h"
 #include "engine/tensor/rng.h"
 #include "engine/tensor/tensor.h"
+#include "resident_memory.h"
 
 using namespace towers::engine;
+
+using towers::test::residentBytes;
 
 class TestTensor : public QObject
 {
@@ -41,6 +45,32 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(ShapeError, t.slice(2, 5));
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, t.data<double>());
         QCOMPARE(reinterpret_cast<std::uintptr_t>(t.raw()) % 64, 0u);
+    }
+    // A large tensor of zeros reads zero everywhere, is aligned and takes its memory only where
+    // written (a huge network's parameters before they are initialised).
+    void largeZerosTakeMemoryWhenWritten()
+    {
+        const std::int64_t n = std::int64_t(1) << 26; // 256 MiB of float32
+        const std::int64_t before = residentBytes();
+        Tensor t = Tensor::zeros({n}, DType::Float32);
+        QVERIFY2(residentBytes() - before < (std::int64_t(32) << 20),
+                 qPrintable(QStringLiteral("%1 MiB resident after making 256 MiB of zeros")
+                                .arg((residentBytes() - before) >> 20)));
+        QCOMPARE(reinterpret_cast<std::uintptr_t>(t.raw()) % 64, 0u);
+        const auto v = t.span<float>();
+        for (const std::int64_t i : {std::int64_t(0), n / 3, n - 1}) QCOMPARE(v[i], 0.0f);
+        v[n - 1] = 2.5f;
+        QCOMPARE(t.at(n - 1), 2.5);
+        Tensor c = t.clone(); // an ordinary copy, written everywhere
+        QCOMPARE(c.at(n - 1), 2.5);
+        QCOMPARE(c.at(n / 2), 0.0);
+        // Just under and at the size where the system's pages are used: zero, aligned.
+        for (const std::size_t bytes : {Buffer::kMappedBytes - 4, Buffer::kMappedBytes}) {
+            Tensor z = Tensor::zeros({std::int64_t(bytes / 4)}, DType::Float32);
+            QCOMPARE(reinterpret_cast<std::uintptr_t>(z.raw()) % 64, 0u);
+            const auto s = z.span<float>();
+            QVERIFY(std::all_of(s.begin(), s.end(), [](float x) { return x == 0.0f; }));
+        }
     }
     void dtypeConversion()
     {

@@ -37,8 +37,8 @@ QString fileText(const engine::ModelInfo& from, const QString& path)
     if (!f.open(QIODevice::ReadOnly)) return {};
     const QString text = QString::fromUtf8(f.readAll());
     // The same JSON as the network's definition (its canonical text: the file's object, keys
-    // sorted). Compared as JSON, not read as a network, which makes its layers: seconds and
-    // gigabytes for a large one, as the window opens.
+    // sorted). Compared as JSON, not read as a network (which makes its layers) on the GUI thread
+    // as the window opens.
     const QJsonDocument file = QJsonDocument::fromJson(text.toUtf8());
     const QJsonDocument definition =
         QJsonDocument::fromJson(QByteArray::fromStdString(from.definition));
@@ -159,8 +159,9 @@ ModelFileEditor::Examined ModelFileEditor::examine(const std::string& source,
 {
     Examined e;
     try {
-        // Reading works the layers' shapes out by making them (seconds and gigabytes for a large
-        // network), building counts their parameters.
+        // Reading works the layers' shapes out by making them, building counts their parameters:
+        // quick and small even for a huge network, whose parameters take memory only when
+        // initialised (Tensor::zeros).
         engine::ModelInfo info = engine::modelFromDefinition(source, where);
         (void)engine::defaultConfigFor(info); // its recipe, as train checks it
         const auto model = engine::buildModel(info);
@@ -219,7 +220,7 @@ void ModelFileEditor::checkInBackground()
     m_use->setEnabled(false);
     m_building = true;
     // A thread of its own, not the global pool's: the application waits for the pool's work as
-    // it quits, and a large network's check takes seconds and cannot be stopped. Nothing waits
+    // it quits, and a long text's check takes its time and cannot be stopped. Nothing waits
     // for this thread; its answer reaches the editor only while the editor lives.
     ++g_buildsRunning;
     std::thread([link = m_link, generation, source = text().toStdString(),

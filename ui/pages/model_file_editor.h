@@ -38,8 +38,8 @@ public:
     // does with the text it opens with.
     void setText(const QString& text);
     // What typing does after a pause: the text read and the network built off the GUI thread, to
-    // name a mistake or count its layers and parameters (a large one takes seconds and gigabytes:
-    // the window stays live, "Checking…", "Use" waiting for the answer). One check at a time; a
+    // name a mistake or count its layers and parameters (a long text takes its time: the window
+    // stays live, "Checking…", "Use" waiting for the answer). One check at a time; a
     // check whose text has changed since is dropped. It runs on a thread of its own that nothing
     // waits for: the window closed or the application quit, its answer is dropped.
     void checkInBackground();
@@ -78,8 +78,7 @@ private:
         std::int64_t parameters = 0;
         std::string error;
     };
-    // Reads the text into a network and builds it to count its layers and parameters (seconds
-    // and gigabytes for a large one: reading makes the layers too).
+    // Reads the text into a network and builds it to count its layers and parameters.
     static Examined examine(const std::string& source, const std::string& where);
     // What the check says of it, with the mistake's line.
     static Checked checked(Examined examined, const std::string& source, const std::string& where);

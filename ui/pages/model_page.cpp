@@ -266,7 +266,8 @@ void ModelPage::showModel()
 {
     const auto& info = model();
     const int classes = m_classes >= 2 ? m_classes : info.numClasses;
-    // Building allocates the parameters (no initialisation): quick even for the 20M-parameter net.
+    // Building makes the parameters as zeros that take no memory until written (Tensor::zeros):
+    // quick and small even for a network of gigabytes.
     const auto built = info.build(classes);
     m_layers->setRows(built->layerTable());
     const QString meantFor =
