@@ -342,8 +342,9 @@ QString deviceName(const engine::Device& device)
 QCommandLineOption bestOption()
 {
     return {QStringLiteral("best"),
-            QStringLiteral("With a run for --checkpoint: its best checkpoint (the highest test "
-                           "accuracy of its evaluations, which rotation keeps) instead of its "
+            QStringLiteral("With a run for --checkpoint: its best checkpoint (the highest "
+                           "accuracy of its evaluations, on its validation set when it held one "
+                           "out, else on the test set; rotation keeps it) instead of its "
                            "newest.")};
 }
 
