@@ -1,5 +1,7 @@
 #include "engine/cpu/cores.h"
 
+#include "engine/cpu/cgroups.h"
+
 #include <omp.h>
 #include <sched.h>
 
@@ -24,39 +26,6 @@ std::optional<double> number(std::string_view text)
     if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v))
         return std::nullopt;
     return v;
-}
-
-std::string fileText(const std::filesystem::path& path)
-{
-    std::ifstream in(path);
-    if (!in) return {};
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-std::optional<double> tighter(std::optional<double> a, std::optional<double> b)
-{
-    if (!a) return b;
-    if (!b) return a;
-    return std::min(*a, *b);
-}
-
-// The tightest quota at `root`/`relative` and each folder between it and `root`, read by
-// `quotaAt` (a limit on a parent holds its children too).
-template <typename QuotaAt>
-std::optional<double> tightestUpTo(const std::filesystem::path& root, std::string_view relative,
-                                   QuotaAt quotaAt)
-{
-    std::filesystem::path dir = root;
-    std::optional<double> quota = quotaAt(dir);
-    for (const auto& part : std::filesystem::path(relative).relative_path()) {
-        if (part.empty() || part == ".") continue;
-        if (part == "..") break; // not a cgroup path
-        dir /= part;
-        quota = tighter(quota, quotaAt(dir));
-    }
-    return quota;
 }
 
 std::vector<int> parseCpuList(std::string_view list)
@@ -110,37 +79,13 @@ std::optional<double> cgroupCpuQuota(const std::string& procSelfCgroup,
                                      const std::string& cgroupRoot)
 {
     namespace fs = std::filesystem;
-    const fs::path root(cgroupRoot);
-    std::optional<double> quota;
-    std::istringstream lines(procSelfCgroup);
-    for (std::string line; std::getline(lines, line);) {
-        // "hierarchy-ID:controller-list:cgroup-path"; v2's is "0::/path".
-        const std::size_t first = line.find(':');
-        const std::size_t second =
-            first == std::string::npos ? std::string::npos : line.find(':', first + 1);
-        if (second == std::string::npos) continue;
-        const std::string controllers = line.substr(first + 1, second - first - 1);
-        const std::string path = line.substr(second + 1);
-        if (controllers.empty()) {
-            quota = tighter(quota, tightestUpTo(root, path, [](const fs::path& dir) {
-                                return cpuMaxQuota(fileText(dir / "cpu.max"));
-                            }));
-            continue;
-        }
-        std::istringstream names(controllers);
-        bool cpu = false;
-        for (std::string name; std::getline(names, name, ',');) cpu = cpu || name == "cpu";
-        if (!cpu) continue;
-        for (const char* mount : {"cpu,cpuacct", "cpu"}) {
-            if (!fs::is_directory(root / mount)) continue;
-            quota = tighter(quota, tightestUpTo(root / mount, path, [](const fs::path& dir) {
-                                return cfsQuota(fileText(dir / "cpu.cfs_quota_us"),
-                                                fileText(dir / "cpu.cfs_period_us"));
-                            }));
-            break;
-        }
-    }
-    return quota;
+    return tightestInCgroups<double>(procSelfCgroup, cgroupRoot, "cpu", {"cpu,cpuacct", "cpu"},
+                                     [](const fs::path& dir) {
+                                         if (fs::exists(dir / "cpu.max"))
+                                             return cpuMaxQuota(fileText(dir / "cpu.max"));
+                                         return cfsQuota(fileText(dir / "cpu.cfs_quota_us"),
+                                                         fileText(dir / "cpu.cfs_period_us"));
+                                     });
 }
 
 int coresUnderQuota(int affinityCount, std::optional<double> quota)

@@ -1,0 +1,42 @@
+#pragma once
+// The memory this process may still take on its host: what the system has free for it (its
+// MemAvailable and free swap), bounded by its control group's memory limit (a container's
+// --memory, a batch job's allocation, systemd's MemoryMax) and its address-space limit
+// (ulimit -v). Training checks a run's needs against it before it takes the memory, where
+// taking too much ends in the system killing the process without a word.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace towers::engine::cpu {
+
+// The bytes the system could give from the text of /proc/meminfo: MemAvailable plus SwapFree
+// (none where MemAvailable is missing or the text does not parse).
+std::optional<std::int64_t> memInfoAvailable(std::string_view meminfo);
+
+// The room left under a memory limit: the limit's text (cgroup v2's memory.max, "max" for none;
+// v1's memory.limit_in_bytes, a value near 2^63 for none) less the usage's text (memory.current;
+// memory.usage_in_bytes), at least 0. None when there is no limit or a text does not parse.
+std::optional<std::int64_t> memoryRoom(std::string_view limit, std::string_view usage);
+
+// The tightest room under the memory limits of this process's control group and its ancestors,
+// read from its cgroup list (the text of /proc/self/cgroup) and the cgroup file systems mounted
+// at `cgroupRoot` (v2 there, or v1's memory controller in memory/).
+std::optional<std::int64_t> cgroupMemoryRoom(const std::string& procSelfCgroup,
+                                             const std::string& cgroupRoot = "/sys/fs/cgroup");
+
+struct HostMemory
+{
+    std::int64_t bytes = 0; // what this process may still take
+    std::string limitedBy;  // what bounds it: "free memory", "its control group's memory limit",
+                            // "its address-space limit, ulimit -v"
+};
+
+// What this process may still take now, and what bounds it; none where the system does not say.
+std::optional<HostMemory> availableHostMemory();
+
+// Bytes as people read them: "812 MiB", "3.4 GiB".
+std::string byteText(std::int64_t bytes);
+
+} // namespace towers::engine::cpu
