@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <deque>
+#include <new>
 #include <random>
 #include <thread>
 
@@ -1022,6 +1023,12 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             return stopped();
         return ended(Outcome::Finished);
     } catch (const std::exception& e) {
+        // std::bad_alloc's own text ("std::bad_alloc") says nothing to a user.
+        const bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+        const std::string error = memory
+                                      ? "out of memory at step " + std::to_string(m_step.load()) +
+                                            ": fewer towers or a smaller batch would take less"
+                                      : std::string(e.what());
         if (m_events) {
             try {
                 m_events->end(false);
@@ -1031,12 +1038,13 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         }
         if (m_dir && m_start != Start::Unset) {
             try {
-                m_dir->writeFailure(m_step.load(), e.what()); // runs shows it failed, and why
+                m_dir->writeFailure(m_step.load(), error); // runs shows it failed, and why
             } catch (const std::exception&) {
                 // a full disk: the error itself is said
             }
         }
-        if (m_observer) m_observer->onFailed(e.what());
+        if (m_observer) m_observer->onFailed(error);
+        if (memory) throw Error(error);
         throw;
     }
 }

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "engine/cpu/host_memory.h"
 #include "engine/data/dataset_content.h"
 #include "engine/data/validation_split.h"
 #include "engine/dist/process_state.h"
 #include "engine/gpu/gpu_backend.h"
+#include "engine/models/registry.h"
 #include "engine/ops/backends.h"
+#include "engine/train/memory_need.h"
 #include "engine/train/recipe.h"
 #include "engine/train/run_lock.h"
 #include "engine/train/tower_set.h"
@@ -15,6 +18,31 @@
 namespace towers::engine {
 
 namespace {
+
+// A run on CPU towers that cannot fit in the memory this process may still take is refused before
+// its towers take any (taking it, the system would end the process without a word); one that may
+// not fit while it writes a checkpoint is said. Returns what to say ("" for nothing).
+std::string hostMemoryNote(const TrainConfig& c)
+{
+    const std::optional<cpu::HostMemory> room = cpu::availableHostMemory();
+    if (!room) return {};
+    const auto model = buildModel(resolveModel(c.model, c.modelDefinition), c.classes);
+    const MemoryNeed need =
+        hostMemoryNeed(*model, c.towers, c.batchPerTower, c.optimizer.kind, c.emaDecay > 0);
+    const std::string may =
+        "this process may take " + cpu::byteText(room->bytes) + " more (" + room->limitedBy + ")";
+    if (need.floor() > room->bytes)
+        throw Error("not enough memory for this run: it needs at least " +
+                    cpu::byteText(need.floor()) + " (" + need.parts() + "), and " + may +
+                    ". Fewer towers, a smaller batch or a smaller network would fit");
+    if (need.total() > room->bytes)
+        return "this run needs at least " + cpu::byteText(need.floor()) + " (" + need.parts() +
+               ") and " + cpu::byteText(need.total()) + " while it writes a checkpoint, and " +
+               may +
+               ": the system may end it for lack of memory (fewer towers or a smaller batch "
+               "would take less)";
+    return {};
+}
 
 // Removes a folder this session made when nothing but the lock file and an empty checkpoints/
 // folder is in it.
@@ -191,6 +219,8 @@ void TrainingSession::build(TrainerObserver* observer)
                               " were held out for validation)");
     }
 
+    const std::string memoryNote = isHostBackend(c.backend) ? hostMemoryNote(c) : std::string();
+
     DataDescription data{m_dataset->classNames, m_recipe.toJson(), train->imageShape()};
     m_trainer =
         std::make_unique<Trainer>(c, *m_loader, m_options.runDirectory, data, observer, group);
@@ -206,6 +236,7 @@ void TrainingSession::build(TrainerObserver* observer)
                         " training images as the validation set (" + share +
                         " % of each class); the test set is left for after the run");
     }
+    if (!memoryNote.empty() && observer) observer->onLog("note: " + memoryNote);
     const Preprocessing recipe = m_recipe;
     m_trainer->setEvaluator(
         evaluated->count,

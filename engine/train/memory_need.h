@@ -1,0 +1,40 @@
+#pragma once
+// What a run's CPU towers take of the host's memory at least, worked out from its network and
+// settings before it takes any. Each tower holds a replica of the weights with their gradients,
+// its own optimizer state (every tower applies the update) and its layers' outputs for a batch;
+// the moving average is one more copy of the weights; a checkpoint copies the weights, the
+// optimizer state and the average while it writes them. The outputs' gradients, convolution
+// workspaces and oneDNN's own layouts come on top (a batch took about twice its layer outputs in
+// all for fashion-fast, about 7 times for mnist-convnet): this is a floor, measured against peak
+// resident memory in tst_memory_need.
+#include <cstdint>
+#include <string>
+
+namespace towers::engine {
+
+class Model;
+
+struct MemoryNeed
+{
+    int towers = 0;
+    std::int64_t batchPerTower = 0;
+    std::int64_t replicas = 0;   // every tower's weights and gradients
+    std::int64_t optimizer = 0;  // every tower's optimizer state
+    std::int64_t average = 0;    // the moving average of the weights (--ema-decay)
+    std::int64_t outputs = 0;    // every tower's layer outputs for a batch
+    std::int64_t checkpoint = 0; // what a checkpoint copies as it writes
+
+    // What the run cannot train without.
+    std::int64_t floor() const { return replicas + optimizer + average + outputs; }
+    // That, while it writes a checkpoint.
+    std::int64_t total() const { return floor() + checkpoint; }
+    // "weights and gradients of 2 tower(s) 1.8 GiB, optimizer state 904 MiB, ...": floor()'s.
+    std::string parts() const;
+};
+
+// `model`'s needs, trained on `towers` CPU towers of `batchPerTower` examples with the optimizer
+// `optimizer` ("sgd", "momentum", "nesterov", "adam"), with a moving average or not.
+MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerTower,
+                          const std::string& optimizer, bool average);
+
+} // namespace towers::engine
