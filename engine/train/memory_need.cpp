@@ -23,12 +23,13 @@ std::string MemoryNeed::parts() const
                     cpu::byteText(replicas);
     if (optimizer) s += ", optimizer state " + cpu::byteText(optimizer);
     if (average) s += ", moving average " + cpu::byteText(average);
+    if (exchange) s += ", gradients exchanged with the other processes " + cpu::byteText(exchange);
     return s + ", layer outputs of " + std::to_string(batchPerTower) + " examples per tower " +
            cpu::byteText(outputs);
 }
 
 MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerTower,
-                          const std::string& optimizer, bool average)
+                          const std::string& optimizer, bool average, int processes)
 {
     std::int64_t weights = 0, trainable = 0;
     for (const Parameter* p : model.parameters()) {
@@ -47,6 +48,7 @@ MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerT
     n.optimizer = std::int64_t(towers) * slots * trainable;
     n.average = average ? weights : 0;
     n.checkpoint = weights + slots * trainable + n.average;
+    n.exchange = processes > 1 ? std::int64_t(towers) * trainable : 0;
     n.outputs = std::int64_t(towers) * outputs * batchPerTower * std::int64_t(sizeof(float));
     return n;
 }

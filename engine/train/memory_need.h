@@ -22,10 +22,11 @@ struct MemoryNeed
     std::int64_t optimizer = 0;  // every tower's optimizer state
     std::int64_t average = 0;    // the moving average of the weights (--ema-decay)
     std::int64_t outputs = 0;    // every tower's layer outputs for a batch
+    std::int64_t exchange = 0;   // the gradients sent to and received from other processes
     std::int64_t checkpoint = 0; // what a checkpoint copies as it writes
 
     // What the run cannot train without.
-    std::int64_t floor() const { return replicas + optimizer + average + outputs; }
+    std::int64_t floor() const { return replicas + optimizer + average + outputs + exchange; }
     // That, while it writes a checkpoint.
     std::int64_t total() const { return floor() + checkpoint; }
     // "weights and gradients of 2 tower(s) 1.8 GiB, optimizer state 904 MiB, ...": floor()'s.
@@ -33,8 +34,10 @@ struct MemoryNeed
 };
 
 // `model`'s needs, trained on `towers` CPU towers of `batchPerTower` examples with the optimizer
-// `optimizer` ("sgd", "momentum", "nesterov", "adam"), with a moving average or not.
+// `optimizer` ("sgd", "momentum", "nesterov", "adam"), with a moving average or not, in one
+// process of `processes` (more than one: a copy of the towers' gradients in flight at least,
+// measured with two).
 MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerTower,
-                          const std::string& optimizer, bool average);
+                          const std::string& optimizer, bool average, int processes = 1);
 
 } // namespace towers::engine

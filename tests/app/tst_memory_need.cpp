@@ -120,6 +120,11 @@ private slots:
         QCOMPARE(adam.average, weights);
         QCOMPARE(adam.outputs, 32 * outputs);
         QCOMPARE(adam.checkpoint, 4 * weights);
+        QCOMPARE(adam.exchange, 0);
+        // One of several processes: the towers' gradients in flight to the others, too.
+        const MemoryNeed across = hostMemoryNeed(*model, 2, 16, "adam", true, 2);
+        QCOMPARE(across.exchange, 2 * weights);
+        QCOMPARE(across.floor(), adam.floor() + 2 * weights);
         QCOMPARE(hostMemoryNeed(*model, 3, 16, "nesterov", false).optimizer, 3 * weights);
         QCOMPARE(hostMemoryNeed(*model, 1, 16, "momentum", false).optimizer, weights);
         QCOMPARE(QString::fromStdString(adam.parts()),

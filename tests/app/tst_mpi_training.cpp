@@ -27,7 +27,11 @@
 #include <unistd.h>
 
 #include "dataset_files.h"
+#include "engine/cpu/host_memory.h"
+#include "engine/models/model_file.h"
+#include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/memory_need.h"
 #include "model_files.h"
 
 namespace fs = std::filesystem;
@@ -736,6 +740,55 @@ private slots:
                 qWarning("no \"%s\" in the output", text);
             CHECK_RUN(r.output().contains(QLatin1String(text)), r);
         }
+    }
+
+    // Two processes on this machine whose towers fit in its free memory one at a time but not
+    // together: every rank refuses at start, before taking the memory, and no folder is left.
+    void aRunThatCannotFitOnTheMachineIsRefusedEverywhere()
+    {
+        // 1.2 GiB of fully connected weights: a tower takes 4.8 GiB at least with Nesterov
+        // across processes (weights, gradients, momentum, the exchange).
+        const char* network = R"({"name": "huge", "input": [28, 28, 1], "layers": [
+            {"type": "flatten"}, {"type": "linear", "units": 65536},
+            {"type": "linear", "units": 4096}, {"type": "linear", "units": "classes"}]})";
+        const QString file = path(QStringLiteral("huge.json"));
+        {
+            QFile f(file);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(network);
+        }
+        const auto room = towers::engine::cpu::availableHostMemory();
+        if (!room) QSKIP("the system does not say how much memory is free");
+        const auto model = towers::engine::buildModel(
+            towers::engine::modelFromDefinition(network, "huge.json"), 10);
+        const std::int64_t tower =
+            towers::engine::hostMemoryNeed(*model, 1, 16, "nesterov", false, 2).floor();
+        // The fewest towers of which one process fits and two do not.
+        const std::int64_t count = room->bytes / (2 * tower) + 1;
+        if (count * tower > room->bytes)
+            QSKIP("no tower count fits one process and not two on this machine");
+        const QString dir = path(QStringLiteral("runs/too-big"));
+        QElapsedTimer clock;
+        clock.start();
+        const Run r = mpirun(2,
+                             train(dir, {QStringLiteral("--towers"), QString::number(count),
+                                         QStringLiteral("--model"), file,
+                                         QStringLiteral("--optimizer"), QStringLiteral("nesterov"),
+                                         QStringLiteral("--steps"), QStringLiteral("1")}),
+                             60000);
+        const qint64 ms = clock.elapsed();
+        VERIFY_RAN(r);
+        qInfo("%lld tower(s) a process; refused after %lld ms", qint64(count), ms);
+        CHECK_RUN(r.exitCode == 1, r);
+        int refusals = 0;
+        for (const QString& line : r.output().split(QLatin1Char('\n')))
+            if (line.contains(QStringLiteral("not enough memory for this run: its 2 processes on "
+                                             "this machine need at least ")))
+                ++refusals;
+        CHECK_RUN(refusals == 2, r);
+        CHECK_RUN(
+            r.output().contains(QStringLiteral("gradients exchanged with the other processes")), r);
+        CHECK_RUN(!QFileInfo::exists(dir), r);
     }
 
     // Rank 1 started with another option: every rank refuses at start, naming rank 1.
