@@ -469,10 +469,25 @@ private slots:
             if (!net->layerOutput(i).empty() && net->layerOutput(i).dtype() == DType::BFloat16)
                 ++bf16Layers;
         QVERIFY2(bf16Layers > 0, "no layer kept its output in bfloat16");
+        // The same bits only where every convolution given a bfloat16 image computes in bfloat16
+        // (rounding its input anyway): without AMX, a wide 3x3 one stays in float32 Winograd
+        // (conv_plan.cpp), writes float32 and reads its input rounded where the float32 images
+        // were not (mnist-convnet's conv3 on avx512_core_bf16).
+        QString float32Conv;
+        for (std::size_t i = 1; i + 1 < layers; ++i) {
+            const auto* conv = dynamic_cast<const Conv2d*>(net->net().layers()[i].get());
+            if (conv && net->layerOutput(i - 1).dtype() == DType::BFloat16 &&
+                net->layerOutput(i).dtype() == DType::Float32)
+                float32Conv = QString::fromStdString(conv->name());
+        }
         // Each layer rounds its output to 8 bits: a few 2^-9 through a handful of layers.
         const double e = normalisedError(got, want);
         QVERIFY2(e < 3e-2, qPrintable(QString::number(e)));
-        if (bitwise)
+        if (bitwise && !float32Conv.isEmpty())
+            qInfo("%s computes in float32 on this CPU: its input rounded, the same bits or not "
+                  "(%g)",
+                  qPrintable(float32Conv), e);
+        else if (bitwise)
             QCOMPARE(std::memcmp(got.raw(), want.raw(), want.bytes()), 0);
         else
             QVERIFY2(e > 0, "bfloat16 activations changed nothing");
