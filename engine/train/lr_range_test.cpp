@@ -8,6 +8,7 @@
 #include "engine/data/validation_split.h"
 #include "engine/errors.h"
 #include "engine/ops/backends.h"
+#include "engine/train/memory_need.h"
 #include "engine/train/recipe.h"
 #include "engine/train/tower_set.h"
 #include "engine/train/trainer.h"
@@ -92,6 +93,9 @@ LrRangeResult runLrRangeTest(const TrainConfig& config, const Dataset& dataset,
     if (loader.stepsPerEpoch() < 1)
         throw InvalidArgument("the training set has fewer examples than one global batch of " +
                               std::to_string(c.towers * c.batchPerTower));
+    // Refused before the towers take memory they cannot have (it writes no checkpoint: the note
+    // of one that may not fit says nothing here).
+    if (isHostBackend(c.backend)) (void)checkHostMemory(c);
     TowerSet towers(towerSetOptionsFor(c));
     // A fine-tuning run's test starts where its run would: from the checkpoint's weights.
     if (!c.initFrom.empty()) {

@@ -13,6 +13,8 @@
 namespace towers::engine {
 
 class Model;
+class ProcessGroup;
+struct TrainConfig;
 
 struct MemoryNeed
 {
@@ -39,5 +41,13 @@ struct MemoryNeed
 // measured with two).
 MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerTower,
                           const std::string& optimizer, bool average, int processes = 1);
+
+// Before a run on CPU towers takes its memory: throws Error when it cannot fit in what this
+// process may still take (cpu::availableHostMemory), naming each part and the limit (taking it,
+// the system would end the process without a word); returns a note when it may not fit while it
+// writes a checkpoint, else "". The run's processes on this machine (each with its towers) share
+// its memory; across processes (`group`), one refusing refuses the run on every one (a
+// collective: every process calls it).
+std::string checkHostMemory(const TrainConfig& config, ProcessGroup* group = nullptr);
 
 } // namespace towers::engine

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "engine/cpu/host_memory.h"
 #include "engine/data/dataset_content.h"
 #include "engine/data/validation_split.h"
 #include "engine/dist/process_state.h"
@@ -18,48 +17,6 @@
 namespace towers::engine {
 
 namespace {
-
-// A run on CPU towers that cannot fit in the memory this process may still take is refused before
-// its towers take any (taking it, the system would end the process without a word); one that may
-// not fit while it writes a checkpoint is said. The run's processes on this machine (each with
-// its towers) share its memory. Across processes, one refusing refuses the run everywhere (a
-// collective: every process asks). Returns what to say ("" for nothing).
-std::string hostMemoryNote(const TrainConfig& c, ProcessGroup* group)
-{
-    std::string refusal, note;
-    if (const std::optional<cpu::HostMemory> room = cpu::availableHostMemory()) {
-        const auto model = buildModel(resolveModel(c.model, c.modelDefinition), c.classes);
-        const MemoryNeed need = hostMemoryNeed(*model, c.towers, c.batchPerTower, c.optimizer.kind,
-                                               c.emaDecay > 0, group ? group->size() : 1);
-        const int here = group ? std::max(1, group->localSize()) : 1;
-        const std::string who =
-            here > 1 ? "its " + std::to_string(here) + " processes on this machine need"
-                     : "it needs";
-        const std::string each = here > 1 ? "each: " : "";
-        const std::string may = "this process may take " + cpu::byteText(room->bytes) + " more (" +
-                                room->limitedBy + ")";
-        if (need.floor() * here > room->bytes)
-            refusal = "not enough memory for this run: " + who + " at least " +
-                      cpu::byteText(need.floor() * here) + " (" + each + need.parts() + "), and " +
-                      may + ". Fewer towers, a smaller batch or a smaller network would fit";
-        else if (need.total() * here > room->bytes)
-            note = "this run needs at least " + cpu::byteText(need.floor() * here) + " (" + each +
-                   need.parts() + ") and " + cpu::byteText(need.total() * here) +
-                   " while it writes a checkpoint, and " + may +
-                   ": the system may end it for lack of memory (fewer towers or a smaller batch "
-                   "would take less)";
-    }
-    if (group && group->size() > 1) {
-        const std::vector<std::string> all = group->allGatherStrings(refusal);
-        if (!refusal.empty()) throw Error(refusal);
-        for (std::size_t r = 0; r < all.size(); ++r)
-            if (!all[r].empty())
-                throw Error("rank " + std::to_string(r) + " refused the run: " + all[r]);
-    } else if (!refusal.empty()) {
-        throw Error(refusal);
-    }
-    return note;
-}
 
 // Removes a folder this session made when nothing but the lock file and an empty checkpoints/
 // folder is in it.
@@ -237,7 +194,7 @@ void TrainingSession::build(TrainerObserver* observer)
     }
 
     const std::string memoryNote =
-        isHostBackend(c.backend) ? hostMemoryNote(c, group) : std::string();
+        isHostBackend(c.backend) ? checkHostMemory(c, group) : std::string();
 
     DataDescription data{m_dataset->classNames, m_recipe.toJson(), train->imageShape()};
     m_trainer =

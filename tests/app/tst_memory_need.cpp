@@ -49,6 +49,16 @@ class TestMemoryNeed : public QObject
     // process is).
     Run train(const QStringList& args, rlim_t addressSpace = 0)
     {
+        return cli(QStringList{QStringLiteral("train"), QStringLiteral("--steps"),
+                               QStringLiteral("2"), QStringLiteral("--eval-every"),
+                               QStringLiteral("0")} +
+                       args,
+                   addressSpace);
+    }
+
+    // towers-cli `command` (its name and options) on fashion-mnist, batch 16.
+    Run cli(const QStringList& command, rlim_t addressSpace = 0)
+    {
         QProcess p;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(QStringLiteral("HOME"), path(QStringLiteral("home")));
@@ -65,12 +75,8 @@ class TestMemoryNeed : public QObject
             }
         });
         p.start(QStringLiteral(TOWERS_CLI),
-                QStringList{QStringLiteral("train"), QStringLiteral("--dataset"),
-                            QStringLiteral("fashion-mnist"), QStringLiteral("--steps"),
-                            QStringLiteral("2"), QStringLiteral("--eval-every"),
-                            QStringLiteral("0"), QStringLiteral("--batch-size"),
-                            QStringLiteral("16")} +
-                    args);
+                command + QStringList{QStringLiteral("--dataset"), QStringLiteral("fashion-mnist"),
+                                      QStringLiteral("--batch-size"), QStringLiteral("16")});
         Run r;
         if (!p.waitForStarted(10000)) return r;
         if (!p.waitForFinished(180000)) {
@@ -182,6 +188,19 @@ private slots:
                                                "would fit")),
                  qPrintable(r.err));
         QVERIFY(!QFileInfo::exists(dir));
+    }
+
+    // lr-find builds the towers a run would (8 of it with Nesterov, the model file's recipe):
+    // refused the same way.
+    void anLrFindThatCannotFitIsRefused()
+    {
+        const Run r = cli({QStringLiteral("lr-find"), QStringLiteral("--model"), wideFile(),
+                           QStringLiteral("--towers"), QStringLiteral("8")},
+                          rlim_t(1024) * kMiB);
+        QVERIFY2(r.exitCode == 1, qPrintable(r.err));
+        QVERIFY2(r.err.contains(QStringLiteral("not enough memory for this run: it needs at least "
+                                               "2.3 GiB (weights and gradients of 8 tower(s)")),
+                 qPrintable(r.err));
     }
 
     // One tower with Adam and a moving average needs about 500 MiB to train and 900 MiB while
