@@ -229,6 +229,7 @@ void MainWindow::connectPages()
     connect(m_model, &ModelPage::logMessage, this, &MainWindow::appendLog);
     connect(form, &HyperparameterForm::changed, this, &MainWindow::configChanged);
     connect(m_devices, &DevicesPage::towerSetupChanged, this, [this, form](int towers, int) {
+        m_model->setGpuTowers(!m_devices->selectedGpus().empty());
         form->setTowers(towers);
         configChanged();
     });

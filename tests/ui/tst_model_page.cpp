@@ -17,8 +17,10 @@
 
 #include <fstream>
 
+#include "engine/cpu/host_memory.h"
 #include "engine/models/model_file.h"
 #include "engine/models/registry.h"
+#include "engine/train/memory_need.h"
 #include "model_files.h"
 #include "ui/models/layer_table_model.h"
 #include "ui/pages/model_file_editor.h"
@@ -144,6 +146,44 @@ private slots:
         for (auto* l : page.findChildren<QLabel*>())
             said = said || l->text().contains(QStringLiteral("100 classes"));
         QVERIFY(said);
+    }
+
+    // The memory row follows the network, the towers, the batch and the optimizer (the engine's
+    // estimate), and says in red when a run could not start; GPU towers are not the host's.
+    void memoryRowFollowsTheRun()
+    {
+        ModelPage page;
+        page.setModelName(QStringLiteral("fashion-fast"));
+        page.form()->setTowers(2);
+        page.form()->findChild<QSpinBox*>()->setValue(100);
+        const auto model = towers::engine::buildModel("fashion-fast", 10);
+        const auto need = towers::engine::hostMemoryNeed(
+            *model, 2, 100, page.form()->config().optimizer.kind, false);
+        QVERIFY2(page.memoryText().startsWith(
+                     QStringLiteral("at least %1 for 2 towers × 100")
+                         .arg(QString::fromStdString(towers::engine::cpu::byteText(need.floor())))),
+                 qPrintable(page.memoryText()));
+        page.form()->findChild<QSpinBox*>()->setValue(20000);
+        QVERIFY2(page.memoryText().contains(QStringLiteral("2 towers × 20000")),
+                 qPrintable(page.memoryText()));
+
+        // 1 GiB of weights on 512 towers: more than any machine here has.
+        const auto& huge = towers::engine::keepModel(towers::engine::modelFromDefinition(
+            R"({"name": "huge-page", "input": [128, 128, 1], "layers": [{"type": "flatten"},
+                {"type": "linear", "units": 16384}, {"type": "linear", "units": "classes"}]})",
+            "huge.json"));
+        page.setModel(huge);
+        page.form()->setTowers(512);
+        page.form()->findChild<QSpinBox*>()->setValue(16);
+        QVERIFY2(page.memoryText().contains(QStringLiteral(": more than the ")) &&
+                     page.memoryText().contains(QStringLiteral("fewer towers, a smaller batch or "
+                                                               "a smaller network would fit")),
+                 qPrintable(page.memoryText()));
+        page.setGpuTowers(true);
+        QCOMPARE(page.memoryText(),
+                 QStringLiteral("on the GPUs (each tower's memory is its GPU's)"));
+        page.setGpuTowers(false);
+        QVERIFY(page.memoryText().contains(QStringLiteral("more than the ")));
     }
 
     void opensAModelFile()

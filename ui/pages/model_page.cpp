@@ -17,8 +17,10 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "engine/cpu/host_memory.h"
 #include "engine/models/model_file.h"
 #include "engine/models/registry.h"
+#include "engine/train/memory_need.h"
 #include "engine/train/recipe.h"
 #include "ui/models/layer_table_model.h"
 #include "ui/pages/model_file_editor.h"
@@ -65,6 +67,9 @@ ModelPage::ModelPage(QWidget* parent)
     setTabOrder(m_openFile, m_saveFile);
     m_total = new QLabel(modelBox);
     form->addRow(tr("Parameters:"), m_total);
+    m_memory = new QLabel(modelBox);
+    m_memory->setWordWrap(true);
+    form->addRow(tr("Memory:"), m_memory);
     modelLayout->addLayout(form);
     m_description = new QLabel(modelBox);
     m_description->setWordWrap(true);
@@ -101,6 +106,7 @@ ModelPage::ModelPage(QWidget* parent)
         showModel();
         emit modelChanged(modelName());
     });
+    connect(m_form, &HyperparameterForm::changed, this, &ModelPage::showMemory);
     showModel();
 }
 
@@ -285,6 +291,59 @@ void ModelPage::showModel()
             .arg(meantFor)
             .arg(QLocale().toString(built->trainingFlopsPerExample() * 1e-6, 'f', 1)));
     m_total->setText(tr("<b>%1</b> trainable").arg(QLocale().toString(built->parameterCount())));
+    showMemory();
+}
+
+void ModelPage::setGpuTowers(bool gpus)
+{
+    if (gpus == m_gpuTowers) return;
+    m_gpuTowers = gpus;
+    showMemory();
+}
+
+QString ModelPage::memoryText() const
+{
+    return m_memory->text();
+}
+
+void ModelPage::showMemory()
+{
+    if (m_gpuTowers) {
+        m_memory->setText(tr("on the GPUs (each tower's memory is its GPU's)"));
+        m_memory->setToolTip(QString());
+        m_memory->setStyleSheet(QString());
+        return;
+    }
+    const auto& info = model();
+    const engine::TrainConfig c = m_form->config();
+    const int classes = m_classes >= 2 ? m_classes : info.numClasses;
+    // Building takes no memory until the weights are written (Tensor::zeros).
+    const auto built = info.build(classes);
+    const engine::MemoryNeed need =
+        engine::hostMemoryNeed(*built, std::max(1, c.towers), std::max(1, c.batchPerTower),
+                               c.optimizer.kind, c.emaDecay > 0);
+    const auto room = engine::cpu::availableHostMemory();
+    const QString floor = QString::fromStdString(engine::cpu::byteText(need.floor()));
+    const QString free =
+        room ? QString::fromStdString(engine::cpu::byteText(room->bytes)) : QString();
+    const QString towers = need.towers == 1 ? tr("1 tower") : tr("%1 towers").arg(need.towers);
+    QString text = tr("at least %1 for %2 × %3").arg(floor, towers).arg(need.batchPerTower);
+    const bool tooMuch = room && need.floor() > room->bytes;
+    if (tooMuch)
+        text = tr("at least %1 for %2 × %3: more than the %4 this application may take (%5); "
+                  "fewer towers, a smaller batch or a smaller network would fit")
+                   .arg(floor, towers)
+                   .arg(need.batchPerTower)
+                   .arg(free, QString::fromStdString(room->limitedBy));
+    else if (room)
+        text += tr(", %1 free").arg(free);
+    m_memory->setText(text);
+    m_memory->setStyleSheet(tooMuch ? QStringLiteral("color: #c62828") : QString());
+    m_memory->setToolTip(
+        tr("%1; %2 more while a checkpoint is written. The outputs' gradients and the "
+           "convolutions' workspaces come on top (docs/training.md).")
+            .arg(QString::fromStdString(need.parts()),
+                 QString::fromStdString(engine::cpu::byteText(need.checkpoint))));
 }
 
 } // namespace towers::ui

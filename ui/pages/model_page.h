@@ -62,6 +62,11 @@ public:
     // layer table, parameter count and description follow.
     void setClasses(int classes);
     int classes() const { return m_classes; }
+    // Whether the towers are GPUs (the Devices page's choice): the memory row then says that the
+    // host's memory is not what bounds them.
+    void setGpuTowers(bool gpus);
+    // The memory row's text ("at least 1.2 GiB for 2 towers x 64, 20.3 GiB free").
+    QString memoryText() const;
 
 signals:
     void modelChanged(const QString& name);
@@ -76,6 +81,10 @@ private:
     // The form's column as wide as the form's minimum (its fields' texts change it).
     void fitFormColumn();
     void showModel();
+    // What the chosen network needs of the host's memory with the form's towers, batch, optimizer
+    // and moving average (engine::hostMemoryNeed), against what this process may take: in red,
+    // saying so, where a run could not start.
+    void showMemory();
     void chooseModelFile();
     void chooseSaveFile();
     void editModel();
@@ -83,6 +92,7 @@ private:
     static QString modelFileItem(const QString& name);
 
     int m_classes = 0;
+    bool m_gpuTowers = false;
     QComboBox* m_modelCombo;
     QPushButton* m_openFile;
     QPushButton* m_saveFile;
@@ -93,6 +103,7 @@ private:
     QString m_lastFolder; // where the last model file was opened or saved
     QLabel* m_description;
     QLabel* m_total;
+    QLabel* m_memory;
     QTableView* m_table;
     LayerTableModel* m_layers;
     HyperparameterForm* m_form;
