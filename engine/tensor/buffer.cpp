@@ -19,17 +19,27 @@ std::size_t roundedUp(std::size_t bytes)
 }
 } // namespace
 
+std::shared_ptr<Buffer> Buffer::owned(void* data, std::size_t size, Device device,
+                                      DeviceMemory* memory, Source source)
+{
+    // Once the Buffer exists it owns `data`: a shared_ptr that cannot be made deletes it, and
+    // its destructor gives the bytes back. Only a Buffer that cannot be made leaves them here.
+    std::unique_ptr<Buffer> buffer;
+    try {
+        buffer.reset(new Buffer(data, size, device, memory, source));
+    } catch (...) {
+        Buffer(data, size, device, memory, source).release();
+        throw;
+    }
+    return std::shared_ptr<Buffer>(std::move(buffer));
+}
+
 std::shared_ptr<Buffer> Buffer::allocateHost(std::size_t bytes)
 {
     const std::size_t rounded = roundedUp(bytes);
     void* p = rounded ? std::aligned_alloc(kAlign, rounded) : nullptr;
     if (rounded && !p) throw std::bad_alloc();
-    try {
-        return std::shared_ptr<Buffer>(new Buffer(p, bytes, Device::host(), nullptr, Source::Heap));
-    } catch (...) {
-        std::free(p);
-        throw;
-    }
+    return owned(p, bytes, Device::host(), nullptr, Source::Heap);
 }
 
 std::shared_ptr<Buffer> Buffer::allocateHostZeroed(std::size_t bytes)
@@ -42,13 +52,7 @@ std::shared_ptr<Buffer> Buffer::allocateHostZeroed(std::size_t bytes)
     // Anonymous pages read as zero, and the system gives each one its memory when first written.
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
-    try {
-        return std::shared_ptr<Buffer>(
-            new Buffer(p, bytes, Device::host(), nullptr, Source::Mapped));
-    } catch (...) {
-        munmap(p, bytes);
-        throw;
-    }
+    return owned(p, bytes, Device::host(), nullptr, Source::Mapped);
 }
 
 std::shared_ptr<Buffer> Buffer::allocate(const Device& device, std::size_t bytes)
@@ -56,12 +60,7 @@ std::shared_ptr<Buffer> Buffer::allocate(const Device& device, std::size_t bytes
     if (device.isHost()) return allocateHost(bytes);
     DeviceMemory& memory = requireDeviceMemory(device);
     void* p = bytes ? memory.allocate(device.index, bytes) : nullptr;
-    try {
-        return std::shared_ptr<Buffer>(new Buffer(p, bytes, device, &memory, Source::Device));
-    } catch (...) {
-        if (p) memory.release(device.index, p);
-        throw;
-    }
+    return owned(p, bytes, device, &memory, Source::Device);
 }
 
 std::shared_ptr<Buffer> Buffer::allocatePinnedHost(std::size_t bytes)
@@ -69,17 +68,17 @@ std::shared_ptr<Buffer> Buffer::allocatePinnedHost(std::size_t bytes)
     DeviceMemory* memory = deviceMemory(DeviceKind::Cuda);
     void* p = memory && bytes ? memory->allocatePinned(bytes) : nullptr;
     if (!p) return allocateHost(bytes);
-    try {
-        return std::shared_ptr<Buffer>(
-            new Buffer(p, bytes, Device::host(), memory, Source::Pinned));
-    } catch (...) {
-        memory->releasePinned(p);
-        throw;
-    }
+    return owned(p, bytes, Device::host(), memory, Source::Pinned);
 }
 
 Buffer::~Buffer()
 {
+    release();
+}
+
+void Buffer::release() noexcept
+{
+    if (!m_data) return;
     switch (m_source) {
     case Source::Heap:
         std::free(m_data);
@@ -91,9 +90,10 @@ Buffer::~Buffer()
         m_memory->releasePinned(m_data);
         break;
     case Source::Device:
-        if (m_data) m_memory->release(m_device.index, m_data);
+        m_memory->release(m_device.index, m_data);
         break;
     }
+    m_data = nullptr;
 }
 
 } // namespace towers::engine

@@ -54,6 +54,12 @@ private:
         : m_data(data), m_size(size), m_device(device), m_memory(memory), m_source(source)
     {
     }
+    // A shared Buffer owning `data`, given back by the Buffer's destructor; `data` given back
+    // here when even that cannot be made.
+    static std::shared_ptr<Buffer> owned(void* data, std::size_t size, Device device,
+                                         DeviceMemory* memory, Source source);
+    // Gives the bytes back to where they came from (once).
+    void release() noexcept;
     void* m_data;
     std::size_t m_size;
     Device m_device;
