@@ -59,7 +59,8 @@ std::optional<T> tightestInCgroups(const std::string& procSelfCgroup,
         for (std::string name; std::getline(names, name, ',');) ours = ours || name == controller;
         if (!ours) continue;
         for (const std::string& mount : v1Mounts) {
-            if (!fs::is_directory(root / mount)) continue;
+            std::error_code ec;
+            if (!fs::is_directory(root / mount, ec)) continue;
             walk(root / mount, path);
             break;
         }

@@ -81,7 +81,8 @@ std::optional<double> cgroupCpuQuota(const std::string& procSelfCgroup,
     namespace fs = std::filesystem;
     return tightestInCgroups<double>(procSelfCgroup, cgroupRoot, "cpu", {"cpu,cpuacct", "cpu"},
                                      [](const fs::path& dir) {
-                                         if (fs::exists(dir / "cpu.max"))
+                                         std::error_code ec;
+                                         if (fs::exists(dir / "cpu.max", ec))
                                              return cpuMaxQuota(fileText(dir / "cpu.max"));
                                          return cfsQuota(fileText(dir / "cpu.cfs_quota_us"),
                                                          fileText(dir / "cpu.cfs_period_us"));

@@ -58,13 +58,28 @@ std::optional<std::int64_t> memInfoAvailable(std::string_view meminfo)
     return *available + memInfoField(meminfo, "SwapFree").value_or(0);
 }
 
-std::optional<std::int64_t> memoryRoom(std::string_view limit, std::string_view usage)
+std::optional<std::int64_t> memoryRoom(std::string_view limit, std::string_view usage,
+                                       std::string_view stat)
 {
     const auto l = integer(limit); // "max": no limit
     const auto u = integer(usage);
     // cgroup v1 writes "no limit" as the largest page multiple below 2^63.
     if (!l || !u || *l >= (std::int64_t(1) << 62)) return std::nullopt;
-    return std::max<std::int64_t>(0, *l - *u);
+    std::int64_t used = *u;
+    // "inactive_file 1234" (v2), "total_inactive_file 1234" (v1, the group and its children).
+    for (const std::string_view name : {"total_inactive_file", "inactive_file"}) {
+        std::size_t at = 0;
+        while (at < stat.size()) {
+            const std::size_t end = std::min(stat.find('\n', at), stat.size());
+            const std::string_view line = stat.substr(at, end - at);
+            at = end + 1;
+            if (line.size() > name.size() && line.starts_with(name) && line[name.size()] == ' ')
+                if (const auto cache = integer(line.substr(name.size() + 1)))
+                    used = std::max<std::int64_t>(0, used - std::min(*cache, used));
+        }
+        if (used != *u) break;
+    }
+    return std::max<std::int64_t>(0, *l - used);
 }
 
 std::optional<std::int64_t> cgroupMemoryRoom(const std::string& procSelfCgroup,
@@ -73,32 +88,53 @@ std::optional<std::int64_t> cgroupMemoryRoom(const std::string& procSelfCgroup,
     namespace fs = std::filesystem;
     return tightestInCgroups<std::int64_t>(
         procSelfCgroup, cgroupRoot, "memory", {"memory"}, [](const fs::path& dir) {
-            if (fs::exists(dir / "memory.max"))
-                return memoryRoom(fileText(dir / "memory.max"), fileText(dir / "memory.current"));
+            std::error_code ec;
+            if (fs::exists(dir / "memory.max", ec))
+                return memoryRoom(fileText(dir / "memory.max"), fileText(dir / "memory.current"),
+                                  fileText(dir / "memory.stat"));
             return memoryRoom(fileText(dir / "memory.limit_in_bytes"),
-                              fileText(dir / "memory.usage_in_bytes"));
+                              fileText(dir / "memory.usage_in_bytes"),
+                              fileText(dir / "memory.stat"));
         });
+}
+
+namespace {
+
+void takeTighter(std::optional<HostMemory>& room, std::optional<std::int64_t> bytes,
+                 const char* what)
+{
+    if (bytes && (!room || *bytes < room->bytes)) room = HostMemory{*bytes, what};
+}
+
+} // namespace
+
+std::optional<HostMemory> sharedHostMemory()
+{
+    std::optional<HostMemory> room;
+    takeTighter(room, memInfoAvailable(fileText("/proc/meminfo")), "free memory");
+    takeTighter(room, cgroupMemoryRoom(fileText("/proc/self/cgroup")),
+                "its control group's memory limit");
+    return room;
+}
+
+std::optional<HostMemory> addressSpaceRoom()
+{
+    // ulimit -v: the address space left (what is mapped already counts, used or not).
+    rlimit limit{};
+    if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::nullopt;
+    std::ifstream statm("/proc/self/statm");
+    std::int64_t pages = 0;
+    if (!(statm >> pages)) return std::nullopt;
+    const std::int64_t mapped = pages * std::int64_t(sysconf(_SC_PAGESIZE));
+    return HostMemory{std::max<std::int64_t>(0, std::int64_t(limit.rlim_cur) - mapped),
+                      "its address-space limit, ulimit -v"};
 }
 
 std::optional<HostMemory> availableHostMemory()
 {
-    std::optional<HostMemory> room;
-    const auto take = [&](std::optional<std::int64_t> bytes, const char* what) {
-        if (bytes && (!room || *bytes < room->bytes)) room = HostMemory{*bytes, what};
-    };
-    take(memInfoAvailable(fileText("/proc/meminfo")), "free memory");
-    take(cgroupMemoryRoom(fileText("/proc/self/cgroup")), "its control group's memory limit");
-    // ulimit -v: the address space left (what is mapped already counts, used or not).
-    rlimit limit{};
-    if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-        std::ifstream statm("/proc/self/statm");
-        std::int64_t pages = 0;
-        if (statm >> pages) {
-            const std::int64_t mapped = pages * std::int64_t(sysconf(_SC_PAGESIZE));
-            take(std::max<std::int64_t>(0, std::int64_t(limit.rlim_cur) - mapped),
-                 "its address-space limit, ulimit -v");
-        }
-    }
+    std::optional<HostMemory> room = sharedHostMemory();
+    if (const auto own = addressSpaceRoom())
+        takeTighter(room, own->bytes, "its address-space limit, ulimit -v");
     return room;
 }
 
@@ -107,7 +143,7 @@ std::string byteText(std::int64_t bytes)
     const double mib = double(bytes) / double(1 << 20);
     char text[32];
     if (mib < 1024)
-        std::snprintf(text, sizeof text, "%.0f MiB", std::max(mib, 1.0));
+        std::snprintf(text, sizeof text, "%.0f MiB", mib);
     else
         std::snprintf(text, sizeof text, "%.1f GiB", mib / 1024);
     return text;

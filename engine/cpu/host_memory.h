@@ -17,8 +17,12 @@ std::optional<std::int64_t> memInfoAvailable(std::string_view meminfo);
 
 // The room left under a memory limit: the limit's text (cgroup v2's memory.max, "max" for none;
 // v1's memory.limit_in_bytes, a value near 2^63 for none) less the usage's text (memory.current;
-// memory.usage_in_bytes), at least 0. None when there is no limit or a text does not parse.
-std::optional<std::int64_t> memoryRoom(std::string_view limit, std::string_view usage);
+// memory.usage_in_bytes), at least 0, where the usage's inactive file cache (the "inactive_file"
+// line of v2's memory.stat, "total_inactive_file" of v1's: `stat`, the file's text) does not
+// count, as the kernel takes it back before it refuses (docker's and cAdvisor's working set).
+// None when there is no limit or the limit or usage does not parse.
+std::optional<std::int64_t> memoryRoom(std::string_view limit, std::string_view usage,
+                                       std::string_view stat = {});
 
 // The tightest room under the memory limits of this process's control group and its ancestors,
 // read from its cgroup list (the text of /proc/self/cgroup) and the cgroup file systems mounted
@@ -28,13 +32,17 @@ std::optional<std::int64_t> cgroupMemoryRoom(const std::string& procSelfCgroup,
 
 struct HostMemory
 {
-    std::int64_t bytes = 0; // what this process may still take
+    std::int64_t bytes = 0; // what may still be taken
     std::string limitedBy;  // what bounds it: "free memory", "its control group's memory limit",
                             // "its address-space limit, ulimit -v"
 };
 
 // What this process may still take now, and what bounds it; none where the system does not say.
 std::optional<HostMemory> availableHostMemory();
+// The same in two parts: what the machine (free memory) and the control group leave, which the
+// processes on the machine share, and what this process's own address-space limit leaves.
+std::optional<HostMemory> sharedHostMemory();
+std::optional<HostMemory> addressSpaceRoom();
 
 // Bytes as people read them: "812 MiB", "3.4 GiB".
 std::string byteText(std::int64_t bytes);

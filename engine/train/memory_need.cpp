@@ -1,5 +1,8 @@
 #include "engine/train/memory_need.h"
 
+#include <exception>
+#include <new>
+
 #include "engine/cpu/host_memory.h"
 #include "engine/dist/process_group.h"
 #include "engine/errors.h"
@@ -59,34 +62,64 @@ MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerT
 std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group)
 {
     std::string refusal, note;
-    if (const std::optional<cpu::HostMemory> room = cpu::availableHostMemory()) {
-        const auto model = buildModel(resolveModel(c.model, c.modelDefinition), c.classes);
-        const MemoryNeed need = hostMemoryNeed(*model, c.towers, c.batchPerTower, c.optimizer.kind,
-                                               c.emaDecay > 0, group ? group->size() : 1);
-        const int here = group ? std::max(1, group->localSize()) : 1;
-        const std::string who =
-            here > 1 ? "its " + std::to_string(here) + " processes on this machine need"
-                     : "it needs";
-        const std::string each = here > 1 ? "each: " : "";
-        const std::string may = "this process may take " + cpu::byteText(room->bytes) + " more (" +
-                                room->limitedBy + ")";
-        if (need.floor() * here > room->bytes)
-            refusal = "not enough memory for this run: " + who + " at least " +
-                      cpu::byteText(need.floor() * here) + " (" + each + need.parts() + "), and " +
-                      may + ". Fewer towers, a smaller batch or a smaller network would fit";
-        else if (need.total() * here > room->bytes)
-            note = "this run needs at least " + cpu::byteText(need.floor() * here) + " (" + each +
-                   need.parts() + ") and " + cpu::byteText(need.total() * here) +
-                   " while it writes a checkpoint, and " + may +
-                   ": the system may end it for lack of memory (fewer towers or a smaller batch "
-                   "would take less)";
+    std::exception_ptr failure;
+    // Whatever happens here, every process reaches the collective below.
+    try {
+        const std::optional<cpu::HostMemory> shared = cpu::sharedHostMemory();
+        const std::optional<cpu::HostMemory> own = cpu::addressSpaceRoom();
+        if (shared || own) {
+            const auto model = buildModel(resolveModel(c.model, c.modelDefinition), c.classes);
+            const MemoryNeed need =
+                hostMemoryNeed(*model, c.towers, c.batchPerTower, c.optimizer.kind, c.emaDecay > 0,
+                               group ? group->size() : 1);
+            // The processes on this machine share its free memory and control group; the
+            // address-space limit is each process's own.
+            const int here = group ? std::max(1, group->localSize()) : 1;
+            const auto atLeast = [&](int n) {
+                return " at least " + cpu::byteText(need.floor() * n) + " (" +
+                       (n > 1 ? "each: " : "") + need.parts() + ")";
+            };
+            const auto mayTake = [&](const cpu::HostMemory& room, int n) {
+                return std::string(n > 1 ? "they may take " : "this process may take ") +
+                       cpu::byteText(room.bytes) + " more (" + room.limitedBy + ")";
+            };
+            const auto processes = [&](int n) {
+                return std::to_string(n) + " processes on this machine need";
+            };
+            for (const auto& [room, n] : {std::pair{shared, here}, std::pair{own, 1}}) {
+                if (!room) continue;
+                if (need.floor() * n > room->bytes) {
+                    refusal = "not enough memory for this run: " +
+                              (n > 1 ? "its " + processes(n) : std::string("it needs")) +
+                              atLeast(n) + ", and " + mayTake(*room, n) +
+                              ". Fewer towers, a smaller batch or a smaller network would fit";
+                    break;
+                }
+                if (note.empty() && need.total() * n > room->bytes)
+                    note = (n > 1 ? "this run's " + processes(n) : std::string("this run needs")) +
+                           atLeast(n) + " and " + cpu::byteText(need.total() * n) +
+                           " while it writes a checkpoint, and " + mayTake(*room, n) +
+                           ": the system may end it for lack of memory (fewer towers or a smaller "
+                           "batch would take less)";
+            }
+        }
+    } catch (const std::bad_alloc&) {
+        refusal = "not enough memory for this run: its network's weights alone do not fit in "
+                  "what this process may take. Fewer towers, a smaller batch or a smaller network "
+                  "would fit";
+    } catch (const std::exception& e) {
+        failure = std::current_exception(); // thrown as it is, once every process knows
+        refusal = e.what();
     }
     if (group && group->size() > 1) {
         const std::vector<std::string> all = group->allGatherStrings(refusal);
+        if (failure) std::rethrow_exception(failure);
         if (!refusal.empty()) throw Error(refusal);
         for (std::size_t r = 0; r < all.size(); ++r)
             if (!all[r].empty())
                 throw Error("rank " + std::to_string(r) + " refused the run: " + all[r]);
+    } else if (failure) {
+        std::rethrow_exception(failure);
     } else if (!refusal.empty()) {
         throw Error(refusal);
     }
