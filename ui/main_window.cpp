@@ -282,6 +282,8 @@ void MainWindow::connectPages()
         appendLog(tr("Moved the run %1 to the trash: %2 (restore it from there)").arg(folder, to));
     });
     connect(m_classify, &ClassifyPage::logMessage, this, &MainWindow::appendLog);
+    // The Devices page chose its towers before these connections (GPUs ticked where usable).
+    m_model->setGpuTowers(!m_devices->selectedGpus().empty());
     configChanged();
 }
 

@@ -642,8 +642,13 @@ private slots:
                 {"type": "linear", "units": 16384}, {"type": "linear", "units": 16384},
                 {"type": "linear", "units": 16384}, {"type": "linear", "units": "classes"}]})";
         const std::int64_t before = residentBytes();
-        const ModelInfo info = modelFromDefinition(text, "huge.json");
-        const auto model = buildModel(info, 10);
+        std::unique_ptr<Model> model;
+        try {
+            model = buildModel(modelFromDefinition(text, "huge.json"), 10);
+        } catch (const std::bad_alloc&) {
+            QSKIP("the system does not set 3 GiB aside unwritten here (no overcommit, or "
+                  "ulimit -v)");
+        }
         QCOMPARE(model->parameterCount(), 3 * (std::int64_t(16384) * 16384 + 16384) + 163850);
         QCOMPARE(model->layerTable().size(), std::size_t(5));
         QVERIFY(model->trainingFlopsPerExample() > 1e9);

@@ -274,7 +274,19 @@ void ModelPage::showModel()
     const int classes = m_classes >= 2 ? m_classes : info.numClasses;
     // Building makes the parameters as zeros that take no memory until written (Tensor::zeros):
     // quick and small even for a network of gigabytes.
-    const auto built = info.build(classes);
+    std::unique_ptr<engine::Model> built;
+    try {
+        built = info.build(classes);
+    } catch (const std::exception& e) { // a model file's classifier too large for these classes
+        m_layers->setRows({});
+        m_description->setText(tr("%1 cannot be built with %2 classes: %3")
+                                   .arg(QString::fromStdString(info.name).toHtmlEscaped())
+                                   .arg(classes)
+                                   .arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
+        m_total->setText(QStringLiteral("–"));
+        showMemory();
+        return;
+    }
     m_layers->setRows(built->layerTable());
     const QString meantFor =
         info.defaultDataset.empty()
@@ -314,36 +326,44 @@ void ModelPage::showMemory()
         m_memory->setStyleSheet(QString());
         return;
     }
-    const auto& info = model();
-    const engine::TrainConfig c = m_form->config();
-    const int classes = m_classes >= 2 ? m_classes : info.numClasses;
-    // Building takes no memory until the weights are written (Tensor::zeros).
-    const auto built = info.build(classes);
-    const engine::MemoryNeed need =
-        engine::hostMemoryNeed(*built, std::max(1, c.towers), std::max(1, c.batchPerTower),
-                               c.optimizer.kind, c.emaDecay > 0);
-    const auto room = engine::cpu::availableHostMemory();
-    const QString floor = QString::fromStdString(engine::cpu::byteText(need.floor()));
-    const QString free =
-        room ? QString::fromStdString(engine::cpu::byteText(room->bytes)) : QString();
-    const QString towers = need.towers == 1 ? tr("1 tower") : tr("%1 towers").arg(need.towers);
-    QString text = tr("at least %1 for %2 × %3").arg(floor, towers).arg(need.batchPerTower);
-    const bool tooMuch = room && need.floor() > room->bytes;
-    if (tooMuch)
-        text = tr("at least %1 for %2 × %3: more than the %4 this application may take (%5); "
-                  "fewer towers, a smaller batch or a smaller network would fit")
-                   .arg(floor, towers)
-                   .arg(need.batchPerTower)
-                   .arg(free, QString::fromStdString(room->limitedBy));
-    else if (room)
-        text += tr(", %1 free").arg(free);
-    m_memory->setText(text);
-    m_memory->setStyleSheet(tooMuch ? QStringLiteral("color: #c62828") : QString());
-    m_memory->setToolTip(
-        tr("%1; %2 more while a checkpoint is written. The outputs' gradients and the "
-           "convolutions' workspaces come on top (docs/training.md).")
-            .arg(QString::fromStdString(need.parts()),
-                 QString::fromStdString(engine::cpu::byteText(need.checkpoint))));
+    // A network that cannot be made with these classes (its classifier too large), or whose
+    // weights cannot even be set aside: said here, never thrown out of the form's signal.
+    try {
+        const auto& info = model();
+        const engine::TrainConfig c = m_form->config();
+        const int classes = m_classes >= 2 ? m_classes : info.numClasses;
+        // Building takes no memory until the weights are written (Tensor::zeros).
+        const auto built = info.build(classes);
+        const engine::MemoryNeed need =
+            engine::hostMemoryNeed(*built, std::max(1, c.towers), std::max(1, c.batchPerTower),
+                                   c.optimizer.kind, c.emaDecay > 0);
+        const auto room = engine::cpu::availableHostMemory();
+        const QString floor = QString::fromStdString(engine::cpu::byteText(need.floor()));
+        const QString free =
+            room ? QString::fromStdString(engine::cpu::byteText(room->bytes)) : QString();
+        const QString towers = need.towers == 1 ? tr("1 tower") : tr("%1 towers").arg(need.towers);
+        QString text = tr("at least %1 for %2 × %3").arg(floor, towers).arg(need.batchPerTower);
+        const bool tooMuch = room && need.floor() > room->bytes;
+        if (tooMuch)
+            text = tr("at least %1 for %2 × %3: more than the %4 this application may take (%5); "
+                      "fewer towers, a smaller batch or a smaller network would fit")
+                       .arg(floor, towers)
+                       .arg(need.batchPerTower)
+                       .arg(free, QString::fromStdString(room->limitedBy));
+        else if (room)
+            text += tr(", %1 free").arg(free);
+        m_memory->setText(text);
+        m_memory->setStyleSheet(tooMuch ? QStringLiteral("color: #c62828") : QString());
+        m_memory->setToolTip(
+            tr("%1; %2 more while a checkpoint is written. The outputs' gradients and the "
+               "convolutions' workspaces come on top (docs/training.md).")
+                .arg(QString::fromStdString(need.parts()),
+                     QString::fromStdString(engine::cpu::byteText(need.checkpoint))));
+    } catch (const std::exception& e) {
+        m_memory->setText(tr("not worked out: %1").arg(QString::fromUtf8(e.what())));
+        m_memory->setStyleSheet(QStringLiteral("color: #c62828"));
+        m_memory->setToolTip(QString());
+    }
 }
 
 } // namespace towers::ui
