@@ -14,6 +14,9 @@ namespace towers::engine::cpu {
 // A small file's text ("" where it cannot be read).
 std::string fileText(const std::filesystem::path& path);
 
+// `text` without the spaces and newlines around it (a value read from such a file).
+std::string_view trimmed(std::string_view text);
+
 // The tightest (smallest) of `limitAt`'s answers for this process's control groups and their
 // ancestors, read from the process's cgroup list (the text of /proc/self/cgroup) and the cgroup
 // file systems mounted at `root`: for the v2 group (the line "0::/path"), limitAt(folder) for

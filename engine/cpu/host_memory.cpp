@@ -18,35 +18,42 @@ namespace {
 
 std::optional<std::int64_t> integer(std::string_view text)
 {
-    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
-    while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+    text = trimmed(text);
     std::int64_t v = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec != std::errc() || end != text.data() + text.size() || v < 0) return std::nullopt;
     return v;
 }
 
+// What follows `name` and `separator` on the first line of `text` that starts with them
+// (/proc/meminfo's "MemAvailable:   1234 kB", memory.stat's "inactive_file 1234").
+std::optional<std::string_view> lineValue(std::string_view text, std::string_view name,
+                                          char separator)
+{
+    std::size_t at = 0;
+    while (at < text.size()) {
+        const std::size_t end = std::min(text.find('\n', at), text.size());
+        const std::string_view line = text.substr(at, end - at);
+        at = end + 1;
+        if (line.size() > name.size() && line.starts_with(name) && line[name.size()] == separator)
+            return line.substr(name.size() + 1);
+    }
+    return std::nullopt;
+}
+
 // A "Name:   1234 kB" line's bytes.
 std::optional<std::int64_t> memInfoField(std::string_view meminfo, std::string_view name)
 {
-    std::size_t at = 0;
-    while (at < meminfo.size()) {
-        const std::size_t end = std::min(meminfo.find('\n', at), meminfo.size());
-        std::string_view line = meminfo.substr(at, end - at);
-        at = end + 1;
-        if (!line.starts_with(name) || line.size() <= name.size() || line[name.size()] != ':')
-            continue;
-        line.remove_prefix(name.size() + 1);
-        std::int64_t factor = 1;
-        if (line.ends_with(" kB")) {
-            line.remove_suffix(3);
-            factor = 1024;
-        }
-        const auto v = integer(line);
-        if (!v || *v > std::numeric_limits<std::int64_t>::max() / factor) return std::nullopt;
-        return *v * factor;
+    std::optional<std::string_view> value = lineValue(meminfo, name, ':');
+    if (!value) return std::nullopt;
+    std::int64_t factor = 1;
+    if (value->ends_with(" kB")) {
+        value->remove_suffix(3);
+        factor = 1024;
     }
-    return std::nullopt;
+    const auto v = integer(*value);
+    if (!v || *v > std::numeric_limits<std::int64_t>::max() / factor) return std::nullopt;
+    return *v * factor;
 }
 
 } // namespace
@@ -65,20 +72,13 @@ std::optional<std::int64_t> memoryRoom(std::string_view limit, std::string_view 
     const auto u = integer(usage);
     // cgroup v1 writes "no limit" as the largest page multiple below 2^63.
     if (!l || !u || *l >= (std::int64_t(1) << 62)) return std::nullopt;
-    std::int64_t used = *u;
-    // "inactive_file 1234" (v2), "total_inactive_file 1234" (v1, the group and its children).
-    for (const std::string_view name : {"total_inactive_file", "inactive_file"}) {
-        std::size_t at = 0;
-        while (at < stat.size()) {
-            const std::size_t end = std::min(stat.find('\n', at), stat.size());
-            const std::string_view line = stat.substr(at, end - at);
-            at = end + 1;
-            if (line.size() > name.size() && line.starts_with(name) && line[name.size()] == ' ')
-                if (const auto cache = integer(line.substr(name.size() + 1)))
-                    used = std::max<std::int64_t>(0, used - std::min(*cache, used));
-        }
-        if (used != *u) break;
-    }
+    // "total_inactive_file 1234" (v1: the group and its children), else "inactive_file 1234"
+    // (v2; v1's own group alone).
+    std::optional<std::int64_t> cache;
+    for (const std::string_view name : {"total_inactive_file", "inactive_file"})
+        if (!cache)
+            if (const auto value = lineValue(stat, name, ' ')) cache = integer(*value);
+    const std::int64_t used = *u - std::min(cache.value_or(0), *u);
     return std::max<std::int64_t>(0, *l - used);
 }
 
@@ -100,10 +100,15 @@ std::optional<std::int64_t> cgroupMemoryRoom(const std::string& procSelfCgroup,
 
 namespace {
 
-void takeTighter(std::optional<HostMemory>& room, std::optional<std::int64_t> bytes,
-                 const char* what)
+void takeTighter(std::optional<HostMemory>& room, std::optional<HostMemory> other)
 {
-    if (bytes && (!room || *bytes < room->bytes)) room = HostMemory{*bytes, what};
+    if (other && (!room || other->bytes < room->bytes)) room = std::move(other);
+}
+
+std::optional<HostMemory> bounded(std::optional<std::int64_t> bytes, const char* what)
+{
+    if (!bytes) return std::nullopt;
+    return HostMemory{*bytes, what};
 }
 
 } // namespace
@@ -111,9 +116,9 @@ void takeTighter(std::optional<HostMemory>& room, std::optional<std::int64_t> by
 std::optional<HostMemory> sharedHostMemory()
 {
     std::optional<HostMemory> room;
-    takeTighter(room, memInfoAvailable(fileText("/proc/meminfo")), "free memory");
-    takeTighter(room, cgroupMemoryRoom(fileText("/proc/self/cgroup")),
-                "its control group's memory limit");
+    takeTighter(room, bounded(memInfoAvailable(fileText("/proc/meminfo")), "free memory"));
+    takeTighter(room, bounded(cgroupMemoryRoom(fileText("/proc/self/cgroup")),
+                              "its control group's memory limit"));
     return room;
 }
 
@@ -133,8 +138,7 @@ std::optional<HostMemory> addressSpaceRoom()
 std::optional<HostMemory> availableHostMemory()
 {
     std::optional<HostMemory> room = sharedHostMemory();
-    if (const auto own = addressSpaceRoom())
-        takeTighter(room, own->bytes, "its address-space limit, ulimit -v");
+    takeTighter(room, addressSpaceRoom());
     return room;
 }
 
