@@ -7,21 +7,10 @@
 #include "engine/dist/process_group.h"
 #include "engine/errors.h"
 #include "engine/models/registry.h"
+#include "engine/optim/optimizer.h"
 #include "engine/train/train_config.h"
 
 namespace towers::engine {
-
-namespace {
-
-// Optimizer state per trainable weight: a momentum buffer, Adam's two moments.
-int optimizerSlots(const std::string& optimizer)
-{
-    if (optimizer == "momentum" || optimizer == "nesterov") return 1;
-    if (optimizer == "adam") return 2;
-    return 0;
-}
-
-} // namespace
 
 std::string MemoryNeed::parts() const
 {
@@ -34,29 +23,45 @@ std::string MemoryNeed::parts() const
            cpu::byteText(outputs);
 }
 
-MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerTower,
+NetworkBytes networkBytes(const Model& model)
+{
+    NetworkBytes b;
+    for (const Parameter* p : model.parameters()) {
+        b.weights += std::int64_t(p->value.bytes());
+        if (p->trainable) b.trainable += std::int64_t(p->value.bytes());
+    }
+    const std::vector<LayerRow> rows = model.layerTable();
+    for (const ShownLayerRow& r : shownLayerRows(rows))
+        b.outputsPerExample += r.row->outputShape.numel() * std::int64_t(sizeof(float));
+    return b;
+}
+
+MemoryNeed hostMemoryNeed(const NetworkBytes& network, int towers, std::int64_t batchPerTower,
                           const std::string& optimizer, bool average, int processes)
 {
-    std::int64_t weights = 0, trainable = 0;
-    for (const Parameter* p : model.parameters()) {
-        weights += std::int64_t(p->value.bytes());
-        if (p->trainable) trainable += std::int64_t(p->value.bytes());
-    }
-    std::int64_t outputs = 0; // float32 elements per example
-    const std::vector<LayerRow> rows = model.layerTable();
-    for (const ShownLayerRow& r : shownLayerRows(rows)) outputs += r.row->outputShape.numel();
+    // Its state per trainable weight: a momentum buffer, Adam's two moments.
+    OptimizerOptions kind;
+    kind.kind = optimizer;
+    const auto slots = std::int64_t(makeOptimizer(kind)->slotNames().size());
+    const std::int64_t weights = network.weights, trainable = network.trainable;
 
     MemoryNeed n;
     n.towers = towers;
     n.batchPerTower = batchPerTower;
-    const int slots = optimizerSlots(optimizer);
     n.replicas = std::int64_t(towers) * (weights + trainable);
     n.optimizer = std::int64_t(towers) * slots * trainable;
     n.average = average ? weights : 0;
     n.checkpoint = weights + slots * trainable + n.average;
     n.exchange = processes > 1 ? std::int64_t(towers) * trainable : 0;
-    n.outputs = std::int64_t(towers) * outputs * batchPerTower * std::int64_t(sizeof(float));
+    n.outputs = std::int64_t(towers) * network.outputsPerExample * batchPerTower;
     return n;
+}
+
+MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerTower,
+                          const std::string& optimizer, bool average, int processes)
+{
+    return hostMemoryNeed(networkBytes(model), towers, batchPerTower, optimizer, average,
+                          processes);
 }
 
 std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group)

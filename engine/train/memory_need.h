@@ -35,19 +35,29 @@ struct MemoryNeed
     std::string parts() const;
 };
 
-// `model`'s needs, trained on `towers` CPU towers of `batchPerTower` examples with the optimizer
-// `optimizer` ("sgd", "momentum", "nesterov", "adam"), with a moving average or not, in one
-// process of `processes` (more than one: a copy of the towers' gradients in flight at least,
-// measured with two).
+// What of a network its needs follow from: the bytes of its parameters and buffers, of its
+// trainable parameters, and its layers' float32 outputs for one example.
+struct NetworkBytes
+{
+    std::int64_t weights = 0, trainable = 0, outputsPerExample = 0;
+};
+NetworkBytes networkBytes(const Model& model);
+
+// A network's needs, trained on `towers` CPU towers of `batchPerTower` examples with the optimizer
+// `optimizer` ("sgd", "momentum", "nesterov", "adam": its state per parameter is its
+// Optimizer::slotNames()), with a moving average or not, in one process of `processes` (more than
+// one: a copy of the towers' gradients in flight at least, measured with two).
+MemoryNeed hostMemoryNeed(const NetworkBytes& network, int towers, std::int64_t batchPerTower,
+                          const std::string& optimizer, bool average, int processes = 1);
 MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerTower,
                           const std::string& optimizer, bool average, int processes = 1);
 
 // Before a run on CPU towers takes its memory: throws Error when it cannot fit in what this
-// process may still take (cpu::availableHostMemory), naming each part and the limit (taking it,
-// the system would end the process without a word); returns a note when it may not fit while it
-// writes a checkpoint, else "". The run's processes on this machine (each with its towers) share
-// its memory; across processes (`group`), one refusing refuses the run on every one (a
-// collective: every process calls it).
+// process may still take (cpu::sharedHostMemory, cpu::addressSpaceRoom), naming each part and the
+// limit (taking it, the system would end the process without a word); returns a note when it may
+// not fit while it writes a checkpoint, else "". The run's processes on this machine (each with its
+// towers) share its memory; across processes (`group`), one refusing refuses the run on every one
+// (a collective: every process calls it).
 std::string checkHostMemory(const TrainConfig& config, ProcessGroup* group = nullptr);
 
 } // namespace towers::engine

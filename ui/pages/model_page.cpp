@@ -275,18 +275,21 @@ void ModelPage::showModel()
     // Building makes the parameters as zeros that take no memory until written (Tensor::zeros):
     // quick and small even for a network of gigabytes.
     std::unique_ptr<engine::Model> built;
+    m_networkBytes.reset();
     try {
         built = info.build(classes);
     } catch (const std::exception& e) { // a model file's classifier too large for these classes
+        m_buildError = QString::fromUtf8(e.what());
         m_layers->setRows({});
         m_description->setText(tr("%1 cannot be built with %2 classes: %3")
                                    .arg(QString::fromStdString(info.name).toHtmlEscaped())
                                    .arg(classes)
-                                   .arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
+                                   .arg(m_buildError.toHtmlEscaped()));
         m_total->setText(QStringLiteral("–"));
         showMemory();
         return;
     }
+    m_networkBytes = engine::networkBytes(*built);
     m_layers->setRows(built->layerTable());
     const QString meantFor =
         info.defaultDataset.empty()
@@ -326,17 +329,20 @@ void ModelPage::showMemory()
         m_memory->setStyleSheet(QString());
         return;
     }
+    const auto notWorkedOut = [this](const QString& why) {
+        m_memory->setText(tr("not worked out: %1").arg(why));
+        m_memory->setStyleSheet(QStringLiteral("color: #c62828"));
+        m_memory->setToolTip(QString());
+    };
     // A network that cannot be made with these classes (its classifier too large), or whose
-    // weights cannot even be set aside: said here, never thrown out of the form's signal.
+    // weights cannot even be set aside.
+    if (!m_networkBytes) return notWorkedOut(m_buildError);
+    // Said here, never thrown out of the form's signal.
     try {
-        const auto& info = model();
         const engine::TrainConfig c = m_form->config();
-        const int classes = m_classes >= 2 ? m_classes : info.numClasses;
-        // Building takes no memory until the weights are written (Tensor::zeros).
-        const auto built = info.build(classes);
         const engine::MemoryNeed need =
-            engine::hostMemoryNeed(*built, std::max(1, c.towers), std::max(1, c.batchPerTower),
-                                   c.optimizer.kind, c.emaDecay > 0);
+            engine::hostMemoryNeed(*m_networkBytes, std::max(1, c.towers),
+                                   std::max(1, c.batchPerTower), c.optimizer.kind, c.emaDecay > 0);
         const auto room = engine::cpu::availableHostMemory();
         const QString floor = QString::fromStdString(engine::cpu::byteText(need.floor()));
         const QString free =
@@ -360,9 +366,7 @@ void ModelPage::showMemory()
                 .arg(QString::fromStdString(need.parts()),
                      QString::fromStdString(engine::cpu::byteText(need.checkpoint))));
     } catch (const std::exception& e) {
-        m_memory->setText(tr("not worked out: %1").arg(QString::fromUtf8(e.what())));
-        m_memory->setStyleSheet(QStringLiteral("color: #c62828"));
-        m_memory->setToolTip(QString());
+        notWorkedOut(QString::fromUtf8(e.what()));
     }
 }
 

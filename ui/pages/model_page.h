@@ -6,6 +6,10 @@
 #include <QHash>
 #include <QWidget>
 
+#include <optional>
+
+#include "engine/train/memory_need.h"
+
 class QComboBox;
 class QPushButton;
 class QLabel;
@@ -82,8 +86,8 @@ private:
     void fitFormColumn();
     void showModel();
     // What the chosen network needs of the host's memory with the form's towers, batch, optimizer
-    // and moving average (engine::hostMemoryNeed), against what this process may take: in red,
-    // saying so, where a run could not start.
+    // and moving average (engine::hostMemoryNeed of the network showModel built), against what
+    // this process may take: in red, saying so, where a run could not start.
     void showMemory();
     void chooseModelFile();
     void chooseSaveFile();
@@ -93,6 +97,9 @@ private:
 
     int m_classes = 0;
     bool m_gpuTowers = false;
+    // What the memory row follows of the chosen network, or why it could not be built.
+    std::optional<engine::NetworkBytes> m_networkBytes;
+    QString m_buildError;
     QComboBox* m_modelCombo;
     QPushButton* m_openFile;
     QPushButton* m_saveFile;
