@@ -2,12 +2,17 @@
 
 #include <exception>
 #include <new>
+#include <optional>
+#include <vector>
 
 #include "engine/cpu/host_memory.h"
 #include "engine/dist/process_group.h"
 #include "engine/errors.h"
+#include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
+#include "engine/ops/backends.h"
 #include "engine/optim/optimizer.h"
+#include "engine/train/tower_set.h"
 #include "engine/train/train_config.h"
 
 namespace towers::engine {
@@ -19,6 +24,7 @@ std::string MemoryNeed::parts() const
     if (optimizer) s += ", optimizer state " + cpu::byteText(optimizer);
     if (average) s += ", moving average " + cpu::byteText(average);
     if (exchange) s += ", gradients exchanged with the other processes " + cpu::byteText(exchange);
+    if (heldSet) s += ", the training set " + cpu::byteText(heldSet);
     return s + ", layer outputs of " + std::to_string(batchPerTower) + " examples per tower " +
            cpu::byteText(outputs);
 }
@@ -63,6 +69,29 @@ MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerT
     return hostMemoryNeed(networkBytes(model), towers, batchPerTower, optimizer, average,
                           processes);
 }
+
+namespace {
+
+// A check's outcome agreed by every process of `group` (a collective): `failure` (a check that
+// could not be made) thrown as it is, else this process's refusal, else another's naming its rank.
+void agreeOnRefusal(ProcessGroup* group, const std::string& refusal,
+                    const std::exception_ptr& failure)
+{
+    if (group && group->size() > 1) {
+        const std::vector<std::string> all = group->allGatherStrings(refusal);
+        if (failure) std::rethrow_exception(failure);
+        if (!refusal.empty()) throw Error(refusal);
+        for (std::size_t r = 0; r < all.size(); ++r)
+            if (!all[r].empty())
+                throw Error("rank " + std::to_string(r) + " refused the run: " + all[r]);
+    } else if (failure) {
+        std::rethrow_exception(failure);
+    } else if (!refusal.empty()) {
+        throw Error(refusal);
+    }
+}
+
+} // namespace
 
 std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group)
 {
@@ -116,19 +145,71 @@ std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group)
         failure = std::current_exception(); // thrown as it is, once every process knows
         refusal = e.what();
     }
-    if (group && group->size() > 1) {
-        const std::vector<std::string> all = group->allGatherStrings(refusal);
-        if (failure) std::rethrow_exception(failure);
-        if (!refusal.empty()) throw Error(refusal);
-        for (std::size_t r = 0; r < all.size(); ++r)
-            if (!all[r].empty())
-                throw Error("rank " + std::to_string(r) + " refused the run: " + all[r]);
-    } else if (failure) {
-        std::rethrow_exception(failure);
-    } else if (!refusal.empty()) {
-        throw Error(refusal);
-    }
+    agreeOnRefusal(group, refusal, failure);
     return note;
+}
+
+MemoryNeed gpuMemoryNeed(const NetworkBytes& network, int towers, std::int64_t batchPerTower,
+                         const std::string& optimizer, bool average, std::int64_t heldSet)
+{
+    MemoryNeed n = hostMemoryNeed(network, towers, batchPerTower, optimizer, average);
+    n.checkpoint = 0;
+    n.heldSet = heldSet;
+    return n;
+}
+
+void checkGpuMemory(const TrainConfig& c, ProcessGroup* group, int gpuCount,
+                    const std::function<std::uint64_t(int)>& freeBytes, std::int64_t heldSet)
+{
+    std::string refusal;
+    std::exception_ptr failure;
+    // Whatever happens here, every process reaches the collective below.
+    try {
+        const int localRank = group ? group->localRank() : 0;
+        std::vector<int> towersOn(std::size_t(std::max(gpuCount, 0)), 0);
+        const bool listed = c.gpus.empty() || int(c.gpus.size()) == c.towers; // else they say
+        for (int t = 0; listed && t < c.towers; ++t) {
+            const int g = gpuOfTower(c.gpus, c.towers, localRank, t, gpuCount);
+            if (g >= 0 && g < gpuCount) ++towersOn[std::size_t(g)]; // else the towers say why
+        }
+        const int averageOn =
+            listed && c.towers > 0 ? gpuOfTower(c.gpus, c.towers, localRank, 0, gpuCount) : -1;
+        std::optional<NetworkBytes> network;
+        for (int g = 0; g < gpuCount && refusal.empty(); ++g) {
+            if (towersOn[std::size_t(g)] == 0) continue;
+            const std::uint64_t free = freeBytes(g);
+            if (free == 0) continue; // CUDA cannot say
+            if (!network)
+                network =
+                    networkBytes(*buildModel(resolveModel(c.model, c.modelDefinition), c.classes));
+            const MemoryNeed need =
+                gpuMemoryNeed(*network, towersOn[std::size_t(g)], c.batchPerTower, c.optimizer.kind,
+                              c.emaDecay > 0 && g == averageOn, heldSet);
+            if (std::uint64_t(need.floor()) > free)
+                refusal = "not enough memory on GPU " + std::to_string(g) +
+                          " for this run: it needs at least " + cpu::byteText(need.floor()) +
+                          " there (" + need.parts() + "), and " +
+                          cpu::byteText(std::int64_t(free)) +
+                          " of it is free. Fewer towers on it, a smaller batch or a smaller "
+                          "network would fit";
+        }
+    } catch (const std::bad_alloc&) {
+        refusal = "not enough host memory to work out this run's need on its GPUs";
+    } catch (const std::exception& e) {
+        failure = std::current_exception(); // thrown as it is, once every process knows
+        refusal = e.what();
+    }
+    agreeOnRefusal(group, refusal, failure);
+}
+
+std::string checkMemory(const TrainConfig& c, ProcessGroup* group, std::int64_t heldSet)
+{
+    if (isHostBackend(c.backend)) return checkHostMemory(c, group);
+    GpuBackend* gpu = cudaBackend();
+    const int count = gpu ? gpu->deviceCount() : 0;
+    checkGpuMemory(
+        c, group, count, [gpu](int g) { return gpu->freeMemory(g); }, heldSet);
+    return {};
 }
 
 } // namespace towers::engine

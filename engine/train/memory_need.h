@@ -6,8 +6,10 @@
 // optimizer state and the average while it writes them. The outputs' gradients, convolution
 // workspaces and oneDNN's own layouts come on top (a batch took about twice its layer outputs in
 // all for fashion-fast, about 7 times for mnist-convnet): this is a floor, measured against peak
-// resident memory in tst_memory_need.
+// resident memory in tst_memory_need. GPU towers: the same parts on each GPU, against what CUDA
+// says is free there (checkGpuMemory).
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace towers::engine {
@@ -26,9 +28,13 @@ struct MemoryNeed
     std::int64_t outputs = 0;    // every tower's layer outputs for a batch
     std::int64_t exchange = 0;   // the gradients sent to and received from other processes
     std::int64_t checkpoint = 0; // what a checkpoint copies as it writes
+    std::int64_t heldSet = 0;    // a GPU's copy of the training set (TrainConfig::gpuData)
 
     // What the run cannot train without.
-    std::int64_t floor() const { return replicas + optimizer + average + outputs + exchange; }
+    std::int64_t floor() const
+    {
+        return replicas + optimizer + average + outputs + exchange + heldSet;
+    }
     // That, while it writes a checkpoint.
     std::int64_t total() const { return floor() + checkpoint; }
     // "weights and gradients of 2 tower(s) 1.8 GiB, optimizer state 904 MiB, ...": floor()'s.
@@ -59,5 +65,28 @@ MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerT
 // towers) share its memory; across processes (`group`), one refusing refuses the run on every one
 // (a collective: every process calls it).
 std::string checkHostMemory(const TrainConfig& config, ProcessGroup* group = nullptr);
+
+// What one GPU holds at least: the weights, gradients, optimizer state and a batch's layer outputs
+// of each of its `towers` towers, the moving average when tower 0 is one of them (it keeps it), and
+// the training set's bytes when the towers make their images there (`heldSet`, once per GPU). Its
+// checkpoint part is 0: a checkpoint is copied to the host.
+MemoryNeed gpuMemoryNeed(const NetworkBytes& network, int towers, std::int64_t batchPerTower,
+                         const std::string& optimizer, bool average, std::int64_t heldSet);
+
+// Before a run's GPU towers take their memory: throws Error when the towers on one of this
+// process's GPUs (gpuOfTower over `gpuCount` GPUs) cannot fit in what is free on it, naming the
+// GPU, each part and the free bytes (taking it, a tower would fail with DeviceOutOfMemory on its
+// first steps, or the towers sharing the GPU one after the other). `freeBytes(g)` is CUDA's count
+// of GPU g's free bytes, asked once per GPU (0: CUDA cannot say; that GPU is not checked);
+// `heldSet` the training set's bytes each GPU holds (0: the host makes the images). CUDA's context,
+// cuDNN's workspaces and the outputs' gradients come on top. Across processes (`group`), one
+// refusing refuses the run on every one (a collective: every process calls it).
+void checkGpuMemory(const TrainConfig& config, ProcessGroup* group, int gpuCount,
+                    const std::function<std::uint64_t(int)>& freeBytes, std::int64_t heldSet);
+
+// The check of the run's towers: checkHostMemory's on CPU towers, checkGpuMemory's over
+// cudaBackend()'s GPUs on GPU towers (none: the towers say why), with its note ("" on GPUs).
+// Collective as they are.
+std::string checkMemory(const TrainConfig& config, ProcessGroup* group, std::int64_t heldSet = 0);
 
 } // namespace towers::engine

@@ -194,7 +194,7 @@ void TrainingSession::build(TrainerObserver* observer)
     }
 
     const std::string memoryNote =
-        isHostBackend(c.backend) ? checkHostMemory(c, group) : std::string();
+        checkMemory(c, group, lo.drawsOnly ? std::int64_t(train->pixels.size()) : 0);
 
     DataDescription data{m_dataset->classNames, m_recipe.toJson(), train->imageShape()};
     m_trainer =

@@ -11,12 +11,17 @@
 #include <sys/resource.h>
 
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "dataset_files.h"
 #include "engine/cpu/host_memory.h"
+#include "engine/errors.h"
 #include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "engine/train/memory_need.h"
+#include "engine/train/train_config.h"
+#include "thread_process_group.h"
 
 using namespace towers;
 using namespace towers::engine;
@@ -226,6 +231,127 @@ private slots:
                      r.out.contains(QStringLiteral(" while it writes a checkpoint, and this "
                                                    "process may take ")),
                  qPrintable(r.out + r.err));
+    }
+
+    // GPU towers: each GPU this process's towers use is asked once what is free and holds its
+    // towers' parts, the moving average on tower 0's, the training set on each when the towers
+    // make their images there; a GPU short of it refuses the run, named, with the parts.
+    void gpuTowersAreCheckedOnEachGpu()
+    {
+        TrainConfig c;
+        c.model = "wide";
+        c.modelDefinition = kWide;
+        c.classes = 10;
+        c.batchPerTower = 16;
+        c.optimizer.kind = "nesterov";
+        c.emaDecay = 0.999;
+        const auto model = buildModel(modelFromDefinition(kWide, "wide.json"), 10);
+        const NetworkBytes network = networkBytes(*model);
+        const std::int64_t weights = network.weights, outputs = 16 * network.outputsPerExample;
+        const std::int64_t tower = 3 * weights + outputs; // weights, gradients, momentum
+
+        const MemoryNeed one = gpuMemoryNeed(network, 2, 16, "nesterov", true, 47 * kMiB);
+        QCOMPARE(one.floor(), 2 * tower + weights + 47 * kMiB);
+        QCOMPARE(one.checkpoint, 0);
+        QVERIFY(
+            QString::fromStdString(one.parts())
+                .contains(QStringLiteral(", moving average 99 MiB, the training set 47 MiB, ")));
+
+        // What each GPU is asked, and what it says is free.
+        std::vector<int> asked;
+        std::vector<std::uint64_t> free;
+        const auto freeBytes = [&](int g) {
+            asked.push_back(g);
+            return free[std::size_t(g)];
+        };
+        const auto refusal = [&](int gpus, std::int64_t held) -> QString {
+            asked.clear();
+            try {
+                checkGpuMemory(c, nullptr, gpus, freeBytes, held);
+            } catch (const Error& e) {
+                return QString::fromUtf8(e.what());
+            }
+            return {};
+        };
+
+        // Two towers on GPUs 0 and 1 of 4: only those asked; GPU 0 holds the average as well.
+        c.towers = 2;
+        free = {std::uint64_t(tower + weights), std::uint64_t(tower), 0, 0};
+        QCOMPARE(refusal(4, 0), QString());
+        QCOMPARE(asked, (std::vector<int>{0, 1}));
+        free[1] = std::uint64_t(tower - 1);
+        const QString gpu1 = refusal(4, 0);
+        QVERIFY2(gpu1.startsWith(QStringLiteral("not enough memory on GPU 1 for this run: it needs "
+                                                "at least 300 MiB there (weights and gradients "
+                                                "of 1 tower(s) 199 MiB, optimizer state 99 MiB, "
+                                                "layer outputs of 16 examples per tower 2 MiB), "
+                                                "and 300 MiB of it is free. Fewer towers on it, "
+                                                "a smaller batch or a smaller network would fit")),
+                 qPrintable(gpu1));
+        free[1] = std::uint64_t(tower);
+        free[0] = std::uint64_t(tower + weights - 1); // the average does not fit beside it
+        QVERIFY(refusal(4, 0).startsWith(QStringLiteral("not enough memory on GPU 0 ")));
+        // The training set on each GPU.
+        free = {std::uint64_t(tower + weights + 47 * kMiB), std::uint64_t(tower + 47 * kMiB)};
+        QCOMPARE(refusal(2, 47 * kMiB), QString());
+        QVERIFY(refusal(2, 48 * kMiB).startsWith(QStringLiteral("not enough memory on GPU 0 ")));
+
+        // Tower 0 on GPU 1 (--gpus 1,0): the average is there.
+        c.gpus = {1, 0};
+        free = {std::uint64_t(tower), std::uint64_t(tower + weights)};
+        QCOMPARE(refusal(2, 0), QString());
+        free = {std::uint64_t(tower + weights), std::uint64_t(tower)};
+        QVERIFY(refusal(2, 0).startsWith(QStringLiteral("not enough memory on GPU 1 ")));
+
+        // Both towers on GPU 0 (--gpus 0,0): asked once, their parts together.
+        c.gpus = {0, 0};
+        free = {std::uint64_t(2 * tower + weights), 0};
+        QCOMPARE(refusal(2, 0), QString());
+        QCOMPARE(asked, (std::vector<int>{0}));
+        free[0] -= 1;
+        QVERIFY(refusal(2, 0).contains(QStringLiteral("weights and gradients of 2 tower(s) ")));
+        // CUDA cannot say (0): not checked; no GPU, or a list the towers refuse: nothing asked.
+        free[0] = 0;
+        QCOMPARE(refusal(2, 0), QString());
+        QCOMPARE(refusal(0, 0), QString());
+        QVERIFY(asked.empty());
+        c.gpus = {0};
+        QCOMPARE(refusal(2, 0), QString());
+        QVERIFY(asked.empty());
+    }
+
+    // Across processes, one GPU short refuses the run on every process: the others name its rank.
+    void aGpuShortOnOneProcessRefusesEveryProcess()
+    {
+        TrainConfig c;
+        c.model = "wide";
+        c.modelDefinition = kWide;
+        c.classes = 10;
+        c.batchPerTower = 16;
+        c.towers = 1;
+        const auto world = test::makeThreadWorld(2, 20);
+        std::string said[2];
+        std::vector<std::thread> ranks;
+        for (int r = 0; r < 2; ++r)
+            ranks.emplace_back([&, r] {
+                const auto group = test::joinThreadWorld(world, r);
+                // Rank 1's GPU has 1 MiB free, rank 0's plenty.
+                const std::uint64_t free = r == 1 ? std::uint64_t(kMiB) : std::uint64_t(1) << 40;
+                try {
+                    checkGpuMemory(
+                        c, group.get(), 1, [free](int) { return free; }, 0);
+                    said[r] = "trained";
+                } catch (const Error& e) {
+                    said[r] = e.what();
+                }
+            });
+        for (auto& t : ranks) t.join();
+        QVERIFY2(QString::fromStdString(said[0]).startsWith(
+                     QStringLiteral("rank 1 refused the run: not enough memory on GPU 0 ")),
+                 said[0].c_str());
+        QVERIFY2(QString::fromStdString(said[1]).startsWith(
+                     QStringLiteral("not enough memory on GPU 0 for this run")),
+                 said[1].c_str());
     }
 };
 
