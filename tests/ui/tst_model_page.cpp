@@ -157,7 +157,7 @@ private slots:
     }
 
     // The memory row follows the network, the towers, the batch and the optimizer (the engine's
-    // estimate), and says in red when a run could not start; GPU towers are not the host's.
+    // estimate), and says in red when a run could not start; GPU towers' is a tower's on its GPU.
     void memoryRowFollowsTheRun()
     {
         ModelPage page;
@@ -194,9 +194,15 @@ private slots:
                      page.memoryText().contains(QStringLiteral("fewer towers, a smaller batch or "
                                                                "a smaller network would fit")),
                  qPrintable(page.memoryText()));
+        // GPU towers: a tower's part on its GPU (the run asks each GPU what is free).
         page.setGpuTowers(true);
+        const auto form = page.form()->config();
+        const auto gpu = towers::engine::gpuMemoryNeed(
+            towers::engine::networkBytes(*towers::engine::buildModel(huge, 10)), 1, 16,
+            form.optimizer.kind, form.emaDecay > 0, 0);
         QCOMPARE(page.memoryText(),
-                 QStringLiteral("on the GPUs (each tower's memory is its GPU's)"));
+                 QStringLiteral("at least %1 on a GPU for each tower × 16")
+                     .arg(QString::fromStdString(towers::engine::cpu::byteText(gpu.floor()))));
         page.setGpuTowers(false);
         QVERIFY(page.memoryText().contains(QStringLiteral("more than the ")));
     }

@@ -323,12 +323,6 @@ QString ModelPage::memoryText() const
 
 void ModelPage::showMemory()
 {
-    if (m_gpuTowers) {
-        m_memory->setText(tr("on the GPUs (each tower's memory is its GPU's)"));
-        m_memory->setToolTip(QString());
-        m_memory->setStyleSheet(QString());
-        return;
-    }
     const auto notWorkedOut = [this](const QString& why) {
         m_memory->setText(tr("not worked out: %1").arg(why));
         m_memory->setStyleSheet(QStringLiteral("color: #c62828"));
@@ -340,6 +334,24 @@ void ModelPage::showMemory()
     // Said here, never thrown out of the form's signal.
     try {
         const engine::TrainConfig c = m_form->config();
+        if (m_gpuTowers) {
+            // Each GPU's free memory is asked when the run starts (asking it here would start
+            // CUDA's context on every GPU, for this application's life): a tower's part, and the
+            // moving average on the first.
+            const engine::MemoryNeed need =
+                engine::gpuMemoryNeed(*m_networkBytes, 1, std::max(1, c.batchPerTower),
+                                      c.optimizer.kind, c.emaDecay > 0, 0);
+            m_memory->setText(tr("at least %1 on a GPU for each tower × %2")
+                                  .arg(QString::fromStdString(engine::cpu::byteText(need.floor())))
+                                  .arg(need.batchPerTower));
+            m_memory->setStyleSheet(QString());
+            m_memory->setToolTip(
+                tr("%1. Towers sharing a GPU need that each; CUDA's context and cuDNN's "
+                   "workspaces come on top. The run is refused at its start where a GPU has "
+                   "less free (docs/training.md).")
+                    .arg(QString::fromStdString(need.parts())));
+            return;
+        }
         const engine::MemoryNeed need =
             engine::hostMemoryNeed(*m_networkBytes, std::max(1, c.towers),
                                    std::max(1, c.batchPerTower), c.optimizer.kind, c.emaDecay > 0);
