@@ -34,7 +34,8 @@
 #                         ("Device not supported", then error 999 at the first allocation,
 #                         2026-11-04): there these steps fail for that reason, not Towers'.
 #   train                 a real training run on Fashion-MNIST on the GPU, its checkpoint evaluated
-#                         on the GPU against the CPU (eval --device cuda); --gpu-data auto against
+#                         on the GPU against the CPU (eval --device cuda); a run too large for
+#                         the GPU refused before it takes the memory; --gpu-data auto against
 #                         off (the same losses, bitwise); CUDA graphs on against off for 1 and 2
 #                         towers (the same losses, bitwise); 2 towers with every launch waited for
 #                         (CUDA_LAUNCH_BLOCKING=1) against asynchronous (the same losses, bitwise)
@@ -330,6 +331,18 @@ ok = (g["device"] == "cuda:0" and c["device"] == "cpu" and g["examples"] == c["e
               for a, b in zip(g["mistakes"], c["mistakes"]) if a["index"] == b["index"]))
 sys.exit(0 if ok else 1)
 PY
+    # A run that cannot fit on the GPU is refused before it takes the memory, naming the GPU, with
+    # no folder left: 36 fully connected layers of 16384 (35 GiB of weights) need 105 GiB per tower
+    # with Nesterov (weights, gradients, momentum), 211 GiB for the two sharing the GPU.
+    step -t 60 gpu-memory-refused bash -c 'python3 -c "import json, sys; json.dump({\"name\": \"huge\",
+        \"input\": [28, 28, 1], \"layers\": [{\"type\": \"flatten\"}] + [{\"type\": \"linear\",
+        \"units\": 16384}] * 36 + [{\"type\": \"linear\", \"units\": \"classes\"}]},
+        open(sys.argv[1], \"w\"))" /tmp/towers-gpu/huge.json || exit 1
+        rc=0; out=$("$1" train --dataset fashion-mnist --device cuda --towers 2 --model \
+            /tmp/towers-gpu/huge.json --run-dir /tmp/towers-gpu/runs/huge 2>&1) || rc=$?
+        printf "%s\n(exit %s)\n" "$out" "$rc"; ((rc == 1)) &&
+        grep -q "error: not enough memory on GPU 0 for this run: it needs at least " <<< "$out" &&
+        [[ ! -e /tmp/towers-gpu/runs/huge ]]' _ "$cli"
     # The training set held on the GPU and distorted there (--gpu-data auto, the log says so)
     # against batches made on the host and copied: the same images, so the same losses, bitwise.
     for data in auto off; do
