@@ -98,6 +98,10 @@ public:
     // The whole file, or (withData false) its header only: the metadata, and every tensor's
     // entry checked but no tensor read.
     SafeTensors read(bool withData = true);
+    // The header to `header`, then (with `visit`) the tensors one at a time in file order, each
+    // dropped after its call.
+    std::map<std::string, std::string> visit(const SafeTensorsHeaderFn& header,
+                                             const SafeTensorFn& visit);
 
 private:
     struct Entry
@@ -275,6 +279,20 @@ void Reader::checkCoverage(std::vector<Entry>& entries, std::uint64_t dataBytes,
 
 SafeTensors Reader::read(bool withData)
 {
+    SafeTensors out;
+    const SafeTensorFn keep = [&out](const std::string& name, Tensor& t) {
+        out.tensors.emplace_back(name, std::move(t));
+    };
+    out.metadata =
+        visit([&out](const std::map<std::string, std::string>&,
+                     const std::vector<SafeTensorEntry>& e) { out.tensors.reserve(e.size()); },
+              withData ? keep : SafeTensorFn());
+    return out;
+}
+
+std::map<std::string, std::string> Reader::visit(const SafeTensorsHeaderFn& onHeader,
+                                                 const SafeTensorFn& onTensor)
+{
     // Non-blocking, so that a FIFO named like a checkpoint is refused below instead of waiting
     // for a writer; a regular file's reads do not block either way.
     m_fd = ::open(m_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -314,22 +332,29 @@ SafeTensors Reader::read(bool withData)
             entries.push_back(parseEntry(name, info, dataBytes));
     }
     checkCoverage(entries, dataBytes, dataStart);
-    if (!withData) return out;
+    if (onHeader) {
+        std::vector<SafeTensorEntry> described;
+        described.reserve(entries.size());
+        for (const Entry& e : entries) described.push_back({e.name, e.dtype, Shape(e.dims)});
+        onHeader(out.metadata, described);
+    }
+    if (!onTensor) return std::move(out.metadata);
 
-    out.tensors.reserve(entries.size());
     for (const Entry& e : entries) {
         Tensor t;
         try {
-            t = Tensor(Shape(e.dims), e.dtype);
+            // Pages of the system's for a large tensor (Tensor::zeros): they go back to it when
+            // the tensor goes, where the heap may keep them (visit reads tensor after tensor).
+            t = Tensor::zeros(Shape(e.dims), e.dtype);
         } catch (const std::bad_alloc&) {
             fail("out of memory allocating tensor '" + e.name + "' (" +
                  std::to_string(e.end - e.begin) + " bytes)");
         }
         const std::string what = "tensor '" + e.name + "'";
         if (t.bytes()) readAt(t.raw(), t.bytes(), dataStart + e.begin, what.c_str());
-        out.tensors.emplace_back(e.name, std::move(t));
+        onTensor(e.name, t);
     }
-    return out;
+    return std::move(out.metadata);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -480,6 +505,13 @@ SafeTensors readSafeTensors(const std::filesystem::path& path)
 std::map<std::string, std::string> readSafeTensorsMetadata(const std::filesystem::path& path)
 {
     return Reader(path).read(false).metadata;
+}
+
+std::map<std::string, std::string> visitSafeTensors(const std::filesystem::path& path,
+                                                    const SafeTensorsHeaderFn& header,
+                                                    const SafeTensorFn& visit)
+{
+    return Reader(path).visit(header, visit);
 }
 
 } // namespace towers::engine

@@ -5,6 +5,7 @@
 // state_dict of the equivalent PyTorch module (see docs/pytorch-mapping.md), so a checkpoint loads
 // in Python with python/towers_torch.py or the `safetensors` package.
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -46,5 +47,24 @@ SafeTensors readSafeTensors(const std::filesystem::path& path);
 // The metadata of a file whose header passes the same checks, without reading any tensor: what a
 // listing or a chooser shows (a few kilobytes read, whatever the file's size).
 std::map<std::string, std::string> readSafeTensorsMetadata(const std::filesystem::path& path);
+
+// A tensor as a file's header describes it.
+struct SafeTensorEntry
+{
+    std::string name;
+    DType dtype;
+    Shape shape;
+};
+using SafeTensorsHeaderFn = std::function<void(const std::map<std::string, std::string>& metadata,
+                                               const std::vector<SafeTensorEntry>& tensors)>;
+using SafeTensorFn = std::function<void(const std::string& name, Tensor& tensor)>;
+// readSafeTensors' checks, with the file handed over in pieces: `header` (if given) sees the
+// metadata and every tensor's entry, in file order, before any tensor is read; then `visit` (if
+// given) each tensor in turn, read into its own buffer and dropped after the call, so that no
+// more than the largest tensor is in memory at once, whatever the file's size. Returns the
+// metadata. IoError as readSafeTensors; what the functions throw goes to the caller.
+std::map<std::string, std::string> visitSafeTensors(const std::filesystem::path& path,
+                                                    const SafeTensorsHeaderFn& header,
+                                                    const SafeTensorFn& visit);
 
 } // namespace towers::engine

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <exception>
 #include <map>
 #include <set>
 
@@ -53,22 +54,48 @@ private:
     uLong m_crc = ::crc32(0L, Z_NULL, 0);
 };
 
-std::string checksum(const std::map<std::string, std::string>& metadata,
-                     const NamedTensors& tensors)
+void addMetadata(Crc& crc, const std::map<std::string, std::string>& metadata)
 {
-    Crc crc;
     for (const auto& [k, v] : metadata) {
         if (k == kChecksumKey) continue;
         crc.add(k);
         crc.add(v);
     }
-    for (const auto& [name, t] : tensors) {
-        crc.add(name);
-        crc.add(std::string(dtypeName(t.dtype())));
-        crc.add(t.shape().str());
-        if (t.bytes()) crc.add(t.raw(), t.bytes());
-    }
+}
+
+void addTensor(Crc& crc, const std::string& name, const Tensor& t)
+{
+    crc.add(name);
+    crc.add(std::string(dtypeName(t.dtype())));
+    crc.add(t.shape().str());
+    if (t.bytes()) crc.add(t.raw(), t.bytes());
+}
+
+std::string checksum(const std::map<std::string, std::string>& metadata,
+                     const NamedTensors& tensors)
+{
+    Crc crc;
+    addMetadata(crc, metadata);
+    for (const auto& [name, t] : tensors) addTensor(crc, name, t);
     return crc.hex();
+}
+
+// The checksum a file's metadata records: IoError naming it where there is none.
+const std::string& recordedChecksum(const std::map<std::string, std::string>& metadata,
+                                    const fs::path& path)
+{
+    const auto sum = metadata.find(kChecksumKey);
+    if (sum == metadata.end())
+        throw IoError("checkpoint " + quotedPath(path) +
+                      ": metadata 'crc32' is missing (not a Towers checkpoint?)");
+    return sum->second;
+}
+
+[[noreturn]] void throwDamaged(const fs::path& path)
+{
+    throw IoError("checkpoint " + quotedPath(path) +
+                  " is damaged: its content does not match its checksum (a corrupted or partly "
+                  "copied file)");
 }
 
 std::int64_t parseInt(const std::string& s, const fs::path& path, const char* key)
@@ -229,14 +256,8 @@ CheckpointInfo readCheckpointInfo(const fs::path& path)
 Checkpoint readCheckpoint(const fs::path& path)
 {
     SafeTensors file = readSafeTensors(path); // IoError for anything wrong with the file itself
-    const auto sum = file.metadata.find(kChecksumKey);
-    if (sum == file.metadata.end())
-        throw IoError("checkpoint " + quotedPath(path) +
-                      ": metadata 'crc32' is missing (not a Towers checkpoint?)");
-    if (sum->second != checksum(file.metadata, file.tensors))
-        throw IoError("checkpoint " + quotedPath(path) +
-                      " is damaged: its content does not match its checksum (a corrupted or partly "
-                      "copied file)");
+    if (recordedChecksum(file.metadata, path) != checksum(file.metadata, file.tensors))
+        throwDamaged(path);
     Checkpoint c;
     c.info = parseInfo(file.metadata, path);
     for (auto& [n, t] : file.tensors) {
@@ -262,38 +283,50 @@ void requireFinite(const std::string& where, const std::string& name, const Tens
                               "(NaN or infinite)");
 }
 
-} // namespace
-
-void validateCheckpoint(const Checkpoint& c, const Model& model, const fs::path& path)
+// A tensor's name, dtype and shape: what of it validateCheckpoint checks against the model.
+struct Described
 {
-    const std::string where = "checkpoint " + quotedPath(path);
-    if (c.info.model != model.name())
-        throw InvalidArgument(where + " is of model '" + c.info.model + "', not '" + model.name() +
+    std::string name;
+    DType dtype;
+    Shape shape;
+
+    std::string describe() const { return std::string(dtypeName(dtype)) + " " + shape.str(); }
+};
+
+// The checkpoint's tensors against `model` (info: the checkpoint's), by name, dtype and shape:
+// validateCheckpoint's checks but the values'.
+void checkTensors(const CheckpointInfo& info, const std::vector<Described>& tensors,
+                  const Model& model, const std::string& where)
+{
+    if (info.model != model.name())
+        throw InvalidArgument(where + " is of model '" + info.model + "', not '" + model.name() +
                               "'");
-    if (c.info.inputShape != model.inputShape())
-        throw InvalidArgument(where + " was trained on inputs " + c.info.inputShape.str() +
+    if (info.inputShape != model.inputShape())
+        throw InvalidArgument(where + " was trained on inputs " + info.inputShape.str() +
                               ", the model takes " + model.inputShape().str());
-    std::map<std::string, const Tensor*> weights;
-    for (const auto& [n, t] : c.weights) weights[n] = &t;
+    std::map<std::string, const Described*> weights;
+    std::vector<const Described*> ema, optimizer;
+    for (const Described& t : tensors) {
+        if (t.name.rfind("ema.", 0) == 0)
+            ema.push_back(&t);
+        else if (t.name.rfind("optim.", 0) == 0)
+            optimizer.push_back(&t);
+        else
+            weights[t.name] = &t;
+    }
     std::map<std::string, const Parameter*> trainable;
     for (const auto* p : model.parameters()) {
         const auto it = weights.find(p->name);
         if (it == weights.end())
             throw InvalidArgument(where + ": tensor '" + p->name + "' of the model is missing");
-        const Tensor& t = *it->second;
-        if (t.dtype() != p->value.dtype())
+        const Described& t = *it->second;
+        if (t.dtype != p->value.dtype())
             throw InvalidArgument(where + ": tensor '" + p->name + "' is " +
-                                  std::string(dtypeName(t.dtype())) + ", the model's is " +
+                                  std::string(dtypeName(t.dtype)) + ", the model's is " +
                                   std::string(dtypeName(p->value.dtype())));
-        if (t.shape() != p->value.shape())
-            throw InvalidArgument(where + ": tensor '" + p->name + "' has shape " +
-                                  t.shape().str() + ", the model's is " + p->value.shape().str());
-        requireFinite(where, p->name, t);
-        if (p->name.ends_with("running_var") && t.dtype() == DType::Float32)
-            for (const float v : t.span<float>())
-                if (v < 0)
-                    throw InvalidArgument(where + ": tensor '" + p->name +
-                                          "' holds a negative variance");
+        if (t.shape != p->value.shape())
+            throw InvalidArgument(where + ": tensor '" + p->name + "' has shape " + t.shape.str() +
+                                  ", the model's is " + p->value.shape().str());
         weights.erase(it);
         if (p->trainable) trainable[p->name] = p;
     }
@@ -301,37 +334,95 @@ void validateCheckpoint(const Checkpoint& c, const Model& model, const fs::path&
         throw InvalidArgument(where + ": tensor '" + weights.begin()->first +
                               "' is not part of model '" + model.name() + "'");
 
-    auto checkLike = [&](const std::string& n, const Tensor& t, const Parameter& p) {
-        if (t.dtype() != p.value.dtype() || t.shape() != p.value.shape())
-            throw InvalidArgument(where + ": tensor '" + n + "' is " + t.describe() +
+    auto checkLike = [&](const Described& t, const Parameter& p) {
+        if (t.dtype != p.value.dtype() || t.shape != p.value.shape())
+            throw InvalidArgument(where + ": tensor '" + t.name + "' is " + t.describe() +
                                   ", its parameter '" + p.name + "' is " + p.value.describe());
     };
-    if (!c.ema.empty()) {
+    if (!ema.empty()) {
         std::set<std::string> seen;
-        for (const auto& [n, t] : c.ema) {
-            const auto it = trainable.find(n.substr(4));
+        for (const Described* t : ema) {
+            const auto it = trainable.find(t->name.substr(4));
             if (it == trainable.end())
-                throw InvalidArgument(where + ": tensor '" + n +
+                throw InvalidArgument(where + ": tensor '" + t->name +
                                       "' averages no trainable parameter of the model");
-            checkLike(n, t, *it->second);
-            requireFinite(where, n, t);
+            checkLike(*t, *it->second);
             seen.insert(it->first);
         }
         for (const auto& [name, p] : trainable)
             if (!seen.count(name))
                 throw InvalidArgument(where + ": tensor 'ema." + name + "' is missing");
     }
-    for (const auto& [n, t] : c.optimizer) {
-        if (n == "optim.step") continue;
-        const std::string rest = n.substr(6);
+    for (const Described* t : optimizer) {
+        if (t->name == "optim.step") continue;
+        const std::string rest = t->name.substr(6);
         const auto dot = rest.rfind('.');
         const auto it =
             dot == std::string::npos ? trainable.end() : trainable.find(rest.substr(0, dot));
         if (it == trainable.end())
-            throw InvalidArgument(where + ": optimizer tensor '" + n +
+            throw InvalidArgument(where + ": optimizer tensor '" + t->name +
                                   "' belongs to no trainable parameter of the model");
-        checkLike(n, t, *it->second);
+        checkLike(*t, *it->second);
     }
+}
+
+// The values of a checkpoint's tensor (of a model's, checked by checkTensors): weights and
+// averages finite, running variances not negative; the optimizer's state as it is.
+void checkValues(const std::string& where, const std::string& name, const Tensor& t)
+{
+    if (name.rfind("optim.", 0) == 0) return;
+    requireFinite(where, name, t);
+    if (name.ends_with("running_var") && t.dtype() == DType::Float32)
+        for (const float v : t.span<float>())
+            if (v < 0)
+                throw InvalidArgument(where + ": tensor '" + name + "' holds a negative variance");
+}
+
+} // namespace
+
+void validateCheckpoint(const Checkpoint& c, const Model& model, const fs::path& path)
+{
+    const std::string where = "checkpoint " + quotedPath(path);
+    std::vector<Described> tensors;
+    for (const NamedTensors* part : {&c.weights, &c.ema, &c.optimizer})
+        for (const auto& [n, t] : *part) tensors.push_back({n, t.dtype(), t.shape()});
+    checkTensors(c.info, tensors, model, where);
+    for (const NamedTensors* part : {&c.weights, &c.ema})
+        for (const auto& [n, t] : *part) checkValues(where, n, t);
+}
+
+CheckpointInfo verifyCheckpoint(const fs::path& path, const Model* model)
+{
+    const std::string where = "checkpoint " + quotedPath(path);
+    std::map<std::string, std::string> metadata;
+    std::vector<Described> tensors;
+    Crc crc;
+    // What the metadata, the tensors and their values say waits for the checksum: a damaged file
+    // is said to be damaged, as readCheckpoint says it.
+    std::exception_ptr unfit;
+    visitSafeTensors(
+        path,
+        [&](const std::map<std::string, std::string>& header,
+            const std::vector<SafeTensorEntry>& entries) {
+            (void)recordedChecksum(header, path);
+            addMetadata(crc, header);
+            metadata = header;
+            for (const SafeTensorEntry& e : entries) tensors.push_back({e.name, e.dtype, e.shape});
+        },
+        [&](const std::string& name, Tensor& t) {
+            addTensor(crc, name, t);
+            if (!model || unfit) return;
+            try {
+                checkValues(where, name, t);
+            } catch (const InvalidArgument&) {
+                unfit = std::current_exception();
+            }
+        });
+    if (crc.hex() != recordedChecksum(metadata, path)) throwDamaged(path);
+    CheckpointInfo info = parseInfo(metadata, path);
+    if (model) checkTensors(info, tensors, *model, where);
+    if (unfit) std::rethrow_exception(unfit);
+    return info;
 }
 
 Checkpoint loadCheckpoint(const fs::path& path, Model& model, bool useEma)

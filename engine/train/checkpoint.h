@@ -86,6 +86,13 @@ std::string trainedPrecision(const CheckpointInfo& info);
 void validateCheckpoint(const Checkpoint& checkpoint, const Model& model,
                         const std::filesystem::path& path);
 
+// readCheckpoint's checks, and validateCheckpoint's against `model` where one is given, reading
+// one tensor at a time: no more memory than the checkpoint's largest tensor, where
+// readCheckpoint holds all of them (the read-back of a checkpoint just written, the rotation's
+// look at the older ones). Returns the checkpoint's metadata. IoError and InvalidArgument as they
+// throw them, a damaged file said to be damaged before anything else.
+CheckpointInfo verifyCheckpoint(const std::filesystem::path& path, const Model* model = nullptr);
+
 // readCheckpoint + validateCheckpoint, then copies the weights and buffers into `model` (the
 // moving averages in place of the trainable weights when useEma and the checkpoint has them).
 // Returns the checkpoint (for its metadata and optimizer state).

@@ -1,5 +1,6 @@
 #include "engine/train/memory_need.h"
 
+#include <algorithm>
 #include <exception>
 #include <new>
 #include <optional>
@@ -34,6 +35,7 @@ NetworkBytes networkBytes(const Model& model)
     NetworkBytes b;
     for (const Parameter* p : model.parameters()) {
         b.weights += std::int64_t(p->value.bytes());
+        b.largest = std::max(b.largest, std::int64_t(p->value.bytes()));
         if (p->trainable) b.trainable += std::int64_t(p->value.bytes());
     }
     const std::vector<LayerRow> rows = model.layerTable();
@@ -57,7 +59,7 @@ MemoryNeed hostMemoryNeed(const NetworkBytes& network, int towers, std::int64_t 
     n.replicas = std::int64_t(towers) * (weights + trainable);
     n.optimizer = std::int64_t(towers) * slots * trainable;
     n.average = average ? weights : 0;
-    n.checkpoint = weights + slots * trainable + n.average;
+    n.checkpoint = network.largest;
     n.exchange = processes > 1 ? std::int64_t(towers) * trainable : 0;
     n.outputs = std::int64_t(towers) * network.outputsPerExample * batchPerTower;
     return n;

@@ -2,12 +2,12 @@
 // What a run's CPU towers take of the host's memory at least, worked out from its network and
 // settings before it takes any. Each tower holds a replica of the weights with their gradients,
 // its own optimizer state (every tower applies the update) and its layers' outputs for a batch;
-// the moving average is one more copy of the weights; a checkpoint copies the weights, the
-// optimizer state and the average while it writes them. The outputs' gradients, convolution
-// workspaces and oneDNN's own layouts come on top (a batch took about twice its layer outputs in
-// all for fashion-fast, about 7 times for mnist-convnet): this is a floor, measured against peak
-// resident memory in tst_memory_need. GPU towers: the same parts on each GPU, against what CUDA
-// says is free there (checkGpuMemory).
+// the moving average is one more copy of the weights; a checkpoint is written from the towers'
+// tensors and read back one tensor at a time (verifyCheckpoint): its largest tensor more while it
+// is written. The outputs' gradients, convolution workspaces and oneDNN's own layouts come on top
+// (a batch took about twice its layer outputs in all for fashion-fast, about 7 times for
+// mnist-convnet): this is a floor, measured against peak resident memory in tst_memory_need. GPU
+// towers: the same parts on each GPU, against what CUDA says is free there (checkGpuMemory).
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -27,7 +27,7 @@ struct MemoryNeed
     std::int64_t average = 0;    // the moving average of the weights (--ema-decay)
     std::int64_t outputs = 0;    // every tower's layer outputs for a batch
     std::int64_t exchange = 0;   // the gradients sent to and received from other processes
-    std::int64_t checkpoint = 0; // what a checkpoint copies as it writes
+    std::int64_t checkpoint = 0; // what a checkpoint's read-back holds: its largest tensor
     std::int64_t heldSet = 0;    // a GPU's copy of the training set (TrainConfig::gpuData)
 
     // What the run cannot train without.
@@ -42,10 +42,10 @@ struct MemoryNeed
 };
 
 // What of a network its needs follow from: the bytes of its parameters and buffers, of its
-// trainable parameters, and its layers' float32 outputs for one example.
+// trainable parameters, and its layers' float32 outputs for one example; its largest tensor's.
 struct NetworkBytes
 {
-    std::int64_t weights = 0, trainable = 0, outputsPerExample = 0;
+    std::int64_t weights = 0, trainable = 0, outputsPerExample = 0, largest = 0;
 };
 NetworkBytes networkBytes(const Model& model);
 

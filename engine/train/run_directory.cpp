@@ -445,9 +445,8 @@ std::optional<CheckpointFile> RunDirectory::newestGoodCheckpoint(const Model* mo
     auto all = checkpoints();
     for (auto it = all.rbegin(); it != all.rend(); ++it) {
         try {
-            const Checkpoint c = readCheckpoint(it->path);
-            if (model) validateCheckpoint(c, *model, it->path);
-            if (const std::string theirs = checkpointConfigField(c.info, "runId", "");
+            const CheckpointInfo info = verifyCheckpoint(it->path, model);
+            if (const std::string theirs = checkpointConfigField(info, "runId", "");
                 !runId.empty() && !theirs.empty() && theirs != runId) {
                 if (skipped)
                     skipped->push_back(quotedPath(it->path) +

@@ -143,11 +143,11 @@ public:
     void removeCheckpoint(const std::filesystem::path& file) const;
     // Deletes the temporary files of checkpoint writes that were killed before their rename.
     void removeStaleTemporaries() const;
-    // The newest checkpoint that reads (readCheckpoint: intact, checksum right), when `model` is
-    // given fits it (validateCheckpoint), and when `runId` is given is that run's (a checkpoint
-    // that records another run's id was copied in from elsewhere: continuing from it would mix
-    // the two runs); files that fail are skipped, and why appended to `skipped` when given.
-    // nullopt when no file qualifies.
+    // The newest checkpoint that reads (verifyCheckpoint: intact, checksum right), when `model`
+    // is given fits it (validateCheckpoint's checks), and when `runId` is given is that run's (a
+    // checkpoint that records another run's id was copied in from elsewhere: continuing from it
+    // would mix the two runs); files that fail are skipped, and why appended to `skipped` when
+    // given. nullopt when no file qualifies.
     std::optional<CheckpointFile> newestGoodCheckpoint(const Model* model = nullptr,
                                                        std::vector<std::string>* skipped = nullptr,
                                                        const std::string& runId = {}) const;

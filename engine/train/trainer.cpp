@@ -97,12 +97,6 @@ std::string newRunId()
     return id;
 }
 
-// The run id recorded in a checkpoint's configuration, or "".
-std::string runIdOf(const Checkpoint& c)
-{
-    return checkpointConfigField(c.info, "runId", "");
-}
-
 // Validates before the run directory is created.
 TrainConfig validated(TrainConfig c, const ProcessGroup* group)
 {
@@ -521,15 +515,18 @@ std::filesystem::path Trainer::writeCheckpoint()
     info.optimizer = m_towers->optimizer().name();
     info.config = m_config.toJson();
     const Ema* ema = m_towers->ema();
-    const Checkpoint c =
-        makeCheckpoint(m_towers->model(), std::move(info), ema ? ema->state() : NamedTensors{},
-                       m_towers->optimizer().state(m_towers->model().parameters()));
     const auto path = m_dir->checkpointPath(s);
-    engine::writeCheckpoint(path, c);
+    {
+        // GPU towers' tensors are copied to the host for it: gone before the read-back.
+        const Checkpoint c =
+            makeCheckpoint(m_towers->model(), std::move(info), ema ? ema->state() : NamedTensors{},
+                           m_towers->optimizer().state(m_towers->model().parameters()));
+        engine::writeCheckpoint(path, c);
+    }
     // Read back before anything older may go: rotation never leaves the run without a checkpoint
-    // that loads.
+    // that loads. One tensor at a time: no second copy of the run's state.
     try {
-        validateCheckpoint(readCheckpoint(path), m_towers->model(), path);
+        (void)verifyCheckpoint(path, &m_towers->model());
     } catch (const Error& e) {
         throw IoError(
             std::string(
@@ -557,7 +554,8 @@ bool Trainer::rotatable(const std::filesystem::path& file)
     if (const auto it = m_rotatable.find(file); it != m_rotatable.end()) return it->second;
     bool ours = false;
     try {
-        const std::string id = runIdOf(readCheckpoint(file));
+        // The run id its configuration records, "" for none.
+        const std::string id = checkpointConfigField(verifyCheckpoint(file), "runId", "");
         ours = !id.empty() && id == m_config.runId;
     } catch (const Error&) {
         ours = false; // a file that does not read is never deleted

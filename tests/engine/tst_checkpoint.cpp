@@ -8,19 +8,25 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sys/stat.h>
+#include <thread>
 
 #include "engine/cpu/onednn_ops.h"
+#include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "engine/optim/ema.h"
 #include "engine/optim/sgd.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/run_directory.h"
 #include "gradcheck.h"
+#include "resident_memory.h"
 
 using namespace towers::engine;
 using namespace towers::test;
@@ -120,6 +126,13 @@ private slots:
         QCOMPARE(header.classNames, r.info.classNames);
         QCOMPARE(header.step, r.info.step);
         QCOMPARE(header.config, r.info.config);
+        // So does the file read one tensor at a time, checked against the model.
+        const CheckpointInfo verified = verifyCheckpoint(file, m.get());
+        QCOMPARE(verified.model, r.info.model);
+        QCOMPARE(verified.classNames, r.info.classNames);
+        QCOMPARE(verified.step, r.info.step);
+        QCOMPARE(verified.config, r.info.config);
+        QCOMPARE(verifyCheckpoint(file).step, r.info.step);
         QCOMPARE(r.weights.size(), m->parameters().size());
         QCOMPARE(r.ema.size(), c.ema.size());
         QCOMPARE(r.optimizer.size(), c.optimizer.size());
@@ -164,6 +177,8 @@ private slots:
               header + 1000, bytes.size() / 2, bytes.size() - 1}) {
             writeBytes(bad, bytes, cut);
             expectError<IoError>([&] { readCheckpoint(bad); }, {QStringLiteral("bad.safetensors")});
+            expectError<IoError>([&] { verifyCheckpoint(bad, m.get()); },
+                                 {QStringLiteral("bad.safetensors")});
         }
     }
 
@@ -193,6 +208,15 @@ private slots:
                 QVERIFY2(QString::fromUtf8(e.what()).contains(QLatin1String("flipped.safetensors")),
                          e.what());
                 checksumCaught += QString::fromUtf8(e.what()).contains(QLatin1String("checksum"));
+                // Read one tensor at a time, the same error.
+                try {
+                    verifyCheckpoint(bad, m.get());
+                    QFAIL(
+                        qPrintable(QStringLiteral("verifyCheckpoint accepted a flipped byte at %1")
+                                       .arg(where)));
+                } catch (const IoError& v) {
+                    QCOMPARE(QString::fromUtf8(v.what()), QString::fromUtf8(e.what()));
+                }
             }
         }
         QVERIFY(checksumCaught > 0); // some flips leave valid JSON: only the checksum sees them
@@ -200,6 +224,15 @@ private slots:
         copy[header + 4321] = char(copy[header + 4321] ^ 0x10);
         writeBytes(bad, copy, copy.size());
         expectError<IoError>([&] { readCheckpoint(bad); },
+                             {QStringLiteral("flipped.safetensors"), QStringLiteral("damaged")});
+        expectError<IoError>([&] { verifyCheckpoint(bad, m.get()); },
+                             {QStringLiteral("flipped.safetensors"), QStringLiteral("damaged")});
+        // A weight made NaN by the damage: damaged, said before what the values say.
+        copy = bytes;
+        const char nan[4] = {0, 0, char(0xc0), 0x7f};
+        std::copy(nan, nan + 4, copy.begin() + std::ptrdiff_t(header + 4320));
+        writeBytes(bad, copy, copy.size());
+        expectError<IoError>([&] { verifyCheckpoint(bad, m.get()); },
                              {QStringLiteral("flipped.safetensors"), QStringLiteral("damaged")});
     }
 
@@ -214,6 +247,10 @@ private slots:
         auto fashion = createModel("fashion-fast", 1);
         expectError<InvalidArgument>(
             [&] { loadCheckpoint(file, *fashion); },
+            {QStringLiteral("tutorial.safetensors"),
+             QStringLiteral("is of model 'cifar10-tutorial', not 'fashion-fast'")});
+        expectError<InvalidArgument>(
+            [&] { verifyCheckpoint(file, fashion.get()); },
             {QStringLiteral("tutorial.safetensors"),
              QStringLiteral("is of model 'cifar10-tutorial', not 'fashion-fast'")});
     }
@@ -285,6 +322,9 @@ private slots:
         expectError<InvalidArgument>([&] { validateCheckpoint(r, *m, file); },
                                      {QStringLiteral("edited.safetensors"), words});
         expectError<InvalidArgument>([&] { loadCheckpoint(file, *m); }, {words});
+        expectError<InvalidArgument>([&] { verifyCheckpoint(file, m.get()); },
+                                     {QStringLiteral("edited.safetensors"), words});
+        (void)verifyCheckpoint(file); // without a model: an intact checkpoint
     }
 
     void notATowersCheckpoint()
@@ -294,6 +334,66 @@ private slots:
         writeSafeTensors(file, {{"x", Tensor::zeros({2}, DType::Float32)}}, {{"format", "pt"}});
         expectError<IoError>([&] { readCheckpoint(file); },
                              {QStringLiteral("plain.safetensors"), QStringLiteral("crc32")});
+        expectError<IoError>([&] { verifyCheckpoint(file); },
+                             {QStringLiteral("plain.safetensors"), QStringLiteral("crc32")});
+    }
+
+    // verifyCheckpoint holds one tensor at a time (a training run reads back every checkpoint it
+    // writes, and looks at the older ones before it deletes any): 8 layers of 16 to 32 MiB, with
+    // their momentum, read whole by readCheckpoint and one after another by verifyCheckpoint.
+    void verifyingTakesOneTensorsMemory()
+    {
+        QTemporaryDir dir;
+        const fs::path file = dir.filePath(QStringLiteral("wide.safetensors")).toStdString();
+        std::string layers = R"({"type": "flatten"})";
+        for (int i = 0; i < 8; ++i) layers += R"(, {"type": "linear", "units": 2048})";
+        const ModelInfo& wide = keepModel(
+            modelFromDefinition(R"({"name": "wide-checkpoint", "input": [32, 32, 4], "layers": [)" +
+                                    layers + R"(, {"type": "linear", "units": "classes"}]})",
+                                "wide.json"));
+        auto m = buildModel(wide, 10);
+        std::int64_t largest = 0;
+        for (const auto* p : m->parameters())
+            largest = std::max(largest, std::int64_t(p->value.bytes()));
+        QCOMPARE(largest, 4096 * 2048 * 4); // the first layer's, of 32 x 32 x 4 inputs
+        CheckpointInfo info;
+        info.step = 1;
+        NamedTensors momentum;
+        for (const auto* p : m->parameters())
+            momentum.emplace_back("optim." + p->name + ".momentum_buffer",
+                                  Tensor::zeros(p->value.shape(), DType::Float32));
+        writeCheckpoint(file, makeCheckpoint(*m, info, {}, momentum));
+        momentum.clear();
+        QVERIFY(std::int64_t(fs::file_size(file)) > 8 * largest);
+
+        // The most this process held above what it held before `f`, from a thread that looks
+        // every millisecond.
+        const auto peakGrowth = [](const std::function<void()>& f) {
+            const std::int64_t before = residentBytes();
+            std::atomic<bool> done{false};
+            std::atomic<std::int64_t> peak{before};
+            std::thread watch([&] {
+                while (!done.load()) {
+                    peak.store(std::max(peak.load(), residentBytes()));
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                }
+            });
+            f();
+            peak.store(std::max(peak.load(), residentBytes()));
+            done.store(true);
+            watch.join();
+            return peak.load() - before;
+        };
+        const std::int64_t verified = peakGrowth([&] { (void)verifyCheckpoint(file, m.get()); });
+        const std::int64_t whole = peakGrowth([&] { (void)readCheckpoint(file); });
+        const QString figures = QStringLiteral("verifyCheckpoint held %1 MiB at most, "
+                                               "readCheckpoint %2 MiB, of a %3 MiB file")
+                                    .arg(verified >> 20)
+                                    .arg(whole >> 20)
+                                    .arg(std::int64_t(fs::file_size(file)) >> 20);
+        qInfo("%s", qPrintable(figures));
+        QVERIFY2(whole > 6 * largest, qPrintable(figures)); // the look sees a whole read
+        QVERIFY2(verified < 2 * largest, qPrintable(figures));
     }
 
     void newestGoodCheckpointFallsBack()
