@@ -135,9 +135,46 @@ private slots:
         auto* label = w.findChild<QLabel*>();
         QVERIFY(label);
         QVERIFY(label->isVisible());
+        // The axes hide behind it: none of a plot's earlier data is shown.
+        QVERIFY(!w.customPlot()->xAxis->visible() && !w.customPlot()->yAxis->visible());
         const int s = w.addSeries(QStringLiteral("a"));
         w.addPoint(s, 0, 1);
         QVERIFY(!label->isVisible());
+        QVERIFY(w.customPlot()->xAxis->visible() && w.customPlot()->yAxis->visible());
+        w.clearData();
+        QVERIFY(label->isVisible());
+        QVERIFY(!w.customPlot()->xAxis->visible());
+    }
+
+    // A long message in a plot of the smallest size: a smaller font, all of it shown, where the
+    // widget's own font would run past the plot's bottom.
+    void aLongEmptyMessageFits()
+    {
+        PlotWidget w(QStringLiteral("Learning rate"));
+        const QString text = QStringLiteral(
+            "No schedule while a setting is refused: the learning rate, the warm-up, the final "
+            "rate, the batch or the length of the run (see what is said under the form)");
+        w.setEmptyMessage(text);
+        w.resize(160, 120);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto* label = w.findChild<QLabel*>();
+        QVERIFY(label && label->isVisible());
+        const QRect needed = QFontMetrics(label->font())
+                                 .boundingRect(QRect(0, 0, label->width(), 10000),
+                                               Qt::AlignCenter | Qt::TextWordWrap, text);
+        QVERIFY2(needed.height() <= label->height(),
+                 qPrintable(QStringLiteral("%1 px of text in a %2 px label")
+                                .arg(needed.height())
+                                .arg(label->height())));
+        QVERIFY(label->font().pointSizeF() < w.font().pointSizeF());
+        QVERIFY(QFontMetrics(w.font())
+                    .boundingRect(QRect(0, 0, label->width(), 10000),
+                                  Qt::AlignCenter | Qt::TextWordWrap, text)
+                    .height() > label->height()); // as the widget's font would not
+        // Wide enough: the widget's own font.
+        w.resize(600, 300);
+        QTRY_COMPARE(label->font().pointSizeF(), w.font().pointSizeF());
     }
 };
 

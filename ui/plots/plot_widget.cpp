@@ -2,7 +2,6 @@
 
 #include <QEvent>
 #include <QHelpEvent>
-#include <QLabel>
 #include <QTimer>
 #include <QToolTip>
 #include <QVBoxLayout>
@@ -16,7 +15,7 @@
 namespace towers::ui {
 
 PlotWidget::PlotWidget(const QString& title, QWidget* parent)
-    : QWidget(parent), m_plot(new QCustomPlot(this)), m_empty(new QLabel(this)),
+    : QWidget(parent), m_plot(new QCustomPlot(this)), m_empty(new EmptyMessage(m_plot, this)),
       m_timer(new QTimer(this))
 {
     auto* layout = new QVBoxLayout(this);
@@ -34,12 +33,6 @@ PlotWidget::PlotWidget(const QString& title, QWidget* parent)
     m_plot->xAxis->setLabelFont(small);
     m_plot->yAxis->setLabelFont(small);
     if (!title.isEmpty()) setTitle(title);
-
-    m_empty->setAlignment(Qt::AlignCenter);
-    m_empty->setWordWrap(true);
-    m_empty->setAttribute(Qt::WA_TransparentForMouseEvents);
-    m_empty->setForegroundRole(QPalette::PlaceholderText);
-    m_empty->hide();
 
     m_timer->setSingleShot(true);
     connect(m_timer, &QTimer::timeout, this, &PlotWidget::doReplot);
@@ -135,7 +128,7 @@ void PlotWidget::setLogY(bool on)
 
 void PlotWidget::setEmptyMessage(const QString& text)
 {
-    m_empty->setText(text);
+    m_empty->setMessage(text);
     updateEmptyMessage();
 }
 
@@ -291,11 +284,7 @@ void PlotWidget::updateEmptyMessage()
 {
     bool empty = true;
     for (auto* g : m_graphs) empty = empty && g->data()->isEmpty();
-    m_empty->setVisible(empty && !m_empty->text().isEmpty());
-    if (m_empty->isVisible()) {
-        m_empty->setGeometry(rect().adjusted(12, 24, -12, -12));
-        m_empty->raise();
-    }
+    m_empty->showIf(empty);
 }
 
 void PlotWidget::changeEvent(QEvent* event)
@@ -331,7 +320,7 @@ namespace towers::ui {
 void PlotWidget::resizeEvent(QResizeEvent* event)
 {
     QWidget::resizeEvent(event);
-    if (m_empty->isVisible()) m_empty->setGeometry(rect().adjusted(12, 24, -12, -12));
+    m_empty->place();
 }
 
 } // namespace towers::ui

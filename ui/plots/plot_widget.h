@@ -8,10 +8,11 @@
 #include <QVector>
 #include <QWidget>
 
+#include "ui/plots/empty_message.h"
+
 class QCustomPlot;
 class QCPGraph;
 class QCPTextElement;
-class QLabel;
 class QTimer;
 
 namespace towers::ui {
@@ -114,7 +115,7 @@ private:
 
     QCustomPlot* m_plot;
     QCPTextElement* m_title = nullptr;
-    QLabel* m_empty;
+    EmptyMessage* m_empty;
     QTimer* m_timer;
     QElapsedTimer m_sinceReplot;
     QVector<QCPGraph*> m_graphs;

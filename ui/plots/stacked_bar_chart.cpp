@@ -3,7 +3,6 @@
 #include <QEvent>
 #include <QFontMetrics>
 #include <QHelpEvent>
-#include <QLabel>
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <qcustomplot.h>
@@ -35,7 +34,7 @@ QColor textOn(const QColor& fill)
 
 StackedBarChart::StackedBarChart(const QString& title, Qt::Orientation orientation, QWidget* parent)
     : QWidget(parent), m_orientation(orientation), m_plot(new QCustomPlot(this)),
-      m_empty(new QLabel(this))
+      m_empty(new EmptyMessage(m_plot, this))
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
@@ -60,12 +59,6 @@ StackedBarChart::StackedBarChart(const QString& title, Qt::Orientation orientati
     valueAxis->setTickLabelFont(smallFont(font()));
     valueAxis->setLabelFont(smallFont(font()));
     if (orientation == Qt::Horizontal) keyAxis->setRangeReversed(true); // first bar on top
-
-    m_empty->setAlignment(Qt::AlignCenter);
-    m_empty->setWordWrap(true);
-    m_empty->setAttribute(Qt::WA_TransparentForMouseEvents);
-    m_empty->setForegroundRole(QPalette::PlaceholderText);
-    m_empty->hide();
 
     connect(m_plot, &QCustomPlot::afterLayout, this, &StackedBarChart::placeTexts);
     connect(m_plot, &QCustomPlot::afterReplot, this, [this] { m_dirty = false; });
@@ -149,7 +142,7 @@ void StackedBarChart::setDecimals(int decimals)
 
 void StackedBarChart::setEmptyMessage(const QString& text)
 {
-    m_empty->setText(text);
+    m_empty->setMessage(text);
     updateEmptyMessage();
 }
 
@@ -453,11 +446,7 @@ void StackedBarChart::replotNow()
 
 void StackedBarChart::updateEmptyMessage()
 {
-    m_empty->setVisible(m_values.isEmpty() && !m_empty->text().isEmpty());
-    if (m_empty->isVisible()) {
-        m_empty->setGeometry(rect().adjusted(12, 24, -12, -12));
-        m_empty->raise();
-    }
+    m_empty->showIf(m_values.isEmpty());
 }
 
 void StackedBarChart::changeEvent(QEvent* event)
@@ -479,7 +468,7 @@ void StackedBarChart::showEvent(QShowEvent* event)
 void StackedBarChart::resizeEvent(QResizeEvent* event)
 {
     QWidget::resizeEvent(event);
-    if (m_empty->isVisible()) m_empty->setGeometry(rect().adjusted(12, 24, -12, -12));
+    m_empty->place();
 }
 
 } // namespace towers::ui

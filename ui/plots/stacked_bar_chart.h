@@ -8,11 +8,12 @@
 #include <QVector>
 #include <QWidget>
 
+#include "ui/plots/empty_message.h"
+
 class QCustomPlot;
 class QCPBars;
 class QCPItemText;
 class QCPTextElement;
-class QLabel;
 
 namespace towers::ui {
 
@@ -87,7 +88,7 @@ private:
     Qt::Orientation m_orientation;
     QCustomPlot* m_plot;
     QCPTextElement* m_title;
-    QLabel* m_empty;
+    EmptyMessage* m_empty;
     QVector<QCPBars*> m_bars;
     QStringList m_segmentNames;
     QVector<int> m_colorSlots;
