@@ -1,11 +1,13 @@
 #include <QCoreApplication>
 
 #include "app/cli/cli.h"
+#include "engine/cpu/host_memory.h"
 #include "engine/gpu/gpu_backend.h"
 
 int main(int argc, char** argv)
 {
-    towers::engine::setCudaDeviceOrder(); // before any thread
+    towers::engine::setCudaDeviceOrder();           // before any thread
+    towers::engine::cpu::fitMallocToAddressLimit(); // so too
     if (towers::app::refuseUndecodableArgument("towers-cli", argc, argv)) return 2;
     QCoreApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("towers-cli"));

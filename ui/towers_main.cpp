@@ -14,6 +14,7 @@
 #include "app/process/interrupt_notifier.h"
 #include "app/settings/app_settings.h"
 #include "app/version/build_info.h"
+#include "engine/cpu/host_memory.h"
 #include "engine/gpu/gpu_backend.h"
 #include "ui/main_window.h"
 #include "ui/pages/data_page.h"
@@ -101,7 +102,8 @@ int main(int argc, char** argv)
 {
     QElapsedTimer sinceMain;
     sinceMain.start();
-    towers::engine::setCudaDeviceOrder(); // before any thread
+    towers::engine::setCudaDeviceOrder();           // before any thread
+    towers::engine::cpu::fitMallocToAddressLimit(); // so too
     // A settings file or folder named in bytes that are not UTF-8 would be read as another.
     if (towers::app::refuseUndecodableArgument("towers", argc, argv)) return 2;
     if (const int code = answerWithoutDisplay(argc, argv); code >= 0) return code;

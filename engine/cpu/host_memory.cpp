@@ -1,11 +1,16 @@
 #include "engine/cpu/host_memory.h"
 
 #include <sys/resource.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -133,6 +138,30 @@ std::optional<HostMemory> addressSpaceRoom()
     const std::int64_t mapped = pages * std::int64_t(sysconf(_SC_PAGESIZE));
     return HostMemory{std::max<std::int64_t>(0, std::int64_t(limit.rlim_cur) - mapped),
                       "its address-space limit, ulimit -v"};
+}
+
+void fitMallocToAddressLimit()
+{
+#ifdef __GLIBC__
+    rlimit limit{};
+    if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+    if (const char* given = std::getenv("MALLOC_ARENA_MAX"); given && *given) return; // theirs
+    mallopt(M_ARENA_MAX, kMallocArenas);
+#endif
+}
+
+std::int64_t threadsAddressSpace(int threads)
+{
+    constexpr std::int64_t kMiB = std::int64_t(1) << 20;
+    rlimit stack{};
+    const std::int64_t perThread = getrlimit(RLIMIT_STACK, &stack) == 0 &&
+                                           stack.rlim_cur != RLIM_INFINITY &&
+                                           stack.rlim_cur >= 64 * 1024
+                                       ? std::int64_t(stack.rlim_cur)
+                                       : 8 * kMiB;
+    // An arena besides the main one (which grows the heap) reserves 64 MiB on a 64-bit system.
+    const std::int64_t arenas = (kMallocArenas - 1) * 64 * kMiB;
+    return std::int64_t(std::max(threads, 0)) * perThread + (threads > 0 ? arenas : 0);
 }
 
 std::optional<HostMemory> availableHostMemory()

@@ -44,6 +44,20 @@ std::optional<HostMemory> availableHostMemory();
 std::optional<HostMemory> sharedHostMemory();
 std::optional<HostMemory> addressSpaceRoom();
 
+// Under an address-space limit (ulimit -v; a batch scheduler's h_vmem), glibc's malloc sets 64
+// MiB of address space aside for every arena it makes for a thread (up to 8 per core): hundreds
+// of MiB of the limit that hold no memory (a run of 2 CPU towers mapped 600 MB for 225 MB
+// resident). Called at the start of main, before any thread: holds malloc to kMallocArenas arenas
+// there (mapped 390 MB, at the same speed), unless MALLOC_ARENA_MAX says how many. Nothing
+// without a limit, or with another C library.
+void fitMallocToAddressLimit();
+constexpr int kMallocArenas = 2;
+
+// The address space that `threads` more threads set aside beyond what they use, which an
+// address-space limit counts: their stacks (the stack limit's size, glibc's default for a
+// thread's stack) and the arenas malloc may still make for them (fitMallocToAddressLimit's).
+std::int64_t threadsAddressSpace(int threads);
+
 // Bytes as people read them: "812 MiB", "3.4 GiB".
 std::string byteText(std::int64_t bytes);
 

@@ -4,6 +4,7 @@
 #include <exception>
 #include <new>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "engine/cpu/host_memory.h"
@@ -26,8 +27,12 @@ std::string MemoryNeed::parts() const
     if (average) s += ", moving average " + cpu::byteText(average);
     if (exchange) s += ", gradients exchanged with the other processes " + cpu::byteText(exchange);
     if (heldSet) s += ", the training set " + cpu::byteText(heldSet);
-    return s + ", layer outputs of " + std::to_string(batchPerTower) + " examples per tower " +
-           cpu::byteText(outputs);
+    s += ", layer outputs of " + std::to_string(batchPerTower) + " examples per tower " +
+         cpu::byteText(outputs);
+    if (threads)
+        s += ", address space its threads set aside (stacks, malloc's arenas) " +
+             cpu::byteText(threads);
+    return s;
 }
 
 NetworkBytes networkBytes(const Model& model)
@@ -74,6 +79,10 @@ MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerT
 
 namespace {
 
+// The threads of a training process besides its towers' teams: the main thread, the batch
+// loader's, the metrics and event writers' (six in all for 2 towers of 1 thread, as counted).
+constexpr int kOtherThreads = 4;
+
 // A check's outcome agreed by every process of `group` (a collective): `failure` (a check that
 // could not be made) thrown as it is, else this process's refusal, else another's naming its rank.
 void agreeOnRefusal(ProcessGroup* group, const std::string& refusal,
@@ -105,15 +114,20 @@ std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group)
         const std::optional<cpu::HostMemory> own = cpu::addressSpaceRoom();
         if (shared || own) {
             const auto model = buildModel(resolveModel(c.model, c.modelDefinition), c.classes);
-            const MemoryNeed need =
+            const MemoryNeed inMemory =
                 hostMemoryNeed(*model, c.towers, c.batchPerTower, c.optimizer.kind, c.emaDecay > 0,
                                group ? group->size() : 1);
             // The processes on this machine share its free memory and control group; the
             // address-space limit is each process's own.
             const int here = group ? std::max(1, group->localSize()) : 1;
-            const auto atLeast = [&](int n) {
-                return " at least " + cpu::byteText(need.floor() * n) + " (" +
-                       (n > 1 ? "each: " : "") + need.parts() + ")";
+            // Under an address-space limit, the towers' threads and a few more (the loader's,
+            // the writers') set some aside too.
+            MemoryNeed inAddressSpace = inMemory;
+            inAddressSpace.threads = cpu::threadsAddressSpace(
+                c.towers * c.resolvedThreadsPerTower(here) + kOtherThreads);
+            const auto atLeast = [&](const MemoryNeed& needed, int n) {
+                return " at least " + cpu::byteText(needed.floor() * n) + " (" +
+                       (n > 1 ? "each: " : "") + needed.parts() + ")";
             };
             const auto mayTake = [&](const cpu::HostMemory& room, int n) {
                 return std::string(n > 1 ? "they may take " : "this process may take ") +
@@ -122,18 +136,19 @@ std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group)
             const auto processes = [&](int n) {
                 return std::to_string(n) + " processes on this machine need";
             };
-            for (const auto& [room, n] : {std::pair{shared, here}, std::pair{own, 1}}) {
+            for (const auto& [room, n, need] :
+                 {std::tuple{shared, here, inMemory}, std::tuple{own, 1, inAddressSpace}}) {
                 if (!room) continue;
                 if (need.floor() * n > room->bytes) {
                     refusal = "not enough memory for this run: " +
                               (n > 1 ? "its " + processes(n) : std::string("it needs")) +
-                              atLeast(n) + ", and " + mayTake(*room, n) +
+                              atLeast(need, n) + ", and " + mayTake(*room, n) +
                               ". Fewer towers, a smaller batch or a smaller network would fit";
                     break;
                 }
                 if (note.empty() && need.total() * n > room->bytes)
                     note = (n > 1 ? "this run's " + processes(n) : std::string("this run needs")) +
-                           atLeast(n) + " and " + cpu::byteText(need.total() * n) +
+                           atLeast(need, n) + " and " + cpu::byteText(need.total() * n) +
                            " while it writes a checkpoint, and " + mayTake(*room, n) +
                            ": the system may end it for lack of memory (fewer towers or a smaller "
                            "batch would take less)";

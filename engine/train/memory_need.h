@@ -29,11 +29,14 @@ struct MemoryNeed
     std::int64_t exchange = 0;   // the gradients sent to and received from other processes
     std::int64_t checkpoint = 0; // what a checkpoint's read-back holds: its largest tensor
     std::int64_t heldSet = 0;    // a GPU's copy of the training set (TrainConfig::gpuData)
+    // Address space the run's threads set aside (cpu::threadsAddressSpace): counted against an
+    // address-space limit only.
+    std::int64_t threads = 0;
 
     // What the run cannot train without.
     std::int64_t floor() const
     {
-        return replicas + optimizer + average + outputs + exchange + heldSet;
+        return replicas + optimizer + average + outputs + exchange + heldSet + threads;
     }
     // That, while it writes a checkpoint.
     std::int64_t total() const { return floor() + checkpoint; }

@@ -134,6 +134,28 @@ private slots:
                  QStringLiteral("its address-space limit, ulimit -v"));
     }
 
+    // What threads set aside of the address space: a stack each (the stack limit's size, 8 MiB
+    // where it has none) and malloc's second arena, 64 MiB.
+    void threadsSetAddressSpaceAside()
+    {
+        QCOMPARE(threadsAddressSpace(0), std::int64_t(0));
+        rlimit old{};
+        QCOMPARE(getrlimit(RLIMIT_STACK, &old), 0);
+        rlimit small = old;
+        small.rlim_cur = rlim_t(4 * kMiB);
+        if (old.rlim_max != RLIM_INFINITY && small.rlim_cur > old.rlim_max)
+            QSKIP("the hard stack limit is lower than 4 MiB");
+        QCOMPARE(setrlimit(RLIMIT_STACK, &small), 0);
+        const std::int64_t four = threadsAddressSpace(3);
+        small.rlim_cur = RLIM_INFINITY;
+        const bool unlimited =
+            old.rlim_max == RLIM_INFINITY && setrlimit(RLIMIT_STACK, &small) == 0;
+        const std::int64_t none = threadsAddressSpace(3);
+        QCOMPARE(setrlimit(RLIMIT_STACK, &old), 0);
+        QCOMPARE(four, 3 * 4 * kMiB + (kMallocArenas - 1) * 64 * kMiB);
+        if (unlimited) QCOMPARE(none, 3 * 8 * kMiB + (kMallocArenas - 1) * 64 * kMiB);
+    }
+
     void bytesAsPeopleReadThem()
     {
         QCOMPARE(byteText(0), std::string("0 MiB"));
