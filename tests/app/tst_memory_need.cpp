@@ -35,6 +35,17 @@ constexpr std::int64_t kMiB = std::int64_t(1) << 20;
 const char* kWide = R"({"name": "wide", "input": [28, 28, 1], "layers": [{"type": "flatten"},
     {"type": "linear", "units": 32768}, {"type": "linear", "units": "classes"}]})";
 
+// A run of the wide network on 10 classes, 16 examples per tower.
+TrainConfig wideConfig()
+{
+    TrainConfig c;
+    c.model = "wide";
+    c.modelDefinition = kWide;
+    c.classes = 10;
+    c.batchPerTower = 16;
+    return c;
+}
+
 struct Run
 {
     int exitCode = -1;
@@ -280,11 +291,7 @@ private slots:
     // make their images there; a GPU short of it refuses the run, named, with the parts.
     void gpuTowersAreCheckedOnEachGpu()
     {
-        TrainConfig c;
-        c.model = "wide";
-        c.modelDefinition = kWide;
-        c.classes = 10;
-        c.batchPerTower = 16;
+        TrainConfig c = wideConfig();
         c.optimizer.kind = "nesterov";
         c.emaDecay = 0.999;
         const auto model = buildModel(modelFromDefinition(kWide, "wide.json"), 10);
@@ -365,11 +372,7 @@ private slots:
     // Across processes, one GPU short refuses the run on every process: the others name its rank.
     void aGpuShortOnOneProcessRefusesEveryProcess()
     {
-        TrainConfig c;
-        c.model = "wide";
-        c.modelDefinition = kWide;
-        c.classes = 10;
-        c.batchPerTower = 16;
+        TrainConfig c = wideConfig();
         c.towers = 1;
         const auto world = test::makeThreadWorld(2, 20);
         std::string said[2];
