@@ -24,7 +24,8 @@
 #   checks                towers-cli selftest --device cuda (also with --tf32, and the bf16 ops);
 #                         tst_op_cases (the op-case table on CUDA, float32, TF32 and bf16, beside
 #                         oneDNN's rows); CUDA's GPU numbers matched to NVML's by PCI bus id
-#                         (devices --json); selftest --gpu 99 refused; tst_gpu_backend;
+#                         (devices --json); selftest --gpu 99 refused; tst_gpu_backend; a run
+#                         under ulimit -v 16 GiB (trains, or says the limit is why not);
 #                         tst_process_communicator; tst_bf16 on the host's CPU (AMX where a Xeon
 #                         has it)
 #   sanitizer             parts of tst_gpu_backend under compute-sanitizer (memcheck, racecheck,
@@ -273,6 +274,13 @@ sys.exit(0 if numbers and numbers == list(range(len(numbers))) and by_bus else 1
         rc=$?; printf "%s\n(exit %s)\n" "$out" "$rc"; ((rc == 1)) &&
         grep -q "error: --gpu 99: CUDA sees " <<< "$out"' _ "$cli"
     gpu_backend_steps "$step_limit" 120
+    # Under an address-space limit of 16 GiB (ulimit -v, a batch scheduler's h_vmem), where CUDA
+    # sets address space aside for the GPU's memory: it trains, or it fails saying the limit is
+    # the likely cause (exit 1), never a bare "out of memory" or a crash.
+    step -t 60 cuda-under-ulimit bash -c 'rc=0; out=$( (ulimit -v 16777216; "$1" train \
+        --dataset fashion-mnist --device cuda --steps 3 --run-dir /tmp/towers-gpu/runs/ulimit) \
+        2>&1) || rc=$?; printf "%s\n(exit %s)\n" "$out" "$rc"
+        ((rc == 0)) || { ((rc == 1)) && grep -q "ulimit -v" <<< "$out"; }' _ "$cli"
     # Two "processes" (threads with a stand-in for MPI) of GPU towers on one GPU against one.
     step tst_process_communicator "$g/bin/tst_process_communicator"
     # --precision bf16 on the host's CPU (a GPU server's Xeon may have AMX: other oneDNN kernels

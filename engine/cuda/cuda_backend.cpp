@@ -99,7 +99,8 @@ public:
             count = 0;
         } else if (status != cudaSuccess) {
             cudaGetLastError();
-            m_reason = std::string("CUDA reports no usable GPU: ") + cudaGetErrorString(status);
+            m_reason = std::string("CUDA reports no usable GPU: ") + cudaGetErrorString(status) +
+                       addressLimitNote();
             count = 0;
         } else if (count == 0) {
             m_reason = "CUDA reports no GPU";

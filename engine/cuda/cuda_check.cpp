@@ -2,6 +2,9 @@
 
 #include <cuda.h> // CUcontext, CUresult: the driver's cuCtxGetCurrent, had through the runtime
 
+#include <sys/resource.h>
+
+#include <cstdio>
 #include <cstring>
 
 namespace towers::engine::cuda {
@@ -19,8 +22,20 @@ void throwCuda(cudaError_t status, const char* call, const char* file, int line)
     cudaGetLastError(); // clear a non-sticky error so that the next call does not report it again
     const std::string text =
         std::string("CUDA error: ") + cudaGetErrorString(status) + " in " + where(call, file, line);
-    if (status == cudaErrorMemoryAllocation) throw DeviceOutOfMemory(text);
+    if (status == cudaErrorMemoryAllocation) throw DeviceOutOfMemory(text + addressLimitNote());
+    if (status == cudaErrorInitializationError) throw BackendError(text + addressLimitNote());
     throw BackendError(text);
+}
+
+std::string addressLimitNote()
+{
+    rlimit limit{};
+    if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return {};
+    char size[32];
+    std::snprintf(size, sizeof size, "%.1f GiB", double(limit.rlim_cur) / double(1 << 30));
+    return std::string(" (this process has an address-space limit, ulimit -v, of ") + size +
+           ": CUDA sets address space aside for the GPUs' memory, far beyond what it uses, and "
+           "may fail under one; 'ulimit -v unlimited' lifts it)";
 }
 
 void throwCudnn(cudnnStatus_t status, const char* call, const char* file, int line)

@@ -12,6 +12,11 @@
 namespace towers::engine::cuda {
 
 [[noreturn]] void throwCuda(cudaError_t status, const char* call, const char* file, int line);
+
+// "" without an address-space limit; else what one does to CUDA, said where CUDA ran out of
+// memory or did not start: " (this process has an address-space limit, ulimit -v, of 8.0 GiB:
+// ...)". CUDA sets address space aside for every GPU's memory, far beyond what it uses.
+std::string addressLimitNote();
 [[noreturn]] void throwCudnn(cudnnStatus_t status, const char* call, const char* file, int line);
 [[noreturn]] void throwCublas(cublasStatus_t status, const char* call, const char* file, int line);
 

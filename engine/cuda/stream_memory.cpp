@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cuda/cuda_check.h"
 #include "engine/tensor/device.h"
 
 namespace towers::engine::cuda {
@@ -79,7 +80,8 @@ std::string mib(std::size_t bytes)
     std::size_t freeBytes = 0, total = 0;
     cudaMemGetInfo(&freeBytes, &total);
     throw DeviceOutOfMemory("out of memory on cuda:" + std::to_string(device) + ": asked for " +
-                            mib(bytes) + ", " + mib(freeBytes) + " of " + mib(total) + " free");
+                            mib(bytes) + ", " + mib(freeBytes) + " of " + mib(total) + " free" +
+                            addressLimitNote());
 }
 
 void* asRecorded(cudaStream_t s)
