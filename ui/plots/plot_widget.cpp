@@ -130,6 +130,7 @@ void PlotWidget::setEmptyMessage(const QString& text)
 {
     m_empty->setMessage(text);
     updateEmptyMessage();
+    requestReplot(); // the axes shown or hidden
 }
 
 int PlotWidget::addSeries(const QString& name, SeriesStyle style)

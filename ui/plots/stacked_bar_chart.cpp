@@ -144,6 +144,7 @@ void StackedBarChart::setEmptyMessage(const QString& text)
 {
     m_empty->setMessage(text);
     updateEmptyMessage();
+    requestReplot(); // the axes shown or hidden
 }
 
 void StackedBarChart::setBars(const QStringList& labels, const QVector<QVector<double>>& values,
