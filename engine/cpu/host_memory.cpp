@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -159,9 +160,16 @@ std::int64_t threadsAddressSpace(int threads)
                                            stack.rlim_cur >= 64 * 1024
                                        ? std::int64_t(stack.rlim_cur)
                                        : 8 * kMiB;
-    // An arena besides the main one (which grows the heap) reserves 64 MiB on a 64-bit system.
-    const std::int64_t arenas = (kMallocArenas - 1) * 64 * kMiB;
-    return std::int64_t(std::max(threads, 0)) * perThread + (threads > 0 ? arenas : 0);
+    // Each arena besides the main one (which grows the heap) reserves 64 MiB on a 64-bit system:
+    // fitMallocToAddressLimit's, or as many as MALLOC_ARENA_MAX says, at most one a thread.
+    int arenas = kMallocArenas;
+    if (const char* given = std::getenv("MALLOC_ARENA_MAX"); given && *given) {
+        int n = 0;
+        const auto [end, ec] = std::from_chars(given, given + std::strlen(given), n);
+        if (ec == std::errc() && *end == '\0' && n > 0) arenas = n;
+    }
+    const int more = std::min(arenas - 1, std::max(threads, 0));
+    return std::int64_t(std::max(threads, 0)) * perThread + std::int64_t(more) * 64 * kMiB;
 }
 
 std::optional<HostMemory> availableHostMemory()

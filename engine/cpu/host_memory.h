@@ -55,7 +55,8 @@ constexpr int kMallocArenas = 2;
 
 // The address space that `threads` more threads set aside beyond what they use, which an
 // address-space limit counts: their stacks (the stack limit's size, glibc's default for a
-// thread's stack) and the arenas malloc may still make for them (fitMallocToAddressLimit's).
+// thread's stack; 8 MiB without one) and the arenas malloc may still make for them
+// (fitMallocToAddressLimit's, or MALLOC_ARENA_MAX's).
 std::int64_t threadsAddressSpace(int threads);
 
 // Bytes as people read them: "812 MiB", "3.4 GiB".

@@ -50,7 +50,8 @@ NetworkBytes networkBytes(const Model& model)
 }
 
 MemoryNeed hostMemoryNeed(const NetworkBytes& network, int towers, std::int64_t batchPerTower,
-                          const std::string& optimizer, bool average, int processes)
+                          const std::string& optimizer, bool average, int processes,
+                          bool readsCheckpoint)
 {
     // Its state per trainable weight: a momentum buffer, Adam's two moments.
     OptimizerOptions kind;
@@ -64,24 +65,21 @@ MemoryNeed hostMemoryNeed(const NetworkBytes& network, int towers, std::int64_t 
     n.replicas = std::int64_t(towers) * (weights + trainable);
     n.optimizer = std::int64_t(towers) * slots * trainable;
     n.average = average ? weights : 0;
-    n.checkpoint = network.largest;
+    n.checkpoint = readsCheckpoint ? weights + slots * trainable + n.average : network.largest;
     n.exchange = processes > 1 ? std::int64_t(towers) * trainable : 0;
     n.outputs = std::int64_t(towers) * network.outputsPerExample * batchPerTower;
     return n;
 }
 
 MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerTower,
-                          const std::string& optimizer, bool average, int processes)
+                          const std::string& optimizer, bool average, int processes,
+                          bool readsCheckpoint)
 {
-    return hostMemoryNeed(networkBytes(model), towers, batchPerTower, optimizer, average,
-                          processes);
+    return hostMemoryNeed(networkBytes(model), towers, batchPerTower, optimizer, average, processes,
+                          readsCheckpoint);
 }
 
 namespace {
-
-// The threads of a training process besides its towers' teams: the main thread, the batch
-// loader's, the metrics and event writers' (six in all for 2 towers of 1 thread, as counted).
-constexpr int kOtherThreads = 4;
 
 // A check's outcome agreed by every process of `group` (a collective): `failure` (a check that
 // could not be made) thrown as it is, else this process's refusal, else another's naming its rank.
@@ -104,7 +102,7 @@ void agreeOnRefusal(ProcessGroup* group, const std::string& refusal,
 
 } // namespace
 
-std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group)
+std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group, bool readsCheckpoint)
 {
     std::string refusal, note;
     std::exception_ptr failure;
@@ -116,7 +114,7 @@ std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group)
             const auto model = buildModel(resolveModel(c.model, c.modelDefinition), c.classes);
             const MemoryNeed inMemory =
                 hostMemoryNeed(*model, c.towers, c.batchPerTower, c.optimizer.kind, c.emaDecay > 0,
-                               group ? group->size() : 1);
+                               group ? group->size() : 1, readsCheckpoint);
             // The processes on this machine share its free memory and control group; the
             // address-space limit is each process's own.
             const int here = group ? std::max(1, group->localSize()) : 1;
@@ -124,7 +122,7 @@ std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group)
             // the writers') set some aside too.
             MemoryNeed inAddressSpace = inMemory;
             inAddressSpace.threads = cpu::threadsAddressSpace(
-                c.towers * c.resolvedThreadsPerTower(here) + kOtherThreads);
+                c.towers * c.resolvedThreadsPerTower(here) + kThreadsBesidesTowers);
             const auto atLeast = [&](const MemoryNeed& needed, int n) {
                 return " at least " + cpu::byteText(needed.floor() * n) + " (" +
                        (n > 1 ? "each: " : "") + needed.parts() + ")";
@@ -149,7 +147,9 @@ std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group)
                 if (note.empty() && need.total() * n > room->bytes)
                     note = (n > 1 ? "this run's " + processes(n) : std::string("this run needs")) +
                            atLeast(need, n) + " and " + cpu::byteText(need.total() * n) +
-                           " while it writes a checkpoint, and " + mayTake(*room, n) +
+                           (readsCheckpoint ? " while it reads or writes a checkpoint, and "
+                                            : " while it writes a checkpoint, and ") +
+                           mayTake(*room, n) +
                            ": the system may end it for lack of memory (fewer towers or a smaller "
                            "batch would take less)";
             }
@@ -167,9 +167,10 @@ std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group)
 }
 
 MemoryNeed gpuMemoryNeed(const NetworkBytes& network, int towers, std::int64_t batchPerTower,
-                         const std::string& optimizer, bool average, std::int64_t heldSet)
+                         const std::string& optimizer, int averages, std::int64_t heldSet)
 {
-    MemoryNeed n = hostMemoryNeed(network, towers, batchPerTower, optimizer, average);
+    MemoryNeed n = hostMemoryNeed(network, towers, batchPerTower, optimizer, false);
+    n.average = std::int64_t(std::max(averages, 0)) * network.weights;
     n.checkpoint = 0;
     n.heldSet = heldSet;
     return n;
@@ -182,30 +183,45 @@ void checkGpuMemory(const TrainConfig& c, ProcessGroup* group, int gpuCount,
     std::exception_ptr failure;
     // Whatever happens here, every process reaches the collective below.
     try {
+        // Each GPU's towers, processes and moving averages: this process's and those of the
+        // run's other processes on this machine (which take the GPUs in turn by local rank, or
+        // all the same --gpus list). No GPU, or a list the towers refuse: they say why.
+        const bool listed = gpuCount > 0 && (c.gpus.empty() || int(c.gpus.size()) == c.towers);
+        const std::size_t count = std::size_t(std::max(gpuCount, 0));
+        std::vector<int> towersOn(count, 0), processesOn(count, 0), averagesOn(count, 0);
+        std::vector<bool> mine(count, false);
         const int localRank = group ? group->localRank() : 0;
-        std::vector<int> towersOn(std::size_t(std::max(gpuCount, 0)), 0);
-        const bool listed = c.gpus.empty() || int(c.gpus.size()) == c.towers; // else they say
-        for (int t = 0; listed && t < c.towers; ++t) {
-            const int g = gpuOfTower(c.gpus, c.towers, localRank, t, gpuCount);
-            if (g >= 0 && g < gpuCount) ++towersOn[std::size_t(g)]; // else the towers say why
+        const int local = group ? std::max(1, group->localSize()) : 1;
+        for (int lr = 0; listed && lr < local; ++lr) {
+            std::vector<bool> used(count, false);
+            for (int t = 0; t < c.towers; ++t) {
+                const int g = gpuOfTower(c.gpus, c.towers, lr, t, gpuCount);
+                if (g < 0 || g >= gpuCount) continue; // the towers say why
+                ++towersOn[std::size_t(g)];
+                used[std::size_t(g)] = true;
+                if (lr == localRank) mine[std::size_t(g)] = true;
+                if (t == 0 && c.emaDecay > 0) ++averagesOn[std::size_t(g)];
+            }
+            for (std::size_t g = 0; g < count; ++g) processesOn[g] += used[g] ? 1 : 0;
         }
-        const int averageOn =
-            listed && c.towers > 0 ? gpuOfTower(c.gpus, c.towers, localRank, 0, gpuCount) : -1;
         std::optional<NetworkBytes> network;
         for (int g = 0; g < gpuCount && refusal.empty(); ++g) {
-            if (towersOn[std::size_t(g)] == 0) continue;
+            if (!mine[std::size_t(g)]) continue; // asked only of this process's GPUs
             const std::uint64_t free = freeBytes(g);
             if (free == 0) continue; // CUDA cannot say
             if (!network)
                 network =
                     networkBytes(*buildModel(resolveModel(c.model, c.modelDefinition), c.classes));
+            const int processes = processesOn[std::size_t(g)];
             const MemoryNeed need =
                 gpuMemoryNeed(*network, towersOn[std::size_t(g)], c.batchPerTower, c.optimizer.kind,
-                              c.emaDecay > 0 && g == averageOn, heldSet);
+                              averagesOn[std::size_t(g)], heldSet * processes);
             if (std::uint64_t(need.floor()) > free)
-                refusal = "not enough memory on GPU " + std::to_string(g) +
-                          " for this run: it needs at least " + cpu::byteText(need.floor()) +
-                          " there (" + need.parts() + "), and " +
+                refusal = "not enough memory on GPU " + std::to_string(g) + " for this run: " +
+                          (processes > 1 ? "its " + std::to_string(processes) +
+                                               " processes on this machine need at least "
+                                         : std::string("it needs at least ")) +
+                          cpu::byteText(need.floor()) + " there (" + need.parts() + "), and " +
                           cpu::byteText(std::int64_t(free)) +
                           " of it is free. Fewer towers on it, a smaller batch or a smaller "
                           "network would fit";
@@ -219,9 +235,10 @@ void checkGpuMemory(const TrainConfig& c, ProcessGroup* group, int gpuCount,
     agreeOnRefusal(group, refusal, failure);
 }
 
-std::string checkMemory(const TrainConfig& c, ProcessGroup* group, std::int64_t heldSet)
+std::string checkMemory(const TrainConfig& c, ProcessGroup* group, std::int64_t heldSet,
+                        bool readsCheckpoint)
 {
-    if (isHostBackend(c.backend)) return checkHostMemory(c, group);
+    if (isHostBackend(c.backend)) return checkHostMemory(c, group, readsCheckpoint);
     GpuBackend* gpu = cudaBackend();
     const int count = gpu ? gpu->deviceCount() : 0;
     checkGpuMemory(

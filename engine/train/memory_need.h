@@ -38,11 +38,16 @@ struct MemoryNeed
     {
         return replicas + optimizer + average + outputs + exchange + heldSet + threads;
     }
-    // That, while it writes a checkpoint.
+    // That, while it writes a checkpoint (or, resuming, reads one).
     std::int64_t total() const { return floor() + checkpoint; }
     // "weights and gradients of 2 tower(s) 1.8 GiB, optimizer state 904 MiB, ...": floor()'s.
     std::string parts() const;
 };
+
+// The threads a training process starts besides its towers' teams: the batch loader's, the
+// metrics and event writers' (six in all with the main thread for 2 towers of 1 thread, as
+// counted), whose address space an address-space limit counts (MemoryNeed::threads).
+constexpr int kThreadsBesidesTowers = 4;
 
 // What of a network its needs follow from: the bytes of its parameters and buffers, of its
 // trainable parameters, and its layers' float32 outputs for one example; its largest tensor's.
@@ -55,41 +60,51 @@ NetworkBytes networkBytes(const Model& model);
 // A network's needs, trained on `towers` CPU towers of `batchPerTower` examples with the optimizer
 // `optimizer` ("sgd", "momentum", "nesterov", "adam": its state per parameter is its
 // Optimizer::slotNames()), with a moving average or not, in one process of `processes` (more than
-// one: a copy of the towers' gradients in flight at least, measured with two).
+// one: a copy of the towers' gradients in flight at least, measured with two). The checkpoint part
+// is the largest tensor (a checkpoint's read-back), or, where the run starts from a checkpoint
+// (`readsCheckpoint`: a resume, --init-from), the weights, the optimizer state and the average,
+// which restoring them reads whole while the towers are there.
 MemoryNeed hostMemoryNeed(const NetworkBytes& network, int towers, std::int64_t batchPerTower,
-                          const std::string& optimizer, bool average, int processes = 1);
+                          const std::string& optimizer, bool average, int processes = 1,
+                          bool readsCheckpoint = false);
 MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerTower,
-                          const std::string& optimizer, bool average, int processes = 1);
+                          const std::string& optimizer, bool average, int processes = 1,
+                          bool readsCheckpoint = false);
 
 // Before a run on CPU towers takes its memory: throws Error when it cannot fit in what this
 // process may still take (cpu::sharedHostMemory, cpu::addressSpaceRoom), naming each part and the
 // limit (taking it, the system would end the process without a word); returns a note when it may
-// not fit while it writes a checkpoint, else "". The run's processes on this machine (each with its
-// towers) share its memory; across processes (`group`), one refusing refuses the run on every one
-// (a collective: every process calls it).
-std::string checkHostMemory(const TrainConfig& config, ProcessGroup* group = nullptr);
+// not fit while it writes a checkpoint (or, `readsCheckpoint`, reads the one it starts from), else
+// "". The run's processes on this machine (each with its towers) share its memory; across
+// processes (`group`), one refusing refuses the run on every one (a collective: every process
+// calls it).
+std::string checkHostMemory(const TrainConfig& config, ProcessGroup* group = nullptr,
+                            bool readsCheckpoint = false);
 
 // What one GPU holds at least: the weights, gradients, optimizer state and a batch's layer outputs
-// of each of its `towers` towers, the moving average when tower 0 is one of them (it keeps it), and
-// the training set's bytes when the towers make their images there (`heldSet`, once per GPU). Its
-// checkpoint part is 0: a checkpoint is copied to the host.
+// of each of its `towers` towers, `averages` moving averages (a process's tower 0 keeps its), and
+// `heldSet` bytes of training sets (where the towers make their images there: a copy for each
+// process with towers on the GPU). Its checkpoint part is 0: a checkpoint is copied to the host.
 MemoryNeed gpuMemoryNeed(const NetworkBytes& network, int towers, std::int64_t batchPerTower,
-                         const std::string& optimizer, bool average, std::int64_t heldSet);
+                         const std::string& optimizer, int averages, std::int64_t heldSet);
 
 // Before a run's GPU towers take their memory: throws Error when the towers on one of this
-// process's GPUs (gpuOfTower over `gpuCount` GPUs) cannot fit in what is free on it, naming the
-// GPU, each part and the free bytes (taking it, a tower would fail with DeviceOutOfMemory on its
-// first steps, or the towers sharing the GPU one after the other). `freeBytes(g)` is CUDA's count
-// of GPU g's free bytes, asked once per GPU (0: CUDA cannot say; that GPU is not checked);
-// `heldSet` the training set's bytes each GPU holds (0: the host makes the images). CUDA's context,
-// cuDNN's workspaces and the outputs' gradients come on top. Across processes (`group`), one
-// refusing refuses the run on every one (a collective: every process calls it).
+// process's GPUs (gpuOfTower over `gpuCount` GPUs) cannot fit in what is free on it, with those of
+// the run's other processes on this machine that share it (every process asks before any takes
+// its memory: the check is a collective), naming the GPU, each part and the free bytes (taking it,
+// a tower would fail with DeviceOutOfMemory on its first steps). `freeBytes(g)` is CUDA's count
+// of GPU g's free bytes, asked once per GPU here (0: CUDA cannot say; that GPU is not checked);
+// `heldSet` the training set's bytes each process's towers keep on each of their GPUs (0: the
+// host makes the images). CUDA's context, cuDNN's workspaces and the outputs' gradients come on
+// top. Across processes (`group`), one refusing refuses the run on every one.
 void checkGpuMemory(const TrainConfig& config, ProcessGroup* group, int gpuCount,
                     const std::function<std::uint64_t(int)>& freeBytes, std::int64_t heldSet);
 
 // The check of the run's towers: checkHostMemory's on CPU towers, checkGpuMemory's over
 // cudaBackend()'s GPUs on GPU towers (none: the towers say why), with its note ("" on GPUs).
 // Collective as they are.
-std::string checkMemory(const TrainConfig& config, ProcessGroup* group, std::int64_t heldSet = 0);
+// `readsCheckpoint`: the run starts from a checkpoint (checkHostMemory's).
+std::string checkMemory(const TrainConfig& config, ProcessGroup* group, std::int64_t heldSet = 0,
+                        bool readsCheckpoint = false);
 
 } // namespace towers::engine

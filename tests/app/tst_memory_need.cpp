@@ -74,8 +74,9 @@ class TestMemoryNeed : public QObject
                    addressSpace);
     }
 
-    // towers-cli `command` (its name and options) on fashion-mnist, batch 16; ended once its
-    // output says `until` when that is given (its exit code then -1).
+    // towers-cli `command` (its name and options) on fashion-mnist, batch 16, a thread per tower
+    // (the address space the threads set aside does not follow the machine's cores then); ended
+    // once its output says `until` when that is given (its exit code then -1).
     Run cli(const QStringList& command, rlim_t addressSpace = 0, const QString& until = {})
     {
         QProcess p;
@@ -95,7 +96,8 @@ class TestMemoryNeed : public QObject
         });
         p.start(QStringLiteral(TOWERS_CLI),
                 command + QStringList{QStringLiteral("--dataset"), QStringLiteral("fashion-mnist"),
-                                      QStringLiteral("--batch-size"), QStringLiteral("16")});
+                                      QStringLiteral("--batch-size"), QStringLiteral("16"),
+                                      QStringLiteral("--threads-per-tower"), QStringLiteral("1")});
         Run r;
         if (!p.waitForStarted(10000)) return r;
         if (!until.isEmpty()) {
@@ -155,6 +157,9 @@ private slots:
         QCOMPARE(adam.average, weights);
         QCOMPARE(adam.outputs, 32 * outputs);
         QCOMPARE(adam.checkpoint, largest);
+        // Resuming (or starting from a checkpoint): the weights, Adam's two moments and the
+        // average, read whole while the towers are there.
+        QCOMPARE(hostMemoryNeed(*model, 2, 16, "adam", true, 1, true).checkpoint, 4 * weights);
         QCOMPARE(adam.exchange, 0);
         // One of several processes: the towers' gradients in flight to the others, too.
         const MemoryNeed across = hostMemoryNeed(*model, 2, 16, "adam", true, 2);
@@ -202,6 +207,16 @@ private slots:
                  qPrintable(figures));
     }
 
+    // What `towers` towers of a thread each of the wide network need at least under an
+    // address-space limit: their parts, and the address space of their threads and the others'.
+    std::int64_t floorUnderAddressLimit(int towers, const std::string& optimizer)
+    {
+        const auto model = buildModel(modelFromDefinition(kWide, "wide.json"), 10);
+        MemoryNeed need = hostMemoryNeed(*model, towers, 16, optimizer, false);
+        need.threads = cpu::threadsAddressSpace(towers + kThreadsBesidesTowers);
+        return need.floor();
+    }
+
     // Four towers of it with Adam need at least 1.6 GiB, and their threads set 128 MiB of address
     // space aside (8 threads' stacks of 8 MiB, an arena of malloc's); held to 1 GiB of address
     // space, towers-cli refuses at once, naming the parts and the limit, and leaves no folder.
@@ -213,11 +228,14 @@ private slots:
                              QStringLiteral("adam"), QStringLiteral("--run-dir"), dir},
                             rlim_t(1024) * kMiB);
         QVERIFY2(r.exitCode == 1, qPrintable(r.err));
-        QVERIFY2(r.err.contains(QStringLiteral("not enough memory for this run: it needs at least "
-                                               "1.7 GiB (weights and gradients of 4 tower(s) 795 "
-                                               "MiB, optimizer state 795 MiB, layer outputs of 16 "
-                                               "examples per tower 8 MiB, address space its "
-                                               "threads set aside (stacks, malloc's arenas) ")) &&
+        const QString floor =
+            QString::fromStdString(cpu::byteText(floorUnderAddressLimit(4, "adam")));
+        QVERIFY2(r.err.contains(
+                     QStringLiteral("not enough memory for this run: it needs at least ") + floor +
+                     QStringLiteral(" (weights and gradients of 4 tower(s) 795 "
+                                    "MiB, optimizer state 795 MiB, layer outputs of 16 "
+                                    "examples per tower 8 MiB, address space its "
+                                    "threads set aside (stacks, malloc's arenas) ")) &&
                      r.err.contains(QStringLiteral("), and this process may take ")),
                  qPrintable(r.err));
         QVERIFY2(r.err.contains(QStringLiteral(" more (its address-space limit, ulimit -v). Fewer "
@@ -235,9 +253,12 @@ private slots:
                            QStringLiteral("--towers"), QStringLiteral("8")},
                           rlim_t(1024) * kMiB);
         QVERIFY2(r.exitCode == 1, qPrintable(r.err));
-        QVERIFY2(r.err.contains(QStringLiteral("not enough memory for this run: it needs at least "
-                                               "2.5 GiB (weights and gradients of 8 tower(s)")),
-                 qPrintable(r.err));
+        const QString floor =
+            QString::fromStdString(cpu::byteText(floorUnderAddressLimit(8, "nesterov")));
+        QVERIFY2(
+            r.err.contains(QStringLiteral("not enough memory for this run: it needs at least ") +
+                           floor + QStringLiteral(" (weights and gradients of 8 tower(s)")),
+            qPrintable(r.err));
     }
 
     // Under an address-space limit, malloc is held to two arenas (fitMallocToAddressLimit): one
@@ -299,7 +320,7 @@ private slots:
         const std::int64_t weights = network.weights, outputs = 16 * network.outputsPerExample;
         const std::int64_t tower = 3 * weights + outputs; // weights, gradients, momentum
 
-        const MemoryNeed one = gpuMemoryNeed(network, 2, 16, "nesterov", true, 47 * kMiB);
+        const MemoryNeed one = gpuMemoryNeed(network, 2, 16, "nesterov", 1, 47 * kMiB);
         QCOMPARE(one.floor(), 2 * tower + weights + 47 * kMiB);
         QCOMPARE(one.checkpoint, 0);
         QVERIFY(
@@ -367,6 +388,50 @@ private slots:
         c.gpus = {0};
         QCOMPARE(refusal(2, 0), QString());
         QVERIFY(asked.empty());
+        c.gpus.clear(); // no GPU, no list: nothing asked (not a tower's GPU number modulo 0)
+        QCOMPARE(refusal(0, 0), QString());
+        QVERIFY(asked.empty());
+    }
+
+    // The run's processes on one machine share its GPUs: two processes of a tower each on one GPU
+    // need both towers there (each asks before either takes its memory), and each its own copy
+    // of the training set and its moving average; on two GPUs, each has its own.
+    void processesSharingAGpuAreCountedTogether()
+    {
+        TrainConfig c = wideConfig();
+        c.towers = 1;
+        c.optimizer.kind = "nesterov";
+        c.emaDecay = 0.999;
+        const auto model = buildModel(modelFromDefinition(kWide, "wide.json"), 10);
+        const NetworkBytes network = networkBytes(*model);
+        const std::int64_t tower = 3 * network.weights + 16 * network.outputsPerExample;
+        const auto run = [&](int gpus, std::uint64_t free, std::int64_t held) {
+            const auto world = test::makeThreadWorld(2, 20);
+            std::vector<std::string> said(2);
+            std::vector<std::thread> ranks;
+            for (int r = 0; r < 2; ++r)
+                ranks.emplace_back([&, r] {
+                    const auto group = test::joinThreadWorld(world, r);
+                    try {
+                        checkGpuMemory(
+                            c, group.get(), gpus, [free](int) { return free; }, held);
+                    } catch (const Error& e) {
+                        said[std::size_t(r)] = e.what();
+                    }
+                });
+            for (auto& t : ranks) t.join();
+            return said;
+        };
+        const std::int64_t both = 2 * (tower + network.weights + 47 * kMiB);
+        QCOMPARE(run(1, std::uint64_t(both), 47 * kMiB), (std::vector<std::string>{"", ""}));
+        const auto short1 = run(1, std::uint64_t(both - 1), 47 * kMiB);
+        for (const std::string& s : short1)
+            QVERIFY2(s.find("not enough memory on GPU 0 for this run: its 2 processes on this "
+                            "machine need at least ") != std::string::npos &&
+                         s.find("weights and gradients of 2 tower(s)") != std::string::npos,
+                     s.c_str());
+        // A GPU each: half of it is enough.
+        QCOMPARE(run(2, std::uint64_t(both / 2), 47 * kMiB), (std::vector<std::string>{"", ""}));
     }
 
     // Across processes, one GPU short refuses the run on every process: the others name its rank.

@@ -138,6 +138,8 @@ private slots:
     // where it has none) and malloc's second arena, 64 MiB.
     void threadsSetAddressSpaceAside()
     {
+        const QByteArray given = qgetenv("MALLOC_ARENA_MAX"); // the test's own, put back below
+        qunsetenv("MALLOC_ARENA_MAX");
         QCOMPARE(threadsAddressSpace(0), std::int64_t(0));
         rlimit old{};
         QCOMPARE(getrlimit(RLIMIT_STACK, &old), 0);
@@ -147,12 +149,19 @@ private slots:
             QSKIP("the hard stack limit is lower than 4 MiB");
         QCOMPARE(setrlimit(RLIMIT_STACK, &small), 0);
         const std::int64_t four = threadsAddressSpace(3);
+        // As many arenas as MALLOC_ARENA_MAX says, at most one a thread.
+        qputenv("MALLOC_ARENA_MAX", "4");
+        const std::int64_t fourArenas = threadsAddressSpace(5), twoThreads = threadsAddressSpace(2);
+        qunsetenv("MALLOC_ARENA_MAX");
         small.rlim_cur = RLIM_INFINITY;
         const bool unlimited =
             old.rlim_max == RLIM_INFINITY && setrlimit(RLIMIT_STACK, &small) == 0;
         const std::int64_t none = threadsAddressSpace(3);
         QCOMPARE(setrlimit(RLIMIT_STACK, &old), 0);
+        if (!given.isNull()) qputenv("MALLOC_ARENA_MAX", given);
         QCOMPARE(four, 3 * 4 * kMiB + (kMallocArenas - 1) * 64 * kMiB);
+        QCOMPARE(fourArenas, 5 * 4 * kMiB + 3 * 64 * kMiB);
+        QCOMPARE(twoThreads, 2 * 4 * kMiB + 2 * 64 * kMiB);
         if (unlimited) QCOMPARE(none, 3 * 8 * kMiB + (kMallocArenas - 1) * 64 * kMiB);
     }
 

@@ -199,7 +199,7 @@ private slots:
         const auto form = page.form()->config();
         const auto gpu = towers::engine::gpuMemoryNeed(
             towers::engine::networkBytes(*towers::engine::buildModel(huge, 10)), 1, 16,
-            form.optimizer.kind, form.emaDecay > 0, 0);
+            form.optimizer.kind, 0, 0);
         QCOMPARE(page.memoryText(),
                  QStringLiteral("at least %1 on a GPU for each tower × 16")
                      .arg(QString::fromStdString(towers::engine::cpu::byteText(gpu.floor()))));

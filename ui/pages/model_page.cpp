@@ -336,20 +336,25 @@ void ModelPage::showMemory()
         const engine::TrainConfig c = m_form->config();
         if (m_gpuTowers) {
             // Each GPU's free memory is asked when the run starts (asking it here would start
-            // CUDA's context on every GPU, for this application's life): a tower's part, and the
-            // moving average on the first.
-            const engine::MemoryNeed need =
-                engine::gpuMemoryNeed(*m_networkBytes, 1, std::max(1, c.batchPerTower),
-                                      c.optimizer.kind, c.emaDecay > 0, 0);
+            // CUDA's context on every GPU, for this application's life): a tower's part; the
+            // first tower's GPU keeps the moving average besides.
+            const engine::MemoryNeed need = engine::gpuMemoryNeed(
+                *m_networkBytes, 1, std::max(1, c.batchPerTower), c.optimizer.kind, 0, 0);
+            const QString average =
+                c.emaDecay > 0 ? tr(" The first tower's GPU keeps the moving average too (%1).")
+                                     .arg(QString::fromStdString(
+                                         engine::cpu::byteText(m_networkBytes->weights)))
+                               : QString();
             m_memory->setText(tr("at least %1 on a GPU for each tower × %2")
                                   .arg(QString::fromStdString(engine::cpu::byteText(need.floor())))
                                   .arg(need.batchPerTower));
             m_memory->setStyleSheet(QString());
             m_memory->setToolTip(
-                tr("%1. Towers sharing a GPU need that each; CUDA's context and cuDNN's "
-                   "workspaces come on top. The run is refused at its start where a GPU has "
-                   "less free (docs/training.md).")
-                    .arg(QString::fromStdString(need.parts())));
+                tr("%1. Towers sharing a GPU need that each.%2 Where the towers make their "
+                   "images on the GPUs, each holds the training set as well; CUDA's context and "
+                   "cuDNN's workspaces come on top. The run is refused at its start where a GPU "
+                   "has less free (docs/training.md).")
+                    .arg(QString::fromStdString(need.parts()), average));
             return;
         }
         const engine::MemoryNeed need =
@@ -373,7 +378,7 @@ void ModelPage::showMemory()
         m_memory->setText(text);
         m_memory->setStyleSheet(tooMuch ? QStringLiteral("color: #c62828") : QString());
         m_memory->setToolTip(
-            tr("%1; %2 more while a checkpoint is written. The outputs' gradients and the "
+            tr("%1; %2 more while a checkpoint is read back. The outputs' gradients and the "
                "convolutions' workspaces come on top (docs/training.md).")
                 .arg(QString::fromStdString(need.parts()),
                      QString::fromStdString(engine::cpu::byteText(need.checkpoint))));
