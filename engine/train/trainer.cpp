@@ -530,7 +530,8 @@ std::filesystem::path Trainer::writeCheckpoint()
     } catch (const Error& e) {
         throw IoError(
             std::string(
-                "the checkpoint just written does not read back (the older ones are kept): ") +
+                "the checkpoint just written could not be read back to check it (the older ones "
+                "are kept, and a resume checks it again): ") +
             e.what());
     }
     m_rotatable[path] = !m_config.runId.empty();
