@@ -173,9 +173,13 @@ private slots:
                 .height() <= label->height())
             QSKIP("the widget's own font fits the text in 160 x 120 here: nothing to make smaller");
         QVERIFY(label->font().pointSizeF() < w.font().pointSizeF());
-        // Wide enough: the widget's own font.
+        // Wide enough: the widget's own font, and a new one it is given.
         w.resize(600, 300);
         QTRY_COMPARE(label->font().pointSizeF(), w.font().pointSizeF());
+        QFont larger = w.font();
+        larger.setPointSizeF(larger.pointSizeF() + 1);
+        w.setFont(larger);
+        QTRY_COMPARE(label->font().pointSizeF(), larger.pointSizeF());
     }
 };
 

@@ -304,6 +304,7 @@ void PlotWidget::changeEvent(QEvent* event)
         }
         requestReplot();
     }
+    if (event->type() == QEvent::FontChange) m_empty->place(); // its font follows this one's
     QWidget::changeEvent(event);
 }
 

@@ -456,6 +456,7 @@ void StackedBarChart::changeEvent(QEvent* event)
         applyPlotPalette(m_plot, palette());
         rebuild();
     }
+    if (event->type() == QEvent::FontChange) m_empty->place(); // its font follows this one's
     QWidget::changeEvent(event);
 }
 
