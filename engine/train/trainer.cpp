@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/cpu/cores.h"
+#include "engine/cpu/host_memory.h"
 #include "engine/data/batch_loader.h"
 #include "engine/dist/process_state.h"
 #include "engine/gpu/gpu_backend.h"
@@ -280,7 +281,32 @@ void Trainer::log(const std::string& line)
     if (m_observer) m_observer->onLog(line);
 }
 
+namespace {
+
+// Out of memory reading the checkpoint a run starts from, in words: it is read whole beside the
+// towers (std::bad_alloc's own text says nothing to a user).
+Error outOfMemoryReading(const std::filesystem::path& file)
+{
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(file, ec);
+    return Error("out of memory reading " + quotedPath(file) +
+                 (ec ? std::string() : " (" + cpu::byteText(std::int64_t(bytes)) + ")") +
+                 ", which is read whole beside the towers: fewer towers or more free memory "
+                 "would have room for it");
+}
+
+} // namespace
+
 std::int64_t Trainer::restore(const std::filesystem::path& file)
+{
+    try {
+        return restoreFrom(file);
+    } catch (const std::bad_alloc&) {
+        throw outOfMemoryReading(file);
+    }
+}
+
+std::int64_t Trainer::restoreFrom(const std::filesystem::path& file)
 {
     if (m_ran) throw InvalidArgument("restore() must come before run()");
     const Checkpoint c = readCheckpoint(file);
@@ -374,11 +400,15 @@ StartingWeights startingWeights(const std::filesystem::path& file, const Model& 
 void Trainer::initialiseFrom(const std::filesystem::path& file)
 {
     Model& model = m_towers->model();
-    const StartingWeights start =
-        startingWeights(file, model, m_data.classNames, m_data.imageShape);
-    m_towers->loadState(start.weights, m_towers->optimizer().state(model.parameters()), {});
+    try {
+        const StartingWeights start =
+            startingWeights(file, model, m_data.classNames, m_data.imageShape);
+        m_towers->loadState(start.weights, m_towers->optimizer().state(model.parameters()), {});
+        log(start.note);
+    } catch (const std::bad_alloc&) {
+        throw outOfMemoryReading(file);
+    }
     m_initialised = true;
-    log(start.note);
 }
 
 void Trainer::beginNewRun(bool setAsideExisting)

@@ -170,6 +170,8 @@ public:
     bool writesRun() const { return m_dir.has_value(); }
 
 private:
+    // restore()'s work; out of memory (std::bad_alloc) is said by restore().
+    std::int64_t restoreFrom(const std::filesystem::path& checkpoint);
     bool stopRequested(const std::stop_token& stop) const;
     // Returns false when a stop arrived while paused.
     bool waitWhilePaused(const std::stop_token& stop);

@@ -277,6 +277,35 @@ private slots:
         QVERIFY2(r.out.contains(QStringLiteral("wrote checkpoint ")), qPrintable(r.out));
     }
 
+    // A resume reads its checkpoint whole beside the towers (398 MiB for the wide network with
+    // Adam and a moving average): said at the start, and where it does not fit (1,000 MiB of
+    // address space, where a new run of it trains), said in words, not "std::bad_alloc".
+    void aResumeThatCannotReadItsCheckpointSaysSo()
+    {
+        const QString dir = path(QStringLiteral("runs/resumed"));
+        const QStringList run = {QStringLiteral("--model"),     wideFile(),
+                                 QStringLiteral("--optimizer"), QStringLiteral("adam"),
+                                 QStringLiteral("--ema-decay"), QStringLiteral("0.999"),
+                                 QStringLiteral("--run-dir"),   dir};
+        const Run first = train(run);
+        QVERIFY2(first.exitCode == 0, qPrintable(first.err));
+        const Run resumed =
+            cli({QStringLiteral("train"), QStringLiteral("--resume"), QStringLiteral("--run-dir"),
+                 dir, QStringLiteral("--steps"), QStringLiteral("4")},
+                rlim_t(1000) * kMiB);
+        QVERIFY2(resumed.exitCode == 1, qPrintable(resumed.out + resumed.err));
+        QVERIFY2(resumed.out.contains(QStringLiteral(" while it reads or writes a checkpoint, and "
+                                                     "this process may take ")),
+                 qPrintable(resumed.out));
+        QVERIFY2(resumed.err.contains(QStringLiteral("error: out of memory reading ")) &&
+                     resumed.err.contains(QStringLiteral(", which is read whole beside the "
+                                                         "towers: fewer towers or more free "
+                                                         "memory would have room for it")),
+                 qPrintable(resumed.err));
+        // Its checkpoints are as they were.
+        QVERIFY(QFileInfo::exists(dir + QStringLiteral("/checkpoints/ckpt-00000002.safetensors")));
+    }
+
     // One tower of a network whose second layer is 1 GiB of its 1.2 GiB of weights needs 2.4 GiB
     // with SGD (weights and gradients) and 1 GiB more while it reads a checkpoint back: held
     // between the two (2.4 GiB and 700 MiB of address space, of which towers-cli has mapped 140
