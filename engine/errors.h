@@ -69,6 +69,14 @@ public:
     using Error::Error;
 };
 
+// A file could not be read for lack of memory to hold what it holds (a tensor of a checkpoint):
+// an IoError, told apart where a caller says more of why.
+class TOWERS_VISIBLE FileOutOfMemory : public IoError
+{
+public:
+    using IoError::IoError;
+};
+
 // Training diverged: the loss became NaN or infinite ("model diverged with loss = NaN at step 12").
 // No checkpoint of the diverged state is written; the last good one is kept.
 class TOWERS_VISIBLE DivergedError : public Error

@@ -347,8 +347,9 @@ std::map<std::string, std::string> Reader::visit(const SafeTensorsHeaderFn& onHe
             // the tensor goes, where the heap may keep them (visit reads tensor after tensor).
             t = Tensor::zeros(Shape(e.dims), e.dtype);
         } catch (const std::bad_alloc&) {
-            fail("out of memory allocating tensor '" + e.name + "' (" +
-                 std::to_string(e.end - e.begin) + " bytes)");
+            throw FileOutOfMemory("cannot read safetensors file " + quotedPath(m_path) +
+                                  ": out of memory allocating tensor '" + e.name + "' (" +
+                                  std::to_string(e.end - e.begin) + " bytes)");
         }
         const std::string what = "tensor '" + e.name + "'";
         if (t.bytes()) readAt(t.raw(), t.bytes(), dataStart + e.begin, what.c_str());

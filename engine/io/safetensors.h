@@ -39,7 +39,8 @@ void writeSafeTensors(const std::filesystem::path& path, const NamedTensors& ten
                       const std::map<std::string, std::string>& metadata = {});
 
 // Reads and validates a whole file. Every tensor is copied into its own host buffer. Throws
-// IoError naming the file and what is wrong with it (with the byte offset where that helps):
+// FileOutOfMemory (an IoError) where a tensor cannot be given memory, IoError naming the file and
+// what is wrong with it (with the byte offset where that helps):
 // a short or truncated file, an absurd header length, invalid JSON, missing or malformed keys, an
 // unsupported dtype, a shape that does not match its byte range, byte ranges out of bounds,
 // overlapping or leaving gaps, duplicate names. Never reads out of bounds on any input.

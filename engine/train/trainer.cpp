@@ -284,25 +284,29 @@ void Trainer::log(const std::string& line)
 namespace {
 
 // Out of memory reading the checkpoint a run starts from, in words: it is read whole beside the
-// towers (std::bad_alloc's own text says nothing to a user).
-Error outOfMemoryReading(const std::filesystem::path& file)
+// towers (std::bad_alloc's own text says nothing to a user). `whatWouldFit`: what to change.
+Error outOfMemoryReading(const std::filesystem::path& file, const char* whatWouldFit)
 {
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(file, ec);
     return Error("out of memory reading " + quotedPath(file) +
                  (ec ? std::string() : " (" + cpu::byteText(std::int64_t(bytes)) + ")") +
-                 ", which is read whole beside the towers: fewer towers or more free memory "
-                 "would have room for it");
+                 ", which is read whole beside the towers: " + whatWouldFit);
 }
 
 } // namespace
 
 std::int64_t Trainer::restore(const std::filesystem::path& file)
 {
+    // A resume keeps the run's towers and batch.
+    constexpr const char* fits = "more free memory would have room for it, or a new run started "
+                                 "from it (--init-from) with fewer towers";
     try {
         return restoreFrom(file);
     } catch (const std::bad_alloc&) {
-        throw outOfMemoryReading(file);
+        throw outOfMemoryReading(file, fits);
+    } catch (const FileOutOfMemory&) {
+        throw outOfMemoryReading(file, fits);
     }
 }
 
@@ -400,14 +404,19 @@ StartingWeights startingWeights(const std::filesystem::path& file, const Model& 
 void Trainer::initialiseFrom(const std::filesystem::path& file)
 {
     Model& model = m_towers->model();
+    constexpr const char* fits = "fewer towers or more free memory would have room for it";
+    std::string note;
     try {
         const StartingWeights start =
             startingWeights(file, model, m_data.classNames, m_data.imageShape);
         m_towers->loadState(start.weights, m_towers->optimizer().state(model.parameters()), {});
-        log(start.note);
+        note = start.note;
     } catch (const std::bad_alloc&) {
-        throw outOfMemoryReading(file);
+        throw outOfMemoryReading(file, fits);
+    } catch (const FileOutOfMemory&) {
+        throw outOfMemoryReading(file, fits);
     }
+    log(note);
     m_initialised = true;
 }
 
