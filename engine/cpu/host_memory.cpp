@@ -141,12 +141,27 @@ std::optional<HostMemory> addressSpaceRoom()
                       "its address-space limit, ulimit -v"};
 }
 
+namespace {
+
+// MALLOC_ARENA_MAX where it says a number of arenas (glibc reads it so), else none.
+std::optional<int> arenasGiven()
+{
+    const char* given = std::getenv("MALLOC_ARENA_MAX");
+    if (!given || !*given) return std::nullopt;
+    int n = 0;
+    const auto [end, ec] = std::from_chars(given, given + std::strlen(given), n);
+    if (ec != std::errc() || *end != '\0' || n < 1) return std::nullopt;
+    return n;
+}
+
+} // namespace
+
 void fitMallocToAddressLimit()
 {
 #ifdef __GLIBC__
     rlimit limit{};
     if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
-    if (const char* given = std::getenv("MALLOC_ARENA_MAX"); given && *given) return; // theirs
+    if (arenasGiven()) return; // the user's
     mallopt(M_ARENA_MAX, kMallocArenas);
 #endif
 }
@@ -162,12 +177,7 @@ std::int64_t threadsAddressSpace(int threads)
                                        : 8 * kMiB;
     // Each arena besides the main one (which grows the heap) reserves 64 MiB on a 64-bit system:
     // fitMallocToAddressLimit's, or as many as MALLOC_ARENA_MAX says, at most one a thread.
-    int arenas = kMallocArenas;
-    if (const char* given = std::getenv("MALLOC_ARENA_MAX"); given && *given) {
-        int n = 0;
-        const auto [end, ec] = std::from_chars(given, given + std::strlen(given), n);
-        if (ec == std::errc() && *end == '\0' && n > 0) arenas = n;
-    }
+    const int arenas = arenasGiven().value_or(kMallocArenas);
     const int more = std::min(arenas - 1, std::max(threads, 0));
     return std::int64_t(std::max(threads, 0)) * perThread + std::int64_t(more) * 64 * kMiB;
 }

@@ -1,9 +1,12 @@
 #include "engine/train/memory_need.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <exception>
 #include <new>
 #include <optional>
+#include <sstream>
 #include <tuple>
 #include <vector>
 
@@ -176,61 +179,132 @@ MemoryNeed gpuMemoryNeed(const NetworkBytes& network, int towers, std::int64_t b
     return n;
 }
 
+namespace {
+
+// This machine's name, so that GPUs of different machines at the same PCI bus id stay apart.
+std::string hostName()
+{
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0) return "?";
+    return name;
+}
+
+// What this process keeps on one GPU, as the others read it: "<key> <towers> <averages>", the key
+// being the machine and the GPU's PCI bus id (each process's own otherwise).
+struct GpuShare
+{
+    std::string key;
+    int towers = 0, averages = 0;
+};
+
+std::string shareLines(const std::vector<GpuShare>& shares)
+{
+    std::string text;
+    for (const GpuShare& s : shares)
+        text += s.key + " " + std::to_string(s.towers) + " " + std::to_string(s.averages) + "\n";
+    return text;
+}
+
+std::vector<GpuShare> sharesOf(const std::string& lines)
+{
+    std::vector<GpuShare> out;
+    std::istringstream in(lines);
+    GpuShare s;
+    while (in >> s.key >> s.towers >> s.averages) out.push_back(s);
+    return out;
+}
+
+} // namespace
+
 void checkGpuMemory(const TrainConfig& c, ProcessGroup* group, int gpuCount,
-                    const std::function<std::uint64_t(int)>& freeBytes, std::int64_t heldSet)
+                    const std::function<std::uint64_t(int)>& freeBytes, std::int64_t heldSet,
+                    const std::function<std::string(int)>& busIdOf)
 {
     std::string refusal;
     std::exception_ptr failure;
-    // Whatever happens here, every process reaches the collective below.
+    // This process's towers and moving average on each of its GPUs (gpuOfTower). No GPU, or a
+    // list the towers refuse: they say why.
+    const std::size_t count = std::size_t(std::max(gpuCount, 0));
+    std::vector<int> towersOn(count, 0), averagesOn(count, 0);
+    std::vector<std::string> keys(count);
     try {
-        // Each GPU's towers, processes and moving averages: this process's and those of the
-        // run's other processes on this machine (which take the GPUs in turn by local rank, or
-        // all the same --gpus list). No GPU, or a list the towers refuse: they say why.
         const bool listed = gpuCount > 0 && (c.gpus.empty() || int(c.gpus.size()) == c.towers);
-        const std::size_t count = std::size_t(std::max(gpuCount, 0));
-        std::vector<int> towersOn(count, 0), processesOn(count, 0), averagesOn(count, 0);
-        std::vector<bool> mine(count, false);
         const int localRank = group ? group->localRank() : 0;
-        const int local = group ? std::max(1, group->localSize()) : 1;
-        for (int lr = 0; listed && lr < local; ++lr) {
-            std::vector<bool> used(count, false);
-            for (int t = 0; t < c.towers; ++t) {
-                const int g = gpuOfTower(c.gpus, c.towers, lr, t, gpuCount);
-                if (g < 0 || g >= gpuCount) continue; // the towers say why
-                ++towersOn[std::size_t(g)];
-                used[std::size_t(g)] = true;
-                if (lr == localRank) mine[std::size_t(g)] = true;
-                if (t == 0 && c.emaDecay > 0) ++averagesOn[std::size_t(g)];
-            }
-            for (std::size_t g = 0; g < count; ++g) processesOn[g] += used[g] ? 1 : 0;
+        for (int t = 0; listed && t < c.towers; ++t) {
+            const int g = gpuOfTower(c.gpus, c.towers, localRank, t, gpuCount);
+            if (g < 0 || g >= gpuCount) continue; // the towers say why
+            ++towersOn[std::size_t(g)];
+            if (t == 0 && c.emaDecay > 0) ++averagesOn[std::size_t(g)];
         }
+        const std::string host = hostName();
+        for (std::size_t g = 0; g < count; ++g) {
+            if (towersOn[g] == 0) continue;
+            const std::string bus = busIdOf ? busIdOf(int(g)) : std::string();
+            // A GPU whose bus id CUDA cannot say is counted as this process's alone.
+            keys[g] = host + "/" +
+                      (bus.empty() ? "rank" + std::to_string(group ? group->rank() : 0) + ":" +
+                                         std::to_string(g)
+                                   : bus);
+        }
+    } catch (const std::bad_alloc&) {
+        refusal = "not enough host memory to work out this run's need on its GPUs";
+    } catch (const std::exception& e) {
+        failure = std::current_exception();
+        refusal = e.what();
+    }
+    // The run's processes that share a GPU (CUDA may number it differently in each: a batch
+    // scheduler's CUDA_VISIBLE_DEVICES) count together there: every process tells the others
+    // what it keeps where, before any takes its memory. Reached by every process.
+    std::vector<GpuShare> everyone;
+    {
+        std::vector<GpuShare> mine;
+        for (std::size_t g = 0; g < count; ++g)
+            if (!keys[g].empty()) mine.push_back({keys[g], towersOn[g], averagesOn[g]});
+        if (group && group->size() > 1) {
+            for (const std::string& lines : group->allGatherStrings(shareLines(mine)))
+                for (const GpuShare& s : sharesOf(lines)) everyone.push_back(s);
+        } else {
+            everyone = mine;
+        }
+    }
+    try {
         std::optional<NetworkBytes> network;
         for (int g = 0; g < gpuCount && refusal.empty(); ++g) {
-            if (!mine[std::size_t(g)]) continue; // asked only of this process's GPUs
+            if (keys[std::size_t(g)].empty()) continue; // asked only of this process's GPUs
             const std::uint64_t free = freeBytes(g);
             if (free == 0) continue; // CUDA cannot say
             if (!network)
                 network =
                     networkBytes(*buildModel(resolveModel(c.model, c.modelDefinition), c.classes));
-            const int processes = processesOn[std::size_t(g)];
-            const MemoryNeed need =
-                gpuMemoryNeed(*network, towersOn[std::size_t(g)], c.batchPerTower, c.optimizer.kind,
-                              averagesOn[std::size_t(g)], heldSet * processes);
+            int towers = 0, averages = 0, processes = 0;
+            for (const GpuShare& s : everyone)
+                if (s.key == keys[std::size_t(g)]) {
+                    towers += s.towers;
+                    averages += s.averages;
+                    ++processes;
+                }
+            const MemoryNeed need = gpuMemoryNeed(*network, towers, c.batchPerTower,
+                                                  c.optimizer.kind, averages, heldSet * processes);
             if (std::uint64_t(need.floor()) > free)
                 refusal = "not enough memory on GPU " + std::to_string(g) + " for this run: " +
                           (processes > 1 ? "its " + std::to_string(processes) +
-                                               " processes on this machine need at least "
+                                               " processes there need at least "
                                          : std::string("it needs at least ")) +
                           cpu::byteText(need.floor()) + " there (" + need.parts() + "), and " +
                           cpu::byteText(std::int64_t(free)) +
                           " of it is free. Fewer towers on it, a smaller batch or a smaller "
-                          "network would fit";
+                          "network would fit" +
+                          (heldSet > 0 ? std::string(", or the training images made on the "
+                                                     "host (gpuData off, --gpu-data off)")
+                                       : std::string());
         }
     } catch (const std::bad_alloc&) {
         refusal = "not enough host memory to work out this run's need on its GPUs";
     } catch (const std::exception& e) {
-        failure = std::current_exception(); // thrown as it is, once every process knows
-        refusal = e.what();
+        if (!failure) {
+            failure = std::current_exception(); // thrown as it is, once every process knows
+            refusal = e.what();
+        }
     }
     agreeOnRefusal(group, refusal, failure);
 }
@@ -242,7 +316,14 @@ std::string checkMemory(const TrainConfig& c, ProcessGroup* group, std::int64_t 
     GpuBackend* gpu = cudaBackend();
     const int count = gpu ? gpu->deviceCount() : 0;
     checkGpuMemory(
-        c, group, count, [gpu](int g) { return gpu->freeMemory(g); }, heldSet);
+        c, group, count, [gpu](int g) { return gpu->freeMemory(g); }, heldSet,
+        [gpu](int g) {
+            try {
+                return gpu->pciBusId(g);
+            } catch (const std::exception&) {
+                return std::string();
+            }
+        });
     return {};
 }
 

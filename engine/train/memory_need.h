@@ -90,15 +90,17 @@ MemoryNeed gpuMemoryNeed(const NetworkBytes& network, int towers, std::int64_t b
 
 // Before a run's GPU towers take their memory: throws Error when the towers on one of this
 // process's GPUs (gpuOfTower over `gpuCount` GPUs) cannot fit in what is free on it, with those of
-// the run's other processes on this machine that share it (every process asks before any takes
-// its memory: the check is a collective), naming the GPU, each part and the free bytes (taking it,
-// a tower would fail with DeviceOutOfMemory on its first steps). `freeBytes(g)` is CUDA's count
-// of GPU g's free bytes, asked once per GPU here (0: CUDA cannot say; that GPU is not checked);
-// `heldSet` the training set's bytes each process's towers keep on each of their GPUs (0: the
-// host makes the images). CUDA's context, cuDNN's workspaces and the outputs' gradients come on
+// the run's other processes that share it (the same machine and PCI bus id, `busIdOf(g)`; "":
+// none shares it), each with its moving average and training set (every process tells the
+// others, and asks, before any takes its memory), naming the GPU, each part and the free bytes
+// (taking it, a tower would fail with DeviceOutOfMemory on its first steps). `freeBytes(g)` is
+// CUDA's count of GPU g's free bytes, asked once per GPU here (0: CUDA cannot say; that GPU is not
+// checked); `heldSet` the training set's bytes each process's towers keep on each of their GPUs (0:
+// the host makes the images). CUDA's context, cuDNN's workspaces and the outputs' gradients come on
 // top. Across processes (`group`), one refusing refuses the run on every one.
 void checkGpuMemory(const TrainConfig& config, ProcessGroup* group, int gpuCount,
-                    const std::function<std::uint64_t(int)>& freeBytes, std::int64_t heldSet);
+                    const std::function<std::uint64_t(int)>& freeBytes, std::int64_t heldSet,
+                    const std::function<std::string(int)>& busIdOf = {});
 
 // The check of the run's towers: checkHostMemory's on CPU towers, checkGpuMemory's over
 // cudaBackend()'s GPUs on GPU towers (none: the towers say why), with its note ("" on GPUs).

@@ -425,9 +425,11 @@ private slots:
         QVERIFY(asked.empty());
     }
 
-    // The run's processes on one machine share its GPUs: two processes of a tower each on one GPU
-    // need both towers there (each asks before either takes its memory), and each its own copy
-    // of the training set and its moving average; on two GPUs, each has its own.
+    // The run's processes that share a GPU (the same machine and PCI bus id) count together: two
+    // processes of a tower each on one GPU need both towers there (each tells the other before
+    // either takes its memory), and each its own copy of the training set and its moving
+    // average; on two GPUs, each has its own, also where each sees its own as GPU 0 (a batch
+    // scheduler's CUDA_VISIBLE_DEVICES for each task), or CUDA cannot say the bus ids.
     void processesSharingAGpuAreCountedTogether()
     {
         TrainConfig c = wideConfig();
@@ -437,16 +439,22 @@ private slots:
         const auto model = buildModel(modelFromDefinition(kWide, "wide.json"), 10);
         const NetworkBytes network = networkBytes(*model);
         const std::int64_t tower = 3 * network.weights + 16 * network.outputsPerExample;
-        const auto run = [&](int gpus, std::uint64_t free, std::int64_t held) {
+        // `gpus` GPUs for each process; `ownBus`: each process's GPU 0 is its own.
+        const auto run = [&](int gpus, std::uint64_t free, std::int64_t held, bool ownBus = false,
+                             bool busKnown = true) {
             const auto world = test::makeThreadWorld(2, 20);
             std::vector<std::string> said(2);
             std::vector<std::thread> ranks;
             for (int r = 0; r < 2; ++r)
                 ranks.emplace_back([&, r] {
                     const auto group = test::joinThreadWorld(world, r);
+                    const auto bus = [r, ownBus, busKnown](int g) {
+                        return !busKnown ? std::string()
+                                         : "0000:" + std::to_string(ownBus ? r : g) + "1:00.0";
+                    };
                     try {
                         checkGpuMemory(
-                            c, group.get(), gpus, [free](int) { return free; }, held);
+                            c, group.get(), gpus, [free](int) { return free; }, held, bus);
                     } catch (const Error& e) {
                         said[std::size_t(r)] = e.what();
                     }
@@ -458,12 +466,16 @@ private slots:
         QCOMPARE(run(1, std::uint64_t(both), 47 * kMiB), (std::vector<std::string>{"", ""}));
         const auto short1 = run(1, std::uint64_t(both - 1), 47 * kMiB);
         for (const std::string& s : short1)
-            QVERIFY2(s.find("not enough memory on GPU 0 for this run: its 2 processes on this "
-                            "machine need at least ") != std::string::npos &&
+            QVERIFY2(s.find("not enough memory on GPU 0 for this run: its 2 processes there "
+                            "need at least ") != std::string::npos &&
                          s.find("weights and gradients of 2 tower(s)") != std::string::npos,
                      s.c_str());
         // A GPU each: half of it is enough.
         QCOMPARE(run(2, std::uint64_t(both / 2), 47 * kMiB), (std::vector<std::string>{"", ""}));
+        QCOMPARE(run(1, std::uint64_t(both / 2), 47 * kMiB, true),
+                 (std::vector<std::string>{"", ""}));
+        QCOMPARE(run(1, std::uint64_t(both / 2), 47 * kMiB, false, false),
+                 (std::vector<std::string>{"", ""}));
     }
 
     // Across processes, one GPU short refuses the run on every process: the others name its rank.
