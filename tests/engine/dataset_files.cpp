@@ -108,6 +108,7 @@ Bytes cifarRecords(std::int64_t first, std::int64_t count, int labelBytes, std::
 
 void writeFile(const fs::path& path, const Bytes& bytes)
 {
+    if (path.has_parent_path()) fs::create_directories(path.parent_path());
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(bytes.data()),
             static_cast<std::streamsize>(bytes.size()));

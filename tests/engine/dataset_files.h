@@ -35,6 +35,7 @@ int cifar100Fine(std::uint64_t seed, std::int64_t index);
 
 // Big-endian 32-bit write at `offset` (to corrupt headers).
 void putBe32(Bytes& bytes, std::size_t offset, std::uint32_t v);
+// The file with its folders (made where missing); std::runtime_error where it cannot be written.
 void writeFile(const std::filesystem::path& path, const Bytes& bytes);
 void writeText(const std::filesystem::path& path, const std::string& text);
 Bytes readFile(const std::filesystem::path& path);

@@ -6,9 +6,9 @@
 
 #include <sched.h>
 
-#include <fstream>
 #include <thread>
 
+#include "dataset_files.h"
 #include "engine/cpu/cores.h"
 #include "engine/cpu/cpu_info.h"
 #include "engine/train/train_config.h"
@@ -17,12 +17,6 @@ using namespace towers::engine;
 using namespace towers::engine::cpu;
 
 namespace {
-
-void write(const QString& path, const std::string& text)
-{
-    QVERIFY(QDir().mkpath(QFileInfo(path).path()));
-    std::ofstream(path.toStdString()) << text;
-}
 
 // Runs `body` on this thread with its affinity held to `cpus`, then puts the mask back.
 template <typename Body> void withAffinity(const std::vector<int>& cpus, Body body)
@@ -70,24 +64,22 @@ private slots:
     void cgroupV2TightestAncestor()
     {
         QTemporaryDir root;
-        const QString r = root.path();
-        write(r + "/cpu.max", "max 100000\n");
-        write(r + "/machine.slice/cpu.max", "300000 100000\n");
-        write(r + "/machine.slice/job/cpu.max", "max 100000\n");
-        QCOMPARE(cgroupCpuQuota("0::/machine.slice/job\n", r.toStdString()),
-                 std::optional<double>(3.0));
-        write(r + "/machine.slice/job/cpu.max", "100000 100000\n");
-        QCOMPARE(cgroupCpuQuota("0::/machine.slice/job\n", r.toStdString()),
-                 std::optional<double>(1.0));
+        const std::string r = root.path().toStdString();
+        towers::test::writeText(r + "/cpu.max", "max 100000\n");
+        towers::test::writeText(r + "/machine.slice/cpu.max", "300000 100000\n");
+        towers::test::writeText(r + "/machine.slice/job/cpu.max", "max 100000\n");
+        QCOMPARE(cgroupCpuQuota("0::/machine.slice/job\n", r), std::optional<double>(3.0));
+        towers::test::writeText(r + "/machine.slice/job/cpu.max", "100000 100000\n");
+        QCOMPARE(cgroupCpuQuota("0::/machine.slice/job\n", r), std::optional<double>(1.0));
         // A container's own namespace: its group is the root of what it sees.
-        QVERIFY(!cgroupCpuQuota("0::/\n", r.toStdString()));
-        write(r + "/cpu.max", "250000 100000\n");
-        QCOMPARE(cgroupCpuQuota("0::/\n", r.toStdString()), std::optional<double>(2.5));
+        QVERIFY(!cgroupCpuQuota("0::/\n", r));
+        towers::test::writeText(r + "/cpu.max", "250000 100000\n");
+        QCOMPARE(cgroupCpuQuota("0::/\n", r), std::optional<double>(2.5));
         // No limit anywhere, a missing group, an unreadable list: none.
         QTemporaryDir empty;
         QVERIFY(!cgroupCpuQuota("0::/a/b\n", empty.path().toStdString()));
-        QVERIFY(!cgroupCpuQuota("", r.toStdString()));
-        QVERIFY(!cgroupCpuQuota("nonsense\n", r.toStdString()));
+        QVERIFY(!cgroupCpuQuota("", r));
+        QVERIFY(!cgroupCpuQuota("nonsense\n", r));
         QVERIFY(!cgroupCpuQuota("0::/../../etc\n", empty.path().toStdString()));
     }
 
@@ -95,15 +87,15 @@ private slots:
     void cgroupV1()
     {
         QTemporaryDir root;
-        const QString r = root.path();
-        write(r + "/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
-        write(r + "/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
-        write(r + "/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "400000\n");
-        write(r + "/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
+        const std::string r = root.path().toStdString();
+        towers::test::writeText(r + "/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+        towers::test::writeText(r + "/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+        towers::test::writeText(r + "/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "400000\n");
+        towers::test::writeText(r + "/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
         const std::string list = "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n"
                                  "1:name=systemd:/docker/abc\n";
-        QCOMPARE(cgroupCpuQuota(list, r.toStdString()), std::optional<double>(4.0));
-        QVERIFY(!cgroupCpuQuota("12:memory:/docker/abc\n", r.toStdString()));
+        QCOMPARE(cgroupCpuQuota(list, r), std::optional<double>(4.0));
+        QVERIFY(!cgroupCpuQuota("12:memory:/docker/abc\n", r));
     }
 
     // The mask a launcher or taskset gives is what the process shares out; never more cores

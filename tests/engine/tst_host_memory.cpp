@@ -8,17 +8,12 @@
 
 #include <fstream>
 
+#include "dataset_files.h"
 #include "engine/cpu/host_memory.h"
 
 using namespace towers::engine::cpu;
 
 namespace {
-
-void write(const QString& path, const std::string& text)
-{
-    QVERIFY(QDir().mkpath(QFileInfo(path).path()));
-    std::ofstream(path.toStdString()) << text;
-}
 
 constexpr std::int64_t kMiB = std::int64_t(1) << 20;
 
@@ -79,19 +74,21 @@ private slots:
     void cgroupV2TightestAncestor()
     {
         QTemporaryDir root;
-        const QString r = root.path();
-        write(r + "/user.slice/memory.max", "8589934592\n");        // 8 GiB,
-        write(r + "/user.slice/memory.current", "7516192768\n");    // 7 GiB used: 1 GiB left
-        write(r + "/user.slice/job/memory.max", "4294967296\n");    // 4 GiB,
-        write(r + "/user.slice/job/memory.current", "536870912\n"); // 512 MiB used: 3.5 GiB
-        QCOMPARE(cgroupMemoryRoom("0::/user.slice/job\n", r.toStdString()),
+        const std::string r = root.path().toStdString();
+        towers::test::writeText(r + "/user.slice/memory.max", "8589934592\n"); // 8 GiB,
+        towers::test::writeText(r + "/user.slice/memory.current",
+                                "7516192768\n"); // 7 GiB used: 1 GiB left
+        towers::test::writeText(r + "/user.slice/job/memory.max", "4294967296\n"); // 4 GiB,
+        towers::test::writeText(r + "/user.slice/job/memory.current",
+                                "536870912\n"); // 512 MiB used: 3.5 GiB
+        QCOMPARE(cgroupMemoryRoom("0::/user.slice/job\n", r),
                  std::optional<std::int64_t>(1024 * kMiB));
-        write(r + "/user.slice/memory.max", "max\n");
-        QCOMPARE(cgroupMemoryRoom("0::/user.slice/job\n", r.toStdString()),
+        towers::test::writeText(r + "/user.slice/memory.max", "max\n");
+        QCOMPARE(cgroupMemoryRoom("0::/user.slice/job\n", r),
                  std::optional<std::int64_t>(3584 * kMiB));
         QTemporaryDir empty;
         QVERIFY(!cgroupMemoryRoom("0::/a/b\n", empty.path().toStdString()));
-        QVERIFY(!cgroupMemoryRoom("", r.toStdString()));
+        QVERIFY(!cgroupMemoryRoom("", r));
         QVERIFY(!cgroupMemoryRoom("0::/../../etc\n", empty.path().toStdString()));
     }
 
@@ -100,14 +97,14 @@ private slots:
     void cgroupV1()
     {
         QTemporaryDir root;
-        const QString r = root.path();
-        write(r + "/memory/memory.limit_in_bytes", "9223372036854771712\n");
-        write(r + "/memory/memory.usage_in_bytes", "4000000000\n");
-        write(r + "/memory/docker/abc/memory.limit_in_bytes", "2147483648\n");
-        write(r + "/memory/docker/abc/memory.usage_in_bytes", "1073741824\n");
+        const std::string r = root.path().toStdString();
+        towers::test::writeText(r + "/memory/memory.limit_in_bytes", "9223372036854771712\n");
+        towers::test::writeText(r + "/memory/memory.usage_in_bytes", "4000000000\n");
+        towers::test::writeText(r + "/memory/docker/abc/memory.limit_in_bytes", "2147483648\n");
+        towers::test::writeText(r + "/memory/docker/abc/memory.usage_in_bytes", "1073741824\n");
         const std::string list = "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n";
-        QCOMPARE(cgroupMemoryRoom(list, r.toStdString()), std::optional<std::int64_t>(1024 * kMiB));
-        QVERIFY(!cgroupMemoryRoom("4:cpu,cpuacct:/docker/abc\n", r.toStdString()));
+        QCOMPARE(cgroupMemoryRoom(list, r), std::optional<std::int64_t>(1024 * kMiB));
+        QVERIFY(!cgroupMemoryRoom("4:cpu,cpuacct:/docker/abc\n", r));
     }
 
     // ulimit -v bounds what this process may take: the limit less what it has mapped.
