@@ -1,7 +1,5 @@
 #include "engine/train/memory_need.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <exception>
 #include <new>
@@ -181,14 +179,6 @@ MemoryNeed gpuMemoryNeed(const NetworkBytes& network, int towers, std::int64_t b
 
 namespace {
 
-// This machine's name, so that GPUs of different machines at the same PCI bus id stay apart.
-std::string hostName()
-{
-    char name[256] = {};
-    if (::gethostname(name, sizeof name - 1) != 0) return "?";
-    return name;
-}
-
 // What this process keeps on one GPU, as the others read it: "<key> <towers> <averages>", the key
 // being the machine and the GPU's PCI bus id (each process's own otherwise).
 struct GpuShare
@@ -236,7 +226,8 @@ void checkGpuMemory(const TrainConfig& c, ProcessGroup* group, int gpuCount,
             ++towersOn[std::size_t(g)];
             if (t == 0 && c.emaDecay > 0) ++averagesOn[std::size_t(g)];
         }
-        const std::string host = hostName();
+        // The machine's name keeps GPUs of different machines at one PCI bus id apart.
+        const std::string host = group ? group->hostName() : std::string();
         for (std::size_t g = 0; g < count; ++g) {
             if (towersOn[g] == 0) continue;
             const std::string bus = busIdOf ? busIdOf(int(g)) : std::string();
