@@ -114,20 +114,22 @@ NamedTensors Ema::state() const
     return out;
 }
 
-void Ema::loadState(const NamedTensors& tensors, const std::vector<Parameter*>& params)
+void Ema::checkState(const std::vector<SafeTensorEntry>& tensors,
+                     const std::vector<Parameter*>& params)
 {
-    std::map<std::string, const Tensor*> given;
-    for (const auto& [name, t] : tensors)
-        if (name.rfind("ema.", 0) == 0) given[name] = &t;
+    std::map<std::string, const SafeTensorEntry*> given;
+    for (const SafeTensorEntry& t : tensors)
+        if (t.name.rfind("ema.", 0) == 0) given[t.name] = &t;
     std::size_t used = 0;
     for (auto* p : params) {
         if (!p->trainable) continue;
         const std::string key = "ema." + p->name;
         const auto it = given.find(key);
         if (it == given.end()) throw InvalidArgument("EMA state: tensor '" + key + "' is missing");
-        if (it->second->shape() != p->value.shape() || it->second->dtype() != p->value.dtype())
-            throw InvalidArgument("EMA state: tensor '" + key + "' is " + it->second->describe() +
-                                  ", the parameter is " + p->value.describe());
+        if (it->second->shape != p->value.shape() || it->second->dtype != p->value.dtype())
+            throw InvalidArgument(
+                "EMA state: tensor '" + key + "' is " + std::string(dtypeName(it->second->dtype)) +
+                " " + it->second->shape.str() + ", the parameter is " + p->value.describe());
         ++used;
     }
     if (used != given.size()) {
@@ -139,6 +141,17 @@ void Ema::loadState(const NamedTensors& tensors, const std::vector<Parameter*>& 
                                       "' (no such trainable parameter)");
         }
     }
+}
+
+void Ema::loadState(const NamedTensors& tensors, const std::vector<Parameter*>& params)
+{
+    std::vector<SafeTensorEntry> entries;
+    std::map<std::string, const Tensor*> given;
+    for (const auto& [name, t] : tensors) {
+        entries.push_back({name, t.dtype(), t.shape()});
+        if (name.rfind("ema.", 0) == 0) given[name] = &t;
+    }
+    checkState(entries, params);
     m_order.clear();
     m_shadow.clear();
     for (auto* p : params) {

@@ -50,6 +50,11 @@ public:
     // parameters' names, shapes and dtypes exactly) onto the parameters' device; InvalidArgument
     // naming the tensor otherwise, changing nothing then.
     void loadState(const NamedTensors& tensors, const std::vector<Parameter*>& params);
+    // loadState's checks of the names, dtypes and shapes alone (a file's header: every tensor of
+    // the state to come, "ema." names or not), before any value is read; InvalidArgument as
+    // loadState's.
+    static void checkState(const std::vector<SafeTensorEntry>& given,
+                           const std::vector<Parameter*>& params);
 
     // The average of a parameter (UnknownName if there is none).
     const Tensor& average(const std::string& parameterName) const;

@@ -1,6 +1,7 @@
 #include "engine/optim/optimizer.h"
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "engine/optim/adam.h"
@@ -75,21 +76,20 @@ NamedTensors Optimizer::state(const std::vector<Parameter*>& params)
     return out;
 }
 
-void Optimizer::loadState(const NamedTensors& tensors, const std::vector<Parameter*>& params)
+void Optimizer::checkState(const std::vector<SafeTensorEntry>& tensors,
+                           const std::vector<Parameter*>& params) const
 {
-    std::map<std::string, const Tensor*> given;
-    for (const auto& [name, t] : tensors)
-        if (name.rfind("optim.", 0) == 0) given[name] = &t;
-
-    // Check everything before changing anything.
+    std::map<std::string, const SafeTensorEntry*> given;
+    for (const SafeTensorEntry& t : tensors)
+        if (t.name.rfind("optim.", 0) == 0) given[t.name] = &t;
+    const auto describe = [](const SafeTensorEntry& t) {
+        return std::string(dtypeName(t.dtype)) + " " + t.shape.str();
+    };
     const auto it = given.find(kStepName);
     if (it == given.end()) throw InvalidArgument("optimizer state: tensor 'optim.step' is missing");
-    const Tensor& stepT = *it->second;
-    if (stepT.dtype() != DType::Int64 || stepT.numel() != 1)
+    if (it->second->dtype != DType::Int64 || it->second->shape.numel() != 1)
         throw InvalidArgument("optimizer state: 'optim.step' must be one int64, got " +
-                              stepT.describe());
-    const std::int64_t steps = stepT.data<std::int64_t>()[0];
-    if (steps < 0) throw InvalidArgument("optimizer state: 'optim.step' is negative");
+                              describe(*it->second));
     std::set<std::string> used{kStepName};
     const auto names = slotNames();
     for (auto* p : params) {
@@ -100,9 +100,9 @@ void Optimizer::loadState(const NamedTensors& tensors, const std::vector<Paramet
             if (f == given.end())
                 throw InvalidArgument("optimizer state: tensor '" + key + "' is missing (the " +
                                       name() + " optimizer keeps '" + s + "' for every parameter)");
-            if (f->second->shape() != p->value.shape() || f->second->dtype() != p->value.dtype())
+            if (f->second->shape != p->value.shape() || f->second->dtype != p->value.dtype())
                 throw InvalidArgument("optimizer state: tensor '" + key + "' is " +
-                                      f->second->describe() + ", the parameter is " +
+                                      describe(*f->second) + ", the parameter is " +
                                       p->value.describe());
             used.insert(key);
         }
@@ -113,7 +113,27 @@ void Optimizer::loadState(const NamedTensors& tensors, const std::vector<Paramet
                                   "' (not kept by the " + name() +
                                   " optimizer for this model; was it written by another "
                                   "optimizer or model?)");
+}
 
+void Optimizer::setStepCount(std::int64_t steps)
+{
+    if (steps < 0) throw InvalidArgument("optimizer state: 'optim.step' is negative");
+    m_steps = steps;
+}
+
+void Optimizer::loadState(const NamedTensors& tensors, const std::vector<Parameter*>& params)
+{
+    // Check everything before changing anything.
+    std::vector<SafeTensorEntry> entries;
+    std::map<std::string, const Tensor*> given;
+    for (const auto& [name, t] : tensors) {
+        entries.push_back({name, t.dtype(), t.shape()});
+        if (name.rfind("optim.", 0) == 0) given[name] = &t;
+    }
+    checkState(entries, params);
+    const std::int64_t steps = given.at(kStepName)->data<std::int64_t>()[0];
+    if (steps < 0) throw InvalidArgument("optimizer state: 'optim.step' is negative");
+    const auto names = slotNames();
     for (auto* p : params) {
         if (!p->trainable) continue;
         for (std::size_t i = 0; i < names.size(); ++i)

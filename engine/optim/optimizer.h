@@ -65,6 +65,14 @@ public:
     // "optim." names are refused, other prefixes ignored), each with its parameter's shape and
     // dtype; throws InvalidArgument naming the tensor otherwise, and changes nothing then.
     void loadState(const NamedTensors& tensors, const std::vector<Parameter*>& params);
+    // loadState's checks of the names, dtypes and shapes alone (a file's header: `given` holds
+    // every tensor of the state to come, "optim." names or not), before any value is read;
+    // InvalidArgument as loadState's. 'optim.step' not negative is checked where it is read.
+    void checkState(const std::vector<SafeTensorEntry>& given,
+                    const std::vector<Parameter*>& params) const;
+    // The steps a restored state had taken ('optim.step'), where its slots were copied into the
+    // views state() gave (a state read one tensor at a time). InvalidArgument when negative.
+    void setStepCount(std::int64_t steps);
 
     static constexpr const char* kStepName = "optim.step";
 

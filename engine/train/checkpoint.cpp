@@ -367,9 +367,13 @@ void checkTensors(const CheckpointInfo& info, const std::vector<Described>& tens
 }
 
 // The values of a checkpoint's tensor (of a model's, checked by checkTensors): weights and
-// averages finite, running variances not negative; the optimizer's state as it is.
+// averages finite, running variances not negative, the optimizer's step count not negative (its
+// other state as it is).
 void checkValues(const std::string& where, const std::string& name, const Tensor& t)
 {
+    if (name == "optim.step" && t.dtype() == DType::Int64 && t.numel() == 1 &&
+        t.data<std::int64_t>()[0] < 0)
+        throw InvalidArgument(where + ": its optimizer's step count 'optim.step' is negative");
     if (name.rfind("optim.", 0) == 0) return;
     requireFinite(where, name, t);
     if (name.ends_with("running_var") && t.dtype() == DType::Float32)
@@ -387,11 +391,12 @@ void validateCheckpoint(const Checkpoint& c, const Model& model, const fs::path&
     for (const NamedTensors* part : {&c.weights, &c.ema, &c.optimizer})
         for (const auto& [n, t] : *part) tensors.push_back({n, t.dtype(), t.shape()});
     checkTensors(c.info, tensors, model, where);
-    for (const NamedTensors* part : {&c.weights, &c.ema})
+    for (const NamedTensors* part : {&c.weights, &c.ema, &c.optimizer})
         for (const auto& [n, t] : *part) checkValues(where, n, t);
 }
 
-CheckpointInfo verifyCheckpoint(const fs::path& path, const Model* model)
+CheckpointInfo verifyCheckpoint(const fs::path& path, const Model* model,
+                                std::vector<SafeTensorEntry>* entriesOut)
 {
     const std::string where = "checkpoint " + quotedPath(path);
     std::map<std::string, std::string> metadata;
@@ -408,6 +413,7 @@ CheckpointInfo verifyCheckpoint(const fs::path& path, const Model* model)
             addMetadata(crc, header);
             metadata = header;
             for (const SafeTensorEntry& e : entries) tensors.push_back({e.name, e.dtype, e.shape});
+            if (entriesOut) *entriesOut = entries;
         },
         [&](const std::string& name, Tensor& t) {
             addTensor(crc, name, t);
@@ -423,6 +429,25 @@ CheckpointInfo verifyCheckpoint(const fs::path& path, const Model* model)
     if (model) checkTensors(info, tensors, *model, where);
     if (unfit) std::rethrow_exception(unfit);
     return info;
+}
+
+void rereadCheckpoint(const fs::path& path, const SafeTensorFn& take)
+{
+    Crc crc;
+    std::string recorded;
+    (void)visitSafeTensors(
+        path,
+        [&](const std::map<std::string, std::string>& header, const std::vector<SafeTensorEntry>&) {
+            recorded = recordedChecksum(header, path);
+            addMetadata(crc, header);
+        },
+        [&](const std::string& name, Tensor& t) {
+            addTensor(crc, name, t);
+            take(name, t);
+        });
+    if (crc.hex() != recorded)
+        throw IoError("checkpoint " + quotedPath(path) +
+                      " changed while it was read: its content no longer matches its checksum");
 }
 
 Checkpoint loadCheckpoint(const fs::path& path, Model& model, bool useEma)

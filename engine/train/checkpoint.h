@@ -81,8 +81,9 @@ std::string trainedPrecision(const CheckpointInfo& info);
 // Checks that `checkpoint` (read from `path`, named in messages) fits `model`: the same model,
 // every parameter and buffer present with the model's shape and dtype and no other weight, the
 // averages (if any) covering exactly the trainable parameters, and every "optim.<parameter>.<slot>"
-// tensor shaped as its parameter, the weights and averages finite and the batch norms' running
-// variances not negative. Throws InvalidArgument naming the file and the tensor.
+// tensor shaped as its parameter, the weights and averages finite, the batch norms' running
+// variances and the optimizer's step count not negative. Throws InvalidArgument naming the file and
+// the tensor.
 void validateCheckpoint(const Checkpoint& checkpoint, const Model& model,
                         const std::filesystem::path& path);
 
@@ -91,7 +92,16 @@ void validateCheckpoint(const Checkpoint& checkpoint, const Model& model,
 // readCheckpoint holds all of them (the read-back of a checkpoint just written, the rotation's
 // look at the older ones). Returns the checkpoint's metadata. IoError and InvalidArgument as they
 // throw them, a damaged file said to be damaged before anything else.
-CheckpointInfo verifyCheckpoint(const std::filesystem::path& path, const Model* model = nullptr);
+// `tensors`, where given, gets every tensor's name, dtype and shape (for rereadCheckpoint).
+CheckpointInfo verifyCheckpoint(const std::filesystem::path& path, const Model* model = nullptr,
+                                std::vector<SafeTensorEntry>* tensors = nullptr);
+
+// The tensors of a checkpoint that verifyCheckpoint passed, read again one at a time into `take`
+// (a resume loads its towers so: no more than the largest tensor in memory beside them).
+// IoError, as for a damaged file, where what was read does not match the checksum: the file
+// changed since it was checked (found at the end, after `take` saw every tensor). What `take`
+// throws goes to the caller.
+void rereadCheckpoint(const std::filesystem::path& path, const SafeTensorFn& take);
 
 // readCheckpoint + validateCheckpoint, then copies the weights and buffers into `model` (the
 // moving averages in place of the trainable weights when useEma and the checkpoint has them).

@@ -95,7 +95,7 @@ LrRangeResult runLrRangeTest(const TrainConfig& config, const Dataset& dataset,
                               std::to_string(c.towers * c.batchPerTower));
     // Refused before the towers take memory they cannot have (it writes no checkpoint: the note
     // of one that may not fit says nothing here).
-    (void)checkMemory(c, nullptr, 0, !c.initFrom.empty());
+    (void)checkMemory(c, nullptr, 0, c.initFrom.empty() ? StartRead::Nothing : StartRead::InitFrom);
     TowerSet towers(towerSetOptionsFor(c));
     // A fine-tuning run's test starts where its run would: from the checkpoint's weights.
     if (!c.initFrom.empty()) {

@@ -52,7 +52,7 @@ NetworkBytes networkBytes(const Model& model)
 
 MemoryNeed hostMemoryNeed(const NetworkBytes& network, int towers, std::int64_t batchPerTower,
                           const std::string& optimizer, bool average, int processes,
-                          bool readsCheckpoint)
+                          StartRead start)
 {
     // Its state per trainable weight: a momentum buffer, Adam's two moments.
     OptimizerOptions kind;
@@ -66,7 +66,10 @@ MemoryNeed hostMemoryNeed(const NetworkBytes& network, int towers, std::int64_t 
     n.replicas = std::int64_t(towers) * (weights + trainable);
     n.optimizer = std::int64_t(towers) * slots * trainable;
     n.average = average ? weights : 0;
-    n.checkpoint = readsCheckpoint ? weights + slots * trainable + n.average : network.largest;
+    n.checkpoint = network.largest;
+    if (start == StartRead::InitFrom) n.checkpoint += weights;
+    if (start != StartRead::Nothing && processes > 1)
+        n.checkpoint = std::max(n.checkpoint, 2 * (weights + slots * trainable + n.average));
     n.exchange = processes > 1 ? std::int64_t(towers) * trainable : 0;
     n.outputs = std::int64_t(towers) * network.outputsPerExample * batchPerTower;
     return n;
@@ -74,10 +77,10 @@ MemoryNeed hostMemoryNeed(const NetworkBytes& network, int towers, std::int64_t 
 
 MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerTower,
                           const std::string& optimizer, bool average, int processes,
-                          bool readsCheckpoint)
+                          StartRead start)
 {
     return hostMemoryNeed(networkBytes(model), towers, batchPerTower, optimizer, average, processes,
-                          readsCheckpoint);
+                          start);
 }
 
 namespace {
@@ -103,7 +106,7 @@ void agreeOnRefusal(ProcessGroup* group, const std::string& refusal,
 
 } // namespace
 
-std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group, bool readsCheckpoint)
+std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group, StartRead start)
 {
     std::string refusal, note;
     std::exception_ptr failure;
@@ -115,7 +118,7 @@ std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group, bool read
             const auto model = buildModel(resolveModel(c.model, c.modelDefinition), c.classes);
             const MemoryNeed inMemory =
                 hostMemoryNeed(*model, c.towers, c.batchPerTower, c.optimizer.kind, c.emaDecay > 0,
-                               group ? group->size() : 1, readsCheckpoint);
+                               group ? group->size() : 1, start);
             // The processes on this machine share its free memory and control group; the
             // address-space limit is each process's own.
             const int here = group ? std::max(1, group->localSize()) : 1;
@@ -148,8 +151,9 @@ std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group, bool read
                 if (note.empty() && need.total() * n > room->bytes)
                     note = (n > 1 ? "this run's " + processes(n) : std::string("this run needs")) +
                            atLeast(need, n) + " and " + cpu::byteText(need.total() * n) +
-                           (readsCheckpoint ? " while it reads or writes a checkpoint, and "
-                                            : " while it writes a checkpoint, and ") +
+                           (start != StartRead::Nothing
+                                ? " while it reads or writes a checkpoint, and "
+                                : " while it writes a checkpoint, and ") +
                            mayTake(*room, n) +
                            ": the system may end it for lack of memory (fewer towers or a smaller "
                            "batch would take less)";
@@ -301,9 +305,9 @@ void checkGpuMemory(const TrainConfig& c, ProcessGroup* group, int gpuCount,
 }
 
 std::string checkMemory(const TrainConfig& c, ProcessGroup* group, std::int64_t heldSet,
-                        bool readsCheckpoint)
+                        StartRead start)
 {
-    if (isHostBackend(c.backend)) return checkHostMemory(c, group, readsCheckpoint);
+    if (isHostBackend(c.backend)) return checkHostMemory(c, group, start);
     GpuBackend* gpu = cudaBackend();
     const int count = gpu ? gpu->deviceCount() : 0;
     checkGpuMemory(

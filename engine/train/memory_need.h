@@ -22,13 +22,15 @@ struct MemoryNeed
 {
     int towers = 0;
     std::int64_t batchPerTower = 0;
-    std::int64_t replicas = 0;   // every tower's weights and gradients
-    std::int64_t optimizer = 0;  // every tower's optimizer state
-    std::int64_t average = 0;    // the moving average of the weights (--ema-decay)
-    std::int64_t outputs = 0;    // every tower's layer outputs for a batch
-    std::int64_t exchange = 0;   // the gradients sent to and received from other processes
-    std::int64_t checkpoint = 0; // what a checkpoint's read-back holds: its largest tensor
-    std::int64_t heldSet = 0;    // a GPU's copy of the training set (TrainConfig::gpuData)
+    std::int64_t replicas = 0;  // every tower's weights and gradients
+    std::int64_t optimizer = 0; // every tower's optimizer state
+    std::int64_t average = 0;   // the moving average of the weights (--ema-decay)
+    std::int64_t outputs = 0;   // every tower's layer outputs for a batch
+    std::int64_t exchange = 0;  // the gradients sent to and received from other processes
+    // What reading a checkpoint holds beside the towers: a read-back's largest tensor, or what
+    // the run reads at its start (StartRead).
+    std::int64_t checkpoint = 0;
+    std::int64_t heldSet = 0; // a GPU's copy of the training set (TrainConfig::gpuData)
     // Address space the run's threads set aside (cpu::threadsAddressSpace): counted against an
     // address-space limit only.
     std::int64_t threads = 0;
@@ -57,29 +59,39 @@ struct NetworkBytes
 };
 NetworkBytes networkBytes(const Model& model);
 
+// What a run reads at its start beside its towers: no checkpoint, the one it resumes (read into
+// the towers a tensor at a time), or the one it starts from (--init-from: the weights it takes,
+// held until the towers have them).
+enum class StartRead
+{
+    Nothing,
+    Resume,
+    InitFrom
+};
+
 // A network's needs, trained on `towers` CPU towers of `batchPerTower` examples with the optimizer
 // `optimizer` ("sgd", "momentum", "nesterov", "adam": its state per parameter is its
 // Optimizer::slotNames()), with a moving average or not, in one process of `processes` (more than
 // one: a copy of the towers' gradients in flight at least, measured with two). The checkpoint part
-// is the largest tensor (a checkpoint's read-back), or, where the run starts from a checkpoint
-// (`readsCheckpoint`: a resume, --init-from), the weights, the optimizer state and the average,
-// which restoring them reads whole while the towers are there.
+// is the largest tensor (a checkpoint's read-back, and a resume's), the weights more where the run
+// starts --init-from, and where several processes start from a checkpoint the state rank 0 sends
+// the others twice (the weights, the optimizer state and the average, packed and unpacked).
 MemoryNeed hostMemoryNeed(const NetworkBytes& network, int towers, std::int64_t batchPerTower,
                           const std::string& optimizer, bool average, int processes = 1,
-                          bool readsCheckpoint = false);
+                          StartRead start = StartRead::Nothing);
 MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerTower,
                           const std::string& optimizer, bool average, int processes = 1,
-                          bool readsCheckpoint = false);
+                          StartRead start = StartRead::Nothing);
 
 // Before a run on CPU towers takes its memory: throws Error when it cannot fit in what this
 // process may still take (cpu::sharedHostMemory, cpu::addressSpaceRoom), naming each part and the
 // limit (taking it, the system would end the process without a word); returns a note when it may
-// not fit while it writes a checkpoint (or, `readsCheckpoint`, reads the one it starts from), else
+// not fit while it writes a checkpoint (or reads the one it starts from, `start`), else
 // "". The run's processes on this machine (each with its towers) share its memory; across
 // processes (`group`), one refusing refuses the run on every one (a collective: every process
 // calls it).
 std::string checkHostMemory(const TrainConfig& config, ProcessGroup* group = nullptr,
-                            bool readsCheckpoint = false);
+                            StartRead start = StartRead::Nothing);
 
 // What one GPU holds at least: the weights, gradients, optimizer state and a batch's layer outputs
 // of each of its `towers` towers, `averages` moving averages (a process's tower 0 keeps its), and
@@ -105,8 +117,8 @@ void checkGpuMemory(const TrainConfig& config, ProcessGroup* group, int gpuCount
 // The check of the run's towers: checkHostMemory's on CPU towers, checkGpuMemory's over
 // cudaBackend()'s GPUs on GPU towers (none: the towers say why), with its note ("" on GPUs).
 // Collective as they are.
-// `readsCheckpoint`: the run starts from a checkpoint (checkHostMemory's).
+// `start`: what the run reads at its start (checkHostMemory's).
 std::string checkMemory(const TrainConfig& config, ProcessGroup* group, std::int64_t heldSet = 0,
-                        bool readsCheckpoint = false);
+                        StartRead start = StartRead::Nothing);
 
 } // namespace towers::engine

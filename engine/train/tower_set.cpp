@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "engine/cpu/onednn_ops.h"
 #include "engine/dist/byte_message.h"
@@ -1133,37 +1134,100 @@ void TowerSet::verifyReplicas()
 void TowerSet::loadState(const NamedTensors& weights, const NamedTensors& optimizerState,
                          const NamedTensors& emaState)
 {
+    std::vector<std::pair<std::string, const Tensor*>> all;
+    for (const auto& [name, t] : weights) all.emplace_back(name, &t);
+    for (const auto& [name, t] : optimizerState)
+        if (name.rfind("optim.", 0) == 0) all.emplace_back(name, &t);
+    for (const auto& [name, t] : emaState)
+        if (name.rfind("ema.", 0) == 0) all.emplace_back(name, &t);
+    StateSource state;
+    for (const auto& [name, t] : all) {
+        state.tensors.push_back({name, t->dtype(), t->shape()});
+        // (Its value is at hand here: refused before anything changes.)
+        if (name == Optimizer::kStepName && t->dtype() == DType::Int64 && t->numel() == 1 &&
+            t->onHost().data<std::int64_t>()[0] < 0)
+            throw InvalidArgument("optimizer state: 'optim.step' is negative");
+    }
+    state.read = [&all](const SafeTensorFn& take) {
+        for (const auto& [name, t] : all) {
+            Tensor view = *t; // the caller's tensor, unchanged: take() copies it
+            take(name, view);
+        }
+    };
+    loadState(state);
+}
+
+void TowerSet::loadState(const StateSource& state)
+{
     requireIdle("loadState");
     dropGraphs(); // what follows may remake tensors the captures use
-    std::map<std::string, const Tensor*> given;
-    for (const auto& [name, t] : weights) given[name] = &t;
     const auto& params = model().parameters();
-    for (auto* p : params) {
-        const auto it = given.find(p->name);
-        if (it == given.end()) throw InvalidArgument("state: tensor '" + p->name + "' is missing");
-        if (it->second->shape() != p->value.shape() || it->second->dtype() != p->value.dtype())
-            throw InvalidArgument("state: tensor '" + p->name + "' is " + it->second->describe() +
-                                  ", the model's is " + p->value.describe());
-    }
-    if (given.size() != params.size())
-        for (const auto& [name, t] : given)
-            model().parameter(name); // UnknownName for the extra one
 
-    // Check the optimizer and EMA state on tower 0 before changing anything.
-    m_towers.front()->optimizer->loadState(optimizerState, params);
+    // Check the names, dtypes and shapes before changing anything.
+    std::map<std::string, const SafeTensorEntry*> weights;
+    bool averages = false;
+    for (const SafeTensorEntry& t : state.tensors) {
+        if (t.name.rfind("optim.", 0) == 0) continue;
+        if (t.name.rfind("ema.", 0) == 0)
+            averages = true;
+        else
+            weights[t.name] = &t;
+    }
+    for (auto* p : params) {
+        const auto it = weights.find(p->name);
+        if (it == weights.end())
+            throw InvalidArgument("state: tensor '" + p->name + "' is missing");
+        if (it->second->shape != p->value.shape() || it->second->dtype != p->value.dtype())
+            throw InvalidArgument(
+                "state: tensor '" + p->name + "' is " + std::string(dtypeName(it->second->dtype)) +
+                " " + it->second->shape.str() + ", the model's is " + p->value.describe());
+    }
+    if (weights.size() != params.size())
+        for (const auto& [name, t] : weights)
+            model().parameter(name); // UnknownName for the extra one
+    m_towers.front()->optimizer->checkState(state.tensors, params);
+    if (m_ema && averages) Ema::checkState(state.tensors, params);
+
+    // Where each tensor goes: every tower's weight, every tower's optimizer slot (views of the
+    // live state), the new average's.
+    std::map<std::string, std::vector<Tensor>> into;
+    for (auto& tw : m_towers) {
+        for (auto* p : tw->model->parameters()) into[p->name].push_back(p->value);
+        for (auto& [name, t] : tw->optimizer->state(tw->model->parameters()))
+            if (name != Optimizer::kStepName) into[name].push_back(t);
+    }
     std::unique_ptr<Ema> ema;
     if (m_ema) {
         ema = std::make_unique<Ema>(m_ema->decay());
-        bool any = false;
-        for (const auto& [name, t] : emaState) any = any || name.rfind("ema.", 0) == 0;
-        if (any) ema->loadState(emaState, params);
+        if (averages) {
+            ema->reset(params); // the averages' tensors, overwritten below
+            for (auto& [name, t] : ema->state()) into[name].push_back(t);
+        }
     }
-    for (auto& tw : m_towers) {
-        for (auto* p : tw->model->parameters()) p->value.copyFrom(*given.at(p->name));
-        tw->optimizer->loadState(optimizerState, tw->model->parameters());
-    }
+    std::int64_t steps = -1;
+    std::set<std::string> given;
+    state.read([&](const std::string& name, Tensor& t) {
+        if (name == Optimizer::kStepName) {
+            if (t.dtype() != DType::Int64 || t.numel() != 1)
+                throw InvalidArgument("optimizer state: 'optim.step' must be one int64, got " +
+                                      t.describe());
+            steps = t.onHost().data<std::int64_t>()[0];
+            if (steps < 0) throw InvalidArgument("optimizer state: 'optim.step' is negative");
+            given.insert(name);
+            return;
+        }
+        const auto it = into.find(name);
+        if (it == into.end()) return; // an average this run does not keep
+        for (Tensor& to : it->second) to.copyFrom(t);
+        given.insert(name);
+    });
+    for (const auto& [name, to] : into)
+        if (!given.count(name)) throw InvalidArgument("state: tensor '" + name + "' was not given");
+    if (!given.count(Optimizer::kStepName))
+        throw InvalidArgument("state: tensor 'optim.step' was not given");
+    for (auto& tw : m_towers) tw->optimizer->setStepCount(steps);
     if (ema) {
-        if (ema->empty()) ema->reset(params); // no averages saved: start them from these weights
+        if (!averages) ema->reset(params); // no averages saved: start them from these weights
         m_ema = std::move(ema);
     }
 }

@@ -211,9 +211,24 @@ public:
     Optimizer& optimizer();
     const Ema* ema() const;
 
+    // A state to set, handed over one tensor at a time (a checkpoint read from its file: no more
+    // than its largest tensor in memory beside the towers): every tensor's name, dtype and shape
+    // first (a file's header), then `read`, which gives each tensor in turn to the function it
+    // is passed.
+    struct StateSource
+    {
+        std::vector<SafeTensorEntry> tensors;
+        std::function<void(const SafeTensorFn&)> read;
+    };
     // Sets every tower's state (weights and buffers under the model's names, optimizer "optim.*"
-    // and EMA "ema.*" tensors); InvalidArgument naming the tensor when something does not fit,
-    // leaving the state unchanged where it can (weights are checked before any is copied).
+    // and EMA "ema.*" tensors; "ema.*" ignored where the run keeps no average, and where the
+    // state has none the average starts from the weights); InvalidArgument naming the tensor
+    // when something does not fit, checked on the names, dtypes and shapes before anything
+    // changes. What `read` throws (a file that no longer reads), or a tensor it did not give,
+    // leaves the towers part loaded: the caller discards them then.
+    void loadState(const StateSource& state);
+    // The same from tensors in memory (the weights under the model's names, "optim.*" tensors of
+    // `optimizerState` and "ema.*" of `emaState`; their other names are ignored).
     void loadState(const NamedTensors& weights, const NamedTensors& optimizerState,
                    const NamedTensors& emaState);
 

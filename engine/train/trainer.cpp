@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <deque>
+#include <map>
 #include <new>
 #include <random>
 #include <thread>
@@ -283,15 +284,16 @@ void Trainer::log(const std::string& line)
 
 namespace {
 
-// Out of memory reading the checkpoint a run starts from, in words: it is read whole beside the
-// towers (std::bad_alloc's own text says nothing to a user). `whatWouldFit`: what to change.
-Error outOfMemoryReading(const std::filesystem::path& file, const char* whatWouldFit)
+// Out of memory reading the checkpoint a run starts from, in words (std::bad_alloc's own text
+// says nothing to a user): `how` it is read beside the towers, `whatWouldFit`: what to change.
+Error outOfMemoryReading(const std::filesystem::path& file, const char* how,
+                         const char* whatWouldFit)
 {
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(file, ec);
     return Error("out of memory reading " + quotedPath(file) +
-                 (ec ? std::string() : " (" + cpu::byteText(std::int64_t(bytes)) + ")") +
-                 ", which is read whole beside the towers: " + whatWouldFit);
+                 (ec ? std::string() : " (" + cpu::byteText(std::int64_t(bytes)) + ")") + how +
+                 ": " + whatWouldFit);
 }
 
 } // namespace
@@ -301,38 +303,42 @@ std::int64_t Trainer::restore(const std::filesystem::path& file)
     // A resume keeps the run's towers and batch.
     constexpr const char* fits = "more free memory would have room for it, or a new run started "
                                  "from it (--init-from) with fewer towers";
+    constexpr const char* how = " into the towers, a tensor at a time";
     try {
         return restoreFrom(file);
     } catch (const std::bad_alloc&) {
-        throw outOfMemoryReading(file, fits);
+        throw outOfMemoryReading(file, how, fits);
     } catch (const FileOutOfMemory&) {
-        throw outOfMemoryReading(file, fits);
+        throw outOfMemoryReading(file, how, fits);
     }
 }
 
 std::int64_t Trainer::restoreFrom(const std::filesystem::path& file)
 {
     if (m_ran) throw InvalidArgument("restore() must come before run()");
-    const Checkpoint c = readCheckpoint(file);
-    validateCheckpoint(c, m_towers->model(), file);
-    if (c.info.step > m_total)
+    // Checked whole first, then read again into the towers: one tensor at a time both times, so
+    // that a resume needs no more memory than the run it continues.
+    TowerSet::StateSource state;
+    const CheckpointInfo info = verifyCheckpoint(file, &m_towers->model(), &state.tensors);
+    if (info.step > m_total)
         throw InvalidArgument("checkpoint '" + file.string() + "' is at step " +
-                              std::to_string(c.info.step) + ", beyond this run's " +
+                              std::to_string(info.step) + ", beyond this run's " +
                               std::to_string(m_total) + " steps");
+    state.read = [&file](const SafeTensorFn& take) { rereadCheckpoint(file, take); };
     try {
-        m_towers->loadState(c.weights, c.optimizer, c.ema);
+        m_towers->loadState(state);
     } catch (const InvalidArgument& e) {
         throw InvalidArgument("checkpoint '" + file.string() + "': " + e.what());
     }
-    m_step = c.info.step;
-    m_lastCheckpointStep = c.info.step;
-    log("restored " + file.string() + " at step " + std::to_string(c.info.step));
+    m_step = info.step;
+    m_lastCheckpointStep = info.step;
+    log("restored " + file.string() + " at step " + std::to_string(info.step));
     // Checkpoints are float32 whatever the precision they were trained in: a run may change it.
-    const std::string before = trainedPrecision(c.info), now(precisionName(m_config.precision));
+    const std::string before = trainedPrecision(info), now(precisionName(m_config.precision));
     if (before != now)
-        log("precision: " + now + " from step " + std::to_string(c.info.step) +
+        log("precision: " + now + " from step " + std::to_string(info.step) +
             " on (the run so far: " + before + ")");
-    return c.info.step;
+    return info.step;
 }
 
 void Trainer::startNew(bool setAsideExisting)
@@ -352,69 +358,107 @@ void Trainer::startFresh(bool setAsideExisting)
     shareStart();
 }
 
-StartingWeights startingWeights(const std::filesystem::path& file, const Model& model,
-                                const std::vector<std::string>& classNames, const Shape& imageShape)
+namespace {
+
+// Said where the weights a run starts from (TrainConfig::initFrom) run out of memory.
+constexpr const char* kInitFromHow = ", whose weights are held beside the towers";
+constexpr const char* kInitFromFits = "fewer towers or more free memory would have room for them";
+
+StartingWeights readStartingWeights(const std::filesystem::path& file, const Model& model,
+                                    const std::vector<std::string>& classNames,
+                                    const Shape& imageShape)
 {
-    const Checkpoint c = readCheckpoint(file);
+    // Checked, then only the weights taken read again: one tensor at a time both times.
+    std::vector<SafeTensorEntry> entries;
+    const CheckpointInfo info = verifyCheckpoint(file, nullptr, &entries);
     const std::string from = "cannot start from '" + file.string() + "': ";
-    if (c.info.model != model.name())
+    if (info.model != model.name())
         throw InvalidArgument(from + "it is a checkpoint of " +
-                              (c.info.model.empty() ? "an unnamed model" : c.info.model) +
+                              (info.model.empty() ? "an unnamed model" : info.model) +
                               ", this run trains " + model.name());
-    const bool sameClasses = c.info.classNames == classNames;
+    std::map<std::string, const SafeTensorEntry*> inFile;
+    for (const SafeTensorEntry& e : entries) inFile[e.name] = &e;
+    const bool sameClasses = info.classNames == classNames;
     std::vector<Parameter*> head =
         sameClasses ? std::vector<Parameter*>{} : model.classifierParameters();
     const auto isHead = [&](const Parameter* p) {
         return std::find(head.begin(), head.end(), p) != head.end();
     };
+    // The tensor of the file each parameter starts from: its average where there is one.
     bool averages = false;
+    std::map<std::string, std::string> taken; // the file's name -> the parameter's
+    for (Parameter* p : model.parameters()) {
+        if (isHead(p)) continue;
+        const bool averaged = inFile.count("ema." + p->name) > 0;
+        const std::string name = averaged ? "ema." + p->name : p->name;
+        const auto it = inFile.find(name);
+        if (it == inFile.end()) throw InvalidArgument(from + "it has no tensor '" + p->name + "'");
+        const SafeTensorEntry& t = *it->second;
+        if (t.shape != p->value.shape() || t.dtype != p->value.dtype()) {
+            std::string images;
+            if (info.imageShape.rank() > 0 && info.imageShape != imageShape)
+                images = " (it was trained on images of " + info.imageShape.str() +
+                         ", this dataset's are " + imageShape.str() + ")";
+            throw InvalidArgument(from + "its tensor '" + p->name + "' is " +
+                                  std::string(dtypeName(t.dtype)) + " " + t.shape.str() +
+                                  ", this run's model has " + p->value.describe() + images);
+        }
+        averages = averages || averaged;
+        taken[name] = p->name;
+    }
+    std::map<std::string, Tensor> read; // the parameter's name -> its starting value
+    rereadCheckpoint(file, [&](const std::string& name, Tensor& t) {
+        if (const auto it = taken.find(name); it != taken.end()) read[it->second] = t;
+    });
     StartingWeights out;
     for (Parameter* p : model.parameters()) {
         if (isHead(p)) { // this run's own draw (the seed's)
             out.weights.emplace_back(p->name, p->value.copyTo(Device::host()));
             continue;
         }
-        const Tensor* t = c.weight(p->name, /*useEma=*/true);
-        if (!t) throw InvalidArgument(from + "it has no tensor '" + p->name + "'");
-        if (t->shape() != p->value.shape() || t->dtype() != p->value.dtype()) {
-            std::string images;
-            if (c.info.imageShape.rank() > 0 && c.info.imageShape != imageShape)
-                images = " (it was trained on images of " + c.info.imageShape.str() +
-                         ", this dataset's are " + imageShape.str() + ")";
-            throw InvalidArgument(from + "its tensor '" + p->name + "' is " + t->describe() +
-                                  ", this run's model has " + p->value.describe() + images);
-        }
-        averages = averages || t != c.weight(p->name, false);
-        out.weights.emplace_back(p->name, t->clone());
+        const auto it = read.find(p->name);
+        if (it == read.end()) throw InvalidArgument(from + "it has no tensor '" + p->name + "'");
+        out.weights.emplace_back(p->name, it->second);
     }
     std::string headNote;
     if (!head.empty()) {
         headNote = "; the classifier (";
         for (std::size_t i = 0; i < head.size(); ++i) headNote += (i ? ", " : "") + head[i]->name;
         headNote += ") starts from this run's own draw, for " + std::to_string(classNames.size()) +
-                    " classes instead of " + std::to_string(c.info.classNames.size());
+                    " classes instead of " + std::to_string(info.classNames.size());
     }
-    out.note = "weights from " + file.string() + " (" + c.info.model + " at step " +
-               std::to_string(c.info.step) + " on " +
-               (c.info.dataset.empty() ? std::string("an unnamed dataset") : c.info.dataset) +
-               ", " + (averages ? "its moving averages" : "its weights") + ")" + headNote;
+    out.note = "weights from " + file.string() + " (" + info.model + " at step " +
+               std::to_string(info.step) + " on " +
+               (info.dataset.empty() ? std::string("an unnamed dataset") : info.dataset) + ", " +
+               (averages ? "its moving averages" : "its weights") + ")" + headNote;
     return out;
+}
+
+} // namespace
+
+StartingWeights startingWeights(const std::filesystem::path& file, const Model& model,
+                                const std::vector<std::string>& classNames, const Shape& imageShape)
+{
+    try {
+        return readStartingWeights(file, model, classNames, imageShape);
+    } catch (const std::bad_alloc&) {
+        throw outOfMemoryReading(file, kInitFromHow, kInitFromFits);
+    } catch (const FileOutOfMemory&) {
+        throw outOfMemoryReading(file, kInitFromHow, kInitFromFits);
+    }
 }
 
 void Trainer::initialiseFrom(const std::filesystem::path& file)
 {
     Model& model = m_towers->model();
-    constexpr const char* fits = "fewer towers or more free memory would have room for it";
     std::string note;
     try {
         const StartingWeights start =
             startingWeights(file, model, m_data.classNames, m_data.imageShape);
         m_towers->loadState(start.weights, m_towers->optimizer().state(model.parameters()), {});
         note = start.note;
-    } catch (const std::bad_alloc&) {
-        throw outOfMemoryReading(file, fits);
-    } catch (const FileOutOfMemory&) {
-        throw outOfMemoryReading(file, fits);
+    } catch (const std::bad_alloc&) { // the towers taking them
+        throw outOfMemoryReading(file, kInitFromHow, kInitFromFits);
     }
     log(note);
     m_initialised = true;

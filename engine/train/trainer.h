@@ -48,7 +48,9 @@ TowerSetOptions towerSetOptionsFor(const TrainConfig& config, ProcessGroup* proc
 // The weights a run started from a checkpoint (TrainConfig::initFrom) begins with: the
 // checkpoint's, its moving averages where it has them, except the classifier when the classes
 // differ (`model`'s own draw then); `note` says so for the log. InvalidArgument naming the file
-// and the tensor when the checkpoint is another model's or does not fit.
+// and the tensor when the checkpoint is another model's or does not fit; Error saying so where
+// memory runs out (the file is read a tensor at a time, the weights taken held). IoError as
+// verifyCheckpoint's.
 struct StartingWeights
 {
     NamedTensors weights;

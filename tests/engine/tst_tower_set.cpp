@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include <chrono>
+#include <cstring>
 
 #include "engine/cpu/onednn_ops.h"
 #include "engine/models/registry.h"
@@ -176,6 +177,77 @@ private slots:
         const std::string d = set.compareReplicas();
         QVERIFY2(d.find("'fc2.bias' differs at element 3") != std::string::npos, d.c_str());
         QVERIFY_THROWS_EXCEPTION(Error, set.verifyReplicas());
+    }
+
+    // A state handed over a tensor at a time (a checkpoint read from its file, as a resume reads
+    // it): a trained set's weights, Adam's state and the averages, given to a fresh set, make its
+    // towers the trained ones, bitwise, the next step too; names, dtypes or shapes
+    // that do not fit are refused before a tensor is asked for, and a tensor the reader leaves out
+    // is said.
+    void stateReadATensorAtATime()
+    {
+        auto o = options("fashion-fast", 2, "adam");
+        o.emaDecay = 0.9;
+        TowerSet trained(o);
+        SyntheticBatches a({28, 28, 1}, 10, 2, 6, 600, 8), b({28, 28, 1}, 10, 2, 6, 600, 8);
+        for (int s = 0; s < 3; ++s) trained.step(a.next(), s, 1e-3);
+        for (int s = 0; s < 3; ++s) (void)b.next();
+        NamedTensors all;
+        for (const auto* p : trained.model().parameters()) all.emplace_back(p->name, p->value);
+        for (auto& t : trained.optimizer().state(trained.model().parameters()))
+            all.push_back(std::move(t));
+        for (auto& t : trained.ema()->state()) all.push_back(std::move(t));
+
+        TowerSet restored(o); // the same seed's draw: the weights of step 0
+        QVERIFY(std::memcmp(restored.model().parameter("conv1.weight").value.raw(),
+                            trained.model().parameter("conv1.weight").value.raw(),
+                            trained.model().parameter("conv1.weight").value.bytes()) != 0);
+        TowerSet::StateSource state;
+        for (const auto& [name, t] : all) state.tensors.push_back({name, t.dtype(), t.shape()});
+        int reads = 0;
+        std::size_t given = all.size();
+        state.read = [&](const SafeTensorFn& take) {
+            ++reads;
+            for (std::size_t i = 0; i < given; ++i) {
+                Tensor copy = all[i].second.clone(); // dropped after the call, as a file's
+                take(all[i].first, copy);
+            }
+        };
+        restored.loadState(state);
+        QCOMPARE(reads, 1);
+        QCOMPARE(restored.compareReplicas(), std::string());
+        QCOMPARE(restored.optimizer().stepCount(), std::int64_t(3));
+        const auto same = [](const Tensor& x, const Tensor& y) {
+            return x.shape() == y.shape() && std::memcmp(x.raw(), y.raw(), x.bytes()) == 0;
+        };
+        for (const auto* p : trained.model().parameters()) {
+            QVERIFY2(same(restored.model(1).parameter(p->name).value, p->value), p->name.c_str());
+            if (p->trainable)
+                QVERIFY2(same(restored.ema()->average(p->name), trained.ema()->average(p->name)),
+                         p->name.c_str());
+        }
+        trained.step(a.next(), 3, 1e-3);
+        restored.step(b.next(), 3, 1e-3);
+        for (const auto* p : trained.model().parameters())
+            QVERIFY2(same(restored.model(0).parameter(p->name).value, p->value), p->name.c_str());
+
+        TowerSet other(o);
+        reads = 0;
+        TowerSet::StateSource wrong = state;
+        wrong.tensors.front().shape = Shape{1};
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, other.loadState(wrong));
+        wrong = state;
+        wrong.tensors.back().name = "ema.no.such";
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, other.loadState(wrong));
+        QCOMPARE(reads, 0);
+        given = all.size() - 1;
+        try {
+            other.loadState(state);
+            QFAIL("a state with a tensor left out was taken");
+        } catch (const InvalidArgument& e) {
+            const std::string expected = "state: tensor '" + all.back().first + "' was not given";
+            QCOMPARE(std::string(e.what()), expected);
+        }
     }
 
     // A tower that throws (a label out of range in its slice) fails the step with its own error;
