@@ -474,21 +474,27 @@ void Trainer::beginNewRun(bool setAsideExisting)
             throw RunFolderHoldsRun("the folder '" + dir.root().string() +
                                     "' already holds a run (" + what + "); nothing was changed");
         }
-        // A start (initFrom) from the earlier run's own checkpoints is recorded where it goes.
-        const std::filesystem::path init(m_config.initFrom);
-        bool initInside = false;
-        if (!m_config.initFrom.empty()) {
-            std::error_code a, b;
-            const auto from = std::filesystem::weakly_canonical(init.parent_path(), a);
-            const auto here = std::filesystem::weakly_canonical(dir.checkpointDir(), b);
-            initInside = !a && !b && from == here;
-        }
-        const auto folder = dir.setAside();
-        log("moved the earlier run's files to " + folder.string());
-        if (initInside) m_config.initFrom = (folder / "checkpoints" / init.filename()).string();
+        log("moved the earlier run's files to " + setAsideRun().string());
     }
     m_config.runId = newRunId();
     m_start = Start::New;
+}
+
+std::filesystem::path Trainer::setAsideRun()
+{
+    RunDirectory& dir = runDirectory();
+    // A start (initFrom) from the earlier run's own checkpoints is recorded where it goes.
+    const std::filesystem::path init(m_config.initFrom);
+    bool initInside = false;
+    if (!m_config.initFrom.empty()) {
+        std::error_code a, b;
+        const auto from = std::filesystem::weakly_canonical(init.parent_path(), a);
+        const auto here = std::filesystem::weakly_canonical(dir.checkpointDir(), b);
+        initInside = !a && !b && from == here;
+    }
+    const auto folder = dir.setAside();
+    if (initInside) m_config.initFrom = (folder / "checkpoints" / init.filename()).string();
+    return folder;
 }
 
 std::optional<std::int64_t> Trainer::resumeFromNewest(bool setAsideUnloadable)
@@ -515,7 +521,10 @@ std::optional<std::int64_t> Trainer::resumeHere(bool setAsideUnloadable)
         m_start = Start::Resumed;
         return restore(found->path);
     }
-    if (skipped.empty()) { // no checkpoint at all: the run starts at step 0 (the same run)
+    if (skipped.empty()) {
+        // No checkpoint at all: the run starts at step 0 (the same run), from the weights it
+        // started from (a run killed before its first checkpoint).
+        if (!m_config.initFrom.empty()) initialiseFrom(m_config.initFrom);
         m_start = Start::Resumed;
         return std::nullopt;
     }
@@ -526,7 +535,10 @@ std::optional<std::int64_t> Trainer::resumeHere(bool setAsideUnloadable)
                                 "' loads, so the run cannot " +
                                 "continue; nothing was changed or deleted:" + list);
     }
-    const auto folder = dir.setAside();
+    // The weights it started from first: a file that does not fit refuses the run before
+    // anything in the folder is moved.
+    if (!m_config.initFrom.empty()) initialiseFrom(m_config.initFrom);
+    const auto folder = setAsideRun();
     log("no checkpoint loads: the run's files were moved to " + folder.string() +
         "; starting over at step 0");
     m_config.runId = newRunId();

@@ -181,6 +181,9 @@ private:
                           double waitMs) const;
     void report(const StepMetrics& m);
     void beginNewRun(bool setAsideExisting);
+    // Moves the run folder's run aside (RunDirectory::setAside), and initFrom with it where it
+    // named one of its checkpoints; returns where it went.
+    std::filesystem::path setAsideRun();
     // A new run's start on every process: the folder (rank 0), the weights of
     // TrainConfig::initFrom (rank 0, sent to the others), the shared start.
     void startFresh(bool setAsideExisting);

@@ -195,9 +195,10 @@ void TrainingSession::build(TrainerObserver* observer)
 
     const std::string memoryNote =
         checkMemory(c, group, lo.drawsOnly ? std::int64_t(train->pixels.size()) : 0,
-                    m_options.resume      ? StartRead::Resume
-                    : !c.initFrom.empty() ? StartRead::InitFrom
-                                          : StartRead::Nothing);
+                    // (a resume with no checkpoint reads the weights it started from)
+                    !c.initFrom.empty() ? StartRead::InitFrom
+                    : m_options.resume  ? StartRead::Resume
+                                        : StartRead::Nothing);
 
     DataDescription data{m_dataset->classNames, m_recipe.toJson(), train->imageShape()};
     m_trainer =

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 
 #include "engine/data/dataset_content.h"
 #include "engine/errors.h"
@@ -181,6 +182,63 @@ private slots:
         QCOMPARE(recorded.filename(), file.filename());
         QCOMPARE(recorded.parent_path().parent_path().parent_path(),
                  std::filesystem::path(base) / "set-aside");
+    }
+
+    // A run started from another run's checkpoint and ended before its first checkpoint (killed:
+    // config.json and no checkpoint) resumes at step 0 from those weights, where it once took its
+    // seed's draw and trained from scratch without a word; so does one none of whose checkpoints
+    // loads, set aside (a resume that may start over).
+    void aResumeWithoutCheckpointStartsFromTheSameWeights()
+    {
+        const std::string base = m_root.filePath(QStringLiteral("again-base")).toStdString();
+        auto o = towers::test::tinyRun({}, base, 3);
+        o.config.emaDecay = 0.5;
+        o.dataset = inMemoryMnist(96, 24, 10);
+        {
+            TrainingSession session(o);
+            QCOMPARE(session.run(), Trainer::Outcome::Finished);
+        }
+        const auto file = RunDirectory(base).checkpoints().back().path;
+        const Checkpoint ckpt = readCheckpoint(file);
+
+        const std::filesystem::path dir = m_root.filePath(QStringLiteral("again")).toStdString();
+        auto f = towers::test::tinyRun({}, dir, 2);
+        f.config.seed = 9;
+        f.config.initFrom = file.string();
+        f.dataset = o.dataset;
+        {
+            TrainingSession session(f);
+            QCOMPARE(session.run(), Trainer::Outcome::Finished);
+        }
+        for (const bool unloadable : {false, true}) {
+            std::filesystem::remove_all(dir / "checkpoints");
+            std::filesystem::create_directories(dir / "checkpoints");
+            if (unloadable)
+                std::ofstream(dir / "checkpoints" / "ckpt-00000001.safetensors") << "damaged";
+            auto r = f;
+            r.resume = true;
+            r.setAside = unloadable;
+            struct : TrainerObserver
+            {
+                QString text;
+                void onLog(const std::string& line) override
+                {
+                    text += QString::fromStdString(line) + QLatin1Char('\n');
+                }
+            } observer;
+            TrainingSession resumed(r, &observer);
+            QCOMPARE(resumed.startStep(), std::int64_t(0));
+            const QString& log = observer.text;
+            QVERIFY2(log.contains(QStringLiteral("weights from ") + QString::fromStdString(file)),
+                     qPrintable(log));
+            for (const Parameter* p : resumed.trainer().towers().model().parameters()) {
+                const Tensor& expected = *ckpt.weight(p->name, true);
+                QVERIFY2(std::memcmp(p->value.raw(), expected.raw(), p->value.bytes()) == 0,
+                         p->name.c_str());
+            }
+            QCOMPARE(resumed.run(), Trainer::Outcome::Finished);
+            QCOMPARE(std::filesystem::exists(dir / "set-aside"), unloadable);
+        }
     }
 
     // The run records what it trained on (config.json's datasetContent): a resume on a dataset of
