@@ -582,8 +582,9 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                     io.err << "towers-cli train: " << why << "\n";
                     return ExitUsage;
                 }
-        // The same --init-from as the run's is accepted (a requeued job's command line); the
-        // weights it gave are in the run's checkpoints by now.
+        // The same --init-from as the run's is accepted (a requeued job's command line): the
+        // weights it gave are in the run's checkpoints, or, where it has none yet, are read
+        // from it again.
         if (p.isSet(QStringLiteral("init-from"))) {
             QString file;
             if (const int r = resolveInitFrom(file); r != ExitOk) return r;

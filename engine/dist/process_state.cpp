@@ -82,42 +82,38 @@ std::vector<Setting> unpackSettings(const std::string& bytes, std::size_t rank)
 
 } // namespace
 
-std::string packTensors(const NamedTensors& tensors)
+std::string packTensorEntries(const NamedTensors& tensors)
 {
     std::string out;
     putBytes(out, std::uint64_t(tensors.size()));
     for (const auto& [name, t] : tensors) {
-        const Tensor h = t.onHost();
         putBytes(out, std::uint64_t(name.size()));
         out += name;
-        putBytes(out, std::int32_t(h.dtype()));
-        putBytes(out, std::uint64_t(h.rank()));
-        for (int d = 0; d < h.rank(); ++d) putBytes(out, std::int64_t(h.dim(d)));
-        putBytes(out, std::uint64_t(h.bytes()));
-        if (h.bytes()) out.append(static_cast<const char*>(h.raw()), h.bytes());
+        putBytes(out, std::int32_t(t.dtype()));
+        putBytes(out, std::uint64_t(t.rank()));
+        for (int d = 0; d < t.rank(); ++d) putBytes(out, std::int64_t(t.dim(d)));
     }
     return out;
 }
 
-NamedTensors unpackTensors(const std::string& bytes)
+std::vector<SafeTensorEntry> unpackTensorEntries(const std::string& bytes)
 {
     ByteReader r(bytes, "the training state sent by rank 0");
     const auto count = r.take<std::uint64_t>();
-    NamedTensors out;
+    std::vector<SafeTensorEntry> out;
     for (std::uint64_t i = 0; i < count; ++i) {
         const auto nameLength = r.take<std::uint64_t>();
         std::string name(r.bytes(nameLength), nameLength);
-        const auto dtype = DType(r.take<std::int32_t>());
+        const auto dtype = r.take<std::int32_t>();
         const auto rank = r.take<std::uint64_t>();
-        if (rank > 16) throw Error("the training state sent by rank 0 is damaged");
+        if (rank > 16 || dtype < 0 || dtype > std::int32_t(DType::UInt8))
+            throw Error("the training state sent by rank 0 is damaged");
         std::vector<std::int64_t> dims;
-        for (std::uint64_t d = 0; d < rank; ++d) dims.push_back(r.take<std::int64_t>());
-        Tensor t(Shape(dims), dtype);
-        const auto n = r.take<std::uint64_t>();
-        if (n != t.bytes())
-            throw Error("the training state sent by rank 0 is damaged (tensor '" + name + "')");
-        if (n) std::memcpy(t.raw(), r.bytes(n), n);
-        out.emplace_back(std::move(name), std::move(t));
+        for (std::uint64_t d = 0; d < rank; ++d) {
+            dims.push_back(r.take<std::int64_t>());
+            if (dims.back() < 0) throw Error("the training state sent by rank 0 is damaged");
+        }
+        out.push_back({std::move(name), DType(dtype), Shape(dims)});
     }
     if (!r.atEnd()) throw Error("the training state sent by rank 0 has extra bytes");
     return out;

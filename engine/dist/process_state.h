@@ -10,10 +10,11 @@
 
 namespace towers::engine {
 
-// A byte form of named host tensors (names, dtypes, shapes, bytes) and back. unpackTensors throws
-// Error when the bytes are not such a form.
-std::string packTensors(const NamedTensors& tensors);
-NamedTensors unpackTensors(const std::string& bytes);
+// A byte form of named tensors' names, dtypes and shapes and back (the training state rank 0
+// sends, then a tensor at a time). unpackTensorEntries throws Error when the bytes are not such a
+// form.
+std::string packTensorEntries(const NamedTensors& tensors);
+std::vector<SafeTensorEntry> unpackTensorEntries(const std::string& bytes);
 
 // Collective: every process passes its own `mine` (the same kind of description on each: a build
 // id, a configuration as JSON lines, a dataset's fingerprint); throws InvalidArgument on every

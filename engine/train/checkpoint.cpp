@@ -396,7 +396,7 @@ void validateCheckpoint(const Checkpoint& c, const Model& model, const fs::path&
 }
 
 CheckpointInfo verifyCheckpoint(const fs::path& path, const Model* model,
-                                std::vector<SafeTensorEntry>* entriesOut)
+                                VerifiedCheckpoint* verified)
 {
     const std::string where = "checkpoint " + quotedPath(path);
     std::map<std::string, std::string> metadata;
@@ -413,7 +413,7 @@ CheckpointInfo verifyCheckpoint(const fs::path& path, const Model* model,
             addMetadata(crc, header);
             metadata = header;
             for (const SafeTensorEntry& e : entries) tensors.push_back({e.name, e.dtype, e.shape});
-            if (entriesOut) *entriesOut = entries;
+            if (verified) verified->tensors = entries;
         },
         [&](const std::string& name, Tensor& t) {
             addTensor(crc, name, t);
@@ -428,26 +428,39 @@ CheckpointInfo verifyCheckpoint(const fs::path& path, const Model* model,
     CheckpointInfo info = parseInfo(metadata, path);
     if (model) checkTensors(info, tensors, *model, where);
     if (unfit) std::rethrow_exception(unfit);
+    if (verified) {
+        verified->info = info;
+        verified->checksum = crc.hex();
+    }
     return info;
 }
 
-void rereadCheckpoint(const fs::path& path, const SafeTensorFn& take)
+void rereadCheckpoint(const fs::path& path, const VerifiedCheckpoint& verified,
+                      const SafeTensorFn& take)
 {
+    const auto changed = [&](const std::string& how) {
+        return IoError("checkpoint " + quotedPath(path) + " changed since it was checked: " + how);
+    };
     Crc crc;
-    std::string recorded;
     (void)visitSafeTensors(
         path,
-        [&](const std::map<std::string, std::string>& header, const std::vector<SafeTensorEntry>&) {
-            recorded = recordedChecksum(header, path);
+        [&](const std::map<std::string, std::string>& header,
+            const std::vector<SafeTensorEntry>& entries) {
+            bool same = entries.size() == verified.tensors.size() &&
+                        recordedChecksum(header, path) == verified.checksum;
+            for (std::size_t i = 0; same && i < entries.size(); ++i) {
+                const SafeTensorEntry &a = entries[i], &b = verified.tensors[i];
+                same = a.name == b.name && a.dtype == b.dtype && a.shape == b.shape;
+            }
+            if (!same) throw changed("another file is in its place");
             addMetadata(crc, header);
         },
         [&](const std::string& name, Tensor& t) {
             addTensor(crc, name, t);
             take(name, t);
         });
-    if (crc.hex() != recorded)
-        throw IoError("checkpoint " + quotedPath(path) +
-                      " changed while it was read: its content no longer matches its checksum");
+    if (crc.hex() != verified.checksum)
+        throw changed("its content no longer matches its checksum (rewritten in place?)");
 }
 
 Checkpoint loadCheckpoint(const fs::path& path, Model& model, bool useEma)

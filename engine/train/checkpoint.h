@@ -92,16 +92,26 @@ void validateCheckpoint(const Checkpoint& checkpoint, const Model& model,
 // readCheckpoint holds all of them (the read-back of a checkpoint just written, the rotation's
 // look at the older ones). Returns the checkpoint's metadata. IoError and InvalidArgument as they
 // throw them, a damaged file said to be damaged before anything else.
-// `tensors`, where given, gets every tensor's name, dtype and shape (for rereadCheckpoint).
+// What verifyCheckpoint found a checkpoint to be: its metadata, every tensor's name, dtype and
+// shape, and the checksum they matched (what rereadCheckpoint holds the file to).
+struct VerifiedCheckpoint
+{
+    CheckpointInfo info;
+    std::vector<SafeTensorEntry> tensors;
+    std::string checksum;
+};
+// `verified`, where given, gets what it found (for rereadCheckpoint).
 CheckpointInfo verifyCheckpoint(const std::filesystem::path& path, const Model* model = nullptr,
-                                std::vector<SafeTensorEntry>* tensors = nullptr);
+                                VerifiedCheckpoint* verified = nullptr);
 
-// The tensors of a checkpoint that verifyCheckpoint passed, read again one at a time into `take`
-// (a resume loads its towers so: no more than the largest tensor in memory beside them).
-// IoError, as for a damaged file, where what was read does not match the checksum: the file
-// changed since it was checked (found at the end, after `take` saw every tensor). What `take`
-// throws goes to the caller.
-void rereadCheckpoint(const std::filesystem::path& path, const SafeTensorFn& take);
+// The tensors of a checkpoint that verifyCheckpoint passed (`verified`), read again one at a time
+// into `take` (a resume loads its towers so: no more than the largest tensor in memory beside
+// them). IoError where the file is no longer the one checked: another file in its place (other
+// tensors or another checksum), said before `take` sees anything, or other bytes than the
+// checksum's, found at the end, after `take` saw every tensor. What `take` throws goes to the
+// caller.
+void rereadCheckpoint(const std::filesystem::path& path, const VerifiedCheckpoint& verified,
+                      const SafeTensorFn& take);
 
 // readCheckpoint + validateCheckpoint, then copies the weights and buffers into `model` (the
 // moving averages in place of the trainable weights when useEma and the checkpoint has them).

@@ -68,8 +68,6 @@ MemoryNeed hostMemoryNeed(const NetworkBytes& network, int towers, std::int64_t 
     n.average = average ? weights : 0;
     n.checkpoint = network.largest;
     if (start == StartRead::InitFrom) n.checkpoint += weights;
-    if (start != StartRead::Nothing && processes > 1)
-        n.checkpoint = std::max(n.checkpoint, 2 * (weights + slots * trainable + n.average));
     n.exchange = processes > 1 ? std::int64_t(towers) * trainable : 0;
     n.outputs = std::int64_t(towers) * network.outputsPerExample * batchPerTower;
     return n;

@@ -73,9 +73,8 @@ enum class StartRead
 // `optimizer` ("sgd", "momentum", "nesterov", "adam": its state per parameter is its
 // Optimizer::slotNames()), with a moving average or not, in one process of `processes` (more than
 // one: a copy of the towers' gradients in flight at least, measured with two). The checkpoint part
-// is the largest tensor (a checkpoint's read-back, and a resume's), the weights more where the run
-// starts --init-from, and where several processes start from a checkpoint the state rank 0 sends
-// the others twice (the weights, the optimizer state and the average, packed and unpacked).
+// is the largest tensor (a checkpoint's read-back; a resume's, and the state rank 0 sends the
+// other processes, a tensor at a time too), the weights more where the run starts --init-from.
 MemoryNeed hostMemoryNeed(const NetworkBytes& network, int towers, std::int64_t batchPerTower,
                           const std::string& optimizer, bool average, int processes = 1,
                           StartRead start = StartRead::Nothing);

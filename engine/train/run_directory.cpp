@@ -440,12 +440,13 @@ void RunDirectory::removeStaleTemporaries() const
 
 std::optional<CheckpointFile> RunDirectory::newestGoodCheckpoint(const Model* model,
                                                                  std::vector<std::string>* skipped,
-                                                                 const std::string& runId) const
+                                                                 const std::string& runId,
+                                                                 VerifiedCheckpoint* verified) const
 {
     auto all = checkpoints();
     for (auto it = all.rbegin(); it != all.rend(); ++it) {
         try {
-            const CheckpointInfo info = verifyCheckpoint(it->path, model);
+            const CheckpointInfo info = verifyCheckpoint(it->path, model, verified);
             if (const std::string theirs = checkpointConfigField(info, "runId", "");
                 !runId.empty() && !theirs.empty() && theirs != runId) {
                 if (skipped)

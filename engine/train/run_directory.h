@@ -34,6 +34,8 @@ public:
     using IoError::IoError;
 };
 
+struct VerifiedCheckpoint;
+
 struct CheckpointFile
 {
     std::int64_t step = 0;
@@ -147,10 +149,12 @@ public:
     // is given fits it (validateCheckpoint's checks), and when `runId` is given is that run's (a
     // checkpoint that records another run's id was copied in from elsewhere: continuing from it
     // would mix the two runs); files that fail are skipped, and why appended to `skipped` when
-    // given. nullopt when no file qualifies.
-    std::optional<CheckpointFile> newestGoodCheckpoint(const Model* model = nullptr,
-                                                       std::vector<std::string>* skipped = nullptr,
-                                                       const std::string& runId = {}) const;
+    // given. nullopt when no file qualifies. `verified`, where given, gets what verifyCheckpoint
+    // found the one returned to be (a resume reads it again against that).
+    std::optional<CheckpointFile>
+    newestGoodCheckpoint(const Model* model = nullptr, std::vector<std::string>* skipped = nullptr,
+                         const std::string& runId = {},
+                         VerifiedCheckpoint* verified = nullptr) const;
 
 private:
     void appendLine(const std::filesystem::path& file, const std::string& line) const;

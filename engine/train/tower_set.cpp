@@ -1134,8 +1134,13 @@ void TowerSet::verifyReplicas()
 void TowerSet::loadState(const NamedTensors& weights, const NamedTensors& optimizerState,
                          const NamedTensors& emaState)
 {
+    requireIdle("loadState");
     std::vector<std::pair<std::string, const Tensor*>> all;
-    for (const auto& [name, t] : weights) all.emplace_back(name, &t);
+    for (const auto& [name, t] : weights) {
+        if (name.rfind("optim.", 0) == 0 || name.rfind("ema.", 0) == 0)
+            model().parameter(name); // UnknownName: not a weight
+        all.emplace_back(name, &t);
+    }
     for (const auto& [name, t] : optimizerState)
         if (name.rfind("optim.", 0) == 0) all.emplace_back(name, &t);
     for (const auto& [name, t] : emaState)
@@ -1188,22 +1193,16 @@ void TowerSet::loadState(const StateSource& state)
     m_towers.front()->optimizer->checkState(state.tensors, params);
     if (m_ema && averages) Ema::checkState(state.tensors, params);
 
-    // Where each tensor goes: every tower's weight, every tower's optimizer slot (views of the
-    // live state), the new average's.
+    // Where each tensor goes: every tower's weight, every tower's optimizer slot, the average's
+    // (views of the live state: nothing is made beside it).
     std::map<std::string, std::vector<Tensor>> into;
     for (auto& tw : m_towers) {
         for (auto* p : tw->model->parameters()) into[p->name].push_back(p->value);
         for (auto& [name, t] : tw->optimizer->state(tw->model->parameters()))
             if (name != Optimizer::kStepName) into[name].push_back(t);
     }
-    std::unique_ptr<Ema> ema;
-    if (m_ema) {
-        ema = std::make_unique<Ema>(m_ema->decay());
-        if (averages) {
-            ema->reset(params); // the averages' tensors, overwritten below
-            for (auto& [name, t] : ema->state()) into[name].push_back(t);
-        }
-    }
+    if (m_ema && averages)
+        for (auto& [name, t] : m_ema->state()) into[name].push_back(t);
     std::int64_t steps = -1;
     std::set<std::string> given;
     state.read([&](const std::string& name, Tensor& t) {
@@ -1226,10 +1225,7 @@ void TowerSet::loadState(const StateSource& state)
     if (!given.count(Optimizer::kStepName))
         throw InvalidArgument("state: tensor 'optim.step' was not given");
     for (auto& tw : m_towers) tw->optimizer->setStepCount(steps);
-    if (ema) {
-        if (!averages) ema->reset(params); // no averages saved: start them from these weights
-        m_ema = std::move(ema);
-    }
+    if (m_ema && !averages) m_ema->reset(params); // none saved: they start from these weights
 }
 
 } // namespace towers::engine

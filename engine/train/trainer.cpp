@@ -204,9 +204,10 @@ RunDirectory& Trainer::runDirectory()
 void Trainer::shareStart()
 {
     if (!m_group || m_group->size() == 1) return;
-    // How the run starts, then the state rank 0 restored (when it restored one).
+    // How the run starts, then the state rank 0 restored (when it restored one): its names, dtypes
+    // and shapes, then a tensor at a time (no process holds a copy of it all).
     nlohmann::json start;
-    std::string state;
+    NamedTensors state;
     if (m_group->rank() == 0) {
         start = {{"runId", m_config.runId},
                  {"step", m_step.load()},
@@ -214,31 +215,37 @@ void Trainer::shareStart()
                  {"initialised", m_initialised},
                  {"resumed", m_start == Start::Resumed}};
         if (m_lastCheckpointStep >= 0 || m_initialised) {
-            NamedTensors all;
             for (const auto* p : m_towers->model().parameters())
-                all.emplace_back(p->name, p->value);
+                state.emplace_back(p->name, p->value);
             for (auto& t : m_towers->optimizer().state(m_towers->model().parameters()))
-                all.push_back(std::move(t));
+                state.push_back(std::move(t));
             if (const Ema* ema = m_towers->ema())
-                for (auto& t : ema->state()) all.push_back(std::move(t));
-            state = packTensors(all);
+                for (auto& t : ema->state()) state.push_back(std::move(t));
         }
     }
     start = nlohmann::json::parse(m_group->broadcastString(start.dump(), 0));
-    state = m_group->broadcastString(state, 0);
-    if (m_group->rank() == 0) return;
+    const std::string entries = m_group->broadcastString(packTensorEntries(state), 0);
+    if (m_group->rank() == 0) {
+        for (const auto& [name, t] : state) {
+            Tensor h = t.onHost(); // the live tensor itself on host towers
+            if (h.bytes()) m_group->broadcast(h.raw(), h.bytes(), 0);
+        }
+        return;
+    }
     m_config.runId = start.at("runId").get<std::string>();
     m_start = start.at("resumed").get<bool>() ? Start::Resumed : Start::New;
     const bool restored = start.at("restored").get<bool>();
     if (!restored && !start.at("initialised").get<bool>()) return;
-    NamedTensors weights, optimizer, ema;
-    for (auto& [name, t] : unpackTensors(state)) {
-        auto& to = name.rfind("optim.", 0) == 0 ? optimizer
-                   : name.rfind("ema.", 0) == 0 ? ema
-                                                : weights;
-        to.emplace_back(std::move(name), std::move(t));
-    }
-    m_towers->loadState(weights, optimizer, ema);
+    TowerSet::StateSource source;
+    source.tensors = unpackTensorEntries(entries);
+    source.read = [this, &source](const SafeTensorFn& take) {
+        for (const SafeTensorEntry& e : source.tensors) {
+            Tensor t(e.shape, e.dtype);
+            if (t.bytes()) m_group->broadcast(t.raw(), t.bytes(), 0);
+            take(e.name, t);
+        }
+    };
+    m_towers->loadState(source);
     if (!restored) {
         log("took the initial weights from rank 0 (" + m_config.initFrom + ")");
         return;
@@ -298,14 +305,14 @@ Error outOfMemoryReading(const std::filesystem::path& file, const char* how,
 
 } // namespace
 
-std::int64_t Trainer::restore(const std::filesystem::path& file)
+std::int64_t Trainer::restore(const std::filesystem::path& file, const VerifiedCheckpoint* verified)
 {
     // A resume keeps the run's towers and batch.
     constexpr const char* fits = "more free memory would have room for it, or a new run started "
                                  "from it (--init-from) with fewer towers";
     constexpr const char* how = " into the towers, a tensor at a time";
     try {
-        return restoreFrom(file);
+        return restoreFrom(file, verified);
     } catch (const std::bad_alloc&) {
         throw outOfMemoryReading(file, how, fits);
     } catch (const FileOutOfMemory&) {
@@ -313,18 +320,25 @@ std::int64_t Trainer::restore(const std::filesystem::path& file)
     }
 }
 
-std::int64_t Trainer::restoreFrom(const std::filesystem::path& file)
+std::int64_t Trainer::restoreFrom(const std::filesystem::path& file,
+                                  const VerifiedCheckpoint* verified)
 {
     if (m_ran) throw InvalidArgument("restore() must come before run()");
     // Checked whole first, then read again into the towers: one tensor at a time both times, so
     // that a resume needs no more memory than the run it continues.
+    VerifiedCheckpoint checked;
+    if (!verified) {
+        (void)verifyCheckpoint(file, &m_towers->model(), &checked);
+        verified = &checked;
+    }
+    const CheckpointInfo& info = verified->info;
     TowerSet::StateSource state;
-    const CheckpointInfo info = verifyCheckpoint(file, &m_towers->model(), &state.tensors);
+    state.tensors = verified->tensors;
     if (info.step > m_total)
         throw InvalidArgument("checkpoint '" + file.string() + "' is at step " +
                               std::to_string(info.step) + ", beyond this run's " +
                               std::to_string(m_total) + " steps");
-    state.read = [&file](const SafeTensorFn& take) { rereadCheckpoint(file, take); };
+    state.read = [&](const SafeTensorFn& take) { rereadCheckpoint(file, *verified, take); };
     try {
         m_towers->loadState(state);
     } catch (const InvalidArgument& e) {
@@ -369,8 +383,9 @@ StartingWeights readStartingWeights(const std::filesystem::path& file, const Mod
                                     const Shape& imageShape)
 {
     // Checked, then only the weights taken read again: one tensor at a time both times.
-    std::vector<SafeTensorEntry> entries;
-    const CheckpointInfo info = verifyCheckpoint(file, nullptr, &entries);
+    VerifiedCheckpoint verified;
+    const CheckpointInfo info = verifyCheckpoint(file, nullptr, &verified);
+    const std::vector<SafeTensorEntry>& entries = verified.tensors;
     const std::string from = "cannot start from '" + file.string() + "': ";
     if (info.model != model.name())
         throw InvalidArgument(from + "it is a checkpoint of " +
@@ -407,7 +422,7 @@ StartingWeights readStartingWeights(const std::filesystem::path& file, const Mod
         taken[name] = p->name;
     }
     std::map<std::string, Tensor> read; // the parameter's name -> its starting value
-    rereadCheckpoint(file, [&](const std::string& name, Tensor& t) {
+    rereadCheckpoint(file, verified, [&](const std::string& name, Tensor& t) {
         if (const auto it = taken.find(name); it != taken.end()) read[it->second] = t;
     });
     StartingWeights out;
@@ -515,16 +530,33 @@ std::optional<std::int64_t> Trainer::resumeHere(bool setAsideUnloadable)
 {
     RunDirectory& dir = *m_dir;
     std::vector<std::string> skipped;
-    const auto found = dir.newestGoodCheckpoint(&m_towers->model(), &skipped, m_config.runId);
+    VerifiedCheckpoint verified;
+    const auto found =
+        dir.newestGoodCheckpoint(&m_towers->model(), &skipped, m_config.runId, &verified);
     for (const auto& s : skipped) log("skipping a checkpoint: " + s);
     if (found) {
         m_start = Start::Resumed;
-        return restore(found->path);
+        return restore(found->path, &verified);
     }
+    // With no checkpoint of its own, the run starts at step 0 from the weights it started from
+    // (a run killed before its first checkpoint), when it started from a file: that file again.
+    const auto startAgain = [this] {
+        if (m_config.initFrom.empty()) return;
+        const std::string why = "this run started from " + quotedPath(m_config.initFrom) +
+                                " (--init-from) and has no checkpoint of its own, so it starts "
+                                "from that file again, which ";
+        const std::string instead = "; nothing in the run's folder was changed (a new run, "
+                                    "--overwrite, may start from another file)";
+        try {
+            initialiseFrom(m_config.initFrom);
+        } catch (const IoError& e) {
+            throw IoError(why + "cannot be read: " + e.what() + instead);
+        } catch (const InvalidArgument& e) {
+            throw InvalidArgument(why + "no longer fits: " + e.what() + instead);
+        }
+    };
     if (skipped.empty()) {
-        // No checkpoint at all: the run starts at step 0 (the same run), from the weights it
-        // started from (a run killed before its first checkpoint).
-        if (!m_config.initFrom.empty()) initialiseFrom(m_config.initFrom);
+        startAgain();
         m_start = Start::Resumed;
         return std::nullopt;
     }
@@ -537,7 +569,7 @@ std::optional<std::int64_t> Trainer::resumeHere(bool setAsideUnloadable)
     }
     // The weights it started from first: a file that does not fit refuses the run before
     // anything in the folder is moved.
-    if (!m_config.initFrom.empty()) initialiseFrom(m_config.initFrom);
+    startAgain();
     const auto folder = setAsideRun();
     log("no checkpoint loads: the run's files were moved to " + folder.string() +
         "; starting over at step 0");

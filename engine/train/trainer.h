@@ -114,7 +114,10 @@ public:
     // Before run(): restores weights, buffers, moving averages, optimizer state and the step from
     // a checkpoint (the data order and learning rate follow from the step). Throws IoError /
     // InvalidArgument naming the file and the tensor when it does not fit. Returns the step.
-    std::int64_t restore(const std::filesystem::path& checkpoint);
+    // `verified`: what verifyCheckpoint found it to be against this run's model, where it was
+    // checked already (newestGoodCheckpoint), so that it is read once more, not twice.
+    std::int64_t restore(const std::filesystem::path& checkpoint,
+                         const VerifiedCheckpoint* verified = nullptr);
     // Before run(), one of these says how the run starts (run() alone means startNew(false)):
     //
     // A new run (a new run id). When the folder already holds a run: RunFolderHoldsRun listing
@@ -173,7 +176,8 @@ public:
 
 private:
     // restore()'s work; out of memory (std::bad_alloc) is said by restore().
-    std::int64_t restoreFrom(const std::filesystem::path& checkpoint);
+    std::int64_t restoreFrom(const std::filesystem::path& checkpoint,
+                             const VerifiedCheckpoint* verified);
     bool stopRequested(const std::stop_token& stop) const;
     // Returns false when a stop arrived while paused.
     bool waitWhilePaused(const std::stop_token& stop);

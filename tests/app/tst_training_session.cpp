@@ -239,6 +239,27 @@ private slots:
             QCOMPARE(resumed.run(), Trainer::Outcome::Finished);
             QCOMPARE(std::filesystem::exists(dir / "set-aside"), unloadable);
         }
+        // That file gone (its run's rotation deleted it), such a resume says why it wanted it,
+        // and changes nothing.
+        std::filesystem::remove_all(dir / "checkpoints");
+        std::filesystem::create_directories(dir / "checkpoints");
+        std::filesystem::rename(file, file.string() + ".away");
+        auto r = f;
+        r.resume = true;
+        try {
+            TrainingSession resumed(r);
+            QFAIL("a resume from a file that is gone went on");
+        } catch (const IoError& e) {
+            const QString what = QString::fromUtf8(e.what());
+            QVERIFY2(what.contains(QStringLiteral("this run started from '%1' (--init-from) and "
+                                                  "has no checkpoint of its own, so it starts "
+                                                  "from that file again, which cannot be read: ")
+                                       .arg(QString::fromStdString(file.string()))) &&
+                         what.contains(QStringLiteral("nothing in the run's folder was changed")),
+                     e.what());
+        }
+        QVERIFY(std::filesystem::exists(dir / "config.json"));
+        std::filesystem::rename(file.string() + ".away", file);
     }
 
     // The run records what it trained on (config.json's datasetContent): a resume on a dataset of

@@ -284,6 +284,8 @@ private slots:
             << "tensor 'ema.conv1.weight' holds a value that is not finite";
         QTest::newRow("negative variance") << "variance"
                                            << "tensor 'bn1.running_var' holds a negative variance";
+        QTest::newRow("negative step") << "step"
+                                       << "its optimizer's step count 'optim.step' is negative";
     }
     void mismatchRefused()
     {
@@ -317,6 +319,7 @@ private slots:
                 std::numeric_limits<float>::infinity();
         if (edit == "variance")
             for (float& v : find(c.weights, "bn1.running_var").span<float>()) v = -1;
+        if (edit == "step") find(c.optimizer, "optim.step").data<std::int64_t>()[0] = -3;
         writeCheckpoint(file, c); // a well-formed file with a valid checksum
         const Checkpoint r = readCheckpoint(file);
         expectError<InvalidArgument>([&] { validateCheckpoint(r, *m, file); },
@@ -325,6 +328,59 @@ private slots:
         expectError<InvalidArgument>([&] { verifyCheckpoint(file, m.get()); },
                                      {QStringLiteral("edited.safetensors"), words});
         (void)verifyCheckpoint(file); // without a model: an intact checkpoint
+    }
+
+    // A checkpoint checked (verifyCheckpoint), then read again a tensor at a time (a resume):
+    // the same tensors in the same order; another intact checkpoint put in its place (by rename,
+    // as checkpoints are written) is refused before a tensor is handed over, and bytes changed in
+    // place once every tensor was read.
+    void rereadHoldsTheFileToWhatWasChecked()
+    {
+        QTemporaryDir dir;
+        const fs::path file = dir.filePath(QStringLiteral("c.safetensors")).toStdString();
+        auto m = createModel("fashion-fast", 2);
+        const Checkpoint c = sampleCheckpoint(*m);
+        writeCheckpoint(file, c);
+        VerifiedCheckpoint verified;
+        QCOMPARE(verifyCheckpoint(file, m.get(), &verified).step, std::int64_t(7));
+        QCOMPARE(verified.info.step, std::int64_t(7));
+        QCOMPARE(verified.tensors.size(), c.weights.size() + c.ema.size() + c.optimizer.size());
+        const Checkpoint whole = readCheckpoint(file);
+        std::vector<std::string> names;
+        rereadCheckpoint(file, verified, [&](const std::string& name, Tensor& t) {
+            names.push_back(name);
+            const Tensor* expected = name.rfind("optim.", 0) == 0 ? nullptr : whole.weight(name);
+            if (name.rfind("ema.", 0) == 0) expected = whole.weight(name.substr(4), true);
+            if (expected) QCOMPARE(maxAbsDiff(t, *expected), 0.0);
+        });
+        QCOMPARE(names.size(), verified.tensors.size());
+        for (std::size_t i = 0; i < names.size(); ++i) QCOMPARE(names[i], verified.tensors[i].name);
+
+        const fs::path kept = file.string() + ".kept";
+        fs::copy_file(file, kept);
+        writeCheckpoint(file, sampleCheckpoint(*m, 8)); // another step's, intact
+        int handed = 0;
+        expectError<IoError>(
+            [&] {
+                rereadCheckpoint(file, verified, [&](const std::string&, Tensor&) { ++handed; });
+            },
+            {QStringLiteral("c.safetensors"), QStringLiteral("changed since it was checked"),
+             QStringLiteral("another file is in its place")});
+        QCOMPARE(handed, 0);
+
+        fs::copy_file(kept, file, fs::copy_options::overwrite_existing);
+        {
+            std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(-8, std::ios::end);
+            f.put('\x55');
+        }
+        expectError<IoError>(
+            [&] {
+                rereadCheckpoint(file, verified, [&](const std::string&, Tensor&) { ++handed; });
+            },
+            {QStringLiteral("changed since it was checked"),
+             QStringLiteral("no longer matches its checksum")});
+        QCOMPARE(std::size_t(handed), verified.tensors.size());
     }
 
     void notATowersCheckpoint()

@@ -213,8 +213,11 @@ private slots:
                 take(all[i].first, copy);
             }
         };
+        const void* averageBefore = restored.ema()->average("fc1.weight").raw();
         restored.loadState(state);
         QCOMPARE(reads, 1);
+        // Into the live average: no second one made beside it.
+        QCOMPARE(restored.ema()->average("fc1.weight").raw(), averageBefore);
         QCOMPARE(restored.compareReplicas(), std::string());
         QCOMPARE(restored.optimizer().stepCount(), std::int64_t(3));
         const auto same = [](const Tensor& x, const Tensor& y) {
