@@ -257,32 +257,32 @@ OnnxExportSummary exportOnnx(const fs::path& checkpoint, const fs::path& output,
                       " is a checkpoint (a .safetensors file), which export never replaces: name "
                       "a .onnx file");
 
-    const Checkpoint c = readCheckpoint(checkpoint);
+    // Checked, then its weights read into the model: a tensor at a time both times.
+    VerifiedCheckpoint verified;
+    const CheckpointInfo info = verifyCheckpoint(checkpoint, nullptr, &verified);
     std::unique_ptr<Model> model;
+    OnnxExportSummary summary;
+    bool useEma = false;
     try {
-        model = buildModel(resolveModel(c.info.model, c.info.modelDefinition),
-                           checkpointClasses(c.info));
-        validateCheckpoint(c, *model, checkpoint);
+        model = buildModel(resolveModel(info.model, info.modelDefinition), checkpointClasses(info));
+        for (const SafeTensorEntry& e : verified.tensors)
+            summary.hasEma = summary.hasEma || e.name.rfind("ema.", 0) == 0;
+        useEma = loadCheckpointWeights(checkpoint, verified, *model, options.useEma);
     } catch (const InvalidArgument& e) {
         // The file is the problem, not the command line.
         const std::string what = e.what();
         throw IoError(what.starts_with(checkpoint.string()) ? what
                                                             : checkpoint.string() + ": " + what);
     }
-    if (!c.info.preprocessing.empty()) {
+    if (!info.preprocessing.empty()) {
         try {
-            (void)Preprocessing::fromJson(c.info.preprocessing);
+            (void)Preprocessing::fromJson(info.preprocessing);
         } catch (const InvalidArgument& e) {
             throw IoError(checkpoint.string() +
                           ": its preprocessing recipe is invalid: " + e.what());
         }
     }
-    OnnxExportSummary summary;
-    summary.hasEma = !c.ema.empty();
-    const bool useEma = options.useEma && summary.hasEma;
-    for (Parameter* p : model->parameters())
-        p->value.copyFrom(*c.weight(p->name, useEma && p->trainable));
-    const std::string bytes = onnxModelBytes(*model, c.info, useEma, options, &summary);
+    const std::string bytes = onnxModelBytes(*model, info, useEma, options, &summary);
     writeOutputFile(output, bytes, options.overwrite);
     summary.output = output;
     return summary;

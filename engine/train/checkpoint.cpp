@@ -463,6 +463,37 @@ void rereadCheckpoint(const fs::path& path, const VerifiedCheckpoint& verified,
         throw changed("its content no longer matches its checksum (rewritten in place?)");
 }
 
+bool loadCheckpointWeights(const fs::path& path, const VerifiedCheckpoint& verified, Model& model,
+                           bool useEma)
+{
+    const std::string where = "checkpoint " + quotedPath(path);
+    std::vector<Described> tensors;
+    bool averages = false;
+    for (const SafeTensorEntry& e : verified.tensors) {
+        tensors.push_back({e.name, e.dtype, e.shape});
+        averages = averages || e.name.rfind("ema.", 0) == 0;
+    }
+    checkTensors(verified.info, tensors, model, where);
+    const bool averaged = useEma && averages;
+    std::map<std::string, Parameter*> into; // the file's name -> the parameter it sets
+    for (Parameter* p : model.parameters())
+        into[(averaged && p->trainable ? "ema." : "") + p->name] = p;
+    // A value no run writes is said once the file was read whole, a changed file before it.
+    std::exception_ptr unfit;
+    rereadCheckpoint(path, verified, [&](const std::string& name, Tensor& t) {
+        if (unfit) return;
+        try {
+            checkValues(where, name, t);
+        } catch (const InvalidArgument&) {
+            unfit = std::current_exception();
+            return;
+        }
+        if (const auto it = into.find(name); it != into.end()) it->second->value.copyFrom(t);
+    });
+    if (unfit) std::rethrow_exception(unfit);
+    return averaged;
+}
+
 Checkpoint loadCheckpoint(const fs::path& path, Model& model, bool useEma)
 {
     Checkpoint c = readCheckpoint(path);

@@ -113,6 +113,16 @@ CheckpointInfo verifyCheckpoint(const std::filesystem::path& path, const Model* 
 void rereadCheckpoint(const std::filesystem::path& path, const VerifiedCheckpoint& verified,
                       const SafeTensorFn& take);
 
+// A checkpoint that verifyCheckpoint passed without a model (`verified`: its own model is built
+// from its metadata), read again a tensor at a time into `model`: validateCheckpoint's checks
+// (InvalidArgument naming the file and the tensor, `model` then partly loaded), the weights and
+// buffers copied in, the moving averages in place of the trainable weights where `useEma` and
+// the file has them. What evaluation, classification and export read: no more than its largest
+// tensor beside the model (the optimizer's state is read and left). IoError as rereadCheckpoint's.
+// Returns whether the averages were taken.
+bool loadCheckpointWeights(const std::filesystem::path& path, const VerifiedCheckpoint& verified,
+                           Model& model, bool useEma);
+
 // readCheckpoint + validateCheckpoint, then copies the weights and buffers into `model` (the
 // moving averages in place of the trainable weights when useEma and the checkpoint has them).
 // Returns the checkpoint (for its metadata and optimizer state).

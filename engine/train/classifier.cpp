@@ -14,8 +14,9 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
                        std::optional<Precision> precision, const InferenceDevice& device)
 {
     requireBackendName(device.backend);
-    const Checkpoint c = readCheckpoint(checkpoint);
-    m_info = c.info;
+    // Checked, then its weights read into the model: a tensor at a time both times.
+    VerifiedCheckpoint verified;
+    m_info = verifyCheckpoint(checkpoint, nullptr, &verified);
     try {
         m_model = buildModel(resolveModel(m_info.model, m_info.modelDefinition),
                              checkpointClasses(m_info));
@@ -25,14 +26,9 @@ Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int
     // What the checkpoint holds not fitting its own model is the file's fault, not the caller's:
     // IoError, as for a file that does not read (towers-cli's exit code 1, not 2).
     try {
-        validateCheckpoint(c, *m_model, checkpoint);
+        m_usesEma = loadCheckpointWeights(checkpoint, verified, *m_model, useEma);
     } catch (const InvalidArgument& e) {
         throw IoError(e.what());
-    }
-    m_usesEma = useEma && !c.ema.empty();
-    for (Parameter* p : m_model->parameters()) {
-        const Tensor* t = c.weight(p->name, m_usesEma);
-        p->value.copyFrom(*t);
     }
     if (m_info.preprocessing.empty())
         throw IoError(checkpoint.string() +
