@@ -395,8 +395,9 @@ private slots:
     }
 
     // verifyCheckpoint holds one tensor at a time (a training run reads back every checkpoint it
-    // writes, and looks at the older ones before it deletes any): 8 layers of 16 to 32 MiB, with
-    // their momentum, read whole by readCheckpoint and one after another by verifyCheckpoint.
+    // writes, and looks at the older ones before it deletes any), and so does loading the weights
+    // into a model (classify, eval, export): 8 layers of 16 to 32 MiB, with their momentum, read
+    // whole by readCheckpoint and one after another by the others.
     void verifyingTakesOneTensorsMemory()
     {
         QTemporaryDir dir;
@@ -442,14 +443,25 @@ private slots:
         };
         const std::int64_t verified = peakGrowth([&] { (void)verifyCheckpoint(file, m.get()); });
         const std::int64_t whole = peakGrowth([&] { (void)readCheckpoint(file); });
+        // What classification, evaluation and export do: the weights into a model that is there
+        // (its pages written first, so that only what the load takes beside it is seen).
+        for (auto* p : m->parameters()) p->value.fill(1.0);
+        const std::int64_t loaded = peakGrowth([&] {
+            VerifiedCheckpoint v;
+            (void)verifyCheckpoint(file, nullptr, &v);
+            QVERIFY(!loadCheckpointWeights(file, v, *m, true)); // no averages in it
+        });
         const QString figures = QStringLiteral("verifyCheckpoint held %1 MiB at most, "
-                                               "readCheckpoint %2 MiB, of a %3 MiB file")
+                                               "loadCheckpointWeights %2 MiB, readCheckpoint "
+                                               "%3 MiB, of a %4 MiB file")
                                     .arg(verified >> 20)
+                                    .arg(loaded >> 20)
                                     .arg(whole >> 20)
                                     .arg(std::int64_t(fs::file_size(file)) >> 20);
         qInfo("%s", qPrintable(figures));
         QVERIFY2(whole > 6 * largest, qPrintable(figures)); // the look sees a whole read
         QVERIFY2(verified < 2 * largest, qPrintable(figures));
+        QVERIFY2(loaded < 2 * largest, qPrintable(figures));
     }
 
     void newestGoodCheckpointFallsBack()
