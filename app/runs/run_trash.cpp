@@ -3,6 +3,7 @@
 #include <QByteArray>
 #include <QDateTime>
 #include <QDir>
+#include <QDirIterator>
 #include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -232,10 +234,34 @@ TrashOutcome moveRunToTrash(const QString& folder)
             QStringLiteral("%1 is not a run folder: %2; it stays where it is").arg(path, why);
         return out;
     }
+    // The runs inside it too (a fine-tuning run kept in its parent's folder, a runs folder that
+    // was made a run's --run-dir): a training there would lose what it has not written yet.
+    std::vector<QString> inside;
+    QDirIterator it(path, {QString::fromLatin1(engine::RunLock::kFileName)},
+                    QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot,
+                    QDirIterator::Subdirectories);
+    while (it.hasNext()) {
+        const QString run = QDir::cleanPath(QFileInfo(it.next()).absolutePath());
+        if (run != path) inside.push_back(run);
+    }
     try {
         // Held for the move: a training that starts meanwhile is refused instead of writing into
-        // a folder on its way to the trash. The lock file moves with the folder.
+        // a folder on its way to the trash. The lock files move with the folders.
         const engine::RunLock lock = engine::RunLock::acquire(path.toStdString());
+        std::vector<engine::RunLock> insideLocks;
+        for (const QString& run : inside) {
+            try {
+                insideLocks.push_back(engine::RunLock::acquire(run.toStdString()));
+            } catch (const engine::RunFolderBusy& e) {
+                const auto who = engine::RunLock::holder(run.toStdString());
+                out.error =
+                    QStringLiteral("%1 holds the run %2, which is being trained by %3: it "
+                                   "stays where it is (stop that training first)")
+                        .arg(path, run,
+                             who ? QString::fromStdString(*who) : QString::fromUtf8(e.what()));
+                return out;
+            }
+        }
         QString why;
         out.trashPath = moveToTrash(path, why);
         out.ok = !out.trashPath.isEmpty();

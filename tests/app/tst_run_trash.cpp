@@ -132,6 +132,28 @@ private slots:
         QVERIFY(QFileInfo::exists(run + QStringLiteral("/config.json")));
         lock.reset();
         QVERIFY(moveRunToTrash(run).ok);
+
+        // A run inside it being trained (a fine-tuning run kept in its parent's folder): stays,
+        // naming that run and who trains it; its own set-aside runs' lock files hold nothing.
+        const QString parent = m_root.filePath(QStringLiteral("runs/parent"));
+        makeRun(parent);
+        makeRun(parent + QStringLiteral("/set-aside/2026-11-30/"));
+        (void)eng::RunLock::acquire(
+            (parent + QStringLiteral("/set-aside/2026-11-30")).toStdString());
+        const QString child = parent + QStringLiteral("/finetune");
+        makeRun(child);
+        lock = eng::RunLock::acquire(child.toStdString(), "towers-cli train");
+        out = moveRunToTrash(parent);
+        QVERIFY(!out.ok);
+        QVERIFY2(out.error.contains(QStringLiteral("holds the run %1, which is being trained by "
+                                                   "process %2")
+                                        .arg(child)
+                                        .arg(::getpid())),
+                 qPrintable(out.error));
+        QVERIFY(QFileInfo::exists(child + QStringLiteral("/config.json")));
+        lock.reset();
+        QVERIFY(moveRunToTrash(parent).ok);
+        QVERIFY(!QFileInfo::exists(parent));
     }
 
     // A folder that merely holds a file named config.json (a web project's) is no run: refused,
