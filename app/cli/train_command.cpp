@@ -23,6 +23,7 @@
 #include "engine/data/dataset_manifest.h"
 #include "engine/dist/process_state.h"
 #include "engine/gpu/gpu_backend.h"
+#include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/recipe.h"
@@ -576,12 +577,35 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             io.err << "towers-cli train: --resume: " << e.what() << "\n";
             return exitCodeOf(e);
         }
-        for (const QString& o : runDefiningOptions())
-            if (p.isSet(o))
-                if (const QString why = resumeMismatch(o, p.value(o), c); !why.isEmpty()) {
-                    io.err << "towers-cli train: " << why << "\n";
-                    return ExitUsage;
+        for (const QString& o : runDefiningOptions()) {
+            if (!p.isSet(o)) continue;
+            const QString value = p.value(o);
+            if (o == QLatin1String("model") && engine::namesModelFile(value.toStdString())) {
+                // A model file (a requeued job's command line): the run's network if the file
+                // describes it (the run keeps its own copy in config.json), whatever its path.
+                try {
+                    const engine::ModelInfo& m = modelOption(value);
+                    if (m.name == c.model && m.definition == c.modelDefinition) continue;
+                    io.err << "towers-cli train: --model cannot change when resuming: " << value
+                           << " describes "
+                           << (m.name == c.model ? QStringLiteral("another network than")
+                                                 : QStringLiteral("the model '%1', not")
+                                                       .arg(QString::fromStdString(m.name)))
+                           << " the run's '" << QString::fromStdString(c.model)
+                           << "' (kept in its config.json; resume without --model, or start a "
+                              "new run to change it)\n";
+                } catch (const engine::Error& e) {
+                    io.err << "towers-cli train: --model " << value << ": " << e.what()
+                           << " (a resume may leave --model out: the run keeps its network in "
+                              "its config.json)\n";
                 }
+                return ExitUsage;
+            }
+            if (const QString why = resumeMismatch(o, value, c); !why.isEmpty()) {
+                io.err << "towers-cli train: " << why << "\n";
+                return ExitUsage;
+            }
+        }
         // The same --init-from as the run's is accepted (a requeued job's command line): the
         // weights it gave are in the run's checkpoints, or, where it has none yet, are read
         // from it again.

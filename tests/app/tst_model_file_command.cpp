@@ -142,6 +142,48 @@ private slots:
                  c.value(QStringLiteral("modelDefinition")));
     }
 
+    // A job script that is requeued as it is (--resume-or-start --model FILE) resumes: the file
+    // describes the run's network (kept in its config.json), by whatever path; a file edited to
+    // another network, or another model's, is refused naming what differs.
+    void aRequeuedScriptWithAModelFileResumes()
+    {
+        write(QStringLiteral("requeued.json"),
+              test::everyLayerDefinition("requeued", "[24, 24, 1]"));
+        const QString net = path(QStringLiteral("requeued.json"));
+        const QString run = path(QStringLiteral("runs/requeued"));
+        const auto script = [&](const QString& model, const QString& steps) {
+            return cli({"train", "--resume-or-start", "--dataset", "fashion-mnist", "--model",
+                        model, "--steps", steps, "--run-dir", run});
+        };
+        auto r = script(net, QStringLiteral("2"));
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        r = script(net, QStringLiteral("3"));
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        QVERIFY2(r.out.contains(QStringLiteral("at step 2")), qPrintable(r.out));
+        QVERIFY2(r.out.contains(QStringLiteral("finished at step 3 of 3")), qPrintable(r.out));
+        // The same file by another path.
+        r = script(path(QStringLiteral("runs/../requeued.json")), QStringLiteral("3"));
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+
+        write(QStringLiteral("requeued.json"),
+              R"({"name": "requeued", "input": [24, 24, 1], "layers": [{"type": "flatten"},
+                  {"type": "linear", "units": "classes"}]})");
+        r = script(net, QStringLiteral("4"));
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains(QStringLiteral("--model cannot change when resuming: %1 describes "
+                                               "another network than the run's 'requeued' (kept "
+                                               "in its config.json")
+                                    .arg(net)),
+                 qPrintable(r.err));
+        write(QStringLiteral("another-model.json"),
+              test::everyLayerDefinition("other", "[24, 24, 1]"));
+        r = script(path(QStringLiteral("another-model.json")), QStringLiteral("4"));
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains(QStringLiteral("describes the model 'other', not the run's "
+                                               "'requeued'")),
+                 qPrintable(r.err));
+    }
+
     // A built-in model saved as a model file to start from (models NAME --save), edited and
     // trained; an existing file is kept unless --force; the option's mistakes are usage errors.
     void customisesABuiltIn()
