@@ -30,17 +30,15 @@ QString stepText(const RunSummary& r)
 }
 
 // "training" (a process holds its lock), "failed" (its last training ended in an error),
-// "finished" (it reached its length), "stopped early" (its patience ran out), "stopped" (it can be
-// resumed) or "unreadable" (its config.json does not parse).
+// "finished" (it reached its length and evaluated there), "stopped early" (its patience ran out),
+// "stopped" (it can be resumed) or "unreadable" (its config.json does not parse).
 QString stateText(const RunSummary& r)
 {
     if (!r.config) return QStringLiteral("unreadable");
     if (r.trainingBy) return QStringLiteral("training");
     if (failed(r)) return QStringLiteral("failed");
     if (stoppedEarly(r)) return QStringLiteral("stopped early");
-    const std::int64_t total = runLength(r);
-    return total > 0 && r.lastStep >= total ? QStringLiteral("finished")
-                                            : QStringLiteral("stopped");
+    return finished(r) ? QStringLiteral("finished") : QStringLiteral("stopped");
 }
 
 // "91.20 % @ 1000", with " val" when measured on a validation set.

@@ -48,8 +48,21 @@ void newer(QDateTime& current, const QString& path)
 
 std::int64_t runLength(const RunSummary& r)
 {
-    if (r.totalSteps > 0) return r.totalSteps;
-    return r.config && r.config->steps > 0 ? r.config->steps : 0;
+    // config.json is written again by every start: a resume with another --steps says so before
+    // it logs a step.
+    if (r.config && r.config->steps > 0) return r.config->steps;
+    return r.totalSteps;
+}
+
+bool finished(const RunSummary& r)
+{
+    const std::int64_t total = runLength(r);
+    if (total <= 0 || r.lastStep < total) return false;
+    // Its evaluation at the last step too (every finished training makes one): a stop during it
+    // leaves the run to be resumed, which makes it.
+    for (const engine::EvaluationMark& e : r.evaluations)
+        if (e.step >= total) return true;
+    return false;
 }
 
 RunSummary readRun(const QString& folder)

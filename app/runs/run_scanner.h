@@ -66,9 +66,12 @@ bool evaluatesOnValidation(const RunSummary& run);
 // The set its evaluations are on: "validation" or "test".
 QString evaluatedSet(const RunSummary& run);
 
-// The run's length when known: the totalSteps it logged (an epochs run's too), else its configured
-// steps; 0 when neither is known.
+// The run's length when known: its configured steps (as its latest start wrote them), else the
+// totalSteps it logged (an epochs run's); 0 when neither is known.
 std::int64_t runLength(const RunSummary& r);
+// Whether it reached its length and made its evaluation there (a stop during that evaluation
+// leaves it to a resume, which makes it).
+bool finished(const RunSummary& r);
 
 // One run folder. Never throws.
 RunSummary readRun(const QString& folder);

@@ -26,7 +26,7 @@ namespace {
 
 // A run of `steps` logged steps out of `total`, an evaluation at the end and two checkpoints.
 void makeRun(const QString& folder, std::int64_t steps, std::int64_t total, double accuracy,
-             const std::string& initFrom = {})
+             const std::string& initFrom = {}, bool evaluated = true)
 {
     const eng::RunDirectory dir(folder.toStdString());
     eng::TrainConfig c;
@@ -41,8 +41,9 @@ void makeRun(const QString& folder, std::int64_t steps, std::int64_t total, doub
         dir.appendMetrics("{\"step\":" + std::to_string(s) +
                           ",\"totalSteps\":" + std::to_string(total) +
                           ",\"epoch\":0.5,\"loss\":" + std::to_string(1.0 / double(s)) + "}");
-    dir.appendEval("{\"step\":" + std::to_string(steps) +
-                   ",\"precisionAt1\":" + std::to_string(accuracy) + "}");
+    if (evaluated)
+        dir.appendEval("{\"step\":" + std::to_string(steps) +
+                       ",\"precisionAt1\":" + std::to_string(accuracy) + "}");
     for (std::int64_t s : {steps / 2, steps}) {
         QFile f(QString::fromStdString(dir.checkpointPath(s).string()));
         QVERIFY(f.open(QIODevice::WriteOnly));
@@ -144,6 +145,35 @@ private slots:
         QCOMPARE(newest.value(QStringLiteral("checkpoints")).toInt(), 2);
         QVERIFY(newest.value(QStringLiteral("training_now")).isNull());
         QCOMPARE(newest.value(QStringLiteral("state")).toString(), QStringLiteral("finished"));
+    }
+
+    // A run at its last step whose evaluation there a stop cut short is stopped, not finished
+    // (a resume makes that evaluation); so is one resumed for more steps (config.json says how
+    // many) and stopped before it logged one.
+    void aRunNotDoneIsStopped()
+    {
+        QTemporaryDir root;
+        const QDir dir(root.path());
+        makeRun(dir.filePath(QStringLiteral("cut")), 60, 60, 0.5, {}, false);
+        makeRun(dir.filePath(QStringLiteral("longer")), 60, 60, 0.5);
+        eng::TrainConfig c = eng::TrainConfig::fromJson(
+            eng::RunDirectory(dir.filePath(QStringLiteral("longer")).toStdString())
+                .readConfig()
+                .value());
+        c.steps = 90;
+        eng::RunDirectory(dir.filePath(QStringLiteral("longer")).toStdString())
+            .writeConfig(c.toJson());
+        for (const QString& name : {QStringLiteral("cut"), QStringLiteral("longer")}) {
+            const Result r = run({dir.filePath(name)});
+            QCOMPARE(r.exitCode, 0);
+            QVERIFY2(r.out.contains(QRegularExpression(QStringLiteral(
+                         "\nstate +stopped; continue with: towers-cli train --resume"))),
+                     qPrintable(r.out));
+        }
+        const Result r = run({QStringLiteral("--runs-dir"), root.path()});
+        QVERIFY2(r.out.contains(QStringLiteral("60 / 60  stopped")) &&
+                     r.out.contains(QStringLiteral("60 / 90  stopped")),
+                 qPrintable(r.out));
     }
 
     // A config.json of brackets nested 100,000 deep (200 KB, whose quote in a message overflowed
