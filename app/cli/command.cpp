@@ -459,6 +459,13 @@ int resolveCheckpoint(const QString& given, const QString& option, const QString
         io.err << command << ": the best checkpoint of " << run.absolutePath() << ": step "
                << best->file.step << (validation ? ", validation accuracy " : ", test accuracy ")
                << QString::number(best->precisionAt1 * 100, 'f', 2) << " %, " << file << "\n";
+        // A better evaluation whose checkpoint is gone (deleted, moved): said, not passed over.
+        if (const auto top = engine::bestEvaluation(evaluations);
+            top && top->precisionAt1 > best->precisionAt1)
+            io.err << command << ": note: its best evaluation, "
+                   << QString::number(top->precisionAt1 * 100, 'f', 2) << " % at step " << top->step
+                   << ", has no checkpoint left (rotation keeps it: was it deleted or moved?); "
+                      "this is the best of those there are\n";
         io.err.flush();
         return ExitOk;
     }

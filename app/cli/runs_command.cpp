@@ -321,11 +321,20 @@ void printRun(const RunSummary& r, CommandIo& io)
                           resumeCommandLine(r.folder, r.config->processes));
     else
         line("state", state);
-    if (r.best)
-        line("best",
-             QStringLiteral("%1 % at step %2: the checkpoint --best picks, kept by rotation")
-                 .arg(r.best->precisionAt1 * 100, 0, 'f', 2)
-                 .arg(r.best->file.step));
+    if (r.best) {
+        QString text = QStringLiteral("%1 % at step %2: the checkpoint --best picks, kept by "
+                                      "rotation")
+                           .arg(r.best->precisionAt1 * 100, 0, 'f', 2)
+                           .arg(r.best->file.step);
+        // A better evaluation whose checkpoint is gone (deleted, moved): said, not passed over.
+        if (const auto top = engine::bestEvaluation(r.evaluations);
+            top && top->precisionAt1 > r.best->precisionAt1)
+            text += QStringLiteral("; its best evaluation, %1 % at step %2, has no checkpoint left "
+                                   "(was it deleted or moved?)")
+                        .arg(top->precisionAt1 * 100, 0, 'f', 2)
+                        .arg(top->step);
+        line("best", text);
+    }
     line("changed", changedText(r));
     if (!r.problem.isEmpty()) line("problem", r.problem);
     if (r.checkpoints.empty()) {

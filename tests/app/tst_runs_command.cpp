@@ -317,6 +317,10 @@ private slots:
         QCOMPARE(r.exitCode, 0);
         QVERIFY2(r.out.contains(QStringLiteral("best         92.50 % at step 40")),
                  qPrintable(r.out));
+        // The better evaluation at 60 whose checkpoint is gone is said, not passed over.
+        QVERIFY2(r.out.contains(QStringLiteral("; its best evaluation, 95.00 % at step 60, has no "
+                                               "checkpoint left (was it deleted or moved?)")),
+                 qPrintable(r.out));
         QVERIFY2(r.out.contains(QRegularExpression(QStringLiteral(
                      R"(\n +80 +2\.0 KiB +90\.00 % +\S+ckpt-00000080\.safetensors\n)"))),
                  qPrintable(r.out));
@@ -356,6 +360,9 @@ private slots:
             QVERIFY2(picked.err.contains(QStringLiteral("ckpt-00000040.safetensors")),
                      qPrintable(picked.err));
             QVERIFY2(!picked.err.contains(QStringLiteral("ckpt-00000080")), qPrintable(picked.err));
+            QVERIFY2(picked.err.contains(QStringLiteral(": note: its best evaluation, 95.00 % at "
+                                                        "step 60, has no checkpoint left")),
+                     qPrintable(picked.err));
             // A file is one checkpoint already.
             const QString file = QString::fromStdString(dir.checkpointPath(80).string());
             const Result onFile = cli(command, QStringList{QStringLiteral("--checkpoint"), file,
