@@ -210,6 +210,17 @@ engine::SessionOptions planNewRun(NewRunRequest r)
     c.checkThreadBudget();
     c.checkPrecision();
     engine::SessionOptions o;
+    // A run in the runs folder itself would be no run of it (runs and the Runs page list the
+    // folders in it) and would take every run there with it when it is moved to the trash.
+    if (!r.runDir.isEmpty() && !r.runsDir.isEmpty() &&
+        QDir::cleanPath(QDir(r.runDir).absolutePath()) ==
+            QDir::cleanPath(QDir(r.runsDir).absolutePath()))
+        throw engine::InvalidArgument(
+            "the run folder " + QDir(r.runDir).absolutePath().toStdString() +
+            " is the runs folder itself, where each run gets a folder of its own: name one "
+            "inside it (" +
+            QDir(r.runDir).absoluteFilePath(QStringLiteral("NAME")).toStdString() +
+            "), or leave the folder to Towers");
     o.newFolder = r.runDir.isEmpty();
     if (o.newFolder)
         r.runDir = proposedRunFolder(r.runsDir, QString::fromStdString(c.dataset),

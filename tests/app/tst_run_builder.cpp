@@ -82,6 +82,21 @@ private slots:
         QVERIFY(!named.newFolder);
         QVERIFY(named.setAside);
         QCOMPARE(QString::fromStdString(named.runDirectory.string()), r.runDir);
+
+        // The runs folder itself (as it is spelt or otherwise) is no run's folder.
+        for (const QString& runs : {r.runsDir, r.runsDir + QStringLiteral("/./")}) {
+            r.runDir = runs;
+            try {
+                (void)app::planNewRun(r);
+                QFAIL("the runs folder was taken as a run's");
+            } catch (const engine::InvalidArgument& e) {
+                QVERIFY2(QString::fromUtf8(e.what()).contains(
+                             QStringLiteral(" is the runs folder itself, where each run gets a "
+                                            "folder of its own: name one inside it (") +
+                             r.runsDir + QStringLiteral("/NAME)")),
+                         e.what());
+            }
+        }
     }
 
     void limitsAreTheEngines()
