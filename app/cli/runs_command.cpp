@@ -467,11 +467,18 @@ int runRuns(const QStringList& args, CommandIo& io)
         if (json)
             io.out << QJsonDocument(
                           QJsonObject{{QStringLiteral("trashed"), QDir(folder).absolutePath()},
-                                      {QStringLiteral("trash_path"), moved.trashPath}})
+                                      {QStringLiteral("trash_path"), moved.trashPath},
+                                      {QStringLiteral("runs_inside"),
+                                       QJsonArray::fromStringList(moved.runsInside)}})
                           .toJson(QJsonDocument::Indented);
         else
             io.out << "moved " << QDir(folder).absolutePath()
-                   << " to the trash: " << moved.trashPath << " (restore it from there)\n";
+                   << " to the trash: " << moved.trashPath
+                   << (moved.runsInside.isEmpty()
+                           ? QString()
+                           : QStringLiteral(", with the runs inside it (%1)")
+                                 .arg(moved.runsInside.join(QStringLiteral(", "))))
+                   << " (restore it from there)\n";
         return ExitOk;
     }
     const RunSummary r = readRun(folder);

@@ -588,18 +588,22 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                     if (m.name == c.model && m.definition == c.modelDefinition) continue;
                     io.err << "towers-cli train: --model cannot change when resuming: " << value
                            << " describes "
-                           << (m.name == c.model ? QStringLiteral("another network than")
-                                                 : QStringLiteral("the model '%1', not")
-                                                       .arg(QString::fromStdString(m.name)))
-                           << " the run's '" << QString::fromStdString(c.model)
-                           << "' (kept in its config.json; resume without --model, or start a "
-                              "new run to change it)\n";
+                           << (m.name == c.model
+                                   ? QStringLiteral("'%1' otherwise than the run's copy (its "
+                                                    "network, recipe or description differ)")
+                                         .arg(QString::fromStdString(c.model))
+                                   : QStringLiteral("the model '%1', not the run's '%2'")
+                                         .arg(QString::fromStdString(m.name),
+                                              QString::fromStdString(c.model)))
+                           << " (the run keeps its model in its config.json: resume without "
+                              "--model, or start a new run to change it)\n";
+                    return ExitUsage;
                 } catch (const engine::Error& e) {
                     io.err << "towers-cli train: --model " << value << ": " << e.what()
                            << " (a resume may leave --model out: the run keeps its network in "
                               "its config.json)\n";
+                    return exitCodeOf(e);
                 }
-                return ExitUsage;
             }
             if (const QString why = resumeMismatch(o, value, c); !why.isEmpty()) {
                 io.err << "towers-cli train: " << why << "\n";

@@ -212,15 +212,22 @@ engine::SessionOptions planNewRun(NewRunRequest r)
     engine::SessionOptions o;
     // A run in the runs folder itself would be no run of it (runs and the Runs page list the
     // folders in it) and would take every run there with it when it is moved to the trash.
-    if (!r.runDir.isEmpty() && !r.runsDir.isEmpty() &&
-        QDir::cleanPath(QDir(r.runDir).absolutePath()) ==
-            QDir::cleanPath(QDir(r.runsDir).absolutePath()))
-        throw engine::InvalidArgument(
-            "the run folder " + QDir(r.runDir).absolutePath().toStdString() +
-            " is the runs folder itself, where each run gets a folder of its own: name one "
-            "inside it (" +
-            QDir(r.runDir).absoluteFilePath(QStringLiteral("NAME")).toStdString() +
-            "), or leave the folder to Towers");
+    if (!r.runDir.isEmpty() && !r.runsDir.isEmpty()) {
+        // As the file system sees them (links resolved) where they are there.
+        const auto real = [](const QString& p) {
+            const QString canonical = QFileInfo(p).canonicalFilePath();
+            return canonical.isEmpty() ? QDir::cleanPath(QDir(p).absolutePath()) : canonical;
+        };
+        const QString run = real(r.runDir), runs = real(r.runsDir);
+        if (run == runs || runs.startsWith(run + QLatin1Char('/')))
+            throw engine::InvalidArgument(
+                "the run folder " + QDir(r.runDir).absolutePath().toStdString() +
+                (run == runs ? " is the runs folder itself"
+                             : " holds the runs folder " + runs.toStdString()) +
+                ", where each run gets a folder of its own: name one inside it (" +
+                QDir(r.runsDir).absoluteFilePath(QStringLiteral("NAME")).toStdString() +
+                "), or leave the folder to Towers");
+    }
     o.newFolder = r.runDir.isEmpty();
     if (o.newFolder)
         r.runDir = proposedRunFolder(r.runsDir, QString::fromStdString(c.dataset),

@@ -6,6 +6,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include <cmath>
 #include <exception>
 
 #include "app/runs/run_log_reader.h"
@@ -48,9 +49,14 @@ void newer(QDateTime& current, const QString& path)
 
 std::int64_t runLength(const RunSummary& r)
 {
-    // config.json is written again by every start: a resume with another --steps says so before
-    // it logs a step.
+    // config.json is written again by every start: a resume with another --steps (or --epochs)
+    // says so before it logs a step.
     if (r.config && r.config->steps > 0) return r.config->steps;
+    if (r.config && r.config->epochs > 0 && r.lastStep > 0 && r.lastEpoch > 0) {
+        // Its steps per epoch, as its last record shows them (epoch = step / steps per epoch).
+        const auto perEpoch = std::int64_t(std::llround(double(r.lastStep) / r.lastEpoch));
+        if (perEpoch >= 1) return r.config->totalSteps(perEpoch);
+    }
     return r.totalSteps;
 }
 

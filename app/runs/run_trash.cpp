@@ -215,6 +215,39 @@ QString whyNoRun(const QDir& dir)
 
 } // namespace
 
+namespace {
+
+// The folders below `path` (not itself) that hold a run's lock file: the runs inside it, those
+// set aside included.
+std::vector<QString> lockedFoldersInside(const QString& path)
+{
+    std::vector<QString> out;
+    QDirIterator it(path, {QString::fromLatin1(engine::RunLock::kFileName)},
+                    QDir::Files | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot,
+                    QDirIterator::Subdirectories);
+    while (it.hasNext()) {
+        const QString run = QDir::cleanPath(QFileInfo(it.next()).absolutePath());
+        if (run != path) out.push_back(run);
+    }
+    return out;
+}
+
+} // namespace
+
+QStringList runsInside(const QString& folder)
+{
+    const QString path = QDir::cleanPath(QFileInfo(folder).absoluteFilePath());
+    QStringList out;
+    for (const QString& run : lockedFoldersInside(path)) {
+        // Its own earlier runs, and theirs, set aside by --overwrite or --restart: its history.
+        const QString relative = QDir(path).relativeFilePath(run);
+        if (relative.split(QLatin1Char('/')).contains(QLatin1String("set-aside"))) continue;
+        out << relative;
+    }
+    out.sort();
+    return out;
+}
+
 TrashOutcome moveRunToTrash(const QString& folder)
 {
     TrashOutcome out;
@@ -236,14 +269,8 @@ TrashOutcome moveRunToTrash(const QString& folder)
     }
     // The runs inside it too (a fine-tuning run kept in its parent's folder, a runs folder that
     // was made a run's --run-dir): a training there would lose what it has not written yet.
-    std::vector<QString> inside;
-    QDirIterator it(path, {QString::fromLatin1(engine::RunLock::kFileName)},
-                    QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot,
-                    QDirIterator::Subdirectories);
-    while (it.hasNext()) {
-        const QString run = QDir::cleanPath(QFileInfo(it.next()).absolutePath());
-        if (run != path) inside.push_back(run);
-    }
+    const std::vector<QString> inside = lockedFoldersInside(path);
+    out.runsInside = runsInside(path);
     try {
         // Held for the move: a training that starts meanwhile is refused instead of writing into
         // a folder on its way to the trash. The lock files move with the folders.
@@ -260,6 +287,15 @@ TrashOutcome moveRunToTrash(const QString& folder)
                         .arg(path, run,
                              who ? QString::fromStdString(*who) : QString::fromUtf8(e.what()));
                 return out;
+            } catch (const engine::IoError&) {
+                // A lock file it cannot lock (read-only, copied from another user; a link): held
+                // by nobody, it moves as it is.
+                if (const auto who = engine::RunLock::holder(run.toStdString())) {
+                    out.error = QStringLiteral("%1 holds the run %2, which is being trained by %3: "
+                                               "it stays where it is (stop that training first)")
+                                    .arg(path, run, QString::fromStdString(*who));
+                    return out;
+                }
             }
         }
         QString why;

@@ -12,6 +12,7 @@
 // managers restore it from; where neither can be used the move is refused and the folder stays as
 // it was.
 #include <QString>
+#include <QStringList>
 
 namespace towers::app {
 
@@ -20,8 +21,13 @@ struct TrashOutcome
     bool ok = false;
     QString trashPath; // where the folder now is (ok)
     QString error;     // why it was not moved, naming the folder (not ok)
+    // The runs inside the folder, which went with it (runsInside).
+    QStringList runsInside;
 };
 
 TrashOutcome moveRunToTrash(const QString& folder);
+// The runs inside `folder` (a fine-tuning run kept in its parent's folder), by their paths below
+// it, but for those set aside (its own earlier runs): what moving it to the trash takes along.
+QStringList runsInside(const QString& folder);
 
 } // namespace towers::app

@@ -271,8 +271,9 @@ OnnxExportSummary exportOnnx(const fs::path& checkpoint, const fs::path& output,
     } catch (const InvalidArgument& e) {
         // The file is the problem, not the command line.
         const std::string what = e.what();
-        throw IoError(what.starts_with(checkpoint.string()) ? what
-                                                            : checkpoint.string() + ": " + what);
+        const bool named = what.starts_with(checkpoint.string()) ||
+                           what.starts_with("checkpoint " + quotedPath(checkpoint));
+        throw IoError(named ? what : checkpoint.string() + ": " + what);
     }
     if (!info.preprocessing.empty()) {
         try {

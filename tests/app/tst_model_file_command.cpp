@@ -171,16 +171,22 @@ private slots:
         r = script(net, QStringLiteral("4"));
         QCOMPARE(r.exitCode, 2);
         QVERIFY2(r.err.contains(QStringLiteral("--model cannot change when resuming: %1 describes "
-                                               "another network than the run's 'requeued' (kept "
-                                               "in its config.json")
+                                               "'requeued' otherwise than the run's copy (its "
+                                               "network, recipe or description differ) (the run "
+                                               "keeps its model in its config.json")
                                     .arg(net)),
+                 qPrintable(r.err));
+        // A file that is gone: said as a missing file is (exit 1), with what a resume may do.
+        r = script(path(QStringLiteral("gone.json")), QStringLiteral("4"));
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(QStringLiteral("a resume may leave --model out")),
                  qPrintable(r.err));
         write(QStringLiteral("another-model.json"),
               test::everyLayerDefinition("other", "[24, 24, 1]"));
         r = script(path(QStringLiteral("another-model.json")), QStringLiteral("4"));
         QCOMPARE(r.exitCode, 2);
         QVERIFY2(r.err.contains(QStringLiteral("describes the model 'other', not the run's "
-                                               "'requeued'")),
+                                               "'requeued' (")),
                  qPrintable(r.err));
     }
 

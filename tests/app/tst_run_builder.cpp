@@ -83,17 +83,25 @@ private slots:
         QVERIFY(named.setAside);
         QCOMPARE(QString::fromStdString(named.runDirectory.string()), r.runDir);
 
-        // The runs folder itself (as it is spelt or otherwise) is no run's folder.
-        for (const QString& runs : {r.runsDir, r.runsDir + QStringLiteral("/./")}) {
+        // The runs folder itself (as it is spelt otherwise, or by a link) is no run's folder,
+        // nor one that holds it.
+        QVERIFY(QDir().mkpath(r.runsDir));
+        QVERIFY(QFile::link(r.runsDir, dir.filePath(QStringLiteral("link"))));
+        for (const QString& runs : {r.runsDir, r.runsDir + QStringLiteral("/./"),
+                                    dir.filePath(QStringLiteral("link")), dir.path()}) {
             r.runDir = runs;
             try {
                 (void)app::planNewRun(r);
                 QFAIL("the runs folder was taken as a run's");
             } catch (const engine::InvalidArgument& e) {
                 QVERIFY2(QString::fromUtf8(e.what()).contains(
-                             QStringLiteral(" is the runs folder itself, where each run gets a "
-                                            "folder of its own: name one inside it (") +
+                             QStringLiteral(", where each run gets a folder of its own: name one "
+                                            "inside it (") +
                              r.runsDir + QStringLiteral("/NAME)")),
+                         e.what());
+                QVERIFY2(QString::fromUtf8(e.what()).contains(
+                             runs == dir.path() ? QStringLiteral(" holds the runs folder ")
+                                                : QStringLiteral(" is the runs folder itself")),
                          e.what());
             }
         }

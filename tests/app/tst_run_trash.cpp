@@ -152,7 +152,18 @@ private slots:
                  qPrintable(out.error));
         QVERIFY(QFileInfo::exists(child + QStringLiteral("/config.json")));
         lock.reset();
-        QVERIFY(moveRunToTrash(parent).ok);
+        // A run inside whose lock file cannot be locked (a link) is trained by nobody: no
+        // obstacle. The runs that go along are named (not the set-aside ones: its history).
+        const QString copied = parent + QStringLiteral("/copied");
+        makeRun(copied);
+        QVERIFY(QFile::link(m_root.filePath(QStringLiteral("elsewhere")),
+                            copied + QStringLiteral("/towers.lock")));
+        QCOMPARE(towers::app::runsInside(parent),
+                 (QStringList{QStringLiteral("copied"), QStringLiteral("finetune")}));
+        const auto moved = moveRunToTrash(parent);
+        QVERIFY2(moved.ok, qPrintable(moved.error));
+        QCOMPARE(moved.runsInside,
+                 (QStringList{QStringLiteral("copied"), QStringLiteral("finetune")}));
         QVERIFY(!QFileInfo::exists(parent));
     }
 

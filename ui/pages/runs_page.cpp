@@ -878,10 +878,13 @@ QMessageBox* RunsPage::askToTrashSelectedRun()
                                                 : tr("%1 checkpoints").arg(r->checkpoints.size()));
     auto* box = new QMessageBox(QMessageBox::Question, tr("Move the run to the trash?"),
                                 tr("Move %1 to the trash?").arg(what), QMessageBox::Cancel, this);
+    QString along;
+    if (const QStringList inside = app::runsInside(folder); !inside.isEmpty())
+        along = tr(" The runs inside it go with it: %1.").arg(inside.join(QStringLiteral(", ")));
     box->setInformativeText(
         tr("Its folder %1 goes to the desktop's trash with its configuration, logs and "
-           "checkpoints; restore it from there to list it again.")
-            .arg(folder));
+           "checkpoints; restore it from there to list it again.%2")
+            .arg(folder, along));
     QPushButton* yes = box->addButton(tr("Move to trash"), QMessageBox::DestructiveRole);
     box->setDefaultButton(QMessageBox::Cancel);
     box->setAttribute(Qt::WA_DeleteOnClose);
