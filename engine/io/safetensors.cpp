@@ -515,4 +515,12 @@ std::map<std::string, std::string> visitSafeTensors(const std::filesystem::path&
     return Reader(path).visit(header, visit);
 }
 
+std::vector<SafeTensorEntry> describeTensors(const NamedTensors& tensors)
+{
+    std::vector<SafeTensorEntry> out;
+    out.reserve(tensors.size());
+    for (const auto& [name, t] : tensors) out.push_back({name, t.dtype(), t.shape()});
+    return out;
+}
+
 } // namespace towers::engine

@@ -56,6 +56,8 @@ struct SafeTensorEntry
     DType dtype;
     Shape shape;
 };
+// Each tensor's name, dtype and shape, as a file's header would describe them.
+std::vector<SafeTensorEntry> describeTensors(const NamedTensors& tensors);
 using SafeTensorsHeaderFn = std::function<void(const std::map<std::string, std::string>& metadata,
                                                const std::vector<SafeTensorEntry>& tensors)>;
 using SafeTensorFn = std::function<void(const std::string& name, Tensor& tensor)>;

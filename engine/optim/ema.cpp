@@ -145,13 +145,10 @@ void Ema::checkState(const std::vector<SafeTensorEntry>& tensors,
 
 void Ema::loadState(const NamedTensors& tensors, const std::vector<Parameter*>& params)
 {
-    std::vector<SafeTensorEntry> entries;
+    checkState(describeTensors(tensors), params);
     std::map<std::string, const Tensor*> given;
-    for (const auto& [name, t] : tensors) {
-        entries.push_back({name, t.dtype(), t.shape()});
+    for (const auto& [name, t] : tensors)
         if (name.rfind("ema.", 0) == 0) given[name] = &t;
-    }
-    checkState(entries, params);
     m_order.clear();
     m_shadow.clear();
     for (auto* p : params) {

@@ -124,13 +124,10 @@ void Optimizer::setStepCount(std::int64_t steps)
 void Optimizer::loadState(const NamedTensors& tensors, const std::vector<Parameter*>& params)
 {
     // Check everything before changing anything.
-    std::vector<SafeTensorEntry> entries;
+    checkState(describeTensors(tensors), params);
     std::map<std::string, const Tensor*> given;
-    for (const auto& [name, t] : tensors) {
-        entries.push_back({name, t.dtype(), t.shape()});
+    for (const auto& [name, t] : tensors)
         if (name.rfind("optim.", 0) == 0) given[name] = &t;
-    }
-    checkState(entries, params);
     const std::int64_t steps = given.at(kStepName)->data<std::int64_t>()[0];
     if (steps < 0) throw InvalidArgument("optimizer state: 'optim.step' is negative");
     const auto names = slotNames();

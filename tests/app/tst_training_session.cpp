@@ -49,6 +49,17 @@ class TestTrainingSession : public QObject
     Q_OBJECT
     QTemporaryDir m_root;
 
+    // A run of 3 steps with a moving average in `base` to start others from: its checkpoint.
+    static std::filesystem::path trainBase(const std::string& base)
+    {
+        auto o = towers::test::tinyRun({}, base, 3);
+        o.config.emaDecay = 0.5;
+        o.dataset = inMemoryMnist(96, 24, 10);
+        TrainingSession session(o);
+        if (session.run() != Trainer::Outcome::Finished) throw Error("the base run did not finish");
+        return RunDirectory(base).checkpoints().back().path;
+    }
+
 private slots:
     void trainsOnTheDatasetInMemory()
     {
@@ -103,14 +114,7 @@ private slots:
     void startsFromAnotherRunsWeights()
     {
         const std::string base = m_root.filePath(QStringLiteral("ft-base")).toStdString();
-        auto o = towers::test::tinyRun({}, base, 3);
-        o.config.emaDecay = 0.5;
-        o.dataset = inMemoryMnist(96, 24, 10);
-        {
-            TrainingSession session(o);
-            QCOMPARE(session.run(), Trainer::Outcome::Finished);
-        }
-        const auto file = RunDirectory(base).checkpoints().back().path;
+        const auto file = trainBase(base);
         const Checkpoint ckpt = readCheckpoint(file);
         QVERIFY(!ckpt.ema.empty());
 
@@ -190,22 +194,14 @@ private slots:
     // loads, set aside (a resume that may start over).
     void aResumeWithoutCheckpointStartsFromTheSameWeights()
     {
-        const std::string base = m_root.filePath(QStringLiteral("again-base")).toStdString();
-        auto o = towers::test::tinyRun({}, base, 3);
-        o.config.emaDecay = 0.5;
-        o.dataset = inMemoryMnist(96, 24, 10);
-        {
-            TrainingSession session(o);
-            QCOMPARE(session.run(), Trainer::Outcome::Finished);
-        }
-        const auto file = RunDirectory(base).checkpoints().back().path;
+        const auto file = trainBase(m_root.filePath(QStringLiteral("again-base")).toStdString());
         const Checkpoint ckpt = readCheckpoint(file);
 
         const std::filesystem::path dir = m_root.filePath(QStringLiteral("again")).toStdString();
         auto f = towers::test::tinyRun({}, dir, 2);
         f.config.seed = 9;
         f.config.initFrom = file.string();
-        f.dataset = o.dataset;
+        f.dataset = inMemoryMnist(96, 24, 10);
         {
             TrainingSession session(f);
             QCOMPARE(session.run(), Trainer::Outcome::Finished);
