@@ -18,6 +18,10 @@
 #include <deque>
 #include <numeric>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include "app/data/data_dirs.h"
 #include "app/data/file_names.h"
 #include "app/data/file_ops.h"
@@ -303,6 +307,46 @@ void writeIdx(const QString& dir, const QString& prefix, const engine::ImageSet&
 }
 
 // Keeps the first channel of every pixel (the images were gray in RGB).
+// An import's temporary folder, held (flock on the folder) for as long as it lives: a later
+// import of the same name removes those nobody holds, a killed import's.
+class HeldFolder
+{
+public:
+    explicit HeldFolder(const QString& path)
+        : m_fd(::open(QFile::encodeName(path).constData(), O_RDONLY | O_DIRECTORY | O_CLOEXEC))
+    {
+        if (m_fd >= 0 && ::flock(m_fd, LOCK_EX | LOCK_NB) != 0) {
+            ::close(m_fd);
+            m_fd = -1;
+        }
+    }
+    HeldFolder(const HeldFolder&) = delete;
+    HeldFolder& operator=(const HeldFolder&) = delete;
+    ~HeldFolder()
+    {
+        if (m_fd >= 0) ::close(m_fd);
+    }
+    // Whether this process holds it (nobody else did).
+    bool held() const { return m_fd >= 0; }
+
+private:
+    int m_fd = -1;
+};
+
+// The temporary folders of imports of `name` into `dataDir` that were killed before their rename
+// (.NAME.import-XXXXXX, held by no import), removed; their size would stay in the data folder.
+void removeKilledImports(const QString& dataDir, const QString& name)
+{
+    const QString prefix = QLatin1Char('.') + name + QStringLiteral(".import-");
+    const QFileInfoList found = QDir(dataDir).entryInfoList(
+        {prefix + QLatin1Char('*')}, QDir::Dirs | QDir::Hidden | QDir::NoDotAndDotDot);
+    for (const QFileInfo& f : found) {
+        if (!f.fileName().startsWith(prefix) || f.isSymLink()) continue;
+        const HeldFolder hold(f.absoluteFilePath());
+        if (hold.held()) QDir(f.absoluteFilePath()).removeRecursively();
+    }
+}
+
 void toOneChannel(engine::ImageSet& set)
 {
     std::vector<std::uint8_t> one(set.pixels.size() / 3);
@@ -721,10 +765,12 @@ ImportResult importImageFolder(const ImportOptions& o,
 
     // Written beside its place, then renamed into it.
     makeFolder(dataDir);
+    removeKilledImports(dataDir, name);
     QTemporaryDir temp(dataDir + QStringLiteral("/.") + name + QStringLiteral(".import-XXXXXX"));
     if (!temp.isValid())
         throw IoError(native(dataDir).toStdString() +
                       ": cannot make a folder there: " + temp.errorString().toStdString());
+    const HeldFolder writing(temp.path()); // not a killed import's, to another import
     if (cancel && cancel->load()) throw engine::Error("import cancelled: nothing was written");
     writeIdx(temp.path(), QStringLiteral("train"), sets[0], int(classes.size()));
     writeIdx(temp.path(), QStringLiteral("t10k"), sets[1], int(classes.size()));

@@ -12,6 +12,10 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 
@@ -558,9 +562,18 @@ private slots:
         QCOMPARE(QString::fromStdString(extras.source), QDir::toNativeSeparators(m_pets));
         QCOMPARE(extras.trainCount, d.train.count);
 
-        // The same seed holds out the same images; another seed others.
+        // The same seed holds out the same images; another seed others. A killed import's
+        // temporary folder (held by nobody) goes then; one that another import holds stays.
+        const QString killed = data + QStringLiteral("/.my-pets.import-Kx91Qa");
+        const QString busy = data + QStringLiteral("/.my-pets.import-Bz22Pq");
+        QVERIFY(QDir().mkpath(killed + QStringLiteral("/t")) && QDir().mkpath(busy));
+        const int held = ::open(QFile::encodeName(busy).constData(), O_RDONLY | O_DIRECTORY);
+        QVERIFY(held >= 0 && ::flock(held, LOCK_EX) == 0);
         o.overwrite = true;
         app::importImageFolder(o);
+        QVERIFY(!QFileInfo::exists(killed));
+        QVERIFY(QFileInfo::exists(busy));
+        ::close(held);
         QCOMPARE(load(QStringLiteral("my-pets"), data).test.pixels, d.test.pixels);
         o.seed = 7;
         app::importImageFolder(o);
