@@ -589,7 +589,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                     io.err << "towers-cli train: --model cannot change when resuming: " << value
                            << " describes "
                            << (m.name == c.model
-                                   ? QStringLiteral("'%1' otherwise than the run's copy (its "
+                                   ? QStringLiteral("a different '%1' than the run's copy (its "
                                                     "network, recipe or description differ)")
                                          .arg(QString::fromStdString(c.model))
                                    : QStringLiteral("the model '%1', not the run's '%2'")

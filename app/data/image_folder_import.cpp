@@ -306,9 +306,8 @@ void writeIdx(const QString& dir, const QString& prefix, const engine::ImageSet&
                labels.data(), qint64(labels.size()));
 }
 
-// Keeps the first channel of every pixel (the images were gray in RGB).
 // An import's temporary folder, held (flock on the folder) for as long as it lives: a later
-// import of the same name removes those nobody holds, a killed import's.
+// import of the same name on this machine leaves it alone.
 class HeldFolder
 {
 public:
@@ -334,19 +333,25 @@ private:
 };
 
 // The temporary folders of imports of `name` into `dataDir` that were killed before their rename
-// (.NAME.import-XXXXXX, held by no import), removed; their size would stay in the data folder.
+// (.NAME.import-XXXXXX), removed; their size would stay in the data folder. Only those unchanged
+// for an hour (an import writes its folder within moments of making it: a shared data folder's
+// import on another machine, whose lock this one cannot see, or one of an older Towers that
+// takes none, is younger) and held by no import here.
 void removeKilledImports(const QString& dataDir, const QString& name)
 {
     const QString prefix = QLatin1Char('.') + name + QStringLiteral(".import-");
     const QFileInfoList found = QDir(dataDir).entryInfoList(
         {prefix + QLatin1Char('*')}, QDir::Dirs | QDir::Hidden | QDir::NoDotAndDotDot);
+    const QDateTime hourAgo = QDateTime::currentDateTimeUtc().addSecs(-3600);
     for (const QFileInfo& f : found) {
         if (!f.fileName().startsWith(prefix) || f.isSymLink()) continue;
+        if (f.lastModified().toUTC() > hourAgo) continue;
         const HeldFolder hold(f.absoluteFilePath());
         if (hold.held()) QDir(f.absoluteFilePath()).removeRecursively();
     }
 }
 
+// Keeps the first channel of every pixel (the images were gray in RGB).
 void toOneChannel(engine::ImageSet& set)
 {
     std::vector<std::uint8_t> one(set.pixels.size() / 3);

@@ -219,7 +219,8 @@ engine::SessionOptions planNewRun(NewRunRequest r)
             return canonical.isEmpty() ? QDir::cleanPath(QDir(p).absolutePath()) : canonical;
         };
         const QString run = real(r.runDir), runs = real(r.runsDir);
-        if (run == runs || runs.startsWith(run + QLatin1Char('/')))
+        const QString inside = run.endsWith(QLatin1Char('/')) ? run : run + QLatin1Char('/');
+        if (run == runs || runs.startsWith(inside))
             throw engine::InvalidArgument(
                 "the run folder " + QDir(r.runDir).absolutePath().toStdString() +
                 (run == runs ? " is the runs folder itself"

@@ -52,11 +52,8 @@ std::int64_t runLength(const RunSummary& r)
     // config.json is written again by every start: a resume with another --steps (or --epochs)
     // says so before it logs a step.
     if (r.config && r.config->steps > 0) return r.config->steps;
-    if (r.config && r.config->epochs > 0 && r.lastStep > 0 && r.lastEpoch > 0) {
-        // Its steps per epoch, as its last record shows them (epoch = step / steps per epoch).
-        const auto perEpoch = std::int64_t(std::llround(double(r.lastStep) / r.lastEpoch));
-        if (perEpoch >= 1) return r.config->totalSteps(perEpoch);
-    }
+    if (r.config && r.config->epochs > 0 && r.stepsPerEpoch >= 1)
+        return r.config->totalSteps(r.stepsPerEpoch);
     return r.totalSteps;
 }
 
@@ -102,6 +99,8 @@ RunSummary readRun(const QString& folder)
             r.lastLoss = last->value(QStringLiteral("loss")).toDouble();
         r.lastEpoch = last->value(QStringLiteral("epoch")).toDouble();
         r.totalSteps = last->value(QStringLiteral("totalSteps")).toInteger();
+        if (r.lastStep > 0 && r.lastEpoch > 0)
+            r.stepsPerEpoch = std::llround(double(r.lastStep) / r.lastEpoch);
     }
     newer(r.modified, metrics);
     r.checkpoints = runCheckpoints(r.folder, r.problem.isEmpty() ? &r.problem : nullptr);

@@ -29,6 +29,8 @@ struct RunSummary
     std::optional<double> lastLoss; // the latest logged record's (nullopt: none read)
     double lastEpoch = 0;
     std::int64_t totalSteps = 0; // the run's length as it logged it (metrics.jsonl); 0 = not logged
+    // Its steps per epoch, as that record shows them (step / epoch); 0 when not known.
+    std::int64_t stepsPerEpoch = 0;
     // The latest evaluation's precision @ 1 (eval.jsonl), on evaluatedSet().
     std::optional<double> accuracy;
     std::int64_t accuracyStep = 0;

@@ -288,12 +288,23 @@ TrashOutcome moveRunToTrash(const QString& folder)
                              who ? QString::fromStdString(*who) : QString::fromUtf8(e.what()));
                 return out;
             } catch (const engine::IoError&) {
-                // A lock file it cannot lock (read-only, copied from another user; a link): held
-                // by nobody, it moves as it is.
+                // A lock file it cannot lock: a link (which no training takes) moves as it is;
+                // another user's that nobody holds too; one it cannot even read says nothing of
+                // whether it trains: that stays.
+                const QFileInfo lockFile(run + QLatin1Char('/') +
+                                         QString::fromLatin1(engine::RunLock::kFileName));
+                if (lockFile.isSymLink()) continue;
                 if (const auto who = engine::RunLock::holder(run.toStdString())) {
                     out.error = QStringLiteral("%1 holds the run %2, which is being trained by %3: "
                                                "it stays where it is (stop that training first)")
                                     .arg(path, run, QString::fromStdString(*who));
+                    return out;
+                }
+                if (!lockFile.isReadable()) {
+                    out.error = QStringLiteral("%1 holds the run %2, whose lock file cannot be "
+                                               "read here, so whether it trains cannot be told: "
+                                               "it stays where it is")
+                                    .arg(path, run);
                     return out;
                 }
             }

@@ -14,10 +14,12 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <ctime>
 
 #include "app/data/file_names.h"
 #include "app/data/image_folder_import.h"
@@ -563,17 +565,24 @@ private slots:
         QCOMPARE(extras.trainCount, d.train.count);
 
         // The same seed holds out the same images; another seed others. A killed import's
-        // temporary folder (held by nobody) goes then; one that another import holds stays.
+        // temporary folder (unchanged for two hours, held by nobody) goes then; one that another
+        // import holds stays, and so does a young one (another machine's import, whose lock is
+        // not seen here).
         const QString killed = data + QStringLiteral("/.my-pets.import-Kx91Qa");
         const QString busy = data + QStringLiteral("/.my-pets.import-Bz22Pq");
-        QVERIFY(QDir().mkpath(killed + QStringLiteral("/t")) && QDir().mkpath(busy));
+        const QString young = data + QStringLiteral("/.my-pets.import-Yy33Rr");
+        QVERIFY(QDir().mkpath(killed) && QDir().mkpath(busy) && QDir().mkpath(young));
+        const timespec old[2] = {{std::time(nullptr) - 7200, 0}, {std::time(nullptr) - 7200, 0}};
+        for (const QString& f : {killed, busy})
+            QVERIFY(::utimensat(AT_FDCWD, QFile::encodeName(f).constData(), old, 0) == 0);
         const int held = ::open(QFile::encodeName(busy).constData(), O_RDONLY | O_DIRECTORY);
         QVERIFY(held >= 0 && ::flock(held, LOCK_EX) == 0);
         o.overwrite = true;
         app::importImageFolder(o);
+        ::close(held);
         QVERIFY(!QFileInfo::exists(killed));
         QVERIFY(QFileInfo::exists(busy));
-        ::close(held);
+        QVERIFY(QFileInfo::exists(young));
         QCOMPARE(load(QStringLiteral("my-pets"), data).test.pixels, d.test.pixels);
         o.seed = 7;
         app::importImageFolder(o);

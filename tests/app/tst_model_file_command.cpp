@@ -171,7 +171,7 @@ private slots:
         r = script(net, QStringLiteral("4"));
         QCOMPARE(r.exitCode, 2);
         QVERIFY2(r.err.contains(QStringLiteral("--model cannot change when resuming: %1 describes "
-                                               "'requeued' otherwise than the run's copy (its "
+                                               "a different 'requeued' than the run's copy (its "
                                                "network, recipe or description differ) (the run "
                                                "keeps its model in its config.json")
                                     .arg(net)),

@@ -87,8 +87,9 @@ private slots:
         // nor one that holds it.
         QVERIFY(QDir().mkpath(r.runsDir));
         QVERIFY(QFile::link(r.runsDir, dir.filePath(QStringLiteral("link"))));
-        for (const QString& runs : {r.runsDir, r.runsDir + QStringLiteral("/./"),
-                                    dir.filePath(QStringLiteral("link")), dir.path()}) {
+        for (const QString& runs :
+             {r.runsDir, r.runsDir + QStringLiteral("/./"), dir.filePath(QStringLiteral("link")),
+              dir.path(), QStringLiteral("/")}) {
             r.runDir = runs;
             try {
                 (void)app::planNewRun(r);
@@ -100,8 +101,9 @@ private slots:
                              r.runsDir + QStringLiteral("/NAME)")),
                          e.what());
                 QVERIFY2(QString::fromUtf8(e.what()).contains(
-                             runs == dir.path() ? QStringLiteral(" holds the runs folder ")
-                                                : QStringLiteral(" is the runs folder itself")),
+                             runs == dir.path() || runs == QLatin1String("/")
+                                 ? QStringLiteral(" holds the runs folder ")
+                                 : QStringLiteral(" is the runs folder itself")),
                          e.what());
             }
         }

@@ -163,8 +163,17 @@ private slots:
         c.steps = 90;
         eng::RunDirectory(dir.filePath(QStringLiteral("longer")).toStdString())
             .writeConfig(c.toJson());
-        // Resumed for more epochs (0.75 of 120 steps each, its records say: 0.5 at step 60).
+        // Resumed for more epochs (0.75 of 120 steps each, its records say: 0.5 at step 60),
+        // stopped at a step it did not log (its newest checkpoint's, 61).
         makeRun(dir.filePath(QStringLiteral("epochs")), 60, 60, 0.5);
+        {
+            QFile f(QString::fromStdString(
+                eng::RunDirectory(dir.filePath(QStringLiteral("epochs")).toStdString())
+                    .checkpointPath(61)
+                    .string()));
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(QByteArray(2048, 'x'));
+        }
         c.steps = 0;
         c.epochs = 0.75;
         eng::RunDirectory(dir.filePath(QStringLiteral("epochs")).toStdString())
@@ -179,7 +188,8 @@ private slots:
         }
         const Result r = run({QStringLiteral("--runs-dir"), root.path()});
         QVERIFY2(r.out.contains(QStringLiteral("60 / 60  stopped")) &&
-                     r.out.count(QStringLiteral("60 / 90  stopped")) == 2,
+                     r.out.contains(QStringLiteral("60 / 90  stopped")) &&
+                     r.out.contains(QStringLiteral("61 / 90  stopped")),
                  qPrintable(r.out));
     }
 
