@@ -667,8 +667,10 @@ private slots:
         QTRY_COMPARE(page.checkpointModel()->rowCount(), 1);
         QVERIFY(!button(page, QStringLiteral("Resume this run"))->isEnabled());
 
-        // The last line, then the trainer lets the run go: one last read, then no more.
+        // The last line and its evaluation, then the trainer lets the run go: one last read,
+        // then no more.
         dir.appendMetrics(metricsLine(100, 4));
+        dir.appendEval("{\"step\":100,\"precisionAt1\":0.5}");
         lock.reset();
         QTRY_COMPARE(page.follower()->state(), RunFollower::State::Ended);
         QVERIFY(!page.follower()->isPolling());

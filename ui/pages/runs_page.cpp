@@ -641,8 +641,12 @@ QString RunsPage::followStatus() const
         return text + QLatin1Char('.');
     }
     case RunFollower::State::Ended: {
-        const bool finished =
-            !c.steps.isEmpty() && c.totalSteps > 0 && std::int64_t(c.steps.back()) >= c.totalSteps;
+        // At its last step and evaluated there (a stop during that evaluation leaves it to a
+        // resume), as the runs listing says.
+        const bool finished = !c.steps.isEmpty() && c.totalSteps > 0 &&
+                              std::int64_t(c.steps.back()) >= c.totalSteps &&
+                              !c.evalSteps.isEmpty() &&
+                              std::int64_t(c.evalSteps.back()) >= c.totalSteps;
         return (finished ? tr("■ Training finished in the other process (%1): %2. No longer "
                               "following: it released the run folder.")
                          : tr("■ Training stopped in the other process (%1) at %2. No longer "
