@@ -55,6 +55,9 @@ struct SafeTensorEntry
     std::string name;
     DType dtype;
     Shape shape;
+
+    // "float32 [128, 3136]", as Tensor::describe() says a host tensor.
+    std::string describe() const { return std::string(dtypeName(dtype)) + " " + shape.str(); }
 };
 // Each tensor's name, dtype and shape, as a file's header would describe them.
 std::vector<SafeTensorEntry> describeTensors(const NamedTensors& tensors);

@@ -127,9 +127,8 @@ void Ema::checkState(const std::vector<SafeTensorEntry>& tensors,
         const auto it = given.find(key);
         if (it == given.end()) throw InvalidArgument("EMA state: tensor '" + key + "' is missing");
         if (it->second->shape != p->value.shape() || it->second->dtype != p->value.dtype())
-            throw InvalidArgument(
-                "EMA state: tensor '" + key + "' is " + std::string(dtypeName(it->second->dtype)) +
-                " " + it->second->shape.str() + ", the parameter is " + p->value.describe());
+            throw InvalidArgument("EMA state: tensor '" + key + "' is " + it->second->describe() +
+                                  ", the parameter is " + p->value.describe());
         ++used;
     }
     if (used != given.size()) {

@@ -82,14 +82,11 @@ void Optimizer::checkState(const std::vector<SafeTensorEntry>& tensors,
     std::map<std::string, const SafeTensorEntry*> given;
     for (const SafeTensorEntry& t : tensors)
         if (t.name.rfind("optim.", 0) == 0) given[t.name] = &t;
-    const auto describe = [](const SafeTensorEntry& t) {
-        return std::string(dtypeName(t.dtype)) + " " + t.shape.str();
-    };
     const auto it = given.find(kStepName);
     if (it == given.end()) throw InvalidArgument("optimizer state: tensor 'optim.step' is missing");
     if (it->second->dtype != DType::Int64 || it->second->shape.numel() != 1)
         throw InvalidArgument("optimizer state: 'optim.step' must be one int64, got " +
-                              describe(*it->second));
+                              it->second->describe());
     std::set<std::string> used{kStepName};
     const auto names = slotNames();
     for (auto* p : params) {
@@ -102,7 +99,7 @@ void Optimizer::checkState(const std::vector<SafeTensorEntry>& tensors,
                                       name() + " optimizer keeps '" + s + "' for every parameter)");
             if (f->second->shape != p->value.shape() || f->second->dtype != p->value.dtype())
                 throw InvalidArgument("optimizer state: tensor '" + key + "' is " +
-                                      describe(*f->second) + ", the parameter is " +
+                                      f->second->describe() + ", the parameter is " +
                                       p->value.describe());
             used.insert(key);
         }

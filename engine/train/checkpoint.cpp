@@ -1,5 +1,6 @@
 #include "engine/train/checkpoint.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <exception>
@@ -283,19 +284,9 @@ void requireFinite(const std::string& where, const std::string& name, const Tens
                               "(NaN or infinite)");
 }
 
-// A tensor's name, dtype and shape: what of it validateCheckpoint checks against the model.
-struct Described
-{
-    std::string name;
-    DType dtype;
-    Shape shape;
-
-    std::string describe() const { return std::string(dtypeName(dtype)) + " " + shape.str(); }
-};
-
 // The checkpoint's tensors against `model` (info: the checkpoint's), by name, dtype and shape:
 // validateCheckpoint's checks but the values'.
-void checkTensors(const CheckpointInfo& info, const std::vector<Described>& tensors,
+void checkTensors(const CheckpointInfo& info, const std::vector<SafeTensorEntry>& tensors,
                   const Model& model, const std::string& where)
 {
     if (info.model != model.name())
@@ -304,9 +295,9 @@ void checkTensors(const CheckpointInfo& info, const std::vector<Described>& tens
     if (info.inputShape != model.inputShape())
         throw InvalidArgument(where + " was trained on inputs " + info.inputShape.str() +
                               ", the model takes " + model.inputShape().str());
-    std::map<std::string, const Described*> weights;
-    std::vector<const Described*> ema, optimizer;
-    for (const Described& t : tensors) {
+    std::map<std::string, const SafeTensorEntry*> weights;
+    std::vector<const SafeTensorEntry*> ema, optimizer;
+    for (const SafeTensorEntry& t : tensors) {
         if (t.name.rfind("ema.", 0) == 0)
             ema.push_back(&t);
         else if (t.name.rfind("optim.", 0) == 0)
@@ -319,7 +310,7 @@ void checkTensors(const CheckpointInfo& info, const std::vector<Described>& tens
         const auto it = weights.find(p->name);
         if (it == weights.end())
             throw InvalidArgument(where + ": tensor '" + p->name + "' of the model is missing");
-        const Described& t = *it->second;
+        const SafeTensorEntry& t = *it->second;
         if (t.dtype != p->value.dtype())
             throw InvalidArgument(where + ": tensor '" + p->name + "' is " +
                                   std::string(dtypeName(t.dtype)) + ", the model's is " +
@@ -334,14 +325,14 @@ void checkTensors(const CheckpointInfo& info, const std::vector<Described>& tens
         throw InvalidArgument(where + ": tensor '" + weights.begin()->first +
                               "' is not part of model '" + model.name() + "'");
 
-    auto checkLike = [&](const Described& t, const Parameter& p) {
+    auto checkLike = [&](const SafeTensorEntry& t, const Parameter& p) {
         if (t.dtype != p.value.dtype() || t.shape != p.value.shape())
             throw InvalidArgument(where + ": tensor '" + t.name + "' is " + t.describe() +
                                   ", its parameter '" + p.name + "' is " + p.value.describe());
     };
     if (!ema.empty()) {
         std::set<std::string> seen;
-        for (const Described* t : ema) {
+        for (const SafeTensorEntry* t : ema) {
             const auto it = trainable.find(t->name.substr(4));
             if (it == trainable.end())
                 throw InvalidArgument(where + ": tensor '" + t->name +
@@ -353,7 +344,7 @@ void checkTensors(const CheckpointInfo& info, const std::vector<Described>& tens
             if (!seen.count(name))
                 throw InvalidArgument(where + ": tensor 'ema." + name + "' is missing");
     }
-    for (const Described* t : optimizer) {
+    for (const SafeTensorEntry* t : optimizer) {
         if (t->name == "optim.step") continue;
         const std::string rest = t->name.substr(6);
         const auto dot = rest.rfind('.');
@@ -387,9 +378,9 @@ void checkValues(const std::string& where, const std::string& name, const Tensor
 void validateCheckpoint(const Checkpoint& c, const Model& model, const fs::path& path)
 {
     const std::string where = "checkpoint " + quotedPath(path);
-    std::vector<Described> tensors;
+    std::vector<SafeTensorEntry> tensors;
     for (const NamedTensors* part : {&c.weights, &c.ema, &c.optimizer})
-        for (const auto& [n, t] : *part) tensors.push_back({n, t.dtype(), t.shape()});
+        for (SafeTensorEntry& e : describeTensors(*part)) tensors.push_back(std::move(e));
     checkTensors(c.info, tensors, model, where);
     for (const NamedTensors* part : {&c.weights, &c.ema, &c.optimizer})
         for (const auto& [n, t] : *part) checkValues(where, n, t);
@@ -400,7 +391,7 @@ CheckpointInfo verifyCheckpoint(const fs::path& path, const Model* model,
 {
     const std::string where = "checkpoint " + quotedPath(path);
     std::map<std::string, std::string> metadata;
-    std::vector<Described> tensors;
+    std::vector<SafeTensorEntry> tensors;
     Crc crc;
     // What the metadata, the tensors and their values say waits for the checksum: a damaged file
     // is said to be damaged, as readCheckpoint says it.
@@ -412,8 +403,7 @@ CheckpointInfo verifyCheckpoint(const fs::path& path, const Model* model,
             (void)recordedChecksum(header, path);
             addMetadata(crc, header);
             metadata = header;
-            for (const SafeTensorEntry& e : entries) tensors.push_back({e.name, e.dtype, e.shape});
-            if (verified) verified->tensors = entries;
+            tensors = entries;
         },
         [&](const std::string& name, Tensor& t) {
             addTensor(crc, name, t);
@@ -428,10 +418,7 @@ CheckpointInfo verifyCheckpoint(const fs::path& path, const Model* model,
     CheckpointInfo info = parseInfo(metadata, path);
     if (model) checkTensors(info, tensors, *model, where);
     if (unfit) std::rethrow_exception(unfit);
-    if (verified) {
-        verified->info = info;
-        verified->checksum = crc.hex();
-    }
+    if (verified) *verified = {info, std::move(tensors), crc.hex()};
     return info;
 }
 
@@ -467,13 +454,10 @@ bool loadCheckpointWeights(const fs::path& path, const VerifiedCheckpoint& verif
                            bool useEma)
 {
     const std::string where = "checkpoint " + quotedPath(path);
-    std::vector<Described> tensors;
-    bool averages = false;
-    for (const SafeTensorEntry& e : verified.tensors) {
-        tensors.push_back({e.name, e.dtype, e.shape});
-        averages = averages || e.name.rfind("ema.", 0) == 0;
-    }
-    checkTensors(verified.info, tensors, model, where);
+    checkTensors(verified.info, verified.tensors, model, where);
+    const bool averages =
+        std::any_of(verified.tensors.begin(), verified.tensors.end(),
+                    [](const SafeTensorEntry& e) { return e.name.rfind("ema.", 0) == 0; });
     const bool averaged = useEma && averages;
     std::map<std::string, Parameter*> into; // the file's name -> the parameter it sets
     for (Parameter* p : model.parameters())

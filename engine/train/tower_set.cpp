@@ -1183,9 +1183,8 @@ void TowerSet::loadState(const StateSource& state)
         if (it == weights.end())
             throw InvalidArgument("state: tensor '" + p->name + "' is missing");
         if (it->second->shape != p->value.shape() || it->second->dtype != p->value.dtype())
-            throw InvalidArgument(
-                "state: tensor '" + p->name + "' is " + std::string(dtypeName(it->second->dtype)) +
-                " " + it->second->shape.str() + ", the model's is " + p->value.describe());
+            throw InvalidArgument("state: tensor '" + p->name + "' is " + it->second->describe() +
+                                  ", the model's is " + p->value.describe());
     }
     if (weights.size() != params.size())
         for (const auto& [name, t] : weights)
@@ -1210,8 +1209,7 @@ void TowerSet::loadState(const StateSource& state)
             if (t.dtype() != DType::Int64 || t.numel() != 1)
                 throw InvalidArgument("optimizer state: 'optim.step' must be one int64, got " +
                                       t.describe());
-            steps = t.onHost().data<std::int64_t>()[0];
-            if (steps < 0) throw InvalidArgument("optimizer state: 'optim.step' is negative");
+            steps = t.onHost().data<std::int64_t>()[0]; // refused below when negative
             given.insert(name);
             return;
         }

@@ -414,8 +414,7 @@ StartingWeights readStartingWeights(const std::filesystem::path& file, const Mod
             if (info.imageShape.rank() > 0 && info.imageShape != imageShape)
                 images = " (it was trained on images of " + info.imageShape.str() +
                          ", this dataset's are " + imageShape.str() + ")";
-            throw InvalidArgument(from + "its tensor '" + p->name + "' is " +
-                                  std::string(dtypeName(t.dtype)) + " " + t.shape.str() +
+            throw InvalidArgument(from + "its tensor '" + p->name + "' is " + t.describe() +
                                   ", this run's model has " + p->value.describe() + images);
         }
         averages = averages || averaged;
@@ -431,9 +430,8 @@ StartingWeights readStartingWeights(const std::filesystem::path& file, const Mod
             out.weights.emplace_back(p->name, p->value.copyTo(Device::host()));
             continue;
         }
-        const auto it = read.find(p->name);
-        if (it == read.end()) throw InvalidArgument(from + "it has no tensor '" + p->name + "'");
-        out.weights.emplace_back(p->name, it->second);
+        // (Every tensor taken was read: rereadCheckpoint refuses a file that changed.)
+        out.weights.emplace_back(p->name, read.at(p->name));
     }
     std::string headNote;
     if (!head.empty()) {
