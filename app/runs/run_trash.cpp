@@ -213,10 +213,6 @@ QString whyNoRun(const QDir& dir)
                            .arg(files);
 }
 
-} // namespace
-
-namespace {
-
 // The folders below `path` (not itself) that hold a run's lock file: the runs inside it, those
 // set aside included.
 std::vector<QString> lockedFoldersInside(const QString& path)
@@ -232,20 +228,26 @@ std::vector<QString> lockedFoldersInside(const QString& path)
     return out;
 }
 
-} // namespace
-
-QStringList runsInside(const QString& folder)
+// Of those, the runs that are not `path`'s history (its own earlier runs, and theirs, set aside
+// by --overwrite or --restart), by their paths below it, sorted.
+QStringList namedRuns(const QString& path, const std::vector<QString>& locked)
 {
-    const QString path = QDir::cleanPath(QFileInfo(folder).absoluteFilePath());
     QStringList out;
-    for (const QString& run : lockedFoldersInside(path)) {
-        // Its own earlier runs, and theirs, set aside by --overwrite or --restart: its history.
+    for (const QString& run : locked) {
         const QString relative = QDir(path).relativeFilePath(run);
         if (relative.split(QLatin1Char('/')).contains(QLatin1String("set-aside"))) continue;
         out << relative;
     }
     out.sort();
     return out;
+}
+
+} // namespace
+
+QStringList runsInside(const QString& folder)
+{
+    const QString path = QDir::cleanPath(QFileInfo(folder).absoluteFilePath());
+    return namedRuns(path, lockedFoldersInside(path));
 }
 
 TrashOutcome moveRunToTrash(const QString& folder)
@@ -270,7 +272,12 @@ TrashOutcome moveRunToTrash(const QString& folder)
     // The runs inside it too (a fine-tuning run kept in its parent's folder, a runs folder that
     // was made a run's --run-dir): a training there would lose what it has not written yet.
     const std::vector<QString> inside = lockedFoldersInside(path);
-    out.runsInside = runsInside(path);
+    out.runsInside = namedRuns(path, inside);
+    const auto trainedBy = [&](const QString& run, const QString& who) {
+        return QStringLiteral("%1 holds the run %2, which is being trained by %3: it stays where "
+                              "it is (stop that training first)")
+            .arg(path, run, who);
+    };
     try {
         // Held for the move: a training that starts meanwhile is refused instead of writing into
         // a folder on its way to the trash. The lock files move with the folders.
@@ -281,11 +288,8 @@ TrashOutcome moveRunToTrash(const QString& folder)
                 insideLocks.push_back(engine::RunLock::acquire(run.toStdString()));
             } catch (const engine::RunFolderBusy& e) {
                 const auto who = engine::RunLock::holder(run.toStdString());
-                out.error =
-                    QStringLiteral("%1 holds the run %2, which is being trained by %3: it "
-                                   "stays where it is (stop that training first)")
-                        .arg(path, run,
-                             who ? QString::fromStdString(*who) : QString::fromUtf8(e.what()));
+                out.error = trainedBy(run, who ? QString::fromStdString(*who)
+                                               : QString::fromUtf8(e.what()));
                 return out;
             } catch (const engine::IoError&) {
                 // A lock file it cannot lock: a link (which no training takes) moves as it is;
@@ -295,9 +299,7 @@ TrashOutcome moveRunToTrash(const QString& folder)
                                          QString::fromLatin1(engine::RunLock::kFileName));
                 if (lockFile.isSymLink()) continue;
                 if (const auto who = engine::RunLock::holder(run.toStdString())) {
-                    out.error = QStringLiteral("%1 holds the run %2, which is being trained by %3: "
-                                               "it stays where it is (stop that training first)")
-                                    .arg(path, run, QString::fromStdString(*who));
+                    out.error = trainedBy(run, QString::fromStdString(*who));
                     return out;
                 }
                 if (!lockFile.isReadable()) {
