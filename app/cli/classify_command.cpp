@@ -103,13 +103,14 @@ int runClassify(const QStringList& args, CommandIo& io)
         return c;
     // The checkpoint last: a run given for it is resolved (and named) only with the rest usable.
     QString checkpointFile;
-    if (const int c =
-            checkpointOption(p, QStringLiteral("towers-cli classify"), io, checkpointFile);
+    std::optional<engine::VerifiedCheckpoint> verified;
+    if (const int c = checkpointOption(p, QStringLiteral("towers-cli classify"), io, checkpointFile,
+                                       &verified);
         c != ExitOk)
         return c;
 
     engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")),
-                                  0, arithmetic, device);
+                                  0, arithmetic, device, verified ? &*verified : nullptr);
     if (!classifier.precisionNote().empty())
         io.err << io.program << ": " << QString::fromStdString(classifier.precisionNote()) << "\n";
     // Each file is checked before it is decoded (a regular file, a size within the limits of

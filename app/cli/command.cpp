@@ -390,7 +390,7 @@ int initFromOption(const QCommandLineParser& parser, const QString& command, Com
 }
 
 int checkpointOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
-                     QString& file)
+                     QString& file, std::optional<engine::VerifiedCheckpoint>* verified)
 {
     if (!parser.isSet(QStringLiteral("checkpoint"))) {
         io.err << command
@@ -400,12 +400,15 @@ int checkpointOption(const QCommandLineParser& parser, const QString& command, C
     }
     return resolveCheckpoint(
         parser.value(QStringLiteral("checkpoint")), QStringLiteral("--checkpoint"), command, io,
-        file, parser.isSet(QStringLiteral("best")) ? RunCheckpoint::Best : RunCheckpoint::Newest);
+        file, parser.isSet(QStringLiteral("best")) ? RunCheckpoint::Best : RunCheckpoint::Newest,
+        verified);
 }
 
 int resolveCheckpoint(const QString& given, const QString& option, const QString& command,
-                      CommandIo& io, QString& file, RunCheckpoint which)
+                      CommandIo& io, QString& file, RunCheckpoint which,
+                      std::optional<engine::VerifiedCheckpoint>* verified)
 {
+    if (verified) verified->reset();
     const QString folder = runFolderOf(given, defaultRunsDir());
     if (folder.isEmpty()) {
         if (which == RunCheckpoint::Best) {
@@ -434,19 +437,55 @@ int resolveCheckpoint(const QString& given, const QString& option, const QString
                << "\n";
         return ExitFailure;
     }
+    // A checkpoint is taken only once it reads whole (verifyCheckpoint: every byte against its
+    // checksum); a damaged one (a disk that filled, a copy cut short) is passed over for the next,
+    // saying so, as a resume does.
+    const auto readsWhole = [&](const engine::CheckpointFile& c, QString& why) {
+        try {
+            engine::VerifiedCheckpoint checked;
+            (void)engine::verifyCheckpoint(c.path, nullptr, &checked);
+            if (verified) *verified = std::move(checked);
+            return true;
+        } catch (const engine::Error& e) {
+            why = QString::fromUtf8(e.what());
+            return false;
+        }
+    };
+    const auto skipping = [&](const engine::CheckpointFile& c, const QString& why) {
+        io.err << command << ": note: passing over the checkpoint at step " << c.step
+               << ", which does not read: " << why << "\n";
+    };
     if (which == RunCheckpoint::Best) {
         const auto evaluations =
             engine::readEvaluations(run.filePath(QStringLiteral("eval.jsonl")).toStdString());
-        const auto best = engine::bestCheckpoint(checkpoints, evaluations);
+        auto candidates = checkpoints;
+        std::optional<engine::BestCheckpoint> best;
+        int damaged = 0;
+        while ((best = engine::bestCheckpoint(candidates, evaluations))) {
+            QString why;
+            if (readsWhole(best->file, why)) break;
+            skipping(best->file, why);
+            ++damaged;
+            std::erase_if(candidates, [&](const engine::CheckpointFile& c) {
+                return c.path == best->file.path;
+            });
+        }
         if (!best) {
             io.err << command << ": --best: no checkpoint of the run " << run.absolutePath()
-                   << " was evaluated ("
-                   << (evaluations.empty()
-                           ? QStringLiteral("eval.jsonl records no evaluation")
-                           : QStringLiteral("eval.jsonl's %1 evaluation(s) are at steps with no "
-                                            "checkpoint left")
-                                 .arg(evaluations.size()))
-                   << "); without --best, " << option << " takes its newest\n";
+                   << (damaged > 0
+                           ? QStringLiteral(" that was evaluated reads whole (%1 "
+                                            "evaluated, each above); without --best, %2 "
+                                            "takes its newest that reads\n")
+                                 .arg(damaged)
+                                 .arg(option)
+                           : QStringLiteral(" was evaluated (%1); without --best, %2 "
+                                            "takes its newest\n")
+                                 .arg(evaluations.empty()
+                                          ? QStringLiteral("eval.jsonl records no evaluation")
+                                          : QStringLiteral("eval.jsonl's %1 evaluation(s) are at "
+                                                           "steps with no checkpoint left")
+                                                .arg(evaluations.size()))
+                                 .arg(option));
             return ExitFailure;
         }
         file = QString::fromStdString(best->file.path.string());
@@ -456,12 +495,15 @@ int resolveCheckpoint(const QString& given, const QString& option, const QString
         } catch (const engine::Error&) {
             // an unreadable config.json: its evaluations are named as a test set's
         }
-        io.err << command << ": the best checkpoint of " << run.absolutePath() << ": step "
-               << best->file.step << (validation ? ", validation accuracy " : ", test accuracy ")
+        io.err << command << ": the best checkpoint of " << run.absolutePath()
+               << (damaged > 0 ? " that reads" : "") << ": step " << best->file.step
+               << (validation ? ", validation accuracy " : ", test accuracy ")
                << QString::number(best->precisionAt1 * 100, 'f', 2) << " %, " << file << "\n";
         // A better evaluation whose checkpoint is gone (deleted, moved): said, not passed over.
         if (const auto top = engine::bestEvaluation(evaluations);
-            top && top->precisionAt1 > best->precisionAt1)
+            top && top->precisionAt1 > best->precisionAt1 &&
+            !std::any_of(checkpoints.begin(), checkpoints.end(),
+                         [&](const engine::CheckpointFile& c) { return c.step == top->step; }))
             io.err << command << ": note: its best evaluation, "
                    << QString::number(top->precisionAt1 * 100, 'f', 2) << " % at step " << top->step
                    << ", has no checkpoint left (rotation keeps it: was it deleted or moved?); "
@@ -469,11 +511,24 @@ int resolveCheckpoint(const QString& given, const QString& option, const QString
         io.err.flush();
         return ExitOk;
     }
-    file = QString::fromStdString(checkpoints.back().path.string());
-    io.err << command << ": the newest checkpoint of " << run.absolutePath() << ": step "
-           << checkpoints.back().step << ", " << file << "\n";
-    io.err.flush(); // before what the command prints on standard output
-    return ExitOk;
+    for (auto it = checkpoints.rbegin(); it != checkpoints.rend(); ++it) {
+        QString why;
+        if (!readsWhole(*it, why)) {
+            skipping(*it, why);
+            continue;
+        }
+        file = QString::fromStdString(it->path.string());
+        io.err << command << ": the newest checkpoint of " << run.absolutePath()
+               << (it == checkpoints.rbegin() ? "" : " that reads") << ": step " << it->step << ", "
+               << file << "\n";
+        io.err.flush(); // before what the command prints on standard output
+        return ExitOk;
+    }
+    io.err << command << ": " << option << ": none of the "
+           << (checkpoints.size() == 1 ? QStringLiteral("checkpoint")
+                                       : QStringLiteral("%1 checkpoints").arg(checkpoints.size()))
+           << " of the run " << run.absolutePath() << " reads whole (each above)\n";
+    return ExitFailure;
 }
 
 } // namespace towers::app

@@ -17,6 +17,7 @@
 namespace towers::engine {
 struct Device;
 struct InferenceDevice;
+struct VerifiedCheckpoint;
 } // namespace towers::engine
 
 namespace towers::engine {
@@ -191,12 +192,14 @@ int initFromOption(const QCommandLineParser& parser, const QString& command, Com
 // a run folder (or its checkpoints/ folder, or a run's name in the runs folder, as 'towers-cli
 // runs' lists them) gives its newest checkpoint, or with --best its best (the checkpoint of its
 // highest accuracy on the set it evaluated: its validation set, else the test set), which a line
-// on stderr names. Returns ExitOk, or prints an error and
-// returns the exit code: ExitUsage without --checkpoint or for --best with a file, ExitFailure for
-// a folder with no checkpoint (with --best: none evaluated). `command` is "towers-cli eval" and
-// the like.
+// on stderr names; of a run's checkpoints, only one that reads whole (verifyCheckpoint) is taken,
+// each passed over named on stderr. Returns ExitOk, or prints an error and returns the exit code:
+// ExitUsage without --checkpoint or for --best with a file, ExitFailure for a folder with no
+// checkpoint that reads (with --best: none evaluated). `command` is "towers-cli eval" and the
+// like. `verified`, where given, gets what verifyCheckpoint found of a run's checkpoint (so that
+// the command reads it once more, not twice), and stays empty for a file given as such.
 int checkpointOption(const QCommandLineParser& parser, const QString& command, CommandIo& io,
-                     QString& file);
+                     QString& file, std::optional<engine::VerifiedCheckpoint>* verified = nullptr);
 // Which of a run's checkpoints a run folder or name stands for.
 enum class RunCheckpoint
 {
@@ -204,10 +207,12 @@ enum class RunCheckpoint
     Best // the checkpoint of the run's highest evaluated accuracy (eval.jsonl)
 };
 // The checkpoint file `given` names, as for --checkpoint: a file as given, a run folder or a run's
-// name for its newest or best checkpoint (named on stderr). ExitOk, or the error printed (naming
-// `option`) and ExitFailure (ExitUsage: Best with a file).
+// name for its newest or best checkpoint that reads whole (named on stderr, as is each passed
+// over). ExitOk, or the error printed (naming `option`) and ExitFailure (ExitUsage: Best with a
+// file). `verified` as checkpointOption's.
 int resolveCheckpoint(const QString& given, const QString& option, const QString& command,
-                      CommandIo& io, QString& file, RunCheckpoint which = RunCheckpoint::Newest);
+                      CommandIo& io, QString& file, RunCheckpoint which = RunCheckpoint::Newest,
+                      std::optional<engine::VerifiedCheckpoint>* verified = nullptr);
 
 int runBench(const QStringList& args, CommandIo& io);
 int runDownload(const QStringList& args, CommandIo& io);

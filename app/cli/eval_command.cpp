@@ -136,7 +136,9 @@ int runEval(const QStringList& args, CommandIo& io)
     if (!searchPathOption(p, io, path)) return ExitUsage;
     // The checkpoint last: a run given for it is resolved (and named) only with the rest usable.
     QString checkpointFile;
-    if (const int c = checkpointOption(p, QStringLiteral("towers-cli eval"), io, checkpointFile);
+    std::optional<engine::VerifiedCheckpoint> verified;
+    if (const int c =
+            checkpointOption(p, QStringLiteral("towers-cli eval"), io, checkpointFile, &verified);
         c != ExitOk)
         return c;
     // Where the checkpoint's run found its dataset comes after --data-dir (which
@@ -145,7 +147,7 @@ int runEval(const QStringList& args, CommandIo& io)
         path.insert(path.begin(), runData.toStdString());
 
     engine::Classifier classifier(checkpointFile.toStdString(), !p.isSet(QStringLiteral("no-ema")),
-                                  0, arithmetic, device);
+                                  0, arithmetic, device, verified ? &*verified : nullptr);
     if (!classifier.precisionNote().empty())
         io.err << io.program << ": " << QString::fromStdString(classifier.precisionNote()) << "\n";
     const auto& info = classifier.info();

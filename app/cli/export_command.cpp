@@ -66,7 +66,9 @@ int runExport(const QStringList& args, CommandIo& io)
     }
     // The checkpoint last: a run given for it is resolved (and named) only with the rest usable.
     QString checkpointFile;
-    if (const int c = checkpointOption(p, QStringLiteral("towers-cli export"), io, checkpointFile);
+    std::optional<engine::VerifiedCheckpoint> verified;
+    if (const int c =
+            checkpointOption(p, QStringLiteral("towers-cli export"), io, checkpointFile, &verified);
         c != ExitOk)
         return c;
     const std::filesystem::path checkpoint = checkpointFile.toStdString();
@@ -75,7 +77,8 @@ int runExport(const QStringList& args, CommandIo& io)
             ? std::filesystem::path(p.value(QStringLiteral("output")).toStdString())
             : engine::defaultOnnxPath(checkpoint);
 
-    const engine::OnnxExportSummary s = engine::exportOnnx(checkpoint, output, options);
+    const engine::OnnxExportSummary s =
+        engine::exportOnnx(checkpoint, output, options, verified ? &*verified : nullptr);
     const QString path = QString::fromStdString(s.output.string());
     for (const auto& w : s.warnings)
         io.err << "towers-cli export: warning: " << QString::fromStdString(w) << "\n";

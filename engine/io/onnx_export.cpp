@@ -237,7 +237,7 @@ std::string onnxModelBytes(Model& model, const CheckpointInfo& info, bool usedEm
 }
 
 OnnxExportSummary exportOnnx(const fs::path& checkpoint, const fs::path& output,
-                             const OnnxExportOptions& options)
+                             const OnnxExportOptions& options, const VerifiedCheckpoint* checked)
 {
     if (output.empty()) throw InvalidArgument("no output file named");
     const int opset = options.opset == 0 ? onnxDefaultOpset() : options.opset;
@@ -257,9 +257,14 @@ OnnxExportSummary exportOnnx(const fs::path& checkpoint, const fs::path& output,
                       " is a checkpoint (a .safetensors file), which export never replaces: name "
                       "a .onnx file");
 
-    // Checked, then its weights read into the model: a tensor at a time both times.
+    // Checked (here, or by the caller), then its weights read into the model: a tensor at a
+    // time both times.
     VerifiedCheckpoint verified;
-    const CheckpointInfo info = verifyCheckpoint(checkpoint, nullptr, &verified);
+    if (checked)
+        verified = *checked;
+    else
+        (void)verifyCheckpoint(checkpoint, nullptr, &verified);
+    const CheckpointInfo& info = verified.info;
     std::unique_ptr<Model> model;
     OnnxExportSummary summary;
     bool useEma = false;

@@ -100,9 +100,11 @@ std::string onnxModelBytes(Model& model, const CheckpointInfo& info, bool usedEm
 // (temporary file in the same folder, fsync, rename). An existing `output` is refused unless
 // options.overwrite. Throws IoError naming the file for a checkpoint that does not read or does
 // not fit a known model and for any failure on disk (the temporary file is removed then),
-// InvalidArgument for bad options.
+// InvalidArgument for bad options. `verified`: what verifyCheckpoint found of `checkpoint`
+// already, so that it is read once more, not twice; none: checked here.
 OnnxExportSummary exportOnnx(const std::filesystem::path& checkpoint,
                              const std::filesystem::path& output,
-                             const OnnxExportOptions& options = {});
+                             const OnnxExportOptions& options = {},
+                             const VerifiedCheckpoint* verified = nullptr);
 
 } // namespace towers::engine

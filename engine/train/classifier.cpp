@@ -11,12 +11,18 @@
 namespace towers::engine {
 
 Classifier::Classifier(const std::filesystem::path& checkpoint, bool useEma, int threads,
-                       std::optional<Precision> precision, const InferenceDevice& device)
+                       std::optional<Precision> precision, const InferenceDevice& device,
+                       const VerifiedCheckpoint* checked)
 {
     requireBackendName(device.backend);
-    // Checked, then its weights read into the model: a tensor at a time both times.
+    // Checked (here, or by the caller), then its weights read into the model: a tensor at a
+    // time both times.
     VerifiedCheckpoint verified;
-    m_info = verifyCheckpoint(checkpoint, nullptr, &verified);
+    if (checked)
+        verified = *checked;
+    else
+        (void)verifyCheckpoint(checkpoint, nullptr, &verified);
+    m_info = verified.info;
     try {
         m_model = buildModel(resolveModel(m_info.model, m_info.modelDefinition),
                              checkpointClasses(m_info));

@@ -79,9 +79,12 @@ public:
     // runs it; else float32, and precisionNote() says why. `device`: where it computes (the
     // weights go there once; each batch is copied there and its logits back); Unsupported with
     // the reason where there is no such GPU, or it cannot run the precision asked for.
+    // `verified`: what verifyCheckpoint found of `checkpoint` already (towers-cli's choice of a
+    // run's checkpoint that reads), so that it is read once more, not twice; none: checked here.
     explicit Classifier(const std::filesystem::path& checkpoint, bool useEma = true,
                         int threads = 0, std::optional<Precision> precision = std::nullopt,
-                        const InferenceDevice& device = {});
+                        const InferenceDevice& device = {},
+                        const VerifiedCheckpoint* verified = nullptr);
     ~Classifier();
 
     const CheckpointInfo& info() const { return m_info; }

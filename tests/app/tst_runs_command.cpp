@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "cli_process.h"
+#include "engine/models/registry.h"
+#include "engine/train/checkpoint.h"
 #include "engine/train/run_directory.h"
 #include "engine/train/run_lock.h"
 #include "engine/train/train_config.h"
@@ -321,7 +323,8 @@ private slots:
 
     // The best checkpoint: the detail names it and marks it among the checkpoints with the test
     // accuracy at each evaluated step; --json has it; --best of eval, classify and export picks it
-    // from a run (by name or folder), and says why not for a file or a run with none evaluated.
+    // from a run (by name or folder), passes it over saying so where it does not read, and says
+    // why not for a file or a run with none evaluated (or none that reads).
     void bestCheckpointOfARun()
     {
         QTemporaryDir root;
@@ -359,10 +362,21 @@ private slots:
                                                QStringList{command} + args,
                                                {QStringLiteral("TOWERS_RUNS=") + root.path()});
         };
+        // Checkpoints that read whole (a run's choice takes only those), with no preprocessing
+        // recipe: each command stops at that, after saying which one it picked.
+        const auto writeReal = [&](std::int64_t step) {
+            auto model = eng::createModel("fashion-fast", 10);
+            eng::CheckpointInfo info;
+            info.dataset = "fashion-mnist";
+            info.step = step;
+            eng::writeCheckpoint(dir.checkpointPath(step), eng::makeCheckpoint(*model, info));
+        };
+        writeReal(40);
+        writeReal(80);
         for (const QString& command :
              {QStringLiteral("eval"), QStringLiteral("classify"), QStringLiteral("export")}) {
-            // The files here are not real checkpoints: what matters is which one is read.
-            // classify also takes an image (not read: the checkpoint fails first).
+            // What matters is which checkpoint is read. classify also takes an image (not read:
+            // the checkpoint fails first).
             const QStringList image = command == QLatin1String("classify")
                                           ? QStringList{QStringLiteral("image.png")}
                                           : QStringList{};
@@ -389,6 +403,45 @@ private slots:
             QVERIFY2(onFile.err.contains(QStringLiteral("--best picks among a run's checkpoints")),
                      qPrintable(onFile.err));
         }
+        // The best one damaged (its bytes no longer match its checksum): passed over, saying why,
+        // for the next best that reads.
+        const QString best40 = QString::fromStdString(dir.checkpointPath(40).string());
+        {
+            QFile f(best40);
+            QVERIFY(f.open(QIODevice::ReadWrite));
+            QByteArray bytes = f.readAll();
+            bytes[bytes.size() - 3] = char(bytes[bytes.size() - 3] ^ 0x55);
+            QVERIFY(f.seek(0) && f.write(bytes) == bytes.size());
+        }
+        const Result passed =
+            cli(QStringLiteral("export"),
+                {QStringLiteral("--checkpoint"), QStringLiteral("fm"), QStringLiteral("--best")});
+        QVERIFY2(passed.err.contains(
+                     QStringLiteral("towers-cli export: note: passing over the "
+                                    "checkpoint at step 40, which does not read: ") +
+                     QStringLiteral("checkpoint '") + best40 + QStringLiteral("' is damaged")),
+                 qPrintable(passed.err));
+        QVERIFY2(passed.err.contains(QStringLiteral("the best checkpoint of ") +
+                                     QDir(folder).absolutePath() +
+                                     QStringLiteral(" that reads: step 80, test accuracy 90.00 %")),
+                 qPrintable(passed.err));
+        // The one better still, at step 60, has no file at all: said as before.
+        QVERIFY2(passed.err.contains(QStringLiteral("note: its best evaluation, 95.00 % at step "
+                                                    "60, has no checkpoint left")),
+                 qPrintable(passed.err));
+        // Every evaluated one damaged: none to take, exit 1, saying so.
+        {
+            QFile f(QString::fromStdString(dir.checkpointPath(80).string()));
+            QVERIFY(f.resize(f.size() - 10));
+        }
+        const Result noneReads = cli(QStringLiteral("eval"), {QStringLiteral("--checkpoint"),
+                                                              folder, QStringLiteral("--best")});
+        QCOMPARE(noneReads.exitCode, 1);
+        QVERIFY2(noneReads.err.contains(QStringLiteral("no checkpoint of the run ") +
+                                        QDir(folder).absolutePath() +
+                                        QStringLiteral(" that was evaluated reads whole (2 "
+                                                       "evaluated, each above)")),
+                 qPrintable(noneReads.err));
         // A run whose evaluations are at steps with no checkpoint left.
         const QString other = QDir(root.path()).filePath(QStringLiteral("other"));
         makeRun(other, 10, 10, 0.5);

@@ -667,7 +667,8 @@ private slots:
     }
 
     // --checkpoint may name a run folder (or its checkpoints/ folder, or a run's name in the runs
-    // folder): eval, classify and export take its newest checkpoint and say which on stderr.
+    // folder): eval, classify and export take its newest checkpoint and say which on stderr; the
+    // newest that reads whole, where the newest is damaged, saying so.
     void checkpointOfARunFolder()
     {
         const QString dir = path(QStringLiteral("runs/newest"));
@@ -691,6 +692,38 @@ private slots:
                          e.err.contains(QStringLiteral("step 4, ") + newest),
                      qPrintable(e.err));
         }
+        // The newest damaged (cut short, as by a full disk when something else wrote it): passed
+        // over for the one before, by name too; every one damaged: exit 1, naming each.
+        {
+            QFile f(newest);
+            QVERIFY(f.resize(f.size() - 100));
+        }
+        const QString before = dir + QStringLiteral("/checkpoints/ckpt-00000002.safetensors");
+        const CliRun passed = evalOf(QStringLiteral("newest"));
+        QVERIFY2(passed.exitCode == 0, qPrintable(passed.err));
+        QVERIFY2(
+            passed.err.contains(QStringLiteral("towers-cli eval: note: passing over the "
+                                               "checkpoint at step 4, which does not read: ")) &&
+                passed.err.contains(newest + QStringLiteral("': tensor ")) &&
+                passed.err.contains(QStringLiteral("the file is truncated")),
+            qPrintable(passed.err));
+        QVERIFY2(passed.err.contains(QStringLiteral(" that reads: step 2, ") + before),
+                 qPrintable(passed.err));
+        QCOMPARE(QJsonDocument::fromJson(passed.out.toUtf8())
+                     .object()
+                     .value(QStringLiteral("checkpoint"))
+                     .toString(),
+                 before);
+        {
+            QFile f(before);
+            QVERIFY(f.resize(f.size() - 100));
+        }
+        const CliRun noneReads = evalOf(dir);
+        QCOMPARE(noneReads.exitCode, 1);
+        QVERIFY2(noneReads.err.contains(QStringLiteral("at step 2, which does not read")) &&
+                     noneReads.err.contains(QStringLiteral("--checkpoint: none of the 2 "
+                                                           "checkpoints of the run ")),
+                 qPrintable(noneReads.err));
         // A folder that is no run, and a run without a checkpoint: exit 1, saying so.
         const CliRun notRun = evalOf(path(QStringLiteral("runs")));
         QCOMPARE(notRun.exitCode, 1);
