@@ -263,20 +263,25 @@ void DatasetDownloader::install(const QString& source)
         renamePath(source, target);
         return;
     }
-    // An incomplete (or, with --force, complete) dataset is there: move it aside, put the new
-    // one in place, then delete the old one, so the folder is never half-written.
+    // An incomplete (or, with --force, complete) dataset is there: swapped with the new one in one
+    // step where the file system can (the name never lacks a dataset), else moved aside and the
+    // new one put in place; then the old one deleted, so the folder is never half-written.
     const QString old =
         m_dataDir + QStringLiteral("/.") + m_spec.folderName() + QStringLiteral(".old");
     removeAll(old);
-    renamePath(target, old);
-    try {
-        renamePath(source, target);
-    } catch (const engine::Error&) {
+    if (exchangePaths(source, target)) {
+        renamePath(source, old); // then removed as below (a link, never followed)
+    } else {
+        renamePath(target, old);
         try {
-            renamePath(old, target);
+            renamePath(source, target);
         } catch (const engine::Error&) {
+            try {
+                renamePath(old, target);
+            } catch (const engine::Error&) {
+            }
+            throw;
         }
-        throw;
     }
     try {
         removeAll(old);

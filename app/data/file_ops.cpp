@@ -2,6 +2,7 @@
 
 #include <QFile>
 #include <cerrno>
+#include <cstdio> // renameat2
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -46,6 +47,17 @@ void renamePath(const QString& from, const QString& to)
     std::error_code ec;
     std::filesystem::rename(fsPath(from), fsPath(to), ec);
     if (ec) fail(QStringLiteral("cannot rename %1 to %2").arg(from, to), ec);
+}
+
+bool exchangePaths(const QString& a, const QString& b)
+{
+    if (::renameat2(AT_FDCWD, QFile::encodeName(a).constData(), AT_FDCWD,
+                    QFile::encodeName(b).constData(), RENAME_EXCHANGE) == 0)
+        return true;
+    const int e = errno;
+    if (e == EINVAL || e == ENOSYS || e == ENOTSUP || e == EOPNOTSUPP) return false;
+    fail(QStringLiteral("cannot swap %1 and %2").arg(a, b),
+         std::error_code(e, std::generic_category()));
 }
 
 void writeAll(QFile& file, const char* data, qint64 size)

@@ -14,6 +14,10 @@ void makeFolder(const QString& path);
 void removeAll(const QString& path);
 // rename(2): atomic on one file system; replaces an existing file (not a non-empty folder).
 void renamePath(const QString& from, const QString& to);
+// Swaps `a` and `b` (both existing, on one file system) in one step (renameat2 RENAME_EXCHANGE),
+// so that neither name is ever missing: true when done, false where the file system cannot
+// (NFS, older kernels), nothing changed then; IoError for any other failure.
+bool exchangePaths(const QString& a, const QString& b);
 // Writes all `size` bytes to `file`, retrying short writes so that a full disk reports its reason
 // (ENOSPC) instead of a bare short count.
 void writeAll(QFile& file, const char* data, qint64 size);

@@ -794,14 +794,22 @@ ImportResult importImageFolder(const ImportOptions& o,
             throw IoError(native(dataDir).toStdString() +
                           ": cannot make a folder there: " + old.errorString().toStdString());
         const QString aside = old.path() + QStringLiteral("/replaced");
-        renamePath(target, aside);
-        try {
-            renamePath(temp.path(), target);
-        } catch (...) {
-            renamePath(aside, target); // the old one back in place
-            throw;
+        if (exchangePaths(temp.path(), target)) {
+            // In one step: the name never lacks a dataset, even for a kill in between. The
+            // replaced one (perhaps a link, never followed) goes with `old`; killed before that,
+            // it is a killed import's folder, which a later import removes.
+            temp.setAutoRemove(false);
+            renamePath(temp.path(), aside);
+        } else { // where the file system cannot swap: aside, then in
+            renamePath(target, aside);
+            try {
+                renamePath(temp.path(), target);
+            } catch (...) {
+                renamePath(aside, target); // the old one back in place
+                throw;
+            }
+            temp.setAutoRemove(false);
         }
-        temp.setAutoRemove(false);
     } else {
         renamePath(temp.path(), target);
         temp.setAutoRemove(false);

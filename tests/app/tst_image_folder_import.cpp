@@ -587,6 +587,31 @@ private slots:
         o.seed = 7;
         app::importImageFolder(o);
         QVERIFY(load(QStringLiteral("my-pets"), data).test.pixels != d.test.pixels);
+        // The replaced one is swapped out in one step and removed: nothing of it stays beside.
+        QVERIFY2(QDir(data)
+                     .entryList({QStringLiteral(".my-pets.old-*")},
+                                QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot)
+                     .isEmpty(),
+                 qPrintable(QDir(data).entryList(QDir::AllEntries | QDir::Hidden).join(' ')));
+
+        // A dataset name that is a link to a folder elsewhere (a dataset kept on another disk):
+        // the link is replaced, what it points at is not touched.
+        ImportOptions there = o;
+        there.dataDir = path(QStringLiteral("elsewhere"));
+        there.name = QStringLiteral("pets-copy");
+        const QString elsewhere = app::importImageFolder(there).folder;
+        {
+            QFile keep(elsewhere + QStringLiteral("/keep.txt"));
+            QVERIFY(keep.open(QIODevice::WriteOnly) && keep.write("mine") == 4);
+        }
+        QVERIFY(QFile::link(elsewhere, data + QStringLiteral("/linked-pets")));
+        o.name = QStringLiteral("linked-pets");
+        app::importImageFolder(o);
+        const QFileInfo replaced(data + QStringLiteral("/linked-pets"));
+        QVERIFY(replaced.isDir() && !replaced.isSymLink());
+        QVERIFY(QFileInfo::exists(elsewhere + QStringLiteral("/keep.txt")));
+        QCOMPARE(load(QStringLiteral("linked-pets"), data).test.pixels,
+                 load(QStringLiteral("my-pets"), data).test.pixels);
     }
 
     // train/ and val/ folders give the split; gray images make a 28x28x1 dataset; --no-flip.
