@@ -17,6 +17,8 @@
 
 #include <fstream>
 
+#include <sys/resource.h>
+
 #include "engine/cpu/host_memory.h"
 #include "engine/models/model_file.h"
 #include "engine/models/registry.h"
@@ -205,6 +207,54 @@ private slots:
                      .arg(QString::fromStdString(towers::engine::cpu::byteText(gpu.floor()))));
         page.setGpuTowers(false);
         QVERIFY(page.memoryText().contains(QStringLiteral("more than the ")));
+    }
+
+    // Under an address-space limit (ulimit -v), the row counts what the run's threads set aside
+    // (stacks, malloc's arenas) as the run's start does: a run the limit leaves room for without
+    // them, but not with them, is said in red, as train would refuse it.
+    void memoryRowCountsTheThreadsUnderUlimitV()
+    {
+        ModelPage page;
+        page.setModelName(QStringLiteral("fashion-fast"));
+        page.form()->setTowers(2);
+        auto* batch = page.form()->findChild<QSpinBox*>();
+        batch->setValue(4000);
+        const auto config = page.form()->config();
+        const auto need =
+            towers::engine::hostMemoryNeed(*towers::engine::buildModel("fashion-fast", 10), 2, 4001,
+                                           config.optimizer.kind, config.emaDecay > 0);
+        const std::int64_t threads = towers::engine::cpu::threadsAddressSpace(
+            2 * config.resolvedThreadsPerTower() + towers::engine::kThreadsBesidesTowers);
+        QVERIFY(threads > 0);
+        rlimit before{};
+        QVERIFY(::getrlimit(RLIMIT_AS, &before) == 0);
+        if (before.rlim_cur != RLIM_INFINITY)
+            QSKIP("an address-space limit (ulimit -v) is set here already");
+        // What is mapped now, then a limit that leaves the run's memory and half the threads'.
+        rlimit wide = before;
+        wide.rlim_cur = std::min(rlim_t(1) << 46, before.rlim_max);
+        QVERIFY(::setrlimit(RLIMIT_AS, &wide) == 0);
+        const auto room = towers::engine::cpu::addressSpaceRoom();
+        QVERIFY(room);
+        const std::int64_t mapped = std::int64_t(wide.rlim_cur) - room->bytes;
+        rlimit tight = before;
+        tight.rlim_cur = rlim_t(mapped + need.floor() + threads / 2);
+        QVERIFY(::setrlimit(RLIMIT_AS, &tight) == 0);
+        batch->setValue(4001); // worked out again under the limit
+        const QString text = page.memoryText();
+        QVERIFY(::setrlimit(RLIMIT_AS, &before) == 0);
+        QVERIFY2(text.contains(QStringLiteral(": more than the ")) &&
+                     text.contains(QStringLiteral("ulimit -v")),
+                 qPrintable(text));
+        auto withThreads = need;
+        withThreads.threads = threads;
+        QVERIFY2(text.startsWith(QStringLiteral("at least %1 for 2 towers × 4001")
+                                     .arg(QString::fromStdString(
+                                         towers::engine::cpu::byteText(withThreads.floor())))),
+                 qPrintable(text));
+        batch->setValue(4000); // no limit: no red
+        QVERIFY2(!page.memoryText().contains(QStringLiteral("more than the")),
+                 qPrintable(page.memoryText()));
     }
 
     void opensAModelFile()

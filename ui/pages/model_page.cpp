@@ -360,13 +360,27 @@ void ModelPage::showMemory()
         const engine::MemoryNeed need =
             engine::hostMemoryNeed(*m_networkBytes, std::max(1, c.towers),
                                    std::max(1, c.batchPerTower), c.optimizer.kind, c.emaDecay > 0);
-        const auto room = engine::cpu::availableHostMemory();
-        const QString floor = QString::fromStdString(engine::cpu::byteText(need.floor()));
+        // As the run's start checks it (checkHostMemory): the memory against what the machine
+        // and the control group leave; under an address-space limit (ulimit -v) that and the
+        // address space the run's threads set aside against what the limit leaves.
+        engine::MemoryNeed inAddressSpace = need;
+        inAddressSpace.threads = engine::cpu::threadsAddressSpace(
+            need.towers * c.resolvedThreadsPerTower() + engine::kThreadsBesidesTowers);
+        const auto shared = engine::cpu::sharedHostMemory();
+        const auto own = engine::cpu::addressSpaceRoom();
+        const bool sharedShort = shared && need.floor() > shared->bytes;
+        const bool ownShort = own && inAddressSpace.floor() > own->bytes;
+        // Shown against the room that refuses the run, else the tighter one.
+        const bool againstOwn =
+            !sharedShort && own && (ownShort || !shared || own->bytes < shared->bytes);
+        const std::optional<engine::cpu::HostMemory> room = againstOwn ? own : shared;
+        const engine::MemoryNeed& shown = againstOwn ? inAddressSpace : need;
+        const QString floor = QString::fromStdString(engine::cpu::byteText(shown.floor()));
         const QString free =
             room ? QString::fromStdString(engine::cpu::byteText(room->bytes)) : QString();
         const QString towers = need.towers == 1 ? tr("1 tower") : tr("%1 towers").arg(need.towers);
         QString text = tr("at least %1 for %2 × %3").arg(floor, towers).arg(need.batchPerTower);
-        const bool tooMuch = room && need.floor() > room->bytes;
+        const bool tooMuch = sharedShort || ownShort;
         if (tooMuch)
             text = tr("at least %1 for %2 × %3: more than the %4 this application may take (%5); "
                       "fewer towers, a smaller batch or a smaller network would fit")
@@ -380,7 +394,7 @@ void ModelPage::showMemory()
         m_memory->setToolTip(
             tr("%1; %2 more while a checkpoint is read back. The outputs' gradients and the "
                "convolutions' workspaces come on top (docs/training.md).")
-                .arg(QString::fromStdString(need.parts()),
+                .arg(QString::fromStdString(shown.parts()),
                      QString::fromStdString(engine::cpu::byteText(need.checkpoint))));
     } catch (const std::exception& e) {
         notWorkedOut(QString::fromUtf8(e.what()));
