@@ -524,10 +524,12 @@ int resolveCheckpoint(const QString& given, const QString& option, const QString
         io.err.flush(); // before what the command prints on standard output
         return ExitOk;
     }
-    io.err << command << ": " << option << ": none of the "
-           << (checkpoints.size() == 1 ? QStringLiteral("checkpoint")
-                                       : QStringLiteral("%1 checkpoints").arg(checkpoints.size()))
-           << " of the run " << run.absolutePath() << " reads whole (each above)\n";
+    if (checkpoints.size() == 1)
+        io.err << command << ": " << option << ": the one checkpoint of the run "
+               << run.absolutePath() << " does not read whole (above)\n";
+    else
+        io.err << command << ": " << option << ": none of the " << checkpoints.size()
+               << " checkpoints of the run " << run.absolutePath() << " reads whole (each above)\n";
     return ExitFailure;
 }
 
