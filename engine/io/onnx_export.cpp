@@ -245,17 +245,19 @@ OnnxExportSummary exportOnnx(const fs::path& checkpoint, const fs::path& output,
         throw InvalidArgument("opset " + std::to_string(opset) +
                               " is not one this build can write (" + std::to_string(kOnnxMinOpset) +
                               " to " + std::to_string(onnxMaxOpset()) + ")");
-    checkOutputFile(output, options.overwrite);
     // --force replaces an ONNX file, never a checkpoint: neither the one exported nor another
-    // (an ONNX file in its place would lose the run's weights and optimizer state).
+    // (an ONNX file in its place would lose the run's weights and optimizer state), whatever its
+    // name (checkOutputFile reads what the file is); nor is an ONNX file given a checkpoint's
+    // name, where runs and eval would take it for one.
     std::error_code ec;
     if (fs::exists(output, ec) && fs::equivalent(output, checkpoint, ec))
         throw IoError(quotedPath(output) +
                       " is the checkpoint being exported: name another file for the ONNX model");
-    if (fs::exists(output, ec) && output.extension() == ".safetensors")
+    if (isCheckpointName(output))
         throw IoError(quotedPath(output) +
-                      " is a checkpoint (a .safetensors file), which export never replaces: name "
-                      "a .onnx file");
+                      " is a checkpoint's name (.safetensors), which export never writes: name a "
+                      ".onnx file");
+    checkOutputFile(output, options.overwrite);
 
     // Checked (here, or by the caller), then its weights read into the model: a tensor at a
     // time both times.

@@ -1,6 +1,9 @@
 #include "engine/io/output_file.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -108,6 +111,48 @@ private:
 
 } // namespace
 
+std::string neverReplaced(const fs::path& target)
+{
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(target, ec);
+    if (ec || !fs::is_regular_file(st)) return {}; // a link is replaced, not what it points at
+    // A checkpoint by its content, whatever its name: safetensors' 8-byte header length, then
+    // the header's JSON object within the file.
+    if (std::FILE* f = std::fopen(target.c_str(), "rbe")) {
+        unsigned char head[9] = {};
+        const bool read = std::fread(head, 1, sizeof head, f) == sizeof head;
+        std::fclose(f);
+        std::uint64_t length = 0;
+        for (int i = 7; i >= 0; --i) length = (length << 8) | head[i];
+        const auto size = fs::file_size(target, ec);
+        if (read && !ec && head[8] == '{' && length >= 2 && length <= size - 8)
+            return quotedPath(target) +
+                   " is a checkpoint (safetensors), which is never replaced: name another file";
+    }
+    // A run's own records, in a run's folder (one that a training locked or logged into).
+    static const char* const kRunFiles[] = {"config.json", "metrics.jsonl", "eval.jsonl",
+                                            "failure.json", "towers.lock"};
+    const std::string name = target.filename().string();
+    const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    const bool runFile = std::any_of(std::begin(kRunFiles), std::end(kRunFiles),
+                                     [&](const char* f) { return name == f; }) ||
+                         name.rfind("events.out.tfevents.", 0) == 0;
+    if (runFile &&
+        (fs::exists(folder / "towers.lock", ec) || fs::exists(folder / "metrics.jsonl", ec) ||
+         fs::is_directory(folder / "checkpoints", ec)))
+        return quotedPath(target) + " is the run's own " + name + " (in the run folder " +
+               quotedPath(folder) + "), which is never replaced: name another file";
+    return {};
+}
+
+bool isCheckpointName(const fs::path& path)
+{
+    std::string ext = path.extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(),
+                   [](unsigned char c) { return char(std::tolower(c)); });
+    return ext == ".safetensors";
+}
+
 std::string outputExistsMessage(const fs::path& target)
 {
     return quotedPath(target) +
@@ -117,10 +162,15 @@ std::string outputExistsMessage(const fs::path& target)
 void checkOutputFile(const fs::path& target, bool overwrite)
 {
     std::error_code ec;
-    if (!overwrite && fs::exists(fs::symlink_status(target, ec)))
-        throw IoError(outputExistsMessage(target));
     if (fs::is_directory(target, ec))
         throw IoError(quotedPath(target) + " is a folder, not a file name");
+    if (isCheckpointName(target))
+        throw IoError(quotedPath(target) +
+                      " is a checkpoint's name (.safetensors), which only a training writes: "
+                      "name another file");
+    if (const std::string why = neverReplaced(target); !why.empty()) throw IoError(why);
+    if (!overwrite && fs::exists(fs::symlink_status(target, ec)))
+        throw IoError(outputExistsMessage(target));
 }
 
 void writeOutputFile(const fs::path& target, const std::string& bytes, bool overwrite)

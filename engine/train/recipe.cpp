@@ -129,6 +129,10 @@ std::string modelFileRecipeFields(const ModelInfo& info)
 void saveModelFile(const ModelInfo& info, const std::string& name,
                    const std::filesystem::path& path, bool overwrite)
 {
+    if (isCheckpointName(path))
+        throw IoError(quotedPath(path) +
+                      " is a checkpoint's name (.safetensors): a model file is JSON, name a .json "
+                      "file");
     checkOutputFile(path, overwrite);
     const std::string text = modelFileText(info, name, modelFileRecipeFields(info));
     // What is written reads back: a network and a recipe (a failure here is Towers' bug).

@@ -69,7 +69,8 @@ private slots:
     }
 
     // --force replaces an ONNX file, never a checkpoint: the one exported (also by another path
-    // to it) or another run's. Each is refused, named, and left as it was.
+    // to it), another run's, or a copy under any name (what the file is decides, not its name);
+    // nor a run's own config.json. Each is refused, named, and left as it was.
     void neverReplacesACheckpoint()
     {
         const QString other = path("ckpt-00000007.safetensors");
@@ -77,7 +78,18 @@ private slots:
         const QString viaDots = m_dir.path() + QStringLiteral("/./ckpt-00000042.safetensors");
         const QString link = path("a-link.onnx"); // another name of the checkpoint itself
         QVERIFY(QFile::link(m_checkpoint, link));
-        for (const QString& target : {m_checkpoint, viaDots, other, link}) {
+        const QString renamed = path("ckpt-00000042.safetensors.bak");
+        QVERIFY(QFile::copy(m_checkpoint, renamed));
+        const QString upper = path("COPY.SAFETENSORS");
+        QVERIFY(QFile::copy(m_checkpoint, upper));
+        QVERIFY(QDir().mkpath(path("run/checkpoints")));
+        const QString runConfig = path("run/config.json");
+        {
+            QFile c(runConfig);
+            QVERIFY(c.open(QIODevice::WriteOnly) && c.write("{\"model\": \"fashion-fast\"}") > 0);
+        }
+        for (const QString& target :
+             {m_checkpoint, viaDots, other, link, renamed, upper, runConfig}) {
             const QByteArray before = [&] {
                 QFile f(target);
                 return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
@@ -87,12 +99,30 @@ private slots:
                 exportCli({QStringLiteral("--checkpoint"), m_checkpoint, QStringLiteral("--output"),
                            target, QStringLiteral("--force")});
             QCOMPARE(r.exitCode, 1);
-            QVERIFY2(r.err.contains(target) && r.err.contains(QLatin1String("checkpoint")),
+            QVERIFY2(r.err.contains(target) &&
+                         r.err.contains(target == runConfig ? QLatin1String("the run's own")
+                                                            : QLatin1String("checkpoint")),
                      qPrintable(r.err));
             QFile f(target);
             QVERIFY(f.open(QIODevice::ReadOnly));
             QCOMPARE(f.readAll(), before);
         }
+        // Nor is an ONNX file given a checkpoint's name, where runs and eval would take it for
+        // one; a folder is said to be one, not to exist already.
+        const QString named = path("run/checkpoints/ckpt-00000099.Safetensors");
+        auto r = exportCli(
+            {QStringLiteral("--checkpoint"), m_checkpoint, QStringLiteral("--output"), named});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(QStringLiteral("is a checkpoint's name (.safetensors), which "
+                                               "export never writes: name a .onnx file")),
+                 qPrintable(r.err));
+        QVERIFY(!QFile::exists(named));
+        r = exportCli({QStringLiteral("--checkpoint"), m_checkpoint, QStringLiteral("--output"),
+                       path("run/")});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(QStringLiteral("is a folder, not a file name")) &&
+                     !r.err.contains(QStringLiteral("--force")),
+                 qPrintable(r.err));
     }
 
     void outputLayoutOpsetJson()

@@ -270,6 +270,31 @@ private slots:
                 qPrintable(bad.args.join(' ') + ": " + QString::number(r.exitCode) + ": " + r.err));
             QVERIFY(!QFile::exists(other));
         }
+
+        // --force never replaces the run's checkpoint (whatever its name) or its config.json,
+        // and no model file takes a checkpoint's name.
+        const QString checkpoint = run + QStringLiteral("/checkpoints/ckpt-00000002.safetensors");
+        const QString renamed = path(QStringLiteral("weights.bak"));
+        QVERIFY(QFile::copy(checkpoint, renamed));
+        const QString runConfig = run + QStringLiteral("/config.json");
+        for (const auto& [target, message] :
+             {std::pair{checkpoint, QStringLiteral("is a checkpoint's name (.safetensors)")},
+              std::pair{renamed, QStringLiteral("is a checkpoint (safetensors), which is never "
+                                                "replaced")},
+              std::pair{runConfig, QStringLiteral("is the run's own config.json (in the run "
+                                                  "folder '") +
+                                       run + QStringLiteral("'), which is never replaced")},
+              std::pair{path(QStringLiteral("new.SafeTensors")),
+                        QStringLiteral("a model file is JSON, name a .json file")}}) {
+            QFile before(target);
+            const QByteArray bytes = before.open(QIODevice::ReadOnly) ? before.readAll() : "";
+            before.close();
+            r = cli({"models", "fashion-fast", "--save", target, "--force"});
+            QVERIFY2(r.exitCode == 1 && r.err.contains(message), qPrintable(target + ": " + r.err));
+            QFile after(target);
+            QCOMPARE(after.open(QIODevice::ReadOnly) ? after.readAll() : QByteArray(""), bytes);
+        }
+        QVERIFY(!QFile::exists(path(QStringLiteral("new.SafeTensors"))));
     }
 
     void refusesWhatIsNoNetwork_data()
