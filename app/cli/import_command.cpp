@@ -56,14 +56,16 @@ int runImport(const QStringList& args, CommandIo& io)
          QStringLiteral("n")},
         {QStringLiteral("test-fraction"),
          QStringLiteral("Share of each class held out as the test set when there is no test "
-                        "folder (default 0.1)."),
+                        "folder (default 0.1; 0 only with a test folder)."),
          QStringLiteral("f")},
         {QStringLiteral("no-flip"),
          QStringLiteral("Left-right mirrors change the class (text, digits, arrows): training "
                         "never flips these images.")},
         {QStringLiteral("seed"), QStringLiteral("Which images are held out (default 1)."),
          QStringLiteral("n")},
-        {QStringLiteral("force"), QStringLiteral("Replace an imported dataset of the same name.")},
+        {QStringLiteral("force"),
+         QStringLiteral("Replace an imported dataset of the same name (never one that holds files "
+                        "an import does not write).")},
         {QStringLiteral("json"), QStringLiteral("Print the result as JSON.")},
     });
     int code = 0;

@@ -351,6 +351,23 @@ void removeKilledImports(const QString& dataDir, const QString& name)
     }
 }
 
+// What an imported dataset's folder holds that no import wrote there (a user's notes, a folder of
+// their own), by name (a folder's with '/' after it), sorted.
+QStringList notWrittenByAnImport(const QString& folder)
+{
+    const QStringList written = {
+        QStringLiteral("train-images-idx3-ubyte"),     QStringLiteral("train-labels-idx1-ubyte"),
+        QStringLiteral("t10k-images-idx3-ubyte"),      QStringLiteral("t10k-labels-idx1-ubyte"),
+        QString::fromLatin1(engine::kDatasetManifest), QString::fromLatin1(kImportedFilesName)};
+    QStringList out;
+    const QFileInfoList entries = QDir(folder).entryInfoList(
+        QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot, QDir::Name);
+    for (const QFileInfo& e : entries)
+        if (!written.contains(e.fileName()) || !(e.isFile() && !e.isSymLink()))
+            out << e.fileName() + (e.isDir() && !e.isSymLink() ? QStringLiteral("/") : QString());
+    return out;
+}
+
 // Keeps the first channel of every pixel (the images were gray in RGB).
 void toOneChannel(engine::ImageSet& set)
 {
@@ -655,6 +672,18 @@ ImportResult importImageFolder(const ImportOptions& o,
             throw InvalidArgument(
                 "a dataset " + name.toStdString() + " exists in " + native(dataDir).toStdString() +
                 ": choose another name, or replace it (" + o.overwriteHint.toStdString() + ")");
+        // Replacing it removes the folder: only where it holds nothing but what an import
+        // writes (a link is replaced as a link, what it points at kept).
+        if (!existing.isSymLink())
+            if (const QStringList others = notWrittenByAnImport(target); !others.isEmpty()) {
+                QStringList shown = others.mid(0, 5);
+                if (others.size() > 5)
+                    shown << QStringLiteral("and %1 more").arg(others.size() - 5);
+                throw InvalidArgument(targetText + " holds what an import does not write (" +
+                                      shown.join(QStringLiteral(", ")).toStdString() +
+                                      "), which replacing it would delete: move that out of it "
+                                      "first, or choose another name (nothing was changed)");
+            }
     }
     const ImageFolderScan scan = scanImageFolder(o.source);
     if (QDir::cleanPath(target).startsWith(scan.source + QLatin1Char('/')) || target == scan.source)
@@ -742,9 +771,15 @@ ImportResult importImageFolder(const ImportOptions& o,
                      ? std::string()
                      : " (first refused: " + result.skipped.front().toStdString() + ")"));
     if (sets[1].count == 0)
-        throw InvalidArgument(native(scan.source).toStdString() +
-                              ": no image is left for the test set (raise the test fraction, or "
-                              "give a test/ folder)");
+        throw InvalidArgument(
+            native(scan.source).toStdString() + ": no image is left for the test set (" +
+            (scan.splitFolders ? std::string("its test folder holds no image that could be read")
+             : o.testFraction == 0
+                 ? std::string("a test fraction of 0 holds none out: give one above 0, or a "
+                               "test/ folder")
+                 : std::string("a class needs two images or more for one to be held out, and "
+                               "none has: add images, or give a test/ folder")) +
+            ")");
     const bool gray = o.channels == 1 || (o.channels == 0 && allGray);
     if (gray && auto2) {
         for (int i = 0; i < 2; ++i) sets[i] = std::move(graySets[i]);

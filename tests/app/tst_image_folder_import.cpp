@@ -612,6 +612,30 @@ private slots:
         QVERIFY(QFileInfo::exists(elsewhere + QStringLiteral("/keep.txt")));
         QCOMPARE(load(QStringLiteral("linked-pets"), data).test.pixels,
                  load(QStringLiteral("my-pets"), data).test.pixels);
+
+        // What the user put into an imported dataset's folder is never deleted by replacing it:
+        // the import is refused, naming it, and nothing changes.
+        const QString mine = data + QStringLiteral("/my-pets");
+        QVERIFY(QDir().mkpath(mine + QStringLiteral("/extra")));
+        {
+            QFile notes(mine + QStringLiteral("/NOTES.txt"));
+            QVERIFY(notes.open(QIODevice::WriteOnly) && notes.write("mine") == 4);
+        }
+        o.name = QStringLiteral("my-pets");
+        try {
+            app::importImageFolder(o);
+            QFAIL("a dataset folder with the user's files in it was replaced");
+        } catch (const engine::InvalidArgument& e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(
+                         QStringLiteral("holds what an import does not write (NOTES.txt, extra/), "
+                                        "which replacing it would delete")),
+                     e.what());
+        }
+        QVERIFY(QFileInfo::exists(mine + QStringLiteral("/NOTES.txt")));
+        QVERIFY(QFileInfo(mine + QStringLiteral("/extra")).isDir());
+        QVERIFY(QFile::remove(mine + QStringLiteral("/NOTES.txt")) &&
+                QDir(mine).rmdir(QStringLiteral("extra")));
+        app::importImageFolder(o); // with them moved out, it is replaced
     }
 
     // train/ and val/ folders give the split; gray images make a 28x28x1 dataset; --no-flip.
@@ -772,7 +796,8 @@ private slots:
         b.testFraction = 1;
         refused(b, QStringLiteral("test fraction"));
         b.testFraction = 0;
-        refused(b, QStringLiteral("no image is left for the test set"));
+        refused(b, QStringLiteral("no image is left for the test set (a test fraction of 0 holds "
+                                  "none out: give one above 0, or a test/ folder)"));
         b.testFraction = 0.1;
         b.source = m_pets + QStringLiteral("/cat");
         refused(b, QStringLiteral("0 class folders with images"));
