@@ -183,7 +183,8 @@ QJsonArray shapeJson(const engine::Shape& s)
 
 QString runsDirEntry(const QString& given, const QString& runsDir)
 {
-    if (given.contains(QLatin1Char('/')) || QFileInfo::exists(given)) return {};
+    if (runsDir.isEmpty() || given.contains(QLatin1Char('/')) || QFileInfo::exists(given))
+        return {};
     return QDir(runsDir).filePath(given);
 }
 

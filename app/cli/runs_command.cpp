@@ -394,6 +394,11 @@ int runRuns(const QStringList& args, CommandIo& io)
     const QString runsDir = p.isSet(QStringLiteral("runs-dir"))
                                 ? p.value(QStringLiteral("runs-dir"))
                                 : defaultRunsDir();
+    if (runsDir.isEmpty() && positional.isEmpty()) {
+        io.err << "towers-cli runs: "
+               << QString::fromStdString(noRunsFolder(", or with --runs-dir")) << "\n";
+        return ExitFailure;
+    }
     const bool json = p.isSet(QStringLiteral("json"));
     const bool trash = p.isSet(QStringLiteral("trash"));
     if (trash && positional.isEmpty()) {

@@ -564,6 +564,11 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     int likeProcesses = 0;
     qint64 likeBatchPerProcess = 0;
     if (resume && lead) { // the other processes take the run's configuration from rank 0
+        if (runDir.isEmpty() && defaultRunsDir().isEmpty()) {
+            io.err << "towers-cli train: --resume: "
+                   << QString::fromStdString(noRunsFolder(", or the run with --run-dir")) << "\n";
+            return ExitFailure;
+        }
         if (runDir.isEmpty()) runDir = newestRun(defaultRunsDir());
         if (runDir.isEmpty()) {
             io.err << "towers-cli train: --resume: no run to resume in " << defaultRunsDir()

@@ -28,6 +28,12 @@ QString defaultRunsDir()
                                   (datasets.parent_path() / "runs").string()));
 }
 
+std::string noRunsFolder(const std::string& instead)
+{
+    return "no runs folder is known (no home folder: HOME is not set): name one with TOWERS_RUNS" +
+           instead;
+}
+
 std::vector<std::filesystem::path> searchPathWith(const QString& dataDir)
 {
     auto path = engine::defaultSearchPath();

@@ -19,6 +19,10 @@ QString defaultDataDir();
 // $TOWERS_RUNS when set, else "towers/runs" in the user's data folder ($XDG_DATA_HOME or
 // ~/.local/share), beside the datasets. Absolute and cleaned; empty when no home folder is known.
 QString defaultRunsDir();
+// Why defaultRunsDir() is empty, and what to do: "no runs folder is known (no home folder: HOME
+// is not set): name one with TOWERS_RUNS". `instead`: what else the command takes (", or the
+// run's folder with --run-dir").
+std::string noRunsFolder(const std::string& instead = {});
 
 // The dataset search path (engine::defaultSearchPath()) with `dataDir`, when not empty, in front:
 // what the CLI's --data-dir and the GUI's data folder mean.

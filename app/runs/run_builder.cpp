@@ -7,6 +7,7 @@
 #include <QFile>
 #include <QLocale>
 
+#include "app/data/data_dirs.h"
 #include "app/runs/run_scanner.h"
 #include "engine/data/validation_split.h"
 #include "engine/errors.h"
@@ -113,6 +114,7 @@ QString proposedRunFolder(const QString& runsDir, const QString& dataset, const 
 
 QString newestRun(const QString& runsDir)
 {
+    if (runsDir.isEmpty()) return {}; // no runs folder known: not the working folder
     const auto runs = scanRuns(runsDir);
     return runs.empty() ? QString() : runs.front().folder;
 }
@@ -230,6 +232,8 @@ engine::SessionOptions planNewRun(NewRunRequest r)
                 "), or leave the folder to Towers");
     }
     o.newFolder = r.runDir.isEmpty();
+    if (o.newFolder && r.runsDir.isEmpty())
+        throw engine::IoError(noRunsFolder(", or the run's folder with --run-dir"));
     if (o.newFolder)
         r.runDir = proposedRunFolder(r.runsDir, QString::fromStdString(c.dataset),
                                      QString::fromStdString(c.model));
@@ -246,6 +250,8 @@ engine::SessionOptions planNewRun(NewRunRequest r)
 
 engine::SessionOptions planResume(ResumeRequest r)
 {
+    if (r.runDir.isEmpty() && r.runsDir.isEmpty())
+        throw engine::IoError(noRunsFolder(", or the run with --run-dir"));
     if (r.runDir.isEmpty()) r.runDir = newestRun(r.runsDir);
     if (r.runDir.isEmpty())
         throw engine::IoError("no run to resume in '" + r.runsDir.toStdString() +

@@ -7,6 +7,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -77,6 +78,49 @@ private slots:
         const Result r = run({}, root.path());
         QCOMPARE(r.exitCode, 0);
         QVERIFY2(r.out.contains(QStringLiteral("No runs in ") + root.path()), qPrintable(r.out));
+    }
+
+    // With no home folder known (HOME unset, as under some service managers) and no
+    // TOWERS_RUNS, there is no runs folder: runs, a new run without --run-dir and a resume
+    // without one say so (exit 1) instead of taking the working folder or '/' for it.
+    void noHomeFolderNoRunsFolder()
+    {
+        QTemporaryDir here;
+        const auto cli = [&](const QStringList& args) {
+            QProcess p;
+            QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+            for (const char* name : {"HOME", "TOWERS_RUNS", "XDG_DATA_HOME"})
+                e.remove(QString::fromLatin1(name));
+            p.setProcessEnvironment(e);
+            p.setWorkingDirectory(here.path());
+            p.start(QStringLiteral(TOWERS_CLI), args);
+            if (!p.waitForFinished(60000)) p.kill();
+            return std::pair{p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+                             QString::fromUtf8(p.readAllStandardError())};
+        };
+        // A folder in the working folder that looks like a run is no run of a runs folder.
+        makeRun(here.filePath(QStringLiteral("stray")), 4, 4, 0.5);
+        for (const auto& [args, said] :
+             {std::pair{QStringList{QStringLiteral("runs")},
+                        QStringLiteral("towers-cli runs: no runs folder is known (no home folder: "
+                                       "HOME is not set): name one with TOWERS_RUNS, or with "
+                                       "--runs-dir")},
+              std::pair{QStringList{QStringLiteral("train"), QStringLiteral("--dataset"),
+                                    QStringLiteral("fashion-mnist"), QStringLiteral("--steps"),
+                                    QStringLiteral("1")},
+                        QStringLiteral("name one with TOWERS_RUNS, or the run's folder with "
+                                       "--run-dir")},
+              std::pair{QStringList{QStringLiteral("train"), QStringLiteral("--resume")},
+                        QStringLiteral("name one with TOWERS_RUNS, or the run with --run-dir")}}) {
+            const auto [code, err] = cli(args);
+            QVERIFY2(code == 1 && err.contains(said), qPrintable(args.join(' ') + ": " + err));
+        }
+        QCOMPARE(QDir(here.path()).entryList(QDir::Dirs | QDir::NoDotAndDotDot),
+                 QStringList{QStringLiteral("stray")});
+        // A run named as a folder still works.
+        const auto [code, err] =
+            cli({QStringLiteral("runs"), here.filePath(QStringLiteral("stray"))});
+        QVERIFY2(code == 0, qPrintable(err));
     }
 
     void listsRunsNewestFirst()
