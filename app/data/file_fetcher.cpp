@@ -1,9 +1,12 @@
 #include "app/data/file_fetcher.h"
 
+#include <QFile>
 #include <QFileInfo>
 #include <QNetworkAccessManager>
 #include <QNetworkReply>
 #include <QNetworkRequest>
+
+#include <sys/stat.h>
 
 #include "app/data/file_ops.h"
 #include "engine/errors.h"
@@ -72,11 +75,32 @@ void FileFetcher::begin()
             finish(Result::Succeeded);
             return;
         }
+        checkLocalSource();
         openPart();
         sendRequest();
     } catch (const engine::Error& e) {
         finish(Result::Failed, QString::fromStdString(e.what()));
     }
+}
+
+void FileFetcher::checkLocalSource() const
+{
+    // A file:// mirror's file is opened by Qt in this thread: a FIFO there would block it (and
+    // the signals that stop it) until something writes, a device would never end. Plain files
+    // only, as a web server serves them.
+    if (!m_job.url.isLocalFile()) return;
+    const QString path = m_job.url.toLocalFile();
+    struct stat st = {};
+    if (::stat(QFile::encodeName(path).constData(), &st) != 0) return; // Qt says why it fails
+    if (S_ISREG(st.st_mode)) return;
+    const QString kind = S_ISFIFO(st.st_mode)   ? QStringLiteral("a FIFO (named pipe)")
+                         : S_ISDIR(st.st_mode)  ? QStringLiteral("a folder")
+                         : S_ISSOCK(st.st_mode) ? QStringLiteral("a socket")
+                                                : QStringLiteral("a device");
+    throw engine::IoError(
+        QStringLiteral("%1 is %2, not a file: a mirror holds the dataset's files as plain files")
+            .arg(path, kind)
+            .toStdString());
 }
 
 bool FileFetcher::checkExistingTarget()

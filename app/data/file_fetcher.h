@@ -70,6 +70,8 @@ private:
 
     void begin();
     bool checkExistingTarget();
+    // A file:// source that is no plain file (a FIFO would block): IoError naming it.
+    void checkLocalSource() const;
     void openPart();
     void sendRequest();
     Answer acceptResponse();

@@ -8,6 +8,7 @@
 #include <QTest>
 #include <csignal>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "app/data/file_fetcher.h"
 #include "http_test_server.h"
@@ -262,6 +263,19 @@ private slots:
         j.url = QUrl::fromLocalFile(m_tmp->filePath(QStringLiteral("mirror/missing.bin")));
         QCOMPARE(fetch(j), Result::Failed);
         QVERIFY2(m_error.contains(j.url.toString()), qPrintable(m_error));
+        // A FIFO there (which Qt's open would wait on forever, the signals that stop the download
+        // with it) fails at once, naming it, and leaves no partial file.
+        const QString fifo = m_tmp->filePath(QStringLiteral("mirror/fifo.bin"));
+        QVERIFY(::mkfifo(QFile::encodeName(fifo).constData(), 0600) == 0);
+        j.target = m_tmp->filePath(QStringLiteral("from-fifo.bin"));
+        j.url = QUrl::fromLocalFile(fifo);
+        QElapsedTimer clock;
+        clock.start();
+        QCOMPARE(fetch(j), Result::Failed);
+        QVERIFY(clock.elapsed() < 5000);
+        QVERIFY2(m_error.contains(fifo + QStringLiteral(" is a FIFO (named pipe), not a file")),
+                 qPrintable(m_error));
+        QVERIFY(!QFile::exists(j.target + QStringLiteral(".part")));
     }
 
     void unwritableTargetNamesPathAndReason()
