@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -49,6 +51,7 @@ int openRegularFile(const QString& file)
     if (::stat(path.constData(), &st) != 0)
         fail(file, std::string("cannot read the image: ") + std::strerror(errno));
     if (!S_ISREG(st.st_mode)) fail(file, notRegular(st.st_mode));
+    if (st.st_size == 0) fail(file, "the file is empty (0 bytes), not an image");
     const int fd = ::open(path.constData(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) fail(file, std::string("cannot read the image: ") + std::strerror(errno));
     Stat opened{};
@@ -67,12 +70,87 @@ int openRegularFile(const QString& file)
     return fd;
 }
 
+// Why a JPEG, BMP or GIF file that its decoder read ends before its image does (cut short, as by
+// an interrupted copy or download), where those decoders fill in what is missing instead of
+// failing (PNG's refuses by itself); empty where it is whole or not one of those. JPEG: an
+// end-of-image marker after its first scan (markers there are never data: a 0xFF in the coded
+// data is followed by 0); BMP: uncompressed pixels as long as its header says; GIF: its trailer.
+std::string cutShort(const QByteArray& b)
+{
+    const auto at = [&](qsizetype i) { return std::uint32_t(std::uint8_t(b[i])); };
+    const auto le16 = [&](qsizetype i) { return at(i) | at(i + 1) << 8; };
+    const auto le32 = [&](qsizetype i) { return le16(i) | le16(i + 2) << 16; };
+    const qsizetype n = b.size();
+    const std::string shortFile = "the file ends before its image does (cut short, as by an "
+                                  "interrupted copy or download): ";
+    if (n >= 4 && at(0) == 0xFF && at(1) == 0xD8) { // JPEG
+        qsizetype i = 2, scan = -1;
+        while (i + 4 <= n && scan < 0) {
+            if (at(i) != 0xFF) return {}; // not the layout this reads: the decoder's word stands
+            const std::uint32_t marker = at(i + 1);
+            if (marker == 0xFF) {
+                ++i;
+                continue;
+            }
+            if (marker == 0xD9) return {};
+            if ((marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) {
+                i += 2;
+                continue;
+            }
+            const qsizetype length = qsizetype(at(i + 2) << 8 | at(i + 3));
+            if (marker == 0xDA) scan = i + 2 + length;
+            i += 2 + length;
+        }
+        if (scan < 0 || scan > n) return shortFile + "it has no complete scan";
+        for (qsizetype j = b.indexOf(char(0xFF), scan); j >= 0 && j + 1 < n;
+             j = b.indexOf(char(0xFF), j + 1))
+            if (at(j + 1) == 0xD9) return {};
+        return shortFile + "no end-of-image marker";
+    }
+    if (n >= 26 && b.startsWith("BM")) { // BMP: core (12-byte) or info (40+) header
+        const std::uint32_t dib = le32(14);
+        std::int64_t width = 0, height = 0;
+        std::uint32_t bits = 0, compression = 0;
+        if (dib == 12) {
+            width = le16(18);
+            height = le16(20);
+            bits = le16(24);
+        } else if (dib >= 40 && n >= 34) {
+            width = std::int32_t(le32(18));
+            height = std::int32_t(le32(22));
+            bits = le16(28);
+            compression = le32(30);
+        } else {
+            return {};
+        }
+        if (compression != 0 && compression != 3 && compression != 6) return {}; // run-length
+        if (width <= 0 || bits == 0 || bits > 32) return {};
+        const std::int64_t row = (width * bits + 31) / 32 * 4;
+        const std::int64_t end = std::int64_t(le32(10)) + row * std::abs(height);
+        if (n < end)
+            return shortFile + "it is " + std::to_string(n) +
+                   " bytes, its header puts the end of "
+                   "its pixels at " +
+                   std::to_string(end);
+        return {};
+    }
+    if (n >= 6 && (b.startsWith("GIF87a") || b.startsWith("GIF89a"))) {
+        if (at(n - 1) != 0x3B) return shortFile + "no GIF trailer";
+        return {};
+    }
+    return {};
+}
+
 // "64,008,000": every digit, so that an image just over the limit never reads as the limit.
 std::string pixelCount(std::int64_t pixels)
 {
-    std::string digits = std::to_string(pixels);
-    for (int i = int(digits.size()) - 3; i > 0; i -= 3) digits.insert(std::size_t(i), ",");
-    return digits;
+    const std::string digits = std::to_string(pixels);
+    std::string out;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return out;
 }
 
 // `image` with its shorter side at most `shortSide`, aspect ratio kept (the image itself when it
@@ -150,6 +228,9 @@ QImage readImage(const QString& file, int shortSide)
     }
     QImage image = reader.read();
     if (image.isNull()) fail(file, "cannot read the image: " + reader.errorString().toStdString());
+    // Decoded, perhaps from part of a file: whole only where it ends as its format ends.
+    if (device.seek(0))
+        if (const std::string cut = cutShort(device.readAll()); !cut.empty()) fail(file, cut);
     checkImageSize(file, image.width(), image.height());
     const QSize reduced = reducedSize(image.size(), shortSide);
     if (reduced != image.size()) {

@@ -12,6 +12,7 @@
 #include <QFileInfo>
 #include <QGuiApplication>
 #include <QImageReader>
+#include <QImageWriter>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -137,6 +138,120 @@ private slots:
         }
         QVERIFY_THROWS_EXCEPTION(towers::engine::IoError,
                                  readImageFile(dir.filePath(QStringLiteral("missing.jpg"))));
+    }
+
+    // A grey GIF of `image`'s pixels (Qt writes no GIF): 9-bit LZW codes, each a pixel, the
+    // table cleared before it needs wider codes.
+    static QByteArray greyGif(const QImage& image)
+    {
+        QByteArray g("GIF89a");
+        const auto u16 = [&](int v) { g.append(char(v & 255)).append(char(v >> 8)); };
+        u16(image.width());
+        u16(image.height());
+        g.append(char(0xF7)).append(char(0)).append(char(0)); // 256 colours, all grey
+        for (int i = 0; i < 256; ++i) g.append(char(i)).append(char(i)).append(char(i));
+        g.append(char(0x2C));
+        u16(0);
+        u16(0);
+        u16(image.width());
+        u16(image.height());
+        g.append(char(0)).append(char(8)); // no local table; 8-bit symbols
+        QByteArray codes;
+        quint32 bits = 0;
+        int count = 0;
+        const auto put = [&](int code) {
+            bits |= quint32(code) << count;
+            for (count += 9; count >= 8; count -= 8, bits >>= 8) codes.append(char(bits & 255));
+        };
+        put(256);
+        int run = 0;
+        for (int y = 0; y < image.height(); ++y)
+            for (int x = 0; x < image.width(); ++x) {
+                if (run == 254) {
+                    put(256);
+                    run = 0;
+                }
+                put(qGray(image.pixel(x, y)));
+                ++run;
+            }
+        put(257);
+        if (count > 0) codes.append(char(bits & 255));
+        for (qsizetype i = 0; i < codes.size(); i += 255) {
+            const QByteArray block = codes.mid(i, 255);
+            g.append(char(block.size())).append(block);
+        }
+        g.append(char(0)).append(char(0x3B));
+        return g;
+    }
+
+    // A file cut short (an interrupted copy or download) whose decoder fills in the missing part
+    // instead of failing (JPEG's, BMP's, GIF's) is refused, naming the file and why; the whole
+    // files decode (baseline and progressive JPEG, 8- and 24-bit BMP, GIF), and so does a JPEG
+    // with bytes after its end. An empty file is said to be empty.
+    void cutShortFilesAreRefused()
+    {
+        QTemporaryDir dir;
+        QImage noise(200, 150, QImage::Format_RGB888);
+        quint32 seed = 7;
+        for (int y = 0; y < noise.height(); ++y)
+            for (int x = 0; x < noise.width(); ++x) {
+                seed = seed * 1664525u + 1013904223u;
+                noise.setPixel(x, y, qRgb(int(seed >> 24), int(seed >> 16) & 255, x & 255));
+            }
+        struct Case
+        {
+            const char* name;
+            const char* format;
+            QImage image;
+            const char* says;
+        };
+        const Case cases[] = {
+            {"a.jpg", "JPEG", noise, "no end-of-image marker"},
+            {"a.bmp", "BMP", noise, "its header puts the end of its pixels at"},
+            {"a8.bmp", "BMP", noise.convertToFormat(QImage::Format_Indexed8),
+             "its header puts the end of its pixels at"},
+            {"a.gif", "GIF", noise.convertToFormat(QImage::Format_Indexed8), "no GIF trailer"},
+        };
+        for (const Case& c : cases) {
+            const QString whole = dir.filePath(QLatin1String(c.name));
+            if (QByteArray(c.format) == "GIF") {
+                QFile gif(whole);
+                QVERIFY(gif.open(QIODevice::WriteOnly) && gif.write(greyGif(c.image)) > 0);
+            } else {
+                QImageWriter writer(whole, c.format);
+                QVERIFY2(writer.write(c.image), qPrintable(writer.errorString()));
+            }
+            QCOMPARE(readImageFile(whole).size(), QSize(200, 150));
+            QFile f(whole);
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            const QByteArray bytes = f.readAll();
+            f.close();
+            const QString cut = dir.filePath(QStringLiteral("cut-") + QLatin1String(c.name));
+            QFile out(cut);
+            QVERIFY(out.open(QIODevice::WriteOnly) && out.write(bytes.left(bytes.size() * 2 / 3)));
+            out.close();
+            const QString message = ioErrorOf([&] { readImageFile(cut); });
+            QVERIFY2(message.startsWith(cut + QStringLiteral(": the file ends before its image "
+                                                             "does (cut short")) &&
+                         message.contains(QLatin1String(c.says)),
+                     qPrintable(c.name + QStringLiteral(": ") + message));
+        }
+        // A progressive JPEG, and one with bytes after its end (as some cameras append).
+        QImageWriter progressive(dir.filePath(QStringLiteral("p.jpg")), "JPEG");
+        progressive.setProgressiveScanWrite(true);
+        QVERIFY(progressive.write(noise));
+        QCOMPARE(readImageFile(dir.filePath(QStringLiteral("p.jpg"))).size(), QSize(200, 150));
+        QFile trailing(dir.filePath(QStringLiteral("a.jpg")));
+        QVERIFY(trailing.open(QIODevice::Append) && trailing.write(QByteArray(5000, 'x')));
+        trailing.close();
+        QCOMPARE(readImageFile(dir.filePath(QStringLiteral("a.jpg"))).size(), QSize(200, 150));
+        QFile empty(dir.filePath(QStringLiteral("empty.png")));
+        QVERIFY(empty.open(QIODevice::WriteOnly));
+        empty.close();
+        QVERIFY2(ioErrorOf([&] {
+                     readImageFile(dir.filePath(QStringLiteral("empty.png")));
+                 }).contains(QStringLiteral("the file is empty (0 bytes)")),
+                 "an empty file");
     }
 
     // The limits at their edges (app/inference/image_files.h).
