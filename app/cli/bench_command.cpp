@@ -111,6 +111,10 @@ int runBench(const QStringList& args, CommandIo& io)
         !intOption(p, QStringLiteral("steps"), 1, 1000000, o.steps, io) ||
         !intOption(p, QStringLiteral("warmup"), 0, 1000000, o.warmup, io))
         return ExitUsage;
+    if (o.threads > 0 && o.backend != "cuda")
+        noteThreadsBeyondCores(io, QStringLiteral("towers-cli bench"), o.threads,
+                               QStringLiteral("--threads %1").arg(o.threads),
+                               QStringLiteral("--threads 0 takes every core"));
 
     const bool json = p.isSet(QStringLiteral("json"));
     // The step counter, overwritten in place, only on a terminal (not in a log or a pipe).

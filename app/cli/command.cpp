@@ -8,6 +8,7 @@
 #include "app/devices/device_list.h"
 #include "app/runs/run_builder.h"
 #include "app/runs/run_scanner.h"
+#include "engine/cpu/cores.h"
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_spec.h"
 #include "engine/errors.h"
@@ -403,6 +404,19 @@ int checkpointOption(const QCommandLineParser& parser, const QString& command, C
         parser.value(QStringLiteral("checkpoint")), QStringLiteral("--checkpoint"), command, io,
         file, parser.isSet(QStringLiteral("best")) ? RunCheckpoint::Best : RunCheckpoint::Newest,
         verified);
+}
+
+void noteThreadsBeyondCores(CommandIo& io, const QString& command, long threads,
+                            const QString& breakdown, const QString& advice)
+{
+    const int cores = engine::cpu::usableCores();
+    if (threads <= cores) return;
+    io.err << command << ": note: " << threads << " compute threads (" << breakdown << ") on "
+           << cores
+           << " cores: each step waits for threads the cores cannot run, and runs many times "
+              "slower; "
+           << advice << "\n";
+    io.err.flush();
 }
 
 int resolveCheckpoint(const QString& given, const QString& option, const QString& command,

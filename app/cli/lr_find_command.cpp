@@ -15,6 +15,7 @@
 #include "engine/data/dataset_manifest.h"
 #include "engine/data/dataset_spec.h"
 #include "engine/dist/process_group.h"
+#include "engine/ops/backends.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/lr_range_test.h"
 #include "engine/train/recipe.h"
@@ -162,6 +163,11 @@ int runLrFind(const QStringList& args, CommandIo& io)
         return ExitFailure;
     }
     c.threadsPerTower = threads;
+    if (threads > 0 && engine::isHostBackend(c.backend))
+        noteThreadsBeyondCores(
+            io, QStringLiteral("towers-cli lr-find"), long(towers) * threads,
+            QStringLiteral("%1 tower(s) x %2 per tower").arg(towers).arg(threads),
+            QStringLiteral("--threads-per-tower 0 shares the cores out"));
     c.batchPerTower = batch;
     c.seed = std::uint64_t(seed);
     if (precision) c.precision = *precision;

@@ -8,6 +8,7 @@
 #include <QtTest>
 
 #include "cli_process.h"
+#include "engine/cpu/cores.h"
 
 class TestBenchCommand : public QObject
 {
@@ -72,6 +73,26 @@ private slots:
                 QVERIFY2(!implOf(i, dir).isEmpty(), qPrintable(names[i] + " " + dir));
         QCOMPARE(implOf(4, "forward_impl"), implOf(2, "forward_impl"));
         QCOMPARE(implOf(4, "backward_impl"), implOf(2, "backward_impl"));
+    }
+
+    // More threads than cores are run, with a note that says what they cost (as train's log
+    // says); as many as the cores, none.
+    void threadsBeyondTheCoresAreSaid()
+    {
+        const int cores = towers::engine::cpu::usableCores();
+        for (const int threads : {cores, cores + 1}) {
+            const auto r =
+                bench({QStringLiteral("--model"), QStringLiteral("fashion-fast"),
+                       QStringLiteral("--batch-size"), QStringLiteral("4"),
+                       QStringLiteral("--steps"), QStringLiteral("1"), QStringLiteral("--warmup"),
+                       QStringLiteral("0"), QStringLiteral("--threads"), QString::number(threads)});
+            QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+            const QString note = QStringLiteral("towers-cli bench: note: %1 compute threads "
+                                                "(--threads %1) on %2 cores: each step waits")
+                                     .arg(threads)
+                                     .arg(cores);
+            QVERIFY2(r.err.contains(note) == (threads > cores), qPrintable(r.err));
+        }
     }
 
     void perLayerText()
