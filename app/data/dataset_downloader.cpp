@@ -1,9 +1,15 @@
 #include "app/data/dataset_downloader.h"
 
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QLockFile>
 #include <QNetworkAccessManager>
+
+#include <cerrno>
+#include <cstring>
+
+#include <unistd.h>
 
 #include "app/data/archive_unpacker.h"
 #include "app/data/file_fetcher.h"
@@ -115,11 +121,15 @@ void DatasetDownloader::acquireLock()
                                              "the lock file %2)")
                                   .arg(datasetFolder(), path)
                                   .toStdString());
-    throw engine::IoError(QStringLiteral("cannot create the lock file %1: %2")
-                              .arg(path, error == QLockFile::PermissionError
-                                             ? QStringLiteral("Permission denied")
-                                             : QStringLiteral("the folder is not writable"))
-                              .toStdString());
+    // QLockFile says "permission" for any failure to create the file: the folder's own reason
+    // where it has one (a read-only file system, a full disk's inodes are not that).
+    QString why = error == QLockFile::PermissionError
+                      ? QStringLiteral("Permission denied")
+                      : QStringLiteral("the folder is not writable");
+    if (::access(QFile::encodeName(m_dataDir).constData(), W_OK) != 0)
+        why = QString::fromLocal8Bit(std::strerror(errno));
+    throw engine::IoError(
+        QStringLiteral("cannot create the lock file %1: %2").arg(path, why).toStdString());
 }
 
 void DatasetDownloader::nextFile(int index)
