@@ -547,8 +547,12 @@ ImageFolderScan scanImageFolder(const QString& source)
         for (const QString& name : namesNotUtf8(s.source)) s.ignored << notUtf8(name);
     const QStringList names = subfolders(classRoot, s.source, s.ignored);
     for (const QString& c : names)
-        if (c.contains(QLatin1Char('\n')))
-            throw InvalidArgument(where + ": the folder name of a class spans lines");
+        if (c.contains(QLatin1Char('\n'))) {
+            QString shown = c;
+            shown.replace(QLatin1Char('\n'), QStringLiteral("\\n"));
+            throw InvalidArgument(where + ": the class folder '" + shown.toStdString() +
+                                  "' has a line break in its name (shown as \\n): rename it");
+        }
     const QString testRoot = s.source + QLatin1Char('/') + s.testFolder;
     const QStringList testNames =
         s.splitFolders ? subfolders(testRoot, s.source, s.ignored) : QStringList();

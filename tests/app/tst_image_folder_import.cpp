@@ -803,6 +803,11 @@ private slots:
         refused(b, QStringLiteral("0 class folders with images"));
         b.source = path(QStringLiteral("nowhere"));
         refused(b, QStringLiteral("no such folder"));
+        // A class folder with a line break in its name: named, the break shown.
+        b.source = path(QStringLiteral("broken-names"));
+        writeClass(b.source + QStringLiteral("/plain"), 0, 2, false);
+        writeClass(b.source + QStringLiteral("/two\nlines"), 1, 2, false);
+        refused(b, QStringLiteral("the class folder 'two\\nlines' has a line break in its name"));
         b.source = m_pets;
         std::atomic<bool> cancel{true};
         try {
