@@ -20,6 +20,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "app/data/data_dirs.h"
@@ -137,15 +138,15 @@ public:
                 else
                     readFolder(e.filePath(), link.owner, *link.files);
             } else if (imageSuffixes().contains(e.suffix().toLower())) {
-                const QString canonical = e.canonicalFilePath();
-                if (canonical.isEmpty()) { // a broken link: reported as unreadable
+                const QString key = fileKey(e.filePath());
+                if (key.isEmpty()) { // a broken link: reported as unreadable
                     *link.files << e.filePath();
-                } else if (const auto it = m_images.constFind(canonical); it != m_images.cend()) {
+                } else if (const auto it = m_images.constFind(key); it != m_images.cend()) {
                     m_ignored
                         << relative(e.filePath()) +
                                QStringLiteral(" (a link to an image read already: %1)").arg(*it);
                 } else {
-                    m_images.insert(canonical, link.owner);
+                    m_images.insert(key, link.owner);
                     *link.files << e.filePath();
                 }
             } else {
@@ -162,6 +163,15 @@ private:
         QStringList* files;
     };
 
+    // Which file `path` is, whatever its name (links followed, hard links alike): its device and
+    // inode; empty where it cannot be reached (a broken link).
+    static QString fileKey(const QString& path)
+    {
+        struct stat st = {};
+        if (::stat(QFile::encodeName(path).constData(), &st) != 0) return {};
+        return QStringLiteral("%1:%2").arg(qulonglong(st.st_dev)).arg(qulonglong(st.st_ino));
+    }
+
     // Only for what is listed as left out: not for each of thousands of images.
     QString relative(const QString& path) const
     {
@@ -173,8 +183,10 @@ private:
     {
         for (const QString& name : namesNotUtf8(dir))
             m_ignored << notUtf8(QDir(m_root).relativeFilePath(dir + QLatin1Char('/') + name));
+        // System too: FIFOs, devices and broken links, which are then named (as unreadable
+        // images, or as passed over), never left out unsaid.
         const QFileInfoList entries =
-            QDir(dir).entryInfoList(QDir::AllEntries | QDir::NoDotAndDotDot);
+            QDir(dir).entryInfoList(QDir::AllEntries | QDir::System | QDir::NoDotAndDotDot);
         for (const QFileInfo& e : entries) {
             if (e.fileName().startsWith(QLatin1Char('.'))) continue; // .DS_Store and the like
             if (e.isSymLink()) {
@@ -190,7 +202,16 @@ private:
                 m_folders.insert(canonical, owner);
                 walk(e.filePath(), owner, files);
             } else if (imageSuffixes().contains(e.suffix().toLower())) {
-                m_images.insert(e.canonicalFilePath(), owner);
+                // Another name of a file read already (a hard link) is that image again.
+                const QString key = fileKey(e.filePath());
+                if (const auto it = m_images.constFind(key);
+                    !key.isEmpty() && it != m_images.cend()) {
+                    m_ignored << relative(e.filePath()) +
+                                     QStringLiteral(" (another name of an image read already: %1)")
+                                         .arg(*it);
+                    continue;
+                }
+                m_images.insert(key.isEmpty() ? e.filePath() : key, owner);
                 files << e.filePath();
             } else {
                 m_ignored << relative(e.filePath());
@@ -201,7 +222,7 @@ private:
     QString m_root;
     QStringList& m_ignored;
     QHash<QString, QString> m_folders; // canonical path: whose ("class b")
-    QHash<QString, QString> m_images;  // canonical path of an image file read: whose
+    QHash<QString, QString> m_images;  // an image file read (fileKey): whose
     std::deque<Link> m_links;
 };
 

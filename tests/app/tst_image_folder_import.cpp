@@ -426,6 +426,47 @@ private slots:
                      qPrintable(left + QStringLiteral(" not in: ") + t.ignored.join(',')));
     }
 
+    // A second name of an image (a hard link) in another class is that image again, passed over
+    // as a link to it is; a FIFO, a broken link and a loop of links are named, never left out
+    // unsaid (a FIFO or broken link with an image's name among the images that cannot be read,
+    // the others among those passed over).
+    void unusualEntriesAreNamed()
+    {
+        const QString src = path(QStringLiteral("unusual"));
+        writeClass(src + QStringLiteral("/a"), 0, 3, true);
+        writeClass(src + QStringLiteral("/b"), 1, 3, true);
+        QVERIFY(::link(QFile::encodeName(src + QStringLiteral("/a/img001.bmp")).constData(),
+                       QFile::encodeName(src + QStringLiteral("/b/hard.bmp")).constData()) == 0);
+        QVERIFY(::mkfifo(QFile::encodeName(src + QStringLiteral("/a/fifo.png")).constData(),
+                         0600) == 0);
+        QVERIFY(::mkfifo(QFile::encodeName(src + QStringLiteral("/a/fifo")).constData(), 0600) ==
+                0);
+        QVERIFY(QFile::link(QStringLiteral("/nonexistent/x.png"),
+                            src + QStringLiteral("/b/dangling.png")));
+        QVERIFY(QFile::link(QStringLiteral("loop2"), src + QStringLiteral("/b/loop1")));
+        QVERIFY(QFile::link(QStringLiteral("loop1"), src + QStringLiteral("/b/loop2")));
+        const auto s = app::scanImageFolder(src);
+        for (const char* left : {"b/hard.bmp (another name of an image read already: class a)",
+                                 "a/fifo", "b/loop1", "b/loop2"})
+            QVERIFY2(s.ignored.contains(QLatin1String(left)),
+                     qPrintable(left + QStringLiteral(" not in: ") + s.ignored.join(',')));
+        ImportOptions o;
+        o.source = src;
+        o.dataDir = path(QStringLiteral("data unusual"));
+        o.testFraction = 0.34;
+        const auto r = app::importImageFolder(o);
+        QCOMPARE(r.trainImages() + r.testImages(), qint64(6));
+        const QString unreadable = r.skipped.join('\n');
+        QVERIFY2(unreadable.contains(QStringLiteral("fifo.png")) &&
+                     unreadable.contains(QStringLiteral("FIFO")) &&
+                     unreadable.contains(QStringLiteral("dangling.png")),
+                 qPrintable(unreadable));
+        // What QTemporaryDir's removal passes over (it lists no FIFOs or broken links).
+        for (const char* name : {"a/fifo.png", "a/fifo", "b/dangling.png", "b/loop1", "b/loop2"})
+            QVERIFY(::unlink(QFile::encodeName(src + QLatin1Char('/') + QLatin1String(name))
+                                 .constData()) == 0);
+    }
+
     // An image that cannot be read is reported with its whole path and the reason apart, however
     // odd its name: a newline in it is shown as \n in quotes, and JSON has the exact path.
     void anUnreadableFileIsNamedWhole()
