@@ -119,12 +119,21 @@ int runBench(const QStringList& args, CommandIo& io)
     const bool json = p.isSet(QStringLiteral("json"));
     // The step counter, overwritten in place, only on a terminal (not in a log or a pipe).
     const bool progress = !json && ::isatty(::fileno(stderr)) == 1;
-    const auto r = engine::benchmarkTrainStep(o, [&](int step, int total) {
-        if (progress) {
-            io.err << "\rstep " << step << "/" << total;
-            io.err.flush();
-        }
-    });
+    engine::TrainStepBenchResult r;
+    try {
+        r = engine::benchmarkTrainStep(o, [&](int step, int total) {
+            if (progress) {
+                io.err << "\rstep " << step << "/" << total;
+                io.err.flush();
+            }
+        });
+    } catch (const std::bad_alloc&) {
+        io.err << (progress ? "\n" : "") << "towers-cli bench: error: out of memory running "
+               << QString::fromStdString(o.model) << " at a batch of " << o.batchSize
+               << " (its layer outputs and their gradients grow with the batch): a smaller "
+                  "--batch-size would fit\n";
+        return ExitFailure;
+    }
     if (json) {
         QJsonObject j{
             {QStringLiteral("model"), QString::fromStdString(o.model)},

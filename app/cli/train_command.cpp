@@ -7,6 +7,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <csignal>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -929,8 +930,11 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                       "writing a checkpoint\n";
             io.err.flush();
         } else {
-            observer.onLog("interrupted: stopping after this step and writing a checkpoint "
-                           "(Ctrl-C again to kill)");
+            observer.onLog(std::string("interrupted: stopping after this step and writing a "
+                                       "checkpoint (") +
+                           (sig == SIGINT ? "Ctrl-C again"
+                                          : std::string("another SIG") + ::sigabbrev_np(sig)) +
+                           " kills it)");
         }
         session.trainer().requestStop();
     });

@@ -95,6 +95,23 @@ private slots:
         }
     }
 
+    // Out of memory (here under ulimit -v) is said with what ran out and what would fit.
+    void outOfMemorySaysWhatWouldFit()
+    {
+        const auto r = towers::test::runCliProcess(
+            QStringLiteral("/bin/sh"),
+            {QStringLiteral("-c"),
+             QStringLiteral("ulimit -v 3000000 && exec \"$0\" bench --model cifar10-resnet "
+                            "--batch-size 65536 --steps 1 --warmup 0"),
+             QStringLiteral(TOWERS_CLI)},
+            {}, -1, 120000);
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains(QStringLiteral("towers-cli bench: error: out of memory running "
+                                               "cifar10-resnet at a batch of 65536")) &&
+                     r.err.contains(QStringLiteral("a smaller --batch-size would fit")),
+                 qPrintable(r.err));
+    }
+
     void perLayerText()
     {
         const auto r =
