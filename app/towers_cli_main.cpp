@@ -1,4 +1,5 @@
 #include <QCoreApplication>
+#include <QLoggingCategory>
 
 #include "app/cli/cli.h"
 #include "engine/cpu/host_memory.h"
@@ -12,5 +13,8 @@ int main(int argc, char** argv)
     QCoreApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("towers-cli"));
     QCoreApplication::setApplicationVersion(QStringLiteral(TOWERS_VERSION));
+    // Qt's image decoders' own warnings ("Corrupt JPEG data: ...") name no file: towers-cli names
+    // each file it cannot read, with the reason (QT_LOGGING_RULES still shows them).
+    QLoggingCategory::setFilterRules(QStringLiteral("qt.gui.imageio*=false"));
     return towers::app::runCli(QCoreApplication::arguments());
 }
