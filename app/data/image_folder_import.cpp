@@ -871,7 +871,17 @@ ImportResult importImageFolder(const ImportOptions& o,
             temp.setAutoRemove(false);
         }
     } else {
-        renamePath(temp.path(), target);
+        try {
+            renamePath(temp.path(), target);
+        } catch (const IoError&) {
+            // Another import of the name (or something else) made the folder meanwhile: it is
+            // kept, and this one goes.
+            const QFileInfo now(target);
+            if (!now.exists() && !now.isSymLink()) throw;
+            throw IoError(targetText + " was made while this import ran (another import of " +
+                          name.toStdString() + "?): it is kept, and this import is not (" +
+                          o.overwriteHint.toStdString() + " replaces it)");
+        }
         temp.setAutoRemove(false);
     }
     // QTemporaryDir made it for its owner only; a dataset folder is as any other (mkdir's 0755).
