@@ -70,44 +70,80 @@ int openRegularFile(const QString& file)
     return fd;
 }
 
-// Why a JPEG, BMP or GIF file that its decoder read ends before its image does (cut short, as by
-// an interrupted copy or download), where those decoders fill in what is missing instead of
-// failing (PNG's refuses by itself); empty where it is whole or not one of those. JPEG: an
-// end-of-image marker after its first scan (markers there are never data: a 0xFF in the coded
-// data is followed by 0); BMP: uncompressed pixels as long as its header says; GIF: its trailer.
-std::string cutShort(const QByteArray& b)
+// A file read forward a buffer at a time (what the checks below walk: never the whole file in
+// memory at once).
+class ByteStream
 {
-    const auto at = [&](qsizetype i) { return std::uint32_t(std::uint8_t(b[i])); };
-    const auto le16 = [&](qsizetype i) { return at(i) | at(i + 1) << 8; };
-    const auto le32 = [&](qsizetype i) { return le16(i) | le16(i + 2) << 16; };
-    const qsizetype n = b.size();
+public:
+    explicit ByteStream(QIODevice& device) : m_device(device) {}
+    // The next byte, or -1 at the end of the file (or a read error).
+    int get()
+    {
+        if (m_at == m_buffer.size()) {
+            m_buffer = m_device.read(kChunk);
+            m_at = 0;
+            if (m_buffer.isEmpty()) return -1;
+        }
+        return std::uint8_t(m_buffer[m_at++]);
+    }
+    // Skips `n` bytes; false where the file ends first.
+    bool skip(qint64 n)
+    {
+        const qint64 buffered = std::min<qint64>(n, m_buffer.size() - m_at);
+        m_at += buffered;
+        n -= buffered;
+        if (n == 0) return true;
+        const qint64 to = m_device.pos() + n;
+        return to <= m_device.size() && m_device.seek(to);
+    }
+
+private:
+    static constexpr qint64 kChunk = 64 * 1024;
+    QIODevice& m_device;
+    QByteArray m_buffer;
+    qsizetype m_at = 0;
+};
+
+// Why a JPEG, BMP or GIF file (`format` as Qt's reader named it; `device` open at its start) that
+// its decoder read ends before its image does (cut short, as by an interrupted copy or download),
+// where those decoders fill in what is missing instead of failing (PNG's refuses by itself);
+// empty where it is whole, or not one of those. Reads only what each check needs, a buffer at a
+// time. JPEG: an end-of-image marker after its first scan (a 0xFF in coded data is followed by
+// 0 or a restart marker, never 0xD9); BMP: uncompressed pixels as long as its header says; GIF:
+// its first image's data blocks to their end (what follows, a trailer or not, is not looked at).
+std::string cutShort(QIODevice& device, const QByteArray& format)
+{
     const std::string shortFile = "the file ends before its image does (cut short, as by an "
                                   "interrupted copy or download): ";
-    if (n >= 4 && at(0) == 0xFF && at(1) == 0xD8) { // JPEG
-        qsizetype i = 2, scan = -1;
-        while (i + 4 <= n && scan < 0) {
-            if (at(i) != 0xFF) return {}; // not the layout this reads: the decoder's word stands
-            const std::uint32_t marker = at(i + 1);
-            if (marker == 0xFF) {
-                ++i;
-                continue;
+    ByteStream in(device);
+    if (format == "jpeg" || format == "jpg") {
+        if (in.get() != 0xFF || in.get() != 0xD8) return {};
+        bool scan = false;
+        while (!scan) { // the segments before the first scan, by their lengths
+            int marker = in.get();
+            if (marker < 0) return shortFile + "it has no complete scan";
+            if (marker != 0xFF) return {}; // not the layout this reads: the decoder's word stands
+            while ((marker = in.get()) == 0xFF) {
             }
+            if (marker < 0) return shortFile + "it has no complete scan";
             if (marker == 0xD9) return {};
-            if ((marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) {
-                i += 2;
-                continue;
-            }
-            const qsizetype length = qsizetype(at(i + 2) << 8 | at(i + 3));
-            if (marker == 0xDA) scan = i + 2 + length;
-            i += 2 + length;
+            if ((marker >= 0xD0 && marker <= 0xD7) || marker == 0x01) continue;
+            const int high = in.get(), low = in.get();
+            if (high < 0 || low < 0) return shortFile + "it has no complete scan";
+            const int length = high << 8 | low;
+            if (length < 2 || !in.skip(length - 2)) return shortFile + "it has no complete scan";
+            scan = marker == 0xDA;
         }
-        if (scan < 0 || scan > n) return shortFile + "it has no complete scan";
-        for (qsizetype j = b.indexOf(char(0xFF), scan); j >= 0 && j + 1 < n;
-             j = b.indexOf(char(0xFF), j + 1))
-            if (at(j + 1) == 0xD9) return {};
+        for (int b = in.get(), previous = -1; b >= 0; previous = b, b = in.get())
+            if (previous == 0xFF && b == 0xD9) return {};
         return shortFile + "no end-of-image marker";
     }
-    if (n >= 26 && b.startsWith("BM")) { // BMP: core (12-byte) or info (40+) header
+    if (format == "bmp") { // core (12-byte) or info (40 or more) header
+        const QByteArray h = device.read(34);
+        if (h.size() < 26 || !h.startsWith("BM")) return {};
+        const auto at = [&](qsizetype i) { return std::uint32_t(std::uint8_t(h[i])); };
+        const auto le16 = [&](qsizetype i) { return at(i) | at(i + 1) << 8; };
+        const auto le32 = [&](qsizetype i) { return le16(i) | le16(i + 2) << 16; };
         const std::uint32_t dib = le32(14);
         std::int64_t width = 0, height = 0;
         std::uint32_t bits = 0, compression = 0;
@@ -115,7 +151,7 @@ std::string cutShort(const QByteArray& b)
             width = le16(18);
             height = le16(20);
             bits = le16(24);
-        } else if (dib >= 40 && n >= 34) {
+        } else if (dib >= 40 && h.size() >= 34) {
             width = std::int32_t(le32(18));
             height = std::int32_t(le32(22));
             bits = le16(28);
@@ -127,16 +163,38 @@ std::string cutShort(const QByteArray& b)
         if (width <= 0 || bits == 0 || bits > 32) return {};
         const std::int64_t row = (width * bits + 31) / 32 * 4;
         const std::int64_t end = std::int64_t(le32(10)) + row * std::abs(height);
-        if (n < end)
-            return shortFile + "it is " + std::to_string(n) +
-                   " bytes, its header puts the end of "
-                   "its pixels at " +
-                   std::to_string(end);
+        if (device.size() < end)
+            return shortFile + "it is " + std::to_string(device.size()) +
+                   " bytes, its header puts the end of its pixels at " + std::to_string(end);
         return {};
     }
-    if (n >= 6 && (b.startsWith("GIF87a") || b.startsWith("GIF89a"))) {
-        if (at(n - 1) != 0x3B) return shortFile + "no GIF trailer";
-        return {};
+    if (format == "gif") {
+        const QByteArray h = device.read(13); // signature, logical screen descriptor
+        if (h.size() < 13 || !(h.startsWith("GIF87a") || h.startsWith("GIF89a"))) return {};
+        const auto colourTable = [](int packed) {
+            return (packed & 0x80) ? 3 * (2 << (packed & 7)) : 0;
+        };
+        // Sub-blocks (a size byte, then that many) to the empty one that ends them.
+        const auto blocks = [&] {
+            for (int size = in.get(); size != 0; size = in.get())
+                if (size < 0 || !in.skip(size)) return false;
+            return true;
+        };
+        if (!in.skip(colourTable(std::uint8_t(h[10])))) return shortFile + "no image data";
+        for (;;) {
+            const int kind = in.get();
+            if (kind == 0x21) { // an extension: its label, then its blocks
+                if (in.get() < 0 || !blocks()) return shortFile + "an extension block ends early";
+            } else if (kind == 0x2C) { // the first image: descriptor, table, code size, blocks
+                int packed = -1;
+                for (int i = 0; i < 9; ++i) packed = in.get();
+                if (packed < 0 || !in.skip(colourTable(packed)) || in.get() < 0 || !blocks())
+                    return shortFile + "its image data ends early";
+                return {};
+            } else {
+                return {}; // a trailer before any image, or a layout this does not read
+            }
+        }
     }
     return {};
 }
@@ -226,11 +284,12 @@ QImage readImage(const QString& file, int shortSide)
         const QSize reduced = reducedSize(header, shortSide);
         if (reduced != header) reader.setScaledSize(reduced);
     }
+    const QByteArray format = reader.format().toLower(); // which read() forgets
     QImage image = reader.read();
     if (image.isNull()) fail(file, "cannot read the image: " + reader.errorString().toStdString());
     // Decoded, perhaps from part of a file: whole only where it ends as its format ends.
     if (device.seek(0))
-        if (const std::string cut = cutShort(device.readAll()); !cut.empty()) fail(file, cut);
+        if (const std::string cut = cutShort(device, format); !cut.empty()) fail(file, cut);
     checkImageSize(file, image.width(), image.height());
     const QSize reduced = reducedSize(image.size(), shortSide);
     if (reduced != image.size()) {

@@ -186,8 +186,9 @@ private slots:
 
     // A file cut short (an interrupted copy or download) whose decoder fills in the missing part
     // instead of failing (JPEG's, BMP's, GIF's) is refused, naming the file and why; the whole
-    // files decode (baseline and progressive JPEG, 8- and 24-bit BMP, GIF), and so does a JPEG
-    // with bytes after its end. An empty file is said to be empty.
+    // files decode (baseline and progressive JPEG, 8- and 24-bit BMP, GIF), and so do a JPEG and
+    // a GIF with bytes after their end, and a GIF without its trailer. An empty file is said to
+    // be empty.
     void cutShortFilesAreRefused()
     {
         QTemporaryDir dir;
@@ -210,7 +211,8 @@ private slots:
             {"a.bmp", "BMP", noise, "its header puts the end of its pixels at"},
             {"a8.bmp", "BMP", noise.convertToFormat(QImage::Format_Indexed8),
              "its header puts the end of its pixels at"},
-            {"a.gif", "GIF", noise.convertToFormat(QImage::Format_Indexed8), "no GIF trailer"},
+            {"a.gif", "GIF", noise.convertToFormat(QImage::Format_Indexed8),
+             "its image data ends early"},
         };
         for (const Case& c : cases) {
             const QString whole = dir.filePath(QLatin1String(c.name));
@@ -245,6 +247,15 @@ private slots:
         QVERIFY(trailing.open(QIODevice::Append) && trailing.write(QByteArray(5000, 'x')));
         trailing.close();
         QCOMPARE(readImageFile(dir.filePath(QStringLiteral("a.jpg"))).size(), QSize(200, 150));
+        // A whole GIF with a newline after it, or without its trailer: its image is all there.
+        const QByteArray gif = greyGif(noise);
+        for (const auto& [name, bytes] :
+             {std::pair{"nl.gif", gif + "\n"}, std::pair{"untrailed.gif", gif.chopped(1)}}) {
+            QFile f(dir.filePath(QLatin1String(name)));
+            QVERIFY(f.open(QIODevice::WriteOnly) && f.write(bytes) == bytes.size());
+            f.close();
+            QCOMPARE(readImageFile(f.fileName()).size(), QSize(200, 150));
+        }
         QFile empty(dir.filePath(QStringLiteral("empty.png")));
         QVERIFY(empty.open(QIODevice::WriteOnly));
         empty.close();
