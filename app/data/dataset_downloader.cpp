@@ -280,7 +280,19 @@ void DatasetDownloader::install(const QString& source)
         m_dataDir + QStringLiteral("/.") + m_spec.folderName() + QStringLiteral(".old");
     removeAll(old);
     if (exchangePaths(source, target)) {
-        renamePath(source, old); // then removed as below (a link, never followed)
+        // Installed. The old one then goes as below (a link, never followed); where it cannot be
+        // moved aside, it is removed where it is.
+        try {
+            renamePath(source, old);
+        } catch (const engine::Error&) {
+            try {
+                removeAll(source);
+            } catch (const engine::Error& e) {
+                emit statusMessage(QStringLiteral("the replaced dataset could not be removed: %1")
+                                       .arg(QString::fromStdString(e.what())));
+            }
+            return;
+        }
     } else {
         renamePath(target, old);
         try {

@@ -389,6 +389,21 @@ QStringList notWrittenByAnImport(const QString& folder)
     return out;
 }
 
+// Replacing an imported dataset removes its folder: refused (InvalidArgument naming them) where it
+// holds anything an import does not write. A link is replaced as a link, what it points at kept.
+void refuseTheUsersFiles(const QString& target, const std::string& targetText)
+{
+    if (QFileInfo(target).isSymLink()) return;
+    const QStringList others = notWrittenByAnImport(target);
+    if (others.isEmpty()) return;
+    QStringList shown = others.mid(0, 5);
+    if (others.size() > 5) shown << QStringLiteral("and %1 more").arg(others.size() - 5);
+    throw InvalidArgument(targetText + " holds what an import does not write (" +
+                          shown.join(QStringLiteral(", ")).toStdString() +
+                          "), which replacing it would delete: move that out of it first, or "
+                          "choose another name (nothing was changed)");
+}
+
 // Keeps the first channel of every pixel (the images were gray in RGB).
 void toOneChannel(engine::ImageSet& set)
 {
@@ -697,18 +712,7 @@ ImportResult importImageFolder(const ImportOptions& o,
             throw InvalidArgument(
                 "a dataset " + name.toStdString() + " exists in " + native(dataDir).toStdString() +
                 ": choose another name, or replace it (" + o.overwriteHint.toStdString() + ")");
-        // Replacing it removes the folder: only where it holds nothing but what an import
-        // writes (a link is replaced as a link, what it points at kept).
-        if (!existing.isSymLink())
-            if (const QStringList others = notWrittenByAnImport(target); !others.isEmpty()) {
-                QStringList shown = others.mid(0, 5);
-                if (others.size() > 5)
-                    shown << QStringLiteral("and %1 more").arg(others.size() - 5);
-                throw InvalidArgument(targetText + " holds what an import does not write (" +
-                                      shown.join(QStringLiteral(", ")).toStdString() +
-                                      "), which replacing it would delete: move that out of it "
-                                      "first, or choose another name (nothing was changed)");
-            }
+        refuseTheUsersFiles(target, targetText);
     }
     const ImageFolderScan scan = scanImageFolder(o.source);
     if (QDir::cleanPath(target).startsWith(scan.source + QLatin1Char('/')) || target == scan.source)
@@ -848,7 +852,16 @@ ImportResult importImageFolder(const ImportOptions& o,
     writeBytes(temp.path() + QLatin1Char('/') + QString::fromLatin1(kImportedFilesName), {},
                reinterpret_cast<const std::uint8_t*>(files.constData()), qint64(files.size()));
     syncFolder(temp.path());
-    if (existing.exists() || existing.isSymLink()) {
+    // The name as it is now (reading and decoding took their time): one that appeared meanwhile
+    // is another import's, kept; one that is still there is checked for the user's files again.
+    const std::string madeMeanwhile =
+        targetText + " was made while this import ran (another import of " + name.toStdString() +
+        "?): it is kept, and this import is not (" + o.overwriteHint.toStdString() +
+        " replaces it)";
+    const QFileInfo now(target);
+    if (now.exists() || now.isSymLink()) {
+        if (!existing.exists() && !existing.isSymLink()) throw IoError(madeMeanwhile);
+        refuseTheUsersFiles(target, targetText);
         QTemporaryDir old(dataDir + QStringLiteral("/.") + name + QStringLiteral(".old-XXXXXX"));
         if (!old.isValid())
             throw IoError(native(dataDir).toStdString() +
@@ -856,10 +869,14 @@ ImportResult importImageFolder(const ImportOptions& o,
         const QString aside = old.path() + QStringLiteral("/replaced");
         if (exchangePaths(temp.path(), target)) {
             // In one step: the name never lacks a dataset, even for a kill in between. The
-            // replaced one (perhaps a link, never followed) goes with `old`; killed before that,
-            // it is a killed import's folder, which a later import removes.
+            // replaced one (perhaps a link, never followed) goes with `old`. The import is done
+            // whatever happens next: where that move fails, or a kill comes first, it stays as a
+            // killed import's folder, which a later import removes.
             temp.setAutoRemove(false);
-            renamePath(temp.path(), aside);
+            try {
+                renamePath(temp.path(), aside);
+            } catch (const IoError&) {
+            }
         } else { // where the file system cannot swap: aside, then in
             renamePath(target, aside);
             try {
@@ -874,13 +891,11 @@ ImportResult importImageFolder(const ImportOptions& o,
         try {
             renamePath(temp.path(), target);
         } catch (const IoError&) {
-            // Another import of the name (or something else) made the folder meanwhile: it is
+            // Another import of the name (or something else) made the folder in between: it is
             // kept, and this one goes.
-            const QFileInfo now(target);
-            if (!now.exists() && !now.isSymLink()) throw;
-            throw IoError(targetText + " was made while this import ran (another import of " +
-                          name.toStdString() + "?): it is kept, and this import is not (" +
-                          o.overwriteHint.toStdString() + " replaces it)");
+            const QFileInfo after(target);
+            if (!after.exists() && !after.isSymLink()) throw;
+            throw IoError(madeMeanwhile);
         }
         temp.setAutoRemove(false);
     }
