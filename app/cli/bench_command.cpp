@@ -130,8 +130,11 @@ int runBench(const QStringList& args, CommandIo& io)
     } catch (const std::bad_alloc&) {
         io.err << (progress ? "\n" : "") << "towers-cli bench: error: out of memory running "
                << QString::fromStdString(o.model) << " at a batch of " << o.batchSize
-               << " (its layer outputs and their gradients grow with the batch): a smaller "
-                  "--batch-size would fit\n";
+               << (o.batchSize > 1 ? QStringLiteral(" (its layer outputs and their gradients grow "
+                                                    "with the batch): a smaller --batch-size "
+                                                    "may fit\n")
+                                   : QStringLiteral(": a smaller model, or more memory (free "
+                                                    "memory, ulimit -v), is needed\n"));
         return ExitFailure;
     }
     if (json) {

@@ -45,7 +45,9 @@ int runExport(const QStringList& args, CommandIo& io)
          QStringLiteral("layout"), QStringLiteral("nhwc")},
         {QStringLiteral("no-ema"),
          QStringLiteral("Export the raw weights, not their moving averages.")},
-        {QStringLiteral("force"), QStringLiteral("Replace the output file if it exists.")},
+        {QStringLiteral("force"),
+         QStringLiteral("Replace the output file if it exists (never a checkpoint or a run's own "
+                        "files).")},
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
     int code = 0;

@@ -64,7 +64,9 @@ int runModels(const QStringList& args, CommandIo& io)
          QStringLiteral("With --save: the network's name (default: the file's name, or "
                         "my-<model> when that is a built-in model's or no model's name)."),
          QStringLiteral("name")},
-        {QStringLiteral("force"), QStringLiteral("With --save: replace the file if it exists.")},
+        {QStringLiteral("force"),
+         QStringLiteral("With --save: replace the file if it exists (never a checkpoint or a "
+                        "run's own files).")},
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
     int code = 0;

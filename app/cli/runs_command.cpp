@@ -432,7 +432,11 @@ int runRuns(const QStringList& args, CommandIo& io)
         const QString folder = named.isEmpty() ? given : named;
         if (!QFileInfo(folder).isDir()) {
             io.err << "towers-cli runs: no run '" << given << "': " << folder
-                   << " is not a folder (towers-cli runs lists the runs in " << runsDir << ")\n";
+                   << " is not a folder ("
+                   << (runsDir.isEmpty()
+                           ? QString::fromStdString(noRunsFolder(", or with --runs-dir"))
+                           : QStringLiteral("towers-cli runs lists the runs in ") + runsDir)
+                   << ")\n";
             return ExitFailure;
         }
         if (!QFileInfo::exists(QDir(folder).filePath(QStringLiteral("config.json")))) {

@@ -639,9 +639,14 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             const QString given = p.value(QStringLiteral("like"));
             const QString folder = runFolderOf(given, defaultRunsDir());
             if (folder.isEmpty()) {
-                io.err << "towers-cli train: --like: no run '" << given
-                       << "': neither a folder nor a run in " << defaultRunsDir()
-                       << " (towers-cli runs lists them)\n";
+                io.err << "towers-cli train: --like: no run '" << given << "': "
+                       << (defaultRunsDir().isEmpty()
+                               ? QStringLiteral("no such folder, and ") +
+                                     QString::fromStdString(noRunsFolder())
+                               : QStringLiteral("neither a folder nor a run in ") +
+                                     defaultRunsDir() +
+                                     QStringLiteral(" (towers-cli runs lists them)"))
+                       << "\n";
                 return ExitUsage;
             }
             try {

@@ -163,13 +163,18 @@ private:
         QStringList* files;
     };
 
-    // Which file `path` is, whatever its name (links followed, hard links alike): its device and
-    // inode; empty where it cannot be reached (a broken link).
+    // Which file `path` is, whatever its name (links followed): its canonical path, or, for a
+    // file with more than one name (hard links), its device and inode; empty where it cannot be
+    // reached (a broken link).
     static QString fileKey(const QString& path)
     {
         struct stat st = {};
         if (::stat(QFile::encodeName(path).constData(), &st) != 0) return {};
-        return QStringLiteral("%1:%2").arg(qulonglong(st.st_dev)).arg(qulonglong(st.st_ino));
+        if (st.st_nlink > 1 && S_ISREG(st.st_mode))
+            return QStringLiteral("inode %1:%2")
+                .arg(qulonglong(st.st_dev))
+                .arg(qulonglong(st.st_ino));
+        return QFileInfo(path).canonicalFilePath();
     }
 
     // Only for what is listed as left out: not for each of thousands of images.

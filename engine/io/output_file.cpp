@@ -117,15 +117,18 @@ std::string neverReplaced(const fs::path& target)
     const fs::file_status st = fs::symlink_status(target, ec);
     if (ec || !fs::is_regular_file(st)) return {}; // a link is replaced, not what it points at
     // A checkpoint by its content, whatever its name: safetensors' 8-byte header length, then
-    // the header's JSON object within the file.
+    // the header's JSON object, '{' to '}' (or the spaces that pad it), within the file.
     if (std::FILE* f = std::fopen(target.c_str(), "rbe")) {
         unsigned char head[9] = {};
-        const bool read = std::fread(head, 1, sizeof head, f) == sizeof head;
-        std::fclose(f);
+        bool checkpoint = std::fread(head, 1, sizeof head, f) == sizeof head && head[8] == '{';
         std::uint64_t length = 0;
         for (int i = 7; i >= 0; --i) length = (length << 8) | head[i];
         const auto size = fs::file_size(target, ec);
-        if (read && !ec && head[8] == '{' && length >= 2 && length <= size - 8)
+        checkpoint = checkpoint && !ec && length >= 2 && length <= size - 8 &&
+                     std::fseek(f, long(8 + length - 1), SEEK_SET) == 0;
+        const int last = checkpoint ? std::fgetc(f) : EOF;
+        std::fclose(f);
+        if (last == '}' || last == ' ')
             return quotedPath(target) +
                    " is a checkpoint (safetensors), which is never replaced: name another file";
     }
@@ -137,9 +140,18 @@ std::string neverReplaced(const fs::path& target)
     const bool runFile = std::any_of(std::begin(kRunFiles), std::end(kRunFiles),
                                      [&](const char* f) { return name == f; }) ||
                          name.rfind("events.out.tfevents.", 0) == 0;
-    if (runFile &&
-        (fs::exists(folder / "towers.lock", ec) || fs::exists(folder / "metrics.jsonl", ec) ||
-         fs::is_directory(folder / "checkpoints", ec)))
+    // A run's folder: locked or logged into by a training, or holding its checkpoints (a
+    // project's own checkpoints/ folder of other files is no sign of one).
+    const auto hasCheckpoints = [&] {
+        for (fs::directory_iterator it(folder / "checkpoints", ec), end; !ec && it != end;
+             it.increment(ec)) {
+            const std::string f = it->path().filename().string();
+            if (f.rfind("ckpt-", 0) == 0 && it->path().extension() == ".safetensors") return true;
+        }
+        return false;
+    };
+    if (runFile && (fs::exists(folder / "towers.lock", ec) ||
+                    fs::exists(folder / "metrics.jsonl", ec) || hasCheckpoints()))
         return quotedPath(target) + " is the run's own " + name + " (in the run folder " +
                quotedPath(folder) + "), which is never replaced: name another file";
     return {};

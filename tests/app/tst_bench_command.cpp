@@ -95,7 +95,7 @@ private slots:
         }
     }
 
-    // Out of memory (here under ulimit -v) is said with what ran out and what would fit.
+    // Out of memory (here under ulimit -v) is said with what ran out and what may fit.
     void outOfMemorySaysWhatWouldFit()
     {
         const auto r = towers::test::runCliProcess(
@@ -108,7 +108,7 @@ private slots:
         QCOMPARE(r.exitCode, 1);
         QVERIFY2(r.err.contains(QStringLiteral("towers-cli bench: error: out of memory running "
                                                "cifar10-resnet at a batch of 65536")) &&
-                     r.err.contains(QStringLiteral("a smaller --batch-size would fit")),
+                     r.err.contains(QStringLiteral("a smaller --batch-size may fit")),
                  qPrintable(r.err));
     }
 

@@ -84,9 +84,16 @@ private slots:
         QVERIFY(QFile::copy(m_checkpoint, upper));
         QVERIFY(QDir().mkpath(path("run/checkpoints")));
         const QString runConfig = path("run/config.json");
-        {
-            QFile c(runConfig);
+        for (const QString& file : {runConfig, path("run/metrics.jsonl")}) {
+            QFile c(file);
             QVERIFY(c.open(QIODevice::WriteOnly) && c.write("{\"model\": \"fashion-fast\"}") > 0);
+        }
+        // A project's own config.json beside a checkpoints/ folder of other files is no run's.
+        QVERIFY(QDir().mkpath(path("project/checkpoints")));
+        const QString projectConfig = path("project/config.json");
+        {
+            QFile c(projectConfig);
+            QVERIFY(c.open(QIODevice::WriteOnly) && c.write("{}") == 2);
         }
         for (const QString& target :
              {m_checkpoint, viaDots, other, link, renamed, upper, runConfig}) {
@@ -107,6 +114,10 @@ private slots:
             QVERIFY(f.open(QIODevice::ReadOnly));
             QCOMPARE(f.readAll(), before);
         }
+        const auto replaced =
+            exportCli({QStringLiteral("--checkpoint"), m_checkpoint, QStringLiteral("--output"),
+                       projectConfig, QStringLiteral("--force")});
+        QVERIFY2(replaced.exitCode == 0, qPrintable(replaced.err));
         // Nor is an ONNX file given a checkpoint's name, where runs and eval would take it for
         // one; a folder is said to be one, not to exist already.
         const QString named = path("run/checkpoints/ckpt-00000099.Safetensors");

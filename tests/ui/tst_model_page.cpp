@@ -218,10 +218,10 @@ private slots:
         page.setModelName(QStringLiteral("fashion-fast"));
         page.form()->setTowers(2);
         auto* batch = page.form()->findChild<QSpinBox*>();
-        batch->setValue(4000);
+        batch->setValue(100);
         const auto config = page.form()->config();
         const auto need =
-            towers::engine::hostMemoryNeed(*towers::engine::buildModel("fashion-fast", 10), 2, 4001,
+            towers::engine::hostMemoryNeed(*towers::engine::buildModel("fashion-fast", 10), 2, 101,
                                            config.optimizer.kind, config.emaDecay > 0);
         const std::int64_t threads = towers::engine::cpu::threadsAddressSpace(
             2 * config.resolvedThreadsPerTower() + towers::engine::kThreadsBesidesTowers);
@@ -240,7 +240,7 @@ private slots:
         rlimit tight = before;
         tight.rlim_cur = rlim_t(mapped + need.floor() + threads / 2);
         QVERIFY(::setrlimit(RLIMIT_AS, &tight) == 0);
-        batch->setValue(4001); // worked out again under the limit
+        batch->setValue(101); // worked out again under the limit
         const QString text = page.memoryText();
         QVERIFY(::setrlimit(RLIMIT_AS, &before) == 0);
         QVERIFY2(text.contains(QStringLiteral(": more than the ")) &&
@@ -248,11 +248,11 @@ private slots:
                  qPrintable(text));
         auto withThreads = need;
         withThreads.threads = threads;
-        QVERIFY2(text.startsWith(QStringLiteral("at least %1 for 2 towers × 4001")
+        QVERIFY2(text.startsWith(QStringLiteral("at least %1 for 2 towers × 101")
                                      .arg(QString::fromStdString(
                                          towers::engine::cpu::byteText(withThreads.floor())))),
                  qPrintable(text));
-        batch->setValue(4000); // no limit: no red
+        batch->setValue(100); // no limit: no red
         QVERIFY2(!page.memoryText().contains(QStringLiteral("more than the")),
                  qPrintable(page.memoryText()));
     }
