@@ -313,7 +313,19 @@ void MainWindow::onDatasetLoaded()
     } catch (const std::exception& e) {
         try {
             const QString fallback = QString::fromStdString(defaultModelOf(dataset->name));
-            appendLog(tr("%1; switching to %2").arg(QString::fromUtf8(e.what()), fallback));
+            // Said in the window's words (the engine's names towers-cli's --model).
+            const auto shape = [](const engine::Shape& s) {
+                return QStringLiteral("%1×%2×%3").arg(s[0]).arg(s[1]).arg(s[2]);
+            };
+            const engine::Shape in = m_model->model().inputShape;
+            const engine::Shape images = dataset->train.imageShape();
+            const QString why =
+                in.rank() == 3 && images.rank() == 3
+                    ? tr("%1 takes %2 images, and %3 has %4")
+                          .arg(QString::fromStdString(m_model->model().name), shape(in),
+                               QString::fromStdString(dataset->name), shape(images))
+                    : QString::fromUtf8(e.what());
+            appendLog(tr("%1: switching to %2, a model for its images").arg(why, fallback));
             m_model->setModelName(fallback);
         } catch (const std::exception& none) {
             appendLog(QString::fromUtf8(none.what()));
