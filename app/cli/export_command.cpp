@@ -66,6 +66,9 @@ int runExport(const QStringList& args, CommandIo& io)
         io.err << "towers-cli export: --output must name a file\n";
         return ExitUsage;
     }
+    // An output named is checked first: a run given for the checkpoint is not read for nothing.
+    if (p.isSet(QStringLiteral("output")))
+        engine::checkOnnxOutput(p.value(QStringLiteral("output")).toStdString(), options.overwrite);
     // The checkpoint last: a run given for it is resolved (and named) only with the rest usable.
     QString checkpointFile;
     std::optional<engine::VerifiedCheckpoint> verified;

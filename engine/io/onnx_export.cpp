@@ -236,6 +236,15 @@ std::string onnxModelBytes(Model& model, const CheckpointInfo& info, bool usedEm
     return bytes;
 }
 
+void checkOnnxOutput(const fs::path& output, bool overwrite)
+{
+    if (isCheckpointName(output))
+        throw IoError(quotedPath(output) +
+                      " is a checkpoint's name (.safetensors), which export never writes: name a "
+                      ".onnx file");
+    checkOutputFile(output, overwrite);
+}
+
 OnnxExportSummary exportOnnx(const fs::path& checkpoint, const fs::path& output,
                              const OnnxExportOptions& options, const VerifiedCheckpoint* checked)
 {
@@ -253,11 +262,7 @@ OnnxExportSummary exportOnnx(const fs::path& checkpoint, const fs::path& output,
     if (fs::exists(output, ec) && fs::equivalent(output, checkpoint, ec))
         throw IoError(quotedPath(output) +
                       " is the checkpoint being exported: name another file for the ONNX model");
-    if (isCheckpointName(output))
-        throw IoError(quotedPath(output) +
-                      " is a checkpoint's name (.safetensors), which export never writes: name a "
-                      ".onnx file");
-    checkOutputFile(output, options.overwrite);
+    checkOnnxOutput(output, options.overwrite);
 
     // Checked (here, or by the caller), then its weights read into the model: a tensor at a
     // time both times.

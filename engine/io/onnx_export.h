@@ -102,6 +102,11 @@ std::string onnxModelBytes(Model& model, const CheckpointInfo& info, bool usedEm
 // not fit a known model and for any failure on disk (the temporary file is removed then),
 // InvalidArgument for bad options. `verified`: what verifyCheckpoint found of `checkpoint`
 // already, so that it is read once more, not twice; none: checked here.
+// What exportOnnx refuses of `output` before it reads anything: a checkpoint's name (.safetensors),
+// and what checkOutputFile refuses (a folder, an existing file unless `overwrite`, a checkpoint
+// or a run's own records even then). IoError naming it.
+void checkOnnxOutput(const std::filesystem::path& output, bool overwrite);
+
 OnnxExportSummary exportOnnx(const std::filesystem::path& checkpoint,
                              const std::filesystem::path& output,
                              const OnnxExportOptions& options = {},

@@ -118,6 +118,14 @@ private slots:
             exportCli({QStringLiteral("--checkpoint"), m_checkpoint, QStringLiteral("--output"),
                        projectConfig, QStringLiteral("--force")});
         QVERIFY2(replaced.exitCode == 0, qPrintable(replaced.err));
+        // An output it will not write is refused before a run's checkpoint is looked for.
+        QVERIFY(QFile::copy(m_checkpoint, path("run/checkpoints/ckpt-00000042.safetensors")));
+        const auto early = exportCli({QStringLiteral("--checkpoint"), path("run"),
+                                      QStringLiteral("--output"), projectConfig});
+        QCOMPARE(early.exitCode, 1);
+        QVERIFY2(early.err.contains(QStringLiteral("already exists")) &&
+                     !early.err.contains(QStringLiteral("the newest checkpoint of")),
+                 qPrintable(early.err));
         // Nor is an ONNX file given a checkpoint's name, where runs and eval would take it for
         // one; a folder is said to be one, not to exist already.
         const QString named = path("run/checkpoints/ckpt-00000099.Safetensors");
