@@ -861,8 +861,8 @@ ImportResult importImageFolder(const ImportOptions& o,
     // is another import's, kept; one that is still there is checked for the user's files again.
     const std::string madeMeanwhile =
         targetText + " was made while this import ran (another import of " + name.toStdString() +
-        "?): it is kept, and this import is not (" + o.overwriteHint.toStdString() +
-        " replaces it)";
+        "?): it is kept, and this import is not (to replace it: " + o.overwriteHint.toStdString() +
+        ")";
     const QFileInfo now(target);
     if (now.exists() || now.isSymLink()) {
         if (!existing.exists() && !existing.isSymLink()) throw IoError(madeMeanwhile);
