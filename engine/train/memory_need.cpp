@@ -104,6 +104,12 @@ void agreeOnRefusal(ProcessGroup* group, const std::string& refusal,
 
 } // namespace
 
+std::int64_t runThreadsAddressSpace(const TrainConfig& c, int here)
+{
+    return cpu::threadsAddressSpace(std::max(1, c.towers) * c.resolvedThreadsPerTower(here) +
+                                    kThreadsBesidesTowers);
+}
+
 std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group, StartRead start)
 {
     std::string refusal, note;
@@ -123,8 +129,7 @@ std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group, StartRead
             // Under an address-space limit, the towers' threads and a few more (the loader's,
             // the writers') set some aside too.
             MemoryNeed inAddressSpace = inMemory;
-            inAddressSpace.threads = cpu::threadsAddressSpace(
-                c.towers * c.resolvedThreadsPerTower(here) + kThreadsBesidesTowers);
+            inAddressSpace.threads = runThreadsAddressSpace(c, here);
             const auto atLeast = [&](const MemoryNeed& needed, int n) {
                 return " at least " + cpu::byteText(needed.floor() * n) + " (" +
                        (n > 1 ? "each: " : "") + needed.parts() + ")";

@@ -51,6 +51,11 @@ struct MemoryNeed
 // counted), whose address space an address-space limit counts (MemoryNeed::threads).
 constexpr int kThreadsBesidesTowers = 4;
 
+// The address space a run of `c` sets aside for its threads (cpu::threadsAddressSpace of its
+// towers' teams and kThreadsBesidesTowers), `here` processes sharing the machine's cores: what an
+// address-space limit counts beside its memory (MemoryNeed::threads).
+std::int64_t runThreadsAddressSpace(const TrainConfig& c, int here = 1);
+
 // What of a network its needs follow from: the bytes of its parameters and buffers, of its
 // trainable parameters, and its layers' float32 outputs for one example; its largest tensor's.
 struct NetworkBytes

@@ -364,8 +364,7 @@ void ModelPage::showMemory()
         // and the control group leave; under an address-space limit (ulimit -v) that and the
         // address space the run's threads set aside against what the limit leaves.
         engine::MemoryNeed inAddressSpace = need;
-        inAddressSpace.threads = engine::cpu::threadsAddressSpace(
-            need.towers * c.resolvedThreadsPerTower() + engine::kThreadsBesidesTowers);
+        inAddressSpace.threads = engine::runThreadsAddressSpace(c);
         const auto shared = engine::cpu::sharedHostMemory();
         const auto own = engine::cpu::addressSpaceRoom();
         const bool sharedShort = shared && need.floor() > shared->bytes;
