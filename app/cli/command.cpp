@@ -409,13 +409,10 @@ int checkpointOption(const QCommandLineParser& parser, const QString& command, C
 void noteThreadsBeyondCores(CommandIo& io, const QString& command, long threads,
                             const QString& breakdown, const QString& advice)
 {
-    const int cores = engine::cpu::usableCores();
-    if (threads <= cores) return;
-    io.err << command << ": note: " << threads << " compute threads (" << breakdown << ") on "
-           << cores
-           << " cores: each step waits for threads the cores cannot run, and runs many times "
-              "slower; "
-           << advice << "\n";
+    const std::string note =
+        engine::cpu::threadsBeyondCores(threads, breakdown.toStdString(), advice.toStdString());
+    if (note.empty()) return;
+    io.err << command << ": note: " << QString::fromStdString(note) << "\n";
     io.err.flush();
 }
 

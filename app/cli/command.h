@@ -214,9 +214,9 @@ int resolveCheckpoint(const QString& given, const QString& option, const QString
                       CommandIo& io, QString& file, RunCheckpoint which = RunCheckpoint::Newest,
                       std::optional<engine::VerifiedCheckpoint>* verified = nullptr);
 
-// A note on stderr where `threads` compute threads (`breakdown`: "2 tower(s) x 32 per tower")
-// are more than this machine's cores, as train's log says: each step waits for threads the cores
-// cannot run, many times slower. `advice`: what would use the cores better.
+// engine::cpu::threadsBeyondCores's note on stderr, as train's log gives it, where `threads`
+// compute threads (`breakdown`: "2 tower(s) x 32 per tower") are more than this machine's cores.
+// `advice`: what would use the cores better.
 void noteThreadsBeyondCores(CommandIo& io, const QString& command, long threads,
                             const QString& breakdown, const QString& advice);
 

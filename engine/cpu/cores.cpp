@@ -95,6 +95,18 @@ int coresUnderQuota(int affinityCount, std::optional<double> quota)
     return std::max(1, cores);
 }
 
+std::string threadsBeyondCores(long threads, const std::string& breakdown,
+                               const std::string& advice)
+{
+    const int cores = usableCores();
+    if (threads <= cores) return {};
+    return std::to_string(threads) + " compute threads (" + breakdown + ") on " +
+           std::to_string(cores) +
+           " cores: each step waits for threads the cores cannot run, and runs many times "
+           "slower; " +
+           advice;
+}
+
 int usableCores()
 {
     // OpenMP's count of the process's processors: the calling thread's mask, except where

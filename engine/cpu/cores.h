@@ -16,6 +16,12 @@ namespace towers::engine::cpu {
 // the main thread).
 int usableCores();
 
+// Where `threads` compute threads are more than usableCores(): "8 compute threads (BREAKDOWN) on 2
+// cores: each step waits for threads the cores cannot run, and runs many times slower; ADVICE"
+// (OpenMP's teams meet at every op); empty where the cores can run them all.
+std::string threadsBeyondCores(long threads, const std::string& breakdown,
+                               const std::string& advice);
+
 // The CPUs of this process's affinity mask, ascending ({} where the system does not say).
 std::vector<int> affinityCpus();
 

@@ -965,20 +965,14 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         // know better (cores this process cannot see, say).
         if (isHostBackend(m_config.backend)) {
             const int here = m_coreSharers;
-            const long threads =
-                long(m_towers->size()) * m_towers->options().threadsPerTower * here;
-            const int cores = cpu::usableCores();
-            if (threads > cores)
-                log("note: " + std::to_string(threads) + " compute threads (" +
-                    (here > 1 ? std::to_string(here) + " processes x " : std::string()) +
+            const std::string note = cpu::threadsBeyondCores(
+                long(m_towers->size()) * m_towers->options().threadsPerTower * here,
+                (here > 1 ? std::to_string(here) + " processes x " : std::string()) +
                     std::to_string(m_towers->size()) + " tower(s) x " +
-                    std::to_string(m_towers->options().threadsPerTower) + " per tower) on " +
-                    std::to_string(cores) +
-                    " cores: each step waits for threads the cores cannot run, and runs many "
-                    "times slower; " +
-                    (m_config.threadsPerTower > 0
-                         ? std::string("--threads-per-tower 0 shares the cores out")
-                         : std::string("fewer towers or processes would use them better")));
+                    std::to_string(m_towers->options().threadsPerTower) + " per tower",
+                m_config.threadsPerTower > 0 ? "--threads-per-tower 0 shares the cores out"
+                                             : "fewer towers or processes would use them better");
+            if (!note.empty()) log("note: " + note);
         }
         // How the GPU towers' steps are issued (nothing for host towers), and again when that
         // changes after a step (a capture failed: op by op from then on).
