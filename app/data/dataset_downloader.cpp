@@ -279,34 +279,10 @@ void DatasetDownloader::install(const QString& source)
     const QString old =
         m_dataDir + QStringLiteral("/.") + m_spec.folderName() + QStringLiteral(".old");
     removeAll(old);
-    if (exchangePaths(source, target)) {
-        // Installed. The old one then goes as below (a link, never followed); where it cannot be
-        // moved aside, it is removed where it is.
-        try {
-            renamePath(source, old);
-        } catch (const engine::Error&) {
-            try {
-                removeAll(source);
-            } catch (const engine::Error& e) {
-                emit statusMessage(QStringLiteral("the replaced dataset could not be removed: %1")
-                                       .arg(QString::fromStdString(e.what())));
-            }
-            return;
-        }
-    } else {
-        renamePath(target, old);
-        try {
-            renamePath(source, target);
-        } catch (const engine::Error&) {
-            try {
-                renamePath(old, target);
-            } catch (const engine::Error&) {
-            }
-            throw;
-        }
-    }
+    // Installed; then the old one goes (a link, never followed), from where it is.
+    const QString replaced = replacePath(source, target, old) ? old : source;
     try {
-        removeAll(old);
+        removeAll(replaced);
     } catch (const engine::Error& e) {
         emit statusMessage(QStringLiteral("the replaced dataset could not be removed: %1")
                                .arg(QString::fromStdString(e.what())));

@@ -60,6 +60,29 @@ bool exchangePaths(const QString& a, const QString& b)
          std::error_code(e, std::generic_category()));
 }
 
+bool replacePath(const QString& fresh, const QString& target, const QString& aside)
+{
+    if (exchangePaths(fresh, target)) {
+        try {
+            renamePath(fresh, aside);
+        } catch (const engine::IoError&) {
+            return false;
+        }
+        return true;
+    }
+    renamePath(target, aside);
+    try {
+        renamePath(fresh, target);
+    } catch (const engine::IoError&) {
+        try {
+            renamePath(aside, target); // the old one back in place
+        } catch (const engine::IoError&) {
+        }
+        throw;
+    }
+    return true;
+}
+
 void writeAll(QFile& file, const char* data, qint64 size)
 {
     qint64 done = 0;

@@ -18,6 +18,12 @@ void renamePath(const QString& from, const QString& to);
 // so that neither name is ever missing: true when done, false where the file system cannot
 // (NFS, older kernels), nothing changed then; IoError for any other failure.
 bool exchangePaths(const QString& a, const QString& b);
+// Puts `fresh` in the place of `target` (both existing, on one file system) and the old `target`
+// at `aside` (which must not exist): swapped in one step where the file system can (the name never
+// lacks one), else `target` moved aside and `fresh` moved in, the old one put back where that
+// fails (IoError then, `fresh` where it was). Once swapped, the replacement is done: where the old
+// one cannot be moved to `aside` after all, it stays at `fresh`'s path and false is returned.
+bool replacePath(const QString& fresh, const QString& target, const QString& aside);
 // Writes all `size` bytes to `file`, retrying short writes so that a full disk reports its reason
 // (ENOSPC) instead of a bare short count.
 void writeAll(QFile& file, const char* data, qint64 size);

@@ -871,27 +871,11 @@ ImportResult importImageFolder(const ImportOptions& o,
         if (!old.isValid())
             throw IoError(native(dataDir).toStdString() +
                           ": cannot make a folder there: " + old.errorString().toStdString());
-        const QString aside = old.path() + QStringLiteral("/replaced");
-        if (exchangePaths(temp.path(), target)) {
-            // In one step: the name never lacks a dataset, even for a kill in between. The
-            // replaced one (perhaps a link, never followed) goes with `old`. The import is done
-            // whatever happens next: where that move fails, or a kill comes first, it stays as a
-            // killed import's folder, which a later import removes.
-            temp.setAutoRemove(false);
-            try {
-                renamePath(temp.path(), aside);
-            } catch (const IoError&) {
-            }
-        } else { // where the file system cannot swap: aside, then in
-            renamePath(target, aside);
-            try {
-                renamePath(temp.path(), target);
-            } catch (...) {
-                renamePath(aside, target); // the old one back in place
-                throw;
-            }
-            temp.setAutoRemove(false);
-        }
+        // The replaced one (perhaps a link, never followed) goes with `old`. Where it could not
+        // be moved there after the swap, or a kill comes first, it stays as a killed import's
+        // folder, which a later import removes: the import is done all the same.
+        (void)replacePath(temp.path(), target, old.path() + QStringLiteral("/replaced"));
+        temp.setAutoRemove(false);
     } else {
         try {
             renamePath(temp.path(), target);
