@@ -154,6 +154,7 @@ void MainWindow::restoreConfig()
         }
     }
     if (!last) {
+        m_modelFromFirstDataset = true;
         std::string model = m_model->modelName().toStdString();
         try {
             model = defaultModelOf(m_data->datasetName().toStdString());
@@ -198,6 +199,7 @@ bool MainWindow::newRunLike(const QString& folder)
     }
     if (!c.dataDir.empty()) m_data->setDataDir(QString::fromStdString(c.dataDir));
     m_data->setDatasetName(QString::fromStdString(c.dataset));
+    m_modelFromFirstDataset = false;
     applyConfig(c);
     configChanged();
     appendLog(tr("A new run like %1: its dataset, model, hyperparameters and towers; change what "
@@ -290,6 +292,7 @@ void MainWindow::connectPages()
 void MainWindow::onModelChosen(const QString& model)
 {
     if (m_restoring) return;
+    if (!m_choosingModel) m_modelFromFirstDataset = false;
     // A model comes with its own optimizer, schedule, batch and length; the towers stay.
     engine::TrainConfig c = engine::defaultConfigFor(m_model->model());
     c.towers = m_devices->towers();
@@ -307,6 +310,18 @@ void MainWindow::onDatasetLoaded()
     m_model->form()->setTrainingSetSize(
         dataset->train.count, engine::classCounts(dataset->train, dataset->classNames.size()));
     m_model->setClasses(int(dataset->classNames.size()));
+    if (std::exchange(m_modelFromFirstDataset, false)) {
+        // No model was chosen yet: the dataset's own, without a word of switching.
+        try {
+            const QString model = QString::fromStdString(defaultModelOf(dataset->name));
+            if (model != m_model->modelName()) {
+                const bool choosing = std::exchange(m_choosingModel, true);
+                m_model->setModelName(model);
+                m_choosingModel = choosing;
+            }
+        } catch (const std::exception&) {
+        }
+    }
     // A model that cannot take these images gives way to the dataset's default model.
     try {
         engine::preprocessingFor(m_model->model(), *dataset);
@@ -494,6 +509,7 @@ LrFinderDialog* MainWindow::findLearningRate()
 
 void MainWindow::fineTuneFrom(const QString& checkpoint, const QString& model)
 {
+    m_modelFromFirstDataset = false;
     // Choosing the model loads its defaults; the checkpoint comes after. The checkpoint's own
     // model: a model file's network comes with it.
     try {

@@ -131,6 +131,10 @@ private:
     RunsPage* m_runs = nullptr;
     ClassifyPage* m_classify = nullptr;
     bool m_restoring = false;
+    // First start (no saved configuration): the model is the default of the first dataset that
+    // loads, whichever the Data page finds, until the user or a run chooses one.
+    bool m_modelFromFirstDataset = false;
+    bool m_choosingModel = false; // the window sets the model, not the user
     bool m_closeAfterStop = false;
     std::optional<bool> m_closeAnswer;
     std::optional<bool> m_restartAnswer;

@@ -183,6 +183,48 @@ private slots:
         checkNoSidewaysScrolling(w);
     }
 
+    // A first start (no saved configuration) takes the model of the dataset the Data page finds,
+    // without a word of switching from another (it said "cifar10-tutorial takes 24×24×3 images,
+    // and fashion-mnist has 28×28×1: switching to fashion-fast"); a saved model that does not fit
+    // the images is still switched, and said.
+    void firstStartTakesTheDatasetsModel()
+    {
+        QTemporaryDir dir;
+        towers::test::writeIdxDataset(
+            towers::test::fsPath(dir.filePath(QStringLiteral("data/fashion-mnist"))), 64, 32, 28,
+            28, /*gz=*/false, /*seed=*/5);
+        const auto waitForData = [](MainWindow& w) {
+            if (w.dataPage()->loadedDataset()) return true;
+            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
+            return loaded.wait(20000);
+        };
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        settings.setDataDir(dir.filePath(QStringLiteral("data")));
+        settings.setRunsDir(dir.filePath(QStringLiteral("runs")));
+        {
+            MainWindow w(settings);
+            w.show();
+            QTRY_COMPARE_WITH_TIMEOUT(w.dataPage()->datasetName(), QStringLiteral("fashion-mnist"),
+                                      20000);
+            QVERIFY(waitForData(w));
+            QCOMPARE(w.modelPage()->modelName(), QStringLiteral("fashion-fast"));
+            const QString log = w.log()->toPlainText();
+            QVERIFY2(!log.contains(QStringLiteral("switching")), qPrintable(log));
+        }
+        towers::engine::TrainConfig saved = towers::engine::defaultConfigFor("cifar10-tutorial");
+        saved.dataset = "fashion-mnist";
+        settings.setLastConfigJson(QString::fromStdString(saved.toJson()));
+        MainWindow w(settings);
+        w.show();
+        QVERIFY(waitForData(w));
+        QCOMPARE(w.modelPage()->modelName(), QStringLiteral("fashion-fast"));
+        const QString log = w.log()->toPlainText();
+        QVERIFY2(
+            log.contains(QStringLiteral("cifar10-tutorial takes 24×24×3 images, and "
+                                        "fashion-mnist has 28×28×1: switching to fashion-fast")),
+            qPrintable(log));
+    }
+
     void errorsGoToBannerAndLog()
     {
         QTemporaryDir dir;
