@@ -125,7 +125,10 @@ std::string coreSetDescription(const std::string& hostName)
     // A mask narrower than the process's (the main thread pinned by OpenMP's binding) says
     // nothing of the process's cores: none, which overlaps every set.
     if (int(cpus.size()) != omp_get_num_procs()) return text;
-    for (std::size_t i = 0; i < cpus.size(); ++i) text += (i ? "," : "") + std::to_string(cpus[i]);
+    for (std::size_t i = 0; i < cpus.size(); ++i) {
+        if (i) text += ',';
+        text += std::to_string(cpus[i]);
+    }
     return text;
 }
 

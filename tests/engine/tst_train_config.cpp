@@ -163,14 +163,11 @@ private slots:
                 Precision::BFloat16);
     }
 
-    // Float32 runs on every backend; bfloat16 on onednn where the CPU has it (what cpuInfo() and
-    // `towers-cli devices` say, with the same reason), on cuda where a GPU of compute capability
-    // 8.0 or later is, never on the reference backend.
     // The record of what a run trained on, and how another differs from it, in words.
     void datasetContentRecords()
     {
         Dataset d;
-        d.name = "x";
+        d.name = std::string("x"); // not `= "x"`: GCC 12 warns falsely (-Wrestrict, PR 105329)
         d.classNames = {"cat", "dog"};
         d.train.count = 2;
         d.train.height = d.train.width = d.train.channels = 1;
