@@ -52,12 +52,14 @@ struct Layout
     std::string kindName() const { return images ? "IDX images" : "IDX labels"; }
     std::string announce() const
     {
-        return images
-                   ? std::to_string(count) + " images of " + std::to_string(rows) + "x" +
-                         std::to_string(cols) +
-                         (fourDims ? "x" + std::to_string(channels) : std::string()) + " (" +
-                         std::to_string(totalBytes()) + " bytes)"
-                   : std::to_string(count) + " labels (" + std::to_string(totalBytes()) + " bytes)";
+        std::string text = std::to_string(count);
+        if (images) {
+            text += " images of " + std::to_string(rows) + 'x' + std::to_string(cols);
+            if (fourDims) text += 'x' + std::to_string(channels);
+        } else {
+            text += " labels";
+        }
+        return text + " (" + std::to_string(totalBytes()) + " bytes)";
     }
 };
 

@@ -152,7 +152,7 @@ SelfTestResult replicationCheck(const SelfTestOptions& o)
     const TowerSetOptions t = towerOptions(o, "cifar10-tutorial", "momentum");
     TowerSetOptions single = t;
     single.towers = 1;
-    if (!single.gpus.empty()) single.gpus.resize(1);
+    if (single.gpus.size() > 1) single.gpus.erase(single.gpus.begin() + 1, single.gpus.end());
     TowerSet two(t), one(single);
     const auto start = weights(one);
     const Batch twoSlices =

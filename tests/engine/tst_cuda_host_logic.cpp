@@ -498,8 +498,12 @@ private slots:
         Board board(3);
         std::vector<Enqueued> log;
         auto start = [&](int rank, std::uint64_t expected) {
-            const std::uint64_t t = board.start(
-                rank, "r" + std::to_string(rank) + "k" + std::to_string(expected), logTo(log));
+            const std::uint64_t t = board.start(rank,
+                                                std::string("r")
+                                                    .append(std::to_string(rank))
+                                                    .append("k")
+                                                    .append(std::to_string(expected)),
+                                                logTo(log));
             QCOMPARE(t, expected);
         };
         for (std::uint64_t k = 0; k < 3; ++k) start(0, k); // rank 0 runs ahead

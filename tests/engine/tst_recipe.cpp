@@ -15,7 +15,8 @@ Dataset dataset(const std::string& name, int side, int channels, int classes = 1
 {
     Dataset d;
     d.name = name;
-    for (int i = 0; i < classes; ++i) d.classNames.push_back("c" + std::to_string(i));
+    for (int i = 0; i < classes; ++i)
+        d.classNames.push_back(std::string("c").append(std::to_string(i)));
     ImageSet& s = d.train;
     s.count = 4;
     s.height = s.width = side;
