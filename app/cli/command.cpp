@@ -3,6 +3,8 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QRegularExpression>
+#include <locale.h>
+#include <wchar.h>
 
 #include "app/data/data_dirs.h"
 #include "app/devices/device_list.h"
@@ -173,6 +175,23 @@ QString shapeText(const engine::Shape& s)
     QStringList parts;
     for (auto d : s.dims()) parts << QString::number(d);
     return parts.join(QLatin1Char('x'));
+}
+
+int textColumns(const QString& text)
+{
+    static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t(nullptr));
+    const auto chars = text.toUcs4(); // QList<uint> in Qt 6.4
+    if (!utf8) return int(chars.size());
+    const locale_t before = uselocale(utf8);
+    int columns = 0;
+    for (const auto c : chars) columns += std::max(0, wcwidth(wchar_t(c))); // a control: 0
+    uselocale(before);
+    return columns;
+}
+
+QString padColumns(const QString& text, int columns)
+{
+    return text + QString(std::max(0, columns - textColumns(text)), QLatin1Char(' '));
 }
 
 QJsonArray shapeJson(const engine::Shape& s)

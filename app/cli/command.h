@@ -111,6 +111,12 @@ const engine::ModelInfo& chosenModel(const QCommandLineParser& parser,
 
 // "28x28x1" and [28, 28, 1]
 QString shapeText(const engine::Shape& s);
+
+// The columns a terminal gives `text` (a Chinese character two, a combining accent none: glibc's
+// wcwidth in the C.UTF-8 locale, whatever the user's), and `text` padded with spaces to `columns`
+// of them: the tables' class names line up whatever their script.
+int textColumns(const QString& text);
+QString padColumns(const QString& text, int columns);
 QJsonArray shapeJson(const engine::Shape& s);
 
 // The same from the parser's --data-dir option; prints an error and returns false when the

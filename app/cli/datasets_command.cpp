@@ -81,10 +81,11 @@ int showDataset(const QString& name, const QString& dataDir,
            << d.test.count << " test images of " << shapeText(d.train.imageShape()) << ", "
            << d.classNames.size() << " classes\n\n";
     int width = 5;
-    for (const auto& c : d.classNames) width = std::max(width, int(c.size()));
+    for (const auto& c : d.classNames)
+        width = std::max(width, textColumns(QString::fromStdString(c)));
     io.out << "  " << QStringLiteral("class").leftJustified(width) << "     train      test\n";
     for (std::size_t c = 0; c < d.classNames.size(); ++c)
-        io.out << "  " << QString::fromStdString(d.classNames[c]).leftJustified(width)
+        io.out << "  " << padColumns(QString::fromStdString(d.classNames[c]), width)
                << QString::number(train[c]).rightJustified(10)
                << QString::number(test[c]).rightJustified(10) << "\n";
     const auto b = engine::classBalance(train);

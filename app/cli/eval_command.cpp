@@ -407,7 +407,8 @@ int runEval(const QStringList& args, CommandIo& io)
            << " of " << r.examples << " " << setWord << " examples), mean cross-entropy "
            << QString::number(r.meanCrossEntropy, 'f', 4) << "\n\n";
     int width = 5;
-    for (const auto& n : classifier.classNames()) width = std::max(width, int(n.size()));
+    for (const auto& n : classifier.classNames())
+        width = std::max(width, textColumns(QString::fromStdString(n)));
     // Accuracy is the class's recall: its images found; precision, its answers right.
     io.out << QStringLiteral("class").leftJustified(width)
            << "  accuracy  precision      F1  examples\n";
@@ -416,7 +417,7 @@ int runEval(const QStringList& args, CommandIo& io)
     };
     // A class without examples (another dataset's classes may be fewer) has no accuracy.
     for (int i = 0; i < k; ++i)
-        io.out << className(i).leftJustified(width) << "  "
+        io.out << padColumns(className(i), width) << "  "
                << (r.classCounts[std::size_t(i)] > 0
                        ? percent(r.perClassAccuracy[std::size_t(i)], 7)
                        : QStringLiteral("-").rightJustified(8))
@@ -431,13 +432,13 @@ int runEval(const QStringList& args, CommandIo& io)
             return QString::number(i) + QLatin1Char(' ') + className(i);
         };
         int rowWidth = width;
-        for (int i = 0; i < k; ++i) rowWidth = std::max(rowWidth, int(rowName(i).size()));
+        for (int i = 0; i < k; ++i) rowWidth = std::max(rowWidth, textColumns(rowName(i)));
         io.out << "\nconfusion matrix (rows: true class, columns: predicted)\n"
                << QString(rowWidth, QLatin1Char(' '));
         for (int j = 0; j < k; ++j) io.out << QString::number(j).rightJustified(6);
         io.out << "\n";
         for (int i = 0; i < k; ++i) {
-            io.out << rowName(i).leftJustified(rowWidth);
+            io.out << padColumns(rowName(i), rowWidth);
             for (int j = 0; j < k; ++j)
                 io.out << QString::number(r.confusionAt(i, j)).rightJustified(6);
             io.out << "\n";

@@ -227,10 +227,10 @@ int runImport(const QStringList& args, CommandIo& io)
            << (s.mirrorSafe ? "" : ", never flipped") << ":\n";
     int width = 5;
     for (const auto& c : s.labels.names)
-        width = std::max(width, int(QString::fromStdString(c).size()));
+        width = std::max(width, textColumns(QString::fromStdString(c)));
     io.out << "  " << QStringLiteral("class").leftJustified(width) << "  train   test\n";
     for (std::size_t c = 0; c < s.labels.names.size(); ++c)
-        io.out << "  " << QString::fromStdString(s.labels.names[c]).leftJustified(width) << "  "
+        io.out << "  " << padColumns(QString::fromStdString(s.labels.names[c]), width) << "  "
                << QString::number(r.train[c]).rightJustified(5) << "  "
                << QString::number(r.test[c]).rightJustified(5) << "\n";
     if (!model.isEmpty())

@@ -22,6 +22,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "app/cli/command.h"
 #include "app/data/file_names.h"
 #include "app/data/image_folder_import.h"
 #include "app/inference/image_files.h"
@@ -880,6 +881,55 @@ private slots:
     }
 
     // towers-cli import as a user runs it, then train on what it made.
+    // Class names in any script line up in import's and datasets' tables: a Chinese character
+    // takes two columns, a combining accent none, "é" one (its two bytes were counted).
+    void tablesLineUpWhateverTheScript()
+    {
+        const QString src = path(QStringLiteral("scripts"));
+        const QStringList names{QStringLiteral("猫咪"), QStringLiteral("cafe\u0301"),
+                                QStringLiteral("été"), QStringLiteral("dog")};
+        for (int c = 0; c < names.size(); ++c)
+            writeClass(src + QLatin1Char('/') + names[c], c, 3, false);
+        const QString data = path(QStringLiteral("scripts-data"));
+        const auto imported = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("import"), src, QStringLiteral("--data-dir"), data,
+                         QStringLiteral("--name"), QStringLiteral("scripts")});
+        QVERIFY2(imported.exitCode == 0, qPrintable(imported.err));
+        const auto detail =
+            test::runCliProcess(TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("scripts"),
+                                             QStringLiteral("--data-dir"), data});
+        QVERIFY2(detail.exitCode == 0, qPrintable(detail.err));
+        // Each class's row: the figures start at the header's column, counted as a terminal does.
+        const auto figuresColumn = [](const QString& line) {
+            const qsizetype digit = line.indexOf(QRegularExpression(QStringLiteral("\\d")));
+            return digit < 0 ? -1 : app::textColumns(line.left(digit));
+        };
+        for (const QString& out : {imported.out, detail.out}) {
+            const QStringList lines = out.split(QLatin1Char('\n'));
+            const auto header = std::find_if(lines.begin(), lines.end(), [](const QString& l) {
+                return l.startsWith(QStringLiteral("  class "));
+            });
+            QVERIFY2(header != lines.end(), qPrintable(out));
+            const int column =
+                app::textColumns(header->left(header->indexOf(QStringLiteral("train")) + 5)) -
+                1; // "train"'s last letter
+            int rows = 0;
+            for (const QString& name : names) {
+                const auto row = std::find_if(lines.begin(), lines.end(), [&](const QString& l) {
+                    return l.startsWith(QStringLiteral("  ") + name + QLatin1Char(' '));
+                });
+                QVERIFY2(row != lines.end(), qPrintable(name + QStringLiteral(" not in:\n") + out));
+                // The train figure (a one-digit count here) ends under "train"'s last letter.
+                QVERIFY2(figuresColumn(*row) == column, qPrintable(out));
+                ++rows;
+            }
+            QCOMPARE(rows, int(names.size()));
+        }
+        QCOMPARE(app::textColumns(QStringLiteral("猫咪")), 4);
+        QCOMPARE(app::textColumns(QStringLiteral("cafe\u0301")), 4);
+        QCOMPARE(app::padColumns(QStringLiteral("猫"), 5), QStringLiteral("猫   "));
+    }
+
     void command()
     {
         const QString data = path(QStringLiteral("data4"));
