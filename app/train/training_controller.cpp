@@ -28,6 +28,7 @@ bool TrainingController::start(engine::SessionOptions options)
     m_runDirectory = QString::fromStdString(options.runDirectory.string());
     m_startStep = m_totalSteps = 0;
     m_pausedStep = -1;
+    m_finalStep = -1;
     m_thread = new QThread(this);
     m_thread->setObjectName(QStringLiteral("training"));
     auto* worker = new TrainingWorker(m_buffer);
@@ -118,8 +119,10 @@ void TrainingController::drain()
     emit eventsReady(events);
 }
 
-void TrainingController::onWorkerFinished(TrainingWorker::Outcome outcome, const QString& message)
+void TrainingController::onWorkerFinished(TrainingWorker::Outcome outcome, const QString& message,
+                                          qint64 step)
 {
+    m_finalStep = step;
     m_drainTimer->stop();
     drain(); // the last metrics come before finished()
     m_thread->quit();

@@ -49,6 +49,9 @@ public:
     qint64 totalSteps() const { return m_totalSteps; }
     // The step the trainer paused at while Paused; -1 while it is still pausing (or not paused).
     qint64 pausedStep() const { return m_pausedStep; }
+    // Once finished: the step the trainer reached (a stopped run's checkpoint's), -1 when it never
+    // trained. The last metrics drained may be older: they come every few steps.
+    qint64 finalStep() const { return m_finalStep; }
     // Drains so far (tests check the coalescing).
     int drainCount() const { return m_drains; }
 
@@ -69,7 +72,7 @@ private:
     void setState(State state);
     void scheduleDrain();
     void drain();
-    void onWorkerFinished(TrainingWorker::Outcome outcome, const QString& message);
+    void onWorkerFinished(TrainingWorker::Outcome outcome, const QString& message, qint64 step);
 
     MetricsBuffer m_buffer;
     QThread* m_thread = nullptr;
@@ -80,6 +83,7 @@ private:
     QString m_runDirectory;
     qint64 m_startStep = 0, m_totalSteps = 0;
     qint64 m_pausedStep = -1;
+    qint64 m_finalStep = -1;
     int m_drains = 0;
 };
 

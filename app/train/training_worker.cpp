@@ -18,6 +18,7 @@ void TrainingWorker::run(engine::SessionOptions options)
 {
     Outcome outcome = Outcome::Failed;
     QString message;
+    qint64 step = -1;
     try {
         engine::TrainerObserver* observer =
             this; // a private base: converted here, inside the class
@@ -36,6 +37,7 @@ void TrainingWorker::run(engine::SessionOptions options)
             emit started(QString::fromStdString(session->options().runDirectory.string()),
                          session->startStep(), trainer.totalSteps());
             const auto result = session->run(m_stop.get_token());
+            step = trainer.step();
             // An early stop (TrainConfig::patience) ends the run as finishing does.
             outcome =
                 result == engine::Trainer::Outcome::Stopped ? Outcome::Stopped : Outcome::Finished;
@@ -59,7 +61,7 @@ void TrainingWorker::run(engine::SessionOptions options)
         std::lock_guard lock(m_mutex);
         m_session = nullptr; // the session is gone (it was destroyed leaving the try block)
     }
-    emit finished(outcome, message);
+    emit finished(outcome, message, step);
 }
 
 void TrainingWorker::pause()

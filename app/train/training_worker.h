@@ -52,8 +52,10 @@ signals:
     void paused(qint64 step);
     void resumed(qint64 step);
     // Finished: the last step was reached. Stopped: a stop was requested (the checkpoint is
-    // written when training had started). Failed: `message` says what went wrong.
-    void finished(towers::app::TrainingWorker::Outcome outcome, const QString& message);
+    // written when training had started). Failed: `message` says what went wrong. `step`: the
+    // step the trainer reached (its checkpoint's, when stopped), -1 when it never trained.
+    void finished(towers::app::TrainingWorker::Outcome outcome, const QString& message,
+                  qint64 step);
 
 private:
     void onStep(const engine::StepMetrics& metrics) override;

@@ -2,6 +2,7 @@
 // usable; a run fills the loss, accuracy, speed and learning-rate plots with exactly the reported
 // points while redrawing at most 25 times a second; the buttons follow the state; the log holds
 // the trainer's lines; a failure reaches errorOccurred.
+#include <QDir>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QLocale>
@@ -149,6 +150,39 @@ private slots:
         QCOMPARE(finished.at(0).at(0).value<towers::app::TrainingWorker::Outcome>(),
                  towers::app::TrainingWorker::Outcome::Stopped);
         QVERIFY(page.statusText().contains(QStringLiteral("Stopped at step")));
+    }
+
+    // A stopped run's status names the step its checkpoint is of, the trainer's last: the last
+    // metrics drained are older when steps are logged every few (it said "Stopped at step 170"
+    // of a checkpoint of step 179).
+    void stoppedAtTheCheckpointsStep()
+    {
+        QTemporaryDir runs;
+        TrainPage page;
+        auto options =
+            tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 100000, 1);
+        options.config.logEvery = 100000; // no metrics line before the stop
+        page.setOptionsProvider([options](QString*) { return std::optional(options); });
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        page.start();
+        QTRY_COMPARE_WITH_TIMEOUT(page.controller()->state(),
+                                  towers::app::TrainingController::State::Running, 30000);
+        QTest::qWait(1500); // some steps
+        QTest::mouseClick(button(page, QStringLiteral("Stop")), Qt::LeftButton);
+        QVERIFY(finished.wait(30000));
+        const QStringList checkpoints =
+            QDir(runs.filePath(QStringLiteral("r/checkpoints")))
+                .entryList({QStringLiteral("ckpt-*.safetensors")}, QDir::Files, QDir::Name);
+        QCOMPARE(checkpoints.size(), 1);
+        const qint64 step = checkpoints.first()
+                                .section(QLatin1Char('-'), 1)
+                                .section(QLatin1Char('.'), 0, 0)
+                                .toLongLong();
+        QVERIFY2(step >= 1, qPrintable(checkpoints.first()));
+        QCOMPARE(page.controller()->finalStep(), step);
+        QVERIFY2(page.statusText().startsWith(
+                     QStringLiteral("Stopped at step %1;").arg(QLocale().toString(step))),
+                 qPrintable(page.statusText() + QStringLiteral(" / ") + checkpoints.first()));
     }
 
     // The queue: while a run trains, "Add to queue" takes the pages' configuration of that moment;

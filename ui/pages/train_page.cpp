@@ -414,12 +414,15 @@ void TrainPage::onFinished(app::TrainingWorker::Outcome outcome, const QString& 
     appendLog(outcome == O::Failed ? tr("Training failed: %1").arg(message)
                                    : tr("Training %1.").arg(message));
     if (outcome == O::Failed) emit errorOccurred(tr("Training failed: %1").arg(message));
+    // The trainer's own last step: the last metrics drained are every few steps, older.
+    const qint64 step =
+        m_controller->finalStep() >= 0 ? m_controller->finalStep() : m_history.lastStep();
     m_outcomeText =
         outcome == O::Failed ? tr("Failed: %1").arg(message)
         : outcome == O::Finished
-            ? tr("Finished: %1 steps.").arg(QLocale().toString(m_history.lastStep()))
+            ? tr("Finished: %1 steps.").arg(QLocale().toString(step))
             : tr("Stopped at step %1; the checkpoint is saved (resume it from Runs & checkpoints).")
-                  .arg(QLocale().toString(m_history.lastStep()));
+                  .arg(QLocale().toString(step));
     if (outcome == O::Finished) m_progress->setValue(1000);
     emit runFinished(outcome, message, m_runDirectory);
     emit activeChanged(false);
