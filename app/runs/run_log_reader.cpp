@@ -84,6 +84,56 @@ JsonlTail::Read JsonlTail::readNew()
     return out;
 }
 
+LoggedSteps readLoggedSteps(const QString& folder, std::int64_t upToStep)
+{
+    LoggedSteps logged;
+    JsonlTail metrics(QDir(folder).filePath(QStringLiteral("metrics.jsonl")));
+    for (const QJsonObject& o : metrics.readNew().objects) {
+        if (!o.value(QStringLiteral("step")).isDouble()) continue;
+        engine::StepMetrics m;
+        m.step = o.value(QStringLiteral("step")).toInteger();
+        if (m.step > upToStep) continue;
+        const auto number = [&o](const char* key) {
+            return o.value(QLatin1String(key)).toDouble();
+        };
+        m.totalSteps = o.value(QStringLiteral("totalSteps")).toInteger();
+        m.elapsedSeconds = number("elapsedSeconds");
+        m.epoch = number("epoch");
+        m.loss = number("loss");
+        m.crossEntropy = number("crossEntropy");
+        m.lr = number("lr");
+        m.examplesPerSec = number("examplesPerSec");
+        m.secPerBatch = number("secPerBatch");
+        m.stepMs = number("stepMs");
+        m.dataWaitMs = number("dataWaitMs");
+        m.computeMs = number("computeMs");
+        m.allReduceMs = number("allReduceMs");
+        m.updateMs = number("updateMs");
+        for (const QJsonValue& t : o.value(QStringLiteral("towerComputeMs")).toArray())
+            m.towerComputeMs.push_back(t.toDouble());
+        for (const QJsonValue& t : o.value(QStringLiteral("towerTimes")).toArray())
+            m.towerTimes.push_back(towerTimesOf(t.toObject()));
+        logged.steps.push_back(std::move(m));
+    }
+    JsonlTail eval(QDir(folder).filePath(QStringLiteral("eval.jsonl")));
+    for (const QJsonObject& o : eval.readNew().objects) {
+        if (!o.value(QStringLiteral("step")).isDouble() ||
+            !o.value(QStringLiteral("precisionAt1")).isDouble())
+            continue;
+        engine::EvalResult r;
+        r.step = o.value(QStringLiteral("step")).toInteger();
+        if (r.step > upToStep) continue;
+        r.precisionAt1 = o.value(QStringLiteral("precisionAt1")).toDouble();
+        r.meanCrossEntropy = o.value(QStringLiteral("meanCrossEntropy")).toDouble();
+        r.examples = o.value(QStringLiteral("examples")).toInteger();
+        r.correct = o.value(QStringLiteral("correct")).toInteger();
+        r.ema = o.value(QStringLiteral("ema")).toBool();
+        r.set = o.value(QStringLiteral("set")).toString(QStringLiteral("test")).toStdString();
+        logged.evaluations.push_back(std::move(r));
+    }
+    return logged;
+}
+
 RunLogReader::RunLogReader(const QString& folder)
     : m_metrics(QDir(folder).filePath(QStringLiteral("metrics.jsonl"))),
       m_eval(QDir(folder).filePath(QStringLiteral("eval.jsonl")))

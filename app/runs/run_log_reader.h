@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "app/runs/run_scanner.h"
+#include "engine/train/evaluation.h"
+#include "engine/train/trainer_observer.h"
 
 namespace towers::app {
 
@@ -63,5 +65,16 @@ private:
     JsonlTail m_metrics, m_eval;
     RunCurves m_curves;
 };
+
+// What a run logged up to `upToStep`: metrics.jsonl's steps and eval.jsonl's evaluations as the
+// trainer reported them (an evaluation's step, set, accuracy and cross-entropy), for a resumed
+// run's plots to show its steps before the resume. Lines that do not parse are skipped; missing
+// files read as empty. Never throws.
+struct LoggedSteps
+{
+    std::vector<engine::StepMetrics> steps;
+    std::vector<engine::EvalResult> evaluations;
+};
+LoggedSteps readLoggedSteps(const QString& folder, std::int64_t upToStep);
 
 } // namespace towers::app

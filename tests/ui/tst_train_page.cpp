@@ -185,6 +185,39 @@ private slots:
                  qPrintable(page.statusText() + QStringLiteral(" / ") + checkpoints.first()));
     }
 
+    // A resumed run's plots show its curves from step 1, as its logs have them up to the resume,
+    // then the new steps (they started at the resume: the earlier curve was gone).
+    void resumedRunShowsItsWholeCurves()
+    {
+        QTemporaryDir runs;
+        TrainPage page;
+        auto options =
+            tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 100000, 1, 4);
+        options.config.logEvery = 2;
+        page.setOptionsProvider([&options](QString*) { return std::optional(options); });
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        page.start();
+        QTRY_VERIFY_WITH_TIMEOUT(page.history().evalSteps().size() >= 2, 60000);
+        QTest::mouseClick(button(page, QStringLiteral("Stop")), Qt::LeftButton);
+        QVERIFY(finished.wait(30000));
+        const qint64 stopped = page.controller()->finalStep();
+        const int lossPoints = page.lossPlot()->pointCount(0);
+        const int evaluations = page.accuracyPlot()->pointCount(0);
+        QVERIFY(lossPoints >= 4 && evaluations >= 2);
+
+        options.resume = true;
+        page.start();
+        QTRY_VERIFY_WITH_TIMEOUT(page.history().lastStep() > stopped + 2, 30000);
+        QCOMPARE(page.history().steps().first(), 2.0); // the first logged step, not the resume's
+        QVERIFY2(page.lossPlot()->pointCount(0) > lossPoints,
+                 qPrintable(QString::number(page.lossPlot()->pointCount(0))));
+        QVERIFY(page.accuracyPlot()->pointCount(0) >= evaluations);
+        QVERIFY(page.lrPlot()->pointCount(0) > lossPoints);
+        QVERIFY(page.speedPlot()->pointCount(0) > lossPoints);
+        QTest::mouseClick(button(page, QStringLiteral("Stop")), Qt::LeftButton);
+        QVERIFY(finished.wait(30000));
+    }
+
     // The queue: while a run trains, "Add to queue" takes the pages' configuration of that moment;
     // each queued run starts when the one before finishes, in order; a stop holds the queue until
     // Start next; Clear queue empties it.

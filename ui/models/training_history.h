@@ -43,6 +43,8 @@ public:
     // Seconds left at the run's pace (the trainer's estimate, as towers-cli prints it); nullopt
     // before the first report.
     std::optional<double> etaSeconds() const { return m_eta; }
+    // No estimate until the next report (the steps a resumed run logged before carry none).
+    void forgetEta() { m_eta.reset(); }
 
 private:
     std::int64_t m_start = 0, m_total = 0, m_lastStep = 0;

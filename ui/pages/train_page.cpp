@@ -15,6 +15,7 @@
 #include <QVBoxLayout>
 
 #include "app/runs/run_builder.h"
+#include "app/runs/run_log_reader.h"
 #include "ui/plots/plot_theme.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/widgets/open_folder.h"
@@ -348,16 +349,23 @@ void TrainPage::onStarted(const QString& runDirectory, qint64 startStep, qint64 
     m_runDirectory = runDirectory;
     m_runLabel->setText(runDirectory);
     m_history.reset(startStep, totalSteps, m_options.config.batchPerTower);
+    if (startStep > 0) {
+        // A resumed run: its curves from the start, as its logs have them up to the resume.
+        const app::LoggedSteps logged = app::readLoggedSteps(runDirectory, startStep);
+        plotSteps(logged.steps, logged.evaluations);
+        m_history.forgetEta(); // the logs keep none: the run's first report gives it
+    }
     m_folder->setEnabled(true);
     // Paused while loading: the status says so rather than "Step 0 of N".
     if (m_controller->state() != app::TrainingController::State::Paused) updateProgress();
 }
 
-void TrainPage::onEvents(const app::TrainingEvents& events)
+void TrainPage::plotSteps(const std::vector<engine::StepMetrics>& reports,
+                          const std::vector<engine::EvalResult>& evaluations)
 {
     QVector<double> steps, raw, smooth, lr, speed;
     QVector<QVector<double>> towerSpeed;
-    for (const auto& m : events.steps) {
+    for (const auto& m : reports) {
         m_history.add(m);
         const qsizetype last = m_history.steps().size() - 1;
         steps << m_history.steps()[last];
@@ -386,22 +394,27 @@ void TrainPage::onEvents(const app::TrainingEvents& events)
             for (qsizetype t = 0; t < towerSpeed.size(); ++t)
                 m_speed->addPoints(int(t) + 1, steps, towerSpeed[t]);
         }
-        // Every report, so that the Devices page's timeline has each one.
-        for (const auto& m : events.steps) {
-            if (!m.towerTimes.empty()) {
-                emit towerTimes(m.step, m.towerTimes);
-                continue;
-            }
-            std::vector<engine::TowerTimes> computeOnly(m.towerComputeMs.size());
-            for (std::size_t t = 0; t < computeOnly.size(); ++t)
-                computeOnly[t].computeMs = m.towerComputeMs[t];
-            if (!computeOnly.empty()) emit towerTimes(m.step, computeOnly);
-        }
     }
-    for (const auto& r : events.evaluations) {
+    for (const auto& r : evaluations) {
         m_history.addEvaluation(r);
         m_accuracy->addPoint(0, double(r.step), r.precisionAt1); // the trainer logs it too
         m_loss->addPoint(2, double(r.step), r.meanCrossEntropy);
+    }
+}
+
+void TrainPage::onEvents(const app::TrainingEvents& events)
+{
+    plotSteps(events.steps, events.evaluations);
+    // Every report, so that the Devices page's timeline has each one.
+    for (const auto& m : events.steps) {
+        if (!m.towerTimes.empty()) {
+            emit towerTimes(m.step, m.towerTimes);
+            continue;
+        }
+        std::vector<engine::TowerTimes> computeOnly(m.towerComputeMs.size());
+        for (std::size_t t = 0; t < computeOnly.size(); ++t)
+            computeOnly[t].computeMs = m.towerComputeMs[t];
+        if (!computeOnly.empty()) emit towerTimes(m.step, computeOnly);
     }
     for (const auto& line : events.logLines) appendLog(line);
     for (const auto& [file, step] : events.checkpoints) emit checkpointWritten(file, step);

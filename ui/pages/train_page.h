@@ -90,6 +90,10 @@ private:
     void onStateChanged(app::TrainingController::State state);
     void onStarted(const QString& runDirectory, qint64 startStep, qint64 totalSteps);
     void onEvents(const app::TrainingEvents& events);
+    // Adds reports and evaluations to the history and the plots (a resumed run's logged ones,
+    // then the live ones).
+    void plotSteps(const std::vector<engine::StepMetrics>& reports,
+                   const std::vector<engine::EvalResult>& evaluations);
     void onFinished(app::TrainingWorker::Outcome outcome, const QString& message);
     void updateProgress();
     void appendLog(const QString& line);
