@@ -34,6 +34,12 @@ HeatMap::HeatMap(QWidget* parent) : QWidget(parent), m_plot(new QCustomPlot(this
         a->setLabelFont(small);
     }
     m_plot->xAxis->setTickLabelRotation(45);
+    // A label names each row and column: tick marks would only reach into the first column's and
+    // the last row's cells, a stroke before their counts ("-14") or a lone "–" in an empty one.
+    for (QCPAxis* a : {m_plot->xAxis, m_plot->yAxis}) {
+        a->setTickLength(0, 0);
+        a->setSubTicks(false);
+    }
     connect(m_plot, &QCustomPlot::mousePress, this, &HeatMap::onPlotClick);
     rebuild();
 }
