@@ -5,6 +5,7 @@
 #include <QTest>
 #include <qcustomplot.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "ui/plots/plot_theme.h"
@@ -60,6 +61,73 @@ private slots:
         w.replotNow();
         QCOMPARE(w.customPlot()->yAxis->range().lower, 0.0);
         QCOMPARE(w.customPlot()->yAxis->range().upper, 1.0);
+    }
+
+    // An axis of steps has ticks at whole steps only: one evaluation at step 300 reads "300", not
+    // 299.6 / 299.8 / 300 / 300.2 / 300.4, and so do two or three close steps and a range whose
+    // readable step would be 2.5. Fractional x (the range test's log₁₀ learning rate) keeps its
+    // fractional ticks.
+    void stepAxesHaveWholeTicks_data()
+    {
+        QTest::addColumn<QVector<double>>("steps");
+        QTest::newRow("one point") << QVector<double>{300};
+        QTest::newRow("two steps") << QVector<double>{300, 301};
+        QTest::newRow("three steps") << QVector<double>{300, 301, 302};
+        QTest::newRow("step 0 and 1") << QVector<double>{0, 1};
+        QTest::newRow("0 to 12") << QVector<double>{0, 4, 8, 12};
+        QTest::newRow("0 to 14") << QVector<double>{0, 7, 14};
+        QTest::newRow("thousands") << QVector<double>{100, 200, 300, 12000};
+    }
+
+    void stepAxesHaveWholeTicks()
+    {
+        QFETCH(QVector<double>, steps);
+        for (const int width : {160, 400, 1600}) {
+            PlotWidget w;
+            w.resize(width, 300);
+            w.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&w));
+            const int s = w.addSeries(QStringLiteral("accuracy"));
+            QVector<double> y;
+            for (int i = 0; i < steps.size(); ++i) y << 0.5 + 0.01 * i;
+            w.addPoints(s, steps, y);
+            w.replotNow();
+            const QCPAxis* x = w.customPlot()->xAxis;
+            const QVector<double> ticks = x->tickVector();
+            const QVector<QString> labels = x->tickVectorLabels();
+            QVERIFY(!ticks.isEmpty());
+            for (int i = 0; i < ticks.size(); ++i) {
+                const QString what =
+                    QStringLiteral("width %1: tick %2 at %3, ticks %4")
+                        .arg(width)
+                        .arg(labels.value(i))
+                        .arg(ticks[i])
+                        .arg(QStringList(labels.begin(), labels.end()).join(QStringLiteral(" / ")));
+                QVERIFY2(ticks[i] == std::round(ticks[i]), qPrintable(what));
+                QVERIFY2(!labels.value(i).contains(QLatin1Char('.')), qPrintable(what));
+            }
+            // Sub-ticks at whole steps too.
+            QVector<double> major, minor;
+            QVector<QString> unused;
+            x->ticker()->generate(x->range(), QLocale::c(), QLatin1Char('g'), 6, major, &minor,
+                                  &unused);
+            for (const double t : minor)
+                QVERIFY2(
+                    std::abs(t - std::round(t)) < 1e-9,
+                    qPrintable(QStringLiteral("width %1: a sub-tick at %2").arg(width).arg(t)));
+            if (steps.size() == 1) QCOMPARE(labels, QVector<QString>{QStringLiteral("300")});
+        }
+        // A fractional axis keeps its fractional ticks.
+        PlotWidget lr;
+        lr.resize(400, 300);
+        lr.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&lr));
+        const int s = lr.addSeries(QStringLiteral("loss"));
+        lr.addPoints(s, {-3.1, -2.9, -2.7}, {2, 1.5, 1.2});
+        lr.replotNow();
+        const QVector<double> ticks = lr.customPlot()->xAxis->tickVector();
+        QVERIFY(
+            std::any_of(ticks.begin(), ticks.end(), [](double t) { return t != std::round(t); }));
     }
 
     void replotsAreCoalesced()

@@ -14,6 +14,34 @@
 
 namespace towers::ui {
 
+namespace {
+
+// Ticks at whole numbers only, for an axis of steps: a readable step (1, 2, 5 or 2.5 times a
+// power of ten) of at least 1, 2.5 itself made 2, and sub-ticks at whole numbers too.
+class WholeTicker : public QCPAxisTicker
+{
+protected:
+    double getTickStep(const QCPRange& range) override
+    {
+        const double step = QCPAxisTicker::getTickStep(range);
+        return step < 1 ? 1 : std::floor(step + 1e-9);
+    }
+    int getSubTickCount(double tickStep) override
+    {
+        // 1, 2 and 5: a sub-tick at each whole number between; from 10 on the default's
+        // sub-ticks (every 2, 5 or 10...) are whole.
+        return tickStep < 10 ? std::max(0, int(std::lround(tickStep)) - 1)
+                             : QCPAxisTicker::getSubTickCount(tickStep);
+    }
+};
+
+bool isWhole(double x)
+{
+    return std::isfinite(x) && x == std::floor(x);
+}
+
+} // namespace
+
 PlotWidget::PlotWidget(const QString& title, QWidget* parent)
     : QWidget(parent), m_plot(new QCustomPlot(this)), m_empty(new EmptyMessage(m_plot, this)),
       m_timer(new QTimer(this))
@@ -140,6 +168,7 @@ int PlotWidget::addSeries(const QString& name, SeriesStyle style)
     g->setAdaptiveSampling(true);
     m_graphs.push_back(g);
     m_styles.push_back(style);
+    m_fractionalX.push_back(false);
     const int index = int(m_graphs.size()) - 1;
     QColor c = seriesColor(style.colorSlot >= 0 ? style.colorSlot : index, palette());
     c.setAlpha(style.alpha);
@@ -176,6 +205,7 @@ void PlotWidget::setSeriesVisible(int series, bool visible)
 void PlotWidget::addPoint(int series, double x, double y)
 {
     m_graphs.at(series)->addData(x, y);
+    if (!isWhole(x)) m_fractionalX[series] = true;
     updateEmptyMessage();
     requestReplot();
 }
@@ -184,6 +214,7 @@ void PlotWidget::addPoints(int series, const QVector<double>& x, const QVector<d
 {
     if (x.isEmpty()) return;
     m_graphs.at(series)->addData(x, y, true);
+    if (!std::all_of(x.begin(), x.end(), isWhole)) m_fractionalX[series] = true;
     updateEmptyMessage();
     requestReplot();
 }
@@ -191,6 +222,7 @@ void PlotWidget::addPoints(int series, const QVector<double>& x, const QVector<d
 void PlotWidget::setData(int series, const QVector<double>& x, const QVector<double>& y)
 {
     m_graphs.at(series)->setData(x, y, true);
+    m_fractionalX[series] = !std::all_of(x.begin(), x.end(), isWhole);
     updateEmptyMessage();
     requestReplot();
 }
@@ -209,6 +241,7 @@ double PlotWidget::lastValue(int series) const
 void PlotWidget::clearData()
 {
     for (auto* g : m_graphs) g->data()->clear();
+    m_fractionalX.fill(false);
     updateEmptyMessage();
     requestReplot();
 }
@@ -218,6 +251,7 @@ void PlotWidget::clearSeries()
     m_plot->clearGraphs();
     m_graphs.clear();
     m_styles.clear();
+    m_fractionalX.clear();
     m_toolTips.clear();
     m_plot->legend->setVisible(false);
     updateEmptyMessage();
@@ -240,10 +274,12 @@ void PlotWidget::replotNow()
 
 void PlotWidget::rescale()
 {
-    bool any = false;
+    bool any = false, wholeX = true;
     QCPRange x, y;
-    for (auto* g : m_graphs) {
+    for (int i = 0; i < m_graphs.size(); ++i) {
+        QCPGraph* g = m_graphs[i];
         if (!g->visible() || g->data()->isEmpty()) continue;
+        wholeX = wholeX && !m_fractionalX[i];
         bool okX = false, okY = false;
         const QCPRange gx = g->getKeyRange(okX);
         const QCPRange gy = g->getValueRange(okY, QCP::sdBoth);
@@ -260,6 +296,14 @@ void PlotWidget::rescale()
     if (!any) return;
     if (x.size() <= 0) x = QCPRange(x.lower - 0.5, x.upper + 0.5);
     m_plot->xAxis->setRange(x);
+    // Steps are whole: their axis never shows 299.6 / 299.8 / 300 around a single point.
+    if (wholeX != m_wholeXTicks) {
+        m_wholeXTicks = wholeX;
+        if (wholeX)
+            m_plot->xAxis->setTicker(QSharedPointer<WholeTicker>::create());
+        else
+            m_plot->xAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
+    }
     if (m_fixedY) return;
     if (m_plot->yAxis->scaleType() == QCPAxis::stLogarithmic) {
         if (y.lower <= 0) y.lower = y.upper > 0 ? y.upper * 1e-3 : 1e-6;

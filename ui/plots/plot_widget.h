@@ -80,7 +80,8 @@ public:
     void setLegendBelow(int columns);
     bool isLegendBelow() const { return m_legendBelow; }
 
-    // Points must come in increasing x (the plots are over steps or time).
+    // Points must come in increasing x (the plots are over steps or time). While every point's x
+    // is a whole number (steps), the x axis has ticks at whole numbers only.
     void addPoint(int series, double x, double y);
     void addPoints(int series, const QVector<double>& x, const QVector<double>& y);
     void setData(int series, const QVector<double>& x, const QVector<double>& y);
@@ -121,6 +122,8 @@ private:
     QVector<QCPGraph*> m_graphs;
     QVector<SeriesStyle> m_styles;
     QVector<QString> m_toolTips; // per series; empty: its name
+    QVector<bool> m_fractionalX; // per series: some point's x is not a whole number
+    bool m_wholeXTicks = false;  // the x axis' ticker is WholeTicker
     bool m_legendBelow = false;
     bool m_dirty = false;
     bool m_fixedY = false;
