@@ -294,8 +294,12 @@ void LayersDialog::showPicture()
     const double width = (v.max - v.min) / kBins;
     // Bin centres with the decimals their spacing needs.
     const int decimals = width > 0 ? std::clamp(int(std::ceil(-std::log10(width))), 0, 6) : 2;
+    const double scale = std::pow(10.0, decimals);
     for (int b = 0; b < counts.size(); ++b) {
-        labels << QLocale().toString(v.min + (b + 0.5) * width, 'f', decimals);
+        const double centre = v.min + (b + 0.5) * width;
+        // The bin around zero reads "0", whichever side of zero its centre falls ("-0.0").
+        labels << (std::round(centre * scale) == 0 ? QLocale().toString(0)
+                                                   : QLocale().toString(centre, 'f', decimals));
         shares << (v.values.empty() ? 0 : counts[b] / double(v.values.size()));
     }
     m_histogram->setBars(labels, shares);
