@@ -18,6 +18,7 @@
 #include "training_fixture.h"
 #include "ui/pages/train_page.h"
 #include "ui/plots/plot_widget.h"
+#include "ui/widgets/path_label.h"
 
 using towers::ui::TrainPage;
 namespace tt = towers::test;
@@ -216,6 +217,39 @@ private slots:
         QVERIFY(page.speedPlot()->pointCount(0) > lossPoints);
         QTest::mouseClick(button(page, QStringLiteral("Stop")), Qt::LeftButton);
         QVERIFY(finished.wait(30000));
+    }
+
+    // A long run folder path does not widen the page (it scrolled sideways, the plots cut off):
+    // it is elided in the middle, the whole path in its tooltip.
+    void longRunFolderDoesNotWidenThePage()
+    {
+        QTemporaryDir runs;
+        TrainPage page;
+        page.resize(900, 600);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        // The page's least width while a run in `dir` trains.
+        const auto leastWidthWith = [&](const QString& dir) {
+            const auto options = tt::tinyRun(fs(m_data.path()), fs(dir), 100000, 1);
+            page.setOptionsProvider([options](QString*) { return std::optional(options); });
+            page.start();
+            QCoreApplication::processEvents();
+            const int least = page.minimumSizeHint().width();
+            QTest::mouseClick(button(page, QStringLiteral("Stop")), Qt::LeftButton);
+            return finished.wait(30000) ? least : -1;
+        };
+        const int shortPath = leastWidthWith(runs.filePath(QStringLiteral("r")));
+        const QString dir = runs.filePath(QStringLiteral("a-long-folder-name-for-the-runs/%1/r")
+                                              .arg(QString(120, QLatin1Char('x'))));
+        const int longPath = leastWidthWith(dir);
+        QVERIFY(shortPath > 0);
+        QCOMPARE(longPath, shortPath);
+        auto* label = page.findChild<towers::ui::PathLabel*>();
+        QVERIFY(label);
+        QCOMPARE(label->toolTip(), dir);
+        QVERIFY2(label->text().contains(QChar(0x2026)), qPrintable(label->text())); // "…"
+        QVERIFY(label->text().endsWith(QStringLiteral("/r")));
     }
 
     // The queue: while a run trains, "Add to queue" takes the pages' configuration of that moment;

@@ -19,6 +19,7 @@
 #include "ui/plots/plot_theme.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/widgets/open_folder.h"
+#include "ui/widgets/path_label.h"
 
 namespace towers::ui {
 
@@ -45,8 +46,7 @@ TrainPage::TrainPage(QWidget* parent)
     m_folder = new QPushButton(style()->standardIcon(QStyle::SP_DirOpenIcon),
                                tr("Open run &folder"), this);
     m_stop->setToolTip(tr("Stops after the current step and writes a checkpoint"));
-    m_runLabel = new QLabel(this);
-    m_runLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_runLabel = new PathLabel(this);
     m_enqueue = new QPushButton(tr("Add to &queue"), this);
     m_enqueue->setObjectName(QStringLiteral("enqueue"));
     buttons->addWidget(m_start);
@@ -268,7 +268,7 @@ bool TrainPage::startSession(engine::SessionOptions options)
                   : tr("New run in %1: %2 on %3, %n tower(s)", nullptr, options.config.towers)
                         .arg(m_runDirectory, QString::fromStdString(options.config.model),
                              QString::fromStdString(options.config.dataset)));
-    m_runLabel->setText(m_runDirectory);
+    m_runLabel->setPath(m_runDirectory);
     if (!m_controller->start(std::move(options))) return false;
     emit runStarted(m_runDirectory);
     emit activeChanged(true);
@@ -347,7 +347,7 @@ void TrainPage::onStateChanged(app::TrainingController::State state)
 void TrainPage::onStarted(const QString& runDirectory, qint64 startStep, qint64 totalSteps)
 {
     m_runDirectory = runDirectory;
-    m_runLabel->setText(runDirectory);
+    m_runLabel->setPath(runDirectory);
     m_history.reset(startStep, totalSteps, m_options.config.batchPerTower);
     if (startStep > 0) {
         // A resumed run: its curves from the start, as its logs have them up to the resume.

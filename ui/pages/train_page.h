@@ -27,6 +27,7 @@ class QPushButton;
 
 namespace towers::ui {
 
+class PathLabel;
 class PlotWidget;
 
 class TrainPage : public QWidget
@@ -120,7 +121,7 @@ private:
     QPushButton* m_pause;
     QPushButton* m_stop;
     QPushButton* m_folder;
-    QLabel* m_runLabel;
+    PathLabel* m_runLabel;
     QProgressBar* m_progress;
     QLabel* m_status;
     PlotWidget* m_loss;
