@@ -124,6 +124,51 @@ private slots:
         QCOMPARE(page.found()->trainCount, 30);
     }
 
+    // A saved dataset that is not in the list (an imported one since deleted) is a first start:
+    // the first dataset found, not CIFAR-10 (the list's first entry, which is not there), and
+    // the log says what became of the saved name. No scan of the list's first entry meanwhile.
+    void unknownSavedDatasetGivesWayToOneThatIsThere()
+    {
+        QTemporaryDir dir;
+        tt::writeIdxDataset(tt::fsPath(dir.filePath(QStringLiteral("mnist"))), 30, 10, 28, 28, true,
+                            2);
+        towers::app::AppSettings settings(tt::settingsFile(dir.path()));
+        settings.setDatasetName(QStringLiteral("nosuch"));
+        settings.setDataDir(dir.path());
+        DataPage page(settings);
+        QSignalSpy log(&page, &DataPage::logMessage);
+        QSignalSpy scanned(&page, &DataPage::scanFinished);
+        QSignalSpy loaded(&page, &DataPage::datasetLoaded);
+        QVERIFY(loaded.wait(10000));
+        QCOMPARE(page.datasetName(), QStringLiteral("mnist"));
+        QCOMPARE(settings.datasetName(), QStringLiteral("mnist"));
+        QCOMPARE(scanned.count(), 1);
+        QCOMPARE(scanned.at(0).at(0).toBool(), true);
+        QVERIFY(!log.isEmpty());
+        const QString said = log.at(0).at(0).toString();
+        QVERIFY2(said.contains(QStringLiteral("nosuch")) &&
+                     said.contains(QStringLiteral("not found")),
+                 qPrintable(said));
+    }
+
+    // A dataset chosen while the page still looks for the first dataset found (--dataset at a
+    // first start) stays chosen, even when it is the entry shown meanwhile.
+    void datasetChosenDuringTheFirstLookStays()
+    {
+        QTemporaryDir dir;
+        tt::writeIdxDataset(tt::fsPath(dir.filePath(QStringLiteral("mnist"))), 30, 10, 28, 28, true,
+                            2);
+        towers::app::AppSettings settings(tt::settingsFile(dir.path())); // no dataset chosen yet
+        settings.setDataDir(dir.path());
+        DataPage page(settings);
+        QSignalSpy scanned(&page, &DataPage::scanFinished);
+        page.setDatasetName(QStringLiteral("cifar10"));
+        QVERIFY(scanned.wait(10000));
+        QTest::qWait(300); // what the first look found would come by now
+        QCOMPARE(page.datasetName(), QStringLiteral("cifar10"));
+        QCOMPARE(settings.datasetName(), QStringLiteral("cifar10"));
+    }
+
     void missingDatasetSaysWhereItLooked()
     {
         QTemporaryDir dir;

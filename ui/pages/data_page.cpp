@@ -79,24 +79,13 @@ DataPage::DataPage(app::AppSettings& settings, QWidget* parent)
 {
     buildUi();
     m_dataDirEdit->setText(m_settings.dataDir());
+    // A saved name that is not in the list any more gives way to the first dataset found, as a
+    // first start does: both look first, then scan (a scan of the list's first entry meanwhile
+    // would tell --train that it is not there).
     refreshDatasetList();
-    const QString name = m_settings.datasetName();
-    const int i = m_datasetCombo->findData(name);
-    m_datasetCombo->setCurrentIndex(i >= 0 ? i : 0);
-    if (name.isEmpty()) {
-        // First start: show a dataset that is there (Debian's Fashion-MNIST, say), if any.
-        const auto path = app::searchPathWith(dataDir());
-        m_discover.start(
-            [path] {
-                const auto found = engine::discoverDatasets(path);
-                return found.empty() ? std::string() : found.front().name;
-            },
-            [this](const app::JobResult<std::string>& r) {
-                if (r.ok() && !r.value->empty() && m_settings.datasetName().isEmpty())
-                    setDatasetName(QString::fromStdString(*r.value));
-            });
-    }
+    if (m_settings.datasetName().isEmpty()) pickFirstFound({});
     connect(m_datasetCombo, &QComboBox::currentIndexChanged, this, [this] {
+        m_discover.cancel(); // chosen: no first dataset found over it
         m_settings.setDatasetName(datasetName());
         emit datasetChanged(datasetName());
         rescan();
@@ -106,9 +95,48 @@ DataPage::DataPage(app::AppSettings& settings, QWidget* parent)
         m_settings.setDataDir(dataDir());
         emit dataDirChanged(dataDir());
         refreshDatasetList();
-        rescan();
+        if (!m_discover.isRunning()) rescan();
     });
-    rescan();
+    if (!m_discover.isRunning()) rescan();
+}
+
+void DataPage::pickFirstFound(const QString& missing)
+{
+    m_scan.cancel();
+    m_load.cancel();
+    m_found.reset();
+    m_scanProblem.clear();
+    m_dataset.reset();
+    m_samples->setDataset(nullptr);
+    m_foundLabel->setText(tr("Looking…"));
+    updateDownloadButton();
+    const auto path = app::searchPathWith(dataDir());
+    m_discover.start(
+        [path] {
+            // Debian's Fashion-MNIST, say.
+            const auto found = engine::discoverDatasets(path);
+            return found.empty() ? std::string() : found.front().name;
+        },
+        [this, missing](const app::JobResult<std::string>& r) {
+            const QString first = r.ok() ? QString::fromStdString(*r.value) : QString();
+            const int i = first.isEmpty() ? -1 : m_datasetCombo->findData(first);
+            if (!missing.isEmpty())
+                emit logMessage(
+                    i >= 0 ? tr("The saved dataset %1 is not found: showing %2, the first "
+                                "dataset found")
+                                 .arg(missing, first)
+                           : tr("The saved dataset %1 is not found, nor any other: showing %2")
+                                 .arg(missing, datasetName()));
+            if (i >= 0) {
+                {
+                    const QSignalBlocker block(m_datasetCombo);
+                    m_datasetCombo->setCurrentIndex(i);
+                }
+                m_settings.setDatasetName(first);
+                emit datasetChanged(first);
+            }
+            rescan();
+        });
 }
 
 DataPage::~DataPage()
@@ -308,10 +336,8 @@ void DataPage::refreshDatasetList()
     }
     const int i = m_datasetCombo->findData(current);
     m_datasetCombo->setCurrentIndex(i >= 0 ? i : 0);
-    if (i < 0 && !current.isEmpty() && m_datasetCombo->count() > 0) {
-        m_settings.setDatasetName(datasetName());
-        emit datasetChanged(datasetName());
-    }
+    // Not CIFAR-10, the list's first entry, which may well not be there: the first one found.
+    if (i < 0 && !current.isEmpty() && m_datasetCombo->count() > 0) pickFirstFound(current);
 }
 
 void DataPage::importImages(const QString& folder)
@@ -373,7 +399,16 @@ void DataPage::onImported(const app::ImportResult& r)
 void DataPage::setDatasetName(const QString& name)
 {
     const int i = m_datasetCombo->findData(name);
-    if (i >= 0) m_datasetCombo->setCurrentIndex(i);
+    if (i < 0) return;
+    if (i != m_datasetCombo->currentIndex()) {
+        m_datasetCombo->setCurrentIndex(i); // saved and scanned by its signal
+    } else if (m_discover.isRunning()) {
+        // The entry shown while looking for the first dataset found: chosen now.
+        m_discover.cancel();
+        m_settings.setDatasetName(name);
+        emit datasetChanged(name);
+        rescan();
+    }
 }
 
 void DataPage::setDataDir(const QString& dir)

@@ -54,9 +54,12 @@ public:
 
     QString datasetName() const;
     QString dataDir() const;
+    // Chooses `name` when the list has it; another name changes nothing.
     void setDatasetName(const QString& name);
     // The dataset list: the table's, then the imported datasets along the search path (with the
-    // data folder first); keeps the chosen one where it is still there.
+    // data folder first); keeps the chosen one where it is still there. A chosen name that is not
+    // there any more (an imported dataset deleted) gives way to the first dataset found, as on a
+    // first start, and the log says so.
     void refreshDatasetList();
     void setDataDir(const QString& dir);
 
@@ -72,7 +75,10 @@ public:
     // The loaded dataset's images per class, training and test (the "Images per class" tab).
     StackedBarChart* classChart() const { return m_classChart; }
     QString classSummary() const;
-    bool isBusy() const { return m_scan.isRunning() || m_load.isRunning(); }
+    bool isBusy() const
+    {
+        return m_discover.isRunning() || m_scan.isRunning() || m_load.isRunning();
+    }
     bool isDownloading() const { return m_downloader != nullptr; }
 
     // Tests and mirrors: the datasets the download button knows, and a base URL for every file
@@ -102,6 +108,10 @@ signals:
 
 private:
     void buildUi();
+    // A first start (`missing` empty), or a saved dataset `missing` that is not in the list: the
+    // first dataset discovery finds is chosen (and saved), then scanned; none found, the list's
+    // first entry is scanned (and not saved).
+    void pickFirstFound(const QString& missing);
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
     // Whether `mime` is one local folder (its path in `folder`).
