@@ -411,7 +411,15 @@ int runRuns(const QStringList& args, CommandIo& io)
             io.err << "towers-cli runs: --runs-dir: '" << runsDir << "' is not a folder\n";
             return ExitUsage;
         }
-        const auto runs = scanRuns(runsDir);
+        RunsFolderProblems problems;
+        const auto runs = scanRuns(runsDir, &problems);
+        // The runs folder itself cannot be read: no list, rather than an empty one.
+        if (!problems.folder.isEmpty()) {
+            io.err << "towers-cli runs: " << problems.folder << "\n";
+            return ExitFailure;
+        }
+        for (const QString& problem : problems.inside)
+            io.err << "towers-cli runs: " << problem << " (a run there is not listed)\n";
         if (json) {
             QJsonArray list;
             for (const auto& r : runs) list.append(runJson(r, false));

@@ -6,8 +6,13 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <dirent.h>
 #include <exception>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "app/runs/run_log_reader.h"
 #include "engine/train/run_lock.h"
@@ -155,12 +160,39 @@ QString evaluatedSet(const RunSummary& r)
     return evaluatesOnValidation(r) ? QStringLiteral("validation") : QStringLiteral("test");
 }
 
-std::vector<RunSummary> scanRuns(const QString& runsDir)
+std::vector<RunSummary> scanRuns(const QString& runsDir, RunsFolderProblems* problems)
 {
     std::vector<RunSummary> runs;
+    RunsFolderProblems ignored;
+    RunsFolderProblems& said = problems ? *problems : ignored;
+    const auto why = [] { return QString::fromLocal8Bit(std::strerror(errno)); };
+    const QByteArray path = QFile::encodeName(runsDir);
+    struct stat st
+    {
+    };
+    if (::stat(path.constData(), &st) != 0) {
+        if (errno != ENOENT) said.folder = QStringLiteral("cannot read %1: %2").arg(runsDir, why());
+        return runs;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        said.folder = QStringLiteral("%1 is not a folder").arg(runsDir);
+        return runs;
+    }
+    DIR* listing = ::opendir(path.constData());
+    if (!listing) {
+        said.folder = QStringLiteral("cannot read %1: %2").arg(runsDir, why());
+        return runs;
+    }
+    ::closedir(listing);
     const QDir dir(runsDir);
     for (const QFileInfo& sub : dir.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot)) {
-        if (!QFileInfo::exists(sub.absoluteFilePath() + QStringLiteral("/config.json"))) continue;
+        if (!QFileInfo::exists(sub.absoluteFilePath() + QStringLiteral("/config.json"))) {
+            // A folder that cannot be entered may hold a run: said, not passed over unsaid.
+            if (::access(QFile::encodeName(sub.absoluteFilePath()).constData(), X_OK) != 0)
+                said.inside
+                    << QStringLiteral("cannot look into %1: %2").arg(sub.absoluteFilePath(), why());
+            continue;
+        }
         runs.push_back(readRun(sub.absoluteFilePath()));
     }
     std::stable_sort(runs.begin(), runs.end(), [](const RunSummary& a, const RunSummary& b) {

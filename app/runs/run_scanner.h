@@ -6,6 +6,7 @@
 // folder does not hide the others.
 #include <QDateTime>
 #include <QString>
+#include <QStringList>
 #include <QVector>
 
 #include <cstdint>
@@ -78,8 +79,19 @@ bool finished(const RunSummary& r);
 // One run folder. Never throws.
 RunSummary readRun(const QString& folder);
 // Every run folder directly under `runsDir`, the most recently modified first. Never throws; a
-// missing folder gives an empty list.
-std::vector<RunSummary> scanRuns(const QString& runsDir);
+// missing folder gives an empty list (the first run makes it). What could not be looked into goes
+// to `problems`, naming the folder and why; an unreadable runs folder listed as "No runs yet".
+struct RunsFolderProblems
+{
+    // The runs folder itself: "cannot read /x/runs: Permission denied", "/x/runs is not a
+    // folder"; empty when it could be listed.
+    QString folder;
+    // Folders in it that cannot be entered, where a run may be: "cannot look into /x/runs/r:
+    // Permission denied".
+    QStringList inside;
+    bool any() const { return !folder.isEmpty() || !inside.isEmpty(); }
+};
+std::vector<RunSummary> scanRuns(const QString& runsDir, RunsFolderProblems* problems = nullptr);
 
 // The checkpoints of the run in `folder`, oldest first; empty when it has none (or no checkpoints
 // folder: nothing is created). Never throws: why they could not be listed goes to `problem`.

@@ -220,6 +220,18 @@ private slots:
         QCOMPARE(runs[0].name, QStringLiteral("new"));
         QCOMPARE(runs[1].name, QStringLiteral("old"));
         QVERIFY(scanRuns(root.filePath(QStringLiteral("missing"))).empty());
+        // Nothing there yet is no problem (the first run makes the folder); a runs folder that
+        // cannot be listed is one, naming it.
+        RunsFolderProblems problems;
+        QVERIFY(scanRuns(root.filePath(QStringLiteral("missing")), &problems).empty());
+        QVERIFY(!problems.any());
+        QVERIFY(scanRuns(root.path(), &problems).size() == 2 && !problems.any());
+        const QString file = root.filePath(QStringLiteral("new/config.json"));
+        QVERIFY(scanRuns(file, &problems).empty());
+        QCOMPARE(problems.folder, file + QStringLiteral(" is not a folder"));
+        problems = {};
+        QVERIFY(scanRuns(file + QStringLiteral("/runs"), &problems).empty());
+        QCOMPARE(problems.folder, QStringLiteral("cannot read %1/runs: Not a directory").arg(file));
     }
 
     // The run's lock, held by a trainer, says who trains it; released, nobody.

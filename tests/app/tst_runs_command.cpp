@@ -72,6 +72,38 @@ class TestRunsCommand : public QObject
     }
 
 private slots:
+    // A runs folder that cannot be read is said so, exit 1: it was listed as "No runs in ...".
+    void unreadableFolder()
+    {
+        QTemporaryDir root;
+        QFile file(root.filePath(QStringLiteral("afile")));
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.close();
+        for (const QString& runs : {root.filePath(QStringLiteral("afile")),
+                                    root.filePath(QStringLiteral("afile/runs"))}) {
+            const Result r = run({}, runs);
+            QCOMPARE(r.exitCode, 1);
+            QVERIFY2(!r.out.contains(QStringLiteral("No runs")), qPrintable(r.out));
+            QVERIFY2(r.err.contains(runs) && (r.err.contains(QStringLiteral("is not a folder")) ||
+                                              r.err.contains(QStringLiteral("Not a directory"))),
+                     qPrintable(r.err));
+        }
+        if (::geteuid() == 0)
+            QSKIP("running as root, for whom no folder is unreadable: the folder in the runs "
+                  "folder that cannot be entered is not tried");
+        QVERIFY(QDir(root.path()).mkpath(QStringLiteral("runs/locked")));
+        QVERIFY(QFile::setPermissions(root.filePath(QStringLiteral("runs/locked")),
+                                      QFileDevice::WriteOwner));
+        const Result r = run({}, root.filePath(QStringLiteral("runs")));
+        QFile::setPermissions(root.filePath(QStringLiteral("runs/locked")),
+                              QFileDevice::ReadOwner | QFileDevice::WriteOwner |
+                                  QFileDevice::ExeOwner);
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.err.contains(QStringLiteral("cannot look into ") +
+                                root.filePath(QStringLiteral("runs/locked"))),
+                 qPrintable(r.err));
+    }
+
     void emptyFolder()
     {
         QTemporaryDir root;

@@ -134,6 +134,25 @@ class TestRunsPage : public QObject
 {
     Q_OBJECT
 private slots:
+    // A runs folder that cannot be listed is said so, naming it and why: it read "No runs in ...
+    // yet: start one on the Train page."
+    void saysWhyTheRunsCannotBeListed()
+    {
+        QTemporaryDir root;
+        QFile file(root.filePath(QStringLiteral("afile")));
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.close();
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(root.filePath(QStringLiteral("afile")));
+        RunsPage page(settings);
+        page.show();
+        QSignalSpy refreshed(&page, &RunsPage::refreshed);
+        QVERIFY(refreshed.wait(10000));
+        QVERIFY(!labelSaying(page, QStringLiteral("No runs in")));
+        QVERIFY(labelSaying(page, QStringLiteral("The runs cannot be listed: %1 is not a folder.")
+                                      .arg(root.filePath(QStringLiteral("afile")))));
+    }
+
     void listsAndActs()
     {
         QTemporaryDir root;

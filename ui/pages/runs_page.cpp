@@ -501,13 +501,27 @@ void RunsPage::refresh()
 {
     const QString dir = runsDir();
     if (m_pendingSelection.isEmpty()) m_pendingSelection = selectedRun();
-    m_scan.start([dir] { return app::scanRuns(dir); }, [this](const auto& r) { onScanned(r); });
+    m_scan.start(
+        [dir] {
+            Scan scan;
+            scan.runs = app::scanRuns(dir, &scan.problems);
+            return scan;
+        },
+        [this](const auto& r) { onScanned(r); });
 }
 
-void RunsPage::onScanned(const app::JobResult<std::vector<app::RunSummary>>& r)
+void RunsPage::onScanned(const app::JobResult<Scan>& r)
 {
     const QString keep = m_pendingSelection;
-    m_runs->setRuns(r.ok() ? *r.value : std::vector<app::RunSummary>{});
+    m_runs->setRuns(r.ok() ? r.value->runs : std::vector<app::RunSummary>{});
+    m_folderProblem = r.ok() ? r.value->problems.folder : QString();
+    // Folders that cannot be entered (a run there is not listed): said once, and again when they
+    // change, not at every refresh.
+    const QStringList inside = r.ok() ? r.value->problems.inside : QStringList();
+    if (inside != m_shownProblems && !inside.isEmpty())
+        emit errorOccurred(tr("Not listed, as their folders cannot be entered: %1")
+                               .arg(inside.join(QStringLiteral("; "))));
+    m_shownProblems = inside;
     if (!keep.isEmpty() && m_runs->rowOf(keep) >= 0)
         selectRun(keep);
     else if (m_sorted->rowCount() > 0)
@@ -582,9 +596,12 @@ void RunsPage::updateTitle()
 {
     const auto* r = currentRun();
     if (!r) {
-        m_title->setText(m_runs->rowCount() ? tr("Select a run.")
-                                            : tr("No runs in %1 yet: start one on the Train page.")
-                                                  .arg(runsDir().toHtmlEscaped()));
+        m_title->setText(
+            m_runs->rowCount() ? tr("Select a run.")
+            : m_folderProblem.isEmpty()
+                ? tr("No runs in %1 yet: start one on the Train page.")
+                      .arg(runsDir().toHtmlEscaped())
+                : tr("The runs cannot be listed: %1.").arg(m_folderProblem.toHtmlEscaped()));
         m_followStatus->hide();
         return;
     }

@@ -123,7 +123,12 @@ protected:
     void hideEvent(QHideEvent* event) override;
 
 private:
-    void onScanned(const app::JobResult<std::vector<app::RunSummary>>& r);
+    struct Scan
+    {
+        std::vector<app::RunSummary> runs;
+        app::RunsFolderProblems problems;
+    };
+    void onScanned(const app::JobResult<Scan>& r);
     void showSelected();
     // The configuration pane: the shown run's config.json, or for runs selected together the
     // settings that differ between them, a column each (app::configDifferences).
@@ -143,7 +148,9 @@ private:
     const app::RunSummary* currentRun() const;
 
     app::AppSettings& m_settings;
-    app::LatestJob<std::vector<app::RunSummary>> m_scan{this};
+    app::LatestJob<Scan> m_scan{this};
+    QString m_folderProblem;     // why the runs folder could not be listed (the title says it)
+    QStringList m_shownProblems; // the folders in it that could not be entered, as last said
     app::LatestJob<engine::OnnxExportSummary> m_export{this};
     app::LatestJob<std::vector<app::RunCurves>> m_compare{this};
     QStringList m_compared; // the runs whose curves the plots compare (none: the shown run's)
