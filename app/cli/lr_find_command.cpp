@@ -222,13 +222,13 @@ int runLrFind(const QStringList& args, CommandIo& io)
         return ExitOk;
     }
     if (result.diverged && !result.points.empty())
-        io.out << "stopped at " << lrText(result.points.back().lr) << ": the loss ran away ("
-               << o.divergeFactor << " times its lowest)\n";
+        io.out << "the loss ran away at a learning rate of " << lrText(result.points.back().lr)
+               << " (" << o.divergeFactor << " times its lowest): stopped there\n";
     if (result.suggestedLr <= 0) {
         io.out << "no suggestion: " << QString::fromStdString(result.note) << "\n";
         return ExitOk;
     }
-    io.out << "lowest smoothed loss at " << lrText(result.minimumLr) << "\n"
+    io.out << "lowest smoothed loss at a learning rate of " << lrText(result.minimumLr) << "\n"
            << "suggested learning rate: " << lrText(result.suggestedLr) << " ("
            << QString::fromStdString(result.note) << ")\n"
            << "use it: towers-cli train --dataset " << shellWord(dataset)

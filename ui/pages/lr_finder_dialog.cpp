@@ -138,7 +138,7 @@ void LrFinderDialog::finished(const app::JobResult<engine::LrRangeResult>& r)
     const engine::LrRangeResult& res = *m_result;
     QString text;
     if (res.diverged && !res.points.empty())
-        text = tr("The loss ran away at %1. ").arg(lrText(res.points.back().lr));
+        text = tr("The loss ran away at a learning rate of %1. ").arg(lrText(res.points.back().lr));
     else if (res.stopped)
         text = tr("Stopped after %1 steps. ").arg(res.points.size());
     if (res.suggestedLr <= 0) {
@@ -147,7 +147,7 @@ void LrFinderDialog::finished(const app::JobResult<engine::LrRangeResult>& r)
     }
     for (const auto& p : res.points)
         if (p.lr == res.suggestedLr) m_plot->addPoint(2, std::log10(p.lr), p.smoothed);
-    text += tr("<b>Suggested learning rate: %1</b> (%2); the lowest loss at %3.")
+    text += tr("<b>Suggested learning rate: %1</b> (%2); the lowest loss at a learning rate of %3.")
                 .arg(lrText(res.suggestedLr), QString::fromStdString(res.note).toHtmlEscaped(),
                      lrText(res.minimumLr));
     m_status->setText(text);
