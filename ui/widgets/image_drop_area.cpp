@@ -11,7 +11,6 @@ namespace towers::ui {
 ImageDropArea::ImageDropArea(QWidget* parent) : QWidget(parent), m_hint(tr("Drop an image here"))
 {
     setAcceptDrops(true);
-    setMinimumSize(160, 160);
     setFocusPolicy(Qt::StrongFocus);
     setCursor(Qt::PointingHandCursor);
 }
@@ -38,8 +37,11 @@ void ImageDropArea::paintEvent(QPaintEvent*)
     p.setPen(pen);
     p.drawRect(frame);
     if (m_image.isNull()) {
+        // Inside the border with a margin, however little room there is.
+        const QRect text = frame.adjusted(8, 8, -8, -8);
+        p.setClipRect(text);
         p.setPen(palette().color(QPalette::PlaceholderText));
-        p.drawText(frame.adjusted(8, 8, -8, -8), Qt::AlignCenter | Qt::TextWordWrap, m_hint);
+        p.drawText(text, Qt::AlignCenter | Qt::TextWordWrap, m_hint);
         return;
     }
     const QRect inner = frame.adjusted(6, 6, -5, -5);

@@ -16,6 +16,10 @@ public:
     QImage image() const { return m_image; }
     void setHint(const QString& hint);
     QSize sizeHint() const override { return {280, 280}; }
+    // What a layout gives it where it can; a hint, not a minimum size, so that where its pane is
+    // squeezed (the Classify page's splitter) it yields height rather than keep it while the
+    // layout places the caption under it over its border.
+    QSize minimumSizeHint() const override { return {160, 160}; }
 
 signals:
     // A local file was dropped (or chosen by clicking).
