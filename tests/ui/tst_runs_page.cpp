@@ -49,15 +49,16 @@ using towers::ui::RunsPage;
 namespace eng = towers::engine;
 
 namespace {
+// A run trained (and evaluated) to `steps` of `length` (0: `steps`, a finished run).
 void makeRun(const QString& folder, std::int64_t steps,
              eng::Precision precision = eng::Precision::Float32, double accuracy = 0.5,
-             const std::string& model = "fashion-fast")
+             const std::string& model = "fashion-fast", std::int64_t length = 0)
 {
     const eng::RunDirectory dir(folder.toStdString());
     eng::TrainConfig c;
     c.model = model;
     c.dataset = "mnist";
-    c.steps = steps;
+    c.steps = length > 0 ? length : steps;
     c.precision = precision;
     dir.writeConfig(c.toJson());
     for (std::int64_t s = 1; s <= steps; ++s)
@@ -156,7 +157,8 @@ private slots:
     void listsAndActs()
     {
         QTemporaryDir root;
-        makeRun(root.filePath(QStringLiteral("runs/one")), 20);
+        makeRun(root.filePath(QStringLiteral("runs/one")), 20, eng::Precision::Float32, 0.5,
+                "fashion-fast", 30); // stopped at step 20 of 30
         makeRun(root.filePath(QStringLiteral("runs/two")), 40);
         towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
         settings.setRunsDir(root.filePath(QStringLiteral("runs")));
@@ -181,9 +183,17 @@ private slots:
 
         QSignalSpy resume(&page, &RunsPage::resumeRequested);
         QSignalSpy classify(&page, &RunsPage::classifyRequested);
-        QTest::mouseClick(button(page, QStringLiteral("Resume this run")), Qt::LeftButton);
+        // A finished run has nothing to resume (it ended again at once); a stopped one resumes.
+        QPushButton* resumeButton = button(page, QStringLiteral("Resume this run"));
+        QVERIFY(!resumeButton->isEnabled());
+        QVERIFY2(resumeButton->toolTip().startsWith(QStringLiteral("It finished at step 40")),
+                 qPrintable(resumeButton->toolTip()));
+        page.selectRun(root.filePath(QStringLiteral("runs/one")));
+        QVERIFY(resumeButton->isEnabled());
+        QTest::mouseClick(resumeButton, Qt::LeftButton);
         QCOMPARE(resume.count(), 1);
-        QCOMPARE(resume.at(0).at(0).toString(), root.filePath(QStringLiteral("runs/two")));
+        QCOMPARE(resume.at(0).at(0).toString(), root.filePath(QStringLiteral("runs/one")));
+        page.selectRun(root.filePath(QStringLiteral("runs/two")));
         QTest::mouseClick(button(page, QStringLiteral("Classify with this checkpoint")),
                           Qt::LeftButton);
         QCOMPARE(classify.count(), 1);
@@ -697,8 +707,12 @@ private slots:
         QVERIFY2(page.followStatus().contains(QStringLiteral("Training finished in the other")),
                  qPrintable(page.followStatus()));
         QVERIFY(labelSaying(page, QStringLiteral("No longer following")));
-        QTRY_VERIFY(button(page, QStringLiteral("Resume this run"))->isEnabled());
         QTRY_VERIFY(!page.runModel()->run(0)->trainingBy); // the list was read again
+        // Let go at its last step, evaluated: finished, nothing to resume.
+        QTRY_VERIFY(button(page, QStringLiteral("Resume this run"))
+                        ->toolTip()
+                        .startsWith(QStringLiteral("It finished at step 100")));
+        QVERIFY(!button(page, QStringLiteral("Resume this run"))->isEnabled());
         QTest::qWait(300);
         updated.clear();
         dir.appendMetrics(metricsLine(101, 4));

@@ -862,10 +862,15 @@ void RunsPage::updateButtons()
 {
     const auto* r = currentRun();
     const bool elsewhere = trainedElsewhere();
-    m_resume->setEnabled(r && r->config && m_resumeAllowed && !elsewhere);
+    // A finished run has nothing left to resume (it ended again at once, its plots empty).
+    const bool done = r && app::finished(*r);
+    m_resume->setEnabled(r && r->config && m_resumeAllowed && !elsewhere && !done);
     m_resume->setToolTip(
         elsewhere ? tr("Another process trains this run: it can be resumed once that stops")
         : !m_resumeAllowed ? tr("A run is training: stop it first")
+        : done ? tr("It finished at step %1: to train on from its weights, start a new run from "
+                    "one of its checkpoints (right-click the checkpoint)")
+                     .arg(QLocale().toString(qint64(r->lastStep)))
         : r && app::stoppedEarly(*r)
             ? tr("It stopped early (patience %1): resumed with its own configuration it ends at "
                  "once; to train it on, resume it with a larger patience (towers-cli train "
