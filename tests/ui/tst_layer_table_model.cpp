@@ -68,6 +68,38 @@ private slots:
         QCOMPARE(model.rowCount(), 0);
     }
 
+    // The MFLOP column in one format: three significant digits, never in exponent form, large ones
+    // whole with the locale's thousands separator (0.00256 beside 0.450, not 0.45); "–" where
+    // none are counted; its raw value (EditRole) a number, for sorting.
+    void mflopColumn()
+    {
+        QLocale::setDefault(QLocale(QLocale::English, QLocale::UnitedStates));
+        const std::pair<double, QString> cases[] = {
+            {2560, QStringLiteral("0.00256")},          {450'000, QStringLiteral("0.450")},
+            {9'999, QStringLiteral("0.0100")},          {1'000'000, QStringLiteral("1.00")},
+            {12'345'678, QStringLiteral("12.3")},       {99'960'000, QStringLiteral("100")},
+            {123'456'789, QStringLiteral("123")},       {1'234'567'890, QStringLiteral("1,235")},
+            {45'600'000'000, QStringLiteral("45,600")}, {0, QStringLiteral("–")}};
+        std::vector<towers::engine::LayerRow> rows;
+        for (const auto& [flops, text] : cases) {
+            towers::engine::LayerRow r;
+            r.name = text.toStdString();
+            r.kind = "conv";
+            r.outputShape = towers::engine::Shape{1, 10};
+            r.forwardFlops = flops;
+            rows.push_back(r);
+        }
+        LayerTableModel model;
+        model.setRows(rows);
+        for (int i = 0; i < model.rowCount(); ++i) {
+            const QModelIndex at = model.index(i, LayerTableModel::MFlops);
+            QCOMPARE(model.data(at).toString(), cases[i].second);
+            QCOMPARE(model.data(at, Qt::EditRole).metaType().id(), QMetaType::Double);
+            QCOMPARE(model.data(at, Qt::EditRole).toDouble(), cases[i].first * 1e-6);
+        }
+        QLocale::setDefault(QLocale::c());
+    }
+
     void shapeLabels()
     {
         QCOMPARE(towers::ui::shapeLabel(towers::engine::Shape{1, 24, 24, 64}),

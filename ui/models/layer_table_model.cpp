@@ -3,6 +3,9 @@
 #include <QFont>
 #include <QLocale>
 
+#include <algorithm>
+#include <cmath>
+
 namespace towers::ui {
 
 QString shapeLabel(const engine::Shape& shape, bool dropBatch)
@@ -12,6 +15,20 @@ QString shapeLabel(const engine::Shape& shape, bool dropBatch)
         parts << QString::number(shape[i]);
     return parts.join(QStringLiteral(" × "));
 }
+
+namespace {
+
+// Three significant digits in every row, never in exponent form: 0.00256, 0.450, 12.3, 123, and
+// large ones whole with the locale's thousands separator (1,235).
+QString mflopText(double mflops, const QLocale& locale)
+{
+    // The decimals of the value rounded to three digits (9.996 is 10.0, not 9.996's 10.00).
+    const double rounded = QString::number(mflops, 'g', 3).toDouble();
+    const int decimals = std::max(0, 2 - int(std::floor(std::log10(rounded))));
+    return locale.toString(mflops, 'f', decimals);
+}
+
+} // namespace
 
 LayerTableModel::LayerTableModel(QObject* parent) : QAbstractTableModel(parent) {}
 
@@ -58,11 +75,9 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const
         case Parameters:
             return r.parameters ? locale.toString(qint64(r.parameters)) : QStringLiteral("–");
         case MFlops:
-            // "–" where none are counted (pooling, batch norm, ...); small ones to three
-            // significant digits rather than 0.00.
+            // "–" where none are counted (pooling, batch norm, ...).
             if (r.forwardFlops <= 0) return QStringLiteral("–");
-            return r.forwardFlops >= 1e4 ? locale.toString(r.forwardFlops * 1e-6, 'f', 2)
-                                         : locale.toString(r.forwardFlops * 1e-6, 'g', 3);
+            return mflopText(r.forwardFlops * 1e-6, locale);
         case Description:
             return QString::fromStdString(r.description);
         default:
