@@ -180,6 +180,28 @@ private slots:
                  QStringList{QStringLiteral("birds")});
     }
 
+    // The folder field's editing finishing again (its focus going to Import or Cancel) does not
+    // scan the same folder again; closing the dialog with the focus in that field does not crash
+    // (the scan ran with the dialog's members gone).
+    void folderFieldFocusLeavingNeitherRescansNorCrashes()
+    {
+        const QString data = m_home.filePath(QStringLiteral("data-focus"));
+        auto* dialog = new ImportImagesDialog(data);
+        dialog->setSource(m_source);
+        dialog->show();
+        QVERIFY(QTest::qWaitForWindowExposed(dialog));
+        waitScanned(*dialog);
+        const QString summary = dialog->summaryLabel()->text();
+        QVERIFY(summary.contains(QStringLiteral("2 classes")));
+        QLineEdit* field = dialog->sourceEdit();
+        emit field->editingFinished();
+        QCOMPARE(dialog->summaryLabel()->text(), summary); // not "Looking…"
+        QVERIFY(importButton(*dialog)->isEnabled());
+        field->setFocus();
+        QTRY_VERIFY(field->hasFocus());
+        delete dialog;
+    }
+
     // The Data page lists what was imported into its data folder, loads it, offers no download.
     void dataPageListsAndLoadsIt()
     {

@@ -133,6 +133,9 @@ ImportImagesDialog::ImportImagesDialog(const QString& dataDir, QWidget* parent)
 
 ImportImagesDialog::~ImportImagesDialog()
 {
+    // QDialog's destructor hides the dialog, and the folder field losing its focus then would
+    // scan with this dialog's members gone (a crash when the field had the focus).
+    disconnect(m_source, nullptr, this, nullptr);
     m_cancel = true;
     m_watcher.waitForFinished();
 }
@@ -147,17 +150,22 @@ void ImportImagesDialog::browse()
 void ImportImagesDialog::setSource(const QString& folder)
 {
     m_source->setText(QDir::toNativeSeparators(folder));
+    m_scannedFolder.clear(); // chosen again: looked at again (files may have come)
     scan();
 }
 
 void ImportImagesDialog::scan()
 {
+    const QString folder = m_source->text().trimmed();
+    // The field losing its focus (to Import or Cancel) says its editing finished again: the same
+    // folder, scanned or being scanned, is not scanned again (the scan Import uses stays).
+    if (!folder.isEmpty() && folder == m_scannedFolder && (m_scan || m_scanJob.isRunning())) return;
+    m_scannedFolder = folder;
     m_scan.reset();
     m_folderName.clear();
     m_folderNameNote.clear();
     showNameNote();
     m_scanJob.cancel();
-    const QString folder = m_source->text().trimmed();
     if (folder.isEmpty()) {
         m_summary->setText(tr("Choose a folder."));
         updateButtons();

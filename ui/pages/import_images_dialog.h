@@ -80,6 +80,7 @@ private:
     QString m_folderName, m_folderNameNote;
     std::optional<app::ImageFolderScan> m_scan;
     app::LatestJob<app::ImageFolderScan> m_scanJob{this};
+    QString m_scannedFolder; // the folder of m_scan or of the scan under way
     std::optional<app::ImportResult> m_result;
     std::atomic<bool> m_cancel{false};
     std::atomic<qint64> m_done{0}, m_total{0};
