@@ -11,6 +11,7 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/command.h"
+#include "app/data/data_dirs.h"
 #include "app/process/interrupt_notifier.h"
 #include "app/settings/app_settings.h"
 #include "app/version/build_info.h"
@@ -50,7 +51,8 @@ struct Options
                        "with the window shown, and quit.")};
     QCommandLineOption dataset{
         QStringLiteral("dataset"),
-        QStringLiteral("Show this dataset (cifar10, mnist, fashion-mnist, ...)."),
+        QStringLiteral("Show this dataset (cifar10, mnist, fashion-mnist, ..., or one imported "
+                       "into the data folder)."),
         QStringLiteral("name")};
     QCommandLineOption towers{QStringLiteral("towers"),
                               QStringLiteral("Train with this many CPU towers."),
@@ -162,6 +164,25 @@ int run(int argc, char** argv, const QElapsedTimer& sinceMain)
     auto settings = parser.isSet(o.settings)
                         ? std::make_unique<towers::app::AppSettings>(parser.value(o.settings))
                         : std::make_unique<towers::app::AppSettings>();
+    // A dataset the Data page's list does not have would be passed over without a word (and
+    // --train would train another): refused, as a wrong option is. Imported datasets are found by
+    // scanning the data folder and the search path, as the list does.
+    if (parser.isSet(o.dataset)) {
+        const QString name = parser.value(o.dataset);
+        const QStringList known = towers::ui::DataPage::datasetNames(settings->dataDir());
+        if (!known.contains(name)) {
+            QStringList searched;
+            for (const auto& f : towers::app::searchPathWith(settings->dataDir()))
+                searched << QString::fromStdString(f.string());
+            searched.removeDuplicates();
+            std::fprintf(stderr,
+                         "towers: unknown dataset '%s' (--dataset); the known datasets are %s "
+                         "(imported ones looked for in %s; 'towers-cli import' makes one)\n",
+                         qPrintable(name), qPrintable(known.join(QStringLiteral(", "))),
+                         qPrintable(searched.join(QStringLiteral(", "))));
+            return 2;
+        }
+    }
     towers::ui::MainWindow window(*settings);
     window.show();
     // SIGTERM (a logout, `kill`), SIGHUP (the terminal closed) or Ctrl-C in the terminal: stop a

@@ -70,6 +70,16 @@ scanFor(const std::string& name, const std::filesystem::path& dataDir,
     return {std::nullopt, {}};
 }
 
+// What the dataset list holds: the table's datasets, then the imported ones along the search path
+// with `dataDir` first.
+std::vector<engine::DatasetSpec> listedSpecs(const QString& dataDir)
+{
+    std::vector<engine::DatasetSpec> specs = engine::datasetSpecs();
+    const auto imported = engine::importedDatasetSpecs(app::searchPathWith(dataDir));
+    specs.insert(specs.end(), imported.begin(), imported.end());
+    return specs;
+}
+
 } // namespace
 
 DataPage::DataPage(app::AppSettings& settings, QWidget* parent)
@@ -321,15 +331,20 @@ QString DataPage::dataDir() const
     return QDir::cleanPath(m_dataDirEdit->text().trimmed());
 }
 
+QStringList DataPage::datasetNames(const QString& dataDir)
+{
+    QStringList names;
+    for (const engine::DatasetSpec& spec : listedSpecs(dataDir))
+        names << QString::fromStdString(spec.name);
+    return names;
+}
+
 void DataPage::refreshDatasetList()
 {
     const QString current = datasetName().isEmpty() ? m_settings.datasetName() : datasetName();
     const QSignalBlocker block(m_datasetCombo);
     m_datasetCombo->clear();
-    std::vector<engine::DatasetSpec> specs = engine::datasetSpecs();
-    const auto imported = engine::importedDatasetSpecs(app::searchPathWith(dataDir()));
-    specs.insert(specs.end(), imported.begin(), imported.end());
-    for (const engine::DatasetSpec& spec : specs) {
+    for (const engine::DatasetSpec& spec : listedSpecs(dataDir())) {
         const QString name = QString::fromStdString(spec.name);
         m_datasetCombo->addItem(
             QStringLiteral("%1 — %2").arg(name, QString::fromStdString(spec.description)), name);

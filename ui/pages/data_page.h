@@ -6,6 +6,7 @@
 // Scanning and loading run off the UI thread; results of superseded jobs are dropped.
 #include <QList>
 #include <QPointer>
+#include <QStringList>
 #include <QUrl>
 #include <QWidget>
 
@@ -54,8 +55,11 @@ public:
 
     QString datasetName() const;
     QString dataDir() const;
-    // Chooses `name` when the list has it; another name changes nothing.
+    // Chooses `name` when the list has it (datasetNames); another name changes nothing.
     void setDatasetName(const QString& name);
+    // The names the dataset list holds with `dataDir` as the data folder: the table's, then the
+    // imported datasets along the search path (the data folder first). What --dataset accepts.
+    static QStringList datasetNames(const QString& dataDir);
     // The dataset list: the table's, then the imported datasets along the search path (with the
     // data folder first); keeps the chosen one where it is still there. A chosen name that is not
     // there any more (an imported dataset deleted) gives way to the first dataset found, as on a

@@ -1,0 +1,126 @@
+// The real `towers` executable's command line as a user meets it: a --dataset that names no
+// dataset is refused before the window opens (exit 2, the known names listed, an imported one
+// among them).
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <csignal>
+#include <sys/types.h>
+
+#include "app/settings/app_settings.h"
+#include "cli_process.h"
+#include "dataset_files.h"
+#include "engine/data/dataset_manifest.h"
+#include "ui_test_support.h"
+
+namespace tt = towers::test;
+
+namespace {
+
+struct GuiResult
+{
+    int exitCode = -1; // -1: it crashed, was killed, or did not end
+    QString err;
+};
+
+} // namespace
+
+class TestGuiOptions : public QObject
+{
+    Q_OBJECT
+    QTemporaryDir m_root;
+
+    QString dataDir() const { return m_root.filePath(QStringLiteral("data")); }
+
+    // Settings with the data folder `data` and `dataset` chosen, in a new file.
+    QString settingsWith(const QString& dataset, const QString& name)
+    {
+        const QString file = m_root.filePath(name + QStringLiteral(".ini"));
+        towers::app::AppSettings settings(file);
+        settings.setDataDir(dataDir());
+        settings.setRunsDir(m_root.filePath(QStringLiteral("runs")));
+        if (!dataset.isEmpty()) settings.setDatasetName(dataset);
+        settings.sync();
+        return file;
+    }
+
+    void prepare(QProcess& gui) const
+    {
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+        env.insert(QStringLiteral("XDG_DATA_HOME"), m_root.filePath(QStringLiteral("xdg")));
+        env.insert(QStringLiteral("XDG_CONFIG_HOME"), m_root.filePath(QStringLiteral("config")));
+        env.remove(QStringLiteral("TOWERS_DATA"));
+        env.remove(QStringLiteral("TOWERS_RUNS"));
+        gui.setProcessEnvironment(env);
+        tt::withDefaultSignals(gui);
+    }
+
+    // towers `args` until it ends by itself (at most `timeoutMs`).
+    GuiResult run(const QStringList& args, int timeoutMs = 60000)
+    {
+        QProcess gui;
+        prepare(gui);
+        gui.start(QStringLiteral(TOWERS_GUI_BINARY), args);
+        GuiResult r;
+        if (!gui.waitForFinished(timeoutMs)) {
+            gui.kill();
+            gui.waitForFinished();
+        } else if (gui.exitStatus() == QProcess::NormalExit) {
+            r.exitCode = gui.exitCode();
+        }
+        r.err = QString::fromUtf8(gui.readAllStandardError());
+        return r;
+    }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_root.isValid());
+        tt::writeIdxDataset(tt::fsPath(dataDir() + QStringLiteral("/mnist")), 30, 10, 28, 28, false,
+                            1);
+        // An imported dataset, found only by scanning the data folder.
+        const auto birds = tt::fsPath(dataDir() + QStringLiteral("/birds"));
+        tt::writeIdxDataset(birds, 12, 6, 28, 28, false, 2);
+        std::vector<std::string> classes;
+        for (int c = 0; c < 10; ++c) classes.push_back("bird " + std::to_string(c));
+        tt::writeText(
+            birds / towers::engine::kDatasetManifest,
+            towers::engine::datasetManifestJson(
+                towers::engine::importedDatasetSpec("birds", {28, 28, 1}, classes, false, "mine"),
+                {}));
+    }
+
+    // A wrong name was passed over without a word (exit 0, the previous dataset shown; with
+    // --train, a run on another dataset than the one named).
+    void unknownDatasetIsRefused()
+    {
+        const QString settings = settingsWith(QStringLiteral("mnist"), QStringLiteral("unknown"));
+        const GuiResult r =
+            run({QStringLiteral("--settings"), settings, QStringLiteral("--dataset"),
+                 QStringLiteral("fashion_mnist"), QStringLiteral("--measure-startup")});
+        QVERIFY2(r.exitCode == 2, qPrintable(r.err));
+        QVERIFY2(r.err.contains(QStringLiteral("'fashion_mnist'")), qPrintable(r.err));
+        // The known names: the table's, and the one imported into the data folder.
+        QVERIFY2(r.err.contains(QStringLiteral("fashion-mnist")), qPrintable(r.err));
+        QVERIFY2(r.err.contains(QStringLiteral("birds")), qPrintable(r.err));
+    }
+
+    void importedDatasetIsAccepted()
+    {
+        const QString settings = settingsWith(QStringLiteral("mnist"), QStringLiteral("imported"));
+        const GuiResult r =
+            run({QStringLiteral("--settings"), settings, QStringLiteral("--dataset"),
+                 QStringLiteral("birds"), QStringLiteral("--measure-startup")});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(!r.err.contains(QStringLiteral("unknown")), qPrintable(r.err));
+        QCOMPARE(towers::app::AppSettings(settings).datasetName(), QStringLiteral("birds"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestGuiOptions)
+#include "tst_gui_options.moc"
