@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <utility>
 
 #include "app/cli/cli.h"
 #include "app/cli/command.h"
@@ -199,20 +200,32 @@ int run(int argc, char** argv, const QElapsedTimer& sinceMain)
     if (parser.isSet(o.dataset)) window.dataPage()->setDatasetName(parser.value(o.dataset));
     if (towers > 0) window.devicesPage()->setTowers(towers);
     if (parser.isSet(o.train)) {
-        // Start once the dataset (and the model's recipe) is there; a failure shows in the banner.
+        // Start once the dataset (and the model's recipe) is there; a failure to start shows in
+        // the banner. A dataset that cannot be loaded (not found, refused, failed to load) is said
+        // in the banner, the log and on stderr, and nothing starts, then or later: the window
+        // stays open to fix it (a download, another data folder).
         auto* trainPage = window.trainPage();
-        auto started = std::make_shared<bool>(false);
-        auto startOnce = [&window, trainPage, started] {
-            if (*started) return;
-            *started = true;
+        auto decided = std::make_shared<bool>(false);
+        auto startOnce = [&window, trainPage, decided] {
+            if (std::exchange(*decided, true)) return;
             trainPage->start();
             window.showPage(towers::ui::MainWindow::Train);
+        };
+        auto refuseOnce = [&window, decided](const QString& why) {
+            if (std::exchange(*decided, true)) return;
+            const QString message =
+                QCoreApplication::translate("main", "--train did not start a run: %1").arg(why);
+            std::fprintf(stderr, "towers: %s\n", qPrintable(message));
+            window.showError(message);
+            window.showPage(towers::ui::MainWindow::Data);
         };
         if (window.dataPage()->loadedDataset())
             QTimer::singleShot(0, &window, startOnce);
         else
             QObject::connect(window.dataPage(), &towers::ui::DataPage::datasetLoaded, &window,
                              startOnce);
+        QObject::connect(window.dataPage(), &towers::ui::DataPage::datasetUnavailable, &window,
+                         refuseOnce);
     }
     if (parser.isSet(o.startup)) {
         QTimer::singleShot(0, &app, [&sinceMain] {

@@ -1,6 +1,7 @@
 // The real `towers` executable's command line as a user meets it: a --dataset that names no
 // dataset is refused before the window opens (exit 2, the known names listed, an imported one
-// among them).
+// among them); --train on a dataset that cannot be loaded says why on stderr and starts nothing,
+// the window staying open; a settings file that cannot be written is said on stderr.
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -119,6 +120,35 @@ private slots:
         QVERIFY2(r.exitCode == 0, qPrintable(r.err));
         QVERIFY2(!r.err.contains(QStringLiteral("unknown")), qPrintable(r.err));
         QCOMPARE(towers::app::AppSettings(settings).datasetName(), QStringLiteral("birds"));
+    }
+
+    // --train waited for a load that never came, without a word. Now it says why and starts
+    // nothing; the window stays open (to download it, or choose another folder).
+    void trainSaysWhyTheDatasetCannotBeLoaded()
+    {
+        const QString settings = settingsWith({}, QStringLiteral("train"));
+        QProcess gui;
+        prepare(gui);
+        gui.start(QStringLiteral(TOWERS_GUI_BINARY),
+                  {QStringLiteral("--settings"), settings, QStringLiteral("--dataset"),
+                   QStringLiteral("cifar100"), QStringLiteral("--train")});
+        QVERIFY2(gui.waitForStarted(10000), qPrintable(gui.errorString()));
+        QByteArray err;
+        QElapsedTimer waited;
+        waited.start();
+        while (!err.contains("--train") && waited.elapsed() < 30000 &&
+               gui.state() == QProcess::Running) {
+            gui.waitForReadyRead(200);
+            err += gui.readAllStandardError();
+        }
+        QVERIFY2(gui.state() == QProcess::Running, err.constData()); // the window stays open
+        ::kill(static_cast<pid_t>(gui.processId()), SIGTERM);
+        QVERIFY(gui.waitForFinished(30000));
+        err += gui.readAllStandardError();
+        QVERIFY2(err.contains("--train did not start a run: cifar100 was not found"),
+                 err.constData());
+        QVERIFY2(err.contains(dataDir().toUtf8()), err.constData()); // where it looked
+        QVERIFY(!QDir(m_root.filePath(QStringLiteral("runs"))).exists());
     }
 };
 

@@ -500,7 +500,13 @@ void DataPage::onScanned(
     }
     updateFoundLabel();
     emit scanFinished(m_found.has_value());
-    if (!m_found) return;
+    if (!m_found) {
+        emit datasetUnavailable(
+            m_scanProblem.isEmpty()
+                ? tr("%1 was not found (searched: %2)").arg(datasetName(), searchedFolders())
+                : tr("%1 cannot be used: %2").arg(datasetName(), m_scanProblem));
+        return;
+    }
     const std::string name = m_found->name;
     const auto location = m_found->location;
     m_foundLabel->setText(m_foundLabel->text() + QStringLiteral("<br><i>") +
@@ -520,6 +526,7 @@ void DataPage::onLoaded(const app::JobResult<std::shared_ptr<const engine::Datas
         emit errorOccurred(tr("Loading %1 failed: %2").arg(datasetName(), r.error));
         m_foundLabel->setText(m_foundLabel->text() + QStringLiteral("<br>") +
                               r.error.toHtmlEscaped());
+        emit datasetUnavailable(tr("Loading %1 failed: %2").arg(datasetName(), r.error));
         return;
     }
     m_dataset = *r.value;
@@ -617,20 +624,24 @@ void DataPage::updateDownloadButton()
     }
 }
 
+QString DataPage::searchedFolders() const
+{
+    QStringList searched;
+    for (const auto& f : app::searchPathWith(dataDir())) {
+        const QString folder = QDir::cleanPath(QString::fromStdString(f.string()));
+        if (!searched.contains(folder)) searched << folder;
+    }
+    return searched.join(QStringLiteral(", "));
+}
+
 void DataPage::updateFoundLabel()
 {
     updateDownloadButton();
     if (!m_found) {
-        QStringList searched;
-        for (const auto& f : app::searchPathWith(dataDir())) {
-            const QString folder = QDir::cleanPath(QString::fromStdString(f.string()));
-            if (!searched.contains(folder)) searched << folder;
-        }
         QString text =
             tr("<b>%1 was not found.</b> Download it, or choose the folder that holds it. "
                "Searched: %2")
-                .arg(datasetName().toHtmlEscaped(),
-                     searched.join(QStringLiteral(", ")).toHtmlEscaped());
+                .arg(datasetName().toHtmlEscaped(), searchedFolders().toHtmlEscaped());
         if (!m_scanProblem.isEmpty())
             text += QStringLiteral("<br>") +
                     tr("A folder was refused: %1").arg(m_scanProblem.toHtmlEscaped());

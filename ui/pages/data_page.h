@@ -105,6 +105,10 @@ signals:
     void scanFinished(bool found);
     // The images are in memory (the grid shows them).
     void datasetLoaded();
+    // The dataset chosen cannot be loaded: not found, refused, or its files failed to load. `why`
+    // says which, in a sentence that names the dataset (a refused or failed one is also reported
+    // by errorOccurred). Never while the page is still looking for the first dataset found.
+    void datasetUnavailable(const QString& why);
     void downloadFinished(bool ok, const QString& message);
     // A problem the window shows in its banner and log (bad files, failed downloads).
     void errorOccurred(const QString& message);
@@ -126,7 +130,8 @@ private:
     void showClassCounts();
     void onDownloadFinished(bool ok, const QString& message);
     void updateFoundLabel();
-    void updateDownloadButton(); // its text and tooltip: found already or not
+    QString searchedFolders() const; // the search path with the data folder first, once each
+    void updateDownloadButton();     // its text and tooltip: found already or not
     void updatePaging();
     void setDownloadStatus(const QString& text); // its row hidden while empty
     void updateDistortionControls();
