@@ -14,6 +14,7 @@
 #include <QScrollArea>
 #include <QStackedWidget>
 #include <QStyle>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 #include <utility>
@@ -53,7 +54,13 @@ MainWindow::MainWindow(app::AppSettings& settings, QWidget* parent)
     m_sidebar->setFocusPolicy(Qt::StrongFocus);
     m_sidebar->setIconSize(QSize(20, 20));
     m_sidebar->setSpacing(2);
-    row->addWidget(m_sidebar);
+    auto* column = new QVBoxLayout;
+    column->addWidget(m_sidebar, 1);
+    m_logButton = new QToolButton(this);
+    m_logButton->setToolButtonStyle(Qt::ToolButtonTextOnly);
+    m_logButton->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+    column->addWidget(m_logButton);
+    row->addLayout(column);
     row->addWidget(m_stack, 1);
     outer->addLayout(row, 1);
     setCentralWidget(central);
@@ -67,6 +74,14 @@ MainWindow::MainWindow(app::AppSettings& settings, QWidget* parent)
     dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetClosable);
     addDockWidget(Qt::BottomDockWidgetArea, dock);
     resizeDocks({dock}, {90}, Qt::Vertical);
+    // Closed, the log comes back from under the sidebar (or Ctrl+L): there is no menu bar to
+    // find it in.
+    QAction* showLog = dock->toggleViewAction();
+    showLog->setText(tr("&Log"));
+    showLog->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+    showLog->setToolTip(tr("Shows or hides the log (Ctrl+L)"));
+    m_logButton->setDefaultAction(showLog);
+    addAction(showLog);
 
     buildPages();
     restoreConfig();

@@ -16,6 +16,7 @@
 class QListWidget;
 class QPlainTextEdit;
 class QStackedWidget;
+class QToolButton;
 
 namespace towers::app {
 class AppSettings;
@@ -66,6 +67,7 @@ public:
     ClassifyPage* classifyPage() const { return m_classify; }
     ErrorBanner* banner() const { return m_banner; }
     QPlainTextEdit* log() const { return m_log; }
+    QToolButton* logButton() const { return m_logButton; }
 
     // The configuration of a new run from the pages, or why there is none (`error`).
     std::optional<engine::SessionOptions> newRunOptions(QString* error) const;
@@ -124,6 +126,7 @@ private:
     QListWidget* m_sidebar;
     QStackedWidget* m_stack;
     QPlainTextEdit* m_log;
+    QToolButton* m_logButton; // shows or hides the log's dock
     DataPage* m_data = nullptr;
     ModelPage* m_model = nullptr;
     DevicesPage* m_devices = nullptr;

@@ -5,6 +5,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDialog>
+#include <QDockWidget>
 #include <QFile>
 #include <QListWidget>
 #include <QPlainTextEdit>
@@ -15,6 +16,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTimer>
+#include <QToolButton>
 
 #include "app/settings/app_settings.h"
 #include "dataset_files.h"
@@ -223,6 +225,31 @@ private slots:
             log.contains(QStringLiteral("cifar10-tutorial takes 24×24×3 images, and "
                                         "fashion-mnist has 28×28×1: switching to fashion-fast")),
             qPrintable(log));
+    }
+
+    // The log's dock, closed, comes back from the button under the sidebar or Ctrl+L (there is
+    // no menu bar: closed, it was gone for the session).
+    void closedLogComesBack()
+    {
+        QTemporaryDir dir;
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        MainWindow w(settings);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto* dock = qobject_cast<QDockWidget*>(w.log()->parentWidget());
+        QVERIFY(dock);
+        QVERIFY(dock->isVisible());
+        QVERIFY(w.logButton()->isVisible());
+        QVERIFY(w.logButton()->isChecked());
+        dock->close();
+        QTRY_VERIFY(!dock->isVisible());
+        QVERIFY(!w.logButton()->isChecked());
+        QTest::mouseClick(w.logButton(), Qt::LeftButton);
+        QTRY_VERIFY(dock->isVisible());
+        QTest::keyClick(&w, Qt::Key_L, Qt::ControlModifier);
+        QTRY_VERIFY(!dock->isVisible());
+        QTest::keyClick(&w, Qt::Key_L, Qt::ControlModifier);
+        QTRY_VERIFY(dock->isVisible());
     }
 
     void errorsGoToBannerAndLog()
