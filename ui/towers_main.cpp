@@ -60,7 +60,10 @@ struct Options
                               QStringLiteral("n")};
     QCommandLineOption train{
         QStringLiteral("train"),
-        QStringLiteral("Start training with the model's recipe as soon as the dataset is loaded.")};
+        QStringLiteral("Start training as soon as the dataset is loaded, with the Model page's "
+                       "configuration: the recipe of the dataset's model on a first start, else "
+                       "the last session's. A dataset that cannot be loaded is said, and no run "
+                       "starts.")};
 
     void addTo(QCommandLineParser& parser) const
     {

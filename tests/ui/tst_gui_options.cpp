@@ -1,7 +1,8 @@
 // The real `towers` executable's command line as a user meets it: a --dataset that names no
 // dataset is refused before the window opens (exit 2, the known names listed, an imported one
-// among them); --train on a dataset that cannot be loaded says why on stderr and starts nothing,
-// the window staying open; a settings file that cannot be written is said on stderr.
+// among them); --train starts the last session's configuration, as --help says, and on a dataset
+// that cannot be loaded says why on stderr and starts nothing, the window staying open; a settings
+// file that cannot be written is said on stderr.
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -16,6 +17,8 @@
 #include "cli_process.h"
 #include "dataset_files.h"
 #include "engine/data/dataset_manifest.h"
+#include "engine/train/train_config.h"
+#include "training_fixture.h"
 #include "ui_test_support.h"
 
 namespace tt = towers::test;
@@ -149,6 +152,57 @@ private slots:
                  err.constData());
         QVERIFY2(err.contains(dataDir().toUtf8()), err.constData()); // where it looked
         QVERIFY(!QDir(m_root.filePath(QStringLiteral("runs"))).exists());
+    }
+
+    // --train starts the Model page's configuration, the last session's here (a learning rate and
+    // a length that are not fashion-fast's recipe), as --help says: it said "with the model's
+    // recipe".
+    void trainStartsTheLastConfiguration()
+    {
+        QProcess helper;
+        prepare(helper);
+        helper.start(QStringLiteral(TOWERS_GUI_BINARY), {QStringLiteral("--help")});
+        QVERIFY(helper.waitForFinished(30000));
+        const QString help = QString::fromUtf8(helper.readAllStandardOutput()).simplified();
+        QVERIFY2(help.contains(QStringLiteral(
+                     "with the Model page's configuration: the recipe of the dataset's model on a "
+                     "first start, else the last session's")),
+                 qPrintable(help));
+
+        const QString runs = m_root.filePath(QStringLiteral("runs-last"));
+        const QString settingsFile = settingsWith(QStringLiteral("mnist"), QStringLiteral("last"));
+        {
+            towers::app::AppSettings settings(settingsFile);
+            settings.setRunsDir(runs);
+            auto options = tt::tinyRun(tt::fsPath(dataDir()), {}, 7, 1);
+            options.config.schedule.lr = 0.0123;
+            settings.setLastConfigJson(QString::fromStdString(options.config.toJson()));
+            settings.sync();
+        }
+        QProcess gui;
+        prepare(gui);
+        gui.start(QStringLiteral(TOWERS_GUI_BINARY),
+                  {QStringLiteral("--settings"), settingsFile, QStringLiteral("--train")});
+        QVERIFY2(gui.waitForStarted(10000), qPrintable(gui.errorString()));
+        QString config;
+        QElapsedTimer waited;
+        waited.start();
+        while (config.isEmpty() && waited.elapsed() < 60000 && gui.state() == QProcess::Running) {
+            QTest::qWait(100);
+            for (const QString& d : QDir(runs).entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+                const QString file = runs + QLatin1Char('/') + d + QStringLiteral("/config.json");
+                if (QFile::exists(file)) config = file;
+            }
+        }
+        ::kill(static_cast<pid_t>(gui.processId()), SIGTERM);
+        QVERIFY(gui.waitForFinished(60000));
+        QVERIFY2(!config.isEmpty(), gui.readAllStandardError().constData());
+        QTest::qWait(100);
+        QFile f(config);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const auto c = towers::engine::TrainConfig::fromJson(f.readAll().toStdString());
+        QCOMPARE(c.schedule.lr, 0.0123);
+        QCOMPARE(c.steps, std::int64_t(7));
     }
 };
 
