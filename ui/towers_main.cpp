@@ -189,6 +189,12 @@ int run(int argc, char** argv, const QElapsedTimer& sinceMain)
     }
     towers::ui::MainWindow window(*settings);
     window.show();
+    // The window has saved its configuration: a settings file that cannot be written shows now,
+    // not as changes lost at exit.
+    settings->sync();
+    if (const QString error = settings->saveError(); !error.isEmpty())
+        window.showError(
+            QCoreApplication::translate("main", "Nothing you change will be kept: %1").arg(error));
     // SIGTERM (a logout, `kill`), SIGHUP (the terminal closed) or Ctrl-C in the terminal: stop a
     // run after its current step with a checkpoint, then quit with 128 + the signal's number, as
     // towers-cli does.
@@ -245,6 +251,10 @@ int run(int argc, char** argv, const QElapsedTimer& sinceMain)
         QTimer::singleShot(0, tour, &towers::ui::ScreenshotTour::start);
     }
     const int code = app.exec();
+    // QSettings drops what it cannot write without a word.
+    settings->sync();
+    if (const QString error = settings->saveError(); !error.isEmpty())
+        std::fprintf(stderr, "towers: %s\n", qPrintable(error));
     return interrupts.received() ? 128 + interrupts.received() : code;
 }
 

@@ -1,6 +1,8 @@
 #include "app/settings/app_settings.h"
 
 #include <QDir>
+#include <QFile>
+#include <QFileInfo>
 
 #include "app/data/data_dirs.h"
 
@@ -14,6 +16,29 @@ const QString kLastConfig = QStringLiteral("train/lastConfig");
 const QString kGeometry = QStringLiteral("window/geometry");
 const QString kHiddenRunColumns = QStringLiteral("runs/hiddenColumns");
 const QString kPage = QStringLiteral("window/page");
+
+// Why `file` cannot be written, as far as its path tells: a folder in its place, a file where a
+// folder is needed, a read-only file or folder. Empty when none of these is the reason.
+QString whyUnwritable(const QString& file)
+{
+    const QFileInfo info(file);
+    if (info.isDir()) return QStringLiteral("it is a folder");
+    if (info.exists()) {
+        QFile f(file);
+        if (!f.open(QIODevice::ReadWrite)) return f.errorString(); // "Permission denied"
+        return {};
+    }
+    // The nearest folder above it that is there: the file, or the folders to it, go in it.
+    QString dir = info.absolutePath();
+    while (!QFileInfo::exists(dir) && QFileInfo(dir).absolutePath() != dir)
+        dir = QFileInfo(dir).absolutePath();
+    const QFileInfo there(dir);
+    if (!there.isDir()) return QStringLiteral("%1 is a file, not a folder").arg(dir);
+    if (!there.isWritable()) return QStringLiteral("no permission to write in %1").arg(dir);
+    if (dir != info.absolutePath())
+        return QStringLiteral("its folder %1 could not be made").arg(info.absolutePath());
+    return {};
+}
 } // namespace
 
 AppSettings::AppSettings()
@@ -105,6 +130,23 @@ void AppSettings::setLastPage(int page)
 void AppSettings::sync()
 {
     m_settings->sync();
+}
+
+QString AppSettings::saveError() const
+{
+    switch (m_settings->status()) {
+    case QSettings::NoError:
+        return {};
+    case QSettings::FormatError:
+        return QStringLiteral("the settings file %1 could not be read: it is not in the INI "
+                              "format")
+            .arg(fileName());
+    case QSettings::AccessError:
+        break;
+    }
+    const QString why = whyUnwritable(fileName());
+    return QStringLiteral("the settings could not be saved to %1: %2")
+        .arg(fileName(), why.isEmpty() ? QStringLiteral("writing it failed") : why);
 }
 
 QString AppSettings::defaultRunsDir()

@@ -46,6 +46,11 @@ public:
 
     // Writes pending changes to storage now (QSettings also does so on its own).
     void sync();
+    // Empty while every change could be written. Else why not, in a sentence that names the
+    // file: "the settings could not be saved to /x/towers.ini: it is a folder". QSettings keeps
+    // the changes in memory and says nothing; read this after sync(). A file that cannot be
+    // written is noticed when there is something to write (a folder in its place, at once).
+    QString saveError() const;
     QString fileName() const { return m_settings->fileName(); }
 
     // app::defaultRunsDir(), where towers-cli train puts its runs ($TOWERS_RUNS, else

@@ -1,4 +1,6 @@
 // AppSettings: defaults without a file, values kept across instances (what a restart sees).
+#include <QDir>
+#include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -47,6 +49,44 @@ private slots:
         QCOMPARE(again.lastConfigJson(), QStringLiteral("{\"model\": \"fashion-fast\"}"));
         QCOMPARE(again.lastPage(), 3);
         QCOMPARE(again.windowGeometry(), QByteArray("\x01\x02\x03", 3));
+    }
+
+    // QSettings keeps what it cannot write in memory and says nothing: the user's changes would
+    // be lost at exit without a word. saveError names the file and why.
+    void unwritableFileIsReported_data()
+    {
+        QTest::addColumn<QString>("place"); // in the temporary folder
+        QTest::addColumn<QString>("why");
+        QTest::newRow("a folder in its place") << QStringLiteral("s.ini") << "it is a folder";
+        QTest::newRow("under a file")
+            << QStringLiteral("plain/sub/s.ini") << "/plain is a file, not a folder";
+    }
+
+    void unwritableFileIsReported()
+    {
+        QFETCH(QString, place);
+        QFETCH(QString, why);
+        QTemporaryDir dir;
+        QVERIFY(QDir(dir.path()).mkdir(QStringLiteral("s.ini"))); // the first row's folder
+        QFile plain(dir.filePath(QStringLiteral("plain")));
+        QVERIFY(plain.open(QIODevice::WriteOnly));
+        plain.close();
+        const QString file = dir.filePath(place);
+        AppSettings s(file);
+        s.setDatasetName(QStringLiteral("mnist"));
+        s.sync();
+        const QString error = s.saveError();
+        QVERIFY2(error.contains(file) && error.contains(why), qPrintable(error));
+    }
+
+    void writableFileHasNoError()
+    {
+        QTemporaryDir dir;
+        AppSettings s(dir.filePath(QStringLiteral("new/folder/s.ini"))); // folders made
+        s.setDatasetName(QStringLiteral("mnist"));
+        s.sync();
+        QVERIFY2(s.saveError().isEmpty(), qPrintable(s.saveError()));
+        QCOMPARE(AppSettings(s.fileName()).datasetName(), QStringLiteral("mnist"));
     }
 
     void emptyValueFallsBackToDefault()

@@ -204,6 +204,21 @@ private slots:
         QCOMPARE(c.schedule.lr, 0.0123);
         QCOMPARE(c.steps, std::int64_t(7));
     }
+
+    // QSettings keeps what it cannot write in memory: the changes were lost at exit, silently.
+    void unwritableSettingsAreSaid()
+    {
+        QFile plain(m_root.filePath(QStringLiteral("plain")));
+        QVERIFY(plain.open(QIODevice::WriteOnly));
+        plain.close();
+        const QString settings = m_root.filePath(QStringLiteral("plain/towers.ini"));
+        const GuiResult r =
+            run({QStringLiteral("--settings"), settings, QStringLiteral("--dataset"),
+                 QStringLiteral("mnist"), QStringLiteral("--measure-startup")});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QVERIFY2(r.err.contains(QStringLiteral("could not be saved to %1").arg(settings)),
+                 qPrintable(r.err));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestGuiOptions)
