@@ -36,6 +36,15 @@ ScreenshotTour::ScreenshotTour(MainWindow* window, QString directory, QObject* p
 {
     m_poll->setInterval(kPollMs);
     connect(m_poll, &QTimer::timeout, this, &ScreenshotTour::poll);
+    // Every page shows the dataset: without one the tour would wait at each step for nothing.
+    connect(window->dataPage(), &DataPage::datasetUnavailable, this, [this](const QString& why) {
+        if (m_stopped || m_index >= m_steps.size()) return;
+        std::fprintf(stderr, "screenshot tour: stopped, as no dataset can be shown: %s\n",
+                     qPrintable(why));
+        m_stopped = true;
+        m_poll->stop();
+        emit finished(1);
+    });
 }
 
 ScreenshotTour::~ScreenshotTour()
@@ -203,6 +212,7 @@ void ScreenshotTour::start()
 
 void ScreenshotTour::runStep()
 {
+    if (m_stopped) return;
     if (m_index >= m_steps.size()) {
         emit finished(m_failures);
         return;
@@ -232,6 +242,7 @@ void ScreenshotTour::poll()
 
 void ScreenshotTour::shoot()
 {
+    if (m_stopped) return;
     const Step& s = m_steps[m_index];
     const QString file = QDir(m_dir).filePath(
         QStringLiteral("%1-%2.png").arg(m_index + 1, 2, 10, QLatin1Char('0')).arg(s.name));

@@ -2,7 +2,9 @@
 // `towers --screenshot-tour DIR`: drives the real window through its pages, waits at each for
 // its work to settle (dataset loaded, training points on the plots, a test set classified) and
 // saves a screenshot of the whole window (or of the step's dialog) per step as DIR/NN-<name>.png.
-// tools/screenshots.sh runs it under Xvfb to produce docs/screenshots/.
+// tools/screenshots.sh runs it under Xvfb to produce docs/screenshots/. Without --settings it keeps
+// its settings and its run in a folder of its own, removed at the end (towers_main.cpp): the
+// user's settings and runs are not touched.
 #include <QObject>
 #include <QString>
 
@@ -53,6 +55,7 @@ private:
     std::vector<Step> m_steps;
     std::size_t m_index = 0;
     int m_failures = 0;
+    bool m_stopped = false; // no dataset to show: finished(1) was emitted
     int m_waitedMs = 0;
     QTimer* m_poll;
     QTemporaryDir* m_scratch = nullptr; // the image folder of the import step

@@ -3,6 +3,7 @@
 #include <QCommandLineParser>
 #include <QElapsedTimer>
 #include <QIcon>
+#include <QTemporaryDir>
 #include <QTimer>
 #include <csignal>
 #include <cstdio>
@@ -41,7 +42,9 @@ struct Options
     QCommandLineOption tour{
         QStringLiteral("screenshot-tour"),
         QStringLiteral(
-            "Walk through every page, save a screenshot of each into this folder, and quit."),
+            "Walk through every page (a short training run included), save a screenshot of "
+            "each into this folder, and quit. Without --settings its settings and run are kept "
+            "in a temporary folder, not the user's."),
         QStringLiteral("dir")};
     QCommandLineOption dark{
         QStringLiteral("dark"),
@@ -165,9 +168,28 @@ int run(int argc, char** argv, const QElapsedTimer& sinceMain)
         QApplication::setPalette(towers::ui::darkPalette());
     }
 
+    // The tour trains a run and leaves its configuration behind: without --settings, in a folder
+    // of its own that goes at the end, not in the user's settings and runs folder (a first start
+    // there: the first dataset found, the user's data folder).
+    std::unique_ptr<QTemporaryDir> tourHome;
+    if (parser.isSet(o.tour) && !parser.isSet(o.settings)) {
+        tourHome = std::make_unique<QTemporaryDir>();
+        if (!tourHome->isValid()) {
+            std::fprintf(stderr, "towers: --screenshot-tour: no temporary folder: %s\n",
+                         qPrintable(tourHome->errorString()));
+            return 1;
+        }
+    }
     auto settings = parser.isSet(o.settings)
                         ? std::make_unique<towers::app::AppSettings>(parser.value(o.settings))
-                        : std::make_unique<towers::app::AppSettings>();
+                    : tourHome ? std::make_unique<towers::app::AppSettings>(
+                                     tourHome->filePath(QStringLiteral("towers.ini")))
+                               : std::make_unique<towers::app::AppSettings>();
+    if (tourHome) {
+        const towers::app::AppSettings user;
+        settings->setDataDir(user.dataDir());
+        settings->setRunsDir(tourHome->filePath(QStringLiteral("runs")));
+    }
     // A dataset the Data page's list does not have would be passed over without a word (and
     // --train would train another): refused, as a wrong option is. Imported datasets are found by
     // scanning the data folder and the search path, as the list does.

@@ -154,6 +154,46 @@ private slots:
         QVERIFY(!QDir(m_root.filePath(QStringLiteral("runs"))).exists());
     }
 
+    // The screenshot tour (which trains a run) keeps its settings and its run in a folder of its
+    // own: it saved its configuration as the user's last one and its run in the user's runs
+    // folder. On a dataset that cannot be shown it stops at once, exit 1, saying why (it waited
+    // at every step).
+    void screenshotTourTouchesNothingOfTheUsers()
+    {
+        const QString config = m_root.filePath(QStringLiteral("config"));
+        const QString runs = m_root.filePath(QStringLiteral("xdg/towers/runs"));
+        QDir(config).removeRecursively();
+        QProcess gui;
+        prepare(gui);
+        gui.start(QStringLiteral(TOWERS_GUI_BINARY),
+                  {QStringLiteral("--screenshot-tour"), m_root.filePath(QStringLiteral("tour"))});
+        QVERIFY2(gui.waitForStarted(10000), qPrintable(gui.errorString()));
+        QByteArray err;
+        QElapsedTimer waited;
+        waited.start();
+        // Into the tour's training (or its end, where no dataset is found).
+        while (!err.contains("screenshot tour: devices") && waited.elapsed() < 60000 &&
+               gui.state() == QProcess::Running) {
+            gui.waitForReadyRead(200);
+            err += gui.readAllStandardError();
+        }
+        if (gui.state() == QProcess::Running) ::kill(static_cast<pid_t>(gui.processId()), SIGTERM);
+        QVERIFY(gui.waitForFinished(60000));
+        QVERIFY2(!QDir(config).exists(), err.constData());
+        QVERIFY2(!QDir(runs).exists(), err.constData());
+
+        const QString settings = settingsWith(QStringLiteral("cifar100"), QStringLiteral("tour"));
+        const GuiResult r =
+            run({QStringLiteral("--settings"), settings, QStringLiteral("--screenshot-tour"),
+                 m_root.filePath(QStringLiteral("tour2"))},
+                30000);
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(
+            r.err.contains(QStringLiteral(
+                "screenshot tour: stopped, as no dataset can be shown: cifar100 was not found")),
+            qPrintable(r.err));
+    }
+
     // --train starts the Model page's configuration, the last session's here (a learning rate and
     // a length that are not fashion-fast's recipe), as --help says: it said "with the model's
     // recipe".
