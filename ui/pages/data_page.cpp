@@ -110,9 +110,8 @@ DataPage::DataPage(app::AppSettings& settings, QWidget* parent)
     if (!m_discover.isRunning()) rescan();
 }
 
-void DataPage::pickFirstFound(const QString& missing)
+void DataPage::showLooking()
 {
-    m_scan.cancel();
     m_load.cancel();
     m_found.reset();
     m_scanProblem.clear();
@@ -120,6 +119,12 @@ void DataPage::pickFirstFound(const QString& missing)
     m_samples->setDataset(nullptr);
     m_foundLabel->setText(tr("Looking…"));
     updateDownloadButton();
+}
+
+void DataPage::pickFirstFound(const QString& missing)
+{
+    m_scan.cancel();
+    showLooking();
     const auto path = app::searchPathWith(dataDir());
     m_discover.start(
         [path] {
@@ -472,13 +477,7 @@ void DataPage::browseDataDir()
 
 void DataPage::rescan()
 {
-    m_load.cancel();
-    m_found.reset();
-    m_scanProblem.clear();
-    m_dataset.reset();
-    m_samples->setDataset(nullptr);
-    m_foundLabel->setText(tr("Looking…"));
-    updateDownloadButton();
+    showLooking();
     const std::string name = datasetName().toStdString();
     const auto path = app::searchPathWith(dataDir());
     const std::filesystem::path preferred = dataDir().toStdString();

@@ -120,6 +120,8 @@ private:
     // first dataset discovery finds is chosen (and saved), then scanned; none found, the list's
     // first entry is scanned (and not saved).
     void pickFirstFound(const QString& missing);
+    // Nothing found or loaded yet: "Looking…", no samples, a load under way cancelled.
+    void showLooking();
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
     // Whether `mime` is one local folder (its path in `folder`).
