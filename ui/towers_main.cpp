@@ -237,11 +237,6 @@ int run(int argc, char** argv, const QElapsedTimer& sinceMain)
         // stays open to fix it (a download, another data folder).
         auto* trainPage = window.trainPage();
         auto decided = std::make_shared<bool>(false);
-        auto startOnce = [&window, trainPage, decided] {
-            if (std::exchange(*decided, true)) return;
-            trainPage->start();
-            window.showPage(towers::ui::MainWindow::Train);
-        };
         auto refuseOnce = [&window, decided](const QString& why) {
             if (std::exchange(*decided, true)) return;
             const QString message =
@@ -249,6 +244,22 @@ int run(int argc, char** argv, const QElapsedTimer& sinceMain)
             std::fprintf(stderr, "towers: %s\n", qPrintable(message));
             window.showError(message);
             window.showPage(towers::ui::MainWindow::Data);
+        };
+        // The first dataset found, shown where the saved one is missing, is not what the user
+        // chose: not trained without a word.
+        auto startOnce = [&window, trainPage, decided, refuseOnce] {
+            if (const QString missing = window.dataPage()->missingSavedDataset();
+                !missing.isEmpty()) {
+                refuseOnce(QCoreApplication::translate(
+                               "main", "the saved dataset %1 is not found (the Data page shows %2 "
+                                       "in its place): choose the dataset there, or name it with "
+                                       "--dataset")
+                               .arg(missing, window.dataPage()->datasetName()));
+                return;
+            }
+            if (std::exchange(*decided, true)) return;
+            trainPage->start();
+            window.showPage(towers::ui::MainWindow::Train);
         };
         if (window.dataPage()->loadedDataset())
             QTimer::singleShot(0, &window, startOnce);

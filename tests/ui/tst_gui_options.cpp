@@ -126,15 +126,32 @@ private slots:
     }
 
     // --train waited for a load that never came, without a word. Now it says why and starts
-    // nothing; the window stays open (to download it, or choose another folder).
+    // nothing; the window stays open (to download it, or choose another folder). A saved dataset
+    // that is gone is not replaced by the first one found for --train either (it trained that).
+    void trainSaysWhyTheDatasetCannotBeLoaded_data()
+    {
+        QTest::addColumn<QString>("saved");
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("said");
+        QTest::newRow("--dataset not found")
+            << QString() << QStringList{QStringLiteral("--dataset"), QStringLiteral("cifar100")}
+            << QStringLiteral("--train did not start a run: cifar100 was not found");
+        QTest::newRow("saved dataset gone")
+            << QStringLiteral("nosuch") << QStringList()
+            << QStringLiteral("--train did not start a run: the saved dataset nosuch is not found");
+    }
+
     void trainSaysWhyTheDatasetCannotBeLoaded()
     {
-        const QString settings = settingsWith({}, QStringLiteral("train"));
+        QFETCH(QString, saved);
+        QFETCH(QStringList, args);
+        QFETCH(QString, said);
+        const QString settings = settingsWith(saved, QStringLiteral("train"));
         QProcess gui;
         prepare(gui);
         gui.start(QStringLiteral(TOWERS_GUI_BINARY),
-                  {QStringLiteral("--settings"), settings, QStringLiteral("--dataset"),
-                   QStringLiteral("cifar100"), QStringLiteral("--train")});
+                  QStringList{QStringLiteral("--settings"), settings} + args +
+                      QStringList{QStringLiteral("--train")});
         QVERIFY2(gui.waitForStarted(10000), qPrintable(gui.errorString()));
         QByteArray err;
         QElapsedTimer waited;
@@ -148,9 +165,11 @@ private slots:
         ::kill(static_cast<pid_t>(gui.processId()), SIGTERM);
         QVERIFY(gui.waitForFinished(30000));
         err += gui.readAllStandardError();
-        QVERIFY2(err.contains("--train did not start a run: cifar100 was not found"),
-                 err.constData());
-        QVERIFY2(err.contains(dataDir().toUtf8()), err.constData()); // where it looked
+        QVERIFY2(err.contains(said.toUtf8()), err.constData());
+        if (saved.isEmpty())
+            QVERIFY2(err.contains(dataDir().toUtf8()), err.constData()); // where it looked
+        else
+            QCOMPARE(towers::app::AppSettings(settings).datasetName(), saved); // still saved
         QVERIFY(!QDir(m_root.filePath(QStringLiteral("runs"))).exists());
     }
 

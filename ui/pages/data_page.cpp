@@ -96,6 +96,7 @@ DataPage::DataPage(app::AppSettings& settings, QWidget* parent)
     if (m_settings.datasetName().isEmpty()) pickFirstFound({});
     connect(m_datasetCombo, &QComboBox::currentIndexChanged, this, [this] {
         m_discover.cancel(); // chosen: no first dataset found over it
+        m_missingSaved.clear();
         m_settings.setDatasetName(datasetName());
         emit datasetChanged(datasetName());
         rescan();
@@ -142,12 +143,16 @@ void DataPage::pickFirstFound(const QString& missing)
                                  .arg(missing, first)
                            : tr("The saved dataset %1 is not found, nor any other: showing %2")
                                  .arg(missing, datasetName()));
+            // The saved name stays saved (a data folder on a disk not mounted today): shown in its
+            // place, the first dataset found is not the user's choice, and --train does not take
+            // it.
+            m_missingSaved = missing;
             if (i >= 0) {
                 {
                     const QSignalBlocker block(m_datasetCombo);
                     m_datasetCombo->setCurrentIndex(i);
                 }
-                m_settings.setDatasetName(first);
+                if (missing.isEmpty()) m_settings.setDatasetName(first);
                 emit datasetChanged(first);
             }
             rescan();
@@ -346,7 +351,10 @@ QStringList DataPage::datasetNames(const QString& dataDir)
 
 void DataPage::refreshDatasetList()
 {
-    const QString current = datasetName().isEmpty() ? m_settings.datasetName() : datasetName();
+    // A saved dataset not found before is looked for again (its data folder chosen again).
+    const QString current = !m_missingSaved.isEmpty() ? m_missingSaved
+                            : datasetName().isEmpty() ? m_settings.datasetName()
+                                                      : datasetName();
     const QSignalBlocker block(m_datasetCombo);
     m_datasetCombo->clear();
     for (const engine::DatasetSpec& spec : listedSpecs(dataDir())) {
@@ -356,6 +364,7 @@ void DataPage::refreshDatasetList()
     }
     const int i = m_datasetCombo->findData(current);
     m_datasetCombo->setCurrentIndex(i >= 0 ? i : 0);
+    if (i >= 0) m_missingSaved.clear();
     // Not CIFAR-10, the list's first entry, which may well not be there: the first one found.
     if (i < 0 && !current.isEmpty() && m_datasetCombo->count() > 0) pickFirstFound(current);
 }

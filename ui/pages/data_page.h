@@ -54,6 +54,9 @@ public:
     ~DataPage() override;
 
     QString datasetName() const;
+    // The saved dataset that was not found at start (the page shows the first dataset found in
+    // its place, the saved name kept): empty once the user chooses one, or it is found again.
+    QString missingSavedDataset() const { return m_missingSaved; }
     QString dataDir() const;
     // Chooses `name` when the list has it (datasetNames); another name changes nothing.
     void setDatasetName(const QString& name);
@@ -144,6 +147,7 @@ private:
     QString m_recipeError;
     std::optional<engine::DatasetInfo> m_found;
     QString m_scanProblem;
+    QString m_missingSaved;
     std::shared_ptr<const engine::Dataset> m_dataset;
     app::LatestJob<std::pair<std::optional<engine::DatasetInfo>, QString>> m_scan{this};
     app::LatestJob<std::shared_ptr<const engine::Dataset>> m_load{this};
