@@ -214,6 +214,10 @@ int run(int argc, char** argv, const QElapsedTimer& sinceMain)
     // The window has saved its configuration: a settings file that cannot be written shows now,
     // not as changes lost at exit.
     settings->sync();
+    if (const QString error = settings->readError(); !error.isEmpty()) {
+        std::fprintf(stderr, "towers: %s\n", qPrintable(error));
+        window.showError(error);
+    }
     if (const QString error = settings->saveError(); !error.isEmpty())
         window.showError(
             QCoreApplication::translate("main", "Nothing you change will be kept: %1").arg(error));

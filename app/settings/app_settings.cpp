@@ -136,17 +136,23 @@ QString AppSettings::saveError() const
 {
     switch (m_settings->status()) {
     case QSettings::NoError:
+    case QSettings::FormatError: // readError(): what can be written is
         return {};
-    case QSettings::FormatError:
-        return QStringLiteral("the settings file %1 could not be read: it is not in the INI "
-                              "format")
-            .arg(fileName());
     case QSettings::AccessError:
         break;
     }
     const QString why = whyUnwritable(fileName());
     return QStringLiteral("the settings could not be saved to %1: %2")
         .arg(fileName(), why.isEmpty() ? QStringLiteral("writing it failed") : why);
+}
+
+QString AppSettings::readError() const
+{
+    return m_settings->status() == QSettings::FormatError
+               ? QStringLiteral("the settings file %1 has lines that are not in the INI format: "
+                                "they are left out, and the file is written again without them")
+                     .arg(fileName())
+               : QString();
 }
 
 QString AppSettings::defaultRunsDir()

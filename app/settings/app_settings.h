@@ -51,6 +51,9 @@ public:
     // the changes in memory and says nothing; read this after sync(). A file that cannot be
     // written is noticed when there is something to write (a folder in its place, at once).
     QString saveError() const;
+    // Empty unless the file had lines that are not INI, in a sentence that names it: QSettings
+    // reads the rest and writes the file again without them.
+    QString readError() const;
     QString fileName() const { return m_settings->fileName(); }
 
     // app::defaultRunsDir(), where towers-cli train puts its runs ($TOWERS_RUNS, else

@@ -89,6 +89,29 @@ private slots:
         QCOMPARE(AppSettings(s.fileName()).datasetName(), QStringLiteral("mnist"));
     }
 
+    // A file with lines that are not INI is read for the rest and written again: said as that,
+    // not as "Nothing you change will be kept" (the changes are kept).
+    void malformedLinesAreSaidAsSuch()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("s.ini"));
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("[data]\ndataset=mnist\n[[x\n");
+        f.close();
+        AppSettings s(file);
+        QCOMPARE(s.datasetName(), QStringLiteral("mnist"));
+        s.setLastPage(2);
+        s.sync();
+        QVERIFY2(s.saveError().isEmpty(), qPrintable(s.saveError()));
+        QVERIFY2(s.readError().contains(file) &&
+                     s.readError().contains(QStringLiteral("not in the INI format")),
+                 qPrintable(s.readError()));
+        const AppSettings again(file);
+        QCOMPARE(again.lastPage(), 2);
+        QCOMPARE(again.datasetName(), QStringLiteral("mnist"));
+    }
+
     void emptyValueFallsBackToDefault()
     {
         QTemporaryDir dir;
