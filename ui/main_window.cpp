@@ -178,6 +178,7 @@ void MainWindow::restoreConfig()
         last = engine::defaultConfigFor(model);
     }
     applyConfig(*last);
+    if (m_modelFromFirstDataset) m_firstConfigJson = m_model->form()->config().toJson();
     m_restoring = false;
 }
 
@@ -325,8 +326,10 @@ void MainWindow::onDatasetLoaded()
     m_model->form()->setTrainingSetSize(
         dataset->train.count, engine::classCounts(dataset->train, dataset->classNames.size()));
     m_model->setClasses(int(dataset->classNames.size()));
-    if (std::exchange(m_modelFromFirstDataset, false)) {
-        // No model was chosen yet: the dataset's own, without a word of switching.
+    // No model was chosen yet, nor a hyperparameter changed: the dataset's own model, without a
+    // word of switching (a learning rate the user set before a first dataset came stays).
+    if (std::exchange(m_modelFromFirstDataset, false) &&
+        m_model->form()->config().toJson() == m_firstConfigJson) {
         try {
             const QString model = QString::fromStdString(defaultModelOf(dataset->name));
             if (model != m_model->modelName()) {

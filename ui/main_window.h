@@ -137,7 +137,8 @@ private:
     // First start (no saved configuration): the model is the default of the first dataset that
     // loads, whichever the Data page finds, until the user or a run chooses one.
     bool m_modelFromFirstDataset = false;
-    bool m_choosingModel = false; // the window sets the model, not the user
+    std::string m_firstConfigJson; // the Model page's configuration then
+    bool m_choosingModel = false;  // the window sets the model, not the user
     bool m_closeAfterStop = false;
     std::optional<bool> m_closeAnswer;
     std::optional<bool> m_restartAnswer;

@@ -252,6 +252,36 @@ private slots:
         QTRY_VERIFY(dock->isVisible());
     }
 
+    // At a first start, a hyperparameter set before the first dataset has loaded stays: the model
+    // that takes its images stays with it, where it gave way to the dataset's own model and its
+    // defaults (the first test: no edit, the dataset's model).
+    void firstStartKeepsWhatWasSetBeforeTheDataset()
+    {
+        const std::string own = towers::engine::defaultModelFor("cifar100");
+        if (own == "cifar10-tutorial")
+            QSKIP("cifar100's own model is the first start's: no model switch to test");
+        for (const bool edit : {false, true}) {
+            QTemporaryDir dir;
+            towers::test::writeCifar100(
+                towers::test::fsPath(dir.filePath(QStringLiteral("data/cifar100"))), 40, 20, 3);
+            towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+            settings.setDataDir(dir.filePath(QStringLiteral("data")));
+            settings.setRunsDir(dir.filePath(QStringLiteral("runs")));
+            MainWindow w(settings);
+            if (edit) w.modelPage()->form()->setLearningRate(0.0123);
+            w.show();
+            QTRY_COMPARE_WITH_TIMEOUT(w.dataPage()->datasetName(), QStringLiteral("cifar100"),
+                                      20000);
+            if (!w.dataPage()->loadedDataset()) {
+                QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
+                QVERIFY(loaded.wait(20000));
+            }
+            QCOMPARE(w.modelPage()->modelName(),
+                     edit ? QStringLiteral("cifar10-tutorial") : QString::fromStdString(own));
+            if (edit) QCOMPARE(w.modelPage()->form()->config().schedule.lr, 0.0123);
+        }
+    }
+
     void errorsGoToBannerAndLog()
     {
         QTemporaryDir dir;
