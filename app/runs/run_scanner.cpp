@@ -187,8 +187,10 @@ std::vector<RunSummary> scanRuns(const QString& runsDir, RunsFolderProblems* pro
     const QDir dir(runsDir);
     for (const QFileInfo& sub : dir.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot)) {
         if (!QFileInfo::exists(sub.absoluteFilePath() + QStringLiteral("/config.json"))) {
-            // A folder that cannot be entered may hold a run: said, not passed over unsaid.
-            if (::access(QFile::encodeName(sub.absoluteFilePath()).constData(), X_OK) != 0)
+            // A folder that cannot be entered may hold a run: said, not passed over unsaid (but a
+            // file system's lost+found, which holds none).
+            if (sub.fileName() != QLatin1String("lost+found") &&
+                ::access(QFile::encodeName(sub.absoluteFilePath()).constData(), X_OK) != 0)
                 said.inside
                     << QStringLiteral("cannot look into %1: %2").arg(sub.absoluteFilePath(), why());
             continue;

@@ -15,6 +15,8 @@
 #include "app/runs/run_scanner.h"
 #include "engine/train/run_directory.h"
 #include "engine/train/run_lock.h"
+#include <cerrno>
+#include <cstring>
 
 using namespace towers::app;
 namespace eng = towers::engine;
@@ -231,7 +233,8 @@ private slots:
         QCOMPARE(problems.folder, file + QStringLiteral(" is not a folder"));
         problems = {};
         QVERIFY(scanRuns(file + QStringLiteral("/runs"), &problems).empty());
-        QCOMPARE(problems.folder, QStringLiteral("cannot read %1/runs: Not a directory").arg(file));
+        QCOMPARE(problems.folder, QStringLiteral("cannot read %1/runs: %2")
+                                      .arg(file, QString::fromLocal8Bit(std::strerror(ENOTDIR))));
     }
 
     // The run's lock, held by a trainer, says who trains it; released, nobody.

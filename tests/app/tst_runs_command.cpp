@@ -14,6 +14,8 @@
 
 #include <optional>
 
+#include <cerrno>
+#include <cstring>
 #include <unistd.h>
 
 #include "cli_process.h"
@@ -84,8 +86,9 @@ private slots:
             const Result r = run({}, runs);
             QCOMPARE(r.exitCode, 1);
             QVERIFY2(!r.out.contains(QStringLiteral("No runs")), qPrintable(r.out));
-            QVERIFY2(r.err.contains(runs) && (r.err.contains(QStringLiteral("is not a folder")) ||
-                                              r.err.contains(QStringLiteral("Not a directory"))),
+            QVERIFY2(r.err.contains(runs) &&
+                         (r.err.contains(QStringLiteral("is not a folder")) ||
+                          r.err.contains(QString::fromLocal8Bit(std::strerror(ENOTDIR)))),
                      qPrintable(r.err));
         }
         if (::geteuid() == 0)

@@ -43,8 +43,14 @@ public:
     // Seconds left at the run's pace (the trainer's estimate, as towers-cli prints it); nullopt
     // before the first report.
     std::optional<double> etaSeconds() const { return m_eta; }
-    // No estimate until the next report (the steps a resumed run logged before carry none).
-    void forgetEta() { m_eta.reset(); }
+    // After a resumed run's logged steps were added: the run stands at `step`, its checkpoint's
+    // (the last logged step may be older), with no estimate until its first report (the logs
+    // keep none).
+    void standAt(std::int64_t step)
+    {
+        m_lastStep = step;
+        m_eta.reset();
+    }
 
 private:
     std::int64_t m_start = 0, m_total = 0, m_lastStep = 0;

@@ -353,7 +353,7 @@ void TrainPage::onStarted(const QString& runDirectory, qint64 startStep, qint64 
         // A resumed run: its curves from the start, as its logs have them up to the resume.
         const app::LoggedSteps logged = app::readLoggedSteps(runDirectory, startStep);
         plotSteps(logged.steps, logged.evaluations);
-        m_history.forgetEta(); // the logs keep none: the run's first report gives it
+        m_history.standAt(startStep);
     }
     m_folder->setEnabled(true);
     // Paused while loading: the status says so rather than "Step 0 of N".
