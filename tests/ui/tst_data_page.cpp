@@ -157,6 +157,24 @@ private slots:
         QVERIFY(page.missingSavedDataset().isEmpty());
     }
 
+    // A data folder chosen while a first start still looks for the first dataset found: it looks
+    // again, in that folder (it chose from the old folder's).
+    void dataFolderChosenDuringTheFirstLookIsLookedIn()
+    {
+        QTemporaryDir first, second;
+        tt::writeIdxDataset(tt::fsPath(first.filePath(QStringLiteral("mnist"))), 30, 10, 28, 28,
+                            true, 2);
+        tt::writeCifar10(tt::fsPath(second.filePath(QStringLiteral("cifar10"))), 10, 10, 3);
+        towers::app::AppSettings settings(tt::settingsFile(first.path()));
+        settings.setDataDir(first.path());
+        DataPage page(settings);
+        page.setDataDir(second.path()); // before the first look has answered
+        QSignalSpy loaded(&page, &DataPage::datasetLoaded);
+        QVERIFY(loaded.wait(10000));
+        QCOMPARE(page.datasetName(), QStringLiteral("cifar10"));
+        QCOMPARE(page.found()->location, tt::fsPath(second.filePath(QStringLiteral("cifar10"))));
+    }
+
     // A dataset chosen while the page still looks for the first dataset found (--dataset at a
     // first start) stays chosen, even when it is the entry shown meanwhile.
     void datasetChosenDuringTheFirstLookStays()

@@ -2,9 +2,12 @@
 // usable; a run fills the loss, accuracy, speed and learning-rate plots with exactly the reported
 // points while redrawing at most 25 times a second; the buttons follow the state; the log holds
 // the trainer's lines; a failure reaches errorOccurred.
+#include <QAction>
+#include <QClipboard>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFileInfo>
+#include <QGuiApplication>
 #include <QLocale>
 #include <QPlainTextEdit>
 #include <QPushButton>
@@ -251,6 +254,9 @@ private slots:
         QCOMPARE(label->toolTip(), dir);
         QVERIFY2(label->text().contains(QChar(0x2026)), qPrintable(label->text())); // "…"
         QVERIFY(label->text().endsWith(QStringLiteral("/r")));
+        QCOMPARE(label->actions().size(), 1); // "Copy path": the whole path
+        label->actions().first()->trigger();
+        QCOMPARE(QGuiApplication::clipboard()->text(), dir);
     }
 
     // The queue: while a run trains, "Add to queue" takes the pages' configuration of that moment;

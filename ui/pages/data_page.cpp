@@ -106,7 +106,11 @@ DataPage::DataPage(app::AppSettings& settings, QWidget* parent)
         m_settings.setDataDir(dataDir());
         emit dataDirChanged(dataDir());
         refreshDatasetList();
-        if (!m_discover.isRunning()) rescan();
+        // A first look still under way looked in the old folder: it looks again, in this one.
+        if (m_discover.isRunning())
+            pickFirstFound(m_missingSaved);
+        else
+            rescan();
     });
     if (!m_discover.isRunning()) rescan();
 }

@@ -1,6 +1,9 @@
 #include "ui/widgets/path_label.h"
 
+#include <QAction>
+#include <QClipboard>
 #include <QFontMetrics>
+#include <QGuiApplication>
 
 namespace towers::ui {
 
@@ -8,6 +11,12 @@ PathLabel::PathLabel(QWidget* parent) : QLabel(parent)
 {
     setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     setTextFormat(Qt::PlainText);
+    // The shown text may be elided: the whole path is what is copied.
+    auto* copy = new QAction(tr("Copy path"), this);
+    connect(copy, &QAction::triggered, this,
+            [this] { QGuiApplication::clipboard()->setText(m_path); });
+    addAction(copy);
+    setContextMenuPolicy(Qt::ActionsContextMenu);
 }
 
 void PathLabel::setPath(const QString& path)

@@ -1,6 +1,7 @@
 #pragma once
 // A path shown in one line as wide as its place: where the line is too short the path is elided
-// in the middle (its start and its last folder stay), the whole path in the tooltip. A QLabel of a
+// in the middle (its start and its last folder stay), the whole path in the tooltip and copied by
+// its context menu's "Copy path". A QLabel of a
 // long path asked for its whole width, and the page scrolled sideways for it (the Train page's
 // run folder under a deep home folder).
 #include <QLabel>
