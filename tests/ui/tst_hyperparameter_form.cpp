@@ -79,6 +79,11 @@ private slots:
         type(&f, QStringLiteral("1e-3"));
         QVERIFY(f.isValid());
         QCOMPARE(f.value(), 1e-3);
+        // A decimal comma (a German keyboard's keypad) is the point: "0,05" was kept as 005.
+        type(&f, QStringLiteral("0,05"));
+        QCOMPARE(f.text(), QStringLiteral("0.05"));
+        QCOMPARE(f.value(), 0.05);
+        QVERIFY(f.isValid());
         QVERIFY(!message->isVisible());
         f.setExternalError(QStringLiteral("must not exceed the learning rate"));
         QVERIFY(!f.isValid());

@@ -27,6 +27,19 @@ QRegularExpression syntaxPattern(ValidatedField::Syntax syntax)
     return {};
 }
 
+// A decimal comma (a German or French keyboard's keypad types one) is taken as the point: the
+// comma alone was refused and the digits after it kept, so "0,05" became 005, a rate of 5.
+class DecimalValidator : public QRegularExpressionValidator
+{
+public:
+    using QRegularExpressionValidator::QRegularExpressionValidator;
+    State validate(QString& input, int& pos) const override
+    {
+        input.replace(QLatin1Char(','), QLatin1Char('.'));
+        return QRegularExpressionValidator::validate(input, pos);
+    }
+};
+
 QString number(double v)
 {
     return QString::number(v, 'g', 6);
@@ -43,7 +56,10 @@ ValidatedField::ValidatedField(Syntax syntax, Check check, QWidget* parent)
     layout->setSpacing(1);
     layout->addWidget(m_edit);
     layout->addWidget(m_message);
-    m_edit->setValidator(new QRegularExpressionValidator(syntaxPattern(syntax), m_edit));
+    if (syntax == Syntax::Decimal)
+        m_edit->setValidator(new DecimalValidator(syntaxPattern(syntax), m_edit));
+    else
+        m_edit->setValidator(new QRegularExpressionValidator(syntaxPattern(syntax), m_edit));
     setFocusProxy(m_edit);
     connect(m_edit, &QLineEdit::textEdited, this, [this] {
         revalidate();
