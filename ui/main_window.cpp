@@ -305,10 +305,18 @@ void MainWindow::connectPages()
     configChanged();
 }
 
-void MainWindow::onModelChosen(const QString& model)
+void MainWindow::onModelChosen(const QString& model, bool keepHyperparameters)
 {
     if (m_restoring) return;
     if (!m_choosingModel) m_modelFromFirstDataset = false;
+    if (keepHyperparameters) {
+        // The network edited (or its file read again): the user's optimizer, schedule, batch and
+        // length stay; only the images' recipe follows the network.
+        m_data->refreshRecipe();
+        appendLog(tr("Network %1, with the hyperparameters as they were").arg(model));
+        configChanged();
+        return;
+    }
     // A model comes with its own optimizer, schedule, batch and length; the towers stay.
     engine::TrainConfig c = engine::defaultConfigFor(m_model->model());
     c.towers = m_devices->towers();

@@ -117,7 +117,7 @@ private:
     void restoreConfig();
     // The Model and Devices pages set to `c` (not the dataset, nor the GPUs).
     void applyConfig(const engine::TrainConfig& c);
-    void onModelChosen(const QString& model);
+    void onModelChosen(const QString& model, bool keepHyperparameters);
     void onDatasetLoaded();
     void configChanged();
 

@@ -32,6 +32,7 @@
 #include "ui/pages/data_page.h"
 #include "ui/pages/devices_page.h"
 #include "ui/pages/lr_finder_dialog.h"
+#include "ui/pages/model_file_editor.h"
 #include "ui/pages/model_page.h"
 #include "ui/pages/runs_page.h"
 #include "ui/pages/train_page.h"
@@ -280,6 +281,35 @@ private slots:
                      edit ? QStringLiteral("cifar10-tutorial") : QString::fromStdString(own));
             if (edit) QCOMPARE(w.modelPage()->form()->config().schedule.lr, 0.0123);
         }
+    }
+
+    // Using an edited network keeps the hyperparameters (they were reset to the model's defaults,
+    // a learning rate set by hand lost); choosing another model still brings its own.
+    void editedNetworkKeepsTheHyperparameters()
+    {
+        QTemporaryDir dir;
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        useTinyMnist(settings, dir);
+        MainWindow w(settings);
+        w.show();
+        w.modelPage()->setModelName(QStringLiteral("fashion-fast"));
+        w.modelPage()->form()->setLearningRate(0.0123);
+        towers::ui::ModelFileEditor editor(w.modelPage()->model(), w.modelPage()->modelFilePath());
+        QTRY_VERIFY_WITH_TIMEOUT(!editor.isChecking(), 20000);
+        QVERIFY(editor.text().contains(QStringLiteral("\"filters\": 32")));
+        editor.setText(editor.text().replace(QStringLiteral("\"filters\": 32"),
+                                             QStringLiteral("\"filters\": 16")));
+        QTRY_VERIFY_WITH_TIMEOUT(!editor.isChecking(), 20000);
+        QVERIFY(editor.network());
+        w.modelPage()->useEdited(editor);
+        QCOMPARE(w.modelPage()->modelName(), QStringLiteral("my-fashion-fast"));
+        QCOMPARE(w.modelPage()->form()->config().schedule.lr, 0.0123);
+        QVERIFY2(w.log()->toPlainText().contains(QStringLiteral(
+                     "Network my-fashion-fast, with the hyperparameters as they were")),
+                 qPrintable(w.log()->toPlainText()));
+        w.modelPage()->setModelName(QStringLiteral("mnist-convnet"));
+        QCOMPARE(w.modelPage()->form()->config().schedule.lr,
+                 towers::engine::defaultConfigFor("mnist-convnet").schedule.lr);
     }
 
     void errorsGoToBannerAndLog()

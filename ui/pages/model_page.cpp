@@ -104,7 +104,7 @@ ModelPage::ModelPage(QWidget* parent)
     connect(m_edit, &QPushButton::clicked, this, &ModelPage::editModel);
     connect(m_modelCombo, &QComboBox::currentIndexChanged, this, [this] {
         showModel();
-        emit modelChanged(modelName());
+        emit modelChanged(modelName(), m_editing);
     });
     connect(m_form, &HyperparameterForm::changed, this, &ModelPage::showMemory);
     showModel();
@@ -163,7 +163,7 @@ void ModelPage::setModel(const engine::ModelInfo& info)
             m_modelCombo->setItemData(i, item);
             if (i == m_modelCombo->currentIndex()) {
                 showModel();
-                emit modelChanged(modelName());
+                emit modelChanged(modelName(), true); // another version of the network shown
                 return;
             }
         }
@@ -243,7 +243,9 @@ void ModelPage::useEdited(const ModelFileEditor& editor)
         m_paths[&kept] = editor.path();
         m_lastFolder = QFileInfo(editor.path()).absolutePath();
     }
+    m_editing = true;
     setModel(kept);
+    m_editing = false;
     emit logMessage(editor.path().isEmpty() || editor.isModified()
                         ? tr("Chose the edited network %1 (not saved in a file: the run keeps "
                              "its definition)")

@@ -73,7 +73,9 @@ public:
     QString memoryText() const;
 
 signals:
-    void modelChanged(const QString& name);
+    // `keepHyperparameters`: the network was edited, or its model file read again (another version
+    // of it), not another model chosen: the form's values stay.
+    void modelChanged(const QString& name, bool keepHyperparameters);
     void errorOccurred(const QString& message);
     // What the page did, for the window's log (a model file saved).
     void logMessage(const QString& message);
@@ -82,6 +84,7 @@ protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
+    bool m_editing = false; // useEdited: the network changes, the hyperparameters stay
     // The form's column as wide as the form's minimum (its fields' texts change it).
     void fitFormColumn();
     void showModel();
