@@ -312,6 +312,10 @@ void MainWindow::onModelChosen(const QString& model, bool keepHyperparameters)
     if (keepHyperparameters) {
         // The network edited (or its file read again): the user's optimizer, schedule, batch and
         // length stay; only the images' recipe follows the network.
+        engine::TrainConfig c = m_model->form()->config();
+        c.model = m_model->model().name;
+        c.modelDefinition = m_model->model().definition;
+        m_model->form()->setConfig(c);
         m_data->refreshRecipe();
         appendLog(tr("Network %1, with the hyperparameters as they were").arg(model));
         configChanged();

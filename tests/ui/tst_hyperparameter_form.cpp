@@ -164,15 +164,27 @@ private slots:
         QCOMPARE(label->text(), QStringLiteral("fashion-fast at step 7 on shoes, 3 classes"));
         form.setConfig(eng::defaultConfigFor("fashion-wide"));
         QCOMPARE(form.config().initFrom, std::string());
+        // Another model's checkpoint, or a file that cannot be read, is refused by the form: it was
+        // only described, and the run (maybe queued for later) failed when it started.
         form.setInitFrom(file);
-        QVERIFY2(label->text().endsWith(QStringLiteral(
-                     "not this page's model (fashion-wide): the run would be refused")),
+        QVERIFY2(label->text().endsWith(QStringLiteral("not this page's model (fashion-wide)")),
                  qPrintable(label->text()));
-        form.setInitFrom(dir.filePath(QStringLiteral("none.safetensors")));
+        QVERIFY(!form.isValid());
+        QVERIFY2(form.error().startsWith(QStringLiteral(
+                     "start from: ckpt-00000007.safetensors is a checkpoint of fashion-fast, not "
+                     "of this page's model fashion-wide")),
+                 qPrintable(form.error()));
+        auto* field = form.findChild<QLineEdit*>(QStringLiteral("initFrom"));
+        QVERIFY(field);
+        field->selectAll();
+        QTest::keyClicks(field, dir.filePath(QStringLiteral("none.safetensors"))); // typed
         QVERIFY2(label->text().contains(QStringLiteral("none.safetensors")),
                  qPrintable(label->text()));
-        form.setInitFrom(QString());
+        QVERIFY(!form.isValid());
+        QVERIFY2(form.error().startsWith(QStringLiteral("start from: ")), qPrintable(form.error()));
+        field->clear(); // its ✕: the description goes with it
         QVERIFY(!label->isVisible());
+        QVERIFY(form.isValid());
     }
 
     void batchEpochsAndSchedulePlot()

@@ -22,6 +22,7 @@
 #include "dataset_files.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/models/model_file.h"
+#include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/recipe.h"
 #include "engine/train/run_directory.h"
@@ -431,7 +432,20 @@ private slots:
             QVERIFY(loaded.wait(20000));
         }
         QVERIFY(w.modelPage()->modelName() != QStringLiteral("fashion-wide"));
-        const QString file = dir.filePath(QStringLiteral("wide.safetensors"));
+        // Checkpoints of the two models (one that cannot be read is refused by the form).
+        const auto checkpointOf = [&dir](const char* model) {
+            const QString file = dir.filePath(QStringLiteral("%1.safetensors").arg(model));
+            towers::engine::CheckpointInfo info;
+            info.dataset = "mnist";
+            for (int c = 0; c < 10; ++c) info.classNames.push_back(std::to_string(c));
+            info.step = 5;
+            const auto net = towers::engine::createModel(model, 1, 10);
+            towers::engine::writeCheckpoint(file.toStdString(),
+                                            towers::engine::makeCheckpoint(*net, info));
+            return file;
+        };
+        const QString file = checkpointOf("fashion-wide");
+        const QString fast = checkpointOf("fashion-fast");
         emit w.modelPage()->form()->initFromChosen(file, QStringLiteral("fashion-wide"));
         QCOMPARE(w.modelPage()->modelName(), QStringLiteral("fashion-wide"));
         QString error;
@@ -439,9 +453,15 @@ private slots:
         QVERIFY2(options, qPrintable(error));
         QCOMPARE(options->config.model, std::string("fashion-wide"));
         QCOMPARE(options->config.initFrom, file.toStdString());
-        emit w.runsPage()->fineTuneRequested(file, QStringLiteral("fashion-fast"));
+        emit w.runsPage()->fineTuneRequested(fast, QStringLiteral("fashion-fast"));
         QCOMPARE(w.modelPage()->modelName(), QStringLiteral("fashion-fast"));
-        QCOMPARE(w.newRunOptions(&error)->config.initFrom, file.toStdString());
+        const auto fine = w.newRunOptions(&error);
+        QVERIFY2(fine, qPrintable(error));
+        QCOMPARE(fine->config.initFrom, fast.toStdString());
+        // A file that cannot be read: refused before the run, naming it.
+        w.modelPage()->form()->setInitFrom(dir.filePath(QStringLiteral("gone.safetensors")));
+        QVERIFY(!w.newRunOptions(&error));
+        QVERIFY2(error.contains(QStringLiteral("gone.safetensors")), qPrintable(error));
     }
 
     // A network from a model file: its recipe on the form, its definition in the new run's

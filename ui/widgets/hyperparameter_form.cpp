@@ -4,6 +4,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -245,8 +246,12 @@ void HyperparameterForm::buildUi()
         m_initFrom->setText(file);
         emit initFromChosen(file, describeInitFrom());
     });
-    connect(m_initFrom, &QLineEdit::textChanged, this, &HyperparameterForm::update);
-    connect(m_initFrom, &QLineEdit::editingFinished, this, [this] { describeInitFrom(); });
+    // Described as it changes (typed, chosen, cleared by its ✕): a checkpoint that cannot be read,
+    // or is another model's, is refused here, not when the run (maybe queued) starts.
+    connect(m_initFrom, &QLineEdit::textChanged, this, [this] {
+        describeInitFrom();
+        update();
+    });
     regForm->addRow(tr("Start &from:"), rowOf(regBox, {{m_initFrom, 1}, {chooseInit, 0}}));
     m_initInfo = new QLabel(regBox);
     m_initInfo->setObjectName(QStringLiteral("initInfo"));
@@ -449,6 +454,7 @@ QString HyperparameterForm::describeInitFrom()
 {
     const QString file = m_initFrom->text().trimmed();
     m_initInfo->setVisible(!file.isEmpty());
+    m_initError.clear();
     if (file.isEmpty()) return {};
     try {
         const engine::CheckpointInfo info = engine::readCheckpointInfo(file.toStdString());
@@ -458,13 +464,17 @@ QString HyperparameterForm::describeInitFrom()
                            .arg(info.step)
                            .arg(QString::fromStdString(info.dataset))
                            .arg(info.classNames.size());
-        if (info.model != m_base.model)
-            text += tr(" — not this page's model (%1): the run would be refused")
-                        .arg(QString::fromStdString(m_base.model));
+        if (info.model != m_base.model) {
+            m_initError =
+                tr("%1 is a checkpoint of %2, not of this page's model %3")
+                    .arg(QFileInfo(file).fileName(), model, QString::fromStdString(m_base.model));
+            text += tr(" — not this page's model (%1)").arg(QString::fromStdString(m_base.model));
+        }
         m_initInfo->setText(text);
         return model;
     } catch (const std::exception& e) {
-        m_initInfo->setText(QString::fromUtf8(e.what()));
+        m_initError = QString::fromUtf8(e.what());
+        m_initInfo->setText(m_initError);
         return {};
     }
 }
@@ -565,6 +575,8 @@ void HyperparameterForm::update()
     ValidatedField::showMessage(m_batchMessage, batchError);
     m_batch->setToolTip(ValidatedField::tooltip(batchError, m_batchTip));
     if (m_error.isEmpty() && !batchError.isEmpty()) m_error = tr("batch: %1").arg(batchError);
+    if (m_error.isEmpty() && !m_initError.isEmpty())
+        m_error = tr("start from: %1").arg(m_initError);
     engine::TrainConfig c;
     if (m_error.isEmpty()) {
         c = config();

@@ -120,6 +120,7 @@ private:
     ValidatedField* m_seed;
     QLineEdit* m_initFrom; // TrainConfig::initFrom: a checkpoint file, or empty
     QLabel* m_initInfo;    // what that checkpoint is (its header), or why it cannot be read
+    QString m_initError;   // why the "Start from" checkpoint cannot start a run ("": it can)
     ValidatedField* m_checkpointEvery;
     QSpinBox* m_keep;
     ValidatedField* m_evalEvery;
