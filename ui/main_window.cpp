@@ -419,6 +419,9 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
         if (error) *error = why;
         return std::nullopt;
     };
+    if (m_lrFinder && m_lrFinder->isRunning())
+        return fail(tr("a learning-rate range test is training: stop it or close its window "
+                       "first (they would share the cores)"));
     if (!m_model->form()->isValid())
         return fail(tr("%1 (Model & hyperparameters)").arg(m_model->form()->error()));
     if (!m_data->found())
@@ -513,6 +516,12 @@ void MainWindow::classifyWith(const QString& checkpoint)
 
 LrFinderDialog* MainWindow::findLearningRate()
 {
+    if (m_lrFinder) {
+        // One at a time: two tests would share the cores (and each other's figures).
+        m_lrFinder->raise();
+        m_lrFinder->activateWindow();
+        return m_lrFinder;
+    }
     if (m_train->isActive()) {
         showError(tr("A run is training: the range test would share the cores with it. Stop the "
                      "run first."));
@@ -529,6 +538,11 @@ LrFinderDialog* MainWindow::findLearningRate()
     }
     auto* dialog = new LrFinderDialog(pagesConfig(), dataset, {}, this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
+    m_lrFinder = dialog;
+    m_train->refreshStartability(); // no run while the test trains
+    connect(dialog, &LrFinderDialog::testEnded, m_train, &TrainPage::refreshStartability);
+    connect(dialog, &QObject::destroyed, m_train, &TrainPage::refreshStartability,
+            Qt::QueuedConnection); // once m_lrFinder has let go of it
     connect(dialog, &LrFinderDialog::learningRateChosen, this, [this](double lr) {
         m_model->form()->setLearningRate(lr);
         appendLog(tr("Learning rate %1, from the range test").arg(lr));

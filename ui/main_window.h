@@ -8,6 +8,7 @@
 // written) before closing.
 #include <QIcon>
 #include <QMainWindow>
+#include <QPointer>
 
 #include <optional>
 
@@ -133,6 +134,9 @@ private:
     TrainPage* m_train = nullptr;
     RunsPage* m_runs = nullptr;
     ClassifyPage* m_classify = nullptr;
+    // The learning-rate range test's window while it is open: one at a time, and no run starts
+    // while its test trains (they would share the cores).
+    QPointer<LrFinderDialog> m_lrFinder;
     bool m_restoring = false;
     // First start (no saved configuration): the model is the default of the first dataset that
     // loads, whichever the Data page finds, until the user or a run chooses one.

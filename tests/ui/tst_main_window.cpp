@@ -681,7 +681,18 @@ private slots:
         QCOMPARE(clicked.count(), 1);
         auto* dialog = w.findChild<towers::ui::LrFinderDialog*>();
         QVERIFY(dialog && dialog->isVisible());
+        // One test at a time, and no run while it trains (they would share the cores): two
+        // windows trained at once, and Start stayed enabled.
+        QCOMPARE(w.findLearningRate(), dialog);
+        QCOMPARE(w.findChildren<towers::ui::LrFinderDialog*>().size(), 1);
+        if (dialog->isRunning()) {
+            QString error;
+            QVERIFY(!w.newRunOptions(&error));
+            QVERIFY2(error.contains(QStringLiteral("range test is training")), qPrintable(error));
+        }
         QTRY_VERIFY_WITH_TIMEOUT(!dialog->isRunning(), 60000);
+        QString error;
+        QVERIFY2(w.newRunOptions(&error), qPrintable(error));
         QVERIFY2(dialog->result(), qPrintable(dialog->statusText()));
         const auto& result = *dialog->result();
         QCOMPARE(dialog->plot()->pointCount(1), int(result.points.size()));

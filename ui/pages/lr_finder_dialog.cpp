@@ -87,7 +87,10 @@ LrFinderDialog::LrFinderDialog(const engine::TrainConfig& config,
                                               return !shared->stop.load();
                                           });
         },
-        [this](const app::JobResult<engine::LrRangeResult>& r) { finished(r); });
+        [this](const app::JobResult<engine::LrRangeResult>& r) {
+            finished(r);
+            emit testEnded();
+        });
 }
 
 LrFinderDialog::~LrFinderDialog()

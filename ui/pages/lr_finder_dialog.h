@@ -43,6 +43,8 @@ public:
 signals:
     // "Use": the rate to put in the form.
     void learningRateChosen(double lr);
+    // The test has ended (finished, stopped or failed): the cores are free again.
+    void testEnded();
 
 private:
     struct Shared
