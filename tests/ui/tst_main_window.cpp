@@ -2,14 +2,18 @@
 // the log, the last page, the geometry and the Devices page's settings (precision, GPU towers'
 // data, averaging and CUDA graphs, gradient buckets) remembered and carried into a new run's
 // configuration.
+#include <QAbstractButton>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDialog>
 #include <QDockWidget>
 #include <QFile>
+#include <QLabel>
 #include <QListWidget>
+#include <QMap>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSignalSpy>
@@ -311,6 +315,39 @@ private slots:
         w.modelPage()->setModelName(QStringLiteral("mnist-convnet"));
         QCOMPARE(w.modelPage()->form()->config().schedule.lr,
                  towers::engine::defaultConfigFor("mnist-convnet").schedule.lr);
+    }
+
+    // On each page every Alt+letter is one field's or button's: a letter used twice only moves the
+    // focus between them (Alt+F did not press Find…, which shared it with "Start from").
+    void pagesHaveNoDoubledAltKeys()
+    {
+        QTemporaryDir dir;
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        MainWindow w(settings);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QStringList doubled;
+        for (int p = 0; p < MainWindow::PageCount; ++p) {
+            w.showPage(p);
+            QCoreApplication::processEvents();
+            QMap<QChar, QStringList> owners;
+            const auto add = [&owners](const QWidget* widget, const QString& text) {
+                if (!widget->isVisibleTo(widget->window())) return;
+                const QRegularExpressionMatch m =
+                    QRegularExpression(QStringLiteral("(?<!&)&([^&])")).match(text);
+                if (m.hasMatch()) owners[m.captured(1).at(0).toLower()] << text;
+            };
+            for (const auto* label : w.page(p)->findChildren<QLabel*>())
+                if (label->buddy()) add(label, label->text());
+            for (const auto* button : w.page(p)->findChildren<QAbstractButton*>())
+                add(button, button->text());
+            for (auto it = owners.cbegin(); it != owners.cend(); ++it)
+                if (it.value().size() > 1)
+                    doubled << QStringLiteral("%1: Alt+%2 for %3")
+                                   .arg(MainWindow::pageTitle(p), it.key(),
+                                        it.value().join(QStringLiteral(", ")));
+        }
+        QVERIFY2(doubled.isEmpty(), qPrintable(doubled.join(QStringLiteral("; "))));
     }
 
     void errorsGoToBannerAndLog()

@@ -255,7 +255,7 @@ void DataPage::buildUi()
     m_prevButton = new QPushButton(tr("◀ &Previous"), samplesBox);
     m_nextButton = new QPushButton(tr("&Next ▶"), samplesBox);
     m_pageLabel = new QLabel(samplesBox);
-    m_distortCheck = new QCheckBox(tr("Show training &distortions"), samplesBox);
+    m_distortCheck = new QCheckBox(tr("Show training dis&tortions"), samplesBox);
     m_redrawButton = new QPushButton(tr("Draw &again"), samplesBox);
     m_redrawButton->setToolTip(tr("New random distortions of the same images"));
     auto* splitLabel = new QLabel(tr("&Split:"), samplesBox);

@@ -222,7 +222,7 @@ void HyperparameterForm::buildUi()
     m_emaOn->setToolTip(tr("Evaluate with moving averages of the weights (the tutorial's 0.9999)"));
     m_emaDecay = make("emaDecay", F::Syntax::Decimal, F::between(0, true, 1, true),
                       tr("Decay of the moving average"));
-    regForm->addRow(tr("E&MA:"), rowOf(regBox, {{m_emaOn, 0}, {m_emaDecay, 1}}));
+    regForm->addRow(tr("EM&A:"), rowOf(regBox, {{m_emaOn, 0}, {m_emaDecay, 1}}));
     connect(m_weightDecayOn, &QCheckBox::toggled, this, &HyperparameterForm::update);
     connect(m_emaOn, &QCheckBox::toggled, this, &HyperparameterForm::update);
     m_seed = make("seed", F::Syntax::Integer, {},
@@ -252,7 +252,7 @@ void HyperparameterForm::buildUi()
         describeInitFrom();
         update();
     });
-    regForm->addRow(tr("Start &from:"), rowOf(regBox, {{m_initFrom, 1}, {chooseInit, 0}}));
+    regForm->addRow(tr("Sta&rt from:"), rowOf(regBox, {{m_initFrom, 1}, {chooseInit, 0}}));
     m_initInfo = new QLabel(regBox);
     m_initInfo->setObjectName(QStringLiteral("initInfo"));
     m_initInfo->setWordWrap(true);
@@ -277,7 +277,7 @@ void HyperparameterForm::buildUi()
     m_evalEvery = make("evalEvery", F::Syntax::Integer, F::atLeast(0),
                        tr("Steps between evaluations (on the validation set when one is held "
                           "out, else on the test set); 0 = at the end only"));
-    ckForm->addRow(tr("E&valuate every:"), m_evalEvery);
+    ckForm->addRow(tr("Eval&uate every:"), m_evalEvery);
     m_validation = new QDoubleSpinBox(ckBox);
     m_validation->setObjectName(QStringLiteral("validation"));
     m_validation->setRange(0, 100 * engine::kMaxValidationShare);
@@ -313,8 +313,8 @@ void HyperparameterForm::buildUi()
            "as better for the early stop (Keras' min_delta): a noisy accuracy that creeps up by "
            "hundredths no longer keeps a run going. The best checkpoint is still the highest."));
     connect(m_minDelta, &QDoubleSpinBox::valueChanged, this, &HyperparameterForm::update);
-    ckForm->addRow(tr("Stop &early after:"), m_patience);
-    ckForm->addRow(tr("Better by more th&an:"), m_minDelta);
+    ckForm->addRow(tr("Sto&p early after:"), m_patience);
+    ckForm->addRow(tr("Better by more tha&n:"), m_minDelta);
     m_logEvery = make("logEvery", F::Syntax::Integer, F::atLeast(1),
                       tr("Steps between metrics and log lines"));
     ckForm->addRow(tr("Lo&g every:"), m_logEvery);
