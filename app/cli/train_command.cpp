@@ -779,8 +779,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     const std::optional<TrainConfig> lengthBefore = resume ? std::optional(c) : std::nullopt;
     if (p.isSet(QStringLiteral("steps"))) {
         c.epochs = 0;
-        if (!int64Option(p, QStringLiteral("steps"), 1, std::numeric_limits<qint64>::max(), c.steps,
-                         io))
+        if (!int64Option(p, QStringLiteral("steps"), 1, TrainConfig::kMaxSteps, c.steps, io))
             return ExitUsage;
     }
     if (p.isSet(QStringLiteral("epochs"))) {

@@ -110,7 +110,9 @@ void TrainConfig::validate() const
                                     std::to_string(threadsPerTower));
     if (batchPerTower < 1)
         fail("batchPerTower", "must be at least 1, got " + std::to_string(batchPerTower));
-    if (steps < 0) fail("steps", "must be >= 0, got " + std::to_string(steps));
+    if (steps < 0 || steps > kMaxSteps)
+        fail("steps", "must be a number from 0 to " + std::to_string(kMaxSteps) + ", got " +
+                          std::to_string(steps));
     if (!(epochs >= 0 && epochs <= kMaxEpochs))
         fail("epochs", "must be a number from 0 to " + shortestNumber(kMaxEpochs) + ", got " +
                            shortestNumber(epochs));

@@ -120,6 +120,9 @@ struct TrainConfig
     static constexpr int kMaxThreadsPerTower = 1024;
     static constexpr double kMaxBucketMb = 65536;
     static constexpr double kMaxEpochs = 1e6;
+    // 10^12 steps: a million times a long run, and no sum over them near int64's end (the
+    // schedule's plot multiplied steps and overflowed above about 10^16).
+    static constexpr std::int64_t kMaxSteps = 1'000'000'000'000;
 
     // Throws InvalidArgument naming the field ("batchPerTower: must be at least 1, got 0").
     void validate() const;

@@ -266,6 +266,9 @@ private slots:
                                          << "datasetContent: expected the record of a dataset's";
         QTest::newRow("epochs") << R"({"epochs": 1e16})"
                                 << "epochs: must be a number from 0 to 1e+06, got 1e+16";
+        QTest::newRow("steps") << R"({"steps": 9223372036854775807})"
+                               << "steps: must be a number from 0 to 1000000000000, got "
+                                  "9223372036854775807";
         QTest::newRow("model") << R"({"steps": 1, "model": "resnet-1000"})"
                                << "model: unknown model 'resnet-1000'";
         QTest::newRow("backend") << R"({"steps": 1, "backend": "tpu"})"

@@ -199,7 +199,9 @@ void HyperparameterForm::buildUi()
     group->addButton(m_bySteps);
     group->addButton(m_byEpochs);
     connect(m_bySteps, &QRadioButton::toggled, this, &HyperparameterForm::update);
-    m_steps = make("steps", F::Syntax::Integer, F::atLeast(1), tr("Global steps of the run"));
+    m_steps = make("steps", F::Syntax::Integer,
+                   F::between(1, false, double(engine::TrainConfig::kMaxSteps), false),
+                   tr("Global steps of the run"));
     // The configuration's own limit (towers-cli's --epochs too), refused here with the reason.
     m_epochs = make("epochs", F::Syntax::Decimal,
                     F::between(0, true, engine::TrainConfig::kMaxEpochs, false),
