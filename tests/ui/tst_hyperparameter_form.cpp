@@ -329,6 +329,23 @@ private slots:
         QCOMPARE(summary->text(), QStringLiteral("⚠ ") + form.error());
     }
 
+    // One step reads "1 step", one example "1 example" (it said "1 steps, 1 examples in all").
+    void summarySaysOneInTheSingular()
+    {
+        HyperparameterForm form;
+        eng::TrainConfig c = eng::defaultConfigFor("fashion-fast");
+        c.steps = 1;
+        c.epochs = 0;
+        c.batchPerTower = 1;
+        form.setConfig(c);
+        form.setTrainingSetSize(1);
+        auto* summary = form.findChild<QLabel*>(QStringLiteral("summary"));
+        QVERIFY(summary);
+        QVERIFY2(summary->text().startsWith(QStringLiteral("1 step, 1 example in all, 1 step per "
+                                                           "epoch")),
+                 qPrintable(summary->text()));
+    }
+
     // More epochs than the configuration allows (1e16 ran one step) are refused at the field.
     void epochsAboveTheLimit()
     {

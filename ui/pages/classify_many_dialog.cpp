@@ -193,7 +193,9 @@ void ClassifyManyDialog::setAnswers(std::vector<app::FileAnswer> answers, bool c
                      [](const auto& a, const auto& b) { return a.second > b.second; });
     QStringList parts;
     for (const auto& [name, n] : byCount) parts << QStringLiteral("%1 (%2)").arg(name).arg(n);
-    QString text = tr("%1 images classified").arg(int(m_answers.size()) - failed);
+    const int classified = int(m_answers.size()) - failed;
+    QString text =
+        classified == 1 ? tr("1 image classified") : tr("%1 images classified").arg(classified);
     if (!parts.isEmpty()) text += QStringLiteral(": ") + parts.join(QStringLiteral(", "));
     if (failed) text += tr("; %1 could not be read").arg(failed);
     if (cancelled) text += tr("; cancelled before the rest");

@@ -590,14 +590,19 @@ void HyperparameterForm::update()
     }
     if (m_error.isEmpty()) {
         const std::int64_t total = totalSteps();
+        const auto steps = [](std::int64_t n) {
+            return n == 1 ? tr("1 step") : tr("%1 steps").arg(QLocale().toString(n));
+        };
+        const double examples = double(total) * double(global);
         m_summary->setText(
             total > 0
-                ? tr("%1 steps, %2 examples in all%3%4.")
-                      .arg(QLocale().toString(total))
-                      .arg(QLocale().toString(double(total) * double(global), 'g', 4))
-                      .arg(stepsPerEpoch() > 0
-                               ? tr(", %1 steps per epoch").arg(QLocale().toString(stepsPerEpoch()))
-                               : QString())
+                ? tr("%1, %2 in all%3%4.")
+                      .arg(steps(total))
+                      .arg(examples == 1
+                               ? tr("1 example")
+                               : tr("%1 examples").arg(QLocale().toString(examples, 'g', 4)))
+                      .arg(stepsPerEpoch() > 0 ? tr(", %1 per epoch").arg(steps(stepsPerEpoch()))
+                                               : QString())
                       .arg(c.validation > 0 && m_trainCount > 0
                                ? tr("; %1 of the %2 training images held out for validation")
                                      .arg(QLocale().toString(m_trainCount - trainingImages()))
