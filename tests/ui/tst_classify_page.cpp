@@ -328,6 +328,15 @@ private slots:
         QString error;
         QVERIFY(!many->saveCsv(m_dir.filePath(QStringLiteral("no/such/folder/x.csv")), &error));
         QVERIFY2(error.contains(QStringLiteral("no/such/folder/x.csv")), qPrintable(error));
+        // Saved again over itself (the file dialog asked), but never over a checkpoint.
+        QVERIFY(many->saveCsv(csv));
+        const QString weights = m_dir.filePath(QStringLiteral("weights.csv"));
+        QVERIFY(QFile::copy(m_checkpoint, weights));
+        QVERIFY(!many->saveCsv(weights, &error));
+        QVERIFY2(error.contains(QStringLiteral("checkpoint")), qPrintable(error));
+        QFile kept(weights), original(m_checkpoint);
+        QVERIFY(kept.open(QIODevice::ReadOnly) && original.open(QIODevice::ReadOnly));
+        QVERIFY(kept.readAll() == original.readAll());
 
         // Sorted by probability, least first: the unreadable file, then the answers rising.
         many->table()->sortByColumn(3, Qt::AscendingOrder);

@@ -1,6 +1,7 @@
 #include "ui/pages/classify_many_dialog.h"
 
 #include <QDialogButtonBox>
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -10,11 +11,11 @@
 #include <QPixmap>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QSaveFile>
 #include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include "engine/io/output_file.h"
 #include <algorithm>
 #include <map>
 
@@ -81,6 +82,12 @@ ClassifyManyDialog::ClassifyManyDialog(std::vector<std::string> classNames, int 
     m_table->setToolTip(tr("Click a column's header to sort by it (the least probable first, "
                            "say); double-click a row to show the image on the Classify page"));
     top->addWidget(m_table, 1);
+    m_saveNote = new QLabel(this); // where the answers were saved, or why not
+    m_saveNote->setWordWrap(true);
+    m_saveNote->setTextFormat(Qt::PlainText);
+    m_saveNote->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_saveNote->hide();
+    top->addWidget(m_saveNote);
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
     m_save = buttons->addButton(tr("&Save CSV…"), QDialogButtonBox::ActionRole);
     m_save->setEnabled(false);
@@ -92,12 +99,18 @@ ClassifyManyDialog::ClassifyManyDialog(std::vector<std::string> classNames, int 
     });
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::close);
     connect(m_save, &QPushButton::clicked, this, [this] {
-        const QString path = QFileDialog::getSaveFileName(this, tr("Save the answers"),
-                                                          QStringLiteral("classified.csv"),
-                                                          tr("CSV files (*.csv);;All files (*)"));
+        // Beside the images (the working folder meant nothing to a window's user).
+        const QString folder =
+            m_answers.empty() ? QDir::homePath() : QFileInfo(m_answers.front().file).absolutePath();
+        const QString path = QFileDialog::getSaveFileName(
+            this, tr("Save the answers"), QDir(folder).filePath(QStringLiteral("classified.csv")),
+            tr("CSV files (*.csv);;All files (*)"));
+        if (path.isEmpty()) return;
         QString error;
-        if (!path.isEmpty() && !saveCsv(path, &error))
-            m_summary->setText(tr("⚠ %1").arg(error.toHtmlEscaped()));
+        // Said under the table: the summary of the answers stays.
+        m_saveNote->setText(saveCsv(path, &error) ? tr("Saved to %1").arg(path)
+                                                  : QStringLiteral("⚠ ") + error);
+        m_saveNote->show();
     });
     connect(m_table, &QTableWidget::cellDoubleClicked, this, [this](int row) {
         const QTableWidgetItem* file = m_table->item(row, File);
@@ -209,13 +222,16 @@ QString ClassifyManyDialog::summaryText() const
 
 bool ClassifyManyDialog::saveCsv(const QString& path, QString* error)
 {
-    QSaveFile out(path);
-    if (!out.open(QIODevice::WriteOnly) ||
-        out.write(app::answersCsv(m_answers, m_classNames, m_k)) < 0 || !out.commit()) {
-        if (error) *error = tr("Cannot write %1: %2").arg(path, out.errorString());
+    // Replacing what the file dialog confirmed, but never a checkpoint or a run's own record.
+    try {
+        engine::writeOutputFile(path.toStdString(),
+                                app::answersCsv(m_answers, m_classNames, m_k).toStdString(),
+                                /*overwrite=*/true);
+        return true;
+    } catch (const std::exception& e) {
+        if (error) *error = tr("Not saved: %1").arg(QString::fromUtf8(e.what()));
         return false;
     }
-    return true;
 }
 
 } // namespace towers::ui

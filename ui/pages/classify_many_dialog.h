@@ -50,6 +50,7 @@ private:
     bool m_finished = false;
     std::vector<app::FileAnswer> m_answers;
     QLabel* m_summary;
+    QLabel* m_saveNote;
     QProgressBar* m_progress;
     QPushButton* m_cancel;
     QPushButton* m_save;
