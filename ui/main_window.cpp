@@ -7,6 +7,7 @@
 #include <QDialog>
 #include <QDir>
 #include <QDockWidget>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QListWidget>
 #include <QMessageBox>
@@ -213,7 +214,13 @@ bool MainWindow::newRunLike(const QString& folder)
         showError(tr("Cannot start a run like %1: %2").arg(folder, QString::fromUtf8(e.what())));
         return false;
     }
-    if (!c.dataDir.empty()) m_data->setDataDir(QString::fromStdString(c.dataDir));
+    // Its data folder where it is here (the user's own stays otherwise: a run copied from another
+    // machine named a folder that is not here, and the Data page then found nothing).
+    const QString runData = QString::fromStdString(c.dataDir);
+    if (!runData.isEmpty() && QFileInfo(runData).isDir())
+        m_data->setDataDir(runData);
+    else if (!runData.isEmpty())
+        appendLog(tr("Its data folder %1 is not here: the Data page's own is kept").arg(runData));
     m_data->setDatasetName(QString::fromStdString(c.dataset));
     m_modelFromFirstDataset = false;
     applyConfig(c);

@@ -616,6 +616,20 @@ private slots:
         QVERIFY(!w.newRunLike(dir.filePath(QStringLiteral("no-run-here"))));
         QVERIFY2(w.banner()->message().contains(QStringLiteral("no-run-here")),
                  qPrintable(w.banner()->message()));
+
+        // A run whose data folder is not here (copied from another machine) keeps the user's own:
+        // it became the Data page's folder, and the dataset was then not found.
+        c.dataDir = dir.filePath(QStringLiteral("elsewhere/data")).toStdString();
+        const QString copied = dir.filePath(QStringLiteral("runs/copied"));
+        QVERIFY(QDir().mkpath(copied));
+        towers::engine::RunDirectory(copied.toStdString()).writeConfig(c.toJson());
+        QVERIFY(w.newRunLike(copied));
+        QCOMPARE(w.dataPage()->dataDir(), dir.filePath(QStringLiteral("data")));
+        QCOMPARE(settings.dataDir(), dir.filePath(QStringLiteral("data")));
+        QVERIFY2(w.log()->toPlainText().contains(
+                     QStringLiteral("Its data folder %1 is not here")
+                         .arg(dir.filePath(QStringLiteral("elsewhere/data")))),
+                 qPrintable(w.log()->toPlainText()));
     }
 
     // Closing the window with runs in the queue asks first: No keeps the window and the queue.
