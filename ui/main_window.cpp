@@ -12,6 +12,7 @@
 #include <QListWidget>
 #include <QMessageBox>
 #include <QPlainTextEdit>
+#include <QScreen>
 #include <QScrollArea>
 #include <QStackedWidget>
 #include <QStyle>
@@ -100,7 +101,10 @@ MainWindow::MainWindow(app::AppSettings& settings, QWidget* parent)
     m_sidebar->setFixedWidth(
         std::max(m_sidebar->sizeHintForColumn(0) + 2 * m_sidebar->frameWidth() + 12, 140));
 
-    if (!restoreGeometry(m_settings.windowGeometry())) resize(1280, 800);
+    // A first start: 1280 x 800, or the screen's room where it is smaller (a 1366 x 768 laptop's
+    // window was taller than its screen).
+    if (!restoreGeometry(m_settings.windowGeometry()))
+        resize(QSize(1280, 800).boundedTo(screen()->availableSize()));
     showPage(std::clamp(m_settings.lastPage(), 0, PageCount - 1));
     appendLog(tr("Towers %1 started").arg(QStringLiteral(TOWERS_VERSION)));
 }

@@ -14,6 +14,7 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QRegularExpression>
+#include <QScreen>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSignalSpy>
@@ -164,6 +165,24 @@ private slots:
         QTRY_COMPARE(w.size(), QSize(1024, 640));
         for (int p = 0; p < MainWindow::PageCount; ++p) QVERIFY(w.page(p)->isWindow() == false);
         checkNoSidewaysScrolling(w);
+    }
+
+    // A first start's window is no larger than the screen's room (1280 x 800 was taller than a
+    // 1366 x 768 laptop's screen), but for the window's own least size.
+    void firstWindowFitsTheScreen()
+    {
+        QTemporaryDir dir;
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        MainWindow w(settings);
+        const QSize room = w.screen()->availableSize();
+        const QSize least = w.minimumSizeHint().expandedTo(w.minimumSize());
+        QVERIFY2(w.width() <= std::max(room.width(), least.width()) &&
+                     w.height() <= std::max(room.height(), least.height()),
+                 qPrintable(QStringLiteral("%1 x %2 on a screen of %3 x %4")
+                                .arg(w.width())
+                                .arg(w.height())
+                                .arg(room.width())
+                                .arg(room.height())));
     }
 
     // At 1024 wide every page fits the window's width with a dataset loaded too (the Data page's

@@ -315,8 +315,8 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     dl->addWidget(m_towerChart, 2);
     left->addWidget(runsBox);
     left->addWidget(m_config);
-    left->setStretchFactor(0, 1);
-    left->setStretchFactor(1, 2);
+    left->setStretchFactor(0, 1); // the runs as tall as the configuration: three rows on a
+    left->setStretchFactor(1, 1); // 640-pixel screen were too few
     split->addWidget(left);
     split->addWidget(details);
     split->setStretchFactor(0, 1);
