@@ -41,6 +41,15 @@ QComboBox* classCombo(DataPage& page)
 }
 } // namespace
 
+namespace {
+// A small MNIST in `dir`, the data folder of `settings`.
+void useMnistIn(const QTemporaryDir& dir, towers::app::AppSettings& settings)
+{
+    tt::writeIdxDataset(tt::fsPath(dir.filePath(QStringLiteral("mnist"))), 30, 10, 28, 28, true, 2);
+    settings.setDataDir(dir.path());
+}
+} // namespace
+
 class TestDataPage : public QObject
 {
     Q_OBJECT
@@ -112,10 +121,8 @@ private slots:
     void firstStartShowsADatasetThatIsThere()
     {
         QTemporaryDir dir;
-        tt::writeIdxDataset(tt::fsPath(dir.filePath(QStringLiteral("mnist"))), 30, 10, 28, 28, true,
-                            2);
         towers::app::AppSettings settings(tt::settingsFile(dir.path())); // no dataset chosen yet
-        settings.setDataDir(dir.path());
+        useMnistIn(dir, settings);
         DataPage page(settings);
         QSignalSpy loaded(&page, &DataPage::datasetLoaded);
         QVERIFY(loaded.wait(10000));
@@ -132,11 +139,9 @@ private slots:
     void unknownSavedDatasetGivesWayToOneThatIsThere()
     {
         QTemporaryDir dir;
-        tt::writeIdxDataset(tt::fsPath(dir.filePath(QStringLiteral("mnist"))), 30, 10, 28, 28, true,
-                            2);
         towers::app::AppSettings settings(tt::settingsFile(dir.path()));
+        useMnistIn(dir, settings);
         settings.setDatasetName(QStringLiteral("nosuch"));
-        settings.setDataDir(dir.path());
         DataPage page(settings);
         QSignalSpy log(&page, &DataPage::logMessage);
         QSignalSpy scanned(&page, &DataPage::scanFinished);
@@ -180,10 +185,8 @@ private slots:
     void datasetChosenDuringTheFirstLookStays()
     {
         QTemporaryDir dir;
-        tt::writeIdxDataset(tt::fsPath(dir.filePath(QStringLiteral("mnist"))), 30, 10, 28, 28, true,
-                            2);
         towers::app::AppSettings settings(tt::settingsFile(dir.path())); // no dataset chosen yet
-        settings.setDataDir(dir.path());
+        useMnistIn(dir, settings);
         DataPage page(settings);
         QSignalSpy scanned(&page, &DataPage::scanFinished);
         page.setDatasetName(QStringLiteral("cifar10"));
