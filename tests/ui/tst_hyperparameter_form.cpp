@@ -79,10 +79,25 @@ private slots:
         type(&f, QStringLiteral("1e-3"));
         QVERIFY(f.isValid());
         QCOMPARE(f.value(), 1e-3);
-        // A decimal comma (a German keyboard's keypad) is the point: "0,05" was kept as 005.
+        // A comma was refused alone and the digits after it kept: "0,05" became 005. Where the
+        // decimal sign is the comma (German) it is the point; elsewhere it is refused, saying so
+        // ("1,000" is no thousand either).
+        const QLocale before;
+        QLocale::setDefault(QLocale(QLocale::German, QLocale::Germany));
         type(&f, QStringLiteral("0,05"));
         QCOMPARE(f.text(), QStringLiteral("0.05"));
         QCOMPARE(f.value(), 0.05);
+        QVERIFY(f.isValid());
+        QLocale::setDefault(QLocale(QLocale::English, QLocale::UnitedStates));
+        for (const QString& typed : {QStringLiteral("0,05"), QStringLiteral("1,000")}) {
+            type(&f, typed);
+            QCOMPARE(f.text(), typed);
+            QVERIFY(!f.isValid());
+            QVERIFY2(f.error().startsWith(QStringLiteral("a comma is no decimal point here")),
+                     qPrintable(f.error()));
+        }
+        QLocale::setDefault(before);
+        type(&f, QStringLiteral("1e-3"));
         QVERIFY(f.isValid());
         QVERIFY(!message->isVisible());
         f.setExternalError(QStringLiteral("must not exceed the learning rate"));
@@ -309,9 +324,13 @@ private slots:
         auto* steps = form.field(QStringLiteral("steps"));
         type(steps, QStringLiteral("9999999999999999999"));
         QVERIFY(!steps->isValid());
-        const QString limit = QLocale().toString(std::numeric_limits<qint64>::max());
-        QCOMPARE(steps->error(), QStringLiteral("at most %1").arg(limit));
-        QCOMPARE(form.error(), QStringLiteral("steps: at most %1").arg(limit));
+        QCOMPARE(steps->error(), QStringLiteral("must be in [1, 1e+12]")); // the field's own range
+        QCOMPARE(form.error(), QStringLiteral("steps: must be in [1, 1e+12]"));
+        // A field without a range of its own: int64's.
+        ValidatedField seed(ValidatedField::Syntax::Integer, {});
+        seed.setText(QStringLiteral("9999999999999999999"));
+        QCOMPARE(seed.error(), QStringLiteral("at most %1")
+                                   .arg(QLocale().toString(std::numeric_limits<qint64>::max())));
         // Read whole, then refused by the configuration's limit (the schedule's plot overflowed).
         type(steps, QStringLiteral("9223372036854775807"));
         QCOMPARE(steps->integer(), std::numeric_limits<qint64>::max());

@@ -19,23 +19,26 @@ QRegularExpression syntaxPattern(ValidatedField::Syntax syntax)
     case ValidatedField::Syntax::Integer:
         return QRegularExpression(QStringLiteral("[0-9]{0,19}"));
     case ValidatedField::Syntax::Decimal:
-        // 0.1, .5, 1e-4, 2.5E+3 (C locale: what the JSON config and the CLI use)
-        return QRegularExpression(QStringLiteral("[0-9]*\\.?[0-9]*([eE][-+]?[0-9]{0,3})?"));
+        // 0.1, .5, 1e-4, 2.5E+3 (C locale: what the JSON config and the CLI use); commas are
+        // typed, then taken as the point or refused (DecimalValidator).
+        return QRegularExpression(QStringLiteral("[0-9,]*\\.?[0-9,]*([eE][-+]?[0-9]{0,3})?"));
     case ValidatedField::Syntax::IntegerList:
         return QRegularExpression(QStringLiteral("[0-9 ,]*"));
     }
     return {};
 }
 
-// A decimal comma (a German or French keyboard's keypad types one) is taken as the point: the
-// comma alone was refused and the digits after it kept, so "0,05" became 005, a rate of 5.
+// A comma was refused alone and the digits after it kept: "0,05" became 005, a rate of 5. Where
+// the locale's decimal sign is the comma (a German or French keypad types one) it is the point;
+// elsewhere it stays, and the field refuses it with the reason ("1,000" is no thousand here).
 class DecimalValidator : public QRegularExpressionValidator
 {
 public:
     using QRegularExpressionValidator::QRegularExpressionValidator;
     State validate(QString& input, int& pos) const override
     {
-        input.replace(QLatin1Char(','), QLatin1Char('.'));
+        if (QLocale().decimalPoint() == QStringLiteral(","))
+            input.replace(QLatin1Char(','), QLatin1Char('.'));
         return QRegularExpressionValidator::validate(input, pos);
     }
 };
@@ -125,7 +128,9 @@ void ValidatedField::revalidate()
         // Read as the integer it is: toDouble() would take 20 digits that integer() reads as 0.
         bool ok = false;
         t.toLongLong(&ok);
-        if (!ok)
+        // The field's own range where it has one (steps: at most 10^12), else int64's.
+        if (!ok && m_check) m_ownError = m_check(t);
+        if (!ok && m_ownError.isEmpty())
             m_ownError =
                 tr("at most %1").arg(QLocale().toString(std::numeric_limits<qint64>::max()));
     } else {
@@ -133,6 +138,9 @@ void ValidatedField::revalidate()
         const double v = t.toDouble(&ok);
         parsed = ok && std::isfinite(v);
         if (t.isEmpty()) m_ownError = tr("a value is needed");
+        if (t.contains(QLatin1Char(',')))
+            m_ownError = tr("a comma is no decimal point here: write 0.05, or 1000 without "
+                            "a separator");
     }
     if (m_ownError.isEmpty() && !parsed) m_ownError = tr("not a number");
     if (m_ownError.isEmpty() && m_check) m_ownError = m_check(t);
