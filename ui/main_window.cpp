@@ -323,10 +323,7 @@ void MainWindow::onModelChosen(const QString& model, bool keepHyperparameters)
     if (keepHyperparameters) {
         // The network edited (or its file read again): the user's optimizer, schedule, batch and
         // length stay; only the images' recipe follows the network.
-        engine::TrainConfig c = m_model->form()->config();
-        c.model = m_model->model().name;
-        c.modelDefinition = m_model->model().definition;
-        m_model->form()->setConfig(c);
+        m_model->form()->setModel(m_model->model().name, m_model->model().definition);
         m_data->refreshRecipe();
         appendLog(tr("Network %1, with the hyperparameters as they were").arg(model));
         configChanged();
@@ -417,7 +414,7 @@ engine::TrainConfig MainWindow::pagesConfig() const
 void MainWindow::configChanged()
 {
     if (m_restoring || !m_train) return;
-    if (m_model->form()->isValid()) {
+    if (m_model->form()->isSavable()) {
         const engine::TrainConfig c = pagesConfig();
         m_settings.setLastConfigJson(QString::fromStdString(c.toJson()));
     }

@@ -189,6 +189,11 @@ private slots:
                      "start from: ckpt-00000007.safetensors is a checkpoint of fashion-fast, not "
                      "of this page's model fashion-wide")),
                  qPrintable(form.error()));
+        QVERIFY(form.isSavable()); // the other fields' values are still kept as the last ones
+        form.setModel("fashion-fast", ""); // the checkpoint's model: checked again, accepted
+        QVERIFY2(form.isValid(), qPrintable(form.error()));
+        form.setModel("fashion-wide", "");
+        QVERIFY(!form.isValid());
         auto* field = form.findChild<QLineEdit*>(QStringLiteral("initFrom"));
         QVERIFY(field);
         field->selectAll();

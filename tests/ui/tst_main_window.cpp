@@ -45,6 +45,7 @@
 #include "ui/plots/plot_widget.h"
 #include "ui/widgets/error_banner.h"
 #include "ui/widgets/hyperparameter_form.h"
+#include "ui/widgets/validated_field.h"
 #include "ui_test_support.h"
 
 using towers::ui::DevicesPage;
@@ -318,6 +319,7 @@ private slots:
         w.show();
         w.modelPage()->setModelName(QStringLiteral("fashion-fast"));
         w.modelPage()->form()->setLearningRate(0.0123);
+        w.modelPage()->form()->field(QStringLiteral("seed"))->setText(QString()); // being typed
         towers::ui::ModelFileEditor editor(w.modelPage()->model(), w.modelPage()->modelFilePath());
         QTRY_VERIFY_WITH_TIMEOUT(!editor.isChecking(), 20000);
         QVERIFY(editor.text().contains(QStringLiteral("\"filters\": 32")));
@@ -328,6 +330,9 @@ private slots:
         w.modelPage()->useEdited(editor);
         QCOMPARE(w.modelPage()->modelName(), QStringLiteral("my-fashion-fast"));
         QCOMPARE(w.modelPage()->form()->config().schedule.lr, 0.0123);
+        // Fields as typed, an empty one too (a round trip through config() wrote 0 into it).
+        QCOMPARE(w.modelPage()->form()->field(QStringLiteral("seed"))->text(), QString());
+        QCOMPARE(w.modelPage()->form()->config().model, std::string("my-fashion-fast"));
         QVERIFY2(w.log()->toPlainText().contains(QStringLiteral(
                      "Network my-fashion-fast, with the hyperparameters as they were")),
                  qPrintable(w.log()->toPlainText()));
@@ -514,10 +519,15 @@ private slots:
         const auto fine = w.newRunOptions(&error);
         QVERIFY2(fine, qPrintable(error));
         QCOMPARE(fine->config.initFrom, fast.toStdString());
-        // A file that cannot be read: refused before the run, naming it.
+        // A file that cannot be read: refused before the run, naming it; the other fields' edits
+        // are still kept as the last configuration meanwhile.
         w.modelPage()->form()->setInitFrom(dir.filePath(QStringLiteral("gone.safetensors")));
         QVERIFY(!w.newRunOptions(&error));
         QVERIFY2(error.contains(QStringLiteral("gone.safetensors")), qPrintable(error));
+        w.modelPage()->form()->setLearningRate(0.0321);
+        QCOMPARE(towers::engine::TrainConfig::fromJson(settings.lastConfigJson().toStdString())
+                     .schedule.lr,
+                 0.0321);
     }
 
     // A network from a model file: its recipe on the form, its definition in the new run's

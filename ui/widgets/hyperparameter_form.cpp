@@ -246,7 +246,9 @@ void HyperparameterForm::buildUi()
                                          tr("Checkpoints (*.safetensors);;All files (*)"));
         if (file.isEmpty()) return;
         m_initFrom->setText(file);
-        emit initFromChosen(file, describeInitFrom());
+        const QString model = describeInitFrom(); // again: the same file may read now
+        update();
+        emit initFromChosen(file, model);
     });
     // Described as it changes (typed, chosen, cleared by its ✕): a checkpoint that cannot be read,
     // or is another model's, is refused here, not when the run (maybe queued) starts.
@@ -449,7 +451,16 @@ void HyperparameterForm::setLearningRate(double lr)
 void HyperparameterForm::setInitFrom(const QString& checkpoint)
 {
     m_initFrom->setText(checkpoint);
-    describeInitFrom();
+    describeInitFrom(); // again, and checked again: the same file may read now
+    update();
+}
+
+void HyperparameterForm::setModel(const std::string& name, const std::string& definition)
+{
+    m_base.model = name;
+    m_base.modelDefinition = definition;
+    describeInitFrom(); // its checkpoint against this model
+    update();
 }
 
 QString HyperparameterForm::describeInitFrom()
@@ -577,8 +588,6 @@ void HyperparameterForm::update()
     ValidatedField::showMessage(m_batchMessage, batchError);
     m_batch->setToolTip(ValidatedField::tooltip(batchError, m_batchTip));
     if (m_error.isEmpty() && !batchError.isEmpty()) m_error = tr("batch: %1").arg(batchError);
-    if (m_error.isEmpty() && !m_initError.isEmpty())
-        m_error = tr("start from: %1").arg(m_initError);
     engine::TrainConfig c;
     if (m_error.isEmpty()) {
         c = config();
@@ -588,6 +597,10 @@ void HyperparameterForm::update()
             m_error = QString::fromUtf8(e.what());
         }
     }
+    // Worth keeping with a "Start from" that cannot start a run (the rest is the user's).
+    m_savable = m_error.isEmpty();
+    if (m_error.isEmpty() && !m_initError.isEmpty())
+        m_error = tr("start from: %1").arg(m_initError);
     if (m_error.isEmpty()) {
         const std::int64_t total = totalSteps();
         const auto steps = [](std::int64_t n) {

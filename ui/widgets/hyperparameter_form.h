@@ -40,6 +40,13 @@ public:
     engine::TrainConfig config() const;
     // False while any field refuses its value or validate() refuses the whole.
     bool isValid() const { return m_error.isEmpty(); }
+    // Whether config() is worth keeping as the last configuration: valid but perhaps for the
+    // "Start from" checkpoint (one that cannot be read today: a drive not mounted), so that the
+    // other fields' edits are kept meanwhile.
+    bool isSavable() const { return m_savable; }
+    // Another network for the same fields (an edited one): only the model changes, every field
+    // stays as typed (a round trip through config() would rewrite refused or empty ones).
+    void setModel(const std::string& name, const std::string& definition);
     // The first reason, "learning rate: must be greater than 0"; empty when valid.
     QString error() const { return m_error; }
 
@@ -118,9 +125,10 @@ private:
     QCheckBox* m_emaOn;
     ValidatedField* m_emaDecay;
     ValidatedField* m_seed;
-    QLineEdit* m_initFrom; // TrainConfig::initFrom: a checkpoint file, or empty
-    QLabel* m_initInfo;    // what that checkpoint is (its header), or why it cannot be read
-    QString m_initError;   // why the "Start from" checkpoint cannot start a run ("": it can)
+    QLineEdit* m_initFrom;  // TrainConfig::initFrom: a checkpoint file, or empty
+    QLabel* m_initInfo;     // what that checkpoint is (its header), or why it cannot be read
+    QString m_initError;    // why the "Start from" checkpoint cannot start a run ("": it can)
+    bool m_savable = false; // isSavable()
     ValidatedField* m_checkpointEvery;
     QSpinBox* m_keep;
     ValidatedField* m_evalEvery;
