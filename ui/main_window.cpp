@@ -16,6 +16,7 @@
 #include <QScrollArea>
 #include <QStackedWidget>
 #include <QStyle>
+#include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
 
@@ -266,6 +267,7 @@ void MainWindow::connectPages()
     connect(m_devices, &DevicesPage::towerOptionsChanged, this, &MainWindow::configChanged);
 
     m_train->setOptionsProvider([this](QString* error) { return newRunOptions(error); });
+    m_train->setStartBlocker([this] { return lrTestBusy(); });
     connect(m_train, &TrainPage::errorOccurred, this, &MainWindow::showError);
     connect(m_train, &TrainPage::towerTimes, m_devices, &DevicesPage::showTowerTimes);
     connect(m_train, &TrainPage::runStarted, this, [this](const QString& dir) {
@@ -427,9 +429,7 @@ std::optional<engine::SessionOptions> MainWindow::newRunOptions(QString* error) 
         if (error) *error = why;
         return std::nullopt;
     };
-    if (m_lrFinder && m_lrFinder->isRunning())
-        return fail(tr("a learning-rate range test is training: stop it or close its window "
-                       "first (they would share the cores)"));
+    if (const QString busy = lrTestBusy(); !busy.isEmpty()) return fail(busy);
     if (!m_model->form()->isValid())
         return fail(tr("%1 (Model & hyperparameters)").arg(m_model->form()->error()));
     if (!m_data->found())
@@ -475,6 +475,14 @@ std::optional<engine::SessionOptions> MainWindow::resumeOptions(const QString& f
     }
 }
 
+QString MainWindow::lrTestBusy() const
+{
+    return m_lrTestRunning && m_lrTestRunning()
+               ? tr("a learning-rate range test is training: stop it or close its window first "
+                    "(they would share the cores)")
+               : QString();
+}
+
 void MainWindow::resumeRun(const QString& folder)
 {
     QString error;
@@ -485,6 +493,10 @@ void MainWindow::resumeRun(const QString& folder)
     }
     if (m_train->isActive()) {
         showError(tr("A run is training: stop it before resuming another"));
+        return;
+    }
+    if (const QString busy = lrTestBusy(); !busy.isEmpty()) {
+        showError(tr("Cannot resume %1: %2").arg(folder, busy));
         return;
     }
     // Checkpoints of which none loads: the run cannot continue. Starting it over is the user's
@@ -524,12 +536,17 @@ void MainWindow::classifyWith(const QString& checkpoint)
 
 LrFinderDialog* MainWindow::findLearningRate()
 {
-    if (m_lrFinder) {
+    if (m_lrFinder && m_lrFinder->isRunning()) {
         // One at a time: two tests would share the cores (and each other's figures).
         m_lrFinder->raise();
         m_lrFinder->activateWindow();
         return m_lrFinder;
     }
+    if (const QString busy = lrTestBusy(); !busy.isEmpty()) {
+        showError(tr("The last range test is finishing its step: try again in a moment"));
+        return nullptr;
+    }
+    if (m_lrFinder) m_lrFinder->close(); // a finished test's window: a new test, new figures
     if (m_train->isActive()) {
         showError(tr("A run is training: the range test would share the cores with it. Stop the "
                      "run first."));
@@ -547,10 +564,19 @@ LrFinderDialog* MainWindow::findLearningRate()
     auto* dialog = new LrFinderDialog(pagesConfig(), dataset, {}, this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
     m_lrFinder = dialog;
+    m_lrTestRunning = dialog->runningProbe();
     m_train->refreshStartability(); // no run while the test trains
     connect(dialog, &LrFinderDialog::testEnded, m_train, &TrainPage::refreshStartability);
-    connect(dialog, &QObject::destroyed, m_train, &TrainPage::refreshStartability,
-            Qt::QueuedConnection); // once m_lrFinder has let go of it
+    // Closed while it trains: its worker ends after the step under way; Start waits for it.
+    connect(dialog, &QObject::destroyed, this, [this] {
+        auto* poll = new QTimer(this);
+        connect(poll, &QTimer::timeout, this, [this, poll] {
+            if (!lrTestBusy().isEmpty()) return;
+            poll->deleteLater();
+            m_train->refreshStartability();
+        });
+        poll->start(100);
+    });
     connect(dialog, &LrFinderDialog::learningRateChosen, this, [this](double lr) {
         m_model->form()->setLearningRate(lr);
         appendLog(tr("Learning rate %1, from the range test").arg(lr));

@@ -10,6 +10,7 @@
 #include <QMainWindow>
 #include <QPointer>
 
+#include <functional>
 #include <optional>
 
 #include "engine/train/training_session.h"
@@ -137,6 +138,8 @@ private:
     // The learning-rate range test's window while it is open: one at a time, and no run starts
     // while its test trains (they would share the cores).
     QPointer<LrFinderDialog> m_lrFinder;
+    std::function<bool()> m_lrTestRunning; // the last test's, which outlives its window
+    QString lrTestBusy() const;
     bool m_restoring = false;
     // First start (no saved configuration): the model is the default of the first dataset that
     // loads, whichever the Data page finds, until the user or a run chooses one.

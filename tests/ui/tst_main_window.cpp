@@ -12,6 +12,7 @@
 #include <QListWidget>
 #include <QMap>
 #include <QPlainTextEdit>
+#include <QPointer>
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QScreen>
@@ -755,6 +756,9 @@ private slots:
             QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
             QVERIFY(loaded.wait(20000));
         }
+        QString error;
+        const auto runOptions = w.newRunOptions(&error);
+        QVERIFY2(runOptions, qPrintable(error));
         QSignalSpy clicked(w.modelPage()->form(),
                            &towers::ui::HyperparameterForm::findLearningRateRequested);
         w.modelPage()->form()->findLearningRateButton()->click();
@@ -766,12 +770,14 @@ private slots:
         QCOMPARE(w.findLearningRate(), dialog);
         QCOMPARE(w.findChildren<towers::ui::LrFinderDialog*>().size(), 1);
         if (dialog->isRunning()) {
-            QString error;
             QVERIFY(!w.newRunOptions(&error));
             QVERIFY2(error.contains(QStringLiteral("range test is training")), qPrintable(error));
+            // Nor any other start (Start next, a resume): every start asks.
+            QVERIFY(!w.trainPage()->startSession(*runOptions));
+            QVERIFY2(w.banner()->message().contains(QStringLiteral("range test is training")),
+                     qPrintable(w.banner()->message()));
         }
         QTRY_VERIFY_WITH_TIMEOUT(!dialog->isRunning(), 60000);
-        QString error;
         QVERIFY2(w.newRunOptions(&error), qPrintable(error));
         QVERIFY2(dialog->result(), qPrintable(dialog->statusText()));
         const auto& result = *dialog->result();
@@ -784,6 +790,17 @@ private slots:
         QVERIFY2(std::abs(lr / result.suggestedLr - 1) < 1e-5,
                  qPrintable(QStringLiteral("%1 %2").arg(lr).arg(result.suggestedLr)));
         QVERIFY(w.log()->toPlainText().contains(QStringLiteral("from the range test")));
+        // A finished test's open window gives way to a new test (it was raised, its figures old).
+        QPointer<towers::ui::LrFinderDialog> second = w.findLearningRate();
+        QVERIFY(second && second->isRunning());
+        second->stop();
+        QTRY_VERIFY_WITH_TIMEOUT(!second->isRunning(), 60000);
+        QVERIFY(second->isVisible());
+        auto* third = w.findLearningRate();
+        QVERIFY(third && third->isRunning());
+        QTRY_VERIFY(!second);
+        third->stop();
+        QTRY_VERIFY_WITH_TIMEOUT(!third->isRunning(), 60000);
     }
 
     // A first start shows TrainConfig's defaults; a new run's configuration carries what the

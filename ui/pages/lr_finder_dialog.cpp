@@ -80,6 +80,11 @@ LrFinderDialog::LrFinderDialog(const engine::TrainConfig& config,
     const auto shared = m_shared;
     m_job.start(
         [shared, config, dataset, options] {
+            struct Done
+            {
+                Shared& s;
+                ~Done() { s.running = false; } // returned or thrown
+            } done{*shared};
             return engine::runLrRangeTest(config, *dataset, options,
                                           [shared](const engine::LrRangePoint& p) {
                                               std::lock_guard lock(shared->mutex);

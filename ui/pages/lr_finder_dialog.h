@@ -7,6 +7,7 @@
 #include <QDialog>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +34,12 @@ public:
     ~LrFinderDialog() override;
 
     bool isRunning() const { return m_job.isRunning(); }
+    // Whether the test still trains, asked from anywhere, even after this window is gone (its
+    // worker ends after the step under way).
+    std::function<bool()> runningProbe() const
+    {
+        return [shared = m_shared] { return shared->running.load(); };
+    }
     // The finished test (nullopt while it runs, or when it failed: statusText() says why).
     const std::optional<engine::LrRangeResult>& result() const { return m_result; }
     PlotWidget* plot() const { return m_plot; }
@@ -52,6 +59,7 @@ private:
         std::mutex mutex;
         std::vector<engine::LrRangePoint> points; // taken, not yet drawn
         std::atomic<bool> stop{false};
+        std::atomic<bool> running{true}; // until the worker has returned
     };
     void drain();
     void finished(const app::JobResult<engine::LrRangeResult>& r);

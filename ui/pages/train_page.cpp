@@ -252,6 +252,10 @@ void TrainPage::updateQueue()
 bool TrainPage::startSession(engine::SessionOptions options)
 {
     if (m_controller->isActive()) return false;
+    if (const QString why = m_blocker ? m_blocker() : QString(); !why.isEmpty()) {
+        emit errorOccurred(tr("The run did not start: %1").arg(why));
+        return false;
+    }
     m_queueHeld = false; // a run started: the queue follows it
     m_options = options;
     m_runDirectory = QString::fromStdString(options.runDirectory.string());

@@ -41,6 +41,9 @@ public:
     ~TrainPage() override;
 
     void setOptionsProvider(OptionsProvider provider);
+    // Why no run may start now (a learning-rate range test trains), "" when one may: every start
+    // asks (Start, Start next, a resume).
+    void setStartBlocker(std::function<QString()> blocker) { m_blocker = std::move(blocker); }
     // Asks the provider again: Start is enabled, or shows why not.
     void refreshStartability();
 
@@ -103,6 +106,7 @@ private:
 
     app::TrainingController* m_controller;
     OptionsProvider m_provider;
+    std::function<QString()> m_blocker;
     TrainingHistory m_history;
     engine::SessionOptions m_options;
     QString m_runDirectory;
