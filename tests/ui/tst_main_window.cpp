@@ -337,6 +337,17 @@ private slots:
         QVERIFY2(w.log()->toPlainText().contains(QStringLiteral(
                      "Network my-fashion-fast, with the hyperparameters as they were")),
                  qPrintable(w.log()->toPlainText()));
+        // A recipe edited in the file brings its own values (kept, they were silently dropped).
+        w.modelPage()->form()->setLearningRate(0.0123);
+        towers::ui::ModelFileEditor recipe(w.modelPage()->model(), w.modelPage()->modelFilePath());
+        QTRY_VERIFY_WITH_TIMEOUT(!recipe.isChecking(), 20000);
+        QVERIFY2(recipe.text().contains(QStringLiteral("\"lr\": 0.1,")), qPrintable(recipe.text()));
+        recipe.setText(
+            recipe.text().replace(QStringLiteral("\"lr\": 0.1,"), QStringLiteral("\"lr\": 0.07,")));
+        QTRY_VERIFY_WITH_TIMEOUT(!recipe.isChecking(), 20000);
+        QVERIFY(recipe.network());
+        w.modelPage()->useEdited(recipe);
+        QCOMPARE(w.modelPage()->form()->config().schedule.lr, 0.07);
         w.modelPage()->setModelName(QStringLiteral("mnist-convnet"));
         QCOMPARE(w.modelPage()->form()->config().schedule.lr,
                  towers::engine::defaultConfigFor("mnist-convnet").schedule.lr);

@@ -17,6 +17,8 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include <utility>
+
 #include "engine/cpu/host_memory.h"
 #include "engine/models/model_file.h"
 #include "engine/models/registry.h"
@@ -104,7 +106,7 @@ ModelPage::ModelPage(QWidget* parent)
     connect(m_edit, &QPushButton::clicked, this, &ModelPage::editModel);
     connect(m_modelCombo, &QComboBox::currentIndexChanged, this, [this] {
         showModel();
-        emit modelChanged(modelName(), m_editing);
+        emit modelChanged(modelName(), m_sameRecipe);
     });
     connect(m_form, &HyperparameterForm::changed, this, &ModelPage::showMemory);
     showModel();
@@ -147,8 +149,28 @@ void ModelPage::setModelName(const QString& name)
     if (i >= 0) m_modelCombo->setCurrentIndex(i);
 }
 
+namespace {
+// What a model trains with by default, but for its name: two networks with the same recipe (an
+// edited one, a file saved from a model) keep the form's values between them.
+std::string recipeOf(const engine::ModelInfo& info)
+{
+    try {
+        engine::TrainConfig c = engine::defaultConfigFor(info);
+        c.model.clear();
+        c.modelDefinition.clear();
+        return c.toJson();
+    } catch (const std::exception&) {
+        return {};
+    }
+}
+} // namespace
+
 void ModelPage::setModel(const engine::ModelInfo& info)
 {
+    // The hyperparameters the user set stay where the new network's recipe is the shown one's;
+    // a recipe edited in its file (or another model's) brings its own.
+    const std::string recipe = recipeOf(info);
+    m_sameRecipe = !recipe.empty() && recipe == recipeOf(model());
     const QVariant item = QVariant::fromValue(quintptr(&info));
     int i = m_modelCombo->findData(item);
     if (i < 0) {
@@ -163,13 +185,15 @@ void ModelPage::setModel(const engine::ModelInfo& info)
             m_modelCombo->setItemData(i, item);
             if (i == m_modelCombo->currentIndex()) {
                 showModel();
-                emit modelChanged(modelName(), true); // another version of the network shown
+                emit modelChanged(modelName(),
+                                  std::exchange(m_sameRecipe, false)); // its new version
                 return;
             }
         }
         m_modelCombo->setItemData(i, tr("Your network from a model file"), Qt::ToolTipRole);
     }
     m_modelCombo->setCurrentIndex(i);
+    m_sameRecipe = false; // a choice in the picker brings the model's recipe
 }
 
 bool ModelPage::openModelFile(const QString& path, QString* error)
@@ -243,9 +267,7 @@ void ModelPage::useEdited(const ModelFileEditor& editor)
         m_paths[&kept] = editor.path();
         m_lastFolder = QFileInfo(editor.path()).absolutePath();
     }
-    m_editing = true;
     setModel(kept);
-    m_editing = false;
     emit logMessage(editor.path().isEmpty() || editor.isModified()
                         ? tr("Chose the edited network %1 (not saved in a file: the run keeps "
                              "its definition)")

@@ -73,8 +73,9 @@ public:
     QString memoryText() const;
 
 signals:
-    // `keepHyperparameters`: the network was edited, or its model file read again (another version
-    // of it), not another model chosen: the form's values stay.
+    // `keepHyperparameters`: a network with the shown one's recipe (edited, saved as a model file,
+    // its file read again): the form's values stay; another recipe (another model, a recipe
+    // edited in the file) brings its own.
     void modelChanged(const QString& name, bool keepHyperparameters);
     void errorOccurred(const QString& message);
     // What the page did, for the window's log (a model file saved).
@@ -84,7 +85,7 @@ protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
-    bool m_editing = false; // useEdited: the network changes, the hyperparameters stay
+    bool m_sameRecipe = false; // setModel: the new network trains with the shown one's recipe
     // The form's column as wide as the form's minimum (its fields' texts change it).
     void fitFormColumn();
     void showModel();
