@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -49,6 +51,8 @@ public:
     TempFile(const TempFile&) = delete;
     TempFile& operator=(const TempFile&) = delete;
 
+    // The written file's mode: a replaced file's own, else what open(..., 0666) gives a new one
+    // (0666 less the umask); it was 0644 whatever the user's umask or the replaced file's.
     void write(const std::string& bytes)
     {
         const char* p = bytes.data();
@@ -60,7 +64,7 @@ public:
             p += n;
             left -= std::size_t(n);
         }
-        if (::fchmod(m_fd, 0644) != 0)
+        if (::fchmod(m_fd, targetMode()) != 0)
             fail("cannot set the permissions of " + quotedPath(m_path), errno);
         if (::fsync(m_fd) != 0) fail("cannot sync " + quotedPath(m_path), errno);
         if (::close(m_fd) != 0) {
@@ -100,6 +104,19 @@ public:
     }
 
 private:
+    mode_t targetMode() const
+    {
+        struct stat st
+        {
+        };
+        if (::lstat(m_target.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return st.st_mode & 07777;
+        // The umask can only be read by setting it (racy with other threads): /proc says it.
+        std::ifstream status("/proc/self/status");
+        for (std::string line; std::getline(status, line);)
+            if (line.rfind("Umask:", 0) == 0)
+                return 0666 & ~mode_t(std::stoul(line.substr(6), nullptr, 8));
+        return 0644;
+    }
     [[noreturn]] void fail(const std::string& what, int err)
     {
         throw IoError("cannot write " + quotedPath(m_target) + ": " + what + ": " + osError(err));

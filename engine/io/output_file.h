@@ -8,9 +8,10 @@
 
 namespace towers::engine {
 
-// Writes `bytes` to `target` (mode 0644) as above. An existing `target` is refused unless
-// `overwrite`: the rename itself refuses it (RENAME_NOREPLACE, else link), so a file that appears
-// meanwhile is not replaced either. Throws IoError naming the file and the failing step.
+// Writes `bytes` to `target` (a replaced file's mode, else 0666 less the umask) as above. An
+// existing `target` is refused unless `overwrite`: the rename itself refuses it
+// (RENAME_NOREPLACE, else link), so a file that appears meanwhile is not replaced either. Throws
+// IoError naming the file and the failing step.
 void writeOutputFile(const std::filesystem::path& target, const std::string& bytes, bool overwrite);
 
 // Refuses early what writeOutputFile would refuse at the end: a folder, a checkpoint's name

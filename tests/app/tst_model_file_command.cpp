@@ -12,6 +12,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <sys/stat.h>
+
 #include "cli_process.h"
 #include "dataset_files.h"
 #include "model_files.h"
@@ -295,6 +297,33 @@ private slots:
             QCOMPARE(after.open(QIODevice::ReadOnly) ? after.readAll() : QByteArray(""), bytes);
         }
         QVERIFY(!QFile::exists(path(QStringLiteral("new.SafeTensors"))));
+    }
+
+    // A written file has the mode the user's umask gives a new file, and a replaced file keeps its
+    // own (they were 0644 whatever: a private 0600 file became readable by all).
+    void writtenFilesFollowTheUmask()
+    {
+        const mode_t before = ::umask(077); // towers-cli inherits it
+        const auto saved = cli({QStringLiteral("models"), QStringLiteral("fashion-fast"),
+                                QStringLiteral("--save"), path(QStringLiteral("private.json"))});
+        ::umask(before);
+        QVERIFY2(saved.exitCode == 0, qPrintable(saved.err));
+        struct stat st
+        {
+        };
+        QCOMPARE(::stat(QFile::encodeName(path(QStringLiteral("private.json"))).constData(), &st),
+                 0);
+        QCOMPARE(st.st_mode & 0777, mode_t(0600));
+        write(QStringLiteral("shared.json"), "{}");
+        QVERIFY(::chmod(QFile::encodeName(path(QStringLiteral("shared.json"))).constData(), 0640) ==
+                0);
+        const auto replaced =
+            cli({QStringLiteral("models"), QStringLiteral("fashion-fast"), QStringLiteral("--save"),
+                 path(QStringLiteral("shared.json")), QStringLiteral("--force")});
+        QVERIFY2(replaced.exitCode == 0, qPrintable(replaced.err));
+        QCOMPARE(::stat(QFile::encodeName(path(QStringLiteral("shared.json"))).constData(), &st),
+                 0);
+        QCOMPARE(st.st_mode & 0777, mode_t(0640));
     }
 
     void refusesWhatIsNoNetwork_data()
