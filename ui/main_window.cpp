@@ -103,9 +103,9 @@ MainWindow::MainWindow(app::AppSettings& settings, QWidget* parent)
         std::max(m_sidebar->sizeHintForColumn(0) + 2 * m_sidebar->frameWidth() + 12, 140));
 
     // A first start: 1280 x 800, or the screen's room where it is smaller (a 1366 x 768 laptop's
-    // window was taller than its screen).
+    // window was taller than its screen), less a little for the title bar and frame around it.
     if (!restoreGeometry(m_settings.windowGeometry()))
-        resize(QSize(1280, 800).boundedTo(screen()->availableSize()));
+        resize(QSize(1280, 800).boundedTo(screen()->availableSize() * 0.95));
     showPage(std::clamp(m_settings.lastPage(), 0, PageCount - 1));
     appendLog(tr("Towers %1 started").arg(QStringLiteral(TOWERS_VERSION)));
 }
