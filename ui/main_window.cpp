@@ -561,7 +561,8 @@ LrFinderDialog* MainWindow::findLearningRate()
         showError(tr("The hyperparameters are not valid: %1").arg(m_model->form()->error()));
         return nullptr;
     }
-    auto* dialog = new LrFinderDialog(pagesConfig(), dataset, {}, this);
+    const engine::TrainConfig tested = pagesConfig();
+    auto* dialog = new LrFinderDialog(tested, dataset, {}, this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
     m_lrFinder = dialog;
     m_lrTestRunning = dialog->runningProbe();
@@ -577,7 +578,23 @@ LrFinderDialog* MainWindow::findLearningRate()
         });
         poll->start(100);
     });
-    connect(dialog, &LrFinderDialog::learningRateChosen, this, [this](double lr) {
+    connect(dialog, &LrFinderDialog::learningRateChosen, this, [this, tested](double lr) {
+        // A rate measured for another setup is not this one's (the pages changed meanwhile).
+        const engine::TrainConfig now = pagesConfig();
+        QStringList changed;
+        if (now.model != tested.model || now.modelDefinition != tested.modelDefinition)
+            changed << tr("the model");
+        if (now.dataset != tested.dataset) changed << tr("the dataset");
+        if (now.batchPerTower != tested.batchPerTower || now.towers != tested.towers)
+            changed << tr("the batch");
+        if (now.optimizer.kind != tested.optimizer.kind) changed << tr("the optimizer");
+        if (now.precision != tested.precision) changed << tr("the precision");
+        if (!changed.isEmpty()) {
+            showError(tr("The range test's rate was not used: %1 changed since it ran (Find… "
+                         "runs it again)")
+                          .arg(changed.join(QStringLiteral(", "))));
+            return;
+        }
         m_model->form()->setLearningRate(lr);
         appendLog(tr("Learning rate %1, from the range test").arg(lr));
     });

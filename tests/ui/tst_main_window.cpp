@@ -801,6 +801,23 @@ private slots:
         QVERIFY2(std::abs(lr / result.suggestedLr - 1) < 1e-5,
                  qPrintable(QStringLiteral("%1 %2").arg(lr).arg(result.suggestedLr)));
         QVERIFY(w.log()->toPlainText().contains(QStringLiteral("from the range test")));
+        // A rate measured for another setup is not put in the form: the model changed meanwhile.
+        {
+            QPointer<towers::ui::LrFinderDialog> other = w.findLearningRate();
+            QVERIFY(other);
+            QTRY_VERIFY_WITH_TIMEOUT(!other->isRunning(), 60000);
+            const QString model = w.modelPage()->modelName();
+            w.modelPage()->setModelName(QStringLiteral("mnist-convnet"));
+            const double kept = w.modelPage()->form()->config().schedule.lr;
+            QVERIFY2(other->useButton()->isEnabled(), qPrintable(other->statusText()));
+            other->useButton()->click();
+            QCOMPARE(w.modelPage()->form()->config().schedule.lr, kept);
+            QVERIFY2(w.banner()->message().startsWith(
+                         QStringLiteral("The range test's rate was not used: the model")),
+                     qPrintable(w.banner()->message()));
+            w.modelPage()->setModelName(model);
+            if (other) other->close();
+        }
         // A finished test's open window gives way to a new test (it was raised, its figures old).
         QPointer<towers::ui::LrFinderDialog> second = w.findLearningRate();
         QVERIFY(second && second->isRunning());
