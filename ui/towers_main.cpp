@@ -13,7 +13,6 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/command.h"
-#include "app/data/data_dirs.h"
 #include "app/process/interrupt_notifier.h"
 #include "app/settings/app_settings.h"
 #include "app/version/build_info.h"
@@ -197,15 +196,11 @@ int run(int argc, char** argv, const QElapsedTimer& sinceMain)
         const QString name = parser.value(o.dataset);
         const QStringList known = towers::ui::DataPage::datasetNames(settings->dataDir());
         if (!known.contains(name)) {
-            QStringList searched;
-            for (const auto& f : towers::app::searchPathWith(settings->dataDir()))
-                searched << QString::fromStdString(f.string());
-            searched.removeDuplicates();
             std::fprintf(stderr,
                          "towers: unknown dataset '%s' (--dataset); the known datasets are %s "
                          "(imported ones looked for in %s; 'towers-cli import' makes one)\n",
                          qPrintable(name), qPrintable(known.join(QStringLiteral(", "))),
-                         qPrintable(searched.join(QStringLiteral(", "))));
+                         qPrintable(towers::ui::DataPage::searchedFolders(settings->dataDir())));
             return 2;
         }
     }

@@ -38,6 +38,35 @@ engine::TowerTimes towerTimesOf(const QJsonObject& o)
     return t;
 }
 
+// An eval.jsonl record as the trainer wrote it (evalJson): its step, set, counts, accuracy and
+// cross-entropy; nullopt for a record without its step or accuracy (a damaged line), which is no
+// point of the curves.
+std::optional<engine::EvalResult> evaluationOf(const QJsonObject& o)
+{
+    if (!o.value(QStringLiteral("step")).isDouble() ||
+        !o.value(QStringLiteral("precisionAt1")).isDouble())
+        return std::nullopt;
+    engine::EvalResult r;
+    r.step = o.value(QStringLiteral("step")).toInteger();
+    r.precisionAt1 = o.value(QStringLiteral("precisionAt1")).toDouble();
+    r.meanCrossEntropy = o.value(QStringLiteral("meanCrossEntropy")).toDouble();
+    r.examples = o.value(QStringLiteral("examples")).toInteger();
+    r.correct = o.value(QStringLiteral("correct")).toInteger();
+    r.ema = o.value(QStringLiteral("ema")).toBool();
+    r.set = o.value(QStringLiteral("set")).toString(QStringLiteral("test")).toStdString();
+    return r;
+}
+
+QString metricsFile(const QString& folder)
+{
+    return QDir(folder).filePath(QStringLiteral("metrics.jsonl"));
+}
+
+QString evalFile(const QString& folder)
+{
+    return QDir(folder).filePath(QStringLiteral("eval.jsonl"));
+}
+
 } // namespace
 
 JsonlTail::Read JsonlTail::readNew()
@@ -87,7 +116,7 @@ JsonlTail::Read JsonlTail::readNew()
 LoggedSteps readLoggedSteps(const QString& folder, std::int64_t upToStep)
 {
     LoggedSteps logged;
-    JsonlTail metrics(QDir(folder).filePath(QStringLiteral("metrics.jsonl")));
+    JsonlTail metrics(metricsFile(folder));
     for (const QJsonObject& o : metrics.readNew().objects) {
         if (!o.value(QStringLiteral("step")).isDouble()) continue;
         engine::StepMetrics m;
@@ -115,28 +144,15 @@ LoggedSteps readLoggedSteps(const QString& folder, std::int64_t upToStep)
             m.towerTimes.push_back(towerTimesOf(t.toObject()));
         logged.steps.push_back(std::move(m));
     }
-    JsonlTail eval(QDir(folder).filePath(QStringLiteral("eval.jsonl")));
-    for (const QJsonObject& o : eval.readNew().objects) {
-        if (!o.value(QStringLiteral("step")).isDouble() ||
-            !o.value(QStringLiteral("precisionAt1")).isDouble())
-            continue;
-        engine::EvalResult r;
-        r.step = o.value(QStringLiteral("step")).toInteger();
-        if (r.step > upToStep) continue;
-        r.precisionAt1 = o.value(QStringLiteral("precisionAt1")).toDouble();
-        r.meanCrossEntropy = o.value(QStringLiteral("meanCrossEntropy")).toDouble();
-        r.examples = o.value(QStringLiteral("examples")).toInteger();
-        r.correct = o.value(QStringLiteral("correct")).toInteger();
-        r.ema = o.value(QStringLiteral("ema")).toBool();
-        r.set = o.value(QStringLiteral("set")).toString(QStringLiteral("test")).toStdString();
-        logged.evaluations.push_back(std::move(r));
-    }
+    JsonlTail eval(evalFile(folder));
+    for (const QJsonObject& o : eval.readNew().objects)
+        if (auto r = evaluationOf(o); r && r->step <= upToStep)
+            logged.evaluations.push_back(std::move(*r));
     return logged;
 }
 
 RunLogReader::RunLogReader(const QString& folder)
-    : m_metrics(QDir(folder).filePath(QStringLiteral("metrics.jsonl"))),
-      m_eval(QDir(folder).filePath(QStringLiteral("eval.jsonl")))
+    : m_metrics(metricsFile(folder)), m_eval(evalFile(folder))
 {
 }
 
@@ -176,13 +192,11 @@ RunCurves RunLogReader::read()
         c.evalLoss.clear();
     }
     for (const QJsonObject& o : eval.objects) {
-        // A record without its step or accuracy (a damaged line) is no point of the curves.
-        if (!o.value(QStringLiteral("step")).isDouble() ||
-            !o.value(QStringLiteral("precisionAt1")).isDouble())
-            continue;
-        c.evalSteps << double(o.value(QStringLiteral("step")).toInteger());
-        c.accuracy << o.value(QStringLiteral("precisionAt1")).toDouble();
-        c.evalLoss << o.value(QStringLiteral("meanCrossEntropy")).toDouble();
+        const auto r = evaluationOf(o);
+        if (!r) continue;
+        c.evalSteps << double(r->step);
+        c.accuracy << r->precisionAt1;
+        c.evalLoss << r->meanCrossEntropy;
     }
     return c;
 }

@@ -515,7 +515,8 @@ void DataPage::onScanned(
     if (!m_found) {
         emit datasetUnavailable(
             m_scanProblem.isEmpty()
-                ? tr("%1 was not found (searched: %2)").arg(datasetName(), searchedFolders())
+                ? tr("%1 was not found (searched: %2)")
+                      .arg(datasetName(), searchedFolders(dataDir()))
                 : tr("%1 cannot be used: %2").arg(datasetName(), m_scanProblem));
         return;
     }
@@ -636,10 +637,10 @@ void DataPage::updateDownloadButton()
     }
 }
 
-QString DataPage::searchedFolders() const
+QString DataPage::searchedFolders(const QString& dataDir)
 {
     QStringList searched;
-    for (const auto& f : app::searchPathWith(dataDir())) {
+    for (const auto& f : app::searchPathWith(dataDir)) {
         const QString folder = QDir::cleanPath(QString::fromStdString(f.string()));
         if (!searched.contains(folder)) searched << folder;
     }
@@ -653,7 +654,7 @@ void DataPage::updateFoundLabel()
         QString text =
             tr("<b>%1 was not found.</b> Download it, or choose the folder that holds it. "
                "Searched: %2")
-                .arg(datasetName().toHtmlEscaped(), searchedFolders().toHtmlEscaped());
+                .arg(datasetName().toHtmlEscaped(), searchedFolders(dataDir()).toHtmlEscaped());
         if (!m_scanProblem.isEmpty())
             text += QStringLiteral("<br>") +
                     tr("A folder was refused: %1").arg(m_scanProblem.toHtmlEscaped());

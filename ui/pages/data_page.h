@@ -63,6 +63,8 @@ public:
     // The names the dataset list holds with `dataDir` as the data folder: the table's, then the
     // imported datasets along the search path (the data folder first). What --dataset accepts.
     static QStringList datasetNames(const QString& dataDir);
+    // Where datasets are looked for: the search path with `dataDir` first, each folder once.
+    static QString searchedFolders(const QString& dataDir);
     // The dataset list: the table's, then the imported datasets along the search path (with the
     // data folder first); keeps the chosen one where it is still there. A chosen name that is not
     // there any more (an imported dataset deleted) gives way to the first dataset found, as on a
@@ -135,8 +137,7 @@ private:
     void showClassCounts();
     void onDownloadFinished(bool ok, const QString& message);
     void updateFoundLabel();
-    QString searchedFolders() const; // the search path with the data folder first, once each
-    void updateDownloadButton();     // its text and tooltip: found already or not
+    void updateDownloadButton(); // its text and tooltip: found already or not
     void updatePaging();
     void setDownloadStatus(const QString& text); // its row hidden while empty
     void updateDistortionControls();

@@ -245,10 +245,8 @@ void HyperparameterForm::buildUi()
             QFileDialog::getOpenFileName(this, tr("Start from a checkpoint"), m_initFrom->text(),
                                          tr("Checkpoints (*.safetensors);;All files (*)"));
         if (file.isEmpty()) return;
-        m_initFrom->setText(file);
-        const QString model = describeInitFrom(); // again: the same file may read now
-        update();
-        emit initFromChosen(file, model);
+        setInitFrom(file);
+        emit initFromChosen(file, describeInitFrom());
     });
     // Described as it changes (typed, chosen, cleared by its ✕): a checkpoint that cannot be read,
     // or is another model's, is refused here, not when the run (maybe queued) starts.
@@ -450,8 +448,11 @@ void HyperparameterForm::setLearningRate(double lr)
 
 void HyperparameterForm::setInitFrom(const QString& checkpoint)
 {
-    m_initFrom->setText(checkpoint);
-    describeInitFrom(); // again, and checked again: the same file may read now
+    if (m_initFrom->text() != checkpoint) {
+        m_initFrom->setText(checkpoint); // described and checked as it changes (textChanged)
+        return;
+    }
+    describeInitFrom(); // the same file again is checked again: it may read now
     update();
 }
 
