@@ -96,17 +96,17 @@ std::filesystem::path defaultOnnxPath(const std::filesystem::path& checkpoint);
 std::string onnxModelBytes(Model& model, const CheckpointInfo& info, bool usedEma,
                            const OnnxExportOptions& options, OnnxExportSummary* summary = nullptr);
 
+// What exportOnnx refuses of `output` before it reads anything: a checkpoint's name (.safetensors),
+// and what checkOutputFile refuses (a folder, an existing file unless `overwrite`, a checkpoint
+// or a run's own records even then). IoError naming it.
+void checkOnnxOutput(const std::filesystem::path& output, bool overwrite);
+
 // Reads `checkpoint`, loads it into its model and writes the ONNX file `output` atomically
 // (temporary file in the same folder, fsync, rename). An existing `output` is refused unless
 // options.overwrite. Throws IoError naming the file for a checkpoint that does not read or does
 // not fit a known model and for any failure on disk (the temporary file is removed then),
 // InvalidArgument for bad options. `verified`: what verifyCheckpoint found of `checkpoint`
 // already, so that it is read once more, not twice; none: checked here.
-// What exportOnnx refuses of `output` before it reads anything: a checkpoint's name (.safetensors),
-// and what checkOutputFile refuses (a folder, an existing file unless `overwrite`, a checkpoint
-// or a run's own records even then). IoError naming it.
-void checkOnnxOutput(const std::filesystem::path& output, bool overwrite);
-
 OnnxExportSummary exportOnnx(const std::filesystem::path& checkpoint,
                              const std::filesystem::path& output,
                              const OnnxExportOptions& options = {},

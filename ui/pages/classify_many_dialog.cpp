@@ -15,9 +15,10 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
-#include "engine/io/output_file.h"
 #include <algorithm>
 #include <map>
+
+#include "engine/io/output_file.h"
 
 namespace towers::ui {
 
