@@ -19,6 +19,7 @@
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSignalSpy>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTimer>
@@ -36,6 +37,7 @@
 #include "training_fixture.h"
 #include "ui/main_window.h"
 #include "ui/models/device_model.h"
+#include "ui/models/run_list_model.h"
 #include "ui/pages/data_page.h"
 #include "ui/pages/devices_page.h"
 #include "ui/pages/lr_finder_dialog.h"
@@ -209,6 +211,62 @@ private slots:
         }
         w.resize(1024, 640);
         QTRY_COMPARE(w.size(), QSize(1024, 640));
+        checkNoSidewaysScrolling(w);
+    }
+
+    // At 1024 wide the Runs page's run list shows a readable part of a run's name: the details on
+    // the right (checkpoints, buttons) squeezed it to "fashi…73202".
+    void runNamesReadableAt1024()
+    {
+        QTemporaryDir dir;
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        settings.setRunsDir(dir.filePath(QStringLiteral("runs")));
+        const QString name = QStringLiteral("fashion-mnist-fashion-fast-20261201-073202");
+        const towers::engine::RunDirectory run(
+            dir.filePath(QStringLiteral("runs/") + name).toStdString());
+        towers::engine::TrainConfig c = towers::engine::defaultConfigFor("fashion-fast");
+        c.dataset = "fashion-mnist";
+        c.towers = 2;
+        run.writeConfig(c.toJson());
+        for (int s = 1; s <= 377; ++s)
+            run.appendMetrics("{\"step\":" + std::to_string(s) + ",\"loss\":0.5}");
+        run.appendEval("{\"step\":300,\"precisionAt1\":0.8562}");
+        for (int s : {100, 200, 300, 377}) {
+            QFile f(QString::fromStdString(run.checkpointPath(s).string()));
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("x");
+        }
+        MainWindow w(settings);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        w.resize(1024, 720);
+        QTRY_COMPARE(w.size(), QSize(1024, 720));
+        w.showPage(MainWindow::Runs);
+        w.runsPage()->refresh();
+        QTRY_COMPARE(w.runsPage()->runModel()->rowCount(), 1);
+        w.runsPage()->selectRun(w.runsPage()->runModel()->runs().front().folder);
+        QCoreApplication::processEvents();
+        QTableView* table = w.runsPage()->runTable();
+        const int least = table->fontMetrics().horizontalAdvance(name.left(20));
+        QTRY_VERIFY2(table->columnWidth(towers::ui::RunListModel::Run) >= least,
+                     qPrintable(QStringLiteral("the run name's column is %1 px wide, less than %2 "
+                                               "(20 characters); the page's least width %3")
+                                    .arg(table->columnWidth(towers::ui::RunListModel::Run))
+                                    .arg(least)
+                                    .arg(w.runsPage()->minimumSizeHint().width())));
+        QVERIFY(!table->horizontalScrollBar()->isVisible());
+        // The details' buttons in two rows there, in one where the window is wide.
+        const auto buttonY = [&w](const QString& text) {
+            for (auto* b : w.runsPage()->findChildren<QPushButton*>())
+                if (b->text().remove(QLatin1Char('&')) == text) return b->mapTo(&w, QPoint()).y();
+            return -1;
+        };
+        QVERIFY(buttonY(QStringLiteral("Resume this run")) <
+                buttonY(QStringLiteral("Open folder")));
+        w.resize(1800, 900);
+        QTRY_COMPARE(buttonY(QStringLiteral("Resume this run")),
+                     buttonY(QStringLiteral("Open folder")));
+        w.resize(1024, 720);
         checkNoSidewaysScrolling(w);
     }
 

@@ -7,6 +7,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFontDatabase>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
@@ -147,6 +148,53 @@ QString layoutText(const engine::TrainConfig& c)
     return text;
 }
 
+// Buttons in one row where there is the room for it, else in rows of two: the row's width was
+// the details pane's least, which at 1024 pixels left the run list's names a few letters.
+class ButtonRows : public QWidget
+{
+public:
+    ButtonRows(const QList<QPushButton*>& buttons, QWidget* parent)
+        : QWidget(parent), m_buttons(buttons), m_grid(new QGridLayout(this))
+    {
+        m_grid->setContentsMargins(0, 0, 0, 0);
+        arrange(m_buttons.size());
+    }
+    QSize minimumSizeHint() const override
+    {
+        int widest = 0;
+        for (int i = 0; i + 1 < m_buttons.size(); i += 2) widest = std::max(widest, rowWidth(i, 2));
+        return {widest, QWidget::minimumSizeHint().height()};
+    }
+
+protected:
+    void resizeEvent(QResizeEvent* event) override
+    {
+        QWidget::resizeEvent(event);
+        arrange(width() >= rowWidth(0, int(m_buttons.size())) ? int(m_buttons.size()) : 2);
+    }
+
+private:
+    int rowWidth(int first, int count) const
+    {
+        int width = std::max(m_grid->horizontalSpacing(), 6) * (count - 1);
+        for (int i = first; i < first + count && i < m_buttons.size(); ++i)
+            width += m_buttons[i]->sizeHint().width();
+        return width;
+    }
+    void arrange(int perRow)
+    {
+        if (perRow == m_perRow) return;
+        m_perRow = perRow;
+        for (int i = 0; i < m_buttons.size(); ++i)
+            m_grid->addWidget(m_buttons[i], i / perRow, i % perRow);
+        for (int c = 0; c <= m_buttons.size(); ++c)
+            m_grid->setColumnStretch(c, c == perRow ? 1 : 0);
+    }
+    QList<QPushButton*> m_buttons;
+    QGridLayout* m_grid;
+    int m_perRow = 0;
+};
+
 } // namespace
 
 RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
@@ -267,7 +315,6 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     m_checkpointTable->horizontalHeader()->setStretchLastSection(true);
     dl->addWidget(new QLabel(tr("Checkpoints (newest first):"), details));
     dl->addWidget(m_checkpointTable, 1);
-    auto* buttons = new QHBoxLayout;
     m_resume = new QPushButton(paletteIcon(QStyle::SP_MediaPlay), tr("Re&sume this run"), details);
     m_classify = new QPushButton(tr("&Classify with this checkpoint"), details);
     m_openFolder =
@@ -283,12 +330,7 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     m_exportStatus->setTextFormat(Qt::PlainText);
     m_exportStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_exportStatus->hide();
-    buttons->addWidget(m_resume);
-    buttons->addWidget(m_classify);
-    buttons->addWidget(m_exportOnnx);
-    buttons->addWidget(m_openFolder);
-    buttons->addStretch(1);
-    dl->addLayout(buttons);
+    dl->addWidget(new ButtonRows({m_resume, m_classify, m_exportOnnx, m_openFolder}, details));
     dl->addWidget(m_exportStatus);
     // The run's config.json as settings and values (a nested object as a branch).
     m_config = new QTreeWidget(left);
@@ -321,7 +363,8 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     split->addWidget(details);
     split->setStretchFactor(0, 1);
     split->setStretchFactor(1, 1);
-    split->setSizes({560, 600}); // room for the run table's columns
+    // The run list a little wider than the details: its name column takes what its figures leave.
+    split->setSizes({640, 520});
     top->addWidget(split, 1);
 
     connect(browse, &QPushButton::clicked, this, [this] {
