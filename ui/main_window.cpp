@@ -89,6 +89,11 @@ MainWindow::MainWindow(app::AppSettings& settings, QWidget* parent)
     buildPages();
     restoreConfig();
     connectPages();
+    // A settings file that could be written at start and no longer can (a full disk, a folder
+    // made read-only): said when it happens, not only at exit.
+    connect(&m_settings, &app::AppSettings::saveFailed, this, [this](const QString& error) {
+        showError(tr("Nothing you change from now on will be kept: %1").arg(error));
+    });
 
     connect(m_sidebar, &QListWidget::currentRowChanged, m_stack, &QStackedWidget::setCurrentIndex);
     connect(m_sidebar, &QListWidget::currentRowChanged, this,

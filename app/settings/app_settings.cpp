@@ -3,6 +3,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QTimer>
 
 #include "app/data/data_dirs.h"
 
@@ -42,13 +43,21 @@ QString whyUnwritable(const QString& file)
 } // namespace
 
 AppSettings::AppSettings()
-    : m_settings(std::make_unique<QSettings>(QStringLiteral("Towers"), QStringLiteral("towers")))
+    : AppSettings(std::make_unique<QSettings>(QStringLiteral("Towers"), QStringLiteral("towers")))
 {
 }
 
 AppSettings::AppSettings(const QString& iniFile)
-    : m_settings(std::make_unique<QSettings>(iniFile, QSettings::IniFormat))
+    : AppSettings(std::make_unique<QSettings>(iniFile, QSettings::IniFormat))
 {
+}
+
+AppSettings::AppSettings(std::unique_ptr<QSettings> settings)
+    : m_settings(std::move(settings)), m_writeTimer(new QTimer(this))
+{
+    m_writeTimer->setSingleShot(true);
+    m_writeTimer->setInterval(kWriteDelayMs);
+    connect(m_writeTimer, &QTimer::timeout, this, &AppSettings::writeChanges);
 }
 
 AppSettings::~AppSettings() = default;
@@ -61,7 +70,7 @@ QString AppSettings::dataDir() const
 
 void AppSettings::setDataDir(const QString& dir)
 {
-    m_settings->setValue(kDataDir, dir);
+    setValue(kDataDir, dir);
 }
 
 QString AppSettings::runsDir() const
@@ -72,7 +81,7 @@ QString AppSettings::runsDir() const
 
 void AppSettings::setRunsDir(const QString& dir)
 {
-    m_settings->setValue(kRunsDir, dir);
+    setValue(kRunsDir, dir);
 }
 
 QString AppSettings::datasetName() const
@@ -82,7 +91,7 @@ QString AppSettings::datasetName() const
 
 void AppSettings::setDatasetName(const QString& name)
 {
-    m_settings->setValue(kDataset, name);
+    setValue(kDataset, name);
 }
 
 QString AppSettings::lastConfigJson() const
@@ -92,7 +101,7 @@ QString AppSettings::lastConfigJson() const
 
 void AppSettings::setLastConfigJson(const QString& json)
 {
-    m_settings->setValue(kLastConfig, json);
+    setValue(kLastConfig, json);
 }
 
 QStringList AppSettings::hiddenRunColumns() const
@@ -104,7 +113,7 @@ QStringList AppSettings::hiddenRunColumns() const
 
 void AppSettings::setHiddenRunColumns(const QStringList& columns)
 {
-    m_settings->setValue(kHiddenRunColumns, columns);
+    setValue(kHiddenRunColumns, columns);
 }
 
 QByteArray AppSettings::windowGeometry() const
@@ -114,7 +123,7 @@ QByteArray AppSettings::windowGeometry() const
 
 void AppSettings::setWindowGeometry(const QByteArray& geometry)
 {
-    m_settings->setValue(kGeometry, geometry);
+    setValue(kGeometry, geometry);
 }
 
 int AppSettings::lastPage() const
@@ -124,12 +133,26 @@ int AppSettings::lastPage() const
 
 void AppSettings::setLastPage(int page)
 {
-    m_settings->setValue(kPage, page);
+    setValue(kPage, page);
+}
+
+void AppSettings::setValue(const QString& key, const QVariant& value)
+{
+    m_settings->setValue(key, value);
+    if (!m_writeTimer->isActive()) m_writeTimer->start();
 }
 
 void AppSettings::sync()
 {
+    m_writeTimer->stop();
     m_settings->sync();
+}
+
+void AppSettings::writeChanges()
+{
+    sync();
+    if (m_saveErrorSaid) return;
+    if (const QString error = saveError(); !error.isEmpty()) emit saveFailed(error); // said now
 }
 
 QString AppSettings::saveError() const
@@ -141,6 +164,7 @@ QString AppSettings::saveError() const
     case QSettings::AccessError:
         break;
     }
+    m_saveErrorSaid = true;
     const QString why = whyUnwritable(fileName());
     return QStringLiteral("the settings could not be saved to %1: %2")
         .arg(fileName(), why.isEmpty() ? QStringLiteral("writing it failed") : why);

@@ -1,19 +1,28 @@
 #pragma once
 // What the desktop application remembers between sessions (QSettings): the data and runs
 // folders, the chosen dataset, the last run configuration, window geometry and page. Every value
-// has a sensible default, so a first start needs no setup.
+// has a sensible default, so a first start needs no setup. A change is written within a moment
+// (kWriteDelayMs), and a file that cannot be written then is said at once (saveFailed), not only at
+// exit.
 #include <QByteArray>
+#include <QObject>
 #include <QSettings>
 #include <QString>
 #include <QStringList>
 
 #include <memory>
 
+class QTimer;
+
 namespace towers::app {
 
-class AppSettings
+class AppSettings : public QObject
 {
+    Q_OBJECT
 public:
+    // A change is written (sync()) this long after it, changes in between together.
+    static constexpr int kWriteDelayMs = 250;
+
     // The user's settings (organisation "Towers", application "towers", native format).
     AppSettings();
     // Settings in an INI file (tests, --settings).
@@ -44,12 +53,13 @@ public:
     int lastPage() const;
     void setLastPage(int page);
 
-    // Writes pending changes to storage now (QSettings also does so on its own).
+    // Writes pending changes to storage now (also done kWriteDelayMs after each change).
     void sync();
     // Empty while every change could be written. Else why not, in a sentence that names the
     // file: "the settings could not be saved to /x/towers.ini: it is a folder". QSettings keeps
     // the changes in memory and says nothing; read this after sync(). A file that cannot be
     // written is noticed when there is something to write (a folder in its place, at once).
+    // Reading it while it is not empty counts as the error said (saveFailed() is not emitted).
     QString saveError() const;
     // Empty unless the file had lines that are not INI, in a sentence that names it: QSettings
     // reads the rest and writes the file again without them.
@@ -60,8 +70,19 @@ public:
     // ~/.local/share/towers/runs), or ./towers-runs when no home folder is known.
     static QString defaultRunsDir();
 
+signals:
+    // Once: writing a change failed (a file that became a folder or read-only during the
+    // session), and no one had read saveError() since it went wrong. `error` is saveError()'s.
+    void saveFailed(const QString& error);
+
 private:
+    explicit AppSettings(std::unique_ptr<QSettings> settings);
+    void setValue(const QString& key, const QVariant& value);
+    void writeChanges();
+
     std::unique_ptr<QSettings> m_settings;
+    QTimer* m_writeTimer;
+    mutable bool m_saveErrorSaid = false;
 };
 
 } // namespace towers::app

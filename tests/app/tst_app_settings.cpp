@@ -1,6 +1,7 @@
 // AppSettings: defaults without a file, values kept across instances (what a restart sees).
 #include <QDir>
 #include <QFile>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -77,6 +78,46 @@ private slots:
         s.sync();
         const QString error = s.saveError();
         QVERIFY2(error.contains(file) && error.contains(why), qPrintable(error));
+    }
+
+    // A file that becomes unwritable during the session (a folder in its place) is said when a
+    // change is written, a moment after it, not only at exit; once.
+    void unwritableMidSessionIsSaidOnce()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("s.ini"));
+        AppSettings s(file);
+        QSignalSpy failed(&s, &AppSettings::saveFailed);
+        s.setDatasetName(QStringLiteral("mnist"));
+        QTRY_COMPARE(AppSettings(file).datasetName(), QStringLiteral("mnist")); // written alone
+        QVERIFY(failed.isEmpty());
+        QVERIFY(QFile::remove(file));
+        QVERIFY(QDir(dir.path()).mkdir(QStringLiteral("s.ini")));
+        s.setLastPage(2);
+        QVERIFY(failed.wait(5000));
+        const QString error = failed.at(0).at(0).toString();
+        QVERIFY2(error.contains(file) && error.contains(QStringLiteral("it is a folder")),
+                 qPrintable(error));
+        s.setLastPage(3);
+        QTest::qWait(2 * AppSettings::kWriteDelayMs + 100);
+        QCOMPARE(failed.count(), 1);
+        QCOMPARE(s.saveError(), error);
+    }
+
+    // An error already read (the window's start says "Nothing you change will be kept") is not
+    // signalled again.
+    void errorReadIsNotSignalled()
+    {
+        QTemporaryDir dir;
+        QVERIFY(QDir(dir.path()).mkdir(QStringLiteral("s.ini")));
+        AppSettings s(dir.filePath(QStringLiteral("s.ini")));
+        QSignalSpy failed(&s, &AppSettings::saveFailed);
+        s.setDatasetName(QStringLiteral("mnist"));
+        s.sync();
+        QVERIFY(!s.saveError().isEmpty());
+        s.setLastPage(2);
+        QTest::qWait(2 * AppSettings::kWriteDelayMs + 100);
+        QVERIFY(failed.isEmpty());
     }
 
     void writableFileHasNoError()

@@ -6,8 +6,10 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDialog>
+#include <QDir>
 #include <QDockWidget>
 #include <QFile>
+#include <QFileInfo>
 #include <QLabel>
 #include <QListWidget>
 #include <QMap>
@@ -457,6 +459,33 @@ private slots:
                  QStringLiteral("model diverged with loss = NaN at step 12"));
         QVERIFY(w.log()->toPlainText().contains(
             QStringLiteral("model diverged with loss = NaN at step 12")));
+    }
+
+    // A settings file that cannot be written any more during the session is said when a change is
+    // written, in the banner and the log, naming the file and why; once.
+    void settingsUnwritableMidSessionAreSaid()
+    {
+        QTemporaryDir dir;
+        const QString file = towers::test::settingsFile(dir.path());
+        towers::app::AppSettings settings(file);
+        MainWindow w(settings);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QTRY_VERIFY(QFileInfo(file).isFile());
+        QTest::qWait(2 * towers::app::AppSettings::kWriteDelayMs);
+        QVERIFY(!w.banner()->isVisible());
+        QVERIFY(QFile::remove(file));
+        QVERIFY(QDir().mkpath(file)); // a folder in its place
+        w.showPage(MainWindow::Devices);
+        QTRY_VERIFY_WITH_TIMEOUT(w.banner()->isVisible(), 5000);
+        const QString said = w.banner()->message();
+        QVERIFY2(
+            said.contains(QStringLiteral("could not be saved to %1: it is a folder").arg(file)),
+            qPrintable(said));
+        QVERIFY(w.log()->toPlainText().contains(said));
+        w.showPage(MainWindow::Data);
+        QTest::qWait(2 * towers::app::AppSettings::kWriteDelayMs + 100);
+        QCOMPARE(w.banner()->messageCount(), 1);
     }
 
     // Resuming a run none of whose checkpoints loads asks first; "no" changes nothing, "yes" sets
