@@ -704,13 +704,15 @@ const std::optional<EvaluationMark>& Trainer::bestEvaluationSoFar()
 void Trainer::rotateCheckpoints(std::int64_t newest)
 {
     if (m_config.keepCheckpoints < 1) throw InvalidArgument("keepCheckpoints: must be at least 1");
+    // The newest keepCheckpoints (this one among them), and the best's besides where it is older:
+    // a best among the newest takes its place in their count.
     const auto& best = bestEvaluationSoFar();
     std::vector<CheckpointFile> ours;
     for (const auto& c : m_dir->checkpoints())
-        if (c.step < newest && !(best && best->step == c.step) && rotatable(c.path))
-            ours.push_back(c);
+        if (c.step < newest && rotatable(c.path)) ours.push_back(c);
     const std::size_t keepOlder = std::size_t(m_config.keepCheckpoints - 1);
     for (std::size_t i = 0; i + keepOlder < ours.size(); ++i) {
+        if (best && best->step == ours[i].step) continue;
         m_dir->removeCheckpoint(ours[i].path);
         m_rotatable.erase(ours[i].path);
     }

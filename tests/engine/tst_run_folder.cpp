@@ -70,7 +70,7 @@ std::vector<std::int64_t> checkpointSteps(const RunDirectory& run)
 }
 
 // The run in `root` (trained to step 4) resumed to `steps`, evaluated after every step.
-void resumeEvaluatingEveryStep(const fs::path& root, std::int64_t steps)
+void resumeEvaluatingEveryStep(const fs::path& root, std::int64_t steps, std::int64_t from = 4)
 {
     TrainConfig longer = readConfigOf(RunDirectory(root));
     longer.steps = steps;
@@ -78,7 +78,7 @@ void resumeEvaluatingEveryStep(const fs::path& root, std::int64_t steps)
     auto src = syntheticBatchesFor(longer);
     Trainer t(longer, src, root);
     t.setEvaluator(40, src.evaluationBatches());
-    QCOMPARE(t.resumeFromNewest(), std::optional<std::int64_t>(4));
+    QCOMPARE(t.resumeFromNewest(), std::optional<std::int64_t>(from));
     QCOMPARE(t.run(), Trainer::Outcome::Finished);
 }
 
@@ -437,6 +437,27 @@ private slots:
         resumeEvaluatingEveryStep(root, 8);
         QCOMPARE(steps(), (std::vector<std::int64_t>{3, 7, 8}));
         QCOMPARE(readEvaluations(run.evalPath()).size(), std::size_t(6)); // 3 to 8
+    }
+
+    // A best among the newest keepCheckpoints is one of them: no older checkpoint is kept in its
+    // place (keep 3 leaves 3 files, not 4).
+    void aBestAmongTheNewestCountsAsOneOfThem()
+    {
+        QTemporaryDir dir;
+        const fs::path root = dir.path().toStdString();
+        TrainConfig c = smallConfig();
+        c.keepCheckpoints = 3;
+        trainToEnd(c, root);
+        RunDirectory run(root);
+        QCOMPARE(checkpointSteps(run), (std::vector<std::int64_t>{2, 3, 4}));
+        // Step 4 measured better than anything the synthetic evaluations below reach.
+        std::ofstream(run.evalPath()) << R"({"step": 4, "precisionAt1": 1.5})"
+                                         "\n";
+        resumeEvaluatingEveryStep(root, 6);
+        QCOMPARE(checkpointSteps(run), (std::vector<std::int64_t>{4, 5, 6}));
+        // Older than the newest three, it is kept besides them.
+        resumeEvaluatingEveryStep(root, 8, 6);
+        QCOMPARE(checkpointSteps(run), (std::vector<std::int64_t>{4, 6, 7, 8}));
     }
 
     // When the newest checkpoint's evaluation beats the best, the former best's checkpoint goes
