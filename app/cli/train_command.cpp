@@ -495,7 +495,8 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         {QStringLiteral("loader-workers"), QStringLiteral("Input-pipeline threads (default 1)."),
          n},
         {QStringLiteral("json"),
-         QStringLiteral("Print one JSON object per event (step, eval, log, checkpoint, end).")},
+         QStringLiteral("Print one JSON object per event (step, eval, log, checkpoint; "
+                        "at the end finished, stopped or failed).")},
     });
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;

@@ -770,6 +770,17 @@ private slots:
         QVERIFY(checkpoints >= 1);
         QCOMPARE(r.events.last().value(QStringLiteral("event")).toString(),
                  QStringLiteral("finished"));
+        // --help's --json line names every event a run prints (the end's included).
+        const CliRun help = run({QStringLiteral("train"), QStringLiteral("--help")});
+        const QString helpText = help.out.simplified();
+        const qsizetype json = helpText.indexOf(QStringLiteral("--json"));
+        QVERIFY2(json >= 0, qPrintable(helpText));
+        const QString jsonHelp = helpText.mid(json, 160);
+        for (const auto& e : r.events) {
+            const QString kind = e.value(QStringLiteral("event")).toString();
+            QVERIFY2(jsonHelp.contains(QRegularExpression(QStringLiteral("\\b%1\\b").arg(kind))),
+                     qPrintable(kind + QStringLiteral(" not in: ") + jsonHelp));
+        }
         for (const char* f : {"config.json", "metrics.jsonl", "eval.jsonl",
                               "checkpoints/ckpt-00000006.safetensors"})
             QVERIFY2(QFile::exists(dir + QLatin1Char('/') + QLatin1String(f)), f);
