@@ -6,6 +6,7 @@
 //                 [--configs 1x2,2x1,1x1]        towers x threads per tower
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -17,26 +18,55 @@
 
 using namespace towers::engine;
 
+namespace {
+
+const char* const kUsage =
+    "usage: tower_scaling [--model NAME] [--global-batch N] [--steps N] [--optimizer NAME]\n"
+    "                     [--configs TxP,...]\n"
+    "Times TowerSet::step on one fixed synthetic batch for each split of the global batch into\n"
+    "T towers of P threads (default: cifar10-tutorial, 128, 20 steps, momentum, 1x2,2x1,1x1).\n";
+
+// A whole positive integer, else nothing.
+bool positive(const std::string& text, int& out)
+{
+    char* end = nullptr;
+    const long v = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || v < 1 || v > 1'000'000) return false;
+    out = int(v);
+    return true;
+}
+
+} // namespace
+
 int main(int argc, char** argv)
 {
     std::string model = "cifar10-tutorial", optimizer = "momentum", configs = "1x2,2x1,1x1";
     int global = 128, steps = 20;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string k = argv[i], v = argv[i + 1];
-        if (k == "--model")
-            model = v;
-        else if (k == "--global-batch")
-            global = std::stoi(v);
-        else if (k == "--steps")
-            steps = std::stoi(v);
-        else if (k == "--optimizer")
-            optimizer = v;
-        else if (k == "--configs")
-            configs = v;
-        else {
-            std::fprintf(stderr, "tower_scaling: unknown option %s\n", k.c_str());
+    for (int i = 1; i < argc; i += 2) {
+        const std::string k = argv[i];
+        if (k == "--help" || k == "-h") {
+            std::fputs(kUsage, stdout);
+            return 0;
+        }
+        const bool known = k == "--model" || k == "--global-batch" || k == "--steps" ||
+                           k == "--optimizer" || k == "--configs";
+        if (!known || i + 1 >= argc) {
+            std::fprintf(stderr,
+                         known ? "tower_scaling: %s needs a value\n%s"
+                               : "tower_scaling: unknown option %s\n%s",
+                         k.c_str(), kUsage);
             return 2;
         }
+        const std::string v = argv[i + 1];
+        if ((k == "--global-batch" && !positive(v, global)) ||
+            (k == "--steps" && !positive(v, steps))) {
+            std::fprintf(stderr, "tower_scaling: %s must be a positive integer, got '%s'\n",
+                         k.c_str(), v.c_str());
+            return 2;
+        }
+        if (k == "--model") model = v;
+        if (k == "--optimizer") optimizer = v;
+        if (k == "--configs") configs = v;
     }
     try {
         const ModelInfo& info = findModel(model);
