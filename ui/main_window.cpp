@@ -275,10 +275,16 @@ void MainWindow::connectPages()
     m_train->setStartBlocker([this] { return lrTestBusy(); });
     connect(m_train, &TrainPage::errorOccurred, this, &MainWindow::showError);
     connect(m_train, &TrainPage::towerTimes, m_devices, &DevicesPage::showTowerTimes);
-    connect(m_train, &TrainPage::runStarted, this, [this](const QString& dir) {
-        m_devices->clearTowerTimes();
+    connect(m_train, &TrainPage::activeChanged, this, [this](bool active) {
+        if (!active) return; // the runFinished handler undoes these
         m_devices->setTowerSetupEnabled(false);
         m_runs->setResumeAllowed(false);
+        m_runs->setOwnRunFolder(m_train->runDirectory()); // our lock: not "another process"
+    });
+    // Only once the session has really started: a start that fails at once (its folder locked by
+    // another trainer) neither claims it trained nor wipes the last run's tower times.
+    connect(m_train, &TrainPage::runStarted, this, [this](const QString& dir) {
+        m_devices->clearTowerTimes();
         m_runs->setOwnRunFolder(dir); // our lock: not "another process", not followed
         appendLog(tr("Training in %1").arg(dir));
     });

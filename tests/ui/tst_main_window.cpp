@@ -35,6 +35,7 @@
 #include "engine/train/checkpoint.h"
 #include "engine/train/recipe.h"
 #include "engine/train/run_directory.h"
+#include "engine/train/run_lock.h"
 #include "model_files.h"
 #include "training_fixture.h"
 #include "ui/main_window.h"
@@ -486,6 +487,32 @@ private slots:
         w.showPage(MainWindow::Data);
         QTest::qWait(2 * towers::app::AppSettings::kWriteDelayMs + 100);
         QCOMPARE(w.banner()->messageCount(), 1);
+    }
+
+    // A start that fails at once (the run folder locked by another trainer) is said as a failure,
+    // not as "Training in <folder>" before it.
+    void failedStartDoesNotSayItTrained()
+    {
+        QTemporaryDir dir;
+        towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
+        useTinyMnist(settings, dir);
+        MainWindow w(settings);
+        if (!w.dataPage()->loadedDataset()) {
+            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
+            QVERIFY(loaded.wait(20000));
+        }
+        QString error;
+        auto options = w.newRunOptions(&error);
+        QVERIFY2(options, qPrintable(error));
+        options->newFolder = false; // this folder, not the next free name beside it
+        const auto lock = towers::engine::RunLock::acquire(options->runDirectory, "another");
+        QSignalSpy finished(w.trainPage(), &towers::ui::TrainPage::runFinished);
+        QVERIFY(w.trainPage()->startSession(*options));
+        QVERIFY(finished.wait(30000));
+        const QString log = w.log()->toPlainText();
+        QVERIFY2(!log.contains(QStringLiteral("Training in")), qPrintable(log));
+        QVERIFY2(w.banner()->message().contains(QStringLiteral("in use by process")),
+                 qPrintable(w.banner()->message()));
     }
 
     // Resuming a run none of whose checkpoints loads asks first; "no" changes nothing, "yes" sets

@@ -397,6 +397,39 @@ private slots:
         QVERIFY(page.statusText().startsWith(QStringLiteral("Failed")));
     }
 
+    // A start that fails at once (its folder locked by another trainer) does not say it started
+    // (runStarted is the session's real start), and the plots keep the last run's curves.
+    void failedStartKeepsTheLastRunsPlots()
+    {
+        QTemporaryDir runs;
+        TrainPage page;
+        QString name = QStringLiteral("first");
+        page.setOptionsProvider([&](QString*) {
+            return std::optional(tt::tinyRun(fs(m_data.path()), fs(runs.filePath(name)), 6, 1));
+        });
+        QSignalSpy started(&page, &TrainPage::runStarted);
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        page.start();
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(started.count(), 1);
+        const int points = page.lossPlot()->pointCount(0);
+        QVERIFY(points > 0);
+
+        name = QStringLiteral("locked");
+        const auto lock = towers::engine::RunLock::acquire(fs(runs.filePath(name)), "another");
+        QSignalSpy errors(&page, &TrainPage::errorOccurred);
+        QSignalSpy active(&page, &TrainPage::activeChanged);
+        page.start();
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(finished.at(1).at(0).value<towers::app::TrainingWorker::Outcome>(),
+                 towers::app::TrainingWorker::Outcome::Failed);
+        QCOMPARE(errors.count(), 1);
+        QCOMPARE(started.count(), 1); // the first run's only
+        QCOMPARE(active.count(), 2);  // it was active, then not
+        QCOMPARE(page.lossPlot()->pointCount(0), points);
+        QVERIFY(page.statusText().startsWith(QStringLiteral("Failed")));
+    }
+
     // A run folder another trainer holds (here this process, as a second program would): the
     // page says so, naming the folder and the holder; a folder that holds a run is not touched.
     void busyOrOccupiedFolderIsRefused()

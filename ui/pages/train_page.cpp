@@ -260,13 +260,11 @@ bool TrainPage::startSession(engine::SessionOptions options)
     m_options = options;
     m_runDirectory = QString::fromStdString(options.runDirectory.string());
     m_outcomeText.clear();
-    clearPlots();
-    const bool validation = options.config.validation > 0;
-    m_accuracy->setTitle(validation ? tr("Validation accuracy") : tr("Test accuracy"));
-    m_accuracy->setSeriesName(0, validation ? tr("validation set") : tr("test set"));
-    m_loss->setSeriesName(2,
-                          validation ? tr("validation cross-entropy") : tr("test cross-entropy"));
+    // The plots keep the last run's curves until this one has really started (onStarted): a
+    // start that fails at once (its folder locked by another trainer) leaves them.
     m_history.reset(0, 0, options.config.batchPerTower);
+    m_lastExamplesPerSec = 0;
+    m_progress->setValue(0);
     appendLog(options.resume
                   ? tr("Resuming the run in %1").arg(m_runDirectory)
                   : tr("New run in %1: %2 on %3, %n tower(s)", nullptr, options.config.towers)
@@ -274,8 +272,7 @@ bool TrainPage::startSession(engine::SessionOptions options)
                              QString::fromStdString(options.config.dataset)));
     m_runLabel->setPath(m_runDirectory);
     if (!m_controller->start(std::move(options))) return false;
-    emit runStarted(m_runDirectory);
-    emit activeChanged(true);
+    emit activeChanged(true); // runStarted follows once the session has started (onStarted)
     return true;
 }
 
@@ -352,6 +349,12 @@ void TrainPage::onStarted(const QString& runDirectory, qint64 startStep, qint64 
 {
     m_runDirectory = runDirectory;
     m_runLabel->setPath(runDirectory);
+    clearPlots();
+    const bool validation = m_options.config.validation > 0;
+    m_accuracy->setTitle(validation ? tr("Validation accuracy") : tr("Test accuracy"));
+    m_accuracy->setSeriesName(0, validation ? tr("validation set") : tr("test set"));
+    m_loss->setSeriesName(2,
+                          validation ? tr("validation cross-entropy") : tr("test cross-entropy"));
     m_history.reset(startStep, totalSteps, m_options.config.batchPerTower);
     if (startStep > 0) {
         // A resumed run: its curves from the start, as its logs have them up to the resume.
@@ -360,6 +363,7 @@ void TrainPage::onStarted(const QString& runDirectory, qint64 startStep, qint64 
         m_history.standAt(startStep);
     }
     m_folder->setEnabled(true);
+    emit runStarted(runDirectory);
     // Paused while loading: the status says so rather than "Step 0 of N".
     if (m_controller->state() != app::TrainingController::State::Paused) updateProgress();
 }
@@ -487,8 +491,6 @@ void TrainPage::clearPlots()
         m_speed->addSeries(tr("total"), total);
     }
     m_speed->clearData();
-    m_lastExamplesPerSec = 0;
-    m_progress->setValue(0);
 }
 
 } // namespace towers::ui

@@ -79,9 +79,14 @@ public slots:
     void openRunFolder();
 
 signals:
+    // The session has really started: its folder locked, its data loaded and its towers built,
+    // it trains now. A start that fails before then (its folder locked by another trainer, a
+    // dataset that does not load) says only runFinished, Failed.
     void runStarted(const QString& runDirectory);
     void runFinished(towers::app::TrainingWorker::Outcome outcome, const QString& message,
                      const QString& runDirectory);
+    // True as soon as a session is asked to start (runDirectory() is its folder), false after its
+    // runFinished.
     void activeChanged(bool active);
     // Where each tower's time went in a reported step: data wait, compute, exposed communication,
     // update (the Devices page shows the split and what the towers wait on). One per report.
