@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 // Exceptions cross the boundary of the GPU backend plugin, which is built with hidden visibility:
 // their type information stays visible so that a catch in the program matches a throw in the
@@ -100,6 +101,15 @@ inline std::string quotedPath(const std::filesystem::path& p)
     std::string s = p.string();
     s.insert(s.begin(), '\'');
     s.push_back('\'');
+    return s;
+}
+
+// A count with its noun as English writes it: "1 tower", "2 towers", "0 towers".
+inline std::string counted(long long n, std::string_view one, std::string_view many)
+{
+    std::string s = std::to_string(n);
+    s.push_back(' ');
+    s.append(n == 1 ? one : many);
     return s;
 }
 

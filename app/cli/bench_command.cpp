@@ -193,7 +193,8 @@ int runBench(const QStringList& args, CommandIo& io)
         io.err.flush();
     }
     io.out << "model      " << QString::fromStdString(o.model) << ", batch " << o.batchSize << ", "
-           << r.threads << " thread(s), " << QString::fromStdString(r.backend) << "\n"
+           << QString::fromStdString(engine::counted(r.threads, "thread", "threads")) << ", "
+           << QString::fromStdString(r.backend) << "\n"
            << (o.inference ? "passes     " : "steps      ") << o.steps << " timed after "
            << o.warmup << " warm-up" << (o.inference ? ", forward in evaluation mode" : "") << "\n"
            << "images/s   " << QString::number(r.imagesPerSec, 'f', 1) << "\n";

@@ -513,9 +513,11 @@ int resolveCheckpoint(const QString& given, const QString& option, const QString
                                             "takes its newest\n")
                                  .arg(evaluations.empty()
                                           ? QStringLiteral("eval.jsonl records no evaluation")
-                                          : QStringLiteral("eval.jsonl's %1 evaluation(s) are at "
-                                                           "steps with no checkpoint left")
-                                                .arg(evaluations.size()))
+                                          : QStringLiteral("eval.jsonl's %1 at steps with "
+                                                           "no checkpoint left")
+                                                .arg(QString::fromStdString(engine::counted(
+                                                    qint64(evaluations.size()), "evaluation is",
+                                                    "evaluations are"))))
                                  .arg(option));
             return ExitFailure;
         }

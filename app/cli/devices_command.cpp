@@ -15,6 +15,7 @@
 #include "app/process/interrupt_notifier.h"
 #include "engine/cpu/cpu_info.h"
 #include "engine/cpu/onednn_ops.h"
+#include "engine/errors.h"
 #include "engine/monitor/nvml.h"
 
 namespace towers::app {
@@ -203,7 +204,9 @@ int runDevices(const QStringList& args, CommandIo& io)
             io.out << "CPU   "
                    << (cpu.model.empty() ? QStringLiteral("(model unknown)")
                                          : QString::fromStdString(cpu.model))
-                   << ", " << cpu.logicalCores << " logical core(s)";
+                   << ", "
+                   << QString::fromStdString(
+                          engine::counted(cpu.logicalCores, "logical core", "logical cores"));
             if (cpu.memoryBytes > 0)
                 io.out << ", "
                        << QString::number(double(cpu.memoryBytes) / double(1LL << 30), 'f', 1)

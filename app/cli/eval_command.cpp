@@ -17,6 +17,7 @@
 #include "engine/data/dataset_content.h"
 #include "engine/data/dataset_spec.h"
 #include "engine/data/validation_split.h"
+#include "engine/errors.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/classifier.h"
 #include "engine/train/train_config.h"
@@ -449,8 +450,11 @@ int runEval(const QStringList& args, CommandIo& io)
         if (mistakes.empty())
             io.out << "no " << setWord << " image is classified wrongly\n";
         else
-            io.out << "the " << mistakes.size() << " wrong answer(s) the network was surest of ("
-                   << setWord << " image: true class -> predicted, probability"
+            io.out << "the "
+                   << QString::fromStdString(
+                          engine::counted(qint64(mistakes.size()), "wrong answer", "wrong answers"))
+                   << " the network was surest of (" << setWord
+                   << " image: true class -> predicted, probability"
                    << (exampleFiles.isEmpty() ? "" : ", file") << ")\n";
         for (const std::int64_t i : mistakes) {
             io.out << QString::number(i).rightJustified(8) << "  "

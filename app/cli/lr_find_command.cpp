@@ -15,6 +15,7 @@
 #include "engine/data/dataset_manifest.h"
 #include "engine/data/dataset_spec.h"
 #include "engine/dist/process_group.h"
+#include "engine/errors.h"
 #include "engine/ops/backends.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/lr_range_test.h"
@@ -166,7 +167,9 @@ int runLrFind(const QStringList& args, CommandIo& io)
     if (threads > 0 && engine::isHostBackend(c.backend))
         noteThreadsBeyondCores(
             io, QStringLiteral("towers-cli lr-find"), long(towers) * threads,
-            QStringLiteral("%1 tower(s) x %2 per tower").arg(towers).arg(threads),
+            QStringLiteral("%1 x %2 per tower")
+                .arg(QString::fromStdString(engine::counted(towers, "tower", "towers")))
+                .arg(threads),
             QStringLiteral("--threads-per-tower 0 shares the cores out"));
     c.batchPerTower = batch;
     c.seed = std::uint64_t(seed);
@@ -187,9 +190,11 @@ int runLrFind(const QStringList& args, CommandIo& io)
     const auto result = engine::runLrRangeTest(c, data, o, [&](const engine::LrRangePoint& pt) {
         if (!json && pt.step == 0)
             io.out << "learning-rate range test: " << QString::fromStdString(model.name) << " on "
-                   << dataset << ", " << towers << " tower(s) x " << batch << ", "
-                   << (bf16 ? "bf16, " : "") << QString::fromStdString(c.optimizer.kind) << ", "
-                   << o.steps << " steps from " << lrText(o.minLr) << " to " << lrText(o.maxLr)
+                   << dataset << ", "
+                   << QString::fromStdString(engine::counted(towers, "tower", "towers")) << " x "
+                   << batch << ", " << (bf16 ? "bf16, " : "")
+                   << QString::fromStdString(c.optimizer.kind) << ", " << o.steps << " steps from "
+                   << lrText(o.minLr) << " to " << lrText(o.maxLr)
                    << "\n  learning rate      loss  smoothed\n";
         if (!json && pt.step % every == 0) {
             io.out << "  " << lrText(pt.lr).leftJustified(13)

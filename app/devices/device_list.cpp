@@ -1,6 +1,7 @@
 #include "app/devices/device_list.h"
 
 #include "engine/cpu/cpu_info.h"
+#include "engine/errors.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/monitor/nvml.h"
 
@@ -155,9 +156,10 @@ QString gpuBackendNote()
                       .arg(QString::fromStdString(gpu->versions()),
                            QString::fromStdString(gpu->unavailableReason()));
     else
-        backend = QStringLiteral("The CUDA backend (%1) can train on %2 GPU(s).")
-                      .arg(QString::fromStdString(gpu->versions()))
-                      .arg(gpu->deviceCount());
+        backend =
+            QStringLiteral("The CUDA backend (%1) can train on %2.")
+                .arg(QString::fromStdString(gpu->versions()),
+                     QString::fromStdString(engine::counted(gpu->deviceCount(), "GPU", "GPUs")));
     const auto& n = nvml();
     if (!n.available())
         return QStringLiteral("No NVIDIA GPU found (%1). %2")
@@ -168,9 +170,10 @@ QString gpuBackendNote()
             : QStringLiteral(", driver %1").arg(QString::fromStdString(n.driverVersion()));
     if (n.gpus().empty())
         return QStringLiteral("The NVIDIA driver sees no GPU%1. %2").arg(driver, backend);
-    return QStringLiteral("%1 NVIDIA GPU(s) found%2; their usage is monitored. %3")
-        .arg(n.gpus().size())
-        .arg(driver, backend);
+    return QStringLiteral("%1 found%2; their usage is monitored. %3")
+        .arg(QString::fromStdString(
+                 engine::counted(qint64(n.gpus().size()), "NVIDIA GPU", "NVIDIA GPUs")),
+             driver, backend);
 }
 
 } // namespace towers::app

@@ -22,7 +22,7 @@ namespace towers::engine {
 
 std::string MemoryNeed::parts() const
 {
-    std::string s = "weights and gradients of " + std::to_string(towers) + " tower(s) " +
+    std::string s = "weights and gradients of " + counted(towers, "tower", "towers") + " " +
                     cpu::byteText(replicas);
     if (optimizer) s += ", optimizer state " + cpu::byteText(optimizer);
     if (average) s += ", moving average " + cpu::byteText(average);

@@ -11,6 +11,7 @@
 #include "engine/cpu/onednn_ops.h"
 #include "engine/dist/byte_message.h"
 #include "engine/dist/stop_vote.h"
+#include "engine/errors.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
 #include "engine/ops/backends.h"
@@ -680,8 +681,8 @@ void stagePinned(const Tensor& src, Tensor& dst)
 void TowerSet::requireIdle(const char* what) const
 {
     if (!m_flight.empty())
-        throw InvalidArgument(std::string(what) + ": " + std::to_string(m_flight.size()) +
-                              " step(s) issued and not collected; collect() them first");
+        throw InvalidArgument(std::string(what) + ": " + counted(m_flight.size(), "step", "steps") +
+                              " issued and not collected; collect() them first");
 }
 
 TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, double lr)

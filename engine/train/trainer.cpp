@@ -17,6 +17,7 @@
 #include "engine/cpu/host_memory.h"
 #include "engine/data/batch_loader.h"
 #include "engine/dist/process_state.h"
+#include "engine/errors.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/ops/backends.h"
 #include "engine/train/checkpoint.h"
@@ -916,8 +917,9 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             for (const auto& c : dir.checkpoints())
                 if (c.step > from) beyond.push_back(c.path);
             if (!beyond.empty())
-                log("moved " + std::to_string(beyond.size()) + " checkpoint(s) beyond step " +
-                    std::to_string(from) + ", the step this run continues from, to " +
+                log("moved " + counted(beyond.size(), "checkpoint", "checkpoints") +
+                    " beyond step " + std::to_string(from) +
+                    ", the step this run continues from, to " +
                     dir.setAsideCheckpoints(beyond).string());
         }
         // A run that stopped early stays stopped: a resume of it has nothing to do (and writes
@@ -949,12 +951,13 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
                                        ? " (" + std::to_string(m_group->size()) + " processes x " +
                                              std::to_string(m_towers->size()) + ")"
                                        : "";
-        log("training " + m_config.model + " on " + std::to_string(towers) + " tower(s)" + across +
+        log("training " + m_config.model + " on " + counted(towers, "tower", "towers") + across +
             " x " + std::to_string(m_config.batchPerTower) + " examples (global batch " +
             std::to_string(global) + "), " +
             (!isHostBackend(m_config.backend)
                  ? std::string("on GPUs")
-                 : std::to_string(m_towers->options().threadsPerTower) + " thread(s) per tower") +
+                 : counted(m_towers->options().threadsPerTower, "thread", "threads") +
+                       " per tower") +
             (m_config.precision == Precision::Float32
                  ? std::string()
                  : ", " + std::string(precisionName(m_config.precision)) +
@@ -970,7 +973,7 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             const std::string note = cpu::threadsBeyondCores(
                 long(m_towers->size()) * m_towers->options().threadsPerTower * here,
                 (here > 1 ? std::to_string(here) + " processes x " : std::string()) +
-                    std::to_string(m_towers->size()) + " tower(s) x " +
+                    counted(m_towers->size(), "tower", "towers") + " x " +
                     std::to_string(m_towers->options().threadsPerTower) + " per tower",
                 m_config.threadsPerTower > 0 ? "--threads-per-tower 0 shares the cores out"
                                              : "fewer towers or processes would use them better");

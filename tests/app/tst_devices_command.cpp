@@ -84,7 +84,7 @@ private slots:
         QVERIFY2(text.out.contains(QStringLiteral("GPU 1 Fake GPU 1, compute capability 9.0")),
                  qPrintable(text.out));
         QVERIFY(text.out.contains(QStringLiteral("38% busy, memory 2.0 / 80.0 GiB")));
-        QVERIFY(text.out.contains(QStringLiteral("2 NVIDIA GPU(s) found, driver 580.65.06")));
+        QVERIFY(text.out.contains(QStringLiteral("2 NVIDIA GPUs found, driver 580.65.06")));
 
         const Result r = run({QStringLiteral("--json")}, QStringLiteral(FAKE_NVML),
                              {QStringLiteral("FAKE_NVML_UNSUPPORTED=temperature")});

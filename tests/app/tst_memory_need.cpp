@@ -176,7 +176,7 @@ private slots:
         QCOMPARE(hostMemoryNeed(*model, 3, 16, "nesterov", false).optimizer, 3 * weights);
         QCOMPARE(hostMemoryNeed(*model, 1, 16, "momentum", false).optimizer, weights);
         QCOMPARE(QString::fromStdString(adam.parts()),
-                 QStringLiteral("weights and gradients of 2 tower(s) 398 MiB, optimizer state "
+                 QStringLiteral("weights and gradients of 2 towers 398 MiB, optimizer state "
                                 "398 MiB, moving average 99 MiB, layer outputs of 16 examples "
                                 "per tower 4 MiB"));
     }
@@ -240,7 +240,7 @@ private slots:
             QString::fromStdString(cpu::byteText(floorUnderAddressLimit(4, "adam")));
         QVERIFY2(r.err.contains(
                      QStringLiteral("not enough memory for this run: it needs at least ") + floor +
-                     QStringLiteral(" (weights and gradients of 4 tower(s) 795 "
+                     QStringLiteral(" (weights and gradients of 4 towers 795 "
                                     "MiB, optimizer state 795 MiB, layer outputs of 16 "
                                     "examples per tower 8 MiB, address space its "
                                     "threads set aside (stacks, malloc's arenas) ")) &&
@@ -265,7 +265,7 @@ private slots:
             QString::fromStdString(cpu::byteText(floorUnderAddressLimit(8, "nesterov")));
         QVERIFY2(
             r.err.contains(QStringLiteral("not enough memory for this run: it needs at least ") +
-                           floor + QStringLiteral(" (weights and gradients of 8 tower(s)")),
+                           floor + QStringLiteral(" (weights and gradients of 8 towers")),
             qPrintable(r.err));
     }
 
@@ -386,7 +386,7 @@ private slots:
         const QString gpu1 = refusal(4, 0);
         QVERIFY2(gpu1.startsWith(QStringLiteral("not enough memory on GPU 1 for this run: it needs "
                                                 "at least 300 MiB there (weights and gradients "
-                                                "of 1 tower(s) 199 MiB, optimizer state 99 MiB, "
+                                                "of 1 tower 199 MiB, optimizer state 99 MiB, "
                                                 "layer outputs of 16 examples per tower 2 MiB), "
                                                 "and 300 MiB of it is free. Fewer towers on it, "
                                                 "a smaller batch or a smaller network would fit")),
@@ -412,7 +412,7 @@ private slots:
         QCOMPARE(refusal(2, 0), QString());
         QCOMPARE(asked, (std::vector<int>{0}));
         free[0] -= 1;
-        QVERIFY(refusal(2, 0).contains(QStringLiteral("weights and gradients of 2 tower(s) ")));
+        QVERIFY(refusal(2, 0).contains(QStringLiteral("weights and gradients of 2 towers ")));
         // CUDA cannot say (0): not checked; no GPU, or a list the towers refuse: nothing asked.
         free[0] = 0;
         QCOMPARE(refusal(2, 0), QString());
@@ -469,7 +469,7 @@ private slots:
         for (const std::string& s : short1)
             QVERIFY2(s.find("not enough memory on GPU 0 for this run: its 2 processes there "
                             "need at least ") != std::string::npos &&
-                         s.find("weights and gradients of 2 tower(s)") != std::string::npos,
+                         s.find("weights and gradients of 2 towers") != std::string::npos,
                      s.c_str());
         // A GPU each: half of it is enough.
         QCOMPARE(run(2, std::uint64_t(both / 2), 47 * kMiB), (std::vector<std::string>{"", ""}));

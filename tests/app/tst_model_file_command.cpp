@@ -98,7 +98,7 @@ private slots:
         r = cli({"train", "--dataset", "fashion-mnist", "--model", net, "--steps", "4", "--run-dir",
                  run, "--log-every", "2"});
         QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
-        QVERIFY2(r.out.contains(QStringLiteral("training mine on 1 tower(s) x 16 examples")),
+        QVERIFY2(r.out.contains(QStringLiteral("training mine on 1 tower x 16 examples")),
                  qPrintable(r.out)); // the file's recipe: batch 16
         const QJsonObject c = config(run);
         QCOMPARE(c.value(QStringLiteral("model")).toString(), QStringLiteral("mine"));

@@ -531,8 +531,8 @@ private slots:
         QCOMPARE(none.exitCode, 1);
         QVERIFY2(none.err.contains(QStringLiteral("no checkpoint of the run ") +
                                    QDir(other).absolutePath() +
-                                   QStringLiteral(" was evaluated (eval.jsonl's 1 evaluation(s) "
-                                                  "are at steps with no checkpoint left); "
+                                   QStringLiteral(" was evaluated (eval.jsonl's 1 evaluation is "
+                                                  "at steps with no checkpoint left); "
                                                   "without --best, --checkpoint takes its newest")),
                  qPrintable(none.err));
     }

@@ -653,7 +653,7 @@ private slots:
         if (engine::cpu::bf16Unavailable().empty()) {
             const CliRun mixed = run(bf16);
             QVERIFY2(mixed.exitCode == 0, qPrintable(mixed.err));
-            QVERIFY2(mixed.out.contains(QStringLiteral("1 tower(s) x 16, bf16, ")) &&
+            QVERIFY2(mixed.out.contains(QStringLiteral("1 tower x 16, bf16, ")) &&
                          mixed.out.contains(QStringLiteral(" --precision bf16 --lr ")),
                      qPrintable(mixed.out));
         }

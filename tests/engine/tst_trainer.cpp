@@ -211,9 +211,9 @@ private slots:
             Recorder rec;
             Trainer t(c, src, dir.path().toStdString(), {}, &rec);
             QCOMPARE(t.run(), Trainer::Outcome::Finished);
-            const std::string expected =
-                "note: " + std::to_string(threads) + " compute threads (1 tower(s) x " +
-                std::to_string(threads) + " per tower) on " + std::to_string(cores) + " cores";
+            const std::string expected = "note: " + std::to_string(threads) +
+                                         " compute threads (1 tower x " + std::to_string(threads) +
+                                         " per tower) on " + std::to_string(cores) + " cores";
             const bool said = std::any_of(rec.logs.begin(), rec.logs.end(),
                                           [&](const auto& l) { return l.rfind(expected, 0) == 0; });
             QCOMPARE(said, threads > cores);
