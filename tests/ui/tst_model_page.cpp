@@ -2,6 +2,7 @@
 // parameter count (checked against the engine's own count); a model file's network joins the
 // list, and a file that describes none is refused with the reason; the chosen model saves as a
 // model file to start from, and edits in the Edit… window.
+#include <QApplication>
 #include <QComboBox>
 #include <QFile>
 #include <QLabel>
@@ -14,8 +15,10 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QThreadPool>
+#include <QTimer>
 
 #include <fstream>
+#include <functional>
 
 #include <sys/resource.h>
 
@@ -448,6 +451,78 @@ private slots:
         towers::ui::ModelFileEditor again(page.model(), page.modelFilePath());
         QCOMPARE(again.text(), editor.text());
         QCOMPARE(again.path(), path);
+    }
+
+    // Save, then Cancel, in the Edit… window: the network is not chosen (Cancel: "do not use
+    // it"), the log says where it was saved, and the next Edit… of that network opens the saved
+    // file, its text and its path (it showed the network's old text, with no file, as if the
+    // saved work were lost).
+    void savedThenCancelledEditReopens()
+    {
+        QTemporaryDir dir;
+        ModelPage page;
+        page.setModelName(QStringLiteral("fashion-fast"));
+        QSignalSpy log(&page, &ModelPage::logMessage);
+        QSignalSpy changed(&page, &ModelPage::modelChanged);
+        QPushButton* edit = nullptr;
+        for (auto* b : page.findChildren<QPushButton*>())
+            if (b->text() == QStringLiteral("Edit…")) edit = b;
+        QVERIFY(edit);
+        const QString path = dir.filePath(QStringLiteral("mine.json"));
+        // Runs `act` on the Edit… window once it is open (exec() waits in its own loop).
+        const auto inEditor = [edit](const std::function<void(ModelFileEditor&)>& act) {
+            bool done = false;
+            QTimer::singleShot(0, [&] {
+                auto* editor = qobject_cast<ModelFileEditor*>(QApplication::activeModalWidget());
+                if (editor) act(*editor);
+                done = editor;
+                if (editor) editor->done(QDialog::Rejected);
+            });
+            QTest::mouseClick(edit, Qt::LeftButton);
+            return done;
+        };
+        QString edited;
+        QVERIFY(inEditor([&](ModelFileEditor& editor) {
+            QVERIFY(waitChecked(editor));
+            edited =
+                QString(editor.text())
+                    .replace(QStringLiteral("\"filters\": 32"), QStringLiteral("\"filters\": 16"));
+            editor.setText(edited);
+            QString error;
+            QVERIFY2(editor.saveAs(path, &error), qPrintable(error));
+            QVERIFY(waitChecked(editor));
+        }));
+        QCOMPARE(page.modelName(), QStringLiteral("fashion-fast")); // not chosen
+        QVERIFY(changed.isEmpty());
+        QCOMPARE(page.modelFilePath(), QString());
+        QVERIFY(!log.isEmpty());
+        const QString said = log.last().at(0).toString();
+        QVERIFY2(said.contains(QStringLiteral("saved to %1 and not chosen").arg(path)),
+                 qPrintable(said));
+
+        QString reopened, reopenedPath;
+        QVERIFY(inEditor([&](ModelFileEditor& editor) {
+            reopened = editor.text();
+            reopenedPath = editor.path();
+            QVERIFY(!editor.isModified());
+        }));
+        QCOMPARE(reopenedPath, path);
+        QCOMPARE(reopened, edited);
+        QCOMPARE(page.modelName(), QStringLiteral("fashion-fast"));
+
+        // Chosen from there ("Use this network"): the file is the chosen network's own.
+        bool used = false;
+        QTimer::singleShot(0, [&] {
+            auto* editor = qobject_cast<ModelFileEditor*>(QApplication::activeModalWidget());
+            if (!editor || !waitChecked(*editor)) return;
+            for (auto* b : editor->findChildren<QPushButton*>())
+                if (b->text() == QStringLiteral("Use this network")) b->click();
+            used = true;
+        });
+        QTest::mouseClick(edit, Qt::LeftButton);
+        QVERIFY(used);
+        QCOMPARE(page.modelName(), QStringLiteral("my-fashion-fast"));
+        QCOMPARE(page.modelFilePath(), path);
     }
 
     // Typing checks off the GUI thread: a mistake in the text at once, a network's layers and

@@ -282,12 +282,26 @@ bool ModelFileEditor::saveAs(const QString& path, QString* error)
         if (error) *error = QString::fromUtf8(e.what());
         return false;
     }
-    m_path = path;
+    m_path = m_savedPath = path;
     m_savedText = text;
     // Its mistake names the file now (a network's status names none): checked again, as typing
     // is (a large network's build would hold the window up); a check under way, of the old
     // place, is followed by another.
     if (!m_network) checkInBackground();
+    return true;
+}
+
+bool ModelFileEditor::openFile(const QString& path, QString* error)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        if (error) *error = tr("%1: %2").arg(path, f.errorString());
+        return false;
+    }
+    const QString text = QString::fromUtf8(f.readAll());
+    m_path = path;
+    setText(text); // checked, its mistake naming the file
+    m_savedText = text;
     return true;
 }
 

@@ -61,6 +61,13 @@ public:
     // Writes the text to `path` (replacing it: the caller has asked) and makes it the editor's
     // file; false with `error` saying why not.
     bool saveAs(const QString& path, QString* error);
+    // The file this window's last Save or Save as… wrote ("" when none did): cancelled, the
+    // window leaves the network unchosen but that file written.
+    QString savedPath() const { return m_savedPath; }
+    // Shows the text of the model file `path`, whatever network it holds (a file saved from an
+    // earlier Edit… and not chosen), and makes it the editor's file; false with `error` saying
+    // why not, the editor unchanged.
+    bool openFile(const QString& path, QString* error);
 
 private:
     struct Checked
@@ -104,6 +111,7 @@ private:
     void markLine(int line);
 
     QString m_path, m_savedText;
+    QString m_savedPath; // savedPath()
     int m_mistakeLine = 0;
     quint64 m_generation = 0;         // of the latest check begun; an older one's answer is dropped
     bool m_building = false;          // a background check runs

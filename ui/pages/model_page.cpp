@@ -253,15 +253,43 @@ void ModelPage::chooseSaveFile()
         emit errorOccurred(tr("The model file was not saved: %1").arg(error));
 }
 
+std::unique_ptr<ModelFileEditor> ModelPage::makeEditor()
+{
+    auto editor = std::make_unique<ModelFileEditor>(model(), modelFilePath(), this);
+    if (const QString saved = m_savedNotChosen.value(&model()); !saved.isEmpty()) {
+        QString error;
+        if (!editor->openFile(saved, &error)) { // gone since: the network's own text
+            m_savedNotChosen.remove(&model());
+            emit logMessage(tr("The network saved earlier was not opened: %1").arg(error));
+        }
+    }
+    return editor;
+}
+
 void ModelPage::editModel()
 {
-    ModelFileEditor editor(model(), modelFilePath(), this);
-    if (editor.exec() == QDialog::Accepted) useEdited(editor);
+    const auto editor = makeEditor();
+    if (editor->exec() == QDialog::Accepted)
+        useEdited(*editor);
+    else
+        editorCancelled(*editor);
+}
+
+void ModelPage::editorCancelled(const ModelFileEditor& editor)
+{
+    if (editor.savedPath().isEmpty()) return; // nothing written: nothing to say
+    m_savedNotChosen[&model()] = editor.savedPath();
+    m_lastFolder = QFileInfo(editor.savedPath()).absolutePath();
+    emit logMessage(tr("The edited network was saved to %1 and not chosen: the page keeps %2. "
+                       "Edit… opens the file again; \"Use this network\" there, or Open model "
+                       "file…, chooses it")
+                        .arg(editor.savedPath(), modelName()));
 }
 
 void ModelPage::useEdited(const ModelFileEditor& editor)
 {
     if (!editor.network()) return;
+    m_savedNotChosen.remove(&model()); // what it was edited into is chosen now
     const engine::ModelInfo& kept = engine::keepModel(*editor.network());
     if (!editor.path().isEmpty() && !editor.isModified()) {
         m_paths[&kept] = editor.path();

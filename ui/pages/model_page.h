@@ -6,6 +6,7 @@
 #include <QHash>
 #include <QWidget>
 
+#include <memory>
 #include <optional>
 
 #include "engine/train/memory_need.h"
@@ -55,6 +56,11 @@ public:
     // Chooses the network an editor (the Edit… window) has checked, and remembers the editor's
     // file for it when the file holds that text; nothing while its text has a mistake.
     void useEdited(const ModelFileEditor& editor);
+    // An editor of the chosen network cancelled ("do not use it"): the network stays, but a file
+    // the editor saved is said in the log, and the next Edit… of this network opens that file
+    // (its text and path) rather than the network's text, so that the saved work is not lost
+    // from sight.
+    void editorCancelled(const ModelFileEditor& editor);
     // The model file the chosen network was opened from or saved to ("" for none, or when it
     // came from elsewhere: a checkpoint, an edit not saved).
     QString modelFilePath() const;
@@ -96,6 +102,9 @@ private:
     void chooseModelFile();
     void chooseSaveFile();
     void editModel();
+    // The Edit… window for the chosen network: its own file's text, or the file an earlier
+    // Edit… of it saved and did not choose (editorCancelled).
+    std::unique_ptr<ModelFileEditor> makeEditor();
     // The picker's text for a model file's network: "<name> (model file)".
     static QString modelFileItem(const QString& name);
 
@@ -111,6 +120,8 @@ private:
     // The file each model file's network was opened from or saved to (the networks are kept for
     // the process: engine::keepModel).
     QHash<const engine::ModelInfo*, QString> m_paths;
+    // The file an Edit… of each network saved and then cancelled (editorCancelled).
+    QHash<const engine::ModelInfo*, QString> m_savedNotChosen;
     QString m_lastFolder; // where the last model file was opened or saved
     QLabel* m_description;
     QLabel* m_total;
