@@ -14,6 +14,7 @@ packages=(
     g++ cmake ninja-build pkgconf
     libdnnl-dev libhwy-dev ocl-icd-opencl-dev nlohmann-json3-dev zlib1g-dev libarchive-dev
     qt6-base-dev qt6-qpa-plugins libqt6svg6 libqcustomplot-dev ca-certificates
+    qt6-tools-dev qt6-l10n-tools # lrelease: the plural forms of the desktop's messages (ui/i18n)
     libprotobuf-dev protobuf-compiler
     libonnx-dev libprotobuf-dev # towers-cli export: ONNX's messages, checker and shape inference
     libopenmpi-dev openmpi-bin # towers-cli train across processes and machines (mpirun, srun)

@@ -24,6 +24,7 @@
 #include "ui/pages/model_file_editor.h"
 #include "ui/pages/train_page.h"
 #include "ui/plots/plot_theme.h"
+#include "ui/plural_forms.h"
 #include "ui/screenshot_tour.h"
 
 namespace {
@@ -137,6 +138,9 @@ int run(int argc, char** argv, const QElapsedTimer& sinceMain)
     QApplication::setApplicationVersion(QStringLiteral(TOWERS_VERSION));
     QGuiApplication::setDesktopFileName(QStringLiteral(TOWERS_APP_ID));
     QApplication::setWindowIcon(towers::ui::MainWindow::applicationIcon());
+    if (!towers::ui::installPluralForms(app))
+        std::fprintf(stderr,
+                     "towers: the plural forms did not load (a count reads '1 tower(s)')\n");
 
     Options o;
     QCommandLineParser parser;

@@ -30,12 +30,12 @@ LrFinderDialog::LrFinderDialog(const engine::TrainConfig& config,
     setWindowTitle(tr("Find a learning rate"));
     auto* top = new QVBoxLayout(this);
     auto* intro = new QLabel(
-        tr("The range test: %1 steps of %2 on %3 (%4 tower(s) × %5 examples per step), from %6, "
+        tr("The range test: %1 steps of %2 on %3 (%4 × %5 examples per step), from %6, "
            "the learning rate rising from %7 to %8 until the loss runs away. Where the loss falls "
            "fastest is a good learning rate (with one-cycle, the peak). Nothing is written.")
             .arg(options.steps)
-            .arg(QString::fromStdString(config.model), QString::fromStdString(config.dataset))
-            .arg(config.towers)
+            .arg(QString::fromStdString(config.model), QString::fromStdString(config.dataset),
+                 tr("%n tower(s)", nullptr, config.towers))
             .arg(config.batchPerTower)
             .arg(config.initFrom.empty()
                      ? tr("the seed's weights")

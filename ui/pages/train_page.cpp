@@ -241,9 +241,9 @@ void TrainPage::updateQueue()
     m_queueLabel->setVisible(!m_queue.empty());
     if (m_queue.empty()) return;
     const auto& c = m_queue.front().config;
-    QString text = tr("%n run(s) queued; next: %1 on %2, %3 tower(s)", nullptr, int(m_queue.size()))
-                       .arg(QString::fromStdString(c.model), QString::fromStdString(c.dataset))
-                       .arg(c.towers);
+    QString text = tr("%n run(s) queued; next: %1 on %2, %3", nullptr, int(m_queue.size()))
+                       .arg(QString::fromStdString(c.model), QString::fromStdString(c.dataset),
+                            tr("%n tower(s)", nullptr, c.towers));
     if (m_queueHeld && !active)
         text += tr(" — waiting, as the last run was stopped: Start next continues the queue");
     m_queueLabel->setText(text);

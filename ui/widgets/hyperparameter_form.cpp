@@ -298,7 +298,14 @@ void HyperparameterForm::buildUi()
     m_patience->setObjectName(QStringLiteral("patience"));
     m_patience->setRange(0, 99999);
     m_patience->setSpecialValueText(tr("never"));
-    m_patience->setSuffix(tr(" evaluation(s) without gain"));
+    // The suffix follows the count (" evaluation" for 1); QSpinBox takes one suffix for all.
+    // Set only when it changes: setting it writes the field's text again.
+    const auto patienceSuffix = [this](int n) {
+        const QString suffix = tr(" evaluation(s) without gain", nullptr, n);
+        if (m_patience->suffix() != suffix) m_patience->setSuffix(suffix);
+    };
+    patienceSuffix(m_patience->value());
+    connect(m_patience, &QSpinBox::valueChanged, this, patienceSuffix);
     m_patience->setToolTip(tr("Stop the run early once this many evaluations in a row were no "
                               "better than the best before them (its checkpoint is kept); needs "
                               "evaluations during the run"));
