@@ -18,6 +18,72 @@ class TestPlotWidget : public QObject
 {
     Q_OBJECT
 private slots:
+    // A narrow plot (the Runs page's at 1024 pixels: about 160 wide) has fewer x ticks, so that
+    // their labels keep apart ("50 100 150", not "50100150"); a wide one keeps QCustomPlot's.
+    void legendBelowKeepsItsNamesWhole()
+    {
+        for (const int width : {160, 600}) {
+            PlotWidget w;
+            w.resize(width, 240);
+            w.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&w));
+            w.addSeries(QStringLiteral("loss"));
+            w.addSeries(QStringLiteral("test cross-entropy"));
+            w.setLegendBelow(2);
+            w.addPoint(0, 1, 1.0);
+            w.addPoint(1, 1, 0.9);
+            w.replotNow();
+            const QCPLegend* legend = w.customPlot()->legend;
+            QVERIFY(legend->visible());
+            for (int i = 0; i < legend->itemCount(); ++i)
+                QVERIFY2(legend->item(i)->outerRect().width() >=
+                             legend->item(i)->minimumOuterSizeHint().width(),
+                         qPrintable(QStringLiteral("width %1: item %2 is %3 px, needs %4")
+                                        .arg(width)
+                                        .arg(i)
+                                        .arg(legend->item(i)->outerRect().width())
+                                        .arg(legend->item(i)->minimumOuterSizeHint().width())));
+            // Side by side where they fit.
+            QCOMPARE(legend->wrap(), width == 600 ? 2 : 1);
+        }
+    }
+
+    void tickLabelsKeepApart()
+    {
+        for (const int width : {160, 200, 260, 800}) {
+            PlotWidget w;
+            w.resize(width, 240);
+            w.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&w));
+            const int s = w.addSeries(QStringLiteral("loss"));
+            QVector<double> x, y;
+            for (int step = 10; step <= 344; step += 10) x << step, y << 1.0 / step;
+            w.addPoints(s, x, y);
+            w.replotNow();
+            const QCPAxis* axis = w.customPlot()->xAxis;
+            const QVector<double> ticks = axis->tickVector();
+            const QVector<QString> labels = axis->tickVectorLabels();
+            const QFontMetrics metrics(axis->tickLabelFont());
+            QVERIFY(ticks.size() >= 2);
+            for (int i = 0; i + 1 < ticks.size(); ++i) {
+                const double apart =
+                    axis->coordToPixel(ticks[i + 1]) - axis->coordToPixel(ticks[i]);
+                const double needed = (metrics.horizontalAdvance(labels[i]) +
+                                       metrics.horizontalAdvance(labels[i + 1])) /
+                                          2.0 +
+                                      metrics.horizontalAdvance(QLatin1Char('0'));
+                QVERIFY2(apart >= needed,
+                         qPrintable(QStringLiteral("width %1: %2 and %3 are %4 px apart, need %5")
+                                        .arg(width)
+                                        .arg(labels[i], labels[i + 1])
+                                        .arg(apart)
+                                        .arg(needed)));
+            }
+            if (width == 800)
+                QVERIFY2(ticks.size() >= 4, qPrintable(QString::number(ticks.size())));
+        }
+    }
+
     void seriesAndPoints()
     {
         PlotWidget w(QStringLiteral("loss"));

@@ -1,7 +1,9 @@
 #include "ui/plots/plot_widget.h"
 
 #include <QEvent>
+#include <QFontMetrics>
 #include <QHelpEvent>
+#include <QLocale>
 #include <QTimer>
 #include <QToolTip>
 #include <QVBoxLayout>
@@ -106,8 +108,10 @@ void PlotWidget::setLegendBelow(int columns)
         m_plot->legend->setIconSize(20, 10); // the names need the width more
         m_legendBelow = true;
     }
-    m_plot->legend->setFillOrder(QCPLegend::foColumnsFirst);
-    m_plot->legend->setWrap(std::max(1, columns));
+    m_legendColumns = std::max(1, columns);
+    m_plot->legend->setWrap(m_legendColumns);
+    m_plot->legend->setFillOrder(QCPLegend::foColumnsFirst, true); // in that wrap
+    fitLegendToWidth();
     requestReplot();
 }
 
@@ -304,6 +308,8 @@ void PlotWidget::rescale()
         else
             m_plot->xAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
     }
+    fitTicksToWidth();
+    fitLegendToWidth();
     if (m_fixedY) return;
     if (m_plot->yAxis->scaleType() == QCPAxis::stLogarithmic) {
         if (y.lower <= 0) y.lower = y.upper > 0 ? y.upper * 1e-3 : 1e-6;
@@ -367,6 +373,49 @@ void PlotWidget::resizeEvent(QResizeEvent* event)
 {
     QWidget::resizeEvent(event);
     m_empty->place();
+    const bool ticks = fitTicksToWidth();
+    if (fitLegendToWidth() || ticks) requestReplot();
+}
+
+bool PlotWidget::fitLegendToWidth()
+{
+    if (!m_legendBelow) return false;
+    QCPLegend* legend = m_plot->legend;
+    int widest = 1;
+    for (int i = 0; i < legend->itemCount(); ++i)
+        widest = std::max(widest, legend->item(i)->minimumOuterSizeHint().width());
+    const QMargins margins = legend->margins();
+    const int room = m_plot->width() - margins.left() - margins.right();
+    int columns = std::clamp((room + legend->columnSpacing()) / (widest + legend->columnSpacing()),
+                             1, m_legendColumns);
+    // Not taller than three rows (or the rows asked for): many runs' names are cut rather than
+    // take the plot's height.
+    const int items = legend->itemCount();
+    const auto rows = [items](int c) { return (items + c - 1) / c; };
+    while (columns < m_legendColumns && rows(columns) > std::max(3, rows(m_legendColumns)))
+        ++columns;
+    if (legend->wrap() == columns) return false;
+    legend->setWrap(columns);
+    legend->setFillOrder(legend->fillOrder(), true); // the items laid out again in that wrap
+    return true;
+}
+
+bool PlotWidget::fitTicksToWidth()
+{
+    QCPAxis* x = m_plot->xAxis;
+    if (x->scaleType() != QCPAxis::stLinear) return false;
+    // The widest label the range can have, and a gap of two digits' width after it.
+    const QFontMetrics metrics(x->tickLabelFont());
+    const double extent = std::max(std::abs(x->range().lower), std::abs(x->range().upper));
+    const int label = metrics.horizontalAdvance(
+        QLocale::c().toString(-extent, 'g', x->numberPrecision()) + QStringLiteral("00"));
+    // The axis rect's width as last laid out; before the first layout the plot's less a margin.
+    const int rect = m_plot->axisRect()->width();
+    const int width = rect > 0 ? std::min(rect, m_plot->width()) : m_plot->width() - 60;
+    const int count = std::clamp(width / std::max(1, label), 2, 5);
+    if (x->ticker()->tickCount() == count) return false;
+    x->ticker()->setTickCount(count);
+    return true;
 }
 
 } // namespace towers::ui

@@ -113,6 +113,12 @@ private:
     void doReplot();
     void updateEmptyMessage();
     void rescale();
+    // As many x ticks as the axis' width holds with room between their labels (at most
+    // QCustomPlot's 5): a narrow plot would run "50100150" together. True when it changed.
+    bool fitTicksToWidth();
+    // A legend below the plot in as many of its columns as the width holds whole (one at the
+    // least): a narrow plot would cut its names ("los"). True when it changed.
+    bool fitLegendToWidth();
 
     QCustomPlot* m_plot;
     QCPTextElement* m_title = nullptr;
@@ -125,6 +131,7 @@ private:
     QVector<bool> m_fractionalX; // per series: some point's x is not a whole number
     bool m_wholeXTicks = false;  // the x axis' ticker is WholeTicker
     bool m_legendBelow = false;
+    int m_legendColumns = 1; // asked for by setLegendBelow
     bool m_dirty = false;
     bool m_fixedY = false;
     double m_yLower = 0, m_yUpper = 1;
