@@ -90,9 +90,14 @@ MainWindow::MainWindow(app::AppSettings& settings, QWidget* parent)
     restoreConfig();
     connectPages();
     // A settings file that could be written at start and no longer can (a full disk, a folder
-    // made read-only): said when it happens, not only at exit.
+    // made read-only): said when it happens, not only at exit; and when it can be again.
     connect(&m_settings, &app::AppSettings::saveFailed, this, [this](const QString& error) {
-        showError(tr("Nothing you change from now on will be kept: %1").arg(error));
+        showError(tr("Your settings are not being saved: %1. Your changes are kept while Towers "
+                     "runs, and saved if the file can be written before it quits.")
+                      .arg(error));
+    });
+    connect(&m_settings, &app::AppSettings::saveRecovered, this, [this] {
+        appendLog(tr("The settings are saved again to %1").arg(m_settings.fileName()));
     });
 
     connect(m_sidebar, &QListWidget::currentRowChanged, m_stack, &QStackedWidget::setCurrentIndex);

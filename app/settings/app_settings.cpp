@@ -146,28 +146,28 @@ void AppSettings::sync()
 {
     m_writeTimer->stop();
     m_settings->sync();
+    // QSettings::status() keeps the first error it met for good (a FormatError read at start
+    // hides every later failure; an AccessError stays after the file can be written again): the
+    // file's path says whether it can be written now. An AccessError the path did not explain
+    // when it came (a full disk) stays a failure: nothing tells when it is over.
+    QString why = whyUnwritable(fileName());
+    if (m_settings->status() == QSettings::AccessError) {
+        if (!m_statusErrorSeen) m_statusErrorUnexplained = why.isEmpty();
+        m_statusErrorSeen = true;
+        if (why.isEmpty() && m_statusErrorUnexplained) why = QStringLiteral("writing it failed");
+    }
+    m_saveError =
+        why.isEmpty()
+            ? QString()
+            : QStringLiteral("the settings could not be saved to %1: %2").arg(fileName(), why);
 }
 
 void AppSettings::writeChanges()
 {
+    const bool wasFailing = !m_saveError.isEmpty();
     sync();
-    if (m_saveErrorSaid) return;
-    if (const QString error = saveError(); !error.isEmpty()) emit saveFailed(error); // said now
-}
-
-QString AppSettings::saveError() const
-{
-    switch (m_settings->status()) {
-    case QSettings::NoError:
-    case QSettings::FormatError: // readError(): what can be written is
-        return {};
-    case QSettings::AccessError:
-        break;
-    }
-    m_saveErrorSaid = true;
-    const QString why = whyUnwritable(fileName());
-    return QStringLiteral("the settings could not be saved to %1: %2")
-        .arg(fileName(), why.isEmpty() ? QStringLiteral("writing it failed") : why);
+    if (!wasFailing && !m_saveError.isEmpty()) emit saveFailed(m_saveError);
+    if (wasFailing && m_saveError.isEmpty()) emit saveRecovered();
 }
 
 QString AppSettings::readError() const

@@ -3,7 +3,8 @@
 // folders, the chosen dataset, the last run configuration, window geometry and page. Every value
 // has a sensible default, so a first start needs no setup. A change is written within a moment
 // (kWriteDelayMs), and a file that cannot be written then is said at once (saveFailed), not only at
-// exit.
+// exit; one that can be written again is said too (saveRecovered), QSettings then writing what it
+// kept.
 #include <QByteArray>
 #include <QObject>
 #include <QSettings>
@@ -53,14 +54,15 @@ public:
     int lastPage() const;
     void setLastPage(int page);
 
-    // Writes pending changes to storage now (also done kWriteDelayMs after each change).
+    // Writes pending changes to storage now (also done kWriteDelayMs after each change), and
+    // finds whether it could (saveError); emits nothing.
     void sync();
-    // Empty while every change could be written. Else why not, in a sentence that names the
-    // file: "the settings could not be saved to /x/towers.ini: it is a folder". QSettings keeps
-    // the changes in memory and says nothing; read this after sync(). A file that cannot be
-    // written is noticed when there is something to write (a folder in its place, at once).
-    // Reading it while it is not empty counts as the error said (saveFailed() is not emitted).
-    QString saveError() const;
+    // Empty while the last write (sync()) could be made. Else why not, in a sentence that names
+    // the file: "the settings could not be saved to /x/towers.ini: it is a folder". QSettings
+    // keeps the changes in memory, says nothing, and writes them at a later sync() that can. A
+    // file that cannot be written is noticed when there is something to write (a folder in its
+    // place, at once).
+    QString saveError() const { return m_saveError; }
     // Empty unless the file had lines that are not INI, in a sentence that names it: QSettings
     // reads the rest and writes the file again without them.
     QString readError() const;
@@ -71,9 +73,13 @@ public:
     static QString defaultRunsDir();
 
 signals:
-    // Once: writing a change failed (a file that became a folder or read-only during the
-    // session), and no one had read saveError() since it went wrong. `error` is saveError()'s.
+    // Writing changes, a moment after them, failed where the write before could be made (a
+    // file that became a folder or read-only during the session): once until it can again.
+    // `error` is saveError()'s. A failure found by a sync() of the caller's is not signalled.
     void saveFailed(const QString& error);
+    // Writing changes, a moment after them, could be made again after a failure: what QSettings
+    // kept is in the file now.
+    void saveRecovered();
 
 private:
     explicit AppSettings(std::unique_ptr<QSettings> settings);
@@ -82,7 +88,10 @@ private:
 
     std::unique_ptr<QSettings> m_settings;
     QTimer* m_writeTimer;
-    mutable bool m_saveErrorSaid = false;
+    QString m_saveError; // as of the last sync()
+    // QSettings' AccessError (it keeps its first error for good): seen, and whether the file's
+    // path told why when it came.
+    bool m_statusErrorSeen = false, m_statusErrorUnexplained = false;
 };
 
 } // namespace towers::app

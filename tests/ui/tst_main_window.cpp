@@ -487,6 +487,13 @@ private slots:
         w.showPage(MainWindow::Data);
         QTest::qWait(2 * towers::app::AppSettings::kWriteDelayMs + 100);
         QCOMPARE(w.banner()->messageCount(), 1);
+        // The file writable again: said in the log with the next change's write.
+        QVERIFY(QDir(file).removeRecursively());
+        w.showPage(MainWindow::Train);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            w.log()->toPlainText().contains(
+                QStringLiteral("The settings are saved again to %1").arg(file)),
+            5000);
     }
 
     // A start that fails at once (the run folder locked by another trainer) is said as a failure,
