@@ -866,175 +866,188 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     // event loop below reads it; the trainer then stops after its first step, writing a
     // checkpoint.
     InterruptNotifier interrupts(InterruptNotifier::ClosedOutput::Interrupts);
-    engine::SessionOptions so;
-    if (resume) {
-        ResumeRequest r;
-        r.runDir = runDir;
-        r.searchPath = searchPath;
-        r.restart = p.isSet(QStringLiteral("restart"));
-        r.loaderWorkers = workers;
-        r.config = c; // read above, with the changes a resume allows
-        so = planResume(std::move(r));
-    } else {
-        NewRunRequest r;
-        r.config = c;
-        r.runDir = runDir;
-        r.runsDir = defaultRunsDir();
-        r.searchPath = searchPath;
-        r.overwrite = p.isSet(QStringLiteral("overwrite"));
-        r.loaderWorkers = workers;
-        so = planNewRun(std::move(r)); // InvalidArgument naming the field -> exit 2
-    }
-    so.processes = group;
-    std::unique_ptr<engine::TrainingSession> sessionPtr;
-    runDir = QString::fromStdString(so.runDirectory.string());
-    io.err.flush(); // the notes above come before what the run prints
-    if (!json) observer.holdLog();
+    // --json ends with one event, also where the run cannot start (its folder locked, its data
+    // missing) or fails with an error of another kind (out of memory): said as ever besides.
+    const auto sayFailed = [&](const char* message) {
+        if (json)
+            observer.print({{QStringLiteral("event"), QStringLiteral("failed")},
+                            {QStringLiteral("message"), QString::fromUtf8(message)}});
+    };
     try {
-        sessionPtr = std::make_unique<engine::TrainingSession>(so, &observer);
-    } catch (const engine::RunFolderHoldsRun& e) {
-        observer.releaseLog();
-        io.err << "towers-cli train: error: " << e.what()
-               << ".\nContinue it with --resume, or start a new run "
-               << "there with --overwrite (the earlier run's files are moved to " << runDir
-               << "/set-aside/, never deleted).\n";
-        return ExitUsage;
-    } catch (const engine::NoCheckpointLoads& e) {
-        observer.releaseLog();
-        io.err << "towers-cli train: error: " << e.what()
-               << "\nTo start this run over from step 0, add --restart "
-               << "(its files are moved to " << runDir << "/set-aside/, never deleted).\n";
-        return ExitFailure;
-    }
-    engine::TrainingSession& session = *sessionPtr;
-    runDir = QString::fromStdString(
-        session.options().runDirectory.string()); // a new folder: the one made
-    if (!json)
-        io.out << "run folder " << runDir << "\n"
-               << "dataset    " << QString::fromStdString(session.dataset().name) << " from "
-               << QString::fromStdString(session.dataset().location.string()) << " ("
-               << session.dataset().train.count << " train, " << session.dataset().test.count
-               << " test)\n";
-    io.out.flush();
-    observer.releaseLog();
-    if (lengthBefore && lead)
-        if (const QString change = scheduleChange(*lengthBefore, session.trainer());
-            !change.isEmpty()) {
-            io.err << "towers-cli train: note: " << change << "\n";
-            io.err.flush(); // now, not when the run is over
-        }
-
-    // The trainer runs on its own thread so that Ctrl-C (delivered to this thread's event loop)
-    // can ask it to stop; it then finishes the step, writes a checkpoint and returns.
-    // Its output's reader going away (`towers-cli train | head`) stops it so too: a run killed by
-    // SIGPIPE would leave no checkpoint of what it trained.
-    QEventLoop loop;
-    QObject::connect(&interrupts, &InterruptNotifier::interrupted, &loop, [&](int sig) {
-        if (sig == SIGPIPE) {
-            io.err << "towers-cli train: the output was closed: stopping after this step and "
-                      "writing a checkpoint\n";
-            io.err.flush();
+        engine::SessionOptions so;
+        if (resume) {
+            ResumeRequest r;
+            r.runDir = runDir;
+            r.searchPath = searchPath;
+            r.restart = p.isSet(QStringLiteral("restart"));
+            r.loaderWorkers = workers;
+            r.config = c; // read above, with the changes a resume allows
+            so = planResume(std::move(r));
         } else {
-            observer.onLog(std::string("interrupted: stopping after this step and writing a "
-                                       "checkpoint (") +
-                           (sig == SIGINT ? "Ctrl-C again"
-                                          : std::string("another SIG") + ::sigabbrev_np(sig)) +
-                           " kills it)");
+            NewRunRequest r;
+            r.config = c;
+            r.runDir = runDir;
+            r.runsDir = defaultRunsDir();
+            r.searchPath = searchPath;
+            r.overwrite = p.isSet(QStringLiteral("overwrite"));
+            r.loaderWorkers = workers;
+            so = planNewRun(std::move(r)); // InvalidArgument naming the field -> exit 2
         }
-        session.trainer().requestStop();
-    });
-    engine::Trainer::Outcome outcome = engine::Trainer::Outcome::Finished;
-    std::exception_ptr failure;
-    observer.startBackgroundOutput();
-    std::thread worker([&] {
+        so.processes = group;
+        std::unique_ptr<engine::TrainingSession> sessionPtr;
+        runDir = QString::fromStdString(so.runDirectory.string());
+        io.err.flush(); // the notes above come before what the run prints
+        if (!json) observer.holdLog();
         try {
-            outcome = session.run();
-        } catch (...) {
-            failure = std::current_exception();
-        }
-        QMetaObject::invokeMethod(&loop, &QEventLoop::quit, Qt::QueuedConnection);
-    });
-    loop.exec();
-    worker.join();
-    observer.finishBackgroundOutput();
-    if (failure) {
-        try {
-            std::rethrow_exception(failure);
-        } catch (const engine::Error& e) {
-            // Diverged, bad data, disk full...: the message says what; the last good checkpoint
-            // stays.
-            if (json)
-                observer.print({{QStringLiteral("event"), QStringLiteral("failed")},
-                                {QStringLiteral("message"), QString::fromUtf8(e.what())}});
-            io.err << "towers-cli train: error: " << e.what() << "\n";
-            if (!observer.lastCheckpoint().isEmpty())
-                io.err << "the last good checkpoint is " << observer.lastCheckpoint() << "\n";
+            sessionPtr = std::make_unique<engine::TrainingSession>(so, &observer);
+        } catch (const engine::RunFolderHoldsRun& e) {
+            sayFailed(e.what());
+            observer.releaseLog();
+            io.err << "towers-cli train: error: " << e.what()
+                   << ".\nContinue it with --resume, or start a new run "
+                   << "there with --overwrite (the earlier run's files are moved to " << runDir
+                   << "/set-aside/, never deleted).\n";
+            return ExitUsage;
+        } catch (const engine::NoCheckpointLoads& e) {
+            sayFailed(e.what());
+            observer.releaseLog();
+            io.err << "towers-cli train: error: " << e.what()
+                   << "\nTo start this run over from step 0, add --restart "
+                   << "(its files are moved to " << runDir << "/set-aside/, never deleted).\n";
             return ExitFailure;
         }
-    }
-    const auto& t = session.trainer();
-    const bool stopped = outcome == engine::Trainer::Outcome::Stopped;
-    const bool early = outcome == engine::Trainer::Outcome::StoppedEarly;
-    // With a validation set, the checkpoint to keep is the one best on it (rotation kept it);
-    // the test set measures it once, afterwards.
-    std::optional<engine::BestCheckpoint> best;
-    if (!stopped && t.config().validation > 0 && t.writesRun())
-        best = engine::bestCheckpoint(
-            session.trainer().runDirectory().checkpoints(),
-            engine::readEvaluations(session.trainer().runDirectory().evalPath()));
-    // The run's newest checkpoint: the one this process wrote last, or, when it wrote none (a
-    // resume of a finished or stopped-early run, which ends at once), the one it restored.
-    QString checkpoint = observer.lastCheckpoint();
-    if (checkpoint.isEmpty() && t.writesRun()) {
-        const auto all = session.trainer().runDirectory().checkpoints();
-        if (!all.empty()) checkpoint = QString::fromStdString(all.back().path.string());
-    }
-    if (json) {
-        QJsonObject end{{QStringLiteral("event"),
-                         stopped ? QStringLiteral("stopped") : QStringLiteral("finished")},
-                        {QStringLiteral("step"), qint64(t.step())},
-                        {QStringLiteral("run_dir"), runDir},
-                        {QStringLiteral("checkpoint"), checkpoint}};
-        if (!stopped) end.insert(QStringLiteral("stopped_early"), early);
-        if (observer.haveEval()) {
-            end.insert(QStringLiteral("precision_at_1"), observer.lastEval().precisionAt1);
-            end.insert(QStringLiteral("set"), QString::fromStdString(observer.lastEval().set));
+        engine::TrainingSession& session = *sessionPtr;
+        runDir = QString::fromStdString(
+            session.options().runDirectory.string()); // a new folder: the one made
+        if (!json)
+            io.out << "run folder " << runDir << "\n"
+                   << "dataset    " << QString::fromStdString(session.dataset().name) << " from "
+                   << QString::fromStdString(session.dataset().location.string()) << " ("
+                   << session.dataset().train.count << " train, " << session.dataset().test.count
+                   << " test)\n";
+        io.out.flush();
+        observer.releaseLog();
+        if (lengthBefore && lead)
+            if (const QString change = scheduleChange(*lengthBefore, session.trainer());
+                !change.isEmpty()) {
+                io.err << "towers-cli train: note: " << change << "\n";
+                io.err.flush(); // now, not when the run is over
+            }
+
+        // The trainer runs on its own thread so that Ctrl-C (delivered to this thread's event loop)
+        // can ask it to stop; it then finishes the step, writes a checkpoint and returns.
+        // Its output's reader going away (`towers-cli train | head`) stops it so too: a run killed
+        // by SIGPIPE would leave no checkpoint of what it trained.
+        QEventLoop loop;
+        QObject::connect(&interrupts, &InterruptNotifier::interrupted, &loop, [&](int sig) {
+            if (sig == SIGPIPE) {
+                io.err << "towers-cli train: the output was closed: stopping after this step and "
+                          "writing a checkpoint\n";
+                io.err.flush();
+            } else {
+                observer.onLog(std::string("interrupted: stopping after this step and writing a "
+                                           "checkpoint (") +
+                               (sig == SIGINT ? "Ctrl-C again"
+                                              : std::string("another SIG") + ::sigabbrev_np(sig)) +
+                               " kills it)");
+            }
+            session.trainer().requestStop();
+        });
+        engine::Trainer::Outcome outcome = engine::Trainer::Outcome::Finished;
+        std::exception_ptr failure;
+        observer.startBackgroundOutput();
+        std::thread worker([&] {
+            try {
+                outcome = session.run();
+            } catch (...) {
+                failure = std::current_exception();
+            }
+            QMetaObject::invokeMethod(&loop, &QEventLoop::quit, Qt::QueuedConnection);
+        });
+        loop.exec();
+        worker.join();
+        observer.finishBackgroundOutput();
+        if (failure) {
+            try {
+                std::rethrow_exception(failure);
+            } catch (const engine::Error& e) {
+                // Diverged, bad data, disk full...: the message says what; the last good checkpoint
+                // stays.
+                sayFailed(e.what());
+                io.err << "towers-cli train: error: " << e.what() << "\n";
+                if (!observer.lastCheckpoint().isEmpty())
+                    io.err << "the last good checkpoint is " << observer.lastCheckpoint() << "\n";
+                return ExitFailure;
+            }
         }
-        if (best) {
-            end.insert(QStringLiteral("best_checkpoint"),
-                       QString::fromStdString(best->file.path.string()));
-            end.insert(QStringLiteral("best_precision_at_1"), best->precisionAt1);
+        const auto& t = session.trainer();
+        const bool stopped = outcome == engine::Trainer::Outcome::Stopped;
+        const bool early = outcome == engine::Trainer::Outcome::StoppedEarly;
+        // With a validation set, the checkpoint to keep is the one best on it (rotation kept it);
+        // the test set measures it once, afterwards.
+        std::optional<engine::BestCheckpoint> best;
+        if (!stopped && t.config().validation > 0 && t.writesRun())
+            best = engine::bestCheckpoint(
+                session.trainer().runDirectory().checkpoints(),
+                engine::readEvaluations(session.trainer().runDirectory().evalPath()));
+        // The run's newest checkpoint: the one this process wrote last, or, when it wrote none (a
+        // resume of a finished or stopped-early run, which ends at once), the one it restored.
+        QString checkpoint = observer.lastCheckpoint();
+        if (checkpoint.isEmpty() && t.writesRun()) {
+            const auto all = session.trainer().runDirectory().checkpoints();
+            if (!all.empty()) checkpoint = QString::fromStdString(all.back().path.string());
         }
-        observer.print(end);
-    }
-    // With its output closed, the end still reaches the user: on the error stream.
-    const bool outputClosed = interrupts.received() == SIGPIPE;
-    if (!json || outputClosed) {
-        QTextStream& say = outputClosed ? io.err : io.out;
-        say << (stopped ? "stopped"
-                : early ? "stopped early"
-                        : "finished")
-            << " at step " << t.step() << " of " << t.totalSteps();
-        if (observer.haveEval())
-            say << ", " << QString::fromStdString(observer.lastEval().set) << " precision @ 1 = "
-                << QString::number(100 * observer.lastEval().precisionAt1, 'f', 2) << "%"
-                << (observer.lastEval().ema ? " (moving averages)" : "");
-        say << "\ncheckpoint " << checkpoint << "\n";
-        if (best) {
-            say << "best on the validation set: step " << best->file.step << " ("
-                << QString::number(100 * best->precisionAt1, 'f', 2) << "%), "
-                << QString::fromStdString(best->file.path.string()) << "\n"
-                << "measure it on the test set: towers-cli eval --checkpoint " << shellWord(runDir)
-                << " --best\n";
-        } else if (!stopped && !checkpoint.isEmpty()) {
-            say << "use it: towers-cli classify --checkpoint " << shellWord(checkpoint)
-                << " IMAGE... (or eval, export; towers-cli runs lists the runs)\n";
+        if (json) {
+            QJsonObject end{{QStringLiteral("event"),
+                             stopped ? QStringLiteral("stopped") : QStringLiteral("finished")},
+                            {QStringLiteral("step"), qint64(t.step())},
+                            {QStringLiteral("run_dir"), runDir},
+                            {QStringLiteral("checkpoint"), checkpoint}};
+            if (!stopped) end.insert(QStringLiteral("stopped_early"), early);
+            if (observer.haveEval()) {
+                end.insert(QStringLiteral("precision_at_1"), observer.lastEval().precisionAt1);
+                end.insert(QStringLiteral("set"), QString::fromStdString(observer.lastEval().set));
+            }
+            if (best) {
+                end.insert(QStringLiteral("best_checkpoint"),
+                           QString::fromStdString(best->file.path.string()));
+                end.insert(QStringLiteral("best_precision_at_1"), best->precisionAt1);
+            }
+            observer.print(end);
         }
-        if (stopped) say << "continue with: " << resumeCommandLine(runDir, processes) << "\n";
+        // With its output closed, the end still reaches the user: on the error stream.
+        const bool outputClosed = interrupts.received() == SIGPIPE;
+        if (!json || outputClosed) {
+            QTextStream& say = outputClosed ? io.err : io.out;
+            say << (stopped ? "stopped"
+                    : early ? "stopped early"
+                            : "finished")
+                << " at step " << t.step() << " of " << t.totalSteps();
+            if (observer.haveEval())
+                say << ", " << QString::fromStdString(observer.lastEval().set)
+                    << " precision @ 1 = "
+                    << QString::number(100 * observer.lastEval().precisionAt1, 'f', 2) << "%"
+                    << (observer.lastEval().ema ? " (moving averages)" : "");
+            say << "\ncheckpoint " << checkpoint << "\n";
+            if (best) {
+                say << "best on the validation set: step " << best->file.step << " ("
+                    << QString::number(100 * best->precisionAt1, 'f', 2) << "%), "
+                    << QString::fromStdString(best->file.path.string()) << "\n"
+                    << "measure it on the test set: towers-cli eval --checkpoint "
+                    << shellWord(runDir) << " --best\n";
+            } else if (!stopped && !checkpoint.isEmpty()) {
+                say << "use it: towers-cli classify --checkpoint " << shellWord(checkpoint)
+                    << " IMAGE... (or eval, export; towers-cli runs lists the runs)\n";
+            }
+            if (stopped) say << "continue with: " << resumeCommandLine(runDir, processes) << "\n";
+        }
+        // 128 + the signal's number, as a shell reports a program the signal ended (130 for Ctrl-C,
+        // 143 for SIGTERM, 129 for SIGHUP).
+        return stopped && interrupts.received() ? 128 + interrupts.received() : ExitOk;
+    } catch (const std::exception& e) {
+        sayFailed(e.what());
+        throw;
     }
-    // 128 + the signal's number, as a shell reports a program the signal ended (130 for Ctrl-C,
-    // 143 for SIGTERM, 129 for SIGHUP).
-    return stopped && interrupts.received() ? 128 + interrupts.received() : ExitOk;
 }
 
 } // namespace towers::app

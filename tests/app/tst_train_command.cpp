@@ -27,6 +27,7 @@
 #include "engine/cpu/onednn_ops.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/run_lock.h"
 #include "engine/train/train_config.h"
 
 namespace fs = std::filesystem;
@@ -891,6 +892,21 @@ private slots:
             QVERIFY2(r.err.contains(QStringLiteral("towers-cli lr-find --towers 6 ...")),
                      qPrintable(r.err));
         }
+    }
+
+    // With --json, a run that cannot start (its folder held by another trainer) ends with a
+    // "failed" event giving the reason, as one that fails while training does.
+    void aRunThatCannotStartEndsFailedInJson()
+    {
+        const QString dir = path(QStringLiteral("runs/held"));
+        const engine::RunLock held = engine::RunLock::acquire(dir.toStdString(), "a test");
+        const CliRun r = run(small(dir) + QStringList{"--steps", "2"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(!r.events.isEmpty(), qPrintable(r.out + r.err));
+        const QJsonObject end = r.events.last();
+        QCOMPARE(end.value(QStringLiteral("event")).toString(), QStringLiteral("failed"));
+        QVERIFY2(end.value(QStringLiteral("message")).toString().contains(QStringLiteral("a test")),
+                 qPrintable(r.out));
     }
 
     void refusedRunLeavesNoFolder()
