@@ -525,6 +525,52 @@ private slots:
         QCOMPARE(page.modelFilePath(), path);
     }
 
+    // The saved file chosen another way (Open model file…): Edit… of the first network shows its
+    // own text again, not that file's.
+    void savedFileOpenedElsewhereIsNoLongerReopened()
+    {
+        QTemporaryDir dir;
+        ModelPage page;
+        page.setModelName(QStringLiteral("fashion-fast"));
+        QPushButton* edit = nullptr;
+        for (auto* b : page.findChildren<QPushButton*>())
+            if (b->text() == QStringLiteral("Edit…")) edit = b;
+        QVERIFY(edit);
+        const QString path = dir.filePath(QStringLiteral("mine.json"));
+        const auto inEditor = [edit](const std::function<void(ModelFileEditor&)>& act) {
+            bool done = false;
+            QTimer::singleShot(0, [&] {
+                auto* editor = qobject_cast<ModelFileEditor*>(QApplication::activeModalWidget());
+                if (editor) act(*editor);
+                done = editor;
+                if (editor) editor->done(QDialog::Rejected);
+            });
+            QTest::mouseClick(edit, Qt::LeftButton);
+            return done;
+        };
+        QString builtIn;
+        QVERIFY(inEditor([&](ModelFileEditor& editor) {
+            QVERIFY(waitChecked(editor));
+            builtIn = editor.text();
+            editor.setText(QString(builtIn).replace(QStringLiteral("\"filters\": 32"),
+                                                    QStringLiteral("\"filters\": 16")));
+            QString error;
+            QVERIFY2(editor.saveAs(path, &error), qPrintable(error));
+            QVERIFY(waitChecked(editor));
+        }));
+        QString error;
+        QVERIFY2(page.openModelFile(path, &error), qPrintable(error));
+        QCOMPARE(page.modelName(), QStringLiteral("my-fashion-fast"));
+        page.setModelName(QStringLiteral("fashion-fast"));
+        QString text, textPath;
+        QVERIFY(inEditor([&](ModelFileEditor& editor) {
+            text = editor.text();
+            textPath = editor.path();
+        }));
+        QCOMPARE(textPath, QString());
+        QCOMPARE(text, builtIn);
+    }
+
     // Typing checks off the GUI thread: a mistake in the text at once, a network's layers and
     // parameters (which take building it: seconds and gigabytes for a large one, which froze the
     // window) once the build answers, "Use" waiting for it; an answer for text changed since is

@@ -202,6 +202,7 @@ bool ModelPage::openModelFile(const QString& path, QString* error)
         const engine::ModelInfo& info = engine::loadModelFile(path.toStdString());
         m_lastFolder = QFileInfo(path).absolutePath();
         m_paths[&info] = path;
+        forgetSavedNotChosen(path); // chosen now
         setModel(info);
         return true;
     } catch (const std::exception& e) {
@@ -275,6 +276,14 @@ void ModelPage::editModel()
         editorCancelled(*editor);
 }
 
+void ModelPage::forgetSavedNotChosen(const QString& path)
+{
+    const QString file = QFileInfo(path).absoluteFilePath();
+    for (auto it = m_savedNotChosen.begin(); it != m_savedNotChosen.end();)
+        it = QFileInfo(it.value()).absoluteFilePath() == file ? m_savedNotChosen.erase(it)
+                                                              : std::next(it);
+}
+
 void ModelPage::editorCancelled(const ModelFileEditor& editor)
 {
     if (editor.savedPath().isEmpty()) return; // nothing written: nothing to say
@@ -290,6 +299,7 @@ void ModelPage::useEdited(const ModelFileEditor& editor)
 {
     if (!editor.network()) return;
     m_savedNotChosen.remove(&model()); // what it was edited into is chosen now
+    if (!editor.path().isEmpty()) forgetSavedNotChosen(editor.path());
     const engine::ModelInfo& kept = engine::keepModel(*editor.network());
     if (!editor.path().isEmpty() && !editor.isModified()) {
         m_paths[&kept] = editor.path();

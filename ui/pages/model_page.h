@@ -91,6 +91,8 @@ protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
+    // Drops the saved-not-chosen file `path` from every network's entry: it is chosen now.
+    void forgetSavedNotChosen(const QString& path);
     bool m_sameRecipe = false; // setModel: the new network trains with the shown one's recipe
     // The form's column as wide as the form's minimum (its fields' texts change it).
     void fitFormColumn();
@@ -120,7 +122,8 @@ private:
     // The file each model file's network was opened from or saved to (the networks are kept for
     // the process: engine::keepModel).
     QHash<const engine::ModelInfo*, QString> m_paths;
-    // The file an Edit… of each network saved and then cancelled (editorCancelled).
+    // The file an Edit… of each network saved and then cancelled (editorCancelled), until that
+    // file is chosen (forgetSavedNotChosen).
     QHash<const engine::ModelInfo*, QString> m_savedNotChosen;
     QString m_lastFolder; // where the last model file was opened or saved
     QLabel* m_description;
