@@ -430,6 +430,33 @@ private slots:
         QVERIFY(page.statusText().startsWith(QStringLiteral("Failed")));
     }
 
+    // Stop before the session has started (the data loading): the status says nothing was
+    // trained, not "Stopped at step 0; the checkpoint is saved". The stop races the start: when
+    // the session wins, the run stops after a step and says so with its checkpoint.
+    void stopWhileLoadingSaysNothingWasSaved()
+    {
+        QTemporaryDir runs;
+        TrainPage page;
+        page.setOptionsProvider([&](QString*) {
+            return std::optional(
+                tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 1000, 1));
+        });
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        page.start();
+        page.stop(); // at once: the worker's thread is still making the session
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(finished.at(0).at(0).value<towers::app::TrainingWorker::Outcome>(),
+                 towers::app::TrainingWorker::Outcome::Stopped);
+        const bool trained = !QDir(runs.filePath(QStringLiteral("r/checkpoints")))
+                                  .entryList({QStringLiteral("*.safetensors")})
+                                  .isEmpty();
+        QVERIFY2(page.statusText().startsWith(trained
+                                                  ? QStringLiteral("Stopped at step")
+                                                  : QStringLiteral("Stopped before the first "
+                                                                   "step: nothing was trained")),
+                 qPrintable(page.statusText()));
+    }
+
     // A run folder another trainer holds (here this process, as a second program would): the
     // page says so, naming the folder and the holder; a folder that holds a run is not touched.
     void busyOrOccupiedFolderIsRefused()

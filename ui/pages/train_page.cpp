@@ -439,9 +439,12 @@ void TrainPage::onFinished(app::TrainingWorker::Outcome outcome, const QString& 
     const qint64 step =
         m_controller->finalStep() >= 0 ? m_controller->finalStep() : m_history.lastStep();
     m_outcomeText =
-        outcome == O::Failed ? tr("Failed: %1").arg(message)
-        : outcome == O::Finished
-            ? tr("Finished: %1 steps.").arg(QLocale().toString(step))
+        outcome == O::Failed     ? tr("Failed: %1").arg(message)
+        : outcome == O::Finished ? tr("Finished: %1 steps.").arg(QLocale().toString(step))
+        // Stopped while the session was made (the data loading, the towers being built): no
+        // step ran, no checkpoint was written.
+        : m_controller->finalStep() < 0
+            ? tr("Stopped before the first step: nothing was trained or saved.")
             : tr("Stopped at step %1; the checkpoint is saved (resume it from Runs & checkpoints).")
                   .arg(QLocale().toString(step));
     if (outcome == O::Finished) m_progress->setValue(1000);
