@@ -513,11 +513,12 @@ int resolveCheckpoint(const QString& given, const QString& option, const QString
                                             "takes its newest\n")
                                  .arg(evaluations.empty()
                                           ? QStringLiteral("eval.jsonl records no evaluation")
-                                          : QStringLiteral("eval.jsonl's %1 at steps with "
-                                                           "no checkpoint left")
-                                                .arg(QString::fromStdString(engine::counted(
-                                                    qint64(evaluations.size()), "evaluation is",
-                                                    "evaluations are"))))
+                                          : QStringLiteral("eval.jsonl's %1 with no "
+                                                           "checkpoint left")
+                                                .arg(QString::fromStdString(
+                                                    engine::counted(qint64(evaluations.size()),
+                                                                    "evaluation is at a step",
+                                                                    "evaluations are at steps"))))
                                  .arg(option));
             return ExitFailure;
         }

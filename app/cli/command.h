@@ -221,7 +221,7 @@ int resolveCheckpoint(const QString& given, const QString& option, const QString
                       std::optional<engine::VerifiedCheckpoint>* verified = nullptr);
 
 // engine::cpu::threadsBeyondCores's note on stderr, as train's log gives it, where `threads`
-// compute threads (`breakdown`: "2 tower(s) x 32 per tower") are more than this machine's cores.
+// compute threads (`breakdown`: "2 towers x 32 per tower") are more than this machine's cores.
 // `advice`: what would use the cores better.
 void noteThreadsBeyondCores(CommandIo& io, const QString& command, long threads,
                             const QString& breakdown, const QString& advice);

@@ -532,7 +532,7 @@ private slots:
         QVERIFY2(none.err.contains(QStringLiteral("no checkpoint of the run ") +
                                    QDir(other).absolutePath() +
                                    QStringLiteral(" was evaluated (eval.jsonl's 1 evaluation is "
-                                                  "at steps with no checkpoint left); "
+                                                  "at a step with no checkpoint left); "
                                                   "without --best, --checkpoint takes its newest")),
                  qPrintable(none.err));
     }
