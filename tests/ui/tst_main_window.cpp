@@ -79,6 +79,18 @@ void useTinyMnist(towers::app::AppSettings& settings, const QTemporaryDir& dir)
 }
 } // namespace
 
+namespace {
+
+// Waits for the window's Data page to load its dataset (at once where it has); whether it did.
+bool waitForDataset(MainWindow& w)
+{
+    if (w.dataPage()->loadedDataset()) return true;
+    QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
+    return loaded.wait(20000);
+}
+
+} // namespace
+
 class TestMainWindow : public QObject
 {
     Q_OBJECT
@@ -208,10 +220,7 @@ private slots:
         MainWindow w(settings);
         w.show();
         QVERIFY(QTest::qWaitForWindowExposed(&w));
-        if (!w.dataPage()->loadedDataset()) {
-            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
-            QVERIFY(loaded.wait(20000));
-        }
+        QVERIFY(waitForDataset(w));
         w.resize(1024, 640);
         QTRY_COMPARE(w.size(), QSize(1024, 640));
         checkNoSidewaysScrolling(w);
@@ -282,11 +291,6 @@ private slots:
         towers::test::writeIdxDataset(
             towers::test::fsPath(dir.filePath(QStringLiteral("data/fashion-mnist"))), 64, 32, 28,
             28, /*gz=*/false, /*seed=*/5);
-        const auto waitForData = [](MainWindow& w) {
-            if (w.dataPage()->loadedDataset()) return true;
-            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
-            return loaded.wait(20000);
-        };
         towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
         settings.setDataDir(dir.filePath(QStringLiteral("data")));
         settings.setRunsDir(dir.filePath(QStringLiteral("runs")));
@@ -295,7 +299,7 @@ private slots:
             w.show();
             QTRY_COMPARE_WITH_TIMEOUT(w.dataPage()->datasetName(), QStringLiteral("fashion-mnist"),
                                       20000);
-            QVERIFY(waitForData(w));
+            QVERIFY(waitForDataset(w));
             QCOMPARE(w.modelPage()->modelName(), QStringLiteral("fashion-fast"));
             const QString log = w.log()->toPlainText();
             QVERIFY2(!log.contains(QStringLiteral("switching")), qPrintable(log));
@@ -305,7 +309,7 @@ private slots:
         settings.setLastConfigJson(QString::fromStdString(saved.toJson()));
         MainWindow w(settings);
         w.show();
-        QVERIFY(waitForData(w));
+        QVERIFY(waitForDataset(w));
         QCOMPARE(w.modelPage()->modelName(), QStringLiteral("fashion-fast"));
         const QString log = w.log()->toPlainText();
         QVERIFY2(
@@ -359,10 +363,7 @@ private slots:
             w.show();
             QTRY_COMPARE_WITH_TIMEOUT(w.dataPage()->datasetName(), QStringLiteral("cifar100"),
                                       20000);
-            if (!w.dataPage()->loadedDataset()) {
-                QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
-                QVERIFY(loaded.wait(20000));
-            }
+            QVERIFY(waitForDataset(w));
             QCOMPARE(w.modelPage()->modelName(),
                      edit ? QStringLiteral("cifar10-tutorial") : QString::fromStdString(own));
             if (edit) QCOMPARE(w.modelPage()->form()->config().schedule.lr, 0.0123);
@@ -503,10 +504,7 @@ private slots:
         towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
         useTinyMnist(settings, dir);
         MainWindow w(settings);
-        if (!w.dataPage()->loadedDataset()) {
-            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
-            QVERIFY(loaded.wait(20000));
-        }
+        QVERIFY(waitForDataset(w));
         QString error;
         auto options = w.newRunOptions(&error);
         QVERIFY2(options, qPrintable(error));
@@ -620,10 +618,7 @@ private slots:
         towers::app::AppSettings settings(towers::test::settingsFile(dir.path()));
         useTinyMnist(settings, dir);
         MainWindow w(settings);
-        if (!w.dataPage()->loadedDataset()) {
-            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
-            QVERIFY(loaded.wait(20000));
-        }
+        QVERIFY(waitForDataset(w));
         QVERIFY(w.modelPage()->modelName() != QStringLiteral("fashion-wide"));
         // Checkpoints of the two models (one that cannot be read is refused by the form).
         const auto checkpointOf = [&dir](const char* model) {
@@ -673,10 +668,7 @@ private slots:
             towers::app::AppSettings settings(file);
             useTinyMnist(settings, dir);
             MainWindow w(settings);
-            if (!w.dataPage()->loadedDataset()) {
-                QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
-                QVERIFY(loaded.wait(20000));
-            }
+            QVERIFY(waitForDataset(w));
             QFile out(net);
             QVERIFY(out.open(QIODevice::WriteOnly));
             out.write(towers::test::fashionFastDefinition("mine").c_str());
@@ -750,10 +742,7 @@ private slots:
         towers::engine::RunDirectory(run.toStdString()).writeConfig(c.toJson());
 
         MainWindow w(settings);
-        if (!w.dataPage()->loadedDataset()) {
-            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
-            QVERIFY(loaded.wait(20000));
-        }
+        QVERIFY(waitForDataset(w));
         w.modelPage()->setModelName(QStringLiteral("mnist-convnet"));
         emit w.runsPage()->newRunLikeRequested(run);
         QCOMPARE(w.currentPage(), int(MainWindow::Model));
@@ -801,10 +790,7 @@ private slots:
         useTinyMnist(settings, dir);
         MainWindow w(settings);
         w.show();
-        if (!w.dataPage()->loadedDataset()) {
-            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
-            QVERIFY(loaded.wait(20000));
-        }
+        QVERIFY(waitForDataset(w));
         w.trainPage()->enqueue();
         QCOMPARE(w.trainPage()->queuedRuns(), 1);
         w.setCloseQuestionAnswer(false);
@@ -883,10 +869,7 @@ private slots:
         }
         useTinyMnist(settings, dir);
         MainWindow w(settings);
-        if (!w.dataPage()->loadedDataset()) {
-            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
-            QVERIFY(loaded.wait(20000));
-        }
+        QVERIFY(waitForDataset(w));
         QString error;
         const auto runOptions = w.newRunOptions(&error);
         QVERIFY2(runOptions, qPrintable(error));
@@ -965,10 +948,7 @@ private slots:
         QCOMPARE(devices->allreduce(), defaults.allreduce);
         QCOMPARE(devices->cudaGraphs(), defaults.cudaGraphs);
         QCOMPARE(devices->bucketMb(), defaults.bucketMb);
-        if (!w.dataPage()->loadedDataset()) {
-            QSignalSpy loaded(w.dataPage(), &towers::ui::DataPage::datasetLoaded);
-            QVERIFY(loaded.wait(20000));
-        }
+        QVERIFY(waitForDataset(w));
         QString error;
         auto options = w.newRunOptions(&error);
         QVERIFY2(options, qPrintable(error));

@@ -67,6 +67,29 @@ bool waitChecked(const towers::ui::ModelFileEditor& editor)
 {
     return QTest::qWaitFor([&editor] { return !editor.isChecking(); }, 20000);
 }
+
+QPushButton* editButton(ModelPage& page)
+{
+    for (auto* b : page.findChildren<QPushButton*>())
+        if (b->text() == QStringLiteral("Edit…")) return b;
+    return nullptr;
+}
+
+// Clicks `edit` and runs `act` on the Edit… window once it is open (exec() waits in its own
+// loop), then cancels it; whether the window opened.
+bool actInEditor(QPushButton* edit, const std::function<void(ModelFileEditor&)>& act)
+{
+    bool done = false;
+    QTimer::singleShot(0, [&] {
+        auto* editor = qobject_cast<ModelFileEditor*>(QApplication::activeModalWidget());
+        if (editor) act(*editor);
+        done = editor;
+        if (editor) editor->done(QDialog::Rejected);
+    });
+    QTest::mouseClick(edit, Qt::LeftButton);
+    return done;
+}
+
 } // namespace
 
 class TestModelPage : public QObject
@@ -464,22 +487,11 @@ private slots:
         page.setModelName(QStringLiteral("fashion-fast"));
         QSignalSpy log(&page, &ModelPage::logMessage);
         QSignalSpy changed(&page, &ModelPage::modelChanged);
-        QPushButton* edit = nullptr;
-        for (auto* b : page.findChildren<QPushButton*>())
-            if (b->text() == QStringLiteral("Edit…")) edit = b;
+        QPushButton* edit = editButton(page);
         QVERIFY(edit);
         const QString path = dir.filePath(QStringLiteral("mine.json"));
-        // Runs `act` on the Edit… window once it is open (exec() waits in its own loop).
         const auto inEditor = [edit](const std::function<void(ModelFileEditor&)>& act) {
-            bool done = false;
-            QTimer::singleShot(0, [&] {
-                auto* editor = qobject_cast<ModelFileEditor*>(QApplication::activeModalWidget());
-                if (editor) act(*editor);
-                done = editor;
-                if (editor) editor->done(QDialog::Rejected);
-            });
-            QTest::mouseClick(edit, Qt::LeftButton);
-            return done;
+            return actInEditor(edit, act);
         };
         QString edited;
         QVERIFY(inEditor([&](ModelFileEditor& editor) {
@@ -532,21 +544,11 @@ private slots:
         QTemporaryDir dir;
         ModelPage page;
         page.setModelName(QStringLiteral("fashion-fast"));
-        QPushButton* edit = nullptr;
-        for (auto* b : page.findChildren<QPushButton*>())
-            if (b->text() == QStringLiteral("Edit…")) edit = b;
+        QPushButton* edit = editButton(page);
         QVERIFY(edit);
         const QString path = dir.filePath(QStringLiteral("mine.json"));
         const auto inEditor = [edit](const std::function<void(ModelFileEditor&)>& act) {
-            bool done = false;
-            QTimer::singleShot(0, [&] {
-                auto* editor = qobject_cast<ModelFileEditor*>(QApplication::activeModalWidget());
-                if (editor) act(*editor);
-                done = editor;
-                if (editor) editor->done(QDialog::Rejected);
-            });
-            QTest::mouseClick(edit, Qt::LeftButton);
-            return done;
+            return actInEditor(edit, act);
         };
         QString builtIn;
         QVERIFY(inEditor([&](ModelFileEditor& editor) {
