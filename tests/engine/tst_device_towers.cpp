@@ -855,7 +855,7 @@ private slots:
                                      set.evaluate(8, 4, data.evaluationBatches(), false));
             QVERIFY_THROWS_EXCEPTION(InvalidArgument, set.compareReplicas());
             const std::string msg = towers::test::messageOf([&] { set.compareReplicas(); });
-            QVERIFY2(msg.find("2 step(s) issued and not collected") != std::string::npos,
+            QVERIFY2(msg.find("2 steps issued and not collected") != std::string::npos,
                      msg.c_str());
             QCOMPARE(set.collect().step, std::int64_t(0));
             QCOMPARE(set.collect().step, std::int64_t(1));
