@@ -7,13 +7,9 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFontDatabase>
-#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
@@ -25,10 +21,8 @@
 #include <QSplitter>
 #include <QStyle>
 #include <QTableView>
-#include <QTreeWidget>
 #include <QVBoxLayout>
 
-#include "app/runs/config_difference.h"
 #include "app/runs/run_trash.h"
 #include "app/settings/app_settings.h"
 #include "ui/models/checkpoint_list_model.h"
@@ -38,6 +32,8 @@
 #include "ui/plots/plot_theme.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/plots/stacked_bar_chart.h"
+#include "ui/widgets/button_rows.h"
+#include "ui/widgets/config_tree.h"
 #include "ui/widgets/open_folder.h"
 
 namespace towers::ui {
@@ -73,61 +69,6 @@ QStringList shortRunNames(const QStringList& names)
     return names;
 }
 
-// Adds o's members under parent (the tree's top level when null); true when one is a branch.
-bool addConfigItems(QTreeWidgetItem* parent, QTreeWidget* tree, const QJsonObject& o)
-{
-    bool branches = false;
-    for (auto it = o.begin(); it != o.end(); ++it) {
-        auto* item = parent ? new QTreeWidgetItem(parent) : new QTreeWidgetItem(tree);
-        item->setText(0, it.key());
-        if (it->isObject() && !it->toObject().isEmpty()) {
-            addConfigItems(item, tree, it->toObject());
-            // A model file's network is long: folded, its name and layer count beside it.
-            const bool network = it.key() == QLatin1String("modelDefinition");
-            if (network) {
-                const auto layers = it->toObject().value(QLatin1String("layers")).toArray().size();
-                const QString name = it->toObject().value(QLatin1String("name")).toString();
-                item->setText(
-                    1,
-                    layers == 1
-                        ? RunsPage::tr("%1: 1 layer, from a model file").arg(name)
-                        : RunsPage::tr("%1: %2 layers, from a model file").arg(name).arg(layers));
-            }
-            item->setExpanded(!network);
-            branches = true;
-            continue;
-        }
-        const QString text = app::configValueText(*it);
-        item->setText(1, text);
-        item->setToolTip(1, text);
-    }
-    return branches;
-}
-
-// Fills the tree with a run's config.json; text that is not a JSON object shows why instead.
-void showConfig(QTreeWidget* tree, const QString& json)
-{
-    tree->clear();
-    tree->setColumnCount(2);
-    tree->setHeaderLabels({RunsPage::tr("Setting"), RunsPage::tr("Value")});
-    tree->setToolTip(RunsPage::tr("The run's configuration, from config.json in its folder"));
-    tree->setRootIsDecorated(false);
-    if (json.isEmpty()) return;
-    QJsonParseError error{};
-    const QJsonDocument doc = QJsonDocument::fromJson(json.toUtf8(), &error);
-    if (!doc.isObject()) {
-        auto* item = new QTreeWidgetItem(tree);
-        item->setText(0, QStringLiteral("config.json"));
-        item->setText(1, error.error != QJsonParseError::NoError
-                             ? RunsPage::tr("not readable: %1 at byte %2")
-                                   .arg(error.errorString())
-                                   .arg(error.offset)
-                             : RunsPage::tr("not readable: not a JSON object"));
-        return;
-    }
-    tree->setRootIsDecorated(addConfigItems(nullptr, tree, doc.object()));
-}
-
 QString towersText(int n)
 {
     return n == 1 ? RunsPage::tr("1 tower") : RunsPage::tr("%1 towers").arg(n);
@@ -147,53 +88,6 @@ QString layoutText(const engine::TrainConfig& c)
                 QString::fromStdString(std::string(engine::precisionName(c.precision)));
     return text;
 }
-
-// Buttons in one row where there is the room for it, else in rows of two: the row's width was
-// the details pane's least, which at 1024 pixels left the run list's names a few letters.
-class ButtonRows : public QWidget
-{
-public:
-    ButtonRows(const QList<QPushButton*>& buttons, QWidget* parent)
-        : QWidget(parent), m_buttons(buttons), m_grid(new QGridLayout(this))
-    {
-        m_grid->setContentsMargins(0, 0, 0, 0);
-        arrange(m_buttons.size());
-    }
-    QSize minimumSizeHint() const override
-    {
-        int widest = 0;
-        for (int i = 0; i + 1 < m_buttons.size(); i += 2) widest = std::max(widest, rowWidth(i, 2));
-        return {widest, QWidget::minimumSizeHint().height()};
-    }
-
-protected:
-    void resizeEvent(QResizeEvent* event) override
-    {
-        QWidget::resizeEvent(event);
-        arrange(width() >= rowWidth(0, int(m_buttons.size())) ? int(m_buttons.size()) : 2);
-    }
-
-private:
-    int rowWidth(int first, int count) const
-    {
-        int width = std::max(m_grid->horizontalSpacing(), 6) * (count - 1);
-        for (int i = first; i < first + count && i < m_buttons.size(); ++i)
-            width += m_buttons[i]->sizeHint().width();
-        return width;
-    }
-    void arrange(int perRow)
-    {
-        if (perRow == m_perRow) return;
-        m_perRow = perRow;
-        for (int i = 0; i < m_buttons.size(); ++i)
-            m_grid->addWidget(m_buttons[i], i / perRow, i % perRow);
-        for (int c = 0; c <= m_buttons.size(); ++c)
-            m_grid->setColumnStretch(c, c == perRow ? 1 : 0);
-    }
-    QList<QPushButton*> m_buttons;
-    QGridLayout* m_grid;
-    int m_perRow = 0;
-};
 
 } // namespace
 
@@ -333,14 +227,7 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     dl->addWidget(new ButtonRows({m_resume, m_classify, m_exportOnnx, m_openFolder}, details));
     dl->addWidget(m_exportStatus);
     // The run's config.json as settings and values (a nested object as a branch).
-    m_config = new QTreeWidget(left);
-    m_config->setColumnCount(2);
-    m_config->setHeaderLabels({tr("Setting"), tr("Value")}); // showConfiguration's
-    m_config->setRootIsDecorated(false);
-    m_config->setAlternatingRowColors(true);
-    m_config->setUniformRowHeights(true);
-    m_config->setTextElideMode(Qt::ElideMiddle); // a path keeps its both ends
-    m_config->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+    m_config = new ConfigTree(left);
     // The Devices page's parts and colours: compute blue, communication orange, data purple,
     // update green.
     m_towerChart = new StackedBarChart(tr("Latest logged step"), Qt::Horizontal, details);
@@ -603,7 +490,7 @@ void RunsPage::showConfiguration()
 {
     if (m_compared.size() < 2) {
         const auto* r = currentRun();
-        showConfig(m_config, r ? r->configJson : QString());
+        m_config->showConfig(r ? r->configJson : QString());
         return;
     }
     QStringList names, configs;
@@ -612,27 +499,7 @@ void RunsPage::showConfiguration()
             names << r->name;
             configs << r->configJson;
         }
-    m_config->clear();
-    m_config->setRootIsDecorated(false);
-    m_config->setColumnCount(1 + int(names.size()));
-    m_config->setHeaderLabels(QStringList{tr("Setting")} + shortRunNames(names));
-    for (int i = 0; i < names.size(); ++i) m_config->headerItem()->setToolTip(1 + i, names[i]);
-    m_config->setToolTip(tr("What differs between the configurations of the runs selected "
-                            "together (towers-cli runs RUN RUN…)"));
-    const auto differences = app::configDifferences(configs);
-    if (differences.empty()) {
-        auto* item = new QTreeWidgetItem(m_config);
-        item->setText(0, tr("(the same configuration, but for each run's id)"));
-        item->setFirstColumnSpanned(true);
-    }
-    for (const auto& d : differences) {
-        auto* item = new QTreeWidgetItem(m_config);
-        item->setText(0, d.setting);
-        for (int i = 0; i < d.values.size(); ++i) {
-            item->setText(1 + i, d.values[i].isEmpty() ? QStringLiteral("–") : d.values[i]);
-            item->setToolTip(1 + i, names.value(i) + QStringLiteral(": ") + d.values[i]);
-        }
-    }
+    m_config->showDifferences(names, shortRunNames(names), configs);
 }
 
 void RunsPage::updateTitle()

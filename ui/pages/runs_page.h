@@ -17,7 +17,6 @@ class QAction;
 class QLabel;
 class QLineEdit;
 class QMessageBox;
-class QTreeWidget;
 class QPushButton;
 class QSortFilterProxyModel;
 class QTableView;
@@ -27,6 +26,8 @@ class AppSettings;
 }
 
 namespace towers::ui {
+
+class ConfigTree;
 
 class CheckpointListModel;
 class ExportOnnxDialog;
@@ -167,7 +168,7 @@ private:
     QLabel* m_title;
     QLabel* m_followStatus;
     StackedBarChart* m_towerChart;
-    QTreeWidget* m_config;
+    ConfigTree* m_config;
     PlotWidget* m_lossPlot;
     PlotWidget* m_accuracyPlot;
     QTableView* m_checkpointTable;
