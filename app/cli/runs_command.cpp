@@ -15,6 +15,7 @@
 #include "app/runs/config_difference.h"
 #include "app/runs/run_scanner.h"
 #include "app/runs/run_trash.h"
+#include "engine/errors.h"
 #include "engine/ops/precision.h"
 
 namespace towers::app {
@@ -68,11 +69,9 @@ QString changedText(const RunSummary& r)
 QString layoutText(const engine::TrainConfig& c)
 {
     const int global = c.processes * c.towers;
-    QString text = c.processes > 1
-                       ? QStringLiteral("%1 processes x %2 towers").arg(c.processes).arg(c.towers)
-                       : QStringLiteral("%1 tower%2")
-                             .arg(c.towers)
-                             .arg(c.towers == 1 ? QString() : QStringLiteral("s"));
+    const QString towers = QString::fromStdString(engine::counted(c.towers, "tower", "towers"));
+    QString text =
+        c.processes > 1 ? QStringLiteral("%1 processes x %2").arg(c.processes).arg(towers) : towers;
     text += QStringLiteral(" x %1 (global batch %2)")
                 .arg(c.batchPerTower)
                 .arg(qint64(global) * c.batchPerTower);
