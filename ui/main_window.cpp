@@ -91,11 +91,7 @@ MainWindow::MainWindow(app::AppSettings& settings, QWidget* parent)
     connectPages();
     // A settings file that could be written at start and no longer can (a full disk, a folder
     // made read-only): said when it happens, not only at exit; and when it can be again.
-    connect(&m_settings, &app::AppSettings::saveFailed, this, [this](const QString& error) {
-        showError(tr("Your settings are not being saved: %1. Your changes are kept while Towers "
-                     "runs, and saved if the file can be written before it quits.")
-                      .arg(error));
-    });
+    connect(&m_settings, &app::AppSettings::saveFailed, this, &MainWindow::sayUnsavedSettings);
     connect(&m_settings, &app::AppSettings::saveRecovered, this, [this] {
         appendLog(tr("The settings are saved again to %1").arg(m_settings.fileName()));
     });
@@ -650,6 +646,13 @@ QWidget* MainWindow::page(int page) const
 {
     const auto* scroll = qobject_cast<QScrollArea*>(m_stack->widget(page));
     return scroll ? scroll->widget() : nullptr;
+}
+
+void MainWindow::sayUnsavedSettings(const QString& error)
+{
+    showError(tr("Your settings are not being saved: %1. Your changes are kept while Towers runs, "
+                 "and saved if the file can be written before it quits.")
+                  .arg(error));
 }
 
 void MainWindow::showError(const QString& message)

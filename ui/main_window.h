@@ -86,6 +86,9 @@ public:
 public slots:
     // Shows `message` in the banner and appends it to the log.
     void showError(const QString& message);
+    // Says that the settings are not being saved (`error`: AppSettings::saveError()'s), in the
+    // banner and the log: at start (towers_main) and when a later write fails.
+    void sayUnsavedSettings(const QString& error);
     void appendLog(const QString& line);
     void resumeRun(const QString& folder);
     void classifyWith(const QString& checkpoint);

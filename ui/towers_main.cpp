@@ -218,11 +218,7 @@ int run(int argc, char** argv, const QElapsedTimer& sinceMain)
         window.showError(error);
     }
     if (const QString error = settings->saveError(); !error.isEmpty())
-        window.showError(QCoreApplication::translate(
-                             "main", "Your settings are not being saved: %1. Your changes are "
-                                     "kept while Towers runs, and saved if the file can be "
-                                     "written before it quits.")
-                             .arg(error));
+        window.sayUnsavedSettings(error);
     // SIGTERM (a logout, `kill`), SIGHUP (the terminal closed) or Ctrl-C in the terminal: stop a
     // run after its current step with a checkpoint, then quit with 128 + the signal's number, as
     // towers-cli does.
