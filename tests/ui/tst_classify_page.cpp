@@ -44,6 +44,7 @@
 #include "ui/plots/heat_map.h"
 #include "ui/widgets/image_drop_area.h"
 #include "ui/widgets/layer_mosaic.h"
+#include "ui_test_support.h"
 #include <qcustomplot.h>
 
 using towers::ui::ClassifyPage;
@@ -101,6 +102,8 @@ private slots:
         list.close();
         m_checkpoint = m_dir.filePath(QStringLiteral("ckpt-00000042.safetensors"));
         test::writeFreshCheckpoint("fashion-fast", *m_data, m_checkpoint.toStdString(), 3, 42);
+        // The counts read as English writes them ("1 image classified"), as in towers.
+        QVERIFY(test::installPluralForms());
     }
 
     void classifiesImages()
@@ -270,6 +273,27 @@ private slots:
         QCOMPARE(layers->deadChannels(1), std::int64_t(-1));
         QCOMPARE(errors.count(), 0);
         layers->close();
+    }
+
+    // The "Classify many" summary counts the images classified: "1 image", "2 images".
+    void classifyManySummaryCounts()
+    {
+        ui::ClassifyManyDialog dialog({"cat", "dog"}, 2);
+        const auto answer = [](const char* file, int label) {
+            app::FileAnswer a;
+            a.file = QString::fromLatin1(file);
+            a.top = {{label, 0.75}, {1 - label, 0.25}};
+            a.logits = {0, 0};
+            return a;
+        };
+        app::FileAnswer unread;
+        unread.file = QStringLiteral("b.png");
+        unread.error = QStringLiteral("b.png: not an image");
+        dialog.setAnswers({answer("a.png", 1), unread}, false);
+        QCOMPARE(dialog.summaryText(),
+                 QStringLiteral("1 image classified: dog (1); 1 could not be read."));
+        dialog.setAnswers({answer("a.png", 1), answer("c.png", 0)}, false);
+        QCOMPARE(dialog.summaryText(), QStringLiteral("2 images classified: cat (1), dog (1)."));
     }
 
     // Several files dropped at once: "Classify many", a row each (thumbnail, class, probability,

@@ -25,6 +25,7 @@
 #include "ui/pages/devices_page.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/plots/stacked_bar_chart.h"
+#include "ui_test_support.h"
 
 using towers::engine::Precision;
 using towers::engine::TowerTimes;
@@ -94,6 +95,10 @@ class TestDevicesPage : public QObject
 {
     Q_OBJECT
 private slots:
+    // The counts read as English writes them ("1 tower", "tower 0 waits", "towers 0 and 1
+    // wait"), as in towers.
+    void initTestCase() { QVERIFY(towers::test::installPluralForms()); }
+
     void telemetryCurvesPerDevice()
     {
         DevicesPage page;
@@ -622,7 +627,16 @@ private slots:
         // 12 ms of a 45 ms step spent waiting for the batch: 27 %.
         QTest::newRow("data-bound")
             << std::vector{split(30, 1, 12, 2), split(30, 1, 12, 2)}
-            << QStringList{data, QStringLiteral("27 %"), QStringLiteral("input pipeline")}
+            << QStringList{data,
+                           QStringLiteral("the towers wait for their batch 27 % of the step: the "
+                                          "input pipeline")}
+            << QStringList{balanced, others, comm, unbalanced};
+        // One tower: 12 ms of its 44 ms step, 27 %.
+        QTest::newRow("one tower, data-bound")
+            << std::vector{split(30, 0, 12, 2)}
+            << QStringList{data,
+                           QStringLiteral("the tower waits for its batch 27 % of its step: the "
+                                          "input pipeline")}
             << QStringList{balanced, others, comm, unbalanced};
         // Tower 0 finishes backward 14 ms early and waits for tower 1: 14 of its 38 ms, 37 %.
         QTest::newRow("waits on the others")
@@ -630,6 +644,13 @@ private slots:
             << QStringList{others, QStringLiteral("Tower 0 waits on the others 37 % of its step"),
                            QStringLiteral("tower 1 computes 70 % longer")}
             << QStringList{balanced, data, comm, QStringLiteral("Tower 1 waits")};
+        // Towers 0 and 1 both wait for tower 2: 14 of their 38 ms.
+        QTest::newRow("two wait on the others")
+            << std::vector{split(20, 15, 1, 2), split(20, 15, 1, 2), split(34, 1, 1, 2)}
+            << QStringList{others,
+                           QStringLiteral("Towers 0 and 1 wait on the others 37 % of their step"),
+                           QStringLiteral("tower 2 computes 70 % longer")}
+            << QStringList{balanced, data, comm, QStringLiteral("Tower 2 waits")};
         // Both towers balanced but 20 of 53 ms averaging gradients: the averaging itself.
         QTest::newRow("communication-bound")
             << std::vector{split(30, 20, 1, 2), split(30, 20, 1, 2)}
@@ -642,11 +663,22 @@ private slots:
             << QStringList{QStringLiteral("Waiting on communication"),
                            QStringLiteral("Tower 0 spends 31 % of its step")}
             << QStringList{balanced, data, others, comm, unbalanced};
+        // The same with two towers like tower 0: each 10 of its 32 ms step averaging and waiting.
+        QTest::newRow("two averaging and waiting")
+            << std::vector{split(20, 10, 1, 1), split(20, 10, 1, 1), split(24, 6, 1, 1)}
+            << QStringList{QStringLiteral("Waiting on communication"),
+                           QStringLiteral("Towers 0 and 1 spend up to 31 % of their step")}
+            << QStringList{balanced, data, others, comm, unbalanced};
         // A tower 40 % slower, but the data wait hides most of it: both are said.
         QTest::newRow("unbalanced and data-bound")
             << std::vector{split(10, 4.5, 30, 1), split(14, 0.5, 30, 1)}
             << QStringList{unbalanced, QStringLiteral("Tower 1 computes more than 25 %"), data}
             << QStringList{balanced, others, comm};
+        // Two towers 40 % slower than the other two.
+        QTest::newRow("two unbalanced")
+            << computeOnly({10, 10, 14, 14})
+            << QStringList{unbalanced, QStringLiteral("Towers 2 and 3 compute more than 25 %")}
+            << QStringList{balanced, data, others, comm};
         QTest::newRow("one tower")
             << std::vector{split(45, 0, 2.5, 2.5)}
             << QStringList{QStringLiteral("One tower"), QStringLiteral("compute 90 %")}

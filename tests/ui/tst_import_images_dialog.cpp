@@ -70,6 +70,8 @@ private slots:
         QFile notes(m_source + QStringLiteral("/robin/notes.txt"));
         QVERIFY(notes.open(QIODevice::WriteOnly));
         notes.write("seen in May");
+        // The counts read as English writes them ("1 file is no image"), as in towers.
+        QVERIFY(tt::installPluralForms());
     }
 
     // A folder whose name has letters with no ASCII form: the name made from it says why it is
@@ -125,6 +127,27 @@ private slots:
         QVERIFY2(log().contains(note), qPrintable(log()));
     }
 
+    // Files that are no images are counted: "2 files are no images".
+    void countsTheFilesLeftOut()
+    {
+        const QString source = m_home.filePath(QStringLiteral("with notes"));
+        writeImages(source + QStringLiteral("/a"), 2, Qt::red);
+        writeImages(source + QStringLiteral("/b"), 2, Qt::blue);
+        for (const QString& name : {QStringLiteral("a/x.txt"), QStringLiteral("b/y.txt")}) {
+            QFile f(source + QLatin1Char('/') + name);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("text");
+        }
+        ImportImagesDialog dialog(m_home.filePath(QStringLiteral("data-notes")));
+        dialog.setSource(source);
+        waitScanned(dialog);
+        const QString text = dialog.summaryLabel()->text();
+        QVERIFY2(text.contains(QStringLiteral("2 files are no images and will be left out (")) &&
+                     text.contains(QStringLiteral("a/x.txt")) &&
+                     text.contains(QStringLiteral("b/y.txt")),
+                 qPrintable(text));
+    }
+
     void scansNamesAndImports()
     {
         const QString data = m_home.filePath(QStringLiteral("data"));
@@ -135,7 +158,9 @@ private slots:
         QVERIFY2(dialog.summaryLabel()->text().contains(QStringLiteral("2 classes")),
                  qPrintable(dialog.summaryLabel()->text()));
         QVERIFY(dialog.summaryLabel()->text().contains(QStringLiteral("blue tit (5)")));
-        QVERIFY(dialog.summaryLabel()->text().contains(QStringLiteral("robin/notes.txt")));
+        QVERIFY2(dialog.summaryLabel()->text().contains(
+                     QStringLiteral("1 file is no image and will be left out (robin/notes.txt).")),
+                 qPrintable(dialog.summaryLabel()->text()));
         QCOMPARE(dialog.nameEdit()->text(), QStringLiteral("garden-birds"));
         QVERIFY(importButton(dialog)->isEnabled());
         dialog.nameEdit()->setText(QStringLiteral("Birds!"));

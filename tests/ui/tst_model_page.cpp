@@ -31,6 +31,7 @@
 #include "ui/pages/model_file_editor.h"
 #include "ui/pages/model_page.h"
 #include "ui/widgets/hyperparameter_form.h"
+#include "ui_test_support.h"
 
 using towers::ui::ModelFileEditor;
 using towers::ui::ModelPage;
@@ -96,6 +97,9 @@ class TestModelPage : public QObject
 {
     Q_OBJECT
 private slots:
+    // The counts read as English writes them ("1 tower", "2 towers"), as in towers.
+    void initTestCase() { QVERIFY(towers::test::installPluralForms()); }
+
     // No editor's build outlives a test (nor the process's static objects).
     void cleanup() { QTRY_COMPARE_WITH_TIMEOUT(ModelFileEditor::buildsRunning(), 0, 20000); }
 
@@ -201,6 +205,9 @@ private slots:
                  qPrintable(page.memoryText()));
         page.form()->findChild<QSpinBox*>()->setValue(20000);
         QVERIFY2(page.memoryText().contains(QStringLiteral("2 towers × 20000")),
+                 qPrintable(page.memoryText()));
+        page.form()->setTowers(1);
+        QVERIFY2(page.memoryText().contains(QStringLiteral(" for 1 tower × 20000")),
                  qPrintable(page.memoryText()));
 
         // 1 GiB of weights on 512 towers: more than any machine here has.

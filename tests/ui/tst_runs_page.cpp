@@ -36,6 +36,7 @@
 #include "ui/pages/runs_page.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/plots/stacked_bar_chart.h"
+#include "ui/widgets/config_tree.h"
 #include "ui/widgets/open_folder.h"
 #include "ui_test_support.h"
 
@@ -135,6 +136,9 @@ class TestRunsPage : public QObject
 {
     Q_OBJECT
 private slots:
+    // The counts read as English writes them ("1 tower", "2 checkpoints"), as in towers.
+    void initTestCase() { QVERIFY(towers::test::installPluralForms()); }
+
     // A runs folder that cannot be listed is said so, naming it and why: it read "No runs in ...
     // yet: start one on the Train page."
     void saysWhyTheRunsCannotBeListed()
@@ -460,6 +464,7 @@ private slots:
         qputenv("XDG_DATA_HOME", root.filePath(QStringLiteral("xdg")).toUtf8());
         const QString runs = root.filePath(QStringLiteral("runs"));
         makeRun(runs + QStringLiteral("/one"), 10);
+        QVERIFY(QFile::remove(runs + QStringLiteral("/one/checkpoints/ckpt-00000005.safetensors")));
         makeRun(runs + QStringLiteral("/two"), 20);
         makeRun(runs + QStringLiteral("/busy"), 5);
         towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
@@ -471,13 +476,21 @@ private slots:
         QSignalSpy errors(&page, &RunsPage::errorOccurred);
         QVERIFY(refreshed.wait(10000));
 
-        // Cancel first: nothing moves.
-        page.selectRun(runs + QStringLiteral("/two"));
-        QVERIFY(page.trashAction()->isEnabled());
+        // Cancel first: nothing moves. The question counts the run's checkpoints.
+        page.selectRun(runs + QStringLiteral("/one"));
         QMessageBox* box = page.askToTrashSelectedRun();
         QVERIFY(box);
-        QVERIFY(box->text().contains(QStringLiteral("two (fashion-fast on mnist, step 20, 2 "
-                                                    "checkpoints)")));
+        QVERIFY2(box->text().contains(QStringLiteral("one (fashion-fast on mnist, step 10, 1 "
+                                                     "checkpoint) to the trash?")),
+                 qPrintable(box->text()));
+        box->button(QMessageBox::Cancel)->click();
+        page.selectRun(runs + QStringLiteral("/two"));
+        QVERIFY(page.trashAction()->isEnabled());
+        box = page.askToTrashSelectedRun();
+        QVERIFY(box);
+        QVERIFY2(box->text().contains(QStringLiteral("two (fashion-fast on mnist, step 20, 2 "
+                                                     "checkpoints) to the trash?")),
+                 qPrintable(box->text()));
         box->button(QMessageBox::Cancel)->click();
         QVERIFY(QFileInfo::exists(runs + QStringLiteral("/two/config.json")));
         QCOMPARE(trashed.count(), 0);
@@ -568,6 +581,22 @@ private slots:
         QVERIFY(!found.first()->isExpanded());
         QVERIFY(
             tree->findItems(QStringLiteral("optimizer"), Qt::MatchExactly).first()->isExpanded());
+    }
+
+    // The folded network's layer count: "1 layer", "2 layers".
+    void configTreeCountsTheLayers()
+    {
+        towers::ui::ConfigTree tree;
+        const auto network = [&tree](int layers) {
+            QStringList list;
+            for (int i = 0; i < layers; ++i) list << QStringLiteral(R"({"type": "flatten"})");
+            tree.showConfig(
+                QStringLiteral(R"({"modelDefinition": {"name": "net", "layers": [%1]}})")
+                    .arg(list.join(QStringLiteral(", "))));
+            return tree.topLevelItemCount() == 1 ? tree.topLevelItem(0)->text(1) : QString();
+        };
+        QCOMPARE(network(1), QStringLiteral("net: 1 layer, from a model file"));
+        QCOMPARE(network(2), QStringLiteral("net: 2 layers, from a model file"));
     }
 
     void titleSaysThePrecision()

@@ -14,6 +14,10 @@ namespace towers::test {
 using towers::ui::darkPalette;
 // A temporary settings file path inside `dir`.
 QString settingsFile(const QString& dir);
+// The English plural forms of the counting messages ("%n tower(s)": "1 tower", "2 towers"), as
+// towers installs them at start (ui/plural_forms.h): in initTestCase of a test that reads them.
+// False where they did not load.
+bool installPluralForms();
 // std::filesystem::path of a QString path.
 inline std::filesystem::path fsPath(const QString& p)
 {

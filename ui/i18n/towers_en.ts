@@ -12,6 +12,16 @@
     </message>
 </context>
 <context>
+    <name>towers::ui::ClassifyManyDialog</name>
+    <message numerus="yes">
+        <source>%n image(s) classified</source>
+        <translation>
+            <numerusform>%n image classified</numerusform>
+            <numerusform>%n images classified</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
     <name>towers::ui::ClassifyPage</name>
     <message numerus="yes">
         <source>; %n could not be read</source>
@@ -32,6 +42,16 @@
         <translation>
             <numerusform>The %n wrong answer the network was surest of, the surest first (each image&apos;s tooltip says what it was taken for): mislabelled images and look-alike classes show here.</numerusform>
             <numerusform>The %n wrong answers the network was surest of, the surest first (each image&apos;s tooltip says what it was taken for): mislabelled images and look-alike classes show here.</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
+    <name>towers::ui::ConfigTree</name>
+    <message numerus="yes">
+        <source>%1: %n layer(s), from a model file</source>
+        <translation>
+            <numerusform>%1: %n layer, from a model file</numerusform>
+            <numerusform>%1: %n layers, from a model file</numerusform>
         </translation>
     </message>
 </context>
@@ -65,6 +85,34 @@
             <numerusform>%n threads</numerusform>
         </translation>
     </message>
+    <message numerus="yes">
+        <source>&lt;b&gt;Waiting on the data:&lt;/b&gt; the tower(s) wait(s) for their batch %1 % of the step: the input pipeline is the bottleneck.</source>
+        <translation>
+            <numerusform>&lt;b&gt;Waiting on the data:&lt;/b&gt; the tower waits for its batch %1 % of its step: the input pipeline is the bottleneck.</numerusform>
+            <numerusform>&lt;b&gt;Waiting on the data:&lt;/b&gt; the towers wait for their batch %1 % of the step: the input pipeline is the bottleneck.</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>&lt;b&gt;Waiting on the others:&lt;/b&gt; %1 wait(s) on the others %2 % of their step (communication)</source>
+        <translation>
+            <numerusform>&lt;b&gt;Waiting on the others:&lt;/b&gt; %1 waits on the others %2 % of its step (communication)</numerusform>
+            <numerusform>&lt;b&gt;Waiting on the others:&lt;/b&gt; %1 wait on the others %2 % of their step (communication)</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>&lt;b&gt;Unbalanced:&lt;/b&gt; %1 compute(s) more than 25 % longer than the others; every step waits for the slowest tower.</source>
+        <translation>
+            <numerusform>&lt;b&gt;Unbalanced:&lt;/b&gt; %1 computes more than 25 % longer than the others; every step waits for the slowest tower.</numerusform>
+            <numerusform>&lt;b&gt;Unbalanced:&lt;/b&gt; %1 compute more than 25 % longer than the others; every step waits for the slowest tower.</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>&lt;b&gt;Waiting on communication:&lt;/b&gt; %1 spend(s) up to %2 % of their step averaging gradients and waiting for the others.</source>
+        <translation>
+            <numerusform>&lt;b&gt;Waiting on communication:&lt;/b&gt; %1 spends %2 % of its step averaging gradients and waiting for the others.</numerusform>
+            <numerusform>&lt;b&gt;Waiting on communication:&lt;/b&gt; %1 spend up to %2 % of their step averaging gradients and waiting for the others.</numerusform>
+        </translation>
+    </message>
 </context>
 <context>
     <name>towers::ui::ErrorBanner</name>
@@ -90,6 +138,16 @@
         <translation>
             <numerusform>%n tower</numerusform>
             <numerusform>%n towers</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
+    <name>towers::ui::ImportImagesDialog</name>
+    <message numerus="yes">
+        <source>%n file(s) are no image(s) and will be left out (%1).</source>
+        <translation>
+            <numerusform>%n file is no image and will be left out (%1).</numerusform>
+            <numerusform>%n files are no images and will be left out (%1).</numerusform>
         </translation>
     </message>
 </context>
@@ -127,6 +185,33 @@
         <translation>
             <numerusform>%n run waits in the queue and will not start. Close anyway?</numerusform>
             <numerusform>%n runs wait in the queue and will not start. Close anyway?</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
+    <name>towers::ui::ModelPage</name>
+    <message numerus="yes">
+        <source>%n tower(s)</source>
+        <translation>
+            <numerusform>%n tower</numerusform>
+            <numerusform>%n towers</numerusform>
+        </translation>
+    </message>
+</context>
+<context>
+    <name>towers::ui::RunsPage</name>
+    <message numerus="yes">
+        <source>%n tower(s)</source>
+        <translation>
+            <numerusform>%n tower</numerusform>
+            <numerusform>%n towers</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
+        <source>%n checkpoint(s)</source>
+        <translation>
+            <numerusform>%n checkpoint</numerusform>
+            <numerusform>%n checkpoints</numerusform>
         </translation>
     </message>
 </context>

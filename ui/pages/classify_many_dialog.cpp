@@ -208,8 +208,7 @@ void ClassifyManyDialog::setAnswers(std::vector<app::FileAnswer> answers, bool c
     QStringList parts;
     for (const auto& [name, n] : byCount) parts << QStringLiteral("%1 (%2)").arg(name).arg(n);
     const int classified = int(m_answers.size()) - failed;
-    QString text =
-        classified == 1 ? tr("1 image classified") : tr("%1 images classified").arg(classified);
+    QString text = tr("%n image(s) classified", nullptr, classified);
     if (!parts.isEmpty()) text += QStringLiteral(": ") + parts.join(QStringLiteral(", "));
     if (failed) text += tr("; %1 could not be read").arg(failed);
     if (cancelled) text += tr("; cancelled before the rest");

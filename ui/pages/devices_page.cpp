@@ -634,10 +634,10 @@ QString DevicesPage::verdictFor(const std::vector<engine::TowerTimes>& mean)
 
     QStringList findings;
     if (dataShare >= kWaitShare)
-        findings << (n == 1 ? tr("<b>Waiting on the data:</b> the tower waits for its batch %1 % "
-                                 "of its step: the input pipeline is the bottleneck.")
-                            : tr("<b>Waiting on the data:</b> the towers wait for their batch "
-                                 "%1 % of the step: the input pipeline is the bottleneck."))
+        // The count chooses the form (one tower: "the tower waits for its batch").
+        findings << tr("<b>Waiting on the data:</b> the tower(s) wait(s) for their batch %1 % of "
+                       "the step: the input pipeline is the bottleneck.",
+                       nullptr, int(n))
                         .arg(percent(dataShare));
 
     // Communication every tower sees (the slowest tower's: it waits for no one) is the averaging
@@ -665,11 +665,9 @@ QString DevicesPage::verdictFor(const std::vector<engine::TowerTimes>& mean)
         const QString range = percent(lowWait) == percent(highWait)
                                   ? percent(highWait)
                                   : percent(lowWait) + QStringLiteral("–") + percent(highWait);
-        QString text = (waiting.size() == 1
-                            ? tr("<b>Waiting on the others:</b> %1 waits on the others %2 % of "
-                                 "its step (communication)")
-                            : tr("<b>Waiting on the others:</b> %1 wait on the others %2 % of "
-                                 "their step (communication)"))
+        QString text = tr("<b>Waiting on the others:</b> %1 wait(s) on the others %2 % of "
+                          "their step (communication)",
+                          nullptr, int(waiting.size()))
                            .arg(capitalised(towerNames(waiting)), range);
         waitingCompute /= double(waiting.size());
         const bool slowestWaits =
@@ -683,11 +681,9 @@ QString DevicesPage::verdictFor(const std::vector<engine::TowerTimes>& mean)
         std::vector<std::size_t> slowOnes;
         for (std::size_t t = 0; t < n; ++t)
             if (slow[t]) slowOnes.push_back(t);
-        findings << (slowOnes.size() == 1
-                         ? tr("<b>Unbalanced:</b> %1 computes more than 25 % longer than the "
-                              "others; every step waits for the slowest tower.")
-                         : tr("<b>Unbalanced:</b> %1 compute more than 25 % longer than the "
-                              "others; every step waits for the slowest tower."))
+        findings << tr("<b>Unbalanced:</b> %1 compute(s) more than 25 % longer than the "
+                       "others; every step waits for the slowest tower.",
+                       nullptr, int(slowOnes.size()))
                         .arg(capitalised(towerNames(slowOnes)));
     }
     double commonShare = 0;
@@ -707,11 +703,9 @@ QString DevicesPage::verdictFor(const std::vector<engine::TowerTimes>& mean)
                 highComm = std::max(highComm, c);
             }
         if (!communicating.empty())
-            findings << (communicating.size() == 1
-                             ? tr("<b>Waiting on communication:</b> %1 spends %2 % of its step "
-                                  "averaging gradients and waiting for the others.")
-                             : tr("<b>Waiting on communication:</b> %1 spend up to %2 % of their "
-                                  "step averaging gradients and waiting for the others."))
+            findings << tr("<b>Waiting on communication:</b> %1 spend(s) up to %2 % of their "
+                           "step averaging gradients and waiting for the others.",
+                           nullptr, int(communicating.size()))
                             .arg(capitalised(towerNames(communicating)), percent(highComm));
     }
     if (!findings.isEmpty()) return findings.join(QLatin1Char(' '));

@@ -202,9 +202,8 @@ void ImportImagesDialog::onScanned(const app::JobResult<app::ImageFolderScan>& r
                     tr("The test set is the %1/ folder.").arg(s.testFolder.toHtmlEscaped());
         if (!s.ignored.isEmpty())
             text += QStringLiteral("<br>") +
-                    (s.ignored.size() == 1 ? tr("1 file is no image and will be left out (%1).")
-                                           : tr("%1 files are no images and will be left out (%2).")
-                                                 .arg(s.ignored.size()))
+                    tr("%n file(s) are no image(s) and will be left out (%1).", nullptr,
+                       int(s.ignored.size()))
                         .arg(s.ignored.mid(0, 3).join(QStringLiteral(", ")).toHtmlEscaped() +
                              (s.ignored.size() > 3 ? QStringLiteral(", …") : QString()));
         m_summary->setText(text);

@@ -439,7 +439,7 @@ void ModelPage::showMemory()
         const QString floor = QString::fromStdString(engine::cpu::byteText(shown.floor()));
         const QString free =
             room ? QString::fromStdString(engine::cpu::byteText(room->bytes)) : QString();
-        const QString towers = need.towers == 1 ? tr("1 tower") : tr("%1 towers").arg(need.towers);
+        const QString towers = tr("%n tower(s)", nullptr, need.towers);
         QString text = tr("at least %1 for %2 × %3").arg(floor, towers).arg(need.batchPerTower);
         const bool tooMuch = sharedShort || ownShort;
         if (tooMuch)

@@ -71,7 +71,7 @@ QStringList shortRunNames(const QStringList& names)
 
 QString towersText(int n)
 {
-    return n == 1 ? RunsPage::tr("1 tower") : RunsPage::tr("%1 towers").arg(n);
+    return RunsPage::tr("%n tower(s)", nullptr, n);
 }
 
 // "4 towers", or across processes "2 processes × 2 towers = 4 towers"; ", bf16" after it for a
@@ -805,13 +805,11 @@ QMessageBox* RunsPage::askToTrashSelectedRun()
     const QString folder = r->folder;
     QString what = r->name;
     if (r->config)
-        what +=
-            tr(" (%1 on %2, step %3, %4)")
-                .arg(QString::fromStdString(r->config->model),
-                     QString::fromStdString(r->config->dataset),
-                     QLocale().toString(qint64(r->lastStep)),
-                     r->checkpoints.size() == 1 ? tr("1 checkpoint")
-                                                : tr("%1 checkpoints").arg(r->checkpoints.size()));
+        what += tr(" (%1 on %2, step %3, %4)")
+                    .arg(QString::fromStdString(r->config->model),
+                         QString::fromStdString(r->config->dataset),
+                         QLocale().toString(qint64(r->lastStep)),
+                         tr("%n checkpoint(s)", nullptr, int(r->checkpoints.size())));
     auto* box = new QMessageBox(QMessageBox::Question, tr("Move the run to the trash?"),
                                 tr("Move %1 to the trash?").arg(what), QMessageBox::Cancel, this);
     QString along;

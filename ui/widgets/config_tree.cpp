@@ -34,8 +34,7 @@ bool ConfigTree::addItems(QTreeWidgetItem* parent, const QJsonObject& o)
                 const auto layers = it->toObject().value(QLatin1String("layers")).toArray().size();
                 const QString name = it->toObject().value(QLatin1String("name")).toString();
                 item->setText(
-                    1, layers == 1 ? tr("%1: 1 layer, from a model file").arg(name)
-                                   : tr("%1: %2 layers, from a model file").arg(name).arg(layers));
+                    1, tr("%1: %n layer(s), from a model file", nullptr, int(layers)).arg(name));
             }
             item->setExpanded(!network);
             branches = true;
