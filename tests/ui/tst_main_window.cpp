@@ -497,7 +497,7 @@ private slots:
     }
 
     // A start that fails at once (the run folder locked by another trainer) is said as a failure,
-    // not as "Training in <folder>" before it.
+    // not as "Training in <folder>" before it (nor the Train page's own "New run in <folder>").
     void failedStartDoesNotSayItTrained()
     {
         QTemporaryDir dir;
@@ -515,6 +515,8 @@ private slots:
         QVERIFY(finished.wait(30000));
         const QString log = w.log()->toPlainText();
         QVERIFY2(!log.contains(QStringLiteral("Training in")), qPrintable(log));
+        const QString pageLog = w.trainPage()->logView()->toPlainText();
+        QVERIFY2(!pageLog.contains(QStringLiteral("New run in")), qPrintable(pageLog));
         QVERIFY2(w.banner()->message().contains(QStringLiteral("in use by process")),
                  qPrintable(w.banner()->message()));
     }

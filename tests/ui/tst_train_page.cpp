@@ -22,6 +22,7 @@
 #include "ui/pages/train_page.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/widgets/path_label.h"
+#include "ui_test_support.h"
 
 using towers::ui::TrainPage;
 namespace tt = towers::test;
@@ -45,7 +46,11 @@ class TestTrainPage : public QObject
     QTemporaryDir m_data;
 
 private slots:
-    void initTestCase() { tt::writeTinyMnist(fs(m_data.path())); }
+    void initTestCase()
+    {
+        tt::writeTinyMnist(fs(m_data.path()));
+        QVERIFY(tt::installPluralForms()); // "1 tower", as in towers
+    }
 
     void startIsRefusedWithReason()
     {
@@ -398,7 +403,8 @@ private slots:
     }
 
     // A start that fails at once (its folder locked by another trainer) does not say it started
-    // (runStarted is the session's real start), and the plots keep the last run's curves.
+    // (runStarted is the session's real start), neither in the log ("New run in …" is said once
+    // the session has started) nor by clearing the plots: they keep the last run's curves.
     void failedStartKeepsTheLastRunsPlots()
     {
         QTemporaryDir runs;
@@ -414,6 +420,10 @@ private slots:
         QCOMPARE(started.count(), 1);
         const int points = page.lossPlot()->pointCount(0);
         QVERIFY(points > 0);
+        QVERIFY2(page.logView()->toPlainText().contains(
+                     QStringLiteral("New run in %1: fashion-fast on mnist, 1 tower\n")
+                         .arg(runs.filePath(QStringLiteral("first")))),
+                 qPrintable(page.logView()->toPlainText()));
 
         name = QStringLiteral("locked");
         const auto lock = towers::engine::RunLock::acquire(fs(runs.filePath(name)), "another");
@@ -428,6 +438,36 @@ private slots:
         QCOMPARE(active.count(), 2);  // it was active, then not
         QCOMPARE(page.lossPlot()->pointCount(0), points);
         QVERIFY(page.statusText().startsWith(QStringLiteral("Failed")));
+        const QString log = page.logView()->toPlainText();
+        QVERIFY2(
+            log.count(QStringLiteral("New run in ")) == 1 && // the first run's only
+                log.section(QLatin1Char('\n'), -1).startsWith(QStringLiteral("Training failed: ")),
+            qPrintable(log));
+    }
+
+    // A new run's folder is made when its session starts, "-2" appended where the name is taken:
+    // the log names the folder it made, once the session has started, and the trainer's notes
+    // from while the session was made (here the validation set held out) follow that line.
+    void logNamesTheFolderTheRunMade()
+    {
+        QTemporaryDir runs;
+        QVERIFY(QDir().mkpath(runs.filePath(QStringLiteral("r")))); // the name is taken
+        auto options = tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 4, 2);
+        options.newFolder = true;
+        options.config.validation = 0.25;
+        TrainPage page;
+        page.setOptionsProvider([options](QString*) { return std::optional(options); });
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        page.start();
+        QVERIFY(finished.wait(30000));
+        QCOMPARE(finished.at(0).at(0).value<towers::app::TrainingWorker::Outcome>(),
+                 towers::app::TrainingWorker::Outcome::Finished);
+        QCOMPARE(page.runDirectory(), runs.filePath(QStringLiteral("r-2")));
+        const QString log = page.logView()->toPlainText();
+        const QString line = QStringLiteral("New run in %1: fashion-fast on mnist, 2 towers\n")
+                                 .arg(runs.filePath(QStringLiteral("r-2")));
+        QVERIFY2(log.startsWith(line), qPrintable(log));
+        QVERIFY2(log.contains(QStringLiteral("\nholding out ")), qPrintable(log));
     }
 
     // Stop before the session has started (the data loading): the status says nothing was

@@ -14,6 +14,8 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include <utility>
+
 #include "app/runs/run_builder.h"
 #include "app/runs/run_log_reader.h"
 #include "ui/plots/plot_theme.h"
@@ -265,11 +267,10 @@ bool TrainPage::startSession(engine::SessionOptions options)
     m_history.reset(0, 0, options.config.batchPerTower);
     m_lastExamplesPerSec = 0;
     m_progress->setValue(0);
-    appendLog(options.resume
-                  ? tr("Resuming the run in %1").arg(m_runDirectory)
-                  : tr("New run in %1: %2 on %3, %n tower(s)", nullptr, options.config.towers)
-                        .arg(m_runDirectory, QString::fromStdString(options.config.model),
-                             QString::fromStdString(options.config.dataset)));
+    // The log says "New run in …" once the session has started (onStarted), in the folder it
+    // made: a start that fails at once says only that it failed.
+    m_sessionStarted = false;
+    m_heldLog.clear();
     m_runLabel->setPath(m_runDirectory);
     if (!m_controller->start(std::move(options))) return false;
     emit activeChanged(true); // runStarted follows once the session has started (onStarted)
@@ -349,6 +350,13 @@ void TrainPage::onStarted(const QString& runDirectory, qint64 startStep, qint64 
 {
     m_runDirectory = runDirectory;
     m_runLabel->setPath(runDirectory);
+    m_sessionStarted = true;
+    appendLog(m_options.resume
+                  ? tr("Resuming the run in %1").arg(runDirectory)
+                  : tr("New run in %1: %2 on %3, %n tower(s)", nullptr, m_options.config.towers)
+                        .arg(runDirectory, QString::fromStdString(m_options.config.model),
+                             QString::fromStdString(m_options.config.dataset)));
+    flushHeldLog();
     clearPlots();
     const bool validation = m_options.config.validation > 0;
     m_accuracy->setTitle(validation ? tr("Validation accuracy") : tr("Test accuracy"));
@@ -424,7 +432,12 @@ void TrainPage::onEvents(const app::TrainingEvents& events)
             computeOnly[t].computeMs = m.towerComputeMs[t];
         if (!computeOnly.empty()) emit towerTimes(m.step, computeOnly);
     }
-    for (const auto& line : events.logLines) appendLog(line);
+    // The trainer's lines from while its session was made follow the line that says it started.
+    for (const auto& line : events.logLines)
+        if (m_sessionStarted)
+            appendLog(line);
+        else
+            m_heldLog << line;
     for (const auto& [file, step] : events.checkpoints) emit checkpointWritten(file, step);
     if (m_controller->state() == app::TrainingController::State::Running) updateProgress();
 }
@@ -432,6 +445,7 @@ void TrainPage::onEvents(const app::TrainingEvents& events)
 void TrainPage::onFinished(app::TrainingWorker::Outcome outcome, const QString& message)
 {
     using O = app::TrainingWorker::Outcome;
+    flushHeldLog(); // a session that never started: its notes, then why
     appendLog(outcome == O::Failed ? tr("Training failed: %1").arg(message)
                                    : tr("Training %1.").arg(message));
     if (outcome == O::Failed) emit errorOccurred(tr("Training failed: %1").arg(message));
@@ -478,6 +492,12 @@ void TrainPage::appendLog(const QString& line)
 {
     m_log->appendPlainText(line);
     emit logMessage(line);
+}
+
+void TrainPage::flushHeldLog()
+{
+    const QStringList held = std::exchange(m_heldLog, {});
+    for (const QString& line : held) appendLog(line);
 }
 
 void TrainPage::clearPlots()

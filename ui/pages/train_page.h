@@ -9,6 +9,7 @@
 // moment (as DIGITS queued jobs): each queued run starts when the one before finishes (or fails),
 // in order; a run stopped by the user (Stop, closing the window) holds the queue, which "Start
 // next" then continues, and "Clear queue" empties.
+#include <QStringList>
 #include <QWidget>
 
 #include <deque>
@@ -106,6 +107,8 @@ private:
     void onFinished(app::TrainingWorker::Outcome outcome, const QString& message);
     void updateProgress();
     void appendLog(const QString& line);
+    // Logs the trainer's lines held back until the session started (or ended without starting).
+    void flushHeldLog();
     void clearPlots();
     void updateQueue();
 
@@ -117,6 +120,10 @@ private:
     QString m_runDirectory;
     QString m_startError;
     QString m_outcomeText; // how the last run ended, shown while idle
+    // The session has started (onStarted): the log has said so; until then the trainer's lines
+    // wait in m_heldLog.
+    bool m_sessionStarted = false;
+    QStringList m_heldLog;
     double m_lastExamplesPerSec = 0;
 
     std::deque<engine::SessionOptions> m_queue;
