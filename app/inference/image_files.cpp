@@ -104,13 +104,14 @@ private:
     qsizetype m_at = 0;
 };
 
-// Why a JPEG, BMP or GIF file (`format` as Qt's reader named it; `device` open at its start) that
-// its decoder read ends before its image does (cut short, as by an interrupted copy or download),
-// where those decoders fill in what is missing instead of failing (PNG's refuses by itself);
-// empty where it is whole, or not one of those. Reads only what each check needs, a buffer at a
-// time. JPEG: an end-of-image marker after its first scan (a 0xFF in coded data is followed by
-// 0 or a restart marker, never 0xD9); BMP: uncompressed pixels as long as its header says; GIF:
-// its first image's data blocks to their end (what follows, a trailer or not, is not looked at).
+// Why a JPEG, BMP, GIF or PNG file (`format` as Qt's reader named it; `device` open at its start)
+// that its decoder read ends before its image does (cut short, as by an interrupted copy or
+// download), where those decoders fill in what is missing instead of failing (PNG's refuses, saying
+// only that it could not read the image: asked then too); empty where it is whole, or not one of
+// those. Reads only what each check needs, a buffer at a time. JPEG: an end-of-image marker after
+// its first scan (a 0xFF in coded data is followed by 0 or a restart marker, never 0xD9); BMP:
+// uncompressed pixels as long as its header says; GIF: its first image's data blocks to their end
+// (what follows, a trailer or not, is not looked at); PNG: its chunks by their lengths to IEND.
 std::string cutShort(QIODevice& device, const QByteArray& format)
 {
     const std::string shortFile = "the file ends before its image does (cut short, as by an "
@@ -167,6 +168,21 @@ std::string cutShort(QIODevice& device, const QByteArray& format)
             return shortFile + "it is " + std::to_string(device.size()) +
                    " bytes, its header puts the end of its pixels at " + std::to_string(end);
         return {};
+    }
+    if (format == "png") { // chunks: length, type, data, CRC, to IEND
+        const QByteArray signature = device.read(8);
+        if (signature != QByteArray("\x89PNG\r\n\x1a\n", 8)) return {};
+        for (;;) {
+            std::uint32_t length = 0, type = 0;
+            for (int i = 0; i < 8; ++i) {
+                const int b = in.get();
+                if (b < 0) return shortFile + "no IEND chunk";
+                (i < 4 ? length : type) = (i < 4 ? length : type) << 8 | std::uint32_t(b);
+            }
+            if (length > 0x7FFFFFFFu) return {}; // not a chunk: the decoder's word stands
+            if (!in.skip(qint64(length) + 4)) return shortFile + "a chunk ends early";
+            if (type == 0x49454E44u) return {}; // IEND
+        }
     }
     if (format == "gif") {
         const QByteArray h = device.read(13); // signature, logical screen descriptor
@@ -286,9 +302,16 @@ QImage readImage(const QString& file, int shortSide)
     }
     const QByteArray format = reader.format().toLower(); // which read() forgets
     QImage image = reader.read();
-    if (image.isNull()) fail(file, "cannot read the image: " + reader.errorString().toStdString());
-    // Decoded, perhaps from part of a file: whole only where it ends as its format ends.
-    if (device.seek(0))
+    if (image.isNull()) {
+        // A file cut short is said as that, where the decoder can only say it could not read it.
+        const std::string why = reader.errorString().toStdString();
+        if (device.seek(0))
+            if (const std::string cut = cutShort(device, format); !cut.empty()) fail(file, cut);
+        fail(file, "cannot read the image: " + why);
+    }
+    // Decoded, perhaps from part of a file: whole only where it ends as its format ends (PNG's
+    // decoder refuses a file cut short by itself).
+    if (format != "png" && device.seek(0))
         if (const std::string cut = cutShort(device, format); !cut.empty()) fail(file, cut);
     checkImageSize(file, image.width(), image.height());
     const QSize reduced = reducedSize(image.size(), shortSide);

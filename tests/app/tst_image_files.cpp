@@ -18,6 +18,8 @@
 
 #include <sys/resource.h>
 
+#include <tuple>
+
 #include "app/inference/image_files.h"
 #include "engine/errors.h"
 #include "hostile_images.h"
@@ -185,10 +187,11 @@ private slots:
     }
 
     // A file cut short (an interrupted copy or download) whose decoder fills in the missing part
-    // instead of failing (JPEG's, BMP's, GIF's) is refused, naming the file and why; the whole
-    // files decode (baseline and progressive JPEG, 8- and 24-bit BMP, GIF), and so do a JPEG and
-    // a GIF with bytes after their end, and a GIF without its trailer. An empty file is said to
-    // be empty.
+    // instead of failing (JPEG's, BMP's, GIF's), or a PNG (whose decoder refuses, saying only that
+    // it could not read it), is refused, naming the file and why; the whole files decode
+    // (baseline and progressive JPEG, 8- and 24-bit BMP, GIF, PNG), and so do a JPEG and a GIF
+    // with bytes after their end, and a GIF without its trailer. An empty file is said to be
+    // empty.
     void cutShortFilesAreRefused()
     {
         QTemporaryDir dir;
@@ -213,6 +216,7 @@ private slots:
              "its header puts the end of its pixels at"},
             {"a.gif", "GIF", noise.convertToFormat(QImage::Format_Indexed8),
              "its image data ends early"},
+            {"a.png", "PNG", noise, "a chunk ends early"},
         };
         for (const Case& c : cases) {
             const QString whole = dir.filePath(QLatin1String(c.name));
@@ -255,6 +259,29 @@ private slots:
             QVERIFY(f.open(QIODevice::WriteOnly) && f.write(bytes) == bytes.size());
             f.close();
             QCOMPARE(readImageFile(f.fileName()).size(), QSize(200, 150));
+        }
+        // A PNG cut right after its last image chunk (IEND missing), and one whole but with a
+        // byte of its compressed pixels changed (its checksum then fails): PNG's decoder refuses
+        // both; the first is said to be cut short, the second keeps the decoder's word.
+        QImageWriter png(dir.filePath(QStringLiteral("b.png")), "PNG");
+        QVERIFY(png.write(noise));
+        QFile pngFile(png.fileName());
+        QVERIFY(pngFile.open(QIODevice::ReadOnly));
+        const QByteArray pngBytes = pngFile.readAll();
+        pngFile.close();
+        QByteArray damaged = pngBytes;
+        const qsizetype flipped = pngBytes.indexOf("IDAT") + 40;
+        damaged[flipped] = char(damaged[flipped] ^ 0x55);
+        for (const auto& [name, bytes, says] :
+             {std::tuple{"noend.png", pngBytes.chopped(12), "no IEND chunk"},
+              std::tuple{"damaged.png", damaged, "cannot read the image: "}}) {
+            QFile f(dir.filePath(QLatin1String(name)));
+            QVERIFY(f.open(QIODevice::WriteOnly) && f.write(bytes) == bytes.size());
+            f.close();
+            const QString message = ioErrorOf([&] { readImageFile(f.fileName()); });
+            QVERIFY2(message.startsWith(f.fileName() + QStringLiteral(": ")) &&
+                         message.contains(QLatin1String(says)),
+                     qPrintable(message));
         }
         QFile empty(dir.filePath(QStringLiteral("empty.png")));
         QVERIFY(empty.open(QIODevice::WriteOnly));
