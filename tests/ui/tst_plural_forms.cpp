@@ -93,6 +93,10 @@ private slots:
                      nullptr, 3),
                  QStringLiteral("stopped early at step %1 of %2: 3 evaluations in a row without "
                                 "a better one"));
+        QCOMPARE(QCoreApplication::translate("towers::ui::ClassifyPage",
+                                             "Classified %1 of %n file(s)", nullptr, 1)
+                     .arg(0),
+                 QStringLiteral("Classified 0 of 1 file"));
         // A message that does not count is left as written.
         QCOMPARE(QCoreApplication::translate("towers::ui::DevicesPage", "Devices"),
                  QStringLiteral("Devices"));

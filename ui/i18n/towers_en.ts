@@ -24,6 +24,13 @@
 <context>
     <name>towers::ui::ClassifyPage</name>
     <message numerus="yes">
+        <source>Classified %1 of %n file(s)</source>
+        <translation>
+            <numerusform>Classified %1 of %n file</numerusform>
+            <numerusform>Classified %1 of %n files</numerusform>
+        </translation>
+    </message>
+    <message numerus="yes">
         <source>; %n could not be read</source>
         <translation>
             <numerusform>; %n could not be read</numerusform>

@@ -572,7 +572,7 @@ ClassifyManyDialog* ClassifyPage::classifyFiles(const QStringList& paths)
             const auto unread = std::count_if(r.value->begin(), r.value->end(),
                                               [](const auto& a) { return !a.error.isEmpty(); });
             const qsizetype classified = qsizetype(r.value->size()) - qsizetype(unread);
-            QString line = tr("Classified %1 of %2 files").arg(classified).arg(n);
+            QString line = tr("Classified %1 of %n file(s)", nullptr, int(n)).arg(classified);
             if (unread > 0) line += tr("; %n could not be read", nullptr, int(unread));
             emit logMessage(line);
         });
