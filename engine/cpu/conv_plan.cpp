@@ -185,29 +185,35 @@ const char* convAlgorithmName(ConvAlgorithm a)
     return "?";
 }
 
-ConvAlgorithm chooseConvAlgorithm(const dnnl::engine& eng, const Conv2dDesc& d, Precision precision)
+ConvAlgorithm chooseConvAlgorithm(const dnnl::engine& eng, const Conv2dDesc& d, Precision precision,
+                                  ConvUse use)
 {
     applySimdTargetLimit();
     // In bfloat16, oneDNN's direct kernels (2x float32's multiply rate with AVX512_BF16's dot
     // products, far more with AMX), unless it has only a reference loop for this shape in
     // bfloat16: that shape then computes in float32, as below. Without AMX, float32 Winograd
     // F(4x4, 3x3) (oneDNN's or Towers') saves more than the dot products gain where its transforms
-    // are amortised over 128 input channels or more (2 Zen 4 cores, forward + backward ms per step,
-    // float32 Winograd against bfloat16 direct: mnist-convnet's conv3 256->512 at 14x14 128 vs 149,
-    // cifar10-resnet's 128->256 at 16x16 29 vs 34 and 256->512 at 8x8 27 vs 33; below, bfloat16
-    // wins: 64->256 at 14x14 34 vs 29, 64->128 at 32x32 41 vs 38): such a convolution stays in
-    // float32, faster and exact. So does one with a single input channel (a grey image's first
+    // are amortised over enough input channels: such a convolution stays in float32, faster and
+    // exact. How many depends on the use (2 Zen 4 cores, forward + backward ms per step, float32
+    // Winograd against bfloat16 direct): in training from 64 (cifar10-resnet's 64 -> 128 at 16x16
+    // 31.0 vs 39.0 and its 64 -> 64 residual block 39.9 vs 46.8, the whole bf16 step 1.08x faster;
+    // mnist-convnet's 256 -> 512 at 14x14 128 vs 149; at 14x14 with 64, partial tiles, the two
+    // tie; with 32, bfloat16 wins: fashion-fast's 32 -> 64 at 14x14 10.0 vs 8.6); in evaluation's
+    // forward alone, where bfloat16 direct wins at 64 (fashion-wide's pass 0.92x with float32
+    // there), from 128. So does one with a single input channel (a grey image's first
     // layer): bfloat16's dot products pair input channels (AMX's tiles take 32), so with one they
     // run half or more on padding, and the conversions cost more than they gain (fashion-fast's
     // conv1, 1 -> 32 at 28x28, batch 128, 2 threads, forward + backward ms: float32 0.58 + 1.64,
     // bfloat16 0.90 + 1.72 on AMX and 0.99 + 1.93 on avx512_core_bf16; with 3 channels bfloat16
     // wins: cifar10-resnet's first layer 1.47 + 2.59 against 1.51 + 3.20).
     if (precision == Precision::BFloat16 && d.win.c > 1) {
+        const std::int64_t float32From = use == ConvUse::Training ? 64 : 128;
         const auto bf16 =
             forwardPd(eng, geometry(d), ConvAlgorithm::DirectBf16, false, Activation::None);
         const std::string impl = bf16.impl_info_str();
         if (impl.find("ref") == std::string::npos) {
-            if (impl.find("amx") != std::string::npos || !Winograd3x3::supports(d) || d.win.c < 128)
+            if (impl.find("amx") != std::string::npos || !Winograd3x3::supports(d) ||
+                d.win.c < float32From)
                 return ConvAlgorithm::DirectBf16;
             const ConvAlgorithm f32 = chooseConvAlgorithm(eng, d, Precision::Float32);
             return f32 == ConvAlgorithm::Winograd3x3 || f32 == ConvAlgorithm::TowersWinograd3x3
@@ -454,9 +460,9 @@ struct ConvPlan::BackwardData
 };
 
 ConvPlan::ConvPlan(const dnnl::engine& eng, const Conv2dDesc& d, bool bias, Activation act,
-                   Precision precision)
+                   Precision precision, ConvUse use)
     : m_engine(eng), m_desc(d), m_bias(bias), m_act(act),
-      m_algorithm(chooseConvAlgorithm(eng, d, precision))
+      m_algorithm(chooseConvAlgorithm(eng, d, precision, use))
 {
     m_key = d.win.str() + " out " + std::to_string(d.outChannels) + (bias ? " bias" : "") +
             (act == Activation::Relu ? " relu" : "") +

@@ -54,6 +54,7 @@
 #include <string>
 
 #include "engine/cpu/cpu_common.h"
+#include "engine/cpu/onednn_ops.h"
 #include "engine/cpu/winograd_3x3.h"
 #include "engine/cpu/winograd_5x5.h"
 #include "engine/ops/precision.h"
@@ -71,16 +72,17 @@ enum class ConvAlgorithm
 
 // "direct", "winograd 3x3" (oneDNN's or Towers'), "winograd 5x5" or "direct bf16".
 const char* convAlgorithmName(ConvAlgorithm a);
-// The algorithm a plan for this geometry runs in this precision (builds a primitive descriptor:
-// not for hot paths).
+// The algorithm a plan for this geometry runs in this precision and use (builds a primitive
+// descriptor: not for hot paths).
 ConvAlgorithm chooseConvAlgorithm(const dnnl::engine& eng, const Conv2dDesc& d,
-                                  Precision precision = Precision::Float32);
+                                  Precision precision = Precision::Float32,
+                                  ConvUse use = ConvUse::Training);
 
 class ConvPlan
 {
 public:
     ConvPlan(const dnnl::engine& eng, const Conv2dDesc& d, bool bias, Activation act,
-             Precision precision = Precision::Float32);
+             Precision precision = Precision::Float32, ConvUse use = ConvUse::Training);
     ConvPlan(const ConvPlan&) = delete;
     ConvPlan& operator=(const ConvPlan&) = delete;
 

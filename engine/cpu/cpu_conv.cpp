@@ -1,6 +1,7 @@
 // oneDNN 2-D convolution: argument checks, then the geometry's ConvPlan (conv_plan.h), built once
 // per geometry, bias and activation and cached, runs the call. The single-direction calls and the
-// training pair share the plans, so inference and training take the same algorithm.
+// training pair share the plans, so inference and training take the same algorithm; but in bf16,
+// where evaluation's forward may choose differently (ConvUse), it has a plan of its own.
 #include "engine/cpu/conv_plan.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/cpu/winograd_5x5.h"
@@ -10,16 +11,17 @@ namespace towers::engine::cpu {
 namespace {
 
 ConvPlan& planFor(OneDnnOps& ops, const Conv2dDesc& d, bool bias, Activation act,
-                  const char* direction)
+                  const char* direction, ConvUse use = ConvUse::Training)
 {
     const bool bf16 = ops.precision() == Precision::BFloat16;
     const std::string key = "conv " + d.win.str() + " out " + std::to_string(d.outChannels) +
                             (bias ? " bias" : "") + (act == Activation::Relu ? " relu" : "") +
-                            (bf16 ? " bf16" : "");
+                            (bf16 ? " bf16" : "") +
+                            (bf16 && use == ConvUse::Evaluation ? " evaluation" : "");
     ConvPlan* plan = nullptr;
     guarded("building a convolution", [&] {
         plan = &ops.cached<ConvPlan>(key, [&] {
-            return std::make_shared<ConvPlan>(ops.dnnlEngine(), d, bias, act, ops.precision());
+            return std::make_shared<ConvPlan>(ops.dnnlEngine(), d, bias, act, ops.precision(), use);
         });
     });
     // Towers' own Winograd runs no oneDNN primitive: it is recorded here for the per-layer profile.
@@ -34,7 +36,7 @@ ConvPlan& planFor(OneDnnOps& ops, const Conv2dDesc& d, bool bias, Activation act
 void OneDnnOps::conv2dForwardImpl(const Conv2dDesc& d, const Tensor& x, const Tensor& w,
                                   const Tensor& b, Tensor& y, Activation act)
 {
-    ConvPlan& plan = planFor(*this, d, !b.empty(), act, "forward");
+    ConvPlan& plan = planFor(*this, d, !b.empty(), act, "forward", ConvUse::Evaluation);
     // Evaluation's bfloat16 y where the plan computes in bfloat16; a convolution that stays
     // float32 in bf16 (a single input channel, a shape oneDNN runs only by a reference loop in
     // bfloat16) writes float32 as in training, which costs no conversion (op_list.h lets it).
@@ -96,7 +98,7 @@ void OneDnnOps::conv2dBackwardImpl(const Conv2dDesc& d, const Tensor& x, const T
     guarded("running a convolution backward", [&] { plan.backward(m_stream, dy, g); });
 }
 
-std::string convolutionAlgorithm(Ops& ops, const Conv2dDesc& d)
+std::string convolutionAlgorithm(Ops& ops, const Conv2dDesc& d, ConvUse use)
 {
     auto* dnn = dynamic_cast<OneDnnOps*>(&ops);
     if (!dnn)
@@ -104,7 +106,7 @@ std::string convolutionAlgorithm(Ops& ops, const Conv2dDesc& d)
                               "' is not the oneDNN backend");
     std::string name;
     guarded("choosing a convolution algorithm", [&] {
-        name = convAlgorithmName(chooseConvAlgorithm(dnn->dnnlEngine(), d, dnn->precision()));
+        name = convAlgorithmName(chooseConvAlgorithm(dnn->dnnlEngine(), d, dnn->precision(), use));
     });
     return name;
 }

@@ -25,10 +25,19 @@ std::string bf16Needs();
 void setCpuThreads(int threads);
 int cpuThreads();
 
+// What a convolution serves: training (the forward that keeps state for backward, the backward)
+// or evaluation's forward alone. In bf16 without AMX the two may run different algorithms
+// (conv_plan.cpp: chooseConvAlgorithm); in fp32, and with AMX, they never do.
+enum class ConvUse
+{
+    Training,
+    Evaluation
+};
+
 // How `ops` (a backend from makeOneDnnOps) runs convolutions of this geometry: "direct" (oneDNN),
 // "winograd 3x3" (oneDNN's Winograd where its heuristic picks it, on AVX-512; elsewhere Towers'
-// F(4x4, 3x3)) or "winograd 5x5" (Towers' F(2x2, 5x5)); primitiveImplementations() tells whose.
-// For tests and benchmark reports; InvalidArgument for another backend.
-std::string convolutionAlgorithm(Ops& ops, const Conv2dDesc& d);
+// F(4x4, 3x3)), "winograd 5x5" (Towers' F(2x2, 5x5)) or "direct bf16"; primitiveImplementations()
+// tells whose. For tests and benchmark reports; InvalidArgument for another backend.
+std::string convolutionAlgorithm(Ops& ops, const Conv2dDesc& d, ConvUse use = ConvUse::Training);
 
 } // namespace towers::engine::cpu

@@ -89,11 +89,12 @@ ConvResult convolve(Ops& ops, DType dtype, const Conv2dDesc& d, const Tensor& x,
     return r;
 }
 
-// Sizes that exercise the layers the registered models have.
+// Sizes that exercise the layers the registered models have (3x3 ones with fewer than 64 input
+// channels: from 64, training in bf16 without AMX may keep a float32 Winograd, conv_plan.cpp).
 const ConvShape kConvShapes[] = {
     {"cifar10-tutorial conv1 (3 channels, 5x5)", {4, 24, 24, 3}, 64, 5, 1, Padding::Same},
     {"cifar10-tutorial conv2 (5x5)", {4, 12, 12, 64}, 64, 5, 1, Padding::Same},
-    {"mnist-convnet conv2 (3x3 valid)", {2, 12, 12, 64}, 256, 3, 1, Padding::Valid},
+    {"mnist-convnet conv2 (3x3 valid)", {2, 12, 12, 48}, 256, 3, 1, Padding::Valid},
     {"fashion-fast conv1 (1 channel)", {4, 28, 28, 1}, 32, 3, 1, Padding::Same},
     {"3x3 stride 2, 20 channels (a partial block)", {3, 9, 8, 20}, 20, 3, 2, Padding::Same},
     // Images of at most 16 output pixels, or smaller than their input: backward weights by a
@@ -101,7 +102,7 @@ const ConvShape kConvShapes[] = {
     {"cifar10-resnet layer3.res (4x4)", {4, 4, 4, 256}, 256, 3, 1, Padding::Same},
     {"4x4, 5x5 window, 24 -> 40 channels", {2, 4, 4, 24}, 40, 5, 1, Padding::Same},
     {"3x3 stride 2 to 4x4, 20 -> 24 channels", {2, 7, 8, 20}, 24, 3, 2, Padding::Same},
-    {"mnist-convnet conv3 (10x10 valid to 8x8)", {2, 10, 10, 64}, 96, 3, 1, Padding::Valid},
+    {"mnist-convnet conv3 (10x10 valid to 8x8)", {2, 10, 10, 48}, 96, 3, 1, Padding::Valid},
 };
 
 } // namespace
@@ -172,20 +173,41 @@ private slots:
         if (d.win.c == 1) QCOMPARE(algorithm, std::string("direct"));
     }
 
-    // Without AMX, a 3x3 convolution with 128 input channels or more for which oneDNN has a
-    // float32 Winograd kernel runs that (fewer multiplications than bfloat16's dot products gain:
-    // conv_plan.cpp); with fewer channels, or with AMX, bfloat16.
+    // Without AMX, a 3x3 convolution for which float32 runs a Winograd (oneDNN's or Towers') runs
+    // that in bf16 too where it has enough input channels (fewer multiplications than bfloat16's
+    // dot products gain: conv_plan.cpp): 64 or more in training, 128 or more in evaluation's
+    // forward; with fewer channels, or with AMX, bfloat16. The ops run what they say.
     void wideThreeByThreeKeepsFloat32Winograd()
     {
         requireBf16();
-        const Conv2dDesc wide = makeConv2dDesc({4, 14, 14, 256}, 512, 3, 3, 1, 1, Padding::Same);
-        const Conv2dDesc narrow = makeConv2dDesc({4, 14, 14, 64}, 256, 3, 3, 1, 1, Padding::Same);
-        QCOMPARE(cpu::convolutionAlgorithm(*m_bf16, narrow), std::string("direct bf16"));
         const bool amx = cpu::cpuInfo().isa.find("amx") != std::string::npos;
-        const std::string f32 = cpu::convolutionAlgorithm(*m_f32, wide);
-        const std::string want = !amx && f32 == "winograd 3x3" ? f32 : "direct bf16";
-        QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*m_bf16, wide)),
-                 QString::fromStdString(want));
+        for (const std::int64_t channels : {32, 64, 256}) {
+            const Conv2dDesc d =
+                makeConv2dDesc({4, 16, 16, channels}, 128, 3, 3, 1, 1, Padding::Same);
+            const std::string f32 = cpu::convolutionAlgorithm(*m_f32, d);
+            QVERIFY2(f32 == "winograd 3x3", f32.c_str()); // 4x fewer multiplications, 1024 pixels
+            for (const auto use : {cpu::ConvUse::Training, cpu::ConvUse::Evaluation}) {
+                const bool float32 = !amx && channels >= (use == cpu::ConvUse::Training ? 64 : 128);
+                QCOMPARE(QString::fromStdString(cpu::convolutionAlgorithm(*m_bf16, d, use)),
+                         QString::fromStdString(float32 ? f32 : "direct bf16"));
+            }
+            // Evaluation's bfloat16 y where it computes in bfloat16, float32 where it does not.
+            Rng rng(5);
+            const Tensor x = operand(d.inputShape(), rng, false);
+            const Tensor w = operand(d.weightShape(), rng, false);
+            Conv2dDesc e = d;
+            e.outputDType = DType::BFloat16;
+            Tensor y;
+            m_bf16->conv2dForward(e, x, w, Tensor(), y, Activation::None);
+            QCOMPARE(y.dtype(), !amx && channels >= 128 ? DType::Float32 : DType::BFloat16);
+            // Training's forward computes as its plan says: float32 Winograd equals the float32
+            // backend's bits, bfloat16 does not.
+            Tensor y32, yb, saved32, savedb;
+            m_f32->conv2dForwardTraining(d, x, w, Tensor(), y32, Activation::None, saved32);
+            m_bf16->conv2dForwardTraining(d, x, w, Tensor(), yb, Activation::None, savedb);
+            const bool same = std::memcmp(y32.raw(), yb.raw(), y32.bytes()) == 0;
+            QCOMPARE(same, !amx && channels >= 64);
+        }
     }
 
     // On AMX, the backward weights of a convolution on an image of at most 16 output pixels, or of

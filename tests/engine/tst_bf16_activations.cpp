@@ -165,7 +165,8 @@ private slots:
         m_bf16->conv2dForward(d, xBf16 ? x.to(DType::BFloat16) : x, w, b, y, act);
         // A bfloat16 y where the convolution computes in bfloat16: a single input channel's stays
         // float32 (conv_plan.h) and writes float32, as its training forward.
-        const bool inBf16 = cpu::convolutionAlgorithm(*m_bf16, d) == "direct bf16";
+        const bool inBf16 =
+            cpu::convolutionAlgorithm(*m_bf16, d, cpu::ConvUse::Evaluation) == "direct bf16";
         QCOMPARE(inBf16, d.win.c > 1);
         QCOMPARE(y.dtype(), yBf16 && inBf16 ? DType::BFloat16 : DType::Float32);
         QCOMPARE(y.shape(), d.outputShape());
@@ -484,8 +485,10 @@ private slots:
             if (!conv || x.dtype() != DType::BFloat16) continue;
             const Conv2dOptions& o = conv->options();
             const std::string algorithm = cpu::convolutionAlgorithm(
-                *m_bf16, makeConv2dDesc(x.shape(), o.outChannels, o.kernelH, o.kernelW, o.stride,
-                                        o.stride, o.padding, o.pads));
+                *m_bf16,
+                makeConv2dDesc(x.shape(), o.outChannels, o.kernelH, o.kernelW, o.stride, o.stride,
+                               o.padding, o.pads),
+                cpu::ConvUse::Evaluation);
             const bool inBf16 = algorithm == "direct bf16";
             // A batch norm after it folds in (as evaluation does): the pair's output is the
             // batch norm's.
