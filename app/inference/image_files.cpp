@@ -173,12 +173,13 @@ std::string cutShort(QIODevice& device, const QByteArray& format)
         const QByteArray signature = device.read(8);
         if (signature != QByteArray("\x89PNG\r\n\x1a\n", 8)) return {};
         for (;;) {
-            std::uint32_t length = 0, type = 0;
+            std::uint64_t header = 0; // length, type: 4 bytes each, big-endian
             for (int i = 0; i < 8; ++i) {
                 const int b = in.get();
                 if (b < 0) return shortFile + "no IEND chunk";
-                (i < 4 ? length : type) = (i < 4 ? length : type) << 8 | std::uint32_t(b);
+                header = header << 8 | std::uint64_t(b);
             }
+            const std::uint64_t length = header >> 32, type = header & 0xFFFFFFFFu;
             if (length > 0x7FFFFFFFu) return {}; // not a chunk: the decoder's word stands
             if (!in.skip(qint64(length) + 4)) return shortFile + "a chunk ends early";
             if (type == 0x49454E44u) return {}; // IEND
@@ -302,17 +303,13 @@ QImage readImage(const QString& file, int shortSide)
     }
     const QByteArray format = reader.format().toLower(); // which read() forgets
     QImage image = reader.read();
-    if (image.isNull()) {
-        // A file cut short is said as that, where the decoder can only say it could not read it.
-        const std::string why = reader.errorString().toStdString();
-        if (device.seek(0))
-            if (const std::string cut = cutShort(device, format); !cut.empty()) fail(file, cut);
-        fail(file, "cannot read the image: " + why);
-    }
+    const std::string why = image.isNull() ? reader.errorString().toStdString() : std::string();
     // Decoded, perhaps from part of a file: whole only where it ends as its format ends (PNG's
-    // decoder refuses a file cut short by itself).
-    if (format != "png" && device.seek(0))
+    // decoder refuses a file cut short by itself); not decoded, a file cut short is said as that,
+    // where the decoder can only say it could not read it.
+    if ((image.isNull() || format != "png") && device.seek(0))
         if (const std::string cut = cutShort(device, format); !cut.empty()) fail(file, cut);
+    if (image.isNull()) fail(file, "cannot read the image: " + why);
     checkImageSize(file, image.width(), image.height());
     const QSize reduced = reducedSize(image.size(), shortSide);
     if (reduced != image.size()) {
