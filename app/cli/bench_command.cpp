@@ -163,6 +163,7 @@ int runBench(const QStringList& args, CommandIo& io)
             {QStringLiteral("achieved_gflops"), r.achievedGflops},
             {QStringLiteral("last_loss"), r.lastLoss},
         };
+        if (o.inference) j.insert(QStringLiteral("chunking"), QString::fromStdString(r.chunking));
         if (!r.isa.empty()) {
             j.insert(QStringLiteral("isa"), QString::fromStdString(r.isa));
             j.insert(QStringLiteral("simd_target"), QString::fromStdString(r.simdTarget));
@@ -207,6 +208,10 @@ int runBench(const QStringList& args, CommandIo& io)
                << (r.backToBack ? QStringLiteral(", issued back to back (%1 ms each waited for)")
                                       .arg(r.phasesMs, 0, 'f', 2)
                                 : QString())
+               << "\n"
+               << "chunks     "
+               << (r.chunking.empty() ? QStringLiteral("none: every layer takes the whole batch")
+                                      : QString::fromStdString(r.chunking))
                << "\n";
     else if (!r.backToBack) // the CPU: ops finish before they return
         io.out << "step       " << QString::number(r.stepMs, 'f', 2) << " ms (" << phases << ")\n";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "engine/cpu/primitive_implementations.h"
 #include "engine/models/registry.h"
 #include "engine/nn/layer.h"
+#include "engine/nn/sequential.h"
 #include "engine/ops/backends.h"
 #include "engine/optim/sgd.h"
 
@@ -20,6 +22,12 @@ namespace towers::engine {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+std::string mebibytes(std::int64_t bytes)
+{
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(1 << 20));
+    return text;
+}
 double msSince(Clock::time_point t)
 {
     return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
@@ -187,6 +195,14 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
         return r;
     };
     if (o.inference) {
+        const Sequential::Chunking chunks =
+            model->net().chunking(images.shape(), ctx.chunkCacheBytes);
+        if (chunks.layers > 0) {
+            const auto& layers = model->net().layers();
+            r.chunking = layers.front()->name() + " to " + layers[chunks.layers - 1]->name() +
+                         ", " + std::to_string(chunks.images) + " images at a time in a " +
+                         mebibytes(ctx.chunkCacheBytes) + " cache";
+        }
         // The forward pass alone, as eval and classify run it; on a GPU issued back to back.
         for (int step = 0; step < total; ++step) {
             ctx.step = std::uint64_t(step);

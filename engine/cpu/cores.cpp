@@ -4,6 +4,7 @@
 
 #include <omp.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -93,6 +94,12 @@ int coresUnderQuota(int affinityCount, std::optional<double> quota)
     int cores = std::max(1, affinityCount);
     if (quota && *quota > 0) cores = std::min(cores, int(std::ceil(*quota - 1e-9)));
     return std::max(1, cores);
+}
+
+std::int64_t levelTwoCacheBytes()
+{
+    const long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return bytes > 0 ? std::int64_t{bytes} : std::int64_t{256} << 10;
 }
 
 std::string threadsBeyondCores(long threads, const std::string& breakdown,

@@ -4,6 +4,7 @@
 // container's --cpus, systemd's CPUQuota). std::thread::hardware_concurrency() counts the
 // machine's cores, which is what a process pinned to a few of them or held to a quota must not
 // share out among its threads.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,10 @@ int usableCores();
 // (OpenMP's teams meet at every op); empty where the cores can run them all.
 std::string threadsBeyondCores(long threads, const std::string& breakdown,
                                const std::string& advice);
+
+// One core's level-2 cache in bytes, as the C library reads it from the CPU (sysconf); 256 KiB,
+// the smallest of current x86 cores, where it does not say.
+std::int64_t levelTwoCacheBytes();
 
 // The CPUs of this process's affinity mask, ascending ({} where the system does not say).
 std::vector<int> affinityCpus();

@@ -74,6 +74,11 @@ OneDnnOps::OneDnnOps(Precision precision)
 {
 }
 
+std::int64_t OneDnnOps::evaluationCacheBytes() const
+{
+    return levelTwoCacheBytes() * cpuThreads();
+}
+
 OneDnnOps::~OneDnnOps()
 {
     if (t_current.ops == this) t_current = {};

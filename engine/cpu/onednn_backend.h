@@ -28,6 +28,8 @@ public:
     Device device() const override { return Device::host(); }
     Precision precision() const override { return m_precision; }
     bool bf16Activations() const override { return m_precision == Precision::BFloat16; }
+    // The level-2 caches of the threads that ops called from this thread use.
+    std::int64_t evaluationCacheBytes() const override;
 
     dnnl::engine& dnnlEngine() { return m_engine; }
     dnnl::stream& dnnlStream() { return m_stream; }

@@ -1,5 +1,7 @@
 #include "engine/nn/sequential.h"
 
+#include <algorithm>
+
 #include "engine/nn/batch_norm.h"
 #include "engine/nn/conv2d.h"
 
@@ -34,20 +36,52 @@ void Sequential::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
         ctx.ops.copy(x, y); // on the context's stream, as its layers' ops
         return;
     }
-    const std::size_t n = m_layers.size();
-    for (std::size_t i = 0; i < n; ++i) {
-        const Tensor* in = i == 0 ? &x : &m_acts[i - 1];
+    if (ctx.chunkCacheBytes <= 0 || ctx.training || !x.device().isHost() || x.rank() == 0)
+        return run(ctx, 0, m_layers.size(), x, y);
+    if (x.shape() != m_chunkedFor || ctx.chunkCacheBytes != m_chunkedCache) {
+        m_chunking = chunking(x.shape(), ctx.chunkCacheBytes);
+        m_chunkedFor = x.shape();
+        m_chunkedCache = ctx.chunkCacheBytes;
+    }
+    // The layers inside (a residual's body) run on what this one gives them, unchunked.
+    ExecContext inner = ctx;
+    inner.chunkCacheBytes = 0;
+    if (m_chunking.layers == 0) return run(inner, 0, m_layers.size(), x, y);
+    forwardInChunks(inner, m_chunking, x, y);
+}
+
+void Sequential::forwardInChunks(ExecContext& ctx, const Chunking& c, const Tensor& x, Tensor& y)
+{
+    const std::int64_t n = x.dim(0);
+    const bool whole = c.layers == m_layers.size();
+    Tensor& joined = whole ? y : m_joined;
+    for (std::int64_t b = 0; b < n; b += c.images) {
+        const std::int64_t e = std::min(n, b + c.images);
+        run(ctx, 0, c.layers, x.slice(b, e), m_chunkOut);
+        if (b == 0)
+            Tensor::ensure(joined, m_chunkOut.shape().withBatch(n), m_chunkOut.dtype(),
+                           m_chunkOut.device());
+        joined.slice(b, e).copyFrom(m_chunkOut);
+    }
+    if (!whole) run(ctx, c.layers, m_layers.size(), joined, y);
+}
+
+void Sequential::run(ExecContext& ctx, std::size_t begin, std::size_t end, const Tensor& x,
+                     Tensor& y)
+{
+    for (std::size_t i = begin; i < end; ++i) {
+        const Tensor* in = i == begin ? &x : &m_acts[i - 1];
         if (in->dtype() == DType::BFloat16 && !m_layers[i]->takesBf16()) {
             ctx.ops.convertFloat(*in, DType::Float32, m_converted[i]);
             in = &m_converted[i];
         }
-        if (ctx.foldBatchNorms && !ctx.training && i + 1 < n) {
+        if (ctx.foldBatchNorms && !ctx.training && i + 1 < end) {
             // A convolution and the batch norm after it as one convolution: the batch norm's
             // output is the pair's (the profiler sees the pair's time as the convolution's).
             auto* conv = dynamic_cast<Conv2d*>(m_layers[i].get());
             const auto* bn = dynamic_cast<const BatchNorm*>(m_layers[i + 1].get());
             if (conv && bn && conv->canFold(*bn)) {
-                Tensor& out = i + 2 == n ? y : m_acts[i + 1];
+                Tensor& out = i + 2 == end ? y : m_acts[i + 1];
                 if (ctx.profiler) ctx.profiler->begin(ctx, *conv, false);
                 conv->forwardFolding(ctx, *in, *bn, out);
                 if (ctx.profiler) {
@@ -58,11 +92,66 @@ void Sequential::forward(ExecContext& ctx, const Tensor& x, Tensor& y)
                 continue;
             }
         }
-        Tensor& out = i + 1 == n ? y : m_acts[i];
+        Tensor& out = i + 1 == end ? y : m_acts[i];
         if (ctx.profiler) ctx.profiler->begin(ctx, *m_layers[i], false);
         m_layers[i]->forward(ctx, *in, out);
         if (ctx.profiler) ctx.profiler->end(ctx, *m_layers[i], false);
     }
+}
+
+Sequential::Chunking Sequential::chunking(const Shape& input, std::int64_t cacheBytes)
+{
+    // A chunk reads a layer's weights again, and folds a batch norm into them or transforms them
+    // (a Winograd convolution's 36 / 9 as many): a few passes over them.
+    constexpr std::int64_t kWeightPasses = 8;
+    constexpr std::int64_t kFloat = 4; // bytes of an image element (bfloat16 takes half)
+    const std::int64_t n = input.rank() ? input[0] : 0;
+    Chunking best;
+    if (cacheBytes <= 0 || n <= kMinChunk) return best;
+    Shape shape = input;
+    std::int64_t widest = 0;    // input and output bytes per image of the widest layer so far
+    std::int64_t made = 0;      // output bytes per image of the layers so far
+    std::int64_t bestSaves = 0; // bytes per image that best's end saves
+    for (std::size_t i = 0; i < m_layers.size(); ++i) {
+        Layer& layer = *m_layers[i];
+        if (dynamic_cast<Sequential*>(&layer) || dynamic_cast<Residual*>(&layer) ||
+            dynamic_cast<Concat*>(&layer))
+            break;
+        // A convolution and the batch norm folded into it are one layer: the convolution's
+        // output is not made.
+        const auto* conv = dynamic_cast<const Conv2d*>(&layer);
+        auto* bn =
+            i + 1 < m_layers.size() ? dynamic_cast<BatchNorm*>(m_layers[i + 1].get()) : nullptr;
+        const bool pair = conv && bn && conv->canFold(*bn);
+        const Shape out = layer.outputShape(shape);
+        const std::int64_t perImage = (shape.numel() + out.numel()) / n * kFloat;
+        widest = std::max(widest, perImage);
+        const std::int64_t images = cacheBytes / std::max<std::int64_t>(widest, 1);
+        if (images < kMinChunk) break;
+        std::vector<Parameter*> params;
+        layer.collectParameters(params);
+        if (pair) bn->collectParameters(params);
+        std::int64_t weights = 0;
+        for (const Parameter* p : params) weights += static_cast<std::int64_t>(p->value.bytes());
+        if (weights * kWeightPasses > images * perImage) break;
+        shape = out;
+        if (pair) ++i;
+        // Ending here keeps the images of the layers before in the cache and copies this
+        // layer's output (read in the cache, written to memory): what that saves.
+        const std::int64_t outBytes = out.numel() / n * kFloat;
+        made += outBytes;
+        const std::int64_t saves = made - 3 * outBytes;
+        if (saves > 0 && saves >= bestSaves) {
+            bestSaves = saves;
+            best = {i + 1, images};
+        }
+    }
+    // Two chunks of a batch that barely misses the cache save less than the second round of
+    // calls costs.
+    if (best.layers == 0 || n <= 2 * best.images) return {};
+    const std::int64_t chunks = (n + best.images - 1) / best.images;
+    best.images = (n + chunks - 1) / chunks;
+    return best;
 }
 
 void Sequential::backward(ExecContext& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,

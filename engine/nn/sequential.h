@@ -39,14 +39,43 @@ public:
     const std::vector<std::unique_ptr<Layer>>& layers() const { return m_layers; }
     // The output of layer i of the latest forward(), for every layer but the last (whose output
     // is the caller's y). Not computed for a convolution with a batch norm folded into it
-    // (ExecContext::foldBatchNorms).
+    // (ExecContext::foldBatchNorms); for the layers an evaluation ran in chunks
+    // (ExecContext::chunkCacheBytes), that of the last chunk, and nothing for the last of them.
     const Tensor& output(std::size_t i) const { return m_acts.at(i); }
 
+    // How an evaluation pass runs a batch of `input`'s shape in a cache of `cacheBytes`: layers
+    // [0, layers) a chunk of `images` at a time, the rest on the whole batch; layers 0 for the
+    // whole batch throughout. The first layers qualify while a chunk of at least kMinChunk
+    // images, each layer's input and output together, fits the cache and the layer's weights are
+    // small beside the images it maps (a chunk reads them again, and folds a batch norm into them
+    // or transforms them); a nested block (a residual, a concat) ends them, and a convolution and
+    // the batch norm folded into it count as one layer. Of those, the chunked part ends where it
+    // saves most: the outputs of the layers before the end stay in the cache, the end's own is
+    // copied into the whole batch's (about three passes over it), and it must save something. A
+    // batch of fewer than three chunks runs whole. Chunks are even.
+    struct Chunking
+    {
+        std::size_t layers = 0;
+        std::int64_t images = 0;
+    };
+    static constexpr std::int64_t kMinChunk = 8;
+    Chunking chunking(const Shape& input, std::int64_t cacheBytes);
+
 private:
+    // Layers [begin, end) on x, the last writing y and the others their m_acts.
+    void run(ExecContext& ctx, std::size_t begin, std::size_t end, const Tensor& x, Tensor& y);
+    // forward() in chunks of the batch through layers [0, c.layers).
+    void forwardInChunks(ExecContext& ctx, const Chunking& c, const Tensor& x, Tensor& y);
+
     std::vector<std::unique_ptr<Layer>> m_layers;
     std::vector<Tensor> m_acts;      // output of layer i (the last one is the caller's y)
     std::vector<Tensor> m_grads;     // dL/d(output of layer i)
     std::vector<Tensor> m_converted; // layer i's bfloat16 input in float32, when it takes no other
+    Tensor m_chunkOut;               // a chunk's output of the chunked layers
+    Tensor m_joined;                 // the whole batch's output of the chunked layers
+    Shape m_chunkedFor;              // the input shape and cache of m_chunking
+    std::int64_t m_chunkedCache = -1;
+    Chunking m_chunking;
 };
 
 // y = x + body(x): a residual block whose body keeps the shape.

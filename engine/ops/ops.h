@@ -69,6 +69,10 @@ public:
     // op_list.h), so that an evaluation pass keeps its images bfloat16 from one op to the next
     // (ExecContext::bf16Activations): the oneDNN backend in Precision::BFloat16.
     virtual bool bf16Activations() const { return false; }
+    // The cache an evaluation pass may keep a batch's images in from one layer to the next
+    // (ExecContext::chunkCacheBytes), in bytes: the CPU backend's level-2 caches of its threads; 0
+    // where whole batches run best (a GPU, the reference loops).
+    virtual std::int64_t evaluationCacheBytes() const { return 0; }
     // Waits until every op issued through this context has finished: a no-op for the CPU
     // backends, which finish each op before returning; a GPU's asynchronous work (and its faults,
     // as BackendError) surfaces here. For timing, and before a host reads what ops wrote.
@@ -257,15 +261,24 @@ struct ExecContext
     // (Layer::takesBf16), and the model's logits are float32. Set with foldBatchNorms by evaluation
     // and classification.
     bool bf16Activations = false;
+    // In evaluation mode, when above 0: the top-level Sequential runs its first layers on a chunk
+    // of the batch at a time, small enough that their images stay in a cache of this many bytes
+    // between one layer and the next rather than go out to memory and back (a first convolution's
+    // output read again by its max pooling), and the layers after on the whole batch
+    // (Sequential::chunking says which layers and how many images). Set by evaluation and
+    // classification from Ops::evaluationCacheBytes().
+    std::int64_t chunkCacheBytes = 0;
 
     // The context of an evaluation's forward pass, as evaluation, classification and bench
-    // --inference run it: not training, batch norms folded, and bfloat16 images between the
-    // layers where the backend takes them.
+    // --inference run it: not training, batch norms folded, bfloat16 images between the layers
+    // where the backend takes them, and the first layers in chunks where the backend has a cache
+    // for them.
     static ExecContext forEvaluation(Ops& ops, std::uint64_t replica = 0)
     {
         ExecContext ctx{ops, false, 0, replica};
         ctx.foldBatchNorms = true;
         ctx.bf16Activations = ops.bf16Activations();
+        ctx.chunkCacheBytes = ops.evaluationCacheBytes();
         return ctx;
     }
 };

@@ -175,6 +175,9 @@ private slots:
         QCOMPARE(j.value(QStringLiteral("step_ms")).toDouble(),
                  j.value(QStringLiteral("forward_ms")).toDouble());
         QCOMPARE(j.value(QStringLiteral("backward_ms")).toDouble(), 0.0);
+        // 8 images run whole through every layer (evaluation chunks need three of at least 8).
+        QVERIFY(j.contains(QStringLiteral("chunking")));
+        QCOMPARE(j.value(QStringLiteral("chunking")).toString(), QString());
         const QJsonArray layers = j.value(QStringLiteral("layers")).toArray();
         QCOMPARE(layers.size(), 10);
         for (const auto& v : layers) {
@@ -195,7 +198,9 @@ private slots:
         QVERIFY2(text.out.contains(QStringLiteral("forward in evaluation mode")) &&
                      text.out.contains(QStringLiteral("\nforward    ")) &&
                      !text.out.contains(QStringLiteral("backward")) &&
-                     text.out.contains(QStringLiteral("ms per pass")),
+                     text.out.contains(QStringLiteral("ms per pass")) &&
+                     text.out.contains(
+                         QStringLiteral("\nchunks     none: every layer takes the whole batch\n")),
                  qPrintable(text.out));
     }
 
