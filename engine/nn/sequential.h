@@ -40,7 +40,8 @@ public:
     // The output of layer i of the latest forward(), for every layer but the last (whose output
     // is the caller's y). Not computed for a convolution with a batch norm folded into it
     // (ExecContext::foldBatchNorms); for the layers an evaluation ran in chunks
-    // (ExecContext::chunkCacheBytes), that of the last chunk, and nothing for the last of them.
+    // (ExecContext::chunkCacheBytes), that of the last chunk, but the whole batch's for the last
+    // of them.
     const Tensor& output(std::size_t i) const { return m_acts.at(i); }
 
     // How an evaluation pass runs a batch of `input`'s shape in a cache of `cacheBytes`: layers
@@ -72,7 +73,6 @@ private:
     std::vector<Tensor> m_grads;     // dL/d(output of layer i)
     std::vector<Tensor> m_converted; // layer i's bfloat16 input in float32, when it takes no other
     Tensor m_chunkOut;               // a chunk's output of the chunked layers
-    Tensor m_joined;                 // the whole batch's output of the chunked layers
     Shape m_chunkedFor;              // the input shape and cache of m_chunking
     std::int64_t m_chunkedCache = -1;
     Chunking m_chunking;

@@ -8,7 +8,8 @@
 //  * The result: every registered model's logits in chunks are the whole batch's, bitwise on the
 //    reference backend (each image computed alone), within float32 rounding on oneDNN (whose
 //    kernels may differ with the batch), in bfloat16 activations too; a batch that chunks do not
-//    divide; the chunked layers' outputs are those of the last chunk.
+//    divide; the chunked layers' outputs are those of the last chunk, the last one's the whole
+//    batch's.
 //  * Only evaluation on the host: training, a context without a cache and a device's images run
 //    the whole batch through every layer.
 #include <QtTest>
@@ -186,10 +187,11 @@ private slots:
         const double e = normalisedError(chunked, whole);
         QVERIFY2(e < (bf16 ? 1e-2 : 1e-5), qPrintable(QString::number(e)));
         // The chunked layers' outputs are the last chunk's (a convolution's own is not made where
-        // a batch norm folds into it).
+        // a batch norm folds into it), but the last one's is the whole batch's.
         for (std::size_t i = 0; i + 1 < c.layers; ++i)
             if (!net->layerOutput(i).empty())
                 QCOMPARE(net->layerOutput(i).dim(0), 61 - (60 / c.images) * c.images);
+        if (c.layers > 0) QCOMPARE(net->layerOutput(c.layers - 1).dim(0), std::int64_t(61));
     }
 
     void onlyEvaluationOnTheHostChunks()
