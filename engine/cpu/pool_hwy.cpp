@@ -99,6 +99,33 @@ void forward(const Window2d& g, const T* x, T* y, std::uint8_t* ws, std::int64_t
         // lead; only real pixels are read).
         const std::int64_t window = ((n * g.h + iy0) * g.w + ix0) * c;
         T* out = y + p * c;
+        if (g.kh == 2 && g.kw == 2 && rows.lo == 0 && rows.hi == 2 && cols.lo == 0 &&
+            cols.hi == 2) {
+            // The common 2x2 window, wholly inside the image: its four pixels unrolled, the same
+            // winners as the loop below (positions 0, 1, 2, 3 in scan order).
+            const T* p0 = x + window;
+            const T* p1 = p0 + c;
+            const T* p2 = p0 + g.w * c;
+            const T* p3 = p2 + c;
+            for (std::int64_t k = 0; k < c; k += lanes) {
+                const std::int64_t m = std::min(lanes, c - k);
+                V best = loadRow(d, p0 + k, m);
+                V at = hn::Zero(d);
+                const auto take = [&](const T* q, float position) {
+                    const V v = loadRow(d, q + k, m);
+                    const auto greater = hn::Gt(v, best);
+                    best = hn::IfThenElse(greater, v, best);
+                    if constexpr (kPositions)
+                        at = hn::IfThenElse(greater, hn::Set(d, position), at);
+                };
+                take(p1, 1.f);
+                take(p2, 2.f);
+                take(p3, 3.f);
+                storeRow(d, best, out + k, m);
+                if constexpr (kPositions) storePositions(d, at, ws + p * c + k, m);
+            }
+            continue;
+        }
         for (std::int64_t k = 0; k < c; k += lanes) {
             const std::int64_t m = std::min(lanes, c - k);
             // The first real element, then strictly greater ones: the first maximum in scan order
