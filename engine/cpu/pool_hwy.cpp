@@ -81,6 +81,15 @@ HWY_INLINE Covering covering(std::int64_t t, int k, int s, std::int64_t count)
     return {t - k + 1 > 0 ? (t - k + s) / s : 0, std::min(count - 1, t / s)};
 }
 
+// One more pixel of a window scanned in order: v takes the lead where strictly greater, so the
+// first maximum keeps it; with kPositions, `at` follows the leader's position.
+template <bool kPositions> HWY_INLINE void keepGreater(D d, V v, float position, V& best, V& at)
+{
+    const auto greater = hn::Gt(v, best);
+    best = hn::IfThenElse(greater, v, best);
+    if constexpr (kPositions) at = hn::IfThenElse(greater, hn::Set(d, position), at);
+}
+
 // Output pixels [begin, end) of float32 (T float) or bfloat16 (T uint16_t, compared as float32)
 // images, and with kPositions the winners' positions in ws (training's workspace).
 template <class T, bool kPositions>
@@ -111,16 +120,9 @@ void forward(const Window2d& g, const T* x, T* y, std::uint8_t* ws, std::int64_t
                 const std::int64_t m = std::min(lanes, c - k);
                 V best = loadRow(d, p0 + k, m);
                 V at = hn::Zero(d);
-                const auto take = [&](const T* q, float position) {
-                    const V v = loadRow(d, q + k, m);
-                    const auto greater = hn::Gt(v, best);
-                    best = hn::IfThenElse(greater, v, best);
-                    if constexpr (kPositions)
-                        at = hn::IfThenElse(greater, hn::Set(d, position), at);
-                };
-                take(p1, 1.f);
-                take(p2, 2.f);
-                take(p3, 3.f);
+                keepGreater<kPositions>(d, loadRow(d, p1 + k, m), 1.f, best, at);
+                keepGreater<kPositions>(d, loadRow(d, p2 + k, m), 2.f, best, at);
+                keepGreater<kPositions>(d, loadRow(d, p3 + k, m), 3.f, best, at);
                 storeRow(d, best, out + k, m);
                 if constexpr (kPositions) storePositions(d, at, ws + p * c + k, m);
             }
@@ -133,14 +135,9 @@ void forward(const Window2d& g, const T* x, T* y, std::uint8_t* ws, std::int64_t
             V best = loadRow(d, x + (window + (rows.lo * g.w + cols.lo) * c + k), m);
             V at = hn::Set(d, static_cast<float>(rows.lo * g.kw + cols.lo));
             for (int i = rows.lo; i < rows.hi; ++i)
-                for (int j = i == rows.lo ? cols.lo + 1 : cols.lo; j < cols.hi; ++j) {
-                    const V v = loadRow(d, x + (window + (i * g.w + j) * c + k), m);
-                    const auto greater = hn::Gt(v, best);
-                    best = hn::IfThenElse(greater, v, best);
-                    if constexpr (kPositions)
-                        at = hn::IfThenElse(greater, hn::Set(d, static_cast<float>(i * g.kw + j)),
-                                            at);
-                }
+                for (int j = i == rows.lo ? cols.lo + 1 : cols.lo; j < cols.hi; ++j)
+                    keepGreater<kPositions>(d, loadRow(d, x + (window + (i * g.w + j) * c + k), m),
+                                            static_cast<float>(i * g.kw + j), best, at);
             storeRow(d, best, out + k, m);
             if constexpr (kPositions) storePositions(d, at, ws + p * c + k, m);
         }

@@ -78,9 +78,8 @@ void Sequential::run(ExecContext& ctx, std::size_t begin, std::size_t end, const
         if (ctx.foldBatchNorms && !ctx.training && i + 1 < end) {
             // A convolution and the batch norm after it as one convolution: the batch norm's
             // output is the pair's (the profiler sees the pair's time as the convolution's).
-            auto* conv = dynamic_cast<Conv2d*>(m_layers[i].get());
-            const auto* bn = dynamic_cast<const BatchNorm*>(m_layers[i + 1].get());
-            if (conv && bn && conv->canFold(*bn)) {
+            if (const BatchNorm* bn = foldsAfter(i)) {
+                auto* conv = static_cast<Conv2d*>(m_layers[i].get());
                 Tensor& out = i + 2 == end ? y : m_acts[i + 1];
                 if (ctx.profiler) ctx.profiler->begin(ctx, *conv, false);
                 conv->forwardFolding(ctx, *in, *bn, out);
@@ -97,6 +96,14 @@ void Sequential::run(ExecContext& ctx, std::size_t begin, std::size_t end, const
         m_layers[i]->forward(ctx, *in, out);
         if (ctx.profiler) ctx.profiler->end(ctx, *m_layers[i], false);
     }
+}
+
+BatchNorm* Sequential::foldsAfter(std::size_t i)
+{
+    if (i + 1 >= m_layers.size()) return nullptr;
+    const auto* conv = dynamic_cast<const Conv2d*>(m_layers[i].get());
+    auto* bn = dynamic_cast<BatchNorm*>(m_layers[i + 1].get());
+    return conv && bn && conv->canFold(*bn) ? bn : nullptr;
 }
 
 Sequential::Chunking Sequential::chunking(const Shape& input, std::int64_t cacheBytes)
@@ -121,10 +128,7 @@ Sequential::Chunking Sequential::chunking(const Shape& input, std::int64_t cache
             break;
         // A convolution and the batch norm folded into it are one layer: the convolution's
         // output is not made.
-        const auto* conv = dynamic_cast<const Conv2d*>(&layer);
-        auto* bn =
-            i + 1 < m_layers.size() ? dynamic_cast<BatchNorm*>(m_layers[i + 1].get()) : nullptr;
-        const bool pair = conv && bn && conv->canFold(*bn);
+        BatchNorm* bn = foldsAfter(i);
         const Shape out = layer.outputShape(shape);
         const std::int64_t perImage = (shape.numel() + out.numel()) / n * kElement;
         widest = std::max(widest, perImage);
@@ -132,12 +136,12 @@ Sequential::Chunking Sequential::chunking(const Shape& input, std::int64_t cache
         if (images < kMinChunk) break;
         std::vector<Parameter*> params;
         layer.collectParameters(params);
-        if (pair) bn->collectParameters(params);
+        if (bn) bn->collectParameters(params);
         std::int64_t weights = 0;
         for (const Parameter* p : params) weights += static_cast<std::int64_t>(p->value.bytes());
         if (weights * kWeightPasses > images * perImage) break;
         shape = out;
-        if (pair) ++i;
+        if (bn) ++i;
         // Ending here keeps the images of the layers before in the cache and copies this
         // layer's output (read in the cache, written to memory): what that saves.
         const std::int64_t outBytes = out.numel() / n * kElement;

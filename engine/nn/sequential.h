@@ -6,6 +6,8 @@
 
 namespace towers::engine {
 
+class BatchNorm;
+
 // Layers run one after the other. Keeps every intermediate activation and gradient between
 // steps, so steady-state training allocates nothing.
 class Sequential final : public Layer
@@ -67,6 +69,9 @@ private:
     void run(ExecContext& ctx, std::size_t begin, std::size_t end, const Tensor& x, Tensor& y);
     // forward() in chunks of the batch through layers [0, c.layers).
     void forwardInChunks(ExecContext& ctx, const Chunking& c, const Tensor& x, Tensor& y);
+    // The batch norm after layer i when layer i is a convolution it folds into (one convolution
+    // in evaluation, ExecContext::foldBatchNorms), else null.
+    BatchNorm* foldsAfter(std::size_t i);
 
     std::vector<std::unique_ptr<Layer>> m_layers;
     std::vector<Tensor> m_acts;      // output of layer i (the last one is the caller's y)
