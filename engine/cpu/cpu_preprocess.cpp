@@ -22,7 +22,7 @@ void OneDnnOps::preprocessImagesImpl(const PreprocessDesc& d, const Tensor& sour
     const std::int64_t imageBytes = imageShape.numel();
     const std::int64_t perImage = std::int64_t(d.height) * d.width * d.channels;
     const Preprocessing p = preprocessingOf(d);
-    // The rows as distortions (every row fits: the entry, ops.cpp, checks host draws).
+    // The rows as distortions (every row fits: the entry, op_checks.cpp, checks host draws).
     std::vector<Distortion> distortions(static_cast<std::size_t>(batch));
     std::vector<const std::uint8_t*> images(static_cast<std::size_t>(batch));
     const std::uint8_t* bytes = src.data<std::uint8_t>();

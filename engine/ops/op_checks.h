@@ -1,7 +1,7 @@
 #pragma once
-// Shape helpers shared by the op entries' checks (ops.cpp) and the backends: the checks themselves
-// run once, in the public entries of Ops; these are the pieces a backend still needs (the
-// dimensions of a checked call, the unbiasing factor) and the words the checks use.
+// Shape helpers shared by the op entries' checks (op_checks.cpp) and the backends: the checks
+// themselves run once, in the public entries of Ops; these are the pieces a backend still needs
+// (the dimensions of a checked call, the unbiasing factor) and the words the checks use.
 #include <cstdint>
 #include <string>
 

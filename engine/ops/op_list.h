@@ -2,15 +2,15 @@
 // The ops, written once. Every op of the Ops interface (ops.h) is one entry here: its name, its
 // result, its parameters and the way it passes them on. From this list come, without anything
 // written twice:
-//  * the public, non-virtual entries of Ops (which check the arguments, ops.cpp) and the
+//  * the public, non-virtual entries of Ops (which check the arguments, op_checks.cpp) and the
 //    protected virtual `<op>Impl` a backend overrides;
 //  * the `Op` enum and opName(), with which a backend says which ops it implements (supports());
 //  * each backend's override declarations (TOWERS_OP_OVERRIDE over the backend's own list);
 //  * the staging adapter (staged_ops.cpp), which runs any op through another device.
 //
 // Adding an op: an entry below (and its name in TOWERS_SINGLE_OPS or TOWERS_COMPOSITE_OPS), its
-// argument checks in ops.cpp, its implementation in the backends that run it, and its cases in
-// engine/selftest/op_cases.cpp; docs/extending.md walks through it.
+// argument checks in op_checks.cpp, its implementation in the backends that run it, and its cases
+// in engine/selftest/op_cases_<family>.cpp; docs/extending.md walks through it.
 //
 // Conventions for every op:
 //  * image activations are NHWC; convolution weights OIHW; linear weights [out, in];

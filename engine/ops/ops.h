@@ -2,9 +2,9 @@
 // The op interface every backend implements. Layers call these; they never see oneDNN, cuDNN or
 // loops. The ops themselves, their documentation and conventions are in op_list.h: each is a
 // public, non-virtual entry here that checks its arguments once, for every backend alike (shapes,
-// dtypes, devices: ops.cpp), then calls the backend's protected `<op>Impl`. A backend that leaves
-// an op out (supports() says which it implements) has it run staged through a host backend, with
-// one log line the first time.
+// dtypes, devices: op_checks.cpp), then calls the backend's protected `<op>Impl`. A backend that
+// leaves an op out (supports() says which it implements) has it run staged through a host backend,
+// with one log line the first time.
 #include <chrono>
 #include <cstdint>
 #include <functional>

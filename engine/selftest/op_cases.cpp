@@ -1,5 +1,5 @@
 // The op-case table's runner and the helpers its families share; the cases themselves are in
-// op_cases_window.cpp and op_cases_dense.cpp.
+// op_cases_window.cpp, op_cases_dense.cpp, op_cases_norm.cpp and op_cases_update.cpp.
 #include "engine/selftest/op_cases.h"
 
 #include <algorithm>

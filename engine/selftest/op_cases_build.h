@@ -1,13 +1,15 @@
 #pragma once
 // Private to engine/selftest: what the op-case table's families (op_cases_window.cpp,
-// op_cases_dense.cpp) build their cases with. Inputs are host tensors of Float64 that hold float32
-// values, so the backend under test (given them in float32) and the reference (in float64) start
-// from the same numbers; inputs that are not float operands (labels, masks, images, and Float64
-// data in a case's keepDType) go to both as they are.
+// op_cases_dense.cpp, op_cases_norm.cpp, op_cases_update.cpp) build their cases with. Inputs are
+// host tensors of Float64 that hold float32 values, so the backend under test (given them in
+// float32) and the reference (in float64) start from the same numbers; inputs that are not float
+// operands (labels, masks, images, and Float64 data in a case's keepDType) go to both as they are.
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
+#include "engine/ops/step_scalars.h"
 #include "engine/selftest/op_cases.h"
 
 namespace towers::engine::op_cases {
@@ -39,6 +41,40 @@ std::string shapeText(const Shape& s);
 
 // The reference backend, for inputs that are results of an op (a pre-activation, softmax).
 Ops& referenceOps();
+
+// What the dense families (op_cases_dense.cpp, op_cases_norm.cpp, op_cases_update.cpp) share.
+
+inline std::string number(double v)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+struct Named
+{
+    std::string what;
+    Shape shape;
+    std::string text() const { return shapeText(shape) + (what.empty() ? "" : " (" + what + ")"); }
+};
+
+// A step's scalars (StepScalars) as an input every backend is given as Float64, where it computes.
+inline Tensor stepScalarsInput(const StepScalars& v)
+{
+    Tensor t = Tensor::zeros(Shape{StepScalars::kCount}, DType::Float64);
+    for (int i = 0; i < StepScalars::kCount; ++i) t.data<double>()[i] = v.values[i];
+    return t;
+}
+
+// The element-wise cases' shapes (axpy's, which plain SGD's cases take too).
+inline std::vector<Named> elementwiseShapes()
+{
+    return {
+        {"one element", {1, 1, 1, 1}}, {"odd sizes", {3, 5, 7, 2}},
+        {"", {16, 24, 24, 8}},         {"", {128, 10}},
+        {"odd sizes", {37, 1001}},
+    };
+}
 
 // The registered models' layers the table checks (op_cases_models.cpp), each named
 // "<model> <layer>".

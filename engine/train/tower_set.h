@@ -119,7 +119,7 @@ struct TowerStepResult
     int discarded = 0;
 };
 
-struct StepSlot; // tower_set.cpp
+struct StepSlot; // tower_set_parts.h
 
 class TowerSet
 {

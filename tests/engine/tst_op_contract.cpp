@@ -1,6 +1,7 @@
-// The op contract (engine/ops/op_list.h, ops.cpp): one list of ops; arguments checked once, in
-// the public entries, alike for every backend; an op a backend leaves out runs staged through a
-// host backend with one log line, or is refused naming it; the backends by name in one place.
+// The op contract (engine/ops/op_list.h, op_checks.cpp, ops.cpp): one list of ops; arguments
+// checked once, in the public entries, alike for every backend; an op a backend leaves out runs
+// staged through a host backend with one log line, or is refused naming it; the backends by name
+// in one place.
 #include <QtTest>
 
 #include <cmath>
