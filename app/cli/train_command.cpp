@@ -1,29 +1,26 @@
-// towers-cli train: a tower-replicated training run on a dataset, into a run directory.
+// towers-cli train: a tower-replicated training run on a dataset, into a run directory (what it
+// prints of the training: cli_observer.h; the settings its processes compare: train_settings.h).
 #include <QDateTime>
 #include <QDir>
 #include <QEventLoop>
 #include <QFileInfo>
-#include <QJsonArray>
-#include <QJsonDocument>
 #include <QJsonObject>
 #include <csignal>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <thread>
 
+#include "app/cli/cli_observer.h"
 #include "app/cli/command.h"
-#include "app/cli/output_queue.h"
 #include "app/cli/train_command.h"
+#include "app/cli/train_settings.h"
 #include "app/data/data_dirs.h"
 #include "app/devices/device_list.h"
 #include "app/process/interrupt_notifier.h"
 #include "app/runs/run_builder.h"
-#include "app/version/build_info.h"
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_manifest.h"
 #include "engine/dist/process_state.h"
-#include "engine/gpu/gpu_backend.h"
 #include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
@@ -60,145 +57,6 @@ QString scheduleChange(const TrainConfig& before, const engine::Trainer& trainer
         .arg(rate(next));
 }
 
-QJsonArray doubles(const std::vector<double>& v)
-{
-    QJsonArray a;
-    for (double x : v) a.append(x);
-    return a;
-}
-
-// Prints what the trainer reports: the tutorial's log lines, or one JSON object per event.
-// Where each tower's step went, for --json: [{"compute_ms": ..., "comm_ms": ..., ...}, ...].
-QJsonArray towerTimes(const std::vector<engine::TowerTimes>& times)
-{
-    QJsonArray out;
-    for (const auto& t : times)
-        out.append(QJsonObject{{QStringLiteral("compute_ms"), t.computeMs},
-                               {QStringLiteral("comm_ms"), t.commMs},
-                               {QStringLiteral("data_ms"), t.dataMs},
-                               {QStringLiteral("update_ms"), t.updateMs}});
-    return out;
-}
-
-class CliObserver final : public engine::TrainerObserver
-{
-public:
-    CliObserver(CommandIo& io, bool json) : m_json(json), m_output(io.out) {}
-    ~CliObserver() override { releaseLog(); }
-
-    // Log lines of the session's construction (the weights a run starts from, a checkpoint it
-    // resumes) are held until the run's header ("run folder", "dataset") is out, so that they
-    // read after it; a failure releases them before its message.
-    void holdLog()
-    {
-        std::lock_guard lock(m_mutex);
-        m_holding = true;
-    }
-    void releaseLog()
-    {
-        std::vector<QString> held;
-        {
-            std::lock_guard lock(m_mutex);
-            m_holding = false;
-            held.swap(m_held);
-        }
-        for (const QString& line : held) m_output.write(line);
-    }
-
-    // While training runs, lines go out through a thread of their own (output_queue.h): a stalled
-    // output never stalls the trainer.
-    void startBackgroundOutput() { m_output.start(); }
-    void finishBackgroundOutput() { m_output.finish(); }
-
-    void onStep(const engine::StepMetrics& m) override
-    {
-        if (!m_json) return; // the log line says it
-        print({{QStringLiteral("event"), QStringLiteral("step")},
-               {QStringLiteral("step"), qint64(m.step)},
-               {QStringLiteral("total_steps"), qint64(m.totalSteps)},
-               {QStringLiteral("epoch"), m.epoch},
-               {QStringLiteral("loss"), m.loss},
-               {QStringLiteral("cross_entropy"), m.crossEntropy},
-               {QStringLiteral("lr"), m.lr},
-               {QStringLiteral("examples_per_sec"), m.examplesPerSec},
-               {QStringLiteral("sec_per_batch"), m.secPerBatch},
-               {QStringLiteral("data_wait_ms"), m.dataWaitMs},
-               {QStringLiteral("compute_ms"), m.computeMs},
-               {QStringLiteral("allreduce_ms"), m.allReduceMs},
-               {QStringLiteral("update_ms"), m.updateMs},
-               {QStringLiteral("tower_compute_ms"), doubles(m.towerComputeMs)},
-               {QStringLiteral("tower_times"), towerTimes(m.towerTimes)},
-               {QStringLiteral("elapsed_s"), m.elapsedSeconds},
-               {QStringLiteral("eta_s"), m.etaSeconds}});
-    }
-    void onEvaluation(const engine::EvalResult& r) override
-    {
-        std::lock_guard lock(m_mutex);
-        m_lastEval = r;
-        m_haveEval = true;
-        if (!m_json) return;
-        printLocked({{QStringLiteral("event"), QStringLiteral("eval")},
-                     {QStringLiteral("step"), qint64(r.step)},
-                     {QStringLiteral("set"), QString::fromStdString(r.set)},
-                     {QStringLiteral("precision_at_1"), r.precisionAt1},
-                     {QStringLiteral("examples"), qint64(r.examples)},
-                     {QStringLiteral("ema"), r.ema},
-                     {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
-                     {QStringLiteral("per_class_accuracy"), doubles(r.perClassAccuracy)},
-                     {QStringLiteral("seconds"), r.seconds}});
-    }
-    void onLog(const std::string& line) override
-    {
-        if (m_json) {
-            print({{QStringLiteral("event"), QStringLiteral("log")},
-                   {QStringLiteral("message"), QString::fromStdString(line)}});
-            return;
-        }
-        {
-            std::lock_guard lock(m_mutex);
-            if (m_holding) {
-                m_held.push_back(QString::fromStdString(line));
-                return;
-            }
-        }
-        m_output.write(QString::fromStdString(line));
-    }
-    void onCheckpoint(const std::filesystem::path& file, std::int64_t step) override
-    {
-        std::lock_guard lock(m_mutex);
-        m_lastCheckpoint = QString::fromStdString(file.string());
-        if (m_json)
-            printLocked({{QStringLiteral("event"), QStringLiteral("checkpoint")},
-                         {QStringLiteral("step"), qint64(step)},
-                         {QStringLiteral("file"), m_lastCheckpoint}});
-    }
-
-    bool haveEval() const { return m_haveEval; }
-    const engine::EvalResult& lastEval() const { return m_lastEval; }
-    const QString& lastCheckpoint() const { return m_lastCheckpoint; }
-
-    void print(const QJsonObject& o)
-    {
-        std::lock_guard lock(m_mutex);
-        printLocked(o);
-    }
-
-private:
-    void printLocked(const QJsonObject& o)
-    {
-        m_output.write(QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact)));
-    }
-
-    bool m_json;
-    OutputQueue m_output;
-    std::mutex m_mutex;
-    bool m_holding = false;
-    std::vector<QString> m_held;
-    bool m_haveEval = false;
-    engine::EvalResult m_lastEval;
-    QString m_lastCheckpoint;
-};
-
 bool int64Option(const QCommandLineParser& p, const QString& name, qint64 min, qint64 max,
                  std::int64_t& value, CommandIo& io)
 {
@@ -233,97 +91,6 @@ std::vector<std::string> trainableDatasets()
         }
     }
     return names;
-}
-
-// What the processes of a run compare before anything else: the build, and each option given
-// (all but --data-dir: each machine keeps its data where it likes; the session compares the
-// datasets' contents) by its long name and its meaning in one spelling, so that --lr 0.1, --lr=0.1
-// and --lr 1e-1 agree, the options' order does not matter, and the last of a repeated option is
-// the one compared, as it is the one used. A value that does not read is compared as given (its
-// process then refuses it itself).
-std::vector<engine::Setting> settingsGiven(const QCommandLineParser& p)
-{
-    static const QStringList integers{QStringLiteral("towers"),
-                                      QStringLiteral("threads-per-tower"),
-                                      QStringLiteral("batch-size"),
-                                      QStringLiteral("steps"),
-                                      QStringLiteral("seed"),
-                                      QStringLiteral("checkpoint-every"),
-                                      QStringLiteral("keep-checkpoints"),
-                                      QStringLiteral("eval-every"),
-                                      QStringLiteral("patience"),
-                                      QStringLiteral("log-every"),
-                                      QStringLiteral("histogram-every"),
-                                      QStringLiteral("loader-workers")};
-    static const QStringList numbers{QStringLiteral("epochs"),    QStringLiteral("lr"),
-                                     QStringLiteral("momentum"),  QStringLiteral("weight-decay"),
-                                     QStringLiteral("ema-decay"), QStringLiteral("bucket-mb")};
-    static const QStringList paths{QStringLiteral("run-dir"), QStringLiteral("init-from"),
-                                   QStringLiteral("like"), QStringLiteral("model")};
-    const auto number = [](double v) { return QString::number(v, 'g', 17); };
-    const auto meaning = [&](const QString& name, const QString& given) -> QString {
-        bool ok = false;
-        const QString t = given.trimmed();
-        if (integers.contains(name)) {
-            const qint64 v = t.toLongLong(&ok);
-            if (ok) return QString::number(v);
-        } else if (numbers.contains(name)) {
-            const double v = t.toDouble(&ok);
-            if (ok) return number(v);
-        } else if (name == QLatin1String("validation")) {
-            if (const auto v = validationShare(given)) return number(*v);
-        } else if (name == QLatin1String("min-delta")) {
-            if (const auto v = shareOf(given, engine::kMaxMinDelta)) return number(*v);
-        } else if (name == QLatin1String("lr-schedule")) {
-            return scheduleName(given);
-        } else if (name == QLatin1String("augment")) {
-            if (!given.isEmpty()) return augmentName(given);
-        } else if (name == QLatin1String("precision")) {
-            try {
-                return QString::fromStdString(std::string(
-                    engine::precisionName(engine::parsePrecision(given.toStdString()))));
-            } catch (const engine::Error&) {
-            }
-        } else if (name == QLatin1String("gpus")) {
-            if (t == QLatin1String("all")) return t;
-            QStringList gpus;
-            for (const QString& item : given.split(QLatin1Char(','))) {
-                const int g = item.trimmed().toInt(&ok);
-                if (!ok) return given;
-                gpus << QString::number(g);
-            }
-            return gpus.join(QLatin1Char(','));
-        } else if (paths.contains(name)) {
-            // Rank 0's to read or make, wherever the others started (another machine need not
-            // see the file): the same path, however spelt ("runs/a/" and "runs/./a").
-            if (!given.isEmpty()) return QDir::cleanPath(given);
-        }
-        return given;
-    };
-    const std::string build =
-        (versionLine(QStringLiteral("towers-cli")) + QStringLiteral(", GPU backend ") +
-         QString::fromLatin1(engine::gpuBackendBuildId()))
-            .toStdString();
-    std::vector<engine::Setting> out{{"the Towers build", build, build}};
-    QStringList names = p.optionNames();
-    names.removeDuplicates();
-    names.sort();
-    for (const QString& name : names) {
-        if (name == QLatin1String("data-dir")) continue;
-        const QStringList values = p.values(name);
-        engine::Setting s;
-        s.name = QStringLiteral("--%1").arg(name).toStdString();
-        if (values.isEmpty()) { // a switch
-            s.canonical = "on";
-            s.given = "given";
-        } else {
-            const QString canonical = meaning(name, values.back());
-            s.canonical = canonical.toStdString();
-            s.given = shellWord(values.back()).toStdString();
-        }
-        out.push_back(std::move(s));
-    }
-    return out;
 }
 
 } // namespace
