@@ -3,13 +3,13 @@
 // reproducible, train/ and val/ folders, grayscale found, what is no image passed over and
 // reported, the written dataset found and loaded by name, and every refusal leaves the data folder
 // as it was.
+// towers-cli import and datasets as a user runs them, and a run trained on what import made, are
+// in tst_image_folder_import_command.cpp (image_folder_import_support.h: what the two share).
 #include <QDir>
 #include <QImage>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QRegularExpression>
-#include <QTemporaryDir>
 #include <QtTest>
 
 #include <fcntl.h>
@@ -22,7 +22,6 @@
 #include <ctime>
 #include <filesystem>
 
-#include "app/cli/command.h"
 #include "app/data/file_names.h"
 #include "app/data/image_folder_import.h"
 #include "app/inference/image_files.h"
@@ -30,42 +29,13 @@
 #include "engine/data/dataset.h"
 #include "engine/data/dataset_manifest.h"
 #include "engine/errors.h"
-#include "engine/train/checkpoint.h"
+#include "image_folder_import_support.h"
 
 using namespace towers;
+using test::writeClass;
 using towers::app::ImportOptions;
 
 namespace {
-
-// Image `i` of class `c`: a square of the class's colour on a background that varies with i, so
-// every image differs and a class is learnable; `gray` makes R = G = B.
-QImage sample(int c, int i, bool gray, int side = 48)
-{
-    QImage img(side + i % 5, side, QImage::Format_RGB888);
-    const QColor bg(40 + 7 * i % 60, 90, 30 + 11 * i % 80);
-    const QColor fg = c == 0   ? QColor(250, 30, 30)
-                      : c == 1 ? QColor(30, 250, 30)
-                               : QColor(30, 30, 250);
-    img.fill(gray ? QColor(qGray(bg.rgb()), qGray(bg.rgb()), qGray(bg.rgb())) : bg);
-    for (int y = side / 4; y < side * 3 / 4; ++y)
-        for (int x = side / 4 + c * 3; x < side * 3 / 4; ++x)
-            img.setPixelColor(
-                x, y, gray ? QColor(qGray(fg.rgb()), qGray(fg.rgb()), qGray(fg.rgb())) : fg);
-    return img;
-}
-
-void writeClass(const QString& dir, int c, int count, bool gray, int first = 0)
-{
-    QDir().mkpath(dir);
-    const char* formats[] = {"PNG", "BMP", "JPG", "PPM"};
-    for (int i = first; i < first + count; ++i) {
-        const char* f = formats[i % 4];
-        const QString path = dir + QStringLiteral("/img%1.%2")
-                                       .arg(i, 3, 10, QLatin1Char('0'))
-                                       .arg(QString::fromLatin1(f).toLower());
-        QVERIFY(sample(c, i, gray).save(path, f));
-    }
-}
 
 QStringList entries(const QString& dir)
 {
@@ -80,75 +50,9 @@ engine::Dataset load(const QString& name, const QString& dataDir)
 
 } // namespace
 
-class TestImageFolderImport : public QObject
+class TestImageFolderImport : public test::ImageFolderImportTest
 {
     Q_OBJECT
-    QTemporaryDir m_root;
-    QString m_pets; // cat/, dog/, fox/ with 10, 12, 7 colour images, junk, a broken image
-
-    QString path(const QString& p) const { return m_root.filePath(p); }
-
-    // The run on pets (imported into data4/ with 30 % of each class held out for testing: what
-    // command() checks) that the eval tests read: 4 steps of cifar10-tutorial, trained by the
-    // first test that needs it whatever the order the tests run in (one alone, by name); "" with
-    // why logged where it cannot be made.
-    QString petsRun()
-    {
-        const QString data = path(QStringLiteral("data4")), run = path(QStringLiteral("run"));
-        if (QFileInfo::exists(run + QStringLiteral("/config.json"))) return run;
-        if (!QFileInfo::exists(data + QStringLiteral("/pets"))) {
-            const auto r = test::runCliProcess(
-                TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--data-dir"), data,
-                             QStringLiteral("--name"), QStringLiteral("pets"),
-                             QStringLiteral("--test-fraction"), QStringLiteral("0.3")});
-            if (r.exitCode != 0) {
-                qWarning("import of pets failed: %s", qPrintable(r.err));
-                return {};
-            }
-        }
-        const auto train = test::runCliProcess(
-            TOWERS_CLI,
-            {QStringLiteral("train"), QStringLiteral("--dataset"), QStringLiteral("pets"),
-             QStringLiteral("--data-dir"), data, QStringLiteral("--steps"), QStringLiteral("4"),
-             QStringLiteral("--batch-size"), QStringLiteral("4"), QStringLiteral("--run-dir"), run,
-             QStringLiteral("--model"), QStringLiteral("cifar10-tutorial")});
-        if (train.exitCode != 0) {
-            qWarning("training on pets failed: %s", qPrintable(train.err + train.out));
-            return {};
-        }
-        return run;
-    }
-
-    // Two of pets' classes, named "Cat" and "fox!", imported into data4/ as "two" (once): the
-    // folder, or "" with why logged.
-    QString twoPets()
-    {
-        const QString two = path(QStringLiteral("two pets"));
-        if (QFileInfo::exists(path(QStringLiteral("data4/two")))) return two;
-        writeClass(two + QStringLiteral("/Cat"), 0, 10, false);
-        writeClass(two + QStringLiteral("/fox!"), 2, 7, false);
-        const auto r = test::runCliProcess(
-            TOWERS_CLI,
-            {QStringLiteral("import"), two, QStringLiteral("--data-dir"),
-             path(QStringLiteral("data4")), QStringLiteral("--name"), QStringLiteral("two")});
-        if (r.exitCode != 0) {
-            qWarning("import of two failed: %s", qPrintable(r.err));
-            return {};
-        }
-        return two;
-    }
-
-    // The newest checkpoint of the run on pets (petsRun), into `c`; false when there is none.
-    bool newestRunCheckpoint(engine::Checkpoint& c)
-    {
-        if (petsRun().isEmpty()) return false;
-        const QDir checkpoints(path(QStringLiteral("run/checkpoints")));
-        const QStringList all =
-            checkpoints.entryList({QStringLiteral("ckpt-*.safetensors")}, QDir::Files, QDir::Name);
-        if (all.isEmpty()) return false;
-        c = engine::readCheckpoint(checkpoints.filePath(all.last()).toStdString());
-        return true;
-    }
 
 private slots:
     // Qt's removal lists no name that is not UTF-8 (namesThatAreNotUtf8AreSaid makes some), so it
@@ -158,49 +62,6 @@ private slots:
         std::error_code error;
         std::filesystem::remove_all(QFile::encodeName(m_root.path()).toStdString(), error);
         QVERIFY2(!error, error.message().c_str());
-    }
-
-    // One dataset shown from --data-dir is the copy train would load: a damaged copy there is
-    // reported (exit 1, naming the file), never passed over for the system's.
-    void aDamagedCopyInTheDataFolderIsReported()
-    {
-        const QString system = QStringLiteral("/usr/share/datasets/fashion-mnist");
-        if (!QFileInfo::exists(system + QStringLiteral("/train-images-idx3-ubyte.gz")))
-            QSKIP("Debian's dataset-fashion-mnist is not installed here");
-        QTemporaryDir data;
-        QVERIFY(QDir(data.path()).mkpath(QStringLiteral("fashion-mnist")));
-        for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-                              "t10k-labels-idx1-ubyte.gz"}) // the test images left out
-            QVERIFY(
-                QFile::link(system + QLatin1Char('/') + QLatin1String(f),
-                            data.filePath(QStringLiteral("fashion-mnist/")) + QLatin1String(f)));
-        const auto shown = test::runCliProcess(
-            TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("fashion-mnist"),
-                         QStringLiteral("--data-dir"), data.path()});
-        QCOMPARE(shown.exitCode, 1);
-        QVERIFY2(shown.err.contains(data.filePath(QStringLiteral("fashion-mnist/t10k-images"))),
-                 qPrintable(shown.err));
-    }
-
-    void initTestCase()
-    {
-        m_pets = path(QStringLiteral("My Pets!"));
-        writeClass(m_pets + QStringLiteral("/cat"), 0, 10, false);
-        writeClass(m_pets + QStringLiteral("/dog"), 1, 10, false);
-        writeClass(m_pets + QStringLiteral("/dog/puppies"), 1, 2, false, 50); // nested: still dogs
-        writeClass(m_pets + QStringLiteral("/fox"), 2, 7, false);
-        QVERIFY(QDir().mkpath(m_pets + QStringLiteral("/unsorted"))); // no images: no class
-        QFile junk(m_pets + QStringLiteral("/cat/Thumbs.db"));
-        QVERIFY(junk.open(QIODevice::WriteOnly));
-        junk.write("junk");
-        junk.close();
-        QFile broken(m_pets + QStringLiteral("/fox/broken.png"));
-        QVERIFY(broken.open(QIODevice::WriteOnly));
-        broken.write("\x89PNG\r\n\x1a\nnot really");
-        broken.close();
-        QFile readme(m_pets + QStringLiteral("/notes.txt"));
-        QVERIFY(readme.open(QIODevice::WriteOnly));
-        readme.write("where the pictures came from");
     }
 
     void names()
@@ -878,332 +739,6 @@ private slots:
         }
         QVERIFY(!QFileInfo::exists(data + QStringLiteral("/new")));
         QCOMPARE(entries(data).size(), 2);
-    }
-
-    // towers-cli import as a user runs it, then train on what it made.
-    // Class names in any script line up in import's and datasets' tables: a Chinese character
-    // takes two columns, a combining accent none, "é" one (its two bytes were counted).
-    void tablesLineUpWhateverTheScript()
-    {
-        const QString src = path(QStringLiteral("scripts"));
-        const QStringList names{QStringLiteral("猫咪"), QStringLiteral("cafe\u0301"),
-                                QStringLiteral("été"), QStringLiteral("dog")};
-        for (int c = 0; c < names.size(); ++c)
-            writeClass(src + QLatin1Char('/') + names[c], c, 3, false);
-        const QString data = path(QStringLiteral("scripts-data"));
-        const auto imported = test::runCliProcess(
-            TOWERS_CLI, {QStringLiteral("import"), src, QStringLiteral("--data-dir"), data,
-                         QStringLiteral("--name"), QStringLiteral("scripts")});
-        QVERIFY2(imported.exitCode == 0, qPrintable(imported.err));
-        const auto detail =
-            test::runCliProcess(TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("scripts"),
-                                             QStringLiteral("--data-dir"), data});
-        QVERIFY2(detail.exitCode == 0, qPrintable(detail.err));
-        // Each class's row: the figures start at the header's column, counted as a terminal does.
-        const auto figuresColumn = [](const QString& line) {
-            const qsizetype digit = line.indexOf(QRegularExpression(QStringLiteral("\\d")));
-            return digit < 0 ? -1 : app::textColumns(line.left(digit));
-        };
-        for (const QString& out : {imported.out, detail.out}) {
-            const QStringList lines = out.split(QLatin1Char('\n'));
-            const auto header = std::find_if(lines.begin(), lines.end(), [](const QString& l) {
-                return l.startsWith(QStringLiteral("  class "));
-            });
-            QVERIFY2(header != lines.end(), qPrintable(out));
-            const int column =
-                app::textColumns(header->left(header->indexOf(QStringLiteral("train")) + 5)) -
-                1; // "train"'s last letter
-            int rows = 0;
-            for (const QString& name : names) {
-                const auto row = std::find_if(lines.begin(), lines.end(), [&](const QString& l) {
-                    return l.startsWith(QStringLiteral("  ") + name + QLatin1Char(' '));
-                });
-                QVERIFY2(row != lines.end(), qPrintable(name + QStringLiteral(" not in:\n") + out));
-                // The train figure (a one-digit count here) ends under "train"'s last letter.
-                QVERIFY2(figuresColumn(*row) == column, qPrintable(out));
-                ++rows;
-            }
-            QCOMPARE(rows, int(names.size()));
-        }
-        QCOMPARE(app::textColumns(QStringLiteral("猫咪")), 4);
-        QCOMPARE(app::textColumns(QStringLiteral("cafe\u0301")), 4);
-        QCOMPARE(app::padColumns(QStringLiteral("猫"), 5), QStringLiteral("猫   "));
-    }
-
-    void command()
-    {
-        const QString data = path(QStringLiteral("data4"));
-        const auto r = test::runCliProcess(
-            TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--data-dir"), data,
-                         QStringLiteral("--name"), QStringLiteral("pets"),
-                         QStringLiteral("--test-fraction"), QStringLiteral("0.3")});
-        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
-        QVERIFY2(r.out.contains(QStringLiteral("dataset pets in ")), qPrintable(r.out));
-        QVERIFY2(r.out.contains(QStringLiteral("32x32x3 (HxWxC), 3 classes")), qPrintable(r.out));
-        QVERIFY2(r.out.contains(QStringLiteral("train it: towers-cli train --dataset pets")),
-                 qPrintable(r.out));
-        QVERIFY2(r.err.contains(QStringLiteral("passed over")) &&
-                     r.err.contains(QStringLiteral("broken.png")),
-                 qPrintable(r.err));
-        QVERIFY2(r.err.contains(QStringLiteral("Thumbs.db")), qPrintable(r.err));
-
-        const auto again = test::runCliProcess(
-            TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--data-dir"), data,
-                         QStringLiteral("--name"), QStringLiteral("pets")});
-        QCOMPARE(again.exitCode, 1);
-        QVERIFY2(again.err.contains(QStringLiteral("--force")), qPrintable(again.err));
-        const auto usage =
-            test::runCliProcess(TOWERS_CLI, {QStringLiteral("import"), m_pets,
-                                             QStringLiteral("--channels"), QStringLiteral("2")});
-        QCOMPARE(usage.exitCode, 2);
-        const auto badName =
-            test::runCliProcess(TOWERS_CLI, {QStringLiteral("import"), m_pets,
-                                             QStringLiteral("--name"), QStringLiteral("Pets")});
-        QCOMPARE(badName.exitCode, 2);
-
-        const auto listed = test::runCliProcess(
-            TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("--data-dir"), data});
-        QVERIFY2(listed.out.contains(QStringLiteral("pets ")), qPrintable(listed.out));
-        QVERIFY2(listed.out.contains(QStringLiteral("(imported from ") +
-                                     QDir::toNativeSeparators(m_pets)),
-                 qPrintable(listed.out));
-        // In detail: each class's images in both splits (cat 10, dog 12 with its puppies, fox 7
-        // readable), and how unequal they are.
-        const auto detail = test::runCliProcess(
-            TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("pets"),
-                         QStringLiteral("--data-dir"), data, QStringLiteral("--json")});
-        QVERIFY2(detail.exitCode == 0, qPrintable(detail.err));
-        const QJsonArray classes = QJsonDocument::fromJson(detail.out.toUtf8())
-                                       .object()
-                                       .value(QStringLiteral("classes"))
-                                       .toArray();
-        QCOMPARE(classes.size(), 3);
-        const int expected[] = {10, 12, 7};
-        for (int c = 0; c < 3; ++c) {
-            const QJsonObject o = classes.at(c).toObject();
-            QCOMPARE(o.value(QStringLiteral("train")).toInt() +
-                         o.value(QStringLiteral("test")).toInt(),
-                     expected[c]);
-            QVERIFY(o.value(QStringLiteral("test")).toInt() >= 1);
-        }
-        QCOMPARE(classes.at(1).toObject().value(QStringLiteral("class")).toString(),
-                 QStringLiteral("dog"));
-        const auto text =
-            test::runCliProcess(TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("pets"),
-                                             QStringLiteral("--data-dir"), data});
-        QVERIFY2(text.out.contains(QRegularExpression(QStringLiteral("\\n  dog +\\d+ +\\d+\\n"))) &&
-                     text.out.contains(QStringLiteral("the largest class has ")),
-                 qPrintable(text.out));
-        QCOMPARE(test::runCliProcess(TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("a"),
-                                                  QStringLiteral("b")})
-                     .exitCode,
-                 2);
-        const auto unnamed = test::runCliProcess(
-            TOWERS_CLI, {QStringLiteral("import"), m_pets, QStringLiteral("--name"), QString()});
-        QCOMPARE(unnamed.exitCode, 2);
-        QVERIFY2(unnamed.err.contains(QStringLiteral("--name must not be empty")),
-                 qPrintable(unnamed.err));
-
-        QVERIFY2(!petsRun().isEmpty(), "the run on pets could not be trained (above)");
-        const auto eval = test::runCliProcess(
-            TOWERS_CLI, {QStringLiteral("eval"), QStringLiteral("--checkpoint"),
-                         path(QStringLiteral("run")), QStringLiteral("--data-dir"), data});
-        QVERIFY2(eval.exitCode == 0, qPrintable(eval.err + eval.out));
-        QVERIFY2(eval.out.contains(QStringLiteral("on pets")), qPrintable(eval.out));
-
-        // eval --dataset: the checkpoint on another imported dataset, its classes matched by
-        // name (case and punctuation aside). The same cat and fox images give the same rows of
-        // the confusion matrix as on pets itself (--set all: every image of both splits).
-        const auto evalJson = [&](const QStringList& extra) {
-            const auto e = test::runCliProcess(
-                TOWERS_CLI, QStringList{QStringLiteral("eval"), QStringLiteral("--checkpoint"),
-                                        path(QStringLiteral("run")), QStringLiteral("--data-dir"),
-                                        data, QStringLiteral("--set"), QStringLiteral("all"),
-                                        QStringLiteral("--json")} +
-                                extra);
-            return std::make_pair(e, QJsonDocument::fromJson(e.out.toUtf8()).object());
-        };
-        const QString two = twoPets();
-        QVERIFY(!two.isEmpty());
-        const auto [onPets, pets] = evalJson({});
-        const auto [onTwo, twoPets] =
-            evalJson({QStringLiteral("--dataset"), QStringLiteral("two")});
-        QVERIFY2(onPets.exitCode == 0 && onTwo.exitCode == 0, qPrintable(onPets.err + onTwo.err));
-        QCOMPARE(pets.value(QStringLiteral("examples")).toInt(), 29);
-        QCOMPARE(twoPets.value(QStringLiteral("examples")).toInt(), 17);
-        QCOMPARE(twoPets.value(QStringLiteral("dataset")).toString(), QStringLiteral("two"));
-        QCOMPARE(twoPets.value(QStringLiteral("checkpoint_dataset")).toString(),
-                 QStringLiteral("pets"));
-        QCOMPARE(twoPets.value(QStringLiteral("classes")), pets.value(QStringLiteral("classes")));
-        QCOMPARE(twoPets.value(QStringLiteral("per_class_examples")).toArray(),
-                 (QJsonArray{10, 0, 7}));
-        const QJsonArray petsRows = pets.value(QStringLiteral("confusion")).toArray(),
-                         twoRows = twoPets.value(QStringLiteral("confusion")).toArray();
-        QCOMPARE(twoRows[0], petsRows[0]); // cat
-        QCOMPARE(twoRows[1], (QJsonValue(QJsonArray{0, 0, 0})));
-        QCOMPARE(twoRows[2], petsRows[2]); // fox
-        // A class the checkpoint does not know, and images of another size, are named.
-        const QString horses = path(QStringLiteral("horses"));
-        writeClass(horses + QStringLiteral("/cat"), 0, 4, false);
-        writeClass(horses + QStringLiteral("/horse"), 1, 4, false);
-        QCOMPARE(test::runCliProcess(
-                     TOWERS_CLI, {QStringLiteral("import"), horses, QStringLiteral("--data-dir"),
-                                  data, QStringLiteral("--name"), QStringLiteral("horses")})
-                     .exitCode,
-                 0);
-        const auto unknown =
-            evalJson({QStringLiteral("--dataset"), QStringLiteral("horses")}).first;
-        QCOMPARE(unknown.exitCode, 1);
-        QVERIFY2(unknown.err.contains(QStringLiteral("horses has a class that")) &&
-                     unknown.err.contains(QStringLiteral("does not know: horse (its classes: cat, "
-                                                         "dog, fox)")),
-                 qPrintable(unknown.err));
-        QCOMPARE(test::runCliProcess(TOWERS_CLI,
-                                     {QStringLiteral("import"), two, QStringLiteral("--data-dir"),
-                                      data, QStringLiteral("--name"), QStringLiteral("small"),
-                                      QStringLiteral("--size"), QStringLiteral("16")})
-                     .exitCode,
-                 0);
-        const auto small = evalJson({QStringLiteral("--dataset"), QStringLiteral("small")}).first;
-        QCOMPARE(small.exitCode, 1);
-        QVERIFY2(small.err.contains(QStringLiteral("small's images are 16x16x3")) &&
-                     small.err.contains(QStringLiteral("--size 32 --channels 3")),
-                 qPrintable(small.err));
-        const auto classify = test::runCliProcess(
-            TOWERS_CLI, {QStringLiteral("classify"), QStringLiteral("--checkpoint"),
-                         path(QStringLiteral("run")), m_pets + QStringLiteral("/fox/img002.jpg")});
-        QVERIFY2(classify.exitCode == 0, qPrintable(classify.err + classify.out));
-        const auto exported = test::runCliProcess(
-            TOWERS_CLI,
-            {QStringLiteral("export"), QStringLiteral("--checkpoint"), path(QStringLiteral("run")),
-             QStringLiteral("--output"), path(QStringLiteral("pets.onnx"))});
-        QVERIFY2(exported.exitCode == 0, qPrintable(exported.err + exported.out));
-        // The classes are the imported folder names.
-        for (const char* c : {"cat", "dog", "fox"})
-            QVERIFY2(classify.out.contains(QString::fromLatin1(c)), qPrintable(classify.out));
-    }
-
-    // eval --mistakes on an imported dataset names each wrong answer's image file (the one in the
-    // folder of its true class), beside its index; on the test set and on both splits.
-    void evalNamesTheFilesOfItsMistakes()
-    {
-        const QString data = path(QStringLiteral("data4")), run = petsRun();
-        QVERIFY2(!run.isEmpty(), "the run on pets could not be trained (above)");
-        const auto files = app::readImportedFiles(data + QStringLiteral("/pets"));
-        QVERIFY(files);
-        for (const QString& set : {QStringLiteral("all"), QStringLiteral("test")}) {
-            const auto e = test::runCliProcess(
-                TOWERS_CLI,
-                {QStringLiteral("eval"), QStringLiteral("--checkpoint"), run,
-                 QStringLiteral("--data-dir"), data, QStringLiteral("--set"), set,
-                 QStringLiteral("--mistakes"), QStringLiteral("100"), QStringLiteral("--json")});
-            QVERIFY2(e.exitCode == 0, qPrintable(e.err));
-            const QJsonArray mistakes = QJsonDocument::fromJson(e.out.toUtf8())
-                                            .object()
-                                            .value(QStringLiteral("mistakes"))
-                                            .toArray();
-            QVERIFY2(!mistakes.isEmpty(), "a network trained 4 steps answers some images wrongly");
-            const QStringList listed =
-                set == QLatin1String("all") ? files->train + files->test : files->test;
-            for (const QJsonValue& v : mistakes) {
-                const QJsonObject m = v.toObject();
-                const QString file = m.value(QStringLiteral("file")).toString();
-                QCOMPARE(file, listed.value(m.value(QStringLiteral("index")).toInt()));
-                QVERIFY2(file.startsWith(m_pets + QLatin1Char('/') +
-                                         m.value(QStringLiteral("truth")).toString() +
-                                         QLatin1Char('/')),
-                         qPrintable(file));
-            }
-            // In words: the file after the probability.
-            const auto text = test::runCliProcess(
-                TOWERS_CLI, {QStringLiteral("eval"), QStringLiteral("--checkpoint"), run,
-                             QStringLiteral("--data-dir"), data, QStringLiteral("--set"), set,
-                             QStringLiteral("--mistakes"), QStringLiteral("1")});
-            QVERIFY2(text.exitCode == 0, qPrintable(text.err));
-            const QJsonObject first = mistakes.first().toObject();
-            QVERIFY2(text.out.contains(QRegularExpression(
-                         QStringLiteral("\\n +%1  [a-z]+ -> [a-z]+  [0-9.]+ %  %2\\n")
-                             .arg(first.value(QStringLiteral("index")).toInt())
-                             .arg(QRegularExpression::escape(
-                                 first.value(QStringLiteral("file")).toString())))),
-                     qPrintable(text.out));
-        }
-    }
-
-    // eval reads the run's configuration in the checkpoint once: one that does not read (a newer
-    // Towers' field) is said once, and --set validation, which needs its share, is refused once.
-    void evalReadsTheRunsConfigurationOnce()
-    {
-        const QString data = path(QStringLiteral("data4"));
-        engine::Checkpoint c;
-        QVERIFY(newestRunCheckpoint(c));
-        QJsonObject config =
-            QJsonDocument::fromJson(QByteArray::fromStdString(c.info.config)).object();
-        QVERIFY(!config.isEmpty());
-        config.insert(QStringLiteral("fromTheFuture"), 1);
-        c.info.config = QJsonDocument(config).toJson().toStdString();
-        const QString future = path(QStringLiteral("future.safetensors"));
-        engine::writeCheckpoint(future.toStdString(), c);
-        const auto count = [](const QString& text, const QString& words) {
-            return text.count(words);
-        };
-        const auto e =
-            test::runCliProcess(TOWERS_CLI, {QStringLiteral("eval"), QStringLiteral("--checkpoint"),
-                                             future, QStringLiteral("--data-dir"), data});
-        QVERIFY2(e.exitCode == 0, qPrintable(e.err));
-        QCOMPARE(count(e.err, QStringLiteral("does not read")), 1);
-        QVERIFY2(e.err.contains(QStringLiteral("fromTheFuture")), qPrintable(e.err));
-        const auto v = test::runCliProcess(TOWERS_CLI,
-                                           {QStringLiteral("eval"), QStringLiteral("--checkpoint"),
-                                            future, QStringLiteral("--data-dir"), data,
-                                            QStringLiteral("--set"), QStringLiteral("validation")});
-        QCOMPARE(v.exitCode, 1);
-        QCOMPARE(count(v.err, QStringLiteral("does not read")), 1);
-        QVERIFY2(v.err.contains(QStringLiteral("so its validation share is unknown")),
-                 qPrintable(v.err));
-    }
-
-    // A checkpoint whose dataset field is no dataset's name (a forged or damaged file with a
-    // valid checksum) is the file's fault: exit 1 naming the file, where it was a usage error.
-    void aCheckpointNamingNoDatasetIsTheFilesFault()
-    {
-        engine::Checkpoint c;
-        QVERIFY(newestRunCheckpoint(c));
-        for (const char* bogus : {"../../etc", "No Such Set!"}) {
-            c.info.dataset = bogus;
-            const QString forged = path(QStringLiteral("forged.safetensors"));
-            engine::writeCheckpoint(forged.toStdString(), c);
-            const auto e = test::runCliProcess(
-                TOWERS_CLI, {QStringLiteral("eval"), QStringLiteral("--checkpoint"), forged});
-            QVERIFY2(e.exitCode == 1, qPrintable(e.err));
-            QVERIFY2(
-                e.err.contains(QStringLiteral("the checkpoint says it was trained on dataset '") +
-                               QLatin1String(bogus) + QStringLiteral("', which is no")),
-                qPrintable(e.err));
-            QVERIFY2(e.err.contains(forged), qPrintable(e.err));
-        }
-    }
-
-    // eval --dataset matches classes by name, case, spaces and punctuation aside: a class that
-    // matches two of the checkpoint's so is named with both, not said to be unknown.
-    void ambiguousClassNamesAreSaid()
-    {
-        engine::Checkpoint c;
-        QVERIFY(newestRunCheckpoint(c));
-        QVERIFY(!twoPets().isEmpty());
-        QCOMPARE(c.info.classNames.size(), std::size_t(3));
-        c.info.classNames = {"cat", "CAT!", "fox"};
-        const QString twins = path(QStringLiteral("twins.safetensors"));
-        engine::writeCheckpoint(twins.toStdString(), c);
-        const auto e = test::runCliProcess(
-            TOWERS_CLI, {QStringLiteral("eval"), QStringLiteral("--checkpoint"), twins,
-                         QStringLiteral("--data-dir"), path(QStringLiteral("data4")),
-                         QStringLiteral("--dataset"), QStringLiteral("two")});
-        QCOMPARE(e.exitCode, 1);
-        QVERIFY2(e.err.contains(QStringLiteral("Cat (case, spaces and punctuation aside, it is "
-                                               "each of 'cat' and 'CAT!': which one is "
-                                               "ambiguous)")),
-                 qPrintable(e.err));
     }
 };
 

@@ -1,6 +1,6 @@
 // LrFinderDialog on a generated MNIST-style set: a range test up to a rate that makes the loss run
-// away says where, as a learning rate (not a figure that reads like a loss), and so does the
-// lowest loss's rate; the suggestion is offered. (tst_main_window opens it from the Model page.)
+// away says where, as a learning rate (not a figure that reads like a loss), and so does the lowest
+// loss's rate; the suggestion is offered. (tst_main_window_runs opens it from the Model page.)
 #include <QPushButton>
 #include <QTemporaryDir>
 #include <QTest>
