@@ -1,6 +1,7 @@
 #pragma once
-// towers-cli train's settings as the processes of a run compare them before they train
-// (engine/dist/process_state.h: requireSameSettings); train_command.cpp runs the command.
+// towers-cli train's options: their declarations and help text, and the settings the processes of
+// a run compare before they train (engine/dist/process_state.h: requireSameSettings);
+// train_command.cpp runs the command.
 #include <QCommandLineParser>
 
 #include <vector>
@@ -8,6 +9,10 @@
 #include "engine/dist/process_state.h"
 
 namespace towers::app {
+
+// Declares towers-cli train's options on p, with the command's description: the help text, the
+// datasets it trains (those with a default model) and the one it falls back to.
+void addTrainOptions(QCommandLineParser& p);
 
 // What the processes of a run compare before anything else: the build, and each option given
 // (all but --data-dir: each machine keeps its data where it likes; the session compares the
