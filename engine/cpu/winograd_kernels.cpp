@@ -5,6 +5,10 @@
 // is what calls them; Winograd5x5 and Winograd3x3 add only each size's geometry and policy.
 #include "engine/cpu/winograd_tiles.h"
 
+#include <omp.h>
+
+#include "engine/cpu/cores.h"
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/cpu/winograd_kernels.cpp"
 #include <hwy/foreach_target.h> // before highway.h
@@ -78,6 +82,12 @@ std::string WinogradConv::targetName()
 int WinogradConv::vectorFlops()
 {
     return HWY_DYNAMIC_DISPATCH(WinogradVectorFlops)();
+}
+
+bool WinogradConv::streamsOutput(const WinogradPass& p)
+{
+    const std::int64_t bytes = p.n * p.outH * p.outW * p.outC * std::int64_t{sizeof(float)};
+    return bytes > levelTwoCacheBytes() * omp_get_max_threads();
 }
 
 void WinogradConv::forward(const float* x, const float* w, const float* b, bool relu, float* y)

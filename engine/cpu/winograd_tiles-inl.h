@@ -41,6 +41,7 @@
 #include <omp.h>
 
 #include <hwy/aligned_allocator.h>
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "engine/cpu/hwy_channels-inl.h"
@@ -454,10 +455,11 @@ inline void multiply(const Pass& p, const float* Vt, const float* U, std::int64_
 }
 
 // The output tiles t0 .. t0 + count of the batch: Y = A^T M A, plus bias, then ReLU; only the
-// pixels inside the output are written.
+// pixels inside the output are written, with non-temporal stores where `stream` (whole vectors,
+// aligned: the caller checks that outC is whole vectors and out aligned).
 template <int M>
 void transformOutputs(const Pass& p, const float* prod, std::int64_t t0, std::int64_t count,
-                      const float* bias, bool relu, float* out)
+                      const float* bias, bool relu, bool stream, float* out)
 {
     const D d;
     const Tiling<M> tiling(p);
@@ -486,7 +488,11 @@ void transformOutputs(const Pass& p, const float* prod, std::int64_t t0, std::in
                 for (int j = 0; j < cols; ++j) {
                     V v = hn::Add(o[j], b);
                     if (relu) v = hn::IfThenElseZero(hn::Gt(v, zero), v);
-                    storeChannels(d, v, image + ((at.oy + i) * p.outW + at.ox + j) * K + kb, n);
+                    float* dst = image + ((at.oy + i) * p.outW + at.ox + j) * K + kb;
+                    if (stream)
+                        hn::Stream(v, d, dst);
+                    else
+                        storeChannels(d, v, dst, n);
                 }
             }
         }
@@ -525,14 +531,24 @@ void run(const Pass& p, const float* in, const float* mask, const float* bias, b
     const std::int64_t scratchPerThread = kPositions * ch.per * (CP + KP);
     float* scratch = scratchBuffer.floats(static_cast<std::size_t>(scratchPerThread * threads));
     const std::int64_t tiles = tiling.total(p);
-#pragma omp parallel for schedule(static) if (ch.chunks > 1)
-    for (std::int64_t chunk = 0; chunk < ch.chunks; ++chunk) {
-        const std::int64_t t0 = chunk * ch.per, count = std::min(ch.per, tiles - t0);
-        float* Vt = scratch + omp_get_thread_num() * scratchPerThread;
-        float* prod = Vt + kPositions * ch.per * CP;
-        transformInputs<M, false>(p, in, mask, t0, count, Vt);
-        multiply(p, Vt, U, count, prod);
-        transformOutputs<M>(p, prod, t0, count, bias, relu, out);
+    // Non-temporal stores need whole vectors at aligned addresses: every pixel's channels start
+    // one where outC is whole vectors and out is aligned (a tensor's data is, to 64 bytes).
+    const bool stream = p.streamOutput && p.outC % lanes() == 0 &&
+                        reinterpret_cast<std::uintptr_t>(out) % (lanes() * sizeof(float)) == 0;
+#pragma omp parallel if (ch.chunks > 1)
+    {
+#pragma omp for schedule(static)
+        for (std::int64_t chunk = 0; chunk < ch.chunks; ++chunk) {
+            const std::int64_t t0 = chunk * ch.per, count = std::min(ch.per, tiles - t0);
+            float* Vt = scratch + omp_get_thread_num() * scratchPerThread;
+            float* prod = Vt + kPositions * ch.per * CP;
+            transformInputs<M, false>(p, in, mask, t0, count, Vt);
+            multiply(p, Vt, U, count, prod);
+            transformOutputs<M>(p, prod, t0, count, bias, relu, stream, out);
+        }
+        // Non-temporal stores are ordered by nothing else: each thread's are made visible before
+        // the region ends and another thread (or the caller) reads the output.
+        if (stream) hwy::FlushStream();
     }
 }
 

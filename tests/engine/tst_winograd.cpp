@@ -10,6 +10,7 @@
 // reports), that plan's whole training path against the reference, and central differences of
 // the oneDNN backend's conv op.
 #include <QtTest>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cpu/cores.h"
 #include "engine/cpu/cpu_info.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/cpu/primitive_implementations.h"
@@ -257,6 +259,44 @@ private slots:
                                  dw1.data<float>(), db1.data<float>());
             TOWERS_COMPARE(dw1, e.dwMasked);
             TOWERS_COMPARE(db1, e.dbMasked);
+        }
+    }
+
+    // An output larger than the threads' level-2 caches together is written with non-temporal
+    // stores (WinogradConv::streamsOutput), forward and backward data; smaller ones are not.
+    void streamedOutputs_data()
+    {
+        addTargetColumns();
+        for (const auto& t : cpu::simdTargets())
+            QTest::newRow(t.name.c_str())
+                << qint64(t.id) << QString::fromStdString(t.name) << t.supported;
+    }
+    void streamedOutputs()
+    {
+        TOWERS_SKIP_UNLESS_SUPPORTED();
+        // 32x32 images of 16 channels in and out: 64 KB an image both ways, the images enough
+        // for both passes' outputs to pass the caches on this machine.
+        const std::int64_t image = 32 * 32 * 16 * std::int64_t{sizeof(float)};
+        const std::int64_t cacheBytes = cpu::levelTwoCacheBytes() * omp_get_max_threads();
+        const std::int64_t n = cacheBytes / image + 1;
+        const WinoCase conv{{n, 32, 32, 16}, 16, Padding::Same, {}, true, true, 3};
+        const Conv2dDesc d = conv.desc();
+        cpu::Winograd3x3 wino(d);
+        QVERIFY(wino.streamsForward());
+        QVERIFY(wino.streamsBackwardData());
+        const WinoCase small{{n - 1, 32, 32, 16}, 16, Padding::Same, {}, true, true, 3};
+        QVERIFY(!cpu::Winograd3x3(small.desc()).streamsForward());
+
+        const DType f32 = DType::Float32;
+        Tensor y(d.outputShape(), f32), dx(d.inputShape(), f32);
+        const QString name = QStringLiteral("streamed, batch %1").arg(n);
+        for (const Expected& e : expected(name, conv)) {
+            wino.forward(e.x.data<float>(), e.w.data<float>(), e.b.data<float>(), conv.relu,
+                         y.data<float>());
+            TOWERS_COMPARE(y, e.y);
+            wino.backwardData(e.dy.data<float>(), e.mask.data<float>(), e.w.data<float>(),
+                              dx.data<float>());
+            TOWERS_COMPARE(dx, e.dxMasked);
         }
     }
 
