@@ -102,6 +102,27 @@ std::int64_t levelTwoCacheBytes()
     return bytes > 0 ? std::int64_t{bytes} : std::int64_t{256} << 10;
 }
 
+std::int64_t levelThreeCacheBytes()
+{
+    const std::filesystem::path caches("/sys/devices/system/cpu/cpu0/cache");
+    for (int i = 0; i < 16; ++i) {
+        const std::filesystem::path index = caches / ("index" + std::to_string(i));
+        std::ifstream levelFile(index / "level"), sizeFile(index / "size");
+        int level = 0;
+        std::string size;
+        if (!(levelFile >> level) || level != 3 || !(sizeFile >> size)) continue;
+        std::int64_t value = 0;
+        const auto [end, error] = std::from_chars(size.data(), size.data() + size.size(), value);
+        if (error != std::errc() || value <= 0) continue;
+        const std::string_view unit(end, static_cast<std::size_t>(size.data() + size.size() - end));
+        if (unit == "K") return value << 10;
+        if (unit == "M") return value << 20;
+        if (unit.empty()) return value;
+    }
+    const long bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return bytes > 0 ? std::int64_t{bytes} : 0;
+}
+
 std::string threadsBeyondCores(long threads, const std::string& breakdown,
                                const std::string& advice)
 {

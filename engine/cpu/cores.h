@@ -26,6 +26,10 @@ std::string threadsBeyondCores(long threads, const std::string& breakdown,
 // One core's level-2 cache in bytes, as the C library reads it from the CPU (sysconf); 256 KiB,
 // the smallest of current x86 cores, where it does not say.
 std::int64_t levelTwoCacheBytes();
+// The last-level (level-3) cache in bytes as the kernel's sysfs describes it for CPU 0 (what lscpu
+// shows: in a virtual machine the part the guest is told of, where the C library's sysconf can
+// give a whole socket's); else sysconf's; 0 where neither says.
+std::int64_t levelThreeCacheBytes();
 
 // The CPUs of this process's affinity mask, ascending ({} where the system does not say).
 std::vector<int> affinityCpus();

@@ -7,6 +7,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+
 #include "engine/cpu/cores.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -84,10 +86,21 @@ int WinogradConv::vectorFlops()
     return HWY_DYNAMIC_DISPATCH(WinogradVectorFlops)();
 }
 
+std::int64_t WinogradConv::streamAboveBytes()
+{
+    static const std::int64_t lastLevel = levelThreeCacheBytes();
+    return std::max(levelTwoCacheBytes() * omp_get_max_threads(), lastLevel / 2);
+}
+
 bool WinogradConv::streamsOutput(const WinogradPass& p)
 {
-    const std::int64_t bytes = p.n * p.outH * p.outW * p.outC * std::int64_t{sizeof(float)};
-    return bytes > levelTwoCacheBytes() * omp_get_max_threads();
+    return p.n * p.outH * p.outW * p.outC * std::int64_t{sizeof(float)} > streamAboveBytes();
+}
+
+void WinogradConv::setStreaming(bool forward, bool backwardData)
+{
+    m_forward.streamOutput = forward;
+    m_backward.streamOutput = backwardData;
 }
 
 void WinogradConv::forward(const float* x, const float* w, const float* b, bool relu, float* y)

@@ -62,15 +62,22 @@ public:
     static std::string targetName();
 
     // Whether a pass writes its output (y, or backward data's dx) with non-temporal stores, past
-    // the caches: where it is larger than the level-2 caches of the threads together, so that it
-    // could not stay in them for the next layer anyway. Its cache lines are then written without
-    // being read first. Measured on 2 Zen 4 cores (cifar10-resnet's forward pass in evaluation,
-    // batch 250, alternated): layer1.conv 15.5 -> 10.9 ms (65 MB out), layer2.conv 11.0 -> 8.9,
-    // the pass 74 -> 63 ms, the max poolings that read those outputs unchanged. An output that
-    // fits, as evaluation's chunks of the batch do (Sequential::chunking), stays in the cache.
+    // the caches: where it is larger than streamAboveBytes(), the level-2 caches of the threads
+    // together or half the last-level cache, whichever is more, so that it could not stay in the
+    // caches for the next layer anyway. Its cache lines are then written without being read
+    // first. Measured on 2 Zen 4 cores (cifar10-resnet's forward pass in evaluation, batch 250,
+    // alternated): layer1.conv 15.5 -> 10.9 ms (65 MB out), layer2.conv 11.0 -> 8.9 (33 MB), the
+    // max poolings that read those outputs unchanged. Smaller outputs stay in the caches: above
+    // the level-2 caches alone, cifar10-tutorial's training step (conv2's 4.7 MB, read back from
+    // the level-3 cache by its LRN) was 3 % slower. Evaluation's chunks of the batch
+    // (Sequential::chunking) fit the level-2 caches.
+    static std::int64_t streamAboveBytes();
     static bool streamsOutput(const WinogradPass& p);
     bool streamsForward() const { return m_forward.streamOutput; }
     bool streamsBackwardData() const { return m_backward.streamOutput; }
+    // The constructor's choice (streamsOutput) overridden: the tests run both ways of storing on
+    // small shapes.
+    void setStreaming(bool forward, bool backwardData);
 
 protected:
     // The forward pass of d and its backward-data pass for a k x k kernel (k = 3 or 5): dx[iy] =

@@ -262,8 +262,9 @@ private slots:
         }
     }
 
-    // An output larger than the threads' level-2 caches together is written with non-temporal
-    // stores (WinogradConv::streamsOutput), forward and backward data; smaller ones are not.
+    // An output larger than WinogradConv::streamAboveBytes() (the threads' level-2 caches
+    // together, or half the last-level cache) is written with non-temporal stores, forward and
+    // backward data, on every target; smaller ones are stored as ever.
     void streamedOutputs_data()
     {
         addTargetColumns();
@@ -274,29 +275,34 @@ private slots:
     void streamedOutputs()
     {
         TOWERS_SKIP_UNLESS_SUPPORTED();
-        // 32x32 images of 16 channels in and out: 64 KB an image both ways, the images enough
-        // for both passes' outputs to pass the caches on this machine.
-        const std::int64_t image = 32 * 32 * 16 * std::int64_t{sizeof(float)};
-        const std::int64_t cacheBytes = cpu::levelTwoCacheBytes() * omp_get_max_threads();
-        const std::int64_t n = cacheBytes / image + 1;
-        const WinoCase conv{{n, 32, 32, 16}, 16, Padding::Same, {}, true, true, 3};
-        const Conv2dDesc d = conv.desc();
-        cpu::Winograd3x3 wino(d);
-        QVERIFY(wino.streamsForward());
-        QVERIFY(wino.streamsBackwardData());
-        const WinoCase small{{n - 1, 32, 32, 16}, 16, Padding::Same, {}, true, true, 3};
-        QVERIFY(!cpu::Winograd3x3(small.desc()).streamsForward());
+        const std::int64_t above = cpu::WinogradConv::streamAboveBytes();
+        QVERIFY(above >= cpu::levelTwoCacheBytes() * omp_get_max_threads());
+        QVERIFY(above >= cpu::levelThreeCacheBytes() / 2);
+        // Outputs of 16 channels, 64 bytes a pixel: one pixel row more than the bound or not.
+        const std::int64_t pixels = above / 64;
+        cpu::WinogradPass pass{1, pixels, 1, 16, pixels, 1, 16, 1, 0};
+        QVERIFY(!cpu::WinogradConv::streamsOutput(pass));
+        pass.outH = pass.inH = pixels + 1;
+        QVERIFY(cpu::WinogradConv::streamsOutput(pass));
 
+        // Both ways of storing on one shape (channels in whole vectors on every target; partial
+        // tiles at the right and bottom edges): the same answers as the reference.
+        const WinoCase conv{{3, 13, 11, 16}, 32, Padding::Same, {}, true, true, 3};
+        const Conv2dDesc d = conv.desc();
         const DType f32 = DType::Float32;
-        Tensor y(d.outputShape(), f32), dx(d.inputShape(), f32);
-        const QString name = QStringLiteral("streamed, batch %1").arg(n);
-        for (const Expected& e : expected(name, conv)) {
-            wino.forward(e.x.data<float>(), e.w.data<float>(), e.b.data<float>(), conv.relu,
-                         y.data<float>());
-            TOWERS_COMPARE(y, e.y);
-            wino.backwardData(e.dy.data<float>(), e.mask.data<float>(), e.w.data<float>(),
-                              dx.data<float>());
-            TOWERS_COMPARE(dx, e.dxMasked);
+        for (const bool stream : {false, true}) {
+            cpu::Winograd3x3 wino(d);
+            QVERIFY(!wino.streamsForward() && !wino.streamsBackwardData()); // 18 KB, 9 KB
+            wino.setStreaming(stream, stream);
+            Tensor y(d.outputShape(), f32), dx(d.inputShape(), f32);
+            for (const Expected& e : expected(QStringLiteral("streamed"), conv)) {
+                wino.forward(e.x.data<float>(), e.w.data<float>(), e.b.data<float>(), conv.relu,
+                             y.data<float>());
+                TOWERS_COMPARE(y, e.y);
+                wino.backwardData(e.dy.data<float>(), e.mask.data<float>(), e.w.data<float>(),
+                                  dx.data<float>());
+                TOWERS_COMPARE(dx, e.dxMasked);
+            }
         }
     }
 
