@@ -73,17 +73,46 @@ bool int64Option(const QCommandLineParser& p, const QString& name, qint64 min, q
     return true;
 }
 
-} // namespace
-
-int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* group)
+// What the command line asks of a run, as the steps below read it in turn: the options, the
+// process group, and what each step decides for the next.
+struct TrainRequest
 {
-    QCommandLineParser p;
-    addTrainOptions(p);
-    int code = 0;
-    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
-    // Every process must be started with the same options, by the same build.
-    if (group) engine::requireSameSettings(*group, settingsGiven(p));
+    TrainRequest(const QCommandLineParser& parser, CommandIo& cio, engine::ProcessGroup* g)
+        : p(parser), io(cio), group(g)
+    {
+    }
+
+    const QCommandLineParser& p;
+    CommandIo& io;
+    engine::ProcessGroup* group = nullptr;
+    bool lead = true; // rank 0, or the only process: decides, writes and prints
     DeviceChoice device;
+    std::optional<engine::Precision> precision;
+    std::vector<std::filesystem::path> searchPath;
+    bool resume = false; // --resume, or --resume-or-start finding the run there
+    bool resumeOrStart = false;
+    QString runDir; // --run-dir, or the run a resume found
+    // The process count of --like's run and its examples a step in each, as rank 0 read them.
+    int likeProcesses = 0;
+    qint64 likeBatchPerProcess = 0;
+    int loaderWorkers = 1;
+};
+
+// The absolute path of the checkpoint --init-from names (a run gives its newest, or its best with
+// --best).
+int initFromFile(const TrainRequest& r, QString& file)
+{
+    return initFromOption(r.p, QStringLiteral("towers-cli train"), r.io, file);
+}
+
+// The options that decide what kind of start this is (a new run, a resume) and that the others
+// must agree with. ExitOk, or the exit code after the message.
+int readStartOptions(TrainRequest& r)
+{
+    const QCommandLineParser& p = r.p;
+    CommandIo& io = r.io;
+    engine::ProcessGroup* group = r.group;
+    DeviceChoice& device = r.device;
     if (!readDeviceOptions(p, QStringLiteral("towers-cli train"), io, device)) return ExitUsage;
     if (device.allGpus && group && group->localSize() > 1) { // every process says so, and stops
         io.err << "towers-cli train: --gpus all would give each of the " << group->localSize()
@@ -91,23 +120,18 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                   "out by local rank\n";
         return ExitUsage;
     }
-    std::optional<engine::Precision> precision;
-    if (!precisionOption(p, precision, io)) return ExitUsage;
+    if (!precisionOption(p, r.precision, io)) return ExitUsage;
     if (p.isSet(QStringLiteral("steps")) && p.isSet(QStringLiteral("epochs"))) {
         io.err << "towers-cli train: give --steps or --epochs, not both\n";
         return ExitUsage;
     }
-    std::vector<std::filesystem::path> searchPath;
-    if (!searchPathOption(p, io, searchPath)) return ExitUsage;
-    const bool lead = !group || group->rank() == 0; // decides, writes and prints
-    // The absolute path of the checkpoint --init-from names (a run gives its newest, or its best
-    // with --best).
-    const auto resolveInitFrom = [&](QString& file) {
-        return initFromOption(p, QStringLiteral("towers-cli train"), io, file);
-    };
+    if (!searchPathOption(p, io, r.searchPath)) return ExitUsage;
+    r.lead = !group || group->rank() == 0;
     if (!initBestUsable(p, QStringLiteral("towers-cli train"), io)) return ExitUsage;
-    bool resume = p.isSet(QStringLiteral("resume"));
-    const bool resumeOrStart = p.isSet(QStringLiteral("resume-or-start"));
+    bool& resume = r.resume;
+    resume = p.isSet(QStringLiteral("resume"));
+    r.resumeOrStart = p.isSet(QStringLiteral("resume-or-start"));
+    const bool resumeOrStart = r.resumeOrStart;
     if (resumeOrStart) {
         if (resume || p.isSet(QStringLiteral("overwrite"))) {
             io.err << "towers-cli train: --resume-or-start decides by itself; give it without "
@@ -140,193 +164,228 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                   "use --restart\n";
         return ExitUsage;
     }
+    return ExitOk;
+}
 
-    TrainConfig c;
-    QString runDir = p.value(QStringLiteral("run-dir"));
-    // The process count of --like's run and its examples a step in each, as rank 0 read them.
-    int likeProcesses = 0;
-    qint64 likeBatchPerProcess = 0;
-    if (resume && lead) { // the other processes take the run's configuration from rank 0
-        if (runDir.isEmpty() && defaultRunsDir().isEmpty()) {
-            io.err << "towers-cli train: --resume: "
-                   << QString::fromStdString(noRunsFolder(", or the run with --run-dir")) << "\n";
-            return ExitFailure;
-        }
-        if (runDir.isEmpty()) runDir = newestRun(defaultRunsDir());
-        if (runDir.isEmpty()) {
-            io.err << "towers-cli train: --resume: no run to resume in " << defaultRunsDir()
-                   << " (name one with --run-dir)\n";
-            return ExitUsage;
-        }
-        try {
-            c = readRunConfig(runDir);
-        } catch (const engine::Error& e) {
-            // Not a run: the command line's mistake; a damaged config.json: the run's.
-            io.err << "towers-cli train: --resume: " << e.what() << "\n";
-            return exitCodeOf(e);
-        }
-        for (const QString& o : runDefiningOptions()) {
-            if (!p.isSet(o)) continue;
-            const QString value = p.value(o);
-            if (o == QLatin1String("model") && engine::namesModelFile(value.toStdString())) {
-                // A model file (a requeued job's command line): the run's network if the file
-                // describes it (the run keeps its own copy in config.json), whatever its path.
-                try {
-                    const engine::ModelInfo& m = modelOption(value);
-                    if (m.name == c.model && m.definition == c.modelDefinition) continue;
-                    io.err << "towers-cli train: --model cannot change when resuming: " << value
-                           << " describes "
-                           << (m.name == c.model
-                                   ? QStringLiteral("a different '%1' than the run's copy (its "
-                                                    "network, recipe or description differ)")
-                                         .arg(QString::fromStdString(c.model))
-                                   : QStringLiteral("the model '%1', not the run's '%2'")
-                                         .arg(QString::fromStdString(m.name),
-                                              QString::fromStdString(c.model)))
-                           << " (the run keeps its model in its config.json: resume without "
-                              "--model, or start a new run to change it)\n";
-                    return ExitUsage;
-                } catch (const engine::Error& e) {
-                    io.err << "towers-cli train: --model " << value << ": " << e.what()
-                           << " (a resume may leave --model out: the run keeps its network in "
-                              "its config.json)\n";
-                    return exitCodeOf(e);
-                }
-            }
-            if (const QString why = resumeMismatch(o, value, c); !why.isEmpty()) {
-                io.err << "towers-cli train: " << why << "\n";
-                return ExitUsage;
-            }
-        }
-        // The same --init-from as the run's is accepted (a requeued job's command line): the
-        // weights it gave are in the run's checkpoints, or, where it has none yet, are read
-        // from it again.
-        if (p.isSet(QStringLiteral("init-from"))) {
-            QString file;
-            if (const int r = resolveInitFrom(file); r != ExitOk) return r;
-            if (file.toStdString() != c.initFrom) {
-                io.err << "towers-cli train: --init-from cannot change when resuming: the run "
-                          "started from "
-                       << (c.initFrom.empty() ? QStringLiteral("its seed's weights")
-                                              : QString::fromStdString(c.initFrom))
-                       << ", the command line says " << file << "\n";
-                return ExitUsage;
-            }
-        }
-    } else if (!resume) {
-        // --like: the configuration of the run named, which the options given then change. Rank
-        // 0 reads it; the other processes take the configuration from it below.
-        std::optional<TrainConfig> like;
-        if (p.isSet(QStringLiteral("like")) && lead) {
-            const QString given = p.value(QStringLiteral("like"));
-            const QString folder = runFolderOf(given, defaultRunsDir());
-            if (folder.isEmpty()) {
-                io.err << "towers-cli train: --like: no run '" << given << "': "
-                       << (defaultRunsDir().isEmpty()
-                               ? QStringLiteral("no such folder, and ") +
-                                     QString::fromStdString(noRunsFolder())
-                               : QStringLiteral("neither a folder nor a run in ") +
-                                     defaultRunsDir() +
-                                     QStringLiteral(" (towers-cli runs lists them)"))
-                       << "\n";
-                return ExitUsage;
-            }
+// A resumed run's configuration, as rank 0 reads it from the run (the other processes take it
+// from rank 0), with the run-defining options checked against it.
+int resumedConfig(TrainRequest& r, TrainConfig& c)
+{
+    const QCommandLineParser& p = r.p;
+    CommandIo& io = r.io;
+    QString& runDir = r.runDir;
+    if (runDir.isEmpty() && defaultRunsDir().isEmpty()) {
+        io.err << "towers-cli train: --resume: "
+               << QString::fromStdString(noRunsFolder(", or the run with --run-dir")) << "\n";
+        return ExitFailure;
+    }
+    if (runDir.isEmpty()) runDir = newestRun(defaultRunsDir());
+    if (runDir.isEmpty()) {
+        io.err << "towers-cli train: --resume: no run to resume in " << defaultRunsDir()
+               << " (name one with --run-dir)\n";
+        return ExitUsage;
+    }
+    try {
+        c = readRunConfig(runDir);
+    } catch (const engine::Error& e) {
+        // Not a run: the command line's mistake; a damaged config.json: the run's.
+        io.err << "towers-cli train: --resume: " << e.what() << "\n";
+        return exitCodeOf(e);
+    }
+    for (const QString& o : runDefiningOptions()) {
+        if (!p.isSet(o)) continue;
+        const QString value = p.value(o);
+        if (o == QLatin1String("model") && engine::namesModelFile(value.toStdString())) {
+            // A model file (a requeued job's command line): the run's network if the file
+            // describes it (the run keeps its own copy in config.json), whatever its path.
             try {
-                like = likeRunConfig(folder, &likeProcesses);
-                likeBatchPerProcess = qint64(like->towers) * like->batchPerTower;
+                const engine::ModelInfo& m = modelOption(value);
+                if (m.name == c.model && m.definition == c.modelDefinition) continue;
+                io.err << "towers-cli train: --model cannot change when resuming: " << value
+                       << " describes "
+                       << (m.name == c.model
+                               ? QStringLiteral("a different '%1' than the run's copy (its "
+                                                "network, recipe or description differ)")
+                                     .arg(QString::fromStdString(c.model))
+                               : QStringLiteral("the model '%1', not the run's '%2'")
+                                     .arg(QString::fromStdString(m.name),
+                                          QString::fromStdString(c.model)))
+                       << " (the run keeps its model in its config.json: resume without "
+                          "--model, or start a new run to change it)\n";
+                return ExitUsage;
             } catch (const engine::Error& e) {
-                io.err << "towers-cli train: --like: " << e.what() << "\n";
+                io.err << "towers-cli train: --model " << value << ": " << e.what()
+                       << " (a resume may leave --model out: the run keeps its network in "
+                          "its config.json)\n";
                 return exitCodeOf(e);
             }
-            io.err << "towers-cli train: a new run like " << QDir(folder).absolutePath() << "\n";
         }
-        QString dataset = p.value(QStringLiteral("dataset"));
-        if (dataset.isEmpty() && like) dataset = QString::fromStdString(like->dataset);
-        // The run's own dataset is looked for where that run found it first (an imported one
-        // need not be on the search path), unless --data-dir says where.
-        if (like && !like->dataDir.empty() && like->dataset == dataset.toStdString() &&
-            !p.isSet(QStringLiteral("data-dir")))
-            searchPath.insert(searchPath.begin(), std::filesystem::path(like->dataDir));
-        if (dataset.isEmpty()) {
-            dataset = firstDatasetFound(searchPath);
-            if (dataset.isEmpty()) {
-                io.err << "towers-cli train: no dataset found (looked in";
-                for (const auto& f : searchPath)
-                    io.err << " " << QString::fromStdString(f.string());
-                io.err << "); get one with 'towers-cli download fashion-mnist' or install Debian's "
-                          "dataset-fashion-mnist\n";
-                return ExitFailure;
-            }
-        }
-        // The table's, or one imported from a folder of images; UnknownName -> exit 2 with the
-        // list.
-        const engine::DatasetSpec spec =
-            engine::datasetSpecAlong(dataset.toStdString(), searchPath);
-        // Rank 0 reads the checkpoint to start from (and sends its weights); the other processes
-        // take the configuration from it below. Its model is the run's unless --model says.
-        std::string initFrom;
-        std::optional<engine::CheckpointInfo> init;
-        if (p.isSet(QStringLiteral("init-from")) && lead) {
-            QString file;
-            if (const int r = resolveInitFrom(file); r != ExitOk) return r;
-            initFrom = file.toStdString();
-            init = engine::readCheckpointInfo(initFrom); // IoError naming the file
-        } else if (like) {
-            initFrom = like->initFrom; // the weights that run started from, if any
-        }
-        // Rank 0 reads a model file too: the other processes take its network with the
-        // configuration below (another machine need not see the file).
-        const engine::ModelInfo& model =
-            chosenModel(p, init ? &*init : nullptr, like ? &*like : nullptr, spec, lead);
-        c = like ? *like : engine::defaultConfigFor(model);
-        c.model = model.name;
-        c.modelDefinition = model.definition;
-        if (like && like->dataset != dataset.toStdString()) {
-            c.dataDir.clear(); // where that run found its own dataset
-            c.classes = 0;     // the new dataset's, when the run is built
-        }
-        c.dataset = dataset.toStdString();
-        int towers = like ? like->towers : 1, threads = like ? like->threadsPerTower : 0,
-            batch = c.batchPerTower;
-        std::int64_t seed = std::int64_t(c.seed);
-        if (!intOption(p, QStringLiteral("towers"), 1, TrainConfig::kMaxTowers, towers, io) ||
-            !intOption(p, QStringLiteral("threads-per-tower"), 0, TrainConfig::kMaxThreadsPerTower,
-                       threads, io) ||
-            !intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io) ||
-            !int64Option(p, QStringLiteral("seed"), 0, std::numeric_limits<qint64>::max(), seed,
-                         io) ||
-            !doubleOption(p, QStringLiteral("lr"), 1e-12, 1e6, c.schedule.lr, io) ||
-            !doubleOption(p, QStringLiteral("momentum"), 0, 0.999999, c.optimizer.momentum, io) ||
-            !doubleOption(p, QStringLiteral("weight-decay"), 0, 1, c.weightDecay, io) ||
-            !doubleOption(p, QStringLiteral("ema-decay"), 0, 0.999999999, c.emaDecay, io))
+        if (const QString why = resumeMismatch(o, value, c); !why.isEmpty()) {
+            io.err << "towers-cli train: " << why << "\n";
             return ExitUsage;
-        c.towers = towers;
-        c.threadsPerTower = threads;
-        c.batchPerTower = batch;
-        c.seed = std::uint64_t(seed);
-        if (p.isSet(QStringLiteral("optimizer")))
-            c.optimizer.kind = p.value(QStringLiteral("optimizer")).toStdString();
-        if (p.isSet(QStringLiteral("lr-schedule"))) {
-            c.schedule.kind = engine::LrSchedule::kindFromName(
-                scheduleName(p.value(QStringLiteral("lr-schedule"))).toStdString());
-        }
-        QString augment = like ? QString::fromStdString(like->augmentation) : QString();
-        if (!choiceOption(p, QStringLiteral("augment"), {"default", "tutorial", "none"}, augment,
-                          io))
-            return ExitUsage;
-        c.augmentation = augmentName(augment).toStdString();
-        c.initFrom = initFrom;
-        if (p.isSet(QStringLiteral("validation"))) {
-            const auto share = validationShare(p.value(QStringLiteral("validation")));
-            if (!share) {
-                io.err << "towers-cli train: --validation: expected a share of the training "
-                          "images from 0 to 0.5 (0.1) or a percentage up to 50% (10%), got '"
-                       << p.value(QStringLiteral("validation")) << "'\n";
-                return ExitUsage;
-            }
-            c.validation = *share;
         }
     }
+    // The same --init-from as the run's is accepted (a requeued job's command line): the
+    // weights it gave are in the run's checkpoints, or, where it has none yet, are read
+    // from it again.
+    if (p.isSet(QStringLiteral("init-from"))) {
+        QString file;
+        if (const int code = initFromFile(r, file); code != ExitOk) return code;
+        if (file.toStdString() != c.initFrom) {
+            io.err << "towers-cli train: --init-from cannot change when resuming: the run "
+                      "started from "
+                   << (c.initFrom.empty() ? QStringLiteral("its seed's weights")
+                                          : QString::fromStdString(c.initFrom))
+                   << ", the command line says " << file << "\n";
+            return ExitUsage;
+        }
+    }
+    return ExitOk;
+}
+
+// --like: the configuration of the run named, which the options given then change. Rank 0 reads
+// it; the other processes take the configuration from it (`like` stays empty there).
+int likeConfig(TrainRequest& r, std::optional<TrainConfig>& like)
+{
+    CommandIo& io = r.io;
+    if (!r.p.isSet(QStringLiteral("like")) || !r.lead) return ExitOk;
+    const QString given = r.p.value(QStringLiteral("like"));
+    const QString folder = runFolderOf(given, defaultRunsDir());
+    if (folder.isEmpty()) {
+        io.err << "towers-cli train: --like: no run '" << given << "': "
+               << (defaultRunsDir().isEmpty()
+                       ? QStringLiteral("no such folder, and ") +
+                             QString::fromStdString(noRunsFolder())
+                       : QStringLiteral("neither a folder nor a run in ") + defaultRunsDir() +
+                             QStringLiteral(" (towers-cli runs lists them)"))
+               << "\n";
+        return ExitUsage;
+    }
+    try {
+        like = likeRunConfig(folder, &r.likeProcesses);
+        r.likeBatchPerProcess = qint64(like->towers) * like->batchPerTower;
+    } catch (const engine::Error& e) {
+        io.err << "towers-cli train: --like: " << e.what() << "\n";
+        return exitCodeOf(e);
+    }
+    io.err << "towers-cli train: a new run like " << QDir(folder).absolutePath() << "\n";
+    return ExitOk;
+}
+
+// The options of a new run's training (towers, batch, optimizer, schedule, augmentation,
+// validation) over `c`, its model's defaults or --like's run.
+int trainingOptions(const TrainRequest& r, const std::optional<TrainConfig>& like, TrainConfig& c)
+{
+    const QCommandLineParser& p = r.p;
+    CommandIo& io = r.io;
+    int towers = like ? like->towers : 1, threads = like ? like->threadsPerTower : 0,
+        batch = c.batchPerTower;
+    std::int64_t seed = std::int64_t(c.seed);
+    if (!intOption(p, QStringLiteral("towers"), 1, TrainConfig::kMaxTowers, towers, io) ||
+        !intOption(p, QStringLiteral("threads-per-tower"), 0, TrainConfig::kMaxThreadsPerTower,
+                   threads, io) ||
+        !intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io) ||
+        !int64Option(p, QStringLiteral("seed"), 0, std::numeric_limits<qint64>::max(), seed, io) ||
+        !doubleOption(p, QStringLiteral("lr"), 1e-12, 1e6, c.schedule.lr, io) ||
+        !doubleOption(p, QStringLiteral("momentum"), 0, 0.999999, c.optimizer.momentum, io) ||
+        !doubleOption(p, QStringLiteral("weight-decay"), 0, 1, c.weightDecay, io) ||
+        !doubleOption(p, QStringLiteral("ema-decay"), 0, 0.999999999, c.emaDecay, io))
+        return ExitUsage;
+    c.towers = towers;
+    c.threadsPerTower = threads;
+    c.batchPerTower = batch;
+    c.seed = std::uint64_t(seed);
+    if (p.isSet(QStringLiteral("optimizer")))
+        c.optimizer.kind = p.value(QStringLiteral("optimizer")).toStdString();
+    if (p.isSet(QStringLiteral("lr-schedule"))) {
+        c.schedule.kind = engine::LrSchedule::kindFromName(
+            scheduleName(p.value(QStringLiteral("lr-schedule"))).toStdString());
+    }
+    QString augment = like ? QString::fromStdString(like->augmentation) : QString();
+    if (!choiceOption(p, QStringLiteral("augment"), {"default", "tutorial", "none"}, augment, io))
+        return ExitUsage;
+    c.augmentation = augmentName(augment).toStdString();
+    if (p.isSet(QStringLiteral("validation"))) {
+        const auto share = validationShare(p.value(QStringLiteral("validation")));
+        if (!share) {
+            io.err << "towers-cli train: --validation: expected a share of the training "
+                      "images from 0 to 0.5 (0.1) or a percentage up to 50% (10%), got '"
+                   << p.value(QStringLiteral("validation")) << "'\n";
+            return ExitUsage;
+        }
+        c.validation = *share;
+    }
+    return ExitOk;
+}
+
+// A new run's configuration: --like's run, the dataset, the checkpoint to start from and the
+// model, then the training options. Every process builds one; rank 0's is the one that counts.
+int newRunConfig(TrainRequest& r, TrainConfig& c)
+{
+    const QCommandLineParser& p = r.p;
+    CommandIo& io = r.io;
+    const bool lead = r.lead;
+    std::vector<std::filesystem::path>& searchPath = r.searchPath;
+    std::optional<TrainConfig> like;
+    if (const int code = likeConfig(r, like); code != ExitOk) return code;
+    QString dataset = p.value(QStringLiteral("dataset"));
+    if (dataset.isEmpty() && like) dataset = QString::fromStdString(like->dataset);
+    // The run's own dataset is looked for where that run found it first (an imported one
+    // need not be on the search path), unless --data-dir says where.
+    if (like && !like->dataDir.empty() && like->dataset == dataset.toStdString() &&
+        !p.isSet(QStringLiteral("data-dir")))
+        searchPath.insert(searchPath.begin(), std::filesystem::path(like->dataDir));
+    if (dataset.isEmpty()) {
+        dataset = firstDatasetFound(searchPath);
+        if (dataset.isEmpty()) {
+            io.err << "towers-cli train: no dataset found (looked in";
+            for (const auto& f : searchPath) io.err << " " << QString::fromStdString(f.string());
+            io.err << "); get one with 'towers-cli download fashion-mnist' or install Debian's "
+                      "dataset-fashion-mnist\n";
+            return ExitFailure;
+        }
+    }
+    // The table's, or one imported from a folder of images; UnknownName -> exit 2 with the
+    // list.
+    const engine::DatasetSpec spec = engine::datasetSpecAlong(dataset.toStdString(), searchPath);
+    // Rank 0 reads the checkpoint to start from (and sends its weights); the other processes
+    // take the configuration from it below. Its model is the run's unless --model says.
+    std::string initFrom;
+    std::optional<engine::CheckpointInfo> init;
+    if (p.isSet(QStringLiteral("init-from")) && lead) {
+        QString file;
+        if (const int code = initFromFile(r, file); code != ExitOk) return code;
+        initFrom = file.toStdString();
+        init = engine::readCheckpointInfo(initFrom); // IoError naming the file
+    } else if (like) {
+        initFrom = like->initFrom; // the weights that run started from, if any
+    }
+    // Rank 0 reads a model file too: the other processes take its network with the
+    // configuration below (another machine need not see the file).
+    const engine::ModelInfo& model =
+        chosenModel(p, init ? &*init : nullptr, like ? &*like : nullptr, spec, lead);
+    c = like ? *like : engine::defaultConfigFor(model);
+    c.model = model.name;
+    c.modelDefinition = model.definition;
+    if (like && like->dataset != dataset.toStdString()) {
+        c.dataDir.clear(); // where that run found its own dataset
+        c.classes = 0;     // the new dataset's, when the run is built
+    }
+    c.dataset = dataset.toStdString();
+    c.initFrom = initFrom;
+    return trainingOptions(r, like, c);
+}
+
+// Rank 0's configuration and run folder, to every process; the process count checked against
+// a resumed run's and compared with --like's.
+int sharedConfig(TrainRequest& r, TrainConfig& c)
+{
+    CommandIo& io = r.io;
+    engine::ProcessGroup* group = r.group;
+    const bool resume = r.resume;
+    QString& runDir = r.runDir;
+    const int likeProcesses = r.likeProcesses;
+    const qint64 likeBatchPerProcess = r.likeBatchPerProcess;
     const int processes = group ? group->size() : 1;
     if (group) {
         c = TrainConfig::fromJson(group->broadcastString(c.toJson(), 0));
@@ -356,9 +415,16 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                        : QStringLiteral("mpirun -np %1 (or srun -n %1)").arg(likeProcesses))
                << "\n";
     c.processes = processes;
-    // What may change on resume too: the length (to extend a run), logging and checkpointing.
-    // A resumed run's configuration before the length given now changes it.
-    const std::optional<TrainConfig> lengthBefore = resume ? std::optional(c) : std::nullopt;
+    return ExitOk;
+}
+
+// What may change on resume too: the length (to extend a run), logging, checkpointing, the
+// device, the precision and the data folder.
+int runningOptions(TrainRequest& r, TrainConfig& c)
+{
+    const QCommandLineParser& p = r.p;
+    CommandIo& io = r.io;
+    const bool resume = r.resume;
     if (p.isSet(QStringLiteral("steps"))) {
         c.epochs = 0;
         if (!int64Option(p, QStringLiteral("steps"), 1, TrainConfig::kMaxSteps, c.steps, io))
@@ -369,7 +435,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         if (!doubleOption(p, QStringLiteral("epochs"), 1e-6, TrainConfig::kMaxEpochs, c.epochs, io))
             return ExitUsage;
     }
-    int keep = c.keepCheckpoints, workers = 1;
+    int keep = c.keepCheckpoints;
     if (!int64Option(p, QStringLiteral("checkpoint-every"), 0, std::numeric_limits<qint64>::max(),
                      c.checkpointEvery, io) ||
         !int64Option(p, QStringLiteral("eval-every"), 0, std::numeric_limits<qint64>::max(),
@@ -380,7 +446,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                      c.histogramEvery, io) ||
         !intOption(p, QStringLiteral("keep-checkpoints"), 1, 1000000, keep, io) ||
         !intOption(p, QStringLiteral("patience"), 0, 1000000, c.patience, io) ||
-        !intOption(p, QStringLiteral("loader-workers"), 0, 64, workers, io))
+        !intOption(p, QStringLiteral("loader-workers"), 0, 64, r.loaderWorkers, io))
         return ExitUsage;
     if (p.isSet(QStringLiteral("min-delta"))) {
         const auto delta = shareOf(p.value(QStringLiteral("min-delta")), engine::kMaxMinDelta);
@@ -395,11 +461,11 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
     c.keepCheckpoints = keep;
     // The device may change on resume (a checkpoint holds host tensors): a GPU run continues on
     // the CPU when its GPU is gone, and the other way round.
-    applyDeviceChoice(device, c, resume || p.isSet(QStringLiteral("towers")));
+    applyDeviceChoice(r.device, c, resume || p.isSet(QStringLiteral("towers")));
     if (p.isSet(QStringLiteral("tf32"))) c.allowTf32 = true;
     // The precision too: the checkpoints are float32, whatever the precision they were trained in
     // (the trainer logs a change).
-    if (precision) c.precision = *precision;
+    if (r.precision) c.precision = *r.precision;
     QString allreduce = QString::fromStdString(c.allreduce),
             gpuData = QString::fromStdString(c.gpuData);
     if (!choiceOption(p, QStringLiteral("allreduce"), {"auto", "host"}, allreduce, io) ||
@@ -437,7 +503,158 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
             return ExitUsage;
         }
     }
+    return ExitOk;
+}
 
+// The session to run: a resume's plan, or a new run's (InvalidArgument naming the field -> exit
+// 2).
+engine::SessionOptions sessionOptions(const TrainRequest& tr, const TrainConfig& c)
+{
+    const QCommandLineParser& p = tr.p;
+    const QString& runDir = tr.runDir;
+    const auto& searchPath = tr.searchPath;
+    const int workers = tr.loaderWorkers;
+    engine::SessionOptions so;
+    if (tr.resume) {
+        ResumeRequest r;
+        r.runDir = runDir;
+        r.searchPath = searchPath;
+        r.restart = p.isSet(QStringLiteral("restart"));
+        r.loaderWorkers = workers;
+        r.config = c; // read above, with the changes a resume allows
+        so = planResume(std::move(r));
+    } else {
+        NewRunRequest r;
+        r.config = c;
+        r.runDir = runDir;
+        r.runsDir = defaultRunsDir();
+        r.searchPath = searchPath;
+        r.overwrite = p.isSet(QStringLiteral("overwrite"));
+        r.loaderWorkers = workers;
+        so = planNewRun(std::move(r)); // InvalidArgument naming the field -> exit 2
+    }
+    so.processes = tr.group;
+    return so;
+}
+
+// Runs the session until it ends, here or by the stop Ctrl-C, SIGTERM or a closed output asks
+// for; what the session threw is in `failure`.
+engine::Trainer::Outcome runListening(engine::TrainingSession& session,
+                                      InterruptNotifier& interrupts, CliObserver& observer,
+                                      CommandIo& io, std::exception_ptr& failure)
+{
+    // The trainer runs on its own thread so that Ctrl-C (delivered to this thread's event loop)
+    // can ask it to stop; it then finishes the step, writes a checkpoint and returns.
+    // Its output's reader going away (`towers-cli train | head`) stops it so too: a run killed
+    // by SIGPIPE would leave no checkpoint of what it trained.
+    QEventLoop loop;
+    QObject::connect(&interrupts, &InterruptNotifier::interrupted, &loop, [&](int sig) {
+        if (sig == SIGPIPE) {
+            io.err << "towers-cli train: the output was closed: stopping after this step and "
+                      "writing a checkpoint\n";
+            io.err.flush();
+        } else {
+            observer.onLog(std::string("interrupted: stopping after this step and writing a "
+                                       "checkpoint (") +
+                           (sig == SIGINT ? "Ctrl-C again"
+                                          : std::string("another SIG") + ::sigabbrev_np(sig)) +
+                           " kills it)");
+        }
+        session.trainer().requestStop();
+    });
+    engine::Trainer::Outcome outcome = engine::Trainer::Outcome::Finished;
+    observer.startBackgroundOutput();
+    std::thread worker([&] {
+        try {
+            outcome = session.run();
+        } catch (...) {
+            failure = std::current_exception();
+        }
+        QMetaObject::invokeMethod(&loop, &QEventLoop::quit, Qt::QueuedConnection);
+    });
+    loop.exec();
+    worker.join();
+    observer.finishBackgroundOutput();
+    return outcome;
+}
+
+// What the run ended with: its step, its last evaluation, its checkpoints and what to do next,
+// as text or as --json's last event.
+void sayEnd(const TrainRequest& tr, engine::TrainingSession& session, CliObserver& observer,
+            engine::Trainer::Outcome outcome, int signal, bool json)
+{
+    CommandIo& io = tr.io;
+    const QString& runDir = tr.runDir;
+    const int processes = tr.group ? tr.group->size() : 1;
+    const auto& t = session.trainer();
+    const bool stopped = outcome == engine::Trainer::Outcome::Stopped;
+    const bool early = outcome == engine::Trainer::Outcome::StoppedEarly;
+    // With a validation set, the checkpoint to keep is the one best on it (rotation kept it);
+    // the test set measures it once, afterwards.
+    std::optional<engine::BestCheckpoint> best;
+    if (!stopped && t.config().validation > 0 && t.writesRun())
+        best = engine::bestCheckpoint(
+            session.trainer().runDirectory().checkpoints(),
+            engine::readEvaluations(session.trainer().runDirectory().evalPath()));
+    // The run's newest checkpoint: the one this process wrote last, or, when it wrote none (a
+    // resume of a finished or stopped-early run, which ends at once), the one it restored.
+    QString checkpoint = observer.lastCheckpoint();
+    if (checkpoint.isEmpty() && t.writesRun()) {
+        const auto all = session.trainer().runDirectory().checkpoints();
+        if (!all.empty()) checkpoint = QString::fromStdString(all.back().path.string());
+    }
+    if (json) {
+        QJsonObject end{{QStringLiteral("event"),
+                         stopped ? QStringLiteral("stopped") : QStringLiteral("finished")},
+                        {QStringLiteral("step"), qint64(t.step())},
+                        {QStringLiteral("run_dir"), runDir},
+                        {QStringLiteral("checkpoint"), checkpoint}};
+        if (!stopped) end.insert(QStringLiteral("stopped_early"), early);
+        if (observer.haveEval()) {
+            end.insert(QStringLiteral("precision_at_1"), observer.lastEval().precisionAt1);
+            end.insert(QStringLiteral("set"), QString::fromStdString(observer.lastEval().set));
+        }
+        if (best) {
+            end.insert(QStringLiteral("best_checkpoint"),
+                       QString::fromStdString(best->file.path.string()));
+            end.insert(QStringLiteral("best_precision_at_1"), best->precisionAt1);
+        }
+        observer.print(end);
+    }
+    // With its output closed, the end still reaches the user: on the error stream.
+    const bool outputClosed = signal == SIGPIPE;
+    if (!json || outputClosed) {
+        QTextStream& say = outputClosed ? io.err : io.out;
+        say << (stopped ? "stopped"
+                : early ? "stopped early"
+                        : "finished")
+            << " at step " << t.step() << " of " << t.totalSteps();
+        if (observer.haveEval())
+            say << ", " << QString::fromStdString(observer.lastEval().set) << " precision @ 1 = "
+                << QString::number(100 * observer.lastEval().precisionAt1, 'f', 2) << "%"
+                << (observer.lastEval().ema ? " (moving averages)" : "");
+        say << "\ncheckpoint " << checkpoint << "\n";
+        if (best) {
+            say << "best on the validation set: step " << best->file.step << " ("
+                << QString::number(100 * best->precisionAt1, 'f', 2) << "%), "
+                << QString::fromStdString(best->file.path.string()) << "\n"
+                << "measure it on the test set: towers-cli eval --checkpoint " << shellWord(runDir)
+                << " --best\n";
+        } else if (!stopped && !checkpoint.isEmpty()) {
+            say << "use it: towers-cli classify --checkpoint " << shellWord(checkpoint)
+                << " IMAGE... (or eval, export; towers-cli runs lists the runs)\n";
+        }
+        if (stopped) say << "continue with: " << resumeCommandLine(runDir, processes) << "\n";
+    }
+}
+
+// The run itself, from its session's start to what it ended with; the exit code.
+int trainSession(TrainRequest& tr, const TrainConfig& c,
+                 const std::optional<TrainConfig>& lengthBefore)
+{
+    const QCommandLineParser& p = tr.p;
+    CommandIo& io = tr.io;
+    QString& runDir = tr.runDir;
     const bool json = p.isSet(QStringLiteral("json"));
     CliObserver observer(io, json);
     // Ctrl-C, SIGTERM or a closed output from here on stops the run cleanly: the handlers are set
@@ -455,26 +672,7 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                             {QStringLiteral("message"), QString::fromUtf8(message)}});
     };
     try {
-        engine::SessionOptions so;
-        if (resume) {
-            ResumeRequest r;
-            r.runDir = runDir;
-            r.searchPath = searchPath;
-            r.restart = p.isSet(QStringLiteral("restart"));
-            r.loaderWorkers = workers;
-            r.config = c; // read above, with the changes a resume allows
-            so = planResume(std::move(r));
-        } else {
-            NewRunRequest r;
-            r.config = c;
-            r.runDir = runDir;
-            r.runsDir = defaultRunsDir();
-            r.searchPath = searchPath;
-            r.overwrite = p.isSet(QStringLiteral("overwrite"));
-            r.loaderWorkers = workers;
-            so = planNewRun(std::move(r)); // InvalidArgument naming the field -> exit 2
-        }
-        so.processes = group;
+        const engine::SessionOptions so = sessionOptions(tr, c);
         std::unique_ptr<engine::TrainingSession> sessionPtr;
         runDir = QString::fromStdString(so.runDirectory.string());
         io.err.flush(); // the notes above come before what the run prints
@@ -508,46 +706,16 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                    << " test)\n";
         io.out.flush();
         observer.releaseLog();
-        if (lengthBefore && lead)
+        if (lengthBefore && tr.lead)
             if (const QString change = scheduleChange(*lengthBefore, session.trainer());
                 !change.isEmpty()) {
                 io.err << "towers-cli train: note: " << change << "\n";
                 io.err.flush(); // now, not when the run is over
             }
 
-        // The trainer runs on its own thread so that Ctrl-C (delivered to this thread's event loop)
-        // can ask it to stop; it then finishes the step, writes a checkpoint and returns.
-        // Its output's reader going away (`towers-cli train | head`) stops it so too: a run killed
-        // by SIGPIPE would leave no checkpoint of what it trained.
-        QEventLoop loop;
-        QObject::connect(&interrupts, &InterruptNotifier::interrupted, &loop, [&](int sig) {
-            if (sig == SIGPIPE) {
-                io.err << "towers-cli train: the output was closed: stopping after this step and "
-                          "writing a checkpoint\n";
-                io.err.flush();
-            } else {
-                observer.onLog(std::string("interrupted: stopping after this step and writing a "
-                                           "checkpoint (") +
-                               (sig == SIGINT ? "Ctrl-C again"
-                                              : std::string("another SIG") + ::sigabbrev_np(sig)) +
-                               " kills it)");
-            }
-            session.trainer().requestStop();
-        });
-        engine::Trainer::Outcome outcome = engine::Trainer::Outcome::Finished;
         std::exception_ptr failure;
-        observer.startBackgroundOutput();
-        std::thread worker([&] {
-            try {
-                outcome = session.run();
-            } catch (...) {
-                failure = std::current_exception();
-            }
-            QMetaObject::invokeMethod(&loop, &QEventLoop::quit, Qt::QueuedConnection);
-        });
-        loop.exec();
-        worker.join();
-        observer.finishBackgroundOutput();
+        const engine::Trainer::Outcome outcome =
+            runListening(session, interrupts, observer, io, failure);
         if (failure) {
             try {
                 std::rethrow_exception(failure);
@@ -561,67 +729,8 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
                 return ExitFailure;
             }
         }
-        const auto& t = session.trainer();
         const bool stopped = outcome == engine::Trainer::Outcome::Stopped;
-        const bool early = outcome == engine::Trainer::Outcome::StoppedEarly;
-        // With a validation set, the checkpoint to keep is the one best on it (rotation kept it);
-        // the test set measures it once, afterwards.
-        std::optional<engine::BestCheckpoint> best;
-        if (!stopped && t.config().validation > 0 && t.writesRun())
-            best = engine::bestCheckpoint(
-                session.trainer().runDirectory().checkpoints(),
-                engine::readEvaluations(session.trainer().runDirectory().evalPath()));
-        // The run's newest checkpoint: the one this process wrote last, or, when it wrote none (a
-        // resume of a finished or stopped-early run, which ends at once), the one it restored.
-        QString checkpoint = observer.lastCheckpoint();
-        if (checkpoint.isEmpty() && t.writesRun()) {
-            const auto all = session.trainer().runDirectory().checkpoints();
-            if (!all.empty()) checkpoint = QString::fromStdString(all.back().path.string());
-        }
-        if (json) {
-            QJsonObject end{{QStringLiteral("event"),
-                             stopped ? QStringLiteral("stopped") : QStringLiteral("finished")},
-                            {QStringLiteral("step"), qint64(t.step())},
-                            {QStringLiteral("run_dir"), runDir},
-                            {QStringLiteral("checkpoint"), checkpoint}};
-            if (!stopped) end.insert(QStringLiteral("stopped_early"), early);
-            if (observer.haveEval()) {
-                end.insert(QStringLiteral("precision_at_1"), observer.lastEval().precisionAt1);
-                end.insert(QStringLiteral("set"), QString::fromStdString(observer.lastEval().set));
-            }
-            if (best) {
-                end.insert(QStringLiteral("best_checkpoint"),
-                           QString::fromStdString(best->file.path.string()));
-                end.insert(QStringLiteral("best_precision_at_1"), best->precisionAt1);
-            }
-            observer.print(end);
-        }
-        // With its output closed, the end still reaches the user: on the error stream.
-        const bool outputClosed = interrupts.received() == SIGPIPE;
-        if (!json || outputClosed) {
-            QTextStream& say = outputClosed ? io.err : io.out;
-            say << (stopped ? "stopped"
-                    : early ? "stopped early"
-                            : "finished")
-                << " at step " << t.step() << " of " << t.totalSteps();
-            if (observer.haveEval())
-                say << ", " << QString::fromStdString(observer.lastEval().set)
-                    << " precision @ 1 = "
-                    << QString::number(100 * observer.lastEval().precisionAt1, 'f', 2) << "%"
-                    << (observer.lastEval().ema ? " (moving averages)" : "");
-            say << "\ncheckpoint " << checkpoint << "\n";
-            if (best) {
-                say << "best on the validation set: step " << best->file.step << " ("
-                    << QString::number(100 * best->precisionAt1, 'f', 2) << "%), "
-                    << QString::fromStdString(best->file.path.string()) << "\n"
-                    << "measure it on the test set: towers-cli eval --checkpoint "
-                    << shellWord(runDir) << " --best\n";
-            } else if (!stopped && !checkpoint.isEmpty()) {
-                say << "use it: towers-cli classify --checkpoint " << shellWord(checkpoint)
-                    << " IMAGE... (or eval, export; towers-cli runs lists the runs)\n";
-            }
-            if (stopped) say << "continue with: " << resumeCommandLine(runDir, processes) << "\n";
-        }
+        sayEnd(tr, session, observer, outcome, interrupts.received(), json);
         // 128 + the signal's number, as a shell reports a program the signal ended (130 for Ctrl-C,
         // 143 for SIGTERM, 129 for SIGHUP).
         return stopped && interrupts.received() ? 128 + interrupts.received() : ExitOk;
@@ -629,6 +738,31 @@ int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* gro
         sayFailed(e.what());
         throw;
     }
+}
+
+} // namespace
+
+int runTrainIn(const QStringList& args, CommandIo& io, engine::ProcessGroup* group)
+{
+    QCommandLineParser p;
+    addTrainOptions(p);
+    int code = 0;
+    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
+    // Every process must be started with the same options, by the same build.
+    if (group) engine::requireSameSettings(*group, settingsGiven(p));
+    TrainRequest r{p, io, group};
+    if (code = readStartOptions(r); code != ExitOk) return code;
+    TrainConfig c;
+    r.runDir = p.value(QStringLiteral("run-dir"));
+    // A resume's configuration is read by rank 0; the other processes take it from rank 0.
+    if (r.resume && r.lead) code = resumedConfig(r, c);
+    if (!r.resume) code = newRunConfig(r, c);
+    if (code == ExitOk) code = sharedConfig(r, c);
+    if (code != ExitOk) return code;
+    // A resumed run's configuration before the length given now changes it.
+    const std::optional<TrainConfig> lengthBefore = r.resume ? std::optional(c) : std::nullopt;
+    if (code = runningOptions(r, c); code != ExitOk) return code;
+    return trainSession(r, c, lengthBefore);
 }
 
 } // namespace towers::app
