@@ -426,6 +426,265 @@ void Trainer::report(const StepMetrics& m)
     if (m_observer) m_observer->onStep(m);
 }
 
+void Trainer::prepareRunFolder(std::int64_t from)
+{
+    RunDirectory& dir = *m_dir;
+    dir.removeStaleTemporaries();
+    dir.writeConfig(m_config.toJson());
+    dir.clearFailure(); // it trains again
+    // What lies beyond the starting step belongs to an abandoned future (a run resumed
+    // from an older checkpoint because the newer ones did not load): a later resume must
+    // not pick it up, nor the logs show it twice. The checkpoints are moved aside, never
+    // deleted.
+    dir.truncateLogs(from);
+    m_bestRead = false; // the best of what is left
+    std::vector<std::filesystem::path> beyond;
+    for (const auto& c : dir.checkpoints())
+        if (c.step > from) beyond.push_back(c.path);
+    if (!beyond.empty())
+        log("moved " + counted(beyond.size(), "checkpoint", "checkpoints") + " beyond step " +
+            std::to_string(from) + ", the step this run continues from, to " +
+            dir.setAsideCheckpoints(beyond).string());
+}
+
+void Trainer::startEvents(std::int64_t from, std::int64_t eventsStart)
+{
+    RunDirectory& dir = *m_dir;
+    // TensorBoard: a new events file for this run(). A resumed run continues the curves
+    // after its checkpoint's step S: what earlier files hold beyond S goes, as from the
+    // logs above (and the restart marker at S + 1 tells TensorBoard so); a run from step 0
+    // replaces all.
+    EventFileWriter::dropEventsAfter(dir.root(), eventsStart - 1);
+    m_events = std::make_unique<TensorBoardWriter>(dir.root());
+    m_events->start(eventsStart, m_config, dir.checkpointDir());
+    if (from == 0 && m_config.histogramEvery > 0) // the initial weights
+        m_events->parameters(0, m_towers->model(), false);
+    log("TensorBoard events in " + m_events->path().string());
+}
+
+void Trainer::logStart()
+{
+    const int towers = m_towers->globalTowers();
+    const std::int64_t global = std::int64_t(towers) * m_config.batchPerTower;
+    const std::string across = m_group && m_group->size() > 1
+                                   ? " (" + std::to_string(m_group->size()) + " processes x " +
+                                         std::to_string(m_towers->size()) + ")"
+                                   : "";
+    log("training " + m_config.model + " on " + counted(towers, "tower", "towers") + across +
+        " x " + std::to_string(m_config.batchPerTower) + " examples (global batch " +
+        std::to_string(global) + "), " +
+        (!isHostBackend(m_config.backend)
+             ? std::string("on GPUs")
+             : counted(m_towers->options().threadsPerTower, "thread", "threads") + " per tower") +
+        (m_config.precision == Precision::Float32
+             ? std::string()
+             : ", " + std::string(precisionName(m_config.precision)) +
+                   " convolutions and matrix products (float32 weights)") +
+        (m_dataNote.empty() ? std::string() : ", " + m_dataNote) + ", " +
+        m_towers->averagingDescription() + ", steps " + std::to_string(m_step.load()) + " to " +
+        std::to_string(m_total));
+    // More compute threads than cores: each step waits on threads the cores cannot run
+    // (OpenMP's teams meet at every op), many times slower. Said, not refused: the user may
+    // know better (cores this process cannot see, say).
+    if (isHostBackend(m_config.backend)) {
+        const int here = m_coreSharers;
+        const std::string note = cpu::threadsBeyondCores(
+            long(m_towers->size()) * m_towers->options().threadsPerTower * here,
+            (here > 1 ? std::to_string(here) + " processes x " : std::string()) +
+                counted(m_towers->size(), "tower", "towers") + " x " +
+                std::to_string(m_towers->options().threadsPerTower) + " per tower",
+            m_config.threadsPerTower > 0 ? "--threads-per-tower 0 shares the cores out"
+                                         : "fewer towers or processes would use them better");
+        if (!note.empty()) log("note: " + note);
+    }
+}
+
+bool Trainer::evaluateAtResume(std::int64_t from, const std::stop_token& stop)
+{
+    if (!m_evalBatches || from == 0) return true;
+    bool recorded = false;
+    if (m_dir)
+        for (const EvaluationMark& mark : readEvaluations(m_dir->evalPath()))
+            recorded = recorded || mark.step == from;
+    if (m_group && m_group->size() > 1)
+        recorded = m_group->any(recorded, "the check for an evaluation at the resumed step");
+    if (recorded) {
+        m_lastEvalStep = from;
+    } else if (m_config.evalEvery > 0 && from % m_config.evalEvery == 0 && from < m_total &&
+               !m_stopEarly) {
+        log("no evaluation is recorded at step " + std::to_string(from) +
+            ", where the run continues (one a stop cut short, or a new --eval-every): it "
+            "is made now");
+        return runEvaluation(stop);
+    }
+    return true;
+}
+
+Trainer::Outcome Trainer::stopped()
+{
+    const std::int64_t s = m_step.load();
+    if (m_lastCheckpointStep != s) writeCheckpoint();
+    if (m_observer) m_observer->onStopped(s);
+    return Outcome::Stopped;
+}
+
+Trainer::Outcome Trainer::ended(Outcome outcome)
+{
+    if (m_events) m_events->end(true);
+    if (m_observer) m_observer->onFinished(m_step.load());
+    return outcome;
+}
+
+Trainer::Outcome Trainer::trainSteps(const std::stop_token& stop, std::int64_t eventsStart,
+                                     std::string graphs)
+{
+    bool imagesWritten = false;
+    // Steps are issued ahead of their results where the towers allow it (TowerSet::
+    // pipelines(): GPU towers, whose host prepares and issues step s + 1 while the GPUs still
+    // compute step s); the results come one step late. A step after which the towers' state
+    // is read (a checkpoint, an evaluation, histograms, the replica check, the last step),
+    // a stop and a pause wait until every issued step is done.
+    struct Issued
+    {
+        std::int64_t step = 0;
+        double lr = 0, waitMs = 0;
+        Clock::time_point started;
+    };
+    std::deque<Issued> flight;
+    const std::size_t ahead = m_towers->pipelines() ? TowerSet::kMaxInFlight - 1 : 0;
+    // What follows step `done` besides its report: each reads the towers' state.
+    struct AfterStep
+    {
+        bool verify = false, histograms = false, checkpoint = false, evaluate = false;
+        bool readsState() const { return verify || histograms || checkpoint || evaluate; }
+    };
+    const auto after = [&](std::int64_t done) {
+        const auto at = [done](std::int64_t period) { return period > 0 && done % period == 0; };
+        const bool last = done == m_total;
+        AfterStep a;
+        a.verify = at(m_config.verifyEvery);
+        // Histograms of the weights and of this step's averaged gradients.
+        a.histograms =
+            m_events && m_config.histogramEvery > 0 && (at(m_config.histogramEvery) || last);
+        a.checkpoint = at(m_config.checkpointEvery) || last;
+        a.evaluate = m_evalBatches && at(m_config.evalEvery);
+        return a;
+    };
+    Clock::time_point lastDone = m_runStart;
+    // Collects the oldest issued step and does what follows it; false when a stop ended its
+    // evaluation.
+    const auto finishOldest = [&]() -> bool {
+        const Issued issued = flight.front();
+        flight.pop_front();
+        const TowerStepResult r = m_towers->collect();
+        const auto now = Clock::now();
+        if (std::string g = m_towers->graphDescription(); g != graphs) {
+            graphs = std::move(g);
+            if (!graphs.empty()) log("steps: " + graphs);
+        }
+        // From its start, or from the end of the step before it when that came later.
+        const double stepMs = msBetween(std::max(issued.started, lastDone), now);
+        lastDone = now;
+        const std::int64_t s = issued.step;
+        if (!std::isfinite(r.loss))
+            throw DivergedError("model diverged with loss = " + lossText(r.loss) + " at step " +
+                                std::to_string(s + 1));
+        if (!r.finite) {
+            char loss[32];
+            std::snprintf(loss, sizeof loss, "%.4g", r.loss);
+            throw DivergedError("model diverged at step " + std::to_string(s + 1) +
+                                ": its gradients are NaN or infinite (loss = " + loss + ")");
+        }
+        m_step = s + 1;
+        const std::int64_t done = s + 1;
+        const AfterStep then = after(done);
+        if (then.verify) m_towers->verifyReplicas();
+        if (done % m_config.logEvery == 0 || done == m_total)
+            report(metricsOf(done, r, issued.lr, stepMs, issued.waitMs));
+        if (then.histograms) m_events->parameters(done, m_towers->model(), true);
+        // The checkpoint first: a stop during the evaluation then has nothing left to save.
+        if (then.checkpoint) writeCheckpoint();
+        return !then.evaluate || runEvaluation(stop);
+    };
+    while (m_step.load() < m_total && !m_stopEarly) {
+        const std::int64_t s = m_step.load() + std::int64_t(flight.size()); // to issue next
+        if (s >= m_total) { // every step issued: what is left in flight
+            if (!finishOldest()) return stopped();
+            continue;
+        }
+        const bool halt = stopVote(stop);
+        // Read once: a pause asked for after this waits for the next turn, so that the run
+        // never pauses (nor, stopped while paused, checkpoints) with a step in flight, whose
+        // state the towers already hold and whose step the checkpoint would not count.
+        const bool pausing = m_pauseRequested.load();
+        if (halt || pausing) { // the towers' state as of the last step issued
+            while (!flight.empty())
+                if (!finishOldest()) return stopped();
+            if (m_step.load() >= m_total) break;
+        }
+        if (halt || (pausing && !waitWhilePaused(stop))) return stopped();
+        const auto t0 = Clock::now();
+        const Batch& batch = m_source.next();
+        const double waitMs = m_source.lastWaitMs();
+        if (batch.step != s)
+            throw Error("the data source delivered the batch of step " +
+                        std::to_string(batch.step) + " for step " + std::to_string(s));
+        if (batch.perTower() != m_config.batchPerTower)
+            throw InvalidArgument("the data source delivers " + std::to_string(batch.perTower()) +
+                                  " examples per tower, the configuration says " +
+                                  std::to_string(m_config.batchPerTower));
+        if (!imagesWritten && m_events) { // the first batch this run trains on, as seen
+            constexpr int kShown = 64;
+            if (!batch.draws.empty() && m_heldSet) { // made where the towers are: again here
+                Batch shown = batch;
+                imagesOfDraws(*m_heldSet, m_heldRecipe, batch.draws,
+                              std::min<std::int64_t>(batch.draws.dim(0), kShown), shown.images);
+                m_events->trainingImages(eventsStart, shown, kShown);
+            } else {
+                m_events->trainingImages(eventsStart, batch, kShown);
+            }
+            imagesWritten = true;
+        }
+        const double lr = m_config.schedule.at(s, m_stepsPerEpoch, m_total);
+        m_towers->issue(batch, s, lr);
+        flight.push_back({s, lr, waitMs, t0});
+        const std::size_t keep = after(s + 1).readsState() ? 0 : ahead;
+        while (flight.size() > keep)
+            if (!finishOldest()) return stopped();
+    }
+    // After an evaluation every issued step is done (it reads the towers' state), so an early
+    // stop leaves nothing in flight.
+    if (m_lastCheckpointStep != m_step.load()) writeCheckpoint();
+    if (m_stopEarly) return ended(Outcome::StoppedEarly);
+    if (m_evalBatches && m_lastEvalStep != m_step.load() && !runEvaluation(stop)) return stopped();
+    return ended(Outcome::Finished);
+}
+
+std::string Trainer::recordFailure(const std::exception& e, bool& memory)
+{
+    // std::bad_alloc's own text ("std::bad_alloc") says nothing to a user.
+    memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+    const std::string error = memory ? "out of memory at step " + std::to_string(m_step.load()) +
+                                           ": fewer towers or a smaller batch would take less"
+                                     : std::string(e.what());
+    if (m_events) {
+        try {
+            m_events->end(false);
+        } catch (const std::exception&) {
+            // the events file failing too (a full disk): the first error is the one to say
+        }
+    }
+    if (m_dir && m_start != Start::Unset) {
+        try {
+            m_dir->writeFailure(m_step.load(), error); // runs shows it failed, and why
+        } catch (const std::exception&) {
+            // a full disk: the error itself is said
+        }
+    }
+    if (m_observer) m_observer->onFailed(error);
+    return error;
+}
+
 Trainer::Outcome Trainer::run(std::stop_token stop)
 {
     if (m_ran)
@@ -444,26 +703,7 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         if (m_config.runId.empty()) m_config.runId = newRunId(); // a run from before run ids
         const std::int64_t from = m_step.load();
         const std::int64_t eventsStart = from == 0 ? 0 : from + 1;
-        if (m_dir) {
-            RunDirectory& dir = *m_dir;
-            dir.removeStaleTemporaries();
-            dir.writeConfig(m_config.toJson());
-            dir.clearFailure(); // it trains again
-            // What lies beyond the starting step belongs to an abandoned future (a run resumed
-            // from an older checkpoint because the newer ones did not load): a later resume must
-            // not pick it up, nor the logs show it twice. The checkpoints are moved aside, never
-            // deleted.
-            dir.truncateLogs(from);
-            m_bestRead = false; // the best of what is left
-            std::vector<std::filesystem::path> beyond;
-            for (const auto& c : dir.checkpoints())
-                if (c.step > from) beyond.push_back(c.path);
-            if (!beyond.empty())
-                log("moved " + counted(beyond.size(), "checkpoint", "checkpoints") +
-                    " beyond step " + std::to_string(from) +
-                    ", the step this run continues from, to " +
-                    dir.setAsideCheckpoints(beyond).string());
-        }
+        if (m_dir) prepareRunFolder(from);
         // A run that stopped early stays stopped: a resume of it has nothing to do (and writes
         // no events file), unless the patience grew.
         if (std::string why; from > 0 && from < m_total && patienceRanOut(why)) {
@@ -473,54 +713,8 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
             if (m_observer) m_observer->onFinished(from);
             return Outcome::StoppedEarly;
         }
-        if (m_dir) {
-            RunDirectory& dir = *m_dir;
-            // TensorBoard: a new events file for this run(). A resumed run continues the curves
-            // after its checkpoint's step S: what earlier files hold beyond S goes, as from the
-            // logs above (and the restart marker at S + 1 tells TensorBoard so); a run from step 0
-            // replaces all.
-            EventFileWriter::dropEventsAfter(dir.root(), eventsStart - 1);
-            m_events = std::make_unique<TensorBoardWriter>(dir.root());
-            m_events->start(eventsStart, m_config, dir.checkpointDir());
-            if (from == 0 && m_config.histogramEvery > 0) // the initial weights
-                m_events->parameters(0, m_towers->model(), false);
-            log("TensorBoard events in " + m_events->path().string());
-        }
-        bool imagesWritten = false;
-        const int towers = m_towers->globalTowers();
-        const std::int64_t global = std::int64_t(towers) * m_config.batchPerTower;
-        const std::string across = m_group && m_group->size() > 1
-                                       ? " (" + std::to_string(m_group->size()) + " processes x " +
-                                             std::to_string(m_towers->size()) + ")"
-                                       : "";
-        log("training " + m_config.model + " on " + counted(towers, "tower", "towers") + across +
-            " x " + std::to_string(m_config.batchPerTower) + " examples (global batch " +
-            std::to_string(global) + "), " +
-            (!isHostBackend(m_config.backend)
-                 ? std::string("on GPUs")
-                 : counted(m_towers->options().threadsPerTower, "thread", "threads") +
-                       " per tower") +
-            (m_config.precision == Precision::Float32
-                 ? std::string()
-                 : ", " + std::string(precisionName(m_config.precision)) +
-                       " convolutions and matrix products (float32 weights)") +
-            (m_dataNote.empty() ? std::string() : ", " + m_dataNote) + ", " +
-            m_towers->averagingDescription() + ", steps " + std::to_string(m_step.load()) + " to " +
-            std::to_string(m_total));
-        // More compute threads than cores: each step waits on threads the cores cannot run
-        // (OpenMP's teams meet at every op), many times slower. Said, not refused: the user may
-        // know better (cores this process cannot see, say).
-        if (isHostBackend(m_config.backend)) {
-            const int here = m_coreSharers;
-            const std::string note = cpu::threadsBeyondCores(
-                long(m_towers->size()) * m_towers->options().threadsPerTower * here,
-                (here > 1 ? std::to_string(here) + " processes x " : std::string()) +
-                    counted(m_towers->size(), "tower", "towers") + " x " +
-                    std::to_string(m_towers->options().threadsPerTower) + " per tower",
-                m_config.threadsPerTower > 0 ? "--threads-per-tower 0 shares the cores out"
-                                             : "fewer towers or processes would use them better");
-            if (!note.empty()) log("note: " + note);
-        }
+        if (m_dir) startEvents(from, eventsStart);
+        logStart();
         // How the GPU towers' steps are issued (nothing for host towers), and again when that
         // changes after a step (a capture failed: op by op from then on).
         std::string graphs = m_towers->graphDescription();
@@ -529,186 +723,11 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         m_runStart = Clock::now();
         m_runStartStep = m_step.load();
         m_pausedSeconds = 0;
-
-        auto stopped = [&] {
-            const std::int64_t s = m_step.load();
-            if (m_lastCheckpointStep != s) writeCheckpoint();
-            if (m_observer) m_observer->onStopped(s);
-            return Outcome::Stopped;
-        };
-        // The run reached its end, or stopped early: the same close for both.
-        auto ended = [&](Outcome outcome) {
-            if (m_events) m_events->end(true);
-            if (m_observer) m_observer->onFinished(m_step.load());
-            return outcome;
-        };
-        // A resumed run's evaluation at its starting step: one that was recorded is not made
-        // again (a finished run resumed); one that a stop cut short (the checkpoint at its step
-        // is written first) is made now, so that the curves, the best checkpoint and the
-        // patience miss no evaluation. Rank 0's eval.jsonl decides for every process.
-        if (m_evalBatches && from > 0) {
-            bool recorded = false;
-            if (m_dir)
-                for (const EvaluationMark& mark : readEvaluations(m_dir->evalPath()))
-                    recorded = recorded || mark.step == from;
-            if (m_group && m_group->size() > 1)
-                recorded =
-                    m_group->any(recorded, "the check for an evaluation at the resumed step");
-            if (recorded) {
-                m_lastEvalStep = from;
-            } else if (m_config.evalEvery > 0 && from % m_config.evalEvery == 0 && from < m_total &&
-                       !m_stopEarly) {
-                log("no evaluation is recorded at step " + std::to_string(from) +
-                    ", where the run continues (one a stop cut short, or a new --eval-every): it "
-                    "is made now");
-                if (!runEvaluation(stop)) return stopped();
-            }
-        }
-        // Steps are issued ahead of their results where the towers allow it (TowerSet::
-        // pipelines(): GPU towers, whose host prepares and issues step s + 1 while the GPUs still
-        // compute step s); the results come one step late. A step after which the towers' state
-        // is read (a checkpoint, an evaluation, histograms, the replica check, the last step),
-        // a stop and a pause wait until every issued step is done.
-        struct Issued
-        {
-            std::int64_t step = 0;
-            double lr = 0, waitMs = 0;
-            Clock::time_point started;
-        };
-        std::deque<Issued> flight;
-        const std::size_t ahead = m_towers->pipelines() ? TowerSet::kMaxInFlight - 1 : 0;
-        // What follows step `done` besides its report: each reads the towers' state.
-        struct AfterStep
-        {
-            bool verify = false, histograms = false, checkpoint = false, evaluate = false;
-            bool readsState() const { return verify || histograms || checkpoint || evaluate; }
-        };
-        const auto after = [&](std::int64_t done) {
-            const auto at = [done](std::int64_t period) {
-                return period > 0 && done % period == 0;
-            };
-            const bool last = done == m_total;
-            AfterStep a;
-            a.verify = at(m_config.verifyEvery);
-            // Histograms of the weights and of this step's averaged gradients.
-            a.histograms =
-                m_events && m_config.histogramEvery > 0 && (at(m_config.histogramEvery) || last);
-            a.checkpoint = at(m_config.checkpointEvery) || last;
-            a.evaluate = m_evalBatches && at(m_config.evalEvery);
-            return a;
-        };
-        Clock::time_point lastDone = m_runStart;
-        // Collects the oldest issued step and does what follows it; false when a stop ended its
-        // evaluation.
-        const auto finishOldest = [&]() -> bool {
-            const Issued issued = flight.front();
-            flight.pop_front();
-            const TowerStepResult r = m_towers->collect();
-            const auto now = Clock::now();
-            if (std::string g = m_towers->graphDescription(); g != graphs) {
-                graphs = std::move(g);
-                if (!graphs.empty()) log("steps: " + graphs);
-            }
-            // From its start, or from the end of the step before it when that came later.
-            const double stepMs = msBetween(std::max(issued.started, lastDone), now);
-            lastDone = now;
-            const std::int64_t s = issued.step;
-            if (!std::isfinite(r.loss))
-                throw DivergedError("model diverged with loss = " + lossText(r.loss) + " at step " +
-                                    std::to_string(s + 1));
-            if (!r.finite) {
-                char loss[32];
-                std::snprintf(loss, sizeof loss, "%.4g", r.loss);
-                throw DivergedError("model diverged at step " + std::to_string(s + 1) +
-                                    ": its gradients are NaN or infinite (loss = " + loss + ")");
-            }
-            m_step = s + 1;
-            const std::int64_t done = s + 1;
-            const AfterStep then = after(done);
-            if (then.verify) m_towers->verifyReplicas();
-            if (done % m_config.logEvery == 0 || done == m_total)
-                report(metricsOf(done, r, issued.lr, stepMs, issued.waitMs));
-            if (then.histograms) m_events->parameters(done, m_towers->model(), true);
-            // The checkpoint first: a stop during the evaluation then has nothing left to save.
-            if (then.checkpoint) writeCheckpoint();
-            return !then.evaluate || runEvaluation(stop);
-        };
-        while (m_step.load() < m_total && !m_stopEarly) {
-            const std::int64_t s = m_step.load() + std::int64_t(flight.size()); // to issue next
-            if (s >= m_total) { // every step issued: what is left in flight
-                if (!finishOldest()) return stopped();
-                continue;
-            }
-            const bool halt = stopVote(stop);
-            // Read once: a pause asked for after this waits for the next turn, so that the run
-            // never pauses (nor, stopped while paused, checkpoints) with a step in flight, whose
-            // state the towers already hold and whose step the checkpoint would not count.
-            const bool pausing = m_pauseRequested.load();
-            if (halt || pausing) { // the towers' state as of the last step issued
-                while (!flight.empty())
-                    if (!finishOldest()) return stopped();
-                if (m_step.load() >= m_total) break;
-            }
-            if (halt || (pausing && !waitWhilePaused(stop))) return stopped();
-            const auto t0 = Clock::now();
-            const Batch& batch = m_source.next();
-            const double waitMs = m_source.lastWaitMs();
-            if (batch.step != s)
-                throw Error("the data source delivered the batch of step " +
-                            std::to_string(batch.step) + " for step " + std::to_string(s));
-            if (batch.perTower() != m_config.batchPerTower)
-                throw InvalidArgument("the data source delivers " +
-                                      std::to_string(batch.perTower()) +
-                                      " examples per tower, the configuration says " +
-                                      std::to_string(m_config.batchPerTower));
-            if (!imagesWritten && m_events) { // the first batch this run trains on, as seen
-                constexpr int kShown = 64;
-                if (!batch.draws.empty() && m_heldSet) { // made where the towers are: again here
-                    Batch shown = batch;
-                    imagesOfDraws(*m_heldSet, m_heldRecipe, batch.draws,
-                                  std::min<std::int64_t>(batch.draws.dim(0), kShown), shown.images);
-                    m_events->trainingImages(eventsStart, shown, kShown);
-                } else {
-                    m_events->trainingImages(eventsStart, batch, kShown);
-                }
-                imagesWritten = true;
-            }
-            const double lr = m_config.schedule.at(s, m_stepsPerEpoch, m_total);
-            m_towers->issue(batch, s, lr);
-            flight.push_back({s, lr, waitMs, t0});
-            const std::size_t keep = after(s + 1).readsState() ? 0 : ahead;
-            while (flight.size() > keep)
-                if (!finishOldest()) return stopped();
-        }
-        // After an evaluation every issued step is done (it reads the towers' state), so an early
-        // stop leaves nothing in flight.
-        if (m_lastCheckpointStep != m_step.load()) writeCheckpoint();
-        if (m_stopEarly) return ended(Outcome::StoppedEarly);
-        if (m_evalBatches && m_lastEvalStep != m_step.load() && !runEvaluation(stop))
-            return stopped();
-        return ended(Outcome::Finished);
+        if (!evaluateAtResume(from, stop)) return stopped();
+        return trainSteps(stop, eventsStart, std::move(graphs));
     } catch (const std::exception& e) {
-        // std::bad_alloc's own text ("std::bad_alloc") says nothing to a user.
-        const bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
-        const std::string error = memory
-                                      ? "out of memory at step " + std::to_string(m_step.load()) +
-                                            ": fewer towers or a smaller batch would take less"
-                                      : std::string(e.what());
-        if (m_events) {
-            try {
-                m_events->end(false);
-            } catch (const std::exception&) {
-                // the events file failing too (a full disk): the first error is the one to say
-            }
-        }
-        if (m_dir && m_start != Start::Unset) {
-            try {
-                m_dir->writeFailure(m_step.load(), error); // runs shows it failed, and why
-            } catch (const std::exception&) {
-                // a full disk: the error itself is said
-            }
-        }
-        if (m_observer) m_observer->onFailed(error);
+        bool memory = false;
+        const std::string error = recordFailure(e, memory);
         if (memory) throw Error(error);
         throw;
     }

@@ -204,6 +204,28 @@ private:
     bool stopVote(const std::stop_token& stop);
     // false when a stop ended it part-way (nothing is recorded then).
     bool runEvaluation(const std::stop_token& stop);
+    // run()'s parts, in order. The run folder made ready to continue from step `from`: its
+    // configuration written, its logs cut back to `from`, its checkpoints beyond it set aside.
+    void prepareRunFolder(std::int64_t from);
+    // TensorBoard: this run()'s events file, from `eventsStart` (after a resumed step S: S + 1).
+    void startEvents(std::int64_t from, std::int64_t eventsStart);
+    // The line that says what trains where, and a note where the threads outnumber the cores.
+    void logStart();
+    // A resumed run's evaluation at its starting step: one that was recorded is not made again
+    // (a finished run resumed); one that a stop cut short (the checkpoint at its step is written
+    // first) is made now, so that the curves, the best checkpoint and the patience miss no
+    // evaluation. Rank 0's eval.jsonl decides for every process. false when a stop ended it.
+    bool evaluateAtResume(std::int64_t from, const std::stop_token& stop);
+    // The steps up to the end, a stop or an early stop; `graphs` is how the steps are issued, as
+    // logged (a change is logged again).
+    Outcome trainSteps(const std::stop_token& stop, std::int64_t eventsStart, std::string graphs);
+    // A stop: the checkpoint of the last step done, said to the observer.
+    Outcome stopped();
+    // The run reached its end, or stopped early: the same close for both.
+    Outcome ended(Outcome outcome);
+    // An error that ends run(): recorded in the events file and the run folder (where runs shows
+    // it) and said to the observer; the text to say (`memory`: it was std::bad_alloc).
+    std::string recordFailure(const std::exception& e, bool& memory);
     // Whether TrainConfig::patience has run out: rank 0's count of the evaluations since the best
     // (read from eval.jsonl once with the best, then kept), on every process; `why` gets rank 0's
     // reason ("the last 3 evaluations were no better than ...").
