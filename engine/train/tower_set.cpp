@@ -54,25 +54,7 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
     }
     const bool host = isHostBackend(m_opt.backend);
     GpuBackend* gpu = nullptr;
-    std::vector<int> gpuOf;
-    if (!host && !m_opt.makeOps) {
-        std::string why;
-        gpu = cudaBackend(&why);
-        if (!gpu) throw Unsupported("GPU towers: " + why);
-        if (gpu->deviceCount() == 0) throw Unsupported("GPU towers: " + gpu->unavailableReason());
-        if (!m_opt.gpus.empty() && int(m_opt.gpus.size()) != m_opt.towers)
-            throw InvalidArgument("gpus: " + std::to_string(m_opt.gpus.size()) +
-                                  " GPUs given for " + std::to_string(m_opt.towers) + " towers");
-        for (int t = 0; t < m_opt.towers; ++t) {
-            const int g = gpuOfTower(m_opt.gpus, m_opt.towers, group ? group->localRank() : 0, t,
-                                     gpu->deviceCount());
-            if (g < 0 || g >= gpu->deviceCount())
-                throw InvalidArgument("gpus: there is no GPU " + std::to_string(g) +
-                                      " (this machine has " + std::to_string(gpu->deviceCount()) +
-                                      ")");
-            gpuOf.push_back(g);
-        }
-    }
+    const std::vector<int> gpuOf = host || m_opt.makeOps ? std::vector<int>() : towerGpus(gpu);
     if (!(m_opt.emaDecay >= 0 && m_opt.emaDecay < 1))
         throw InvalidArgument("emaDecay: must be in [0, 1) (0 = off), got " +
                               std::to_string(m_opt.emaDecay));
@@ -95,6 +77,36 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
                               std::to_string(m_opt.bucketMb));
     if (m_opt.bucketMb > 0) BucketPlan::make({}, m_opt.bucketMb, m_opt.firstBucketMb); // checks
 
+    makeCommunicator(gpu, gpuOf);
+    buildTowers(gpu, gpuOf, build);
+    planSteps();
+}
+
+std::vector<int> TowerSet::towerGpus(GpuBackend*& gpu) const
+{
+    ProcessGroup* group = m_opt.processes;
+    std::vector<int> gpuOf;
+    std::string why;
+    gpu = cudaBackend(&why);
+    if (!gpu) throw Unsupported("GPU towers: " + why);
+    if (gpu->deviceCount() == 0) throw Unsupported("GPU towers: " + gpu->unavailableReason());
+    if (!m_opt.gpus.empty() && int(m_opt.gpus.size()) != m_opt.towers)
+        throw InvalidArgument("gpus: " + std::to_string(m_opt.gpus.size()) + " GPUs given for " +
+                              std::to_string(m_opt.towers) + " towers");
+    for (int t = 0; t < m_opt.towers; ++t) {
+        const int g = gpuOfTower(m_opt.gpus, m_opt.towers, group ? group->localRank() : 0, t,
+                                 gpu->deviceCount());
+        if (g < 0 || g >= gpu->deviceCount())
+            throw InvalidArgument("gpus: there is no GPU " + std::to_string(g) +
+                                  " (this machine has " + std::to_string(gpu->deviceCount()) + ")");
+        gpuOf.push_back(g);
+    }
+    return gpuOf;
+}
+
+void TowerSet::makeCommunicator(GpuBackend* gpu, const std::vector<int>& gpuOf)
+{
+    ProcessGroup* group = m_opt.processes;
     std::string hostWhy; // why GPU towers average through the host after all
     if (m_opt.makeCommunicator) {
         m_comm = m_opt.makeCommunicator(m_opt.towers);
@@ -153,6 +165,12 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
                                group->description() + ")";
         if (!hostWhy.empty()) m_allReduceText += " (" + hostWhy + ")";
     }
+}
+
+void TowerSet::buildTowers(GpuBackend* gpu, const std::vector<int>& gpuOf,
+                           const std::function<std::unique_ptr<Model>()>& build)
+{
+    const bool host = isHostBackend(m_opt.backend);
     for (int t = 0; t < m_opt.towers; ++t) m_towers.push_back(std::make_unique<Tower>());
     runOnAll([&](int t) {
         Tower& tw = *m_towers[std::size_t(t)];
@@ -193,6 +211,10 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
                 if (to[i]->value.device() != m_towers[std::size_t(t)]->device)
                     to[i]->value.copyFrom(from[i]->value);
         }
+}
+
+void TowerSet::planSteps()
+{
     if (m_globalTowers > 1 && m_opt.bucketMb > 0) {
         m_buckets = BucketPlan::make(model().parameters(), m_opt.bucketMb, m_opt.firstBucketMb);
         for (int t = 0; t < size(); ++t) {

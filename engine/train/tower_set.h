@@ -119,7 +119,8 @@ struct TowerStepResult
     int discarded = 0;
 };
 
-struct StepSlot; // tower_set_parts.h
+struct StepSlot;  // tower_set_parts.h
+class GpuBackend; // engine/gpu/gpu_backend.h
 
 class TowerSet
 {
@@ -238,6 +239,19 @@ public:
 
 private:
     struct Tower;
+    // The constructor's parts, in order. The GPU of each tower (`gpu` gets the CUDA backend):
+    // Unsupported where there is none, InvalidArgument for a --gpus that does not fit.
+    std::vector<int> towerGpus(GpuBackend*& gpu) const;
+    // How the towers average: a given communicator, NCCL (across processes, or the GPUs of this
+    // one), or the host (with the reason where GPU towers could not use NCCL).
+    void makeCommunicator(GpuBackend* gpu, const std::vector<int>& gpuOf);
+    // Each tower on its own thread: its ops, its replica of the model (tower 0's weights
+    // broadcast to the others) and its optimizer.
+    void buildTowers(GpuBackend* gpu, const std::vector<int>& gpuOf,
+                     const std::function<std::unique_ptr<Model>()>& build);
+    // The gradient buckets, the moving averages, whether steps are gated on the device and
+    // whether they are captured as CUDA graphs (with what the log says of it).
+    void planSteps();
     // InvalidArgument naming `what` when steps are in flight.
     void requireIdle(const char* what) const;
     // Runs job(t) on every tower's thread and waits; rethrows the most meaningful error.
@@ -252,6 +266,15 @@ private:
     // fails is left in the tower's graphFailure, for issue() to stop every tower's captures.
     bool issueCaptured(Tower& tw, StepSlot& sl, const std::string& key,
                        const std::function<void(bool marks)>& work);
+    struct TowerStep; // tower_set_step.cpp
+    // issue()'s parts, on each tower's thread: the tower's share of the step (the buffers saved
+    // to undo it, its slice placed, then the rest), its slice of the batch where its ops read it,
+    // and the rest of the step gated (on the device, without the host: GPU towers that average
+    // where they compute) or synchronised (the host checks the averages before the update).
+    void issueOnTower(TowerStep& s, const Batch& batch);
+    void placeSlice(TowerStep& s, const Batch& batch);
+    void issueGated(TowerStep& s);
+    void issueSynchronised(TowerStep& s);
     // Drops every capture (their tensors are about to change) and the slots' warmth: every
     // tower's, or one's.
     void dropGraphs();

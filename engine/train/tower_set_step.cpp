@@ -155,6 +155,38 @@ TowerStepResult TowerSet::step(const Batch& batch, std::int64_t globalStep, doub
     return collect();
 }
 
+// One tower's share of a step as issue() prepares it on the tower's thread: the tower, the slot
+// the step takes, its ops and context, and its slice of the batch where the ops read it.
+struct TowerSet::TowerStep
+{
+    int t = 0;
+    Tower& tw;
+    StepSlot& sl;
+    int slot = 0;
+    Ops& ops;
+    ExecContext ctx;
+    std::int64_t globalStep = 0;
+    double lr = 0;
+    bool drawn = false;  // the tower makes its images from the batch's draws
+    bool behind = false; // a gated step issued before this one is in flight
+    Tensor images, labels;
+
+    // Forward, the loss and backward, each gradient bucket's average started as soon as this
+    // tower's backward has produced it, the buckets counted from none ready (so that a step
+    // issued again op by op after a capture that failed midway starts every bucket once).
+    void forwardBackward()
+    {
+        tw.model->forward(ctx, images);
+        tw.model->computeLoss(ctx, labels);
+        if (tw.buckets) {
+            tw.buckets->begin();
+            tw.model->backward(ctx, [&](Parameter& p) { tw.buckets->ready(p); });
+        } else {
+            tw.model->backward(ctx);
+        }
+    }
+};
+
 void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
 {
     const Shape& in = model().inputShape();
@@ -195,208 +227,21 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
     m_nonFinite = false;
     runOnAll([&](int t) {
         Tower& tw = *m_towers[std::size_t(t)];
-        StepSlot& sl = tw.slots[issued.slot];
         Ops& ops = *tw.ops;
-        ExecContext ctx{ops, true, std::uint64_t(globalStep), std::uint64_t(m_firstTower + t)};
-        if (!behind) ops.clearMarks();
-        // Forward updates the buffers (batch-norm statistics); keep them to undo a diverged step
-        // (copied where they live, among the tower's ops).
-        const auto& params = tw.model->parameters();
-        sl.savedBuffers.resize(params.size());
-        for (std::size_t i = 0; i < params.size(); ++i) {
-            const Tensor& v = params[i]->value;
-            if (params[i]->trainable) continue;
-            if (v.device() == ops.device()) {
-                ops.copy(v, sl.savedBuffers[i]);
-            } else { // host bookkeeping of a GPU replica
-                Tensor::ensure(sl.savedBuffers[i], v.shape(), v.dtype(), v.device());
-                sl.savedBuffers[i].copyFrom(v);
-            }
-        }
-        // The step's split, in device time (events on a GPU's stream; the host's clock for CPU
-        // towers), read once the step is done.
-        sl.dataMark = ops.mark();
-        Tensor images = drawn ? Tensor() : batch.towerImages(t);
-        Tensor labels = batch.towerLabels(t);
-        if (!drawn && tw.model->dtype() != images.dtype()) images = images.to(tw.model->dtype());
-        const bool onDevice = !tw.device.isHost();
-        // A gated step's copies to the device may run after the caller has moved on to the next
-        // batch, whose memory may be this one's: they go from the tower's own page-locked copy.
-        const auto ownCopy = [&](Tensor& view, Tensor& own) {
-            if (!m_gated) return;
-            stagePinned(view, own);
-            view = own;
-        };
-        // On the device, a gated step's slice goes to its slot's own buffers, copied beside the
-        // step in flight before it (Ops::prefetch: the slot's previous step is done); another
-        // step's to the tower's, on its stream.
-        const auto toDevice = [&](const Tensor& host, Tensor& slotBuffer, Tensor& towerBuffer) {
-            if (m_gated) {
-                ops.prefetch(host, slotBuffer);
-                return slotBuffer;
-            }
-            ops.upload(host, towerBuffer);
-            return towerBuffer;
-        };
-        if (onDevice) { // the slice goes to the tower's GPU
-            // Checked here: the GPU's loss does not stop to look (a bad label would make it NaN).
-            checks::labelsInRange(labels, tw.model->numClasses());
-            ownCopy(labels, sl.labels);
-            if (!drawn) {
-                ownCopy(images, sl.images);
-                images = toDevice(images, sl.deviceImages, tw.images);
-            }
-            labels = toDevice(labels, sl.deviceLabels, tw.labels);
-        }
-        // A gated step's scalars (learning rate, bias corrections, the moving average's keep,
-        // dropout's step) go beside its slice, and its ops read them on the device.
-        if (m_gated) {
-            StepScalars values;
-            tw.optimizer->fillScalars(values, lr);
-            if (m_ema) m_ema->fillScalars(values, globalStep + 1);
-            values.values[StepScalars::DropoutStep] = double(globalStep);
-            if (sl.scalars.empty())
-                sl.scalars = Tensor::pinned({StepScalars::kCount}, DType::Float64);
-            std::memcpy(sl.scalars.raw(), values.values, sizeof values.values);
-            ops.prefetch(sl.scalars, sl.deviceScalars);
-            ctx.scalars = &sl.deviceScalars;
-        }
-        if (drawn) { // the slice's images made where the tower holds the set, from its draws
-            Tensor draws = batch.towerDraws(t);
-            if (onDevice) {
-                ownCopy(draws, sl.draws);
-                draws = toDevice(draws, sl.deviceDraws, tw.draws);
-            }
-            ops.preprocessImages(m_heldRecipe, tw.source, draws, tw.images);
-            images = tw.images;
-        }
-        // Forward, the loss and backward, each gradient bucket's average started as soon as this
-        // tower's backward has produced it, the buckets counted from none ready (so that a step
-        // issued again op by op after a capture that failed midway starts every bucket once).
-        const auto forwardBackward = [&] {
-            tw.model->forward(ctx, images);
-            tw.model->computeLoss(ctx, labels);
-            if (tw.buckets) {
-                tw.buckets->begin();
-                tw.model->backward(ctx, [&](Parameter& p) { tw.buckets->ready(p); });
-            } else {
-                tw.model->backward(ctx);
-            }
-        };
-        // A gated step's flag starts clear, or as the one of the step in flight before it
-        // (sticky: a skipped step before this one skips this one too).
-        const auto resetFlag = [&] {
-            if (behind) {
-                ops.copy(tw.slots[issued.slot ^ 1].flag, sl.flag);
-                return;
-            }
-            if (tw.flagZero.empty()) {
-                tw.flagZero = Tensor::pinned({1}, tw.model->dtype());
-                std::memset(tw.flagZero.raw(), 0, tw.flagZero.bytes());
-            }
-            ops.upload(tw.flagZero, sl.flag);
-        };
-        // A gated step's update, after its averages: the flag set where any of them is not
-        // finite, the updates gated by it, the flag and the loss on their way to the host.
-        const auto gatedUpdate = [&](const std::vector<Tensor>& averaged, bool marks) {
-            for (const Tensor& v : averaged) ops.flagNonFinite(v, sl.flag);
-            if (marks) sl.commMark = ops.mark();
-            tw.optimizer->step(ops, tw.model->parameters(), lr, sl.flag, sl.deviceScalars);
-            if (m_ema && t == 0) // on tower 0's device, by its ops (no copy to the host)
-                m_ema->update(ops, tw.model->parameters(), globalStep + 1, sl.flag,
-                              sl.deviceScalars);
-            if (marks) sl.updateMark = ops.mark();
-            if (sl.flagHost.empty()) sl.flagHost = Tensor::pinned({1}, sl.flag.dtype());
-            ops.download(sl.flag, sl.flagHost);
-            tw.model->copyLoss(ops, sl.lossCopy);
-        };
-        if (m_gated) {
-            // The averages stay where the towers compute: every tower flags all of them on its
-            // GPU (they are bitwise the same on every tower, so every tower's flag is too) and its
-            // update kernels read the flag, so a step is skipped there without the host waiting
-            // (collect() reads the flag). One tower has nothing to average: its gradients and
-            // statistics are the means. From its forward to its update, a tower's step is the
-            // same work every step (its values that change come in the slot's tensors): a
-            // capture replays it (graphs), with the collectives launched between its parts.
-            resetFlag();
-            sl.startedMs = 0;
-            sl.computeMark = ops.mark();
-            // A replay runs the buckets' collectives, timed from here.
-            if (tw.buckets) tw.buckets->begin();
-            // The key of a capture: what the step's work depends on besides the slot's values,
-            // which input buffer included (the images preprocessed from draws are the tower's,
-            // a batch's images the slot's: a capture bakes one address or the other).
-            const std::string shapes = images.describe() + " " + labels.describe() +
-                                       (drawn ? " preprocessed here" : " as given");
-            const bool captured = issueCaptured(tw, sl, shapes, [&](bool marks) {
-                forwardBackward();
-                if (marks) sl.backwardMark = ops.mark();
-                const std::vector<Tensor>* averaged = &tw.reduce;
-                if (tw.buckets) {
-                    if (marks) sl.startedMs = tw.buckets->collectiveMs(); // during backward
-                    averaged = &tw.buckets->finish();
-                } else {
-                    collectAveraged(tw.model->parameters(), tw.reduce);
-                    if (m_globalTowers > 1) // device collectives (gated without buckets)
-                        ops.outsideCapture(
-                            [this, t, &tower = tw] { m_comm->allReduceMean(t, tower.reduce); });
-                }
-                gatedUpdate(*averaged, marks);
-            });
-            // A replayed step's split cannot look inside it: all of it is compute, but the time
-            // in the communicator's calls between its parts.
-            if (captured) {
-                sl.backwardMark = sl.commMark = sl.updateMark = ops.mark();
-                if (tw.buckets) sl.startedMs = tw.buckets->collectiveMs();
-            }
-            sl.endMark = ops.mark(); // collect() waits for it
-            return;
-        }
-        sl.computeMark = ops.mark();
-        forwardBackward(); // the loss read where the host waits anyway
-        sl.backwardMark = ops.mark();
-        if (!onDevice) sl.loss = tw.model->readLoss();
-        // The synchronisation point: average the gradients, and the batch-norm running
-        // statistics (each tower saw its own slice) so that the replicas stay identical.
-        const std::vector<Tensor>* averaged = &tw.reduce;
-        sl.startedMs = 0; // of the buckets started during backward
-        if (tw.buckets) {
-            sl.startedMs = tw.buckets->collectiveMs();
-            averaged = &tw.buckets->finish();
-        } else {
-            collectAveraged(tw.model->parameters(), tw.reduce);
-        }
-        // Divergence is caught before the update: each tower checks its share of the averages
-        // (and its own loss), then all agree through a barrier and skip the update together.
-        bool finite = true;
-        if (m_globalTowers > 1 && !tw.buckets) {
-            if (m_deviceCollectives) {
-                m_comm->allReduceMean(t, tw.reduce);
-            } else {
-                collective(t, tw.reduce, [&](std::span<Tensor> values) {
-                    m_comm->allReduceMean(t, values);
-                    finite = finiteShare(values, t, size()); // on the host copies
-                });
-            }
-        }
-        if (m_deviceCollectives || tw.buckets || m_globalTowers == 1)
-            finite = finiteShare(*averaged, t, size());
-        if (onDevice) sl.loss = tw.model->readLoss(); // the host has waited for the GPU
-        if (!std::isfinite(sl.loss.total()) || !finite) m_nonFinite = true;
-        m_comm->barrier(t);
-        sl.commMark = ops.mark();
-        if (!m_nonFinite) {
-            tw.optimizer->step(ops, tw.model->parameters(), lr);
-            if (m_ema && m_ema->onHost()) // CPU towers share the work
-                m_ema->update(tw.model->parameters(), globalStep + 1, t, size());
-            else if (m_ema && t == 0)
-                m_ema->update(ops, tw.model->parameters(), globalStep + 1);
-        }
-        sl.updateMark = ops.mark();
-        ops.synchronize();
-        if (m_nonFinite) sl.restoreBuffers(params);
-        sl.times = sl.timesFrom(ops);
-        tw.finished = Clock::now();
+        TowerStep s{
+            t,
+            tw,
+            tw.slots[issued.slot],
+            issued.slot,
+            ops,
+            ExecContext{ops, true, std::uint64_t(globalStep), std::uint64_t(m_firstTower + t)},
+            globalStep,
+            lr,
+            drawn,
+            behind,
+            {},
+            {}};
+        issueOnTower(s, batch);
     });
     // A tower whose capture failed issued its step op by op: from the next step, every tower does.
     for (std::size_t t = 0; t < m_towers.size(); ++t) {
@@ -419,6 +264,236 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
             tw->slots[issued.slot].times.commMs += msBetween(tw->finished, last);
     }
     m_flight.push_back(issued);
+}
+
+void TowerSet::issueOnTower(TowerStep& s, const Batch& batch)
+{
+    Tower& tw = s.tw;
+    StepSlot& sl = s.sl;
+    Ops& ops = s.ops;
+    if (!s.behind) ops.clearMarks();
+    // Forward updates the buffers (batch-norm statistics); keep them to undo a diverged step
+    // (copied where they live, among the tower's ops).
+    const auto& params = tw.model->parameters();
+    sl.savedBuffers.resize(params.size());
+    for (std::size_t i = 0; i < params.size(); ++i) {
+        const Tensor& v = params[i]->value;
+        if (params[i]->trainable) continue;
+        if (v.device() == ops.device()) {
+            ops.copy(v, sl.savedBuffers[i]);
+        } else { // host bookkeeping of a GPU replica
+            Tensor::ensure(sl.savedBuffers[i], v.shape(), v.dtype(), v.device());
+            sl.savedBuffers[i].copyFrom(v);
+        }
+    }
+    // The step's split, in device time (events on a GPU's stream; the host's clock for CPU
+    // towers), read once the step is done.
+    sl.dataMark = ops.mark();
+    placeSlice(s, batch);
+    if (m_gated)
+        issueGated(s);
+    else
+        issueSynchronised(s);
+}
+
+void TowerSet::placeSlice(TowerStep& s, const Batch& batch)
+{
+    Tower& tw = s.tw;
+    StepSlot& sl = s.sl;
+    Ops& ops = s.ops;
+    const int t = s.t;
+    const bool drawn = s.drawn;
+    Tensor& images = s.images;
+    Tensor& labels = s.labels;
+    images = drawn ? Tensor() : batch.towerImages(t);
+    labels = batch.towerLabels(t);
+    if (!drawn && tw.model->dtype() != images.dtype()) images = images.to(tw.model->dtype());
+    const bool onDevice = !tw.device.isHost();
+    // A gated step's copies to the device may run after the caller has moved on to the next
+    // batch, whose memory may be this one's: they go from the tower's own page-locked copy.
+    const auto ownCopy = [&](Tensor& view, Tensor& own) {
+        if (!m_gated) return;
+        stagePinned(view, own);
+        view = own;
+    };
+    // On the device, a gated step's slice goes to its slot's own buffers, copied beside the
+    // step in flight before it (Ops::prefetch: the slot's previous step is done); another
+    // step's to the tower's, on its stream.
+    const auto toDevice = [&](const Tensor& host, Tensor& slotBuffer, Tensor& towerBuffer) {
+        if (m_gated) {
+            ops.prefetch(host, slotBuffer);
+            return slotBuffer;
+        }
+        ops.upload(host, towerBuffer);
+        return towerBuffer;
+    };
+    if (onDevice) { // the slice goes to the tower's GPU
+        // Checked here: the GPU's loss does not stop to look (a bad label would make it NaN).
+        checks::labelsInRange(labels, tw.model->numClasses());
+        ownCopy(labels, sl.labels);
+        if (!drawn) {
+            ownCopy(images, sl.images);
+            images = toDevice(images, sl.deviceImages, tw.images);
+        }
+        labels = toDevice(labels, sl.deviceLabels, tw.labels);
+    }
+    // A gated step's scalars (learning rate, bias corrections, the moving average's keep,
+    // dropout's step) go beside its slice, and its ops read them on the device.
+    if (m_gated) {
+        StepScalars values;
+        tw.optimizer->fillScalars(values, s.lr);
+        if (m_ema) m_ema->fillScalars(values, s.globalStep + 1);
+        values.values[StepScalars::DropoutStep] = double(s.globalStep);
+        if (sl.scalars.empty()) sl.scalars = Tensor::pinned({StepScalars::kCount}, DType::Float64);
+        std::memcpy(sl.scalars.raw(), values.values, sizeof values.values);
+        ops.prefetch(sl.scalars, sl.deviceScalars);
+        s.ctx.scalars = &sl.deviceScalars;
+    }
+    if (drawn) { // the slice's images made where the tower holds the set, from its draws
+        Tensor draws = batch.towerDraws(t);
+        if (onDevice) {
+            ownCopy(draws, sl.draws);
+            draws = toDevice(draws, sl.deviceDraws, tw.draws);
+        }
+        ops.preprocessImages(m_heldRecipe, tw.source, draws, tw.images);
+        images = tw.images;
+    }
+}
+
+void TowerSet::issueGated(TowerStep& s)
+{
+    Tower& tw = s.tw;
+    StepSlot& sl = s.sl;
+    Ops& ops = s.ops;
+    const int t = s.t;
+    const bool behind = s.behind, drawn = s.drawn;
+    const std::int64_t globalStep = s.globalStep;
+    const double lr = s.lr;
+    const Tensor& images = s.images;
+    const Tensor& labels = s.labels;
+    const auto forwardBackward = [&] { s.forwardBackward(); };
+    // A gated step's flag starts clear, or as the one of the step in flight before it
+    // (sticky: a skipped step before this one skips this one too).
+    const auto resetFlag = [&] {
+        if (behind) {
+            ops.copy(tw.slots[s.slot ^ 1].flag, sl.flag);
+            return;
+        }
+        if (tw.flagZero.empty()) {
+            tw.flagZero = Tensor::pinned({1}, tw.model->dtype());
+            std::memset(tw.flagZero.raw(), 0, tw.flagZero.bytes());
+        }
+        ops.upload(tw.flagZero, sl.flag);
+    };
+    // A gated step's update, after its averages: the flag set where any of them is not
+    // finite, the updates gated by it, the flag and the loss on their way to the host.
+    const auto gatedUpdate = [&](const std::vector<Tensor>& averaged, bool marks) {
+        for (const Tensor& v : averaged) ops.flagNonFinite(v, sl.flag);
+        if (marks) sl.commMark = ops.mark();
+        tw.optimizer->step(ops, tw.model->parameters(), lr, sl.flag, sl.deviceScalars);
+        if (m_ema && t == 0) // on tower 0's device, by its ops (no copy to the host)
+            m_ema->update(ops, tw.model->parameters(), globalStep + 1, sl.flag, sl.deviceScalars);
+        if (marks) sl.updateMark = ops.mark();
+        if (sl.flagHost.empty()) sl.flagHost = Tensor::pinned({1}, sl.flag.dtype());
+        ops.download(sl.flag, sl.flagHost);
+        tw.model->copyLoss(ops, sl.lossCopy);
+    };
+    // The averages stay where the towers compute: every tower flags all of them on its
+    // GPU (they are bitwise the same on every tower, so every tower's flag is too) and its
+    // update kernels read the flag, so a step is skipped there without the host waiting
+    // (collect() reads the flag). One tower has nothing to average: its gradients and
+    // statistics are the means. From its forward to its update, a tower's step is the
+    // same work every step (its values that change come in the slot's tensors): a
+    // capture replays it (graphs), with the collectives launched between its parts.
+    resetFlag();
+    sl.startedMs = 0;
+    sl.computeMark = ops.mark();
+    // A replay runs the buckets' collectives, timed from here.
+    if (tw.buckets) tw.buckets->begin();
+    // The key of a capture: what the step's work depends on besides the slot's values,
+    // which input buffer included (the images preprocessed from draws are the tower's,
+    // a batch's images the slot's: a capture bakes one address or the other).
+    const std::string shapes =
+        images.describe() + " " + labels.describe() + (drawn ? " preprocessed here" : " as given");
+    const bool captured = issueCaptured(tw, sl, shapes, [&](bool marks) {
+        forwardBackward();
+        if (marks) sl.backwardMark = ops.mark();
+        const std::vector<Tensor>* averaged = &tw.reduce;
+        if (tw.buckets) {
+            if (marks) sl.startedMs = tw.buckets->collectiveMs(); // during backward
+            averaged = &tw.buckets->finish();
+        } else {
+            collectAveraged(tw.model->parameters(), tw.reduce);
+            if (m_globalTowers > 1) // device collectives (gated without buckets)
+                ops.outsideCapture(
+                    [this, t, &tower = tw] { m_comm->allReduceMean(t, tower.reduce); });
+        }
+        gatedUpdate(*averaged, marks);
+    });
+    // A replayed step's split cannot look inside it: all of it is compute, but the time
+    // in the communicator's calls between its parts.
+    if (captured) {
+        sl.backwardMark = sl.commMark = sl.updateMark = ops.mark();
+        if (tw.buckets) sl.startedMs = tw.buckets->collectiveMs();
+    }
+    sl.endMark = ops.mark(); // collect() waits for it
+}
+
+void TowerSet::issueSynchronised(TowerStep& s)
+{
+    Tower& tw = s.tw;
+    StepSlot& sl = s.sl;
+    Ops& ops = s.ops;
+    const int t = s.t;
+    const std::int64_t globalStep = s.globalStep;
+    const double lr = s.lr;
+    const bool onDevice = !tw.device.isHost();
+    const auto& params = tw.model->parameters();
+    sl.computeMark = ops.mark();
+    s.forwardBackward(); // the loss read where the host waits anyway
+    sl.backwardMark = ops.mark();
+    if (!onDevice) sl.loss = tw.model->readLoss();
+    // The synchronisation point: average the gradients, and the batch-norm running
+    // statistics (each tower saw its own slice) so that the replicas stay identical.
+    const std::vector<Tensor>* averaged = &tw.reduce;
+    sl.startedMs = 0; // of the buckets started during backward
+    if (tw.buckets) {
+        sl.startedMs = tw.buckets->collectiveMs();
+        averaged = &tw.buckets->finish();
+    } else {
+        collectAveraged(tw.model->parameters(), tw.reduce);
+    }
+    // Divergence is caught before the update: each tower checks its share of the averages
+    // (and its own loss), then all agree through a barrier and skip the update together.
+    bool finite = true;
+    if (m_globalTowers > 1 && !tw.buckets) {
+        if (m_deviceCollectives) {
+            m_comm->allReduceMean(t, tw.reduce);
+        } else {
+            collective(t, tw.reduce, [&](std::span<Tensor> values) {
+                m_comm->allReduceMean(t, values);
+                finite = finiteShare(values, t, size()); // on the host copies
+            });
+        }
+    }
+    if (m_deviceCollectives || tw.buckets || m_globalTowers == 1)
+        finite = finiteShare(*averaged, t, size());
+    if (onDevice) sl.loss = tw.model->readLoss(); // the host has waited for the GPU
+    if (!std::isfinite(sl.loss.total()) || !finite) m_nonFinite = true;
+    m_comm->barrier(t);
+    sl.commMark = ops.mark();
+    if (!m_nonFinite) {
+        tw.optimizer->step(ops, tw.model->parameters(), lr);
+        if (m_ema && m_ema->onHost()) // CPU towers share the work
+            m_ema->update(tw.model->parameters(), globalStep + 1, t, size());
+        else if (m_ema && t == 0)
+            m_ema->update(ops, tw.model->parameters(), globalStep + 1);
+    }
+    sl.updateMark = ops.mark();
+    ops.synchronize();
+    if (m_nonFinite) sl.restoreBuffers(params);
+    sl.times = sl.timesFrom(ops);
+    tw.finished = Clock::now();
 }
 
 TowerStepResult TowerSet::collect()
