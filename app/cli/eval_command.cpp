@@ -55,11 +55,9 @@ int classIndexOf(const std::string& name, const std::vector<std::string>& known,
     return -1;
 }
 
-} // namespace
-
-int runEval(const QStringList& args, CommandIo& io)
+// The options and help of towers-cli eval.
+void addEvalOptions(QCommandLineParser& p)
 {
-    QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
         "Evaluates a checkpoint on the whole test set of the dataset it was trained on (found "
         "along\n"
@@ -111,6 +109,366 @@ int runEval(const QStringList& args, CommandIo& io)
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
     p.addOptions(inferenceDeviceOptions());
+}
+
+// The run's configuration as the checkpoint records it (`runConfig`, empty where it records none
+// or it does not read) and, for --set validation, the share of the training images it held out
+// (`share`). ExitOk, or the exit code after the message.
+int runConfigOf(const QString& checkpointFile, const engine::CheckpointInfo& info, bool validation,
+                CommandIo& io, std::optional<engine::TrainConfig>& runConfig, double& share)
+{
+    if (!info.config.empty()) {
+        try {
+            runConfig = engine::TrainConfig::fromJson(info.config);
+        } catch (const engine::InvalidArgument& e) {
+            if (validation) {
+                io.err << "towers-cli eval: --set validation: the run's configuration in "
+                       << checkpointFile << " does not read (" << QString::fromUtf8(e.what())
+                       << "), so its validation share is unknown\n";
+                return ExitFailure;
+            }
+            io.err << "towers-cli eval: note: the run's configuration in " << checkpointFile
+                   << " does not read (" << QString::fromUtf8(e.what())
+                   << "): the dataset is not compared with the one it trained on\n";
+        }
+    }
+    // The run's validation set: its share of the training images, drawn as the run drew it.
+    share = 0;
+    if (validation) {
+        if (runConfig) share = runConfig->validation;
+        if (share <= 0) {
+            io.err << "towers-cli eval: --set validation: the run of " << checkpointFile
+                   << " held out no validation set (train with --validation to hold one out); "
+                      "without --set, eval measures the test set\n";
+            return ExitFailure;
+        }
+    }
+    return ExitOk;
+}
+
+// Another dataset's classes, as the checkpoint's: each of its names must be one of them
+// (`asCheckpointClass`, by index). ExitOk, or ExitFailure after naming those that are not.
+int classesByName(const engine::Classifier& classifier, const engine::Dataset& data,
+                  const std::string& datasetName, const QString& checkpointFile, CommandIo& io,
+                  std::vector<int>& asCheckpointClass)
+{
+    const auto& known = classifier.classNames();
+    QStringList missing;
+    for (const std::string& name : data.classNames) {
+        QStringList several;
+        asCheckpointClass.push_back(classIndexOf(name, known, &several));
+        if (asCheckpointClass.back() >= 0) continue;
+        missing << (several.isEmpty()
+                        ? QString::fromStdString(name)
+                        : QStringLiteral("%1 (case, spaces and punctuation aside, it is each "
+                                         "of %2: which one is ambiguous)")
+                              .arg(QString::fromStdString(name),
+                                   several.join(QStringLiteral(" and "))));
+    }
+    if (!missing.isEmpty()) {
+        QStringList names;
+        for (const std::string& n : known) names << QString::fromStdString(n);
+        io.err << "towers-cli eval: " << QString::fromStdString(datasetName) << " has "
+               << (missing.size() == 1 ? "a class" : "classes") << " that " << checkpointFile
+               << " does not know: " << missing.join(QStringLiteral(", "))
+               << " (its classes: " << names.join(QStringLiteral(", ")) << ")\n";
+        return ExitFailure;
+    }
+    return ExitOk;
+}
+
+// The images measured: the test set, the run's validation share (`split`), the training set or
+// both (in `owned`), their labels the checkpoint's classes where matched by name.
+const engine::ImageSet& measuredImages(const engine::Dataset& data, const QString& setName,
+                                       double share, bool byName,
+                                       const std::vector<int>& asCheckpointClass,
+                                       std::optional<engine::ValidationSplit>& split,
+                                       engine::ImageSet& owned)
+{
+    const bool validation = setName == QLatin1String("validation");
+    const engine::ImageSet* chosen = &data.test;
+    if (validation) {
+        split = engine::splitValidation(data.train, int(data.classNames.size()), share);
+        chosen = &split->validation;
+    } else if (setName == QLatin1String("train")) {
+        chosen = &data.train;
+    } else if (setName == QLatin1String("all")) {
+        owned = data.train;
+        owned.count += data.test.count;
+        owned.pixels.insert(owned.pixels.end(), data.test.pixels.begin(), data.test.pixels.end());
+        owned.labels.insert(owned.labels.end(), data.test.labels.begin(), data.test.labels.end());
+        chosen = &owned;
+    }
+    if (byName) {
+        if (chosen != &owned) owned = *chosen;
+        for (auto& label : owned.labels) label = asCheckpointClass[std::size_t(label)];
+        chosen = &owned;
+    }
+    return *chosen;
+}
+
+// The checkpoint's own dataset, changed since its run trained on it (imported again under its
+// name, replaced on disk): said, naming what changed (from the run's record of it); its classes
+// are then matched to the checkpoint's by name where they differ (`byName`), as another
+// dataset's are. ExitOk, or ExitFailure for --set validation, whose share is not the run's then.
+int checkOwnDataset(const engine::Dataset& data, const std::string& datasetName,
+                    const QString& checkpointFile,
+                    const std::optional<engine::TrainConfig>& runConfig, bool validation,
+                    bool byName, CommandIo& io)
+{
+    std::string change;
+    try {
+        if (runConfig && !runConfig->datasetContent.empty())
+            change = engine::datasetContentChange(runConfig->datasetContent,
+                                                  engine::datasetContent(data));
+    } catch (const engine::InvalidArgument&) { // a record this version cannot read: none
+    }
+    if (change.empty() && byName) change = "its classes are not the checkpoint's";
+    if (!change.empty()) {
+        if (validation) {
+            io.err << "towers-cli eval: --set validation: " << QString::fromStdString(datasetName)
+                   << " is not the dataset the run of " << checkpointFile << " trained on ("
+                   << QString::fromStdString(change)
+                   << "), so its validation share is not the run's\n";
+            return ExitFailure;
+        }
+        io.err << "towers-cli eval: note: " << QString::fromStdString(datasetName)
+               << " is not the dataset the run of " << checkpointFile
+               << " trained on: " << QString::fromStdString(change)
+               << (byName ? "; its classes are matched to the checkpoint's by name" : "") << "\n";
+    }
+    return ExitOk;
+}
+
+// What eval measured, for its report: the checkpoint and its classifier, the dataset and the set,
+// the results and what was asked besides (the layers, the surest mistakes).
+struct EvalReport
+{
+    const QString& checkpointFile;
+    const engine::Classifier& classifier;
+    const std::string& datasetName;
+    const engine::Dataset& data;
+    bool otherDataset = false;
+    const QString& setName;
+    const QString& setWord; // in sentences: "test examples", "training images"
+    engine::EvalResult r;
+    std::vector<engine::ClassScores> scores{};
+    std::vector<engine::LayerActivity> activity{};
+    std::optional<TestSetPredictions> predictions{};
+    std::vector<std::int64_t> mistakes{};
+    QStringList exampleFiles{}; // each example's image file, for a dataset imported from files
+
+    QString className(int c) const
+    {
+        return QString::fromStdString(classifier.classNames()[std::size_t(c)]);
+    }
+    QString fileOf(std::int64_t i) const
+    {
+        return i < exampleFiles.size() ? exampleFiles[qsizetype(i)] : QString();
+    }
+};
+
+// The report as --json prints it.
+QJsonObject reportJson(const EvalReport& e)
+{
+    const engine::EvalResult& r = e.r;
+    const int k = r.numClasses;
+    const auto& scores = e.scores;
+    const engine::Classifier& classifier = e.classifier;
+    const auto& info = classifier.info();
+    const auto& activity = e.activity;
+    const auto& predictions = e.predictions;
+    const QString& checkpointFile = e.checkpointFile;
+    const QString& setName = e.setName;
+    const std::string& datasetName = e.datasetName;
+    const engine::Dataset& data = e.data;
+    const auto className = [&](int c) { return e.className(c); };
+    const auto fileOf = [&](std::int64_t i) { return e.fileOf(i); };
+    // The precision the checkpoint's run trained (and evaluated) in.
+    const QString trained = QString::fromStdString(engine::trainedPrecision(info));
+    QJsonArray perClass, precision, f1, confusion, names, counts;
+    for (int i = 0; i < k; ++i) {
+        perClass.append(r.perClassAccuracy[std::size_t(i)]);
+        counts.append(qint64(r.classCounts[std::size_t(i)]));
+        precision.append(scores[std::size_t(i)].precision);
+        f1.append(scores[std::size_t(i)].f1);
+        names.append(className(i));
+        QJsonArray row;
+        for (int j = 0; j < k; ++j) row.append(qint64(r.confusionAt(i, j)));
+        confusion.append(row);
+    }
+    QJsonObject o{
+        {QStringLiteral("checkpoint"), checkpointFile},
+        {QStringLiteral("model"), QString::fromStdString(info.model)},
+        {QStringLiteral("dataset"), QString::fromStdString(datasetName)},
+        {QStringLiteral("checkpoint_dataset"), QString::fromStdString(info.dataset)},
+        {QStringLiteral("data_folder"), QString::fromStdString(data.location.string())},
+        {QStringLiteral("set"), setName},
+        {QStringLiteral("step"), qint64(info.step)},
+        {QStringLiteral("ema"), r.ema},
+        {QStringLiteral("precision"),
+         QString::fromStdString(std::string(engine::precisionName(classifier.precision())))},
+        {QStringLiteral("trained_precision"), trained},
+        {QStringLiteral("device"), deviceName(classifier.device())},
+        {QStringLiteral("examples"), qint64(r.examples)},
+        {QStringLiteral("correct"), qint64(r.correct)},
+        {QStringLiteral("precision_at_1"), r.precisionAt1},
+        {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
+        {QStringLiteral("classes"), names},
+        {QStringLiteral("per_class_accuracy"), perClass},
+        {QStringLiteral("per_class_examples"), counts},
+        {QStringLiteral("per_class_precision"), precision},
+        {QStringLiteral("per_class_f1"), f1},
+        {QStringLiteral("macro_f1"), engine::macroF1(scores)},
+        {QStringLiteral("confusion"), confusion},
+    };
+    if (!activity.empty()) {
+        QJsonArray layers;
+        for (const auto& a : activity) {
+            QJsonArray dead;
+            for (const std::int64_t c : a.deadChannels()) dead.append(qint64(c));
+            layers.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(a.name)},
+                                      {QStringLiteral("channels"), qint64(a.channels())},
+                                      {QStringLiteral("images"), qint64(a.images)},
+                                      {QStringLiteral("dead_channels"), dead}});
+        }
+        o.insert(QStringLiteral("layers"), layers);
+    }
+    if (predictions) {
+        QJsonArray list;
+        for (const std::int64_t i : e.mistakes) {
+            QJsonObject m{
+                {QStringLiteral("index"), qint64(i)},
+                {QStringLiteral("truth"), className(predictions->truth[std::size_t(i)])},
+                {QStringLiteral("predicted"), className(predictions->predicted[std::size_t(i)])},
+                {QStringLiteral("probability"), double(predictions->confidence[std::size_t(i)])}};
+            if (const QString file = fileOf(i); !file.isEmpty())
+                m.insert(QStringLiteral("file"), file);
+            list.append(m);
+        }
+        o.insert(QStringLiteral("mistakes"), list);
+    }
+    return o;
+}
+
+// The report as text: the precision @ 1, each class's scores and the confusion matrix.
+void printScores(const EvalReport& e, QTextStream& out)
+{
+    const engine::EvalResult& r = e.r;
+    const int k = r.numClasses;
+    const auto& scores = e.scores;
+    const engine::Classifier& classifier = e.classifier;
+    const auto& info = classifier.info();
+    const auto className = [&](int c) { return e.className(c); };
+    out << QString::fromStdString(info.model) << " at step " << info.step << " on "
+        << QString::fromStdString(e.datasetName) << " ("
+        << QString::fromStdString(e.data.location.string()) << ")"
+        << (e.otherDataset ? QStringLiteral(", trained on ") + QString::fromStdString(info.dataset)
+                           : QString())
+        << ", " << (r.ema ? "moving averages of the weights" : "raw weights")
+        << (classifier.precision() == engine::Precision::BFloat16
+                ? QStringLiteral(", bf16 convolutions and matrix products")
+                : QString())
+        << (classifier.device().isHost()
+                ? QString()
+                : QStringLiteral(", on ") + deviceName(classifier.device()))
+        << "\n"
+        << "precision @ 1 = " << QString::number(r.precisionAt1, 'f', 4) << " (" << r.correct
+        << " of " << r.examples << " " << e.setWord << " examples), mean cross-entropy "
+        << QString::number(r.meanCrossEntropy, 'f', 4) << "\n\n";
+    int width = 5;
+    for (const auto& n : classifier.classNames())
+        width = std::max(width, textColumns(QString::fromStdString(n)));
+    // Accuracy is the class's recall: its images found; precision, its answers right.
+    out << QStringLiteral("class").leftJustified(width)
+        << "  accuracy  precision      F1  examples\n";
+    const auto percent = [](double v, int w) {
+        return QString::number(100 * v, 'f', 2).rightJustified(w) + QLatin1Char('%');
+    };
+    // A class without examples (another dataset's classes may be fewer) has no accuracy.
+    for (int i = 0; i < k; ++i)
+        out << padColumns(className(i), width) << "  "
+            << (r.classCounts[std::size_t(i)] > 0 ? percent(r.perClassAccuracy[std::size_t(i)], 7)
+                                                  : QStringLiteral("-").rightJustified(8))
+            << "  " << percent(scores[std::size_t(i)].precision, 8) << "  "
+            << QString::number(scores[std::size_t(i)].f1, 'f', 3).rightJustified(6) << "  "
+            << QString::number(r.classCounts[std::size_t(i)]).rightJustified(8) << "\n";
+    out << "macro F1 = " << QString::number(engine::macroF1(scores), 'f', 4)
+        << " (the mean of the classes' F1)\n";
+    if (k <= 20) {
+        // Each row named by its number and whole name ("9 Ankle boot").
+        const auto rowName = [&](int i) {
+            return QString::number(i) + QLatin1Char(' ') + className(i);
+        };
+        int rowWidth = width;
+        for (int i = 0; i < k; ++i) rowWidth = std::max(rowWidth, textColumns(rowName(i)));
+        out << "\nconfusion matrix (rows: true class, columns: predicted)\n"
+            << QString(rowWidth, QLatin1Char(' '));
+        for (int j = 0; j < k; ++j) out << QString::number(j).rightJustified(6);
+        out << "\n";
+        for (int i = 0; i < k; ++i) {
+            out << padColumns(rowName(i), rowWidth);
+            for (int j = 0; j < k; ++j)
+                out << QString::number(r.confusionAt(i, j)).rightJustified(6);
+            out << "\n";
+        }
+    }
+}
+
+// The surest mistakes, as text.
+void printMistakes(const EvalReport& e, QTextStream& out)
+{
+    const auto& predictions = e.predictions;
+    const auto& mistakes = e.mistakes;
+    const QString& setWord = e.setWord;
+    const auto className = [&](int c) { return e.className(c); };
+    const auto fileOf = [&](std::int64_t i) { return e.fileOf(i); };
+    out << "\n";
+    if (mistakes.empty())
+        out << "no " << setWord << " image is classified wrongly\n";
+    else
+        out << "the "
+            << QString::fromStdString(
+                   engine::counted(qint64(mistakes.size()), "wrong answer", "wrong answers"))
+            << " the network was surest of (" << setWord
+            << " image: true class -> predicted, probability"
+            << (e.exampleFiles.isEmpty() ? "" : ", file") << ")\n";
+    for (const std::int64_t i : mistakes) {
+        out << QString::number(i).rightJustified(8) << "  "
+            << className(predictions->truth[std::size_t(i)]) << " -> "
+            << className(predictions->predicted[std::size_t(i)]) << "  "
+            << QString::number(100.0 * predictions->confidence[std::size_t(i)], 'f', 1) << " %";
+        if (const QString file = fileOf(i); !file.isEmpty()) out << "  " << quotedPath(file);
+        out << "\n";
+    }
+}
+
+// The dead channels of each layer, as text.
+void printLayers(const EvalReport& e, QTextStream& out)
+{
+    const auto& activity = e.activity;
+    const QString& setWord = e.setWord;
+    out << "\nlayers over the " << activity.front().images << " " << setWord
+        << " images (a dead channel is zero on every one: it passes nothing on)\n";
+    int nameWidth = 5;
+    for (const auto& a : activity) nameWidth = std::max(nameWidth, int(a.name.size()));
+    out << QStringLiteral("layer").leftJustified(nameWidth) << "  channels   dead\n";
+    for (const auto& a : activity) {
+        const auto dead = a.deadChannels();
+        out << QString::fromStdString(a.name).leftJustified(nameWidth) << "  "
+            << QString::number(a.channels()).rightJustified(8) << "  "
+            << QString::number(dead.size()).rightJustified(5)
+            << (dead.empty() ? QString() : QStringLiteral("  (") + channelList(dead, 8) + ')')
+            << "\n";
+    }
+}
+
+} // namespace
+
+int runEval(const QStringList& args, CommandIo& io)
+{
+    QCommandLineParser p;
+    addEvalOptions(p);
     int code = 0;
     if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
     QString setName;
@@ -166,36 +524,11 @@ int runEval(const QStringList& args, CommandIo& io)
                << QString::fromStdString(datasetName) << " use test, train or all\n";
         return ExitUsage;
     }
-    // The run's configuration as the checkpoint records it, read once: its validation share and
-    // its record of the dataset it trained on. One that does not read (written by a newer Towers,
-    // say) is said once; only --set validation needs it.
     std::optional<engine::TrainConfig> runConfig;
-    if (!info.config.empty()) {
-        try {
-            runConfig = engine::TrainConfig::fromJson(info.config);
-        } catch (const engine::InvalidArgument& e) {
-            if (validation) {
-                io.err << "towers-cli eval: --set validation: the run's configuration in "
-                       << checkpointFile << " does not read (" << QString::fromUtf8(e.what())
-                       << "), so its validation share is unknown\n";
-                return ExitFailure;
-            }
-            io.err << "towers-cli eval: note: the run's configuration in " << checkpointFile
-                   << " does not read (" << QString::fromUtf8(e.what())
-                   << "): the dataset is not compared with the one it trained on\n";
-        }
-    }
-    // The run's validation set: its share of the training images, drawn as the run drew it.
     double share = 0;
-    if (validation) {
-        if (runConfig) share = runConfig->validation;
-        if (share <= 0) {
-            io.err << "towers-cli eval: --set validation: the run of " << checkpointFile
-                   << " held out no validation set (train with --validation to hold one out); "
-                      "without --set, eval measures the test set\n";
-            return ExitFailure;
-        }
-    }
+    if (const int c = runConfigOf(checkpointFile, info, validation, io, runConfig, share);
+        c != ExitOk)
+        return c;
     // The checkpoint's own dataset name, when it is no name of a dataset (a damaged or forged
     // file's), is the file's fault, not the command line's: exit 1 naming the file.
     if (!p.isSet(QStringLiteral("dataset"))) {
@@ -219,269 +552,49 @@ int runEval(const QStringList& args, CommandIo& io)
                << " --channels " << want[2] << ")\n";
         return ExitFailure;
     }
-    // The checkpoint's own dataset, changed since its run trained on it (imported again under its
-    // name, replaced on disk): said, naming what changed (from the run's record of it), and its
-    // classes matched to the checkpoint's by name where they differ, as another dataset's are.
-    bool byName = otherDataset || data.classNames != classifier.classNames();
+    // Its own dataset's classes are matched by name too where they differ from the checkpoint's.
+    const bool byName = otherDataset || data.classNames != classifier.classNames();
     if (!otherDataset) {
-        std::string change;
-        try {
-            if (runConfig && !runConfig->datasetContent.empty())
-                change = engine::datasetContentChange(runConfig->datasetContent,
-                                                      engine::datasetContent(data));
-        } catch (const engine::InvalidArgument&) { // a record this version cannot read: none
-        }
-        if (change.empty() && byName) change = "its classes are not the checkpoint's";
-        if (!change.empty()) {
-            if (validation) {
-                io.err << "towers-cli eval: --set validation: "
-                       << QString::fromStdString(datasetName) << " is not the dataset the run of "
-                       << checkpointFile << " trained on (" << QString::fromStdString(change)
-                       << "), so its validation share is not the run's\n";
-                return ExitFailure;
-            }
-            io.err << "towers-cli eval: note: " << QString::fromStdString(datasetName)
-                   << " is not the dataset the run of " << checkpointFile
-                   << " trained on: " << QString::fromStdString(change)
-                   << (byName ? "; its classes are matched to the checkpoint's by name" : "")
-                   << "\n";
-        }
+        if (const int c = checkOwnDataset(data, datasetName, checkpointFile, runConfig, validation,
+                                          byName, io);
+            c != ExitOk)
+            return c;
     }
-    // Another dataset's classes, as the checkpoint's: each of its names must be one of them.
     std::vector<int> asCheckpointClass;
     if (byName) {
-        const auto& known = classifier.classNames();
-        QStringList missing;
-        for (const std::string& name : data.classNames) {
-            QStringList several;
-            asCheckpointClass.push_back(classIndexOf(name, known, &several));
-            if (asCheckpointClass.back() >= 0) continue;
-            missing << (several.isEmpty()
-                            ? QString::fromStdString(name)
-                            : QStringLiteral("%1 (case, spaces and punctuation aside, it is each "
-                                             "of %2: which one is ambiguous)")
-                                  .arg(QString::fromStdString(name),
-                                       several.join(QStringLiteral(" and "))));
-        }
-        if (!missing.isEmpty()) {
-            QStringList names;
-            for (const std::string& n : known) names << QString::fromStdString(n);
-            io.err << "towers-cli eval: " << QString::fromStdString(datasetName) << " has "
-                   << (missing.size() == 1 ? "a class" : "classes") << " that " << checkpointFile
-                   << " does not know: " << missing.join(QStringLiteral(", "))
-                   << " (its classes: " << names.join(QStringLiteral(", ")) << ")\n";
-            return ExitFailure;
-        }
+        if (const int c =
+                classesByName(classifier, data, datasetName, checkpointFile, io, asCheckpointClass);
+            c != ExitOk)
+            return c;
     }
-    // The images measured: the test set, the run's validation share, the training set or both.
     std::optional<engine::ValidationSplit> split;
     engine::ImageSet owned;
-    const engine::ImageSet* chosen = &data.test;
-    if (validation) {
-        split = engine::splitValidation(data.train, int(data.classNames.size()), share);
-        chosen = &split->validation;
-    } else if (setName == QLatin1String("train")) {
-        chosen = &data.train;
-    } else if (setName == QLatin1String("all")) {
-        owned = data.train;
-        owned.count += data.test.count;
-        owned.pixels.insert(owned.pixels.end(), data.test.pixels.begin(), data.test.pixels.end());
-        owned.labels.insert(owned.labels.end(), data.test.labels.begin(), data.test.labels.end());
-        chosen = &owned;
-    }
-    if (byName) {
-        if (chosen != &owned) owned = *chosen;
-        for (auto& label : owned.labels) label = asCheckpointClass[std::size_t(label)];
-        chosen = &owned;
-    }
-    const engine::ImageSet& set = *chosen;
-    // The precision the checkpoint's run trained (and evaluated) in.
-    const QString trained = QString::fromStdString(engine::trainedPrecision(info));
-    const engine::EvalResult r = classifier.evaluate(set, batch);
-    const int k = r.numClasses;
-    const auto scores = engine::classScores(r.confusion, k);
-    const auto className = [&](int c) {
-        return QString::fromStdString(classifier.classNames()[std::size_t(c)]);
-    };
-    std::vector<engine::LayerActivity> activity;
-    if (p.isSet(QStringLiteral("layers"))) activity = classifier.layerActivity(set, 0, batch);
-    std::optional<TestSetPredictions> predictions;
-    std::vector<std::int64_t> mistakes;
+    const engine::ImageSet& set =
+        measuredImages(data, setName, share, byName, asCheckpointClass, split, owned);
+    EvalReport e{checkpointFile, classifier, datasetName, data,
+                 otherDataset,   setName,    setWord,     classifier.evaluate(set, batch)};
+    const engine::EvalResult& r = e.r;
+    e.scores = engine::classScores(r.confusion, r.numClasses);
+    if (p.isSet(QStringLiteral("layers"))) e.activity = classifier.layerActivity(set, 0, batch);
     if (p.isSet(QStringLiteral("mistakes"))) {
-        predictions = classifyTestSet(classifier, set, nullptr, nullptr, batch);
-        mistakes = predictions->confidentMistakes(std::size_t(mistakeCount));
+        e.predictions = classifyTestSet(classifier, set, nullptr, nullptr, batch);
+        e.mistakes = e.predictions->confidentMistakes(std::size_t(mistakeCount));
     }
     // Each example's image file, for a dataset imported from one (its record of them, when it is
     // the dataset that record was written with): a mistake names its file, not just its index.
-    QStringList exampleFiles;
-    if (predictions) {
+    if (e.predictions) {
         const bool all = setName == QLatin1String("all");
-        exampleFiles = importedImageFiles(data, all || setName == QLatin1String("train"),
-                                          all || setName == QLatin1String("test"),
-                                          validation ? &split->validationIndex : nullptr);
+        e.exampleFiles = importedImageFiles(data, all || setName == QLatin1String("train"),
+                                            all || setName == QLatin1String("test"),
+                                            validation ? &split->validationIndex : nullptr);
     }
-    const auto fileOf = [&](std::int64_t i) {
-        return i < exampleFiles.size() ? exampleFiles[qsizetype(i)] : QString();
-    };
     if (p.isSet(QStringLiteral("json"))) {
-        QJsonArray perClass, precision, f1, confusion, names, counts;
-        for (int i = 0; i < k; ++i) {
-            perClass.append(r.perClassAccuracy[std::size_t(i)]);
-            counts.append(qint64(r.classCounts[std::size_t(i)]));
-            precision.append(scores[std::size_t(i)].precision);
-            f1.append(scores[std::size_t(i)].f1);
-            names.append(className(i));
-            QJsonArray row;
-            for (int j = 0; j < k; ++j) row.append(qint64(r.confusionAt(i, j)));
-            confusion.append(row);
-        }
-        QJsonObject o{
-            {QStringLiteral("checkpoint"), checkpointFile},
-            {QStringLiteral("model"), QString::fromStdString(info.model)},
-            {QStringLiteral("dataset"), QString::fromStdString(datasetName)},
-            {QStringLiteral("checkpoint_dataset"), QString::fromStdString(info.dataset)},
-            {QStringLiteral("data_folder"), QString::fromStdString(data.location.string())},
-            {QStringLiteral("set"), setName},
-            {QStringLiteral("step"), qint64(info.step)},
-            {QStringLiteral("ema"), r.ema},
-            {QStringLiteral("precision"),
-             QString::fromStdString(std::string(engine::precisionName(classifier.precision())))},
-            {QStringLiteral("trained_precision"), trained},
-            {QStringLiteral("device"), deviceName(classifier.device())},
-            {QStringLiteral("examples"), qint64(r.examples)},
-            {QStringLiteral("correct"), qint64(r.correct)},
-            {QStringLiteral("precision_at_1"), r.precisionAt1},
-            {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
-            {QStringLiteral("classes"), names},
-            {QStringLiteral("per_class_accuracy"), perClass},
-            {QStringLiteral("per_class_examples"), counts},
-            {QStringLiteral("per_class_precision"), precision},
-            {QStringLiteral("per_class_f1"), f1},
-            {QStringLiteral("macro_f1"), engine::macroF1(scores)},
-            {QStringLiteral("confusion"), confusion},
-        };
-        if (!activity.empty()) {
-            QJsonArray layers;
-            for (const auto& a : activity) {
-                QJsonArray dead;
-                for (const std::int64_t c : a.deadChannels()) dead.append(qint64(c));
-                layers.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(a.name)},
-                                          {QStringLiteral("channels"), qint64(a.channels())},
-                                          {QStringLiteral("images"), qint64(a.images)},
-                                          {QStringLiteral("dead_channels"), dead}});
-            }
-            o.insert(QStringLiteral("layers"), layers);
-        }
-        if (predictions) {
-            QJsonArray list;
-            for (const std::int64_t i : mistakes) {
-                QJsonObject m{
-                    {QStringLiteral("index"), qint64(i)},
-                    {QStringLiteral("truth"), className(predictions->truth[std::size_t(i)])},
-                    {QStringLiteral("predicted"),
-                     className(predictions->predicted[std::size_t(i)])},
-                    {QStringLiteral("probability"),
-                     double(predictions->confidence[std::size_t(i)])}};
-                if (const QString file = fileOf(i); !file.isEmpty())
-                    m.insert(QStringLiteral("file"), file);
-                list.append(m);
-            }
-            o.insert(QStringLiteral("mistakes"), list);
-        }
-        io.out << QJsonDocument(o).toJson(QJsonDocument::Indented);
+        io.out << QJsonDocument(reportJson(e)).toJson(QJsonDocument::Indented);
         return ExitOk;
     }
-    io.out << QString::fromStdString(info.model) << " at step " << info.step << " on "
-           << QString::fromStdString(datasetName) << " ("
-           << QString::fromStdString(data.location.string()) << ")"
-           << (otherDataset ? QStringLiteral(", trained on ") + QString::fromStdString(info.dataset)
-                            : QString())
-           << ", " << (r.ema ? "moving averages of the weights" : "raw weights")
-           << (classifier.precision() == engine::Precision::BFloat16
-                   ? QStringLiteral(", bf16 convolutions and matrix products")
-                   : QString())
-           << (classifier.device().isHost()
-                   ? QString()
-                   : QStringLiteral(", on ") + deviceName(classifier.device()))
-           << "\n"
-           << "precision @ 1 = " << QString::number(r.precisionAt1, 'f', 4) << " (" << r.correct
-           << " of " << r.examples << " " << setWord << " examples), mean cross-entropy "
-           << QString::number(r.meanCrossEntropy, 'f', 4) << "\n\n";
-    int width = 5;
-    for (const auto& n : classifier.classNames())
-        width = std::max(width, textColumns(QString::fromStdString(n)));
-    // Accuracy is the class's recall: its images found; precision, its answers right.
-    io.out << QStringLiteral("class").leftJustified(width)
-           << "  accuracy  precision      F1  examples\n";
-    const auto percent = [](double v, int w) {
-        return QString::number(100 * v, 'f', 2).rightJustified(w) + QLatin1Char('%');
-    };
-    // A class without examples (another dataset's classes may be fewer) has no accuracy.
-    for (int i = 0; i < k; ++i)
-        io.out << padColumns(className(i), width) << "  "
-               << (r.classCounts[std::size_t(i)] > 0
-                       ? percent(r.perClassAccuracy[std::size_t(i)], 7)
-                       : QStringLiteral("-").rightJustified(8))
-               << "  " << percent(scores[std::size_t(i)].precision, 8) << "  "
-               << QString::number(scores[std::size_t(i)].f1, 'f', 3).rightJustified(6) << "  "
-               << QString::number(r.classCounts[std::size_t(i)]).rightJustified(8) << "\n";
-    io.out << "macro F1 = " << QString::number(engine::macroF1(scores), 'f', 4)
-           << " (the mean of the classes' F1)\n";
-    if (k <= 20) {
-        // Each row named by its number and whole name ("9 Ankle boot").
-        const auto rowName = [&](int i) {
-            return QString::number(i) + QLatin1Char(' ') + className(i);
-        };
-        int rowWidth = width;
-        for (int i = 0; i < k; ++i) rowWidth = std::max(rowWidth, textColumns(rowName(i)));
-        io.out << "\nconfusion matrix (rows: true class, columns: predicted)\n"
-               << QString(rowWidth, QLatin1Char(' '));
-        for (int j = 0; j < k; ++j) io.out << QString::number(j).rightJustified(6);
-        io.out << "\n";
-        for (int i = 0; i < k; ++i) {
-            io.out << padColumns(rowName(i), rowWidth);
-            for (int j = 0; j < k; ++j)
-                io.out << QString::number(r.confusionAt(i, j)).rightJustified(6);
-            io.out << "\n";
-        }
-    }
-    if (predictions) {
-        io.out << "\n";
-        if (mistakes.empty())
-            io.out << "no " << setWord << " image is classified wrongly\n";
-        else
-            io.out << "the "
-                   << QString::fromStdString(
-                          engine::counted(qint64(mistakes.size()), "wrong answer", "wrong answers"))
-                   << " the network was surest of (" << setWord
-                   << " image: true class -> predicted, probability"
-                   << (exampleFiles.isEmpty() ? "" : ", file") << ")\n";
-        for (const std::int64_t i : mistakes) {
-            io.out << QString::number(i).rightJustified(8) << "  "
-                   << className(predictions->truth[std::size_t(i)]) << " -> "
-                   << className(predictions->predicted[std::size_t(i)]) << "  "
-                   << QString::number(100.0 * predictions->confidence[std::size_t(i)], 'f', 1)
-                   << " %";
-            if (const QString file = fileOf(i); !file.isEmpty()) io.out << "  " << quotedPath(file);
-            io.out << "\n";
-        }
-    }
-    if (!activity.empty()) {
-        io.out << "\nlayers over the " << activity.front().images << " " << setWord
-               << " images (a dead channel is zero on every one: it passes nothing on)\n";
-        int nameWidth = 5;
-        for (const auto& a : activity) nameWidth = std::max(nameWidth, int(a.name.size()));
-        io.out << QStringLiteral("layer").leftJustified(nameWidth) << "  channels   dead\n";
-        for (const auto& a : activity) {
-            const auto dead = a.deadChannels();
-            io.out << QString::fromStdString(a.name).leftJustified(nameWidth) << "  "
-                   << QString::number(a.channels()).rightJustified(8) << "  "
-                   << QString::number(dead.size()).rightJustified(5)
-                   << (dead.empty() ? QString()
-                                    : QStringLiteral("  (") + channelList(dead, 8) + ')')
-                   << "\n";
-        }
-    }
+    printScores(e, io.out);
+    if (e.predictions) printMistakes(e, io.out);
+    if (!e.activity.empty()) printLayers(e, io.out);
     return ExitOk;
 }
 
