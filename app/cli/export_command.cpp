@@ -1,12 +1,12 @@
-// towers-cli export: a checkpoint as an ONNX file (engine/io/onnx_export.h), for onnxruntime and
-// the other tools that read ONNX.
+// towers-cli export: a checkpoint as an ONNX file (engine/export/onnx_export.h), for onnxruntime
+// and the other tools that read ONNX.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLocale>
 
 #include "app/cli/command.h"
-#include "engine/io/onnx_export.h"
+#include "engine/export/onnx_export.h"
 
 namespace towers::app {
 

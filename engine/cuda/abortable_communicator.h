@@ -36,10 +36,10 @@
 #include <thread>
 
 #include "engine/cuda/ticket_board.h"
+#include "engine/dist/communicator.h"
+#include "engine/dist/rendezvous.h"
 #include "engine/errors.h"
 #include "engine/ops/poll_backoff.h"
-#include "engine/train/communicator.h"
-#include "engine/train/rendezvous.h"
 
 namespace towers::engine::cuda {
 

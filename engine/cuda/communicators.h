@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/dist/communicator.h"
 #include "engine/gpu/gpu_backend.h"
-#include "engine/train/communicator.h"
 
 namespace towers::engine::cuda {
 

@@ -34,7 +34,7 @@
 #include "engine/cuda/cuda_ops.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/ticket_board.h"
-#include "engine/train/rendezvous.h"
+#include "engine/dist/rendezvous.h"
 
 static_assert(towers::engine::cuda::kMaxSameDeviceRanks ==
               towers::engine::cuda::kMaxRanksPerDevice);

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/dist/communicator.h"
 #include "engine/ops/ops.h"
 #include "engine/ops/precision.h"
 #include "engine/tensor/device_memory.h"
-#include "engine/train/communicator.h"
 
 namespace towers::engine {
 

@@ -3,15 +3,9 @@
 // same mask for the same (seed, element) pair.
 #include <cstdint>
 
-namespace towers::engine {
+#include "engine/tensor/splitmix64.h"
 
-constexpr std::uint64_t splitmix64(std::uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
+namespace towers::engine {
 
 // Keep threshold on 32 bits: element kept when its hash is >= rate * 2^32.
 constexpr std::uint32_t dropoutThreshold(double rate)

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/ops/dropout_mask.h"
+#include "engine/tensor/splitmix64.h"
 
 namespace towers::engine {
 

@@ -10,9 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/dist/communicator.h"
 #include "engine/nn/layer.h"
 #include "engine/ops/ops.h"
-#include "engine/train/communicator.h"
 
 namespace towers::engine {
 

@@ -4,9 +4,9 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/dist/communicator.h"
 #include "engine/dist/process_group.h"
-#include "engine/train/communicator.h"
-#include "engine/train/rendezvous.h"
+#include "engine/dist/rendezvous.h"
 #include "engine/train/started_collectives.h"
 
 namespace towers::engine {

@@ -13,12 +13,12 @@
 
 #include "engine/data/batch_source.h"
 #include "engine/data/preprocessing.h"
+#include "engine/dist/communicator.h"
 #include "engine/dist/process_group.h"
 #include "engine/models/model.h"
 #include "engine/ops/precision.h"
 #include "engine/optim/ema.h"
 #include "engine/optim/optimizer.h"
-#include "engine/train/communicator.h"
 #include "engine/train/evaluation.h"
 #include "engine/train/gradient_buckets.h"
 #include "engine/train/tower_times.h"

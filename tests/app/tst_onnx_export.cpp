@@ -1,4 +1,4 @@
-// ONNX export (engine/io/onnx_export.h) of every registered model, run in onnxruntime: for each
+// ONNX export (engine/export/onnx_export.h) of every registered model, run in onnxruntime: for each
 // model, a freshly initialised checkpoint and a "trained" one (batch-norm running statistics,
 // scales and shifts far from their defaults, moving averages unlike the weights) are exported
 // NHWC and NCHW (and without the moving averages), and onnxruntime's logits on a random batch of
@@ -35,7 +35,7 @@
 #include "app/inference/image_files.h"
 #include "engine/data/dataset.h"
 #include "engine/errors.h"
-#include "engine/io/onnx_export.h"
+#include "engine/export/onnx_export.h"
 #include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "engine/ops/ops.h"

@@ -8,9 +8,9 @@
 #include <cstddef>
 #include <memory>
 
+#include "engine/dist/communicator.h"
 #include "engine/ops/ops.h"
 #include "engine/tensor/device_memory.h"
-#include "engine/train/communicator.h"
 
 namespace towers::test {
 

@@ -11,7 +11,7 @@
 
 #include "app/jobs/latest_job.h"
 #include "app/runs/run_scanner.h"
-#include "engine/io/onnx_export.h"
+#include "engine/export/onnx_export.h"
 
 class QAction;
 class QLabel;

@@ -7,7 +7,7 @@
 // confirmed, by the file dialog or, for a path typed in, by a question on accept.
 #include <QDialog>
 
-#include "engine/io/onnx_export.h"
+#include "engine/export/onnx_export.h"
 
 class QCheckBox;
 class QComboBox;

@@ -1,4 +1,4 @@
-#include "engine/io/onnx_export.h"
+#include "engine/export/onnx_export.h"
 
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
@@ -12,7 +12,7 @@
 #include "engine/data/dataset.h"
 #include "engine/data/preprocessing.h"
 #include "engine/errors.h"
-#include "engine/io/onnx_graph.h"
+#include "engine/export/onnx_graph.h"
 #include "engine/io/output_file.h"
 #include "engine/models/registry.h"
 

@@ -1,8 +1,8 @@
 #pragma once
-// Internal to the ONNX exporter (engine/io/onnx_export.h): a model's layers as an ONNX graph.
+// Internal to the ONNX exporter (engine/export/onnx_export.h): a model's layers as an ONNX graph.
 #include <onnx/onnx_pb.h>
 
-#include "engine/io/onnx_export.h"
+#include "engine/export/onnx_export.h"
 
 namespace towers::engine::onnx_graph {
 

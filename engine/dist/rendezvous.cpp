@@ -1,4 +1,4 @@
-#include "engine/train/rendezvous.h"
+#include "engine/dist/rendezvous.h"
 
 #include "engine/errors.h"
 

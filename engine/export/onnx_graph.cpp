@@ -7,7 +7,7 @@
 // engine's tensor as it is or, for a 4-D tensor, its NCHW permutation; transposes are inserted
 // only where an op needs the other form (the NHWC input's first one, none where the engine's
 // Flatten turns NHWC into C, H, W order, which is what the NCHW graph already holds).
-#include "engine/io/onnx_graph.h"
+#include "engine/export/onnx_graph.h"
 
 #include <cstring>
 #include <map>

@@ -1,4 +1,4 @@
-#include "engine/train/communicator.h"
+#include "engine/dist/communicator.h"
 
 #include <algorithm>
 
