@@ -12,9 +12,29 @@
 
 namespace towers::app {
 
-int runBench(const QStringList& args, CommandIo& io)
+namespace {
+
+// What the command line asks of a benchmark, as the steps below read it in turn: the options and
+// the benchmark's settings made of them.
+struct BenchRequest
 {
-    QCommandLineParser p;
+    BenchRequest(const QCommandLineParser& parser, CommandIo& cio) : p(parser), io(cio) {}
+
+    const QCommandLineParser& p;
+    CommandIo& io;
+    engine::TrainStepBenchOptions o;
+};
+
+// A benchmark's result with the settings it ran under, as the report below prints it.
+struct BenchReport
+{
+    const engine::TrainStepBenchOptions& o;
+    const engine::TrainStepBenchResult& r;
+};
+
+// The options and help of towers-cli bench.
+void addBenchOptions(QCommandLineParser& p)
+{
     p.setApplicationDescription(QStringLiteral(
         "Times full training steps (forward + loss, backward, SGD update) of a model\n"
         "on synthetic data after a warm-up, and prints images per second with the\n"
@@ -68,9 +88,15 @@ int runBench(const QStringList& args, CommandIo& io)
                         "eval, classify and the evaluations during training run it.")},
         {QStringLiteral("json"), QStringLiteral("Print the result as JSON.")},
     });
-    int code = 0;
-    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
-    engine::TrainStepBenchOptions o;
+}
+
+// The model and where it runs: --model, --device, --gpu and --backend, which must agree.
+// ExitOk, or the exit code after the message.
+int readBackend(BenchRequest& req)
+{
+    const QCommandLineParser& p = req.p;
+    CommandIo& io = req.io;
+    engine::TrainStepBenchOptions& o = req.o;
     const engine::ModelInfo& model = modelOption(p.value(QStringLiteral("model")));
     o.model = model.name;
     o.modelDefinition = model.definition;
@@ -97,6 +123,16 @@ int runBench(const QStringList& args, CommandIo& io)
     if (o.backend == "cuda" && gpuBackendAvailable() &&
         !gpuNumberUsable(o.gpu, QStringLiteral("towers-cli bench"), io))
         return ExitFailure;
+    return ExitOk;
+}
+
+// How the steps run and how many: TF32, CUDA graphs, cuDNN's choice, the precision, the modes,
+// the batch, the threads and the step counts. ExitOk, or the exit code after the message.
+int readTimingOptions(BenchRequest& req)
+{
+    const QCommandLineParser& p = req.p;
+    CommandIo& io = req.io;
+    engine::TrainStepBenchOptions& o = req.o;
     o.allowTf32 = p.isSet(QStringLiteral("tf32"));
     o.perLayer = p.isSet(QStringLiteral("per-layer"));
     o.inference = p.isSet(QStringLiteral("inference"));
@@ -115,11 +151,15 @@ int runBench(const QStringList& args, CommandIo& io)
         noteThreadsBeyondCores(io, QStringLiteral("towers-cli bench"), o.threads,
                                QStringLiteral("--threads %1").arg(o.threads),
                                QStringLiteral("--threads 0 takes every core"));
+    return ExitOk;
+}
 
-    const bool json = p.isSet(QStringLiteral("json"));
-    // The step counter, overwritten in place, only on a terminal (not in a log or a pipe).
-    const bool progress = !json && ::isatty(::fileno(stderr)) == 1;
-    engine::TrainStepBenchResult r;
+// The warm-up and the timed steps, into `r`, counting them on stderr where `progress`. ExitOk,
+// or ExitFailure after the message where the steps run out of memory.
+int timeSteps(BenchRequest& req, bool progress, engine::TrainStepBenchResult& r)
+{
+    const engine::TrainStepBenchOptions& o = req.o;
+    CommandIo& io = req.io;
     try {
         r = engine::benchmarkTrainStep(o, [&](int step, int total) {
             if (progress) {
@@ -137,62 +177,71 @@ int runBench(const QStringList& args, CommandIo& io)
                                                     "memory, ulimit -v), is needed\n"));
         return ExitFailure;
     }
-    if (json) {
-        QJsonObject j{
-            {QStringLiteral("model"), QString::fromStdString(o.model)},
-            {QStringLiteral("batch_size"), o.batchSize},
-            {QStringLiteral("threads"), r.threads},
-            {QStringLiteral("mode"),
-             o.inference ? QStringLiteral("inference") : QStringLiteral("training")},
-            {QStringLiteral("steps"), o.steps},
-            {QStringLiteral("warmup"), o.warmup},
-            {QStringLiteral("backend"), QString::fromStdString(r.backend)},
-            {QStringLiteral("precision"),
-             QString::fromStdString(std::string(engine::precisionName(o.precision)))},
-            {QStringLiteral("images_per_sec"), r.imagesPerSec},
-            {QStringLiteral("step_ms"), r.stepMs},
-            {QStringLiteral("forward_ms"), r.forwardMs},
-            {QStringLiteral("backward_ms"), r.backwardMs},
-            {QStringLiteral("update_ms"), r.updateMs},
-            {QStringLiteral("phases_ms"), r.phasesMs},
-            {QStringLiteral("back_to_back"), r.backToBack},
-            {QStringLiteral("graph_step_ms"), r.graphStepMs},
-            {QStringLiteral("graph_images_per_sec"), r.graphImagesPerSec},
-            {QStringLiteral("graphs_unavailable"), QString::fromStdString(r.graphsUnavailable)},
-            {QStringLiteral("gflop_per_image"), r.gflopsPerImage},
-            {QStringLiteral("achieved_gflops"), r.achievedGflops},
-            {QStringLiteral("last_loss"), r.lastLoss},
+    return ExitOk;
+}
+
+// The report as --json prints it.
+QJsonObject reportJson(const BenchReport& b)
+{
+    const engine::TrainStepBenchOptions& o = b.o;
+    const engine::TrainStepBenchResult& r = b.r;
+    QJsonObject j{
+        {QStringLiteral("model"), QString::fromStdString(o.model)},
+        {QStringLiteral("batch_size"), o.batchSize},
+        {QStringLiteral("threads"), r.threads},
+        {QStringLiteral("mode"),
+         o.inference ? QStringLiteral("inference") : QStringLiteral("training")},
+        {QStringLiteral("steps"), o.steps},
+        {QStringLiteral("warmup"), o.warmup},
+        {QStringLiteral("backend"), QString::fromStdString(r.backend)},
+        {QStringLiteral("precision"),
+         QString::fromStdString(std::string(engine::precisionName(o.precision)))},
+        {QStringLiteral("images_per_sec"), r.imagesPerSec},
+        {QStringLiteral("step_ms"), r.stepMs},
+        {QStringLiteral("forward_ms"), r.forwardMs},
+        {QStringLiteral("backward_ms"), r.backwardMs},
+        {QStringLiteral("update_ms"), r.updateMs},
+        {QStringLiteral("phases_ms"), r.phasesMs},
+        {QStringLiteral("back_to_back"), r.backToBack},
+        {QStringLiteral("graph_step_ms"), r.graphStepMs},
+        {QStringLiteral("graph_images_per_sec"), r.graphImagesPerSec},
+        {QStringLiteral("graphs_unavailable"), QString::fromStdString(r.graphsUnavailable)},
+        {QStringLiteral("gflop_per_image"), r.gflopsPerImage},
+        {QStringLiteral("achieved_gflops"), r.achievedGflops},
+        {QStringLiteral("last_loss"), r.lastLoss},
+    };
+    if (o.inference) j.insert(QStringLiteral("chunking"), QString::fromStdString(r.chunking));
+    if (!r.isa.empty()) {
+        j.insert(QStringLiteral("isa"), QString::fromStdString(r.isa));
+        j.insert(QStringLiteral("simd_target"), QString::fromStdString(r.simdTarget));
+    }
+    if (o.perLayer) {
+        QJsonArray layers;
+        auto strings = [](const std::vector<std::string>& v) {
+            QJsonArray a;
+            for (const auto& x : v) a.append(QString::fromStdString(x));
+            return a;
         };
-        if (o.inference) j.insert(QStringLiteral("chunking"), QString::fromStdString(r.chunking));
-        if (!r.isa.empty()) {
-            j.insert(QStringLiteral("isa"), QString::fromStdString(r.isa));
-            j.insert(QStringLiteral("simd_target"), QString::fromStdString(r.simdTarget));
-        }
-        if (o.perLayer) {
-            QJsonArray layers;
-            auto strings = [](const std::vector<std::string>& v) {
-                QJsonArray a;
-                for (const auto& x : v) a.append(QString::fromStdString(x));
-                return a;
-            };
-            for (const auto& l : r.layers)
-                layers.append(QJsonObject{
-                    {QStringLiteral("name"), QString::fromStdString(l.name)},
-                    {QStringLiteral("kind"), QString::fromStdString(l.kind)},
-                    {QStringLiteral("description"), QString::fromStdString(l.description)},
-                    {QStringLiteral("forward_ms"), l.forwardMs},
-                    {QStringLiteral("backward_ms"), l.backwardMs},
-                    {QStringLiteral("forward_impl"), strings(l.forwardImpl)},
-                    {QStringLiteral("backward_impl"), strings(l.backwardImpl)}});
-            j.insert(QStringLiteral("layers"), layers);
-        }
-        io.out << QJsonDocument(j).toJson(QJsonDocument::Indented);
-        return ExitOk;
+        for (const auto& l : r.layers)
+            layers.append(
+                QJsonObject{{QStringLiteral("name"), QString::fromStdString(l.name)},
+                            {QStringLiteral("kind"), QString::fromStdString(l.kind)},
+                            {QStringLiteral("description"), QString::fromStdString(l.description)},
+                            {QStringLiteral("forward_ms"), l.forwardMs},
+                            {QStringLiteral("backward_ms"), l.backwardMs},
+                            {QStringLiteral("forward_impl"), strings(l.forwardImpl)},
+                            {QStringLiteral("backward_impl"), strings(l.backwardImpl)}});
+        j.insert(QStringLiteral("layers"), layers);
     }
-    if (progress) {
-        io.err << "\r" << QString(24, QLatin1Char(' ')) << "\r";
-        io.err.flush();
-    }
+    return j;
+}
+
+// The report as text: the speed, the step's phases, the CUDA graphs, the compute and the CPU's
+// kernels.
+void printSummary(const BenchReport& b, CommandIo& io)
+{
+    const engine::TrainStepBenchOptions& o = b.o;
+    const engine::TrainStepBenchResult& r = b.r;
     io.out << "model      " << QString::fromStdString(o.model) << ", batch " << o.batchSize << ", "
            << QString::fromStdString(engine::counted(r.threads, "thread", "threads")) << ", "
            << QString::fromStdString(r.backend) << "\n"
@@ -230,33 +279,68 @@ int runBench(const QStringList& args, CommandIo& io)
     if (!r.isa.empty())
         io.out << "cpu        oneDNN kernels for " << QString::fromStdString(r.isa)
                << ", Towers' own for " << QString::fromStdString(r.simdTarget) << "\n";
-    if (o.perLayer) {
-        io.out << "\nper layer (ms per " << (o.inference ? "pass" : "step")
-               << "; each timed alone, so they add up to a little more than the "
-               << (o.inference ? "pass" : "step") << ")\n";
-        auto join = [](const std::vector<std::string>& v) {
-            QStringList l;
-            for (const auto& x : v) l << QString::fromStdString(x);
-            return l.isEmpty() ? QStringLiteral("-") : l.join(QStringLiteral(", "));
-        };
-        // Inference has no backward: no column for it.
-        const bool backward = !o.inference;
-        auto line = [&](const QString& name, const QString& kind, const QString& forward,
-                        const QString& back, const QString& impl) {
-            io.out << QStringLiteral("%1 %2 %3").arg(name, -16).arg(kind, -10).arg(forward, 9)
-                   << (backward ? QStringLiteral(" %1").arg(back, 9) : QString()) << "  " << impl
-                   << "\n";
-        };
-        line(QStringLiteral("layer"), QStringLiteral("kind"), QStringLiteral("forward"),
-             QStringLiteral("backward"),
-             backward ? QStringLiteral("implementation (forward | backward)")
-                      : QStringLiteral("implementation"));
-        for (const auto& l : r.layers)
-            line(QString::fromStdString(l.name), QString::fromStdString(l.kind),
-                 QString::number(l.forwardMs, 'f', 2), QString::number(l.backwardMs, 'f', 2),
-                 backward ? join(l.forwardImpl) + QStringLiteral(" | ") + join(l.backwardImpl)
-                          : join(l.forwardImpl));
+}
+
+// --per-layer's table, as text: each layer's times and the implementations it ran on.
+void printLayers(const BenchReport& b, CommandIo& io)
+{
+    const engine::TrainStepBenchOptions& o = b.o;
+    const engine::TrainStepBenchResult& r = b.r;
+    io.out << "\nper layer (ms per " << (o.inference ? "pass" : "step")
+           << "; each timed alone, so they add up to a little more than the "
+           << (o.inference ? "pass" : "step") << ")\n";
+    auto join = [](const std::vector<std::string>& v) {
+        QStringList l;
+        for (const auto& x : v) l << QString::fromStdString(x);
+        return l.isEmpty() ? QStringLiteral("-") : l.join(QStringLiteral(", "));
+    };
+    // Inference has no backward: no column for it.
+    const bool backward = !o.inference;
+    auto line = [&](const QString& name, const QString& kind, const QString& forward,
+                    const QString& back, const QString& impl) {
+        io.out << QStringLiteral("%1 %2 %3").arg(name, -16).arg(kind, -10).arg(forward, 9)
+               << (backward ? QStringLiteral(" %1").arg(back, 9) : QString()) << "  " << impl
+               << "\n";
+    };
+    line(QStringLiteral("layer"), QStringLiteral("kind"), QStringLiteral("forward"),
+         QStringLiteral("backward"),
+         backward ? QStringLiteral("implementation (forward | backward)")
+                  : QStringLiteral("implementation"));
+    for (const auto& l : r.layers)
+        line(QString::fromStdString(l.name), QString::fromStdString(l.kind),
+             QString::number(l.forwardMs, 'f', 2), QString::number(l.backwardMs, 'f', 2),
+             backward ? join(l.forwardImpl) + QStringLiteral(" | ") + join(l.backwardImpl)
+                      : join(l.forwardImpl));
+}
+
+} // namespace
+
+int runBench(const QStringList& args, CommandIo& io)
+{
+    QCommandLineParser p;
+    addBenchOptions(p);
+    int code = 0;
+    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
+    BenchRequest req(p, io);
+    if (const int c = readBackend(req); c != ExitOk) return c;
+    if (const int c = readTimingOptions(req); c != ExitOk) return c;
+
+    const bool json = p.isSet(QStringLiteral("json"));
+    // The step counter, overwritten in place, only on a terminal (not in a log or a pipe).
+    const bool progress = !json && ::isatty(::fileno(stderr)) == 1;
+    engine::TrainStepBenchResult r;
+    if (const int c = timeSteps(req, progress, r); c != ExitOk) return c;
+    const BenchReport b{req.o, r};
+    if (json) {
+        io.out << QJsonDocument(reportJson(b)).toJson(QJsonDocument::Indented);
+        return ExitOk;
     }
+    if (progress) {
+        io.err << "\r" << QString(24, QLatin1Char(' ')) << "\r";
+        io.err.flush();
+    }
+    printSummary(b, io);
+    if (req.o.perLayer) printLayers(b, io);
     return ExitOk;
 }
 

@@ -22,9 +22,11 @@
 
 namespace towers::app {
 
-int runImport(const QStringList& args, CommandIo& io)
+namespace {
+
+// The command's description and options, for --help and the parser.
+void addImportOptions(QCommandLineParser& p)
 {
-    QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
         "Makes a dataset from a folder of your images, one sub-folder per class (named after the\n"
         "class), or train/ and test/ (or val/) folders that each hold the class folders. Every\n"
@@ -68,15 +70,33 @@ int runImport(const QStringList& args, CommandIo& io)
                         "an import does not write).")},
         {QStringLiteral("json"), QStringLiteral("Print the result as JSON.")},
     });
-    int code = 0;
-    if (!parseOrExplain(p, args, io, code)) return code;
+}
+
+// What the command line asks of an import, as the steps below read it in turn: the options,
+// and what they make of them (the import's options, --json).
+struct ImportRequest
+{
+    ImportRequest(const QCommandLineParser& parser, CommandIo& cio) : p(parser), io(cio) {}
+
+    const QCommandLineParser& p;
+    CommandIo& io;
+    ImportOptions o;
+    bool json = false;
+};
+
+// The folder and the options, checked, into the request's import options. ExitOk, or the exit
+// code after the message.
+int readImportOptions(ImportRequest& r)
+{
+    const QCommandLineParser& p = r.p;
+    CommandIo& io = r.io;
+    ImportOptions& o = r.o;
     const QStringList pos = p.positionalArguments();
     if (pos.size() != 1) {
         io.err << "towers-cli import: expected one folder of images, got " << pos.size()
                << " arguments (see 'towers-cli import --help')\n";
         return ExitUsage;
     }
-    ImportOptions o;
     o.source = pos.front();
     o.name = p.value(QStringLiteral("name"));
     for (const char* option : {"name", "data-dir"})
@@ -111,7 +131,7 @@ int runImport(const QStringList& args, CommandIo& io)
     o.seed = std::uint64_t(seed);
     o.mirrorSafe = !p.isSet(QStringLiteral("no-flip"));
     o.overwrite = p.isSet(QStringLiteral("force"));
-    const bool json = p.isSet(QStringLiteral("json"));
+    r.json = p.isSet(QStringLiteral("json"));
     if (!o.name.isEmpty()) {
         std::string why;
         if (!engine::isImportedDatasetName(o.name.toStdString(), &why)) {
@@ -119,17 +139,25 @@ int runImport(const QStringList& args, CommandIo& io)
             return ExitUsage;
         }
     }
+    return ExitOk;
+}
 
+// The import itself, with its progress on a terminal and Ctrl-C (`interrupts`) cancelling it:
+// `result` on success and ExitOk, or the exit code after the message.
+int importImages(const ImportRequest& r, InterruptNotifier& interrupts,
+                 std::optional<ImportResult>& result)
+{
+    const ImportOptions& o = r.o;
+    CommandIo& io = r.io;
+    const bool json = r.json;
     // The import runs on a thread of its own, so that Ctrl-C cancels it cleanly (nothing is
     // left behind) rather than killing it half-written.
     std::atomic<bool> cancel{false};
-    std::optional<ImportResult> result;
     std::string error;
     std::mutex progressMutex;
     qint64 done = 0, total = -1;
     const bool tty = !json && ::isatty(::fileno(stderr)) == 1;
     QEventLoop loop;
-    InterruptNotifier interrupts;
     QObject::connect(&interrupts, &InterruptNotifier::interrupted, &loop, [&] {
         cancel = true;
         if (tty) io.err << "\r\x1b[K";
@@ -168,8 +196,23 @@ int runImport(const QStringList& args, CommandIo& io)
         io.err << "towers-cli import: " << QString::fromUtf8(error.c_str()) << "\n";
         return cancel ? ExitInterrupted : ExitFailure;
     }
+    return ExitOk;
+}
 
-    const ImportResult& r = *result;
+// What the import made, for its report: the result and its dataset, the images written, the
+// built-in model for them ("" where none takes them) and the dataset's name.
+struct ImportReport
+{
+    const ImportResult& r;
+    const engine::DatasetSpec& s;
+    qint64 train = 0, test = 0;
+    QString model{};
+    QString name{};
+};
+
+// The report of `r` (which it refers to).
+ImportReport importReport(const ImportResult& r)
+{
     const engine::DatasetSpec& s = r.spec;
     const qint64 train = r.trainImages(), test = r.testImages();
     QString model;
@@ -178,36 +221,55 @@ int runImport(const QStringList& args, CommandIo& io)
     } catch (const engine::Error&) {
     }
     const QString name = QString::fromStdString(s.name);
-    if (json) {
-        QJsonArray classes, skipped, unreadable, ignored;
-        for (std::size_t c = 0; c < s.labels.names.size(); ++c)
-            classes.append(
-                QJsonObject{{QStringLiteral("name"), QString::fromStdString(s.labels.names[c])},
-                            {QStringLiteral("train"), r.train[c]},
-                            {QStringLiteral("test"), r.test[c]}});
-        // "skipped" as before ("file: reason", the path exact); "unreadable" has them apart.
-        for (const auto& u : r.unreadable) {
-            skipped.append(u.path + QStringLiteral(": ") + u.reason);
-            unreadable.append(QJsonObject{{QStringLiteral("path"), u.path},
-                                          {QStringLiteral("reason"), u.reason}});
-        }
-        for (const QString& f : r.ignored) ignored.append(f);
-        io.out << QJsonDocument(
-                      QJsonObject{{QStringLiteral("name"), name},
-                                  {QStringLiteral("folder"), r.folder},
-                                  {QStringLiteral("image_shape"), shapeJson(s.imageShape)},
-                                  {QStringLiteral("train"), train},
-                                  {QStringLiteral("test"), test},
-                                  {QStringLiteral("classes"), classes},
-                                  {QStringLiteral("flips"), s.mirrorSafe},
-                                  {QStringLiteral("model"), model},
-                                  {QStringLiteral("skipped"), skipped},
-                                  {QStringLiteral("unreadable"), unreadable},
-                                  {QStringLiteral("ignored"), ignored},
-                                  {QStringLiteral("name_note"), r.nameNote}})
-                      .toJson(QJsonDocument::Indented);
-        return ExitOk;
+    return {r, s, train, test, model, name};
+}
+
+// The report as --json prints it.
+QJsonObject reportJson(const ImportReport& e)
+{
+    const ImportResult& r = e.r;
+    const engine::DatasetSpec& s = e.s;
+    const qint64 train = e.train, test = e.test;
+    const QString& model = e.model;
+    const QString& name = e.name;
+    QJsonArray classes, skipped, unreadable, ignored;
+    for (std::size_t c = 0; c < s.labels.names.size(); ++c)
+        classes.append(
+            QJsonObject{{QStringLiteral("name"), QString::fromStdString(s.labels.names[c])},
+                        {QStringLiteral("train"), r.train[c]},
+                        {QStringLiteral("test"), r.test[c]}});
+    // "skipped" as before ("file: reason", the path exact); "unreadable" has them apart.
+    for (const auto& u : r.unreadable) {
+        skipped.append(u.path + QStringLiteral(": ") + u.reason);
+        unreadable.append(
+            QJsonObject{{QStringLiteral("path"), u.path}, {QStringLiteral("reason"), u.reason}});
     }
+    for (const QString& f : r.ignored) ignored.append(f);
+    return QJsonObject{{QStringLiteral("name"), name},
+                       {QStringLiteral("folder"), r.folder},
+                       {QStringLiteral("image_shape"), shapeJson(s.imageShape)},
+                       {QStringLiteral("train"), train},
+                       {QStringLiteral("test"), test},
+                       {QStringLiteral("classes"), classes},
+                       {QStringLiteral("flips"), s.mirrorSafe},
+                       {QStringLiteral("model"), model},
+                       {QStringLiteral("skipped"), skipped},
+                       {QStringLiteral("unreadable"), unreadable},
+                       {QStringLiteral("ignored"), ignored},
+                       {QStringLiteral("name_note"), r.nameNote}};
+}
+
+// The report as text: the files passed over (on stderr), then the dataset, its classes and how
+// to train on it.
+void printImport(const ImportRequest& req, const ImportReport& e)
+{
+    const QCommandLineParser& p = req.p;
+    CommandIo& io = req.io;
+    const ImportResult& r = e.r;
+    const engine::DatasetSpec& s = e.s;
+    const qint64 train = e.train, test = e.test;
+    const QString& model = e.model;
+    const QString& name = e.name;
     constexpr int kListed = 10;
     for (qsizetype i = 0; i < r.skipped.size() && i < kListed; ++i)
         io.err << "towers-cli import: passed over " << r.skipped[i] << "\n";
@@ -243,6 +305,29 @@ int runImport(const QStringList& args, CommandIo& io)
         io.out << "no built-in network takes " << shapeText(s.imageShape)
                << " images ('towers-cli models' lists their inputs): import again with --size "
                   "28 or 32\n";
+}
+
+} // namespace
+
+int runImport(const QStringList& args, CommandIo& io)
+{
+    QCommandLineParser p;
+    addImportOptions(p);
+    int code = 0;
+    if (!parseOrExplain(p, args, io, code)) return code;
+    ImportRequest r{p, io};
+    if (code = readImportOptions(r); code != ExitOk) return code;
+    // Ctrl-C is caught from here on: it cancels the import (and, as ever, does not end the
+    // command while its result is printed).
+    InterruptNotifier interrupts;
+    std::optional<ImportResult> result;
+    if (code = importImages(r, interrupts, result); code != ExitOk) return code;
+    const ImportReport e = importReport(*result);
+    if (r.json) {
+        io.out << QJsonDocument(reportJson(e)).toJson(QJsonDocument::Indented);
+        return ExitOk;
+    }
+    printImport(r, e);
     return ExitOk;
 }
 

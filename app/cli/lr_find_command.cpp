@@ -30,11 +30,9 @@ QString lrText(double lr)
     return QString::number(lr, 'g', 3);
 }
 
-} // namespace
-
-int runLrFind(const QStringList& args, CommandIo& io)
+// lr-find's options and help.
+void addLrFindOptions(QCommandLineParser& p)
 {
-    QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
         "Finds a learning rate by the range test (as fastai's lr_find): a few steps of the real\n"
         "training, from the seed's weights (or --init-from's), the rate rising exponentially\n"
@@ -80,8 +78,12 @@ int runLrFind(const QStringList& args, CommandIo& io)
          n},
         {QStringLiteral("json"), QStringLiteral("Print JSON: every step's rate and losses.")},
     });
-    int code = 0;
-    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
+}
+
+// Under mpirun or srun: the exit code the command ends with here (rank 0's refusal, the others'
+// quiet 0); nullopt to go on, in one process.
+std::optional<int> launchedExit(const QCommandLineParser& p, CommandIo& io)
+{
     // The test runs in one process. Under mpirun or srun every process would run all of it, each
     // printing; P processes of T towers train bitwise what one process of P x T towers trains, so
     // one process measures the rate of such a run. Refused, saying so, on rank 0 (exit 2, which
@@ -109,38 +111,87 @@ int runLrFind(const QStringList& args, CommandIo& io)
         }
         return ExitOk;
     }
+    return std::nullopt;
+}
+
+// What the command line asks of the test, as the steps below read it in turn: the options, and
+// what each step decides for the next.
+struct LrFindRequest
+{
+    LrFindRequest(const QCommandLineParser& parser, CommandIo& cio) : p(parser), io(cio) {}
+
+    const QCommandLineParser& p;
+    CommandIo& io;
     DeviceChoice device;
-    if (!readDeviceOptions(p, QStringLiteral("towers-cli lr-find"), io, device)) return ExitUsage;
     std::optional<engine::Precision> precision;
-    if (!precisionOption(p, precision, io)) return ExitUsage;
     std::vector<std::filesystem::path> searchPath;
+    QString dataset;
+    QString initFrom;                         // the checkpoint --init-from names, or ""
+    const engine::ModelInfo* model = nullptr; // the model chosen (kept for the process)
+    QString modelArgument;                    // how the suggestion names the model, or ""
+    engine::TrainConfig c;                    // the configuration of the run the test is for
+    engine::LrRangeOptions o;
+    int towers = 1, threads = 0, batch = 0;
+    bool bf16 = false;
+    QString dataDir;        // --data-dir
+    bool dataInDir = false; // the dataset was found in --data-dir
+    bool json = false;      // --json
+};
+
+// The device, precision and search path options, then the dataset, the checkpoint to start from
+// and the model, with the model's configuration in `r.c`. ExitOk, or the exit code after the
+// message.
+int chooseDatasetAndModel(LrFindRequest& r)
+{
+    const QCommandLineParser& p = r.p;
+    CommandIo& io = r.io;
+    DeviceChoice& device = r.device;
+    std::optional<engine::Precision>& precision = r.precision;
+    std::vector<std::filesystem::path>& searchPath = r.searchPath;
+    QString& dataset = r.dataset;
+    QString& initFrom = r.initFrom;
+    engine::TrainConfig& c = r.c;
+    if (!readDeviceOptions(p, QStringLiteral("towers-cli lr-find"), io, device)) return ExitUsage;
+    if (!precisionOption(p, precision, io)) return ExitUsage;
     if (!searchPathOption(p, io, searchPath)) return ExitUsage;
-    QString dataset = p.value(QStringLiteral("dataset"));
+    dataset = p.value(QStringLiteral("dataset"));
     if (dataset.isEmpty()) dataset = firstDatasetFound(searchPath);
     if (dataset.isEmpty()) {
         io.err << "towers-cli lr-find: no dataset found; name one with --dataset\n";
         return ExitFailure;
     }
     const engine::DatasetSpec spec = engine::datasetSpecAlong(dataset.toStdString(), searchPath);
-    QString initFrom;
-    if (const int r = initFromOption(p, QStringLiteral("towers-cli lr-find"), io, initFrom);
-        r != ExitOk)
-        return r;
+    if (const int code = initFromOption(p, QStringLiteral("towers-cli lr-find"), io, initFrom);
+        code != ExitOk)
+        return code;
     std::optional<engine::CheckpointInfo> init;
     if (!initFrom.isEmpty())
         init = engine::readCheckpointInfo(initFrom.toStdString()); // IoError naming it
     const engine::ModelInfo& model = chosenModel(p, init ? &*init : nullptr, nullptr, spec);
-    engine::TrainConfig c = engine::defaultConfigFor(model);
+    r.model = &model;
+    c = engine::defaultConfigFor(model);
     // How the suggestion names the model: as given (a model file's path), by name, or not at all
     // for a model file's network that --init-from brings along.
-    const QString modelArgument = p.isSet(QStringLiteral("model"))
-                                      ? p.value(QStringLiteral("model"))
-                                  : model.definition.empty() ? QString::fromStdString(model.name)
-                                                             : QString();
+    r.modelArgument = p.isSet(QStringLiteral("model")) ? p.value(QStringLiteral("model"))
+                      : model.definition.empty()       ? QString::fromStdString(model.name)
+                                                       : QString();
     c.dataset = dataset.toStdString();
     c.initFrom = initFrom.toStdString();
-    engine::LrRangeOptions o;
-    int towers = 1, threads = 0, batch = c.batchPerTower;
+    return ExitOk;
+}
+
+// The test's own options (the rates, the steps) and the run's towers, batch, threads, seed,
+// device and precision, into `r.o` and `r.c`. ExitOk, or the exit code after the message.
+int sweepOptions(LrFindRequest& r)
+{
+    const QCommandLineParser& p = r.p;
+    CommandIo& io = r.io;
+    engine::TrainConfig& c = r.c;
+    engine::LrRangeOptions& o = r.o;
+    const DeviceChoice& device = r.device;
+    const std::optional<engine::Precision>& precision = r.precision;
+    int &towers = r.towers, &threads = r.threads, &batch = r.batch;
+    batch = c.batchPerTower;
     int seed = int(std::min<std::uint64_t>(c.seed, 1u << 30));
     if (!intOption(p, QStringLiteral("towers"), 1, engine::TrainConfig::kMaxTowers, towers, io) ||
         !intOption(p, QStringLiteral("threads-per-tower"), 0,
@@ -174,20 +225,43 @@ int runLrFind(const QStringList& args, CommandIo& io)
     c.batchPerTower = batch;
     c.seed = std::uint64_t(seed);
     if (precision) c.precision = *precision;
-    const bool bf16 = c.precision == engine::Precision::BFloat16;
+    r.bf16 = c.precision == engine::Precision::BFloat16;
+    return ExitOk;
+}
+
+// The dataset the test measures on (DatasetNotFound: exit 1), with `r.dataDir` and `r.dataInDir`.
+engine::Dataset loadData(LrFindRequest& r)
+{
+    const QCommandLineParser& p = r.p;
+    const engine::TrainConfig& c = r.c;
+    QString& dataDir = r.dataDir;
     // As train loads it: the copy in --data-dir where that folder holds one (a damaged one there
     // is reported, never passed over), so that the rate is measured on the images train would use.
-    const QString dataDir = p.value(QStringLiteral("data-dir"));
-    const engine::Dataset data = engine::loadDatasetPreferring(
-        c.dataset, dataDir.toStdString(), searchPath); // DatasetNotFound: exit 1
+    dataDir = p.value(QStringLiteral("data-dir"));
+    engine::Dataset data = engine::loadDatasetPreferring(c.dataset, dataDir.toStdString(),
+                                                         r.searchPath); // DatasetNotFound: exit 1
     // train --data-dir requires the dataset there: the suggestion names it only then.
-    const bool dataInDir =
-        !dataDir.isEmpty() && engine::datasetFolderIn(c.dataset, dataDir.toStdString());
-    const bool json = p.isSet(QStringLiteral("json"));
+    r.dataInDir = !dataDir.isEmpty() && engine::datasetFolderIn(c.dataset, dataDir.toStdString());
+    return data;
+}
+
+// Runs the test on `data`, printing the sweep as it goes unless --json (`r.json`); its result.
+engine::LrRangeResult sweep(LrFindRequest& r, const engine::Dataset& data)
+{
+    const QCommandLineParser& p = r.p;
+    CommandIo& io = r.io;
+    const engine::ModelInfo& model = *r.model;
+    const QString& dataset = r.dataset;
+    const engine::TrainConfig& c = r.c;
+    const engine::LrRangeOptions& o = r.o;
+    const int towers = r.towers, batch = r.batch;
+    const bool bf16 = r.bf16;
+    r.json = p.isSet(QStringLiteral("json"));
+    const bool json = r.json;
     // About ten lines over the sweep, as they come, under a header printed with the first: a
     // configuration the test refuses (a model that cannot take the images) prints none.
     const int every = std::max(1, o.steps / 10);
-    const auto result = engine::runLrRangeTest(c, data, o, [&](const engine::LrRangePoint& pt) {
+    return engine::runLrRangeTest(c, data, o, [&](const engine::LrRangePoint& pt) {
         if (!json && pt.step == 0)
             io.out << "learning-rate range test: " << QString::fromStdString(model.name) << " on "
                    << dataset << ", "
@@ -204,34 +278,51 @@ int runLrFind(const QStringList& args, CommandIo& io)
         }
         return true;
     });
-    if (json) {
-        QJsonArray points;
-        for (const auto& pt : result.points)
-            points.append(QJsonObject{{QStringLiteral("step"), pt.step},
-                                      {QStringLiteral("lr"), pt.lr},
-                                      {QStringLiteral("loss"), pt.loss},
-                                      {QStringLiteral("smoothed"), pt.smoothed}});
-        io.out << QJsonDocument(
-                      QJsonObject{
-                          {QStringLiteral("model"), QString::fromStdString(model.name)},
-                          {QStringLiteral("dataset"), dataset},
-                          {QStringLiteral("precision"),
-                           QString::fromStdString(std::string(engine::precisionName(c.precision)))},
-                          {QStringLiteral("points"), points},
-                          {QStringLiteral("diverged"), result.diverged},
-                          {QStringLiteral("steepest_lr"), result.steepestLr},
-                          {QStringLiteral("minimum_lr"), result.minimumLr},
-                          {QStringLiteral("suggested_lr"), result.suggestedLr},
-                          {QStringLiteral("note"), QString::fromStdString(result.note)}})
-                      .toJson(QJsonDocument::Indented);
-        return ExitOk;
-    }
+}
+
+// The result as --json prints it: every step's rate and losses, and the suggestion.
+QJsonObject reportJson(const LrFindRequest& r, const engine::LrRangeResult& result)
+{
+    const engine::ModelInfo& model = *r.model;
+    const QString& dataset = r.dataset;
+    const engine::TrainConfig& c = r.c;
+    QJsonArray points;
+    for (const auto& pt : result.points)
+        points.append(QJsonObject{{QStringLiteral("step"), pt.step},
+                                  {QStringLiteral("lr"), pt.lr},
+                                  {QStringLiteral("loss"), pt.loss},
+                                  {QStringLiteral("smoothed"), pt.smoothed}});
+    return QJsonObject{{QStringLiteral("model"), QString::fromStdString(model.name)},
+                       {QStringLiteral("dataset"), dataset},
+                       {QStringLiteral("precision"),
+                        QString::fromStdString(std::string(engine::precisionName(c.precision)))},
+                       {QStringLiteral("points"), points},
+                       {QStringLiteral("diverged"), result.diverged},
+                       {QStringLiteral("steepest_lr"), result.steepestLr},
+                       {QStringLiteral("minimum_lr"), result.minimumLr},
+                       {QStringLiteral("suggested_lr"), result.suggestedLr},
+                       {QStringLiteral("note"), QString::fromStdString(result.note)}};
+}
+
+// The result as text: where the loss ran away, and the rate suggested with the train command
+// line that uses it (or why there is none).
+void printSuggestion(const LrFindRequest& r, const engine::LrRangeResult& result)
+{
+    const QCommandLineParser& p = r.p;
+    CommandIo& io = r.io;
+    const engine::TrainConfig& c = r.c;
+    const engine::LrRangeOptions& o = r.o;
+    const DeviceChoice& device = r.device;
+    const QString &dataset = r.dataset, &dataDir = r.dataDir, &initFrom = r.initFrom,
+                  &modelArgument = r.modelArgument;
+    const int towers = r.towers, threads = r.threads, batch = r.batch;
+    const bool dataInDir = r.dataInDir, bf16 = r.bf16;
     if (result.diverged && !result.points.empty())
         io.out << "the loss ran away at a learning rate of " << lrText(result.points.back().lr)
                << " (" << o.divergeFactor << " times its lowest): stopped there\n";
     if (result.suggestedLr <= 0) {
         io.out << "no suggestion: " << QString::fromStdString(result.note) << "\n";
-        return ExitOk;
+        return;
     }
     io.out << "lowest smoothed loss at a learning rate of " << lrText(result.minimumLr) << "\n"
            << "suggested learning rate: " << lrText(result.suggestedLr) << " ("
@@ -254,6 +345,27 @@ int runLrFind(const QStringList& args, CommandIo& io)
            << (initFrom.isEmpty() ? QString()
                                   : QStringLiteral(" --init-from ") + shellWord(initFrom))
            << (bf16 ? " --precision bf16" : "") << " --lr " << lrText(result.suggestedLr) << "\n";
+}
+
+} // namespace
+
+int runLrFind(const QStringList& args, CommandIo& io)
+{
+    QCommandLineParser p;
+    addLrFindOptions(p);
+    int code = 0;
+    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
+    if (const std::optional<int> ended = launchedExit(p, io)) return *ended;
+    LrFindRequest r(p, io);
+    if (code = chooseDatasetAndModel(r); code != ExitOk) return code;
+    if (code = sweepOptions(r); code != ExitOk) return code;
+    const engine::Dataset data = loadData(r);
+    const engine::LrRangeResult result = sweep(r, data);
+    if (r.json) {
+        io.out << QJsonDocument(reportJson(r, result)).toJson(QJsonDocument::Indented);
+        return ExitOk;
+    }
+    printSuggestion(r, result);
     return ExitOk;
 }
 

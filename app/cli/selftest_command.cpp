@@ -56,11 +56,9 @@ QJsonObject opJson(const engine::SelfTestOpSummary& s)
                        {QStringLiteral("worstTolerance"), s.worstTolerance}};
 }
 
-} // namespace
-
-int runSelftest(const QStringList& args, CommandIo& io)
+// The options and the help text.
+void addSelftestOptions(QCommandLineParser& p)
 {
-    QCommandLineParser p;
     p.setApplicationDescription(QStringLiteral(
         "Checks that Towers computes correctly on this machine. First the op-case table: every op\n"
         "of the device's backend (convolution, pooling, LRN, linear, ReLU, add, dropout, batch\n"
@@ -100,26 +98,54 @@ int runSelftest(const QStringList& args, CommandIo& io)
                         "without running them.")},
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
-    int code = 0;
-    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
-    if (p.isSet(QStringLiteral("list"))) {
-        const bool json = p.isSet(QStringLiteral("json"));
-        const std::string filter = p.value(QStringLiteral("filter")).toStdString();
-        QJsonArray cases;
-        for (const auto& c : engine::opCases()) {
-            if (c.label().find(filter) == std::string::npos) continue;
-            if (json)
-                cases.append(QJsonObject{{QStringLiteral("op"), QString::fromStdString(c.op)},
-                                         {QStringLiteral("case"), QString::fromStdString(c.name)}});
-            else
-                io.out << QString::fromStdString(c.label()) << "\n";
-        }
-        if (json) io.out << QJsonDocument(cases).toJson(QJsonDocument::Indented);
-        return ExitOk;
+}
+
+// --list: the op cases (those --filter names), one a line or as JSON, without running them.
+// Returns ExitOk.
+int listCases(const QCommandLineParser& p, CommandIo& io)
+{
+    const bool json = p.isSet(QStringLiteral("json"));
+    const std::string filter = p.value(QStringLiteral("filter")).toStdString();
+    QJsonArray cases;
+    for (const auto& c : engine::opCases()) {
+        if (c.label().find(filter) == std::string::npos) continue;
+        if (json)
+            cases.append(QJsonObject{{QStringLiteral("op"), QString::fromStdString(c.op)},
+                                     {QStringLiteral("case"), QString::fromStdString(c.name)}});
+        else
+            io.out << QString::fromStdString(c.label()) << "\n";
     }
+    if (json) io.out << QJsonDocument(cases).toJson(QJsonDocument::Indented);
+    return ExitOk;
+}
+
+// What the command line asks of a selftest, as the steps below read it in turn: the options, the
+// device, and the checks to run on it.
+struct SelftestRequest
+{
+    SelftestRequest(const QCommandLineParser& parser, CommandIo& cio)
+        : p(parser), io(cio), json(parser.isSet(QStringLiteral("json")))
+    {
+    }
+
+    const QCommandLineParser& p;
+    CommandIo& io;
+    bool json = false; // --json: the report as JSON, no line per check
     QString device = QStringLiteral("cpu");
-    if (!choiceOption(p, QStringLiteral("device"), {"cpu", "cuda"}, device, io)) return ExitUsage;
     int gpu = -1;
+    bool cuda = false; // --device cuda
+    engine::SelfTestOptions o;
+};
+
+// --device and --gpu, and whether that device is usable here. ExitOk, or the exit code after the
+// message.
+int readDevice(SelftestRequest& r)
+{
+    const QCommandLineParser& p = r.p;
+    CommandIo& io = r.io;
+    QString& device = r.device;
+    int& gpu = r.gpu;
+    if (!choiceOption(p, QStringLiteral("device"), {"cpu", "cuda"}, device, io)) return ExitUsage;
     if (gpuOption(p, QStringLiteral("towers-cli selftest"), io, device, gpu) != ExitOk)
         return ExitUsage;
     if (device == QLatin1String("cuda") && !gpuBackendAvailable()) {
@@ -128,9 +154,19 @@ int runSelftest(const QStringList& args, CommandIo& io)
     }
     if (gpu >= 0 && !gpuNumberUsable(gpu, QStringLiteral("towers-cli selftest"), io))
         return ExitFailure;
+    return ExitOk;
+}
 
-    engine::SelfTestOptions o;
-    const bool cuda = device == QLatin1String("cuda");
+// The checks' options (backend, TF32, precision, training, filter), checked against the device.
+// ExitOk, or the exit code after the message.
+int readCheckOptions(SelftestRequest& r)
+{
+    const QCommandLineParser& p = r.p;
+    CommandIo& io = r.io;
+    engine::SelfTestOptions& o = r.o;
+    const int gpu = r.gpu;
+    bool& cuda = r.cuda;
+    cuda = r.device == QLatin1String("cuda");
     o.backend = cuda ? "cuda" : "onednn";
     o.gpu = gpu;
     o.allowTf32 = p.isSet(QStringLiteral("tf32"));
@@ -159,7 +195,16 @@ int runSelftest(const QStringList& args, CommandIo& io)
             return ExitUsage;
         }
     }
-    const bool json = p.isSet(QStringLiteral("json"));
+    return ExitOk;
+}
+
+// The backend the op cases run on, in words: oneDNN's version and the CPU's ISA, or the GPU, its
+// compute capability and the GPU libraries' versions.
+QString backendNameOf(const SelftestRequest& r)
+{
+    const engine::SelfTestOptions& o = r.o;
+    const int gpu = r.gpu;
+    const bool cuda = r.cuda;
     QString backendName =
         QStringLiteral("oneDNN %1, %2%3")
             .arg(QString::fromStdString(engine::cpu::cpuInfo().onednnVersion),
@@ -176,6 +221,31 @@ int runSelftest(const QStringList& args, CommandIo& io)
                           .arg(QString::fromStdString(backend->versions()),
                                o.allowTf32 ? QStringLiteral(", TF32") : QString());
     }
+    return backendName;
+}
+
+// What a selftest found, for the report at the end.
+struct SelftestReport
+{
+    QString device;
+    QString backendName;
+    QString mathMode;
+    std::vector<engine::SelfTestResult> results{};
+    std::vector<engine::SelfTestOpSummary> ops{};
+    int failed = 0;
+    QJsonArray checks{};
+    double seconds = 0;
+};
+
+// Runs the checks, printing a heading and a line per check as it ends (not with --json). Returns
+// the results, the failures, each check's JSON, the per-op summaries and the seconds taken.
+SelftestReport runChecks(const SelftestRequest& request)
+{
+    const engine::SelfTestOptions& o = request.o;
+    CommandIo& io = request.io;
+    const bool json = request.json;
+    const QString& device = request.device;
+    const QString backendName = backendNameOf(request);
     const QString mathMode = QString::fromStdString(mathModeName(engine::selfTestMathMode(o)));
     if (!json)
         io.out << "selftest on " << device << " (" << backendName
@@ -203,40 +273,75 @@ int runSelftest(const QStringList& args, CommandIo& io)
     }
     const auto ops = engine::summarizeByOp(results);
     const double seconds = double(timer.elapsed()) / 1000.0;
-    if (json) {
-        QJsonArray opArray;
-        for (const auto& s : ops) opArray.append(opJson(s));
-        io.out << QJsonDocument(QJsonObject{{QStringLiteral("device"), device},
-                                            {QStringLiteral("backend"), backendName},
-                                            {QStringLiteral("mathMode"), mathMode},
-                                            {QStringLiteral("passed"), failed == 0},
-                                            {QStringLiteral("failed"), failed},
-                                            {QStringLiteral("seconds"), seconds},
-                                            {QStringLiteral("ops"), opArray},
-                                            {QStringLiteral("checks"), checks}})
-                      .toJson(QJsonDocument::Indented);
-    } else {
-        if (!ops.empty()) {
-            io.out << "per op:\n";
-            int width = 0;
-            for (const auto& s : ops) width = std::max(width, int(s.op.size()));
-            for (const auto& s : ops) {
-                io.out << (s.failed ? "FAIL  " : "PASS  ")
-                       << QString::fromStdString(s.op).leftJustified(width) << "  "
-                       << QString::number(s.cases).rightJustified(3) << " cases";
-                if (s.failed)
-                    io.out << ", " << s.failed << " FAILED, the first: ";
-                else
-                    io.out << ", worst " << number(s.worstError)
-                           << " <= " << number(s.worstTolerance) << ": ";
-                io.out << QString::fromStdString(s.worstCase) << "\n";
-            }
+    return SelftestReport{device, backendName, mathMode, results, ops, failed, checks, seconds};
+}
+
+// The report as --json prints it.
+QJsonObject reportJson(const SelftestReport& e)
+{
+    const QString& device = e.device;
+    const QString& backendName = e.backendName;
+    const QString& mathMode = e.mathMode;
+    const auto& ops = e.ops;
+    const int failed = e.failed;
+    const QJsonArray& checks = e.checks;
+    const double seconds = e.seconds;
+    QJsonArray opArray;
+    for (const auto& s : ops) opArray.append(opJson(s));
+    return QJsonObject{
+        {QStringLiteral("device"), device},     {QStringLiteral("backend"), backendName},
+        {QStringLiteral("mathMode"), mathMode}, {QStringLiteral("passed"), failed == 0},
+        {QStringLiteral("failed"), failed},     {QStringLiteral("seconds"), seconds},
+        {QStringLiteral("ops"), opArray},       {QStringLiteral("checks"), checks}};
+}
+
+// The report as text: a line per op, then how many checks passed.
+void printSummary(const SelftestReport& e, CommandIo& io)
+{
+    const QString& device = e.device;
+    const auto& results = e.results;
+    const auto& ops = e.ops;
+    const int failed = e.failed;
+    const double seconds = e.seconds;
+    if (!ops.empty()) {
+        io.out << "per op:\n";
+        int width = 0;
+        for (const auto& s : ops) width = std::max(width, int(s.op.size()));
+        for (const auto& s : ops) {
+            io.out << (s.failed ? "FAIL  " : "PASS  ")
+                   << QString::fromStdString(s.op).leftJustified(width) << "  "
+                   << QString::number(s.cases).rightJustified(3) << " cases";
+            if (s.failed)
+                io.out << ", " << s.failed << " FAILED, the first: ";
+            else
+                io.out << ", worst " << number(s.worstError) << " <= " << number(s.worstTolerance)
+                       << ": ";
+            io.out << QString::fromStdString(s.worstCase) << "\n";
         }
-        io.out << "selftest: " << (results.size() - std::size_t(failed)) << " of " << results.size()
-               << " checks passed on " << device << " in " << QString::number(seconds, 'f', 1)
-               << " s" << (failed ? QStringLiteral(": %1 FAILED").arg(failed) : QString()) << "\n";
     }
-    return failed ? ExitFailure : ExitOk;
+    io.out << "selftest: " << (results.size() - std::size_t(failed)) << " of " << results.size()
+           << " checks passed on " << device << " in " << QString::number(seconds, 'f', 1) << " s"
+           << (failed ? QStringLiteral(": %1 FAILED").arg(failed) : QString()) << "\n";
+}
+
+} // namespace
+
+int runSelftest(const QStringList& args, CommandIo& io)
+{
+    QCommandLineParser p;
+    addSelftestOptions(p);
+    int code = 0;
+    if (!parseOrExplain(p, args, io, code, Arguments::None)) return code;
+    if (p.isSet(QStringLiteral("list"))) return listCases(p, io);
+    SelftestRequest r{p, io};
+    if (code = readDevice(r); code != ExitOk) return code;
+    if (code = readCheckOptions(r); code != ExitOk) return code;
+    const SelftestReport e = runChecks(r);
+    if (r.json)
+        io.out << QJsonDocument(reportJson(e)).toJson(QJsonDocument::Indented);
+    else
+        printSummary(e, io);
+    return e.failed ? ExitFailure : ExitOk;
 }
 
 } // namespace towers::app
