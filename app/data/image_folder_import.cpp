@@ -677,9 +677,19 @@ ImageFolderScan scanImageFolder(const QString& source)
     return s;
 }
 
-ImportResult importImageFolder(const ImportOptions& o,
-                               const std::function<void(qint64, qint64)>& progress,
-                               const std::atomic<bool>* cancel)
+namespace {
+
+// Where an import goes, from its options, checked before anything is read or written: the
+// dataset's name (and what was made of the folder's name), the data folder and the place in it,
+// and whether something was there already (a dataset of an earlier import, to be replaced).
+struct ImportPlace
+{
+    QString name, nameNote, dataDir, target;
+    std::string targetText;
+    bool existed = false;
+};
+
+ImportPlace importPlace(const ImportOptions& o)
 {
     // The options first, before anything is read or written.
     QString nameNote;
@@ -719,13 +729,13 @@ ImportResult importImageFolder(const ImportOptions& o,
                 ": choose another name, or replace it (" + o.overwriteHint.toStdString() + ")");
         refuseTheUsersFiles(target, targetText);
     }
-    const ImageFolderScan scan = scanImageFolder(o.source);
-    if (QDir::cleanPath(target).startsWith(scan.source + QLatin1Char('/')) || target == scan.source)
-        throw InvalidArgument(targetText + " is inside the folder being imported, " +
-                              native(scan.source).toStdString());
+    return {name, nameNote, dataDir, target, targetText, existing.exists() || existing.isSymLink()};
+}
 
-    // Which image goes where: without test folders, each class's share held out at random
-    // (seeded), at least one of a class of two or more when the fraction is not 0.
+// Which image goes where: without test folders, each class's share held out at random
+// (seeded), at least one of a class of two or more when the fraction is not 0.
+std::vector<Item> importItems(const ImageFolderScan& scan, const ImportOptions& o)
+{
     std::vector<Item> items;
     engine::Rng rng(o.seed);
     for (int c = 0; c < scan.classes.size(); ++c) {
@@ -742,7 +752,23 @@ ImportResult importImageFolder(const ImportOptions& o,
             items.push_back({files[i], c, test[std::size_t(i)]});
         for (const QString& f : scan.testFiles[std::size_t(c)]) items.push_back({f, c, true});
     }
+    return items;
+}
 
+// The images of an import as its two sets, each record's file in order (kImportedFilesName), and
+// whether they are grayscale; `result` gets the counts and the files that could not be read.
+struct ImportedSets
+{
+    engine::ImageSet sets[2];
+    QJsonArray setFiles[2];
+    bool gray = false;
+};
+
+ImportedSets decodeImages(const std::vector<Item>& items, const ImageFolderScan& scan,
+                          const ImportOptions& o,
+                          const std::function<void(qint64, qint64)>& progress,
+                          const std::atomic<bool>* cancel, ImportResult& result)
+{
     // Decoded in parallel, in order. Without a size and channels: colour at 32x32, and, while
     // every image is gray, grayscale at 28x28 from the same decoding, which is kept when all were
     // gray: never scaled twice. The two sizes decode alike (decodedShortSide: the constant), so
@@ -752,12 +778,9 @@ ImportResult importImageFolder(const ImportOptions& o,
     const int firstSide = o.size != 0 ? o.size : o.channels == 1 ? 28 : 32;
     const engine::Shape shape{firstSide, firstSide, o.channels == 1 ? 1 : 3};
     const engine::Shape grayShape{28, 28, 1}; // the 28x28 networks' size for grayscale
-    ImportResult result;
-    result.ignored = scan.ignored;
-    result.train.assign(std::size_t(scan.classes.size()), 0);
-    result.test.assign(std::size_t(scan.classes.size()), 0);
-    engine::ImageSet sets[2] = {emptySet(shape), emptySet(shape)};
-    QJsonArray setFiles[2]; // each record's file, in order (kImportedFilesName)
+    ImportedSets out{{emptySet(shape), emptySet(shape)}, {}, false};
+    auto& sets = out.sets;
+    auto& setFiles = out.setFiles;
     engine::ImageSet graySets[2] = {emptySet(grayShape), emptySet(grayShape)};
     bool allGray = true;
     const qint64 n = qint64(items.size());
@@ -819,25 +842,28 @@ ImportResult importImageFolder(const ImportOptions& o,
         for (int i = 0; i < 2; ++i) sets[i] = std::move(graySets[i]);
     } else if (gray && sets[0].channels == 3)
         for (auto& s : sets) toOneChannel(s);
-    const int side = int(sets[0].height);
     for (const auto& s : sets)
         if (std::uint64_t(s.pixels.size()) + 20 > engine::kMaxDatasetFileBytes)
             throw InvalidArgument("the images would need " + std::to_string(s.pixels.size()) +
                                   " bytes, more than the 4 GiB an IDX file may hold: import "
                                   "fewer or smaller images");
+    out.gray = gray;
+    return out;
+}
 
-    std::vector<std::string> classes;
-    for (const QString& c : scan.classes) classes.push_back(c.toStdString());
-    result.spec = engine::importedDatasetSpec(
-        name.toStdString(), engine::Shape{side, side, gray ? 1 : 3}, classes, o.mirrorSafe,
-        "imported from " + native(scan.source).toStdString());
-    engine::ManifestExtras extras;
-    extras.source = native(scan.source).toStdString();
-    extras.created = QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString();
-    extras.trainCount = sets[0].count;
-    extras.testCount = sets[1].count;
+// The dataset written beside its place, then renamed into it (replacing an earlier import's in
+// one step where the file system can); its folder goes into `result`.
+void writeImport(const ImportPlace& at, const ImportedSets& d, const engine::ManifestExtras& extras,
+                 int classCount, const ImportOptions& o, const std::atomic<bool>* cancel,
+                 ImportResult& result)
+{
+    const QString& name = at.name;
+    const QString& dataDir = at.dataDir;
+    const QString& target = at.target;
+    const std::string& targetText = at.targetText;
+    const auto& sets = d.sets;
+    const auto& setFiles = d.setFiles;
 
-    // Written beside its place, then renamed into it.
     makeFolder(dataDir);
     removeKilledImports(dataDir, name);
     QTemporaryDir temp(dataDir + QStringLiteral("/.") + name + QStringLiteral(".import-XXXXXX"));
@@ -846,8 +872,8 @@ ImportResult importImageFolder(const ImportOptions& o,
                       ": cannot make a folder there: " + temp.errorString().toStdString());
     const HeldFolder writing(temp.path()); // not a killed import's, to another import
     if (cancel && cancel->load()) throw engine::Error("import cancelled: nothing was written");
-    writeIdx(temp.path(), QStringLiteral("train"), sets[0], int(classes.size()));
-    writeIdx(temp.path(), QStringLiteral("t10k"), sets[1], int(classes.size()));
+    writeIdx(temp.path(), QStringLiteral("train"), sets[0], classCount);
+    writeIdx(temp.path(), QStringLiteral("t10k"), sets[1], classCount);
     const std::string manifest = engine::datasetManifestJson(result.spec, extras);
     writeBytes(temp.path() + QLatin1Char('/') + QString::fromLatin1(engine::kDatasetManifest), {},
                reinterpret_cast<const std::uint8_t*>(manifest.data()), qint64(manifest.size()));
@@ -865,7 +891,7 @@ ImportResult importImageFolder(const ImportOptions& o,
         ")";
     const QFileInfo now(target);
     if (now.exists() || now.isSymLink()) {
-        if (!existing.exists() && !existing.isSymLink()) throw IoError(madeMeanwhile);
+        if (!at.existed) throw IoError(madeMeanwhile);
         refuseTheUsersFiles(target, targetText);
         QTemporaryDir old(dataDir + QStringLiteral("/.") + name + QStringLiteral(".old-XXXXXX"));
         if (!old.isValid())
@@ -894,7 +920,45 @@ ImportResult importImageFolder(const ImportOptions& o,
                                       QFile::ExeOther);
     syncFolder(dataDir);
     result.folder = target;
-    result.nameNote = nameNote;
+}
+
+} // namespace
+
+ImportResult importImageFolder(const ImportOptions& o,
+                               const std::function<void(qint64, qint64)>& progress,
+                               const std::atomic<bool>* cancel)
+{
+    const ImportPlace at = importPlace(o);
+    const QString& name = at.name;
+    const QString& target = at.target;
+    const std::string& targetText = at.targetText;
+    const ImageFolderScan scan = scanImageFolder(o.source);
+    if (QDir::cleanPath(target).startsWith(scan.source + QLatin1Char('/')) || target == scan.source)
+        throw InvalidArgument(targetText + " is inside the folder being imported, " +
+                              native(scan.source).toStdString());
+
+    const std::vector<Item> items = importItems(scan, o);
+
+    ImportResult result;
+    result.ignored = scan.ignored;
+    result.train.assign(std::size_t(scan.classes.size()), 0);
+    result.test.assign(std::size_t(scan.classes.size()), 0);
+    const ImportedSets d = decodeImages(items, scan, o, progress, cancel, result);
+    const bool gray = d.gray;
+    const int side = int(d.sets[0].height);
+
+    std::vector<std::string> classes;
+    for (const QString& c : scan.classes) classes.push_back(c.toStdString());
+    result.spec = engine::importedDatasetSpec(
+        name.toStdString(), engine::Shape{side, side, gray ? 1 : 3}, classes, o.mirrorSafe,
+        "imported from " + native(scan.source).toStdString());
+    engine::ManifestExtras extras;
+    extras.source = native(scan.source).toStdString();
+    extras.created = QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString();
+    extras.trainCount = d.sets[0].count;
+    extras.testCount = d.sets[1].count;
+    writeImport(at, d, extras, int(classes.size()), o, cancel, result);
+    result.nameNote = at.nameNote;
     return result;
 }
 
