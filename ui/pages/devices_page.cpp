@@ -134,7 +134,18 @@ DevicesPage::DevicesPage(QWidget* parent)
       m_source(app::makeDeviceTelemetry()), m_timer(new QTimer(this))
 {
     auto* top = new QVBoxLayout(this);
+    top->addWidget(makeDevicesBox());
+    top->addWidget(makeChartsSplitter(), 1);
+    connectSignals();
+    fillDeviceTable();
+    updateSummary();
+    m_timer->start(1000);
+    sampleNow();
+    guardWheel(this); // the wheel scrolls the page; a box takes it only once it has the focus
+}
 
+QGroupBox* DevicesPage::makeDevicesBox()
+{
     auto* devicesBox = new QGroupBox(tr("Devices"), this);
     auto* devicesLayout = new QVBoxLayout(devicesBox);
     m_table = new QTableView(devicesBox);
@@ -154,6 +165,22 @@ DevicesPage::DevicesPage(QWidget* parent)
     m_gpuNote->setFont(bold);
     devicesLayout->addWidget(m_gpuNote);
 
+    QFormLayout* towerForm = makeTowerForm(devicesBox);
+    QFormLayout* sharingForm = makeSharingForm(devicesBox);
+    selectDefaultTowerOptions();
+
+    auto* settingsRow = new QHBoxLayout;
+    settingsRow->addLayout(towerForm);
+    settingsRow->addSpacing(4 *
+                            std::max(6, style()->pixelMetric(QStyle::PM_LayoutHorizontalSpacing)));
+    settingsRow->addLayout(sharingForm);
+    settingsRow->addStretch(1);
+    devicesLayout->addLayout(settingsRow);
+    return devicesBox;
+}
+
+QFormLayout* DevicesPage::makeTowerForm(QGroupBox* devicesBox)
+{
     auto* towerForm = new QFormLayout;
     towerForm->setFieldGrowthPolicy(QFormLayout::FieldsStayAtSizeHint);
     const int cores = std::max(1, app::listDevices().front().logicalCores);
@@ -180,7 +207,11 @@ DevicesPage::DevicesPage(QWidget* parent)
     m_summary = new QLabel(devicesBox);
     m_summary->setWordWrap(true);
     towerForm->addRow(QString(), m_summary);
+    return towerForm;
+}
 
+QFormLayout* DevicesPage::makeSharingForm(QGroupBox* devicesBox)
+{
     // How the towers share the work: beside the towers, so that the page keeps its height.
     auto* sharingForm = new QFormLayout;
     sharingForm->setFieldGrowthPolicy(QFormLayout::FieldsStayAtSizeHint);
@@ -243,26 +274,34 @@ DevicesPage::DevicesPage(QWidget* parent)
     sharingForm->addRow(QString(), m_tf32);
     sharingForm->addRow(QString(), m_cudnnBenchmark);
     sharingForm->addRow(tr("Gradient &buckets:"), m_bucketMb);
-    {
-        const engine::TrainConfig defaults;
-        setGpuData(defaults.gpuData);
-        setAllreduce(defaults.allreduce);
-        setCudaGraphs(defaults.cudaGraphs);
-        setTf32(defaults.allowTf32);
-        setCudnnBenchmark(defaults.cudnnBenchmark);
-        setBucketMb(defaults.bucketMb);
-    }
+    return sharingForm;
+}
 
-    auto* settingsRow = new QHBoxLayout;
-    settingsRow->addLayout(towerForm);
-    settingsRow->addSpacing(4 *
-                            std::max(6, style()->pixelMetric(QStyle::PM_LayoutHorizontalSpacing)));
-    settingsRow->addLayout(sharingForm);
-    settingsRow->addStretch(1);
-    devicesLayout->addLayout(settingsRow);
-    top->addWidget(devicesBox);
+void DevicesPage::selectDefaultTowerOptions()
+{
+    const engine::TrainConfig defaults;
+    setGpuData(defaults.gpuData);
+    setAllreduce(defaults.allreduce);
+    setCudaGraphs(defaults.cudaGraphs);
+    setTf32(defaults.allowTf32);
+    setCudnnBenchmark(defaults.cudnnBenchmark);
+    setBucketMb(defaults.bucketMb);
+}
 
+QSplitter* DevicesPage::makeChartsSplitter()
+{
     auto* split = new QSplitter(Qt::Horizontal, this);
+    QGroupBox* telemetryBox = makeTelemetryBox(split);
+    QGroupBox* towerBox = makeTowerBox(split);
+    split->addWidget(telemetryBox);
+    split->addWidget(towerBox);
+    split->setStretchFactor(0, 1);
+    split->setStretchFactor(1, 1);
+    return split;
+}
+
+QGroupBox* DevicesPage::makeTelemetryBox(QSplitter* split)
+{
     auto* telemetryBox = new QGroupBox(tr("Live telemetry (last 10 minutes)"), split);
     auto* grid = new QGridLayout(telemetryBox);
     for (int m = 0; m < TelemetryHistory::MetricCount; ++m) {
@@ -274,6 +313,11 @@ DevicesPage::DevicesPage(QWidget* parent)
         grid->addWidget(plot, m / 2, m % 2);
         m_telemetryPlots.push_back(plot);
     }
+    return telemetryBox;
+}
+
+QGroupBox* DevicesPage::makeTowerBox(QSplitter* split)
+{
     auto* towerBox = new QGroupBox(tr("Where each tower's step goes"), split);
     auto* towerLayout = new QVBoxLayout(towerBox);
     const QStringList partNames{tr("data wait"), tr("compute"), tr("communication"), tr("update")};
@@ -318,12 +362,11 @@ DevicesPage::DevicesPage(QWidget* parent)
     towerLayout->addLayout(timelineRow);
     towerLayout->addWidget(m_towerTimeline, 1);
     towerLayout->addWidget(m_balance);
-    split->addWidget(telemetryBox);
-    split->addWidget(towerBox);
-    split->setStretchFactor(0, 1);
-    split->setStretchFactor(1, 1);
-    top->addWidget(split, 1);
+    return towerBox;
+}
 
+void DevicesPage::connectSignals()
+{
     connect(m_history, &TelemetryHistory::deviceAdded, this, &DevicesPage::onDeviceAdded);
     connect(m_history, &TelemetryHistory::sampled, this, &DevicesPage::onSampled);
     connect(m_towers, &QSpinBox::valueChanged, this, &DevicesPage::updateSummary);
@@ -342,17 +385,16 @@ DevicesPage::DevicesPage(QWidget* parent)
             [this] { emit towerOptionsChanged(); });
     connect(m_timer, &QTimer::timeout, this, &DevicesPage::sampleNow);
     connect(m_timelineChoice, &QComboBox::currentIndexChanged, this, &DevicesPage::updateTimeline);
+}
 
+void DevicesPage::fillDeviceTable()
+{
     m_devices->setDevices(app::listDevices());
     // As tall as its rows: one per device.
     m_table->setFixedHeight(m_table->horizontalHeader()->sizeHint().height() +
                             m_table->verticalHeader()->defaultSectionSize() *
                                 std::max(1, m_devices->rowCount()) +
                             2 * m_table->frameWidth() + 2);
-    updateSummary();
-    m_timer->start(1000);
-    sampleNow();
-    guardWheel(this); // the wheel scrolls the page; a box takes it only once it has the focus
 }
 
 DevicesPage::~DevicesPage() = default;

@@ -25,8 +25,11 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QFormLayout;
+class QGroupBox;
 class QLabel;
 class QSpinBox;
+class QSplitter;
 class QTableView;
 class QTimer;
 
@@ -149,6 +152,23 @@ signals:
     void towerOptionsChanged();
 
 private:
+    // The constructor's steps, in order. The Devices box: the device table, the GPU note, the
+    // tower settings beside the towers' sharing options.
+    QGroupBox* makeDevicesBox();
+    // The CPU towers, their threads and precision, and the summary below them.
+    QFormLayout* makeTowerForm(QGroupBox* devicesBox);
+    // The GPU towers' options and the gradient bucket size.
+    QFormLayout* makeSharingForm(QGroupBox* devicesBox);
+    void selectDefaultTowerOptions(); // a default TrainConfig's sharing options
+    // The live telemetry beside where each tower's step goes.
+    QSplitter* makeChartsSplitter();
+    QGroupBox* makeTelemetryBox(QSplitter* split); // a plot per metric
+    // The latest step's bars, the timeline of recent reports and the verdict.
+    QGroupBox* makeTowerBox(QSplitter* split);
+    // The history, the tower settings, the timer and the timeline choice to the page.
+    void connectSignals();
+    void fillDeviceTable(); // the devices found, the table as tall as its rows
+
     void onDeviceAdded(const QString& id, int index);
     void onSampled();
     void updateSummary();

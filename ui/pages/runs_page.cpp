@@ -96,6 +96,20 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
       m_runs(new RunListModel(this)), m_checkpoints(new CheckpointListModel(this))
 {
     auto* top = new QVBoxLayout(this);
+    const auto [browse, refreshButton] = buildFolderRow(top);
+    buildPanes(top);
+
+    connectFolderRow(browse, refreshButton);
+    connectTablesAndButtons();
+    buildCheckpointMenu();
+    buildRunMenu();
+    connectExportFolderAndFollower();
+    updateButtons();
+    refresh();
+}
+
+std::pair<QPushButton*, QPushButton*> RunsPage::buildFolderRow(QVBoxLayout* top)
+{
     auto* dirRow = new QHBoxLayout;
     m_dirEdit = new QLineEdit(m_settings.runsDir(), this);
     auto* dirLabel = new QLabel(tr("R&uns folder:"), this);
@@ -108,10 +122,39 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     dirRow->addWidget(browse);
     dirRow->addWidget(refreshButton);
     top->addLayout(dirRow);
+    return {browse, refreshButton};
+}
 
+void RunsPage::buildPanes(QVBoxLayout* top)
+{
     auto* split = new QSplitter(Qt::Horizontal, this);
     // The runs above the chosen run's configuration, the details on the right.
     auto* left = new QSplitter(Qt::Vertical, split);
+    QWidget* runsBox = buildRunList(left);
+
+    auto* details = new QWidget(split);
+    auto* dl = new QVBoxLayout(details);
+    dl->setContentsMargins(0, 0, 0, 0);
+    buildTitleAndPlots(details, dl);
+    buildCheckpointsAndButtons(details, dl);
+    // The run's config.json as settings and values (a nested object as a branch).
+    m_config = new ConfigTree(left);
+    buildTowerChart(details, dl);
+    left->addWidget(runsBox);
+    left->addWidget(m_config);
+    left->setStretchFactor(0, 1); // the runs as tall as the configuration: three rows on a
+    left->setStretchFactor(1, 1); // 640-pixel screen were too few
+    split->addWidget(left);
+    split->addWidget(details);
+    split->setStretchFactor(0, 1);
+    split->setStretchFactor(1, 1);
+    // The run list a little wider than the details: its name column takes what its figures leave.
+    split->setSizes({640, 520});
+    top->addWidget(split, 1);
+}
+
+QWidget* RunsPage::buildRunList(QSplitter* left)
+{
     // The runs, sortable by any column (raw values: RunListModel's EditRole) and filtered by the
     // words typed above them; newest change first, as the scan lists them.
     m_sorted = new QSortFilterProxyModel(this);
@@ -167,10 +210,11 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
         showSelected();
     });
     rl->addWidget(m_table, 1);
+    return runsBox;
+}
 
-    auto* details = new QWidget(split);
-    auto* dl = new QVBoxLayout(details);
-    dl->setContentsMargins(0, 0, 0, 0);
+void RunsPage::buildTitleAndPlots(QWidget* details, QVBoxLayout* dl)
+{
     m_title = new QLabel(tr("Select a run."), details);
     m_title->setWordWrap(true);
     m_title->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -198,6 +242,10 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
         plots->addWidget(p);
     }
     dl->addLayout(plots, 2);
+}
+
+void RunsPage::buildCheckpointsAndButtons(QWidget* details, QVBoxLayout* dl)
+{
     m_checkpointTable = new QTableView(details);
     m_checkpointTable->setModel(m_checkpoints);
     m_checkpointTable->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -226,8 +274,10 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     m_exportStatus->hide();
     dl->addWidget(new ButtonRows({m_resume, m_classify, m_exportOnnx, m_openFolder}, details));
     dl->addWidget(m_exportStatus);
-    // The run's config.json as settings and values (a nested object as a branch).
-    m_config = new ConfigTree(left);
+}
+
+void RunsPage::buildTowerChart(QWidget* details, QVBoxLayout* dl)
+{
     // The Devices page's parts and colours: compute blue, communication orange, data purple,
     // update green.
     m_towerChart = new StackedBarChart(tr("Latest logged step"), Qt::Horizontal, details);
@@ -242,18 +292,10 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     m_towerChart->setMinimumHeight(170);
     m_towerChart->hide();
     dl->addWidget(m_towerChart, 2);
-    left->addWidget(runsBox);
-    left->addWidget(m_config);
-    left->setStretchFactor(0, 1); // the runs as tall as the configuration: three rows on a
-    left->setStretchFactor(1, 1); // 640-pixel screen were too few
-    split->addWidget(left);
-    split->addWidget(details);
-    split->setStretchFactor(0, 1);
-    split->setStretchFactor(1, 1);
-    // The run list a little wider than the details: its name column takes what its figures leave.
-    split->setSizes({640, 520});
-    top->addWidget(split, 1);
+}
 
+void RunsPage::connectFolderRow(QPushButton* browse, QPushButton* refreshButton)
+{
     connect(browse, &QPushButton::clicked, this, [this] {
         const QString dir = QFileDialog::getExistingDirectory(this, tr("Runs folder"), runsDir());
         if (!dir.isEmpty()) setRunsDir(dir);
@@ -265,6 +307,10 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
         emit runsDirChanged(runsDir());
         refresh();
     });
+}
+
+void RunsPage::connectTablesAndButtons()
+{
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             &RunsPage::showSelected);
     connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this,
@@ -280,6 +326,10 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     connect(m_checkpointTable, &QTableView::doubleClicked, this, [this] {
         if (!selectedCheckpoint().isEmpty()) emit classifyRequested(selectedCheckpoint());
     });
+}
+
+void RunsPage::buildCheckpointMenu()
+{
     // The checkpoint's other uses: its context menu.
     m_checkpointTable->setContextMenuPolicy(Qt::ActionsContextMenu);
     auto* classifyAction = new QAction(tr("Classify with this checkpoint"), m_checkpointTable);
@@ -298,6 +348,10 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
         emit fineTuneRequested(checkpoint, r && r->config ? QString::fromStdString(r->config->model)
                                                           : QString());
     });
+}
+
+void RunsPage::buildRunMenu()
+{
     // The run's own context menu: its folder, and the trash (Delete).
     m_table->setContextMenuPolicy(Qt::ActionsContextMenu);
     auto* likeAction = new QAction(tr("New run like this…"), m_table);
@@ -317,6 +371,10 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
     });
     connect(openFolderAction, &QAction::triggered, m_openFolder, &QPushButton::click);
     connect(m_trashAction, &QAction::triggered, this, &RunsPage::askToTrashSelectedRun);
+}
+
+void RunsPage::connectExportFolderAndFollower()
+{
     connect(m_exportOnnx, &QPushButton::clicked, this, &RunsPage::openExportDialog);
     connect(m_openFolder, &QPushButton::clicked, this, [this] {
         if (selectedRun().isEmpty()) return;
@@ -327,8 +385,6 @@ RunsPage::RunsPage(app::AppSettings& settings, QWidget* parent)
         // The other process let the run go: its final checkpoints and step in the list too.
         if (state == RunFollower::State::Ended) refresh();
     });
-    updateButtons();
-    refresh();
 }
 
 RunsPage::~RunsPage() = default;

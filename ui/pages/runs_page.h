@@ -8,6 +8,7 @@
 // to a shared folder) is followed live, read-only (RunFollower): its curves, checkpoints and each
 // tower's step times are read again every couple of seconds while the page is shown.
 #include <QWidget>
+#include <utility>
 
 #include "app/jobs/latest_job.h"
 #include "app/runs/run_scanner.h"
@@ -19,7 +20,9 @@ class QLineEdit;
 class QMessageBox;
 class QPushButton;
 class QSortFilterProxyModel;
+class QSplitter;
 class QTableView;
+class QVBoxLayout;
 
 namespace towers::app {
 class AppSettings;
@@ -129,6 +132,29 @@ private:
         std::vector<app::RunSummary> runs;
         app::RunsFolderProblems problems;
     };
+    // The constructor's steps. The runs folder's row above the panes; returns its Browse and
+    // Refresh buttons.
+    std::pair<QPushButton*, QPushButton*> buildFolderRow(QVBoxLayout* top);
+    // The panes under it: the runs and the configuration on the left, the details on the right.
+    void buildPanes(QVBoxLayout* top);
+    // The filter and the table of runs, in the box it returns.
+    QWidget* buildRunList(QSplitter* left);
+    // The details' title, the followed run's status and the loss and accuracy plots.
+    void buildTitleAndPlots(QWidget* details, QVBoxLayout* dl);
+    // The checkpoints' table, the run's and the checkpoint's buttons and the export's status.
+    void buildCheckpointsAndButtons(QWidget* details, QVBoxLayout* dl);
+    // Each tower's split of the latest logged step, at the foot of the details.
+    void buildTowerChart(QWidget* details, QVBoxLayout* dl);
+    // Browse, Refresh and the edited folder.
+    void connectFolderRow(QPushButton* browse, QPushButton* refreshButton);
+    // The tables' selections, Resume, Classify and a double-clicked checkpoint.
+    void connectTablesAndButtons();
+    // The checkpoint's context menu: Classify, and a new run from it.
+    void buildCheckpointMenu();
+    // The run's context menu: a new run like it, its folder, and the trash (Delete).
+    void buildRunMenu();
+    // Export ONNX…, Open folder and the follower's news.
+    void connectExportFolderAndFollower();
     void onScanned(const app::JobResult<Scan>& r);
     void showSelected();
     // The configuration pane: the shown run's config.json, or for runs selected together the

@@ -70,20 +70,59 @@ ValidatedField* HyperparameterForm::field(const QString& name) const
     return findChild<ValidatedField*>(name);
 }
 
-void HyperparameterForm::buildUi()
+ValidatedField* HyperparameterForm::makeField(const char* name, ValidatedField::Syntax syntax,
+                                              ValidatedField::Check check, const QString& tip)
 {
     using F = ValidatedField;
-    auto make = [this](const char* name, F::Syntax syntax, F::Check check, const QString& tip) {
-        auto* f = new F(syntax, std::move(check), this);
-        f->setObjectName(QString::fromLatin1(name));
-        f->setHint(tip);
-        connect(f, &F::edited, this, &HyperparameterForm::update);
-        return f;
-    };
+    auto* f = new F(syntax, std::move(check), this);
+    f->setObjectName(QString::fromLatin1(name));
+    f->setHint(tip);
+    connect(f, &F::edited, this, &HyperparameterForm::update);
+    return f;
+}
+
+void HyperparameterForm::buildUi()
+{
     auto* top = new QVBoxLayout(this);
     top->setContentsMargins(0, 0, 0, 0);
 
     // Optimizer
+    top->addWidget(buildOptimizerBox());
+
+    // Learning rate and schedule
+    top->addWidget(buildLearningRateBox());
+
+    // Batch and length
+    top->addWidget(buildRunBox());
+
+    // Regularisation and seed
+    top->addWidget(buildRegularisationBox());
+
+    // Checkpoints and logging
+    top->addWidget(buildCheckpointBox());
+
+    m_summary = new QLabel(this);
+    m_summary->setObjectName(QStringLiteral("summary"));
+    m_summary->setWordWrap(true);
+    m_summary->setTextFormat(Qt::PlainText); // messages with "<" and ">" shown as they are
+    top->addWidget(m_summary);
+    top->addStretch(1);
+
+    connect(m_optimizer, &QComboBox::currentIndexChanged, this, &HyperparameterForm::update);
+    connect(m_schedule, &QComboBox::currentIndexChanged, this, [this] {
+        m_scheduleParams->setCurrentIndex(m_schedule->currentIndex());
+        update();
+    });
+    // The stack takes the height of the page shown, not of its tallest page.
+    connect(m_scheduleParams, &QStackedWidget::currentChanged, this,
+            &HyperparameterForm::fitScheduleParams);
+    fitScheduleParams();
+    guardWheel(this); // the form scrolls: the wheel turns a box only once it has the focus
+}
+
+QGroupBox* HyperparameterForm::buildOptimizerBox()
+{
+    using F = ValidatedField;
     auto* optBox = new QGroupBox(tr("Optimizer"), this);
     auto* optForm = new QFormLayout(optBox);
     m_optimizer = new QComboBox(optBox);
@@ -93,24 +132,29 @@ void HyperparameterForm::buildUi()
         tr("sgd: the tutorial's plain gradient descent; momentum and nesterov: PyTorch's SGD; "
            "adam: PyTorch's Adam"));
     optForm->addRow(tr("&Optimizer:"), m_optimizer);
-    m_momentum = make("momentum", F::Syntax::Decimal, F::between(0, true, 1, true),
-                      tr("Momentum, in (0, 1)"));
+    m_momentum = makeField("momentum", F::Syntax::Decimal, F::between(0, true, 1, true),
+                           tr("Momentum, in (0, 1)"));
     m_momentumRow = m_momentum;
     optForm->addRow(tr("Momentum:"), m_momentum);
-    m_beta1 = make("beta1", F::Syntax::Decimal, F::between(0, false, 1, true), tr("Adam's beta1"));
-    m_beta2 = make("beta2", F::Syntax::Decimal, F::between(0, false, 1, true), tr("Adam's beta2"));
+    m_beta1 =
+        makeField("beta1", F::Syntax::Decimal, F::between(0, false, 1, true), tr("Adam's beta1"));
+    m_beta2 =
+        makeField("beta2", F::Syntax::Decimal, F::between(0, false, 1, true), tr("Adam's beta2"));
     m_adamRow = rowOf(optBox, {{new QLabel(QStringLiteral("β₁"), optBox), 0},
                                {m_beta1, 0},
                                {new QLabel(QStringLiteral("β₂"), optBox), 0},
                                {m_beta2, 0}});
     optForm->addRow(tr("Betas:"), m_adamRow);
-    top->addWidget(optBox);
+    return optBox;
+}
 
-    // Learning rate and schedule
+QGroupBox* HyperparameterForm::buildLearningRateBox()
+{
+    using F = ValidatedField;
     auto* lrBox = new QGroupBox(tr("Learning rate"), this);
     auto* lrForm = new QFormLayout(lrBox);
-    m_lr = make("lr", F::Syntax::Decimal, F::between(0, true, 100, false),
-                tr("The base learning rate (the peak for one-cycle)"));
+    m_lr = makeField("lr", F::Syntax::Decimal, F::between(0, true, 100, false),
+                     tr("The base learning rate (the peak for one-cycle)"));
     m_findLr = new QPushButton(tr("&Find…"), lrBox);
     m_findLr->setToolTip(
         tr("The range test: a few steps with the learning rate rising until the loss runs "
@@ -128,23 +172,24 @@ void HyperparameterForm::buildUi()
     for (const auto& [kind, label] : kinds) m_schedule->addItem(label, int(kind));
     lrForm->addRow(tr("&Schedule:"), m_schedule);
     m_scheduleParams = new QStackedWidget(lrBox);
-    m_decayRate = make("decayRate", F::Syntax::Decimal, F::between(0, true, 1, false),
-                       tr("Factor per decay period"));
+    m_decayRate = makeField("decayRate", F::Syntax::Decimal, F::between(0, true, 1, false),
+                            tr("Factor per decay period"));
     m_decayEpochs =
-        make("decayEpochs", F::Syntax::Decimal, F::positive(), tr("Epochs per decay period"));
+        makeField("decayEpochs", F::Syntax::Decimal, F::positive(), tr("Epochs per decay period"));
     m_staircase = new QCheckBox(tr("staircase (whole periods)"), lrBox);
-    m_gamma = make("gamma", F::Syntax::Decimal, F::between(0, true, 1, false),
-                   tr("Factor at each milestone"));
-    m_milestones = make("milestones", F::Syntax::IntegerList, F::increasingPositive(),
-                        tr("Epochs at which the rate is multiplied by gamma, e.g. 30, 60, 90"));
-    m_warmupEpochs =
-        make("warmupEpochs", F::Syntax::Decimal, F::atLeast(0), tr("Linear warm-up, in epochs"));
+    m_gamma = makeField("gamma", F::Syntax::Decimal, F::between(0, true, 1, false),
+                        tr("Factor at each milestone"));
+    m_milestones =
+        makeField("milestones", F::Syntax::IntegerList, F::increasingPositive(),
+                  tr("Epochs at which the rate is multiplied by gamma, e.g. 30, 60, 90"));
+    m_warmupEpochs = makeField("warmupEpochs", F::Syntax::Decimal, F::atLeast(0),
+                               tr("Linear warm-up, in epochs"));
     m_minLr =
-        make("minLr", F::Syntax::Decimal, F::atLeast(0), tr("The rate at the end of the run"));
-    m_warmupFraction = make("warmupFraction", F::Syntax::Decimal, F::between(0, true, 1, true),
-                            tr("Share of the run spent rising to the peak"));
-    m_divFactor =
-        make("divFactor", F::Syntax::Decimal, F::atLeast(1), tr("The start rate is lr / this"));
+        makeField("minLr", F::Syntax::Decimal, F::atLeast(0), tr("The rate at the end of the run"));
+    m_warmupFraction = makeField("warmupFraction", F::Syntax::Decimal, F::between(0, true, 1, true),
+                                 tr("Share of the run spent rising to the peak"));
+    m_divFactor = makeField("divFactor", F::Syntax::Decimal, F::atLeast(1),
+                            tr("The start rate is lr / this"));
     m_cosineAnneal = new QCheckBox(tr("cosine way down (else linear)"), lrBox);
     connect(m_staircase, &QCheckBox::toggled, this, &HyperparameterForm::update);
     connect(m_cosineAnneal, &QCheckBox::toggled, this, &HyperparameterForm::update);
@@ -168,9 +213,12 @@ void HyperparameterForm::buildUi()
     m_plot->setMinimumHeight(150);
     m_plot->addSeries(tr("learning rate"));
     lrForm->addRow(m_plot);
-    top->addWidget(lrBox);
+    return lrBox;
+}
 
-    // Batch and length
+QGroupBox* HyperparameterForm::buildRunBox()
+{
+    using F = ValidatedField;
     auto* runBox = new QGroupBox(tr("Batch and length"), this);
     auto* runForm = new QFormLayout(runBox);
     m_batch = new QSpinBox(runBox);
@@ -199,36 +247,39 @@ void HyperparameterForm::buildUi()
     group->addButton(m_bySteps);
     group->addButton(m_byEpochs);
     connect(m_bySteps, &QRadioButton::toggled, this, &HyperparameterForm::update);
-    m_steps = make("steps", F::Syntax::Integer,
-                   F::between(1, false, double(engine::TrainConfig::kMaxSteps), false),
-                   tr("Global steps of the run"));
+    m_steps = makeField("steps", F::Syntax::Integer,
+                        F::between(1, false, double(engine::TrainConfig::kMaxSteps), false),
+                        tr("Global steps of the run"));
     // The configuration's own limit (towers-cli's --epochs too), refused here with the reason.
-    m_epochs = make("epochs", F::Syntax::Decimal,
-                    F::between(0, true, engine::TrainConfig::kMaxEpochs, false),
-                    tr("Passes over the training set"));
+    m_epochs = makeField("epochs", F::Syntax::Decimal,
+                         F::between(0, true, engine::TrainConfig::kMaxEpochs, false),
+                         tr("Passes over the training set"));
     runForm->addRow(tr("Length:"),
                     rowOf(runBox, {{m_bySteps, 0}, {m_steps, 1}, {m_byEpochs, 0}, {m_epochs, 1}}));
-    top->addWidget(runBox);
+    return runBox;
+}
 
-    // Regularisation and seed
+QGroupBox* HyperparameterForm::buildRegularisationBox()
+{
+    using F = ValidatedField;
     auto* regBox = new QGroupBox(tr("Regularisation"), this);
     auto* regForm = new QFormLayout(regBox);
     m_weightDecayOn = new QCheckBox(tr("override"), regBox);
     m_weightDecayOn->setToolTip(
         tr("Off: each model's own weight decay (the tutorial's 0.004 on its fc layers)"));
-    m_weightDecay = make("weightDecay", F::Syntax::Decimal, F::atLeast(0),
-                         tr("Coefficient of 0.5·‖w‖² for the weights"));
+    m_weightDecay = makeField("weightDecay", F::Syntax::Decimal, F::atLeast(0),
+                              tr("Coefficient of 0.5·‖w‖² for the weights"));
     regForm->addRow(tr("&Weight decay:"),
                     rowOf(regBox, {{m_weightDecayOn, 0}, {m_weightDecay, 1}}));
     m_emaOn = new QCheckBox(tr("on"), regBox);
     m_emaOn->setToolTip(tr("Evaluate with moving averages of the weights (the tutorial's 0.9999)"));
-    m_emaDecay = make("emaDecay", F::Syntax::Decimal, F::between(0, true, 1, true),
-                      tr("Decay of the moving average"));
+    m_emaDecay = makeField("emaDecay", F::Syntax::Decimal, F::between(0, true, 1, true),
+                           tr("Decay of the moving average"));
     regForm->addRow(tr("EM&A:"), rowOf(regBox, {{m_emaOn, 0}, {m_emaDecay, 1}}));
     connect(m_weightDecayOn, &QCheckBox::toggled, this, &HyperparameterForm::update);
     connect(m_emaOn, &QCheckBox::toggled, this, &HyperparameterForm::update);
-    m_seed = make("seed", F::Syntax::Integer, {},
-                  tr("Seeds the weights, the data order and the distortions"));
+    m_seed = makeField("seed", F::Syntax::Integer, {},
+                       tr("Seeds the weights, the data order and the distortions"));
     regForm->addRow(tr("See&d:"), m_seed);
     // Fine-tuning: the weights of another run's checkpoint instead of the seed's draw.
     m_initFrom = new QLineEdit(regBox);
@@ -261,13 +312,16 @@ void HyperparameterForm::buildUi()
     m_initInfo->setTextFormat(Qt::PlainText);
     m_initInfo->hide();
     regForm->addRow(QString(), m_initInfo);
-    top->addWidget(regBox);
+    return regBox;
+}
 
-    // Checkpoints and logging
+QGroupBox* HyperparameterForm::buildCheckpointBox()
+{
+    using F = ValidatedField;
     auto* ckBox = new QGroupBox(tr("Checkpoints, evaluation, log"), this);
     auto* ckForm = new QFormLayout(ckBox);
-    m_checkpointEvery = make("checkpointEvery", F::Syntax::Integer, F::atLeast(0),
-                             tr("Steps between checkpoints; 0 = at the end and on stop only"));
+    m_checkpointEvery = makeField("checkpointEvery", F::Syntax::Integer, F::atLeast(0),
+                                  tr("Steps between checkpoints; 0 = at the end and on stop only"));
     m_keep = new QSpinBox(ckBox);
     m_keep->setRange(1, 1000);
     m_keep->setPrefix(tr("keep "));
@@ -276,9 +330,9 @@ void HyperparameterForm::buildUi()
                           "on the test set) is kept besides them"));
     connect(m_keep, &QSpinBox::valueChanged, this, &HyperparameterForm::update);
     ckForm->addRow(tr("&Checkpoint every:"), rowOf(ckBox, {{m_checkpointEvery, 1}, {m_keep, 0}}));
-    m_evalEvery = make("evalEvery", F::Syntax::Integer, F::atLeast(0),
-                       tr("Steps between evaluations (on the validation set when one is held "
-                          "out, else on the test set); 0 = at the end only"));
+    m_evalEvery = makeField("evalEvery", F::Syntax::Integer, F::atLeast(0),
+                            tr("Steps between evaluations (on the validation set when one is held "
+                               "out, else on the test set); 0 = at the end only"));
     ckForm->addRow(tr("Eval&uate every:"), m_evalEvery);
     m_validation = new QDoubleSpinBox(ckBox);
     m_validation->setObjectName(QStringLiteral("validation"));
@@ -324,28 +378,10 @@ void HyperparameterForm::buildUi()
     connect(m_minDelta, &QDoubleSpinBox::valueChanged, this, &HyperparameterForm::update);
     ckForm->addRow(tr("Sto&p early after:"), m_patience);
     ckForm->addRow(tr("Better by more tha&n:"), m_minDelta);
-    m_logEvery = make("logEvery", F::Syntax::Integer, F::atLeast(1),
-                      tr("Steps between metrics and log lines"));
+    m_logEvery = makeField("logEvery", F::Syntax::Integer, F::atLeast(1),
+                           tr("Steps between metrics and log lines"));
     ckForm->addRow(tr("Lo&g every:"), m_logEvery);
-    top->addWidget(ckBox);
-
-    m_summary = new QLabel(this);
-    m_summary->setObjectName(QStringLiteral("summary"));
-    m_summary->setWordWrap(true);
-    m_summary->setTextFormat(Qt::PlainText); // messages with "<" and ">" shown as they are
-    top->addWidget(m_summary);
-    top->addStretch(1);
-
-    connect(m_optimizer, &QComboBox::currentIndexChanged, this, &HyperparameterForm::update);
-    connect(m_schedule, &QComboBox::currentIndexChanged, this, [this] {
-        m_scheduleParams->setCurrentIndex(m_schedule->currentIndex());
-        update();
-    });
-    // The stack takes the height of the page shown, not of its tallest page.
-    connect(m_scheduleParams, &QStackedWidget::currentChanged, this,
-            &HyperparameterForm::fitScheduleParams);
-    fitScheduleParams();
-    guardWheel(this); // the form scrolls: the wheel turns a box only once it has the focus
+    return ckBox;
 }
 
 void HyperparameterForm::fitScheduleParams()

@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "engine/train/train_config.h"
+#include "ui/widgets/validated_field.h"
 
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QGroupBox;
 class QLabel;
 class QLineEdit;
 class QPushButton;
@@ -25,7 +27,6 @@ class QStackedWidget;
 namespace towers::ui {
 
 class PlotWidget;
-class ValidatedField;
 
 class HyperparameterForm : public QWidget
 {
@@ -78,6 +79,16 @@ signals:
 
 private:
     void buildUi();
+    // A field named `name` (field() finds it) with `tip` as its hint; an edit updates the form.
+    ValidatedField* makeField(const char* name, ValidatedField::Syntax syntax,
+                              ValidatedField::Check check, const QString& tip);
+    // The form's group boxes, top to bottom, each with its fields made and connected; buildUi()
+    // lays them out.
+    QGroupBox* buildOptimizerBox();      // the optimizer and its constants
+    QGroupBox* buildLearningRateBox();   // the rate, the schedule, its constants and its plot
+    QGroupBox* buildRunBox();            // batch per tower, global batch, length
+    QGroupBox* buildRegularisationBox(); // weight decay, EMA, seed, "Start from"
+    QGroupBox* buildCheckpointBox();     // checkpoints, evaluation, validation, early stop, log
     void update();
     void updatePlot(const engine::TrainConfig& c);
     void fitScheduleParams();
