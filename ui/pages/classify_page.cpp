@@ -79,6 +79,24 @@ ClassifyPage::~ClassifyPage()
 void ClassifyPage::buildUi()
 {
     auto* top = new QVBoxLayout(this);
+    top->addLayout(makeCheckpointRow());
+
+    auto* split = new QSplitter(Qt::Vertical, this);
+    // One image and its top 5.
+    split->addWidget(makeSingleImage(split));
+
+    // A whole set.
+    split->addWidget(makeSetBox(split));
+    split->setStretchFactor(0, 2);
+    split->setStretchFactor(1, 5);
+    top->addWidget(split, 1);
+
+    connectSignals();
+    updateSetTexts();
+}
+
+QHBoxLayout* ClassifyPage::makeCheckpointRow()
+{
     auto* ckRow = new QHBoxLayout;
     auto* openCk = new QPushButton(tr("Open &checkpoint…"), this);
     connect(openCk, &QPushButton::clicked, this, &ClassifyPage::chooseCheckpoint);
@@ -102,10 +120,11 @@ void ClassifyPage::buildUi()
     ckRow->addWidget(openCk, 0, Qt::AlignTop);
     ckRow->addWidget(m_info, 1);
     ckRow->addWidget(m_runOnBox, 0, Qt::AlignTop);
-    top->addLayout(ckRow);
+    return ckRow;
+}
 
-    auto* split = new QSplitter(Qt::Vertical, this);
-    // One image and its top 5.
+QWidget* ClassifyPage::makeSingleImage(QSplitter* split)
+{
     auto* single = new QWidget(split);
     auto* singleLayout = new QHBoxLayout(single);
     singleLayout->setContentsMargins(0, 0, 0, 0);
@@ -150,9 +169,11 @@ void ClassifyPage::buildUi()
     m_topChart->setValueText(QStringLiteral("%1 %"), 100, 1);
     m_topChart->setValueLabel(tr("probability"));
     singleLayout->addWidget(m_topChart, 1);
-    split->addWidget(single);
+    return single;
+}
 
-    // A whole set.
+QGroupBox* ClassifyPage::makeSetBox(QSplitter* split)
+{
     auto* all = new QGroupBox(split);
     m_setBox = all;
     auto* allLayout = new QVBoxLayout(all);
@@ -174,6 +195,12 @@ void ClassifyPage::buildUi()
     allRow->addWidget(m_progress, 1);
     allLayout->addLayout(allRow);
     allLayout->addWidget(m_summary);
+    allLayout->addWidget(makeSetResults(all), 1);
+    return all;
+}
+
+QSplitter* ClassifyPage::makeSetResults(QGroupBox* all)
+{
     auto* results = new QSplitter(Qt::Horizontal, all);
     m_classTable = new QTableView(results);
     m_classTable->setModel(m_classModel);
@@ -187,6 +214,18 @@ void ClassifyPage::buildUi()
     m_classTable->setColumnHidden(ClassAccuracyModel::Correct, true);
     m_heatMap = new HeatMap(results);
     m_heatMap->setToolTip(tr("Click a cell to see its images"));
+    QWidget* cellBox = makeCellBox(results);
+    results->addWidget(m_classTable);
+    results->addWidget(m_heatMap);
+    results->addWidget(cellBox);
+    results->setStretchFactor(0, 3);
+    results->setStretchFactor(1, 5);
+    results->setStretchFactor(2, 3);
+    return results;
+}
+
+QWidget* ClassifyPage::makeCellBox(QSplitter* results)
+{
     auto* cellBox = new QWidget(results);
     auto* cellLayout = new QVBoxLayout(cellBox);
     cellLayout->setContentsMargins(0, 0, 0, 0);
@@ -215,18 +254,11 @@ void ClassifyPage::buildUi()
     cellTop->addWidget(m_surestMistakes, 0, Qt::AlignTop);
     cellLayout->addLayout(cellTop);
     cellLayout->addWidget(m_cellView, 1);
-    results->addWidget(m_classTable);
-    results->addWidget(m_heatMap);
-    results->addWidget(cellBox);
-    results->setStretchFactor(0, 3);
-    results->setStretchFactor(1, 5);
-    results->setStretchFactor(2, 3);
-    allLayout->addWidget(results, 1);
-    split->addWidget(all);
-    split->setStretchFactor(0, 2);
-    split->setStretchFactor(1, 5);
-    top->addWidget(split, 1);
+    return cellBox;
+}
 
+void ClassifyPage::connectSignals()
+{
     connect(m_image, &ImageDropArea::fileDropped, this, &ClassifyPage::classifyFile);
     connect(m_image, &ImageDropArea::filesDropped, this, &ClassifyPage::classifyFiles);
     connect(m_image, &ImageDropArea::clicked, this, &ClassifyPage::chooseImage);
@@ -243,7 +275,6 @@ void ClassifyPage::buildUi()
     connect(m_cellView, &QListView::doubleClicked, this, [this](const QModelIndex& i) {
         classifySetImage(m_cellImages->data(i, SampleImageModel::DatasetIndexRole).toLongLong());
     });
-    updateSetTexts();
 }
 
 bool ClassifyPage::isBusy() const

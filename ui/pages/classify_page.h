@@ -31,11 +31,13 @@
 class QCheckBox;
 class QComboBox;
 class QGroupBox;
+class QHBoxLayout;
 class QLabel;
 class QListView;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
+class QSplitter;
 class QTableView;
 class QTimer;
 
@@ -175,6 +177,20 @@ private:
     // Image 0 of `one` through the classifier: the five most probable classes and every layer.
     static ImageAnswer answerFor(engine::Classifier& classifier, const engine::ImageSet& one);
     void buildUi();
+    // buildUi's steps, in order. The checkpoint's row: Open checkpoint, the line about the
+    // checkpoint and "Run on".
+    QHBoxLayout* makeCheckpointRow();
+    // One image and its top 5: the image, what the model sees, the caption, the image's buttons
+    // and the chart.
+    QWidget* makeSingleImage(QSplitter* split);
+    // A whole set: the set's choice, Classify, Cancel, the progress, the summary and the results.
+    QGroupBox* makeSetBox(QSplitter* split);
+    // The per-class table, the confusion matrix and the chosen cell's images, side by side.
+    QSplitter* makeSetResults(QGroupBox* all);
+    // The chosen cell's images, under their label and Surest mistakes.
+    QWidget* makeCellBox(QSplitter* results);
+    // The image, its buttons, the whole set's buttons, the set's choice and the matrix's cells.
+    void connectSignals();
     // Shows choice `index` of "Run on" as chosen, without loading anything again.
     void setRunOnChoiceShown(int index);
     void onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r, const QString& path);

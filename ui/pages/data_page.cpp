@@ -178,6 +178,21 @@ void DataPage::buildUi()
 {
     auto* top = new QVBoxLayout(this);
 
+    top->addWidget(makeSourceBox());
+
+    // The images, and how many each class has.
+    auto* tabs = new QTabWidget(this);
+    tabs->addTab(makeSamplesTab(tabs), tr("Sa&mples"));
+    tabs->addTab(makeClassesTab(tabs), tr("Images per &class"));
+    top->addWidget(tabs, 1);
+
+    connectSampleControls();
+    updatePaging();
+    updateDistortionControls();
+}
+
+QGroupBox* DataPage::makeSourceBox()
+{
     auto* sourceBox = new QGroupBox(tr("Dataset"), this);
     auto* form = new QFormLayout(sourceBox);
     m_datasetCombo = new QComboBox(sourceBox); // filled by refreshDatasetList
@@ -206,6 +221,13 @@ void DataPage::buildUi()
     m_foundLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
     form->addRow(tr("Found:"), m_foundLabel);
 
+    addDownloadRows(sourceBox, form);
+    addImportRow(sourceBox, form);
+    return sourceBox;
+}
+
+void DataPage::addDownloadRows(QGroupBox* sourceBox, QFormLayout* form)
+{
     auto* downloadRow = new QHBoxLayout;
     m_downloadButton =
         new QPushButton(tr("Do&wnload"), sourceBox); // and its tooltip: updateDownloadButton
@@ -228,6 +250,10 @@ void DataPage::buildUi()
     form->addRow(QString(), m_downloadStatus);
     m_sourceForm = form;
     setDownloadStatus({}); // its row shows once a download says something
+}
+
+void DataPage::addImportRow(QGroupBox* sourceBox, QFormLayout* form)
+{
     m_importButton = new QPushButton(tr("&Import images…"), sourceBox);
     m_importButton->setToolTip(
         tr("Make a dataset from a folder of your images, one sub-folder per class (as "
@@ -239,10 +265,10 @@ void DataPage::buildUi()
     importRow->addWidget(m_importButton);
     importRow->addStretch(1);
     form->addRow(tr("Your images:"), importRow);
-    top->addWidget(sourceBox);
+}
 
-    // The images, and how many each class has.
-    auto* tabs = new QTabWidget(this);
+QWidget* DataPage::makeSamplesTab(QTabWidget* tabs)
+{
     auto* samplesBox = new QWidget(tabs);
     auto* samplesLayout = new QVBoxLayout(samplesBox);
     auto* controls = new QHBoxLayout;
@@ -279,6 +305,16 @@ void DataPage::buildUi()
     paging->addWidget(m_nextButton);
     paging->addStretch(1);
 
+    samplesLayout->addWidget(makeSampleGrid(samplesBox), 1);
+    samplesLayout->addLayout(paging);
+    setTabOrder(m_redrawButton, m_grid); // in the order they show: the pages under the grid
+    setTabOrder(m_grid, m_prevButton);
+    setTabOrder(m_prevButton, m_nextButton);
+    return samplesBox;
+}
+
+QListView* DataPage::makeSampleGrid(QWidget* samplesBox)
+{
     m_grid = new QListView(samplesBox);
     m_grid->setViewMode(QListView::IconMode);
     m_grid->setMovement(QListView::Static);
@@ -292,12 +328,11 @@ void DataPage::buildUi()
     m_grid->setTextElideMode(Qt::ElideRight);
     m_grid->setWordWrap(true);
     m_grid->setModel(m_samples);
-    samplesLayout->addWidget(m_grid, 1);
-    samplesLayout->addLayout(paging);
-    setTabOrder(m_redrawButton, m_grid); // in the order they show: the pages under the grid
-    setTabOrder(m_grid, m_prevButton);
-    setTabOrder(m_prevButton, m_nextButton);
-    tabs->addTab(samplesBox, tr("Sa&mples"));
+    return m_grid;
+}
+
+QWidget* DataPage::makeClassesTab(QTabWidget* tabs)
+{
     auto* classesBox = new QWidget(tabs);
     auto* classesLayout = new QVBoxLayout(classesBox);
     m_classSummary = new QLabel(classesBox);
@@ -312,9 +347,11 @@ void DataPage::buildUi()
     m_classChart->setEmptyMessage(tr("No dataset loaded"));
     m_classChart->setToolTip(tr("Hover a bar for its counts"));
     classesLayout->addWidget(m_classChart, 1);
-    tabs->addTab(classesBox, tr("Images per &class"));
-    top->addWidget(tabs, 1);
+    return classesBox;
+}
 
+void DataPage::connectSampleControls()
+{
     connect(m_splitCombo, &QComboBox::currentIndexChanged, this, [this] {
         m_samples->setSplit(SampleImageModel::Split(m_splitCombo->currentData().toInt()));
     });
@@ -331,8 +368,6 @@ void DataPage::buildUi()
     connect(m_redrawButton, &QPushButton::clicked, this,
             [this] { m_samples->setDistortionSeed(QRandomGenerator::global()->generate64()); });
     connect(m_samples, &SampleImageModel::pagingChanged, this, &DataPage::updatePaging);
-    updatePaging();
-    updateDistortionControls();
 }
 
 QString DataPage::datasetName() const

@@ -27,11 +27,13 @@ class QDropEvent;
 class QMimeData;
 class QComboBox;
 class QFormLayout;
+class QGroupBox;
 class QLabel;
 class QLineEdit;
 class QListView;
 class QProgressBar;
 class QPushButton;
+class QTabWidget;
 class QThread;
 
 namespace towers::app {
@@ -121,6 +123,19 @@ signals:
 
 private:
     void buildUi();
+    // buildUi's steps, in order. The Dataset box: the dataset, the data folder and what was
+    // found, then the download and import rows.
+    QGroupBox* makeSourceBox();
+    // The download button, its cancel and progress, and the status row under them.
+    void addDownloadRows(QGroupBox* sourceBox, QFormLayout* form);
+    // "Import images…", and a folder dropped on the page accepted.
+    void addImportRow(QGroupBox* sourceBox, QFormLayout* form);
+    // The Samples tab: the split, class and distortion controls, the grid, the pages under it.
+    QWidget* makeSamplesTab(QTabWidget* tabs);
+    QListView* makeSampleGrid(QWidget* samplesBox); // the images as tiles, their class names
+    QWidget* makeClassesTab(QTabWidget* tabs);      // the "Images per class" summary and chart
+    // The Samples tab's controls to the model: split, class, pages, distortions.
+    void connectSampleControls();
     // A first start (`missing` empty), or a saved dataset `missing` that is not in the list: the
     // first dataset discovery finds is chosen (and saved), then scanned; none found, the list's
     // first entry is scanned (and not saved).
