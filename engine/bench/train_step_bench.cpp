@@ -9,13 +9,13 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "engine/backends.h"
 #include "engine/cpu/cpu_info.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/cpu/primitive_implementations.h"
 #include "engine/models/registry.h"
 #include "engine/nn/layer.h"
 #include "engine/nn/sequential.h"
-#include "engine/ops/backends.h"
 #include "engine/optim/sgd.h"
 
 namespace towers::engine {

@@ -9,7 +9,7 @@
 
 #include "engine/data/dataset.h"
 #include "engine/data/distortion_math.h"
-#include "engine/ops/descriptors.h"
+#include "engine/data/preprocess_desc.h"
 #include "engine/tensor/rng.h"
 
 namespace towers::engine {

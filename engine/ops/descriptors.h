@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/data/preprocess_desc.h"   // PreprocessDesc
 #include "engine/ops/step_scalar_values.h" // StepScalars
 #include "engine/tensor/dtype.h"
 #include "engine/tensor/shape.h"
@@ -116,17 +117,6 @@ struct AdamStep
 {
     double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
     std::int64_t step = 1;
-};
-
-// The preprocessing of dataset images where the model lives (preprocessImages): a recipe's output
-// size and normalisation (engine/data/preprocessing.h's Preprocessing, as plain data; its
-// distortions arrive drawn, one row of engine/data/distortion_math.h's draw columns per image).
-struct PreprocessDesc
-{
-    int height = 0, width = 0, channels = 0; // the output image, HWC; channels <= 64
-    // preprocess::Normalization: 0 per-image standardisation, 1 the set's mean and std, 2 x / 255
-    int normalization = 2;
-    std::vector<double> mean, stddev; // per channel on the 0..1 scale, for normalisation 1
 };
 
 } // namespace towers::engine

@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <exception>
 
+#include "engine/backends.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/errors.h"
 #include "engine/gpu/gpu_backend.h"
-#include "engine/ops/backends.h"
 #include "engine/tensor/rng.h"
 #include "engine/train/tower_set.h"
 

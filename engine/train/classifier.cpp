@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/backends.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/data/batch_loader.h"
 #include "engine/models/registry.h"
-#include "engine/ops/backends.h"
 
 namespace towers::engine {
 

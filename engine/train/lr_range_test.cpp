@@ -4,10 +4,10 @@
 #include <cmath>
 #include <optional>
 
+#include "engine/backends.h"
 #include "engine/data/batch_loader.h"
 #include "engine/data/validation_split.h"
 #include "engine/errors.h"
-#include "engine/ops/backends.h"
 #include "engine/train/memory_need.h"
 #include "engine/train/recipe.h"
 #include "engine/train/tower_set.h"

@@ -8,12 +8,12 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/backends.h"
 #include "engine/cpu/host_memory.h"
 #include "engine/dist/process_group.h"
 #include "engine/errors.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
-#include "engine/ops/backends.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/tower_set.h"
 #include "engine/train/train_config.h"

@@ -10,11 +10,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include "engine/backends.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/errors.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
-#include "engine/ops/backends.h"
 #include "engine/train/host_communicator.h"
 #include "engine/train/process_communicator.h"
 #include "engine/train/tower_set_parts.h"

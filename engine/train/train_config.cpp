@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/backends.h"
 #include "engine/cpu/cores.h"
 #include "engine/data/dataset_content.h"
 #include "engine/data/validation_split.h"
@@ -17,7 +18,6 @@
 #include "engine/gpu/gpu_backend.h"
 #include "engine/io/json_depth.h"
 #include "engine/models/registry.h"
-#include "engine/ops/backends.h"
 
 namespace towers::engine {
 

@@ -14,12 +14,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/backends.h"
 #include "engine/cpu/cores.h"
 #include "engine/data/batch_loader.h"
 #include "engine/dist/process_state.h"
 #include "engine/errors.h"
 #include "engine/gpu/gpu_backend.h"
-#include "engine/ops/backends.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/tensorboard_writer.h"
 #include "engine/train/trainer_parts.h"

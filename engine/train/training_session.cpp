@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "engine/backends.h"
 #include "engine/data/dataset_content.h"
 #include "engine/data/validation_split.h"
 #include "engine/dist/process_state.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/models/registry.h"
-#include "engine/ops/backends.h"
 #include "engine/train/memory_need.h"
 #include "engine/train/recipe.h"
 #include "engine/train/run_lock.h"

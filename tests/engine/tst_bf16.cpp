@@ -18,12 +18,12 @@
 #include <memory>
 
 #include "bf16_operands.h"
+#include "engine/backends.h"
 #include "engine/cpu/cpu_info.h"
 #include "engine/cpu/masked_gradient.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/cpu/primitive_implementations.h"
 #include "engine/errors.h"
-#include "engine/ops/backends.h"
 #include "engine/ops/ops.h"
 #include "engine/selftest/op_cases.h"
 #include "engine/tensor/bfloat16.h"

@@ -22,8 +22,8 @@
 #include <random>
 #include <thread>
 
+#include "engine/backends.h"
 #include "engine/cuda/abortable_communicator.h"
-#include "engine/ops/backends.h"
 #include "engine/reference/reference_ops.h"
 #include "engine/train/host_communicator.h"
 #include "engine/train/tower_thread.h"

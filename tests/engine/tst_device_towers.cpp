@@ -10,8 +10,8 @@
 #include <atomic>
 
 #include "device_towers_support.h"
+#include "engine/backends.h"
 #include "engine/bench/train_step_bench.h"
-#include "engine/ops/backends.h"
 #include "engine/ops/staged_ops.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/tower_set.h"

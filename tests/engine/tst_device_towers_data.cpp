@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "device_towers_support.h"
+#include "engine/backends.h"
 #include "engine/data/batch_loader.h"
-#include "engine/ops/backends.h"
 #include "engine/train/tower_set.h"
 #include "fake_device.h"
 #include "replication.h"

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/backends.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/data/distortion_math.h"
 #include "engine/errors.h"
-#include "engine/ops/backends.h"
 #include "engine/ops/staged_ops.h"
 #include "engine/ops/step_scalars.h"
 #include "error_message.h"

@@ -1,4 +1,4 @@
-#include "engine/ops/backends.h"
+#include "engine/backends.h"
 
 #include <algorithm>
 
