@@ -253,7 +253,7 @@ SelftestReport runChecks(const SelftestRequest& request)
                << "\n";
     QElapsedTimer timer;
     timer.start();
-    const auto results = engine::runSelfTest(o, [&](const engine::SelfTestResult& r) {
+    auto results = engine::runSelfTest(o, [&](const engine::SelfTestResult& r) {
         if (json) return;
         io.out << (r.passed ? "PASS  " : "FAIL  ") << QString::fromStdString(r.name);
         // An op case that ran has its worst output's error; one that threw, only its message.
@@ -271,9 +271,10 @@ SelftestReport runChecks(const SelftestRequest& request)
         failed += r.passed ? 0 : 1;
         checks.append(checkJson(r));
     }
-    const auto ops = engine::summarizeByOp(results);
+    auto ops = engine::summarizeByOp(results);
     const double seconds = double(timer.elapsed()) / 1000.0;
-    return SelftestReport{device, backendName, mathMode, results, ops, failed, checks, seconds};
+    return SelftestReport{device,         backendName, mathMode,          std::move(results),
+                          std::move(ops), failed,      std::move(checks), seconds};
 }
 
 // The report as --json prints it.

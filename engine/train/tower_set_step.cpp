@@ -167,9 +167,9 @@ struct TowerSet::TowerStep
     ExecContext ctx;
     std::int64_t globalStep = 0;
     double lr = 0;
-    bool drawn = false;  // the tower makes its images from the batch's draws
-    bool behind = false; // a gated step issued before this one is in flight
-    Tensor images, labels;
+    bool drawn = false;        // the tower makes its images from the batch's draws
+    bool behind = false;       // a gated step issued before this one is in flight
+    Tensor images{}, labels{}; // placed by placeSlice
 
     // Forward, the loss and backward, each gradient bucket's average started as soon as this
     // tower's backward has produced it, the buckets counted from none ready (so that a step
@@ -238,9 +238,7 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
             globalStep,
             lr,
             drawn,
-            behind,
-            {},
-            {}};
+            behind};
         issueOnTower(s, batch);
     });
     // A tower whose capture failed issued its step op by op: from the next step, every tower does.
@@ -371,7 +369,6 @@ void TowerSet::issueGated(TowerStep& s)
     const double lr = s.lr;
     const Tensor& images = s.images;
     const Tensor& labels = s.labels;
-    const auto forwardBackward = [&] { s.forwardBackward(); };
     // A gated step's flag starts clear, or as the one of the step in flight before it
     // (sticky: a skipped step before this one skips this one too).
     const auto resetFlag = [&] {
@@ -416,7 +413,7 @@ void TowerSet::issueGated(TowerStep& s)
     const std::string shapes =
         images.describe() + " " + labels.describe() + (drawn ? " preprocessed here" : " as given");
     const bool captured = issueCaptured(tw, sl, shapes, [&](bool marks) {
-        forwardBackward();
+        s.forwardBackward();
         if (marks) sl.backwardMark = ops.mark();
         const std::vector<Tensor>* averaged = &tw.reduce;
         if (tw.buckets) {

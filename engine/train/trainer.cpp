@@ -660,10 +660,10 @@ Trainer::Outcome Trainer::trainSteps(const std::stop_token& stop, std::int64_t e
     return ended(Outcome::Finished);
 }
 
-std::string Trainer::recordFailure(const std::exception& e, bool& memory)
+void Trainer::failed(const std::exception& e)
 {
     // std::bad_alloc's own text ("std::bad_alloc") says nothing to a user.
-    memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+    const bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
     const std::string error = memory ? "out of memory at step " + std::to_string(m_step.load()) +
                                            ": fewer towers or a smaller batch would take less"
                                      : std::string(e.what());
@@ -682,7 +682,8 @@ std::string Trainer::recordFailure(const std::exception& e, bool& memory)
         }
     }
     if (m_observer) m_observer->onFailed(error);
-    return error;
+    if (memory) throw Error(error);
+    throw;
 }
 
 Trainer::Outcome Trainer::run(std::stop_token stop)
@@ -726,10 +727,7 @@ Trainer::Outcome Trainer::run(std::stop_token stop)
         if (!evaluateAtResume(from, stop)) return stopped();
         return trainSteps(stop, eventsStart, std::move(graphs));
     } catch (const std::exception& e) {
-        bool memory = false;
-        const std::string error = recordFailure(e, memory);
-        if (memory) throw Error(error);
-        throw;
+        failed(e);
     }
 }
 

@@ -223,9 +223,10 @@ private:
     Outcome stopped();
     // The run reached its end, or stopped early: the same close for both.
     Outcome ended(Outcome outcome);
-    // An error that ends run(): recorded in the events file and the run folder (where runs shows
-    // it) and said to the observer; the text to say (`memory`: it was std::bad_alloc).
-    std::string recordFailure(const std::exception& e, bool& memory);
+    // An error that ends run(), `e` being handled: recorded in the events file and the run folder
+    // (where runs shows it) and said to the observer, then thrown on (std::bad_alloc as an Error
+    // that says what to do; any other as it is). Called only from run()'s handler.
+    [[noreturn]] void failed(const std::exception& e);
     // Whether TrainConfig::patience has run out: rank 0's count of the evaluations since the best
     // (read from eval.jsonl once with the best, then kept), on every process; `why` gets rank 0's
     // reason ("the last 3 evaluations were no better than ...").

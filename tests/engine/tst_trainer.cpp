@@ -41,6 +41,30 @@ TrainConfig baseConfig()
     return c;
 }
 
+// A source whose batch of one step cannot be allocated (std::bad_alloc), as a machine out of
+// memory gives; the other steps' batches are `inner`'s.
+class OutOfMemoryAt final : public BatchSource
+{
+public:
+    OutOfMemoryAt(SyntheticBatches& inner, std::int64_t step) : m_inner(inner), m_step(step) {}
+    std::int64_t stepsPerEpoch() const override { return m_inner.stepsPerEpoch(); }
+    void seek(std::int64_t step) override
+    {
+        m_next = step;
+        m_inner.seek(step);
+    }
+    const Batch& next() override
+    {
+        if (m_next++ == m_step) throw std::bad_alloc();
+        return m_inner.next();
+    }
+    double lastWaitMs() const override { return 0; }
+
+private:
+    SyntheticBatches& m_inner;
+    std::int64_t m_step, m_next = 0;
+};
+
 // Records what the trainer reports; waitFor() blocks until a condition on the record holds.
 class Recorder : public TrainerObserver
 {
@@ -400,6 +424,36 @@ private slots:
             QCOMPARE(again.run(), Trainer::Outcome::Finished);
         }
         QVERIFY(!fs::exists(run.failurePath()));
+    }
+
+    // Out of memory during a step: run() ends with an Error that says so in words (not
+    // std::bad_alloc's own text), naming the step, and the run records it as its failure.
+    void outOfMemoryIsSaid()
+    {
+        TrainConfig c = baseConfig();
+        c.steps = 10;
+        QTemporaryDir dir;
+        auto inner = syntheticBatchesFor(c);
+        OutOfMemoryAt src(inner, 3);
+        Recorder rec;
+        Trainer t(c, src, dir.path().toStdString(), DataDescription{}, &rec);
+        QString message;
+        try {
+            t.run();
+            QFAIL("running out of memory did not end the run");
+        } catch (const std::bad_alloc&) {
+            QFAIL("std::bad_alloc reached the caller as it is");
+        } catch (const Error& e) {
+            message = QString::fromUtf8(e.what());
+        }
+        QCOMPARE(message, QStringLiteral("out of memory at step 3: fewer towers or a smaller batch "
+                                         "would take less"));
+        QCOMPARE(QString::fromStdString(rec.failed), message);
+        RunDirectory run(dir.path().toStdString());
+        std::ifstream in(run.failurePath());
+        const auto failure = nlohmann::json::parse(in);
+        QCOMPARE(failure.at("step").get<std::int64_t>(), std::int64_t(3));
+        QCOMPARE(QString::fromStdString(failure.at("error").get<std::string>()), message);
     }
 
     // An absurd learning rate: training stops with DivergedError, and every checkpoint on disk
