@@ -152,7 +152,7 @@ def train():
     ap.add_argument("--model", default="fashion-fast", choices=["fashion-fast", "fashion-wide", "mnist-convnet"])
     ap.add_argument("--epochs", type=float, default=8)
     ap.add_argument("--batch-size", type=int, default=128, help="global batch (Towers: towers x batch)")
-    ap.add_argument("--optimizer", default="nesterov", choices=["sgd", "momentum", "nesterov", "adam"])
+    ap.add_argument("--optimizer", default="nesterov", choices=["sgd", "momentum", "nesterov", "adam", "adamw"])
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=5e-4)
@@ -204,6 +204,8 @@ def train():
     groups = [{"params": decay, "weight_decay": a.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     if a.optimizer == "adam":
         opt = torch.optim.Adam(groups, lr=a.lr)
+    elif a.optimizer == "adamw":  # the same groups: decoupled decay on the weights only
+        opt = torch.optim.AdamW(groups, lr=a.lr)
     else:
         mom = 0.0 if a.optimizer == "sgd" else a.momentum
         opt = torch.optim.SGD(groups, lr=a.lr, momentum=mom, nesterov=a.optimizer == "nesterov")

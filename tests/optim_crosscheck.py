@@ -7,8 +7,9 @@ Several files are checked in one run (importing torch is the slow part). Each ex
 (written by tests/engine/tst_optimizers.cpp and tst_lr_schedule.cpp) says in its metadata what it
 holds; an optional "tol" metadata value overrides --tol for that file:
 
-  kind=optimizer: "optimizer" (sgd, momentum, nesterov, adam) and its hyper-parameters
-    (momentum, dampening, beta1, beta2, epsilon as strings), "steps" and "params". Tensors:
+  kind=optimizer: "optimizer" (sgd, momentum, nesterov, adam, adamw) and its hyper-parameters
+    (momentum, dampening, beta1, beta2, epsilon as strings; adamw's "weight_decay", each
+    parameter's decay separated by commas), "steps" and "params". Tensors:
     "param.<i>" the initial values, "lr" F64 [steps], "grad.<s>.<i>" the gradient of step s,
     "after.<s>.<i>" Towers' parameter after step s, "state.<i>.<slot>" Towers' final state.
     torch.optim recomputes every step in the exchange's dtype; every "after" and "state" tensor
@@ -68,8 +69,20 @@ def check_optimizer(tensors, meta, tol, out):
         opt = torch.optim.Adam(params, lr=1.0, betas=(meta_float(meta, "beta1"), meta_float(meta, "beta2")),
                                eps=meta_float(meta, "epsilon"))
         slots = ["exp_avg", "exp_avg_sq"]
+    elif kind == "adamw":
+        # Each parameter's own decoupled decay: a parameter group each.
+        try:
+            decays = [float(d) for d in meta["weight_decay"].split(",")]
+        except (KeyError, ValueError):
+            raise BadInput("metadata 'weight_decay' is missing or not numbers separated by commas") from None
+        if len(decays) != count:
+            raise BadInput(f"metadata 'weight_decay' has {len(decays)} values for {count} parameters")
+        groups = [{"params": [p], "weight_decay": d} for p, d in zip(params, decays)]
+        opt = torch.optim.AdamW(groups, lr=1.0, betas=(meta_float(meta, "beta1"), meta_float(meta, "beta2")),
+                                eps=meta_float(meta, "epsilon"))
+        slots = ["exp_avg", "exp_avg_sq"]
     else:
-        raise BadInput(f"metadata 'optimizer' is {kind!r}, not sgd, momentum, nesterov or adam")
+        raise BadInput(f"metadata 'optimizer' is {kind!r}, not sgd, momentum, nesterov, adam or adamw")
     pairs = []
     for s in range(steps):
         for group in opt.param_groups:

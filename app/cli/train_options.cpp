@@ -122,7 +122,10 @@ void addTrainOptions(QCommandLineParser& p)
         {QStringLiteral("steps"), QStringLiteral("Global steps to train (instead of --epochs)."),
          n},
         {QStringLiteral("epochs"), QStringLiteral("Epochs to train (instead of --steps)."), x},
-        {QStringLiteral("optimizer"), QStringLiteral("sgd, momentum, nesterov or adam."), name},
+        {QStringLiteral("optimizer"),
+         QStringLiteral("sgd, momentum, nesterov, adam or adamw (Adam with decoupled weight "
+                        "decay, PyTorch's AdamW)."),
+         name},
         {QStringLiteral("lr"), QStringLiteral("Learning rate (the peak for one-cycle)."), x},
         {QStringLiteral("lr-schedule"),
          QStringLiteral(
@@ -131,7 +134,9 @@ void addTrainOptions(QCommandLineParser& p)
         {QStringLiteral("momentum"), QStringLiteral("Momentum of momentum/nesterov (default 0.9)."),
          x},
         {QStringLiteral("weight-decay"),
-         QStringLiteral("L2 coefficient on conv/linear weights, replacing the model's."), x},
+         QStringLiteral("L2 coefficient on conv/linear weights, replacing the model's "
+                        "(adamw: its decoupled decay, as AdamW's weight_decay, e.g. 0.05)."),
+         x},
         {QStringLiteral("ema-decay"),
          QStringLiteral(
              "Moving average of the weights for evaluation (0 = off; the tutorial: 0.9999)."),

@@ -62,6 +62,7 @@ void OneDnnOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Te
     const float bc2Sqrt = float(run.corrections.secondSqrt);
     const float b1 = float(s.beta1), b2 = float(s.beta2), eps = float(s.epsilon);
     const float c1 = float(1.0 - s.beta1), c2 = float(1.0 - s.beta2);
+    const float keep = float(1.0 - run.lr * s.weightDecay); // AdamW's decay: exactly 1 without
     const float* pg = g.data<float>();
     float* pm = m.data<float>();
     float* pv = v.data<float>();
@@ -74,7 +75,8 @@ void OneDnnOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Te
             const float vi = pv[i] * b2 + c2 * (gi * gi);
             pm[i] = mi;
             pv[i] = vi;
-            pw[i] -= stepSize * (mi / (std::sqrt(vi) / bc2Sqrt + eps));
+            const float wi = pw[i] * keep; // PyTorch's param.mul_, then its addcdiv_
+            pw[i] = wi - stepSize * (mi / (std::sqrt(vi) / bc2Sqrt + eps));
         }
     });
 }

@@ -803,8 +803,8 @@ void CudaOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Tens
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
     const AdamCorrections c = adamCorrections(s.beta1, s.beta2, s.step);
     cuda::adamUpdate(m_stream, floats(g), floats(m), floats(v), floats(w), w.numel(), float(s.lr),
-                     s.beta1, s.beta2, s.epsilon, c.first, c.secondSqrt, skipFlag(skip),
-                     stepScalars(scalars));
+                     s.beta1, s.beta2, s.epsilon, c.first, c.secondSqrt, s.weightDecay,
+                     skipFlag(skip), stepScalars(scalars));
 }
 
 // ---- input ----

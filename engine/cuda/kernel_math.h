@@ -362,17 +362,20 @@ TOWERS_HD inline void momentumAt(std::int64_t i, const float* g, float* buf, flo
 
 // The betas and epsilon in double, as the step gives them: 1 - beta2 from a beta2 rounded to float
 // first would be 1.3e-5 off (0.999), an error the size of the op cases' whole tolerance on v.
+// `weightDecay`: AdamW's decoupled decay, w *= 1 - lr * weightDecay first (AdamStep); 0 for Adam,
+// whose factor is then exactly 1.
 TOWERS_HD inline void adamAt(std::int64_t i, const float* g, float* m, float* v, float* w, float lr,
                              double beta1, double beta2, double epsilon, double correction1,
-                             double correction2Sqrt)
+                             double correction2Sqrt, double weightDecay)
 {
     const double gi = g[i];
     const float mi = static_cast<float>(beta1 * double(m[i]) + (1.0 - beta1) * gi);
     const float vi = static_cast<float>(beta2 * double(v[i]) + (1.0 - beta2) * gi * gi);
     m[i] = mi;
     v[i] = vi;
+    const float decayed = static_cast<float>(double(w[i]) * (1.0 - double(lr) * weightDecay));
     const double denom = sqrt(double(vi)) / correction2Sqrt + epsilon;
-    w[i] = static_cast<float>(double(w[i]) - lr / correction1 * double(mi) / denom);
+    w[i] = static_cast<float>(double(decayed) - lr / correction1 * double(mi) / denom);
 }
 
 // ---- bfloat16 (--precision bf16): what cuDNN and cuBLAS read and what cuDNN writes ----

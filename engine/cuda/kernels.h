@@ -122,10 +122,12 @@ void momentumUpdate(cudaStream_t s, const float* g, float* buf, float* w, std::i
 void flagNonFinite(cudaStream_t s, const float* x, float* flag, std::int64_t n);
 void emaUpdate(cudaStream_t s, const float* value, float* shadow, std::int64_t n, float keep,
                const float* skip, const double* scalars);
-// correction1 and correction2Sqrt: adamCorrections (ops/step_scalars.h).
+// correction1 and correction2Sqrt: adamCorrections (ops/step_scalars.h); weightDecay: AdamW's
+// decoupled decay (AdamStep), 0 for Adam.
 void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n,
                 float lr, double beta1, double beta2, double epsilon, double correction1,
-                double correction2Sqrt, const float* skip, const double* scalars);
+                double correction2Sqrt, double weightDecay, const float* skip,
+                const double* scalars);
 
 // ---- preprocess.cu ----
 // preprocessImages' sizes and normalisation (PreprocessDesc), by value as a kernel argument.

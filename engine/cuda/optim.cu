@@ -1,5 +1,5 @@
-// Parameter updates: axpy (weight decay, accumulation), plain SGD, SGD with momentum and Adam, in
-// PyTorch's formulations (see MomentumStep and AdamStep in ops/descriptors.h). An update given a
+// Parameter updates: axpy (weight decay, accumulation), plain SGD, SGD with momentum and Adam(W),
+// in PyTorch's formulations (see MomentumStep and AdamStep in ops/descriptors.h). An update given a
 // skip flag reads it on the GPU, each thread before its loop (kernel_math.h's updateSkipped): a
 // diverged step is skipped without the host waiting for the flag.
 #include "engine/cuda/kernel_math.h"
@@ -46,13 +46,15 @@ __global__ void momentumKernel(const float* g, float* buf, float* w, std::int64_
 
 __global__ void adamKernel(const float* g, float* m, float* v, float* w, std::int64_t n, float lr,
                            double beta1, double beta2, double epsilon, double correction1,
-                           double correction2Sqrt, const float* skip, const double* scalars)
+                           double correction2Sqrt, double weightDecay, const float* skip,
+                           const double* scalars)
 {
     if (updateSkipped(skip)) return;
     const float rate = static_cast<float>(stepScalar(scalars, StepScalars::LearningRate, lr));
     const double c1 = stepScalar(scalars, StepScalars::AdamCorrection1, correction1);
     const double c2Sqrt = stepScalar(scalars, StepScalars::AdamCorrection2Sqrt, correction2Sqrt);
-    TOWERS_GRID_STRIDE(i, n) adamAt(i, g, m, v, w, rate, beta1, beta2, epsilon, c1, c2Sqrt);
+    TOWERS_GRID_STRIDE(i, n)
+    adamAt(i, g, m, v, w, rate, beta1, beta2, epsilon, c1, c2Sqrt, weightDecay);
 }
 
 } // namespace
@@ -100,11 +102,13 @@ void momentumUpdate(cudaStream_t s, const float* g, float* buf, float* w, std::i
 
 void adamUpdate(cudaStream_t s, const float* g, float* m, float* v, float* w, std::int64_t n,
                 float lr, double beta1, double beta2, double epsilon, double correction1,
-                double correction2Sqrt, const float* skip, const double* scalars)
+                double correction2Sqrt, double weightDecay, const float* skip,
+                const double* scalars)
 {
     if (n == 0) return;
     adamKernel<<<gridFor(n), kThreads, 0, s>>>(g, m, v, w, n, lr, beta1, beta2, epsilon,
-                                               correction1, correction2Sqrt, skip, scalars);
+                                               correction1, correction2Sqrt, weightDecay, skip,
+                                               scalars);
     TOWERS_CUDA_LAUNCHED();
 }
 

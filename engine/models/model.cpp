@@ -253,7 +253,7 @@ void Model::computeLoss(ExecContext& ctx, const Tensor& labels)
     }
     ctx.ops.upload(m_zero, m_weightDecay);
     for (auto* p : m_params)
-        if (p->trainable && p->weightDecay > 0)
+        if (p->trainable && p->weightDecay > 0 && !m_decayInOptimizer)
             ctx.ops.sumSquares(p->value, p->weightDecay * 0.5, m_weightDecay);
 }
 
@@ -298,7 +298,8 @@ void Model::backward(ExecContext& ctx, const std::function<void(Parameter&)>& re
         if (done[i]) return;
         done[i] = 1;
         Parameter& p = *m_params[i];
-        if (p.trainable && p.weightDecay > 0) ctx.ops.axpy(p.weightDecay, p.value, p.grad);
+        if (p.trainable && p.weightDecay > 0 && !m_decayInOptimizer)
+            ctx.ops.axpy(p.weightDecay, p.value, p.grad);
         if (ready) ready(p);
     };
     const std::function<void(Layer&)> layerDone = [&](Layer& layer) {

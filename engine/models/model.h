@@ -87,6 +87,9 @@ public:
     // Replaces the weight-decay coefficient of every convolution and linear weight (not biases,
     // not batch norm) when coefficient >= 0; a negative value keeps the model's own coefficients.
     void overrideWeightDecay(double coefficient);
+    // Leaves the weight decay to the optimizer (AdamW's decoupled decay: Optimizer::decaysWeights)
+    // when `on`: the loss has no weight-decay term and the gradients no L2 part. Off by default.
+    void setWeightDecayInOptimizer(bool on) { m_decayInOptimizer = on; }
     // Enables or disables every dropout layer (disabled: the identity, also in training).
     void setDropoutEnabled(bool enabled);
 
@@ -129,6 +132,7 @@ private:
     Tensor m_images, m_labels, m_logits, m_probs, m_dlogits;
     Tensor m_netOutput; // the network's y: the logits, or their bfloat16 before conversion
     Tensor m_crossEntropy, m_weightDecay, m_zero; // Float64 [1]: the loss's terms, and a 0
+    bool m_decayInOptimizer = false;
 };
 
 } // namespace towers::engine

@@ -16,9 +16,11 @@ struct Parameter
 {
     std::string name; // e.g. "conv1.weight"
     Tensor value;
-    Tensor grad;            // same shape as value; empty for buffers
-    bool trainable = true;  // false: a buffer (batch-norm running statistics)
-    double weightDecay = 0; // L2 coefficient: the loss gains weightDecay * 0.5 * ||value||^2
+    Tensor grad;           // same shape as value; empty for buffers
+    bool trainable = true; // false: a buffer (batch-norm running statistics)
+    // L2 coefficient: the loss gains weightDecay * 0.5 * ||value||^2; with AdamW, its decoupled
+    // decay instead (the update's w *= 1 - lr * weightDecay: Optimizer::decaysWeights).
+    double weightDecay = 0;
 };
 
 // Where the gradient of an optional parameter (a bias) goes: null when the layer has none, which

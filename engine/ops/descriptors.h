@@ -110,13 +110,16 @@ struct MomentumStep
 };
 
 // One step of Adam on one parameter tensor, PyTorch's torch.optim.Adam formulation (bias
-// correction on; `step` counts this step, so it is 1 on the first call):
+// correction on; `step` counts this step, so it is 1 on the first call), with torch.optim.AdamW's
+// decoupled weight decay first (0: none, Adam itself; the factor is exactly 1 then):
+//   w *= 1 - lr * weightDecay
 //   m = beta1 * m + (1 - beta1) * g;   v = beta2 * v + (1 - beta2) * g^2
 //   w -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + epsilon)
 struct AdamStep
 {
     double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
     std::int64_t step = 1;
+    double weightDecay = 0; // decoupled (AdamW), finite and >= 0
 };
 
 } // namespace towers::engine

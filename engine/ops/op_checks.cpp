@@ -595,6 +595,9 @@ void adamUpdate(Args& a, const AdamStep& s, const Tensor& g, Tensor& m, Tensor& 
     skipFlag(a, skip, "adamUpdate skip");
     stepScalars(a, scalars, "adamUpdate step scalars");
     if (s.step < 1) throw InvalidArgument("adamUpdate: step must be at least 1");
+    if (!(s.weightDecay >= 0 && std::isfinite(s.weightDecay)))
+        throw InvalidArgument("adamUpdate: weight decay must be a finite number >= 0, got " +
+                              std::to_string(s.weightDecay));
 }
 
 void preprocessImages(Args& a, const PreprocessDesc& d, const Tensor& source, const Tensor& draws,

@@ -35,6 +35,7 @@ void Adam::update(Ops& ops, Parameter& p, double lr, bool first, const Tensor& s
     s.beta2 = m_opt.beta2;
     s.epsilon = m_opt.epsilon;
     s.step = stepCount() + 1;
+    if (m_opt.decoupled) s.weightDecay = p.weightDecay;
     ops.adamUpdate(s, p.grad, slot(p, 0), slot(p, 1), p.value, skip, scalars);
 }
 

@@ -138,7 +138,7 @@ void Optimizer::loadState(const NamedTensors& tensors, const std::vector<Paramet
 
 const std::vector<std::string>& optimizerKinds()
 {
-    static const std::vector<std::string> kinds = {"sgd", "momentum", "nesterov", "adam"};
+    static const std::vector<std::string> kinds = {"sgd", "momentum", "nesterov", "adam", "adamw"};
     return kinds;
 }
 
@@ -146,7 +146,7 @@ std::vector<std::string> optimizerFields(const std::string& kind)
 {
     if (kind == "momentum") return {"momentum", "dampening"};
     if (kind == "nesterov") return {"momentum"}; // its dampening is 0
-    if (kind == "adam") return {"beta1", "beta2", "epsilon"};
+    if (kind == "adam" || kind == "adamw") return {"beta1", "beta2", "epsilon"};
     return {};
 }
 
@@ -163,8 +163,9 @@ std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions& o)
                                   std::to_string(o.momentum));
         return std::make_unique<Sgd>(s);
     }
-    if (o.kind == "adam") {
+    if (o.kind == "adam" || o.kind == "adamw") {
         AdamOptions a;
+        a.decoupled = o.kind == "adamw";
         a.beta1 = o.beta1;
         a.beta2 = o.beta2;
         a.epsilon = o.epsilon;

@@ -14,8 +14,9 @@
 namespace towers::engine {
 
 // What makeOptimizer builds. `kind` is one of "sgd" (the tutorial's plain gradient descent),
-// "momentum", "nesterov" (PyTorch's SGD with momentum / nesterov=True) or "adam" (PyTorch's Adam;
-// the MNIST seed's optimizer). Fields that do not apply to the kind are ignored.
+// "momentum", "nesterov" (PyTorch's SGD with momentum / nesterov=True), "adam" (PyTorch's Adam;
+// the MNIST seed's optimizer) or "adamw" (PyTorch's AdamW: Adam with each parameter's weight
+// decay decoupled from its gradient). Fields that do not apply to the kind are ignored.
 struct OptimizerOptions
 {
     std::string kind = "sgd";
@@ -31,8 +32,12 @@ public:
     Optimizer(const Optimizer&) = delete;
     Optimizer& operator=(const Optimizer&) = delete;
 
-    // "sgd", "momentum", "nesterov", "adam".
+    // "sgd", "momentum", "nesterov", "adam", "adamw".
     virtual std::string name() const = 0;
+    // Whether the updates apply each parameter's weight decay themselves (AdamW), so that the
+    // model must leave it out of the loss and the gradients (Model::setWeightDecayInOptimizer);
+    // otherwise it is the model's L2 term, in the gradient the optimizer is given.
+    virtual bool decaysWeights() const { return false; }
     // The state kept per trainable parameter ("momentum_buffer"; "exp_avg", "exp_avg_sq"); empty
     // for plain SGD.
     virtual std::vector<std::string> slotNames() const = 0;
@@ -92,10 +97,11 @@ private:
 
 // Validates the options (InvalidArgument naming the field) and builds the optimizer.
 std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions& options);
-// The kinds makeOptimizer knows: sgd, momentum, nesterov, adam.
+// The kinds makeOptimizer knows: sgd, momentum, nesterov, adam, adamw.
 const std::vector<std::string>& optimizerKinds();
 // The fields of OptimizerOptions that `kind` uses, by their names in a training configuration's
-// "optimizer" object: momentum's "momentum" and "dampening", adam's "beta1", "beta2", "epsilon".
+// "optimizer" object: momentum's "momentum" and "dampening", adam's and adamw's "beta1", "beta2",
+// "epsilon".
 std::vector<std::string> optimizerFields(const std::string& kind);
 
 } // namespace towers::engine

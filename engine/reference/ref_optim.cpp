@@ -59,6 +59,7 @@ void ReferenceOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m,
     if (checks::updateSkipped(skip)) return;
     const step_scalars::Adam run = step_scalars::adam(s, scalars);
     const double lr = run.lr, bc1 = run.corrections.first, bc2Sqrt = run.corrections.secondSqrt;
+    const double keep = 1.0 - lr * s.weightDecay; // AdamW's decay: exactly 1 without
     byDType(w.dtype(), [&](auto tag) {
         using T = decltype(tag);
         const T* pg = g.data<T>();
@@ -70,7 +71,8 @@ void ReferenceOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m,
             pm[i] = static_cast<T>(s.beta1 * double(pm[i]) + (1.0 - s.beta1) * gi);
             pv[i] = static_cast<T>(s.beta2 * double(pv[i]) + (1.0 - s.beta2) * gi * gi);
             const double denom = std::sqrt(double(pv[i])) / bc2Sqrt + s.epsilon;
-            pw[i] = static_cast<T>(double(pw[i]) - lr / bc1 * double(pm[i]) / denom);
+            const T decayed = static_cast<T>(double(pw[i]) * keep); // PyTorch's param.mul_
+            pw[i] = static_cast<T>(double(decayed) - lr / bc1 * double(pm[i]) / denom);
         }
     });
 }

@@ -1,6 +1,6 @@
-// The op-case table's optimizer updates: plain SGD, momentum, Adam and the moving average's step,
-// each with its skip flag absent, clear and set, and each also given a step's scalars where it
-// computes. The other dense ops are in op_cases_dense.cpp.
+// The op-case table's optimizer updates: plain SGD, momentum, Adam(W) and the moving average's
+// step, each with its skip flag absent, clear and set, and each also given a step's scalars where
+// it computes. The other dense ops are in op_cases_dense.cpp.
 #include <functional>
 
 #include "engine/ops/step_scalars.h"
@@ -170,23 +170,27 @@ void addMomentumFromScalars(std::vector<OpCase>& cases, const Named& s, bool fir
                                 3));
 }
 
-void addAdamFromScalars(std::vector<OpCase>& cases, const Named& s)
+// `decay`: AdamW's decoupled weight decay, its factor from the scalars' learning rate (the host's
+// is 0 here, so a decay computed from it would leave w undecayed and show).
+void addAdamFromScalars(std::vector<OpCase>& cases, const Named& s, double decay)
 {
     StepScalars v;
     v.values[StepScalars::LearningRate] = 0.01;
     const AdamCorrections k = adamCorrections(0.9, 0.999, 7);
     v.values[StepScalars::AdamCorrection1] = k.first;
     v.values[StepScalars::AdamCorrection2Sqrt] = k.secondSqrt;
-    const AdamStep host{0.0, 0.9, 0.999, 1e-8, 1};
-    cases.push_back(fromScalars(
-        {"optimizer Adam update", s.text() + ", step 7, lr 0.01 from the step's scalars",
-         Tolerance::elementwise(), withScalars(s, 4, v, SkipFlag::None),
-         [host](Ops& ops, const std::vector<Tensor>& in) {
-             Tensor m = in[1].clone(), second = in[2].clone(), w = in[3].clone();
-             ops.adamUpdate(host, in[0], m, second, w, Tensor(), in[4]);
-             return std::vector<OpOutput>{{"w", w}, {"m", m}, {"v", second}};
-         }},
-        4));
+    const AdamStep host{0.0, 0.9, 0.999, 1e-8, 1, decay};
+    cases.push_back(
+        fromScalars({"optimizer Adam update",
+                     s.text() + ", step 7, lr 0.01 from the step's scalars" +
+                         (decay > 0 ? ", AdamW's weight decay " + number(decay) : std::string()),
+                     Tolerance::elementwise(), withScalars(s, 4, v, SkipFlag::None),
+                     [host](Ops& ops, const std::vector<Tensor>& in) {
+                         Tensor m = in[1].clone(), second = in[2].clone(), w = in[3].clone();
+                         ops.adamUpdate(host, in[0], m, second, w, Tensor(), in[4]);
+                         return std::vector<OpOutput>{{"w", w}, {"m", m}, {"v", second}};
+                     }},
+                    4));
 }
 
 void addEmaFromScalars(std::vector<OpCase>& cases, const Named& s)
@@ -253,12 +257,16 @@ void addUpdates(std::vector<OpCase>& cases)
         {"step 1", {1e-3, 0.9, 0.999, 1e-8, 1}},
         {"step 3", {0.05, 0.9, 0.999, 1e-8, 3}},
         {"step 1000, epsilon 1e-3", {0.01, 0.8, 0.99, 1e-3, 1000}},
+        // AdamW: w shrinks by 1 - lr * decay (2.5 % here) before Adam's step.
+        {"step 3, AdamW's weight decay 0.5", {0.05, 0.9, 0.999, 1e-8, 3, 0.5}},
     };
     for (std::size_t i = 0; i < adams.size(); ++i)
         addAdam(cases, shapes[i % shapes.size()], adams[i].what, adams[i].step, SkipFlag::None);
     addAdam(cases, clearShape, adams[1].what, adams[1].step, SkipFlag::Clear);
     addAdam(cases, setShape, adams[1].what, adams[1].step, SkipFlag::Set);
-    addAdamFromScalars(cases, clearShape);
+    addAdam(cases, setShape, adams[3].what, adams[3].step, SkipFlag::Set);
+    addAdamFromScalars(cases, clearShape, 0);
+    addAdamFromScalars(cases, clearShape, 0.5);
 
     // The moving average's step: TensorFlow's warm-up (keep 0.9 at update 0), a usual decay and
     // the extremes (keep 0 leaves the average, keep 1 copies the weights).

@@ -74,7 +74,7 @@ _towers_cli()
             ;;
         --device) COMPREPLY=($(compgen -W "cpu cuda" -- "$cur")); return ;;
         --gpus) COMPREPLY=($(compgen -W "all" -- "$cur")); return ;;
-        --optimizer) COMPREPLY=($(compgen -W "sgd momentum nesterov adam" -- "$cur")); return ;;
+        --optimizer) COMPREPLY=($(compgen -W "sgd momentum nesterov adam adamw" -- "$cur")); return ;;
         --lr-schedule) COMPREPLY=($(compgen -W "constant exponential step cosine onecycle" -- "$cur")); return ;;
         --augment) COMPREPLY=($(compgen -W "default none" -- "$cur")); return ;;
         --set) COMPREPLY=($(compgen -W "test validation train all" -- "$cur")); return ;;

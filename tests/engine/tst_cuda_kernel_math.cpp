@@ -477,16 +477,23 @@ private slots:
         // v as small as a real second moment is (the op cases draw it up to 0.01): next to g^2,
         // a beta2 rounded to float before 1 - beta2 is taken shows (1.3e-5 of the g^2 term).
         Tensor v = randomTensor({50}, DType::Float32, rng, 0, 1e-3);
-        Tensor wantW = w.clone(), wantM = m.clone(), wantV = v.clone();
-        AdamStep a;
-        a.step = 3;
-        m_ref->adamUpdate(a, g, wantM, wantV, wantW, Tensor(), Tensor());
-        for (std::int64_t i = 0; i < 50; ++i)
-            cuda::adamAt(i, f(g), f(m), f(v), f(w), float(a.lr), a.beta1, a.beta2, a.epsilon,
-                         1.0 - std::pow(a.beta1, 3.0), std::sqrt(1.0 - std::pow(a.beta2, 3.0)));
-        QVERIFY(normalisedError(w, wantW) < 1e-6);
-        QVERIFY(normalisedError(m, wantM) < 1e-6);
-        QVERIFY(normalisedError(v, wantV) < 1e-6);
+        // Adam, and AdamW's decoupled decay (w *= 1 - lr * decay: 2e-3 of w here, twice the
+        // size of Adam's own step, so that a decay left out or doubled shows).
+        for (const double decay : {0.0, 2.0}) {
+            Tensor wd = w.clone(), md = m.clone(), vd = v.clone();
+            Tensor wantW = w.clone(), wantM = m.clone(), wantV = v.clone();
+            AdamStep a;
+            a.step = 3;
+            a.weightDecay = decay;
+            m_ref->adamUpdate(a, g, wantM, wantV, wantW, Tensor(), Tensor());
+            for (std::int64_t i = 0; i < 50; ++i)
+                cuda::adamAt(i, f(g), f(md), f(vd), f(wd), float(a.lr), a.beta1, a.beta2, a.epsilon,
+                             1.0 - std::pow(a.beta1, 3.0), std::sqrt(1.0 - std::pow(a.beta2, 3.0)),
+                             decay);
+            QVERIFY(normalisedError(wd, wantW) < 1e-6);
+            QVERIFY(normalisedError(md, wantM) < 1e-6);
+            QVERIFY(normalisedError(vd, wantV) < 1e-6);
+        }
         // The finiteness flag: set by a NaN or an infinity anywhere, never cleared.
         for (const float special : {0.f, std::numeric_limits<float>::quiet_NaN(),
                                     std::numeric_limits<float>::infinity()}) {
@@ -556,12 +563,13 @@ private slots:
             QVERIFY(normalisedError(buf, wantBuf) < 1e-6);
 
             AdamStep a;
+            a.weightDecay = 0.5; // AdamW's decay is skipped with the rest
             wantW = w.clone();
             m_ref->adamUpdate(a, g, wantM, wantV, wantW, skip, Tensor());
             const Tensor w1 = w.clone();
             kernel([&](std::int64_t i) {
                 cuda::adamAt(i, f(g), f(m), f(v), f(w), float(a.lr), a.beta1, a.beta2, a.epsilon,
-                             1.0 - a.beta1, std::sqrt(1.0 - a.beta2));
+                             1.0 - a.beta1, std::sqrt(1.0 - a.beta2), a.weightDecay);
             });
             QCOMPARE(sameBytes(w, w1), skipped);
             QCOMPARE(sameBytes(m, m0), skipped);

@@ -218,7 +218,7 @@ private slots:
         QTest::addColumn<int>("towers");
         QTest::addColumn<int>("nanStep");
         QTest::addColumn<bool>("dropout");
-        for (const char* kind : {"sgd", "momentum", "nesterov", "adam"})
+        for (const char* kind : {"sgd", "momentum", "nesterov", "adam", "adamw"})
             for (int towers : {1, 2})
                 for (int nan : {0, 2})
                     QTest::addRow("%s, %d tower(s), NaN at step %d", kind, towers, nan)
@@ -241,6 +241,7 @@ private slots:
                 o->optimizer.kind = optimizer.toStdString();
                 o->bucketMb = 0.01;
                 if (dropout) o->build = withoutBuffers;
+                if (optimizer == QLatin1String("adamw")) o->weightDecay = 0.05; // the update's
             }
             TowerSet host(h), dev(d);
             expectSameTraining(host, dev, 17, 4, nanStep);

@@ -1,6 +1,6 @@
-// The optimizers: SGD (plain, momentum, Nesterov) and Adam against PyTorch's torch.optim on fixed
-// tensors (tests/optim_crosscheck.py), in float32 on the oneDNN backend (1e-6 relative) and in
-// float64 on the reference backend; a step skipped by its flag; their state for checkpoints; the
+// The optimizers: SGD (plain, momentum, Nesterov), Adam and AdamW against PyTorch's torch.optim on
+// fixed tensors (tests/optim_crosscheck.py), in float32 on the oneDNN backend (1e-6 relative) and
+// in float64 on the reference backend; a step skipped by its flag; their state for checkpoints; the
 // weight-decay override.
 #include <QTemporaryDir>
 #include <QtTest>
@@ -70,12 +70,20 @@ void writeExchange(const QString& file, const std::string& kind, double momentum
         throw Error("optimizer '" + opt->name() + "' built for '" + kind + "'");
 
     Params ps(dtype, 3);
+    // AdamW decays each weight by its own coefficient (a parameter group each in PyTorch); the
+    // bias none, as the models' biases.
+    std::string decays = "0,0,0";
+    if (kind == "adamw") {
+        ps.storage[0].weightDecay = 0.5;
+        ps.storage[2].weightDecay = 0.1;
+        decays = "0.5,0,0.1";
+    }
     NamedTensors ex;
     const int trainable = 3, steps = 5;
     for (int i = 0; i < trainable; ++i)
         ex.emplace_back("param." + std::to_string(i), ps.storage[std::size_t(i)].value.clone());
     const Tensor bufferBefore = ps.storage[3].value.clone();
-    const double scale = kind == "adam" ? 0.01 : 1.0;
+    const double scale = kind == "adam" || kind == "adamw" ? 0.01 : 1.0;
     const std::vector<double> lrs = {0.1 * scale, 0.05 * scale, 0.02 * scale, 0.08 * scale,
                                      0.01 * scale};
     Tensor lr({steps}, DType::Float64);
@@ -115,6 +123,7 @@ void writeExchange(const QString& file, const std::string& kind, double momentum
                       {"beta1", num(beta1)},
                       {"beta2", num(beta2)},
                       {"epsilon", num(epsilon)},
+                      {"weight_decay", decays},
                       {"steps", std::to_string(steps)},
                       {"params", std::to_string(trainable)},
                       {"tol", dtype == DType::Float64 ? "1e-12" : "1e-6"}});
@@ -169,6 +178,8 @@ private slots:
             {"nesterov", "nesterov", 0.9, 0, 0.9, 0.999, 1e-8},
             {"adam", "adam", 0, 0, 0.9, 0.999, 1e-8},
             {"adam-betas", "adam", 0, 0, 0.8, 0.95, 1e-3},
+            {"adamw", "adamw", 0, 0, 0.9, 0.999, 1e-8},
+            {"adamw-betas", "adamw", 0, 0, 0.8, 0.95, 1e-3},
         };
         QTemporaryDir dir;
         QStringList files;
@@ -303,7 +314,7 @@ private slots:
     {
         QTest::addColumn<QString>("kind");
         QTest::addColumn<bool>("f64");
-        for (const char* kind : {"sgd", "momentum", "nesterov", "adam"})
+        for (const char* kind : {"sgd", "momentum", "nesterov", "adam", "adamw"})
             for (const bool f64 : {false, true})
                 QTest::newRow(qPrintable(QStringLiteral("%1 %2").arg(
                     kind, f64 ? QStringLiteral("f64 reference") : QStringLiteral("f32 onednn"))))
@@ -321,6 +332,8 @@ private slots:
         for (const int skipAt : {0, 2}) {
             auto a = makeOptimizer(o), b = makeOptimizer(o);
             Params pa(dtype, 12), pb(dtype, 12);
+            if (kind == QLatin1String("adamw")) // its decay is skipped with the rest
+                for (Params* p : {&pa, &pb}) p->storage[0].weightDecay = 0.5;
             Rng ra(5), rb(5);
             for (int s = 0; s < 4; ++s) {
                 if (s == skipAt) {
@@ -390,6 +403,90 @@ private slots:
             InvalidArgument, adam.fillScalars(scalars, std::numeric_limits<double>::infinity()));
         sgd.fillScalars(scalars, 0.5);
         QCOMPARE(scalars.values[StepScalars::LearningRate], 0.5);
+    }
+
+    // AdamW is Adam with each parameter's decay applied by the update (its figures against
+    // torch.optim.AdamW: matchesTorch): with no decay anywhere it is Adam to the bit; the model
+    // then leaves the decay out of its loss and gradients, and the op refuses a bad decay.
+    void adamwDecaysInTheUpdate()
+    {
+        for (const DType dtype : {DType::Float32, DType::Float64}) {
+            auto ops = opsFor(dtype);
+            OptimizerOptions o;
+            o.kind = "adam";
+            const auto adam = makeOptimizer(o);
+            o.kind = "adamw";
+            const auto adamw = makeOptimizer(o);
+            QCOMPARE(adamw->name(), std::string("adamw"));
+            QVERIFY(adamw->decaysWeights());
+            QVERIFY(!adam->decaysWeights());
+            QCOMPARE(adamw->slotNames(), adam->slotNames());
+            Params pa(dtype, 4), pb(dtype, 4);
+            Rng ra(8), rb(8);
+            for (const double lr : {0.01, 0.003, 0.02}) {
+                pa.setGradients(ra);
+                pb.setGradients(rb);
+                adam->step(*ops, pa.list, lr);
+                adamw->step(*ops, pb.list, lr);
+            }
+            QVERIFY(sameBytes(snapshot(*adam, pa), snapshot(*adamw, pb)));
+            // A decay shrinks the weight: one step of lr 0.1 with decay 0.5, by 5 %, then
+            // Adam's first step, lr * sign(g) (its bias-corrected m / sqrt(v) is g / |g|).
+            pb.storage[0].weightDecay = 0.5;
+            pb.setGradients(rb);
+            const Tensor before = pb.storage[0].value.clone(), g = pb.storage[0].grad.clone();
+            makeOptimizer(o)->step(*ops, pb.list, 0.1);
+            double worst = 0;
+            for (std::int64_t i = 0; i < before.numel(); ++i) {
+                const double want = before.at(i) * 0.95 - 0.1 * (g.at(i) > 0 ? 1 : -1);
+                worst = std::max(worst, std::fabs(pb.storage[0].value.at(i) - want));
+            }
+            QVERIFY2(worst < 1e-4, qPrintable(QString::number(worst)));
+            for (const double bad : {-0.1, std::nan(""), std::numeric_limits<double>::infinity()}) {
+                AdamStep s;
+                s.weightDecay = bad;
+                Tensor m = Tensor::zeros({8}, dtype), v = Tensor::zeros({8}, dtype),
+                       w = Tensor::zeros({8}, dtype), grad = Tensor::zeros({8}, dtype);
+                QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                         ops->adamUpdate(s, grad, m, v, w, Tensor(), Tensor()));
+            }
+        }
+
+        // The model's side: the same images and labels through the tutorial's network (decay
+        // 0.004 on its local layers), once with the decay in the loss and gradients, once left
+        // to the optimizer: the same cross-entropy, no decay term, and each gradient without
+        // its L2 part (axpy(decay, w) of it is the coupled gradient, bit for bit).
+        auto ops = makeReferenceOps();
+        ExecContext ctx{*ops};
+        auto coupled = createModel("cifar10-tutorial", 1),
+             decoupled = createModel("cifar10-tutorial", 1);
+        decoupled->setWeightDecayInOptimizer(true);
+        Rng rng(6);
+        const Tensor images = randomTensor({3, 24, 24, 3}, DType::Float32, rng);
+        const Tensor labels = randomLabels(3, 10, rng);
+        LossValue losses[2];
+        int i = 0;
+        for (Model* m : {coupled.get(), decoupled.get()}) {
+            m->forward(ctx, images);
+            losses[i++] = m->loss(ctx, labels);
+            m->backward(ctx);
+        }
+        QVERIFY(losses[0].weightDecay > 0);
+        QCOMPARE(losses[1].weightDecay, 0.0);
+        QCOMPARE(losses[1].crossEntropy, losses[0].crossEntropy);
+        int decayed = 0;
+        for (Parameter* p : decoupled->parameters()) {
+            if (!p->trainable) continue;
+            const Parameter& q = coupled->parameter(p->name);
+            Tensor grad = p->grad.clone();
+            if (p->weightDecay > 0) {
+                QVERIFY2(!sameBytes({grad}, {q.grad}), p->name.c_str());
+                ops->axpy(p->weightDecay, p->value, grad);
+                ++decayed;
+            }
+            QVERIFY2(sameBytes({grad}, {q.grad}), p->name.c_str());
+        }
+        QCOMPARE(decayed, 2); // local3.weight, local4.weight
     }
 
     // The override replaces the coefficient of conv and linear weights only.

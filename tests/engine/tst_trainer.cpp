@@ -251,12 +251,14 @@ private slots:
         QTest::addColumn<QString>("optimizer");
         QTest::newRow("momentum") << "momentum";
         QTest::newRow("adam") << "adam";
+        QTest::newRow("adamw") << "adamw";
     }
     void resumeEqualsUninterrupted()
     {
         QFETCH(QString, optimizer);
         TrainConfig c = baseConfig();
         c.optimizer.kind = optimizer.toStdString();
+        if (optimizer == QLatin1String("adamw")) c.weightDecay = 0.05; // decayed by the update
         c.schedule.kind = LrSchedule::Kind::Cosine; // the LR position must come back too
         c.schedule.warmupEpochs = 0.02;
         QTemporaryDir dirA, dirB;

@@ -130,7 +130,8 @@ QGroupBox* HyperparameterForm::buildOptimizerBox()
         m_optimizer->addItem(QString::fromStdString(k), QString::fromStdString(k));
     m_optimizer->setToolTip(
         tr("sgd: the tutorial's plain gradient descent; momentum and nesterov: PyTorch's SGD; "
-           "adam: PyTorch's Adam"));
+           "adam: PyTorch's Adam; adamw: PyTorch's AdamW, Adam with the weight decay applied "
+           "to the weights by the update instead of added to the gradient"));
     optForm->addRow(tr("&Optimizer:"), m_optimizer);
     m_momentum = makeField("momentum", F::Syntax::Decimal, F::between(0, true, 1, true),
                            tr("Momentum, in (0, 1)"));
@@ -268,7 +269,8 @@ QGroupBox* HyperparameterForm::buildRegularisationBox()
     m_weightDecayOn->setToolTip(
         tr("Off: each model's own weight decay (the tutorial's 0.004 on its fc layers)"));
     m_weightDecay = makeField("weightDecay", F::Syntax::Decimal, F::atLeast(0),
-                              tr("Coefficient of 0.5·‖w‖² for the weights"));
+                              tr("Coefficient of 0.5·‖w‖² for the weights; with adamw, the "
+                                 "decoupled decay (w shrinks by learning rate × this each step)"));
     regForm->addRow(tr("&Weight decay:"),
                     rowOf(regBox, {{m_weightDecayOn, 0}, {m_weightDecay, 1}}));
     m_emaOn = new QCheckBox(tr("on"), regBox);
@@ -578,7 +580,7 @@ void HyperparameterForm::update()
     if (m_loading) return;
     const QString kind = m_optimizer->currentData().toString();
     m_momentum->setEnabled(kind == QLatin1String("momentum") || kind == QLatin1String("nesterov"));
-    m_adamRow->setEnabled(kind == QLatin1String("adam"));
+    m_adamRow->setEnabled(kind == QLatin1String("adam") || kind == QLatin1String("adamw"));
     m_steps->setEnabled(m_bySteps->isChecked());
     m_epochs->setEnabled(m_byEpochs->isChecked());
     m_weightDecay->setEnabled(m_weightDecayOn->isChecked());
