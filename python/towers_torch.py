@@ -387,10 +387,11 @@ def weight_decay(name):
     return dict(_WEIGHT_DECAY.get(name, {}))
 
 
-def total_loss(name, module, logits, labels):
-    """Mean cross-entropy + sum of wd * 0.5 * ||w||^2 (TensorFlow's l2_loss) over decayed params
-    (a model file's network: its layers' "weight_decay")."""
-    loss = F.cross_entropy(logits, labels.long())
+def total_loss(name, module, logits, labels, label_smoothing=0.0):
+    """Mean cross-entropy (with label smoothing, as Towers' --label-smoothing) + sum of
+    wd * 0.5 * ||w||^2 (TensorFlow's l2_loss) over decayed params (a model file's network: its
+    layers' "weight_decay")."""
+    loss = F.cross_entropy(logits, labels.long(), label_smoothing=label_smoothing)
     params = dict(module.named_parameters())
     decays = module.weight_decays if isinstance(module, FromDefinition) else weight_decay(name)
     for pname, wd in decays.items():

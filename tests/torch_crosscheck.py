@@ -6,8 +6,9 @@
 The exchange file (written by the C++ side) holds every parameter and buffer under its
 state_dict name, "input" F32 NHWC, "labels" I32 [N], "expected.logits", "expected.loss" [1],
 "expected.grad.<param>", "expected.buffer.<bn buffer>" (after the forward pass) and
-"dropout.<module>" U8 keep-masks; metadata {"model": name}, and for a model file's network
-{"model_definition": the file's JSON}. The step is recomputed in float64
+"dropout.<module>" U8 keep-masks; metadata {"model": name}, for a model file's network
+{"model_definition": the file's JSON}, and optionally {"label_smoothing": the loss's, as a
+number}. The step is recomputed in float64
 in train() mode and every expected tensor is compared by
     max|ours - torch| / max(max|torch|, 1e-12) < tol.
 
@@ -61,12 +62,12 @@ def install_masks(module, masks):
             setattr(parent, name.rpartition(".")[2], MaskedDropout(name, masks[name], m.p))
 
 
-def run_step(name, module, x_nhwc, labels):
+def run_step(name, module, x_nhwc, labels, label_smoothing=0.0):
     """Forward (train mode), total loss, backward. Returns (logits, loss)."""
     module.train()
     dtype = next(module.parameters()).dtype
     logits = module(x_nhwc.permute(0, 3, 1, 2).to(dtype))
-    loss = tt.total_loss(name, module, logits, labels.long())
+    loss = tt.total_loss(name, module, logits, labels.long(), label_smoothing)
     loss.backward()
     return logits, loss
 
@@ -111,7 +112,14 @@ def check(path, tol, out=sys.stdout):
     if labels.numel() and (labels.min() < 0 or labels.max() >= 10):
         raise BadInput("'labels' must lie in [0, 10)")
 
-    logits, loss = run_step(name, module, x, labels)
+    try:
+        smoothing = float(meta.get("label_smoothing", "0"))
+    except ValueError:
+        raise BadInput("metadata 'label_smoothing' is not a number") from None
+    if not 0 <= smoothing < 1:
+        raise BadInput(f"metadata 'label_smoothing' is {smoothing}, not in [0, 1)")
+
+    logits, loss = run_step(name, module, x, labels, smoothing)
 
     pairs = [("expected.logits", logits.detach()), ("expected.loss", loss.detach().reshape(1))]
     for pname, p in module.named_parameters():

@@ -141,6 +141,10 @@ void addTrainOptions(QCommandLineParser& p)
          QStringLiteral(
              "Moving average of the weights for evaluation (0 = off; the tutorial: 0.9999)."),
          x},
+        {QStringLiteral("label-smoothing"),
+         QStringLiteral("Train towards (1 - x) on the label and x spread over every class "
+                        "(PyTorch's label_smoothing; 0 = none, the default; e.g. 0.1)."),
+         x},
         {QStringLiteral("augment"),
          QStringLiteral("default (the model's recipe; for cifar10-tutorial the tutorial's "
                         "distortions; 'tutorial' is another name for it) or none."),
@@ -232,9 +236,10 @@ std::vector<engine::Setting> settingsGiven(const QCommandLineParser& p)
                                       QStringLiteral("log-every"),
                                       QStringLiteral("histogram-every"),
                                       QStringLiteral("loader-workers")};
-    static const QStringList numbers{QStringLiteral("epochs"),    QStringLiteral("lr"),
-                                     QStringLiteral("momentum"),  QStringLiteral("weight-decay"),
-                                     QStringLiteral("ema-decay"), QStringLiteral("bucket-mb")};
+    static const QStringList numbers{
+        QStringLiteral("epochs"),         QStringLiteral("lr"),        QStringLiteral("momentum"),
+        QStringLiteral("weight-decay"),   QStringLiteral("ema-decay"), QStringLiteral("bucket-mb"),
+        QStringLiteral("label-smoothing")};
     static const QStringList paths{QStringLiteral("run-dir"), QStringLiteral("init-from"),
                                    QStringLiteral("like"), QStringLiteral("model")};
     const auto number = [](double v) { return QString::number(v, 'g', 17); };

@@ -62,6 +62,7 @@ const Defining kDefining[] = {
     {"momentum", Kind::Real, [](const TrainConfig& c) { return number(c.optimizer.momentum); }},
     {"weight-decay", Kind::Real, [](const TrainConfig& c) { return number(c.weightDecay); }},
     {"ema-decay", Kind::Real, [](const TrainConfig& c) { return number(c.emaDecay); }},
+    {"label-smoothing", Kind::Real, [](const TrainConfig& c) { return number(c.labelSmoothing); }},
     {"augment", Kind::Text,
      [](const TrainConfig& c) { return augmentName(QString::fromStdString(c.augmentation)); },
      augmentName},

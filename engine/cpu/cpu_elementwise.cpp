@@ -192,7 +192,7 @@ void OneDnnOps::copyChannelsImpl(const Tensor& x, std::int64_t xOffset, std::int
 }
 
 void OneDnnOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,
-                                               Tensor& probs, Tensor& lossOut)
+                                               double smoothing, Tensor& probs, Tensor& lossOut)
 {
     const std::int64_t k = logits.dim(1);
     const std::int64_t n = logits.dim(0);
@@ -207,7 +207,14 @@ void OneDnnOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tenso
         const float* row = pl + i * k;
         float* out = pp + i * k;
         const float mx = *std::max_element(row, row + k);
-        const float target = row[lab[i]]; // read first: probs may be logits
+        const float label = row[lab[i]]; // read first: probs may be logits
+        // The smoothed target's logit, sum_j q_j z_j (the label's alone without smoothing).
+        double target = label;
+        if (smoothing > 0) {
+            double all = 0;
+            for (std::int64_t j = 0; j < k; ++j) all += row[j];
+            target = (1.0 - smoothing) * target + smoothing / double(k) * all;
+        }
         float sum = 0;
         for (std::int64_t j = 0; j < k; ++j) {
             out[j] = std::exp(row[j] - mx);
@@ -215,14 +222,14 @@ void OneDnnOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tenso
         }
         const float inv = 1.0f / sum;
         for (std::int64_t j = 0; j < k; ++j) out[j] *= inv;
-        loss += double(mx) + std::log(double(sum)) - double(target);
+        loss += double(mx) + std::log(double(sum)) - target;
     }
     Tensor::ensure(lossOut, Shape{1}, DType::Float64);
     lossOut.data<double>()[0] = n ? loss / static_cast<double>(n) : 0.0;
 }
 
 void OneDnnOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Tensor& labels,
-                                                double scale, Tensor& dlogits)
+                                                double smoothing, double scale, Tensor& dlogits)
 {
     const std::int64_t k = probs.dim(1);
     const std::int64_t n = probs.dim(0);
@@ -232,11 +239,14 @@ void OneDnnOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Tenso
     const std::int32_t* lab = labels.data<std::int32_t>();
     float* pd = dlogits.data<float>();
     const float s = static_cast<float>(scale);
+    // The smoothed target: hit + spread at the label, spread elsewhere (1 and 0 without).
+    const float hit = static_cast<float>(1.0 - smoothing);
+    const float spread = static_cast<float>(smoothing / double(k));
 #pragma omp parallel for schedule(static) if (n * k > kParallelGrain)
     for (std::int64_t i = 0; i < n; ++i) {
         const float target = pp[i * k + lab[i]]; // read first: dlogits may be probs
-        for (std::int64_t j = 0; j < k; ++j) pd[i * k + j] = pp[i * k + j] * s;
-        pd[i * k + lab[i]] = (target - 1.0f) * s;
+        for (std::int64_t j = 0; j < k; ++j) pd[i * k + j] = (pp[i * k + j] - spread) * s;
+        pd[i * k + lab[i]] = (target - hit - spread) * s;
     }
 }
 

@@ -719,7 +719,7 @@ void CudaOps::copyChannelsImpl(const Tensor& x, std::int64_t xOffset, std::int64
 // ---- loss ----
 
 void CudaOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,
-                                             Tensor& probs, Tensor& loss)
+                                             double smoothing, Tensor& probs, Tensor& loss)
 {
     const OpScope scope(m_device, m_stream);
     const std::int64_t n = logits.dim(0), k = logits.dim(1);
@@ -728,17 +728,17 @@ void CudaOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor&
     // No wait for the GPU: a bad label makes the loss NaN (op_list.h).
     cuda::softmaxCrossEntropyForward(m_stream, floats(logits),
                                      static_cast<const std::int32_t*>(labels.raw()), floats(probs),
-                                     static_cast<double*>(loss.raw()), n, k);
+                                     static_cast<double*>(loss.raw()), n, k, smoothing);
 }
 
 void CudaOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Tensor& labels,
-                                              double scale, Tensor& dlogits)
+                                              double smoothing, double scale, Tensor& dlogits)
 {
     const OpScope scope(m_device, m_stream);
     ensure(dlogits, probs.shape());
     cuda::softmaxCrossEntropyBackward(
         m_stream, floats(probs), static_cast<const std::int32_t*>(labels.raw()), floats(dlogits),
-        probs.dim(0), probs.dim(1), static_cast<float>(scale));
+        probs.dim(0), probs.dim(1), smoothing, static_cast<float>(scale));
 }
 
 // ---- reductions and updates ----

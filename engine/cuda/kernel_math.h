@@ -303,11 +303,12 @@ TOWERS_HD inline void batchNormBackwardAt(std::int64_t i, const float* x, const 
 
 // ---- softmax cross-entropy, one row of k logits ----
 
-// probs = softmax(z); returns -log p[label] (0 for a label outside [0, k), which the caller
-// reports).
+// probs = softmax(z); returns -sum_j q_j log p_j for the target q = (1 - smoothing) *
+// onehot(label) + smoothing / k: -log p[label] without smoothing (0 for a label outside [0, k),
+// which the caller reports).
 TOWERS_HD inline double softmaxCrossEntropyRow(std::int64_t r, const float* logits,
                                                const std::int32_t* labels, float* probs,
-                                               std::int64_t k, bool* badLabel)
+                                               std::int64_t k, double smoothing, bool* badLabel)
 {
     const float* z = logits + r * k;
     float m = -FLT_MAX;
@@ -318,15 +319,25 @@ TOWERS_HD inline double softmaxCrossEntropyRow(std::int64_t r, const float* logi
         probs[r * k + j] = static_cast<float>(exp(double(z[j]) - m) / sum);
     const std::int32_t label = labels[r];
     *badLabel = label < 0 || label >= k;
-    return *badLabel ? 0.0 : log(sum) - (double(z[label]) - m);
+    if (*badLabel) return 0.0;
+    double target = double(z[label]) - m;
+    if (smoothing > 0) {
+        double all = 0;
+        for (std::int64_t j = 0; j < k; ++j) all += double(z[j]) - m;
+        target = (1.0 - smoothing) * target + smoothing / double(k) * all;
+    }
+    return log(sum) - target;
 }
 
+// `hit` and `spread`: the smoothed target, hit + spread at the label and spread elsewhere
+// (float(1 - smoothing) and float(smoothing / k); 1 and 0 without smoothing).
 TOWERS_HD inline void softmaxCrossEntropyBackwardAt(std::int64_t i, const float* probs,
                                                     const std::int32_t* labels, float* dlogits,
-                                                    std::int64_t k, float scale)
+                                                    std::int64_t k, float hit, float spread,
+                                                    float scale)
 {
     const std::int64_t r = i / k, j = i % k;
-    dlogits[i] = (probs[i] - (labels[r] == j ? 1.f : 0.f)) * scale;
+    dlogits[i] = (probs[i] - (labels[r] == j ? hit : 0.f) - spread) * scale;
 }
 
 // ---- parameter updates (PyTorch's formulations, see ops/descriptors.h) ----

@@ -88,13 +88,15 @@ void foldBatchNorm(cudaStream_t s, const float* w, const float* b, const float* 
                    float* wOut, float* bOut, std::int64_t channels, std::int64_t per);
 
 // ---- loss.cu ----
-// probs = softmax(logits); rowLoss[r] = -log p[r, label]; firstBadRow = the lowest row whose label
-// is outside [0, k) (left as is when none is; the caller sets it to n first).
-// loss[0] = the mean over the rows (NaN when a label is outside [0, k)), on the device.
+// probs = softmax(logits); loss[0] = the mean over the rows of -sum_j q_j log p[r, j], q the
+// target with label smoothing `smoothing` (op_list.h; -log p[r, label] for 0), NaN when a label is
+// outside [0, k), on the device.
 void softmaxCrossEntropyForward(cudaStream_t s, const float* logits, const std::int32_t* labels,
-                                float* probs, double* loss, std::int64_t n, std::int64_t k);
+                                float* probs, double* loss, std::int64_t n, std::int64_t k,
+                                double smoothing);
 void softmaxCrossEntropyBackward(cudaStream_t s, const float* probs, const std::int32_t* labels,
-                                 float* dlogits, std::int64_t n, std::int64_t k, float scale);
+                                 float* dlogits, std::int64_t n, std::int64_t k, double smoothing,
+                                 float scale);
 // sum[0] += scale * the sum of x[i]^2 in double, deterministic (fixed blocks, then one block).
 void sumSquares(cudaStream_t s, const float* x, double* sum, std::int64_t n, double scale);
 

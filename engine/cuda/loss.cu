@@ -15,21 +15,22 @@ namespace {
 // look (TowerSet checks labels on the host before they come to the GPU).
 __global__ void softmaxXentForwardKernel(const float* logits, const std::int32_t* labels,
                                          float* probs, double* rowLoss, std::int64_t n,
-                                         std::int64_t k)
+                                         std::int64_t k, double smoothing)
 {
     TOWERS_GRID_STRIDE(r, n)
     {
         bool bad = false;
-        const double loss = softmaxCrossEntropyRow(r, logits, labels, probs, k, &bad);
+        const double loss = softmaxCrossEntropyRow(r, logits, labels, probs, k, smoothing, &bad);
         rowLoss[r] = bad ? CUDART_NAN : loss;
     }
 }
 
 __global__ void softmaxXentBackwardKernel(const float* probs, const std::int32_t* labels,
-                                          float* dlogits, std::int64_t n, std::int64_t k,
-                                          float scale)
+                                          float* dlogits, std::int64_t n, std::int64_t k, float hit,
+                                          float spread, float scale)
 {
-    TOWERS_GRID_STRIDE(i, n * k) softmaxCrossEntropyBackwardAt(i, probs, labels, dlogits, k, scale);
+    TOWERS_GRID_STRIDE(i, n * k)
+    softmaxCrossEntropyBackwardAt(i, probs, labels, dlogits, k, hit, spread, scale);
 }
 
 constexpr int kSumBlocks = 512;
@@ -67,7 +68,8 @@ __global__ void sumFinalKernel(const double* partial, double* out, std::int64_t 
 } // namespace
 
 void softmaxCrossEntropyForward(cudaStream_t s, const float* logits, const std::int32_t* labels,
-                                float* probs, double* loss, std::int64_t n, std::int64_t k)
+                                float* probs, double* loss, std::int64_t n, std::int64_t k,
+                                double smoothing)
 {
     if (n == 0) {
         sumFinalKernel<<<1, kThreads, 0, s>>>(nullptr, loss, 0, 0.0, false); // 0
@@ -76,7 +78,8 @@ void softmaxCrossEntropyForward(cudaStream_t s, const float* logits, const std::
     }
     const ScratchBuffer scratch(sizeof(double) * std::size_t(n), s);
     auto* rowLoss = static_cast<double*>(scratch.get());
-    softmaxXentForwardKernel<<<gridFor(n, 128), 128, 0, s>>>(logits, labels, probs, rowLoss, n, k);
+    softmaxXentForwardKernel<<<gridFor(n, 128), 128, 0, s>>>(logits, labels, probs, rowLoss, n, k,
+                                                             smoothing);
     TOWERS_CUDA_LAUNCHED();
     // The mean in one block, in a fixed order: the same loss on every run.
     sumFinalKernel<<<1, kThreads, 0, s>>>(rowLoss, loss, n, 1.0 / double(n), false);
@@ -84,11 +87,14 @@ void softmaxCrossEntropyForward(cudaStream_t s, const float* logits, const std::
 }
 
 void softmaxCrossEntropyBackward(cudaStream_t s, const float* probs, const std::int32_t* labels,
-                                 float* dlogits, std::int64_t n, std::int64_t k, float scale)
+                                 float* dlogits, std::int64_t n, std::int64_t k, double smoothing,
+                                 float scale)
 {
     if (n * k == 0) return;
-    softmaxXentBackwardKernel<<<gridFor(n * k), kThreads, 0, s>>>(probs, labels, dlogits, n, k,
-                                                                  scale);
+    const float hit = static_cast<float>(1.0 - smoothing);
+    const float spread = static_cast<float>(smoothing / double(k));
+    softmaxXentBackwardKernel<<<gridFor(n * k), kThreads, 0, s>>>(probs, labels, dlogits, n, k, hit,
+                                                                  spread, scale);
     TOWERS_CUDA_LAUNCHED();
 }
 

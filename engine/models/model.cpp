@@ -194,6 +194,14 @@ void Model::overrideWeightDecay(double coefficient)
     });
 }
 
+void Model::setLabelSmoothing(double smoothing)
+{
+    if (!(smoothing >= 0 && smoothing < 1))
+        throw InvalidArgument("label smoothing must be in [0, 1), got " +
+                              std::to_string(smoothing));
+    m_labelSmoothing = smoothing;
+}
+
 void Model::setDropoutEnabled(bool enabled)
 {
     m_net->visit([&](Layer& layer) {
@@ -246,7 +254,7 @@ void Model::computeLoss(ExecContext& ctx, const Tensor& labels)
         throw InvalidArgument("model '" + m_name + "' is on " + m_device.str() +
                               ", its labels on " + labels.device().str());
     m_labels = labels;
-    ctx.ops.softmaxCrossEntropyForward(m_logits, labels, m_probs, m_crossEntropy);
+    ctx.ops.softmaxCrossEntropyForward(m_logits, labels, m_labelSmoothing, m_probs, m_crossEntropy);
     if (m_zero.empty()) { // page-locked, so that a GPU's copy of it does not wait
         m_zero = Tensor::pinned({1}, DType::Float64);
         std::memset(m_zero.raw(), 0, m_zero.bytes());
@@ -289,7 +297,7 @@ void Model::backward(ExecContext& ctx, const std::function<void(Parameter&)>& re
 {
     if (m_probs.empty() || m_labels.empty())
         throw InvalidArgument("model '" + m_name + "': backward() before loss()");
-    ctx.ops.softmaxCrossEntropyBackward(m_probs, m_labels,
+    ctx.ops.softmaxCrossEntropyBackward(m_probs, m_labels, m_labelSmoothing,
                                         1.0 / static_cast<double>(m_logits.dim(0)), m_dlogits);
     // Each parameter is finished (its weight decay added) right after its layer's backward, and
     // reported then; the same ops as after the whole backward, so bitwise the same gradients.

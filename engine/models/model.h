@@ -90,6 +90,11 @@ public:
     // Leaves the weight decay to the optimizer (AdamW's decoupled decay: Optimizer::decaysWeights)
     // when `on`: the loss has no weight-decay term and the gradients no L2 part. Off by default.
     void setWeightDecayInOptimizer(bool on) { m_decayInOptimizer = on; }
+    // Label smoothing of the training loss (softmaxCrossEntropyForward's `smoothing`, in [0, 1);
+    // 0, the default: none): loss() and backward() train towards the smoothed targets.
+    // InvalidArgument outside [0, 1).
+    void setLabelSmoothing(double smoothing);
+    double labelSmoothing() const { return m_labelSmoothing; }
     // Enables or disables every dropout layer (disabled: the identity, also in training).
     void setDropoutEnabled(bool enabled);
 
@@ -133,6 +138,7 @@ private:
     Tensor m_netOutput; // the network's y: the logits, or their bfloat16 before conversion
     Tensor m_crossEntropy, m_weightDecay, m_zero; // Float64 [1]: the loss's terms, and a 0
     bool m_decayInOptimizer = false;
+    double m_labelSmoothing = 0;
 };
 
 } // namespace towers::engine

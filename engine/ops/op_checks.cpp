@@ -522,16 +522,26 @@ void copyChannels(Args& a, const Tensor& x, std::int64_t xOffset, std::int64_t c
     notAliased(x, y, "copyChannels");
 }
 
-void softmaxCrossEntropyForward(Args& a, const Tensor& logits, const Tensor& l, Tensor&,
-                                Tensor& loss)
+void labelSmoothing(double smoothing, const char* op)
+{
+    if (!(smoothing >= 0 && smoothing < 1))
+        throw InvalidArgument(std::string(op) + ": label smoothing must be in [0, 1), got " +
+                              std::to_string(smoothing));
+}
+
+void softmaxCrossEntropyForward(Args& a, const Tensor& logits, const Tensor& l, double smoothing,
+                                Tensor&, Tensor& loss)
 {
     labels(a, logits, l, "softmax cross-entropy logits");
     a.output(loss, "softmax cross-entropy loss");
+    labelSmoothing(smoothing, "softmax cross-entropy forward");
 }
 
-void softmaxCrossEntropyBackward(Args& a, const Tensor& probs, const Tensor& l, double, Tensor&)
+void softmaxCrossEntropyBackward(Args& a, const Tensor& probs, const Tensor& l, double smoothing,
+                                 double, Tensor&)
 {
     labels(a, probs, l, "softmax cross-entropy probs");
+    labelSmoothing(smoothing, "softmax cross-entropy backward");
 }
 
 void sumSquares(Args& a, const Tensor& x, double, Tensor& sum)

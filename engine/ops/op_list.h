@@ -227,19 +227,22 @@
 
 // --- loss: logits [N,K], labels Int32 [N] in [0, K) ---
 // loss (Float64 [1], where the logits live) gets the mean cross-entropy over the batch, probs the
-// softmax. Results stay on the device: nothing waits for a GPU. A label outside [0, K) throws
-// InvalidArgument naming the row where the labels are in host memory; on a device, which does not
-// wait to look, it makes the loss NaN (a training step is then skipped as a non-finite one;
-// TowerSet checks its labels on the host before they go to a GPU).
+// softmax. `smoothing` (label smoothing, in [0, 1); 0: none) makes each row's target
+// q = (1 - smoothing) * onehot(label) + smoothing / K, PyTorch's CrossEntropyLoss(label_smoothing),
+// and its loss -sum_j q_j log p_j. Results stay on the device: nothing waits for a GPU. A label
+// outside [0, K) throws InvalidArgument naming the row where the labels are in host memory; on a
+// device, which does not wait to look, it makes the loss NaN (a training step is then skipped as
+// a non-finite one; TowerSet checks its labels on the host before they go to a GPU).
 #define TOWERS_OP_softmaxCrossEntropyForward(M)                                                    \
     M(softmaxCrossEntropyForward, void,                                                            \
-      (const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& loss),                   \
-      (logits, labels, probs, loss))
-// dlogits = (probs - onehot(labels)) * scale.
+      (const Tensor& logits, const Tensor& labels, double smoothing, Tensor& probs, Tensor& loss), \
+      (logits, labels, smoothing, probs, loss))
+// dlogits = (probs - q) * scale, q the forward's smoothed target (onehot(labels) for 0).
 #define TOWERS_OP_softmaxCrossEntropyBackward(M)                                                   \
     M(softmaxCrossEntropyBackward, void,                                                           \
-      (const Tensor& probs, const Tensor& labels, double scale, Tensor& dlogits),                  \
-      (probs, labels, scale, dlogits))
+      (const Tensor& probs, const Tensor& labels, double smoothing, double scale,                  \
+       Tensor& dlogits),                                                                           \
+      (probs, labels, smoothing, scale, dlogits))
 
 // --- reductions and updates on whole tensors (weight decay, SGD) ---
 // sum (Float64 [1], where x lives) += scale * the sum of x's squares, in double: the weight-decay

@@ -152,7 +152,7 @@ void ReferenceOps::copyChannelsImpl(const Tensor& x, std::int64_t xOffset, std::
 }
 
 void ReferenceOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Tensor& labels,
-                                                  Tensor& probs, Tensor& lossOut)
+                                                  double smoothing, Tensor& probs, Tensor& lossOut)
 {
     const std::int64_t k = logits.dim(1);
     const std::int64_t n = logits.dim(0);
@@ -170,7 +170,15 @@ void ReferenceOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Te
             double sum = 0;
             for (std::int64_t j = 0; j < k; ++j) sum += std::exp(row[j] - mx);
             const double logSum = mx + std::log(sum);
-            loss += logSum - row[lab[i]];
+            // -sum_j q_j log p_j = logSum - sum_j q_j z_j; the label's logit alone without
+            // smoothing (no sum over the row, whose terms could overflow and would not cancel).
+            double target = row[lab[i]];
+            if (smoothing > 0) {
+                double all = 0;
+                for (std::int64_t j = 0; j < k; ++j) all += row[j];
+                target = (1.0 - smoothing) * target + smoothing / double(k) * all;
+            }
+            loss += logSum - target;
             for (std::int64_t j = 0; j < k; ++j)
                 pp[i * k + j] = static_cast<T>(std::exp(row[j] - logSum));
         }
@@ -180,8 +188,9 @@ void ReferenceOps::softmaxCrossEntropyForwardImpl(const Tensor& logits, const Te
 }
 
 void ReferenceOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Tensor& labels,
-                                                   double scale, Tensor& dlogits)
+                                                   double smoothing, double scale, Tensor& dlogits)
 {
+    const double hit = 1.0 - smoothing, spread = smoothing / double(probs.dim(1));
     const std::int64_t k = probs.dim(1);
     const Tensor in = probs;
     Tensor::ensure(dlogits, in.shape(), in.dtype());
@@ -192,8 +201,8 @@ void ReferenceOps::softmaxCrossEntropyBackwardImpl(const Tensor& probs, const Te
         T* pd = dlogits.data<T>();
         for (std::int64_t i = 0; i < in.dim(0); ++i)
             for (std::int64_t j = 0; j < k; ++j)
-                pd[i * k + j] =
-                    static_cast<T>((double(pp[i * k + j]) - (j == lab[i] ? 1.0 : 0.0)) * scale);
+                pd[i * k + j] = static_cast<T>(
+                    (double(pp[i * k + j]) - (j == lab[i] ? hit : 0.0) - spread) * scale);
     });
 }
 

@@ -412,13 +412,16 @@ struct LossCase
     std::string what;
     std::int64_t n = 1;
     int classes = 2;
-    double range = 8; // logits in [-range, range]
+    double range = 8;     // logits in [-range, range]
+    double smoothing = 0; // label smoothing
     std::string text() const
     {
-        char text[64];
+        char text[96];
         std::snprintf(text, sizeof text, "[%lld,%d] logits +-%g", static_cast<long long>(n),
                       classes, range);
-        return text + (what.empty() ? "" : " (" + what + ")");
+        std::string s = text;
+        if (smoothing > 0) s += ", label smoothing " + number(smoothing);
+        return s + (what.empty() ? "" : " (" + what + ")");
     }
 };
 
@@ -426,9 +429,15 @@ void addLoss(std::vector<OpCase>& cases)
 {
     const Tolerance tol = Tolerance::reductions();
     const std::vector<LossCase> all = {
-        {"batch 1, two classes", 1, 2, 4}, {"", 7, 10, 8},
-        {"a tutorial batch", 128, 10, 8},  {"odd sizes", 37, 1001, 8},
-        {"large logits", 16, 10, 60},      {"cifar-100 classes", 64, 100, 4},
+        {"batch 1, two classes", 1, 2, 4},
+        {"", 7, 10, 8},
+        {"a tutorial batch", 128, 10, 8},
+        {"odd sizes", 37, 1001, 8},
+        {"large logits", 16, 10, 60},
+        {"cifar-100 classes", 64, 100, 4},
+        {"", 7, 10, 8, 0.1},
+        {"large logits", 16, 10, 60, 0.1},
+        {"cifar-100 classes", 64, 100, 4, 0.3},
     };
     for (const auto& l : all)
         cases.push_back({"softmax cross-entropy forward", l.text(), tol,
@@ -437,9 +446,9 @@ void addLoss(std::vector<OpCase>& cases)
                                  uniform({l.n, l.classes}, rng, -l.range, l.range),
                                  labels(l.n, l.classes, rng)};
                          },
-                         [](Ops& ops, const std::vector<Tensor>& in) {
+                         [l](Ops& ops, const std::vector<Tensor>& in) {
                              Tensor probs, loss;
-                             ops.softmaxCrossEntropyForward(in[0], in[1], probs, loss);
+                             ops.softmaxCrossEntropyForward(in[0], in[1], l.smoothing, probs, loss);
                              return std::vector<OpOutput>{{"loss", loss}, {"probs", probs}};
                          }});
     // Backward from probabilities computed in float64 (what a forward leaves).
@@ -451,12 +460,12 @@ void addLoss(std::vector<OpCase>& cases)
                  const Tensor logits = uniform({l.n, l.classes}, rng, -l.range, l.range);
                  const Tensor lab = labels(l.n, l.classes, rng);
                  Tensor probs, loss;
-                 referenceOps().softmaxCrossEntropyForward(logits, lab, probs, loss);
+                 referenceOps().softmaxCrossEntropyForward(logits, lab, 0.0, probs, loss);
                  return std::vector<Tensor>{roundedToFloat32(probs), lab};
              },
-             [scale](Ops& ops, const std::vector<Tensor>& in) {
+             [scale, l](Ops& ops, const std::vector<Tensor>& in) {
                  Tensor dlogits;
-                 ops.softmaxCrossEntropyBackward(in[0], in[1], scale, dlogits);
+                 ops.softmaxCrossEntropyBackward(in[0], in[1], l.smoothing, scale, dlogits);
                  return std::vector<OpOutput>{{"dlogits", dlogits}};
              }});
     }

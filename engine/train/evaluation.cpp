@@ -147,7 +147,7 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
         }
         const Tensor& logits = model.forward(ctx, *x);
         // The loss issued before the host waits for the logits: on a GPU, one wait for both.
-        ops.softmaxCrossEntropyForward(logits, *lab, probs, loss);
+        ops.softmaxCrossEntropyForward(logits, *lab, 0.0, probs, loss); // plain, unsmoothed
         if (device.isHost()) {
             r.add(logits, labels, 0);
             r.crossEntropySum += loss.at(0) * double(end - begin);

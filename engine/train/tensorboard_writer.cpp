@@ -62,6 +62,7 @@ std::vector<std::pair<std::string, EventFileWriter::HParamValue>> hparamsOf(cons
         {"processes", double(c.processes)},
         {"global_batch", double(c.batchPerTower) * c.towers * c.processes},
         {"ema_decay", c.emaDecay},
+        {"label_smoothing", c.labelSmoothing},
         {"seed", double(c.seed)},
         {"precision", std::string(precisionName(c.precision))},
         {"augmentation", c.augmentation},

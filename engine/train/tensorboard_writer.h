@@ -62,7 +62,8 @@ private:
 
 // The hyperparameters a run shows in TensorBoard's HParams dashboard, one column each, named as
 // the command line's options: model, dataset, optimizer, lr, lr_schedule, batch_per_tower,
-// towers, processes, global_batch, weight_decay (when it replaces the model's), ema_decay, seed,
+// towers, processes, global_batch, weight_decay (when it replaces the model's), ema_decay,
+// label_smoothing, seed,
 // precision, augmentation, steps, epochs, validation, patience, dropout, device and init_from
 // (when the run started from a checkpoint).
 std::vector<std::pair<std::string, EventFileWriter::HParamValue>> hparamsOf(const TrainConfig& c);

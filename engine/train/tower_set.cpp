@@ -190,6 +190,7 @@ void TowerSet::buildTowers(GpuBackend* gpu, const std::vector<int>& gpuOf,
         tw.model->initialize(m_opt.seed);
         tw.model->overrideWeightDecay(m_opt.weightDecay);
         tw.model->setDropoutEnabled(m_opt.dropout);
+        tw.model->setLabelSmoothing(m_opt.labelSmoothing);
         if (m_opt.dtype != DType::Float32) tw.model->convertTo(m_opt.dtype);
         // Initialised on the host (the same draws as a CPU run), then moved to the tower's device.
         if (!tw.device.isHost()) tw.model->moveTo(tw.device);

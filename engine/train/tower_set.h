@@ -90,10 +90,11 @@ struct TowerSetOptions
     std::function<std::unique_ptr<Ops>(int tower)> makeOps;
     int threadsPerTower = 1; // OpenMP threads of each tower (>= 1)
     OptimizerOptions optimizer;
-    double weightDecay = -1; // >= 0 overrides the conv/linear weights' coefficient
-    bool dropout = true;     // false: dropout layers are the identity (exact comparisons)
-    double emaDecay = 0;     // 0: no moving average
-    std::uint64_t seed = 1;  // weight initialisation (and dropout streams)
+    double weightDecay = -1;   // >= 0 overrides the conv/linear weights' coefficient
+    bool dropout = true;       // false: dropout layers are the identity (exact comparisons)
+    double emaDecay = 0;       // 0: no moving average
+    double labelSmoothing = 0; // the training loss's (Model::setLabelSmoothing)
+    std::uint64_t seed = 1;    // weight initialisation (and dropout streams)
     // When set, these towers are one process's share of a run across processes: its towers are
     // global towers rank x towers .. + towers - 1 of size x towers (dropout streams, evaluation
     // shares and the averages are global), and gradients are averaged across every process (see

@@ -132,6 +132,9 @@ void TrainConfig::validate() const
         fail("weightDecay", "must be a finite number (negative = the model's own)");
     if (!(emaDecay >= 0 && emaDecay < 1))
         fail("emaDecay", "must be in [0, 1) (0 = off), got " + std::to_string(emaDecay));
+    if (!(labelSmoothing >= 0 && labelSmoothing < 1))
+        fail("labelSmoothing",
+             "must be in [0, 1) (0 = none), got " + std::to_string(labelSmoothing));
     if (checkpointEvery < 0) fail("checkpointEvery", "must be >= 0 (0 = at the end only)");
     if (keepCheckpoints < 1)
         fail("keepCheckpoints", "must be at least 1, got " + std::to_string(keepCheckpoints));
@@ -276,6 +279,7 @@ std::string TrainConfig::toJson() const
                      {"finalDivFactor", schedule.finalDivFactor}};
     o["weightDecay"] = weightDecay;
     o["emaDecay"] = emaDecay;
+    o["labelSmoothing"] = labelSmoothing;
     o["dropout"] = dropout;
     o["seed"] = seed;
     o["checkpointEvery"] = checkpointEvery;
@@ -307,17 +311,17 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
         throw InvalidArgument(std::string("training configuration: not valid JSON: ") + e.what());
     }
     if (!o.is_object()) throw InvalidArgument("training configuration: expected a JSON object");
-    rejectUnknown(o, {"model",         "backend",         "towers",          "processes",
-                      "gpus",          "allowTf32",       "precision",       "allreduce",
-                      "gpuData",       "bucketMb",        "threadsPerTower", "batchPerTower",
-                      "steps",         "epochs",          "optimizer",       "lr",
-                      "schedule",      "weightDecay",     "emaDecay",        "dropout",
-                      "seed",          "checkpointEvery", "keepCheckpoints", "evalEvery",
-                      "evalBatchSize", "logEvery",        "histogramEvery",  "verifyEvery",
-                      "dataset",       "dataDir",         "augmentation",    "runId",
-                      "cudaGraphs",    "cudnnBenchmark",  "classes",         "initFrom",
-                      "validation",    "patience",        "minDelta",        "modelDefinition",
-                      "datasetContent"},
+    rejectUnknown(o, {"model",          "backend",         "towers",          "processes",
+                      "gpus",           "allowTf32",       "precision",       "allreduce",
+                      "gpuData",        "bucketMb",        "threadsPerTower", "batchPerTower",
+                      "steps",          "epochs",          "optimizer",       "lr",
+                      "schedule",       "weightDecay",     "emaDecay",        "dropout",
+                      "seed",           "checkpointEvery", "keepCheckpoints", "evalEvery",
+                      "evalBatchSize",  "logEvery",        "histogramEvery",  "verifyEvery",
+                      "dataset",        "dataDir",         "augmentation",    "runId",
+                      "cudaGraphs",     "cudnnBenchmark",  "classes",         "initFrom",
+                      "validation",     "patience",        "minDelta",        "modelDefinition",
+                      "datasetContent", "labelSmoothing"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -421,6 +425,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     }
     read(o, "weightDecay", c.weightDecay);
     read(o, "emaDecay", c.emaDecay);
+    read(o, "labelSmoothing", c.labelSmoothing);
     read(o, "dropout", c.dropout);
     read(o, "seed", c.seed);
     read(o, "checkpointEvery", c.checkpointEvery);

@@ -137,6 +137,7 @@ TowerSetOptions towerSetOptionsFor(const TrainConfig& c, ProcessGroup* processes
     o.weightDecay = c.weightDecay;
     o.dropout = c.dropout;
     o.emaDecay = c.emaDecay;
+    o.labelSmoothing = c.labelSmoothing;
     o.seed = c.seed;
     o.processes = processes;
     return o;

@@ -47,7 +47,7 @@ Tensor randomLabels(std::int64_t n, int classes, Rng& rng)
 double meanCrossEntropy(engine::Ops& ops, const Tensor& logits, const Tensor& labels, Tensor& probs)
 {
     Tensor loss;
-    ops.softmaxCrossEntropyForward(logits, labels, probs, loss);
+    ops.softmaxCrossEntropyForward(logits, labels, 0.0, probs, loss);
     return loss.onHost().at(0);
 }
 

@@ -44,7 +44,7 @@ std::string everyLayerDefinition(const std::string& name, const std::string& inp
         {"type": "linear", "units": "classes", "bias": false}],
       "augmentation": {"translate": 2, "flip": false},
       "recipe": {"optimizer": {"kind": "adam"}, "lr": 0.002, "schedule": {"kind": "constant"},
-                 "steps": 300, "batchPerTower": 16}})";
+                 "steps": 300, "batchPerTower": 16, "labelSmoothing": 0.05}})";
 }
 
 } // namespace towers::test

@@ -352,28 +352,34 @@ private slots:
         Tensor labels({n}, DType::Int32);
         for (std::int64_t i = 0; i < n; ++i)
             labels.data<std::int32_t>()[i] = std::int32_t(rng.below(k));
-        Tensor wantProbs, wantD;
-        const double wantLoss = towers::test::meanCrossEntropy(*m_ref, logits, labels, wantProbs);
-        m_ref->softmaxCrossEntropyBackward(wantProbs, labels, 1.0 / double(n), wantD);
         Tensor probs({n, k}, DType::Float32), d({n, k}, DType::Float32);
-        double loss = 0;
-        for (std::int64_t r = 0; r < n; ++r) {
-            bool bad = true;
-            loss += cuda::softmaxCrossEntropyRow(r, f(logits), labels.data<std::int32_t>(),
-                                                 f(probs), k, &bad);
-            QVERIFY(!bad);
+        // Without label smoothing and with (the loss and the gradient both change with it).
+        for (const double smoothing : {0.0, 0.1}) {
+            Tensor wantProbs, wantD, wantLoss;
+            m_ref->softmaxCrossEntropyForward(logits, labels, smoothing, wantProbs, wantLoss);
+            m_ref->softmaxCrossEntropyBackward(wantProbs, labels, smoothing, 1.0 / double(n),
+                                               wantD);
+            double loss = 0;
+            for (std::int64_t r = 0; r < n; ++r) {
+                bool bad = true;
+                loss += cuda::softmaxCrossEntropyRow(r, f(logits), labels.data<std::int32_t>(),
+                                                     f(probs), k, smoothing, &bad);
+                QVERIFY(!bad);
+            }
+            const double want = wantLoss.at(0);
+            QVERIFY(std::fabs(loss / double(n) - want) < 1e-6 * std::fabs(want));
+            QVERIFY(normalisedError(probs, wantProbs) < 1e-6);
+            for (std::int64_t i = 0; i < n * k; ++i)
+                cuda::softmaxCrossEntropyBackwardAt(i, f(probs), labels.data<std::int32_t>(), f(d),
+                                                    k, float(1.0 - smoothing),
+                                                    float(smoothing / double(k)), 1.0f / float(n));
+            QVERIFY(normalisedError(d, wantD) < 1e-6);
         }
-        QVERIFY(std::fabs(loss / double(n) - wantLoss) < 1e-6 * std::fabs(wantLoss));
-        QVERIFY(normalisedError(probs, wantProbs) < 1e-6);
-        for (std::int64_t i = 0; i < n * k; ++i)
-            cuda::softmaxCrossEntropyBackwardAt(i, f(probs), labels.data<std::int32_t>(), f(d), k,
-                                                1.0f / float(n));
-        QVERIFY(normalisedError(d, wantD) < 1e-6);
         // A label outside the classes is reported, not read.
         labels.data<std::int32_t>()[4] = std::int32_t(k);
         bool bad = false;
         QCOMPARE(cuda::softmaxCrossEntropyRow(4, f(logits), labels.data<std::int32_t>(), f(probs),
-                                              k, &bad),
+                                              k, 0.1, &bad),
                  0.0);
         QVERIFY(bad);
     }

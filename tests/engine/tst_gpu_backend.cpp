@@ -310,8 +310,8 @@ struct TinyStep
     void issue(Ops& ops)
     {
         ops.linearForward(x, w, b, y, Activation::Relu);
-        ops.softmaxCrossEntropyForward(y, labels, probs, loss);
-        ops.softmaxCrossEntropyBackward(probs, labels, 1.0 / 64, dlogits);
+        ops.softmaxCrossEntropyForward(y, labels, 0.0, probs, loss);
+        ops.softmaxCrossEntropyBackward(probs, labels, 0.0, 1.0 / 64, dlogits);
         ops.linearBackward(x, w, y, dlogits, Activation::Relu, nullptr, dw, &db);
         ops.sumSquares(w, 0.5, decay);
         snapshot.copyFrom(w);
@@ -604,11 +604,11 @@ private slots:
         Tensor labels({4}, DType::Int32);
         for (int i = 0; i < 4; ++i) labels.data<std::int32_t>()[i] = i == 2 ? 10 : 1;
         Tensor probs, loss;
-        ops->softmaxCrossEntropyForward(logits, labels.copyTo(dev), probs, loss);
+        ops->softmaxCrossEntropyForward(logits, labels.copyTo(dev), 0.0, probs, loss);
         QCOMPARE(loss.device(), dev);
         QVERIFY(std::isnan(loss.onHost().at(0)));
         labels.data<std::int32_t>()[2] = 3;
-        ops->softmaxCrossEntropyForward(logits, labels.copyTo(dev), probs, loss);
+        ops->softmaxCrossEntropyForward(logits, labels.copyTo(dev), 0.0, probs, loss);
         QVERIFY(std::fabs(loss.onHost().at(0) - std::log(10.0)) < 1e-6); // uniform logits
         gpu->synchronize(0);
     }

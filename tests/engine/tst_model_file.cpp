@@ -176,6 +176,7 @@ private slots:
         QCOMPARE(c.epochs, 0.0); // the file's length replaces the default's
         QCOMPARE(c.batchPerTower, 16);
         QCOMPARE(c.weightDecay, 5e-4); // the default recipe's, which the file left alone
+        QCOMPARE(c.labelSmoothing, 0.05);
 
         // A classifier of more weights than a layer may have, for a dataset of many classes:
         // refused when the model is built with them, before it allocates.

@@ -120,14 +120,14 @@ private slots:
             rec.run(layerStage(i, "forward"),
                     [&] { layers[i]->forward(ctx, i == 0 ? images : acts[i - 1], acts[i]); });
         rec.run("loss", [&] {
-            ops->softmaxCrossEntropyForward(acts[n - 1], labels, probs, loss);
+            ops->softmaxCrossEntropyForward(acts[n - 1], labels, 0.0, probs, loss);
             Tensor decay = Tensor::zeros({1}, DType::Float64);
             for (auto* p : m->parameters())
                 if (p->trainable && p->weightDecay > 0)
                     ops->sumSquares(p->value, p->weightDecay * 0.5, decay);
         });
         rec.run("loss backward", [&] {
-            ops->softmaxCrossEntropyBackward(probs, labels, 1.0 / static_cast<double>(batch),
+            ops->softmaxCrossEntropyBackward(probs, labels, 0.0, 1.0 / static_cast<double>(batch),
                                              grads[n - 1]);
         });
         for (std::size_t i = n; i-- > 0;)

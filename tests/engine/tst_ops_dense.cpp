@@ -247,21 +247,29 @@ private slots:
     {
         QTest::addColumn<int>("n");
         QTest::addColumn<int>("k");
-        QTest::newRow("4x5") << 4 << 5;
-        QTest::newRow("1x2") << 1 << 2;
-        QTest::newRow("7x10") << 7 << 10;
+        QTest::addColumn<double>("smoothing");
+        QTest::newRow("4x5") << 4 << 5 << 0.0;
+        QTest::newRow("1x2") << 1 << 2 << 0.0;
+        QTest::newRow("7x10") << 7 << 10 << 0.0;
+        QTest::newRow("4x5, label smoothing 0.1") << 4 << 5 << 0.1;
+        QTest::newRow("7x10, label smoothing 0.5") << 7 << 10 << 0.5;
     }
     void softmaxCrossEntropyGradient()
     {
         QFETCH(int, n);
         QFETCH(int, k);
+        QFETCH(double, smoothing);
         Rng rng(8);
         Tensor logits = randomTensor({n, k}, DType::Float64, rng, -3, 3);
         const Tensor labels = randomLabels(n, k, rng);
         Tensor probs, dlogits;
-        auto f = [&] { return meanCrossEntropy(*m_ref, logits, labels, probs); };
+        auto f = [&] {
+            Tensor loss;
+            m_ref->softmaxCrossEntropyForward(logits, labels, smoothing, probs, loss);
+            return loss.at(0);
+        };
         f();
-        m_ref->softmaxCrossEntropyBackward(probs, labels, 1.0 / n, dlogits);
+        m_ref->softmaxCrossEntropyBackward(probs, labels, smoothing, 1.0 / n, dlogits);
         CHECK_GRADIENT("d loss / d logits", f, logits, dlogits);
     }
 
@@ -328,7 +336,7 @@ private slots:
         QVERIFY(std::fabs(probs.at(5) - 1 / s) < 1e-15);
         QCOMPARE(probs.at(6), 1.0);
         QCOMPARE(probs.at(8), 0.0);
-        m_ref->softmaxCrossEntropyBackward(probs, labels, 0.5, dlogits);
+        m_ref->softmaxCrossEntropyBackward(probs, labels, 0.0, 0.5, dlogits);
         QVERIFY(std::fabs(dlogits.at(0) - (1.0 / 3 - 1) * 0.5) < 1e-15);
         QVERIFY(std::fabs(dlogits.at(1) - (1.0 / 3) * 0.5) < 1e-15);
         QCOMPARE(dlogits.at(6), 0.5);
@@ -338,10 +346,34 @@ private slots:
         Tensor l32 = logits.to(DType::Float32), p32;
         const double loss32 = meanCrossEntropy(*m_dnn, l32, labels, p32);
         QVERIFY(std::fabs(loss32 - want) < 1e-5);
-        m_dnn->softmaxCrossEntropyBackward(p32, labels, 0.5, p32);
+        m_dnn->softmaxCrossEntropyBackward(p32, labels, 0.0, 0.5, p32);
         QVERIFY(normalisedError(p32, dlogits) < 1e-6);
-        m_ref->softmaxCrossEntropyBackward(probs, labels, 0.5, probs);
+        m_ref->softmaxCrossEntropyBackward(probs, labels, 0.0, 0.5, probs);
         QVERIFY(normalisedError(probs, dlogits) < 1e-15);
+
+        // Label smoothing 0.3 over 3 classes: the targets are 0.8 at the label, 0.1 elsewhere,
+        // and the loss is logsumexp(z) - sum_j q_j z_j. Row 0: still ln 3. Row 1 (label 2):
+        // 3 + ln(1 + e^-1 + e^-2) - (0.1 + 0.2 + 2.4). Row 2 (label 1): 1000 - (100 + 0.8 * 0
+        // - 100), no overflow from the sum over the row.
+        const double smoothed = (std::log(3.0) + 3 + std::log(s) - 2.7 + 1000) / 3;
+        Tensor sloss, sprobs, sd;
+        m_ref->softmaxCrossEntropyForward(logits, labels, 0.3, sprobs, sloss);
+        QVERIFY2(std::fabs(sloss.at(0) - smoothed) < 1e-12,
+                 qPrintable(QString::number(sloss.at(0))));
+        m_ref->softmaxCrossEntropyBackward(sprobs, labels, 0.3, 0.5, sd);
+        QVERIFY(std::fabs(sd.at(0) - (1.0 / 3 - 0.8) * 0.5) < 1e-15);
+        QVERIFY(std::fabs(sd.at(1) - (1.0 / 3 - 0.1) * 0.5) < 1e-15);
+        QVERIFY(std::fabs(sd.at(6) - (1.0 - 0.1) * 0.5) < 1e-15);
+        QVERIFY(std::fabs(sd.at(7) - (0.0 - 0.8) * 0.5) < 1e-15);
+        Tensor sloss32, p32s;
+        m_dnn->softmaxCrossEntropyForward(l32, labels, 0.3, p32s, sloss32);
+        QVERIFY(std::fabs(sloss32.at(0) - smoothed) < 1e-5);
+        m_dnn->softmaxCrossEntropyBackward(p32s, labels, 0.3, 0.5, p32s); // in place
+        QVERIFY(normalisedError(p32s, sd) < 1e-6);
+        QVERIFY_THROWS_EXCEPTION(
+            InvalidArgument, m_ref->softmaxCrossEntropyForward(logits, labels, 1.0, sprobs, sloss));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument,
+                                 m_dnn->softmaxCrossEntropyBackward(p32s, labels, -0.1, 0.5, p32s));
     }
 
     void batchNormByHand_data()
@@ -595,8 +627,8 @@ private slots:
             QVERIFY2(std::fabs(lossD - lossR) < 1e-5 * std::max(1.0, lossR),
                      qPrintable(QStringLiteral("loss %1 vs %2").arg(lossD).arg(lossR)));
             CHECK_CLOSE("softmax probs", d, r);
-            m_ref->softmaxCrossEntropyBackward(r, labels, 1.0 / s[0], r2);
-            m_dnn->softmaxCrossEntropyBackward(d, labels, 1.0 / s[0], d2);
+            m_ref->softmaxCrossEntropyBackward(r, labels, 0.0, 1.0 / s[0], r2);
+            m_dnn->softmaxCrossEntropyBackward(d, labels, 0.0, 1.0 / s[0], d2);
             CHECK_CLOSE("softmax dlogits", d2, r2);
         }
     }
@@ -762,23 +794,24 @@ private slots:
         labels.data<std::int32_t>()[0] = 1;
         labels.data<std::int32_t>()[1] = 7;
         QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                                 ops.softmaxCrossEntropyForward(x, labels, y, loss));
+                                 ops.softmaxCrossEntropyForward(x, labels, 0.0, y, loss));
         const std::string msg =
-            messageOf([&] { ops.softmaxCrossEntropyForward(x, labels, y, loss); });
+            messageOf([&] { ops.softmaxCrossEntropyForward(x, labels, 0.0, y, loss); });
         QVERIFY2(msg.find("row 1") != std::string::npos && msg.find("label 7") != std::string::npos,
                  msg.c_str());
         labels.data<std::int32_t>()[1] = -1;
         QVERIFY_THROWS_EXCEPTION(InvalidArgument,
-                                 ops.softmaxCrossEntropyBackward(x, labels, 1.0, dx));
+                                 ops.softmaxCrossEntropyBackward(x, labels, 0.0, 1.0, dx));
         // The sum of squares accumulates into a Float64 [1] that must exist.
         Tensor noSum, sum32 = Tensor::zeros({1}, f32), sum2 = Tensor::zeros({2}, DType::Float64);
         QVERIFY_THROWS_EXCEPTION(ShapeError, ops.sumSquares(x, 1.0, noSum));
         QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops.sumSquares(x, 1.0, sum32));
         QVERIFY_THROWS_EXCEPTION(ShapeError, ops.sumSquares(x, 1.0, sum2));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, ops.softmaxCrossEntropyForward(
+                                                      x, Tensor::zeros({2}, f32), 0.0, y, loss));
         QVERIFY_THROWS_EXCEPTION(
-            InvalidArgument, ops.softmaxCrossEntropyForward(x, Tensor::zeros({2}, f32), y, loss));
-        QVERIFY_THROWS_EXCEPTION(ShapeError, ops.softmaxCrossEntropyForward(
-                                                 x, Tensor::zeros({3}, DType::Int32), y, loss));
+            ShapeError,
+            ops.softmaxCrossEntropyForward(x, Tensor::zeros({3}, DType::Int32), 0.0, y, loss));
 
         const auto d = makeBatchNormDesc({4, 3}, 1e-5, 0.1);
         Tensor g = Tensor::filled({3}, f32, 1.0), bt = Tensor::zeros({3}, f32);
@@ -821,7 +854,7 @@ private slots:
                                      ops.nhwcToNchw(Tensor::zeros({1, 1, 1, 1}, f64), y));
             labels.data<std::int32_t>()[1] = 0;
             QVERIFY_THROWS_EXCEPTION(Unsupported,
-                                     ops.softmaxCrossEntropyForward(x64, labels, y, loss));
+                                     ops.softmaxCrossEntropyForward(x64, labels, 0.0, y, loss));
             Tensor xb64 = Tensor::zeros({4, 3}, f64), g64 = Tensor::filled({3}, f64, 1.0);
             QVERIFY_THROWS_EXCEPTION(
                 Unsupported, ops.batchNormForwardTraining(d, xb64, g64, g64, y, g64, g64, sm, sv));

@@ -41,18 +41,28 @@ private slots:
     {
         QTest::addColumn<QString>("name");
         QTest::addColumn<QString>("definition"); // a model file's, for its network
+        QTest::addColumn<double>("smoothing");   // the loss's label smoothing
         for (const auto& info : modelRegistry())
-            QTest::newRow(info.name.c_str()) << QString::fromStdString(info.name) << QString();
+            QTest::newRow(info.name.c_str())
+                << QString::fromStdString(info.name) << QString() << 0.0;
         QTest::newRow("model file")
             << QStringLiteral("every-layer")
-            << QString::fromStdString(canonicalModelDefinition(everyLayerDefinition(), "test"));
+            << QString::fromStdString(canonicalModelDefinition(everyLayerDefinition(), "test"))
+            << 0.0;
+        // PyTorch's CrossEntropyLoss(label_smoothing) (its tutorial's weight decay beside it).
+        QTest::newRow("cifar10-tutorial, label smoothing 0.1")
+            << QStringLiteral("cifar10-tutorial") << QString() << 0.1;
+        QTest::newRow("fashion-fast, label smoothing 0.3")
+            << QStringLiteral("fashion-fast") << QString() << 0.3;
     }
     void model()
     {
         QFETCH(QString, name);
         QFETCH(QString, definition);
+        QFETCH(double, smoothing);
         auto m = buildModel(resolveModel(name.toStdString(), definition.toStdString()), 10);
         m->initialize(17);
+        m->setLabelSmoothing(smoothing);
         NamedTensors ex;
         for (auto* p : m->parameters())
             ex.emplace_back(p->name, p->value.clone()); // before the step
@@ -88,6 +98,7 @@ private slots:
         const QString file = dir.filePath(QStringLiteral("exchange.safetensors"));
         std::map<std::string, std::string> meta{{"model", m->name()}};
         if (!definition.isEmpty()) meta["model_definition"] = definition.toStdString();
+        if (smoothing > 0) meta["label_smoothing"] = QString::number(smoothing).toStdString();
         writeSafeTensors(file.toStdString(), ex, meta);
         QProcess py;
         py.setProcessChannelMode(QProcess::MergedChannels);

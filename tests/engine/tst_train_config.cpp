@@ -88,6 +88,7 @@ private slots:
         c.schedule.cosineAnneal = false;
         c.weightDecay = 5e-4;
         c.emaDecay = 0.9999;
+        c.labelSmoothing = 0.15;
         c.dropout = false;
         c.seed = 18446744073709551615ull;
         c.checkpointEvery = 50;
@@ -116,6 +117,8 @@ private slots:
         QCOMPARE(r.validation, 0.125);
         QCOMPARE(r.patience, 4);
         QCOMPARE(r.minDelta, 0.0025);
+        QCOMPARE(r.labelSmoothing, 0.15);
+        QCOMPARE(TrainConfig::fromJson(R"({"steps": 1})").labelSmoothing, 0.0); // an older run's
         QCOMPARE(s_processesDefault(), 1);
         QCOMPARE(r.schedule.milestones, c.schedule.milestones);
         QCOMPARE(r.optimizer.kind, std::string("nesterov"));
@@ -306,6 +309,8 @@ private slots:
                             << "schedule.lr";
         QTest::newRow("ema") << R"({"steps": 1, "emaDecay": 1.0})"
                              << "emaDecay: must be in [0, 1)";
+        QTest::newRow("label smoothing") << R"({"steps": 1, "labelSmoothing": -0.1})"
+                                         << "labelSmoothing: must be in [0, 1)";
         QTest::newRow("keep") << R"({"steps": 1, "keepCheckpoints": 0})"
                               << "keepCheckpoints: must be at least 1";
         QTest::newRow("log") << R"({"steps": 1, "logEvery": 0})"

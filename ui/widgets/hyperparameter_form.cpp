@@ -278,6 +278,12 @@ QGroupBox* HyperparameterForm::buildRegularisationBox()
     m_emaDecay = makeField("emaDecay", F::Syntax::Decimal, F::between(0, true, 1, true),
                            tr("Decay of the moving average"));
     regForm->addRow(tr("EM&A:"), rowOf(regBox, {{m_emaOn, 0}, {m_emaDecay, 1}}));
+    m_labelSmoothing =
+        makeField("labelSmoothing", F::Syntax::Decimal, F::between(0, false, 1, true),
+                  tr("Train towards 1 − x on the label and x spread over every class (PyTorch's "
+                     "label_smoothing; 0: none, 0.1 is usual). Evaluation's cross-entropy stays "
+                     "the plain one. (towers-cli train --label-smoothing)"));
+    regForm->addRow(tr("Label smooth&ing:"), m_labelSmoothing);
     connect(m_weightDecayOn, &QCheckBox::toggled, this, &HyperparameterForm::update);
     connect(m_emaOn, &QCheckBox::toggled, this, &HyperparameterForm::update);
     m_seed = makeField("seed", F::Syntax::Integer, {},
@@ -431,6 +437,7 @@ void HyperparameterForm::setConfig(const engine::TrainConfig& c)
     m_weightDecay->setText(num(c.weightDecay >= 0 ? c.weightDecay : 0.0005));
     m_emaOn->setChecked(c.emaDecay > 0);
     m_emaDecay->setText(num(c.emaDecay > 0 ? c.emaDecay : 0.9999));
+    m_labelSmoothing->setText(num(c.labelSmoothing));
     m_seed->setText(QString::number(c.seed));
     m_initFrom->setText(QString::fromStdString(c.initFrom));
     describeInitFrom();
@@ -473,6 +480,7 @@ engine::TrainConfig HyperparameterForm::config() const
     c.epochs = m_bySteps->isChecked() ? 0 : m_epochs->value();
     c.weightDecay = m_weightDecayOn->isChecked() ? m_weightDecay->value() : -1;
     c.emaDecay = m_emaOn->isChecked() ? m_emaDecay->value() : 0;
+    if (m_labelSmoothing->isValid()) c.labelSmoothing = m_labelSmoothing->value();
     c.seed = std::uint64_t(m_seed->text().toULongLong());
     c.initFrom = m_initFrom->text().trimmed().toStdString();
     c.checkpointEvery = m_checkpointEvery->integer();
@@ -614,6 +622,7 @@ void HyperparameterForm::update()
         {tr("epochs"), m_byEpochs->isChecked() ? m_epochs : nullptr},
         {tr("weight decay"), m_weightDecayOn->isChecked() ? m_weightDecay : nullptr},
         {tr("EMA decay"), m_emaOn->isChecked() ? m_emaDecay : nullptr},
+        {tr("label smoothing"), m_labelSmoothing},
         {tr("seed"), m_seed},
         {tr("checkpoint interval"), m_checkpointEvery},
         {tr("evaluation interval"), m_evalEvery},

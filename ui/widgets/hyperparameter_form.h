@@ -135,6 +135,7 @@ private:
     ValidatedField* m_weightDecay;
     QCheckBox* m_emaOn;
     ValidatedField* m_emaDecay;
+    ValidatedField* m_labelSmoothing;
     ValidatedField* m_seed;
     QLineEdit* m_initFrom;  // TrainConfig::initFrom: a checkpoint file, or empty
     QLabel* m_initInfo;     // what that checkpoint is (its header), or why it cannot be read
