@@ -12,6 +12,9 @@ Nesterov, one-cycle to 0.1, weight decay 5e-4, translation by 1 and flips, batch
 PyTorch: bench/torch_train.py with the same recipe at the same global batch (N x 64), the same
 number of threads in all. Each side evaluates on the whole test set about once per epoch; wall
 time counts training and evaluation (not loading). Options after `--` go to towers-cli train.
+--optimizer, --lr, --weight-decay and --label-smoothing change the recipe on both sides (e.g.
+--optimizer adamw --lr 3e-3 --weight-decay 0.05: torch.optim.AdamW, the decay on the weights alone
+on both sides).
 
 --precision fp32 (the default) trains both in float32; --precision bf16 trains both in mixed
 precision: Towers with `--precision bf16` (bfloat16 convolutions and matrix products with float32
@@ -86,6 +89,17 @@ def towers_gpu_name(cli, gpu):
     return ""
 
 
+def recipe_options(a):
+    """The recipe changes both sides take, as the same options of towers-cli train and
+    torch_train.py."""
+    out = []
+    for name in ("optimizer", "lr", "weight_decay", "label_smoothing"):
+        value = getattr(a, name)
+        if value is not None:
+            out += ["--" + name.replace("_", "-"), str(value)]
+    return out
+
+
 def run_towers(cli, model, towers, epochs, data_dir, threads, extra, isa="native", precision="fp32",
                device="cpu", tf32=False, info=None):
     """Towers' evaluations; with `info` (a dict), sets info["device"] to what it trained on."""
@@ -147,11 +161,12 @@ def torch_sees_gpu(python):
 
 
 def run_torch(model, towers, epochs, data_dir, threads, isa="native", precision="fp32", device="cpu",
-              channels_last=False, tf32=False, python="/usr/bin/python3"):
+              channels_last=False, tf32=False, python="/usr/bin/python3", recipe=()):
     # Towers' recipes translate by 1 pixel, by 2 for fashion-wide (engine/train/recipe.cpp).
     cmd = [python, os.path.join(HERE, "torch_train.py"), "--model", model,
            "--translate", "2" if model == "fashion-wide" else "1", "--epochs", str(epochs),
            "--batch-size", str(towers * 64), "--threads", str(threads), "--precision", precision, "--json"]
+    cmd += list(recipe)
     if device != "cpu":
         cmd += ["--device", device] + (["--channels-last"] if channels_last else []) + (["--tf32"] if tf32 else [])
     if data_dir:
@@ -196,6 +211,11 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable,
                     help="interpreter with torch for torch_train.py (with --device cuda: one whose PyTorch "
                          "sees the GPU)")
+    ap.add_argument("--optimizer", choices=["sgd", "momentum", "nesterov", "adam", "adamw"], default=None,
+                    help="both sides (default: the recipe's, nesterov)")
+    ap.add_argument("--lr", type=float, default=None, help="both sides: the peak of the one-cycle schedule")
+    ap.add_argument("--weight-decay", type=float, default=None, help="both sides (default: 5e-4)")
+    ap.add_argument("--label-smoothing", type=float, default=None, help="both sides (default: none)")
     ap.add_argument("extra", nargs="*", help="after --: more towers-cli train options")
     a = ap.parse_args()
     gpu = a.device == "cuda"
@@ -214,24 +234,26 @@ def main():
         return 1
     towers_info = {}
     try:
-        ours = run_towers(a.towers_cli, a.model, a.towers, epochs, a.data_dir, a.threads, a.extra, a.isa,
-                          a.precision, a.device, a.tf32, towers_info)
+        both = recipe_options(a)
+        ours = run_towers(a.towers_cli, a.model, a.towers, epochs, a.data_dir, a.threads, both + a.extra,
+                          a.isa, a.precision, a.device, a.tf32, towers_info)
         theirs = [] if a.skip_torch else run_torch(a.model, a.towers, epochs, a.data_dir, a.threads, a.isa,
                                                    a.precision, a.device, a.torch_channels_last, a.tf32,
-                                                   a.python)
+                                                   a.python, both)
     except Failed as e:
         note = bf16_note(a.isa) if a.precision == "bf16" and not gpu else ""
         print(f"compare_train: {e}" + (f" [{note}]" if note else ""), file=sys.stderr)
         return 1
 
     precision = {"fp32": "float32", "bf16": "bf16 mixed precision (PyTorch: autocast)"}[a.precision]
+    changed = " with " + " ".join(both) if both else ""
     if gpu:
         torch_device = theirs[0].get("device", "cuda") if theirs else "not run"
-        print(f"\nFashion-MNIST, {a.model} recipe, global batch {a.towers * 64}, one GPU: "
+        print(f"\nFashion-MNIST, {a.model} recipe{changed}, global batch {a.towers * 64}, one GPU: "
               f"Towers {towers_info.get('device', 'cuda')} on {a.towers} tower(s), PyTorch {torch_device}, "
               f"{a.threads} host thread(s) per side, {precision} on both sides")
     else:
-        print(f"\nFashion-MNIST, {a.model} recipe, global batch {a.towers * 64}, {a.threads} thread(s) per side, "
+        print(f"\nFashion-MNIST, {a.model} recipe{changed}, global batch {a.towers * 64}, {a.threads} thread(s) per side, "
               f"{precision} on both sides")
     print(f"{'epoch':>6} | {'Towers s':>9} {'acc':>7} {'img/s':>7} | {'PyTorch s':>9} {'acc':>7} {'img/s':>7}")
     for i in range(max(len(ours), len(theirs))):

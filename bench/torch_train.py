@@ -156,6 +156,7 @@ def train():
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=5e-4)
+    ap.add_argument("--label-smoothing", type=float, default=0.0, help="as towers-cli train --label-smoothing")
     ap.add_argument("--lr-schedule", default="one-cycle", choices=["constant", "cosine", "one-cycle"])
     ap.add_argument("--warmup", type=float, default=0.15, help="warm-up fraction of the run")
     ap.add_argument("--translate", type=int, default=1)
@@ -175,6 +176,8 @@ def train():
     a = ap.parse_args()
     if a.epochs <= 0 or a.batch_size < 1 or a.lr <= 0 or a.threads < 1:
         ap.error("epochs, batch size, lr and threads must be positive")
+    if not 0 <= a.label_smoothing < 1:
+        ap.error("--label-smoothing must be in [0, 1)")
     if a.tf32 and a.device != "cuda":
         ap.error("--tf32 is for --device cuda")
     _import_torch(a.threads)
@@ -247,7 +250,7 @@ def train():
         if a.channels_last:
             x = x.contiguous(memory_format=memory_format)
         with autocast(a.device, a.precision):
-            loss = F.cross_entropy(model(x).float(), y)
+            loss = F.cross_entropy(model(x).float(), y, label_smoothing=a.label_smoothing)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

@@ -363,6 +363,13 @@ void TrainPage::onStarted(const QString& runDirectory, qint64 startStep, qint64 
     m_accuracy->setSeriesName(0, validation ? tr("validation set") : tr("test set"));
     m_loss->setSeriesName(2,
                           validation ? tr("validation cross-entropy") : tr("test cross-entropy"));
+    // What the training loss holds: label smoothing raises its floor above the evaluations'
+    // plain cross-entropy; AdamW's decay is the update's, not a term of the loss.
+    const engine::TrainConfig& c = m_options.config;
+    m_loss->setAxisLabels(
+        tr("step"),
+        (c.labelSmoothing > 0 ? tr("label-smoothed cross-entropy") : tr("cross-entropy")) +
+            (c.optimizer.kind == "adamw" ? QString() : tr(" + weight decay")));
     m_history.reset(startStep, totalSteps, m_options.config.batchPerTower);
     if (startStep > 0) {
         // A resumed run: its curves from the start, as its logs have them up to the resume.
