@@ -6,6 +6,7 @@
 #include <QJsonObject>
 #include <QRegularExpression>
 
+#include <algorithm>
 #include <cmath>
 
 #include "app/cli/command.h"
@@ -17,6 +18,7 @@
 #include "engine/data/dataset_spec.h"
 #include "engine/dist/process_group.h"
 #include "engine/errors.h"
+#include "engine/optim/optimizer.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/lr_range_test.h"
 #include "engine/train/recipe.h"
@@ -68,6 +70,15 @@ void addLrFindOptions(QCommandLineParser& p)
                         "folder or name gives its newest); its model unless --model."),
          QStringLiteral("checkpoint")},
         initBestOption(),
+        {QStringLiteral("optimizer"),
+         QStringLiteral("sgd, momentum, nesterov, adam or adamw, as train (default: the "
+                        "model's): the rate found is this optimizer's."),
+         QStringLiteral("name")},
+        {QStringLiteral("weight-decay"),
+         QStringLiteral("As train: the conv/linear weights' coefficient (default: the model's)."),
+         QStringLiteral("x")},
+        {QStringLiteral("label-smoothing"),
+         QStringLiteral("As train: the loss's label smoothing (default 0)."), QStringLiteral("x")},
         {QStringLiteral("min-lr"), QStringLiteral("The lowest learning rate (default 1e-5)."),
          QStringLiteral("lr")},
         {QStringLiteral("max-lr"), QStringLiteral("The highest learning rate (default 10)."),
@@ -200,8 +211,23 @@ int sweepOptions(LrFindRequest& r)
         !intOption(p, QStringLiteral("seed"), 0, 1 << 30, seed, io) ||
         !intOption(p, QStringLiteral("steps"), 5, 100000, o.steps, io) ||
         !doubleOption(p, QStringLiteral("min-lr"), 1e-12, 1e6, o.minLr, io) ||
-        !doubleOption(p, QStringLiteral("max-lr"), 1e-12, 1e6, o.maxLr, io))
+        !doubleOption(p, QStringLiteral("max-lr"), 1e-12, 1e6, o.maxLr, io) ||
+        !doubleOption(p, QStringLiteral("weight-decay"), 0, 1, c.weightDecay, io) ||
+        !doubleOption(p, QStringLiteral("label-smoothing"), 0, 0.999, c.labelSmoothing, io))
         return ExitUsage;
+    if (p.isSet(QStringLiteral("optimizer"))) {
+        const std::string kind = p.value(QStringLiteral("optimizer")).toStdString();
+        const auto& kinds = engine::optimizerKinds();
+        if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+            QStringList known;
+            for (const auto& k : kinds) known << QString::fromStdString(k);
+            io.err << "towers-cli lr-find: --optimizer: unknown optimizer '"
+                   << QString::fromStdString(kind)
+                   << "' (known: " << known.join(QStringLiteral(", ")) << ")\n";
+            return ExitUsage;
+        }
+        c.optimizer.kind = kind;
+    }
     if (!(o.maxLr > o.minLr)) {
         io.err << "towers-cli lr-find: --max-lr must be above --min-lr\n";
         return ExitUsage;
@@ -344,7 +370,18 @@ void printSuggestion(const LrFindRequest& r, const engine::LrRangeResult& result
                                      : QStringLiteral(" --gpus ") + p.value(QStringLiteral("gpus")))
            << (initFrom.isEmpty() ? QString()
                                   : QStringLiteral(" --init-from ") + shellWord(initFrom))
-           << (bf16 ? " --precision bf16" : "") << " --lr " << lrText(result.suggestedLr) << "\n";
+           << (bf16 ? " --precision bf16" : "")
+           // The recipe changes the rate was measured with.
+           << (p.isSet(QStringLiteral("optimizer"))
+                   ? QStringLiteral(" --optimizer ") + p.value(QStringLiteral("optimizer"))
+                   : QString())
+           << (p.isSet(QStringLiteral("weight-decay"))
+                   ? QStringLiteral(" --weight-decay ") + QString::number(c.weightDecay)
+                   : QString())
+           << (p.isSet(QStringLiteral("label-smoothing"))
+                   ? QStringLiteral(" --label-smoothing ") + QString::number(c.labelSmoothing)
+                   : QString())
+           << " --lr " << lrText(result.suggestedLr) << "\n";
 }
 
 } // namespace

@@ -36,7 +36,7 @@ _towers_cli()
                 --batch-size --steps --epochs --optimizer --lr --lr-schedule --momentum
                 --weight-decay --ema-decay --label-smoothing --augment --seed --init-from --best --like --run-dir --checkpoint-every
                 --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --validation --patience --min-delta --log-every --histogram-every --loader-workers --json --help" ;;
-        lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --threads-per-tower --seed --precision --init-from --best --min-lr --max-lr --steps --json --help" ;;
+        lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --threads-per-tower --seed --precision --init-from --best --optimizer --weight-decay --label-smoothing --min-lr --max-lr --steps --json --help" ;;
         eval) options="--checkpoint --best --data-dir --set --dataset --no-ema --layers --mistakes --batch-size --precision --device --gpu --json --help" ;;
         classify) options="--checkpoint --best --top-k --no-ema --precision --device --gpu --layers --json --help" ;;
         export) options="--checkpoint --best --output --opset --layout --no-ema --force --json --help" ;;

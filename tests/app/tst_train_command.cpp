@@ -212,6 +212,24 @@ private slots:
         // recipe's batch).
         QVERIFY2(text.out.contains(QStringLiteral(" --towers 1 --batch-size 16 --lr ")),
                  qPrintable(text.out));
+        // So do the optimizer, weight decay and label smoothing it was measured with (an Adam
+        // rate is not a Nesterov one); an optimizer it does not know is a usage error.
+        const CliRun adamw = run(
+            {QStringLiteral("lr-find"), QStringLiteral("--dataset"),
+             QStringLiteral("fashion-mnist"), QStringLiteral("--batch-size"), QStringLiteral("16"),
+             QStringLiteral("--steps"), QStringLiteral("10"), QStringLiteral("--optimizer"),
+             QStringLiteral("adamw"), QStringLiteral("--weight-decay"), QStringLiteral("0.05"),
+             QStringLiteral("--label-smoothing"), QStringLiteral("0.1")});
+        QVERIFY2(adamw.exitCode == 0, qPrintable(adamw.err));
+        QVERIFY2(adamw.out.contains(QStringLiteral("1 tower x 16, adamw, 10 steps")) &&
+                     adamw.out.contains(QStringLiteral(
+                         " --optimizer adamw --weight-decay 0.05 --label-smoothing 0.1 --lr ")),
+                 qPrintable(adamw.out));
+        const CliRun unknown =
+            run({QStringLiteral("lr-find"), QStringLiteral("--optimizer"), QStringLiteral("lion")});
+        QCOMPARE(unknown.exitCode, 2);
+        QVERIFY2(unknown.err.contains(QStringLiteral("unknown optimizer 'lion' (known: sgd, ")),
+                 qPrintable(unknown.err));
         // From a run's newest checkpoint: its model, and the command to train from it.
         const QString base = path(QStringLiteral("runs/lr-base"));
         const CliRun trained = run(small(base) + QStringList{"--steps", "2"});
