@@ -1,10 +1,12 @@
 // Optimizer updates on the CPU: one pass over each tensor in float, the operation order of
 // PyTorch's torch.optim single-tensor implementations (so results agree to a rounding), spread
 // over the calling thread's OpenMP team. Element-wise, hence independent of the thread count. A set
-// skip flag (read here: oneDNN's tensors are on the host) leaves everything as it is.
+// skip flag (read here: oneDNN's tensors are on the host) leaves everything as it is. Adam's loop,
+// whose square root and divisions the compiler keeps scalar, is Highway's (optim_hwy.h).
 #include <cmath>
 
 #include "engine/cpu/cpu_common.h"
+#include "engine/cpu/optim_hwy.h"
 #include "engine/ops/op_checks.h"
 #include "engine/ops/step_scalars.h"
 
@@ -58,26 +60,22 @@ void OneDnnOps::adamUpdateImpl(const AdamStep& s, const Tensor& g, Tensor& m, Te
     if (checks::updateSkipped(skip)) return;
     // The scalars are computed in double, as Python does, then used in float.
     const step_scalars::Adam run = step_scalars::adam(s, scalars);
-    const float stepSize = float(run.lr / run.corrections.first);
-    const float bc2Sqrt = float(run.corrections.secondSqrt);
-    const float b1 = float(s.beta1), b2 = float(s.beta2), eps = float(s.epsilon);
-    const float c1 = float(1.0 - s.beta1), c2 = float(1.0 - s.beta2);
-    const float keep = float(1.0 - run.lr * s.weightDecay); // AdamW's decay: exactly 1 without
+    AdamConstants k;
+    k.stepSize = float(run.lr / run.corrections.first);
+    k.correction2Sqrt = float(run.corrections.secondSqrt);
+    k.beta1 = float(s.beta1);
+    k.beta2 = float(s.beta2);
+    k.epsilon = float(s.epsilon);
+    k.oneMinusBeta1 = float(1.0 - s.beta1);
+    k.oneMinusBeta2 = float(1.0 - s.beta2);
+    k.keep = float(1.0 - run.lr * s.weightDecay); // AdamW's decay: exactly 1 without
     const float* pg = g.data<float>();
     float* pm = m.data<float>();
     float* pv = v.data<float>();
     float* pw = w.data<float>();
-    parallelChunks(w.numel(), [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
-#pragma omp simd
-        for (std::int64_t i = begin; i < end; ++i) {
-            const float gi = pg[i];
-            const float mi = pm[i] * b1 + c1 * gi;
-            const float vi = pv[i] * b2 + c2 * (gi * gi);
-            pm[i] = mi;
-            pv[i] = vi;
-            const float wi = pw[i] * keep; // PyTorch's param.mul_, then its addcdiv_
-            pw[i] = wi - stepSize * (mi / (std::sqrt(vi) / bc2Sqrt + eps));
-        }
+    // Highway's vectors on the CPU's best instruction set (optim_hwy.h).
+    parallelChunks(w.numel(), [=](std::int64_t begin, std::int64_t end) {
+        adamUpdateRange(k, pg, pm, pv, pw, begin, end);
     });
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Private to engine/cpu: a ceiling on the instruction set of Towers' own Highway kernels (LRN,
-// max pooling, Winograd), to run on one machine what a CPU without the better instruction sets
-// runs.
+// max pooling, Winograd, the Adam update), to run on one machine what a CPU without the better
+// instruction sets runs.
 //
 // TOWERS_SIMD_TARGET=AVX2 (Highway's names, any case: AVX3 for AVX-512, AVX2, SSE4, SSSE3, and the
 // baseline, SCALAR or EMU128 as this Highway build has it), read once, makes every Highway kernel

@@ -1,9 +1,9 @@
 // The op-case table (engine/selftest/op_cases.h) on every backend this machine has, a row per case
-// and backend: oneDNN on each SIMD target Towers' own kernels (LRN, max pooling, Winograd) were
-// compiled for and this CPU runs (oneDNN's own instruction set can only be capped before it starts:
-// CTest's tst_no_reference_kernels_onednn_max_isa_avx2 does that), oneDNN staged through the host
-// (ops/staged_ops.h), and the CUDA backend on GPU 0 in float32 and in TF32 (skipped, saying why,
-// without a GPU or the plugin). `towers-cli selftest --device X` runs the same table.
+// and backend: oneDNN on each SIMD target Towers' own kernels (LRN, max pooling, Winograd, Adam)
+// were compiled for and this CPU runs (oneDNN's own instruction set can only be capped before it
+// starts: CTest's tst_no_reference_kernels_onednn_max_isa_avx2 does that), oneDNN staged through
+// the host (ops/staged_ops.h), and the CUDA backend on GPU 0 in float32 and in TF32 (skipped,
+// saying why, without a GPU or the plugin). `towers-cli selftest --device X` runs the same table.
 //
 // Also: the table covers every op of Ops and every registered model, its inputs are the same on
 // every call, an update skipped by its flag changes nothing, and the comparison catches what it
