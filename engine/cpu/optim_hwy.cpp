@@ -2,13 +2,12 @@
 // foreach_target.
 #include "engine/cpu/optim_hwy.h"
 
-#include <algorithm>
-#include <cstddef>
-
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/cpu/optim_hwy.cpp"
 #include <hwy/foreach_target.h> // before highway.h
 #include <hwy/highway.h>
+
+#include "engine/cpu/hwy_channels-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace towers::engine::cpu {
@@ -19,8 +18,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 using D = hn::ScalableTag<float>;
 using V = hn::Vec<D>;
 
-// One vector of elements at g, m, v, w: the same operations, in the same order, as the scalar
-// formula of optim_hwy.h.
+// One vector of n elements at g, m, v, w (a whole vector when n >= Lanes, else a partial one
+// padded with zeros whose results are dropped): the same operations, in the same order, as the
+// scalar formula of optim_hwy.h.
 struct AdamVectors
 {
     explicit AdamVectors(D d, const AdamConstants& k)
@@ -31,16 +31,18 @@ struct AdamVectors
     {
     }
 
-    void update(D d, const float* g, float* m, float* v, float* w) const
+    void update(D d, const float* g, float* m, float* v, float* w, std::int64_t n) const
     {
-        const V gi = hn::LoadU(d, g);
-        const V mi = hn::Add(hn::Mul(hn::LoadU(d, m), beta1), hn::Mul(oneMinusBeta1, gi));
-        const V vi = hn::Add(hn::Mul(hn::LoadU(d, v), beta2), hn::Mul(oneMinusBeta2, hn::Mul(gi, gi)));
-        hn::StoreU(mi, d, m);
-        hn::StoreU(vi, d, v);
-        const V wi = hn::Mul(hn::LoadU(d, w), keep); // PyTorch's param.mul_, then its addcdiv_
+        const V gi = loadChannels(d, g, n);
+        const V mi = hn::Add(hn::Mul(loadChannels(d, m, n), beta1), hn::Mul(oneMinusBeta1, gi));
+        const V vi =
+            hn::Add(hn::Mul(loadChannels(d, v, n), beta2), hn::Mul(oneMinusBeta2, hn::Mul(gi, gi)));
+        storeChannels(d, mi, m, n);
+        storeChannels(d, vi, v, n);
+        // PyTorch's param.mul_, then its addcdiv_.
+        const V wi = hn::Mul(loadChannels(d, w, n), keep);
         const V denom = hn::Add(hn::Div(hn::Sqrt(vi), correction2Sqrt), epsilon);
-        hn::StoreU(hn::Sub(wi, hn::Mul(stepSize, hn::Div(mi, denom))), d, w);
+        storeChannels(d, hn::Sub(wi, hn::Mul(stepSize, hn::Div(mi, denom))), w, n);
     }
 
     V beta1, beta2, oneMinusBeta1, oneMinusBeta2, epsilon, stepSize, correction2Sqrt, keep;
@@ -54,22 +56,9 @@ void AdamRange(const AdamConstants& k, const float* g, float* m, float* v, float
     const D d;
     const AdamVectors a(d, k);
     const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
-    std::int64_t i = begin;
-    for (; i + lanes <= end; i += lanes) a.update(d, g + i, m + i, v + i, w + i);
-    if (i == end) return;
-    // The last partial vector through copies of one whole vector each (zeros past the end, whose
-    // results are dropped): the same arithmetic as every other element.
-    const auto n = static_cast<std::size_t>(end - i);
-    HWY_ALIGN float tg[hn::MaxLanes(d)] = {}, tm[hn::MaxLanes(d)] = {}, tv[hn::MaxLanes(d)] = {},
-                    tw[hn::MaxLanes(d)] = {};
-    std::copy_n(g + i, n, tg);
-    std::copy_n(m + i, n, tm);
-    std::copy_n(v + i, n, tv);
-    std::copy_n(w + i, n, tw);
-    a.update(d, tg, tm, tv, tw);
-    std::copy_n(tm, n, m + i);
-    std::copy_n(tv, n, v + i);
-    std::copy_n(tw, n, w + i);
+    // The last partial vector through hwy_channels-inl.h's zero-padded copies.
+    for (std::int64_t i = begin; i < end; i += lanes)
+        a.update(d, g + i, m + i, v + i, w + i, end - i);
 }
 
 } // namespace HWY_NAMESPACE
