@@ -6,7 +6,6 @@
 #include <QJsonObject>
 #include <QRegularExpression>
 
-#include <algorithm>
 #include <cmath>
 
 #include "app/cli/command.h"
@@ -216,17 +215,13 @@ int sweepOptions(LrFindRequest& r)
         !doubleOption(p, QStringLiteral("label-smoothing"), 0, 0.999, c.labelSmoothing, io))
         return ExitUsage;
     if (p.isSet(QStringLiteral("optimizer"))) {
-        const std::string kind = p.value(QStringLiteral("optimizer")).toStdString();
-        const auto& kinds = engine::optimizerKinds();
-        if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
-            QStringList known;
-            for (const auto& k : kinds) known << QString::fromStdString(k);
-            io.err << "towers-cli lr-find: --optimizer: unknown optimizer '"
-                   << QString::fromStdString(kind)
-                   << "' (known: " << known.join(QStringLiteral(", ")) << ")\n";
+        c.optimizer.kind = p.value(QStringLiteral("optimizer")).toStdString();
+        try {
+            engine::makeOptimizer(c.optimizer); // an unknown kind: the known ones named
+        } catch (const engine::Error& e) {
+            io.err << "towers-cli lr-find: --optimizer: " << e.what() << "\n";
             return ExitUsage;
         }
-        c.optimizer.kind = kind;
     }
     if (!(o.maxLr > o.minLr)) {
         io.err << "towers-cli lr-find: --max-lr must be above --min-lr\n";
