@@ -12,9 +12,10 @@ Nesterov, one-cycle to 0.1, weight decay 5e-4, translation by 1 and flips, batch
 PyTorch: bench/torch_train.py with the same recipe at the same global batch (N x 64), the same
 number of threads in all. Each side evaluates on the whole test set about once per epoch; wall
 time counts training and evaluation (not loading). Options after `--` go to towers-cli train.
---optimizer, --lr, --weight-decay and --label-smoothing change the recipe on both sides (e.g.
---optimizer adamw --lr 3e-3 --weight-decay 0.05: torch.optim.AdamW, the decay on the weights alone
-on both sides).
+--optimizer, --lr, --weight-decay, --label-smoothing and --clip-grad-norm change the recipe on both
+sides (e.g. --optimizer adamw --lr 3e-3 --weight-decay 0.05: torch.optim.AdamW, the decay on the
+weights alone on both sides; --clip-grad-norm 1: clip_grad_norm_ of the gradient with the L2 term
+in it, as Towers clips).
 
 --precision fp32 (the default) trains both in float32; --precision bf16 trains both in mixed
 precision: Towers with `--precision bf16` (bfloat16 convolutions and matrix products with float32
@@ -93,7 +94,7 @@ def recipe_options(a):
     """The recipe changes both sides take, as the same options of towers-cli train and
     torch_train.py."""
     out = []
-    for name in ("optimizer", "lr", "weight_decay", "label_smoothing"):
+    for name in ("optimizer", "lr", "weight_decay", "label_smoothing", "clip_grad_norm"):
         value = getattr(a, name)
         if value is not None:
             out += ["--" + name.replace("_", "-"), str(value)]
@@ -216,6 +217,7 @@ def main():
     ap.add_argument("--lr", type=float, default=None, help="both sides: the peak of the one-cycle schedule")
     ap.add_argument("--weight-decay", type=float, default=None, help="both sides (default: 5e-4)")
     ap.add_argument("--label-smoothing", type=float, default=None, help="both sides (default: none)")
+    ap.add_argument("--clip-grad-norm", type=float, default=None, help="both sides (default: none)")
     ap.add_argument("extra", nargs="*", help="after --: more towers-cli train options")
     a = ap.parse_args()
     gpu = a.device == "cuda"

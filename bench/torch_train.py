@@ -157,6 +157,9 @@ def train():
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=5e-4)
     ap.add_argument("--label-smoothing", type=float, default=0.0, help="as towers-cli train --label-smoothing")
+    ap.add_argument("--clip-grad-norm", type=float, default=0.0,
+                    help="as towers-cli train --clip-grad-norm: clip_grad_norm_ of the gradient with the "
+                         "L2 term in it (adamw: without, its decay is decoupled)")
     ap.add_argument("--lr-schedule", default="one-cycle", choices=["constant", "cosine", "one-cycle"])
     ap.add_argument("--warmup", type=float, default=0.15, help="warm-up fraction of the run")
     ap.add_argument("--translate", type=int, default=1)
@@ -178,6 +181,8 @@ def train():
         ap.error("epochs, batch size, lr and threads must be positive")
     if not 0 <= a.label_smoothing < 1:
         ap.error("--label-smoothing must be in [0, 1)")
+    if not 0 <= a.clip_grad_norm < math.inf:
+        ap.error("--clip-grad-norm must be a finite number >= 0")
     if a.tf32 and a.device != "cuda":
         ap.error("--tf32 is for --device cuda")
     _import_torch(a.threads)
@@ -204,7 +209,12 @@ def train():
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (decay if p.dim() > 1 else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": a.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    # Towers' L2 weight decay is a term of the loss, so its gradient is in what --clip-grad-norm
+    # clips: with clipping (and not adamw, whose decay is decoupled), the term goes into the
+    # gradients here before clip_grad_norm_, instead of into the optimizer's step after it.
+    l2_by_hand = a.clip_grad_norm > 0 and a.optimizer != "adamw"
+    in_optimizer = 0.0 if l2_by_hand else a.weight_decay
+    groups = [{"params": decay, "weight_decay": in_optimizer}, {"params": no_decay, "weight_decay": 0.0}]
     if a.optimizer == "adam":
         opt = torch.optim.Adam(groups, lr=a.lr)
     elif a.optimizer == "adamw":  # the same groups: decoupled decay on the weights only
@@ -253,6 +263,11 @@ def train():
             loss = F.cross_entropy(model(x).float(), y, label_smoothing=a.label_smoothing)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if a.clip_grad_norm > 0:
+            if l2_by_hand:
+                for p in decay:
+                    p.grad.add_(p.detach(), alpha=a.weight_decay)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=a.clip_grad_norm)
         opt.step()
         if sched is not None:
             sched.step()

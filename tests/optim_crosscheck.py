@@ -9,9 +9,11 @@ holds; an optional "tol" metadata value overrides --tol for that file:
 
   kind=optimizer: "optimizer" (sgd, momentum, nesterov, adam, adamw) and its hyper-parameters
     (momentum, dampening, beta1, beta2, epsilon as strings; adamw's "weight_decay", each
-    parameter's decay separated by commas), "steps" and "params". Tensors:
-    "param.<i>" the initial values, "lr" F64 [steps], "grad.<s>.<i>" the gradient of step s,
-    "after.<s>.<i>" Towers' parameter after step s, "state.<i>.<slot>" Towers' final state.
+    parameter's decay separated by commas; optionally "clip_grad_norm", the largest gradient
+    norm, > 0 to clip), "steps" and "params". Tensors: "param.<i>" the initial values, "lr" F64
+    [steps], "grad.<s>.<i>" the gradient of step s, "after.<s>.<i>" Towers' parameter after step
+    s, "state.<i>.<slot>" Towers' final state; with clipping, "clipped.<s>.<i>" Towers' gradient
+    of step s once clipped (torch.nn.utils.clip_grad_norm_ before every torch step).
     torch.optim recomputes every step in the exchange's dtype; every "after" and "state" tensor
     is compared by max|ours - torch| / max(max|torch|, 1e-12) < tol.
 
@@ -83,12 +85,17 @@ def check_optimizer(tensors, meta, tol, out):
         slots = ["exp_avg", "exp_avg_sq"]
     else:
         raise BadInput(f"metadata 'optimizer' is {kind!r}, not sgd, momentum, nesterov, adam or adamw")
+    clip = meta_float(meta, "clip_grad_norm") if "clip_grad_norm" in meta else 0.0
     pairs = []
     for s in range(steps):
         for group in opt.param_groups:
             group["lr"] = lrs[s].item()
         for i, p in enumerate(params):
             p.grad = need(tensors, f"grad.{s}.{i}").to(p.dtype)
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, max_norm=clip)
+            for i, p in enumerate(params):
+                pairs.append((f"clipped.{s}.{i}", p.grad.clone()))
         opt.step()
         for i, p in enumerate(params):
             pairs.append((f"after.{s}.{i}", p.detach().clone()))  # not a view: p changes in place

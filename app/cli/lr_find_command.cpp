@@ -78,6 +78,9 @@ void addLrFindOptions(QCommandLineParser& p)
          QStringLiteral("x")},
         {QStringLiteral("label-smoothing"),
          QStringLiteral("As train: the loss's label smoothing (default 0)."), QStringLiteral("x")},
+        {QStringLiteral("clip-grad-norm"),
+         QStringLiteral("As train: the gradients' global norm clipped to x (default 0: none)."),
+         QStringLiteral("x")},
         {QStringLiteral("min-lr"), QStringLiteral("The lowest learning rate (default 1e-5)."),
          QStringLiteral("lr")},
         {QStringLiteral("max-lr"), QStringLiteral("The highest learning rate (default 10)."),
@@ -212,7 +215,8 @@ int sweepOptions(LrFindRequest& r)
         !doubleOption(p, QStringLiteral("min-lr"), 1e-12, 1e6, o.minLr, io) ||
         !doubleOption(p, QStringLiteral("max-lr"), 1e-12, 1e6, o.maxLr, io) ||
         !doubleOption(p, QStringLiteral("weight-decay"), 0, 1, c.weightDecay, io) ||
-        !doubleOption(p, QStringLiteral("label-smoothing"), 0, 0.999, c.labelSmoothing, io))
+        !doubleOption(p, QStringLiteral("label-smoothing"), 0, 0.999, c.labelSmoothing, io) ||
+        !doubleOption(p, QStringLiteral("clip-grad-norm"), 0, 1e6, c.clipGradNorm, io))
         return ExitUsage;
     if (p.isSet(QStringLiteral("optimizer"))) {
         c.optimizer.kind = p.value(QStringLiteral("optimizer")).toStdString();
@@ -375,6 +379,9 @@ void printSuggestion(const LrFindRequest& r, const engine::LrRangeResult& result
                    : QString())
            << (p.isSet(QStringLiteral("label-smoothing"))
                    ? QStringLiteral(" --label-smoothing ") + QString::number(c.labelSmoothing)
+                   : QString())
+           << (p.isSet(QStringLiteral("clip-grad-norm"))
+                   ? QStringLiteral(" --clip-grad-norm ") + QString::number(c.clipGradNorm)
                    : QString())
            << " --lr " << lrText(result.suggestedLr) << "\n";
 }

@@ -290,7 +290,8 @@ int trainingOptions(const TrainRequest& r, const std::optional<TrainConfig>& lik
         !doubleOption(p, QStringLiteral("momentum"), 0, 0.999999, c.optimizer.momentum, io) ||
         !doubleOption(p, QStringLiteral("weight-decay"), 0, 1, c.weightDecay, io) ||
         !doubleOption(p, QStringLiteral("ema-decay"), 0, 0.999999999, c.emaDecay, io) ||
-        !doubleOption(p, QStringLiteral("label-smoothing"), 0, 0.999, c.labelSmoothing, io))
+        !doubleOption(p, QStringLiteral("label-smoothing"), 0, 0.999, c.labelSmoothing, io) ||
+        !doubleOption(p, QStringLiteral("clip-grad-norm"), 0, 1e6, c.clipGradNorm, io))
         return ExitUsage;
     c.towers = towers;
     c.threadsPerTower = threads;

@@ -145,6 +145,10 @@ void addTrainOptions(QCommandLineParser& p)
          QStringLiteral("Train towards (1 - x) on the label and x spread over every class "
                         "(PyTorch's label_smoothing; 0 = none, the default; e.g. 0.1)."),
          x},
+        {QStringLiteral("clip-grad-norm"),
+         QStringLiteral("Scale the averaged gradients down to this global norm when it is larger "
+                        "(PyTorch's clip_grad_norm_; 0 = no clipping, the default; e.g. 1)."),
+         x},
         {QStringLiteral("augment"),
          QStringLiteral("default (the model's recipe; for cifar10-tutorial the tutorial's "
                         "distortions; 'tutorial' is another name for it) or none."),
@@ -237,9 +241,10 @@ std::vector<engine::Setting> settingsGiven(const QCommandLineParser& p)
                                       QStringLiteral("histogram-every"),
                                       QStringLiteral("loader-workers")};
     static const QStringList numbers{
-        QStringLiteral("epochs"),         QStringLiteral("lr"),        QStringLiteral("momentum"),
-        QStringLiteral("weight-decay"),   QStringLiteral("ema-decay"), QStringLiteral("bucket-mb"),
-        QStringLiteral("label-smoothing")};
+        QStringLiteral("epochs"),          QStringLiteral("lr"),
+        QStringLiteral("momentum"),        QStringLiteral("weight-decay"),
+        QStringLiteral("ema-decay"),       QStringLiteral("bucket-mb"),
+        QStringLiteral("label-smoothing"), QStringLiteral("clip-grad-norm")};
     static const QStringList paths{QStringLiteral("run-dir"), QStringLiteral("init-from"),
                                    QStringLiteral("like"), QStringLiteral("model")};
     const auto number = [](double v) { return QString::number(v, 'g', 17); };

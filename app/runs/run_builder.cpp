@@ -63,6 +63,7 @@ const Defining kDefining[] = {
     {"weight-decay", Kind::Real, [](const TrainConfig& c) { return number(c.weightDecay); }},
     {"ema-decay", Kind::Real, [](const TrainConfig& c) { return number(c.emaDecay); }},
     {"label-smoothing", Kind::Real, [](const TrainConfig& c) { return number(c.labelSmoothing); }},
+    {"clip-grad-norm", Kind::Real, [](const TrainConfig& c) { return number(c.clipGradNorm); }},
     {"augment", Kind::Text,
      [](const TrainConfig& c) { return augmentName(QString::fromStdString(c.augmentation)); },
      augmentName},

@@ -8,6 +8,7 @@
 #include <new>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/cpu/onednn_backend.h"
 
@@ -84,17 +85,24 @@ template <class K> void parallelChunks(std::int64_t n, const K& kernel)
     parallelItems(n, 1, kernel);
 }
 
-// As parallelChunks for a kernel that returns a double partial sum; returns the total.
+// As parallelChunks for a kernel that returns a double partial sum; returns the total: the chunks'
+// sums added in chunk order, so that it is the same to the bit whatever the number of threads
+// (towers of one run with teams of different sizes compute one gradient norm alike).
 template <class K> double parallelSum(std::int64_t n, const K& kernel)
 {
     const bool wide = cpuIsWide();
     const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-    double total = 0;
-#pragma omp parallel for schedule(static) reduction(+ : total) if (n > kParallelGrain)
+    constexpr std::int64_t kOnStack = 64;
+    double onStack[kOnStack];
+    std::vector<double> onHeap(chunks > kOnStack ? chunks : 0);
+    double* partial = chunks > kOnStack ? onHeap.data() : onStack;
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
     for (std::int64_t c = 0; c < chunks; ++c) {
         const std::int64_t b = c * kChunk, e = std::min(n, b + kChunk);
-        total += wide ? runWide(kernel, b, e) : runBaseline(kernel, b, e);
+        partial[c] = wide ? runWide(kernel, b, e) : runBaseline(kernel, b, e);
     }
+    double total = 0;
+    for (std::int64_t c = 0; c < chunks; ++c) total += partial[c];
     return total;
 }
 

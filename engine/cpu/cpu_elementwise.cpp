@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "engine/cpu/cpu_common.h"
+#include "engine/ops/clip_norm.h"
 #include "engine/ops/dropout_mask.h"
 #include "engine/ops/op_checks.h"
 #include "engine/ops/step_scalars.h"
@@ -272,6 +273,17 @@ void OneDnnOps::flagNonFiniteImpl(const Tensor& x, Tensor& flag)
 #pragma omp parallel for simd reduction(+ : sum) schedule(static) if (n > (1 << 16))
     for (std::int64_t i = 0; i < n; ++i) sum += px[i] * 0.0f;
     if (!std::isfinite(sum)) flag.data<float>()[0] = 1.f;
+}
+
+void OneDnnOps::clipToNormImpl(const Tensor& sumSquares, double maxNorm, Tensor& x)
+{
+    const float c = clipFactor(sumSquares.data<double>()[0], maxNorm);
+    if (c == 1.f) return; // x * 1 is x
+    float* p = x.data<float>();
+    parallelChunks(x.numel(), [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
+#pragma omp simd
+        for (std::int64_t i = begin; i < end; ++i) p[i] *= c;
+    });
 }
 
 void OneDnnOps::axpyImpl(double alpha, const Tensor& x, Tensor& y)

@@ -761,6 +761,13 @@ void CudaOps::axpyImpl(double alpha, const Tensor& x, Tensor& y)
     cuda::axpy(m_stream, static_cast<float>(alpha), floats(x), floats(y), x.numel());
 }
 
+void CudaOps::clipToNormImpl(const Tensor& sumSquares, double maxNorm, Tensor& x)
+{
+    const OpScope scope(m_device, m_stream);
+    cuda::clipToNorm(m_stream, static_cast<const double*>(sumSquares.raw()), maxNorm, floats(x),
+                     x.numel());
+}
+
 namespace {
 // An update's skip flag for its kernel: nullptr when there is none (op_list.h).
 const float* skipFlag(const Tensor& skip)

@@ -73,6 +73,7 @@ inline float* floats(Tensor& t)
     X(sumSquares)                                                                                  \
     X(flagNonFinite)                                                                               \
     X(axpy)                                                                                        \
+    X(clipToNorm)                                                                                  \
     X(sgdUpdate)                                                                                   \
     X(momentumUpdate)                                                                              \
     X(adamUpdate)                                                                                  \

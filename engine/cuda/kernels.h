@@ -122,6 +122,8 @@ void momentumUpdate(cudaStream_t s, const float* g, float* buf, float* w, std::i
                     float momentum, float dampening, bool nesterov, bool first, const float* skip,
                     const double* scalars);
 void flagNonFinite(cudaStream_t s, const float* x, float* flag, std::int64_t n);
+// x[i] *= clipFactor(sumSquares[0], maxNorm) (ops/clip_norm.h), the factor read on the device.
+void clipToNorm(cudaStream_t s, const double* sumSquares, double maxNorm, float* x, std::int64_t n);
 void emaUpdate(cudaStream_t s, const float* value, float* shadow, std::int64_t n, float keep,
                const float* skip, const double* scalars);
 // correction1 and correction2Sqrt: adamCorrections (ops/step_scalars.h); weightDecay: AdamW's

@@ -1,10 +1,12 @@
-// Parameter updates: axpy (weight decay, accumulation), plain SGD, SGD with momentum and Adam(W),
-// in PyTorch's formulations (see MomentumStep and AdamStep in ops/descriptors.h). An update given a
-// skip flag reads it on the GPU, each thread before its loop (kernel_math.h's updateSkipped): a
-// diverged step is skipped without the host waiting for the flag.
+// Parameter updates: axpy (weight decay, accumulation), gradient clipping, plain SGD, SGD with
+// momentum and Adam(W), in PyTorch's formulations (see MomentumStep and AdamStep in
+// ops/descriptors.h). An update given a skip flag reads it on the GPU, each thread before its loop
+// (kernel_math.h's updateSkipped): a diverged step is skipped without the host waiting for the
+// flag.
 #include "engine/cuda/kernel_math.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
+#include "engine/ops/clip_norm.h"
 
 namespace towers::engine::cuda {
 
@@ -24,6 +26,13 @@ __global__ void axpyKernel(float alpha, const float* x, float* y, std::int64_t n
 __global__ void flagNonFiniteKernel(const float* x, float* flag, std::int64_t n)
 {
     TOWERS_GRID_STRIDE(i, n) flagNonFiniteAt(i, x, flag);
+}
+
+__global__ void clipToNormKernel(const double* sumSquares, double maxNorm, float* x, std::int64_t n)
+{
+    const float c = clipFactor(*sumSquares, maxNorm);
+    if (c == 1.f) return; // x * 1 is x
+    TOWERS_GRID_STRIDE(i, n) x[i] *= c;
 }
 
 __global__ void emaKernel(const float* value, float* shadow, std::int64_t n, float keep,
@@ -79,6 +88,13 @@ void flagNonFinite(cudaStream_t s, const float* x, float* flag, std::int64_t n)
 {
     if (n == 0) return;
     flagNonFiniteKernel<<<gridFor(n), kThreads, 0, s>>>(x, flag, n);
+    TOWERS_CUDA_LAUNCHED();
+}
+
+void clipToNorm(cudaStream_t s, const double* sumSquares, double maxNorm, float* x, std::int64_t n)
+{
+    if (n == 0) return;
+    clipToNormKernel<<<gridFor(n), kThreads, 0, s>>>(sumSquares, maxNorm, x, n);
     TOWERS_CUDA_LAUNCHED();
 }
 

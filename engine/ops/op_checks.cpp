@@ -564,6 +564,16 @@ void axpy(Args& a, double, const Tensor& x, Tensor& y)
     checks::requireSameShape(y, x, "axpy y", "x");
 }
 
+void clipToNorm(Args& a, const Tensor& sumSquares, double maxNorm, Tensor& x)
+{
+    a.typed(sumSquares, DType::Float64, "clipToNorm sumSquares");
+    requireShape(sumSquares, Shape{1}, "clipToNorm sumSquares");
+    a.floats(x, "clipToNorm x");
+    if (!(maxNorm > 0) || !std::isfinite(maxNorm))
+        throw InvalidArgument("clipToNorm: the largest norm must be a finite number > 0, got " +
+                              std::to_string(maxNorm));
+}
+
 void sgdUpdate(Args& a, double, const Tensor& g, Tensor& w, const Tensor& skip,
                const Tensor& scalars)
 {

@@ -255,6 +255,14 @@
     M(flagNonFinite, void, (const Tensor& x, Tensor& flag), (x, flag))
 // y += alpha * x
 #define TOWERS_OP_axpy(M) M(axpy, void, (double alpha, const Tensor& x, Tensor& y), (alpha, x, y))
+// Gradient clipping by the global norm (ops/clip_norm.h): x *= clipFactor(sumSquares, maxNorm), the
+// factor min(1, maxNorm / (sqrt(sumSquares) + 1e-6)) in x's type, computed where x lives from
+// sumSquares (Float64 [1], the sum of the squares of all the gradients, as sumSquares accumulates
+// it with scale 1), so that nothing waits for a GPU. maxNorm is finite and > 0. A factor of 1 (the
+// norm at most maxNorm, or NaN) leaves x as it is, to the bit
+#define TOWERS_OP_clipToNorm(M)                                                                    \
+    M(clipToNorm, void, (const Tensor& sumSquares, double maxNorm, Tensor& x),                     \
+      (sumSquares, maxNorm, x))
 
 // --- optimizer updates of one parameter w from its gradient g (see MomentumStep, AdamStep); the
 // state tensors (buf; m, v) have w's shape and dtype and are updated in place. `skip` is empty, or
@@ -334,6 +342,7 @@
     X(sumSquares)                                                                                  \
     X(flagNonFinite)                                                                               \
     X(axpy)                                                                                        \
+    X(clipToNorm)                                                                                  \
     X(sgdUpdate)                                                                                   \
     X(momentumUpdate)                                                                              \
     X(adamUpdate)                                                                                  \

@@ -1,6 +1,7 @@
 #include "engine/optim/optimizer.h"
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -30,9 +31,32 @@ void Optimizer::step(Ops& ops, const std::vector<Parameter*>& params, double lr,
             throw InvalidArgument("parameter '" + p->name +
                                   "' has no gradient: run backward first");
     }
+    if (m_maxGradNorm > 0) clipGradients(ops, params);
     for (auto* p : params)
         if (p->trainable) update(ops, *p, lr, m_steps == 0, skip, scalars);
     ops.hostWork([this] { ++m_steps; }); // at every replay of a captured step, too
+}
+
+void Optimizer::setMaxGradNorm(double maxNorm)
+{
+    if (!(maxNorm >= 0) || !std::isfinite(maxNorm))
+        throw InvalidArgument("the largest gradient norm must be a finite number >= 0 (0: no "
+                              "clipping), got " +
+                              std::to_string(maxNorm));
+    m_maxGradNorm = maxNorm;
+}
+
+void Optimizer::clipGradients(Ops& ops, const std::vector<Parameter*>& params)
+{
+    if (m_zero.empty()) {
+        m_zero = Tensor::pinned({1}, DType::Float64);
+        std::memset(m_zero.raw(), 0, m_zero.bytes());
+    }
+    ops.upload(m_zero, m_gradSumSquares);
+    for (auto* p : params)
+        if (p->trainable) ops.sumSquares(p->grad, 1.0, m_gradSumSquares);
+    for (auto* p : params)
+        if (p->trainable) ops.clipToNorm(m_gradSumSquares, m_maxGradNorm, p->grad);
 }
 
 void Optimizer::fillScalars(StepScalars& scalars, double lr) const

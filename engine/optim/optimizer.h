@@ -53,6 +53,18 @@ public:
     // (a replayed capture's are the step's own).
     void step(Ops& ops, const std::vector<Parameter*>& params, double lr, const Tensor& skip = {},
               const Tensor& scalars = {});
+    // Gradient clipping by the global norm, PyTorch's clip_grad_norm_ (TensorFlow's
+    // clip_by_global_norm): with maxNorm > 0, every step() first multiplies the trainable
+    // parameters' gradients, in place, by min(1, maxNorm / (norm + 1e-6)), norm the square root of
+    // the sum of all their squares (ops/clip_norm.h), computed where they live without the host
+    // waiting. The gradients are those step() is given: with an L2 weight decay, the loss's
+    // gradient holds its term (Model), with AdamW's decoupled decay it does not. 0 (the default)
+    // clips nothing. Throws InvalidArgument for a negative or non-finite maxNorm.
+    void setMaxGradNorm(double maxNorm);
+    double maxGradNorm() const { return m_maxGradNorm; }
+    // The sum of the squares of the gradients of the latest step() that clipped (Float64 [1]
+    // where they live; the gradient norm before clipping is its square root), else empty.
+    const Tensor& gradSumSquares() const { return m_gradSumSquares; }
     // The values of the next step() with learning rate `lr` in a step's scalars: the learning
     // rate and momentum's first step here, Adam's bias corrections in Adam's.
     virtual void fillScalars(StepScalars& scalars, double lr) const;
@@ -91,7 +103,13 @@ protected:
     Tensor& slot(const Parameter& p, std::size_t i);
 
 private:
+    // Scales the gradients of `params` as setMaxGradNorm says.
+    void clipGradients(Ops& ops, const std::vector<Parameter*>& params);
+
     std::int64_t m_steps = 0;
+    double m_maxGradNorm = 0;
+    Tensor m_gradSumSquares; // where the parameters live
+    Tensor m_zero;           // page-locked 0.0, the sum's start (a GPU's copy of it does not wait)
     std::unordered_map<std::string, std::vector<Tensor>> m_slots; // parameter name -> slots
 };
 

@@ -217,6 +217,19 @@ void ReferenceOps::sumSquaresImpl(const Tensor& x, double scale, Tensor& sum)
     sum.data<double>()[0] += scale * s;
 }
 
+void ReferenceOps::clipToNormImpl(const Tensor& sumSquares, double maxNorm, Tensor& x)
+{
+    // min(1, maxNorm / (norm + 1e-6)), PyTorch's clip_grad_norm_; a NaN norm scales nothing.
+    const double factor = maxNorm / (std::sqrt(sumSquares.data<double>()[0]) + 1e-6);
+    if (!(factor < 1.0)) return;
+    byDType(x.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T c = static_cast<T>(factor);
+        T* p = x.data<T>();
+        for (std::int64_t i = 0; i < x.numel(); ++i) p[i] = static_cast<T>(p[i] * c);
+    });
+}
+
 void ReferenceOps::flagNonFiniteImpl(const Tensor& x, Tensor& flag)
 {
     byDType(x.dtype(), [&](auto tag) {

@@ -1,7 +1,9 @@
 // The op-case table's optimizer updates: plain SGD, momentum, Adam(W) and the moving average's
 // step, each with its skip flag absent, clear and set, and each also given a step's scalars where
-// it computes. The other dense ops are in op_cases_dense.cpp.
+// it computes; and gradient clipping by the global norm. The other dense ops are in
+// op_cases_dense.cpp.
 #include <functional>
+#include <limits>
 
 #include "engine/ops/step_scalars.h"
 #include "engine/selftest/op_cases_build.h"
@@ -208,6 +210,51 @@ void addEmaFromScalars(std::vector<OpCase>& cases, const Named& s)
                     2));
 }
 
+// Gradient clipping by the global norm: above the largest norm (scaled), below it, at it (scaled
+// by maxNorm / (maxNorm + 1e-6), as PyTorch's), a zero norm and a NaN one (x left as it is), then
+// the norm summed by the backend itself as a step does (sumSquares from 0, then clipToNorm).
+void addClipping(std::vector<OpCase>& cases, const std::vector<Named>& shapes)
+{
+    struct Clip
+    {
+        std::string what;
+        double sumSquares, maxNorm;
+    };
+    const std::vector<Clip> clips = {
+        {"norm 10, at most 1", 100, 1},
+        {"norm 0.5, at most 1 (unchanged)", 0.25, 1},
+        {"norm 0, at most 5 (unchanged)", 0, 5},
+        {"norm 2, at most 2", 4, 2},
+        {"norm NaN (unchanged)", std::numeric_limits<double>::quiet_NaN(), 1},
+    };
+    for (std::size_t i = 0; i < clips.size(); ++i) {
+        const Named s = shapes[i % shapes.size()];
+        const Clip c = clips[i];
+        OpCase oc{"gradient clipping", s.text() + ", " + c.what, Tolerance::elementwise(),
+                  [s, c](Rng& rng) {
+                      return std::vector<Tensor>{uniform(s.shape, rng), scalar(c.sumSquares)};
+                  },
+                  [c](Ops& ops, const std::vector<Tensor>& in) {
+                      Tensor x = in[0].clone();
+                      ops.clipToNorm(in[1], c.maxNorm, x);
+                      return std::vector<OpOutput>{{"x", x}};
+                  }};
+        oc.keepDType = {1};
+        cases.push_back(std::move(oc));
+    }
+    const Named s = shapes[0];
+    cases.push_back({"gradient clipping", s.text() + ", its own norm summed first, at most 3",
+                     Tolerance::elementwise(),
+                     [s](Rng& rng) { return std::vector<Tensor>{uniform(s.shape, rng)}; },
+                     [](Ops& ops, const std::vector<Tensor>& in) {
+                         Tensor sum = scalar(0).copyTo(ops.device());
+                         ops.sumSquares(in[0], 1.0, sum);
+                         Tensor x = in[0].clone();
+                         ops.clipToNorm(sum, 3.0, x);
+                         return std::vector<OpOutput>{{"x", x}};
+                     }});
+}
+
 void addUpdates(std::vector<OpCase>& cases)
 {
     const std::vector<Named> shapes = {
@@ -277,6 +324,8 @@ void addUpdates(std::vector<OpCase>& cases)
     // keep 1 would copy the weights: the set flag keeps the average.
     addEma(cases, setShape, 1.0, SkipFlag::Set);
     addEmaFromScalars(cases, clearShape);
+
+    addClipping(cases, shapes);
 }
 
 } // namespace

@@ -63,10 +63,10 @@ TrainConfig defaultConfigFor(const ModelInfo& info)
     // the schedule's field by field; a length given replaces the other.
     using Json = nlohmann::json;
     const Json recipe = Json::parse(info.recipeJson);
-    const std::set<std::string> known = {"optimizer",     "lr",       "schedule",
-                                         "batchPerTower", "steps",    "epochs",
-                                         "weightDecay",   "emaDecay", "checkpointEvery",
-                                         "evalEvery",     "logEvery", "labelSmoothing"};
+    const std::set<std::string> known = {
+        "optimizer",   "lr",       "schedule",        "batchPerTower", "steps",    "epochs",
+        "weightDecay", "emaDecay", "checkpointEvery", "evalEvery",     "logEvery", "labelSmoothing",
+        "clipGradNorm"};
     std::string list;
     for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
     Json merged = Json::parse(c.toJson());
@@ -120,6 +120,7 @@ std::string modelFileRecipeFields(const ModelInfo& info)
     kindAndFields("schedule", LrSchedule::fieldsOf(c.schedule.kind));
     for (const char* key : {"weightDecay", "emaDecay", "batchPerTower"}) r[key] = mine[key];
     if (c.labelSmoothing > 0) r["labelSmoothing"] = mine["labelSmoothing"];
+    if (c.clipGradNorm > 0) r["clipGradNorm"] = mine["clipGradNorm"];
     if (mine["steps"] != 0)
         r["steps"] = mine["steps"];
     else

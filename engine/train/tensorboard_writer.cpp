@@ -63,6 +63,7 @@ std::vector<std::pair<std::string, EventFileWriter::HParamValue>> hparamsOf(cons
         {"global_batch", double(c.batchPerTower) * c.towers * c.processes},
         {"ema_decay", c.emaDecay},
         {"label_smoothing", c.labelSmoothing},
+        {"clip_grad_norm", c.clipGradNorm},
         {"seed", double(c.seed)},
         {"precision", std::string(precisionName(c.precision))},
         {"augmentation", c.augmentation},

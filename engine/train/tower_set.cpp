@@ -195,6 +195,7 @@ void TowerSet::buildTowers(GpuBackend* gpu, const std::vector<int>& gpuOf,
         // Initialised on the host (the same draws as a CPU run), then moved to the tower's device.
         if (!tw.device.isHost()) tw.model->moveTo(tw.device);
         tw.optimizer = makeOptimizer(m_opt.optimizer);
+        tw.optimizer->setMaxGradNorm(m_opt.clipGradNorm); // of the averages: the same everywhere
         tw.model->setWeightDecayInOptimizer(tw.optimizer->decaysWeights());
         if (m_globalTowers == 1) return; // one replica: nothing to broadcast
         std::vector<Tensor> values;

@@ -94,6 +94,7 @@ struct TowerSetOptions
     bool dropout = true;       // false: dropout layers are the identity (exact comparisons)
     double emaDecay = 0;       // 0: no moving average
     double labelSmoothing = 0; // the training loss's (Model::setLabelSmoothing)
+    double clipGradNorm = 0;   // > 0: the averaged gradients' norm clipped (setMaxGradNorm)
     std::uint64_t seed = 1;    // weight initialisation (and dropout streams)
     // When set, these towers are one process's share of a run across processes: its towers are
     // global towers rank x towers .. + towers - 1 of size x towers (dropout streams, evaluation

@@ -135,6 +135,9 @@ void TrainConfig::validate() const
     if (!(labelSmoothing >= 0 && labelSmoothing < 1))
         fail("labelSmoothing",
              "must be in [0, 1) (0 = none), got " + std::to_string(labelSmoothing));
+    if (!(clipGradNorm >= 0) || !std::isfinite(clipGradNorm))
+        fail("clipGradNorm",
+             "must be a finite number >= 0 (0 = no clipping), got " + std::to_string(clipGradNorm));
     if (checkpointEvery < 0) fail("checkpointEvery", "must be >= 0 (0 = at the end only)");
     if (keepCheckpoints < 1)
         fail("keepCheckpoints", "must be at least 1, got " + std::to_string(keepCheckpoints));
@@ -280,6 +283,7 @@ std::string TrainConfig::toJson() const
     o["weightDecay"] = weightDecay;
     o["emaDecay"] = emaDecay;
     o["labelSmoothing"] = labelSmoothing;
+    o["clipGradNorm"] = clipGradNorm;
     o["dropout"] = dropout;
     o["seed"] = seed;
     o["checkpointEvery"] = checkpointEvery;
@@ -321,7 +325,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
                       "dataset",        "dataDir",         "augmentation",    "runId",
                       "cudaGraphs",     "cudnnBenchmark",  "classes",         "initFrom",
                       "validation",     "patience",        "minDelta",        "modelDefinition",
-                      "datasetContent", "labelSmoothing"},
+                      "datasetContent", "labelSmoothing",  "clipGradNorm"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -426,6 +430,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     read(o, "weightDecay", c.weightDecay);
     read(o, "emaDecay", c.emaDecay);
     read(o, "labelSmoothing", c.labelSmoothing);
+    read(o, "clipGradNorm", c.clipGradNorm);
     read(o, "dropout", c.dropout);
     read(o, "seed", c.seed);
     read(o, "checkpointEvery", c.checkpointEvery);

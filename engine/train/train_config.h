@@ -66,6 +66,7 @@ struct TrainConfig
     double weightDecay = -1;    // >= 0 replaces the conv/linear weights' coefficient
     double emaDecay = 0;        // 0 = off; the tutorial's 0.9999
     double labelSmoothing = 0;  // the training loss's, in [0, 1); 0 = none
+    double clipGradNorm = 0;    // > 0: the gradients' global norm clipped to it; 0 = none
     bool dropout = true;        // false: dropout layers are the identity
     std::uint64_t seed = 1;     // weights, dropout (the data order has its own seed)
 

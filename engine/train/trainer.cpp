@@ -138,6 +138,7 @@ TowerSetOptions towerSetOptionsFor(const TrainConfig& c, ProcessGroup* processes
     o.dropout = c.dropout;
     o.emaDecay = c.emaDecay;
     o.labelSmoothing = c.labelSmoothing;
+    o.clipGradNorm = c.clipGradNorm;
     o.seed = c.seed;
     o.processes = processes;
     return o;

@@ -157,6 +157,10 @@ private slots:
             << QStringList{"train", "--min-delta", "60%"} << 2 << "got '60%'";
         QTest::newRow("patience negative")
             << QStringList{"train", "--patience", "-1"} << 2 << "--patience";
+        QTest::newRow("clip negative")
+            << QStringList{"train", "--clip-grad-norm", "-1"} << 2 << "--clip-grad-norm";
+        QTest::newRow("clip not a number")
+            << QStringList{"lr-find", "--clip-grad-norm", "one"} << 2 << "--clip-grad-norm";
     }
 
     void usageErrors()
@@ -219,11 +223,13 @@ private slots:
              QStringLiteral("fashion-mnist"), QStringLiteral("--batch-size"), QStringLiteral("16"),
              QStringLiteral("--steps"), QStringLiteral("10"), QStringLiteral("--optimizer"),
              QStringLiteral("adamw"), QStringLiteral("--weight-decay"), QStringLiteral("0.05"),
-             QStringLiteral("--label-smoothing"), QStringLiteral("0.1")});
+             QStringLiteral("--label-smoothing"), QStringLiteral("0.1"),
+             QStringLiteral("--clip-grad-norm"), QStringLiteral("2")});
         QVERIFY2(adamw.exitCode == 0, qPrintable(adamw.err));
         QVERIFY2(adamw.out.contains(QStringLiteral("1 tower x 16, adamw, 10 steps")) &&
-                     adamw.out.contains(QStringLiteral(
-                         " --optimizer adamw --weight-decay 0.05 --label-smoothing 0.1 --lr ")),
+                     adamw.out.contains(QStringLiteral(" --optimizer adamw --weight-decay 0.05 "
+                                                       "--label-smoothing 0.1 --clip-grad-norm 2 "
+                                                       "--lr ")),
                  qPrintable(adamw.out));
         const CliRun unknown =
             run({QStringLiteral("lr-find"), QStringLiteral("--optimizer"), QStringLiteral("lion")});

@@ -53,9 +53,12 @@ std::unique_ptr<Ops> opsFor(DType dtype)
 }
 
 // Runs 5 steps of an optimizer on fixed tensors and writes what optim_crosscheck.py checks. With
-// `spoil`, one element of one result is off by 1e-3.
-void writeExchange(const QString& file, const std::string& kind, double momentum, double dampening,
-                   double beta1, double beta2, double epsilon, DType dtype, bool spoil)
+// `spoil`, one element of one result is off by 1e-3. With `clip` > 0, the gradients' global norm is
+// clipped to it (Optimizer::setMaxGradNorm), and the clipped gradients are written too. Returns the
+// number of steps whose gradients' norm was above `clip` (0 without clipping).
+int writeExchange(const QString& file, const std::string& kind, double momentum, double dampening,
+                  double beta1, double beta2, double epsilon, DType dtype, bool spoil,
+                  double clip = 0)
 {
     auto ops = opsFor(dtype);
     OptimizerOptions o;
@@ -68,6 +71,7 @@ void writeExchange(const QString& file, const std::string& kind, double momentum
     auto opt = makeOptimizer(o);
     if (opt->name() != kind)
         throw Error("optimizer '" + opt->name() + "' built for '" + kind + "'");
+    opt->setMaxGradNorm(clip);
 
     Params ps(dtype, 3);
     // AdamW decays each weight by its own coefficient (a parameter group each in PyTorch); the
@@ -88,6 +92,7 @@ void writeExchange(const QString& file, const std::string& kind, double momentum
                                      0.01 * scale};
     Tensor lr({steps}, DType::Float64);
     Rng rng(11);
+    int clipped = 0;
     for (int s = 0; s < steps; ++s) {
         lr.data<double>()[s] = lrs[std::size_t(s)];
         ps.setGradients(rng);
@@ -95,6 +100,10 @@ void writeExchange(const QString& file, const std::string& kind, double momentum
             ex.emplace_back("grad." + std::to_string(s) + "." + std::to_string(i),
                             ps.storage[std::size_t(i)].grad.clone());
         opt->step(*ops, ps.list, lrs[std::size_t(s)]);
+        if (clip > 0 && opt->gradSumSquares().at(0) > clip * clip) ++clipped;
+        for (int i = 0; clip > 0 && i < trainable; ++i)
+            ex.emplace_back("clipped." + std::to_string(s) + "." + std::to_string(i),
+                            ps.storage[std::size_t(i)].grad.clone());
         for (int i = 0; i < trainable; ++i) {
             Tensor after = ps.storage[std::size_t(i)].value.clone();
             if (spoil && s == 2 && i == 2) after.setAt(7, after.at(7) + 1e-3);
@@ -124,9 +133,15 @@ void writeExchange(const QString& file, const std::string& kind, double momentum
                       {"beta2", num(beta2)},
                       {"epsilon", num(epsilon)},
                       {"weight_decay", decays},
+                      {"clip_grad_norm", num(clip)},
                       {"steps", std::to_string(steps)},
                       {"params", std::to_string(trainable)},
-                      {"tol", dtype == DType::Float64 ? "1e-12" : "1e-6"}});
+                      // PyTorch sums a float32 norm in float32 (Towers in double): its clipping
+                      // factor is off by up to ~7e-7 of itself.
+                      {"tol", dtype == DType::Float64 ? "1e-12"
+                              : clip > 0              ? "2e-6"
+                                                      : "1e-6"}});
+    return clipped;
 }
 
 // Every parameter (buffers too) and the optimizer's whole state, copied.
@@ -170,7 +185,10 @@ private slots:
             const char* name;
             const char* kind;
             double momentum, dampening, beta1, beta2, epsilon;
+            double clip = 0;
         };
+        // The gradients' norm is about 308 (71,000 elements in [-2, 2]): clipped to 1 every step,
+        // and to 307.8 on steps 2 to 4 only (their norms 307.58, 307.04, 308.24, 308.46, 308.00).
         const Case cases[] = {
             {"sgd", "sgd", 0, 0, 0.9, 0.999, 1e-8},
             {"momentum", "momentum", 0.9, 0, 0.9, 0.999, 1e-8},
@@ -180,6 +198,10 @@ private slots:
             {"adam-betas", "adam", 0, 0, 0.8, 0.95, 1e-3},
             {"adamw", "adamw", 0, 0, 0.9, 0.999, 1e-8},
             {"adamw-betas", "adamw", 0, 0, 0.8, 0.95, 1e-3},
+            {"sgd-clipped", "sgd", 0, 0, 0.9, 0.999, 1e-8, 1.0},
+            {"nesterov-clipped-some-steps", "nesterov", 0.9, 0, 0.9, 0.999, 1e-8, 307.8},
+            {"adam-clipped", "adam", 0, 0, 0.9, 0.999, 1e-8, 1.0},
+            {"adamw-clipped", "adamw", 0, 0, 0.9, 0.999, 1e-8, 0.5},
         };
         QTemporaryDir dir;
         QStringList files;
@@ -188,9 +210,11 @@ private slots:
                 const QString name =
                     QString::fromLatin1(c.name) +
                     (f64 ? QStringLiteral("-f64-reference") : QStringLiteral("-f32-onednn"));
-                writeExchange(dir.filePath(name + QStringLiteral(".safetensors")), c.kind,
-                              c.momentum, c.dampening, c.beta1, c.beta2, c.epsilon,
-                              f64 ? DType::Float64 : DType::Float32, false);
+                const int clipped =
+                    writeExchange(dir.filePath(name + QStringLiteral(".safetensors")), c.kind,
+                                  c.momentum, c.dampening, c.beta1, c.beta2, c.epsilon,
+                                  f64 ? DType::Float64 : DType::Float32, false, c.clip);
+                QCOMPARE(clipped, c.clip == 0 ? 0 : c.clip < 300 ? 5 : 3);
                 files << name;
             }
         }
@@ -403,6 +427,52 @@ private slots:
             InvalidArgument, adam.fillScalars(scalars, std::numeric_limits<double>::infinity()));
         sgd.fillScalars(scalars, 0.5);
         QCOMPARE(scalars.values[StepScalars::LearningRate], 0.5);
+        // Gradient clipping's bound: finite and >= 0 (0: none).
+        for (double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()})
+            QVERIFY_THROWS_EXCEPTION(InvalidArgument, sgd.setMaxGradNorm(bad));
+        sgd.setMaxGradNorm(0);
+        QCOMPARE(sgd.maxGradNorm(), 0.0);
+        sgd.step(*ops, ps.list, 0.1);
+        QVERIFY(sgd.gradSumSquares().empty()); // nothing clipped, nothing summed
+    }
+
+    // The gradients' norm, and so the clipped gradients and the update, are the same to the bit
+    // whatever the number of threads that sum it: towers whose teams differ (or processes on
+    // machines with other core counts) keep identical replicas. 4.3 million elements: 263 chunks
+    // of the sum, spread over 1 or 2 threads.
+    void clippingIsTheSameWhateverTheThreads()
+    {
+        // Four gradients: two threads' halves added together differ from one thread's sum in the
+        // last bits about three times in four, so a sum that depended on the team would show.
+        for (std::uint64_t seed = 7; seed < 11; ++seed) {
+            Rng rng(seed);
+            const Tensor value = randomTensor({2100, 2048}, DType::Float32, rng);
+            const Tensor grad = randomTensor({2100, 2048}, DType::Float32, rng, -2, 2);
+            std::vector<Tensor> results;
+            std::vector<double> sums;
+            for (int threads : {1, 2, 1}) {
+                cpu::setCpuThreads(threads);
+                auto ops = cpu::makeOneDnnOps();
+                Parameter p{"w", value.clone(), grad.clone(), true, 0};
+                std::vector<Parameter*> list{&p};
+                OptimizerOptions o;
+                o.kind = "momentum";
+                auto opt = makeOptimizer(o);
+                opt->setMaxGradNorm(1.0);
+                opt->step(*ops, list, 0.1);
+                sums.push_back(opt->gradSumSquares().at(0));
+                results.push_back(p.value.clone());
+            }
+            cpu::setCpuThreads(2);
+            QVERIFY(sums[0] > 1e6); // clipped from a norm of about 2,400 to 1
+            for (std::size_t i = 1; i < sums.size(); ++i) {
+                QVERIFY2(sums[i] == sums[0], qPrintable(QStringLiteral("seed %1: %2 and %3")
+                                                            .arg(seed)
+                                                            .arg(sums[0], 0, 'g', 17)
+                                                            .arg(sums[i], 0, 'g', 17)));
+                QVERIFY(sameBytes({results[i]}, {results[0]}));
+            }
+        }
     }
 
     // AdamW is Adam with each parameter's decay applied by the update (its figures against

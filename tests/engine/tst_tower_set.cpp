@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "engine/cpu/onednn_ops.h"
@@ -101,6 +102,46 @@ private slots:
                  "the runs did not learn, so their agreement proves little");
     }
 
+    // Gradient clipping by the global norm is of the averaged gradients: replicated training that
+    // clips equals single-tower training that clips, exactly (float64, as above), and the clip
+    // does happen: the norm before it is above the bound, after it at the bound.
+    void replicationWithClippingEqualsSingleTower()
+    {
+        auto o = options("tutorial-small", 1, "momentum");
+        o.build = buildSmallTutorial;
+        o.backend = "reference";
+        o.dtype = DType::Float64;
+        o.clipGradNorm = 0.1;                      // the gradients' norm starts near 0.2
+        const Replication r = replicate(o, o, 30); // shorter steps: more of them to learn
+
+        for (const auto& [name, c] : {std::pair{"2 x 32", r.two}, std::pair{"4 x 16", r.four}}) {
+            qInfo("%s: worst relative difference %.3g (%s)", name, c.worst, c.where.c_str());
+            QVERIFY2(c.worst <= 1e-9, qPrintable(QStringLiteral("%1: %2 differs by %3")
+                                                     .arg(name, QString::fromStdString(c.where))
+                                                     .arg(c.worst)));
+        }
+        QVERIFY2(r.lastLoss < r.firstLoss, "the clipped runs did not learn");
+
+        o.towers = 2;
+        TowerSet set(o);
+        SyntheticBatches source({24, 24, 3}, 10, 2, 32, 640, 3);
+        set.step(source.next(), 0, 0.05);
+        const Tensor& sum = set.optimizer().gradSumSquares();
+        QVERIFY(!sum.empty());
+        const double before = std::sqrt(sum.at(0));
+        double after = 0;
+        for (const auto* p : set.model(1).parameters())
+            if (p->trainable)
+                for (std::int64_t i = 0; i < p->grad.numel(); ++i)
+                    after += p->grad.at(i) * p->grad.at(i);
+        after = std::sqrt(after);
+        qInfo("gradient norm %.4g, clipped to %.6g", before, after);
+        QVERIFY2(before > 1.5 * o.clipGradNorm, qPrintable(QString::number(before)));
+        const double want = before * o.clipGradNorm / (before + 1e-6); // PyTorch's epsilon
+        QVERIFY2(std::abs(after - want) < 1e-12 * want,
+                 qPrintable(QString::number(after, 'g', 17)));
+    }
+
     // The production path: cifar10-tutorial in float32 on oneDNN, the same geometry and steps.
     // Rounding differs between a batch of 64 and two of 32, and a difference of 1e-7 now and
     // then lands on a ReLU or max-pool kink and sends one position's gradient another way (one
@@ -135,16 +176,21 @@ private slots:
     {
         QTest::addColumn<int>("towers");
         QTest::addColumn<QString>("optimizer");
-        QTest::newRow("2 towers momentum") << 2 << "momentum";
-        QTest::newRow("3 towers adam") << 3 << "adam";
-        QTest::newRow("2 towers adamw") << 2 << "adamw";
+        QTest::addColumn<double>("clip");
+        QTest::newRow("2 towers momentum") << 2 << "momentum" << 0.0;
+        QTest::newRow("3 towers adam") << 3 << "adam" << 0.0;
+        QTest::newRow("2 towers adamw") << 2 << "adamw" << 0.0;
+        // Every tower clips the averages with the norm it sums itself: the same bits.
+        QTest::newRow("3 towers nesterov, gradients clipped") << 3 << "nesterov" << 0.5;
     }
     void replicasBitwiseIdentical()
     {
         QFETCH(int, towers);
         QFETCH(QString, optimizer);
+        QFETCH(double, clip);
         auto o = options("fashion-fast", towers, optimizer.toStdString());
         o.emaDecay = 0.99;
+        o.clipGradNorm = clip;
         o.threadsPerTower = 2; // element-wise kernels split over a team: still identical
         if (optimizer == QLatin1String("adamw")) o.weightDecay = 0.05; // decayed by the update
         TowerSet set(o);

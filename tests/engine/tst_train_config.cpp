@@ -89,6 +89,7 @@ private slots:
         c.weightDecay = 5e-4;
         c.emaDecay = 0.9999;
         c.labelSmoothing = 0.15;
+        c.clipGradNorm = 2.5;
         c.dropout = false;
         c.seed = 18446744073709551615ull;
         c.checkpointEvery = 50;
@@ -119,6 +120,8 @@ private slots:
         QCOMPARE(r.minDelta, 0.0025);
         QCOMPARE(r.labelSmoothing, 0.15);
         QCOMPARE(TrainConfig::fromJson(R"({"steps": 1})").labelSmoothing, 0.0); // an older run's
+        QCOMPARE(r.clipGradNorm, 2.5);
+        QCOMPARE(TrainConfig::fromJson(R"({"steps": 1})").clipGradNorm, 0.0); // no clipping
         QCOMPARE(s_processesDefault(), 1);
         QCOMPARE(r.schedule.milestones, c.schedule.milestones);
         QCOMPARE(r.optimizer.kind, std::string("nesterov"));
@@ -311,6 +314,8 @@ private slots:
                              << "emaDecay: must be in [0, 1)";
         QTest::newRow("label smoothing") << R"({"steps": 1, "labelSmoothing": -0.1})"
                                          << "labelSmoothing: must be in [0, 1)";
+        QTest::newRow("clip") << R"({"steps": 1, "clipGradNorm": -1})"
+                              << "clipGradNorm: must be a finite number >= 0";
         QTest::newRow("keep") << R"({"steps": 1, "keepCheckpoints": 0})"
                               << "keepCheckpoints: must be at least 1";
         QTest::newRow("log") << R"({"steps": 1, "logEvery": 0})"

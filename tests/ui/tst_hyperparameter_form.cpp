@@ -148,6 +148,19 @@ private slots:
         type(form.field(QStringLiteral("minLr")), QStringLiteral("0.5"));
         QVERIFY(!form.isValid());
         QVERIFY(form.error().contains(QStringLiteral("final rate")));
+
+        // Gradient clipping: 0 (none) by default, a norm typed in, a configuration's shown.
+        form.setConfig(eng::defaultConfigFor("fashion-fast"));
+        QCOMPARE(form.field(QStringLiteral("clipGradNorm"))->text(), QStringLiteral("0"));
+        type(form.field(QStringLiteral("clipGradNorm")), QStringLiteral("2.5"));
+        QVERIFY2(form.isValid(), qPrintable(form.error()));
+        QCOMPARE(form.config().clipGradNorm, 2.5);
+        eng::TrainConfig clipped = eng::defaultConfigFor("fashion-fast");
+        clipped.clipGradNorm = 0.75;
+        form.setConfig(clipped);
+        QCOMPARE(form.field(QStringLiteral("clipGradNorm"))->text(), QStringLiteral("0.75"));
+        QCOMPARE(QString::fromStdString(form.config().toJson()),
+                 QString::fromStdString(clipped.toJson()));
     }
 
     // The checkpoint a new run starts from (fine-tuning): empty by default, set, and cleared

@@ -284,6 +284,13 @@ QGroupBox* HyperparameterForm::buildRegularisationBox()
                      "label_smoothing; 0: none, 0.1 is usual). Evaluation's cross-entropy stays "
                      "the plain one. (towers-cli train --label-smoothing)"));
     regForm->addRow(tr("Label smooth&ing:"), m_labelSmoothing);
+    m_clipGradNorm =
+        makeField("clipGradNorm", F::Syntax::Decimal, F::atLeast(0),
+                  tr("Scale the averaged gradients down to this global norm when theirs is larger "
+                     "(PyTorch's clip_grad_norm_; 0: no clipping, 1 is usual). With an L2 weight "
+                     "decay its term is part of the gradient; with adamw it is not. "
+                     "(towers-cli train --clip-grad-norm)"));
+    regForm->addRow(tr("Ma&x gradient norm:"), m_clipGradNorm);
     connect(m_weightDecayOn, &QCheckBox::toggled, this, &HyperparameterForm::update);
     connect(m_emaOn, &QCheckBox::toggled, this, &HyperparameterForm::update);
     m_seed = makeField("seed", F::Syntax::Integer, {},
@@ -438,6 +445,7 @@ void HyperparameterForm::setConfig(const engine::TrainConfig& c)
     m_emaOn->setChecked(c.emaDecay > 0);
     m_emaDecay->setText(num(c.emaDecay > 0 ? c.emaDecay : 0.9999));
     m_labelSmoothing->setText(num(c.labelSmoothing));
+    m_clipGradNorm->setText(num(c.clipGradNorm));
     m_seed->setText(QString::number(c.seed));
     m_initFrom->setText(QString::fromStdString(c.initFrom));
     describeInitFrom();
@@ -481,6 +489,7 @@ engine::TrainConfig HyperparameterForm::config() const
     c.weightDecay = m_weightDecayOn->isChecked() ? m_weightDecay->value() : -1;
     c.emaDecay = m_emaOn->isChecked() ? m_emaDecay->value() : 0;
     if (m_labelSmoothing->isValid()) c.labelSmoothing = m_labelSmoothing->value();
+    if (m_clipGradNorm->isValid()) c.clipGradNorm = m_clipGradNorm->value();
     c.seed = std::uint64_t(m_seed->text().toULongLong());
     c.initFrom = m_initFrom->text().trimmed().toStdString();
     c.checkpointEvery = m_checkpointEvery->integer();
@@ -623,6 +632,7 @@ void HyperparameterForm::update()
         {tr("weight decay"), m_weightDecayOn->isChecked() ? m_weightDecay : nullptr},
         {tr("EMA decay"), m_emaOn->isChecked() ? m_emaDecay : nullptr},
         {tr("label smoothing"), m_labelSmoothing},
+        {tr("gradient clipping"), m_clipGradNorm},
         {tr("seed"), m_seed},
         {tr("checkpoint interval"), m_checkpointEvery},
         {tr("evaluation interval"), m_evalEvery},

@@ -136,6 +136,7 @@ private:
     QCheckBox* m_emaOn;
     ValidatedField* m_emaDecay;
     ValidatedField* m_labelSmoothing;
+    ValidatedField* m_clipGradNorm;
     ValidatedField* m_seed;
     QLineEdit* m_initFrom;  // TrainConfig::initFrom: a checkpoint file, or empty
     QLabel* m_initInfo;     // what that checkpoint is (its header), or why it cannot be read
