@@ -8,7 +8,8 @@ state_dict name, "input" F32 NHWC, "labels" I32 [N], "expected.logits", "expecte
 "expected.grad.<param>", "expected.buffer.<bn buffer>" (after the forward pass) and
 "dropout.<module>" U8 keep-masks; metadata {"model": name}, for a model file's network
 {"model_definition": the file's JSON}, and optionally {"label_smoothing": the loss's, as a
-number}. The step is recomputed in float64
+number} and {"clip_grad_norm": the largest norm the gradients were clipped to (clip_grad_norm_
+after backward)}. The step is recomputed in float64
 in train() mode and every expected tensor is compared by
     max|ours - torch| / max(max|torch|, 1e-12) < tol.
 
@@ -19,6 +20,7 @@ Exit status: 0 all match, 1 some mismatch, 2 bad input, 77 PyTorch is missing.
 """
 
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -62,13 +64,16 @@ def install_masks(module, masks):
             setattr(parent, name.rpartition(".")[2], MaskedDropout(name, masks[name], m.p))
 
 
-def run_step(name, module, x_nhwc, labels, label_smoothing=0.0):
-    """Forward (train mode), total loss, backward. Returns (logits, loss)."""
+def run_step(name, module, x_nhwc, labels, label_smoothing=0.0, clip_grad_norm=0.0):
+    """Forward (train mode), total loss, backward, and with clip_grad_norm > 0 the gradients
+    clipped to that global norm. Returns (logits, loss)."""
     module.train()
     dtype = next(module.parameters()).dtype
     logits = module(x_nhwc.permute(0, 3, 1, 2).to(dtype))
     loss = tt.total_loss(name, module, logits, labels.long(), label_smoothing)
     loss.backward()
+    if clip_grad_norm > 0:
+        torch.nn.utils.clip_grad_norm_(module.parameters(), max_norm=clip_grad_norm)
     return logits, loss
 
 
@@ -119,7 +124,14 @@ def check(path, tol, out=sys.stdout):
     if not 0 <= smoothing < 1:
         raise BadInput(f"metadata 'label_smoothing' is {smoothing}, not in [0, 1)")
 
-    logits, loss = run_step(name, module, x, labels, smoothing)
+    try:
+        clip = float(meta.get("clip_grad_norm", "0"))
+    except ValueError:
+        raise BadInput("metadata 'clip_grad_norm' is not a number") from None
+    if not 0 <= clip < math.inf:
+        raise BadInput(f"metadata 'clip_grad_norm' is {clip}, not a finite number >= 0")
+
+    logits, loss = run_step(name, module, x, labels, smoothing, clip)
 
     pairs = [("expected.logits", logits.detach()), ("expected.loss", loss.detach().reshape(1))]
     for pname, p in module.named_parameters():

@@ -1,9 +1,9 @@
 // Every model against its PyTorch twin (python/towers_torch.py) on Debian's python3-torch: the
-// same weights and inputs, one training-mode forward and backward, logits, loss, every gradient and
-// the batch-norm running statistics within 1e-4 relative error (tests/torch_crosscheck.py).
-// Our side runs the float64 reference backend from float32-representable weights and inputs, so
-// both sides compute the same real-number function; the oneDNN backend is held to the reference
-// by tst_models.
+// same weights and inputs, one training-mode forward and backward, logits, loss, every gradient
+// (also with label smoothing, and clipped by their global norm) and the batch-norm running
+// statistics within 1e-4 relative error (tests/torch_crosscheck.py). Our side runs the float64
+// reference backend from float32-representable weights and inputs, so both sides compute the same
+// real-number function; the oneDNN backend is held to the reference by tst_models.
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -12,6 +12,7 @@
 #include "engine/models/model_file.h"
 #include "engine/models/registry.h"
 #include "engine/nn/dropout.h"
+#include "engine/optim/optimizer.h"
 #include "gradcheck.h"
 #include "model_files.h"
 
@@ -42,24 +43,32 @@ private slots:
         QTest::addColumn<QString>("name");
         QTest::addColumn<QString>("definition"); // a model file's, for its network
         QTest::addColumn<double>("smoothing");   // the loss's label smoothing
+        QTest::addColumn<double>("clip");        // the gradients' largest norm (0: none)
         for (const auto& info : modelRegistry())
             QTest::newRow(info.name.c_str())
-                << QString::fromStdString(info.name) << QString() << 0.0;
+                << QString::fromStdString(info.name) << QString() << 0.0 << 0.0;
         QTest::newRow("model file")
             << QStringLiteral("every-layer")
             << QString::fromStdString(canonicalModelDefinition(everyLayerDefinition(), "test"))
-            << 0.0;
+            << 0.0 << 0.0;
         // PyTorch's CrossEntropyLoss(label_smoothing) (its tutorial's weight decay beside it).
         QTest::newRow("cifar10-tutorial, label smoothing 0.1")
-            << QStringLiteral("cifar10-tutorial") << QString() << 0.1;
+            << QStringLiteral("cifar10-tutorial") << QString() << 0.1 << 0.0;
         QTest::newRow("fashion-fast, label smoothing 0.3")
-            << QStringLiteral("fashion-fast") << QString() << 0.3;
+            << QStringLiteral("fashion-fast") << QString() << 0.3 << 0.0;
+        // clip_grad_norm_ after backward, of the gradient of the loss with its L2 term, as the
+        // optimizer clips it (Optimizer::setMaxGradNorm; a step of rate 0 changes no weight).
+        QTest::newRow("cifar10-tutorial, gradients clipped to 0.5")
+            << QStringLiteral("cifar10-tutorial") << QString() << 0.0 << 0.5;
+        QTest::newRow("fashion-fast, label smoothing 0.1, gradients clipped to 0.2")
+            << QStringLiteral("fashion-fast") << QString() << 0.1 << 0.2;
     }
     void model()
     {
         QFETCH(QString, name);
         QFETCH(QString, definition);
         QFETCH(double, smoothing);
+        QFETCH(double, clip);
         auto m = buildModel(resolveModel(name.toStdString(), definition.toStdString()), 10);
         m->initialize(17);
         m->setLabelSmoothing(smoothing);
@@ -77,6 +86,16 @@ private slots:
         m->forward(ctx, images32.to(DType::Float64));
         const LossValue loss = m->loss(ctx, labels);
         m->backward(ctx);
+        if (clip > 0) {
+            auto sgd = makeOptimizer(OptimizerOptions{});
+            sgd->setMaxGradNorm(clip);
+            sgd->step(*ops, m->parameters(), 0.0);
+            const double norm = std::sqrt(sgd->gradSumSquares().at(0));
+            QVERIFY2(norm > 1.5 * clip, qPrintable(QStringLiteral("the gradients' norm %1 is not "
+                                                                  "clipped by %2")
+                                                       .arg(norm)
+                                                       .arg(clip)));
+        }
 
         ex.emplace_back("input", images32);
         ex.emplace_back("labels", labels);
@@ -99,6 +118,7 @@ private slots:
         std::map<std::string, std::string> meta{{"model", m->name()}};
         if (!definition.isEmpty()) meta["model_definition"] = definition.toStdString();
         if (smoothing > 0) meta["label_smoothing"] = QString::number(smoothing).toStdString();
+        if (clip > 0) meta["clip_grad_norm"] = QString::number(clip).toStdString();
         writeSafeTensors(file.toStdString(), ex, meta);
         QProcess py;
         py.setProcessChannelMode(QProcess::MergedChannels);
