@@ -5,6 +5,8 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 
+#include <cmath>
+
 #include "engine/train/tower_times.h"
 
 namespace towers::app {
@@ -52,23 +54,25 @@ void CliObserver::releaseLog()
 void CliObserver::onStep(const engine::StepMetrics& m)
 {
     if (!m_json) return; // the log line says it
-    print({{QStringLiteral("event"), QStringLiteral("step")},
-           {QStringLiteral("step"), qint64(m.step)},
-           {QStringLiteral("total_steps"), qint64(m.totalSteps)},
-           {QStringLiteral("epoch"), m.epoch},
-           {QStringLiteral("loss"), m.loss},
-           {QStringLiteral("cross_entropy"), m.crossEntropy},
-           {QStringLiteral("lr"), m.lr},
-           {QStringLiteral("examples_per_sec"), m.examplesPerSec},
-           {QStringLiteral("sec_per_batch"), m.secPerBatch},
-           {QStringLiteral("data_wait_ms"), m.dataWaitMs},
-           {QStringLiteral("compute_ms"), m.computeMs},
-           {QStringLiteral("allreduce_ms"), m.allReduceMs},
-           {QStringLiteral("update_ms"), m.updateMs},
-           {QStringLiteral("tower_compute_ms"), doubles(m.towerComputeMs)},
-           {QStringLiteral("tower_times"), towerTimes(m.towerTimes)},
-           {QStringLiteral("elapsed_s"), m.elapsedSeconds},
-           {QStringLiteral("eta_s"), m.etaSeconds}});
+    QJsonObject o{{QStringLiteral("event"), QStringLiteral("step")},
+                  {QStringLiteral("step"), qint64(m.step)},
+                  {QStringLiteral("total_steps"), qint64(m.totalSteps)},
+                  {QStringLiteral("epoch"), m.epoch},
+                  {QStringLiteral("loss"), m.loss},
+                  {QStringLiteral("cross_entropy"), m.crossEntropy},
+                  {QStringLiteral("lr"), m.lr},
+                  {QStringLiteral("examples_per_sec"), m.examplesPerSec},
+                  {QStringLiteral("sec_per_batch"), m.secPerBatch},
+                  {QStringLiteral("data_wait_ms"), m.dataWaitMs},
+                  {QStringLiteral("compute_ms"), m.computeMs},
+                  {QStringLiteral("allreduce_ms"), m.allReduceMs},
+                  {QStringLiteral("update_ms"), m.updateMs},
+                  {QStringLiteral("tower_compute_ms"), doubles(m.towerComputeMs)},
+                  {QStringLiteral("tower_times"), towerTimes(m.towerTimes)},
+                  {QStringLiteral("elapsed_s"), m.elapsedSeconds},
+                  {QStringLiteral("eta_s"), m.etaSeconds}};
+    if (std::isfinite(m.gradNorm)) o[QStringLiteral("grad_norm")] = m.gradNorm; // a run that clips
+    print(o);
 }
 
 void CliObserver::onEvaluation(const engine::EvalResult& r)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -114,6 +115,10 @@ struct TowerStepResult
     // loss that is not finite while every gradient is (which finite logits never make) is
     // reported but does not stop the update.
     bool finite = true;
+    // When the towers clip their gradients (TowerSetOptions::clipGradNorm): the averaged
+    // gradients' global norm before clipping (the same on every tower). NaN otherwise, or for a
+    // step that was not finite.
+    double gradNorm = std::numeric_limits<double>::quiet_NaN();
     std::vector<TowerTimes> towers; // every global tower's, in global order
     std::int64_t step = 0;          // the global step this is the result of
     // Steps issued after this one (TowerSet::issue) that were not taken because this one was not

@@ -388,6 +388,7 @@ void TowerSet::issueGated(TowerStep& s)
         for (const Tensor& v : averaged) ops.flagNonFinite(v, sl.flag);
         if (marks) sl.commMark = ops.mark();
         tw.optimizer->step(ops, tw.model->parameters(), lr, sl.flag, sl.deviceScalars);
+        sl.copyGradSumSquares(ops, *tw.optimizer);
         if (m_ema && t == 0) // on tower 0's device, by its ops (no copy to the host)
             m_ema->update(ops, tw.model->parameters(), globalStep + 1, sl.flag, sl.deviceScalars);
         if (marks) sl.updateMark = ops.mark();
@@ -481,6 +482,7 @@ void TowerSet::issueSynchronised(TowerStep& s)
     sl.commMark = ops.mark();
     if (!m_nonFinite) {
         tw.optimizer->step(ops, tw.model->parameters(), lr);
+        sl.copyGradSumSquares(ops, *tw.optimizer);
         if (m_ema && m_ema->onHost()) // CPU towers share the work
             m_ema->update(tw.model->parameters(), globalStep + 1, t, size());
         else if (m_ema && t == 0)
@@ -573,6 +575,8 @@ TowerStepResult TowerSet::collect()
     r.loss /= m_globalTowers;
     r.crossEntropy /= m_globalTowers;
     r.finite = !nonFinite;
+    if (r.finite && m_opt.clipGradNorm > 0)
+        r.gradNorm = std::sqrt(m_towers.front()->slots[issued.slot].gradSumSquares.at(0));
     return r;
 }
 

@@ -358,6 +358,7 @@ StepMetrics Trainer::metricsOf(std::int64_t done, const TowerStepResult& r, doub
     m.epoch = double(done) / double(m_stepsPerEpoch);
     m.loss = r.loss;
     m.crossEntropy = r.crossEntropy;
+    m.gradNorm = r.gradNorm;
     m.lr = lr;
     m.stepMs = stepMs;
     m.examplesPerSec = double(towers) * m_config.batchPerTower * 1000.0 / stepMs;
@@ -406,6 +407,7 @@ void Trainer::report(const StepMetrics& m)
                          {"dataMs", t.dataMs},
                          {"updateMs", t.updateMs}});
     j["towerTimes"] = split;
+    if (std::isfinite(m.gradNorm)) j["gradNorm"] = m.gradNorm;
     if (m_dir) m_dir->appendMetrics(j.dump());
     if (m_events) m_events->stepMetrics(m, m_config.batchPerTower);
     // The tutorial's line: "%s: step %d, loss = %.2f (%.1f examples/sec; %.3f sec/batch)".
@@ -424,7 +426,16 @@ void Trainer::report(const StepMetrics& m)
                   m.secPerBatch, int(100 * m.step / std::max<std::int64_t>(1, m.totalSteps)),
                   m.epoch, eta / 60, eta % 60, slow.computeMs, slow.commMs, slow.dataMs,
                   slow.updateMs);
-    log(buf);
+    std::string line = buf;
+    if (std::isfinite(m.gradNorm)) { // the run clips: the norm before it, and whether it did
+        if (m.gradNorm > m_config.clipGradNorm)
+            std::snprintf(buf, sizeof buf, ", gradient norm %.3g (clipped to %g)", m.gradNorm,
+                          m_config.clipGradNorm);
+        else
+            std::snprintf(buf, sizeof buf, ", gradient norm %.3g", m.gradNorm);
+        line += buf;
+    }
+    log(line);
     if (m_observer) m_observer->onStep(m);
 }
 

@@ -4,6 +4,7 @@
 // buffer and returns quickly.
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -14,18 +15,21 @@ namespace towers::engine {
 
 struct StepMetrics
 {
-    std::int64_t step = 0;     // global steps done (1 after the first step)
-    double epoch = 0;          // step / steps per epoch
-    double loss = 0;           // total loss (cross-entropy + weight decay), mean over the towers
-    double crossEntropy = 0;   // its cross-entropy part
-    double lr = 0;             // the learning rate this step used
-    double examplesPerSec = 0; // global batch / step time
-    double secPerBatch = 0;    // step time / towers (the tutorial's log line)
-    double stepMs = 0;         // wall time of the step, data wait included
-    double dataWaitMs = 0;     // waiting for the input pipeline (BatchSource::lastWaitMs)
-    double computeMs = 0;      // forward + backward of the slowest tower
-    double allReduceMs = 0;    // communication the slowest tower's backward did not hide
-    double updateMs = 0;       // optimizer update (and EMA) of the slowest tower
+    std::int64_t step = 0;   // global steps done (1 after the first step)
+    double epoch = 0;        // step / steps per epoch
+    double loss = 0;         // total loss (cross-entropy + weight decay), mean over the towers
+    double crossEntropy = 0; // its cross-entropy part
+    // The averaged gradients' global norm before clipping, when the run clips them
+    // (TrainConfig::clipGradNorm > 0); NaN otherwise.
+    double gradNorm = std::numeric_limits<double>::quiet_NaN();
+    double lr = 0;                      // the learning rate this step used
+    double examplesPerSec = 0;          // global batch / step time
+    double secPerBatch = 0;             // step time / towers (the tutorial's log line)
+    double stepMs = 0;                  // wall time of the step, data wait included
+    double dataWaitMs = 0;              // waiting for the input pipeline (BatchSource::lastWaitMs)
+    double computeMs = 0;               // forward + backward of the slowest tower
+    double allReduceMs = 0;             // communication the slowest tower's backward did not hide
+    double updateMs = 0;                // optimizer update (and EMA) of the slowest tower
     std::vector<double> towerComputeMs; // forward + backward of each tower
     // Where each tower's step went: compute, exposed communication, data wait (the batch wait
     // included) and update.

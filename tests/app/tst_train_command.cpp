@@ -285,6 +285,39 @@ private slots:
                  2);
     }
 
+    // A run that clips its gradients says their norm before clipping at every logged step: in its
+    // step events, in metrics.jsonl (the same number) and at the end of its log line, with whether
+    // the step clipped.
+    void clippingRunSaysTheGradientNorm()
+    {
+        const QString dir = path(QStringLiteral("runs/clipped"));
+        const CliRun r = run(small(dir) + QStringList{"--steps", "4", "--clip-grad-norm", "0.01"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        QList<double> norms;
+        for (const auto& e : r.events)
+            if (e.value(QStringLiteral("event")).toString() == QLatin1String("step"))
+                norms << e.value(QStringLiteral("grad_norm")).toDouble(-1);
+        QCOMPARE(norms.size(), 2);
+        for (double n : norms) QVERIFY2(n > 0.01, qPrintable(QString::number(n))); // clipped
+        QFile metrics(dir + QStringLiteral("/metrics.jsonl"));
+        QVERIFY(metrics.open(QIODevice::ReadOnly));
+        const auto lines = jsonLines(QString::fromUtf8(metrics.readAll()));
+        QCOMPARE(lines.size(), 2);
+        for (int i = 0; i < 2; ++i)
+            QCOMPARE(lines[i].value(QStringLiteral("gradNorm")).toDouble(), norms[i]);
+
+        QStringList plain = small(path(QStringLiteral("runs/clipped-log"))) +
+                            QStringList{"--steps", "2", "--clip-grad-norm", "0.01"};
+        plain.removeAll(QStringLiteral("--json"));
+        const CliRun log = run(plain);
+        QVERIFY2(log.exitCode == 0, qPrintable(log.err + log.out));
+        QVERIFY2(QRegularExpression(QStringLiteral("step 2, loss = .*, gradient norm [0-9.e+-]+ "
+                                                   "\\(clipped to 0\\.01\\)\\n"))
+                     .match(log.out + log.err)
+                     .hasMatch(),
+                 qPrintable(log.out + log.err));
+    }
+
     // --checkpoint may name a run folder (or its checkpoints/ folder, or a run's name in the runs
     // folder): eval, classify and export take its newest checkpoint and say which on stderr; the
     // newest that reads whole, where the newest is damaged, saying so.
@@ -380,6 +413,7 @@ private slots:
                         QVERIFY2(tower.toObject().value(QLatin1String(part)).toDouble(-1) >= 0,
                                  part);
                 QVERIFY(e.value(QStringLiteral("examples_per_sec")).toDouble() > 0);
+                QVERIFY(!e.contains(QStringLiteral("grad_norm"))); // the run does not clip
             }
             if (kind == QLatin1String("eval"))
                 QCOMPARE(e.value(QStringLiteral("examples")).toInt(), 64);

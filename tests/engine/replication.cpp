@@ -135,6 +135,16 @@ void expectSameTraining(TowerSet& want, TowerSet& got, std::uint64_t seed, int s
         QCOMPARE(b.finite, s != nanStep); // the NaN step is skipped everywhere
         QCOMPARE(a.finite, b.finite);
         if (a.finite) QCOMPARE(b.loss, a.loss);
+        // The norm before clipping, where the towers clip: the same bits, or NaN both (none, or a
+        // step that was not finite).
+        QCOMPARE(std::isnan(b.gradNorm), std::isnan(a.gradNorm));
+        if (!std::isnan(a.gradNorm))
+            QVERIFY2(b.gradNorm == a.gradNorm,
+                     qPrintable(QStringLiteral("step %1: gradient norm %2, want %3")
+                                    .arg(s)
+                                    .arg(b.gradNorm, 0, 'g', 17)
+                                    .arg(a.gradNorm, 0, 'g', 17)));
+        QVERIFY(a.finite || std::isnan(a.gradNorm));
     }
     QCOMPARE(QString::fromStdString(got.compareReplicas()), QString());
     const auto& wp = want.model().parameters();

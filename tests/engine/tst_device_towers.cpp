@@ -8,6 +8,7 @@
 #include <QtTest>
 
 #include <atomic>
+#include <cmath>
 
 #include "device_towers_support.h"
 #include "engine/backends.h"
@@ -218,14 +219,21 @@ private slots:
         QTest::addColumn<int>("towers");
         QTest::addColumn<int>("nanStep");
         QTest::addColumn<bool>("dropout");
+        QTest::addColumn<double>("clip"); // the gradients' largest norm (0: none)
         for (const char* kind : {"sgd", "momentum", "nesterov", "adam", "adamw"})
             for (int towers : {1, 2})
                 for (int nan : {0, 2})
                     QTest::addRow("%s, %d tower(s), NaN at step %d", kind, towers, nan)
-                        << QString(kind) << towers << nan << false;
+                        << QString(kind) << towers << nan << false << 0.0;
         for (int towers : {1, 2})
             QTest::addRow("adam, %d tower(s), NaN at step 2, dropout", towers)
-                << QString("adam") << towers << 2 << true;
+                << QString("adam") << towers << 2 << true << 0.0;
+        // The norm summed and the gradients clipped on the device, the norm read with the loss.
+        for (int towers : {1, 2})
+            QTest::addRow("nesterov, %d tower(s), NaN at step 2, gradients clipped", towers)
+                << QString("nesterov") << towers << 2 << false << 0.05;
+        QTest::addRow("adamw, 2 towers, NaN at step 0, gradients clipped")
+            << QString("adamw") << 2 << 0 << false << 0.05;
     }
 
     void aDivergedStepIsSkippedOnTheDevice()
@@ -234,11 +242,13 @@ private slots:
         QFETCH(int, towers);
         QFETCH(int, nanStep);
         QFETCH(bool, dropout);
+        QFETCH(double, clip);
         FakeDeviceScope scope;
         {
             TowerSetOptions h = options(towers, false, 0.9), d = options(towers, true, 0.9, true);
             for (TowerSetOptions* o : {&h, &d}) {
                 o->optimizer.kind = optimizer.toStdString();
+                o->clipGradNorm = clip;
                 o->bucketMb = 0.01;
                 if (dropout) o->build = withoutBuffers;
                 if (optimizer == QLatin1String("adamw")) o->weightDecay = 0.05; // the update's
@@ -257,6 +267,10 @@ private slots:
                 QVERIFY(tt.computeMs > 0);
                 QVERIFY(tt.commMs >= 0 && tt.dataMs >= 0 && tt.updateMs > 0);
             }
+            if (clip > 0) // the bound is below the norm: it did clip
+                QVERIFY2(r.gradNorm > clip, qPrintable(QString::number(r.gradNorm)));
+            else
+                QVERIFY(std::isnan(r.gradNorm));
         }
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }

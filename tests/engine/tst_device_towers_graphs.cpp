@@ -4,6 +4,7 @@
 // falling back to steps op by op. The rest of the GPU towers' path is in tst_device_towers.cpp.
 #include <QtTest>
 
+#include <cmath>
 #include <functional>
 
 #include "device_towers_support.h"
@@ -246,11 +247,16 @@ private slots:
         QTest::addColumn<int>("nanStep");
         QTest::addColumn<int>("towers");
         QTest::addColumn<double>("bucketMb");
+        QTest::addColumn<double>("clip"); // the gradients' largest norm (0: none)
         for (const char* model : {"fashion-fast", "without-buffers"})
             for (const char* kind : {"momentum", "adam"})
                 for (bool ahead : {false, true})
                     QTest::addRow("%s, %s, %s", model, kind, ahead ? "issued ahead" : "one by one")
-                        << QString(model) << QString(kind) << ahead << (ahead ? 9 : 3) << 1 << 0.0;
+                        << QString(model) << QString(kind) << ahead << (ahead ? 9 : 3) << 1 << 0.0
+                        << 0.0;
+        // The clipping's norm, sum and scaling in the capture, its norm copied out with the loss.
+        QTest::addRow("fashion-fast, momentum, issued ahead, gradients clipped")
+            << QString("fashion-fast") << QString("momentum") << true << 9 << 1 << 0.0 << 0.05;
         const struct
         {
             const char* name;
@@ -263,7 +269,9 @@ private slots:
             for (bool ahead : {false, true})
                 QTest::addRow("2 towers, %s, %s", b.name, ahead ? "issued ahead" : "one by one")
                     << QString("fashion-fast") << QString(ahead ? "adam" : "momentum") << ahead
-                    << (ahead ? 4 : 9) << 2 << b.mb;
+                    << (ahead ? 4 : 9) << 2 << b.mb << 0.0;
+        QTest::addRow("2 towers, 0.01 MiB buckets, one by one, gradients clipped")
+            << QString("fashion-fast") << QString("adamw") << false << 4 << 2 << 0.01 << 0.05;
     }
 
     void capturedStepsEqualStepsOpByOp()
@@ -274,11 +282,13 @@ private slots:
         QFETCH(int, nanStep);
         QFETCH(int, towers);
         QFETCH(double, bucketMb);
+        QFETCH(double, clip);
         FakeDeviceScope scope;
         {
             TowerSetOptions plain = options(towers, true, 0.9, towers > 1), graphed = plain;
             for (TowerSetOptions* o : {&plain, &graphed}) {
                 o->model = model.toStdString();
+                o->clipGradNorm = clip;
                 if (model == "without-buffers") o->build = withoutBuffers;
                 o->optimizer.kind = optimizer.toStdString();
                 o->makeOps = [](int t) { return makeFakeDeviceOps("reference", t, true); };
@@ -319,6 +329,9 @@ private slots:
                 QCOMPARE(b[i].finite, a[i].finite);
                 QCOMPARE(b[i].discarded, a[i].discarded);
                 if (a[i].finite) QCOMPARE(b[i].loss, a[i].loss);
+                QCOMPARE(std::isnan(b[i].gradNorm), std::isnan(a[i].gradNorm));
+                if (!std::isnan(a[i].gradNorm)) QVERIFY(b[i].gradNorm == a[i].gradNorm);
+                QCOMPARE(std::isnan(a[i].gradNorm), clip == 0 || !a[i].finite);
             }
             QCOMPARE(a[std::size_t(nanStep)].finite, false);
             QCOMPARE(two.optimizer().stepCount(), std::int64_t(15));

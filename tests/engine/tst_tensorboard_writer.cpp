@@ -338,6 +338,42 @@ private slots:
         QVERIFY2(t.find("histogramEvery: expected an integer") != std::string::npos, t.c_str());
     }
 
+    // A run that clips its gradients: train/grad_norm at the logged steps, metrics.jsonl's
+    // gradNorm, above the bound it clipped to; the hyperparameter with it.
+    void clippingRunHasItsGradientNorm()
+    {
+        QTemporaryDir dir;
+        const fs::path root = dir.path().toStdString();
+        TrainConfig c = smallConfig();
+        c.clipGradNorm = 0.01;
+        {
+            auto src = syntheticBatchesFor(c);
+            Trainer t(c, src, root);
+            QCOMPARE(t.run(), Trainer::Outcome::Finished);
+        }
+        const auto events = eventsOf(eventFiles(root).front());
+        const auto scalars = scalarsOf(events);
+        const auto metrics = jsonLines(root / "metrics.jsonl");
+        QVERIFY(!metrics.empty());
+        for (const auto& m : metrics) {
+            const double norm = m["gradNorm"].get<double>();
+            QVERIFY2(norm > 0.01, m.dump().c_str());
+            QCOMPARE(scalars.at(m["step"].get<std::int64_t>()).at("train/grad_norm"), float(norm));
+        }
+        bool hparam = false;
+        for (const auto& e : events)
+            for (const auto& v : e.summary().value())
+                if (v.tag() == "_hparams_/session_start_info") {
+                    tb::HParamsPluginData data;
+                    QVERIFY(data.ParseFromString(v.metadata().plugin_data().content()));
+                    QCOMPARE(
+                        data.session_start_info().hparams().at("clip_grad_norm").number_value(),
+                        0.01);
+                    hparam = true;
+                }
+        QVERIFY(hparam);
+    }
+
     // A run and its resume, as TensorBoard will read them.
     void trainerRunAndResume()
     {
@@ -421,6 +457,7 @@ private slots:
             QCOMPARE(s.at("train/learning_rate"), m["lr"].get<float>());
             QCOMPARE(s.at("throughput/examples_per_sec"), m["examplesPerSec"].get<float>());
             QCOMPARE(s.at("time/allreduce_ms"), m["allReduceMs"].get<float>());
+            QVERIFY(!m.contains("gradNorm") && !s.count("train/grad_norm")); // no clipping
             for (int tower = 0; tower < 2; ++tower) {
                 const double ms = m["towerComputeMs"][std::size_t(tower)].get<double>();
                 const std::string name = "tower_" + std::to_string(tower);
