@@ -23,8 +23,8 @@ struct StepSlot
     Tensor images, labels, draws;     // gated: page-locked copies of the tower's slice
     Tensor deviceImages, deviceLabels, deviceDraws; // gated: the slice where the tower computes
     Tensor scalars, deviceScalars; // gated: the step's StepScalars, page-locked and on the device
-    // When the run clips its gradients: the squares of the averages, summed by the optimizer
-    // (Optimizer::gradSumSquares), copied to the host (page-locked) after the update.
+    // When the run clips its gradients, on tower 0: the squares of the averages, summed by the
+    // optimizer (Optimizer::gradSumSquares), copied to the host (page-locked) after the update.
     Tensor gradSumSquares;
     // A GPU tower's step captured (TowerSetOptions::graphs), replayed while the shapes stay;
     // `warm`: the slot has run a step op by op with them since the captures were last dropped.

@@ -388,7 +388,7 @@ void TowerSet::issueGated(TowerStep& s)
         for (const Tensor& v : averaged) ops.flagNonFinite(v, sl.flag);
         if (marks) sl.commMark = ops.mark();
         tw.optimizer->step(ops, tw.model->parameters(), lr, sl.flag, sl.deviceScalars);
-        sl.copyGradSumSquares(ops, *tw.optimizer);
+        if (t == 0) sl.copyGradSumSquares(ops, *tw.optimizer); // the same on every tower
         if (m_ema && t == 0) // on tower 0's device, by its ops (no copy to the host)
             m_ema->update(ops, tw.model->parameters(), globalStep + 1, sl.flag, sl.deviceScalars);
         if (marks) sl.updateMark = ops.mark();
@@ -482,8 +482,8 @@ void TowerSet::issueSynchronised(TowerStep& s)
     sl.commMark = ops.mark();
     if (!m_nonFinite) {
         tw.optimizer->step(ops, tw.model->parameters(), lr);
-        sl.copyGradSumSquares(ops, *tw.optimizer);
-        if (m_ema && m_ema->onHost()) // CPU towers share the work
+        if (t == 0) sl.copyGradSumSquares(ops, *tw.optimizer); // the same on every tower
+        if (m_ema && m_ema->onHost())                          // CPU towers share the work
             m_ema->update(tw.model->parameters(), globalStep + 1, t, size());
         else if (m_ema && t == 0)
             m_ema->update(ops, tw.model->parameters(), globalStep + 1);
