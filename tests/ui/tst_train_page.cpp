@@ -123,6 +123,29 @@ private slots:
         QVERIFY(start->isEnabled());
         QVERIFY(!button(page, QStringLiteral("Stop"))->isEnabled());
         QCOMPARE(page.runDirectory(), runs.filePath(QStringLiteral("r")));
+        QVERIFY(std::isnan(page.history().lastGradNorm())); // the run does not clip
+    }
+
+    // A run that clips its gradients: the history has their norm for the status line, and the
+    // log's step lines say it and that the step clipped.
+    void clippingRunShowsTheGradientNorm()
+    {
+        QTemporaryDir runs;
+        TrainPage page;
+        auto options =
+            tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 6, 2, 3);
+        options.config.clipGradNorm = 0.01;
+        page.setOptionsProvider([options](QString*) { return std::optional(options); });
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        QTest::mouseClick(button(page, QStringLiteral("Start")), Qt::LeftButton);
+        QVERIFY(finished.wait(60000));
+        QTest::qWait(2 * 40);
+        QVERIFY2(page.history().lastGradNorm() > 0.01,
+                 qPrintable(QString::number(page.history().lastGradNorm())));
+        QVERIFY2(page.logView()->toPlainText().contains(
+                     QRegularExpression(QStringLiteral("step 6, loss = .*, gradient norm "
+                                                       "[0-9.e+-]+ \\(clipped to 0\\.01\\)"))),
+                 qPrintable(page.logView()->toPlainText()));
     }
 
     void pauseResumeStopButtons()

@@ -47,6 +47,23 @@ private slots:
         QCOMPARE(h.steps(), (QVector<double>{10, 20, 30, 40}));
         QCOMPARE(h.learningRate()[1], 0.1 / 20);
         QCOMPARE(h.examplesPerSec()[3], 1040.0);
+        QVERIFY(std::isnan(h.lastGradNorm())); // the run does not clip
+    }
+
+    // A run that clips its gradients: the latest report's norm, for the status line.
+    void gradientNorm()
+    {
+        TrainingHistory h;
+        h.reset(0, 400, 32);
+        QVERIFY(std::isnan(h.lastGradNorm()));
+        for (const double norm : {2.5, 1.25}) {
+            auto m = metrics(10, 1.0);
+            m.gradNorm = norm;
+            h.add(m);
+            QCOMPARE(h.lastGradNorm(), norm);
+        }
+        h.reset(0, 400, 32); // a new run
+        QVERIFY(std::isnan(h.lastGradNorm()));
     }
 
     void nanLossDoesNotPoisonTheCurve()

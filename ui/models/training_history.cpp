@@ -37,6 +37,7 @@ void TrainingHistory::add(const engine::StepMetrics& m)
             << (m.towerComputeMs[t] > 0 ? m_batchPerTower * 1000.0 / m.towerComputeMs[t] : 0.0);
     m_lastStep = m.step;
     m_lastEpoch = m.epoch;
+    m_lastGradNorm = m.gradNorm;
 }
 
 void TrainingHistory::addEvaluation(const engine::EvalResult& r)

@@ -5,6 +5,7 @@
 #include <QVector>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 
 #include "engine/train/evaluation.h"
@@ -35,6 +36,9 @@ public:
     const QVector<double>& evalSteps() const { return m_evalSteps; }
     const QVector<double>& evalAccuracy() const { return m_evalAccuracy; }
 
+    // The latest report's gradient norm before clipping (StepMetrics::gradNorm); NaN where the
+    // run does not clip its gradients, or before its first report.
+    double lastGradNorm() const { return m_lastGradNorm; }
     std::int64_t lastStep() const { return m_lastStep; }
     std::int64_t totalSteps() const { return m_total; }
     double lastEpoch() const { return m_lastEpoch; }
@@ -56,6 +60,7 @@ private:
     std::int64_t m_start = 0, m_total = 0, m_lastStep = 0;
     int m_batchPerTower = 1;
     double m_lastEpoch = 0;
+    double m_lastGradNorm = std::numeric_limits<double>::quiet_NaN();
     double m_smoothState = 0;
     int m_smoothCount = 0;
     std::optional<double> m_eta;

@@ -14,6 +14,7 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include <cmath>
 #include <utility>
 
 #include "app/runs/run_builder.h"
@@ -490,6 +491,8 @@ void TrainPage::updateProgress()
                             locale.toString(m_history.lastEpoch(), 'f', 2));
     if (m_lastExamplesPerSec > 0)
         text += tr(" · %1 examples/s").arg(locale.toString(m_lastExamplesPerSec, 'f', 0));
+    if (const double norm = m_history.lastGradNorm(); std::isfinite(norm)) // a run that clips
+        text += tr(" · gradient norm %1").arg(locale.toString(norm, 'g', 3));
     if (const auto eta = m_history.etaSeconds())
         text += tr(" · about %1 left").arg(durationText(*eta));
     m_status->setText(text);
