@@ -138,6 +138,8 @@ LoggedSteps readLoggedSteps(const QString& folder, std::int64_t upToStep)
         m.computeMs = number("computeMs");
         m.allReduceMs = number("allReduceMs");
         m.updateMs = number("updateMs");
+        if (o.value(QStringLiteral("gradNorm")).isDouble())
+            m.gradNorm = number("gradNorm"); // clips
         for (const QJsonValue& t : o.value(QStringLiteral("towerComputeMs")).toArray())
             m.towerComputeMs.push_back(t.toDouble());
         for (const QJsonValue& t : o.value(QStringLiteral("towerTimes")).toArray())

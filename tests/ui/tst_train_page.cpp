@@ -16,6 +16,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include "app/runs/run_log_reader.h"
 #include "engine/train/run_directory.h"
 #include "engine/train/run_lock.h"
 #include "training_fixture.h"
@@ -146,6 +147,11 @@ private slots:
                      QRegularExpression(QStringLiteral("step 6, loss = .*, gradient norm "
                                                        "[0-9.e+-]+ \\(clipped to 0\\.01\\)"))),
                  qPrintable(page.logView()->toPlainText()));
+        // A resumed run's curves come from metrics.jsonl: the norms with them.
+        const auto logged = towers::app::readLoggedSteps(runs.filePath(QStringLiteral("r")), 6);
+        QCOMPARE(logged.steps.size(), std::size_t(6));
+        QCOMPARE(logged.steps.back().gradNorm, page.history().lastGradNorm());
+        for (const auto& m : logged.steps) QVERIFY(m.gradNorm > 0.01);
     }
 
     void pauseResumeStopButtons()
