@@ -86,6 +86,7 @@ TowerSetOptions towerOptions(int towers, const std::string& backend = "onednn")
 struct Trained
 {
     std::vector<double> losses;
+    std::vector<double> gradNorms; // before clipping (NaN: no clipping)
     NamedTensors weights;
     EvalResult eval;
 };
@@ -98,20 +99,25 @@ NamedTensors weightsOf(TowerSet& set)
     return out;
 }
 
-// `steps` steps of a run of processes x towers (processes 0: one process, no group).
+// `steps` steps of a run of processes x towers (processes 0: one process, no group); `clip` > 0
+// clips the gradients' norm to it.
 Trained train(int processes, int towers, int steps, const std::string& backend = "onednn",
-              std::string* averaging = nullptr)
+              std::string* averaging = nullptr, double clip = 0)
 {
     const int global = std::max(1, processes) * towers;
     auto run = [&](ProcessGroup* group, int first) -> Trained {
         auto o = towerOptions(towers, backend);
         o.processes = group;
+        o.clipGradNorm = clip;
         TowerSet set(o);
         if (averaging && first == 0) *averaging = set.allReduceDescription();
         SyntheticBatches source({28, 28, 1}, 10, global, 6, 600, 11);
         Trained t;
-        for (int s = 0; s < steps; ++s)
-            t.losses.push_back(set.step(sliceOf(source.next(), first, towers), s, 0.05).loss);
+        for (int s = 0; s < steps; ++s) {
+            const auto r = set.step(sliceOf(source.next(), first, towers), s, 0.05);
+            t.losses.push_back(r.loss);
+            t.gradNorms.push_back(r.gradNorm);
+        }
         t.weights = weightsOf(set);
         t.eval = set.evaluate(45, 4, source.evaluationBatches(), true);
         if (set.globalTowers() != global || set.firstTower() != first)
@@ -418,23 +424,34 @@ private slots:
         }
     }
 
-    // TowerSets of 2 processes x 1 tower and 2 x 2 train (with buckets, momentum and EMA) and
-    // evaluate bitwise as one TowerSet of 2 and 4 towers: losses, weights, optimizer state, and
-    // the merged evaluation.
+    // TowerSets of 2 processes x 1 tower and 2 x 2 train (with buckets, momentum and EMA; and
+    // with the gradients clipped by their norm) and evaluate bitwise as one TowerSet of 2 and 4
+    // towers: losses, weights, optimizer state, the norms, and the merged evaluation.
     void towerSetsAcrossProcessesEqualOneProcess_data()
     {
         QTest::addColumn<int>("processes");
         QTest::addColumn<int>("towers");
-        QTest::newRow("2 x 1") << 2 << 1;
-        QTest::newRow("2 x 2") << 2 << 2;
+        QTest::addColumn<double>("clip");
+        QTest::newRow("2 x 1") << 2 << 1 << 0.0;
+        QTest::newRow("2 x 2") << 2 << 2 << 0.0;
+        // Every process clips the global averages with the norm it sums: the same bits.
+        QTest::newRow("2 x 2, gradients clipped") << 2 << 2 << 0.05;
     }
     void towerSetsAcrossProcessesEqualOneProcess()
     {
         QFETCH(int, processes);
         QFETCH(int, towers);
-        const Trained one = train(0, processes * towers, 4);
-        const Trained many = train(processes, towers, 4);
+        QFETCH(double, clip);
+        const Trained one = train(0, processes * towers, 4, "onednn", nullptr, clip);
+        const Trained many = train(processes, towers, 4, "onednn", nullptr, clip);
         QCOMPARE(many.losses, one.losses);
+        for (std::size_t s = 0; s < one.gradNorms.size(); ++s) {
+            QCOMPARE(std::isnan(one.gradNorms[s]), clip == 0);
+            if (clip > 0) { // above the bound: clipped, with the same norm
+                QVERIFY2(one.gradNorms[s] > clip, qPrintable(QString::number(one.gradNorms[s])));
+                QVERIFY(many.gradNorms[s] == one.gradNorms[s]);
+            }
+        }
         QCOMPARE(many.weights.size(), one.weights.size());
         for (std::size_t i = 0; i < one.weights.size(); ++i)
             QVERIFY2(sameBytes(many.weights[i].second, one.weights[i].second),
