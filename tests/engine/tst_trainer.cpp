@@ -6,6 +6,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -245,19 +246,24 @@ private slots:
     }
 
     // Train 6 steps with a checkpoint at 3; a fresh trainer resumes from step 3 and runs to 6.
-    // Every tensor of the final state is bitwise the same (augmentation-free data, dropout on).
+    // Every tensor of the final state is bitwise the same (augmentation-free data, dropout on),
+    // with every optimizer, and with the gradients clipped by their norm.
     void resumeEqualsUninterrupted_data()
     {
         QTest::addColumn<QString>("optimizer");
-        QTest::newRow("momentum") << "momentum";
-        QTest::newRow("adam") << "adam";
-        QTest::newRow("adamw") << "adamw";
+        QTest::addColumn<double>("clip"); // the gradients' largest norm (0: none)
+        QTest::newRow("momentum") << "momentum" << 0.0;
+        QTest::newRow("adam") << "adam" << 0.0;
+        QTest::newRow("adamw") << "adamw" << 0.0;
+        QTest::newRow("nesterov, gradients clipped") << "nesterov" << 0.05;
     }
     void resumeEqualsUninterrupted()
     {
         QFETCH(QString, optimizer);
+        QFETCH(double, clip);
         TrainConfig c = baseConfig();
         c.optimizer.kind = optimizer.toStdString();
+        c.clipGradNorm = clip;
         if (optimizer == QLatin1String("adamw")) c.weightDecay = 0.05; // decayed by the update
         c.schedule.kind = LrSchedule::Kind::Cosine; // the LR position must come back too
         c.schedule.warmupEpochs = 0.02;
@@ -285,6 +291,9 @@ private slots:
         QCOMPARE(srcB.calls(), std::int64_t(3)); // steps 3, 4, 5 only: the source was positioned
         QCOMPARE(rec.steps.front().step, std::int64_t(4));
         QCOMPARE(rec.steps.front().lr, c.schedule.at(3, srcB.stepsPerEpoch(), 6));
+        for (const StepMetrics& m : rec.steps) // clipped where the run clips, else no norm
+            QVERIFY2(clip > 0 ? m.gradNorm > clip : std::isnan(m.gradNorm),
+                     qPrintable(QString::number(m.gradNorm)));
 
         const Checkpoint ca = readCheckpoint(runA.checkpointPath(6));
         const Checkpoint cb = readCheckpoint(runB.checkpointPath(6));
