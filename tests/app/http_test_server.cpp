@@ -160,8 +160,7 @@ void HttpTestServer::respond(QTcpSocket* socket, const Request& request)
         socket->write(head + body.left(stallAfter));
         return; // the connection stays open and silent
     }
-    if (has("truncate") && !m_truncated.contains(name)) {
-        m_truncated.insert(name);
+    if (has("truncate") && start == 0) {
         socket->write(head + body.left(truncateAt));
         socket->disconnectFromHost();
         return;

@@ -6,8 +6,11 @@
 //   norange   ignores Range, always 200 with the whole file
 //   404       answers 404 Not Found
 //   500       answers 500 Internal Server Error
-//   truncate  the first request for each name announces the whole length but sends only
-//             truncateAt bytes, then closes the connection (later requests are served normally)
+//   truncate  a request from the file's start (no Range) announces the whole length but sends
+//             only truncateAt bytes, then closes the connection; one that resumes (Range) is
+//             served whole. So a client that resends its request by itself (Qt's network access
+//             may, once, where a connection closed early) is cut short again, and only a resume
+//             gets the file.
 //   corrupt   flips one byte in the middle of the body
 //   stall     sends the headers and stallAfter bytes, then sends nothing more, keeping the
 //             connection open
@@ -55,8 +58,6 @@ public:
     // The requests whose path ends with "/<name>".
     QList<Request> requestsFor(const QByteArray& name) const;
     void clearRequests() { m_requests.clear(); }
-    // "truncate" cuts the next request for every name short again.
-    void forgetTruncations() { m_truncated.clear(); }
 
 signals:
     void requestReceived();
@@ -71,7 +72,6 @@ private:
     QTcpServer m_server;
     QHash<QByteArray, QByteArray> m_files;
     QHash<QTcpSocket*, QByteArray> m_buffers;
-    QSet<QByteArray> m_truncated;
     QSet<QTcpSocket*> m_answered;
     QList<Request> m_requests;
 };

@@ -144,7 +144,6 @@ private slots:
         QVERIFY(m_tmp->isValid());
         m_dataDir = m_tmp->filePath(QStringLiteral("data"));
         m_server->clearRequests();
-        m_server->forgetTruncations();
         m_server->truncateAt = 1000;
         m_server->stallAfter = 4096;
     }

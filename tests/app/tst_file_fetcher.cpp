@@ -77,7 +77,6 @@ private slots:
         m_server->truncateAt = 1000;
         m_server->stallAfter = 4096;
         m_server->clearRequests();
-        m_server->forgetTruncations();
     }
 
     void cleanup() { delete m_tmp; }
