@@ -71,7 +71,7 @@ void CliObserver::onStep(const engine::StepMetrics& m)
                   {QStringLiteral("tower_times"), towerTimes(m.towerTimes)},
                   {QStringLiteral("elapsed_s"), m.elapsedSeconds},
                   {QStringLiteral("eta_s"), m.etaSeconds}};
-    if (std::isfinite(m.gradNorm)) o[QStringLiteral("grad_norm")] = m.gradNorm; // a run that clips
+    if (std::isfinite(m.gradNorm)) o[QStringLiteral("grad_norm")] = m.gradNorm; // a finite step's
     print(o);
 }
 

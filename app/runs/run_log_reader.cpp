@@ -139,7 +139,7 @@ LoggedSteps readLoggedSteps(const QString& folder, std::int64_t upToStep)
         m.allReduceMs = number("allReduceMs");
         m.updateMs = number("updateMs");
         if (o.value(QStringLiteral("gradNorm")).isDouble())
-            m.gradNorm = number("gradNorm"); // clips
+            m.gradNorm = number("gradNorm"); // written since 2026-12-03
         for (const QJsonValue& t : o.value(QStringLiteral("towerComputeMs")).toArray())
             m.towerComputeMs.push_back(t.toDouble());
         for (const QJsonValue& t : o.value(QStringLiteral("towerTimes")).toArray())

@@ -31,7 +31,7 @@ void Optimizer::step(Ops& ops, const std::vector<Parameter*>& params, double lr,
             throw InvalidArgument("parameter '" + p->name +
                                   "' has no gradient: run backward first");
     }
-    if (m_maxGradNorm > 0) clipGradients(ops, params);
+    if (measuresGradNorm()) measureAndClip(ops, params);
     for (auto* p : params)
         if (p->trainable) update(ops, *p, lr, m_steps == 0, skip, scalars);
     ops.hostWork([this] { ++m_steps; }); // at every replay of a captured step, too
@@ -46,7 +46,7 @@ void Optimizer::setMaxGradNorm(double maxNorm)
     m_maxGradNorm = maxNorm;
 }
 
-void Optimizer::clipGradients(Ops& ops, const std::vector<Parameter*>& params)
+void Optimizer::measureAndClip(Ops& ops, const std::vector<Parameter*>& params)
 {
     if (m_zero.empty()) {
         m_zero = Tensor::pinned({1}, DType::Float64);
@@ -55,6 +55,7 @@ void Optimizer::clipGradients(Ops& ops, const std::vector<Parameter*>& params)
     ops.upload(m_zero, m_gradSumSquares);
     for (auto* p : params)
         if (p->trainable) ops.sumSquares(p->grad, 1.0, m_gradSumSquares);
+    if (m_maxGradNorm <= 0) return; // measured only
     for (auto* p : params)
         if (p->trainable) ops.clipToNorm(m_gradSumSquares, m_maxGradNorm, p->grad);
 }

@@ -62,8 +62,13 @@ public:
     // clips nothing. Throws InvalidArgument for a negative or non-finite maxNorm.
     void setMaxGradNorm(double maxNorm);
     double maxGradNorm() const { return m_maxGradNorm; }
-    // The sum of the squares of the gradients of the latest step() that clipped (Float64 [1]
-    // where they live; the gradient norm before clipping is its square root), else empty.
+    // With `on`, every step() sums the squares of the gradients it is given (as clipping does,
+    // where they live, without the host waiting), whether it clips or not: the norm to log.
+    void setMeasureGradNorm(bool on) { m_measureGradNorm = on; }
+    // Whether step() sums the gradients' squares: it measures them, or it clips.
+    bool measuresGradNorm() const { return m_measureGradNorm || m_maxGradNorm > 0; }
+    // The sum of the squares of the gradients of the latest step() that measured them (Float64
+    // [1] where they live; the gradient norm before any clipping is its square root), else empty.
     const Tensor& gradSumSquares() const { return m_gradSumSquares; }
     // The values of the next step() with learning rate `lr` in a step's scalars: the learning
     // rate and momentum's first step here, Adam's bias corrections in Adam's.
@@ -103,11 +108,13 @@ protected:
     Tensor& slot(const Parameter& p, std::size_t i);
 
 private:
-    // Scales the gradients of `params` as setMaxGradNorm says.
-    void clipGradients(Ops& ops, const std::vector<Parameter*>& params);
+    // Sums the squares of the gradients of `params` into m_gradSumSquares, and scales them as
+    // setMaxGradNorm says.
+    void measureAndClip(Ops& ops, const std::vector<Parameter*>& params);
 
     std::int64_t m_steps = 0;
     double m_maxGradNorm = 0;
+    bool m_measureGradNorm = false;
     Tensor m_gradSumSquares; // where the parameters live
     Tensor m_zero;           // page-locked 0.0, the sum's start (a GPU's copy of it does not wait)
     std::unordered_map<std::string, std::vector<Tensor>> m_slots; // parameter name -> slots

@@ -141,8 +141,7 @@ void TensorBoardWriter::stepMetrics(const StepMetrics& m, int batchPerTower)
                                                   {"time/compute_ms", m.computeMs},
                                                   {"time/allreduce_ms", m.allReduceMs},
                                                   {"time/update_ms", m.updateMs}};
-    if (std::isfinite(m.gradNorm))
-        v.emplace_back("train/grad_norm", m.gradNorm); // a run that clips
+    if (std::isfinite(m.gradNorm)) v.emplace_back("train/grad_norm", m.gradNorm); // a finite step's
     for (std::size_t t = 0; t < m.towerComputeMs.size(); ++t) {
         const std::string tower = "tower_" + std::to_string(t);
         const double ms = m.towerComputeMs[t];

@@ -5,8 +5,8 @@
 // * at the logged steps: train/loss, train/cross_entropy, train/learning_rate, train/epoch,
 //   throughput/examples_per_sec, throughput/tower_<t>/examples_per_sec (a tower's slice over its
 //   compute time), time/step_ms, time/data_wait_ms, time/compute_ms, time/allreduce_ms (the
-//   averaging the slowest tower waits for), time/update_ms, time/tower_<t>/compute_ms; and for a
-//   run that clips its gradients (clipGradNorm), train/grad_norm, their norm before clipping;
+//   averaging the slowest tower waits for), time/update_ms, time/tower_<t>/compute_ms, and
+//   train/grad_norm, the averaged gradients' global norm (before clipping, in a run that clips);
 // * at evaluations: test/precision_at_1, test/cross_entropy (validation/... for a run that holds a
 //   validation set out; ..._ema with the moving averages);
 // * every histogramEvery steps: <layer>/<parameter> and <layer>/<parameter>/gradients histograms;

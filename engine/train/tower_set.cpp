@@ -196,6 +196,7 @@ void TowerSet::buildTowers(GpuBackend* gpu, const std::vector<int>& gpuOf,
         if (!tw.device.isHost()) tw.model->moveTo(tw.device);
         tw.optimizer = makeOptimizer(m_opt.optimizer);
         tw.optimizer->setMaxGradNorm(m_opt.clipGradNorm); // of the averages: the same everywhere
+        tw.optimizer->setMeasureGradNorm(t == 0 && m_opt.gradNorm); // read from tower 0 alone
         tw.model->setWeightDecayInOptimizer(tw.optimizer->decaysWeights());
         if (m_globalTowers == 1) return; // one replica: nothing to broadcast
         std::vector<Tensor> values;

@@ -96,7 +96,10 @@ struct TowerSetOptions
     double emaDecay = 0;       // 0: no moving average
     double labelSmoothing = 0; // the training loss's (Model::setLabelSmoothing)
     double clipGradNorm = 0;   // > 0: the averaged gradients' norm clipped (setMaxGradNorm)
-    std::uint64_t seed = 1;    // weight initialisation (and dropout streams)
+    // Tower 0 measures the averaged gradients' global norm at every step (TowerStepResult::
+    // gradNorm): a sum of squares over the parameters, where they live, without the host waiting.
+    bool gradNorm = true;
+    std::uint64_t seed = 1; // weight initialisation (and dropout streams)
     // When set, these towers are one process's share of a run across processes: its towers are
     // global towers rank x towers .. + towers - 1 of size x towers (dropout streams, evaluation
     // shares and the averages are global), and gradients are averaged across every process (see
@@ -115,9 +118,9 @@ struct TowerStepResult
     // loss that is not finite while every gradient is (which finite logits never make) is
     // reported but does not stop the update.
     bool finite = true;
-    // When the towers clip their gradients (TowerSetOptions::clipGradNorm): the averaged
-    // gradients' global norm before clipping (the same on every tower). NaN otherwise, or for a
-    // step that was not finite.
+    // The averaged gradients' global norm, before any clipping (the same on every tower), when
+    // tower 0 measures it (TowerSetOptions::gradNorm, or clipGradNorm > 0). NaN otherwise, or
+    // for a step that was not finite.
     double gradNorm = std::numeric_limits<double>::quiet_NaN();
     std::vector<TowerTimes> towers; // every global tower's, in global order
     std::int64_t step = 0;          // the global step this is the result of

@@ -23,8 +23,9 @@ struct StepSlot
     Tensor images, labels, draws;     // gated: page-locked copies of the tower's slice
     Tensor deviceImages, deviceLabels, deviceDraws; // gated: the slice where the tower computes
     Tensor scalars, deviceScalars; // gated: the step's StepScalars, page-locked and on the device
-    // When the run clips its gradients, on tower 0: the squares of the averages, summed by the
-    // optimizer (Optimizer::gradSumSquares), copied to the host (page-locked) after the update.
+    // On tower 0 (TowerSetOptions::gradNorm, or a run that clips): the squares of the averages,
+    // summed by the optimizer (Optimizer::gradSumSquares), copied to the host (page-locked) after
+    // the update.
     Tensor gradSumSquares;
     // A GPU tower's step captured (TowerSetOptions::graphs), replayed while the shapes stay;
     // `warm`: the slot has run a step op by op with them since the captures were last dropped.
@@ -36,11 +37,11 @@ struct StepSlot
     LossValue loss;
     TowerTimes times;
 
-    // Copies the optimizer's sum of the gradients' squares of the step just issued when it clips
-    // (after its step(), on the tower's stream: read once the step is done).
+    // Copies the optimizer's sum of the gradients' squares of the step just issued when it
+    // measures them (after its step(), on the tower's stream: read once the step is done).
     void copyGradSumSquares(Ops& ops, const Optimizer& optimizer)
     {
-        if (optimizer.maxGradNorm() <= 0) return;
+        if (!optimizer.measuresGradNorm()) return;
         if (gradSumSquares.empty()) gradSumSquares = Tensor::pinned({1}, DType::Float64);
         ops.download(optimizer.gradSumSquares(), gradSumSquares);
     }

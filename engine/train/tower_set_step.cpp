@@ -575,7 +575,7 @@ TowerStepResult TowerSet::collect()
     r.loss /= m_globalTowers;
     r.crossEntropy /= m_globalTowers;
     r.finite = !nonFinite;
-    if (r.finite && m_opt.clipGradNorm > 0)
+    if (r.finite && m_towers.front()->optimizer->measuresGradNorm())
         r.gradNorm = std::sqrt(m_towers.front()->slots[issued.slot].gradSumSquares.at(0));
     return r;
 }

@@ -427,8 +427,8 @@ void Trainer::report(const StepMetrics& m)
                   m.epoch, eta / 60, eta % 60, slow.computeMs, slow.commMs, slow.dataMs,
                   slow.updateMs);
     std::string line = buf;
-    if (std::isfinite(m.gradNorm)) { // the run clips: the norm before it, and whether it did
-        if (m.gradNorm > m_config.clipGradNorm)
+    if (std::isfinite(m.gradNorm)) { // the norm before any clipping, and whether it clipped
+        if (m_config.clipGradNorm > 0 && m.gradNorm > m_config.clipGradNorm)
             std::snprintf(buf, sizeof buf, ", gradient norm %.3g (clipped to %g)", m.gradNorm,
                           m_config.clipGradNorm);
         else

@@ -19,8 +19,8 @@ struct StepMetrics
     double epoch = 0;        // step / steps per epoch
     double loss = 0;         // total loss (cross-entropy + weight decay), mean over the towers
     double crossEntropy = 0; // its cross-entropy part
-    // The averaged gradients' global norm before clipping, when the run clips them
-    // (TrainConfig::clipGradNorm > 0); NaN otherwise.
+    // The averaged gradients' global norm, before clipping when the run clips them
+    // (TrainConfig::clipGradNorm > 0); NaN for a step that was not finite.
     double gradNorm = std::numeric_limits<double>::quiet_NaN();
     double lr = 0;                      // the learning rate this step used
     double examplesPerSec = 0;          // global batch / step time

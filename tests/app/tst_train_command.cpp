@@ -287,7 +287,7 @@ private slots:
 
     // A run that clips its gradients says their norm before clipping at every logged step: in its
     // step events, in metrics.jsonl (the same number) and at the end of its log line, with whether
-    // the step clipped.
+    // the step clipped; a run that does not clip says the norm too.
     void clippingRunSaysTheGradientNorm()
     {
         const QString dir = path(QStringLiteral("runs/clipped"));
@@ -316,6 +316,17 @@ private slots:
                      .match(log.out + log.err)
                      .hasMatch(),
                  qPrintable(log.out + log.err));
+        // Without clipping the line still ends with the norm, and says no clip.
+        plain.replace(plain.indexOf(QStringLiteral("0.01")), QStringLiteral("0"));
+        plain.replace(plain.indexOf(path(QStringLiteral("runs/clipped-log"))),
+                      path(QStringLiteral("runs/unclipped-log")));
+        const CliRun unclipped = run(plain);
+        QVERIFY2(unclipped.exitCode == 0, qPrintable(unclipped.err + unclipped.out));
+        QVERIFY2(
+            QRegularExpression(QStringLiteral("step 2, loss = .*, gradient norm [0-9.e+-]+\\n"))
+                .match(unclipped.out + unclipped.err)
+                .hasMatch(),
+            qPrintable(unclipped.out + unclipped.err));
     }
 
     // --checkpoint may name a run folder (or its checkpoints/ folder, or a run's name in the runs
@@ -413,7 +424,8 @@ private slots:
                         QVERIFY2(tower.toObject().value(QLatin1String(part)).toDouble(-1) >= 0,
                                  part);
                 QVERIFY(e.value(QStringLiteral("examples_per_sec")).toDouble() > 0);
-                QVERIFY(!e.contains(QStringLiteral("grad_norm"))); // the run does not clip
+                // The gradients' norm, measured in a run that does not clip them.
+                QVERIFY(e.value(QStringLiteral("grad_norm")).toDouble(-1) > 0);
             }
             if (kind == QLatin1String("eval"))
                 QCOMPARE(e.value(QStringLiteral("examples")).toInt(), 64);

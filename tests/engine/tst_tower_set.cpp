@@ -142,6 +142,36 @@ private slots:
                  qPrintable(QString::number(after, 'g', 17)));
     }
 
+    // Every step measures the averaged gradients' global norm (TowerSetOptions::gradNorm) in a
+    // run that does not clip: the square root of the sum of their squares, as the host sums them
+    // here from a replica's gradients. With the measure off, no norm and no sum.
+    void everyStepMeasuresTheGradientNorm()
+    {
+        auto o = options("tutorial-small", 1, "momentum");
+        o.build = buildSmallTutorial;
+        o.backend = "reference";
+        o.dtype = DType::Float64;
+        o.towers = 2;
+        SyntheticBatches source({24, 24, 3}, 10, 2, 32, 640, 3);
+        const Batch batch = source.next();
+        TowerSet set(o);
+        const TowerStepResult r = set.step(batch, 0, 0.05);
+        double sum = 0;
+        for (const auto* p : set.model(1).parameters())
+            if (p->trainable)
+                for (std::int64_t i = 0; i < p->grad.numel(); ++i)
+                    sum += p->grad.at(i) * p->grad.at(i);
+        const double want = std::sqrt(sum);
+        qInfo("gradient norm %.17g, summed here %.17g", r.gradNorm, want);
+        QVERIFY2(want > 0 && std::abs(r.gradNorm - want) <= 1e-12 * want,
+                 qPrintable(QString::number(r.gradNorm, 'g', 17)));
+
+        o.gradNorm = false;
+        TowerSet off(o);
+        QVERIFY(std::isnan(off.step(batch, 0, 0.05).gradNorm));
+        QVERIFY(off.optimizer().gradSumSquares().empty());
+    }
+
     // The production path: cifar10-tutorial in float32 on oneDNN, the same geometry and steps.
     // Rounding differs between a batch of 64 and two of 32, and a difference of 1e-7 now and
     // then lands on a ReLU or max-pool kink and sends one position's gradient another way (one

@@ -195,7 +195,7 @@ def inner(args):
         per_step = {"train/loss": "loss", "train/cross_entropy": "crossEntropy", "train/learning_rate": "lr",
                     "train/epoch": "epoch", "throughput/examples_per_sec": "examplesPerSec", "time/step_ms": "stepMs",
                     "time/data_wait_ms": "dataWaitMs", "time/compute_ms": "computeMs",
-                    "time/allreduce_ms": "allReduceMs", "time/update_ms": "updateMs"}
+                    "time/allreduce_ms": "allReduceMs", "time/update_ms": "updateMs", "train/grad_norm": "gradNorm"}
         expected = dict((tag, [(m["step"], f32(m[key])) for m in metrics]) for tag, key in per_step.items())
         for t in range(2):
             expected[f"time/tower_{t}/compute_ms"] = [(m["step"], f32(m["towerComputeMs"][t])) for m in metrics]

@@ -47,10 +47,12 @@ private slots:
         QCOMPARE(h.steps(), (QVector<double>{10, 20, 30, 40}));
         QCOMPARE(h.learningRate()[1], 0.1 / 20);
         QCOMPARE(h.examplesPerSec()[3], 1040.0);
-        QVERIFY(std::isnan(h.lastGradNorm())); // the run does not clip
+        QVERIFY(std::isnan(h.lastGradNorm())); // these reports have no norm
+        QCOMPARE(h.gradNorm().size(), 4);
+        QVERIFY(std::isnan(h.gradNorm()[3]));
     }
 
-    // A run that clips its gradients: the latest report's norm, for the status line.
+    // The gradients' norm: every report's, for the plot, and the latest, for the status line.
     void gradientNorm()
     {
         TrainingHistory h;
@@ -62,6 +64,7 @@ private slots:
             h.add(m);
             QCOMPARE(h.lastGradNorm(), norm);
         }
+        QCOMPARE(h.gradNorm(), (QVector<double>{2.5, 1.25}));
         h.reset(0, 400, 32); // a new run
         QVERIFY(std::isnan(h.lastGradNorm()));
     }

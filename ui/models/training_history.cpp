@@ -27,6 +27,7 @@ void TrainingHistory::add(const engine::StepMetrics& m)
     m_smoothed << (m_smoothCount ? m_smoothState / (1 - std::pow(kSmoothing, m_smoothCount))
                                  : m.loss);
     m_lr << m.lr;
+    m_gradNorm << m.gradNorm;
     m_examples << m.examplesPerSec;
     if (m.totalSteps > 0) m_total = m.totalSteps;
     m_eta = m.etaSeconds;

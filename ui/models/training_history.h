@@ -1,7 +1,8 @@
 #pragma once
 // The series the Train page plots, accumulated from the trainer's reports: loss (raw and
-// smoothed), learning rate, examples per second (total and per tower), test accuracy, and the
-// progress and remaining time of the run. Plain data, so it is tested without widgets.
+// smoothed), learning rate, gradient norm, examples per second (total and per tower), test
+// accuracy, and the progress and remaining time of the run. Plain data, so it is tested without
+// widgets.
 #include <QVector>
 
 #include <cstdint>
@@ -30,14 +31,17 @@ public:
     const QVector<double>& loss() const { return m_loss; }
     const QVector<double>& smoothedLoss() const { return m_smoothed; }
     const QVector<double>& learningRate() const { return m_lr; }
+    // The averaged gradients' global norm of each report (before clipping; NaN where a report
+    // has none: a step that was not finite, or a run logged before Towers measured it).
+    const QVector<double>& gradNorm() const { return m_gradNorm; }
     const QVector<double>& examplesPerSec() const { return m_examples; }
     // Per tower: batchPerTower / that tower's forward + backward time.
     const QVector<QVector<double>>& towerExamplesPerSec() const { return m_towerExamples; }
     const QVector<double>& evalSteps() const { return m_evalSteps; }
     const QVector<double>& evalAccuracy() const { return m_evalAccuracy; }
 
-    // The latest report's gradient norm before clipping (StepMetrics::gradNorm); NaN where the
-    // run does not clip its gradients, or before its first report.
+    // The latest report's gradient norm before clipping (StepMetrics::gradNorm); NaN where it has
+    // none, or before the first report.
     double lastGradNorm() const { return m_lastGradNorm; }
     std::int64_t lastStep() const { return m_lastStep; }
     std::int64_t totalSteps() const { return m_total; }
@@ -64,7 +68,7 @@ private:
     double m_smoothState = 0;
     int m_smoothCount = 0;
     std::optional<double> m_eta;
-    QVector<double> m_steps, m_loss, m_smoothed, m_lr, m_examples;
+    QVector<double> m_steps, m_loss, m_smoothed, m_lr, m_gradNorm, m_examples;
     QVector<QVector<double>> m_towerExamples;
     QVector<double> m_evalSteps, m_evalAccuracy;
 };
