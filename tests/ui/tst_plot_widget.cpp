@@ -129,6 +129,46 @@ private slots:
         QCOMPARE(w.customPlot()->yAxis->range().upper, 1.0);
     }
 
+    // A series on the right axis has a scale of its own: the left axis follows the left series
+    // alone (a learning rate is not squashed by gradient norms a thousand times larger), the
+    // right axis the right series; the x axis both. The right axis shows only while a series of
+    // it has a point.
+    void rightAxisHasItsOwnScale()
+    {
+        PlotWidget w;
+        w.resize(400, 300);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        w.setRightAxisLabel(QStringLiteral("gradient norm"));
+        const int left = w.addSeries(QStringLiteral("learning rate"));
+        PlotWidget::SeriesStyle style;
+        style.rightAxis = true;
+        const int right = w.addSeries(QStringLiteral("gradient norm"), style);
+        QCOMPARE(w.customPlot()->graph(right)->valueAxis(), w.customPlot()->yAxis2);
+        QCOMPARE(w.customPlot()->graph(left)->valueAxis(), w.customPlot()->yAxis);
+        w.addPoints(left, {10, 20, 30}, {0.001, 0.1, 0.05});
+        w.replotNow();
+        QVERIFY(!w.rightAxisShown()); // nothing on it yet
+        w.addPoints(right, {10, 20, 30, 40}, {50, 20, 10, 5});
+        w.replotNow();
+        QVERIFY(w.rightAxisShown());
+        QCOMPARE(w.customPlot()->yAxis2->label(), QStringLiteral("gradient norm"));
+        const QCPRange y = w.customPlot()->yAxis->range(), y2 = w.customPlot()->yAxis2->range();
+        QVERIFY2(y.lower <= 0.001 && y.upper >= 0.1 && y.upper < 0.2,
+                 qPrintable(QStringLiteral("%1 .. %2").arg(y.lower).arg(y.upper)));
+        QVERIFY2(y2.lower <= 5 && y2.upper >= 50 && y2.upper < 60,
+                 qPrintable(QStringLiteral("%1 .. %2").arg(y2.lower).arg(y2.upper)));
+        QVERIFY(w.customPlot()->xAxis->range().lower <= 10);
+        QVERIFY(w.customPlot()->xAxis->range().upper >= 40); // the right series' last step
+        w.setSeriesVisible(right, false);
+        w.replotNow();
+        QVERIFY(!w.rightAxisShown());
+        w.setSeriesVisible(right, true);
+        w.clearData();
+        w.replotNow();
+        QVERIFY(!w.rightAxisShown());
+    }
+
     // An axis of steps has ticks at whole steps only: one evaluation at step 300 reads "300", not
     // 299.6 / 299.8 / 300 / 300.2 / 300.4, and so do two or three close steps and a range whose
     // readable step would be 2.5. Fractional x (the range test's log₁₀ learning rate) keeps its

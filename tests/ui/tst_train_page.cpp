@@ -98,6 +98,11 @@ private slots:
         QCOMPARE(page.lossPlot()->pointCount(0), 40);
         QCOMPARE(page.lossPlot()->pointCount(1), 40);
         QCOMPARE(page.lrPlot()->pointCount(0), 40);
+        // The gradients' norm at every logged step, on the right axis; no bound (no clipping).
+        QCOMPARE(page.lrPlot()->seriesCount(), 2);
+        QCOMPARE(page.lrPlot()->seriesName(1), QStringLiteral("gradient norm"));
+        QCOMPARE(page.lrPlot()->pointCount(1), 40);
+        QVERIFY(page.lrPlot()->rightAxisShown());
         QCOMPARE(page.accuracyPlot()->pointCount(0), 2);
         // Each evaluation's cross-entropy beside the training loss.
         QCOMPARE(page.lossPlot()->pointCount(2), 2);
@@ -124,11 +129,14 @@ private slots:
         QVERIFY(start->isEnabled());
         QVERIFY(!button(page, QStringLiteral("Stop"))->isEnabled());
         QCOMPARE(page.runDirectory(), runs.filePath(QStringLiteral("r")));
-        QVERIFY(std::isnan(page.history().lastGradNorm())); // the run does not clip
+        QVERIFY2(page.history().lastGradNorm() > 0, // measured, though the run does not clip
+                 qPrintable(QString::number(page.history().lastGradNorm())));
+        QCOMPARE(page.lrPlot()->lastValue(1), page.history().lastGradNorm());
     }
 
-    // A run that clips its gradients: the history has their norm for the status line, and the
-    // log's step lines say it and that the step clipped.
+    // A run that clips its gradients: the history has their norm for the status line, the plot
+    // has it above the bound, drawn across the steps, and the log's step lines say it and that
+    // the step clipped.
     void clippingRunShowsTheGradientNorm()
     {
         QTemporaryDir runs;
@@ -143,6 +151,12 @@ private slots:
         QTest::qWait(2 * 40);
         QVERIFY2(page.history().lastGradNorm() > 0.01,
                  qPrintable(QString::number(page.history().lastGradNorm())));
+        QCOMPARE(page.lrPlot()->seriesCount(), 3);
+        QCOMPARE(page.lrPlot()->seriesName(2), QStringLiteral("clipped to 0.01"));
+        QCOMPARE(page.lrPlot()->pointCount(1), 6);
+        QCOMPARE(page.lrPlot()->pointCount(2), 2);
+        QCOMPARE(page.lrPlot()->lastValue(2), 0.01);
+        QVERIFY(page.lrPlot()->lastValue(1) > 0.01);
         QVERIFY2(page.logView()->toPlainText().contains(
                      QRegularExpression(QStringLiteral("step 6, loss = .*, gradient norm "
                                                        "[0-9.e+-]+ \\(clipped to 0\\.01\\)"))),

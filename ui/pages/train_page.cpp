@@ -36,6 +36,12 @@ enum SpeedSeries
 {
     TotalSpeed
 }; // then one per tower
+enum RateSeries
+{
+    LearningRate,
+    GradientNorm, // on the right axis
+    ClipBound     // a run that clips: its bound, on the right axis
+};
 } // namespace
 
 TrainPage::TrainPage(QWidget* parent)
@@ -106,11 +112,10 @@ TrainPage::TrainPage(QWidget* parent)
     total.width = 2;
     total.colorSlot = 1;
     m_speed->addSeries(tr("total"), total);
-    m_lr = new PlotWidget(tr("Learning rate"), plots);
+    m_lr = new PlotWidget(tr("Learning rate and gradient norm"), plots);
     m_lr->setAxisLabels(tr("step"), tr("learning rate"));
-    PlotWidget::SeriesStyle lr;
-    lr.colorSlot = 4;
-    m_lr->addSeries(tr("learning rate"), lr);
+    m_lr->setRightAxisLabel(tr("gradient norm"));
+    setUpRatePlot(0);
     for (auto* p : {m_loss, m_accuracy, m_speed, m_lr})
         p->setEmptyMessage(tr("Start a run to see it here"));
     grid->addWidget(m_loss, 0, 0);
@@ -359,6 +364,7 @@ void TrainPage::onStarted(const QString& runDirectory, qint64 startStep, qint64 
                              QString::fromStdString(m_options.config.dataset)));
     flushHeldLog();
     clearPlots();
+    setUpRatePlot(m_options.config.clipGradNorm);
     const bool validation = m_options.config.validation > 0;
     m_accuracy->setTitle(validation ? tr("Validation accuracy") : tr("Test accuracy"));
     m_accuracy->setSeriesName(0, validation ? tr("validation set") : tr("test set"));
@@ -387,7 +393,7 @@ void TrainPage::onStarted(const QString& runDirectory, qint64 startStep, qint64 
 void TrainPage::plotSteps(const std::vector<engine::StepMetrics>& reports,
                           const std::vector<engine::EvalResult>& evaluations)
 {
-    QVector<double> steps, raw, smooth, lr, speed;
+    QVector<double> steps, raw, smooth, lr, speed, normSteps, norms;
     QVector<QVector<double>> towerSpeed;
     for (const auto& m : reports) {
         m_history.add(m);
@@ -396,6 +402,10 @@ void TrainPage::plotSteps(const std::vector<engine::StepMetrics>& reports,
         raw << m_history.loss()[last];
         smooth << m_history.smoothedLoss()[last];
         lr << m_history.learningRate()[last];
+        if (const double norm = m_history.gradNorm()[last]; std::isfinite(norm)) {
+            normSteps << steps.back();
+            norms << norm;
+        }
         speed << m_history.examplesPerSec()[last];
         const auto& towers = m_history.towerExamplesPerSec();
         towerSpeed.resize(towers.size());
@@ -405,7 +415,11 @@ void TrainPage::plotSteps(const std::vector<engine::StepMetrics>& reports,
     if (!steps.isEmpty()) {
         m_loss->addPoints(RawLoss, steps, raw);
         m_loss->addPoints(SmoothedLoss, steps, smooth);
-        m_lr->addPoints(0, steps, lr);
+        m_lr->addPoints(LearningRate, steps, lr);
+        m_lr->addPoints(GradientNorm, normSteps, norms);
+        if (m_clipGradNorm > 0) // the bound across the steps so far
+            m_lr->setData(ClipBound, {m_history.steps().front(), steps.back()},
+                          {m_clipGradNorm, m_clipGradNorm});
         m_speed->addPoints(TotalSpeed, steps, speed);
         // One curve per tower; a single tower's curve would only repeat the total.
         if (towerSpeed.size() > 1) {
@@ -491,7 +505,7 @@ void TrainPage::updateProgress()
                             locale.toString(m_history.lastEpoch(), 'f', 2));
     if (m_lastExamplesPerSec > 0)
         text += tr(" · %1 examples/s").arg(locale.toString(m_lastExamplesPerSec, 'f', 0));
-    if (const double norm = m_history.lastGradNorm(); std::isfinite(norm)) // a run that clips
+    if (const double norm = m_history.lastGradNorm(); std::isfinite(norm))
         text += tr(" · gradient norm %1").arg(locale.toString(norm, 'g', 3));
     if (const auto eta = m_history.etaSeconds())
         text += tr(" · about %1 left").arg(durationText(*eta));
@@ -510,11 +524,33 @@ void TrainPage::flushHeldLog()
     for (const QString& line : held) appendLog(line);
 }
 
+void TrainPage::setUpRatePlot(double clipGradNorm)
+{
+    m_lr->clearSeries();
+    PlotWidget::SeriesStyle lr;
+    lr.colorSlot = 4;
+    m_lr->addSeries(tr("learning rate"), lr);
+    PlotWidget::SeriesStyle norm;
+    norm.colorSlot = 3;
+    norm.width = 1;
+    norm.rightAxis = true;
+    m_lr->addSeries(tr("gradient norm"), norm);
+    m_lr->setSeriesToolTip(GradientNorm,
+                           tr("The global norm of the averaged gradients at each logged step, "
+                              "before any clipping (the axis on the right)"));
+    m_clipGradNorm = clipGradNorm;
+    if (clipGradNorm <= 0) return;
+    norm.pen = Qt::DashLine;
+    m_lr->addSeries(tr("clipped to %1").arg(QLocale().toString(clipGradNorm, 'g', 6)), norm);
+    m_lr->setSeriesToolTip(ClipBound, tr("The run scales the gradients down to this norm where "
+                                         "theirs is larger (the axis on the right)"));
+}
+
 void TrainPage::clearPlots()
 {
     m_loss->clearData();
     m_accuracy->clearData();
-    m_lr->clearData();
+    setUpRatePlot(0);
     while (m_speed->seriesCount() > 1) {
         // Per-tower curves belong to one run.
         m_speed->clearSeries();

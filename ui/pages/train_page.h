@@ -1,9 +1,10 @@
 #pragma once
 // The Train page: start, pause, resume and stop a run; live plots of the loss (raw and
-// smoothed), test accuracy, examples per second (total and per tower) and learning rate; progress
-// with the remaining time; the trainer's log in the tutorial's format; the run's folder one click
-// away. Training runs on a worker thread (app::TrainingController); the plots take what arrived
-// at most 25 times a second, so the window stays responsive however fast the steps are.
+// smoothed), test accuracy, examples per second (total and per tower), learning rate and the
+// gradients' norm (with a run's clipping bound); progress with the remaining time; the trainer's
+// log in the tutorial's format; the run's folder one click away. Training runs on a worker thread
+// (app::TrainingController); the plots take what arrived at most 25 times a second, so the window
+// stays responsive however fast the steps are.
 //
 // While a run trains, "Add to queue" queues a new run with the pages' configuration of that
 // moment (as DIGITS queued jobs): each queued run starts when the one before finishes (or fails),
@@ -110,6 +111,9 @@ private:
     // Logs the trainer's lines held back until the session started (or ended without starting).
     void flushHeldLog();
     void clearPlots();
+    // The learning-rate plot's series for a run that clips its gradients to `clipGradNorm` (0:
+    // does not): the rate, the norm on the right axis, and the bound as a dashed line.
+    void setUpRatePlot(double clipGradNorm);
     void updateQueue();
 
     app::TrainingController* m_controller;
@@ -144,6 +148,7 @@ private:
     PlotWidget* m_accuracy;
     PlotWidget* m_speed;
     PlotWidget* m_lr;
+    double m_clipGradNorm = 0; // the run's bound, shown on m_lr
     QPlainTextEdit* m_log;
 };
 

@@ -62,6 +62,9 @@ PlotWidget::PlotWidget(const QString& title, QWidget* parent)
     m_plot->yAxis->setTickLabelFont(small);
     m_plot->xAxis->setLabelFont(small);
     m_plot->yAxis->setLabelFont(small);
+    m_plot->yAxis2->setTickLabelFont(small);
+    m_plot->yAxis2->setLabelFont(small);
+    m_plot->yAxis2->grid()->setVisible(false); // the left axis' grid is the plot's
     if (!title.isEmpty()) setTitle(title);
 
     m_timer->setSingleShot(true);
@@ -139,6 +142,17 @@ void PlotWidget::setAxisLabels(const QString& x, const QString& y)
     requestReplot();
 }
 
+void PlotWidget::setRightAxisLabel(const QString& label)
+{
+    m_plot->yAxis2->setLabel(label);
+    requestReplot();
+}
+
+bool PlotWidget::rightAxisShown() const
+{
+    return m_plot->yAxis2->visible();
+}
+
 void PlotWidget::setYRange(double lower, double upper)
 {
     m_fixedY = true;
@@ -167,7 +181,8 @@ void PlotWidget::setEmptyMessage(const QString& text)
 
 int PlotWidget::addSeries(const QString& name, SeriesStyle style)
 {
-    QCPGraph* g = m_plot->addGraph();
+    QCPGraph* g =
+        style.rightAxis ? m_plot->addGraph(m_plot->xAxis, m_plot->yAxis2) : m_plot->addGraph();
     g->setName(name);
     g->setAdaptiveSampling(true);
     m_graphs.push_back(g);
@@ -276,18 +291,17 @@ void PlotWidget::replotNow()
     doReplot();
 }
 
-void PlotWidget::rescale()
+bool PlotWidget::rangeOf(bool right, QCPRange& x, QCPRange& y, bool& wholeX) const
 {
-    bool any = false, wholeX = true;
-    QCPRange x, y;
+    bool any = false;
     for (int i = 0; i < m_graphs.size(); ++i) {
         QCPGraph* g = m_graphs[i];
-        if (!g->visible() || g->data()->isEmpty()) continue;
-        wholeX = wholeX && !m_fractionalX[i];
+        if (m_styles[i].rightAxis != right || !g->visible() || g->data()->isEmpty()) continue;
         bool okX = false, okY = false;
         const QCPRange gx = g->getKeyRange(okX);
         const QCPRange gy = g->getValueRange(okY, QCP::sdBoth);
         if (!okX || !okY) continue;
+        wholeX = wholeX && !m_fractionalX[i];
         if (!any) {
             x = gx;
             y = gy;
@@ -297,7 +311,36 @@ void PlotWidget::rescale()
             y.expand(gy);
         }
     }
-    if (!any) return;
+    return any;
+}
+
+void PlotWidget::setFollowingRange(QCPAxis* axis, QCPRange y)
+{
+    if (axis->scaleType() == QCPAxis::stLogarithmic) {
+        if (y.lower <= 0) y.lower = y.upper > 0 ? y.upper * 1e-3 : 1e-6;
+        axis->setRange(y.lower / 1.2, y.upper * 1.2);
+        return;
+    }
+    const double pad = y.size() > 0 ? y.size() * 0.06 : std::max(std::abs(y.upper) * 0.05, 1e-3);
+    axis->setRange(y.lower - pad, y.upper + pad);
+}
+
+void PlotWidget::rescale()
+{
+    bool wholeX = true;
+    QCPRange x, y, rightX, rightY;
+    const bool left = rangeOf(false, x, y, wholeX);
+    const bool right = rangeOf(true, rightX, rightY, wholeX);
+    // The right axis, with its ticks and label, only while a series of it has points.
+    if (m_plot->yAxis2->visible() != right) {
+        m_plot->yAxis2->setVisible(right);
+        m_plot->yAxis2->setTickLabels(right);
+    }
+    if (!left && !right) return;
+    if (!left)
+        x = rightX;
+    else if (right)
+        x.expand(rightX);
     if (x.size() <= 0) x = QCPRange(x.lower - 0.5, x.upper + 0.5);
     m_plot->xAxis->setRange(x);
     // Steps are whole: their axis never shows 299.6 / 299.8 / 300 around a single point.
@@ -310,14 +353,8 @@ void PlotWidget::rescale()
     }
     fitTicksToWidth();
     fitLegendToWidth();
-    if (m_fixedY) return;
-    if (m_plot->yAxis->scaleType() == QCPAxis::stLogarithmic) {
-        if (y.lower <= 0) y.lower = y.upper > 0 ? y.upper * 1e-3 : 1e-6;
-        m_plot->yAxis->setRange(y.lower / 1.2, y.upper * 1.2);
-        return;
-    }
-    const double pad = y.size() > 0 ? y.size() * 0.06 : std::max(std::abs(y.upper) * 0.05, 1e-3);
-    m_plot->yAxis->setRange(y.lower - pad, y.upper + pad);
+    if (right) setFollowingRange(m_plot->yAxis2, rightY);
+    if (left && !m_fixedY) setFollowingRange(m_plot->yAxis, y);
 }
 
 void PlotWidget::doReplot()

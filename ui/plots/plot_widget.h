@@ -11,7 +11,9 @@
 #include "ui/plots/empty_message.h"
 
 class QCustomPlot;
+class QCPAxis;
 class QCPGraph;
+class QCPRange;
 class QCPTextElement;
 class QTimer;
 
@@ -30,6 +32,11 @@ public:
     void setTitle(const QString& title);
     QString title() const;
     void setAxisLabels(const QString& x, const QString& y);
+    // The label of the axis on the right, which series of SeriesStyle::rightAxis follow; the axis
+    // shows while one of them has a point.
+    void setRightAxisLabel(const QString& label);
+    // Whether the right axis shows now (tests).
+    bool rightAxisShown() const;
     // A fixed y range (accuracy 0..1); without it the y axis follows the data.
     void setYRange(double lower, double upper);
     void setLogY(bool on);
@@ -43,7 +50,8 @@ public:
         double width = 1.5;
         bool markers = false; // a dot at every point (sparse series: evaluations)
         bool inLegend = true;
-        int alpha = 255; // raw curves under their smoothed twin are translucent
+        int alpha = 255;        // raw curves under their smoothed twin are translucent
+        bool rightAxis = false; // on the axis on the right, of its own scale
 
         // A noisy curve and its smoothed twin in one colour (`colorSlot`): the raw one thin and
         // translucent underneath, the smoothed one on top (the Train page's loss, the range test).
@@ -113,6 +121,10 @@ private:
     void doReplot();
     void updateEmptyMessage();
     void rescale();
+    // The range the visible series on one side have; false when none has a point.
+    bool rangeOf(bool right, QCPRange& x, QCPRange& y, bool& wholeX) const;
+    // Sets an axis that follows the data to `y`, padded (or a log axis' decades).
+    void setFollowingRange(QCPAxis* axis, QCPRange y);
     // As many x ticks as the axis' width holds with room between their labels (at most
     // QCustomPlot's 5): a narrow plot would run "50100150" together. True when it changed.
     bool fitTicksToWidth();
