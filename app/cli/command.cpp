@@ -80,6 +80,14 @@ bool doubleOption(const QCommandLineParser& parser, const QString& name, double 
     return true;
 }
 
+bool recipeTermOptions(const QCommandLineParser& parser, engine::TrainConfig& c, CommandIo& io)
+{
+    return doubleOption(parser, QStringLiteral("weight-decay"), 0, 1, c.weightDecay, io) &&
+           doubleOption(parser, QStringLiteral("label-smoothing"), 0, 0.999, c.labelSmoothing,
+                        io) &&
+           doubleOption(parser, QStringLiteral("clip-grad-norm"), 0, 1e6, c.clipGradNorm, io);
+}
+
 bool intOption(const QCommandLineParser& parser, const QString& name, int min, int max, int& value,
                CommandIo& io)
 {

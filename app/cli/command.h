@@ -82,6 +82,10 @@ QString firstDatasetFound(const std::vector<std::filesystem::path>& searchPath);
 // Reads a number option, accepting [min, max]; prints an error naming the option otherwise.
 bool doubleOption(const QCommandLineParser& parser, const QString& name, double min, double max,
                   double& value, CommandIo& io);
+// The terms of the loss and the gradients that train and lr-find both take: --weight-decay (0 to
+// 1), --label-smoothing (0 to 0.999) and --clip-grad-norm (0 to 1e6), into `c`, each left as it is
+// when not given; false with doubleOption's error for the first out of range.
+bool recipeTermOptions(const QCommandLineParser& parser, engine::TrainConfig& c, CommandIo& io);
 // Reads an on|off option into `value` (left as it is when the option is not given); prints an
 // error naming the option otherwise.
 bool onOffOption(const QCommandLineParser& parser, const QString& name, bool& value, CommandIo& io);

@@ -214,9 +214,7 @@ int sweepOptions(LrFindRequest& r)
         !intOption(p, QStringLiteral("steps"), 5, 100000, o.steps, io) ||
         !doubleOption(p, QStringLiteral("min-lr"), 1e-12, 1e6, o.minLr, io) ||
         !doubleOption(p, QStringLiteral("max-lr"), 1e-12, 1e6, o.maxLr, io) ||
-        !doubleOption(p, QStringLiteral("weight-decay"), 0, 1, c.weightDecay, io) ||
-        !doubleOption(p, QStringLiteral("label-smoothing"), 0, 0.999, c.labelSmoothing, io) ||
-        !doubleOption(p, QStringLiteral("clip-grad-norm"), 0, 1e6, c.clipGradNorm, io))
+        !recipeTermOptions(p, c, io))
         return ExitUsage;
     if (p.isSet(QStringLiteral("optimizer"))) {
         c.optimizer.kind = p.value(QStringLiteral("optimizer")).toStdString();
@@ -286,14 +284,23 @@ engine::LrRangeResult sweep(LrFindRequest& r, const engine::Dataset& data)
     // About ten lines over the sweep, as they come, under a header printed with the first: a
     // configuration the test refuses (a model that cannot take the images) prints none.
     const int every = std::max(1, o.steps / 10);
+    // The terms of the loss and the gradients the rate is measured with: a weight decay given
+    // (else the model's), label smoothing, clipping.
+    QString terms;
+    if (p.isSet(QStringLiteral("weight-decay")))
+        terms += QStringLiteral(", weight decay ") + QString::number(c.weightDecay);
+    if (c.labelSmoothing > 0)
+        terms += QStringLiteral(", label smoothing ") + QString::number(c.labelSmoothing);
+    if (c.clipGradNorm > 0)
+        terms += QStringLiteral(", gradients clipped to ") + QString::number(c.clipGradNorm);
     return engine::runLrRangeTest(c, data, o, [&](const engine::LrRangePoint& pt) {
         if (!json && pt.step == 0)
             io.out << "learning-rate range test: " << QString::fromStdString(model.name) << " on "
                    << dataset << ", "
                    << QString::fromStdString(engine::counted(towers, "tower", "towers")) << " x "
                    << batch << ", " << (bf16 ? "bf16, " : "")
-                   << QString::fromStdString(c.optimizer.kind) << ", " << o.steps << " steps from "
-                   << lrText(o.minLr) << " to " << lrText(o.maxLr)
+                   << QString::fromStdString(c.optimizer.kind) << terms << ", " << o.steps
+                   << " steps from " << lrText(o.minLr) << " to " << lrText(o.maxLr)
                    << "\n  learning rate      loss  smoothed\n";
         if (!json && pt.step % every == 0) {
             io.out << "  " << lrText(pt.lr).leftJustified(13)

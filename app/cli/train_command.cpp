@@ -288,10 +288,8 @@ int trainingOptions(const TrainRequest& r, const std::optional<TrainConfig>& lik
         !int64Option(p, QStringLiteral("seed"), 0, std::numeric_limits<qint64>::max(), seed, io) ||
         !doubleOption(p, QStringLiteral("lr"), 1e-12, 1e6, c.schedule.lr, io) ||
         !doubleOption(p, QStringLiteral("momentum"), 0, 0.999999, c.optimizer.momentum, io) ||
-        !doubleOption(p, QStringLiteral("weight-decay"), 0, 1, c.weightDecay, io) ||
         !doubleOption(p, QStringLiteral("ema-decay"), 0, 0.999999999, c.emaDecay, io) ||
-        !doubleOption(p, QStringLiteral("label-smoothing"), 0, 0.999, c.labelSmoothing, io) ||
-        !doubleOption(p, QStringLiteral("clip-grad-norm"), 0, 1e6, c.clipGradNorm, io))
+        !recipeTermOptions(p, c, io))
         return ExitUsage;
     c.towers = towers;
     c.threadsPerTower = threads;

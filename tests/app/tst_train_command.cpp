@@ -216,8 +216,9 @@ private slots:
         // recipe's batch).
         QVERIFY2(text.out.contains(QStringLiteral(" --towers 1 --batch-size 16 --lr ")),
                  qPrintable(text.out));
-        // So do the optimizer, weight decay and label smoothing it was measured with (an Adam
-        // rate is not a Nesterov one); an optimizer it does not know is a usage error.
+        // So do the optimizer, weight decay, label smoothing and clipping it was measured with (an
+        // Adam rate is not a Nesterov one), in the header and the command; an optimizer it does
+        // not know is a usage error.
         const CliRun adamw = run(
             {QStringLiteral("lr-find"), QStringLiteral("--dataset"),
              QStringLiteral("fashion-mnist"), QStringLiteral("--batch-size"), QStringLiteral("16"),
@@ -226,7 +227,9 @@ private slots:
              QStringLiteral("--label-smoothing"), QStringLiteral("0.1"),
              QStringLiteral("--clip-grad-norm"), QStringLiteral("2")});
         QVERIFY2(adamw.exitCode == 0, qPrintable(adamw.err));
-        QVERIFY2(adamw.out.contains(QStringLiteral("1 tower x 16, adamw, 10 steps")) &&
+        QVERIFY2(adamw.out.contains(QStringLiteral("1 tower x 16, adamw, weight decay 0.05, label "
+                                                   "smoothing 0.1, gradients clipped to 2, 10 "
+                                                   "steps")) &&
                      adamw.out.contains(QStringLiteral(" --optimizer adamw --weight-decay 0.05 "
                                                        "--label-smoothing 0.1 --clip-grad-norm 2 "
                                                        "--lr ")),
