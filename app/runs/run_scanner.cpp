@@ -141,7 +141,12 @@ bool failed(const RunSummary& r)
 
 bool diverged(const RunSummary& r)
 {
-    return failed(r) && r.failure->error.startsWith(QLatin1String("model diverged"));
+    return failed(r) && isDivergence(r.failure->error);
+}
+
+bool isDivergence(const QString& error)
+{
+    return error.startsWith(QLatin1String("model diverged"));
 }
 
 bool stoppedEarly(const RunSummary& r)

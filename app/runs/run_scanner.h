@@ -59,6 +59,8 @@ bool failed(const RunSummary& run);
 // Whether that failure was a divergence ("model diverged ..."): a resume repeats it (the same
 // data, the same rate); a new run with a lower learning rate is the way on.
 bool diverged(const RunSummary& run);
+// Whether a training error is a divergence (engine::DivergedError's "model diverged ...").
+bool isDivergence(const QString& error);
 
 // Whether its patience (TrainConfig::patience) ran out before its last step, so that it ended
 // there: the evaluations after the best are as many as the patience.

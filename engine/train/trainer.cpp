@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <ctime>
 #include <deque>
+#include <limits>
 #include <new>
 #include <thread>
 
@@ -584,6 +585,17 @@ Trainer::Outcome Trainer::trainSteps(const std::stop_token& stop, std::int64_t e
         return a;
     };
     Clock::time_point lastDone = m_runStart;
+    // The gradients' norm of the latest step taken, for a divergence's message: how large they
+    // had grown.
+    double lastNorm = std::numeric_limits<double>::quiet_NaN();
+    std::int64_t lastNormStep = 0;
+    const auto normBefore = [&]() -> std::string {
+        if (!std::isfinite(lastNorm)) return {};
+        char b[96];
+        std::snprintf(b, sizeof b, "; the gradients' norm was %.3g at step %lld", lastNorm,
+                      static_cast<long long>(lastNormStep));
+        return b;
+    };
     // Collects the oldest issued step and does what follows it; false when a stop ended its
     // evaluation.
     const auto finishOldest = [&]() -> bool {
@@ -601,12 +613,17 @@ Trainer::Outcome Trainer::trainSteps(const std::stop_token& stop, std::int64_t e
         const std::int64_t s = issued.step;
         if (!std::isfinite(r.loss))
             throw DivergedError("model diverged with loss = " + lossText(r.loss) + " at step " +
-                                std::to_string(s + 1));
+                                std::to_string(s + 1) + normBefore());
         if (!r.finite) {
             char loss[32];
             std::snprintf(loss, sizeof loss, "%.4g", r.loss);
             throw DivergedError("model diverged at step " + std::to_string(s + 1) +
-                                ": its gradients are NaN or infinite (loss = " + loss + ")");
+                                ": its gradients are NaN or infinite (loss = " + loss + ")" +
+                                normBefore());
+        }
+        if (std::isfinite(r.gradNorm)) {
+            lastNorm = r.gradNorm;
+            lastNormStep = s + 1;
         }
         m_step = s + 1;
         const std::int64_t done = s + 1;

@@ -33,6 +33,11 @@ private slots:
             small(dir) + QStringList{"--steps", "50", "--lr", "1e5", "--checkpoint-every", "1"});
         QCOMPARE(r.exitCode, 1);
         QVERIFY2(r.err.contains(QStringLiteral("diverged")), qPrintable(r.err));
+        // What to change, as a command: a new run like it, a tenth of the rate, clipped.
+        QVERIFY2(r.err.contains(QStringLiteral("a resume would diverge again: ")) &&
+                     r.err.contains(QStringLiteral("e.g. towers-cli train --like ") + dir +
+                                    QStringLiteral(" --lr 1e+04 --clip-grad-norm 1\n")),
+                 qPrintable(r.err));
         // Whatever checkpoints were written hold the last good (finite) state and load.
         for (const auto& f : fs::directory_iterator(fs::path(dir.toStdString()) / "checkpoints")) {
             const auto c = engine::readCheckpoint(f.path());

@@ -400,6 +400,12 @@ private slots:
         QVERIFY2(message.startsWith(QLatin1String("model diverged")) &&
                      message.contains(QLatin1String("at step 5")),
                  qPrintable(message));
+        // How large the gradients had grown before: the norm of the step before.
+        QVERIFY2(
+            QRegularExpression(QStringLiteral("; the gradients' norm was [0-9.e+-]+ at step 4$"))
+                .match(message)
+                .hasMatch(),
+            qPrintable(message));
         QCOMPARE(QString::fromStdString(rec.failed), message);
         QCOMPARE(t->step(), std::int64_t(4));
         // The update of step 5 was skipped: the live replicas still hold finite weights.

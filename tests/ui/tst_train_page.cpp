@@ -427,8 +427,14 @@ private slots:
         const QString message = errors.at(0).at(0).toString();
         QVERIFY2(message.contains(QStringLiteral("diverged")), qPrintable(message));
         QVERIFY(page.logView()->toPlainText().contains(QStringLiteral("diverged")));
+        // What to change: a resume would diverge again.
+        QVERIFY2(message.contains(QStringLiteral("A resume would diverge again: start a new run "
+                                                 "with a lower learning rate")),
+                 qPrintable(message));
+        QVERIFY(page.statusText().contains(QStringLiteral("maximum gradient norm")));
     }
 
+    // A failure of another kind says only what it was: no divergence's advice.
     void failureIsReported()
     {
         QTemporaryDir runs, empty;
@@ -442,6 +448,7 @@ private slots:
         QVERIFY(finished.wait(30000));
         QCOMPARE(errors.count(), 1);
         QVERIFY(errors.at(0).at(0).toString().contains(QStringLiteral("mnist")));
+        QVERIFY(!errors.at(0).at(0).toString().contains(QStringLiteral("diverge")));
         QVERIFY(page.statusText().startsWith(QStringLiteral("Failed")));
     }
 

@@ -19,6 +19,7 @@
 
 #include "app/runs/run_builder.h"
 #include "app/runs/run_log_reader.h"
+#include "app/runs/run_scanner.h"
 #include "ui/plots/plot_theme.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/widgets/open_folder.h"
@@ -468,14 +469,22 @@ void TrainPage::onFinished(app::TrainingWorker::Outcome outcome, const QString& 
 {
     using O = app::TrainingWorker::Outcome;
     flushHeldLog(); // a session that never started: its notes, then why
-    appendLog(outcome == O::Failed ? tr("Training failed: %1").arg(message)
+    // A divergence repeats on a resume (the same checkpoint, data and rate): what to change.
+    const QString failure =
+        outcome == O::Failed && app::isDivergence(message)
+            ? tr("%1. A resume would diverge again: start a new run with a lower learning rate "
+                 "(Find… beside it suggests one) or a maximum gradient norm (Model & "
+                 "hyperparameters).")
+                  .arg(message)
+            : message;
+    appendLog(outcome == O::Failed ? tr("Training failed: %1").arg(failure)
                                    : tr("Training %1.").arg(message));
-    if (outcome == O::Failed) emit errorOccurred(tr("Training failed: %1").arg(message));
+    if (outcome == O::Failed) emit errorOccurred(tr("Training failed: %1").arg(failure));
     // The trainer's own last step: the last metrics drained are every few steps, older.
     const qint64 step =
         m_controller->finalStep() >= 0 ? m_controller->finalStep() : m_history.lastStep();
     m_outcomeText =
-        outcome == O::Failed     ? tr("Failed: %1").arg(message)
+        outcome == O::Failed     ? tr("Failed: %1").arg(failure)
         : outcome == O::Finished ? tr("Finished: %1 steps.").arg(QLocale().toString(step))
         // Stopped while the session was made (the data loading, the towers being built): no
         // step ran, no checkpoint was written.
