@@ -326,7 +326,8 @@ private slots:
         const Result d = run({div});
         QVERIFY2(d.out.contains(QStringLiteral("failed after step 40: model diverged")) &&
                      d.out.contains(QStringLiteral("a resume would diverge again")) &&
-                     d.out.contains(QStringLiteral("towers-cli train --like ") + div + " --lr "),
+                     d.out.contains(QStringLiteral("towers-cli train --like ") + div + " --lr ") &&
+                     d.out.contains(QStringLiteral(" --clip-grad-norm 1")),
                  qPrintable(d.out));
         const Result f = run({full, QStringLiteral("--json")});
         const QJsonObject o = QJsonDocument::fromJson(f.out.toUtf8()).object();
