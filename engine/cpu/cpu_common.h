@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/cpu/onednn_backend.h"
+#include "engine/cpu/simd_target.h"
 
 namespace towers::engine::cpu {
 
@@ -18,7 +19,9 @@ namespace towers::engine::cpu {
 constexpr std::int64_t kParallelGrain = 1 << 15;
 
 // Element-wise kernels are compiled twice: for the baseline x86-64 the project builds for, and for
-// AVX-512 (picked at run time when the CPU has it). Measured on 2 Zen 4 cores, AVX-512 makes the
+// AVX-512 (picked at run time when the CPU has it and TOWERS_SIMD_TARGET allows it: under
+// TOWERS_SIMD_TARGET=AVX2 an AVX-512 machine runs the baseline copies, as a CPU without AVX-512
+// would). Measured on 2 Zen 4 cores, AVX-512 makes the
 // dropout mask 16x faster (64-bit multiplies in vectors) and ReLU backward and the sum of squares
 // 2-3x faster on cache-resident tensors; the streaming ones (axpy) gain nothing but lose nothing.
 // Kernels are lambdas (begin, end) marked TOWERS_INLINE, so that each target's copy below gets its
@@ -30,7 +33,7 @@ inline bool cpuIsWide()
 {
     static const bool wide =
         __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && avx512Allowed();
     return wide;
 }
 #else
@@ -87,7 +90,8 @@ template <class K> void parallelChunks(std::int64_t n, const K& kernel)
 
 // As parallelChunks for a kernel that returns a double partial sum; returns the total: the chunks'
 // sums added in chunk order, so that it is the same to the bit whatever the number of threads
-// (towers of one run with teams of different sizes compute one gradient norm alike).
+// (towers of one run with teams of different sizes compute one gradient norm alike). With a kernel
+// whose order of additions is its own (sumSquaresInLanes), it is also the same on every CPU.
 template <class K> double parallelSum(std::int64_t n, const K& kernel)
 {
     const bool wide = cpuIsWide();
@@ -104,6 +108,25 @@ template <class K> double parallelSum(std::int64_t n, const K& kernel)
     double total = 0;
     for (std::int64_t c = 0; c < chunks; ++c) total += partial[c];
     return total;
+}
+
+// The sum of the squares of p[begin, end) in double, in an order of additions of its own: element
+// i into lane (i - begin) mod kSumLanes, each lane in increasing i, then the lanes added pairwise,
+// ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)). A float's square is exact in double, so neither the
+// vector width a copy is compiled for nor a fused multiply-add changes a lane: the baseline and the
+// AVX-512 copies give the same bits, and so do processes on machines of different instruction
+// sets, which then clip their gradients by one factor and stay identical. (An OpenMP simd
+// reduction's order is the vector width's: it differed in the last bits between the two.)
+constexpr int kSumLanes = 8;
+TOWERS_INLINE inline double sumSquaresInLanes(const float* p, std::int64_t begin, std::int64_t end)
+{
+    double lane[kSumLanes] = {};
+    std::int64_t i = begin;
+    for (; i + kSumLanes <= end; i += kSumLanes)
+        for (int j = 0; j < kSumLanes; ++j) lane[j] += double(p[i + j]) * double(p[i + j]);
+    for (int j = 0; i < end; ++i, ++j) lane[j] += double(p[i]) * double(p[i]);
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+           ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
 // A primitive with its memories, built once per shape and cached: each call only swaps the data

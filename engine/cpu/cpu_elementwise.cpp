@@ -256,10 +256,7 @@ void OneDnnOps::sumSquaresImpl(const Tensor& x, double scale, Tensor& sum)
     const float* p = x.data<float>();
     sum.data<double>()[0] +=
         scale * parallelSum(x.numel(), [=](std::int64_t begin, std::int64_t end) TOWERS_INLINE {
-            double s = 0;
-#pragma omp simd reduction(+ : s)
-            for (std::int64_t i = begin; i < end; ++i) s += double(p[i]) * double(p[i]);
-            return s;
+            return sumSquaresInLanes(p, begin, end);
         });
 }
 

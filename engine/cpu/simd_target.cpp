@@ -86,6 +86,13 @@ std::vector<SimdTarget> simdTargets()
     return out;
 }
 
+bool avx512Allowed()
+{
+    for (const SimdTarget& t : simdTargets())
+        if (t.supported && t.name.rfind("AVX3", 0) == 0) return true; // AVX3, AVX3_ZEN4, ...
+    return false;
+}
+
 ForcedSimdTarget::ForcedSimdTarget(std::int64_t id)
 {
     hwy::SetSupportedTargetsForTest(id);

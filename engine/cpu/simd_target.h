@@ -33,6 +33,11 @@ struct SimdTarget
 // first: InvalidArgument when it names no target.
 std::vector<SimdTarget> simdTargets();
 
+// Whether the element-wise kernels' AVX-512 copies may run (cpu_common.h's cpuIsWide): an AVX3
+// target is among simdTargets() that are supported, i.e. the CPU has AVX-512 and
+// TOWERS_SIMD_TARGET does not hold the process below it.
+bool avx512Allowed();
+
 // For tests: while it lives, every Highway kernel of the process runs on `id` (a supported target
 // of simdTargets()); then again on the best one this process may run. Not while kernels run.
 class ForcedSimdTarget

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "engine/cpu/cpu_common.h"
 #include "engine/cpu/onednn_ops.h"
 #include "engine/io/safetensors.h"
 #include "engine/models/registry.h"
@@ -472,6 +473,48 @@ private slots:
                                                             .arg(sums[i], 0, 'g', 17)));
                 QVERIFY(sameBytes({results[i]}, {results[0]}));
             }
+        }
+    }
+
+    // The sum of the gradients' squares that clipping scales by is the same to the bit on every
+    // CPU: each chunk of cpu::kChunk elements in eight lanes (element i into lane i mod 8, each
+    // lane in order, the lanes added pairwise), the chunks in order, as this test adds them. This
+    // runs the AVX-512 copy where the CPU has it, and the baseline copy in the ctest entry
+    // tst_optimizers_simd_target_avx2 (TOWERS_SIMD_TARGET=AVX2): both must give the bits of the
+    // definition, so processes on machines of either kind clip by one factor.
+    void gradientNormIsTheSameOnEveryCpu()
+    {
+        qInfo("the %s copy of the element-wise kernels runs here%s",
+              cpu::cpuIsWide() ? "AVX-512" : "baseline",
+              cpu::cpuIsWide() ? " (the baseline's: tst_optimizers_simd_target_avx2)"
+                               : (cpu::avx512Allowed() ? ""
+                                                       : " (the CPU has no AVX-512, or "
+                                                         "TOWERS_SIMD_TARGET holds it below)"));
+        auto ops = cpu::makeOneDnnOps();
+        for (std::uint64_t seed = 3; seed < 7; ++seed) {
+            Rng rng(seed);
+            // Three chunks and a ragged end; magnitudes over six decades, so that the order of
+            // the additions shows in the last bits.
+            const std::int64_t n = 3 * cpu::kChunk + 13;
+            Tensor grad = randomTensor({n}, DType::Float32, rng, -2, 2);
+            for (std::int64_t i = 0; i < n; i += 7) grad.data<float>()[i] *= 1e3f;
+            for (std::int64_t i = 3; i < n; i += 11) grad.data<float>()[i] *= 1e-3f;
+            double want = 0;
+            const float* p = grad.data<float>();
+            for (std::int64_t b = 0; b < n; b += cpu::kChunk) {
+                double lane[8] = {};
+                const std::int64_t e = std::min(n, b + cpu::kChunk);
+                for (std::int64_t i = b; i < e; ++i)
+                    lane[(i - b) % 8] += double(p[i]) * double(p[i]);
+                want += ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                        ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+            }
+            Tensor sum = Tensor::zeros({1}, DType::Float64);
+            ops->sumSquares(grad, 1.0, sum);
+            QVERIFY2(sum.at(0) == want, qPrintable(QStringLiteral("seed %1: %2, the definition %3")
+                                                       .arg(seed)
+                                                       .arg(sum.at(0), 0, 'g', 17)
+                                                       .arg(want, 0, 'g', 17)));
         }
     }
 
