@@ -2,6 +2,9 @@
 // fixed tensors (tests/optim_crosscheck.py), in float32 on the oneDNN backend (1e-6 relative) and
 // in float64 on the reference backend; a step skipped by its flag; their state for checkpoints; the
 // weight-decay override.
+#include <QFile>
+#include <QFileInfo>
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -45,6 +48,38 @@ struct Params
             if (p.trainable) p.grad = randomTensor(p.value.shape(), p.value.dtype(), rng, -2, 2);
     }
 };
+
+// The weights, the optimizers' slots and a moving average after three updates of every kind (with
+// and without clipping) from one seeded state, as bytes (updatesAreTheSameOnEveryCpu).
+QByteArray updateBytes()
+{
+    auto ops = cpu::makeOneDnnOps();
+    QByteArray out;
+    const auto append = [&](const Tensor& t) {
+        out.append(static_cast<const char*>(t.raw()), qsizetype(t.bytes()));
+    };
+    for (const char* kind : {"sgd", "momentum", "nesterov", "adam", "adamw"})
+        for (const double clip : {0.0, 1.0}) {
+            Rng rng(11);
+            const std::int64_t n = 2 * cpu::kChunk + 5;
+            Parameter p{"w", randomTensor({n}, DType::Float32, rng),
+                        randomTensor({n}, DType::Float32, rng, -2, 2), true, 0.01};
+            std::vector<Parameter*> list{&p};
+            OptimizerOptions o;
+            o.kind = kind;
+            auto opt = makeOptimizer(o);
+            opt->setMaxGradNorm(clip);
+            Tensor shadow = p.value.clone();
+            for (int step = 0; step < 3; ++step) {
+                opt->step(*ops, list, 0.05);
+                ops->emaUpdate(0.1, p.value, shadow, {}, {});
+            }
+            append(p.value);
+            append(shadow);
+            for (const auto& [name, t] : opt->state(list)) append(t);
+        }
+    return out;
+}
 
 std::unique_ptr<Ops> opsFor(DType dtype)
 {
@@ -516,6 +551,54 @@ private slots:
                                                        .arg(sum.at(0), 0, 'g', 17)
                                                        .arg(want, 0, 'g', 17)));
         }
+    }
+
+    // Every update a replica makes from the averaged gradients gives the same bits in the AVX-512
+    // and the baseline copies of the CPU kernels, so that processes on machines of either kind
+    // keep identical replicas: each optimizer (clipping or not) and the moving average, three
+    // steps from the same state, here and in a child process held to the baseline
+    // (TOWERS_SIMD_TARGET=AVX2), compared byte for byte. A fused multiply-add in one copy and
+    // not the other would show.
+    void updatesAreTheSameOnEveryCpu()
+    {
+        if (!cpu::cpuIsWide())
+            qInfo("this process runs the baseline copy already: both sides are the same copy");
+        const QByteArray here = updateBytes();
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("baseline"));
+        QProcess child;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("TOWERS_SIMD_TARGET"), QStringLiteral("AVX2"));
+        env.insert(QStringLiteral("TOWERS_UPDATE_BYTES"), file);
+        child.setProcessEnvironment(env);
+        // This test program (QTEST_APPLESS_MAIN: no QCoreApplication to ask).
+        child.start(QFileInfo(QStringLiteral("/proc/self/exe")).canonicalFilePath(),
+                    {QStringLiteral("writeUpdateBytes")});
+        QVERIFY(child.waitForFinished(120000));
+        QVERIFY2(child.exitCode() == 0, child.readAllStandardOutput().constData());
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray baseline = f.readAll();
+        QCOMPARE(baseline.size(), here.size());
+        if (baseline != here) {
+            qsizetype at = 0;
+            while (baseline[at] == here[at]) ++at;
+            QFAIL(qPrintable(QStringLiteral("the baseline copy's updates differ from this "
+                                            "process's from byte %1 of %2")
+                                 .arg(at)
+                                 .arg(here.size())));
+        }
+    }
+
+    // updatesAreTheSameOnEveryCpu's child: writes its update bytes where TOWERS_UPDATE_BYTES says.
+    void writeUpdateBytes()
+    {
+        const QString file = qEnvironmentVariable("TOWERS_UPDATE_BYTES");
+        if (file.isEmpty()) QSKIP("updatesAreTheSameOnEveryCpu's child process only");
+        QVERIFY2(!cpu::cpuIsWide(), "TOWERS_SIMD_TARGET=AVX2 left the AVX-512 copy on");
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(updateBytes());
     }
 
     // AdamW is Adam with each parameter's decay applied by the update (its figures against
