@@ -245,6 +245,17 @@ QString resumeCommandLine(const QString& runDir, int processes)
            QStringLiteral("towers-cli train --resume --run-dir ") + shellWord(runDir);
 }
 
+QString divergenceAdvice(const QString& runDir, const engine::TrainConfig& c)
+{
+    const bool clips = c.clipGradNorm > 0;
+    return QStringLiteral("a resume would diverge again: start a new run like it with a lower "
+                          "learning rate (towers-cli lr-find suggests one)%1, e.g. towers-cli "
+                          "train --like %2 --lr %3%4")
+        .arg(clips ? QString() : QStringLiteral(" or its gradients clipped"), shellWord(runDir),
+             QString::number(c.schedule.lr / 10, 'g', 3),
+             clips ? QString() : QStringLiteral(" --clip-grad-norm 1"));
+}
+
 QList<QCommandLineOption> deviceOptions(const QString& deviceHelp)
 {
     return {{QStringLiteral("device"), deviceHelp, QStringLiteral("name")},

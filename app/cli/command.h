@@ -140,6 +140,10 @@ QString shellWord(const QString& word);
 // The command that continues the run in `runDir` ("mpirun -np P towers-cli train --resume
 // --run-dir DIR" for a run of P processes).
 QString resumeCommandLine(const QString& runDir, int processes);
+// What to do after the run in `runDir` (of configuration `c`) diverged, as train and runs say it:
+// "a resume would diverge again: start a new run like it with a lower learning rate ... e.g.
+// towers-cli train --like DIR --lr LR/10", with --clip-grad-norm 1 where the run did not clip.
+QString divergenceAdvice(const QString& runDir, const engine::TrainConfig& c);
 
 // --device cpu|cuda and --gpus LIST, as train and lr-find take them.
 struct DeviceChoice

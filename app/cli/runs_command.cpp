@@ -294,16 +294,9 @@ void printRun(const RunSummary& r, CommandIo& io)
         line("state", QStringLiteral("training now: ") + *r.trainingBy);
     else if (diverged(r))
         // A resume would diverge again: the same checkpoint, data and rate.
-        line("state",
-             QStringLiteral("failed after step %1: %2; a resume would diverge again: "
-                            "start a new run like it with a lower learning rate%3, e.g. "
-                            "towers-cli train --like %4 --lr %5%6")
-                 .arg(QString::number(r.failure->step), r.failure->error,
-                      r.config->clipGradNorm > 0 ? QString()
-                                                 : QStringLiteral(" or its gradients clipped"),
-                      shellWord(r.folder), QString::number(r.config->schedule.lr / 10, 'g', 3),
-                      r.config->clipGradNorm > 0 ? QString()
-                                                 : QStringLiteral(" --clip-grad-norm 1")));
+        line("state", QStringLiteral("failed after step %1: %2; %3")
+                          .arg(QString::number(r.failure->step), r.failure->error,
+                               divergenceAdvice(r.folder, *r.config)));
     else if (failed(r))
         line("state",
              QStringLiteral("failed after step %1: %2; once that is fixed, continue with: %3")

@@ -728,12 +728,7 @@ int trainSession(TrainRequest& tr, const TrainConfig& c,
                     io.err << "the last good checkpoint is " << observer.lastCheckpoint() << "\n";
                 // The same checkpoint, data and rate would diverge again: what to change.
                 if (dynamic_cast<const engine::DivergedError*>(&e))
-                    io.err << "a resume would diverge again: start a new run like it with a lower "
-                              "learning rate (towers-cli lr-find suggests one)"
-                           << (c.clipGradNorm > 0 ? "" : " or its gradients clipped")
-                           << ", e.g. towers-cli train --like " << shellWord(runDir) << " --lr "
-                           << QString::number(c.schedule.lr / 10, 'g', 3)
-                           << (c.clipGradNorm > 0 ? "" : " --clip-grad-norm 1") << "\n";
+                    io.err << divergenceAdvice(runDir, c) << "\n";
                 return ExitFailure;
             }
         }

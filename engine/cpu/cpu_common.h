@@ -125,6 +125,7 @@ TOWERS_INLINE inline double sumSquaresInLanes(const float* p, std::int64_t begin
     for (; i + kSumLanes <= end; i += kSumLanes)
         for (int j = 0; j < kSumLanes; ++j) lane[j] += double(p[i + j]) * double(p[i + j]);
     for (int j = 0; i < end; ++i, ++j) lane[j] += double(p[i]) * double(p[i]);
+    static_assert(kSumLanes == 8, "the lanes added pairwise below are eight");
     return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
            ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }

@@ -418,9 +418,10 @@ void TrainPage::plotSteps(const std::vector<engine::StepMetrics>& reports,
         m_loss->addPoints(SmoothedLoss, steps, smooth);
         m_lr->addPoints(LearningRate, steps, lr);
         m_lr->addPoints(GradientNorm, normSteps, norms);
-        if (m_clipGradNorm > 0) // the bound across the steps so far
-            m_lr->setData(ClipBound, {m_history.steps().front(), steps.back()},
-                          {m_clipGradNorm, m_clipGradNorm});
+        if (m_lr->seriesCount() > ClipBound) { // a run that clips: its bound across the steps
+            const double bound = m_options.config.clipGradNorm;
+            m_lr->setData(ClipBound, {m_history.steps().front(), steps.back()}, {bound, bound});
+        }
         m_speed->addPoints(TotalSpeed, steps, speed);
         // One curve per tower; a single tower's curve would only repeat the total.
         if (towerSpeed.size() > 1) {
@@ -547,7 +548,6 @@ void TrainPage::setUpRatePlot(double clipGradNorm)
     m_lr->setSeriesToolTip(GradientNorm,
                            tr("The global norm of the averaged gradients at each logged step, "
                               "before any clipping (the axis on the right)"));
-    m_clipGradNorm = clipGradNorm;
     if (clipGradNorm <= 0) return;
     norm.pen = Qt::DashLine;
     m_lr->addSeries(tr("clipped to %1").arg(QLocale().toString(clipGradNorm, 'g', 6)), norm);
@@ -559,7 +559,7 @@ void TrainPage::clearPlots()
 {
     m_loss->clearData();
     m_accuracy->clearData();
-    setUpRatePlot(0);
+    m_lr->clearData();
     while (m_speed->seriesCount() > 1) {
         // Per-tower curves belong to one run.
         m_speed->clearSeries();

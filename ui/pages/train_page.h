@@ -148,7 +148,6 @@ private:
     PlotWidget* m_accuracy;
     PlotWidget* m_speed;
     PlotWidget* m_lr;
-    double m_clipGradNorm = 0; // the run's bound, shown on m_lr
     QPlainTextEdit* m_log;
 };
 
