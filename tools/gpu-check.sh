@@ -38,7 +38,8 @@
 #                         on the GPU against the CPU (eval --device cuda); a run too large for
 #                         the GPU refused before it takes the memory; --gpu-data auto against
 #                         off (the same losses, bitwise); CUDA graphs on against off for 1 and 2
-#                         towers (the same losses, bitwise); 2 towers with every launch waited for
+#                         towers (the same losses, bitwise), and for 2 towers accumulating 2
+#                         batches a step (--accumulate 2); 2 towers with every launch waited for
 #                         (CUDA_LAUNCH_BLOCKING=1) against asynchronous (the same losses, bitwise)
 #   compare               bench/compare.py --device cuda against PyTorch (default, channels-last,
 #                         channels-last+bf16) for cifar10-tutorial and cifar10-resnet, and the
@@ -373,6 +374,17 @@ PY
             /tmp/towers-gpu/runs/graphs-$towers-off "$logs/graphs-$towers-on.log" "steps: " \
             "steps: captured as CUDA graphs"
     done
+    # Gradient accumulation on GPU towers (--accumulate 2: each step's forward and backward twice,
+    # the parts' gradients summed on the GPU, their losses copied out), captured against issued op
+    # by op: the same losses, bitwise.
+    for graphs in on off; do
+        step "accumulate-$graphs" "$cli" train --dataset fashion-mnist --device cuda --towers 2 \
+            --batch-size 64 --accumulate 2 --steps 200 --log-every 20 --cuda-graphs $graphs \
+            --run-dir /tmp/towers-gpu/runs/accumulate-$graphs
+    done
+    same_losses accumulate-same /tmp/towers-gpu/runs/accumulate-on \
+        /tmp/towers-gpu/runs/accumulate-off "$logs/accumulate-on.log" "steps: " \
+        "steps: captured as CUDA graphs"
     # The same two towers with every launch waited for (CUDA_LAUNCH_BLOCKING=1): the host never
     # runs ahead of the GPU, so a missing order between the host and the device (a page-locked
     # buffer written again too soon, a result read too early), which the tests' stand-in device

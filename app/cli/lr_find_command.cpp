@@ -56,7 +56,9 @@ void addLrFindOptions(QCommandLineParser& p)
         {QStringLiteral("towers"),
          QStringLiteral("Number of towers (default 1; with --gpus, one per GPU)."), n},
         {QStringLiteral("batch-size"),
-         QStringLiteral("Examples per tower per step (default: the model's)."), n},
+         QStringLiteral("Examples per tower per batch (default: the model's)."), n},
+        {QStringLiteral("accumulate"),
+         QStringLiteral("Batches per tower per step, as train --accumulate (default 1)."), n},
         {QStringLiteral("threads-per-tower"),
          QStringLiteral("CPU threads per tower (default: the cores shared out)."), n},
         {QStringLiteral("seed"), QStringLiteral("The weights' and the batches' seed."), n},
@@ -210,6 +212,8 @@ int sweepOptions(LrFindRequest& r)
         !intOption(p, QStringLiteral("threads-per-tower"), 0,
                    engine::TrainConfig::kMaxThreadsPerTower, threads, io) ||
         !intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io) ||
+        !intOption(p, QStringLiteral("accumulate"), 1, engine::TrainConfig::kMaxAccumulate,
+                   c.accumulate, io) ||
         !intOption(p, QStringLiteral("seed"), 0, 1 << 30, seed, io) ||
         !intOption(p, QStringLiteral("steps"), 5, 100000, o.steps, io) ||
         !doubleOption(p, QStringLiteral("min-lr"), 1e-12, 1e6, o.minLr, io) ||
@@ -298,10 +302,12 @@ engine::LrRangeResult sweep(LrFindRequest& r, const engine::Dataset& data)
             io.out << "learning-rate range test: " << QString::fromStdString(model.name) << " on "
                    << dataset << ", "
                    << QString::fromStdString(engine::counted(towers, "tower", "towers")) << " x "
-                   << batch << ", " << (bf16 ? "bf16, " : "")
-                   << QString::fromStdString(c.optimizer.kind) << terms << ", " << o.steps
-                   << " steps from " << lrText(o.minLr) << " to " << lrText(o.maxLr)
-                   << "\n  learning rate      loss  smoothed\n";
+                   << batch
+                   << (c.accumulate > 1 ? QStringLiteral(" x %1 accumulated").arg(c.accumulate)
+                                        : QString())
+                   << ", " << (bf16 ? "bf16, " : "") << QString::fromStdString(c.optimizer.kind)
+                   << terms << ", " << o.steps << " steps from " << lrText(o.minLr) << " to "
+                   << lrText(o.maxLr) << "\n  learning rate      loss  smoothed\n";
         if (!json && pt.step % every == 0) {
             io.out << "  " << lrText(pt.lr).leftJustified(13)
                    << QString::number(pt.loss, 'f', 4).rightJustified(10)
@@ -368,6 +374,7 @@ void printSuggestion(const LrFindRequest& r, const engine::LrRangeResult& result
            // The batch and threads the rate was measured with, where they are not the recipe's.
            << (p.isSet(QStringLiteral("batch-size")) ? QStringLiteral(" --batch-size %1").arg(batch)
                                                      : QString())
+           << (c.accumulate > 1 ? QStringLiteral(" --accumulate %1").arg(c.accumulate) : QString())
            << (p.isSet(QStringLiteral("threads-per-tower"))
                    ? QStringLiteral(" --threads-per-tower %1").arg(threads)
                    : QString())

@@ -65,16 +65,17 @@ QString changedText(const RunSummary& r)
                                 : QStringLiteral("-");
 }
 
-// "2 towers x 64 (global batch 128) on the CPU, fp32" and the like.
+// "2 towers x 64 (global batch 128) on the CPU, fp32", "1 tower x 64 x 4 accumulated (global
+// batch 256) ..." and the like.
 QString layoutText(const engine::TrainConfig& c)
 {
     const int global = c.processes * c.towers;
     const QString towers = QString::fromStdString(engine::counted(c.towers, "tower", "towers"));
     QString text =
         c.processes > 1 ? QStringLiteral("%1 processes x %2").arg(c.processes).arg(towers) : towers;
-    text += QStringLiteral(" x %1 (global batch %2)")
-                .arg(c.batchPerTower)
-                .arg(qint64(global) * c.batchPerTower);
+    text += QStringLiteral(" x %1").arg(c.batchPerTower);
+    if (c.accumulate > 1) text += QStringLiteral(" x %1 accumulated").arg(c.accumulate);
+    text += QStringLiteral(" (global batch %1)").arg(qint64(global) * c.examplesPerTowerStep());
     text += c.backend == "cuda" ? QStringLiteral(" on GPUs") : QStringLiteral(" on the CPU");
     text += QStringLiteral(", ") + QString::fromStdString(std::string(precisionName(c.precision)));
     return text;
@@ -170,6 +171,7 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
         o.insert(QStringLiteral("processes"), r.config->processes);
         o.insert(QStringLiteral("towers"), r.config->towers);
         o.insert(QStringLiteral("batch_per_tower"), r.config->batchPerTower);
+        o.insert(QStringLiteral("accumulate"), r.config->accumulate);
         o.insert(QStringLiteral("backend"), QString::fromStdString(r.config->backend));
         o.insert(QStringLiteral("precision"),
                  QString::fromStdString(std::string(precisionName(r.config->precision))));

@@ -263,7 +263,7 @@ int likeConfig(TrainRequest& r, std::optional<TrainConfig>& like)
     }
     try {
         like = likeRunConfig(folder, &r.likeProcesses);
-        r.likeBatchPerProcess = qint64(like->towers) * like->batchPerTower;
+        r.likeBatchPerProcess = qint64(like->towers) * like->examplesPerTowerStep();
     } catch (const engine::Error& e) {
         io.err << "towers-cli train: --like: " << e.what() << "\n";
         return exitCodeOf(e);
@@ -279,12 +279,14 @@ int trainingOptions(const TrainRequest& r, const std::optional<TrainConfig>& lik
     const QCommandLineParser& p = r.p;
     CommandIo& io = r.io;
     int towers = like ? like->towers : 1, threads = like ? like->threadsPerTower : 0,
-        batch = c.batchPerTower;
+        batch = c.batchPerTower, accumulate = c.accumulate;
     std::int64_t seed = std::int64_t(c.seed);
     if (!intOption(p, QStringLiteral("towers"), 1, TrainConfig::kMaxTowers, towers, io) ||
         !intOption(p, QStringLiteral("threads-per-tower"), 0, TrainConfig::kMaxThreadsPerTower,
                    threads, io) ||
         !intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io) ||
+        !intOption(p, QStringLiteral("accumulate"), 1, TrainConfig::kMaxAccumulate, accumulate,
+                   io) ||
         !int64Option(p, QStringLiteral("seed"), 0, std::numeric_limits<qint64>::max(), seed, io) ||
         !doubleOption(p, QStringLiteral("lr"), 1e-12, 1e6, c.schedule.lr, io) ||
         !doubleOption(p, QStringLiteral("momentum"), 0, 0.999999, c.optimizer.momentum, io) ||
@@ -294,6 +296,7 @@ int trainingOptions(const TrainRequest& r, const std::optional<TrainConfig>& lik
     c.towers = towers;
     c.threadsPerTower = threads;
     c.batchPerTower = batch;
+    c.accumulate = accumulate;
     c.seed = std::uint64_t(seed);
     if (p.isSet(QStringLiteral("optimizer")))
         c.optimizer.kind = p.value(QStringLiteral("optimizer")).toStdString();
@@ -408,7 +411,7 @@ int sharedConfig(TrainRequest& r, TrainConfig& c)
                << (likeProcesses == 1 ? " process" : " processes") << " (a global batch of "
                << likeProcesses * likeBatchPerProcess << "), this is " << processes
                << (processes == 1 ? " process" : " processes") << " (a global batch of "
-               << qint64(processes) * c.towers * c.batchPerTower
+               << qint64(processes) * c.towers * c.examplesPerTowerStep()
                << "); to train as it did, start it with "
                << (likeProcesses == 1
                        ? QStringLiteral("towers-cli alone")

@@ -118,7 +118,14 @@ void addTrainOptions(QCommandLineParser& p)
         {QStringLiteral("threads-per-tower"),
          QStringLiteral("CPU threads per tower; 0 shares the cores out (default 0)."), n},
         {QStringLiteral("batch-size"),
-         QStringLiteral("Examples per tower and step; the global batch is towers x this."), n},
+         QStringLiteral("Examples per tower and batch; the global batch is towers x this "
+                        "(x --accumulate)."),
+         n},
+        {QStringLiteral("accumulate"),
+         QStringLiteral("Batches each tower runs per step, their gradients summed before one "
+                        "update: a global batch of towers x --batch-size x this, with the memory "
+                        "of one batch (default 1: none)."),
+         n},
         {QStringLiteral("steps"), QStringLiteral("Global steps to train (instead of --epochs)."),
          n},
         {QStringLiteral("epochs"), QStringLiteral("Epochs to train (instead of --steps)."), x},
@@ -231,6 +238,7 @@ std::vector<engine::Setting> settingsGiven(const QCommandLineParser& p)
     static const QStringList integers{QStringLiteral("towers"),
                                       QStringLiteral("threads-per-tower"),
                                       QStringLiteral("batch-size"),
+                                      QStringLiteral("accumulate"),
                                       QStringLiteral("steps"),
                                       QStringLiteral("seed"),
                                       QStringLiteral("checkpoint-every"),

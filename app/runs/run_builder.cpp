@@ -51,6 +51,8 @@ const Defining kDefining[] = {
      [](const TrainConfig& c) { return QString::number(c.threadsPerTower); }},
     {"batch-size", Kind::Integer,
      [](const TrainConfig& c) { return QString::number(c.batchPerTower); }},
+    {"accumulate", Kind::Integer,
+     [](const TrainConfig& c) { return QString::number(c.accumulate); }},
     {"optimizer", Kind::Text,
      [](const TrainConfig& c) { return QString::fromStdString(c.optimizer.kind); }},
     {"lr", Kind::Real, [](const TrainConfig& c) { return number(c.schedule.lr); }},

@@ -246,8 +246,9 @@ BatchLoader::BatchLoader(const ImageSet& set, Preprocessing recipe, LoaderOption
             std::to_string(globalTowers) + " global towers");
     const std::int64_t global = std::int64_t(globalTowers) * options.batchPerTower;
     if (global > set.count)
-        bad("a global batch of " + std::to_string(global) + " (" + std::to_string(globalTowers) +
-            " towers x " + std::to_string(options.batchPerTower) + ") is larger than the " +
+        bad("a global batch of " + std::to_string(global) + " (" +
+            counted(globalTowers, "tower", "towers") + " x " +
+            std::to_string(options.batchPerTower) + ") is larger than the " +
             std::to_string(set.count) + " examples: " +
             (set.count >= globalTowers
                  ? "a batch size of at most " + std::to_string(set.count / globalTowers) +

@@ -295,17 +295,39 @@ LossValue LossCopy::value() const
 
 void Model::backward(ExecContext& ctx, const std::function<void(Parameter&)>& ready)
 {
+    backwardPart(ctx, 0, 1, ready);
+}
+
+void Model::backwardPart(ExecContext& ctx, int part, int parts,
+                         const std::function<void(Parameter&)>& ready)
+{
     if (m_probs.empty() || m_labels.empty())
         throw InvalidArgument("model '" + m_name + "': backward() before loss()");
-    ctx.ops.softmaxCrossEntropyBackward(m_probs, m_labels, m_labelSmoothing,
-                                        1.0 / static_cast<double>(m_logits.dim(0)), m_dlogits);
-    // Each parameter is finished (its weight decay added) right after its layer's backward, and
-    // reported then; the same ops as after the whole backward, so bitwise the same gradients.
+    if (parts < 1 || part < 0 || part >= parts)
+        throw InvalidArgument("model '" + m_name + "': backward of part " + std::to_string(part) +
+                              " of " + std::to_string(parts) + " parts");
+    const bool last = part == parts - 1;
+    ctx.ops.softmaxCrossEntropyBackward(
+        m_probs, m_labels, m_labelSmoothing,
+        1.0 / (static_cast<double>(m_logits.dim(0)) * static_cast<double>(parts)), m_dlogits);
+    if (parts > 1) m_gradSums.resize(m_params.size());
+    // Each parameter is finished (the earlier parts' sum and its weight decay added) right after
+    // its layer's backward, and reported then; the same ops as after the whole backward, so
+    // bitwise the same gradients. A part before the last only adds its gradients to the sum.
     std::vector<char> done(m_params.size(), 0);
     auto finish = [&](std::size_t i) {
         if (done[i]) return;
         done[i] = 1;
         Parameter& p = *m_params[i];
+        if (!last) {
+            if (!p.trainable) return;
+            if (part == 0)
+                ctx.ops.copy(p.grad, m_gradSums[i]);
+            else
+                ctx.ops.axpy(1.0, p.grad, m_gradSums[i]);
+            return;
+        }
+        if (parts > 1 && p.trainable) ctx.ops.axpy(1.0, m_gradSums[i], p.grad);
         if (p.trainable && p.weightDecay > 0 && !m_decayInOptimizer)
             ctx.ops.axpy(p.weightDecay, p.value, p.grad);
         if (ready) ready(p);

@@ -120,6 +120,15 @@ public:
     // is done with it (its gradient final, weight decay included; a buffer is final after
     // forward), layer by layer from the last: the towers average those while backward goes on.
     void backward(ExecContext& ctx, const std::function<void(Parameter&)>& ready = {});
+    // Gradient accumulation: backward() of part `part` (0 .. parts - 1) of a batch run as `parts`
+    // equal parts one after the other (forward, computeLoss and backward each), so that after the
+    // last part the gradients are those of the whole batch's mean loss: each part's cross-entropy
+    // gradient scaled by 1 / (its examples x parts), the parts before the last summed where the
+    // model lives (no `ready` for them, nor weight decay), the last's each added to that sum as
+    // its layer finishes, then its weight decay and `ready`, as backward() reports them. parts 1
+    // is backward(). InvalidArgument for a part out of range.
+    void backwardPart(ExecContext& ctx, int part, int parts,
+                      const std::function<void(Parameter&)>& ready = {});
 
     const Tensor& logits() const { return m_logits; }
     const Tensor& probabilities() const { return m_probs; }
@@ -135,6 +144,7 @@ private:
     DType m_dtype = DType::Float32;
     Device m_device;
     Tensor m_images, m_labels, m_logits, m_probs, m_dlogits;
+    std::vector<Tensor> m_gradSums; // backwardPart: the earlier parts' gradients, summed
     Tensor m_netOutput; // the network's y: the logits, or their bfloat16 before conversion
     Tensor m_crossEntropy, m_weightDecay, m_zero; // Float64 [1]: the loss's terms, and a 0
     bool m_decayInOptimizer = false;

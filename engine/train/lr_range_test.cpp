@@ -81,7 +81,7 @@ LrRangeResult runLrRangeTest(const TrainConfig& config, const Dataset& dataset,
 
     LoaderOptions lo;
     lo.towers = c.towers;
-    lo.batchPerTower = c.batchPerTower;
+    lo.batchPerTower = int(c.examplesPerTowerStep());
     lo.seed = c.seed;
     lo.augment = c.augmentation != "none";
     lo.pinned = !isHostBackend(c.backend);
@@ -92,7 +92,7 @@ LrRangeResult runLrRangeTest(const TrainConfig& config, const Dataset& dataset,
     BatchLoader loader(split ? split->train : dataset.train, recipe, lo);
     if (loader.stepsPerEpoch() < 1)
         throw InvalidArgument("the training set has fewer examples than one global batch of " +
-                              std::to_string(c.towers * c.batchPerTower));
+                              std::to_string(c.towers * c.examplesPerTowerStep()));
     // Refused before the towers take memory they cannot have (it writes no checkpoint: the note
     // of one that may not fit says nothing here).
     (void)checkMemory(c, nullptr, 0, c.initFrom.empty() ? StartRead::Nothing : StartRead::InitFrom);

@@ -27,6 +27,7 @@ std::string MemoryNeed::parts() const
     if (optimizer) s += ", optimizer state " + cpu::byteText(optimizer);
     if (average) s += ", moving average " + cpu::byteText(average);
     if (exchange) s += ", gradients exchanged with the other processes " + cpu::byteText(exchange);
+    if (accumulated) s += ", gradients accumulated " + cpu::byteText(accumulated);
     if (heldSet) s += ", the training set " + cpu::byteText(heldSet);
     s += ", layer outputs of " + std::to_string(batchPerTower) + " examples per tower " +
          cpu::byteText(outputs);
@@ -71,6 +72,11 @@ MemoryNeed hostMemoryNeed(const NetworkBytes& network, int towers, std::int64_t 
     n.exchange = processes > 1 ? std::int64_t(towers) * trainable : 0;
     n.outputs = std::int64_t(towers) * network.outputsPerExample * batchPerTower;
     return n;
+}
+
+void addAccumulation(MemoryNeed& need, const NetworkBytes& network, int accumulate)
+{
+    need.accumulated = accumulate > 1 ? std::int64_t(need.towers) * network.trainable : 0;
 }
 
 MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerTower,
@@ -120,9 +126,11 @@ std::string checkHostMemory(const TrainConfig& c, ProcessGroup* group, StartRead
         const std::optional<cpu::HostMemory> own = cpu::addressSpaceRoom();
         if (shared || own) {
             const auto model = buildModel(resolveModel(c.model, c.modelDefinition), c.classes);
-            const MemoryNeed inMemory =
-                hostMemoryNeed(*model, c.towers, c.batchPerTower, c.optimizer.kind, c.emaDecay > 0,
+            const NetworkBytes network = networkBytes(*model);
+            MemoryNeed inMemory =
+                hostMemoryNeed(network, c.towers, c.batchPerTower, c.optimizer.kind, c.emaDecay > 0,
                                group ? group->size() : 1, start);
+            addAccumulation(inMemory, network, c.accumulate);
             // The processes on this machine share its free memory and control group; the
             // address-space limit is each process's own.
             const int here = group ? std::max(1, group->localSize()) : 1;
@@ -281,8 +289,9 @@ void checkGpuMemory(const TrainConfig& c, ProcessGroup* group, int gpuCount,
                     averages += s.averages;
                     ++processes;
                 }
-            const MemoryNeed need = gpuMemoryNeed(*network, towers, c.batchPerTower,
-                                                  c.optimizer.kind, averages, heldSet * processes);
+            MemoryNeed need = gpuMemoryNeed(*network, towers, c.batchPerTower, c.optimizer.kind,
+                                            averages, heldSet * processes);
+            addAccumulation(need, *network, c.accumulate);
             if (std::uint64_t(need.floor()) > free)
                 refusal = "not enough memory on GPU " + std::to_string(g) + " for this run: " +
                           (processes > 1 ? "its " + std::to_string(processes) +

@@ -27,6 +27,9 @@ struct MemoryNeed
     std::int64_t average = 0;   // the moving average of the weights (--ema-decay)
     std::int64_t outputs = 0;   // every tower's layer outputs for a batch
     std::int64_t exchange = 0;  // the gradients sent to and received from other processes
+    // Every tower's sum of its gradients over the batches it accumulates (TrainConfig::accumulate
+    // above 1: addAccumulation).
+    std::int64_t accumulated = 0;
     // What reading a checkpoint holds beside the towers: a read-back's largest tensor, or what
     // the run reads at its start (StartRead).
     std::int64_t checkpoint = 0;
@@ -38,7 +41,8 @@ struct MemoryNeed
     // What the run cannot train without.
     std::int64_t floor() const
     {
-        return replicas + optimizer + average + outputs + exchange + heldSet + threads;
+        return replicas + optimizer + average + outputs + exchange + accumulated + heldSet +
+               threads;
     }
     // That, while it writes a checkpoint (or, resuming, reads one).
     std::int64_t total() const { return floor() + checkpoint; }
@@ -86,6 +90,10 @@ MemoryNeed hostMemoryNeed(const NetworkBytes& network, int towers, std::int64_t 
 MemoryNeed hostMemoryNeed(const Model& model, int towers, std::int64_t batchPerTower,
                           const std::string& optimizer, bool average, int processes = 1,
                           StartRead start = StartRead::Nothing);
+
+// `need` of towers that accumulate their gradients over `accumulate` batches per step
+// (TrainConfig::accumulate): a sum of the trainable gradients more on each tower above 1.
+void addAccumulation(MemoryNeed& need, const NetworkBytes& network, int accumulate);
 
 // Before a run on CPU towers takes its memory: throws Error when it cannot fit in what this
 // process may still take (cpu::sharedHostMemory, cpu::addressSpaceRoom), naming each part and the

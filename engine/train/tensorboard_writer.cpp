@@ -60,7 +60,8 @@ std::vector<std::pair<std::string, EventFileWriter::HParamValue>> hparamsOf(cons
         {"batch_per_tower", double(c.batchPerTower)},
         {"towers", double(c.towers)},
         {"processes", double(c.processes)},
-        {"global_batch", double(c.batchPerTower) * c.towers * c.processes},
+        {"accumulate", double(c.accumulate)},
+        {"global_batch", double(c.examplesPerTowerStep()) * c.towers * c.processes},
         {"ema_decay", c.emaDecay},
         {"label_smoothing", c.labelSmoothing},
         {"clip_grad_norm", c.clipGradNorm},
@@ -129,7 +130,7 @@ void TensorBoardWriter::trainingImages(std::int64_t step, const Batch& batch, in
                  width, channels);
 }
 
-void TensorBoardWriter::stepMetrics(const StepMetrics& m, int batchPerTower)
+void TensorBoardWriter::stepMetrics(const StepMetrics& m, std::int64_t examplesPerTower)
 {
     std::vector<std::pair<std::string, double>> v{{"train/loss", m.loss},
                                                   {"train/cross_entropy", m.crossEntropy},
@@ -146,7 +147,7 @@ void TensorBoardWriter::stepMetrics(const StepMetrics& m, int batchPerTower)
         const std::string tower = "tower_" + std::to_string(t);
         const double ms = m.towerComputeMs[t];
         v.emplace_back("throughput/" + tower + "/examples_per_sec",
-                       ms > 0 ? batchPerTower * 1000.0 / ms : 0.0);
+                       ms > 0 ? double(examplesPerTower) * 1000.0 / ms : 0.0);
         v.emplace_back("time/" + tower + "/compute_ms", ms);
     }
     for (std::size_t t = 0; t < m.towerTimes.size(); ++t) {

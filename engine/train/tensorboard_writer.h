@@ -49,7 +49,7 @@ public:
     // maximum to 0..255, as the GUI shows them), as one PNG; nothing for images that are not
     // Float32 NHWC grayscale or RGB.
     void trainingImages(std::int64_t step, const Batch& batch, int maxImages = 64);
-    void stepMetrics(const StepMetrics& m, int batchPerTower);
+    void stepMetrics(const StepMetrics& m, std::int64_t examplesPerTower);
     void evaluation(const EvalResult& r);
     // Histograms of every trainable parameter of `model`, and of its gradient when `gradients`.
     void parameters(std::int64_t step, const Model& model, bool gradients);

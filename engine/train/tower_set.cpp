@@ -44,6 +44,9 @@ TowerSet::TowerSet(const TowerSetOptions& options) : m_opt(options)
     if (m_opt.threadsPerTower < 1)
         throw InvalidArgument("threadsPerTower: must be at least 1, got " +
                               std::to_string(m_opt.threadsPerTower));
+    if (m_opt.accumulate < 1)
+        throw InvalidArgument("accumulate: must be at least 1, got " +
+                              std::to_string(m_opt.accumulate));
     requireBackendName(m_opt.backend);
     ProcessGroup* group = m_opt.processes;
     if (group) {

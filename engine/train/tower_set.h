@@ -90,6 +90,13 @@ struct TowerSetOptions
     // stand-in device). The replica lives where the ops' device() says.
     std::function<std::unique_ptr<Ops>(int tower)> makeOps;
     int threadsPerTower = 1; // OpenMP threads of each tower (>= 1)
+    // Gradient accumulation: each tower runs its slice of a step's batch as this many equal parts
+    // one after the other (forward and backward each, Model::backwardPart), so that its layers
+    // hold one part's examples at a time, and the step's update is that of the whole slice.
+    // Part j of global tower g draws the dropout masks of global tower g x accumulate + j: one
+    // tower accumulating 2 parts trains as 2 towers would (but for the order of the sums, and the
+    // batch-norm running statistics, which each part moves in turn). 1: none.
+    int accumulate = 1;
     OptimizerOptions optimizer;
     double weightDecay = -1;   // >= 0 overrides the conv/linear weights' coefficient
     bool dropout = true;       // false: dropout layers are the identity (exact comparisons)

@@ -20,7 +20,10 @@ struct StepSlot
     Tensor flag;                      // gated: the step's finiteness flag where the tower computes
     Tensor flagHost;                  // gated: its page-locked copy
     LossCopy lossCopy;                // gated: the loss on its way to the host
-    Tensor images, labels, draws;     // gated: page-locked copies of the tower's slice
+    // With accumulation (TowerSetOptions::accumulate): the loss of each part before the last, on
+    // its way to the host.
+    std::vector<LossCopy> partLosses;
+    Tensor images, labels, draws; // gated: page-locked copies of the tower's slice
     Tensor deviceImages, deviceLabels, deviceDraws; // gated: the slice where the tower computes
     Tensor scalars, deviceScalars; // gated: the step's StepScalars, page-locked and on the device
     // On tower 0 (TowerSetOptions::gradNorm, or a run that clips): the squares of the averages,
@@ -52,6 +55,17 @@ struct StepSlot
                 ops.millisecondsBetween(backwardMark, commMark) + startedMs,
                 ops.millisecondsBetween(dataMark, computeMark),
                 ops.millisecondsBetween(commMark, updateMark)};
+    }
+    // The step's loss from its last part's (`last`) and partLosses, once the step is done: the
+    // mean of the parts' cross-entropies (each the mean over its part), the weight decay the
+    // last's (the same weights for every part).
+    LossValue lossOfParts(LossValue last) const
+    {
+        if (partLosses.empty()) return last;
+        double sum = 0;
+        for (const LossCopy& part : partLosses) sum += part.value().crossEntropy;
+        last.crossEntropy = (sum + last.crossEntropy) / double(partLosses.size() + 1);
+        return last;
     }
     // Puts back the buffers of `params` (a replica's parameters()) saved before the step.
     void restoreBuffers(const std::vector<Parameter*>& params) const

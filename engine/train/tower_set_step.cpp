@@ -173,16 +173,28 @@ struct TowerSet::TowerStep
 
     // Forward, the loss and backward, each gradient bucket's average started as soon as this
     // tower's backward has produced it, the buckets counted from none ready (so that a step
-    // issued again op by op after a capture that failed midway starts every bucket once).
-    void forwardBackward()
+    // issued again op by op after a capture that failed midway starts every bucket once). With
+    // accumulation (`parts` > 1), part by part: the parts before the last keep their gradients'
+    // sum in the model and their losses in the slot, and the buckets start in the last part.
+    void forwardBackward(int parts)
     {
-        tw.model->forward(ctx, images);
-        tw.model->computeLoss(ctx, labels);
-        if (tw.buckets) {
-            tw.buckets->begin();
-            tw.model->backward(ctx, [&](Parameter& p) { tw.buckets->ready(p); });
-        } else {
-            tw.model->backward(ctx);
+        const std::int64_t n = labels.dim(0) / parts;
+        sl.partLosses.resize(std::size_t(parts - 1));
+        for (int part = 0; part < parts; ++part) {
+            ExecContext c = ctx;
+            c.replica = ctx.replica * std::uint64_t(parts) + std::uint64_t(part);
+            const bool whole = parts == 1;
+            tw.model->forward(c, whole ? images : images.slice(part * n, (part + 1) * n));
+            tw.model->computeLoss(c, whole ? labels : labels.slice(part * n, (part + 1) * n));
+            if (part < parts - 1) {
+                tw.model->copyLoss(ops, sl.partLosses[std::size_t(part)]);
+                tw.model->backwardPart(c, part, parts);
+            } else if (tw.buckets) {
+                tw.buckets->begin();
+                tw.model->backwardPart(c, part, parts, [&](Parameter& p) { tw.buckets->ready(p); });
+            } else {
+                tw.model->backwardPart(c, part, parts);
+            }
         }
     }
 };
@@ -196,10 +208,14 @@ void TowerSet::issue(const Batch& batch, std::int64_t globalStep, double lr)
     if (batch.towers != size())
         throw InvalidArgument("the batch is split for " + std::to_string(batch.towers) +
                               " towers, the trainer has " + std::to_string(size()));
-    if (batch.labels.rank() != 1 || batch.labels.dim(0) < size() ||
-        batch.labels.dim(0) % size() != 0)
+    const std::int64_t slices = std::int64_t(size()) * m_opt.accumulate;
+    if (batch.labels.rank() != 1 || batch.labels.dim(0) < slices ||
+        batch.labels.dim(0) % slices != 0)
         throw ShapeError("batch labels " + batch.labels.shape().str() + " do not split into " +
-                         std::to_string(size()) + " equal tower slices");
+                         std::to_string(size()) + " equal tower slices" +
+                         (m_opt.accumulate > 1
+                              ? " of " + std::to_string(m_opt.accumulate) + " equal parts"
+                              : std::string()));
     const bool drawn = !batch.draws.empty(); // the towers preprocess their held set
     if (drawn) {
         if (m_towers.front()->source.empty())
@@ -414,7 +430,7 @@ void TowerSet::issueGated(TowerStep& s)
     const std::string shapes =
         images.describe() + " " + labels.describe() + (drawn ? " preprocessed here" : " as given");
     const bool captured = issueCaptured(tw, sl, shapes, [&](bool marks) {
-        s.forwardBackward();
+        s.forwardBackward(m_opt.accumulate);
         if (marks) sl.backwardMark = ops.mark();
         const std::vector<Tensor>* averaged = &tw.reduce;
         if (tw.buckets) {
@@ -448,9 +464,9 @@ void TowerSet::issueSynchronised(TowerStep& s)
     const bool onDevice = !tw.device.isHost();
     const auto& params = tw.model->parameters();
     sl.computeMark = ops.mark();
-    s.forwardBackward(); // the loss read where the host waits anyway
+    s.forwardBackward(m_opt.accumulate); // the loss read where the host waits anyway
     sl.backwardMark = ops.mark();
-    if (!onDevice) sl.loss = tw.model->readLoss();
+    if (!onDevice) sl.loss = sl.lossOfParts(tw.model->readLoss());
     // The synchronisation point: average the gradients, and the batch-norm running
     // statistics (each tower saw its own slice) so that the replicas stay identical.
     const std::vector<Tensor>* averaged = &tw.reduce;
@@ -476,7 +492,10 @@ void TowerSet::issueSynchronised(TowerStep& s)
     }
     if (m_deviceCollectives || tw.buckets || m_globalTowers == 1)
         finite = finiteShare(*averaged, t, size());
-    if (onDevice) sl.loss = tw.model->readLoss(); // the host has waited for the GPU
+    if (onDevice) {                                    // the host has waited for the GPU
+        if (!sl.partLosses.empty()) ops.synchronize(); // the parts' copies
+        sl.loss = sl.lossOfParts(tw.model->readLoss());
+    }
     if (!std::isfinite(sl.loss.total()) || !finite) m_nonFinite = true;
     m_comm->barrier(t);
     sl.commMark = ops.mark();
@@ -518,7 +537,7 @@ TowerStepResult TowerSet::collect()
                 waitWatching(ops, sl.endMark, [this] { m_opt.processes->throwIfFailed(); });
             else
                 ops.waitFor(sl.endMark);
-            sl.loss = sl.lossCopy.value();
+            sl.loss = sl.lossOfParts(sl.lossCopy.value());
             sl.times = sl.timesFrom(ops);
             const bool skipped = sl.flagHost.at(0) != 0; // the updates left everything as it was
             if (skipped) {

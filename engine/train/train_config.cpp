@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include <sys/resource.h>
@@ -110,6 +111,14 @@ void TrainConfig::validate() const
                                     std::to_string(threadsPerTower));
     if (batchPerTower < 1)
         fail("batchPerTower", "must be at least 1, got " + std::to_string(batchPerTower));
+    if (accumulate < 1 || accumulate > kMaxAccumulate)
+        fail("accumulate", "must be in [1, " + std::to_string(kMaxAccumulate) +
+                               "] (1 = no accumulation), got " + std::to_string(accumulate));
+    if (batchPerTower >= 1 && accumulate >= 1 &&
+        examplesPerTowerStep() > std::numeric_limits<int>::max())
+        fail("accumulate", "batchPerTower x accumulate must be at most " +
+                               std::to_string(std::numeric_limits<int>::max()) + ", got " +
+                               std::to_string(examplesPerTowerStep()));
     if (steps < 0 || steps > kMaxSteps)
         fail("steps", "must be a number from 0 to " + std::to_string(kMaxSteps) + ", got " +
                           std::to_string(steps));
@@ -262,6 +271,7 @@ std::string TrainConfig::toJson() const
     o["bucketMb"] = bucketMb;
     o["threadsPerTower"] = threadsPerTower;
     o["batchPerTower"] = batchPerTower;
+    o["accumulate"] = accumulate;
     o["steps"] = steps;
     o["epochs"] = epochs;
     o["optimizer"] = {{"kind", optimizer.kind},           {"momentum", optimizer.momentum},
@@ -325,7 +335,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
                       "dataset",        "dataDir",         "augmentation",    "runId",
                       "cudaGraphs",     "cudnnBenchmark",  "classes",         "initFrom",
                       "validation",     "patience",        "minDelta",        "modelDefinition",
-                      "datasetContent", "labelSmoothing",  "clipGradNorm"},
+                      "datasetContent", "labelSmoothing",  "clipGradNorm",    "accumulate"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -362,6 +372,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     read(o, "bucketMb", c.bucketMb);
     read(o, "threadsPerTower", c.threadsPerTower);
     read(o, "batchPerTower", c.batchPerTower);
+    read(o, "accumulate", c.accumulate);
     read(o, "steps", c.steps);
     read(o, "epochs", c.epochs);
     if (const auto it = o.find("optimizer"); it != o.end()) {

@@ -57,9 +57,15 @@ struct TrainConfig
     // backward); the first bucket holds 1 MiB. Bitwise the same results whatever the size.
     double bucketMb = 25;
     int threadsPerTower = 1; // OpenMP threads per tower; 0 = the cores shared out
-    int batchPerTower = 128; // the global batch is towers * batchPerTower
-    std::int64_t steps = 0;  // total global steps; 0 = from `epochs`
-    double epochs = 0;       // used when steps = 0: ceil(epochs * steps per epoch)
+    int batchPerTower = 128; // the global batch is towers * batchPerTower * accumulate
+    // Gradient accumulation (DIGITS' batch accumulation, Lightning's accumulate_grad_batches):
+    // each tower runs this many batches of batchPerTower per step, one after the other, and the
+    // step updates with the gradients of all of them, so a step takes towers * batchPerTower *
+    // accumulate examples while each tower holds the layer outputs of batchPerTower only
+    // (TowerSetOptions::accumulate). JSON "accumulate"; absent (a run from before it): 1.
+    int accumulate = 1;
+    std::int64_t steps = 0; // total global steps; 0 = from `epochs`
+    double epochs = 0;      // used when steps = 0: ceil(epochs * steps per epoch)
 
     OptimizerOptions optimizer; // JSON: "optimizer": {"kind": "momentum", "momentum": 0.9}
     LrSchedule schedule;        // JSON: "lr" (schedule.lr) and "schedule": {"kind": ...}
@@ -121,6 +127,7 @@ struct TrainConfig
     static constexpr int kMaxProcesses = 65536;
     static constexpr int kMaxThreadsPerTower = 1024;
     static constexpr double kMaxBucketMb = 65536;
+    static constexpr int kMaxAccumulate = 4096;
     static constexpr double kMaxEpochs = 1e6;
     // 10^12 steps: a million times a long run, and no sum over them near int64's end (the
     // schedule's plot multiplied steps and overflowed above about 10^16).
@@ -143,6 +150,11 @@ struct TrainConfig
     // Throws Unsupported with precisionUnavailable()'s reason for this configuration's backend
     // and precision: called before a run folder is made, so that nothing is half-created.
     void checkPrecision() const;
+    // The examples each tower takes per step: batchPerTower * accumulate.
+    std::int64_t examplesPerTowerStep() const
+    {
+        return std::int64_t(batchPerTower) * accumulate;
+    }
     // The number of steps of the run for a source of `stepsPerEpoch` steps per epoch.
     std::int64_t totalSteps(std::int64_t stepsPerEpoch) const;
     // The threads each tower gets once 0 ("share the cores") is resolved: the cores this process

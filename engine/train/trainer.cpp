@@ -134,6 +134,7 @@ TowerSetOptions towerSetOptionsFor(const TrainConfig& c, ProcessGroup* processes
     o.bucketMb = c.bucketMb;
     o.graphs = c.cudaGraphs;
     o.threadsPerTower = c.resolvedThreadsPerTower(processesSharingCores);
+    o.accumulate = c.accumulate;
     o.optimizer = c.optimizer;
     o.weightDecay = c.weightDecay;
     o.dropout = c.dropout;
@@ -362,7 +363,7 @@ StepMetrics Trainer::metricsOf(std::int64_t done, const TowerStepResult& r, doub
     m.gradNorm = r.gradNorm;
     m.lr = lr;
     m.stepMs = stepMs;
-    m.examplesPerSec = double(towers) * m_config.batchPerTower * 1000.0 / stepMs;
+    m.examplesPerSec = double(towers) * double(m_config.examplesPerTowerStep()) * 1000.0 / stepMs;
     m.secPerBatch = stepMs / 1000.0 / towers;
     m.dataWaitMs = waitMs;
     // The slowest tower is the critical path; its averaging time is the least waiting-inflated.
@@ -410,7 +411,7 @@ void Trainer::report(const StepMetrics& m)
     j["towerTimes"] = split;
     if (std::isfinite(m.gradNorm)) j["gradNorm"] = m.gradNorm;
     if (m_dir) m_dir->appendMetrics(j.dump());
-    if (m_events) m_events->stepMetrics(m, m_config.batchPerTower);
+    if (m_events) m_events->stepMetrics(m, m_config.examplesPerTowerStep());
     // The tutorial's line: "%s: step %d, loss = %.2f (%.1f examples/sec; %.3f sec/batch)".
     // Then where the run stands: "[12%, epoch 1.20, ETA 2m05s]", and where the slowest tower's
     // step went: "compute 41.0 ms, communication 2.1 ms, data 0.3 ms, update 1.2 ms".
@@ -479,14 +480,17 @@ void Trainer::startEvents(std::int64_t from, std::int64_t eventsStart)
 void Trainer::logStart()
 {
     const int towers = m_towers->globalTowers();
-    const std::int64_t global = std::int64_t(towers) * m_config.batchPerTower;
+    const std::int64_t global = std::int64_t(towers) * m_config.examplesPerTowerStep();
     const std::string across = m_group && m_group->size() > 1
                                    ? " (" + std::to_string(m_group->size()) + " processes x " +
                                          std::to_string(m_towers->size()) + ")"
                                    : "";
     log("training " + m_config.model + " on " + counted(towers, "tower", "towers") + across +
-        " x " + std::to_string(m_config.batchPerTower) + " examples (global batch " +
-        std::to_string(global) + "), " +
+        " x " + std::to_string(m_config.batchPerTower) + " examples" +
+        (m_config.accumulate > 1
+             ? " x " + std::to_string(m_config.accumulate) + " accumulated batches"
+             : std::string()) +
+        " (global batch " + std::to_string(global) + "), " +
         (!isHostBackend(m_config.backend)
              ? std::string("on GPUs")
              : counted(m_towers->options().threadsPerTower, "thread", "threads") + " per tower") +
@@ -659,10 +663,10 @@ Trainer::Outcome Trainer::trainSteps(const std::stop_token& stop, std::int64_t e
         if (batch.step != s)
             throw Error("the data source delivered the batch of step " +
                         std::to_string(batch.step) + " for step " + std::to_string(s));
-        if (batch.perTower() != m_config.batchPerTower)
+        if (batch.perTower() != m_config.examplesPerTowerStep())
             throw InvalidArgument("the data source delivers " + std::to_string(batch.perTower()) +
                                   " examples per tower, the configuration says " +
-                                  std::to_string(m_config.batchPerTower));
+                                  std::to_string(m_config.examplesPerTowerStep()));
         if (!imagesWritten && m_events) { // the first batch this run trains on, as seen
             constexpr int kShown = 64;
             if (!batch.draws.empty() && m_heldSet) { // made where the towers are: again here

@@ -176,7 +176,7 @@ void TrainingSession::build(TrainerObserver* observer)
         lo.globalTowers = group->size() * c.towers;
         lo.firstTower = group->rank() * c.towers;
     }
-    lo.batchPerTower = c.batchPerTower;
+    lo.batchPerTower = int(c.examplesPerTowerStep());
     lo.seed = c.seed;
     lo.augment = c.augmentation != "none";
     lo.workers = m_options.loaderWorkers;
@@ -184,6 +184,20 @@ void TrainingSession::build(TrainerObserver* observer)
     choosePinnedDevice(c.backend, c.gpus, c.towers, group ? group->localRank() : 0);
     std::string dataNote;
     lo.drawsOnly = holdOnGpus(c, group, *train, dataNote);
+    // Accumulated batches the training set cannot give: said in the run's own terms (the loader
+    // sees one batch of batchPerTower x accumulate per tower).
+    if (const std::int64_t global =
+            std::int64_t(lo.globalTowers > 0 ? lo.globalTowers : c.towers) * c.batchPerTower;
+        c.accumulate > 1 && global * c.accumulate > train->count)
+        throw InvalidArgument(
+            "a global batch of " + std::to_string(global * c.accumulate) + " (" +
+            counted(global / c.batchPerTower, "tower", "towers") + " x " +
+            std::to_string(c.batchPerTower) + " x " + std::to_string(c.accumulate) +
+            " accumulated batches) is larger than the " + std::to_string(train->count) +
+            " training examples" +
+            (global <= train->count
+                 ? ": at most " + std::to_string(train->count / global) + " accumulated batches fit"
+                 : std::string()));
     try {
         m_loader = std::make_unique<BatchLoader>(*train, m_recipe, lo);
     } catch (const InvalidArgument& e) {

@@ -33,10 +33,10 @@ _towers_cli()
     case $command in
         train)
             options="--dataset --data-dir --model --device --gpus --tf32 --precision --allreduce --gpu-data --cuda-graphs --cudnn-benchmark --bucket-mb --towers --threads-per-tower
-                --batch-size --steps --epochs --optimizer --lr --lr-schedule --momentum
+                --batch-size --accumulate --steps --epochs --optimizer --lr --lr-schedule --momentum
                 --weight-decay --ema-decay --label-smoothing --clip-grad-norm --augment --seed --init-from --best --like --run-dir --checkpoint-every
                 --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --validation --patience --min-delta --log-every --histogram-every --loader-workers --json --help" ;;
-        lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --threads-per-tower --seed --precision --init-from --best --optimizer --weight-decay --label-smoothing --clip-grad-norm --min-lr --max-lr --steps --json --help" ;;
+        lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --accumulate --threads-per-tower --seed --precision --init-from --best --optimizer --weight-decay --label-smoothing --clip-grad-norm --min-lr --max-lr --steps --json --help" ;;
         eval) options="--checkpoint --best --data-dir --set --dataset --no-ema --layers --mistakes --batch-size --precision --device --gpu --json --help" ;;
         classify) options="--checkpoint --best --top-k --no-ema --precision --device --gpu --layers --json --help" ;;
         export) options="--checkpoint --best --output --opset --layout --no-ema --force --json --help" ;;
@@ -90,7 +90,7 @@ _towers_cli()
         --save) _filedir json; return ;;
         --layout) COMPREPLY=($(compgen -W "nhwc nchw" -- "$cur")); return ;;
         --channels) COMPREPLY=($(compgen -W "1 3 auto" -- "$cur")); return ;;
-        --towers | --threads-per-tower | --batch-size | --steps | --epochs | --lr | --momentum | \
+        --towers | --threads-per-tower | --batch-size | --accumulate | --steps | --epochs | --lr | --momentum | \
             --weight-decay | --ema-decay | --label-smoothing | --clip-grad-norm | --seed | --checkpoint-every | --keep-checkpoints | \
             --eval-every | --validation | --patience | --min-delta | --log-every | --histogram-every | --loader-workers | --top-k | --threads | --warmup | --base-url | --count | \
             --gpu | --opset | --bucket-mb | --name | --size | --test-fraction)

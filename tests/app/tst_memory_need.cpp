@@ -179,6 +179,18 @@ private slots:
                  QStringLiteral("weights and gradients of 2 towers 398 MiB, optimizer state "
                                 "398 MiB, moving average 99 MiB, layer outputs of 16 examples "
                                 "per tower 4 MiB"));
+        // Towers that accumulate their gradients over batches keep a sum of them each; the
+        // layer outputs stay a batch's.
+        MemoryNeed summed = adam;
+        addAccumulation(summed, networkBytes(*model), 4);
+        QCOMPARE(summed.accumulated, 2 * weights); // every weight of it trains
+        QCOMPARE(summed.outputs, adam.outputs);
+        QCOMPARE(summed.floor(), adam.floor() + 2 * weights);
+        QVERIFY2(QString::fromStdString(summed.parts())
+                     .contains(QStringLiteral(", gradients accumulated 199 MiB, layer outputs")),
+                 summed.parts().c_str());
+        addAccumulation(summed, networkBytes(*model), 1);
+        QCOMPARE(summed.accumulated, 0);
     }
 
     // A run of that network with every part (two towers, Adam, a moving average): towers-cli's

@@ -157,6 +157,10 @@ private slots:
             << QStringList{"train", "--min-delta", "60%"} << 2 << "got '60%'";
         QTest::newRow("patience negative")
             << QStringList{"train", "--patience", "-1"} << 2 << "--patience";
+        QTest::newRow("accumulate zero")
+            << QStringList{"train", "--accumulate", "0"} << 2 << "--accumulate";
+        QTest::newRow("lr-find accumulate")
+            << QStringList{"lr-find", "--accumulate", "x"} << 2 << "--accumulate";
         QTest::newRow("clip negative")
             << QStringList{"train", "--clip-grad-norm", "-1"} << 2 << "--clip-grad-norm";
         QTest::newRow("clip not a number")
@@ -330,6 +334,62 @@ private slots:
                 .match(unclipped.out + unclipped.err)
                 .hasMatch(),
             qPrintable(unclipped.out + unclipped.err));
+    }
+
+    // --accumulate: each tower runs that many batches per step, so a step takes towers x batch x
+    // accumulate examples (the epoch counts them), the log says the layout, config.json keeps
+    // it, a resume may not change it, and a global batch the training set cannot give is refused
+    // in those terms before any folder is made.
+    void accumulatingRun()
+    {
+        const QString dir = path(QStringLiteral("runs/accumulating"));
+        const CliRun r = run(small(dir) + QStringList{"--steps", "4", "--accumulate", "2"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        bool said = false;
+        for (const auto& e : r.events)
+            said = said || e.value(QStringLiteral("message"))
+                               .toString()
+                               .contains(QStringLiteral("2 towers x 16 examples x 2 accumulated "
+                                                        "batches (global batch 64)"));
+        QVERIFY2(said, qPrintable(r.out));
+        QFile metrics(dir + QStringLiteral("/metrics.jsonl"));
+        QVERIFY(metrics.open(QIODevice::ReadOnly));
+        const auto lines = jsonLines(QString::fromUtf8(metrics.readAll()));
+        QCOMPARE(lines.size(), 2);
+        QCOMPARE(lines[1].value(QStringLiteral("step")).toInt(), 4);
+        QCOMPARE(lines[1].value(QStringLiteral("epoch")).toDouble(), 1.0); // 4 x 64 of 256
+        QFile config(dir + QStringLiteral("/config.json"));
+        QVERIFY(config.open(QIODevice::ReadOnly));
+        QCOMPARE(QJsonDocument::fromJson(config.readAll())
+                     .object()
+                     .value(QStringLiteral("accumulate"))
+                     .toInt(),
+                 2);
+
+        const CliRun listed = run({"runs", dir});
+        QVERIFY2(listed.out.contains(QStringLiteral("2 towers x 16 x 2 accumulated (global batch "
+                                                    "64) on the CPU")),
+                 qPrintable(listed.out));
+
+        const CliRun changed =
+            run({"train", "--resume", "--run-dir", dir, "--accumulate", "3", "--steps", "6"});
+        QCOMPARE(changed.exitCode, 2);
+        QVERIFY2(changed.err.contains(QStringLiteral("--accumulate cannot change when resuming: "
+                                                     "the run has 2")),
+                 qPrintable(changed.err));
+        const CliRun same =
+            run({"train", "--resume", "--run-dir", dir, "--accumulate", "2", "--steps", "6"});
+        QVERIFY2(same.exitCode == 0, qPrintable(same.err));
+
+        const QString big = path(QStringLiteral("runs/accumulating-too-much"));
+        const CliRun tooMuch = run(small(big) + QStringList{"--steps", "1", "--accumulate", "9"});
+        QCOMPARE(tooMuch.exitCode, 2);
+        QVERIFY2(tooMuch.err.contains(QStringLiteral("a global batch of 288 (2 towers x 16 x 9 "
+                                                     "accumulated batches) is larger than the "
+                                                     "256 training examples: at most 8 "
+                                                     "accumulated batches fit")),
+                 qPrintable(tooMuch.err));
+        QVERIFY(!QFileInfo::exists(big));
     }
 
     // --checkpoint may name a run folder (or its checkpoints/ folder, or a run's name in the runs

@@ -439,6 +439,43 @@ private slots:
         QCOMPARE(scope.memory().liveAllocations(), 0);
     }
 
+    // Gradient accumulation on GPU towers (the gated step: the parts' losses copied out beside
+    // the step, the sums kept on the device, the buckets started in the last part): bitwise what
+    // host towers compute accumulating the same parts, with one collective after backward, a NaN
+    // step skipped everywhere included; one tower, and two through the host or where the tensors
+    // live.
+    void accumulationOnTheDevice_data()
+    {
+        QTest::addColumn<int>("towers");
+        QTest::addColumn<bool>("deviceCollectives");
+        QTest::addColumn<double>("bucketMb");
+        QTest::addRow("one tower") << 1 << false << 25.0;
+        QTest::addRow("2 towers, through the host, 0.01 MiB buckets") << 2 << false << 0.01;
+        QTest::addRow("2 towers, device collectives, 0.01 MiB buckets") << 2 << true << 0.01;
+        QTest::addRow("2 towers, device collectives, one collective") << 2 << true << 0.0;
+    }
+
+    void accumulationOnTheDevice()
+    {
+        QFETCH(int, towers);
+        QFETCH(bool, deviceCollectives);
+        QFETCH(double, bucketMb);
+        FakeDeviceScope scope;
+        {
+            TowerSetOptions plain = options(towers, false, 0.99);
+            plain.bucketMb = 0;
+            plain.accumulate = 2;
+            TowerSetOptions accumulating = options(towers, true, 0.99, deviceCollectives);
+            accumulating.bucketMb = bucketMb;
+            accumulating.firstBucketMb = std::min(bucketMb, 1.0);
+            accumulating.accumulate = 2;
+            TowerSet host(plain), dev(accumulating);
+            expectSameTraining(host, dev, 19, 4, 2);
+            QCOMPARE(dev.model().logits().dim(0), std::int64_t(2)); // a part of the 4 examples
+        }
+        QCOMPARE(scope.memory().liveAllocations(), 0);
+    }
+
     // One tower has nothing to average: its gradients stay on its device (no collective, no
     // copy to the host and back), divergence is still found there, and it computes bitwise what
     // one host tower computes.

@@ -248,15 +248,16 @@ private slots:
         QTest::addColumn<int>("towers");
         QTest::addColumn<double>("bucketMb");
         QTest::addColumn<double>("clip"); // the gradients' largest norm (0: none)
+        QTest::addColumn<int>("accumulate");
         for (const char* model : {"fashion-fast", "without-buffers"})
             for (const char* kind : {"momentum", "adam"})
                 for (bool ahead : {false, true})
                     QTest::addRow("%s, %s, %s", model, kind, ahead ? "issued ahead" : "one by one")
                         << QString(model) << QString(kind) << ahead << (ahead ? 9 : 3) << 1 << 0.0
-                        << 0.0;
+                        << 0.0 << 1;
         // The clipping's norm, sum and scaling in the capture, its norm copied out with the loss.
         QTest::addRow("fashion-fast, momentum, issued ahead, gradients clipped")
-            << QString("fashion-fast") << QString("momentum") << true << 9 << 1 << 0.0 << 0.05;
+            << QString("fashion-fast") << QString("momentum") << true << 9 << 1 << 0.0 << 0.05 << 1;
         const struct
         {
             const char* name;
@@ -269,9 +270,15 @@ private slots:
             for (bool ahead : {false, true})
                 QTest::addRow("2 towers, %s, %s", b.name, ahead ? "issued ahead" : "one by one")
                     << QString("fashion-fast") << QString(ahead ? "adam" : "momentum") << ahead
-                    << (ahead ? 4 : 9) << 2 << b.mb << 0.0;
+                    << (ahead ? 4 : 9) << 2 << b.mb << 0.0 << 1;
         QTest::addRow("2 towers, 0.01 MiB buckets, one by one, gradients clipped")
-            << QString("fashion-fast") << QString("adamw") << false << 4 << 2 << 0.01 << 0.05;
+            << QString("fashion-fast") << QString("adamw") << false << 4 << 2 << 0.01 << 0.05 << 1;
+        // Accumulation: every part's forward and backward in the capture, the parts' losses
+        // copied out of it.
+        QTest::addRow("fashion-fast, momentum, issued ahead, 2 parts accumulated")
+            << QString("fashion-fast") << QString("momentum") << true << 9 << 1 << 0.0 << 0.0 << 2;
+        QTest::addRow("2 towers, 0.01 MiB buckets, one by one, 2 parts accumulated")
+            << QString("fashion-fast") << QString("adam") << false << 4 << 2 << 0.01 << 0.0 << 2;
     }
 
     void capturedStepsEqualStepsOpByOp()
@@ -283,12 +290,14 @@ private slots:
         QFETCH(int, towers);
         QFETCH(double, bucketMb);
         QFETCH(double, clip);
+        QFETCH(int, accumulate);
         FakeDeviceScope scope;
         {
             TowerSetOptions plain = options(towers, true, 0.9, towers > 1), graphed = plain;
             for (TowerSetOptions* o : {&plain, &graphed}) {
                 o->model = model.toStdString();
                 o->clipGradNorm = clip;
+                o->accumulate = accumulate;
                 if (model == "without-buffers") o->build = withoutBuffers;
                 o->optimizer.kind = optimizer.toStdString();
                 o->makeOps = [](int t) { return makeFakeDeviceOps("reference", t, true); };
@@ -305,7 +314,7 @@ private slots:
             const Shape in = one.model().inputShape();
             const int classes = one.model().numClasses();
             SyntheticBatches big(in, classes, towers, 4, 64, 17),
-                small(in, classes, towers, 3, 64, 17);
+                small(in, classes, towers, accumulate > 1 ? 2 : 3, 64, 17);
             big.injectNanAt(nanStep);
             const auto batch = [&](std::int64_t s) -> const Batch& {
                 SyntheticBatches& from = s == 11 ? small : big; // a smaller batch, once

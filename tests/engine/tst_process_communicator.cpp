@@ -102,13 +102,14 @@ NamedTensors weightsOf(TowerSet& set)
 // `steps` steps of a run of processes x towers (processes 0: one process, no group); `clip` > 0
 // clips the gradients' norm to it.
 Trained train(int processes, int towers, int steps, const std::string& backend = "onednn",
-              std::string* averaging = nullptr, double clip = 0)
+              std::string* averaging = nullptr, double clip = 0, int accumulate = 1)
 {
     const int global = std::max(1, processes) * towers;
     auto run = [&](ProcessGroup* group, int first) -> Trained {
         auto o = towerOptions(towers, backend);
         o.processes = group;
         o.clipGradNorm = clip;
+        o.accumulate = accumulate;
         TowerSet set(o);
         if (averaging && first == 0) *averaging = set.allReduceDescription();
         SyntheticBatches source({28, 28, 1}, 10, global, 6, 600, 11);
@@ -424,26 +425,30 @@ private slots:
         }
     }
 
-    // TowerSets of 2 processes x 1 tower and 2 x 2 train (with buckets, momentum and EMA; and
-    // with the gradients clipped by their norm) and evaluate bitwise as one TowerSet of 2 and 4
-    // towers: losses, weights, optimizer state, the norms, and the merged evaluation.
+    // TowerSets of 2 processes x 1 tower and 2 x 2 train (with buckets, momentum and EMA; with
+    // the gradients clipped by their norm; accumulating 2 batches a step, whose dropout streams
+    // are global too) and evaluate bitwise as one TowerSet of 2 and 4 towers: losses, weights,
+    // optimizer state, the norms, and the merged evaluation.
     void towerSetsAcrossProcessesEqualOneProcess_data()
     {
         QTest::addColumn<int>("processes");
         QTest::addColumn<int>("towers");
         QTest::addColumn<double>("clip");
-        QTest::newRow("2 x 1") << 2 << 1 << 0.0;
-        QTest::newRow("2 x 2") << 2 << 2 << 0.0;
+        QTest::addColumn<int>("accumulate");
+        QTest::newRow("2 x 1") << 2 << 1 << 0.0 << 1;
+        QTest::newRow("2 x 2") << 2 << 2 << 0.0 << 1;
         // Every process clips the global averages with the norm it sums: the same bits.
-        QTest::newRow("2 x 2, gradients clipped") << 2 << 2 << 0.05;
+        QTest::newRow("2 x 2, gradients clipped") << 2 << 2 << 0.05 << 1;
+        QTest::newRow("2 x 2, 2 batches accumulated") << 2 << 2 << 0.0 << 2;
     }
     void towerSetsAcrossProcessesEqualOneProcess()
     {
         QFETCH(int, processes);
         QFETCH(int, towers);
         QFETCH(double, clip);
-        const Trained one = train(0, processes * towers, 4, "onednn", nullptr, clip);
-        const Trained many = train(processes, towers, 4, "onednn", nullptr, clip);
+        QFETCH(int, accumulate);
+        const Trained one = train(0, processes * towers, 4, "onednn", nullptr, clip, accumulate);
+        const Trained many = train(processes, towers, 4, "onednn", nullptr, clip, accumulate);
         QCOMPARE(many.losses, one.losses);
         for (std::size_t s = 0; s < one.gradNorms.size(); ++s) {
             // The same norm at every step, measured whether the run clips or not (above the

@@ -417,7 +417,9 @@ private slots:
         QCOMPARE(hparams.at("model").string_value(), c.model);
         QCOMPARE(hparams.at("lr").number_value(), c.schedule.lr);
         QCOMPARE(hparams.at("towers").number_value(), double(c.towers));
-        QCOMPARE(hparams.at("global_batch").number_value(), double(c.towers * c.batchPerTower));
+        QCOMPARE(hparams.at("global_batch").number_value(),
+                 double(c.towers * c.examplesPerTowerStep()));
+        QCOMPARE(hparams.at("accumulate").number_value(), double(c.accumulate));
         QCOMPARE(hparams.at("seed").number_value(), double(c.seed));
         QCOMPARE(hparams.at("precision").string_value(), std::string("fp32"));
         QCOMPARE(hparams.at("dropout").bool_value(), c.dropout);

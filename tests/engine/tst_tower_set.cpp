@@ -36,9 +36,9 @@ TowerSetOptions options(const std::string& model, int towers, const std::string&
     return o;
 }
 
-// A small network of the tutorial's layer types (no batch norm, no dropout), for exact float64
-// comparisons that the naive reference backend runs quickly.
-std::unique_ptr<Model> buildSmallTutorial()
+// A small network of the tutorial's layer types (no batch norm; dropout before its classifier
+// where asked), for exact float64 comparisons that the naive reference backend runs quickly.
+std::unique_ptr<Model> smallTutorial(bool dropout)
 {
     auto net = std::make_unique<Sequential>();
     Conv2dOptions c1;
@@ -66,6 +66,7 @@ std::unique_ptr<Model> buildSmallTutorial()
     f1.biasInit = Init::constant(0.1);
     f1.weightDecay = 0.004;
     net->add(std::make_unique<Linear>("local3", f1));
+    if (dropout) net->add(std::make_unique<Dropout>("drop", 0.5));
     LinearOptions f2;
     f2.inFeatures = 32;
     f2.outFeatures = 10;
@@ -73,6 +74,11 @@ std::unique_ptr<Model> buildSmallTutorial()
     f2.biasInit = Init::constant(0.0);
     net->add(std::make_unique<Linear>("softmax_linear", f2));
     return std::make_unique<Model>("tutorial-small", Shape{24, 24, 3}, 10, std::move(net));
+}
+
+std::unique_ptr<Model> buildSmallTutorial()
+{
+    return smallTutorial(false);
 }
 
 } // namespace
@@ -140,6 +146,89 @@ private slots:
         const double want = before * o.clipGradNorm / (before + 1e-6); // PyTorch's epsilon
         QVERIFY2(std::abs(after - want) < 1e-12 * want,
                  qPrintable(QString::number(after, 'g', 17)));
+    }
+
+    // Gradient accumulation is replication in time: 2 x 32 and 4 x 16 run as 2 parts each (of 16
+    // and 8) against 1 x 64, and 1 x 64 run as 4 parts of 16 against 2 x 32 and 4 x 16: every
+    // tensor within 1e-9 and the losses within 1e-12 (float64, as above). The parts do run one
+    // after the other: the last one's logits are a part's.
+    void accumulationEqualsReplication()
+    {
+        auto o = options("tutorial-small", 1, "momentum");
+        o.build = buildSmallTutorial;
+        o.backend = "reference";
+        o.dtype = DType::Float64;
+        auto accumulating = o;
+        accumulating.accumulate = 2;
+        const Replication parts = replicate(o, accumulating);
+        accumulating.accumulate = 4;
+        const Replication inTime = replicate(accumulating, o);
+        for (const auto& [name, c] : {std::pair{"2 x 2 x 16 against 1 x 64", parts.two},
+                                      std::pair{"4 x 2 x 8 against 1 x 64", parts.four},
+                                      std::pair{"2 x 32 against 1 x 4 x 16", inTime.two},
+                                      std::pair{"4 x 16 against 1 x 4 x 16", inTime.four}}) {
+            qInfo("%s: worst relative difference %.3g (%s), losses within %.3g", name, c.worst,
+                  c.where.c_str(), c.lossDiff);
+            QVERIFY2(c.worst <= 1e-9, qPrintable(QStringLiteral("%1: %2 differs by %3")
+                                                     .arg(name, QString::fromStdString(c.where))
+                                                     .arg(c.worst)));
+            QVERIFY2(c.lossDiff <= 1e-12, qPrintable(QString::number(c.lossDiff)));
+        }
+        QVERIFY2(inTime.lastLoss < inTime.firstLoss, "the accumulating run did not learn");
+
+        TowerSet set(accumulating);
+        SyntheticBatches source({24, 24, 3}, 10, 1, 64, 640, 3);
+        set.step(source.next(), 0, 0.05);
+        QCOMPARE(set.model().logits().dim(0), std::int64_t(16));
+        SyntheticBatches uneven({24, 24, 3}, 10, 1, 62, 640, 3); // 62 is no 4 equal parts
+        try {
+            set.step(uneven.next(), 1, 0.05);
+            QFAIL("a batch that does not split into the parts was taken");
+        } catch (const ShapeError& e) {
+            QVERIFY2(std::string(e.what()).find("4 equal parts") != std::string::npos, e.what());
+        }
+        auto none = accumulating;
+        none.accumulate = 0;
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, TowerSet{none});
+    }
+
+    // Part j of global tower g draws the dropout masks of tower g x parts + j: one tower
+    // accumulating 2 parts trains as 2 towers do, dropout included (float64, within 1e-9),
+    // and 2 towers of 2 parts as 4 towers, where a tower drawing the same masks for each of its
+    // parts would not.
+    void accumulationDrawsTheMasksOfTheTowersItStandsFor()
+    {
+        auto o = options("tutorial-small-dropout", 1, "momentum");
+        o.build = [] { return smallTutorial(true); };
+        o.backend = "reference";
+        o.dtype = DType::Float64;
+        for (int towers : {1, 2}) {
+            auto replicated = o, accumulating = o;
+            replicated.towers = 2 * towers;
+            accumulating.towers = towers;
+            accumulating.accumulate = 2;
+            TowerSet a(replicated), b(accumulating);
+            const auto w0 = weightsOf(a.model());
+            std::vector<std::string> names;
+            for (auto* p : a.model().parameters())
+                if (p->trainable) names.push_back(p->name);
+            SyntheticBatches sa({24, 24, 3}, 10, 2 * towers, 64 / (2 * towers), 640, 3),
+                sb({24, 24, 3}, 10, towers, 64 / towers, 640, 3);
+            for (int s = 0; s < 4; ++s) {
+                const double la = a.step(sa.next(), s, 0.05).loss;
+                const double lb = b.step(sb.next(), s, 0.05).loss;
+                QVERIFY2(std::abs(la - lb) <= 1e-12 * std::abs(la),
+                         qPrintable(QStringLiteral("%1 towers, step %2: loss %3 against %4")
+                                        .arg(towers)
+                                        .arg(s)
+                                        .arg(lb, 0, 'g', 17)
+                                        .arg(la, 0, 'g', 17)));
+            }
+            const Comparison c = compare(weightsOf(a.model()), weightsOf(b.model()), w0, names);
+            qInfo("%d x 2 parts against %d towers: worst relative difference %.3g (%s)", towers,
+                  2 * towers, c.worst, c.where.c_str());
+            QVERIFY2(c.worst <= 1e-9, c.where.c_str());
+        }
     }
 
     // Every step measures the averaged gradients' global norm (TowerSetOptions::gradNorm) in a

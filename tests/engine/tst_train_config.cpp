@@ -90,6 +90,7 @@ private slots:
         c.emaDecay = 0.9999;
         c.labelSmoothing = 0.15;
         c.clipGradNorm = 2.5;
+        c.accumulate = 3;
         c.dropout = false;
         c.seed = 18446744073709551615ull;
         c.checkpointEvery = 50;
@@ -122,6 +123,9 @@ private slots:
         QCOMPARE(TrainConfig::fromJson(R"({"steps": 1})").labelSmoothing, 0.0); // an older run's
         QCOMPARE(r.clipGradNorm, 2.5);
         QCOMPARE(TrainConfig::fromJson(R"({"steps": 1})").clipGradNorm, 0.0); // no clipping
+        QCOMPARE(r.accumulate, 3);
+        QCOMPARE(r.examplesPerTowerStep(), std::int64_t(3) * r.batchPerTower);
+        QCOMPARE(TrainConfig::fromJson(R"({"steps": 1})").accumulate, 1); // an older run's
         QCOMPARE(s_processesDefault(), 1);
         QCOMPARE(r.schedule.milestones, c.schedule.milestones);
         QCOMPARE(r.optimizer.kind, std::string("nesterov"));
@@ -316,6 +320,11 @@ private slots:
                                          << "labelSmoothing: must be in [0, 1)";
         QTest::newRow("clip") << R"({"steps": 1, "clipGradNorm": -1})"
                               << "clipGradNorm: must be a finite number >= 0";
+        QTest::newRow("accumulate") << R"({"steps": 1, "accumulate": 0})"
+                                    << "accumulate: must be in [1, 4096]";
+        QTest::newRow("accumulated batch")
+            << R"({"steps": 1, "batchPerTower": 1048576, "accumulate": 4096})"
+            << "accumulate: batchPerTower x accumulate must be at most 2147483647";
         QTest::newRow("keep") << R"({"steps": 1, "keepCheckpoints": 0})"
                               << "keepCheckpoints: must be at least 1";
         QTest::newRow("log") << R"({"steps": 1, "logEvery": 0})"

@@ -270,7 +270,7 @@ def inner(args):
         except Exception as e:  # noqa: BLE001 (whatever fails, the check below names it)
             hp, start = {"error": repr(e)}, None
         want_hp = {"model": "fashion-fast", "dataset": "fashion-mnist", "lr": config["lr"], "towers": 2,
-                   "batch_per_tower": 16, "global_batch": 32, "processes": 1, "ema_decay": 0.9, "precision": "fp32",
+                   "batch_per_tower": 16, "accumulate": 1, "global_batch": 32, "processes": 1, "ema_decay": 0.9, "precision": "fp32",
                    "device": "cpu", "seed": 1, "dropout": True, "validation": 0, "steps": 9}
         check(all(hp.get(k) == v for k, v in want_hp.items()),
               f"the HParams plugin reads the resumed run's hyperparameters, 9 steps ({hp})")
