@@ -597,7 +597,8 @@ LrFinderDialog* MainWindow::findLearningRate()
         if (now.model != tested.model || now.modelDefinition != tested.modelDefinition)
             changed << tr("the model");
         if (now.dataset != tested.dataset) changed << tr("the dataset");
-        if (now.batchPerTower != tested.batchPerTower || now.towers != tested.towers)
+        if (now.batchPerTower != tested.batchPerTower || now.accumulate != tested.accumulate ||
+            now.towers != tested.towers)
             changed << tr("the batch");
         if (now.optimizer.kind != tested.optimizer.kind) changed << tr("the optimizer");
         if (now.precision != tested.precision) changed << tr("the precision");

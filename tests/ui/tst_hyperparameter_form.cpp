@@ -2,8 +2,8 @@
 // unchanged; typing is refused where the syntax is wrong; out-of-range values are refused at the
 // field with the reason, and the form says which field; rules between fields come from the
 // engine's own validation; the global batch, steps per epoch and the schedule plot follow the
-// towers, the batch and the training set size less a validation share (the plot checked against
-// LrSchedule::at); the patience of an early stop needs evaluations.
+// towers, the batch, the batches accumulated and the training set size less a validation share
+// (the plot checked against LrSchedule::at); the patience of an early stop needs evaluations.
 #include <QApplication>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -23,6 +23,7 @@
 #include "ui/plots/plot_widget.h"
 #include "ui/widgets/hyperparameter_form.h"
 #include "ui/widgets/validated_field.h"
+#include "ui_test_support.h"
 #include <qcustomplot.h>
 
 using towers::ui::HyperparameterForm;
@@ -42,6 +43,11 @@ class TestHyperparameterForm : public QObject
 {
     Q_OBJECT
 private slots:
+    void initTestCase()
+    {
+        QVERIFY(towers::test::installPluralForms()); // "2 towers", as in towers
+    }
+
     void defaultsRoundTrip_data()
     {
         QTest::addColumn<QString>("model");
@@ -257,7 +263,7 @@ private slots:
         QCOMPARE(form.totalSteps(), 1234);
         QCOMPARE(form.config().steps, 1234);
         QCOMPARE(form.config().epochs, 0.0);
-        auto* batch = form.findChild<QSpinBox*>();
+        auto* batch = form.findChild<QSpinBox*>(QStringLiteral("batch"));
         batch->setValue(100);
         QCOMPARE(form.config().batchPerTower, 100);
         QCOMPARE(form.stepsPerEpoch(), 60000 / 200);
@@ -309,7 +315,7 @@ private slots:
             QApplication::sendEvent(w, &e);
             return e.isAccepted();
         };
-        auto* batch = form.findChild<QSpinBox*>();
+        auto* batch = form.findChild<QSpinBox*>(QStringLiteral("batch"));
         auto* validation = form.findChild<QDoubleSpinBox*>(QStringLiteral("validation"));
         auto* optimizer = form.findChild<QComboBox*>();
         QVERIFY(batch && validation && optimizer);
@@ -411,7 +417,7 @@ private slots:
         form.setConfig(eng::defaultConfigFor("fashion-fast")); // in epochs
         form.setTowers(1);
         form.setTrainingSetSize(60000);
-        auto* batch = form.findChild<QSpinBox*>();
+        auto* batch = form.findChild<QSpinBox*>(QStringLiteral("batch"));
         batch->setValue(65536);
         QVERIFY(!form.isValid());
         const QString expected =
@@ -460,6 +466,72 @@ private slots:
         batch->setValue(65536);
         QVERIFY2(form.isValid(), qPrintable(form.error()));
         QVERIFY(!message->isVisibleTo(&form));
+    }
+
+    // Gradient accumulation: round trips through the configuration (a model's defaults bring 1),
+    // multiplies the global batch as the label says, and so divides the steps per epoch; a global
+    // batch the training set cannot fill once, counting it, is refused at the batch field.
+    void accumulation()
+    {
+        HyperparameterForm form;
+        eng::TrainConfig c = eng::defaultConfigFor("fashion-fast"); // in epochs
+        QCOMPARE(c.accumulate, 1);
+        c.batchPerTower = 32;
+        c.accumulate = 4;
+        form.setConfig(c);
+        form.setTowers(2);
+        auto* accumulate = form.findChild<QSpinBox*>(QStringLiteral("accumulate"));
+        auto* batch = form.findChild<QSpinBox*>(QStringLiteral("batch"));
+        QVERIFY(accumulate && batch);
+        QCOMPARE(accumulate->minimum(), 1);
+        QCOMPARE(accumulate->maximum(), eng::TrainConfig::kMaxAccumulate);
+        QCOMPARE(accumulate->value(), 4);
+        QVERIFY(accumulate->toolTip().contains(QStringLiteral("gradients summed")));
+        QVERIFY2(form.isValid(), qPrintable(form.error()));
+        c.towers = 2;
+        QCOMPARE(QString::fromStdString(form.config().toJson()),
+                 QString::fromStdString(c.toJson()));
+        accumulate->setValue(3);
+        QCOMPARE(form.config().accumulate, 3);
+        QCOMPARE(form.config().batchPerTower, 32);
+
+        auto* global = form.findChild<QLabel*>(QStringLiteral("globalBatch"));
+        QVERIFY(global);
+        QCOMPARE(global->text(),
+                 QStringLiteral("2 towers × 32 × 3 accumulated = <b>192</b> examples per step"));
+        accumulate->setValue(1);
+        QCOMPARE(global->text(), QStringLiteral("2 towers × 32 = <b>64</b> examples per step"));
+        accumulate->setValue(4);
+
+        // 60,000 images in global batches of 2 × 32 × 4 = 256.
+        form.setTrainingSetSize(60000);
+        QCOMPARE(form.stepsPerEpoch(), 60000 / 256);
+        auto* summary = form.findChild<QLabel*>(QStringLiteral("summary"));
+        QVERIFY2(summary->text().contains(
+                     QStringLiteral("%1 steps per epoch").arg(QLocale().toString(60000 / 256))),
+                 qPrintable(summary->text()));
+
+        // 200 images: a global batch of 256 cannot be filled once, though 2 × 32 could.
+        form.setTrainingSetSize(200);
+        QVERIFY(!form.isValid());
+        const QString expected =
+            QStringLiteral("a global batch of 256 is larger than the 200 training images");
+        QVERIFY2(form.error().contains(expected), qPrintable(form.error()));
+        auto* message = form.findChild<QLabel*>(QStringLiteral("batchMessage"));
+        QVERIFY(message->isVisibleTo(&form));
+        QCOMPARE(message->text(), QStringLiteral("⚠ ") + expected);
+        QVERIFY(batch->toolTip().contains(expected));
+        QVERIFY(accumulate->toolTip().contains(expected));
+        accumulate->setValue(3); // 192
+        QVERIFY2(form.isValid(), qPrintable(form.error()));
+        QVERIFY(!message->isVisibleTo(&form));
+        QVERIFY(!accumulate->toolTip().contains(QStringLiteral("larger than")));
+        QCOMPARE(form.stepsPerEpoch(), 1);
+
+        // Another model's defaults: no accumulation.
+        form.setConfig(eng::defaultConfigFor("cifar10-tutorial"));
+        QCOMPARE(accumulate->value(), 1);
+        QCOMPARE(form.config().accumulate, 1);
     }
 
     // The validation share and the patience: in the configuration, the steps per epoch of the

@@ -1,6 +1,8 @@
 // LrFinderDialog on a generated MNIST-style set: a range test up to a rate that makes the loss run
 // away says where, as a learning rate (not a figure that reads like a loss), and so does the lowest
-// loss's rate; the suggestion is offered. (tst_main_window_runs opens it from the Model page.)
+// loss's rate; the suggestion is offered; the batch it says counts the batches accumulated.
+// (tst_main_window_runs opens it from the Model page.)
+#include <QLabel>
 #include <QPushButton>
 #include <QTemporaryDir>
 #include <QTest>
@@ -57,6 +59,30 @@ private slots:
                                      .arg(QLocale().toString(r.minimumLr, 'g', 3))),
                  qPrintable(status));
         QVERIFY(dialog.useButton()->isEnabled());
+    }
+
+    // The test's batch as the run's: the batches each tower accumulates per step with it.
+    void saysTheBatchesAccumulated()
+    {
+        QLocale::setDefault(QLocale::c());
+        engine::TrainConfig c = engine::defaultConfigFor("fashion-fast");
+        c.dataset = "mnist";
+        c.towers = 1;
+        c.batchPerTower = 16;
+        c.accumulate = 3;
+        c.threadsPerTower = 1;
+        engine::LrRangeOptions o;
+        o.steps = 5;
+        LrFinderDialog dialog(c, m_data, o);
+        QString intro;
+        for (const auto* label : dialog.findChildren<QLabel*>())
+            if (label->text().startsWith(QStringLiteral("The range test:"))) intro = label->text();
+        QVERIFY2(intro.contains(QStringLiteral(" × 16 × 3 accumulated examples per step)")),
+                 qPrintable(intro));
+        dialog.stop();
+        QTRY_VERIFY_WITH_TIMEOUT(!dialog.isRunning(), 60000);
+        // The range test trains with the accumulation (the engine's lr-find path honours it).
+        QVERIFY2(dialog.result(), qPrintable(dialog.statusText()));
     }
 };
 

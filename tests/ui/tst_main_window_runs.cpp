@@ -10,6 +10,7 @@
 #include <QPointer>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -401,6 +402,25 @@ private slots:
                          QStringLiteral("The range test's rate was not used: the model")),
                      qPrintable(w.banner()->message()));
             w.modelPage()->setModelName(model);
+            if (other) other->close();
+        }
+        // Nor one measured without the batches the form now accumulates: the batch changed.
+        {
+            QPointer<towers::ui::LrFinderDialog> other = w.findLearningRate();
+            QVERIFY(other);
+            QTRY_VERIFY_WITH_TIMEOUT(!other->isRunning(), 60000);
+            auto* accumulate =
+                w.modelPage()->form()->findChild<QSpinBox*>(QStringLiteral("accumulate"));
+            QVERIFY(accumulate);
+            accumulate->setValue(2);
+            const double kept = w.modelPage()->form()->config().schedule.lr;
+            QVERIFY2(other->useButton()->isEnabled(), qPrintable(other->statusText()));
+            other->useButton()->click();
+            QCOMPARE(w.modelPage()->form()->config().schedule.lr, kept);
+            QVERIFY2(w.banner()->message().startsWith(
+                         QStringLiteral("The range test's rate was not used: the batch")),
+                     qPrintable(w.banner()->message()));
+            accumulate->setValue(1);
             if (other) other->close();
         }
         // A finished test's open window gives way to a new test (it was raised, its figures old).

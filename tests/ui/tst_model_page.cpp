@@ -166,7 +166,7 @@ private slots:
         }
         page.form()->setTowers(64);
         page.form()->setTrainingSetSize(100);
-        page.form()->findChild<QSpinBox*>()->setValue(65536);
+        page.form()->findChild<QSpinBox*>(QStringLiteral("batch"))->setValue(65536);
         QVERIFY(!page.form()->isValid());
         fits();
     }
@@ -195,7 +195,7 @@ private slots:
         ModelPage page;
         page.setModelName(QStringLiteral("fashion-fast"));
         page.form()->setTowers(2);
-        page.form()->findChild<QSpinBox*>()->setValue(100);
+        page.form()->findChild<QSpinBox*>(QStringLiteral("batch"))->setValue(100);
         const auto model = towers::engine::buildModel("fashion-fast", 10);
         const auto need = towers::engine::hostMemoryNeed(
             *model, 2, 100, page.form()->config().optimizer.kind, false);
@@ -203,7 +203,7 @@ private slots:
                      QStringLiteral("at least %1 for 2 towers × 100")
                          .arg(QString::fromStdString(towers::engine::cpu::byteText(need.floor())))),
                  qPrintable(page.memoryText()));
-        page.form()->findChild<QSpinBox*>()->setValue(20000);
+        page.form()->findChild<QSpinBox*>(QStringLiteral("batch"))->setValue(20000);
         QVERIFY2(page.memoryText().contains(QStringLiteral("2 towers × 20000")),
                  qPrintable(page.memoryText()));
         page.form()->setTowers(1);
@@ -224,7 +224,7 @@ private slots:
         const auto& huge = towers::engine::keepModel(*read);
         page.setModel(huge);
         page.form()->setTowers(512);
-        page.form()->findChild<QSpinBox*>()->setValue(16);
+        page.form()->findChild<QSpinBox*>(QStringLiteral("batch"))->setValue(16);
         QVERIFY2(page.memoryText().contains(QStringLiteral(": more than the ")) &&
                      page.memoryText().contains(QStringLiteral("fewer towers, a smaller batch or "
                                                                "a smaller network would fit")),
@@ -242,6 +242,54 @@ private slots:
         QVERIFY(page.memoryText().contains(QStringLiteral("more than the ")));
     }
 
+    // Towers that accumulate their gradients hold their sum besides (engine::addAccumulation, as
+    // the run's start counts it): the row and its tooltip say so, on CPU and GPU towers.
+    void memoryRowCountsAccumulatedGradients()
+    {
+        namespace eng = towers::engine;
+        ModelPage page;
+        page.setModelName(QStringLiteral("fashion-fast"));
+        page.form()->setTowers(2);
+        page.form()->findChild<QSpinBox*>(QStringLiteral("batch"))->setValue(1);
+        auto* accumulate = page.form()->findChild<QSpinBox*>(QStringLiteral("accumulate"));
+        QVERIFY(accumulate);
+        const auto memoryLabel = [&page]() -> QLabel* {
+            for (auto* l : page.findChildren<QLabel*>())
+                if (l->text() == page.memoryText()) return l;
+            return nullptr;
+        };
+        const auto bytes = [](std::int64_t n) {
+            return QString::fromStdString(eng::cpu::byteText(n));
+        };
+        const QString before = page.memoryText();
+        QVERIFY(!memoryLabel()->toolTip().contains(QStringLiteral("gradients accumulated")));
+        accumulate->setValue(2);
+        const auto config = page.form()->config();
+        const eng::NetworkBytes network = eng::networkBytes(*eng::buildModel("fashion-fast", 10));
+        auto need = eng::hostMemoryNeed(network, 2, 1, config.optimizer.kind, config.emaDecay > 0);
+        const std::int64_t plain = need.floor();
+        eng::addAccumulation(need, network, 2);
+        QCOMPARE(need.floor(), plain + 2 * network.trainable); // a sum on each tower
+        QVERIFY2(page.memoryText().startsWith(
+                     QStringLiteral("at least %1 for 2 towers × 1").arg(bytes(need.floor()))),
+                 qPrintable(page.memoryText()));
+        QVERIFY2(page.memoryText() != before, qPrintable(before));
+        QVERIFY2(memoryLabel()->toolTip().contains(
+                     QStringLiteral("gradients accumulated %1").arg(bytes(2 * network.trainable))),
+                 qPrintable(memoryLabel()->toolTip()));
+        // A GPU tower's: its own sum.
+        page.setGpuTowers(true);
+        auto gpu = eng::gpuMemoryNeed(network, 1, 1, config.optimizer.kind, 0, 0);
+        eng::addAccumulation(gpu, network, 2);
+        QCOMPARE(page.memoryText(),
+                 QStringLiteral("at least %1 on a GPU for each tower × 1").arg(bytes(gpu.floor())));
+        QVERIFY2(memoryLabel()->toolTip().contains(
+                     QStringLiteral("gradients accumulated %1").arg(bytes(network.trainable))),
+                 qPrintable(memoryLabel()->toolTip()));
+        accumulate->setValue(1);
+        QVERIFY(!memoryLabel()->toolTip().contains(QStringLiteral("gradients accumulated")));
+    }
+
     // Under an address-space limit (ulimit -v), the row counts what the run's threads set aside
     // (stacks, malloc's arenas) as the run's start does: a run the limit leaves room for without
     // them, but not with them, is said in red, as train would refuse it.
@@ -250,7 +298,7 @@ private slots:
         ModelPage page;
         page.setModelName(QStringLiteral("fashion-fast"));
         page.form()->setTowers(2);
-        auto* batch = page.form()->findChild<QSpinBox*>();
+        auto* batch = page.form()->findChild<QSpinBox*>(QStringLiteral("batch"));
         batch->setValue(100);
         const auto config = page.form()->config();
         const auto need =

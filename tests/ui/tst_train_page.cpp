@@ -134,6 +134,33 @@ private slots:
         QCOMPARE(page.lrPlot()->lastValue(1), page.history().lastGradNorm());
     }
 
+    // A run that accumulates its gradients: each tower computes its batch times the batches it
+    // accumulates per step, in the time it reports; its speed on the plot counts them all.
+    void accumulatingRunCountsEveryBatchInTheTowersSpeed()
+    {
+        QTemporaryDir runs;
+        TrainPage page;
+        auto options =
+            tt::tinyRun(fs(m_data.path()), fs(runs.filePath(QStringLiteral("r"))), 3, 2, 0);
+        options.config.accumulate = 2;
+        page.setOptionsProvider([options](QString*) { return std::optional(options); });
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        QSignalSpy towerTimes(&page, &TrainPage::towerTimes);
+        QTest::mouseClick(button(page, QStringLiteral("Start")), Qt::LeftButton);
+        QVERIFY(finished.wait(60000));
+        QCOMPARE(finished.at(0).at(0).value<towers::app::TrainingWorker::Outcome>(),
+                 towers::app::TrainingWorker::Outcome::Finished);
+        QCOMPARE(page.history().lastStep(), 3);
+        QVERIFY(towerTimes.count() >= 1);
+        const auto split = towerTimes.last().at(1).value<std::vector<towers::engine::TowerTimes>>();
+        const auto& speeds = page.history().towerExamplesPerSec();
+        QCOMPARE(speeds.size(), qsizetype(2));
+        for (std::size_t t = 0; t < split.size(); ++t) {
+            QVERIFY(split[t].computeMs > 0);
+            QCOMPARE(speeds[qsizetype(t)].last(), 16 * 2 * 1000.0 / split[t].computeMs);
+        }
+    }
+
     // A run that clips its gradients: the history has their norm for the status line, the plot
     // has it above the bound, drawn across the steps, and the log's step lines say it and that
     // the step clipped.

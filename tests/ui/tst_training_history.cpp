@@ -81,6 +81,17 @@ private slots:
         QCOMPARE(h.smoothedLoss()[2], 1.0);
     }
 
+    // With gradient accumulation a tower computes its batch per tower times the batches it
+    // accumulates in a step (TrainConfig::examplesPerTowerStep), in the time it reports.
+    void towerThroughputCountsAccumulation()
+    {
+        TrainingHistory h;
+        h.reset(0, 400, std::int64_t(32) * 4);
+        h.add(metrics(10, 1.0, {40.0, 160.0}));
+        QCOMPARE(h.towerExamplesPerSec()[0].front(), 3200.0); // 32 x 4 examples in 40 ms
+        QCOMPARE(h.towerExamplesPerSec()[1].front(), 800.0);
+    }
+
     void towersProgressEta()
     {
         TrainingHistory h;

@@ -7,12 +7,13 @@
 
 namespace towers::ui {
 
-void TrainingHistory::reset(std::int64_t startStep, std::int64_t totalSteps, int batchPerTower)
+void TrainingHistory::reset(std::int64_t startStep, std::int64_t totalSteps,
+                            std::int64_t examplesPerTower)
 {
     *this = TrainingHistory();
     m_start = m_lastStep = startStep;
     m_total = totalSteps;
-    m_batchPerTower = std::max(1, batchPerTower);
+    m_examplesPerTower = std::max<std::int64_t>(1, examplesPerTower);
 }
 
 void TrainingHistory::add(const engine::StepMetrics& m)
@@ -35,7 +36,8 @@ void TrainingHistory::add(const engine::StepMetrics& m)
         m_towerExamples.resize(qsizetype(m.towerComputeMs.size()));
     for (std::size_t t = 0; t < m.towerComputeMs.size(); ++t)
         m_towerExamples[qsizetype(t)]
-            << (m.towerComputeMs[t] > 0 ? m_batchPerTower * 1000.0 / m.towerComputeMs[t] : 0.0);
+            << (m.towerComputeMs[t] > 0 ? double(m_examplesPerTower) * 1000.0 / m.towerComputeMs[t]
+                                        : 0.0);
     m_lastStep = m.step;
     m_lastEpoch = m.epoch;
     m_lastGradNorm = m.gradNorm;

@@ -22,8 +22,9 @@ public:
     static constexpr double kSmoothing = 0.9;
 
     // A new run (or resumed run) from `startStep` to `totalSteps` (0: unknown until the first
-    // report), `batchPerTower` examples per tower and step.
-    void reset(std::int64_t startStep, std::int64_t totalSteps, int batchPerTower);
+    // report), `examplesPerTower` examples per tower and step (TrainConfig::examplesPerTowerStep:
+    // the batch per tower times the batches it accumulates).
+    void reset(std::int64_t startStep, std::int64_t totalSteps, std::int64_t examplesPerTower);
     void add(const engine::StepMetrics& m);
     void addEvaluation(const engine::EvalResult& r);
 
@@ -35,7 +36,8 @@ public:
     // has none: a step that was not finite, or a run logged before Towers measured it).
     const QVector<double>& gradNorm() const { return m_gradNorm; }
     const QVector<double>& examplesPerSec() const { return m_examples; }
-    // Per tower: batchPerTower / that tower's forward + backward time.
+    // Per tower: its examples per step / its forward + backward time (of every accumulated
+    // batch).
     const QVector<QVector<double>>& towerExamplesPerSec() const { return m_towerExamples; }
     const QVector<double>& evalSteps() const { return m_evalSteps; }
     const QVector<double>& evalAccuracy() const { return m_evalAccuracy; }
@@ -62,7 +64,7 @@ public:
 
 private:
     std::int64_t m_start = 0, m_total = 0, m_lastStep = 0;
-    int m_batchPerTower = 1;
+    std::int64_t m_examplesPerTower = 1;
     double m_lastEpoch = 0;
     double m_lastGradNorm = std::numeric_limits<double>::quiet_NaN();
     double m_smoothState = 0;

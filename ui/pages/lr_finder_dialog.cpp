@@ -36,7 +36,9 @@ LrFinderDialog::LrFinderDialog(const engine::TrainConfig& config,
             .arg(options.steps)
             .arg(QString::fromStdString(config.model), QString::fromStdString(config.dataset),
                  tr("%n tower(s)", nullptr, config.towers))
-            .arg(config.batchPerTower)
+            .arg(config.accumulate > 1
+                     ? tr("%1 × %2 accumulated").arg(config.batchPerTower).arg(config.accumulate)
+                     : QString::number(config.batchPerTower))
             .arg(config.initFrom.empty()
                      ? tr("the seed's weights")
                      : tr("the weights of %1").arg(QString::fromStdString(config.initFrom)),

@@ -399,9 +399,11 @@ void ModelPage::showMemory()
         if (m_gpuTowers) {
             // Each GPU's free memory is asked when the run starts (asking it here would start
             // CUDA's context on every GPU, for this application's life): a tower's part; the
-            // first tower's GPU keeps the moving average besides.
-            const engine::MemoryNeed need = engine::gpuMemoryNeed(
+            // first tower's GPU keeps the moving average besides; a tower that accumulates its
+            // gradients, their sum (as checkGpuMemory counts it).
+            engine::MemoryNeed need = engine::gpuMemoryNeed(
                 *m_networkBytes, 1, std::max(1, c.batchPerTower), c.optimizer.kind, 0, 0);
+            engine::addAccumulation(need, *m_networkBytes, c.accumulate);
             const QString average =
                 c.emaDecay > 0 ? tr(" The first tower's GPU keeps the moving average too (%1).")
                                      .arg(QString::fromStdString(
@@ -419,9 +421,11 @@ void ModelPage::showMemory()
                     .arg(QString::fromStdString(need.parts()), average));
             return;
         }
-        const engine::MemoryNeed need =
+        engine::MemoryNeed need =
             engine::hostMemoryNeed(*m_networkBytes, std::max(1, c.towers),
                                    std::max(1, c.batchPerTower), c.optimizer.kind, c.emaDecay > 0);
+        // Towers that accumulate their gradients hold their sum besides (checkHostMemory too).
+        engine::addAccumulation(need, *m_networkBytes, c.accumulate);
         // As the run's start checks it (checkHostMemory): the memory against what the machine
         // and the control group leave; under an address-space limit (ulimit -v) that and the
         // address space the run's threads set aside against what the limit leaves.

@@ -97,9 +97,10 @@ private:
     // The form's column as wide as the form's minimum (its fields' texts change it).
     void fitFormColumn();
     void showModel();
-    // What the chosen network needs of the host's memory with the form's towers, batch, optimizer
-    // and moving average (engine::hostMemoryNeed of the network showModel built), against what
-    // this process may take: in red, saying so, where a run could not start.
+    // What the chosen network needs of the host's memory with the form's towers, batch, optimizer,
+    // moving average and gradient accumulation (engine::hostMemoryNeed and addAccumulation of the
+    // network showModel built), against what this process may take: in red, saying so, where a
+    // run could not start.
     void showMemory();
     void chooseModelFile();
     void chooseSaveFile();

@@ -271,7 +271,7 @@ bool TrainPage::startSession(engine::SessionOptions options)
     m_outcomeText.clear();
     // The plots keep the last run's curves until this one has really started (onStarted): a
     // start that fails at once (its folder locked by another trainer) leaves them.
-    m_history.reset(0, 0, options.config.batchPerTower);
+    m_history.reset(0, 0, options.config.examplesPerTowerStep());
     m_lastExamplesPerSec = 0;
     m_progress->setValue(0);
     // The log says "New run in …" once the session has started (onStarted), in the folder it
@@ -378,7 +378,7 @@ void TrainPage::onStarted(const QString& runDirectory, qint64 startStep, qint64 
         tr("step"),
         (c.labelSmoothing > 0 ? tr("label-smoothed cross-entropy") : tr("cross-entropy")) +
             (c.optimizer.kind == "adamw" ? QString() : tr(" + weight decay")));
-    m_history.reset(startStep, totalSteps, m_options.config.batchPerTower);
+    m_history.reset(startStep, totalSteps, m_options.config.examplesPerTowerStep());
     if (startStep > 0) {
         // A resumed run: its curves from the start, as its logs have them up to the resume.
         const app::LoggedSteps logged = app::readLoggedSteps(runDirectory, startStep);

@@ -223,8 +223,9 @@ QGroupBox* HyperparameterForm::buildRunBox()
     auto* runBox = new QGroupBox(tr("Batch and length"), this);
     auto* runForm = new QFormLayout(runBox);
     m_batch = new QSpinBox(runBox);
+    m_batch->setObjectName(QStringLiteral("batch"));
     m_batch->setRange(1, 65536);
-    m_batchTip = tr("Examples each tower computes per step");
+    m_batchTip = tr("Examples each tower computes at once: per step, or per accumulated batch");
     m_batch->setToolTip(m_batchTip);
     connect(m_batch, &QSpinBox::valueChanged, this, &HyperparameterForm::update);
     // A global batch larger than the training set is refused at this field too, as the fields
@@ -239,7 +240,20 @@ QGroupBox* HyperparameterForm::buildRunBox()
     batchLayout->addWidget(m_batchMessage);
     batchField->setFocusProxy(m_batch);
     runForm->addRow(tr("&Batch per tower:"), batchField);
+    // Gradient accumulation: a global batch larger than the towers' memory holds at once. A global
+    // batch too large for the training set is refused at the batch field (the one it names).
+    m_accumulate = new QSpinBox(runBox);
+    m_accumulate->setObjectName(QStringLiteral("accumulate"));
+    m_accumulate->setRange(1, engine::TrainConfig::kMaxAccumulate);
+    m_accumulateTip =
+        tr("Batches each tower runs one after the other per step, their gradients summed before "
+           "one update: a global batch this many times larger, in the memory of one batch "
+           "(the layer outputs of the batch per tower). 1: none. (towers-cli train --accumulate)");
+    m_accumulate->setToolTip(m_accumulateTip);
+    connect(m_accumulate, &QSpinBox::valueChanged, this, &HyperparameterForm::update);
+    runForm->addRow(tr("Accumulated batches:"), m_accumulate);
     m_globalBatch = new QLabel(runBox);
+    m_globalBatch->setObjectName(QStringLiteral("globalBatch"));
     m_globalBatch->setWordWrap(true); // a large batch's digits do not widen the form
     runForm->addRow(tr("Global batch:"), m_globalBatch);
     m_bySteps = new QRadioButton(tr("s&teps"), runBox);
@@ -435,6 +449,7 @@ void HyperparameterForm::setConfig(const engine::TrainConfig& c)
     m_divFactor->setText(num(s.divFactor));
     m_cosineAnneal->setChecked(s.cosineAnneal);
     m_batch->setValue(c.batchPerTower);
+    m_accumulate->setValue(c.accumulate);
     m_towers = c.towers;
     m_bySteps->setChecked(c.steps > 0);
     m_byEpochs->setChecked(c.steps <= 0);
@@ -484,6 +499,7 @@ engine::TrainConfig HyperparameterForm::config() const
     s.divFactor = m_divFactor->value();
     s.cosineAnneal = m_cosineAnneal->isChecked();
     c.batchPerTower = m_batch->value();
+    c.accumulate = m_accumulate->value();
     c.steps = m_bySteps->isChecked() ? m_steps->integer() : 0;
     c.epochs = m_bySteps->isChecked() ? 0 : m_epochs->value();
     c.weightDecay = m_weightDecayOn->isChecked() ? m_weightDecay->value() : -1;
@@ -577,11 +593,15 @@ std::int64_t HyperparameterForm::trainingImages() const
     return m_trainCount - std::llround(double(m_trainCount) * share);
 }
 
+std::int64_t HyperparameterForm::globalBatch() const
+{
+    return std::int64_t(m_towers) * m_batch->value() * m_accumulate->value();
+}
+
 std::int64_t HyperparameterForm::stepsPerEpoch() const
 {
-    const std::int64_t global = std::int64_t(m_towers) * m_batch->value();
     const std::int64_t images = trainingImages();
-    return images > 0 ? images / global : 0; // the last partial batch is dropped
+    return images > 0 ? images / globalBatch() : 0; // the last partial batch is dropped
 }
 
 std::int64_t HyperparameterForm::totalSteps() const
@@ -606,11 +626,17 @@ void HyperparameterForm::update()
     m_minLr->setExternalError(
         m_minLr->value() > m_lr->value() ? tr("must not exceed the learning rate") : QString());
 
-    const std::int64_t global = std::int64_t(m_towers) * m_batch->value();
+    const std::int64_t global = globalBatch();
+    const int accumulate = m_accumulate->value();
     m_globalBatch->setText(tr("%n tower(s)", nullptr, m_towers) +
-                           tr(" × %1 = <b>%2</b> examples per step")
-                               .arg(m_batch->value())
-                               .arg(QLocale().toString(global)));
+                           (accumulate > 1
+                                ? tr(" × %1 × %2 accumulated = <b>%3</b> examples per step")
+                                      .arg(m_batch->value())
+                                      .arg(accumulate)
+                                      .arg(QLocale().toString(global))
+                                : tr(" × %1 = <b>%2</b> examples per step")
+                                      .arg(m_batch->value())
+                                      .arg(QLocale().toString(global))));
 
     // The first refusal, in form order, among the fields that matter now.
     m_error.clear();
@@ -644,7 +670,8 @@ void HyperparameterForm::update()
             break;
         }
     // A batch the training set cannot fill once: no step could be made (the batch loader refuses
-    // it at the start).
+    // it at the start). Said at the batch field, and in the accumulation's tooltip: either is the
+    // field to change.
     const QString batchError =
         m_trainCount > 0 && global > trainingImages()
             ? tr("a global batch of %1 is larger than the %2 training images")
@@ -652,6 +679,7 @@ void HyperparameterForm::update()
             : QString();
     ValidatedField::showMessage(m_batchMessage, batchError);
     m_batch->setToolTip(ValidatedField::tooltip(batchError, m_batchTip));
+    m_accumulate->setToolTip(ValidatedField::tooltip(batchError, m_accumulateTip));
     if (m_error.isEmpty() && !batchError.isEmpty()) m_error = tr("batch: %1").arg(batchError);
     engine::TrainConfig c;
     if (m_error.isEmpty()) {

@@ -1,10 +1,10 @@
 #pragma once
 // The run's hyperparameters, edited as a TrainConfig: optimizer and its constants, learning rate
-// and schedule (with a plot of the rate over the whole run), batch per tower and the resulting
-// global batch, length in steps or epochs, weight decay, EMA, seed, checkpoint, evaluation and
-// log intervals, the validation set held out and the patience of an early stop. Values are refused
-// at the field with the reason; rules between fields come from TrainConfig::validate() and are
-// shown under the form.
+// and schedule (with a plot of the rate over the whole run), batch per tower, the batches each
+// tower accumulates per step and the resulting global batch, length in steps or epochs, weight
+// decay, EMA, seed, checkpoint, evaluation and log intervals, the validation set held out and the
+// patience of an early stop. Values are refused at the field with the reason; rules between
+// fields come from TrainConfig::validate() and are shown under the form.
 #include <QWidget>
 
 #include <cstdint>
@@ -86,10 +86,12 @@ private:
     // lays them out.
     QGroupBox* buildOptimizerBox();      // the optimizer and its constants
     QGroupBox* buildLearningRateBox();   // the rate, the schedule, its constants and its plot
-    QGroupBox* buildRunBox();            // batch per tower, global batch, length
+    QGroupBox* buildRunBox();            // batch per tower, accumulation, global batch, length
     QGroupBox* buildRegularisationBox(); // weight decay, EMA, seed, "Start from"
     QGroupBox* buildCheckpointBox();     // checkpoints, evaluation, validation, early stop, log
     void update();
+    // The examples of a step: towers × batch per tower × accumulated batches.
+    std::int64_t globalBatch() const;
     void updatePlot(const engine::TrainConfig& c);
     void fitScheduleParams();
     // Reads the header of the "Start from" checkpoint into m_initInfo; returns its model ("" when
@@ -126,6 +128,8 @@ private:
     QSpinBox* m_batch;
     QString m_batchTip;     // its tooltip
     QLabel* m_batchMessage; // under it: why the global batch is refused
+    QSpinBox* m_accumulate; // TrainConfig::accumulate: batches each tower runs per step
+    QString m_accumulateTip;
     QLabel* m_globalBatch;
     QRadioButton* m_bySteps;
     QRadioButton* m_byEpochs;
