@@ -405,17 +405,27 @@ int sharedConfig(TrainRequest& r, TrainConfig& c)
         return ExitUsage;
     }
     // A run like one of another process count: its global batch differs (processes x towers x
-    // batch), which the user may not mean. Said, not refused: it is a new run.
-    if (likeProcesses > 0 && likeProcesses != processes)
+    // batch x accumulate), which the user may not mean. Said, not refused: it is a new run. Where
+    // this run's batches add up to that run's, accumulating them here trains as it did: the same
+    // examples and dropout masks a step (TowerSetOptions::accumulate).
+    const qint64 likeGlobal = likeProcesses * likeBatchPerProcess,
+                 global = qint64(processes) * c.towers * c.examplesPerTowerStep(),
+                 batches = qint64(processes) * c.towers * c.batchPerTower;
+    if (likeProcesses > 0 && likeProcesses != processes && likeGlobal != global)
         io.err << "towers-cli train: note: the run trained on " << likeProcesses
                << (likeProcesses == 1 ? " process" : " processes") << " (a global batch of "
-               << likeProcesses * likeBatchPerProcess << "), this is " << processes
-               << (processes == 1 ? " process" : " processes") << " (a global batch of "
-               << qint64(processes) * c.towers * c.examplesPerTowerStep()
+               << likeGlobal << "), this is " << processes
+               << (processes == 1 ? " process" : " processes") << " (a global batch of " << global
                << "); to train as it did, start it with "
                << (likeProcesses == 1
                        ? QStringLiteral("towers-cli alone")
                        : QStringLiteral("mpirun -np %1 (or srun -n %1)").arg(likeProcesses))
+               << (likeGlobal > global && likeGlobal % batches == 0 &&
+                           likeGlobal / batches <= TrainConfig::kMaxAccumulate
+                       ? QStringLiteral(", or here with --accumulate %1 (its batches one after "
+                                        "the other on these towers)")
+                             .arg(likeGlobal / batches)
+                       : QString())
                << "\n";
     c.processes = processes;
     return ExitOk;

@@ -131,8 +131,20 @@ private slots:
         QVERIFY2(r.err.contains(QStringLiteral(
                      "note: the run trained on 2 processes (a global batch of 8), this is 1 "
                      "process (a global batch of 4); to train as it did, start it with mpirun -np "
-                     "2")),
+                     "2 (or srun -n 2), or here with --accumulate 2 (its batches one after the "
+                     "other on these towers)\n")),
                  qPrintable(r.err));
+        // Accumulating its batches, one process takes that run's global batch: nothing to say.
+        const QString accumulating = path(QStringLiteral("runs/like-data-4"));
+        r = run({QStringLiteral("train"), QStringLiteral("--like"), first,
+                 QStringLiteral("--accumulate"), QStringLiteral("2"), QStringLiteral("--run-dir"),
+                 accumulating});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        QVERIFY2(!r.err.contains(QStringLiteral("note: the run trained on")), qPrintable(r.err));
+        QCOMPARE(engine::TrainConfig::fromJson(
+                     readFile(accumulating + QStringLiteral("/config.json")).toStdString())
+                     .accumulate,
+                 2);
     }
 
     // Extending a run whose schedule is laid over its whole length (one-cycle, cosine) lays it out
