@@ -209,6 +209,59 @@ private slots:
         }
     }
 
+    // Gradient accumulation (Model::backwardPart): after the last of 3 parts of a batch, every
+    // gradient is d/dw of the parts' mean loss plus the weight decay once, by central differences
+    // in float64 on fashion-fast, each part with its own batch-norm statistics and dropout stream
+    // (as a tower runs them); a part out of range is refused.
+    void accumulatedGradients()
+    {
+        auto ops = makeReferenceOps();
+        auto m = modelNamed("fashion-fast", 11);
+        m->convertTo(DType::Float64);
+        for (auto* p : m->parameters())
+            if (p->weightDecay > 0) p->weightDecay = 0.01;
+        constexpr int kParts = 3, kBatch = 2;
+        const Tensor images = imagesFor(*m, kBatch * kParts, DType::Float64, 5);
+        Rng rng(9);
+        const Tensor labels = randomLabels(kBatch * kParts, m->numClasses(), rng);
+        const auto partContext = [&](int part) {
+            ExecContext c{*ops, true, 7};
+            c.replica = std::uint64_t(part);
+            return c;
+        };
+        const auto rows = [](const Tensor& t, int part) {
+            return t.slice(part * kBatch, (part + 1) * kBatch);
+        };
+        for (int part = 0; part < kParts; ++part) {
+            ExecContext c = partContext(part);
+            m->forward(c, rows(images, part));
+            m->computeLoss(c, rows(labels, part));
+            m->backwardPart(c, part, kParts);
+        }
+        const auto meanLoss = [&] {
+            double crossEntropy = 0, decay = 0;
+            for (int part = 0; part < kParts; ++part) {
+                ExecContext c = partContext(part);
+                m->forward(c, rows(images, part));
+                const LossValue v = m->loss(c, rows(labels, part));
+                crossEntropy += v.crossEntropy;
+                decay = v.weightDecay; // the same weights for every part
+            }
+            return crossEntropy / kParts + decay;
+        };
+        for (auto* p : m->parameters()) {
+            if (!p->trainable) continue;
+            const Tensor analytic = p->grad.clone();
+            const auto d = checkDirectionalGradient(meanLoss, p->value, analytic, 1e-5, 4);
+            QVERIFY2(d.maxRelError < 1e-3, (p->name + " (direction): " + d.str()).c_str());
+            const auto r = checkGradient(meanLoss, p->value, analytic, 1e-6, 4, 3, 1e-7);
+            QVERIFY2(r.maxRelError < 1e-4, (p->name + ": " + r.str()).c_str());
+        }
+        ExecContext c = partContext(0);
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, m->backwardPart(c, 3, 3));
+        QVERIFY_THROWS_EXCEPTION(InvalidArgument, m->backwardPart(c, 0, 0));
+    }
+
     // A concat's branches in every arrangement: 'c' a 1x1 convolution (4 filters), 'p' a SAME 3x3
     // max pool then a 3x3 convolution (3 filters), 'e' an empty branch (x itself). Its output is
     // each branch's in order along the channels, and dx (the sum of the branches', however many
