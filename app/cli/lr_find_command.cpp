@@ -59,6 +59,9 @@ void addLrFindOptions(QCommandLineParser& p)
          QStringLiteral("Examples per tower per batch (default: the model's)."), n},
         {QStringLiteral("accumulate"),
          QStringLiteral("Batches per tower per step, as train --accumulate (default 1)."), n},
+        {QStringLiteral("sampling"),
+         QStringLiteral("uniform (default) or balanced, as train --sampling."),
+         QStringLiteral("name")},
         {QStringLiteral("threads-per-tower"),
          QStringLiteral("CPU threads per tower (default: the cores shared out)."), n},
         {QStringLiteral("seed"), QStringLiteral("The weights' and the batches' seed."), n},
@@ -229,6 +232,10 @@ int sweepOptions(LrFindRequest& r)
             return ExitUsage;
         }
     }
+    QString sampling = QString::fromStdString(c.sampling);
+    if (!choiceOption(p, QStringLiteral("sampling"), {"uniform", "balanced"}, sampling, io))
+        return ExitUsage;
+    c.sampling = sampling.toStdString();
     if (!(o.maxLr > o.minLr)) {
         io.err << "towers-cli lr-find: --max-lr must be above --min-lr\n";
         return ExitUsage;
@@ -375,6 +382,7 @@ void printSuggestion(const LrFindRequest& r, const engine::LrRangeResult& result
            << (p.isSet(QStringLiteral("batch-size")) ? QStringLiteral(" --batch-size %1").arg(batch)
                                                      : QString())
            << (c.accumulate > 1 ? QStringLiteral(" --accumulate %1").arg(c.accumulate) : QString())
+           << (c.sampling == "balanced" ? QStringLiteral(" --sampling balanced") : QString())
            << (p.isSet(QStringLiteral("threads-per-tower"))
                    ? QStringLiteral(" --threads-per-tower %1").arg(threads)
                    : QString())

@@ -308,6 +308,10 @@ int trainingOptions(const TrainRequest& r, const std::optional<TrainConfig>& lik
     if (!choiceOption(p, QStringLiteral("augment"), {"default", "tutorial", "none"}, augment, io))
         return ExitUsage;
     c.augmentation = augmentName(augment).toStdString();
+    QString sampling = QString::fromStdString(c.sampling);
+    if (!choiceOption(p, QStringLiteral("sampling"), {"uniform", "balanced"}, sampling, io))
+        return ExitUsage;
+    c.sampling = sampling.toStdString();
     if (p.isSet(QStringLiteral("validation"))) {
         const auto share = validationShare(p.value(QStringLiteral("validation")));
         if (!share) {

@@ -160,6 +160,11 @@ void addTrainOptions(QCommandLineParser& p)
          QStringLiteral("default (the model's recipe; for cifar10-tutorial the tutorial's "
                         "distortions; 'tutorial' is another name for it) or none."),
          name},
+        {QStringLiteral("sampling"),
+         QStringLiteral("The order of the training images: uniform (a fresh permutation every "
+                        "epoch, the default) or balanced (every class equally often, for classes "
+                        "far apart in size: a small class's images repeated)."),
+         name},
         {QStringLiteral("seed"),
          QStringLiteral("Seed of the weights, dropout and data order (default 1)."), n},
         {QStringLiteral("init-from"),

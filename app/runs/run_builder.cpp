@@ -69,6 +69,8 @@ const Defining kDefining[] = {
     {"augment", Kind::Text,
      [](const TrainConfig& c) { return augmentName(QString::fromStdString(c.augmentation)); },
      augmentName},
+    {"sampling", Kind::Text,
+     [](const TrainConfig& c) { return QString::fromStdString(c.sampling); }},
     {"seed", Kind::Integer,
      [](const TrainConfig& c) { return QString::number(qulonglong(c.seed)); }},
     // Another share would train on other images.

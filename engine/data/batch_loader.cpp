@@ -4,6 +4,7 @@
 // a ring of slots (the bounded prefetch queue); the consumer takes them in step order.
 #include "engine/data/batch_loader.h"
 
+#include "engine/data/class_balance.h"
 #include "engine/data/distortion_math.h"
 #include <algorithm>
 #include <atomic>
@@ -91,6 +92,7 @@ struct BatchLoader::Impl
     std::int64_t global = 0, steps = 0;
     std::int64_t local = 0, firstSlot = 0; // this loader's slots of the global batch
     std::size_t imageFloats = 0;
+    std::vector<std::vector<std::int64_t>> byClass; // LoaderOptions::balanced: each class's images
 
     // Permutations of recent epochs, shared by the workers (an epoch boundary may be in flight).
     std::mutex permutationMutex;
@@ -121,8 +123,9 @@ struct BatchLoader::Impl
         for (const auto& [e, p] : permutations)
             if (e == epoch) return p;
         // From the epoch's own generator.
+        Rng rng(permutationSeed(options.seed, epoch));
         auto p = std::make_shared<std::vector<std::int64_t>>(
-            Rng(permutationSeed(options.seed, epoch)).permutation(set.count));
+            options.balanced ? balancedOrder(byClass, set.count, rng) : rng.permutation(set.count));
         permutations.emplace_back(epoch, p);
         if (permutations.size() > 4) permutations.erase(permutations.begin());
         return p;
@@ -261,6 +264,7 @@ BatchLoader::BatchLoader(const ImageSet& set, Preprocessing recipe, LoaderOption
     m->local = std::int64_t(m->options.towers) * m->options.batchPerTower;
     m->firstSlot = std::int64_t(m->options.firstTower) * m->options.batchPerTower;
     m->steps = set.count / global;
+    if (m->options.balanced) m->byClass = examplesByClass(set.labels);
     m->imageFloats = static_cast<std::size_t>(m->recipe.height) *
                      static_cast<std::size_t>(m->recipe.width) *
                      static_cast<std::size_t>(m->recipe.channels);

@@ -23,6 +23,10 @@ struct LoaderOptions
     int firstTower = 0;
     std::uint64_t seed = 1;
     bool shuffle = true; // a fresh permutation every epoch (derived from seed and epoch)
+    // With shuffle: every epoch's order is class-balanced instead (balancedOrder, from the same
+    // generator): each class with images comes up equally often, its images repeated or only some
+    // of them drawn. The epoch's length stays the set's.
+    bool balanced = false;
     bool augment = true; // apply the recipe's training distortions
     int workers = 1;     // preprocessing threads (0 = preprocess on the caller's thread)
     int prefetch = 0;    // batches queued ahead; 0 = 2 * towers

@@ -84,6 +84,7 @@ LrRangeResult runLrRangeTest(const TrainConfig& config, const Dataset& dataset,
     lo.batchPerTower = int(c.examplesPerTowerStep());
     lo.seed = c.seed;
     lo.augment = c.augmentation != "none";
+    lo.balanced = c.sampling == "balanced";
     lo.pinned = !isHostBackend(c.backend);
     choosePinnedDevice(c.backend, c.gpus, c.towers, 0);
     // The images the run would train on: without its validation share (TrainConfig::validation).

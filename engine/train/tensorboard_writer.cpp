@@ -68,6 +68,7 @@ std::vector<std::pair<std::string, EventFileWriter::HParamValue>> hparamsOf(cons
         {"seed", double(c.seed)},
         {"precision", std::string(precisionName(c.precision))},
         {"augmentation", c.augmentation},
+        {"sampling", c.sampling},
         {"steps", double(c.steps)},
         {"epochs", c.epochs},
         {"validation", c.validation},

@@ -88,6 +88,8 @@ void TrainConfig::validate() const
         fail("gpus", "only for the cuda backend, not " + backend);
     if (allreduce != "auto" && allreduce != "host")
         fail("allreduce", "must be auto or host, got '" + allreduce + "'");
+    if (sampling != "uniform" && sampling != "balanced")
+        fail("sampling", "must be uniform or balanced, got '" + sampling + "'");
     if (gpuData != "auto" && gpuData != "off")
         fail("gpuData", "must be auto or off, got '" + gpuData + "'");
     if (!(bucketMb >= 0 && bucketMb <= kMaxBucketMb))
@@ -311,6 +313,7 @@ std::string TrainConfig::toJson() const
     if (!datasetContent.empty()) o["datasetContent"] = Json::parse(datasetContent);
     o["initFrom"] = initFrom;
     o["augmentation"] = augmentation;
+    o["sampling"] = sampling;
     o["runId"] = runId;
     return o.dump(2);
 }
@@ -335,7 +338,8 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
                       "dataset",        "dataDir",         "augmentation",    "runId",
                       "cudaGraphs",     "cudnnBenchmark",  "classes",         "initFrom",
                       "validation",     "patience",        "minDelta",        "modelDefinition",
-                      "datasetContent", "labelSmoothing",  "clipGradNorm",    "accumulate"},
+                      "datasetContent", "labelSmoothing",  "clipGradNorm",    "accumulate",
+                      "sampling"},
                   "");
     TrainConfig c;
     read(o, "model", c.model);
@@ -464,6 +468,7 @@ TrainConfig TrainConfig::fromJson(const std::string& text)
     }
     read(o, "initFrom", c.initFrom);
     read(o, "augmentation", c.augmentation);
+    read(o, "sampling", c.sampling);
     read(o, "runId", c.runId);
     c.validate();
     return c;

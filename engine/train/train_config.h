@@ -117,6 +117,12 @@ struct TrainConfig
     // every tensor of the same model, except the classifier's when the classes differ; "" = none.
     std::string initFrom;
     std::string augmentation; // e.g. "on", "off" or a description
+    // The order the training images come in: "uniform" (a fresh permutation of them every epoch)
+    // or "balanced" (every class equally often every epoch, a small class's images repeated and a
+    // large class's only some of them drawn: LoaderOptions::balanced), for a training set whose
+    // classes are far apart in size. Evaluation counts the test set as it is. JSON "sampling";
+    // absent (a run from before it): "uniform".
+    std::string sampling = "uniform";
     // The run's identity: made when a run starts (Trainer::startNew), kept by resumes, recorded in
     // every checkpoint. Checkpoint rotation removes only checkpoints of this run (never a copied-in
     // one of another run, nor one written before run ids existed).

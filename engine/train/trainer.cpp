@@ -111,7 +111,8 @@ std::string runIdentity(TrainConfig c)
 {
     c.runId.clear();
     c.dataDir.clear();
-    c.cudaGraphs = TrainConfig{}.cudaGraphs;
+    static const TrainConfig defaults; // (a temporary here: GCC 12 warns of its strings)
+    c.cudaGraphs = defaults.cudaGraphs;
     return std::string(gpuBackendBuildId()) + "\n" + c.toJson();
 }
 
@@ -491,6 +492,8 @@ void Trainer::logStart()
              ? " x " + std::to_string(m_config.accumulate) + " accumulated batches"
              : std::string()) +
         " (global batch " + std::to_string(global) + "), " +
+        (m_config.sampling == "balanced" ? std::string("the classes sampled equally, ")
+                                         : std::string()) +
         (!isHostBackend(m_config.backend)
              ? std::string("on GPUs")
              : counted(m_towers->options().threadsPerTower, "thread", "threads") + " per tower") +

@@ -179,6 +179,7 @@ void TrainingSession::build(TrainerObserver* observer)
     lo.batchPerTower = int(c.examplesPerTowerStep());
     lo.seed = c.seed;
     lo.augment = c.augmentation != "none";
+    lo.balanced = c.sampling == "balanced";
     lo.workers = m_options.loaderWorkers;
     lo.pinned = !isHostBackend(c.backend);
     choosePinnedDevice(c.backend, c.gpus, c.towers, group ? group->localRank() : 0);

@@ -34,9 +34,9 @@ _towers_cli()
         train)
             options="--dataset --data-dir --model --device --gpus --tf32 --precision --allreduce --gpu-data --cuda-graphs --cudnn-benchmark --bucket-mb --towers --threads-per-tower
                 --batch-size --accumulate --steps --epochs --optimizer --lr --lr-schedule --momentum
-                --weight-decay --ema-decay --label-smoothing --clip-grad-norm --augment --seed --init-from --best --like --run-dir --checkpoint-every
+                --weight-decay --ema-decay --label-smoothing --clip-grad-norm --augment --sampling --seed --init-from --best --like --run-dir --checkpoint-every
                 --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --validation --patience --min-delta --log-every --histogram-every --loader-workers --json --help" ;;
-        lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --accumulate --threads-per-tower --seed --precision --init-from --best --optimizer --weight-decay --label-smoothing --clip-grad-norm --min-lr --max-lr --steps --json --help" ;;
+        lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --accumulate --sampling --threads-per-tower --seed --precision --init-from --best --optimizer --weight-decay --label-smoothing --clip-grad-norm --min-lr --max-lr --steps --json --help" ;;
         eval) options="--checkpoint --best --data-dir --set --dataset --no-ema --layers --mistakes --batch-size --precision --device --gpu --json --help" ;;
         classify) options="--checkpoint --best --top-k --no-ema --precision --device --gpu --layers --json --help" ;;
         export) options="--checkpoint --best --output --opset --layout --no-ema --force --json --help" ;;
@@ -77,6 +77,7 @@ _towers_cli()
         --optimizer) COMPREPLY=($(compgen -W "sgd momentum nesterov adam adamw" -- "$cur")); return ;;
         --lr-schedule) COMPREPLY=($(compgen -W "constant exponential step cosine onecycle" -- "$cur")); return ;;
         --augment) COMPREPLY=($(compgen -W "default none" -- "$cur")); return ;;
+        --sampling) COMPREPLY=($(compgen -W "uniform balanced" -- "$cur")); return ;;
         --set) COMPREPLY=($(compgen -W "test validation train all" -- "$cur")); return ;;
         --allreduce) COMPREPLY=($(compgen -W "auto host" -- "$cur")); return ;;
         --gpu-data) COMPREPLY=($(compgen -W "auto off" -- "$cur")); return ;;

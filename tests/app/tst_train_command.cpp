@@ -19,6 +19,7 @@
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/run_lock.h"
+#include "engine/train/train_config.h"
 #include "train_command_support.h"
 
 namespace fs = std::filesystem;
@@ -157,6 +158,8 @@ private slots:
             << QStringList{"train", "--min-delta", "60%"} << 2 << "got '60%'";
         QTest::newRow("patience negative")
             << QStringList{"train", "--patience", "-1"} << 2 << "--patience";
+        QTest::newRow("sampling unknown")
+            << QStringList{"train", "--sampling", "weighted"} << 2 << "--sampling";
         QTest::newRow("accumulate zero")
             << QStringList{"train", "--accumulate", "0"} << 2 << "--accumulate";
         QTest::newRow("lr-find accumulate")
@@ -390,6 +393,32 @@ private slots:
                                                      "accumulated batches fit")),
                  qPrintable(tooMuch.err));
         QVERIFY(!QFileInfo::exists(big));
+    }
+
+    // --sampling balanced: the log says the classes are sampled equally, config.json keeps it,
+    // TensorBoard's hyperparameters name it, and a resume may not change it.
+    void balancedRun()
+    {
+        const QString dir = path(QStringLiteral("runs/balanced"));
+        const CliRun r = run(small(dir) + QStringList{"--steps", "2", "--sampling", "balanced"});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+        bool said = false;
+        for (const auto& e : r.events)
+            said = said || e.value(QStringLiteral("message"))
+                               .toString()
+                               .contains(QStringLiteral("(global batch 32), the classes sampled "
+                                                        "equally, "));
+        QVERIFY2(said, qPrintable(r.out));
+        QCOMPARE(engine::TrainConfig::fromJson(
+                     readFile(dir + QStringLiteral("/config.json")).toStdString())
+                     .sampling,
+                 std::string("balanced"));
+        const CliRun changed =
+            run({"train", "--resume", "--run-dir", dir, "--sampling", "uniform", "--steps", "4"});
+        QCOMPARE(changed.exitCode, 2);
+        QVERIFY2(changed.err.contains(QStringLiteral("--sampling cannot change when resuming: "
+                                                     "the run has balanced")),
+                 qPrintable(changed.err));
     }
 
     // --checkpoint may name a run folder (or its checkpoints/ folder, or a run's name in the runs

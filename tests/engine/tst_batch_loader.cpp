@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -272,6 +273,71 @@ private slots:
             for (int k = 0; k < 10; ++k)
                 QCOMPARE(decode(b.images.data<float>() + k * 64), (s % 5) * 10 + k);
         }
+    }
+
+    // Balanced sampling (LoaderOptions::balanced): in every epoch each class with images comes up
+    // equally often, however far apart their sizes (90, 24 and 6 images of 120); a small class's
+    // images each as often as any other of it, or once more; a large class's never twice; a
+    // fresh order every epoch, the same whatever the workers and after a seek. An empty class
+    // takes no share.
+    void balancedEpochsGiveEveryClassItsShare()
+    {
+        ImageSet set = indexedSet(120, 1);
+        for (int i = 0; i < 120; ++i) set.labels[std::size_t(i)] = i < 90 ? 0 : i < 114 ? 2 : 3;
+        LoaderOptions o = options(2, 10, 2);
+        o.balanced = true;
+        BatchLoader loader(set, scaleOnly(), o);
+        QCOMPARE(loader.stepsPerEpoch(), 6); // the epoch is the set's length
+        std::vector<std::vector<int>> epochs(3);
+        for (int s = 0; s < 18; ++s) {
+            const Batch& b = loader.next();
+            for (int k = 0; k < 20; ++k) {
+                const int index = decode(b.images.data<float>() + k * 64);
+                QCOMPARE(b.labels.data<std::int32_t>()[k], set.labels[std::size_t(index)]);
+                epochs[std::size_t(s / 6)].push_back(index);
+            }
+        }
+        for (const std::vector<int>& e : epochs) {
+            std::map<int, int> perClass, perImage;
+            for (int index : e) {
+                ++perClass[set.labels[std::size_t(index)]];
+                ++perImage[index];
+            }
+            // 120 of 3 classes with images: 40 each (class 1 has none).
+            QCOMPARE(perClass, (std::map<int, int>{{0, 40}, {2, 40}, {3, 40}}));
+            for (const auto& [index, times] : perImage) {
+                const int label = set.labels[std::size_t(index)];
+                if (label == 0) QCOMPARE(times, 1);                              // 40 of 90
+                if (label == 2) QVERIFY2(times == 1 || times == 2, "24 for 40"); // 16 twice
+                if (label == 3) QVERIFY2(times == 6 || times == 7, "6 for 40");  // 4 seven times
+            }
+        }
+        QVERIFY(epochs[0] != epochs[1] && epochs[1] != epochs[2]);
+        // The large class's 40 are drawn afresh every epoch, not its first 40 each time.
+        const auto largeOnes = [&](const std::vector<int>& e) {
+            std::set<int> s;
+            for (int index : e)
+                if (set.labels[std::size_t(index)] == 0) s.insert(index);
+            return s;
+        };
+        QVERIFY(largeOnes(epochs[0]) != largeOnes(epochs[1]));
+        for (int workers : {0, 1}) {
+            LoaderOptions again = o;
+            again.workers = workers;
+            BatchLoader other(set, scaleOnly(), again);
+            other.seek(7);
+            const Batch& b = other.next();
+            for (int k = 0; k < 20; ++k)
+                QCOMPARE(decode(b.images.data<float>() + k * 64), epochs[1][std::size_t(20 + k)]);
+        }
+        // Without it, the same set's epochs are permutations: the classes as they are.
+        BatchLoader uniform(set, scaleOnly(), options(2, 10, 1));
+        std::map<int, int> perClass;
+        for (int s = 0; s < 6; ++s) {
+            const Batch& b = uniform.next();
+            for (int k = 0; k < 20; ++k) ++perClass[b.labels.data<std::int32_t>()[k]];
+        }
+        QCOMPARE(perClass, (std::map<int, int>{{0, 90}, {2, 24}, {3, 6}}));
     }
 
     void towerSlices()

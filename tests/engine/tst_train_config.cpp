@@ -91,6 +91,7 @@ private slots:
         c.labelSmoothing = 0.15;
         c.clipGradNorm = 2.5;
         c.accumulate = 3;
+        c.sampling = "balanced";
         c.dropout = false;
         c.seed = 18446744073709551615ull;
         c.checkpointEvery = 50;
@@ -126,6 +127,8 @@ private slots:
         QCOMPARE(r.accumulate, 3);
         QCOMPARE(r.examplesPerTowerStep(), std::int64_t(3) * r.batchPerTower);
         QCOMPARE(TrainConfig::fromJson(R"({"steps": 1})").accumulate, 1); // an older run's
+        QCOMPARE(r.sampling, std::string("balanced"));
+        QCOMPARE(TrainConfig::fromJson(R"({"steps": 1})").sampling, std::string("uniform"));
         QCOMPARE(s_processesDefault(), 1);
         QCOMPARE(r.schedule.milestones, c.schedule.milestones);
         QCOMPARE(r.optimizer.kind, std::string("nesterov"));
@@ -320,6 +323,8 @@ private slots:
                                          << "labelSmoothing: must be in [0, 1)";
         QTest::newRow("clip") << R"({"steps": 1, "clipGradNorm": -1})"
                               << "clipGradNorm: must be a finite number >= 0";
+        QTest::newRow("sampling") << R"({"steps": 1, "sampling": "weighted"})"
+                                  << "sampling: must be uniform or balanced, got 'weighted'";
         QTest::newRow("accumulate") << R"({"steps": 1, "accumulate": 0})"
                                     << "accumulate: must be in [1, 4096]";
         QTest::newRow("accumulated batch")
