@@ -1,0 +1,43 @@
+#!/usr/bin/python3
+"""Fashion-MNIST with a long tail, for the balanced-sampling figure.
+
+    /usr/bin/python3 bench/long_tail_set.py --out tail --per-class 150
+
+writes, in the layout `towers-cli import` reads (train/<class>/, test/<class>/), every training
+image of classes 0-4 (T-shirt/top ... Coat, 6000 each), the first --per-class training images of
+classes 5-9 (Sandal ... Ankle boot), and every test image of the ten classes (1000 each). A network
+trained on it with `--sampling uniform` sees the five small classes 40 times less often than the
+others; with `--sampling balanced`, as often. Reads Debian's dataset-fashion-mnist (or --data);
+needs only the standard library (and bench/fine_tune_sets.py beside it).
+"""
+import argparse
+import os
+
+from fine_tune_sets import NAMES, find, read_idx, write_png
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--data', default='/usr/share/datasets/fashion-mnist',
+                    help='the folder of Fashion-MNIST\'s IDX files')
+    ap.add_argument('--out', required=True, help='where train/ and test/ are written')
+    ap.add_argument('--per-class', type=int, default=150,
+                    help='training images of each of classes 5-9 (default 150)')
+    args = ap.parse_args()
+    if args.per_class < 1:
+        raise SystemExit('--per-class must be at least 1')
+    for split, prefix in (('train', 'train'), ('test', 't10k')):
+        images, (rows, cols) = read_idx(find(args.data, f'{prefix}-images-idx3-ubyte'))
+        labels, _ = read_idx(find(args.data, f'{prefix}-labels-idx1-ubyte'))
+        kept = [0] * 10
+        for i, (pixels, label) in enumerate(zip(images, labels)):
+            kept[label] += 1
+            if split == 'train' and label >= 5 and kept[label] > args.per_class:
+                continue
+            folder = os.path.join(args.out, split, NAMES[label])
+            os.makedirs(folder, exist_ok=True)
+            write_png(os.path.join(folder, f'{i:05d}.png'), pixels, rows, cols)
+
+
+if __name__ == '__main__':
+    main()
