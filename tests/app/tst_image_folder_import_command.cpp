@@ -109,6 +109,30 @@ private slots:
                  qPrintable(shown.err));
     }
 
+    // A class with less than half the largest's training images: datasets NAME counts them and
+    // proposes balanced sampling.
+    void aLongTailIsSaid()
+    {
+        const QString src = path(QStringLiteral("tail"));
+        writeClass(src + QStringLiteral("/many"), 0, 24, true);
+        writeClass(src + QStringLiteral("/more"), 1, 20, true);
+        writeClass(src + QStringLiteral("/few"), 2, 5, true);
+        const QString data = path(QStringLiteral("tail-data"));
+        const auto imported = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("import"), src, QStringLiteral("--data-dir"), data,
+                         QStringLiteral("--name"), QStringLiteral("tail")});
+        QVERIFY2(imported.exitCode == 0, qPrintable(imported.err));
+        const auto detail =
+            test::runCliProcess(TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("tail"),
+                                             QStringLiteral("--data-dir"), data});
+        QVERIFY2(detail.exitCode == 0, qPrintable(detail.err));
+        QVERIFY2(detail.out.contains(QStringLiteral("\n1 class has less than half the largest's "
+                                                    "training images: train with --sampling "
+                                                    "balanced to see every class equally "
+                                                    "often\n")),
+                 qPrintable(detail.out));
+    }
+
     // towers-cli import as a user runs it, then train on what it made.
     // Class names in any script line up in import's and datasets' tables: a Chinese character
     // takes two columns, a combining accent none, "é" one (its two bytes were counted).
@@ -223,6 +247,8 @@ private slots:
         QVERIFY2(text.out.contains(QRegularExpression(QStringLiteral("\\n  dog +\\d+ +\\d+\\n"))) &&
                      text.out.contains(QStringLiteral("the largest class has ")),
                  qPrintable(text.out));
+        // No class has less than half the largest's images: no remedy to propose.
+        QVERIFY2(!text.out.contains(QStringLiteral("--sampling balanced")), qPrintable(text.out));
         QCOMPARE(test::runCliProcess(TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("a"),
                                                   QStringLiteral("b")})
                      .exitCode,
