@@ -15,6 +15,7 @@
 #include "app/cli/command.h"
 #include "app/data/image_folder_import.h"
 #include "app/process/interrupt_notifier.h"
+#include "engine/data/dataset.h"
 #include "engine/data/dataset_manifest.h"
 #include "engine/errors.h"
 #include "engine/models/registry.h"
@@ -295,12 +296,24 @@ void printImport(const ImportRequest& req, const ImportReport& e)
         io.out << "  " << padColumns(QString::fromStdString(s.labels.names[c]), width) << "  "
                << QString::number(r.train[c]).rightJustified(5) << "  "
                << QString::number(r.test[c]).rightJustified(5) << "\n";
+    // Classes with less than half the largest's images (engine::ClassBalance::small): the
+    // command proposed samples them equally, and says why.
+    const auto balance = engine::classBalance({r.train.begin(), r.train.end()});
+    const auto small = balance ? std::count_if(r.train.begin(), r.train.end(),
+                                               [&](qint64 n) { return n > 0 && balance->small(n); })
+                               : 0;
     if (!model.isEmpty())
         io.out << "train it: towers-cli train --dataset " << name
                << (p.isSet(QStringLiteral("data-dir"))
                        ? QStringLiteral(" --data-dir ") + p.value(QStringLiteral("data-dir"))
                        : QString())
-               << "   (" << model << ", the model for " << shapeText(s.imageShape) << " images)\n";
+               << (small > 0 ? " --sampling balanced" : "") << "   (" << model << ", the model for "
+               << shapeText(s.imageShape) << " images"
+               << (small > 0 ? QStringLiteral("; %1 less than half the largest's images")
+                                   .arg(QString::fromStdString(
+                                       engine::counted(small, "class has", "classes have")))
+                             : QString())
+               << ")\n";
     else
         io.out << "no built-in network takes " << shapeText(s.imageShape)
                << " images ('towers-cli models' lists their inputs): import again with --size "

@@ -122,6 +122,11 @@ private slots:
             TOWERS_CLI, {QStringLiteral("import"), src, QStringLiteral("--data-dir"), data,
                          QStringLiteral("--name"), QStringLiteral("tail")});
         QVERIFY2(imported.exitCode == 0, qPrintable(imported.err));
+        // The command import proposes samples the classes equally, saying why.
+        QVERIFY2(imported.out.contains(QStringLiteral("--sampling balanced   (fashion-fast, the "
+                                                      "model for 28x28x1 images; 1 class has less "
+                                                      "than half the largest's images)\n")),
+                 qPrintable(imported.out));
         const auto detail =
             test::runCliProcess(TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("tail"),
                                              QStringLiteral("--data-dir"), data});
