@@ -7,6 +7,7 @@
 #include <QJsonDocument>
 #include <QMutexLocker>
 
+#include <cmath>
 #include <optional>
 
 namespace towers::app {
@@ -167,6 +168,10 @@ RunCurves RunLogReader::read()
         const RunCurves empty;
         c.steps.clear();
         c.loss.clear();
+        c.rateSteps.clear();
+        c.lr.clear();
+        c.normSteps.clear();
+        c.norm.clear();
         c.totalSteps = empty.totalSteps;
         c.stepMs = empty.stepMs;
         c.examplesPerSec = empty.examplesPerSec;
@@ -177,6 +182,15 @@ RunCurves RunLogReader::read()
         const std::int64_t step = o.value(QStringLiteral("step")).toInteger();
         c.steps << double(step);
         c.loss << o.value(QStringLiteral("loss")).toDouble();
+        if (const QJsonValue lr = o.value(QStringLiteral("lr")); lr.isDouble()) {
+            c.rateSteps << double(step);
+            c.lr << lr.toDouble();
+        }
+        if (const QJsonValue norm = o.value(QStringLiteral("gradNorm"));
+            norm.isDouble() && std::isfinite(norm.toDouble())) {
+            c.normSteps << double(step);
+            c.norm << norm.toDouble();
+        }
         c.totalSteps = o.value(QStringLiteral("totalSteps")).toInteger(c.totalSteps);
         c.stepMs = o.value(QStringLiteral("stepMs")).toDouble();
         c.examplesPerSec = o.value(QStringLiteral("examplesPerSec")).toDouble();

@@ -110,7 +110,12 @@ std::optional<QString> runHolder(const QString& folder);
 struct RunCurves
 {
     QVector<double> steps, loss, evalSteps, accuracy;
-    QVector<double> evalLoss;    // each evaluation's mean cross-entropy, beside evalSteps
+    QVector<double> evalLoss; // each evaluation's mean cross-entropy, beside evalSteps
+    // The learning rate ("lr") and the gradients' global norm before any clipping ("gradNorm",
+    // logged since 2026-12-03, and only for a step whose norm was finite), each with the logged
+    // steps that have it: a line without the key (an older run's norm) is no point, rather than a
+    // point at 0.
+    QVector<double> rateSteps, lr, normSteps, norm;
     std::int64_t totalSteps = 0; // of the last metrics line; 0 when not logged
     double stepMs = 0, examplesPerSec = 0;
     // Each global tower's split of the latest step that logged one ("towerTimes": rank by rank,

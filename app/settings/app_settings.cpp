@@ -16,6 +16,7 @@ const QString kDataset = QStringLiteral("data/dataset");
 const QString kLastConfig = QStringLiteral("train/lastConfig");
 const QString kGeometry = QStringLiteral("window/geometry");
 const QString kHiddenRunColumns = QStringLiteral("runs/hiddenColumns");
+const QString kRunsLeftPlot = QStringLiteral("runs/leftPlot");
 const QString kPage = QStringLiteral("window/page");
 
 // Why `file` cannot be written, as far as its path tells: a folder in its place, a file where a
@@ -114,6 +115,16 @@ QStringList AppSettings::hiddenRunColumns() const
 void AppSettings::setHiddenRunColumns(const QStringList& columns)
 {
     setValue(kHiddenRunColumns, columns);
+}
+
+QString AppSettings::runsLeftPlot() const
+{
+    return m_settings->value(kRunsLeftPlot, QStringLiteral("loss")).toString();
+}
+
+void AppSettings::setRunsLeftPlot(const QString& plot)
+{
+    setValue(kRunsLeftPlot, plot);
 }
 
 QByteArray AppSettings::windowGeometry() const

@@ -48,6 +48,10 @@ public:
     // checkpoints (the run's name and the page's title say them).
     QStringList hiddenRunColumns() const;
     void setHiddenRunColumns(const QStringList& columns);
+    // What the Runs page's left plot shows: "loss" (the default) or "rates" (the learning rate
+    // and the gradients' norm).
+    QString runsLeftPlot() const;
+    void setRunsLeftPlot(const QString& plot);
 
     QByteArray windowGeometry() const;
     void setWindowGeometry(const QByteArray& geometry);

@@ -18,6 +18,29 @@ class TestPlotWidget : public QObject
 {
     Q_OBJECT
 private slots:
+    // Three entries in rows of two (a run's rate, norm and clipping bound; three runs compared):
+    // the last row has an empty cell, which the fitting to the width passes over.
+    void legendBelowWithARowNotFull()
+    {
+        PlotWidget w;
+        w.resize(600, 240);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        w.setLegendBelow(2);
+        for (int i = 0; i < 3; ++i)
+            w.addPoint(w.addSeries(QStringLiteral("the run of a long name %1").arg(i)), 1, i);
+        w.replotNow();
+        const QCPLegend* legend = w.customPlot()->legend;
+        QVERIFY(legend->visible());
+        QCOMPARE(legend->wrap(), 2);
+        QCOMPARE(legend->itemCount(), 4); // QCustomPlot counts the empty cell
+        QVERIFY(!legend->item(3));
+        w.resize(160, 240); // one a row
+        QTRY_COMPARE(legend->wrap(), 1);
+        w.resize(600, 240);
+        QTRY_COMPARE(legend->wrap(), 2);
+    }
+
     // A narrow plot (the Runs page's at 1024 pixels: about 160 wide) has fewer x ticks, so that
     // their labels keep apart ("50 100 150", not "50100150"); a wide one keeps QCustomPlot's.
     void legendBelowKeepsItsNamesWhole()

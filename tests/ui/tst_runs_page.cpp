@@ -2,9 +2,13 @@
 // selected run's configuration, curves and checkpoints (newest first), and asks to resume the run
 // or classify with a checkpoint; resuming is refused while another run trains. A run that another
 // process trains (its folder's lock held) is followed live, read-only: curves, checkpoints and each
-// global tower's step times are read again on a timer until the lock is released.
+// global tower's step times are read again on a timer until the lock is released. The left plot
+// shows the loss or, as chosen over it, the learning rate and the gradients' norm.
+#include <QAbstractButton>
 #include <QAction>
+#include <QApplication>
 #include <QClipboard>
+#include <QComboBox>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -14,6 +18,7 @@
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScrollBar>
 #include <QSet>
 #include <QSignalSpy>
@@ -34,6 +39,7 @@
 #include "ui/models/run_list_model.h"
 #include "ui/pages/run_follower.h"
 #include "ui/pages/runs_page.h"
+#include "ui/plots/empty_message.h"
 #include "ui/plots/plot_widget.h"
 #include "ui/plots/stacked_bar_chart.h"
 #include "ui/widgets/config_tree.h"
@@ -100,6 +106,66 @@ std::string metricsLine(std::int64_t step, int globalTowers)
     return line + "]}";
 }
 
+// What the run of makeRateRun logged at a step: its learning rate, and its gradients' norm.
+double rateAt(int step)
+{
+    return 0.1 / step;
+}
+double normAt(int step)
+{
+    return 0.25 * step;
+}
+// Every digit, so that the log reads back the same double.
+std::string number(double v)
+{
+    return QString::number(v, 'g', 17).toStdString();
+}
+// A metrics.jsonl line with the step's rate and, unless `norm` is false (a run from before the norm
+// was logged), its norm; step 3's norm was not finite, so not written.
+std::string rateLine(int step, bool norm)
+{
+    std::string line = "{\"step\":" + std::to_string(step) +
+                       ",\"totalSteps\":100,\"loss\":" + number(2.0 / step) +
+                       ",\"lr\":" + number(rateAt(step));
+    if (norm && step != 3) line += ",\"gradNorm\":" + number(normAt(step));
+    return line + "}";
+}
+// A run of `steps` logged steps (rateLine's) that clips its gradients to `clip` (0: does not).
+eng::RunDirectory makeRateRun(const QString& folder, int steps, double clip, bool norm = true)
+{
+    eng::RunDirectory dir(folder.toStdString());
+    eng::TrainConfig c;
+    c.model = "fashion-fast";
+    c.dataset = "mnist";
+    c.steps = 100;
+    c.clipGradNorm = clip;
+    dir.writeConfig(c.toJson());
+    for (int s = 1; s <= steps; ++s) dir.appendMetrics(rateLine(s, norm));
+    dir.appendEval("{\"step\":" + std::to_string(steps) + ",\"precisionAt1\":0.5}");
+    return dir;
+}
+// The points of a plot's series, in order.
+QVector<QPointF> pointsOf(towers::ui::PlotWidget* plot, int series)
+{
+    QVector<QPointF> out;
+    const auto data = plot->customPlot()->graph(series)->data();
+    for (auto p = data->constBegin(); p != data->constEnd(); ++p) out << QPointF(p->key, p->value);
+    return out;
+}
+// The rates (or the norms) makeRateRun's run logged up to `steps`.
+QVector<QPointF> loggedRates(int steps)
+{
+    QVector<QPointF> out;
+    for (int s = 1; s <= steps; ++s) out << QPointF(s, rateAt(s));
+    return out;
+}
+QVector<QPointF> loggedNorms(int steps)
+{
+    QVector<QPointF> out;
+    for (int s = 1; s <= steps; ++s)
+        if (s != 3) out << QPointF(s, normAt(s));
+    return out;
+}
 QLabel* labelSaying(RunsPage& page, const QString& text)
 {
     for (auto* l : page.findChildren<QLabel*>())
@@ -452,6 +518,235 @@ private slots:
         QVERIFY2(h1 != h2 && h1.size() < a.size(), qPrintable(h1 + QLatin1Char(' ') + h2));
         QCOMPARE(QSet<QString>({tree->headerItem()->toolTip(1), tree->headerItem()->toolTip(2)}),
                  QSet<QString>({a, b}));
+    }
+
+    // The choice over the left plot, by keyboard (its label's mnemonic, then the arrow keys):
+    // the run's learning rate on the left axis and its gradients' norm on the right, as its
+    // metrics.jsonl has them, with the bound dashed for a run that clips and none for one that
+    // does not; back to its loss and evaluations.
+    void leftPlotShowsTheRateAndTheGradientNorm()
+    {
+        QTemporaryDir root;
+        const QString runs = root.filePath(QStringLiteral("runs"));
+        makeRateRun(runs + QStringLiteral("/clipping"), 8, 0.75);
+        makeRateRun(runs + QStringLiteral("/plain"), 6, 0);
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(runs);
+        RunsPage page(settings);
+        page.resize(1100, 700);
+        QSignalSpy refreshed(&page, &RunsPage::refreshed);
+        page.show();
+        QVERIFY(refreshed.wait(10000));
+        page.selectRun(runs + QStringLiteral("/clipping"));
+        towers::ui::PlotWidget* plot = page.lossPlot();
+        QTRY_COMPARE(plot->pointCount(0), 8);
+        QCOMPARE(page.leftPlot(), RunsPage::LeftPlot::Loss);
+        QCOMPARE(plot->title(), QStringLiteral("Loss"));
+
+        page.activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(&page));
+        QTest::keyClick(&page, Qt::Key_P, Qt::AltModifier);
+        QCOMPARE(QApplication::focusWidget(), page.leftPlotChoice());
+        QTest::keyClick(page.leftPlotChoice(), Qt::Key_Down);
+        QCOMPARE(page.leftPlot(), RunsPage::LeftPlot::Rates);
+        QCOMPARE(plot->title(), QStringLiteral("Rate and gradient norm"));
+        QCOMPARE(plot->seriesCount(), 3);
+        QCOMPARE(plot->seriesName(0), QStringLiteral("learning rate"));
+        QCOMPARE(plot->seriesName(1), QStringLiteral("gradient norm"));
+        QCOMPARE(plot->seriesName(2), QStringLiteral("clipped to 0.75"));
+        QCOMPARE(pointsOf(plot, 0), loggedRates(8));
+        QCOMPARE(pointsOf(plot, 1), loggedNorms(8)); // step 3's was not finite
+        QCOMPARE(pointsOf(plot, 2), (QVector<QPointF>{{1, 0.75}, {8, 0.75}}));
+        plot->replotNow();
+        QVERIFY(plot->rightAxisShown());
+        QCOMPARE(page.accuracyPlot()->pointCount(0), 1); // the other plot as it was
+
+        // A run that does not clip: no bound.
+        page.selectRun(runs + QStringLiteral("/plain"));
+        QTRY_COMPARE(plot->pointCount(0), 6);
+        QCOMPARE(plot->seriesCount(), 2);
+        QCOMPARE(pointsOf(plot, 0), loggedRates(6));
+        QCOMPARE(pointsOf(plot, 1), loggedNorms(6));
+        plot->replotNow();
+        QVERIFY(plot->rightAxisShown());
+
+        QTest::keyClick(page.leftPlotChoice(), Qt::Key_Up);
+        QCOMPARE(page.leftPlot(), RunsPage::LeftPlot::Loss);
+        QCOMPARE(plot->title(), QStringLiteral("Loss"));
+        QCOMPARE(plot->seriesCount(), 2);
+        QCOMPARE(plot->seriesName(0), QStringLiteral("loss"));
+        QCOMPARE(plot->seriesName(1), QStringLiteral("test cross-entropy"));
+        QCOMPARE(plot->pointCount(0), 6);
+        QCOMPARE(plot->pointCount(1), 1);
+        plot->replotNow();
+        QVERIFY(!plot->rightAxisShown());
+    }
+
+    // Every mnemonic of the page is its own: the choice's does not take another's key.
+    void mnemonicsAreDistinct()
+    {
+        QTemporaryDir root;
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(root.filePath(QStringLiteral("runs")));
+        RunsPage page(settings);
+        QMap<QChar, QString> keys;
+        QStringList clashes;
+        const auto take = [&](const QString& text) {
+            const qsizetype at = text.indexOf(QRegularExpression(QStringLiteral("&[^&]")));
+            if (at < 0) return;
+            const QChar key = text.at(at + 1).toLower();
+            if (keys.contains(key)) clashes << keys.value(key) + QStringLiteral(" and ") + text;
+            keys.insert(key, text);
+        };
+        for (auto* b : page.findChildren<QAbstractButton*>()) take(b->text());
+        for (auto* l : page.findChildren<QLabel*>())
+            if (l->buddy()) take(l->text());
+        QVERIFY2(clashes.isEmpty(), qPrintable(clashes.join(QStringLiteral("; "))));
+        QCOMPARE(keys.value(QLatin1Char('p')), QStringLiteral("Left &plot:"));
+        QVERIFY(!keys.contains(QLatin1Char('l'))); // the window's Log
+    }
+
+    // A run from before the norm was logged: its rate alone, and the plot says the norm was not
+    // logged; no right axis, no legend naming a curve that is not there, no "nothing logged".
+    void anOlderRunShowsItsRateAlone()
+    {
+        QTemporaryDir root;
+        const QString runs = root.filePath(QStringLiteral("runs"));
+        makeRateRun(runs + QStringLiteral("/older"), 5, 0.75, false);
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(runs);
+        RunsPage page(settings);
+        page.resize(1100, 700);
+        page.show();
+        page.setLeftPlot(RunsPage::LeftPlot::Rates);
+        towers::ui::PlotWidget* plot = page.lossPlot();
+        QTRY_COMPARE(page.selectedRun(), runs + QStringLiteral("/older"));
+        QTRY_COMPARE(plot->pointCount(0), 5);
+        QCOMPARE(plot->seriesCount(), 1);
+        QCOMPARE(pointsOf(plot, 0), loggedRates(5));
+        QCOMPARE(plot->title(), QStringLiteral("Rate (norm not logged)"));
+        QVERIFY(plot->toolTip().contains(QStringLiteral("no gradient norm")));
+        plot->replotNow();
+        QVERIFY(!plot->rightAxisShown());
+        QVERIFY(!plot->customPlot()->legend->visible());
+        QVERIFY(!plot->findChild<towers::ui::EmptyMessage*>()->isVisible());
+    }
+
+    // Runs compared: the norm of each, a curve per run named as their loss curves are (a run that
+    // logged none says so in its name), the title saying what they are; back to the loss of each,
+    // and to one run's rate and norm.
+    void comparesGradientNorms()
+    {
+        QTemporaryDir root;
+        const QString runs = root.filePath(QStringLiteral("runs"));
+        makeRateRun(runs + QStringLiteral("/one"), 4, 0.75);
+        makeRateRun(runs + QStringLiteral("/two"), 7, 0);
+        makeRateRun(runs + QStringLiteral("/three"), 5, 0, false);
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(runs);
+        RunsPage page(settings);
+        page.resize(1100, 700);
+        page.show();
+        QSignalSpy refreshed(&page, &RunsPage::refreshed);
+        QSignalSpy compared(&page, &RunsPage::comparisonShown);
+        QVERIFY(refreshed.wait(10000));
+        page.setLeftPlot(RunsPage::LeftPlot::Rates);
+        page.selectRun(runs + QStringLiteral("/one"));
+        page.runTable()->selectAll();
+        QVERIFY(compared.wait(10000));
+        towers::ui::PlotWidget* plot = page.lossPlot();
+        QCOMPARE(plot->title(), QStringLiteral("Gradient norm of 3 runs"));
+        QCOMPARE(page.leftPlotChoice()->currentText(), QStringLiteral("Gradient norm"));
+        QCOMPARE(plot->seriesCount(), 3);
+        QMap<QString, QVector<QPointF>> norms;
+        for (int i = 0; i < 3; ++i) {
+            norms[plot->seriesName(i)] = pointsOf(plot, i);
+            QCOMPARE(plot->seriesToolTip(i), plot->seriesName(i).section(QLatin1Char(' '), 0, 0));
+        }
+        QCOMPARE(norms,
+                 (QMap<QString, QVector<QPointF>>{{QStringLiteral("one"), loggedNorms(4)},
+                                                  {QStringLiteral("two"), loggedNorms(7)},
+                                                  {QStringLiteral("three (not logged)"), {}}}));
+        plot->replotNow();
+        QVERIFY(!plot->rightAxisShown()); // the norms on the left axis, the rates not shown
+
+        // Their loss, named alike.
+        page.setLeftPlot(RunsPage::LeftPlot::Loss);
+        QCOMPARE(plot->title(), QStringLiteral("Loss of 3 runs"));
+        QMap<QString, int> losses;
+        for (int i = 0; i < 3; ++i) losses[plot->seriesName(i)] = plot->pointCount(i);
+        QCOMPARE(losses, (QMap<QString, int>{{QStringLiteral("one"), 4},
+                                             {QStringLiteral("two"), 7},
+                                             {QStringLiteral("three"), 5}}));
+        page.setLeftPlot(RunsPage::LeftPlot::Rates);
+        QCOMPARE(plot->title(), QStringLiteral("Gradient norm of 3 runs"));
+
+        // One run again: its rate and norm.
+        page.selectRun(runs + QStringLiteral("/one"));
+        QVERIFY(page.comparedRuns().isEmpty());
+        QTRY_COMPARE(plot->seriesCount(), 3);
+        QCOMPARE(plot->title(), QStringLiteral("Rate and gradient norm"));
+        QCOMPARE(page.leftPlotChoice()->currentText(),
+                 QStringLiteral("Learning rate and gradient norm"));
+        QCOMPARE(pointsOf(plot, 0), loggedRates(4));
+        QCOMPARE(pointsOf(plot, 1), loggedNorms(4));
+    }
+
+    // A run that another process trains: its rate and norm grow as its log does, and a run
+    // resumed by a version that logs the norm gets its norm curve (and its bound) from then on.
+    void followedRunUpdatesItsRates()
+    {
+        QTemporaryDir root;
+        const QString folder = root.filePath(QStringLiteral("runs/live"));
+        const eng::RunDirectory dir = makeRateRun(folder, 3, 0.75, false);
+        std::optional<eng::RunLock> lock =
+            eng::RunLock::acquire(folder.toStdString(), "towers-cli train");
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(root.filePath(QStringLiteral("runs")));
+        RunsPage page(settings);
+        page.follower()->setInterval(100);
+        page.setLeftPlot(RunsPage::LeftPlot::Rates);
+        page.resize(1100, 700);
+        page.show();
+        QTRY_COMPARE(page.follower()->state(), RunFollower::State::Live);
+        towers::ui::PlotWidget* plot = page.lossPlot();
+        QTRY_COMPARE(plot->pointCount(0), 3);
+        QCOMPARE(plot->seriesCount(), 1);
+        for (int s = 4; s <= 6; ++s) dir.appendMetrics(rateLine(s, true));
+        QTRY_COMPARE(plot->pointCount(0), 6);
+        QCOMPARE(pointsOf(plot, 0), loggedRates(6));
+        QCOMPARE(plot->seriesCount(), 3);
+        QCOMPARE(pointsOf(plot, 1), (QVector<QPointF>{{4, 1.0}, {5, 1.25}, {6, 1.5}}));
+        QCOMPARE(pointsOf(plot, 2), (QVector<QPointF>{{4, 0.75}, {6, 0.75}}));
+        QCOMPARE(plot->title(), QStringLiteral("Rate and gradient norm"));
+        dir.appendMetrics(rateLine(7, true));
+        QTRY_COMPARE(plot->pointCount(1), 4);
+        QCOMPARE(plot->lastValue(1), normAt(7));
+        QCOMPARE(plot->lastValue(0), rateAt(7));
+        lock.reset();
+        QTRY_COMPARE(page.follower()->state(), RunFollower::State::Ended);
+    }
+
+    // The left plot's choice is remembered: the next page (the next session) starts with it.
+    void leftPlotChoiceIsRemembered()
+    {
+        QTemporaryDir root;
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(root.filePath(QStringLiteral("runs")));
+        {
+            RunsPage page(settings);
+            QCOMPARE(page.leftPlot(), RunsPage::LeftPlot::Loss); // at first
+            page.setLeftPlot(RunsPage::LeftPlot::Rates);
+        }
+        settings.sync();
+        towers::app::AppSettings again(towers::test::settingsFile(root.path()));
+        RunsPage page(again);
+        QCOMPARE(page.leftPlot(), RunsPage::LeftPlot::Rates);
+        QCOMPARE(page.lossPlot()->title(), QStringLiteral("Rate and gradient norm"));
+        page.setLeftPlot(RunsPage::LeftPlot::Loss);
+        again.sync();
+        QCOMPARE(towers::app::AppSettings(towers::test::settingsFile(root.path())).runsLeftPlot(),
+                 QStringLiteral("loss"));
     }
 
     // "Move to trash…": asked first, the folder goes to the desktop's trash (restorable, nothing

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <QAction>
+#include <QComboBox>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -31,6 +32,7 @@
 #include "ui/pages/runs_page_export_dialog.h"
 #include "ui/plots/plot_theme.h"
 #include "ui/plots/plot_widget.h"
+#include "ui/plots/rate_plot.h"
 #include "ui/plots/stacked_bar_chart.h"
 #include "ui/widgets/button_rows.h"
 #include "ui/widgets/config_tree.h"
@@ -226,6 +228,30 @@ void RunsPage::buildTitleAndPlots(QWidget* details, QVBoxLayout* dl)
     m_followStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_followStatus->hide();
     dl->addWidget(m_followStatus);
+    // What the left plot shows: the loss, or the learning rate and the gradients' norm (to see a
+    // divergence coming, a run that clips, two rates compared). A choice over the plot rather than
+    // a third plot, for which the details have no room.
+    auto* choiceRow = new QHBoxLayout;
+    m_leftPlotChoice = new QComboBox(details);
+    m_leftPlotChoice->addItem(tr("Loss"));
+    m_leftPlotChoice->addItem(RatePlot::title());
+    m_leftPlotChoice->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    m_leftPlotChoice->setToolTip(
+        tr("What the left plot shows: the loss, or the learning rate and the gradients' norm "
+           "before any clipping (for runs compared, each one's norm)"));
+    auto* choiceLabel = new QLabel(tr("Left &plot:"), details);
+    choiceLabel->setBuddy(m_leftPlotChoice);
+    choiceRow->addWidget(choiceLabel);
+    choiceRow->addWidget(m_leftPlotChoice);
+    choiceRow->addStretch(1);
+    dl->addLayout(choiceRow);
+    // As the last session left it.
+    if (m_settings.runsLeftPlot() == QLatin1String("rates")) setLeftPlot(LeftPlot::Rates);
+    connect(m_leftPlotChoice, &QComboBox::currentIndexChanged, this, [this] {
+        m_settings.setRunsLeftPlot(leftPlot() == LeftPlot::Rates ? QStringLiteral("rates")
+                                                                 : QStringLiteral("loss"));
+        showPlots();
+    });
     auto* plots = new QHBoxLayout;
     m_lossPlot = new PlotWidget(tr("Loss"), details);
     m_lossPlot->setAxisLabels(tr("step"), QString());
@@ -523,10 +549,8 @@ void RunsPage::showSelected()
     const QString folder = r ? r->folder : QString();
     if (folder != m_shownRun) {
         m_shownRun = folder;
-        if (m_compared.isEmpty()) {
-            m_lossPlot->clearData();
-            m_accuracyPlot->clearData();
-        }
+        // Emptied, and the rate plot's series (its clipping bound) to be set up for this run.
+        if (m_compared.isEmpty()) setPlotSeries({});
         m_towerChart->clear();
         m_towerChart->hide();
     }
@@ -591,8 +615,9 @@ void RunsPage::updateTitle()
                      .arg(r->config->patience);
     if (m_compared.isEmpty()) {
         m_accuracyPlot->setTitle(validation ? tr("Validation accuracy") : tr("Test accuracy"));
-        m_lossPlot->setSeriesName(1, validation ? tr("validation cross-entropy")
-                                                : tr("test cross-entropy"));
+        if (leftPlot() == LeftPlot::Loss)
+            m_lossPlot->setSeriesName(1, validation ? tr("validation cross-entropy")
+                                                    : tr("test cross-entropy"));
     }
     if (r->config && !r->config->initFrom.empty())
         title += tr("; started from %1")
@@ -648,11 +673,7 @@ void RunsPage::onFollowerUpdated()
     const auto* r = currentRun();
     if (!r || r->folder != m_follower->run()) return;
     const app::RunCurves& c = m_follower->curves();
-    if (m_compared.isEmpty()) {
-        m_lossPlot->setData(0, c.steps, c.loss);
-        m_lossPlot->setData(1, c.evalSteps, c.evalLoss);
-        m_accuracyPlot->setData(0, c.evalSteps, c.accuracy);
-    }
+    if (m_compared.isEmpty()) showRunCurves();
     showTowerTimes();
     showCheckpoints(m_follower->checkpoints(), app::evaluationsOf(c));
 
@@ -738,18 +759,47 @@ QStringList RunsPage::selectedRuns() const
     return folders;
 }
 
+RunsPage::LeftPlot RunsPage::leftPlot() const
+{
+    return LeftPlot(m_leftPlotChoice->currentIndex());
+}
+
+void RunsPage::setLeftPlot(LeftPlot plot)
+{
+    m_leftPlotChoice->setCurrentIndex(int(plot));
+}
+
 void RunsPage::setPlotSeries(const QStringList& names)
 {
+    const bool rates = leftPlot() == LeftPlot::Rates;
     m_lossPlot->clearSeries();
     m_accuracyPlot->clearSeries();
+    m_rateSeries.reset();
+    m_lossPlot->setToolTip(QString());
+    // Runs compared show each one's norm alone: the choice says so.
+    m_leftPlotChoice->setItemText(int(LeftPlot::Rates),
+                                  names.isEmpty() ? RatePlot::title() : tr("Gradient norm"));
+    if (!rates)
+        m_lossPlot->setAxisLabels(tr("step"), QString());
+    else if (names.isEmpty())
+        RatePlot::labelAxes(m_lossPlot);
+    else
+        m_lossPlot->setAxisLabels(tr("step"), tr("gradient norm"));
+    m_lossPlot->setEmptyMessage(rates && !names.isEmpty() ? tr("no gradient norm logged")
+                                                          : tr("nothing logged"));
     PlotWidget::SeriesStyle dots;
     dots.markers = true;
     if (names.isEmpty()) { // one run: its loss and accuracy, as the Train page draws them
-        m_lossPlot->addSeries(tr("loss"));
+        if (rates) {
+            showRates({}); // its series as what it logged asks for, once read
+        } else {
+            m_lossPlot->addSeries(tr("loss"));
+            dots.colorSlot = 2;
+            m_lossPlot->addSeries(tr("test cross-entropy"), dots);
+            m_lossPlot->setTitle(tr("Loss"));
+        }
         dots.colorSlot = 2;
-        m_lossPlot->addSeries(tr("test cross-entropy"), dots);
         m_accuracyPlot->addSeries(tr("precision @ 1"), dots);
-        m_lossPlot->setTitle(tr("Loss"));
         m_accuracyPlot->setTitle(tr("Test accuracy"));
         return;
     }
@@ -766,8 +816,77 @@ void RunsPage::setPlotSeries(const QStringList& names)
         m_lossPlot->setSeriesToolTip(m_lossPlot->addSeries(shown[i]), names[i]);
         m_accuracyPlot->setSeriesToolTip(m_accuracyPlot->addSeries(shown[i], dots), names[i]);
     }
-    m_lossPlot->setTitle(tr("Loss of %1 runs").arg(names.size()));
+    m_lossPlot->setTitle(rates ? tr("Gradient norm of %1 runs").arg(names.size())
+                               : tr("Loss of %1 runs").arg(names.size()));
     m_accuracyPlot->setTitle(tr("Accuracy of %1 runs").arg(names.size()));
+}
+
+void RunsPage::showPlots()
+{
+    if (!m_compared.isEmpty()) {
+        // Once read: their arrival shows them otherwise.
+        if (m_comparison) showComparison();
+        return;
+    }
+    setPlotSeries({});
+    updateTitle(); // the plots' titles name the shown run's evaluated set
+    showRunCurves();
+}
+
+void RunsPage::showRunCurves()
+{
+    if (m_shownRun.isEmpty() || m_follower->run() != m_shownRun) return;
+    const app::RunCurves& c = m_follower->curves();
+    if (leftPlot() == LeftPlot::Rates) {
+        showRates(m_follower->curves());
+    } else {
+        m_lossPlot->setData(0, c.steps, c.loss);
+        m_lossPlot->setData(1, c.evalSteps, c.evalLoss);
+    }
+    m_accuracyPlot->setData(0, c.evalSteps, c.accuracy);
+}
+
+void RunsPage::showRates(const app::RunCurves& rates)
+{
+    const auto* r = currentRun();
+    const bool norm = !rates.norm.isEmpty();
+    const double clip = r && r->config ? r->config->clipGradNorm : 0;
+    if (m_rateSeries != std::pair(norm, clip)) {
+        RatePlot::setUpSeries(m_lossPlot, clip, norm);
+        m_rateSeries = std::pair(norm, clip);
+    }
+    // A run from before the norm was logged: its rate alone, and the title and tooltip say why,
+    // so that the missing curve does not read as one that failed to load. Titles shorter than
+    // the Train page's: this plot is half as wide.
+    const bool older = !norm && !rates.rateSteps.isEmpty();
+    m_lossPlot->setTitle(older ? tr("Rate (norm not logged)") : tr("Rate and gradient norm"));
+    m_lossPlot->setToolTip(older ? tr("This run's log has no gradient norm: it was trained "
+                                      "before runs logged it")
+                                 : QString());
+    m_lossPlot->setData(RatePlot::LearningRate, rates.rateSteps, rates.lr);
+    if (!norm) return;
+    m_lossPlot->setData(RatePlot::GradientNorm, rates.normSteps, rates.norm);
+    // The bound across the steps that have a norm to compare with it.
+    RatePlot::setClipBound(m_lossPlot, clip, rates.normSteps.front(), rates.normSteps.back());
+}
+
+void RunsPage::showComparison()
+{
+    QStringList names;
+    for (const QString& folder : m_compared) names << QFileInfo(folder).fileName();
+    setPlotSeries(names);
+    if (!m_comparison) return;
+    const bool rates = leftPlot() == LeftPlot::Rates;
+    for (int i = 0; i < int(m_comparison->size()); ++i) {
+        const app::RunCurves& run = (*m_comparison)[std::size_t(i)];
+        if (!rates)
+            m_lossPlot->setData(i, run.steps, run.loss);
+        else if (!run.norm.isEmpty())
+            m_lossPlot->setData(i, run.normSteps, run.norm);
+        else // a run from before the norm was logged: its legend entry says why it has no curve
+            m_lossPlot->setSeriesName(i, tr("%1 (not logged)").arg(m_lossPlot->seriesName(i)));
+        m_accuracyPlot->setData(i, run.evalSteps, run.accuracy);
+    }
 }
 
 void RunsPage::updateComparison()
@@ -776,18 +895,12 @@ void RunsPage::updateComparison()
     if (runs.size() < 2) runs.clear();
     if (runs == m_compared) return;
     m_compared = runs;
+    m_comparison.reset();
     showConfiguration();
     if (runs.isEmpty()) {
         // Back to the shown run's curves, as its follower read them.
         m_compare.cancel();
-        setPlotSeries({});
-        updateTitle(); // the plot's title names the shown run's evaluated set
-        const app::RunCurves& c = m_follower->curves();
-        if (!m_shownRun.isEmpty() && m_follower->run() == m_shownRun) {
-            m_lossPlot->setData(0, c.steps, c.loss);
-            m_lossPlot->setData(1, c.evalSteps, c.evalLoss);
-            m_accuracyPlot->setData(0, c.evalSteps, c.accuracy);
-        }
+        showPlots();
         emit comparisonShown();
         return;
     }
@@ -799,17 +912,9 @@ void RunsPage::updateComparison()
         },
         [this, runs](const app::JobResult<std::vector<app::RunCurves>>& r) {
             if (runs != m_compared) return;
-            QStringList names;
-            for (const QString& folder : runs) names << QFileInfo(folder).fileName();
-            setPlotSeries(names);
-            if (r.ok())
-                for (int i = 0; i < runs.size(); ++i) {
-                    const app::RunCurves& c = (*r.value)[std::size_t(i)];
-                    m_lossPlot->setData(i, c.steps, c.loss);
-                    m_accuracyPlot->setData(i, c.evalSteps, c.accuracy);
-                }
-            else
-                emit errorOccurred(tr("Cannot read the runs' curves: %1").arg(r.error));
+            m_comparison = r.ok() ? *r.value : std::vector<app::RunCurves>{};
+            showComparison();
+            if (!r.ok()) emit errorOccurred(tr("Cannot read the runs' curves: %1").arg(r.error));
             emit comparisonShown();
         });
 }

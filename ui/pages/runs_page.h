@@ -1,13 +1,15 @@
 #pragma once
 // The Runs & checkpoints page: the runs of the runs folder (each a run directory: config.json,
-// metrics.jsonl, eval.jsonl, checkpoints/), the selected run's configuration, its loss and
-// accuracy curves and its checkpoints; resume the run, load a checkpoint into Classify, or export
-// it as an ONNX file (off the UI thread, through engine::exportOnnx as `towers-cli export`).
-// Runs selected together share the plots, a curve each; a run goes to the trash on request.
-// The folder is read off the UI thread. A run that another process trains (a cluster job writing
-// to a shared folder) is followed live, read-only (RunFollower): its curves, checkpoints and each
-// tower's step times are read again every couple of seconds while the page is shown.
+// metrics.jsonl, eval.jsonl, checkpoints/), the selected run's configuration, its loss (or its
+// learning rate and gradient norm) and accuracy curves and its checkpoints; resume the run, load a
+// checkpoint into Classify, or export it as an ONNX file (off the UI thread, through
+// engine::exportOnnx as `towers-cli export`). Runs selected together share the plots, a curve each;
+// a run goes to the trash on request. The folder is read off the UI thread. A run that another
+// process trains (a cluster job writing to a shared folder) is followed live, read-only
+// (RunFollower): its curves, checkpoints and each tower's step times are read again every couple of
+// seconds while the page is shown.
 #include <QWidget>
+#include <optional>
 #include <utility>
 
 #include "app/jobs/latest_job.h"
@@ -15,6 +17,7 @@
 #include "engine/export/onnx_export.h"
 
 class QAction;
+class QComboBox;
 class QLabel;
 class QLineEdit;
 class QMessageBox;
@@ -90,6 +93,17 @@ public:
     // or errorOccurred() with why it stays. Asks nothing.
     bool trashRun(const QString& folder);
     QAction* trashAction() const { return m_trashAction; }
+    // What the left plot shows, as chosen over it: the loss (and the evaluations'
+    // cross-entropy), or the learning rate and the gradients' norm (for runs compared, the norm
+    // of each: their rates on one axis and their norms on another would not read).
+    enum class LeftPlot
+    {
+        Loss,
+        Rates
+    };
+    LeftPlot leftPlot() const;
+    void setLeftPlot(LeftPlot plot);
+    QComboBox* leftPlotChoice() const { return m_leftPlotChoice; }
     PlotWidget* lossPlot() const { return m_lossPlot; }
     PlotWidget* accuracyPlot() const { return m_accuracyPlot; }
     // Each tower's split of the selected run's latest logged step (hidden when it logged none).
@@ -167,8 +181,19 @@ private:
     void showCheckpoints(const std::vector<engine::CheckpointFile>& checkpoints,
                          const std::vector<engine::EvaluationMark>& evaluations);
     bool trainedElsewhere() const;
-    // The plots' series: one per compared run (named), or the shown run's loss and accuracy.
+    // The plots' series: one per compared run (named), or the shown run's loss (or rate and
+    // norm: showRates sets those, as they depend on what it logged) and accuracy.
     void setPlotSeries(const QStringList& names);
+    // The plots anew, for what they compare and what the left one shows: their series, and the
+    // curves as last read.
+    void showPlots();
+    // The shown run's curves as its follower read them last.
+    void showRunCurves();
+    // The shown run's rate and norm on the left plot, and its clipping bound; its series set up
+    // again where what the run logged asks for others (a norm logged from a resume on).
+    void showRates(const app::RunCurves& rates);
+    // The compared runs' curves as last read (comparison), a curve per run.
+    void showComparison();
     void updateComparison();
     // The selected run's row in m_runs (-1: none), and the run.
     int currentRunRow() const;
@@ -181,6 +206,10 @@ private:
     app::LatestJob<engine::OnnxExportSummary> m_export{this};
     app::LatestJob<std::vector<app::RunCurves>> m_compare{this};
     QStringList m_compared; // the runs whose curves the plots compare (none: the shown run's)
+    // Their curves, in m_compared's order, once read (none when they could not be).
+    std::optional<std::vector<app::RunCurves>> m_comparison;
+    // The shown run's rate plot as last set up: with the norm or not, and its bound (0: none).
+    std::optional<std::pair<bool, double>> m_rateSeries;
     QString m_pendingSelection;
     QString m_shownRun; // the run whose details are shown
     bool m_resumeAllowed = true;
@@ -195,6 +224,7 @@ private:
     QLabel* m_followStatus;
     StackedBarChart* m_towerChart;
     ConfigTree* m_config;
+    QComboBox* m_leftPlotChoice;
     PlotWidget* m_lossPlot;
     PlotWidget* m_accuracyPlot;
     QTableView* m_checkpointTable;

@@ -22,6 +22,7 @@
 #include "app/runs/run_scanner.h"
 #include "ui/plots/plot_theme.h"
 #include "ui/plots/plot_widget.h"
+#include "ui/plots/rate_plot.h"
 #include "ui/widgets/open_folder.h"
 #include "ui/widgets/path_label.h"
 
@@ -37,12 +38,6 @@ enum SpeedSeries
 {
     TotalSpeed
 }; // then one per tower
-enum RateSeries
-{
-    LearningRate,
-    GradientNorm, // on the right axis
-    ClipBound     // a run that clips: its bound, on the right axis
-};
 } // namespace
 
 TrainPage::TrainPage(QWidget* parent)
@@ -113,10 +108,9 @@ TrainPage::TrainPage(QWidget* parent)
     total.width = 2;
     total.colorSlot = 1;
     m_speed->addSeries(tr("total"), total);
-    m_lr = new PlotWidget(tr("Learning rate and gradient norm"), plots);
-    m_lr->setAxisLabels(tr("step"), tr("learning rate"));
-    m_lr->setRightAxisLabel(tr("gradient norm"));
-    setUpRatePlot(0);
+    m_lr = new PlotWidget(RatePlot::title(), plots);
+    RatePlot::labelAxes(m_lr);
+    RatePlot::setUpSeries(m_lr, 0);
     for (auto* p : {m_loss, m_accuracy, m_speed, m_lr})
         p->setEmptyMessage(tr("Start a run to see it here"));
     grid->addWidget(m_loss, 0, 0);
@@ -365,7 +359,7 @@ void TrainPage::onStarted(const QString& runDirectory, qint64 startStep, qint64 
                              QString::fromStdString(m_options.config.dataset)));
     flushHeldLog();
     clearPlots();
-    setUpRatePlot(m_options.config.clipGradNorm);
+    RatePlot::setUpSeries(m_lr, m_options.config.clipGradNorm);
     const bool validation = m_options.config.validation > 0;
     m_accuracy->setTitle(validation ? tr("Validation accuracy") : tr("Test accuracy"));
     m_accuracy->setSeriesName(0, validation ? tr("validation set") : tr("test set"));
@@ -416,12 +410,11 @@ void TrainPage::plotSteps(const std::vector<engine::StepMetrics>& reports,
     if (!steps.isEmpty()) {
         m_loss->addPoints(RawLoss, steps, raw);
         m_loss->addPoints(SmoothedLoss, steps, smooth);
-        m_lr->addPoints(LearningRate, steps, lr);
-        m_lr->addPoints(GradientNorm, normSteps, norms);
-        if (m_lr->seriesCount() > ClipBound) { // a run that clips: its bound across the steps
-            const double bound = m_options.config.clipGradNorm;
-            m_lr->setData(ClipBound, {m_history.steps().front(), steps.back()}, {bound, bound});
-        }
+        m_lr->addPoints(RatePlot::LearningRate, steps, lr);
+        m_lr->addPoints(RatePlot::GradientNorm, normSteps, norms);
+        // A run that clips: its bound across the steps.
+        RatePlot::setClipBound(m_lr, m_options.config.clipGradNorm, m_history.steps().front(),
+                               steps.back());
         m_speed->addPoints(TotalSpeed, steps, speed);
         // One curve per tower; a single tower's curve would only repeat the total.
         if (towerSpeed.size() > 1) {
@@ -532,27 +525,6 @@ void TrainPage::flushHeldLog()
 {
     const QStringList held = std::exchange(m_heldLog, {});
     for (const QString& line : held) appendLog(line);
-}
-
-void TrainPage::setUpRatePlot(double clipGradNorm)
-{
-    m_lr->clearSeries();
-    PlotWidget::SeriesStyle lr;
-    lr.colorSlot = 4;
-    m_lr->addSeries(tr("learning rate"), lr);
-    PlotWidget::SeriesStyle norm;
-    norm.colorSlot = 3;
-    norm.width = 1;
-    norm.rightAxis = true;
-    m_lr->addSeries(tr("gradient norm"), norm);
-    m_lr->setSeriesToolTip(GradientNorm,
-                           tr("The global norm of the averaged gradients at each logged step, "
-                              "before any clipping (the axis on the right)"));
-    if (clipGradNorm <= 0) return;
-    norm.pen = Qt::DashLine;
-    m_lr->addSeries(tr("clipped to %1").arg(QLocale().toString(clipGradNorm, 'g', 6)), norm);
-    m_lr->setSeriesToolTip(ClipBound, tr("The run scales the gradients down to this norm where "
-                                         "theirs is larger (the axis on the right)"));
 }
 
 void TrainPage::clearPlots()

@@ -111,9 +111,6 @@ private:
     // Logs the trainer's lines held back until the session started (or ended without starting).
     void flushHeldLog();
     void clearPlots();
-    // The learning-rate plot's series for a run that clips its gradients to `clipGradNorm` (0:
-    // does not): the rate, the norm on the right axis, and the bound as a dashed line.
-    void setUpRatePlot(double clipGradNorm);
     void updateQueue();
 
     app::TrainingController* m_controller;

@@ -418,16 +418,20 @@ bool PlotWidget::fitLegendToWidth()
 {
     if (!m_legendBelow) return false;
     QCPLegend* legend = m_plot->legend;
-    int widest = 1;
+    // QCustomPlot counts the cells of its grid as items: a last row that is not full has empty
+    // ones (null), passed over.
+    int widest = 1, items = 0;
     for (int i = 0; i < legend->itemCount(); ++i)
-        widest = std::max(widest, legend->item(i)->minimumOuterSizeHint().width());
+        if (const QCPAbstractLegendItem* item = legend->item(i)) {
+            widest = std::max(widest, item->minimumOuterSizeHint().width());
+            ++items;
+        }
     const QMargins margins = legend->margins();
     const int room = m_plot->width() - margins.left() - margins.right();
     int columns = std::clamp((room + legend->columnSpacing()) / (widest + legend->columnSpacing()),
                              1, m_legendColumns);
     // Not taller than three rows (or the rows asked for): many runs' names are cut rather than
     // take the plot's height.
-    const int items = legend->itemCount();
     const auto rows = [items](int c) { return (items + c - 1) / c; };
     while (columns < m_legendColumns && rows(columns) > std::max(3, rows(m_legendColumns)))
         ++columns;
