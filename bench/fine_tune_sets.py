@@ -58,6 +58,16 @@ def find(folder, name):
     raise SystemExit(f'{folder}: no {name} (install dataset-fashion-mnist, or pass --data)')
 
 
+def examples(data):
+    """Every image of Fashion-MNIST's IDX files in `data`: (split, index, pixels, label, rows,
+    cols), the training set's ('train') first, then the test set's ('test')."""
+    for split, prefix in (('train', 'train'), ('test', 't10k')):
+        images, (rows, cols) = read_idx(find(data, f'{prefix}-images-idx3-ubyte'))
+        labels, _ = read_idx(find(data, f'{prefix}-labels-idx1-ubyte'))
+        for i, (pixels, label) in enumerate(zip(images, labels)):
+            yield split, i, pixels, label, rows, cols
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--data', default='/usr/share/datasets/fashion-mnist',
@@ -68,19 +78,15 @@ def main():
     args = ap.parse_args()
     if args.per_class < 1:
         raise SystemExit('--per-class must be at least 1')
-    for split, prefix in (('train', 'train'), ('test', 't10k')):
-        images, (rows, cols) = read_idx(find(args.data, f'{prefix}-images-idx3-ubyte'))
-        labels, _ = read_idx(find(args.data, f'{prefix}-labels-idx1-ubyte'))
-        kept = [0] * 10
-        for i, (pixels, label) in enumerate(zip(images, labels)):
-            if label >= 5:
-                kept[label] += 1
-                if split == 'train' and kept[label] > args.per_class:
-                    continue
-            folder = os.path.join(args.out, 'first5' if label < 5 else 'last5', split,
-                                  NAMES[label])
-            os.makedirs(folder, exist_ok=True)
-            write_png(os.path.join(folder, f'{i:05d}.png'), pixels, rows, cols)
+    kept = [0] * 10  # training images of each class written
+    for split, i, pixels, label, rows, cols in examples(args.data):
+        if split == 'train' and label >= 5:
+            kept[label] += 1
+            if kept[label] > args.per_class:
+                continue
+        folder = os.path.join(args.out, 'first5' if label < 5 else 'last5', split, NAMES[label])
+        os.makedirs(folder, exist_ok=True)
+        write_png(os.path.join(folder, f'{i:05d}.png'), pixels, rows, cols)
 
 
 if __name__ == '__main__':

@@ -13,7 +13,7 @@ needs only the standard library (and bench/fine_tune_sets.py beside it).
 import argparse
 import os
 
-from fine_tune_sets import NAMES, find, read_idx, write_png
+from fine_tune_sets import NAMES, examples, write_png
 
 
 def main():
@@ -26,17 +26,15 @@ def main():
     args = ap.parse_args()
     if args.per_class < 1:
         raise SystemExit('--per-class must be at least 1')
-    for split, prefix in (('train', 'train'), ('test', 't10k')):
-        images, (rows, cols) = read_idx(find(args.data, f'{prefix}-images-idx3-ubyte'))
-        labels, _ = read_idx(find(args.data, f'{prefix}-labels-idx1-ubyte'))
-        kept = [0] * 10
-        for i, (pixels, label) in enumerate(zip(images, labels)):
+    kept = [0] * 10  # training images of each class written
+    for split, i, pixels, label, rows, cols in examples(args.data):
+        if split == 'train' and label >= 5:
             kept[label] += 1
-            if split == 'train' and label >= 5 and kept[label] > args.per_class:
+            if kept[label] > args.per_class:
                 continue
-            folder = os.path.join(args.out, split, NAMES[label])
-            os.makedirs(folder, exist_ok=True)
-            write_png(os.path.join(folder, f'{i:05d}.png'), pixels, rows, cols)
+        folder = os.path.join(args.out, split, NAMES[label])
+        os.makedirs(folder, exist_ok=True)
+        write_png(os.path.join(folder, f'{i:05d}.png'), pixels, rows, cols)
 
 
 if __name__ == '__main__':
