@@ -1,7 +1,8 @@
 // DataPage on generated datasets and a local HTTP server: discovery (counts, shape, classes), the
 // grid and its class filter, bad files reported with their name, the distortion toggle, and the
 // download button: a verified download that makes the dataset appear, a checksum mismatch that
-// is reported, and a cancel that is not an error.
+// is reported, and a cancel that is not an error; the hint under the images per class where some
+// classes have less than half the largest's.
 #include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
@@ -116,6 +117,55 @@ private slots:
             named = named || (l->text().contains(QStringLiteral("100")) &&
                               l->text().contains(QStringLiteral("cifar10")));
         QVERIFY(named);
+    }
+
+    // Images per class: under the summary, where some classes have less than half the largest's
+    // training images, how many and the remedy (sampling the classes equally); a class without
+    // any is not counted (sampling cannot help it). Nothing for a set whose classes are even, nor
+    // for one uneven with no class under half the largest.
+    void balanceHintOnlyForAnImbalancedSet_data()
+    {
+        QTest::addColumn<QVector<int>>("perClass"); // training images of classes 0 to 9
+        QTest::addColumn<QString>("hint");
+        const QString remedy =
+            QStringLiteral(": training can sample the classes equally (Sample the classes "
+                           "equally on the Model & hyperparameters page, towers-cli train "
+                           "--sampling balanced).");
+        QTest::newRow("even") << QVector<int>{10, 10, 10, 10, 10, 10, 10, 10, 10, 10} << QString();
+        QTest::newRow("none under half")
+            << QVector<int>{12, 12, 12, 12, 12, 8, 8, 8, 8, 8} << QString();
+        QTest::newRow("two under half, one empty")
+            << QVector<int>{13, 13, 13, 13, 13, 13, 13, 5, 4, 0}
+            << QStringLiteral("2 classes have less than half the largest's images") + remedy;
+        QTest::newRow("one under half")
+            << QVector<int>{11, 11, 11, 11, 11, 11, 11, 11, 11, 1}
+            << QStringLiteral("1 class has less than half the largest's images") + remedy;
+    }
+
+    void balanceHintOnlyForAnImbalancedSet()
+    {
+        QFETCH(QVector<int>, perClass);
+        QFETCH(QString, hint);
+        QTemporaryDir dir;
+        const auto folder = tt::fsPath(dir.filePath(QStringLiteral("mnist")));
+        std::vector<int> labels;
+        for (int c = 0; c < perClass.size(); ++c) labels.insert(labels.end(), perClass[c], c);
+        tt::writeIdxDataset(folder, std::int64_t(labels.size()), 10, 28, 28, false, 4);
+        tt::writeFile(folder / "train-labels-idx1-ubyte", tt::idxLabels(labels));
+        towers::app::AppSettings settings(tt::settingsFile(dir.path()));
+        settings.setDatasetName(QStringLiteral("mnist"));
+        settings.setDataDir(dir.path());
+        DataPage page(settings);
+        page.show();
+        QSignalSpy loaded(&page, &DataPage::datasetLoaded);
+        QVERIFY(loaded.wait(10000));
+        for (int c = 0; c < perClass.size(); ++c)
+            QCOMPARE(page.classChart()->value(c, 0), double(perClass[c]));
+        QVERIFY(!page.classSummary().isEmpty());
+        QCOMPARE(page.classBalanceHint(), hint);
+        auto* label = page.findChild<QLabel*>(QStringLiteral("balanceHint"));
+        QVERIFY(label);
+        QCOMPARE(label->isHidden(), hint.isEmpty());
     }
 
     void firstStartShowsADatasetThatIsThere()

@@ -3,13 +3,16 @@
 // field with the reason, and the form says which field; rules between fields come from the
 // engine's own validation; the global batch, steps per epoch and the schedule plot follow the
 // towers, the batch, the batches accumulated and the training set size less a validation share
-// (the plot checked against LrSchedule::at); the patience of an early stop needs evaluations.
+// (the plot checked against LrSchedule::at); the patience of an early stop needs evaluations; the
+// classes sampled equally or not.
 #include <QApplication>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QRadioButton>
+#include <QSignalSpy>
 #include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
@@ -532,6 +535,41 @@ private slots:
         form.setConfig(eng::defaultConfigFor("cifar10-tutorial"));
         QCOMPARE(accumulate->value(), 1);
         QCOMPARE(form.config().accumulate, 1);
+    }
+
+    // Class-balanced sampling: the box round-trips "balanced" and "uniform" through the
+    // configuration, a click changes it, and a model's defaults bring "uniform".
+    void sampling()
+    {
+        HyperparameterForm form;
+        eng::TrainConfig c = eng::defaultConfigFor("fashion-fast");
+        QCOMPARE(c.sampling, std::string("uniform"));
+        auto* balanced = form.findChild<QCheckBox*>(QStringLiteral("balanced"));
+        QVERIFY(balanced);
+        QVERIFY(balanced->toolTip().contains(QStringLiteral("--sampling balanced")));
+        c.sampling = "balanced";
+        form.setConfig(c);
+        QVERIFY(balanced->isChecked());
+        QVERIFY2(form.isValid(), qPrintable(form.error()));
+        QCOMPARE(QString::fromStdString(form.config().toJson()),
+                 QString::fromStdString(c.toJson()));
+        QSignalSpy changed(&form, &HyperparameterForm::changed);
+        balanced->click();
+        QCOMPARE(changed.count(), 1); // the settings follow
+        QCOMPARE(form.config().sampling, std::string("uniform"));
+        balanced->click();
+        QCOMPARE(form.config().sampling, std::string("balanced"));
+        c.sampling = "uniform";
+        form.setConfig(c);
+        QVERIFY(!balanced->isChecked());
+        QCOMPARE(form.config().sampling, std::string("uniform"));
+
+        // Another model's defaults, after a balanced configuration: uniform.
+        c.sampling = "balanced";
+        form.setConfig(c);
+        form.setConfig(eng::defaultConfigFor("cifar10-tutorial"));
+        QVERIFY(!balanced->isChecked());
+        QCOMPARE(form.config().sampling, std::string("uniform"));
     }
 
     // The validation share and the patience: in the configuration, the steps per epoch of the

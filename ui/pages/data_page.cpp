@@ -339,6 +339,15 @@ QWidget* DataPage::makeClassesTab(QTabWidget* tabs)
     m_classSummary->setWordWrap(true);
     m_classSummary->setTextInteractionFlags(Qt::TextSelectableByMouse);
     classesLayout->addWidget(m_classSummary);
+    // The remedy for a set whose classes are far apart in size, where the user sees that they are
+    // (plain text: the page cannot switch to the Model page and tick the box itself).
+    m_balanceHint = new QLabel(classesBox);
+    m_balanceHint->setObjectName(QStringLiteral("balanceHint"));
+    m_balanceHint->setWordWrap(true);
+    m_balanceHint->setTextFormat(Qt::PlainText);
+    m_balanceHint->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_balanceHint->hide();
+    classesLayout->addWidget(m_balanceHint);
     m_classChart = new StackedBarChart(tr("Images per class"), Qt::Horizontal, classesBox);
     // The Train page's colours: training blue, test green.
     m_classChart->setSegments({tr("training set"), tr("test set")}, {0, 2});
@@ -600,6 +609,11 @@ QString DataPage::classSummary() const
     return m_classSummary->text();
 }
 
+QString DataPage::classBalanceHint() const
+{
+    return m_balanceHint->text();
+}
+
 void DataPage::showClassCounts()
 {
     const std::size_t n = m_dataset->classNames.size();
@@ -618,6 +632,20 @@ void DataPage::showClassCounts()
     QVector<bool> small;
     for (std::size_t c = 0; c < n; ++c) small << (b && b->small(train[c]));
     m_classChart->setBars(labels, values, small);
+    // Sampling the classes equally repeats a small class's images; a class without any it cannot
+    // help (the summary says that the network cannot learn it), so only the others are counted.
+    const auto helped = std::count_if(train.begin(), train.end(), [&](std::int64_t images) {
+        return images > 0 && b && b->small(images);
+    });
+    const QString remedy =
+        tr("training can sample the classes equally (Sample the classes equally on the Model & "
+           "hyperparameters page, towers-cli train --sampling balanced).");
+    m_balanceHint->setText(
+        helped == 0   ? QString()
+        : helped == 1 ? tr("1 class has less than half the largest's images: %1").arg(remedy)
+                      : tr("%1 classes have less than half the largest's images: %2")
+                            .arg(QLocale().toString(qint64(helped)), remedy));
+    m_balanceHint->setVisible(helped > 0);
     if (!b) {
         m_classSummary->clear();
         return;

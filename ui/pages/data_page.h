@@ -86,6 +86,9 @@ public:
     // The loaded dataset's images per class, training and test (the "Images per class" tab).
     StackedBarChart* classChart() const { return m_classChart; }
     QString classSummary() const;
+    // Under the summary, where some classes with training images have less than half the
+    // largest's: how many, and that training can sample the classes equally; empty otherwise.
+    QString classBalanceHint() const;
     bool isBusy() const
     {
         return m_discover.isRunning() || m_scan.isRunning() || m_load.isRunning();
@@ -194,6 +197,7 @@ private:
     SampleImageModel* m_samples;
     StackedBarChart* m_classChart;
     QLabel* m_classSummary;
+    QLabel* m_balanceHint; // classBalanceHint(), hidden while empty
 };
 
 } // namespace towers::ui

@@ -271,6 +271,21 @@ QGroupBox* HyperparameterForm::buildRunBox()
                          tr("Passes over the training set"));
     runForm->addRow(tr("Length:"),
                     rowOf(runBox, {{m_bySteps, 0}, {m_steps, 1}, {m_byEpochs, 0}, {m_epochs, 1}}));
+    // What an epoch is made of, beside its length: a training set whose classes are far apart in
+    // size trains on its classes equally often. Its mnemonic is one of the page's few free
+    // letters.
+    m_balanced = new QCheckBox(tr("Sample the classes e&qually"), runBox);
+    m_balanced->setObjectName(QStringLiteral("balanced"));
+    m_balanced->setToolTip(
+        tr("Every epoch gives every class that has training images an equal share of its "
+           "examples: a small class's images are repeated, a large class's drawn afresh each "
+           "epoch. For a training set whose classes are far apart in size (the Data page's "
+           "Images per class outlines the small ones), so that the network does not learn to "
+           "favour the large classes. The epoch keeps the set's length; evaluation counts the "
+           "test set as it is. Off: every image once an epoch, in a fresh order. "
+           "(towers-cli train --sampling balanced)"));
+    connect(m_balanced, &QCheckBox::toggled, this, &HyperparameterForm::update);
+    runForm->addRow(QString(), m_balanced);
     return runBox;
 }
 
@@ -455,6 +470,7 @@ void HyperparameterForm::setConfig(const engine::TrainConfig& c)
     m_byEpochs->setChecked(c.steps <= 0);
     m_steps->setText(QString::number(c.steps > 0 ? c.steps : 1000));
     m_epochs->setText(num(c.epochs > 0 ? c.epochs : 10));
+    m_balanced->setChecked(c.sampling == "balanced");
     m_weightDecayOn->setChecked(c.weightDecay >= 0);
     m_weightDecay->setText(num(c.weightDecay >= 0 ? c.weightDecay : 0.0005));
     m_emaOn->setChecked(c.emaDecay > 0);
@@ -502,6 +518,7 @@ engine::TrainConfig HyperparameterForm::config() const
     c.accumulate = m_accumulate->value();
     c.steps = m_bySteps->isChecked() ? m_steps->integer() : 0;
     c.epochs = m_bySteps->isChecked() ? 0 : m_epochs->value();
+    c.sampling = m_balanced->isChecked() ? "balanced" : "uniform";
     c.weightDecay = m_weightDecayOn->isChecked() ? m_weightDecay->value() : -1;
     c.emaDecay = m_emaOn->isChecked() ? m_emaDecay->value() : 0;
     if (m_labelSmoothing->isValid()) c.labelSmoothing = m_labelSmoothing->value();

@@ -1,10 +1,11 @@
 #pragma once
 // The run's hyperparameters, edited as a TrainConfig: optimizer and its constants, learning rate
 // and schedule (with a plot of the rate over the whole run), batch per tower, the batches each
-// tower accumulates per step and the resulting global batch, length in steps or epochs, weight
-// decay, EMA, seed, checkpoint, evaluation and log intervals, the validation set held out and the
-// patience of an early stop. Values are refused at the field with the reason; rules between
-// fields come from TrainConfig::validate() and are shown under the form.
+// tower accumulates per step and the resulting global batch, length in steps or epochs, the
+// classes sampled equally or not, weight decay, EMA, seed, checkpoint, evaluation and log
+// intervals, the validation set held out and the patience of an early stop. Values are refused at
+// the field with the reason; rules between fields come from TrainConfig::validate() and are shown
+// under the form.
 #include <QWidget>
 
 #include <cstdint>
@@ -84,9 +85,10 @@ private:
                               ValidatedField::Check check, const QString& tip);
     // The form's group boxes, top to bottom, each with its fields made and connected; buildUi()
     // lays them out.
-    QGroupBox* buildOptimizerBox();      // the optimizer and its constants
-    QGroupBox* buildLearningRateBox();   // the rate, the schedule, its constants and its plot
-    QGroupBox* buildRunBox();            // batch per tower, accumulation, global batch, length
+    QGroupBox* buildOptimizerBox();    // the optimizer and its constants
+    QGroupBox* buildLearningRateBox(); // the rate, the schedule, its constants and its plot
+    // Batch per tower, accumulation, global batch, length, the classes sampled equally.
+    QGroupBox* buildRunBox();
     QGroupBox* buildRegularisationBox(); // weight decay, EMA, seed, "Start from"
     QGroupBox* buildCheckpointBox();     // checkpoints, evaluation, validation, early stop, log
     void update();
@@ -135,6 +137,7 @@ private:
     QRadioButton* m_byEpochs;
     ValidatedField* m_steps;
     ValidatedField* m_epochs;
+    QCheckBox* m_balanced; // TrainConfig::sampling: "balanced" when checked, else "uniform"
     QCheckBox* m_weightDecayOn;
     ValidatedField* m_weightDecay;
     QCheckBox* m_emaOn;
