@@ -88,6 +88,17 @@ bool recipeTermOptions(const QCommandLineParser& parser, engine::TrainConfig& c,
            doubleOption(parser, QStringLiteral("clip-grad-norm"), 0, 1e6, c.clipGradNorm, io);
 }
 
+bool batchOptions(const QCommandLineParser& parser, engine::TrainConfig& c, CommandIo& io)
+{
+    QString sampling = QString::fromStdString(c.sampling);
+    if (!intOption(parser, QStringLiteral("accumulate"), 1, engine::TrainConfig::kMaxAccumulate,
+                   c.accumulate, io) ||
+        !choiceOption(parser, QStringLiteral("sampling"), {"uniform", "balanced"}, sampling, io))
+        return false;
+    c.sampling = sampling.toStdString();
+    return true;
+}
+
 bool intOption(const QCommandLineParser& parser, const QString& name, int min, int max, int& value,
                CommandIo& io)
 {

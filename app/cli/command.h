@@ -86,6 +86,10 @@ bool doubleOption(const QCommandLineParser& parser, const QString& name, double 
 // 1), --label-smoothing (0 to 0.999) and --clip-grad-norm (0 to 1e6), into `c`, each left as it is
 // when not given; false with doubleOption's error for the first out of range.
 bool recipeTermOptions(const QCommandLineParser& parser, engine::TrainConfig& c, CommandIo& io);
+// How the batches of a step are made, as train and lr-find both take it: --accumulate (1 to
+// TrainConfig::kMaxAccumulate) and --sampling (uniform or balanced), into `c`, each left as it is
+// when not given; false with intOption's or choiceOption's error otherwise.
+bool batchOptions(const QCommandLineParser& parser, engine::TrainConfig& c, CommandIo& io);
 // Reads an on|off option into `value` (left as it is when the option is not given); prints an
 // error naming the option otherwise.
 bool onOffOption(const QCommandLineParser& parser, const QString& name, bool& value, CommandIo& io);

@@ -98,10 +98,9 @@ int showDataset(const QString& name, const QString& dataDir,
                << " times the training images of the smallest (" << nameOf(b->largest) << " "
                << b->mostImages << ", " << nameOf(b->smallest) << " " << b->fewestImages << ")\n";
     // Classes the network would see less than half as often as the largest: the remedy.
-    const auto small = std::count_if(train.begin(), train.end(),
-                                     [&](std::int64_t n) { return n > 0 && b->small(n); });
-    if (small > 0)
-        io.out << QString::fromStdString(engine::counted(small, "class has", "classes have"))
+    if (b->smallClasses > 0)
+        io.out << QString::fromStdString(
+                      engine::counted(b->smallClasses, "class has", "classes have"))
                << " less than half the largest's training images: train with --sampling "
                   "balanced to see every class equally often\n";
     return ExitOk;

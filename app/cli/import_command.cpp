@@ -299,9 +299,7 @@ void printImport(const ImportRequest& req, const ImportReport& e)
     // Classes with less than half the largest's images (engine::ClassBalance::small): the
     // command proposed samples them equally, and says why.
     const auto balance = engine::classBalance({r.train.begin(), r.train.end()});
-    const auto small = balance ? std::count_if(r.train.begin(), r.train.end(),
-                                               [&](qint64 n) { return n > 0 && balance->small(n); })
-                               : 0;
+    const std::int64_t small = balance ? balance->smallClasses : 0;
     if (!model.isEmpty())
         io.out << "train it: towers-cli train --dataset " << name
                << (p.isSet(QStringLiteral("data-dir"))

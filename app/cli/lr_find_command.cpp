@@ -215,9 +215,7 @@ int sweepOptions(LrFindRequest& r)
         !intOption(p, QStringLiteral("threads-per-tower"), 0,
                    engine::TrainConfig::kMaxThreadsPerTower, threads, io) ||
         !intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io) ||
-        !intOption(p, QStringLiteral("accumulate"), 1, engine::TrainConfig::kMaxAccumulate,
-                   c.accumulate, io) ||
-        !intOption(p, QStringLiteral("seed"), 0, 1 << 30, seed, io) ||
+        !batchOptions(p, c, io) || !intOption(p, QStringLiteral("seed"), 0, 1 << 30, seed, io) ||
         !intOption(p, QStringLiteral("steps"), 5, 100000, o.steps, io) ||
         !doubleOption(p, QStringLiteral("min-lr"), 1e-12, 1e6, o.minLr, io) ||
         !doubleOption(p, QStringLiteral("max-lr"), 1e-12, 1e6, o.maxLr, io) ||
@@ -232,10 +230,6 @@ int sweepOptions(LrFindRequest& r)
             return ExitUsage;
         }
     }
-    QString sampling = QString::fromStdString(c.sampling);
-    if (!choiceOption(p, QStringLiteral("sampling"), {"uniform", "balanced"}, sampling, io))
-        return ExitUsage;
-    c.sampling = sampling.toStdString();
     if (!(o.maxLr > o.minLr)) {
         io.err << "towers-cli lr-find: --max-lr must be above --min-lr\n";
         return ExitUsage;

@@ -279,14 +279,13 @@ int trainingOptions(const TrainRequest& r, const std::optional<TrainConfig>& lik
     const QCommandLineParser& p = r.p;
     CommandIo& io = r.io;
     int towers = like ? like->towers : 1, threads = like ? like->threadsPerTower : 0,
-        batch = c.batchPerTower, accumulate = c.accumulate;
+        batch = c.batchPerTower;
     std::int64_t seed = std::int64_t(c.seed);
     if (!intOption(p, QStringLiteral("towers"), 1, TrainConfig::kMaxTowers, towers, io) ||
         !intOption(p, QStringLiteral("threads-per-tower"), 0, TrainConfig::kMaxThreadsPerTower,
                    threads, io) ||
         !intOption(p, QStringLiteral("batch-size"), 1, 65536, batch, io) ||
-        !intOption(p, QStringLiteral("accumulate"), 1, TrainConfig::kMaxAccumulate, accumulate,
-                   io) ||
+        !batchOptions(p, c, io) ||
         !int64Option(p, QStringLiteral("seed"), 0, std::numeric_limits<qint64>::max(), seed, io) ||
         !doubleOption(p, QStringLiteral("lr"), 1e-12, 1e6, c.schedule.lr, io) ||
         !doubleOption(p, QStringLiteral("momentum"), 0, 0.999999, c.optimizer.momentum, io) ||
@@ -296,7 +295,6 @@ int trainingOptions(const TrainRequest& r, const std::optional<TrainConfig>& lik
     c.towers = towers;
     c.threadsPerTower = threads;
     c.batchPerTower = batch;
-    c.accumulate = accumulate;
     c.seed = std::uint64_t(seed);
     if (p.isSet(QStringLiteral("optimizer")))
         c.optimizer.kind = p.value(QStringLiteral("optimizer")).toStdString();
@@ -308,10 +306,6 @@ int trainingOptions(const TrainRequest& r, const std::optional<TrainConfig>& lik
     if (!choiceOption(p, QStringLiteral("augment"), {"default", "tutorial", "none"}, augment, io))
         return ExitUsage;
     c.augmentation = augmentName(augment).toStdString();
-    QString sampling = QString::fromStdString(c.sampling);
-    if (!choiceOption(p, QStringLiteral("sampling"), {"uniform", "balanced"}, sampling, io))
-        return ExitUsage;
-    c.sampling = sampling.toStdString();
     if (p.isSet(QStringLiteral("validation"))) {
         const auto share = validationShare(p.value(QStringLiteral("validation")));
         if (!share) {

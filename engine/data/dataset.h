@@ -65,6 +65,10 @@ struct ClassBalance
 {
     std::size_t largest = 0, smallest = 0; // classes
     std::int64_t mostImages = 0, fewestImages = 0;
+    // The classes that have images but less than half the largest's (small()): those that
+    // sampling the classes equally (TrainConfig::sampling "balanced") would show more often; a
+    // class without any it cannot help.
+    std::int64_t smallClasses = 0;
     bool even() const { return mostImages == fewestImages; }
     // The largest's images over the smallest's; 0 when the smallest has none.
     double ratio() const

@@ -359,6 +359,8 @@ std::optional<ClassBalance> classBalance(const std::vector<std::int64_t>& counts
     b.largest = std::size_t(many - counts.begin());
     b.fewestImages = *few;
     b.mostImages = *many;
+    b.smallClasses = std::count_if(counts.begin(), counts.end(),
+                                   [&](std::int64_t n) { return n > 0 && b.small(n); });
     return b;
 }
 

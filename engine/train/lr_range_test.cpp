@@ -12,6 +12,7 @@
 #include "engine/train/recipe.h"
 #include "engine/train/tower_set.h"
 #include "engine/train/trainer.h"
+#include "engine/train/training_session.h"
 
 namespace towers::engine {
 
@@ -79,13 +80,7 @@ LrRangeResult runLrRangeTest(const TrainConfig& config, const Dataset& dataset,
         preprocessingFor(resolveModel(c.model, c.modelDefinition), dataset);
     c.classes = int(dataset.classNames.size());
 
-    LoaderOptions lo;
-    lo.towers = c.towers;
-    lo.batchPerTower = int(c.examplesPerTowerStep());
-    lo.seed = c.seed;
-    lo.augment = c.augmentation != "none";
-    lo.balanced = c.sampling == "balanced";
-    lo.pinned = !isHostBackend(c.backend);
+    const LoaderOptions lo = loaderOptionsFor(c);
     choosePinnedDevice(c.backend, c.gpus, c.towers, 0);
     // The images the run would train on: without its validation share (TrainConfig::validation).
     std::optional<ValidationSplit> split;

@@ -16,6 +16,22 @@
 
 namespace towers::engine {
 
+LoaderOptions loaderOptionsFor(const TrainConfig& c, ProcessGroup* processes)
+{
+    LoaderOptions lo;
+    lo.towers = c.towers;
+    if (processes) {
+        lo.globalTowers = processes->size() * c.towers;
+        lo.firstTower = processes->rank() * c.towers;
+    }
+    lo.batchPerTower = int(c.examplesPerTowerStep());
+    lo.seed = c.seed;
+    lo.augment = c.augmentation != "none";
+    lo.balanced = c.sampling == "balanced";
+    lo.pinned = !isHostBackend(c.backend);
+    return lo;
+}
+
 namespace {
 
 // Removes a folder this session made when nothing but the lock file and an empty checkpoints/
@@ -170,18 +186,8 @@ void TrainingSession::build(TrainerObserver* observer)
         evaluated = &m_split->validation;
     }
 
-    LoaderOptions lo;
-    lo.towers = c.towers;
-    if (group) {
-        lo.globalTowers = group->size() * c.towers;
-        lo.firstTower = group->rank() * c.towers;
-    }
-    lo.batchPerTower = int(c.examplesPerTowerStep());
-    lo.seed = c.seed;
-    lo.augment = c.augmentation != "none";
-    lo.balanced = c.sampling == "balanced";
+    LoaderOptions lo = loaderOptionsFor(c, group);
     lo.workers = m_options.loaderWorkers;
-    lo.pinned = !isHostBackend(c.backend);
     choosePinnedDevice(c.backend, c.gpus, c.towers, group ? group->localRank() : 0);
     std::string dataNote;
     lo.drawsOnly = holdOnGpus(c, group, *train, dataNote);

@@ -15,6 +15,12 @@
 
 namespace towers::engine {
 
+// The batch loader's options a configuration asks for: this process's towers (its share of the
+// global towers of `processes`), the examples each takes a step (batchPerTower x accumulate), the
+// seed, the distortions, the sampling, and page-locked batches for GPU towers. The training
+// session builds its loader from them, and so does the learning-rate range test.
+LoaderOptions loaderOptionsFor(const TrainConfig& config, ProcessGroup* processes = nullptr);
+
 struct SessionOptions
 {
     // The run's configuration. config.dataset names the dataset; config.augmentation is

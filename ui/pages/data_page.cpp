@@ -634,9 +634,7 @@ void DataPage::showClassCounts()
     m_classChart->setBars(labels, values, small);
     // Sampling the classes equally repeats a small class's images; a class without any it cannot
     // help (the summary says that the network cannot learn it), so only the others are counted.
-    const auto helped = std::count_if(train.begin(), train.end(), [&](std::int64_t images) {
-        return images > 0 && b && b->small(images);
-    });
+    const std::int64_t helped = b ? b->smallClasses : 0;
     const QString remedy =
         tr("training can sample the classes equally (Sample the classes equally on the Model & "
            "hyperparameters page, towers-cli train --sampling balanced).");
