@@ -78,6 +78,7 @@ int runClassify(const QStringList& args, CommandIo& io)
         {QStringLiteral("no-ema"),
          QStringLiteral("Use the raw weights, not their moving averages.")},
         inferencePrecisionOption(),
+        ttaOption(),
         {QStringLiteral("layers"),
          QStringLiteral("Also show what each layer makes of each image: its output's shape, mean, "
                         "deviation, range and share of zeros (a ReLU's inactive units).")},
@@ -113,6 +114,7 @@ int runClassify(const QStringList& args, CommandIo& io)
                                   0, arithmetic, device, verified ? &*verified : nullptr);
     if (!classifier.precisionNote().empty())
         io.err << io.program << ": " << QString::fromStdString(classifier.precisionNote()) << "\n";
+    if (const int c = applyTtaOption(p, classifier, io); c != ExitOk) return c;
     // Each file is checked before it is decoded (a regular file, a size within the limits of
     // app/inference/image_files.h) and decoded no larger than the model needs; one that cannot be
     // read is named on standard error and the others are answered (exit 1 at the end).
@@ -175,6 +177,9 @@ int runClassify(const QStringList& args, CommandIo& io)
                                   {QStringLiteral("precision"),
                                    QString::fromStdString(
                                        std::string(engine::precisionName(classifier.precision())))},
+                                  {QStringLiteral("tta"),
+                                   QString::fromLatin1(engine::testTimeAugmentationName(
+                                       classifier.testTimeAugmentation()))},
                                   {QStringLiteral("results"), results}})
                       .toJson(QJsonDocument::Indented);
     if (failed) {

@@ -15,14 +15,12 @@
 #include "engine/train/train_config.h"
 
 namespace towers::engine {
+class Classifier;
+struct CheckpointInfo;
+struct DatasetSpec;
 struct Device;
 struct InferenceDevice;
 struct VerifiedCheckpoint;
-} // namespace towers::engine
-
-namespace towers::engine {
-struct CheckpointInfo;
-struct DatasetSpec;
 } // namespace towers::engine
 
 namespace towers::app {
@@ -197,6 +195,11 @@ QCommandLineOption bestOption();
 // --precision for eval and classify: the forward pass in fp32 or bf16, by default the checkpoint's
 // own (precisionOption reads it; engine::Classifier decides the default).
 QCommandLineOption inferencePrecisionOption();
+// --tta for eval and classify: test-time augmentation, none (the default) or mirror.
+QCommandLineOption ttaOption();
+// Sets --tta on `classifier`. ExitOk, or ExitUsage after the error: a value other than none or
+// mirror, or mirror for a checkpoint whose run never trained on a mirror image (saying why).
+int applyTtaOption(const QCommandLineParser& parser, engine::Classifier& classifier, CommandIo& io);
 // --best, for the commands that take --init-from (train, lr-find): a run's best checkpoint.
 QCommandLineOption initBestOption();
 // False, with the error printed, for --best without --init-from (initFromOption checks it too).

@@ -106,6 +106,7 @@ void addEvalOptions(QCommandLineParser& p)
         {QStringLiteral("batch-size"), QStringLiteral("Examples per forward pass (default 250)."),
          QStringLiteral("n"), QStringLiteral("250")},
         inferencePrecisionOption(),
+        ttaOption(),
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
     p.addOptions(inferenceDeviceOptions());
@@ -310,6 +311,8 @@ QJsonObject reportJson(const EvalReport& e)
          QString::fromStdString(std::string(engine::precisionName(classifier.precision())))},
         {QStringLiteral("trained_precision"), trained},
         {QStringLiteral("device"), deviceName(classifier.device())},
+        {QStringLiteral("tta"),
+         QString::fromLatin1(engine::testTimeAugmentationName(classifier.testTimeAugmentation()))},
         {QStringLiteral("examples"), qint64(r.examples)},
         {QStringLiteral("correct"), qint64(r.correct)},
         {QStringLiteral("precision_at_1"), r.precisionAt1},
@@ -372,6 +375,9 @@ void printScores(const EvalReport& e, QTextStream& out)
         << (classifier.device().isHost()
                 ? QString()
                 : QStringLiteral(", on ") + deviceName(classifier.device()))
+        << (classifier.testTimeAugmentation() == engine::TestTimeAugmentation::Mirror
+                ? QStringLiteral(", each image averaged with its mirror image")
+                : QString())
         << "\n"
         << "precision @ 1 = " << QString::number(r.precisionAt1, 'f', 4) << " (" << r.correct
         << " of " << r.examples << " " << e.setWord << " examples), mean cross-entropy "
@@ -509,6 +515,7 @@ int runEval(const QStringList& args, CommandIo& io)
                                   0, arithmetic, device, verified ? &*verified : nullptr);
     if (!classifier.precisionNote().empty())
         io.err << io.program << ": " << QString::fromStdString(classifier.precisionNote()) << "\n";
+    if (const int c = applyTtaOption(p, classifier, io); c != ExitOk) return c;
     const auto& info = classifier.info();
     if (info.dataset.empty() && !p.isSet(QStringLiteral("dataset")))
         throw engine::IoError(checkpointFile.toStdString() +

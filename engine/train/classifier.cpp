@@ -7,6 +7,7 @@
 #include "engine/cpu/onednn_ops.h"
 #include "engine/data/batch_loader.h"
 #include "engine/models/registry.h"
+#include "engine/train/train_config.h"
 
 namespace towers::engine {
 
@@ -108,6 +109,34 @@ int Classifier::numClasses() const
     return m_model->numClasses();
 }
 
+std::string Classifier::mirrorUnseen() const
+{
+    if (!m_recipe.flip)
+        return "its recipe does not mirror its training images (" +
+               (m_info.dataset.empty() ? std::string("its classes")
+                                       : "the classes of " + m_info.dataset) +
+               " may not survive a mirror, as digits do not)";
+    if (!m_info.config.empty()) {
+        try {
+            if (TrainConfig::fromJson(m_info.config).augmentation == "none")
+                return "its run trained without distortions (--augment none), so never on a "
+                       "mirror image";
+        } catch (const InvalidArgument&) { // a configuration that does not read: the recipe's word
+        }
+    }
+    return "";
+}
+
+void Classifier::setTestTimeAugmentation(TestTimeAugmentation tta)
+{
+    if (tta == TestTimeAugmentation::Mirror)
+        if (const std::string why = mirrorUnseen(); !why.empty())
+            throw InvalidArgument("mirror test-time augmentation: " + m_info.model + " of " +
+                                  (m_info.dataset.empty() ? "this checkpoint" : m_info.dataset) +
+                                  " never learnt from mirror images: " + why);
+    m_tta = tta;
+}
+
 std::vector<std::vector<double>> Classifier::logits(const ImageSet& images)
 {
     requireSourceShape(images);
@@ -118,7 +147,14 @@ std::vector<std::vector<double>> Classifier::logits(const ImageSet& images)
     for (std::int64_t begin = 0; begin < images.count; begin += batch) {
         const std::int64_t end = std::min(images.count, begin + batch);
         evaluationBatch(images, m_recipe, begin, end, x, labels);
-        const Tensor logits = forward(ctx, x).onHost();
+        Tensor logits = forward(ctx, x).onHost();
+        if (m_tta == TestTimeAugmentation::Mirror) {
+            const Tensor first = logits.clone(); // its own bytes: forward overwrites the model's
+            mirrorImages(x, m_mirrored);
+            Tensor mean;
+            meanOfLogits(first, forward(ctx, m_mirrored).onHost(), mean);
+            logits = mean;
+        }
         const std::int64_t k = logits.dim(1);
         for (std::int64_t i = 0; i < end - begin; ++i) {
             std::vector<double> row(static_cast<std::size_t>(k));
@@ -306,11 +342,12 @@ EvalResult Classifier::evaluate(const ImageSet& set, int batchSize)
     if (set.imageShape() != m_source)
         throw ShapeError("classifier: the set's images are " + set.imageShape().str() +
                          ", the checkpoint expects " + m_source.str());
-    EvalResult r =
-        engine::evaluate(*m_model, *m_ops, set.count, batchSize,
-                         [&](std::int64_t b, std::int64_t e, Tensor& images, Tensor& labels) {
-                             evaluationBatch(set, m_recipe, b, e, images, labels);
-                         });
+    EvalResult r = engine::evaluate(
+        *m_model, *m_ops, set.count, batchSize,
+        [&](std::int64_t b, std::int64_t e, Tensor& images, Tensor& labels) {
+            evaluationBatch(set, m_recipe, b, e, images, labels);
+        },
+        0, 1, {}, m_tta);
     r.step = m_info.step;
     r.ema = m_usesEma;
     return r;

@@ -104,6 +104,17 @@ public:
     const std::string& precisionNote() const { return m_precisionNote; }
     int numClasses() const;
 
+    // Test-time augmentation for logits(), probabilities() and evaluate() (not for the looks
+    // inside the network, which show the image itself): None by default; Mirror averages each
+    // image's logits with its mirror image's. mirrorUnseen() says why a checkpoint cannot
+    // (its run never saw a mirror image), and setTestTimeAugmentation(Mirror) then throws
+    // InvalidArgument with that reason.
+    void setTestTimeAugmentation(TestTimeAugmentation tta);
+    TestTimeAugmentation testTimeAugmentation() const { return m_tta; }
+    // "" when the checkpoint's run trained on mirror images (its recipe flips and it did not turn
+    // the distortions off), else why not: "its recipe does not mirror its training images (...)".
+    std::string mirrorUnseen() const;
+
     // Class probabilities (softmax of the logits) of every image of `images` (8-bit HWC of
     // sourceShape(); labels are ignored), in the evaluation form of the checkpoint's recipe.
     std::vector<std::vector<double>> probabilities(const ImageSet& images);
@@ -142,10 +153,12 @@ private:
     bool m_usesEma = false;
     Precision m_precision = Precision::Float32;
     std::string m_precisionNote;
+    TestTimeAugmentation m_tta = TestTimeAugmentation::None;
     // Declared first, destroyed last: on a GPU, the tensors go before their stream.
     std::unique_ptr<Ops> m_ops;
     std::unique_ptr<Model> m_model;
     Tensor m_deviceInput; // the batch on the device, reused
+    Tensor m_mirrored;    // a batch's mirror images (test-time augmentation), reused
 };
 
 } // namespace towers::engine

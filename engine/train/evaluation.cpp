@@ -1,6 +1,9 @@
 #include "engine/train/evaluation.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <string>
 
 #include "engine/ops/op_checks.h"
@@ -109,8 +112,74 @@ double macroF1(const std::vector<ClassScores>& scores)
     return n ? sum / n : 0.0;
 }
 
+const char* testTimeAugmentationName(TestTimeAugmentation t)
+{
+    return t == TestTimeAugmentation::Mirror ? "mirror" : "none";
+}
+
+TestTimeAugmentation testTimeAugmentationFromName(const std::string& name)
+{
+    if (name == "none") return TestTimeAugmentation::None;
+    if (name == "mirror") return TestTimeAugmentation::Mirror;
+    throw InvalidArgument("test-time augmentation: expected \"none\" or \"mirror\", got \"" + name +
+                          "\"");
+}
+
+void mirrorImages(const Tensor& images, Tensor& mirrored)
+{
+    if (images.rank() != 4)
+        throw ShapeError("mirrorImages: expected images [N, H, W, C], got " + images.describe());
+    if (!images.device().isHost())
+        throw InvalidArgument("mirrorImages: the images must be on the host");
+    Tensor::ensure(mirrored, images.shape(), images.dtype());
+    const std::int64_t rows = images.dim(0) * images.dim(1), width = images.dim(2);
+    const std::size_t pixel = std::size_t(images.dim(3)) * dtypeSize(images.dtype());
+    const auto* from = static_cast<const unsigned char*>(images.raw());
+    auto* to = static_cast<unsigned char*>(mirrored.raw());
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const unsigned char* row = from + std::size_t(r * width) * pixel;
+        unsigned char* out = to + std::size_t(r * width) * pixel;
+        for (std::int64_t j = 0; j < width; ++j)
+            std::memcpy(out + std::size_t(j) * pixel, row + std::size_t(width - 1 - j) * pixel,
+                        pixel);
+    }
+}
+
+void meanOfLogits(const Tensor& a, const Tensor& b, Tensor& mean)
+{
+    requireShape(b, a.shape(), "meanOfLogits: the second logits");
+    requireDType(b, a.dtype(), "meanOfLogits: the second logits");
+    Tensor::ensure(mean, a.shape(), a.dtype());
+    for (std::int64_t i = 0; i < a.numel(); ++i) mean.setAt(i, 0.5 * (a.at(i) + b.at(i)));
+}
+
+double summedCrossEntropy(const Tensor& logits, const Tensor& labels)
+{
+    if (logits.rank() != 2)
+        throw ShapeError("summedCrossEntropy: expected logits [N, classes], got " +
+                         logits.describe());
+    const std::int64_t n = logits.dim(0), k = logits.dim(1);
+    requireShape(labels, Shape{n}, "summedCrossEntropy: labels");
+    requireDType(labels, DType::Int32, "summedCrossEntropy: labels");
+    const std::int32_t* label = labels.data<std::int32_t>();
+    double sum = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+        if (label[i] < 0 || label[i] >= k)
+            throw InvalidArgument("summedCrossEntropy: label " + std::to_string(label[i]) +
+                                  " of example " + std::to_string(i) + " is not a class of " +
+                                  std::to_string(k));
+        double top = -INFINITY;
+        for (std::int64_t c = 0; c < k; ++c) top = std::max(top, logits.at(i * k + c));
+        double exps = 0;
+        for (std::int64_t c = 0; c < k; ++c) exps += std::exp(logits.at(i * k + c) - top);
+        sum += top + std::log(exps) - logits.at(i * k + label[i]);
+    }
+    return sum;
+}
+
 EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
-                    const EvalBatchFn& batches, int part, int parts, const CancelFn& cancelled)
+                    const EvalBatchFn& batches, int part, int parts, const CancelFn& cancelled,
+                    TestTimeAugmentation tta)
 {
     if (count < 1) throw InvalidArgument("evaluation needs at least one example");
     if (batchSize < 1) throw InvalidArgument("evaluation batch size must be at least 1");
@@ -122,7 +191,19 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
     EvalResult r(model.numClasses());
     ExecContext ctx = ExecContext::forEvaluation(ops, std::uint64_t(part));
     Tensor images, labels, probs, loss, deviceImages, deviceLabels, hostLogits, hostLoss;
+    Tensor mirrored, mirroredLogits, meanLogits; // test-time augmentation's
     const Device& device = model.device();
+    // Logits where the host reads them, in `out` (their own bytes: the model's output is
+    // overwritten by its next forward pass).
+    const auto logitsOnHost = [&](const Tensor& logits, Tensor& out) {
+        Tensor::ensure(out, logits.shape(), logits.dtype());
+        if (device.isHost()) {
+            out.copyFrom(logits);
+            return;
+        }
+        ops.download(logits, out);
+        ops.synchronize();
+    };
     const std::int64_t numBatches = (count + batchSize - 1) / batchSize;
     for (std::int64_t b = part; b < numBatches; b += parts) {
         if (cancelled && cancelled()) {
@@ -146,6 +227,22 @@ EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
             lab = &deviceLabels;
         }
         const Tensor& logits = model.forward(ctx, *x);
+        if (tta == TestTimeAugmentation::Mirror) {
+            // The mean of the image's and its mirror image's logits; the loss of that mean, on
+            // the host (a batch's logits are small).
+            logitsOnHost(logits, hostLogits);
+            mirrorImages(input, mirrored);
+            const Tensor* mx = &mirrored;
+            if (!device.isHost()) {
+                ops.upload(mirrored, deviceImages);
+                mx = &deviceImages;
+            }
+            logitsOnHost(model.forward(ctx, *mx), mirroredLogits);
+            meanOfLogits(hostLogits, mirroredLogits, meanLogits);
+            r.add(meanLogits, labels, 0);
+            r.crossEntropySum += summedCrossEntropy(meanLogits, labels);
+            continue;
+        }
         // The loss issued before the host waits for the logits: on a GPU, one wait for both.
         ops.softmaxCrossEntropyForward(logits, *lab, 0.0, probs, loss); // plain, unsmoothed
         if (device.isHost()) {

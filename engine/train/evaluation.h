@@ -61,14 +61,39 @@ std::vector<ClassScores> classScores(const std::vector<std::int64_t>& confusion,
 // average leaves none out; here a class without test images does not drag the mean down).
 double macroF1(const std::vector<ClassScores>& scores);
 
+// Test-time augmentation: what an evaluation averages each image's logits over. Mirror: the image
+// and its left-right mirror image (the fast CIFAR-10 trainers' flip), for a network that trained
+// on mirrored images (Preprocessing::flip); twice the forward passes.
+enum class TestTimeAugmentation
+{
+    None,
+    Mirror
+};
+// "none" or "mirror", and back (InvalidArgument naming the choices).
+const char* testTimeAugmentationName(TestTimeAugmentation t);
+TestTimeAugmentation testTimeAugmentationFromName(const std::string& name);
+
+// The left-right mirror images of a host batch of images ([N, H, W, C], any dtype): `mirrored`
+// is made [N, H, W, C] of the same dtype with column j of each row the source's column W - 1 - j.
+void mirrorImages(const Tensor& images, Tensor& mirrored);
+// The element-wise mean of two host tensors of logits of the same shape (float32 or float64),
+// into `mean` (made of their shape and dtype): (a + b) / 2 in double, rounded once.
+void meanOfLogits(const Tensor& a, const Tensor& b, Tensor& mean);
+// The summed cross-entropy of host logits [N, classes] (float32 or float64) against labels Int32
+// [N] in [0, classes), in double: the loss of evaluation where the logits are averaged on the host.
+double summedCrossEntropy(const Tensor& logits, const Tensor& labels);
+
 // Evaluates `model` in inference mode on examples [0, count) in batches of `batchSize` drawn from
 // `batches`. With parts > 1, only the batches b with b % parts == part are evaluated (the share of
 // one tower; merge the parts and finish()). `cancelled`, when given, is asked before each batch:
-// true ends the evaluation there with complete = false. Throws InvalidArgument for count < 1,
-// batchSize < 1, or a callback that produces the wrong shapes or labels out of range.
+// true ends the evaluation there with complete = false. `tta`: Mirror averages each image's logits
+// with its mirror image's (two forward passes a batch; the loss and the prediction are the mean
+// logits'). Throws InvalidArgument for count < 1, batchSize < 1, or a callback that produces the
+// wrong shapes or labels out of range.
 using CancelFn = std::function<bool()>;
 EvalResult evaluate(Model& model, Ops& ops, std::int64_t count, int batchSize,
                     const EvalBatchFn& batches, int part = 0, int parts = 1,
-                    const CancelFn& cancelled = {});
+                    const CancelFn& cancelled = {},
+                    TestTimeAugmentation tta = TestTimeAugmentation::None);
 
 } // namespace towers::engine

@@ -37,8 +37,8 @@ _towers_cli()
                 --weight-decay --ema-decay --label-smoothing --clip-grad-norm --augment --sampling --seed --init-from --best --like --run-dir --checkpoint-every
                 --keep-checkpoints --resume --resume-or-start --restart --overwrite --eval-every --validation --patience --min-delta --log-every --histogram-every --loader-workers --json --help" ;;
         lr-find) options="--dataset --data-dir --model --device --gpus --towers --batch-size --accumulate --sampling --threads-per-tower --seed --precision --init-from --best --optimizer --weight-decay --label-smoothing --clip-grad-norm --min-lr --max-lr --steps --json --help" ;;
-        eval) options="--checkpoint --best --data-dir --set --dataset --no-ema --layers --mistakes --batch-size --precision --device --gpu --json --help" ;;
-        classify) options="--checkpoint --best --top-k --no-ema --precision --device --gpu --layers --json --help" ;;
+        eval) options="--checkpoint --best --data-dir --set --dataset --no-ema --layers --mistakes --batch-size --precision --tta --device --gpu --json --help" ;;
+        classify) options="--checkpoint --best --top-k --no-ema --precision --tta --device --gpu --layers --json --help" ;;
         export) options="--checkpoint --best --output --opset --layout --no-ema --force --json --help" ;;
         runs) options="--runs-dir --json --trash --help" ;;
         datasets) options="--data-dir --json --help" ;;
@@ -83,6 +83,7 @@ _towers_cli()
         --gpu-data) COMPREPLY=($(compgen -W "auto off" -- "$cur")); return ;;
         --cuda-graphs|--cudnn-benchmark) COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
         --precision) COMPREPLY=($(compgen -W "fp32 bf16" -- "$cur")); return ;;
+        --tta) COMPREPLY=($(compgen -W "none mirror" -- "$cur")); return ;;
         --backend) COMPREPLY=($(compgen -W "onednn reference cuda" -- "$cur")); return ;;
         --data-dir | --run-dir | --runs-dir) _filedir -d; return ;;
         --like) _towers_cli_runs "${TOWERS_RUNS:-${XDG_DATA_HOME:-$HOME/.local/share}/towers/runs}"; return ;;

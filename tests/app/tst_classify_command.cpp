@@ -458,6 +458,100 @@ private slots:
         }
     }
 
+    // --tta mirror: each image's logits averaged with its mirror image's, where the checkpoint's
+    // run trained on mirror images; refused, saying why, where it did not (digits).
+    void mirrorTestTimeAugmentation()
+    {
+        const auto json = [](const Run& r) {
+            return QJsonDocument::fromJson(r.out.toUtf8()).object();
+        };
+        const QStringList mirror{QStringLiteral("--tta"), QStringLiteral("mirror")};
+        for (const QStringList& args : {classifyJson(rampImage("tta.png")), evalJson()}) {
+            const Run unknown =
+                cli(args + QStringList{QStringLiteral("--tta"), QStringLiteral("flip")});
+            QVERIFY(!unknown.crashed);
+            QCOMPARE(unknown.exitCode, 2);
+            QVERIFY2(
+                unknown.err.contains(QStringLiteral("--tta must be none or mirror, got 'flip'")),
+                qPrintable(unknown.err));
+            const Run digits = cli(args + mirror);
+            QVERIFY(!digits.crashed);
+            QCOMPARE(digits.exitCode, 2);
+            QVERIFY2(
+                digits.err.contains(QStringLiteral(
+                    "--tta mirror: mirror test-time augmentation: fashion-fast of mnist never "
+                    "learnt from mirror images: its recipe does not mirror its training images")),
+                qPrintable(digits.err));
+            QVERIFY2(digits.out.isEmpty(), qPrintable(digits.out));
+            const Run none =
+                cli(args + QStringList{QStringLiteral("--tta"), QStringLiteral("none")});
+            QVERIFY2(!none.crashed && none.exitCode == 0, qPrintable(none.err));
+            QCOMPARE(json(none).value(QStringLiteral("tta")).toString(), QStringLiteral("none"));
+        }
+
+        // Fashion-MNIST's classes survive a mirror: its recipe flips.
+        const std::filesystem::path root = m_dir.path().toStdString();
+        test::writeIdxDataset(root / "fashion-mnist", 50, 20, 28, 28, false, 6);
+        const QString fashion = path("fashion.safetensors");
+        test::writeFreshCheckpoint("fashion-fast",
+                                   engine::loadDataset("fashion-mnist", root / "fashion-mnist"),
+                                   fashion.toStdString(), 4);
+        const QString ramp = rampImage("tta.png");
+        QImage image(ramp);
+        QVERIFY(image.mirrored(true, false).save(path("tta-mirror.png")));
+        const auto logitsOf = [&](const QString& file, const QStringList& extra) {
+            const Run r =
+                cli(QStringList{QStringLiteral("classify"), QStringLiteral("--checkpoint"), fashion,
+                                QStringLiteral("--json"), file} +
+                    extra);
+            std::vector<double> l;
+            if (r.crashed || r.exitCode != 0) {
+                qWarning("%s", qPrintable(r.err));
+                return l;
+            }
+            const QJsonObject o = json(r);
+            if (o.value(QStringLiteral("tta")).toString() !=
+                (extra.isEmpty() ? QStringLiteral("none") : QStringLiteral("mirror")))
+                return l;
+            for (const auto v : o.value(QStringLiteral("results"))
+                                    .toArray()
+                                    .first()
+                                    .toObject()
+                                    .value(QStringLiteral("logits"))
+                                    .toArray())
+                l.push_back(v.toDouble());
+            return l;
+        };
+        const auto own = logitsOf(ramp, {}), ofMirror = logitsOf(path("tta-mirror.png"), {});
+        const auto averaged = logitsOf(ramp, mirror);
+        QCOMPARE(own.size(), std::size_t(10));
+        QCOMPARE(ofMirror.size(), own.size());
+        QCOMPARE(averaged.size(), own.size());
+        double apart = 0;
+        for (std::size_t j = 0; j < own.size(); ++j) {
+            apart = std::max(apart, std::abs(own[j] - ofMirror[j]));
+            QVERIFY2(std::abs(averaged[j] - 0.5 * (own[j] + ofMirror[j])) < 1e-5,
+                     qPrintable(QStringLiteral("logit %1: %2 against %3 and %4")
+                                    .arg(j)
+                                    .arg(averaged[j])
+                                    .arg(own[j])
+                                    .arg(ofMirror[j])));
+        }
+        QVERIFY(apart > 1e-3); // the mirror changed the network's answer
+
+        const QStringList eval{QStringLiteral("eval"), QStringLiteral("--checkpoint"), fashion,
+                               QStringLiteral("--data-dir"), m_dir.path()};
+        const Run text = cli(eval + mirror);
+        QVERIFY2(!text.crashed && text.exitCode == 0, qPrintable(text.err));
+        QVERIFY2(text.out.section(QLatin1Char('\n'), 0, 0)
+                     .endsWith(QStringLiteral(", each image averaged with its mirror image")),
+                 qPrintable(text.out));
+        const Run asJson = cli(eval + mirror + QStringList{QStringLiteral("--json")});
+        QVERIFY2(!asJson.crashed && asJson.exitCode == 0, qPrintable(asJson.err));
+        QCOMPARE(json(asJson).value(QStringLiteral("tta")).toString(), QStringLiteral("mirror"));
+        QCOMPARE(json(asJson).value(QStringLiteral("examples")).toInt(), 20);
+    }
+
     // Last, as it is the one large child (the peak resident size of children is the largest
     // one's): 40 megapixels, within the budget, is decoded, reduced and classified. A grey PNG is
     // decoded whole (40 MB), then Qt's smooth reduction works on a 32-bit copy (160 MB).

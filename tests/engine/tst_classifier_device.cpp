@@ -10,6 +10,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "checkpoint_files.h"
@@ -20,6 +22,7 @@
 #include "engine/errors.h"
 #include "engine/ops/staged_ops.h"
 #include "engine/train/classifier.h"
+#include "engine/train/evaluation.h"
 #include "engine/train/train_config.h"
 #include "fake_device.h"
 
@@ -76,6 +79,29 @@ void expectSameViews(const std::vector<engine::LayerView>& a,
         QCOMPARE(a[i].shape, b[i].shape);
         QVERIFY2(a[i].values == b[i].values, a[i].name.c_str());
     }
+}
+
+// `set` with every image mirrored left-right (8-bit HWC).
+engine::ImageSet mirroredSet(const engine::ImageSet& set)
+{
+    engine::ImageSet m = set;
+    const std::int64_t h = set.height, w = set.width, c = set.channels;
+    for (std::int64_t i = 0; i < set.count; ++i)
+        for (std::int64_t y = 0; y < h; ++y)
+            for (std::int64_t x = 0; x < w; ++x)
+                for (std::int64_t k = 0; k < c; ++k)
+                    m.pixels[std::size_t(((i * h + y) * w + x) * c + k)] =
+                        set.pixels[std::size_t(((i * h + y) * w + (w - 1 - x)) * c + k)];
+    return m;
+}
+
+double largestDifference(const std::vector<std::vector<double>>& a,
+                         const std::vector<std::vector<double>>& b)
+{
+    double d = 0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        for (std::size_t j = 0; j < a[i].size(); ++j) d = std::max(d, std::abs(a[i][j] - b[i][j]));
+    return d;
 }
 
 } // namespace
@@ -205,6 +231,141 @@ private slots:
             QCOMPARE(own.precision(), engine::Precision::BFloat16);
             QVERIFY(own.precisionNote().empty());
         }
+    }
+
+    // The pieces of test-time augmentation: the mirror of a batch, the mean of two logits, and
+    // the cross-entropy of logits on the host against the op's.
+    void mirrorAndTheHostsLoss()
+    {
+        engine::Tensor images(engine::Shape{2, 2, 3, 2}, engine::DType::Float64);
+        for (std::int64_t i = 0; i < images.numel(); ++i) images.setAt(i, double(i));
+        engine::Tensor mirrored;
+        engine::mirrorImages(images, mirrored);
+        QCOMPARE(mirrored.shape(), images.shape());
+        QCOMPARE(mirrored.dtype(), engine::DType::Float64);
+        // Row (n, y) is pixels x = 0, 1, 2 of 2 channels: its mirror is pixels 2, 1, 0.
+        const std::vector<double> row0{4, 5, 2, 3, 0, 1}, row3{22, 23, 20, 21, 18, 19};
+        for (int k = 0; k < 6; ++k) {
+            QCOMPARE(mirrored.at(k), row0[std::size_t(k)]);
+            QCOMPARE(mirrored.at(18 + k), row3[std::size_t(k)]);
+        }
+        engine::Tensor back;
+        engine::mirrorImages(mirrored, back);
+        for (std::int64_t i = 0; i < images.numel(); ++i) QCOMPARE(back.at(i), images.at(i));
+
+        engine::Tensor a(engine::Shape{3, 4}, engine::DType::Float32), b = a.clone(), mean;
+        for (std::int64_t i = 0; i < 12; ++i) {
+            a.setAt(i, 0.25 * double(i) - 1);
+            b.setAt(i, std::sin(double(i)) * 3);
+        }
+        engine::meanOfLogits(a, b, mean);
+        for (std::int64_t i = 0; i < 12; ++i)
+            QCOMPARE(mean.at(i), double(float(0.5 * (a.at(i) + b.at(i)))));
+
+        engine::Tensor labels(engine::Shape{3}, engine::DType::Int32);
+        labels.data<std::int32_t>()[0] = 3;
+        labels.data<std::int32_t>()[1] = 0;
+        labels.data<std::int32_t>()[2] = 2;
+        auto ops = engine::cpu::makeOneDnnOps(engine::Precision::Float32);
+        engine::Tensor probs, loss;
+        ops->softmaxCrossEntropyForward(b, labels, 0.0, probs, loss);
+        const double summed = engine::summedCrossEntropy(b, labels);
+        QVERIFY2(std::abs(summed - 3 * loss.at(0)) < 1e-5, qPrintable(QString::number(summed)));
+        labels.data<std::int32_t>()[1] = 4;
+        QVERIFY_THROWS_EXCEPTION(engine::InvalidArgument, engine::summedCrossEntropy(b, labels));
+    }
+
+    // --tta mirror: each image's logits are the mean of its own and its mirror image's, so a set
+    // and its mirror image get the same answers; on the stand-in device as on the CPU, bitwise.
+    void mirrorTestTimeAugmentation()
+    {
+        const engine::ImageSet& set = m_cifar.data.test;
+        const engine::ImageSet mirror = mirroredSet(set);
+        engine::Classifier plain(m_cifar.checkpoint, true, 0, engine::Precision::Float32);
+        QVERIFY(plain.mirrorUnseen().empty());
+        engine::Classifier averaged(m_cifar.checkpoint, true, 0, engine::Precision::Float32);
+        averaged.setTestTimeAugmentation(engine::TestTimeAugmentation::Mirror);
+        QCOMPARE(averaged.testTimeAugmentation(), engine::TestTimeAugmentation::Mirror);
+
+        const auto own = plain.logits(set), ofMirror = plain.logits(mirror);
+        const auto tta = averaged.logits(set);
+        QCOMPARE(tta.size(), own.size());
+        // A network drawn at random is not symmetric: the mirror changes its answers...
+        QVERIFY(largestDifference(own, ofMirror) > 1e-3);
+        // ...and the mean is of the two (the 32x32 images' central 24x24 is mirrored with them;
+        // per-image standardisation sums in another order: float rounding).
+        std::vector<std::vector<double>> mean = own;
+        for (std::size_t i = 0; i < mean.size(); ++i)
+            for (std::size_t j = 0; j < mean[i].size(); ++j)
+                mean[i][j] = 0.5 * (own[i][j] + ofMirror[i][j]);
+        QVERIFY2(largestDifference(tta, mean) < 1e-4,
+                 qPrintable(QString::number(largestDifference(tta, mean))));
+        QVERIFY2(largestDifference(averaged.logits(mirror), tta) < 1e-4, "not mirror-invariant");
+
+        // evaluate() counts the mean logits' answers and loss.
+        const engine::EvalResult r = averaged.evaluate(set, 128);
+        QCOMPARE(r.examples, set.count);
+        std::int64_t correct = 0;
+        double loss = 0;
+        for (std::size_t i = 0; i < tta.size(); ++i) {
+            const auto& l = tta[i];
+            const int label = set.labels[i];
+            correct += std::max_element(l.begin(), l.end()) - l.begin() == label;
+            double top = *std::max_element(l.begin(), l.end()), sum = 0;
+            for (double v : l) sum += std::exp(v - top);
+            loss += top + std::log(sum) - l[std::size_t(label)];
+        }
+        QCOMPARE(r.correct, correct);
+        QVERIFY2(std::abs(r.meanCrossEntropy - loss / double(set.count)) < 1e-5,
+                 qPrintable(QString::number(r.meanCrossEntropy)));
+        const engine::EvalResult p = plain.evaluate(set, 128);
+        QVERIFY(p.meanCrossEntropy != r.meanCrossEntropy);
+
+        // The device's path: its batches and their mirror images go there, the logits come back.
+        engine::Classifier onGpu(m_cifar.checkpoint, true, 0, engine::Precision::Float32,
+                                 standInGpu());
+        onGpu.setTestTimeAugmentation(engine::TestTimeAugmentation::Mirror);
+        QVERIFY(onGpu.logits(set) == tta);
+        const engine::EvalResult g = onGpu.evaluate(set, 128);
+        QCOMPARE(g.correct, r.correct);
+        QCOMPARE(g.confusion, r.confusion);
+        QCOMPARE(g.meanCrossEntropy, r.meanCrossEntropy);
+    }
+
+    // A checkpoint whose run never saw a mirror image refuses it, saying why.
+    void mirrorOfANetworkThatNeverSawOne()
+    {
+        engine::Classifier digits(m_mnist.checkpoint, true, 0, engine::Precision::Float32);
+        QVERIFY2(digits.mirrorUnseen().find("does not mirror its training images") !=
+                     std::string::npos,
+                 digits.mirrorUnseen().c_str());
+        try {
+            digits.setTestTimeAugmentation(engine::TestTimeAugmentation::Mirror);
+            QFAIL("mirror accepted for digits");
+        } catch (const engine::InvalidArgument& e) {
+            QVERIFY2(std::string(e.what()).find("never learnt from mirror images") !=
+                         std::string::npos,
+                     e.what());
+        }
+        QCOMPARE(digits.testTimeAugmentation(), engine::TestTimeAugmentation::None);
+
+        engine::TrainConfig config;
+        config.model = "cifar10-tutorial";
+        config.dataset = "cifar10";
+        config.augmentation = "none";
+        config.steps = 100;
+        const fs::path file = fs::path(m_dir.path().toStdString()) / "undistorted.safetensors";
+        test::writeFreshCheckpoint("cifar10-tutorial", m_cifar.data, file, 11, 1, config.toJson());
+        engine::Classifier undistorted(file, true, 0, engine::Precision::Float32);
+        QVERIFY2(undistorted.mirrorUnseen().find("--augment none") != std::string::npos,
+                 undistorted.mirrorUnseen().c_str());
+        QVERIFY_THROWS_EXCEPTION(
+            engine::InvalidArgument,
+            undistorted.setTestTimeAugmentation(engine::TestTimeAugmentation::Mirror));
+        QCOMPARE(engine::testTimeAugmentationFromName("mirror"),
+                 engine::TestTimeAugmentation::Mirror);
+        QVERIFY_THROWS_EXCEPTION(engine::InvalidArgument,
+                                 engine::testTimeAugmentationFromName("flip"));
     }
 
     void anUnknownBackendIsRefused()
