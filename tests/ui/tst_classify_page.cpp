@@ -5,6 +5,7 @@
 // clicked cell. Hostile files (a 3,300,000 x 1 BMP, a 1,000,000 x 1 PNG, a FIFO and a folder named
 // like images), dropped or opened, are refused at once with the reason on the page, the FIFO never
 // opened, and the page goes on working.
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QElapsedTimer>
@@ -801,6 +802,81 @@ private slots:
         QVERIFY(!page.runOnChoice()->isVisibleTo(&page));
         QVERIFY(loaded.wait(20000)); // the checkpoint again, on the one choice
         QCOMPARE(loaded.last().at(0).toBool(), true);
+    }
+
+    // "Average with the mirror image": off and disabled, saying why, for digits; for a set whose
+    // classes survive a mirror, the image shown is classified again with it, its answer the
+    // engine's with Mirror, and the whole set's results are the engine's evaluation with it.
+    void averageWithTheMirrorImage()
+    {
+        ClassifyPage page;
+        QVERIFY(showWithTheData(page));
+        QCheckBox* mirror = page.mirrorChoice();
+        QVERIFY(mirror && !mirror->isEnabled());
+        QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
+        page.openCheckpoint(m_checkpoint);
+        QVERIFY(loaded.wait(20000));
+        QVERIFY(!mirror->isEnabled());
+        QVERIFY2(mirror->toolTip().contains(
+                     QStringLiteral("Not for this checkpoint: its recipe does not mirror its "
+                                    "training images")),
+                 qPrintable(mirror->toolTip()));
+        QVERIFY(!page.averagesMirror());
+
+        const std::filesystem::path root = m_dir.path().toStdString();
+        test::writeIdxDataset(root / "fashion-mnist", 60, 80, 28, 28, false, 8);
+        const auto fashion = std::make_shared<engine::Dataset>(
+            engine::loadDataset("fashion-mnist", root / "fashion-mnist"));
+        const QString checkpoint = m_dir.filePath(QStringLiteral("fashion.safetensors"));
+        test::writeFreshCheckpoint("fashion-fast", *fashion, checkpoint.toStdString(), 9, 5);
+        page.setDatasetProvider([fashion](const std::string&) {
+            return ClassifyPage::DatasetSource{fashion, {}};
+        });
+        page.openCheckpoint(checkpoint);
+        QVERIFY(loaded.wait(20000));
+        QVERIFY(mirror->isEnabled() && !mirror->isChecked());
+        QVERIFY(!mirror->toolTip().contains(QStringLiteral("Not for this checkpoint")));
+
+        QSignalSpy answered(&page, &ClassifyPage::imageClassified);
+        page.classifySetImage(3);
+        QVERIFY(answered.wait(20000));
+        engine::ImageSet one;
+        one.count = 1;
+        one.height = one.width = 28;
+        one.channels = 1;
+        one.pixels.assign(fashion->test.image(3), fashion->test.image(3) + 28 * 28);
+        one.labels = {0};
+        engine::Classifier plain(checkpoint.toStdString()), averaged(checkpoint.toStdString());
+        averaged.setTestTimeAugmentation(engine::TestTimeAugmentation::Mirror);
+        const auto plainTop = engine::Classifier::topK(plain.probabilities(one).at(0), 5);
+        const auto averagedTop = engine::Classifier::topK(averaged.probabilities(one).at(0), 5);
+        QCOMPARE(page.topClasses().front().second, plainTop.front().probability);
+        QVERIFY(plainTop.front().probability != averagedTop.front().probability);
+
+        // Chosen: the image shown is answered again, the engine's Mirror answer.
+        answered.clear();
+        mirror->click();
+        QVERIFY(page.averagesMirror());
+        QVERIFY(answered.wait(20000));
+        QCOMPARE(page.topClasses().front().second, averagedTop.front().probability);
+
+        QSignalSpy done(&page, &ClassifyPage::wholeSetClassified);
+        page.classifyWholeSet();
+        QVERIFY(done.wait(30000));
+        QCOMPARE(done.at(0).at(0).toBool(), true);
+        const engine::EvalResult r = averaged.evaluate(fashion->test);
+        QCOMPARE(page.predictions()->correct, r.correct);
+        QCOMPARE(page.predictions()->confusion, r.confusion);
+        QVERIFY2(page.summaryText().contains(
+                     QStringLiteral("Each image averaged with its mirror image.")),
+                 qPrintable(page.summaryText()));
+
+        // Off again: the set's results were the mirror's, and go; the image is answered plainly.
+        answered.clear();
+        mirror->click();
+        QVERIFY(!page.predictions());
+        QVERIFY(answered.wait(20000));
+        QCOMPARE(page.topClasses().front().second, plainTop.front().probability);
     }
 
     void badCheckpoint()

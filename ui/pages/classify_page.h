@@ -93,6 +93,12 @@ public:
     void setRunOn(int index);
     int runOn() const { return m_runOnIndex; }
     QComboBox* runOnChoice() const { return m_runOn; }
+    // "Average with the mirror image": test-time augmentation (towers-cli eval --tta mirror) for
+    // every answer the page gives after it is chosen; enabled only for a checkpoint whose run
+    // trained on mirror images (the tooltip says why not). Choosing it again classifies the image
+    // shown again and forgets the whole set's results.
+    QCheckBox* mirrorChoice() const { return m_mirror; }
+    bool averagesMirror() const;
 
     bool hasClassifier() const { return m_classifier != nullptr; }
     QString checkpointPath() const { return m_checkpointPath; }
@@ -176,6 +182,11 @@ private:
     };
     // Image 0 of `one` through the classifier: the five most probable classes and every layer.
     static ImageAnswer answerFor(engine::Classifier& classifier, const engine::ImageSet& one);
+    // `classifier` (its job holding its mutex) set to average with the mirror image or not.
+    static void useMirror(engine::Classifier& classifier, bool mirror);
+    // The mirror choice's state and tooltip for the loaded checkpoint.
+    void updateMirrorChoice();
+    void onMirrorToggled();
     void buildUi();
     // buildUi's steps, in order. The checkpoint's row: Open checkpoint, the line about the
     // checkpoint and "Run on".
@@ -230,6 +241,9 @@ private:
     int m_runOnIndex = 0;
     QWidget* m_runOnBox = nullptr; // "Run on" and its choice
     QComboBox* m_runOn = nullptr;
+    QCheckBox* m_mirror = nullptr;
+    // Classifies the image shown again (the mirror choice changed); empty where none is shown.
+    std::function<void()> m_classifyShownAgain;
     std::shared_ptr<Shared> m_classifier;
     QString m_checkpointPath;
     QString m_requestedPath; // the checkpoint last opened, loaded or loading

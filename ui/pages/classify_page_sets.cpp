@@ -232,9 +232,13 @@ void ClassifyPage::classifySetImage(qint64 index)
         m_image->setImage(app::toQImage(*images, index));
         const QString truly = m_classNames.value(images->labels[std::size_t(index)]);
         const QString caption = setWords().caption.arg(index).arg(truly);
+        m_classifyShownAgain = [this, images, index] {
+            if (images == m_images) classifySetImage(index);
+        };
         m_imageJob.start(
-            [shared, images, index] {
+            [shared, images, index, mirror = averagesMirror()] {
                 std::lock_guard lock(shared->mutex);
+                useMirror(*shared->classifier, mirror);
                 const auto& t = *images;
                 engine::ImageSet one;
                 one.count = 1;
@@ -278,11 +282,13 @@ void ClassifyPage::classifyWholeSet()
         m_progressTimer->start();
         m_summary->setText(words.classifying.arg(QLocale().toString(qint64(images->count))));
         m_wholeSetJob.start(
-            [shared, images, cancel, done] {
+            [shared, images, cancel, done, mirror = averagesMirror()] {
                 std::lock_guard lock(shared->mutex);
+                useMirror(*shared->classifier, mirror);
                 return app::classifyTestSet(*shared->classifier, *images, cancel.get(), done.get());
             },
-            [this, images, words](const app::JobResult<app::TestSetPredictions>& r) {
+            [this, images, words,
+             mirror = averagesMirror()](const app::JobResult<app::TestSetPredictions>& r) {
                 m_progressTimer->stop();
                 if (images != m_images) { // of a set or checkpoint chosen away from since
                     emit wholeSetClassified(false);
@@ -305,13 +311,17 @@ void ClassifyPage::classifyWholeSet()
                 const QString accuracy = QLocale().toString(p.accuracy() * 100, 'f', 2);
                 const QString correct = QLocale().toString(qint64(p.correct));
                 const QString examples = QLocale().toString(qint64(p.examples()));
-                m_summary->setText(words.accuracy.arg(accuracy, correct, examples));
+                // Said where the answers are the mean of each image's and its mirror image's.
+                m_summary->setText(
+                    words.accuracy.arg(accuracy, correct, examples) +
+                    (mirror ? tr(" Each image averaged with its mirror image.") : QString()));
                 m_classModel->setResults(m_classNames, p);
                 m_heatMap->setMatrix(m_classNames,
                                      QVector<std::int64_t>(p.confusion.begin(), p.confusion.end()));
                 showSetImages({});
                 emit logMessage(
-                    words.logged.arg(p.accuracy() * 100, 0, 'f', 2).arg(m_checkpointPath));
+                    words.logged.arg(p.accuracy() * 100, 0, 'f', 2).arg(m_checkpointPath) +
+                    (mirror ? tr(", each image averaged with its mirror image") : QString()));
                 emit wholeSetClassified(true);
                 updateControls();
             });
