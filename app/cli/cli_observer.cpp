@@ -81,15 +81,17 @@ void CliObserver::onEvaluation(const engine::EvalResult& r)
     m_lastEval = r;
     m_haveEval = true;
     if (!m_json) return;
-    printLocked({{QStringLiteral("event"), QStringLiteral("eval")},
-                 {QStringLiteral("step"), qint64(r.step)},
-                 {QStringLiteral("set"), QString::fromStdString(r.set)},
-                 {QStringLiteral("precision_at_1"), r.precisionAt1},
-                 {QStringLiteral("examples"), qint64(r.examples)},
-                 {QStringLiteral("ema"), r.ema},
-                 {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
-                 {QStringLiteral("per_class_accuracy"), doubles(r.perClassAccuracy)},
-                 {QStringLiteral("seconds"), r.seconds}});
+    QJsonObject o{{QStringLiteral("event"), QStringLiteral("eval")},
+                  {QStringLiteral("step"), qint64(r.step)},
+                  {QStringLiteral("set"), QString::fromStdString(r.set)},
+                  {QStringLiteral("precision_at_1"), r.precisionAt1},
+                  {QStringLiteral("examples"), qint64(r.examples)},
+                  {QStringLiteral("ema"), r.ema},
+                  {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
+                  {QStringLiteral("per_class_accuracy"), doubles(r.perClassAccuracy)},
+                  {QStringLiteral("seconds"), r.seconds}};
+    if (r.hasTop5()) o[QStringLiteral("precision_at_5")] = r.precisionAt5;
+    printLocked(o);
 }
 
 void CliObserver::onLog(const std::string& line)

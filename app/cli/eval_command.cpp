@@ -316,6 +316,8 @@ QJsonObject reportJson(const EvalReport& e)
         {QStringLiteral("examples"), qint64(r.examples)},
         {QStringLiteral("correct"), qint64(r.correct)},
         {QStringLiteral("precision_at_1"), r.precisionAt1},
+        {QStringLiteral("correct_top5"), qint64(r.correctTop5)},
+        {QStringLiteral("precision_at_5"), r.precisionAt5},
         {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
         {QStringLiteral("classes"), names},
         {QStringLiteral("per_class_accuracy"), perClass},
@@ -380,8 +382,11 @@ void printScores(const EvalReport& e, QTextStream& out)
                 : QString())
         << "\n"
         << "precision @ 1 = " << QString::number(r.precisionAt1, 'f', 4) << " (" << r.correct
-        << " of " << r.examples << " " << e.setWord << " examples), mean cross-entropy "
-        << QString::number(r.meanCrossEntropy, 'f', 4) << "\n\n";
+        << " of " << r.examples << " " << e.setWord << " examples), ";
+    if (r.hasTop5())
+        out << "precision @ 5 = " << QString::number(r.precisionAt5, 'f', 4) << " ("
+            << r.correctTop5 << "), ";
+    out << "mean cross-entropy " << QString::number(r.meanCrossEntropy, 'f', 4) << "\n\n";
     int width = 5;
     for (const auto& n : classifier.classNames())
         width = std::max(width, textColumns(QString::fromStdString(n)));

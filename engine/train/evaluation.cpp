@@ -45,6 +45,12 @@ void EvalResult::add(const Tensor& logits, const Tensor& labels, double batchCro
                 best = c;
             }
         }
+        // In the top 5 unless five classes score higher than the true one.
+        const double own = logits.at(i * numClasses + truth);
+        int above = 0;
+        for (int c = 0; c < numClasses && above < 5; ++c)
+            above += logits.at(i * numClasses + c) > own;
+        if (above < 5) ++correctTop5;
         ++classCounts[std::size_t(truth)];
         ++confusion[std::size_t(truth) * std::size_t(numClasses) + std::size_t(best)];
         if (best == truth) ++correct;
@@ -59,6 +65,7 @@ void EvalResult::merge(const EvalResult& o)
         throw InvalidArgument("merging evaluation results of different class counts");
     examples += o.examples;
     correct += o.correct;
+    correctTop5 += o.correctTop5;
     crossEntropySum += o.crossEntropySum;
     complete = complete && o.complete;
     for (std::size_t i = 0; i < classCounts.size(); ++i) classCounts[i] += o.classCounts[i];
@@ -68,6 +75,7 @@ void EvalResult::merge(const EvalResult& o)
 void EvalResult::finish()
 {
     precisionAt1 = examples ? double(correct) / double(examples) : 0.0;
+    precisionAt5 = examples ? double(correctTop5) / double(examples) : 0.0;
     // From the sums, so that finishing again (a merged part that finished itself) changes nothing.
     meanCrossEntropy = examples ? crossEntropySum / double(examples) : 0.0;
     for (int c = 0; c < numClasses; ++c) {

@@ -21,7 +21,14 @@ struct EvalResult
 {
     int numClasses = 0;
     std::int64_t examples = 0, correct = 0;
-    double precisionAt1 = 0;     // correct / examples
+    double precisionAt1 = 0; // correct / examples
+    // Precision @ 5 (TensorFlow's in_top_k with k = 5): the examples whose true class is among
+    // the five highest logits, ties at the fifth counted in (fewer than five logits above it).
+    // Reported (hasTop5) for more than 10 classes, where five are a fraction of them (CIFAR-100);
+    // counted always.
+    std::int64_t correctTop5 = 0;
+    double precisionAt5 = 0; // correctTop5 / examples
+    bool hasTop5() const { return numClasses > 10; }
     double meanCrossEntropy = 0; // over the examples (finish(): crossEntropySum / examples)
     double crossEntropySum = 0;  // the examples' summed cross-entropy (add, merge)
     std::vector<std::int64_t> classCounts; // examples per true class
@@ -38,7 +45,8 @@ struct EvalResult
     explicit EvalResult(int classes = 0);
     std::int64_t confusionAt(int truth, int predicted) const;
     // Counts a batch: logits [N, classes] (float), labels Int32 [N] in [0, classes), and the
-    // batch's summed cross-entropy. The prediction is the arg max (the first on ties).
+    // batch's summed cross-entropy. The prediction is the arg max (the first on ties); the top 5
+    // as for correctTop5.
     void add(const Tensor& logits, const Tensor& labels, double batchCrossEntropy);
     // Adds another partial result of the same class count.
     void merge(const EvalResult& other);

@@ -164,8 +164,11 @@ void TensorBoardWriter::evaluation(const EvalResult& r)
 {
     const std::string suffix = r.ema ? "_ema" : "";
     // "test/..." or, for a run that holds a validation set out, "validation/...".
-    m_file.scalars(r.step, {{r.set + "/precision_at_1" + suffix, r.precisionAt1},
-                            {r.set + "/cross_entropy" + suffix, r.meanCrossEntropy}});
+    std::vector<std::pair<std::string, double>> v{
+        {r.set + "/precision_at_1" + suffix, r.precisionAt1},
+        {r.set + "/cross_entropy" + suffix, r.meanCrossEntropy}};
+    if (r.hasTop5()) v.emplace_back(r.set + "/precision_at_5" + suffix, r.precisionAt5);
+    m_file.scalars(r.step, v);
 }
 
 void TensorBoardWriter::parameters(std::int64_t step, const Model& model, bool gradients)

@@ -47,6 +47,7 @@ std::string packEval(const EvalResult& r)
     putBytes(out, std::int64_t(r.numClasses));
     putBytes(out, r.examples);
     putBytes(out, r.correct);
+    putBytes(out, r.correctTop5);
     putBytes(out, r.crossEntropySum);
     putBytes(out, r.seconds);
     putBytes(out, std::int64_t(r.complete));
@@ -60,6 +61,7 @@ EvalResult unpackEval(ByteReader& in)
     EvalResult r(int(in.take<std::int64_t>()));
     r.examples = in.take<std::int64_t>();
     r.correct = in.take<std::int64_t>();
+    r.correctTop5 = in.take<std::int64_t>();
     r.crossEntropySum = in.take<double>();
     r.seconds = in.take<double>();
     r.complete = in.take<std::int64_t>() != 0;

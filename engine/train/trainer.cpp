@@ -67,17 +67,22 @@ Json evalJson(const EvalResult& r)
         for (int p = 0; p < r.numClasses; ++p) row.push_back(r.confusionAt(t, p));
         confusion.push_back(row);
     }
-    return {{"step", r.step},
-            {"set", r.set},
-            {"examples", r.examples},
-            {"correct", r.correct},
-            {"precisionAt1", r.precisionAt1},
-            {"meanCrossEntropy", r.meanCrossEntropy},
-            {"ema", r.ema},
-            {"seconds", r.seconds},
-            {"classCounts", r.classCounts},
-            {"perClassAccuracy", r.perClassAccuracy},
-            {"confusion", confusion}};
+    Json o = {{"step", r.step},
+              {"set", r.set},
+              {"examples", r.examples},
+              {"correct", r.correct},
+              {"precisionAt1", r.precisionAt1},
+              {"meanCrossEntropy", r.meanCrossEntropy},
+              {"ema", r.ema},
+              {"seconds", r.seconds},
+              {"classCounts", r.classCounts},
+              {"perClassAccuracy", r.perClassAccuracy},
+              {"confusion", confusion}};
+    if (r.hasTop5()) {
+        o["correctTop5"] = r.correctTop5;
+        o["precisionAt5"] = r.precisionAt5;
+    }
+    return o;
 }
 
 // Validates before the run directory is created.
@@ -292,10 +297,12 @@ bool Trainer::runEvaluation(const std::stop_token& stop)
     const std::optional<EvaluationMark> best = bestEvaluationSoFar(); // before this one
     if (m_dir) m_dir->appendEval(evalJson(r).dump());
     if (m_events) m_events->evaluation(r);
-    char buf[160];
+    char top5[32] = "";
+    if (r.hasTop5()) std::snprintf(top5, sizeof top5, ", @ 5 = %.3f", r.precisionAt5);
+    char buf[200];
     std::snprintf(
-        buf, sizeof buf, "%s: step %lld, %s precision @ 1 = %.3f (%lld examples%s, %.1f s)",
-        timestamp().c_str(), static_cast<long long>(r.step), r.set.c_str(), r.precisionAt1,
+        buf, sizeof buf, "%s: step %lld, %s precision @ 1 = %.3f%s (%lld examples%s, %.1f s)",
+        timestamp().c_str(), static_cast<long long>(r.step), r.set.c_str(), r.precisionAt1, top5,
         static_cast<long long>(r.examples), r.ema ? ", moving averages" : "", r.seconds);
     log(buf);
     if (m_observer) m_observer->onEvaluation(r);

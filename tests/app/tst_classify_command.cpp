@@ -550,6 +550,11 @@ private slots:
         QVERIFY2(!asJson.crashed && asJson.exitCode == 0, qPrintable(asJson.err));
         QCOMPARE(json(asJson).value(QStringLiteral("tta")).toString(), QStringLiteral("mirror"));
         QCOMPARE(json(asJson).value(QStringLiteral("examples")).toInt(), 20);
+        // Precision @ 5 is in the JSON whatever the classes (the text shows it beyond 10).
+        const double at1 = json(asJson).value(QStringLiteral("precision_at_1")).toDouble();
+        const double at5 = json(asJson).value(QStringLiteral("precision_at_5")).toDouble(-1);
+        QVERIFY2(at5 >= at1 && at5 <= 1, qPrintable(asJson.out));
+        QVERIFY(!text.out.contains(QStringLiteral("precision @ 5")));
     }
 
     // Last, as it is the one large child (the peak resident size of children is the largest

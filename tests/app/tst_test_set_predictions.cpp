@@ -11,6 +11,7 @@
 #include "dataset_files.h"
 #include "engine/models/registry.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/evaluation.h"
 #include "engine/train/recipe.h"
 
 using namespace towers;
@@ -94,6 +95,39 @@ private slots:
                 std::find(mistakes.begin(), mistakes.end(), std::int64_t(i)) == mistakes.end())
                 QVERIFY(p.confidence[i] <= least);
         QCOMPARE(p.confidentMistakes(100000).size(), std::size_t(p.examples() - p.correct));
+    }
+
+    // Precision @ 5 as TensorFlow's in_top_k: the true class among the five highest logits, ties
+    // at the fifth counted in; merged parts add up; reported for more than 10 classes.
+    void topFiveAsInTopK()
+    {
+        engine::EvalResult r(12);
+        engine::Tensor logits(engine::Shape{4, 12}, engine::DType::Float32);
+        engine::Tensor labels(engine::Shape{4}, engine::DType::Int32);
+        for (int i = 0; i < 4; ++i)
+            for (int c = 0; c < 12; ++c) logits.setAt(i * 12 + c, double(c)); // class 11 highest
+        const std::int32_t truth[4] = {11, 7, 6, 3};                          // ranks 1, 5, 6 and 9
+        for (int i = 0; i < 4; ++i) labels.data<std::int32_t>()[i] = truth[i];
+        r.add(logits, labels, 0);
+        r.finish();
+        QCOMPARE(r.correct, std::int64_t(1));
+        QCOMPARE(r.correctTop5, std::int64_t(2));
+        QCOMPARE(r.precisionAt5, 0.5);
+        QVERIFY(r.hasTop5());
+
+        // A tie at the fifth place: classes 7 and 6 both score 7; both are in the top 5.
+        engine::EvalResult tie(12);
+        logits.setAt(2 * 12 + 6, 7.0);
+        tie.add(logits, labels, 0);
+        tie.merge(r);
+        tie.finish();
+        QCOMPARE(tie.correctTop5, std::int64_t(2 + 3));
+        QCOMPARE(tie.examples, std::int64_t(8));
+        QCOMPARE(tie.precisionAt5, 5.0 / 8.0);
+
+        // Ten classes: counted (five of ten), not reported.
+        engine::EvalResult ten(10);
+        QVERIFY(!ten.hasTop5());
     }
 
     // Precision, recall and F1 per class from a confusion matrix, worked out by hand; a class

@@ -338,6 +338,55 @@ private slots:
         QVERIFY2(t.find("histogramEvery: expected an integer") != std::string::npos, t.c_str());
     }
 
+    // Precision @ 5 beside precision @ 1 for more than 10 classes (CIFAR-100), not for 10.
+    void topFiveForManyClasses()
+    {
+        QTemporaryDir dir;
+        const fs::path root = dir.path().toStdString();
+        {
+            TensorBoardWriter w(root);
+            EvalResult many(100);
+            many.step = 7;
+            many.precisionAt1 = 0.5;
+            many.precisionAt5 = 0.75;
+            w.evaluation(many);
+            EvalResult ten(10);
+            ten.step = 8;
+            ten.ema = true;
+            ten.precisionAt1 = 0.25;
+            ten.precisionAt5 = 0.5;
+            w.evaluation(ten);
+        }
+        const auto scalars = scalarsOf(eventsOf(eventFiles(root).front()));
+        QCOMPARE(scalars.at(7).at("test/precision_at_1"), 0.5f);
+        QCOMPARE(scalars.at(7).at("test/precision_at_5"), 0.75f);
+        QCOMPARE(scalars.at(8).at("test/precision_at_1_ema"), 0.25f);
+        QVERIFY(!scalars.at(8).count("test/precision_at_5_ema"));
+
+        // A run of 12 classes: eval.jsonl's precisionAt5, as TensorBoard has it.
+        QTemporaryDir runDir;
+        const fs::path run = runDir.path().toStdString();
+        TrainConfig c = smallConfig();
+        c.classes = 12;
+        {
+            towers::test::SyntheticBatches src({28, 28, 1}, 12, c.towers, c.batchPerTower, 400, 11);
+            Trainer t(c, src, run);
+            t.setEvaluator(40, src.evaluationBatches());
+            QCOMPARE(t.run(), Trainer::Outcome::Finished);
+        }
+        const auto evals = jsonLines(run / "eval.jsonl");
+        QVERIFY(!evals.empty());
+        const auto runScalars = scalarsOf(eventsOf(eventFiles(run).front()));
+        for (const auto& e : evals) {
+            const double at5 = e["precisionAt5"].get<double>();
+            QVERIFY2(at5 >= e["precisionAt1"].get<double>(), e.dump().c_str());
+            QCOMPARE(e["correctTop5"].get<std::int64_t>(),
+                     std::int64_t(std::llround(at5 * e["examples"].get<double>())));
+            QCOMPARE(runScalars.at(e["step"].get<std::int64_t>()).at("test/precision_at_5_ema"),
+                     float(at5));
+        }
+    }
+
     // A run that clips its gradients: train/grad_norm at the logged steps, metrics.jsonl's
     // gradNorm, above the bound it clipped to; the hyperparameter with it.
     void clippingRunHasItsGradientNorm()
