@@ -47,7 +47,14 @@ std::optional<engine::EvalResult> evaluationOf(const QJsonObject& o)
     if (!o.value(QStringLiteral("step")).isDouble() ||
         !o.value(QStringLiteral("precisionAt1")).isDouble())
         return std::nullopt;
-    engine::EvalResult r;
+    // Precision @ 5, where the trainer wrote it (more than 10 classes, since 2026-12-03): the
+    // result has its classes then, so that hasTop5() says it is known.
+    const bool top5 = o.value(QStringLiteral("precisionAt5")).isDouble();
+    engine::EvalResult r(top5 ? int(o.value(QStringLiteral("classCounts")).toArray().size()) : 0);
+    if (top5) {
+        r.precisionAt5 = o.value(QStringLiteral("precisionAt5")).toDouble();
+        r.correctTop5 = o.value(QStringLiteral("correctTop5")).toInteger();
+    }
     r.step = o.value(QStringLiteral("step")).toInteger();
     r.precisionAt1 = o.value(QStringLiteral("precisionAt1")).toDouble();
     r.meanCrossEntropy = o.value(QStringLiteral("meanCrossEntropy")).toDouble();
@@ -206,6 +213,8 @@ RunCurves RunLogReader::read()
         c.evalSteps.clear();
         c.accuracy.clear();
         c.evalLoss.clear();
+        c.top5Steps.clear();
+        c.accuracyTop5.clear();
     }
     for (const QJsonObject& o : eval.objects) {
         const auto r = evaluationOf(o);
@@ -213,6 +222,10 @@ RunCurves RunLogReader::read()
         c.evalSteps << double(r->step);
         c.accuracy << r->precisionAt1;
         c.evalLoss << r->meanCrossEntropy;
+        if (r->hasTop5()) {
+            c.top5Steps << double(r->step);
+            c.accuracyTop5 << r->precisionAt5;
+        }
     }
     return c;
 }

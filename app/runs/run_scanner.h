@@ -111,6 +111,9 @@ struct RunCurves
 {
     QVector<double> steps, loss, evalSteps, accuracy;
     QVector<double> evalLoss; // each evaluation's mean cross-entropy, beside evalSteps
+    // Precision @ 5 of the evaluations that have it (a run of more than 10 classes, since
+    // 2026-12-03), with their steps; empty for the others.
+    QVector<double> top5Steps, accuracyTop5;
     // The learning rate ("lr") and the gradients' global norm before any clipping ("gradNorm",
     // logged since 2026-12-03, and only for a step whose norm was finite), each with the logged
     // steps that have it: a line without the key (an older run's norm) is no point, rather than a

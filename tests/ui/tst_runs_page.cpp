@@ -224,6 +224,36 @@ private slots:
                                       .arg(root.filePath(QStringLiteral("afile")))));
     }
 
+    // A run that logged precision @ 5 (more than 10 classes) shows it beside precision @ 1; one
+    // that did not, nothing of it (no empty legend entry).
+    void topFiveOfARunThatLoggedIt()
+    {
+        QTemporaryDir root;
+        makeRun(root.filePath(QStringLiteral("runs/ten")), 10);
+        const QString many = root.filePath(QStringLiteral("runs/many"));
+        makeRun(many, 20);
+        const eng::RunDirectory dir(many.toStdString());
+        dir.appendEval(R"({"step":20,"precisionAt1":0.25,"precisionAt5":0.625,"correctTop5":5,)"
+                       R"("classCounts":[1,1,1,1,1,1,1,1,1,1,1,1]})");
+        towers::app::AppSettings settings(towers::test::settingsFile(root.path()));
+        settings.setRunsDir(root.filePath(QStringLiteral("runs")));
+        RunsPage page(settings);
+        page.show();
+        QSignalSpy refreshed(&page, &RunsPage::refreshed);
+        QVERIFY(refreshed.wait(10000));
+        page.selectRun(many);
+        QTRY_COMPARE(page.accuracyPlot()->pointCount(1), 1);
+        QVERIFY(page.accuracyPlot()->customPlot()->graph(1)->visible());
+        QCOMPARE(page.accuracyPlot()->lastValue(1), 0.625);
+        QCOMPARE(page.accuracyPlot()->seriesName(1), QStringLiteral("precision @ 5"));
+        QCOMPARE(page.accuracyPlot()->customPlot()->legend->itemCount(), 2);
+        page.selectRun(root.filePath(QStringLiteral("runs/ten")));
+        QTRY_COMPARE(page.lossPlot()->pointCount(0), 10);
+        QCOMPARE(page.accuracyPlot()->pointCount(0), 1);
+        QVERIFY(!page.accuracyPlot()->customPlot()->graph(1)->visible());
+        QCOMPARE(page.accuracyPlot()->customPlot()->legend->itemCount(), 1);
+    }
+
     void listsAndActs()
     {
         QTemporaryDir root;

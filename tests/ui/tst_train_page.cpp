@@ -17,6 +17,7 @@
 #include <QTest>
 
 #include "app/runs/run_log_reader.h"
+#include "dataset_files.h"
 #include "engine/train/run_directory.h"
 #include "engine/train/run_lock.h"
 #include "training_fixture.h"
@@ -24,6 +25,7 @@
 #include "ui/plots/plot_widget.h"
 #include "ui/widgets/path_label.h"
 #include "ui_test_support.h"
+#include <qcustomplot.h>
 
 using towers::ui::TrainPage;
 namespace tt = towers::test;
@@ -68,6 +70,41 @@ private slots:
         QVERIFY(page.statusText().contains(QStringLiteral("learning rate")));
     }
 
+    // A run of 100 classes (CIFAR-100): precision @ 5 beside precision @ 1, each evaluation's.
+    void topFiveOfManyClasses()
+    {
+        QTemporaryDir data, runs;
+        towers::test::writeCifar100(fs(data.filePath(QStringLiteral("cifar100"))), 64, 40, 3);
+        TrainPage page;
+        page.resize(1000, 700);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        auto options =
+            tt::tinyRun(fs(data.path()), fs(runs.filePath(QStringLiteral("r"))), 4, 1, 2);
+        options.config.dataset = "cifar100";
+        options.config.model = "cifar10-tutorial";
+        page.setOptionsProvider([options](QString*) { return std::optional(options); });
+        QSignalSpy finished(&page, &TrainPage::runFinished);
+        QTest::mouseClick(button(page, QStringLiteral("Start")), Qt::LeftButton);
+        QVERIFY(finished.wait(60000));
+        QTest::qWait(2 * 40); // the last coalesced redraw
+        towers::ui::PlotWidget* accuracy = page.accuracyPlot();
+        QCOMPARE(accuracy->pointCount(0), 2);
+        QVERIFY(accuracy->customPlot()->graph(TrainPage::kTop5Series)->visible());
+        QCOMPARE(accuracy->pointCount(TrainPage::kTop5Series), 2);
+        QCOMPARE(accuracy->seriesName(TrainPage::kTop5Series), QStringLiteral("test set, top 5"));
+        QCOMPARE(accuracy->customPlot()->legend->itemCount(), 2);
+        QCOMPARE(accuracy->customPlot()->yAxis->label(), QStringLiteral("precision @ 1 and @ 5"));
+        const auto evals =
+            towers::app::readLoggedSteps(runs.filePath(QStringLiteral("r")), 4).evaluations;
+        QCOMPARE(evals.size(), std::size_t(2));
+        for (const auto& e : evals) {
+            QVERIFY(e.hasTop5());
+            QVERIFY(e.precisionAt5 >= e.precisionAt1);
+        }
+        QCOMPARE(accuracy->lastValue(TrainPage::kTop5Series), evals.back().precisionAt5);
+    }
+
     void runFillsThePlots()
     {
         QTemporaryDir runs;
@@ -104,6 +141,9 @@ private slots:
         QCOMPARE(page.lrPlot()->pointCount(1), 40);
         QVERIFY(page.lrPlot()->rightAxisShown());
         QCOMPARE(page.accuracyPlot()->pointCount(0), 2);
+        // Ten classes: no precision @ 5, and no legend entry for it.
+        QVERIFY(!page.accuracyPlot()->customPlot()->graph(TrainPage::kTop5Series)->visible());
+        QCOMPARE(page.accuracyPlot()->customPlot()->legend->itemCount(), 1);
         // Each evaluation's cross-entropy beside the training loss.
         QCOMPARE(page.lossPlot()->pointCount(2), 2);
         QCOMPARE(page.lossPlot()->seriesName(2), QStringLiteral("test cross-entropy"));

@@ -800,6 +800,12 @@ void RunsPage::setPlotSeries(const QStringList& names)
         }
         dots.colorSlot = 2;
         m_accuracyPlot->addSeries(tr("precision @ 1"), dots);
+        // Precision @ 5, for a run that logged it (more than 10 classes), as the Train page.
+        PlotWidget::SeriesStyle top5 = dots;
+        top5.colorSlot = 3;
+        top5.pen = Qt::DashLine;
+        m_accuracyPlot->addSeries(tr("precision @ 5"), top5);
+        m_accuracyPlot->setSeriesVisible(1, false);
         m_accuracyPlot->setTitle(tr("Test accuracy"));
         return;
     }
@@ -844,6 +850,10 @@ void RunsPage::showRunCurves()
         m_lossPlot->setData(1, c.evalSteps, c.evalLoss);
     }
     m_accuracyPlot->setData(0, c.evalSteps, c.accuracy);
+    if (m_accuracyPlot->seriesCount() > 1) {
+        m_accuracyPlot->setSeriesVisible(1, !c.accuracyTop5.isEmpty());
+        m_accuracyPlot->setData(1, c.top5Steps, c.accuracyTop5);
+    }
 }
 
 void RunsPage::showRates(const app::RunCurves& rates)

@@ -102,6 +102,13 @@ TrainPage::TrainPage(QWidget* parent)
     dots.markers = true;
     dots.colorSlot = 2;
     m_accuracy->addSeries(tr("test set"), dots);
+    // Precision @ 5, for a run of more than 10 classes (EvalResult::hasTop5): shown with its
+    // first evaluation.
+    PlotWidget::SeriesStyle top5 = dots;
+    top5.colorSlot = 3;
+    top5.pen = Qt::DashLine;
+    m_accuracy->addSeries(tr("test set, top 5"), top5);
+    m_accuracy->setSeriesVisible(kTop5Series, false);
     m_speed = new PlotWidget(tr("Examples per second"), plots);
     m_speed->setAxisLabels(tr("step"), tr("examples/s"));
     PlotWidget::SeriesStyle total;
@@ -363,6 +370,8 @@ void TrainPage::onStarted(const QString& runDirectory, qint64 startStep, qint64 
     const bool validation = m_options.config.validation > 0;
     m_accuracy->setTitle(validation ? tr("Validation accuracy") : tr("Test accuracy"));
     m_accuracy->setSeriesName(0, validation ? tr("validation set") : tr("test set"));
+    m_accuracy->setSeriesName(kTop5Series,
+                              validation ? tr("validation set, top 5") : tr("test set, top 5"));
     m_loss->setSeriesName(2,
                           validation ? tr("validation cross-entropy") : tr("test cross-entropy"));
     // What the training loss holds: label smoothing raises its floor above the evaluations'
@@ -431,6 +440,11 @@ void TrainPage::plotSteps(const std::vector<engine::StepMetrics>& reports,
     for (const auto& r : evaluations) {
         m_history.addEvaluation(r);
         m_accuracy->addPoint(0, double(r.step), r.precisionAt1); // the trainer logs it too
+        if (r.hasTop5()) {
+            m_accuracy->setSeriesVisible(kTop5Series, true);
+            m_accuracy->setAxisLabels(tr("step"), tr("precision @ 1 and @ 5"));
+            m_accuracy->addPoint(kTop5Series, double(r.step), r.precisionAt5);
+        }
         m_loss->addPoint(2, double(r.step), r.meanCrossEntropy);
     }
 }
@@ -531,6 +545,8 @@ void TrainPage::clearPlots()
 {
     m_loss->clearData();
     m_accuracy->clearData();
+    m_accuracy->setSeriesVisible(kTop5Series, false);
+    m_accuracy->setAxisLabels(tr("step"), tr("precision @ 1"));
     m_lr->clearData();
     while (m_speed->seriesCount() > 1) {
         // Per-tower curves belong to one run.

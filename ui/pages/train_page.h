@@ -60,6 +60,8 @@ public:
 
     PlotWidget* lossPlot() const { return m_loss; }
     PlotWidget* accuracyPlot() const { return m_accuracy; }
+    // The accuracy plot's series of precision @ 5 (hidden unless the run has it).
+    static constexpr int kTop5Series = 1;
     PlotWidget* speedPlot() const { return m_speed; }
     PlotWidget* lrPlot() const { return m_lr; }
     QPlainTextEdit* logView() const { return m_log; }

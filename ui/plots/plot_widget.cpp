@@ -217,7 +217,18 @@ void PlotWidget::setSeriesName(int series, const QString& name)
 
 void PlotWidget::setSeriesVisible(int series, bool visible)
 {
-    m_graphs.at(series)->setVisible(visible);
+    QCPGraph* g = m_graphs.at(series);
+    if (g->visible() == visible) return;
+    g->setVisible(visible);
+    // A hidden series has no legend entry: a curve that is not drawn is not named.
+    if (m_styles.at(series).inLegend) {
+        if (visible)
+            g->addToLegend();
+        else
+            g->removeFromLegend();
+        m_plot->legend->setVisible(m_plot->legend->itemCount() >= 2);
+        fitLegendToWidth();
+    }
     requestReplot();
 }
 

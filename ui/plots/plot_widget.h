@@ -77,6 +77,7 @@ public:
     int seriesCount() const;
     QString seriesName(int series) const;
     void setSeriesName(int series, const QString& name);
+    // Shows or hides a series' curve, and its legend entry with it.
     void setSeriesVisible(int series, bool visible);
     // What the series' legend entry shows as its tooltip (a name shortened in the legend in
     // full); the series' name when none is set.
