@@ -191,6 +191,7 @@ QJsonObject runJson(const RunSummary& r, bool withCheckpoints)
     if (r.accuracy) {
         o.insert(accuracyKey(r), *r.accuracy);
         o.insert(accuracyKey(r) + QStringLiteral("_step"), qint64(r.accuracyStep));
+        if (r.accuracyTop5) o.insert(accuracyKey(r) + QStringLiteral("_top5"), *r.accuracyTop5);
     }
     if (r.best)
         o.insert(QStringLiteral("best_checkpoint"),
@@ -282,11 +283,16 @@ void printRun(const RunSummary& r, CommandIo& io)
                         .arg(r.lastEpoch, 0, 'f', 2)
                         .arg(*r.lastLoss, 0, 'g', 4);
     line("progress", progress);
-    line("accuracy", r.accuracy ? QStringLiteral("%1 % (%2 precision @ 1) at step %3")
-                                      .arg(*r.accuracy * 100, 0, 'f', 2)
-                                      .arg(evaluatedSet(r))
-                                      .arg(r.accuracyStep)
-                                : QStringLiteral("not evaluated yet"));
+    line("accuracy",
+         r.accuracy
+             ? QStringLiteral("%1 % (%2 precision @ 1%3) at step %4")
+                   .arg(*r.accuracy * 100, 0, 'f', 2)
+                   .arg(evaluatedSet(r))
+                   .arg(r.accuracyTop5
+                            ? QStringLiteral("; @ 5: %1 %").arg(*r.accuracyTop5 * 100, 0, 'f', 2)
+                            : QString())
+                   .arg(r.accuracyStep)
+             : QStringLiteral("not evaluated yet"));
     if (evaluatesOnValidation(r))
         line("validation", QStringLiteral("%1 % of each class's training images held out; the "
                                           "test set is left for eval --best")

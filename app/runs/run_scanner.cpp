@@ -117,6 +117,7 @@ RunSummary readRun(const QString& folder)
         engine::readEvaluations(dir.filePath(QStringLiteral("eval.jsonl")).toStdString());
     if (!r.evaluations.empty()) {
         r.accuracy = r.evaluations.back().precisionAt1;
+        r.accuracyTop5 = r.evaluations.back().precisionAt5;
         r.accuracyStep = r.evaluations.back().step;
     }
     r.best = engine::bestCheckpoint(r.checkpoints, r.evaluations);

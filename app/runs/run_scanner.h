@@ -34,6 +34,7 @@ struct RunSummary
     std::int64_t stepsPerEpoch = 0;
     // The latest evaluation's precision @ 1 (eval.jsonl), on evaluatedSet().
     std::optional<double> accuracy;
+    std::optional<double> accuracyTop5; // its precision @ 5, where it has one (> 10 classes)
     std::int64_t accuracyStep = 0;
     std::vector<engine::CheckpointFile> checkpoints; // oldest first
     // Every evaluation of eval.jsonl by step (the last record of a step), and the checkpoint of

@@ -143,10 +143,10 @@ void keepLinesUpTo(const fs::path& file, std::int64_t step)
 
 std::vector<EvaluationMark> latestByStep(const std::vector<EvaluationMark>& records)
 {
-    std::map<std::int64_t, double> byStep;
-    for (const EvaluationMark& e : records) byStep[e.step] = e.precisionAt1;
+    std::map<std::int64_t, EvaluationMark> byStep;
+    for (const EvaluationMark& e : records) byStep[e.step] = e;
     std::vector<EvaluationMark> out;
-    for (const auto& [step, accuracy] : byStep) out.push_back({step, accuracy});
+    for (const auto& entry : byStep) out.push_back(entry.second);
     return out;
 }
 
@@ -165,7 +165,10 @@ std::vector<EvaluationMark> readEvaluations(const fs::path& evalFile) noexcept
                 if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
                     !j.contains("precisionAt1") || !j["precisionAt1"].is_number())
                     continue;
-                out.push_back({j["step"].get<std::int64_t>(), j["precisionAt1"].get<double>()});
+                EvaluationMark e{j["step"].get<std::int64_t>(), j["precisionAt1"].get<double>()};
+                if (const auto at5 = j.find("precisionAt5"); at5 != j.end() && at5->is_number())
+                    e.precisionAt5 = at5->get<double>();
+                out.push_back(e);
             } catch (const nlohmann::json::exception&) {
                 continue; // a damaged line
             }

@@ -48,6 +48,8 @@ struct EvaluationMark
 {
     std::int64_t step = 0;
     double precisionAt1 = 0;
+    // Precision @ 5, where the record has it (a run of more than 10 classes, since 2026-12-03).
+    std::optional<double> precisionAt5 = std::nullopt;
 };
 
 // `records` in the order they were made, reduced to one per step (a step evaluated more than once

@@ -386,6 +386,22 @@ private slots:
                     .endsWith(QStringLiteral("ckpt-00000040.safetensors")));
         QVERIFY(!o.contains(QStringLiteral("init_from")));
         QVERIFY(!out.contains(QStringLiteral("started from")));
+        QVERIFY(!o.contains(QStringLiteral("test_accuracy_top5")));
+        QVERIFY(!out.contains(QStringLiteral("@ 5")));
+
+        // A run of more than 10 classes logs precision @ 5: the detail and --json have it.
+        const QString many = QDir(root.path()).filePath(QStringLiteral("many"));
+        makeRun(many, 10, 10, 0.25, {}, false);
+        eng::RunDirectory(many.toStdString())
+            .appendEval(R"({"step":10,"precisionAt1":0.25,"precisionAt5":0.625})");
+        QVERIFY2(run({many}).out.contains(
+                     QStringLiteral("25.00 % (test precision @ 1; @ 5: 62.50 %) at step 10")),
+                 qPrintable(run({many}).out));
+        QCOMPARE(QJsonDocument::fromJson(run({many, QStringLiteral("--json")}).out.toUtf8())
+                     .object()
+                     .value(QStringLiteral("test_accuracy_top5"))
+                     .toDouble(),
+                 0.625);
 
         // A run started from another's checkpoint (--init-from) says which.
         const QString tuned = QDir(root.path()).filePath(QStringLiteral("tuned"));

@@ -59,6 +59,10 @@ private slots:
                 QCOMPARE(p.confusion[std::size_t(t * p.numClasses + q)], oracle.confusionAt(t, q));
         }
         QCOMPARE(p.accuracy(), oracle.precisionAt1);
+        // The top 5 from the probabilities, as the evaluation counts them from the logits.
+        QCOMPARE(p.correctTop5, oracle.correctTop5);
+        QVERIFY(p.correctTop5 > p.correct && p.correctTop5 < p.examples());
+        QVERIFY(!p.hasTop5()); // ten classes
         // Cells list exactly the examples with that truth and prediction.
         std::int64_t listed = 0;
         for (int t = 0; t < p.numClasses; ++t)

@@ -10,7 +10,8 @@ void writeFreshCheckpoint(const std::string& model, const engine::Dataset& data,
                           const std::filesystem::path& file, std::uint64_t seed, std::int64_t step,
                           const std::string& config)
 {
-    auto m = engine::createModel(model, seed);
+    // The classifier has the dataset's classes, as a run on it trains (CIFAR-100's 100).
+    auto m = engine::createModel(model, seed, int(data.classNames.size()));
     engine::CheckpointInfo info;
     info.model = model;
     info.dataset = data.name;

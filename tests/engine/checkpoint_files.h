@@ -9,8 +9,8 @@
 
 namespace towers::test {
 
-// Writes `file`: `model` initialised from `seed`, named for `data` (its name, class names and
-// preprocessingFor(model, data)), at `step`.
+// Writes `file`: `model` initialised from `seed` with `data`'s classes, named for `data` (its
+// name, class names and preprocessingFor(model, data)), at `step`.
 void writeFreshCheckpoint(const std::string& model, const engine::Dataset& data,
                           const std::filesystem::path& file, std::uint64_t seed = 3,
                           std::int64_t step = 1, const std::string& config = {});

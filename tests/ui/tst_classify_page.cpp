@@ -58,15 +58,27 @@ class TestClassifyPage : public QObject
     QString m_checkpoint;
     std::shared_ptr<const engine::Dataset> m_data;
 
-    // `page` shown at a size where its matrix is drawn, with the generated set as its dataset.
-    bool showWithTheData(ClassifyPage& page)
+    // `page` shown at a size where its matrix is drawn, with `data` (by default the generated set)
+    // as its dataset.
+    bool showWithTheData(ClassifyPage& page, std::shared_ptr<const engine::Dataset> data = {})
     {
         page.resize(1100, 800);
         page.show();
-        page.setDatasetProvider([this](const std::string&) {
-            return ClassifyPage::DatasetSource{m_data, {}};
+        page.setDatasetProvider([data = data ? data : m_data](const std::string&) {
+            return ClassifyPage::DatasetSource{data, {}};
         });
         return QTest::qWaitForWindowExposed(&page);
+    }
+
+    // Opens `checkpoint` on `page` and classifies the whole chosen set: true once both went well.
+    static bool openAndClassifyWholeSet(ClassifyPage& page, const QString& checkpoint)
+    {
+        QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
+        page.openCheckpoint(checkpoint);
+        if (!loaded.wait(20000) || !loaded.at(0).at(0).toBool()) return false;
+        QSignalSpy done(&page, &ClassifyPage::wholeSetClassified);
+        page.classifyWholeSet();
+        return done.wait(30000) && done.at(0).at(0).toBool();
     }
 
     // Test image `index` of the generated set alone, as Classifier::probabilities takes it.
@@ -387,13 +399,7 @@ private slots:
     {
         ClassifyPage page;
         QVERIFY(showWithTheData(page));
-        QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
-        page.openCheckpoint(m_checkpoint);
-        QVERIFY(loaded.wait(20000));
-        QSignalSpy done(&page, &ClassifyPage::wholeSetClassified);
-        page.classifyWholeSet();
-        QVERIFY(done.wait(30000));
-        QCOMPARE(done.at(0).at(0).toBool(), true);
+        QVERIFY(openAndClassifyWholeSet(page, m_checkpoint));
         const auto& p = *page.predictions();
         QCOMPARE(p.examples(), m_data->test.count);
         QCOMPARE(page.heatMap()->size(), 10);
@@ -870,6 +876,7 @@ private slots:
         QVERIFY2(page.summaryText().contains(
                      QStringLiteral("Each image averaged with its mirror image.")),
                  qPrintable(page.summaryText()));
+        QVERIFY(!page.summaryText().contains(QStringLiteral("Top 5"))); // ten classes
 
         // Off again: the set's results were the mirror's, and go; the image is answered plainly.
         answered.clear();
@@ -877,6 +884,27 @@ private slots:
         QVERIFY(!page.predictions());
         QVERIFY(answered.wait(20000));
         QCOMPARE(page.topClasses().front().second, plainTop.front().probability);
+    }
+
+    // A set of more than 10 classes: the whole set's summary has the top 5 too, as eval counts it.
+    void topFiveOfManyClasses()
+    {
+        const std::filesystem::path root = m_dir.path().toStdString();
+        test::writeCifar100(root / "cifar100", 30, 60, 4);
+        const auto data =
+            std::make_shared<engine::Dataset>(engine::loadDataset("cifar100", root / "cifar100"));
+        const QString checkpoint = m_dir.filePath(QStringLiteral("cifar100.safetensors"));
+        test::writeFreshCheckpoint("cifar10-tutorial", *data, checkpoint.toStdString(), 5, 3);
+        ClassifyPage page;
+        QVERIFY(showWithTheData(page, data));
+        QVERIFY(openAndClassifyWholeSet(page, checkpoint));
+        const auto& p = *page.predictions();
+        QVERIFY(p.hasTop5());
+        engine::Classifier oracle(checkpoint.toStdString());
+        QCOMPARE(p.correctTop5, oracle.evaluate(data->test).correctTop5);
+        const QString top5 =
+            QStringLiteral(" Top 5: %1 %.").arg(QLocale().toString(p.accuracyTop5() * 100, 'f', 2));
+        QVERIFY2(page.summaryText().contains(top5), qPrintable(page.summaryText()));
     }
 
     void badCheckpoint()

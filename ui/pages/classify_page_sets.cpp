@@ -311,9 +311,14 @@ void ClassifyPage::classifyWholeSet()
                 const QString accuracy = QLocale().toString(p.accuracy() * 100, 'f', 2);
                 const QString correct = QLocale().toString(qint64(p.correct));
                 const QString examples = QLocale().toString(qint64(p.examples()));
-                // Said where the answers are the mean of each image's and its mirror image's.
+                // The top 5 beside the accuracy for many classes, as towers-cli eval says it; and
+                // said where the answers are the mean of each image's and its mirror image's.
+                const QString top5 =
+                    p.hasTop5() ? tr(" Top 5: %1 %.")
+                                      .arg(QLocale().toString(p.accuracyTop5() * 100, 'f', 2))
+                                : QString();
                 m_summary->setText(
-                    words.accuracy.arg(accuracy, correct, examples) +
+                    words.accuracy.arg(accuracy, correct, examples) + top5 +
                     (mirror ? tr(" Each image averaged with its mirror image.") : QString()));
                 m_classModel->setResults(m_classNames, p);
                 m_heatMap->setMatrix(m_classNames,
