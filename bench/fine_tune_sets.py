@@ -68,6 +68,27 @@ def examples(data):
             yield split, i, pixels, label, rows, cols
 
 
+def last_five_capped(data, per_class):
+    """examples(data) with only the first `per_class` training images of each of classes 5-9 (every
+    training image of classes 0-4, every test image)."""
+    if per_class < 1:
+        raise SystemExit('--per-class must be at least 1')
+    kept = [0] * 10  # training images of each class passed on
+    for example in examples(data):
+        split, _, _, label, _, _ = example
+        if split == 'train' and label >= 5:
+            kept[label] += 1
+            if kept[label] > per_class:
+                continue
+        yield example
+
+
+def write_example(folder, i, pixels, rows, cols):
+    """Example `i` as <folder>/<i, five digits>.png, the folder made where it is not."""
+    os.makedirs(folder, exist_ok=True)
+    write_png(os.path.join(folder, f'{i:05d}.png'), pixels, rows, cols)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--data', default='/usr/share/datasets/fashion-mnist',
@@ -76,17 +97,9 @@ def main():
     ap.add_argument('--per-class', type=int, default=100,
                     help='training images of each class of last5 (default 100)')
     args = ap.parse_args()
-    if args.per_class < 1:
-        raise SystemExit('--per-class must be at least 1')
-    kept = [0] * 10  # training images of each class written
-    for split, i, pixels, label, rows, cols in examples(args.data):
-        if split == 'train' and label >= 5:
-            kept[label] += 1
-            if kept[label] > args.per_class:
-                continue
-        folder = os.path.join(args.out, 'first5' if label < 5 else 'last5', split, NAMES[label])
-        os.makedirs(folder, exist_ok=True)
-        write_png(os.path.join(folder, f'{i:05d}.png'), pixels, rows, cols)
+    for split, i, pixels, label, rows, cols in last_five_capped(args.data, args.per_class):
+        half = 'first5' if label < 5 else 'last5'
+        write_example(os.path.join(args.out, half, split, NAMES[label]), i, pixels, rows, cols)
 
 
 if __name__ == '__main__':

@@ -13,7 +13,7 @@ needs only the standard library (and bench/fine_tune_sets.py beside it).
 import argparse
 import os
 
-from fine_tune_sets import NAMES, examples, write_png
+from fine_tune_sets import NAMES, last_five_capped, write_example
 
 
 def main():
@@ -24,17 +24,8 @@ def main():
     ap.add_argument('--per-class', type=int, default=150,
                     help='training images of each of classes 5-9 (default 150)')
     args = ap.parse_args()
-    if args.per_class < 1:
-        raise SystemExit('--per-class must be at least 1')
-    kept = [0] * 10  # training images of each class written
-    for split, i, pixels, label, rows, cols in examples(args.data):
-        if split == 'train' and label >= 5:
-            kept[label] += 1
-            if kept[label] > args.per_class:
-                continue
-        folder = os.path.join(args.out, split, NAMES[label])
-        os.makedirs(folder, exist_ok=True)
-        write_png(os.path.join(folder, f'{i:05d}.png'), pixels, rows, cols)
+    for split, i, pixels, label, rows, cols in last_five_capped(args.data, args.per_class):
+        write_example(os.path.join(args.out, split, NAMES[label]), i, pixels, rows, cols)
 
 
 if __name__ == '__main__':
