@@ -86,10 +86,7 @@ TestSetPredictions classifyTestSet(engine::Classifier& classifier, const engine:
             r.truth.push_back(truth);
             r.predicted.push_back(predicted);
             r.confidence.push_back(float(p[std::size_t(predicted)]));
-            int above = 0;
-            for (int c = 0; c < classes && above < 5; ++c)
-                above += p[std::size_t(c)] > p[std::size_t(truth)];
-            if (above < 5) ++r.correctTop5;
+            if (engine::amongTopFive(p, truth)) ++r.correctTop5;
             ++r.confusion[std::size_t(truth) * std::size_t(classes) + std::size_t(predicted)];
             ++r.classCounts[std::size_t(truth)];
             if (truth == predicted) {

@@ -8,6 +8,7 @@
 
 #include "engine/data/dataset.h"
 #include "engine/train/classifier.h"
+#include "engine/train/evaluation.h"
 
 namespace towers::app {
 
@@ -19,8 +20,8 @@ struct TestSetPredictions
     std::vector<std::int64_t> confusion; // numClasses x numClasses, row = truth, column = predicted
     std::vector<std::int64_t> classCounts, classCorrect;
     std::int64_t correct = 0;
-    // The examples whose true class is among the five most probable (fewer than five classes
-    // more probable than it), as engine::EvalResult::correctTop5 counts them from the logits.
+    // The examples whose true class is among the five most probable (engine::amongTopFive), as
+    // engine::EvalResult::correctTop5 counts them from the logits.
     std::int64_t correctTop5 = 0;
 
     std::int64_t examples() const { return std::int64_t(truth.size()); }
@@ -29,8 +30,8 @@ struct TestSetPredictions
     {
         return truth.empty() ? 0 : double(correctTop5) / double(truth.size());
     }
-    // Whether the top 5 are worth saying: more than 10 classes (engine::EvalResult::hasTop5).
-    bool hasTop5() const { return numClasses > 10; }
+    // Whether the top 5 are worth saying (engine::reportsTopFive: more than 10 classes).
+    bool hasTop5() const { return engine::reportsTopFive(numClasses); }
     double classAccuracy(int c) const;
     // Indices of the examples of true class `truth` predicted as `predicted`, the most
     // confident prediction first (set order among equals).

@@ -30,33 +30,31 @@ void EvalResult::add(const Tensor& logits, const Tensor& labels, double batchCro
     requireShape(logits, Shape{n, numClasses}, "evaluation logits");
     requireDType(labels, DType::Int32, "evaluation labels");
     const std::int32_t* l = labels.data<std::int32_t>();
+    std::vector<double> row(static_cast<std::size_t>(numClasses)); // example i's logits
     for (std::int64_t i = 0; i < n; ++i) {
         const int truth = l[i];
         if (truth < 0 || truth >= numClasses)
             throw InvalidArgument("evaluation label " + std::to_string(truth) + " of example " +
                                   std::to_string(i) + " of the batch is out of range [0, " +
                                   std::to_string(numClasses) + ")");
-        int best = 0;
-        double bestValue = logits.at(i * numClasses);
-        for (int c = 1; c < numClasses; ++c) {
-            const double v = logits.at(i * numClasses + c);
-            if (v > bestValue) {
-                bestValue = v;
-                best = c;
-            }
-        }
-        // In the top 5 unless five classes score higher than the true one.
-        const double own = logits.at(i * numClasses + truth);
-        int above = 0;
-        for (int c = 0; c < numClasses && above < 5; ++c)
-            above += logits.at(i * numClasses + c) > own;
-        if (above < 5) ++correctTop5;
+        for (int c = 0; c < numClasses; ++c) row[std::size_t(c)] = logits.at(i * numClasses + c);
+        // The arg max, the first on ties.
+        const int best = int(std::max_element(row.begin(), row.end()) - row.begin());
+        if (amongTopFive(row, truth)) ++correctTop5;
         ++classCounts[std::size_t(truth)];
         ++confusion[std::size_t(truth) * std::size_t(numClasses) + std::size_t(best)];
         if (best == truth) ++correct;
     }
     examples += n;
     crossEntropySum += batchCrossEntropy;
+}
+
+bool amongTopFive(std::span<const double> scores, int truth)
+{
+    const double own = scores[std::size_t(truth)];
+    int above = 0;
+    for (std::size_t c = 0; c < scores.size() && above < 5; ++c) above += scores[c] > own;
+    return above < 5;
 }
 
 void EvalResult::merge(const EvalResult& o)

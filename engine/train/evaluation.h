@@ -4,6 +4,7 @@
 // batch included.
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,17 @@ namespace towers::engine {
 using EvalBatchFn =
     std::function<void(std::int64_t begin, std::int64_t end, Tensor& images, Tensor& labels)>;
 
+// Precision @ 5's rule (TensorFlow's in_top_k with k = 5): whether class `truth` is among the five
+// highest of `scores` (a row of logits, or of probabilities), ties at the fifth counted in (fewer
+// than five scores above it).
+bool amongTopFive(std::span<const double> scores, int truth);
+// Whether precision @ 5 is worth reporting for `classes` classes: more than 10, where five are a
+// fraction of them (CIFAR-100's 100).
+constexpr bool reportsTopFive(int classes)
+{
+    return classes > 10;
+}
+
 struct EvalResult
 {
     int numClasses = 0;
@@ -28,7 +40,7 @@ struct EvalResult
     // counted always.
     std::int64_t correctTop5 = 0;
     double precisionAt5 = 0; // correctTop5 / examples
-    bool hasTop5() const { return numClasses > 10; }
+    bool hasTop5() const { return reportsTopFive(numClasses); }
     double meanCrossEntropy = 0; // over the examples (finish(): crossEntropySum / examples)
     double crossEntropySum = 0;  // the examples' summed cross-entropy (add, merge)
     std::vector<std::int64_t> classCounts; // examples per true class
