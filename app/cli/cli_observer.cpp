@@ -90,7 +90,10 @@ void CliObserver::onEvaluation(const engine::EvalResult& r)
                   {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
                   {QStringLiteral("per_class_accuracy"), doubles(r.perClassAccuracy)},
                   {QStringLiteral("seconds"), r.seconds}};
-    if (r.hasTop5()) o[QStringLiteral("precision_at_5")] = r.precisionAt5;
+    if (r.hasTop5()) {
+        o[QStringLiteral("precision_at_5")] = r.precisionAt5;
+        o[QStringLiteral("per_class_top5")] = doubles(r.perClassTop5);
+    }
     printLocked(o);
 }
 

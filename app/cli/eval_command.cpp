@@ -287,9 +287,10 @@ QJsonObject reportJson(const EvalReport& e)
     const auto fileOf = [&](std::int64_t i) { return e.fileOf(i); };
     // The precision the checkpoint's run trained (and evaluated) in.
     const QString trained = QString::fromStdString(engine::trainedPrecision(info));
-    QJsonArray perClass, precision, f1, confusion, names, counts;
+    QJsonArray perClass, perClassTop5, precision, f1, confusion, names, counts;
     for (int i = 0; i < k; ++i) {
         perClass.append(r.perClassAccuracy[std::size_t(i)]);
+        perClassTop5.append(r.perClassTop5[std::size_t(i)]);
         counts.append(qint64(r.classCounts[std::size_t(i)]));
         precision.append(scores[std::size_t(i)].precision);
         f1.append(scores[std::size_t(i)].f1);
@@ -321,6 +322,7 @@ QJsonObject reportJson(const EvalReport& e)
         {QStringLiteral("mean_cross_entropy"), r.meanCrossEntropy},
         {QStringLiteral("classes"), names},
         {QStringLiteral("per_class_accuracy"), perClass},
+        {QStringLiteral("per_class_top5"), perClassTop5},
         {QStringLiteral("per_class_examples"), counts},
         {QStringLiteral("per_class_precision"), precision},
         {QStringLiteral("per_class_f1"), f1},
@@ -390,20 +392,26 @@ void printScores(const EvalReport& e, QTextStream& out)
     int width = 5;
     for (const auto& n : classifier.classNames())
         width = std::max(width, textColumns(QString::fromStdString(n)));
-    // Accuracy is the class's recall: its images found; precision, its answers right.
-    out << QStringLiteral("class").leftJustified(width)
-        << "  accuracy  precision      F1  examples\n";
+    // Accuracy is the class's recall: its images found; top 5, its images with their class among
+    // the five highest (precision @ 5's share of the class, shown where precision @ 5 is);
+    // precision, its answers right.
+    const bool top5 = r.hasTop5();
+    out << QStringLiteral("class").leftJustified(width) << "  accuracy"
+        << (top5 ? "     top 5" : "") << "  precision      F1  examples\n";
     const auto percent = [](double v, int w) {
         return QString::number(100 * v, 'f', 2).rightJustified(w) + QLatin1Char('%');
     };
     // A class without examples (another dataset's classes may be fewer) has no accuracy.
-    for (int i = 0; i < k; ++i)
+    for (int i = 0; i < k; ++i) {
+        const std::int64_t images = r.classCounts[std::size_t(i)];
+        const QString none = QStringLiteral("-").rightJustified(8);
         out << padColumns(className(i), width) << "  "
-            << (r.classCounts[std::size_t(i)] > 0 ? percent(r.perClassAccuracy[std::size_t(i)], 7)
-                                                  : QStringLiteral("-").rightJustified(8))
-            << "  " << percent(scores[std::size_t(i)].precision, 8) << "  "
+            << (images > 0 ? percent(r.perClassAccuracy[std::size_t(i)], 7) : none);
+        if (top5) out << "  " << (images > 0 ? percent(r.perClassTop5[std::size_t(i)], 7) : none);
+        out << "  " << percent(scores[std::size_t(i)].precision, 8) << "  "
             << QString::number(scores[std::size_t(i)].f1, 'f', 3).rightJustified(6) << "  "
-            << QString::number(r.classCounts[std::size_t(i)]).rightJustified(8) << "\n";
+            << QString::number(images).rightJustified(8) << "\n";
+    }
     out << "macro F1 = " << QString::number(engine::macroF1(scores), 'f', 4)
         << " (the mean of the classes' F1)\n";
     if (k <= 20) {

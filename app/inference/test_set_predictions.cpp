@@ -62,6 +62,7 @@ TestSetPredictions classifyTestSet(engine::Classifier& classifier, const engine:
     r.confusion.assign(std::size_t(classes) * std::size_t(classes), 0);
     r.classCounts.assign(std::size_t(classes), 0);
     r.classCorrect.assign(std::size_t(classes), 0);
+    r.classTop5.assign(std::size_t(classes), 0);
     chunk = std::max<std::int64_t>(1, chunk);
     engine::ImageSet part;
     part.height = set.height;
@@ -86,7 +87,10 @@ TestSetPredictions classifyTestSet(engine::Classifier& classifier, const engine:
             r.truth.push_back(truth);
             r.predicted.push_back(predicted);
             r.confidence.push_back(float(p[std::size_t(predicted)]));
-            if (engine::amongTopFive(p, truth)) ++r.correctTop5;
+            if (engine::amongTopFive(p, truth)) {
+                ++r.correctTop5;
+                ++r.classTop5[std::size_t(truth)];
+            }
             ++r.confusion[std::size_t(truth) * std::size_t(classes) + std::size_t(predicted)];
             ++r.classCounts[std::size_t(truth)];
             if (truth == predicted) {

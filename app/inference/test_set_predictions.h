@@ -21,8 +21,9 @@ struct TestSetPredictions
     std::vector<std::int64_t> classCounts, classCorrect;
     std::int64_t correct = 0;
     // The examples whose true class is among the five most probable (engine::amongTopFive), as
-    // engine::EvalResult::correctTop5 counts them from the logits.
+    // engine::EvalResult::correctTop5 counts them from the logits; and of them, each true class's.
     std::int64_t correctTop5 = 0;
+    std::vector<std::int64_t> classTop5;
 
     std::int64_t examples() const { return std::int64_t(truth.size()); }
     double accuracy() const { return truth.empty() ? 0 : double(correct) / double(truth.size()); }

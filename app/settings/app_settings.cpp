@@ -108,7 +108,8 @@ void AppSettings::setLastConfigJson(const QString& json)
 QStringList AppSettings::hiddenRunColumns() const
 {
     if (!m_settings->contains(kHiddenRunColumns))
-        return {QStringLiteral("model"), QStringLiteral("dataset"), QStringLiteral("checkpoints")};
+        return {QStringLiteral("model"), QStringLiteral("dataset"), QStringLiteral("top5"),
+                QStringLiteral("checkpoints")};
     return m_settings->value(kHiddenRunColumns).toStringList();
 }
 

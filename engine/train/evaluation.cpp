@@ -11,8 +11,8 @@
 namespace towers::engine {
 
 EvalResult::EvalResult(int classes)
-    : numClasses(classes), classCounts(std::size_t(classes), 0),
-      perClassAccuracy(std::size_t(classes), 0.0),
+    : numClasses(classes), classCounts(std::size_t(classes), 0), classTop5(std::size_t(classes), 0),
+      perClassAccuracy(std::size_t(classes), 0.0), perClassTop5(std::size_t(classes), 0.0),
       confusion(std::size_t(classes) * std::size_t(classes), 0)
 {
 }
@@ -40,7 +40,10 @@ void EvalResult::add(const Tensor& logits, const Tensor& labels, double batchCro
         for (int c = 0; c < numClasses; ++c) row[std::size_t(c)] = logits.at(i * numClasses + c);
         // The arg max, the first on ties.
         const int best = int(std::max_element(row.begin(), row.end()) - row.begin());
-        if (amongTopFive(row, truth)) ++correctTop5;
+        if (amongTopFive(row, truth)) {
+            ++correctTop5;
+            ++classTop5[std::size_t(truth)];
+        }
         ++classCounts[std::size_t(truth)];
         ++confusion[std::size_t(truth) * std::size_t(numClasses) + std::size_t(best)];
         if (best == truth) ++correct;
@@ -66,7 +69,10 @@ void EvalResult::merge(const EvalResult& o)
     correctTop5 += o.correctTop5;
     crossEntropySum += o.crossEntropySum;
     complete = complete && o.complete;
-    for (std::size_t i = 0; i < classCounts.size(); ++i) classCounts[i] += o.classCounts[i];
+    for (std::size_t i = 0; i < classCounts.size(); ++i) {
+        classCounts[i] += o.classCounts[i];
+        classTop5[i] += o.classTop5[i];
+    }
     for (std::size_t i = 0; i < confusion.size(); ++i) confusion[i] += o.confusion[i];
 }
 
@@ -79,6 +85,7 @@ void EvalResult::finish()
     for (int c = 0; c < numClasses; ++c) {
         const std::int64_t n = classCounts[std::size_t(c)];
         perClassAccuracy[std::size_t(c)] = n ? double(confusionAt(c, c)) / double(n) : 0.0;
+        perClassTop5[std::size_t(c)] = n ? double(classTop5[std::size_t(c)]) / double(n) : 0.0;
     }
 }
 

@@ -44,8 +44,11 @@ struct EvalResult
     double meanCrossEntropy = 0; // over the examples (finish(): crossEntropySum / examples)
     double crossEntropySum = 0;  // the examples' summed cross-entropy (add, merge)
     std::vector<std::int64_t> classCounts; // examples per true class
-    std::vector<double> perClassAccuracy;  // correct / count per class (0 without examples)
-    std::vector<std::int64_t> confusion; // numClasses x numClasses, row = true, column = predicted
+    // Per true class, its examples counted in correctTop5: the class's recall at 5.
+    std::vector<std::int64_t> classTop5;
+    std::vector<double> perClassAccuracy; // correct / count per class (0 without examples)
+    std::vector<double> perClassTop5;     // classTop5 / count per class (0 without examples)
+    std::vector<std::int64_t> confusion;  // numClasses x numClasses, row = true, column = predicted
     std::int64_t step = 0; // the global step the weights are from (set by the trainer)
     bool ema = false;      // evaluated with the moving averages of the weights
     // The set evaluated, as the trainer names it: "test", or "validation" for a run that holds

@@ -52,6 +52,7 @@ std::string packEval(const EvalResult& r)
     putBytes(out, r.seconds);
     putBytes(out, std::int64_t(r.complete));
     for (auto c : r.classCounts) putBytes(out, c);
+    for (auto c : r.classTop5) putBytes(out, c);
     for (auto c : r.confusion) putBytes(out, c);
     return out;
 }
@@ -66,6 +67,7 @@ EvalResult unpackEval(ByteReader& in)
     r.seconds = in.take<double>();
     r.complete = in.take<std::int64_t>() != 0;
     for (auto& c : r.classCounts) c = in.take<std::int64_t>();
+    for (auto& c : r.classTop5) c = in.take<std::int64_t>();
     for (auto& c : r.confusion) c = in.take<std::int64_t>();
     return r;
 }

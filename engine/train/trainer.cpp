@@ -81,6 +81,7 @@ Json evalJson(const EvalResult& r)
     if (r.hasTop5()) {
         o["correctTop5"] = r.correctTop5;
         o["precisionAt5"] = r.precisionAt5;
+        o["classTop5"] = r.classTop5;
     }
     return o;
 }

@@ -557,6 +557,52 @@ private slots:
         QVERIFY(!text.out.contains(QStringLiteral("precision @ 5")));
     }
 
+    // eval of a checkpoint of more than 10 classes: precision @ 5, and each class's top 5 in a
+    // column beside its accuracy and in the JSON, adding up to precision @ 5.
+    void topFiveClassByClass()
+    {
+        const std::filesystem::path root = m_dir.path().toStdString();
+        test::writeCifar100(root / "cifar100", 30, 60, 4);
+        const engine::Dataset data = engine::loadDataset("cifar100", root / "cifar100");
+        const QString checkpoint = path("cifar100.safetensors");
+        test::writeFreshCheckpoint("cifar10-tutorial", data, checkpoint.toStdString(), 5, 3);
+        const QStringList eval{QStringLiteral("eval"), QStringLiteral("--checkpoint"), checkpoint,
+                               QStringLiteral("--data-dir"), m_dir.path()};
+        const Run text = cli(eval);
+        QVERIFY2(!text.crashed && text.exitCode == 0, qPrintable(text.err));
+        QVERIFY2(text.out.contains(QStringLiteral("precision @ 5 = ")), qPrintable(text.out));
+        QVERIFY2(text.out.contains(QStringLiteral("  accuracy     top 5  precision      F1  "
+                                                  "examples\n")),
+                 qPrintable(text.out));
+        const Run asJson = cli(eval + QStringList{QStringLiteral("--json")});
+        QVERIFY2(!asJson.crashed && asJson.exitCode == 0, qPrintable(asJson.err));
+        const QJsonObject o = QJsonDocument::fromJson(asJson.out.toUtf8()).object();
+        const QJsonArray top5 = o.value(QStringLiteral("per_class_top5")).toArray();
+        const QJsonArray counts = o.value(QStringLiteral("per_class_examples")).toArray();
+        const QJsonArray names = o.value(QStringLiteral("classes")).toArray();
+        QCOMPARE(top5.size(), 100);
+        double found = 0;
+        for (qsizetype c = 0; c < top5.size(); ++c) {
+            const double share = top5.at(c).toDouble(-1);
+            QVERIFY(share >= 0 && share <= 1);
+            found += share * counts.at(c).toDouble();
+            // The text's row of that class says the same share, after its accuracy.
+            if (counts.at(c).toInt() == 0) continue;
+            const double accuracy =
+                o.value(QStringLiteral("per_class_accuracy")).toArray().at(c).toDouble();
+            const QString figures =
+                QString::number(100 * accuracy, 'f', 2).rightJustified(7) + QStringLiteral("%  ") +
+                QString::number(100 * share, 'f', 2).rightJustified(7) + QLatin1Char('%');
+            bool shown = false;
+            for (const QString& line : text.out.split(QLatin1Char('\n')))
+                shown = shown || (line.startsWith(names.at(c).toString() + QLatin1Char(' ')) &&
+                                  line.contains(QStringLiteral("  ") + figures));
+            QVERIFY2(shown, qPrintable(names.at(c).toString() + QStringLiteral(": ") + figures));
+        }
+        QCOMPARE(qint64(std::llround(found)), o.value(QStringLiteral("correct_top5")).toInteger());
+        QVERIFY(o.value(QStringLiteral("correct_top5")).toInteger() > 0);
+    }
+
     // Last, as it is the one large child (the peak resident size of children is the largest
     // one's): 40 megapixels, within the budget, is decoded, reduced and classified. A grey PNG is
     // decoded whole (40 MB), then Qt's smooth reduction works on a 32-bit copy (160 MB).

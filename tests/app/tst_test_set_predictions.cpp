@@ -62,6 +62,12 @@ private slots:
         // The top 5 from the probabilities, as the evaluation counts them from the logits.
         QCOMPARE(p.correctTop5, oracle.correctTop5);
         QVERIFY(p.correctTop5 > p.correct && p.correctTop5 < p.examples());
+        std::int64_t classesTop5 = 0;
+        for (int t = 0; t < p.numClasses; ++t) {
+            QCOMPARE(p.classTop5[std::size_t(t)], oracle.classTop5[std::size_t(t)]);
+            classesTop5 += p.classTop5[std::size_t(t)];
+        }
+        QCOMPARE(classesTop5, p.correctTop5);
         QVERIFY(!p.hasTop5()); // ten classes
         // Cells list exactly the examples with that truth and prediction.
         std::int64_t listed = 0;
@@ -118,6 +124,11 @@ private slots:
         QCOMPARE(r.correctTop5, std::int64_t(2));
         QCOMPARE(r.precisionAt5, 0.5);
         QVERIFY(r.hasTop5());
+        // Class by class: 11's one example in, 7's in, 6's and 3's out.
+        QCOMPARE(r.classTop5, (std::vector<std::int64_t>{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1}));
+        QCOMPARE(r.perClassTop5[7], 1.0);
+        QCOMPARE(r.perClassTop5[6], 0.0);
+        QCOMPARE(r.perClassTop5[0], 0.0); // no examples
 
         // A tie at the fifth place: classes 7 and 6 both score 7; both are in the top 5.
         engine::EvalResult tie(12);
@@ -128,6 +139,9 @@ private slots:
         QCOMPARE(tie.correctTop5, std::int64_t(2 + 3));
         QCOMPARE(tie.examples, std::int64_t(8));
         QCOMPARE(tie.precisionAt5, 5.0 / 8.0);
+        QCOMPARE(tie.classTop5[6], std::int64_t(1)); // in the tie's batch, not in r's
+        QCOMPARE(tie.classTop5[7], std::int64_t(2));
+        QCOMPARE(tie.perClassTop5[6], 0.5);
 
         // Ten classes: counted (five of ten), not reported.
         engine::EvalResult ten(10);

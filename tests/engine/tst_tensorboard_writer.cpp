@@ -382,6 +382,16 @@ private slots:
             QVERIFY2(at5 >= e["precisionAt1"].get<double>(), e.dump().c_str());
             QCOMPARE(e["correctTop5"].get<std::int64_t>(),
                      std::int64_t(std::llround(at5 * e["examples"].get<double>())));
+            // Class by class, summing to them: none counted beyond its class's examples.
+            const auto perClass = e["classTop5"].get<std::vector<std::int64_t>>();
+            const auto counts = e["classCounts"].get<std::vector<std::int64_t>>();
+            QCOMPARE(perClass.size(), std::size_t(12));
+            std::int64_t sum = 0;
+            for (std::size_t k = 0; k < perClass.size(); ++k) {
+                QVERIFY(perClass[k] >= 0 && perClass[k] <= counts[k]);
+                sum += perClass[k];
+            }
+            QCOMPARE(sum, e["correctTop5"].get<std::int64_t>());
             QCOMPARE(runScalars.at(e["step"].get<std::int64_t>()).at("test/precision_at_5_ema"),
                      float(at5));
         }

@@ -18,6 +18,7 @@
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QStandardItemModel>
+#include <QTableView>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
@@ -37,6 +38,7 @@
 #include "engine/train/train_config.h"
 #include "fake_device.h"
 #include "hostile_images.h"
+#include "ui/models/class_accuracy_model.h"
 #include "ui/models/sample_image_model.h"
 #include "ui/pages/classify_many_dialog.h"
 #include "ui/pages/classify_page.h"
@@ -901,10 +903,29 @@ private slots:
         const auto& p = *page.predictions();
         QVERIFY(p.hasTop5());
         engine::Classifier oracle(checkpoint.toStdString());
-        QCOMPARE(p.correctTop5, oracle.evaluate(data->test).correctTop5);
+        const engine::EvalResult evaluated = oracle.evaluate(data->test);
+        QCOMPARE(p.correctTop5, evaluated.correctTop5);
         const QString top5 =
             QStringLiteral(" Top 5: %1 %.").arg(QLocale().toString(p.accuracyTop5() * 100, 'f', 2));
         QVERIFY2(page.summaryText().contains(top5), qPrintable(page.summaryText()));
+        // Class by class, a Top 5 column beside the accuracy: eval's per-class top 5.
+        QTableView* table = page.classTable();
+        QVERIFY(!table->isColumnHidden(ui::ClassAccuracyModel::Top5));
+        QAbstractItemModel* classes = table->model();
+        QCOMPARE(classes->rowCount(), 100);
+        int withTop5 = 0;
+        for (int c = 0; c < 100; ++c) {
+            const QVariant share =
+                classes->index(c, ui::ClassAccuracyModel::Top5).data(Qt::EditRole);
+            QCOMPARE(share.toDouble(), evaluated.perClassTop5[std::size_t(c)]);
+            withTop5 += share.toDouble() > 0;
+        }
+        QVERIFY(withTop5 > 0);
+        // Ten classes (the generated set's): no Top 5 column.
+        QVERIFY(showWithTheData(page));
+        QVERIFY(openAndClassifyWholeSet(page, m_checkpoint));
+        QVERIFY(!page.predictions()->hasTop5());
+        QVERIFY(table->isColumnHidden(ui::ClassAccuracyModel::Top5));
     }
 
     void badCheckpoint()

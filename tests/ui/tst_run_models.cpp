@@ -56,6 +56,12 @@ private slots:
                  1);
         QCOMPARE(model.data(model.index(1, ui::RunListModel::Accuracy)).toString(),
                  QStringLiteral("–"));
+        // Precision @ 5, for a run that logged it; a dash for one that did not.
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Top5)).toString(),
+                 QStringLiteral("–"));
+        QVERIFY(model.data(model.index(0, ui::RunListModel::Top5), Qt::EditRole).isNull());
+        QCOMPARE(model.headerData(ui::RunListModel::Top5, Qt::Horizontal).toString(),
+                 QStringLiteral("Top 5"));
         QCOMPARE(model.data(model.index(0, ui::RunListModel::Accuracy), Qt::ToolTipRole).toString(),
                  QStringLiteral("Test accuracy 91.23 % at step 250, the latest evaluation\n"
                                 "Best checkpoint: 92.50 % at step 100"));
@@ -109,6 +115,13 @@ private slots:
                  QStringLiteral("300 / 500, stopped early"));
         QCOMPARE(model.headerData(ui::RunListModel::Accuracy, Qt::Horizontal).toString(),
                  QStringLiteral("Accuracy"));
+        app::RunSummary hundred = *model.run(0);
+        hundred.accuracyTop5 = 0.6875;
+        model.updateRun(0, hundred);
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Top5)).toString(),
+                 QStringLiteral("68.75 %"));
+        QCOMPARE(model.data(model.index(0, ui::RunListModel::Top5), Qt::EditRole).toDouble(),
+                 0.6875);
         QCOMPARE(model.rowOf(QStringLiteral("/r/b/")), 1);
         QCOMPARE(model.rowOf(QStringLiteral("/r/c")), -1);
         QCOMPARE(model.run(5), nullptr);
@@ -246,6 +259,7 @@ private slots:
         p.numClasses = 3;
         p.classCounts = {10, 5, 0};
         p.classCorrect = {9, 1, 0};
+        p.classTop5 = {10, 4, 0};
         p.confusion = {9, 1, 0, 3, 1, 1, 0, 0, 0}; // rows: true class
         ui::ClassAccuracyModel model;
         QAbstractItemModelTester tester(&model,
@@ -274,8 +288,35 @@ private slots:
         QCOMPARE(
             model.data(model.index(0, ui::ClassAccuracyModel::Class), Qt::ToolTipRole).toString(),
             QStringLiteral("cat: 10 test images, 9 right; answered 12 times"));
+        // The top 5, each class's share; said in the tooltips for more than 10 classes only.
+        QCOMPARE(model.data(model.index(1, ui::ClassAccuracyModel::Top5)).toString(),
+                 QStringLiteral("80.0 %"));
+        QCOMPARE(model.data(model.index(0, ui::ClassAccuracyModel::Top5), Qt::EditRole).toDouble(),
+                 1.0);
+        QCOMPARE(model.data(model.index(2, ui::ClassAccuracyModel::Top5)).toString(),
+                 QStringLiteral("–"));
+        QVERIFY(!model.hasTop5());
+        app::TestSetPredictions many;
+        many.numClasses = 12;
+        many.classCounts.assign(12, 0);
+        many.classCorrect.assign(12, 0);
+        many.classTop5.assign(12, 0);
+        many.confusion.assign(144, 0);
+        many.classCounts[0] = 4;
+        many.classCorrect[0] = 2;
+        many.classTop5[0] = 3;
+        many.confusion[0] = many.confusion[1] = 2;
+        model.setResults({}, many);
+        QVERIFY(model.hasTop5());
+        QCOMPARE(model.data(model.index(0, ui::ClassAccuracyModel::Top5)).toString(),
+                 QStringLiteral("75.0 %"));
+        QCOMPARE(
+            model.data(model.index(0, ui::ClassAccuracyModel::Class), Qt::ToolTipRole).toString(),
+            QStringLiteral("0: 4 test images, 2 right; answered 2 times; 3 with their class among "
+                           "the five most probable"));
         model.clear();
         QCOMPARE(model.rowCount(), 0);
+        QVERIFY(!model.hasTop5());
     }
 };
 

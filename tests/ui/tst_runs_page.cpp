@@ -377,7 +377,8 @@ private slots:
             QVERIFY(refreshed.wait(10000));
             QTableView* table = page.runTable();
             using towers::ui::RunListModel;
-            for (int c : {RunListModel::Model, RunListModel::Dataset, RunListModel::Checkpoints})
+            for (int c : {RunListModel::Model, RunListModel::Dataset, RunListModel::Top5,
+                          RunListModel::Checkpoints})
                 QVERIFY(table->isColumnHidden(c));
             for (int c : {RunListModel::Run, RunListModel::Steps, RunListModel::Accuracy,
                           RunListModel::Modified})

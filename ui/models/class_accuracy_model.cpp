@@ -12,6 +12,9 @@ void ClassAccuracyModel::setResults(const QStringList& classNames, const app::Te
     m_names = classNames;
     m_counts = p.classCounts;
     m_correct = p.classCorrect;
+    m_top5 = p.classTop5;
+    m_top5.resize(m_counts.size(), 0);
+    m_hasTop5 = p.hasTop5();
     m_scores = engine::classScores(p.confusion, p.numClasses);
     while (m_names.size() < qsizetype(m_counts.size())) m_names << QString::number(m_names.size());
     endResetModel();
@@ -23,6 +26,8 @@ void ClassAccuracyModel::clear()
     m_names.clear();
     m_counts.clear();
     m_correct.clear();
+    m_top5.clear();
+    m_hasTop5 = false;
     m_scores.clear();
     endResetModel();
 }
@@ -43,11 +48,18 @@ QVariant ClassAccuracyModel::data(const QModelIndex& index, int role) const
         return {};
     const auto r = std::size_t(index.row());
     const double accuracy = m_counts[r] > 0 ? double(m_correct[r]) / double(m_counts[r]) : 0;
-    if (role == Qt::ToolTipRole)
-        return tr("%1: %2 test images, %3 right; answered %4 times")
-            .arg(m_names.value(index.row()), QLocale().toString(qint64(m_counts[r])),
-                 QLocale().toString(qint64(m_correct[r])),
-                 QLocale().toString(qint64(m_scores[r].predicted)));
+    const double top5 = m_counts[r] > 0 ? double(m_top5[r]) / double(m_counts[r]) : 0;
+    if (role == Qt::ToolTipRole) {
+        const QLocale locale;
+        const QString text =
+            tr("%1: %2 test images, %3 right; answered %4 times")
+                .arg(m_names.value(index.row()), locale.toString(qint64(m_counts[r])),
+                     locale.toString(qint64(m_correct[r])),
+                     locale.toString(qint64(m_scores[r].predicted)));
+        return m_hasTop5 ? text + tr("; %1 with their class among the five most probable")
+                                      .arg(locale.toString(qint64(m_top5[r])))
+                         : text;
+    }
     if (role == Qt::TextAlignmentRole && index.column() != Class)
         return int(Qt::AlignRight | Qt::AlignVCenter);
     if (role == Qt::EditRole) {
@@ -58,6 +70,8 @@ QVariant ClassAccuracyModel::data(const QModelIndex& index, int role) const
             return qint64(m_correct[r]);
         case Accuracy:
             return accuracy;
+        case Top5:
+            return top5;
         case Precision:
             return m_scores[r].precision;
         case F1:
@@ -78,6 +92,9 @@ QVariant ClassAccuracyModel::data(const QModelIndex& index, int role) const
     case Accuracy:
         return m_counts[r] > 0 ? QStringLiteral("%1 %").arg(locale.toString(accuracy * 100, 'f', 1))
                                : QStringLiteral("–");
+    case Top5:
+        return m_counts[r] > 0 ? QStringLiteral("%1 %").arg(locale.toString(top5 * 100, 'f', 1))
+                               : QStringLiteral("–");
     case Precision:
         return m_scores[r].predicted > 0 ? QStringLiteral("%1 %").arg(
                                                locale.toString(m_scores[r].precision * 100, 'f', 1))
@@ -97,6 +114,9 @@ QVariant ClassAccuracyModel::headerData(int section, Qt::Orientation orientation
         switch (section) {
         case Accuracy:
             return tr("Recall: the share of the class's images classified as it");
+        case Top5:
+            return tr("The share of the class's images with the class among the five most "
+                      "probable (precision @ 5, class by class)");
         case Precision:
             return tr("The share of the answers \"this class\" that are right");
         case F1:
@@ -115,6 +135,8 @@ QVariant ClassAccuracyModel::headerData(int section, Qt::Orientation orientation
         return tr("Correct");
     case Accuracy:
         return tr("Accuracy");
+    case Top5:
+        return tr("Top 5");
     case Precision:
         return tr("Precision");
     case F1:

@@ -1,6 +1,7 @@
 #pragma once
 // Per-class results of classifying a test set: class, images, correct, accuracy (recall: its
-// images found), precision (its answers right) and F1 (engine::classScores).
+// images found), top 5 (its images with their class among the five most probable: precision @ 5's
+// share of the class), precision (its answers right) and F1 (engine::classScores).
 #include <QAbstractTableModel>
 #include <QStringList>
 
@@ -18,6 +19,7 @@ public:
         Images,
         Correct,
         Accuracy,
+        Top5,
         Precision,
         F1,
         ColumnCount
@@ -26,6 +28,8 @@ public:
 
     void setResults(const QStringList& classNames, const app::TestSetPredictions& predictions);
     void clear();
+    // Whether the top 5 are worth showing (TestSetPredictions::hasTop5: more than 10 classes).
+    bool hasTop5() const { return m_hasTop5; }
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
@@ -35,7 +39,8 @@ public:
 
 private:
     QStringList m_names;
-    std::vector<std::int64_t> m_counts, m_correct;
+    std::vector<std::int64_t> m_counts, m_correct, m_top5;
+    bool m_hasTop5 = false;
     std::vector<engine::ClassScores> m_scores;
 };
 

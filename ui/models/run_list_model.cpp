@@ -91,6 +91,8 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
             return qint64(r.lastStep);
         case Accuracy:
             return r.accuracy ? QVariant(*r.accuracy) : QVariant();
+        case Top5:
+            return r.accuracyTop5 ? QVariant(*r.accuracyTop5) : QVariant();
         case Checkpoints:
             return int(r.checkpoints.size());
         case Modified:
@@ -122,6 +124,10 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
         return app::evaluatesOnValidation(r)
                    ? tr("%1 % val").arg(locale.toString(*r.accuracy * 100, 'f', 2))
                    : QStringLiteral("%1 %").arg(locale.toString(*r.accuracy * 100, 'f', 2));
+    case Top5: // beside the accuracy, of the same evaluation
+        return r.accuracyTop5
+                   ? QStringLiteral("%1 %").arg(locale.toString(*r.accuracyTop5 * 100, 'f', 2))
+                   : QStringLiteral("–");
     case Checkpoints:
         return locale.toString(int(r.checkpoints.size()));
     case Modified:
@@ -156,6 +162,8 @@ QString RunListModel::columnKey(int column)
         return QStringLiteral("steps");
     case Accuracy:
         return QStringLiteral("accuracy");
+    case Top5:
+        return QStringLiteral("top5");
     case Checkpoints:
         return QStringLiteral("checkpoints");
     case Modified:
@@ -170,6 +178,9 @@ QVariant RunListModel::headerData(int section, Qt::Orientation orientation, int 
     if (orientation == Qt::Horizontal && role == Qt::ToolTipRole && section == Accuracy)
         return tr("The latest evaluation's precision @ 1: on the test set, or on the validation "
                   "set (\"val\") of a run that holds one out of its training images");
+    if (orientation == Qt::Horizontal && role == Qt::ToolTipRole && section == Top5)
+        return tr("The latest evaluation's precision @ 5 (its true class among the five highest), "
+                  "for a run of more than 10 classes");
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
     switch (section) {
     case Run:
@@ -182,6 +193,8 @@ QVariant RunListModel::headerData(int section, Qt::Orientation orientation, int 
         return tr("Steps");
     case Accuracy:
         return tr("Accuracy");
+    case Top5:
+        return tr("Top 5");
     case Checkpoints:
         return tr("Checkpoints");
     case Modified:

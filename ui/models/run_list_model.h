@@ -1,7 +1,7 @@
 #pragma once
 // The runs of the runs folder (app::scanRuns): run, model, dataset, steps reached, latest test
-// accuracy, checkpoints and when it last changed; a run being trained right now has a "playing"
-// icon and says by whom in its tooltip.
+// accuracy (and precision @ 5, for a run that logs it), checkpoints and when it last changed; a run
+// being trained right now has a "playing" icon and says by whom in its tooltip.
 #include <QAbstractTableModel>
 #include <QDateTime>
 
@@ -22,6 +22,7 @@ public:
         Dataset,
         Steps,
         Accuracy,
+        Top5,
         Checkpoints,
         Modified,
         ColumnCount

@@ -218,6 +218,7 @@ QSplitter* ClassifyPage::makeSetResults(QGroupBox* all)
     // The counts are each row's tooltip: the scores need the room.
     m_classTable->setColumnHidden(ClassAccuracyModel::Images, true);
     m_classTable->setColumnHidden(ClassAccuracyModel::Correct, true);
+    m_classTable->setColumnHidden(ClassAccuracyModel::Top5, true); // for more than 10 classes
     m_heatMap = new HeatMap(results);
     m_heatMap->setToolTip(tr("Click a cell to see its images"));
     QWidget* cellBox = makeCellBox(results);

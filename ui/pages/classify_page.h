@@ -118,6 +118,8 @@ public:
 
     BarChart* topChart() const { return m_topChart; }
     HeatMap* heatMap() const { return m_heatMap; }
+    // The whole set's results class by class (ClassAccuracyModel).
+    QTableView* classTable() const { return m_classTable; }
     SampleImageModel* cellImages() const { return m_cellImages; }
     QString summaryText() const;
     // The line about the loaded checkpoint: its file, model, dataset, steps, classes, image size

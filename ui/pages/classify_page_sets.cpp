@@ -13,6 +13,7 @@
 #include <QPushButton>
 #include <QRandomGenerator>
 #include <QSpinBox>
+#include <QTableView>
 #include <QTimer>
 
 #include <algorithm>
@@ -321,6 +322,7 @@ void ClassifyPage::classifyWholeSet()
                     words.accuracy.arg(accuracy, correct, examples) + top5 +
                     (mirror ? tr(" Each image averaged with its mirror image.") : QString()));
                 m_classModel->setResults(m_classNames, p);
+                m_classTable->setColumnHidden(ClassAccuracyModel::Top5, !p.hasTop5());
                 m_heatMap->setMatrix(m_classNames,
                                      QVector<std::int64_t>(p.confusion.begin(), p.confusion.end()));
                 showSetImages({});
