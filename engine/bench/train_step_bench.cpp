@@ -123,6 +123,229 @@ private:
     std::vector<LayerTiming> m_rows;
 };
 
+// One benchmark: the backend's ops, the model on them with a synthetic batch, and the result the
+// timings fill in.
+class StepBench
+{
+public:
+    StepBench(const TrainStepBenchOptions& o, const std::function<void(int, int)>& progress)
+        : m_o(o), m_progress(progress), m_total(o.warmup + o.steps), m_ops(makeOps(o)),
+          m_onGpu(!m_ops->device().isHost()), m_reported(m_total + (m_onGpu ? o.steps : 0)),
+          m_ctx(o.inference ? ExecContext::forEvaluation(*m_ops) : ExecContext{*m_ops, true, 0}),
+          m_profiler(*m_ops, o.backend == "onednn")
+    {
+        m_r.options = o;
+        m_r.backend = describeBackend(o.backend, backendOptions(o));
+        m_r.threads = isHostBackend(o.backend) ? cpu::cpuThreads() : 0;
+        if (o.perLayer) m_ctx.profiler = &m_profiler;
+        m_model = buildModel(resolveModel(o.model, o.modelDefinition));
+        m_model->initialize(o.seed);
+        const Shape& in = m_model->inputShape();
+        Rng rng(o.seed + 1);
+        m_images = Tensor({o.batchSize, in[0], in[1], in[2]}, DType::Float32);
+        for (std::int64_t i = 0; i < m_images.numel(); ++i)
+            m_images.data<float>()[i] = float(rng.normal());
+        m_labels = Tensor(Shape{o.batchSize}, DType::Int32);
+        for (int i = 0; i < o.batchSize; ++i)
+            m_labels.data<std::int32_t>()[i] =
+                std::int32_t(rng.below(std::uint64_t(m_model->numClasses())));
+        if (m_onGpu) { // the replica and the batch on the GPU, as a GPU tower has them
+            m_model->moveTo(m_ops->device());
+            m_images = m_images.copyTo(m_ops->device());
+            m_labels = m_labels.copyTo(m_ops->device());
+        }
+    }
+
+    // The forward pass alone, as eval and classify run it; on a GPU issued back to back too.
+    TrainStepBenchResult inference()
+    {
+        const Sequential::Chunking chunks =
+            m_model->net().chunking(m_images.shape(), m_ctx.chunkCacheBytes);
+        if (chunks.layers > 0) {
+            const auto& layers = m_model->net().layers();
+            m_r.chunking = layers.front()->name() + " to " + layers[chunks.layers - 1]->name() +
+                           ", " + std::to_string(chunks.images) + " images at a time in a " +
+                           mebibytes(m_ctx.chunkCacheBytes) + " cache";
+        }
+        double fwd = 0;
+        for (int step = 0; step < m_total; ++step) {
+            m_ctx.step = std::uint64_t(step);
+            m_profiler.setPhase(step == 0, step >= m_o.warmup);
+            const auto t0 = Clock::now();
+            m_model->forward(m_ctx, m_images);
+            finish();
+            if (step >= m_o.warmup) fwd += msSince(t0);
+            report(step + 1);
+        }
+        m_r.forwardMs = m_r.phasesMs = m_r.stepMs = fwd / m_o.steps;
+        if (m_onGpu) {
+            const auto t0 = Clock::now();
+            for (int step = 0; step < m_o.steps; ++step) {
+                m_model->forward(m_ctx, m_images);
+                report(m_total + step + 1);
+            }
+            finish();
+            m_r.stepMs = msSince(t0) / m_o.steps;
+            m_r.backToBack = true;
+            m_r.graphsUnavailable = "inference is not captured";
+        }
+        m_r.lastLoss = m_model->loss(m_ctx, m_labels).total(); // of the last pass, untimed
+        if (!std::isfinite(m_r.lastLoss)) diverged(m_r.lastLoss, "after the timed passes");
+        return complete(m_model->inferenceFlopsPerExample());
+    }
+
+    // The training step, each phase timed up to the device's finishing it; on a GPU also issued
+    // back to back and replayed from a capture.
+    TrainStepBenchResult training()
+    {
+        timePhases();
+        if (m_onGpu) {
+            timeBackToBack();
+            if (m_r.graphsUnavailable.empty()) timeReplayed();
+        }
+        return complete(m_model->trainingFlopsPerExample());
+    }
+
+private:
+    static BackendOptions backendOptions(const TrainStepBenchOptions& o)
+    {
+        return {o.gpu, o.allowTf32, o.precision, o.cudnnBenchmark};
+    }
+    // The backend's ops, on the threads asked for where they run on the CPU.
+    static std::unique_ptr<Ops> makeOps(const TrainStepBenchOptions& o)
+    {
+        if (isHostBackend(o.backend)) cpu::setCpuThreads(o.threads);
+        return o.makeOps ? o.makeOps() : makeBackendOps(o.backend, backendOptions(o));
+    }
+    void finish() { m_ops->synchronize(); } // GPU work is asynchronous
+    void report(int step)
+    {
+        if (m_progress) m_progress(step, m_reported);
+    }
+    [[noreturn]] static void diverged(double loss, const std::string& when)
+    {
+        throw Error("benchmark diverged: loss is " + std::to_string(loss) + " " + when);
+    }
+    // A step as training issues it on a GPU: the loss stays there.
+    void issueStep()
+    {
+        m_model->forward(m_ctx, m_images);
+        m_model->computeLoss(m_ctx, m_labels);
+        m_model->backward(m_ctx);
+        m_sgd.step(*m_ops, m_model->parameters(), m_o.learningRate);
+    }
+
+    void timePhases()
+    {
+        double fwd = 0, bwd = 0, upd = 0;
+        for (int step = 0; step < m_total; ++step) {
+            m_ctx.step = std::uint64_t(step);
+            m_profiler.setPhase(step == 0, step >= m_o.warmup);
+            const auto t0 = Clock::now();
+            m_model->forward(m_ctx, m_images);
+            m_r.lastLoss = m_model->loss(m_ctx, m_labels).total();
+            const double f = msSince(t0);
+            const auto t1 = Clock::now();
+            m_model->backward(m_ctx);
+            finish();
+            const double b = msSince(t1);
+            const auto t2 = Clock::now();
+            m_sgd.step(*m_ops, m_model->parameters(), m_o.learningRate);
+            finish();
+            const double u = msSince(t2);
+            if (!std::isfinite(m_r.lastLoss))
+                diverged(m_r.lastLoss, "at step " + std::to_string(step));
+            if (step >= m_o.warmup) {
+                fwd += f;
+                bwd += b;
+                upd += u;
+            }
+            report(step + 1);
+        }
+        m_r.forwardMs = fwd / m_o.steps;
+        m_r.backwardMs = bwd / m_o.steps;
+        m_r.updateMs = upd / m_o.steps;
+        m_r.phasesMs = m_r.forwardMs + m_r.backwardMs + m_r.updateMs;
+        m_r.stepMs = m_r.phasesMs;
+    }
+
+    // As training issues GPU steps: back to back, the loss read once at the end.
+    void timeBackToBack()
+    {
+        const auto t0 = Clock::now();
+        for (int step = 0; step < m_o.steps; ++step) {
+            m_ctx.step = std::uint64_t(m_total + step);
+            issueStep();
+            report(m_total + step + 1);
+        }
+        m_r.lastLoss = m_model->readLoss().total(); // waits for the last step
+        finish();
+        m_r.stepMs = msSince(t0) / m_o.steps;
+        m_r.backToBack = true;
+        if (!std::isfinite(m_r.lastLoss))
+            diverged(m_r.lastLoss, "after the steps issued back to back");
+        m_r.graphsUnavailable = m_o.graphs ? m_ops->captureUnavailable() : "graphs off";
+    }
+
+    // One step captured (everything it uses was made by the steps before), replayed `steps`
+    // times back to back: the step as a GPU tower's training replays it.
+    void timeReplayed()
+    {
+        std::unique_ptr<CapturedWork> step;
+        m_ctx.profiler = nullptr; // it waits for each layer
+        try {
+            m_ops->beginCapture();
+            try {
+                issueStep();
+            } catch (...) {
+                m_ops->abandonCapture();
+                throw;
+            }
+            step = m_ops->endCapture();
+        } catch (const Error& e) {
+            m_r.graphsUnavailable = std::string("capturing the step failed: ") + e.what();
+            return;
+        }
+        step->replay(); // the first launch, untimed (instantiation, uploads)
+        finish();
+        const auto t0 = Clock::now();
+        for (int i = 0; i < m_o.steps; ++i) step->replay();
+        const double loss = m_model->readLoss().total(); // waits for the last step
+        finish();
+        m_r.graphStepMs = msSince(t0) / m_o.steps;
+        m_r.graphImagesPerSec = m_o.batchSize * 1000.0 / m_r.graphStepMs;
+        if (!std::isfinite(loss)) diverged(loss, "after the replayed steps");
+    }
+
+    // The rates from stepMs, the layers' rows and the instruction sets: the result.
+    TrainStepBenchResult complete(double flopsPerImage)
+    {
+        m_r.imagesPerSec = m_o.batchSize * 1000.0 / m_r.stepMs;
+        m_r.gflopsPerImage = flopsPerImage * 1e-9;
+        m_r.achievedGflops = m_r.gflopsPerImage * m_r.imagesPerSec;
+        if (m_o.perLayer) m_r.layers = m_profiler.rows(m_o.steps);
+        if (m_o.backend == "onednn") {
+            const cpu::CpuInfo info = cpu::cpuInfo();
+            m_r.isa = info.isa;
+            m_r.simdTarget = info.simdTarget;
+        }
+        return m_r;
+    }
+
+    const TrainStepBenchOptions& m_o;
+    const std::function<void(int, int)>& m_progress;
+    const int m_total; // warm-up and timed steps
+    std::unique_ptr<Ops> m_ops;
+    const bool m_onGpu;
+    const int m_reported; // the steps progress counts
+    ExecContext m_ctx;
+    Profiler m_profiler; // goes before m_ops: it may stop a recording there
+    std::unique_ptr<Model> m_model;
+    Tensor m_images, m_labels;
+    Sgd m_sgd;
+    TrainStepBenchResult m_r;
+};
+
 } // namespace
 
 TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
@@ -132,176 +355,10 @@ TrainStepBenchResult benchmarkTrainStep(const TrainStepBenchOptions& o,
     if (o.steps < 1) throw InvalidArgument("steps must be at least 1");
     if (o.warmup < 0) throw InvalidArgument("warm-up steps must be >= 0");
     if (o.threads < 0) throw InvalidArgument("threads must be >= 0 (0 = every core)");
-
-    const BackendOptions backend{o.gpu, o.allowTf32, o.precision, o.cudnnBenchmark};
-    const bool host = isHostBackend(o.backend);
-    if (host) cpu::setCpuThreads(o.threads);
-    std::unique_ptr<Ops> ops = o.makeOps ? o.makeOps() : makeBackendOps(o.backend, backend);
-    const std::string backendName = describeBackend(o.backend, backend);
-    // GPU work is asynchronous: each phase is timed up to the GPU's finishing it.
-    auto finish = [&] { ops->synchronize(); };
-    const bool onGpu = !ops->device().isHost();
-
-    auto model = buildModel(resolveModel(o.model, o.modelDefinition));
-    model->initialize(o.seed);
-    const Shape& in = model->inputShape();
-    Rng rng(o.seed + 1);
-    Tensor images({o.batchSize, in[0], in[1], in[2]}, DType::Float32);
-    for (std::int64_t i = 0; i < images.numel(); ++i) images.data<float>()[i] = float(rng.normal());
-    Tensor labels(Shape{o.batchSize}, DType::Int32);
-    for (int i = 0; i < o.batchSize; ++i)
-        labels.data<std::int32_t>()[i] =
-            std::int32_t(rng.below(std::uint64_t(model->numClasses())));
-    if (onGpu) { // the replica and the batch on the GPU, as a GPU tower has them
-        model->moveTo(ops->device());
-        images = images.copyTo(ops->device());
-        labels = labels.copyTo(ops->device());
-    }
-
     if (!(o.learningRate > 0) || !std::isfinite(o.learningRate))
         throw InvalidArgument("learning rate must be a positive number");
-    Sgd sgd;
-    ExecContext ctx = o.inference ? ExecContext::forEvaluation(*ops) : ExecContext{*ops, true, 0};
-    Profiler profiler(*ops, o.backend == "onednn");
-    if (o.perLayer) ctx.profiler = &profiler;
-    TrainStepBenchResult r;
-    r.options = o;
-    r.backend = backendName;
-    r.threads = host ? cpu::cpuThreads() : 0;
-    double fwd = 0, bwd = 0, upd = 0;
-    const int total = o.warmup + o.steps;
-    const auto diverged = [](double loss, const std::string& when) {
-        throw Error("benchmark diverged: loss is " + std::to_string(loss) + " " + when);
-    };
-    // A step as training issues it on a GPU: the loss stays there.
-    const auto issueStep = [&] {
-        model->forward(ctx, images);
-        model->computeLoss(ctx, labels);
-        model->backward(ctx);
-        sgd.step(*ops, model->parameters(), o.learningRate);
-    };
-    const int reported = total + (onGpu ? o.steps : 0); // the steps progress counts
-    // The rates from stepMs, the layers' rows and the instruction sets: the result.
-    const auto complete = [&](double flopsPerImage) {
-        r.imagesPerSec = o.batchSize * 1000.0 / r.stepMs;
-        r.gflopsPerImage = flopsPerImage * 1e-9;
-        r.achievedGflops = r.gflopsPerImage * r.imagesPerSec;
-        if (o.perLayer) r.layers = profiler.rows(o.steps);
-        if (o.backend == "onednn") {
-            const cpu::CpuInfo info = cpu::cpuInfo();
-            r.isa = info.isa;
-            r.simdTarget = info.simdTarget;
-        }
-        return r;
-    };
-    if (o.inference) {
-        const Sequential::Chunking chunks =
-            model->net().chunking(images.shape(), ctx.chunkCacheBytes);
-        if (chunks.layers > 0) {
-            const auto& layers = model->net().layers();
-            r.chunking = layers.front()->name() + " to " + layers[chunks.layers - 1]->name() +
-                         ", " + std::to_string(chunks.images) + " images at a time in a " +
-                         mebibytes(ctx.chunkCacheBytes) + " cache";
-        }
-        // The forward pass alone, as eval and classify run it; on a GPU issued back to back.
-        for (int step = 0; step < total; ++step) {
-            ctx.step = std::uint64_t(step);
-            profiler.setPhase(step == 0, step >= o.warmup);
-            const auto t0 = Clock::now();
-            model->forward(ctx, images);
-            finish();
-            if (step >= o.warmup) fwd += msSince(t0);
-            if (progress) progress(step + 1, reported);
-        }
-        r.forwardMs = r.phasesMs = r.stepMs = fwd / o.steps;
-        if (onGpu) {
-            const auto t0 = Clock::now();
-            for (int step = 0; step < o.steps; ++step) {
-                model->forward(ctx, images);
-                if (progress) progress(total + step + 1, reported);
-            }
-            finish();
-            r.stepMs = msSince(t0) / o.steps;
-            r.backToBack = true;
-            r.graphsUnavailable = "inference is not captured";
-        }
-        r.lastLoss = model->loss(ctx, labels).total(); // of the last pass, untimed
-        if (!std::isfinite(r.lastLoss)) diverged(r.lastLoss, "after the timed passes");
-        return complete(model->inferenceFlopsPerExample());
-    }
-    for (int step = 0; step < total; ++step) {
-        ctx.step = std::uint64_t(step);
-        profiler.setPhase(step == 0, step >= o.warmup);
-        auto t0 = Clock::now();
-        model->forward(ctx, images);
-        r.lastLoss = model->loss(ctx, labels).total();
-        const double f = msSince(t0);
-        auto t1 = Clock::now();
-        model->backward(ctx);
-        finish();
-        const double b = msSince(t1);
-        auto t2 = Clock::now();
-        sgd.step(*ops, model->parameters(), o.learningRate);
-        finish();
-        const double u = msSince(t2);
-        if (!std::isfinite(r.lastLoss)) diverged(r.lastLoss, "at step " + std::to_string(step));
-        if (step >= o.warmup) {
-            fwd += f;
-            bwd += b;
-            upd += u;
-        }
-        if (progress) progress(step + 1, reported);
-    }
-    r.forwardMs = fwd / o.steps;
-    r.backwardMs = bwd / o.steps;
-    r.updateMs = upd / o.steps;
-    r.phasesMs = r.forwardMs + r.backwardMs + r.updateMs;
-    r.stepMs = r.phasesMs;
-    if (onGpu) {
-        // As training issues GPU steps: back to back, the loss read once at the end.
-        const auto t0 = Clock::now();
-        for (int step = 0; step < o.steps; ++step) {
-            ctx.step = std::uint64_t(total + step);
-            issueStep();
-            if (progress) progress(total + step + 1, reported);
-        }
-        r.lastLoss = model->readLoss().total(); // waits for the last step
-        finish();
-        r.stepMs = msSince(t0) / o.steps;
-        r.backToBack = true;
-        if (!std::isfinite(r.lastLoss)) diverged(r.lastLoss, "after the steps issued back to back");
-        r.graphsUnavailable = o.graphs ? ops->captureUnavailable() : "graphs off";
-    }
-    if (onGpu && r.graphsUnavailable.empty()) {
-        // One step captured (everything it uses was made by the steps before), replayed `steps`
-        // times back to back: the step as a GPU tower's training replays it.
-        std::unique_ptr<CapturedWork> step;
-        ctx.profiler = nullptr; // it waits for each layer
-        try {
-            ops->beginCapture();
-            try {
-                issueStep();
-            } catch (...) {
-                ops->abandonCapture();
-                throw;
-            }
-            step = ops->endCapture();
-        } catch (const Error& e) {
-            r.graphsUnavailable = std::string("capturing the step failed: ") + e.what();
-        }
-        if (step) {
-            step->replay(); // the first launch, untimed (instantiation, uploads)
-            finish();
-            const auto t0 = Clock::now();
-            for (int i = 0; i < o.steps; ++i) step->replay();
-            const double loss = model->readLoss().total(); // waits for the last step
-            finish();
-            r.graphStepMs = msSince(t0) / o.steps;
-            r.graphImagesPerSec = o.batchSize * 1000.0 / r.graphStepMs;
-            if (!std::isfinite(loss)) diverged(loss, "after the replayed steps");
-        }
-    }
-    return complete(model->trainingFlopsPerExample());
+    StepBench bench(o, progress);
+    return o.inference ? bench.inference() : bench.training();
 }
 
 } // namespace towers::engine
