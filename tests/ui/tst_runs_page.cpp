@@ -246,6 +246,7 @@ private slots:
         QVERIFY(page.accuracyPlot()->customPlot()->graph(1)->visible());
         QCOMPARE(page.accuracyPlot()->lastValue(1), 0.625);
         QCOMPARE(page.accuracyPlot()->seriesName(1), QStringLiteral("precision @ 5"));
+        QCOMPARE(page.accuracyPlot()->customPlot()->graph(1)->pen().style(), Qt::DashLine);
         QCOMPARE(page.accuracyPlot()->customPlot()->legend->itemCount(), 2);
         page.selectRun(root.filePath(QStringLiteral("runs/ten")));
         QTRY_COMPARE(page.lossPlot()->pointCount(0), 10);

@@ -93,6 +93,11 @@ private slots:
         QVERIFY(accuracy->customPlot()->graph(TrainPage::kTop5Series)->visible());
         QCOMPARE(accuracy->pointCount(TrainPage::kTop5Series), 2);
         QCOMPARE(accuracy->seriesName(TrainPage::kTop5Series), QStringLiteral("test set, top 5"));
+        // Dashed, with a dot at each evaluation, in a colour of its own (as the Runs page).
+        const QCPGraph* top5 = accuracy->customPlot()->graph(TrainPage::kTop5Series);
+        QCOMPARE(top5->pen().style(), Qt::DashLine);
+        QVERIFY(top5->scatterStyle().shape() != QCPScatterStyle::ssNone);
+        QVERIFY(top5->pen().color() != accuracy->customPlot()->graph(0)->pen().color());
         QCOMPARE(accuracy->customPlot()->legend->itemCount(), 2);
         QCOMPARE(accuracy->customPlot()->yAxis->label(), QStringLiteral("precision @ 1 and @ 5"));
         const auto evals =

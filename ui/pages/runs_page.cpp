@@ -787,24 +787,17 @@ void RunsPage::setPlotSeries(const QStringList& names)
         m_lossPlot->setAxisLabels(tr("step"), tr("gradient norm"));
     m_lossPlot->setEmptyMessage(rates && !names.isEmpty() ? tr("no gradient norm logged")
                                                           : tr("nothing logged"));
-    PlotWidget::SeriesStyle dots;
-    dots.markers = true;
     if (names.isEmpty()) { // one run: its loss and accuracy, as the Train page draws them
         if (rates) {
             showRates({}); // its series as what it logged asks for, once read
         } else {
             m_lossPlot->addSeries(tr("loss"));
-            dots.colorSlot = 2;
-            m_lossPlot->addSeries(tr("test cross-entropy"), dots);
+            m_lossPlot->addSeries(tr("test cross-entropy"), PlotWidget::SeriesStyle::evaluations());
             m_lossPlot->setTitle(tr("Loss"));
         }
-        dots.colorSlot = 2;
-        m_accuracyPlot->addSeries(tr("precision @ 1"), dots);
+        m_accuracyPlot->addSeries(tr("precision @ 1"), PlotWidget::SeriesStyle::evaluations());
         // Precision @ 5, for a run that logged it (more than 10 classes), as the Train page.
-        PlotWidget::SeriesStyle top5 = dots;
-        top5.colorSlot = 3;
-        top5.pen = Qt::DashLine;
-        m_accuracyPlot->addSeries(tr("precision @ 5"), top5);
+        m_accuracyPlot->addSeries(tr("precision @ 5"), PlotWidget::SeriesStyle::topFive());
         m_accuracyPlot->setSeriesVisible(1, false);
         m_accuracyPlot->setTitle(tr("Test accuracy"));
         return;
@@ -820,7 +813,9 @@ void RunsPage::setPlotSeries(const QStringList& names)
     m_accuracyPlot->setLegendBelow(columns);
     for (int i = 0; i < names.size(); ++i) {
         m_lossPlot->setSeriesToolTip(m_lossPlot->addSeries(shown[i]), names[i]);
-        m_accuracyPlot->setSeriesToolTip(m_accuracyPlot->addSeries(shown[i], dots), names[i]);
+        m_accuracyPlot->setSeriesToolTip(
+            m_accuracyPlot->addSeries(shown[i], PlotWidget::SeriesStyle::evaluations(-1)),
+            names[i]); // each run's colour
     }
     m_lossPlot->setTitle(rates ? tr("Gradient norm of %1 runs").arg(names.size())
                                : tr("Loss of %1 runs").arg(names.size()));

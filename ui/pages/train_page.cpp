@@ -91,23 +91,14 @@ TrainPage::TrainPage(QWidget* parent)
     m_loss->addSeries(tr("raw"), PlotWidget::SeriesStyle::raw());
     m_loss->addSeries(tr("smoothed"), PlotWidget::SeriesStyle::smoothed());
     // The evaluations' cross-entropy beside the training loss: a gap that opens is overfitting.
-    PlotWidget::SeriesStyle evalLoss;
-    evalLoss.markers = true;
-    evalLoss.colorSlot = 2;
-    m_loss->addSeries(tr("test cross-entropy"), evalLoss);
+    m_loss->addSeries(tr("test cross-entropy"), PlotWidget::SeriesStyle::evaluations());
     m_accuracy = new PlotWidget(tr("Test accuracy"), plots);
     m_accuracy->setAxisLabels(tr("step"), tr("precision @ 1"));
     m_accuracy->setYRange(0, 1);
-    PlotWidget::SeriesStyle dots;
-    dots.markers = true;
-    dots.colorSlot = 2;
-    m_accuracy->addSeries(tr("test set"), dots);
+    m_accuracy->addSeries(tr("test set"), PlotWidget::SeriesStyle::evaluations());
     // Precision @ 5, for a run of more than 10 classes (EvalResult::hasTop5): shown with its
     // first evaluation.
-    PlotWidget::SeriesStyle top5 = dots;
-    top5.colorSlot = 3;
-    top5.pen = Qt::DashLine;
-    m_accuracy->addSeries(tr("test set, top 5"), top5);
+    m_accuracy->addSeries(tr("test set, top 5"), PlotWidget::SeriesStyle::topFive());
     m_accuracy->setSeriesVisible(kTop5Series, false);
     m_speed = new PlotWidget(tr("Examples per second"), plots);
     m_speed->setAxisLabels(tr("step"), tr("examples/s"));

@@ -70,6 +70,22 @@ public:
             s.width = 2;
             return s;
         }
+        // The evaluations, a dot at each (sparse: one every few hundred steps).
+        static SeriesStyle evaluations(int colorSlot = 2)
+        {
+            SeriesStyle s;
+            s.colorSlot = colorSlot;
+            s.markers = true;
+            return s;
+        }
+        // Precision @ 5 beside the evaluations' precision @ 1: dashed, in a colour of its own
+        // (the Train page's and the Runs page's accuracy plots).
+        static SeriesStyle topFive()
+        {
+            SeriesStyle s = evaluations(3);
+            s.pen = Qt::DashLine;
+            return s;
+        }
     };
     // Adds a series and returns its index; the legend shows once there are two or more.
     int addSeries(const QString& name, SeriesStyle style);
