@@ -7,6 +7,7 @@
 #include <QJsonObject>
 #include <QLocale>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 
@@ -122,6 +123,12 @@ void printComparison(const std::vector<RunSummary>& runs, CommandIo& io)
     row(QStringLiteral("step"), [](const RunSummary& r) { return stepText(r); });
     row(QStringLiteral("state"), [](const RunSummary& r) { return stateText(r); });
     row(QStringLiteral("accuracy"), [](const RunSummary& r) { return accuracyText(r); });
+    // Precision @ 5 of the same evaluation, where a run logged it (more than 10 classes).
+    if (std::any_of(runs.begin(), runs.end(), [](const RunSummary& r) { return r.accuracyTop5; }))
+        row(QStringLiteral("@ 5"), [](const RunSummary& r) {
+            return r.accuracyTop5 ? QStringLiteral("%1 %").arg(*r.accuracyTop5 * 100, 0, 'f', 2)
+                                  : QStringLiteral("-");
+        });
     row(QStringLiteral("best"), [](const RunSummary& r) {
         return r.best ? QStringLiteral("%1 % @ %2")
                             .arg(r.best->precisionAt1 * 100, 0, 'f', 2)

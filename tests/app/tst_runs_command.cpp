@@ -12,6 +12,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <optional>
 
 #include <cerrno>
@@ -648,6 +649,17 @@ private slots:
                  QStringLiteral("accuracy 80.00 % @ 100 60.00 % @ 50"));
         QVERIFY2(line(QStringLiteral("model")).isEmpty() && line(QStringLiteral("runId")).isEmpty(),
                  qPrintable(r.out)); // the same model; run ids always differ
+        QVERIFY2(line(QStringLiteral("@")).isEmpty(), qPrintable(r.out)); // ten classes: no @ 5
+        // A run that logged precision @ 5 (more than 10 classes): a row of it, "-" for the other.
+        eng::RunDirectory(root.filePath(QStringLiteral("tuned")).toStdString())
+            .appendEval(R"({"step":60,"precisionAt1":0.625,"precisionAt5":0.875})");
+        const Result many = run({QStringLiteral("fm"), QStringLiteral("tuned")}, root.path());
+        const QStringList manyLines = many.out.split(QLatin1Char('\n'));
+        QVERIFY2(std::any_of(manyLines.begin(), manyLines.end(),
+                             [](const QString& l) {
+                                 return l.simplified() == QStringLiteral("@ 5 - 87.50 %");
+                             }),
+                 qPrintable(many.out));
 
         const QJsonObject o =
             QJsonDocument::fromJson(
