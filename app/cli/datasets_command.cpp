@@ -72,14 +72,19 @@ int showDataset(const QString& name, const QString& dataDir,
                           {QStringLiteral("train"), qint64(d.train.count)},
                           {QStringLiteral("test"), qint64(d.test.count)},
                           {QStringLiteral("image_shape"), shapeJson(d.train.imageShape())},
+                          {QStringLiteral("fit"), QLatin1String(engine::imageFitName(d.imageFit))},
                           {QStringLiteral("classes"), classes}})
                       .toJson(QJsonDocument::Indented);
         return ExitOk;
     }
     io.out << QString::fromStdString(d.name) << " in "
            << QString::fromStdString(d.location.string()) << ": " << d.train.count << " training + "
-           << d.test.count << " test images of " << shapeText(d.train.imageShape()) << ", "
-           << d.classNames.size() << " classes\n\n";
+           << d.test.count << " test images of " << shapeText(d.train.imageShape())
+           << (d.imageFit == engine::ImageFit::Crop
+                   ? QString()
+                   : QStringLiteral(" (imported with --fit ") +
+                         QLatin1String(engine::imageFitName(d.imageFit)) + QLatin1Char(')'))
+           << ", " << d.classNames.size() << " classes\n\n";
     int width = 5;
     for (const auto& c : d.classNames)
         width = std::max(width, textColumns(QString::fromStdString(c)));

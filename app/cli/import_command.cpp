@@ -31,9 +31,11 @@ void addImportOptions(QCommandLineParser& p)
     p.setApplicationDescription(QStringLiteral(
         "Makes a dataset from a folder of your images, one sub-folder per class (named after the\n"
         "class), or train/ and test/ (or val/) folders that each hold the class folders. Every\n"
-        "image (PNG, JPEG, BMP, GIF, PPM/PGM, ...; sub-folders of a class too) is cropped to its\n"
-        "central square and scaled, as 'towers-cli classify' reads an image, and the dataset is\n"
-        "written to the data folder under its name, where 'towers-cli train --dataset NAME', "
+        "image (PNG, JPEG, BMP, GIF, PPM/PGM, ...; sub-folders of a class too) is brought to the\n"
+        "size as --fit says (by default cropped to its central square and scaled), as\n"
+        "'towers-cli classify' then reads an image for a checkpoint trained on it, and the\n"
+        "dataset is written to the data folder under its name, where 'towers-cli train --dataset "
+        "NAME', "
         "eval,\n"
         "the desktop application and 'towers-cli datasets' find it. Files that are no image, and\n"
         "images that cannot be read, are passed over and listed."));
@@ -57,6 +59,12 @@ void addImportOptions(QCommandLineParser& p)
          QStringLiteral("1 (grayscale), 3 (colour) or auto: 1 when every image is gray "
                         "(default)."),
          QStringLiteral("n")},
+        {QStringLiteral("fit"),
+         QStringLiteral("How each image is brought to the size (as NVIDIA DIGITS' resize modes): "
+                        "crop (default): its central square, scaled; squash: the whole image "
+                        "scaled, its aspect ratio not kept; fill: the whole image scaled to fit "
+                        "inside, its aspect ratio kept, the rest black."),
+         QStringLiteral("mode")},
         {QStringLiteral("test-fraction"),
          QStringLiteral("Share of each class held out as the test set when there is no test "
                         "folder (default 0.1; 0 only with a test folder)."),
@@ -114,6 +122,14 @@ int readImportOptions(ImportRequest& r)
             o.channels = c.toInt();
         else if (c != QLatin1String("auto")) {
             io.err << "towers-cli import: --channels must be 1, 3 or auto, got '" << c << "'\n";
+            return ExitUsage;
+        }
+    }
+    if (p.isSet(QStringLiteral("fit"))) {
+        try {
+            o.fit = engine::imageFitFromName(p.value(QStringLiteral("fit")).toStdString());
+        } catch (const engine::InvalidArgument& e) {
+            io.err << "towers-cli import: --fit: " << QString::fromUtf8(e.what()) << "\n";
             return ExitUsage;
         }
     }
@@ -253,6 +269,7 @@ QJsonObject reportJson(const ImportReport& e)
                        {QStringLiteral("test"), test},
                        {QStringLiteral("classes"), classes},
                        {QStringLiteral("flips"), s.mirrorSafe},
+                       {QStringLiteral("fit"), QLatin1String(engine::imageFitName(s.imageFit))},
                        {QStringLiteral("model"), model},
                        {QStringLiteral("skipped"), skipped},
                        {QStringLiteral("unreadable"), unreadable},
@@ -286,7 +303,11 @@ void printImport(const ImportRequest& req, const ImportReport& e)
         io.err << "towers-cli import: " << r.nameNote << " (--name chooses another)\n";
     io.out << "dataset " << name << " in " << r.folder << "\n"
            << train << " train + " << test << " test images of " << shapeText(s.imageShape)
-           << " (HxWxC), " << s.labels.names.size() << " classes"
+           << " (HxWxC"
+           << (s.imageFit == engine::ImageFit::Crop
+                   ? QString()
+                   : QStringLiteral(", fit ") + QLatin1String(engine::imageFitName(s.imageFit)))
+           << "), " << s.labels.names.size() << " classes"
            << (s.mirrorSafe ? "" : ", never flipped") << ":\n";
     int width = 5;
     for (const auto& c : s.labels.names)

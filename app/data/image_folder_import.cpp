@@ -259,14 +259,15 @@ engine::ImageSet emptySet(const engine::Shape& shape)
 // One image as `shape` ([H, W, C]) and, when `grayShape` is given (its decoding size must be
 // `shape`'s: decodedShortSide), also as that from the same decoded image: what decoding the file
 // again for it would give, bit for bit.
-Decoded decode(const Item& item, const engine::Shape& shape, const engine::Shape* grayShape)
+Decoded decode(const Item& item, const engine::Shape& shape, const engine::Shape* grayShape,
+               engine::ImageFit fit)
 {
     Decoded d;
     try {
         const QImage image = readImageFile(item.path, shape);
-        const auto bring = [&image](const engine::Shape& to) {
+        const auto bring = [&image, fit](const engine::Shape& to) {
             engine::ImageSet one = emptySet(to);
-            appendImage(image, to, one);
+            appendImage(image, to, one, fit);
             return std::move(one.pixels);
         };
         d.pixels = bring(shape);
@@ -792,7 +793,9 @@ ImportedSets decodeImages(const std::vector<Item>& items, const ImageFolderScan&
                                       items.begin() + std::min(n, begin + kChunk));
         const engine::Shape* second = auto2 && allGray ? &grayShape : nullptr;
         const QList<Decoded> decoded = QtConcurrent::blockingMapped<QList<Decoded>>(
-            chunk, [&shape, second](const Item& item) { return decode(item, shape, second); });
+            chunk, [&shape, second, fit = o.fit](const Item& item) {
+                return decode(item, shape, second, fit);
+            });
         for (qsizetype i = 0; i < decoded.size(); ++i) {
             const Item& item = chunk[std::size_t(i)];
             const Decoded& d = decoded[i];
@@ -951,7 +954,7 @@ ImportResult importImageFolder(const ImportOptions& o,
     for (const QString& c : scan.classes) classes.push_back(c.toStdString());
     result.spec = engine::importedDatasetSpec(
         name.toStdString(), engine::Shape{side, side, gray ? 1 : 3}, classes, o.mirrorSafe,
-        "imported from " + native(scan.source).toStdString());
+        "imported from " + native(scan.source).toStdString(), o.fit);
     engine::ManifestExtras extras;
     extras.source = native(scan.source).toStdString();
     extras.created = QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString();

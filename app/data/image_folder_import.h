@@ -38,6 +38,9 @@ struct ImportOptions
     // folder (at least one image of every class with two or more).
     double testFraction = 0.1;
     bool mirrorSafe = true; // whether a left-right mirror keeps an image's class (flips)
+    // How each image is brought to the size (engine::ImageFit: the centre cropped, the whole
+    // squashed, or the whole fitted inside on black); the manifest records it for classify.
+    engine::ImageFit fit = engine::ImageFit::Crop;
     bool overwrite = false; // replace an imported dataset of the same name
     // How the user asks for `overwrite`, for the message when a dataset of the name exists
     // ("--force", the dialog's check box).

@@ -41,7 +41,7 @@ std::vector<FileAnswer> classifyFiles(engine::Classifier& classifier, const QStr
             FileAnswer a;
             a.file = files[i];
             try {
-                appendImage(readImageFile(files[i], shape), shape, set);
+                appendImage(readImageFile(files[i], shape), shape, set, classifier.info().imageFit);
                 a.input = toQImage(set, set.count - 1);
                 rows.push_back(answers.size());
             } catch (const engine::Error& e) {

@@ -353,7 +353,8 @@ QImage readImageFile(const QString& file, const engine::Shape& shape)
     return readImage(file, decodedShortSide(shape));
 }
 
-void appendImage(const QImage& image, const engine::Shape& shape, engine::ImageSet& set)
+void appendImage(const QImage& image, const engine::Shape& shape, engine::ImageSet& set,
+                 engine::ImageFit fit)
 {
     const int h = static_cast<int>(shape[0]), w = static_cast<int>(shape[1]),
               c = static_cast<int>(shape[2]);
@@ -374,27 +375,51 @@ void appendImage(const QImage& image, const engine::Shape& shape, engine::ImageS
         if (i.isNull())
             throw engine::IoError(std::string("not enough memory to ") + what + " the image");
     };
-    // The centre, cropped to the model's aspect ratio first: scaling the whole image so that its
-    // shorter side fits would make a very elongated one enormous (3,300,000 x 1 to cover 28 x 28
-    // is 92,400,000 x 28).
+    // Crop: the centre, cropped to the model's aspect ratio first: scaling the whole image so that
+    // its shorter side fits would make a very elongated one enormous (3,300,000 x 1 to cover 28 x
+    // 28 is 92,400,000 x 28). Squash and fill take the whole image.
     const std::int64_t iw = image.width(), ih = image.height();
-    std::int64_t cw = iw, ch = ih;
-    if (iw * h > ih * w)
-        cw = std::clamp<std::int64_t>((ih * w + h / 2) / h, 1, iw); // wider than the model's
-    else
-        ch = std::clamp<std::int64_t>((iw * h + w / 2) / w, 1, ih); // taller, or the same
-    const QImage centre = image.copy(int((iw - cw) / 2), int((ih - ch) / 2), int(cw), int(ch));
-    made(centre, "crop");
+    const bool wider = iw * h > ih * w; // than the model's images
+    QImage region = image;
+    if (fit == engine::ImageFit::Crop) {
+        std::int64_t cw = iw, ch = ih;
+        if (wider)
+            cw = std::clamp<std::int64_t>((ih * w + h / 2) / h, 1, iw);
+        else
+            ch = std::clamp<std::int64_t>((iw * h + w / 2) / w, 1, ih); // taller, or the same
+        region = image.copy(int((iw - cw) / 2), int((ih - ch) / 2), int(cw), int(ch));
+        made(region, "crop");
+    }
     // Transparency flattened onto black (the 28x28 datasets are light objects on black).
-    QImage opaque(centre.size(), QImage::Format_RGB888);
+    QImage opaque(region.size(), QImage::Format_RGB888);
     made(opaque, "convert");
     opaque.fill(Qt::black);
     {
         QPainter painter(&opaque);
-        painter.drawImage(0, 0, centre);
+        painter.drawImage(0, 0, region);
     }
-    const QImage scaled = opaque.scaled(w, h, Qt::IgnoreAspectRatio, Qt::SmoothTransformation);
+    // Fill: scaled to fit inside, its aspect ratio kept (a side at least one pixel), and centred
+    // on black; crop and squash: scaled to the size.
+    std::int64_t sw = w, sh = h;
+    if (fit == engine::ImageFit::Fill) {
+        if (wider)
+            sh = std::clamp<std::int64_t>((ih * w + iw / 2) / iw, 1, h);
+        else
+            sw = std::clamp<std::int64_t>((iw * h + ih / 2) / ih, 1, w);
+    }
+    QImage scaled =
+        opaque.scaled(int(sw), int(sh), Qt::IgnoreAspectRatio, Qt::SmoothTransformation);
     made(scaled, "scale");
+    if (sw != w || sh != h) {
+        QImage filled(w, h, QImage::Format_RGB888);
+        made(filled, "fill");
+        filled.fill(Qt::black);
+        {
+            QPainter painter(&filled);
+            painter.drawImage(int((w - sw) / 2), int((h - sh) / 2), scaled);
+        }
+        scaled = filled;
+    }
     const QImage converted =
         scaled.convertToFormat(c == 1 ? QImage::Format_Grayscale8 : QImage::Format_RGB888);
     made(converted, "convert");

@@ -55,13 +55,17 @@ QImage readImageFile(const QString& file);
 // page both read files so, hence give the model the same pixels.
 QImage readImageFile(const QString& file, const engine::Shape& shape);
 
-// Brings `image` to `shape` ([H, W, C], C = 1 or 3): the centre cropped to the shape's aspect
-// ratio, scaled to its size (as scaling the shorter side to fit and cropping would, but never
-// making an image larger than `image`), then converted to 8-bit grayscale or RGB; transparent
-// pixels land on black. The result is one HWC image, appended to `set` (label 0). Throws
+// Brings `image` to `shape` ([H, W, C], C = 1 or 3) as `fit` says (engine::ImageFit), scaling
+// smoothly (area averaging where it reduces, bilinear where it enlarges), then converts it to
+// 8-bit grayscale or RGB; transparent pixels land on black. Crop: the centre cropped to the
+// shape's aspect ratio, scaled to its size (as scaling the shorter side to fit and cropping would,
+// but never making an image larger than `image`); Squash: the whole image scaled to the size;
+// Fill: the whole image scaled to fit inside it, its aspect ratio kept (each side at least one
+// pixel), centred on black. The result is one HWC image, appended to `set` (label 0). Throws
 // engine::InvalidArgument for an empty image or a bad channel count, engine::IoError when an
 // intermediate image cannot be made (memory).
-void appendImage(const QImage& image, const engine::Shape& shape, engine::ImageSet& set);
+void appendImage(const QImage& image, const engine::Shape& shape, engine::ImageSet& set,
+                 engine::ImageFit fit = engine::ImageFit::Crop);
 
 // An ImageSet of `shape` holding image i of `set` (or a plain image) as a QImage, for display.
 QImage toQImage(const engine::ImageSet& set, std::int64_t i);

@@ -54,6 +54,9 @@ struct Dataset
     // Whether a left-right mirror keeps an image's class (DatasetSpec::mirrorSafe), as loadDataset
     // found it; the recipes read the table's entry for a dataset of the table.
     bool mirrorSafe = false;
+    // How image files were brought to the images' size (DatasetSpec::imageFit): what classify
+    // does to a file for a checkpoint trained on it.
+    ImageFit imageFit = ImageFit::Crop;
 };
 
 // How many images of `set` each of `classes` classes has (labels outside are not counted).

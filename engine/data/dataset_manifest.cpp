@@ -43,7 +43,7 @@ bool isImportedDatasetName(const std::string& name, std::string* why)
 
 DatasetSpec importedDatasetSpec(const std::string& name, const Shape& imageShape,
                                 std::vector<std::string> classes, bool mirrorSafe,
-                                const std::string& description)
+                                const std::string& description, ImageFit fit)
 {
     std::string why;
     if (!isImportedDatasetName(name, &why)) throw InvalidArgument(why);
@@ -70,6 +70,7 @@ DatasetSpec importedDatasetSpec(const std::string& name, const Shape& imageShape
     s.labels.names = std::move(classes);
     s.imageShape = imageShape;
     s.mirrorSafe = mirrorSafe;
+    s.imageFit = fit;
     validateDatasetSpec(s);
     return s;
 }
@@ -82,6 +83,7 @@ std::string datasetManifestJson(const DatasetSpec& spec, const ManifestExtras& e
     o["imageShape"] = spec.imageShape.dims();
     o["classes"] = spec.labels.names;
     o["mirrorSafe"] = spec.mirrorSafe;
+    o["fit"] = imageFitName(spec.imageFit);
     o["description"] = spec.description;
     o["source"] = extras.source;
     o["counts"] = {{"train", extras.trainCount}, {"test", extras.testCount}};
@@ -123,6 +125,15 @@ std::optional<DatasetSpec> readDatasetManifest(const fs::path& folder, ManifestE
             throw bad("\"imageShape\" must be [H, W, 1 or 3] with sides of 1 to 4096");
         const auto classes = o.at("classes").get<std::vector<std::string>>();
         const bool mirrorSafe = o.value("mirrorSafe", false);
+        ImageFit fit = ImageFit::Crop; // before --fit, every import cropped
+        if (const auto f = o.find("fit"); f != o.end()) {
+            if (!f->is_string()) throw bad("\"fit\" must be \"crop\", \"squash\" or \"fill\"");
+            try {
+                fit = imageFitFromName(f->get<std::string>());
+            } catch (const InvalidArgument& e) {
+                throw bad(std::string("\"fit\": ") + e.what());
+            }
+        }
         const std::string description = o.value("description", std::string());
         if (extras) {
             extras->source = o.value("source", std::string());
@@ -135,7 +146,7 @@ std::optional<DatasetSpec> readDatasetManifest(const fs::path& folder, ManifestE
         const std::string name = fs::absolute(folder, ec).lexically_normal().filename().string();
         try {
             return importedDatasetSpec(name.empty() ? folder.filename().string() : name,
-                                       Shape(dims), classes, mirrorSafe, description);
+                                       Shape(dims), classes, mirrorSafe, description, fit);
         } catch (const InvalidArgument& e) {
             throw bad(e.what());
         }

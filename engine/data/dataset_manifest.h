@@ -4,7 +4,8 @@
 // or of 3 as 4-dimensional IDX, channels last) and a manifest, kDatasetManifest:
 //
 //   {"format": "towers-dataset", "version": 1, "imageShape": [32, 32, 3],
-//    "classes": ["cat", "dog"], "mirrorSafe": true, "description": "...", "source": "...",
+//    "classes": ["cat", "dog"], "mirrorSafe": true, "fit": "crop", "description": "...",
+//    "source": "...",
 //    "counts": {"train": 900, "test": 100}, "created": "2026-11-28T03:00:00Z"}
 //
 // readDatasetManifest turns it into a DatasetSpec, so discovery, loading, the recipes and every
@@ -41,9 +42,10 @@ bool isImportedDatasetName(const std::string& name, std::string* why = nullptr);
 
 // The spec of an imported dataset: IDX files of MNIST's names, the classes listed, no downloads.
 // Throws InvalidArgument (validateDatasetSpec's, or a bad name, shape or class list).
+// `fit`: how the image files were brought to imageShape (a manifest without "fit": Crop).
 DatasetSpec importedDatasetSpec(const std::string& name, const Shape& imageShape,
                                 std::vector<std::string> classes, bool mirrorSafe,
-                                const std::string& description);
+                                const std::string& description, ImageFit fit = ImageFit::Crop);
 
 // The manifest's text for `spec` (an importedDatasetSpec) and `extras`.
 std::string datasetManifestJson(const DatasetSpec& spec, const ManifestExtras& extras);

@@ -293,6 +293,26 @@ void validateDatasetSpec(const DatasetSpec& spec)
     }
 }
 
+const char* imageFitName(ImageFit fit)
+{
+    switch (fit) {
+    case ImageFit::Squash:
+        return "squash";
+    case ImageFit::Fill:
+        return "fill";
+    case ImageFit::Crop:
+        break;
+    }
+    return "crop";
+}
+
+ImageFit imageFitFromName(const std::string& name)
+{
+    for (const ImageFit fit : {ImageFit::Crop, ImageFit::Squash, ImageFit::Fill})
+        if (name == imageFitName(fit)) return fit;
+    throw InvalidArgument("unknown image fit '" + name + "' (known: crop, squash, fill)");
+}
+
 const std::vector<DatasetSpec>& datasetSpecs()
 {
     static const std::vector<DatasetSpec> table = makeTable();

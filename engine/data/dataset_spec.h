@@ -24,6 +24,21 @@ enum class DatasetReader
     CifarBinary,
 };
 
+// How an image file of another size becomes one of a dataset's images (towers-cli import --fit),
+// and so how classify brings a file to the images a checkpoint learnt from: NVIDIA DIGITS' resize
+// modes. Crop: the centre cut to the images' aspect ratio, then scaled (torchvision's Resize and
+// CenterCrop); Squash: the whole image scaled to the size, its aspect ratio not kept; Fill: the
+// whole image scaled to fit inside, its aspect ratio kept, the rest black.
+enum class ImageFit
+{
+    Crop,
+    Squash,
+    Fill
+};
+// "crop", "squash" or "fill", and back (InvalidArgument naming the choices).
+const char* imageFitName(ImageFit fit);
+ImageFit imageFitFromName(const std::string& name);
+
 // One way of labelling a dataset's images.
 struct DatasetLabels
 {
@@ -77,6 +92,9 @@ struct DatasetSpec
     // Whether a left-right mirror keeps an image's class (clothes, objects: yes; digits: no). The
     // recipes flip training images only where it does.
     bool mirrorSafe = true;
+    // How image files were brought to imageShape (an imported dataset's --fit); the table's
+    // datasets are published at their size.
+    ImageFit imageFit = ImageFit::Crop;
     // The model `towers-cli train --dataset NAME` trains with when none is named. Empty: the first
     // registered model meant for this dataset (ModelInfo::defaultDataset), if any.
     std::string defaultModel;

@@ -111,6 +111,7 @@ Dataset load(const DatasetSpec& spec, const fs::path& folder)
     d.name = spec.name;
     d.location = folder;
     d.mirrorSafe = spec.mirrorSafe;
+    d.imageFit = spec.imageFit;
     const int classes = labels.numClasses;
     switch (spec.reader) {
     case DatasetReader::CifarBinary: {

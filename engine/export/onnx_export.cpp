@@ -47,6 +47,41 @@ void addMetadata(::onnx::ModelProto& m, const std::string& key, const std::strin
     p->set_value(value);
 }
 
+// towers.image_crop: what of the image file is scaled to towers.source_shape (ImageFit).
+const char* imageCropName(ImageFit fit)
+{
+    switch (fit) {
+    case ImageFit::Squash:
+        return "none";
+    case ImageFit::Fill:
+        return "pad";
+    case ImageFit::Crop:
+        break;
+    }
+    return "centre";
+}
+
+// The doc string's words for it, from the cut to the scaled image.
+std::string fitWords(ImageFit fit)
+{
+    const std::string scaled = " with area averaging (bilinear where it enlarges)";
+    switch (fit) {
+    case ImageFit::Squash:
+        return "transparency put on black, the whole image scaled to towers.source_shape's height "
+               "and width" +
+               scaled + ", its aspect ratio not kept";
+    case ImageFit::Fill:
+        return "transparency put on black, the whole image scaled" + scaled +
+               " to fit inside towers.source_shape's height and width, its aspect ratio kept, "
+               "and centred on black";
+    case ImageFit::Crop:
+        break;
+    }
+    return "its largest centre rectangle of towers.source_shape's aspect cut, transparency put "
+           "on black, scaled to towers.source_shape's height and width" +
+           scaled;
+}
+
 // What a user needs to feed the model as `classify` does, as metadata_props and in words.
 void describe(::onnx::ModelProto& m, const Model& model, const CheckpointInfo& info, bool usedEma,
               OnnxLayout layout, OnnxExportSummary& summary)
@@ -77,15 +112,18 @@ void describe(::onnx::ModelProto& m, const Model& model, const CheckpointInfo& i
     // How classify makes an image file into those 8-bit pixels (app/inference/image_files.h:
     // readImageFile, appendImage), so that another program feeds the model the same: the EXIF
     // orientation applied; an image whose shorter side is longer than towers.image_decode_side
-    // first reduced to it (aspect kept); the largest centre rectangle of towers.source_shape's
-    // aspect cut; transparency on black; that scaled to towers.source_shape's H x W "smooth"
-    // (Qt::SmoothTransformation: area averaging where it reduces, bilinear where it enlarges);
-    // then RGB, or gray as (11 R + 16 G + 5 B) / 32 (Qt's qGray, the quotient's integer part).
+    // first reduced to it (aspect kept); towers.image_crop "centre": the largest centre rectangle
+    // of towers.source_shape's aspect cut, "none": the whole image (CheckpointInfo::imageFit
+    // squash), "pad": the whole image, to be fitted inside (fill); transparency on black; that
+    // scaled to towers.source_shape's H x W "smooth" (Qt::SmoothTransformation: area averaging
+    // where it reduces, bilinear where it enlarges), or for "pad" to fit inside it, aspect kept,
+    // centred on black; then RGB, or gray as (11 R + 16 G + 5 B) / 32 (Qt's qGray, the quotient's
+    // integer part).
     // The decode side is app/inference's decodedShortSide: tst_onnx_export ties the two.
     addMetadata(m, "towers.image_orientation", "exif");
     addMetadata(m, "towers.image_decode_side",
                 std::to_string(std::max<std::int64_t>(256, 4 * std::max(source[0], source[1]))));
-    addMetadata(m, "towers.image_crop", "centre");
+    addMetadata(m, "towers.image_crop", imageCropName(info.imageFit));
     addMetadata(m, "towers.image_resize", "smooth");
     addMetadata(m, "towers.image_alpha", "black");
     addMetadata(m, "towers.channel_order", source[2] == 1 ? "gray" : "RGB");
@@ -125,10 +163,9 @@ void describe(::onnx::ModelProto& m, const Model& model, const CheckpointInfo& i
         " of preprocessed images; outputs 'logits' and 'probabilities' [batch, classes], class i "
         "named by towers.class_names[i]. Preprocessing, as towers-cli classify: the image file "
         "turned upright by its EXIF orientation, reduced (aspect kept) when its shorter side is "
-        "longer than towers.image_decode_side, its largest centre rectangle of "
-        "towers.source_shape's aspect cut, transparency put on black, scaled to "
-        "towers.source_shape's height and width with area averaging (bilinear where it "
-        "enlarges), as 8-bit pixels of towers.source_shape [H, W, C] (towers.channel_order: RGB, "
+        "longer than towers.image_decode_side, " +
+        fitWords(info.imageFit) +
+        ", as 8-bit pixels of towers.source_shape [H, W, C] (towers.channel_order: RGB, "
         "or gray as towers.gray); the rectangle towers.crop [top, left, height, width] cut from "
         "it, then " +
         how);

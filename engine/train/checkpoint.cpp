@@ -170,6 +170,13 @@ CheckpointInfo parseInfo(const std::map<std::string, std::string>& meta, const f
         info.inputShape = shapeOf("input_shape", get("input_shape"));
         if (const auto it = meta.find("image_shape"); it != meta.end())
             info.imageShape = shapeOf("image_shape", it->second); // absent before it was recorded
+        if (const auto it = meta.find("image_fit"); it != meta.end()) {
+            try {
+                info.imageFit = imageFitFromName(it->second); // absent: Crop
+            } catch (const InvalidArgument& e) {
+                throw bad("image_fit", std::string("is wrong: ") + e.what());
+            }
+        }
         const Json epoch = Json::parse(get("epoch"));
         if (!epoch.is_number() || epoch.get<double>() < 0)
             throw bad("epoch", "is not a number >= 0");
@@ -245,6 +252,7 @@ void writeCheckpoint(const fs::path& path, const Checkpoint& c)
         for (auto d : c.info.imageShape.dims()) image.push_back(d);
         meta["image_shape"] = image.dump();
     }
+    if (c.info.imageFit != ImageFit::Crop) meta["image_fit"] = imageFitName(c.info.imageFit);
     meta[kChecksumKey] = checksum(meta, all);
     writeSafeTensors(path, all, meta);
 }

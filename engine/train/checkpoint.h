@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/data/dataset_spec.h"
 #include "engine/io/safetensors.h"
 #include "engine/models/model.h"
 
@@ -28,6 +29,9 @@ struct CheckpointInfo
     // the recipe crops); empty in a checkpoint from before it was recorded (then the dataset
     // table's, else the input: sourceImageShape).
     Shape imageShape;
+    // How an image file is brought to imageShape to be classified: as the dataset's files were
+    // (DatasetSpec::imageFit); Crop in a checkpoint from before it was recorded.
+    ImageFit imageFit = ImageFit::Crop;
     std::string preprocessing; // the recipe as JSON (Preprocessing::toJson), may be empty
     std::int64_t step = 0;     // global steps done
     double epoch = 0;          // step / steps per epoch

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/data/batch_source.h"
+#include "engine/data/dataset_spec.h"
 #include "engine/train/evaluation.h"
 #include "engine/train/run_directory.h"
 #include "engine/train/run_lock.h"
@@ -36,6 +37,7 @@ struct DataDescription
     std::vector<std::string> classNames; // index = label
     std::string preprocessing;           // the recipe as JSON (Preprocessing::toJson)
     Shape imageShape;                    // [H, W, C] of the dataset's images (may be empty)
+    ImageFit imageFit = ImageFit::Crop;  // how image files became them (Dataset::imageFit)
 };
 
 // The towers' options a configuration asks for (model, devices, optimizer, precision, seed...);

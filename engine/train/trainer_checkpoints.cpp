@@ -382,6 +382,7 @@ std::filesystem::path Trainer::writeCheckpoint()
     info.classNames = m_data.classNames;
     info.preprocessing = m_data.preprocessing;
     info.imageShape = m_data.imageShape;
+    info.imageFit = m_data.imageFit;
     info.step = s;
     info.epoch = double(s) / double(m_stepsPerEpoch);
     info.optimizer = m_towers->optimizer().name();

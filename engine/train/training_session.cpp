@@ -221,7 +221,8 @@ void TrainingSession::build(TrainerObserver* observer)
                     : m_options.resume  ? StartRead::Resume
                                         : StartRead::Nothing);
 
-    DataDescription data{m_dataset->classNames, m_recipe.toJson(), train->imageShape()};
+    DataDescription data{m_dataset->classNames, m_recipe.toJson(), train->imageShape(),
+                         m_dataset->imageFit};
     m_trainer =
         std::make_unique<Trainer>(c, *m_loader, m_options.runDirectory, data, observer, group);
     if (lo.drawsOnly)

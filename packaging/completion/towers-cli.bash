@@ -42,7 +42,7 @@ _towers_cli()
         export) options="--checkpoint --best --output --opset --layout --no-ema --force --json --help" ;;
         runs) options="--runs-dir --json --trash --help" ;;
         datasets) options="--data-dir --json --help" ;;
-        import) options="--name --data-dir --size --channels --test-fraction --no-flip --seed --force --json --help" ;;
+        import) options="--name --data-dir --size --channels --fit --test-fraction --no-flip --seed --force --json --help" ;;
         download) options="--data-dir --base-url --force --help" ;;
         models) options="--save --name --force --json --help" ;;
         devices) options="--json --watch --count --help" ;;
@@ -92,6 +92,7 @@ _towers_cli()
         --save) _filedir json; return ;;
         --layout) COMPREPLY=($(compgen -W "nhwc nchw" -- "$cur")); return ;;
         --channels) COMPREPLY=($(compgen -W "1 3 auto" -- "$cur")); return ;;
+        --fit) COMPREPLY=($(compgen -W "crop squash fill" -- "$cur")); return ;;
         --towers | --threads-per-tower | --batch-size | --accumulate | --steps | --epochs | --lr | --momentum | \
             --weight-decay | --ema-decay | --label-smoothing | --clip-grad-norm | --seed | --checkpoint-every | --keep-checkpoints | \
             --eval-every | --validation | --patience | --min-delta | --log-every | --histogram-every | --loader-workers | --top-k | --threads | --warmup | --base-url | --count | \

@@ -15,6 +15,7 @@
 #include <QImageWriter>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTransform>
 
 #include <sys/resource.h>
 
@@ -29,10 +30,11 @@ namespace test = towers::test;
 namespace eng = towers::engine;
 
 namespace {
-std::vector<std::uint8_t> pixels(const QImage& image, const eng::Shape& shape)
+std::vector<std::uint8_t> pixels(const QImage& image, const eng::Shape& shape,
+                                 eng::ImageFit fit = eng::ImageFit::Crop)
 {
     eng::ImageSet set;
-    appendImage(image, shape, set);
+    appendImage(image, shape, set, fit);
     return set.pixels;
 }
 
@@ -83,6 +85,65 @@ private slots:
         const auto out = pixels(wide, {10, 10, 3});
         QCOMPARE(out.size(), std::size_t(300));
         for (auto v : out) QVERIFY2(v >= 250, "the crop must keep the centre");
+    }
+
+    // The same 40x20 image (green quarters at the sides, white between) brought to 10x10 each
+    // way: cropped, only white; squashed, the green sides in every row; fitted inside, the whole
+    // image in rows 2 to 6 (10x5, centred), black above and below.
+    void squashAndFill()
+    {
+        QImage wide(40, 20, QImage::Format_RGB32);
+        wide.fill(qRgb(0, 255, 0));
+        for (int y = 0; y < 20; ++y)
+            for (int x = 10; x < 30; ++x) wide.setPixel(x, y, qRgb(255, 255, 255));
+        const auto at = [](const std::vector<std::uint8_t>& p, int y, int x) {
+            const std::size_t i = std::size_t(y * 10 + x) * 3;
+            return qRgb(p[i], p[i + 1], p[i + 2]);
+        };
+        const auto green = [](QRgb c) { return qGreen(c) > 200 && qRed(c) < 60 && qBlue(c) < 60; };
+        const auto white = [](QRgb c) {
+            return qRed(c) > 240 && qGreen(c) > 240 && qBlue(c) > 240;
+        };
+        const auto black = [](QRgb c) { return qRed(c) == 0 && qGreen(c) == 0 && qBlue(c) == 0; };
+
+        const auto cropped = pixels(wide, {10, 10, 3}, eng::ImageFit::Crop);
+        QCOMPARE(cropped, pixels(wide, {10, 10, 3})); // the default
+        for (int y = 0; y < 10; ++y)
+            for (int x = 0; x < 10; ++x) QVERIFY(white(at(cropped, y, x)));
+
+        const auto squashed = pixels(wide, {10, 10, 3}, eng::ImageFit::Squash);
+        QCOMPARE(squashed.size(), std::size_t(300));
+        for (int y = 0; y < 10; ++y) {
+            QVERIFY2(green(at(squashed, y, 0)) && green(at(squashed, y, 9)),
+                     qPrintable(QString::number(y)));
+            QVERIFY(white(at(squashed, y, 4)) && white(at(squashed, y, 5)));
+        }
+
+        const auto filled = pixels(wide, {10, 10, 3}, eng::ImageFit::Fill);
+        QCOMPARE(filled.size(), std::size_t(300));
+        for (int x = 0; x < 10; ++x)
+            for (int y : {0, 1, 7, 8, 9})
+                QVERIFY2(black(at(filled, y, x)),
+                         qPrintable(QStringLiteral("%1,%2").arg(y).arg(x)));
+        for (int y = 2; y <= 6; ++y) {
+            QVERIFY2(green(at(filled, y, 0)) && green(at(filled, y, 9)),
+                     qPrintable(QString::number(y)));
+            QVERIFY(white(at(filled, y, 4)) && white(at(filled, y, 5)));
+        }
+        // A tall one is fitted between black columns; a square one is the same every way.
+        QImage tall = wide.transformed(QTransform().rotate(90));
+        const auto standing = pixels(tall, {10, 10, 3}, eng::ImageFit::Fill);
+        for (int y = 0; y < 10; ++y) {
+            QVERIFY(black(at(standing, y, 0)) && black(at(standing, y, 9)));
+            QVERIFY(!black(at(standing, y, 4)));
+        }
+        QImage square = wide.copy(10, 0, 20, 20);
+        QCOMPARE(pixels(square, {10, 10, 3}, eng::ImageFit::Squash), pixels(square, {10, 10, 3}));
+        QCOMPARE(pixels(square, {10, 10, 3}, eng::ImageFit::Fill), pixels(square, {10, 10, 3}));
+        // The names, and a wrong one refused with the choices.
+        for (const auto fit : {eng::ImageFit::Crop, eng::ImageFit::Squash, eng::ImageFit::Fill})
+            QCOMPARE(eng::imageFitFromName(eng::imageFitName(fit)), fit);
+        QVERIFY_THROWS_EXCEPTION(eng::InvalidArgument, eng::imageFitFromName("stretch"));
     }
 
     void greyIsLuminance()
@@ -398,6 +459,11 @@ private slots:
         tall.fill(Qt::black);
         tall.setPixel(0, 499'999, qRgb(255, 255, 255));
         const auto fromTall = pixels(tall, {32, 32, 3});
+        // The whole of them, squashed or fitted inside (a line of 28 x 1 on black), as bounded.
+        for (const auto fit : {eng::ImageFit::Squash, eng::ImageFit::Fill}) {
+            QCOMPARE(pixels(wide, {28, 28, 1}, fit).size(), std::size_t(28 * 28));
+            QCOMPARE(pixels(tall, {32, 32, 3}, fit).size(), std::size_t(32 * 32 * 3));
+        }
         const double grown = peakRssMb() - before;
         QVERIFY2(grown < 64, qPrintable(QStringLiteral("peak memory grew by %1 MB").arg(grown)));
         QCOMPARE(fromWide.size(), std::size_t(28 * 28));

@@ -13,8 +13,10 @@
 
 #include "app/cli/command.h"
 #include "app/data/image_folder_import.h"
+#include "app/inference/image_files.h"
 #include "cli_process.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/classifier.h"
 #include "image_folder_import_support.h"
 
 using namespace towers;
@@ -341,6 +343,112 @@ private slots:
         // The classes are the imported folder names.
         for (const char* c : {"cat", "dog", "fox"})
             QVERIFY2(classify.out.contains(QString::fromLatin1(c)), qPrintable(classify.out));
+    }
+
+    // import --fit: each image brought to size as chosen (here fitted inside, on black), as the
+    // manifest records; a run on it records it in its checkpoints, and classify then brings an
+    // image file to size the same way.
+    void importFitsAsChosen()
+    {
+        const QString data = path(QStringLiteral("data-fit")),
+                      source = path(QStringLiteral("fit pets"));
+        writeClass(source + QStringLiteral("/cat"), 0, 6, false);
+        writeClass(source + QStringLiteral("/fox"), 2, 6, false);
+        const auto bad = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("import"), source, QStringLiteral("--data-dir"), data,
+                         QStringLiteral("--fit"), QStringLiteral("stretch")});
+        QCOMPARE(bad.exitCode, 2);
+        QVERIFY2(bad.err.contains(QStringLiteral(
+                     "--fit: unknown image fit 'stretch' (known: crop, squash, fill)")),
+                 qPrintable(bad.err));
+        const auto r = test::runCliProcess(
+            TOWERS_CLI,
+            {QStringLiteral("import"), source, QStringLiteral("--data-dir"), data,
+             QStringLiteral("--name"), QStringLiteral("fitted"), QStringLiteral("--fit"),
+             QStringLiteral("fill"), QStringLiteral("--json")});
+        QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+        QCOMPARE(QJsonDocument::fromJson(r.out.toUtf8())
+                     .object()
+                     .value(QStringLiteral("fit"))
+                     .toString(),
+                 QStringLiteral("fill"));
+        const QString folder = data + QStringLiteral("/fitted");
+        const engine::Dataset d = engine::loadDataset("fitted", folder.toStdString());
+        QCOMPARE(d.imageFit, engine::ImageFit::Fill);
+        const auto listed =
+            test::runCliProcess(TOWERS_CLI, {QStringLiteral("datasets"), QStringLiteral("fitted"),
+                                             QStringLiteral("--data-dir"), data});
+        QVERIFY2(listed.out.contains(QStringLiteral("of 32x32x3 (imported with --fit fill), 2 "
+                                                    "classes")),
+                 qPrintable(listed.out));
+        // A training image whose file is wider than high is that file fitted inside, not cropped.
+        QFile list(folder + QLatin1Char('/') + QLatin1String(app::kImportedFilesName));
+        QVERIFY(list.open(QIODevice::ReadOnly));
+        const QJsonArray files = QJsonDocument::fromJson(list.readAll())
+                                     .object()
+                                     .value(QStringLiteral("train"))
+                                     .toArray();
+        QCOMPARE(files.size(), qsizetype(d.train.count));
+        const engine::Shape shape = d.train.imageShape();
+        const auto fitted = [&](const QString& file, engine::ImageFit fit) {
+            engine::ImageSet one;
+            app::appendImage(app::readImageFile(file, shape), shape, one, fit);
+            return one;
+        };
+        qsizetype wideOne = 0;
+        while (wideOne < files.size() && QImage(files.at(wideOne).toString()).width() ==
+                                             QImage(files.at(wideOne).toString()).height())
+            ++wideOne;
+        QVERIFY(wideOne < files.size());
+        const QString first = files.at(wideOne).toString();
+        const auto stored = std::vector<std::uint8_t>(
+            d.train.image(wideOne), d.train.image(wideOne) + d.train.imageBytes());
+        QVERIFY(stored == fitted(first, engine::ImageFit::Fill).pixels);
+        QVERIFY(stored != fitted(first, engine::ImageFit::Crop).pixels);
+
+        const QString run = path(QStringLiteral("fit-run"));
+        const auto train = test::runCliProcess(
+            TOWERS_CLI,
+            {QStringLiteral("train"), QStringLiteral("--dataset"), QStringLiteral("fitted"),
+             QStringLiteral("--data-dir"), data, QStringLiteral("--steps"), QStringLiteral("2"),
+             QStringLiteral("--batch-size"), QStringLiteral("4"), QStringLiteral("--run-dir"), run,
+             QStringLiteral("--model"), QStringLiteral("cifar10-tutorial")});
+        QVERIFY2(train.exitCode == 0, qPrintable(train.err + train.out));
+        const QString checkpoint = run + QStringLiteral("/checkpoints/ckpt-00000002.safetensors");
+        QCOMPARE(engine::readCheckpointInfo(checkpoint.toStdString()).imageFit,
+                 engine::ImageFit::Fill);
+        // A file three times as wide as high: classify answers for it fitted inside.
+        QImage wide(96, 32, QImage::Format_RGB888);
+        for (int y = 0; y < 32; ++y)
+            for (int x = 0; x < 96; ++x) wide.setPixelColor(x, y, QColor(2 * x, 7 * y, 128));
+        const QString file = path(QStringLiteral("wide.png"));
+        QVERIFY(wide.save(file));
+        const auto classified = test::runCliProcess(
+            TOWERS_CLI, {QStringLiteral("classify"), QStringLiteral("--checkpoint"), checkpoint,
+                         QStringLiteral("--json"), file});
+        QVERIFY2(classified.exitCode == 0, qPrintable(classified.err));
+        const QJsonArray logits = QJsonDocument::fromJson(classified.out.toUtf8())
+                                      .object()
+                                      .value(QStringLiteral("results"))
+                                      .toArray()
+                                      .first()
+                                      .toObject()
+                                      .value(QStringLiteral("logits"))
+                                      .toArray();
+        engine::Classifier classifier(checkpoint.toStdString());
+        const auto want = classifier.logits(fitted(file, engine::ImageFit::Fill)).at(0);
+        const auto cropped = classifier.logits(fitted(file, engine::ImageFit::Crop)).at(0);
+        QCOMPARE(std::size_t(logits.size()), want.size());
+        double apart = 0;
+        for (std::size_t j = 0; j < want.size(); ++j) {
+            QVERIFY2(std::abs(logits.at(qsizetype(j)).toDouble() - want[j]) < 1e-5,
+                     qPrintable(QStringLiteral("logit %1: %2 against %3")
+                                    .arg(j)
+                                    .arg(logits.at(qsizetype(j)).toDouble())
+                                    .arg(want[j])));
+            apart = std::max(apart, std::abs(want[j] - cropped[j]));
+        }
+        QVERIFY(apart > 1e-4); // the crop would have answered otherwise
     }
 
     // eval --mistakes on an imported dataset names each wrong answer's image file (the one in the

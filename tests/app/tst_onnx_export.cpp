@@ -277,6 +277,32 @@ private slots:
                         .arg(venv, finished ? log.right(1500) : QStringLiteral("timed out"));
     }
 
+    // A checkpoint of a dataset imported with --fit squash or fill: the metadata and the doc
+    // string say the whole image is scaled, not its centre rectangle.
+    void saysHowEachFitReadsImages()
+    {
+        const fs::path checkpoint = path(QStringLiteral("fit.safetensors")).toStdString();
+        writeModelCheckpoint("fashion-fast", false, checkpoint);
+        engine::Checkpoint c = engine::readCheckpoint(checkpoint);
+        const std::pair<engine::ImageFit, const char*> fits[] = {{engine::ImageFit::Squash, "none"},
+                                                                 {engine::ImageFit::Fill, "pad"}};
+        for (const auto& [fit, crop] : fits) {
+            c.info.imageFit = fit;
+            engine::writeCheckpoint(checkpoint, c);
+            const QString file =
+                path(QStringLiteral("fit-%1.onnx").arg(QLatin1String(engine::imageFitName(fit))));
+            engine::exportOnnx(checkpoint, file.toStdString(), {});
+            const engine::OnnxFileInfo onnx = engine::readOnnxInfo(file.toStdString());
+            QCOMPARE(onnx.metadata.at("towers.image_crop"), std::string(crop));
+            QVERIFY(onnx.docString.find("centre rectangle") == std::string::npos);
+            QVERIFY2(onnx.docString.find(fit == engine::ImageFit::Squash
+                                             ? "its aspect ratio not kept"
+                                             : "its aspect ratio kept, and centred on black") !=
+                         std::string::npos,
+                     onnx.docString.c_str());
+        }
+    }
+
     // The metadata says how classify reads an image file (app/inference/image_files.h), and
     // what it says is what classify does: an image of twice the model's size and of another
     // aspect, brought to the source shape by the metadata's recipe (the centre rectangle cut,

@@ -120,6 +120,7 @@ private slots:
         QCOMPARE(r.info.optimizer, std::string("momentum"));
         QCOMPARE(r.info.config, c.info.config);
         QCOMPARE(r.info.formatVersion, kCheckpointFormatVersion);
+        QCOMPARE(r.info.imageFit, ImageFit::Crop); // not recorded: cropped, as before --fit
         // The header alone says the same.
         const CheckpointInfo header = readCheckpointInfo(file);
         QCOMPARE(header.model, r.info.model);
@@ -161,6 +162,34 @@ private slots:
         QCOMPARE(maxAbsDiff(fresh->parameter("bn1.running_var").value,
                             m->parameter("bn1.running_var").value),
                  0.0);
+    }
+
+    // How image files are brought to the images' size (a dataset imported with --fit): recorded,
+    // read back from the file and from its header; an unknown one refused naming it.
+    void imageFitRoundTrip()
+    {
+        QTemporaryDir dir;
+        const fs::path file = dir.filePath(QStringLiteral("fit.safetensors")).toStdString();
+        auto m = createModel("fashion-fast", 2);
+        for (const ImageFit fit : {ImageFit::Squash, ImageFit::Fill}) {
+            Checkpoint c = sampleCheckpoint(*m);
+            c.info.imageFit = fit;
+            writeCheckpoint(file, c);
+            QCOMPARE(readCheckpoint(file).info.imageFit, fit);
+            QCOMPARE(readCheckpointInfo(file).imageFit, fit);
+        }
+        SafeTensors raw = readSafeTensors(file);
+        QCOMPARE(raw.metadata.at("image_fit"), std::string("fill"));
+        raw.metadata["image_fit"] = "stretch";
+        const fs::path bad = dir.filePath(QStringLiteral("stretch.safetensors")).toStdString();
+        writeSafeTensors(bad, raw.tensors, raw.metadata);
+        try {
+            (void)readCheckpointInfo(bad);
+            QFAIL("an unknown image fit was accepted");
+        } catch (const IoError& e) {
+            QVERIFY2(QString(e.what()).contains(QStringLiteral("image_fit")), e.what());
+            QVERIFY2(QString(e.what()).contains(QStringLiteral("stretch")), e.what());
+        }
     }
 
     void truncated()

@@ -221,6 +221,22 @@ private slots:
         const Dataset d = loadDataset("birds", std::vector<fs::path>{root});
         QCOMPARE(d.train.count, 12);
         QVERIFY(!d.mirrorSafe);
+        QCOMPARE(d.imageFit, ImageFit::Crop); // the default
+        // How the images were brought to size (--fit), as the manifest says; one written before
+        // --fit has none, and was cropped.
+        writeText(birds / kDatasetManifest,
+                  datasetManifestJson(importedDatasetSpec("birds", {28, 28, 1}, classes, false,
+                                                          "mine", ImageFit::Squash),
+                                      {}));
+        QCOMPARE(loadDataset("birds", birds).imageFit, ImageFit::Squash);
+        QCOMPARE(datasetSpecAlong("birds", {root}).imageFit, ImageFit::Squash);
+        std::string older = datasetManifestJson(spec, {});
+        const auto fitAt = older.find("\"fit\"");
+        QVERIFY(fitAt != std::string::npos);
+        older.erase(fitAt, older.find('\n', fitAt) + 1 - fitAt);
+        writeText(birds / kDatasetManifest, older);
+        QCOMPARE(loadDataset("birds", birds).imageFit, ImageFit::Crop);
+        writeText(birds / kDatasetManifest, datasetManifestJson(spec, {}));
         QCOMPARE(datasetFolderIn("birds", birds).value(), birds); // the folder itself, named so
         QCOMPARE(datasetFolderIn("birds", root).value(), birds);
 
@@ -234,9 +250,11 @@ private slots:
         } catch (const IoError& e) {
             QVERIFY2(QString(e.what()).contains("towers-dataset.json says [32, 32, 3]"), e.what());
         }
-        // Not JSON, another format, a class list too short for the labels.
+        // Not JSON, another format, a class list too short for the labels, an unknown fit.
+        std::string stretched = datasetManifestJson(spec, {});
+        stretched.replace(stretched.find("\"crop\""), 6, "\"stretch\"");
         for (const std::string& bad :
-             {std::string("{not json"), std::string(R"({"format": "other"})"),
+             {std::string("{not json"), std::string(R"({"format": "other"})"), stretched,
               datasetManifestJson(importedDatasetSpec("birds", {28, 28, 1}, {"a", "b"}, true, ""),
                                   {})}) {
             writeText(birds / kDatasetManifest, bad);

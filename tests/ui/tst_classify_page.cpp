@@ -229,6 +229,43 @@ private slots:
         QVERIFY(!page.openLayers());
     }
 
+    // A checkpoint whose dataset was imported with --fit squash: an image file of another shape is
+    // squashed to the dataset's images, as towers-cli classify does, not cropped.
+    void fileFittedAsItsDatasetWas()
+    {
+        engine::Checkpoint c = engine::readCheckpoint(m_checkpoint.toStdString());
+        c.info.imageFit = engine::ImageFit::Squash;
+        const QString squashed = m_dir.filePath(QStringLiteral("squashed.safetensors"));
+        engine::writeCheckpoint(squashed.toStdString(), c);
+        QImage wide(84, 28, QImage::Format_Grayscale8);
+        for (int y = 0; y < 28; ++y)
+            for (int x = 0; x < 84; ++x) wide.setPixel(x, y, qRgb(3 * x, 3 * x, 3 * x));
+        const QString png = m_dir.filePath(QStringLiteral("wide.png"));
+        QVERIFY(wide.save(png));
+        ClassifyPage page;
+        QSignalSpy loaded(&page, &ClassifyPage::checkpointLoaded);
+        QSignalSpy answered(&page, &ClassifyPage::imageClassified);
+        page.openCheckpoint(squashed);
+        QVERIFY(loaded.wait(20000));
+        QVERIFY2(page.checkpointText().contains(
+                     QStringLiteral("images of 28 × 28 × 1, each image file squashed to it")),
+                 qPrintable(page.checkpointText()));
+        page.classifyFile(png);
+        QVERIFY(answered.wait(20000));
+        engine::Classifier oracle(squashed.toStdString());
+        const auto top = [&](engine::ImageFit fit) {
+            engine::ImageSet one;
+            app::appendImage(app::readImageFile(png, oracle.sourceShape()), oracle.sourceShape(),
+                             one, fit);
+            return engine::Classifier::topK(oracle.probabilities(one).at(0), 5);
+        };
+        const auto want = top(engine::ImageFit::Squash);
+        QCOMPARE(page.topClasses().size(), want.size());
+        for (std::size_t i = 0; i < want.size(); ++i)
+            QCOMPARE(page.topClasses()[i].second, want[i].probability);
+        QVERIFY(top(engine::ImageFit::Crop).front().probability != want.front().probability);
+    }
+
     // Test-set actions while the test set loads wait for the same load, none drops another's:
     // the Layers window's dead channels, counted over the test set, still arrive when a test
     // image is asked for during the load (each used to start a load that superseded the other).

@@ -172,6 +172,9 @@ private slots:
         QVERIFY(importButton(dialog)->isEnabled());
         dialog.testPercentBox()->setValue(20);
         dialog.mirrorBox()->setChecked(false);
+        QCOMPARE(dialog.options().fit, towers::engine::ImageFit::Crop); // the default
+        dialog.fitBox()->setCurrentIndex(1);
+        QCOMPARE(dialog.options().fit, towers::engine::ImageFit::Squash);
 
         QSignalSpy accepted(&dialog, &QDialog::accepted);
         importButton(dialog)->click();
@@ -182,6 +185,7 @@ private slots:
                  (std::vector<std::string>{"blue tit", "robin"}));
         QCOMPARE(dialog.result()->test, (std::vector<qint64>{1, 1}));
         QVERIFY(!dialog.result()->spec.mirrorSafe);
+        QCOMPARE(dialog.result()->spec.imageFit, towers::engine::ImageFit::Squash);
 
         // The same name again: refused in the dialog, which stays open and says why.
         ImportImagesDialog again(data);

@@ -443,6 +443,11 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
             .arg(m_source[0])
             .arg(m_source[1])
             .arg(m_source[2]) +
+        // How an image file becomes one, where its dataset was imported otherwise than cropped.
+        (info.imageFit == engine::ImageFit::Squash ? tr(", each image file squashed to it")
+         : info.imageFit == engine::ImageFit::Fill
+             ? tr(", each image file fitted inside it on black")
+             : QString()) +
         // A run trained in bf16 is evaluated as it evaluated itself, where this CPU can; the
         // reason why not in the tooltip.
         (!c.precisionNote().empty()
@@ -631,7 +636,8 @@ void ClassifyPage::classifyImage(const QImage& image, const QString& caption)
             set.height = source[0];
             set.width = source[1];
             set.channels = source[2];
-            app::appendImage(input, source, set);
+            // As the checkpoint's dataset brought its image files to size (import --fit).
+            app::appendImage(input, source, set, shared->classifier->info().imageFit);
             return answerFor(*shared->classifier, set);
         },
         [this, caption](const app::JobResult<ImageAnswer>& r) {

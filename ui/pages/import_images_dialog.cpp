@@ -31,8 +31,8 @@ ImportImagesDialog::ImportImagesDialog(const QString& dataDir, QWidget* parent)
     auto* intro = new QLabel(
         tr("A dataset from a folder of your images: one sub-folder per class, named after the "
            "class (or <i>train</i> and <i>test</i> folders that each hold the class folders). "
-           "Each image is cropped to its central square and scaled, as Classify reads an image. "
-           "The dataset goes to %1.")
+           "Each image is brought to the size as chosen below, as Classify then reads an image "
+           "for a checkpoint trained on it. The dataset goes to %1.")
             .arg(QDir::toNativeSeparators(m_dataDir).toHtmlEscaped()),
         this);
     intro->setWordWrap(true);
@@ -81,6 +81,17 @@ ImportImagesDialog::ImportImagesDialog(const QString& dataDir, QWidget* parent)
     m_channels->addItem(tr("grayscale"), 1);
     m_channels->addItem(tr("colour"), 3);
     form->addRow(tr("&Channels:"), m_channels);
+    // NVIDIA DIGITS' resize modes (towers-cli import --fit).
+    m_fit = new QComboBox(this);
+    m_fit->addItem(tr("cropped to its central square, then scaled"), int(engine::ImageFit::Crop));
+    m_fit->addItem(tr("squashed: the whole image scaled, its aspect ratio not kept"),
+                   int(engine::ImageFit::Squash));
+    m_fit->addItem(tr("fitted inside: the whole image scaled, its aspect ratio kept, on black"),
+                   int(engine::ImageFit::Fill));
+    m_fit->setToolTip(tr("How each image of another shape becomes a square one. Cropping loses "
+                         "the sides of a wide image; squashing keeps all of it, distorted; "
+                         "fitting keeps all of it, smaller, with black bands."));
+    form->addRow(tr("&Each image:"), m_fit);
     m_testPercent = new QSpinBox(this);
     m_testPercent->setRange(0, 90);
     m_testPercent->setValue(10);
@@ -244,6 +255,7 @@ app::ImportOptions ImportImagesDialog::options() const
     o.dataDir = m_dataDir;
     o.size = m_size->value() < app::kMinImportSide ? 0 : m_size->value();
     o.channels = m_channels->currentData().toInt();
+    o.fit = engine::ImageFit(m_fit->currentData().toInt());
     o.testFraction = m_testPercent->value() / 100.0;
     o.mirrorSafe = m_mirror->isChecked();
     o.overwrite = m_replace->isChecked();
@@ -260,8 +272,8 @@ void ImportImagesDialog::updateButtons()
                            : QString::fromStdString(why));
     auto* ok = m_buttons->button(QDialogButtonBox::Ok);
     ok->setEnabled(!isImporting() && !isScanning() && m_scan.has_value() && nameOk);
-    for (QWidget* w :
-         std::initializer_list<QWidget*>{m_source, m_name, m_size, m_channels, m_mirror, m_replace})
+    for (QWidget* w : std::initializer_list<QWidget*>{m_source, m_name, m_size, m_channels, m_fit,
+                                                      m_mirror, m_replace})
         w->setEnabled(!isImporting());
     m_testPercent->setEnabled(!isImporting() && !(m_scan && m_scan->splitFolders));
 }

@@ -44,6 +44,7 @@ public:
     QLineEdit* nameEdit() const { return m_name; }
     QSpinBox* sizeBox() const { return m_size; }
     QComboBox* channelsBox() const { return m_channels; }
+    QComboBox* fitBox() const { return m_fit; }
     QSpinBox* testPercentBox() const { return m_testPercent; }
     QCheckBox* mirrorBox() const { return m_mirror; }
     QCheckBox* replaceBox() const { return m_replace; }
@@ -97,6 +98,7 @@ private:
     QLabel* m_nameNote;
     QSpinBox* m_size;
     QComboBox* m_channels;
+    QComboBox* m_fit;
     QSpinBox* m_testPercent;
     QCheckBox* m_mirror;
     QCheckBox* m_replace;
