@@ -59,10 +59,12 @@ int runClassify(const QStringList& args, CommandIo& io)
         QStringLiteral(
             "Classifies image files (PNG, JPEG, BMP, PPM/PGM, GIF...) with a checkpoint, which\n"
             "knows its model, classes and preprocessing: each image is converted to the\n"
-            "dataset's colour format, scaled (shorter side) and centre-cropped to its size,\n"
-            "preprocessed as in evaluation, and the most probable classes are printed with their\n"
-            "probabilities. Only regular files are read, and an image of more than %1 megapixels,\n"
-            "or whose sides are more than %2 times apart, is refused before it is decoded.")
+            "dataset's colour format and brought to its size as its images were (scaled by the\n"
+            "shorter side and centre-cropped, or for a dataset imported with --fit squash or\n"
+            "fill, the whole image squashed or fitted inside), preprocessed as in evaluation,\n"
+            "and the most probable classes are printed with their probabilities. Only regular\n"
+            "files are read, and an image of more than %1 megapixels, or whose sides are more\n"
+            "than %2 times apart, is refused before it is decoded.")
             .arg(kMaxImagePixels / 1'000'000)
             .arg(kMaxImageAspect));
     p.addPositionalArgument(QStringLiteral("images"), QStringLiteral("Image files."),
