@@ -1,5 +1,8 @@
 #include "cli_process.h"
 
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QTest>
 
@@ -36,6 +39,17 @@ CliResult runCliProcess(const QString& program, const QStringList& args, const Q
     r.out = QString::fromUtf8(p.readAllStandardOutput());
     r.err = QString::fromUtf8(p.readAllStandardError());
     return r;
+}
+
+std::vector<double> firstClassifiedLogits(const QString& out)
+{
+    std::vector<double> logits;
+    const QJsonArray results =
+        QJsonDocument::fromJson(out.toUtf8()).object().value(QStringLiteral("results")).toArray();
+    if (results.isEmpty()) return logits;
+    for (const auto v : results.first().toObject().value(QStringLiteral("logits")).toArray())
+        logits.push_back(v.toDouble());
+    return logits;
 }
 
 } // namespace towers::test

@@ -4,6 +4,8 @@
 #include <QString>
 #include <QStringList>
 
+#include <vector>
+
 class QProcess;
 
 namespace towers::test {
@@ -24,5 +26,9 @@ struct CliResult
 CliResult runCliProcess(const QString& program, const QStringList& args,
                         const QStringList& env = {}, int interruptAfterMs = -1,
                         int timeoutMs = 120000);
+
+// The logits of the first image that `towers-cli classify --json` printed as `out` answered (its
+// "results"[0]), in class order; empty where there is none.
+std::vector<double> firstClassifiedLogits(const QString& out);
 
 } // namespace towers::test

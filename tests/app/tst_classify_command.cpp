@@ -28,6 +28,7 @@
 #include <sys/resource.h>
 
 #include "checkpoint_files.h"
+#include "cli_process.h"
 #include "dataset_files.h"
 #include "engine/data/dataset.h"
 #include "engine/models/registry.h"
@@ -363,22 +364,14 @@ private slots:
                              b.err.trimmed()));
         QVERIFY2(b.exitCode == 0, qPrintable(b.err));
         QCOMPARE(json(b).value(QStringLiteral("precision")).toString(), QStringLiteral("bf16"));
-        const auto logits = [&](const Run& r) {
-            return json(r)
-                .value(QStringLiteral("results"))
-                .toArray()
-                .first()
-                .toObject()
-                .value(QStringLiteral("logits"))
-                .toArray();
-        };
-        const QJsonArray want = logits(fp32), got = logits(b);
+        const std::vector<double> want = test::firstClassifiedLogits(fp32.out),
+                                  got = test::firstClassifiedLogits(b.out);
         QCOMPARE(got.size(), want.size());
-        QVERIFY(!want.isEmpty());
+        QVERIFY(!want.empty());
         double scale = 0, error = 0;
-        for (qsizetype i = 0; i < want.size(); ++i) {
-            scale = std::max(scale, std::abs(want[i].toDouble()));
-            error = std::max(error, std::abs(got[i].toDouble() - want[i].toDouble()));
+        for (std::size_t i = 0; i < want.size(); ++i) {
+            scale = std::max(scale, std::abs(want[i]));
+            error = std::max(error, std::abs(got[i] - want[i]));
         }
         // bfloat16 keeps 8 bits of mantissa: each product's operands are off by up to 2^-8 of
         // themselves. The error stays within a few percent of the logits' size, and is not 0
@@ -513,14 +506,7 @@ private slots:
             if (o.value(QStringLiteral("tta")).toString() !=
                 (extra.isEmpty() ? QStringLiteral("none") : QStringLiteral("mirror")))
                 return l;
-            for (const auto v : o.value(QStringLiteral("results"))
-                                    .toArray()
-                                    .first()
-                                    .toObject()
-                                    .value(QStringLiteral("logits"))
-                                    .toArray())
-                l.push_back(v.toDouble());
-            return l;
+            return test::firstClassifiedLogits(r.out);
         };
         const auto own = logitsOf(ramp, {}), ofMirror = logitsOf(path("tta-mirror.png"), {});
         const auto averaged = logitsOf(ramp, mirror);

@@ -427,25 +427,17 @@ private slots:
             TOWERS_CLI, {QStringLiteral("classify"), QStringLiteral("--checkpoint"), checkpoint,
                          QStringLiteral("--json"), file});
         QVERIFY2(classified.exitCode == 0, qPrintable(classified.err));
-        const QJsonArray logits = QJsonDocument::fromJson(classified.out.toUtf8())
-                                      .object()
-                                      .value(QStringLiteral("results"))
-                                      .toArray()
-                                      .first()
-                                      .toObject()
-                                      .value(QStringLiteral("logits"))
-                                      .toArray();
+        const std::vector<double> logits = test::firstClassifiedLogits(classified.out);
         engine::Classifier classifier(checkpoint.toStdString());
         const auto want = classifier.logits(fitted(file, engine::ImageFit::Fill)).at(0);
         const auto cropped = classifier.logits(fitted(file, engine::ImageFit::Crop)).at(0);
-        QCOMPARE(std::size_t(logits.size()), want.size());
+        QCOMPARE(logits.size(), want.size());
         double apart = 0;
         for (std::size_t j = 0; j < want.size(); ++j) {
-            QVERIFY2(std::abs(logits.at(qsizetype(j)).toDouble() - want[j]) < 1e-5,
-                     qPrintable(QStringLiteral("logit %1: %2 against %3")
-                                    .arg(j)
-                                    .arg(logits.at(qsizetype(j)).toDouble())
-                                    .arg(want[j])));
+            QVERIFY2(
+                std::abs(logits[j] - want[j]) < 1e-5,
+                qPrintable(
+                    QStringLiteral("logit %1: %2 against %3").arg(j).arg(logits[j]).arg(want[j])));
             apart = std::max(apart, std::abs(want[j] - cropped[j]));
         }
         QVERIFY(apart > 1e-4); // the crop would have answered otherwise
