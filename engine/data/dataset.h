@@ -92,6 +92,7 @@ struct DatasetInfo
     std::int64_t trainCount = 0, testCount = 0;
     Shape imageShape; // [H, W, C]
     std::vector<std::string> classNames;
+    ImageFit imageFit = ImageFit::Crop; // DatasetSpec::imageFit
 };
 
 // The dataset names, their folders, files and classes: engine/data/dataset_spec.h (knownDatasets,

@@ -232,6 +232,7 @@ DatasetInfo inspectDataset(const std::string& name, const fs::path& folder)
     DatasetInfo info;
     info.name = name;
     info.location = folder;
+    info.imageFit = spec.imageFit;
     switch (spec.reader) {
     case DatasetReader::CifarBinary:
         info.classNames = classNames(spec.labels, folder);

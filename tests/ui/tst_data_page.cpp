@@ -14,6 +14,7 @@
 
 #include "app/settings/app_settings.h"
 #include "dataset_files.h"
+#include "engine/data/dataset_manifest.h"
 #include "http_test_server.h"
 #include "test_files.h"
 #include "ui/models/sample_image_model.h"
@@ -166,6 +167,36 @@ private slots:
         auto* label = page.findChild<QLabel*>(QStringLiteral("balanceHint"));
         QVERIFY(label);
         QCOMPARE(label->isHidden(), hint.isEmpty());
+    }
+
+    // An imported dataset whose image files were squashed to size (import --fit squash) says so
+    // beside its image size; one cropped, as the table's datasets, says nothing of it.
+    void anImportedSetSaysItsFit()
+    {
+        QTemporaryDir dir;
+        const auto folder = tt::fsPath(dir.filePath(QStringLiteral("birds")));
+        tt::writeIdxDataset(folder, 20, 10, 28, 28, false, 4);
+        std::vector<std::string> classes;
+        for (int c = 0; c < 10; ++c) classes.push_back("bird " + std::to_string(c));
+        tt::writeText(
+            folder / towers::engine::kDatasetManifest,
+            towers::engine::datasetManifestJson(
+                towers::engine::importedDatasetSpec("birds", {28, 28, 1}, classes, true, "mine",
+                                                    towers::engine::ImageFit::Squash),
+                {}));
+        towers::app::AppSettings settings(tt::settingsFile(dir.path()));
+        settings.setDatasetName(QStringLiteral("birds"));
+        settings.setDataDir(dir.path());
+        DataPage page(settings);
+        page.show();
+        QSignalSpy loaded(&page, &DataPage::datasetLoaded);
+        QVERIFY(loaded.wait(10000));
+        const auto saying = [&](const QString& text) {
+            for (auto* l : page.findChildren<QLabel*>())
+                if (l->text().contains(text)) return true;
+            return false;
+        };
+        QVERIFY(saying(QStringLiteral("(H × W × C), each image file squashed to it, 10 classes")));
     }
 
     void firstStartShowsADatasetThatIsThere()
