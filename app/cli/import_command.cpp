@@ -34,11 +34,10 @@ void addImportOptions(QCommandLineParser& p)
         "image (PNG, JPEG, BMP, GIF, PPM/PGM, ...; sub-folders of a class too) is brought to the\n"
         "size as --fit says (by default cropped to its central square and scaled), as\n"
         "'towers-cli classify' then reads an image for a checkpoint trained on it, and the\n"
-        "dataset is written to the data folder under its name, where 'towers-cli train --dataset "
-        "NAME', "
-        "eval,\n"
-        "the desktop application and 'towers-cli datasets' find it. Files that are no image, and\n"
-        "images that cannot be read, are passed over and listed."));
+        "dataset is written to the data folder under its name, where\n"
+        "'towers-cli train --dataset NAME', eval, the desktop application and\n"
+        "'towers-cli datasets' find it. Files that are no image, and images that cannot be read,\n"
+        "are passed over and listed."));
     p.addPositionalArgument(QStringLiteral("folder"), QStringLiteral("The folder of images."));
     p.addOptions({
         {QStringLiteral("name"),

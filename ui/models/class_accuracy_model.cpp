@@ -14,7 +14,6 @@ void ClassAccuracyModel::setResults(const QStringList& classNames, const app::Te
     m_correct = p.classCorrect;
     m_top5 = p.classTop5;
     m_top5.resize(m_counts.size(), 0);
-    m_hasTop5 = p.hasTop5();
     m_scores = engine::classScores(p.confusion, p.numClasses);
     while (m_names.size() < qsizetype(m_counts.size())) m_names << QString::number(m_names.size());
     endResetModel();
@@ -27,7 +26,6 @@ void ClassAccuracyModel::clear()
     m_counts.clear();
     m_correct.clear();
     m_top5.clear();
-    m_hasTop5 = false;
     m_scores.clear();
     endResetModel();
 }
@@ -56,7 +54,7 @@ QVariant ClassAccuracyModel::data(const QModelIndex& index, int role) const
                 .arg(m_names.value(index.row()), locale.toString(qint64(m_counts[r])),
                      locale.toString(qint64(m_correct[r])),
                      locale.toString(qint64(m_scores[r].predicted)));
-        return m_hasTop5 ? text + tr("; %1 with their class among the five most probable")
+        return hasTop5() ? text + tr("; %1 with their class among the five most probable")
                                       .arg(locale.toString(qint64(m_top5[r])))
                          : text;
     }

@@ -28,8 +28,8 @@ public:
 
     void setResults(const QStringList& classNames, const app::TestSetPredictions& predictions);
     void clear();
-    // Whether the top 5 are worth showing (TestSetPredictions::hasTop5: more than 10 classes).
-    bool hasTop5() const { return m_hasTop5; }
+    // Whether the top 5 are worth showing (engine::reportsTopFive: more than 10 classes).
+    bool hasTop5() const { return engine::reportsTopFive(int(m_counts.size())); }
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
@@ -40,7 +40,6 @@ public:
 private:
     QStringList m_names;
     std::vector<std::int64_t> m_counts, m_correct, m_top5;
-    bool m_hasTop5 = false;
     std::vector<engine::ClassScores> m_scores;
 };
 

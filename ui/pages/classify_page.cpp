@@ -35,6 +35,7 @@
 #include "ui/models/class_accuracy_model.h"
 #include "ui/models/sample_image_model.h"
 #include "ui/pages/classify_many_dialog.h"
+#include "ui/pages/import_images_dialog.h"
 #include "ui/pages/layers_dialog.h"
 #include "ui/plots/bar_chart.h"
 #include "ui/plots/heat_map.h"
@@ -444,10 +445,7 @@ void ClassifyPage::onCheckpoint(const app::JobResult<std::shared_ptr<Shared>>& r
             .arg(m_source[1])
             .arg(m_source[2]) +
         // How an image file becomes one, where its dataset was imported otherwise than cropped.
-        (info.imageFit == engine::ImageFit::Squash ? tr(", each image file squashed to it")
-         : info.imageFit == engine::ImageFit::Fill
-             ? tr(", each image file fitted inside it on black")
-             : QString()) +
+        ImportImagesDialog::fitNote(info.imageFit) +
         // A run trained in bf16 is evaluated as it evaluated itself, where this CPU can; the
         // reason why not in the tooltip.
         (!c.precisionNote().empty()

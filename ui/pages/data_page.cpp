@@ -730,10 +730,7 @@ void DataPage::updateFoundLabel()
         classes.size() > 12 ? classes.mid(0, 12).join(QStringLiteral(", ")) + QStringLiteral(", …")
                             : classes.join(QStringLiteral(", "));
     // An imported dataset whose image files were not cropped to size says how they were brought.
-    const QString fit =
-        f.imageFit == engine::ImageFit::Squash ? tr(", each image file squashed to it")
-        : f.imageFit == engine::ImageFit::Fill ? tr(", each image file fitted inside it on black")
-                                               : QString();
+    const QString fit = ImportImagesDialog::fitNote(f.imageFit);
     m_foundLabel->setText(tr("<b>%1</b> in %2<br>%3 training + %4 test images of %5 (H × W × C)%8, "
                              "%6 classes: %7")
                               .arg(QString::fromStdString(f.name).toHtmlEscaped(),

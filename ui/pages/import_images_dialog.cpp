@@ -247,6 +247,19 @@ void ImportImagesDialog::growToFit()
     if (h > height()) resize(width(), h);
 }
 
+QString ImportImagesDialog::fitNote(engine::ImageFit fit)
+{
+    switch (fit) {
+    case engine::ImageFit::Squash:
+        return tr(", each image file squashed to it");
+    case engine::ImageFit::Fill:
+        return tr(", each image file fitted inside it on black");
+    case engine::ImageFit::Crop:
+        break;
+    }
+    return {};
+}
+
 app::ImportOptions ImportImagesDialog::options() const
 {
     app::ImportOptions o;

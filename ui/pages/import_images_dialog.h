@@ -32,6 +32,11 @@ public:
     explicit ImportImagesDialog(const QString& dataDir, QWidget* parent = nullptr);
     ~ImportImagesDialog() override;
 
+    // What an import with `fit` did to each image file, said after the images' size where it is
+    // not the crop (the Data page's dataset, the Classify page's checkpoint): ", each image file
+    // squashed to it"; empty for Crop.
+    static QString fitNote(engine::ImageFit fit);
+
     // Chooses the folder (as the Browse button does) and lists it on a worker (scanFinished).
     void setSource(const QString& folder);
     app::ImportOptions options() const;
